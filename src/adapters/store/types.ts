@@ -1,0 +1,64 @@
+/**
+ * The EventStore interface (DESIGN.md §2): one stream per operation, one stored Transition per
+ * handled command, create-if-absent and append-with-expectedRevision as the compare-and-swap,
+ * and a time guard checked at the store's authoritative serialization point.
+ *
+ * Every adapter (memory, sqlite, jetstream, eventstoredb) implements this and passes
+ * test/conformance/store.ts.
+ */
+import type { StoredTransition, Transition } from '../../events/types.js';
+
+export type StoreFailureKind = 'conflict' | 'expired' | 'unavailable' | 'not-found' | 'invalid-input';
+
+export type StoreFailure = { kind: StoreFailureKind; description: string };
+
+export type AppendOutcome = { kind: 'ok'; revision: string; committedAtMs: number } | StoreFailure;
+
+export type ReadOutcome =
+  | { kind: 'ok'; revision: string; transitions: StoredTransition[] }
+  | { kind: 'not-found'; description: string }
+  /** A tombstoned operation: its key history is kept, its payload is gone; it is never recreated. */
+  | { kind: 'expired'; description: string }
+  | { kind: 'unavailable'; description: string };
+
+export interface StoreCapabilities {
+  /** Survives the process. */
+  durable: boolean;
+  /**
+   * 'in-write': the guard is checked inside the serialized write and a failing transition is never
+   * stored. 'on-fold': the server assigns each stored transition its timestamp in stream order and
+   * the fold voids a transition whose guard that timestamp fails (the append answers `expired`).
+   */
+  guard: 'in-write' | 'on-fold';
+}
+
+export interface StoreLimits {
+  /** Serialized bytes of one stored transition (including the admission transition). */
+  transitionBytesMax: number;
+  /** Operations (live and tombstoned) the store accepts before refusing new admissions. */
+  operationsMax: number;
+}
+
+export interface AppendListener {
+  (operationId: string, stored: StoredTransition): void;
+}
+
+export interface EventStore {
+  readonly name: string;
+  readonly capabilities: StoreCapabilities;
+  /** Create-if-absent: the first transition of a new stream. `conflict` if the stream exists, `expired` if tombstoned. */
+  create(operationId: string, transition: Transition): Promise<AppendOutcome>;
+  /** Append at expectedRevision (the revision returned by the last create/append/read). */
+  append(operationId: string, expectedRevision: string, transition: Transition): Promise<AppendOutcome>;
+  read(operationId: string): Promise<ReadOutcome>;
+  /** Every operation id with a live stream, in no particular order. */
+  operationIds(): AsyncIterable<string>;
+  /**
+   * Drops an operation's payload and keeps a minimal tombstone of its key: later reads answer
+   * `expired` and a create under the same id answers `expired`, never recreating it.
+   */
+  tombstone(operationId: string): Promise<AppendOutcome | StoreFailure>;
+  /** Live notification of appends made through any client of this store (for `convoke tail`). */
+  follow(listener: AppendListener): Promise<{ close(): Promise<void> }>;
+  close(): Promise<void>;
+}

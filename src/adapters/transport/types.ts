@@ -1,0 +1,65 @@
+/**
+ * The Transport interface: subject-addressed messages with publish permissions enforced by the
+ * broker (or, in memory mode, by the in-process bus exactly as NATS would).
+ *
+ * Implementations: memory (in-process), nats (core NATS and JetStream).
+ */
+import type { DeliveryReceipt } from '../../events/types.js';
+
+export interface InboundMessage {
+  /** The subject the broker delivered on: verification reads the peer token from here, never from the body. */
+  subject: string;
+  data: Uint8Array;
+  headers: Record<string, string>;
+  /** True when a durable consumer delivers this message again. */
+  redelivered: boolean;
+  /** Acknowledge (durable consumers); a no-op on best-effort subscriptions. */
+  ack(): Promise<void>;
+  /** Ask for redelivery (durable consumers); a no-op on best-effort subscriptions. */
+  nak(delayMs?: number): Promise<void>;
+  /** Reply to a request (request/reply subjects); absent when the sender asked for no reply. */
+  respond?(data: Uint8Array): Promise<void>;
+}
+
+export interface PublishOptions {
+  /** Stable native message id (JetStream Nats-Msg-Id): the publication identity. */
+  msgId?: string;
+  headers?: Record<string, string>;
+  /** Durable publish: wait for a storage acknowledgment from this stream. */
+  expectStream?: string;
+}
+
+export interface PublishReceipt {
+  receipt: DeliveryReceipt;
+  detail?: string;
+}
+
+export interface SubscribeOptions {
+  /** Durable consumer name (durable transports); best-effort subscription when absent. */
+  durable?: string;
+  /** Queue group for load-shared receivers. */
+  queue?: string;
+}
+
+export interface Subscription {
+  close(): Promise<void>;
+}
+
+export type MessageHandler = (message: InboundMessage) => void | Promise<void>;
+
+export interface TransportCapabilities {
+  /** Storage acknowledgments, redelivery and offline peers. */
+  durable: boolean;
+}
+
+export interface Transport {
+  readonly capabilities: TransportCapabilities;
+  /** The identity this connection authenticated as (a NATS user; a bus connection name). */
+  readonly identity: string;
+  publish(subject: string, data: Uint8Array, options?: PublishOptions): Promise<PublishReceipt>;
+  /** Resolves only when the subscription is registered with the broker (spec: results before requests). */
+  subscribe(pattern: string, handler: MessageHandler, options?: SubscribeOptions): Promise<Subscription>;
+  /** Request/reply (commands over NATS). */
+  request?(subject: string, data: Uint8Array, timeoutMs: number): Promise<Uint8Array>;
+  close(): Promise<void>;
+}

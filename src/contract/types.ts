@@ -1,0 +1,106 @@
+/**
+ * The contract bundle (the "profile reference" the spec names but does not supply): its shapes,
+ * as TypeScript types. The JSON Schema in ./schemas.ts is the authority; these types mirror it.
+ */
+import type { JsonObject, JsonValue } from './json.js';
+
+export type DeliveryMode = 'independent' | 'one-eligible' | 'explicit' | 'gather';
+export type VoteMode = 'distinct-branches' | 'distinct-peers';
+export type CompletionMode = 'first-success' | 'quorum' | 'all-successful' | 'all-terminal';
+export type WaitFor = 'decision' | 'settled';
+export type SiblingPolicy = 'detach' | 'cancel';
+
+export type Completion =
+  | { mode: 'first-success' }
+  | { mode: 'quorum'; count: number }
+  | { mode: 'quorum'; fraction: { num: number; den: number } }
+  | { mode: 'all-successful' }
+  | { mode: 'all-terminal' };
+
+/** A typed equality predicate over the application result: the value at `pointer` equals `equals`. */
+export interface Predicate {
+  pointer: string;
+  equals: JsonValue;
+}
+
+export type Audience = { group: string } | { peers: string[] };
+
+export interface ExplicitBranch {
+  branchId: string;
+  peerId: string;
+}
+
+export type Aggregate =
+  | { kind: 'collect' }
+  | { kind: 'tally'; pointer: string }
+  | { kind: 'first-success' };
+
+export interface Interaction {
+  input: JsonObject;
+  result: JsonObject;
+  output?: JsonObject;
+  audience: Audience;
+  delivery: DeliveryMode;
+  /** Only with delivery "explicit": the operator-declared branch bindings. */
+  branches?: ExplicitBranch[];
+  completion: Completion;
+  votes: VoteMode;
+  success: Predicate;
+  retryable?: Predicate;
+  timeoutMs: number;
+  onTimeout: 'partial' | 'failed';
+  attempts: number;
+  retryBackoffMs: number;
+  leaseMs: number;
+  renewIntervalMs: number;
+  siblings: SiblingPolicy;
+  cancelTimeoutMs: number;
+  settlementGraceMs: number;
+  waitFor: WaitFor;
+  sender: 'include' | 'exclude';
+  aggregate?: Aggregate;
+}
+
+export interface ContractBundle {
+  profile: '0.2';
+  contract: { id: string; version: string };
+  subjectNamespace: string;
+  interactions: Record<string, Interaction>;
+  pipelines?: JsonValue;
+}
+
+export interface ContractRef {
+  id: string;
+  version: string;
+  digest: string;
+}
+
+/** A bundle after validation: the parsed document plus its canonical digest. */
+export interface LoadedBundle {
+  bundle: ContractBundle;
+  digest: string;
+  ref: ContractRef;
+}
+
+/** The closed runtime context (spec: "Identity, context and authorization"). */
+export interface RuntimeContext {
+  principalId: string;
+  /** The logical peer the invoker speaks as, when it is itself a peer (used by `sender: exclude`). */
+  senderPeerId: string | null;
+  account: string;
+  system: string;
+  domain: string;
+  /** Trusted provider time of this call. */
+  nowMs: number;
+  /** Null before admission; the recorded operation deadline after. */
+  deadlineMs: number | null;
+}
+
+export interface InvocationRequest {
+  contract: ContractRef;
+  interaction: string;
+  invocationKey: string;
+  input: JsonValue;
+  waitFor?: WaitFor;
+  waitMs?: number;
+}

@@ -1,0 +1,208 @@
+/**
+ * The log's vocabulary: one type per fact. Every event carries `type` and `v` (its schema
+ * version). A Transition is the unit appended: all events decided from one command, appended
+ * atomically with the expected revision as the compare-and-swap.
+ */
+import type { JsonValue } from '../contract/json.js';
+import type { Completion, ContractRef, DeliveryMode, SiblingPolicy, VoteMode, WaitFor } from '../contract/types.js';
+
+export type BranchStatus = 'pending' | 'success' | 'failure' | 'revoked' | 'cancelled' | 'indeterminate';
+export type DecisionOutcome = 'success' | 'partial' | 'failed' | 'indeterminate';
+export type SettlementStatus = 'pending' | 'complete' | 'indeterminate';
+export type OperationPhase = 'admitted' | 'active' | 'closed' | 'settled';
+
+/**
+ * Delivery receipts. The spec's five, plus `sent` for best-effort transports (memory mode and
+ * core NATS) that have no storage acknowledgment to verify.
+ */
+export type DeliveryReceipt = 'stored' | 'already-stored' | 'rejected' | 'unknown' | 'exhausted' | 'sent';
+
+export interface TimeGuard {
+  /** Inclusive. */
+  notBeforeMs: number;
+  /** Exclusive. */
+  notAfterMs: number;
+}
+
+export interface ManifestBranch {
+  branchId: string;
+  peerId: string;
+}
+
+export interface Authorization {
+  peerId: string;
+  revision: string;
+  expiresAtMs: number;
+}
+
+/** Frozen at admission; never changes afterwards. */
+export interface Manifest {
+  delivery: DeliveryMode;
+  completion: Completion;
+  votes: VoteMode;
+  /** Number of voting units: branches for distinct-branches, distinct peers for distinct-peers. */
+  units: number;
+  /** Success votes needed to close with success (exact integer; fraction resolved at admission). */
+  threshold: number;
+  onTimeout: 'partial' | 'failed';
+  siblings: SiblingPolicy;
+  waitFor: WaitFor;
+  attemptsMax: number;
+  leaseMs: number;
+  renewIntervalMs: number;
+  retryBackoffMs: number;
+  cancelTimeoutMs: number;
+  settlementGraceMs: number;
+  branches: ManifestBranch[];
+  /** Distinct logical peers, sorted. */
+  peers: string[];
+}
+
+export interface OperationAdmitted {
+  type: 'operation-admitted';
+  v: 1;
+  operationId: string;
+  principalId: string;
+  senderPeerId: string | null;
+  contract: ContractRef;
+  interaction: string;
+  subjectNamespace: string;
+  invocationKey: string;
+  inputDigest: string;
+  input: JsonValue;
+  /** admittedAtMs is the committing store's timestamp; deadlineMs = admittedAtMs + timeoutMs. */
+  timeoutMs: number;
+  manifest: Manifest;
+  revisions: { directory: string; policy: string };
+  authorizations: Authorization[];
+  /** The pending outbox: one intended dispatch per branch (attempt 1, fence 1). */
+  outbox: OutboxIntent[];
+}
+
+export interface OutboxIntent {
+  branchId: string;
+  peerId: string;
+  attempt: number;
+  fence: number;
+  publicationId: string;
+}
+
+export interface DispatchRecorded {
+  type: 'dispatch-recorded';
+  v: 1;
+  branchId: string;
+  attempt: number;
+  fence: number;
+  receipt: DeliveryReceipt;
+  detail?: string;
+}
+
+export interface ResultAccepted {
+  type: 'result-accepted';
+  v: 1;
+  branchId: string;
+  peerId: string;
+  attempt: number;
+  fence: number;
+  /** success / failure by the interaction's typed predicate; retryable by its retryable predicate. */
+  status: 'success' | 'failure';
+  retryable: boolean;
+  result: JsonValue;
+  subject: string;
+}
+
+export type RejectionReason =
+  | 'malformed'
+  | 'unknown-operation'
+  | 'unknown-branch'
+  | 'wrong-peer'
+  | 'unverified-publisher'
+  | 'unknown-attempt'
+  | 'stale-fence'
+  | 'invalid-schema'
+  | 'expired-lease'
+  | 'late'
+  | 'closed'
+  | 'denied'
+  | 'branch-terminal';
+
+export interface ResultRejected {
+  type: 'result-rejected';
+  v: 1;
+  reason: RejectionReason;
+  subject: string;
+  branchId: string | null;
+  peerId: string | null;
+  attempt: number | null;
+  fence: number | null;
+  detail: string;
+}
+
+export interface ProtocolConflictRecorded {
+  type: 'protocol-conflict-recorded';
+  v: 1;
+  branchId: string;
+  peerId: string;
+  attempt: number;
+  fence: number;
+  subject: string;
+  /** Digest of the conflicting result; the accepted result stays as it was. */
+  resultDigest: string;
+  detail: string;
+}
+
+export interface BranchDisposition {
+  branchId: string;
+  /** What closure did to an unfinished branch. */
+  disposition: 'detached' | 'cancel-requested' | 'timed-out';
+}
+
+export interface DecisionClosed {
+  type: 'decision-closed';
+  v: 1;
+  outcome: DecisionOutcome;
+  reason: 'threshold' | 'impossible' | 'complete' | 'timeout' | 'no-dispatch';
+  successVotes: number;
+  failedUnits: number;
+  siblings: BranchDisposition[];
+}
+
+export interface SettlementCompleted {
+  type: 'settlement-completed';
+  v: 1;
+  status: 'complete' | 'indeterminate';
+}
+
+export type DomainEvent =
+  | OperationAdmitted
+  | DispatchRecorded
+  | ResultAccepted
+  | ResultRejected
+  | ProtocolConflictRecorded
+  | DecisionClosed
+  | SettlementCompleted;
+
+export type EventType = DomainEvent['type'];
+
+export interface Causation {
+  /** The command that was handled. */
+  command: string;
+  /** The inbound message or request it came from, when there was one. */
+  messageId?: string;
+}
+
+/** One handled command: the unit appended with expectedRevision as the CAS. */
+export interface Transition {
+  events: DomainEvent[];
+  timeGuard: TimeGuard;
+  causation: Causation;
+}
+
+/** A Transition as a store returns it. */
+export interface StoredTransition {
+  /** Opaque to callers; an adapter's own counter inside. */
+  revision: string;
+  /** The store's authoritative serialization timestamp. */
+  committedAtMs: number;
+  transition: Transition;
+}

@@ -1,0 +1,99 @@
+/**
+ * The injected clock. Runtime code never calls Date.now(): it asks a Clock, so tests and
+ * fault simulations advance time explicitly and replay is deterministic.
+ */
+export interface TimerHandle {
+  cancel(): void;
+}
+
+export interface Clock {
+  nowMs(): number;
+  /** Runs fn once the clock reaches atMs (immediately-ish if it already has). */
+  at(atMs: number, fn: () => void): TimerHandle;
+}
+
+export class SystemClock implements Clock {
+  nowMs(): number {
+    return Date.now();
+  }
+
+  at(atMs: number, fn: () => void): TimerHandle {
+    // setTimeout's delay is a signed 32-bit int; long waits re-arm.
+    const delayMsMax = 2 ** 31 - 1;
+    let timer: NodeJS.Timeout;
+    const arm = () => {
+      const delayMs = Math.max(0, atMs - Date.now());
+      timer = setTimeout(delayMs > delayMsMax ? arm : fn, Math.min(delayMs, delayMsMax));
+      timer.unref?.();
+    };
+    arm();
+    return { cancel: () => clearTimeout(timer) };
+  }
+}
+
+interface PendingTimer {
+  atMs: number;
+  seq: number;
+  fn: () => void;
+  cancelled: boolean;
+}
+
+/** A clock tests move by hand. Timers fire in (time, creation) order during advance(). */
+export class VirtualClock implements Clock {
+  private currentMs: number;
+  private seq = 0;
+  private timers: PendingTimer[] = [];
+
+  constructor(startMs = 1_700_000_000_000) {
+    this.currentMs = startMs;
+  }
+
+  nowMs(): number {
+    return this.currentMs;
+  }
+
+  at(atMs: number, fn: () => void): TimerHandle {
+    const timer: PendingTimer = { atMs, seq: this.seq++, fn, cancelled: false };
+    this.timers.push(timer);
+    return { cancel: () => void (timer.cancelled = true) };
+  }
+
+  /** Sets the time directly, backwards too (clock-rollback tests). Fires nothing. */
+  set(ms: number): void {
+    this.currentMs = ms;
+  }
+
+  /** Moves time forward by deltaMs, firing due timers in order; returns after all fired callbacks ran. */
+  async advance(deltaMs: number): Promise<void> {
+    const targetMs = this.currentMs + deltaMs;
+    for (;;) {
+      await flushMicrotasks();
+      const next = this.nextDue(targetMs);
+      if (next === undefined) break;
+      next.cancelled = true;
+      this.currentMs = Math.max(this.currentMs, next.atMs);
+      next.fn();
+    }
+    this.currentMs = Math.max(this.currentMs, targetMs);
+    await flushMicrotasks();
+  }
+
+  pendingTimers(): number {
+    return this.timers.filter((t) => !t.cancelled).length;
+  }
+
+  private nextDue(limitMs: number): PendingTimer | undefined {
+    this.timers = this.timers.filter((t) => !t.cancelled);
+    let best: PendingTimer | undefined;
+    for (const t of this.timers) {
+      if (t.atMs > limitMs) continue;
+      if (!best || t.atMs < best.atMs || (t.atMs === best.atMs && t.seq < best.seq)) best = t;
+    }
+    return best;
+  }
+}
+
+/** Lets queued promise continuations (appends in flight, deliveries) run to quiescence. */
+export async function flushMicrotasks(rounds = 20): Promise<void> {
+  for (let i = 0; i < rounds; i++) await new Promise<void>((resolve) => setImmediate(resolve));
+}

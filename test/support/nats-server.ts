@@ -1,0 +1,134 @@
+/**
+ * Starts a real nats-server for a test: a generated config, random loopback ports (port -1,
+ * discovered through ports_file_dir), its own temp JetStream store, a bounded readiness wait, and
+ * disposal that always kills the process and removes its files. It never touches a server already
+ * running on the machine.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtemp, readFile, readdir, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+
+export interface NatsUser {
+  user: string;
+  password: string;
+  publish?: string[];
+  subscribe?: string[];
+  /** Allow publishing replies to requests received (`allow_responses`). */
+  allowResponses?: boolean;
+}
+
+export interface NatsServerOptions {
+  jetstream?: boolean;
+  users?: NatsUser[];
+  /** Extra raw config text appended verbatim. */
+  extraConfig?: string;
+  /** Reuse a storage dir (restart tests); a fresh temp dir when absent. */
+  storeDir?: string;
+  /** Reuse a port (restart tests). */
+  port?: number;
+  readyTimeoutMs?: number;
+}
+
+export interface NatsServer {
+  url: string;
+  port: number;
+  storeDir: string;
+  process: ChildProcess;
+  /** Stops the server (SIGTERM, then SIGKILL), keeping its storage dir. */
+  stop(): Promise<void>;
+  /** Stops the server and deletes everything it wrote. */
+  dispose(): Promise<void>;
+}
+
+const quote = (s: string) => JSON.stringify(s);
+
+function renderConfig(options: NatsServerOptions, storeDir: string, portsDir: string): string {
+  const lines = [
+    'host: 127.0.0.1',
+    `port: ${options.port ?? -1}`,
+    `ports_file_dir: ${quote(portsDir)}`,
+    'max_payload: 1048576',
+  ];
+  if (options.jetstream ?? true) {
+    // sync_interval: always — JetStream acks only after fsync (acknowledged writes survive a crash).
+    lines.push(`jetstream { store_dir: ${quote(storeDir)}, max_memory_store: 268435456, max_file_store: 4294967296, sync_interval: always }`);
+  }
+  if (options.users && options.users.length > 0) {
+    const users = options.users.map((u) => {
+      const perms: string[] = [];
+      if (u.publish) perms.push(`publish: { allow: [${u.publish.map(quote).join(', ')}] }`);
+      if (u.subscribe) perms.push(`subscribe: { allow: [${u.subscribe.map(quote).join(', ')}] }`);
+      if (u.allowResponses) perms.push('allow_responses: true');
+      const permText = perms.length > 0 ? `, permissions: { ${perms.join(', ')} }` : '';
+      return `    { user: ${quote(u.user)}, password: ${quote(u.password)}${permText} }`;
+    });
+    lines.push(`authorization { users: [\n${users.join('\n')}\n  ] }`);
+  }
+  if (options.extraConfig) lines.push(options.extraConfig);
+  return lines.join('\n') + '\n';
+}
+
+async function waitForPortsFile(dir: string, pid: number, deadlineMs: number): Promise<number> {
+  while (Date.now() < deadlineMs) {
+    const names = await readdir(dir).catch(() => [] as string[]);
+    const name = names.find((n) => n.endsWith(`_${pid}.ports`));
+    if (name) {
+      const text = await readFile(join(dir, name), 'utf8').catch(() => '');
+      if (text) {
+        const ports = JSON.parse(text) as { nats?: string[] };
+        const url = ports.nats?.[0];
+        if (url) return Number(new URL(url).port);
+      }
+    }
+    await new Promise((r) => setTimeout(r, 25));
+  }
+  throw new Error('nats-server did not report its ports in time');
+}
+
+export async function startNatsServer(options: NatsServerOptions = {}): Promise<NatsServer> {
+  const workDir = await mkdtemp(join(tmpdir(), 'convoke-nats-'));
+  const storeDir = options.storeDir ?? join(workDir, 'js');
+  const portsDir = join(workDir, 'ports');
+  await import('node:fs/promises').then((fs) => fs.mkdir(portsDir, { recursive: true }));
+  const configPath = join(workDir, 'nats.conf');
+  await writeFile(configPath, renderConfig(options, storeDir, portsDir));
+  const child = spawn('nats-server', ['-c', configPath], { stdio: ['ignore', 'ignore', 'pipe'] });
+  let stderr = '';
+  child.stderr?.on('data', (chunk: Buffer) => {
+    stderr = (stderr + chunk.toString()).slice(-8192);
+  });
+  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  let port: number;
+  try {
+    port = await Promise.race([
+      waitForPortsFile(portsDir, child.pid ?? -1, Date.now() + (options.readyTimeoutMs ?? 10_000)),
+      exited.then(() => {
+        throw new Error(`nats-server exited during start: ${stderr}`);
+      }),
+    ]);
+  } catch (error) {
+    child.kill('SIGKILL');
+    await rm(workDir, { recursive: true, force: true });
+    throw error;
+  }
+  const stop = async () => {
+    if (child.exitCode !== null || child.signalCode !== null) return;
+    child.kill('SIGTERM');
+    const timer = setTimeout(() => child.kill('SIGKILL'), 5000);
+    await exited;
+    clearTimeout(timer);
+  };
+  return {
+    url: `nats://127.0.0.1:${port}`,
+    port,
+    storeDir,
+    process: child,
+    stop,
+    dispose: async () => {
+      await stop();
+      await rm(workDir, { recursive: true, force: true });
+      if (options.storeDir === undefined) await rm(storeDir, { recursive: true, force: true });
+    },
+  };
+}
