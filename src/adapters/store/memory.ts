@@ -1,0 +1,112 @@
+/**
+ * The memory event store: the embedded default. A first-class mode, not a mock: the time guard
+ * is checked at the store's serialization point (each call runs to completion on the event loop
+ * before any other), against the injected clock, and committedAtMs is that same reading.
+ * Idempotency is process-local: after the process ends, every operation is unknown.
+ */
+import type { StoredTransition, Transition } from '../../events/types.js';
+import type { Clock } from '../../runtime/clock.js';
+import { checkGuardShape, guardAdmits, guardFailure, rollbackFailure, serializedBytes } from './guard.js';
+import type { AppendListener, AppendOutcome, EventStore, ReadOutcome, StoreFailure, StoreLimits } from './types.js';
+import { limits } from '../../contract/limits.js';
+
+interface Stream {
+  transitions: StoredTransition[];
+  tombstoned: boolean;
+}
+
+export interface MemoryStoreOptions {
+  clock: Clock;
+  limits?: Partial<StoreLimits>;
+}
+
+export class MemoryEventStore implements EventStore {
+  readonly name = 'memory';
+  readonly capabilities = { durable: false, guard: 'in-write' } as const;
+  private readonly streams = new Map<string, Stream>();
+  private readonly listeners = new Set<AppendListener>();
+  private readonly clock: Clock;
+  private readonly limits: StoreLimits;
+  private lastCommittedAtMs = Number.MIN_SAFE_INTEGER;
+  private closed = false;
+
+  constructor(options: MemoryStoreOptions) {
+    this.clock = options.clock;
+    this.limits = { transitionBytesMax: limits.transitionBytesMax, operationsMax: 1_000_000, ...options.limits };
+  }
+
+  async create(operationId: string, transition: Transition): Promise<AppendOutcome> {
+    const existing = this.streams.get(operationId);
+    if (existing) {
+      return existing.tombstoned
+        ? { kind: 'expired', description: `operation ${operationId} is tombstoned; its key is never recreated` }
+        : { kind: 'conflict', description: `operation ${operationId} already exists` };
+    }
+    if (this.streams.size >= this.limits.operationsMax) {
+      return { kind: 'unavailable', description: `store capacity of ${this.limits.operationsMax} operations reached; new admissions are refused, key history is kept` };
+    }
+    return this.write(operationId, undefined, transition);
+  }
+
+  async append(operationId: string, expectedRevision: string, transition: Transition): Promise<AppendOutcome> {
+    const stream = this.streams.get(operationId);
+    if (!stream) return { kind: 'not-found', description: `operation ${operationId} does not exist` };
+    if (stream.tombstoned) return { kind: 'expired', description: `operation ${operationId} is tombstoned` };
+    return this.write(operationId, stream, transition, expectedRevision);
+  }
+
+  async read(operationId: string): Promise<ReadOutcome> {
+    if (this.closed) return { kind: 'unavailable', description: 'store is closed' };
+    const stream = this.streams.get(operationId);
+    if (!stream) return { kind: 'not-found', description: `operation ${operationId} does not exist` };
+    if (stream.tombstoned) return { kind: 'expired', description: `operation ${operationId} is tombstoned` };
+    return { kind: 'ok', revision: String(stream.transitions.length), transitions: stream.transitions.slice() };
+  }
+
+  async *operationIds(): AsyncIterable<string> {
+    for (const [id, stream] of this.streams) if (!stream.tombstoned) yield id;
+  }
+
+  async tombstone(operationId: string): Promise<AppendOutcome | StoreFailure> {
+    const stream = this.streams.get(operationId);
+    if (!stream) return { kind: 'not-found', description: `operation ${operationId} does not exist` };
+    stream.tombstoned = true;
+    stream.transitions = [];
+    return { kind: 'ok', revision: '0', committedAtMs: this.clock.nowMs() };
+  }
+
+  async follow(listener: AppendListener): Promise<{ close(): Promise<void> }> {
+    this.listeners.add(listener);
+    return { close: async () => void this.listeners.delete(listener) };
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    this.listeners.clear();
+  }
+
+  /** The serialized write: checks, then commits with the one clock reading it checked against. */
+  private write(operationId: string, stream: Stream | undefined, transition: Transition, expectedRevision?: string): AppendOutcome {
+    if (this.closed) return { kind: 'unavailable', description: 'store is closed' };
+    const shape = checkGuardShape(transition.timeGuard);
+    if (shape) return shape;
+    const bytes = serializedBytes(transition);
+    if (bytes > this.limits.transitionBytesMax) {
+      return { kind: 'invalid-input', description: `transition is ${bytes} bytes; the limit is ${this.limits.transitionBytesMax}` };
+    }
+    const currentRevision = String(stream?.transitions.length ?? 0);
+    if (expectedRevision !== undefined && expectedRevision !== currentRevision) {
+      return { kind: 'conflict', description: `expected revision ${expectedRevision}, stream is at ${currentRevision}` };
+    }
+    const nowMs = this.clock.nowMs();
+    if (nowMs < this.lastCommittedAtMs) return rollbackFailure(nowMs, this.lastCommittedAtMs);
+    if (!guardAdmits(transition.timeGuard, nowMs)) return guardFailure(transition.timeGuard, nowMs);
+    const target = stream ?? { transitions: [], tombstoned: false };
+    if (!stream) this.streams.set(operationId, target);
+    const stored: StoredTransition = { revision: String(target.transitions.length + 1), committedAtMs: nowMs, transition };
+    target.transitions.push(stored);
+    this.lastCommittedAtMs = nowMs;
+    for (const listener of this.listeners) listener(operationId, stored);
+    return { kind: 'ok', revision: stored.revision, committedAtMs: nowMs };
+  }
+}

@@ -1,0 +1,162 @@
+/**
+ * The in-process transport: a message bus with NATS semantics (subjects, `*`/`>` wildcards,
+ * queue groups, request/reply, per-connection publish and subscribe permissions). It is the
+ * embedded default's transport, not a mock: a connection bound to peer alfa can publish only
+ * what its permissions allow, exactly as a NATS user would, so result verification means the
+ * same thing here as on a real server. Best-effort delivery: no storage, no offline promise.
+ */
+import { AdapterError } from '../../contract/errors.js';
+import { subjectMatches } from './subjects.js';
+import type { InboundMessage, MessageHandler, PublishOptions, PublishReceipt, SubscribeOptions, Subscription, Transport } from './types.js';
+
+export interface BusPermissions {
+  publish?: string[];
+  subscribe?: string[];
+}
+
+interface BusSubscription {
+  pattern: string;
+  queue: string | undefined;
+  handler: MessageHandler;
+  connection: MemoryTransport;
+}
+
+export class MemoryBus {
+  private readonly subscriptions = new Set<BusSubscription>();
+  private inboxSeq = 0;
+  private queueCursor = 0;
+  /** Messages published and dropped (no permission / no subscriber), for diagnostics. */
+  readonly stats = { published: 0, delivered: 0, denied: 0 };
+
+  connect(identity: string, permissions: BusPermissions = {}): MemoryTransport {
+    return new MemoryTransport(this, identity, permissions);
+  }
+
+  /** @internal */
+  add(sub: BusSubscription): void {
+    this.subscriptions.add(sub);
+  }
+
+  /** @internal */
+  remove(sub: BusSubscription): void {
+    this.subscriptions.delete(sub);
+  }
+
+  /** @internal */
+  newInbox(): string {
+    return `_INBOX.${++this.inboxSeq}`;
+  }
+
+  /** @internal Routes one message: every plain subscriber, one member per queue group. */
+  route(subject: string, data: Uint8Array, headers: Record<string, string>, replyTo?: string): number {
+    const groups = new Map<string, BusSubscription[]>();
+    const targets: BusSubscription[] = [];
+    for (const sub of this.subscriptions) {
+      if (!subjectMatches(sub.pattern, subject)) continue;
+      if (sub.queue === undefined) targets.push(sub);
+      else groups.set(sub.queue, [...(groups.get(sub.queue) ?? []), sub]);
+    }
+    for (const members of groups.values()) targets.push(members[this.queueCursor++ % members.length]!);
+    for (const sub of targets) {
+      const message: InboundMessage = {
+        subject,
+        data,
+        headers,
+        redelivered: false,
+        ack: async () => {},
+        nak: async () => {},
+        respond: replyTo === undefined ? undefined : async (reply: Uint8Array) => void sub.connection.publish(replyTo, reply),
+      };
+      queueMicrotask(() => {
+        this.stats.delivered++;
+        void Promise.resolve()
+          .then(() => sub.handler(message))
+          .catch(() => {});
+      });
+    }
+    return targets.length;
+  }
+}
+
+export class MemoryTransport implements Transport {
+  readonly capabilities = { durable: false } as const;
+  private readonly subs = new Set<BusSubscription>();
+  private closed = false;
+
+  constructor(
+    private readonly bus: MemoryBus,
+    readonly identity: string,
+    private readonly permissions: BusPermissions,
+  ) {}
+
+  canPublish(subject: string): boolean {
+    const allow = this.permissions.publish;
+    return allow === undefined || allow.some((p) => subjectMatches(p, subject));
+  }
+
+  async publish(subject: string, data: Uint8Array, options: PublishOptions = {}): Promise<PublishReceipt> {
+    return this.send(subject, data, options.headers ?? {});
+  }
+
+  async subscribe(pattern: string, handler: MessageHandler, options: SubscribeOptions = {}): Promise<Subscription> {
+    if (this.closed) throw new AdapterError('unavailable', 'connection is closed');
+    const allow = this.permissions.subscribe;
+    if (allow !== undefined && !allow.some((p) => subjectMatches(p, pattern) || p === pattern)) {
+      throw new AdapterError('denied', `${this.identity} may not subscribe to ${pattern}`);
+    }
+    const sub: BusSubscription = { pattern, queue: options.queue, handler, connection: this };
+    this.bus.add(sub);
+    this.subs.add(sub);
+    return {
+      close: async () => {
+        this.bus.remove(sub);
+        this.subs.delete(sub);
+      },
+    };
+  }
+
+  async request(subject: string, data: Uint8Array, timeoutMs: number): Promise<Uint8Array> {
+    const inbox = this.bus.newInbox();
+    return new Promise<Uint8Array>((resolve, reject) => {
+      const sub: BusSubscription = {
+        pattern: inbox,
+        queue: undefined,
+        connection: this,
+        handler: (m) => {
+          clearTimeout(timer);
+          this.bus.remove(sub);
+          resolve(m.data);
+        },
+      };
+      const timer = setTimeout(() => {
+        this.bus.remove(sub);
+        reject(new AdapterError('unavailable', `no reply on ${subject} within ${timeoutMs} ms`));
+      }, timeoutMs);
+      this.bus.add(sub);
+      const receipt = this.send(subject, data, {}, inbox);
+      if (receipt.receipt === 'rejected') {
+        clearTimeout(timer);
+        this.bus.remove(sub);
+        reject(new AdapterError(receipt.detail?.includes('permission') ? 'denied' : 'unavailable', receipt.detail));
+      }
+    });
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    for (const sub of this.subs) this.bus.remove(sub);
+    this.subs.clear();
+  }
+
+  private send(subject: string, data: Uint8Array, headers: Record<string, string>, replyTo?: string): PublishReceipt {
+    if (this.closed) return { receipt: 'rejected', detail: 'connection is closed' };
+    if (!this.canPublish(subject)) {
+      this.bus.stats.denied++;
+      return { receipt: 'rejected', detail: `permission violation: ${this.identity} may not publish to ${subject}` };
+    }
+    this.bus.stats.published++;
+    const delivered = this.bus.route(subject, data, headers, replyTo);
+    if (replyTo !== undefined && delivered === 0) return { receipt: 'rejected', detail: `no responders on ${subject}` };
+    return { receipt: 'sent' };
+  }
+}

@@ -1,0 +1,51 @@
+/**
+ * Subject grammar (DESIGN.md §5) and NATS-style wildcard matching.
+ *   <ns>.<interaction>.<operationId>.request.<peer>
+ *   <ns>.<interaction>.<operationId>.result.<peer>
+ *   <ns>.<interaction>.<operationId>.cancel.<peer>
+ *   <ns>.<interaction>.<operationId>.cancel-result.<peer>
+ */
+export type SubjectKind = 'request' | 'result' | 'cancel' | 'cancel-result' | 'claim';
+
+export const subjectKinds: readonly SubjectKind[] = ['request', 'result', 'cancel', 'cancel-result', 'claim'];
+
+export interface ParsedSubject {
+  namespace: string;
+  interaction: string;
+  operationId: string;
+  kind: SubjectKind;
+  peerId: string;
+}
+
+export function subjectFor(namespace: string, interaction: string, operationId: string, kind: SubjectKind, peerId: string): string {
+  return `${namespace}.${interaction}.${operationId}.${kind}.${peerId}`;
+}
+
+/** The pattern a coordinator subscribes to for one kind of peer message of an interaction. */
+export function inboundPattern(namespace: string, interaction: string, kind: SubjectKind, peerId = '*'): string {
+  return `${namespace}.${interaction}.*.${kind}.${peerId}`;
+}
+
+/** Parses a received subject against a known namespace and interaction; undefined if it does not fit. */
+export function parseSubject(subject: string, namespace: string, interaction: string): ParsedSubject | undefined {
+  const prefix = `${namespace}.${interaction}.`;
+  if (!subject.startsWith(prefix)) return undefined;
+  const rest = subject.slice(prefix.length).split('.');
+  if (rest.length !== 3) return undefined;
+  const [operationId, kind, peerId] = rest as [string, string, string];
+  if (!(subjectKinds as readonly string[]).includes(kind) || operationId === '' || peerId === '') return undefined;
+  return { namespace, interaction, operationId, kind: kind as SubjectKind, peerId };
+}
+
+/** NATS wildcard match: `*` one token, `>` one or more trailing tokens. */
+export function subjectMatches(pattern: string, subject: string): boolean {
+  const p = pattern.split('.');
+  const s = subject.split('.');
+  for (let i = 0; i < p.length; i++) {
+    const token = p[i];
+    if (token === '>') return s.length > i;
+    if (i >= s.length) return false;
+    if (token !== '*' && token !== s[i]) return false;
+  }
+  return p.length === s.length;
+}
