@@ -1,0 +1,50 @@
+/**
+ * Result-publisher verification (spec: "Identity, context and authorization"): the received
+ * subject's peer token, the expected peer and the payload peer must agree, and the operator must
+ * attest that every principal able to publish that namespace maps to the same logical peer.
+ * An unattested exception (a wildcard admin publisher, an account import, a subject transform)
+ * invalidates the proof. The broker does not tell us who published; the namespace proof does.
+ */
+export interface NamespaceAttestation {
+  namespace: string;
+  /** The operator asserts: only peer P's principals can publish `<ns>.*.*.result.P`. */
+  exclusivePeerPublishers: boolean;
+  /** Known principals beyond the peers that can publish there; any unattested one voids the proof. */
+  exceptions?: { principal: string; attested: boolean; note?: string }[];
+}
+
+export interface VerificationInput {
+  subject: string;
+  namespace: string;
+  subjectPeerId: string;
+  expectedPeerId: string;
+  payloadPeerId: string;
+}
+
+export type VerificationOutcome = { accepted: true } | { accepted: false; reason: string };
+
+export interface PublisherVerifier {
+  verify(input: VerificationInput): VerificationOutcome;
+}
+
+export class SubjectNamespaceVerifier implements PublisherVerifier {
+  private readonly byNamespace: Map<string, NamespaceAttestation>;
+
+  constructor(attestations: NamespaceAttestation[]) {
+    this.byNamespace = new Map(attestations.map((a) => [a.namespace, a]));
+  }
+
+  verify(input: VerificationInput): VerificationOutcome {
+    if (input.subjectPeerId !== input.expectedPeerId || input.payloadPeerId !== input.expectedPeerId) {
+      return { accepted: false, reason: `subject peer ${input.subjectPeerId}, expected ${input.expectedPeerId} and payload peer ${input.payloadPeerId} disagree` };
+    }
+    const attestation = this.byNamespace.get(input.namespace);
+    if (!attestation) return { accepted: false, reason: `namespace ${input.namespace} has no publisher attestation` };
+    if (!attestation.exclusivePeerPublishers) return { accepted: false, reason: `namespace ${input.namespace} is not attested as peer-exclusive` };
+    const unattested = (attestation.exceptions ?? []).filter((e) => !e.attested);
+    if (unattested.length > 0) {
+      return { accepted: false, reason: `namespace ${input.namespace} has unattested publishers: ${unattested.map((e) => e.principal).join(', ')}` };
+    }
+    return { accepted: true };
+  }
+}

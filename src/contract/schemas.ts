@@ -1,0 +1,254 @@
+/**
+ * JSON Schemas (draft 2020-12 subset understood by ajv) for everything that crosses a boundary:
+ * the contract bundle, InvocationRequest, InvocationResult, AdapterError. Event schemas live in
+ * src/events/schemas.ts. Types in ./types.ts mirror these.
+ */
+import { adapterErrorKinds } from './errors.js';
+import { limits } from './limits.js';
+
+const token = { type: 'string', pattern: '^[A-Za-z0-9_-]{1,64}$' } as const;
+const ms = (max: number, min = 0) => ({ type: 'integer', minimum: min, maximum: max }) as const;
+const jsonPointer = { type: 'string', pattern: '^(/([^~/]|~[01])*)*$', maxLength: 1024 } as const;
+const schemaObject = { type: 'object' } as const;
+
+const predicate = {
+  type: 'object',
+  required: ['pointer', 'equals'],
+  additionalProperties: false,
+  properties: { pointer: jsonPointer, equals: {} },
+} as const;
+
+const completion = {
+  oneOf: [
+    { type: 'object', required: ['mode'], additionalProperties: false, properties: { mode: { const: 'first-success' } } },
+    { type: 'object', required: ['mode'], additionalProperties: false, properties: { mode: { const: 'all-successful' } } },
+    { type: 'object', required: ['mode'], additionalProperties: false, properties: { mode: { const: 'all-terminal' } } },
+    {
+      type: 'object',
+      required: ['mode', 'count'],
+      additionalProperties: false,
+      properties: { mode: { const: 'quorum' }, count: { type: 'integer', minimum: 1, maximum: limits.branchesMax } },
+    },
+    {
+      type: 'object',
+      required: ['mode', 'fraction'],
+      additionalProperties: false,
+      properties: {
+        mode: { const: 'quorum' },
+        fraction: {
+          type: 'object',
+          required: ['num', 'den'],
+          additionalProperties: false,
+          properties: {
+            num: { type: 'integer', minimum: 1, maximum: limits.quorumDenominatorMax },
+            den: { type: 'integer', minimum: 1, maximum: limits.quorumDenominatorMax },
+          },
+        },
+      },
+    },
+  ],
+} as const;
+
+const audience = {
+  oneOf: [
+    { type: 'object', required: ['group'], additionalProperties: false, properties: { group: token } },
+    {
+      type: 'object',
+      required: ['peers'],
+      additionalProperties: false,
+      properties: { peers: { type: 'array', items: token, minItems: 1, maxItems: limits.branchesMax, uniqueItems: true } },
+    },
+  ],
+} as const;
+
+const aggregate = {
+  oneOf: [
+    { type: 'object', required: ['kind'], additionalProperties: false, properties: { kind: { const: 'collect' } } },
+    { type: 'object', required: ['kind'], additionalProperties: false, properties: { kind: { const: 'first-success' } } },
+    { type: 'object', required: ['kind', 'pointer'], additionalProperties: false, properties: { kind: { const: 'tally' }, pointer: jsonPointer } },
+  ],
+} as const;
+
+/** Defaults applied to an interaction when a field is omitted (part of profile 0.2 as convoke implements it). */
+export const interactionDefaults = {
+  delivery: 'independent',
+  votes: 'distinct-branches',
+  onTimeout: 'failed',
+  attempts: 1,
+  retryBackoffMs: 1000,
+  leaseMs: 30_000,
+  renewIntervalMs: 10_000,
+  siblings: 'detach',
+  cancelTimeoutMs: 5000,
+  settlementGraceMs: 10_000,
+  waitFor: 'decision',
+  sender: 'include',
+} as const;
+
+export const interactionSchema = {
+  type: 'object',
+  required: ['input', 'result', 'audience', 'completion', 'success', 'timeoutMs'],
+  additionalProperties: false,
+  properties: {
+    description: { type: 'string', maxLength: 4096 },
+    input: schemaObject,
+    result: schemaObject,
+    output: schemaObject,
+    audience,
+    delivery: { enum: ['independent', 'one-eligible', 'explicit', 'gather'] },
+    branches: {
+      type: 'array',
+      minItems: 1,
+      maxItems: limits.branchesMax,
+      items: { type: 'object', required: ['branchId', 'peerId'], additionalProperties: false, properties: { branchId: token, peerId: token } },
+    },
+    completion,
+    votes: { enum: ['distinct-branches', 'distinct-peers'] },
+    success: predicate,
+    retryable: predicate,
+    timeoutMs: ms(limits.timeoutMsMax, limits.timeoutMsMin),
+    onTimeout: { enum: ['partial', 'failed'] },
+    attempts: { type: 'integer', minimum: 1, maximum: limits.attemptsMax },
+    retryBackoffMs: ms(limits.retryBackoffMsMax),
+    leaseMs: ms(limits.leaseMsMax, 1),
+    renewIntervalMs: ms(limits.leaseMsMax, 1),
+    siblings: { enum: ['detach', 'cancel'] },
+    cancelTimeoutMs: ms(limits.cancelTimeoutMsMax, 1),
+    settlementGraceMs: ms(limits.settlementGraceMsMax, 0),
+    waitFor: { enum: ['decision', 'settled'] },
+    sender: { enum: ['include', 'exclude'] },
+    aggregate,
+  },
+} as const;
+
+export const bundleSchema = {
+  $id: 'https://convoke.dev/schemas/bundle.json',
+  type: 'object',
+  required: ['profile', 'contract', 'subjectNamespace', 'interactions'],
+  additionalProperties: false,
+  properties: {
+    profile: { const: '0.2' },
+    contract: {
+      type: 'object',
+      required: ['id', 'version'],
+      additionalProperties: false,
+      properties: {
+        id: { type: 'string', pattern: '^[a-z0-9][a-z0-9._-]{0,127}$' },
+        version: { type: 'string', pattern: '^[0-9A-Za-z][0-9A-Za-z.+-]{0,63}$' },
+      },
+    },
+    subjectNamespace: { type: 'string', pattern: '^[A-Za-z0-9_-]{1,64}(\\.[A-Za-z0-9_-]{1,64}){0,7}$' },
+    interactions: {
+      type: 'object',
+      minProperties: 1,
+      maxProperties: limits.interactionsMax,
+      propertyNames: token,
+      additionalProperties: interactionSchema,
+    },
+    pipelines: {},
+  },
+} as const;
+
+export const contractRefSchema = {
+  type: 'object',
+  required: ['id', 'version', 'digest'],
+  additionalProperties: false,
+  properties: {
+    id: { type: 'string', maxLength: 128 },
+    version: { type: 'string', maxLength: 64 },
+    digest: { type: 'string', pattern: '^sha256:[0-9a-f]{64}$' },
+  },
+} as const;
+
+export const invocationRequestSchema = {
+  $id: 'https://convoke.dev/schemas/invocation-request.json',
+  type: 'object',
+  required: ['contract', 'interaction', 'invocationKey', 'input'],
+  additionalProperties: false,
+  properties: {
+    contract: contractRefSchema,
+    interaction: token,
+    invocationKey: { type: 'string', minLength: 1, maxLength: limits.invocationKeyBytesMax },
+    input: {},
+    waitFor: { enum: ['decision', 'settled'] },
+    waitMs: { type: 'integer', minimum: 0, maximum: limits.waitMsMax },
+  },
+} as const;
+
+export const adapterErrorSchema = {
+  $id: 'https://convoke.dev/schemas/adapter-error.json',
+  type: 'object',
+  required: ['kind'],
+  additionalProperties: false,
+  properties: {
+    kind: { enum: [...adapterErrorKinds] },
+    description: { type: 'string', maxLength: 65_536 },
+  },
+} as const;
+
+const nullable = (schema: object) => ({ anyOf: [{ type: 'null' }, schema] });
+
+export const invocationResultSchema = {
+  $id: 'https://convoke.dev/schemas/invocation-result.json',
+  type: 'object',
+  required: ['operationId', 'contract', 'interaction', 'invocationKey', 'phase', 'admittedAtMs', 'deadlineMs', 'decision', 'settlement', 'branches', 'output', 'outputError'],
+  additionalProperties: false,
+  properties: {
+    operationId: { type: 'string', pattern: '^op[0-9a-f]{64}$' },
+    contract: contractRefSchema,
+    interaction: token,
+    invocationKey: { type: 'string' },
+    phase: { enum: ['admitted', 'active', 'closed', 'settled'] },
+    admittedAtMs: { type: 'integer' },
+    deadlineMs: { type: 'integer' },
+    decision: nullable({
+      type: 'object',
+      required: ['outcome', 'reason', 'closedAtMs', 'successVotes', 'failedUnits', 'units', 'threshold'],
+      additionalProperties: false,
+      properties: {
+        outcome: { enum: ['success', 'partial', 'failed', 'indeterminate'] },
+        reason: { enum: ['threshold', 'impossible', 'complete', 'timeout', 'no-dispatch'] },
+        closedAtMs: { type: 'integer' },
+        successVotes: { type: 'integer', minimum: 0 },
+        failedUnits: { type: 'integer', minimum: 0 },
+        units: { type: 'integer', minimum: 1 },
+        threshold: { type: 'integer', minimum: 1 },
+      },
+    }),
+    settlement: {
+      type: 'object',
+      required: ['status', 'siblings'],
+      additionalProperties: false,
+      properties: {
+        status: { enum: ['pending', 'complete', 'indeterminate'] },
+        siblings: {
+          type: 'array',
+          items: {
+            type: 'object',
+            required: ['branchId', 'disposition'],
+            additionalProperties: false,
+            properties: { branchId: token, disposition: { type: 'string' }, outcome: { type: 'string' } },
+          },
+        },
+      },
+    },
+    branches: {
+      type: 'array',
+      items: {
+        type: 'object',
+        required: ['branchId', 'peerId', 'status', 'attempt', 'fence'],
+        additionalProperties: false,
+        properties: {
+          branchId: token,
+          peerId: token,
+          status: { enum: ['pending', 'success', 'failure', 'revoked', 'cancelled', 'indeterminate'] },
+          attempt: { type: 'integer', minimum: 1 },
+          fence: { type: 'integer', minimum: 1 },
+          result: {},
+        },
+      },
+    },
+    output: {},
+    outputError: nullable(adapterErrorSchema),
+  },
+} as const;

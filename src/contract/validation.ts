@@ -1,0 +1,35 @@
+/** One shared ajv instance and the conversion of ajv errors into AdapterError descriptions. */
+import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
+import { invalidInput } from './errors.js';
+
+export const ajv = new Ajv({ allErrors: true, strict: false, allowUnionTypes: true });
+
+/** Every ajv error, each as `<pointer> <message>`, joined: a bad document learns all its faults at once. */
+export function describeErrors(errors: ErrorObject[] | null | undefined): string {
+  if (!errors || errors.length === 0) return 'invalid';
+  return errors
+    .map((e) => {
+      const where = e.instancePath === '' ? '(root)' : e.instancePath;
+      const extra = e.keyword === 'additionalProperties' ? ` "${(e.params as { additionalProperty: string }).additionalProperty}"` : '';
+      return `${where} ${e.message ?? e.keyword}${extra}`;
+    })
+    .join('; ');
+}
+
+/** Compiles a schema once; calling the result throws invalid-input listing every error. */
+export function compileChecker<T>(schema: object, what: string): (value: unknown) => T {
+  const validate: ValidateFunction = ajv.compile(schema);
+  return (value: unknown): T => {
+    if (!validate(value)) throw invalidInput(`${what}: ${describeErrors(validate.errors)}`);
+    return value as T;
+  };
+}
+
+/** Compiles an application schema supplied by a bundle; an invalid schema is invalid-input, not a crash. */
+export function compileApplicationSchema(schema: object, what: string): ValidateFunction {
+  try {
+    return ajv.compile(schema);
+  } catch (error) {
+    throw invalidInput(`${what} is not a valid JSON Schema: ${(error as Error).message}`, error);
+  }
+}

@@ -1,0 +1,61 @@
+/** Schemas for what peers send: a message from the network is validated before any field is trusted. */
+import { compileChecker } from '../contract/validation.js';
+import type { CancelResult, ClaimMessage, RequestMessage, ResultMessage } from './wire.js';
+
+const token = { type: 'string', pattern: '^[A-Za-z0-9_-]{1,64}$' } as const;
+const positive = { type: 'integer', minimum: 1, maximum: Number.MAX_SAFE_INTEGER } as const;
+const opId = { type: 'string', pattern: '^op[0-9a-f]{64}$' } as const;
+
+export const resultMessageSchema = {
+  type: 'object',
+  required: ['kind', 'operationId', 'branchId', 'peerId', 'attempt', 'fence', 'result'],
+  additionalProperties: false,
+  properties: { kind: { const: 'result' }, operationId: opId, branchId: token, peerId: token, attempt: positive, fence: positive, result: {} },
+} as const;
+
+export const cancelResultSchema = {
+  type: 'object',
+  required: ['kind', 'operationId', 'branchId', 'peerId', 'attempt', 'fence', 'outcome'],
+  additionalProperties: false,
+  properties: {
+    kind: { const: 'cancel-result' },
+    operationId: opId,
+    branchId: token,
+    peerId: token,
+    attempt: positive,
+    fence: positive,
+    outcome: { enum: ['stopped', 'already-completed', 'unknown'] },
+  },
+} as const;
+
+export const claimMessageSchema = {
+  type: 'object',
+  required: ['kind', 'action', 'operationId', 'branchId', 'peerId', 'attempt', 'fence'],
+  additionalProperties: false,
+  properties: { kind: { const: 'claim' }, action: { enum: ['renew', 'release'] }, operationId: opId, branchId: token, peerId: token, attempt: positive, fence: positive },
+} as const;
+
+export const requestMessageSchema = {
+  type: 'object',
+  required: ['kind', 'operationId', 'contract', 'interaction', 'branchId', 'peerId', 'attempt', 'fence', 'deadlineMs', 'leaseUntilMs', 'publicationId', 'input'],
+  additionalProperties: false,
+  properties: {
+    kind: { const: 'request' },
+    operationId: opId,
+    contract: { type: 'object', required: ['id', 'version', 'digest'], properties: { id: { type: 'string' }, version: { type: 'string' }, digest: { type: 'string' } } },
+    interaction: token,
+    branchId: token,
+    peerId: token,
+    attempt: positive,
+    fence: positive,
+    deadlineMs: { type: 'integer' },
+    leaseUntilMs: { type: 'integer' },
+    publicationId: { type: 'string', pattern: '^[0-9a-f]{64}$' },
+    input: {},
+  },
+} as const;
+
+export const checkResultMessage = compileChecker<ResultMessage>(resultMessageSchema, 'result message');
+export const checkCancelResult = compileChecker<CancelResult>(cancelResultSchema, 'cancel result');
+export const checkClaimMessage = compileChecker<ClaimMessage>(claimMessageSchema, 'claim message');
+export const checkRequestMessage = compileChecker<RequestMessage>(requestMessageSchema, 'request message');

@@ -1,0 +1,146 @@
+/**
+ * Admission planning (spec: "Admission and immutable manifests", steps 2–5): from the observed
+ * audience and authorization answers to the one create Transition. Pure: the runtime performs the
+ * directory and policy calls and passes their answers in.
+ */
+import type { CompiledBundle, CompiledInteraction } from '../contract/bundle.js';
+import { AdapterError, invalidInput, denied, unsupported } from '../contract/errors.js';
+import { checkToken, publicationId } from '../contract/ids.js';
+import type { JsonValue } from '../contract/json.js';
+import { limits } from '../contract/limits.js';
+import type { Authorization, Manifest, ManifestBranch, OperationAdmitted, Transition } from '../events/types.js';
+import { thresholdFor } from '../projections/decision.js';
+
+export interface PeerAuthorization {
+  peerId: string;
+  allowed: boolean;
+  revision: string;
+  expiresAtMs: number;
+  reason?: string;
+}
+
+export interface AdmissionFacts {
+  bundle: CompiledBundle;
+  interaction: CompiledInteraction;
+  operationId: string;
+  principalId: string;
+  senderPeerId: string | null;
+  invocationKey: string;
+  input: JsonValue;
+  inputDigest: string;
+  inputBytes: number;
+  /** The observed audience (directory answer), before sender rules. */
+  audience: { peers: string[]; revision: string };
+  /** One answer per candidate peer, checked with the prospective first attempt (1). */
+  authorizations: PeerAuthorization[];
+  policyRevision: string;
+  /** Trusted request-start time: the admission budget runs from here. */
+  requestStartMs: number;
+}
+
+/** Unsigned byte order of ASCII IDs (the spec's selection order); IDs are token-checked ASCII. */
+export function byteOrder(a: string, b: string): number {
+  return a < b ? -1 : a > b ? 1 : 0;
+}
+
+export function planAdmission(facts: AdmissionFacts): Transition {
+  const spec = facts.interaction.spec;
+  if (facts.inputBytes > limits.inputBytesMax) throw invalidInput(`input is ${facts.inputBytes} bytes; the limit is ${limits.inputBytesMax}`);
+  const candidates = candidatePeers(facts);
+  const allowed = authorizedPeers(facts, candidates);
+  const branches = expandBranches(facts, allowed);
+  if (branches.length === 0) throw denied('the audience is empty after sender and authorization rules');
+  if (branches.length > limits.branchesMax) throw invalidInput(`${branches.length} branches exceed the budget of ${limits.branchesMax}`);
+  const peers = [...new Set(branches.map((b) => b.peerId))].sort(byteOrder);
+  const units = spec.votes === 'distinct-peers' ? peers.length : branches.length;
+  const threshold = thresholdFor(spec.completion, units);
+  if (threshold < 1 || threshold > units) throw invalidInput(`impossible threshold: ${threshold} of ${units} ${spec.votes === 'distinct-peers' ? 'peers' : 'branches'}`);
+  const manifest: Manifest = {
+    delivery: spec.delivery,
+    completion: spec.completion,
+    votes: spec.votes,
+    units,
+    threshold,
+    onTimeout: spec.onTimeout,
+    siblings: spec.siblings,
+    waitFor: spec.waitFor,
+    attemptsMax: spec.attempts,
+    leaseMs: spec.leaseMs,
+    renewIntervalMs: spec.renewIntervalMs,
+    retryBackoffMs: spec.retryBackoffMs,
+    cancelTimeoutMs: spec.cancelTimeoutMs,
+    settlementGraceMs: spec.settlementGraceMs,
+    branches,
+    peers,
+  };
+  const authorizations: Authorization[] = facts.authorizations
+    .filter((a) => peers.includes(a.peerId))
+    .map((a) => ({ peerId: a.peerId, revision: a.revision, expiresAtMs: a.expiresAtMs }));
+  const event: OperationAdmitted = {
+    type: 'operation-admitted',
+    v: 1,
+    operationId: facts.operationId,
+    principalId: facts.principalId,
+    senderPeerId: facts.senderPeerId,
+    contract: facts.bundle.ref,
+    interaction: facts.interaction.id,
+    subjectNamespace: facts.bundle.bundle.subjectNamespace,
+    invocationKey: facts.invocationKey,
+    inputDigest: facts.inputDigest,
+    input: facts.input,
+    timeoutMs: spec.timeoutMs,
+    manifest,
+    revisions: { directory: facts.audience.revision, policy: facts.policyRevision },
+    authorizations,
+    outbox: branches.map((b) => ({ branchId: b.branchId, peerId: b.peerId, attempt: 1, fence: 1, publicationId: publicationId(facts.bundle.digest, facts.operationId, b.branchId, 1) })),
+  };
+  // Authorization validity must cover the guarded transition; the admission budget is fixed.
+  const authExpiryMs = Math.min(...authorizations.map((a) => a.expiresAtMs));
+  const notAfterMs = Math.min(facts.requestStartMs + limits.admissionBudgetMs, authExpiryMs);
+  if (notAfterMs <= facts.requestStartMs) throw new AdapterError('expired', 'authorization expired before admission could commit');
+  return { events: [event], timeGuard: { notBeforeMs: facts.requestStartMs, notAfterMs }, causation: { command: 'invoke', messageId: facts.invocationKey.slice(0, 256) } };
+}
+
+function candidatePeers(facts: AdmissionFacts): string[] {
+  const spec = facts.interaction.spec;
+  const listed = spec.delivery === 'explicit' ? (spec.branches ?? []).map((b) => b.peerId) : facts.audience.peers;
+  for (const peer of listed) checkToken(peer, 'peer id');
+  const unique = [...new Set(listed)].sort(byteOrder);
+  return spec.sender === 'exclude' && facts.senderPeerId !== null ? unique.filter((p) => p !== facts.senderPeerId) : unique;
+}
+
+/** Denied, expired or missing decisions fail closed: such a peer is not admitted. */
+function authorizedPeers(facts: AdmissionFacts, candidates: string[]): Set<string> {
+  const allowed = new Set<string>();
+  for (const peer of candidates) {
+    const answer = facts.authorizations.find((a) => a.peerId === peer);
+    if (answer?.allowed && answer.expiresAtMs > facts.requestStartMs) allowed.add(peer);
+  }
+  if (facts.interaction.spec.delivery === 'explicit' && allowed.size !== candidates.length) {
+    const missing = candidates.filter((p) => !allowed.has(p));
+    throw denied(`explicit manifest peers not authorized: ${missing.join(', ')}`);
+  }
+  return allowed;
+}
+
+function expandBranches(facts: AdmissionFacts, allowed: Set<string>): ManifestBranch[] {
+  const spec = facts.interaction.spec;
+  switch (spec.delivery) {
+    case 'independent':
+      // Independent delivery uses the initial peer ID as the branch ID.
+      return [...allowed].sort(byteOrder).map((peerId) => ({ branchId: peerId, peerId }));
+    case 'one-eligible': {
+      // One branch, named after the initially selected peer (first in unsigned byte order); the ID is kept on reassignment.
+      const first = [...allowed].sort(byteOrder)[0];
+      return first === undefined ? [] : [{ branchId: first, peerId: first }];
+    }
+    case 'explicit':
+      return (spec.branches ?? []).filter((b) => allowed.has(b.peerId)).map((b) => ({ branchId: b.branchId, peerId: b.peerId }));
+    case 'gather':
+      throw unsupported('delivery "gather" needs an authenticated manifest source adapter, which this deployment does not configure');
+    default: {
+      const unreachable: never = spec.delivery;
+      return unreachable;
+    }
+  }
+}

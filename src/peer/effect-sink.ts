@@ -1,0 +1,58 @@
+/**
+ * A fenced effect sink: the example of what a business effect needs beyond a lease. At its own
+ * commit point it (1) rejects any fence older than the newest it has committed for that
+ * operation/branch, and (2) honours the operation/branch idempotency key — a repeated commit with
+ * the same key returns the stored outcome instead of applying the effect again. A lease alone
+ * cannot stop running code or undo an effect; this is where older owners are shut out.
+ */
+import { AdapterError } from '../contract/errors.js';
+import type { JsonValue } from '../contract/json.js';
+
+export interface EffectKey {
+  operationId: string;
+  branchId: string;
+}
+
+export interface EffectRecord {
+  fence: number;
+  attempt: number;
+  value: JsonValue;
+}
+
+export interface EffectSink {
+  /**
+   * Applies `effect` once for this key at this fence. Returns the committed value (the stored one
+   * on a repeat). Throws AdapterError('conflict') for a fence older than one already committed.
+   */
+  commit(key: EffectKey, fence: number, attempt: number, effect: () => JsonValue | Promise<JsonValue>): Promise<{ value: JsonValue; repeated: boolean }>;
+  /** Every effect applied, in order (tests count duplicates with this). */
+  applied(): readonly (EffectKey & EffectRecord)[];
+}
+
+export class MemoryEffectSink implements EffectSink {
+  private readonly committed = new Map<string, EffectRecord>();
+  private readonly log: (EffectKey & EffectRecord)[] = [];
+  private readonly inFlight = new Map<string, Promise<unknown>>();
+
+  async commit(key: EffectKey, fence: number, attempt: number, effect: () => JsonValue | Promise<JsonValue>): Promise<{ value: JsonValue; repeated: boolean }> {
+    const id = `${key.operationId}/${key.branchId}`;
+    // Serialize per key: the check and the write are one atomic step at this sink.
+    const previous = this.inFlight.get(id) ?? Promise.resolve();
+    const run = previous.then(async () => {
+      const existing = this.committed.get(id);
+      if (existing && fence < existing.fence) throw new AdapterError('conflict', `fence ${fence} is older than committed fence ${existing.fence} for ${id}`);
+      if (existing && fence === existing.fence) return { value: existing.value, repeated: true };
+      const value = await effect();
+      const record = { fence, attempt, value };
+      this.committed.set(id, record);
+      this.log.push({ ...key, ...record });
+      return { value, repeated: false };
+    });
+    this.inFlight.set(id, run.catch(() => undefined));
+    return run;
+  }
+
+  applied(): readonly (EffectKey & EffectRecord)[] {
+    return this.log;
+  }
+}

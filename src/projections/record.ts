@@ -1,0 +1,210 @@
+/**
+ * The OperationRecord: the projection of an operation's stream. `fold` rebuilds it from stored
+ * transitions (replay); the runtime applies exactly the same `applyStored` to each transition it
+ * commits, so live state and replayed state cannot drift apart by construction — and replay tests
+ * check that they do not.
+ */
+import { AssertionFailure, assert } from '../contract/errors.js';
+import type { JsonValue } from '../contract/json.js';
+import type { ContractRef } from '../contract/types.js';
+import type {
+  Authorization,
+  BranchDisposition,
+  DecisionOutcome,
+  DeliveryReceipt,
+  DomainEvent,
+  Manifest,
+  StoredTransition,
+} from '../events/types.js';
+import type { CancelOutcome } from '../events/wire.js';
+import { appliesOnFold } from '../adapters/store/guard.js';
+import { stepBranch, stepOperation, type BranchMachineState, type OperationMachineState } from '../machines/index.js';
+
+export interface AcceptedResult {
+  status: 'success' | 'failure';
+  retryable: boolean;
+  result: JsonValue;
+  attempt: number;
+  fence: number;
+  acceptedAtMs: number;
+}
+
+export interface BranchRecord {
+  branchId: string;
+  peerId: string;
+  state: BranchMachineState;
+  attempt: number;
+  fence: number;
+  leaseUntilMs: number;
+  outbox: { publicationId: string; attempt: number; fence: number; receipt: DeliveryReceipt | 'pending' };
+  accepted: AcceptedResult | null;
+  disposition: BranchDisposition['disposition'] | null;
+  cancelOutcome: CancelOutcome | null;
+}
+
+export interface DecisionRecord {
+  outcome: DecisionOutcome;
+  reason: 'threshold' | 'impossible' | 'complete' | 'timeout' | 'no-dispatch';
+  closedAtMs: number;
+  successVotes: number;
+  failedUnits: number;
+}
+
+export interface OperationRecord {
+  operationId: string;
+  principalId: string;
+  senderPeerId: string | null;
+  contract: ContractRef;
+  interaction: string;
+  subjectNamespace: string;
+  invocationKey: string;
+  inputDigest: string;
+  input: JsonValue;
+  timeoutMs: number;
+  manifest: Manifest;
+  revisions: { directory: string; policy: string };
+  authorizations: Authorization[];
+  admittedAtMs: number;
+  deadlineMs: number;
+  phase: OperationMachineState;
+  branches: Readonly<Record<string, BranchRecord>>;
+  decision: DecisionRecord | null;
+  settlement: { status: 'pending' | 'complete' | 'indeterminate'; completedAtMs: number | null };
+  rejectionsRecorded: number;
+  protocolConflicts: number;
+  /** The last stored revision (void transitions included): the expectedRevision of the next append. */
+  revision: string;
+  lastAppliedAtMs: number;
+  transitionsApplied: number;
+  transitionsVoid: number;
+}
+
+/** Applies one stored transition (or records it as void when its guard fails on fold). */
+export function applyStored(record: OperationRecord | undefined, stored: StoredTransition): OperationRecord | undefined {
+  const lastAppliedAtMs = record?.lastAppliedAtMs ?? Number.MIN_SAFE_INTEGER;
+  if (!appliesOnFold(stored, lastAppliedAtMs)) {
+    return record && { ...record, revision: stored.revision, transitionsVoid: record.transitionsVoid + 1 };
+  }
+  let next = record;
+  for (const event of stored.transition.events) next = evolve(next, event, stored.committedAtMs);
+  assert(next !== undefined, 'a stream begins with operation-admitted');
+  return { ...next, revision: stored.revision, lastAppliedAtMs: stored.committedAtMs, transitionsApplied: next.transitionsApplied + 1 };
+}
+
+/** Rebuilds a record from its whole log. Undefined when no admission was ever applied. */
+export function fold(transitions: readonly StoredTransition[]): OperationRecord | undefined {
+  let record: OperationRecord | undefined;
+  for (const stored of transitions) record = applyStored(record, stored);
+  return record;
+}
+
+export function evolve(record: OperationRecord | undefined, event: DomainEvent, atMs: number): OperationRecord {
+  if (event.type === 'operation-admitted') {
+    assert(record === undefined, 'operation-admitted only begins a stream');
+    return admitted(event, atMs);
+  }
+  if (record === undefined) throw new AssertionFailure(`${event.type} before operation-admitted`);
+  switch (event.type) {
+    case 'dispatch-recorded': {
+      const branch = branchOf(record, event.branchId);
+      if (event.attempt !== branch.attempt || event.fence !== branch.fence) return record; // a receipt of an older attempt
+      const failed = event.receipt === 'rejected' || event.receipt === 'exhausted';
+      // A receipt recorded after the branch already moved on (its result raced the receipt) changes only the outbox.
+      const open = branch.state === 'assigned' || branch.state === 'dispatched';
+      const state = open ? stepBranch(branch.state, failed ? 'EXHAUSTED' : 'DISPATCHED') : branch.state;
+      const updated = withBranch(record, { ...branch, state, outbox: { ...branch.outbox, receipt: event.receipt } });
+      return { ...updated, phase: stepOperation(record.phase, 'DISPATCHED') };
+    }
+    case 'result-accepted': {
+      const branch = branchOf(record, event.branchId);
+      const state = stepBranch(branch.state, event.status === 'success' ? 'RESULT_SUCCESS' : 'RESULT_FAILURE');
+      const accepted: AcceptedResult = { status: event.status, retryable: event.retryable, result: event.result, attempt: event.attempt, fence: event.fence, acceptedAtMs: atMs };
+      return withBranch(record, { ...branch, state, accepted });
+    }
+    case 'result-rejected':
+      return { ...record, rejectionsRecorded: record.rejectionsRecorded + 1 };
+    case 'protocol-conflict-recorded':
+      return { ...record, protocolConflicts: record.protocolConflicts + 1 };
+    case 'decision-closed': {
+      assert(record.decision === null, 'a decision closes once and never changes');
+      let next: OperationRecord = { ...record, phase: stepOperation(record.phase, 'CLOSED') };
+      for (const sibling of event.siblings) {
+        const branch = branchOf(next, sibling.branchId);
+        const machineEvent = sibling.disposition === 'cancel-requested' ? 'CANCEL_REQUESTED' : sibling.disposition === 'detached' ? 'DETACHED' : 'TIMED_OUT';
+        next = withBranch(next, { ...branch, state: stepBranch(branch.state, machineEvent), disposition: sibling.disposition });
+      }
+      const decision: DecisionRecord = { outcome: event.outcome, reason: event.reason, closedAtMs: atMs, successVotes: event.successVotes, failedUnits: event.failedUnits };
+      return { ...next, decision };
+    }
+    case 'settlement-completed':
+      return { ...record, phase: stepOperation(record.phase, 'SETTLED'), settlement: { status: event.status, completedAtMs: atMs } };
+    default: {
+      const unreachable: never = event;
+      throw new AssertionFailure(`unknown event ${(unreachable as DomainEvent).type}`);
+    }
+  }
+}
+
+function admitted(event: Extract<DomainEvent, { type: 'operation-admitted' }>, atMs: number): OperationRecord {
+  const deadlineMs = atMs + event.timeoutMs;
+  assert(Number.isSafeInteger(deadlineMs), 'deadline arithmetic stays within safe integers');
+  const leaseUntilMs = Math.min(atMs + event.manifest.leaseMs, deadlineMs);
+  const branches: Record<string, BranchRecord> = {};
+  for (const intent of event.outbox) {
+    assert(intent.attempt === 1 && intent.fence === 1, 'every branch starts with attempt 1 and fence 1');
+    branches[intent.branchId] = {
+      branchId: intent.branchId,
+      peerId: intent.peerId,
+      state: 'assigned',
+      attempt: 1,
+      fence: 1,
+      leaseUntilMs,
+      outbox: { publicationId: intent.publicationId, attempt: 1, fence: 1, receipt: 'pending' },
+      accepted: null,
+      disposition: null,
+      cancelOutcome: null,
+    };
+  }
+  return {
+    operationId: event.operationId,
+    principalId: event.principalId,
+    senderPeerId: event.senderPeerId,
+    contract: event.contract,
+    interaction: event.interaction,
+    subjectNamespace: event.subjectNamespace,
+    invocationKey: event.invocationKey,
+    inputDigest: event.inputDigest,
+    input: event.input,
+    timeoutMs: event.timeoutMs,
+    manifest: event.manifest,
+    revisions: event.revisions,
+    authorizations: event.authorizations,
+    admittedAtMs: atMs,
+    deadlineMs,
+    phase: 'admitted',
+    branches,
+    decision: null,
+    settlement: { status: 'pending', completedAtMs: null },
+    rejectionsRecorded: 0,
+    protocolConflicts: 0,
+    revision: '0',
+    lastAppliedAtMs: atMs,
+    transitionsApplied: 0,
+    transitionsVoid: 0,
+  };
+}
+
+export function branchOf(record: OperationRecord, branchId: string): BranchRecord {
+  const branch = record.branches[branchId];
+  if (!branch) throw new AssertionFailure(`unknown branch ${branchId} in ${record.operationId}`);
+  return branch;
+}
+
+function withBranch(record: OperationRecord, branch: BranchRecord): OperationRecord {
+  return { ...record, branches: { ...record.branches, [branch.branchId]: branch } };
+}
+
+/** Branches in manifest order. */
+export function branchList(record: OperationRecord): BranchRecord[] {
+  return record.manifest.branches.map((b) => branchOf(record, b.branchId));
+}

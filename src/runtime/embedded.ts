@@ -1,0 +1,93 @@
+/**
+ * The embedded deployment: one process, the in-process bus with NATS-style permissions, a store
+ * (memory by default), a static directory and policy, and the coordinator. Used by `convoke demo`,
+ * by tests and by benchmarks; the same coordinator runs unchanged over NATS and durable stores.
+ */
+import { BundleRegistry, loadBundle, type CompiledBundle } from '../contract/bundle.js';
+import type { JsonValue } from '../contract/json.js';
+import { MemoryBus } from '../adapters/transport/memory.js';
+import { MemoryEventStore } from '../adapters/store/memory.js';
+import type { EventStore } from '../adapters/store/types.js';
+import { StaticDirectory } from '../adapters/directory/static.js';
+import { StaticPolicy, type PolicyRule } from '../adapters/policy/static.js';
+import { SubjectNamespaceVerifier } from '../adapters/verification/subject.js';
+import { createPeer, type Handler, type Peer } from '../peer/peer.js';
+import type { EffectSink } from '../peer/effect-sink.js';
+import type { Clock } from './clock.js';
+import { Coordinator } from './coordinator.js';
+
+export interface EmbeddedOptions {
+  clock: Clock;
+  bundle: JsonValue;
+  groups?: Record<string, string[]>;
+  rules?: PolicyRule[];
+  store?: EventStore;
+  policyTtlMs?: number;
+}
+
+export interface Embedded {
+  bus: MemoryBus;
+  store: EventStore;
+  bundle: CompiledBundle;
+  directory: StaticDirectory;
+  policy: StaticPolicy;
+  coordinator: Coordinator;
+  peers: Map<string, Peer>;
+  /** Starts an in-process peer whose bus connection may publish only its own peer-bearing subjects. */
+  addPeer(peerId: string, handlers: Record<string, Handler>, sink?: EffectSink): Promise<Peer>;
+  close(): Promise<void>;
+}
+
+/** The permissions a peer's connection gets: its own requests in, its own results out. */
+export function peerBusPermissions(namespace: string, peerId: string) {
+  return {
+    publish: [`${namespace}.*.*.result.${peerId}`, `${namespace}.*.*.cancel-result.${peerId}`, `${namespace}.*.*.claim.${peerId}`],
+    subscribe: [`${namespace}.*.*.request.${peerId}`, `${namespace}.*.*.cancel.${peerId}`],
+  };
+}
+
+export async function createEmbedded(options: EmbeddedOptions): Promise<Embedded> {
+  const bundle = loadBundle(options.bundle);
+  const bundles = new BundleRegistry();
+  bundles.add(bundle);
+  const namespace = bundle.bundle.subjectNamespace;
+  const bus = new MemoryBus();
+  const store = options.store ?? new MemoryEventStore({ clock: options.clock });
+  const directory = new StaticDirectory({ groups: options.groups ?? {} });
+  const policy = new StaticPolicy({ rules: options.rules ?? [{ effect: 'allow' }], ttlMs: options.policyTtlMs ?? 60_000 }, options.clock);
+  const coordinatorConnection = bus.connect('coordinator', {
+    publish: [`${namespace}.*.*.request.*`, `${namespace}.*.*.cancel.*`],
+    subscribe: [`${namespace}.*.*.result.*`, `${namespace}.*.*.cancel-result.*`, `${namespace}.*.*.claim.*`],
+  });
+  const coordinator = new Coordinator({
+    store,
+    transport: coordinatorConnection,
+    directory,
+    policy,
+    verifier: new SubjectNamespaceVerifier([{ namespace, exclusivePeerPublishers: true }]),
+    clock: options.clock,
+    bundles,
+    deployment: { account: 'local', system: 'convoke', domain: 'embedded' },
+  });
+  const peers = new Map<string, Peer>();
+  return {
+    bus,
+    store,
+    bundle,
+    directory,
+    policy,
+    coordinator,
+    peers,
+    addPeer: async (peerId, handlers, sink) => {
+      const transport = bus.connect(`peer:${peerId}`, peerBusPermissions(namespace, peerId));
+      const peer = await createPeer({ transport, namespace, peerId, handlers, ...(sink ? { sink } : {}) });
+      peers.set(peerId, peer);
+      return peer;
+    },
+    close: async () => {
+      await coordinator.close();
+      for (const peer of peers.values()) await peer.close();
+      await store.close();
+    },
+  };
+}
