@@ -1,0 +1,33 @@
+/**
+ * `convoke canonicalize [file]`: strict parse, then print the RFC 8785 canonical form — the exact
+ * bytes the input and contract digests are taken over. Exit 0, or 2 with the AdapterError as JSON
+ * on stderr.
+ */
+import { readFile } from 'node:fs/promises';
+import { canonicalJson } from '../../contract/canonical.js';
+import { invalidInput, isAdapterError } from '../../contract/errors.js';
+import { parseStrictBytes } from '../../contract/ijson.js';
+import type { CliIo } from '../io.js';
+
+async function readInput(file: string | undefined, io: CliIo): Promise<Uint8Array> {
+  if (file === undefined) return io.readStdin();
+  try {
+    return await readFile(file);
+  } catch (cause) {
+    const code = (cause as { code?: unknown }).code;
+    throw invalidInput(`cannot read ${file}${typeof code === 'string' ? ` (${code})` : ''}`, cause);
+  }
+}
+
+export async function canonicalizeCommand(file: string | undefined, io: CliIo): Promise<number> {
+  try {
+    const what = file ?? 'stdin';
+    const text = canonicalJson(parseStrictBytes(await readInput(file, io), what), what);
+    io.stdout.write(text);
+    return 0;
+  } catch (err) {
+    if (!isAdapterError(err)) throw err;
+    io.stderr.write(JSON.stringify(err.toJSON()) + '\n');
+    return 2;
+  }
+}

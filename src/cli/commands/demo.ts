@@ -1,0 +1,110 @@
+/**
+ * `convoke demo`: the embedded default, end to end in one process — a review interaction fanned
+ * out to N in-process peers over the in-process bus, decided by the declared rule, settled, and
+ * its event stream printed. No server needed.
+ */
+import type { JsonValue } from '../../contract/json.js';
+import { AdapterError } from '../../contract/errors.js';
+import { SystemClock } from '../../runtime/clock.js';
+import { createEmbedded } from '../../runtime/embedded.js';
+import { peerIds, reviewBundle } from '../../runtime/examples.js';
+import { seededRandom } from '../../runtime/random.js';
+import type { StoredTransition } from '../../events/types.js';
+import type { InvocationResult } from '../../projections/views.js';
+import type { CliIo } from '../io.js';
+import { heading, renderTable } from '../table.js';
+
+export interface DemoOptions {
+  peers: number;
+  quorum: number;
+  json: boolean;
+  seed: number;
+  approveRate: number;
+}
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+export async function demoCommand(options: DemoOptions, io: CliIo): Promise<number> {
+  if (!Number.isInteger(options.peers) || options.peers < 1 || options.peers > 16) throw new AdapterError('invalid-input', '--peers must be 1..16');
+  if (!Number.isInteger(options.quorum) || options.quorum < 1 || options.quorum > options.peers) throw new AdapterError('invalid-input', `--quorum must be 1..${options.peers}`);
+  const clock = new SystemClock();
+  const random = seededRandom(options.seed);
+  const peers = peerIds(options.peers);
+  const embedded = await createEmbedded({
+    clock,
+    bundle: reviewBundle({ completion: { mode: 'quorum', count: options.quorum }, timeoutMs: 3000 }),
+    groups: { reviewers: peers },
+  });
+  try {
+    for (const peerId of peers) {
+      const delayMs = 5 + random.int(60);
+      const verdict = random.next() < options.approveRate ? 'approve' : 'reject';
+      await embedded.addPeer(peerId, {
+        review: async (_input, context) => {
+          await sleep(delayMs);
+          // The business effect goes through the fenced sink: at most once per operation/branch.
+          return context.effect(() => ({ verdict, note: `${peerId} read it in ${delayMs} ms` }));
+        },
+      });
+    }
+    const input: JsonValue = { document: 'RFC: adopt convoke for N-of-M reviews' };
+    const { result } = await embedded.coordinator.invoke(
+      { principalId: 'demo-user', senderPeerId: null },
+      { contract: embedded.bundle.ref, interaction: 'review', invocationKey: `demo-${options.seed}`, input },
+    );
+    const waited = await embedded.coordinator.wait('demo-user', result.operationId, 'settled', 10_000);
+    // Let the detached siblings' late answers arrive, so the stream shows how they are recorded.
+    await sleep(80);
+    const final = await embedded.coordinator.get('demo-user', result.operationId);
+    const read = await embedded.store.read(result.operationId);
+    const transitions = read.kind === 'ok' ? read.transitions : [];
+    if (options.json) io.stdout.write(JSON.stringify({ result: final, transitions }, null, 2) + '\n');
+    else io.stdout.write(renderDemo(final, transitions, options));
+    return waited.reached ? 0 : 1;
+  } finally {
+    await embedded.close();
+  }
+}
+
+function renderDemo(result: InvocationResult, transitions: StoredTransition[], options: DemoOptions): string {
+  const d = result.decision;
+  const t0 = result.admittedAtMs;
+  let out = `convoke demo — ${options.peers} peers, quorum ${options.quorum}, seed ${options.seed} (embedded: memory store, in-process bus)\n`;
+  out += `operation ${result.operationId}\n`;
+  out += heading('Decision');
+  out += renderTable(['outcome', 'reason', 'success votes', 'failed units', 'threshold', 'units', 'closed at'], [[d?.outcome, d?.reason, d?.successVotes, d?.failedUnits, d?.threshold, d?.units, d ? `+${d.closedAtMs - t0} ms` : null]]);
+  out += heading(`Settlement: ${result.settlement.status}`);
+  out += renderTable(['branch', 'disposition', 'outcome'], result.settlement.siblings.map((s) => [s.branchId, s.disposition, s.outcome]));
+  out += heading('Branches');
+  out += renderTable(['branch', 'peer', 'status', 'attempt', 'fence', 'result'], result.branches.map((b) => [b.branchId, b.peerId, b.status, b.attempt, b.fence, b.result === undefined ? null : JSON.stringify(b.result)]));
+  out += heading(`Output: ${JSON.stringify(result.output)}`);
+  out += heading(`Event stream convoke-op-${result.operationId.slice(0, 14)}…`);
+  const rows = transitions.flatMap((t) =>
+    t.transition.events.map((e, i) => [i === 0 ? t.revision : '', i === 0 ? `+${t.committedAtMs - t0} ms` : '', e.type, summarize(e)]),
+  );
+  out += renderTable(['rev', 'committed', 'event', 'detail'], rows);
+  return out;
+}
+
+function summarize(event: StoredTransition['transition']['events'][number]): string {
+  switch (event.type) {
+    case 'operation-admitted':
+      return `${event.manifest.branches.length} branches, threshold ${event.manifest.threshold}/${event.manifest.units}, timeout ${event.timeoutMs} ms`;
+    case 'dispatch-recorded':
+      return `${event.branchId} attempt ${event.attempt} fence ${event.fence}: ${event.receipt}`;
+    case 'result-accepted':
+      return `${event.branchId}: ${event.status} ${JSON.stringify(event.result)}`;
+    case 'result-rejected':
+      return `${event.branchId ?? '?'}: ${event.reason}`;
+    case 'protocol-conflict-recorded':
+      return `${event.branchId}: ${event.detail}`;
+    case 'decision-closed':
+      return `${event.outcome} (${event.reason}); siblings ${event.siblings.map((s) => `${s.branchId}:${s.disposition}`).join(', ') || 'none'}`;
+    case 'settlement-completed':
+      return event.status;
+    default: {
+      const unreachable: never = event;
+      return String(unreachable);
+    }
+  }
+}

@@ -1,0 +1,67 @@
+/** The `convoke` command. Exit codes: 0 ok, 1 failure, 2 invalid usage or input (AdapterError on stderr). */
+import { Command, CommanderError, InvalidArgumentError } from 'commander';
+import { isAdapterError } from '../contract/errors.js';
+import { processIo, type CliIo } from './io.js';
+import { canonicalizeCommand } from './commands/canonicalize.js';
+import { idOperationCommand, idPublicationCommand } from './commands/id.js';
+import { demoCommand } from './commands/demo.js';
+
+const integer = (value: string) => {
+  if (!/^-?[0-9]+$/.test(value)) throw new InvalidArgumentError('expected an integer');
+  return Number(value);
+};
+
+export function buildProgram(io: CliIo, setExit: (code: number) => void): Command {
+  const program = new Command('convoke')
+    .description('Contract invocations: authenticated fan-out to frozen peers, fenced results, immutable decisions, event-sourced records.')
+    .exitOverride()
+    .configureOutput({ writeOut: (s) => io.stdout.write(s), writeErr: (s) => io.stderr.write(s) });
+
+  program
+    .command('demo')
+    .description('run a review interaction end to end in one process (memory store, in-process bus and peers)')
+    .option('--peers <n>', 'number of in-process peers', integer, 5)
+    .option('--quorum <k>', 'approvals needed', integer, 3)
+    .option('--seed <n>', 'seed for peer verdicts and latencies', integer, 7)
+    .option('--approve-rate <p>', 'probability that a peer approves', Number, 0.75)
+    .option('--json', 'machine-readable output', false)
+    .action(async (o) => setExit(await demoCommand({ peers: o.peers, quorum: o.quorum, json: o.json, seed: o.seed, approveRate: o.approveRate }, io)));
+
+  program
+    .command('canonicalize')
+    .argument('[file]', 'JSON file (standard input when absent)')
+    .description('strictly parse I-JSON and print its RFC 8785 canonical form')
+    .action(async (file?: string) => setExit(await canonicalizeCommand(file, io)));
+
+  const id = program.command('id').description('compute convoke identities');
+  id.command('operation')
+    .requiredOption('--principal <p>', 'principal id')
+    .requiredOption('--contract-digest <c>', 'contract digest (sha256:…)')
+    .requiredOption('--key <k>', 'invocation key')
+    .action((o) => setExit(idOperationCommand({ principal: o.principal, contractDigest: o.contractDigest, key: o.key }, io)));
+  id.command('publication')
+    .requiredOption('--contract-digest <c>', 'contract digest (sha256:…)')
+    .requiredOption('--operation <o>', 'operation id')
+    .requiredOption('--branch <b>', 'branch id')
+    .requiredOption('--attempt <n>', 'attempt (1..16)')
+    .action((o) => setExit(idPublicationCommand({ contractDigest: o.contractDigest, operation: o.operation, branch: o.branch, attempt: o.attempt }, io)));
+
+  return program;
+}
+
+export async function main(argv: string[], io: CliIo = processIo): Promise<number> {
+  let code = 0;
+  const program = buildProgram(io, (c) => (code = c));
+  try {
+    await program.parseAsync(argv);
+    return code;
+  } catch (error) {
+    if (error instanceof CommanderError) return error.exitCode === 0 ? 0 : 2;
+    if (isAdapterError(error)) {
+      io.stderr.write(JSON.stringify(error.toJSON()) + '\n');
+      return 2;
+    }
+    io.stderr.write(`convoke: ${(error as Error).stack ?? String(error)}\n`);
+    return 1;
+  }
+}

@@ -1,0 +1,67 @@
+/**
+ * Identities with exact byte layouts (DESIGN §3); test/vectors/ids.json holds vectors computed
+ * independently of this code.
+ *
+ * Each part is length-prefixed, never joined with a separator, so no choice of principal, digest
+ * or key can make two different tuples hash alike.
+ */
+import { sha256Hex } from './canonical.js';
+import { invalidInput } from './errors.js';
+import { hasLoneSurrogate } from './ijson.js';
+import { limits } from './limits.js';
+
+/** For each part: u64 big-endian byte count of its UTF-8 encoding, then those bytes. */
+export function lengthPrefixed(parts: readonly string[]): Buffer {
+  const encoded = parts.map((part, index) => {
+    // Buffer.from would turn a lone surrogate into U+FFFD: two different strings, one identity.
+    if (hasLoneSurrogate(part)) throw invalidInput(`identity part ${index}: lone surrogate`);
+    return Buffer.from(part, 'utf8');
+  });
+  const out = Buffer.alloc(encoded.reduce((sum, bytes) => sum + 8 + bytes.length, 0));
+  let offset = 0;
+  for (const bytes of encoded) {
+    out.writeBigUInt64BE(BigInt(bytes.length), offset);
+    bytes.copy(out, offset + 8);
+    offset += 8 + bytes.length;
+  }
+  return out;
+}
+
+/** `op` + lowercase hex SHA-256 of lengthPrefixed([principalId, contractDigest, invocationKey]): 66 chars. */
+export function operationId(principalId: string, contractDigest: string, invocationKey: string): string {
+  return 'op' + sha256Hex(lengthPrefixed([principalId, contractDigest, invocationKey]));
+}
+
+/**
+ * The JetStream `Nats-Msg-Id` of one publication: lowercase hex SHA-256 of
+ * lengthPrefixed([contractDigest, operationId, branchId, attempt in decimal]). Retrying an uncertain
+ * publish reuses it, so the server's duplicate window absorbs the retry.
+ */
+export function publicationId(contractDigest: string, operationId: string, branchId: string, attempt: number): string {
+  if (!Number.isInteger(attempt) || attempt < 1 || attempt > limits.attemptsMax) {
+    throw invalidInput(`attempt must be an integer in 1..${limits.attemptsMax}, got ${String(attempt)}`);
+  }
+  return sha256Hex(lengthPrefixed([contractDigest, operationId, branchId, String(attempt)]));
+}
+
+/** Peer and branch IDs: NATS-token-safe ASCII, so they can be subject tokens as they are. */
+export const tokenPattern = /^[A-Za-z0-9_-]{1,64}$/;
+
+export function checkToken(value: string, what: string): void {
+  if (!tokenPattern.test(value)) {
+    throw invalidInput(`${what} must match ${tokenPattern.source}, got ${JSON.stringify(value.slice(0, 80))}`);
+  }
+}
+
+export const operationIdPattern = /^op[0-9a-f]{64}$/;
+
+export function isOperationId(value: string): boolean {
+  return operationIdPattern.test(value);
+}
+
+/** What digestOf produces: `sha256:` + 64 lowercase hex digits. */
+export const contractDigestPattern = /^sha256:[0-9a-f]{64}$/;
+
+export function isContractDigest(value: string): boolean {
+  return contractDigestPattern.test(value);
+}

@@ -1,0 +1,267 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import fc from 'fast-check';
+import { isAdapterError } from '../../src/contract/errors.js';
+import { hasLoneSurrogate, isAmbiguousInteger, parseStrict, parseStrictBytes } from '../../src/contract/ijson.js';
+import type { JsonValue } from '../../src/contract/json.js';
+import { limits } from '../../src/contract/limits.js';
+
+/** Asserts invalid-input whose description contains every fragment (pointer, offset, reason). */
+function assertInvalid(run: () => unknown, ...fragments: string[]): string {
+  let caught: unknown;
+  try {
+    run();
+  } catch (err) {
+    caught = err;
+  }
+  assert.ok(isAdapterError(caught), `expected an AdapterError, got ${String(caught)}`);
+  assert.equal(caught.kind, 'invalid-input');
+  const description = caught.description ?? '';
+  for (const fragment of fragments) {
+    assert.ok(description.includes(fragment), `${JSON.stringify(description)} should contain ${JSON.stringify(fragment)}`);
+  }
+  return description;
+}
+
+test('duplicate keys fail (admission step 1)', () => {
+  const description = assertInvalid(() => parseStrict('{"items":[{"a":1,"a":2}]}'));
+  assert.equal(description, 'input: duplicate key "a" at /items/0 (offset 17)');
+});
+
+test('duplicate keys are compared after unescaping', () => {
+  assertInvalid(() => parseStrict('{"a":1,"\\u0061":2}'), 'duplicate key "a"', 'at root (offset 7)');
+  assertInvalid(() => parseStrict('{"\\/":1,"/":2}'), 'duplicate key "/"', '(offset 8)');
+  assertInvalid(() => parseStrict('{"x":{"__proto__":1,"__proto__":2}}'), 'duplicate key "__proto__"', 'at /x (offset 20)');
+});
+
+test('the pointer escapes ~ and / as RFC 6901 says', () => {
+  assertInvalid(() => parseStrict('{"a/b~":{"c":tru}}'), 'at /a~1b~0/c (offset 13)');
+});
+
+test('the what label prefixes the description', () => {
+  const description = assertInvalid(() => parseStrict('[1,1e999]', 'request body'));
+  assert.equal(description, 'request body: number overflows to infinity at /1 (offset 3)');
+});
+
+test('integers beyond ±(2^53−1) written without fraction or exponent fail', () => {
+  assertInvalid(() => parseStrict('{"x":[1,9007199254740992]}'), 'integer beyond', 'at /x/1 (offset 8)');
+  assertInvalid(() => parseStrict('-9007199254740992'), 'integer beyond', 'at root (offset 0)');
+  assertInvalid(() => parseStrict('9007199254740993'), 'integer beyond');
+  // Even where RFC 8785 would print an exponent: the literal claims a precision it does not have.
+  assertInvalid(() => parseStrict('100000000000000000000000'), 'integer beyond');
+  assert.equal(parseStrict('9007199254740991'), Number.MAX_SAFE_INTEGER);
+  assert.equal(parseStrict('-9007199254740991'), Number.MIN_SAFE_INTEGER);
+});
+
+test('integer values in 2^53 ≤ |n| < 1e21 fail however they are written (they would canonicalize to a rejected literal)', () => {
+  assertInvalid(() => parseStrict('[1e16]'), 'integer beyond', 'at /0 (offset 1)');
+  assertInvalid(() => parseStrict('9007199254740992.0'), 'integer beyond');
+  assertInvalid(() => parseStrict('-1.5E17'), 'integer beyond');
+  assert.equal(parseStrict('1e21'), 1e21);
+  assert.equal(parseStrict('1E30'), 1e30);
+  assert.equal(parseStrict('1.5e15'), 1.5e15);
+});
+
+test('numbers that overflow to ±Infinity fail', () => {
+  assertInvalid(() => parseStrict('{"n":1e400}'), 'overflows to infinity', 'at /n (offset 5)');
+  assertInvalid(() => parseStrict('-1e400'), 'overflows to infinity', 'at root (offset 0)');
+  assertInvalid(() => parseStrict('1.8e308'), 'overflows to infinity');
+  assert.equal(parseStrict('1.7976931348623157e308'), Number.MAX_VALUE);
+});
+
+test('lone surrogates fail in strings', () => {
+  assertInvalid(() => parseStrict('{"s":"\\ud800"}'), 'lone surrogate in string', 'at /s (offset 5)');
+  assertInvalid(() => parseStrict('["ok","x\\ud800y"]'), 'lone surrogate in string', 'at /1 (offset 6)');
+  assertInvalid(() => parseStrict('"\\udc00"'), 'lone surrogate in string', 'at root (offset 0)');
+  assertInvalid(() => parseStrict('"\\ude02\\ud83d"'), 'lone surrogate in string');
+  assertInvalid(() => parseStrict('"\\ud83d\\u0041"'), 'lone surrogate in string');
+  // A JS string handed in directly can carry a raw lone surrogate.
+  assertInvalid(() => parseStrict('"\ud800"'), 'lone surrogate in string');
+});
+
+test('lone surrogates fail in keys', () => {
+  assertInvalid(() => parseStrict('{"a":{"\\ud800":1}}'), 'lone surrogate in key', 'at /a (offset 6)');
+  assertInvalid(() => parseStrict('{"\\udfff":1}'), 'lone surrogate in key', 'at root (offset 1)');
+});
+
+test('surrogate pairs, escaped or raw, are one character', () => {
+  assert.equal(parseStrict('"\\ud83d\\ude02"'), '\u{1f602}');
+  assert.equal(parseStrict('"\\uD83D\\uDE02"'), '\u{1f602}');
+  assert.equal(parseStrict('"\u{1f602}"'), '\u{1f602}');
+  assert.deepEqual(parseStrict('{"\\ud83d\\ude02":1}'), { '\u{1f602}': 1 });
+});
+
+test(`nesting deeper than limits.jsonDepthMax (${limits.jsonDepthMax}) fails`, () => {
+  const depth = limits.jsonDepthMax;
+  const ok = '['.repeat(depth) + ']'.repeat(depth);
+  let value = parseStrict(ok);
+  for (let d = 1; d < depth; d++) value = (value as JsonValue[])[0] as JsonValue;
+  assert.deepEqual(value, []);
+  const tooDeep = '['.repeat(depth + 1) + ']'.repeat(depth + 1);
+  assertInvalid(() => parseStrict(tooDeep), `nesting deeper than ${depth}`, `at ${'/0'.repeat(depth)} (offset ${depth})`);
+  const objects = '{"k":'.repeat(depth) + '{}' + '}'.repeat(depth);
+  assertInvalid(() => parseStrict(objects), `nesting deeper than ${depth}`, `(offset ${5 * depth})`);
+});
+
+test('syntax errors fail with the pointer and offset of the offending character', () => {
+  const cases: [string, string][] = [
+    ['', 'unexpected end of input, expected a value at root (offset 0)'],
+    ['  ', 'unexpected end of input, expected a value at root (offset 2)'],
+    ['{', "expected a string key at root (offset 1)"],
+    ['[', 'expected a value at /0 (offset 1)'],
+    ['[1,]', 'unexpected character "]", expected a value at /1 (offset 3)'],
+    ['{"a":1,}', 'unexpected character "}", expected a string key at root (offset 7)'],
+    ['{"a" 1}', `unexpected character "1", expected ':' at root (offset 5)`],
+    ['{"a":}', 'unexpected character "}", expected a value at /a (offset 5)'],
+    ['[1 2]', `expected ',' or ']' at root (offset 3)`],
+    ['{"a":[1}', `expected ',' or ']' at /a (offset 7)`],
+    ['{a:1}', 'unexpected character "a", expected a string key at root (offset 1)'],
+    ["['a']", `unexpected character "'", expected a value at /0 (offset 1)`],
+    ['[1]x', 'expected end of input at root (offset 3)'],
+    ['{"a":1}}', 'expected end of input at root (offset 7)'],
+    ['01', 'expected end of input at root (offset 1)'],
+    ['-', 'invalid number: a digit must follow at root (offset 1)'],
+    ['-a', 'invalid number: a digit must follow at root (offset 1)'],
+    ['1.', 'a digit must follow the decimal point at root (offset 2)'],
+    ['1.e5', 'a digit must follow the decimal point at root (offset 2)'],
+    ['1e', 'a digit must follow the exponent at root (offset 2)'],
+    ['1e+', 'a digit must follow the exponent at root (offset 3)'],
+    ['.5', 'unexpected character ".", expected a value at root (offset 0)'],
+    ['+1', 'unexpected character "+"'],
+    ['NaN', 'unexpected character "N"'],
+    ['Infinity', 'unexpected character "I"'],
+    ['[tru]', 'expected a value at /0 (offset 1)'],
+    ['nul', 'expected a value at root (offset 0)'],
+    ['"abc', 'unterminated string at root (offset 0)'],
+    ['{"ab', 'unterminated key at root (offset 1)'],
+    ['["a\tb"]', 'unescaped control character in string at /0 (offset 3)'],
+    ['"\\x"', 'invalid escape at root (offset 1)'],
+    ['"\\u12g4"', 'four hex digits must follow at root (offset 5)'],
+    ['"\\u12"', 'four hex digits must follow at root (offset 5)'],
+    ['\u00a01', 'unexpected character "\u00a0"'],
+    ['/* */1', 'unexpected character "/"'],
+    ['\ufeff{}', 'byte order mark at root (offset 0)'],
+  ];
+  for (const [text, fragment] of cases) {
+    assertInvalid(() => parseStrict(text), `input: `, fragment);
+  }
+});
+
+test('a byte order mark and invalid UTF-8 fail in parseStrictBytes', () => {
+  assertInvalid(() => parseStrictBytes(Uint8Array.from([0xef, 0xbb, 0xbf, 0x31])), 'byte order mark');
+  const invalid = [
+    [0x22, 0xff, 0x22], // never valid
+    [0x22, 0xc0, 0xaf, 0x22], // overlong '/'
+    [0x22, 0xed, 0xa0, 0x80, 0x22], // an encoded surrogate (CESU-8)
+    [0x22, 0xe2, 0x82, 0x22], // truncated sequence
+  ];
+  for (const bytes of invalid) {
+    assertInvalid(() => parseStrictBytes(Uint8Array.from(bytes), 'body'), 'body: not valid UTF-8');
+  }
+});
+
+test('all valid JSON forms parse', () => {
+  const cases: [string, JsonValue][] = [
+    ['null', null],
+    ['true', true],
+    ['false', false],
+    ['0', 0],
+    ['-1', -1],
+    ['1.5', 1.5],
+    ['-1.5e-3', -0.0015],
+    ['1E+2', 100],
+    ['1e-2', 0.01],
+    ['0.1', 0.1],
+    ['1E30', 1e30],
+    ['1e-400', 0],
+    ['""', ''],
+    ['"\\"\\\\\\/\\b\\f\\n\\r\\t"', '"\\/\b\f\n\r\t'],
+    ['"\\u0000\\u00e9\\u00E9\\u20ac"', '\u0000éé€'],
+    ['"héllo wörld ✓ \u{1f600}"', 'héllo wörld ✓ \u{1f600}'],
+    ['"\u007f\u0080"', '\u007f\u0080'],
+    ['[]', []],
+    ['{}', {}],
+    [' \t\r\n[ 1 , "a" , { } , [ ] ]\n', [1, 'a', {}, []]],
+    ['{"":0,"a":{"b":[null,{"c":false}]}}', { '': 0, a: { b: [null, { c: false }] } }],
+    ['{"a":1,"b":1}', { a: 1, b: 1 }],
+  ];
+  for (const [text, expected] of cases) {
+    assert.deepEqual(parseStrict(text), expected, text);
+  }
+});
+
+test('-0 parses to -0', () => {
+  assert.ok(Object.is(parseStrict('-0'), -0));
+  assert.ok(Object.is(parseStrict('-0.0e5'), -0));
+});
+
+test('__proto__ becomes an own key, never the prototype', () => {
+  const value = parseStrict('{"__proto__":{"polluted":true}}') as Record<string, JsonValue>;
+  assert.equal(Object.getPrototypeOf(value), Object.prototype);
+  assert.ok(Object.hasOwn(value, '__proto__'));
+  assert.deepEqual(Object.keys(value), ['__proto__']);
+  assert.equal(({} as Record<string, unknown>).polluted, undefined);
+  assert.deepEqual(value, JSON.parse('{"__proto__":{"polluted":true}}'));
+});
+
+test('parseStrictBytes decodes UTF-8 before parsing', () => {
+  const bytes = new TextEncoder().encode('{"clé":"€ \u{1f600}"}');
+  assert.deepEqual(parseStrictBytes(bytes), { clé: '€ \u{1f600}' });
+});
+
+/** Whether JSON.stringify(v) holds a number parseStrict rejects or reads differently (-0). */
+function hasExcludedNumber(value: JsonValue): boolean {
+  let found = false;
+  JSON.stringify(value, (_key, x: unknown) => {
+    if (typeof x === 'number' && (Object.is(x, -0) || isAmbiguousInteger(x))) found = true;
+    return x;
+  });
+  return found;
+}
+
+test('parseStrict(JSON.stringify(v)) deep-equals v (fast-check)', () => {
+  const values = fc
+    .jsonValue({ maxDepth: 8, stringUnit: 'grapheme' })
+    .filter((v) => !hasExcludedNumber(v as JsonValue));
+  fc.assert(
+    fc.property(values, (v) => {
+      assert.deepStrictEqual(parseStrict(JSON.stringify(v)), v);
+    }),
+    { numRuns: 500 },
+  );
+});
+
+test('a string parses exactly when it has no lone surrogate (fast-check)', () => {
+  const units = fc.array(fc.oneof(fc.integer({ min: 0, max: 0xffff }), fc.integer({ min: 0xd800, max: 0xdfff })), { maxLength: 12 });
+  fc.assert(
+    fc.property(units, (codes) => {
+      const s = String.fromCharCode(...codes);
+      // JSON.stringify escapes lone surrogates as \udXXX (well-formed JSON.stringify).
+      for (const text of [JSON.stringify(s), JSON.stringify({ [s]: 0 })]) {
+        if (hasLoneSurrogate(s)) assertInvalid(() => parseStrict(text), 'lone surrogate');
+        else assert.deepEqual(parseStrict(text), JSON.parse(text));
+      }
+    }),
+    { numRuns: 1000 },
+  );
+});
+
+test('a 100 KB document parses in a few milliseconds', () => {
+  const items = [];
+  for (let i = 0; items.length < 1300; i++) {
+    items.push({ id: `item-${i}`, price: i * 1.25, tags: ['a', 'b\\n', 'é\u{1f600}'], ok: i % 2 === 0, note: null });
+  }
+  const text = JSON.stringify({ items });
+  assert.ok(text.length >= 100_000, `document is ${text.length} chars`);
+  for (let i = 0; i < 5; i++) parseStrict(text); // warm-up
+  const timesMs: number[] = [];
+  for (let i = 0; i < 11; i++) {
+    const start = process.hrtime.bigint();
+    parseStrict(text);
+    timesMs.push(Number(process.hrtime.bigint() - start) / 1e6);
+  }
+  timesMs.sort((a, b) => a - b);
+  const medianMs = timesMs[5] ?? Infinity;
+  assert.ok(medianMs < 20, `median parse took ${medianMs.toFixed(2)} ms`);
+  assert.deepEqual(parseStrict(text), JSON.parse(text));
+});
