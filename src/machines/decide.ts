@@ -67,7 +67,9 @@ export function decideDispatchRecorded(record: OperationRecord, receipts: readon
     return event;
   });
   if (events.length === 0) return undefined;
-  return { events: withClosure(record, events, nowMs), timeGuard: recordingGuard(record), causation: { command: 'record-dispatch' } };
+  // Only a failed delivery can make the rule close (by impossibility); stored/sent receipts cannot.
+  const failures = receipts.some((r) => r.receipt === 'rejected' || r.receipt === 'exhausted');
+  return { events: failures ? withClosure(record, events, nowMs) : events, timeGuard: recordingGuard(record), causation: { command: 'record-dispatch' } };
 }
 
 export function decideDeadline(record: OperationRecord): Transition | undefined {

@@ -66,10 +66,14 @@ interface OpEntry {
 }
 
 const conflictRetriesMax = 8;
+/** Settled operations kept in memory for fast reads; older ones are reloaded from the store on demand. */
+const settledCacheMax = 2048;
 
 export class Coordinator {
   readonly metrics: Metrics;
   private readonly ops = new Map<string, OpEntry>();
+  /** Settled operation ids in settle order (insertion order of a Map), for eviction. */
+  private readonly settled = new Map<string, true>();
   private readonly resultPaths = new Map<string, Promise<Subscription>>();
   private readonly committedListeners = new Set<(record: OperationRecord, stored: StoredTransition) => void>();
   private closed = false;
@@ -163,6 +167,7 @@ export class Coordinator {
       const audience = await this.observeAudience(context, interaction);
       const authorizations = await Promise.all(audience.peers.map((peerId) => this.authorizeCandidate(context, bundle, interaction, peerId)));
       const again = await this.observeAudience(context, interaction);
+      if (this.deps.clock.nowMs() >= budgetEndMs) throw new AdapterError('expired', `admission did not complete within ${limits.admissionBudgetMs} ms`);
       if (again.revision !== audience.revision) continue;
       const policyRevision = authorizations[0]?.revision ?? 'none';
       return planAdmission({
@@ -380,6 +385,19 @@ export class Coordinator {
         waiter.resolve();
       }
     }
+    if (before.phase !== 'settled' && after.phase === 'settled') this.noteSettled(after.operationId);
+  }
+
+  /** Keeps memory bounded: the oldest settled, idle operations leave the cache (the store keeps them). */
+  private noteSettled(operationId: string): void {
+    this.settled.set(operationId, true);
+    if (this.settled.size <= settledCacheMax) return;
+    for (const id of this.settled.keys()) {
+      if (this.settled.size <= settledCacheMax) break;
+      this.settled.delete(id);
+      const entry = this.ops.get(id);
+      if (entry && entry.waiters.size === 0) this.ops.delete(id);
+    }
   }
 
   private async reload(entry: OpEntry): Promise<void> {
@@ -432,18 +450,21 @@ export class Coordinator {
 
   /** The typed state, for the original invoking principal only; anything else is not found. */
   async get(principalId: string, operationId: string): Promise<InvocationResult> {
+    return this.view(await this.visible(principalId, operationId));
+  }
+
+  private async visible(principalId: string, operationId: string): Promise<OpEntry> {
     const entry = await this.load(operationId).catch((error: unknown) => {
       if (isAdapterError(error) && error.kind === 'unavailable') throw error;
       return undefined;
     });
     if (!entry || entry.record.principalId !== principalId) throw new OperationNotFound(operationId);
-    return this.view(entry);
+    return entry;
   }
 
   /** Waits until the boundary is reached or waitMs passes; returns the state either way. */
   async wait(principalId: string, operationId: string, boundary: WaitFor, waitMs: number): Promise<{ result: InvocationResult; reached: boolean }> {
-    await this.get(principalId, operationId);
-    const entry = this.ops.get(operationId)!;
+    const entry = await this.visible(principalId, operationId);
     if (!reached(entry.record, boundary) && waitMs > 0) {
       await new Promise<void>((resolve) => {
         const waiter: Waiter = { boundary, resolve: () => (timer.cancel(), resolve()) };

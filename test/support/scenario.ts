@@ -1,29 +1,77 @@
-/** Scenario helpers: an embedded deployment on a virtual clock, and the replay-equality check. */
+/** Scenario helpers: an embedded deployment on a virtual clock, raw peer traffic, and the replay-equality check. */
 import assert from 'node:assert/strict';
 import type { JsonObject, JsonValue } from '../../src/contract/json.js';
-import { VirtualClock } from '../../src/runtime/clock.js';
-import { createEmbedded, type Embedded } from '../../src/runtime/embedded.js';
+import { VirtualClock, flushMicrotasks } from '../../src/runtime/clock.js';
+import { createEmbedded, peerBusPermissions, type Embedded, type EmbeddedOptions } from '../../src/runtime/embedded.js';
 import { peerIds, reviewBundle } from '../../src/runtime/examples.js';
 import { fold } from '../../src/projections/record.js';
 import type { Handler } from '../../src/peer/peer.js';
+import { subjectFor } from '../../src/adapters/transport/subjects.js';
+import type { PublishReceipt } from '../../src/adapters/transport/types.js';
+import type { DomainEvent } from '../../src/events/types.js';
+import type { InvocationResult } from '../../src/projections/views.js';
+
+export const namespace = 'demo.v1.lab';
+
+export interface RawResult {
+  operationId: string;
+  branchId: string;
+  peerId: string;
+  attempt?: number;
+  fence?: number;
+  result: JsonValue;
+}
 
 export interface Scenario extends Embedded {
   clock: VirtualClock;
-  invoke(key: string, input?: JsonValue, principalId?: string): ReturnType<Embedded['coordinator']['invoke']>;
+  invoke(key: string, input?: JsonValue, principalId?: string, senderPeerId?: string | null): ReturnType<Embedded['coordinator']['invoke']>;
+  get(operationId: string, principalId?: string): Promise<InvocationResult>;
+  /** Publishes a result as `asPeer` (with that peer's bus permissions) on the subject of `subjectPeer`. */
+  send(asPeer: string, message: RawResult, subjectPeer?: string): Promise<PublishReceipt>;
+  /** Lets queued deliveries and appends finish. */
+  settle(): Promise<void>;
+  events(operationId: string): Promise<DomainEvent[]>;
   /** Asserts the record rebuilt from the store's log equals the coordinator's live record. */
   assertReplayEquals(operationId: string): Promise<void>;
 }
 
-export async function scenario(options: { review?: JsonObject; peers?: number; groups?: Record<string, string[]> } = {}): Promise<Scenario> {
+export interface ScenarioOptions {
+  review?: JsonObject;
+  peers?: number;
+  groups?: Record<string, string[]>;
+  embedded?: Partial<EmbeddedOptions>;
+}
+
+export async function scenario(options: ScenarioOptions = {}): Promise<Scenario> {
   const clock = new VirtualClock();
   const groups = options.groups ?? { reviewers: peerIds(options.peers ?? 5) };
-  const embedded = await createEmbedded({ clock, bundle: reviewBundle(options.review), groups });
-  return {
+  const embedded = await createEmbedded({ clock, bundle: reviewBundle(options.review), groups, ...options.embedded });
+  const connections = new Map<string, ReturnType<Embedded['bus']['connect']>>();
+  const connection = (peerId: string) => {
+    let c = connections.get(peerId);
+    if (!c) connections.set(peerId, (c = embedded.bus.connect(`raw:${peerId}`, peerBusPermissions(namespace, peerId))));
+    return c;
+  };
+  const self: Scenario = {
     ...embedded,
     clock,
-    invoke: (key, input = { document: 'hello' }, principalId = 'svc-a') =>
-      embedded.coordinator.invoke({ principalId, senderPeerId: null }, { contract: embedded.bundle.ref, interaction: 'review', invocationKey: key, input }),
+    invoke: (key, input = { document: 'hello' }, principalId = 'svc-a', senderPeerId = null) =>
+      embedded.coordinator.invoke({ principalId, senderPeerId }, { contract: embedded.bundle.ref, interaction: 'review', invocationKey: key, input }),
+    get: (operationId, principalId = 'svc-a') => embedded.coordinator.get(principalId, operationId),
+    send: async (asPeer, m, subjectPeer = asPeer) => {
+      const body = { kind: 'result', operationId: m.operationId, branchId: m.branchId, peerId: m.peerId, attempt: m.attempt ?? 1, fence: m.fence ?? 1, result: m.result };
+      const receipt = await connection(asPeer).publish(subjectFor(namespace, 'review', m.operationId, 'result', subjectPeer), new TextEncoder().encode(JSON.stringify(body)));
+      await flushMicrotasks();
+      return receipt;
+    },
+    settle: () => flushMicrotasks(),
+    events: async (operationId) => {
+      const read = await embedded.store.read(operationId);
+      assert.equal(read.kind, 'ok');
+      return read.kind === 'ok' ? read.transitions.flatMap((t) => t.transition.events) : [];
+    },
     assertReplayEquals: async (operationId) => {
+      await flushMicrotasks();
       const live = await embedded.coordinator.record(operationId);
       const read = await embedded.store.read(operationId);
       assert.equal(read.kind, 'ok');
@@ -31,6 +79,7 @@ export async function scenario(options: { review?: JsonObject; peers?: number; g
       assert.deepEqual(fold(read.transitions), live);
     },
   };
+  return self;
 }
 
 /** A handler that answers a fixed verdict. */
@@ -38,3 +87,5 @@ export const answers = (verdict: string): Handler => () => ({ verdict });
 
 /** A handler that never answers (the request stays unanswered). */
 export const silent: Handler = () => new Promise(() => {});
+
+export const types = (events: DomainEvent[]) => events.map((e) => e.type);

@@ -6,7 +6,7 @@
  * same thing here as on a real server. Best-effort delivery: no storage, no offline promise.
  */
 import { AdapterError } from '../../contract/errors.js';
-import { subjectMatches } from './subjects.js';
+import { subjectMatches, tokensMatch } from './subjects.js';
 import type { InboundMessage, MessageHandler, PublishOptions, PublishReceipt, SubscribeOptions, Subscription, Transport } from './types.js';
 
 export interface BusPermissions {
@@ -16,6 +16,7 @@ export interface BusPermissions {
 
 interface BusSubscription {
   pattern: string;
+  tokens: string[];
   queue: string | undefined;
   handler: MessageHandler;
   connection: MemoryTransport;
@@ -51,8 +52,9 @@ export class MemoryBus {
   route(subject: string, data: Uint8Array, headers: Record<string, string>, replyTo?: string): number {
     const groups = new Map<string, BusSubscription[]>();
     const targets: BusSubscription[] = [];
+    const subjectTokens = subject.split('.');
     for (const sub of this.subscriptions) {
-      if (!subjectMatches(sub.pattern, subject)) continue;
+      if (!tokensMatch(sub.tokens, subjectTokens)) continue;
       if (sub.queue === undefined) targets.push(sub);
       else groups.set(sub.queue, [...(groups.get(sub.queue) ?? []), sub]);
     }
@@ -104,7 +106,7 @@ export class MemoryTransport implements Transport {
     if (allow !== undefined && !allow.some((p) => subjectMatches(p, pattern) || p === pattern)) {
       throw new AdapterError('denied', `${this.identity} may not subscribe to ${pattern}`);
     }
-    const sub: BusSubscription = { pattern, queue: options.queue, handler, connection: this };
+    const sub: BusSubscription = { pattern, tokens: pattern.split('.'), queue: options.queue, handler, connection: this };
     this.bus.add(sub);
     this.subs.add(sub);
     return {
@@ -120,6 +122,7 @@ export class MemoryTransport implements Transport {
     return new Promise<Uint8Array>((resolve, reject) => {
       const sub: BusSubscription = {
         pattern: inbox,
+        tokens: inbox.split('.'),
         queue: undefined,
         connection: this,
         handler: (m) => {

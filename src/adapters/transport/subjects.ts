@@ -39,8 +39,11 @@ export function parseSubject(subject: string, namespace: string, interaction: st
 
 /** NATS wildcard match: `*` one token, `>` one or more trailing tokens. */
 export function subjectMatches(pattern: string, subject: string): boolean {
-  const p = pattern.split('.');
-  const s = subject.split('.');
+  return tokensMatch(pattern.split('.'), subject.split('.'));
+}
+
+/** The same match over pre-split tokens (the bus splits each pattern once and each subject once). */
+export function tokensMatch(p: readonly string[], s: readonly string[]): boolean {
   for (let i = 0; i < p.length; i++) {
     const token = p[i];
     if (token === '>') return s.length > i;

@@ -1,0 +1,21 @@
+/** `npm run bench -- <core|stores|nats|http|all> [--json] [--seconds N]`. */
+const args = process.argv.slice(2);
+const which = args.find((a) => !a.startsWith('--')) ?? 'core';
+const json = args.includes('--json');
+const secondsArg = args.indexOf('--seconds');
+const seconds = secondsArg >= 0 ? Number(args[secondsArg + 1]) : undefined;
+const options = seconds === undefined ? { json } : { json, seconds };
+
+const suites: Record<string, () => Promise<void>> = {
+  core: async () => (await import('./core.js')).coreBench(options),
+};
+
+const selected = which === 'all' ? Object.keys(suites) : [which];
+for (const name of selected) {
+  const run = suites[name];
+  if (!run) {
+    process.stderr.write(`unknown benchmark "${name}"; choose one of: ${Object.keys(suites).join(', ')}, all\n`);
+    process.exit(2);
+  }
+  await run();
+}

@@ -1,0 +1,292 @@
+/**
+ * Spec: "Admission and immutable manifests" — one test per rule, each named after it, each
+ * checking that the state rebuilt from the log equals the live state.
+ */
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { scenario, answers, types } from '../support/scenario.js';
+import { AdapterError } from '../../src/contract/errors.js';
+import { canonicalJson, sha256Hex } from '../../src/contract/canonical.js';
+import { operationId } from '../../src/contract/ids.js';
+import { limits } from '../../src/contract/limits.js';
+import { peerIds } from '../../src/runtime/examples.js';
+import type { OperationAdmitted } from '../../src/events/types.js';
+import type { EventStore } from '../../src/adapters/store/types.js';
+import { MemoryEventStore } from '../../src/adapters/store/memory.js';
+import type { Directory } from '../../src/adapters/directory/types.js';
+
+const rejects = (kind: AdapterError['kind']) => (error: unknown) => error instanceof AdapterError && error.kind === kind;
+
+async function admittedEvent(s: Awaited<ReturnType<typeof scenario>>, opId: string): Promise<OperationAdmitted> {
+  const [first] = await s.events(opId);
+  assert.equal(first?.type, 'operation-admitted');
+  return first as OperationAdmitted;
+}
+
+test('input is canonicalized with RFC 8785 before its invocation digest is computed', async () => {
+  const s = await scenario({ review: { input: { type: 'object' } } });
+  const a = await s.invoke('k', { b: 1, a: [1, 2, { d: true, c: null }] });
+  const b = await s.invoke('k', { a: [1, 2, { c: null, d: true }], b: 1 });
+  assert.equal(a.result.operationId, b.result.operationId);
+  assert.equal(b.created, false);
+  const admitted = await admittedEvent(s, a.result.operationId);
+  assert.equal(admitted.inputDigest, `sha256:${sha256Hex(canonicalJson({ a: [1, 2, { c: null, d: true }], b: 1 }))}`);
+  await s.assertReplayEquals(a.result.operationId);
+});
+
+test('nonfinite numbers, unsafe integers and invalid Unicode in the input fail', async () => {
+  const s = await scenario({ review: { input: { type: 'object' } } });
+  await assert.rejects(s.invoke('k1', { n: 2 ** 60 }), rejects('invalid-input'));
+  await assert.rejects(s.invoke('k2', { n: Number.POSITIVE_INFINITY }), rejects('invalid-input'));
+  await assert.rejects(s.invoke('k3', { s: 'a\ud800b' }), rejects('invalid-input'));
+  assert.equal(s.bus.stats.published, 0);
+});
+
+test('the contract bundle digest participates in the operation key', async () => {
+  const s = await scenario();
+  const { result } = await s.invoke('same-key');
+  assert.equal(result.operationId, operationId('svc-a', s.bundle.digest, 'same-key'));
+  assert.notEqual(result.operationId, operationId('svc-a', `sha256:${'0'.repeat(64)}`, 'same-key'));
+  assert.notEqual(result.operationId, operationId('svc-b', s.bundle.digest, 'same-key'));
+});
+
+test('the operation ID is op plus the SHA-256 of length-prefixed principal, contract digest and key', async () => {
+  const s = await scenario();
+  const { result } = await s.invoke('k');
+  assert.match(result.operationId, /^op[0-9a-f]{64}$/);
+  assert.equal(result.operationId.length, 66);
+});
+
+test('admission records resolver and policy revisions and the distinct logical peers', async () => {
+  const s = await scenario();
+  const { result } = await s.invoke('k');
+  const admitted = await admittedEvent(s, result.operationId);
+  assert.equal(admitted.revisions.directory, s.directory.revision);
+  assert.equal(admitted.revisions.policy, s.policy.revision);
+  assert.deepEqual(admitted.manifest.peers, peerIds(5).sort());
+  assert.equal(admitted.authorizations.length, 5);
+  await s.assertReplayEquals(result.operationId);
+});
+
+test('sender exclude removes the invoking peer from the audience; include keeps it', async () => {
+  const excluding = await scenario({ review: { sender: 'exclude' } });
+  const a = await excluding.invoke('k', undefined, 'svc-a', 'alfa');
+  assert.deepEqual(a.result.branches.map((b) => b.peerId), ['bravo', 'charlie', 'delta', 'echo']);
+  const including = await scenario({ review: { sender: 'include' } });
+  const b = await including.invoke('k', undefined, 'svc-a', 'alfa');
+  assert.equal(b.result.branches.length, 5);
+});
+
+test('every included peer is authorized; a denied peer fails closed and is not admitted', async () => {
+  const s = await scenario({ embedded: { rules: [{ effect: 'allow' }, { effect: 'deny', peers: ['charlie'] }] } });
+  const { result } = await s.invoke('k');
+  assert.deepEqual(result.branches.map((b) => b.peerId), ['alfa', 'bravo', 'delta', 'echo']);
+  await s.assertReplayEquals(result.operationId);
+});
+
+test('an unavailable authorization decision fails closed and creates nothing', async () => {
+  const s = await scenario();
+  s.coordinator['deps' as never];
+  const broken = { authorize: async () => { throw new AdapterError('unavailable', 'policy service down'); } };
+  (s.coordinator as unknown as { deps: { policy: unknown } }).deps.policy = broken;
+  await assert.rejects(s.invoke('k'), rejects('unavailable'));
+  const ids = [];
+  for await (const id of s.store.operationIds()) ids.push(id);
+  assert.deepEqual(ids, []);
+});
+
+test('a principal the policy does not allow to invoke is denied', async () => {
+  const s = await scenario({ embedded: { rules: [{ effect: 'allow', principals: ['svc-b'] }, { effect: 'allow', peers: ['*'] }] } });
+  await assert.rejects(s.invoke('k', undefined, 'svc-a'), rejects('denied'));
+});
+
+test('independent delivery uses the initial peer ID as the branch ID', async () => {
+  const s = await scenario();
+  const { result } = await s.invoke('k');
+  for (const b of result.branches) assert.equal(b.branchId, b.peerId);
+});
+
+test('empty audiences are rejected', async () => {
+  const s = await scenario({ groups: { reviewers: [] } });
+  await assert.rejects(s.invoke('k'), rejects('denied'));
+  assert.equal(s.bus.stats.published, 0);
+});
+
+test('impossible thresholds are rejected', async () => {
+  const s = await scenario({ peers: 2 });
+  await assert.rejects(s.invoke('k'), (e) => rejects('invalid-input')(e) && /impossible threshold: 3 of 2/.test((e as Error).message));
+});
+
+test('unknown contracts are unsupported and unknown interactions are invalid input', async () => {
+  const s = await scenario();
+  const ref = { ...s.bundle.ref, digest: `sha256:${'1'.repeat(64)}` };
+  await assert.rejects(s.coordinator.invoke({ principalId: 'p', senderPeerId: null }, { contract: ref, interaction: 'review', invocationKey: 'k', input: { document: 'x' } }), rejects('unsupported'));
+  await assert.rejects(s.coordinator.invoke({ principalId: 'p', senderPeerId: null }, { contract: s.bundle.ref, interaction: 'nope', invocationKey: 'k', input: { document: 'x' } }), rejects('invalid-input'));
+});
+
+test('input that fails the interaction input schema is invalid input', async () => {
+  const s = await scenario();
+  await assert.rejects(s.invoke('k', { document: 42 }), rejects('invalid-input'));
+});
+
+test('the branch-count budget is checked before any state is created', async () => {
+  const many = Array.from({ length: limits.branchesMax + 1 }, (_, i) => `p${i}`);
+  const s = await scenario({ groups: { reviewers: many } });
+  await assert.rejects(s.invoke('k'), rejects('invalid-input'));
+  const ids = [];
+  for await (const id of s.store.operationIds()) ids.push(id);
+  assert.equal(ids.length, 0);
+});
+
+test('the serialized size budget is checked before creating state, never truncating the manifest', async () => {
+  const s = await scenario({ review: { input: { type: 'object' } } });
+  await assert.rejects(s.invoke('k', { blob: 'x'.repeat(limits.inputBytesMax + 1) }), rejects('invalid-input'));
+  const ids = [];
+  for await (const id of s.store.operationIds()) ids.push(id);
+  assert.equal(ids.length, 0);
+});
+
+test('a duplicate invocation key with the same input returns the existing operation', async () => {
+  const s = await scenario();
+  const first = await s.invoke('k');
+  const again = await s.invoke('k');
+  assert.equal(first.created, true);
+  assert.equal(again.created, false);
+  assert.equal(again.result.operationId, first.result.operationId);
+  const events = await s.events(first.result.operationId);
+  assert.equal(events.filter((e) => e.type === 'operation-admitted').length, 1);
+});
+
+test('a duplicate invocation key with a different input fails with conflict', async () => {
+  const s = await scenario();
+  await s.invoke('k', { document: 'one' });
+  await assert.rejects(s.invoke('k', { document: 'two' }), rejects('conflict'));
+});
+
+test('no sends occur before successful creation', async () => {
+  const s = await scenario();
+  const failing: EventStore = Object.assign(Object.create(s.store) as EventStore, {
+    create: async () => ({ kind: 'unavailable' as const, description: 'disk gone' }),
+    read: async () => ({ kind: 'not-found' as const, description: 'none' }),
+  });
+  (s.coordinator as unknown as { deps: { store: EventStore } }).deps.store = failing;
+  await assert.rejects(s.invoke('k'), rejects('unavailable'));
+  assert.equal(s.bus.stats.published, 0);
+});
+
+test('the deadline starts at the admission boundary: admittedAtMs is the store commit time and deadlineMs adds timeoutMs', async () => {
+  const s = await scenario();
+  const start = s.clock.nowMs();
+  const { result } = await s.invoke('k');
+  assert.equal(result.admittedAtMs, start);
+  assert.equal(result.deadlineMs, start + 5000);
+});
+
+test('admission has a fixed 10000 ms budget: a hung resolver cannot admit work later', async () => {
+  const s = await scenario();
+  const slow: Directory = {
+    audience: async () => {
+      s.clock.set(s.clock.nowMs() + limits.admissionBudgetMs);
+      return { peers: ['alfa', 'bravo', 'charlie'], revision: 'r1' };
+    },
+  };
+  (s.coordinator as unknown as { deps: { directory: Directory } }).deps.directory = slow;
+  await assert.rejects(s.invoke('k'), rejects('expired'));
+  const ids = [];
+  for await (const id of s.store.operationIds()) ids.push(id);
+  assert.equal(ids.length, 0);
+  assert.equal(s.bus.stats.published, 0);
+});
+
+test('a resolver revision change during the snapshot check restarts admission within its budget', async () => {
+  const s = await scenario();
+  let calls = 0;
+  const moving: Directory = {
+    audience: async () => {
+      calls++;
+      return calls <= 1 ? { peers: ['alfa', 'bravo', 'charlie'], revision: 'r1' } : { peers: ['alfa', 'bravo', 'charlie', 'delta'], revision: 'r2' };
+    },
+  };
+  (s.coordinator as unknown as { deps: { directory: Directory } }).deps.directory = moving;
+  const { result } = await s.invoke('k');
+  const admitted = await admittedEvent(s, result.operationId);
+  assert.equal(admitted.revisions.directory, 'r2');
+  assert.equal(admitted.manifest.branches.length, 4);
+  assert.ok(calls >= 3);
+});
+
+test('at admission every branch has its initial assignment with attempt and fence 1 and a pending outbox entry', async () => {
+  const s = await scenario();
+  const { result } = await s.invoke('k');
+  const admitted = await admittedEvent(s, result.operationId);
+  assert.equal(admitted.outbox.length, 5);
+  for (const intent of admitted.outbox) {
+    assert.equal(intent.attempt, 1);
+    assert.equal(intent.fence, 1);
+    assert.match(intent.publicationId, /^[0-9a-f]{64}$/);
+  }
+  for (const b of result.branches) assert.deepEqual([b.attempt, b.fence, b.status], [1, 1, 'pending']);
+});
+
+test('result subscriptions are established before any request is published', async () => {
+  const s = await scenario();
+  const order: string[] = [];
+  const transport = (s.coordinator as unknown as { deps: { transport: { subscribe: Function; publish: Function } } }).deps.transport;
+  const subscribe = transport.subscribe.bind(transport);
+  const publish = transport.publish.bind(transport);
+  transport.subscribe = (...args: unknown[]) => (order.push('subscribe'), subscribe(...args));
+  transport.publish = (...args: unknown[]) => (order.push('publish'), publish(...args));
+  await s.invoke('k');
+  await s.settle();
+  assert.equal(order[0], 'subscribe');
+  assert.equal(order.filter((o) => o === 'publish').length, 5);
+});
+
+test('mutable directory membership does not change an admitted manifest', async () => {
+  const s = await scenario();
+  for (const p of ['alfa', 'bravo', 'charlie']) await s.addPeer(p, { review: answers('approve') });
+  const { result } = await s.invoke('k');
+  s.directory.setGroup('reviewers', ['alfa']);
+  await s.settle();
+  const after = await s.get(result.operationId);
+  assert.equal(after.branches.length, 5);
+  assert.equal(after.decision?.outcome, 'success');
+  await s.assertReplayEquals(result.operationId);
+});
+
+test('before admission the context deadline is null; after, it is the recorded deadline', async () => {
+  const s = await scenario();
+  const seen: (number | null)[] = [];
+  const policy = s.policy;
+  const wrapped = { authorize: (input: Parameters<typeof policy.authorize>[0]) => (seen.push(input.context.deadlineMs), policy.authorize(input)) };
+  (s.coordinator as unknown as { deps: { policy: unknown } }).deps.policy = wrapped;
+  const { result } = await s.invoke('k');
+  await s.settle();
+  assert.equal(seen[0], null);
+  assert.ok(seen.includes(result.deadlineMs));
+});
+
+test('authorization attempts outside 1..16 are invalid input', async () => {
+  const s = await scenario();
+  const base = { context: { principalId: 'p', senderPeerId: null, account: 'a', system: 's', domain: 'd', nowMs: 0, deadlineMs: null }, action: 'deliver' as const, contract: s.bundle.ref, interaction: 'review', peerId: 'alfa', branchId: null };
+  await assert.rejects(s.policy.authorize({ ...base, attempt: 17 }), rejects('invalid-input'));
+  await assert.rejects(s.policy.authorize({ ...base, attempt: 0 }), rejects('invalid-input'));
+  assert.equal((await s.policy.authorize({ ...base, attempt: 16 })).allowed, true);
+});
+
+test('memory-mode idempotency is process-local: a fresh store does not know an earlier operation', async () => {
+  const s = await scenario();
+  const { result } = await s.invoke('k');
+  (s.coordinator as unknown as { ops: Map<string, unknown> }).ops.clear();
+  (s.coordinator as unknown as { deps: { store: EventStore } }).deps.store = new MemoryEventStore({ clock: s.clock });
+  await assert.rejects(s.get(result.operationId), (e) => e instanceof AdapterError && /no operation/.test(e.message));
+});
+
+test('the admission stream starts with exactly one operation-admitted transition', async () => {
+  const s = await scenario();
+  const { result } = await s.invoke('k');
+  await s.settle();
+  const events = await s.events(result.operationId);
+  assert.deepEqual(types(events).slice(0, 2), ['operation-admitted', 'dispatch-recorded']);
+  await s.assertReplayEquals(result.operationId);
+});

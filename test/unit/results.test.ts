@@ -1,0 +1,374 @@
+/**
+ * Spec: "Result admission and decision" (and result identity from "Identity, context and
+ * authorization") — one test per rule, each named after it, each with the replay-equality check.
+ */
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { scenario, answers, silent, types, type Scenario } from '../support/scenario.js';
+import { SubjectNamespaceVerifier } from '../../src/adapters/verification/subject.js';
+import type { DomainEvent, ResultRejected } from '../../src/events/types.js';
+import type { EventStore } from '../../src/adapters/store/types.js';
+import type { JsonObject } from '../../src/contract/json.js';
+
+const rejections = (events: DomainEvent[]) => events.filter((e): e is ResultRejected => e.type === 'result-rejected').map((e) => e.reason);
+const accepted = (events: DomainEvent[]) => events.filter((e) => e.type === 'result-accepted').length;
+
+async function opened(review: JsonObject = {}, peers = 5): Promise<{ s: Scenario; op: string }> {
+  const s = await scenario({ review, peers });
+  const { result } = await s.invoke('k');
+  await s.settle();
+  return { s, op: result.operationId };
+}
+
+const approve = { verdict: 'approve' };
+const reject = { verdict: 'reject' };
+
+test('verification requires the received subject peer, the expected peer and the payload peer to agree', async () => {
+  const { s, op } = await opened();
+  await s.send('alfa', { operationId: op, branchId: 'alfa', peerId: 'bravo', result: approve });
+  await s.send('alfa', { operationId: op, branchId: 'bravo', peerId: 'bravo', result: approve });
+  const events = await s.events(op);
+  assert.equal(accepted(events), 0);
+  assert.deepEqual(rejections(events), ['wrong-peer', 'wrong-peer']);
+  await s.assertReplayEquals(op);
+});
+
+test('a publisher bound to peer alfa can publish its own result subject while another peer cannot', async () => {
+  const { s, op } = await opened();
+  const forged = await s.send('bravo', { operationId: op, branchId: 'alfa', peerId: 'alfa', result: approve }, 'alfa');
+  assert.equal(forged.receipt, 'rejected');
+  assert.match(forged.detail ?? '', /permission/);
+  const own = await s.send('alfa', { operationId: op, branchId: 'alfa', peerId: 'alfa', result: approve });
+  assert.equal(own.receipt, 'sent');
+  assert.equal(accepted(await s.events(op)), 1);
+  await s.assertReplayEquals(op);
+});
+
+test('an unattested namespace exception invalidates the publisher proof', async () => {
+  const { s, op } = await opened();
+  (s.coordinator as unknown as { deps: { verifier: unknown } }).deps.verifier = new SubjectNamespaceVerifier([
+    { namespace: 'demo.v1.lab', exclusivePeerPublishers: true, exceptions: [{ principal: 'ops-admin', attested: false, note: 'wildcard publisher' }] },
+  ]);
+  await s.send('alfa', { operationId: op, branchId: 'alfa', peerId: 'alfa', result: approve });
+  const events = await s.events(op);
+  assert.equal(accepted(events), 0);
+  assert.deepEqual(rejections(events), ['unverified-publisher']);
+  await s.assertReplayEquals(op);
+});
+
+test('results for the wrong operation are rejected', async () => {
+  const { s, op } = await opened();
+  const other = (await s.invoke('k2')).result.operationId;
+  await s.settle();
+  const body = { kind: 'result', operationId: other, branchId: 'alfa', peerId: 'alfa', attempt: 1, fence: 1, result: approve };
+  const connection = s.bus.connect('raw', { publish: ['demo.v1.lab.*.*.result.alfa'] });
+  await connection.publish(`demo.v1.lab.review.${op}.result.alfa`, new TextEncoder().encode(JSON.stringify(body)));
+  await s.settle();
+  assert.equal(accepted(await s.events(op)), 0);
+  assert.equal(accepted(await s.events(other)), 0);
+});
+
+test('results for a branch outside the frozen manifest are rejected', async () => {
+  const { s, op } = await opened({}, 3);
+  await s.send('delta', { operationId: op, branchId: 'delta', peerId: 'delta', result: approve });
+  assert.deepEqual(rejections(await s.events(op)), ['unknown-branch']);
+});
+
+test('results for an unknown attempt are rejected', async () => {
+  const { s, op } = await opened();
+  await s.send('alfa', { operationId: op, branchId: 'alfa', peerId: 'alfa', attempt: 2, fence: 2, result: approve });
+  assert.deepEqual(rejections(await s.events(op)), ['unknown-attempt']);
+  await s.assertReplayEquals(op);
+});
+
+test('results with a stale fence are rejected', async () => {
+  const { s, op } = await opened();
+  await s.send('alfa', { operationId: op, branchId: 'alfa', peerId: 'alfa', attempt: 1, fence: 7, result: approve });
+  assert.deepEqual(rejections(await s.events(op)), ['stale-fence']);
+});
+
+test('results that fail the result schema are rejected', async () => {
+  const { s, op } = await opened();
+  await s.send('alfa', { operationId: op, branchId: 'alfa', peerId: 'alfa', result: { verdict: 'maybe' } });
+  assert.deepEqual(rejections(await s.events(op)), ['invalid-schema']);
+});
+
+test('malformed result messages are dropped without a vote', async () => {
+  const { s, op } = await opened();
+  const connection = s.bus.connect('raw', { publish: ['demo.v1.lab.*.*.result.alfa'] });
+  for (const text of ['{', '{"kind":"result","kind":"result"}', JSON.stringify({ kind: 'result', operationId: op })]) {
+    await connection.publish(`demo.v1.lab.review.${op}.result.alfa`, new TextEncoder().encode(text));
+  }
+  await s.settle();
+  assert.equal(accepted(await s.events(op)), 0);
+});
+
+test('a result received at or after the deadline is late and rejected', async () => {
+  const { s, op } = await opened();
+  const record = await s.coordinator.record(op);
+  s.clock.set(record!.deadlineMs);
+  await s.send('alfa', { operationId: op, branchId: 'alfa', peerId: 'alfa', result: approve });
+  const events = await s.events(op);
+  assert.equal(accepted(events), 0);
+  assert.deepEqual(rejections(events), ['late']);
+  await s.assertReplayEquals(op);
+});
+
+test('a result arriving on the socket before the deadline but serialized after it is late', async () => {
+  const { s, op } = await opened();
+  const record = await s.coordinator.record(op);
+  const store = s.store;
+  let delayed = false;
+  const slowStore: EventStore = Object.assign(Object.create(store) as EventStore, {
+    append: async (id: string, rev: string, t: Parameters<EventStore['append']>[2]) => {
+      if (!delayed && t.events.some((e) => e.type === 'result-accepted')) {
+        delayed = true;
+        s.clock.set(record!.deadlineMs + 1); // the serialization point is after the deadline
+      }
+      return store.append(id, rev, t);
+    },
+  });
+  (s.coordinator as unknown as { deps: { store: EventStore } }).deps.store = slowStore;
+  await s.send('alfa', { operationId: op, branchId: 'alfa', peerId: 'alfa', result: approve });
+  const events = await s.events(op);
+  assert.equal(accepted(events), 0);
+  assert.deepEqual(rejections(events), ['late']);
+  await s.assertReplayEquals(op);
+});
+
+test('a result after the lease of its attempt expired is rejected', async () => {
+  const { s, op } = await opened({ leaseMs: 1000, renewIntervalMs: 500 });
+  s.clock.set(s.clock.nowMs() + 1000);
+  await s.send('alfa', { operationId: op, branchId: 'alfa', peerId: 'alfa', result: approve });
+  assert.deepEqual(rejections(await s.events(op)), ['expired-lease']);
+});
+
+test('a valid duplicate of an accepted terminal result returns the prior decision without another vote', async () => {
+  const { s, op } = await opened({ completion: { mode: 'first-success' } });
+  await s.send('alfa', { operationId: op, branchId: 'alfa', peerId: 'alfa', result: approve });
+  const before = await s.get(op);
+  await s.send('alfa', { operationId: op, branchId: 'alfa', peerId: 'alfa', result: approve });
+  const after = await s.get(op);
+  assert.deepEqual(after.decision, before.decision);
+  const events = await s.events(op);
+  assert.equal(accepted(events), 1);
+  assert.deepEqual(rejections(events), []);
+  await s.assertReplayEquals(op);
+});
+
+test('conflicting terminal results are rejected and recorded as a protocol conflict', async () => {
+  const { s, op } = await opened();
+  await s.send('alfa', { operationId: op, branchId: 'alfa', peerId: 'alfa', result: approve });
+  await s.send('alfa', { operationId: op, branchId: 'alfa', peerId: 'alfa', result: reject });
+  const events = await s.events(op);
+  assert.equal(accepted(events), 1);
+  assert.equal(events.filter((e) => e.type === 'protocol-conflict-recorded').length, 1);
+  const view = await s.get(op);
+  assert.deepEqual(view.branches.find((b) => b.branchId === 'alfa')?.result, approve);
+  await s.assertReplayEquals(op);
+});
+
+test('success is determined by the declared typed equality predicate; false means failure', async () => {
+  const { s, op } = await opened();
+  await s.send('alfa', { operationId: op, branchId: 'alfa', peerId: 'alfa', result: approve });
+  await s.send('bravo', { operationId: op, branchId: 'bravo', peerId: 'bravo', result: reject });
+  const view = await s.get(op);
+  assert.deepEqual(view.branches.slice(0, 2).map((b) => b.status), ['success', 'failure']);
+});
+
+test('a retryable result cannot override the attempt budget: with one attempt it is a failure', async () => {
+  const { s, op } = await opened({ attempts: 1 });
+  await s.send('alfa', { operationId: op, branchId: 'alfa', peerId: 'alfa', result: { verdict: 'retry' } });
+  const view = await s.get(op);
+  assert.equal(view.branches[0]?.status, 'failure');
+  assert.equal(view.branches[0]?.attempt, 1);
+});
+
+test('distinct-branches: every branch supplies at most one success vote', async () => {
+  const { s, op } = await opened({ completion: { mode: 'quorum', count: 2 } });
+  for (let i = 0; i < 3; i++) await s.send('alfa', { operationId: op, branchId: 'alfa', peerId: 'alfa', result: approve });
+  assert.equal((await s.get(op)).decision, null);
+  await s.send('bravo', { operationId: op, branchId: 'bravo', peerId: 'bravo', result: approve });
+  assert.equal((await s.get(op)).decision?.successVotes, 2);
+  await s.assertReplayEquals(op);
+});
+
+const explicitPairs = {
+  delivery: 'explicit',
+  branches: [
+    { branchId: 'a1', peerId: 'alfa' },
+    { branchId: 'a2', peerId: 'alfa' },
+    { branchId: 'b1', peerId: 'bravo' },
+  ],
+  votes: 'distinct-peers',
+};
+
+test('distinct-peers: any successful branch supplies its peer’s single vote', async () => {
+  const { s, op } = await opened({ ...explicitPairs, completion: { mode: 'quorum', count: 2 } });
+  await s.send('alfa', { operationId: op, branchId: 'a1', peerId: 'alfa', result: approve });
+  await s.send('alfa', { operationId: op, branchId: 'a2', peerId: 'alfa', result: approve });
+  let view = await s.get(op);
+  assert.equal(view.decision, null, 'two branches of one peer are one vote');
+  await s.send('bravo', { operationId: op, branchId: 'b1', peerId: 'bravo', result: approve });
+  view = await s.get(op);
+  assert.equal(view.decision?.outcome, 'success');
+  assert.equal(view.decision?.units, 2);
+  await s.assertReplayEquals(op);
+});
+
+test('distinct-peers: a peer is terminal only after all its branches are terminal', async () => {
+  const { s, op } = await opened({ ...explicitPairs, completion: { mode: 'all-terminal' } });
+  await s.send('alfa', { operationId: op, branchId: 'a1', peerId: 'alfa', result: approve });
+  await s.send('bravo', { operationId: op, branchId: 'b1', peerId: 'bravo', result: reject });
+  assert.equal((await s.get(op)).decision, null, 'alfa still has an open branch');
+  await s.send('alfa', { operationId: op, branchId: 'a2', peerId: 'alfa', result: reject });
+  assert.equal((await s.get(op)).decision?.outcome, 'success');
+});
+
+test('first-success closes on a successful unit', async () => {
+  const { s, op } = await opened({ completion: { mode: 'first-success' } });
+  await s.send('alfa', { operationId: op, branchId: 'alfa', peerId: 'alfa', result: reject });
+  assert.equal((await s.get(op)).decision, null);
+  await s.send('bravo', { operationId: op, branchId: 'bravo', peerId: 'bravo', result: approve });
+  const view = await s.get(op);
+  assert.deepEqual([view.decision?.outcome, view.decision?.reason], ['success', 'threshold']);
+  await s.assertReplayEquals(op);
+});
+
+test('quorum closes at its count threshold', async () => {
+  const { s, op } = await opened({ completion: { mode: 'quorum', count: 3 } });
+  for (const p of ['alfa', 'bravo']) await s.send(p, { operationId: op, branchId: p, peerId: p, result: approve });
+  assert.equal((await s.get(op)).decision, null);
+  await s.send('charlie', { operationId: op, branchId: 'charlie', peerId: 'charlie', result: approve });
+  assert.equal((await s.get(op)).decision?.outcome, 'success');
+});
+
+test('quorum fractions use exact integer arithmetic: 2/3 of 5 needs 4', async () => {
+  const { s, op } = await opened({ completion: { mode: 'quorum', fraction: { num: 2, den: 3 } } });
+  assert.equal((await s.get(op)).decision, null);
+  const record = await s.coordinator.record(op);
+  assert.equal(record?.manifest.threshold, 4);
+  for (const p of ['alfa', 'bravo', 'charlie']) await s.send(p, { operationId: op, branchId: p, peerId: p, result: approve });
+  assert.equal((await s.get(op)).decision, null);
+  await s.send('delta', { operationId: op, branchId: 'delta', peerId: 'delta', result: approve });
+  assert.equal((await s.get(op)).decision?.successVotes, 4);
+});
+
+test('quorum fraction 1/3 of 3 needs exactly 1 (no floating-point rounding)', async () => {
+  const { s, op } = await opened({ completion: { mode: 'quorum', fraction: { num: 1, den: 3 } } }, 3);
+  assert.equal((await s.coordinator.record(op))?.manifest.threshold, 1);
+});
+
+test('all-successful closes when every unit has success', async () => {
+  const { s, op } = await opened({ completion: { mode: 'all-successful' } }, 3);
+  for (const p of ['alfa', 'bravo', 'charlie']) await s.send(p, { operationId: op, branchId: p, peerId: p, result: approve });
+  assert.equal((await s.get(op)).decision?.outcome, 'success');
+});
+
+test('all-successful fails as soon as success becomes impossible', async () => {
+  const { s, op } = await opened({ completion: { mode: 'all-successful' } }, 3);
+  await s.send('alfa', { operationId: op, branchId: 'alfa', peerId: 'alfa', result: reject });
+  const view = await s.get(op);
+  assert.deepEqual([view.decision?.outcome, view.decision?.reason], ['failed', 'impossible']);
+  await s.assertReplayEquals(op);
+});
+
+test('on impossibility success-requiring modes fail before timeout', async () => {
+  const { s, op } = await opened({ completion: { mode: 'quorum', count: 3 } });
+  for (const p of ['alfa', 'bravo', 'charlie']) await s.send(p, { operationId: op, branchId: p, peerId: p, result: reject });
+  const view = await s.get(op);
+  assert.deepEqual([view.decision?.outcome, view.decision?.reason], ['failed', 'impossible']);
+  assert.ok(view.decision!.closedAtMs < view.deadlineMs);
+});
+
+test('all-terminal waits for every unit and is success when collection is complete even with failures', async () => {
+  const { s, op } = await opened({ completion: { mode: 'all-terminal' }, aggregate: { kind: 'collect' }, output: { type: 'object' } }, 3);
+  await s.send('alfa', { operationId: op, branchId: 'alfa', peerId: 'alfa', result: approve });
+  await s.send('bravo', { operationId: op, branchId: 'bravo', peerId: 'bravo', result: reject });
+  assert.equal((await s.get(op)).decision, null);
+  await s.send('charlie', { operationId: op, branchId: 'charlie', peerId: 'charlie', result: reject });
+  const view = await s.get(op);
+  assert.deepEqual([view.decision?.outcome, view.decision?.reason], ['success', 'complete']);
+  const outcomes = (view.output as { outcomes: { status: string }[] }).outcomes.map((o) => o.status);
+  assert.deepEqual(outcomes, ['success', 'failure', 'failure'], 'aggregation preserves the failures');
+});
+
+test('on timeout the recorded outcome is partial as declared', async () => {
+  const { s, op } = await opened({ onTimeout: 'partial' });
+  await s.send('alfa', { operationId: op, branchId: 'alfa', peerId: 'alfa', result: approve });
+  await s.clock.advance(5000);
+  const view = await s.get(op);
+  assert.deepEqual([view.decision?.outcome, view.decision?.reason], ['partial', 'timeout']);
+  assert.equal(view.decision?.closedAtMs, view.deadlineMs);
+  assert.equal(view.settlement.status, 'complete');
+  await s.assertReplayEquals(op);
+});
+
+test('on timeout the recorded outcome is failed as declared', async () => {
+  const { s, op } = await opened({ onTimeout: 'failed' });
+  await s.clock.advance(5000);
+  assert.equal((await s.get(op)).decision?.outcome, 'failed');
+});
+
+test('a deadline transition requires time at or after the deadline', async () => {
+  const { s, op } = await opened();
+  await s.clock.advance(4999);
+  assert.equal((await s.get(op)).decision, null);
+  await s.clock.advance(1);
+  assert.equal((await s.get(op)).decision?.reason, 'timeout');
+});
+
+test('once closed a decision never changes because of later membership or results', async () => {
+  const { s, op } = await opened({ completion: { mode: 'first-success' } });
+  await s.send('alfa', { operationId: op, branchId: 'alfa', peerId: 'alfa', result: approve });
+  const closed = await s.get(op);
+  s.directory.setGroup('reviewers', []);
+  for (const p of ['bravo', 'charlie']) await s.send(p, { operationId: op, branchId: p, peerId: p, result: reject });
+  await s.clock.advance(10_000);
+  const later = await s.get(op);
+  assert.deepEqual(later.decision, closed.decision);
+  assert.deepEqual(rejections(await s.events(op)), ['closed', 'closed']);
+  await s.assertReplayEquals(op);
+});
+
+test('early closure records the decision and the disposition of unfinished siblings in one transition (detach)', async () => {
+  const { s, op } = await opened({ completion: { mode: 'first-success' }, siblings: 'detach' });
+  await s.send('alfa', { operationId: op, branchId: 'alfa', peerId: 'alfa', result: approve });
+  const read = await s.store.read(op);
+  assert.equal(read.kind, 'ok');
+  if (read.kind !== 'ok') return;
+  const closing = read.transitions.find((t) => t.transition.events.some((e) => e.type === 'decision-closed'))!;
+  assert.deepEqual(types(closing.transition.events), ['result-accepted', 'decision-closed', 'settlement-completed']);
+  const closed = closing.transition.events[1] as Extract<DomainEvent, { type: 'decision-closed' }>;
+  assert.deepEqual(closed.siblings.map((x) => x.disposition), ['detached', 'detached', 'detached', 'detached']);
+  const view = await s.get(op);
+  assert.equal(view.phase, 'settled');
+  assert.equal(view.settlement.status, 'complete');
+});
+
+test('aggregation is a typed projection validated against the output schema', async () => {
+  const s = await scenario();
+  for (const p of ['alfa', 'bravo', 'charlie']) await s.addPeer(p, { review: answers('approve') });
+  for (const p of ['delta', 'echo']) await s.addPeer(p, { review: silent });
+  const { result } = await s.invoke('k');
+  await s.settle();
+  assert.deepEqual((await s.get(result.operationId)).output, { counts: { approve: 3 }, total: 3 });
+});
+
+test('a projection failure is reported separately and cannot erase votes', async () => {
+  const { s, op } = await opened({ completion: { mode: 'first-success' }, aggregate: { kind: 'tally', pointer: '/verdict' }, output: { type: 'object', required: ['impossible'] } });
+  await s.send('alfa', { operationId: op, branchId: 'alfa', peerId: 'alfa', result: approve });
+  const view = await s.get(op);
+  assert.equal(view.decision?.outcome, 'success');
+  assert.equal(view.output, null);
+  assert.equal(view.outputError?.kind, 'invalid-input');
+  assert.equal(view.branches[0]?.status, 'success');
+});
+
+test('rejections recorded in the stream are bounded; beyond the bound they are only counted', async () => {
+  const { s, op } = await opened();
+  for (let i = 0; i < 70; i++) await s.send('alfa', { operationId: op, branchId: 'alfa', peerId: 'alfa', attempt: 1, fence: 9, result: approve });
+  const events = await s.events(op);
+  assert.equal(rejections(events).length, 64);
+  await s.assertReplayEquals(op);
+});
