@@ -54,8 +54,13 @@ export interface Manifest {
   cancelTimeoutMs: number;
   settlementGraceMs: number;
   branches: ManifestBranch[];
-  /** Distinct logical peers, sorted. */
+  /** Distinct logical peers of the initial assignments, sorted. */
   peers: string[];
+  /**
+   * one-eligible: every eligible authorized candidate, in unsigned byte order (reassignment picks
+   * the first not excluded by a terminal assignment outcome). Other modes: the same as peers.
+   */
+  eligible: string[];
 }
 
 export interface OperationAdmitted {
@@ -107,8 +112,87 @@ export interface ResultAccepted {
   /** success / failure by the interaction's typed predicate; retryable by its retryable predicate. */
   status: 'success' | 'failure';
   retryable: boolean;
+  /** When a retryable failure is granted an application retry: the earliest retry instant; else null. */
+  retryAtMs: number | null;
   result: JsonValue;
   subject: string;
+}
+
+export interface LeaseRenewed {
+  type: 'lease-renewed';
+  v: 1;
+  branchId: string;
+  attempt: number;
+  fence: number;
+  leaseUntilMs: number;
+}
+
+/** A claim ended without a result: its lease expired or its owner released it. */
+export interface ClaimEnded {
+  type: 'claim-ended';
+  v: 1;
+  branchId: string;
+  attempt: number;
+  fence: number;
+  cause: 'expired' | 'released' | 'delivery-exhausted';
+  /** The retry instant when the budget and deadline allow another attempt; null closes the branch as failed. */
+  retryAtMs: number | null;
+}
+
+/** A new attempt (and fence) of the same logical branch, persisted before anything is sent. */
+export interface BranchReassigned {
+  type: 'branch-reassigned';
+  v: 1;
+  branchId: string;
+  peerId: string;
+  attempt: number;
+  fence: number;
+  publicationId: string;
+}
+
+export interface BranchFailed {
+  type: 'branch-failed';
+  v: 1;
+  branchId: string;
+  attempt: number;
+  fence: number;
+  reason: 'no-eligible-peer' | 'attempts-exhausted' | 'deadline';
+}
+
+export interface BranchRevoked {
+  type: 'branch-revoked';
+  v: 1;
+  branchId: string;
+  attempt: number;
+  fence: number;
+  policyRevision: string;
+  reason: string;
+}
+
+export interface CancelDispatched {
+  type: 'cancel-dispatched';
+  v: 1;
+  branchId: string;
+  attempt: number;
+  fence: number;
+  receipt: DeliveryReceipt;
+  detail?: string;
+}
+
+export interface CancelResultAccepted {
+  type: 'cancel-result-accepted';
+  v: 1;
+  branchId: string;
+  attempt: number;
+  fence: number;
+  outcome: 'stopped' | 'already-completed' | 'unknown';
+}
+
+/** The cancellation timeout passed: branches still waiting for a reply become indeterminate. */
+export interface CancelTimedOut {
+  type: 'cancel-timed-out';
+  v: 1;
+  branchIds: string[];
 }
 
 export type RejectionReason =
@@ -124,7 +208,9 @@ export type RejectionReason =
   | 'late'
   | 'closed'
   | 'denied'
-  | 'branch-terminal';
+  | 'branch-terminal'
+  | 'not-cancelling'
+  | 'cancel-timeout';
 
 export interface ResultRejected {
   type: 'result-rejected';
@@ -177,6 +263,14 @@ export type DomainEvent =
   | OperationAdmitted
   | DispatchRecorded
   | ResultAccepted
+  | LeaseRenewed
+  | ClaimEnded
+  | BranchReassigned
+  | BranchFailed
+  | BranchRevoked
+  | CancelDispatched
+  | CancelResultAccepted
+  | CancelTimedOut
   | ResultRejected
   | ProtocolConflictRecorded
   | DecisionClosed

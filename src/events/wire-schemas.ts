@@ -1,6 +1,6 @@
 /** Schemas for what peers send: a message from the network is validated before any field is trusted. */
 import { compileChecker } from '../contract/validation.js';
-import type { CancelResult, ClaimMessage, RequestMessage, ResultMessage } from './wire.js';
+import type { CancelRequest, CancelResult, ClaimMessage, RequestMessage, ResultMessage } from './wire.js';
 
 const token = { type: 'string', pattern: '^[A-Za-z0-9_-]{1,64}$' } as const;
 const positive = { type: 'integer', minimum: 1, maximum: Number.MAX_SAFE_INTEGER } as const;
@@ -37,7 +37,7 @@ export const claimMessageSchema = {
 
 export const requestMessageSchema = {
   type: 'object',
-  required: ['kind', 'operationId', 'contract', 'interaction', 'branchId', 'peerId', 'attempt', 'fence', 'deadlineMs', 'leaseUntilMs', 'publicationId', 'input'],
+  required: ['kind', 'operationId', 'contract', 'interaction', 'branchId', 'peerId', 'attempt', 'fence', 'deadlineMs', 'leaseUntilMs', 'renewIntervalMs', 'publicationId', 'input'],
   additionalProperties: false,
   properties: {
     kind: { const: 'request' },
@@ -50,6 +50,7 @@ export const requestMessageSchema = {
     fence: positive,
     deadlineMs: { type: 'integer' },
     leaseUntilMs: { type: 'integer' },
+    renewIntervalMs: { type: 'integer', minimum: 1 },
     publicationId: { type: 'string', pattern: '^[0-9a-f]{64}$' },
     input: {},
   },
@@ -59,3 +60,20 @@ export const checkResultMessage = compileChecker<ResultMessage>(resultMessageSch
 export const checkCancelResult = compileChecker<CancelResult>(cancelResultSchema, 'cancel result');
 export const checkClaimMessage = compileChecker<ClaimMessage>(claimMessageSchema, 'claim message');
 export const checkRequestMessage = compileChecker<RequestMessage>(requestMessageSchema, 'request message');
+
+export const cancelRequestSchema = {
+  type: 'object',
+  required: ['kind', 'operationId', 'branchId', 'peerId', 'attempt', 'fence', 'reason'],
+  additionalProperties: false,
+  properties: {
+    kind: { const: 'cancel' },
+    operationId: opId,
+    branchId: token,
+    peerId: token,
+    attempt: positive,
+    fence: positive,
+    reason: { enum: ['decision-closed', 'revoked', 'deadline'] },
+  },
+} as const;
+
+export const checkCancelRequest = compileChecker<CancelRequest>(cancelRequestSchema, 'cancel request');

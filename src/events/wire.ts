@@ -17,6 +17,8 @@ export interface RequestMessage {
   /** Absolute UTC ms, materialized from the recorded admission instant. */
   deadlineMs: number;
   leaseUntilMs: number;
+  /** The owner renews its claim this often while it works. */
+  renewIntervalMs: number;
   publicationId: string;
   input: JsonValue;
 }

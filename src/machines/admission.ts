@@ -52,6 +52,7 @@ export function planAdmission(facts: AdmissionFacts): Transition {
   if (branches.length === 0) throw denied('the audience is empty after sender and authorization rules');
   if (branches.length > limits.branchesMax) throw invalidInput(`${branches.length} branches exceed the budget of ${limits.branchesMax}`);
   const peers = [...new Set(branches.map((b) => b.peerId))].sort(byteOrder);
+  const eligible = spec.delivery === 'one-eligible' ? [...allowed].sort(byteOrder) : peers;
   const units = spec.votes === 'distinct-peers' ? peers.length : branches.length;
   const threshold = thresholdFor(spec.completion, units);
   if (threshold < 1 || threshold > units) throw invalidInput(`impossible threshold: ${threshold} of ${units} ${spec.votes === 'distinct-peers' ? 'peers' : 'branches'}`);
@@ -72,9 +73,10 @@ export function planAdmission(facts: AdmissionFacts): Transition {
     settlementGraceMs: spec.settlementGraceMs,
     branches,
     peers,
+    eligible,
   };
   const authorizations: Authorization[] = facts.authorizations
-    .filter((a) => peers.includes(a.peerId))
+    .filter((a) => eligible.includes(a.peerId))
     .map((a) => ({ peerId: a.peerId, revision: a.revision, expiresAtMs: a.expiresAtMs }));
   const event: OperationAdmitted = {
     type: 'operation-admitted',

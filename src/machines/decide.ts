@@ -6,12 +6,13 @@
 import type { CompiledInteraction } from '../contract/bundle.js';
 import { valueAt } from '../contract/bundle.js';
 import { digestOf } from '../contract/canonical.js';
+import { publicationId } from '../contract/ids.js';
 import { jsonEquals, type JsonValue } from '../contract/json.js';
-import type { DomainEvent, Transition, BranchDisposition, RejectionReason, TimeGuard } from '../events/types.js';
-import type { ResultMessage } from '../events/wire.js';
-import { evaluateCompletion, timeoutClosure, type Closure } from '../projections/decision.js';
-import { evolve, type OperationRecord, branchList } from '../projections/record.js';
 import { limits } from '../contract/limits.js';
+import type { BranchDisposition, DeliveryReceipt, DomainEvent, RejectionReason, TimeGuard, Transition } from '../events/types.js';
+import type { CancelResult, ClaimMessage, ResultMessage } from '../events/wire.js';
+import { evaluateCompletion, timeoutClosure, type Closure } from '../projections/decision.js';
+import { branchList, evolve, type BranchRecord, type OperationRecord } from '../projections/record.js';
 import { branchStatusOf } from './index.js';
 
 export const openEndedMs = Number.MAX_SAFE_INTEGER;
@@ -21,120 +22,274 @@ export function recordingGuard(record: OperationRecord): TimeGuard {
   return { notBeforeMs: record.admittedAtMs, notAfterMs: openEndedMs };
 }
 
-/** The decision-closed event (and settlement-completed when nothing is left to settle). */
-export function closureEvents(record: OperationRecord, closure: Closure): DomainEvent[] {
-  const open = branchList(record).filter((b) => branchStatusOf(b.state) === 'pending');
+const isOpen = (b: BranchRecord) => branchStatusOf(b.state) === 'pending';
+const isClaimed = (b: BranchRecord) => b.state === 'assigned' || b.state === 'dispatched';
+
+function apply(record: OperationRecord, events: readonly DomainEvent[], atMs: number): OperationRecord {
+  let draft = record;
+  for (const event of events) draft = evolve(draft, event, atMs);
+  return draft;
+}
+
+// ── closure and settlement ─────────────────────────────────────────────────
+
+/** decision-closed with the sibling dispositions, and settlement-completed when nothing is left to settle. */
+export function closureEvents(record: OperationRecord, closure: Closure, atMs: number): DomainEvent[] {
   const disposition: BranchDisposition['disposition'] = record.manifest.siblings === 'cancel' ? 'cancel-requested' : 'detached';
-  const events: DomainEvent[] = [
-    {
-      type: 'decision-closed',
-      v: 1,
-      outcome: closure.outcome,
-      reason: closure.reason,
-      successVotes: closure.tally.successVotes,
-      failedUnits: closure.tally.failedUnits,
-      siblings: open.map((b) => ({ branchId: b.branchId, disposition })),
-    },
-  ];
-  if (open.length === 0 || disposition === 'detached') events.push({ type: 'settlement-completed', v: 1, status: 'complete' });
-  return events;
+  const closed: DomainEvent = {
+    type: 'decision-closed',
+    v: 1,
+    outcome: closure.outcome,
+    reason: closure.reason,
+    successVotes: closure.tally.successVotes,
+    failedUnits: closure.tally.failedUnits,
+    siblings: branchList(record)
+      .filter(isOpen)
+      .map((b) => ({ branchId: b.branchId, disposition })),
+  };
+  return [closed, ...settlementEvents(apply(record, [closed], atMs))];
+}
+
+/** settlement-completed once a closed operation has no branch waiting for a cancel reply. */
+export function settlementEvents(record: OperationRecord): DomainEvent[] {
+  if (record.decision === null || record.settlement.status !== 'pending') return [];
+  const branches = branchList(record);
+  if (branches.some((b) => b.state === 'cancelling')) return [];
+  // Stopped and already-completed settle; unknown or missing replies stay indeterminate.
+  const unsettled = branches.some((b) => b.disposition === 'cancel-requested' && b.cancel !== null && b.cancelOutcome !== 'stopped' && b.cancelOutcome !== 'already-completed');
+  return [{ type: 'settlement-completed', v: 1, status: unsettled ? 'indeterminate' : 'complete' }];
 }
 
 /**
- * Appends closure to `events` when, after applying them, the frozen rule closes. Votes and closure
- * land in the same Transition (the spec's one logical record transition).
+ * Appends to `events` whatever they make follow in the same Transition: closure when the frozen
+ * rule closes, settlement when the last cancel reply is in.
  */
-export function withClosure(record: OperationRecord, events: DomainEvent[], atMs: number): DomainEvent[] {
-  if (record.decision !== null) return events;
-  let draft = record;
-  for (const event of events) draft = evolve(draft, event, atMs);
-  const closure = evaluateCompletion(draft);
-  return closure ? [...events, ...closureEvents(draft, closure)] : events;
+export function withConsequences(record: OperationRecord, events: DomainEvent[], atMs: number): DomainEvent[] {
+  const draft = apply(record, events, atMs);
+  if (draft.decision === null) {
+    const closure = evaluateCompletion(draft);
+    return closure ? [...events, ...closureEvents(draft, closure, atMs)] : events;
+  }
+  return [...events, ...settlementEvents(draft)];
 }
+
+// ── dispatch receipts ──────────────────────────────────────────────────────
 
 export interface Receipt {
   branchId: string;
   attempt: number;
   fence: number;
-  receipt: import('../events/types.js').DeliveryReceipt;
+  receipt: DeliveryReceipt;
   detail?: string;
 }
 
 export function decideDispatchRecorded(record: OperationRecord, receipts: readonly Receipt[], nowMs: number): Transition | undefined {
-  const events: DomainEvent[] = receipts.map((r) => {
+  const events: DomainEvent[] = [];
+  for (const r of receipts) {
+    const branch = record.branches[r.branchId];
+    if (!branch || branch.attempt !== r.attempt || !isClaimed(branch)) continue; // superseded meanwhile
+    if (r.receipt === 'exhausted' || r.receipt === 'rejected') {
+      // Native exhaustion is an observed failure of this attempt: retryable within the budget, never a new branch.
+      events.push({ type: 'claim-ended', v: 1, branchId: r.branchId, attempt: r.attempt, fence: r.fence, cause: 'delivery-exhausted', retryAtMs: retryInstant(record, branch, nowMs) });
+      continue;
+    }
     const event: DomainEvent = { type: 'dispatch-recorded', v: 1, branchId: r.branchId, attempt: r.attempt, fence: r.fence, receipt: r.receipt };
     if (r.detail !== undefined) event.detail = r.detail.slice(0, 1024);
-    return event;
-  });
+    events.push(event);
+  }
   if (events.length === 0) return undefined;
-  // Only a failed delivery can make the rule close (by impossibility); stored/sent receipts cannot.
-  const failures = receipts.some((r) => r.receipt === 'rejected' || r.receipt === 'exhausted');
-  return { events: failures ? withClosure(record, events, nowMs) : events, timeGuard: recordingGuard(record), causation: { command: 'record-dispatch' } };
+  const failures = events.some((e) => e.type === 'claim-ended');
+  return { events: failures ? withConsequences(record, events, nowMs) : events, timeGuard: recordingGuard(record), causation: { command: 'record-dispatch' } };
 }
 
-export function decideDeadline(record: OperationRecord): Transition | undefined {
+export function decideRevocations(record: OperationRecord, revoked: readonly { branchId: string; policyRevision: string; reason: string }[], nowMs: number): Transition | undefined {
+  const events: DomainEvent[] = [];
+  for (const r of revoked) {
+    const branch = record.branches[r.branchId];
+    if (!branch || !isOpen(branch) || record.decision !== null) continue;
+    events.push({ type: 'branch-revoked', v: 1, branchId: r.branchId, attempt: branch.attempt, fence: branch.fence, policyRevision: r.policyRevision, reason: r.reason.slice(0, 1024) });
+  }
+  if (events.length === 0) return undefined;
+  return { events: withConsequences(record, events, nowMs), timeGuard: { notBeforeMs: record.admittedAtMs, notAfterMs: record.deadlineMs }, causation: { command: 'revoke' } };
+}
+
+// ── attempts and selection ─────────────────────────────────────────────────
+
+/**
+ * The instant of the next attempt, or null when none is allowed: attempts are finite and an
+ * attempt must be able to start strictly before the deadline. Retry uses the fixed backoff.
+ */
+export function retryInstant(record: OperationRecord, branch: BranchRecord, nowMs: number): number | null {
+  if (branch.attempt >= record.manifest.attemptsMax) return null;
+  const atMs = nowMs + record.manifest.retryBackoffMs;
+  return Number.isSafeInteger(atMs) && atMs < record.deadlineMs ? atMs : null;
+}
+
+/**
+ * Selection: the eligible authorized peers in unsigned byte order; the first not excluded by a
+ * terminal assignment outcome. Branches bound to one peer (independent, explicit) keep their peer.
+ */
+export function selectionCandidates(record: OperationRecord, branch: BranchRecord): string[] {
+  if (record.manifest.delivery !== 'one-eligible') return [branch.peerId];
+  return record.manifest.eligible.filter((p) => !branch.excluded.includes(p));
+}
+
+// ── due-time transitions (deadline, lease expiry, retry, cancel timeout) ───
+
+/** The next instant at which decideDue may have something to do; undefined when nothing is pending. */
+export function nextDueMs(record: OperationRecord): number | undefined {
+  const instants: number[] = [];
+  if (record.decision === null) {
+    instants.push(record.deadlineMs);
+    for (const b of branchList(record)) {
+      if (isClaimed(b)) instants.push(b.leaseUntilMs);
+      if (b.state === 'retrying' && b.retryAtMs !== null) instants.push(b.retryAtMs);
+    }
+  } else if (branchList(record).some((b) => b.state === 'cancelling')) {
+    instants.push(record.decision.cancelDeadlineMs);
+  }
+  return instants.length === 0 ? undefined : Math.min(...instants);
+}
+
+/** Authorization answers for reassignment candidates, gathered by the runtime before deciding. */
+export type CandidateAuthorization = (branchId: string, peerId: string, attempt: number) => { allowed: boolean } | undefined;
+
+export function decideDue(record: OperationRecord, nowMs: number, authorizeCandidate: CandidateAuthorization): Transition | undefined {
+  if (record.decision === null && nowMs >= record.deadlineMs) return decideDeadline(record, nowMs);
+  if (record.decision === null) return decideLeasesAndRetries(record, nowMs, authorizeCandidate);
+  const waiting = branchList(record).filter((b) => b.state === 'cancelling');
+  if (waiting.length === 0 || nowMs < record.decision.cancelDeadlineMs) return undefined;
+  const events: DomainEvent[] = [{ type: 'cancel-timed-out', v: 1, branchIds: waiting.map((b) => b.branchId) }];
+  return {
+    events: [...events, ...settlementEvents(apply(record, events, nowMs))],
+    timeGuard: { notBeforeMs: record.decision.cancelDeadlineMs, notAfterMs: openEndedMs },
+    causation: { command: 'cancel-timeout' },
+  };
+}
+
+export function decideDeadline(record: OperationRecord, nowMs: number): Transition | undefined {
   if (record.decision !== null) return undefined;
   return {
-    events: closureEvents(record, timeoutClosure(record)),
+    events: closureEvents(record, timeoutClosure(record), nowMs),
     // A deadline transition requires store time at or after the deadline.
     timeGuard: { notBeforeMs: record.deadlineMs, notAfterMs: openEndedMs },
     causation: { command: 'deadline-reached' },
   };
 }
 
-export interface ResultCommand {
+function decideLeasesAndRetries(record: OperationRecord, nowMs: number, authorizeCandidate: CandidateAuthorization): Transition | undefined {
+  const events: DomainEvent[] = [];
+  let notBeforeMs = record.admittedAtMs;
+  for (const b of branchList(record)) {
+    if (isClaimed(b) && nowMs >= b.leaseUntilMs) {
+      // An expired claim: the owner can neither renew nor admit results; a logical retry may follow.
+      events.push({ type: 'claim-ended', v: 1, branchId: b.branchId, attempt: b.attempt, fence: b.fence, cause: 'expired', retryAtMs: retryInstant(record, b, nowMs) });
+      notBeforeMs = Math.max(notBeforeMs, b.leaseUntilMs);
+    } else if (b.state === 'retrying' && b.retryAtMs !== null && nowMs >= b.retryAtMs) {
+      events.push(reassignment(record, b, authorizeCandidate));
+      notBeforeMs = Math.max(notBeforeMs, b.retryAtMs);
+    }
+  }
+  if (events.length === 0) return undefined;
+  return { events: withConsequences(record, events, nowMs), timeGuard: { notBeforeMs, notAfterMs: record.deadlineMs }, causation: { command: 'lease-or-retry-due' } };
+}
+
+function reassignment(record: OperationRecord, branch: BranchRecord, authorizeCandidate: CandidateAuthorization): DomainEvent {
+  const attempt = branch.attempt + 1;
+  const peerId = selectionCandidates(record, branch).find((p) => authorizeCandidate(branch.branchId, p, attempt)?.allowed === true);
+  if (peerId === undefined) {
+    // No eligible peer remains: the branch fails; it is never silently broadcast.
+    return { type: 'branch-failed', v: 1, branchId: branch.branchId, attempt: branch.attempt, fence: branch.fence, reason: 'no-eligible-peer' };
+  }
+  return {
+    type: 'branch-reassigned',
+    v: 1,
+    branchId: branch.branchId,
+    peerId,
+    attempt,
+    fence: branch.fence + 1,
+    publicationId: publicationId(record.contract.digest, record.operationId, branch.branchId, attempt),
+  };
+}
+
+// ── peer messages: results, claims, cancel results ────────────────────────
+
+export interface PeerCommand<M> {
   subject: string;
   /** The peer token of the received subject. */
   subjectPeerId: string;
-  message: ResultMessage;
+  message: M;
   /** Undefined when the publisher namespace is attested for this peer; otherwise why not. */
   publisherProblem: string | undefined;
-  /** Undefined when the peer is (still) authorized; otherwise why not. */
-  authorizationProblem: string | undefined;
+  /** Undefined when the peer is (still) authorized; otherwise why not, with the policy revision. */
+  authorizationProblem: { reason: string; policyRevision: string } | undefined;
   nowMs: number;
 }
+
+export type ResultCommand = PeerCommand<ResultMessage>;
 
 export type ResultDecision =
   | { kind: 'accept'; transition: Transition; status: 'success' | 'failure' }
   | { kind: 'duplicate' }
   | { kind: 'protocol-conflict'; transition: Transition; detail: string }
+  | { kind: 'revoked'; transition: Transition; detail: string }
   | { kind: 'reject'; reason: RejectionReason; detail: string; transition: Transition | undefined };
+
+type Identity = Pick<ResultMessage, 'branchId' | 'peerId' | 'attempt' | 'fence'>;
+
+/** Correlation checks shared by every peer message: branch, peer agreement, publisher, attempt, fence. */
+function correlate(record: OperationRecord, command: PeerCommand<Identity>): { branch: BranchRecord } | { reason: RejectionReason; detail: string } {
+  const m = command.message;
+  const branch = record.branches[m.branchId];
+  if (!branch) return { reason: 'unknown-branch', detail: `branch ${m.branchId} is not in the frozen manifest` };
+  if (command.subjectPeerId !== m.peerId || m.peerId !== branch.peerId) {
+    return { reason: 'wrong-peer', detail: `subject peer ${command.subjectPeerId}, payload peer ${m.peerId}, expected peer ${branch.peerId} must agree` };
+  }
+  if (command.publisherProblem !== undefined) return { reason: 'unverified-publisher', detail: command.publisherProblem };
+  if (!Number.isSafeInteger(m.attempt) || m.attempt < 1 || m.attempt > branch.attempt) {
+    return { reason: 'unknown-attempt', detail: `attempt ${m.attempt} was never assigned (current ${branch.attempt})` };
+  }
+  if (m.attempt !== branch.attempt || m.fence !== branch.fence) {
+    return { reason: 'stale-fence', detail: `attempt ${m.attempt} fence ${m.fence} is not the current attempt ${branch.attempt} fence ${branch.fence}` };
+  }
+  return { branch };
+}
 
 /** Result admission (spec: "Result admission and decision"), in the order the checks must run. */
 export function decideResult(record: OperationRecord, interaction: CompiledInteraction, command: ResultCommand): ResultDecision {
   const { message } = command;
   const reject = (reason: RejectionReason, detail: string): ResultDecision => ({ kind: 'reject', reason, detail, transition: rejectionTransition(record, command, reason, detail) });
-  const branch = record.branches[message.branchId];
-  if (!branch) return reject('unknown-branch', `branch ${message.branchId} is not in the frozen manifest`);
-  if (command.subjectPeerId !== message.peerId || message.peerId !== branch.peerId) {
-    return reject('wrong-peer', `subject peer ${command.subjectPeerId}, payload peer ${message.peerId}, expected peer ${branch.peerId} must agree`);
-  }
-  if (command.publisherProblem !== undefined) return reject('unverified-publisher', command.publisherProblem);
-  if (!Number.isSafeInteger(message.attempt) || message.attempt < 1 || message.attempt > branch.attempt) {
-    return reject('unknown-attempt', `attempt ${message.attempt} was never assigned (current ${branch.attempt})`);
-  }
-  if (message.attempt !== branch.attempt || message.fence !== branch.fence) {
-    return reject('stale-fence', `attempt ${message.attempt} fence ${message.fence} is not the current attempt ${branch.attempt} fence ${branch.fence}`);
-  }
+  const correlated = correlate(record, command);
+  if ('reason' in correlated) return reject(correlated.reason, correlated.detail);
+  const { branch } = correlated;
   if (branch.accepted !== null && branch.accepted.attempt === message.attempt) {
     if (jsonEquals(branch.accepted.result, message.result)) return { kind: 'duplicate' };
     return protocolConflict(record, command);
   }
-  if (record.decision !== null) return reject('closed', `operation closed at ${record.decision.closedAtMs} with ${record.decision.outcome}`);
-  if (branchStatusOf(branch.state) !== 'pending') return reject('branch-terminal', `branch ${branch.branchId} is already ${branchStatusOf(branch.state)}`);
+  const lateFact = record.decision !== null && branch.state === 'cancelling';
+  if (record.decision !== null && !lateFact) return reject('closed', `operation closed at ${record.decision.closedAtMs} with ${record.decision.outcome}`);
+  if (!isOpen(branch)) return reject('branch-terminal', `branch ${branch.branchId} is already ${branchStatusOf(branch.state)}`);
+  if (branch.state === 'retrying') return reject('stale-fence', `attempt ${branch.attempt} already ended; branch is waiting to retry`);
   if (!interaction.validateResult(message.result)) return reject('invalid-schema', `result does not match the interaction's result schema`);
-  if (command.authorizationProblem !== undefined) return reject('denied', command.authorizationProblem);
+  if (command.authorizationProblem !== undefined) return revoke(record, branch, command.authorizationProblem, command.nowMs);
+  if (lateFact) {
+    if (command.nowMs >= record.decision!.graceEndMs) return reject('late', `settlement grace ended at ${record.decision!.graceEndMs}`);
+    return accept(record, interaction, command, { notBeforeMs: record.admittedAtMs, notAfterMs: record.decision!.graceEndMs });
+  }
   if (command.nowMs >= record.deadlineMs) return reject('late', `received at ${command.nowMs}, deadline ${record.deadlineMs}`);
   if (command.nowMs >= branch.leaseUntilMs) return reject('expired-lease', `lease of attempt ${branch.attempt} ended at ${branch.leaseUntilMs}`);
-  return accept(record, interaction, command);
+  // Strictly before the deadline and the lease, at the store's serialization point.
+  return accept(record, interaction, command, { notBeforeMs: record.admittedAtMs, notAfterMs: Math.min(record.deadlineMs, branch.leaseUntilMs) });
 }
 
-function accept(record: OperationRecord, interaction: CompiledInteraction, command: ResultCommand): ResultDecision {
+function accept(record: OperationRecord, interaction: CompiledInteraction, command: ResultCommand, timeGuard: TimeGuard): ResultDecision {
   const { message } = command;
   const branch = record.branches[message.branchId]!;
   const spec = interaction.spec;
   const success = predicateHolds(message.result, spec.success);
   const retryable = !success && spec.retryable !== undefined && predicateHolds(message.result, spec.retryable);
+  // Retryability cannot override time, ownership or the attempt budget; after closure there is no retry.
+  const retryAtMs = retryable && record.decision === null ? retryInstant(record, branch, command.nowMs) : null;
   const status = success ? 'success' : 'failure';
   const event: DomainEvent = {
     type: 'result-accepted',
@@ -145,19 +300,22 @@ function accept(record: OperationRecord, interaction: CompiledInteraction, comma
     fence: message.fence,
     status,
     retryable,
+    retryAtMs,
     result: message.result,
     subject: command.subject,
   };
   return {
     kind: 'accept',
     status,
-    transition: {
-      events: withClosure(record, [event], command.nowMs),
-      // Strictly before the deadline and the lease, at the store's serialization point.
-      timeGuard: { notBeforeMs: record.admittedAtMs, notAfterMs: Math.min(record.deadlineMs, branch.leaseUntilMs) },
-      causation: { command: 'admit-result', messageId: `${message.branchId}/${message.attempt}/${message.fence}` },
-    },
+    transition: { events: withConsequences(record, [event], command.nowMs), timeGuard, causation: { command: 'admit-result', messageId: `${message.branchId}/${message.attempt}/${message.fence}` } },
   };
+}
+
+/** Revocation terminates a still-open branch at the protected boundary where it is observed. */
+function revoke(record: OperationRecord, branch: BranchRecord, problem: { reason: string; policyRevision: string }, nowMs: number): ResultDecision {
+  const transition = decideRevocations(record, [{ branchId: branch.branchId, policyRevision: problem.policyRevision, reason: problem.reason }], nowMs);
+  if (!transition) return { kind: 'reject', reason: 'denied', detail: problem.reason, transition: undefined };
+  return { kind: 'revoked', transition, detail: problem.reason };
 }
 
 function protocolConflict(record: OperationRecord, command: ResultCommand): ResultDecision {
@@ -187,7 +345,7 @@ function protocolConflict(record: OperationRecord, command: ResultCommand): Resu
 }
 
 /** Rejections are recorded in the stream up to a bound, then only counted (a flood cannot grow the log). */
-function rejectionTransition(record: OperationRecord, command: ResultCommand, reason: RejectionReason, detail: string): Transition | undefined {
+function rejectionTransition(record: OperationRecord, command: PeerCommand<Identity>, reason: RejectionReason, detail: string): Transition | undefined {
   if (record.rejectionsRecorded >= limits.rejectionsRecordedMax) return undefined;
   const m = command.message;
   return {
@@ -207,6 +365,66 @@ function rejectionTransition(record: OperationRecord, command: ResultCommand, re
     timeGuard: recordingGuard(record),
     causation: { command: 'admit-result' },
   };
+}
+
+export type ClaimDecision = { kind: 'renewed' | 'released' | 'revoked'; transition: Transition } | { kind: 'unchanged' } | { kind: 'reject'; reason: RejectionReason; detail: string };
+
+/**
+ * Ownership: renew (before expiry, current fence, current authorization; at most once per half
+ * renew interval so a chatty owner cannot grow the log) or release (a logical retry may follow).
+ */
+export function decideClaim(record: OperationRecord, command: PeerCommand<ClaimMessage>): ClaimDecision {
+  const correlated = correlate(record, command);
+  if ('reason' in correlated) return { kind: 'reject', reason: correlated.reason, detail: correlated.detail };
+  const { branch } = correlated;
+  if (record.decision !== null || !isClaimed(branch)) return { kind: 'reject', reason: 'branch-terminal', detail: `branch ${branch.branchId} holds no open claim` };
+  if (command.nowMs >= branch.leaseUntilMs) return { kind: 'reject', reason: 'expired-lease', detail: `lease ended at ${branch.leaseUntilMs}` };
+  if (command.authorizationProblem !== undefined) {
+    const revoked = decideRevocations(record, [{ branchId: branch.branchId, ...command.authorizationProblem }], command.nowMs);
+    return revoked ? { kind: 'revoked', transition: revoked } : { kind: 'unchanged' };
+  }
+  const guard = { notBeforeMs: record.admittedAtMs, notAfterMs: Math.min(branch.leaseUntilMs, record.deadlineMs) };
+  const id = { branchId: branch.branchId, attempt: branch.attempt, fence: branch.fence };
+  if (command.message.action === 'release') {
+    const events: DomainEvent[] = [{ type: 'claim-ended', v: 1, ...id, cause: 'released', retryAtMs: retryInstant(record, branch, command.nowMs) }];
+    return { kind: 'released', transition: { events: withConsequences(record, events, command.nowMs), timeGuard: guard, causation: { command: 'release' } } };
+  }
+  if (command.nowMs - branch.claimedAtMs < record.manifest.renewIntervalMs / 2) return { kind: 'unchanged' };
+  const leaseUntilMs = Math.min(command.nowMs + record.manifest.leaseMs, record.deadlineMs);
+  if (leaseUntilMs <= branch.leaseUntilMs) return { kind: 'unchanged' };
+  return { kind: 'renewed', transition: { events: [{ type: 'lease-renewed', v: 1, ...id, leaseUntilMs }], timeGuard: guard, causation: { command: 'renew' } } };
+}
+
+export type CancelResultDecision = { kind: 'accept'; transition: Transition } | { kind: 'duplicate' } | { kind: 'reject'; reason: RejectionReason; detail: string };
+
+/** Cancel results: current attempt and fence only (a cancel never targets a newer attempt), before the cancel timeout. */
+export function decideCancelResult(record: OperationRecord, command: PeerCommand<CancelResult>): CancelResultDecision {
+  const correlated = correlate(record, command);
+  if ('reason' in correlated) return { kind: 'reject', reason: correlated.reason, detail: correlated.detail };
+  const { branch } = correlated;
+  const outcome = command.message.outcome;
+  if (branch.state !== 'cancelling') {
+    if (branch.cancelOutcome === outcome) return { kind: 'duplicate' };
+    return { kind: 'reject', reason: 'not-cancelling', detail: `branch ${branch.branchId} is not waiting for a cancel reply` };
+  }
+  const cancelDeadlineMs = record.decision!.cancelDeadlineMs;
+  if (command.nowMs >= cancelDeadlineMs) return { kind: 'reject', reason: 'cancel-timeout', detail: `cancel replies closed at ${cancelDeadlineMs}` };
+  const events: DomainEvent[] = [{ type: 'cancel-result-accepted', v: 1, branchId: branch.branchId, attempt: branch.attempt, fence: branch.fence, outcome }];
+  return {
+    kind: 'accept',
+    transition: { events: withConsequences(record, events, command.nowMs), timeGuard: { notBeforeMs: record.admittedAtMs, notAfterMs: cancelDeadlineMs }, causation: { command: 'cancel-result' } },
+  };
+}
+
+export function decideCancelDispatched(record: OperationRecord, receipts: readonly Receipt[]): Transition | undefined {
+  const events: DomainEvent[] = receipts
+    .filter((r) => record.branches[r.branchId]?.state === 'cancelling')
+    .map((r) => {
+      const event: DomainEvent = { type: 'cancel-dispatched', v: 1, branchId: r.branchId, attempt: r.attempt, fence: r.fence, receipt: r.receipt };
+      if (r.detail !== undefined) event.detail = r.detail.slice(0, 1024);
+      return event;
+    });
+  return events.length === 0 ? undefined : { events, timeGuard: recordingGuard(record), causation: { command: 'record-cancel-dispatch' } };
 }
 
 export function predicateHolds(result: JsonValue, predicate: { pointer: string; equals: JsonValue }): boolean {

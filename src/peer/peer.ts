@@ -1,19 +1,23 @@
 /**
  * The peer SDK: what a service embeds to take part in contract invocations. It receives requests
- * on its own subjects, runs the handler through the fenced effect sink, publishes its terminal
- * result on its peer-bearing result subject, and only then acknowledges the request. On
- * redelivery it returns the result it already has instead of repeating the effect.
+ * on its own subjects, runs the handler through the fenced effect sink while renewing its claim,
+ * publishes its terminal result on its peer-bearing result subject and only then acknowledges the
+ * request. On redelivery it returns the result it already has instead of repeating the effect. It
+ * answers cancel requests for the attempt it runs: stopped, already-completed or unknown.
  */
 import { parseStrictBytes } from '../contract/ijson.js';
 import type { JsonValue } from '../contract/json.js';
-import { checkRequestMessage } from '../events/wire-schemas.js';
-import { encodeWire, type RequestMessage, type ResultMessage } from '../events/wire.js';
+import { checkCancelRequest, checkRequestMessage } from '../events/wire-schemas.js';
+import { encodeWire, type CancelOutcome, type CancelRequest, type ClaimMessage, type RequestMessage, type ResultMessage } from '../events/wire.js';
 import { subjectFor } from '../adapters/transport/subjects.js';
 import type { InboundMessage, Subscription, Transport } from '../adapters/transport/types.js';
+import { SystemClock, type Clock, type TimerHandle } from '../runtime/clock.js';
 import { MemoryEffectSink, type EffectSink } from './effect-sink.js';
 
 export interface HandlerContext {
   request: RequestMessage;
+  /** Aborted when the coordinator cancels this attempt; cooperative handlers stop on it. */
+  signal: AbortSignal;
   /** Commits a business effect under this request's operation/branch key and fence. */
   effect(apply: () => JsonValue | Promise<JsonValue>): Promise<JsonValue>;
 }
@@ -26,85 +30,187 @@ export interface PeerOptions {
   peerId: string;
   handlers: Record<string, Handler>;
   sink?: EffectSink;
-  /** Durable consumer name prefix (durable transports). */
+  clock?: Clock;
+  /** Use durable consumers (durable transports). */
   durable?: boolean;
+  /** Renew claims while handlers run (default true). */
+  renew?: boolean;
+  /** How long a cancelled handler may take to stop before the answer is already-completed or unknown. */
+  stopWaitMs?: number;
 }
 
 export interface Peer {
   readonly peerId: string;
   readonly sink: EffectSink;
-  /** Requests received, handled and results published, for diagnostics. */
-  readonly stats: { received: number; handled: number; replayed: number; failed: number };
+  readonly stats: { received: number; handled: number; replayed: number; failed: number; renewed: number; cancels: number };
   close(): Promise<void>;
 }
 
-export async function createPeer(options: PeerOptions): Promise<Peer> {
-  const sink = options.sink ?? new MemoryEffectSink();
-  const results = new Map<string, JsonValue>();
-  const stats = { received: 0, handled: 0, replayed: 0, failed: 0 };
-  const subscriptions: Subscription[] = [];
-  for (const [interaction, handler] of Object.entries(options.handlers)) {
-    const pattern = subjectFor(options.namespace, interaction, '*', 'request', options.peerId);
-    const onRequest = (inbound: InboundMessage) => handleRequest({ options, interaction, handler, sink, results, stats }, inbound);
-    const subscribeOptions = options.durable ? { durable: `peer-${options.peerId}-${interaction}` } : {};
-    subscriptions.push(await options.transport.subscribe(pattern, onRequest, subscribeOptions));
-  }
-  return {
-    peerId: options.peerId,
-    sink,
-    stats,
-    close: async () => {
-      for (const s of subscriptions) await s.close();
-    },
-  };
+interface Running {
+  attempt: number;
+  fence: number;
+  abort: AbortController;
+  done: Promise<'completed' | 'stopped'>;
 }
 
-interface PeerState {
-  options: PeerOptions;
-  interaction: string;
-  handler: Handler;
-  sink: EffectSink;
-  results: Map<string, JsonValue>;
-  stats: Peer['stats'];
-}
+const resultsMax = 10_000;
 
-async function handleRequest(state: PeerState, inbound: InboundMessage): Promise<void> {
-  const { options, sink, results, stats } = state;
-  stats.received++;
-  let request: RequestMessage;
-  try {
-    request = checkRequestMessage(parseStrictBytes(inbound.data, 'request'));
-  } catch {
-    stats.failed++;
-    await inbound.ack(); // a malformed request can never become valid by redelivery
-    return;
+class PeerRuntime implements Peer {
+  readonly sink: EffectSink;
+  readonly stats = { received: 0, handled: 0, replayed: 0, failed: 0, renewed: 0, cancels: 0 };
+  private readonly clock: Clock;
+  /** Results by operation/branch/attempt: returned again on redelivery instead of repeating work. */
+  private readonly results = new Map<string, JsonValue>();
+  /** What runs now, by operation/branch, and the highest fence seen per operation/branch. */
+  private readonly running = new Map<string, Running>();
+  private readonly fences = new Map<string, number>();
+  private readonly subscriptions: Subscription[] = [];
+
+  constructor(private readonly options: PeerOptions) {
+    this.sink = options.sink ?? new MemoryEffectSink();
+    this.clock = options.clock ?? new SystemClock();
   }
-  if (request.peerId !== options.peerId || request.interaction !== state.interaction) {
-    stats.failed++;
-    await inbound.ack();
-    return;
+
+  get peerId(): string {
+    return this.options.peerId;
   }
-  const key = `${request.operationId}/${request.branchId}/${request.attempt}`;
-  let result = results.get(key);
-  if (result !== undefined) stats.replayed++;
-  else {
-    try {
-      result = await state.handler(request.input, {
-        request,
-        effect: async (apply) => (await sink.commit({ operationId: request.operationId, branchId: request.branchId }, request.fence, request.attempt, apply)).value,
-      });
-    } catch {
-      stats.failed++;
-      await inbound.nak(1000);
-      return;
+
+  async start(): Promise<void> {
+    const { transport, namespace, peerId } = this.options;
+    for (const interaction of Object.keys(this.options.handlers)) {
+      const durable = (suffix: string) => (this.options.durable ? { durable: `peer-${peerId}-${interaction}-${suffix}` } : {});
+      this.subscriptions.push(await transport.subscribe(subjectFor(namespace, interaction, '*', 'cancel', peerId), (m) => this.onCancel(interaction, m), durable('cancel')));
+      this.subscriptions.push(await transport.subscribe(subjectFor(namespace, interaction, '*', 'request', peerId), (m) => this.onRequest(interaction, m), durable('request')));
     }
-    results.set(key, result);
-    stats.handled++;
   }
-  const message: ResultMessage = { kind: 'result', operationId: request.operationId, branchId: request.branchId, peerId: options.peerId, attempt: request.attempt, fence: request.fence, result };
-  const subject = subjectFor(options.namespace, state.interaction, request.operationId, 'result', options.peerId);
-  const receipt = await options.transport.publish(subject, encodeWire(message), { msgId: `${request.publicationId}.result` });
-  // The request is acknowledged only once the result is stored (or sent, on best-effort transports).
-  if (receipt.receipt === 'stored' || receipt.receipt === 'already-stored' || receipt.receipt === 'sent') await inbound.ack();
-  else await inbound.nak(500);
+
+  async close(): Promise<void> {
+    for (const s of this.subscriptions) await s.close();
+    for (const r of this.running.values()) r.abort.abort();
+  }
+
+  private async onRequest(interaction: string, inbound: InboundMessage): Promise<void> {
+    this.stats.received++;
+    const request = this.parse(inbound, checkRequestMessage);
+    if (!request || request.peerId !== this.peerId || request.interaction !== interaction) {
+      this.stats.failed++;
+      return inbound.ack(); // a malformed or misaddressed request can never become valid by redelivery
+    }
+    const branchKey = `${request.operationId}/${request.branchId}`;
+    if (request.fence < (this.fences.get(branchKey) ?? 0)) return inbound.ack(); // an older owner's request
+    this.fences.set(branchKey, request.fence);
+    const resultKey = `${branchKey}/${request.attempt}`;
+    let result = this.results.get(resultKey);
+    if (result !== undefined) this.stats.replayed++;
+    else {
+      const outcome = await this.run(interaction, request);
+      if (outcome === undefined) return inbound.nak(1000);
+      if (outcome === 'stopped') return inbound.ack();
+      result = outcome.result;
+    }
+    const receipt = await this.publishResult(interaction, request, result);
+    // The request is acknowledged only once the result is stored (or sent, on best-effort transports).
+    if (receipt === 'stored' || receipt === 'already-stored' || receipt === 'sent') await inbound.ack();
+    else await inbound.nak(500);
+  }
+
+  private async run(interaction: string, request: RequestMessage): Promise<{ result: JsonValue } | 'stopped' | undefined> {
+    const branchKey = `${request.operationId}/${request.branchId}`;
+    const abort = new AbortController();
+    let settle!: (how: 'completed' | 'stopped') => void;
+    const running: Running = { attempt: request.attempt, fence: request.fence, abort, done: new Promise((r) => (settle = r)) };
+    this.running.set(branchKey, running);
+    const renewal = this.options.renew === false ? undefined : this.renewEvery(interaction, request);
+    try {
+      const result = await this.options.handlers[interaction]!(request.input, {
+        request,
+        signal: abort.signal,
+        effect: async (apply) => (await this.sink.commit({ operationId: request.operationId, branchId: request.branchId }, request.fence, request.attempt, apply)).value,
+      });
+      this.remember(`${branchKey}/${request.attempt}`, result);
+      this.stats.handled++;
+      settle('completed');
+      return { result };
+    } catch {
+      if (abort.signal.aborted) {
+        settle('stopped');
+        return 'stopped';
+      }
+      this.stats.failed++;
+      settle('completed');
+      return undefined;
+    } finally {
+      renewal?.cancel();
+      if (this.running.get(branchKey) === running) this.running.delete(branchKey);
+    }
+  }
+
+  /** Renews the claim every renew interval while the handler works. */
+  private renewEvery(interaction: string, request: RequestMessage): TimerHandle {
+    let timer: TimerHandle;
+    let cancelled = false;
+    const tick = () => {
+      if (cancelled) return;
+      const claim: ClaimMessage = { kind: 'claim', action: 'renew', operationId: request.operationId, branchId: request.branchId, peerId: this.peerId, attempt: request.attempt, fence: request.fence };
+      void this.options.transport.publish(subjectFor(this.options.namespace, interaction, request.operationId, 'claim', this.peerId), encodeWire(claim)).then(() => this.stats.renewed++, () => {});
+      timer = this.clock.at(this.clock.nowMs() + request.renewIntervalMs, tick);
+    };
+    timer = this.clock.at(this.clock.nowMs() + request.renewIntervalMs, tick);
+    return { cancel: () => ((cancelled = true), timer.cancel()) };
+  }
+
+  private async onCancel(interaction: string, inbound: InboundMessage): Promise<void> {
+    const cancel = this.parse(inbound, checkCancelRequest);
+    if (!cancel || cancel.peerId !== this.peerId) return inbound.ack();
+    this.stats.cancels++;
+    const branchKey = `${cancel.operationId}/${cancel.branchId}`;
+    // Stale fences are rejected: a cancel never reaches past the attempt it names.
+    if (cancel.fence < (this.fences.get(branchKey) ?? 0)) return inbound.ack();
+    const outcome = await this.cancelOutcome(branchKey, cancel);
+    await this.publishCancelResult(interaction, cancel, outcome);
+    await inbound.ack();
+  }
+
+  private async cancelOutcome(branchKey: string, cancel: CancelRequest): Promise<CancelOutcome> {
+    if (this.results.has(`${branchKey}/${cancel.attempt}`)) return 'already-completed';
+    const running = this.running.get(branchKey);
+    if (!running || running.fence !== cancel.fence) return 'unknown';
+    running.abort.abort();
+    const stopWaitMs = this.options.stopWaitMs ?? 2000;
+    const timeout = new Promise<'timeout'>((resolve) => this.clock.at(this.clock.nowMs() + stopWaitMs, () => resolve('timeout')));
+    const how = await Promise.race([running.done, timeout]);
+    // Stopped asserts the assignment no longer runs; it does not assert that effects were reversed.
+    return how === 'stopped' ? 'stopped' : how === 'completed' ? 'already-completed' : 'unknown';
+  }
+
+  private async publishResult(interaction: string, request: RequestMessage, result: JsonValue) {
+    const message: ResultMessage = { kind: 'result', operationId: request.operationId, branchId: request.branchId, peerId: this.peerId, attempt: request.attempt, fence: request.fence, result };
+    const subject = subjectFor(this.options.namespace, interaction, request.operationId, 'result', this.peerId);
+    return (await this.options.transport.publish(subject, encodeWire(message), { msgId: `${request.publicationId}.result` }).catch(() => ({ receipt: 'unknown' as const }))).receipt;
+  }
+
+  private async publishCancelResult(interaction: string, cancel: CancelRequest, outcome: CancelOutcome): Promise<void> {
+    const message = { kind: 'cancel-result' as const, operationId: cancel.operationId, branchId: cancel.branchId, peerId: this.peerId, attempt: cancel.attempt, fence: cancel.fence, outcome };
+    const subject = subjectFor(this.options.namespace, interaction, cancel.operationId, 'cancel-result', this.peerId);
+    await this.options.transport.publish(subject, encodeWire(message)).catch(() => undefined);
+  }
+
+  private parse<T>(inbound: InboundMessage, check: (value: unknown) => T): T | undefined {
+    try {
+      return check(parseStrictBytes(inbound.data, 'message'));
+    } catch {
+      return undefined;
+    }
+  }
+
+  private remember(key: string, result: JsonValue): void {
+    this.results.set(key, result);
+    if (this.results.size > resultsMax) this.results.delete(this.results.keys().next().value!);
+  }
+}
+
+export async function createPeer(options: PeerOptions): Promise<Peer> {
+  const peer = new PeerRuntime(options);
+  await peer.start();
+  return peer;
 }

@@ -38,7 +38,14 @@ export interface BranchRecord {
   leaseUntilMs: number;
   outbox: { publicationId: string; attempt: number; fence: number; receipt: DeliveryReceipt | 'pending' };
   accepted: AcceptedResult | null;
+  /** When the branch is waiting to retry: the earliest instant of its next attempt. */
+  retryAtMs: number | null;
+  /** Store time of the current attempt's assignment or last renewal (renewal rate bound). */
+  claimedAtMs: number;
+  /** Peers whose assignment of this branch ended in a terminal outcome (one-eligible selection skips them). */
+  excluded: string[];
   disposition: BranchDisposition['disposition'] | null;
+  cancel: { receipt: DeliveryReceipt | 'pending'; attempt: number; fence: number } | null;
   cancelOutcome: CancelOutcome | null;
 }
 
@@ -48,6 +55,10 @@ export interface DecisionRecord {
   closedAtMs: number;
   successVotes: number;
   failedUnits: number;
+  /** Cancel replies are accepted strictly before this instant (closedAtMs + cancelTimeoutMs). */
+  cancelDeadlineMs: number;
+  /** Business results of cancelling siblings are recorded as facts strictly before this instant. */
+  graceEndMs: number;
 }
 
 export interface OperationRecord {
@@ -117,9 +128,61 @@ export function evolve(record: OperationRecord | undefined, event: DomainEvent, 
     }
     case 'result-accepted': {
       const branch = branchOf(record, event.branchId);
-      const state = stepBranch(branch.state, event.status === 'success' ? 'RESULT_SUCCESS' : 'RESULT_FAILURE');
+      const retry = event.status === 'failure' && event.retryAtMs !== null;
+      const state = stepBranch(branch.state, event.status === 'success' ? 'RESULT_SUCCESS' : retry ? 'RETRY_SCHEDULED' : 'RESULT_FAILURE');
       const accepted: AcceptedResult = { status: event.status, retryable: event.retryable, result: event.result, attempt: event.attempt, fence: event.fence, acceptedAtMs: atMs };
-      return withBranch(record, { ...branch, state, accepted });
+      const cancelOutcome = branch.state === 'cancelling' ? 'already-completed' : branch.cancelOutcome;
+      const excluded = event.status === 'failure' ? addPeer(branch.excluded, branch.peerId) : branch.excluded;
+      return withBranch(record, { ...branch, state, accepted, cancelOutcome, excluded, retryAtMs: retry ? event.retryAtMs : null });
+    }
+    case 'lease-renewed': {
+      const branch = branchOf(record, event.branchId);
+      return withBranch(record, { ...branch, leaseUntilMs: event.leaseUntilMs, claimedAtMs: atMs });
+    }
+    case 'claim-ended': {
+      const branch = branchOf(record, event.branchId);
+      const state = stepBranch(branch.state, event.retryAtMs === null ? 'EXHAUSTED' : 'RETRY_SCHEDULED');
+      return withBranch(record, { ...branch, state, retryAtMs: event.retryAtMs, excluded: addPeer(branch.excluded, branch.peerId) });
+    }
+    case 'branch-reassigned': {
+      const branch = branchOf(record, event.branchId);
+      assert(event.attempt === branch.attempt + 1 && event.fence > branch.fence, 'a reassignment starts the next attempt with a higher fence');
+      return withBranch(record, {
+        ...branch,
+        state: stepBranch(branch.state, 'REASSIGNED'),
+        peerId: event.peerId,
+        attempt: event.attempt,
+        fence: event.fence,
+        leaseUntilMs: Math.min(atMs + record.manifest.leaseMs, record.deadlineMs),
+        claimedAtMs: atMs,
+        retryAtMs: null,
+        outbox: { publicationId: event.publicationId, attempt: event.attempt, fence: event.fence, receipt: 'pending' },
+      });
+    }
+    case 'branch-failed': {
+      const branch = branchOf(record, event.branchId);
+      return withBranch(record, { ...branch, state: stepBranch(branch.state, 'EXHAUSTED'), retryAtMs: null });
+    }
+    case 'branch-revoked': {
+      const branch = branchOf(record, event.branchId);
+      return withBranch(record, { ...branch, state: stepBranch(branch.state, 'REVOKED'), retryAtMs: null });
+    }
+    case 'cancel-dispatched': {
+      const branch = branchOf(record, event.branchId);
+      return withBranch(record, { ...branch, cancel: { receipt: event.receipt, attempt: event.attempt, fence: event.fence } });
+    }
+    case 'cancel-result-accepted': {
+      const branch = branchOf(record, event.branchId);
+      const machineEvent = event.outcome === 'stopped' ? 'CANCEL_STOPPED' : event.outcome === 'already-completed' ? 'CANCEL_ALREADY_COMPLETED' : 'CANCEL_UNKNOWN';
+      return withBranch(record, { ...branch, state: stepBranch(branch.state, machineEvent), cancelOutcome: event.outcome });
+    }
+    case 'cancel-timed-out': {
+      let next = record;
+      for (const branchId of event.branchIds) {
+        const branch = branchOf(next, branchId);
+        next = withBranch(next, { ...branch, state: stepBranch(branch.state, 'CANCEL_UNKNOWN'), cancelOutcome: 'unknown' });
+      }
+      return next;
     }
     case 'result-rejected':
       return { ...record, rejectionsRecorded: record.rejectionsRecorded + 1 };
@@ -131,9 +194,20 @@ export function evolve(record: OperationRecord | undefined, event: DomainEvent, 
       for (const sibling of event.siblings) {
         const branch = branchOf(next, sibling.branchId);
         const machineEvent = sibling.disposition === 'cancel-requested' ? 'CANCEL_REQUESTED' : sibling.disposition === 'detached' ? 'DETACHED' : 'TIMED_OUT';
-        next = withBranch(next, { ...branch, state: stepBranch(branch.state, machineEvent), disposition: sibling.disposition });
+        const state = stepBranch(branch.state, machineEvent);
+        // A branch that was only waiting to retry has nothing running: nothing to cancel, nothing to send.
+        const cancel = state === 'cancelling' ? { receipt: 'pending' as const, attempt: branch.attempt, fence: branch.fence } : null;
+        next = withBranch(next, { ...branch, state, disposition: sibling.disposition, cancel, retryAtMs: null });
       }
-      const decision: DecisionRecord = { outcome: event.outcome, reason: event.reason, closedAtMs: atMs, successVotes: event.successVotes, failedUnits: event.failedUnits };
+      const decision: DecisionRecord = {
+        outcome: event.outcome,
+        reason: event.reason,
+        closedAtMs: atMs,
+        successVotes: event.successVotes,
+        failedUnits: event.failedUnits,
+        cancelDeadlineMs: atMs + record.manifest.cancelTimeoutMs,
+        graceEndMs: atMs + record.manifest.settlementGraceMs,
+      };
       return { ...next, decision };
     }
     case 'settlement-completed':
@@ -161,7 +235,11 @@ function admitted(event: Extract<DomainEvent, { type: 'operation-admitted' }>, a
       leaseUntilMs,
       outbox: { publicationId: intent.publicationId, attempt: 1, fence: 1, receipt: 'pending' },
       accepted: null,
+      retryAtMs: null,
+      claimedAtMs: atMs,
+      excluded: [],
       disposition: null,
+      cancel: null,
       cancelOutcome: null,
     };
   }
@@ -198,6 +276,10 @@ export function branchOf(record: OperationRecord, branchId: string): BranchRecor
   const branch = record.branches[branchId];
   if (!branch) throw new AssertionFailure(`unknown branch ${branchId} in ${record.operationId}`);
   return branch;
+}
+
+function addPeer(peers: string[], peerId: string): string[] {
+  return peers.includes(peerId) ? peers : [...peers, peerId];
 }
 
 function withBranch(record: OperationRecord, branch: BranchRecord): OperationRecord {

@@ -16,7 +16,7 @@ import type { StoredTransition, Transition } from '../events/types.js';
 import { checkResultMessage } from '../events/wire-schemas.js';
 import { encodeWire, headers, type RequestMessage } from '../events/wire.js';
 import { planAdmission, type PeerAuthorization } from '../machines/admission.js';
-import { decideDeadline, decideDispatchRecorded, decideResult, type Receipt, type ResultDecision } from '../machines/decide.js';
+import { decideDue, nextDueMs, selectionCandidates, type CandidateAuthorization } from '../machines/decide.js';
 import { applyStored, branchList, fold, type OperationRecord } from '../projections/record.js';
 import { invocationResult, reached, type InvocationResult } from '../projections/views.js';
 import type { Directory } from '../adapters/directory/types.js';
@@ -25,60 +25,32 @@ import type { EventStore, StoreFailure } from '../adapters/store/types.js';
 import { inboundPattern, parseSubject, subjectFor } from '../adapters/transport/subjects.js';
 import type { InboundMessage, Subscription, Transport } from '../adapters/transport/types.js';
 import type { PublisherVerifier } from '../adapters/verification/subject.js';
-import type { Clock, TimerHandle } from './clock.js';
 import { OperationNotFound } from './errors.js';
 import { Metrics } from './metrics.js';
+import { newEntry, type Caller, type CoordinatorDeps, type OpEntry, type RuntimeHost, type Waiter } from './host.js';
+import { dispatchCancels, dispatchRequests } from './outbox.js';
+import { onPeerMessage } from './intake.js';
 
-export interface Deployment {
-  account: string;
-  system: string;
-  domain: string;
-}
-
-export interface CoordinatorDeps {
-  store: EventStore;
-  transport: Transport;
-  directory: Directory;
-  policy: Policy;
-  verifier: PublisherVerifier;
-  clock: Clock;
-  bundles: BundleRegistry;
-  deployment: Deployment;
-  metrics?: Metrics;
-}
-
-export interface Caller {
-  principalId: string;
-  senderPeerId: string | null;
-}
-
-interface Waiter {
-  boundary: WaitFor;
-  resolve: () => void;
-}
-
-interface OpEntry {
-  record: OperationRecord;
-  interaction: CompiledInteraction;
-  queue: Promise<unknown>;
-  waiters: Set<Waiter>;
-  deadlineTimer: TimerHandle | undefined;
-}
+export type { Caller, CoordinatorDeps, Deployment } from './host.js';
 
 const conflictRetriesMax = 8;
+/** When a due transition could not be committed, it is tried again after this long. */
+const dueRetryMs = 100;
 /** Settled operations kept in memory for fast reads; older ones are reloaded from the store on demand. */
 const settledCacheMax = 2048;
 
-export class Coordinator {
+export class Coordinator implements RuntimeHost {
   readonly metrics: Metrics;
   private readonly ops = new Map<string, OpEntry>();
   /** Settled operation ids in settle order (insertion order of a Map), for eviction. */
   private readonly settled = new Map<string, true>();
-  private readonly resultPaths = new Map<string, Promise<Subscription>>();
+  private readonly paths = new Map<string, Promise<Subscription>>();
+  private readonly outboxContext: RuntimeHost = this;
+  private readonly intakeContext: RuntimeHost = this;
   private readonly committedListeners = new Set<(record: OperationRecord, stored: StoredTransition) => void>();
   private closed = false;
 
-  constructor(private readonly deps: CoordinatorDeps) {
+  constructor(readonly deps: CoordinatorDeps) {
     this.metrics = deps.metrics ?? new Metrics();
   }
 
@@ -102,7 +74,6 @@ export class Coordinator {
       if (outcome.kind === 'ok') {
         const entry = this.install(operationId, interaction, { revision: outcome.revision, committedAtMs: outcome.committedAtMs, transition });
         this.metrics.admissions.inc();
-        void this.enqueue(entry, () => this.dispatch(entry)).catch(() => this.metrics.transportErrors.inc({ stage: "dispatch" }));
         return { result: this.view(entry), created: true };
       }
       if (outcome.kind === 'conflict') {
@@ -202,7 +173,7 @@ export class Coordinator {
   }
 
   /** Fails closed: an unavailable policy is an unavailable admission, never an allow. */
-  private async authorize(input: Parameters<Policy['authorize']>[0]) {
+  async authorize(input: Parameters<Policy['authorize']>[0]) {
     try {
       return await this.deps.policy.authorize(input);
     } catch (error) {
@@ -211,128 +182,68 @@ export class Coordinator {
     }
   }
 
-  // ── dispatch (outbox) ────────────────────────────────────────────────────
+  // ── effects: outbox, cancels, timers ─────────────────────────────────────
 
-  /** Publishes every pending outbox entry, after the result path is ready, then records the receipts. */
-  private async dispatch(entry: OpEntry): Promise<void> {
-    const record = entry.record;
-    if (record.decision !== null) return;
-    const pending = branchList(record).filter((b) => b.outbox.receipt === 'pending' || b.outbox.receipt === 'unknown');
-    if (pending.length === 0) return;
-    try {
-      await this.resultPath(record.subjectNamespace, record.interaction);
-    } catch (error) {
-      // Without a result path nothing is sent; the deadline closes the operation.
-      this.metrics.transportErrors.inc({ stage: 'result-path' });
-      return;
+  /** What follows a commit: the due timer re-armed, pending requests and cancels published. */
+  private afterCommit(entry: OpEntry): void {
+    this.armDue(entry);
+    const branches = branchList(entry.record);
+    if (entry.record.decision === null && branches.some((b) => b.outbox.receipt === 'pending' && (b.state === 'assigned' || b.state === 'dispatched'))) {
+      void this.enqueue(entry, () => dispatchRequests(this.outboxContext, entry)).catch(() => this.metrics.transportErrors.inc({ stage: 'dispatch' }));
     }
-    const context = this.context({ principalId: record.principalId, senderPeerId: record.senderPeerId }, this.deps.clock.nowMs(), record.deadlineMs);
-    const receipts: Receipt[] = await Promise.all(
-      pending.map(async (branch): Promise<Receipt> => {
-        // Permission is checked again before dispatch.
-        const auth = await this.authorize({ context, action: 'deliver', contract: record.contract, interaction: record.interaction, peerId: branch.peerId, branchId: branch.branchId, attempt: branch.attempt }).catch(() => undefined);
-        const base = { branchId: branch.branchId, attempt: branch.attempt, fence: branch.fence };
-        if (!auth?.allowed) return { ...base, receipt: 'rejected', detail: auth?.reason ?? 'authorization unavailable before dispatch' };
-        const message: RequestMessage = {
-          kind: 'request',
-          operationId: record.operationId,
-          contract: record.contract,
-          interaction: record.interaction,
-          branchId: branch.branchId,
-          peerId: branch.peerId,
-          attempt: branch.attempt,
-          fence: branch.fence,
-          deadlineMs: record.deadlineMs,
-          leaseUntilMs: branch.leaseUntilMs,
-          publicationId: branch.outbox.publicationId,
-          input: record.input,
-        };
-        const subject = subjectFor(record.subjectNamespace, record.interaction, record.operationId, 'request', branch.peerId);
-        const receipt = await this.deps.transport
-          .publish(subject, encodeWire(message), { msgId: branch.outbox.publicationId, headers: wireHeaders(message) })
-          .catch((error: unknown) => ({ receipt: 'unknown' as const, detail: (error as Error).message }));
-        return receipt.detail === undefined ? { ...base, receipt: receipt.receipt } : { ...base, receipt: receipt.receipt, detail: receipt.detail };
-      }),
-    );
-    await this.commitDecided(entry, (current) => decideDispatchRecorded(current, receipts, this.deps.clock.nowMs()));
+    if (branches.some((b) => b.state === 'cancelling' && b.cancel?.receipt === 'pending')) {
+      void this.enqueue(entry, () => dispatchCancels(this.outboxContext, entry)).catch(() => this.metrics.transportErrors.inc({ stage: 'cancel' }));
+    }
   }
 
-  /** One broad result subscription per (namespace, interaction), registered before any request is published. */
-  private resultPath(namespace: string, interaction: string): Promise<Subscription> {
-    const key = `${namespace}\u0000${interaction}`;
-    let path = this.resultPaths.get(key);
+  /** One timer per operation, at the next instant something may fall due (deadline, lease, retry, cancel timeout). */
+  private armDue(entry: OpEntry): void {
+    const dueMs = nextDueMs(entry.record);
+    if (dueMs === entry.dueAtMs) return;
+    entry.dueTimer?.cancel();
+    entry.dueAtMs = dueMs;
+    entry.dueTimer = dueMs === undefined ? undefined : this.deps.clock.at(dueMs, () => this.onDue(entry));
+  }
+
+  private onDue(entry: OpEntry): void {
+    entry.dueAtMs = undefined;
+    void this.enqueue(entry, async () => {
+      const authorizations = await this.candidateAuthorizations(entry.record);
+      await this.commitDecided(entry, (current) => decideDue(current, this.deps.clock.nowMs(), authorizations));
+      this.armDue(entry);
+    }).catch(() => {
+      // The store refused (unavailable, or its clock not yet at the due instant): try again shortly.
+      entry.dueTimer = this.deps.clock.at(this.deps.clock.nowMs() + dueRetryMs, () => this.onDue(entry));
+    });
+  }
+
+  /** Authorization for every candidate a due retry could select, asked before the pure decision. */
+  private async candidateAuthorizations(record: OperationRecord): Promise<CandidateAuthorization> {
+    const nowMs = this.deps.clock.nowMs();
+    const answers = new Map<string, { allowed: boolean }>();
+    const context = this.context({ principalId: record.principalId, senderPeerId: record.senderPeerId }, nowMs, record.deadlineMs);
+    for (const branch of branchList(record)) {
+      if (branch.state !== 'retrying' || branch.retryAtMs === null || branch.retryAtMs > nowMs) continue;
+      for (const peerId of selectionCandidates(record, branch)) {
+        const input = { context, action: 'deliver' as const, contract: record.contract, interaction: record.interaction, peerId, branchId: branch.branchId, attempt: branch.attempt + 1 };
+        const decision = await this.authorize(input).catch(() => ({ allowed: false }));
+        answers.set(`${branch.branchId}\u0000${peerId}`, { allowed: decision.allowed });
+        if (decision.allowed) break;
+      }
+    }
+    return (branchId, peerId) => answers.get(`${branchId}\u0000${peerId}`);
+  }
+
+  /** The inbound path for one kind of peer message of an interaction, registered once before it is needed. */
+  inboundPath(namespace: string, interaction: string, kind: 'result' | 'claim' | 'cancel-result'): Promise<Subscription> {
+    const key = `${namespace}\u0000${interaction}\u0000${kind}`;
+    let path = this.paths.get(key);
     if (!path) {
-      path = this.deps.transport.subscribe(inboundPattern(namespace, interaction, 'result'), (message) => this.onResult(namespace, interaction, message));
-      path.catch(() => this.resultPaths.delete(key));
-      this.resultPaths.set(key, path);
+      path = this.deps.transport.subscribe(inboundPattern(namespace, interaction, kind), (message) => onPeerMessage(this.intakeContext, namespace, interaction, kind, message));
+      path.catch(() => this.paths.delete(key));
+      this.paths.set(key, path);
     }
     return path;
-  }
-
-  // ── result intake ────────────────────────────────────────────────────────
-
-  private async onResult(namespace: string, interaction: string, inbound: InboundMessage): Promise<void> {
-    const parsed = parseSubject(inbound.subject, namespace, interaction);
-    if (!parsed || parsed.kind !== 'result') return this.drop(inbound, 'malformed');
-    let message;
-    try {
-      message = checkResultMessage(parseStrictBytes(inbound.data, 'result message'));
-    } catch {
-      return this.drop(inbound, 'malformed');
-    }
-    if (message.operationId !== parsed.operationId) return this.drop(inbound, 'wrong-operation');
-    const entry = await this.load(parsed.operationId).catch(() => undefined);
-    if (!entry) return this.drop(inbound, 'unknown-operation');
-    const outcome = await this.enqueue(entry, () => this.admitResult(entry, inbound, parsed.peerId, message)).catch((error: unknown) => {
-      this.metrics.storeErrors.inc({ stage: 'admit-result' });
-      return { error };
-    });
-    if (typeof outcome === 'object') await inbound.nak(250);
-    else await inbound.ack();
-  }
-
-  private async admitResult(entry: OpEntry, inbound: InboundMessage, subjectPeerId: string, message: import('../events/wire.js').ResultMessage): Promise<ResultDecision['kind']> {
-    const record = entry.record;
-    const branch = record.branches[message.branchId];
-    const verification = this.deps.verifier.verify({ subject: inbound.subject, namespace: record.subjectNamespace, subjectPeerId, expectedPeerId: branch?.peerId ?? '', payloadPeerId: message.peerId });
-    const context = this.context({ principalId: record.principalId, senderPeerId: record.senderPeerId }, this.deps.clock.nowMs(), record.deadlineMs);
-    const attempt = message.attempt >= 1 && message.attempt <= limits.attemptsMax ? message.attempt : null;
-    const auth = await this.authorize({ context, action: 'admit-result', contract: record.contract, interaction: record.interaction, peerId: message.peerId, branchId: message.branchId, attempt }).catch((e: Error) => ({ allowed: false, reason: e.message }));
-    let kind: ResultDecision['kind'] = 'reject';
-    await this.commitDecided(entry, (current, retryAsLate) => {
-      const decision = decideResult(current, entry.interaction, {
-        subject: inbound.subject,
-        subjectPeerId,
-        message,
-        publisherProblem: verification.accepted ? undefined : verification.reason,
-        authorizationProblem: auth.allowed ? undefined : (auth as { reason?: string }).reason ?? 'not authorized',
-        // A result the store serializes at or after the deadline is late, whatever the socket saw.
-        nowMs: retryAsLate ? Math.max(this.deps.clock.nowMs(), Math.min(current.deadlineMs, current.branches[message.branchId]?.leaseUntilMs ?? current.deadlineMs)) : this.deps.clock.nowMs(),
-      });
-      kind = decision.kind;
-      if (decision.kind === 'reject') this.metrics.rejections.inc({ reason: decision.reason });
-      if (decision.kind === 'protocol-conflict') this.metrics.rejections.inc({ reason: 'protocol-conflict' });
-      return decision.kind === 'duplicate' ? undefined : decision.transition;
-    });
-    return kind;
-  }
-
-  private drop(inbound: InboundMessage, reason: string): Promise<void> {
-    this.metrics.rejections.inc({ reason });
-    return inbound.ack();
-  }
-
-  // ── deadlines ────────────────────────────────────────────────────────────
-
-  private armDeadline(entry: OpEntry): void {
-    entry.deadlineTimer?.cancel();
-    if (entry.record.decision !== null) return;
-    entry.deadlineTimer = this.deps.clock.at(entry.record.deadlineMs, () => {
-      void this.enqueue(entry, () => this.commitDecided(entry, (current) => decideDeadline(current))).catch(() => {
-        // The store refused (unavailable, or its clock not yet at the deadline): try again shortly.
-        entry.deadlineTimer = this.deps.clock.at(this.deps.clock.nowMs() + 100, () => this.armDeadline(entry));
-      });
-    });
   }
 
   // ── commit loop ──────────────────────────────────────────────────────────
@@ -343,7 +254,7 @@ export class Coordinator {
    * more with `retryAsLate` so it can record the rejection instead. Unavailable is thrown: the
    * caller must not treat uncertainty as success.
    */
-  private async commitDecided(entry: OpEntry, decide: (record: OperationRecord, retryAsLate: boolean) => Transition | undefined): Promise<void> {
+  async commitDecided(entry: OpEntry, decide: (record: OperationRecord, retryAsLate: boolean) => Transition | undefined): Promise<void> {
     let retryAsLate = false;
     for (let tries = 0; tries < conflictRetriesMax; tries++) {
       const transition = decide(entry.record, retryAsLate);
@@ -374,7 +285,6 @@ export class Coordinator {
     if (!after) throw new AssertionFailure('a committed transition yields a record');
     entry.record = after;
     if (before.decision === null && after.decision !== null) {
-      entry.deadlineTimer?.cancel();
       this.metrics.decisions.inc({ outcome: after.decision.outcome });
       this.metrics.decisionLatencyMs.observe(after.decision.closedAtMs - after.admittedAtMs);
     }
@@ -386,6 +296,7 @@ export class Coordinator {
       }
     }
     if (before.phase !== 'settled' && after.phase === 'settled') this.noteSettled(after.operationId);
+    this.afterCommit(entry);
   }
 
   /** Keeps memory bounded: the oldest settled, idle operations leave the cache (the store keeps them). */
@@ -413,15 +324,15 @@ export class Coordinator {
   private install(operationId: string, interaction: CompiledInteraction, stored: StoredTransition): OpEntry {
     const record = applyStored(undefined, stored);
     if (!record) throw new AdapterError('expired', `admission of ${operationId} committed outside its time guard`);
-    const entry: OpEntry = { record, interaction, queue: Promise.resolve(), waiters: new Set(), deadlineTimer: undefined };
+    const entry = newEntry(record, interaction);
     this.ops.set(operationId, entry);
-    this.armDeadline(entry);
     for (const listener of this.committedListeners) listener(record, stored);
+    this.afterCommit(entry);
     return entry;
   }
 
   /** The cached entry, or one rebuilt from the store (another coordinator's operation, or after a restart). */
-  private async load(operationId: string): Promise<OpEntry | undefined> {
+  async load(operationId: string): Promise<OpEntry | undefined> {
     const cached = this.ops.get(operationId);
     if (cached) return cached;
     const read = await this.deps.store.read(operationId);
@@ -434,13 +345,15 @@ export class Coordinator {
     if (!interaction) throw new AdapterError('unsupported', `operation ${operationId} uses contract ${record.contract.digest}, which is not deployed here`);
     const raced = this.ops.get(operationId);
     if (raced) return raced;
-    const entry: OpEntry = { record, interaction, queue: Promise.resolve(), waiters: new Set(), deadlineTimer: undefined };
+    const entry = newEntry(record, interaction);
     this.ops.set(operationId, entry);
-    this.armDeadline(entry);
+    // A record loaded from the store (a restart, or another coordinator's operation) resumes its
+    // timers and replays its pending outbox with the same publication identities.
+    this.afterCommit(entry);
     return entry;
   }
 
-  private enqueue<T>(entry: OpEntry, work: () => Promise<T>): Promise<T> {
+  enqueue<T>(entry: OpEntry, work: () => Promise<T>): Promise<T> {
     const run = entry.queue.then(work, work);
     entry.queue = run.catch(() => undefined);
     return run;
@@ -492,8 +405,8 @@ export class Coordinator {
   async close(): Promise<void> {
     this.closed = true;
     await Promise.all([...this.ops.values()].map((e) => e.queue));
-    for (const entry of this.ops.values()) entry.deadlineTimer?.cancel();
-    const paths = await Promise.allSettled([...this.resultPaths.values()]);
+    for (const entry of this.ops.values()) entry.dueTimer?.cancel();
+    const paths = await Promise.allSettled([...this.paths.values()]);
     for (const p of paths) if (p.status === 'fulfilled') await p.value.close();
   }
 
@@ -501,7 +414,7 @@ export class Coordinator {
     return invocationResult(entry.record, entry.interaction);
   }
 
-  private context(caller: Caller, nowMs: number, deadlineMs: number | null): RuntimeContext {
+  context(caller: Caller, nowMs: number, deadlineMs: number | null): RuntimeContext {
     return { principalId: caller.principalId, senderPeerId: caller.senderPeerId, ...this.deps.deployment, nowMs, deadlineMs };
   }
 }
@@ -513,16 +426,7 @@ function checkInvocationKey(key: string): void {
   }
 }
 
-function wireHeaders(message: RequestMessage): Record<string, string> {
-  return {
-    [headers.operation]: message.operationId,
-    [headers.branch]: message.branchId,
-    [headers.attempt]: String(message.attempt),
-    [headers.fence]: String(message.fence),
-  };
-}
-
-function storeError(failure: StoreFailure | { kind: string; description: string }, stage: string): AdapterError {
+export function storeError(failure: StoreFailure | { kind: string; description: string }, stage: string): AdapterError {
   const kind = failure.kind === 'not-found' ? 'unavailable' : failure.kind;
   return new AdapterError(kind as AdapterError['kind'], `${stage}: ${failure.description}`);
 }

@@ -34,7 +34,7 @@ export interface Embedded {
   coordinator: Coordinator;
   peers: Map<string, Peer>;
   /** Starts an in-process peer whose bus connection may publish only its own peer-bearing subjects. */
-  addPeer(peerId: string, handlers: Record<string, Handler>, sink?: EffectSink): Promise<Peer>;
+  addPeer(peerId: string, handlers: Record<string, Handler>, options?: { sink?: EffectSink; renew?: boolean; stopWaitMs?: number }): Promise<Peer>;
   close(): Promise<void>;
 }
 
@@ -78,9 +78,9 @@ export async function createEmbedded(options: EmbeddedOptions): Promise<Embedded
     policy,
     coordinator,
     peers,
-    addPeer: async (peerId, handlers, sink) => {
+    addPeer: async (peerId, handlers, peerOptions = {}) => {
       const transport = bus.connect(`peer:${peerId}`, peerBusPermissions(namespace, peerId));
-      const peer = await createPeer({ transport, namespace, peerId, handlers, ...(sink ? { sink } : {}) });
+      const peer = await createPeer({ transport, namespace, peerId, handlers, clock: options.clock, ...peerOptions });
       peers.set(peerId, peer);
       return peer;
     },

@@ -13,6 +13,7 @@ import type { StoredTransition } from '../../events/types.js';
 import type { InvocationResult } from '../../projections/views.js';
 import type { CliIo } from '../io.js';
 import { heading, renderTable } from '../table.js';
+import { describeEvent } from '../describe.js';
 
 export interface DemoOptions {
   peers: number;
@@ -80,31 +81,8 @@ function renderDemo(result: InvocationResult, transitions: StoredTransition[], o
   out += heading(`Output: ${JSON.stringify(result.output)}`);
   out += heading(`Event stream convoke-op-${result.operationId.slice(0, 14)}…`);
   const rows = transitions.flatMap((t) =>
-    t.transition.events.map((e, i) => [i === 0 ? t.revision : '', i === 0 ? `+${t.committedAtMs - t0} ms` : '', e.type, summarize(e)]),
+    t.transition.events.map((e, i) => [i === 0 ? t.revision : '', i === 0 ? `+${t.committedAtMs - t0} ms` : '', e.type, describeEvent(e)]),
   );
   out += renderTable(['rev', 'committed', 'event', 'detail'], rows);
   return out;
-}
-
-function summarize(event: StoredTransition['transition']['events'][number]): string {
-  switch (event.type) {
-    case 'operation-admitted':
-      return `${event.manifest.branches.length} branches, threshold ${event.manifest.threshold}/${event.manifest.units}, timeout ${event.timeoutMs} ms`;
-    case 'dispatch-recorded':
-      return `${event.branchId} attempt ${event.attempt} fence ${event.fence}: ${event.receipt}`;
-    case 'result-accepted':
-      return `${event.branchId}: ${event.status} ${JSON.stringify(event.result)}`;
-    case 'result-rejected':
-      return `${event.branchId ?? '?'}: ${event.reason}`;
-    case 'protocol-conflict-recorded':
-      return `${event.branchId}: ${event.detail}`;
-    case 'decision-closed':
-      return `${event.outcome} (${event.reason}); siblings ${event.siblings.map((s) => `${s.branchId}:${s.disposition}`).join(', ') || 'none'}`;
-    case 'settlement-completed':
-      return event.status;
-    default: {
-      const unreachable: never = event;
-      return String(unreachable);
-    }
-  }
 }

@@ -1,0 +1,459 @@
+/**
+ * The deployment config file of `convoke serve`, and the deployment it builds.
+ *
+ * The file is JSON, parsed with the strict I-JSON parser (a duplicate key in a config is as
+ * ambiguous as one in an input) and validated with ajv; every schema error is reported at once,
+ * then every semantic error (unreadable bundles, unattested namespaces, example results that do
+ * not match their interaction...) at once. Relative paths are relative to the config file.
+ *
+ * Credentials: the config holds only SHA-256 hashes of bearer tokens and the path of a public
+ * JWKS; bundles never hold credentials (spec: "neither a new principal nor a raw credential value
+ * is embedded in the bundle").
+ */
+import { readFile } from 'node:fs/promises';
+import { dirname, isAbsolute, resolve } from 'node:path';
+import { BundleRegistry, loadBundle, type CompiledBundle } from '../contract/bundle.js';
+import { invalidInput, isAdapterError, unsupported } from '../contract/errors.js';
+import { parseStrictBytes } from '../contract/ijson.js';
+import type { JsonObject, JsonValue } from '../contract/json.js';
+import { limits } from '../contract/limits.js';
+import { describeErrors, compileChecker } from '../contract/validation.js';
+import { StaticDirectory } from '../adapters/directory/static.js';
+import { StaticPolicy, type PolicyRule } from '../adapters/policy/static.js';
+import { openStore } from '../adapters/store/open.js';
+import type { EventStore } from '../adapters/store/types.js';
+import { MemoryBus, type MemoryTransport } from '../adapters/transport/memory.js';
+import { SubjectNamespaceVerifier, type NamespaceAttestation } from '../adapters/verification/subject.js';
+import { createPeer, type Handler, type Peer } from '../peer/peer.js';
+import type { Clock } from './clock.js';
+import { Coordinator, type Deployment as DeploymentBinding } from './coordinator.js';
+import { peerBusPermissions } from './embedded.js';
+
+// ── the file's shape ─────────────────────────────────────────────────────────
+
+export interface ExamplePeerConfig {
+  /** How long the peer "works" before answering, on the deployment clock. */
+  delayMs?: number;
+  /** Every other key is an interaction id; its value is the fixed result the peer returns. */
+  [interaction: string]: JsonValue | undefined;
+}
+
+export type TransportConfig =
+  | { kind: 'memory'; examplePeers?: Record<string, ExamplePeerConfig> }
+  | { kind: 'nats'; [reserved: string]: JsonValue };
+
+export interface PrincipalConfig {
+  principalId: string;
+  /** Lowercase hex SHA-256 of the bearer token's UTF-8 bytes; the token itself is never stored. */
+  tokenSha256: string;
+  senderPeerId?: string;
+}
+
+export interface JwtConfig {
+  issuer: string;
+  audience: string;
+  /** A public JSON Web Key Set file (relative to the config file). */
+  jwksFile: string;
+  /** Accepted JWS algorithms; by default every asymmetric algorithm jose knows for the key. */
+  algorithms?: string[];
+}
+
+export interface HttpConfig {
+  host: string;
+  /** 0 picks a free port; `convoke serve` prints the URL it got. */
+  port: number;
+  bodyLimitBytes: number;
+  /** The longest a request may wait for its boundary; longer waitMs values are clamped to it. */
+  waitMsMax: number;
+  principals: PrincipalConfig[];
+  jwt?: JwtConfig;
+  /**
+   * On shutdown, how long /healthz (and every other route) answers 503 before the listener closes,
+   * so a load balancer can stop routing here first. 0 by default.
+   */
+  drainMs?: number;
+}
+
+export interface DeploymentConfig {
+  /** A store URL for openStore: "memory:", "sqlite:PATH" (PATH relative to the config file), "jetstream:nats://…", "esdb://…". */
+  store: string;
+  transport: TransportConfig;
+  /** Bundle files, relative to the config file. */
+  bundles: string[];
+  directory: { groups: Record<string, string[]> };
+  policy: { rules: PolicyRule[]; ttlMs?: number };
+  attestations: NamespaceAttestation[];
+  deployment: DeploymentBinding;
+  http: HttpConfig;
+}
+
+const token = { type: 'string', pattern: '^[A-Za-z0-9_-]{1,64}$' } as const;
+const name = { type: 'string', minLength: 1, maxLength: 256 } as const;
+const path = { type: 'string', minLength: 1, maxLength: 4096 } as const;
+const names = { type: 'array', items: name, maxItems: 1024 } as const;
+const bodyLimitBytesMax = 16 * 1024 * 1024;
+const drainMsMax = 60_000;
+const exampleDelayMsMax = 60_000;
+
+const examplePeerSchema = {
+  type: 'object',
+  propertyNames: token,
+  properties: { delayMs: { type: 'integer', minimum: 0, maximum: exampleDelayMsMax } },
+  // Every other key is an interaction id whose value is any JSON (checked against the bundle later).
+  additionalProperties: {},
+} as const;
+
+const transportSchema = {
+  type: 'object',
+  required: ['kind'],
+  properties: { kind: { enum: ['memory', 'nats'] } },
+  allOf: [
+    {
+      if: { properties: { kind: { const: 'memory' } } },
+      then: {
+        additionalProperties: false,
+        properties: { kind: {}, examplePeers: { type: 'object', propertyNames: token, maxProperties: limits.branchesMax, additionalProperties: examplePeerSchema } },
+      },
+    },
+  ],
+} as const;
+
+const ruleSchema = {
+  type: 'object',
+  required: ['effect'],
+  additionalProperties: false,
+  properties: {
+    effect: { enum: ['allow', 'deny'] },
+    principals: names,
+    contracts: names,
+    interactions: names,
+    peers: names,
+    actions: { type: 'array', items: { enum: ['invoke', 'deliver', 'admit-result', 'cancel', 'renew', 'read'] } },
+  },
+} as const;
+
+const attestationSchema = {
+  type: 'object',
+  required: ['namespace', 'exclusivePeerPublishers'],
+  additionalProperties: false,
+  properties: {
+    namespace: { type: 'string', minLength: 1, maxLength: 600 },
+    exclusivePeerPublishers: { type: 'boolean' },
+    exceptions: {
+      type: 'array',
+      maxItems: 1024,
+      items: {
+        type: 'object',
+        required: ['principal', 'attested'],
+        additionalProperties: false,
+        properties: { principal: name, attested: { type: 'boolean' }, note: { type: 'string', maxLength: 4096 } },
+      },
+    },
+  },
+} as const;
+
+const httpSchema = {
+  type: 'object',
+  required: ['host', 'port', 'bodyLimitBytes', 'waitMsMax', 'principals'],
+  additionalProperties: false,
+  properties: {
+    host: { type: 'string', minLength: 1, maxLength: 255 },
+    port: { type: 'integer', minimum: 0, maximum: 65535 },
+    bodyLimitBytes: { type: 'integer', minimum: 1024, maximum: bodyLimitBytesMax },
+    waitMsMax: { type: 'integer', minimum: 0, maximum: limits.waitMsMax },
+    drainMs: { type: 'integer', minimum: 0, maximum: drainMsMax },
+    principals: {
+      type: 'array',
+      maxItems: 4096,
+      items: {
+        type: 'object',
+        required: ['principalId', 'tokenSha256'],
+        additionalProperties: false,
+        properties: { principalId: name, tokenSha256: { type: 'string', pattern: '^[0-9a-f]{64}$' }, senderPeerId: token },
+      },
+    },
+    jwt: {
+      type: 'object',
+      required: ['issuer', 'audience', 'jwksFile'],
+      additionalProperties: false,
+      properties: { issuer: name, audience: name, jwksFile: path, algorithms: { type: 'array', minItems: 1, items: { type: 'string', pattern: '^(RS|PS|ES)(256|384|512)$|^EdDSA$|^Ed25519$' } } },
+    },
+  },
+} as const;
+
+export const deploymentConfigSchema = {
+  $id: 'https://convoke.dev/schemas/deployment-config.json',
+  type: 'object',
+  required: ['store', 'transport', 'bundles', 'directory', 'policy', 'attestations', 'deployment', 'http'],
+  additionalProperties: false,
+  properties: {
+    store: { type: 'string', minLength: 1, maxLength: 4096 },
+    transport: transportSchema,
+    bundles: { type: 'array', minItems: 1, maxItems: 64, items: path },
+    directory: {
+      type: 'object',
+      required: ['groups'],
+      additionalProperties: false,
+      properties: { groups: { type: 'object', propertyNames: token, additionalProperties: { type: 'array', items: token, maxItems: limits.branchesMax } } },
+    },
+    policy: {
+      type: 'object',
+      required: ['rules'],
+      additionalProperties: false,
+      properties: { rules: { type: 'array', items: ruleSchema, maxItems: 4096 }, ttlMs: { type: 'integer', minimum: 1, maximum: limits.leaseMsMax } },
+    },
+    attestations: { type: 'array', items: attestationSchema, maxItems: 256 },
+    deployment: {
+      type: 'object',
+      required: ['account', 'system', 'domain'],
+      additionalProperties: false,
+      properties: { account: name, system: name, domain: name },
+    },
+    http: httpSchema,
+  },
+} as const;
+
+const checkConfigShape = compileChecker<DeploymentConfig>(deploymentConfigSchema, 'deployment config');
+
+// ── reading ──────────────────────────────────────────────────────────────────
+
+/** Reads, strictly parses and validates a config file; relative paths come back absolute. */
+export async function readDeploymentConfig(file: string): Promise<DeploymentConfig> {
+  let bytes: Buffer;
+  try {
+    bytes = await readFile(file);
+  } catch (error) {
+    throw invalidInput(`deployment config ${file}: ${(error as Error).message}`, error);
+  }
+  return parseDeploymentConfig(bytes, dirname(resolve(file)));
+}
+
+/** Strict parse + schema (every error listed) + path resolution against baseDir. */
+export function parseDeploymentConfig(bytes: Uint8Array, baseDir: string): DeploymentConfig {
+  const config = checkConfigShape(parseStrictBytes(bytes, 'deployment config'));
+  const problems = semanticProblems(config);
+  if (problems.length > 0) throw invalidInput(`deployment config: ${problems.join('; ')}`);
+  const at = (p: string) => (isAbsolute(p) ? p : resolve(baseDir, p));
+  const resolved: DeploymentConfig = { ...config, bundles: config.bundles.map(at), http: { ...config.http } };
+  if (config.store.startsWith('sqlite:')) resolved.store = `sqlite:${at(config.store.slice('sqlite:'.length))}`;
+  if (config.http.jwt) resolved.http.jwt = { ...config.http.jwt, jwksFile: at(config.http.jwt.jwksFile) };
+  return resolved;
+}
+
+/** Rules the schema cannot state; all collected so the operator fixes them in one pass. */
+function semanticProblems(config: DeploymentConfig): string[] {
+  const problems: string[] = [];
+  const seen = new Map<string, string>();
+  for (const p of config.http.principals) {
+    if (Buffer.byteLength(p.principalId, 'utf8') > limits.principalIdBytesMax) problems.push(`principal "${p.principalId.slice(0, 40)}…" exceeds ${limits.principalIdBytesMax} bytes`);
+    const other = seen.get(p.tokenSha256);
+    if (other !== undefined) problems.push(`principals "${other}" and "${p.principalId}" share one token hash`);
+    seen.set(p.tokenSha256, p.principalId);
+  }
+  if (config.http.principals.length === 0 && !config.http.jwt) problems.push('http: no principal can authenticate (no principals and no jwt)');
+  if (config.store === 'sqlite:') problems.push('store "sqlite:" needs a path');
+  return problems;
+}
+
+// ── building ─────────────────────────────────────────────────────────────────
+
+/** Bearer credentials resolved for the HTTP facade. */
+export interface HttpSettings {
+  host: string;
+  port: number;
+  bodyLimitBytes: number;
+  waitMsMax: number;
+  drainMs: number;
+  principals: { principalId: string; tokenSha256: Buffer; senderPeerId: string | null }[];
+  jwt: { issuer: string; audience: string; jwks: { keys: JsonObject[] }; algorithms?: string[] } | undefined;
+}
+
+export interface Deployment {
+  coordinator: Coordinator;
+  bundles: BundleRegistry;
+  store: EventStore;
+  clock: Clock;
+  http: HttpSettings;
+  /** The in-process bus (memory transport), for diagnostics. */
+  bus: MemoryBus | undefined;
+  peers: Peer[];
+  /** Closes the coordinator (after its queued appends), the example peers, the transport and the store. */
+  close(): Promise<void>;
+}
+
+/** Builds the coordinator and its adapters from a validated config (see readDeploymentConfig). */
+export async function buildDeployment(config: DeploymentConfig, options: { clock: Clock }): Promise<Deployment> {
+  const { clock } = options;
+  if (config.transport.kind !== 'memory') throw unsupported(`transport "${config.transport.kind}" is reserved for the NATS adapter and not available in this build`);
+  const compiled = await loadBundles(config.bundles);
+  const bundles = new BundleRegistry();
+  for (const b of compiled) bundles.add(b);
+  const problems = [...attestationProblems(compiled, config.attestations), ...examplePeerProblems(compiled, config.transport.examplePeers ?? {})];
+  if (problems.length > 0) throw invalidInput(`deployment config: ${problems.join('; ')}`);
+  const http = await resolveHttp(config.http);
+  // The store is opened last among the checks: nothing above can leave it open.
+  const store = await openStore(config.store, { clock });
+  try {
+    return await assemble(config, { clock, bundles, compiled, store, http });
+  } catch (error) {
+    await store.close();
+    throw error;
+  }
+}
+
+interface Parts {
+  clock: Clock;
+  bundles: BundleRegistry;
+  compiled: CompiledBundle[];
+  store: EventStore;
+  http: HttpSettings;
+}
+
+/** Wires the coordinator to the in-process bus with its permissions, then starts the example peers. */
+async function assemble(config: DeploymentConfig, parts: Parts): Promise<Deployment> {
+  const { clock, bundles, compiled, store, http } = parts;
+  const namespaces = [...new Set(compiled.map((b) => b.bundle.subjectNamespace))];
+  const bus = new MemoryBus();
+  const connection = bus.connect('coordinator', coordinatorPermissions(namespaces));
+  const coordinator = new Coordinator({
+    store,
+    transport: connection,
+    directory: new StaticDirectory({ groups: config.directory.groups }),
+    policy: new StaticPolicy({ rules: config.policy.rules, ttlMs: config.policy.ttlMs ?? 60_000 }, clock),
+    verifier: new SubjectNamespaceVerifier(config.attestations),
+    clock,
+    bundles,
+    deployment: { account: config.deployment.account, system: config.deployment.system, domain: config.deployment.domain },
+  });
+  const peers = await startExamplePeers(bus, compiled, config.transport.kind === 'memory' ? (config.transport.examplePeers ?? {}) : {}, clock);
+  return {
+    coordinator,
+    bundles,
+    store,
+    clock,
+    http,
+    bus,
+    peers: peers.map((p) => p.peer),
+    close: async () => {
+      await coordinator.close();
+      for (const { peer, transport } of peers) {
+        await peer.close();
+        await transport.close();
+      }
+      await connection.close();
+      await store.close();
+    },
+  };
+}
+
+async function loadBundles(files: string[]): Promise<CompiledBundle[]> {
+  const problems: string[] = [];
+  const compiled: CompiledBundle[] = [];
+  for (const file of files) {
+    try {
+      compiled.push(loadBundle(parseStrictBytes(await readFile(file), `bundle ${file}`)));
+    } catch (error) {
+      problems.push(isAdapterError(error) ? `bundle ${file}: ${error.description ?? error.kind}` : `bundle ${file}: ${(error as Error).message}`);
+    }
+  }
+  if (problems.length > 0) throw invalidInput(`deployment config: ${problems.join('; ')}`);
+  return compiled;
+}
+
+/** A namespace nobody attested would reject every result: that is a config mistake, said at start. */
+function attestationProblems(bundles: CompiledBundle[], attestations: NamespaceAttestation[]): string[] {
+  const attested = new Set(attestations.map((a) => a.namespace));
+  return [...new Set(bundles.map((b) => b.bundle.subjectNamespace))]
+    .filter((ns) => !attested.has(ns))
+    .map((ns) => `subject namespace "${ns}" has no publisher attestation, so every result on it would be rejected`);
+}
+
+/** Each example result must name a deployed interaction and match its result schema in every bundle that has it. */
+function examplePeerProblems(bundles: CompiledBundle[], examplePeers: Record<string, ExamplePeerConfig>): string[] {
+  const problems: string[] = [];
+  for (const [peerId, entry] of Object.entries(examplePeers)) {
+    for (const [interaction, result] of exampleResults(entry)) {
+      const found = bundles.flatMap((b) => (b.interactions.has(interaction) ? [b.interactions.get(interaction)!] : []));
+      if (found.length === 0) problems.push(`examplePeers.${peerId}.${interaction}: no deployed bundle has this interaction`);
+      for (const compiled of found) {
+        if (!compiled.validateResult(result)) problems.push(`examplePeers.${peerId}.${interaction}: result does not match the interaction's result schema: ${describeErrors(compiled.validateResult.errors)}`);
+      }
+    }
+  }
+  return problems;
+}
+
+function exampleResults(entry: ExamplePeerConfig): [string, JsonValue][] {
+  return Object.entries(entry).filter((e): e is [string, JsonValue] => e[0] !== 'delayMs' && e[1] !== undefined);
+}
+
+async function resolveHttp(config: HttpConfig): Promise<HttpSettings> {
+  const settings: HttpSettings = {
+    host: config.host,
+    port: config.port,
+    bodyLimitBytes: config.bodyLimitBytes,
+    waitMsMax: config.waitMsMax,
+    drainMs: config.drainMs ?? 0,
+    principals: config.principals.map((p) => ({ principalId: p.principalId, tokenSha256: Buffer.from(p.tokenSha256, 'hex'), senderPeerId: p.senderPeerId ?? null })),
+    jwt: undefined,
+  };
+  if (config.jwt) {
+    const jwks = await readJwks(config.jwt.jwksFile);
+    settings.jwt = { issuer: config.jwt.issuer, audience: config.jwt.audience, jwks };
+    if (config.jwt.algorithms) settings.jwt.algorithms = config.jwt.algorithms;
+  }
+  return settings;
+}
+
+async function readJwks(file: string): Promise<{ keys: JsonObject[] }> {
+  let document: JsonValue;
+  try {
+    document = parseStrictBytes(await readFile(file), `jwks ${file}`);
+  } catch (error) {
+    throw isAdapterError(error) ? error : invalidInput(`jwks ${file}: ${(error as Error).message}`, error);
+  }
+  const keys = (document as JsonObject | null)?.keys;
+  if (!Array.isArray(keys) || keys.length === 0 || !keys.every((k) => k !== null && typeof k === 'object' && !Array.isArray(k))) {
+    throw invalidInput(`jwks ${file}: expected {"keys": [ ...at least one JWK object... ]}`);
+  }
+  // A private key in the verifier's file would be a credential at rest: refuse it.
+  if (keys.some((k) => typeof k === 'object' && k !== null && ('d' in k || 'k' in k))) throw invalidInput(`jwks ${file}: holds private or symmetric key material; give only public keys`);
+  return { keys: keys as JsonObject[] };
+}
+
+function coordinatorPermissions(namespaces: string[]) {
+  return {
+    publish: namespaces.flatMap((ns) => [`${ns}.*.*.request.*`, `${ns}.*.*.cancel.*`]),
+    subscribe: namespaces.flatMap((ns) => [`${ns}.*.*.result.*`, `${ns}.*.*.cancel-result.*`, `${ns}.*.*.claim.*`]),
+  };
+}
+
+/**
+ * One in-process peer per (namespace, peer id), connected with the peer permissions a NATS user
+ * would get: its own requests in, its own peer-bearing results out.
+ */
+async function startExamplePeers(bus: MemoryBus, bundles: CompiledBundle[], examplePeers: Record<string, ExamplePeerConfig>, clock: Clock): Promise<{ peer: Peer; transport: MemoryTransport }[]> {
+  const peers: { peer: Peer; transport: MemoryTransport }[] = [];
+  for (const [peerId, entry] of Object.entries(examplePeers)) {
+    const delayMs = entry.delayMs ?? 0;
+    for (const bundle of bundles) {
+      const handlers: Record<string, Handler> = {};
+      for (const [interaction, result] of exampleResults(entry)) {
+        if (bundle.interactions.has(interaction)) handlers[interaction] = fixedResultHandler(result, delayMs, clock);
+      }
+      if (Object.keys(handlers).length === 0) continue;
+      const namespace = bundle.bundle.subjectNamespace;
+      const transport = bus.connect(`peer:${peerId}@${namespace}`, peerBusPermissions(namespace, peerId));
+      peers.push({ peer: await createPeer({ transport, namespace, peerId, handlers }), transport });
+    }
+  }
+  return peers;
+}
+
+function fixedResultHandler(result: JsonValue, delayMs: number, clock: Clock): Handler {
+  return async (_input, context) => {
+    if (delayMs > 0) await new Promise<void>((done) => clock.at(clock.nowMs() + delayMs, done));
+    // Through the fenced sink, like a real peer's business effect: at most once per branch.
+    return context.effect(() => structuredClone(result));
+  };
+}

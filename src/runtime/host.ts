@@ -1,0 +1,70 @@
+/** What the coordinator's parts share: its dependencies, the per-operation entry, and the commit loop. */
+import type { BundleRegistry, CompiledInteraction } from '../contract/bundle.js';
+import type { RuntimeContext, WaitFor } from '../contract/types.js';
+import type { Transition } from '../events/types.js';
+import type { OperationRecord } from '../projections/record.js';
+import type { Directory } from '../adapters/directory/types.js';
+import type { AuthorizationDecision, AuthorizationInput, Policy } from '../adapters/policy/types.js';
+import type { EventStore } from '../adapters/store/types.js';
+import type { Subscription, Transport } from '../adapters/transport/types.js';
+import type { PublisherVerifier } from '../adapters/verification/subject.js';
+import type { Clock, TimerHandle } from './clock.js';
+import type { Metrics } from './metrics.js';
+
+export interface Deployment {
+  account: string;
+  system: string;
+  domain: string;
+}
+
+export interface CoordinatorDeps {
+  store: EventStore;
+  transport: Transport;
+  directory: Directory;
+  policy: Policy;
+  verifier: PublisherVerifier;
+  clock: Clock;
+  bundles: BundleRegistry;
+  deployment: Deployment;
+  metrics?: Metrics;
+}
+
+export interface Caller {
+  principalId: string;
+  senderPeerId: string | null;
+}
+
+export interface Waiter {
+  boundary: WaitFor;
+  resolve: () => void;
+}
+
+/** One operation in memory: the fold of its stream, its serial work queue, waiters and due timer. */
+export interface OpEntry {
+  record: OperationRecord;
+  interaction: CompiledInteraction;
+  queue: Promise<unknown>;
+  waiters: Set<Waiter>;
+  dueTimer: TimerHandle | undefined;
+  dueAtMs: number | undefined;
+}
+
+export function newEntry(record: OperationRecord, interaction: CompiledInteraction): OpEntry {
+  return { record, interaction, queue: Promise.resolve(), waiters: new Set(), dueTimer: undefined, dueAtMs: undefined };
+}
+
+export type Decider = (record: OperationRecord, retryAsLate: boolean) => Transition | undefined;
+
+export interface RuntimeHost {
+  readonly deps: CoordinatorDeps;
+  readonly metrics: Metrics;
+  /** Runs work after everything already queued for this operation. */
+  enqueue<T>(entry: OpEntry, work: () => Promise<T>): Promise<T>;
+  /** Decides against the current record and appends at its revision (CAS), retrying on conflict. */
+  commitDecided(entry: OpEntry, decide: Decider): Promise<void>;
+  load(operationId: string): Promise<OpEntry | undefined>;
+  /** Fails closed: unavailable policy answers are errors, never allows. */
+  authorize(input: AuthorizationInput): Promise<AuthorizationDecision>;
+  context(caller: Caller, nowMs: number, deadlineMs: number | null): RuntimeContext;
+  inboundPath(namespace: string, interaction: string, kind: 'result' | 'claim' | 'cancel-result'): Promise<Subscription>;
+}

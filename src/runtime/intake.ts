@@ -1,0 +1,102 @@
+/**
+ * Peer message intake: results, claims (renew/release) and cancel results. The subject is parsed
+ * against the subscription's namespace and interaction, the payload strictly parsed and
+ * schema-checked, the publisher verified and authorization rechecked; then the pure decider runs
+ * under the operation's serial queue and its transition is appended with the CAS. Durable
+ * messages are acknowledged only after that append (or a duplicate proving prior acceptance).
+ */
+import { parseStrictBytes } from '../contract/ijson.js';
+import { limits } from '../contract/limits.js';
+import type { Transition } from '../events/types.js';
+import { checkCancelResult, checkClaimMessage, checkResultMessage } from '../events/wire-schemas.js';
+import type { CancelResult, ClaimMessage, ResultMessage } from '../events/wire.js';
+import { decideCancelResult, decideClaim, decideResult, type PeerCommand } from '../machines/decide.js';
+import type { OperationRecord } from '../projections/record.js';
+import { parseSubject } from '../adapters/transport/subjects.js';
+import type { InboundMessage } from '../adapters/transport/types.js';
+import type { OpEntry, RuntimeHost } from './host.js';
+
+type Kind = 'result' | 'claim' | 'cancel-result';
+type Message = ResultMessage | ClaimMessage | CancelResult;
+
+const checkers: Record<Kind, (value: unknown) => Message> = {
+  result: checkResultMessage,
+  claim: checkClaimMessage,
+  'cancel-result': checkCancelResult,
+};
+
+export async function onPeerMessage(host: RuntimeHost, namespace: string, interaction: string, kind: Kind, inbound: InboundMessage): Promise<void> {
+  const parsed = parseSubject(inbound.subject, namespace, interaction);
+  if (!parsed || parsed.kind !== kind) return drop(host, inbound, 'malformed');
+  let message: Message;
+  try {
+    message = checkers[kind](parseStrictBytes(inbound.data, `${kind} message`));
+  } catch {
+    return drop(host, inbound, 'malformed');
+  }
+  if (message.operationId !== parsed.operationId) return drop(host, inbound, 'wrong-operation');
+  const entry = await host.load(parsed.operationId).catch(() => undefined);
+  if (!entry) return drop(host, inbound, 'unknown-operation');
+  try {
+    await host.enqueue(entry, () => admit(host, entry, inbound, parsed.peerId, kind, message));
+    await inbound.ack();
+  } catch {
+    // The store could not answer: leave the message for redelivery rather than guess.
+    host.metrics.storeErrors.inc({ stage: `admit-${kind}` });
+    await inbound.nak(250);
+  }
+}
+
+async function admit(host: RuntimeHost, entry: OpEntry, inbound: InboundMessage, subjectPeerId: string, kind: Kind, message: Message): Promise<void> {
+  const record = entry.record;
+  const expectedPeerId = record.branches[message.branchId]?.peerId ?? '';
+  const verification = host.deps.verifier.verify({ subject: inbound.subject, namespace: record.subjectNamespace, subjectPeerId, expectedPeerId, payloadPeerId: message.peerId });
+  const authorizationProblem = await recheckAuthorization(host, record, kind, message);
+  const base = { subject: inbound.subject, subjectPeerId, publisherProblem: verification.accepted ? undefined : verification.reason, authorizationProblem };
+  await host.commitDecided(entry, (current, retryAsLate) => {
+    // A message the store serializes at or after its guard is late, whatever the socket saw.
+    const nowMs = retryAsLate ? Math.max(host.deps.clock.nowMs(), lateInstant(current, message.branchId)) : host.deps.clock.nowMs();
+    return decideFor(host, entry, kind, { ...base, message, nowMs } as PeerCommand<Message>);
+  });
+}
+
+function decideFor(host: RuntimeHost, entry: OpEntry, kind: Kind, command: PeerCommand<Message>): Transition | undefined {
+  const record = entry.record;
+  if (kind === 'result') {
+    const d = decideResult(record, entry.interaction, command as PeerCommand<ResultMessage>);
+    if (d.kind === 'reject') host.metrics.rejections.inc({ reason: d.reason });
+    if (d.kind === 'protocol-conflict' || d.kind === 'revoked') host.metrics.rejections.inc({ reason: d.kind });
+    return d.kind === 'duplicate' ? undefined : d.transition;
+  }
+  if (kind === 'claim') {
+    const d = decideClaim(record, command as PeerCommand<ClaimMessage>);
+    if (d.kind === 'reject') host.metrics.rejections.inc({ reason: `claim-${d.reason}` });
+    return 'transition' in d ? d.transition : undefined;
+  }
+  const d = decideCancelResult(record, command as PeerCommand<CancelResult>);
+  if (d.kind === 'reject') host.metrics.rejections.inc({ reason: `cancel-${d.reason}` });
+  return d.kind === 'accept' ? d.transition : undefined;
+}
+
+/** Authorization is rechecked before every protected transition; revocation answers with its revision. */
+async function recheckAuthorization(host: RuntimeHost, record: OperationRecord, kind: Kind, message: Message): Promise<{ reason: string; policyRevision: string } | undefined> {
+  const context = host.context({ principalId: record.principalId, senderPeerId: record.senderPeerId }, host.deps.clock.nowMs(), record.deadlineMs);
+  const attempt = message.attempt >= 1 && message.attempt <= limits.attemptsMax ? message.attempt : null;
+  const action = kind === 'result' ? 'admit-result' : kind === 'claim' ? 'renew' : 'cancel';
+  // An unavailable decision fails closed and propagates: the message is redelivered, not admitted.
+  const decision = await host.authorize({ context, action, contract: record.contract, interaction: record.interaction, peerId: message.peerId, branchId: message.branchId, attempt });
+  return decision.allowed ? undefined : { reason: decision.reason ?? 'not authorized', policyRevision: decision.revision };
+}
+
+function lateInstant(record: OperationRecord, branchId: string): number {
+  const branch = record.branches[branchId];
+  const limitsMs = [record.deadlineMs];
+  if (branch) limitsMs.push(branch.leaseUntilMs);
+  if (record.decision) limitsMs.push(record.decision.cancelDeadlineMs, record.decision.graceEndMs);
+  return Math.min(...limitsMs);
+}
+
+function drop(host: RuntimeHost, inbound: InboundMessage, reason: string): Promise<void> {
+  host.metrics.rejections.inc({ reason });
+  return inbound.ack();
+}

@@ -1,0 +1,114 @@
+/**
+ * The outbox: requests and cancel requests persisted in the record are published only after the
+ * inbound path their answers come back on is registered, each reauthorized just before sending,
+ * each under its stable publication identity; receipts are recorded afterwards. A receipt of
+ * `unknown` stays pending reconciliation: it is republished later with the same identity.
+ */
+import { publicationId } from '../contract/ids.js';
+import { decideCancelDispatched, decideDispatchRecorded, decideRevocations, type Receipt } from '../machines/decide.js';
+import { branchList, type BranchRecord, type OperationRecord } from '../projections/record.js';
+import { encodeWire, headers, type CancelRequest, type RequestMessage } from '../events/wire.js';
+import { subjectFor } from '../adapters/transport/subjects.js';
+import type { OpEntry, RuntimeHost } from './host.js';
+
+/** Republishing an uncertain publication waits this long (a transport retry, not an application retry). */
+export const reconcileAfterMs = 1000;
+
+function contextOf(host: RuntimeHost, record: OperationRecord) {
+  return host.context({ principalId: record.principalId, senderPeerId: record.senderPeerId }, host.deps.clock.nowMs(), record.deadlineMs);
+}
+
+export async function dispatchRequests(host: RuntimeHost, entry: OpEntry): Promise<void> {
+  const record = entry.record;
+  if (record.decision !== null) return;
+  const pending = branchList(record).filter((b) => (b.state === 'assigned' || b.state === 'dispatched') && (b.outbox.receipt === 'pending' || b.outbox.receipt === 'unknown'));
+  if (pending.length === 0) return;
+  try {
+    // Results and claims come back on paths that must exist before any request goes out.
+    await host.inboundPath(record.subjectNamespace, record.interaction, 'result');
+    await host.inboundPath(record.subjectNamespace, record.interaction, 'claim');
+  } catch {
+    host.metrics.transportErrors.inc({ stage: 'result-path' });
+    return; // nothing is sent; the deadline (or a later reconcile) closes the operation
+  }
+  const revoked: { branchId: string; policyRevision: string; reason: string }[] = [];
+  const receipts: Receipt[] = [];
+  await Promise.all(
+    pending.map(async (branch) => {
+      const auth = await host
+        .authorize({ context: contextOf(host, record), action: 'deliver', contract: record.contract, interaction: record.interaction, peerId: branch.peerId, branchId: branch.branchId, attempt: branch.attempt })
+        .catch(() => undefined);
+      if (auth === undefined) return; // policy unavailable: send nothing now, reconcile later
+      if (!auth.allowed) return void revoked.push({ branchId: branch.branchId, policyRevision: auth.revision, reason: auth.reason ?? 'not authorized at dispatch' });
+      receipts.push(await publishRequest(host, record, branch));
+    }),
+  );
+  if (revoked.length > 0) await host.commitDecided(entry, (current) => decideRevocations(current, revoked, host.deps.clock.nowMs()));
+  if (receipts.length > 0) await host.commitDecided(entry, (current) => decideDispatchRecorded(current, receipts, host.deps.clock.nowMs()));
+  if (receipts.some((r) => r.receipt === 'unknown') || receipts.length + revoked.length < pending.length) scheduleReconcile(host, entry, dispatchRequests);
+}
+
+async function publishRequest(host: RuntimeHost, record: OperationRecord, branch: BranchRecord): Promise<Receipt> {
+  const message: RequestMessage = {
+    kind: 'request',
+    operationId: record.operationId,
+    contract: record.contract,
+    interaction: record.interaction,
+    branchId: branch.branchId,
+    peerId: branch.peerId,
+    attempt: branch.attempt,
+    fence: branch.fence,
+    deadlineMs: record.deadlineMs,
+    leaseUntilMs: branch.leaseUntilMs,
+    renewIntervalMs: record.manifest.renewIntervalMs,
+    publicationId: branch.outbox.publicationId,
+    input: record.input,
+  };
+  const subject = subjectFor(record.subjectNamespace, record.interaction, record.operationId, 'request', branch.peerId);
+  const outcome = await host.deps.transport
+    .publish(subject, encodeWire(message), { msgId: branch.outbox.publicationId, headers: wireHeaders(branch) })
+    .catch((error: unknown) => ({ receipt: 'unknown' as const, detail: (error as Error).message }));
+  const receipt: Receipt = { branchId: branch.branchId, attempt: branch.attempt, fence: branch.fence, receipt: outcome.receipt };
+  if (outcome.detail !== undefined) receipt.detail = outcome.detail;
+  return receipt;
+}
+
+/** Cooperative cancellation: persisted in the closing transition, reauthorized, published with its attempt and fence. */
+export async function dispatchCancels(host: RuntimeHost, entry: OpEntry): Promise<void> {
+  const record = entry.record;
+  const pending = branchList(record).filter((b) => b.state === 'cancelling' && b.cancel !== null && (b.cancel.receipt === 'pending' || b.cancel.receipt === 'unknown'));
+  if (pending.length === 0) return;
+  try {
+    await host.inboundPath(record.subjectNamespace, record.interaction, 'cancel-result');
+  } catch {
+    host.metrics.transportErrors.inc({ stage: 'cancel-result-path' });
+    return; // replies could not be received: the cancel timeout makes settlement indeterminate
+  }
+  const receipts = await Promise.all(
+    pending.map(async (branch): Promise<Receipt> => {
+      const cancel = branch.cancel!;
+      const base = { branchId: branch.branchId, attempt: cancel.attempt, fence: cancel.fence };
+      const auth = await host
+        .authorize({ context: contextOf(host, record), action: 'cancel', contract: record.contract, interaction: record.interaction, peerId: branch.peerId, branchId: branch.branchId, attempt: cancel.attempt })
+        .catch(() => undefined);
+      if (!auth?.allowed) return { ...base, receipt: 'rejected', detail: auth?.reason ?? 'authorization unavailable for cancel' };
+      const message: CancelRequest = { kind: 'cancel', operationId: record.operationId, branchId: branch.branchId, peerId: branch.peerId, attempt: cancel.attempt, fence: cancel.fence, reason: 'decision-closed' };
+      const subject = subjectFor(record.subjectNamespace, record.interaction, record.operationId, 'cancel', branch.peerId);
+      const msgId = `${publicationId(record.contract.digest, record.operationId, branch.branchId, cancel.attempt)}.cancel`;
+      const outcome = await host.deps.transport.publish(subject, encodeWire(message), { msgId, headers: wireHeaders(branch) }).catch((e: unknown) => ({ receipt: 'unknown' as const, detail: (e as Error).message }));
+      return outcome.detail === undefined ? { ...base, receipt: outcome.receipt } : { ...base, receipt: outcome.receipt, detail: outcome.detail };
+    }),
+  );
+  await host.commitDecided(entry, (current) => decideCancelDispatched(current, receipts));
+  if (receipts.some((r) => r.receipt === 'unknown')) scheduleReconcile(host, entry, dispatchCancels);
+}
+
+function scheduleReconcile(host: RuntimeHost, entry: OpEntry, again: (host: RuntimeHost, entry: OpEntry) => Promise<void>): void {
+  host.deps.clock.at(host.deps.clock.nowMs() + reconcileAfterMs, () => {
+    void host.enqueue(entry, () => again(host, entry)).catch(() => host.metrics.transportErrors.inc({ stage: 'reconcile' }));
+  });
+}
+
+function wireHeaders(branch: BranchRecord): Record<string, string> {
+  return { [headers.branch]: branch.branchId, [headers.attempt]: String(branch.attempt), [headers.fence]: String(branch.fence) };
+}

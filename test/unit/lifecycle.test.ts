@@ -1,0 +1,305 @@
+/**
+ * Spec: "Selection, claims and attempts" — one test per rule, over the virtual clock, each with
+ * the replay-equality check.
+ */
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { scenario, answers, silent, types, namespace, type Scenario } from '../support/scenario.js';
+import type { DomainEvent } from '../../src/events/types.js';
+import type { JsonObject } from '../../src/contract/json.js';
+import { encodeWire, type ClaimMessage } from '../../src/events/wire.js';
+import { subjectFor } from '../../src/adapters/transport/subjects.js';
+import { peerBusPermissions } from '../../src/runtime/embedded.js';
+import { MemoryEffectSink } from '../../src/peer/effect-sink.js';
+import { AdapterError } from '../../src/contract/errors.js';
+import { flushMicrotasks } from '../../src/runtime/clock.js';
+import type { Transport } from '../../src/adapters/transport/types.js';
+
+const of = <T extends DomainEvent['type']>(events: DomainEvent[], type: T) => events.filter((e): e is Extract<DomainEvent, { type: T }> => e.type === type);
+
+async function claim(s: Scenario, peer: string, op: string, branchId: string, attempt: number, fence: number, action: 'renew' | 'release' = 'renew') {
+  const message: ClaimMessage = { kind: 'claim', action, operationId: op, branchId, peerId: peer, attempt, fence };
+  const connection = s.bus.connect(`claim:${peer}`, peerBusPermissions(namespace, peer));
+  await connection.publish(subjectFor(namespace, 'review', op, 'claim', peer), encodeWire(message));
+  await flushMicrotasks();
+}
+
+const oneEligible = (extra: JsonObject = {}): JsonObject => ({ delivery: 'one-eligible', completion: { mode: 'first-success' }, leaseMs: 1000, renewIntervalMs: 400, retryBackoffMs: 100, attempts: 3, timeoutMs: 10_000, ...extra });
+
+test('selection sorts eligible authorized peer IDs by unsigned ASCII byte order and chooses the first', async () => {
+  const s = await scenario({ groups: { reviewers: ['bravo', 'alfa', 'Zulu', 'charlie'] }, review: oneEligible() });
+  const { result } = await s.invoke('k');
+  assert.deepEqual(result.branches.map((b) => [b.branchId, b.peerId]), [['Zulu', 'Zulu']]);
+  const record = await s.coordinator.record(result.operationId);
+  assert.deepEqual(record?.manifest.eligible, ['Zulu', 'alfa', 'bravo', 'charlie']);
+  await s.assertReplayEquals(result.operationId);
+});
+
+test('one-eligible derives its branch ID from the initially selected peer and keeps it when the assignee changes', async () => {
+  const s = await scenario({ peers: 3, review: oneEligible() });
+  await s.addPeer('bravo', { review: answers('approve') });
+  const { result } = await s.invoke('k');
+  await s.settle();
+  await s.clock.advance(1100); // alfa never answers: its lease expires, then the backoff passes
+  const view = await s.get(result.operationId);
+  assert.deepEqual(view.branches.map((b) => [b.branchId, b.peerId, b.attempt, b.fence, b.status]), [['alfa', 'bravo', 2, 2, 'success']]);
+  assert.equal(view.decision?.outcome, 'success');
+  await s.assertReplayEquals(result.operationId);
+});
+
+test('initial selection and reassignment are persisted before sending', async () => {
+  const s = await scenario({ peers: 2, review: oneEligible() });
+  const order: string[] = [];
+  const store = s.store;
+  const append = store.append.bind(store);
+  store.append = async (id, rev, t) => (order.push(...t.events.map((e) => `append:${e.type}`)), append(id, rev, t));
+  const transport = (s.coordinator as unknown as { deps: { transport: Transport } }).deps.transport;
+  const publish = transport.publish.bind(transport);
+  transport.publish = async (subject, data, o) => (order.push(`publish:${subject.split('.').pop()}`), publish(subject, data, o));
+  await s.invoke('k');
+  await s.settle();
+  await s.clock.advance(1100);
+  const reassigned = order.indexOf('append:branch-reassigned');
+  assert.ok(reassigned >= 0);
+  assert.ok(order.indexOf('publish:bravo') > reassigned, order.join(' '));
+});
+
+test('fence 0 is invalid on the wire: such a message is never admitted', async () => {
+  const s = await scenario();
+  const { result } = await s.invoke('k');
+  await s.settle();
+  await s.send('alfa', { operationId: result.operationId, branchId: 'alfa', peerId: 'alfa', attempt: 1, fence: 0, result: { verdict: 'approve' } });
+  const view = await s.get(result.operationId);
+  assert.equal(view.branches[0]?.status, 'pending');
+});
+
+test('when no eligible peer remains the branch becomes failed and is never silently broadcast', async () => {
+  const s = await scenario({ peers: 2, review: oneEligible({ attempts: 5 }) });
+  const { result } = await s.invoke('k');
+  await s.settle();
+  await s.clock.advance(1100); // alfa expires → bravo
+  await s.clock.advance(1100); // bravo expires → nobody left
+  const events = await s.events(result.operationId);
+  assert.deepEqual(of(events, 'branch-failed').map((e) => e.reason), ['no-eligible-peer']);
+  assert.equal(s.bus.stats.published, 2, 'one request per attempt, never a broadcast');
+  const view = await s.get(result.operationId);
+  assert.deepEqual([view.branches[0]?.status, view.decision?.outcome, view.decision?.reason], ['failure', 'failed', 'impossible']);
+  await s.assertReplayEquals(result.operationId);
+});
+
+test('renewal before expiry, under the declared interval and with the current fence extends the lease', async () => {
+  const s = await scenario({ peers: 1, review: { completion: { mode: 'first-success' }, leaseMs: 1000, renewIntervalMs: 400, timeoutMs: 10_000 } });
+  let release!: () => void;
+  await s.addPeer('alfa', { review: () => new Promise((resolve) => (release = () => resolve({ verdict: 'approve' }))) });
+  const { result } = await s.invoke('k');
+  await s.settle();
+  await s.clock.advance(2500); // well past the first lease; the peer SDK renews every 400 ms
+  const record = await s.coordinator.record(result.operationId);
+  assert.ok(record!.branches['alfa']!.leaseUntilMs > s.clock.nowMs(), 'the lease was extended');
+  release();
+  await s.settle();
+  assert.equal((await s.get(result.operationId)).decision?.outcome, 'success');
+  const renewals = of(await s.events(result.operationId), 'lease-renewed');
+  assert.ok(renewals.length >= 3 && renewals.length <= 7, `renewals are rate-bound (${renewals.length})`);
+  await s.assertReplayEquals(result.operationId);
+});
+
+test('renewal with a stale fence or after expiry changes nothing', async () => {
+  const s = await scenario({ peers: 1, review: { leaseMs: 1000, renewIntervalMs: 400, timeoutMs: 10_000, completion: { mode: 'first-success' }, attempts: 1 } });
+  const { result } = await s.invoke('k');
+  await s.settle();
+  await s.clock.advance(500);
+  await claim(s, 'alfa', result.operationId, 'alfa', 1, 2);
+  let record = await s.coordinator.record(result.operationId);
+  assert.equal(record!.branches['alfa']!.leaseUntilMs, record!.admittedAtMs + 1000);
+  s.clock.set(record!.admittedAtMs + 1000);
+  await claim(s, 'alfa', result.operationId, 'alfa', 1, 1);
+  record = await s.coordinator.record(result.operationId);
+  assert.equal(of(await s.events(result.operationId), 'lease-renewed').length, 0);
+});
+
+test('an expired owner can neither renew nor admit results', async () => {
+  const s = await scenario({ peers: 1, review: { leaseMs: 1000, renewIntervalMs: 400, timeoutMs: 10_000, completion: { mode: 'first-success' }, attempts: 1 } });
+  const { result } = await s.invoke('k');
+  await s.settle();
+  await s.clock.advance(1000);
+  await claim(s, 'alfa', result.operationId, 'alfa', 1, 1);
+  await s.send('alfa', { operationId: result.operationId, branchId: 'alfa', peerId: 'alfa', result: { verdict: 'approve' } });
+  const events = await s.events(result.operationId);
+  assert.equal(of(events, 'lease-renewed').length, 0);
+  assert.equal(of(events, 'result-accepted').length, 0);
+  assert.deepEqual(of(events, 'claim-ended').map((e) => [e.cause, e.retryAtMs]), [['expired', null]]);
+  await s.assertReplayEquals(result.operationId);
+});
+
+test('a revoked owner cannot renew: revocation terminates its still-open branch', async () => {
+  const s = await scenario({ peers: 2, review: { leaseMs: 1000, renewIntervalMs: 400, timeoutMs: 10_000, completion: { mode: 'all-terminal' } } });
+  const { result } = await s.invoke('k');
+  await s.settle();
+  s.policy.revoke({ peerId: 'alfa' });
+  await s.clock.advance(300);
+  await claim(s, 'alfa', result.operationId, 'alfa', 1, 1);
+  const view = await s.get(result.operationId);
+  assert.equal(view.branches.find((b) => b.branchId === 'alfa')?.status, 'revoked');
+  assert.equal(of(await s.events(result.operationId), 'branch-revoked')[0]?.policyRevision, s.policy.revision);
+});
+
+test('a released claim allows a logical retry after the fixed backoff, as a new attempt and fence of the same branch', async () => {
+  const s = await scenario({ peers: 1, review: { leaseMs: 1000, renewIntervalMs: 400, retryBackoffMs: 250, attempts: 2, timeoutMs: 10_000, completion: { mode: 'first-success' } } });
+  const { result } = await s.invoke('k');
+  await s.settle();
+  await claim(s, 'alfa', result.operationId, 'alfa', 1, 1, 'release');
+  let view = await s.get(result.operationId);
+  assert.deepEqual([view.branches[0]?.attempt, view.branches[0]?.status], [1, 'pending']);
+  await s.clock.advance(249);
+  assert.equal((await s.get(result.operationId)).branches[0]?.attempt, 1, 'not before the backoff');
+  await s.clock.advance(1);
+  view = await s.get(result.operationId);
+  assert.deepEqual([view.branches[0]?.branchId, view.branches[0]?.attempt, view.branches[0]?.fence], ['alfa', 2, 2]);
+  await s.assertReplayEquals(result.operationId);
+});
+
+test('attempt counts are finite: a branch fails when its attempt budget is spent', async () => {
+  const s = await scenario({ peers: 1, review: { leaseMs: 1000, renewIntervalMs: 400, retryBackoffMs: 100, attempts: 2, timeoutMs: 20_000, completion: { mode: 'first-success' } } });
+  const { result } = await s.invoke('k');
+  await s.settle();
+  for (let i = 0; i < 6; i++) await s.clock.advance(1000);
+  const view = await s.get(result.operationId);
+  assert.deepEqual([view.branches[0]?.attempt, view.branches[0]?.status], [2, 'failure']);
+  assert.equal(s.bus.stats.published, 2);
+});
+
+test('a transport retry after an uncertain send is not an application retry: same attempt, same publication ID', async () => {
+  const s = await scenario({ peers: 1, review: { completion: { mode: 'first-success' } } });
+  const transport = (s.coordinator as unknown as { deps: { transport: Transport } }).deps.transport;
+  const publish = transport.publish.bind(transport);
+  const ids: (string | undefined)[] = [];
+  transport.publish = async (subject, data, o) => {
+    if (subject.includes('.request.')) ids.push(o?.msgId);
+    if (ids.length === 1) return { receipt: 'unknown', detail: 'ack timed out' };
+    return publish(subject, data, o);
+  };
+  const { result } = await s.invoke('k');
+  await s.settle();
+  await s.clock.advance(1000);
+  assert.equal(ids.length, 2);
+  assert.equal(ids[0], ids[1]);
+  const events = await s.events(result.operationId);
+  assert.deepEqual(of(events, 'dispatch-recorded').map((e) => [e.attempt, e.receipt]), [[1, 'unknown'], [1, 'sent']]);
+  assert.equal((await s.get(result.operationId)).branches[0]?.attempt, 1);
+});
+
+test('a committed retryable failure allows a logical retry within the budget', async () => {
+  const s = await scenario({ peers: 1, review: { attempts: 2, retryBackoffMs: 100, completion: { mode: 'first-success' } } });
+  const { result } = await s.invoke('k');
+  await s.settle();
+  await s.send('alfa', { operationId: result.operationId, branchId: 'alfa', peerId: 'alfa', result: { verdict: 'retry' } });
+  await s.clock.advance(100);
+  await s.send('alfa', { operationId: result.operationId, branchId: 'alfa', peerId: 'alfa', attempt: 2, fence: 2, result: { verdict: 'approve' } });
+  const view = await s.get(result.operationId);
+  assert.deepEqual([view.branches[0]?.attempt, view.branches[0]?.status, view.decision?.outcome], [2, 'success', 'success']);
+  await s.assertReplayEquals(result.operationId);
+});
+
+test('retryability cannot override the deadline: a retry that could not start before it is a failure', async () => {
+  const s = await scenario({ peers: 1, review: { attempts: 3, retryBackoffMs: 6000, completion: { mode: 'first-success' } } });
+  const { result } = await s.invoke('k');
+  await s.settle();
+  await s.send('alfa', { operationId: result.operationId, branchId: 'alfa', peerId: 'alfa', result: { verdict: 'retry' } });
+  assert.equal((await s.get(result.operationId)).branches[0]?.status, 'failure');
+});
+
+test('stale or duplicate result traffic never creates another attempt', async () => {
+  const s = await scenario({ peers: 1, review: { attempts: 3, retryBackoffMs: 100, completion: { mode: 'first-success' } } });
+  const { result } = await s.invoke('k');
+  await s.settle();
+  for (let i = 0; i < 4; i++) await s.send('alfa', { operationId: result.operationId, branchId: 'alfa', peerId: 'alfa', result: { verdict: 'retry' } });
+  await s.clock.advance(100);
+  for (let i = 0; i < 3; i++) await s.send('alfa', { operationId: result.operationId, branchId: 'alfa', peerId: 'alfa', attempt: 1, fence: 1, result: { verdict: 'retry' } });
+  await s.clock.advance(1000);
+  assert.equal((await s.get(result.operationId)).branches[0]?.attempt, 2);
+  assert.equal(of(await s.events(result.operationId), 'branch-reassigned').length, 1);
+});
+
+test('result admission always checks the current assignment and fence: the previous attempt is stale', async () => {
+  const s = await scenario({ peers: 2, review: oneEligible() });
+  const { result } = await s.invoke('k');
+  await s.settle();
+  await s.clock.advance(1100);
+  await s.send('alfa', { operationId: result.operationId, branchId: 'alfa', peerId: 'alfa', attempt: 1, fence: 1, result: { verdict: 'approve' } });
+  const events = await s.events(result.operationId);
+  assert.equal(of(events, 'result-accepted').length, 0);
+  assert.deepEqual(of(events, 'result-rejected').map((e) => e.reason), ['wrong-peer']);
+  await s.send('bravo', { operationId: result.operationId, branchId: 'alfa', peerId: 'bravo', attempt: 1, fence: 1, result: { verdict: 'approve' } });
+  assert.deepEqual(of(await s.events(result.operationId), 'result-rejected').map((e) => e.reason), ['wrong-peer', 'stale-fence']);
+});
+
+test('authorization revocation terminates still-open branches at the next protected transition', async () => {
+  const s = await scenario({ peers: 3, review: { completion: { mode: 'all-terminal' } } });
+  const { result } = await s.invoke('k');
+  await s.settle();
+  s.policy.revoke({ peerId: 'alfa' });
+  await s.send('alfa', { operationId: result.operationId, branchId: 'alfa', peerId: 'alfa', result: { verdict: 'approve' } });
+  const view = await s.get(result.operationId);
+  assert.equal(view.branches.find((b) => b.branchId === 'alfa')?.status, 'revoked');
+  assert.equal(of(await s.events(result.operationId), 'result-accepted').length, 0, 'a revoked peer supplies no vote');
+  await s.assertReplayEquals(result.operationId);
+});
+
+test('revocation before dispatch terminates the branch instead of sending', async () => {
+  const s = await scenario({ peers: 2, review: { completion: { mode: 'first-success' } } });
+  const policy = s.policy;
+  const realAuthorize = policy.authorize.bind(policy);
+  // Admission checks candidates without a branch; the check just before dispatch names the branch.
+  policy.authorize = async (input) => (input.branchId === 'bravo' ? { allowed: false, revision: 'r9', expiresAtMs: input.context.nowMs + 1000, reason: 'revoked' } : realAuthorize(input));
+  const { result } = await s.invoke('k');
+  await s.settle();
+  const events = await s.events(result.operationId);
+  assert.deepEqual(of(events, 'branch-revoked').map((e) => e.branchId), ['bravo']);
+});
+
+test('broker redelivery counters do not enter quorum formulas: a redelivered result is one vote', async () => {
+  const s = await scenario({ review: { completion: { mode: 'quorum', count: 2 } } });
+  const { result } = await s.invoke('k');
+  await s.settle();
+  for (let i = 0; i < 5; i++) await s.send('alfa', { operationId: result.operationId, branchId: 'alfa', peerId: 'alfa', result: { verdict: 'approve' } });
+  assert.equal((await s.get(result.operationId)).decision, null);
+});
+
+test('fenced business effects: the effect sink rejects older fences and honours the operation/branch idempotency key', async () => {
+  const sink = new MemoryEffectSink();
+  const key = { operationId: 'op1', branchId: 'b' };
+  let runs = 0;
+  const effect = () => ({ n: ++runs });
+  assert.deepEqual(await sink.commit(key, 2, 2, effect), { value: { n: 1 }, repeated: false });
+  assert.deepEqual(await sink.commit(key, 2, 2, effect), { value: { n: 1 }, repeated: true });
+  await assert.rejects(sink.commit(key, 1, 1, effect), (e) => e instanceof AdapterError && e.kind === 'conflict');
+  assert.deepEqual(await sink.commit(key, 3, 3, effect), { value: { n: 2 }, repeated: false });
+  assert.equal(sink.applied().length, 2);
+});
+
+test('concurrent commits to the effect sink under one key apply the effect once', async () => {
+  const sink = new MemoryEffectSink();
+  let runs = 0;
+  const results = await Promise.all(Array.from({ length: 10 }, () => sink.commit({ operationId: 'o', branchId: 'b' }, 1, 1, async () => ({ n: ++runs }))));
+  assert.equal(runs, 1);
+  assert.equal(results.filter((r) => !r.repeated).length, 1);
+});
+
+test('a lease alone cannot stop running code: the old owner’s late effect is refused by its fence', async () => {
+  const s = await scenario({ peers: 2, review: oneEligible() });
+  const sink = new MemoryEffectSink();
+  let finishAlfa!: () => void;
+  await s.addPeer('alfa', { review: (_i, c) => new Promise((resolve) => (finishAlfa = () => resolve(c.effect(() => ({ by: 'alfa' })).then(() => ({ verdict: 'approve' })))) ) }, { sink, renew: false });
+  await s.addPeer('bravo', { review: async (_i, c) => (await c.effect(() => ({ by: 'bravo' })), { verdict: 'approve' }) }, { sink });
+  const { result } = await s.invoke('k');
+  await s.settle();
+  await s.clock.advance(1100); // alfa stalls past its lease; bravo takes over with fence 2
+  finishAlfa();
+  await s.settle();
+  assert.deepEqual(sink.applied().map((e) => [e.fence, e.value]), [[2, { by: 'bravo' }]]);
+  assert.equal((await s.get(result.operationId)).decision?.outcome, 'success');
+});
+
+void silent;
+void types;

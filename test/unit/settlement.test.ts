@@ -1,0 +1,266 @@
+/**
+ * Spec: "Cancellation and sibling settlement" — one test per rule, over the virtual clock, each
+ * with the replay-equality check.
+ */
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { scenario, answers, namespace, type Scenario } from '../support/scenario.js';
+import type { DomainEvent } from '../../src/events/types.js';
+import type { JsonObject } from '../../src/contract/json.js';
+import { encodeWire, type CancelOutcome, type CancelRequest } from '../../src/events/wire.js';
+import { subjectFor } from '../../src/adapters/transport/subjects.js';
+import { peerBusPermissions } from '../../src/runtime/embedded.js';
+import { flushMicrotasks } from '../../src/runtime/clock.js';
+import type { Handler } from '../../src/peer/peer.js';
+
+const of = <T extends DomainEvent['type']>(events: DomainEvent[], type: T) => events.filter((e): e is Extract<DomainEvent, { type: T }> => e.type === type);
+const cancelling: JsonObject = { completion: { mode: 'first-success' }, siblings: 'cancel', cancelTimeoutMs: 1000, settlementGraceMs: 3000, timeoutMs: 10_000, leaseMs: 10_000 };
+
+/** A handler that runs until cancelled (cooperative) — or, with ignore, until released by the test. */
+function worker(options: { ignoresCancel?: boolean } = {}): { handler: Handler; finish: () => void } {
+  let finish = () => {};
+  const handler: Handler = (_input, context) =>
+    new Promise((resolve, reject) => {
+      finish = () => resolve({ verdict: 'reject' });
+      if (!options.ignoresCancel) context.signal.addEventListener('abort', () => reject(new Error('stopped')));
+    });
+  return { handler, finish: () => finish() };
+}
+
+async function cancelReply(s: Scenario, peer: string, op: string, branchId: string, attempt: number, fence: number, outcome: CancelOutcome) {
+  const c = s.bus.connect(`cr:${peer}`, peerBusPermissions(namespace, peer));
+  const body = { kind: 'cancel-result', operationId: op, branchId, peerId: peer, attempt, fence, outcome };
+  await c.publish(subjectFor(namespace, 'review', op, 'cancel-result', peer), new TextEncoder().encode(JSON.stringify(body)));
+  await flushMicrotasks();
+}
+
+test('early closure records the decision and the cancel disposition of unfinished siblings in one transition, with the cancellation outbox', async () => {
+  const s = await scenario({ peers: 3, review: cancelling });
+  await s.addPeer('alfa', { review: answers('approve') });
+  const { result } = await s.invoke('k');
+  await s.settle();
+  const read = await s.store.read(result.operationId);
+  assert.equal(read.kind, 'ok');
+  if (read.kind !== 'ok') return;
+  const closing = read.transitions.find((t) => t.transition.events.some((e) => e.type === 'decision-closed'))!;
+  const closed = of(closing.transition.events, 'decision-closed')[0]!;
+  assert.deepEqual(closed.siblings, [{ branchId: 'bravo', disposition: 'cancel-requested' }, { branchId: 'charlie', disposition: 'cancel-requested' }]);
+  const record = await s.coordinator.record(result.operationId);
+  assert.deepEqual(Object.values(record!.branches).filter((b) => b.cancel).map((b) => [b.branchId, b.cancel!.attempt, b.cancel!.fence]), [['bravo', 1, 1], ['charlie', 1, 1]]);
+  await s.assertReplayEquals(result.operationId);
+});
+
+test('cancel requests carry the operation, branch, attempt, fence and a reason', async () => {
+  const s = await scenario({ peers: 2, review: cancelling });
+  const seen: CancelRequest[] = [];
+  const spy = s.bus.connect('spy');
+  await spy.subscribe(`${namespace}.review.*.cancel.*`, (m) => void seen.push(JSON.parse(new TextDecoder().decode(m.data)) as CancelRequest));
+  await s.addPeer('alfa', { review: answers('approve') });
+  const { result } = await s.invoke('k');
+  await s.settle();
+  assert.deepEqual(seen, [{ kind: 'cancel', operationId: result.operationId, branchId: 'bravo', peerId: 'bravo', attempt: 1, fence: 1, reason: 'decision-closed' }]);
+});
+
+test('cooperative cancellation: a peer that stops answers stopped and settlement completes', async () => {
+  const s = await scenario({ peers: 3, review: cancelling });
+  await s.addPeer('alfa', { review: answers('approve') });
+  await s.addPeer('bravo', { review: worker().handler });
+  await s.addPeer('charlie', { review: worker().handler });
+  const { result } = await s.invoke('k');
+  await s.settle();
+  const view = await s.get(result.operationId);
+  assert.equal(view.decision?.outcome, 'success');
+  assert.equal(view.settlement.status, 'complete');
+  assert.deepEqual(view.settlement.siblings, [
+    { branchId: 'bravo', disposition: 'cancel-requested', outcome: 'stopped' },
+    { branchId: 'charlie', disposition: 'cancel-requested', outcome: 'stopped' },
+  ]);
+  assert.deepEqual(view.branches.map((b) => b.status), ['success', 'cancelled', 'cancelled']);
+  assert.equal(view.phase, 'settled');
+  await s.assertReplayEquals(result.operationId);
+});
+
+test('the cancel command is reauthorized: a denied cancel is not sent and settlement becomes indeterminate', async () => {
+  const s = await scenario({ peers: 2, review: cancelling, embedded: { rules: [{ effect: 'allow' }, { effect: 'deny', actions: ['cancel'] }] } });
+  await s.addPeer('alfa', { review: answers('approve') });
+  const { result } = await s.invoke('k');
+  await s.settle();
+  const events = await s.events(result.operationId);
+  assert.deepEqual(of(events, 'cancel-dispatched').map((e) => e.receipt), ['rejected']);
+  await s.clock.advance(1000);
+  const view = await s.get(result.operationId);
+  assert.deepEqual([view.decision?.outcome, view.settlement.status], ['success', 'indeterminate']);
+});
+
+test('peers reject stale fences: a cancel for an older fence gets no reply', async () => {
+  const s = await scenario({ peers: 1, review: { ...cancelling, completion: { mode: 'all-terminal' } } });
+  const w = worker();
+  await s.addPeer('alfa', { review: w.handler });
+  const { result } = await s.invoke('k');
+  await s.settle();
+  const replies: unknown[] = [];
+  const spy = s.bus.connect('spy');
+  await spy.subscribe(`${namespace}.review.*.cancel-result.*`, (m) => void replies.push(m.subject));
+  const admin = s.bus.connect('admin');
+  const stale: CancelRequest = { kind: 'cancel', operationId: result.operationId, branchId: 'alfa', peerId: 'alfa', attempt: 1, fence: 1, reason: 'decision-closed' };
+  // The peer has seen fence 1; pretend a newer owner exists by sending fence 1 after a fence-2 request.
+  const newer = { kind: 'request', operationId: result.operationId, contract: s.bundle.ref, interaction: 'review', branchId: 'alfa', peerId: 'alfa', attempt: 2, fence: 2, deadlineMs: 0, leaseUntilMs: 0, renewIntervalMs: 1000, publicationId: 'a'.repeat(64), input: { document: 'x' } };
+  await admin.publish(subjectFor(namespace, 'review', result.operationId, 'request', 'alfa'), new TextEncoder().encode(JSON.stringify(newer)));
+  await flushMicrotasks();
+  await admin.publish(subjectFor(namespace, 'review', result.operationId, 'cancel', 'alfa'), encodeWire(stale));
+  await flushMicrotasks();
+  assert.deepEqual(replies, []);
+  // The same peer does answer a cancel for the fence it runs.
+  await admin.publish(subjectFor(namespace, 'review', result.operationId, 'cancel', 'alfa'), encodeWire({ ...stale, attempt: 2, fence: 2 }));
+  await s.clock.advance(10);
+  assert.equal(replies.length, 1);
+});
+
+test('already-completed preserves that fact even when its result arrived after decision', async () => {
+  const s = await scenario({ peers: 2, review: cancelling });
+  await s.addPeer('alfa', { review: answers('approve') });
+  const { result } = await s.invoke('k');
+  await s.settle();
+  // bravo finished just as the decision closed: its result arrives within the settlement grace.
+  await s.send('bravo', { operationId: result.operationId, branchId: 'bravo', peerId: 'bravo', result: { verdict: 'reject' } });
+  const view = await s.get(result.operationId);
+  assert.equal(view.decision?.outcome, 'success');
+  assert.equal(view.decision?.successVotes, 1, 'the late fact does not reopen or recount the decision');
+  assert.deepEqual(view.branches.map((b) => b.status), ['success', 'failure']);
+  assert.deepEqual(view.settlement, { status: 'complete', siblings: [{ branchId: 'bravo', disposition: 'cancel-requested', outcome: 'already-completed' }] });
+  await s.assertReplayEquals(result.operationId);
+});
+
+test('a cancelled peer that finishes anyway answers already-completed', async () => {
+  const s = await scenario({ peers: 2, review: cancelling });
+  const w = worker({ ignoresCancel: true });
+  await s.addPeer('alfa', { review: answers('approve') });
+  await s.addPeer('bravo', { review: w.handler }, { stopWaitMs: 500 });
+  const { result } = await s.invoke('k');
+  await s.settle();
+  w.finish();
+  await s.settle();
+  const view = await s.get(result.operationId);
+  assert.equal(view.settlement.siblings[0]?.outcome, 'already-completed');
+  assert.equal(view.settlement.status, 'complete');
+});
+
+test('unknown or missing replies remain indeterminate', async () => {
+  const s = await scenario({ peers: 3, review: cancelling });
+  await s.addPeer('alfa', { review: answers('approve') });
+  const { result } = await s.invoke('k');
+  await s.settle();
+  await cancelReply(s, 'bravo', result.operationId, 'bravo', 1, 1, 'unknown');
+  assert.equal((await s.get(result.operationId)).settlement.status, 'pending', 'charlie has not answered yet');
+  await s.clock.advance(1000);
+  const view = await s.get(result.operationId);
+  assert.equal(view.settlement.status, 'indeterminate');
+  assert.deepEqual(view.settlement.siblings.map((x) => x.outcome), ['unknown', 'unknown']);
+  assert.deepEqual(view.branches.map((b) => b.status), ['success', 'indeterminate', 'indeterminate']);
+  await s.assertReplayEquals(result.operationId);
+});
+
+test('cancellation timeout and settlement grace are bounded and independent of the decision deadline', async () => {
+  const s = await scenario({ peers: 2, review: { ...cancelling, timeoutMs: 60_000, leaseMs: 60_000 } });
+  await s.addPeer('alfa', { review: answers('approve') });
+  const { result } = await s.invoke('k');
+  await s.settle();
+  const closedAtMs = (await s.get(result.operationId)).decision!.closedAtMs;
+  await s.clock.advance(999);
+  assert.equal((await s.get(result.operationId)).settlement.status, 'pending');
+  await s.clock.advance(1);
+  const view = await s.get(result.operationId);
+  assert.equal(view.settlement.status, 'indeterminate');
+  const settled = of(await s.events(result.operationId), 'cancel-timed-out');
+  assert.equal(settled.length, 1);
+  assert.ok(s.clock.nowMs() - closedAtMs === 1000 && s.clock.nowMs() < view.deadlineMs);
+});
+
+test('cancels do not gain permission to target a newer attempt: a cancel reply for another attempt is rejected', async () => {
+  const s = await scenario({ peers: 2, review: cancelling });
+  await s.addPeer('alfa', { review: answers('approve') });
+  const { result } = await s.invoke('k');
+  await s.settle();
+  await cancelReply(s, 'bravo', result.operationId, 'bravo', 2, 2, 'stopped');
+  await cancelReply(s, 'bravo', result.operationId, 'bravo', 1, 3, 'stopped');
+  assert.equal((await s.get(result.operationId)).settlement.status, 'pending');
+  await cancelReply(s, 'bravo', result.operationId, 'bravo', 1, 1, 'stopped');
+  assert.equal((await s.get(result.operationId)).settlement.status, 'complete');
+});
+
+test('the operation phases are admitted, active, closed and settled', async () => {
+  const s = await scenario({ peers: 2, review: cancelling });
+  const phases: string[] = [];
+  s.coordinator.onCommitted((r) => phases[phases.length - 1] !== r.phase && phases.push(r.phase));
+  await s.addPeer('alfa', { review: answers('approve') });
+  await s.addPeer('bravo', { review: worker().handler });
+  await s.invoke('k');
+  await s.settle();
+  assert.deepEqual(phases, ['admitted', 'active', 'closed', 'settled']);
+});
+
+test('a closed successful decision can coexist with indeterminate sibling settlement', async () => {
+  const s = await scenario({ peers: 2, review: cancelling });
+  await s.addPeer('alfa', { review: answers('approve') });
+  const { result } = await s.invoke('k');
+  await s.settle();
+  await s.clock.advance(1000);
+  const view = await s.get(result.operationId);
+  assert.deepEqual([view.decision?.outcome, view.phase, view.settlement.status], ['success', 'settled', 'indeterminate']);
+});
+
+test('waitFor decision permits progress at decision; waitFor settled additionally requires settlement', async () => {
+  const s = await scenario({ peers: 2, review: cancelling });
+  await s.addPeer('alfa', { review: answers('approve') });
+  const { result } = await s.invoke('k');
+  await s.settle();
+  const atDecision = await s.coordinator.wait('svc-a', result.operationId, 'decision', 0);
+  assert.equal(atDecision.reached, true);
+  const notYet = await s.coordinator.wait('svc-a', result.operationId, 'settled', 0);
+  assert.equal(notYet.reached, false);
+  const settling = s.coordinator.wait('svc-a', result.operationId, 'settled', 5000);
+  await s.clock.advance(1000);
+  const settled = await settling;
+  assert.deepEqual([settled.reached, settled.result.settlement.status], [true, 'indeterminate']);
+});
+
+test('grace expiry never reopens a decision or invents successful cancellation', async () => {
+  const s = await scenario({ peers: 2, review: cancelling });
+  await s.addPeer('alfa', { review: answers('approve') });
+  const { result } = await s.invoke('k');
+  await s.settle();
+  const decision = (await s.get(result.operationId)).decision;
+  await s.clock.advance(5000);
+  await s.send('bravo', { operationId: result.operationId, branchId: 'bravo', peerId: 'bravo', result: { verdict: 'approve' } });
+  await cancelReply(s, 'bravo', result.operationId, 'bravo', 1, 1, 'stopped');
+  const view = await s.get(result.operationId);
+  assert.deepEqual(view.decision, decision);
+  assert.equal(view.settlement.status, 'indeterminate');
+  assert.equal(view.settlement.siblings[0]?.outcome, 'unknown');
+  await s.assertReplayEquals(result.operationId);
+});
+
+test('detach stops waiting for sibling results but sends no cancel and does not claim stopped work', async () => {
+  const s = await scenario({ peers: 3, review: { ...cancelling, siblings: 'detach' } });
+  const cancels: string[] = [];
+  const spy = s.bus.connect('spy');
+  await spy.subscribe(`${namespace}.review.*.cancel.*`, (m) => void cancels.push(m.subject));
+  await s.addPeer('alfa', { review: answers('approve') });
+  const { result } = await s.invoke('k');
+  await s.settle();
+  const view = await s.get(result.operationId);
+  assert.deepEqual(cancels, []);
+  assert.deepEqual(view.settlement.siblings.map((x) => x.disposition), ['detached', 'detached']);
+  assert.deepEqual(view.branches.slice(1).map((b) => b.status), ['indeterminate', 'indeterminate']);
+});
+
+test('a branch only waiting to retry is cancelled without a message: nothing of it is running', async () => {
+  const s = await scenario({ peers: 2, review: { ...cancelling, attempts: 2, retryBackoffMs: 500 } });
+  const { result } = await s.invoke('k');
+  await s.settle();
+  await s.send('bravo', { operationId: result.operationId, branchId: 'bravo', peerId: 'bravo', result: { verdict: 'retry' } });
+  await s.send('alfa', { operationId: result.operationId, branchId: 'alfa', peerId: 'alfa', result: { verdict: 'approve' } });
+  const view = await s.get(result.operationId);
+  assert.deepEqual([view.branches[1]?.status, view.settlement.status], ['cancelled', 'complete']);
+  assert.equal(of(await s.events(result.operationId), 'cancel-dispatched').length, 0);
+});
