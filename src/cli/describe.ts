@@ -1,22 +1,24 @@
 /** One-line descriptions of domain events, for the tables people read (demo, inspect, tail). */
 import type { DomainEvent } from '../events/types.js';
 
-export function describeEvent(event: DomainEvent): string {
+/** `originMs` (the admission instant) makes absolute instants readable as offsets. */
+export function describeEvent(event: DomainEvent, originMs = 0): string {
+  const at = (ms: number) => (originMs === 0 ? String(ms) : `+${ms - originMs} ms`);
   switch (event.type) {
     case 'operation-admitted':
       return `${event.manifest.branches.length} branches, threshold ${event.manifest.threshold}/${event.manifest.units}, timeout ${event.timeoutMs} ms`;
     case 'dispatch-recorded':
       return `${event.branchId} attempt ${event.attempt} fence ${event.fence}: ${event.receipt}`;
     case 'result-accepted':
-      return `${event.branchId}: ${event.status}${event.retryAtMs !== null ? ` (retry at +${event.retryAtMs})` : ''} ${JSON.stringify(event.result)}`;
+      return `${event.branchId}: ${event.status}${event.retryAtMs !== null ? ` (retry at ${at(event.retryAtMs)})` : ''} ${JSON.stringify(event.result)}`;
     case 'result-rejected':
       return `${event.branchId ?? '?'}: ${event.reason}`;
     case 'protocol-conflict-recorded':
       return `${event.branchId}: ${event.detail}`;
     case 'lease-renewed':
-      return `${event.branchId} attempt ${event.attempt} fence ${event.fence}: lease until ${event.leaseUntilMs}`;
+      return `${event.branchId} attempt ${event.attempt} fence ${event.fence}: lease until ${at(event.leaseUntilMs)}`;
     case 'claim-ended':
-      return `${event.branchId} attempt ${event.attempt}: ${event.cause}; ${event.retryAtMs === null ? 'no retry' : `retry at ${event.retryAtMs}`}`;
+      return `${event.branchId} attempt ${event.attempt}: ${event.cause}; ${event.retryAtMs === null ? 'no retry' : `retry at ${at(event.retryAtMs)}`}`;
     case 'branch-reassigned':
       return `${event.branchId} → ${event.peerId} attempt ${event.attempt} fence ${event.fence}`;
     case 'branch-failed':

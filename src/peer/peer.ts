@@ -177,8 +177,10 @@ class PeerRuntime implements Peer {
     if (!running || running.fence !== cancel.fence) return 'unknown';
     running.abort.abort();
     const stopWaitMs = this.options.stopWaitMs ?? 2000;
-    const timeout = new Promise<'timeout'>((resolve) => this.clock.at(this.clock.nowMs() + stopWaitMs, () => resolve('timeout')));
+    let timer: TimerHandle | undefined;
+    const timeout = new Promise<'timeout'>((resolve) => (timer = this.clock.at(this.clock.nowMs() + stopWaitMs, () => resolve('timeout'))));
     const how = await Promise.race([running.done, timeout]);
+    timer?.cancel();
     // Stopped asserts the assignment no longer runs; it does not assert that effects were reversed.
     return how === 'stopped' ? 'stopped' : how === 'completed' ? 'already-completed' : 'unknown';
   }

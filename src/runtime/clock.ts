@@ -23,8 +23,8 @@ export class SystemClock implements Clock {
     let timer: NodeJS.Timeout;
     const arm = () => {
       const delayMs = Math.max(0, atMs - Date.now());
+      // Not unref'd: a pending deadline or retry is work the process must stay alive for; close() cancels.
       timer = setTimeout(delayMs > delayMsMax ? arm : fn, Math.min(delayMs, delayMsMax));
-      timer.unref?.();
     };
     arm();
     return { cancel: () => clearTimeout(timer) };

@@ -14,8 +14,10 @@ import type { InvocationResult } from '../../projections/views.js';
 import type { CliIo } from '../io.js';
 import { heading, renderTable } from '../table.js';
 import { describeEvent } from '../describe.js';
+import { scenarios } from './scenarios.js';
 
 export interface DemoOptions {
+  scenario: string;
   peers: number;
   quorum: number;
   json: boolean;
@@ -28,31 +30,20 @@ const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 export async function demoCommand(options: DemoOptions, io: CliIo): Promise<number> {
   if (!Number.isInteger(options.peers) || options.peers < 1 || options.peers > 16) throw new AdapterError('invalid-input', '--peers must be 1..16');
   if (!Number.isInteger(options.quorum) || options.quorum < 1 || options.quorum > options.peers) throw new AdapterError('invalid-input', `--quorum must be 1..${options.peers}`);
+  const scenario = scenarios[options.scenario];
+  if (!scenario) throw new AdapterError('invalid-input', `unknown scenario "${options.scenario}"; choose one of: ${Object.keys(scenarios).join(', ')}`);
   const clock = new SystemClock();
   const random = seededRandom(options.seed);
   const peers = peerIds(options.peers);
-  const embedded = await createEmbedded({
-    clock,
-    bundle: reviewBundle({ completion: { mode: 'quorum', count: options.quorum }, timeoutMs: 3000 }),
-    groups: { reviewers: peers },
-  });
+  const embedded = await createEmbedded({ clock, bundle: reviewBundle(scenario.review(options)), groups: { reviewers: peers } });
   try {
-    for (const peerId of peers) {
-      const delayMs = 5 + random.int(60);
-      const verdict = random.next() < options.approveRate ? 'approve' : 'reject';
-      await embedded.addPeer(peerId, {
-        review: async (_input, context) => {
-          await sleep(delayMs);
-          // The business effect goes through the fenced sink: at most once per operation/branch.
-          return context.effect(() => ({ verdict, note: `${peerId} read it in ${delayMs} ms` }));
-        },
-      });
-    }
+    await scenario.peers(embedded, peers, random, options.approveRate);
     const input: JsonValue = { document: 'RFC: adopt convoke for N-of-M reviews' };
     const { result } = await embedded.coordinator.invoke(
       { principalId: 'demo-user', senderPeerId: null },
       { contract: embedded.bundle.ref, interaction: 'review', invocationKey: `demo-${options.seed}`, input },
     );
+    await scenario.during?.(embedded, peers);
     const waited = await embedded.coordinator.wait('demo-user', result.operationId, 'settled', 10_000);
     // Let the detached siblings' late answers arrive, so the stream shows how they are recorded.
     await sleep(80);
@@ -70,7 +61,8 @@ export async function demoCommand(options: DemoOptions, io: CliIo): Promise<numb
 function renderDemo(result: InvocationResult, transitions: StoredTransition[], options: DemoOptions): string {
   const d = result.decision;
   const t0 = result.admittedAtMs;
-  let out = `convoke demo — ${options.peers} peers, quorum ${options.quorum}, seed ${options.seed} (embedded: memory store, in-process bus)\n`;
+  let out = `convoke demo ${options.scenario} — ${options.peers} peers, quorum ${options.quorum}, seed ${options.seed} (embedded: memory store, in-process bus)\n`;
+  out += `${scenarios[options.scenario]!.description}\n`;
   out += `operation ${result.operationId}\n`;
   out += heading('Decision');
   out += renderTable(['outcome', 'reason', 'success votes', 'failed units', 'threshold', 'units', 'closed at'], [[d?.outcome, d?.reason, d?.successVotes, d?.failedUnits, d?.threshold, d?.units, d ? `+${d.closedAtMs - t0} ms` : null]]);
@@ -81,7 +73,7 @@ function renderDemo(result: InvocationResult, transitions: StoredTransition[], o
   out += heading(`Output: ${JSON.stringify(result.output)}`);
   out += heading(`Event stream convoke-op-${result.operationId.slice(0, 14)}…`);
   const rows = transitions.flatMap((t) =>
-    t.transition.events.map((e, i) => [i === 0 ? t.revision : '', i === 0 ? `+${t.committedAtMs - t0} ms` : '', e.type, describeEvent(e)]),
+    t.transition.events.map((e, i) => [i === 0 ? t.revision : '', i === 0 ? `+${t.committedAtMs - t0} ms` : '', e.type, describeEvent(e, t0)]),
   );
   out += renderTable(['rev', 'committed', 'event', 'detail'], rows);
   return out;
