@@ -56,7 +56,7 @@ export interface InvocationResult {
 export function decisionView(record: OperationRecord): DecisionView | null {
   const d = record.decision;
   if (!d) return null;
-  return { ...d, units: record.manifest.units, threshold: record.manifest.threshold };
+  return { outcome: d.outcome, reason: d.reason, closedAtMs: d.closedAtMs, successVotes: d.successVotes, failedUnits: d.failedUnits, units: record.manifest.units, threshold: record.manifest.threshold };
 }
 
 export function settlementView(record: OperationRecord): SettlementView {

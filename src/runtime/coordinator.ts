@@ -27,6 +27,7 @@ import type { InboundMessage, Subscription, Transport } from '../adapters/transp
 import type { PublisherVerifier } from '../adapters/verification/subject.js';
 import { OperationNotFound } from './errors.js';
 import { Metrics } from './metrics.js';
+import { transitionProblem } from '../events/schemas.js';
 import { newEntry, type Caller, type CoordinatorDeps, type OpEntry, type RuntimeHost, type Waiter } from './host.js';
 import { dispatchCancels, dispatchRequests } from './outbox.js';
 import { onPeerMessage } from './intake.js';
@@ -259,6 +260,8 @@ export class Coordinator implements RuntimeHost {
     for (let tries = 0; tries < conflictRetriesMax; tries++) {
       const transition = decide(entry.record, retryAsLate);
       if (!transition) return;
+      const problem = transitionProblem(transition);
+      if (problem !== undefined) throw new AssertionFailure(`decided an invalid transition (${transition.causation.command}): ${problem}`);
       const outcome = await this.deps.store.append(entry.record.operationId, entry.record.revision, transition);
       if (outcome.kind === 'ok') {
         this.applyCommitted(entry, { revision: outcome.revision, committedAtMs: outcome.committedAtMs, transition });
@@ -314,7 +317,7 @@ export class Coordinator implements RuntimeHost {
   private async reload(entry: OpEntry): Promise<void> {
     const read = await this.deps.store.read(entry.record.operationId);
     if (read.kind !== 'ok') throw storeError(read, 'reload');
-    const record = fold(read.transitions);
+    const record = fold(checkedLog(read.transitions, entry.record.operationId));
     if (!record) throw new AssertionFailure('a stored operation folds to a record');
     entry.record = record;
   }
@@ -339,7 +342,7 @@ export class Coordinator implements RuntimeHost {
     if (read.kind === 'not-found') return undefined;
     if (read.kind === 'expired') throw new AdapterError('expired', `operation ${operationId} has expired; its key is kept and never recreated`);
     if (read.kind !== 'ok') throw storeError(read, 'read');
-    const record = fold(read.transitions);
+    const record = fold(checkedLog(read.transitions, operationId));
     if (!record) throw new AdapterError('expired', `operation ${operationId} was never admitted within its time guard`);
     const interaction = this.deps.bundles.get(record.contract.digest)?.interactions.get(record.interaction);
     if (!interaction) throw new AdapterError('unsupported', `operation ${operationId} uses contract ${record.contract.digest}, which is not deployed here`);
@@ -424,6 +427,15 @@ function checkInvocationKey(key: string): void {
   if (bytes === 0 || bytes > limits.invocationKeyBytesMax) {
     throw new AdapterError('invalid-input', `invocationKey must be 1..${limits.invocationKeyBytesMax} bytes (got ${bytes})`);
   }
+}
+
+/** Validates a log read back from a store; a transition that fails its schema is corruption, never folded. */
+function checkedLog(transitions: StoredTransition[], operationId: string): StoredTransition[] {
+  for (const stored of transitions) {
+    const problem = transitionProblem(stored.transition);
+    if (problem !== undefined) throw new AdapterError('unavailable', `operation ${operationId} revision ${stored.revision} fails its schema: ${problem}`);
+  }
+  return transitions;
 }
 
 export function storeError(failure: StoreFailure | { kind: string; description: string }, stage: string): AdapterError {

@@ -4,7 +4,7 @@
  * disposal that always kills the process and removes its files. It never touches a server already
  * running on the machine.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { mkdtemp, readFile, readdir, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -43,6 +43,19 @@ export interface NatsServer {
 
 const quote = (s: string) => JSON.stringify(s);
 
+/**
+ * `sync_interval: always` (fsync before every JetStream ack; Jepsen 2025 lost acknowledged writes
+ * without it) is only understood from nats-server 2.10 on; Debian's 2.9.10 refuses to start with
+ * it. It is set whenever the installed server supports it.
+ */
+function supportsSyncInterval(): boolean {
+  const out = spawnSync('nats-server', ['--version'], { encoding: 'utf8' }).stdout ?? '';
+  const match = /v(\d+)\.(\d+)/.exec(out);
+  return match !== null && (Number(match[1]) > 2 || (Number(match[1]) === 2 && Number(match[2]) >= 10));
+}
+
+const syncIntervalSupported = supportsSyncInterval();
+
 function renderConfig(options: NatsServerOptions, storeDir: string, portsDir: string): string {
   const lines = [
     'host: 127.0.0.1',
@@ -51,8 +64,8 @@ function renderConfig(options: NatsServerOptions, storeDir: string, portsDir: st
     'max_payload: 1048576',
   ];
   if (options.jetstream ?? true) {
-    // sync_interval: always — JetStream acks only after fsync (acknowledged writes survive a crash).
-    lines.push(`jetstream { store_dir: ${quote(storeDir)}, max_memory_store: 268435456, max_file_store: 4294967296, sync_interval: always }`);
+    const sync = syncIntervalSupported ? ', sync_interval: always' : '';
+    lines.push(`jetstream { store_dir: ${quote(storeDir)}, max_memory_store: 268435456, max_file_store: 4294967296${sync} }`);
   }
   if (options.users && options.users.length > 0) {
     const users = options.users.map((u) => {

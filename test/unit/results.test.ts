@@ -372,3 +372,15 @@ test('rejections recorded in the stream are bounded; beyond the bound they are o
   assert.equal(rejections(events).length, 64);
   await s.assertReplayEquals(op);
 });
+
+test('every InvocationResult the coordinator returns is valid against the published InvocationResult schema', async () => {
+  const { invocationResultSchema } = await import('../../src/contract/schemas.js');
+  const { ajv } = await import('../../src/contract/validation.js');
+  const validate = ajv.compile(invocationResultSchema);
+  const { s, op } = await opened({ completion: { mode: 'first-success' }, siblings: 'cancel' });
+  assert.ok(validate(await s.get(op)), JSON.stringify(validate.errors));
+  await s.send('alfa', { operationId: op, branchId: 'alfa', peerId: 'alfa', result: approve });
+  assert.ok(validate(await s.get(op)), JSON.stringify(validate.errors));
+  await s.clock.advance(60_000);
+  assert.ok(validate(await s.get(op)), JSON.stringify(validate.errors));
+});

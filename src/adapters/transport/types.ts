@@ -34,11 +34,26 @@ export interface PublishReceipt {
   detail?: string;
 }
 
+/** A message that reached the broker's delivery limit (spec: exhaustion is observed, not a new branch). */
+export interface ExhaustedInfo {
+  /** The exhausted message's subject; '' when the transport could not learn it. */
+  subject: string;
+  /** Its position in the durable stream. */
+  streamSeq: number;
+  /** Deliveries made before the broker stopped. */
+  deliveries: number;
+}
+
 export interface SubscribeOptions {
   /** Durable consumer name (durable transports); best-effort subscription when absent. */
   durable?: string;
   /** Queue group for load-shared receivers. */
   queue?: string;
+  /**
+   * Durable subscriptions: called when a message exhausts its deliveries. It is not delivered
+   * again; the runtime decides retry or failure by the application attempt budget.
+   */
+  onExhausted?: (info: ExhaustedInfo) => void;
 }
 
 export interface Subscription {
@@ -46,6 +61,9 @@ export interface Subscription {
 }
 
 export type MessageHandler = (message: InboundMessage) => void | Promise<void>;
+
+/** Whether the broker resources still give the durable-delivery guarantee (spec: block new admissions if not). */
+export type DurabilityCheck = { ok: true } | { ok: false; description: string };
 
 export interface TransportCapabilities {
   /** Storage acknowledgments, redelivery and offline peers. */
@@ -61,5 +79,7 @@ export interface Transport {
   subscribe(pattern: string, handler: MessageHandler, options?: SubscribeOptions): Promise<Subscription>;
   /** Request/reply (commands over NATS). */
   request?(subject: string, data: Uint8Array, timeoutMs: number): Promise<Uint8Array>;
+  /** Durable transports: verifies the live broker configuration; uncertainty reports not ok. */
+  checkDurability?(): Promise<DurabilityCheck>;
   close(): Promise<void>;
 }

@@ -1,0 +1,253 @@
+/**
+ * Durable pull consumers: one filtered consumer per logical recipient (spec: "Independent logical
+ * recipients use independently addressed messages and filtered durable consumers"), explicit
+ * acks, bounded deliveries, and max-delivery exhaustion reported as an observed event — never as
+ * another message.
+ */
+import { JetStreamApiCodes, JetStreamApiError, type ConsumerConfig, type ConsumerInfo, type JetStreamClient, type JetStreamManager, type JsMsg } from '@nats-io/jetstream';
+import type { NatsConnection, Subscription as NatsSubscription } from '@nats-io/transport-node';
+import { AdapterError, assert } from '../../contract/errors.js';
+import { fromNatsHeaders, msToNanos } from './nats-codec.js';
+import { toAdapterError } from './nats-errors.js';
+import { maxDeliveriesAdvisorySubject } from './nats-names.js';
+import type { DurableConfig } from './nats-streams.js';
+import type { ExhaustedInfo, InboundMessage, MessageHandler, Subscription } from './types.js';
+
+/** Messages a consumer pulls ahead; small, because buffered messages age against ack_wait too. */
+const pullBatchMessagesMax = 64;
+/** Stream sequences remembered per subscription, to name the subject of an exhausted message. */
+const deliveredSubjectsMax = 10_000;
+/** Exhausted sequences remembered per subscription: the server re-emits the advisory after a restart. */
+const exhaustedReportedMax = 10_000;
+
+/** A Map that forgets its oldest entries beyond a bound (insertion order is Map order). */
+export class BoundedMap<K, V> {
+  private readonly map = new Map<K, V>();
+
+  constructor(private readonly entriesMax: number) {
+    assert(Number.isSafeInteger(entriesMax) && entriesMax > 0, 'BoundedMap needs a positive bound');
+  }
+
+  get(key: K): V | undefined {
+    return this.map.get(key);
+  }
+
+  has(key: K): boolean {
+    return this.map.has(key);
+  }
+
+  set(key: K, value: V): void {
+    this.map.delete(key);
+    this.map.set(key, value);
+    if (this.map.size > this.entriesMax) {
+      const oldest = this.map.keys().next();
+      if (!oldest.done) this.map.delete(oldest.value);
+    }
+  }
+}
+
+export interface JetStreamContext {
+  nc: NatsConnection;
+  js: JetStreamClient;
+  jsm: JetStreamManager;
+  config: DurableConfig;
+}
+
+export function desiredConsumerConfig(durable: string, filter: string, config: DurableConfig): Partial<ConsumerConfig> {
+  return {
+    durable_name: durable,
+    filter_subject: filter,
+    ack_policy: 'explicit',
+    deliver_policy: 'all',
+    replay_policy: 'instant',
+    max_deliver: config.maxDeliver,
+    ack_wait: msToNanos(config.ackWaitMs),
+  };
+}
+
+/** Why an existing consumer cannot be used as this subscription's consumer, or undefined. */
+export function consumerMismatch(info: ConsumerInfo, filter: string, config: DurableConfig): string | undefined {
+  const c = info.config;
+  const problems: string[] = [];
+  if (c.filter_subject !== filter) problems.push(`filter ${String(c.filter_subject)} is not ${filter}`);
+  if (c.ack_policy !== 'explicit') problems.push(`ack policy ${c.ack_policy} is not explicit`);
+  if (c.max_deliver !== config.maxDeliver) problems.push(`max_deliver ${String(c.max_deliver)} is not ${config.maxDeliver}`);
+  if (c.ack_wait !== msToNanos(config.ackWaitMs)) problems.push(`ack_wait ${String(c.ack_wait)} ns is not ${msToNanos(config.ackWaitMs)} ns`);
+  if (c.deliver_subject) problems.push('it is a push consumer');
+  return problems.length === 0 ? undefined : `consumer ${info.name} on ${info.stream_name}: ${problems.join('; ')}`;
+}
+
+async function consumerInfoOrUndefined(jsm: JetStreamManager, stream: string, durable: string): Promise<ConsumerInfo | undefined> {
+  try {
+    return await jsm.consumers.info(stream, durable);
+  } catch (error) {
+    if (error instanceof JetStreamApiError && error.code === JetStreamApiCodes.ConsumerNotFound) return undefined;
+    throw error;
+  }
+}
+
+/**
+ * Binds an existing consumer, creating it only when absent. Binding first is what lets a peer run
+ * without consumer-create permission (see nats-permissions.ts); a consumer whose config differs
+ * is a conflict for whoever provisions consumers to resolve, not something a subscriber rewrites.
+ */
+export async function bindOrCreateConsumer(ctx: JetStreamContext, stream: string, durable: string, filter: string): Promise<ConsumerInfo> {
+  let info: ConsumerInfo;
+  try {
+    info = (await consumerInfoOrUndefined(ctx.jsm, stream, durable)) ?? (await ctx.jsm.consumers.add(stream, desiredConsumerConfig(durable, filter, ctx.config)));
+  } catch (error) {
+    throw toAdapterError(error, `binding consumer ${durable} on ${stream}`);
+  }
+  const mismatch = consumerMismatch(info, filter, ctx.config);
+  if (mismatch !== undefined) throw new AdapterError('conflict', mismatch);
+  return info;
+}
+
+/** Creates or updates a consumer to the declared config (provisioning, e.g. a peer's consumer). */
+export async function ensureConsumer(ctx: JetStreamContext, stream: string, durable: string, filter: string): Promise<ConsumerInfo> {
+  let info: ConsumerInfo;
+  try {
+    info = await ctx.jsm.consumers.add(stream, desiredConsumerConfig(durable, filter, ctx.config));
+  } catch (error) {
+    throw toAdapterError(error, `provisioning consumer ${durable} on ${stream}`);
+  }
+  const mismatch = consumerMismatch(info, filter, ctx.config);
+  if (mismatch !== undefined) throw new AdapterError('conflict', mismatch);
+  return info;
+}
+
+function inboundFromJsMsg(ctx: JetStreamContext, m: JsMsg): InboundMessage {
+  return {
+    subject: m.subject,
+    data: m.data,
+    headers: fromNatsHeaders(m.headers),
+    redelivered: m.redelivered,
+    // ackAck waits for the server to confirm: a worker acks only after its result is stored, and
+    // must know whether the ack itself landed. False means it was already acked: not an error.
+    ack: async () => {
+      try {
+        await m.ackAck();
+      } catch (error) {
+        throw toAdapterError(error, `ack of ${m.subject}`);
+      }
+    },
+    nak: async (delayMs?: number) => {
+      try {
+        m.nak(delayMs);
+      } catch (error) {
+        throw toAdapterError(error, `nak of ${m.subject}`);
+      }
+      // nak is fire-and-forget in nats.js; the flush puts it on the wire before we return.
+      await ctx.nc.flush().catch(() => {});
+    },
+  };
+}
+
+function deliverDurable(ctx: JetStreamContext, m: JsMsg, handler: MessageHandler, delivered: BoundedMap<number, string>): void {
+  delivered.set(m.info.streamSequence, m.subject);
+  const inbound = inboundFromJsMsg(ctx, m);
+  // A handler that throws has not finished the work: hand the message back now rather than
+  // waiting out ack_wait. nak after an ack is ignored by the client.
+  void Promise.resolve()
+    .then(() => handler(inbound))
+    .catch(() => {
+      try {
+        m.nak();
+      } catch {
+        // The connection is gone; ack_wait redelivers the message once a subscriber is back.
+      }
+    });
+}
+
+interface MaxDeliveriesAdvisory {
+  stream_seq: number;
+  deliveries: number;
+}
+
+function parseAdvisory(data: Uint8Array): MaxDeliveriesAdvisory | undefined {
+  try {
+    const value = JSON.parse(new TextDecoder().decode(data)) as Partial<MaxDeliveriesAdvisory>;
+    if (Number.isSafeInteger(value.stream_seq) && Number.isSafeInteger(value.deliveries)) return value as MaxDeliveriesAdvisory;
+  } catch {
+    // An advisory that does not parse carries no sequence to report.
+  }
+  return undefined;
+}
+
+/**
+ * The subject of an exhausted message: from this subscription's own deliveries when it saw it
+ * (peers are not allowed STREAM.MSG.GET, see nats-permissions.ts), else read back from the
+ * stream; '' when neither is possible.
+ */
+async function exhaustedSubject(ctx: JetStreamContext, stream: string, seq: number, delivered: BoundedMap<number, string>): Promise<string> {
+  const seen = delivered.get(seq);
+  if (seen !== undefined) return seen;
+  try {
+    return (await ctx.jsm.streams.getMessage(stream, { seq }))?.subject ?? '';
+  } catch {
+    return '';
+  }
+}
+
+/**
+ * Subscribes to the consumer's MAX_DELIVERIES advisory before the consumer starts pulling, so
+ * no exhaustion can happen unobserved. The server emits the advisory once per message while it
+ * runs but again after a restart, so reports are deduplicated by stream sequence here.
+ */
+async function watchExhaustion(
+  ctx: JetStreamContext,
+  stream: string,
+  durable: string,
+  delivered: BoundedMap<number, string>,
+  onExhausted: (info: ExhaustedInfo) => void,
+): Promise<NatsSubscription> {
+  const reported = new BoundedMap<number, true>(exhaustedReportedMax);
+  const report = async (advisory: MaxDeliveriesAdvisory) => {
+    if (reported.has(advisory.stream_seq)) return;
+    reported.set(advisory.stream_seq, true);
+    const subject = await exhaustedSubject(ctx, stream, advisory.stream_seq, delivered);
+    onExhausted({ subject, streamSeq: advisory.stream_seq, deliveries: advisory.deliveries });
+  };
+  const sub = ctx.nc.subscribe(maxDeliveriesAdvisorySubject(stream, durable), {
+    callback: (error, msg) => {
+      const advisory = error ? undefined : parseAdvisory(msg.data);
+      if (advisory !== undefined) void report(advisory).catch(() => {});
+    },
+  });
+  await ctx.nc.flush();
+  if (sub.isClosed()) throw toAdapterError(await sub.closed, `watching exhaustion of ${durable}`);
+  return sub;
+}
+
+export interface DurableSubscribeRequest {
+  stream: string;
+  durable: string;
+  filter: string;
+  handler: MessageHandler;
+  onExhausted?: (info: ExhaustedInfo) => void;
+}
+
+/** A durable subscription: watch exhaustion, bind (or create) the consumer, then pull. */
+export async function subscribeDurable(ctx: JetStreamContext, request: DurableSubscribeRequest): Promise<Subscription> {
+  const { stream, durable, filter, handler, onExhausted } = request;
+  const delivered = new BoundedMap<number, string>(deliveredSubjectsMax);
+  const watcher = onExhausted ? await watchExhaustion(ctx, stream, durable, delivered, onExhausted) : undefined;
+  try {
+    const info = await bindOrCreateConsumer(ctx, stream, durable, filter);
+    // getConsumerFromInfo skips a second INFO round trip; the info was just read.
+    const consumer = ctx.js.consumers.getConsumerFromInfo(info);
+    const messages = await consumer.consume({
+      max_messages: pullBatchMessagesMax,
+      callback: (m) => deliverDurable(ctx, m, handler, delivered),
+    });
+    return {
+      close: async () => {
+        await messages.close();
+        watcher?.unsubscribe();
+      },
+    };
+  } catch (error) {
+    watcher?.unsubscribe();
+    throw toAdapterError(error, `subscribing durable ${durable}`);
+  }
+}

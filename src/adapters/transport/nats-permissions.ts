@@ -1,0 +1,129 @@
+/**
+ * NATS permission objects for convoke's principals. Pure functions: the deployment renders them
+ * into its server config (test/support/nats-server.ts does that for tests). They are the broker
+ * half of result verification (spec: "Identity, context and authorization"): a peer's user may
+ * publish only subjects whose last token is its own peer id, so the received subject proves the
+ * publisher — as long as nothing else can write those subjects (see the notes on streams below).
+ *
+ * What nats-server 2.9.10 lets us scope, and what it does not:
+ *
+ * - Subjects are scoped exactly: a peer publishes `<ns>.*.*.{result,cancel-result,claim}.<peer>`
+ *   and subscribes `<ns>.*.*.{request,cancel}.<peer>`, nothing wider.
+ * - Inboxes are per principal (`_INBOX.<role>.<id>.>`, see inboxPrefixFor): replies, PubAcks and
+ *   pull deliveries for one principal are not readable by another. The connection must be opened
+ *   with that inbox prefix (connectNats({inboxPrefix})).
+ * - JetStream API subjects carry the stream and consumer name, so a peer is limited to INFO,
+ *   MSG.NEXT and ACK on its own two consumers. The ACK subject's remaining tokens (delivery
+ *   count, sequences) cannot be scoped: a peer can ack, nak or term any message of its own
+ *   consumer — which is only its own work.
+ * - NOT scoped: request bodies. MSG.NEXT batch sizes and STREAM.MSG.GET sequence numbers are in
+ *   the body, so MSG.GET is not granted to peers at all (it would read other peers' requests);
+ *   a peer learns an exhausted message's subject from its own deliveries instead.
+ * - NOT granted to peers: consumer creation. On 2.9.10 the server does not check a consumer's
+ *   `deliver_subject` against the creator's publish permission; a peer allowed to create even its
+ *   own consumer could make the server push stored messages onto another peer's result subject,
+ *   where the results stream captures them (they keep their original subject, but they consume
+ *   the discard-new capacity of every peer's results). Coordinators provision peer consumers
+ *   (peerConsumerName) and peers bind to them.
+ * - Stream create/update is an administrative capability inside the attested publish boundary:
+ *   a stream's `republish` (2.9) or sources can write stored content onto result subjects without
+ *   the publisher's permission. coordinatorPermissions grants it only with manageStreams.
+ */
+import {
+  assertNamespace,
+  assertToken,
+  coordinatorConsumerName,
+  durableStreamNames,
+  inboxPrefixFor,
+  maxDeliveriesAdvisorySubject,
+  peerConsumerName,
+  type CoordinatorConsumerKind,
+  type PeerConsumerKind,
+} from './nats-names.js';
+
+export interface NatsPermissions {
+  publish: string[];
+  subscribe: string[];
+  /** nats-server `allow_responses`: may reply to requests it received (and only those). */
+  allowResponses?: boolean;
+}
+
+const peerConsumerKinds: readonly PeerConsumerKind[] = ['request', 'cancel'];
+const coordinatorConsumerKinds: readonly CoordinatorConsumerKind[] = ['result', 'cancel-result', 'claim'];
+
+/** The JetStream API a principal needs to bind and pull an existing durable consumer. */
+function bindConsumerPermissions(stream: string, consumer: string): NatsPermissions {
+  return {
+    publish: [`$JS.API.CONSUMER.INFO.${stream}.${consumer}`, `$JS.API.CONSUMER.MSG.NEXT.${stream}.${consumer}`, `$JS.ACK.${stream}.${consumer}.>`],
+    subscribe: [maxDeliveriesAdvisorySubject(stream, consumer)],
+  };
+}
+
+/** A peer: receives its own requests and cancels, publishes only its own results, cancel results and claims. */
+export function peerPermissions(namespace: string, peerId: string): NatsPermissions {
+  assertNamespace(namespace);
+  assertToken(peerId, 'peer id');
+  const { requests } = durableStreamNames(namespace);
+  const publish = [`${namespace}.*.*.result.${peerId}`, `${namespace}.*.*.cancel-result.${peerId}`, `${namespace}.*.*.claim.${peerId}`];
+  const subscribe = [`${namespace}.*.*.request.${peerId}`, `${namespace}.*.*.cancel.${peerId}`, `${inboxPrefixFor('peer', peerId)}.>`];
+  for (const kind of peerConsumerKinds) {
+    const bind = bindConsumerPermissions(requests, peerConsumerName(peerId, kind));
+    publish.push(...bind.publish);
+    subscribe.push(...bind.subscribe);
+  }
+  return { publish, subscribe };
+}
+
+export interface CoordinatorPermissionOptions {
+  /**
+   * Create the namespace's streams (NatsTransport.ensureStreams). Off by default: stream config
+   * (republish, sources) can write onto result subjects, so whoever holds it is part of the
+   * attested publish boundary. Give it to a deployment/admin step, not a long-running process.
+   */
+  manageStreams?: boolean;
+}
+
+/**
+ * A coordinator: sends requests and cancels to any peer, receives results, serves commands.
+ * It cannot publish results, so it cannot impersonate a peer. It provisions peers' consumers and
+ * its own (consumer create is scoped to the stream, not to a name: see the module comment).
+ */
+export function coordinatorPermissions(namespace: string, coordinatorId: string, options: CoordinatorPermissionOptions = {}): NatsPermissions {
+  assertNamespace(namespace);
+  assertToken(coordinatorId, 'coordinator id');
+  const { requests, results } = durableStreamNames(namespace);
+  const publish = [
+    `${namespace}.*.*.request.*`,
+    `${namespace}.*.*.cancel.*`,
+    ...[requests, results].flatMap((s) => [
+      `$JS.API.STREAM.INFO.${s}`,
+      `$JS.API.STREAM.MSG.GET.${s}`,
+      `$JS.API.CONSUMER.CREATE.${s}.*.>`,
+      `$JS.API.CONSUMER.INFO.${s}.*`,
+    ]),
+    `$JS.API.CONSUMER.MSG.NEXT.${results}.*`,
+    `$JS.ACK.${results}.>`,
+  ];
+  if (options.manageStreams) publish.push(`$JS.API.STREAM.CREATE.${requests}`, `$JS.API.STREAM.CREATE.${results}`);
+  const subscribe = [
+    `${namespace}.*.*.result.*`,
+    `${namespace}.*.*.cancel-result.*`,
+    `${namespace}.*.*.claim.*`,
+    'convoke.cmd.*.>',
+    `${inboxPrefixFor('coord', coordinatorId)}.>`,
+    maxDeliveriesAdvisorySubject(requests, '*'),
+    ...coordinatorConsumerKinds.map((kind) => maxDeliveriesAdvisorySubject(results, coordinatorConsumerName(coordinatorId, kind))),
+  ];
+  // Replies to commands go to the caller's inbox: allow_responses permits exactly those replies
+  // instead of a blanket `_INBOX.>` publish that could answer someone else's request.
+  return { publish, subscribe, allowResponses: true };
+}
+
+/**
+ * A command client (a service calling convoke over NATS): its principal is proven by the subject
+ * it may publish, like a result publisher's peer id. Replies arrive on its own inbox prefix.
+ */
+export function commandClientPermissions(principalId: string): NatsPermissions {
+  assertToken(principalId, 'principal id');
+  return { publish: [`convoke.cmd.${principalId}.>`], subscribe: [`${inboxPrefixFor('cmd', principalId)}.>`] };
+}

@@ -1,0 +1,311 @@
+/**
+ * The NATS transport: core NATS in memory mode, JetStream in durable mode. It is handed an open
+ * connection (`new NatsTransport(nc, …)`, the nats.js v3 "pass the layer below in" style) and
+ * speaks convoke's Transport interface on top of it.
+ *
+ * Receipts are evidence, never hope (spec: "Outbox, durable delivery and recovery"):
+ * - core publish: `sent` — core NATS has no storage acknowledgment, and a publish permission
+ *   violation is reported asynchronously by the server, never to the publish call;
+ * - durable publish: `stored` only for a PubAck from the expected stream, `already-stored` for a
+ *   duplicate Msg-Id inside the window, `rejected` when the server answered that it did not store
+ *   (permission, no stream, discard-new limits, other API errors), and `unknown` when nothing was
+ *   proven — a timeout or a lost connection is never proof of non-delivery.
+ */
+import { jetstream, jetstreamManager, type JetStreamClient, type JetStreamManager, type JetStreamPublishOptions, type PubAck } from '@nats-io/jetstream';
+import { connect, errors, type Msg, type NatsConnection } from '@nats-io/transport-node';
+import { AdapterError } from '../../contract/errors.js';
+import type { DeliveryReceipt } from '../../events/types.js';
+import { headers as wireHeaders } from '../../events/wire.js';
+import { fromNatsHeaders, toNatsHeaders } from './nats-codec.js';
+import { ensureConsumer, subscribeDurable, type JetStreamContext } from './nats-consumers.js';
+import { classifyNatsError, toAdapterError, type NatsFailure } from './nats-errors.js';
+import { assertNamespace, durableLayout, peerConsumerFilter, peerConsumerName, type DurableLayout, type PeerConsumerKind } from './nats-names.js';
+import { checkDurableStreams, ensureDurableStreams, type DurableConfig } from './nats-streams.js';
+import type {
+  DurabilityCheck,
+  InboundMessage,
+  MessageHandler,
+  PublishOptions,
+  PublishReceipt,
+  SubscribeOptions,
+  Subscription,
+  Transport,
+  TransportCapabilities,
+} from './types.js';
+
+export type { DurableConfig } from './nats-streams.js';
+export type { NatsConnection } from '@nats-io/transport-node';
+
+const connectTimeoutMsDefault = 5_000;
+const reconnectTimeWaitMsDefault = 250;
+const publishAckTimeoutMsDefault = 5_000;
+
+export interface NatsConnectOptions {
+  /** One URL or a comma-separated list. */
+  servers: string;
+  user?: string;
+  pass?: string;
+  /** Connection name shown by the server (monitoring, logs). */
+  name?: string;
+  timeoutMs?: number;
+  /** Must match the user's inbox permission (inboxPrefixFor in nats-names.ts). */
+  inboxPrefix?: string;
+  reconnectTimeWaitMs?: number;
+}
+
+/**
+ * Opens a connection. It reconnects forever: a durable runtime outlives broker restarts, and
+ * work in flight is protected by storage and idempotent publication, not by the socket.
+ */
+export async function connectNats(options: NatsConnectOptions): Promise<NatsConnection> {
+  try {
+    return await connect({
+      servers: options.servers.split(',').map((s) => s.trim()),
+      user: options.user,
+      pass: options.pass,
+      name: options.name,
+      timeout: options.timeoutMs ?? connectTimeoutMsDefault,
+      inboxPrefix: options.inboxPrefix,
+      maxReconnectAttempts: -1,
+      reconnectTimeWait: options.reconnectTimeWaitMs ?? reconnectTimeWaitMsDefault,
+    });
+  } catch (error) {
+    const kind = error instanceof errors.AuthorizationError ? 'denied' : 'unavailable';
+    throw new AdapterError(kind, `connecting to ${options.servers}: ${error instanceof Error ? error.message : String(error)}`, { cause: error });
+  }
+}
+
+export interface NatsTransportOptions {
+  /** The identity this connection authenticated as (normally the NATS user). */
+  identity: string;
+  /** Durable mode: JetStream streams and consumers for this namespace. */
+  durable?: DurableConfig;
+  /** close() drains and closes the connection too; true when the transport opened it. */
+  ownsConnection?: boolean;
+  /** How long a durable publish waits for its storage acknowledgment before `unknown`. */
+  publishAckTimeoutMs?: number;
+}
+
+function validateDurableConfig(config: DurableConfig): void {
+  assertNamespace(config.namespace);
+  const positive = (value: number | undefined, name: string) => {
+    if (value !== undefined && !(Number.isSafeInteger(value) && value > 0)) throw new AdapterError('invalid-input', `${name} must be a positive integer, got ${value}`);
+  };
+  positive(config.duplicateWindowMs, 'duplicateWindowMs');
+  positive(config.ackWaitMs, 'ackWaitMs');
+  positive(config.maxDeliver, 'maxDeliver');
+  positive(config.maxMsgs, 'maxMsgs');
+  positive(config.maxBytes, 'maxBytes');
+  if (config.replicas !== undefined && config.replicas !== 1) throw new AdapterError('invalid-input', 'replicas must be 1');
+}
+
+function receiptFromAck(ack: PubAck, expectedStream: string): PublishReceipt {
+  // The server enforces expect.streamName; this check is what makes `stored` mean "stored in
+  // the expected stream" even if a future server or proxy answered otherwise.
+  if (ack.stream !== expectedStream) return { receipt: 'rejected', detail: `stored in ${ack.stream}, expected ${expectedStream} (seq ${ack.seq})` };
+  return ack.duplicate ? { receipt: 'already-stored', detail: `${ack.stream} seq ${ack.seq}` } : { receipt: 'stored', detail: `${ack.stream} seq ${ack.seq}` };
+}
+
+function receiptFromFailure(failure: NatsFailure): PublishReceipt {
+  const receiptByKind: Record<NatsFailure['kind'], DeliveryReceipt> = {
+    permission: 'rejected',
+    'no-responders': 'rejected',
+    api: 'rejected',
+    'not-sent': 'rejected',
+    uncertain: 'unknown',
+  };
+  const detail = failure.kind === 'no-responders' ? `no stream captured the subject (${failure.detail})` : failure.detail;
+  return { receipt: receiptByKind[failure.kind], detail };
+}
+
+/**
+ * `replyable` is false for messages a durable stream captures: their reply subject is the
+ * publisher's PubAck inbox, not an application request, and answering it would forge a storage
+ * acknowledgment.
+ */
+function inboundFromMsg(msg: Msg, replyable: boolean): InboundMessage {
+  const reply = replyable ? msg.reply : undefined;
+  return {
+    subject: msg.subject,
+    data: msg.data,
+    headers: fromNatsHeaders(msg.headers),
+    redelivered: false,
+    ack: async () => {},
+    nak: async () => {},
+    respond:
+      reply === undefined || reply === ''
+        ? undefined
+        : async (data: Uint8Array) => {
+            if (!msg.respond(data)) throw new AdapterError('unavailable', `could not reply to ${msg.subject}`);
+          },
+  };
+}
+
+export class NatsTransport implements Transport {
+  readonly capabilities: TransportCapabilities;
+  readonly identity: string;
+  private readonly durable: DurableConfig | undefined;
+  private readonly layout: DurableLayout | undefined;
+  private readonly ownsConnection: boolean;
+  private readonly js: JetStreamClient;
+  private jsm: Promise<JetStreamManager> | undefined;
+  private readonly subscriptions = new Set<Subscription>();
+  private closed = false;
+
+  constructor(
+    private readonly nc: NatsConnection,
+    options: NatsTransportOptions,
+  ) {
+    if (options.durable !== undefined) validateDurableConfig(options.durable);
+    this.identity = options.identity;
+    this.durable = options.durable;
+    this.layout = options.durable === undefined ? undefined : durableLayout(options.durable.namespace);
+    this.ownsConnection = options.ownsConnection ?? false;
+    this.capabilities = { durable: options.durable !== undefined };
+    this.js = jetstream(nc, { timeout: options.publishAckTimeoutMs ?? publishAckTimeoutMsDefault });
+  }
+
+  /** Opens a connection the transport owns (close() closes it). */
+  static async connect(connectOptions: NatsConnectOptions, options: NatsTransportOptions): Promise<NatsTransport> {
+    const nc = await connectNats(connectOptions);
+    return new NatsTransport(nc, { ...options, ownsConnection: true });
+  }
+
+  async publish(subject: string, data: Uint8Array, options: PublishOptions = {}): Promise<PublishReceipt> {
+    if (this.closed) return { receipt: 'rejected', detail: 'transport is closed' };
+    // A best-effort transport ignores expectStream, as the memory bus does: its `sent` receipt
+    // already says nothing was stored.
+    const stream = this.layout === undefined ? undefined : (options.expectStream ?? this.layout.streamFor(subject));
+    return stream === undefined ? this.publishCore(subject, data, options) : this.publishDurable(subject, data, options, stream);
+  }
+
+  async subscribe(pattern: string, handler: MessageHandler, options: SubscribeOptions = {}): Promise<Subscription> {
+    if (this.closed) throw new AdapterError('unavailable', 'transport is closed');
+    const inner = options.durable === undefined ? await this.subscribeCore(pattern, handler, options.queue) : await this.subscribeDurable(pattern, handler, options);
+    const tracked: Subscription = {
+      close: async () => {
+        this.subscriptions.delete(tracked);
+        await inner.close();
+      },
+    };
+    this.subscriptions.add(tracked);
+    return tracked;
+  }
+
+  async request(subject: string, data: Uint8Array, timeoutMs: number): Promise<Uint8Array> {
+    if (this.closed) throw new AdapterError('unavailable', 'transport is closed');
+    try {
+      return (await this.nc.request(subject, data, { timeout: timeoutMs })).data;
+    } catch (error) {
+      throw toAdapterError(error, `request on ${subject}`);
+    }
+  }
+
+  /** Creates (or verifies) the namespace's two streams; needs stream-create permission. */
+  async ensureStreams(): Promise<void> {
+    const config = this.requireDurable('ensureStreams');
+    await ensureDurableStreams(await this.manager(), config);
+  }
+
+  async checkDurability(): Promise<DurabilityCheck> {
+    if (this.durable === undefined) return { ok: false, description: 'core NATS transport: no durable streams' };
+    if (this.closed) return { ok: false, description: 'transport is closed' };
+    return checkDurableStreams(await this.manager(), this.durable);
+  }
+
+  /** Creates or updates a durable consumer to the declared config (provisioning). */
+  async ensureDurableConsumer(pattern: string, durable: string): Promise<void> {
+    await ensureConsumer(await this.context(), this.streamOf(pattern), durable, pattern);
+  }
+
+  /** Provisions a peer's request and cancel consumers, which the peer then binds without create permission. */
+  async provisionPeerConsumers(peerId: string): Promise<void> {
+    const namespace = this.requireDurable('provisionPeerConsumers').namespace;
+    for (const kind of ['request', 'cancel'] as const satisfies readonly PeerConsumerKind[]) {
+      await this.ensureDurableConsumer(peerConsumerFilter(namespace, peerId, kind), peerConsumerName(peerId, kind));
+    }
+  }
+
+  /** Closes every subscription (pull consumers stop, core subscriptions drain), then an owned connection. */
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    await Promise.all([...this.subscriptions].map((s) => s.close().catch(() => {})));
+    if (this.ownsConnection && !this.nc.isClosed()) await this.nc.drain().catch(() => this.nc.close());
+  }
+
+  private publishCore(subject: string, data: Uint8Array, options: PublishOptions): PublishReceipt {
+    // No deduplication without a stream; the id still travels for diagnostics and reconciliation.
+    const headers = options.msgId === undefined ? options.headers : { ...options.headers, [wireHeaders.msgId]: options.msgId };
+    try {
+      this.nc.publish(subject, data, { headers: toNatsHeaders(headers) });
+      return { receipt: 'sent' };
+    } catch (error) {
+      // nc.publish throws only before writing (closed, draining, bad subject, payload too big).
+      return receiptFromFailure(classifyNatsError(error, true));
+    }
+  }
+
+  private async publishDurable(subject: string, data: Uint8Array, options: PublishOptions, stream: string): Promise<PublishReceipt> {
+    const publishOptions: Partial<JetStreamPublishOptions> = { expect: { streamName: stream } };
+    if (options.msgId !== undefined) publishOptions.msgID = options.msgId;
+    const headers = toNatsHeaders(options.headers);
+    if (headers !== undefined) publishOptions.headers = headers;
+    // Only a check before sending proves nothing was sent; a close during the wait proves nothing.
+    if (this.nc.isClosed() || this.nc.isDraining()) return { receipt: 'rejected', detail: 'connection is closed' };
+    try {
+      return receiptFromAck(await this.js.publish(subject, data, publishOptions), stream);
+    } catch (error) {
+      return receiptFromFailure(classifyNatsError(error));
+    }
+  }
+
+  /**
+   * Resolves only after a flush round trip: the server has processed the SUB before the PONG,
+   * so the registration is in place before the caller publishes requests (spec: result
+   * subscriptions before any request), and a subscribe permission violation has already closed
+   * the subscription by then.
+   */
+  private async subscribeCore(pattern: string, handler: MessageHandler, queue: string | undefined): Promise<Subscription> {
+    const deliver = (message: InboundMessage) => void Promise.resolve().then(() => handler(message)).catch(() => {});
+    try {
+      const replyable = (subject: string) => this.layout?.streamFor(subject) === undefined;
+      const sub = this.nc.subscribe(pattern, { queue, callback: (error, msg) => (error ? undefined : deliver(inboundFromMsg(msg, replyable(msg.subject)))) });
+      await this.nc.flush();
+      if (sub.isClosed()) throw (await sub.closed) ?? new AdapterError('unavailable', `subscription to ${pattern} closed`);
+      return { close: () => sub.drain().catch(() => {}) };
+    } catch (error) {
+      throw toAdapterError(error, `subscribing to ${pattern}`);
+    }
+  }
+
+  private async subscribeDurable(pattern: string, handler: MessageHandler, options: SubscribeOptions): Promise<Subscription> {
+    const durable = options.durable;
+    if (durable === undefined) throw new AdapterError('invalid-input', 'a durable subscription needs a consumer name');
+    // Pull consumers already share work between every subscriber bound to the same durable:
+    // that is the queue group of durable mode, so `queue` adds nothing here.
+    return subscribeDurable(await this.context(), { stream: this.streamOf(pattern), durable, filter: pattern, handler, onExhausted: options.onExhausted });
+  }
+
+  private streamOf(pattern: string): string {
+    const namespace = this.requireDurable('a durable consumer').namespace;
+    const stream = this.layout?.streamFor(pattern);
+    if (stream === undefined) throw new AdapterError('invalid-input', `${pattern} is not inside a durable stream of ${namespace}`);
+    return stream;
+  }
+
+  private requireDurable(what: string): DurableConfig {
+    if (this.durable === undefined) throw new AdapterError('unsupported', `${what} needs a durable NATS transport (DurableConfig)`);
+    return this.durable;
+  }
+
+  private manager(): Promise<JetStreamManager> {
+    // checkAPI: false — the account-info probe needs $JS.API.INFO, which peers are not granted.
+    this.jsm ??= jetstreamManager(this.nc, { checkAPI: false });
+    return this.jsm;
+  }
+
+  private async context(): Promise<JetStreamContext> {
+    return { nc: this.nc, js: this.js, jsm: await this.manager(), config: this.requireDurable('a durable consumer') };
+  }
+}

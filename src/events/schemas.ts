@@ -1,0 +1,121 @@
+/**
+ * JSON Schemas of every stored event and of the Transition envelope. The runtime validates a
+ * decided transition before appending it (an invalid one is a bug: an assertion) and every
+ * transition read back from a store (an invalid one is corruption the store cannot vouch for).
+ */
+import { ajv, describeErrors } from '../contract/validation.js';
+import type { Transition } from './types.js';
+
+const token = { type: 'string', pattern: '^[A-Za-z0-9_-]{1,64}$' } as const;
+const positive = { type: 'integer', minimum: 1, maximum: Number.MAX_SAFE_INTEGER } as const;
+const ms = { type: 'integer', minimum: Number.MIN_SAFE_INTEGER, maximum: Number.MAX_SAFE_INTEGER } as const;
+const nullableMs = { anyOf: [{ type: 'null' }, ms] } as const;
+const text = { type: 'string', maxLength: 4096 } as const;
+const receipt = { enum: ['stored', 'already-stored', 'rejected', 'unknown', 'exhausted', 'sent'] } as const;
+const digest = { type: 'string', pattern: '^sha256:[0-9a-f]{64}$' } as const;
+const hex64 = { type: 'string', pattern: '^[0-9a-f]{64}$' } as const;
+const attemptFence = { branchId: token, attempt: positive, fence: positive } as const;
+
+function event(type: string, properties: Record<string, object>, required: string[] = Object.keys(properties)) {
+  return {
+    type: 'object',
+    required: ['type', 'v', ...required],
+    additionalProperties: false,
+    properties: { type: { const: type }, v: { const: 1 }, ...properties },
+  };
+}
+
+const manifest = {
+  type: 'object',
+  required: ['delivery', 'completion', 'votes', 'units', 'threshold', 'onTimeout', 'siblings', 'waitFor', 'attemptsMax', 'leaseMs', 'renewIntervalMs', 'retryBackoffMs', 'cancelTimeoutMs', 'settlementGraceMs', 'branches', 'peers', 'eligible'],
+  additionalProperties: false,
+  properties: {
+    delivery: { enum: ['independent', 'one-eligible', 'explicit', 'gather'] },
+    completion: { type: 'object', required: ['mode'] },
+    votes: { enum: ['distinct-branches', 'distinct-peers'] },
+    units: positive,
+    threshold: positive,
+    onTimeout: { enum: ['partial', 'failed'] },
+    siblings: { enum: ['detach', 'cancel'] },
+    waitFor: { enum: ['decision', 'settled'] },
+    attemptsMax: { type: 'integer', minimum: 1, maximum: 16 },
+    leaseMs: positive,
+    renewIntervalMs: positive,
+    retryBackoffMs: { type: 'integer', minimum: 0 },
+    cancelTimeoutMs: positive,
+    settlementGraceMs: { type: 'integer', minimum: 0 },
+    branches: { type: 'array', minItems: 1, items: { type: 'object', required: ['branchId', 'peerId'], additionalProperties: false, properties: { branchId: token, peerId: token } } },
+    peers: { type: 'array', items: token },
+    eligible: { type: 'array', items: token },
+  },
+} as const;
+
+export const eventSchemas = [
+  event('operation-admitted', {
+    operationId: { type: 'string', pattern: '^op[0-9a-f]{64}$' },
+    principalId: { type: 'string', minLength: 1, maxLength: 256 },
+    senderPeerId: { anyOf: [{ type: 'null' }, token] },
+    contract: { type: 'object', required: ['id', 'version', 'digest'], additionalProperties: false, properties: { id: { type: 'string' }, version: { type: 'string' }, digest } },
+    interaction: token,
+    subjectNamespace: { type: 'string', maxLength: 600 },
+    invocationKey: { type: 'string', minLength: 1 },
+    inputDigest: digest,
+    input: {},
+    timeoutMs: positive,
+    manifest,
+    revisions: { type: 'object', required: ['directory', 'policy'], additionalProperties: false, properties: { directory: text, policy: text } },
+    authorizations: { type: 'array', items: { type: 'object', required: ['peerId', 'revision', 'expiresAtMs'], additionalProperties: false, properties: { peerId: token, revision: text, expiresAtMs: ms } } },
+    outbox: { type: 'array', items: { type: 'object', required: ['branchId', 'peerId', 'attempt', 'fence', 'publicationId'], additionalProperties: false, properties: { branchId: token, peerId: token, attempt: { const: 1 }, fence: { const: 1 }, publicationId: hex64 } } },
+  }),
+  event('dispatch-recorded', { ...attemptFence, receipt, detail: text }, ['branchId', 'attempt', 'fence', 'receipt']),
+  event('result-accepted', { ...attemptFence, peerId: token, status: { enum: ['success', 'failure'] }, retryable: { type: 'boolean' }, retryAtMs: nullableMs, result: {}, subject: text }),
+  event('result-rejected', {
+    reason: { type: 'string', maxLength: 64 },
+    subject: text,
+    branchId: { anyOf: [{ type: 'null' }, { type: 'string', maxLength: 256 }] },
+    peerId: { anyOf: [{ type: 'null' }, { type: 'string', maxLength: 256 }] },
+    attempt: { anyOf: [{ type: 'null' }, { type: 'integer' }] },
+    fence: { anyOf: [{ type: 'null' }, { type: 'integer' }] },
+    detail: text,
+  }),
+  event('protocol-conflict-recorded', { ...attemptFence, peerId: token, subject: text, resultDigest: digest, detail: text }),
+  event('lease-renewed', { ...attemptFence, leaseUntilMs: ms }),
+  event('claim-ended', { ...attemptFence, cause: { enum: ['expired', 'released', 'delivery-exhausted'] }, retryAtMs: nullableMs }),
+  event('branch-reassigned', { ...attemptFence, peerId: token, publicationId: hex64 }),
+  event('branch-failed', { ...attemptFence, reason: { enum: ['no-eligible-peer', 'attempts-exhausted', 'deadline'] } }),
+  event('branch-revoked', { ...attemptFence, policyRevision: text, reason: text }),
+  event('cancel-dispatched', { ...attemptFence, receipt, detail: text }, ['branchId', 'attempt', 'fence', 'receipt']),
+  event('cancel-result-accepted', { ...attemptFence, outcome: { enum: ['stopped', 'already-completed', 'unknown'] } }),
+  event('cancel-timed-out', { branchIds: { type: 'array', minItems: 1, items: token } }),
+  event('decision-closed', {
+    outcome: { enum: ['success', 'partial', 'failed', 'indeterminate'] },
+    reason: { enum: ['threshold', 'impossible', 'complete', 'timeout', 'no-dispatch'] },
+    successVotes: { type: 'integer', minimum: 0 },
+    failedUnits: { type: 'integer', minimum: 0 },
+    siblings: { type: 'array', items: { type: 'object', required: ['branchId', 'disposition'], additionalProperties: false, properties: { branchId: token, disposition: { enum: ['detached', 'cancel-requested', 'timed-out'] } } } },
+  }),
+  event('settlement-completed', { status: { enum: ['complete', 'indeterminate'] } }),
+];
+
+export const transitionSchema = {
+  $id: 'https://convoke.dev/schemas/transition.json',
+  type: 'object',
+  required: ['events', 'timeGuard', 'causation'],
+  additionalProperties: false,
+  properties: {
+    events: { type: 'array', minItems: 1, items: { oneOf: eventSchemas } },
+    timeGuard: { type: 'object', required: ['notBeforeMs', 'notAfterMs'], additionalProperties: false, properties: { notBeforeMs: ms, notAfterMs: ms } },
+    causation: { type: 'object', required: ['command'], additionalProperties: false, properties: { command: { type: 'string', maxLength: 64 }, messageId: { type: 'string', maxLength: 512 } } },
+  },
+} as const;
+
+const validateTransition = ajv.compile(transitionSchema);
+
+/** Undefined when valid; otherwise every schema error. */
+export function transitionProblem(transition: unknown): string | undefined {
+  return validateTransition(transition) ? undefined : describeErrors(validateTransition.errors);
+}
+
+export function isValidTransition(transition: unknown): transition is Transition {
+  return validateTransition(transition);
+}
