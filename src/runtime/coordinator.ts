@@ -185,14 +185,18 @@ export class Coordinator implements RuntimeHost {
 
   // ── effects: outbox, cancels, timers ─────────────────────────────────────
 
-  /** What follows a commit: the due timer re-armed, pending requests and cancels published. */
-  private afterCommit(entry: OpEntry): void {
+  /**
+   * What follows a commit: the due timer re-armed, pending requests and cancels published. When
+   * recovering, uncertain (`unknown`) publications are reconciled too, with the same identities.
+   */
+  private afterCommit(entry: OpEntry, recovering = false): void {
     this.armDue(entry);
     const branches = branchList(entry.record);
-    if (entry.record.decision === null && branches.some((b) => b.outbox.receipt === 'pending' && (b.state === 'assigned' || b.state === 'dispatched'))) {
+    const due = (receipt: string | undefined) => receipt === 'pending' || (recovering && receipt === 'unknown');
+    if (entry.record.decision === null && branches.some((b) => due(b.outbox.receipt) && (b.state === 'assigned' || b.state === 'dispatched'))) {
       void this.enqueue(entry, () => dispatchRequests(this.outboxContext, entry)).catch(() => this.metrics.transportErrors.inc({ stage: 'dispatch' }));
     }
-    if (branches.some((b) => b.state === 'cancelling' && b.cancel?.receipt === 'pending')) {
+    if (branches.some((b) => b.state === 'cancelling' && due(b.cancel?.receipt))) {
       void this.enqueue(entry, () => dispatchCancels(this.outboxContext, entry)).catch(() => this.metrics.transportErrors.inc({ stage: 'cancel' }));
     }
   }
@@ -351,8 +355,8 @@ export class Coordinator implements RuntimeHost {
     const entry = newEntry(record, interaction);
     this.ops.set(operationId, entry);
     // A record loaded from the store (a restart, or another coordinator's operation) resumes its
-    // timers and replays its pending outbox with the same publication identities.
-    this.afterCommit(entry);
+    // timers from the recorded instants and replays its pending outbox with the same identities.
+    this.afterCommit(entry, true);
     return entry;
   }
 
@@ -360,6 +364,29 @@ export class Coordinator implements RuntimeHost {
     const run = entry.queue.then(work, work);
     entry.queue = run.catch(() => undefined);
     return run;
+  }
+
+  // ── recovery ─────────────────────────────────────────────────────────────
+
+  /**
+   * Rebuilds every unsettled operation from the store: timers re-armed from recorded instants,
+   * pending and uncertain outbox entries republished with their stable publication identities.
+   * Nothing is inferred from missing data: an operation the store does not have stays unknown.
+   */
+  async recover(onProgress?: (done: number) => void): Promise<{ scanned: number; resumed: number; failed: number }> {
+    const counts = { scanned: 0, resumed: 0, failed: 0 };
+    for await (const operationId of this.deps.store.operationIds()) {
+      counts.scanned++;
+      try {
+        const entry = await this.load(operationId);
+        if (entry && entry.record.phase !== 'settled') counts.resumed++;
+        else if (entry && entry.waiters.size === 0) this.ops.delete(operationId);
+      } catch {
+        counts.failed++;
+      }
+      if (onProgress && counts.scanned % 1000 === 0) onProgress(counts.scanned);
+    }
+    return counts;
   }
 
   // ── reading and waiting ──────────────────────────────────────────────────

@@ -6,9 +6,11 @@
  */
 import type { StoredTransition, Transition } from '../../events/types.js';
 import type { Clock } from '../../runtime/clock.js';
-import { checkGuardShape, guardAdmits, guardFailure, rollbackFailure, serializedBytes } from './guard.js';
+import { checkGuardShape, guardAdmits, guardFailure, rollbackFailure } from './guard.js';
+import { bodyBytes, checkTransitionShape, encodeTransition, notifyAll, sizeFailure } from './codec.js';
 import type { AppendListener, AppendOutcome, EventStore, ReadOutcome, StoreFailure, StoreLimits } from './types.js';
-import { limits } from '../../contract/limits.js';
+import { resolveStoreLimits } from './limits.js';
+import { unavailable } from '../../contract/errors.js';
 
 interface Stream {
   transitions: StoredTransition[];
@@ -32,10 +34,11 @@ export class MemoryEventStore implements EventStore {
 
   constructor(options: MemoryStoreOptions) {
     this.clock = options.clock;
-    this.limits = { transitionBytesMax: limits.transitionBytesMax, operationsMax: 1_000_000, ...options.limits };
+    this.limits = resolveStoreLimits(options.limits);
   }
 
   async create(operationId: string, transition: Transition): Promise<AppendOutcome> {
+    if (this.closed) return closedFailure;
     const existing = this.streams.get(operationId);
     if (existing) {
       return existing.tombstoned
@@ -49,6 +52,7 @@ export class MemoryEventStore implements EventStore {
   }
 
   async append(operationId: string, expectedRevision: string, transition: Transition): Promise<AppendOutcome> {
+    if (this.closed) return closedFailure;
     const stream = this.streams.get(operationId);
     if (!stream) return { kind: 'not-found', description: `operation ${operationId} does not exist` };
     if (stream.tombstoned) return { kind: 'expired', description: `operation ${operationId} is tombstoned` };
@@ -56,7 +60,7 @@ export class MemoryEventStore implements EventStore {
   }
 
   async read(operationId: string): Promise<ReadOutcome> {
-    if (this.closed) return { kind: 'unavailable', description: 'store is closed' };
+    if (this.closed) return closedFailure;
     const stream = this.streams.get(operationId);
     if (!stream) return { kind: 'not-found', description: `operation ${operationId} does not exist` };
     if (stream.tombstoned) return { kind: 'expired', description: `operation ${operationId} is tombstoned` };
@@ -64,10 +68,14 @@ export class MemoryEventStore implements EventStore {
   }
 
   async *operationIds(): AsyncIterable<string> {
-    for (const [id, stream] of this.streams) if (!stream.tombstoned) yield id;
+    if (this.closed) throw unavailable('store is closed');
+    // A snapshot of the keys, so a create/tombstone during iteration cannot skip or repeat ids.
+    const ids = [...this.streams.keys()];
+    for (const id of ids) if (this.streams.get(id)?.tombstoned === false) yield id;
   }
 
   async tombstone(operationId: string): Promise<AppendOutcome | StoreFailure> {
+    if (this.closed) return closedFailure;
     const stream = this.streams.get(operationId);
     if (!stream) return { kind: 'not-found', description: `operation ${operationId} does not exist` };
     stream.tombstoned = true;
@@ -76,6 +84,7 @@ export class MemoryEventStore implements EventStore {
   }
 
   async follow(listener: AppendListener): Promise<{ close(): Promise<void> }> {
+    if (this.closed) throw unavailable('store is closed');
     this.listeners.add(listener);
     return { close: async () => void this.listeners.delete(listener) };
   }
@@ -87,13 +96,11 @@ export class MemoryEventStore implements EventStore {
 
   /** The serialized write: checks, then commits with the one clock reading it checked against. */
   private write(operationId: string, stream: Stream | undefined, transition: Transition, expectedRevision?: string): AppendOutcome {
-    if (this.closed) return { kind: 'unavailable', description: 'store is closed' };
-    const shape = checkGuardShape(transition.timeGuard);
+    const shape = checkTransitionShape(transition) ?? checkGuardShape(transition.timeGuard);
     if (shape) return shape;
-    const bytes = serializedBytes(transition);
-    if (bytes > this.limits.transitionBytesMax) {
-      return { kind: 'invalid-input', description: `transition is ${bytes} bytes; the limit is ${this.limits.transitionBytesMax}` };
-    }
+    const body = encodeTransition(transition);
+    const bytes = bodyBytes(body);
+    if (bytes > this.limits.transitionBytesMax) return sizeFailure(bytes, this.limits.transitionBytesMax);
     const currentRevision = String(stream?.transitions.length ?? 0);
     if (expectedRevision !== undefined && expectedRevision !== currentRevision) {
       return { kind: 'conflict', description: `expected revision ${expectedRevision}, stream is at ${currentRevision}` };
@@ -103,10 +110,29 @@ export class MemoryEventStore implements EventStore {
     if (!guardAdmits(transition.timeGuard, nowMs)) return guardFailure(transition.timeGuard, nowMs);
     const target = stream ?? { transitions: [], tombstoned: false };
     if (!stream) this.streams.set(operationId, target);
-    const stored: StoredTransition = { revision: String(target.transitions.length + 1), committedAtMs: nowMs, transition };
+    // The stored copy is the decoded body, as a durable store would return it: a caller that
+    // mutates its Transition object afterwards cannot rewrite history, and neither can a reader.
+    const stored: StoredTransition = deepFreeze({
+      revision: String(target.transitions.length + 1),
+      committedAtMs: nowMs,
+      transition: JSON.parse(body) as Transition,
+    });
     target.transitions.push(stored);
     this.lastCommittedAtMs = nowMs;
-    for (const listener of this.listeners) listener(operationId, stored);
+    notifyAll(this.listeners, operationId, stored);
     return { kind: 'ok', revision: stored.revision, committedAtMs: nowMs };
   }
+}
+
+const closedFailure: { kind: 'unavailable'; description: string } = { kind: 'unavailable', description: 'store is closed' };
+
+function deepFreeze<T>(value: T): T {
+  const pending: unknown[] = [value];
+  while (pending.length > 0) {
+    const next = pending.pop();
+    if (typeof next !== 'object' || next === null || Object.isFrozen(next)) continue;
+    Object.freeze(next);
+    for (const child of Object.values(next)) pending.push(child);
+  }
+  return value;
 }

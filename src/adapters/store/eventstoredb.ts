@@ -1,0 +1,437 @@
+/**
+ * The EventStoreDB event store (@eventstore/db-client 6.x): one stream per operation
+ * (`convoke-op-<operationId>`), one event per Transition (type `convoke.transition`, JSON data).
+ *
+ * Compare-and-swap: `appendToStream(..., {expectedRevision})` — NO_STREAM for create, the event
+ * revision of the stream's last event for append; WrongExpectedVersionError writes nothing and
+ * answers `conflict`. The opaque revision handed out is that event revision (0-based, decimal).
+ *
+ * Guard-on-fold, exactly as the JetStream adapter (see jetstream.ts and on-fold.ts): the server
+ * stamps each event (`RecordedEvent.created`, its own clock, in stream order); the adapter reads
+ * the stored event back after the append and answers what the fold decides.
+ *
+ * Tombstones: a key record on `convoke-tomb-<operationId>` plus a line in `convoke-tombstones`,
+ * then the operation stream is hard-deleted (`tombstoneStream`), which EventStoreDB itself never
+ * lets anyone recreate: later appends and reads fail with StreamDeletedError → `expired`.
+ *
+ * Indexes (EventStoreDB 6.x's client cannot filter a $all *read*): `convoke-admissions` gets one
+ * event per created operation (its revision + 1 is the operation count for `operationsMax`) and
+ * `convoke-tombstones` one per tombstone; operationIds() is admissions minus tombstones. Both are
+ * appended after the fact with expectedRevision ANY, so the capacity check is best-effort under
+ * concurrent creates (it can overshoot by the number of racing creators) — documented.
+ *
+ * No EventStoreDB server can run on the development machines (DESIGN.md §8); this adapter is
+ * type-checked against the client's declarations and its conformance run needs CONVOKE_ESDB_URL.
+ */
+import { createHash } from 'node:crypto';
+import {
+  ANY,
+  BACKWARDS,
+  END,
+  EventStoreDBClient,
+  MaxAppendSizeExceededError,
+  NO_STREAM,
+  START,
+  StreamDeletedError,
+  StreamNotFoundError,
+  WrongExpectedVersionError,
+  jsonEvent,
+  streamNameFilter,
+  type AllStreamResolvedEvent,
+  type AppendExpectedRevision,
+  type JSONType,
+  type RecordedEvent,
+} from '@eventstore/db-client';
+import type { StoredTransition, Transition } from '../../events/types.js';
+import { AssertionFailure, unavailable } from '../../contract/errors.js';
+import { limits as contractLimits } from '../../contract/limits.js';
+import { checkGuardShape } from './guard.js';
+import { bodyBytes, checkTransitionShape, decodeStored, encodeTransition, isStoreFailure, notifyAll, sizeFailure } from './codec.js';
+import { resolveStoreLimits } from './limits.js';
+import { FoldTracker, advance, answerOnFold, foldPoint, noAppliedYetMs, type FoldPoint } from './on-fold.js';
+import type { AppendListener, AppendOutcome, EventStore, ReadOutcome, StoreFailure, StoreLimits } from './types.js';
+
+export interface EventStoreDbOptions {
+  /** `esdb://host:2113?tls=false` (the client's own connection-string syntax), or a client. */
+  connectionString?: string;
+  /** An existing client (left open on close). */
+  client?: EventStoreDBClient;
+  /** Default 'convoke': streams `<prefix>-op-<id>`, `<prefix>-tomb-<id>`, `<prefix>-admissions`. */
+  streamPrefix?: string;
+  limits?: Partial<StoreLimits>;
+  /** gRPC deadline per call before answering `unavailable`. */
+  requestTimeoutMs?: number;
+}
+
+const transitionType = 'convoke.transition';
+const casAttemptsMax = 8;
+
+export function esdbFailure(error: unknown): StoreFailure {
+  if (error instanceof AssertionFailure) throw error;
+  if (error instanceof MaxAppendSizeExceededError) return { kind: 'invalid-input', description: `eventstoredb: ${error.message}` };
+  // Timeouts, deadlines, unavailable, not-leader, cancelled, unknown: the write may or may not
+  // have happened, so the answer is `unavailable`, never a guess.
+  const detail = error instanceof Error ? `${error.name}: ${error.message}` : String(error);
+  return { kind: 'unavailable', description: `eventstoredb: ${detail}` };
+}
+
+/** Canonical decimal event revision (0-based); undefined for anything else. */
+export function parseEsdbRevision(revision: string): bigint | undefined {
+  return /^(0|[1-9][0-9]{0,18})$/.test(revision) ? BigInt(revision) : undefined;
+}
+
+/** A deterministic event id per attempted write, so a retry is idempotent on the server. */
+function eventIdOf(operationId: string, expected: string, body: string): string {
+  const hex = createHash('sha256').update(`${operationId}\u0000${expected}\u0000${body}`).digest('hex');
+  const variant = ((parseInt(hex[16] ?? '0', 16) & 0x3) | 0x8).toString(16);
+  return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-4${hex.slice(13, 16)}-${variant}${hex.slice(17, 20)}-${hex.slice(20, 32)}`;
+}
+
+const expiredOf = (operationId: string) => ({ kind: 'expired' as const, description: `operation ${operationId} is tombstoned` });
+const notFoundOf = (operationId: string) => ({ kind: 'not-found' as const, description: `operation ${operationId} does not exist` });
+const closedFailure: { kind: 'unavailable'; description: string } = { kind: 'unavailable', description: 'store is closed' };
+
+interface PendingWrite {
+  transition: Transition;
+  body: string;
+  mode: 'create' | 'append';
+  attempt: number;
+}
+
+type StreamState =
+  | { kind: 'missing' }
+  | { kind: 'tombstoned' }
+  | { kind: 'live'; last: bigint; transitions: StoredTransition[] }
+  | StoreFailure;
+
+/** One recorded event as a StoredTransition (validated), or why it cannot be trusted. */
+function storedOf(event: RecordedEvent): StoredTransition | StoreFailure {
+  const committedAtMs = event.created.getTime();
+  // The client substitutes the epoch when the server sent no stamp: never fold on a made-up time.
+  if (committedAtMs <= 0) return { kind: 'unavailable', description: `event ${event.revision} has no server timestamp` };
+  if (event.type !== transitionType || !event.isJson) return { kind: 'unavailable', description: `event ${event.revision} is not a ${transitionType}` };
+  return decodeStored(String(event.revision), committedAtMs, JSON.stringify(event.data));
+}
+
+export class EventStoreDbStore implements EventStore {
+  readonly name = 'eventstoredb';
+  readonly capabilities = { durable: true, guard: 'on-fold' } as const;
+  private readonly fold = new FoldTracker();
+  private readonly followers = new Set<() => Promise<void>>();
+  private readonly client: EventStoreDBClient;
+  private readonly ownsClient: boolean;
+  private readonly prefix: string;
+  private readonly limits: StoreLimits;
+  private readonly deadline: number;
+  private closed = false;
+
+  constructor(options: EventStoreDbOptions) {
+    if (options.client) this.client = options.client;
+    else if (options.connectionString) this.client = EventStoreDBClient.connectionString(options.connectionString);
+    else throw unavailable('an EventStoreDB store needs `client` or `connectionString`');
+    this.ownsClient = !options.client;
+    this.prefix = options.streamPrefix ?? 'convoke';
+    this.limits = resolveStoreLimits(options.limits);
+    this.deadline = options.requestTimeoutMs ?? 5000;
+  }
+
+  async create(operationId: string, transition: Transition): Promise<AppendOutcome> {
+    const body = this.precheck(transition);
+    if (typeof body !== 'string') return body;
+    try {
+      const [tombstoned, full] = await Promise.all([this.exists(this.tombStream(operationId)), this.capacityFailure()]);
+      if (tombstoned) return { kind: 'expired', description: `operation ${operationId} is tombstoned; its key is never recreated` };
+      if (full) return full;
+      const empty: FoldPoint = { revision: -1, lastAppliedAtMs: noAppliedYetMs, anyApplied: false };
+      return await this.appendAt(operationId, NO_STREAM, empty, { transition, body, mode: 'create', attempt: 0 });
+    } catch (error) {
+      return esdbFailure(error);
+    }
+  }
+
+  async append(operationId: string, expectedRevision: string, transition: Transition): Promise<AppendOutcome> {
+    const body = this.precheck(transition);
+    if (typeof body !== 'string') return body;
+    try {
+      const expected = parseEsdbRevision(expectedRevision);
+      const write: PendingWrite = { transition, body, mode: 'append', attempt: 0 };
+      if (expected === undefined) return await this.rejected(operationId, expectedRevision, write);
+      return await this.appendAt(operationId, expected, this.fold.at(operationId, Number(expected)), write);
+    } catch (error) {
+      return esdbFailure(error);
+    }
+  }
+
+  async read(operationId: string): Promise<ReadOutcome> {
+    if (this.closed) return closedFailure;
+    try {
+      const state = await this.streamState(operationId);
+      switch (state.kind) {
+        case 'missing':
+          return notFoundOf(operationId);
+        case 'tombstoned':
+          return expiredOf(operationId);
+        case 'live':
+          this.fold.remember(operationId, foldPoint(state.transitions, Number(state.last)));
+          return { kind: 'ok', revision: String(state.last), transitions: state.transitions };
+        default:
+          return { kind: 'unavailable', description: state.description };
+      }
+    } catch (error) {
+      return esdbFailure(error) as { kind: 'unavailable'; description: string };
+    }
+  }
+
+  async *operationIds(): AsyncIterable<string> {
+    if (this.closed) throw unavailable('store is closed');
+    let admitted: string[];
+    let tombstoned: Set<string>;
+    try {
+      admitted = await this.indexIds(`${this.prefix}-admissions`);
+      tombstoned = new Set(await this.indexIds(`${this.prefix}-tombstones`));
+    } catch (error) {
+      throw unavailable(esdbFailure(error).description, error);
+    }
+    for (const id of new Set(admitted)) if (!tombstoned.has(id)) yield id;
+  }
+
+  async tombstone(operationId: string): Promise<AppendOutcome | StoreFailure> {
+    if (this.closed) return closedFailure;
+    try {
+      const state = await this.streamState(operationId);
+      if (state.kind === 'missing') return notFoundOf(operationId);
+      if (state.kind !== 'live' && state.kind !== 'tombstoned') return state;
+      // Key record first: from here on a create answers expired even if we stop half-way.
+      await this.appendIfAbsent(this.tombStream(operationId), { operationId });
+      if (state.kind === 'live') {
+        try {
+          await this.client.tombstoneStream(this.opStream(operationId), { expectedRevision: ANY, deadline: this.deadline });
+        } catch (error) {
+          if (!(error instanceof StreamDeletedError)) throw error;
+        }
+        await this.client.appendToStream(`${this.prefix}-tombstones`, jsonEvent({ type: 'convoke.tombstoned', data: { operationId } }), {
+          expectedRevision: ANY,
+          deadline: this.deadline,
+        });
+      }
+      this.fold.forget(operationId);
+      const last = state.kind === 'live' ? String(state.last) : '0';
+      const stamp = state.kind === 'live' ? (state.transitions.at(-1)?.committedAtMs ?? 0) : 0;
+      return { kind: 'ok', revision: last, committedAtMs: stamp };
+    } catch (error) {
+      return esdbFailure(error);
+    }
+  }
+
+  async follow(listener: AppendListener): Promise<{ close(): Promise<void> }> {
+    if (this.closed) throw unavailable('store is closed');
+    const opPrefix = `${this.prefix}-op-`;
+    const subscription = this.client.subscribeToAll({ fromPosition: END, filter: streamNameFilter({ prefixes: [opPrefix] }) });
+    subscription.on('data', (resolved: AllStreamResolvedEvent) => {
+      const event = resolved.event;
+      if (!event || !event.streamId.startsWith(opPrefix)) return;
+      const stored = storedOf(event as RecordedEvent);
+      if (!isStoreFailure(stored)) notifyAll([listener], event.streamId.slice(opPrefix.length), stored);
+    });
+    subscription.on('error', () => undefined); // A dropped subscription ends the follow; tail re-follows.
+    // Resolve only once the server confirmed the subscription: an append made after follow()
+    // returns is then after the subscription's END position, so it is delivered.
+    await new Promise<void>((resolve, reject) => {
+      const timer = setTimeout(() => reject(unavailable('eventstoredb subscription was not confirmed in time')), this.deadline);
+      subscription.once('confirmation', () => {
+        clearTimeout(timer);
+        resolve();
+      });
+      subscription.once('error', (error: Error) => {
+        clearTimeout(timer);
+        reject(unavailable(esdbFailure(error).description, error));
+      });
+    }).catch(async (error: unknown) => {
+      await subscription.unsubscribe().catch(() => undefined);
+      throw error;
+    });
+    const stop = async () => {
+      await subscription.unsubscribe().catch(() => undefined);
+    };
+    this.followers.add(stop);
+    return {
+      close: async () => {
+        if (this.followers.delete(stop)) await stop();
+      },
+    };
+  }
+
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    const stops = [...this.followers];
+    this.followers.clear();
+    await Promise.all(stops.map((stop) => stop()));
+    if (this.ownsClient) await this.client.dispose().catch(() => undefined);
+  }
+
+  // -------------------------------------------------------------------------------------------
+
+  private opStream(operationId: string): string {
+    return `${this.prefix}-op-${operationId}`;
+  }
+
+  private tombStream(operationId: string): string {
+    return `${this.prefix}-tomb-${operationId}`;
+  }
+
+  private precheck(transition: Transition): string | StoreFailure {
+    if (this.closed) return closedFailure;
+    const shape = checkTransitionShape(transition) ?? checkGuardShape(transition.timeGuard);
+    if (shape) return shape;
+    const body = encodeTransition(transition);
+    const bytes = bodyBytes(body);
+    if (bytes > this.limits.transitionBytesMax) return sizeFailure(bytes, this.limits.transitionBytesMax);
+    return body;
+  }
+
+  /** The CAS append. `known` is the fold point at `expected` when this client has it. */
+  private async appendAt(operationId: string, expected: AppendExpectedRevision, known: FoldPoint | undefined, write: PendingWrite): Promise<AppendOutcome> {
+    let revision: bigint;
+    try {
+      const event = jsonEvent({
+        id: eventIdOf(operationId, String(expected), write.body),
+        type: transitionType,
+        data: JSON.parse(write.body) as JSONType,
+      });
+      const result = await this.client.appendToStream(this.opStream(operationId), event, { expectedRevision: expected, deadline: this.deadline });
+      revision = result.nextExpectedRevision;
+    } catch (error) {
+      if (error instanceof StreamDeletedError) return expiredOf(operationId);
+      if (!(error instanceof WrongExpectedVersionError)) throw error;
+      return this.rejected(operationId, String(expected), write);
+    }
+    if (expected === NO_STREAM) await this.countAdmission(operationId);
+    return this.answerStored(operationId, revision, known, write.transition);
+  }
+
+  /** Reads the stored event back for its server stamp and answers what the fold will decide. */
+  private async answerStored(operationId: string, revision: bigint, known: FoldPoint | undefined, transition: Transition): Promise<AppendOutcome> {
+    const events = await this.readEvents(this.opStream(operationId), revision, 1);
+    if (events.kind !== 'events') return events.kind === 'tombstoned' ? expiredOf(operationId) : { kind: 'unavailable', description: 'stored event could not be read back' };
+    const event = events.events[0];
+    if (!event || event.revision !== revision) return { kind: 'unavailable', description: `stored event ${revision} could not be read back` };
+    const stored = storedOf(event);
+    if (isStoreFailure(stored)) return { kind: 'unavailable', description: stored.description };
+    let before = known;
+    if (!before) {
+      const prefix = await this.streamStateUpTo(operationId, revision);
+      if (prefix.kind === 'tombstoned') return expiredOf(operationId);
+      if (prefix.kind !== 'live') return { kind: 'unavailable', description: prefix.kind === 'missing' ? 'stream vanished' : prefix.description };
+      before = foldPoint(prefix.transitions.slice(0, -1), Number(revision) - 1);
+    }
+    const outcome = answerOnFold(transition.timeGuard, String(revision), stored.committedAtMs, before);
+    this.fold.remember(operationId, advance(before, Number(revision), transition.timeGuard, stored.committedAtMs));
+    return outcome;
+  }
+
+  /** A CAS rejection (or an unusable revision): nothing was written; say why, precisely. */
+  private async rejected(operationId: string, expectedRevision: string, write: PendingWrite): Promise<AppendOutcome> {
+    const state = await this.streamState(operationId);
+    switch (state.kind) {
+      case 'tombstoned':
+        return expiredOf(operationId);
+      case 'missing':
+        return write.mode === 'append'
+          ? notFoundOf(operationId)
+          : { kind: 'unavailable', description: `create of ${operationId} was refused but its stream reads empty` };
+      case 'live':
+        break;
+      default:
+        return { kind: 'unavailable', description: state.description };
+    }
+    const point = foldPoint(state.transitions, Number(state.last));
+    this.fold.remember(operationId, point);
+    // Only void transitions (e.g. an expired admission): absent to the fold, so create may follow.
+    if (write.mode === 'create' && !point.anyApplied && write.attempt < casAttemptsMax) {
+      return this.appendAt(operationId, state.last, point, { ...write, attempt: write.attempt + 1 });
+    }
+    return write.mode === 'create'
+      ? { kind: 'conflict', description: `operation ${operationId} already exists` }
+      : { kind: 'conflict', description: `expected revision ${expectedRevision}, stream is at ${state.last}` };
+  }
+
+  private async streamState(operationId: string): Promise<StreamState> {
+    return this.streamStateUpTo(operationId, undefined);
+  }
+
+  /** The stream's transitions from the start (through `untilRevision` when given), validated. */
+  private async streamStateUpTo(operationId: string, untilRevision: bigint | undefined): Promise<StreamState> {
+    const countMax = untilRevision === undefined ? 2 * contractLimits.transitionsPerOperationMax : Number(untilRevision) + 1;
+    const events = await this.readEvents(this.opStream(operationId), START, countMax);
+    if (events.kind === 'missing') return (await this.exists(this.tombStream(operationId))) ? { kind: 'tombstoned' } : { kind: 'missing' };
+    if (events.kind === 'tombstoned') return events;
+    const transitions: StoredTransition[] = [];
+    for (const event of events.events) {
+      const stored = storedOf(event);
+      if (isStoreFailure(stored)) return stored;
+      transitions.push(stored);
+    }
+    const last = events.events.at(-1)?.revision;
+    if (last === undefined) return { kind: 'missing' };
+    return { kind: 'live', last, transitions };
+  }
+
+  private async readEvents(stream: string, fromRevision: bigint | typeof START, maxCount: number) {
+    const events: RecordedEvent[] = [];
+    try {
+      const read = this.client.readStream(stream, { fromRevision, maxCount, deadline: this.deadline });
+      for await (const resolved of read) if (resolved.event) events.push(resolved.event as RecordedEvent);
+    } catch (error) {
+      if (error instanceof StreamNotFoundError) return { kind: 'missing' as const };
+      if (error instanceof StreamDeletedError) return { kind: 'tombstoned' as const };
+      throw error;
+    }
+    return { kind: 'events' as const, events };
+  }
+
+  private async exists(stream: string): Promise<boolean> {
+    const read = await this.readEvents(stream, START, 1);
+    return read.kind !== 'missing';
+  }
+
+  private async appendIfAbsent(stream: string, data: JSONType): Promise<void> {
+    try {
+      await this.client.appendToStream(stream, jsonEvent({ type: 'convoke.tombstone', data }), { expectedRevision: NO_STREAM, deadline: this.deadline });
+    } catch (error) {
+      if (!(error instanceof WrongExpectedVersionError)) throw error; // Written by an earlier, partial tombstone.
+    }
+  }
+
+  /** One index line per created stream; failure here cannot undo the create, so it is swallowed. */
+  private async countAdmission(operationId: string): Promise<void> {
+    await this.client
+      .appendToStream(`${this.prefix}-admissions`, jsonEvent({ type: 'convoke.admitted', data: { operationId } }), { expectedRevision: ANY, deadline: this.deadline })
+      .catch(() => undefined);
+  }
+
+  private async capacityFailure(): Promise<StoreFailure | undefined> {
+    const read = this.client.readStream(`${this.prefix}-admissions`, { direction: BACKWARDS, fromRevision: END, maxCount: 1, deadline: this.deadline });
+    let count = 0;
+    try {
+      for await (const resolved of read) if (resolved.event) count = Number(resolved.event.revision) + 1;
+    } catch (error) {
+      if (!(error instanceof StreamNotFoundError)) throw error;
+    }
+    if (count < this.limits.operationsMax) return undefined;
+    return { kind: 'unavailable', description: `store capacity of ${this.limits.operationsMax} operations reached; new admissions are refused, key history is kept` };
+  }
+
+  private async indexIds(stream: string): Promise<string[]> {
+    const ids: string[] = [];
+    try {
+      for await (const resolved of this.client.readStream(stream, { fromRevision: START, deadline: this.deadline })) {
+        const data = resolved.event?.data as { operationId?: unknown } | undefined;
+        if (typeof data?.operationId === 'string') ids.push(data.operationId);
+      }
+    } catch (error) {
+      if (!(error instanceof StreamNotFoundError)) throw error;
+    }
+    return ids;
+  }
+}

@@ -1,0 +1,571 @@
+/**
+ * The JetStream event store (DESIGN.md §2, §8): stream CONVOKE_OPS, one subject per operation
+ * (`convoke.op.<operationId>`), one message per Transition, file storage, limits retention,
+ * discard-new (capacity pressure refuses writes instead of evicting accepted history).
+ *
+ * Compare-and-swap: create publishes with `expect.lastSubjectSequence: 0`, append with the
+ * expected revision, which *is* the stream sequence of the subject's last message. A wrong
+ * sequence (JetStreamApiError 10071/10164) writes nothing and answers `conflict`.
+ *
+ * Guard-on-fold: JetStream cannot check a time guard inside its write, but it stamps every stored
+ * message with its own clock, in stream order. That stamp is committedAtMs. The fold applies a
+ * transition only if the stamp passes its guard and is not before the previous applied one
+ * (guard.ts `appliesOnFold`); otherwise the transition stays in the log as void. After the
+ * PubAck the adapter reads the stored message back (by sequence, from the stream leader) and
+ * answers exactly what the fold decides: ok, `expired` (guard) or `unavailable` (rollback).
+ * Caveat, documented: a void transition is *recorded* (it advances the revision, it is returned
+ * by read) but changes no state; readers must fold with `appliesOnFold`.
+ *
+ * Tombstones: a minimal key record on `convoke.tomb.<operationId>` (its own stream), then a
+ * marker message CAS-appended to the operation subject, then a purge of that subject keeping
+ * only the marker. The marker keeps the subject's last sequence non-zero, so the create CAS
+ * itself refuses recreation — no check-then-act window.
+ */
+import { createHash } from 'node:crypto';
+import { connect, headers as natsHeaders, type NatsConnection } from '@nats-io/transport-node';
+import {
+  DeliverPolicy,
+  DiscardPolicy,
+  JetStreamApiError,
+  RetentionPolicy,
+  StorageType,
+  jetstream,
+  jetstreamManager,
+  type JetStreamClient,
+  type JetStreamManager,
+  type JsMsg,
+  type MsgRequest,
+  type StoredMsg,
+} from '@nats-io/jetstream';
+import type { StoredTransition, Transition } from '../../events/types.js';
+import { AssertionFailure, unavailable, unsupported } from '../../contract/errors.js';
+import { limits as contractLimits } from '../../contract/limits.js';
+import { checkGuardShape } from './guard.js';
+import { bodyBytes, checkTransitionShape, decodeStored, encodeTransition, isStoreFailure, notifyAll, parseRevision, sizeFailure } from './codec.js';
+import { resolveStoreLimits } from './limits.js';
+import { FoldTracker, advance, answerOnFold, foldPoint, noAppliedYetMs, type FoldPoint } from './on-fold.js';
+import type { AppendListener, AppendOutcome, EventStore, ReadOutcome, StoreFailure, StoreLimits } from './types.js';
+
+export interface JetStreamStoreOptions {
+  /** An existing connection (left open on close), or `servers` to connect to (closed on close). */
+  connection?: NatsConnection;
+  servers?: string | string[];
+  user?: string;
+  pass?: string;
+  /** Default CONVOKE_OPS; the tombstone records live in `<streamName>_TOMBS`. */
+  streamName?: string;
+  /** Default 'convoke': subjects `<prefix>.op.<id>` and `<prefix>.tomb.<id>`. */
+  subjectPrefix?: string;
+  limits?: Partial<StoreLimits>;
+  /** How long a PubAck or JetStream API reply is awaited before answering `unavailable`. */
+  requestTimeoutMs?: number;
+  /** The stream's byte budget (discard-new: when full, writes answer `unavailable`). -1 = none. */
+  streamBytesMax?: number;
+}
+
+/** Bytes reserved for the headers the adapter adds (Nats-Msg-Id, expected sequence). */
+const headerBytesAllowance = 512;
+const tombstoneHeader = 'Convoke-Tombstone';
+const casAttemptsMax = 8;
+const capacityReadingAgeMaxMs = 1000;
+const decoder = new TextDecoder('utf-8', { fatal: true });
+
+const wrongSequenceCodes = new Set([10071, 10164]);
+const messageTooLargeCode = 10054;
+
+export function isWrongSequence(error: unknown): boolean {
+  return error instanceof JetStreamApiError && wrongSequenceCodes.has(error.code);
+}
+
+/** Everything but a CAS rejection is `unavailable`: a timeout may or may not have stored the message. */
+export function natsFailure(error: unknown): StoreFailure {
+  if (error instanceof AssertionFailure) throw error;
+  if (error instanceof JetStreamApiError && error.code === messageTooLargeCode) {
+    return { kind: 'invalid-input', description: `jetstream: ${error.message}` };
+  }
+  const detail = error instanceof Error ? `${error.name}: ${error.message}` : String(error);
+  return { kind: 'unavailable', description: `jetstream: ${detail}` };
+}
+
+/** Server stamps carry nanoseconds; both the ISO and the bigint forms truncate to the same ms. */
+function stampMs(timestamp: string): number {
+  const ms = Date.parse(timestamp);
+  // A stamp we cannot read is a backend failure (→ unavailable), not a bug of ours.
+  if (!Number.isSafeInteger(ms)) throw new Error(`unparseable server timestamp ${JSON.stringify(timestamp)}`);
+  return ms;
+}
+
+/** The Nats-Msg-Id of one attempted write: a retry of the same write dedupes to the stored message. */
+function publicationId(operationId: string, expectedSeq: number, body: string): string {
+  return createHash('sha256').update(`${operationId}\u0000${expectedSeq}\u0000${body}`).digest('hex');
+}
+
+const isMarker = (msg: StoredMsg) => msg.header?.get(tombstoneHeader) === '1';
+
+const expiredOf = (operationId: string) => ({ kind: 'expired' as const, description: `operation ${operationId} is tombstoned` });
+const notFoundOf = (operationId: string) => ({ kind: 'not-found' as const, description: `operation ${operationId} does not exist` });
+
+interface PendingWrite {
+  transition: Transition;
+  body: string;
+  mode: 'create' | 'append';
+  /** CAS retries so far (a create over a stream holding only void transitions retries). */
+  attempt: number;
+}
+
+type PointOrNot = { kind: 'point'; point: FoldPoint } | { kind: 'tombstoned' } | StoreFailure;
+
+/** What the log says about one operation subject. */
+type SubjectState =
+  | { kind: 'missing' }
+  | { kind: 'tombstoned' }
+  | { kind: 'live'; lastSeq: number; transitions: StoredTransition[] }
+  | StoreFailure;
+
+export class JetStreamEventStore implements EventStore {
+  readonly name = 'jetstream';
+  readonly capabilities = { durable: true, guard: 'on-fold' } as const;
+  private readonly fold = new FoldTracker();
+  private readonly followers = new Set<() => Promise<void>>();
+  /** The last operation count read from the server, and creates this client made since. */
+  private capacitySeen = { count: 0, createsSince: 0, atMs: Number.NEGATIVE_INFINITY };
+  private closed = false;
+
+  private constructor(
+    private readonly nc: NatsConnection,
+    private readonly ownsConnection: boolean,
+    private readonly js: JetStreamClient,
+    private readonly jsm: JetStreamManager,
+    private readonly streamName: string,
+    private readonly prefix: string,
+    private readonly limits: StoreLimits,
+    private readonly requestTimeoutMs: number,
+    /** Whether the stream answers direct gets (allow_direct): the cheaper read-back path. */
+    private readonly directGet: boolean,
+  ) {}
+
+  static async open(options: JetStreamStoreOptions): Promise<JetStreamEventStore> {
+    const requestTimeoutMs = options.requestTimeoutMs ?? 5000;
+    const nc = options.connection ?? (await connectFor(options, requestTimeoutMs));
+    try {
+      const jsm = await jetstreamManager(nc, { timeout: requestTimeoutMs });
+      const js = jetstream(nc, { timeout: requestTimeoutMs });
+      const configured = resolveStoreLimits(options.limits);
+      // A message (body plus our headers) must fit the server's max_payload; never claim more.
+      const payloadMax = (nc.info?.max_payload ?? contractLimits.transitionBytesMax) - headerBytesAllowance;
+      const limits = { ...configured, transitionBytesMax: Math.min(configured.transitionBytesMax, payloadMax) };
+      const streamName = options.streamName ?? 'CONVOKE_OPS';
+      const prefix = options.subjectPrefix ?? 'convoke';
+      const bytesMax = options.streamBytesMax ?? -1;
+      const directGet = await ensureStream(jsm, streamName, `${prefix}.op.>`, limits.transitionBytesMax + headerBytesAllowance, bytesMax);
+      await ensureStream(jsm, `${streamName}_TOMBS`, `${prefix}.tomb.>`, 4096, -1);
+      return new JetStreamEventStore(nc, !options.connection, js, jsm, streamName, prefix, limits, requestTimeoutMs, directGet);
+    } catch (error) {
+      if (!options.connection) await nc.close().catch(() => undefined);
+      throw error;
+    }
+  }
+
+  async create(operationId: string, transition: Transition): Promise<AppendOutcome> {
+    const refused = this.precheck(transition);
+    if (typeof refused !== 'string') return refused;
+    try {
+      // Both checks at once: they are independent reads, and create latency is admission latency.
+      const [tombstoned, full] = await Promise.all([this.hasTombRecord(operationId), this.capacityFailure()]);
+      if (tombstoned) return { kind: 'expired', description: `operation ${operationId} is tombstoned; its key is never recreated` };
+      if (full) return full;
+      // An empty subject has nothing applied: the point before a create needs no read.
+      const empty: FoldPoint = { revision: 0, lastAppliedAtMs: noAppliedYetMs, anyApplied: false };
+      return await this.publishAt(operationId, 0, empty, { transition, body: refused, mode: 'create', attempt: 0 });
+    } catch (error) {
+      return natsFailure(error);
+    }
+  }
+
+  async append(operationId: string, expectedRevision: string, transition: Transition): Promise<AppendOutcome> {
+    const refused = this.precheck(transition);
+    if (typeof refused !== 'string') return refused;
+    try {
+      const expectedSeq = parseRevision(expectedRevision);
+      // A revision that is not a stream sequence can never match: classify without writing.
+      const write: PendingWrite = { transition, body: refused, mode: 'append', attempt: 0 };
+      if (expectedSeq === undefined) return await this.rejected(operationId, expectedRevision, write);
+      return await this.publishAt(operationId, expectedSeq, this.fold.at(operationId, expectedSeq), write);
+    } catch (error) {
+      return natsFailure(error);
+    }
+  }
+
+  async read(operationId: string): Promise<ReadOutcome> {
+    if (this.closed) return closedFailure;
+    try {
+      const state = await this.subjectState(operationId);
+      switch (state.kind) {
+        case 'missing':
+          return notFoundOf(operationId);
+        case 'tombstoned':
+          return expiredOf(operationId);
+        case 'live':
+          this.fold.remember(operationId, foldPoint(state.transitions, state.lastSeq));
+          return { kind: 'ok', revision: String(state.lastSeq), transitions: state.transitions };
+        default:
+          return { kind: 'unavailable', description: state.description };
+      }
+    } catch (error) {
+      return natsFailure(error) as { kind: 'unavailable'; description: string };
+    }
+  }
+
+  async *operationIds(): AsyncIterable<string> {
+    if (this.closed) throw unavailable('store is closed');
+    let ops: string[];
+    let tombs: Set<string>;
+    try {
+      ops = await subjectsOf(this.jsm, this.streamName, `${this.prefix}.op.>`);
+      tombs = new Set(await subjectsOf(this.jsm, `${this.streamName}_TOMBS`, `${this.prefix}.tomb.>`));
+    } catch (error) {
+      throw unavailable(natsFailure(error).description, error);
+    }
+    const opPrefix = `${this.prefix}.op.`;
+    const tombPrefix = `${this.prefix}.tomb.`;
+    for (const subject of ops) {
+      const id = subject.slice(opPrefix.length);
+      if (!tombs.has(tombPrefix + id)) yield id;
+    }
+  }
+
+  async tombstone(operationId: string): Promise<AppendOutcome | StoreFailure> {
+    if (this.closed) return closedFailure;
+    const subject = this.opSubject(operationId);
+    try {
+      const last = await this.jsm.streams.getMessage(this.streamName, { last_by_subj: subject });
+      if (!last) return (await this.hasTombRecord(operationId)) ? { kind: 'ok', revision: '0', committedAtMs: 0 } : notFoundOf(operationId);
+      // Key record first: from here on a create answers expired even if we stop half-way.
+      await this.writeTombRecord(operationId, last.seq);
+      const marker = isMarker(last) ? last : await this.appendMarker(operationId, last.seq);
+      // Purge below the marker (never `keep: 1`): the marker always survives, so the subject's
+      // last sequence never returns to 0 and the create CAS can never recreate the stream.
+      await this.jsm.streams.purge(this.streamName, { filter: subject, seq: marker.seq });
+      this.fold.forget(operationId);
+      return { kind: 'ok', revision: String(marker.seq), committedAtMs: stampMs(marker.timestamp) };
+    } catch (error) {
+      return natsFailure(error);
+    }
+  }
+
+  async follow(listener: AppendListener): Promise<{ close(): Promise<void> }> {
+    if (this.closed) throw unavailable('store is closed');
+    let messages: Awaited<ReturnType<Awaited<ReturnType<JetStreamClient['consumers']['get']>>['consume']>>;
+    try {
+      // Start right after the current end (not DeliverPolicy.New, which is fixed only when the
+      // consumer is created — possibly after an append the caller made once follow resolved).
+      const info = await this.jsm.streams.info(this.streamName);
+      const consumer = await this.js.consumers.get(this.streamName, {
+        filter_subjects: `${this.prefix}.op.>`,
+        deliver_policy: DeliverPolicy.StartSequence,
+        opt_start_seq: info.state.last_seq + 1,
+      });
+      messages = await consumer.consume();
+    } catch (error) {
+      throw unavailable(natsFailure(error).description, error);
+    }
+    const pump = (async () => {
+      for await (const msg of messages) this.deliver(msg, listener);
+    })().catch(() => undefined);
+    const stop = async () => {
+      await messages.close();
+      await pump;
+    };
+    this.followers.add(stop);
+    return {
+      close: async () => {
+        if (this.followers.delete(stop)) await stop();
+      },
+    };
+  }
+
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    const stops = [...this.followers];
+    this.followers.clear();
+    await Promise.all(stops.map((stop) => stop().catch(() => undefined)));
+    if (this.ownsConnection) await this.nc.close().catch(() => undefined);
+  }
+
+  // -------------------------------------------------------------------------------------------
+
+  private opSubject(operationId: string): string {
+    return `${this.prefix}.op.${operationId}`;
+  }
+
+  private tombSubject(operationId: string): string {
+    return `${this.prefix}.tomb.${operationId}`;
+  }
+
+  /** The encoded body, or why nothing may be written. */
+  private precheck(transition: Transition): string | StoreFailure {
+    if (this.closed) return closedFailure;
+    const shape = checkTransitionShape(transition) ?? checkGuardShape(transition.timeGuard);
+    if (shape) return shape;
+    const body = encodeTransition(transition);
+    const bytes = bodyBytes(body);
+    if (bytes > this.limits.transitionBytesMax) return sizeFailure(bytes, this.limits.transitionBytesMax);
+    return body;
+  }
+
+  /** The CAS publish. `known` is the fold point at expectedSeq when this client has it. */
+  private async publishAt(operationId: string, expectedSeq: number, known: FoldPoint | undefined, write: PendingWrite): Promise<AppendOutcome> {
+    let seq: number;
+    try {
+      const ack = await this.js.publish(this.opSubject(operationId), write.body, {
+        msgID: publicationId(operationId, expectedSeq, write.body),
+        expect: { lastSubjectSequence: expectedSeq },
+        timeout: this.requestTimeoutMs,
+      });
+      // ack.duplicate: this exact write (same expected sequence, same bytes) was stored before;
+      // answering from the stored message makes the retry of an uncertain append idempotent.
+      seq = ack.seq;
+    } catch (error) {
+      if (!isWrongSequence(error)) throw error;
+      return this.rejected(operationId, String(expectedSeq), write);
+    }
+    return this.answerStored(operationId, seq, known, write.transition);
+  }
+
+  /** Reads the stored message back for its server stamp and answers what the fold will decide. */
+  private async answerStored(operationId: string, seq: number, known: FoldPoint | undefined, transition: Transition): Promise<AppendOutcome> {
+    const stored = await this.readBack(seq);
+    if (!stored || stored.subject !== this.opSubject(operationId)) {
+      return { kind: 'unavailable', description: `stored message ${seq} could not be read back; its fold outcome is unknown` };
+    }
+    const committedAtMs = stampMs(stored.timestamp);
+    const before: PointOrNot = known ? { kind: 'point', point: known } : await this.pointBefore(operationId, seq);
+    if (before.kind === 'tombstoned') return expiredOf(operationId);
+    if (before.kind !== 'point') return { kind: 'unavailable', description: before.description };
+    const outcome = answerOnFold(transition.timeGuard, String(seq), committedAtMs, before.point);
+    this.fold.remember(operationId, advance(before.point, seq, transition.timeGuard, committedAtMs));
+    return outcome;
+  }
+
+  /**
+   * One stored message by sequence. A stored message never changes, so a direct get (cheaper;
+   * possibly answered by a replica) is trusted when it finds it; a miss — a replica that has not
+   * applied it yet — falls back to the stream leader's STREAM.MSG.GET.
+   */
+  private async readBack(seq: number): Promise<StoredMsg | null> {
+    if (this.directGet) {
+      const direct = await this.jsm.direct.getMessage(this.streamName, { seq }).catch(() => null);
+      if (direct && direct.seq === seq) return direct;
+    }
+    return this.jsm.streams.getMessage(this.streamName, { seq });
+  }
+
+  /** A CAS rejection (or an unusable revision): nothing was written; say why, precisely. */
+  private async rejected(operationId: string, expectedRevision: string, write: PendingWrite): Promise<AppendOutcome> {
+    const state = await this.subjectState(operationId);
+    switch (state.kind) {
+      case 'tombstoned':
+        return expiredOf(operationId);
+      case 'missing':
+        return write.mode === 'append'
+          ? notFoundOf(operationId)
+          : { kind: 'unavailable', description: `create of ${operationId} was refused but its subject reads empty` };
+      case 'live':
+        break;
+      default:
+        return { kind: 'unavailable', description: state.description };
+    }
+    const point = foldPoint(state.transitions, state.lastSeq);
+    this.fold.remember(operationId, point);
+    // A stream holding only void transitions (e.g. an expired admission) has no state: it is
+    // absent to the fold, so create-if-absent may write after them, still as a CAS.
+    if (write.mode === 'create' && !point.anyApplied && write.attempt < casAttemptsMax) {
+      return this.publishAt(operationId, state.lastSeq, point, { ...write, attempt: write.attempt + 1 });
+    }
+    return write.mode === 'create'
+      ? { kind: 'conflict', description: `operation ${operationId} already exists` }
+      : { kind: 'conflict', description: `expected revision ${expectedRevision}, stream is at ${state.lastSeq}` };
+  }
+
+  /** The fold point just before `seq` (this client had not seen the prefix). */
+  private async pointBefore(operationId: string, seq: number): Promise<PointOrNot> {
+    const scanned = await this.scan(operationId, seq);
+    if (scanned.kind !== 'live') return scanned.kind === 'missing' ? { kind: 'tombstoned' } : scanned;
+    return { kind: 'point', point: foldPoint(scanned.transitions.slice(0, -1), 0) };
+  }
+
+  private async subjectState(operationId: string): Promise<SubjectState> {
+    const last = await this.jsm.streams.getMessage(this.streamName, { last_by_subj: this.opSubject(operationId) });
+    if (!last) return (await this.hasTombRecord(operationId)) ? { kind: 'tombstoned' } : { kind: 'missing' };
+    if (isMarker(last)) return { kind: 'tombstoned' };
+    return this.scan(operationId, last.seq);
+  }
+
+  /**
+   * Every message of the operation's subject up to and including `untilSeq`, in order, by
+   * sequence reads from the stream leader (STREAM.MSG.GET `next_by_subj`, nats-server ≥ 2.9;
+   * not the direct-get API, whose replicas may answer stale). A marker anywhere means tombstoned.
+   */
+  private async scan(operationId: string, untilSeq: number): Promise<SubjectState> {
+    const subject = this.opSubject(operationId);
+    const transitions: StoredTransition[] = [];
+    const messagesMax = 2 * contractLimits.transitionsPerOperationMax;
+    for (let from = 1; transitions.length < messagesMax; ) {
+      // The v3 typings list only seq/last_by_subj here; the server also takes next_by_subj.
+      const query = { seq: from, next_by_subj: subject } as unknown as MsgRequest;
+      const msg = await this.jsm.streams.getMessage(this.streamName, query);
+      if (!msg || msg.seq > untilSeq) return this.gapOrTombstone(operationId, untilSeq);
+      if (isMarker(msg)) return { kind: 'tombstoned' };
+      const stored = decodeMessage(msg.seq, stampMs(msg.timestamp), msg.data);
+      if (isStoreFailure(stored)) return stored;
+      transitions.push(stored);
+      if (msg.seq === untilSeq) return { kind: 'live', lastSeq: untilSeq, transitions };
+      from = msg.seq + 1;
+    }
+    return { kind: 'unavailable', description: `operation ${operationId} holds more than ${messagesMax} messages` };
+  }
+
+  /** Messages vanished under a scan: a tombstone purged them (the marker shows it) or history is damaged. */
+  private async gapOrTombstone(operationId: string, untilSeq: number): Promise<SubjectState> {
+    const last = await this.jsm.streams.getMessage(this.streamName, { last_by_subj: this.opSubject(operationId) });
+    if (last && isMarker(last)) return { kind: 'tombstoned' };
+    return { kind: 'unavailable', description: `operation ${operationId} is missing messages up to ${untilSeq}` };
+  }
+
+  private async hasTombRecord(operationId: string): Promise<boolean> {
+    const record = await this.jsm.streams.getMessage(`${this.streamName}_TOMBS`, { last_by_subj: this.tombSubject(operationId) });
+    return record !== null;
+  }
+
+  /** The minimal key record kept after the payload is gone; written once (CAS on an empty subject). */
+  private async writeTombRecord(operationId: string, lastSeq: number): Promise<void> {
+    const record = JSON.stringify({ operationId, lastRevision: String(lastSeq) });
+    try {
+      await this.js.publish(this.tombSubject(operationId), record, { expect: { lastSubjectSequence: 0 }, timeout: this.requestTimeoutMs });
+    } catch (error) {
+      if (!isWrongSequence(error)) throw error; // Already recorded by an earlier (partial) tombstone.
+    }
+  }
+
+  /** CAS-appends the tombstone marker after whatever is last; concurrent appends just move the target. */
+  private async appendMarker(operationId: string, lastSeq: number): Promise<StoredMsg> {
+    const subject = this.opSubject(operationId);
+    let expectedSeq = lastSeq;
+    for (let attempt = 0; attempt < casAttemptsMax; attempt++) {
+      const h = natsHeaders();
+      h.set(tombstoneHeader, '1');
+      try {
+        const ack = await this.js.publish(subject, '', { headers: h, expect: { lastSubjectSequence: expectedSeq }, timeout: this.requestTimeoutMs });
+        const marker = await this.jsm.streams.getMessage(this.streamName, { seq: ack.seq });
+        if (marker) return marker;
+        throw unavailable(`tombstone marker ${ack.seq} could not be read back`);
+      } catch (error) {
+        if (!isWrongSequence(error)) throw error;
+      }
+      const last = await this.jsm.streams.getMessage(this.streamName, { last_by_subj: subject });
+      if (!last) throw unavailable(`operation ${operationId} vanished while being tombstoned`);
+      if (isMarker(last)) return last;
+      expectedSeq = last.seq;
+    }
+    throw unavailable(`operation ${operationId} kept moving; tombstone not completed`);
+  }
+
+  /**
+   * Live and tombstoned operations both count (one subject each): exhaustion refuses admissions.
+   * The count comes from the server (stream info) whenever the store is within 10% of its limit
+   * or the last reading is over a second old; far from the limit, this client's own creates are
+   * added to a fresh reading instead, saving a round trip per admission. Either way the check is
+   * check-then-act across clients (racing creators can overshoot by their number) — documented.
+   */
+  private async capacityFailure(): Promise<StoreFailure | undefined> {
+    const seen = this.capacitySeen;
+    const estimate = seen.count + seen.createsSince;
+    const fresh = performance.now() - seen.atMs < capacityReadingAgeMaxMs;
+    if (!(fresh && estimate < this.limits.operationsMax * 0.9)) {
+      const info = await this.jsm.streams.info(this.streamName);
+      this.capacitySeen = { count: info.state.num_subjects ?? 0, createsSince: 0, atMs: performance.now() };
+    }
+    if (this.capacitySeen.count + this.capacitySeen.createsSince < this.limits.operationsMax) {
+      this.capacitySeen.createsSince++;
+      return undefined;
+    }
+    return { kind: 'unavailable', description: `store capacity of ${this.limits.operationsMax} operations reached; new admissions are refused, key history is kept` };
+  }
+
+  private deliver(msg: JsMsg, listener: AppendListener): void {
+    if (msg.headers?.get(tombstoneHeader) === '1') return;
+    const operationId = msg.subject.slice(`${this.prefix}.op.`.length);
+    // Same truncation to ms as the ISO stamp read() uses, so follow and read agree exactly.
+    const committedAtMs = Number(msg.timestampNanos / 1_000_000n);
+    const stored = decodeMessage(msg.seq, committedAtMs, msg.data);
+    if (!isStoreFailure(stored)) notifyAll([listener], operationId, stored);
+  }
+}
+
+const closedFailure: { kind: 'unavailable'; description: string } = { kind: 'unavailable', description: 'store is closed' };
+
+function decodeMessage(seq: number, committedAtMs: number, data: Uint8Array): StoredTransition | StoreFailure {
+  let body: string;
+  try {
+    body = decoder.decode(data);
+  } catch {
+    return { kind: 'unavailable', description: `stored message ${seq} is not UTF-8` };
+  }
+  return decodeStored(String(seq), committedAtMs, body);
+}
+
+async function connectFor(options: JetStreamStoreOptions, requestTimeoutMs: number): Promise<NatsConnection> {
+  if (options.servers === undefined) throw unsupported('a JetStream store needs `connection` or `servers`');
+  try {
+    return await connect({
+      servers: options.servers,
+      user: options.user,
+      pass: options.pass,
+      name: 'convoke-store',
+      timeout: requestTimeoutMs,
+      // Keep reconnecting: while the server is away every call answers `unavailable`.
+      maxReconnectAttempts: -1,
+    });
+  } catch (error) {
+    throw unavailable(natsFailure(error).description, error);
+  }
+}
+
+/**
+ * Creates the stream, or checks an existing one keeps the durability promises this adapter
+ * makes. Answers whether the stream allows direct gets.
+ */
+async function ensureStream(jsm: JetStreamManager, name: string, subject: string, messageBytesMax: number, bytesMax: number): Promise<boolean> {
+  try {
+    const info = await jsm.streams.info(name);
+    const c = info.config;
+    const ok = c.storage === StorageType.File && c.retention === RetentionPolicy.Limits && c.discard === DiscardPolicy.New && c.subjects.includes(subject);
+    if (!ok) throw unsupported(`stream ${name} exists without file storage, limits retention, discard-new and subject ${subject}`);
+    return c.allow_direct === true;
+  } catch (error) {
+    if (!(error instanceof JetStreamApiError && error.code === 10059)) throw error;
+  }
+  try {
+    await jsm.streams.add({
+      name,
+      subjects: [subject],
+      storage: StorageType.File,
+      retention: RetentionPolicy.Limits,
+      discard: DiscardPolicy.New,
+      max_msg_size: messageBytesMax,
+      max_bytes: bytesMax,
+      allow_direct: true,
+    });
+    return true;
+  } catch (error) {
+    // Another client created it between our info and add: fine if it is ours (checked next open).
+    if (!(error instanceof JetStreamApiError && error.code === 10058)) throw error;
+    return false;
+  }
+}
+
+async function subjectsOf(jsm: JetStreamManager, stream: string, filter: string): Promise<string[]> {
+  const info = await jsm.streams.info(stream, { subjects_filter: filter });
+  return Object.keys(info.state.subjects ?? {});
+}

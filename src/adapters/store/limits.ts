@@ -1,0 +1,21 @@
+/**
+ * The store limits every adapter starts from, and the check that a configured override is sane.
+ * Spec: record size and retention budgets are deployment capabilities with explicit limits.
+ */
+import { assert } from '../../contract/errors.js';
+import { limits } from '../../contract/limits.js';
+import type { StoreLimits } from './types.js';
+
+/** Live plus tombstoned operations a store accepts before refusing new admissions. */
+export const operationsMaxDefault = 1_000_000;
+
+export function resolveStoreLimits(overrides: Partial<StoreLimits> | undefined): StoreLimits {
+  const resolved: StoreLimits = {
+    transitionBytesMax: limits.transitionBytesMax,
+    operationsMax: operationsMaxDefault,
+    ...overrides,
+  };
+  assert(Number.isSafeInteger(resolved.transitionBytesMax) && resolved.transitionBytesMax > 0, 'transitionBytesMax is a positive safe integer');
+  assert(Number.isSafeInteger(resolved.operationsMax) && resolved.operationsMax > 0, 'operationsMax is a positive safe integer');
+  return resolved;
+}

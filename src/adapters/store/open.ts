@@ -1,0 +1,84 @@
+/**
+ * Opens an EventStore from a store URL (config files and `--store` flags):
+ *
+ *   memory:                                      process-local, not durable
+ *   sqlite:PATH  (sqlite:///abs/path also)       the embedded durable default
+ *   jetstream:nats://host:port[?user=&pass=&stream=&prefix=]
+ *   esdb://host:2113?tls=false  |  eventstoredb://…   (EventStoreDB connection string)
+ *
+ * Anything else is invalid-input. A backend that cannot be reached at open is unavailable.
+ */
+import { AdapterError, invalidInput, unavailable } from '../../contract/errors.js';
+import type { Clock } from '../../runtime/clock.js';
+import { EventStoreDbStore } from './eventstoredb.js';
+import { JetStreamEventStore } from './jetstream.js';
+import { MemoryEventStore } from './memory.js';
+import { SqliteEventStore } from './sqlite.js';
+import type { EventStore, StoreLimits } from './types.js';
+
+export interface OpenStoreDeps {
+  clock: Clock;
+  limits?: Partial<StoreLimits>;
+}
+
+export async function openStore(url: string, deps: OpenStoreDeps): Promise<EventStore> {
+  const scheme = /^([a-z][a-z0-9+.-]*):/i.exec(url)?.[1]?.toLowerCase();
+  switch (scheme) {
+    case 'memory':
+      return new MemoryEventStore({ clock: deps.clock, limits: deps.limits });
+    case 'sqlite':
+      return openSqlite(url.slice('sqlite:'.length), deps);
+    case 'jetstream':
+      return openJetStream(url.slice('jetstream:'.length), deps);
+    case 'esdb':
+    case 'eventstoredb':
+      // The client parses `esdb://` (and `esdb+discover://`); eventstoredb:// is our alias.
+      return new EventStoreDbStore({ connectionString: url.replace(/^eventstoredb:/i, 'esdb:'), limits: deps.limits });
+    case 'esdb+discover':
+      return new EventStoreDbStore({ connectionString: url, limits: deps.limits });
+    default:
+      throw invalidInput(`unknown store URL ${JSON.stringify(redact(url))}: use memory:, sqlite:PATH, jetstream:nats://host:port or esdb://host:port`);
+  }
+}
+
+function openSqlite(rest: string, deps: OpenStoreDeps): EventStore {
+  const path = rest.startsWith('//') ? rest.slice(2) : rest;
+  if (path.length === 0) throw invalidInput('sqlite: store URL needs a path (sqlite:PATH)');
+  try {
+    return new SqliteEventStore({ path, clock: deps.clock, limits: deps.limits });
+  } catch (error) {
+    throw unavailable(`cannot open sqlite store at ${path}: ${error instanceof Error ? error.message : String(error)}`, error);
+  }
+}
+
+async function openJetStream(rest: string, deps: OpenStoreDeps): Promise<EventStore> {
+  let parsed: URL;
+  try {
+    parsed = new URL(rest);
+  } catch (error) {
+    throw invalidInput(`jetstream: store URL must be jetstream:nats://host:port (got ${JSON.stringify(redact(rest))})`, error);
+  }
+  if (parsed.protocol !== 'nats:' && parsed.protocol !== 'tls:') throw invalidInput(`jetstream: expected a nats:// server URL, got ${parsed.protocol}`);
+  const query = parsed.searchParams;
+  const user = query.get('user') ?? (parsed.username ? decodeURIComponent(parsed.username) : undefined);
+  const pass = query.get('pass') ?? (parsed.password ? decodeURIComponent(parsed.password) : undefined);
+  const servers = `${parsed.protocol}//${parsed.host}`;
+  try {
+    return await JetStreamEventStore.open({
+      servers,
+      user,
+      pass,
+      streamName: query.get('stream') ?? undefined,
+      subjectPrefix: query.get('prefix') ?? undefined,
+      limits: deps.limits,
+    });
+  } catch (error) {
+    if (error instanceof AdapterError) throw error;
+    throw unavailable(`cannot open jetstream store at ${servers}: ${error instanceof Error ? error.message : String(error)}`, error);
+  }
+}
+
+/** Store URLs may carry credentials; never echo them into errors or logs. */
+function redact(url: string): string {
+  return url.replace(/(pass(word)?=)[^&]*/gi, '$1***').replace(/\/\/([^/@:]*):([^/@]*)@/, '//$1:***@');
+}

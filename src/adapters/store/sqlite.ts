@@ -1,0 +1,354 @@
+/**
+ * The SQLite event store: the embedded durable default (better-sqlite3, WAL).
+ *
+ * Every write runs in one `BEGIN IMMEDIATE` transaction, which takes SQLite's single write lock
+ * before anything is read: the expected-revision check, the capacity check, the size check, the
+ * clock-rollback check and the time guard all run against state no other connection (or
+ * process) can change until COMMIT. The clock is read once, inside that transaction, and that
+ * same reading is the committedAtMs checked, stored and returned (spec: "the store checks that
+ * interval at its authoritative serialized transition point and returns that same timestamp").
+ *
+ * The meta row carries the store-wide last committedAtMs, so a process whose clock lags another's
+ * (or a clock set back) stops protected transitions instead of writing time backwards.
+ */
+import Database from 'better-sqlite3';
+import type { StoredTransition, Transition } from '../../events/types.js';
+import type { Clock } from '../../runtime/clock.js';
+import { AssertionFailure, unavailable } from '../../contract/errors.js';
+import { checkGuardShape, guardAdmits, guardFailure, rollbackFailure } from './guard.js';
+import { bodyBytes, checkTransitionShape, decodeStored, encodeTransition, isStoreFailure, notifyAll, sizeFailure } from './codec.js';
+import { resolveStoreLimits } from './limits.js';
+import type { AppendListener, AppendOutcome, EventStore, ReadOutcome, StoreFailure, StoreLimits } from './types.js';
+
+export interface SqliteStoreOptions {
+  /** A file path (or ':memory:' for a throwaway store in tests). */
+  path: string;
+  clock: Clock;
+  limits?: Partial<StoreLimits>;
+  /** How long a write waits for another connection's lock before answering `unavailable`. */
+  busyTimeoutMs?: number;
+  /** 'full' fsyncs every commit (acknowledged appends survive power loss); 'normal' survives a process crash only. */
+  synchronous?: 'full' | 'normal';
+  /** How often `follow` polls for rows appended by any connection. */
+  followIntervalMs?: number;
+}
+
+const schemaVersion = 1;
+const followBatchMax = 512;
+const operationIdsPageMax = 256;
+
+const schema = `
+CREATE TABLE IF NOT EXISTS operations (
+  id TEXT PRIMARY KEY,
+  tombstoned INTEGER NOT NULL DEFAULT 0,
+  last_revision INTEGER NOT NULL
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS transitions (
+  operation_id TEXT NOT NULL,
+  revision INTEGER NOT NULL,
+  committed_at_ms INTEGER NOT NULL,
+  body TEXT NOT NULL,
+  PRIMARY KEY (operation_id, revision)
+);
+CREATE TABLE IF NOT EXISTS meta (
+  id INTEGER PRIMARY KEY CHECK (id = 1),
+  last_committed_at_ms INTEGER NOT NULL,
+  last_rowid INTEGER NOT NULL,
+  operations_count INTEGER NOT NULL
+);
+INSERT OR IGNORE INTO meta (id, last_committed_at_ms, last_rowid, operations_count) VALUES (1, ${Number.MIN_SAFE_INTEGER}, 0, 0);
+`;
+
+interface OperationRow {
+  tombstoned: number;
+  last_revision: number;
+}
+
+interface MetaRow {
+  last_committed_at_ms: number;
+  last_rowid: number;
+  operations_count: number;
+}
+
+interface TransitionRow {
+  rowid: number;
+  operation_id: string;
+  revision: number;
+  committed_at_ms: number;
+  body: string;
+}
+
+type ReadRows = OperationRow & { transitions?: TransitionRow[] };
+
+interface WriteRequest {
+  operationId: string;
+  /** undefined for create. */
+  expectedRevision: string | undefined;
+  transition: Transition;
+  /** The encoded transition: the bytes stored and the bytes the size budget counts. */
+  body: string;
+}
+
+function prepareStatements(db: Database.Database) {
+  return {
+    operation: db.prepare<[string], OperationRow>('SELECT tombstoned, last_revision FROM operations WHERE id = ?'),
+    meta: db.prepare<[], MetaRow>('SELECT last_committed_at_ms, last_rowid, operations_count FROM meta WHERE id = 1'),
+    insertTransition: db.prepare(
+      'INSERT INTO transitions (rowid, operation_id, revision, committed_at_ms, body) VALUES (?, ?, ?, ?, ?)',
+    ),
+    insertOperation: db.prepare('INSERT INTO operations (id, tombstoned, last_revision) VALUES (?, 0, ?)'),
+    updateOperation: db.prepare('UPDATE operations SET last_revision = ? WHERE id = ?'),
+    updateMeta: db.prepare('UPDATE meta SET last_committed_at_ms = ?, last_rowid = ?, operations_count = ? WHERE id = 1'),
+    transitionsOf: db.prepare<[string], TransitionRow>(
+      'SELECT rowid, operation_id, revision, committed_at_ms, body FROM transitions WHERE operation_id = ? ORDER BY revision',
+    ),
+    transitionsAfter: db.prepare<[number, number], TransitionRow>(
+      'SELECT rowid, operation_id, revision, committed_at_ms, body FROM transitions WHERE rowid > ? ORDER BY rowid LIMIT ?',
+    ),
+    tombstone: db.prepare('UPDATE operations SET tombstoned = 1 WHERE id = ?'),
+    deleteTransitions: db.prepare('DELETE FROM transitions WHERE operation_id = ?'),
+    liveIdsAfter: db.prepare<[string, number], { id: string }>(
+      'SELECT id FROM operations WHERE tombstoned = 0 AND id > ? ORDER BY id LIMIT ?',
+    ),
+  };
+}
+
+type Statements = ReturnType<typeof prepareStatements>;
+
+/** Any error SQLite throws (busy beyond the timeout, I/O, a closed handle) is `unavailable`. */
+function sqliteFailure(error: unknown): StoreFailure {
+  if (error instanceof AssertionFailure) throw error;
+  const code = (error as { code?: unknown }).code;
+  const detail = error instanceof Error ? error.message : String(error);
+  return { kind: 'unavailable', description: `sqlite: ${typeof code === 'string' ? `${code}: ` : ''}${detail}` };
+}
+
+function openDatabase(options: SqliteStoreOptions): Database.Database {
+  const busyTimeoutMs = options.busyTimeoutMs ?? 5000;
+  const db = new Database(options.path, { timeout: busyTimeoutMs });
+  try {
+    db.pragma(`busy_timeout = ${busyTimeoutMs}`);
+    db.pragma('journal_mode = WAL');
+    db.pragma(`synchronous = ${options.synchronous === 'normal' ? 'NORMAL' : 'FULL'}`);
+    // IMMEDIATE so two processes opening a fresh file at once serialize on the schema, too.
+    db.transaction(() => {
+      const version = db.pragma('user_version', { simple: true }) as number;
+      if (version > schemaVersion) throw new Error(`sqlite store schema ${version} is newer than this build (${schemaVersion})`);
+      db.exec(schema);
+      db.pragma(`user_version = ${schemaVersion}`);
+    }).immediate();
+  } catch (error) {
+    db.close();
+    throw error;
+  }
+  return db;
+}
+
+export class SqliteEventStore implements EventStore {
+  readonly name = 'sqlite';
+  readonly capabilities = { durable: true, guard: 'in-write' } as const;
+  private readonly db: Database.Database;
+  private readonly statements: Statements;
+  private readonly clock: Clock;
+  private readonly limits: StoreLimits;
+  private readonly followIntervalMs: number;
+  private readonly followers = new Set<() => void>();
+  private readonly writeTransaction: Database.Transaction<(request: WriteRequest) => AppendOutcome>;
+  private readonly readTransaction: Database.Transaction<(operationId: string) => ReadRows | undefined>;
+  private readonly tombstoneTransaction: Database.Transaction<(operationId: string) => AppendOutcome | StoreFailure>;
+  private closed = false;
+
+  constructor(options: SqliteStoreOptions) {
+    this.clock = options.clock;
+    this.limits = resolveStoreLimits(options.limits);
+    this.followIntervalMs = options.followIntervalMs ?? 50;
+    this.db = openDatabase(options);
+    this.statements = prepareStatements(this.db);
+    this.writeTransaction = this.db.transaction((request: WriteRequest) => this.writeLocked(request));
+    // One read transaction: the operation row and its transitions come from the same snapshot.
+    this.readTransaction = this.db.transaction((operationId: string): ReadRows | undefined => {
+      const operation = this.statements.operation.get(operationId);
+      if (!operation || operation.tombstoned) return operation;
+      return { ...operation, transitions: this.statements.transitionsOf.all(operationId) };
+    });
+    this.tombstoneTransaction = this.db.transaction((operationId: string): AppendOutcome | StoreFailure => {
+      const operation = this.statements.operation.get(operationId);
+      if (!operation) return { kind: 'not-found', description: `operation ${operationId} does not exist` };
+      // The operations row stays (tombstoned = 1): the key is never recreated; the payload goes.
+      this.statements.tombstone.run(operationId);
+      this.statements.deleteTransitions.run(operationId);
+      return { kind: 'ok', revision: String(operation.last_revision), committedAtMs: this.clock.nowMs() };
+    });
+  }
+
+  async create(operationId: string, transition: Transition): Promise<AppendOutcome> {
+    return this.write(operationId, undefined, transition);
+  }
+
+  async append(operationId: string, expectedRevision: string, transition: Transition): Promise<AppendOutcome> {
+    return this.write(operationId, expectedRevision, transition);
+  }
+
+  async read(operationId: string): Promise<ReadOutcome> {
+    if (this.closed) return closedFailure;
+    try {
+      const rows = this.readTransaction(operationId);
+      if (!rows) return { kind: 'not-found', description: `operation ${operationId} does not exist` };
+      if (rows.tombstoned || !rows.transitions) return { kind: 'expired', description: `operation ${operationId} is tombstoned` };
+      return decodeRows(operationId, rows.last_revision, rows.transitions);
+    } catch (error) {
+      return sqliteFailure(error) as { kind: 'unavailable'; description: string };
+    }
+  }
+
+  async *operationIds(): AsyncIterable<string> {
+    // Paged, never an open cursor: the caller may write between yields on this same connection.
+    let afterId = '';
+    for (;;) {
+      if (this.closed) throw unavailable('store is closed');
+      let page: { id: string }[];
+      try {
+        page = this.statements.liveIdsAfter.all(afterId, operationIdsPageMax);
+      } catch (error) {
+        throw unavailable(sqliteFailure(error).description, error);
+      }
+      for (const row of page) yield row.id;
+      const last = page.at(-1);
+      if (page.length < operationIdsPageMax || last === undefined) return;
+      afterId = last.id;
+    }
+  }
+
+  async tombstone(operationId: string): Promise<AppendOutcome | StoreFailure> {
+    if (this.closed) return closedFailure;
+    try {
+      return this.tombstoneTransaction.immediate(operationId);
+    } catch (error) {
+      return sqliteFailure(error);
+    }
+  }
+
+  async follow(listener: AppendListener): Promise<{ close(): Promise<void> }> {
+    if (this.closed) throw unavailable('store is closed');
+    let cursor: number;
+    try {
+      cursor = this.statements.meta.get()?.last_rowid ?? 0;
+    } catch (error) {
+      throw unavailable(sqliteFailure(error).description, error);
+    }
+    // Polling the table (not an in-process hook) so appends from other processes are seen too.
+    const timer = setInterval(() => {
+      cursor = this.deliverAfter(cursor, listener);
+    }, this.followIntervalMs);
+    const stop = () => clearInterval(timer);
+    this.followers.add(stop);
+    return {
+      close: async () => {
+        stop();
+        this.followers.delete(stop);
+      },
+    };
+  }
+
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    for (const stop of this.followers) stop();
+    this.followers.clear();
+    this.db.close();
+  }
+
+  /** Delivers rows after `cursor` to one follower; returns the new cursor. */
+  private deliverAfter(cursor: number, listener: AppendListener): number {
+    if (this.closed) return cursor;
+    let rows: TransitionRow[];
+    try {
+      rows = this.statements.transitionsAfter.all(cursor, followBatchMax);
+    } catch {
+      return cursor; // Busy or I/O: try again on the next tick; nothing is skipped.
+    }
+    for (const row of rows) {
+      const stored = decodeStored(String(row.revision), row.committed_at_ms, row.body);
+      if (!isStoreFailure(stored)) notifyAll([listener], row.operation_id, stored);
+      cursor = row.rowid;
+    }
+    return cursor;
+  }
+
+  private write(operationId: string, expectedRevision: string | undefined, transition: Transition): AppendOutcome {
+    if (this.closed) return closedFailure;
+    const shape = checkTransitionShape(transition) ?? checkGuardShape(transition.timeGuard);
+    if (shape) return shape;
+    const body = encodeTransition(transition);
+    try {
+      return this.writeTransaction.immediate({ operationId, expectedRevision, transition, body });
+    } catch (error) {
+      return sqliteFailure(error);
+    }
+  }
+
+  /** Runs under SQLite's write lock (BEGIN IMMEDIATE): every check and the commit see one state. */
+  private writeLocked(request: WriteRequest): AppendOutcome {
+    const { operationId, expectedRevision, transition, body } = request;
+    const operation = this.statements.operation.get(operationId);
+    const meta = this.statements.meta.get();
+    if (!meta) throw new AssertionFailure('sqlite store meta row is missing');
+    // Size before revision, as the memory store orders them: an oversized transition is
+    // invalid-input whatever the stream's state.
+    const bytes = bodyBytes(body);
+    if (bytes > this.limits.transitionBytesMax) return sizeFailure(bytes, this.limits.transitionBytesMax);
+    const refused = this.refusal(operationId, operation, expectedRevision, meta);
+    if (refused) return refused;
+    const nowMs = this.clock.nowMs();
+    if (!Number.isSafeInteger(nowMs)) return { kind: 'unavailable', description: `store clock reading ${nowMs} is not a safe integer` };
+    if (nowMs < meta.last_committed_at_ms) return rollbackFailure(nowMs, meta.last_committed_at_ms);
+    if (!guardAdmits(transition.timeGuard, nowMs)) return guardFailure(transition.timeGuard, nowMs);
+    const revision = (operation?.last_revision ?? 0) + 1;
+    // rowid comes from the meta counter, never max(rowid)+1: a tombstone deleting the newest rows
+    // must not let later rows reuse rowids a follower has already passed.
+    const rowid = meta.last_rowid + 1;
+    this.statements.insertTransition.run(rowid, operationId, revision, nowMs, body);
+    if (operation) this.statements.updateOperation.run(revision, operationId);
+    else this.statements.insertOperation.run(operationId, revision);
+    this.statements.updateMeta.run(nowMs, rowid, meta.operations_count + (operation ? 0 : 1));
+    return { kind: 'ok', revision: String(revision), committedAtMs: nowMs };
+  }
+
+  /** The create/append preconditions on the locked state; undefined when the write may proceed. */
+  private refusal(operationId: string, operation: OperationRow | undefined, expectedRevision: string | undefined, meta: MetaRow): StoreFailure | undefined {
+    if (expectedRevision === undefined) {
+      if (operation?.tombstoned) return { kind: 'expired', description: `operation ${operationId} is tombstoned; its key is never recreated` };
+      if (operation) return { kind: 'conflict', description: `operation ${operationId} already exists` };
+      if (meta.operations_count >= this.limits.operationsMax) {
+        return { kind: 'unavailable', description: `store capacity of ${this.limits.operationsMax} operations reached; new admissions are refused, key history is kept` };
+      }
+      return undefined;
+    }
+    if (!operation) return { kind: 'not-found', description: `operation ${operationId} does not exist` };
+    if (operation.tombstoned) return { kind: 'expired', description: `operation ${operationId} is tombstoned` };
+    const currentRevision = String(operation.last_revision);
+    if (expectedRevision !== currentRevision) {
+      return { kind: 'conflict', description: `expected revision ${expectedRevision}, stream is at ${currentRevision}` };
+    }
+    return undefined;
+  }
+}
+
+const closedFailure: { kind: 'unavailable'; description: string } = { kind: 'unavailable', description: 'store is closed' };
+
+/** Rows must be exactly revisions 1..lastRevision; anything else is corruption, not a result. */
+function decodeRows(operationId: string, lastRevision: number, rows: TransitionRow[]): ReadOutcome {
+  const transitions: StoredTransition[] = [];
+  for (const [index, row] of rows.entries()) {
+    if (row.revision !== index + 1) {
+      return { kind: 'unavailable', description: `operation ${operationId} has a gap at revision ${index + 1}` };
+    }
+    const stored = decodeStored(String(row.revision), row.committed_at_ms, row.body);
+    if (isStoreFailure(stored)) return { kind: 'unavailable', description: stored.description };
+    transitions.push(stored);
+  }
+  if (transitions.length !== lastRevision) {
+    return { kind: 'unavailable', description: `operation ${operationId} records revision ${lastRevision} but holds ${transitions.length} transitions` };
+  }
+  return { kind: 'ok', revision: String(lastRevision), transitions };
+}

@@ -1,0 +1,103 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { connect, headers } from '@nats-io/transport-node';
+import { jetstream } from '@nats-io/jetstream';
+import { JetStreamEventStore } from '../../src/adapters/store/jetstream.js';
+import { startJetStreamServer } from '../support/jetstream-server.js';
+import type { Transition } from '../../src/events/types.js';
+import { expectOk, makeTransition, newOperationId, readOk, storeConformance, type StoreFactory } from './store.js';
+
+process.env.PATH = `${process.env.PATH ?? ''}:/usr/sbin`;
+
+const requestTimeoutMs = 1500;
+
+const jetstreamFactory: StoreFactory = async (options = {}) => {
+  const server = await startJetStreamServer();
+  const clients: JetStreamEventStore[] = [];
+  const open = async () => {
+    const client = await JetStreamEventStore.open({ servers: server.url, limits: options.limits, requestTimeoutMs });
+    clients.push(client);
+    return client;
+  };
+  try {
+    const store = await open();
+    return {
+      store,
+      clock: 'server',
+      // Same machine, same clock as the server: good to a few ms, and tests only use wide margins.
+      nowMs: () => Date.now(),
+      stopServer: () => server.stop(),
+      openSecondClient: open,
+      dispose: async () => {
+        await Promise.all(clients.map((c) => c.close()));
+        await server.dispose();
+      },
+    };
+  } catch (error) {
+    await server.dispose();
+    throw error;
+  }
+};
+
+storeConformance('jetstream', jetstreamFactory, { timeoutMs: 60_000 });
+
+test('jetstream: committedAtMs is the server-assigned timestamp, never a client-supplied one', async () => {
+  const server = await startJetStreamServer();
+  const store = await JetStreamEventStore.open({ servers: server.url, requestTimeoutMs });
+  const nc = await connect({ servers: server.url });
+  try {
+    const id = newOperationId('server-time');
+    const claimedMs = 1_000; // 1970: a claim no server clock would make.
+    const guard = { notBeforeMs: 0, notAfterMs: Number.MAX_SAFE_INTEGER };
+    // The body claims a committedAtMs; the store must ignore it.
+    const claiming = { ...makeTransition(guard, 'claims-time'), committedAtMs: claimedMs } as Transition;
+    const beforeMs = Date.now();
+    const created = await store.create(id, claiming);
+    const afterMs = Date.now();
+    expectOk(created, 'create');
+    assert.notEqual(created.committedAtMs, claimedMs);
+    // Same machine, same clock: the server's stamp falls between the client's readings (±1 ms of truncation).
+    assert.ok(created.committedAtMs >= beforeMs - 1 && created.committedAtMs <= afterMs + 1, `${beforeMs} <= ${created.committedAtMs} <= ${afterMs}`);
+    // A raw client publishes a transition whose headers and body both claim another time.
+    const claimHeaders = headers();
+    claimHeaders.set('Convoke-Committed-At-Ms', String(claimedMs));
+    claimHeaders.set('Nats-Time-Stamp', new Date(claimedMs).toISOString());
+    const rawBeforeMs = Date.now();
+    await jetstream(nc).publish(`convoke.op.${id}`, JSON.stringify(claiming), {
+      headers: claimHeaders,
+      expect: { lastSubjectSequence: Number(created.revision) },
+    });
+    const rawAfterMs = Date.now();
+    const read = await readOk(store, id);
+    const raw = read.transitions.at(-1);
+    assert.ok(raw && read.transitions.length === 2);
+    assert.notEqual(raw.committedAtMs, claimedMs);
+    assert.ok(raw.committedAtMs >= rawBeforeMs - 1 && raw.committedAtMs <= rawAfterMs + 1, `${rawBeforeMs} <= ${raw.committedAtMs} <= ${rawAfterMs}`);
+    assert.equal(read.transitions[0]?.committedAtMs, created.committedAtMs, 'read returns the stamp the append answered');
+  } finally {
+    await nc.close();
+    await store.close();
+    await server.dispose();
+  }
+});
+
+test('jetstream: a retried append (same revision, same bytes) dedupes to the stored message and answers the same', async () => {
+  const server = await startJetStreamServer();
+  const store = await JetStreamEventStore.open({ servers: server.url, requestTimeoutMs });
+  try {
+    const id = newOperationId('retry');
+    const guard = { notBeforeMs: 0, notAfterMs: Number.MAX_SAFE_INTEGER };
+    const created = await store.create(id, makeTransition(guard, 'create'));
+    expectOk(created, 'create');
+    const transition = makeTransition(guard, 'uncertain');
+    const first = await store.append(id, created.revision, transition);
+    const retry = await store.append(id, created.revision, transition);
+    assert.deepEqual(retry, first, 'the retry of an uncertain append gets the original answer');
+    assert.equal((await readOk(store, id)).transitions.length, 2, 'stored once');
+    const different = await store.append(id, created.revision, makeTransition(guard, 'different'));
+    assert.equal(different.kind, 'conflict');
+  } finally {
+    await store.close();
+    await server.dispose();
+  }
+});

@@ -1,0 +1,76 @@
+import assert from 'node:assert/strict';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { test } from 'node:test';
+import Database from 'better-sqlite3';
+import { SqliteEventStore } from '../../src/adapters/store/sqlite.js';
+import { VirtualClock } from '../../src/runtime/clock.js';
+import { ForkedSqliteClient } from '../support/forked-sqlite.js';
+import { expectOk, makeTransition, newOperationId, storeConformance, type StoreFactory } from './store.js';
+
+const sqliteFactory: StoreFactory = async (options = {}) => {
+  const dir = await mkdtemp(join(tmpdir(), 'convoke-sqlite-'));
+  const path = join(dir, 'store.db');
+  const clock = new VirtualClock();
+  const store = new SqliteEventStore({ path, clock, limits: options.limits, followIntervalMs: 10 });
+  return {
+    store,
+    clock: 'injected',
+    setTimeMs: (ms) => clock.set(ms),
+    nowMs: () => clock.nowMs(),
+    openSecondClient: () => ForkedSqliteClient.open(path, clock, options.limits),
+    dispose: async () => {
+      await store.close();
+      await rm(dir, { recursive: true, force: true });
+    },
+  };
+};
+
+storeConformance('sqlite', sqliteFactory);
+
+test('sqlite: a write lock held past busy_timeout answers unavailable, then the store recovers', async () => {
+  const dir = await mkdtemp(join(tmpdir(), 'convoke-sqlite-'));
+  const path = join(dir, 'store.db');
+  const clock = new VirtualClock();
+  const store = new SqliteEventStore({ path, clock, busyTimeoutMs: 50 });
+  const locker = new Database(path);
+  try {
+    const id = newOperationId('busy');
+    const guard = { notBeforeMs: 0, notAfterMs: Number.MAX_SAFE_INTEGER };
+    locker.exec('BEGIN IMMEDIATE');
+    const busy = await store.create(id, makeTransition(guard, 'busy'));
+    assert.equal(busy.kind, 'unavailable', JSON.stringify(busy));
+    assert.match(busy.kind === 'unavailable' ? busy.description : '', /SQLITE_BUSY/);
+    locker.exec('ROLLBACK');
+    expectOk(await store.create(id, makeTransition(guard, 'after')), 'create once the lock is released');
+  } finally {
+    locker.close();
+    await store.close();
+    await rm(dir, { recursive: true, force: true });
+  }
+});
+
+test('sqlite: acknowledged transitions survive reopening the file', async () => {
+  const dir = await mkdtemp(join(tmpdir(), 'convoke-sqlite-'));
+  const path = join(dir, 'store.db');
+  const clock = new VirtualClock();
+  try {
+    const id = newOperationId('reopen');
+    const guard = { notBeforeMs: 0, notAfterMs: Number.MAX_SAFE_INTEGER };
+    const first = new SqliteEventStore({ path, clock });
+    const created = await first.create(id, makeTransition(guard, 'one'));
+    expectOk(created, 'create');
+    await first.close();
+    clock.set(clock.nowMs() - 10);
+    const second = new SqliteEventStore({ path, clock });
+    const read = await second.read(id);
+    assert.equal(read.kind, 'ok');
+    // The store-wide last committedAtMs is durable too: a clock behind it still stops writes.
+    const rolledBack = await second.append(id, created.revision, makeTransition(guard, 'two'));
+    assert.equal(rolledBack.kind, 'unavailable', JSON.stringify(rolledBack));
+    await second.close();
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+});

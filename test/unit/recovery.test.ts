@@ -1,0 +1,76 @@
+/**
+ * Spec: "Outbox, durable delivery and recovery" — recovery from the log, in memory over a store
+ * shared by two coordinator incarnations (the durable adapters run the same code path).
+ */
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { VirtualClock } from '../../src/runtime/clock.js';
+import { createEmbedded } from '../../src/runtime/embedded.js';
+import { peerIds, reviewBundle } from '../../src/runtime/examples.js';
+import { MemoryEventStore } from '../../src/adapters/store/memory.js';
+import type { JsonObject } from '../../src/contract/json.js';
+import { fold } from '../../src/projections/record.js';
+import type { Transport } from '../../src/adapters/transport/types.js';
+import { AdapterError } from '../../src/contract/errors.js';
+
+async function incarnation(clock: VirtualClock, store: MemoryEventStore, review: JsonObject = {}) {
+  return createEmbedded({ clock, store, bundle: reviewBundle(review), groups: { reviewers: peerIds(3) } });
+}
+
+test('a restarted coordinator rebuilds open operations from the log and re-arms deadlines from recorded instants', async () => {
+  const clock = new VirtualClock();
+  const store = new MemoryEventStore({ clock });
+  const first = await incarnation(clock, store, { completion: { mode: 'quorum', count: 2 }, onTimeout: 'partial' });
+  const { result } = await first.coordinator.invoke({ principalId: 'p', senderPeerId: null }, { contract: first.bundle.ref, interaction: 'review', invocationKey: 'k', input: { document: 'd' } });
+  await clock.advance(10);
+  await first.coordinator.close(); // the coordinator dies; its store survives
+  const second = await incarnation(clock, store, { completion: { mode: 'quorum', count: 2 }, onTimeout: 'partial' });
+  const recovered = await second.coordinator.recover();
+  assert.deepEqual(recovered, { scanned: 1, resumed: 1, failed: 0 });
+  await clock.advance(5000);
+  const view = await second.coordinator.get('p', result.operationId);
+  assert.deepEqual([view.decision?.outcome, view.decision?.reason, view.decision?.closedAtMs], ['partial', 'timeout', view.deadlineMs]);
+});
+
+test('recovery replays a pending outbox idempotently with the same publication identities', async () => {
+  const clock = new VirtualClock();
+  const store = new MemoryEventStore({ clock });
+  const first = await incarnation(clock, store);
+  // The first incarnation dies between admission and publication: nothing was sent.
+  const transport = (first.coordinator as unknown as { deps: { transport: Transport } }).deps.transport;
+  transport.publish = async () => new Promise(() => {});
+  const { result } = await first.coordinator.invoke({ principalId: 'p', senderPeerId: null }, { contract: first.bundle.ref, interaction: 'review', invocationKey: 'k', input: { document: 'd' } });
+  await clock.advance(1);
+  const admitted = await store.read(result.operationId);
+  const intended = admitted.kind === 'ok' ? fold(admitted.transitions)! : undefined;
+  const second = await incarnation(clock, store);
+  const ids: string[] = [];
+  const spy = second.bus.connect('spy');
+  await spy.subscribe('demo.v1.lab.review.*.request.*', (m) => void ids.push(JSON.parse(new TextDecoder().decode(m.data)).publicationId));
+  for (const p of peerIds(3)) await second.addPeer(p, { review: () => ({ verdict: 'approve' }) });
+  await second.coordinator.recover();
+  await clock.advance(1);
+  assert.deepEqual(ids.sort(), Object.values(intended!.branches).map((b) => b.outbox.publicationId).sort());
+  assert.equal((await second.coordinator.get('p', result.operationId)).decision?.outcome, 'success');
+});
+
+test('a restarted process cannot reconstruct success from absence of data: an unknown operation stays unknown', async () => {
+  const clock = new VirtualClock();
+  const first = await incarnation(clock, new MemoryEventStore({ clock }));
+  const { result } = await first.coordinator.invoke({ principalId: 'p', senderPeerId: null }, { contract: first.bundle.ref, interaction: 'review', invocationKey: 'k', input: { document: 'd' } });
+  const second = await incarnation(clock, new MemoryEventStore({ clock })); // memory mode: state lost
+  assert.deepEqual(await second.coordinator.recover(), { scanned: 0, resumed: 0, failed: 0 });
+  await assert.rejects(second.coordinator.get('p', result.operationId), (e) => e instanceof AdapterError && /no operation/.test(e.message));
+});
+
+test('settled operations are not kept in memory by recovery; they are read from the store on demand', async () => {
+  const clock = new VirtualClock();
+  const store = new MemoryEventStore({ clock });
+  const first = await incarnation(clock, store, { completion: { mode: 'first-success' } });
+  for (const p of peerIds(3)) await first.addPeer(p, { review: () => ({ verdict: 'approve' }) });
+  const { result } = await first.coordinator.invoke({ principalId: 'p', senderPeerId: null }, { contract: first.bundle.ref, interaction: 'review', invocationKey: 'k', input: { document: 'd' } });
+  await clock.advance(1);
+  const second = await incarnation(clock, store, { completion: { mode: 'first-success' } });
+  assert.deepEqual(await second.coordinator.recover(), { scanned: 1, resumed: 0, failed: 0 });
+  assert.equal((await second.coordinator.get('p', result.operationId)).phase, 'settled');
+});
