@@ -5,6 +5,7 @@ import { processIo, type CliIo } from './io.js';
 import { canonicalizeCommand } from './commands/canonicalize.js';
 import { idOperationCommand, idPublicationCommand } from './commands/id.js';
 import { demoCommand } from './commands/demo.js';
+import { inspectCommand, replayCommand, tailCommand } from './commands/ops.js';
 
 const integer = (value: string) => {
   if (!/^-?[0-9]+$/.test(value)) throw new InvalidArgumentError('expected an integer');
@@ -25,8 +26,9 @@ export function buildProgram(io: CliIo, setExit: (code: number) => void): Comman
     .option('--quorum <k>', 'approvals needed', integer, 3)
     .option('--seed <n>', 'seed for peer verdicts and latencies', integer, 7)
     .option('--approve-rate <p>', 'probability that a peer approves', Number, 0.75)
+    .option('--store <url>', 'store URL (memory:, sqlite:PATH, jetstream:nats://HOST:PORT)', 'memory:')
     .option('--json', 'machine-readable output', false)
-    .action(async (o) => setExit(await demoCommand({ scenario: o.scenario, peers: o.peers, quorum: o.quorum, json: o.json, seed: o.seed, approveRate: o.approveRate }, io)));
+    .action(async (o) => setExit(await demoCommand({ scenario: o.scenario, store: o.store, peers: o.peers, quorum: o.quorum, json: o.json, seed: o.seed, approveRate: o.approveRate }, io)));
 
   program
     .command('canonicalize')
@@ -47,7 +49,38 @@ export function buildProgram(io: CliIo, setExit: (code: number) => void): Comman
     .requiredOption('--attempt <n>', 'attempt (1..16)')
     .action((o) => setExit(idPublicationCommand({ contractDigest: o.contractDigest, operation: o.operation, branch: o.branch, attempt: o.attempt }, io)));
 
+  program
+    .command('inspect')
+    .argument('<operationId>', 'operation id (op + 64 hex)')
+    .requiredOption('--store <url>', 'store URL: sqlite:PATH, jetstream:nats://HOST:PORT, esdb://…')
+    .option('--json', 'machine-readable output', false)
+    .description("show an operation's stored transitions (guard, applied or void) and its projected record")
+    .action(async (operationId: string, o) => setExit(await inspectCommand(operationId, { store: o.store, json: o.json }, io)));
+
+  program
+    .command('tail')
+    .requiredOption('--store <url>', 'store URL')
+    .option('--json', 'one JSON object per transition', false)
+    .description('follow new transitions as they are appended, until interrupted')
+    .action(async (o) => setExit(await tailCommand({ store: o.store, json: o.json }, io, interrupted())));
+
+  program
+    .command('replay')
+    .argument('[operationId]', 'one operation (all when absent)')
+    .requiredOption('--store <url>', 'store URL')
+    .option('--json', 'machine-readable output', false)
+    .description('rebuild records from their logs through the XState machines; exit 1 on any difference')
+    .action(async (operationId: string | undefined, o) => setExit(await replayCommand(operationId, { store: o.store, json: o.json }, io)));
+
   return program;
+}
+
+/** Resolves on SIGINT or SIGTERM. */
+function interrupted(): Promise<void> {
+  return new Promise((resolve) => {
+    process.once('SIGINT', () => resolve());
+    process.once('SIGTERM', () => resolve());
+  });
 }
 
 export async function main(argv: string[], io: CliIo = processIo): Promise<number> {

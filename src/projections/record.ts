@@ -18,7 +18,8 @@ import type {
 } from '../events/types.js';
 import type { CancelOutcome } from '../events/wire.js';
 import { appliesOnFold } from '../adapters/store/guard.js';
-import { stepBranch, stepOperation, type BranchMachineState, type OperationMachineState } from '../machines/index.js';
+import { branchMachine, operationMachine, stepBranch, stepOperation, type BranchMachineEvent, type BranchMachineState, type OperationMachineEvent, type OperationMachineState } from '../machines/index.js';
+import { stepWithMachine } from '../machines/table.js';
 
 export interface AcceptedResult {
   status: 'success' | 'failure';
@@ -91,25 +92,49 @@ export interface OperationRecord {
 }
 
 /** Applies one stored transition (or records it as void when its guard fails on fold). */
-export function applyStored(record: OperationRecord | undefined, stored: StoredTransition): OperationRecord | undefined {
+/**
+ * How lifecycle moves are stepped. The runtime uses the transition tables derived from the XState
+ * machines; `machineSteps` runs xstate's own transition() (slow), so replay can cross-check them.
+ */
+export interface Steps {
+  branch(state: BranchMachineState, event: BranchMachineEvent['type']): BranchMachineState;
+  operation(state: OperationMachineState, event: OperationMachineEvent['type']): OperationMachineState;
+}
+
+export const tableSteps: Steps = { branch: stepBranch, operation: stepOperation };
+
+export const machineSteps: Steps = {
+  branch: (state, event) => {
+    const next = stepWithMachine(branchMachine, state, event);
+    if (next === undefined) throw new AssertionFailure(`branch machine: event ${event} is not legal in state ${state}`);
+    return next;
+  },
+  operation: (state, event) => {
+    const next = stepWithMachine(operationMachine, state, event);
+    if (next === undefined) throw new AssertionFailure(`operation machine: event ${event} is not legal in state ${state}`);
+    return next;
+  },
+};
+
+export function applyStored(record: OperationRecord | undefined, stored: StoredTransition, steps: Steps = tableSteps): OperationRecord | undefined {
   const lastAppliedAtMs = record?.lastAppliedAtMs ?? Number.MIN_SAFE_INTEGER;
   if (!appliesOnFold(stored, lastAppliedAtMs)) {
     return record && { ...record, revision: stored.revision, transitionsVoid: record.transitionsVoid + 1 };
   }
   let next = record;
-  for (const event of stored.transition.events) next = evolve(next, event, stored.committedAtMs);
+  for (const event of stored.transition.events) next = evolve(next, event, stored.committedAtMs, steps);
   assert(next !== undefined, 'a stream begins with operation-admitted');
   return { ...next, revision: stored.revision, lastAppliedAtMs: stored.committedAtMs, transitionsApplied: next.transitionsApplied + 1 };
 }
 
 /** Rebuilds a record from its whole log. Undefined when no admission was ever applied. */
-export function fold(transitions: readonly StoredTransition[]): OperationRecord | undefined {
+export function fold(transitions: readonly StoredTransition[], steps: Steps = tableSteps): OperationRecord | undefined {
   let record: OperationRecord | undefined;
-  for (const stored of transitions) record = applyStored(record, stored);
+  for (const stored of transitions) record = applyStored(record, stored, steps);
   return record;
 }
 
-export function evolve(record: OperationRecord | undefined, event: DomainEvent, atMs: number): OperationRecord {
+export function evolve(record: OperationRecord | undefined, event: DomainEvent, atMs: number, steps: Steps = tableSteps): OperationRecord {
   if (event.type === 'operation-admitted') {
     assert(record === undefined, 'operation-admitted only begins a stream');
     return admitted(event, atMs);
@@ -122,14 +147,14 @@ export function evolve(record: OperationRecord | undefined, event: DomainEvent, 
       const failed = event.receipt === 'rejected' || event.receipt === 'exhausted';
       // A receipt recorded after the branch already moved on (its result raced the receipt) changes only the outbox.
       const open = branch.state === 'assigned' || branch.state === 'dispatched';
-      const state = open ? stepBranch(branch.state, failed ? 'EXHAUSTED' : 'DISPATCHED') : branch.state;
+      const state = open ? steps.branch(branch.state, failed ? 'EXHAUSTED' : 'DISPATCHED') : branch.state;
       const updated = withBranch(record, { ...branch, state, outbox: { ...branch.outbox, receipt: event.receipt } });
-      return { ...updated, phase: stepOperation(record.phase, 'DISPATCHED') };
+      return { ...updated, phase: steps.operation(record.phase, 'DISPATCHED') };
     }
     case 'result-accepted': {
       const branch = branchOf(record, event.branchId);
       const retry = event.status === 'failure' && event.retryAtMs !== null;
-      const state = stepBranch(branch.state, event.status === 'success' ? 'RESULT_SUCCESS' : retry ? 'RETRY_SCHEDULED' : 'RESULT_FAILURE');
+      const state = steps.branch(branch.state, event.status === 'success' ? 'RESULT_SUCCESS' : retry ? 'RETRY_SCHEDULED' : 'RESULT_FAILURE');
       const accepted: AcceptedResult = { status: event.status, retryable: event.retryable, result: event.result, attempt: event.attempt, fence: event.fence, acceptedAtMs: atMs };
       const cancelOutcome = branch.state === 'cancelling' ? 'already-completed' : branch.cancelOutcome;
       const excluded = event.status === 'failure' ? addPeer(branch.excluded, branch.peerId) : branch.excluded;
@@ -141,7 +166,7 @@ export function evolve(record: OperationRecord | undefined, event: DomainEvent, 
     }
     case 'claim-ended': {
       const branch = branchOf(record, event.branchId);
-      const state = stepBranch(branch.state, event.retryAtMs === null ? 'EXHAUSTED' : 'RETRY_SCHEDULED');
+      const state = steps.branch(branch.state, event.retryAtMs === null ? 'EXHAUSTED' : 'RETRY_SCHEDULED');
       return withBranch(record, { ...branch, state, retryAtMs: event.retryAtMs, excluded: addPeer(branch.excluded, branch.peerId) });
     }
     case 'branch-reassigned': {
@@ -149,7 +174,7 @@ export function evolve(record: OperationRecord | undefined, event: DomainEvent, 
       assert(event.attempt === branch.attempt + 1 && event.fence > branch.fence, 'a reassignment starts the next attempt with a higher fence');
       return withBranch(record, {
         ...branch,
-        state: stepBranch(branch.state, 'REASSIGNED'),
+        state: steps.branch(branch.state, 'REASSIGNED'),
         peerId: event.peerId,
         attempt: event.attempt,
         fence: event.fence,
@@ -161,11 +186,11 @@ export function evolve(record: OperationRecord | undefined, event: DomainEvent, 
     }
     case 'branch-failed': {
       const branch = branchOf(record, event.branchId);
-      return withBranch(record, { ...branch, state: stepBranch(branch.state, 'EXHAUSTED'), retryAtMs: null });
+      return withBranch(record, { ...branch, state: steps.branch(branch.state, 'EXHAUSTED'), retryAtMs: null });
     }
     case 'branch-revoked': {
       const branch = branchOf(record, event.branchId);
-      return withBranch(record, { ...branch, state: stepBranch(branch.state, 'REVOKED'), retryAtMs: null });
+      return withBranch(record, { ...branch, state: steps.branch(branch.state, 'REVOKED'), retryAtMs: null });
     }
     case 'cancel-dispatched': {
       const branch = branchOf(record, event.branchId);
@@ -174,13 +199,13 @@ export function evolve(record: OperationRecord | undefined, event: DomainEvent, 
     case 'cancel-result-accepted': {
       const branch = branchOf(record, event.branchId);
       const machineEvent = event.outcome === 'stopped' ? 'CANCEL_STOPPED' : event.outcome === 'already-completed' ? 'CANCEL_ALREADY_COMPLETED' : 'CANCEL_UNKNOWN';
-      return withBranch(record, { ...branch, state: stepBranch(branch.state, machineEvent), cancelOutcome: event.outcome });
+      return withBranch(record, { ...branch, state: steps.branch(branch.state, machineEvent), cancelOutcome: event.outcome });
     }
     case 'cancel-timed-out': {
       let next = record;
       for (const branchId of event.branchIds) {
         const branch = branchOf(next, branchId);
-        next = withBranch(next, { ...branch, state: stepBranch(branch.state, 'CANCEL_UNKNOWN'), cancelOutcome: 'unknown' });
+        next = withBranch(next, { ...branch, state: steps.branch(branch.state, 'CANCEL_UNKNOWN'), cancelOutcome: 'unknown' });
       }
       return next;
     }
@@ -190,11 +215,11 @@ export function evolve(record: OperationRecord | undefined, event: DomainEvent, 
       return { ...record, protocolConflicts: record.protocolConflicts + 1 };
     case 'decision-closed': {
       assert(record.decision === null, 'a decision closes once and never changes');
-      let next: OperationRecord = { ...record, phase: stepOperation(record.phase, 'CLOSED') };
+      let next: OperationRecord = { ...record, phase: steps.operation(record.phase, 'CLOSED') };
       for (const sibling of event.siblings) {
         const branch = branchOf(next, sibling.branchId);
         const machineEvent = sibling.disposition === 'cancel-requested' ? 'CANCEL_REQUESTED' : sibling.disposition === 'detached' ? 'DETACHED' : 'TIMED_OUT';
-        const state = stepBranch(branch.state, machineEvent);
+        const state = steps.branch(branch.state, machineEvent);
         // A branch that was only waiting to retry has nothing running: nothing to cancel, nothing to send.
         const cancel = state === 'cancelling' ? { receipt: 'pending' as const, attempt: branch.attempt, fence: branch.fence } : null;
         next = withBranch(next, { ...branch, state, disposition: sibling.disposition, cancel, retryAtMs: null });
@@ -211,7 +236,7 @@ export function evolve(record: OperationRecord | undefined, event: DomainEvent, 
       return { ...next, decision };
     }
     case 'settlement-completed':
-      return { ...record, phase: stepOperation(record.phase, 'SETTLED'), settlement: { status: event.status, completedAtMs: atMs } };
+      return { ...record, phase: steps.operation(record.phase, 'SETTLED'), settlement: { status: event.status, completedAtMs: atMs } };
     default: {
       const unreachable: never = event;
       throw new AssertionFailure(`unknown event ${(unreachable as DomainEvent).type}`);

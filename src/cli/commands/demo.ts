@@ -15,9 +15,12 @@ import type { CliIo } from '../io.js';
 import { heading, renderTable } from '../table.js';
 import { describeEvent } from '../describe.js';
 import { scenarios } from './scenarios.js';
+import { openStore } from '../../adapters/store/open.js';
 
 export interface DemoOptions {
   scenario: string;
+  /** A store URL (default memory:); with sqlite:PATH the log outlives the demo for `inspect`/`replay`. */
+  store?: string;
   peers: number;
   quorum: number;
   json: boolean;
@@ -35,13 +38,14 @@ export async function demoCommand(options: DemoOptions, io: CliIo): Promise<numb
   const clock = new SystemClock();
   const random = seededRandom(options.seed);
   const peers = peerIds(options.peers);
-  const embedded = await createEmbedded({ clock, bundle: reviewBundle(scenario.review(options)), groups: { reviewers: peers } });
+  const store = await openStore(options.store ?? 'memory:', { clock });
+  const embedded = await createEmbedded({ clock, store, bundle: reviewBundle(scenario.review(options)), groups: { reviewers: peers } });
   try {
     await scenario.peers(embedded, peers, random, options.approveRate);
     const input: JsonValue = { document: 'RFC: adopt convoke for N-of-M reviews' };
     const { result } = await embedded.coordinator.invoke(
       { principalId: 'demo-user', senderPeerId: null },
-      { contract: embedded.bundle.ref, interaction: 'review', invocationKey: `demo-${options.seed}`, input },
+      { contract: embedded.bundle.ref, interaction: 'review', invocationKey: `demo-${options.scenario}-${options.seed}-${clock.nowMs()}`, input },
     );
     await scenario.during?.(embedded, peers);
     const waited = await embedded.coordinator.wait('demo-user', result.operationId, 'settled', 10_000);

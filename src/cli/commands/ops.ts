@@ -1,0 +1,161 @@
+/**
+ * Operator tools over any store: `inspect` (one operation's transitions and projected record),
+ * `tail` (new transitions as they are appended) and `replay` (rebuild every record from its log
+ * through the XState machines themselves and compare with the runtime's projection).
+ */
+import { isDeepStrictEqual } from 'node:util';
+import { AdapterError } from '../../contract/errors.js';
+import { isOperationId } from '../../contract/ids.js';
+import { appliesOnFold } from '../../adapters/store/guard.js';
+import { openStore } from '../../adapters/store/open.js';
+import type { EventStore } from '../../adapters/store/types.js';
+import type { StoredTransition } from '../../events/types.js';
+import { transitionProblem } from '../../events/schemas.js';
+import { fold, machineSteps, type OperationRecord } from '../../projections/record.js';
+import { branchViews, decisionView, settlementView } from '../../projections/views.js';
+import { SystemClock } from '../../runtime/clock.js';
+import type { CliIo } from '../io.js';
+import { describeEvent } from '../describe.js';
+import { heading, renderTable } from '../table.js';
+
+async function withStore<T>(url: string, run: (store: EventStore) => Promise<T>): Promise<T> {
+  const store = await openStore(url, { clock: new SystemClock() });
+  try {
+    return await run(store);
+  } finally {
+    await store.close();
+  }
+}
+
+async function readLog(store: EventStore, operationId: string): Promise<StoredTransition[]> {
+  if (!isOperationId(operationId)) throw new AdapterError('invalid-input', `"${operationId}" is not an operation id (op + 64 hex)`);
+  const read = await store.read(operationId);
+  if (read.kind === 'ok') return read.transitions;
+  if (read.kind === 'unavailable') throw new AdapterError('unavailable', read.description);
+  throw new AdapterError(read.kind === 'expired' ? 'expired' : 'invalid-input', read.description);
+}
+
+/** Which stored transitions the fold applied (guard-on-fold stores may hold void ones). */
+function appliedFlags(transitions: readonly StoredTransition[]): boolean[] {
+  let lastAppliedAtMs = Number.MIN_SAFE_INTEGER;
+  return transitions.map((t) => {
+    const applied = appliesOnFold(t, lastAppliedAtMs);
+    if (applied) lastAppliedAtMs = t.committedAtMs;
+    return applied;
+  });
+}
+
+export async function inspectCommand(operationId: string, options: { store: string; json: boolean }, io: CliIo): Promise<number> {
+  return withStore(options.store, async (store) => {
+    const transitions = await readLog(store, operationId);
+    const record = fold(transitions);
+    const applied = appliedFlags(transitions);
+    if (options.json) {
+      io.stdout.write(JSON.stringify({ operationId, transitions: transitions.map((t, i) => ({ ...t, applied: applied[i] })), record }, null, 2) + '\n');
+      return 0;
+    }
+    const originMs = record?.admittedAtMs ?? transitions[0]?.committedAtMs ?? 0;
+    const guard = (t: StoredTransition) => `[${t.transition.timeGuard.notBeforeMs - originMs}, ${t.transition.timeGuard.notAfterMs >= Number.MAX_SAFE_INTEGER ? '∞' : t.transition.timeGuard.notAfterMs - originMs})`;
+    const rows = transitions.flatMap((t, i) =>
+      t.transition.events.map((e, j) => (j === 0 ? [t.revision, new Date(t.committedAtMs).toISOString(), `+${t.committedAtMs - originMs}`, guard(t), applied[i] ? 'applied' : 'void', e.type, describeEvent(e, originMs)] : ['', '', '', '', '', e.type, describeEvent(e, originMs)])),
+    );
+    io.stdout.write(`operation ${operationId} — ${transitions.length} transitions (guard relative to admission, ms)\n`);
+    io.stdout.write(renderTable(['rev', 'committed at', '+ms', 'guard', 'state', 'event', 'detail'], rows));
+    if (record) io.stdout.write(renderRecord(record));
+    return 0;
+  });
+}
+
+function renderRecord(record: OperationRecord): string {
+  const d = decisionView(record);
+  const settlement = settlementView(record);
+  let out = heading(`Record: phase ${record.phase}, principal ${record.principalId}, contract ${record.contract.id}@${record.contract.version}, interaction ${record.interaction}`);
+  out += renderTable(['outcome', 'reason', 'votes', 'threshold', 'units', 'settlement'], [[d?.outcome ?? 'open', d?.reason, d?.successVotes, record.manifest.threshold, record.manifest.units, settlement.status]]);
+  out += heading('Branches');
+  out += renderTable(['branch', 'peer', 'status', 'attempt', 'fence', 'lease until (+ms)', 'disposition', 'cancel'], branchViews(record).map((b) => {
+    const branch = record.branches[b.branchId]!;
+    return [b.branchId, b.peerId, b.status, b.attempt, b.fence, branch.leaseUntilMs - record.admittedAtMs, branch.disposition, branch.cancelOutcome];
+  }));
+  return out;
+}
+
+export async function tailCommand(options: { store: string; json: boolean }, io: CliIo, stop: Promise<void>): Promise<number> {
+  return withStore(options.store, async (store) => {
+    io.stderr.write(`following ${options.store} (Ctrl-C to stop)\n`);
+    const subscription = await store.follow((operationId, stored) => {
+      if (options.json) return void io.stdout.write(JSON.stringify({ operationId, ...stored }) + '\n');
+      const events = stored.transition.events.map((e) => `${e.type}: ${describeEvent(e)}`).join('; ');
+      io.stdout.write(`${new Date(stored.committedAtMs).toISOString()}  ${operationId.slice(0, 14)}…  rev ${stored.revision}  ${events}\n`);
+    });
+    await stop;
+    await subscription.close();
+    return 0;
+  });
+}
+
+interface ReplayRow {
+  operationId: string;
+  transitions: number;
+  phase: string;
+  outcome: string;
+  problem: string | null;
+}
+
+/** Rebuilds one operation: schema of every transition, table fold vs machine fold. */
+async function replayOne(store: EventStore, operationId: string): Promise<ReplayRow> {
+  const row = (transitions: number, record: OperationRecord | undefined, problem: string | null): ReplayRow => ({
+    operationId,
+    transitions,
+    phase: record?.phase ?? '-',
+    outcome: record?.decision?.outcome ?? (record ? 'open' : '-'),
+    problem,
+  });
+  let transitions: StoredTransition[];
+  try {
+    transitions = await readLog(store, operationId);
+  } catch (error) {
+    return row(0, undefined, (error as Error).message);
+  }
+  for (const t of transitions) {
+    const problem = transitionProblem(t.transition);
+    if (problem !== undefined) return row(transitions.length, undefined, `revision ${t.revision} fails its schema: ${problem}`);
+  }
+  try {
+    const projected = fold(transitions);
+    const reference = fold(transitions, machineSteps);
+    if (!isDeepStrictEqual(projected, reference)) return row(transitions.length, projected, 'projection differs from the machine replay');
+    if (!projected) return row(transitions.length, projected, 'no admission was ever applied');
+    return row(transitions.length, projected, null);
+  } catch (error) {
+    return row(transitions.length, undefined, `replay failed: ${(error as Error).message}`);
+  }
+}
+
+export async function replayCommand(operationId: string | undefined, options: { store: string; json: boolean }, io: CliIo): Promise<number> {
+  return withStore(options.store, async (store) => {
+    const ids: string[] = [];
+    if (operationId !== undefined) ids.push(operationId);
+    else for await (const id of store.operationIds()) ids.push(id);
+    const rows: ReplayRow[] = [];
+    const startedMs = Date.now();
+    for (const [i, id] of ids.entries()) {
+      rows.push(await replayOne(store, id));
+      if (!options.json && ids.length > 50 && (i % 100 === 0 || i === ids.length - 1)) io.stderr.write(`\r${progressBar(i + 1, ids.length)} ${i + 1}/${ids.length}`);
+    }
+    if (!options.json && ids.length > 50) io.stderr.write('\n');
+    const failed = rows.filter((r) => r.problem !== null);
+    if (options.json) io.stdout.write(JSON.stringify({ replayed: rows.length, differences: failed.length, rows }, null, 2) + '\n');
+    else {
+      const shown = failed.length > 0 ? failed : rows.slice(0, 20);
+      io.stdout.write(renderTable(['operation', 'transitions', 'phase', 'outcome', 'result'], shown.map((r) => [r.operationId, r.transitions, r.phase, r.outcome, r.problem ?? 'ok'])));
+      if (failed.length === 0 && rows.length > shown.length) io.stdout.write(`… and ${rows.length - shown.length} more, all ok\n`);
+      io.stdout.write(`\nreplayed ${rows.length} operations in ${Date.now() - startedMs} ms: ${rows.length - failed.length} ok, ${failed.length} with differences\n`);
+    }
+    return failed.length === 0 ? 0 : 1;
+  });
+}
+
+function progressBar(done: number, total: number, width = 30): string {
+  const filled = Math.round((done / total) * width);
+  return `[${'#'.repeat(filled)}${'.'.repeat(width - filled)}]`;
+}
