@@ -2,7 +2,7 @@
 import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
 import { invalidInput } from './errors.js';
 
-export const ajv = new Ajv({ allErrors: true, strict: false, allowUnionTypes: true });
+export const ajv = new Ajv({ allErrors: true, strict: false, allowUnionTypes: true, discriminator: true });
 
 /** Every ajv error, each as `<pointer> <message>`, joined: a bad document learns all its faults at once. */
 export function describeErrors(errors: ErrorObject[] | null | undefined): string {

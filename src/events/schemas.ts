@@ -103,7 +103,8 @@ export const transitionSchema = {
   required: ['events', 'timeGuard', 'causation'],
   additionalProperties: false,
   properties: {
-    events: { type: 'array', minItems: 1, items: { oneOf: eventSchemas } },
+    // The discriminator dispatches on `type` instead of trying every event schema in turn.
+    events: { type: 'array', minItems: 1, items: { type: 'object', required: ['type'], discriminator: { propertyName: 'type' }, oneOf: eventSchemas } },
     timeGuard: { type: 'object', required: ['notBeforeMs', 'notAfterMs'], additionalProperties: false, properties: { notBeforeMs: ms, notAfterMs: ms } },
     causation: { type: 'object', required: ['command'], additionalProperties: false, properties: { command: { type: 'string', maxLength: 64 }, messageId: { type: 'string', maxLength: 512 } } },
   },

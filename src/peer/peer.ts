@@ -49,7 +49,9 @@ export interface Peer {
 interface Running {
   attempt: number;
   fence: number;
-  abort: AbortController;
+  /** Created on first use: most handlers never look at their signal, and AbortController is not free. */
+  abort: () => AbortController;
+  aborted: () => boolean;
   done: Promise<'completed' | 'stopped'>;
 }
 
@@ -86,7 +88,7 @@ class PeerRuntime implements Peer {
 
   async close(): Promise<void> {
     for (const s of this.subscriptions) await s.close();
-    for (const r of this.running.values()) r.abort.abort();
+    for (const r of this.running.values()) r.abort().abort();
   }
 
   private async onRequest(interaction: string, inbound: InboundMessage): Promise<void> {
@@ -116,15 +118,25 @@ class PeerRuntime implements Peer {
 
   private async run(interaction: string, request: RequestMessage): Promise<{ result: JsonValue } | 'stopped' | undefined> {
     const branchKey = `${request.operationId}/${request.branchId}`;
-    const abort = new AbortController();
+    let controller: AbortController | undefined;
+    let cancelled = false;
+    const abort = () => (controller ??= new AbortController());
     let settle!: (how: 'completed' | 'stopped') => void;
-    const running: Running = { attempt: request.attempt, fence: request.fence, abort, done: new Promise((r) => (settle = r)) };
+    const running: Running = {
+      attempt: request.attempt,
+      fence: request.fence,
+      abort: () => ((cancelled = true), abort()),
+      aborted: () => cancelled,
+      done: new Promise((r) => (settle = r)),
+    };
     this.running.set(branchKey, running);
     const renewal = this.options.renew === false ? undefined : this.renewEvery(interaction, request);
     try {
       const result = await this.options.handlers[interaction]!(request.input, {
         request,
-        signal: abort.signal,
+        get signal() {
+          return abort().signal;
+        },
         effect: async (apply) => (await this.sink.commit({ operationId: request.operationId, branchId: request.branchId }, request.fence, request.attempt, apply)).value,
       });
       this.remember(`${branchKey}/${request.attempt}`, result);
@@ -132,7 +144,7 @@ class PeerRuntime implements Peer {
       settle('completed');
       return { result };
     } catch {
-      if (abort.signal.aborted) {
+      if (running.aborted()) {
         settle('stopped');
         return 'stopped';
       }
@@ -175,7 +187,7 @@ class PeerRuntime implements Peer {
     if (this.results.has(`${branchKey}/${cancel.attempt}`)) return 'already-completed';
     const running = this.running.get(branchKey);
     if (!running || running.fence !== cancel.fence) return 'unknown';
-    running.abort.abort();
+    running.abort().abort();
     const stopWaitMs = this.options.stopWaitMs ?? 2000;
     let timer: TimerHandle | undefined;
     const timeout = new Promise<'timeout'>((resolve) => (timer = this.clock.at(this.clock.nowMs() + stopWaitMs, () => resolve('timeout'))));

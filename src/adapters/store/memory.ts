@@ -110,12 +110,12 @@ export class MemoryEventStore implements EventStore {
     if (!guardAdmits(transition.timeGuard, nowMs)) return guardFailure(transition.timeGuard, nowMs);
     const target = stream ?? { transitions: [], tombstoned: false };
     if (!stream) this.streams.set(operationId, target);
-    // The stored copy is the decoded body, as a durable store would return it: a caller that
-    // mutates its Transition object afterwards cannot rewrite history, and neither can a reader.
+    // The appended object itself is frozen (deeply) and kept: neither the caller afterwards nor a
+    // reader can rewrite history. Freezing costs far less than re-parsing the serialized body.
     const stored: StoredTransition = deepFreeze({
       revision: String(target.transitions.length + 1),
       committedAtMs: nowMs,
-      transition: JSON.parse(body) as Transition,
+      transition,
     });
     target.transitions.push(stored);
     this.lastCommittedAtMs = nowMs;
