@@ -8,6 +8,8 @@ const options = seconds === undefined ? { json } : { json, seconds };
 
 const suites: Record<string, () => Promise<void>> = {
   core: async () => (await import('./core.js')).coreBench(options),
+  stores: async () => (await import('./stores.js')).storesBench(options),
+  http: async () => (await import('./http.js')).httpBench(options),
 };
 
 const selected = which === 'all' ? Object.keys(suites) : [which];

@@ -6,6 +6,7 @@ import { canonicalizeCommand } from './commands/canonicalize.js';
 import { idOperationCommand, idPublicationCommand } from './commands/id.js';
 import { demoCommand } from './commands/demo.js';
 import { inspectCommand, replayCommand, tailCommand } from './commands/ops.js';
+import { serveCommand } from './commands/serve.js';
 
 const integer = (value: string) => {
   if (!/^-?[0-9]+$/.test(value)) throw new InvalidArgumentError('expected an integer');
@@ -48,6 +49,12 @@ export function buildProgram(io: CliIo, setExit: (code: number) => void): Comman
     .requiredOption('--branch <b>', 'branch id')
     .requiredOption('--attempt <n>', 'attempt (1..16)')
     .action((o) => setExit(idPublicationCommand({ contractDigest: o.contractDigest, operation: o.operation, branch: o.branch, attempt: o.attempt }, io)));
+
+  program
+    .command('serve')
+    .description('serve the HTTP facade (and the coordinator) for the deployment a config file describes')
+    .requiredOption('--config <file>', 'deployment config (JSON)')
+    .action(async (o) => setExit(await serveCommand({ config: o.config }, io)));
 
   program
     .command('inspect')

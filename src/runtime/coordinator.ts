@@ -406,16 +406,21 @@ export class Coordinator implements RuntimeHost {
   }
 
   /** Waits until the boundary is reached or waitMs passes; returns the state either way. */
-  async wait(principalId: string, operationId: string, boundary: WaitFor, waitMs: number): Promise<{ result: InvocationResult; reached: boolean }> {
+  async wait(principalId: string, operationId: string, boundary: WaitFor, waitMs: number, signal?: AbortSignal): Promise<{ result: InvocationResult; reached: boolean }> {
     const entry = await this.visible(principalId, operationId);
-    if (!reached(entry.record, boundary) && waitMs > 0) {
+    if (!reached(entry.record, boundary) && waitMs > 0 && !signal?.aborted) {
+      // Waiting only waits: a timeout or an aborted caller (a closed connection) never cancels work.
       await new Promise<void>((resolve) => {
-        const waiter: Waiter = { boundary, resolve: () => (timer.cancel(), resolve()) };
-        const timer = this.deps.clock.at(this.deps.clock.nowMs() + waitMs, () => {
+        const stop = () => {
+          timer.cancel();
           entry.waiters.delete(waiter);
+          signal?.removeEventListener('abort', stop);
           resolve();
-        });
+        };
+        const waiter: Waiter = { boundary, resolve: stop };
+        const timer = this.deps.clock.at(this.deps.clock.nowMs() + waitMs, stop);
         entry.waiters.add(waiter);
+        signal?.addEventListener('abort', stop);
       });
     }
     return { result: this.view(entry), reached: reached(entry.record, boundary) };

@@ -1,0 +1,65 @@
+/**
+ * Bearer authentication. A static token is hashed with SHA-256 and compared, in constant time,
+ * with every configured hash (no early exit, so timing does not reveal which principal almost
+ * matched); the config never holds a token. Optionally a JWT is verified against a local public
+ * JWKS with issuer and audience checked, and its `sub` is the principal. Time for JWT expiry
+ * comes from the deployment clock, not the wall clock.
+ */
+import { createHash, timingSafeEqual } from 'node:crypto';
+import { createLocalJWKSet, jwtVerify, type JSONWebKeySet, type JWTVerifyOptions } from 'jose';
+import { limits } from '../contract/limits.js';
+import type { HttpSettings } from '../runtime/config.js';
+import type { Clock } from '../runtime/clock.js';
+import type { Caller } from '../runtime/coordinator.js';
+import { AuthenticationRequired } from './errors.js';
+
+export type Authenticate = (authorization: string | undefined) => Promise<Caller>;
+
+/** RFC 6750 b64token, bounded: anything else is not a credential we could hold. */
+const bearerPattern = /^Bearer +([A-Za-z0-9\-._~+/]+=*) *$/i;
+const tokenCharsMax = 8192;
+
+export function sha256(text: string): Buffer {
+  return createHash('sha256').update(text, 'utf8').digest();
+}
+
+export function createAuthenticator(settings: Pick<HttpSettings, 'principals' | 'jwt'>, clock: Clock): Authenticate {
+  const principals = settings.principals;
+  const jwt = settings.jwt ? jwtVerifier(settings.jwt, clock) : undefined;
+  return async (authorization) => {
+    if (authorization === undefined || authorization.length === 0) throw new AuthenticationRequired('missing');
+    const token = authorization.length <= tokenCharsMax + 16 ? bearerPattern.exec(authorization)?.[1] : undefined;
+    if (token === undefined) throw new AuthenticationRequired('invalid');
+    const digest = sha256(token);
+    let match: (typeof principals)[number] | undefined;
+    for (const principal of principals) {
+      // Every hash is compared, whatever matched before.
+      if (timingSafeEqual(digest, principal.tokenSha256) && match === undefined) match = principal;
+    }
+    if (match) return { principalId: match.principalId, senderPeerId: match.senderPeerId };
+    if (jwt && isCompactJws(token)) return jwt(token);
+    throw new AuthenticationRequired('invalid');
+  };
+}
+
+function isCompactJws(token: string): boolean {
+  const parts = token.split('.');
+  return parts.length === 3 && parts.every((p) => p.length > 0);
+}
+
+function jwtVerifier(config: NonNullable<HttpSettings['jwt']>, clock: Clock): (token: string) => Promise<Caller> {
+  const keys = createLocalJWKSet(config.jwks as unknown as JSONWebKeySet);
+  return async (token) => {
+    const options: JWTVerifyOptions = { issuer: config.issuer, audience: config.audience, currentDate: new Date(clock.nowMs()), requiredClaims: ['sub', 'exp'] };
+    if (config.algorithms) options.algorithms = config.algorithms;
+    let sub: unknown;
+    try {
+      sub = (await jwtVerify(token, keys, options)).payload.sub;
+    } catch {
+      // Expired, wrong issuer/audience, unknown key, bad signature: all the same 401, no detail to probe with.
+      throw new AuthenticationRequired('invalid');
+    }
+    if (typeof sub !== 'string' || sub.length === 0 || Buffer.byteLength(sub, 'utf8') > limits.principalIdBytesMax) throw new AuthenticationRequired('invalid');
+    return { principalId: sub, senderPeerId: null };
+  };
+}

@@ -1,0 +1,84 @@
+/**
+ * The facade's one error mapping. Adapter error kinds take their status from httpStatusOf in
+ * src/contract/errors.ts (the only kind→status map); this module adds only what HTTP itself
+ * knows: 401 (no or bad credentials), 404 (missing or hidden operation, unknown route),
+ * 413 (body over the limit) and 415 (not JSON). Every body is an AdapterError.
+ */
+import { describeErrors } from '../contract/validation.js';
+import { httpStatusOf, isAdapterError, type AdapterErrorBody } from '../contract/errors.js';
+import { isNotFound } from '../runtime/errors.js';
+
+/** No credential, a malformed one, or one that matches no principal: one answer for all. */
+export class AuthenticationRequired extends Error {
+  override readonly name = 'AuthenticationRequired';
+  constructor(readonly reason: 'missing' | 'invalid') {
+    super('authentication required');
+  }
+}
+
+/** The body is not application/json (or declares a charset other than UTF-8). */
+export class UnsupportedMediaType extends Error {
+  override readonly name = 'UnsupportedMediaType';
+  constructor() {
+    super('content-type must be application/json');
+  }
+}
+
+export interface ErrorReply {
+  statusCode: number;
+  body: AdapterErrorBody;
+  headers: Record<string, string>;
+}
+
+/** The closest Fastify-level failures, by Fastify's error code. */
+const bodyTooLarge = 'FST_ERR_CTP_BODY_TOO_LARGE';
+const mediaTypeCodes = new Set(['FST_ERR_CTP_INVALID_MEDIA_TYPE', 'FST_ERR_CTP_INVALID_TYPE']);
+
+interface FrameworkError {
+  code?: string;
+  statusCode?: number;
+  message?: string;
+  validation?: Parameters<typeof describeErrors>[0];
+  validationContext?: string;
+}
+
+/** Maps anything a route can throw to a status and an AdapterError body. */
+export function errorReply(error: unknown, bodyLimitBytes: number): ErrorReply {
+  if (error instanceof AuthenticationRequired) {
+    const challenge = error.reason === 'invalid' ? 'Bearer realm="convoke", error="invalid_token"' : 'Bearer realm="convoke"';
+    return { statusCode: 401, body: { kind: 'denied', description: 'authentication required' }, headers: { 'www-authenticate': challenge } };
+  }
+  if (isNotFound(error)) return { statusCode: 404, body: error.toJSON(), headers: {} };
+  if (isAdapterError(error)) return { statusCode: httpStatusOf(error.kind), body: error.toJSON(), headers: {} };
+  if (error instanceof UnsupportedMediaType) return unsupportedMediaType();
+  const framework = (error ?? {}) as FrameworkError;
+  if (framework.code === bodyTooLarge) {
+    return { statusCode: 413, body: { kind: 'invalid-input', description: `body exceeds ${bodyLimitBytes} bytes` }, headers: { connection: 'close' } };
+  }
+  if (framework.code !== undefined && mediaTypeCodes.has(framework.code)) return unsupportedMediaType();
+  if (Array.isArray(framework.validation)) {
+    return { statusCode: 400, body: { kind: 'invalid-input', description: `${framework.validationContext ?? 'request'}: ${describeErrors(framework.validation)}` }, headers: {} };
+  }
+  // Other client errors Fastify detects (content-length mismatch, bad URL encoding...): the request is wrong.
+  const status = framework.statusCode;
+  if (typeof status === 'number' && status >= 400 && status < 500) {
+    return { statusCode: 400, body: { kind: 'invalid-input', description: boundedMessage(framework.message) }, headers: {} };
+  }
+  // A bug, not an operating failure: no internals leak; the outcome is uncertain, so clients look it up by key.
+  return { statusCode: 500, body: { kind: 'unavailable', description: 'internal error; the invocation outcome is unknown, retry with the same invocationKey or GET it' }, headers: {} };
+}
+
+function unsupportedMediaType(): ErrorReply {
+  return { statusCode: 415, body: { kind: 'invalid-input', description: 'content-type must be application/json' }, headers: { connection: 'close' } };
+}
+
+function boundedMessage(message: string | undefined): string {
+  const text = message ?? 'bad request';
+  return text.length > 512 ? `${text.slice(0, 512)}…` : text;
+}
+
+/** The body for a route that does not exist: 404, an AdapterError like every other error. */
+export function routeNotFound(method: string, url: string): ErrorReply {
+  const path = url.split('?')[0] ?? '';
+  return { statusCode: 404, body: { kind: 'invalid-input', description: `no route ${method} ${path.length > 200 ? path.slice(0, 200) + '…' : path}` }, headers: {} };
+}

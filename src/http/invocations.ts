@@ -1,0 +1,89 @@
+/**
+ * POST /contract-invocations and GET /contract-invocations/{operationId}: thin handlers over the
+ * coordinator. Status 200 means the effective boundary was reached within the wait, 202 that the
+ * operation is still pending; both carry the InvocationResult. Neither is business success.
+ */
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { AssertionFailure } from '../contract/errors.js';
+import type { InvocationRequest, WaitFor } from '../contract/types.js';
+import type { BundleRegistry } from '../contract/bundle.js';
+import type { Caller, Coordinator } from '../runtime/coordinator.js';
+import type { InvocationResult } from '../projections/views.js';
+import type { Authenticate } from './auth.js';
+import { requireJsonContentType } from './body.js';
+import { getInvocationSchema, postInvocationSchema } from './schemas.js';
+import { contractBoundary, effectiveBoundary, waitReleasable } from './wait.js';
+
+export interface InvocationRoutesOptions {
+  coordinator: Coordinator;
+  bundles: BundleRegistry;
+  authenticate: Authenticate;
+  waitMsMax: number;
+  /** Hands out a signal that aborts when the client goes away or the server shuts down. */
+  releaseFor(reply: FastifyReply): { signal: AbortSignal; dispose(): void };
+}
+
+interface GetParams {
+  operationId: string;
+}
+
+interface GetQuery {
+  waitFor?: WaitFor;
+  waitMs?: string;
+}
+
+export function registerInvocationRoutes(app: FastifyInstance, options: InvocationRoutesOptions): void {
+  const { coordinator, bundles } = options;
+  const callers = new WeakMap<FastifyRequest, Caller>();
+  // Authentication runs before the body is read: an anonymous client cannot make us parse anything.
+  const authenticate = async (request: FastifyRequest) => {
+    callers.set(request, await options.authenticate(request.headers.authorization));
+  };
+  const callerOf = (request: FastifyRequest): Caller => {
+    const caller = callers.get(request);
+    if (!caller) throw new AssertionFailure('the onRequest hook authenticated this request');
+    return caller;
+  };
+  const clampWaitMs = (waitMs: number | undefined) => Math.min(waitMs ?? 0, options.waitMsMax);
+
+  const wait = async (reply: FastifyReply, principalId: string, operationId: string, boundary: WaitFor, waitMs: number) => {
+    const release = options.releaseFor(reply);
+    try {
+      return await waitReleasable(coordinator, { principalId, operationId, boundary, waitMs, release: release.signal });
+    } finally {
+      release.dispose();
+    }
+  };
+
+  app.post('/contract-invocations', { schema: postInvocationSchema, onRequest: authenticate, preValidation: requireJsonContentType }, async (request, reply) => {
+    const caller = callerOf(request);
+    const body = request.body as InvocationRequest;
+    const declared = contractBoundary(bundles, body.contract.digest, body.interaction);
+    // Checked before admission so a weakening request creates no state. An undeployed contract
+    // or interaction has no declared boundary; admission below rejects it with the precise kind.
+    const requested = declared === undefined ? undefined : effectiveBoundary(body.waitFor, declared);
+    const { result } = await coordinator.invoke(caller, body);
+    if (requested === undefined) throw new AssertionFailure('an admitted invocation names a deployed interaction');
+    const waited = await wait(reply, caller.principalId, result.operationId, requested, clampWaitMs(body.waitMs));
+    return answer(reply, waited);
+  });
+
+  app.get<{ Params: GetParams; Querystring: GetQuery }>('/contract-invocations/:operationId', { schema: getInvocationSchema, onRequest: authenticate }, async (request, reply) => {
+    const caller = callerOf(request);
+    const { operationId } = request.params;
+    // Visibility first: a weakening waitFor on someone else's operation is still just 404.
+    const current = await coordinator.get(caller.principalId, operationId);
+    const declared = contractBoundary(bundles, current.contract.digest, current.interaction);
+    if (declared === undefined) throw new AssertionFailure('a visible operation names a deployed interaction');
+    const boundary = effectiveBoundary(request.query.waitFor, declared);
+    const waitMs = request.query.waitMs === undefined ? 0 : Number(request.query.waitMs);
+    const waited = await wait(reply, caller.principalId, operationId, boundary, clampWaitMs(waitMs));
+    return answer(reply, waited);
+  });
+}
+
+function answer(reply: FastifyReply, waited: { result: InvocationResult; reached: boolean }): InvocationResult {
+  if (!waited.reached) reply.header('location', `/contract-invocations/${waited.result.operationId}`);
+  reply.code(waited.reached ? 200 : 202);
+  return waited.result;
+}

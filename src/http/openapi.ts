@@ -1,0 +1,74 @@
+/**
+ * GET /openapi.json: an OpenAPI 3.1 document generated from the same schema objects the routes
+ * validate with (src/http/schemas.ts, built from src/contract/schemas.ts). OpenAPI 3.1 schemas are
+ * JSON Schema 2020-12, so the contract schemas go in unchanged.
+ */
+import { limits } from '../contract/limits.js';
+import { errorSchema, errorStatuses, healthSchema, requestBodySchema, resultSchema } from './schemas.js';
+
+const errorMeaning: Record<(typeof errorStatuses)[number], string> = {
+  400: 'invalid-input: malformed JSON (duplicate keys, unsafe integers, lone surrogates), schema errors, a waitFor weaker than the contract\'s',
+  401: 'no or unknown credential (body kind "denied", description "authentication required")',
+  403: 'denied by policy',
+  404: 'no such operation visible to this principal (unknown and other principals\' operations look the same)',
+  409: 'conflict (the invocationKey is bound to a different input) or protocol-conflict',
+  410: 'expired (the invocation key is tombstoned or admission ran out of its budget)',
+  413: 'the body exceeds the configured limit',
+  415: 'the body is not application/json (UTF-8)',
+  422: 'unsupported (the contract digest is not deployed here, or a capability is missing)',
+  500: 'internal error; the outcome is unknown: retry with the same invocationKey or GET the operation',
+  503: 'unavailable (store or policy unavailable, or the server is shutting down); retry idempotently',
+};
+
+const ref = (name: string) => ({ $ref: `#/components/schemas/${name}` });
+const json = (schema: object) => ({ 'application/json': { schema } });
+
+function errorResponses(statuses: readonly (typeof errorStatuses)[number][]) {
+  return Object.fromEntries(statuses.map((s) => [String(s), { description: errorMeaning[s], content: json(ref('AdapterError')) }]));
+}
+
+const progress = {
+  '200': { description: 'the requested boundary (the stronger of waitFor and the contract\'s) is reached; check decision.outcome for business success', content: json(ref('InvocationResult')) },
+  '202': { description: 'still pending at the end of the wait; poll GET /contract-invocations/{operationId}', headers: { Location: { schema: { type: 'string' } } }, content: json(ref('InvocationResult')) },
+};
+
+export function openApiDocument(): object {
+  return {
+    openapi: '3.1.0',
+    info: {
+      title: 'convoke contract invocations',
+      version: '0.2',
+      description:
+        'HTTP 200/202 describe invocation progress, not business success. Closing the connection stops waiting; it never cancels the operation. ' +
+        'A caller may strengthen waitFor (decision → settled) but never weaken the contract\'s boundary (400).',
+    },
+    components: {
+      schemas: { InvocationRequest: requestBodySchema, InvocationResult: resultSchema, AdapterError: errorSchema, Health: healthSchema },
+      securitySchemes: { bearer: { type: 'http', scheme: 'bearer', description: 'a deployment token (stored as a SHA-256 hash) or a JWT whose sub is the principal' } },
+    },
+    security: [{ bearer: [] }],
+    paths: {
+      '/contract-invocations': {
+        post: {
+          operationId: 'invokeContract',
+          requestBody: { required: true, content: json(ref('InvocationRequest')) },
+          responses: { ...progress, ...errorResponses([400, 401, 403, 409, 410, 413, 415, 422, 500, 503]) },
+        },
+      },
+      '/contract-invocations/{operationId}': {
+        get: {
+          operationId: 'getInvocation',
+          parameters: [
+            { name: 'operationId', in: 'path', required: true, schema: { type: 'string', pattern: '^op[0-9a-f]{64}$' } },
+            { name: 'waitFor', in: 'query', required: false, schema: { enum: ['decision', 'settled'] } },
+            { name: 'waitMs', in: 'query', required: false, schema: { type: 'integer', minimum: 0, maximum: limits.waitMsMax } },
+          ],
+          responses: { ...progress, ...errorResponses([400, 401, 404, 500, 503]) },
+        },
+      },
+      '/healthz': { get: { operationId: 'health', security: [], responses: { '200': { description: 'serving', content: json(ref('Health')) }, ...errorResponses([503]) } } },
+      '/metrics': { get: { operationId: 'metrics', security: [], responses: { '200': { description: 'Prometheus text exposition', content: { 'text/plain': { schema: { type: 'string' } } } } } } },
+      '/openapi.json': { get: { operationId: 'openapi', security: [], responses: { '200': { description: 'this document', content: json({ type: 'object' }) } } } },
+    },
+  };
+}

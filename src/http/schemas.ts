@@ -1,0 +1,74 @@
+/**
+ * The HTTP facade's route schemas, built from the contract schemas in src/contract/schemas.ts so
+ * the body validator, the documented responses and /openapi.json cannot drift apart.
+ *
+ * Fastify's default validator coerces types and strips unknown properties; a facade that admits
+ * work must not quietly repair a request, so route schemas are compiled by this module's own ajv
+ * (no coercion, no removal, every error) and responses are written with JSON.stringify (the
+ * response schemas document; the tests check responses against them).
+ */
+import { Ajv, type ValidateFunction } from 'ajv';
+import { adapterErrorSchema, invocationRequestSchema, invocationResultSchema } from '../contract/schemas.js';
+
+/** Separate from the contract's shared ajv: route schemas are compiled per app and must not collide on $id. */
+export const httpAjv = new Ajv({ allErrors: true, strict: false, allowUnionTypes: true, coerceTypes: false, removeAdditional: false, useDefaults: false });
+
+/** Drops the top-level $id: components are referenced by name in OpenAPI and compiled once per route here. */
+export function withoutId<T extends object>(schema: T): Omit<T, '$id'> {
+  const { $id: _ignored, ...rest } = schema as T & { $id?: string };
+  return rest;
+}
+
+export const requestBodySchema = withoutId(invocationRequestSchema);
+export const resultSchema = withoutId(invocationResultSchema);
+export const errorSchema = withoutId(adapterErrorSchema);
+
+/** The wait parameters of GET; query strings are text, so waitMs is a digit string parsed by the handler. */
+export const waitQuerySchema = {
+  type: 'object',
+  additionalProperties: false,
+  properties: {
+    waitFor: { enum: ['decision', 'settled'] },
+    waitMs: { type: 'string', pattern: '^(0|[1-9][0-9]{0,8})$' },
+  },
+} as const;
+
+export const operationParamsSchema = {
+  type: 'object',
+  required: ['operationId'],
+  additionalProperties: false,
+  // No pattern: a malformed id is simply not visible, so it gets the same 404 as an unknown one.
+  properties: { operationId: { type: 'string', minLength: 1, maxLength: 100 } },
+} as const;
+
+/** Every error status the facade can answer, each with an AdapterError body. */
+export const errorStatuses = [400, 401, 403, 404, 409, 410, 413, 415, 422, 500, 503] as const;
+
+const errorResponses = Object.fromEntries(errorStatuses.map((status) => [status, errorSchema]));
+
+export const postInvocationSchema = {
+  body: requestBodySchema,
+  response: { 200: resultSchema, 202: resultSchema, ...errorResponses },
+};
+
+export const getInvocationSchema = {
+  params: operationParamsSchema,
+  querystring: waitQuerySchema,
+  response: { 200: resultSchema, 202: resultSchema, ...errorResponses },
+};
+
+export const healthSchema = {
+  type: 'object',
+  required: ['status'],
+  additionalProperties: false,
+  properties: { status: { enum: ['ok'] } },
+} as const;
+
+/** Compiles a route schema with the facade's ajv (Fastify's validatorCompiler hook). */
+export function compileRouteSchema(schema: object): ValidateFunction {
+  return httpAjv.compile(schema);
+}
+
+/** Checkers the tests (and any client) can use to hold the facade to its documented shapes. */
+export const checkResultShape = httpAjv.compile(resultSchema);
+export const checkErrorShape = httpAjv.compile(errorSchema);

@@ -1,0 +1,54 @@
+/**
+ * Listening and graceful shutdown. Shutdown order: every new request gets 503 and every wait in
+ * progress is released (answered with its current state, so in-flight requests finish promptly);
+ * after the optional drain period the listener stops accepting and Fastify waits for in-flight
+ * requests; only then are the coordinator (its queued appends finish), transport and store closed.
+ */
+import type { AddressInfo } from 'node:net';
+import type { FastifyInstance } from 'fastify';
+import type { Deployment } from '../runtime/config.js';
+import { createHttpApp } from './app.js';
+
+export interface RunningServer {
+  url: string;
+  app: FastifyInstance;
+  /** Idempotent; resolves when the listener, the coordinator, the transport and the store are closed. */
+  close(): Promise<void>;
+  /** Stops listening and drops every connection now (a second signal): in-flight requests get no answer; no work is cancelled. */
+  dropConnections(): void;
+}
+
+export async function startHttpServer(deployment: Deployment, options: { onInternalError?: (error: unknown) => void } = {}): Promise<RunningServer> {
+  const appOptions = { coordinator: deployment.coordinator, bundles: deployment.bundles, clock: deployment.clock, settings: deployment.http };
+  const { app, beginShutdown } = createHttpApp(options.onInternalError ? { ...appOptions, onInternalError: options.onInternalError } : appOptions);
+  await app.listen({ host: deployment.http.host, port: deployment.http.port });
+  let closing: Promise<void> | undefined;
+  const close = () => {
+    closing ??= (async () => {
+      beginShutdown();
+      const drainMs = deployment.http.drainMs;
+      if (drainMs > 0) await new Promise<void>((done) => deployment.clock.at(deployment.clock.nowMs() + drainMs, done));
+      try {
+        await app.close();
+      } finally {
+        await deployment.close();
+      }
+    })();
+    return closing;
+  };
+  return {
+    url: listeningUrl(app),
+    app,
+    close,
+    dropConnections: () => {
+      app.server.close();
+      app.server.closeAllConnections();
+    },
+  };
+}
+
+function listeningUrl(app: FastifyInstance): string {
+  const address = app.server.address() as AddressInfo;
+  const host = address.family === 'IPv6' ? `[${address.address}]` : address.address;
+  return `http://${host}:${address.port}`;
+}

@@ -1,0 +1,50 @@
+/**
+ * Boundaries and waiting. The effective boundary is the stronger of the caller's waitFor and the
+ * contract's: a caller may strengthen decision to settled, never weaken settled to decision
+ * (spec: "Workflows and the execution boundary"). A wait ends at the boundary, at waitMs, or when
+ * it is released (the client closed the connection, or the server is shutting down); releasing a
+ * wait never touches the operation — only declared cancellation commands change work.
+ */
+import type { BundleRegistry } from '../contract/bundle.js';
+import { invalidInput } from '../contract/errors.js';
+import type { WaitFor } from '../contract/types.js';
+import type { Coordinator } from '../runtime/coordinator.js';
+import type { InvocationResult } from '../projections/views.js';
+
+const strength: Record<WaitFor, number> = { decision: 0, settled: 1 };
+
+export function effectiveBoundary(requested: WaitFor | undefined, contract: WaitFor): WaitFor {
+  if (requested === undefined) return contract;
+  if (strength[requested] < strength[contract]) {
+    throw invalidInput(`waitFor "${requested}" would weaken the contract's boundary "${contract}"; a caller may only strengthen it`);
+  }
+  return requested;
+}
+
+/** The interaction's declared boundary, or undefined when the contract or interaction is not deployed (admission says why). */
+export function contractBoundary(bundles: BundleRegistry, digest: string, interaction: string): WaitFor | undefined {
+  return bundles.get(digest)?.interactions.get(interaction)?.spec.waitFor;
+}
+
+/** Mirrors projections/views `reached` on the view the client sees. */
+export function reachedView(result: InvocationResult, boundary: WaitFor): boolean {
+  return boundary === 'decision' ? result.decision !== null : result.phase === 'settled';
+}
+
+export interface WaitRequest {
+  principalId: string;
+  operationId: string;
+  boundary: WaitFor;
+  waitMs: number;
+  release: AbortSignal;
+}
+
+/**
+ * Waits through the coordinator until the boundary, waitMs, or the release signal (a closed
+ * connection or a shutdown). Release only stops waiting: the current state is returned (202 if
+ * the boundary is not reached) and the operation carries on.
+ */
+export async function waitReleasable(coordinator: Coordinator, request: WaitRequest): Promise<{ result: InvocationResult; reached: boolean }> {
+  const { principalId, operationId, boundary, waitMs, release } = request;
+  return coordinator.wait(principalId, operationId, boundary, release.aborted ? 0 : waitMs, release);
+}

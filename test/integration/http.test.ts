@@ -1,0 +1,220 @@
+/**
+ * `convoke serve` as a child process, over a real socket with undici: every status code of the
+ * facade, 200 vs 202 boundaries, idempotent retries, principal isolation, boundary strengthening
+ * and weakening, connection close without cancellation, and graceful shutdown (drain: 503s,
+ * released waits answered 202, exit code 0).
+ */
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+import { Agent, request } from 'undici';
+import { operationId as deriveOperationId } from '../../src/contract/ids.js';
+import { describeErrors } from '../../src/contract/validation.js';
+import { checkErrorShape, checkResultShape } from '../../src/http/schemas.js';
+import { SystemClock } from '../../src/runtime/clock.js';
+import { buildDeployment, readDeploymentConfig } from '../../src/runtime/config.js';
+import { requestBody, writeHttpFixture, type HttpFixture } from '../support/http-fixtures.js';
+import { startServe, type ServeProcess } from '../support/http-server.js';
+
+interface Reply {
+  status: number;
+  headers: Record<string, string | string[] | undefined>;
+  body: any;
+  text: string;
+}
+
+const agent = new Agent({ keepAliveTimeout: 2_000, connections: 16 });
+
+async function call(base: string, method: 'GET' | 'POST', path: string, options: { token?: string; body?: string | object; contentType?: string; signal?: AbortSignal } = {}): Promise<Reply> {
+  const headers: Record<string, string> = {};
+  if (options.token !== undefined) headers.authorization = `Bearer ${options.token}`;
+  if (options.body !== undefined) headers['content-type'] = options.contentType ?? 'application/json';
+  const payload = options.body === undefined ? undefined : typeof options.body === 'string' ? options.body : JSON.stringify(options.body);
+  const response = await request(`${base}${path}`, { method, headers, body: payload, signal: options.signal, dispatcher: agent });
+  const text = await response.body.text();
+  let body: unknown;
+  try {
+    body = JSON.parse(text);
+  } catch {
+    body = undefined;
+  }
+  return { status: response.statusCode, headers: response.headers, body, text };
+}
+
+function expectError(reply: Reply, status: number, kind?: string): { kind: string; description?: string } {
+  assert.equal(reply.status, status, reply.text);
+  assert.ok(checkErrorShape(reply.body), `AdapterError shape: ${describeErrors(checkErrorShape.errors)} in ${reply.text}`);
+  if (kind !== undefined) assert.equal(reply.body.kind, kind, reply.text);
+  return reply.body;
+}
+
+function expectResult(reply: Reply, status: 200 | 202) {
+  assert.equal(reply.status, status, reply.text);
+  assert.ok(checkResultShape(reply.body), `InvocationResult shape: ${describeErrors(checkResultShape.errors)}`);
+  return reply.body as { operationId: string; decision: { outcome: string; successVotes: number } | null; phase: string; settlement: { status: string } };
+}
+
+async function admissions(base: string): Promise<number> {
+  const metrics = await call(base, 'GET', '/metrics');
+  return Number(/^convoke_admissions_total (\d+)/m.exec(metrics.text)?.[1] ?? 'NaN');
+}
+
+/** Polls until the server has admitted one more operation than `before` (bounded). */
+async function admittedBeyond(base: string, before: number): Promise<void> {
+  for (let i = 0; i < 200; i++) {
+    if ((await admissions(base)) > before) return;
+    await new Promise((r) => setTimeout(r, 10));
+  }
+  assert.fail('the server did not admit the operation within 2 s');
+}
+
+describe('convoke serve over HTTP (memory store, in-process peers)', () => {
+  let fixture: HttpFixture;
+  let server: ServeProcess;
+  let base: string;
+  let alice: string;
+  let bob: string;
+
+  before(async () => {
+    fixture = await writeHttpFixture({ peerDelayMs: 400, drainMs: 1500, bodyLimitBytes: 64 * 1024 });
+    server = await startServe(fixture.configPath);
+    base = server.url;
+    ({ alice, bob } = fixture.tokens);
+  });
+  after(async () => {
+    await server?.stop();
+    await fixture?.dispose();
+  });
+
+  test('200 when the decision is reached within the wait', async () => {
+    const result = expectResult(await call(base, 'POST', '/contract-invocations', { token: alice, body: requestBody(fixture, { waitMs: 5000 }) }), 200);
+    assert.equal(result.decision?.outcome, 'success');
+    assert.equal(result.decision?.successVotes, 2);
+  });
+
+  test('a wait too short answers 202 with Location; GET then answers 200', async () => {
+    const pending = await call(base, 'POST', '/contract-invocations', { token: alice, body: requestBody(fixture, { waitMs: 50 }) });
+    const first = expectResult(pending, 202);
+    assert.equal(first.decision, null);
+    assert.equal(pending.headers.location, `/contract-invocations/${first.operationId}`);
+    const done = expectResult(await call(base, 'GET', `/contract-invocations/${first.operationId}?waitMs=5000`, { token: alice }), 200);
+    assert.equal(done.decision?.outcome, 'success');
+  });
+
+  test('idempotent retry: same key and input return the same operation; different input is 409', async () => {
+    const body = requestBody(fixture, { waitMs: 0 });
+    const a = expectResult(await call(base, 'POST', '/contract-invocations', { token: alice, body }), 202);
+    const b = await call(base, 'POST', '/contract-invocations', { token: alice, body: { ...body, waitMs: 5000 } });
+    assert.equal(expectResult(b, 200).operationId, a.operationId);
+    assert.equal(a.operationId, deriveOperationId('alice', fixture.contract.digest, body.invocationKey as string));
+    expectError(await call(base, 'POST', '/contract-invocations', { token: alice, body: { ...body, input: { document: 'another' } } }), 409, 'conflict');
+  });
+
+  test('principal isolation: another principal gets the unknown-id 404 for an existing operation', async () => {
+    const { operationId } = expectResult(await call(base, 'POST', '/contract-invocations', { token: alice, body: requestBody(fixture, { waitMs: 0 }) }), 202);
+    const hidden = await call(base, 'GET', `/contract-invocations/${operationId}`, { token: bob });
+    const unknownId = `op${'0'.repeat(64)}`;
+    const unknown = await call(base, 'GET', `/contract-invocations/${unknownId}`, { token: bob });
+    expectError(hidden, 404);
+    expectError(unknown, 404);
+    assert.equal(hidden.text, unknown.text.replace(unknownId, operationId));
+    assert.equal(hidden.headers['content-length'], unknown.headers['content-length']);
+    // The same key under bob is bob's own operation, not alice's.
+    const body = requestBody(fixture, { waitMs: 0 });
+    const mine = expectResult(await call(base, 'POST', '/contract-invocations', { token: alice, body }), 202);
+    const his = expectResult(await call(base, 'POST', '/contract-invocations', { token: bob, body }), 202);
+    assert.notEqual(mine.operationId, his.operationId);
+  });
+
+  test('400 (strict JSON, schema), 401, 403, 413, 415, 422', async () => {
+    const valid = JSON.stringify(requestBody(fixture));
+    expectError(await call(base, 'POST', '/contract-invocations', { token: alice, body: valid.replace('"interaction":"review"', '"interaction":"review","interaction":"review"') }), 400, 'invalid-input');
+    expectError(await call(base, 'POST', '/contract-invocations', { token: alice, body: valid.replace('"RFC: adopt convoke"', '"\\udbff"') }), 400, 'invalid-input');
+    expectError(await call(base, 'POST', '/contract-invocations', { token: alice, body: valid.replace('}', ',"waitMs":123456789012345678}') }), 400, 'invalid-input');
+    expectError(await call(base, 'POST', '/contract-invocations', { token: alice, body: { interaction: 'review' } }), 400, 'invalid-input');
+    const unauthenticated = await call(base, 'POST', '/contract-invocations', { body: valid });
+    assert.deepEqual(expectError(unauthenticated, 401), { kind: 'denied', description: 'authentication required' });
+    assert.match(String(unauthenticated.headers['www-authenticate']), /^Bearer/);
+    expectError(await call(base, 'POST', '/contract-invocations', { token: 'wrong', body: valid }), 401, 'denied');
+    expectError(await call(base, 'POST', '/contract-invocations', { token: bob, body: requestBody(fixture, { interaction: 'restricted' }) }), 403, 'denied');
+    const oversized = requestBody(fixture, { input: { document: 'x'.repeat(70 * 1024) } });
+    assert.equal(expectError(await call(base, 'POST', '/contract-invocations', { token: alice, body: oversized }), 413, 'invalid-input').description, `body exceeds ${64 * 1024} bytes`);
+    expectError(await call(base, 'POST', '/contract-invocations', { token: alice, body: valid, contentType: 'text/plain' }), 415, 'invalid-input');
+    const undeployed = requestBody(fixture, { contract: { ...fixture.contract, digest: `sha256:${'f'.repeat(64)}` } });
+    expectError(await call(base, 'POST', '/contract-invocations', { token: alice, body: undeployed }), 422, 'unsupported');
+  });
+
+  test('strengthening decision → settled waits for settlement; weakening settled → decision is 400', async () => {
+    const decided = expectResult(await call(base, 'POST', '/contract-invocations', { token: alice, body: requestBody(fixture, { interaction: 'careful', waitMs: 5000 }) }), 200);
+    assert.equal(decided.decision?.outcome, 'success');
+    assert.equal(decided.settlement.status, 'pending', 'the unanswered sibling is still being cancelled');
+    const strengthened = expectResult(await call(base, 'POST', '/contract-invocations', { token: alice, body: requestBody(fixture, { interaction: 'careful', waitFor: 'settled', waitMs: 1500 }) }), 202);
+    assert.notEqual(strengthened.decision, null);
+    const before = await admissions(base);
+    const weak = expectError(await call(base, 'POST', '/contract-invocations', { token: alice, body: requestBody(fixture, { interaction: 'sealed', waitFor: 'decision' }) }), 400, 'invalid-input');
+    assert.match(weak.description ?? '', /weaken/);
+    assert.equal(await admissions(base), before, 'a weakening request creates no operation');
+    const sealed = expectResult(await call(base, 'POST', '/contract-invocations', { token: alice, body: requestBody(fixture, { interaction: 'sealed', waitMs: 5000 }) }), 200);
+    assert.equal(sealed.phase, 'settled');
+  });
+
+  test('closing the connection stops the wait and never cancels the operation', async () => {
+    const body = requestBody(fixture, { waitMs: 8000 });
+    const operationId = deriveOperationId('alice', fixture.contract.digest, body.invocationKey as string);
+    const before = await admissions(base);
+    const controller = new AbortController();
+    const waiting = call(base, 'POST', '/contract-invocations', { token: alice, body, signal: controller.signal });
+    await admittedBeyond(base, before);
+    controller.abort();
+    await assert.rejects(waiting, (e: Error) => e.name === 'AbortError');
+    const after = expectResult(await call(base, 'GET', `/contract-invocations/${operationId}?waitMs=5000`, { token: alice }), 200);
+    assert.equal(after.decision?.outcome, 'success', 'the operation went on to its decision');
+    const metrics = await call(base, 'GET', '/metrics');
+    assert.match(metrics.text, /convoke_http_waits_released_total\{reason="client-closed"\} [1-9]/);
+  });
+
+  test('operator routes over the socket', async () => {
+    assert.deepEqual((await call(base, 'GET', '/healthz')).body, { status: 'ok' });
+    assert.equal((await call(base, 'GET', '/openapi.json')).body.openapi, '3.1.0');
+    expectError(await call(base, 'GET', '/contract-invocations'), 404);
+  });
+
+  // Last: it stops the server.
+  test('graceful shutdown: waits released with 202, 503 while draining, clean exit', async () => {
+    const before = await admissions(base);
+    const inflight = call(base, 'POST', '/contract-invocations', { token: alice, body: requestBody(fixture, { interaction: 'careful', waitFor: 'settled', waitMs: 9000 }) });
+    await admittedBeyond(base, before);
+    server.child.kill('SIGTERM');
+    const released = await inflight;
+    expectResult(released, 202);
+    expectError(await call(base, 'GET', '/healthz'), 503, 'unavailable');
+    expectError(await call(base, 'POST', '/contract-invocations', { token: alice, body: requestBody(fixture) }), 503, 'unavailable');
+    assert.equal(await server.exited, 0, server.stderr());
+    assert.match(server.stderr(), /stopped/);
+  });
+});
+
+describe('convoke serve over HTTP (sqlite store): 410 for a tombstoned key', () => {
+  let fixture: HttpFixture;
+  let server: ServeProcess;
+
+  before(async () => {
+    fixture = await writeHttpFixture({ store: 'sqlite:ops.db' });
+    server = await startServe(fixture.configPath);
+  });
+  after(async () => {
+    await server?.stop();
+    await fixture?.dispose();
+    await agent.close();
+  });
+
+  test('an operator tombstones an operation; the same key is then expired, never recreated', async () => {
+    const body = requestBody(fixture, { waitMs: 0 });
+    // The operator's own process opens the same store, admits under alice's key and tombstones it.
+    const operator = await buildDeployment(await readDeploymentConfig(fixture.configPath), { clock: new SystemClock() });
+    const { result } = await operator.coordinator.invoke({ principalId: 'alice', senderPeerId: null }, { contract: fixture.contract, interaction: 'review', invocationKey: body.invocationKey as string, input: body.input! });
+    assert.equal((await operator.store.tombstone(result.operationId)).kind, 'ok');
+    await operator.close();
+    expectError(await call(server.url, 'POST', '/contract-invocations', { token: fixture.tokens.alice, body }), 410, 'expired');
+    expectError(await call(server.url, 'GET', `/contract-invocations/${result.operationId}`, { token: fixture.tokens.alice }), 404);
+  });
+});

@@ -1,0 +1,299 @@
+/**
+ * The HTTP facade in process, through `app.inject`: status mapping, the strict body parser, the
+ * boundary rules, authentication (static tokens and JWT), and the deployment config checks.
+ */
+import assert from 'node:assert/strict';
+import { writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { after, before, describe, test } from 'node:test';
+import { SignJWT, exportJWK, generateKeyPair } from 'jose';
+import { loadBundle } from '../../src/contract/bundle.js';
+import { operationId as deriveOperationId } from '../../src/contract/ids.js';
+import { isAdapterError } from '../../src/contract/errors.js';
+import { checkErrorShape, checkResultShape } from '../../src/http/schemas.js';
+import { describeErrors } from '../../src/contract/validation.js';
+import { effectiveBoundary } from '../../src/http/wait.js';
+import { buildDeployment, parseDeploymentConfig } from '../../src/runtime/config.js';
+import { createEmbedded } from '../../src/runtime/embedded.js';
+import { SystemClock } from '../../src/runtime/clock.js';
+import { buildFixtureApp, fixtureBundle, requestBody, storedOperationIds, writeHttpFixture, type HttpFixture } from '../support/http-fixtures.js';
+
+type Built = Awaited<ReturnType<typeof buildFixtureApp>>;
+
+function errorBody(response: { statusCode: number; body: string }, status: number): { kind: string; description?: string } {
+  assert.equal(response.statusCode, status, response.body);
+  const body = JSON.parse(response.body) as { kind: string; description?: string };
+  assert.ok(checkErrorShape(body), `AdapterError shape: ${describeErrors(checkErrorShape.errors)} in ${response.body}`);
+  return body;
+}
+
+function resultBody(response: { statusCode: number; body: string }, status: number) {
+  assert.equal(response.statusCode, status, response.body);
+  const body = JSON.parse(response.body);
+  assert.ok(checkResultShape(body), `InvocationResult shape: ${describeErrors(checkResultShape.errors)}`);
+  return body as { operationId: string; decision: { outcome: string } | null; phase: string; settlement: { status: string }; invocationKey: string };
+}
+
+describe('HTTP facade (inject)', () => {
+  let fixture: HttpFixture;
+  let built: Built;
+  let headers: Record<string, string>;
+  const post = (payload: unknown, extra: Record<string, string> = {}) =>
+    built.http.app.inject({ method: 'POST', url: '/contract-invocations', headers: { ...headers, ...extra }, payload: typeof payload === 'string' ? payload : JSON.stringify(payload) });
+  const get = (path: string, token = fixture.tokens.alice) => built.http.app.inject({ method: 'GET', url: path, headers: { authorization: `Bearer ${token}` } });
+
+  before(async () => {
+    fixture = await writeHttpFixture({ peerDelayMs: 100, bodyLimitBytes: 4096 });
+    built = await buildFixtureApp(fixture);
+    headers = { authorization: `Bearer ${fixture.tokens.alice}`, 'content-type': 'application/json' };
+  });
+  after(async () => {
+    await built.close();
+    await fixture.dispose();
+  });
+
+  test('POST reaches the decision within the wait: 200 with a schema-valid InvocationResult', async () => {
+    const body = resultBody(await post(requestBody(fixture, { waitMs: 5000 })), 200);
+    assert.equal(body.decision?.outcome, 'success');
+  });
+
+  test('waitMs 0 answers 202 with Location; GET with a wait then answers 200', async () => {
+    const response = await post(requestBody(fixture, { waitMs: 0 }));
+    const pending = resultBody(response, 202);
+    assert.equal(pending.decision, null);
+    assert.equal(response.headers.location, `/contract-invocations/${pending.operationId}`);
+    const done = resultBody(await get(`/contract-invocations/${pending.operationId}?waitMs=5000`), 200);
+    assert.equal(done.operationId, pending.operationId);
+    assert.equal(done.decision?.outcome, 'success');
+  });
+
+  test('malformed JSON is 400 and creates nothing: duplicate keys, unsafe integers, lone surrogates', async () => {
+    const before = (await storedOperationIds(built.deployment)).length;
+    const valid = JSON.stringify(requestBody(fixture));
+    const cases = [
+      valid.replace('"interaction":"review"', '"interaction":"review","interaction":"sealed"'),
+      valid.replace('{"document"', '{"document":"a","docu\\u006dent"'),
+      valid.replace('}', ',"waitMs":9007199254740993}'),
+      valid.replace('"RFC: adopt convoke"', '"\\ud800"'),
+      valid.replace(/"invocationKey":"[^"]*"/, '"invocationKey":"\\udc00x"'),
+      valid.slice(0, -1),
+      '',
+    ];
+    for (const payload of cases) {
+      const body = errorBody(await post(payload), 400);
+      assert.equal(body.kind, 'invalid-input');
+    }
+    assert.equal((await storedOperationIds(built.deployment)).length, before);
+  });
+
+  test('schema errors are 400 and list every error', async () => {
+    const body = errorBody(await post({ interaction: 7, invocationKey: '', input: {}, waitMs: -1, extra: true }), 400);
+    for (const fragment of ["'contract'", '/interaction', '/invocationKey', '/waitMs', '"extra"']) assert.ok(body.description?.includes(fragment), `${fragment} in ${body.description}`);
+  });
+
+  test('non-JSON content types are 415; a missing content type too', async () => {
+    const payload = JSON.stringify(requestBody(fixture));
+    for (const type of ['text/plain', 'application/x-www-form-urlencoded', 'application/json; charset=latin1']) {
+      assert.equal(errorBody(await post(payload, { 'content-type': type }), 415).description, 'content-type must be application/json');
+    }
+    const bare = await built.http.app.inject({ method: 'POST', url: '/contract-invocations', headers: { authorization: headers.authorization! } });
+    errorBody(bare, 415);
+    resultBody(await post(payload, { 'content-type': 'application/json; charset=UTF-8' }), 202);
+  });
+
+  test('a body over the limit is 413', async () => {
+    const big = requestBody(fixture, { input: { document: 'x'.repeat(5000) } });
+    assert.equal(errorBody(await post(big), 413).description, 'body exceeds 4096 bytes');
+  });
+
+  test('401 without or with a wrong credential, same body', async () => {
+    const missing = errorBody(await built.http.app.inject({ method: 'POST', url: '/contract-invocations', payload: '{}', headers: { 'content-type': 'application/json' } }), 401);
+    const wrong = errorBody(await post(requestBody(fixture), { authorization: 'Bearer not-a-token' }), 401);
+    const scheme = errorBody(await post(requestBody(fixture), { authorization: `Basic ${fixture.tokens.alice}` }), 401);
+    assert.deepEqual(missing, { kind: 'denied', description: 'authentication required' });
+    assert.deepEqual(wrong, missing);
+    assert.deepEqual(scheme, missing);
+  });
+
+  test('403 denied by policy, 409 conflicting input, 422 undeployed contract', async () => {
+    const bobHeaders = { authorization: `Bearer ${fixture.tokens.bob}` };
+    assert.equal(errorBody(await post(requestBody(fixture, { interaction: 'restricted' }), bobHeaders), 403).kind, 'denied');
+    const first = requestBody(fixture, { waitMs: 0 });
+    resultBody(await post(first), 202);
+    assert.equal(errorBody(await post({ ...first, input: { document: 'something else' } }), 409).kind, 'conflict');
+    const undeployed = requestBody(fixture, { contract: { ...fixture.contract, digest: `sha256:${'0'.repeat(64)}` } });
+    assert.equal(errorBody(await post(undeployed), 422).kind, 'unsupported');
+  });
+
+  test('410 for an invocation key whose operation was tombstoned', async () => {
+    // Another coordinator on the same store admits and the operator tombstones it; this one never cached it.
+    const other = await createEmbedded({ clock: new SystemClock(), bundle: fixtureBundle(), groups: { reviewers: ['alfa', 'bravo', 'charlie'] }, store: built.deployment.store });
+    const body = requestBody(fixture, { waitMs: 0 });
+    const { result } = await other.coordinator.invoke({ principalId: 'alice', senderPeerId: null }, { contract: fixture.contract, interaction: 'review', invocationKey: body.invocationKey as string, input: body.input! });
+    await other.coordinator.close();
+    assert.equal((await built.deployment.store.tombstone(result.operationId)).kind, 'ok');
+    assert.equal(errorBody(await post(body), 410).kind, 'expired');
+  });
+
+  test('GET: another principal, an unknown id and a malformed id are all 404 with the same shape', async () => {
+    const { operationId } = resultBody(await post(requestBody(fixture, { waitMs: 0 })), 202);
+    const hidden = errorBody(await get(`/contract-invocations/${operationId}`, fixture.tokens.bob), 404);
+    const unknownId = `op${'ab'.repeat(32)}`;
+    const unknown = errorBody(await get(`/contract-invocations/${unknownId}`), 404);
+    assert.deepEqual(hidden, { ...unknown, description: unknown.description!.replace(unknownId, operationId) });
+    errorBody(await get('/contract-invocations/not-an-id'), 404);
+  });
+
+  test('waitFor: strengthening is honoured, weakening is 400 before any state exists', async () => {
+    const strong = resultBody(await post(requestBody(fixture, { interaction: 'careful', waitFor: 'settled', waitMs: 1500 })), 202);
+    assert.notEqual(strong.decision, null, 'the decision closed but settlement (cancel siblings) is still pending');
+    assert.equal(strong.settlement.status, 'pending');
+    const countBefore = (await storedOperationIds(built.deployment)).length;
+    const weak = errorBody(await post(requestBody(fixture, { interaction: 'sealed', waitFor: 'decision' })), 400);
+    assert.match(weak.description ?? '', /weaken/);
+    assert.equal((await storedOperationIds(built.deployment)).length, countBefore);
+    const sealed = resultBody(await post(requestBody(fixture, { interaction: 'sealed', waitFor: 'settled', waitMs: 5000 })), 200);
+    assert.equal(sealed.phase, 'settled');
+    errorBody(await get(`/contract-invocations/${sealed.operationId}?waitFor=decision`), 400);
+    errorBody(await get(`/contract-invocations/${sealed.operationId}?waitMs=abc`), 400);
+  });
+
+  test('effectiveBoundary: the stronger boundary wins, weaker is refused', () => {
+    assert.equal(effectiveBoundary(undefined, 'settled'), 'settled');
+    assert.equal(effectiveBoundary('settled', 'decision'), 'settled');
+    assert.equal(effectiveBoundary('decision', 'decision'), 'decision');
+    assert.throws(() => effectiveBoundary('decision', 'settled'), (e: unknown) => isAdapterError(e) && e.kind === 'invalid-input');
+  });
+
+  test('operator routes: healthz, openapi.json from the same schemas, metrics; unknown route 404', async () => {
+    assert.deepEqual(JSON.parse((await built.http.app.inject({ url: '/healthz' })).body), { status: 'ok' });
+    const doc = JSON.parse((await built.http.app.inject({ url: '/openapi.json' })).body);
+    assert.equal(doc.openapi, '3.1.0');
+    assert.deepEqual(Object.keys(doc.paths).sort(), ['/contract-invocations', '/contract-invocations/{operationId}', '/healthz', '/metrics', '/openapi.json']);
+    assert.deepEqual(doc.components.schemas.InvocationRequest.required, ['contract', 'interaction', 'invocationKey', 'input']);
+    for (const status of ['200', '202', '400', '401', '403', '409', '410', '413', '415', '422', '503']) assert.ok(doc.paths['/contract-invocations'].post.responses[status], status);
+    const metrics = await built.http.app.inject({ url: '/metrics' });
+    assert.match(metrics.headers['content-type'] as string, /^text\/plain/);
+    assert.match(metrics.body, /convoke_admissions_total \d+/);
+    assert.match(metrics.body, /convoke_http_responses_total\{method="POST",route="\/contract-invocations",status="400"\} \d+/);
+    errorBody(await built.http.app.inject({ url: '/nowhere' }), 404);
+    errorBody(await built.http.app.inject({ method: 'DELETE', url: '/contract-invocations' }), 404);
+  });
+
+  test('same key, same input: the same operation, 200 once reached', async () => {
+    const body = requestBody(fixture, { waitMs: 5000 });
+    const a = resultBody(await post(body), 200);
+    const b = resultBody(await post({ ...body, waitMs: 0 }), 200);
+    assert.equal(a.operationId, b.operationId);
+    assert.equal(a.operationId, deriveOperationId('alice', fixture.contract.digest, body.invocationKey as string));
+  });
+
+  test('after shutdown begins every request is 503 unavailable', async () => {
+    const local = await buildFixtureApp(fixture);
+    local.http.beginShutdown();
+    const response = await local.http.app.inject({ url: '/healthz' });
+    assert.equal(errorBody(response, 503).kind, 'unavailable');
+    await local.close();
+  });
+});
+
+describe('HTTP facade with JWT principals (inject)', () => {
+  let fixture: HttpFixture;
+  let built: Built;
+  let sign: (claims: { sub?: string; aud?: string; exp?: number }) => Promise<string>;
+
+  before(async () => {
+    const { publicKey, privateKey } = await generateKeyPair('ES256');
+    const jwk = { ...(await exportJWK(publicKey)), kid: 'k1', alg: 'ES256', use: 'sig' };
+    fixture = await writeHttpFixture({ http: { jwt: { issuer: 'https://issuer.test', audience: 'convoke', jwksFile: 'jwks.json' } } });
+    await writeFile(join(fixture.dir, 'jwks.json'), JSON.stringify({ keys: [jwk] }));
+    built = await buildFixtureApp(fixture);
+    sign = async ({ sub = 'carol', aud = 'convoke', exp }) =>
+      new SignJWT({})
+        .setProtectedHeader({ alg: 'ES256', kid: 'k1' })
+        .setSubject(sub)
+        .setIssuer('https://issuer.test')
+        .setAudience(aud)
+        .setIssuedAt()
+        .setExpirationTime(exp ?? Math.floor(Date.now() / 1000) + 300)
+        .sign(privateKey);
+  });
+  after(async () => {
+    await built.close();
+    await fixture.dispose();
+  });
+
+  const post = (token: string, body: object) =>
+    built.http.app.inject({ method: 'POST', url: '/contract-invocations', headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' }, payload: JSON.stringify(body) });
+
+  test('a valid JWT authenticates its sub; its operations are its own', async () => {
+    const body = requestBody(fixture, { waitMs: 0 });
+    const result = resultBody(await post(await sign({}), body), 202);
+    assert.equal(result.operationId, deriveOperationId('carol', fixture.contract.digest, body.invocationKey as string));
+    const asAlice = await built.http.app.inject({ url: `/contract-invocations/${result.operationId}`, headers: { authorization: `Bearer ${fixture.tokens.alice}` } });
+    errorBody(asAlice, 404);
+  });
+
+  test('expired, wrong audience, or tampered JWTs are 401', async () => {
+    const expired = await sign({ exp: Math.floor(Date.now() / 1000) - 60 });
+    const wrongAudience = await sign({ aud: 'someone-else' });
+    const good = await sign({});
+    const tampered = good.slice(0, -4) + (good.endsWith('AAAA') ? 'BBBB' : 'AAAA');
+    for (const token of [expired, wrongAudience, tampered]) errorBody(await post(token, requestBody(fixture)), 401);
+  });
+});
+
+describe('deployment config', () => {
+  const base = () => ({
+    store: 'memory:',
+    transport: { kind: 'memory' },
+    bundles: ['b.json'],
+    directory: { groups: {} },
+    policy: { rules: [] },
+    attestations: [],
+    deployment: { account: 'a', system: 's', domain: 'd' },
+    http: { host: '127.0.0.1', port: 0, bodyLimitBytes: 4096, waitMsMax: 1000, principals: [{ principalId: 'p', tokenSha256: 'a'.repeat(64) }] },
+  });
+  const parse = (config: unknown) => parseDeploymentConfig(new TextEncoder().encode(typeof config === 'string' ? config : JSON.stringify(config)), '/etc/convoke');
+  const fails = (config: unknown, ...fragments: string[]) =>
+    assert.throws(
+      () => parse(config),
+      (e: unknown) => isAdapterError(e) && e.kind === 'invalid-input' && fragments.every((f) => (e.description ?? '').includes(f)),
+    );
+
+  test('paths resolve against the config file; a valid config parses', () => {
+    const config = parse({ ...base(), store: 'sqlite:data/ops.db' });
+    assert.deepEqual(config.bundles, ['/etc/convoke/b.json']);
+    assert.equal(config.store, 'sqlite:/etc/convoke/data/ops.db');
+  });
+
+  test('duplicate keys in the config are rejected by the strict parser', () => {
+    fails(JSON.stringify(base()).replace('"store":"memory:"', '"store":"memory:","store":"sqlite:x"'), 'duplicate key');
+  });
+
+  test('every schema error is reported at once', () => {
+    const config = { ...base(), http: { ...base().http, port: -1, principals: [{ principalId: 'p', tokenSha256: 'nothex' }] }, surprise: 1 };
+    fails(config, '/http/port', '/http/principals/0/tokenSha256', '"surprise"');
+  });
+
+  test('semantic errors: shared token hashes, nobody able to authenticate', () => {
+    const twice = { ...base().http, principals: [{ principalId: 'p', tokenSha256: 'a'.repeat(64) }, { principalId: 'q', tokenSha256: 'a'.repeat(64) }] };
+    fails({ ...base(), http: twice }, 'share one token hash');
+    fails({ ...base(), http: { ...base().http, principals: [] } }, 'no principal can authenticate');
+  });
+
+  test('building: unattested namespaces and example results that do not match are config errors; nats is unsupported', async () => {
+    const fixture = await writeHttpFixture();
+    try {
+      const config = parseDeploymentConfig(new TextEncoder().encode(JSON.stringify(fixture.config)), fixture.dir);
+      const clock = new SystemClock();
+      await assert.rejects(buildDeployment({ ...config, attestations: [] }, { clock }), /no publisher attestation/);
+      await assert.rejects(buildDeployment({ ...config, transport: { kind: 'memory', examplePeers: { alfa: { review: { verdict: 'maybe' } }, bravo: { nope: 1 } } } }, { clock }), (e: unknown) => isAdapterError(e) && /examplePeers\.alfa\.review/.test(e.description ?? '') && /examplePeers\.bravo\.nope/.test(e.description ?? ''));
+      await assert.rejects(buildDeployment({ ...config, transport: { kind: 'nats' } }, { clock }), (e: unknown) => isAdapterError(e) && e.kind === 'unsupported');
+      await assert.rejects(buildDeployment({ ...config, store: 'postgres://x' }, { clock }), (e: unknown) => isAdapterError(e) && e.kind === 'invalid-input');
+      assert.equal(loadBundle(fixtureBundle()).digest, fixture.contract.digest);
+    } finally {
+      await fixture.dispose();
+    }
+  });
+});
