@@ -83,6 +83,7 @@ export const interactionDefaults = {
   settlementGraceMs: 10_000,
   waitFor: 'decision',
   sender: 'include',
+  cancellation: 'none',
 } as const;
 
 export const interactionSchema = {
@@ -117,6 +118,7 @@ export const interactionSchema = {
     settlementGraceMs: ms(limits.settlementGraceMsMax, 0),
     waitFor: { enum: ['decision', 'settled'] },
     sender: { enum: ['include', 'exclude'] },
+    cancellation: { enum: ['none', 'caller'] },
     aggregate,
   },
 } as const;
@@ -207,7 +209,7 @@ export const invocationResultSchema = {
       additionalProperties: false,
       properties: {
         outcome: { enum: ['success', 'partial', 'failed', 'indeterminate'] },
-        reason: { enum: ['threshold', 'impossible', 'complete', 'timeout', 'no-dispatch'] },
+        reason: { enum: ['threshold', 'impossible', 'complete', 'timeout', 'no-dispatch', 'cancelled'] },
         closedAtMs: { type: 'integer' },
         successVotes: { type: 'integer', minimum: 0 },
         failedUnits: { type: 'integer', minimum: 0 },

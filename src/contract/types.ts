@@ -58,6 +58,8 @@ export interface Interaction {
   settlementGraceMs: number;
   waitFor: WaitFor;
   sender: 'include' | 'exclude';
+  /** Whether the original invoker may cancel an open operation (an explicit, authorized command). */
+  cancellation: 'none' | 'caller';
   aggregate?: Aggregate;
 }
 

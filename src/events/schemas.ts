@@ -89,7 +89,7 @@ export const eventSchemas = [
   event('cancel-timed-out', { branchIds: { type: 'array', minItems: 1, items: token } }),
   event('decision-closed', {
     outcome: { enum: ['success', 'partial', 'failed', 'indeterminate'] },
-    reason: { enum: ['threshold', 'impossible', 'complete', 'timeout', 'no-dispatch'] },
+    reason: { enum: ['threshold', 'impossible', 'complete', 'timeout', 'no-dispatch', 'cancelled'] },
     successVotes: { type: 'integer', minimum: 0 },
     failedUnits: { type: 'integer', minimum: 0 },
     siblings: { type: 'array', items: { type: 'object', required: ['branchId', 'disposition'], additionalProperties: false, properties: { branchId: token, disposition: { enum: ['detached', 'cancel-requested', 'timed-out'] } } } },

@@ -247,7 +247,7 @@ export interface DecisionClosed {
   type: 'decision-closed';
   v: 1;
   outcome: DecisionOutcome;
-  reason: 'threshold' | 'impossible' | 'complete' | 'timeout' | 'no-dispatch';
+  reason: 'threshold' | 'impossible' | 'complete' | 'timeout' | 'no-dispatch' | 'cancelled';
   successVotes: number;
   failedUnits: number;
   siblings: BranchDisposition[];

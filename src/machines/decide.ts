@@ -11,7 +11,7 @@ import { jsonEquals, type JsonValue } from '../contract/json.js';
 import { limits } from '../contract/limits.js';
 import type { BranchDisposition, DeliveryReceipt, DomainEvent, RejectionReason, TimeGuard, Transition } from '../events/types.js';
 import type { CancelResult, ClaimMessage, ResultMessage } from '../events/wire.js';
-import { evaluateCompletion, timeoutClosure, type Closure } from '../projections/decision.js';
+import { evaluateCompletion, tally, timeoutClosure, type Closure } from '../projections/decision.js';
 import { branchList, evolve, type BranchRecord, type OperationRecord } from '../projections/record.js';
 import { branchStatusOf } from './index.js';
 
@@ -34,8 +34,8 @@ function apply(record: OperationRecord, events: readonly DomainEvent[], atMs: nu
 // ── closure and settlement ─────────────────────────────────────────────────
 
 /** decision-closed with the sibling dispositions, and settlement-completed when nothing is left to settle. */
-export function closureEvents(record: OperationRecord, closure: Closure, atMs: number): DomainEvent[] {
-  const disposition: BranchDisposition['disposition'] = record.manifest.siblings === 'cancel' ? 'cancel-requested' : 'detached';
+export function closureEvents(record: OperationRecord, closure: Closure, atMs: number, forceCancel = false): DomainEvent[] {
+  const disposition: BranchDisposition['disposition'] = forceCancel || record.manifest.siblings === 'cancel' ? 'cancel-requested' : 'detached';
   const closed: DomainEvent = {
     type: 'decision-closed',
     v: 1,
@@ -164,6 +164,21 @@ export function decideDue(record: OperationRecord, nowMs: number, authorizeCandi
     events: [...events, ...settlementEvents(apply(record, events, nowMs))],
     timeGuard: { notBeforeMs: record.decision.cancelDeadlineMs, notAfterMs: openEndedMs },
     causation: { command: 'cancel-timeout' },
+  };
+}
+
+/**
+ * An explicit cancellation by the original invoker, where the interaction declares it: the open
+ * decision closes as failed (reason cancelled) and every unfinished branch is sent a cancel.
+ * A closed decision never changes: cancelling it is a no-op.
+ */
+export function decideCancelOperation(record: OperationRecord, nowMs: number): Transition | undefined {
+  if (record.decision !== null) return undefined;
+  const closure: Closure = { outcome: 'failed', reason: 'cancelled', tally: tally(record) };
+  return {
+    events: closureEvents(record, closure, nowMs, true),
+    timeGuard: { notBeforeMs: record.admittedAtMs, notAfterMs: record.deadlineMs },
+    causation: { command: 'cancel-operation' },
   };
 }
 

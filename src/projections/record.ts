@@ -52,7 +52,7 @@ export interface BranchRecord {
 
 export interface DecisionRecord {
   outcome: DecisionOutcome;
-  reason: 'threshold' | 'impossible' | 'complete' | 'timeout' | 'no-dispatch';
+  reason: 'threshold' | 'impossible' | 'complete' | 'timeout' | 'no-dispatch' | 'cancelled';
   closedAtMs: number;
   successVotes: number;
   failedUnits: number;

@@ -16,7 +16,7 @@ import { branchList, type OperationRecord } from './record.js';
 
 export interface DecisionView {
   outcome: DecisionOutcome;
-  reason: 'threshold' | 'impossible' | 'complete' | 'timeout' | 'no-dispatch';
+  reason: 'threshold' | 'impossible' | 'complete' | 'timeout' | 'no-dispatch' | 'cancelled';
   closedAtMs: number;
   successVotes: number;
   failedUnits: number;

@@ -326,6 +326,8 @@ async function assemble(config: DeploymentConfig, parts: Parts): Promise<Deploym
     deployment: { account: config.deployment.account, system: config.deployment.system, domain: config.deployment.domain },
   });
   const peers = await startExamplePeers(bus, compiled, config.transport.kind === 'memory' ? (config.transport.examplePeers ?? {}) : {}, clock);
+  // A durable store may hold operations a previous process left open: resume them before serving.
+  await coordinator.recover();
   return {
     coordinator,
     bundles,

@@ -16,7 +16,7 @@ import type { StoredTransition, Transition } from '../events/types.js';
 import { checkResultMessage } from '../events/wire-schemas.js';
 import { encodeWire, headers, type RequestMessage } from '../events/wire.js';
 import { planAdmission, type PeerAuthorization } from '../machines/admission.js';
-import { decideDue, nextDueMs, selectionCandidates, type CandidateAuthorization } from '../machines/decide.js';
+import { decideCancelOperation, decideDue, nextDueMs, selectionCandidates, type CandidateAuthorization } from '../machines/decide.js';
 import { applyStored, branchList, fold, type OperationRecord } from '../projections/record.js';
 import { invocationResult, reached, type InvocationResult } from '../projections/views.js';
 import type { Directory } from '../adapters/directory/types.js';
@@ -364,6 +364,27 @@ export class Coordinator implements RuntimeHost {
     const run = entry.queue.then(work, work);
     entry.queue = run.catch(() => undefined);
     return run;
+  }
+
+  // ── explicit cancellation ────────────────────────────────────────────────
+
+  /**
+   * The original invoker cancels an open operation — only where the interaction declares
+   * `cancellation: "caller"` and the policy allows the `cancel` action. The decision closes as
+   * failed (reason cancelled) and unfinished branches get cancel requests; settlement follows from
+   * their replies. There is no blanket cancellation: undeclared, it is unsupported.
+   */
+  async cancel(principalId: string, operationId: string): Promise<InvocationResult> {
+    const entry = await this.visible(principalId, operationId);
+    if (entry.interaction.spec.cancellation !== 'caller') {
+      throw new AdapterError('unsupported', `interaction "${entry.interaction.id}" does not declare caller cancellation`);
+    }
+    const record = entry.record;
+    const context = this.context({ principalId, senderPeerId: record.senderPeerId }, this.deps.clock.nowMs(), record.deadlineMs);
+    const decision = await this.authorize({ context, action: 'cancel', contract: record.contract, interaction: record.interaction, peerId: null, branchId: null, attempt: null });
+    if (!decision.allowed) throw new AdapterError('denied', decision.reason ?? 'cancellation is not allowed');
+    await this.enqueue(entry, () => this.commitDecided(entry, (current) => decideCancelOperation(current, this.deps.clock.nowMs())));
+    return this.view(entry);
   }
 
   // ── recovery ─────────────────────────────────────────────────────────────

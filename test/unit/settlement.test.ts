@@ -264,3 +264,33 @@ test('a branch only waiting to retry is cancelled without a message: nothing of 
   assert.deepEqual([view.branches[1]?.status, view.settlement.status], ['cancelled', 'complete']);
   assert.equal(of(await s.events(result.operationId), 'cancel-dispatched').length, 0);
 });
+
+test('an explicit cancellation is only available where the interaction declares it', async () => {
+  const s = await scenario({ peers: 2, review: { ...cancelling } });
+  const { result } = await s.invoke('k');
+  await assert.rejects(s.coordinator.cancel('svc-a', result.operationId), (e) => e instanceof Error && /does not declare caller cancellation/.test(e.message));
+  assert.equal((await s.get(result.operationId)).decision, null);
+});
+
+test('a declared, authorized caller cancellation closes the open decision as failed and cancels every unfinished branch', async () => {
+  const s = await scenario({ peers: 2, review: { ...cancelling, cancellation: 'caller', siblings: 'detach' } });
+  await s.addPeer('alfa', { review: worker().handler });
+  await s.addPeer('bravo', { review: worker().handler });
+  const { result } = await s.invoke('k');
+  await s.settle();
+  await assert.rejects(s.coordinator.cancel('svc-b', result.operationId), /no operation/);
+  const view = await s.coordinator.cancel('svc-a', result.operationId);
+  assert.deepEqual([view.decision?.outcome, view.decision?.reason], ['failed', 'cancelled']);
+  await s.settle();
+  const after = await s.get(result.operationId);
+  assert.deepEqual([after.settlement.status, after.settlement.siblings.map((x) => x.outcome)], ['complete', ['stopped', 'stopped']]);
+  // Cancelling again changes nothing: a closed decision never changes.
+  assert.deepEqual((await s.coordinator.cancel('svc-a', result.operationId)).decision, after.decision);
+  await s.assertReplayEquals(result.operationId);
+});
+
+test('caller cancellation is refused when the policy denies the cancel action', async () => {
+  const s = await scenario({ peers: 1, review: { ...cancelling, cancellation: 'caller' }, embedded: { rules: [{ effect: 'allow' }, { effect: 'deny', actions: ['cancel'], principals: ['svc-a'] }] } });
+  const { result } = await s.invoke('k');
+  await assert.rejects(s.coordinator.cancel('svc-a', result.operationId), (e) => e instanceof Error && /denied/.test(e.message));
+});
