@@ -6,14 +6,12 @@
  */
 import { AssertionFailure, assert } from '../contract/errors.js';
 import type { JsonValue } from '../contract/json.js';
-import type { ContractRef } from '../contract/types.js';
 import type {
-  Authorization,
+  OperationAdmitted,
   BranchDisposition,
   DecisionOutcome,
   DeliveryReceipt,
   DomainEvent,
-  Manifest,
   StoredTransition,
 } from '../events/types.js';
 import type { CancelOutcome } from '../events/wire.js';
@@ -62,20 +60,8 @@ export interface DecisionRecord {
   graceEndMs: number;
 }
 
-export interface OperationRecord {
-  operationId: string;
-  principalId: string;
-  senderPeerId: string | null;
-  contract: ContractRef;
-  interaction: string;
-  subjectNamespace: string;
-  invocationKey: string;
-  inputDigest: string;
-  input: JsonValue;
-  timeoutMs: number;
-  manifest: Manifest;
-  revisions: { directory: string; policy: string };
-  authorizations: Authorization[];
+/** The record: the admission's immutable identity and manifest, plus everything that evolves. */
+export interface OperationRecord extends Omit<OperationAdmitted, 'type' | 'v' | 'outbox'> {
   admittedAtMs: number;
   deadlineMs: number;
   phase: OperationMachineState;
@@ -268,20 +254,9 @@ function admitted(event: Extract<DomainEvent, { type: 'operation-admitted' }>, a
       cancelOutcome: null,
     };
   }
+  const { type: _type, v: _v, outbox: _outbox, ...identity } = event;
   return {
-    operationId: event.operationId,
-    principalId: event.principalId,
-    senderPeerId: event.senderPeerId,
-    contract: event.contract,
-    interaction: event.interaction,
-    subjectNamespace: event.subjectNamespace,
-    invocationKey: event.invocationKey,
-    inputDigest: event.inputDigest,
-    input: event.input,
-    timeoutMs: event.timeoutMs,
-    manifest: event.manifest,
-    revisions: event.revisions,
-    authorizations: event.authorizations,
+    ...identity,
     admittedAtMs: atMs,
     deadlineMs,
     phase: 'admitted',

@@ -4,27 +4,22 @@
  * expected revision as CAS, and the cached record is exactly the fold of what was appended.
  * Work on one operation is serialized through a per-operation queue; operations are independent.
  */
-import { BundleRegistry, type CompiledBundle, type CompiledInteraction } from '../contract/bundle.js';
+import type { CompiledBundle, CompiledInteraction } from '../contract/bundle.js';
 import { canonicalJson, sha256Hex } from '../contract/canonical.js';
 import { AdapterError, AssertionFailure, isAdapterError } from '../contract/errors.js';
 import { operationId as deriveOperationId } from '../contract/ids.js';
-import { parseStrictBytes } from '../contract/ijson.js';
 import type { JsonValue } from '../contract/json.js';
 import { limits } from '../contract/limits.js';
 import type { InvocationRequest, RuntimeContext, WaitFor } from '../contract/types.js';
 import type { StoredTransition, Transition } from '../events/types.js';
-import { checkResultMessage } from '../events/wire-schemas.js';
-import { encodeWire, headers, type RequestMessage } from '../events/wire.js';
 import { planAdmission, type PeerAuthorization } from '../machines/admission.js';
 import { decideCancelOperation, decideDue, nextDueMs, selectionCandidates, type CandidateAuthorization } from '../machines/decide.js';
 import { applyStored, branchList, fold, type OperationRecord } from '../projections/record.js';
 import { invocationResult, reached, type InvocationResult } from '../projections/views.js';
-import type { Directory } from '../adapters/directory/types.js';
 import type { Policy } from '../adapters/policy/types.js';
-import type { EventStore, StoreFailure } from '../adapters/store/types.js';
-import { inboundPattern, parseSubject, subjectFor } from '../adapters/transport/subjects.js';
-import type { InboundMessage, Subscription, Transport } from '../adapters/transport/types.js';
-import type { PublisherVerifier } from '../adapters/verification/subject.js';
+import type { StoreFailure } from '../adapters/store/types.js';
+import { inboundPattern } from '../adapters/transport/subjects.js';
+import type { Subscription } from '../adapters/transport/types.js';
 import { OperationNotFound } from './errors.js';
 import { Metrics } from './metrics.js';
 import { transitionProblem } from '../events/schemas.js';

@@ -1,40 +1,14 @@
 import assert from 'node:assert/strict';
-import { existsSync, readFileSync } from 'node:fs';
-import { dirname, join } from 'node:path';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { test } from 'node:test';
-import { fileURLToPath } from 'node:url';
 import fc from 'fast-check';
 import { canonicalJson, digestOf, sha256Hex } from '../../src/contract/canonical.js';
-import { isAdapterError } from '../../src/contract/errors.js';
 import { isAmbiguousInteger, parseStrict, parseStrictBytes } from '../../src/contract/ijson.js';
 import type { JsonValue } from '../../src/contract/json.js';
-
-/** The repository root: the first directory up from this file holding package.json (works from dist/ too). */
-function repoRoot(): string {
-  let dir = dirname(fileURLToPath(import.meta.url));
-  while (!existsSync(join(dir, 'package.json'))) {
-    const parent = dirname(dir);
-    assert.notEqual(parent, dir, 'no package.json above the test file');
-    dir = parent;
-  }
-  return dir;
-}
+import { repoRoot, assertInvalid } from '../support/assertions.js';
 
 const rfc8785Dir = join(repoRoot(), 'test', 'vectors', 'rfc8785');
-
-function assertInvalid(run: () => unknown, ...fragments: string[]): void {
-  let caught: unknown;
-  try {
-    run();
-  } catch (err) {
-    caught = err;
-  }
-  assert.ok(isAdapterError(caught), `expected an AdapterError, got ${String(caught)}`);
-  assert.equal(caught.kind, 'invalid-input');
-  for (const fragment of fragments) {
-    assert.ok(caught.description?.includes(fragment), `${JSON.stringify(caught.description)} should contain ${JSON.stringify(fragment)}`);
-  }
-}
 
 for (const name of ['arrays', 'french', 'structures', 'unicode', 'values', 'weird']) {
   test(`RFC 8785 example set "${name}" canonicalizes byte-for-byte`, () => {

@@ -1,23 +1,12 @@
 import assert from 'node:assert/strict';
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { dirname, join } from 'node:path';
+import { join } from 'node:path';
 import { after, test } from 'node:test';
-import { fileURLToPath } from 'node:url';
 import { canonicalizeCommand } from '../../src/cli/commands/canonicalize.js';
 import { idOperationCommand, idPublicationCommand } from '../../src/cli/commands/id.js';
 import type { CliIo } from '../../src/cli/io.js';
-
-/** The repository root: the first directory up from this file holding package.json (works from dist/ too). */
-function repoRoot(): string {
-  let dir = dirname(fileURLToPath(import.meta.url));
-  while (!existsSync(join(dir, 'package.json'))) {
-    const parent = dirname(dir);
-    assert.notEqual(parent, dir, 'no package.json above the test file');
-    dir = parent;
-  }
-  return dir;
-}
+import { repoRoot } from '../support/assertions.js';
 
 const vectorsDir = join(repoRoot(), 'test', 'vectors');
 const idVectors = JSON.parse(readFileSync(join(vectorsDir, 'ids.json'), 'utf8')) as {

@@ -1,9 +1,7 @@
 import assert from 'node:assert/strict';
-import { existsSync, readFileSync } from 'node:fs';
-import { dirname, join } from 'node:path';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { test } from 'node:test';
-import { fileURLToPath } from 'node:url';
-import { isAdapterError } from '../../src/contract/errors.js';
 import {
   checkToken,
   isOperationId,
@@ -12,17 +10,7 @@ import {
   publicationId,
   tokenPattern,
 } from '../../src/contract/ids.js';
-
-/** The repository root: the first directory up from this file holding package.json (works from dist/ too). */
-function repoRoot(): string {
-  let dir = dirname(fileURLToPath(import.meta.url));
-  while (!existsSync(join(dir, 'package.json'))) {
-    const parent = dirname(dir);
-    assert.notEqual(parent, dir, 'no package.json above the test file');
-    dir = parent;
-  }
-  return dir;
-}
+import { repoRoot, assertInvalid } from '../support/assertions.js';
 
 interface OperationVector {
   note: string;
@@ -48,18 +36,6 @@ const vectors = JSON.parse(readFileSync(join(repoRoot(), 'test', 'vectors', 'ids
   operation: OperationVector[];
   publication: PublicationVector[];
 };
-
-function assertInvalid(run: () => unknown, fragment: string): void {
-  let caught: unknown;
-  try {
-    run();
-  } catch (err) {
-    caught = err;
-  }
-  assert.ok(isAdapterError(caught), `expected an AdapterError, got ${String(caught)}`);
-  assert.equal(caught.kind, 'invalid-input');
-  assert.ok(caught.description?.includes(fragment), `${JSON.stringify(caught.description)} should contain ${JSON.stringify(fragment)}`);
-}
 
 test('the vectors file documents its layout and covers the required cases', () => {
   assert.match(vectors.layout, /u64be/);

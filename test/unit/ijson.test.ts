@@ -1,27 +1,10 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import fc from 'fast-check';
-import { isAdapterError } from '../../src/contract/errors.js';
 import { hasLoneSurrogate, isAmbiguousInteger, parseStrict, parseStrictBytes } from '../../src/contract/ijson.js';
 import type { JsonValue } from '../../src/contract/json.js';
 import { limits } from '../../src/contract/limits.js';
-
-/** Asserts invalid-input whose description contains every fragment (pointer, offset, reason). */
-function assertInvalid(run: () => unknown, ...fragments: string[]): string {
-  let caught: unknown;
-  try {
-    run();
-  } catch (err) {
-    caught = err;
-  }
-  assert.ok(isAdapterError(caught), `expected an AdapterError, got ${String(caught)}`);
-  assert.equal(caught.kind, 'invalid-input');
-  const description = caught.description ?? '';
-  for (const fragment of fragments) {
-    assert.ok(description.includes(fragment), `${JSON.stringify(description)} should contain ${JSON.stringify(fragment)}`);
-  }
-  return description;
-}
+import { assertInvalid } from '../support/assertions.js';
 
 test('duplicate keys fail (admission step 1)', () => {
   const description = assertInvalid(() => parseStrict('{"items":[{"a":1,"a":2}]}'));
