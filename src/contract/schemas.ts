@@ -174,6 +174,10 @@ export const invocationRequestSchema = {
     input: {},
     waitFor: { enum: ['decision', 'settled'] },
     waitMs: { type: 'integer', minimum: 0, maximum: limits.waitMsMax },
+    // Named so that they are refused as `denied` (a prohibited act), not as unknown fields.
+    manifest: { description: 'prohibited: callers may not supply the expected result set' },
+    expected: { description: 'prohibited: callers may not supply the expected result set' },
+    branches: { description: 'prohibited: callers may not supply the expected result set' },
   },
 } as const;
 

@@ -105,4 +105,8 @@ export interface InvocationRequest {
   input: JsonValue;
   waitFor?: WaitFor;
   waitMs?: number;
+  /** Prohibited (refused as denied): the expected result set never comes from the caller. */
+  manifest?: unknown;
+  expected?: unknown;
+  branches?: unknown;
 }

@@ -63,7 +63,7 @@ export const eventSchemas = [
     input: {},
     timeoutMs: positive,
     manifest,
-    revisions: { type: 'object', required: ['directory', 'policy'], additionalProperties: false, properties: { directory: text, policy: text } },
+    revisions: { type: 'object', required: ['directory', 'policy'], additionalProperties: false, properties: { directory: text, policy: text, manifest: text } },
     authorizations: { type: 'array', items: { type: 'object', required: ['peerId', 'revision', 'expiresAtMs'], additionalProperties: false, properties: { peerId: token, revision: text, expiresAtMs: ms } } },
     outbox: { type: 'array', items: { type: 'object', required: ['branchId', 'peerId', 'attempt', 'fence', 'publicationId'], additionalProperties: false, properties: { branchId: token, peerId: token, attempt: { const: 1 }, fence: { const: 1 }, publicationId: hex64 } } },
   }),

@@ -78,7 +78,8 @@ export interface OperationAdmitted {
   /** admittedAtMs is the committing store's timestamp; deadlineMs = admittedAtMs + timeoutMs. */
   timeoutMs: number;
   manifest: Manifest;
-  revisions: { directory: string; policy: string };
+  /** Observed revisions: directory, policy, and (gather) the manifest source. */
+  revisions: { directory: string; policy: string; manifest?: string };
   authorizations: Authorization[];
   /** The pending outbox: one intended dispatch per branch (attempt 1, fence 1). */
   outbox: OutboxIntent[];

@@ -31,6 +31,8 @@ export interface AdmissionFacts {
   inputBytes: number;
   /** The observed audience (directory answer), before sender rules. */
   audience: { peers: string[]; revision: string };
+  /** delivery gather: the expected set from the deployment's manifest source (never the caller's). */
+  gathered?: { branches: ManifestBranch[]; revision: string };
   /** One answer per candidate peer, checked with the prospective first attempt (1). */
   authorizations: PeerAuthorization[];
   policyRevision: string;
@@ -92,7 +94,9 @@ export function planAdmission(facts: AdmissionFacts): Transition {
     input: facts.input,
     timeoutMs: spec.timeoutMs,
     manifest,
-    revisions: { directory: facts.audience.revision, policy: facts.policyRevision },
+    revisions: facts.gathered
+      ? { directory: facts.audience.revision, policy: facts.policyRevision, manifest: facts.gathered.revision }
+      : { directory: facts.audience.revision, policy: facts.policyRevision },
     authorizations,
     outbox: branches.map((b) => ({ branchId: b.branchId, peerId: b.peerId, attempt: 1, fence: 1, publicationId: publicationId(facts.bundle.digest, facts.operationId, b.branchId, 1) })),
   };
@@ -105,7 +109,7 @@ export function planAdmission(facts: AdmissionFacts): Transition {
 
 function candidatePeers(facts: AdmissionFacts): string[] {
   const spec = facts.interaction.spec;
-  const listed = spec.delivery === 'explicit' ? (spec.branches ?? []).map((b) => b.peerId) : facts.audience.peers;
+  const listed = spec.delivery === 'explicit' ? (spec.branches ?? []).map((b) => b.peerId) : spec.delivery === 'gather' ? (facts.gathered?.branches ?? []).map((b) => b.peerId) : facts.audience.peers;
   for (const peer of listed) checkToken(peer, 'peer id');
   const unique = [...new Set(listed)].sort(byteOrder);
   return spec.sender === 'exclude' && facts.senderPeerId !== null ? unique.filter((p) => p !== facts.senderPeerId) : unique;
@@ -118,9 +122,10 @@ function authorizedPeers(facts: AdmissionFacts, candidates: string[]): Set<strin
     const answer = facts.authorizations.find((a) => a.peerId === peer);
     if (answer?.allowed && answer.expiresAtMs > facts.requestStartMs) allowed.add(peer);
   }
-  if (facts.interaction.spec.delivery === 'explicit' && allowed.size !== candidates.length) {
+  const delivery = facts.interaction.spec.delivery;
+  if ((delivery === 'explicit' || delivery === 'gather') && allowed.size !== candidates.length) {
     const missing = candidates.filter((p) => !allowed.has(p));
-    throw denied(`explicit manifest peers not authorized: ${missing.join(', ')}`);
+    throw denied(`${delivery} manifest peers not authorized: ${missing.join(', ')}`);
   }
   return allowed;
 }
@@ -139,7 +144,8 @@ function expandBranches(facts: AdmissionFacts, allowed: Set<string>): ManifestBr
     case 'explicit':
       return (spec.branches ?? []).filter((b) => allowed.has(b.peerId)).map((b) => ({ branchId: b.branchId, peerId: b.peerId }));
     case 'gather':
-      throw unsupported('delivery "gather" needs an authenticated manifest source adapter, which this deployment does not configure');
+      if (!facts.gathered) throw unsupported('delivery "gather" needs a manifest source, which this deployment does not configure');
+      return facts.gathered.branches.filter((b) => allowed.has(b.peerId)).map((b) => ({ branchId: b.branchId, peerId: b.peerId }));
     default: {
       const unreachable: never = spec.delivery;
       return unreachable;

@@ -56,6 +56,7 @@ export class Coordinator implements RuntimeHost {
   async invoke(caller: Caller, request: InvocationRequest): Promise<{ result: InvocationResult; created: boolean }> {
     if (this.closed) throw new AdapterError('unavailable', 'the coordinator is shutting down');
     const requestStartMs = this.deps.clock.nowMs();
+    rejectCallerManifest(request);
     const { bundle, interaction } = this.resolveContract(request);
     const { canonical, inputDigest } = this.checkInput(interaction, request.input);
     checkInvocationKey(request.invocationKey);
@@ -132,7 +133,9 @@ export class Coordinator implements RuntimeHost {
     for (;;) {
       if (this.deps.clock.nowMs() >= budgetEndMs) throw new AdapterError('expired', `admission did not complete within ${limits.admissionBudgetMs} ms`);
       const audience = await this.observeAudience(context, interaction);
-      const authorizations = await Promise.all(audience.peers.map((peerId) => this.authorizeCandidate(context, bundle, interaction, peerId)));
+      const gathered = interaction.spec.delivery === 'gather' ? await this.gather(context, bundle, interaction) : undefined;
+      const candidates = gathered ? [...new Set(gathered.branches.map((b) => b.peerId))] : audience.peers;
+      const authorizations = await Promise.all(candidates.map((peerId) => this.authorizeCandidate(context, bundle, interaction, peerId)));
       const again = await this.observeAudience(context, interaction);
       if (this.deps.clock.nowMs() >= budgetEndMs) throw new AdapterError('expired', `admission did not complete within ${limits.admissionBudgetMs} ms`);
       if (again.revision !== audience.revision) continue;
@@ -148,11 +151,17 @@ export class Coordinator implements RuntimeHost {
         inputDigest: args.inputDigest,
         inputBytes: args.inputBytes,
         audience,
+        ...(gathered ? { gathered } : {}),
         authorizations,
         policyRevision,
         requestStartMs: args.requestStartMs,
       });
     }
+  }
+
+  private async gather(context: RuntimeContext, bundle: CompiledBundle, interaction: CompiledInteraction) {
+    if (!this.deps.manifests) throw new AdapterError('unsupported', `interaction "${interaction.id}" gathers its manifest, and no manifest source is configured`);
+    return this.deps.manifests.gather(context, bundle.ref, interaction.id);
   }
 
   private async observeAudience(context: RuntimeContext, interaction: CompiledInteraction): Promise<{ peers: string[]; revision: string }> {
@@ -468,6 +477,12 @@ export class Coordinator implements RuntimeHost {
   context(caller: Caller, nowMs: number, deadlineMs: number | null): RuntimeContext {
     return { principalId: caller.principalId, senderPeerId: caller.senderPeerId, ...this.deps.deployment, nowMs, deadlineMs };
   }
+}
+
+/** Accepting arbitrary caller-supplied expected result sets is prohibited (spec, admission step 3). */
+function rejectCallerManifest(request: InvocationRequest): void {
+  const supplied = Object.keys(request).filter((k) => k === 'manifest' || k === 'expected' || k === 'branches');
+  if (supplied.length > 0) throw new AdapterError('denied', `a caller may not supply the expected result set (${supplied.join(', ')}); gather manifests come from the deployment's manifest source`);
 }
 
 function checkInvocationKey(key: string): void {

@@ -11,6 +11,8 @@ import type { EventStore } from '../adapters/store/types.js';
 import { StaticDirectory } from '../adapters/directory/static.js';
 import { StaticPolicy, type PolicyRule } from '../adapters/policy/static.js';
 import { SubjectNamespaceVerifier } from '../adapters/verification/subject.js';
+import { StaticManifestSource } from '../adapters/manifest/static.js';
+import type { ManifestBranch } from '../events/types.js';
 import { createPeer, type Handler, type Peer } from '../peer/peer.js';
 import type { EffectSink } from '../peer/effect-sink.js';
 import type { Clock } from './clock.js';
@@ -23,6 +25,8 @@ export interface EmbeddedOptions {
   rules?: PolicyRule[];
   store?: EventStore;
   policyTtlMs?: number;
+  /** Gather manifests, keyed `<contract id>/<interaction>`. */
+  manifests?: Record<string, ManifestBranch[]>;
 }
 
 export interface Embedded {
@@ -68,6 +72,7 @@ export async function createEmbedded(options: EmbeddedOptions): Promise<Embedded
     clock: options.clock,
     bundles,
     deployment: { account: 'local', system: 'convoke', domain: 'embedded' },
+    ...(options.manifests ? { manifests: new StaticManifestSource(options.manifests) } : {}),
   });
   const peers = new Map<string, Peer>();
   return {

@@ -8,6 +8,7 @@ import type { AuthorizationDecision, AuthorizationInput, Policy } from '../adapt
 import type { EventStore } from '../adapters/store/types.js';
 import type { Subscription, Transport } from '../adapters/transport/types.js';
 import type { PublisherVerifier } from '../adapters/verification/subject.js';
+import type { ManifestSource } from '../adapters/manifest/types.js';
 import type { Clock, TimerHandle } from './clock.js';
 import type { Metrics } from './metrics.js';
 
@@ -26,6 +27,8 @@ export interface CoordinatorDeps {
   clock: Clock;
   bundles: BundleRegistry;
   deployment: Deployment;
+  /** Where gather interactions get their expected result set; without it, gather is unsupported. */
+  manifests?: ManifestSource;
   metrics?: Metrics;
 }
 

@@ -303,3 +303,36 @@ test('a lease alone cannot stop running code: the old owner’s late effect is r
 
 void silent;
 void types;
+
+test('gather manifests come from the deployment’s authenticated manifest source, each peer authorized', async () => {
+  const { StaticManifestSource } = await import('../../src/adapters/manifest/static.js');
+  const s = await scenario({ peers: 3, review: { delivery: 'gather', completion: { mode: 'all-successful' } } });
+  (s.coordinator as unknown as { deps: { manifests: unknown } }).deps.manifests = new StaticManifestSource({ 'lab.review/review': [{ branchId: 'doc-1', peerId: 'alfa' }, { branchId: 'doc-2', peerId: 'alfa' }, { branchId: 'doc-3', peerId: 'charlie' }] }, 'm7');
+  const { result } = await s.invoke('k');
+  assert.deepEqual(result.branches.map((b) => [b.branchId, b.peerId]), [['doc-1', 'alfa'], ['doc-2', 'alfa'], ['doc-3', 'charlie']]);
+  const admitted = (await s.events(result.operationId))[0] as Extract<DomainEvent, { type: 'operation-admitted' }>;
+  assert.equal(admitted.revisions.manifest, 'm7');
+  await s.assertReplayEquals(result.operationId);
+});
+
+test('accepting arbitrary caller-supplied expected result sets is prohibited: they are denied', async () => {
+  const s = await scenario({ peers: 2, review: { delivery: 'gather' } });
+  const request = { contract: s.bundle.ref, interaction: 'review', invocationKey: 'k', input: { document: 'x' }, manifest: [{ branchId: 'b', peerId: 'alfa' }] };
+  await assert.rejects(s.coordinator.invoke({ principalId: 'p', senderPeerId: null }, request), (e) => e instanceof AdapterError && e.kind === 'denied');
+  const ids = [];
+  for await (const id of s.store.operationIds()) ids.push(id);
+  assert.deepEqual(ids, []);
+});
+
+test('gather without a configured manifest source is unsupported, before anything is sent', async () => {
+  const s = await scenario({ peers: 2, review: { delivery: 'gather' } });
+  await assert.rejects(s.invoke('k'), (e) => e instanceof AdapterError && e.kind === 'unsupported');
+  assert.equal(s.bus.stats.published, 0);
+});
+
+test('a gathered peer that is not authorized makes the admission denied', async () => {
+  const { StaticManifestSource } = await import('../../src/adapters/manifest/static.js');
+  const s = await scenario({ peers: 2, review: { delivery: 'gather' }, embedded: { rules: [{ effect: 'allow' }, { effect: 'deny', peers: ['zulu'] }] } });
+  (s.coordinator as unknown as { deps: { manifests: unknown } }).deps.manifests = new StaticManifestSource({ 'lab.review/review': [{ branchId: 'b1', peerId: 'alfa' }, { branchId: 'b2', peerId: 'zulu' }] });
+  await assert.rejects(s.invoke('k'), (e) => e instanceof AdapterError && e.kind === 'denied' && /zulu/.test(e.message));
+});
