@@ -29,6 +29,8 @@ export function describeEvent(event: DomainEvent, originMs = 0): string {
       return `${event.branchId} attempt ${event.attempt} fence ${event.fence}: ${event.receipt}`;
     case 'cancel-result-accepted':
       return `${event.branchId} attempt ${event.attempt}: ${event.outcome}`;
+    case 'cancel-withdrawn':
+      return `${event.branchId} attempt ${event.attempt}: request never sent, nothing to cancel`;
     case 'cancel-timed-out':
       return `no reply from ${event.branchIds.join(', ')}`;
     case 'decision-closed':

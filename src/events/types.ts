@@ -189,6 +189,20 @@ export interface CancelResultAccepted {
   outcome: 'stopped' | 'already-completed' | 'unknown';
 }
 
+/**
+ * The coordinator withdraws a cancel because the request it would stop was never handed to the
+ * transport (the decision closed first, in the same process): nothing of that attempt can run.
+ * After a restart this is never known, so a recovered coordinator always sends the cancel.
+ */
+export interface CancelWithdrawn {
+  type: 'cancel-withdrawn';
+  v: 1;
+  branchId: string;
+  attempt: number;
+  fence: number;
+  reason: 'request-never-sent';
+}
+
 /** The cancellation timeout passed: branches still waiting for a reply become indeterminate. */
 export interface CancelTimedOut {
   type: 'cancel-timed-out';
@@ -271,6 +285,7 @@ export type DomainEvent =
   | BranchRevoked
   | CancelDispatched
   | CancelResultAccepted
+  | CancelWithdrawn
   | CancelTimedOut
   | ResultRejected
   | ProtocolConflictRecorded

@@ -24,7 +24,8 @@ export type BranchMachineEvent =
   | { type: 'CANCEL_REQUESTED' }
   | { type: 'CANCEL_STOPPED' }
   | { type: 'CANCEL_ALREADY_COMPLETED' }
-  | { type: 'CANCEL_UNKNOWN' };
+  | { type: 'CANCEL_UNKNOWN' }
+  | { type: 'CANCEL_WITHDRAWN' };
 
 export type BranchMachineState =
   | 'assigned'
@@ -72,6 +73,8 @@ export const branchMachine = setup({
         CANCEL_STOPPED: { target: 'cancelled' },
         CANCEL_ALREADY_COMPLETED: { target: 'indeterminate' },
         CANCEL_UNKNOWN: { target: 'indeterminate' },
+        // Its request was never sent: nothing runs, nothing to wait for.
+        CANCEL_WITHDRAWN: { target: 'cancelled' },
         // A result that raced the cancel: the fact is preserved, the decision is not reopened.
         RESULT_SUCCESS: { target: 'success' },
         RESULT_FAILURE: { target: 'failure' },
@@ -113,6 +116,7 @@ export const branchEventTypes: readonly BranchMachineEvent['type'][] = [
   'CANCEL_STOPPED',
   'CANCEL_ALREADY_COMPLETED',
   'CANCEL_UNKNOWN',
+  'CANCEL_WITHDRAWN',
 ];
 
 /** The profile's branch status for a machine state. */

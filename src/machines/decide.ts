@@ -56,7 +56,8 @@ export function settlementEvents(record: OperationRecord): DomainEvent[] {
   const branches = branchList(record);
   if (branches.some((b) => b.state === 'cancelling')) return [];
   // Stopped and already-completed settle; unknown or missing replies stay indeterminate.
-  const unsettled = branches.some((b) => b.disposition === 'cancel-requested' && b.cancel !== null && b.cancelOutcome !== 'stopped' && b.cancelOutcome !== 'already-completed');
+  const settled = (b: BranchRecord) => b.cancelOutcome === 'stopped' || b.cancelOutcome === 'already-completed' || b.cancelOutcome === 'withdrawn';
+  const unsettled = branches.some((b) => b.disposition === 'cancel-requested' && b.cancel !== null && !settled(b));
   return [{ type: 'settlement-completed', v: 1, status: unsettled ? 'indeterminate' : 'complete' }];
 }
 
@@ -117,11 +118,13 @@ export function decideRevocations(record: OperationRecord, revoked: readonly { b
 
 /**
  * The instant of the next attempt, or null when none is allowed: attempts are finite and an
- * attempt must be able to start strictly before the deadline. Retry uses the fixed backoff.
+ * attempt must be able to start strictly before the deadline. Retry uses the fixed backoff from
+ * the instant the attempt ended — for an expired claim that is its lease end, not the (possibly
+ * much later) moment a restarted coordinator notices it, so downtime does not decide the outcome.
  */
-export function retryInstant(record: OperationRecord, branch: BranchRecord, nowMs: number): number | null {
+export function retryInstant(record: OperationRecord, branch: BranchRecord, endedAtMs: number): number | null {
   if (branch.attempt >= record.manifest.attemptsMax) return null;
-  const atMs = nowMs + record.manifest.retryBackoffMs;
+  const atMs = endedAtMs + record.manifest.retryBackoffMs;
   return Number.isSafeInteger(atMs) && atMs < record.deadlineMs ? atMs : null;
 }
 
@@ -198,7 +201,7 @@ function decideLeasesAndRetries(record: OperationRecord, nowMs: number, authoriz
   for (const b of branchList(record)) {
     if (isClaimed(b) && nowMs >= b.leaseUntilMs) {
       // An expired claim: the owner can neither renew nor admit results; a logical retry may follow.
-      events.push({ type: 'claim-ended', v: 1, branchId: b.branchId, attempt: b.attempt, fence: b.fence, cause: 'expired', retryAtMs: retryInstant(record, b, nowMs) });
+      events.push({ type: 'claim-ended', v: 1, branchId: b.branchId, attempt: b.attempt, fence: b.fence, cause: 'expired', retryAtMs: retryInstant(record, b, b.leaseUntilMs) });
       notBeforeMs = Math.max(notBeforeMs, b.leaseUntilMs);
     } else if (b.state === 'retrying' && b.retryAtMs !== null && nowMs >= b.retryAtMs) {
       events.push(reassignment(record, b, authorizeCandidate));
@@ -429,6 +432,18 @@ export function decideCancelResult(record: OperationRecord, command: PeerCommand
     kind: 'accept',
     transition: { events: withConsequences(record, events, command.nowMs), timeGuard: { notBeforeMs: record.admittedAtMs, notAfterMs: cancelDeadlineMs }, causation: { command: 'cancel-result' } },
   };
+}
+
+/** Withdraws cancels whose requests this coordinator knows it never sent, settling those branches. */
+export function decideCancelWithdrawn(record: OperationRecord, branchIds: readonly string[], nowMs: number): Transition | undefined {
+  const events: DomainEvent[] = [];
+  for (const branchId of branchIds) {
+    const b = record.branches[branchId];
+    if (!b || b.state !== 'cancelling' || b.cancel === null) continue;
+    events.push({ type: 'cancel-withdrawn', v: 1, branchId, attempt: b.cancel.attempt, fence: b.cancel.fence, reason: 'request-never-sent' });
+  }
+  if (events.length === 0) return undefined;
+  return { events: withConsequences(record, events, nowMs), timeGuard: recordingGuard(record), causation: { command: 'withdraw-cancel' } };
 }
 
 export function decideCancelDispatched(record: OperationRecord, receipts: readonly Receipt[]): Transition | undefined {

@@ -45,7 +45,8 @@ export interface BranchRecord {
   excluded: string[];
   disposition: BranchDisposition['disposition'] | null;
   cancel: { receipt: DeliveryReceipt | 'pending'; attempt: number; fence: number } | null;
-  cancelOutcome: CancelOutcome | null;
+  /** A peer's cancel reply, or `withdrawn` when the coordinator knew the request was never sent. */
+  cancelOutcome: CancelOutcome | 'withdrawn' | null;
 }
 
 export interface DecisionRecord {
@@ -186,6 +187,10 @@ export function evolve(record: OperationRecord | undefined, event: DomainEvent, 
       const branch = branchOf(record, event.branchId);
       const machineEvent = event.outcome === 'stopped' ? 'CANCEL_STOPPED' : event.outcome === 'already-completed' ? 'CANCEL_ALREADY_COMPLETED' : 'CANCEL_UNKNOWN';
       return withBranch(record, { ...branch, state: steps.branch(branch.state, machineEvent), cancelOutcome: event.outcome });
+    }
+    case 'cancel-withdrawn': {
+      const branch = branchOf(record, event.branchId);
+      return withBranch(record, { ...branch, state: steps.branch(branch.state, 'CANCEL_WITHDRAWN'), cancelOutcome: 'withdrawn' });
     }
     case 'cancel-timed-out': {
       let next = record;

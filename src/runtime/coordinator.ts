@@ -293,6 +293,7 @@ export class Coordinator implements RuntimeHost {
   private applyCommitted(entry: OpEntry, stored: StoredTransition): void {
     const before = entry.record;
     const after = applyStored(before, stored);
+    for (const event of stored.transition.events) if (event.type === 'branch-reassigned') entry.unsent.add(event.publicationId);
     if (!after) throw new AssertionFailure('a committed transition yields a record');
     entry.record = after;
     if (before.decision === null && after.decision !== null) {
@@ -336,6 +337,7 @@ export class Coordinator implements RuntimeHost {
     const record = applyStored(undefined, stored);
     if (!record) throw new AdapterError('expired', `admission of ${operationId} committed outside its time guard`);
     const entry = newEntry(record, interaction);
+    for (const branch of branchList(record)) entry.unsent.add(branch.outbox.publicationId);
     this.ops.set(operationId, entry);
     for (const listener of this.committedListeners) listener(record, stored);
     this.afterCommit(entry);

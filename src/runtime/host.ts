@@ -50,10 +50,15 @@ export interface OpEntry {
   waiters: Set<Waiter>;
   dueTimer: TimerHandle | undefined;
   dueAtMs: number | undefined;
+  /**
+   * Publication ids this process committed to its outbox and has not yet handed to the transport.
+   * Process-local knowledge: empty after a restart, when "never sent" cannot be known.
+   */
+  unsent: Set<string>;
 }
 
 export function newEntry(record: OperationRecord, interaction: CompiledInteraction): OpEntry {
-  return { record, interaction, queue: Promise.resolve(), waiters: new Set(), dueTimer: undefined, dueAtMs: undefined };
+  return { record, interaction, queue: Promise.resolve(), waiters: new Set(), dueTimer: undefined, dueAtMs: undefined, unsent: new Set() };
 }
 
 export type Decider = (record: OperationRecord, retryAsLate: boolean) => Transition | undefined;

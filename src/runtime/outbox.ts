@@ -5,7 +5,7 @@
  * `unknown` stays pending reconciliation: it is republished later with the same identity.
  */
 import { publicationId } from '../contract/ids.js';
-import { decideCancelDispatched, decideDispatchRecorded, decideRevocations, type Receipt } from '../machines/decide.js';
+import { decideCancelDispatched, decideCancelWithdrawn, decideDispatchRecorded, decideRevocations, type Receipt } from '../machines/decide.js';
 import { branchList, type BranchRecord, type OperationRecord } from '../projections/record.js';
 import { encodeWire, headers, type CancelRequest, type RequestMessage } from '../events/wire.js';
 import { subjectFor } from '../adapters/transport/subjects.js';
@@ -40,6 +40,7 @@ export async function dispatchRequests(host: RuntimeHost, entry: OpEntry): Promi
         .catch(() => undefined);
       if (auth === undefined) return; // policy unavailable: send nothing now, reconcile later
       if (!auth.allowed) return void revoked.push({ branchId: branch.branchId, policyRevision: auth.revision, reason: auth.reason ?? 'not authorized at dispatch' });
+      entry.unsent.delete(branch.outbox.publicationId); // from here on it may have been sent
       receipts.push(await publishRequest(host, record, branch));
     }),
   );
@@ -76,7 +77,11 @@ async function publishRequest(host: RuntimeHost, record: OperationRecord, branch
 /** Cooperative cancellation: persisted in the closing transition, reauthorized, published with its attempt and fence. */
 export async function dispatchCancels(host: RuntimeHost, entry: OpEntry): Promise<void> {
   const record = entry.record;
-  const pending = branchList(record).filter((b) => b.state === 'cancelling' && b.cancel !== null && (b.cancel.receipt === 'pending' || b.cancel.receipt === 'unknown'));
+  const waiting = branchList(record).filter((b) => b.state === 'cancelling' && b.cancel !== null && (b.cancel.receipt === 'pending' || b.cancel.receipt === 'unknown'));
+  // A request this process never handed to the transport cannot be running: withdraw, do not send.
+  const neverSent = waiting.filter((b) => b.outbox.attempt === b.cancel!.attempt && entry.unsent.has(b.outbox.publicationId));
+  if (neverSent.length > 0) await host.commitDecided(entry, (current) => decideCancelWithdrawn(current, neverSent.map((b) => b.branchId), host.deps.clock.nowMs()));
+  const pending = waiting.filter((b) => !neverSent.includes(b));
   if (pending.length === 0) return;
   try {
     await host.inboundPath(record.subjectNamespace, record.interaction, 'cancel-result');

@@ -336,3 +336,16 @@ test('a gathered peer that is not authorized makes the admission denied', async 
   (s.coordinator as unknown as { deps: { manifests: unknown } }).deps.manifests = new StaticManifestSource({ 'lab.review/review': [{ branchId: 'b1', peerId: 'alfa' }, { branchId: 'b2', peerId: 'zulu' }] });
   await assert.rejects(s.invoke('k'), (e) => e instanceof AdapterError && e.kind === 'denied' && /zulu/.test(e.message));
 });
+
+test('an expired claim retries after the backoff from its lease end, even when the expiry is noticed late', async () => {
+  const s = await scenario({ peers: 1, review: { leaseMs: 1000, renewIntervalMs: 400, retryBackoffMs: 100, attempts: 2, timeoutMs: 3000, completion: { mode: 'first-success' } } });
+  const { result } = await s.invoke('k');
+  await s.settle();
+  // The coordinator is stalled (a crash, a pause) until just before the deadline; the lease ended long ago.
+  s.clock.set(s.clock.nowMs() + 2950);
+  await s.clock.advance(0);
+  const record = await s.coordinator.record(result.operationId);
+  const ended = (await s.events(result.operationId)).find((e) => e.type === 'claim-ended') as Extract<DomainEvent, { type: 'claim-ended' }>;
+  assert.equal(ended.retryAtMs, record!.admittedAtMs + 1000 + 100, 'the retry instant comes from the lease end');
+  assert.equal(record!.branches['alfa']!.attempt, 2, 'the retry still fits before the deadline');
+});

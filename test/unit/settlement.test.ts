@@ -294,3 +294,30 @@ test('caller cancellation is refused when the policy denies the cancel action', 
   const { result } = await s.invoke('k');
   await assert.rejects(s.coordinator.cancel('svc-a', result.operationId), (e) => e instanceof Error && /denied/.test(e.message));
 });
+
+test('a request the decision overtook before it was sent is withdrawn, not cancelled: settlement stays complete', async () => {
+  const s = await scenario({ peers: 2, review: { ...cancelling, attempts: 2, retryBackoffMs: 100 } });
+  const { result } = await s.invoke('k');
+  await s.settle();
+  await s.send('alfa', { operationId: result.operationId, branchId: 'alfa', peerId: 'alfa', result: { verdict: 'retry' } });
+  const store = s.store;
+  const append = store.append.bind(store);
+  store.append = async (id, rev, t) => {
+    // While alfa's reassignment commits, bravo's success arrives and queues ahead of the new dispatch.
+    if (t.events.some((e) => e.type === 'branch-reassigned')) await s.send('bravo', { operationId: result.operationId, branchId: 'bravo', peerId: 'bravo', result: { verdict: 'approve' } });
+    return append(id, rev, t);
+  };
+  const cancels: string[] = [];
+  const spy = s.bus.connect('spy');
+  await spy.subscribe(`${namespace}.review.*.cancel.*`, (m) => void cancels.push(m.subject));
+  const requests: string[] = [];
+  await spy.subscribe(`${namespace}.review.*.request.alfa`, (m) => void requests.push(m.subject));
+  await s.clock.advance(100);
+  await s.settle();
+  const view = await s.get(result.operationId);
+  assert.equal(view.decision?.outcome, 'success');
+  assert.deepEqual(requests, [], 'attempt 2 was never published');
+  assert.deepEqual(cancels, [], 'so no cancel is sent for it');
+  assert.deepEqual(view.settlement, { status: 'complete', siblings: [{ branchId: 'alfa', disposition: 'cancel-requested', outcome: 'withdrawn' }] });
+  await s.assertReplayEquals(result.operationId);
+});

@@ -1,0 +1,243 @@
+/**
+ * A durable fenced effect sink on SQLite (better-sqlite3, WAL): the spec's "effect sink [that
+ * rejects] older fences and respect[s] the operation/branch idempotency key atomically at its own
+ * effect commit boundary", safe across processes sharing one file.
+ *
+ * The effect's durable write IS the commit. `effect()` only computes the value (it runs before
+ * the transaction, outside any lock, and may be async); the business effect happens when that
+ * value is written, inside one `BEGIN IMMEDIATE` transaction that first takes SQLite's single
+ * write lock and then, against state no other connection or process can change until COMMIT:
+ *
+ *   - rejects a fence older than the one committed for (operation, branch)  → AdapterError('conflict')
+ *   - answers a fence equal to the committed one with the stored value      → repeated: true, nothing written
+ *   - otherwise records the new fence/attempt/value and appends to `effects` → repeated: false
+ *
+ * So an effect function that writes somewhere else is NOT protected: only what it returns, and
+ * only through this commit, is the effect. A computed value that loses the race is discarded.
+ * A process killed before COMMIT leaves nothing behind (SQLite rolls the transaction back).
+ *
+ * `effects` is append-only and deliberately has no unique index: it records what was applied,
+ * and tests count duplicates in it. The guarantee comes from the keyed `effect_keys` row read and
+ * written in the same transaction, not from a constraint turning a duplicate into an error.
+ */
+import Database from 'better-sqlite3';
+import { AdapterError, AssertionFailure } from '../contract/errors.js';
+import { canonicalJson } from '../contract/canonical.js';
+import { parseStrict } from '../contract/ijson.js';
+import type { JsonValue } from '../contract/json.js';
+import type { EffectKey, EffectRecord, EffectSink } from './effect-sink.js';
+
+export interface SqliteEffectSinkOptions {
+  /** A file path shared by every process that commits effects for the same keys. */
+  path: string;
+  /** How long a commit waits for another connection's write lock before answering `unavailable`. */
+  busyTimeoutMs?: number;
+  /** 'full' fsyncs every commit; 'normal' (WAL) survives a process crash but not power loss. */
+  synchronous?: 'full' | 'normal';
+  /** Recorded with each applied effect (diagnostics: which process applied it). Default `pid:<pid>`. */
+  writer?: string;
+}
+
+export interface AppliedEffect extends EffectKey, EffectRecord {
+  /** Position in the append-only log (commit order across every process). */
+  seq: number;
+  writer: string;
+}
+
+const schemaVersion = 1;
+
+const schema = `
+CREATE TABLE IF NOT EXISTS effect_keys (
+  operation_id TEXT NOT NULL,
+  branch_id TEXT NOT NULL,
+  fence INTEGER NOT NULL,
+  attempt INTEGER NOT NULL,
+  value TEXT NOT NULL,
+  PRIMARY KEY (operation_id, branch_id)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS effects (
+  seq INTEGER PRIMARY KEY AUTOINCREMENT,
+  operation_id TEXT NOT NULL,
+  branch_id TEXT NOT NULL,
+  fence INTEGER NOT NULL,
+  attempt INTEGER NOT NULL,
+  value TEXT NOT NULL,
+  writer TEXT NOT NULL
+);
+`;
+
+interface KeyRow {
+  fence: number;
+  attempt: number;
+  value: string;
+}
+
+interface EffectRow {
+  seq: number;
+  operation_id: string;
+  branch_id: string;
+  fence: number;
+  attempt: number;
+  value: string;
+  writer: string;
+}
+
+interface CommitRequest {
+  key: EffectKey;
+  fence: number;
+  attempt: number;
+  /** The canonical JSON of the computed value. */
+  value: string;
+}
+
+type CommitAnswer = { kind: 'applied' } | { kind: 'repeated'; value: string } | { kind: 'older'; committedFence: number };
+
+function openDatabase(options: SqliteEffectSinkOptions): Database.Database {
+  const busyTimeoutMs = options.busyTimeoutMs ?? 5000;
+  const db = new Database(options.path, { timeout: busyTimeoutMs });
+  try {
+    db.pragma(`busy_timeout = ${busyTimeoutMs}`);
+    db.pragma('journal_mode = WAL');
+    db.pragma(`synchronous = ${options.synchronous === 'normal' ? 'NORMAL' : 'FULL'}`);
+    // IMMEDIATE so processes opening a fresh file at once serialize on the schema too.
+    db.transaction(() => {
+      const version = db.pragma('user_version', { simple: true }) as number;
+      if (version > schemaVersion) throw new Error(`effect sink schema ${version} is newer than this build (${schemaVersion})`);
+      db.exec(schema);
+      db.pragma(`user_version = ${schemaVersion}`);
+    }).immediate();
+  } catch (error) {
+    db.close();
+    throw error;
+  }
+  return db;
+}
+
+function checkIdentity(key: EffectKey, fence: number, attempt: number): void {
+  if (key.operationId.length === 0 || key.branchId.length === 0) throw new AdapterError('invalid-input', 'an effect key needs an operation id and a branch id');
+  // Fence 0 is invalid in every stored record and wire identity (spec: "Selection, claims and attempts").
+  if (!Number.isSafeInteger(fence) || fence < 1) throw new AdapterError('invalid-input', `fence must be a positive integer (got ${fence})`);
+  if (!Number.isSafeInteger(attempt) || attempt < 1) throw new AdapterError('invalid-input', `attempt must be a positive integer (got ${attempt})`);
+}
+
+/** Busy beyond the timeout, I/O errors and a closed handle are `unavailable`: the commit may be retried. */
+function sqliteFailure(error: unknown): Error {
+  if (error instanceof AdapterError || error instanceof AssertionFailure) return error;
+  const code = (error as { code?: unknown }).code;
+  const detail = error instanceof Error ? error.message : String(error);
+  return new AdapterError('unavailable', `effect sink: ${typeof code === 'string' ? `${code}: ` : ''}${detail}`, { cause: error });
+}
+
+export class SqliteEffectSink implements EffectSink {
+  private readonly db: Database.Database;
+  private readonly writer: string;
+  private readonly statements: ReturnType<typeof prepare>;
+  private readonly commitTransaction: Database.Transaction<(request: CommitRequest) => CommitAnswer>;
+  private closed = false;
+
+  constructor(options: SqliteEffectSinkOptions) {
+    this.writer = options.writer ?? `pid:${process.pid}`;
+    try {
+      this.db = openDatabase(options);
+    } catch (error) {
+      throw sqliteFailure(error);
+    }
+    this.statements = prepare(this.db);
+    this.commitTransaction = this.db.transaction((request: CommitRequest) => this.commitLocked(request));
+  }
+
+  async commit(key: EffectKey, fence: number, attempt: number, effect: () => JsonValue | Promise<JsonValue>): Promise<{ value: JsonValue; repeated: boolean }> {
+    checkIdentity(key, fence, attempt);
+    // Not authoritative (no lock is held): a repeat or an older fence already visible skips computing.
+    const seen = this.committedRow(key);
+    if (seen && fence <= seen.fence) return this.answer(key, fence, this.decided(seen, fence));
+    const value = canonicalJson(await effect(), 'effect value');
+    this.assertOpen();
+    let answer: CommitAnswer;
+    try {
+      answer = this.commitTransaction.immediate({ key, fence, attempt, value });
+    } catch (error) {
+      throw sqliteFailure(error);
+    }
+    return this.answer(key, fence, answer, value);
+  }
+
+  applied(): readonly AppliedEffect[] {
+    this.assertOpen();
+    return this.statements.log.all().map((row) => ({
+      seq: row.seq,
+      operationId: row.operation_id,
+      branchId: row.branch_id,
+      fence: row.fence,
+      attempt: row.attempt,
+      value: parseStrict(row.value, 'stored effect value'),
+      writer: row.writer,
+    }));
+  }
+
+  /** The committed fence, attempt and value for a key (undefined before the first commit). */
+  committed(key: EffectKey): EffectRecord | undefined {
+    const row = this.committedRow(key);
+    return row && { fence: row.fence, attempt: row.attempt, value: parseStrict(row.value, 'stored effect value') };
+  }
+
+  close(): void {
+    if (this.closed) return;
+    this.closed = true;
+    this.db.close();
+  }
+
+  /** Runs holding the write lock: read the key's row, decide, write — one atomic step. */
+  private commitLocked(request: CommitRequest): CommitAnswer {
+    const { key, fence, attempt, value } = request;
+    const row = this.statements.key.get(key.operationId, key.branchId);
+    if (row && fence <= row.fence) return this.decided(row, fence);
+    if (row) this.statements.updateKey.run(fence, attempt, value, key.operationId, key.branchId);
+    else this.statements.insertKey.run(key.operationId, key.branchId, fence, attempt, value);
+    this.statements.append.run(key.operationId, key.branchId, fence, attempt, value, this.writer);
+    return { kind: 'applied' };
+  }
+
+  private decided(row: KeyRow, fence: number): CommitAnswer {
+    return fence === row.fence ? { kind: 'repeated', value: row.value } : { kind: 'older', committedFence: row.fence };
+  }
+
+  private answer(key: EffectKey, fence: number, answer: CommitAnswer, computed?: string): { value: JsonValue; repeated: boolean } {
+    switch (answer.kind) {
+      case 'applied':
+        if (computed === undefined) throw new AssertionFailure('an applied effect has a computed value');
+        return { value: parseStrict(computed, 'effect value'), repeated: false };
+      case 'repeated':
+        return { value: parseStrict(answer.value, 'stored effect value'), repeated: true };
+      case 'older':
+        throw new AdapterError('conflict', `fence ${fence} is older than committed fence ${answer.committedFence} for ${key.operationId}/${key.branchId}`);
+      default: {
+        const unreachable: never = answer;
+        throw new AssertionFailure(`unknown commit answer ${JSON.stringify(unreachable)}`);
+      }
+    }
+  }
+
+  private committedRow(key: EffectKey): KeyRow | undefined {
+    this.assertOpen();
+    try {
+      return this.statements.key.get(key.operationId, key.branchId);
+    } catch (error) {
+      throw sqliteFailure(error);
+    }
+  }
+
+  private assertOpen(): void {
+    if (this.closed) throw new AdapterError('unavailable', 'effect sink is closed');
+  }
+}
+
+function prepare(db: Database.Database) {
+  return {
+    key: db.prepare<[string, string], KeyRow>('SELECT fence, attempt, value FROM effect_keys WHERE operation_id = ? AND branch_id = ?'),
+    insertKey: db.prepare('INSERT INTO effect_keys (operation_id, branch_id, fence, attempt, value) VALUES (?, ?, ?, ?, ?)'),
+    updateKey: db.prepare('UPDATE effect_keys SET fence = ?, attempt = ?, value = ? WHERE operation_id = ? AND branch_id = ?'),
+    append: db.prepare('INSERT INTO effects (operation_id, branch_id, fence, attempt, value, writer) VALUES (?, ?, ?, ?, ?, ?)'),
+    log: db.prepare<[], EffectRow>('SELECT seq, operation_id, branch_id, fence, attempt, value, writer FROM effects ORDER BY seq'),
+  };
+}
