@@ -26,6 +26,7 @@ import { canonicalJson } from '../contract/canonical.js';
 import { parseStrict } from '../contract/ijson.js';
 import type { JsonValue } from '../contract/json.js';
 import type { EffectKey, EffectRecord, EffectSink } from './effect-sink.js';
+import { openSqliteDatabase } from '../adapters/store/sqlite-open.js';
 
 export interface SqliteEffectSinkOptions {
   /** A file path shared by every process that commits effects for the same keys. */
@@ -93,24 +94,7 @@ interface CommitRequest {
 type CommitAnswer = { kind: 'applied' } | { kind: 'repeated'; value: string } | { kind: 'older'; committedFence: number };
 
 function openDatabase(options: SqliteEffectSinkOptions): Database.Database {
-  const busyTimeoutMs = options.busyTimeoutMs ?? 5000;
-  const db = new Database(options.path, { timeout: busyTimeoutMs });
-  try {
-    db.pragma(`busy_timeout = ${busyTimeoutMs}`);
-    db.pragma('journal_mode = WAL');
-    db.pragma(`synchronous = ${options.synchronous === 'normal' ? 'NORMAL' : 'FULL'}`);
-    // IMMEDIATE so processes opening a fresh file at once serialize on the schema too.
-    db.transaction(() => {
-      const version = db.pragma('user_version', { simple: true }) as number;
-      if (version > schemaVersion) throw new Error(`effect sink schema ${version} is newer than this build (${schemaVersion})`);
-      db.exec(schema);
-      db.pragma(`user_version = ${schemaVersion}`);
-    }).immediate();
-  } catch (error) {
-    db.close();
-    throw error;
-  }
-  return db;
+  return openSqliteDatabase({ ...options, schema, schemaVersion, what: 'effect sink' });
 }
 
 function checkIdentity(key: EffectKey, fence: number, attempt: number): void {

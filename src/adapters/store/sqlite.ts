@@ -19,6 +19,7 @@ import { checkGuardShape, guardAdmits, guardFailure, rollbackFailure } from './g
 import { bodyBytes, checkTransitionShape, decodeStored, encodeTransition, isStoreFailure, notifyAll, sizeFailure } from './codec.js';
 import { resolveStoreLimits } from './limits.js';
 import type { AppendListener, AppendOutcome, EventStore, ReadOutcome, StoreFailure, StoreLimits } from './types.js';
+import { openSqliteDatabase } from './sqlite-open.js';
 
 export interface SqliteStoreOptions {
   /** A file path (or ':memory:' for a throwaway store in tests). */
@@ -124,24 +125,7 @@ function sqliteFailure(error: unknown): StoreFailure {
 }
 
 function openDatabase(options: SqliteStoreOptions): Database.Database {
-  const busyTimeoutMs = options.busyTimeoutMs ?? 5000;
-  const db = new Database(options.path, { timeout: busyTimeoutMs });
-  try {
-    db.pragma(`busy_timeout = ${busyTimeoutMs}`);
-    db.pragma('journal_mode = WAL');
-    db.pragma(`synchronous = ${options.synchronous === 'normal' ? 'NORMAL' : 'FULL'}`);
-    // IMMEDIATE so two processes opening a fresh file at once serialize on the schema, too.
-    db.transaction(() => {
-      const version = db.pragma('user_version', { simple: true }) as number;
-      if (version > schemaVersion) throw new Error(`sqlite store schema ${version} is newer than this build (${schemaVersion})`);
-      db.exec(schema);
-      db.pragma(`user_version = ${schemaVersion}`);
-    }).immediate();
-  } catch (error) {
-    db.close();
-    throw error;
-  }
-  return db;
+  return openSqliteDatabase({ ...options, schema, schemaVersion, what: 'sqlite store' });
 }
 
 export class SqliteEventStore implements EventStore {
