@@ -290,3 +290,54 @@ test('the admission stream starts with exactly one operation-admitted transition
   assert.deepEqual(types(events).slice(0, 2), ['operation-admitted', 'dispatch-recorded']);
   await s.assertReplayEquals(result.operationId);
 });
+
+test('provider capacity refusal rejects admission without sending any branch', async () => {
+  const s = await scenario();
+  const full = new MemoryEventStore({ clock: s.clock, limits: { operationsMax: 1 } });
+  (s.coordinator as unknown as { deps: { store: EventStore } }).deps.store = full;
+  await s.invoke('first');
+  await s.settle();
+  const sent = s.bus.stats.published;
+  await assert.rejects(s.invoke('second'), rejects('unavailable'));
+  await s.settle();
+  assert.equal(s.bus.stats.published, sent);
+});
+
+test('outbox wire values that depend on the admission timestamp are materialized from the recorded instants', async () => {
+  const s = await scenario();
+  const seen: { deadlineMs: number; leaseUntilMs: number; attempt: number; fence: number }[] = [];
+  const spy = s.bus.connect('spy');
+  await spy.subscribe('demo.v1.lab.review.*.request.*', (m) => void seen.push(JSON.parse(new TextDecoder().decode(m.data))));
+  s.clock.set(s.clock.nowMs() + 1234);
+  const { result } = await s.invoke('k');
+  await s.settle();
+  const record = await s.coordinator.record(result.operationId);
+  assert.equal(seen.length, 5);
+  for (const m of seen) {
+    assert.equal(m.deadlineMs, record!.deadlineMs);
+    assert.equal(m.leaseUntilMs, record!.branches['alfa']!.leaseUntilMs);
+    assert.deepEqual([m.attempt, m.fence], [1, 1]);
+  }
+});
+
+test('failure to establish the result path sends nothing and the deadline closes the operation', async () => {
+  const s = await scenario();
+  const transport = (s.coordinator as unknown as { deps: { transport: { subscribe: () => Promise<never> } } }).deps.transport;
+  transport.subscribe = async () => {
+    throw new AdapterError('unavailable', 'subscription refused');
+  };
+  const { result } = await s.invoke('k');
+  await s.settle();
+  assert.equal(s.bus.stats.published, 0);
+  await s.clock.advance(5000);
+  const view = await s.get(result.operationId);
+  assert.deepEqual([view.decision?.reason, view.branches.map((b) => b.status)], ['timeout', ['indeterminate', 'indeterminate', 'indeterminate', 'indeterminate', 'indeterminate']]);
+});
+
+test('authorization validity must cover the guarded admission transition', async () => {
+  const s = await scenario({ embedded: { policyTtlMs: 0 } });
+  await assert.rejects(s.invoke('k'), (e) => e instanceof AdapterError && (e.kind === 'expired' || e.kind === 'denied'));
+  const ids = [];
+  for await (const id of s.store.operationIds()) ids.push(id);
+  assert.deepEqual(ids, []);
+});
