@@ -7,6 +7,7 @@ import { idOperationCommand, idPublicationCommand } from './commands/id.js';
 import { demoCommand } from './commands/demo.js';
 import { inspectCommand, replayCommand, tailCommand } from './commands/ops.js';
 import { serveCommand } from './commands/serve.js';
+import { bundleCheckCommand } from './commands/bundle.js';
 
 const integer = (value: string) => {
   if (!/^-?[0-9]+$/.test(value)) throw new InvalidArgumentError('expected an integer');
@@ -36,6 +37,15 @@ export function buildProgram(io: CliIo, setExit: (code: number) => void): Comman
     .argument('[file]', 'JSON file (standard input when absent)')
     .description('strictly parse I-JSON and print its RFC 8785 canonical form')
     .action(async (file?: string) => setExit(await canonicalizeCommand(file, io)));
+
+  program
+    .command('bundle')
+    .description('contract bundles')
+    .command('check')
+    .argument('<file>', 'bundle JSON file')
+    .option('--json', 'machine-readable output', false)
+    .description('validate a bundle (every error at once) and print its digest and interactions')
+    .action(async (file: string, o) => setExit(await bundleCheckCommand(file, { json: o.json }, io)));
 
   const id = program.command('id').description('compute convoke identities');
   id.command('operation')

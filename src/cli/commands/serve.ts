@@ -1,5 +1,6 @@
 /**
- * `convoke serve --config FILE`: builds the deployment the config describes, serves the HTTP
+ * `convoke serve --config FILE`: builds the deployment the config describes (with a nats
+ * transport: the NATS connection, durable resources and the command API too), serves the HTTP
  * facade, prints one line with the listening URL (tests read the port from it when the config
  * asks for port 0), and shuts down gracefully on SIGINT/SIGTERM. A second signal stops waiting
  * for in-flight work.
@@ -19,7 +20,8 @@ const shutdownSignals = ['SIGINT', 'SIGTERM'] as const;
 
 export async function serveCommand(options: ServeOptions, io: CliIo): Promise<number> {
   const config = await readDeploymentConfig(options.config);
-  const deployment = await buildDeployment(config, { clock: new SystemClock() });
+  const log = (line: string) => io.stderr.write(`convoke serve: ${line}\n`);
+  const deployment = await buildDeployment(config, { clock: new SystemClock(), log });
   let server;
   try {
     server = await startHttpServer(deployment, {
@@ -28,6 +30,11 @@ export async function serveCommand(options: ServeOptions, io: CliIo): Promise<nu
   } catch (error) {
     await deployment.close();
     throw error;
+  }
+  const nats = deployment.nats;
+  if (nats) {
+    const peers = [...nats.peers].map(([ns, ids]) => `${ns}: ${ids.join(' ')}`).join('; ');
+    io.stdout.write(`convoke serve: NATS ${nats.mode} as coordinator ${nats.coordinatorId}; commands on ${nats.commandSubjects.join(', ')}${peers ? `; peer consumers ${peers}` : ''}\n`);
   }
   io.stdout.write(`convoke serve listening on ${server.url}\n`);
   const stop = await nextStop(options.signal);

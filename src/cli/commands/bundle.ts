@@ -1,0 +1,32 @@
+/** `convoke bundle check FILE`: validate a contract bundle and print its digest and interactions. */
+import { readFile } from 'node:fs/promises';
+import { loadBundle } from '../../contract/bundle.js';
+import { AdapterError } from '../../contract/errors.js';
+import { parseStrictBytes } from '../../contract/ijson.js';
+import type { Completion } from '../../contract/types.js';
+import type { CliIo } from '../io.js';
+import { renderTable } from '../table.js';
+
+function describeCompletion(c: Completion): string {
+  if (c.mode !== 'quorum') return c.mode;
+  return 'count' in c ? `quorum ${c.count}` : `quorum ${c.fraction.num}/${c.fraction.den}`;
+}
+
+export async function bundleCheckCommand(file: string, options: { json: boolean }, io: CliIo): Promise<number> {
+  const bytes = await readFile(file).catch((error: NodeJS.ErrnoException) => {
+    throw new AdapterError('invalid-input', `cannot read ${file} (${error.code ?? error.message})`);
+  });
+  const compiled = loadBundle(parseStrictBytes(bytes, file));
+  if (options.json) {
+    io.stdout.write(JSON.stringify({ contract: compiled.ref, interactions: Object.fromEntries([...compiled.interactions].map(([id, i]) => [id, i.spec])) }, null, 2) + '\n');
+    return 0;
+  }
+  io.stdout.write(`contract ${compiled.ref.id}@${compiled.ref.version}\ndigest   ${compiled.digest}\nsubjects ${compiled.bundle.subjectNamespace}.<interaction>.<operation>.{request,result,claim,cancel,cancel-result}.<peer>\n\n`);
+  const rows = [...compiled.interactions.values()].map((i) => {
+    const s = i.spec;
+    const audience = 'group' in s.audience ? `group ${s.audience.group}` : `peers ${s.audience.peers.join(',')}`;
+    return [i.id, s.delivery, audience, describeCompletion(s.completion), s.votes, `${s.timeoutMs} ms`, s.onTimeout, s.attempts, s.siblings, s.waitFor];
+  });
+  io.stdout.write(renderTable(['interaction', 'delivery', 'audience', 'completion', 'votes', 'timeout', 'on timeout', 'attempts', 'siblings', 'waitFor'], rows));
+  return 0;
+}

@@ -1,0 +1,300 @@
+/**
+ * `convoke peer --config FILE`: an example peer process on NATS, built on the peer SDK
+ * (src/peer/peer.ts). It answers one subject namespace's requests with fixed results, optional
+ * delays and optional deterministic rules, commits each answer through a fenced effect sink, and
+ * acknowledges a request only after its result is stored (durable) or sent (core).
+ *
+ * Config (JSON, strictly parsed, schema-checked; relative paths are relative to the file):
+ *
+ *   {
+ *     "peerId": "alfa",
+ *     "namespace": "demo.v1.lab",
+ *     "nats": { "servers": "nats://127.0.0.1:4222", "user": "alfa", "passwordEnv": "CONVOKE_NATS_PASSWORD_ALFA" },
+ *     "durable": true,
+ *     "effectSink": "sqlite:alfa-effects.db",
+ *     "interactions": {
+ *       "review": {
+ *         "result": { "verdict": "approve" },
+ *         "delayMs": 100,
+ *         "rules": [
+ *           { "when": { "pointer": "/document", "contains": "typo" }, "result": { "verdict": "reject" } },
+ *           { "when": { "percentBelow": 20 }, "result": { "verdict": "retry" }, "delayMs": 0 }
+ *         ]
+ *       }
+ *     }
+ *   }
+ *
+ * The first rule whose `when` holds answers, else `result`. `when` is `{pointer, equals}` (the
+ * input value at the pointer equals the value), `{pointer, contains}` (a string containing the
+ * text, or an array containing the value), or `{percentBelow: N, seed?}`: SHA-256 of
+ * seed/operation/branch/peer, first 32 bits mod 100, below N — the same answer for the same
+ * branch on every delivery and every process.
+ *
+ * Durable mode binds the two consumers the coordinator provisioned for this peer (the peer's NATS
+ * user may not create consumers) and adopts their max_deliver and ack_wait; it waits, bounded,
+ * for them to appear. `faults.crashAfterEffect` (fault tests only) SIGKILLs the process right
+ * after an effect commits — before the result is published or the request acknowledged.
+ */
+import { createHash } from 'node:crypto';
+import { readFile } from 'node:fs/promises';
+import { dirname, isAbsolute, resolve } from 'node:path';
+import { jetstreamManager } from '@nats-io/jetstream';
+import type { NatsConnection } from '@nats-io/transport-node';
+import { valueAt } from '../../contract/bundle.js';
+import { canonicalJson } from '../../contract/canonical.js';
+import { AdapterError, invalidInput } from '../../contract/errors.js';
+import { parseStrictBytes } from '../../contract/ijson.js';
+import type { JsonValue } from '../../contract/json.js';
+import { compileChecker } from '../../contract/validation.js';
+import { nanosToMs } from '../../adapters/transport/nats-codec.js';
+import { durableStreamNames, inboxPrefixFor, peerConsumerName } from '../../adapters/transport/nats-names.js';
+import { connectNats, NatsTransport, type DurableConfig } from '../../adapters/transport/nats.js';
+import type { Transport } from '../../adapters/transport/types.js';
+import { MemoryEffectSink, type EffectSink } from '../../peer/effect-sink.js';
+import { createPeer, type Handler, type HandlerContext } from '../../peer/peer.js';
+import { SqliteEffectSink } from '../../peer/sqlite-effect-sink.js';
+import { SystemClock, type Clock } from '../../runtime/clock.js';
+import { ConsumerMuxTransport, peerRoute } from '../../runtime/nats-deployment.js';
+import type { CliIo } from '../io.js';
+
+// ── the config ───────────────────────────────────────────────────────────────
+
+export type PeerCondition = { pointer: string; equals: JsonValue } | { pointer: string; contains: JsonValue } | { percentBelow: number; seed?: string };
+
+export interface PeerRule {
+  when: PeerCondition;
+  result: JsonValue;
+  delayMs?: number;
+}
+
+export interface PeerInteractionConfig {
+  result: JsonValue;
+  delayMs?: number;
+  rules?: PeerRule[];
+}
+
+export interface PeerConfig {
+  peerId: string;
+  namespace: string;
+  nats: { servers: string; user?: string; passwordEnv: string };
+  durable: boolean;
+  /** `sqlite:PATH` (shared across processes, survives restarts) or `memory:` (the default). */
+  effectSink?: string;
+  interactions: Record<string, PeerInteractionConfig>;
+  /** How long durable mode waits for its consumers to be provisioned before giving up. */
+  provisionWaitMs?: number;
+  faults?: { crashAfterEffect?: boolean };
+}
+
+const delayMsMax = 600_000;
+const provisionWaitMsDefault = 60_000;
+const provisionPollMs = 250;
+const token = { type: 'string', pattern: '^[A-Za-z0-9_-]{1,64}$' } as const;
+const pointer = { type: 'string', pattern: '^(/([^~/]|~[01])*)*$', maxLength: 1024 } as const;
+const delay = { type: 'integer', minimum: 0, maximum: delayMsMax } as const;
+
+const conditionSchema = {
+  oneOf: [
+    { type: 'object', required: ['pointer', 'equals'], additionalProperties: false, properties: { pointer, equals: {} } },
+    { type: 'object', required: ['pointer', 'contains'], additionalProperties: false, properties: { pointer, contains: {} } },
+    { type: 'object', required: ['percentBelow'], additionalProperties: false, properties: { percentBelow: { type: 'integer', minimum: 0, maximum: 100 }, seed: { type: 'string', maxLength: 256 } } },
+  ],
+} as const;
+
+export const peerConfigSchema = {
+  type: 'object',
+  required: ['peerId', 'namespace', 'nats', 'durable', 'interactions'],
+  additionalProperties: false,
+  properties: {
+    peerId: token,
+    namespace: { type: 'string', pattern: '^[A-Za-z0-9_-]{1,64}(\\.[A-Za-z0-9_-]{1,64}){0,7}$' },
+    nats: {
+      type: 'object',
+      required: ['servers', 'passwordEnv'],
+      additionalProperties: false,
+      properties: { servers: { type: 'string', minLength: 1, maxLength: 4096 }, user: { type: 'string', minLength: 1, maxLength: 256 }, passwordEnv: { type: 'string', pattern: '^[A-Za-z_][A-Za-z0-9_]{0,127}$' } },
+    },
+    durable: { type: 'boolean' },
+    effectSink: { type: 'string', pattern: '^(memory:|sqlite:.+)$', maxLength: 4096 },
+    provisionWaitMs: { type: 'integer', minimum: 0, maximum: 3_600_000 },
+    interactions: {
+      type: 'object',
+      minProperties: 1,
+      maxProperties: 64,
+      propertyNames: token,
+      additionalProperties: {
+        type: 'object',
+        required: ['result'],
+        additionalProperties: false,
+        properties: {
+          result: {},
+          delayMs: delay,
+          rules: { type: 'array', maxItems: 64, items: { type: 'object', required: ['when', 'result'], additionalProperties: false, properties: { when: conditionSchema, result: {}, delayMs: delay } } },
+        },
+      },
+    },
+    faults: { type: 'object', additionalProperties: false, properties: { crashAfterEffect: { type: 'boolean' } } },
+  },
+} as const;
+
+const checkPeerConfig = compileChecker<PeerConfig>(peerConfigSchema, 'peer config');
+
+/** Reads, strictly parses and validates a peer config; a relative sqlite path comes back absolute. */
+export async function readPeerConfig(file: string): Promise<PeerConfig> {
+  let bytes: Buffer;
+  try {
+    bytes = await readFile(file);
+  } catch (error) {
+    throw invalidInput(`peer config ${file}: ${(error as Error).message}`, error);
+  }
+  const config = checkPeerConfig(parseStrictBytes(bytes, 'peer config'));
+  if (config.effectSink?.startsWith('sqlite:')) {
+    const path = config.effectSink.slice('sqlite:'.length);
+    config.effectSink = `sqlite:${isAbsolute(path) ? path : resolve(dirname(resolve(file)), path)}`;
+  }
+  return config;
+}
+
+// ── answers ──────────────────────────────────────────────────────────────────
+
+function holds(condition: PeerCondition, input: JsonValue, context: HandlerContext, peerId: string): boolean {
+  if ('percentBelow' in condition) {
+    const { operationId, branchId } = context.request;
+    const digest = createHash('sha256').update(`${condition.seed ?? ''}\u0000${operationId}\u0000${branchId}\u0000${peerId}`).digest();
+    return digest.readUInt32BE(0) % 100 < condition.percentBelow;
+  }
+  const value = valueAt(input, condition.pointer);
+  if (value === undefined) return false;
+  if ('equals' in condition) return canonicalJson(value) === canonicalJson(condition.equals);
+  const wanted = condition.contains;
+  if (typeof value === 'string') return typeof wanted === 'string' && value.includes(wanted);
+  return Array.isArray(value) && value.some((item) => canonicalJson(item) === canonicalJson(wanted));
+}
+
+/** The first matching rule's answer, else the interaction's. */
+export function answerFor(config: PeerInteractionConfig, input: JsonValue, context: HandlerContext, peerId: string): { result: JsonValue; delayMs: number } {
+  const rule = config.rules?.find((r) => holds(r.when, input, context, peerId));
+  return { result: rule?.result ?? config.result, delayMs: rule?.delayMs ?? config.delayMs ?? 0 };
+}
+
+function handlerFor(config: PeerInteractionConfig, peerId: string, clock: Clock, crashAfterEffect: boolean): Handler {
+  return async (input, context) => {
+    const { result, delayMs } = answerFor(config, input, context, peerId);
+    if (delayMs > 0) await sleepUnlessAborted(clock, delayMs, context);
+    // The answer is the business effect, committed through the fenced sink: at most once per branch.
+    const value = await context.effect(() => structuredClone(result));
+    if (crashAfterEffect) process.kill(process.pid, 'SIGKILL');
+    return value;
+  };
+}
+
+/** Cooperative: a cancelled request stops waiting and throws, so the SDK answers `stopped`. */
+function sleepUnlessAborted(clock: Clock, delayMs: number, context: HandlerContext): Promise<void> {
+  return new Promise((resolveSleep, reject) => {
+    const signal = context.signal;
+    const timer = clock.at(clock.nowMs() + delayMs, () => {
+      signal.removeEventListener('abort', onAbort);
+      resolveSleep();
+    });
+    const onAbort = () => {
+      timer.cancel();
+      reject(new AdapterError('unavailable', 'cancelled'));
+    };
+    if (signal.aborted) onAbort();
+    else signal.addEventListener('abort', onAbort, { once: true });
+  });
+}
+
+// ── the process ──────────────────────────────────────────────────────────────
+
+export interface PeerCommandOptions {
+  config: string;
+  /** Stops the peer like a signal would (in-process use and tests). */
+  signal?: AbortSignal;
+  env?: NodeJS.ProcessEnv;
+}
+
+export async function peerCommand(options: PeerCommandOptions, io: CliIo): Promise<number> {
+  const config = await readPeerConfig(options.config);
+  const env = options.env ?? process.env;
+  const pass = env[config.nats.passwordEnv];
+  if (pass === undefined || pass === '') throw invalidInput(`peer config: environment variable ${config.nats.passwordEnv} (nats.passwordEnv) is not set`);
+  const user = config.nats.user ?? config.peerId;
+  const nc = await connectNats({ servers: config.nats.servers, user, pass, name: `convoke-peer-${config.peerId}`, inboxPrefix: inboxPrefixFor('peer', config.peerId) });
+  let sink: EffectSink | undefined;
+  let transport: Transport | undefined;
+  try {
+    transport = await peerTransport(nc, config, user, io);
+    sink = openSink(config.effectSink);
+    const clock = new SystemClock();
+    const handlers = Object.fromEntries(Object.entries(config.interactions).map(([id, c]) => [id, handlerFor(c, config.peerId, clock, config.faults?.crashAfterEffect === true)]));
+    const peer = await createPeer({ transport, namespace: config.namespace, peerId: config.peerId, handlers, durable: config.durable, sink, clock });
+    io.stdout.write(`convoke peer ${config.peerId} ready: ${config.namespace} (${config.durable ? 'durable' : 'core'}), interactions ${Object.keys(handlers).join(', ')}\n`);
+    const reason = await nextStop(options.signal);
+    io.stderr.write(`convoke peer ${config.peerId}: ${reason}, stopping\n`);
+    await peer.close();
+    io.stderr.write(`convoke peer ${config.peerId}: stopped ${JSON.stringify(peer.stats)}\n`);
+    return 0;
+  } finally {
+    await transport?.close().catch(() => undefined);
+    if (!nc.isClosed()) await nc.drain().catch(() => nc.close());
+    (sink as { close?: () => void } | undefined)?.close?.();
+  }
+}
+
+function openSink(url: string | undefined): EffectSink {
+  if (url === undefined || url === 'memory:') return new MemoryEffectSink();
+  return new SqliteEffectSink({ path: url.slice('sqlite:'.length) });
+}
+
+/** Core NATS, or the peer's two provisioned durable consumers behind one per-interaction mux. */
+async function peerTransport(nc: NatsConnection, config: PeerConfig, user: string, io: CliIo): Promise<Transport> {
+  if (!config.durable) return new NatsTransport(nc, { identity: user });
+  const durable = await provisionedConsumerSettings(nc, config, io);
+  return new ConsumerMuxTransport(new NatsTransport(nc, { identity: user, durable }), peerRoute(config.namespace, config.peerId));
+}
+
+/**
+ * Waits (bounded) for the coordinator to provision this peer's consumers, and adopts their
+ * max_deliver and ack_wait: binding checks a consumer against exactly these, and the peer must not
+ * disagree with the deployment about them. The duplicate window is the streams' business (the
+ * coordinator verifies it); a peer never creates or checks streams, so any positive value serves.
+ */
+async function provisionedConsumerSettings(nc: NatsConnection, config: PeerConfig, io: CliIo): Promise<DurableConfig> {
+  const jsm = await jetstreamManager(nc, { checkAPI: false });
+  const stream = durableStreamNames(config.namespace).requests;
+  const deadlineMs = Date.now() + (config.provisionWaitMs ?? provisionWaitMsDefault);
+  let told = false;
+  for (;;) {
+    try {
+      const [request, cancel] = await Promise.all([jsm.consumers.info(stream, peerConsumerName(config.peerId, 'request')), jsm.consumers.info(stream, peerConsumerName(config.peerId, 'cancel'))]);
+      const maxDeliver = request.config.max_deliver ?? -1;
+      const ackWaitMs = nanosToMs(request.config.ack_wait ?? 0);
+      if (cancel.config.max_deliver !== maxDeliver || nanosToMs(cancel.config.ack_wait ?? 0) !== ackWaitMs) throw new AdapterError('conflict', `consumers of peer ${config.peerId} disagree on max_deliver/ack_wait`);
+      return { namespace: config.namespace, duplicateWindowMs: 1, maxDeliver, ackWaitMs };
+    } catch (error) {
+      if (error instanceof AdapterError) throw error;
+      if (Date.now() >= deadlineMs) throw new AdapterError('unavailable', `the consumers of peer ${config.peerId} on ${stream} are not provisioned (is the coordinator running?): ${(error as Error).message}`);
+      if (!told) io.stderr.write(`convoke peer ${config.peerId}: waiting for the coordinator to provision its consumers on ${stream}\n`);
+      told = true;
+      await new Promise((r) => setTimeout(r, provisionPollMs));
+    }
+  }
+}
+
+const stopSignals = ['SIGINT', 'SIGTERM'] as const;
+
+function nextStop(signal: AbortSignal | undefined): Promise<string> {
+  return new Promise((resolveStop) => {
+    const listeners = stopSignals.map((name) => [name, () => finish(name)] as const);
+    const onAbort = () => finish('aborted');
+    const finish = (reason: string) => {
+      for (const [name, listener] of listeners) process.off(name, listener);
+      signal?.removeEventListener('abort', onAbort);
+      resolveStop(reason);
+    };
+    for (const [name, listener] of listeners) process.once(name, listener);
+    if (signal?.aborted) return finish('aborted');
+    signal?.addEventListener('abort', onAbort, { once: true });
+  });
+}
