@@ -7,7 +7,10 @@ const seconds = secondsArg >= 0 ? Number(args[secondsArg + 1]) : undefined;
 const options = seconds === undefined ? { json } : { json, seconds };
 
 const suites: Record<string, () => Promise<void>> = {
-  core: async () => (await import('./core.js')).coreBench(options),
+  core: async () => {
+    await (await import('./core.js')).coreBench(options);
+    await (await import('./cpu-per-op.js')).cpuPerOp(options);
+  },
   stores: async () => (await import('./stores.js')).storesBench(options),
   http: async () => (await import('./http.js')).httpBench(options),
 };
