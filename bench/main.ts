@@ -12,6 +12,7 @@ const suites: Record<string, () => Promise<void>> = {
     await (await import('./cpu-per-op.js')).cpuPerOp(options);
   },
   stores: async () => (await import('./stores.js')).storesBench(options),
+  nats: async () => (await import('./nats.js')).natsBench(options),
   http: async () => (await import('./http.js')).httpBench(options),
 };
 

@@ -8,6 +8,8 @@ import { demoCommand } from './commands/demo.js';
 import { inspectCommand, replayCommand, tailCommand } from './commands/ops.js';
 import { serveCommand } from './commands/serve.js';
 import { bundleCheckCommand } from './commands/bundle.js';
+import { peerCommand } from './commands/peer.js';
+import { invokeCommand } from './commands/invoke.js';
 
 const integer = (value: string) => {
   if (!/^-?[0-9]+$/.test(value)) throw new InvalidArgumentError('expected an integer');
@@ -65,6 +67,35 @@ export function buildProgram(io: CliIo, setExit: (code: number) => void): Comman
     .description('serve the HTTP facade (and the coordinator) for the deployment a config file describes')
     .requiredOption('--config <file>', 'deployment config (JSON)')
     .action(async (o) => setExit(await serveCommand({ config: o.config }, io)));
+
+  program
+    .command('peer')
+    .description('run an example peer process on NATS (fixed results, delays, deterministic rules; fenced effect sink)')
+    .requiredOption('--config <file>', 'peer config (JSON)')
+    .action(async (o) => setExit(await peerCommand({ config: o.config }, io)));
+
+  program
+    .command('invoke')
+    .description('invoke a contract interaction over the NATS command API and print the InvocationResult')
+    .requiredOption('--nats <url>', 'NATS server URL(s), comma-separated')
+    .requiredOption('--user <user>', 'NATS user (the command principal unless --principal)')
+    .option('--password-env <name>', 'environment variable holding the NATS password', 'CONVOKE_NATS_PASSWORD')
+    .option('--principal <id>', 'command principal (subject token); defaults to --user')
+    .requiredOption('--contract <file>', 'contract bundle file (its id, version and digest are sent)')
+    .requiredOption('--interaction <id>', 'interaction id')
+    .requiredOption('--key <key>', 'invocation key (retry with the same key)')
+    .requiredOption('--input <json>', 'input JSON (strictly parsed)')
+    .option('--wait-for <boundary>', "decision | settled (may only strengthen the contract's boundary)")
+    .option('--wait-ms <n>', 'how long the coordinator waits for the boundary', integer)
+    .option('--json', 'print the reply as JSON', false)
+    .action(async (o) =>
+      setExit(
+        await invokeCommand(
+          { nats: o.nats, user: o.user, passwordEnv: o.passwordEnv, principal: o.principal, contract: o.contract, interaction: o.interaction, key: o.key, input: o.input, waitFor: o.waitFor, waitMs: o.waitMs, json: o.json },
+          io,
+        ),
+      ),
+    );
 
   program
     .command('inspect')

@@ -219,7 +219,9 @@ class StrictParser {
     const value = Number(text.slice(start, i));
     this.checkNumber(value, isIntegerLiteral, start);
     this.pos = i;
-    return value;
+    // -0 and 0 are one JSON value (RFC 8785 writes both as 0): folding to 0 here keeps live state
+    // and state replayed from any store's JSON identical.
+    return value === 0 ? 0 : value;
   }
 
   private checkNumber(value: number, isIntegerLiteral: boolean, start: number): void {

@@ -6,14 +6,14 @@
  * then every semantic error (unreadable bundles, unattested namespaces, example results that do
  * not match their interaction...) at once. Relative paths are relative to the config file.
  *
- * Credentials: the config holds only SHA-256 hashes of bearer tokens and the path of a public
- * JWKS; bundles never hold credentials (spec: "neither a new principal nor a raw credential value
- * is embedded in the bundle").
+ * Credentials: the config holds only SHA-256 hashes of bearer tokens, the path of a public JWKS
+ * and the names of environment variables holding NATS passwords; bundles never hold credentials
+ * (spec: "neither a new principal nor a raw credential value is embedded in the bundle").
  */
 import { readFile } from 'node:fs/promises';
 import { dirname, isAbsolute, resolve } from 'node:path';
 import { BundleRegistry, loadBundle, type CompiledBundle } from '../contract/bundle.js';
-import { invalidInput, isAdapterError, unsupported } from '../contract/errors.js';
+import { invalidInput, isAdapterError } from '../contract/errors.js';
 import { parseStrictBytes } from '../contract/ijson.js';
 import type { JsonObject, JsonValue } from '../contract/json.js';
 import { limits } from '../contract/limits.js';
@@ -28,6 +28,7 @@ import { createPeer, type Handler, type Peer } from '../peer/peer.js';
 import type { Clock } from './clock.js';
 import { Coordinator, type Deployment as DeploymentBinding } from './coordinator.js';
 import { peerBusPermissions } from './embedded.js';
+import { buildNatsDeployment, natsTransportSchema, type NatsRuntime } from './nats-deployment.js';
 
 // ── the file's shape ─────────────────────────────────────────────────────────
 
@@ -38,9 +39,48 @@ export interface ExamplePeerConfig {
   [interaction: string]: JsonValue | undefined;
 }
 
-export type TransportConfig =
-  | { kind: 'memory'; examplePeers?: Record<string, ExamplePeerConfig> }
-  | { kind: 'nats'; [reserved: string]: JsonValue };
+export type TransportConfig = { kind: 'memory'; examplePeers?: Record<string, ExamplePeerConfig> } | NatsTransportConfig;
+
+/** JetStream resources of durable mode (DESIGN.md §5); absent fields take the defaults in nats-deployment.ts. */
+export interface NatsDurableSettings {
+  /** Must cover timeoutMs + max(settlementGraceMs, cancelTimeoutMs) of every deployed interaction; by default exactly that. */
+  duplicateWindowMs?: number;
+  /** Capacity of each stream (discard new: a full stream refuses new work); unlimited when absent. */
+  maxMsgs?: number;
+  maxBytes?: number;
+  /** Broker deliveries of one message before exhaustion is observed (a failed attempt, never a new branch). */
+  maxDeliver?: number;
+  /** Redelivery after this long without an ack: must outlast the longest peer handler. */
+  ackWaitMs?: number;
+}
+
+/**
+ * `{"kind":"nats", …}`. The schema requires servers, user, passwordEnv and mode; they are optional
+ * in this type only because configs built in code skip the schema, so buildDeployment checks the
+ * transport again (nats-deployment.ts `checkNatsTransport`) before using it.
+ */
+export interface NatsTransportConfig {
+  kind: 'nats';
+  /** One URL or a comma-separated list. */
+  servers?: string;
+  /** The coordinator's NATS user. */
+  user?: string;
+  /** The NAME of the environment variable that holds the password: no secret lives in the file. */
+  passwordEnv?: string;
+  /** core: best-effort core NATS, one attempt's worth of promises; durable: JetStream streams and consumers. */
+  mode?: 'core' | 'durable';
+  /** Names the coordinator's inbox prefix and durable consumers; defaults to `user` (which must then be token-safe). */
+  coordinatorId?: string;
+  durable?: NatsDurableSettings;
+  /** Create the namespaces' streams at start (needs stream-create permission); otherwise they are only verified. */
+  manageStreams?: boolean;
+  /** Durable mode: how often the broker resources are re-verified (admissions stop while they are not). */
+  durabilityCheckIntervalMs?: number;
+  /** Queue group of the command subscriptions, shared by every coordinator of the deployment. */
+  commandQueue?: string;
+  /** Command principals that speak as a peer (`sender: exclude`): principal id -> peer id. */
+  commandSenders?: Record<string, string>;
+}
 
 export interface PrincipalConfig {
   principalId: string;
@@ -115,6 +155,7 @@ const transportSchema = {
         properties: { kind: {}, examplePeers: { type: 'object', propertyNames: token, maxProperties: limits.branchesMax, additionalProperties: examplePeerSchema } },
       },
     },
+    { if: { properties: { kind: { const: 'nats' } } }, then: natsTransportSchema },
   ],
 } as const;
 
@@ -276,21 +317,39 @@ export interface Deployment {
   http: HttpSettings;
   /** The in-process bus (memory transport), for diagnostics. */
   bus: MemoryBus | undefined;
+  /** The NATS transport's state (nats transport), for diagnostics and tests. */
+  nats?: NatsRuntime;
   peers: Peer[];
   /** Closes the coordinator (after its queued appends), the example peers, the transport and the store. */
   close(): Promise<void>;
 }
 
-/** Builds the coordinator and its adapters from a validated config (see readDeploymentConfig). */
-export async function buildDeployment(config: DeploymentConfig, options: { clock: Clock }): Promise<Deployment> {
+export interface BuildOptions {
+  clock: Clock;
+  /** Operational log lines (durability lost/regained, exhausted deliveries); stderr in `convoke serve`. */
+  log?: (line: string) => void;
+  /** Where `passwordEnv` names are looked up; process.env by default. */
+  env?: NodeJS.ProcessEnv;
+}
+
+/**
+ * Builds the coordinator and its adapters from a validated config (see readDeploymentConfig): the
+ * in-process bus and example peers for a memory transport, nats-deployment.ts for a nats one.
+ */
+export async function buildDeployment(config: DeploymentConfig, options: BuildOptions): Promise<Deployment> {
   const { clock } = options;
-  if (config.transport.kind !== 'memory') throw unsupported(`transport "${config.transport.kind}" is reserved for the NATS adapter and not available in this build`);
+  const transport = config.transport;
   const compiled = await loadBundles(config.bundles);
   const bundles = new BundleRegistry();
   for (const b of compiled) bundles.add(b);
-  const problems = [...attestationProblems(compiled, config.attestations), ...examplePeerProblems(compiled, config.transport.examplePeers ?? {})];
+  const examplePeers = transport.kind === 'memory' ? (transport.examplePeers ?? {}) : {};
+  const problems = [...attestationProblems(compiled, config.attestations), ...examplePeerProblems(compiled, examplePeers)];
   if (problems.length > 0) throw invalidInput(`deployment config: ${problems.join('; ')}`);
   const http = await resolveHttp(config.http);
+  if (transport.kind === 'nats') {
+    // The NATS assembly opens the store itself: a jetstream: store may share the transport's credentials.
+    return buildNatsDeployment(config, transport, { clock, bundles, compiled, http, log: options.log ?? (() => {}), env: options.env ?? process.env });
+  }
   // The store is opened last among the checks: nothing above can leave it open.
   const store = await openStore(config.store, { clock });
   try {

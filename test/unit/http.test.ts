@@ -282,14 +282,14 @@ describe('deployment config', () => {
     fails({ ...base(), http: { ...base().http, principals: [] } }, 'no principal can authenticate');
   });
 
-  test('building: unattested namespaces and example results that do not match are config errors; nats is unsupported', async () => {
+  test('building: unattested namespaces and example results that do not match are config errors; an incomplete nats transport is invalid input', async () => {
     const fixture = await writeHttpFixture();
     try {
       const config = parseDeploymentConfig(new TextEncoder().encode(JSON.stringify(fixture.config)), fixture.dir);
       const clock = new SystemClock();
       await assert.rejects(buildDeployment({ ...config, attestations: [] }, { clock }), /no publisher attestation/);
       await assert.rejects(buildDeployment({ ...config, transport: { kind: 'memory', examplePeers: { alfa: { review: { verdict: 'maybe' } }, bravo: { nope: 1 } } } }, { clock }), (e: unknown) => isAdapterError(e) && /examplePeers\.alfa\.review/.test(e.description ?? '') && /examplePeers\.bravo\.nope/.test(e.description ?? ''));
-      await assert.rejects(buildDeployment({ ...config, transport: { kind: 'nats' } }, { clock }), (e: unknown) => isAdapterError(e) && e.kind === 'unsupported');
+      await assert.rejects(buildDeployment({ ...config, transport: { kind: 'nats' } }, { clock }), (e: unknown) => isAdapterError(e) && e.kind === 'invalid-input' && /servers/.test(e.description ?? ''));
       await assert.rejects(buildDeployment({ ...config, store: 'postgres://x' }, { clock }), (e: unknown) => isAdapterError(e) && e.kind === 'invalid-input');
       assert.equal(loadBundle(fixtureBundle()).digest, fixture.contract.digest);
     } finally {

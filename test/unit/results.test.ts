@@ -384,3 +384,13 @@ test('every InvocationResult the coordinator returns is valid against the publis
   await s.clock.advance(60_000);
   assert.ok(validate(await s.get(op)), JSON.stringify(validate.errors));
 });
+
+test('a result carrying -0 on the wire is recorded so that live and replayed state are identical', async () => {
+  const { s, op } = await opened({ result: { type: 'object' }, completion: { mode: 'first-success' } });
+  const connection = s.bus.connect('raw-alfa', { publish: ['demo.v1.lab.*.*.result.alfa'] });
+  const text = `{"kind":"result","operationId":"${op}","branchId":"alfa","peerId":"alfa","attempt":1,"fence":1,"result":{"verdict":"approve","score":-0,"ratio":-0.0e3}}`;
+  await connection.publish(`demo.v1.lab.review.${op}.result.alfa`, new TextEncoder().encode(text));
+  await s.settle();
+  assert.equal((await s.get(op)).decision?.outcome, 'success');
+  await s.assertReplayEquals(op);
+});

@@ -110,12 +110,12 @@ export class MemoryEventStore implements EventStore {
     if (!guardAdmits(transition.timeGuard, nowMs)) return guardFailure(transition.timeGuard, nowMs);
     const target = stream ?? { transitions: [], tombstoned: false };
     if (!stream) this.streams.set(operationId, target);
-    // The appended object itself is frozen (deeply) and kept: neither the caller afterwards nor a
-    // reader can rewrite history. Freezing costs far less than re-parsing the serialized body.
+    // The stored copy is the decoded body, exactly what a durable store returns (JSON has no -0,
+    // no undefined): every adapter reads back the same data. Frozen so no reader can rewrite history.
     const stored: StoredTransition = deepFreeze({
       revision: String(target.transitions.length + 1),
       committedAtMs: nowMs,
-      transition,
+      transition: JSON.parse(body) as Transition,
     });
     target.transitions.push(stored);
     this.lastCommittedAtMs = nowMs;

@@ -1,0 +1,233 @@
+/**
+ * `npm run bench -- nats`: convoke on NATS in durable mode — `convoke serve` (child process,
+ * jetstream store) and 5 `convoke peer` processes, quorum 3 — driven through the NATS command API
+ * from this process: decided operations per second and p50/p99 decision latency (invoke sent to
+ * reply at the decision), closed loop; then p99 in an open loop at half that throughput.
+ *
+ * The baseline, measured in the same run on the same server: a scatter-gather written directly on
+ * nats.js with no convoke — publish 5 requests with JetStream acks into a requests stream, 5 peer
+ * processes (this file, `--baseline-peer`) pull them and publish their replies with JetStream acks
+ * into a results stream, and this process pulls the replies and counts to 3. No admission, no
+ * event log, no leases, fences or decision record.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+import { AckPolicy, DeliverPolicy, DiscardPolicy, RetentionPolicy, StorageType, jetstream, jetstreamManager, type ConsumerMessages } from '@nats-io/jetstream';
+import { connect, type NatsConnection } from '@nats-io/transport-node';
+import { peerIds, reviewBundle } from '../src/runtime/examples.js';
+import { NatsDeploymentFixture, resultOf } from '../test/support/nats-deployment-fixture.js';
+import { closedLoop, fixed, percentile, printRows, summarize } from './stats.js';
+
+export interface NatsBenchOptions {
+  json: boolean;
+  seconds?: number;
+  concurrency?: number;
+}
+
+const peerCount = 5;
+const quorum = 3;
+const warmupOperations = 50;
+const thisFile = fileURLToPath(import.meta.url);
+const encoder = new TextEncoder();
+
+interface Run {
+  name: string;
+  opsPerSecond: number;
+  p50Ms: number;
+  p99Ms: number;
+  operations: number;
+  halfLoad?: { ratePerSecond: number; p99Ms: number; operations: number };
+}
+
+export async function natsBench(options: NatsBenchOptions): Promise<void> {
+  const seconds = options.seconds ?? 5;
+  const concurrency = options.concurrency ?? 32;
+  process.stderr.write(`nats: durable mode, ${peerCount} peer processes, quorum ${quorum}, jetstream store, ${concurrency} in flight, ${seconds} s per phase\n`);
+  const fixture = await startDeployment();
+  try {
+    const baseline = await baselineRun(fixture, seconds, concurrency);
+    const convoke = await convokeRun(fixture, seconds, concurrency);
+    report(options.json, { seconds, concurrency, baseline, convoke });
+  } finally {
+    await fixture.dispose();
+  }
+}
+
+function report(json: boolean, r: { seconds: number; concurrency: number; baseline: Run; convoke: Run }): void {
+  const ratio = { throughput: r.convoke.opsPerSecond / r.baseline.opsPerSecond, p99: r.convoke.p99Ms / r.baseline.p99Ms, p99HalfLoad: (r.convoke.halfLoad?.p99Ms ?? Number.NaN) / (r.baseline.halfLoad?.p99Ms ?? Number.NaN) };
+  const row = (m: Run, ratioCell: string) => [m.name, fixed(m.opsPerSecond, 0), fixed(m.p50Ms), fixed(m.p99Ms), m.halfLoad ? `${fixed(m.halfLoad.p99Ms)} (@${fixed(m.halfLoad.ratePerSecond, 0)}/s)` : '-', m.operations, ratioCell];
+  printRows(
+    json,
+    `NATS durable mode — ${peerCount} peer processes, quorum ${quorum}, ${r.concurrency} in flight, ${r.seconds} s per phase (one nats-server)`,
+    ['run', 'decided ops/s', 'p50 ms', 'p99 ms', 'p99 ms at half load', 'operations', 'throughput ratio'],
+    [row(r.baseline, '1.00'), row(r.convoke, fixed(ratio.throughput, 3))],
+    { ...r, ratio },
+  );
+}
+
+// ── convoke ──────────────────────────────────────────────────────────────────
+
+async function startDeployment(): Promise<NatsDeploymentFixture> {
+  const peers = peerIds(peerCount);
+  const bundle = reviewBundle({ completion: { mode: 'quorum', count: quorum }, timeoutMs: 30_000, leaseMs: 30_000, renewIntervalMs: 10_000 });
+  const fixture = await NatsDeploymentFixture.start({
+    mode: 'durable',
+    store: 'jetstream',
+    bundle,
+    groups: { reviewers: peers },
+    peers: Object.fromEntries(peers.map((p) => [p, { interactions: { review: { result: { verdict: 'approve' } } } }])),
+    commandClients: ['bench'],
+    waitMsMax: 30_000,
+  });
+  try {
+    await Promise.all([fixture.startServe(), fixture.startPeers()]);
+  } catch (error) {
+    await fixture.dispose();
+    throw error;
+  }
+  return fixture;
+}
+
+async function convokeRun(fixture: NatsDeploymentFixture, seconds: number, concurrency: number): Promise<Run> {
+  const client = await fixture.client('bench');
+  const prefix = randomBytes(4).toString('hex');
+  const one = async (i: number) => {
+    const r = resultOf(await client.invoke('review', { document: 'bench' }, { key: `${prefix}-${i}`, waitFor: 'decision', waitMs: 30_000 }));
+    if (r.decision?.outcome !== 'success') throw new Error(`unexpected decision ${JSON.stringify(r.decision)}`);
+  };
+  for (let i = 0; i < warmupOperations; i++) await one(-1 - i);
+  const m = await closedLoop(seconds, concurrency, one, (n) => process.stderr.write(`\r  convoke: ${n} decided`));
+  process.stderr.write('\n');
+  const full = summarize({ ...m, name: 'convoke over NATS (command API, jetstream store)' });
+  const halfLoad = await openLoop(seconds, full.opsPerSecond / 2, (i) => one(1_000_000 + i));
+  return { ...full, halfLoad };
+}
+
+// ── the baseline ─────────────────────────────────────────────────────────────
+
+const baseStreams = { requests: 'BENCH_BASE_REQ', results: 'BENCH_BASE_RES' };
+
+async function adminConnection(fixture: NatsDeploymentFixture): Promise<NatsConnection> {
+  return connect({ servers: fixture.url, user: 'admin', pass: fixture.adminSecret() });
+}
+
+/** File-backed streams like convoke's: limits retention, discard new. */
+async function createBaselineStreams(nc: NatsConnection): Promise<void> {
+  const jsm = await jetstreamManager(nc);
+  const common = { storage: StorageType.File, retention: RetentionPolicy.Limits, discard: DiscardPolicy.New };
+  await jsm.streams.add({ name: baseStreams.requests, subjects: ['base.*.request.*'], ...common });
+  await jsm.streams.add({ name: baseStreams.results, subjects: ['base.*.result.*'], ...common });
+  for (const p of peerIds(peerCount)) {
+    await jsm.consumers.add(baseStreams.requests, { durable_name: `base-${p}`, filter_subject: `base.*.request.${p}`, ack_policy: AckPolicy.Explicit, deliver_policy: DeliverPolicy.All });
+  }
+  await jsm.consumers.add(baseStreams.results, { durable_name: 'base-coordinator', filter_subject: 'base.*.result.*', ack_policy: AckPolicy.Explicit, deliver_policy: DeliverPolicy.All });
+}
+
+async function baselineRun(fixture: NatsDeploymentFixture, seconds: number, concurrency: number): Promise<Run> {
+  const nc = await adminConnection(fixture);
+  const peers: ChildProcess[] = [];
+  let messages: ConsumerMessages | undefined;
+  try {
+    await createBaselineStreams(nc);
+    for (const p of peerIds(peerCount)) peers.push(await startBaselinePeer(fixture, p));
+    const js = jetstream(nc);
+    const waiting = new Map<string, { approvals: number; done: () => void }>();
+    messages = await (await js.consumers.get(baseStreams.results, 'base-coordinator')).consume({
+      max_messages: 256,
+      callback: (m) => {
+        const op = m.subject.split('.')[1]!;
+        const reply = JSON.parse(new TextDecoder().decode(m.data)) as { verdict: string };
+        m.ack();
+        const entry = waiting.get(op);
+        if (entry && reply.verdict === 'approve' && ++entry.approvals === quorum) {
+          waiting.delete(op);
+          entry.done();
+        }
+      },
+    });
+    const prefix = randomBytes(4).toString('hex');
+    const one = async (i: number) => {
+      const op = `${prefix}${i < 0 ? `w${-i}` : i}`;
+      const decided = new Promise<void>((done) => waiting.set(op, { approvals: 0, done }));
+      const body = encoder.encode(JSON.stringify({ op, document: 'bench' }));
+      await Promise.all(peerIds(peerCount).map((p) => js.publish(`base.${op}.request.${p}`, body, { msgID: `${op}.${p}` })));
+      await decided;
+    };
+    for (let i = 0; i < warmupOperations; i++) await one(-1 - i);
+    const m = await closedLoop(seconds, concurrency, one);
+    const full = summarize({ ...m, name: 'baseline scatter-gather (nats.js, JetStream acks, no convoke)' });
+    const halfLoad = await openLoop(seconds, full.opsPerSecond / 2, (i) => one(1_000_000 + i));
+    return { ...full, halfLoad };
+  } finally {
+    await messages?.close();
+    for (const child of peers) child.kill('SIGTERM');
+    await Promise.all(peers.map((child) => (child.exitCode === null ? new Promise((r) => child.once('exit', r)) : undefined)));
+    const jsm = await jetstreamManager(nc);
+    for (const s of Object.values(baseStreams)) await jsm.streams.delete(s).catch(() => undefined);
+    await nc.close();
+  }
+}
+
+function startBaselinePeer(fixture: NatsDeploymentFixture, peerId: string): Promise<ChildProcess> {
+  const args = thisFile.endsWith('.ts') ? ['--import', 'tsx', thisFile] : [thisFile];
+  const child = spawn(process.execPath, [...args, '--baseline-peer', peerId, fixture.url], { stdio: ['ignore', 'pipe', 'inherit'], env: { ...process.env, BENCH_NATS_ADMIN_PASSWORD: fixture.adminSecret() } });
+  return new Promise((resolve, reject) => {
+    let out = '';
+    child.stdout!.setEncoding('utf8').on('data', (s: string) => {
+      out += s;
+      if (out.includes('ready')) resolve(child);
+    });
+    child.once('exit', (code) => reject(new Error(`baseline peer ${peerId} exited with ${code}`)));
+  });
+}
+
+/** A baseline peer process: pulls its requests, publishes the reply with a JetStream ack, then acks the request. */
+async function baselinePeer(peerId: string, url: string): Promise<void> {
+  const nc = await connect({ servers: url, user: 'admin', pass: process.env.BENCH_NATS_ADMIN_PASSWORD });
+  const js = jetstream(nc);
+  const reply = encoder.encode(JSON.stringify({ verdict: 'approve' }));
+  const messages = await (await js.consumers.get(baseStreams.requests, `base-${peerId}`)).consume({
+    max_messages: 256,
+    callback: (m) => {
+      JSON.parse(new TextDecoder().decode(m.data));
+      const op = m.subject.split('.')[1]!;
+      void js.publish(`base.${op}.result.${peerId}`, reply, { msgID: `${op}.${peerId}.result` }).then(() => m.ack());
+    },
+  });
+  process.stdout.write('ready\n');
+  await new Promise<void>((resolve) => process.once('SIGTERM', () => resolve()));
+  await messages.close();
+  await nc.close();
+}
+
+// ── open loop ────────────────────────────────────────────────────────────────
+
+/** Starts operations at a fixed rate for `seconds` (whatever their latency) and reports their p99. */
+async function openLoop(seconds: number, ratePerSecond: number, one: (i: number) => Promise<void>): Promise<{ ratePerSecond: number; p99Ms: number; operations: number }> {
+  const latenciesMs: number[] = [];
+  const running: Promise<void>[] = [];
+  const start = performance.now();
+  const total = Math.max(1, Math.floor(seconds * ratePerSecond));
+  for (let i = 0; i < total; i++) {
+    const dueAt = start + (i * 1000) / ratePerSecond;
+    const waitMs = dueAt - performance.now();
+    if (waitMs > 1) await new Promise((r) => setTimeout(r, waitMs));
+    const t0 = performance.now();
+    running.push(one(i).then(() => void latenciesMs.push(performance.now() - t0)));
+  }
+  await Promise.all(running);
+  latenciesMs.sort((a, b) => a - b);
+  return { ratePerSecond, p99Ms: percentile(latenciesMs, 99), operations: latenciesMs.length };
+}
+
+// Runnable on its own: `node --import tsx bench/nats.ts [--json] [--seconds N]`; `--baseline-peer` is internal.
+if (process.argv[1] !== undefined && import.meta.url === pathToFileURL(process.argv[1]).href) {
+  const args = process.argv.slice(2);
+  const at = args.indexOf('--baseline-peer');
+  if (at >= 0) await baselinePeer(args[at + 1]!, args[at + 2]!);
+  else {
+    const secondsAt = args.indexOf('--seconds');
+    await natsBench({ json: args.includes('--json'), ...(secondsAt >= 0 ? { seconds: Number(args[secondsAt + 1]) } : {}) });
+  }
+}

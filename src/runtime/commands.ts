@@ -1,0 +1,309 @@
+/**
+ * Commands over NATS (DESIGN.md §5): services invoke, read and cancel operations by request/reply
+ * on `convoke.cmd.<principal>.{invoke,get,cancel}`, with the same InvocationRequest,
+ * InvocationResult and AdapterError JSON as the HTTP facade.
+ *
+ * Identity: the principal is the subject's second token, proven by the broker's publish
+ * permission exactly as a result publisher's peer id is. The deployment MUST give each command
+ * principal its own NATS user allowed to publish only `convoke.cmd.<principal>.>` (and to
+ * subscribe only its own inbox `_INBOX.cmd.<principal>.>`): nats-permissions.ts
+ * `commandClientPermissions` builds that block. A user allowed a wider publish (`convoke.cmd.>`,
+ * `>`) can speak as every principal; such users are outside this proof and must not exist.
+ *
+ * Replies: `{"status": 200|202, "result": InvocationResult}` or
+ * `{"status": <HTTP status>, "error": AdapterError}`. Statuses are HTTP's, mapped in the same
+ * place (httpStatusOf, plus 404 for a missing or hidden operation), so a client of both
+ * transports branches on one table. 200/202 describe invocation progress, never business success.
+ *
+ * Bodies are strictly parsed (duplicate keys, unsafe integers and lone surrogates are 400) and
+ * validated without coercion. Waiting follows POST/GET: the caller's waitFor may strengthen the
+ * contract's boundary, never weaken it; waitMs is clamped to the deployment's bound. A wait ends
+ * at the boundary, at waitMs, or at shutdown, and ending a wait never cancels work; only `cancel`
+ * (where the interaction declares caller cancellation and policy allows it) does.
+ */
+import { Ajv, type ValidateFunction } from 'ajv';
+import { Counter, type Registry } from 'prom-client';
+import type { BundleRegistry } from '../contract/bundle.js';
+import { AdapterError, AssertionFailure, httpStatusOf, invalidInput, isAdapterError, unavailable, type AdapterErrorBody } from '../contract/errors.js';
+import { parseStrictBytes } from '../contract/ijson.js';
+import { limits } from '../contract/limits.js';
+import { adapterErrorSchema, invocationRequestSchema, invocationResultSchema } from '../contract/schemas.js';
+import type { InvocationRequest, WaitFor } from '../contract/types.js';
+import { describeErrors } from '../contract/validation.js';
+import type { InvocationResult } from '../projections/views.js';
+import type { InboundMessage, Subscription, Transport } from '../adapters/transport/types.js';
+import type { Caller, Coordinator } from './coordinator.js';
+import { isNotFound } from './errors.js';
+
+export const commandVerbs = ['invoke', 'get', 'cancel'] as const;
+export type CommandVerb = (typeof commandVerbs)[number];
+
+export const commandSubjectPrefix = 'convoke.cmd';
+/** The default queue group: every coordinator of a deployment shares the command load. */
+export const commandQueueDefault = 'convoke-coordinators';
+
+const principalPattern = /^[A-Za-z0-9_-]{1,64}$/;
+
+export function commandSubject(principalId: string, verb: CommandVerb): string {
+  if (!principalPattern.test(principalId)) throw invalidInput(`a command principal must be a NATS-token-safe id ([A-Za-z0-9_-]{1,64}), got ${JSON.stringify(principalId)}`);
+  return `${commandSubjectPrefix}.${principalId}.${verb}`;
+}
+
+export type CommandReply = { status: 200 | 202; result: InvocationResult } | { status: number; error: AdapterErrorBody };
+
+export interface GetCommand {
+  operationId: string;
+  waitFor?: WaitFor;
+  waitMs?: number;
+}
+
+export interface CancelCommand {
+  operationId: string;
+}
+
+// ── schemas ─────────────────────────────────────────────────────────────────
+
+/** Like the HTTP facade's: no coercion, no removal, every error; separate from the contract's ajv (no $id clashes). */
+const commandAjv = new Ajv({ allErrors: true, strict: false, allowUnionTypes: true, coerceTypes: false, removeAdditional: false, useDefaults: false });
+
+const withoutId = <T extends object>(schema: T): Omit<T, '$id'> => {
+  const { $id: _ignored, ...rest } = schema as T & { $id?: string };
+  return rest;
+};
+
+const operationIdSchema = { type: 'string', minLength: 1, maxLength: 100 } as const;
+
+export const getCommandSchema = {
+  type: 'object',
+  required: ['operationId'],
+  additionalProperties: false,
+  properties: { operationId: operationIdSchema, waitFor: { enum: ['decision', 'settled'] }, waitMs: { type: 'integer', minimum: 0, maximum: limits.waitMsMax } },
+} as const;
+
+export const cancelCommandSchema = {
+  type: 'object',
+  required: ['operationId'],
+  additionalProperties: false,
+  properties: { operationId: operationIdSchema },
+} as const;
+
+export const commandReplySchema = {
+  oneOf: [
+    {
+      type: 'object',
+      required: ['status', 'result'],
+      additionalProperties: false,
+      properties: { status: { enum: [200, 202] }, result: withoutId(invocationResultSchema) },
+    },
+    {
+      type: 'object',
+      required: ['status', 'error'],
+      additionalProperties: false,
+      properties: { status: { type: 'integer', minimum: 400, maximum: 599 }, error: withoutId(adapterErrorSchema) },
+    },
+  ],
+} as const;
+
+const validators: Record<CommandVerb, ValidateFunction> = {
+  invoke: commandAjv.compile(withoutId(invocationRequestSchema)),
+  get: commandAjv.compile(getCommandSchema),
+  cancel: commandAjv.compile(cancelCommandSchema),
+};
+const validateReply = commandAjv.compile(commandReplySchema);
+
+function checkBody<T>(verb: CommandVerb, data: Uint8Array, bodyLimitBytes: number): T {
+  if (data.byteLength > bodyLimitBytes) throw new CommandBodyTooLarge(bodyLimitBytes);
+  const value = parseStrictBytes(data, `${verb} command body`);
+  const validate = validators[verb];
+  if (!validate(value)) throw invalidInput(`${verb} command body: ${describeErrors(validate.errors)}`);
+  return value as T;
+}
+
+/** Over the configured body limit: 413 with an invalid-input body, as HTTP answers. */
+class CommandBodyTooLarge extends AdapterError {
+  constructor(bodyLimitBytes: number) {
+    super('invalid-input', `body exceeds ${bodyLimitBytes} bytes`);
+  }
+}
+
+// ── the one status mapping ──────────────────────────────────────────────────
+
+/**
+ * The HTTP facade's mapping (src/http/errors.ts) minus what only HTTP has (401, 415): an
+ * AdapterError takes httpStatusOf(kind), a missing or hidden operation 404, an oversized body
+ * 413, and anything else is a bug: 500 with an "outcome unknown" body, no internals.
+ */
+export function commandErrorReply(error: unknown): { status: number; error: AdapterErrorBody } {
+  if (isNotFound(error)) return { status: 404, error: error.toJSON() };
+  if (error instanceof CommandBodyTooLarge) return { status: 413, error: error.toJSON() };
+  if (isAdapterError(error)) return { status: httpStatusOf(error.kind), error: error.toJSON() };
+  return { status: 500, error: { kind: 'unavailable', description: 'internal error; the invocation outcome is unknown, retry with the same invocationKey or get it' } };
+}
+
+// ── boundaries (the facade's rule: strengthen only) ─────────────────────────
+
+const strength: Record<WaitFor, number> = { decision: 0, settled: 1 };
+
+export function effectiveBoundary(requested: WaitFor | undefined, contract: WaitFor): WaitFor {
+  if (requested === undefined) return contract;
+  if (strength[requested] < strength[contract]) {
+    throw invalidInput(`waitFor "${requested}" would weaken the contract's boundary "${contract}"; a caller may only strengthen it`);
+  }
+  return requested;
+}
+
+function contractBoundary(bundles: BundleRegistry, digest: string, interaction: string): WaitFor | undefined {
+  return bundles.get(digest)?.interactions.get(interaction)?.spec.waitFor;
+}
+
+// ── the server ──────────────────────────────────────────────────────────────
+
+export interface CommandServerOptions {
+  transport: Transport;
+  coordinator: Coordinator;
+  bundles: BundleRegistry;
+  /** The longest wait a command may ask for; longer waitMs values are clamped (as HTTP's waitMsMax). */
+  waitMsMax: number;
+  bodyLimitBytes: number;
+  queue?: string;
+  /** Principals that speak as a peer (sender exclusion): principal id -> peer id. */
+  senders?: Record<string, string>;
+  /** Told about 500s (bugs); the caller only learns "internal error". */
+  onInternalError?: (error: unknown) => void;
+}
+
+export interface CommandServer {
+  readonly subjects: string[];
+  /** New commands get 503; waits in progress are released and answered with their current state. */
+  close(): Promise<void>;
+}
+
+interface ServerState {
+  options: CommandServerOptions;
+  closing: boolean;
+  waits: Set<AbortController>;
+  inFlight: Set<Promise<void>>;
+  replies: Counter<string>;
+}
+
+/** Subscribes the three command subjects (queue group) and answers each request. */
+export async function startCommandServer(options: CommandServerOptions): Promise<CommandServer> {
+  const state: ServerState = { options, closing: false, waits: new Set(), inFlight: new Set(), replies: commandMetrics(options.coordinator.metrics.registry) };
+  const queue = options.queue ?? commandQueueDefault;
+  const subscriptions: Subscription[] = [];
+  const subjects = commandVerbs.map((verb) => `${commandSubjectPrefix}.*.${verb}`);
+  try {
+    for (const verb of commandVerbs) {
+      subscriptions.push(await options.transport.subscribe(`${commandSubjectPrefix}.*.${verb}`, (message) => track(state, answer(state, verb, message)), { queue }));
+    }
+  } catch (error) {
+    await Promise.all(subscriptions.map((s) => s.close().catch(() => undefined)));
+    throw error;
+  }
+  return {
+    subjects,
+    close: async () => {
+      state.closing = true;
+      for (const controller of state.waits) controller.abort('shutdown');
+      await Promise.all(subscriptions.map((s) => s.close().catch(() => undefined)));
+      await Promise.allSettled([...state.inFlight]);
+    },
+  };
+}
+
+function track(state: ServerState, work: Promise<void>): Promise<void> {
+  state.inFlight.add(work);
+  return work.finally(() => state.inFlight.delete(work));
+}
+
+async function answer(state: ServerState, verb: CommandVerb, message: InboundMessage): Promise<void> {
+  const principalId = message.subject.split('.')[2] ?? '';
+  let reply: CommandReply;
+  try {
+    reply = await handleCommand(state, verb, principalId, message.data);
+  } catch (error) {
+    reply = commandErrorReply(error);
+    if (reply.status === 500) state.options.onInternalError?.(error);
+  }
+  state.replies.inc({ verb, status: String(reply.status) });
+  // No reply subject: the sender asked for no answer (a fire-and-forget invoke still admits).
+  await message.respond?.(new TextEncoder().encode(JSON.stringify(reply))).catch(() => undefined);
+}
+
+/** One command, from body bytes to reply; throws what commandErrorReply maps. */
+async function handleCommand(state: ServerState, verb: CommandVerb, principalId: string, data: Uint8Array): Promise<CommandReply> {
+  if (state.closing) throw unavailable('the coordinator is shutting down; retry against another instance or later');
+  // The subject permission proves the token; a token convoke cannot use as a principal id is refused.
+  if (!principalPattern.test(principalId)) throw invalidInput(`command principal ${JSON.stringify(principalId)} is not a token-safe id`);
+  const { coordinator, bundles, bodyLimitBytes } = state.options;
+  switch (verb) {
+    case 'invoke': {
+      const body = checkBody<InvocationRequest>(verb, data, bodyLimitBytes);
+      const declared = contractBoundary(bundles, body.contract.digest, body.interaction);
+      // Checked before admission, so a weakening request creates no state; an undeployed
+      // contract has no boundary and admission rejects it with the precise kind.
+      const requested = declared === undefined ? undefined : effectiveBoundary(body.waitFor, declared);
+      const caller: Caller = { principalId, senderPeerId: state.options.senders?.[principalId] ?? null };
+      const { result } = await coordinator.invoke(caller, body);
+      if (requested === undefined) throw new AssertionFailure('an admitted invocation names a deployed interaction');
+      return waitAndAnswer(state, principalId, result.operationId, requested, body.waitMs);
+    }
+    case 'get': {
+      const body = checkBody<GetCommand>(verb, data, bodyLimitBytes);
+      // Visibility first: a weakening waitFor on someone else's operation is still just 404.
+      const current = await coordinator.get(principalId, body.operationId);
+      const declared = contractBoundary(bundles, current.contract.digest, current.interaction);
+      if (declared === undefined) throw new AssertionFailure('a visible operation names a deployed interaction');
+      return waitAndAnswer(state, principalId, body.operationId, effectiveBoundary(body.waitFor, declared), body.waitMs);
+    }
+    case 'cancel': {
+      const body = checkBody<CancelCommand>(verb, data, bodyLimitBytes);
+      const result = await coordinator.cancel(principalId, body.operationId);
+      return { status: result.decision === null ? 202 : 200, result };
+    }
+    default: {
+      const unreachable: never = verb;
+      return unreachable;
+    }
+  }
+}
+
+async function waitAndAnswer(state: ServerState, principalId: string, operationId: string, boundary: WaitFor, waitMs: number | undefined): Promise<CommandReply> {
+  const controller = new AbortController();
+  state.waits.add(controller);
+  if (state.closing) controller.abort('shutdown');
+  try {
+    const waited = await state.options.coordinator.wait(principalId, operationId, boundary, Math.min(waitMs ?? 0, state.options.waitMsMax), controller.signal);
+    return { status: waited.reached ? 200 : 202, result: waited.result };
+  } finally {
+    state.waits.delete(controller);
+  }
+}
+
+function commandMetrics(registry: Registry): Counter<string> {
+  const name = 'convoke_nats_command_replies_total';
+  return (registry.getSingleMetric(name) as Counter<string> | undefined) ?? new Counter({ name, help: 'Replies to NATS commands, by verb and status', labelNames: ['verb', 'status'], registers: [registry] });
+}
+
+// ── the client side ─────────────────────────────────────────────────────────
+
+/** Extra time a client waits for the reply beyond the wait it asked the coordinator for. */
+export const replyMarginMs = 5_000;
+
+/**
+ * Sends one command and checks the reply's shape. A transport failure (no coordinator, timeout)
+ * is thrown as an AdapterError ('unavailable'): the outcome of an invoke is then unknown, and the
+ * caller retries with the same invocationKey or gets the operation.
+ */
+export async function sendCommand(transport: Transport, principalId: string, verb: CommandVerb, body: unknown, timeoutMs: number): Promise<CommandReply> {
+  if (!transport.request) throw new AdapterError('unsupported', `transport ${transport.identity} has no request/reply`);
+  const data = await transport.request(commandSubject(principalId, verb), new TextEncoder().encode(JSON.stringify(body)), timeoutMs);
+  const reply = parseStrictBytes(data, `${verb} reply`);
+  if (!validateReply(reply)) throw new AdapterError('protocol-conflict', `${verb} reply does not match the command reply schema: ${describeErrors(validateReply.errors)}`);
+  return reply as CommandReply;
+}
+
+/** The reply timeout for a command that asks the coordinator to wait waitMs. */
+export function commandTimeoutMs(waitMs: number | undefined): number {
+  return (waitMs ?? 0) + replyMarginMs;
+}

@@ -1,0 +1,194 @@
+/**
+ * End to end over a real nats-server with an auth config: `convoke serve` (child process) on NATS,
+ * separate `convoke peer` processes, and callers on the NATS command API — in durable mode
+ * (JetStream streams and consumers, jetstream store) and core mode (sqlite store). Every completion
+ * mode decides as its rule says; a forged result is not counted: a peer user publishing another
+ * peer's result subject is refused by the server, and a result whose payload names another peer
+ * is rejected and recorded in the operation's log.
+ */
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import { jetstreamManager } from '@nats-io/jetstream';
+import { errors, type NatsConnection } from '@nats-io/transport-node';
+import { encodeWire, type ResultMessage } from '../../src/events/wire.js';
+import type { ResultRejected } from '../../src/events/types.js';
+import { connectNats } from '../../src/adapters/transport/nats.js';
+import { coordinatorConsumerName, inboxPrefixFor, peerConsumerName } from '../../src/adapters/transport/nats-names.js';
+import { subjectFor } from '../../src/adapters/transport/subjects.js';
+import { passwordVariableOf } from '../../src/runtime/nats-deployment.js';
+import { checkResultShape } from '../../src/http/schemas.js';
+import {
+  NatsDeploymentFixture,
+  e2eBundle,
+  e2eNamespace,
+  eventually,
+  resultOf,
+  reviewerPeers,
+  spawnCli,
+  type CommandClient,
+} from '../support/nats-deployment-fixture.js';
+
+const reviewers = ['alfa', 'bravo', 'charlie'];
+const fileTimeoutMs = 50_000;
+
+const modes = [
+  { mode: 'durable', store: 'jetstream' },
+  { mode: 'core', store: 'sqlite' },
+] as const;
+
+describe('NATS end to end', { concurrency: true, timeout: fileTimeoutMs }, () => {
+  for (const { mode, store } of modes) {
+    describe(`${mode} mode, ${store} store`, () => {
+      let f: NatsDeploymentFixture;
+      let client: CommandClient;
+
+      before(async () => {
+        f = await NatsDeploymentFixture.start({ mode, store, bundle: e2eBundle(), groups: { reviewers }, peers: reviewerPeers(reviewers), commandClients: ['billing', 'mallory'] });
+        // Durable peers wait for the coordinator to provision their consumers: start everything at once.
+        await Promise.all([f.startServe(), f.startPeers()]);
+        client = await f.client('billing');
+      });
+      after(async () => {
+        const stderr = f?.serve?.stderr() ?? '';
+        await f?.dispose();
+        // Nothing the server reported to the coordinator's connection (permission violations are
+        // reported there, not to the call), and no internal error.
+        assert.doesNotMatch(stderr, /NATS: |internal error/);
+      });
+
+      it('first-success: the first approval decides; cancelled siblings answer stopped and settlement completes', async () => {
+        const r = resultOf(await client.invoke('first', { document: 'd', slow: ['bravo', 'charlie'] }, { waitFor: 'settled' }));
+        assert.ok(checkResultShape(r));
+        assert.equal(r.decision?.outcome, 'success');
+        assert.equal(r.decision?.reason, 'threshold');
+        assert.deepEqual([r.decision?.successVotes, r.decision?.threshold], [1, 1]);
+        assert.equal(r.branches.find((b) => b.peerId === 'alfa')?.status, 'success');
+        assert.equal(r.settlement.status, 'complete');
+        assert.deepEqual(
+          r.settlement.siblings.map((s) => [s.branchId, s.disposition, s.outcome]).sort(),
+          [
+            ['bravo', 'cancel-requested', 'stopped'],
+            ['charlie', 'cancel-requested', 'stopped'],
+          ],
+        );
+      });
+
+      it('quorum count 2 of 3: two approvals decide success, the rejection stays a failure', async () => {
+        const reply = await client.invoke('quorum', { document: 'd', rejectBy: ['charlie'], slow: ['charlie'] });
+        assert.equal(reply.status, 200);
+        const r = resultOf(reply);
+        assert.equal(r.decision?.outcome, 'success');
+        assert.deepEqual([r.decision?.successVotes, r.decision?.threshold, r.decision?.units], [2, 2, 3]);
+      });
+
+      it('quorum fraction 2/3 of 3: two rejections make it impossible and it fails before the deadline', async () => {
+        const r = resultOf(await client.invoke('fraction', { document: 'd', rejectBy: ['alfa', 'bravo'] }));
+        assert.equal(r.decision?.outcome, 'failed');
+        assert.equal(r.decision?.reason, 'impossible');
+        assert.equal(r.decision?.threshold, 2);
+        assert.ok(r.decision!.closedAtMs < r.deadlineMs);
+      });
+
+      it('all-successful: every unit approves, three votes', async () => {
+        const r = resultOf(await client.invoke('allok', { document: 'd' }));
+        assert.equal(r.decision?.outcome, 'success');
+        assert.deepEqual([r.decision?.successVotes, r.decision?.failedUnits, r.decision?.units], [3, 0, 3]);
+        assert.deepEqual(r.output, { counts: { approve: 3 }, total: 3 });
+      });
+
+      it('all-terminal: complete collection succeeds and keeps the business failure', async () => {
+        const r = resultOf(await client.invoke('allterm', { document: 'd', rejectBy: ['bravo'] }));
+        assert.equal(r.decision?.outcome, 'success');
+        assert.equal(r.decision?.reason, 'complete');
+        assert.deepEqual([r.decision?.successVotes, r.decision?.failedUnits], [2, 1]);
+        assert.equal(r.branches.find((b) => b.peerId === 'bravo')?.status, 'failure');
+        assert.deepEqual(r.output, { counts: { approve: 2, reject: 1 }, total: 3 });
+      });
+
+      it('the command API: idempotent retry, conflict on a different input, 404 to another principal, strict bodies', async () => {
+        const key = `idem-${mode}`;
+        const first = resultOf(await client.invoke('allok', { document: 'same' }, { key }));
+        const again = resultOf(await client.invoke('allok', { document: 'same' }, { key }));
+        assert.equal(again.operationId, first.operationId);
+        const conflicting = await client.invoke('allok', { document: 'other' }, { key });
+        assert.equal(conflicting.status, 409);
+        const mallory = await f.client('mallory');
+        assert.equal((await mallory.get(first.operationId, { waitMs: 0 })).status, 404);
+        assert.equal((await client.get(first.operationId, { waitMs: 0 })).status, 200);
+        const duplicateKeys = new TextEncoder().encode('{"operationId":"x","operationId":"y"}');
+        const raw = await client.transport.request('convoke.cmd.billing.get', duplicateKeys, 5_000);
+        assert.equal(JSON.parse(new TextDecoder().decode(raw)).status, 400);
+        assert.equal((await client.send('get', { operationId: first.operationId, waitMs: '5' })).status, 400);
+        assert.equal((await client.send('cancel', { operationId: first.operationId })).status, 422); // no caller cancellation declared
+      });
+
+      it('a command principal cannot speak for another: its user may publish only convoke.cmd.<itself>.>', async () => {
+        const mallory = await f.client('mallory');
+        await assert.rejects(mallory.transport.request('convoke.cmd.billing.get', new TextEncoder().encode('{"operationId":"x"}'), 2_000), (e: unknown) => (e as { kind?: string }).kind === 'denied');
+      });
+
+      it('`convoke invoke` prints the InvocationResult (JSON) from a separate process', async () => {
+        const args = ['invoke', '--nats', f.url, '--user', 'billing', '--password-env', passwordVariableOf('billing'), '--contract', `${f.dir}/bundle.json`, '--interaction', 'quorum', '--key', `cli-${mode}`, '--input', '{"document":"cli"}', '--wait-ms', '10000', '--json'];
+        const cli = spawnCli(args, f.env());
+        const { code } = await cli.exited;
+        assert.equal(code, 0, cli.output());
+        const reply = JSON.parse(cli.output()) as { status: number; result: { decision: { outcome: string } } };
+        assert.equal(reply.status, 200);
+        assert.equal(reply.result.decision.outcome, 'success');
+      });
+
+      it('durable resources: peers bound their provisioned consumers; every result is acknowledged after its append', { skip: mode !== 'durable' }, async () => {
+        const jsm = await jetstreamManager(await f.adminConnection());
+        const { requests, results } = f.streams();
+        // The other tests of this suite run concurrently: wait until their traffic has gone through.
+        await eventually(async () => {
+          const peers = await Promise.all(reviewers.map((peer) => jsm.consumers.info(requests, peerConsumerName(peer, 'request'))));
+          const coordinator = await jsm.consumers.info(results, coordinatorConsumerName('coordinator', 'result'));
+          return peers.every((p) => p.delivered.consumer_seq > 0) && coordinator.delivered.consumer_seq > 0 && coordinator.num_pending === 0 && coordinator.num_ack_pending === 0;
+        }, 'every peer pulling its requests, every result delivered to the coordinator and acknowledged', 20_000);
+      });
+
+      it('a forged result is not counted: refused by the server on another peer\'s subject, rejected and recorded when the payload names another peer', async () => {
+        // bravo (slowly) rejects; all-successful would succeed only if a forged approval for bravo counted.
+        const pending = resultOf(await client.invoke('forge', { document: 'd', slowReject: ['bravo'] }, { waitMs: 0 }));
+        const op = pending.operationId;
+        const forged: ResultMessage = { kind: 'result', operationId: op, branchId: 'bravo', peerId: 'bravo', attempt: 1, fence: 1, result: { verdict: 'approve' } };
+        // 1. alfa's user publishes on bravo's result subject: the server refuses it.
+        const alfaNc = await connectNats({ servers: f.url, user: 'alfa', pass: f.password('alfa'), inboxPrefix: inboxPrefixFor('peer', 'alfa') });
+        try {
+          const violations = permissionViolations(alfaNc);
+          const bravoSubject = subjectFor(e2eNamespace, 'forge', op, 'result', 'bravo');
+          alfaNc.publish(bravoSubject, encodeWire(forged));
+          await eventually(() => violations.includes(bravoSubject), 'the server refusing alfa on result.bravo');
+        } finally {
+          await alfaNc.close();
+        }
+        const alfa = await f.peerTransport('alfa');
+        if (mode === 'durable') {
+          const receipt = await alfa.publish(subjectFor(e2eNamespace, 'forge', op, 'result', 'bravo'), encodeWire(forged), { msgId: `forged-${op}` });
+          assert.equal(receipt.receipt, 'rejected', receipt.detail);
+        }
+        // 2. alfa publishes on its own subject a payload claiming to be bravo: verification rejects it.
+        const ownSubject = subjectFor(e2eNamespace, 'forge', op, 'result', 'alfa');
+        assert.notEqual((await alfa.publish(ownSubject, encodeWire(forged), { msgId: `forged-own-${op}` })).receipt, 'rejected');
+        const r = resultOf(await client.get(op, { waitMs: 15_000 }));
+        assert.equal(r.decision?.outcome, 'failed');
+        assert.deepEqual([r.decision?.successVotes, r.decision?.failedUnits], [2, 1]);
+        assert.deepEqual(r.branches.find((b) => b.branchId === 'bravo')?.result, { verdict: 'reject' });
+        const rejected = (await f.log(op)).flatMap((t) => t.transition.events).filter((e): e is ResultRejected => e.type === 'result-rejected');
+        assert.ok(
+          rejected.some((e) => e.reason === 'wrong-peer' && e.subject === ownSubject && e.branchId === 'bravo'),
+          `a wrong-peer rejection of ${ownSubject} is recorded: ${JSON.stringify(rejected)}`,
+        );
+      });
+    });
+  }
+});
+
+function permissionViolations(nc: NatsConnection): string[] {
+  const subjects: string[] = [];
+  void (async () => {
+    for await (const s of nc.status()) if (s.type === 'error' && s.error instanceof errors.PermissionViolationError && s.error.operation === 'publish') subjects.push(s.error.subject);
+  })();
+  return subjects;
+}
