@@ -63,7 +63,10 @@ class PeerRuntime implements Peer {
   private readonly clock: Clock;
   /** Results by operation/branch/attempt: returned again on redelivery instead of repeating work. */
   private readonly results = new Map<string, JsonValue>();
-  /** What runs now, by operation/branch, and the highest fence seen per operation/branch. */
+  /**
+   * What runs now, by operation/branch, and the highest fence seen per operation/branch (bounded:
+   * the oldest entries are forgotten; the coordinator's fences and the effect sink remain the authority).
+   */
   private readonly running = new Map<string, Running>();
   private readonly fences = new Map<string, number>();
   private readonly subscriptions: Subscription[] = [];
@@ -100,7 +103,9 @@ class PeerRuntime implements Peer {
     }
     const branchKey = `${request.operationId}/${request.branchId}`;
     if (request.fence < (this.fences.get(branchKey) ?? 0)) return inbound.ack(); // an older owner's request
+    this.fences.delete(branchKey); // re-insert: the map stays in recency order for eviction
     this.fences.set(branchKey, request.fence);
+    if (this.fences.size > resultsMax) this.fences.delete(this.fences.keys().next().value!);
     const resultKey = `${branchKey}/${request.attempt}`;
     let result = this.results.get(resultKey);
     if (result !== undefined) this.stats.replayed++;

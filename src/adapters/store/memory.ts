@@ -12,9 +12,24 @@ import type { AppendListener, AppendOutcome, EventStore, ReadOutcome, StoreFailu
 import { resolveStoreLimits } from './limits.js';
 import { unavailable } from '../../contract/errors.js';
 
+/**
+ * A stored transition is kept as its serialized body, as a durable store keeps bytes: reads decode
+ * a fresh copy (JSON-faithful, isolated from every caller), and a long-lived store of many
+ * operations is a heap of strings that the garbage collector marks in O(1) each, not a graph of
+ * millions of small objects.
+ */
+interface StoredBody {
+  committedAtMs: number;
+  body: string;
+}
+
 interface Stream {
-  transitions: StoredTransition[];
+  transitions: StoredBody[];
   tombstoned: boolean;
+}
+
+function decode(stored: StoredBody, index: number): StoredTransition {
+  return { revision: String(index + 1), committedAtMs: stored.committedAtMs, transition: JSON.parse(stored.body) as Transition };
 }
 
 export interface MemoryStoreOptions {
@@ -64,7 +79,7 @@ export class MemoryEventStore implements EventStore {
     const stream = this.streams.get(operationId);
     if (!stream) return { kind: 'not-found', description: `operation ${operationId} does not exist` };
     if (stream.tombstoned) return { kind: 'expired', description: `operation ${operationId} is tombstoned` };
-    return { kind: 'ok', revision: String(stream.transitions.length), transitions: stream.transitions.slice() };
+    return { kind: 'ok', revision: String(stream.transitions.length), transitions: stream.transitions.map(decode) };
   }
 
   async *operationIds(): AsyncIterable<string> {
@@ -110,29 +125,13 @@ export class MemoryEventStore implements EventStore {
     if (!guardAdmits(transition.timeGuard, nowMs)) return guardFailure(transition.timeGuard, nowMs);
     const target = stream ?? { transitions: [], tombstoned: false };
     if (!stream) this.streams.set(operationId, target);
-    // The stored copy is the decoded body, exactly what a durable store returns (JSON has no -0,
-    // no undefined): every adapter reads back the same data. Frozen so no reader can rewrite history.
-    const stored: StoredTransition = deepFreeze({
-      revision: String(target.transitions.length + 1),
-      committedAtMs: nowMs,
-      transition: JSON.parse(body) as Transition,
-    });
+    const stored: StoredBody = { committedAtMs: nowMs, body };
     target.transitions.push(stored);
     this.lastCommittedAtMs = nowMs;
-    notifyAll(this.listeners, operationId, stored);
-    return { kind: 'ok', revision: stored.revision, committedAtMs: nowMs };
+    const revision = String(target.transitions.length);
+    if (this.listeners.size > 0) notifyAll(this.listeners, operationId, decode(stored, target.transitions.length - 1));
+    return { kind: 'ok', revision, committedAtMs: nowMs };
   }
 }
 
 const closedFailure: { kind: 'unavailable'; description: string } = { kind: 'unavailable', description: 'store is closed' };
-
-function deepFreeze<T>(value: T): T {
-  const pending: unknown[] = [value];
-  while (pending.length > 0) {
-    const next = pending.pop();
-    if (typeof next !== 'object' || next === null || Object.isFrozen(next)) continue;
-    Object.freeze(next);
-    for (const child of Object.values(next)) pending.push(child);
-  }
-  return value;
-}
