@@ -5,26 +5,11 @@
  * it is released (the client closed the connection, or the server is shutting down); releasing a
  * wait never touches the operation — only declared cancellation commands change work.
  */
-import type { BundleRegistry } from '../contract/bundle.js';
-import { invalidInput } from '../contract/errors.js';
 import type { WaitFor } from '../contract/types.js';
 import type { Coordinator } from '../runtime/coordinator.js';
 import type { InvocationResult } from '../projections/views.js';
 
-const strength: Record<WaitFor, number> = { decision: 0, settled: 1 };
-
-export function effectiveBoundary(requested: WaitFor | undefined, contract: WaitFor): WaitFor {
-  if (requested === undefined) return contract;
-  if (strength[requested] < strength[contract]) {
-    throw invalidInput(`waitFor "${requested}" would weaken the contract's boundary "${contract}"; a caller may only strengthen it`);
-  }
-  return requested;
-}
-
-/** The interaction's declared boundary, or undefined when the contract or interaction is not deployed (admission says why). */
-export function contractBoundary(bundles: BundleRegistry, digest: string, interaction: string): WaitFor | undefined {
-  return bundles.get(digest)?.interactions.get(interaction)?.spec.waitFor;
-}
+export { contractBoundary, effectiveBoundary } from '../runtime/boundary.js';
 
 /** Mirrors projections/views `reached` on the view the client sees. */
 export function reachedView(result: InvocationResult, boundary: WaitFor): boolean {

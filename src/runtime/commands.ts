@@ -34,6 +34,7 @@ import type { InvocationResult } from '../projections/views.js';
 import type { InboundMessage, Subscription, Transport } from '../adapters/transport/types.js';
 import type { Caller, Coordinator } from './coordinator.js';
 import { isNotFound } from './errors.js';
+import { contractBoundary, effectiveBoundary } from './boundary.js';
 
 export const commandVerbs = ['invoke', 'get', 'cancel'] as const;
 export type CommandVerb = (typeof commandVerbs)[number];
@@ -138,22 +139,6 @@ export function commandErrorReply(error: unknown): { status: number; error: Adap
   if (error instanceof CommandBodyTooLarge) return { status: 413, error: error.toJSON() };
   if (isAdapterError(error)) return { status: httpStatusOf(error.kind), error: error.toJSON() };
   return { status: 500, error: { kind: 'unavailable', description: 'internal error; the invocation outcome is unknown, retry with the same invocationKey or get it' } };
-}
-
-// ── boundaries (the facade's rule: strengthen only) ─────────────────────────
-
-const strength: Record<WaitFor, number> = { decision: 0, settled: 1 };
-
-export function effectiveBoundary(requested: WaitFor | undefined, contract: WaitFor): WaitFor {
-  if (requested === undefined) return contract;
-  if (strength[requested] < strength[contract]) {
-    throw invalidInput(`waitFor "${requested}" would weaken the contract's boundary "${contract}"; a caller may only strengthen it`);
-  }
-  return requested;
-}
-
-function contractBoundary(bundles: BundleRegistry, digest: string, interaction: string): WaitFor | undefined {
-  return bundles.get(digest)?.interactions.get(interaction)?.spec.waitFor;
 }
 
 // ── the server ──────────────────────────────────────────────────────────────
