@@ -17,6 +17,13 @@ export type OperationPhase = 'admitted' | 'active' | 'closed' | 'settled';
  */
 export type DeliveryReceipt = 'stored' | 'already-stored' | 'rejected' | 'unknown' | 'exhausted' | 'sent';
 
+/** Which attempt of which branch a fact is about: the correlation every branch-level event carries. */
+export interface AttemptRef {
+  branchId: string;
+  attempt: number;
+  fence: number;
+}
+
 export interface TimeGuard {
   /** Inclusive. */
   notBeforeMs: number;
@@ -93,12 +100,9 @@ export interface OutboxIntent {
   publicationId: string;
 }
 
-export interface DispatchRecorded {
+export interface DispatchRecorded extends AttemptRef {
   type: 'dispatch-recorded';
   v: 1;
-  branchId: string;
-  attempt: number;
-  fence: number;
   receipt: DeliveryReceipt;
   detail?: string;
 }
@@ -119,22 +123,16 @@ export interface ResultAccepted {
   subject: string;
 }
 
-export interface LeaseRenewed {
+export interface LeaseRenewed extends AttemptRef {
   type: 'lease-renewed';
   v: 1;
-  branchId: string;
-  attempt: number;
-  fence: number;
   leaseUntilMs: number;
 }
 
 /** A claim ended without a result: its lease expired or its owner released it. */
-export interface ClaimEnded {
+export interface ClaimEnded extends AttemptRef {
   type: 'claim-ended';
   v: 1;
-  branchId: string;
-  attempt: number;
-  fence: number;
   cause: 'expired' | 'released' | 'delivery-exhausted';
   /** The retry instant when the budget and deadline allow another attempt; null closes the branch as failed. */
   retryAtMs: number | null;
@@ -151,41 +149,29 @@ export interface BranchReassigned {
   publicationId: string;
 }
 
-export interface BranchFailed {
+export interface BranchFailed extends AttemptRef {
   type: 'branch-failed';
   v: 1;
-  branchId: string;
-  attempt: number;
-  fence: number;
   reason: 'no-eligible-peer' | 'attempts-exhausted' | 'deadline';
 }
 
-export interface BranchRevoked {
+export interface BranchRevoked extends AttemptRef {
   type: 'branch-revoked';
   v: 1;
-  branchId: string;
-  attempt: number;
-  fence: number;
   policyRevision: string;
   reason: string;
 }
 
-export interface CancelDispatched {
+export interface CancelDispatched extends AttemptRef {
   type: 'cancel-dispatched';
   v: 1;
-  branchId: string;
-  attempt: number;
-  fence: number;
   receipt: DeliveryReceipt;
   detail?: string;
 }
 
-export interface CancelResultAccepted {
+export interface CancelResultAccepted extends AttemptRef {
   type: 'cancel-result-accepted';
   v: 1;
-  branchId: string;
-  attempt: number;
-  fence: number;
   outcome: 'stopped' | 'already-completed' | 'unknown';
 }
 
@@ -194,12 +180,9 @@ export interface CancelResultAccepted {
  * transport (the decision closed first, in the same process): nothing of that attempt can run.
  * After a restart this is never known, so a recovered coordinator always sends the cancel.
  */
-export interface CancelWithdrawn {
+export interface CancelWithdrawn extends AttemptRef {
   type: 'cancel-withdrawn';
   v: 1;
-  branchId: string;
-  attempt: number;
-  fence: number;
   reason: 'request-never-sent';
 }
 
