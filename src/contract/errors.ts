@@ -52,10 +52,6 @@ export function isAdapterError(value: unknown): value is AdapterError {
   return value instanceof AdapterError;
 }
 
-export function isAdapterErrorKind(value: unknown): value is AdapterErrorKind {
-  return typeof value === 'string' && (adapterErrorKinds as readonly string[]).includes(value);
-}
-
 /** The one place where an error kind becomes an HTTP status (spec: "Workflows and the execution boundary"). */
 export const httpStatusByKind = {
   'invalid-input': 400,

@@ -44,9 +44,3 @@ assert(limits.rejectionsRecordedMax < limits.transitionsPerOperationMax, 'reject
 assert(Number.isSafeInteger(limits.timeoutMsMax + limits.settlementGraceMsMax + limits.cancelTimeoutMsMax), 'time sums are safe integers');
 
 export type Limits = typeof limits;
-
-/** Adds time values, refusing (with an assertion of the caller's choosing) any safe-integer overflow. */
-export function addMs(a: number, b: number): number | undefined {
-  const sum = a + b;
-  return Number.isSafeInteger(a) && Number.isSafeInteger(b) && Number.isSafeInteger(sum) ? sum : undefined;
-}

@@ -77,13 +77,6 @@ export interface ContractRef {
   digest: string;
 }
 
-/** A bundle after validation: the parsed document plus its canonical digest. */
-export interface LoadedBundle {
-  bundle: ContractBundle;
-  digest: string;
-  ref: ContractRef;
-}
-
 /** The closed runtime context (spec: "Identity, context and authorization"). */
 export interface RuntimeContext {
   principalId: string;

@@ -4,7 +4,6 @@
  * transition read back from a store (an invalid one is corruption the store cannot vouch for).
  */
 import { ajv, describeErrors } from '../contract/validation.js';
-import type { Transition } from './types.js';
 
 const token = { type: 'string', pattern: '^[A-Za-z0-9_-]{1,64}$' } as const;
 const positive = { type: 'integer', minimum: 1, maximum: Number.MAX_SAFE_INTEGER } as const;
@@ -82,7 +81,7 @@ export const eventSchemas = [
   event('lease-renewed', { ...attemptFence, leaseUntilMs: ms }),
   event('claim-ended', { ...attemptFence, cause: { enum: ['expired', 'released', 'delivery-exhausted'] }, retryAtMs: nullableMs }),
   event('branch-reassigned', { ...attemptFence, peerId: token, publicationId: hex64 }),
-  event('branch-failed', { ...attemptFence, reason: { enum: ['no-eligible-peer', 'attempts-exhausted', 'deadline'] } }),
+  event('branch-failed', { ...attemptFence, reason: { const: 'no-eligible-peer' } }),
   event('branch-revoked', { ...attemptFence, policyRevision: text, reason: text }),
   event('cancel-dispatched', { ...attemptFence, receipt, detail: text }, ['branchId', 'attempt', 'fence', 'receipt']),
   event('cancel-result-accepted', { ...attemptFence, outcome: { enum: ['stopped', 'already-completed', 'unknown'] } }),
@@ -90,10 +89,10 @@ export const eventSchemas = [
   event('cancel-timed-out', { branchIds: { type: 'array', minItems: 1, items: token } }),
   event('decision-closed', {
     outcome: { enum: ['success', 'partial', 'failed', 'indeterminate'] },
-    reason: { enum: ['threshold', 'impossible', 'complete', 'timeout', 'no-dispatch', 'cancelled'] },
+    reason: { enum: ['threshold', 'impossible', 'complete', 'timeout', 'cancelled'] },
     successVotes: { type: 'integer', minimum: 0 },
     failedUnits: { type: 'integer', minimum: 0 },
-    siblings: { type: 'array', items: { type: 'object', required: ['branchId', 'disposition'], additionalProperties: false, properties: { branchId: token, disposition: { enum: ['detached', 'cancel-requested', 'timed-out'] } } } },
+    siblings: { type: 'array', items: { type: 'object', required: ['branchId', 'disposition'], additionalProperties: false, properties: { branchId: token, disposition: { enum: ['detached', 'cancel-requested'] } } } },
   }),
   event('settlement-completed', { status: { enum: ['complete', 'indeterminate'] } }),
 ];
@@ -116,8 +115,4 @@ const validateTransition = ajv.compile(transitionSchema);
 /** Undefined when valid; otherwise every schema error. */
 export function transitionProblem(transition: unknown): string | undefined {
   return validateTransition(transition) ? undefined : describeErrors(validateTransition.errors);
-}
-
-export function isValidTransition(transition: unknown): transition is Transition {
-  return validateTransition(transition);
 }

@@ -10,6 +10,7 @@ export type BranchStatus = 'pending' | 'success' | 'failure' | 'revoked' | 'canc
 export type DecisionOutcome = 'success' | 'partial' | 'failed' | 'indeterminate';
 export type SettlementStatus = 'pending' | 'complete' | 'indeterminate';
 export type OperationPhase = 'admitted' | 'active' | 'closed' | 'settled';
+export type DecisionReason = 'threshold' | 'impossible' | 'complete' | 'timeout' | 'cancelled';
 
 /**
  * Delivery receipts. The spec's five, plus `sent` for best-effort transports (memory mode and
@@ -152,7 +153,7 @@ export interface BranchReassigned {
 export interface BranchFailed extends AttemptRef {
   type: 'branch-failed';
   v: 1;
-  reason: 'no-eligible-peer' | 'attempts-exhausted' | 'deadline';
+  reason: 'no-eligible-peer';
 }
 
 export interface BranchRevoked extends AttemptRef {
@@ -238,14 +239,14 @@ export interface ProtocolConflictRecorded {
 export interface BranchDisposition {
   branchId: string;
   /** What closure did to an unfinished branch. */
-  disposition: 'detached' | 'cancel-requested' | 'timed-out';
+  disposition: 'detached' | 'cancel-requested';
 }
 
 export interface DecisionClosed {
   type: 'decision-closed';
   v: 1;
   outcome: DecisionOutcome;
-  reason: 'threshold' | 'impossible' | 'complete' | 'timeout' | 'no-dispatch' | 'cancelled';
+  reason: DecisionReason;
   successVotes: number;
   failedUnits: number;
   siblings: BranchDisposition[];

@@ -11,10 +11,6 @@ import type { InvocationResult } from '../projections/views.js';
 
 export { contractBoundary, effectiveBoundary } from '../runtime/boundary.js';
 
-/** Mirrors projections/views `reached` on the view the client sees. */
-export function reachedView(result: InvocationResult, boundary: WaitFor): boolean {
-  return boundary === 'decision' ? result.decision !== null : result.phase === 'settled';
-}
 
 export interface WaitRequest {
   principalId: string;

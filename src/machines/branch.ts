@@ -7,7 +7,7 @@
  *      │  └────────RESULT_*──────┤        ──RESULT_FAILURE──▶ failure
  *      │                          ├─RETRY_SCHEDULED─▶ retrying ──REASSIGNED──▶ assigned
  *      │                          ├─CANCEL_REQUESTED─▶ cancelling ──CANCEL_STOPPED──▶ cancelled
- *      └──────────────────────────┴─REVOKED / DETACHED / TIMED_OUT / EXHAUSTED ─▶ revoked / indeterminate / failure
+ *      └──────────────────────────┴─REVOKED / DETACHED / EXHAUSTED ─▶ revoked / indeterminate / failure
  */
 import { setup } from 'xstate';
 
@@ -20,7 +20,6 @@ export type BranchMachineEvent =
   | { type: 'EXHAUSTED' }
   | { type: 'REVOKED' }
   | { type: 'DETACHED' }
-  | { type: 'TIMED_OUT' }
   | { type: 'CANCEL_REQUESTED' }
   | { type: 'CANCEL_STOPPED' }
   | { type: 'CANCEL_ALREADY_COMPLETED' }
@@ -45,7 +44,6 @@ const open = {
   EXHAUSTED: { target: 'failure' },
   REVOKED: { target: 'revoked' },
   DETACHED: { target: 'indeterminate' },
-  TIMED_OUT: { target: 'indeterminate' },
   CANCEL_REQUESTED: { target: 'cancelling' },
 } as const;
 
@@ -64,7 +62,6 @@ export const branchMachine = setup({
         EXHAUSTED: { target: 'failure' },
         REVOKED: { target: 'revoked' },
         DETACHED: { target: 'indeterminate' },
-        TIMED_OUT: { target: 'indeterminate' },
         CANCEL_REQUESTED: { target: 'cancelled' },
       },
     },
@@ -79,7 +76,6 @@ export const branchMachine = setup({
         RESULT_SUCCESS: { target: 'success' },
         RESULT_FAILURE: { target: 'failure' },
         REVOKED: { target: 'revoked' },
-        TIMED_OUT: { target: 'indeterminate' },
       },
     },
     success: { type: 'final' },
@@ -111,7 +107,6 @@ export const branchEventTypes: readonly BranchMachineEvent['type'][] = [
   'EXHAUSTED',
   'REVOKED',
   'DETACHED',
-  'TIMED_OUT',
   'CANCEL_REQUESTED',
   'CANCEL_STOPPED',
   'CANCEL_ALREADY_COMPLETED',

@@ -7,6 +7,7 @@
 import { AssertionFailure, assert } from '../contract/errors.js';
 import type { JsonValue } from '../contract/json.js';
 import type {
+  DecisionReason,
   OperationAdmitted,
   BranchDisposition,
   DecisionOutcome,
@@ -51,7 +52,7 @@ export interface BranchRecord {
 
 export interface DecisionRecord {
   outcome: DecisionOutcome;
-  reason: 'threshold' | 'impossible' | 'complete' | 'timeout' | 'no-dispatch' | 'cancelled';
+  reason: DecisionReason;
   closedAtMs: number;
   successVotes: number;
   failedUnits: number;
@@ -209,7 +210,7 @@ export function evolve(record: OperationRecord | undefined, event: DomainEvent, 
       let next: OperationRecord = { ...record, phase: steps.operation(record.phase, 'CLOSED') };
       for (const sibling of event.siblings) {
         const branch = branchOf(next, sibling.branchId);
-        const machineEvent = sibling.disposition === 'cancel-requested' ? 'CANCEL_REQUESTED' : sibling.disposition === 'detached' ? 'DETACHED' : 'TIMED_OUT';
+        const machineEvent = sibling.disposition === 'cancel-requested' ? 'CANCEL_REQUESTED' : 'DETACHED';
         const state = steps.branch(branch.state, machineEvent);
         // A branch that was only waiting to retry has nothing running: nothing to cancel, nothing to send.
         const cancel = state === 'cancelling' ? { receipt: 'pending' as const, attempt: branch.attempt, fence: branch.fence } : null;

@@ -10,13 +10,13 @@ import type { AdapterErrorBody } from '../contract/errors.js';
 import type { JsonObject, JsonValue } from '../contract/json.js';
 import { describeErrors } from '../contract/validation.js';
 import type { ContractRef } from '../contract/types.js';
-import type { BranchStatus, DecisionOutcome, OperationPhase, SettlementStatus } from '../events/types.js';
+import type { BranchStatus, DecisionOutcome, DecisionReason, OperationPhase, SettlementStatus } from '../events/types.js';
 import { branchStatusOf } from '../machines/index.js';
 import { branchList, type OperationRecord } from './record.js';
 
 export interface DecisionView {
   outcome: DecisionOutcome;
-  reason: 'threshold' | 'impossible' | 'complete' | 'timeout' | 'no-dispatch' | 'cancelled';
+  reason: DecisionReason;
   closedAtMs: number;
   successVotes: number;
   failedUnits: number;
