@@ -10,9 +10,9 @@
  * and the names of environment variables holding NATS passwords; bundles never hold credentials
  * (spec: "neither a new principal nor a raw credential value is embedded in the bundle").
  */
-import { readFile } from 'node:fs/promises';
 import { dirname, isAbsolute, resolve } from 'node:path';
-import { BundleRegistry, loadBundle, type CompiledBundle } from '../contract/bundle.js';
+import { BundleRegistry, type CompiledBundle } from '../contract/bundle.js';
+import { readBundleFile, readFileBytes, readJsonFile } from './files.js';
 import { invalidInput, isAdapterError } from '../contract/errors.js';
 import { parseStrictBytes } from '../contract/ijson.js';
 import type { JsonObject, JsonValue } from '../contract/json.js';
@@ -260,13 +260,7 @@ const checkConfigShape = compileChecker<DeploymentConfig>(deploymentConfigSchema
 
 /** Reads, strictly parses and validates a config file; relative paths come back absolute. */
 export async function readDeploymentConfig(file: string): Promise<DeploymentConfig> {
-  let bytes: Buffer;
-  try {
-    bytes = await readFile(file);
-  } catch (error) {
-    throw invalidInput(`deployment config ${file}: ${(error as Error).message}`, error);
-  }
-  return parseDeploymentConfig(bytes, dirname(resolve(file)));
+  return parseDeploymentConfig(await readFileBytes(file, 'deployment config'), dirname(resolve(file)));
 }
 
 /** Strict parse + schema (every error listed) + path resolution against baseDir. */
@@ -412,7 +406,7 @@ async function loadBundles(files: string[]): Promise<CompiledBundle[]> {
   const compiled: CompiledBundle[] = [];
   for (const file of files) {
     try {
-      compiled.push(loadBundle(parseStrictBytes(await readFile(file), `bundle ${file}`)));
+      compiled.push(await readBundleFile(file));
     } catch (error) {
       problems.push(isAdapterError(error) ? `bundle ${file}: ${error.description ?? error.kind}` : `bundle ${file}: ${(error as Error).message}`);
     }
@@ -469,7 +463,7 @@ async function resolveHttp(config: HttpConfig): Promise<HttpSettings> {
 async function readJwks(file: string): Promise<{ keys: JsonObject[] }> {
   let document: JsonValue;
   try {
-    document = parseStrictBytes(await readFile(file), `jwks ${file}`);
+    document = await readJsonFile(file, `jwks ${file}`);
   } catch (error) {
     throw isAdapterError(error) ? error : invalidInput(`jwks ${file}: ${(error as Error).message}`, error);
   }

@@ -1,8 +1,5 @@
 /** `convoke bundle check FILE`: validate a contract bundle and print its digest and interactions. */
-import { readFile } from 'node:fs/promises';
-import { loadBundle } from '../../contract/bundle.js';
-import { AdapterError } from '../../contract/errors.js';
-import { parseStrictBytes } from '../../contract/ijson.js';
+import { readBundleFile } from '../../runtime/files.js';
 import type { Completion } from '../../contract/types.js';
 import type { CliIo } from '../io.js';
 import { renderTable } from '../table.js';
@@ -13,10 +10,7 @@ function describeCompletion(c: Completion): string {
 }
 
 export async function bundleCheckCommand(file: string, options: { json: boolean }, io: CliIo): Promise<number> {
-  const bytes = await readFile(file).catch((error: NodeJS.ErrnoException) => {
-    throw new AdapterError('invalid-input', `cannot read ${file} (${error.code ?? error.message})`);
-  });
-  const compiled = loadBundle(parseStrictBytes(bytes, file));
+  const compiled = await readBundleFile(file);
   if (options.json) {
     io.stdout.write(JSON.stringify({ contract: compiled.ref, interactions: Object.fromEntries([...compiled.interactions].map(([id, i]) => [id, i.spec])) }, null, 2) + '\n');
     return 0;

@@ -3,20 +3,14 @@
  * bytes the input and contract digests are taken over. Exit 0, or 2 with the AdapterError as JSON
  * on stderr.
  */
-import { readFile } from 'node:fs/promises';
 import { canonicalJson } from '../../contract/canonical.js';
-import { invalidInput, isAdapterError } from '../../contract/errors.js';
+import { isAdapterError } from '../../contract/errors.js';
+import { readFileBytes } from '../../runtime/files.js';
 import { parseStrictBytes } from '../../contract/ijson.js';
 import type { CliIo } from '../io.js';
 
 async function readInput(file: string | undefined, io: CliIo): Promise<Uint8Array> {
-  if (file === undefined) return io.readStdin();
-  try {
-    return await readFile(file);
-  } catch (cause) {
-    const code = (cause as { code?: unknown }).code;
-    throw invalidInput(`cannot read ${file}${typeof code === 'string' ? ` (${code})` : ''}`, cause);
-  }
+  return file === undefined ? io.readStdin() : readFileBytes(file);
 }
 
 export async function canonicalizeCommand(file: string | undefined, io: CliIo): Promise<number> {

@@ -12,10 +12,9 @@
  * decision is still 0); 1 it answered an error, or no coordinator answered (the outcome of the
  * invoke is then unknown: retry with the same --key); 2 invalid usage or input.
  */
-import { readFile } from 'node:fs/promises';
-import { loadBundle } from '../../contract/bundle.js';
 import { AdapterError, invalidInput } from '../../contract/errors.js';
-import { parseStrict, parseStrictBytes } from '../../contract/ijson.js';
+import { parseStrict } from '../../contract/ijson.js';
+import { readBundleFile } from '../../runtime/files.js';
 import type { InvocationRequest, WaitFor } from '../../contract/types.js';
 import { inboxPrefixFor } from '../../adapters/transport/nats-names.js';
 import { NatsTransport } from '../../adapters/transport/nats.js';
@@ -68,13 +67,7 @@ export async function invokeCommand(options: InvokeOptions, io: CliIo): Promise<
 }
 
 async function buildRequest(options: InvokeOptions): Promise<InvocationRequest> {
-  let bundleBytes: Buffer;
-  try {
-    bundleBytes = await readFile(options.contract);
-  } catch (error) {
-    throw invalidInput(`contract ${options.contract}: ${(error as Error).message}`, error);
-  }
-  const bundle = loadBundle(parseStrictBytes(bundleBytes, `bundle ${options.contract}`));
+  const bundle = await readBundleFile(options.contract);
   if (!bundle.interactions.has(options.interaction)) throw invalidInput(`contract ${bundle.ref.id} has no interaction "${options.interaction}"`);
   const request: InvocationRequest = { contract: bundle.ref, interaction: options.interaction, invocationKey: options.key, input: parseStrict(options.input, '--input') };
   if (options.waitFor !== undefined) {

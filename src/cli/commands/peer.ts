@@ -36,14 +36,13 @@
  * after an effect commits — before the result is published or the request acknowledged.
  */
 import { createHash } from 'node:crypto';
-import { readFile } from 'node:fs/promises';
 import { dirname, isAbsolute, resolve } from 'node:path';
 import { jetstreamManager } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { valueAt } from '../../contract/bundle.js';
 import { canonicalJson } from '../../contract/canonical.js';
 import { AdapterError, invalidInput } from '../../contract/errors.js';
-import { parseStrictBytes } from '../../contract/ijson.js';
+import { readJsonFile } from '../../runtime/files.js';
 import type { JsonValue } from '../../contract/json.js';
 import { compileChecker } from '../../contract/validation.js';
 import { nanosToMs } from '../../adapters/transport/nats-codec.js';
@@ -141,13 +140,7 @@ const checkPeerConfig = compileChecker<PeerConfig>(peerConfigSchema, 'peer confi
 
 /** Reads, strictly parses and validates a peer config; a relative sqlite path comes back absolute. */
 export async function readPeerConfig(file: string): Promise<PeerConfig> {
-  let bytes: Buffer;
-  try {
-    bytes = await readFile(file);
-  } catch (error) {
-    throw invalidInput(`peer config ${file}: ${(error as Error).message}`, error);
-  }
-  const config = checkPeerConfig(parseStrictBytes(bytes, 'peer config'));
+  const config = checkPeerConfig(await readJsonFile(file, 'peer config'));
   if (config.effectSink?.startsWith('sqlite:')) {
     const path = config.effectSink.slice('sqlite:'.length);
     config.effectSink = `sqlite:${isAbsolute(path) ? path : resolve(dirname(resolve(file)), path)}`;

@@ -1,0 +1,30 @@
+/**
+ * Reading the files a deployment names (configs, bundles, key sets, CLI inputs): an unreadable
+ * file is invalid-input naming it, and JSON always goes through the strict I-JSON parser.
+ */
+import { readFile } from 'node:fs/promises';
+import { loadBundle, type CompiledBundle } from '../contract/bundle.js';
+import { invalidInput } from '../contract/errors.js';
+import { parseStrictBytes } from '../contract/ijson.js';
+import type { JsonValue } from '../contract/json.js';
+
+/** The file's bytes; `what` (e.g. "peer config") prefixes the error. */
+export async function readFileBytes(file: string, what?: string): Promise<Buffer> {
+  try {
+    return await readFile(file);
+  } catch (cause) {
+    const code = (cause as { code?: unknown }).code;
+    const reason = typeof code === 'string' ? code : (cause as Error).message;
+    throw invalidInput(`${what === undefined ? '' : `${what}: `}cannot read ${file} (${reason})`, cause);
+  }
+}
+
+/** The file strictly parsed as I-JSON; parse errors are labelled with `what` (or the file name). */
+export async function readJsonFile(file: string, what?: string): Promise<JsonValue> {
+  return parseStrictBytes(await readFileBytes(file, what), what ?? file);
+}
+
+/** A contract bundle file, validated and compiled. */
+export async function readBundleFile(file: string): Promise<CompiledBundle> {
+  return loadBundle(await readJsonFile(file, `bundle ${file}`));
+}
