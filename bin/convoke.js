@@ -10,5 +10,11 @@ if (!existsSync(entry)) {
   process.stderr.write('convoke: dist/ is missing; run `npm install` (or `npm run build`) in the package first\n');
   process.exit(1);
 }
+// A reader that stops early (`convoke inspect … | head`) closes the pipe: that ends the output,
+// it is not a crash.
+process.stdout.on('error', (error) => {
+  if (error.code === 'EPIPE') process.exit(process.exitCode ?? 0);
+  throw error;
+});
 const { main } = await import(entry);
 process.exitCode = await main(process.argv);
