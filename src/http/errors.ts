@@ -5,8 +5,8 @@
  * 413 (body over the limit) and 415 (not JSON). Every body is an AdapterError.
  */
 import { describeErrors } from '../contract/validation.js';
-import { httpStatusOf, isAdapterError, type AdapterErrorBody } from '../contract/errors.js';
-import { isNotFound } from '../runtime/errors.js';
+import type { AdapterErrorBody } from '../contract/errors.js';
+import { adapterErrorStatus, internalErrorBody } from '../runtime/errors.js';
 
 /** No credential, a malformed one, or one that matches no principal: one answer for all. */
 export class AuthenticationRequired extends Error {
@@ -48,8 +48,8 @@ export function errorReply(error: unknown, bodyLimitBytes: number): ErrorReply {
     const challenge = error.reason === 'invalid' ? 'Bearer realm="convoke", error="invalid_token"' : 'Bearer realm="convoke"';
     return { statusCode: 401, body: { kind: 'denied', description: 'authentication required' }, headers: { 'www-authenticate': challenge } };
   }
-  if (isNotFound(error)) return { statusCode: 404, body: error.toJSON(), headers: {} };
-  if (isAdapterError(error)) return { statusCode: httpStatusOf(error.kind), body: error.toJSON(), headers: {} };
+  const known = adapterErrorStatus(error);
+  if (known) return { statusCode: known.status, body: known.body, headers: {} };
   if (error instanceof UnsupportedMediaType) return unsupportedMediaType();
   const framework = (error ?? {}) as FrameworkError;
   if (framework.code === bodyTooLarge) {
@@ -64,8 +64,7 @@ export function errorReply(error: unknown, bodyLimitBytes: number): ErrorReply {
   if (typeof status === 'number' && status >= 400 && status < 500) {
     return { statusCode: 400, body: { kind: 'invalid-input', description: boundedMessage(framework.message) }, headers: {} };
   }
-  // A bug, not an operating failure: no internals leak; the outcome is uncertain, so clients look it up by key.
-  return { statusCode: 500, body: { kind: 'unavailable', description: 'internal error; the invocation outcome is unknown, retry with the same invocationKey or GET it' }, headers: {} };
+  return { statusCode: 500, body: internalErrorBody, headers: {} };
 }
 
 function unsupportedMediaType(): ErrorReply {

@@ -24,7 +24,7 @@
 import { Ajv, type ValidateFunction } from 'ajv';
 import { Counter, type Registry } from 'prom-client';
 import type { BundleRegistry } from '../contract/bundle.js';
-import { AdapterError, AssertionFailure, httpStatusOf, invalidInput, isAdapterError, unavailable, type AdapterErrorBody } from '../contract/errors.js';
+import { AdapterError, AssertionFailure, invalidInput, unavailable, type AdapterErrorBody } from '../contract/errors.js';
 import { parseStrictBytes } from '../contract/ijson.js';
 import { limits } from '../contract/limits.js';
 import { adapterErrorSchema, invocationRequestSchema, invocationResultSchema } from '../contract/schemas.js';
@@ -33,7 +33,7 @@ import { describeErrors } from '../contract/validation.js';
 import type { InvocationResult } from '../projections/views.js';
 import type { InboundMessage, Subscription, Transport } from '../adapters/transport/types.js';
 import type { Caller, Coordinator } from './coordinator.js';
-import { isNotFound } from './errors.js';
+import { adapterErrorStatus, internalErrorBody } from './errors.js';
 import { contractBoundary, effectiveBoundary } from './boundary.js';
 
 export const commandVerbs = ['invoke', 'get', 'cancel'] as const;
@@ -127,18 +127,16 @@ class CommandBodyTooLarge extends AdapterError {
   }
 }
 
-// ── the one status mapping ──────────────────────────────────────────────────
+// ── status ──────────────────────────────────────────────────────────────────
 
 /**
- * The HTTP facade's mapping (src/http/errors.ts) minus what only HTTP has (401, 415): an
- * AdapterError takes httpStatusOf(kind), a missing or hidden operation 404, an oversized body
- * 413, and anything else is a bug: 500 with an "outcome unknown" body, no internals.
+ * The mapping every facade shares (adapterErrorStatus: 404 for a missing or hidden operation, else
+ * the kind's status; 500 for a bug), plus the one case of this transport: an oversized body, 413.
  */
 export function commandErrorReply(error: unknown): { status: number; error: AdapterErrorBody } {
-  if (isNotFound(error)) return { status: 404, error: error.toJSON() };
   if (error instanceof CommandBodyTooLarge) return { status: 413, error: error.toJSON() };
-  if (isAdapterError(error)) return { status: httpStatusOf(error.kind), error: error.toJSON() };
-  return { status: 500, error: { kind: 'unavailable', description: 'internal error; the invocation outcome is unknown, retry with the same invocationKey or get it' } };
+  const known = adapterErrorStatus(error);
+  return known ? { status: known.status, error: known.body } : { status: 500, error: internalErrorBody };
 }
 
 // ── the server ──────────────────────────────────────────────────────────────

@@ -1,4 +1,4 @@
-import { AdapterError } from '../contract/errors.js';
+import { AdapterError, httpStatusOf, isAdapterError, type AdapterErrorBody } from '../contract/errors.js';
 
 /**
  * A missing or hidden operation. The body is an AdapterError like every other, but the status is
@@ -14,3 +14,20 @@ export class OperationNotFound extends AdapterError {
 export function isNotFound(error: unknown): error is OperationNotFound {
   return error instanceof OperationNotFound;
 }
+
+/**
+ * The status of an operating failure, shared by every facade (HTTP and NATS commands): a missing or
+ * hidden operation is 404, any other AdapterError takes its kind's status. Undefined for anything
+ * that is not an AdapterError — a bug, answered with `internalErrorBody`.
+ */
+export function adapterErrorStatus(error: unknown): { status: number; body: AdapterErrorBody } | undefined {
+  if (isNotFound(error)) return { status: 404, body: error.toJSON() };
+  if (isAdapterError(error)) return { status: httpStatusOf(error.kind), body: error.toJSON() };
+  return undefined;
+}
+
+/** A bug, not an operating failure: no internals leak; the outcome is uncertain, so clients look it up by key. */
+export const internalErrorBody: AdapterErrorBody = {
+  kind: 'unavailable',
+  description: 'internal error; the invocation outcome is unknown, retry with the same invocationKey or look the operation up',
+};
