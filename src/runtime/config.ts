@@ -27,7 +27,7 @@ import { SubjectNamespaceVerifier, type NamespaceAttestation } from '../adapters
 import { createPeer, type Handler, type Peer } from '../peer/peer.js';
 import type { Clock } from './clock.js';
 import { Coordinator, type Deployment as DeploymentBinding } from './coordinator.js';
-import { peerBusPermissions } from './embedded.js';
+import { coordinatorBusPermissions, peerBusPermissions } from './embedded.js';
 import { buildNatsDeployment, natsTransportSchema, type NatsRuntime } from './nats-deployment.js';
 
 // ── the file's shape ─────────────────────────────────────────────────────────
@@ -367,7 +367,7 @@ async function assemble(config: DeploymentConfig, parts: Parts): Promise<Deploym
   const { clock, bundles, compiled, store, http } = parts;
   const namespaces = [...new Set(compiled.map((b) => b.bundle.subjectNamespace))];
   const bus = new MemoryBus();
-  const connection = bus.connect('coordinator', coordinatorPermissions(namespaces));
+  const connection = bus.connect('coordinator', coordinatorBusPermissions(namespaces));
   const coordinator = new Coordinator({
     store,
     transport: connection,
@@ -474,13 +474,6 @@ async function readJwks(file: string): Promise<{ keys: JsonObject[] }> {
   // A private key in the verifier's file would be a credential at rest: refuse it.
   if (keys.some((k) => typeof k === 'object' && k !== null && ('d' in k || 'k' in k))) throw invalidInput(`jwks ${file}: holds private or symmetric key material; give only public keys`);
   return { keys: keys as JsonObject[] };
-}
-
-function coordinatorPermissions(namespaces: string[]) {
-  return {
-    publish: namespaces.flatMap((ns) => [`${ns}.*.*.request.*`, `${ns}.*.*.cancel.*`]),
-    subscribe: namespaces.flatMap((ns) => [`${ns}.*.*.result.*`, `${ns}.*.*.cancel-result.*`, `${ns}.*.*.claim.*`]),
-  };
 }
 
 /**

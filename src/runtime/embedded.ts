@@ -50,6 +50,14 @@ export function peerBusPermissions(namespace: string, peerId: string) {
   };
 }
 
+/** The permissions the coordinator's connection gets: requests and cancels out, everything peers send in. */
+export function coordinatorBusPermissions(namespaces: readonly string[]) {
+  return {
+    publish: namespaces.flatMap((ns) => [`${ns}.*.*.request.*`, `${ns}.*.*.cancel.*`]),
+    subscribe: namespaces.flatMap((ns) => [`${ns}.*.*.result.*`, `${ns}.*.*.cancel-result.*`, `${ns}.*.*.claim.*`]),
+  };
+}
+
 export async function createEmbedded(options: EmbeddedOptions): Promise<Embedded> {
   const bundle = loadBundle(options.bundle);
   const bundles = new BundleRegistry();
@@ -59,10 +67,7 @@ export async function createEmbedded(options: EmbeddedOptions): Promise<Embedded
   const store = options.store ?? new MemoryEventStore({ clock: options.clock });
   const directory = new StaticDirectory({ groups: options.groups ?? {} });
   const policy = new StaticPolicy({ rules: options.rules ?? [{ effect: 'allow' }], ttlMs: options.policyTtlMs ?? 60_000 }, options.clock);
-  const coordinatorConnection = bus.connect('coordinator', {
-    publish: [`${namespace}.*.*.request.*`, `${namespace}.*.*.cancel.*`],
-    subscribe: [`${namespace}.*.*.result.*`, `${namespace}.*.*.cancel-result.*`, `${namespace}.*.*.claim.*`],
-  });
+  const coordinatorConnection = bus.connect('coordinator', coordinatorBusPermissions([namespace]));
   const coordinator = new Coordinator({
     store,
     transport: coordinatorConnection,
