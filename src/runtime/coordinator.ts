@@ -41,8 +41,6 @@ export class Coordinator implements RuntimeHost {
   /** Settled operation ids in settle order (insertion order of a Map), for eviction. */
   private readonly settled = new Map<string, true>();
   private readonly paths = new Map<string, Promise<Subscription>>();
-  private readonly outboxContext: RuntimeHost = this;
-  private readonly intakeContext: RuntimeHost = this;
   private readonly committedListeners = new Set<(record: OperationRecord, stored: StoredTransition) => void>();
   private closed = false;
 
@@ -198,10 +196,10 @@ export class Coordinator implements RuntimeHost {
     const branches = branchList(entry.record);
     const due = (receipt: string | undefined) => receipt === 'pending' || (recovering && receipt === 'unknown');
     if (entry.record.decision === null && branches.some((b) => due(b.outbox.receipt) && (b.state === 'assigned' || b.state === 'dispatched'))) {
-      void this.enqueue(entry, () => dispatchRequests(this.outboxContext, entry)).catch(() => this.metrics.transportErrors.inc({ stage: 'dispatch' }));
+      void this.enqueue(entry, () => dispatchRequests(this, entry)).catch(() => this.metrics.transportErrors.inc({ stage: 'dispatch' }));
     }
     if (branches.some((b) => b.state === 'cancelling' && due(b.cancel?.receipt))) {
-      void this.enqueue(entry, () => dispatchCancels(this.outboxContext, entry)).catch(() => this.metrics.transportErrors.inc({ stage: 'cancel' }));
+      void this.enqueue(entry, () => dispatchCancels(this, entry)).catch(() => this.metrics.transportErrors.inc({ stage: 'cancel' }));
     }
   }
 
@@ -248,7 +246,7 @@ export class Coordinator implements RuntimeHost {
     const key = `${namespace}\u0000${interaction}\u0000${kind}`;
     let path = this.paths.get(key);
     if (!path) {
-      path = this.deps.transport.subscribe(inboundPattern(namespace, interaction, kind), (message) => onPeerMessage(this.intakeContext, namespace, interaction, kind, message));
+      path = this.deps.transport.subscribe(inboundPattern(namespace, interaction, kind), (message) => onPeerMessage(this, namespace, interaction, kind, message));
       path.catch(() => this.paths.delete(key));
       this.paths.set(key, path);
     }
