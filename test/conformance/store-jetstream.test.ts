@@ -11,11 +11,12 @@ process.env.PATH = `${process.env.PATH ?? ''}:/usr/sbin`;
 
 const requestTimeoutMs = 1500;
 
-const jetstreamFactory: StoreFactory = async (options = {}) => {
+/** `stampWaitMs` 0: every append reads its message back instead of using the stamp feed. */
+const jetstreamFactory = (stampWaitMs?: number): StoreFactory => async (options = {}) => {
   const server = await startJetStreamServer();
   const clients: JetStreamEventStore[] = [];
   const open = async () => {
-    const client = await JetStreamEventStore.open({ servers: server.url, limits: options.limits, requestTimeoutMs });
+    const client = await JetStreamEventStore.open({ servers: server.url, limits: options.limits, requestTimeoutMs, ...(stampWaitMs === undefined ? {} : { stampWaitMs }) });
     clients.push(client);
     return client;
   };
@@ -39,7 +40,56 @@ const jetstreamFactory: StoreFactory = async (options = {}) => {
   }
 };
 
-storeConformance('jetstream', jetstreamFactory, { timeoutMs: 60_000 });
+storeConformance('jetstream', jetstreamFactory(), { timeoutMs: 60_000 });
+storeConformance('jetstream, stamps read back', jetstreamFactory(0), { timeoutMs: 60_000 });
+
+test('jetstream: appends learn their server stamps from the stamp feed, equal to what a read returns', async () => {
+  const server = await startJetStreamServer();
+  // A generous wait: this test is about where the stamps come from, not how fast.
+  const store = await JetStreamEventStore.open({ servers: server.url, requestTimeoutMs, stampWaitMs: 10_000 });
+  try {
+    const guard = { notBeforeMs: 0, notAfterMs: Number.MAX_SAFE_INTEGER };
+    const answered: string[] = [];
+    for (const id of [newOperationId('feed-a'), newOperationId('feed-b')]) {
+      let outcome = await store.create(id, makeTransition(guard, 'create'));
+      expectOk(outcome, 'create');
+      answered.push(`${outcome.revision}@${outcome.committedAtMs}`);
+      for (let k = 0; k < 4; k++) {
+        outcome = await store.append(id, outcome.revision, makeTransition(guard, `append-${k}`));
+        expectOk(outcome, `append ${k}`);
+        answered.push(`${outcome.revision}@${outcome.committedAtMs}`);
+      }
+      const read = await readOk(store, id);
+      assert.deepEqual(
+        read.transitions.map((t) => `${t.revision}@${t.committedAtMs}`),
+        answered.slice(-5),
+        'each answered stamp is the stored one',
+      );
+    }
+    assert.deepEqual(store.stampSources, { fed: 10, readBack: 0 });
+  } finally {
+    await store.close();
+    await server.dispose();
+  }
+});
+
+test('jetstream: with the stamp feed off, appends read their message back and answer the same way', async () => {
+  const server = await startJetStreamServer();
+  const store = await JetStreamEventStore.open({ servers: server.url, requestTimeoutMs, stampWaitMs: 0 });
+  try {
+    const guard = { notBeforeMs: 0, notAfterMs: Number.MAX_SAFE_INTEGER };
+    const id = newOperationId('no-feed');
+    const created = await store.create(id, makeTransition(guard, 'create'));
+    expectOk(created, 'create');
+    const appended = await store.append(id, created.revision, makeTransition(guard, 'append'));
+    expectOk(appended, 'append');
+    assert.equal((await readOk(store, id)).transitions[1]?.committedAtMs, appended.committedAtMs);
+    assert.deepEqual(store.stampSources, { fed: 0, readBack: 2 });
+  } finally {
+    await store.close();
+    await server.dispose();
+  }
+});
 
 test('jetstream: committedAtMs is the server-assigned timestamp, never a client-supplied one', async () => {
   const server = await startJetStreamServer();

@@ -11,15 +11,19 @@
  * message with its own clock, in stream order. That stamp is committedAtMs. The fold applies a
  * transition only if the stamp passes its guard and is not before the previous applied one
  * (guard.ts `appliesOnFold`); otherwise the transition stays in the log as void. After the
- * PubAck the adapter reads the stored message back (by sequence, from the stream leader) and
- * answers exactly what the fold decides: ok, `expired` (guard) or `unavailable` (rollback).
+ * PubAck the adapter learns the stored stamp — from its stamp feed (stamp-feed.ts: the server
+ * pushes each stored message's headers and stamp, usually with the PubAck), or else by reading
+ * the message back by sequence — and answers exactly what the fold decides: ok, `expired`
+ * (guard) or `unavailable` (rollback).
  * Caveat, documented: a void transition is *recorded* (it advances the revision, it is returned
  * by read) but changes no state; readers must fold with `appliesOnFold`.
  *
  * Tombstones: a minimal key record on `convoke.tomb.<operationId>` (its own stream), then a
  * marker message CAS-appended to the operation subject, then a purge of that subject keeping
- * only the marker. The marker keeps the subject's last sequence non-zero, so the create CAS
- * itself refuses recreation — no check-then-act window.
+ * only the marker. From the first create on, an operation subject is never empty (its messages
+ * stay until the purge, and the purge keeps the marker), so the create CAS itself refuses
+ * recreation — no check-then-act window, and no tombstone lookup before a create. A refused
+ * create is then classified (expired when the marker or key record is found).
  */
 import { createHash } from 'node:crypto';
 import { connect, headers as natsHeaders, type NatsConnection } from '@nats-io/transport-node';
@@ -43,6 +47,7 @@ import { limits as contractLimits } from '../../contract/limits.js';
 import { checkGuardShape } from './guard.js';
 import { bodyBytes, checkTransitionShape, decodeStored, encodeTransition, isStoreFailure, notifyAll, parseRevision, sizeFailure } from './codec.js';
 import { resolveStoreLimits } from './limits.js';
+import { StampFeed } from './stamp-feed.js';
 import { FoldTracker, advance, answerOnFold, foldPoint, noAppliedYetMs, type FoldPoint } from './on-fold.js';
 import type { AppendListener, AppendOutcome, EventStore, ReadOutcome, StoreFailure, StoreLimits } from './types.js';
 
@@ -61,6 +66,11 @@ export interface JetStreamStoreOptions {
   requestTimeoutMs?: number;
   /** The stream's byte budget (discard-new: when full, writes answer `unavailable`). -1 = none. */
   streamBytesMax?: number;
+  /**
+   * How long an append waits for its stamp from the stamp feed before reading the message back
+   * (default 250 ms); 0 turns the feed off (every append reads back).
+   */
+  stampWaitMs?: number;
 }
 
 /** Bytes reserved for the headers the adapter adds (Nats-Msg-Id, expected sequence). */
@@ -68,6 +78,7 @@ const headerBytesAllowance = 512;
 const tombstoneHeader = 'Convoke-Tombstone';
 const casAttemptsMax = 8;
 const capacityReadingAgeMaxMs = 1000;
+const defaultStampWaitMs = 250;
 const decoder = new TextDecoder('utf-8', { fatal: true });
 
 const wrongSequenceCodes = new Set([10071, 10164]);
@@ -130,6 +141,8 @@ export class JetStreamEventStore implements EventStore {
   /** The last operation count read from the server, and creates this client made since. */
   private capacitySeen = { count: 0, createsSince: 0, atMs: Number.NEGATIVE_INFINITY };
   private closed = false;
+  /** How appends learned their server stamps: from the stamp feed, or by reading the message back. */
+  readonly stampSources = { fed: 0, readBack: 0 };
 
   private constructor(
     private readonly nc: NatsConnection,
@@ -142,6 +155,8 @@ export class JetStreamEventStore implements EventStore {
     private readonly requestTimeoutMs: number,
     /** Whether the stream answers direct gets (allow_direct): the cheaper read-back path. */
     private readonly directGet: boolean,
+    private readonly stamps: StampFeed | undefined,
+    private readonly stampWaitMs: number,
   ) {}
 
   static async open(options: JetStreamStoreOptions): Promise<JetStreamEventStore> {
@@ -159,7 +174,13 @@ export class JetStreamEventStore implements EventStore {
       const bytesMax = options.streamBytesMax ?? -1;
       const directGet = await ensureStream(jsm, streamName, `${prefix}.op.>`, limits.transitionBytesMax + headerBytesAllowance, bytesMax);
       await ensureStream(jsm, `${streamName}_TOMBS`, `${prefix}.tomb.>`, 4096, -1);
-      return new JetStreamEventStore(nc, !options.connection, js, jsm, streamName, prefix, limits, requestTimeoutMs, directGet);
+      const stampWaitMs = options.stampWaitMs ?? defaultStampWaitMs;
+      let stamps: StampFeed | undefined;
+      if (stampWaitMs > 0) {
+        const info = await jsm.streams.info(streamName);
+        stamps = await StampFeed.start(js, streamName, info.state.last_seq + 1);
+      }
+      return new JetStreamEventStore(nc, !options.connection, js, jsm, streamName, prefix, limits, requestTimeoutMs, directGet, stamps, stampWaitMs);
     } catch (error) {
       if (!options.connection) await nc.close().catch(() => undefined);
       throw error;
@@ -170,9 +191,9 @@ export class JetStreamEventStore implements EventStore {
     const refused = this.precheck(transition);
     if (typeof refused !== 'string') return refused;
     try {
-      // Both checks at once: they are independent reads, and create latency is admission latency.
-      const [tombstoned, full] = await Promise.all([this.hasTombRecord(operationId), this.capacityFailure()]);
-      if (tombstoned) return { kind: 'expired', description: `operation ${operationId} is tombstoned; its key is never recreated` };
+      // No tombstone lookup: a tombstoned subject keeps its marker, so the create CAS refuses it
+      // and `rejected` answers expired.
+      const full = await this.capacityFailure();
       if (full) return full;
       // An empty subject has nothing applied: the point before a create needs no read.
       const empty: FoldPoint = { revision: 0, lastAppliedAtMs: noAppliedYetMs, anyApplied: false };
@@ -290,6 +311,7 @@ export class JetStreamEventStore implements EventStore {
     const stops = [...this.followers];
     this.followers.clear();
     await Promise.all(stops.map((stop) => stop().catch(() => undefined)));
+    await this.stamps?.close();
     if (this.ownsConnection) await this.nc.close().catch(() => undefined);
   }
 
@@ -335,17 +357,29 @@ export class JetStreamEventStore implements EventStore {
 
   /** Reads the stored message back for its server stamp and answers what the fold will decide. */
   private async answerStored(operationId: string, seq: number, known: FoldPoint | undefined, transition: Transition): Promise<AppendOutcome> {
-    const stored = await this.readBack(seq);
-    if (!stored || stored.subject !== this.opSubject(operationId)) {
+    const stamp = await this.stampOf(seq);
+    if (!stamp || stamp.subject !== this.opSubject(operationId)) {
       return { kind: 'unavailable', description: `stored message ${seq} could not be read back; its fold outcome is unknown` };
     }
-    const committedAtMs = stampMs(stored.timestamp);
+    const committedAtMs = stamp.committedAtMs;
     const before: PointOrNot = known ? { kind: 'point', point: known } : await this.pointBefore(operationId, seq);
     if (before.kind === 'tombstoned') return expiredOf(operationId);
     if (before.kind !== 'point') return { kind: 'unavailable', description: before.description };
     const outcome = answerOnFold(transition.timeGuard, String(seq), committedAtMs, before.point);
     this.fold.remember(operationId, advance(before.point, seq, transition.timeGuard, committedAtMs));
     return outcome;
+  }
+
+  /** The server stamp of stored message `seq`: from the stamp feed, or else read back. */
+  private async stampOf(seq: number): Promise<{ subject: string; committedAtMs: number } | undefined> {
+    const fed = this.stamps ? await this.stamps.stampOf(seq, this.stampWaitMs) : undefined;
+    if (fed) {
+      this.stampSources.fed++;
+      return fed;
+    }
+    this.stampSources.readBack++;
+    const stored = await this.readBack(seq);
+    return stored ? { subject: stored.subject, committedAtMs: stampMs(stored.timestamp) } : undefined;
   }
 
   /**
