@@ -362,9 +362,14 @@ function protocolConflict(record: OperationRecord, command: ResultCommand): Resu
   };
 }
 
-/** Rejections are recorded in the stream up to a bound, then only counted (a flood cannot grow the log). */
+/**
+ * Rejections are recorded in the stream up to a bound, then only counted (a flood cannot grow the
+ * log). A settled operation records none: its decision and settlement are final, nothing it still
+ * waits for can arrive, and what peers send afterwards (typically the results of detached
+ * siblings) is rejected and counted only — the durable result stream keeps those messages.
+ */
 function rejectionTransition(record: OperationRecord, command: PeerCommand<Identity>, reason: RejectionReason, detail: string): Transition | undefined {
-  if (record.rejectionsRecorded >= limits.rejectionsRecordedMax) return undefined;
+  if (record.rejectionsRecorded >= limits.rejectionsRecordedMax || record.phase === 'settled') return undefined;
   const m = command.message;
   return {
     events: [

@@ -59,12 +59,22 @@ export class Coordinator implements RuntimeHost {
     const { canonical, inputDigest } = this.checkInput(interaction, request.input);
     checkInvocationKey(request.invocationKey);
     const operationId = deriveOperationId(caller.principalId, bundle.digest, request.invocationKey);
-    const existing = await this.findExisting(operationId, caller, inputDigest);
-    if (existing) return { result: this.view(existing), created: false };
+    const cached = this.ops.get(operationId);
+    if (cached) return { result: this.view(this.sameInput(cached, caller, inputDigest)), created: false };
+    // Create first, without reading the store: a new key (the common case) costs no read, and an
+    // existing one is found by the create's own conflict. Whatever refuses a new admission
+    // (authorization, planning) still returns an operation that already exists under this key.
     const context = this.context(caller, requestStartMs, null);
-    await this.authorizeInvoke(context, bundle, interaction);
     for (;;) {
-      const transition = await this.planWithinBudget(context, bundle, interaction, { operationId, caller, request, inputDigest, inputBytes: Buffer.byteLength(canonical), requestStartMs });
+      let transition: Transition;
+      try {
+        await this.authorizeInvoke(context, bundle, interaction);
+        transition = await this.planWithinBudget(context, bundle, interaction, { operationId, caller, request, inputDigest, inputBytes: Buffer.byteLength(canonical), requestStartMs });
+      } catch (refusal) {
+        const existing = await this.findExisting(operationId, caller, inputDigest);
+        if (existing) return { result: this.view(existing), created: false };
+        throw refusal;
+      }
       const outcome = await this.deps.store.create(operationId, transition);
       if (outcome.kind === 'ok') {
         const entry = this.install(operationId, interaction, { revision: outcome.revision, committedAtMs: outcome.committedAtMs, transition });
@@ -104,7 +114,10 @@ export class Coordinator implements RuntimeHost {
   /** The same principal, contract and key: the same input returns the operation, a different input conflicts. */
   private async findExisting(operationId: string, caller: Caller, inputDigest: string): Promise<OpEntry | undefined> {
     const entry = await this.load(operationId);
-    if (!entry) return undefined;
+    return entry && this.sameInput(entry, caller, inputDigest);
+  }
+
+  private sameInput(entry: OpEntry, caller: Caller, inputDigest: string): OpEntry {
     if (entry.record.principalId !== caller.principalId) throw new AssertionFailure('operation id binds the principal');
     if (entry.record.inputDigest !== inputDigest) {
       throw new AdapterError('conflict', `invocation key "${entry.record.invocationKey}" is already bound to a different input (${entry.record.inputDigest})`);

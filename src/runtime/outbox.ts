@@ -32,16 +32,25 @@ export async function dispatchRequests(host: RuntimeHost, entry: OpEntry): Promi
     return; // nothing is sent; the deadline (or a later reconcile) closes the operation
   }
   const revoked: { branchId: string; policyRevision: string; reason: string }[] = [];
-  const receipts: Receipt[] = [];
-  await Promise.all(
-    pending.map(async (branch) => {
-      const auth = await host
+  const sendable: BranchRecord[] = [];
+  const answers = await Promise.all(
+    pending.map((branch) =>
+      host
         .authorize({ context: contextOf(host, record), action: 'deliver', contract: record.contract, interaction: record.interaction, peerId: branch.peerId, branchId: branch.branchId, attempt: branch.attempt })
-        .catch(() => undefined);
-      if (auth === undefined) return; // policy unavailable: send nothing now, reconcile later
-      if (!auth.allowed) return void revoked.push({ branchId: branch.branchId, policyRevision: auth.revision, reason: auth.reason ?? 'not authorized at dispatch' });
+        .catch(() => undefined),
+    ),
+  );
+  pending.forEach((branch, i) => {
+    const auth = answers[i];
+    if (auth === undefined) return; // policy unavailable: send nothing now, reconcile later
+    if (!auth.allowed) return void revoked.push({ branchId: branch.branchId, policyRevision: auth.revision, reason: auth.reason ?? 'not authorized at dispatch' });
+    sendable.push(branch);
+  });
+  // All requests are handed to the transport in one synchronous pass, so they share one write.
+  const receipts = await Promise.all(
+    sendable.map((branch) => {
       entry.unsent.delete(branch.outbox.publicationId); // from here on it may have been sent
-      receipts.push(await publishRequest(host, record, branch));
+      return publishRequest(host, record, branch);
     }),
   );
   if (revoked.length > 0) await host.commitDecided(entry, (current) => decideRevocations(current, revoked, host.deps.clock.nowMs()));

@@ -327,7 +327,20 @@ test('once closed a decision never changes because of later membership or result
   await s.clock.advance(10_000);
   const later = await s.get(op);
   assert.deepEqual(later.decision, closed.decision);
-  assert.deepEqual(rejections(await s.events(op)), ['closed', 'closed']);
+  // Settled at the decision (detached siblings): later results are rejected and counted, not recorded.
+  assert.deepEqual(rejections(await s.events(op)), []);
+  const counted = (await s.coordinator.metrics.rejections.get()).values.find((v) => v.labels.reason === 'closed');
+  assert.equal(counted?.value, 2);
+  await s.assertReplayEquals(op);
+});
+
+test('a rejection is recorded while the operation still waits for something (closed, not settled)', async () => {
+  const { s, op } = await opened({ completion: { mode: 'first-success' }, siblings: 'cancel', cancelTimeoutMs: 2_000 });
+  await s.send('alfa', { operationId: op, branchId: 'alfa', peerId: 'alfa', result: approve });
+  assert.equal((await s.get(op)).decision?.outcome, 'success');
+  // bravo answers with a stale fence while its cancel is pending: a fact worth keeping.
+  await s.send('bravo', { operationId: op, branchId: 'bravo', peerId: 'bravo', fence: 9, result: reject });
+  assert.deepEqual(rejections(await s.events(op)), ['stale-fence']);
   await s.assertReplayEquals(op);
 });
 

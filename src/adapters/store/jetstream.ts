@@ -431,7 +431,8 @@ export class JetStreamEventStore implements EventStore {
 
   private async subjectState(operationId: string): Promise<SubjectState> {
     const last = await this.jsm.streams.getMessage(this.streamName, { last_by_subj: this.opSubject(operationId) });
-    if (!last) return (await this.hasTombRecord(operationId)) ? { kind: 'tombstoned' } : { kind: 'missing' };
+    // An empty subject was never created: a tombstone keeps its marker (see the header).
+    if (!last) return { kind: 'missing' };
     if (isMarker(last)) return { kind: 'tombstoned' };
     return this.scan(operationId, last.seq);
   }
@@ -560,6 +561,7 @@ async function connectFor(options: JetStreamStoreOptions, requestTimeoutMs: numb
       timeout: requestTimeoutMs,
       // Keep reconnecting: while the server is away every call answers `unavailable`.
       maxReconnectAttempts: -1,
+      noAsyncTraces: true,
     });
   } catch (error) {
     throw unavailable(natsFailure(error).description, error);

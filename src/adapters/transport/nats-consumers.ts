@@ -122,11 +122,13 @@ function inboundFromJsMsg(ctx: JetStreamContext, m: JsMsg): InboundMessage {
     data: m.data,
     headers: fromNatsHeaders(m.headers),
     redelivered: m.redelivered,
-    // ackAck waits for the server to confirm: a worker acks only after its result is stored, and
-    // must know whether the ack itself landed. False means it was already acked: not an error.
+    // A plain ack, not a confirmed one: every handler acks only after its outcome is stored,
+    // and answers a redelivery from what it stored (the peer returns its stored result, the
+    // coordinator sees a duplicate), so a lost ack costs one redelivery, never a repeated effect.
+    // Waiting for the server's confirmation would add a request and a wake-up per message.
     ack: async () => {
       try {
-        await m.ackAck();
+        m.ack();
       } catch (error) {
         throw toAdapterError(error, `ack of ${m.subject}`);
       }

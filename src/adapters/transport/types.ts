@@ -13,7 +13,12 @@ export interface InboundMessage {
   headers: Record<string, string>;
   /** True when a durable consumer delivers this message again. */
   redelivered: boolean;
-  /** Acknowledge (durable consumers); a no-op on best-effort subscriptions. */
+  /**
+   * Acknowledge (durable consumers); a no-op on best-effort subscriptions. Resolves once the ack
+   * is handed to the connection, not when the broker confirms it: an ack can be lost, and a lost
+   * ack means one redelivery, so a handler must ack only after its outcome is stored and must
+   * answer a redelivery from that stored outcome.
+   */
   ack(): Promise<void>;
   /** Ask for redelivery (durable consumers); a no-op on best-effort subscriptions. */
   nak(delayMs?: number): Promise<void>;
