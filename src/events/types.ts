@@ -10,7 +10,8 @@ export type BranchStatus = 'pending' | 'success' | 'failure' | 'revoked' | 'canc
 export type DecisionOutcome = 'success' | 'partial' | 'failed' | 'indeterminate';
 export type SettlementStatus = 'pending' | 'complete' | 'indeterminate';
 export type OperationPhase = 'admitted' | 'active' | 'closed' | 'settled';
-export type DecisionReason = 'threshold' | 'impossible' | 'complete' | 'timeout' | 'cancelled';
+/** `durability-lost`: the durable transport's guarantee broke under an open operation (its outcome is indeterminate). */
+export type DecisionReason = 'threshold' | 'impossible' | 'complete' | 'timeout' | 'cancelled' | 'durability-lost';
 
 /**
  * Delivery receipts. The spec's five, plus `sent` for best-effort transports (memory mode and

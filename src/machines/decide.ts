@@ -185,6 +185,34 @@ export function decideCancelOperation(record: OperationRecord, nowMs: number): T
   };
 }
 
+/**
+ * The durable transport's guarantee broke (a stream deleted or reconfigured so that stored
+ * requests or results may be gone or duplicated): an open operation's evidence can no longer be
+ * proven complete, so it closes as indeterminate rather than deciding later on missing data.
+ * Unfinished branches are detached and the settlement is indeterminate — whether their work ran
+ * is unknown. A closed decision never changes: for it this is a no-op.
+ */
+export function decideDurabilityLost(record: OperationRecord): Transition | undefined {
+  if (record.decision !== null) return undefined;
+  const counted = tally(record);
+  const closed: DomainEvent = {
+    type: 'decision-closed',
+    v: 1,
+    outcome: 'indeterminate',
+    reason: 'durability-lost',
+    successVotes: counted.successVotes,
+    failedUnits: counted.failedUnits,
+    siblings: branchList(record)
+      .filter(isOpen)
+      .map((b) => ({ branchId: b.branchId, disposition: 'detached' as const })),
+  };
+  return {
+    events: [closed, { type: 'settlement-completed', v: 1, status: 'indeterminate' }],
+    timeGuard: { notBeforeMs: record.admittedAtMs, notAfterMs: record.deadlineMs },
+    causation: { command: 'durability-lost' },
+  };
+}
+
 export function decideDeadline(record: OperationRecord, nowMs: number): Transition | undefined {
   if (record.decision !== null) return undefined;
   return {

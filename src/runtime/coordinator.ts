@@ -13,7 +13,7 @@ import { limits } from '../contract/limits.js';
 import type { InvocationRequest, RuntimeContext, WaitFor } from '../contract/types.js';
 import type { StoredTransition, Transition } from '../events/types.js';
 import { planAdmission, type PeerAuthorization } from '../machines/admission.js';
-import { decideCancelOperation, decideDue, nextDueMs, selectionCandidates, type CandidateAuthorization } from '../machines/decide.js';
+import { decideCancelOperation, decideDue, decideDurabilityLost, nextDueMs, selectionCandidates, type CandidateAuthorization } from '../machines/decide.js';
 import { applyStored, branchList, fold, type OperationRecord } from '../projections/record.js';
 import { invocationResult, reached, type InvocationResult } from '../projections/views.js';
 import type { Policy } from '../adapters/policy/types.js';
@@ -381,6 +381,26 @@ export class Coordinator implements RuntimeHost {
     const run = entry.queue.then(work, work);
     entry.queue = run.catch(() => undefined);
     return run;
+  }
+
+  /**
+   * The durable transport's guarantee broke in these namespaces: every open operation this
+   * coordinator holds there closes as indeterminate (spec: such changes "report affected
+   * in-flight operations as indeterminate"). Answers how many it closed.
+   */
+  async closeDurabilityLost(namespaces: ReadonlySet<string>): Promise<number> {
+    const open = [...this.ops.values()].filter((e) => e.record.decision === null && namespaces.has(e.record.subjectNamespace));
+    let closed = 0;
+    await Promise.all(
+      open.map((entry) =>
+        this.enqueue(entry, async () => {
+          const wasOpen = entry.record.decision === null;
+          await this.commitDecided(entry, (current) => decideDurabilityLost(current));
+          if (wasOpen && entry.record.decision?.reason === 'durability-lost') closed++;
+        }).catch(() => this.metrics.storeErrors.inc({ stage: 'durability-lost' })),
+      ),
+    );
+    return closed;
   }
 
   // ── explicit cancellation ────────────────────────────────────────────────

@@ -379,7 +379,9 @@ export class NatsDeploymentTransport implements Transport {
     if (this.routes.length === 0) return { ok: false, description: 'core NATS: no durable streams' };
     const checks = await Promise.all(this.routes.map((r) => (r.transport.checkDurability ? r.transport.checkDurability() : Promise.resolve<DurabilityCheck>({ ok: false, description: 'no durability check' }))));
     const problems = checks.flatMap((c) => (c.ok ? [] : [c.description]));
-    return problems.length === 0 ? { ok: true } : { ok: false, description: problems.join('; ') };
+    const broken = checks.flatMap((c) => (c.ok ? [] : (c.brokenNamespaces ?? [])));
+    if (problems.length === 0) return { ok: true };
+    return broken.length > 0 ? { ok: false, description: problems.join('; '), brokenNamespaces: broken } : { ok: false, description: problems.join('; ') };
   }
 
   async close(): Promise<void> {
@@ -447,12 +449,15 @@ export class AdmissionGatedStore implements EventStore {
 /**
  * Re-verifies the broker resources on a period and at once after a reconnect; a lost connection
  * closes the gate immediately (nothing can be proven while disconnected). Logs each change.
+ * A check that finds a namespace's streams provably broken (not merely unreachable) also hands
+ * those namespaces to `onBroken`: the operations open there close as indeterminate.
  */
 export class DurabilityMonitor {
   private current: string | undefined;
   private running: Promise<void> | undefined;
   private timer: NodeJS.Timeout | undefined;
   private stopped = false;
+  onBroken: ((namespaces: string[], description: string) => Promise<void>) | undefined;
 
   constructor(
     private readonly check: () => Promise<DurabilityCheck>,
@@ -480,6 +485,7 @@ export class DurabilityMonitor {
       try {
         const result = await this.check();
         this.set(result.ok ? undefined : result.description);
+        if (!result.ok && result.brokenNamespaces && result.brokenNamespaces.length > 0) await this.onBroken?.(result.brokenNamespaces, result.description);
       } catch (error) {
         this.set(`cannot verify: ${(error as Error).message}`);
       } finally {
@@ -660,6 +666,10 @@ async function assembleNats(config: DeploymentConfig, settings: ResolvedNatsTran
     deployment: { account: config.deployment.account, system: config.deployment.system, domain: config.deployment.domain },
   });
   closers.push(() => coordinator.close());
+  monitor.onBroken = async (brokenNamespaces, description) => {
+    const closed = await coordinator.closeDurabilityLost(new Set(brokenNamespaces));
+    if (closed > 0) log(`durability lost in ${brokenNamespaces.join(', ')} (${description}): ${closed} open operation(s) closed as indeterminate`);
+  };
   // Every inbound path before recovery: durable results of operations a previous process left
   // open must have a subscriber even when no request of theirs is republished.
   for (const b of parts.compiled) {

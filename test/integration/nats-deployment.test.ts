@@ -20,6 +20,7 @@ import { msToNanos } from '../../src/adapters/transport/nats-codec.js';
 import { connectNats, NatsTransport } from '../../src/adapters/transport/nats.js';
 import { coordinatorConsumerName, durableStreamNames, inboxPrefixFor, peerConsumerFilter, peerConsumerName } from '../../src/adapters/transport/nats-names.js';
 import { SystemClock } from '../../src/runtime/clock.js';
+import { fold } from '../../src/projections/record.js';
 import { buildDeployment, parseDeploymentConfig, readDeploymentConfig, type Deployment } from '../../src/runtime/config.js';
 import { natsPlanFor, passwordVariableOf, renderNatsServerConfig } from '../../src/runtime/nats-deployment.js';
 import { readPeerConfig } from '../../src/cli/commands/peer.js';
@@ -122,7 +123,7 @@ describe('NATS deployment', { timeout: 50_000 }, () => {
     }
   });
 
-  it('admissions are refused with unavailable while durability is not proven, and resume when it is', async () => {
+  it('admissions are refused with unavailable while durability is not proven, and resume when it is; operations open when the guarantee broke close as indeterminate', async () => {
     const lines: string[] = [];
     const deployment = await build(nats({ durabilityCheckIntervalMs: 60_000 }), { log: (line) => lines.push(line), store: 'sqlite:gate.db' });
     const request = (key: string) => ({ contract, interaction: 'allok', invocationKey: key, input: { document: 'd' } });
@@ -139,11 +140,21 @@ describe('NATS deployment', { timeout: 50_000 }, () => {
     await assert.rejects(deployment.coordinator.invoke(caller, request('during')), rejectsAs('unavailable', /durable delivery is not proven.*duplicate window/));
     // An admitted operation is still readable, and its retry is the same operation, not a new admission.
     assert.equal((await deployment.coordinator.invoke(caller, request('before'))).result.operationId, admitted.result.operationId);
+    // It was open (no peer answers here) when the guarantee broke: its evidence can no longer be
+    // proven complete, so it closed as indeterminate, its unfinished branches detached.
+    const lost = await deployment.coordinator.get('billing', admitted.result.operationId);
+    assert.deepEqual([lost.decision?.outcome, lost.decision?.reason, lost.settlement.status, lost.phase], ['indeterminate', 'durability-lost', 'indeterminate', 'settled'], JSON.stringify(lost));
+    assert.ok(lost.settlement.siblings.length === 3 && lost.settlement.siblings.every((s) => s.disposition === 'detached'));
+    const log = await deployment.store.read(admitted.result.operationId);
+    assert.ok(log.kind === 'ok');
+    assert.deepEqual(fold(log.transitions), await deployment.coordinator.record(admitted.result.operationId), 'replay equals the live record');
     await jsm.streams.update(requests, { ...config });
     await deployment.nats!.checkNow();
     assert.equal(deployment.nats!.admissionProblem(), undefined);
     await deployment.coordinator.invoke(caller, request('during'));
+    assert.deepEqual((await deployment.coordinator.get('billing', admitted.result.operationId)).decision, lost.decision, 'a closed decision never changes');
     assert.ok(lines.some((l) => /durability NOT proven/.test(l)) && lines.some((l) => /durability proven again/.test(l)), lines.join('\n'));
+    assert.ok(lines.some((l) => /1 open operation\(s\) closed as indeterminate/.test(l)), lines.join('\n'));
     await admin.close();
     await deployment.close();
   });

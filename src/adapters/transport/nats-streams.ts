@@ -106,14 +106,17 @@ export async function ensureDurableStreams(jsm: JetStreamManager, config: Durabl
 /** Fail closed: a stream that cannot be read is reported as not ok, never assumed fine. */
 export async function checkDurableStreams(jsm: JetStreamManager, config: DurableConfig): Promise<DurabilityCheck> {
   const problems: string[] = [];
+  let broken = false;
   for (const stream of durableStreams(config.namespace)) {
     try {
       const info = await streamInfoOrUndefined(jsm, stream.name);
-      if (info === undefined) problems.push(`${stream.name}: the stream does not exist`);
-      else problems.push(...streamGuaranteeProblems(info, stream, config));
+      const found = info === undefined ? [`${stream.name}: the stream does not exist`] : streamGuaranteeProblems(info, stream, config);
+      if (found.length > 0) broken = true;
+      problems.push(...found);
     } catch (error) {
       problems.push(`${stream.name}: cannot verify (${toAdapterError(error, 'stream info').description ?? 'unknown error'})`);
     }
   }
-  return problems.length === 0 ? { ok: true } : { ok: false, description: problems.join('; ') };
+  if (problems.length === 0) return { ok: true };
+  return broken ? { ok: false, description: problems.join('; '), brokenNamespaces: [config.namespace] } : { ok: false, description: problems.join('; ') };
 }

@@ -68,7 +68,12 @@ export interface Subscription {
 export type MessageHandler = (message: InboundMessage) => void | Promise<void>;
 
 /** Whether the broker resources still give the durable-delivery guarantee (spec: block new admissions if not). */
-export type DurabilityCheck = { ok: true } | { ok: false; description: string };
+/**
+ * Whether the durable streams keep their guarantee. `brokenNamespaces` names the namespaces whose
+ * streams provably break it (missing, or reconfigured against it); a check that merely could not
+ * verify (broker unreachable) is not ok but names none.
+ */
+export type DurabilityCheck = { ok: true } | { ok: false; description: string; brokenNamespaces?: string[] };
 
 export interface TransportCapabilities {
   /** Storage acknowledgments, redelivery and offline peers. */
