@@ -321,3 +321,24 @@ test('a request the decision overtook before it was sent is withdrawn, not cance
   assert.deepEqual(view.settlement, { status: 'complete', siblings: [{ branchId: 'alfa', disposition: 'cancel-requested', outcome: 'withdrawn' }] });
   await s.assertReplayEquals(result.operationId);
 });
+
+test('a broken durability guarantee closes open operations as indeterminate (durability-lost) and leaves decided ones alone', async () => {
+  const s = await scenario({ peers: 3 });
+  const open = (await s.invoke('open')).result.operationId;
+  const decided = (await s.invoke('decided')).result.operationId;
+  await s.settle();
+  for (const p of ['alfa', 'bravo', 'charlie']) await s.send(p, { operationId: decided, branchId: p, peerId: p, result: { verdict: 'approve' } });
+  const before = await s.get(decided);
+  assert.ok(before.decision !== null);
+  assert.equal(await s.coordinator.closeDurabilityLost(new Set(['some.other.ns'])), 0, 'another namespace is not affected');
+  assert.equal(await s.coordinator.closeDurabilityLost(new Set([namespace])), 1);
+  const lost = await s.get(open);
+  assert.deepEqual([lost.decision?.outcome, lost.decision?.reason, lost.settlement.status, lost.phase], ['indeterminate', 'durability-lost', 'indeterminate', 'settled']);
+  assert.deepEqual(lost.settlement.siblings.map((b) => b.disposition), ['detached', 'detached', 'detached']);
+  assert.deepEqual((await s.get(decided)).decision, before.decision);
+  assert.equal(await s.coordinator.closeDurabilityLost(new Set([namespace])), 0, 'closing again changes nothing');
+  // A peer's answer afterwards never reopens it.
+  await s.send('alfa', { operationId: open, branchId: 'alfa', peerId: 'alfa', result: { verdict: 'approve' } });
+  assert.deepEqual((await s.get(open)).decision, lost.decision);
+  await s.assertReplayEquals(open);
+});
