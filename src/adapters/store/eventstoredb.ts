@@ -45,10 +45,23 @@ import {
 import type { StoredTransition, Transition } from '../../events/types.js';
 import { AssertionFailure, unavailable } from '../../contract/errors.js';
 import { limits as contractLimits } from '../../contract/limits.js';
-import { checkGuardShape } from './guard.js';
-import { bodyBytes, checkTransitionShape, decodeStored, encodeTransition, isStoreFailure, notifyAll, sizeFailure } from './codec.js';
+import { decodeStored, isStoreFailure, notifyAll } from './codec.js';
 import { resolveStoreLimits } from './limits.js';
-import { FoldTracker, advance, answerOnFold, foldPoint, noAppliedYetMs, type FoldPoint } from './on-fold.js';
+import {
+  FoldTracker,
+  answerStoredAt,
+  classifyRejection,
+  closedFailure,
+  expiredOf,
+  foldPoint,
+  noAppliedYetMs,
+  notFoundOf,
+  precheckWrite,
+  readAnswer,
+  type FoldPoint,
+  type LogState,
+  type PendingWrite,
+} from './on-fold.js';
 import type { AppendListener, AppendOutcome, EventStore, ReadOutcome, StoreFailure, StoreLimits } from './types.js';
 
 export interface EventStoreDbOptions {
@@ -64,7 +77,6 @@ export interface EventStoreDbOptions {
 }
 
 const transitionType = 'convoke.transition';
-const casAttemptsMax = 8;
 
 export function esdbFailure(error: unknown): StoreFailure {
   if (error instanceof AssertionFailure) throw error;
@@ -87,22 +99,6 @@ function eventIdOf(operationId: string, expected: string, body: string): string 
   return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-4${hex.slice(13, 16)}-${variant}${hex.slice(17, 20)}-${hex.slice(20, 32)}`;
 }
 
-const expiredOf = (operationId: string) => ({ kind: 'expired' as const, description: `operation ${operationId} is tombstoned` });
-const notFoundOf = (operationId: string) => ({ kind: 'not-found' as const, description: `operation ${operationId} does not exist` });
-const closedFailure: { kind: 'unavailable'; description: string } = { kind: 'unavailable', description: 'store is closed' };
-
-interface PendingWrite {
-  transition: Transition;
-  body: string;
-  mode: 'create' | 'append';
-  attempt: number;
-}
-
-type StreamState =
-  | { kind: 'missing' }
-  | { kind: 'tombstoned' }
-  | { kind: 'live'; last: bigint; transitions: StoredTransition[] }
-  | StoreFailure;
 
 /** One recorded event as a StoredTransition (validated), or why it cannot be trusted. */
 function storedOf(event: RecordedEvent): StoredTransition | StoreFailure {
@@ -165,18 +161,7 @@ export class EventStoreDbStore implements EventStore {
   async read(operationId: string): Promise<ReadOutcome> {
     if (this.closed) return closedFailure;
     try {
-      const state = await this.streamState(operationId);
-      switch (state.kind) {
-        case 'missing':
-          return notFoundOf(operationId);
-        case 'tombstoned':
-          return expiredOf(operationId);
-        case 'live':
-          this.fold.remember(operationId, foldPoint(state.transitions, Number(state.last)));
-          return { kind: 'ok', revision: String(state.last), transitions: state.transitions };
-        default:
-          return { kind: 'unavailable', description: state.description };
-      }
+      return readAnswer(operationId, await this.streamState(operationId), this.fold);
     } catch (error) {
       return esdbFailure(error) as { kind: 'unavailable'; description: string };
     }
@@ -215,7 +200,7 @@ export class EventStoreDbStore implements EventStore {
         });
       }
       this.fold.forget(operationId);
-      const last = state.kind === 'live' ? String(state.last) : '0';
+      const last = state.kind === 'live' ? String(state.lastRevision) : '0';
       const stamp = state.kind === 'live' ? (state.transitions.at(-1)?.committedAtMs ?? 0) : 0;
       return { kind: 'ok', revision: last, committedAtMs: stamp };
     } catch (error) {
@@ -281,13 +266,7 @@ export class EventStoreDbStore implements EventStore {
   }
 
   private precheck(transition: Transition): string | StoreFailure {
-    if (this.closed) return closedFailure;
-    const shape = checkTransitionShape(transition) ?? checkGuardShape(transition.timeGuard);
-    if (shape) return shape;
-    const body = encodeTransition(transition);
-    const bytes = bodyBytes(body);
-    if (bytes > this.limits.transitionBytesMax) return sizeFailure(bytes, this.limits.transitionBytesMax);
-    return body;
+    return precheckWrite(this.closed, transition, this.limits.transitionBytesMax);
   }
 
   /** The CAS append. `known` is the fold point at `expected` when this client has it. */
@@ -325,43 +304,21 @@ export class EventStoreDbStore implements EventStore {
       if (prefix.kind !== 'live') return { kind: 'unavailable', description: prefix.kind === 'missing' ? 'stream vanished' : prefix.description };
       before = foldPoint(prefix.transitions.slice(0, -1), Number(revision) - 1);
     }
-    const outcome = answerOnFold(transition.timeGuard, String(revision), stored.committedAtMs, before);
-    this.fold.remember(operationId, advance(before, Number(revision), transition.timeGuard, stored.committedAtMs));
-    return outcome;
+    return answerStoredAt(this.fold, operationId, Number(revision), stored.committedAtMs, before, transition.timeGuard);
   }
 
   /** A CAS rejection (or an unusable revision): nothing was written; say why, precisely. */
   private async rejected(operationId: string, expectedRevision: string, write: PendingWrite): Promise<AppendOutcome> {
-    const state = await this.streamState(operationId);
-    switch (state.kind) {
-      case 'tombstoned':
-        return expiredOf(operationId);
-      case 'missing':
-        return write.mode === 'append'
-          ? notFoundOf(operationId)
-          : { kind: 'unavailable', description: `create of ${operationId} was refused but its stream reads empty` };
-      case 'live':
-        break;
-      default:
-        return { kind: 'unavailable', description: state.description };
-    }
-    const point = foldPoint(state.transitions, Number(state.last));
-    this.fold.remember(operationId, point);
-    // Only void transitions (e.g. an expired admission): absent to the fold, so create may follow.
-    if (write.mode === 'create' && !point.anyApplied && write.attempt < casAttemptsMax) {
-      return this.appendAt(operationId, state.last, point, { ...write, attempt: write.attempt + 1 });
-    }
-    return write.mode === 'create'
-      ? { kind: 'conflict', description: `operation ${operationId} already exists` }
-      : { kind: 'conflict', description: `expected revision ${expectedRevision}, stream is at ${state.last}` };
+    const answer = classifyRejection(operationId, expectedRevision, write, await this.streamState(operationId), this.fold);
+    return 'retryAt' in answer ? this.appendAt(operationId, BigInt(answer.retryAt), answer.point, { ...write, attempt: write.attempt + 1 }) : answer;
   }
 
-  private async streamState(operationId: string): Promise<StreamState> {
+  private async streamState(operationId: string): Promise<LogState> {
     return this.streamStateUpTo(operationId, undefined);
   }
 
   /** The stream's transitions from the start (through `untilRevision` when given), validated. */
-  private async streamStateUpTo(operationId: string, untilRevision: bigint | undefined): Promise<StreamState> {
+  private async streamStateUpTo(operationId: string, untilRevision: bigint | undefined): Promise<LogState> {
     const countMax = untilRevision === undefined ? 2 * contractLimits.transitionsPerOperationMax : Number(untilRevision) + 1;
     const events = await this.readEvents(this.opStream(operationId), START, countMax);
     if (events.kind === 'missing') return (await this.exists(this.tombStream(operationId))) ? { kind: 'tombstoned' } : { kind: 'missing' };
@@ -374,7 +331,7 @@ export class EventStoreDbStore implements EventStore {
     }
     const last = events.events.at(-1)?.revision;
     if (last === undefined) return { kind: 'missing' };
-    return { kind: 'live', last, transitions };
+    return { kind: 'live', lastRevision: Number(last), transitions };
   }
 
   private async readEvents(stream: string, fromRevision: bigint | typeof START, maxCount: number) {

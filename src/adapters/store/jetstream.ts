@@ -44,11 +44,25 @@ import {
 import type { StoredTransition, Transition } from '../../events/types.js';
 import { AssertionFailure, unavailable, unsupported } from '../../contract/errors.js';
 import { limits as contractLimits } from '../../contract/limits.js';
-import { checkGuardShape } from './guard.js';
-import { bodyBytes, checkTransitionShape, decodeStored, encodeTransition, isStoreFailure, notifyAll, parseRevision, sizeFailure } from './codec.js';
+import { decodeStored, isStoreFailure, notifyAll, parseRevision } from './codec.js';
 import { resolveStoreLimits } from './limits.js';
 import { StampFeed } from './stamp-feed.js';
-import { FoldTracker, advance, answerOnFold, foldPoint, noAppliedYetMs, type FoldPoint } from './on-fold.js';
+import {
+  FoldTracker,
+  answerStoredAt,
+  casAttemptsMax,
+  classifyRejection,
+  closedFailure,
+  expiredOf,
+  foldPoint,
+  noAppliedYetMs,
+  notFoundOf,
+  precheckWrite,
+  readAnswer,
+  type FoldPoint,
+  type LogState,
+  type PendingWrite,
+} from './on-fold.js';
 import type { AppendListener, AppendOutcome, EventStore, ReadOutcome, StoreFailure, StoreLimits } from './types.js';
 
 export interface JetStreamStoreOptions {
@@ -76,7 +90,6 @@ export interface JetStreamStoreOptions {
 /** Bytes reserved for the headers the adapter adds (Nats-Msg-Id, expected sequence). */
 const headerBytesAllowance = 512;
 const tombstoneHeader = 'Convoke-Tombstone';
-const casAttemptsMax = 8;
 const capacityReadingAgeMaxMs = 1000;
 const defaultStampWaitMs = 250;
 const decoder = new TextDecoder('utf-8', { fatal: true });
@@ -113,25 +126,9 @@ function publicationId(operationId: string, expectedSeq: number, body: string): 
 
 const isMarker = (msg: StoredMsg) => msg.header?.get(tombstoneHeader) === '1';
 
-const expiredOf = (operationId: string) => ({ kind: 'expired' as const, description: `operation ${operationId} is tombstoned` });
-const notFoundOf = (operationId: string) => ({ kind: 'not-found' as const, description: `operation ${operationId} does not exist` });
-
-interface PendingWrite {
-  transition: Transition;
-  body: string;
-  mode: 'create' | 'append';
-  /** CAS retries so far (a create over a stream holding only void transitions retries). */
-  attempt: number;
-}
 
 type PointOrNot = { kind: 'point'; point: FoldPoint } | { kind: 'tombstoned' } | StoreFailure;
 
-/** What the log says about one operation subject. */
-type SubjectState =
-  | { kind: 'missing' }
-  | { kind: 'tombstoned' }
-  | { kind: 'live'; lastSeq: number; transitions: StoredTransition[] }
-  | StoreFailure;
 
 export class JetStreamEventStore implements EventStore {
   readonly name = 'jetstream';
@@ -220,18 +217,7 @@ export class JetStreamEventStore implements EventStore {
   async read(operationId: string): Promise<ReadOutcome> {
     if (this.closed) return closedFailure;
     try {
-      const state = await this.subjectState(operationId);
-      switch (state.kind) {
-        case 'missing':
-          return notFoundOf(operationId);
-        case 'tombstoned':
-          return expiredOf(operationId);
-        case 'live':
-          this.fold.remember(operationId, foldPoint(state.transitions, state.lastSeq));
-          return { kind: 'ok', revision: String(state.lastSeq), transitions: state.transitions };
-        default:
-          return { kind: 'unavailable', description: state.description };
-      }
+      return readAnswer(operationId, await this.subjectState(operationId), this.fold);
     } catch (error) {
       return natsFailure(error) as { kind: 'unavailable'; description: string };
     }
@@ -327,13 +313,7 @@ export class JetStreamEventStore implements EventStore {
 
   /** The encoded body, or why nothing may be written. */
   private precheck(transition: Transition): string | StoreFailure {
-    if (this.closed) return closedFailure;
-    const shape = checkTransitionShape(transition) ?? checkGuardShape(transition.timeGuard);
-    if (shape) return shape;
-    const body = encodeTransition(transition);
-    const bytes = bodyBytes(body);
-    if (bytes > this.limits.transitionBytesMax) return sizeFailure(bytes, this.limits.transitionBytesMax);
-    return body;
+    return precheckWrite(this.closed, transition, this.limits.transitionBytesMax);
   }
 
   /** The CAS publish. `known` is the fold point at expectedSeq when this client has it. */
@@ -365,9 +345,7 @@ export class JetStreamEventStore implements EventStore {
     const before: PointOrNot = known ? { kind: 'point', point: known } : await this.pointBefore(operationId, seq);
     if (before.kind === 'tombstoned') return expiredOf(operationId);
     if (before.kind !== 'point') return { kind: 'unavailable', description: before.description };
-    const outcome = answerOnFold(transition.timeGuard, String(seq), committedAtMs, before.point);
-    this.fold.remember(operationId, advance(before.point, seq, transition.timeGuard, committedAtMs));
-    return outcome;
+    return answerStoredAt(this.fold, operationId, seq, committedAtMs, before.point, transition.timeGuard);
   }
 
   /** The server stamp of stored message `seq`: from the stamp feed, or else read back. */
@@ -397,29 +375,8 @@ export class JetStreamEventStore implements EventStore {
 
   /** A CAS rejection (or an unusable revision): nothing was written; say why, precisely. */
   private async rejected(operationId: string, expectedRevision: string, write: PendingWrite): Promise<AppendOutcome> {
-    const state = await this.subjectState(operationId);
-    switch (state.kind) {
-      case 'tombstoned':
-        return expiredOf(operationId);
-      case 'missing':
-        return write.mode === 'append'
-          ? notFoundOf(operationId)
-          : { kind: 'unavailable', description: `create of ${operationId} was refused but its subject reads empty` };
-      case 'live':
-        break;
-      default:
-        return { kind: 'unavailable', description: state.description };
-    }
-    const point = foldPoint(state.transitions, state.lastSeq);
-    this.fold.remember(operationId, point);
-    // A stream holding only void transitions (e.g. an expired admission) has no state: it is
-    // absent to the fold, so create-if-absent may write after them, still as a CAS.
-    if (write.mode === 'create' && !point.anyApplied && write.attempt < casAttemptsMax) {
-      return this.publishAt(operationId, state.lastSeq, point, { ...write, attempt: write.attempt + 1 });
-    }
-    return write.mode === 'create'
-      ? { kind: 'conflict', description: `operation ${operationId} already exists` }
-      : { kind: 'conflict', description: `expected revision ${expectedRevision}, stream is at ${state.lastSeq}` };
+    const answer = classifyRejection(operationId, expectedRevision, write, await this.subjectState(operationId), this.fold);
+    return 'retryAt' in answer ? this.publishAt(operationId, answer.retryAt, answer.point, { ...write, attempt: write.attempt + 1 }) : answer;
   }
 
   /** The fold point just before `seq` (this client had not seen the prefix). */
@@ -429,7 +386,7 @@ export class JetStreamEventStore implements EventStore {
     return { kind: 'point', point: foldPoint(scanned.transitions.slice(0, -1), 0) };
   }
 
-  private async subjectState(operationId: string): Promise<SubjectState> {
+  private async subjectState(operationId: string): Promise<LogState> {
     const last = await this.jsm.streams.getMessage(this.streamName, { last_by_subj: this.opSubject(operationId) });
     // An empty subject was never created: a tombstone keeps its marker (see the header).
     if (!last) return { kind: 'missing' };
@@ -442,7 +399,7 @@ export class JetStreamEventStore implements EventStore {
    * sequence reads from the stream leader (STREAM.MSG.GET `next_by_subj`, nats-server ≥ 2.9;
    * not the direct-get API, whose replicas may answer stale). A marker anywhere means tombstoned.
    */
-  private async scan(operationId: string, untilSeq: number): Promise<SubjectState> {
+  private async scan(operationId: string, untilSeq: number): Promise<LogState> {
     const subject = this.opSubject(operationId);
     const transitions: StoredTransition[] = [];
     const messagesMax = 2 * contractLimits.transitionsPerOperationMax;
@@ -455,14 +412,14 @@ export class JetStreamEventStore implements EventStore {
       const stored = decodeMessage(msg.seq, stampMs(msg.timestamp), msg.data);
       if (isStoreFailure(stored)) return stored;
       transitions.push(stored);
-      if (msg.seq === untilSeq) return { kind: 'live', lastSeq: untilSeq, transitions };
+      if (msg.seq === untilSeq) return { kind: 'live', lastRevision: untilSeq, transitions };
       from = msg.seq + 1;
     }
     return { kind: 'unavailable', description: `operation ${operationId} holds more than ${messagesMax} messages` };
   }
 
   /** Messages vanished under a scan: a tombstone purged them (the marker shows it) or history is damaged. */
-  private async gapOrTombstone(operationId: string, untilSeq: number): Promise<SubjectState> {
+  private async gapOrTombstone(operationId: string, untilSeq: number): Promise<LogState> {
     const last = await this.jsm.streams.getMessage(this.streamName, { last_by_subj: this.opSubject(operationId) });
     if (last && isMarker(last)) return { kind: 'tombstoned' };
     return { kind: 'unavailable', description: `operation ${operationId} is missing messages up to ${untilSeq}` };
@@ -538,7 +495,6 @@ export class JetStreamEventStore implements EventStore {
   }
 }
 
-const closedFailure: { kind: 'unavailable'; description: string } = { kind: 'unavailable', description: 'store is closed' };
 
 function decodeMessage(seq: number, committedAtMs: number, data: Uint8Array): StoredTransition | StoreFailure {
   let body: string;
