@@ -13,11 +13,18 @@
  * exactly as before. After a miss the feed is not trusted again until it delivers past the
  * sequence it missed, so a dead feed costs one wait, not one per append.
  */
-import { DeliverPolicy, type ConsumerMessages, type JetStreamClient, type JsMsg } from '@nats-io/jetstream';
+import { DeliverPolicy, type JetStreamClient } from '@nats-io/jetstream';
 
 export interface Stamp {
   subject: string;
   committedAtMs: number;
+}
+
+/** What the feed reads of one delivered message (a JsMsg has these). */
+export interface Delivery {
+  seq: number;
+  subject: string;
+  timestampNanos: bigint;
 }
 
 /** How many recent deliveries are kept for appends whose PubAck arrives after the delivery. */
@@ -30,7 +37,8 @@ export class StampFeed {
   /** Set when a wait timed out: the feed is bypassed until it delivers past this sequence. */
   private distrustedUntilSeq = 0;
 
-  private constructor(private readonly messages: ConsumerMessages) {}
+  /** `stop` ends the consumer feeding `deliver` (start() wires both). */
+  constructor(private readonly stop: () => Promise<void>) {}
 
   /** Starts delivering from `fromSeq` (the stream's next sequence when the store opened). */
   static async start(js: JetStreamClient, stream: string, fromSeq: number): Promise<StampFeed> {
@@ -41,7 +49,7 @@ export class StampFeed {
     });
     let feed: StampFeed | undefined;
     const messages = await consumer.consume({ callback: (msg) => feed?.deliver(msg) });
-    feed = new StampFeed(messages);
+    feed = new StampFeed(() => messages.close().then(() => undefined));
     return feed;
   }
 
@@ -72,10 +80,11 @@ export class StampFeed {
   async close(): Promise<void> {
     for (const list of this.waiting.values()) for (const settle of list) settle(undefined);
     this.waiting.clear();
-    await this.messages.close().catch(() => undefined);
+    await this.stop().catch(() => undefined);
   }
 
-  private deliver(msg: JsMsg): void {
+  /** One stored message, in stream order (the ordered consumer's callback). */
+  deliver(msg: Delivery): void {
     const seq = msg.seq;
     const stamp: Stamp = {
       subject: msg.subject,
