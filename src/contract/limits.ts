@@ -23,6 +23,8 @@ export const limits = {
   transitionsPerOperationMax: 4096,
   /** Rejected result messages recorded in an operation's stream; beyond this they are only counted. */
   rejectionsRecordedMax: 64,
+  /** Protocol conflicts (a different terminal result for an accepted attempt) recorded per operation; beyond this, counted. */
+  protocolConflictsRecordedMax: 16,
   timeoutMsMax: 7 * 24 * 3600 * 1000,
   timeoutMsMin: 1,
   leaseMsMax: 24 * 3600 * 1000,
@@ -40,7 +42,7 @@ assert(limits.attemptsMax >= 1 && limits.attemptsMax <= 16, 'attemptsMax within 
 assert(limits.inputBytesMax < limits.transitionBytesMax, 'an input must fit in its admission transition');
 assert(limits.resultBytesMax < limits.transitionBytesMax, 'a result must fit in its transition');
 assert(limits.transitionBytesMax <= limits.recordBytesMax, 'a transition fits in a record');
-assert(limits.rejectionsRecordedMax < limits.transitionsPerOperationMax, 'rejections cannot exhaust a stream');
+assert(limits.rejectionsRecordedMax + limits.protocolConflictsRecordedMax < limits.transitionsPerOperationMax / 2, 'rejections and conflicts cannot exhaust a stream');
 assert(Number.isSafeInteger(limits.timeoutMsMax + limits.settlementGraceMsMax + limits.cancelTimeoutMsMax), 'time sums are safe integers');
 
 export type Limits = typeof limits;

@@ -277,7 +277,7 @@ export type ResultCommand = PeerCommand<ResultMessage>;
 export type ResultDecision =
   | { kind: 'accept'; transition: Transition; status: 'success' | 'failure' }
   | { kind: 'duplicate' }
-  | { kind: 'protocol-conflict'; transition: Transition; detail: string }
+  | { kind: 'protocol-conflict'; transition: Transition | undefined; detail: string }
   | { kind: 'revoked'; transition: Transition; detail: string }
   | { kind: 'reject'; reason: RejectionReason; detail: string; transition: Transition | undefined };
 
@@ -364,9 +364,11 @@ function revoke(record: OperationRecord, branch: BranchRecord, problem: { reason
   return { kind: 'revoked', transition, detail: problem.reason };
 }
 
+/** Recorded up to a bound per operation, then only counted: a misbehaving peer cannot grow the log without end. */
 function protocolConflict(record: OperationRecord, command: ResultCommand): ResultDecision {
   const { message } = command;
   const detail = `a different terminal result for attempt ${message.attempt} of branch ${message.branchId}; the accepted result stands`;
+  if (record.protocolConflicts >= limits.protocolConflictsRecordedMax) return { kind: 'protocol-conflict', detail, transition: undefined };
   return {
     kind: 'protocol-conflict',
     detail,

@@ -4,6 +4,7 @@
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
+import { limits } from '../../src/contract/limits.js';
 import { scenario, answers, silent, types, type Scenario } from '../support/scenario.js';
 import { SubjectNamespaceVerifier } from '../../src/adapters/verification/subject.js';
 import type { DomainEvent, ResultRejected } from '../../src/events/types.js';
@@ -165,6 +166,19 @@ test('conflicting terminal results are rejected and recorded as a protocol confl
   assert.equal(events.filter((e) => e.type === 'protocol-conflict-recorded').length, 1);
   const view = await s.get(op);
   assert.deepEqual(view.branches.find((b) => b.branchId === 'alfa')?.result, approve);
+  await s.assertReplayEquals(op);
+});
+
+test('protocol conflicts are recorded up to a bound, then only counted: a flood cannot grow the log', async () => {
+  const { s, op } = await opened();
+  await s.send('alfa', { operationId: op, branchId: 'alfa', peerId: 'alfa', result: approve });
+  const flood = limits.protocolConflictsRecordedMax + 5;
+  for (let i = 0; i < flood; i++) await s.send('alfa', { operationId: op, branchId: 'alfa', peerId: 'alfa', result: { verdict: 'reject', note: `n${i}` } });
+  const events = await s.events(op);
+  assert.equal(events.filter((e) => e.type === 'protocol-conflict-recorded').length, limits.protocolConflictsRecordedMax);
+  const counted = (await s.coordinator.metrics.rejections.get()).values.find((v) => v.labels.reason === 'protocol-conflict');
+  assert.equal(counted?.value, flood);
+  assert.deepEqual((await s.get(op)).branches.find((b) => b.branchId === 'alfa')?.result, approve);
   await s.assertReplayEquals(op);
 });
 
