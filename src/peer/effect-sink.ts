@@ -29,10 +29,18 @@ export interface EffectSink {
   applied(): readonly (EffectKey & EffectRecord)[];
 }
 
+/**
+ * The in-process sink (the example peer's default). It remembers the newest `keysMax` keys and
+ * the newest `keysMax` applied effects: a long-running peer stays bounded, and a key older than
+ * that is forgotten — with it, its fence. Durable fencing across restarts and without that
+ * bound is the SQLite sink's job (sqlite-effect-sink.ts).
+ */
 export class MemoryEffectSink implements EffectSink {
   private readonly committed = new Map<string, EffectRecord>();
   private readonly log: (EffectKey & EffectRecord)[] = [];
   private readonly inFlight = new Map<string, Promise<unknown>>();
+
+  constructor(private readonly keysMax = 100_000) {}
 
   async commit(key: EffectKey, fence: number, attempt: number, effect: () => JsonValue | Promise<JsonValue>): Promise<{ value: JsonValue; repeated: boolean }> {
     const id = `${key.operationId}/${key.branchId}`;
@@ -44,11 +52,20 @@ export class MemoryEffectSink implements EffectSink {
       if (existing && fence === existing.fence) return { value: existing.value, repeated: true };
       const value = await effect();
       const record = { fence, attempt, value };
+      this.committed.delete(id); // re-insert: the map stays in recency order for eviction
       this.committed.set(id, record);
+      if (this.committed.size > this.keysMax) this.committed.delete(this.committed.keys().next().value!);
       this.log.push({ ...key, ...record });
+      // Drop the oldest half at once (amortized), not one element per commit.
+      if (this.log.length > this.keysMax) this.log.splice(0, Math.ceil(this.keysMax / 2));
       return { value, repeated: false };
     });
-    this.inFlight.set(id, run.catch(() => undefined));
+    const settled = run.catch(() => undefined);
+    this.inFlight.set(id, settled);
+    // Forget the chain once it is idle (a newer commit of the same key may have replaced it).
+    void settled.then(() => {
+      if (this.inFlight.get(id) === settled) this.inFlight.delete(id);
+    });
     return run;
   }
 

@@ -286,6 +286,18 @@ test('concurrent commits to the effect sink under one key apply the effect once'
   assert.equal(results.filter((r) => !r.repeated).length, 1);
 });
 
+test('the memory effect sink stays bounded: it keeps the newest keys and effects, and forgets idle chains', async () => {
+  const sink = new MemoryEffectSink(4);
+  for (let i = 0; i < 10; i++) await sink.commit({ operationId: `op${i}`, branchId: 'b' }, 2, 1, () => ({ i }));
+  assert.ok(sink.applied().length <= 4, `kept ${sink.applied().length} effects`);
+  assert.deepEqual(sink.applied().at(-1)?.value, { i: 9 });
+  // The newest key still refuses an older fence; the oldest was forgotten with its fence.
+  await assert.rejects(sink.commit({ operationId: 'op9', branchId: 'b' }, 1, 1, () => 'old'), (e) => e instanceof AdapterError && e.kind === 'conflict');
+  assert.deepEqual(await sink.commit({ operationId: 'op0', branchId: 'b' }, 1, 1, () => 'forgotten'), { value: 'forgotten', repeated: false });
+  await flushMicrotasks();
+  assert.equal((sink as unknown as { inFlight: Map<string, unknown> }).inFlight.size, 0, 'no per-key chain outlives its commit');
+});
+
 test('a lease alone cannot stop running code: the old owner’s late effect is refused by its fence', async () => {
   const s = await scenario({ peers: 2, review: oneEligible() });
   const sink = new MemoryEffectSink();
