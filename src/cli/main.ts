@@ -2,14 +2,19 @@
 import { Command, CommanderError, InvalidArgumentError } from 'commander';
 import { isAdapterError } from '../contract/errors.js';
 import { processIo, type CliIo } from './io.js';
-import { canonicalizeCommand } from './commands/canonicalize.js';
-import { idOperationCommand, idPublicationCommand } from './commands/id.js';
-import { demoCommand } from './commands/demo.js';
-import { inspectCommand, replayCommand, tailCommand } from './commands/ops.js';
-import { serveCommand } from './commands/serve.js';
-import { bundleCheckCommand } from './commands/bundle.js';
-import { peerCommand } from './commands/peer.js';
-import { invokeCommand } from './commands/invoke.js';
+
+// Each command's module is imported when that command runs: `convoke peer` never loads Fastify,
+// `convoke canonicalize` never loads NATS, and `--help` loads neither.
+const commands = {
+  canonicalize: () => import('./commands/canonicalize.js'),
+  id: () => import('./commands/id.js'),
+  demo: () => import('./commands/demo.js'),
+  ops: () => import('./commands/ops.js'),
+  serve: () => import('./commands/serve.js'),
+  bundle: () => import('./commands/bundle.js'),
+  peer: () => import('./commands/peer.js'),
+  invoke: () => import('./commands/invoke.js'),
+};
 
 const integer = (value: string) => {
   if (!/^-?[0-9]+$/.test(value)) throw new InvalidArgumentError('expected an integer');
@@ -32,13 +37,13 @@ export function buildProgram(io: CliIo, setExit: (code: number) => void): Comman
     .option('--approve-rate <p>', 'probability that a peer approves', Number, 0.75)
     .option('--store <url>', 'store URL (memory:, sqlite:PATH, jetstream:nats://HOST:PORT)', 'memory:')
     .option('--json', 'machine-readable output', false)
-    .action(async (o) => setExit(await demoCommand({ scenario: o.scenario, store: o.store, peers: o.peers, quorum: o.quorum, json: o.json, seed: o.seed, approveRate: o.approveRate }, io)));
+    .action(async (o) => setExit(await (await commands.demo()).demoCommand({ scenario: o.scenario, store: o.store, peers: o.peers, quorum: o.quorum, json: o.json, seed: o.seed, approveRate: o.approveRate }, io)));
 
   program
     .command('canonicalize')
     .argument('[file]', 'JSON file (standard input when absent)')
     .description('strictly parse I-JSON and print its RFC 8785 canonical form')
-    .action(async (file?: string) => setExit(await canonicalizeCommand(file, io)));
+    .action(async (file?: string) => setExit(await (await commands.canonicalize()).canonicalizeCommand(file, io)));
 
   program
     .command('bundle')
@@ -47,32 +52,32 @@ export function buildProgram(io: CliIo, setExit: (code: number) => void): Comman
     .argument('<file>', 'bundle JSON file')
     .option('--json', 'machine-readable output', false)
     .description('validate a bundle (every error at once) and print its digest and interactions')
-    .action(async (file: string, o) => setExit(await bundleCheckCommand(file, { json: o.json }, io)));
+    .action(async (file: string, o) => setExit(await (await commands.bundle()).bundleCheckCommand(file, { json: o.json }, io)));
 
   const id = program.command('id').description('compute convoke identities');
   id.command('operation')
     .requiredOption('--principal <p>', 'principal id')
     .requiredOption('--contract-digest <c>', 'contract digest (sha256:…)')
     .requiredOption('--key <k>', 'invocation key')
-    .action((o) => setExit(idOperationCommand({ principal: o.principal, contractDigest: o.contractDigest, key: o.key }, io)));
+    .action(async (o) => setExit((await commands.id()).idOperationCommand({ principal: o.principal, contractDigest: o.contractDigest, key: o.key }, io)));
   id.command('publication')
     .requiredOption('--contract-digest <c>', 'contract digest (sha256:…)')
     .requiredOption('--operation <o>', 'operation id')
     .requiredOption('--branch <b>', 'branch id')
     .requiredOption('--attempt <n>', 'attempt (1..16)')
-    .action((o) => setExit(idPublicationCommand({ contractDigest: o.contractDigest, operation: o.operation, branch: o.branch, attempt: o.attempt }, io)));
+    .action(async (o) => setExit((await commands.id()).idPublicationCommand({ contractDigest: o.contractDigest, operation: o.operation, branch: o.branch, attempt: o.attempt }, io)));
 
   program
     .command('serve')
     .description('serve the HTTP facade (and the coordinator) for the deployment a config file describes')
     .requiredOption('--config <file>', 'deployment config (JSON)')
-    .action(async (o) => setExit(await serveCommand({ config: o.config }, io)));
+    .action(async (o) => setExit(await (await commands.serve()).serveCommand({ config: o.config }, io)));
 
   program
     .command('peer')
     .description('run an example peer process on NATS (fixed results, delays, deterministic rules; fenced effect sink)')
     .requiredOption('--config <file>', 'peer config (JSON)')
-    .action(async (o) => setExit(await peerCommand({ config: o.config }, io)));
+    .action(async (o) => setExit(await (await commands.peer()).peerCommand({ config: o.config }, io)));
 
   program
     .command('invoke')
@@ -90,7 +95,7 @@ export function buildProgram(io: CliIo, setExit: (code: number) => void): Comman
     .option('--json', 'print the reply as JSON', false)
     .action(async (o) =>
       setExit(
-        await invokeCommand(
+        await (await commands.invoke()).invokeCommand(
           { nats: o.nats, user: o.user, passwordEnv: o.passwordEnv, principal: o.principal, contract: o.contract, interaction: o.interaction, key: o.key, input: o.input, waitFor: o.waitFor, waitMs: o.waitMs, json: o.json },
           io,
         ),
@@ -103,14 +108,14 @@ export function buildProgram(io: CliIo, setExit: (code: number) => void): Comman
     .requiredOption('--store <url>', 'store URL: sqlite:PATH, jetstream:nats://HOST:PORT, esdb://…')
     .option('--json', 'machine-readable output', false)
     .description("show an operation's stored transitions (guard, applied or void) and its projected record")
-    .action(async (operationId: string, o) => setExit(await inspectCommand(operationId, { store: o.store, json: o.json }, io)));
+    .action(async (operationId: string, o) => setExit(await (await commands.ops()).inspectCommand(operationId, { store: o.store, json: o.json }, io)));
 
   program
     .command('tail')
     .requiredOption('--store <url>', 'store URL')
     .option('--json', 'one JSON object per transition', false)
     .description('follow new transitions as they are appended, until interrupted')
-    .action(async (o) => setExit(await tailCommand({ store: o.store, json: o.json }, io, interrupted())));
+    .action(async (o) => setExit(await (await commands.ops()).tailCommand({ store: o.store, json: o.json }, io, interrupted())));
 
   program
     .command('replay')
@@ -118,7 +123,7 @@ export function buildProgram(io: CliIo, setExit: (code: number) => void): Comman
     .requiredOption('--store <url>', 'store URL')
     .option('--json', 'machine-readable output', false)
     .description('rebuild records from their logs through the XState machines; exit 1 on any difference')
-    .action(async (operationId: string | undefined, o) => setExit(await replayCommand(operationId, { store: o.store, json: o.json }, io)));
+    .action(async (operationId: string | undefined, o) => setExit(await (await commands.ops()).replayCommand(operationId, { store: o.store, json: o.json }, io)));
 
   return program;
 }

@@ -16,13 +16,23 @@ export function describeErrors(errors: ErrorObject[] | null | undefined): string
     .join('; ');
 }
 
-/** Compiles a schema once; calling the result throws invalid-input listing every error. */
+/**
+ * A checker that compiles its schema on first use (a process compiles only the schemas it uses:
+ * a peer never pays for the deployment config's); calling it throws invalid-input listing every error.
+ */
 export function compileChecker<T>(schema: object, what: string): (value: unknown) => T {
-  const validate: ValidateFunction = ajv.compile(schema);
+  const validate = lazyValidator(schema);
   return (value: unknown): T => {
-    if (!validate(value)) throw invalidInput(`${what}: ${describeErrors(validate.errors)}`);
+    const v = validate();
+    if (!v(value)) throw invalidInput(`${what}: ${describeErrors(v.errors)}`);
     return value as T;
   };
+}
+
+/** The shared ajv's validator for `schema`, compiled on the first call and kept. */
+export function lazyValidator(schema: object): () => ValidateFunction {
+  let compiled: ValidateFunction | undefined;
+  return () => (compiled ??= ajv.compile(schema));
 }
 
 /** Compiles an application schema supplied by a bundle; an invalid schema is invalid-input, not a crash. */

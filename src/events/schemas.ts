@@ -3,7 +3,7 @@
  * decided transition before appending it (an invalid one is a bug: an assertion) and every
  * transition read back from a store (an invalid one is corruption the store cannot vouch for).
  */
-import { ajv, describeErrors } from '../contract/validation.js';
+import { describeErrors, lazyValidator } from '../contract/validation.js';
 
 const token = { type: 'string', pattern: '^[A-Za-z0-9_-]{1,64}$' } as const;
 const positive = { type: 'integer', minimum: 1, maximum: Number.MAX_SAFE_INTEGER } as const;
@@ -110,9 +110,10 @@ export const transitionSchema = {
   },
 } as const;
 
-const validateTransition = ajv.compile(transitionSchema);
+const transitionValidator = lazyValidator(transitionSchema);
 
 /** Undefined when valid; otherwise every schema error. */
 export function transitionProblem(transition: unknown): string | undefined {
-  return validateTransition(transition) ? undefined : describeErrors(validateTransition.errors);
+  const validate = transitionValidator();
+  return validate(transition) ? undefined : describeErrors(validate.errors);
 }
