@@ -157,6 +157,29 @@ test('a duplicate invocation key with the same input returns the existing operat
   assert.equal(events.filter((e) => e.type === 'operation-admitted').length, 1);
 });
 
+test('a duplicate key another coordinator admitted is found through the store: same input returns it, a different input conflicts', async () => {
+  const s = await scenario();
+  const first = await s.invoke('k');
+  // A second coordinator on the same store has no cached entry: its create conflicts and it reads.
+  (s.coordinator as unknown as { ops: Map<string, unknown> }).ops.clear();
+  const again = await s.invoke('k');
+  assert.deepEqual([again.created, again.result.operationId], [false, first.result.operationId]);
+  (s.coordinator as unknown as { ops: Map<string, unknown> }).ops.clear();
+  await assert.rejects(s.invoke('k', { document: 'other' }), rejects('conflict'));
+  const events = await s.events(first.result.operationId);
+  assert.equal(events.filter((e) => e.type === 'operation-admitted').length, 1);
+});
+
+test('a retry of an admitted key returns its operation even where a new admission would now be refused', async () => {
+  const s = await scenario();
+  const first = await s.invoke('k');
+  s.policy.revoke({ principalId: 'svc-a' });
+  (s.coordinator as unknown as { ops: Map<string, unknown> }).ops.clear();
+  const again = await s.invoke('k');
+  assert.deepEqual([again.created, again.result.operationId], [false, first.result.operationId]);
+  await assert.rejects(s.invoke('new-key'), rejects('denied'));
+});
+
 test('a duplicate invocation key with a different input fails with conflict', async () => {
   const s = await scenario();
   await s.invoke('k', { document: 'one' });
