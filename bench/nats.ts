@@ -12,6 +12,7 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
+import { readFileSync } from 'node:fs';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { AckPolicy, DeliverPolicy, DiscardPolicy, RetentionPolicy, StorageType, jetstream, jetstreamManager, type ConsumerMessages } from '@nats-io/jetstream';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
@@ -38,6 +39,45 @@ interface Run {
   p99Ms: number;
   operations: number;
   halfLoad?: { ratePerSecond: number; p99Ms: number; operations: number };
+  /** CPU milliseconds (user + system) per decided operation in the closed loop, by role; empty where /proc is not readable. */
+  cpuMsPerOperation: Record<string, number>;
+}
+
+// ── CPU per operation ───────────────────────────────────────────────────────
+
+/** Cumulative user + system CPU ms of a process, from /proc (Linux); undefined elsewhere. */
+function cpuMsOf(pid: number | undefined): number | undefined {
+  if (pid === undefined) return undefined;
+  try {
+    const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
+    return ((Number(fields[11]) + Number(fields[12])) * 1000) / 100; // clock ticks at USER_HZ 100
+  } catch {
+    return undefined;
+  }
+}
+
+type Roles = Record<string, (number | undefined)[]>;
+
+/** Samples every role's processes; `stop()` answers CPU ms per operation for each role it could read. */
+function cpuMeter(roles: Roles): { stop(operations: number): Record<string, number> } {
+  const read = () => Object.fromEntries(Object.entries(roles).map(([role, pids]) => [role, pids.map(cpuMsOf)]));
+  const before = read();
+  const self = process.cpuUsage();
+  return {
+    stop: (operations) => {
+      const after = read();
+      const perOp: Record<string, number> = {};
+      for (const [role, values] of Object.entries(after)) {
+        const start = before[role]!;
+        if (values.some((v, i) => v === undefined || start[i] === undefined)) continue;
+        perOp[role] = values.reduce<number>((sum, v, i) => sum + (v! - start[i]!), 0) / operations;
+      }
+      const client = process.cpuUsage(self);
+      perOp.client = (client.user + client.system) / 1000 / operations;
+      perOp.total = Object.values(perOp).reduce((a, b) => a + b, 0);
+      return perOp;
+    },
+  };
 }
 
 export async function natsBench(options: NatsBenchOptions): Promise<void> {
@@ -64,6 +104,16 @@ function report(json: boolean, r: { seconds: number; concurrency: number; baseli
     [row(r.baseline, '1.00'), row(r.convoke, fixed(ratio.throughput, 3))],
     { ...r, ratio },
   );
+  if (!json && Object.keys(r.convoke.cpuMsPerOperation).length > 1) {
+    const roles = [...new Set([...Object.keys(r.baseline.cpuMsPerOperation), ...Object.keys(r.convoke.cpuMsPerOperation)])];
+    printRows(
+      false,
+      'CPU per decided operation in the closed loop (ms, user + system, from /proc)',
+      ['process', 'baseline', 'convoke'],
+      roles.map((role) => [role, fixed(r.baseline.cpuMsPerOperation[role] ?? Number.NaN), fixed(r.convoke.cpuMsPerOperation[role] ?? Number.NaN)]),
+      undefined,
+    );
+  }
 }
 
 // ── convoke ──────────────────────────────────────────────────────────────────
@@ -97,11 +147,13 @@ async function convokeRun(fixture: NatsDeploymentFixture, seconds: number, concu
     if (r.decision?.outcome !== 'success') throw new Error(`unexpected decision ${JSON.stringify(r.decision)}`);
   };
   for (let i = 0; i < warmupOperations; i++) await one(-1 - i);
+  const meter = cpuMeter({ 'nats-server': [fixture.server.process.pid], coordinator: [fixture.serve?.child.pid], peers: [...fixture.peers.values()].map((p) => p.child.pid) });
   const m = await closedLoop(seconds, concurrency, one, (n) => process.stderr.write(`\r  convoke: ${n} decided`));
+  const cpuMsPerOperation = meter.stop(m.operations);
   process.stderr.write('\n');
   const full = summarize({ ...m, name: 'convoke over NATS (command API, jetstream store)' });
   const halfLoad = await openLoop(seconds, full.opsPerSecond / 2, (i) => one(1_000_000 + i));
-  return { ...full, halfLoad };
+  return { ...full, halfLoad, cpuMsPerOperation };
 }
 
 // ── the baseline ─────────────────────────────────────────────────────────────
@@ -155,10 +207,12 @@ async function baselineRun(fixture: NatsDeploymentFixture, seconds: number, conc
       await decided;
     };
     for (let i = 0; i < warmupOperations; i++) await one(-1 - i);
+    const meter = cpuMeter({ 'nats-server': [fixture.server.process.pid], peers: peers.map((p) => p.pid) });
     const m = await closedLoop(seconds, concurrency, one);
+    const cpuMsPerOperation = meter.stop(m.operations);
     const full = summarize({ ...m, name: 'baseline scatter-gather (nats.js, JetStream acks, no convoke)' });
     const halfLoad = await openLoop(seconds, full.opsPerSecond / 2, (i) => one(1_000_000 + i));
-    return { ...full, halfLoad };
+    return { ...full, halfLoad, cpuMsPerOperation };
   } finally {
     await messages?.close();
     for (const child of peers) child.kill('SIGTERM');
