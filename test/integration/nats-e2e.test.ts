@@ -137,7 +137,7 @@ describe('NATS end to end', { concurrency: true, timeout: fileTimeoutMs }, () =>
         assert.equal(reply.result.decision.outcome, 'success');
       });
 
-      it('durable resources: peers bound their provisioned consumers; every result is acknowledged after its append', { skip: mode !== 'durable' }, async () => {
+      it('durable resources: peers bound their provisioned consumers; every result is acknowledged after its append', { skip: mode !== 'durable' ? 'core mode keeps no durable resources' : false }, async () => {
         const jsm = await jetstreamManager(await f.adminConnection());
         const { requests, results } = f.streams();
         // The other tests of this suite run concurrently: wait until their traffic has gone through.
