@@ -99,7 +99,6 @@ function eventIdOf(operationId: string, expected: string, body: string): string 
   return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-4${hex.slice(13, 16)}-${variant}${hex.slice(17, 20)}-${hex.slice(20, 32)}`;
 }
 
-
 /** One recorded event as a StoredTransition (validated), or why it cannot be trusted. */
 function storedOf(event: RecordedEvent): StoredTransition | StoreFailure {
   const committedAtMs = event.created.getTime();

@@ -126,9 +126,7 @@ function publicationId(operationId: string, expectedSeq: number, body: string): 
 
 const isMarker = (msg: StoredMsg) => msg.header?.get(tombstoneHeader) === '1';
 
-
 type PointOrNot = { kind: 'point'; point: FoldPoint } | { kind: 'tombstoned' } | StoreFailure;
-
 
 export class JetStreamEventStore implements EventStore {
   readonly name = 'jetstream';
@@ -335,7 +333,7 @@ export class JetStreamEventStore implements EventStore {
     return this.answerStored(operationId, seq, known, write.transition);
   }
 
-  /** Reads the stored message back for its server stamp and answers what the fold will decide. */
+  /** Learns the stored message's server stamp and answers what the fold will decide. */
   private async answerStored(operationId: string, seq: number, known: FoldPoint | undefined, transition: Transition): Promise<AppendOutcome> {
     const stamp = await this.stampOf(seq);
     if (!stamp || stamp.subject !== this.opSubject(operationId)) {
@@ -494,7 +492,6 @@ export class JetStreamEventStore implements EventStore {
     if (!isStoreFailure(stored)) notifyAll([listener], operationId, stored);
   }
 }
-
 
 function decodeMessage(seq: number, committedAtMs: number, data: Uint8Array): StoredTransition | StoreFailure {
   let body: string;
