@@ -46,7 +46,7 @@ export async function dispatchRequests(host: RuntimeHost, entry: OpEntry): Promi
     if (!auth.allowed) return void revoked.push({ branchId: branch.branchId, policyRevision: auth.revision, reason: auth.reason ?? 'not authorized at dispatch' });
     sendable.push(branch);
   });
-  // All requests are handed to the transport in one synchronous pass, so they share one write.
+  // All requests are handed to the transport in one synchronous pass, so their writes can coalesce.
   const receipts = await Promise.all(
     sendable.map((branch) => {
       entry.unsent.delete(branch.outbox.publicationId); // from here on it may have been sent
