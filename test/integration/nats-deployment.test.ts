@@ -25,6 +25,7 @@ import { buildDeployment, parseDeploymentConfig, readDeploymentConfig, type Depl
 import { natsPlanFor, passwordVariableOf, renderNatsServerConfig } from '../../src/runtime/nats-deployment.js';
 import { readPeerConfig } from '../../src/cli/commands/peer.js';
 import { repoRoot } from '../support/http-server.js';
+import { createNatsPeer } from '../../src/peer/nats-peer.js';
 import { startNatsServer, type NatsServer, type NatsUser } from '../support/nats-server.js';
 import { e2eBundle, e2eNamespace } from '../support/nats-deployment-fixture.js';
 
@@ -157,6 +158,36 @@ describe('NATS deployment', { timeout: 50_000 }, () => {
     assert.ok(lines.some((l) => /1 open operation\(s\) closed as indeterminate/.test(l)), lines.join('\n'));
     await admin.close();
     await deployment.close();
+  });
+
+  it('the peer SDK on a connection: createNatsPeer binds the provisioned durable consumers, commits its effect once and answers', async () => {
+    const deployment = await build(nats(), { store: 'sqlite:sdk.db' });
+    const kiloNc = await connectNats({ servers: server.url, user: 'kilo', pass: password });
+    const waiting: string[] = [];
+    let effects = 0;
+    const peer = await createNatsPeer({
+      nc: kiloNc,
+      namespace: soloNamespace,
+      peerId: 'kilo',
+      durable: true,
+      onWaiting: (message) => waiting.push(message),
+      handlers: { solo: (_input, context) => context.effect(() => (++effects, { verdict: 'approve' })) },
+    });
+    try {
+      const solo = loadBundle(soloBundle()).ref;
+      const { result } = await deployment.coordinator.invoke(caller, { contract: solo, interaction: 'solo', invocationKey: 'sdk', input: { document: 'd' } });
+      const waited = await deployment.coordinator.wait('billing', result.operationId, 'decision', 10_000);
+      assert.equal(waited.result.decision?.outcome, 'success', JSON.stringify(waited.result));
+      assert.deepEqual(waited.result.branches.map((b) => [b.peerId, b.status, b.result]), [['kilo', 'success', { verdict: 'approve' }]]);
+      assert.equal(effects, 1);
+      assert.equal(peer.stats.handled, 1);
+      assert.deepEqual(waiting, [], 'the consumers were already provisioned');
+    } finally {
+      await peer.close();
+      assert.ok(!kiloNc.isClosed(), 'the connection stays the caller\'s');
+      await kiloNc.close();
+      await deployment.close();
+    }
   });
 
   it('a request that exhausts its deliveries is recorded as a failed attempt of its branch', async () => {

@@ -37,23 +37,19 @@
  */
 import { createHash } from 'node:crypto';
 import { dirname, isAbsolute, resolve } from 'node:path';
-import { jetstreamManager } from '@nats-io/jetstream';
-import type { NatsConnection } from '@nats-io/transport-node';
 import { valueAt } from '../../contract/bundle.js';
 import { canonicalJson } from '../../contract/canonical.js';
 import { AdapterError, invalidInput } from '../../contract/errors.js';
 import { readJsonFile } from '../../runtime/files.js';
 import type { JsonValue } from '../../contract/json.js';
 import { compileChecker } from '../../contract/validation.js';
-import { nanosToMs } from '../../adapters/transport/nats-codec.js';
-import { durableStreamNames, inboxPrefixFor, peerConsumerName } from '../../adapters/transport/nats-names.js';
-import { connectNats, NatsTransport, type DurableConfig } from '../../adapters/transport/nats.js';
-import type { Transport } from '../../adapters/transport/types.js';
+import { inboxPrefixFor } from '../../adapters/transport/nats-names.js';
+import { connectNats } from '../../adapters/transport/nats.js';
 import { MemoryEffectSink, type EffectSink } from '../../peer/effect-sink.js';
-import { createPeer, type Handler, type HandlerContext } from '../../peer/peer.js';
+import { createNatsPeer } from '../../peer/nats-peer.js';
+import type { Handler, HandlerContext, Peer } from '../../peer/peer.js';
 import { SqliteEffectSink } from '../../peer/sqlite-effect-sink.js';
 import { SystemClock, type Clock } from '../../runtime/clock.js';
-import { ConsumerMuxTransport, peerRoute } from '../../runtime/nats-deployment.js';
 import type { CliIo } from '../io.js';
 
 // ── the config ───────────────────────────────────────────────────────────────
@@ -86,8 +82,6 @@ export interface PeerConfig {
 }
 
 const delayMsMax = 600_000;
-const provisionWaitMsDefault = 60_000;
-const provisionPollMs = 250;
 const token = { type: 'string', pattern: '^[A-Za-z0-9_-]{1,64}$' } as const;
 const pointer = { type: 'string', pattern: '^(/([^~/]|~[01])*)*$', maxLength: 1024 } as const;
 const delay = { type: 'integer', minimum: 0, maximum: delayMsMax } as const;
@@ -215,21 +209,33 @@ export async function peerCommand(options: PeerCommandOptions, io: CliIo): Promi
   const user = config.nats.user ?? config.peerId;
   const nc = await connectNats({ servers: config.nats.servers, user, pass, name: `convoke-peer-${config.peerId}`, inboxPrefix: inboxPrefixFor('peer', config.peerId) });
   let sink: EffectSink | undefined;
-  let transport: Transport | undefined;
+  let peer: Peer | undefined;
   try {
-    transport = await peerTransport(nc, config, user, io);
     sink = openSink(config.effectSink);
     const clock = new SystemClock();
     const handlers = Object.fromEntries(Object.entries(config.interactions).map(([id, c]) => [id, handlerFor(c, config.peerId, clock, config.faults?.crashAfterEffect === true)]));
-    const peer = await createPeer({ transport, namespace: config.namespace, peerId: config.peerId, handlers, durable: config.durable, sink, clock });
+    peer = await createNatsPeer({
+      nc,
+      identity: user,
+      namespace: config.namespace,
+      peerId: config.peerId,
+      handlers,
+      durable: config.durable,
+      sink,
+      clock,
+      ...(config.provisionWaitMs === undefined ? {} : { provisionWaitMs: config.provisionWaitMs }),
+      onWaiting: (message) => io.stderr.write(`convoke peer ${config.peerId}: ${message}\n`),
+    });
     io.stdout.write(`convoke peer ${config.peerId} ready: ${config.namespace} (${config.durable ? 'durable' : 'core'}), interactions ${Object.keys(handlers).join(', ')}\n`);
     const reason = await nextStop(options.signal);
     io.stderr.write(`convoke peer ${config.peerId}: ${reason}, stopping\n`);
+    const stats = peer.stats;
     await peer.close();
-    io.stderr.write(`convoke peer ${config.peerId}: stopped ${JSON.stringify(peer.stats)}\n`);
+    peer = undefined;
+    io.stderr.write(`convoke peer ${config.peerId}: stopped ${JSON.stringify(stats)}\n`);
     return 0;
   } finally {
-    await transport?.close().catch(() => undefined);
+    await peer?.close().catch(() => undefined);
     if (!nc.isClosed()) await nc.drain().catch(() => nc.close());
     (sink as { close?: () => void } | undefined)?.close?.();
   }
@@ -238,41 +244,6 @@ export async function peerCommand(options: PeerCommandOptions, io: CliIo): Promi
 function openSink(url: string | undefined): EffectSink {
   if (url === undefined || url === 'memory:') return new MemoryEffectSink();
   return new SqliteEffectSink({ path: url.slice('sqlite:'.length) });
-}
-
-/** Core NATS, or the peer's two provisioned durable consumers behind one per-interaction mux. */
-async function peerTransport(nc: NatsConnection, config: PeerConfig, user: string, io: CliIo): Promise<Transport> {
-  if (!config.durable) return new NatsTransport(nc, { identity: user });
-  const durable = await provisionedConsumerSettings(nc, config, io);
-  return new ConsumerMuxTransport(new NatsTransport(nc, { identity: user, durable }), peerRoute(config.namespace, config.peerId));
-}
-
-/**
- * Waits (bounded) for the coordinator to provision this peer's consumers, and adopts their
- * max_deliver and ack_wait: binding checks a consumer against exactly these, and the peer must not
- * disagree with the deployment about them. The duplicate window is the streams' business (the
- * coordinator verifies it); a peer never creates or checks streams, so any positive value serves.
- */
-async function provisionedConsumerSettings(nc: NatsConnection, config: PeerConfig, io: CliIo): Promise<DurableConfig> {
-  const jsm = await jetstreamManager(nc, { checkAPI: false });
-  const stream = durableStreamNames(config.namespace).requests;
-  const deadlineMs = Date.now() + (config.provisionWaitMs ?? provisionWaitMsDefault);
-  let told = false;
-  for (;;) {
-    try {
-      const [request, cancel] = await Promise.all([jsm.consumers.info(stream, peerConsumerName(config.peerId, 'request')), jsm.consumers.info(stream, peerConsumerName(config.peerId, 'cancel'))]);
-      const maxDeliver = request.config.max_deliver ?? -1;
-      const ackWaitMs = nanosToMs(request.config.ack_wait ?? 0);
-      if (cancel.config.max_deliver !== maxDeliver || nanosToMs(cancel.config.ack_wait ?? 0) !== ackWaitMs) throw new AdapterError('conflict', `consumers of peer ${config.peerId} disagree on max_deliver/ack_wait`);
-      return { namespace: config.namespace, duplicateWindowMs: 1, maxDeliver, ackWaitMs };
-    } catch (error) {
-      if (error instanceof AdapterError) throw error;
-      if (Date.now() >= deadlineMs) throw new AdapterError('unavailable', `the consumers of peer ${config.peerId} on ${stream} are not provisioned (is the coordinator running?): ${(error as Error).message}`);
-      if (!told) io.stderr.write(`convoke peer ${config.peerId}: waiting for the coordinator to provision its consumers on ${stream}\n`);
-      told = true;
-      await new Promise((r) => setTimeout(r, provisionPollMs));
-    }
-  }
 }
 
 const stopSignals = ['SIGINT', 'SIGTERM'] as const;
