@@ -28,6 +28,7 @@ import { createPeer, type Handler, type Peer } from '../peer/peer.js';
 import type { Clock } from './clock.js';
 import { Coordinator, type Deployment as DeploymentBinding } from './coordinator.js';
 import { coordinatorBusPermissions, peerBusPermissions } from './embedded.js';
+import { observeStampSources } from './metrics.js';
 import { buildNatsDeployment, natsTransportSchema, type NatsRuntime } from './nats-deployment.js';
 
 // ── the file's shape ─────────────────────────────────────────────────────────
@@ -378,6 +379,7 @@ async function assemble(config: DeploymentConfig, parts: Parts): Promise<Deploym
     bundles,
     deployment: { account: config.deployment.account, system: config.deployment.system, domain: config.deployment.domain },
   });
+  observeStampSources(coordinator.metrics, store);
   const peers = await startExamplePeers(bus, compiled, config.transport.kind === 'memory' ? (config.transport.examplePeers ?? {}) : {}, clock);
   // A durable store may hold operations a previous process left open: resume them before serving.
   await coordinator.recover();

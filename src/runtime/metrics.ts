@@ -1,5 +1,5 @@
 /** Prometheus metrics of one coordinator (served by the HTTP facade at /metrics). */
-import { Counter, Histogram, Registry } from 'prom-client';
+import { Counter, Gauge, Histogram, Registry } from 'prom-client';
 
 export class Metrics {
   readonly registry = new Registry();
@@ -13,5 +13,25 @@ export class Metrics {
     help: 'Admission to decision, in store milliseconds',
     buckets: [1, 2, 5, 10, 20, 50, 100, 250, 500, 1000, 5000, 30000],
     registers: [this.registry],
+  });
+}
+
+/**
+ * For a store whose appends learn server stamps two ways (the JetStream store: its stamp feed, or
+ * a read-back round trip): a gauge of each count, read at scrape time. A growing `read-back`
+ * means the feed is lagging or down, and every append pays a second round trip.
+ */
+export function observeStampSources(metrics: Metrics, store: object): void {
+  if (!('stampSources' in store)) return;
+  const sources = store.stampSources as { fed: number; readBack: number };
+  new Gauge({
+    name: 'convoke_store_stamps',
+    help: 'Appends by how they learned their server timestamp (fed: the stamp feed; read-back: a second round trip)',
+    labelNames: ['source'],
+    registers: [metrics.registry],
+    collect() {
+      this.set({ source: 'fed' }, sources.fed);
+      this.set({ source: 'read-back' }, sources.readBack);
+    },
   });
 }

@@ -55,6 +55,7 @@ import { commandQueueDefault, startCommandServer, type CommandServer } from './c
 import { limits } from '../contract/limits.js';
 import type { Deployment, DeploymentConfig, HttpSettings, NatsDurableSettings, NatsTransportConfig } from './config.js';
 import { Coordinator } from './coordinator.js';
+import { observeStampSources } from './metrics.js';
 
 // ── settings ─────────────────────────────────────────────────────────────────
 
@@ -527,6 +528,7 @@ async function assembleNats(config: DeploymentConfig, settings: ResolvedNatsTran
     deployment: { account: config.deployment.account, system: config.deployment.system, domain: config.deployment.domain },
   });
   closers.push(() => coordinator.close());
+  observeStampSources(coordinator.metrics, inner);
   monitor.onBroken = async (brokenNamespaces, description) => {
     const closed = await coordinator.closeDurabilityLost(new Set(brokenNamespaces));
     if (closed > 0) log(`durability lost in ${brokenNamespaces.join(', ')} (${description}): ${closed} open operation(s) closed as indeterminate`);

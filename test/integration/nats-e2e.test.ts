@@ -146,6 +146,10 @@ describe('NATS end to end', { concurrency: true, timeout: fileTimeoutMs }, () =>
           const coordinator = await jsm.consumers.info(results, coordinatorConsumerName('coordinator', 'result'));
           return peers.every((p) => p.delivered.consumer_seq > 0) && coordinator.delivered.consumer_seq > 0 && coordinator.num_pending === 0 && coordinator.num_ack_pending === 0;
         }, 'every peer pulling its requests, every result delivered to the coordinator and acknowledged', 20_000);
+        // The JetStream store's appends learn their server stamps from its feed, and /metrics says so.
+        const text = await (await fetch(`${f.serve!.url}/metrics`)).text();
+        const fed = Number(/^convoke_store_stamps\{source="fed"\} (\d+)$/m.exec(text)?.[1]);
+        assert.ok(fed > 0, `stamps from the feed: ${text.split('\n').filter((l) => l.startsWith('convoke_store_stamps')).join(' | ')}`);
       });
 
       it('a forged result is not counted: refused by the server on another peer\'s subject, rejected and recorded when the payload names another peer', async () => {
