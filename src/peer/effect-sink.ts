@@ -5,6 +5,7 @@
  * the same key returns the stored outcome instead of applying the effect again. A lease alone
  * cannot stop running code or undo an effect; this is where older owners are shut out.
  */
+import { BoundedMap } from '../contract/bounded-map.js';
 import { AdapterError } from '../contract/errors.js';
 import type { JsonValue } from '../contract/json.js';
 
@@ -36,11 +37,13 @@ export interface EffectSink {
  * bound is the SQLite sink's job (sqlite-effect-sink.ts).
  */
 export class MemoryEffectSink implements EffectSink {
-  private readonly committed = new Map<string, EffectRecord>();
+  private readonly committed: BoundedMap<string, EffectRecord>;
   private readonly log: (EffectKey & EffectRecord)[] = [];
   private readonly inFlight = new Map<string, Promise<unknown>>();
 
-  constructor(private readonly keysMax = 100_000) {}
+  constructor(private readonly keysMax = 100_000) {
+    this.committed = new BoundedMap(keysMax);
+  }
 
   async commit(key: EffectKey, fence: number, attempt: number, effect: () => JsonValue | Promise<JsonValue>): Promise<{ value: JsonValue; repeated: boolean }> {
     const id = `${key.operationId}/${key.branchId}`;
@@ -52,9 +55,7 @@ export class MemoryEffectSink implements EffectSink {
       if (existing && fence === existing.fence) return { value: existing.value, repeated: true };
       const value = await effect();
       const record = { fence, attempt, value };
-      this.committed.delete(id); // re-insert: the map stays in recency order for eviction
       this.committed.set(id, record);
-      if (this.committed.size > this.keysMax) this.committed.delete(this.committed.keys().next().value!);
       this.log.push({ ...key, ...record });
       // Drop the oldest half at once (amortized), not one element per commit.
       if (this.log.length > this.keysMax) this.log.splice(0, Math.ceil(this.keysMax / 2));

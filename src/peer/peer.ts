@@ -12,6 +12,7 @@ import { encodeWire, type CancelOutcome, type CancelRequest, type ClaimMessage, 
 import { subjectFor } from '../adapters/transport/subjects.js';
 import type { InboundMessage, Subscription, Transport } from '../adapters/transport/types.js';
 import { SystemClock, type Clock, type TimerHandle } from '../runtime/clock.js';
+import { BoundedMap } from '../contract/bounded-map.js';
 import { MemoryEffectSink, type EffectSink } from './effect-sink.js';
 
 export interface HandlerContext {
@@ -62,13 +63,13 @@ class PeerRuntime implements Peer {
   readonly stats = { received: 0, handled: 0, replayed: 0, failed: 0, renewed: 0, cancels: 0 };
   private readonly clock: Clock;
   /** Results by operation/branch/attempt: returned again on redelivery instead of repeating work. */
-  private readonly results = new Map<string, JsonValue>();
+  private readonly results = new BoundedMap<string, JsonValue>(resultsMax);
   /**
    * What runs now, by operation/branch, and the highest fence seen per operation/branch (bounded:
    * the oldest entries are forgotten; the coordinator's fences and the effect sink remain the authority).
    */
   private readonly running = new Map<string, Running>();
-  private readonly fences = new Map<string, number>();
+  private readonly fences = new BoundedMap<string, number>(resultsMax);
   private readonly subscriptions: Subscription[] = [];
 
   constructor(private readonly options: PeerOptions) {
@@ -103,9 +104,7 @@ class PeerRuntime implements Peer {
     }
     const branchKey = `${request.operationId}/${request.branchId}`;
     if (request.fence < (this.fences.get(branchKey) ?? 0)) return inbound.ack(); // an older owner's request
-    this.fences.delete(branchKey); // re-insert: the map stays in recency order for eviction
-    this.fences.set(branchKey, request.fence);
-    if (this.fences.size > resultsMax) this.fences.delete(this.fences.keys().next().value!);
+    this.fences.set(branchKey, request.fence); // also makes it the newest: eviction goes by recency
     const resultKey = `${branchKey}/${request.attempt}`;
     let result = this.results.get(resultKey);
     if (result !== undefined) this.stats.replayed++;
@@ -224,7 +223,6 @@ class PeerRuntime implements Peer {
 
   private remember(key: string, result: JsonValue): void {
     this.results.set(key, result);
-    if (this.results.size > resultsMax) this.results.delete(this.results.keys().next().value!);
   }
 }
 

@@ -36,7 +36,7 @@ import { StaticPolicy } from '../adapters/policy/static.js';
 import { JetStreamEventStore } from '../adapters/store/jetstream.js';
 import { openStore } from '../adapters/store/open.js';
 import type { AppendOutcome, EventStore, ReadOutcome, StoreFailure } from '../adapters/store/types.js';
-import { BoundedMap } from '../adapters/transport/nats-consumers.js';
+import { BoundedMap } from '../contract/bounded-map.js';
 import { connectNats, NatsTransport, type DurableConfig } from '../adapters/transport/nats.js';
 import {
   coordinatorConsumerName,

@@ -6,6 +6,7 @@
  * FoldTracker remembers that per operation (keyed by the revision it describes) so the common
  * single-writer path needs no re-read; any mismatch falls back to folding the stored prefix.
  */
+import { BoundedMap } from '../../contract/bounded-map.js';
 import type { StoredTransition, TimeGuard, Transition } from '../../events/types.js';
 import { bodyBytes, checkTransitionShape, encodeTransition, sizeFailure } from './codec.js';
 import { appliesOnFold, checkGuardShape, guardAdmits, guardFailure, rollbackFailure } from './guard.js';
@@ -53,9 +54,11 @@ export function advance(before: FoldPoint, revision: number, guard: TimeGuard, c
 
 /** A bounded per-operation memo of fold points (oldest entries dropped first). */
 export class FoldTracker {
-  private readonly points = new Map<string, FoldPoint>();
+  private readonly points: BoundedMap<string, FoldPoint>;
 
-  constructor(private readonly entriesMax = 10_000) {}
+  constructor(entriesMax = 10_000) {
+    this.points = new BoundedMap(entriesMax);
+  }
 
   /** The point at exactly `revision`, if this client last saw the operation there. */
   at(operationId: string, revision: number): FoldPoint | undefined {
@@ -67,12 +70,7 @@ export class FoldTracker {
     const current = this.points.get(operationId);
     // Never move the memo backwards: a slow reader must not overwrite a newer append's point.
     if (current && current.revision > point.revision) return;
-    this.points.delete(operationId);
     this.points.set(operationId, point);
-    if (this.points.size > this.entriesMax) {
-      const oldest = this.points.keys().next().value;
-      if (oldest !== undefined) this.points.delete(oldest);
-    }
   }
 
   forget(operationId: string): void {

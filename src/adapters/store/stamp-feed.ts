@@ -14,6 +14,7 @@
  * sequence it missed, so a dead feed costs one wait, not one per append.
  */
 import { DeliverPolicy, type JetStreamClient } from '@nats-io/jetstream';
+import { BoundedMap } from '../../contract/bounded-map.js';
 
 export interface Stamp {
   subject: string;
@@ -31,7 +32,7 @@ export interface Delivery {
 const keptMax = 8192;
 
 export class StampFeed {
-  private readonly seen = new Map<number, Stamp>();
+  private readonly seen = new BoundedMap<number, Stamp>(keptMax);
   private readonly waiting = new Map<number, Array<(stamp: Stamp | undefined) => void>>();
   private highestSeq = 0;
   /** Set when a wait timed out: the feed is bypassed until it delivers past this sequence. */
@@ -94,10 +95,6 @@ export class StampFeed {
     if (seq > this.highestSeq) this.highestSeq = seq;
     if (this.distrustedUntilSeq > 0 && seq >= this.distrustedUntilSeq) this.distrustedUntilSeq = 0;
     this.seen.set(seq, stamp);
-    if (this.seen.size > keptMax) {
-      const oldest = this.seen.keys().next().value;
-      if (oldest !== undefined) this.seen.delete(oldest);
-    }
     const list = this.waiting.get(seq);
     if (list) {
       this.waiting.delete(seq);

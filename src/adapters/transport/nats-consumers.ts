@@ -6,7 +6,8 @@
  */
 import { JetStreamApiCodes, JetStreamApiError, type ConsumerConfig, type ConsumerInfo, type JetStreamClient, type JetStreamManager, type JsMsg } from '@nats-io/jetstream';
 import type { NatsConnection, Subscription as NatsSubscription } from '@nats-io/transport-node';
-import { AdapterError, assert } from '../../contract/errors.js';
+import { BoundedMap } from '../../contract/bounded-map.js';
+import { AdapterError } from '../../contract/errors.js';
 import { fromNatsHeaders, msToNanos } from './nats-codec.js';
 import { toAdapterError } from './nats-errors.js';
 import { maxDeliveriesAdvisorySubject } from './nats-names.js';
@@ -19,32 +20,6 @@ const pullBatchMessagesMax = 64;
 const deliveredSubjectsMax = 10_000;
 /** Exhausted sequences remembered per subscription: the server re-emits the advisory after a restart. */
 const exhaustedReportedMax = 10_000;
-
-/** A Map that forgets its oldest entries beyond a bound (insertion order is Map order). */
-export class BoundedMap<K, V> {
-  private readonly map = new Map<K, V>();
-
-  constructor(private readonly entriesMax: number) {
-    assert(Number.isSafeInteger(entriesMax) && entriesMax > 0, 'BoundedMap needs a positive bound');
-  }
-
-  get(key: K): V | undefined {
-    return this.map.get(key);
-  }
-
-  has(key: K): boolean {
-    return this.map.has(key);
-  }
-
-  set(key: K, value: V): void {
-    this.map.delete(key);
-    this.map.set(key, value);
-    if (this.map.size > this.entriesMax) {
-      const oldest = this.map.keys().next();
-      if (!oldest.done) this.map.delete(oldest.value);
-    }
-  }
-}
 
 export interface JetStreamContext {
   nc: NatsConnection;
