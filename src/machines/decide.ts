@@ -31,6 +31,38 @@ function apply(record: OperationRecord, events: readonly DomainEvent[], atMs: nu
   return draft;
 }
 
+// ── commands decided together ──────────────────────────────────────────────
+
+/** Commands one transition may carry. */
+export const commandsPerTransitionMax = 16;
+
+/**
+ * Several commands as one transition (spec: per-operation serialization makes votes, outbox
+ * state and closure "one logical record transition"). Each is decided against the record as the
+ * ones before it leave it — applied provisionally at `nowMs` — so the events are exactly those
+ * the commands would append one after another at that instant. The guard is the intersection of
+ * theirs: every command's window must hold at the one commit instant. Undefined when no command
+ * decides anything; `disjoint` when the windows do not meet (commit them one by one instead).
+ */
+export function decideTogether(record: OperationRecord, deciders: readonly ((record: OperationRecord) => Transition | undefined)[], nowMs: number): Transition | undefined | 'disjoint' {
+  const parts: Transition[] = [];
+  let draft = record;
+  for (const decide of deciders) {
+    const part = decide(draft);
+    if (!part) continue;
+    parts.push(part);
+    draft = apply(draft, part.events, nowMs);
+  }
+  if (parts.length <= 1) return parts[0];
+  const timeGuard = { notBeforeMs: Math.max(...parts.map((p) => p.timeGuard.notBeforeMs)), notAfterMs: Math.min(...parts.map((p) => p.timeGuard.notAfterMs)) };
+  if (timeGuard.notBeforeMs >= timeGuard.notAfterMs) return 'disjoint';
+  const commands = [...new Set(parts.map((p) => p.causation.command))].join('+');
+  const messageIds = parts.flatMap((p) => (p.causation.messageId === undefined ? [] : [p.causation.messageId])).join(' ');
+  const causation: Transition['causation'] = { command: commands.length <= 64 ? commands : 'batch' };
+  if (messageIds !== '' && messageIds.length <= 512) causation.messageId = messageIds;
+  return { events: parts.flatMap((p) => p.events), timeGuard, causation };
+}
+
 // ── closure and settlement ─────────────────────────────────────────────────
 
 /** decision-closed with the sibling dispositions, and settlement-completed when nothing is left to settle. */

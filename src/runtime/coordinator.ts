@@ -13,7 +13,7 @@ import { limits } from '../contract/limits.js';
 import type { InvocationRequest, RuntimeContext, WaitFor } from '../contract/types.js';
 import type { StoredTransition, Transition } from '../events/types.js';
 import { planAdmission, type PeerAuthorization } from '../machines/admission.js';
-import { decideCancelOperation, decideDue, decideDurabilityLost, nextDueMs, selectionCandidates, type CandidateAuthorization } from '../machines/decide.js';
+import { commandsPerTransitionMax, decideCancelOperation, decideDue, decideDurabilityLost, decideTogether, nextDueMs, selectionCandidates, type CandidateAuthorization } from '../machines/decide.js';
 import { applyStored, branchList, fold, type OperationRecord } from '../projections/record.js';
 import { invocationResult, reached, type InvocationResult } from '../projections/views.js';
 import type { Policy } from '../adapters/policy/types.js';
@@ -23,7 +23,7 @@ import type { Subscription } from '../adapters/transport/types.js';
 import { OperationNotFound } from './errors.js';
 import { Metrics } from './metrics.js';
 import { transitionProblem } from '../events/schemas.js';
-import { newEntry, type Caller, type CoordinatorDeps, type OpEntry, type RuntimeHost, type Waiter } from './host.js';
+import { newEntry, type Arrival, type Caller, type CoordinatorDeps, type Decider, type OpEntry, type RuntimeHost, type SubmitOptions, type Waiter } from './host.js';
 import { dispatchCancels, dispatchRequests } from './outbox.js';
 import { onPeerMessage } from './intake.js';
 
@@ -32,6 +32,8 @@ export type { Caller, CoordinatorDeps, Deployment } from './host.js';
 const conflictRetriesMax = 8;
 /** When a due transition could not be committed, it is tried again after this long. */
 const dueRetryMs = 100;
+/** Message bytes one shared transition may carry: well inside transitionBytesMax with event overhead. */
+const batchBytesMax = limits.transitionBytesMax / 2;
 /** Settled operations kept in memory for fast reads; older ones are reloaded from the store on demand. */
 const settledCacheMax = 2048;
 
@@ -299,6 +301,80 @@ export class Coordinator implements RuntimeHost {
       throw storeError(outcome, transition.causation.command);
     }
     throw new AdapterError('unavailable', `operation ${entry.record.operationId}: too many concurrent writers`);
+  }
+
+  submit(entry: OpEntry, prepare: () => Promise<Decider>, weightBytes: number, options: SubmitOptions = {}): Promise<void> {
+    return new Promise<void>((resolve, reject) => {
+      const arrival: Arrival = { prepare, weightBytes, done: (error) => (error === undefined ? resolve() : reject(error)) };
+      entry.arrivals.push(arrival);
+      if (options.lingerMs === undefined) return this.queueDrain(entry);
+      this.deps.clock.at(this.deps.clock.nowMs() + options.lingerMs, () => {
+        if (entry.arrivals.includes(arrival)) this.queueDrain(entry);
+      });
+    });
+  }
+
+  private queueDrain(entry: OpEntry): void {
+    if (entry.drainQueued) return;
+    entry.drainQueued = true;
+    void this.enqueue(entry, () => this.drain(entry));
+  }
+
+  /** Commits what has arrived, as one transition where the commands allow it; the rest waits for the next drain. */
+  private async drain(entry: OpEntry): Promise<void> {
+    entry.drainQueued = false;
+    let bytes = 0;
+    let taken = 0;
+    while (taken < entry.arrivals.length && taken < commandsPerTransitionMax && (taken === 0 || bytes + entry.arrivals[taken]!.weightBytes <= batchBytesMax)) {
+      bytes += entry.arrivals[taken]!.weightBytes;
+      taken++;
+    }
+    const batch = entry.arrivals.splice(0, taken);
+    if (entry.arrivals.length > 0) this.queueDrain(entry);
+    const prepared = await Promise.all(batch.map((a) => a.prepare().then((decide) => ({ arrival: a, decide }), (error: unknown) => (a.done(error ?? new Error('prepare failed')), undefined))));
+    const ready = prepared.filter((p): p is { arrival: Arrival; decide: Decider } => p !== undefined);
+    if (ready.length === 0) return;
+    try {
+      await this.commitTogether(
+        entry,
+        ready.map((r) => r.decide),
+      );
+      for (const r of ready) r.arrival.done();
+    } catch (error) {
+      for (const r of ready) r.arrival.done(error ?? new Error('commit failed'));
+    }
+  }
+
+  /**
+   * One transition for several commands (decideTogether), with the CAS retry of commitDecided.
+   * When the store answers that the shared guard did not hold or the transition is too large,
+   * each command is committed on its own instead, with its own guard and late handling.
+   */
+  private async commitTogether(entry: OpEntry, deciders: Decider[]): Promise<void> {
+    if (deciders.length === 1) return this.commitDecided(entry, deciders[0]!);
+    for (let tries = 0; tries < conflictRetriesMax; tries++) {
+      const transition = decideTogether(
+        entry.record,
+        deciders.map((decide) => (record) => decide(record, false)),
+        this.deps.clock.nowMs(),
+      );
+      if (transition === undefined) return;
+      if (transition === 'disjoint') break;
+      const problem = transitionProblem(transition);
+      if (problem !== undefined) throw new AssertionFailure(`decided an invalid transition (${transition.causation.command}): ${problem}`);
+      const outcome = await this.deps.store.append(entry.record.operationId, entry.record.revision, transition);
+      if (outcome.kind === 'ok') {
+        this.applyCommitted(entry, { revision: outcome.revision, committedAtMs: outcome.committedAtMs, transition });
+        return;
+      }
+      if (outcome.kind === 'conflict') {
+        await this.reload(entry);
+        continue;
+      }
+      if (outcome.kind === 'expired' || outcome.kind === 'invalid-input') break;
+      throw storeError(outcome, transition.causation.command);
+    }
+    for (const decide of deciders) await this.commitDecided(entry, decide);
   }
 
   private applyCommitted(entry: OpEntry, stored: StoredTransition): void {

@@ -55,13 +55,33 @@ export interface OpEntry {
    * Process-local knowledge: empty after a restart, when "never sent" cannot be known.
    */
   unsent: Set<string>;
+  /** Commands submitted while the queue was busy, committed together by one drain. */
+  arrivals: Arrival[];
+  /** A drain of `arrivals` is queued. */
+  drainQueued: boolean;
 }
 
 export function newEntry(record: OperationRecord, interaction: CompiledInteraction): OpEntry {
-  return { record, interaction, queue: Promise.resolve(), waiters: new Set(), dueTimer: undefined, dueAtMs: undefined, unsent: new Set() };
+  return { record, interaction, queue: Promise.resolve(), waiters: new Set(), dueTimer: undefined, dueAtMs: undefined, unsent: new Set(), arrivals: [], drainQueued: false };
 }
 
 export type Decider = (record: OperationRecord, retryAsLate: boolean) => Transition | undefined;
+
+export interface SubmitOptions {
+  /**
+   * A fact that may wait for company: it rides with the next command submitted for the
+   * operation, or is committed on its own after this long.
+   */
+  lingerMs?: number;
+}
+
+/** A submitted command: its asynchronous checks run when its turn comes, then its decider. */
+export interface Arrival {
+  prepare: () => Promise<Decider>;
+  /** An upper bound of what it adds to a transition (the message size), to keep batches inside transitionBytesMax. */
+  weightBytes: number;
+  done: (error?: unknown) => void;
+}
 
 export interface RuntimeHost {
   readonly deps: CoordinatorDeps;
@@ -70,6 +90,11 @@ export interface RuntimeHost {
   enqueue<T>(entry: OpEntry, work: () => Promise<T>): Promise<T>;
   /** Decides against the current record and appends at its revision (CAS), retrying on conflict. */
   commitDecided(entry: OpEntry, decide: Decider): Promise<void>;
+  /**
+   * Queues a command for the operation; commands that wait for the queue together are committed
+   * as one transition. Resolves once its outcome is stored (or nothing needed storing).
+   */
+  submit(entry: OpEntry, prepare: () => Promise<Decider>, weightBytes: number, options?: SubmitOptions): Promise<void>;
   load(operationId: string): Promise<OpEntry | undefined>;
   /** Fails closed: unavailable policy answers are errors, never allows. */
   authorize(input: AuthorizationInput): Promise<AuthorizationDecision>;

@@ -1,9 +1,11 @@
 /**
  * Peer message intake: results, claims (renew/release) and cancel results. The subject is parsed
  * against the subscription's namespace and interaction, the payload strictly parsed and
- * schema-checked, the publisher verified and authorization rechecked; then the pure decider runs
- * under the operation's serial queue and its transition is appended with the CAS. Durable
- * messages are acknowledged only after that append (or a duplicate proving prior acceptance).
+ * schema-checked; when its turn comes in the operation's serial queue the publisher is verified
+ * and authorization rechecked, then the pure decider runs and its transition is appended with the
+ * CAS — together with the other messages of that operation that waited meanwhile (host.submit).
+ * Durable messages are acknowledged only after that append (or a duplicate proving prior
+ * acceptance).
  */
 import { parseStrictBytes } from '../contract/ijson.js';
 import { limits } from '../contract/limits.js';
@@ -14,7 +16,7 @@ import { decideCancelResult, decideClaim, decideResult, type PeerCommand } from 
 import type { OperationRecord } from '../projections/record.js';
 import { parseSubject } from '../adapters/transport/subjects.js';
 import type { InboundMessage } from '../adapters/transport/types.js';
-import type { OpEntry, RuntimeHost } from './host.js';
+import type { Decider, OpEntry, RuntimeHost } from './host.js';
 
 type Kind = 'result' | 'claim' | 'cancel-result';
 type Message = ResultMessage | ClaimMessage | CancelResult;
@@ -38,7 +40,7 @@ export async function onPeerMessage(host: RuntimeHost, namespace: string, intera
   const entry = await host.load(parsed.operationId).catch(() => undefined);
   if (!entry) return drop(host, inbound, 'unknown-operation');
   try {
-    await host.enqueue(entry, () => admit(host, entry, inbound, parsed.peerId, kind, message));
+    await host.submit(entry, () => prepare(host, entry, inbound, parsed.peerId, kind, message), inbound.data.byteLength);
     await inbound.ack();
   } catch {
     // The store could not answer: leave the message for redelivery rather than guess.
@@ -47,21 +49,21 @@ export async function onPeerMessage(host: RuntimeHost, namespace: string, intera
   }
 }
 
-async function admit(host: RuntimeHost, entry: OpEntry, inbound: InboundMessage, subjectPeerId: string, kind: Kind, message: Message): Promise<void> {
+/** Verification and the authorization recheck, then the decider for this message. */
+async function prepare(host: RuntimeHost, entry: OpEntry, inbound: InboundMessage, subjectPeerId: string, kind: Kind, message: Message): Promise<Decider> {
   const record = entry.record;
   const expectedPeerId = record.branches[message.branchId]?.peerId ?? '';
   const verification = host.deps.verifier.verify({ subject: inbound.subject, namespace: record.subjectNamespace, subjectPeerId, expectedPeerId, payloadPeerId: message.peerId });
   const authorizationProblem = await recheckAuthorization(host, record, kind, message);
   const base = { subject: inbound.subject, subjectPeerId, publisherProblem: verification.accepted ? undefined : verification.reason, authorizationProblem };
-  await host.commitDecided(entry, (current, retryAsLate) => {
+  return (current, retryAsLate) => {
     // A message the store serializes at or after its guard is late, whatever the socket saw.
     const nowMs = retryAsLate ? Math.max(host.deps.clock.nowMs(), lateInstant(current, message.branchId)) : host.deps.clock.nowMs();
-    return decideFor(host, entry, kind, { ...base, message, nowMs } as PeerCommand<Message>);
-  });
+    return decideFor(host, current, entry, kind, { ...base, message, nowMs } as PeerCommand<Message>);
+  };
 }
 
-function decideFor(host: RuntimeHost, entry: OpEntry, kind: Kind, command: PeerCommand<Message>): Transition | undefined {
-  const record = entry.record;
+function decideFor(host: RuntimeHost, record: OperationRecord, entry: OpEntry, kind: Kind, command: PeerCommand<Message>): Transition | undefined {
   if (kind === 'result') {
     const d = decideResult(record, entry.interaction, command as PeerCommand<ResultMessage>);
     if (d.kind === 'reject') host.metrics.rejections.inc({ reason: d.reason });
