@@ -13,6 +13,8 @@ import type { OpEntry, RuntimeHost } from './host.js';
 
 /** Republishing an uncertain publication waits this long (a transport retry, not an application retry). */
 export const reconcileAfterMs = 1000;
+/** Storage receipts wait at most this long for a transition to ride with. */
+export const receiptLingerMs = 50;
 
 function contextOf(host: RuntimeHost, record: OperationRecord) {
   return host.context({ principalId: record.principalId, senderPeerId: record.senderPeerId }, host.deps.clock.nowMs(), record.deadlineMs);
@@ -54,7 +56,15 @@ export async function dispatchRequests(host: RuntimeHost, entry: OpEntry): Promi
     }),
   );
   if (revoked.length > 0) await host.commitDecided(entry, (current) => decideRevocations(current, revoked, host.deps.clock.nowMs()));
-  if (receipts.length > 0) await host.commitDecided(entry, (current) => decideDispatchRecorded(current, receipts, host.deps.clock.nowMs()));
+  if (receipts.length > 0 && receipts.every((r) => r.receipt === 'stored' || r.receipt === 'already-stored')) {
+    // Proof of storage changes no branch's course: it rides with the next transition of the
+    // operation (usually its first results) instead of costing an append of its own. Until it is
+    // recorded the outbox reads pending, which a recovery republishes under the same identity.
+    const decide = async () => (current: OperationRecord) => decideDispatchRecorded(current, receipts, host.deps.clock.nowMs());
+    void host.submit(entry, decide, 0, { lingerMs: receiptLingerMs }).catch(() => host.metrics.storeErrors.inc({ stage: 'record-dispatch' }));
+  } else if (receipts.length > 0) {
+    await host.commitDecided(entry, (current) => decideDispatchRecorded(current, receipts, host.deps.clock.nowMs()));
+  }
   if (receipts.some((r) => r.receipt === 'unknown') || receipts.length + revoked.length < pending.length) scheduleReconcile(host, entry, dispatchRequests);
 }
 
