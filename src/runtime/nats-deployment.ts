@@ -680,6 +680,9 @@ export function jetstreamStorePermissions(names: JetStreamStoreNames = {}, optio
       `$JS.API.CONSUMER.INFO.${s}.>`,
       `$JS.API.CONSUMER.MSG.NEXT.${s}.>`,
       `$JS.ACK.${s}.>`,
+      // Flow-control replies of the stamp feed (an ordered push consumer). Refused, the server
+      // stalls the feed at its first flow-control window and every append falls back to a read.
+      `$JS.FC.${s}.>`,
     );
     if (options.manageStreams) publish.push(`$JS.API.STREAM.CREATE.${s}`);
   }

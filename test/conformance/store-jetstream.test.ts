@@ -2,7 +2,10 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { connect, headers } from '@nats-io/transport-node';
 import { jetstream } from '@nats-io/jetstream';
+import { randomBytes } from 'node:crypto';
 import { JetStreamEventStore } from '../../src/adapters/store/jetstream.js';
+import { connectNats } from '../../src/adapters/transport/nats.js';
+import { jetstreamStorePermissions } from '../../src/runtime/nats-deployment.js';
 import { startJetStreamServer } from '../support/jetstream-server.js';
 import type { Transition } from '../../src/events/types.js';
 import { expectOk, makeTransition, newOperationId, readOk, storeConformance, type StoreFactory } from './store.js';
@@ -87,6 +90,40 @@ test('jetstream: with the stamp feed off, appends read their message back and an
     assert.deepEqual(store.stampSources, { fed: 0, readBack: 2 });
   } finally {
     await store.close();
+    await server.dispose();
+  }
+});
+
+test('jetstream: under the least-privilege store permissions the stamp feed keeps flowing past its flow-control windows', async () => {
+  // The feed is an ordered push consumer: the server pauses it at each flow-control window until
+  // the client answers on $JS.FC. A store user that may not publish there still works, but every
+  // append after the first window pays a read-back; this test sees that as readBack > 0.
+  const password = randomBytes(9).toString('hex');
+  const permissions = jetstreamStorePermissions({}, { manageStreams: true });
+  const server = await startJetStreamServer({ users: [{ user: 'store', password, publish: permissions.publish, subscribe: ['_INBOX.store.>'] }] });
+  const nc = await connectNats({ servers: server.url, user: 'store', pass: password, inboxPrefix: '_INBOX.store' });
+  const store = await JetStreamEventStore.open({ connection: nc, requestTimeoutMs, stampWaitMs: 2_000 });
+  try {
+    const guard = { notBeforeMs: 0, notAfterMs: Number.MAX_SAFE_INTEGER };
+    // Deliveries are headers only (a few hundred bytes): nats-server 2.9 asks for flow control
+    // after 1 MiB outstanding and stops the feed at 2 MiB, some thousands of appends.
+    const operations = 40;
+    const appendsEach = 250;
+    await Promise.all(
+      Array.from({ length: operations }, async (_, i) => {
+        const id = newOperationId(`feed-windows-${i}`);
+        let outcome = await store.create(id, makeTransition(guard, 'create'));
+        expectOk(outcome, 'create');
+        for (let k = 0; k < appendsEach; k++) {
+          outcome = await store.append(id, outcome.revision, makeTransition(guard, `append-${k}`));
+          expectOk(outcome, `append ${k}`);
+        }
+      }),
+    );
+    assert.deepEqual(store.stampSources, { fed: operations * (appendsEach + 1), readBack: 0 });
+  } finally {
+    await store.close();
+    await nc.close();
     await server.dispose();
   }
 });
