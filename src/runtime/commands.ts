@@ -151,6 +151,12 @@ export interface CommandServerOptions {
   queue?: string;
   /** Principals that speak as a peer (sender exclusion): principal id -> peer id. */
   senders?: Record<string, string>;
+  /**
+   * The inbox prefix a principal's replies must go to. A command whose reply subject lies outside
+   * its principal's inbox is neither run nor answered (counted as status "misaddressed"): answering
+   * it would deliver one principal's reply into another's inbox.
+   */
+  replyInbox?: (principalId: string) => string;
   /** Told about 500s (bugs); the caller only learns "internal error". */
   onInternalError?: (error: unknown) => void;
 }
@@ -201,6 +207,11 @@ function track(state: ServerState, work: Promise<void>): Promise<void> {
 
 async function answer(state: ServerState, verb: CommandVerb, message: InboundMessage): Promise<void> {
   const principalId = message.subject.split('.')[2] ?? '';
+  const inbox = state.options.replyInbox;
+  if (message.replyTo !== undefined && inbox !== undefined && !message.replyTo.startsWith(`${inbox(principalId)}.`)) {
+    state.replies.inc({ verb, status: 'misaddressed' });
+    return;
+  }
   let reply: CommandReply;
   try {
     reply = await handleCommand(state, verb, principalId, message.data);

@@ -554,6 +554,7 @@ async function assembleNats(config: DeploymentConfig, settings: ResolvedNatsTran
     bodyLimitBytes: parts.http.bodyLimitBytes,
     queue: settings.commandQueue,
     senders: settings.commandSenders,
+    replyInbox: (principalId) => inboxPrefixFor('cmd', principalId),
     onInternalError: (error) => log(`command: internal error: ${(error as Error)?.stack ?? String(error)}`),
   });
   closers.push(() => commands.close());
@@ -690,9 +691,7 @@ export function jetstreamStorePermissions(names: JetStreamStoreNames = {}, optio
 }
 
 export function mergePermissions(...blocks: NatsPermissions[]): NatsPermissions {
-  const merged: NatsPermissions = { publish: [...new Set(blocks.flatMap((b) => b.publish))], subscribe: [...new Set(blocks.flatMap((b) => b.subscribe))] };
-  if (blocks.some((b) => b.allowResponses)) merged.allowResponses = true;
-  return merged;
+  return { publish: [...new Set(blocks.flatMap((b) => b.publish))], subscribe: [...new Set(blocks.flatMap((b) => b.subscribe))] };
 }
 
 export interface NatsPrincipalPlan {
@@ -749,7 +748,6 @@ export function renderNatsAuthorization(plan: NatsPrincipalPlan[], passwordVaria
     const lines = [`    # ${p.role}; connect with inbox prefix ${p.inboxPrefix}`, '    {', `      user: ${quote(p.user)}`, `      password: $${passwordVariable(p.user)}`, '      permissions: {'];
     lines.push(`        publish: { allow: ${list(p.permissions.publish)} }`);
     lines.push(`        subscribe: { allow: ${list(p.permissions.subscribe)} }`);
-    if (p.permissions.allowResponses) lines.push('        allow_responses: true');
     lines.push('      }', '    }');
     return lines.join('\n');
   });

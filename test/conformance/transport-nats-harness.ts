@@ -22,7 +22,7 @@ export function rosterUsers(namespace = conformanceNamespace): NatsUser[] {
   return conformanceRoster(namespace).map((entry) => ({
     user: entry.identity,
     password: passwordOf(entry.identity),
-    ...(entry.permissions === undefined ? {} : { publish: entry.permissions.publish, subscribe: entry.permissions.subscribe, allowResponses: entry.permissions.allowResponses }),
+    ...(entry.permissions === undefined ? {} : { publish: entry.permissions.publish, subscribe: entry.permissions.subscribe }),
   }));
 }
 

@@ -127,6 +127,29 @@ describe('NATS end to end', { concurrency: true, timeout: fileTimeoutMs }, () =>
         await assert.rejects(mallory.transport.request('convoke.cmd.billing.get', new TextEncoder().encode('{"operationId":"x"}'), 2_000), (e: unknown) => (e as { kind?: string }).kind === 'denied');
       });
 
+      it('a command whose reply names another principal\'s inbox is neither run nor answered', async () => {
+        const connect = (user: string) => connectNats({ servers: f.url, user, pass: f.env()[passwordVariableOf(user)], inboxPrefix: inboxPrefixFor('cmd', user) });
+        const [billingConnection, malloryConnection] = await Promise.all([connect('billing'), connect('mallory')]);
+        try {
+          const trap = `${inboxPrefixFor('cmd', 'billing')}.trap`;
+          const delivered: string[] = [];
+          billingConnection.subscribe(trap, { callback: (_e, m) => void delivered.push(m.string()) });
+          await billingConnection.flush();
+          const key = `misaddressed-${mode}`;
+          const body = { contract: f.contract, interaction: 'allok', invocationKey: key, input: { document: 'first' }, waitMs: 0 };
+          malloryConnection.publish('convoke.cmd.mallory.invoke', JSON.stringify(body), { reply: trap });
+          await malloryConnection.flush();
+          await new Promise((r) => setTimeout(r, 300));
+          assert.deepEqual(delivered, []);
+          // Nothing was admitted under the key: a different input is a new operation, not a 409.
+          const mallory = await f.client('mallory');
+          const reply = await mallory.invoke('allok', { document: 'second' }, { key });
+          assert.equal(resultOf(reply).decision?.outcome, 'success');
+        } finally {
+          await Promise.all([billingConnection.close(), malloryConnection.close()]);
+        }
+      });
+
       it('`convoke invoke` prints the InvocationResult (JSON) from a separate process', async () => {
         const args = ['invoke', '--nats', f.url, '--user', 'billing', '--password-env', passwordVariableOf('billing'), '--contract', `${f.dir}/bundle.json`, '--interaction', 'quorum', '--key', `cli-${mode}`, '--input', '{"document":"cli"}', '--wait-ms', '10000', '--json'];
         const cli = spawnCli(args, f.env());

@@ -49,7 +49,6 @@ function users(): NatsUser[] {
     password: `pw-${user}`,
     publish: permissions.publish,
     subscribe: permissions.subscribe,
-    allowResponses: permissions.allowResponses,
   }));
   return [...convoke, ...extraUsers];
 }
@@ -154,16 +153,31 @@ describe('NATS permissions: the result subject proves the publishing peer', () =
     assert.deepEqual(got, []);
   });
 
-  it('a command client publishes only its own commands and the coordinator answers it (allow_responses)', async () => {
+  it('a command client publishes only its own commands and the coordinator answers it in its inbox', async () => {
     const coordinator = await transport('coordinator');
     const billing = await transport('billing');
     await coordinator.subscribe('convoke.cmd.*.get', async (m) => {
       const principal = m.subject.split('.')[2];
+      assert.ok(m.replyTo?.startsWith(`${inboxPrefixFor('cmd', 'billing')}.`), m.replyTo);
       await m.respond?.(encoder.encode(`hello ${principal}`));
     });
     assert.ok(billing.request);
     assert.equal(text(await billing.request('convoke.cmd.billing.get', encoder.encode('{}'), 2_000)), 'hello billing');
     await assert.rejects(billing.request('convoke.cmd.someone-else.get', encoder.encode('{}'), 2_000), isDenied);
+  });
+
+  it('the coordinator may publish into command clients\' inboxes, not into a peer\'s or another coordinator\'s', async () => {
+    const coordinatorConnection = await connection('coordinator');
+    const reported = violations(coordinatorConnection);
+    const watcher = await connection('admin');
+    const got: string[] = [];
+    watcher.subscribe('_INBOX.>', { callback: (_e, m) => void got.push(m.subject) });
+    await watcher.flush();
+    coordinatorConnection.publish(`${inboxPrefixFor('peer', 'alfa')}.x`, 'stray');
+    coordinatorConnection.publish(`${inboxPrefixFor('coord', 'other')}.x`, 'stray');
+    coordinatorConnection.publish(`${inboxPrefixFor('cmd', 'billing')}.x`, 'reply');
+    await waitFor(() => reported.length === 2 && got.length === 1, 'two violations and one delivery');
+    assert.deepEqual(got, [`${inboxPrefixFor('cmd', 'billing')}.x`]);
   });
 
   it('a peer cannot create consumers or read stream messages (consumers are provisioned for it)', async () => {

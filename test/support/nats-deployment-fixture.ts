@@ -151,7 +151,7 @@ export class NatsDeploymentFixture {
   }
 
   users(): NatsUser[] {
-    const users: NatsUser[] = this.plan.map((p) => ({ user: p.user, password: this.password(p.user), publish: p.permissions.publish, subscribe: p.permissions.subscribe, allowResponses: p.permissions.allowResponses }));
+    const users: NatsUser[] = this.plan.map((p) => ({ user: p.user, password: this.password(p.user), publish: p.permissions.publish, subscribe: p.permissions.subscribe }));
     return [...users, { user: 'admin', password: this.adminPassword }];
   }
 

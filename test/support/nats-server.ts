@@ -14,8 +14,6 @@ export interface NatsUser {
   password: string;
   publish?: string[];
   subscribe?: string[];
-  /** Allow publishing replies to requests received (`allow_responses`). */
-  allowResponses?: boolean;
 }
 
 export interface NatsServerOptions {
@@ -72,7 +70,6 @@ function renderConfig(options: NatsServerOptions, storeDir: string, portsDir: st
       const perms: string[] = [];
       if (u.publish) perms.push(`publish: { allow: [${u.publish.map(quote).join(', ')}] }`);
       if (u.subscribe) perms.push(`subscribe: { allow: [${u.subscribe.map(quote).join(', ')}] }`);
-      if (u.allowResponses) perms.push('allow_responses: true');
       const permText = perms.length > 0 ? `, permissions: { ${perms.join(', ')} }` : '';
       return `    { user: ${quote(u.user)}, password: ${quote(u.password)}${permText} }`;
     });

@@ -67,6 +67,7 @@ export class MemoryBus {
         redelivered: false,
         ack: async () => {},
         nak: async () => {},
+        ...(replyTo === undefined ? {} : { replyTo }),
         respond: replyTo === undefined ? undefined : async (reply: Uint8Array) => void sub.connection.publish(replyTo, reply),
       };
       queueMicrotask(() => {

@@ -120,6 +120,9 @@ export function inboxPrefixFor(role: InboxRole, id: string): string {
   return `_INBOX.${role}.${id}`;
 }
 
+/** Every command client's inbox: where a coordinator publishes command replies. */
+export const commandReplyInboxes = '_INBOX.cmd.*.>';
+
 /** Published by the server when a message reaches max_deliver on a consumer. */
 export function maxDeliveriesAdvisorySubject(stream: string, consumer: string): string {
   return `$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.${stream}.${consumer}`;

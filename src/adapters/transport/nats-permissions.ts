@@ -12,6 +12,12 @@
  * - Inboxes are per principal (`_INBOX.<role>.<id>.>`, see inboxPrefixFor): replies, PubAcks and
  *   pull deliveries for one principal are not readable by another. The connection must be opened
  *   with that inbox prefix (connectNats({inboxPrefix})).
+ * - A coordinator answers commands by publishing into command clients' inboxes
+ *   (`_INBOX.cmd.*.>`), and the command server answers a principal only inside its own inbox
+ *   (CommandServerOptions.replyInbox). Not `allow_responses`: with it, nats-server 2.9 remembers
+ *   every reply subject delivered to the user for two minutes and rescans that whole table at
+ *   least once a second — every JetStream delivery and PubAck to a coordinator included. Under
+ *   load that scan was half the server's CPU.
  * - JetStream API subjects carry the stream and consumer name, so a peer is limited to INFO,
  *   MSG.NEXT and ACK on its own two consumers. The ACK subject's remaining tokens (delivery
  *   count, sequences) cannot be scoped: a peer can ack, nak or term any message of its own
@@ -32,6 +38,7 @@
 import {
   assertNamespace,
   assertToken,
+  commandReplyInboxes,
   coordinatorConsumerName,
   durableStreamNames,
   inboxPrefixFor,
@@ -44,8 +51,6 @@ import {
 export interface NatsPermissions {
   publish: string[];
   subscribe: string[];
-  /** nats-server `allow_responses`: may reply to requests it received (and only those). */
-  allowResponses?: boolean;
 }
 
 const peerConsumerKinds: readonly PeerConsumerKind[] = ['request', 'cancel'];
@@ -103,6 +108,7 @@ export function coordinatorPermissions(namespace: string, coordinatorId: string,
     ]),
     `$JS.API.CONSUMER.MSG.NEXT.${results}.*`,
     `$JS.ACK.${results}.>`,
+    commandReplyInboxes,
   ];
   if (options.manageStreams) publish.push(`$JS.API.STREAM.CREATE.${requests}`, `$JS.API.STREAM.CREATE.${results}`);
   const subscribe = [
@@ -114,9 +120,7 @@ export function coordinatorPermissions(namespace: string, coordinatorId: string,
     maxDeliveriesAdvisorySubject(requests, '*'),
     ...coordinatorConsumerKinds.map((kind) => maxDeliveriesAdvisorySubject(results, coordinatorConsumerName(coordinatorId, kind))),
   ];
-  // Replies to commands go to the caller's inbox: allow_responses permits exactly those replies
-  // instead of a blanket `_INBOX.>` publish that could answer someone else's request.
-  return { publish, subscribe, allowResponses: true };
+  return { publish, subscribe };
 }
 
 /**

@@ -135,6 +135,7 @@ function inboundFromMsg(msg: Msg, replyable: boolean): InboundMessage {
     redelivered: false,
     ack: async () => {},
     nak: async () => {},
+    ...(reply === undefined || reply === '' ? {} : { replyTo: reply }),
     respond:
       reply === undefined || reply === ''
         ? undefined

@@ -22,6 +22,8 @@ export interface InboundMessage {
   ack(): Promise<void>;
   /** Ask for redelivery (durable consumers); a no-op on best-effort subscriptions. */
   nak(delayMs?: number): Promise<void>;
+  /** The subject `respond` publishes to; absent when the sender asked for no reply. */
+  replyTo?: string;
   /** Reply to a request (request/reply subjects); absent when the sender asked for no reply. */
   respond?(data: Uint8Array): Promise<void>;
 }
