@@ -1,0 +1,66 @@
+/**
+ * Commands that wait for an operation's queue together share one transition (spec: per-operation
+ * serialization makes votes, outbox state and closure "one logical record transition"). The
+ * shared transition must carry exactly the events the commands would have appended one by one,
+ * under a guard every one of them accepts.
+ */
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { decideTogether } from '../../src/machines/decide.js';
+import type { Transition } from '../../src/events/types.js';
+import type { OperationRecord } from '../../src/projections/record.js';
+import { scenario, types } from '../support/scenario.js';
+
+const approve = { verdict: 'approve' };
+const peers = ['alfa', 'bravo', 'charlie', 'delta', 'echo'];
+
+async function transitionsOf(s: Awaited<ReturnType<typeof scenario>>, operationId: string) {
+  const read = await s.store.read(operationId);
+  assert.equal(read.kind, 'ok');
+  return read.kind === 'ok' ? read.transitions : [];
+}
+
+test('results that arrive together are committed as one transition with the events one-by-one commits would append', async () => {
+  // One by one: each result is settled before the next is sent.
+  const single = await scenario();
+  const one = (await single.invoke('k')).result.operationId;
+  await single.settle();
+  for (const peer of peers.slice(0, 3)) await single.send(peer, { operationId: one, branchId: peer, peerId: peer, result: approve });
+  // Together: three results published in the same turn.
+  const grouped = await scenario();
+  const together = (await grouped.invoke('k')).result.operationId;
+  await grouped.settle();
+  await Promise.all(peers.slice(0, 3).map((peer) => grouped.send(peer, { operationId: together, branchId: peer, peerId: peer, result: approve })));
+
+  const singly = await transitionsOf(single, one);
+  const jointly = await transitionsOf(grouped, together);
+  assert.ok(jointly.length < singly.length, `grouped ${jointly.length} transitions, one by one ${singly.length}`);
+  const shared = jointly.find((t) => (t.transition.causation.messageId ?? '').split(' ').length === 3);
+  assert.ok(shared, `a transition caused by several commands: ${JSON.stringify(jointly.map((t) => t.transition.causation))}`);
+  assert.equal(shared.transition.events.filter((e) => e.type === 'result-accepted').length, 3);
+  // Same facts in the same order (operation ids differ: compare the event types and the record's decision).
+  assert.deepEqual(types(jointly.flatMap((t) => t.transition.events)), types(singly.flatMap((t) => t.transition.events)));
+  const [a, b] = [await single.get(one), await grouped.get(together)];
+  assert.equal(b.decision?.outcome, 'success');
+  assert.deepEqual(b.decision?.outcome, a.decision?.outcome);
+  assert.deepEqual(b.branches.map((x) => x.status), a.branches.map((x) => x.status));
+  await grouped.assertReplayEquals(together);
+  await single.assertReplayEquals(one);
+});
+
+test('decideTogether: the guard is the intersection of the commands\' guards; windows that do not meet are disjoint', () => {
+  const record = {} as OperationRecord;
+  const part = (notBeforeMs: number, notAfterMs: number, command: string, messageId?: string): Transition => ({
+    events: [],
+    timeGuard: { notBeforeMs, notAfterMs },
+    causation: messageId === undefined ? { command } : { command, messageId },
+  });
+  const joint = decideTogether(record, [() => part(0, 100, 'result', 'm1'), () => undefined, () => part(50, 200, 'claim', 'm2')], 60);
+  assert.ok(joint !== undefined && joint !== 'disjoint');
+  assert.deepEqual(joint.timeGuard, { notBeforeMs: 50, notAfterMs: 100 });
+  assert.deepEqual(joint.causation, { command: 'result+claim', messageId: 'm1 m2' });
+  assert.equal(decideTogether(record, [() => part(0, 50, 'result'), () => part(50, 200, 'result')], 49), 'disjoint');
+  assert.equal(decideTogether(record, [() => undefined, () => undefined], 0), undefined);
+  const alone = part(0, 10, 'result', 'm');
+  assert.equal(decideTogether(record, [() => alone], 0), alone);
+});
