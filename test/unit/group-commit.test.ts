@@ -10,6 +10,9 @@ import { decideTogether } from '../../src/machines/decide.js';
 import type { Transition } from '../../src/events/types.js';
 import type { OperationRecord } from '../../src/projections/record.js';
 import { scenario, types } from '../support/scenario.js';
+import { receiptLingerMs, reconcileAfterMs } from '../../src/runtime/outbox.js';
+import type { Transport } from '../../src/adapters/transport/types.js';
+import type { EventStore } from '../../src/adapters/store/types.js';
 
 const approve = { verdict: 'approve' };
 const peers = ['alfa', 'bravo', 'charlie', 'delta', 'echo'];
@@ -63,4 +66,42 @@ test('decideTogether: the guard is the intersection of the commands\' guards; wi
   assert.equal(decideTogether(record, [() => undefined, () => undefined], 0), undefined);
   const alone = part(0, 10, 'result', 'm');
   assert.equal(decideTogether(record, [() => alone], 0), alone);
+});
+
+test('storage receipts wait for company; one whose lone commit fails is republished under the same identity and recorded', async () => {
+  const s = await scenario({ peers: 3 });
+  const deps = (s.coordinator as unknown as { deps: { transport: Transport; store: EventStore } }).deps;
+  // Durable receipts on the in-process bus: every request publication answers `stored`.
+  const published: string[] = [];
+  const transport = deps.transport;
+  const publish = transport.publish.bind(transport);
+  transport.publish = async (subject, data, options) => {
+    const receipt = await publish(subject, data, options);
+    if (!subject.includes('.request.')) return receipt;
+    published.push(options?.msgId ?? '');
+    return receipt.receipt === 'sent' ? { receipt: 'stored' } : receipt;
+  };
+  // The first transition that records receipts fails as if the store were unreachable.
+  let failures = 0;
+  const store = deps.store;
+  const append = store.append.bind(store);
+  store.append = async (id, revision, transition) => {
+    if (failures === 0 && transition.events.some((e) => e.type === 'dispatch-recorded')) {
+      failures++;
+      return { kind: 'unavailable', description: 'store unreachable (test)' };
+    }
+    return append(id, revision, transition);
+  };
+  const op = (await s.invoke('k')).result.operationId;
+  await s.settle();
+  assert.equal(published.length, 3);
+  assert.deepEqual(types(await s.events(op)), ['operation-admitted'], 'receipts wait for a transition to ride with');
+  await s.clock.advance(receiptLingerMs);
+  assert.equal(failures, 1);
+  assert.ok(!types(await s.events(op)).includes('dispatch-recorded'));
+  await s.clock.advance(reconcileAfterMs + receiptLingerMs);
+  assert.equal(published.length, 6, 'republished once each');
+  assert.deepEqual([...new Set(published)].length, 3, 'under the same publication identities');
+  assert.equal(types(await s.events(op)).filter((t) => t === 'dispatch-recorded').length, 3);
+  await s.assertReplayEquals(op);
 });
