@@ -17,7 +17,7 @@ import { commandsPerTransitionMax, decideCancelOperation, decideDue, decideDurab
 import { applyStored, branchList, fold, type OperationRecord } from '../projections/record.js';
 import { invocationResult, reached, type InvocationResult } from '../projections/views.js';
 import type { Policy } from '../adapters/policy/types.js';
-import type { StoreFailure } from '../adapters/store/types.js';
+import type { AppendOutcome, StoreFailure } from '../adapters/store/types.js';
 import { inboundPattern } from '../adapters/transport/subjects.js';
 import type { Subscription } from '../adapters/transport/types.js';
 import { OperationNotFound } from './errors.js';
@@ -281,17 +281,9 @@ export class Coordinator implements RuntimeHost {
     for (let tries = 0; tries < conflictRetriesMax; tries++) {
       const transition = decide(entry.record, retryAsLate);
       if (!transition) return;
-      const problem = transitionProblem(transition);
-      if (problem !== undefined) throw new AssertionFailure(`decided an invalid transition (${transition.causation.command}): ${problem}`);
-      const outcome = await this.deps.store.append(entry.record.operationId, entry.record.revision, transition);
-      if (outcome.kind === 'ok') {
-        this.applyCommitted(entry, { revision: outcome.revision, committedAtMs: outcome.committedAtMs, transition });
-        return;
-      }
-      if (outcome.kind === 'conflict') {
-        await this.reload(entry);
-        continue;
-      }
+      const outcome = await this.appendAtRevision(entry, transition);
+      if (outcome.kind === 'ok') return;
+      if (outcome.kind === 'conflict') continue;
       if (outcome.kind === 'expired' && !retryAsLate) {
         // Guard-on-fold stores still stored a void transition: the revision moved.
         await this.reload(entry);
@@ -360,21 +352,28 @@ export class Coordinator implements RuntimeHost {
       );
       if (transition === undefined) return;
       if (transition === 'disjoint') break;
-      const problem = transitionProblem(transition);
-      if (problem !== undefined) throw new AssertionFailure(`decided an invalid transition (${transition.causation.command}): ${problem}`);
-      const outcome = await this.deps.store.append(entry.record.operationId, entry.record.revision, transition);
-      if (outcome.kind === 'ok') {
-        this.applyCommitted(entry, { revision: outcome.revision, committedAtMs: outcome.committedAtMs, transition });
-        return;
-      }
-      if (outcome.kind === 'conflict') {
+      const outcome = await this.appendAtRevision(entry, transition);
+      if (outcome.kind === 'ok') return;
+      if (outcome.kind === 'conflict') continue;
+      if (outcome.kind === 'expired') {
+        // Guard-on-fold stores still stored a void transition: the revision moved.
         await this.reload(entry);
-        continue;
+        break;
       }
-      if (outcome.kind === 'expired' || outcome.kind === 'invalid-input') break;
+      if (outcome.kind === 'invalid-input') break;
       throw storeError(outcome, transition.causation.command);
     }
     for (const decide of deciders) await this.commitDecided(entry, decide);
+  }
+
+  /** Validates and appends at the record's revision (the CAS): applied when ok, reloaded on conflict. */
+  private async appendAtRevision(entry: OpEntry, transition: Transition): Promise<AppendOutcome> {
+    const problem = transitionProblem(transition);
+    if (problem !== undefined) throw new AssertionFailure(`decided an invalid transition (${transition.causation.command}): ${problem}`);
+    const outcome = await this.deps.store.append(entry.record.operationId, entry.record.revision, transition);
+    if (outcome.kind === 'ok') this.applyCommitted(entry, { revision: outcome.revision, committedAtMs: outcome.committedAtMs, transition });
+    else if (outcome.kind === 'conflict') await this.reload(entry);
+    return outcome;
   }
 
   private applyCommitted(entry: OpEntry, stored: StoredTransition): void {
