@@ -327,10 +327,7 @@ export class Coordinator implements RuntimeHost {
     const ready = prepared.filter((p): p is { arrival: Arrival; decide: Decider } => p !== undefined);
     if (ready.length === 0) return;
     try {
-      await this.commitTogether(
-        entry,
-        ready.map((r) => r.decide),
-      );
+      await this.commitTogether(entry, ready.map((r) => r.decide));
       for (const r of ready) r.arrival.done();
     } catch (error) {
       for (const r of ready) r.arrival.done(error ?? new Error('commit failed'));
