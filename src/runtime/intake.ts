@@ -12,7 +12,7 @@ import { limits } from '../contract/limits.js';
 import type { Transition } from '../events/types.js';
 import { checkCancelResult, checkClaimMessage, checkResultMessage } from '../events/wire-schemas.js';
 import type { CancelResult, ClaimMessage, ResultMessage } from '../events/wire.js';
-import { decideCancelResult, decideClaim, decideResult, type PeerCommand } from '../machines/decide.js';
+import { decideCancelResult, decideClaim, decideResult, type PeerCommand, type ResultCommand } from '../machines/decide.js';
 import type { OperationRecord } from '../projections/record.js';
 import { parseSubject } from '../adapters/transport/subjects.js';
 import type { InboundMessage } from '../adapters/transport/types.js';
@@ -39,6 +39,7 @@ export async function onPeerMessage(host: RuntimeHost, namespace: string, intera
   if (message.operationId !== parsed.operationId) return drop(host, inbound, 'wrong-operation');
   const entry = await host.load(parsed.operationId).catch(() => undefined);
   if (!entry) return drop(host, inbound, 'unknown-operation');
+  if (kind === 'result' && answeredWhenSettled(host, entry, inbound, parsed.peerId, message as ResultMessage)) return inbound.ack();
   try {
     await host.submit(entry, () => prepare(host, entry, inbound, parsed.peerId, kind, message), inbound.data.byteLength);
     await inbound.ack();
@@ -49,13 +50,31 @@ export async function onPeerMessage(host: RuntimeHost, namespace: string, intera
   }
 }
 
+/**
+ * A settled record is final, and what it answers a result (duplicate, or a rejection it no longer
+ * records) depends on neither the clock, nor authorization, nor the commands ahead in its queue.
+ * Such results — the siblings that finish after a quorum closed — are answered here, without a
+ * queue turn or a policy call. Anything the record would still record (a protocol conflict) takes
+ * the queue like any other message. Answers whether the message was handled.
+ */
+function answeredWhenSettled(host: RuntimeHost, entry: OpEntry, inbound: InboundMessage, subjectPeerId: string, message: ResultMessage): boolean {
+  const record = entry.record;
+  if (record.phase !== 'settled') return false;
+  const publisherProblem = verify(host, record, inbound.subject, subjectPeerId, message);
+  const command: ResultCommand = { subject: inbound.subject, subjectPeerId, publisherProblem, authorizationProblem: undefined, message, nowMs: host.deps.clock.nowMs() };
+  const d = decideResult(record, entry.interaction, command);
+  if (d.kind === 'duplicate') return true;
+  if (d.kind !== 'reject' || d.transition !== undefined) return false;
+  host.metrics.rejections.inc({ reason: d.reason });
+  return true;
+}
+
 /** Verification and the authorization recheck, then the decider for this message. */
 async function prepare(host: RuntimeHost, entry: OpEntry, inbound: InboundMessage, subjectPeerId: string, kind: Kind, message: Message): Promise<Decider> {
   const record = entry.record;
-  const expectedPeerId = record.branches[message.branchId]?.peerId ?? '';
-  const verification = host.deps.verifier.verify({ subject: inbound.subject, namespace: record.subjectNamespace, subjectPeerId, expectedPeerId, payloadPeerId: message.peerId });
+  const publisherProblem = verify(host, record, inbound.subject, subjectPeerId, message);
   const authorizationProblem = await recheckAuthorization(host, record, kind, message);
-  const base = { subject: inbound.subject, subjectPeerId, publisherProblem: verification.accepted ? undefined : verification.reason, authorizationProblem };
+  const base = { subject: inbound.subject, subjectPeerId, publisherProblem, authorizationProblem };
   return (current, retryAsLate) => {
     // A message the store serializes at or after its guard is late, whatever the socket saw.
     const nowMs = retryAsLate ? Math.max(host.deps.clock.nowMs(), lateInstant(current, message.branchId)) : host.deps.clock.nowMs();
@@ -78,6 +97,13 @@ function decideFor(host: RuntimeHost, record: OperationRecord, entry: OpEntry, k
   const d = decideCancelResult(record, command as PeerCommand<CancelResult>);
   if (d.kind === 'reject') host.metrics.rejections.inc({ reason: `cancel-${d.reason}` });
   return d.kind === 'accept' ? d.transition : undefined;
+}
+
+/** Publisher verification: undefined when subject peer, expected peer, payload peer and namespace attestation agree; otherwise why not. */
+function verify(host: RuntimeHost, record: OperationRecord, subject: string, subjectPeerId: string, message: Message): string | undefined {
+  const expectedPeerId = record.branches[message.branchId]?.peerId ?? '';
+  const verification = host.deps.verifier.verify({ subject, namespace: record.subjectNamespace, subjectPeerId, expectedPeerId, payloadPeerId: message.peerId });
+  return verification.accepted ? undefined : verification.reason;
 }
 
 /** Authorization is rechecked before every protected transition; revocation answers with its revision. */

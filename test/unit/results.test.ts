@@ -348,6 +348,26 @@ test('once closed a decision never changes because of later membership or result
   await s.assertReplayEquals(op);
 });
 
+test('results for a settled operation are answered against the final record without a policy call; a protocol conflict is still recorded', async () => {
+  const { s, op } = await opened({ completion: { mode: 'first-success' } });
+  await s.send('alfa', { operationId: op, branchId: 'alfa', peerId: 'alfa', result: approve });
+  assert.equal((await s.get(op)).phase, 'settled');
+  let policyCalls = 0;
+  const authorize = s.policy.authorize.bind(s.policy);
+  s.policy.authorize = (input) => ((policyCalls += 1), authorize(input));
+  const closedBefore = (await s.coordinator.metrics.rejections.get()).values.find((v) => v.labels.reason === 'closed')?.value ?? 0;
+  await s.send('bravo', { operationId: op, branchId: 'bravo', peerId: 'bravo', result: approve });
+  await s.send('alfa', { operationId: op, branchId: 'alfa', peerId: 'alfa', result: approve }); // a duplicate
+  const closedAfter = (await s.coordinator.metrics.rejections.get()).values.find((v) => v.labels.reason === 'closed')?.value ?? 0;
+  assert.equal(closedAfter - closedBefore, 1);
+  assert.equal(policyCalls, 0);
+  await s.send('alfa', { operationId: op, branchId: 'alfa', peerId: 'alfa', result: reject });
+  const events = await s.events(op);
+  assert.equal(events.filter((e) => e.type === 'protocol-conflict-recorded').length, 1);
+  assert.deepEqual(rejections(events), []);
+  await s.assertReplayEquals(op);
+});
+
 test('a rejection is recorded while the operation still waits for something (closed, not settled)', async () => {
   const { s, op } = await opened({ completion: { mode: 'first-success' }, siblings: 'cancel', cancelTimeoutMs: 2_000 });
   await s.send('alfa', { operationId: op, branchId: 'alfa', peerId: 'alfa', result: approve });
