@@ -127,7 +127,7 @@ function receiptFromFailure(failure: NatsFailure): PublishReceipt {
  * acknowledgment.
  */
 function inboundFromMsg(msg: Msg, replyable: boolean): InboundMessage {
-  const reply = replyable ? msg.reply : undefined;
+  const replyTo = replyable && msg.reply !== undefined && msg.reply !== '' ? msg.reply : undefined;
   return {
     subject: msg.subject,
     data: msg.data,
@@ -135,13 +135,14 @@ function inboundFromMsg(msg: Msg, replyable: boolean): InboundMessage {
     redelivered: false,
     ack: async () => {},
     nak: async () => {},
-    ...(reply === undefined || reply === '' ? {} : { replyTo: reply }),
-    respond:
-      reply === undefined || reply === ''
-        ? undefined
-        : async (data: Uint8Array) => {
+    ...(replyTo === undefined
+      ? {}
+      : {
+          replyTo,
+          respond: async (data: Uint8Array) => {
             if (!msg.respond(data)) throw new AdapterError('unavailable', `could not reply to ${msg.subject}`);
           },
+        }),
   };
 }
 
