@@ -61,7 +61,7 @@ export async function dispatchRequests(host: RuntimeHost, entry: OpEntry): Promi
     // operation (usually its first results) instead of costing an append of its own. Until it is
     // recorded the outbox reads pending, which a recovery republishes under the same identity.
     const decide = async () => (current: OperationRecord) => decideDispatchRecorded(current, receipts, host.deps.clock.nowMs());
-    void host.submit(entry, decide, 0, { lingerMs: receiptLingerMs }).catch(() => {
+    void host.submit(entry, decide, JSON.stringify(receipts).length, { lingerMs: receiptLingerMs }).catch(() => {
       // Not recorded: publish again later under the same identities (already-stored) and record then.
       host.metrics.storeErrors.inc({ stage: 'record-dispatch' });
       scheduleReconcile(host, entry, dispatchRequests);
