@@ -47,6 +47,7 @@ import { limits as contractLimits } from '../../contract/limits.js';
 import { decodeStored, isStoreFailure, notifyAll, parseRevision } from './codec.js';
 import { resolveStoreLimits } from './limits.js';
 import { StampFeed } from './stamp-feed.js';
+import { PubAckMux } from '../transport/nats-pubacks.js';
 import {
   FoldTracker,
   answerStoredAt,
@@ -318,7 +319,7 @@ export class JetStreamEventStore implements EventStore {
   private async publishAt(operationId: string, expectedSeq: number, known: FoldPoint | undefined, write: PendingWrite): Promise<AppendOutcome> {
     let seq: number;
     try {
-      const ack = await this.js.publish(this.opSubject(operationId), write.body, {
+      const ack = await PubAckMux.of(this.nc).publish(this.opSubject(operationId), write.body, {
         msgID: publicationId(operationId, expectedSeq, write.body),
         expect: { lastSubjectSequence: expectedSeq },
         timeout: this.requestTimeoutMs,

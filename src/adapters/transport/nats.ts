@@ -11,12 +11,13 @@
  *   (permission, no stream, discard-new limits, other API errors), and `unknown` when nothing was
  *   proven — a timeout or a lost connection is never proof of non-delivery.
  */
-import { jetstream, jetstreamManager, type JetStreamClient, type JetStreamManager, type JetStreamPublishOptions, type PubAck } from '@nats-io/jetstream';
+import { jetstream, jetstreamManager, type JetStreamClient, type JetStreamManager, type PubAck } from '@nats-io/jetstream';
 import { connect, errors, type Msg, type NatsConnection } from '@nats-io/transport-node';
 import { AdapterError } from '../../contract/errors.js';
 import type { DeliveryReceipt } from '../../events/types.js';
 import { headers as wireHeaders } from '../../events/wire.js';
 import { fromNatsHeaders, toNatsHeaders } from './nats-codec.js';
+import { PubAckMux, type PubAckPublishOptions } from './nats-pubacks.js';
 import { ensureConsumer, subscribeDurable, type JetStreamContext } from './nats-consumers.js';
 import { classifyNatsError, toAdapterError, type NatsFailure } from './nats-errors.js';
 import { assertNamespace, durableLayout, peerConsumerFilter, peerConsumerName, type DurableLayout, type PeerConsumerKind } from './nats-names.js';
@@ -153,6 +154,8 @@ export class NatsTransport implements Transport {
   private readonly layout: DurableLayout | undefined;
   private readonly ownsConnection: boolean;
   private readonly js: JetStreamClient;
+  private readonly pubAcks: PubAckMux;
+  private readonly publishAckTimeoutMs: number;
   private jsm: Promise<JetStreamManager> | undefined;
   private readonly subscriptions = new Set<Subscription>();
   private closed = false;
@@ -167,7 +170,9 @@ export class NatsTransport implements Transport {
     this.layout = options.durable === undefined ? undefined : durableLayout(options.durable.namespace);
     this.ownsConnection = options.ownsConnection ?? false;
     this.capabilities = { durable: options.durable !== undefined };
-    this.js = jetstream(nc, { timeout: options.publishAckTimeoutMs ?? publishAckTimeoutMsDefault });
+    this.publishAckTimeoutMs = options.publishAckTimeoutMs ?? publishAckTimeoutMsDefault;
+    this.js = jetstream(nc, { timeout: this.publishAckTimeoutMs });
+    this.pubAcks = PubAckMux.of(nc);
   }
 
   /** Opens a connection the transport owns (close() closes it). */
@@ -252,14 +257,14 @@ export class NatsTransport implements Transport {
   }
 
   private async publishDurable(subject: string, data: Uint8Array, options: PublishOptions, stream: string): Promise<PublishReceipt> {
-    const publishOptions: Partial<JetStreamPublishOptions> = { expect: { streamName: stream } };
+    const publishOptions: PubAckPublishOptions = { expect: { streamName: stream }, timeout: this.publishAckTimeoutMs };
     if (options.msgId !== undefined) publishOptions.msgID = options.msgId;
     const headers = toNatsHeaders(options.headers);
     if (headers !== undefined) publishOptions.headers = headers;
     // Only a check before sending proves nothing was sent; a close during the wait proves nothing.
     if (this.nc.isClosed() || this.nc.isDraining()) return { receipt: 'rejected', detail: 'connection is closed' };
     try {
-      return receiptFromAck(await this.js.publish(subject, data, publishOptions), stream);
+      return receiptFromAck(await this.pubAcks.publish(subject, data, publishOptions), stream);
     } catch (error) {
       return receiptFromFailure(classifyNatsError(error));
     }
