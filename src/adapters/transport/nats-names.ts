@@ -68,10 +68,27 @@ export function durableLayout(namespace: string): DurableLayout {
   const names = durableStreamNames(namespace);
   const subjects = durableStreamSubjects(namespace);
   const covered = (candidate: string, patterns: string[]) => patterns.some((p) => patternWithin(candidate, p));
+  // Every stream subject is `<ns>.*.*.<kind>.*`: a concrete subject (every publish) is placed by
+  // its kind token alone, without matching it against each pattern.
+  const streamOfKind = new Map<string, string>([
+    ['request', names.requests],
+    ['cancel', names.requests],
+    ['result', names.results],
+    ['cancel-result', names.results],
+    ['claim', names.results],
+  ]);
+  const nsPrefix = `${namespace}.`;
   return {
     names,
     subjects,
-    streamFor: (candidate) => (covered(candidate, subjects.requests) ? names.requests : covered(candidate, subjects.results) ? names.results : undefined),
+    streamFor: (candidate) => {
+      if (!candidate.includes('*') && !candidate.includes('>')) {
+        if (!candidate.startsWith(nsPrefix)) return undefined;
+        const rest = candidate.slice(nsPrefix.length).split('.');
+        return rest.length === 4 ? streamOfKind.get(rest[2]!) : undefined;
+      }
+      return covered(candidate, subjects.requests) ? names.requests : covered(candidate, subjects.results) ? names.results : undefined;
+    },
   };
 }
 
