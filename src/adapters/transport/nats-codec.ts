@@ -2,8 +2,8 @@
  * Conversions at the nats.js boundary: header maps and time units. Convoke measures time in
  * milliseconds everywhere; JetStream configs want nanoseconds, converted here and nowhere else.
  */
-import { headers as natsHeaders, type MsgHdrs } from '@nats-io/transport-node';
-import { assert } from '../../contract/errors.js';
+import { MsgHdrsImpl, type MsgHdrs } from '@nats-io/transport-node';
+import { AdapterError, assert } from '../../contract/errors.js';
 
 const nanosPerMs = 1_000_000;
 
@@ -18,17 +18,36 @@ export function nanosToMs(nanos: number): number {
   return Math.floor(nanos / nanosPerMs);
 }
 
+/**
+ * Header maps are built and read through MsgHdrsImpl's public `headers` map: nats.js's `set` and
+ * `get` allocate and scan the key list on every call, which showed on every publish and delivery.
+ * Values are checked for CR/LF here, as `set` would.
+ */
 export function toNatsHeaders(record: Record<string, string> | undefined): MsgHdrs | undefined {
-  if (record === undefined || Object.keys(record).length === 0) return undefined;
-  const h = natsHeaders();
-  for (const [key, value] of Object.entries(record)) h.set(key, value);
+  if (record === undefined) return undefined;
+  let h: MsgHdrsImpl | undefined;
+  for (const key in record) {
+    h ??= new MsgHdrsImpl();
+    setHeader(h, key, record[key]!);
+  }
   return h;
+}
+
+/** Sets one header (replacing any value under that exact key). */
+export function setHeader(h: MsgHdrs, key: string, value: string): void {
+  if (!(h instanceof MsgHdrsImpl)) return h.set(key, value);
+  if (value.includes('\r') || value.includes('\n')) throw new AdapterError('invalid-input', `header ${key} contains CR or LF`);
+  h.headers.set(key, [value.trim()]);
 }
 
 /** First value of each header; convoke never sends repeated headers. */
 export function fromNatsHeaders(h: MsgHdrs | undefined): Record<string, string> {
   const record: Record<string, string> = {};
   if (h === undefined) return record;
+  if (h instanceof MsgHdrsImpl) {
+    for (const [key, values] of h.headers) if (values.length > 0) record[key] = values[0]!;
+    return record;
+  }
   for (const key of h.keys()) record[key] = h.get(key);
   return record;
 }

@@ -18,7 +18,8 @@
  *   ClosedConnectionError: nothing proven either way.
  */
 import { JetStreamApiError, type PubAck } from '@nats-io/jetstream';
-import { createInbox, errors, headers as natsHeaders, type Msg, type MsgHdrs, type NatsConnection, type Subscription } from '@nats-io/transport-node';
+import { createInbox, errors, MsgHdrsImpl, type Msg, type MsgHdrs, type NatsConnection, type Subscription } from '@nats-io/transport-node';
+import { setHeader } from './nats-codec.js';
 
 export interface PubAckPublishOptions {
   msgID?: string;
@@ -37,6 +38,8 @@ interface Waiting {
 
 /** How often waiting publishes are checked for their timeout. */
 const sweepMs = 50;
+
+const decoder = new TextDecoder();
 
 const byConnection = new WeakMap<NatsConnection, PubAckMux>();
 
@@ -61,17 +64,17 @@ export class PubAckMux {
   }
 
   publish(subject: string, data: Uint8Array | string, options: PubAckPublishOptions): Promise<PubAck> {
-    const h = options.headers ?? natsHeaders();
-    if (options.msgID !== undefined) h.set('Nats-Msg-Id', options.msgID);
-    if (options.expect?.streamName !== undefined) h.set('Nats-Expected-Stream', options.expect.streamName);
-    if (options.expect?.lastSubjectSequence !== undefined) h.set('Nats-Expected-Last-Subject-Sequence', String(options.expect.lastSubjectSequence));
     let token: string;
     try {
+      const h = options.headers ?? new MsgHdrsImpl();
+      if (options.msgID !== undefined) setHeader(h, 'Nats-Msg-Id', options.msgID);
+      if (options.expect?.streamName !== undefined) setHeader(h, 'Nats-Expected-Stream', options.expect.streamName);
+      if (options.expect?.lastSubjectSequence !== undefined) setHeader(h, 'Nats-Expected-Last-Subject-Sequence', String(options.expect.lastSubjectSequence));
       const reply = this.replySubject();
       token = reply.slice(this.inbox.length);
       this.nc.publish(subject, data, { reply, headers: h });
     } catch (error) {
-      // Thrown before anything was written: closed or draining connection, bad subject, payload too big.
+      // Thrown before anything was written: a header with CR/LF, closed or draining connection, bad subject, payload too big.
       return Promise.reject(error as Error);
     }
     return new Promise<PubAck>((resolve, reject) => {
@@ -104,13 +107,14 @@ export class PubAckMux {
     if (msg.data.length === 0 && msg.headers?.code === 503) return entry.reject(new errors.NoRespondersError(entry.subject));
     let response: PubAck & { error?: ConstructorParameters<typeof JetStreamApiError>[0] };
     try {
-      response = JSON.parse(new TextDecoder().decode(msg.data)) as typeof response;
+      response = JSON.parse(decoder.decode(msg.data)) as typeof response;
     } catch (error) {
       return entry.reject(new errors.ProtocolError(`unreadable PubAck for ${entry.subject}: ${(error as Error).message}`));
     }
     if (response.error) return entry.reject(new JetStreamApiError(response.error));
     if (typeof response.stream !== 'string' || response.stream === '' || !Number.isSafeInteger(response.seq)) return entry.reject(new errors.ProtocolError(`invalid PubAck for ${entry.subject}`));
-    entry.resolve({ ...response, duplicate: response.duplicate === true });
+    response.duplicate = response.duplicate === true;
+    entry.resolve(response);
   }
 
   /** The server reports a denied publish asynchronously, naming only its subject. */
