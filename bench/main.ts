@@ -1,9 +1,15 @@
-/** `npm run bench -- <core|stores|nats|http|all> [--json] [--seconds N]`. */
+/** `npm run bench -- <core|stores|nats|http|all> [--json] [--seconds N] [--rounds N (nats)]`. */
 const args = process.argv.slice(2);
 const which = args.find((a) => !a.startsWith('--')) ?? 'core';
 const json = args.includes('--json');
 const secondsArg = args.indexOf('--seconds');
 const seconds = secondsArg >= 0 ? Number(args[secondsArg + 1]) : undefined;
+const roundsArg = args.indexOf('--rounds');
+const rounds = roundsArg >= 0 ? Number(args[roundsArg + 1]) : undefined;
+if (rounds !== undefined && !(Number.isSafeInteger(rounds) && rounds > 0)) {
+  process.stderr.write(`--rounds must be a positive integer\n`);
+  process.exit(2);
+}
 const options = seconds === undefined ? { json } : { json, seconds };
 
 const suites: Record<string, () => Promise<void>> = {
@@ -12,7 +18,7 @@ const suites: Record<string, () => Promise<void>> = {
     await (await import('./cpu-per-op.js')).cpuPerOp(options);
   },
   stores: async () => (await import('./stores.js')).storesBench(options),
-  nats: async () => (await import('./nats.js')).natsBench(options),
+  nats: async () => (await import('./nats.js')).natsBench(rounds === undefined ? options : { ...options, rounds }),
   http: async () => (await import('./http.js')).httpBench(options),
 };
 

@@ -8,7 +8,8 @@
  * nats.js with no convoke — publish 5 requests with JetStream acks into a requests stream, 5 peer
  * processes (this file, `--baseline-peer`) pull them and publish their replies with JetStream acks
  * into a results stream, and this process pulls the replies and counts to 3. No admission, no
- * event log, no leases, fences or decision record.
+ * event log, no leases, fences or decision record. Baseline and convoke phases alternate for
+ * `--rounds N` rounds (default 3); the reported ratio is the median of the rounds' ratios.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
@@ -24,6 +25,8 @@ export interface NatsBenchOptions {
   json: boolean;
   seconds?: number;
   concurrency?: number;
+  /** Baseline and convoke phases alternate this many times (default 3); the ratio is their median. */
+  rounds?: number;
 }
 
 const peerCount = 5;
@@ -80,37 +83,82 @@ function cpuMeter(roles: Roles): { stop(operations: number): Record<string, numb
   };
 }
 
+/**
+ * The machine's speed drifts between seconds (other tenants, CPU frequency), so one baseline
+ * phase followed by one convoke phase measures the drift as much as convoke. The phases alternate
+ * instead — baseline, convoke, baseline, convoke, … — and each round's ratio compares two phases
+ * measured back to back; the summary takes the median round.
+ */
 export async function natsBench(options: NatsBenchOptions): Promise<void> {
   const seconds = options.seconds ?? 5;
   const concurrency = options.concurrency ?? 32;
-  process.stderr.write(`nats: durable mode, ${peerCount} peer processes, quorum ${quorum}, jetstream store, ${concurrency} in flight, ${seconds} s per phase\n`);
+  const rounds = options.rounds ?? 3;
+  process.stderr.write(`nats: durable mode, ${peerCount} peer processes, quorum ${quorum}, jetstream store, ${concurrency} in flight, ${seconds} s per phase, ${rounds} rounds\n`);
   const fixture = await startDeployment();
   try {
-    const baseline = await baselineRun(fixture, seconds, concurrency);
-    const convoke = await convokeRun(fixture, seconds, concurrency);
-    report(options.json, { seconds, concurrency, baseline, convoke });
+    const baseline = await startBaseline(fixture);
+    try {
+      const convoke = await startConvoke(fixture);
+      const results: Round[] = [];
+      for (let round = 1; round <= rounds; round++) {
+        process.stderr.write(`  round ${round}/${rounds}\n`);
+        const b = await baseline.measure(seconds, concurrency);
+        const c = await convoke.measure(seconds, concurrency);
+        results.push({ round, baseline: b, convoke: c, ratio: c.opsPerSecond / b.opsPerSecond });
+      }
+      report(options.json, { seconds, concurrency, rounds: results });
+    } finally {
+      await baseline.stop();
+    }
   } finally {
     await fixture.dispose();
   }
 }
 
-function report(json: boolean, r: { seconds: number; concurrency: number; baseline: Run; convoke: Run }): void {
-  const ratio = { throughput: r.convoke.opsPerSecond / r.baseline.opsPerSecond, p99: r.convoke.p99Ms / r.baseline.p99Ms, p99HalfLoad: (r.convoke.halfLoad?.p99Ms ?? Number.NaN) / (r.baseline.halfLoad?.p99Ms ?? Number.NaN) };
-  const row = (m: Run, ratioCell: string) => [m.name, fixed(m.opsPerSecond, 0), fixed(m.p50Ms), fixed(m.p99Ms), m.halfLoad ? `${fixed(m.halfLoad.p99Ms)} (@${fixed(m.halfLoad.ratePerSecond, 0)}/s)` : '-', m.operations, ratioCell];
+interface Round {
+  round: number;
+  baseline: Run;
+  convoke: Run;
+  ratio: number;
+}
+
+const median = (values: number[]) => {
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted.length === 0 ? Number.NaN : sorted.length % 2 === 1 ? sorted[(sorted.length - 1) / 2]! : (sorted[sorted.length / 2 - 1]! + sorted[sorted.length / 2]!) / 2;
+};
+
+function report(json: boolean, r: { seconds: number; concurrency: number; rounds: Round[] }): void {
+  const medianRound = [...r.rounds].sort((a, b) => a.ratio - b.ratio)[Math.floor((r.rounds.length - 1) / 2)]!;
+  const summary = {
+    throughputRatio: median(r.rounds.map((x) => x.ratio)),
+    convokeOpsPerSecond: median(r.rounds.map((x) => x.convoke.opsPerSecond)),
+    baselineOpsPerSecond: median(r.rounds.map((x) => x.baseline.opsPerSecond)),
+    convokeP99HalfLoadMs: median(r.rounds.map((x) => x.convoke.halfLoad?.p99Ms ?? Number.NaN)),
+    baselineP99HalfLoadMs: median(r.rounds.map((x) => x.baseline.halfLoad?.p99Ms ?? Number.NaN)),
+  };
+  const halfLoad = (m: Run) => (m.halfLoad ? `${fixed(m.halfLoad.p99Ms)} (@${fixed(m.halfLoad.ratePerSecond, 0)}/s)` : '-');
+  const rows = r.rounds.flatMap((x) => [
+    [x.round, 'baseline', fixed(x.baseline.opsPerSecond, 0), fixed(x.baseline.p50Ms), fixed(x.baseline.p99Ms), halfLoad(x.baseline), x.baseline.operations, ''],
+    [x.round, 'convoke', fixed(x.convoke.opsPerSecond, 0), fixed(x.convoke.p50Ms), fixed(x.convoke.p99Ms), halfLoad(x.convoke), x.convoke.operations, fixed(x.ratio, 3)],
+  ]);
+  rows.push(['median', 'baseline', fixed(summary.baselineOpsPerSecond, 0), '', '', fixed(summary.baselineP99HalfLoadMs), '', '']);
+  rows.push(['median', 'convoke', fixed(summary.convokeOpsPerSecond, 0), '', '', fixed(summary.convokeP99HalfLoadMs), '', fixed(summary.throughputRatio, 3)]);
   printRows(
     json,
-    `NATS durable mode — ${peerCount} peer processes, quorum ${quorum}, ${r.concurrency} in flight, ${r.seconds} s per phase (one nats-server)`,
-    ['run', 'decided ops/s', 'p50 ms', 'p99 ms', 'p99 ms at half load', 'operations', 'throughput ratio'],
-    [row(r.baseline, '1.00'), row(r.convoke, fixed(ratio.throughput, 3))],
-    { ...r, ratio },
+    `NATS durable mode — ${peerCount} peer processes, quorum ${quorum}, ${r.concurrency} in flight, ${r.seconds} s per phase, phases alternating (one nats-server)\n` +
+      `baseline: scatter-gather on nats.js (JetStream acks, no convoke); convoke: command API, jetstream store`,
+    ['round', 'run', 'decided ops/s', 'p50 ms', 'p99 ms', 'p99 ms at half load', 'operations', 'throughput ratio'],
+    rows,
+    { ...r, summary },
   );
-  if (!json && Object.keys(r.convoke.cpuMsPerOperation).length > 1) {
-    const roles = [...new Set([...Object.keys(r.baseline.cpuMsPerOperation), ...Object.keys(r.convoke.cpuMsPerOperation)])];
+  if (!json && Object.keys(medianRound.convoke.cpuMsPerOperation).length > 1) {
+    const { baseline, convoke } = medianRound;
+    const roles = [...new Set([...Object.keys(baseline.cpuMsPerOperation), ...Object.keys(convoke.cpuMsPerOperation)])];
     printRows(
       false,
-      'CPU per decided operation in the closed loop (ms, user + system, from /proc)',
+      `CPU per decided operation in the closed loop of the median round (${medianRound.round}) (ms, user + system, from /proc)`,
       ['process', 'baseline', 'convoke'],
-      roles.map((role) => [role, fixed(r.baseline.cpuMsPerOperation[role] ?? Number.NaN), fixed(r.convoke.cpuMsPerOperation[role] ?? Number.NaN)]),
+      roles.map((role) => [role, fixed(baseline.cpuMsPerOperation[role] ?? Number.NaN), fixed(convoke.cpuMsPerOperation[role] ?? Number.NaN)]),
       undefined,
     );
   }
@@ -139,21 +187,30 @@ async function startDeployment(): Promise<NatsDeploymentFixture> {
   return fixture;
 }
 
-async function convokeRun(fixture: NatsDeploymentFixture, seconds: number, concurrency: number): Promise<Run> {
+interface Contender {
+  /** One phase: a warm-up, the closed loop (throughput, latency, CPU) and the open loop at half that throughput. */
+  measure(seconds: number, concurrency: number): Promise<Run>;
+}
+
+async function startConvoke(fixture: NatsDeploymentFixture): Promise<Contender> {
   const client = await fixture.client('bench');
   const prefix = randomBytes(4).toString('hex');
-  const one = async (i: number) => {
-    const r = resultOf(await client.invoke('review', { document: 'bench' }, { key: `${prefix}-${i}`, waitFor: 'decision', waitMs: 30_000 }));
+  let next = 0;
+  const one = async () => {
+    const r = resultOf(await client.invoke('review', { document: 'bench' }, { key: `${prefix}-${next++}`, waitFor: 'decision', waitMs: 30_000 }));
     if (r.decision?.outcome !== 'success') throw new Error(`unexpected decision ${JSON.stringify(r.decision)}`);
   };
-  for (let i = 0; i < warmupOperations; i++) await one(-1 - i);
-  const meter = cpuMeter({ 'nats-server': [fixture.server.process.pid], coordinator: [fixture.serve?.child.pid], peers: [...fixture.peers.values()].map((p) => p.child.pid) });
-  const m = await closedLoop(seconds, concurrency, one, (n) => process.stderr.write(`\r  convoke: ${n} decided`));
-  const cpuMsPerOperation = meter.stop(m.operations);
-  process.stderr.write('\n');
-  const full = summarize({ ...m, name: 'convoke over NATS (command API, jetstream store)' });
-  const halfLoad = await openLoop(seconds, full.opsPerSecond / 2, (i) => one(1_000_000 + i));
-  return { ...full, halfLoad, cpuMsPerOperation };
+  return {
+    measure: async (seconds, concurrency) => {
+      for (let i = 0; i < warmupOperations; i++) await one();
+      const meter = cpuMeter({ 'nats-server': [fixture.server.process.pid], coordinator: [fixture.serve?.child.pid], peers: [...fixture.peers.values()].map((p) => p.child.pid) });
+      const m = await closedLoop(seconds, concurrency, one, (n) => process.stderr.write(`\r  convoke: ${n} decided`));
+      const cpuMsPerOperation = meter.stop(m.operations);
+      const full = summarize({ ...m, name: 'convoke over NATS (command API, jetstream store)' });
+      const halfLoad = await openLoop(seconds, full.opsPerSecond / 2, one);
+      return { ...full, halfLoad, cpuMsPerOperation };
+    },
+  };
 }
 
 // ── the baseline ─────────────────────────────────────────────────────────────
@@ -176,10 +233,19 @@ async function createBaselineStreams(nc: NatsConnection): Promise<void> {
   await jsm.consumers.add(baseStreams.results, { durable_name: 'base-coordinator', filter_subject: 'base.*.result.*', ack_policy: AckPolicy.Explicit, deliver_policy: DeliverPolicy.All });
 }
 
-async function baselineRun(fixture: NatsDeploymentFixture, seconds: number, concurrency: number): Promise<Run> {
+/** The baseline's streams, peer processes and result consumer, kept across rounds; `stop` removes them. */
+async function startBaseline(fixture: NatsDeploymentFixture): Promise<Contender & { stop(): Promise<void> }> {
   const nc = await adminConnection(fixture);
   const peers: ChildProcess[] = [];
   let messages: ConsumerMessages | undefined;
+  const stop = async () => {
+    await messages?.close();
+    for (const child of peers) child.kill('SIGTERM');
+    await Promise.all(peers.map((child) => (child.exitCode === null ? new Promise((r) => child.once('exit', r)) : undefined)));
+    const jsm = await jetstreamManager(nc);
+    for (const s of Object.values(baseStreams)) await jsm.streams.delete(s).catch(() => undefined);
+    await nc.close();
+  };
   try {
     await createBaselineStreams(nc);
     for (const p of peerIds(peerCount)) peers.push(await startBaselinePeer(fixture, p));
@@ -199,27 +265,29 @@ async function baselineRun(fixture: NatsDeploymentFixture, seconds: number, conc
       },
     });
     const prefix = randomBytes(4).toString('hex');
-    const one = async (i: number) => {
-      const op = `${prefix}${i < 0 ? `w${-i}` : i}`;
+    let next = 0;
+    const one = async () => {
+      const op = `${prefix}${next++}`;
       const decided = new Promise<void>((done) => waiting.set(op, { approvals: 0, done }));
       const body = encoder.encode(JSON.stringify({ op, document: 'bench' }));
       await Promise.all(peerIds(peerCount).map((p) => js.publish(`base.${op}.request.${p}`, body, { msgID: `${op}.${p}` })));
       await decided;
     };
-    for (let i = 0; i < warmupOperations; i++) await one(-1 - i);
-    const meter = cpuMeter({ 'nats-server': [fixture.server.process.pid], peers: peers.map((p) => p.pid) });
-    const m = await closedLoop(seconds, concurrency, one);
-    const cpuMsPerOperation = meter.stop(m.operations);
-    const full = summarize({ ...m, name: 'baseline scatter-gather (nats.js, JetStream acks, no convoke)' });
-    const halfLoad = await openLoop(seconds, full.opsPerSecond / 2, (i) => one(1_000_000 + i));
-    return { ...full, halfLoad, cpuMsPerOperation };
-  } finally {
-    await messages?.close();
-    for (const child of peers) child.kill('SIGTERM');
-    await Promise.all(peers.map((child) => (child.exitCode === null ? new Promise((r) => child.once('exit', r)) : undefined)));
-    const jsm = await jetstreamManager(nc);
-    for (const s of Object.values(baseStreams)) await jsm.streams.delete(s).catch(() => undefined);
-    await nc.close();
+    return {
+      stop,
+      measure: async (seconds, concurrency) => {
+        for (let i = 0; i < warmupOperations; i++) await one();
+        const meter = cpuMeter({ 'nats-server': [fixture.server.process.pid], peers: peers.map((p) => p.pid) });
+        const m = await closedLoop(seconds, concurrency, one);
+        const cpuMsPerOperation = meter.stop(m.operations);
+        const full = summarize({ ...m, name: 'baseline scatter-gather (nats.js, JetStream acks, no convoke)' });
+        const halfLoad = await openLoop(seconds, full.opsPerSecond / 2, one);
+        return { ...full, halfLoad, cpuMsPerOperation };
+      },
+    };
+  } catch (error) {
+    await stop().catch(() => undefined);
+    throw error;
   }
 }
 
@@ -258,7 +326,7 @@ async function baselinePeer(peerId: string, url: string): Promise<void> {
 // ── open loop ────────────────────────────────────────────────────────────────
 
 /** Starts operations at a fixed rate for `seconds` (whatever their latency) and reports their p99. */
-async function openLoop(seconds: number, ratePerSecond: number, one: (i: number) => Promise<void>): Promise<{ ratePerSecond: number; p99Ms: number; operations: number }> {
+async function openLoop(seconds: number, ratePerSecond: number, one: () => Promise<void>): Promise<{ ratePerSecond: number; p99Ms: number; operations: number }> {
   const latenciesMs: number[] = [];
   const running: Promise<void>[] = [];
   const start = performance.now();
@@ -268,7 +336,7 @@ async function openLoop(seconds: number, ratePerSecond: number, one: (i: number)
     const waitMs = dueAt - performance.now();
     if (waitMs > 1) await new Promise((r) => setTimeout(r, waitMs));
     const t0 = performance.now();
-    running.push(one(i).then(() => void latenciesMs.push(performance.now() - t0)));
+    running.push(one().then(() => void latenciesMs.push(performance.now() - t0)));
   }
   await Promise.all(running);
   latenciesMs.sort((a, b) => a - b);
@@ -282,6 +350,7 @@ if (process.argv[1] !== undefined && import.meta.url === pathToFileURL(process.a
   if (at >= 0) await baselinePeer(args[at + 1]!, args[at + 2]!);
   else {
     const secondsAt = args.indexOf('--seconds');
-    await natsBench({ json: args.includes('--json'), ...(secondsAt >= 0 ? { seconds: Number(args[secondsAt + 1]) } : {}) });
+    const roundsAt = args.indexOf('--rounds');
+    await natsBench({ json: args.includes('--json'), ...(secondsAt >= 0 ? { seconds: Number(args[secondsAt + 1]) } : {}), ...(roundsAt >= 0 ? { rounds: Number(args[roundsAt + 1]) } : {}) });
   }
 }
