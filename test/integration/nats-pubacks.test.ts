@@ -59,6 +59,12 @@ describe('PubAckMux (JetStream publishes over one PubAck subscription)', { timeo
     assert.ok(next.seq > first.seq);
   });
 
+  it('a header value with CR/LF is refused before anything is sent', async () => {
+    await assert.rejects(PubAckMux.of(nc).publish('mux.d.1', bytes('x'), { msgID: 'id\r\nNats-Expected-Stream: OTHER', timeout: 5000 }), (e: unknown) => classifyNatsError(e).kind === 'not-sent');
+    const stored = await PubAckMux.of(nc).publish('mux.d.1', bytes('x'), { expect: { lastSubjectSequence: 0 }, timeout: 5000 });
+    assert.equal(stored.duplicate, false, 'nothing was stored under mux.d.1 before');
+  });
+
   it('a subject no stream captures answers no-responders at once', async () => {
     const started = Date.now();
     await assert.rejects(PubAckMux.of(nc).publish('elsewhere.x', bytes('x'), { timeout: 5000 }), (e: unknown) => e instanceof errors.NoRespondersError && classifyNatsError(e).kind === 'no-responders');

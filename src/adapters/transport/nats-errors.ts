@@ -50,8 +50,9 @@ export function classifyNatsError(error: unknown, thrownBeforeSend = false): Nat
     if (e instanceof JetStreamApiError) return { kind: 'api', code: e.code, detail: `${e.code} ${e.message}` };
   }
   const outer = chain[0];
-  // Subject and argument validation happens in the client before anything is written.
+  // Subject, argument and header validation happens in the client before anything is written.
   if (outer instanceof errors.InvalidSubjectError || outer instanceof errors.InvalidArgumentError) return { kind: 'not-sent', detail };
+  if (outer instanceof AdapterError && outer.kind === 'invalid-input') return { kind: 'not-sent', detail };
   const closing = outer instanceof errors.ClosedConnectionError || outer instanceof errors.DrainingConnectionError;
   if (closing && thrownBeforeSend) return { kind: 'not-sent', detail };
   return { kind: 'uncertain', detail };
