@@ -12,17 +12,21 @@ import { limits } from './limits.js';
 
 /** For each part: u64 big-endian byte count of its UTF-8 encoding, then those bytes. */
 export function lengthPrefixed(parts: readonly string[]): Buffer {
-  const encoded = parts.map((part, index) => {
+  let size = 0;
+  for (let index = 0; index < parts.length; index++) {
     // Buffer.from would turn a lone surrogate into U+FFFD: two different strings, one identity.
-    if (hasLoneSurrogate(part)) throw invalidInput(`identity part ${index}: lone surrogate`);
-    return Buffer.from(part, 'utf8');
-  });
-  const out = Buffer.alloc(encoded.reduce((sum, bytes) => sum + 8 + bytes.length, 0));
+    if (hasLoneSurrogate(parts[index]!)) throw invalidInput(`identity part ${index}: lone surrogate`);
+    size += 8 + Buffer.byteLength(parts[index]!, 'utf8');
+  }
+  const out = Buffer.allocUnsafe(size);
   let offset = 0;
-  for (const bytes of encoded) {
-    out.writeBigUInt64BE(BigInt(bytes.length), offset);
-    bytes.copy(out, offset + 8);
-    offset += 8 + bytes.length;
+  for (const part of parts) {
+    const length = Buffer.byteLength(part, 'utf8');
+    // A JavaScript string's UTF-8 form stays far below 2^32 bytes: the high word is zero.
+    out.writeUInt32BE(0, offset);
+    out.writeUInt32BE(length, offset + 4);
+    out.write(part, offset + 8, length, 'utf8');
+    offset += 8 + length;
   }
   return out;
 }
