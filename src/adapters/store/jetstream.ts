@@ -121,8 +121,8 @@ function stampMs(timestamp: string): number {
 }
 
 /** The Nats-Msg-Id of one attempted write: a retry of the same write dedupes to the stored message. */
-function publicationId(operationId: string, expectedSeq: number, body: string): string {
-  return createHash('sha256').update(`${operationId}\u0000${expectedSeq}\u0000${body}`).digest('hex');
+function publicationId(operationId: string, expectedSeq: number, body: Uint8Array): string {
+  return createHash('sha256').update(`${operationId}\u0000${expectedSeq}\u0000`).update(body).digest('hex');
 }
 
 const isMarker = (msg: StoredMsg) => msg.header?.get(tombstoneHeader) === '1';
@@ -318,9 +318,11 @@ export class JetStreamEventStore implements EventStore {
   /** The CAS publish. `known` is the fold point at expectedSeq when this client has it. */
   private async publishAt(operationId: string, expectedSeq: number, known: FoldPoint | undefined, write: PendingWrite): Promise<AppendOutcome> {
     let seq: number;
+    // Encoded once: hashed for the publication identity and published as these bytes.
+    const body = Buffer.from(write.body, 'utf8');
     try {
-      const ack = await PubAckMux.of(this.nc).publish(this.opSubject(operationId), write.body, {
-        msgID: publicationId(operationId, expectedSeq, write.body),
+      const ack = await PubAckMux.of(this.nc).publish(this.opSubject(operationId), body, {
+        msgID: publicationId(operationId, expectedSeq, body),
         expect: { lastSubjectSequence: expectedSeq },
         timeout: this.requestTimeoutMs,
       });
