@@ -84,8 +84,12 @@ export function durableLayout(namespace: string): DurableLayout {
     streamFor: (candidate) => {
       if (!candidate.includes('*') && !candidate.includes('>')) {
         if (!candidate.startsWith(nsPrefix)) return undefined;
-        const rest = candidate.slice(nsPrefix.length).split('.');
-        return rest.length === 4 ? streamOfKind.get(rest[2]!) : undefined;
+        // `<interaction>.<operation>.<kind>.<peer>` after the namespace: exactly three more dots.
+        const first = candidate.indexOf('.', nsPrefix.length);
+        const second = first < 0 ? -1 : candidate.indexOf('.', first + 1);
+        const third = second < 0 ? -1 : candidate.indexOf('.', second + 1);
+        if (third < 0 || candidate.includes('.', third + 1)) return undefined;
+        return streamOfKind.get(candidate.slice(second + 1, third));
       }
       return covered(candidate, subjects.requests) ? names.requests : covered(candidate, subjects.results) ? names.results : undefined;
     },
