@@ -192,6 +192,18 @@ interface Contender {
   measure(seconds: number, concurrency: number): Promise<Run>;
 }
 
+async function measurePhase(name: string, one: () => Promise<void>, roles: Roles, seconds: number, concurrency: number): Promise<Run> {
+  for (let i = 0; i < warmupOperations; i++) await one();
+  const meter = cpuMeter(roles);
+  let progressShown = false;
+  const m = await closedLoop(seconds, concurrency, one, (n) => ((progressShown = true), process.stderr.write(`\r  ${name}: ${n} decided`)));
+  if (progressShown) process.stderr.write('\n');
+  const cpuMsPerOperation = meter.stop(m.operations);
+  const full = summarize({ ...m, name });
+  const halfLoad = await openLoop(seconds, full.opsPerSecond / 2, one);
+  return { ...full, halfLoad, cpuMsPerOperation };
+}
+
 async function startConvoke(fixture: NatsDeploymentFixture): Promise<Contender> {
   const client = await fixture.client('bench');
   const prefix = randomBytes(4).toString('hex');
@@ -201,15 +213,8 @@ async function startConvoke(fixture: NatsDeploymentFixture): Promise<Contender> 
     if (r.decision?.outcome !== 'success') throw new Error(`unexpected decision ${JSON.stringify(r.decision)}`);
   };
   return {
-    measure: async (seconds, concurrency) => {
-      for (let i = 0; i < warmupOperations; i++) await one();
-      const meter = cpuMeter({ 'nats-server': [fixture.server.process.pid], coordinator: [fixture.serve?.child.pid], peers: [...fixture.peers.values()].map((p) => p.child.pid) });
-      const m = await closedLoop(seconds, concurrency, one, (n) => process.stderr.write(`\r  convoke: ${n} decided`));
-      const cpuMsPerOperation = meter.stop(m.operations);
-      const full = summarize({ ...m, name: 'convoke over NATS (command API, jetstream store)' });
-      const halfLoad = await openLoop(seconds, full.opsPerSecond / 2, one);
-      return { ...full, halfLoad, cpuMsPerOperation };
-    },
+    measure: (seconds, concurrency) =>
+      measurePhase('convoke over NATS (command API, jetstream store)', one, { 'nats-server': [fixture.server.process.pid], coordinator: [fixture.serve?.child.pid], peers: [...fixture.peers.values()].map((p) => p.child.pid) }, seconds, concurrency),
   };
 }
 
@@ -275,15 +280,8 @@ async function startBaseline(fixture: NatsDeploymentFixture): Promise<Contender 
     };
     return {
       stop,
-      measure: async (seconds, concurrency) => {
-        for (let i = 0; i < warmupOperations; i++) await one();
-        const meter = cpuMeter({ 'nats-server': [fixture.server.process.pid], peers: peers.map((p) => p.pid) });
-        const m = await closedLoop(seconds, concurrency, one);
-        const cpuMsPerOperation = meter.stop(m.operations);
-        const full = summarize({ ...m, name: 'baseline scatter-gather (nats.js, JetStream acks, no convoke)' });
-        const halfLoad = await openLoop(seconds, full.opsPerSecond / 2, one);
-        return { ...full, halfLoad, cpuMsPerOperation };
-      },
+      measure: (seconds, concurrency) =>
+        measurePhase('baseline scatter-gather (nats.js, JetStream acks, no convoke)', one, { 'nats-server': [fixture.server.process.pid], peers: peers.map((p) => p.pid) }, seconds, concurrency),
     };
   } catch (error) {
     await stop().catch(() => undefined);
