@@ -19,20 +19,25 @@ describe('PubAckMux (JetStream publishes over one PubAck subscription)', { timeo
   let server: NatsServer;
   let nc: NatsConnection;
   let limited: NatsConnection;
+  let deaf: NatsConnection;
 
   before(async () => {
     server = await startJetStreamServer({
       users: [
         { user: 'admin', password: 'admin-secret' },
         { user: 'limited', password: 'limited-secret', publish: ['mux.allowed.>'], subscribe: ['_INBOX.>'] },
+        // May publish into the stream but not receive its PubAcks.
+        { user: 'deaf', password: 'deaf-secret', publish: ['mux.allowed.>'], subscribe: ['elsewhere.>'] },
       ],
     });
     nc = await connect({ servers: server.url, user: 'admin', pass: 'admin-secret' });
     limited = await connect({ servers: server.url, user: 'limited', pass: 'limited-secret' });
+    deaf = await connect({ servers: server.url, user: 'deaf', pass: 'deaf-secret' });
     await (await jetstreamManager(nc)).streams.add({ name: 'MUX', subjects: ['mux.>'], duplicate_window: 60_000_000_000 });
   });
 
   after(async () => {
+    await deaf?.close();
     await limited?.close();
     await nc?.close();
     await server?.dispose();
@@ -78,6 +83,15 @@ describe('PubAckMux (JetStream publishes over one PubAck subscription)', { timeo
     assert.equal(classifyNatsError((denied as PromiseRejectedResult).reason).kind, 'permission');
     assert.equal(allowed.status, 'fulfilled');
     assert.equal((await mux.publish('mux.allowed.2', bytes('x'), { timeout: 5000 })).stream, 'MUX');
+  });
+
+  it('a PubAck inbox it may not subscribe to fails its publishes at once as uncertain: the message may be stored', async () => {
+    const started = Date.now();
+    await assert.rejects(PubAckMux.of(deaf).publish('mux.allowed.deaf', bytes('x'), { timeout: 10_000 }), (e: unknown) => classifyNatsError(e).kind === 'uncertain');
+    assert.ok(Date.now() - started < 5000, 'failed with the subscription, not at the timeout');
+    // It was stored: a permission answer here would have claimed otherwise.
+    const stored = await (await jetstreamManager(nc)).streams.getMessage('MUX', { last_by_subj: 'mux.allowed.deaf' });
+    assert.ok(stored);
   });
 
   it('no answer within the timeout is a TimeoutError (uncertain), and a late answer is ignored', async () => {

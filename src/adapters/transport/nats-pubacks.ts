@@ -14,8 +14,9 @@
  * - a 503 status with no body → NoRespondersError (no stream captured the subject);
  * - the server's publish permission violation for this subject → PermissionViolationError,
  *   matched to the oldest waiting publish on that subject, as nats.js matches its requests;
- * - no answer within the timeout, or the connection closing while waiting → TimeoutError /
- *   ClosedConnectionError: nothing proven either way.
+ * - no answer within the timeout, the connection closing while waiting, or the PubAck
+ *   subscription being lost → TimeoutError / ClosedConnectionError / ProtocolError: nothing
+ *   proven either way.
  */
 import { JetStreamApiError, type PubAck } from '@nats-io/jetstream';
 import { createInbox, errors, MsgHdrsImpl, type Msg, type MsgHdrs, type NatsConnection, type Subscription } from '@nats-io/transport-node';
@@ -91,7 +92,7 @@ export class PubAckMux {
   private listen(): void {
     const prefix = (this.nc as NatsConnection & { options?: { inboxPrefix?: string } }).options?.inboxPrefix;
     this.inbox = `${createInbox(prefix)}.`;
-    this.sub = this.nc.subscribe(`${this.inbox}*`, { callback: (error, msg) => (error ? this.failAll(error) : this.answer(msg)) });
+    this.sub = this.nc.subscribe(`${this.inbox}*`, { callback: (error, msg) => (error ? this.inboxLost(error) : this.answer(msg)) });
     if (!this.watching) {
       this.watching = true;
       void this.watchStatus();
@@ -121,11 +122,8 @@ export class PubAckMux {
   private async watchStatus(): Promise<void> {
     for await (const status of this.nc.status()) {
       if (status.type !== 'error' || !(status.error instanceof errors.PermissionViolationError)) continue;
+      // A denied subscription of the mux reaches its callback (nats.js closes it with the error).
       const denied = status.error;
-      if (denied.operation === 'subscription' && this.sub !== undefined && denied.subject === this.sub.getSubject()) {
-        this.failAll(denied);
-        continue;
-      }
       if (denied.operation !== 'publish') continue;
       for (const [token, entry] of this.waiting) {
         if (entry.subject !== denied.subject) continue;
@@ -147,6 +145,15 @@ export class PubAckMux {
       clearInterval(this.sweeper);
       this.sweeper = undefined;
     }
+  }
+
+  /**
+   * The PubAck subscription failed (denied, or closed by the server). The publishes waiting on it
+   * may well be stored — only their answers are lost — so they fail as uncertain, never with the
+   * subscription's permission error, which would read as "not stored".
+   */
+  private inboxLost(error: Error): void {
+    this.failAll(new errors.ProtocolError(`the PubAck inbox ${this.inbox}* was lost (${error.message}): storage unknown`));
   }
 
   private failAll(error: Error): void {
