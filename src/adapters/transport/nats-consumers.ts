@@ -92,11 +92,18 @@ export async function ensureConsumer(ctx: JetStreamContext, stream: string, dura
 }
 
 function inboundFromJsMsg(ctx: JetStreamContext, m: JsMsg): InboundMessage {
+  let headers: Record<string, string> | undefined;
   return {
     subject: m.subject,
     data: m.data,
-    headers: fromNatsHeaders(m.headers),
-    redelivered: m.redelivered,
+    // Decoded on first read: the payload carries everything the runtime acts on, and decoding
+    // every delivered message's headers was a tenth of a busy peer's allocations.
+    get headers() {
+      return (headers ??= fromNatsHeaders(m.headers));
+    },
+    get redelivered() {
+      return m.redelivered;
+    },
     // A plain ack, not a confirmed one: every handler acks only after its outcome is stored,
     // and answers a redelivery from what it stored (the peer returns its stored result, the
     // coordinator sees a duplicate), so a lost ack costs one redelivery, never a repeated effect.

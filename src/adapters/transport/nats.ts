@@ -129,10 +129,14 @@ function receiptFromFailure(failure: NatsFailure): PublishReceipt {
  */
 function inboundFromMsg(msg: Msg, replyable: boolean): InboundMessage {
   const replyTo = replyable && msg.reply !== undefined && msg.reply !== '' ? msg.reply : undefined;
+  let headers: Record<string, string> | undefined;
   return {
     subject: msg.subject,
     data: msg.data,
-    headers: fromNatsHeaders(msg.headers),
+    // Decoded on first read (see inboundFromJsMsg).
+    get headers() {
+      return (headers ??= fromNatsHeaders(msg.headers));
+    },
     redelivered: false,
     ack: async () => {},
     nak: async () => {},
