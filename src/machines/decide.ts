@@ -12,7 +12,7 @@ import { limits } from '../contract/limits.js';
 import type { BranchDisposition, DeliveryReceipt, DomainEvent, RejectionReason, TimeGuard, Transition } from '../events/types.js';
 import type { CancelResult, ClaimMessage, ResultMessage } from '../events/wire.js';
 import { evaluateCompletion, tally, timeoutClosure, type Closure } from '../projections/decision.js';
-import { branchList, evolve, type BranchRecord, type OperationRecord } from '../projections/record.js';
+import { applyEvents, branchList, type BranchRecord, type OperationRecord } from '../projections/record.js';
 import { branchStatusOf } from './index.js';
 
 export const openEndedMs = Number.MAX_SAFE_INTEGER;
@@ -26,9 +26,7 @@ const isOpen = (b: BranchRecord) => branchStatusOf(b.state) === 'pending';
 const isClaimed = (b: BranchRecord) => b.state === 'assigned' || b.state === 'dispatched';
 
 function apply(record: OperationRecord, events: readonly DomainEvent[], atMs: number): OperationRecord {
-  let draft = record;
-  for (const event of events) draft = evolve(draft, event, atMs);
-  return draft;
+  return applyEvents(record, events, atMs);
 }
 
 // ── commands decided together ──────────────────────────────────────────────

@@ -109,10 +109,15 @@ export function applyStored(record: OperationRecord | undefined, stored: StoredT
   if (!appliesOnFold(stored, lastAppliedAtMs)) {
     return record && { ...record, revision: stored.revision, transitionsVoid: record.transitionsVoid + 1 };
   }
-  let next = record;
-  for (const event of stored.transition.events) next = evolve(next, event, stored.committedAtMs, steps);
-  assert(next !== undefined, 'a stream begins with operation-admitted');
-  return { ...next, revision: stored.revision, lastAppliedAtMs: stored.committedAtMs, transitionsApplied: next.transitionsApplied + 1 };
+  const events = stored.transition.events;
+  const draft = draftOf(record, events, stored.committedAtMs);
+  if (draft === undefined) throw new AssertionFailure(events.length === 0 ? 'a stream begins with operation-admitted' : `${events[0]!.type} before operation-admitted`);
+  for (const event of stored.transition.events) evolveDraft(draft, event, stored.committedAtMs, steps);
+  const next = draft.record;
+  next.revision = stored.revision;
+  next.lastAppliedAtMs = stored.committedAtMs;
+  next.transitionsApplied += 1;
+  return next;
 }
 
 /** Rebuilds a record from its whole log. Undefined when no admission was ever applied. */
@@ -122,46 +127,120 @@ export function fold(transitions: readonly StoredTransition[], steps: Steps = ta
   return record;
 }
 
+/** The record after `events` at `atMs`; `record` itself is never changed. */
+export function applyEvents(record: OperationRecord, events: readonly DomainEvent[], atMs: number, steps: Steps = tableSteps): OperationRecord {
+  if (events.length === 0) return record;
+  const draft = draftOf(record, events, atMs)!;
+  for (const event of events) evolveDraft(draft, event, atMs, steps);
+  return draft.record;
+}
+
 export function evolve(record: OperationRecord | undefined, event: DomainEvent, atMs: number, steps: Steps = tableSteps): OperationRecord {
-  if (event.type === 'operation-admitted') {
-    assert(record === undefined, 'operation-admitted only begins a stream');
-    return admitted(event, atMs);
+  const draft = draftOf(record, [event], atMs);
+  if (draft === undefined) throw new AssertionFailure(`${event.type} before operation-admitted`);
+  evolveDraft(draft, event, atMs, steps);
+  return draft.record;
+}
+
+type Mutable<T> = { -readonly [K in keyof T]: T[K] };
+
+/**
+ * One transition's changes to a record, copy-on-write: the record is copied once, its branch
+ * table once, and each branch the events touch once — however many events there are. Earlier
+ * records stay exactly as they were (replay, provisional decisions and the live record share
+ * structure). An admission starts a fresh record, which is the draft's own from the beginning.
+ */
+class RecordDraft {
+  readonly record: Mutable<OperationRecord>;
+  private branchesOwned: boolean;
+  private readonly ownedBranches: string[] = [];
+  /** Set while the admission this draft was made from has not been evolved yet. */
+  private admissionPending: boolean;
+
+  constructor(base: OperationRecord, fromAdmission: boolean) {
+    this.record = fromAdmission ? base : { ...base };
+    this.branchesOwned = fromAdmission;
+    this.admissionPending = fromAdmission;
+    if (fromAdmission) this.ownedBranches.push(...Object.keys(base.branches));
   }
-  if (record === undefined) throw new AssertionFailure(`${event.type} before operation-admitted`);
+
+  /** True once, for the admission the draft began with; any other admission is a damaged stream. */
+  takeAdmission(): boolean {
+    const pending = this.admissionPending;
+    this.admissionPending = false;
+    return pending;
+  }
+
+  branch(branchId: string): BranchRecord {
+    return branchOf(this.record, branchId);
+  }
+
+  /** Changes one branch; the fields not named keep their values. */
+  setBranch(branchId: string, changes: Partial<BranchRecord>): void {
+    if (!this.branchesOwned) {
+      this.record.branches = { ...this.record.branches };
+      this.branchesOwned = true;
+    }
+    const current = branchOf(this.record, branchId);
+    if (this.ownedBranches.includes(branchId)) Object.assign(current, changes);
+    else {
+      (this.record.branches as Record<string, BranchRecord>)[branchId] = { ...current, ...changes };
+      this.ownedBranches.push(branchId);
+    }
+  }
+}
+
+/** A draft over `record`, or over the fresh record an admission (first event) creates. */
+function draftOf(record: OperationRecord | undefined, events: readonly DomainEvent[], atMs: number): RecordDraft | undefined {
+  const first = events[0];
+  if (first?.type === 'operation-admitted') {
+    assert(record === undefined, 'operation-admitted only begins a stream');
+    return new RecordDraft(admitted(first, atMs), true);
+  }
+  return record === undefined ? undefined : new RecordDraft(record, false);
+}
+
+function evolveDraft(draft: RecordDraft, event: DomainEvent, atMs: number, steps: Steps): void {
+  const record = draft.record;
   switch (event.type) {
+    case 'operation-admitted':
+      // draftOf made the record from it; any other admission is a damaged stream.
+      assert(draft.takeAdmission(), 'operation-admitted only begins a stream');
+      return;
     case 'dispatch-recorded': {
-      const branch = branchOf(record, event.branchId);
-      if (event.attempt !== branch.attempt || event.fence !== branch.fence) return record; // a receipt of an older attempt
+      const branch = draft.branch(event.branchId);
+      if (event.attempt !== branch.attempt || event.fence !== branch.fence) return; // a receipt of an older attempt
       const failed = event.receipt === 'rejected' || event.receipt === 'exhausted';
       // A receipt recorded after the branch already moved on (its result raced the receipt) changes only the outbox.
       const open = branch.state === 'assigned' || branch.state === 'dispatched';
       const state = open ? steps.branch(branch.state, failed ? 'EXHAUSTED' : 'DISPATCHED') : branch.state;
-      const updated = withBranch(record, { ...branch, state, outbox: { ...branch.outbox, receipt: event.receipt } });
-      return { ...updated, phase: steps.operation(record.phase, 'DISPATCHED') };
+      draft.setBranch(event.branchId, { state, outbox: { ...branch.outbox, receipt: event.receipt } });
+      record.phase = steps.operation(record.phase, 'DISPATCHED');
+      return;
     }
     case 'result-accepted': {
-      const branch = branchOf(record, event.branchId);
+      const branch = draft.branch(event.branchId);
       const retry = event.status === 'failure' && event.retryAtMs !== null;
       const state = steps.branch(branch.state, event.status === 'success' ? 'RESULT_SUCCESS' : retry ? 'RETRY_SCHEDULED' : 'RESULT_FAILURE');
       const accepted: AcceptedResult = { status: event.status, retryable: event.retryable, result: event.result, attempt: event.attempt, fence: event.fence, acceptedAtMs: atMs };
       const cancelOutcome = branch.state === 'cancelling' ? 'already-completed' : branch.cancelOutcome;
       const excluded = event.status === 'failure' ? addPeer(branch.excluded, branch.peerId) : branch.excluded;
-      return withBranch(record, { ...branch, state, accepted, cancelOutcome, excluded, retryAtMs: retry ? event.retryAtMs : null });
+      draft.setBranch(event.branchId, { state, accepted, cancelOutcome, excluded, retryAtMs: retry ? event.retryAtMs : null });
+      return;
     }
-    case 'lease-renewed': {
-      const branch = branchOf(record, event.branchId);
-      return withBranch(record, { ...branch, leaseUntilMs: event.leaseUntilMs, claimedAtMs: atMs });
-    }
+    case 'lease-renewed':
+      draft.setBranch(event.branchId, { leaseUntilMs: event.leaseUntilMs, claimedAtMs: atMs });
+      return;
     case 'claim-ended': {
-      const branch = branchOf(record, event.branchId);
+      const branch = draft.branch(event.branchId);
       const state = steps.branch(branch.state, event.retryAtMs === null ? 'EXHAUSTED' : 'RETRY_SCHEDULED');
-      return withBranch(record, { ...branch, state, retryAtMs: event.retryAtMs, excluded: addPeer(branch.excluded, branch.peerId) });
+      draft.setBranch(event.branchId, { state, retryAtMs: event.retryAtMs, excluded: addPeer(branch.excluded, branch.peerId) });
+      return;
     }
     case 'branch-reassigned': {
-      const branch = branchOf(record, event.branchId);
+      const branch = draft.branch(event.branchId);
       assert(event.attempt === branch.attempt + 1 && event.fence > branch.fence, 'a reassignment starts the next attempt with a higher fence');
-      return withBranch(record, {
-        ...branch,
+      draft.setBranch(event.branchId, {
         state: steps.branch(branch.state, 'REASSIGNED'),
         peerId: event.peerId,
         attempt: event.attempt,
@@ -171,52 +250,56 @@ export function evolve(record: OperationRecord | undefined, event: DomainEvent, 
         retryAtMs: null,
         outbox: { publicationId: event.publicationId, attempt: event.attempt, fence: event.fence, receipt: 'pending' },
       });
+      return;
     }
     case 'branch-failed': {
-      const branch = branchOf(record, event.branchId);
-      return withBranch(record, { ...branch, state: steps.branch(branch.state, 'EXHAUSTED'), retryAtMs: null });
+      const branch = draft.branch(event.branchId);
+      draft.setBranch(event.branchId, { state: steps.branch(branch.state, 'EXHAUSTED'), retryAtMs: null });
+      return;
     }
     case 'branch-revoked': {
-      const branch = branchOf(record, event.branchId);
-      return withBranch(record, { ...branch, state: steps.branch(branch.state, 'REVOKED'), retryAtMs: null });
+      const branch = draft.branch(event.branchId);
+      draft.setBranch(event.branchId, { state: steps.branch(branch.state, 'REVOKED'), retryAtMs: null });
+      return;
     }
-    case 'cancel-dispatched': {
-      const branch = branchOf(record, event.branchId);
-      return withBranch(record, { ...branch, cancel: { receipt: event.receipt, attempt: event.attempt, fence: event.fence } });
-    }
+    case 'cancel-dispatched':
+      draft.setBranch(event.branchId, { cancel: { receipt: event.receipt, attempt: event.attempt, fence: event.fence } });
+      return;
     case 'cancel-result-accepted': {
-      const branch = branchOf(record, event.branchId);
+      const branch = draft.branch(event.branchId);
       const machineEvent = event.outcome === 'stopped' ? 'CANCEL_STOPPED' : event.outcome === 'already-completed' ? 'CANCEL_ALREADY_COMPLETED' : 'CANCEL_UNKNOWN';
-      return withBranch(record, { ...branch, state: steps.branch(branch.state, machineEvent), cancelOutcome: event.outcome });
+      draft.setBranch(event.branchId, { state: steps.branch(branch.state, machineEvent), cancelOutcome: event.outcome });
+      return;
     }
     case 'cancel-withdrawn': {
-      const branch = branchOf(record, event.branchId);
-      return withBranch(record, { ...branch, state: steps.branch(branch.state, 'CANCEL_WITHDRAWN'), cancelOutcome: 'withdrawn' });
+      const branch = draft.branch(event.branchId);
+      draft.setBranch(event.branchId, { state: steps.branch(branch.state, 'CANCEL_WITHDRAWN'), cancelOutcome: 'withdrawn' });
+      return;
     }
-    case 'cancel-timed-out': {
-      let next = record;
+    case 'cancel-timed-out':
       for (const branchId of event.branchIds) {
-        const branch = branchOf(next, branchId);
-        next = withBranch(next, { ...branch, state: steps.branch(branch.state, 'CANCEL_UNKNOWN'), cancelOutcome: 'unknown' });
+        const branch = draft.branch(branchId);
+        draft.setBranch(branchId, { state: steps.branch(branch.state, 'CANCEL_UNKNOWN'), cancelOutcome: 'unknown' });
       }
-      return next;
-    }
+      return;
     case 'result-rejected':
-      return { ...record, rejectionsRecorded: record.rejectionsRecorded + 1 };
+      record.rejectionsRecorded += 1;
+      return;
     case 'protocol-conflict-recorded':
-      return { ...record, protocolConflicts: record.protocolConflicts + 1 };
+      record.protocolConflicts += 1;
+      return;
     case 'decision-closed': {
       assert(record.decision === null, 'a decision closes once and never changes');
-      let next: OperationRecord = { ...record, phase: steps.operation(record.phase, 'CLOSED') };
+      record.phase = steps.operation(record.phase, 'CLOSED');
       for (const sibling of event.siblings) {
-        const branch = branchOf(next, sibling.branchId);
+        const branch = draft.branch(sibling.branchId);
         const machineEvent = sibling.disposition === 'cancel-requested' ? 'CANCEL_REQUESTED' : 'DETACHED';
         const state = steps.branch(branch.state, machineEvent);
         // A branch that was only waiting to retry has nothing running: nothing to cancel, nothing to send.
         const cancel = state === 'cancelling' ? { receipt: 'pending' as const, attempt: branch.attempt, fence: branch.fence } : null;
-        next = withBranch(next, { ...branch, state, disposition: sibling.disposition, cancel, retryAtMs: null });
+        draft.setBranch(sibling.branchId, { state, disposition: sibling.disposition, cancel, retryAtMs: null });
       }
-      const decision: DecisionRecord = {
+      record.decision = {
         outcome: event.outcome,
         reason: event.reason,
         closedAtMs: atMs,
@@ -225,10 +308,12 @@ export function evolve(record: OperationRecord | undefined, event: DomainEvent, 
         cancelDeadlineMs: atMs + record.manifest.cancelTimeoutMs,
         graceEndMs: atMs + record.manifest.settlementGraceMs,
       };
-      return { ...next, decision };
+      return;
     }
     case 'settlement-completed':
-      return { ...record, phase: steps.operation(record.phase, 'SETTLED'), settlement: { status: event.status, completedAtMs: atMs } };
+      record.phase = steps.operation(record.phase, 'SETTLED');
+      record.settlement = { status: event.status, completedAtMs: atMs };
+      return;
     default: {
       const unreachable: never = event;
       throw new AssertionFailure(`unknown event ${(unreachable as DomainEvent).type}`);
@@ -286,10 +371,6 @@ export function branchOf(record: OperationRecord, branchId: string): BranchRecor
 
 function addPeer(peers: string[], peerId: string): string[] {
   return peers.includes(peerId) ? peers : [...peers, peerId];
-}
-
-function withBranch(record: OperationRecord, branch: BranchRecord): OperationRecord {
-  return { ...record, branches: { ...record.branches, [branch.branchId]: branch } };
 }
 
 /** Branches in manifest order. */
