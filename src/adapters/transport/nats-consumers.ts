@@ -127,8 +127,9 @@ function inboundFromJsMsg(ctx: JetStreamContext, m: JsMsg): InboundMessage {
   };
 }
 
-function deliverDurable(ctx: JetStreamContext, m: JsMsg, handler: MessageHandler, delivered: BoundedMap<number, string>): void {
-  delivered.set(m.info.streamSequence, m.subject);
+function deliverDurable(ctx: JetStreamContext, m: JsMsg, handler: MessageHandler, delivered: BoundedMap<number, string> | undefined): void {
+  // Remembered only where exhaustion is watched: the sequence comes from parsing the ack subject.
+  delivered?.set(m.info.streamSequence, m.subject);
   const inbound = inboundFromJsMsg(ctx, m);
   // A handler that throws has not finished the work: hand the message back now rather than
   // waiting out ack_wait. nak after an ack is ignored by the client.
@@ -214,8 +215,8 @@ export interface DurableSubscribeRequest {
 /** A durable subscription: watch exhaustion, bind (or create) the consumer, then pull. */
 export async function subscribeDurable(ctx: JetStreamContext, request: DurableSubscribeRequest): Promise<Subscription> {
   const { stream, durable, filter, handler, onExhausted } = request;
-  const delivered = new BoundedMap<number, string>(deliveredSubjectsMax);
-  const watcher = onExhausted ? await watchExhaustion(ctx, stream, durable, delivered, onExhausted) : undefined;
+  const delivered = onExhausted ? new BoundedMap<number, string>(deliveredSubjectsMax) : undefined;
+  const watcher = onExhausted && delivered ? await watchExhaustion(ctx, stream, durable, delivered, onExhausted) : undefined;
   try {
     const info = await bindOrCreateConsumer(ctx, stream, durable, filter);
     // getConsumerFromInfo skips a second INFO round trip; the info was just read.

@@ -4,7 +4,7 @@
  */
 import { unavailable } from '../../contract/errors.js';
 import { coordinatorConsumerName, peerConsumerFilter, peerConsumerName, type CoordinatorConsumerKind } from './nats-names.js';
-import { tokensMatch } from './subjects.js';
+import { tokensMatchSubject } from './subjects.js';
 import type { DurabilityCheck, ExhaustedInfo, InboundMessage, MessageHandler, PublishOptions, PublishReceipt, SubscribeOptions, Subscription, Transport, TransportCapabilities } from './types.js';
 
 /** A message for an interaction not (yet) subscribed is handed back this long. */
@@ -108,9 +108,8 @@ export class ConsumerMuxTransport implements Transport {
   }
 
   private dispatch(group: MuxGroup, message: InboundMessage): void | Promise<void> {
-    const tokens = message.subject.split('.');
-    for (const { tokens: pattern, handler } of group.handlers.values()) {
-      if (tokensMatch(pattern, tokens)) return handler(message);
+    for (const { tokens, handler } of group.handlers.values()) {
+      if (tokensMatchSubject(tokens, message.subject)) return handler(message);
     }
     return message.nak(unroutedNakDelayMs);
   }

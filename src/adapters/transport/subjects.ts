@@ -42,6 +42,24 @@ export function subjectMatches(pattern: string, subject: string): boolean {
   return tokensMatch(pattern.split('.'), subject.split('.'));
 }
 
+/**
+ * tokensMatch(p, subject.split('.')) without splitting the subject: the mux matches every
+ * delivered message, and the split was most of that cost.
+ */
+export function tokensMatchSubject(p: readonly string[], subject: string): boolean {
+  let start = 0;
+  for (let i = 0; i < p.length; i++) {
+    const token = p[i]!;
+    if (start > subject.length) return false; // the subject has fewer tokens
+    if (token === '>') return true;
+    const dot = subject.indexOf('.', start);
+    const end = dot === -1 ? subject.length : dot;
+    if (token !== '*' && (end - start !== token.length || !subject.startsWith(token, start))) return false;
+    start = end + 1;
+  }
+  return start > subject.length; // every subject token was consumed
+}
+
 /** The same match over pre-split tokens (the bus splits each pattern once and each subject once). */
 export function tokensMatch(p: readonly string[], s: readonly string[]): boolean {
   for (let i = 0; i < p.length; i++) {
