@@ -47,27 +47,31 @@ export class MemoryEffectSink implements EffectSink {
 
   async commit(key: EffectKey, fence: number, attempt: number, effect: () => JsonValue | Promise<JsonValue>): Promise<{ value: JsonValue; repeated: boolean }> {
     const id = `${key.operationId}/${key.branchId}`;
-    // Serialize per key: the check and the write are one atomic step at this sink.
-    const previous = this.inFlight.get(id) ?? Promise.resolve();
-    const run = previous.then(async () => {
-      const existing = this.committed.get(id);
-      if (existing && fence < existing.fence) throw new AdapterError('conflict', `fence ${fence} is older than committed fence ${existing.fence} for ${id}`);
-      if (existing && fence === existing.fence) return { value: existing.value, repeated: true };
-      const value = await effect();
-      const record = { fence, attempt, value };
-      this.committed.set(id, record);
-      this.log.push({ ...key, ...record });
-      // Drop the oldest half at once (amortized), not one element per commit.
-      if (this.log.length > this.keysMax) this.log.splice(0, Math.ceil(this.keysMax / 2));
-      return { value, repeated: false };
-    });
-    const settled = run.catch(() => undefined);
-    this.inFlight.set(id, settled);
-    // Forget the chain once it is idle (a newer commit of the same key may have replaced it).
-    void settled.then(() => {
-      if (this.inFlight.get(id) === settled) this.inFlight.delete(id);
-    });
-    return run;
+    // Serialize per key: the check and the write are one atomic step at this sink. A key with
+    // nothing in flight (the usual case) starts at once instead of behind a resolved promise.
+    const previous = this.inFlight.get(id);
+    const apply = () => this.applyOnce(id, key, fence, attempt, effect);
+    const run = previous === undefined ? apply() : previous.then(apply, apply);
+    this.inFlight.set(id, run);
+    try {
+      return await run;
+    } finally {
+      // Forget the chain once it is idle (a newer commit of the same key may have replaced it).
+      if (this.inFlight.get(id) === run) this.inFlight.delete(id);
+    }
+  }
+
+  private async applyOnce(id: string, key: EffectKey, fence: number, attempt: number, effect: () => JsonValue | Promise<JsonValue>): Promise<{ value: JsonValue; repeated: boolean }> {
+    const existing = this.committed.get(id);
+    if (existing && fence < existing.fence) throw new AdapterError('conflict', `fence ${fence} is older than committed fence ${existing.fence} for ${id}`);
+    if (existing && fence === existing.fence) return { value: existing.value, repeated: true };
+    const value = await effect();
+    const record = { fence, attempt, value };
+    this.committed.set(id, record);
+    this.log.push({ ...key, ...record });
+    // Drop the oldest half at once (amortized), not one element per commit.
+    if (this.log.length > this.keysMax) this.log.splice(0, Math.ceil(this.keysMax / 2));
+    return { value, repeated: false };
   }
 
   applied(): readonly (EffectKey & EffectRecord)[] {
