@@ -112,7 +112,7 @@ export function applyStored(record: OperationRecord | undefined, stored: StoredT
   const events = stored.transition.events;
   const draft = draftOf(record, events, stored.committedAtMs);
   if (draft === undefined) throw new AssertionFailure(events.length === 0 ? 'a stream begins with operation-admitted' : `${events[0]!.type} before operation-admitted`);
-  for (const event of stored.transition.events) evolveDraft(draft, event, stored.committedAtMs, steps);
+  for (const event of events) evolveDraft(draft, event, stored.committedAtMs, steps);
   const next = draft.record;
   next.revision = stored.revision;
   next.lastAppliedAtMs = stored.committedAtMs;
