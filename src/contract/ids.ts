@@ -21,11 +21,11 @@ export function lengthPrefixed(parts: readonly string[]): Buffer {
   const out = Buffer.allocUnsafe(size);
   let offset = 0;
   for (const part of parts) {
-    const length = Buffer.byteLength(part, 'utf8');
+    // The buffer was sized exactly, so write() stores the whole part and answers its byte count.
+    const length = out.write(part, offset + 8, 'utf8');
     // A JavaScript string's UTF-8 form stays far below 2^32 bytes: the high word is zero.
     out.writeUInt32BE(0, offset);
     out.writeUInt32BE(length, offset + 4);
-    out.write(part, offset + 8, length, 'utf8');
     offset += 8 + length;
   }
   return out;
