@@ -139,6 +139,8 @@ export class JetStreamEventStore implements EventStore {
   private closed = false;
   /** How appends learned their server stamps: from the stamp feed, or by reading the message back. */
   readonly stampSources = { fed: 0, readBack: 0 };
+  /** The connection's PubAck mux, shared with any transport on the same connection. */
+  private readonly pubAcks: PubAckMux;
 
   private constructor(
     private readonly nc: NatsConnection,
@@ -153,7 +155,9 @@ export class JetStreamEventStore implements EventStore {
     private readonly directGet: boolean,
     private readonly stamps: StampFeed | undefined,
     private readonly stampWaitMs: number,
-  ) {}
+  ) {
+    this.pubAcks = PubAckMux.of(nc);
+  }
 
   static async open(options: JetStreamStoreOptions): Promise<JetStreamEventStore> {
     const requestTimeoutMs = options.requestTimeoutMs ?? 5000;
@@ -321,7 +325,7 @@ export class JetStreamEventStore implements EventStore {
     // Encoded once: hashed for the publication identity and published as these bytes.
     const body = Buffer.from(write.body, 'utf8');
     try {
-      const ack = await PubAckMux.of(this.nc).publish(this.opSubject(operationId), body, {
+      const ack = await this.pubAcks.publish(this.opSubject(operationId), body, {
         msgID: publicationId(operationId, expectedSeq, body),
         expect: { lastSubjectSequence: expectedSeq },
         timeout: this.requestTimeoutMs,
