@@ -9,7 +9,7 @@
  * surrogates through. The rules match parseStrict's, so `parseStrict(canonicalJson(v))` always
  * succeeds and gives back `v` (with -0 read as 0).
  */
-import { createHash } from 'node:crypto';
+import { hash } from 'node:crypto';
 import canonicalize from 'canonicalize';
 import { assert, invalidInput } from './errors.js';
 import { describePointer, hasLoneSurrogate, isAmbiguousInteger, jsonPointer } from './ijson.js';
@@ -94,11 +94,12 @@ export function canonicalJson(value: JsonValue, what = 'value'): string {
   return text;
 }
 
-/** Lowercase hex SHA-256; strings are hashed as their UTF-8 bytes. */
+/**
+ * Lowercase hex SHA-256; strings are hashed as their UTF-8 bytes. One-shot `crypto.hash` (Node
+ * ≥ 20.12): a third of the cost of a Hash object for the short inputs identities are.
+ */
 export function sha256Hex(data: string | Uint8Array): string {
-  return createHash('sha256')
-    .update(typeof data === 'string' ? Buffer.from(data, 'utf8') : data)
-    .digest('hex');
+  return hash('sha256', data, 'hex');
 }
 
 /** `sha256:` + hex of the canonical form: the invocation input digest and the contract digest. */

@@ -23,7 +23,7 @@
  * No EventStoreDB server can run on the development machines (DESIGN.md §8); this adapter is
  * type-checked against the client's declarations and its conformance run needs CONVOKE_ESDB_URL.
  */
-import { createHash } from 'node:crypto';
+import { hash } from 'node:crypto';
 import {
   ANY,
   BACKWARDS,
@@ -94,7 +94,7 @@ export function parseEsdbRevision(revision: string): bigint | undefined {
 
 /** A deterministic event id per attempted write, so a retry is idempotent on the server. */
 function eventIdOf(operationId: string, expected: string, body: string): string {
-  const hex = createHash('sha256').update(`${operationId}\u0000${expected}\u0000${body}`).digest('hex');
+  const hex = hash('sha256', `${operationId}\u0000${expected}\u0000${body}`, 'hex');
   const variant = ((parseInt(hex[16] ?? '0', 16) & 0x3) | 0x8).toString(16);
   return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-4${hex.slice(13, 16)}-${variant}${hex.slice(17, 20)}-${hex.slice(20, 32)}`;
 }

@@ -25,7 +25,7 @@
  * recreation — no check-then-act window, and no tombstone lookup before a create. A refused
  * create is then classified (expired when the marker or key record is found).
  */
-import { createHash } from 'node:crypto';
+import { hash } from 'node:crypto';
 import { connect, headers as natsHeaders, type NatsConnection } from '@nats-io/transport-node';
 import {
   DeliverPolicy,
@@ -122,7 +122,7 @@ function stampMs(timestamp: string): number {
 
 /** The Nats-Msg-Id of one attempted write: a retry of the same write dedupes to the stored message. */
 function publicationId(operationId: string, expectedSeq: number, body: Uint8Array): string {
-  return createHash('sha256').update(`${operationId}\u0000${expectedSeq}\u0000`).update(body).digest('hex');
+  return hash('sha256', Buffer.concat([Buffer.from(`${operationId}\u0000${expectedSeq}\u0000`, 'utf8'), body]), 'hex');
 }
 
 const isMarker = (msg: StoredMsg) => msg.header?.get(tombstoneHeader) === '1';
