@@ -359,7 +359,83 @@ function storeMember(object: JsonObject, key: string, value: JsonValue): void {
 
 /** Parses `text` as strict JSON; every rejection is invalid-input prefixed with `what`. */
 export function parseStrict(text: string, what = 'input'): JsonValue {
+  return parseFast(text) ?? new StrictParser(text, what).parseDocument();
+}
+
+/** The strict parser alone, without the JSON.parse fast path: the reference the fast path is tested against. */
+export function parseStrictReference(text: string, what = 'input'): JsonValue {
   return new StrictParser(text, what).parseDocument();
+}
+
+/**
+ * The common case, a document nothing here rejects, through the engine's JSON.parse: its value
+ * is then checked for everything JSON.parse lets through (duplicate keys, lone surrogates, unsafe
+ * or ambiguous numbers, -0, nesting). Any doubt answers undefined and the strict parser decides —
+ * and describes the rejection — so this function can only ever accept what the parser accepts,
+ * with the same value (test/unit/ijson.test.ts checks both against each other).
+ */
+function parseFast(text: string): JsonValue | undefined {
+  let value: JsonValue;
+  try {
+    value = JSON.parse(text) as JsonValue;
+  } catch {
+    return undefined;
+  }
+  if (typeof value !== 'object' || value === null) return scalarAccepted(value) ? (value === 0 ? 0 : value) : undefined;
+  // JSON.parse keeps the last of duplicate keys: the document had one `:` outside strings per
+  // member, so fewer keys in the value than that means a duplicate.
+  const members = membersAccepted(value);
+  return members !== undefined && members === colonsOutsideStrings(text) ? value : undefined;
+}
+
+/** Any surrogate code unit; most strings have none, and only those need the pairing check. */
+const surrogateUnit = /[\uD800-\uDFFF]/;
+const wellFormed = (s: string) => !surrogateUnit.test(s) || !hasLoneSurrogate(s);
+
+function scalarAccepted(value: string | number | boolean | null): boolean {
+  if (typeof value === 'string') return wellFormed(value);
+  // Whether such a number is accepted depends on how it was written: the strict parser decides.
+  return typeof value !== 'number' || (Number.isFinite(value) && Math.abs(value) < unsafeIntegerMin);
+}
+
+/** Checks every key and value below the root container, folding -0 to 0; the member count, or undefined on doubt. */
+function membersAccepted(root: JsonValue[] | JsonObject): number | undefined {
+  let members = 0;
+  const stack: { container: JsonValue[] | JsonObject; depth: number }[] = [{ container: root, depth: 1 }];
+  for (let entry = stack.pop(); entry !== undefined; entry = stack.pop()) {
+    const { container, depth } = entry;
+    if (depth > limits.jsonDepthMax) return undefined;
+    const isArray = Array.isArray(container);
+    const keys = isArray ? undefined : Object.keys(container);
+    const count = keys === undefined ? (container as JsonValue[]).length : keys.length;
+    if (keys !== undefined) members += count;
+    for (let i = 0; i < count; i++) {
+      const key = keys === undefined ? i : keys[i]!;
+      if (typeof key === 'string' && !wellFormed(key)) return undefined;
+      const item = (container as Record<string | number, JsonValue>)[key]!;
+      if (typeof item === 'object' && item !== null) stack.push({ container: item, depth: depth + 1 });
+      else if (!scalarAccepted(item)) return undefined;
+      else if (item === 0) (container as Record<string | number, JsonValue>)[key] = 0; // -0 and 0 are one JSON value
+    }
+  }
+  return members;
+}
+
+/** The number of `:` outside string literals in text JSON.parse accepted. */
+function colonsOutsideStrings(text: string): number {
+  let colons = 0;
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (c === 0x3a) colons++;
+    else if (c === 0x22) {
+      for (i++; ; i++) {
+        const d = text.charCodeAt(i);
+        if (d === 0x5c) i++;
+        else if (d === 0x22) break;
+      }
+    }
+  }
+  return colons;
 }
 
 const utf8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
