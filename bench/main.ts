@@ -1,4 +1,4 @@
-/** `npm run bench -- <core|stores|nats|http|all> [--json] [--seconds N] [--rounds N (nats)]`. */
+/** `npm run bench -- <core|stores|nats|http|all> [--json] [--seconds N] [--rounds N (nats)] [--warmup S (nats)]`. */
 const args = process.argv.slice(2);
 const which = args.find((a) => !a.startsWith('--')) ?? 'core';
 const json = args.includes('--json');
@@ -10,6 +10,12 @@ if (rounds !== undefined && !(Number.isSafeInteger(rounds) && rounds > 0)) {
   process.stderr.write(`--rounds must be a positive integer\n`);
   process.exit(2);
 }
+const warmupArg = args.indexOf('--warmup');
+const warmupSeconds = warmupArg >= 0 ? Number(args[warmupArg + 1]) : undefined;
+if (warmupSeconds !== undefined && !(Number.isFinite(warmupSeconds) && warmupSeconds >= 0)) {
+  process.stderr.write(`--warmup must be a number of seconds (0 or more)\n`);
+  process.exit(2);
+}
 const options = seconds === undefined ? { json } : { json, seconds };
 
 const suites: Record<string, () => Promise<void>> = {
@@ -18,7 +24,7 @@ const suites: Record<string, () => Promise<void>> = {
     await (await import('./cpu-per-op.js')).cpuPerOp(options);
   },
   stores: async () => (await import('./stores.js')).storesBench(options),
-  nats: async () => (await import('./nats.js')).natsBench(rounds === undefined ? options : { ...options, rounds }),
+  nats: async () => (await import('./nats.js')).natsBench({ ...options, ...(rounds === undefined ? {} : { rounds }), ...(warmupSeconds === undefined ? {} : { warmupSeconds }) }),
   http: async () => (await import('./http.js')).httpBench(options),
 };
 

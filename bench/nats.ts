@@ -10,6 +10,12 @@
  * into a results stream, and this process pulls the replies and counts to 3. No admission, no
  * event log, no leases, fences or decision record. Baseline and convoke phases alternate for
  * `--rounds N` rounds (default 3); the reported ratio is the median of the rounds' ratios.
+ *
+ * Before the first round each contender runs its closed loop unmeasured for `--warmup S` seconds
+ * (default 10). Measured from a cold start, both ramp up over several seconds on this 2-core
+ * machine (optimizing compilation competes with the load for the cores; caches and buffers
+ * fill) — convoke, with far more code, for about twice as long — so without it round 1 measured
+ * warm-up, not the runtime a long-running service has.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
@@ -27,6 +33,8 @@ export interface NatsBenchOptions {
   concurrency?: number;
   /** Baseline and convoke phases alternate this many times (default 3); the ratio is their median. */
   rounds?: number;
+  /** Unmeasured closed-loop seconds per contender before round 1 (default 10). */
+  warmupSeconds?: number;
 }
 
 const peerCount = 5;
@@ -93,12 +101,18 @@ export async function natsBench(options: NatsBenchOptions): Promise<void> {
   const seconds = options.seconds ?? 5;
   const concurrency = options.concurrency ?? 32;
   const rounds = options.rounds ?? 3;
-  process.stderr.write(`nats: durable mode, ${peerCount} peer processes, quorum ${quorum}, jetstream store, ${concurrency} in flight, ${seconds} s per phase, ${rounds} rounds\n`);
+  const warmupSeconds = options.warmupSeconds ?? 10;
+  process.stderr.write(`nats: durable mode, ${peerCount} peer processes, quorum ${quorum}, jetstream store, ${concurrency} in flight, ${seconds} s per phase, ${rounds} rounds after ${warmupSeconds} s of warm-up each\n`);
   const fixture = await startDeployment();
   try {
     const baseline = await startBaseline(fixture);
     try {
       const convoke = await startConvoke(fixture);
+      if (warmupSeconds > 0) {
+        process.stderr.write(`  warm-up: ${warmupSeconds} s closed loop per contender, not measured\n`);
+        await baseline.warm(warmupSeconds, concurrency);
+        await convoke.warm(warmupSeconds, concurrency);
+      }
       const results: Round[] = [];
       for (let round = 1; round <= rounds; round++) {
         process.stderr.write(`  round ${round}/${rounds}\n`);
@@ -106,7 +120,7 @@ export async function natsBench(options: NatsBenchOptions): Promise<void> {
         const c = await convoke.measure(seconds, concurrency);
         results.push({ round, baseline: b, convoke: c, ratio: c.opsPerSecond / b.opsPerSecond });
       }
-      report(options.json, { seconds, concurrency, rounds: results });
+      report(options.json, { seconds, concurrency, warmupSeconds, rounds: results });
     } finally {
       await baseline.stop();
     }
@@ -127,7 +141,7 @@ const median = (values: number[]) => {
   return sorted.length === 0 ? Number.NaN : sorted.length % 2 === 1 ? sorted[(sorted.length - 1) / 2]! : (sorted[sorted.length / 2 - 1]! + sorted[sorted.length / 2]!) / 2;
 };
 
-function report(json: boolean, r: { seconds: number; concurrency: number; rounds: Round[] }): void {
+function report(json: boolean, r: { seconds: number; concurrency: number; warmupSeconds: number; rounds: Round[] }): void {
   const medianRound = [...r.rounds].sort((a, b) => a.ratio - b.ratio)[Math.floor((r.rounds.length - 1) / 2)]!;
   const summary = {
     throughputRatio: median(r.rounds.map((x) => x.ratio)),
@@ -145,7 +159,7 @@ function report(json: boolean, r: { seconds: number; concurrency: number; rounds
   rows.push(['median', 'convoke', fixed(summary.convokeOpsPerSecond, 0), '', '', fixed(summary.convokeP99HalfLoadMs), '', fixed(summary.throughputRatio, 3)]);
   printRows(
     json,
-    `NATS durable mode — ${peerCount} peer processes, quorum ${quorum}, ${r.concurrency} in flight, ${r.seconds} s per phase, phases alternating (one nats-server)\n` +
+    `NATS durable mode — ${peerCount} peer processes, quorum ${quorum}, ${r.concurrency} in flight, ${r.seconds} s per phase, phases alternating after ${r.warmupSeconds} s of warm-up each (one nats-server)\n` +
       `baseline: scatter-gather on nats.js (JetStream acks, no convoke); convoke: command API, jetstream store`,
     ['round', 'run', 'decided ops/s', 'p50 ms', 'p99 ms', 'p99 ms at half load', 'operations', 'throughput ratio'],
     rows,
@@ -188,8 +202,10 @@ async function startDeployment(): Promise<NatsDeploymentFixture> {
 }
 
 interface Contender {
-  /** One phase: a warm-up, the closed loop (throughput, latency, CPU) and the open loop at half that throughput. */
+  /** One phase: a few sequential operations, the closed loop (throughput, latency, CPU) and the open loop at half that throughput. */
   measure(seconds: number, concurrency: number): Promise<Run>;
+  /** The closed loop, unmeasured. */
+  warm(seconds: number, concurrency: number): Promise<void>;
 }
 
 async function measurePhase(name: string, one: () => Promise<void>, roles: Roles, seconds: number, concurrency: number): Promise<Run> {
@@ -213,6 +229,7 @@ async function startConvoke(fixture: NatsDeploymentFixture): Promise<Contender> 
     if (r.decision?.outcome !== 'success') throw new Error(`unexpected decision ${JSON.stringify(r.decision)}`);
   };
   return {
+    warm: async (seconds, concurrency) => void (await closedLoop(seconds, concurrency, one)),
     measure: (seconds, concurrency) =>
       measurePhase('convoke over NATS (command API, jetstream store)', one, { 'nats-server': [fixture.server.process.pid], coordinator: [fixture.serve?.child.pid], peers: [...fixture.peers.values()].map((p) => p.child.pid) }, seconds, concurrency),
   };
@@ -280,6 +297,7 @@ async function startBaseline(fixture: NatsDeploymentFixture): Promise<Contender 
     };
     return {
       stop,
+      warm: async (seconds, concurrency) => void (await closedLoop(seconds, concurrency, one)),
       measure: (seconds, concurrency) =>
         measurePhase('baseline scatter-gather (nats.js, JetStream acks, no convoke)', one, { 'nats-server': [fixture.server.process.pid], peers: peers.map((p) => p.pid) }, seconds, concurrency),
     };
@@ -349,6 +367,12 @@ if (process.argv[1] !== undefined && import.meta.url === pathToFileURL(process.a
   else {
     const secondsAt = args.indexOf('--seconds');
     const roundsAt = args.indexOf('--rounds');
-    await natsBench({ json: args.includes('--json'), ...(secondsAt >= 0 ? { seconds: Number(args[secondsAt + 1]) } : {}), ...(roundsAt >= 0 ? { rounds: Number(args[roundsAt + 1]) } : {}) });
+    const warmupAt = args.indexOf('--warmup');
+    await natsBench({
+      json: args.includes('--json'),
+      ...(secondsAt >= 0 ? { seconds: Number(args[secondsAt + 1]) } : {}),
+      ...(roundsAt >= 0 ? { rounds: Number(args[roundsAt + 1]) } : {}),
+      ...(warmupAt >= 0 ? { warmupSeconds: Number(args[warmupAt + 1]) } : {}),
+    });
   }
 }
