@@ -4,6 +4,7 @@
  * expected revision as CAS, and the cached record is exactly the fold of what was appended.
  * Work on one operation is serialized through a per-operation queue; operations are independent.
  */
+import { BoundedMap } from '../contract/bounded-map.js';
 import type { CompiledBundle, CompiledInteraction } from '../contract/bundle.js';
 import { canonicalJson, sha256Hex } from '../contract/canonical.js';
 import { AdapterError, AssertionFailure, isAdapterError } from '../contract/errors.js';
@@ -40,8 +41,8 @@ const settledCacheMax = 2048;
 export class Coordinator implements RuntimeHost {
   readonly metrics: Metrics;
   private readonly ops = new Map<string, OpEntry>();
-  /** Settled operation ids in settle order (insertion order of a Map), for eviction. */
-  private readonly settled = new Map<string, true>();
+  /** Settled operation ids in settle order, for eviction. */
+  private readonly settled = new BoundedMap<string, true>(settledCacheMax);
   private readonly paths = new Map<string, Promise<Subscription>>();
   private readonly committedListeners = new Set<(record: OperationRecord, stored: StoredTransition) => void>();
   private closed = false;
@@ -396,15 +397,12 @@ export class Coordinator implements RuntimeHost {
 
   /** Keeps memory bounded: the oldest settled, idle operations leave the cache (the store keeps them). */
   private noteSettled(operationId: string): void {
-    this.settled.set(operationId, true);
-    if (this.settled.size <= settledCacheMax) return;
-    for (const id of this.settled.keys()) {
-      if (this.settled.size <= settledCacheMax) break;
-      this.settled.delete(id);
-      const entry = this.ops.get(id);
-      if (entry && entry.waiters.size === 0) this.ops.delete(id);
-    }
+    const evicted = this.settled.set(operationId, true);
+    if (evicted === undefined) return;
+    const entry = this.ops.get(evicted);
+    if (entry && entry.waiters.size === 0) this.ops.delete(evicted);
   }
+
 
   private async reload(entry: OpEntry): Promise<void> {
     const read = await this.deps.store.read(entry.record.operationId);
