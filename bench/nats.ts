@@ -9,7 +9,7 @@
  * processes (this file, `--baseline-peer`) pull them and publish their replies with JetStream acks
  * into a results stream, and this process pulls the replies and counts to 3. No admission, no
  * event log, no leases, fences or decision record. Baseline and convoke phases alternate for
- * `--rounds N` rounds (default 3); the reported ratio is the median of the rounds' ratios.
+ * `--rounds N` rounds (default 5); the reported ratio is the median of the rounds' ratios.
  *
  * Before the first round each contender runs its closed loop unmeasured for `--warmup S` seconds
  * (default 10). Measured from a cold start, both ramp up over several seconds on this 2-core
@@ -31,7 +31,7 @@ export interface NatsBenchOptions {
   json: boolean;
   seconds?: number;
   concurrency?: number;
-  /** Baseline and convoke phases alternate this many times (default 3); the ratio is their median. */
+  /** Baseline and convoke phases alternate this many times (default 5); the ratio is their median. */
   rounds?: number;
   /** Unmeasured closed-loop seconds per contender before round 1 (default 10). */
   warmupSeconds?: number;
@@ -100,7 +100,7 @@ function cpuMeter(roles: Roles): { stop(operations: number): Record<string, numb
 export async function natsBench(options: NatsBenchOptions): Promise<void> {
   const seconds = options.seconds ?? 5;
   const concurrency = options.concurrency ?? 32;
-  const rounds = options.rounds ?? 3;
+  const rounds = options.rounds ?? 5;
   const warmupSeconds = options.warmupSeconds ?? 10;
   process.stderr.write(`nats: durable mode, ${peerCount} peer processes, quorum ${quorum}, jetstream store, ${concurrency} in flight, ${seconds} s per phase, ${rounds} rounds after ${warmupSeconds} s of warm-up each\n`);
   const fixture = await startDeployment();
