@@ -25,10 +25,6 @@ export function recordingGuard(record: OperationRecord): TimeGuard {
 const isOpen = (b: BranchRecord) => branchStatusOf(b.state) === 'pending';
 const isClaimed = (b: BranchRecord) => b.state === 'assigned' || b.state === 'dispatched';
 
-function apply(record: OperationRecord, events: readonly DomainEvent[], atMs: number): OperationRecord {
-  return applyEvents(record, events, atMs);
-}
-
 // ── commands decided together ──────────────────────────────────────────────
 
 /** Commands one transition may carry. */
@@ -49,7 +45,7 @@ export function decideTogether(record: OperationRecord, deciders: readonly ((rec
     const part = decide(draft);
     if (!part) continue;
     parts.push(part);
-    draft = apply(draft, part.events, nowMs);
+    draft = applyEvents(draft, part.events, nowMs);
   }
   if (parts.length <= 1) return parts[0];
   const timeGuard = { notBeforeMs: Math.max(...parts.map((p) => p.timeGuard.notBeforeMs)), notAfterMs: Math.min(...parts.map((p) => p.timeGuard.notAfterMs)) };
@@ -77,7 +73,7 @@ export function closureEvents(record: OperationRecord, closure: Closure, atMs: n
       .filter(isOpen)
       .map((b) => ({ branchId: b.branchId, disposition })),
   };
-  return [closed, ...settlementEvents(apply(record, [closed], atMs))];
+  return [closed, ...settlementEvents(applyEvents(record, [closed], atMs))];
 }
 
 /** settlement-completed once a closed operation has no branch waiting for a cancel reply. */
@@ -96,7 +92,7 @@ export function settlementEvents(record: OperationRecord): DomainEvent[] {
  * rule closes, settlement when the last cancel reply is in.
  */
 export function withConsequences(record: OperationRecord, events: DomainEvent[], atMs: number): DomainEvent[] {
-  const draft = apply(record, events, atMs);
+  const draft = applyEvents(record, events, atMs);
   if (draft.decision === null) {
     const closure = evaluateCompletion(draft);
     return closure ? [...events, ...closureEvents(draft, closure, atMs)] : events;
@@ -194,7 +190,7 @@ export function decideDue(record: OperationRecord, nowMs: number, authorizeCandi
   if (waiting.length === 0 || nowMs < record.decision.cancelDeadlineMs) return undefined;
   const events: DomainEvent[] = [{ type: 'cancel-timed-out', v: 1, branchIds: waiting.map((b) => b.branchId) }];
   return {
-    events: [...events, ...settlementEvents(apply(record, events, nowMs))],
+    events: [...events, ...settlementEvents(applyEvents(record, events, nowMs))],
     timeGuard: { notBeforeMs: record.decision.cancelDeadlineMs, notAfterMs: openEndedMs },
     causation: { command: 'cancel-timeout' },
   };
