@@ -109,11 +109,7 @@ export function applyStored(record: OperationRecord | undefined, stored: StoredT
   if (!appliesOnFold(stored, lastAppliedAtMs)) {
     return record && { ...record, revision: stored.revision, transitionsVoid: record.transitionsVoid + 1 };
   }
-  const events = stored.transition.events;
-  const draft = draftOf(record, events, stored.committedAtMs);
-  if (draft === undefined) throw new AssertionFailure(events.length === 0 ? 'a stream begins with operation-admitted' : `${events[0]!.type} before operation-admitted`);
-  for (const event of events) evolveDraft(draft, event, stored.committedAtMs, steps);
-  const next = draft.record;
+  const next = recordAfter(record, stored.transition.events, stored.committedAtMs, steps);
   next.revision = stored.revision;
   next.lastAppliedAtMs = stored.committedAtMs;
   next.transitionsApplied += 1;
@@ -129,16 +125,18 @@ export function fold(transitions: readonly StoredTransition[], steps: Steps = ta
 
 /** The record after `events` at `atMs`; `record` itself is never changed. */
 export function applyEvents(record: OperationRecord, events: readonly DomainEvent[], atMs: number, steps: Steps = tableSteps): OperationRecord {
-  if (events.length === 0) return record;
-  const draft = draftOf(record, events, atMs)!;
-  for (const event of events) evolveDraft(draft, event, atMs, steps);
-  return draft.record;
+  return events.length === 0 ? record : recordAfter(record, events, atMs, steps);
 }
 
 export function evolve(record: OperationRecord | undefined, event: DomainEvent, atMs: number, steps: Steps = tableSteps): OperationRecord {
-  const draft = draftOf(record, [event], atMs);
-  if (draft === undefined) throw new AssertionFailure(`${event.type} before operation-admitted`);
-  evolveDraft(draft, event, atMs, steps);
+  return recordAfter(record, [event], atMs, steps);
+}
+
+/** A new record: `record` (or the one an admission starts) after `events`, all on one draft. */
+function recordAfter(record: OperationRecord | undefined, events: readonly DomainEvent[], atMs: number, steps: Steps): Mutable<OperationRecord> {
+  const draft = draftOf(record, events, atMs);
+  if (draft === undefined) throw new AssertionFailure(events.length === 0 ? 'a stream begins with operation-admitted' : `${events[0]!.type} before operation-admitted`);
+  for (const event of events) evolveDraft(draft, event, atMs, steps);
   return draft.record;
 }
 
