@@ -403,7 +403,6 @@ export class Coordinator implements RuntimeHost {
     if (entry && entry.waiters.size === 0) this.ops.delete(evicted);
   }
 
-
   private async reload(entry: OpEntry): Promise<void> {
     const read = await this.deps.store.read(entry.record.operationId);
     if (read.kind !== 'ok') throw storeError(read, 'reload');

@@ -215,8 +215,13 @@ export interface DurableSubscribeRequest {
 /** A durable subscription: watch exhaustion, bind (or create) the consumer, then pull. */
 export async function subscribeDurable(ctx: JetStreamContext, request: DurableSubscribeRequest): Promise<Subscription> {
   const { stream, durable, filter, handler, onExhausted } = request;
-  const delivered = onExhausted ? new BoundedMap<number, string>(deliveredSubjectsMax) : undefined;
-  const watcher = onExhausted && delivered ? await watchExhaustion(ctx, stream, durable, delivered, onExhausted) : undefined;
+  // Delivered subjects are remembered only where exhaustion is watched (it names them).
+  let delivered: BoundedMap<number, string> | undefined;
+  let watcher: NatsSubscription | undefined;
+  if (onExhausted) {
+    delivered = new BoundedMap<number, string>(deliveredSubjectsMax);
+    watcher = await watchExhaustion(ctx, stream, durable, delivered, onExhausted);
+  }
   try {
     const info = await bindOrCreateConsumer(ctx, stream, durable, filter);
     // getConsumerFromInfo skips a second INFO round trip; the info was just read.
