@@ -32,6 +32,12 @@ const exponentFormMin = 1e21;
 const describedCharsMax = 120;
 /** Pointers get more room: a pointer at the depth limit is 2 × jsonDepthMax chars even with 1-char keys. */
 const describedPointerCharsMax = 256;
+/**
+ * V8 makes a substring of at least this many chars a view into its parent string. A value read
+ * from a message (an operation id, say) would then keep the whole message text alive for as long
+ * as the value lives — in a peer's or coordinator's bounded caches, hundreds of bytes per entry.
+ */
+const slicedStringCharsMin = 13;
 
 /** Whether `n` is an integer that RFC 8785 would print as a digit string beyond 2^53−1. */
 export function isAmbiguousInteger(n: number): boolean {
@@ -269,6 +275,7 @@ class StrictParser {
       i++;
     }
     out += text.slice(runStart, i);
+    if (out.length >= slicedStringCharsMin && out.length * 2 < text.length) out = detached(out);
     // Pairs are checked on the decoded text: an escaped high surrogate followed by an escaped low
     // one is one character, as RFC 8259 §7 says.
     if (sawSurrogate && hasLoneSurrogate(out)) this.fail(`lone surrogate in ${what}`, start, isValue);
@@ -339,6 +346,14 @@ function skipDigits(text: string, i: number): number {
   let c = text.charCodeAt(i);
   while (c >= 0x30 && c <= 0x39) c = text.charCodeAt(++i);
   return i;
+}
+
+/**
+ * A copy of `s` that does not share the parser's text. Concatenation and a slice make V8 flatten
+ * into a new string of `s.length + 1` chars; the view returned shares only that.
+ */
+function detached(s: string): string {
+  return (' ' + s).slice(1);
 }
 
 function hexValue(c: number): number {

@@ -1,4 +1,6 @@
 import assert from 'node:assert/strict';
+import { setFlagsFromString } from 'node:v8';
+import { runInNewContext } from 'node:vm';
 import { test } from 'node:test';
 import fc from 'fast-check';
 import { hasLoneSurrogate, isAmbiguousInteger, parseStrict, parseStrictBytes } from '../../src/contract/ijson.js';
@@ -247,4 +249,26 @@ test('a 100 KB document parses in a few milliseconds', () => {
   const medianMs = timesMs[5] ?? Infinity;
   assert.ok(medianMs < 20, `median parse took ${medianMs.toFixed(2)} ms`);
   assert.deepEqual(parseStrict(text), JSON.parse(text));
+});
+
+test('a string value does not keep the text it was parsed from alive', () => {
+  // V8 makes a long substring a view of its parent; kept ids (a peer's caches keep one per
+  // request) would each pin a whole message. Keep 2 000 ids of 64 KB messages: as views they
+  // would hold 128 MB; as copies, well under a megabyte.
+  setFlagsFromString('--expose-gc');
+  const gc = runInNewContext('gc') as () => void;
+  const filler = 'x'.repeat(64 * 1024);
+  const count = 2000;
+  gc();
+  const before = process.memoryUsage().heapUsed;
+  const kept: string[] = [];
+  for (let i = 0; i < count; i++) {
+    const parsed = parseStrict(`{"operationId":"op${String(i).padStart(64, '0')}","filler":"${filler}"}`) as { operationId: string };
+    kept.push(parsed.operationId);
+  }
+  gc();
+  const perId = (process.memoryUsage().heapUsed - before) / count;
+  assert.equal(kept.length, count);
+  assert.ok(perId < 4096, `each kept id costs ${perId.toFixed(0)} bytes of heap`);
+  assert.equal(kept[7], `op${String(7).padStart(64, '0')}`);
 });
