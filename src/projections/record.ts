@@ -151,7 +151,10 @@ type Mutable<T> = { -readonly [K in keyof T]: T[K] };
 class RecordDraft {
   readonly record: Mutable<OperationRecord>;
   private branchesOwned: boolean;
-  private readonly ownedBranches: string[] = [];
+  /** Every branch is the draft's own (an admission's fresh record). */
+  private readonly allBranchesOwned: boolean;
+  /** Branches copied by this draft: a set, since one closing transition may touch every branch. */
+  private ownedBranches: Set<string> | undefined;
   /** Set while the admission this draft was made from has not been evolved yet. */
   private admissionPending: boolean;
 
@@ -159,7 +162,7 @@ class RecordDraft {
     this.record = fromAdmission ? base : { ...base };
     this.branchesOwned = fromAdmission;
     this.admissionPending = fromAdmission;
-    if (fromAdmission) this.ownedBranches.push(...Object.keys(base.branches));
+    this.allBranchesOwned = fromAdmission;
   }
 
   /** True once, for the admission the draft began with; any other admission is a damaged stream. */
@@ -180,10 +183,10 @@ class RecordDraft {
       this.branchesOwned = true;
     }
     const current = branchOf(this.record, branchId);
-    if (this.ownedBranches.includes(branchId)) Object.assign(current, changes);
+    if (this.allBranchesOwned || this.ownedBranches?.has(branchId)) Object.assign(current, changes);
     else {
       (this.record.branches as Record<string, BranchRecord>)[branchId] = { ...current, ...changes };
-      this.ownedBranches.push(branchId);
+      (this.ownedBranches ??= new Set()).add(branchId);
     }
   }
 }
