@@ -1,4 +1,6 @@
-/** `npm run bench -- <core|stores|nats|http|all> [--json] [--seconds N] [--rounds N (nats)] [--warmup S (nats)]`. */
+/** `npm run bench -- <core|stores|nats|http|all> [--json] [--seconds N] [--rounds N (nats)] [--warmup S (nats)] [--rates R,R,… (nats)]`. */
+import { parseRates } from './stats.js';
+
 const args = process.argv.slice(2);
 const which = args.find((a) => !a.startsWith('--')) ?? 'core';
 const json = args.includes('--json');
@@ -16,6 +18,14 @@ if (warmupSeconds !== undefined && !(Number.isFinite(warmupSeconds) && warmupSec
   process.stderr.write(`--warmup must be a number of seconds (0 or more)\n`);
   process.exit(2);
 }
+const ratesArg = args.indexOf('--rates');
+let rates: number[] | undefined;
+try {
+  rates = ratesArg >= 0 ? parseRates(args[ratesArg + 1]) : undefined;
+} catch (error) {
+  process.stderr.write(`${(error as Error).message}\n`);
+  process.exit(2);
+}
 const options = seconds === undefined ? { json } : { json, seconds };
 
 const suites: Record<string, () => Promise<void>> = {
@@ -24,7 +34,7 @@ const suites: Record<string, () => Promise<void>> = {
     await (await import('./cpu-per-op.js')).cpuPerOp(options);
   },
   stores: async () => (await import('./stores.js')).storesBench(options),
-  nats: async () => (await import('./nats.js')).natsBench({ ...options, ...(rounds === undefined ? {} : { rounds }), ...(warmupSeconds === undefined ? {} : { warmupSeconds }) }),
+  nats: async () => (await import('./nats.js')).natsBench({ ...options, ...(rounds === undefined ? {} : { rounds }), ...(warmupSeconds === undefined ? {} : { warmupSeconds }), ...(rates === undefined ? {} : { rates }) }),
   http: async () => (await import('./http.js')).httpBench(options),
 };
 

@@ -25,7 +25,7 @@ import { AckPolicy, DeliverPolicy, DiscardPolicy, RetentionPolicy, StorageType, 
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { peerIds, reviewBundle } from '../src/runtime/examples.js';
 import { NatsDeploymentFixture, resultOf } from '../test/support/nats-deployment-fixture.js';
-import { closedLoop, fixed, percentile, printRows, summarize } from './stats.js';
+import { closedLoop, fixed, parseRates, percentile, printRows, summarize } from './stats.js';
 
 export interface NatsBenchOptions {
   json: boolean;
@@ -35,6 +35,8 @@ export interface NatsBenchOptions {
   rounds?: number;
   /** Unmeasured closed-loop seconds per contender before round 1 (default 10). */
   warmupSeconds?: number;
+  /** Offered rates (operations per second) for a latency curve after the rounds: each contender, each rate, one open-loop phase. */
+  rates?: number[];
 }
 
 const peerCount = 5;
@@ -49,7 +51,7 @@ interface Run {
   p50Ms: number;
   p99Ms: number;
   operations: number;
-  halfLoad?: { ratePerSecond: number; p99Ms: number; operations: number };
+  halfLoad?: OpenLoopResult;
   /** CPU milliseconds (user + system) per decided operation in the closed loop, by role; empty where /proc is not readable. */
   cpuMsPerOperation: Record<string, number>;
 }
@@ -120,13 +122,24 @@ export async function natsBench(options: NatsBenchOptions): Promise<void> {
         const c = await convoke.measure(seconds, concurrency);
         results.push({ round, baseline: b, convoke: c, ratio: c.opsPerSecond / b.opsPerSecond });
       }
-      report(options.json, { seconds, concurrency, warmupSeconds, rounds: results });
+      const curve: CurvePoint[] = [];
+      for (const rate of options.rates ?? []) {
+        process.stderr.write(`  latency at ${rate} operations/s offered\n`);
+        curve.push({ ratePerSecond: rate, baseline: await baseline.offer(seconds, rate), convoke: await convoke.offer(seconds, rate) });
+      }
+      report(options.json, { seconds, concurrency, warmupSeconds, rounds: results, curve });
     } finally {
       await baseline.stop();
     }
   } finally {
     await fixture.dispose();
   }
+}
+
+interface CurvePoint {
+  ratePerSecond: number;
+  baseline: OpenLoopResult;
+  convoke: OpenLoopResult;
 }
 
 interface Round {
@@ -141,7 +154,7 @@ const median = (values: number[]) => {
   return sorted.length === 0 ? Number.NaN : sorted.length % 2 === 1 ? sorted[(sorted.length - 1) / 2]! : (sorted[sorted.length / 2 - 1]! + sorted[sorted.length / 2]!) / 2;
 };
 
-function report(json: boolean, r: { seconds: number; concurrency: number; warmupSeconds: number; rounds: Round[] }): void {
+function report(json: boolean, r: { seconds: number; concurrency: number; warmupSeconds: number; rounds: Round[]; curve: CurvePoint[] }): void {
   const medianRound = [...r.rounds].sort((a, b) => a.ratio - b.ratio)[Math.floor((r.rounds.length - 1) / 2)]!;
   const summary = {
     throughputRatio: median(r.rounds.map((x) => x.ratio)),
@@ -165,6 +178,16 @@ function report(json: boolean, r: { seconds: number; concurrency: number; warmup
     rows,
     { ...r, summary },
   );
+  if (!json && r.curve.length > 0) {
+    const cells = (m: OpenLoopResult) => [fixed(m.p50Ms), fixed(m.p90Ms), fixed(m.p99Ms), fixed(m.maxMs)];
+    printRows(
+      false,
+      `Decision latency against offered rate (open loop, ${r.seconds} s per rate and contender, after the rounds; ms)`,
+      ['offered/s', 'baseline p50', 'p90', 'p99', 'max', 'convoke p50', 'p90', 'p99', 'max'],
+      r.curve.map((c) => [c.ratePerSecond, ...cells(c.baseline), ...cells(c.convoke)]),
+      undefined,
+    );
+  }
   if (!json && Object.keys(medianRound.convoke.cpuMsPerOperation).length > 1) {
     const { baseline, convoke } = medianRound;
     const roles = [...new Set([...Object.keys(baseline.cpuMsPerOperation), ...Object.keys(convoke.cpuMsPerOperation)])];
@@ -206,6 +229,8 @@ interface Contender {
   measure(seconds: number, concurrency: number): Promise<Run>;
   /** The closed loop, unmeasured. */
   warm(seconds: number, concurrency: number): Promise<void>;
+  /** One open-loop phase at a fixed offered rate. */
+  offer(seconds: number, ratePerSecond: number): Promise<OpenLoopResult>;
 }
 
 async function measurePhase(name: string, one: () => Promise<void>, roles: Roles, seconds: number, concurrency: number): Promise<Run> {
@@ -230,6 +255,7 @@ async function startConvoke(fixture: NatsDeploymentFixture): Promise<Contender> 
   };
   return {
     warm: async (seconds, concurrency) => void (await closedLoop(seconds, concurrency, one)),
+    offer: (seconds, ratePerSecond) => openLoop(seconds, ratePerSecond, one),
     measure: (seconds, concurrency) =>
       measurePhase('convoke over NATS (command API, jetstream store)', one, { 'nats-server': [fixture.server.process.pid], coordinator: [fixture.serve?.child.pid], peers: [...fixture.peers.values()].map((p) => p.child.pid) }, seconds, concurrency),
   };
@@ -298,6 +324,7 @@ async function startBaseline(fixture: NatsDeploymentFixture): Promise<Contender 
     return {
       stop,
       warm: async (seconds, concurrency) => void (await closedLoop(seconds, concurrency, one)),
+      offer: (seconds, ratePerSecond) => openLoop(seconds, ratePerSecond, one),
       measure: (seconds, concurrency) =>
         measurePhase('baseline scatter-gather (nats.js, JetStream acks, no convoke)', one, { 'nats-server': [fixture.server.process.pid], peers: peers.map((p) => p.pid) }, seconds, concurrency),
     };
@@ -341,8 +368,17 @@ async function baselinePeer(peerId: string, url: string): Promise<void> {
 
 // ── open loop ────────────────────────────────────────────────────────────────
 
-/** Starts operations at a fixed rate for `seconds` (whatever their latency) and reports their p99. */
-async function openLoop(seconds: number, ratePerSecond: number, one: () => Promise<void>): Promise<{ ratePerSecond: number; p99Ms: number; operations: number }> {
+interface OpenLoopResult {
+  ratePerSecond: number;
+  p50Ms: number;
+  p90Ms: number;
+  p99Ms: number;
+  maxMs: number;
+  operations: number;
+}
+
+/** Starts operations at a fixed rate for `seconds` (whatever their latency) and reports their latency percentiles. */
+async function openLoop(seconds: number, ratePerSecond: number, one: () => Promise<void>): Promise<OpenLoopResult> {
   const latenciesMs: number[] = [];
   const running: Promise<void>[] = [];
   const start = performance.now();
@@ -356,7 +392,14 @@ async function openLoop(seconds: number, ratePerSecond: number, one: () => Promi
   }
   await Promise.all(running);
   latenciesMs.sort((a, b) => a - b);
-  return { ratePerSecond, p99Ms: percentile(latenciesMs, 99), operations: latenciesMs.length };
+  return {
+    ratePerSecond,
+    p50Ms: percentile(latenciesMs, 50),
+    p90Ms: percentile(latenciesMs, 90),
+    p99Ms: percentile(latenciesMs, 99),
+    maxMs: latenciesMs.at(-1) ?? Number.NaN,
+    operations: latenciesMs.length,
+  };
 }
 
 // Runnable on its own: `node --import tsx bench/nats.ts [--json] [--seconds N]`; `--baseline-peer` is internal.
@@ -368,11 +411,13 @@ if (process.argv[1] !== undefined && import.meta.url === pathToFileURL(process.a
     const secondsAt = args.indexOf('--seconds');
     const roundsAt = args.indexOf('--rounds');
     const warmupAt = args.indexOf('--warmup');
+    const ratesAt = args.indexOf('--rates');
     await natsBench({
       json: args.includes('--json'),
       ...(secondsAt >= 0 ? { seconds: Number(args[secondsAt + 1]) } : {}),
       ...(roundsAt >= 0 ? { rounds: Number(args[roundsAt + 1]) } : {}),
       ...(warmupAt >= 0 ? { warmupSeconds: Number(args[warmupAt + 1]) } : {}),
+      ...(ratesAt >= 0 ? { rates: parseRates(args[ratesAt + 1]) } : {}),
     });
   }
 }

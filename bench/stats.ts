@@ -24,6 +24,13 @@ export function printRows(json: boolean, title: string, headers: string[], rows:
   else process.stdout.write(`\n${title}\n${renderTable(headers, rows)}`);
 }
 
+/** `--rates 50,150,330`: comma-separated positive operations per second. */
+export function parseRates(text: string | undefined): number[] {
+  const rates = (text ?? '').split(',').map(Number);
+  if (!rates.every((r) => Number.isFinite(r) && r > 0)) throw new Error(`--rates must be comma-separated positive operations per second (for example 50,150,330), got "${text ?? ''}"`);
+  return rates;
+}
+
 export const fixed = (n: number, digits = 2) => (Number.isFinite(n) ? n.toFixed(digits) : '-');
 
 /** Runs `one` with `concurrency` workers until `seconds` pass; returns per-call latencies. */
