@@ -56,20 +56,29 @@ interface Running {
   done: Promise<'completed' | 'stopped'>;
 }
 
-const resultsMax = 10_000;
+/** Branches remembered per peer (their newest fence and result); the oldest are forgotten beyond this. */
+const branchesMax = 10_000;
+
+/** What a peer remembers of one operation/branch: the newest fence it saw, and that attempt's result once it has one. */
+interface BranchMemory {
+  fence: number;
+  attempt: number;
+  /** Undefined until the attempt's handler returned (a JSON result is never undefined). */
+  result: JsonValue | undefined;
+}
 
 class PeerRuntime implements Peer {
   readonly sink: EffectSink;
   readonly stats = { received: 0, handled: 0, replayed: 0, failed: 0, renewed: 0, cancels: 0 };
   private readonly clock: Clock;
-  /** Results by operation/branch/attempt: returned again on redelivery instead of repeating work. */
-  private readonly results = new BoundedMap<string, JsonValue>(resultsMax);
   /**
-   * What runs now, by operation/branch, and the highest fence seen per operation/branch (bounded:
-   * the oldest entries are forgotten; the coordinator's fences and the effect sink remain the authority).
+   * By operation/branch: the newest fence seen, and the result of that attempt, returned again on
+   * redelivery instead of repeating work. Bounded: the oldest branches are forgotten (the
+   * coordinator's fences and the effect sink remain the authority).
    */
+  private readonly branches = new BoundedMap<string, BranchMemory>(branchesMax);
+  /** What runs now, by operation/branch. */
   private readonly running = new Map<string, Running>();
-  private readonly fences = new BoundedMap<string, number>(resultsMax);
   private readonly subscriptions: Subscription[] = [];
 
   constructor(private readonly options: PeerOptions) {
@@ -103,13 +112,15 @@ class PeerRuntime implements Peer {
       return inbound.ack(); // a malformed or misaddressed request can never become valid by redelivery
     }
     const branchKey = `${request.operationId}/${request.branchId}`;
-    if (request.fence < (this.fences.get(branchKey) ?? 0)) return inbound.ack(); // an older owner's request
-    this.fences.set(branchKey, request.fence); // also makes it the newest: eviction goes by recency
-    const resultKey = `${branchKey}/${request.attempt}`;
-    let result = this.results.get(resultKey);
+    const known = this.branches.get(branchKey);
+    if (known !== undefined && request.fence < known.fence) return inbound.ack(); // an older owner's request
+    const same = known !== undefined && known.fence === request.fence && known.attempt === request.attempt;
+    const memory = same ? known : { fence: request.fence, attempt: request.attempt, result: undefined };
+    this.branches.set(branchKey, memory); // also makes it the newest: eviction goes by recency
+    let result = memory.result;
     if (result !== undefined) this.stats.replayed++;
     else {
-      const outcome = await this.run(interaction, request);
+      const outcome = await this.run(interaction, request, memory);
       if (outcome === undefined) return inbound.nak(1000);
       if (outcome === 'stopped') return inbound.ack();
       result = outcome.result;
@@ -120,7 +131,7 @@ class PeerRuntime implements Peer {
     else await inbound.nak(500);
   }
 
-  private async run(interaction: string, request: RequestMessage): Promise<{ result: JsonValue } | 'stopped' | undefined> {
+  private async run(interaction: string, request: RequestMessage, memory: BranchMemory): Promise<{ result: JsonValue } | 'stopped' | undefined> {
     const branchKey = `${request.operationId}/${request.branchId}`;
     let controller: AbortController | undefined;
     let cancelled = false;
@@ -143,7 +154,7 @@ class PeerRuntime implements Peer {
         },
         effect: async (apply) => (await this.sink.commit({ operationId: request.operationId, branchId: request.branchId }, request.fence, request.attempt, apply)).value,
       });
-      this.remember(`${branchKey}/${request.attempt}`, result);
+      memory.result = result;
       this.stats.handled++;
       settle('completed');
       return { result };
@@ -181,14 +192,15 @@ class PeerRuntime implements Peer {
     this.stats.cancels++;
     const branchKey = `${cancel.operationId}/${cancel.branchId}`;
     // Stale fences are rejected: a cancel never reaches past the attempt it names.
-    if (cancel.fence < (this.fences.get(branchKey) ?? 0)) return inbound.ack();
+    if (cancel.fence < (this.branches.get(branchKey)?.fence ?? 0)) return inbound.ack();
     const outcome = await this.cancelOutcome(branchKey, cancel);
     await this.publishCancelResult(interaction, cancel, outcome);
     await inbound.ack();
   }
 
   private async cancelOutcome(branchKey: string, cancel: CancelRequest): Promise<CancelOutcome> {
-    if (this.results.has(`${branchKey}/${cancel.attempt}`)) return 'already-completed';
+    const known = this.branches.get(branchKey);
+    if (known !== undefined && known.fence === cancel.fence && known.attempt === cancel.attempt && known.result !== undefined) return 'already-completed';
     const running = this.running.get(branchKey);
     if (!running || running.fence !== cancel.fence) return 'unknown';
     running.abort().abort();
@@ -219,10 +231,6 @@ class PeerRuntime implements Peer {
     } catch {
       return undefined;
     }
-  }
-
-  private remember(key: string, result: JsonValue): void {
-    this.results.set(key, result);
   }
 }
 

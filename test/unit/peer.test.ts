@@ -1,0 +1,113 @@
+/**
+ * The peer SDK's own memory of a branch (spec: "Workers must retain/return the existing result for
+ * the same logical work"; "Peers reject stale fences"): a redelivered request is answered from the
+ * stored result without running the handler again, a request or cancel with an older fence is
+ * dropped, and a cancel for the attempt that already finished answers already-completed — for that
+ * attempt and fence only.
+ */
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { MemoryBus } from '../../src/adapters/transport/memory.js';
+import { subjectFor } from '../../src/adapters/transport/subjects.js';
+import type { JsonValue } from '../../src/contract/json.js';
+import { encodeWire, type CancelRequest, type CancelResult, type RequestMessage, type ResultMessage } from '../../src/events/wire.js';
+import { createPeer, type Peer } from '../../src/peer/peer.js';
+import { flushMicrotasks } from '../../src/runtime/clock.js';
+import { peerBusPermissions } from '../../src/runtime/embedded.js';
+
+const namespace = 'demo.v1.lab';
+const operationId = `op${'a'.repeat(64)}`;
+const decode = (data: Uint8Array) => JSON.parse(new TextDecoder().decode(data)) as unknown;
+
+async function harness() {
+  const bus = new MemoryBus();
+  const runs: { attempt: number; fence: number }[] = [];
+  const peer: Peer = await createPeer({
+    transport: bus.connect('alfa', peerBusPermissions(namespace, 'alfa')),
+    namespace,
+    peerId: 'alfa',
+    renew: false,
+    handlers: {
+      review: async (_input, context) => {
+        runs.push({ attempt: context.request.attempt, fence: context.request.fence });
+        return context.effect(() => ({ verdict: 'approve', attempt: context.request.attempt }));
+      },
+    },
+  });
+  const coordinator = bus.connect('coordinator');
+  const results: ResultMessage[] = [];
+  const cancelResults: CancelResult[] = [];
+  await coordinator.subscribe(`${namespace}.review.*.result.*`, (m) => void results.push(decode(m.data) as ResultMessage));
+  await coordinator.subscribe(`${namespace}.review.*.cancel-result.*`, (m) => void cancelResults.push(decode(m.data) as CancelResult));
+  const request = async (attempt: number, fence: number) => {
+    const message: RequestMessage = {
+      kind: 'request',
+      operationId,
+      contract: { id: 'lab.review', version: '1.0.0', digest: `sha256:${'b'.repeat(64)}` },
+      interaction: 'review',
+      branchId: 'alfa',
+      peerId: 'alfa',
+      attempt,
+      fence,
+      deadlineMs: Date.now() + 60_000,
+      leaseUntilMs: Date.now() + 60_000,
+      renewIntervalMs: 10_000,
+      publicationId: `${attempt}`.padStart(64, '0'),
+      input: { document: 'd' },
+    };
+    await coordinator.publish(subjectFor(namespace, 'review', operationId, 'request', 'alfa'), encodeWire(message));
+    await flushMicrotasks();
+  };
+  const cancel = async (attempt: number, fence: number) => {
+    const message: CancelRequest = { kind: 'cancel', operationId, branchId: 'alfa', peerId: 'alfa', attempt, fence, reason: 'decision-closed' };
+    await coordinator.publish(subjectFor(namespace, 'review', operationId, 'cancel', 'alfa'), encodeWire(message));
+    await flushMicrotasks();
+  };
+  return { peer, runs, results, cancelResults, request, cancel };
+}
+
+const resultOf = (r: ResultMessage): JsonValue => r.result;
+
+test('a redelivered request is answered from the stored result: the handler runs once', async () => {
+  const h = await harness();
+  await h.request(1, 1);
+  await h.request(1, 1);
+  assert.deepEqual(h.runs, [{ attempt: 1, fence: 1 }]);
+  assert.equal(h.results.length, 2);
+  assert.deepEqual(h.results.map(resultOf), [{ verdict: 'approve', attempt: 1 }, { verdict: 'approve', attempt: 1 }]);
+  assert.equal(h.peer.stats.replayed, 1);
+  assert.equal(h.peer.sink.applied().length, 1);
+  await h.peer.close();
+});
+
+test('a newer attempt runs; the older attempt, delivered again after it, is dropped without an answer', async () => {
+  const h = await harness();
+  await h.request(1, 1);
+  await h.request(2, 2);
+  await h.request(1, 1);
+  assert.deepEqual(h.runs, [{ attempt: 1, fence: 1 }, { attempt: 2, fence: 2 }]);
+  assert.deepEqual(h.results.map((r) => [r.attempt, r.fence]), [[1, 1], [2, 2]]);
+  await h.request(2, 2);
+  assert.equal(h.runs.length, 2, 'the newest attempt is replayed, not run again');
+  assert.deepEqual(h.results.at(-1)?.result, { verdict: 'approve', attempt: 2 });
+  await h.peer.close();
+});
+
+test('a cancel answers already-completed for the attempt that finished, unknown for one it never saw, nothing for an older fence', async () => {
+  const h = await harness();
+  await h.request(1, 1);
+  await h.cancel(1, 1);
+  await h.cancel(2, 2);
+  await h.request(2, 2);
+  await h.cancel(1, 1);
+  assert.deepEqual(
+    h.cancelResults.map((c) => [c.attempt, c.fence, c.outcome]),
+    [
+      [1, 1, 'already-completed'],
+      [2, 2, 'unknown'],
+    ],
+  );
+  await h.cancel(2, 2);
+  assert.deepEqual(h.cancelResults.at(-1) && [h.cancelResults.at(-1)!.attempt, h.cancelResults.at(-1)!.outcome], [2, 'already-completed']);
+  await h.peer.close();
+});
