@@ -1,6 +1,10 @@
 /** The in-process fenced effect sink: per-key serialization, fences and repeats under concurrency. */
 import assert from 'node:assert/strict';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { test } from 'node:test';
+import { openEffectSink, readPeerConfig } from '../../src/cli/commands/peer.js';
 import { MemoryEffectSink } from '../../src/peer/effect-sink.js';
 import { AdapterError } from '../../src/contract/errors.js';
 
@@ -55,4 +59,28 @@ test('different keys do not wait for each other', async () => {
   assert.deepEqual(await sink.commit({ operationId: 'op1', branchId: 'bravo' }, 1, 1, () => 'fast'), { value: 'fast', repeated: false });
   gate.resolve('slow');
   assert.deepEqual(await slow, { value: 'slow', repeated: false });
+});
+
+test('a peer config bounds the memory sink with effectSinkKeys: the oldest key is forgotten beyond it', async () => {
+  const dir = await mkdtemp(join(tmpdir(), 'convoke-peer-config-'));
+  try {
+    const write = async (extra: Record<string, unknown>) => {
+      const file = join(dir, `peer-${Object.keys(extra).join('-') || 'plain'}.json`);
+      const config = { peerId: 'alfa', namespace: 'demo.v1.lab', nats: { servers: 'nats://127.0.0.1:4222', passwordEnv: 'PW' }, durable: true, interactions: { review: { result: { verdict: 'approve' } } }, ...extra };
+      await writeFile(file, JSON.stringify(config));
+      return file;
+    };
+    const sink = openEffectSink(await readPeerConfig(await write({ effectSink: 'memory:', effectSinkKeys: 2 })));
+    let applied = 0;
+    const commit = (operationId: string) => sink.commit({ operationId, branchId: 'alfa' }, 1, 1, () => ++applied);
+    await commit('op1');
+    await commit('op2');
+    assert.deepEqual(await commit('op1'), { value: 1, repeated: true }, 'within the bound the key is remembered');
+    await commit('op3'); // three keys over a bound of two: op1, committed first, is forgotten
+    assert.deepEqual(await commit('op1'), { value: 4, repeated: false });
+    await assert.rejects(readPeerConfig(await write({ effectSink: 'sqlite:x.db', effectSinkKeys: 2 })), (e: unknown) => e instanceof AdapterError && e.kind === 'invalid-input' && /effectSinkKeys/.test(e.message));
+    await assert.rejects(readPeerConfig(await write({ effectSinkKeys: 0 })), (e: unknown) => e instanceof AdapterError && e.kind === 'invalid-input');
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
 });

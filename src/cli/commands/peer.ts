@@ -24,6 +24,9 @@
  *     }
  *   }
  *
+ * `effectSink` is `memory:` (the default; `effectSinkKeys` bounds how many operation/branch keys
+ * it remembers, 100 000 unless set) or `sqlite:PATH`, which keeps every key across restarts.
+ *
  * The first rule whose `when` holds answers, else `result`. `when` is `{pointer, equals}` (the
  * input value at the pointer equals the value), `{pointer, contains}` (a string containing the
  * text, or an array containing the value), or `{percentBelow: N, seed?}`: SHA-256 of
@@ -75,6 +78,8 @@ export interface PeerConfig {
   durable: boolean;
   /** `sqlite:PATH` (shared across processes, survives restarts) or `memory:` (the default). */
   effectSink?: string;
+  /** The memory sink's bound: how many operation/branch keys it remembers (default 100 000). */
+  effectSinkKeys?: number;
   interactions: Record<string, PeerInteractionConfig>;
   /** How long durable mode waits for its consumers to be provisioned before giving up. */
   provisionWaitMs?: number;
@@ -109,6 +114,7 @@ export const peerConfigSchema = {
     },
     durable: { type: 'boolean' },
     effectSink: { type: 'string', pattern: '^(memory:|sqlite:.+)$', maxLength: 4096 },
+    effectSinkKeys: { type: 'integer', minimum: 1, maximum: 10_000_000 },
     provisionWaitMs: { type: 'integer', minimum: 0, maximum: 3_600_000 },
     interactions: {
       type: 'object',
@@ -135,6 +141,9 @@ const checkPeerConfig = compileChecker<PeerConfig>(peerConfigSchema, 'peer confi
 /** Reads, strictly parses and validates a peer config; a relative sqlite path comes back absolute. */
 export async function readPeerConfig(file: string): Promise<PeerConfig> {
   const config = checkPeerConfig(await readJsonFile(file, 'peer config'));
+  if (config.effectSinkKeys !== undefined && config.effectSink?.startsWith('sqlite:')) {
+    throw invalidInput('peer config: effectSinkKeys bounds the memory effect sink; the sqlite sink keeps every key');
+  }
   if (config.effectSink?.startsWith('sqlite:')) {
     const path = config.effectSink.slice('sqlite:'.length);
     config.effectSink = `sqlite:${isAbsolute(path) ? path : resolve(dirname(resolve(file)), path)}`;
@@ -211,7 +220,7 @@ export async function peerCommand(options: PeerCommandOptions, io: CliIo): Promi
   let sink: EffectSink | undefined;
   let peer: Peer | undefined;
   try {
-    sink = openSink(config.effectSink);
+    sink = openEffectSink(config);
     const clock = new SystemClock();
     const handlers = Object.fromEntries(Object.entries(config.interactions).map(([id, c]) => [id, handlerFor(c, config.peerId, clock, config.faults?.crashAfterEffect === true)]));
     peer = await createNatsPeer({
@@ -241,8 +250,10 @@ export async function peerCommand(options: PeerCommandOptions, io: CliIo): Promi
   }
 }
 
-function openSink(url: string | undefined): EffectSink {
-  if (url === undefined || url === 'memory:') return new MemoryEffectSink();
+/** The sink a peer config names: memory (bounded by effectSinkKeys) or sqlite. */
+export function openEffectSink(config: Pick<PeerConfig, 'effectSink' | 'effectSinkKeys'>): EffectSink {
+  const url = config.effectSink;
+  if (url === undefined || url === 'memory:') return new MemoryEffectSink(config.effectSinkKeys);
   return new SqliteEffectSink({ path: url.slice('sqlite:'.length) });
 }
 
