@@ -120,7 +120,7 @@ class PeerRuntime implements Peer {
     let result = memory.result;
     if (result !== undefined) this.stats.replayed++;
     else {
-      const outcome = await this.run(interaction, request, memory);
+      const outcome = await this.run(interaction, request, branchKey, memory);
       if (outcome === undefined) return inbound.nak(1000);
       if (outcome === 'stopped') return inbound.ack();
       result = outcome.result;
@@ -131,8 +131,7 @@ class PeerRuntime implements Peer {
     else await inbound.nak(500);
   }
 
-  private async run(interaction: string, request: RequestMessage, memory: BranchMemory): Promise<{ result: JsonValue } | 'stopped' | undefined> {
-    const branchKey = `${request.operationId}/${request.branchId}`;
+  private async run(interaction: string, request: RequestMessage, branchKey: string, memory: BranchMemory): Promise<{ result: JsonValue } | 'stopped' | undefined> {
     let controller: AbortController | undefined;
     let cancelled = false;
     const abort = () => (controller ??= new AbortController());

@@ -141,10 +141,8 @@ const checkPeerConfig = compileChecker<PeerConfig>(peerConfigSchema, 'peer confi
 /** Reads, strictly parses and validates a peer config; a relative sqlite path comes back absolute. */
 export async function readPeerConfig(file: string): Promise<PeerConfig> {
   const config = checkPeerConfig(await readJsonFile(file, 'peer config'));
-  if (config.effectSinkKeys !== undefined && config.effectSink?.startsWith('sqlite:')) {
-    throw invalidInput('peer config: effectSinkKeys bounds the memory effect sink; the sqlite sink keeps every key');
-  }
   if (config.effectSink?.startsWith('sqlite:')) {
+    if (config.effectSinkKeys !== undefined) throw invalidInput('peer config: effectSinkKeys bounds the memory effect sink; the sqlite sink keeps every key');
     const path = config.effectSink.slice('sqlite:'.length);
     config.effectSink = `sqlite:${isAbsolute(path) ? path : resolve(dirname(resolve(file)), path)}`;
   }
