@@ -191,14 +191,14 @@ class PeerRuntime implements Peer {
     this.stats.cancels++;
     const branchKey = `${cancel.operationId}/${cancel.branchId}`;
     // Stale fences are rejected: a cancel never reaches past the attempt it names.
-    if (cancel.fence < (this.branches.get(branchKey)?.fence ?? 0)) return inbound.ack();
-    const outcome = await this.cancelOutcome(branchKey, cancel);
+    const known = this.branches.get(branchKey);
+    if (known !== undefined && cancel.fence < known.fence) return inbound.ack();
+    const outcome = await this.cancelOutcome(branchKey, known, cancel);
     await this.publishCancelResult(interaction, cancel, outcome);
     await inbound.ack();
   }
 
-  private async cancelOutcome(branchKey: string, cancel: CancelRequest): Promise<CancelOutcome> {
-    const known = this.branches.get(branchKey);
+  private async cancelOutcome(branchKey: string, known: BranchMemory | undefined, cancel: CancelRequest): Promise<CancelOutcome> {
     if (known !== undefined && known.fence === cancel.fence && known.attempt === cancel.attempt && known.result !== undefined) return 'already-completed';
     const running = this.running.get(branchKey);
     if (!running || running.fence !== cancel.fence) return 'unknown';
