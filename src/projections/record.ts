@@ -346,9 +346,22 @@ function admitted(event: Extract<DomainEvent, { type: 'operation-admitted' }>, a
       cancelOutcome: null,
     };
   }
-  const { type: _type, v: _v, outbox: _outbox, ...identity } = event;
-  return {
-    ...identity,
+  // Named field by field: rest-and-spread copies go through the engine's slow generic path, and
+  // every record should share one shape.
+  const record: OperationRecord = {
+    operationId: event.operationId,
+    principalId: event.principalId,
+    senderPeerId: event.senderPeerId,
+    contract: event.contract,
+    interaction: event.interaction,
+    subjectNamespace: event.subjectNamespace,
+    invocationKey: event.invocationKey,
+    inputDigest: event.inputDigest,
+    input: event.input,
+    timeoutMs: event.timeoutMs,
+    manifest: event.manifest,
+    revisions: event.revisions,
+    authorizations: event.authorizations,
     admittedAtMs: atMs,
     deadlineMs,
     phase: 'admitted',
@@ -362,6 +375,7 @@ function admitted(event: Extract<DomainEvent, { type: 'operation-admitted' }>, a
     transitionsApplied: 0,
     transitionsVoid: 0,
   };
+  return record;
 }
 
 export function branchOf(record: OperationRecord, branchId: string): BranchRecord {
