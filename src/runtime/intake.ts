@@ -74,11 +74,11 @@ async function prepare(host: RuntimeHost, entry: OpEntry, inbound: InboundMessag
   const record = entry.record;
   const publisherProblem = verify(host, record, inbound.subject, subjectPeerId, message);
   const authorizationProblem = await recheckAuthorization(host, record, kind, message);
-  const base = { subject: inbound.subject, subjectPeerId, publisherProblem, authorizationProblem };
+  const subject = inbound.subject;
   return (current, retryAsLate) => {
     // A message the store serializes at or after its guard is late, whatever the socket saw.
     const nowMs = retryAsLate ? Math.max(host.deps.clock.nowMs(), lateInstant(current, message.branchId)) : host.deps.clock.nowMs();
-    return decideFor(host, current, entry, kind, { ...base, message, nowMs } as PeerCommand<Message>);
+    return decideFor(host, current, entry, kind, { subject, subjectPeerId, publisherProblem, authorizationProblem, message, nowMs } as PeerCommand<Message>);
   };
 }
 
