@@ -17,3 +17,15 @@ export function jsonEquals(a: JsonValue | undefined, b: JsonValue | undefined): 
   const keys = Object.keys(ao);
   return keys.length === Object.keys(bo).length && keys.every((k) => Object.prototype.hasOwnProperty.call(bo, k) && jsonEquals(ao[k], bo[k]));
 }
+
+/**
+ * A deeply frozen copy: a fixed answer handed out many times without a copy each time, since
+ * nothing that receives it can change it.
+ */
+export function deepFrozen(value: JsonValue): JsonValue {
+  if (value === null || typeof value !== 'object') return value;
+  if (Array.isArray(value)) return Object.freeze(value.map(deepFrozen)) as JsonValue[];
+  const copy: JsonObject = {};
+  for (const key of Object.keys(value)) copy[key] = deepFrozen(value[key]!);
+  return Object.freeze(copy);
+}

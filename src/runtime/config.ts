@@ -15,7 +15,7 @@ import { BundleRegistry, type CompiledBundle } from '../contract/bundle.js';
 import { readBundleFile, readFileBytes, readJsonFile } from './files.js';
 import { invalidInput, isAdapterError } from '../contract/errors.js';
 import { parseStrictBytes } from '../contract/ijson.js';
-import type { JsonObject, JsonValue } from '../contract/json.js';
+import { deepFrozen, type JsonObject, type JsonValue } from '../contract/json.js';
 import { limits } from '../contract/limits.js';
 import { describeErrors, compileChecker } from '../contract/validation.js';
 import { StaticDirectory } from '../adapters/directory/static.js';
@@ -501,9 +501,10 @@ async function startExamplePeers(bus: MemoryBus, bundles: CompiledBundle[], exam
 }
 
 function fixedResultHandler(result: JsonValue, delayMs: number, clock: Clock): Handler {
+  const answer = deepFrozen(result); // handed out as is: nothing that receives it can change it
   return async (_input, context) => {
     if (delayMs > 0) await new Promise<void>((done) => clock.at(clock.nowMs() + delayMs, done));
     // Through the fenced sink, like a real peer's business effect: at most once per branch.
-    return context.effect(() => structuredClone(result));
+    return context.effect(() => answer);
   };
 }

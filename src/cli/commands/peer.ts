@@ -44,7 +44,7 @@ import { valueAt } from '../../contract/bundle.js';
 import { canonicalJson } from '../../contract/canonical.js';
 import { AdapterError, invalidInput } from '../../contract/errors.js';
 import { readJsonFile } from '../../runtime/files.js';
-import type { JsonValue } from '../../contract/json.js';
+import { deepFrozen, type JsonValue } from '../../contract/json.js';
 import { compileChecker } from '../../contract/validation.js';
 import { inboxPrefixFor } from '../../adapters/transport/nats-names.js';
 import { connectNats } from '../../adapters/transport/nats.js';
@@ -172,11 +172,13 @@ export function answerFor(config: PeerInteractionConfig, input: JsonValue, conte
 }
 
 function handlerFor(config: PeerInteractionConfig, peerId: string, clock: Clock, crashAfterEffect: boolean): Handler {
+  // The configured answers, frozen once: each request hands one out as is instead of a copy.
+  const answers: PeerInteractionConfig = { ...config, result: deepFrozen(config.result), ...(config.rules && { rules: config.rules.map((r) => ({ ...r, result: deepFrozen(r.result) })) }) };
   return async (input, context) => {
-    const { result, delayMs } = answerFor(config, input, context, peerId);
+    const { result, delayMs } = answerFor(answers, input, context, peerId);
     if (delayMs > 0) await sleepUnlessAborted(clock, delayMs, context);
     // The answer is the business effect, committed through the fenced sink: at most once per branch.
-    const value = await context.effect(() => structuredClone(result));
+    const value = await context.effect(() => result);
     if (crashAfterEffect) process.kill(process.pid, 'SIGKILL');
     return value;
   };
