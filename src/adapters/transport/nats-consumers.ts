@@ -91,46 +91,61 @@ export async function ensureConsumer(ctx: JetStreamContext, stream: string, dura
   return info;
 }
 
-function inboundFromJsMsg(ctx: JetStreamContext, m: JsMsg): InboundMessage {
-  let headers: Record<string, string> | undefined;
-  return {
-    subject: m.subject,
-    data: m.data,
-    // Decoded on first read: the payload carries everything the runtime acts on, and decoding
-    // every delivered message's headers was a tenth of a busy peer's allocations.
-    get headers() {
-      return (headers ??= fromNatsHeaders(m.headers));
-    },
-    get redelivered() {
-      return m.redelivered;
-    },
-    // A plain ack, not a confirmed one: every handler acks only after its outcome is stored,
-    // and answers a redelivery from what it stored (the peer returns its stored result, the
-    // coordinator sees a duplicate), so a lost ack costs one redelivery, never a repeated effect.
-    // Waiting for the server's confirmation would add a request and a wake-up per message.
-    ack: async () => {
-      try {
-        m.ack();
-      } catch (error) {
-        throw toAdapterError(error, `ack of ${m.subject}`);
-      }
-    },
-    nak: async (delayMs?: number) => {
-      try {
-        m.nak(delayMs);
-      } catch (error) {
-        throw toAdapterError(error, `nak of ${m.subject}`);
-      }
-      // nak is fire-and-forget in nats.js; the flush puts it on the wire before we return.
-      await ctx.nc.flush().catch(() => {});
-    },
-  };
+/**
+ * A delivered JetStream message as the runtime sees it. A class, not an object literal: a literal
+ * with getters and closures is built by the engine's slow generic path, about a microsecond per
+ * message.
+ */
+class JsInbound implements InboundMessage {
+  readonly subject: string;
+  readonly data: Uint8Array;
+  private decodedHeaders: Record<string, string> | undefined;
+
+  constructor(
+    private readonly ctx: JetStreamContext,
+    private readonly m: JsMsg,
+  ) {
+    this.subject = m.subject;
+    this.data = m.data;
+  }
+
+  // Decoded on first read: the payload carries everything the runtime acts on, and decoding
+  // every delivered message's headers was a tenth of a busy peer's allocations.
+  get headers(): Record<string, string> {
+    return (this.decodedHeaders ??= fromNatsHeaders(this.m.headers));
+  }
+
+  get redelivered(): boolean {
+    return this.m.redelivered;
+  }
+
+  // A plain ack, not a confirmed one: every handler acks only after its outcome is stored,
+  // and answers a redelivery from what it stored (the peer returns its stored result, the
+  // coordinator sees a duplicate), so a lost ack costs one redelivery, never a repeated effect.
+  // Waiting for the server's confirmation would add a request and a wake-up per message.
+  async ack(): Promise<void> {
+    try {
+      this.m.ack();
+    } catch (error) {
+      throw toAdapterError(error, `ack of ${this.m.subject}`);
+    }
+  }
+
+  async nak(delayMs?: number): Promise<void> {
+    try {
+      this.m.nak(delayMs);
+    } catch (error) {
+      throw toAdapterError(error, `nak of ${this.m.subject}`);
+    }
+    // nak is fire-and-forget in nats.js; the flush puts it on the wire before we return.
+    await this.ctx.nc.flush().catch(() => {});
+  }
 }
 
 function deliverDurable(ctx: JetStreamContext, m: JsMsg, handler: MessageHandler, delivered: BoundedMap<number, string> | undefined): void {
   // Remembered only where exhaustion is watched: the sequence comes from parsing the ack subject.
   delivered?.set(m.info.streamSequence, m.subject);
-  const inbound = inboundFromJsMsg(ctx, m);
+  const inbound = new JsInbound(ctx, m);
   // A handler that throws has not finished the work: hand the message back now rather than
   // waiting out ack_wait. nak after an ack is ignored by the client.
   void Promise.resolve()
