@@ -28,9 +28,10 @@ async function harness() {
     peerId: 'alfa',
     renew: false,
     handlers: {
-      review: async (_input, context) => {
-        runs.push({ attempt: context.request.attempt, fence: context.request.fence });
-        return context.effect(() => ({ verdict: 'approve', attempt: context.request.attempt }));
+      // Taken apart on purpose: handlers may destructure their context.
+      review: async (_input, { request, effect }) => {
+        runs.push({ attempt: request.attempt, fence: request.fence });
+        return effect(() => ({ verdict: 'approve', attempt: request.attempt }));
       },
     },
   });
