@@ -6,7 +6,7 @@
  * same thing here as on a real server. Best-effort delivery: no storage, no offline promise.
  */
 import { AdapterError } from '../../contract/errors.js';
-import { subjectMatches, tokensMatch } from './subjects.js';
+import { subjectMatches, tokensMatchSubject } from './subjects.js';
 import type { InboundMessage, MessageHandler, PublishOptions, PublishReceipt, SubscribeOptions, Subscription, Transport } from './types.js';
 
 export interface BusPermissions {
@@ -21,6 +21,9 @@ interface BusSubscription {
   handler: MessageHandler;
   connection: MemoryTransport;
 }
+
+/** Ack and nak of a best-effort delivery: nothing to do. */
+const settled = async (): Promise<void> => {};
 
 export class MemoryBus {
   private readonly subscriptions = new Set<BusSubscription>();
@@ -52,24 +55,18 @@ export class MemoryBus {
   route(subject: string, data: Uint8Array, headers: Record<string, string>, replyTo?: string): number {
     const groups = new Map<string, BusSubscription[]>();
     const targets: BusSubscription[] = [];
-    const subjectTokens = subject.split('.');
     for (const sub of this.subscriptions) {
-      if (!tokensMatch(sub.tokens, subjectTokens)) continue;
+      if (!tokensMatchSubject(sub.tokens, subject)) continue;
       if (sub.queue === undefined) targets.push(sub);
       else groups.set(sub.queue, [...(groups.get(sub.queue) ?? []), sub]);
     }
     for (const members of groups.values()) targets.push(members[this.queueCursor++ % members.length]!);
     for (const sub of targets) {
-      const message: InboundMessage = {
-        subject,
-        data,
-        headers,
-        redelivered: false,
-        ack: async () => {},
-        nak: async () => {},
-        ...(replyTo === undefined ? {} : { replyTo }),
-        respond: replyTo === undefined ? undefined : async (reply: Uint8Array) => void sub.connection.publish(replyTo, reply),
-      };
+      // Plain literals of one of two shapes: spreading an optional part in took the engine's slow path.
+      const message: InboundMessage =
+        replyTo === undefined
+          ? { subject, data, headers, redelivered: false, ack: settled, nak: settled }
+          : { subject, data, headers, redelivered: false, ack: settled, nak: settled, replyTo, respond: async (reply: Uint8Array) => void sub.connection.publish(replyTo, reply) };
       queueMicrotask(() => {
         this.stats.delivered++;
         void Promise.resolve()
@@ -85,6 +82,8 @@ export class MemoryTransport implements Transport {
   readonly capabilities = { durable: false } as const;
   private readonly subs = new Set<BusSubscription>();
   private closed = false;
+  /** The publish allow-list split into tokens once; null when everything is allowed. */
+  private publishTokens: string[][] | null | undefined;
 
   constructor(
     private readonly bus: MemoryBus,
@@ -93,8 +92,8 @@ export class MemoryTransport implements Transport {
   ) {}
 
   canPublish(subject: string): boolean {
-    const allow = this.permissions.publish;
-    return allow === undefined || allow.some((p) => subjectMatches(p, subject));
+    const allow = (this.publishTokens ??= this.permissions.publish?.map((p) => p.split('.')) ?? null);
+    return allow === null || allow.some((tokens) => tokensMatchSubject(tokens, subject));
   }
 
   async publish(subject: string, data: Uint8Array, options: PublishOptions = {}): Promise<PublishReceipt> {
