@@ -48,13 +48,24 @@ export function decideTogether(record: OperationRecord, deciders: readonly ((rec
     draft = applyEvents(draft, part.events, nowMs);
   }
   if (parts.length <= 1) return parts[0];
-  const timeGuard = { notBeforeMs: Math.max(...parts.map((p) => p.timeGuard.notBeforeMs)), notAfterMs: Math.min(...parts.map((p) => p.timeGuard.notAfterMs)) };
+  // Plain loops: this runs for most transitions, and flatMap and spread arguments cost more here.
+  const timeGuard = { notBeforeMs: Number.MIN_SAFE_INTEGER, notAfterMs: Number.MAX_SAFE_INTEGER };
+  const commandNames = new Set<string>();
+  const ids: string[] = [];
+  const events: DomainEvent[] = [];
+  for (const part of parts) {
+    timeGuard.notBeforeMs = Math.max(timeGuard.notBeforeMs, part.timeGuard.notBeforeMs);
+    timeGuard.notAfterMs = Math.min(timeGuard.notAfterMs, part.timeGuard.notAfterMs);
+    commandNames.add(part.causation.command);
+    if (part.causation.messageId !== undefined) ids.push(part.causation.messageId);
+    for (const event of part.events) events.push(event);
+  }
   if (timeGuard.notBeforeMs >= timeGuard.notAfterMs) return 'disjoint';
-  const commands = [...new Set(parts.map((p) => p.causation.command))].join('+');
-  const messageIds = parts.flatMap((p) => (p.causation.messageId === undefined ? [] : [p.causation.messageId])).join(' ');
+  const commands = [...commandNames].join('+');
+  const messageIds = ids.join(' ');
   const causation: Transition['causation'] = { command: commands.length <= 64 ? commands : 'batch' };
   if (messageIds !== '' && messageIds.length <= 512) causation.messageId = messageIds;
-  return { events: parts.flatMap((p) => p.events), timeGuard, causation };
+  return { events, timeGuard, causation };
 }
 
 // ── closure and settlement ─────────────────────────────────────────────────
