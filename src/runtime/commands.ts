@@ -43,6 +43,7 @@ export const commandSubjectPrefix = 'convoke.cmd';
 /** The default queue group: every coordinator of a deployment shares the command load. */
 export const commandQueueDefault = 'convoke-coordinators';
 
+const encoder = new TextEncoder();
 const principalPattern = /^[A-Za-z0-9_-]{1,64}$/;
 
 export function commandSubject(principalId: string, verb: CommandVerb): string {
@@ -221,7 +222,7 @@ async function answer(state: ServerState, verb: CommandVerb, message: InboundMes
   }
   state.replies.inc({ verb, status: String(reply.status) });
   // No reply subject: the sender asked for no answer (a fire-and-forget invoke still admits).
-  await message.respond?.(new TextEncoder().encode(JSON.stringify(reply))).catch(() => undefined);
+  await message.respond?.(encoder.encode(JSON.stringify(reply))).catch(() => undefined);
 }
 
 /** One command, from body bytes to reply; throws what commandErrorReply maps. */
