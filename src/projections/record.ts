@@ -348,7 +348,7 @@ function admitted(event: Extract<DomainEvent, { type: 'operation-admitted' }>, a
   }
   // Named field by field: rest-and-spread copies go through the engine's slow generic path, and
   // every record should share one shape.
-  const record: OperationRecord = {
+  return {
     operationId: event.operationId,
     principalId: event.principalId,
     senderPeerId: event.senderPeerId,
@@ -375,7 +375,6 @@ function admitted(event: Extract<DomainEvent, { type: 'operation-admitted' }>, a
     transitionsApplied: 0,
     transitionsVoid: 0,
   };
-  return record;
 }
 
 export function branchOf(record: OperationRecord, branchId: string): BranchRecord {
