@@ -126,6 +126,11 @@ export interface DeploymentConfig {
   attestations: NamespaceAttestation[];
   deployment: DeploymentBinding;
   http: HttpConfig;
+  /**
+   * How long a result that closes no decision may wait for the results that do, to share their
+   * append (default 50; 0 appends each batch at once).
+   */
+  resultBatchMs?: number;
 }
 
 const token = { type: 'string', pattern: '^[A-Za-z0-9_-]{1,64}$' } as const;
@@ -135,6 +140,7 @@ const names = { type: 'array', items: name, maxItems: 1024 } as const;
 const bodyLimitBytesMax = 16 * 1024 * 1024;
 const drainMsMax = 60_000;
 const exampleDelayMsMax = 60_000;
+const resultBatchMsMax = 1000;
 
 const examplePeerSchema = {
   type: 'object',
@@ -230,6 +236,7 @@ export const deploymentConfigSchema = {
   additionalProperties: false,
   properties: {
     store: { type: 'string', minLength: 1, maxLength: 4096 },
+    resultBatchMs: { type: 'integer', minimum: 0, maximum: resultBatchMsMax },
     transport: transportSchema,
     bundles: { type: 'array', minItems: 1, maxItems: 64, items: path },
     directory: {
@@ -378,6 +385,7 @@ async function assemble(config: DeploymentConfig, parts: Parts): Promise<Deploym
     clock,
     bundles,
     deployment: { account: config.deployment.account, system: config.deployment.system, domain: config.deployment.domain },
+    ...(config.resultBatchMs === undefined ? {} : { resultBatchMs: config.resultBatchMs }),
   });
   observeStampSources(coordinator.metrics, store);
   const peers = await startExamplePeers(bus, compiled, config.transport.kind === 'memory' ? (config.transport.examplePeers ?? {}) : {}, clock);

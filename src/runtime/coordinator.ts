@@ -24,7 +24,7 @@ import type { Subscription } from '../adapters/transport/types.js';
 import { OperationNotFound } from './errors.js';
 import { Metrics } from './metrics.js';
 import { transitionProblem } from '../events/schemas.js';
-import { newEntry, type Arrival, type Caller, type CoordinatorDeps, type Decider, type OpEntry, type RuntimeHost, type SubmitOptions, type Waiter } from './host.js';
+import { newEntry, resultBatchMsDefault, type Arrival, type Caller, type CoordinatorDeps, type Decider, type OpEntry, type RuntimeHost, type SubmitOptions, type Waiter } from './host.js';
 import { dispatchCancels, dispatchRequests } from './outbox.js';
 import { onPeerMessage } from './intake.js';
 
@@ -38,6 +38,13 @@ const batchBytesMax = limits.transitionBytesMax / 2;
 /** Settled operations kept in memory for fast reads; older ones are reloaded from the store on demand. */
 const settledCacheMax = 2048;
 
+/** What a batch was found to append when it was probed: reusable while record and instant are unchanged. */
+interface Probe {
+  record: OperationRecord;
+  atMs: number;
+  transition: Transition;
+}
+
 export class Coordinator implements RuntimeHost {
   readonly metrics: Metrics;
   private readonly ops = new Map<string, OpEntry>();
@@ -46,9 +53,11 @@ export class Coordinator implements RuntimeHost {
   private readonly paths = new Map<string, Promise<Subscription>>();
   private readonly committedListeners = new Set<(record: OperationRecord, stored: StoredTransition) => void>();
   private closed = false;
+  private readonly resultBatchMs: number;
 
   constructor(readonly deps: CoordinatorDeps) {
     this.metrics = deps.metrics ?? new Metrics();
+    this.resultBatchMs = deps.resultBatchMs ?? resultBatchMsDefault;
   }
 
   // ── admission ────────────────────────────────────────────────────────────
@@ -299,6 +308,8 @@ export class Coordinator implements RuntimeHost {
   submit(entry: OpEntry, prepare: () => Promise<Decider>, weightBytes: number, options: SubmitOptions = {}): Promise<void> {
     return new Promise<void>((resolve, reject) => {
       const arrival: Arrival = { prepare, weightBytes, done: (error) => (error === undefined ? resolve() : reject(error)) };
+      if (options.lingerMs !== undefined) arrival.holdUntilMs = this.deps.clock.nowMs() + options.lingerMs;
+      else if (options.batchable && this.resultBatchMs > 0) arrival.holdUntilMs = this.deps.clock.nowMs() + this.resultBatchMs;
       entry.arrivals.push(arrival);
       if (options.lingerMs === undefined) return this.queueDrain(entry);
       this.deps.clock.at(this.deps.clock.nowMs() + options.lingerMs, () => {
@@ -313,6 +324,41 @@ export class Coordinator implements RuntimeHost {
     void this.enqueue(entry, () => this.drain(entry));
   }
 
+  /**
+   * Holds a batch back (puts it back and answers 'held') while every command in it may still
+   * wait, the operation is undecided and together they close nothing: a quorum's early votes then
+   * ride with the vote that closes it. Holding never takes a batch to the end of its guard: one
+   * whose guard ends within a hold window of its release is committed now. A batch that is not
+   * held answers what probing it found, for the commit to reuse; its rejections are counted then.
+   */
+  private probe(entry: OpEntry, ready: { arrival: Arrival; decide: Decider }[]): Probe | 'held' | undefined {
+    const record = entry.record;
+    if (record.decision !== null) return undefined;
+    let untilMs = Number.POSITIVE_INFINITY;
+    for (const { arrival } of ready) {
+      if (arrival.holdUntilMs === undefined) return undefined;
+      untilMs = Math.min(untilMs, arrival.holdUntilMs);
+    }
+    const atMs = this.deps.clock.nowMs();
+    if (atMs >= untilMs) return undefined;
+    const rejected: string[] = [];
+    const transition = decideTogether(
+      record,
+      ready.map((r) => (current) => r.decide(current, false, rejected)),
+      atMs,
+    );
+    if (transition === undefined || transition === 'disjoint') return undefined;
+    if (transition.events.some((e) => e.type === 'decision-closed') || untilMs + this.resultBatchMs > transition.timeGuard.notAfterMs) {
+      for (const reason of rejected) this.metrics.rejections.inc({ reason });
+      return { record, atMs, transition };
+    }
+    entry.arrivals.unshift(...ready.map((r) => r.arrival));
+    this.deps.clock.at(untilMs, () => {
+      if (ready.some((r) => entry.arrivals.includes(r.arrival))) this.queueDrain(entry);
+    });
+    return 'held';
+  }
+
   /** Commits what has arrived, as one transition where the commands allow it; the rest waits for the next drain. */
   private async drain(entry: OpEntry): Promise<void> {
     entry.drainQueued = false;
@@ -323,12 +369,15 @@ export class Coordinator implements RuntimeHost {
       taken++;
     }
     const batch = entry.arrivals.splice(0, taken);
-    if (entry.arrivals.length > 0) this.queueDrain(entry);
+    const rest = entry.arrivals.length > 0;
+    if (rest) this.queueDrain(entry);
     const prepared = await Promise.all(batch.map((a) => a.prepare().then((decide) => ({ arrival: a, decide }), (error: unknown) => (a.done(error ?? new Error('prepare failed')), undefined))));
     const ready = prepared.filter((p): p is { arrival: Arrival; decide: Decider } => p !== undefined);
     if (ready.length === 0) return;
+    const probe = rest ? undefined : this.probe(entry, ready);
+    if (probe === 'held') return;
     try {
-      await this.commitTogether(entry, ready.map((r) => r.decide));
+      await this.commitTogether(entry, ready.map((r) => r.decide), probe);
       for (const r of ready) r.arrival.done();
     } catch (error) {
       for (const r of ready) r.arrival.done(error ?? new Error('commit failed'));
@@ -340,14 +389,18 @@ export class Coordinator implements RuntimeHost {
    * When the store answers that the shared guard did not hold or the transition is too large,
    * each command is committed on its own instead, with its own guard and late handling.
    */
-  private async commitTogether(entry: OpEntry, deciders: Decider[]): Promise<void> {
-    if (deciders.length === 1) return this.commitDecided(entry, deciders[0]!);
+  private async commitTogether(entry: OpEntry, deciders: Decider[], probe?: Probe): Promise<void> {
+    if (deciders.length === 1 && probe === undefined) return this.commitDecided(entry, deciders[0]!);
     for (let tries = 0; tries < conflictRetriesMax; tries++) {
-      const transition = decideTogether(
-        entry.record,
-        deciders.map((decide) => (record) => decide(record, false)),
-        this.deps.clock.nowMs(),
-      );
+      // A probe of this very record at this very instant is what deciding again would answer.
+      const transition =
+        tries === 0 && probe !== undefined && probe.record === entry.record && probe.atMs === this.deps.clock.nowMs()
+          ? probe.transition
+          : decideTogether(
+              entry.record,
+              deciders.map((decide) => (record) => decide(record, false)),
+              this.deps.clock.nowMs(),
+            );
       if (transition === undefined) return;
       if (transition === 'disjoint') break;
       const outcome = await this.appendAtRevision(entry, transition);

@@ -27,6 +27,8 @@ export interface EmbeddedOptions {
   policyTtlMs?: number;
   /** Gather manifests, keyed `<contract id>/<interaction>`. */
   manifests?: Record<string, ManifestBranch[]>;
+  /** CoordinatorDeps.resultBatchMs. */
+  resultBatchMs?: number;
 }
 
 export interface Embedded {
@@ -78,6 +80,7 @@ export async function createEmbedded(options: EmbeddedOptions): Promise<Embedded
     bundles,
     deployment: { account: 'local', system: 'convoke', domain: 'embedded' },
     ...(options.manifests ? { manifests: new StaticManifestSource(options.manifests) } : {}),
+    ...(options.resultBatchMs === undefined ? {} : { resultBatchMs: options.resultBatchMs }),
   });
   const peers = new Map<string, Peer>();
   return {

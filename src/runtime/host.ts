@@ -30,7 +30,15 @@ export interface CoordinatorDeps {
   /** Where gather interactions get their expected result set; without it, gather is unsupported. */
   manifests?: ManifestSource;
   metrics?: Metrics;
+  /**
+   * How long a result that closes no decision may wait for the results that do, so that they
+   * share one transition (default resultBatchMsDefault; 0 commits every batch at once).
+   */
+  resultBatchMs?: number;
 }
+
+/** A quorum's early votes usually ride with the vote that closes it: one append instead of several. */
+export const resultBatchMsDefault = 50;
 
 export interface Caller {
   principalId: string;
@@ -65,7 +73,12 @@ export function newEntry(record: OperationRecord, interaction: CompiledInteracti
   return { record, interaction, queue: Promise.resolve(), waiters: new Set(), dueTimer: undefined, dueAtMs: undefined, unsent: new Set(), arrivals: [], drainQueued: false };
 }
 
-export type Decider = (record: OperationRecord, retryAsLate: boolean) => Transition | undefined;
+/**
+ * Decides one command against `record`. Rejections are counted in the metrics, or, when
+ * `rejected` is given, collected there for the caller to count if it commits the answer (the
+ * coordinator probes a batch to see whether it closes the decision).
+ */
+export type Decider = (record: OperationRecord, retryAsLate: boolean, rejected?: string[]) => Transition | undefined;
 
 export interface SubmitOptions {
   /**
@@ -73,6 +86,11 @@ export interface SubmitOptions {
    * operation, or is committed on its own after this long.
    */
   lingerMs?: number;
+  /**
+   * A result: while the operation is undecided and its batch closes nothing, it may wait up to
+   * deps.resultBatchMs for the results that do, to share their transition.
+   */
+  batchable?: boolean;
 }
 
 /** A submitted command: its asynchronous checks run when its turn comes, then its decider. */
@@ -81,6 +99,8 @@ export interface Arrival {
   /** An upper bound of what it adds to a transition (the message size), to keep batches inside transitionBytesMax. */
   weightBytes: number;
   done: (error?: unknown) => void;
+  /** Lingering and batchable commands: the latest instant a drain may still hold it back. */
+  holdUntilMs?: number;
 }
 
 export interface RuntimeHost {

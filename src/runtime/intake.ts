@@ -41,7 +41,7 @@ export async function onPeerMessage(host: RuntimeHost, namespace: string, intera
   if (!entry) return drop(host, inbound, 'unknown-operation');
   if (kind === 'result' && answeredWhenSettled(host, entry, inbound, parsed.peerId, message as ResultMessage)) return inbound.ack();
   try {
-    await host.submit(entry, () => prepare(host, entry, inbound, parsed.peerId, kind, message), inbound.data.byteLength);
+    await host.submit(entry, () => prepare(host, entry, inbound, parsed.peerId, kind, message), inbound.data.byteLength, { batchable: kind === 'result' });
     await inbound.ack();
   } catch {
     // The store could not answer: leave the message for redelivery rather than guess.
@@ -75,27 +75,29 @@ async function prepare(host: RuntimeHost, entry: OpEntry, inbound: InboundMessag
   const publisherProblem = verify(host, record, inbound.subject, subjectPeerId, message);
   const authorizationProblem = await recheckAuthorization(host, record, kind, message);
   const subject = inbound.subject;
-  return (current, retryAsLate) => {
+  return (current, retryAsLate, rejected) => {
     // A message the store serializes at or after its guard is late, whatever the socket saw.
     const nowMs = retryAsLate ? Math.max(host.deps.clock.nowMs(), lateInstant(current, message.branchId)) : host.deps.clock.nowMs();
-    return decideFor(host, current, entry, kind, { subject, subjectPeerId, publisherProblem, authorizationProblem, message, nowMs } as PeerCommand<Message>);
+    const reject = rejected ? (reason: string) => void rejected.push(reason) : (reason: string) => host.metrics.rejections.inc({ reason });
+    return decideFor(reject, current, entry, kind, { subject, subjectPeerId, publisherProblem, authorizationProblem, message, nowMs } as PeerCommand<Message>);
   };
 }
 
-function decideFor(host: RuntimeHost, record: OperationRecord, entry: OpEntry, kind: Kind, command: PeerCommand<Message>): Transition | undefined {
+/** The decider's answer; `reject` counts its rejections. */
+function decideFor(reject: (reason: string) => void, record: OperationRecord, entry: OpEntry, kind: Kind, command: PeerCommand<Message>): Transition | undefined {
   if (kind === 'result') {
     const d = decideResult(record, entry.interaction, command as PeerCommand<ResultMessage>);
-    if (d.kind === 'reject') host.metrics.rejections.inc({ reason: d.reason });
-    if (d.kind === 'protocol-conflict' || d.kind === 'revoked') host.metrics.rejections.inc({ reason: d.kind });
+    if (d.kind === 'reject') reject(d.reason);
+    if (d.kind === 'protocol-conflict' || d.kind === 'revoked') reject(d.kind);
     return d.kind === 'duplicate' ? undefined : d.transition;
   }
   if (kind === 'claim') {
     const d = decideClaim(record, command as PeerCommand<ClaimMessage>);
-    if (d.kind === 'reject') host.metrics.rejections.inc({ reason: `claim-${d.reason}` });
+    if (d.kind === 'reject') reject(`claim-${d.reason}`);
     return 'transition' in d ? d.transition : undefined;
   }
   const d = decideCancelResult(record, command as PeerCommand<CancelResult>);
-  if (d.kind === 'reject') host.metrics.rejections.inc({ reason: `cancel-${d.reason}` });
+  if (d.kind === 'reject') reject(`cancel-${d.reason}`);
   return d.kind === 'accept' ? d.transition : undefined;
 }
 

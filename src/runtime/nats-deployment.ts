@@ -526,6 +526,7 @@ async function assembleNats(config: DeploymentConfig, settings: ResolvedNatsTran
     clock,
     bundles: parts.bundles,
     deployment: { account: config.deployment.account, system: config.deployment.system, domain: config.deployment.domain },
+    ...(config.resultBatchMs === undefined ? {} : { resultBatchMs: config.resultBatchMs }),
   });
   closers.push(() => coordinator.close());
   observeStampSources(coordinator.metrics, inner);

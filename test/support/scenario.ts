@@ -45,7 +45,9 @@ export interface ScenarioOptions {
 export async function scenario(options: ScenarioOptions = {}): Promise<Scenario> {
   const clock = new VirtualClock();
   const groups = options.groups ?? { reviewers: peerIds(options.peers ?? 5) };
-  const embedded = await createEmbedded({ clock, bundle: reviewBundle(options.review), groups, ...options.embedded });
+  // Each result is committed as soon as its turn comes (no batching window), unless a test asks:
+  // on a virtual clock a held result would wait for the test to advance time.
+  const embedded = await createEmbedded({ clock, bundle: reviewBundle(options.review), groups, resultBatchMs: 0, ...options.embedded });
   const connections = new Map<string, ReturnType<Embedded['bus']['connect']>>();
   const connection = (peerId: string) => {
     let c = connections.get(peerId);

@@ -13,6 +13,7 @@ import { scenario, types } from '../support/scenario.js';
 import { receiptLingerMs, reconcileAfterMs } from '../../src/runtime/outbox.js';
 import type { Transport } from '../../src/adapters/transport/types.js';
 import type { EventStore } from '../../src/adapters/store/types.js';
+import type { JsonObject } from '../../src/contract/json.js';
 
 const approve = { verdict: 'approve' };
 const peers = ['alfa', 'bravo', 'charlie', 'delta', 'echo'];
@@ -104,4 +105,71 @@ test('storage receipts wait for company; one whose lone commit fails is republis
   assert.deepEqual([...new Set(published)].length, 3, 'under the same publication identities');
   assert.equal(types(await s.events(op)).filter((t) => t === 'dispatch-recorded').length, 3);
   await s.assertReplayEquals(op);
+});
+
+// ── results held back for the vote that closes the decision ─────────────────
+
+const batchMs = 50;
+
+async function undecidedOperation(review: JsonObject = {}) {
+  const s = await scenario({ review, embedded: { resultBatchMs: batchMs } });
+  const op = (await s.invoke('k')).result.operationId;
+  await s.settle();
+  return { s, op, before: (await transitionsOf(s, op)).length };
+}
+
+const result = (op: string, peer: string) => ({ operationId: op, branchId: peer, peerId: peer, result: approve });
+
+test('with a batching window, a quorum\'s early votes wait and ride with the vote that closes it: one append', async () => {
+  const { s, op, before } = await undecidedOperation();
+  await s.send('alfa', result(op, 'alfa'));
+  await s.send('bravo', result(op, 'bravo'));
+  await s.settle();
+  assert.equal((await transitionsOf(s, op)).length, before, 'votes that close nothing are held');
+  assert.equal((await s.get(op)).decision, null);
+  await s.send('charlie', result(op, 'charlie'));
+  await s.settle();
+  const after = await transitionsOf(s, op);
+  assert.equal(after.length, before + 1, 'the closing vote commits the held ones with it');
+  const last = after.at(-1)!.transition.events;
+  assert.equal(last.filter((e) => e.type === 'result-accepted').length, 3);
+  assert.ok(types(last).includes('decision-closed'));
+  assert.equal((await s.get(op)).decision?.outcome, 'success');
+  await s.assertReplayEquals(op);
+});
+
+test('a held result is committed on its own when its window ends', async () => {
+  const { s, op, before } = await undecidedOperation();
+  await s.send('alfa', result(op, 'alfa'));
+  await s.settle();
+  assert.equal((await transitionsOf(s, op)).length, before);
+  await s.clock.advance(batchMs - 1);
+  assert.equal((await transitionsOf(s, op)).length, before, 'still inside the window');
+  await s.clock.advance(1);
+  const after = await transitionsOf(s, op);
+  assert.equal(after.length, before + 1);
+  assert.deepEqual(types(after.at(-1)!.transition.events), ['result-accepted']);
+  assert.equal((await s.get(op)).decision, null);
+  await s.assertReplayEquals(op);
+});
+
+test('a result is never held toward the end of its guard: near the deadline it is committed at once', async () => {
+  const { s, op, before } = await undecidedOperation({ timeoutMs: 1000 });
+  await s.clock.advance(1000 - batchMs - 10);
+  await s.send('alfa', result(op, 'alfa'));
+  await s.settle();
+  const after = await transitionsOf(s, op);
+  assert.equal(after.length, before + 1, 'committed without waiting');
+  assert.deepEqual(types(after.at(-1)!.transition.events), ['result-accepted']);
+  await s.assertReplayEquals(op);
+});
+
+test('with no batching window every result is committed when its turn comes', async () => {
+  const s = await scenario({ embedded: { resultBatchMs: 0 } });
+  const op = (await s.invoke('k')).result.operationId;
+  await s.settle();
+  const before = (await transitionsOf(s, op)).length;
+  await s.send('alfa', result(op, 'alfa'));
+  await s.settle();
+  assert.equal((await transitionsOf(s, op)).length, before + 1);
 });

@@ -267,6 +267,13 @@ describe('deployment config', () => {
     assert.equal(config.store, 'sqlite:/etc/convoke/data/ops.db');
   });
 
+  test('resultBatchMs is an integer from 0 to 1000 ms', () => {
+    assert.equal(parse({ ...base(), resultBatchMs: 0 }).resultBatchMs, 0);
+    assert.equal(parse({ ...base(), resultBatchMs: 1000 }).resultBatchMs, 1000);
+    fails({ ...base(), resultBatchMs: 1001 }, '/resultBatchMs');
+    fails({ ...base(), resultBatchMs: 2.5 }, '/resultBatchMs');
+  });
+
   test('duplicate keys in the config are rejected by the strict parser', () => {
     fails(JSON.stringify(base()).replace('"store":"memory:"', '"store":"memory:","store":"sqlite:x"'), 'duplicate key');
   });
