@@ -240,6 +240,7 @@ export class Coordinator implements RuntimeHost {
   private onDue(entry: OpEntry): void {
     entry.dueAtMs = undefined;
     void this.enqueue(entry, async () => {
+      await this.releaseHeld(entry);
       const authorizations = await this.candidateAuthorizations(entry.record);
       await this.commitDecided(entry, (current) => decideDue(current, this.deps.clock.nowMs(), authorizations));
       this.armDue(entry);
@@ -359,8 +360,16 @@ export class Coordinator implements RuntimeHost {
     return 'held';
   }
 
+  /**
+   * Before a command that decides on its own (a due instant, a cancellation, lost durability):
+   * commits the results held back for company, which arrived first and must count first.
+   */
+  private async releaseHeld(entry: OpEntry): Promise<void> {
+    while (entry.arrivals.length > 0) await this.drain(entry, false);
+  }
+
   /** Commits what has arrived, as one transition where the commands allow it; the rest waits for the next drain. */
-  private async drain(entry: OpEntry): Promise<void> {
+  private async drain(entry: OpEntry, mayHold = true): Promise<void> {
     entry.drainQueued = false;
     let bytes = 0;
     let taken = 0;
@@ -374,7 +383,7 @@ export class Coordinator implements RuntimeHost {
     const prepared = await Promise.all(batch.map((a) => a.prepare().then((decide) => ({ arrival: a, decide }), (error: unknown) => (a.done(error ?? new Error('prepare failed')), undefined))));
     const ready = prepared.filter((p): p is { arrival: Arrival; decide: Decider } => p !== undefined);
     if (ready.length === 0) return;
-    const probe = rest ? undefined : this.probe(entry, ready);
+    const probe = rest || !mayHold ? undefined : this.probe(entry, ready);
     if (probe === 'held') return;
     try {
       await this.commitTogether(entry, ready.map((r) => r.decide), probe);
@@ -516,6 +525,7 @@ export class Coordinator implements RuntimeHost {
     await Promise.all(
       open.map((entry) =>
         this.enqueue(entry, async () => {
+          await this.releaseHeld(entry);
           const wasOpen = entry.record.decision === null;
           await this.commitDecided(entry, (current) => decideDurabilityLost(current));
           if (wasOpen && entry.record.decision?.reason === 'durability-lost') closed++;
@@ -542,7 +552,10 @@ export class Coordinator implements RuntimeHost {
     const context = this.context({ principalId, senderPeerId: record.senderPeerId }, this.deps.clock.nowMs(), record.deadlineMs);
     const decision = await this.authorize({ context, action: 'cancel', contract: record.contract, interaction: record.interaction, peerId: null, branchId: null, attempt: null });
     if (!decision.allowed) throw new AdapterError('denied', decision.reason ?? 'cancellation is not allowed');
-    await this.enqueue(entry, () => this.commitDecided(entry, (current) => decideCancelOperation(current, this.deps.clock.nowMs())));
+    await this.enqueue(entry, async () => {
+      await this.releaseHeld(entry);
+      await this.commitDecided(entry, (current) => decideCancelOperation(current, this.deps.clock.nowMs()));
+    });
     return this.view(entry);
   }
 

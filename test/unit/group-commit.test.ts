@@ -173,3 +173,19 @@ test('with no batching window every result is committed when its turn comes', as
   await s.settle();
   assert.equal((await transitionsOf(s, op)).length, before + 1);
 });
+
+test('a command that decides on its own (a caller\'s cancellation) first commits the results held for company', async () => {
+  const { s, op, before } = await undecidedOperation({ cancellation: 'caller' });
+  await s.send('alfa', result(op, 'alfa'));
+  await s.settle();
+  assert.equal((await transitionsOf(s, op)).length, before, 'held');
+  const view = await s.coordinator.cancel('svc-a', op);
+  assert.deepEqual([view.decision?.outcome, view.decision?.reason], ['failed', 'cancelled']);
+  const events = (await transitionsOf(s, op)).slice(before).flatMap((t) => t.transition.events);
+  const accepted = events.findIndex((e) => e.type === 'result-accepted');
+  const closed = events.findIndex((e) => e.type === 'decision-closed');
+  assert.ok(accepted >= 0 && accepted < closed, `the held result is recorded before the cancellation closes: ${types(events).join(', ')}`);
+  const disposition = events[closed] as { siblings: { branchId: string }[] };
+  assert.ok(!disposition.siblings.some((b) => b.branchId === 'alfa'), 'alfa answered: it is not a sibling to cancel');
+  await s.assertReplayEquals(op);
+});
