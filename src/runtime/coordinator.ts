@@ -331,6 +331,8 @@ export class Coordinator implements RuntimeHost {
    * ride with the vote that closes it. Holding never takes a batch to the end of its guard: one
    * whose guard ends within a hold window of its release is committed now. A batch that is not
    * held answers what probing it found, for the commit to reuse; its rejections are counted then.
+   * A held batch is prepared again by the drain that takes it: publisher verification and the
+   * authorization recheck run for the drain that commits, exactly as for a batch never held.
    */
   private probe(entry: OpEntry, ready: { arrival: Arrival; decide: Decider }[]): Probe | 'held' | undefined {
     const record = entry.record;

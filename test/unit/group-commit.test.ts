@@ -189,3 +189,16 @@ test('a command that decides on its own (a caller\'s cancellation) first commits
   assert.ok(!disposition.siblings.some((b) => b.branchId === 'alfa'), 'alfa answered: it is not a sibling to cancel');
   await s.assertReplayEquals(op);
 });
+
+test('a held result is verified and authorized again by the drain that commits it: a revocation meanwhile is honoured', async () => {
+  const { s, op, before } = await undecidedOperation();
+  await s.send('alfa', result(op, 'alfa'));
+  await s.settle();
+  assert.equal((await transitionsOf(s, op)).length, before, 'held, authorized when it arrived');
+  s.policy.revoke({ peerId: 'alfa' });
+  await s.clock.advance(batchMs);
+  const events = (await transitionsOf(s, op)).slice(before).flatMap((t) => t.transition.events);
+  assert.deepEqual(types(events), ['branch-revoked'], 'the revoked peer supplies no vote');
+  assert.equal((await s.get(op)).branches.find((b) => b.branchId === 'alfa')?.status, 'revoked');
+  await s.assertReplayEquals(op);
+});
