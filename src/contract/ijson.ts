@@ -21,7 +21,7 @@
  * The parser is a loop over an explicit stack (no recursion), so depth costs no call stack.
  */
 import { assert, invalidInput } from './errors.js';
-import type { JsonObject, JsonValue } from './json.js';
+import { setMember, type JsonObject, type JsonValue } from './json.js';
 import { limits } from './limits.js';
 
 /** 2^53: the first integer a double cannot tell from its neighbour. */
@@ -131,7 +131,7 @@ class StrictParser {
     if (top.isArray) {
       (top.container as JsonValue[]).push(value);
     } else {
-      storeMember(top.container as JsonObject, top.key as string, value);
+      setMember(top.container as JsonObject, top.key as string, value);
     }
     this.skipWhitespace();
     const c = this.text.charCodeAt(this.pos);
@@ -361,15 +361,6 @@ function hexValue(c: number): number {
   if (c >= 0x61 && c <= 0x66) return c - 0x57;
   if (c >= 0x41 && c <= 0x46) return c - 0x37;
   return -1;
-}
-
-/** `__proto__` must become an own data property, as JSON.parse makes it, never the prototype. */
-function storeMember(object: JsonObject, key: string, value: JsonValue): void {
-  if (key === '__proto__') {
-    Object.defineProperty(object, key, { value, writable: true, enumerable: true, configurable: true });
-  } else {
-    object[key] = value;
-  }
 }
 
 /** Parses `text` as strict JSON; every rejection is invalid-input prefixed with `what`. */

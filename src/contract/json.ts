@@ -26,6 +26,18 @@ export function deepFrozen(value: JsonValue): JsonValue {
   if (value === null || typeof value !== 'object') return value;
   if (Array.isArray(value)) return Object.freeze(value.map(deepFrozen)) as JsonValue[];
   const copy: JsonObject = {};
-  for (const key of Object.keys(value)) copy[key] = deepFrozen(value[key]!);
+  for (const key of Object.keys(value)) setMember(copy, key, deepFrozen(value[key]!));
   return Object.freeze(copy);
+}
+
+/**
+ * Sets an own data property. A plain assignment to `__proto__` would set the prototype instead
+ * (or do nothing, for a primitive) and lose the member; JSON.parse makes it an own property.
+ */
+export function setMember<T>(object: Record<string, T>, key: string, value: T): void {
+  if (key === '__proto__') {
+    Object.defineProperty(object, key, { value, writable: true, enumerable: true, configurable: true });
+  } else {
+    object[key] = value;
+  }
 }

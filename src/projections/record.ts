@@ -5,7 +5,7 @@
  * check that they do not.
  */
 import { AssertionFailure, assert } from '../contract/errors.js';
-import type { JsonValue } from '../contract/json.js';
+import { setMember, type JsonValue } from '../contract/json.js';
 import type {
   DecisionReason,
   OperationAdmitted,
@@ -185,7 +185,7 @@ class RecordDraft {
     const current = branchOf(this.record, branchId);
     if (this.allBranchesOwned || this.ownedBranches?.has(branchId)) Object.assign(current, changes);
     else {
-      (this.record.branches as Record<string, BranchRecord>)[branchId] = { ...current, ...changes };
+      setMember(this.record.branches as Record<string, BranchRecord>, branchId, { ...current, ...changes });
       (this.ownedBranches ??= new Set()).add(branchId);
     }
   }
@@ -329,7 +329,7 @@ function admitted(event: Extract<DomainEvent, { type: 'operation-admitted' }>, a
   const branches: Record<string, BranchRecord> = {};
   for (const intent of event.outbox) {
     assert(intent.attempt === 1 && intent.fence === 1, 'every branch starts with attempt 1 and fence 1');
-    branches[intent.branchId] = {
+    setMember(branches, intent.branchId, {
       branchId: intent.branchId,
       peerId: intent.peerId,
       state: 'assigned',
@@ -344,7 +344,7 @@ function admitted(event: Extract<DomainEvent, { type: 'operation-admitted' }>, a
       disposition: null,
       cancel: null,
       cancelOutcome: null,
-    };
+    });
   }
   // Named field by field: rest-and-spread copies go through the engine's slow generic path, and
   // every record should share one shape.

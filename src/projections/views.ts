@@ -7,7 +7,7 @@
 import type { CompiledInteraction } from '../contract/bundle.js';
 import { valueAt } from '../contract/bundle.js';
 import type { AdapterErrorBody } from '../contract/errors.js';
-import type { JsonObject, JsonValue } from '../contract/json.js';
+import { setMember, type JsonObject, type JsonValue } from '../contract/json.js';
 import { describeErrors } from '../contract/validation.js';
 import type { ContractRef } from '../contract/types.js';
 import type { BranchStatus, DecisionOutcome, DecisionReason, OperationPhase, SettlementStatus } from '../events/types.js';
@@ -90,12 +90,16 @@ export function aggregateOutput(record: OperationRecord, interaction: CompiledIn
       break;
     }
     case 'tally': {
-      const counts: JsonObject = {};
+      // Counted in a Map: a peer's value may be "__proto__" or "constructor", which an object
+      // read would find on Object.prototype and a plain assignment would not store.
+      const tally = new Map<string, number>();
       for (const b of accepted) {
         const value = valueAt(b.accepted!.result, aggregate.pointer);
         const key = value === undefined ? '(missing)' : typeof value === 'string' ? value : JSON.stringify(value);
-        counts[key] = ((counts[key] as number | undefined) ?? 0) + 1;
+        tally.set(key, (tally.get(key) ?? 0) + 1);
       }
+      const counts: JsonObject = {};
+      for (const [key, count] of tally) setMember(counts, key, count);
       output = { counts, total: accepted.length };
       break;
     }

@@ -23,6 +23,12 @@ test('deepFrozen answers an equal value, frozen at every depth, that later chang
       }
     }),
   );
+  // An own "__proto__" member (as JSON.parse makes it) stays an own member, never the prototype.
+  const tricky = JSON.parse('{"__proto__":{"x":1},"y":[{"__proto__":""}]}') as JsonValue;
+  const frozenTricky = deepFrozen(tricky) as Record<string, JsonValue>;
+  assert.deepEqual(Object.keys(frozenTricky), ['__proto__', 'y']);
+  assert.equal(Object.getPrototypeOf(frozenTricky), Object.prototype);
+  assert.ok(jsonEquals(frozenTricky, tricky));
   const nested = deepFrozen({ verdict: 'approve', notes: [{ by: 'alfa' }] }) as { notes: { by: string }[] };
   assert.throws(() => {
     'use strict';

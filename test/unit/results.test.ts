@@ -402,6 +402,29 @@ test('aggregation is a typed projection validated against the output schema', as
   assert.deepEqual((await s.get(result.operationId)).output, { counts: { approve: 3 }, total: 3 });
 });
 
+test('a tally counts values that name Object.prototype members like any other value', async () => {
+  const { s, op } = await opened({ aggregate: { kind: 'tally', pointer: '/note' }, output: { type: 'object' } });
+  const notes = ['__proto__', 'constructor', '__proto__'];
+  for (const [i, peer] of ['alfa', 'bravo', 'charlie'].entries()) await s.send(peer, { operationId: op, branchId: peer, peerId: peer, result: { verdict: 'approve', note: notes[i]! } });
+  const output = (await s.get(op)).output as { counts: Record<string, number>; total: number };
+  assert.equal(output.total, 3);
+  assert.deepEqual(Object.entries(output.counts), [['__proto__', 2], ['constructor', 1]]);
+  assert.equal(Object.getPrototypeOf(output.counts), Object.prototype);
+});
+
+test('peer and branch IDs that name Object.prototype members ("__proto__", "constructor") are ordinary branches', async () => {
+  const peers = ['__proto__', 'constructor', 'toString'];
+  const s = await scenario({ groups: { reviewers: peers }, review: { completion: { mode: 'all-successful' } } });
+  const op = (await s.invoke('k')).result.operationId;
+  await s.settle();
+  assert.deepEqual((await s.get(op)).branches.map((b) => b.branchId), peers);
+  for (const p of peers) await s.send(p, { operationId: op, branchId: p, peerId: p, result: approve });
+  const view = await s.get(op);
+  assert.equal(view.decision?.outcome, 'success');
+  assert.deepEqual(view.branches.map((b) => `${b.branchId}:${b.status}`), peers.map((p) => `${p}:success`));
+  await s.assertReplayEquals(op);
+});
+
 test('a projection failure is reported separately and cannot erase votes', async () => {
   const { s, op } = await opened({ completion: { mode: 'first-success' }, aggregate: { kind: 'tally', pointer: '/verdict' }, output: { type: 'object', required: ['impossible'] } });
   await s.send('alfa', { operationId: op, branchId: 'alfa', peerId: 'alfa', result: approve });
