@@ -309,11 +309,11 @@ export class Coordinator implements RuntimeHost {
   submit(entry: OpEntry, prepare: () => Promise<Decider>, weightBytes: number, options: SubmitOptions = {}): Promise<void> {
     return new Promise<void>((resolve, reject) => {
       const arrival: Arrival = { prepare, weightBytes, done: (error) => (error === undefined ? resolve() : reject(error)) };
-      if (options.lingerMs !== undefined) arrival.holdUntilMs = this.deps.clock.nowMs() + options.lingerMs;
-      else if (options.batchable && this.resultBatchMs > 0) arrival.holdUntilMs = this.deps.clock.nowMs() + this.resultBatchMs;
+      if (options.batchable && this.resultBatchMs > 0) arrival.holdUntilMs = this.deps.clock.nowMs() + this.resultBatchMs;
       entry.arrivals.push(arrival);
       if (options.lingerMs === undefined) return this.queueDrain(entry);
-      this.deps.clock.at(this.deps.clock.nowMs() + options.lingerMs, () => {
+      arrival.holdUntilMs = this.deps.clock.nowMs() + options.lingerMs;
+      this.deps.clock.at(arrival.holdUntilMs, () => {
         if (entry.arrivals.includes(arrival)) this.queueDrain(entry);
       });
     });
@@ -364,10 +364,11 @@ export class Coordinator implements RuntimeHost {
 
   /**
    * Before a command that decides on its own (a due instant, a cancellation, lost durability):
-   * commits the results held back for company, which arrived first and must count first.
+   * commits the results held back for company, which arrived first and must count first. A held
+   * batch was a whole batch and is back at the front, so one drain takes it.
    */
   private async releaseHeld(entry: OpEntry): Promise<void> {
-    while (entry.arrivals.length > 0) await this.drain(entry, false);
+    if (entry.arrivals.length > 0) await this.drain(entry, false);
   }
 
   /** Commits what has arrived, as one transition where the commands allow it; the rest waits for the next drain. */
