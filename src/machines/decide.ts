@@ -12,7 +12,7 @@ import { limits } from '../contract/limits.js';
 import type { BranchDisposition, DeliveryReceipt, DomainEvent, RejectionReason, TimeGuard, Transition } from '../events/types.js';
 import type { CancelResult, ClaimMessage, ResultMessage } from '../events/wire.js';
 import { evaluateCompletion, tally, timeoutClosure, type Closure } from '../projections/decision.js';
-import { applyEvents, branchList, type BranchRecord, type OperationRecord } from '../projections/record.js';
+import { applyEvents, branchList, branchOf, findBranch, type BranchRecord, type OperationRecord } from '../projections/record.js';
 import { branchStatusOf } from './index.js';
 
 export const openEndedMs = Number.MAX_SAFE_INTEGER;
@@ -124,7 +124,7 @@ export interface Receipt {
 export function decideDispatchRecorded(record: OperationRecord, receipts: readonly Receipt[], nowMs: number): Transition | undefined {
   const events: DomainEvent[] = [];
   for (const r of receipts) {
-    const branch = record.branches[r.branchId];
+    const branch = findBranch(record, r.branchId);
     if (!branch || branch.attempt !== r.attempt || !isClaimed(branch)) continue; // superseded meanwhile
     if (r.receipt === 'exhausted' || r.receipt === 'rejected') {
       // Native exhaustion is an observed failure of this attempt: retryable within the budget, never a new branch.
@@ -143,7 +143,7 @@ export function decideDispatchRecorded(record: OperationRecord, receipts: readon
 export function decideRevocations(record: OperationRecord, revoked: readonly { branchId: string; policyRevision: string; reason: string }[], nowMs: number): Transition | undefined {
   const events: DomainEvent[] = [];
   for (const r of revoked) {
-    const branch = record.branches[r.branchId];
+    const branch = findBranch(record, r.branchId);
     if (!branch || !isOpen(branch) || record.decision !== null) continue;
     events.push({ type: 'branch-revoked', v: 1, branchId: r.branchId, attempt: branch.attempt, fence: branch.fence, policyRevision: r.policyRevision, reason: r.reason.slice(0, 1024) });
   }
@@ -323,7 +323,7 @@ type Identity = Pick<ResultMessage, 'branchId' | 'peerId' | 'attempt' | 'fence'>
 /** Correlation checks shared by every peer message: branch, peer agreement, publisher, attempt, fence. */
 function correlate(record: OperationRecord, command: PeerCommand<Identity>): { branch: BranchRecord } | { reason: RejectionReason; detail: string } {
   const m = command.message;
-  const branch = record.branches[m.branchId];
+  const branch = findBranch(record, m.branchId);
   if (!branch) return { reason: 'unknown-branch', detail: `branch ${m.branchId} is not in the frozen manifest` };
   if (command.subjectPeerId !== m.peerId || m.peerId !== branch.peerId) {
     return { reason: 'wrong-peer', detail: `subject peer ${command.subjectPeerId}, payload peer ${m.peerId}, expected peer ${branch.peerId} must agree` };
@@ -367,7 +367,7 @@ export function decideResult(record: OperationRecord, interaction: CompiledInter
 
 function accept(record: OperationRecord, interaction: CompiledInteraction, command: ResultCommand, timeGuard: TimeGuard): ResultDecision {
   const { message } = command;
-  const branch = record.branches[message.branchId]!;
+  const branch = branchOf(record, message.branchId);
   const spec = interaction.spec;
   const success = predicateHolds(message.result, spec.success);
   const retryable = !success && spec.retryable !== undefined && predicateHolds(message.result, spec.retryable);
@@ -510,7 +510,7 @@ export function decideCancelResult(record: OperationRecord, command: PeerCommand
 export function decideCancelWithdrawn(record: OperationRecord, branchIds: readonly string[], nowMs: number): Transition | undefined {
   const events: DomainEvent[] = [];
   for (const branchId of branchIds) {
-    const b = record.branches[branchId];
+    const b = findBranch(record, branchId);
     if (!b || b.state !== 'cancelling' || b.cancel === null) continue;
     events.push({ type: 'cancel-withdrawn', v: 1, branchId, attempt: b.cancel.attempt, fence: b.cancel.fence, reason: 'request-never-sent' });
   }
@@ -520,7 +520,7 @@ export function decideCancelWithdrawn(record: OperationRecord, branchIds: readon
 
 export function decideCancelDispatched(record: OperationRecord, receipts: readonly Receipt[]): Transition | undefined {
   const events: DomainEvent[] = receipts
-    .filter((r) => record.branches[r.branchId]?.state === 'cancelling')
+    .filter((r) => findBranch(record, r.branchId)?.state === 'cancelling')
     .map((r) => {
       const event: DomainEvent = { type: 'cancel-dispatched', v: 1, branchId: r.branchId, attempt: r.attempt, fence: r.fence, receipt: r.receipt };
       if (r.detail !== undefined) event.detail = r.detail.slice(0, 1024);

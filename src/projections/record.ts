@@ -377,8 +377,13 @@ function admitted(event: Extract<DomainEvent, { type: 'operation-admitted' }>, a
   };
 }
 
+/** The branch with this ID, if the manifest has it (an own member: "constructor" is no branch unless named so). */
+export function findBranch(record: OperationRecord, branchId: string): BranchRecord | undefined {
+  return Object.hasOwn(record.branches, branchId) ? record.branches[branchId] : undefined;
+}
+
 export function branchOf(record: OperationRecord, branchId: string): BranchRecord {
-  const branch = record.branches[branchId];
+  const branch = findBranch(record, branchId);
   if (!branch) throw new AssertionFailure(`unknown branch ${branchId} in ${record.operationId}`);
   return branch;
 }

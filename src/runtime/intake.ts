@@ -13,7 +13,7 @@ import type { Transition } from '../events/types.js';
 import { checkCancelResult, checkClaimMessage, checkResultMessage } from '../events/wire-schemas.js';
 import type { CancelResult, ClaimMessage, ResultMessage } from '../events/wire.js';
 import { decideCancelResult, decideClaim, decideResult, type PeerCommand, type ResultCommand } from '../machines/decide.js';
-import type { OperationRecord } from '../projections/record.js';
+import { findBranch, type OperationRecord } from '../projections/record.js';
 import { parseSubject } from '../adapters/transport/subjects.js';
 import type { InboundMessage } from '../adapters/transport/types.js';
 import type { Decider, OpEntry, RuntimeHost } from './host.js';
@@ -103,7 +103,7 @@ function decideFor(reject: (reason: string) => void, record: OperationRecord, en
 
 /** Publisher verification: undefined when subject peer, expected peer, payload peer and namespace attestation agree; otherwise why not. */
 function verify(host: RuntimeHost, record: OperationRecord, subject: string, subjectPeerId: string, message: Message): string | undefined {
-  const expectedPeerId = record.branches[message.branchId]?.peerId ?? '';
+  const expectedPeerId = findBranch(record, message.branchId)?.peerId ?? '';
   const verification = host.deps.verifier.verify({ subject, namespace: record.subjectNamespace, subjectPeerId, expectedPeerId, payloadPeerId: message.peerId });
   return verification.accepted ? undefined : verification.reason;
 }
@@ -119,7 +119,7 @@ async function recheckAuthorization(host: RuntimeHost, record: OperationRecord, 
 }
 
 function lateInstant(record: OperationRecord, branchId: string): number {
-  const branch = record.branches[branchId];
+  const branch = findBranch(record, branchId);
   const limitsMs = [record.deadlineMs];
   if (branch) limitsMs.push(branch.leaseUntilMs);
   if (record.decision) limitsMs.push(record.decision.cancelDeadlineMs, record.decision.graceEndMs);

@@ -75,6 +75,13 @@ test('results for a branch outside the frozen manifest are rejected', async () =
   assert.deepEqual(rejections(await s.events(op)), ['unknown-branch']);
 });
 
+test('a branch ID that names an Object.prototype member is unknown like any other', async () => {
+  const { s, op } = await opened({}, 3);
+  for (const id of ['constructor', '__proto__', 'toString']) await s.send(id, { operationId: op, branchId: id, peerId: id, result: approve });
+  assert.deepEqual(rejections(await s.events(op)), ['unknown-branch', 'unknown-branch', 'unknown-branch']);
+  await s.assertReplayEquals(op);
+});
+
 test('results for an unknown attempt are rejected', async () => {
   const { s, op } = await opened();
   await s.send('alfa', { operationId: op, branchId: 'alfa', peerId: 'alfa', attempt: 2, fence: 2, result: approve });

@@ -11,7 +11,7 @@ import { openStore } from '../../adapters/store/open.js';
 import type { EventStore } from '../../adapters/store/types.js';
 import type { StoredTransition } from '../../events/types.js';
 import { transitionProblem } from '../../events/schemas.js';
-import { fold, machineSteps, type OperationRecord } from '../../projections/record.js';
+import { branchOf, fold, machineSteps, type OperationRecord } from '../../projections/record.js';
 import { branchViews, decisionView, settlementView } from '../../projections/views.js';
 import { SystemClock } from '../../runtime/clock.js';
 import type { CliIo } from '../io.js';
@@ -73,7 +73,7 @@ function renderRecord(record: OperationRecord): string {
   out += renderTable(['outcome', 'reason', 'votes', 'threshold', 'units', 'settlement'], [[d?.outcome ?? 'open', d?.reason, d?.successVotes, record.manifest.threshold, record.manifest.units, settlement.status]]);
   out += heading('Branches');
   out += renderTable(['branch', 'peer', 'status', 'attempt', 'fence', 'lease until (+ms)', 'disposition', 'cancel'], branchViews(record).map((b) => {
-    const branch = record.branches[b.branchId]!;
+    const branch = branchOf(record, b.branchId);
     return [b.branchId, b.peerId, b.status, b.attempt, b.fence, branch.leaseUntilMs - record.admittedAtMs, branch.disposition, branch.cancelOutcome];
   }));
   return out;
