@@ -50,6 +50,11 @@ export function publicationId(contractDigest: string, operationId: string, branc
 
 /** Peer and branch IDs: NATS-token-safe ASCII, so they can be subject tokens as they are. */
 export const tokenPattern = /^[A-Za-z0-9_-]{1,64}$/;
+/** A subject namespace: one to eight such tokens, dot-separated. */
+export const namespacePattern = /^[A-Za-z0-9_-]{1,64}(\.[A-Za-z0-9_-]{1,64}){0,7}$/;
+/** The same two rules as JSON Schema fragments, for every schema that names a token or a namespace. */
+export const tokenSchema = { type: 'string', pattern: tokenPattern.source } as const;
+export const namespaceSchema = { type: 'string', pattern: namespacePattern.source } as const;
 
 export function checkToken(value: string, what: string): void {
   if (!tokenPattern.test(value)) {

@@ -5,8 +5,9 @@
  */
 import { adapterErrorKinds } from './errors.js';
 import { limits } from './limits.js';
+import { namespaceSchema, tokenSchema } from './ids.js';
 
-const token = { type: 'string', pattern: '^[A-Za-z0-9_-]{1,64}$' } as const;
+const token = tokenSchema;
 const ms = (max: number, min = 0) => ({ type: 'integer', minimum: min, maximum: max }) as const;
 const jsonPointer = { type: 'string', pattern: '^(/([^~/]|~[01])*)*$', maxLength: 1024 } as const;
 const schemaObject = { type: 'object' } as const;
@@ -139,7 +140,7 @@ export const bundleSchema = {
         version: { type: 'string', pattern: '^[0-9A-Za-z][0-9A-Za-z.+-]{0,63}$' },
       },
     },
-    subjectNamespace: { type: 'string', pattern: '^[A-Za-z0-9_-]{1,64}(\\.[A-Za-z0-9_-]{1,64}){0,7}$' },
+    subjectNamespace: namespaceSchema,
     interactions: {
       type: 'object',
       minProperties: 1,

@@ -4,8 +4,9 @@
  * transition read back from a store (an invalid one is corruption the store cannot vouch for).
  */
 import { describeErrors, lazyValidator } from '../contract/validation.js';
+import { tokenSchema } from '../contract/ids.js';
 
-const token = { type: 'string', pattern: '^[A-Za-z0-9_-]{1,64}$' } as const;
+const token = tokenSchema;
 const positive = { type: 'integer', minimum: 1, maximum: Number.MAX_SAFE_INTEGER } as const;
 const ms = { type: 'integer', minimum: Number.MIN_SAFE_INTEGER, maximum: Number.MAX_SAFE_INTEGER } as const;
 const nullableMs = { anyOf: [{ type: 'null' }, ms] } as const;

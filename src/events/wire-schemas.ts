@@ -1,8 +1,9 @@
 /** Schemas for what peers send: a message from the network is validated before any field is trusted. */
 import { compileChecker } from '../contract/validation.js';
+import { tokenSchema } from '../contract/ids.js';
 import type { CancelRequest, CancelResult, ClaimMessage, RequestMessage, ResultMessage } from './wire.js';
 
-const token = { type: 'string', pattern: '^[A-Za-z0-9_-]{1,64}$' } as const;
+const token = tokenSchema;
 const positive = { type: 'integer', minimum: 1, maximum: Number.MAX_SAFE_INTEGER } as const;
 const opId = { type: 'string', pattern: '^op[0-9a-f]{64}$' } as const;
 

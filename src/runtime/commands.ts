@@ -26,6 +26,7 @@ import { Counter, type Registry } from 'prom-client';
 import type { BundleRegistry } from '../contract/bundle.js';
 import { AdapterError, AssertionFailure, invalidInput, unavailable, type AdapterErrorBody } from '../contract/errors.js';
 import { parseStrictBytes } from '../contract/ijson.js';
+import { tokenPattern } from '../contract/ids.js';
 import { limits } from '../contract/limits.js';
 import { adapterErrorSchema, invocationRequestSchema, invocationResultSchema } from '../contract/schemas.js';
 import type { InvocationRequest, WaitFor } from '../contract/types.js';
@@ -44,10 +45,9 @@ export const commandSubjectPrefix = 'convoke.cmd';
 export const commandQueueDefault = 'convoke-coordinators';
 
 const encoder = new TextEncoder();
-const principalPattern = /^[A-Za-z0-9_-]{1,64}$/;
 
 export function commandSubject(principalId: string, verb: CommandVerb): string {
-  if (!principalPattern.test(principalId)) throw invalidInput(`a command principal must be a NATS-token-safe id ([A-Za-z0-9_-]{1,64}), got ${JSON.stringify(principalId)}`);
+  if (!tokenPattern.test(principalId)) throw invalidInput(`a command principal must be a NATS-token-safe id (${tokenPattern.source}), got ${JSON.stringify(principalId)}`);
   return `${commandSubjectPrefix}.${principalId}.${verb}`;
 }
 
@@ -229,7 +229,7 @@ async function answer(state: ServerState, verb: CommandVerb, message: InboundMes
 async function handleCommand(state: ServerState, verb: CommandVerb, principalId: string, data: Uint8Array): Promise<CommandReply> {
   if (state.closing) throw unavailable('the coordinator is shutting down; retry against another instance or later');
   // The subject permission proves the token; a token convoke cannot use as a principal id is refused.
-  if (!principalPattern.test(principalId)) throw invalidInput(`command principal ${JSON.stringify(principalId)} is not a token-safe id`);
+  if (!tokenPattern.test(principalId)) throw invalidInput(`command principal ${JSON.stringify(principalId)} is not a token-safe id`);
   const { coordinator, bundles, bodyLimitBytes } = state.options;
   switch (verb) {
     case 'invoke': {

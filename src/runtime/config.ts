@@ -15,6 +15,7 @@ import { BundleRegistry, type CompiledBundle } from '../contract/bundle.js';
 import { readBundleFile, readFileBytes, readJsonFile } from './files.js';
 import { invalidInput, isAdapterError } from '../contract/errors.js';
 import { parseStrictBytes } from '../contract/ijson.js';
+import { tokenSchema } from '../contract/ids.js';
 import { deepFrozen, type JsonObject, type JsonValue } from '../contract/json.js';
 import { limits } from '../contract/limits.js';
 import { describeErrors, compileChecker } from '../contract/validation.js';
@@ -133,7 +134,7 @@ export interface DeploymentConfig {
   resultBatchMs?: number;
 }
 
-const token = { type: 'string', pattern: '^[A-Za-z0-9_-]{1,64}$' } as const;
+const token = tokenSchema;
 const name = { type: 'string', minLength: 1, maxLength: 256 } as const;
 const path = { type: 'string', minLength: 1, maxLength: 4096 } as const;
 const names = { type: 'array', items: name, maxItems: 1024 } as const;

@@ -27,6 +27,7 @@ import type { NatsConnection, Subscription as NatsSubscription } from '@nats-io/
 import type { BundleRegistry, CompiledBundle } from '../contract/bundle.js';
 import { invalidInput, unavailable } from '../contract/errors.js';
 import { parseStrictBytes } from '../contract/ijson.js';
+import { tokenPattern, tokenSchema } from '../contract/ids.js';
 import { compileChecker } from '../contract/validation.js';
 import { checkRequestMessage } from '../events/wire-schemas.js';
 import type { StoredTransition, Transition } from '../events/types.js';
@@ -79,7 +80,6 @@ export interface ResolvedNatsTransport {
 }
 
 const positiveMs = (max: number, min = 1) => ({ type: 'integer', minimum: min, maximum: max }) as const;
-const tokenSchema = { type: 'string', pattern: '^[A-Za-z0-9_-]{1,64}$' } as const;
 
 /**
  * The `{"kind":"nats"}` transport of the deployment config (config.ts embeds it in its schema;
@@ -115,7 +115,6 @@ export const natsTransportSchema = {
 } as const;
 
 const checkTransportShape = compileChecker<NatsTransportConfig & Required<Pick<NatsTransportConfig, 'servers' | 'user' | 'passwordEnv' | 'mode'>>>(natsTransportSchema, 'transport');
-const tokenPattern = /^[A-Za-z0-9_-]{1,64}$/;
 
 /**
  * Checks a nats transport (again: configs built in code skip the file's schema) and fills in the

@@ -6,6 +6,7 @@
  */
 import { createHash } from 'node:crypto';
 import { assert } from '../../contract/errors.js';
+import { namespacePattern, tokenPattern } from '../../contract/ids.js';
 
 /** The chars of a namespace (or a stream name) kept readable; everything is also hashed. */
 const readableCharsMax = 32;
@@ -13,11 +14,9 @@ const readableCharsMax = 32;
 const hashHexChars = 12;
 
 /** Peer, principal and coordinator ids become subject tokens and consumer names. */
-const tokenPattern = /^[A-Za-z0-9_-]{1,64}$/;
-const namespacePattern = /^[A-Za-z0-9_-]{1,64}(\.[A-Za-z0-9_-]{1,64}){0,7}$/;
 
 export function assertToken(value: string, what: string): void {
-  assert(tokenPattern.test(value), `${what} must be a NATS-token-safe id ([A-Za-z0-9_-]{1,64}), got ${JSON.stringify(value)}`);
+  assert(tokenPattern.test(value), `${what} must be a NATS-token-safe id (${tokenPattern.source}), got ${JSON.stringify(value)}`);
 }
 
 export function assertNamespace(namespace: string): void {

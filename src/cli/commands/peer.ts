@@ -45,6 +45,7 @@ import { canonicalJson } from '../../contract/canonical.js';
 import { AdapterError, invalidInput } from '../../contract/errors.js';
 import { readJsonFile } from '../../runtime/files.js';
 import { deepFrozen, type JsonValue } from '../../contract/json.js';
+import { namespaceSchema, tokenSchema } from '../../contract/ids.js';
 import { compileChecker } from '../../contract/validation.js';
 import { inboxPrefixFor } from '../../adapters/transport/nats-names.js';
 import { connectNats } from '../../adapters/transport/nats.js';
@@ -87,7 +88,7 @@ export interface PeerConfig {
 }
 
 const delayMsMax = 600_000;
-const token = { type: 'string', pattern: '^[A-Za-z0-9_-]{1,64}$' } as const;
+const token = tokenSchema;
 const pointer = { type: 'string', pattern: '^(/([^~/]|~[01])*)*$', maxLength: 1024 } as const;
 const delay = { type: 'integer', minimum: 0, maximum: delayMsMax } as const;
 
@@ -105,7 +106,7 @@ export const peerConfigSchema = {
   additionalProperties: false,
   properties: {
     peerId: token,
-    namespace: { type: 'string', pattern: '^[A-Za-z0-9_-]{1,64}(\\.[A-Za-z0-9_-]{1,64}){0,7}$' },
+    namespace: namespaceSchema,
     nats: {
       type: 'object',
       required: ['servers', 'passwordEnv'],
