@@ -21,7 +21,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { fileURLToPath, pathToFileURL } from 'node:url';
-import { AckPolicy, DeliverPolicy, DiscardPolicy, RetentionPolicy, StorageType, jetstream, jetstreamManager, type ConsumerMessages } from '@nats-io/jetstream';
+import { AckPolicy, DeliverPolicy, DiscardPolicy, RetentionPolicy, StorageType, jetstream, jetstreamManager, type ConsumerMessages, type JetStreamManager } from '@nats-io/jetstream';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { peerIds, reviewBundle } from '../src/runtime/examples.js';
 import { NatsDeploymentFixture, resultOf } from '../test/support/nats-deployment-fixture.js';
@@ -54,6 +54,26 @@ interface Run {
   halfLoad?: OpenLoopResult;
   /** CPU milliseconds (user + system) per decided operation in the closed loop, by role; empty where /proc is not readable. */
   cpuMsPerOperation: Record<string, number>;
+  /** Messages each JetStream stream stored per decided operation in the closed loop (streams that stored any). */
+  storedPerOperation: Record<string, number>;
+}
+
+// ── messages stored per operation ───────────────────────────────────────────
+
+/** Every stream's message count, read through the admin connection. */
+async function streamCounts(jsm: JetStreamManager): Promise<Map<string, number>> {
+  const counts = new Map<string, number>();
+  for await (const info of jsm.streams.list()) counts.set(info.config.name, info.state.messages);
+  return counts;
+}
+
+function storedPer(before: Map<string, number>, after: Map<string, number>, operations: number): Record<string, number> {
+  const perOp: Record<string, number> = {};
+  for (const [name, count] of after) {
+    const added = count - (before.get(name) ?? 0);
+    if (added > 0) perOp[name] = added / operations;
+  }
+  return perOp;
 }
 
 // ── CPU per operation ───────────────────────────────────────────────────────
@@ -109,7 +129,7 @@ export async function natsBench(options: NatsBenchOptions): Promise<void> {
   try {
     const baseline = await startBaseline(fixture);
     try {
-      const convoke = await startConvoke(fixture);
+      const convoke = await startConvoke(fixture, baseline.jsm);
       if (warmupSeconds > 0) {
         process.stderr.write(`  warm-up: ${warmupSeconds} s closed loop per contender, not measured\n`);
         await baseline.warm(warmupSeconds, concurrency);
@@ -188,6 +208,16 @@ function report(json: boolean, r: { seconds: number; concurrency: number; warmup
       undefined,
     );
   }
+  if (!json) {
+    const { baseline, convoke } = medianRound;
+    const rows = [
+      ...Object.entries(baseline.storedPerOperation).map(([name, n]) => [name, fixed(n), '']),
+      ...Object.entries(convoke.storedPerOperation).map(([name, n]) => [name, '', fixed(n)]),
+    ];
+    const total = (r: Record<string, number>) => Object.values(r).reduce((a, b) => a + b, 0);
+    rows.push(['total', fixed(total(baseline.storedPerOperation)), fixed(total(convoke.storedPerOperation))]);
+    printRows(false, `Messages stored per decided operation in the closed loop of the median round (${medianRound.round}), by stream (read from the server's stream state)`, ['stream', 'baseline', 'convoke'], rows, undefined);
+  }
   if (!json && Object.keys(medianRound.convoke.cpuMsPerOperation).length > 1) {
     const { baseline, convoke } = medianRound;
     const roles = [...new Set([...Object.keys(baseline.cpuMsPerOperation), ...Object.keys(convoke.cpuMsPerOperation)])];
@@ -233,19 +263,22 @@ interface Contender {
   offer(seconds: number, ratePerSecond: number): Promise<OpenLoopResult>;
 }
 
-async function measurePhase(name: string, one: () => Promise<void>, roles: Roles, seconds: number, concurrency: number): Promise<Run> {
+async function measurePhase(name: string, one: () => Promise<void>, roles: Roles, jsm: JetStreamManager, seconds: number, concurrency: number): Promise<Run> {
   for (let i = 0; i < warmupOperations; i++) await one();
+  const storedBefore = await streamCounts(jsm);
   const meter = cpuMeter(roles);
   let progressShown = false;
   const m = await closedLoop(seconds, concurrency, one, (n) => ((progressShown = true), process.stderr.write(`\r  ${name}: ${n} decided`)));
   if (progressShown) process.stderr.write('\n');
   const cpuMsPerOperation = meter.stop(m.operations);
+  // Siblings that answer after the last decisions may still be storing: about 2 messages for each of the last operations in flight.
+  const storedPerOperation = storedPer(storedBefore, await streamCounts(jsm), m.operations);
   const full = summarize({ ...m, name });
   const halfLoad = await openLoop(seconds, full.opsPerSecond / 2, one);
-  return { ...full, halfLoad, cpuMsPerOperation };
+  return { ...full, halfLoad, cpuMsPerOperation, storedPerOperation };
 }
 
-async function startConvoke(fixture: NatsDeploymentFixture): Promise<Contender> {
+async function startConvoke(fixture: NatsDeploymentFixture, jsm: JetStreamManager): Promise<Contender> {
   const client = await fixture.client('bench');
   const prefix = randomBytes(4).toString('hex');
   let next = 0;
@@ -257,7 +290,7 @@ async function startConvoke(fixture: NatsDeploymentFixture): Promise<Contender> 
     warm: async (seconds, concurrency) => void (await closedLoop(seconds, concurrency, one)),
     offer: (seconds, ratePerSecond) => openLoop(seconds, ratePerSecond, one),
     measure: (seconds, concurrency) =>
-      measurePhase('convoke over NATS (command API, jetstream store)', one, { 'nats-server': [fixture.server.process.pid], coordinator: [fixture.serve?.child.pid], peers: [...fixture.peers.values()].map((p) => p.child.pid) }, seconds, concurrency),
+      measurePhase('convoke over NATS (command API, jetstream store)', one, { 'nats-server': [fixture.server.process.pid], coordinator: [fixture.serve?.child.pid], peers: [...fixture.peers.values()].map((p) => p.child.pid) }, jsm, seconds, concurrency),
   };
 }
 
@@ -282,7 +315,7 @@ async function createBaselineStreams(nc: NatsConnection): Promise<void> {
 }
 
 /** The baseline's streams, peer processes and result consumer, kept across rounds; `stop` removes them. */
-async function startBaseline(fixture: NatsDeploymentFixture): Promise<Contender & { stop(): Promise<void> }> {
+async function startBaseline(fixture: NatsDeploymentFixture): Promise<Contender & { stop(): Promise<void>; jsm: JetStreamManager }> {
   const nc = await adminConnection(fixture);
   const peers: ChildProcess[] = [];
   let messages: ConsumerMessages | undefined;
@@ -298,6 +331,7 @@ async function startBaseline(fixture: NatsDeploymentFixture): Promise<Contender 
     await createBaselineStreams(nc);
     for (const p of peerIds(peerCount)) peers.push(await startBaselinePeer(fixture, p));
     const js = jetstream(nc);
+    const jsm = await jetstreamManager(nc);
     const waiting = new Map<string, { approvals: number; done: () => void }>();
     messages = await (await js.consumers.get(baseStreams.results, 'base-coordinator')).consume({
       max_messages: 256,
@@ -323,10 +357,11 @@ async function startBaseline(fixture: NatsDeploymentFixture): Promise<Contender 
     };
     return {
       stop,
+      jsm,
       warm: async (seconds, concurrency) => void (await closedLoop(seconds, concurrency, one)),
       offer: (seconds, ratePerSecond) => openLoop(seconds, ratePerSecond, one),
       measure: (seconds, concurrency) =>
-        measurePhase('baseline scatter-gather (nats.js, JetStream acks, no convoke)', one, { 'nats-server': [fixture.server.process.pid], peers: peers.map((p) => p.pid) }, seconds, concurrency),
+        measurePhase('baseline scatter-gather (nats.js, JetStream acks, no convoke)', one, { 'nats-server': [fixture.server.process.pid], peers: peers.map((p) => p.pid) }, jsm, seconds, concurrency),
     };
   } catch (error) {
     await stop().catch(() => undefined);
