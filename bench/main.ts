@@ -1,4 +1,4 @@
-/** `npm run bench -- <core|stores|nats|http|all> [--json] [--seconds N] [--rounds N (nats)] [--warmup S (nats)] [--rates R,R,… (nats)]`. */
+/** `npm run bench -- <core|stores|nats|http|all> [--json] [--seconds N] [--rounds N (nats)] [--warmup S (nats)] [--rates R,R,… (nats)] [--concurrency N (nats)]`. */
 import { parseRates } from './stats.js';
 
 const args = process.argv.slice(2);
@@ -18,6 +18,12 @@ if (warmupSeconds !== undefined && !(Number.isFinite(warmupSeconds) && warmupSec
   process.stderr.write(`--warmup must be a number of seconds (0 or more)\n`);
   process.exit(2);
 }
+const concurrencyArg = args.indexOf('--concurrency');
+const concurrency = concurrencyArg >= 0 ? Number(args[concurrencyArg + 1]) : undefined;
+if (concurrency !== undefined && !(Number.isSafeInteger(concurrency) && concurrency > 0)) {
+  process.stderr.write(`--concurrency must be a positive integer\n`);
+  process.exit(2);
+}
 const ratesArg = args.indexOf('--rates');
 let rates: number[] | undefined;
 try {
@@ -34,7 +40,7 @@ const suites: Record<string, () => Promise<void>> = {
     await (await import('./cpu-per-op.js')).cpuPerOp(options);
   },
   stores: async () => (await import('./stores.js')).storesBench(options),
-  nats: async () => (await import('./nats.js')).natsBench({ ...options, ...(rounds === undefined ? {} : { rounds }), ...(warmupSeconds === undefined ? {} : { warmupSeconds }), ...(rates === undefined ? {} : { rates }) }),
+  nats: async () => (await import('./nats.js')).natsBench({ ...options, ...(rounds === undefined ? {} : { rounds }), ...(warmupSeconds === undefined ? {} : { warmupSeconds }), ...(rates === undefined ? {} : { rates }), ...(concurrency === undefined ? {} : { concurrency }) }),
   http: async () => (await import('./http.js')).httpBench(options),
 };
 
