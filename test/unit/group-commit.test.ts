@@ -6,6 +6,7 @@
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
+import fc from 'fast-check';
 import { decideTogether } from '../../src/machines/decide.js';
 import type { Transition } from '../../src/events/types.js';
 import type { OperationRecord } from '../../src/projections/record.js';
@@ -201,4 +202,33 @@ test('a held result is verified and authorized again by the drain that commits i
   assert.deepEqual(types(events), ['branch-revoked'], 'the revoked peer supplies no vote');
   assert.equal((await s.get(op)).branches.find((b) => b.branchId === 'alfa')?.status, 'revoked');
   await s.assertReplayEquals(op);
+});
+
+test('property: holding results back never changes what is decided, for any completion rule and any arrival times', async () => {
+  const verdicts = fc.constantFrom('approve', 'reject', 'retry', 'silent');
+  const completions = fc.constantFrom<JsonObject>({ mode: 'first-success' }, { mode: 'all-successful' }, { mode: 'all-terminal' }, { mode: 'quorum', count: 1 }, { mode: 'quorum', count: 3 }, { mode: 'quorum', count: 5 });
+  const arrivals = fc.array(fc.record({ verdict: verdicts, atMs: fc.integer({ min: 0, max: 1100 }) }), { minLength: 5, maxLength: 5 });
+  await fc.assert(
+    fc.asyncProperty(completions, arrivals, async (completion, peerAnswers) => {
+      // Every peer answers (or not) at its instant; the deadline is at 1000 ms.
+      const run = async (resultBatchMs: number) => {
+        const s = await scenario({ review: { completion, timeoutMs: 1000, leaseMs: 1000, renewIntervalMs: 500 }, embedded: { resultBatchMs } });
+        const op = (await s.invoke('k')).result.operationId;
+        await s.settle();
+        const admittedAtMs = s.clock.nowMs();
+        const schedule = peers.map((peer, i) => ({ peer, ...peerAnswers[i]! })).filter((a) => a.verdict !== 'silent').sort((a, b) => a.atMs - b.atMs);
+        for (const { peer, verdict, atMs } of schedule) {
+          await s.clock.advance(admittedAtMs + atMs - s.clock.nowMs());
+          await s.send(peer, { operationId: op, branchId: peer, peerId: peer, result: { verdict } });
+        }
+        await s.clock.advance(20_000);
+        const view = await s.get(op);
+        await s.assertReplayEquals(op);
+        const { decision } = view;
+        return { outcome: decision?.outcome, reason: decision?.reason, votes: decision?.successVotes, failed: decision?.failedUnits, branches: view.branches.map((b) => `${b.branchId}:${b.status}`), settlement: view.settlement.status };
+      };
+      assert.deepEqual(await run(batchMs), await run(0));
+    }),
+    { numRuns: 200 },
+  );
 });
