@@ -204,10 +204,11 @@ test('a held result is verified and authorized again by the drain that commits i
   await s.assertReplayEquals(op);
 });
 
-test('property: holding results back never changes what is decided, for any completion rule and any arrival times', async () => {
+test('property: holding results back never changes what is decided, for any completion rule, arrival times and redeliveries', async () => {
   const verdicts = fc.constantFrom('approve', 'reject', 'retry', 'silent');
   const completions = fc.constantFrom<JsonObject>({ mode: 'first-success' }, { mode: 'all-successful' }, { mode: 'all-terminal' }, { mode: 'quorum', count: 1 }, { mode: 'quorum', count: 3 }, { mode: 'quorum', count: 5 });
-  const arrivals = fc.array(fc.record({ verdict: verdicts, atMs: fc.integer({ min: 0, max: 1100 }) }), { minLength: 5, maxLength: 5 });
+  // Each answer may arrive again later (a redelivery).
+  const arrivals = fc.array(fc.record({ verdict: verdicts, atMs: fc.integer({ min: 0, max: 1100 }), againAfterMs: fc.option(fc.integer({ min: 0, max: 200 })) }), { minLength: 5, maxLength: 5 });
   await fc.assert(
     fc.asyncProperty(completions, arrivals, async (completion, peerAnswers) => {
       // Every peer answers (or not) at its instant; the deadline is at 1000 ms.
@@ -216,7 +217,13 @@ test('property: holding results back never changes what is decided, for any comp
         const op = (await s.invoke('k')).result.operationId;
         await s.settle();
         const admittedAtMs = s.clock.nowMs();
-        const schedule = peers.map((peer, i) => ({ peer, ...peerAnswers[i]! })).filter((a) => a.verdict !== 'silent').sort((a, b) => a.atMs - b.atMs);
+        const schedule = peers
+          .flatMap((peer, i) => {
+            const { verdict, atMs, againAfterMs } = peerAnswers[i]!;
+            return againAfterMs === null ? [{ peer, verdict, atMs }] : [{ peer, verdict, atMs }, { peer, verdict, atMs: atMs + againAfterMs }];
+          })
+          .filter((a) => a.verdict !== 'silent')
+          .sort((a, b) => a.atMs - b.atMs);
         for (const { peer, verdict, atMs } of schedule) {
           await s.clock.advance(admittedAtMs + atMs - s.clock.nowMs());
           await s.send(peer, { operationId: op, branchId: peer, peerId: peer, result: { verdict } });
