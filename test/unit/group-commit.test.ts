@@ -204,11 +204,12 @@ test('a held result is verified and authorized again by the drain that commits i
   await s.assertReplayEquals(op);
 });
 
-test('property: holding results back never changes what is decided, for any completion rule, arrival times and redeliveries', async () => {
+test('property: holding results back never changes what is decided, for any completion rule, arrival times, redeliveries and conflicting answers', async () => {
   const verdicts = fc.constantFrom('approve', 'reject', 'retry', 'silent');
   const completions = fc.constantFrom<JsonObject>({ mode: 'first-success' }, { mode: 'all-successful' }, { mode: 'all-terminal' }, { mode: 'quorum', count: 1 }, { mode: 'quorum', count: 3 }, { mode: 'quorum', count: 5 });
-  // Each answer may arrive again later (a redelivery).
-  const arrivals = fc.array(fc.record({ verdict: verdicts, atMs: fc.integer({ min: 0, max: 1100 }), againAfterMs: fc.option(fc.integer({ min: 0, max: 200 })) }), { minLength: 5, maxLength: 5 });
+  // Each answer may arrive again later: the same one (a redelivery) or a different one (a protocol conflict).
+  const again = fc.option(fc.record({ afterMs: fc.integer({ min: 0, max: 200 }), verdict: verdicts }));
+  const arrivals = fc.array(fc.record({ verdict: verdicts, atMs: fc.integer({ min: 0, max: 1100 }), again }), { minLength: 5, maxLength: 5 });
   await fc.assert(
     fc.asyncProperty(completions, arrivals, async (completion, peerAnswers) => {
       // Every peer answers (or not) at its instant; the deadline is at 1000 ms.
@@ -219,8 +220,9 @@ test('property: holding results back never changes what is decided, for any comp
         const admittedAtMs = s.clock.nowMs();
         const schedule = peers
           .flatMap((peer, i) => {
-            const { verdict, atMs, againAfterMs } = peerAnswers[i]!;
-            return againAfterMs === null ? [{ peer, verdict, atMs }] : [{ peer, verdict, atMs }, { peer, verdict, atMs: atMs + againAfterMs }];
+            const { verdict, atMs, again } = peerAnswers[i]!;
+            if (verdict === 'silent' || again === null) return [{ peer, verdict, atMs }];
+            return [{ peer, verdict, atMs }, { peer, verdict: again.verdict === 'silent' ? verdict : again.verdict, atMs: atMs + again.afterMs }];
           })
           .filter((a) => a.verdict !== 'silent')
           .sort((a, b) => a.atMs - b.atMs);
@@ -232,7 +234,8 @@ test('property: holding results back never changes what is decided, for any comp
         const view = await s.get(op);
         await s.assertReplayEquals(op);
         const { decision } = view;
-        return { outcome: decision?.outcome, reason: decision?.reason, votes: decision?.successVotes, failed: decision?.failedUnits, branches: view.branches.map((b) => `${b.branchId}:${b.status}`), settlement: view.settlement.status };
+        const conflicts = (await s.events(op)).filter((e) => e.type === 'protocol-conflict-recorded').length;
+        return { outcome: decision?.outcome, reason: decision?.reason, votes: decision?.successVotes, failed: decision?.failedUnits, branches: view.branches.map((b) => `${b.branchId}:${b.status}`), settlement: view.settlement.status, conflicts };
       };
       assert.deepEqual(await run(batchMs), await run(0));
     }),
