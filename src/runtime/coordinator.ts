@@ -91,6 +91,7 @@ export class Coordinator implements RuntimeHost {
       if (outcome.kind === 'ok') {
         const entry = this.install(operationId, interaction, { revision: outcome.revision, committedAtMs: outcome.committedAtMs, transition });
         this.metrics.admissions.inc();
+        this.metrics.appends.inc();
         return { result: this.view(entry), created: true };
       }
       if (outcome.kind === 'conflict') {
@@ -434,8 +435,10 @@ export class Coordinator implements RuntimeHost {
     const problem = transitionProblem(transition);
     if (problem !== undefined) throw new AssertionFailure(`decided an invalid transition (${transition.causation.command}): ${problem}`);
     const outcome = await this.deps.store.append(entry.record.operationId, entry.record.revision, transition);
-    if (outcome.kind === 'ok') this.applyCommitted(entry, { revision: outcome.revision, committedAtMs: outcome.committedAtMs, transition });
-    else if (outcome.kind === 'conflict') await this.reload(entry);
+    if (outcome.kind === 'ok') {
+      this.metrics.appends.inc();
+      this.applyCommitted(entry, { revision: outcome.revision, committedAtMs: outcome.committedAtMs, transition });
+    } else if (outcome.kind === 'conflict') await this.reload(entry);
     return outcome;
   }
 

@@ -4,6 +4,7 @@ import { Counter, Gauge, Histogram, Registry } from 'prom-client';
 export class Metrics {
   readonly registry = new Registry();
   readonly admissions = new Counter({ name: 'convoke_admissions_total', help: 'Operations admitted', registers: [this.registry] });
+  readonly appends = new Counter({ name: 'convoke_transitions_total', help: 'Transitions appended to operation streams (admissions included); per decision it shows how well commands share appends', registers: [this.registry] });
   readonly decisions = new Counter({ name: 'convoke_decisions_total', help: 'Decisions closed, by outcome', labelNames: ['outcome'], registers: [this.registry] });
   readonly rejections = new Counter({ name: 'convoke_result_rejections_total', help: 'Result messages rejected, by reason', labelNames: ['reason'], registers: [this.registry] });
   readonly storeErrors = new Counter({ name: 'convoke_store_errors_total', help: 'Store failures, by stage', labelNames: ['stage'], registers: [this.registry] });

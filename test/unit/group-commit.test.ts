@@ -136,6 +136,8 @@ test('with a batching window, a quorum\'s early votes wait and ride with the vot
   assert.equal(last.filter((e) => e.type === 'result-accepted').length, 3);
   assert.ok(types(last).includes('decision-closed'));
   assert.equal((await s.get(op)).decision?.outcome, 'success');
+  const appended = (await s.coordinator.metrics.appends.get()).values[0]?.value;
+  assert.equal(appended, after.length, 'convoke_transitions_total counts every append, the admission included');
   await s.assertReplayEquals(op);
 });
 
