@@ -1,4 +1,4 @@
-/** `npm run bench -- <core|stores|nats|http|all> [--json] [--seconds N] [--rounds N (nats)] [--warmup S (nats)] [--rates R,R,… (nats)] [--concurrency N (nats)]`. */
+/** `npm run bench -- <core|stores|nats|http|all> [--json] [--seconds N] [--rounds N (nats)] [--warmup S (nats)] [--rates R,R,… (nats)] [--concurrency N (nats)] [--result-batch-ms N (nats)]`. */
 import { parseRates } from './stats.js';
 
 const args = process.argv.slice(2);
@@ -24,6 +24,12 @@ if (concurrency !== undefined && !(Number.isSafeInteger(concurrency) && concurre
   process.stderr.write(`--concurrency must be a positive integer\n`);
   process.exit(2);
 }
+const batchArg = args.indexOf('--result-batch-ms');
+const resultBatchMs = batchArg >= 0 ? Number(args[batchArg + 1]) : undefined;
+if (resultBatchMs !== undefined && !(Number.isSafeInteger(resultBatchMs) && resultBatchMs >= 0 && resultBatchMs <= 1000)) {
+  process.stderr.write(`--result-batch-ms must be an integer from 0 to 1000\n`);
+  process.exit(2);
+}
 const ratesArg = args.indexOf('--rates');
 let rates: number[] | undefined;
 try {
@@ -40,7 +46,7 @@ const suites: Record<string, () => Promise<void>> = {
     await (await import('./cpu-per-op.js')).cpuPerOp(options);
   },
   stores: async () => (await import('./stores.js')).storesBench(options),
-  nats: async () => (await import('./nats.js')).natsBench({ ...options, ...(rounds === undefined ? {} : { rounds }), ...(warmupSeconds === undefined ? {} : { warmupSeconds }), ...(rates === undefined ? {} : { rates }), ...(concurrency === undefined ? {} : { concurrency }) }),
+  nats: async () => (await import('./nats.js')).natsBench({ ...options, ...(rounds === undefined ? {} : { rounds }), ...(warmupSeconds === undefined ? {} : { warmupSeconds }), ...(rates === undefined ? {} : { rates }), ...(concurrency === undefined ? {} : { concurrency }), ...(resultBatchMs === undefined ? {} : { resultBatchMs }) }),
   http: async () => (await import('./http.js')).httpBench(options),
 };
 

@@ -37,6 +37,8 @@ export interface NatsBenchOptions {
   warmupSeconds?: number;
   /** Offered rates (operations per second) for a latency curve after the rounds: each contender, each rate, one open-loop phase. */
   rates?: number[];
+  /** The coordinator's resultBatchMs (absent: its default), to measure with result batching off (0) or wider. */
+  resultBatchMs?: number;
 }
 
 const peerCount = 5;
@@ -124,8 +126,8 @@ export async function natsBench(options: NatsBenchOptions): Promise<void> {
   const concurrency = options.concurrency ?? 32;
   const rounds = options.rounds ?? 5;
   const warmupSeconds = options.warmupSeconds ?? 10;
-  process.stderr.write(`nats: durable mode, ${peerCount} peer processes, quorum ${quorum}, jetstream store, ${concurrency} in flight, ${seconds} s per phase, ${rounds} rounds after ${warmupSeconds} s of warm-up each\n`);
-  const fixture = await startDeployment();
+  process.stderr.write(`nats: durable mode, ${peerCount} peer processes, quorum ${quorum}, jetstream store, ${concurrency} in flight, ${seconds} s per phase, ${rounds} rounds after ${warmupSeconds} s of warm-up each, ${batching(options.resultBatchMs)}\n`);
+  const fixture = await startDeployment(options.resultBatchMs);
   try {
     const baseline = await startBaseline(fixture);
     try {
@@ -147,7 +149,7 @@ export async function natsBench(options: NatsBenchOptions): Promise<void> {
         process.stderr.write(`  latency at ${rate} operations/s offered\n`);
         curve.push({ ratePerSecond: rate, baseline: await baseline.offer(seconds, rate), convoke: await convoke.offer(seconds, rate) });
       }
-      report(options.json, { seconds, concurrency, warmupSeconds, rounds: results, curve });
+      report(options.json, { seconds, concurrency, warmupSeconds, resultBatchMs: options.resultBatchMs, rounds: results, curve });
     } finally {
       await baseline.stop();
     }
@@ -174,7 +176,9 @@ const median = (values: number[]) => {
   return sorted.length === 0 ? Number.NaN : sorted.length % 2 === 1 ? sorted[(sorted.length - 1) / 2]! : (sorted[sorted.length / 2 - 1]! + sorted[sorted.length / 2]!) / 2;
 };
 
-function report(json: boolean, r: { seconds: number; concurrency: number; warmupSeconds: number; rounds: Round[]; curve: CurvePoint[] }): void {
+const batching = (resultBatchMs: number | undefined) => (resultBatchMs === undefined ? 'result batching at its default' : resultBatchMs === 0 ? 'result batching off' : `result batching ${resultBatchMs} ms`);
+
+function report(json: boolean, r: { seconds: number; concurrency: number; warmupSeconds: number; resultBatchMs: number | undefined; rounds: Round[]; curve: CurvePoint[] }): void {
   const medianRound = [...r.rounds].sort((a, b) => a.ratio - b.ratio)[Math.floor((r.rounds.length - 1) / 2)]!;
   const summary = {
     throughputRatio: median(r.rounds.map((x) => x.ratio)),
@@ -193,7 +197,7 @@ function report(json: boolean, r: { seconds: number; concurrency: number; warmup
   printRows(
     json,
     `NATS durable mode — ${peerCount} peer processes, quorum ${quorum}, ${r.concurrency} in flight, ${r.seconds} s per phase, phases alternating after ${r.warmupSeconds} s of warm-up each (one nats-server)\n` +
-      `baseline: scatter-gather on nats.js (JetStream acks, no convoke); convoke: command API, jetstream store`,
+      `baseline: scatter-gather on nats.js (JetStream acks, no convoke); convoke: command API, jetstream store, ${batching(r.resultBatchMs)}`,
     ['round', 'run', 'decided ops/s', 'p50 ms', 'p99 ms', 'p99 ms at half load', 'operations', 'throughput ratio'],
     rows,
     { ...r, summary },
@@ -233,7 +237,7 @@ function report(json: boolean, r: { seconds: number; concurrency: number; warmup
 
 // ── convoke ──────────────────────────────────────────────────────────────────
 
-async function startDeployment(): Promise<NatsDeploymentFixture> {
+async function startDeployment(resultBatchMs: number | undefined): Promise<NatsDeploymentFixture> {
   const peers = peerIds(peerCount);
   const bundle = reviewBundle({ completion: { mode: 'quorum', count: quorum }, timeoutMs: 30_000, leaseMs: 30_000, renewIntervalMs: 10_000 });
   const fixture = await NatsDeploymentFixture.start({
@@ -244,6 +248,7 @@ async function startDeployment(): Promise<NatsDeploymentFixture> {
     peers: Object.fromEntries(peers.map((p) => [p, { interactions: { review: { result: { verdict: 'approve' } } } }])),
     commandClients: ['bench'],
     waitMsMax: 30_000,
+    ...(resultBatchMs === undefined ? {} : { resultBatchMs }),
   });
   try {
     await Promise.all([fixture.startServe(), fixture.startPeers()]);

@@ -56,6 +56,8 @@ export interface NatsFixtureOptions {
   durable?: NatsDurableSettings;
   durabilityCheckIntervalMs?: number;
   waitMsMax?: number;
+  /** The serve config's resultBatchMs (absent: the default). */
+  resultBatchMs?: number;
 }
 
 export interface PeerProcess {
@@ -204,6 +206,7 @@ export class NatsDeploymentFixture {
       attestations: [{ namespace: this.namespace, exclusivePeerPublishers: true }],
       deployment: { account: 'test', system: 'convoke', domain: 'nats-e2e' },
       http: { host: '127.0.0.1', port: 0, bodyLimitBytes: 65536, waitMsMax: o.waitMsMax ?? 30_000, principals: [{ principalId: 'web', tokenSha256: createHash('sha256').update(this.webToken, 'utf8').digest('hex') }] },
+      ...(o.resultBatchMs === undefined ? {} : { resultBatchMs: o.resultBatchMs }),
     };
   }
 
