@@ -90,6 +90,18 @@ export function evaluateCompletion(record: OperationRecord): Closure | undefined
   return undefined;
 }
 
+/**
+ * Whether `results` more peer results could close the rule. Each result changes at most one
+ * branch, so at most one unit: it can add one success vote, or make one open unit terminal
+ * without a vote. False means that no `results` results can close it, whatever they say — the
+ * coordinator then holds them back for company without deciding them (result batching).
+ */
+export function couldClose(record: OperationRecord, results: number): boolean {
+  const t = tally(record);
+  if (record.manifest.completion.mode === 'all-terminal') return t.terminalUnits + results >= t.units;
+  return t.successVotes + results >= t.threshold || t.successVotes + Math.max(0, t.openUnits - results) < t.threshold;
+}
+
 /** Closure at the deadline: the declared onTimeout outcome. */
 export function timeoutClosure(record: OperationRecord): Closure {
   return { outcome: record.manifest.onTimeout, reason: 'timeout', tally: tally(record) };

@@ -16,6 +16,8 @@ import type { StoredTransition, Transition } from '../events/types.js';
 import { planAdmission, type PeerAuthorization } from '../machines/admission.js';
 import { commandsPerTransitionMax, decideCancelOperation, decideDue, decideDurabilityLost, decideTogether, nextDueMs, selectionCandidates, type CandidateAuthorization } from '../machines/decide.js';
 import { applyStored, branchList, fold, type OperationRecord } from '../projections/record.js';
+import { couldClose } from '../projections/decision.js';
+import { branchStatusOf } from '../machines/index.js';
 import { invocationResult, reached, type InvocationResult } from '../projections/views.js';
 import type { Policy } from '../adapters/policy/types.js';
 import type { AppendOutcome, StoreFailure } from '../adapters/store/types.js';
@@ -309,7 +311,7 @@ export class Coordinator implements RuntimeHost {
 
   submit(entry: OpEntry, prepare: () => Promise<Decider>, weightBytes: number, options: SubmitOptions = {}): Promise<void> {
     return new Promise<void>((resolve, reject) => {
-      const arrival: Arrival = { prepare, weightBytes, done: (error) => (error === undefined ? resolve() : reject(error)) };
+      const arrival: Arrival = { prepare, weightBytes, done: (error) => (error === undefined ? resolve() : reject(error)), batchable: options.batchable === true };
       if (options.batchable && this.resultBatchMs > 0) arrival.holdUntilMs = this.deps.clock.nowMs() + this.resultBatchMs;
       entry.arrivals.push(arrival);
       if (options.lingerMs === undefined) return this.queueDrain(entry);
@@ -356,11 +358,41 @@ export class Coordinator implements RuntimeHost {
       for (const reason of rejected) this.metrics.rejections.inc({ reason });
       return { record, atMs, transition };
     }
-    entry.arrivals.unshift(...ready.map((r) => r.arrival));
-    this.deps.clock.at(untilMs, () => {
-      if (ready.some((r) => entry.arrivals.includes(r.arrival))) this.queueDrain(entry);
-    });
+    this.holdBack(entry, ready.map((r) => r.arrival), untilMs);
     return 'held';
+  }
+
+  /**
+   * Holds a batch back without preparing or deciding it when no such batch can close the rule
+   * (couldClose: too few results to reach the threshold, to make it impossible or to end the
+   * collection) and the earliest guard any of its results could have — the deadline or the
+   * earliest open lease — ends later than a hold window after its release. Most early votes are
+   * held here; the vote that could close takes the probe.
+   */
+  private heldUndecided(entry: OpEntry, batch: Arrival[]): boolean {
+    const record = entry.record;
+    if (record.decision !== null) return false;
+    let untilMs = Number.POSITIVE_INFINITY;
+    let results = 0;
+    for (const arrival of batch) {
+      if (arrival.holdUntilMs === undefined) return false;
+      untilMs = Math.min(untilMs, arrival.holdUntilMs);
+      if (arrival.batchable) results++;
+    }
+    if (results === 0 || this.deps.clock.nowMs() >= untilMs || couldClose(record, results)) return false;
+    let guardEndMs = record.deadlineMs;
+    for (const branch of branchList(record)) if (branchStatusOf(branch.state) === 'pending') guardEndMs = Math.min(guardEndMs, branch.leaseUntilMs);
+    if (untilMs + this.resultBatchMs > guardEndMs) return false;
+    this.holdBack(entry, batch, untilMs);
+    return true;
+  }
+
+  /** Puts a batch back at the front and drains again when its window ends. */
+  private holdBack(entry: OpEntry, batch: Arrival[], untilMs: number): void {
+    entry.arrivals.unshift(...batch);
+    this.deps.clock.at(untilMs, () => {
+      if (batch.some((arrival) => entry.arrivals.includes(arrival))) this.queueDrain(entry);
+    });
   }
 
   /**
@@ -384,6 +416,7 @@ export class Coordinator implements RuntimeHost {
     const batch = entry.arrivals.splice(0, taken);
     const rest = entry.arrivals.length > 0;
     if (rest) this.queueDrain(entry);
+    if (!rest && mayHold && this.heldUndecided(entry, batch)) return;
     const prepared = await Promise.all(batch.map((a) => a.prepare().then((decide) => ({ arrival: a, decide }), (error: unknown) => (a.done(error ?? new Error('prepare failed')), undefined))));
     const ready = prepared.filter((p): p is { arrival: Arrival; decide: Decider } => p !== undefined);
     if (ready.length === 0) return;

@@ -101,6 +101,8 @@ export interface Arrival {
   done: (error?: unknown) => void;
   /** Lingering and batchable commands: the latest instant a drain may still hold it back. */
   holdUntilMs?: number;
+  /** A peer result (SubmitOptions.batchable): it can change one branch. */
+  batchable: boolean;
 }
 
 export interface RuntimeHost {

@@ -10,6 +10,7 @@ import fc from 'fast-check';
 import { decideTogether } from '../../src/machines/decide.js';
 import type { Transition } from '../../src/events/types.js';
 import type { OperationRecord } from '../../src/projections/record.js';
+import { couldClose } from '../../src/projections/decision.js';
 import { scenario, types } from '../support/scenario.js';
 import { receiptLingerMs, reconcileAfterMs } from '../../src/runtime/outbox.js';
 import type { Transport } from '../../src/adapters/transport/types.js';
@@ -207,7 +208,8 @@ test('a held result is verified and authorized again by the drain that commits i
 });
 
 test('property: holding results back never changes what is decided, for any completion rule, arrival times, redeliveries and conflicting answers', async () => {
-  const verdicts = fc.constantFrom('approve', 'reject', 'retry', 'silent');
+  // Mostly answers: a rule that needs every unit closes only when all five answer.
+  const verdicts = fc.oneof({ arbitrary: fc.constant('approve'), weight: 4 }, { arbitrary: fc.constant('reject'), weight: 2 }, { arbitrary: fc.constant('retry'), weight: 1 }, { arbitrary: fc.constant('silent'), weight: 1 });
   const completions = fc.constantFrom<JsonObject>({ mode: 'first-success' }, { mode: 'all-successful' }, { mode: 'all-terminal' }, { mode: 'quorum', count: 1 }, { mode: 'quorum', count: 3 }, { mode: 'quorum', count: 5 });
   // Each answer may arrive again later: the same one (a redelivery) or a different one (a protocol conflict).
   const again = fc.option(fc.record({ afterMs: fc.integer({ min: 0, max: 200 }), verdict: verdicts }));
@@ -237,10 +239,32 @@ test('property: holding results back never changes what is decided, for any comp
         await s.assertReplayEquals(op);
         const { decision } = view;
         const conflicts = (await s.events(op)).filter((e) => e.type === 'protocol-conflict-recorded').length;
-        return { outcome: decision?.outcome, reason: decision?.reason, votes: decision?.successVotes, failed: decision?.failedUnits, branches: view.branches.map((b) => `${b.branchId}:${b.status}`), settlement: view.settlement.status, conflicts };
+        // The instant too: a batch that closes the decision is never held, so it closes when its last vote arrives.
+        const closedAfterMs = decision ? decision.closedAtMs - view.admittedAtMs : undefined;
+        return { outcome: decision?.outcome, reason: decision?.reason, closedAfterMs, votes: decision?.successVotes, failed: decision?.failedUnits, branches: view.branches.map((b) => `${b.branchId}:${b.status}`), settlement: view.settlement.status, conflicts };
       };
       assert.deepEqual(await run(batchMs), await run(0));
     }),
     { numRuns: 200 },
   );
+});
+
+test('couldClose answers exactly whether that many more results could reach the threshold, make it impossible or end the collection', async () => {
+  const after = async (completion: JsonObject, answered: string[]) => {
+    const s = await scenario({ review: { completion } });
+    const op = (await s.invoke('k')).result.operationId;
+    await s.settle();
+    for (const peer of answered) await s.send(peer, { operationId: op, branchId: peer, peerId: peer, result: approve });
+    const record = await s.coordinator.record(op);
+    assert.ok(record);
+    return record;
+  };
+  const quorum = await after({ mode: 'quorum', count: 3 }, ['alfa']);
+  assert.deepEqual([1, 2].map((n) => couldClose(quorum, n)), [false, true], 'one vote of three: two more reach it');
+  const unanimous = await after({ mode: 'quorum', count: 5 }, []);
+  assert.equal(couldClose(unanimous, 1), true, 'five of five: one failure makes it impossible');
+  const collection = await after({ mode: 'all-terminal' }, ['alfa', 'bravo', 'charlie']);
+  assert.deepEqual([1, 2].map((n) => couldClose(collection, n)), [false, true], 'three of five answered: two more end it');
+  const first = await after({ mode: 'first-success' }, []);
+  assert.equal(couldClose(first, 1), true);
 });
