@@ -4,32 +4,24 @@ import { parseRates } from './stats.js';
 const args = process.argv.slice(2);
 const which = args.find((a) => !a.startsWith('--')) ?? 'core';
 const json = args.includes('--json');
-const secondsArg = args.indexOf('--seconds');
-const seconds = secondsArg >= 0 ? Number(args[secondsArg + 1]) : undefined;
-const roundsArg = args.indexOf('--rounds');
-const rounds = roundsArg >= 0 ? Number(args[roundsArg + 1]) : undefined;
-if (rounds !== undefined && !(Number.isSafeInteger(rounds) && rounds > 0)) {
-  process.stderr.write(`--rounds must be a positive integer\n`);
-  process.exit(2);
+/** The number after `--name`, if given; exits 2 with `must` when it fails `valid`. */
+function numberOption(name: string, valid: (n: number) => boolean, must: string): number | undefined {
+  const at = args.indexOf(name);
+  if (at < 0) return undefined;
+  const value = Number(args[at + 1]);
+  if (!valid(value)) {
+    process.stderr.write(`${name} must be ${must}\n`);
+    process.exit(2);
+  }
+  return value;
 }
-const warmupArg = args.indexOf('--warmup');
-const warmupSeconds = warmupArg >= 0 ? Number(args[warmupArg + 1]) : undefined;
-if (warmupSeconds !== undefined && !(Number.isFinite(warmupSeconds) && warmupSeconds >= 0)) {
-  process.stderr.write(`--warmup must be a number of seconds (0 or more)\n`);
-  process.exit(2);
-}
-const concurrencyArg = args.indexOf('--concurrency');
-const concurrency = concurrencyArg >= 0 ? Number(args[concurrencyArg + 1]) : undefined;
-if (concurrency !== undefined && !(Number.isSafeInteger(concurrency) && concurrency > 0)) {
-  process.stderr.write(`--concurrency must be a positive integer\n`);
-  process.exit(2);
-}
-const batchArg = args.indexOf('--result-batch-ms');
-const resultBatchMs = batchArg >= 0 ? Number(args[batchArg + 1]) : undefined;
-if (resultBatchMs !== undefined && !(Number.isSafeInteger(resultBatchMs) && resultBatchMs >= 0 && resultBatchMs <= 1000)) {
-  process.stderr.write(`--result-batch-ms must be an integer from 0 to 1000\n`);
-  process.exit(2);
-}
+const positiveInteger = (n: number) => Number.isSafeInteger(n) && n > 0;
+
+const seconds = numberOption('--seconds', (n) => Number.isFinite(n) && n > 0, 'a positive number of seconds');
+const rounds = numberOption('--rounds', positiveInteger, 'a positive integer');
+const warmupSeconds = numberOption('--warmup', (n) => Number.isFinite(n) && n >= 0, 'a number of seconds (0 or more)');
+const concurrency = numberOption('--concurrency', positiveInteger, 'a positive integer');
+const resultBatchMs = numberOption('--result-batch-ms', (n) => Number.isSafeInteger(n) && n >= 0 && n <= 1000, 'an integer from 0 to 1000');
 const ratesArg = args.indexOf('--rates');
 let rates: number[] | undefined;
 try {
