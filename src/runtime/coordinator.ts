@@ -338,15 +338,10 @@ export class Coordinator implements RuntimeHost {
    * authorization recheck run for the drain that commits, exactly as for a batch never held.
    */
   private probe(entry: OpEntry, ready: { arrival: Arrival; decide: Decider }[]): Probe | 'held' | undefined {
+    const untilMs = this.holdWindowEnd(entry, ready.map((r) => r.arrival));
+    if (untilMs === undefined) return undefined;
     const record = entry.record;
-    if (record.decision !== null) return undefined;
-    let untilMs = Number.POSITIVE_INFINITY;
-    for (const { arrival } of ready) {
-      if (arrival.holdUntilMs === undefined) return undefined;
-      untilMs = Math.min(untilMs, arrival.holdUntilMs);
-    }
     const atMs = this.deps.clock.nowMs();
-    if (atMs >= untilMs) return undefined;
     const rejected: string[] = [];
     const transition = decideTogether(
       record,
@@ -370,21 +365,30 @@ export class Coordinator implements RuntimeHost {
    * held here; the vote that could close takes the probe.
    */
   private heldUndecided(entry: OpEntry, batch: Arrival[]): boolean {
+    const untilMs = this.holdWindowEnd(entry, batch);
+    if (untilMs === undefined) return false;
     const record = entry.record;
-    if (record.decision !== null) return false;
-    let untilMs = Number.POSITIVE_INFINITY;
-    let results = 0;
-    for (const arrival of batch) {
-      if (arrival.holdUntilMs === undefined) return false;
-      untilMs = Math.min(untilMs, arrival.holdUntilMs);
-      if (arrival.batchable) results++;
-    }
-    if (results === 0 || this.deps.clock.nowMs() >= untilMs || couldClose(record, results)) return false;
+    const results = batch.filter((arrival) => arrival.batchable).length;
+    if (results === 0 || couldClose(record, results)) return false;
     let guardEndMs = record.deadlineMs;
     for (const branch of branchList(record)) if (branchStatusOf(branch.state) === 'pending') guardEndMs = Math.min(guardEndMs, branch.leaseUntilMs);
     if (untilMs + this.resultBatchMs > guardEndMs) return false;
     this.holdBack(entry, batch, untilMs);
     return true;
+  }
+
+  /**
+   * When the batch's hold window ends (its oldest command's), or undefined when it may not wait:
+   * the operation is decided, a command in it may not wait, or the window has ended.
+   */
+  private holdWindowEnd(entry: OpEntry, batch: Arrival[]): number | undefined {
+    if (entry.record.decision !== null) return undefined;
+    let untilMs = Number.POSITIVE_INFINITY;
+    for (const arrival of batch) {
+      if (arrival.holdUntilMs === undefined) return undefined;
+      untilMs = Math.min(untilMs, arrival.holdUntilMs);
+    }
+    return this.deps.clock.nowMs() < untilMs ? untilMs : undefined;
   }
 
   /** Puts a batch back at the front and drains again when its window ends. */
