@@ -39,12 +39,12 @@ export function parseSubject(subject: string, namespace: string, interaction: st
 
 /** NATS wildcard match: `*` one token, `>` one or more trailing tokens. */
 export function subjectMatches(pattern: string, subject: string): boolean {
-  return tokensMatch(pattern.split('.'), subject.split('.'));
+  return tokensMatchSubject(pattern.split('.'), subject);
 }
 
 /**
- * tokensMatch(p, subject.split('.')) without splitting the subject: the mux matches every
- * delivered message, and the split was most of that cost.
+ * The same match with the pattern split once, without splitting the subject: the mux and the
+ * in-process bus match every delivered message, and splitting it was most of that cost.
  */
 export function tokensMatchSubject(p: readonly string[], subject: string): boolean {
   let start = 0;
@@ -58,15 +58,4 @@ export function tokensMatchSubject(p: readonly string[], subject: string): boole
     start = end + 1;
   }
   return start > subject.length; // every subject token was consumed
-}
-
-/** The same match over pre-split tokens (the bus splits each pattern once and each subject once). */
-export function tokensMatch(p: readonly string[], s: readonly string[]): boolean {
-  for (let i = 0; i < p.length; i++) {
-    const token = p[i];
-    if (token === '>') return s.length > i;
-    if (i >= s.length) return false;
-    if (token !== '*' && token !== s[i]) return false;
-  }
-  return p.length === s.length;
 }
