@@ -338,6 +338,16 @@ function correlate(record: OperationRecord, command: PeerCommand<Identity>): { b
   return { branch };
 }
 
+/**
+ * The earliest instant at which the guard of a result admitted now could end, whichever branch it
+ * is for: the deadline, or an open branch's lease if sooner (accept's guard below).
+ */
+export function resultGuardEndMs(record: OperationRecord): number {
+  let endMs = record.deadlineMs;
+  for (const branch of branchList(record)) if (isOpen(branch)) endMs = Math.min(endMs, branch.leaseUntilMs);
+  return endMs;
+}
+
 /** Result admission (spec: "Result admission and decision"), in the order the checks must run. */
 export function decideResult(record: OperationRecord, interaction: CompiledInteraction, command: ResultCommand): ResultDecision {
   const { message } = command;

@@ -14,10 +14,9 @@ import { limits } from '../contract/limits.js';
 import type { InvocationRequest, RuntimeContext, WaitFor } from '../contract/types.js';
 import type { StoredTransition, Transition } from '../events/types.js';
 import { planAdmission, type PeerAuthorization } from '../machines/admission.js';
-import { commandsPerTransitionMax, decideCancelOperation, decideDue, decideDurabilityLost, decideTogether, nextDueMs, selectionCandidates, type CandidateAuthorization } from '../machines/decide.js';
+import { commandsPerTransitionMax, decideCancelOperation, decideDue, decideDurabilityLost, decideTogether, nextDueMs, resultGuardEndMs, selectionCandidates, type CandidateAuthorization } from '../machines/decide.js';
 import { applyStored, branchList, fold, type OperationRecord } from '../projections/record.js';
 import { couldClose } from '../projections/decision.js';
-import { branchStatusOf } from '../machines/index.js';
 import { invocationResult, reached, type InvocationResult } from '../projections/views.js';
 import type { Policy } from '../adapters/policy/types.js';
 import type { AppendOutcome, StoreFailure } from '../adapters/store/types.js';
@@ -370,9 +369,7 @@ export class Coordinator implements RuntimeHost {
     const record = entry.record;
     const results = batch.filter((arrival) => arrival.batchable).length;
     if (results === 0 || couldClose(record, results)) return false;
-    let guardEndMs = record.deadlineMs;
-    for (const branch of branchList(record)) if (branchStatusOf(branch.state) === 'pending') guardEndMs = Math.min(guardEndMs, branch.leaseUntilMs);
-    if (untilMs + this.resultBatchMs > guardEndMs) return false;
+    if (untilMs + this.resultBatchMs > resultGuardEndMs(record)) return false;
     this.holdBack(entry, batch, untilMs);
     return true;
   }
