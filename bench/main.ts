@@ -1,4 +1,5 @@
 /** `npm run bench -- <core|stores|nats|http|all> [--json] [--seconds N] [--rounds N (nats)] [--warmup S (nats)] [--rates R,R,… (nats)] [--concurrency N (nats)] [--result-batch-ms N (nats)]`. */
+import { resultBatchMsMax } from '../src/runtime/host.js';
 import { parseRates } from './stats.js';
 
 const args = process.argv.slice(2);
@@ -21,7 +22,7 @@ const seconds = numberOption('--seconds', (n) => Number.isFinite(n) && n > 0, 'a
 const rounds = numberOption('--rounds', positiveInteger, 'a positive integer');
 const warmupSeconds = numberOption('--warmup', (n) => Number.isFinite(n) && n >= 0, 'a number of seconds (0 or more)');
 const concurrency = numberOption('--concurrency', positiveInteger, 'a positive integer');
-const resultBatchMs = numberOption('--result-batch-ms', (n) => Number.isSafeInteger(n) && n >= 0 && n <= 1000, 'an integer from 0 to 1000');
+const resultBatchMs = numberOption('--result-batch-ms', (n) => Number.isSafeInteger(n) && n >= 0 && n <= resultBatchMsMax, `an integer from 0 to ${resultBatchMsMax}`);
 const ratesArg = args.indexOf('--rates');
 let rates: number[] | undefined;
 try {

@@ -28,6 +28,7 @@ import { SubjectNamespaceVerifier, type NamespaceAttestation } from '../adapters
 import { createPeer, type Handler, type Peer } from '../peer/peer.js';
 import type { Clock } from './clock.js';
 import { Coordinator, type Deployment as DeploymentBinding } from './coordinator.js';
+import { resultBatchMsMax } from './host.js';
 import { coordinatorBusPermissions, peerBusPermissions } from './embedded.js';
 import { observeStampSources } from './metrics.js';
 import { buildNatsDeployment, natsTransportSchema, type NatsRuntime } from './nats-deployment.js';
@@ -141,7 +142,6 @@ const names = { type: 'array', items: name, maxItems: 1024 } as const;
 const bodyLimitBytesMax = 16 * 1024 * 1024;
 const drainMsMax = 60_000;
 const exampleDelayMsMax = 60_000;
-const resultBatchMsMax = 1000;
 
 const examplePeerSchema = {
   type: 'object',
