@@ -4,6 +4,11 @@
  * from this process: decided operations per second and p50/p99 decision latency (invoke sent to
  * reply at the decision), closed loop; then p99 in an open loop at half that throughput.
  *
+ * Besides throughput and latency it prints, for the closed loop of the median round, the messages
+ * each stream stored, nats-server's traffic (messages and bytes in and out, from its /varz
+ * counters) and the CPU of every process, all per decided operation: what a reader needs to see
+ * where convoke's extra cost goes.
+ *
  * The baseline, measured in the same run on the same server: a scatter-gather written directly on
  * nats.js with no convoke — publish 5 requests with JetStream acks into a requests stream, 5 peer
  * processes (this file, `--baseline-peer`) pull them and publish their replies with JetStream acks
@@ -58,6 +63,34 @@ interface Run {
   cpuMsPerOperation: Record<string, number>;
   /** Messages each JetStream stream stored per decided operation in the closed loop (streams that stored any). */
   storedPerOperation: Record<string, number>;
+  /** What nats-server received and sent per decided operation in the closed loop (its /varz counters); undefined without them. */
+  trafficPerOperation: Traffic | undefined;
+}
+
+// ── nats-server traffic per operation ───────────────────────────────────────
+
+interface Traffic {
+  messagesIn: number;
+  messagesOut: number;
+  bytesIn: number;
+  bytesOut: number;
+}
+
+/** nats-server's cumulative message and byte counters (monitoring /varz); undefined if unreadable. */
+async function serverCounters(monitorUrl: string | undefined): Promise<Traffic | undefined> {
+  if (monitorUrl === undefined) return undefined;
+  try {
+    const varz = (await (await fetch(`${monitorUrl}/varz`)).json()) as { in_msgs: number; out_msgs: number; in_bytes: number; out_bytes: number };
+    return { messagesIn: varz.in_msgs, messagesOut: varz.out_msgs, bytesIn: varz.in_bytes, bytesOut: varz.out_bytes };
+  } catch {
+    return undefined;
+  }
+}
+
+function trafficPer(before: Traffic | undefined, after: Traffic | undefined, operations: number): Traffic | undefined {
+  if (before === undefined || after === undefined) return undefined;
+  const per = (key: keyof Traffic) => (after[key] - before[key]) / operations;
+  return { messagesIn: per('messagesIn'), messagesOut: per('messagesOut'), bytesIn: per('bytesIn'), bytesOut: per('bytesOut') };
 }
 
 // ── messages stored per operation ───────────────────────────────────────────
@@ -222,6 +255,23 @@ function report(json: boolean, r: { seconds: number; concurrency: number; warmup
     rows.push(['total', fixed(total(baseline.storedPerOperation)), fixed(total(convoke.storedPerOperation))]);
     printRows(false, `Messages stored per decided operation in the closed loop of the median round (${medianRound.round}), by stream (read from the server's stream state)`, ['stream', 'baseline', 'convoke'], rows, undefined);
   }
+  if (!json && medianRound.baseline.trafficPerOperation && medianRound.convoke.trafficPerOperation) {
+    const b = medianRound.baseline.trafficPerOperation;
+    const c = medianRound.convoke.trafficPerOperation;
+    const kb = (n: number) => fixed(n / 1024);
+    printRows(
+      false,
+      `nats-server traffic per decided operation in the closed loop of the median round (${medianRound.round}) (its /varz counters)`,
+      ['', 'baseline', 'convoke'],
+      [
+        ['messages in', fixed(b.messagesIn), fixed(c.messagesIn)],
+        ['messages out', fixed(b.messagesOut), fixed(c.messagesOut)],
+        ['KiB in', kb(b.bytesIn), kb(c.bytesIn)],
+        ['KiB out', kb(b.bytesOut), kb(c.bytesOut)],
+      ],
+      undefined,
+    );
+  }
   if (!json && Object.keys(medianRound.convoke.cpuMsPerOperation).length > 1) {
     const { baseline, convoke } = medianRound;
     const roles = [...new Set([...Object.keys(baseline.cpuMsPerOperation), ...Object.keys(convoke.cpuMsPerOperation)])];
@@ -248,6 +298,7 @@ async function startDeployment(resultBatchMs: number | undefined): Promise<NatsD
     peers: Object.fromEntries(peers.map((p) => [p, { interactions: { review: { result: { verdict: 'approve' } } } }])),
     commandClients: ['bench'],
     waitMsMax: 30_000,
+    monitoring: true,
     ...(resultBatchMs === undefined ? {} : { resultBatchMs }),
   });
   try {
@@ -268,19 +319,21 @@ interface Contender {
   offer(seconds: number, ratePerSecond: number): Promise<OpenLoopResult>;
 }
 
-async function measurePhase(name: string, one: () => Promise<void>, roles: Roles, jsm: JetStreamManager, seconds: number, concurrency: number): Promise<Run> {
+async function measurePhase(name: string, one: () => Promise<void>, roles: Roles, jsm: JetStreamManager, monitorUrl: string | undefined, seconds: number, concurrency: number): Promise<Run> {
   for (let i = 0; i < warmupOperations; i++) await one();
   const storedBefore = await streamCounts(jsm);
+  const trafficBefore = await serverCounters(monitorUrl);
   const meter = cpuMeter(roles);
   let progressShown = false;
   const m = await closedLoop(seconds, concurrency, one, (n) => ((progressShown = true), process.stderr.write(`\r  ${name}: ${n} decided`)));
   if (progressShown) process.stderr.write('\n');
   const cpuMsPerOperation = meter.stop(m.operations);
+  const trafficPerOperation = trafficPer(trafficBefore, await serverCounters(monitorUrl), m.operations);
   // Siblings that answer after the last decisions may still be storing: about 2 messages for each of the last operations in flight.
   const storedPerOperation = storedPer(storedBefore, await streamCounts(jsm), m.operations);
   const full = summarize({ ...m, name });
   const halfLoad = await openLoop(seconds, full.opsPerSecond / 2, one);
-  return { ...full, halfLoad, cpuMsPerOperation, storedPerOperation };
+  return { ...full, halfLoad, cpuMsPerOperation, storedPerOperation, trafficPerOperation };
 }
 
 async function startConvoke(fixture: NatsDeploymentFixture, jsm: JetStreamManager): Promise<Contender> {
@@ -295,7 +348,7 @@ async function startConvoke(fixture: NatsDeploymentFixture, jsm: JetStreamManage
     warm: async (seconds, concurrency) => void (await closedLoop(seconds, concurrency, one)),
     offer: (seconds, ratePerSecond) => openLoop(seconds, ratePerSecond, one),
     measure: (seconds, concurrency) =>
-      measurePhase('convoke over NATS (command API, jetstream store)', one, { 'nats-server': [fixture.server.process.pid], coordinator: [fixture.serve?.child.pid], peers: [...fixture.peers.values()].map((p) => p.child.pid) }, jsm, seconds, concurrency),
+      measurePhase('convoke over NATS (command API, jetstream store)', one, { 'nats-server': [fixture.server.process.pid], coordinator: [fixture.serve?.child.pid], peers: [...fixture.peers.values()].map((p) => p.child.pid) }, jsm, fixture.server.monitorUrl, seconds, concurrency),
   };
 }
 
@@ -366,7 +419,7 @@ async function startBaseline(fixture: NatsDeploymentFixture): Promise<Contender 
       warm: async (seconds, concurrency) => void (await closedLoop(seconds, concurrency, one)),
       offer: (seconds, ratePerSecond) => openLoop(seconds, ratePerSecond, one),
       measure: (seconds, concurrency) =>
-        measurePhase('baseline scatter-gather (nats.js, JetStream acks, no convoke)', one, { 'nats-server': [fixture.server.process.pid], peers: peers.map((p) => p.pid) }, jsm, seconds, concurrency),
+        measurePhase('baseline scatter-gather (nats.js, JetStream acks, no convoke)', one, { 'nats-server': [fixture.server.process.pid], peers: peers.map((p) => p.pid) }, jsm, fixture.server.monitorUrl, seconds, concurrency),
     };
   } catch (error) {
     await stop().catch(() => undefined);

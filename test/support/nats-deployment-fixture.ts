@@ -58,6 +58,8 @@ export interface NatsFixtureOptions {
   waitMsMax?: number;
   /** The serve config's resultBatchMs (absent: the default). */
   resultBatchMs?: number;
+  /** Start nats-server with its monitoring endpoints (server.monitorUrl); benches read /varz. */
+  monitoring?: boolean;
 }
 
 export interface PeerProcess {
@@ -158,7 +160,7 @@ export class NatsDeploymentFixture {
   }
 
   async startServer(port?: number): Promise<void> {
-    this.server = await startNatsServer({ users: this.users(), jetstream: true, storeDir: this.storeDir, ...(port === undefined ? {} : { port }) });
+    this.server = await startNatsServer({ users: this.users(), jetstream: true, storeDir: this.storeDir, monitoring: this.options.monitoring ?? false, ...(port === undefined ? {} : { port }) });
     this.servers.push(this.server);
   }
 

@@ -26,6 +26,8 @@ export interface NatsServerOptions {
   /** Reuse a port (restart tests). */
   port?: number;
   readyTimeoutMs?: number;
+  /** Serve the monitoring endpoints (/varz, /connz, …) on a random loopback port (benches read them). */
+  monitoring?: boolean;
 }
 
 export interface NatsServer {
@@ -33,6 +35,8 @@ export interface NatsServer {
   port: number;
   storeDir: string;
   process: ChildProcess;
+  /** `http://127.0.0.1:<port>` when started with `monitoring`. */
+  monitorUrl?: string;
   /** Stops the server (SIGTERM, then SIGKILL), keeping its storage dir. */
   stop(): Promise<void>;
   /** Stops the server and deletes everything it wrote. */
@@ -61,6 +65,7 @@ function renderConfig(options: NatsServerOptions, storeDir: string, portsDir: st
     `ports_file_dir: ${quote(portsDir)}`,
     'max_payload: 1048576',
   ];
+  if (options.monitoring) lines.push('http: "127.0.0.1:-1"');
   if (options.jetstream ?? true) {
     const sync = syncIntervalSupported ? ', sync_interval: always' : '';
     lines.push(`jetstream { store_dir: ${quote(storeDir)}, max_memory_store: 268435456, max_file_store: 4294967296${sync} }`);
@@ -79,16 +84,22 @@ function renderConfig(options: NatsServerOptions, storeDir: string, portsDir: st
   return lines.join('\n') + '\n';
 }
 
-async function waitForPortsFile(dir: string, pid: number, deadlineMs: number): Promise<number> {
+interface Ports {
+  port: number;
+  monitorUrl?: string;
+}
+
+async function waitForPortsFile(dir: string, pid: number, monitoring: boolean, deadlineMs: number): Promise<Ports> {
   while (Date.now() < deadlineMs) {
     const names = await readdir(dir).catch(() => [] as string[]);
     const name = names.find((n) => n.endsWith(`_${pid}.ports`));
     if (name) {
       const text = await readFile(join(dir, name), 'utf8').catch(() => '');
       if (text) {
-        const ports = JSON.parse(text) as { nats?: string[] };
+        const ports = JSON.parse(text) as { nats?: string[]; monitoring?: string[] };
         const url = ports.nats?.[0];
-        if (url) return Number(new URL(url).port);
+        const monitorUrl = ports.monitoring?.[0];
+        if (url && (!monitoring || monitorUrl)) return { port: Number(new URL(url).port), ...(monitorUrl ? { monitorUrl } : {}) };
       }
     }
     await new Promise((r) => setTimeout(r, 25));
@@ -109,10 +120,10 @@ export async function startNatsServer(options: NatsServerOptions = {}): Promise<
     stderr = (stderr + chunk.toString()).slice(-8192);
   });
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
-  let port: number;
+  let ports: Ports;
   try {
-    port = await Promise.race([
-      waitForPortsFile(portsDir, child.pid ?? -1, Date.now() + (options.readyTimeoutMs ?? 10_000)),
+    ports = await Promise.race([
+      waitForPortsFile(portsDir, child.pid ?? -1, options.monitoring ?? false, Date.now() + (options.readyTimeoutMs ?? 10_000)),
       exited.then(() => {
         throw new Error(`nats-server exited during start: ${stderr}`);
       }),
@@ -129,9 +140,11 @@ export async function startNatsServer(options: NatsServerOptions = {}): Promise<
     await exited;
     clearTimeout(timer);
   };
+  const { port, monitorUrl } = ports;
   return {
     url: `nats://127.0.0.1:${port}`,
     port,
+    ...(monitorUrl ? { monitorUrl } : {}),
     storeDir,
     process: child,
     stop,
