@@ -390,6 +390,8 @@ async function assemble(config: DeploymentConfig, parts: Parts): Promise<Deploym
   });
   observeStampSources(coordinator.metrics, store);
   const peers = await startExamplePeers(bus, compiled, config.transport.kind === 'memory' ? (config.transport.examplePeers ?? {}) : {}, clock);
+  // Other coordinators may share the store: follow their appends to the operations held here.
+  await coordinator.watchStore();
   // A durable store may hold operations a previous process left open: resume them before serving.
   await coordinator.recover();
   return {

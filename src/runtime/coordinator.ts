@@ -55,6 +55,8 @@ export class Coordinator implements RuntimeHost {
   private readonly committedListeners = new Set<(record: OperationRecord, stored: StoredTransition) => void>();
   private closed = false;
   private readonly resultBatchMs: number;
+  /** The store's revision notices (watchStore), closed with the coordinator. */
+  private watching: { close(): Promise<void> } | undefined;
 
   constructor(readonly deps: CoordinatorDeps) {
     this.metrics = deps.metrics ?? new Metrics();
@@ -482,11 +484,18 @@ export class Coordinator implements RuntimeHost {
     for (const event of stored.transition.events) if (event.type === 'branch-reassigned') entry.unsent.add(event.publicationId);
     if (!after) throw new AssertionFailure('a committed transition yields a record');
     entry.record = after;
+    entry.known.add(stored.revision);
     if (before.decision === null && after.decision !== null) {
       this.metrics.decisions.inc({ outcome: after.decision.outcome });
       this.metrics.decisionLatencyMs.observe(after.decision.closedAtMs - after.admittedAtMs);
     }
     for (const listener of this.committedListeners) listener(after, stored);
+    this.recordMoved(entry, before);
+  }
+
+  /** What follows any change of a held record: waiters at their boundary answered, the settled cache, timers and outbox. */
+  private recordMoved(entry: OpEntry, before: OperationRecord): void {
+    const after = entry.record;
     for (const waiter of entry.waiters) {
       if (reached(after, waiter.boundary)) {
         entry.waiters.delete(waiter);
@@ -505,12 +514,43 @@ export class Coordinator implements RuntimeHost {
     if (entry && entry.waiters.size === 0) this.ops.delete(evicted);
   }
 
+  /**
+   * Reads the record again: after a conflict, a void append, or a notice that another coordinator
+   * appended. What another wrote (a decision, a settlement, a new attempt) reaches this process's
+   * waiters and timers as its own commits do.
+   */
   private async reload(entry: OpEntry): Promise<void> {
     const read = await this.deps.store.read(entry.record.operationId);
     if (read.kind !== 'ok') throw storeError(read, 'reload');
     const record = fold(checkedLog(read.transitions, entry.record.operationId));
     if (!record) throw new AssertionFailure('a stored operation folds to a record');
+    for (const stored of read.transitions) entry.known.add(stored.revision);
+    const before = entry.record;
     entry.record = record;
+    if (record.revision !== before.revision) this.recordMoved(entry, before);
+  }
+
+  /**
+   * Listens for appends to this store by any client (EventStore.watch). Coordinators that share
+   * a store (several `convoke serve` processes: commands go to a queue group, results to shared
+   * consumers) each hold some operations in memory; a notice of a revision a coordinator has not
+   * applied itself makes it read that operation again, so its waiters, reads and timers follow
+   * the other's commits. Alone on its store, a coordinator is told only of its own revisions,
+   * which cost a set lookup.
+   */
+  async watchStore(): Promise<void> {
+    if (this.watching) return;
+    this.watching = await this.deps.store.watch((operationId, revision) => this.onRevision(operationId, revision));
+  }
+
+  private onRevision(operationId: string, revision: string): void {
+    const entry = this.ops.get(operationId);
+    if (!entry || entry.known.has(revision)) return;
+    // Queued behind this process's own append in flight, which may be the one the notice is of.
+    void this.enqueue(entry, async () => {
+      if (entry.known.has(revision) || this.ops.get(operationId) !== entry) return;
+      await this.reload(entry);
+    }).catch(() => this.metrics.storeErrors.inc({ stage: 'reload' }));
   }
 
   // ── operation cache ──────────────────────────────────────────────────────
@@ -541,6 +581,7 @@ export class Coordinator implements RuntimeHost {
     const raced = this.ops.get(operationId);
     if (raced) return raced;
     const entry = newEntry(record, interaction);
+    for (const stored of read.transitions) entry.known.add(stored.revision);
     this.ops.set(operationId, entry);
     // A record loaded from the store (a restart, or another coordinator's operation) resumes its
     // timers from the recorded instants and replays its pending outbox with the same identities.
@@ -672,6 +713,7 @@ export class Coordinator implements RuntimeHost {
   /** Stops accepting work, lets queued appends finish, and closes the result paths. */
   async close(): Promise<void> {
     this.closed = true;
+    await this.watching?.close().catch(() => undefined);
     await Promise.all([...this.ops.values()].map((e) => e.queue));
     for (const entry of this.ops.values()) entry.dueTimer?.cancel();
     const paths = await Promise.allSettled([...this.paths.values()]);

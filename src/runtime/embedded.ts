@@ -82,6 +82,8 @@ export async function createEmbedded(options: EmbeddedOptions): Promise<Embedded
     ...(options.manifests ? { manifests: new StaticManifestSource(options.manifests) } : {}),
     ...(options.resultBatchMs === undefined ? {} : { resultBatchMs: options.resultBatchMs }),
   });
+  // Embedded coordinators may share one store (tests run several over it): each follows the others' appends.
+  await coordinator.watchStore();
   const peers = new Map<string, Peer>();
   return {
     bus,

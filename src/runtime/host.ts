@@ -69,10 +69,15 @@ export interface OpEntry {
   arrivals: Arrival[];
   /** A drain of `arrivals` is queued. */
   drainQueued: boolean;
+  /**
+   * Revisions of the operation's stream this process has applied or read. A store notice of any
+   * other revision means another coordinator appended: the record is read again.
+   */
+  known: Set<string>;
 }
 
 export function newEntry(record: OperationRecord, interaction: CompiledInteraction): OpEntry {
-  return { record, interaction, queue: Promise.resolve(), waiters: new Set(), dueTimer: undefined, dueAtMs: undefined, unsent: new Set(), arrivals: [], drainQueued: false };
+  return { record, interaction, queue: Promise.resolve(), waiters: new Set(), dueTimer: undefined, dueAtMs: undefined, unsent: new Set(), arrivals: [], drainQueued: false, known: new Set([record.revision]) };
 }
 
 /**

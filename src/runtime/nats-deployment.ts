@@ -302,6 +302,10 @@ export class AdmissionGatedStore implements EventStore {
     return this.inner.follow(listener);
   }
 
+  watch(listener: (operationId: string, revision: string) => void): Promise<{ close(): Promise<void> }> {
+    return this.inner.watch(listener);
+  }
+
   close(): Promise<void> {
     return this.inner.close();
   }
@@ -538,6 +542,8 @@ async function assembleNats(config: DeploymentConfig, settings: ResolvedNatsTran
   for (const b of parts.compiled) {
     for (const interaction of b.interactions.keys()) for (const kind of coordinatorKinds) await coordinator.inboundPath(b.bundle.subjectNamespace, interaction, kind);
   }
+  // Coordinators sharing the store (several serve processes) follow each other's appends.
+  await coordinator.watchStore();
   await coordinator.recover();
   if (durable) {
     const watcher = await watchRequestExhaustion(nc, await jetstreamManager(nc, { checkAPI: false }), namespaces, coordinator, clock, log);

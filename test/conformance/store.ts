@@ -469,6 +469,29 @@ const followRule: Rule = (factory) =>
     }
   });
 
+const watchRule: Rule = (factory) =>
+  withHarness(factory, {}, async (h) => {
+    const second = (await h.openSecondClient?.()) ?? h.store;
+    const seen: Array<{ operationId: string; revision: string }> = [];
+    const subscription = await h.store.watch((operationId, revision) => seen.push({ operationId, revision }));
+    try {
+      const id = newOperationId('watch');
+      const revision = await seeded(h, id);
+      const first = await h.store.append(id, revision, makeTransition(wideGuard(h), 'by-first'));
+      expectOk(first, 'append by the first client');
+      const other = await second.append(id, first.revision, makeTransition(wideGuard(h), 'by-second'));
+      expectOk(other, 'append by the second client');
+      await waitFor(() => seen.filter((s) => s.operationId === id).length >= 3, 10_000, 'three watched appends');
+      const read = await readOk(h.store, id);
+      const watched = seen.filter((s) => s.operationId === id).map((s) => s.revision);
+      assert.deepEqual(watched, read.transitions.map((s) => s.revision), 'watch names every revision, in order, whichever client appended');
+      assert.equal(watched.at(-1), other.revision);
+    } finally {
+      await subscription.close();
+      if (second !== h.store) await second.close();
+    }
+  });
+
 const roundTrip: Rule = (factory) =>
   withHarness(factory, {}, async (h) => {
     const payload = fc.jsonValue({ maxDepth: 3 }) as fc.Arbitrary<JsonValue>;
@@ -510,6 +533,7 @@ const rules: Array<[string, Rule]> = [
   ['tombstone: reads answer expired and the key is never recreated', tombstoneRule],
   ['operationIds lists live streams only', operationIdsRule],
   ['follow sees appends from every client', followRule],
+  ['watch names the revision of every append, from every client', watchRule],
   ['read after append returns exactly what was appended, valid after read', roundTrip],
 ];
 

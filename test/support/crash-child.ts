@@ -64,6 +64,7 @@ function slowDispatchStore(inner: EventStore, delayMs: number): EventStore {
     operationIds: () => inner.operationIds(),
     tombstone: (operationId) => inner.tombstone(operationId),
     follow: (listener) => inner.follow(listener),
+    watch: (listener) => inner.watch(listener),
     close: () => inner.close(),
   };
 }

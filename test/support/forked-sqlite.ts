@@ -7,7 +7,7 @@ import { extname } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { Transition } from '../../src/events/types.js';
 import type { Clock } from '../../src/runtime/clock.js';
-import type { AppendListener, AppendOutcome, EventStore, ReadOutcome, StoreFailure, StoreLimits } from '../../src/adapters/store/types.js';
+import type { AppendListener, AppendOutcome, EventStore, ReadOutcome, RevisionListener, StoreFailure, StoreLimits } from '../../src/adapters/store/types.js';
 import type { ChildReply, ChildRequest } from './sqlite-child.js';
 
 /** Runs the child from source under tsx, or compiled under dist/, whichever this file is. */
@@ -78,6 +78,10 @@ export class ForkedSqliteClient implements EventStore {
 
   async follow(_listener: AppendListener): Promise<{ close(): Promise<void> }> {
     throw new Error('follow the parent store instead: it polls the same file');
+  }
+
+  async watch(_listener: RevisionListener): Promise<{ close(): Promise<void> }> {
+    throw new Error('watch the parent store instead: it polls the same file');
   }
 
   async close(): Promise<void> {

@@ -62,7 +62,7 @@ import {
   type LogState,
   type PendingWrite,
 } from './on-fold.js';
-import type { AppendListener, AppendOutcome, EventStore, ReadOutcome, StoreFailure, StoreLimits } from './types.js';
+import type { AppendListener, AppendOutcome, EventStore, ReadOutcome, RevisionListener, StoreFailure, StoreLimits } from './types.js';
 
 export interface EventStoreDbOptions {
   /** `esdb://host:2113?tls=false` (the client's own connection-string syntax), or a client. */
@@ -205,6 +205,10 @@ export class EventStoreDbStore implements EventStore {
     } catch (error) {
       return esdbFailure(error);
     }
+  }
+
+  watch(listener: RevisionListener): Promise<{ close(): Promise<void> }> {
+    return this.follow((operationId, stored) => listener(operationId, stored.revision));
   }
 
   async follow(listener: AppendListener): Promise<{ close(): Promise<void> }> {

@@ -64,7 +64,7 @@ import {
   type LogState,
   type PendingWrite,
 } from './on-fold.js';
-import type { AppendListener, AppendOutcome, EventStore, ReadOutcome, StoreFailure, StoreLimits } from './types.js';
+import type { AppendListener, AppendOutcome, EventStore, ReadOutcome, RevisionListener, StoreFailure, StoreLimits } from './types.js';
 
 export interface JetStreamStoreOptions {
   /** An existing connection (left open on close), or `servers` to connect to (closed on close). */
@@ -261,6 +261,20 @@ export class JetStreamEventStore implements EventStore {
     } catch (error) {
       return natsFailure(error);
     }
+  }
+
+  /**
+   * From the stamp feed, which already sees every stored message's subject and sequence (the
+   * revision): no second consumer, no message bodies. Without a feed, from follow.
+   */
+  async watch(listener: RevisionListener): Promise<{ close(): Promise<void> }> {
+    if (this.closed) throw unavailable('store is closed');
+    if (!this.stamps) return this.follow((operationId, stored) => listener(operationId, stored.revision));
+    const opPrefix = `${this.prefix}.op.`;
+    const stop = this.stamps.watch((subject, seq) => {
+      if (subject.startsWith(opPrefix)) listener(subject.slice(opPrefix.length), String(seq));
+    });
+    return { close: async () => stop() };
   }
 
   async follow(listener: AppendListener): Promise<{ close(): Promise<void> }> {

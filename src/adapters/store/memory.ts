@@ -8,7 +8,7 @@ import type { StoredTransition, Transition } from '../../events/types.js';
 import type { Clock } from '../../runtime/clock.js';
 import { checkGuardShape, guardAdmits, guardFailure, rollbackFailure } from './guard.js';
 import { bodyBytes, checkTransitionShape, encodeTransition, notifyAll, sizeFailure } from './codec.js';
-import type { AppendListener, AppendOutcome, EventStore, ReadOutcome, StoreFailure, StoreLimits } from './types.js';
+import type { AppendListener, AppendOutcome, EventStore, ReadOutcome, RevisionListener, StoreFailure, StoreLimits } from './types.js';
 import { resolveStoreLimits } from './limits.js';
 import { unavailable } from '../../contract/errors.js';
 
@@ -102,6 +102,10 @@ export class MemoryEventStore implements EventStore {
     if (this.closed) throw unavailable('store is closed');
     this.listeners.add(listener);
     return { close: async () => void this.listeners.delete(listener) };
+  }
+
+  watch(listener: RevisionListener): Promise<{ close(): Promise<void> }> {
+    return this.follow((operationId, stored) => listener(operationId, stored.revision));
   }
 
   async close(): Promise<void> {

@@ -15,6 +15,7 @@
  */
 import { DeliverPolicy, type JetStreamClient } from '@nats-io/jetstream';
 import { BoundedMap } from '../../contract/bounded-map.js';
+import { notifyAll } from './codec.js';
 
 export interface Stamp {
   subject: string;
@@ -35,6 +36,8 @@ export class StampFeed {
   private readonly seen = new BoundedMap<number, Stamp>(keptMax);
   private readonly waiting = new Map<number, Array<(stamp: Stamp | undefined) => void>>();
   private highestSeq = 0;
+  /** Told of every delivery (subject and sequence): the store's revision watchers. */
+  private readonly watchers = new Set<(subject: string, seq: number) => void>();
   /** Set when a wait timed out: the feed is bypassed until it delivers past this sequence. */
   private distrustedUntilSeq = 0;
 
@@ -78,6 +81,12 @@ export class StampFeed {
     });
   }
 
+  /** Tells `watcher` the subject and sequence of every message delivered from now on; the answer stops it. */
+  watch(watcher: (subject: string, seq: number) => void): () => void {
+    this.watchers.add(watcher);
+    return () => void this.watchers.delete(watcher);
+  }
+
   async close(): Promise<void> {
     for (const list of this.waiting.values()) for (const settle of list) settle(undefined);
     this.waiting.clear();
@@ -95,6 +104,7 @@ export class StampFeed {
     if (seq > this.highestSeq) this.highestSeq = seq;
     if (this.distrustedUntilSeq > 0 && seq >= this.distrustedUntilSeq) this.distrustedUntilSeq = 0;
     this.seen.set(seq, stamp);
+    if (this.watchers.size > 0) notifyAll(this.watchers, msg.subject, seq);
     const list = this.waiting.get(seq);
     if (list) {
       this.waiting.delete(seq);

@@ -43,6 +43,11 @@ export interface AppendListener {
   (operationId: string, stored: StoredTransition): void;
 }
 
+/** That an operation's stream reached `revision` (an append by any client of the store). */
+export interface RevisionListener {
+  (operationId: string, revision: string): void;
+}
+
 export interface EventStore {
   readonly name: string;
   readonly capabilities: StoreCapabilities;
@@ -60,5 +65,11 @@ export interface EventStore {
   tombstone(operationId: string): Promise<AppendOutcome | StoreFailure>;
   /** Live notification of appends made through any client of this store (for `convoke tail`). */
   follow(listener: AppendListener): Promise<{ close(): Promise<void> }>;
+  /**
+   * Live notice of the revision each append reached, through any client of this store, without
+   * the transition: coordinators sharing a store learn from it that a record they hold moved.
+   * Cheaper than follow where the store can say less (JetStream: the stamp feed it already runs).
+   */
+  watch(listener: RevisionListener): Promise<{ close(): Promise<void> }>;
   close(): Promise<void>;
 }

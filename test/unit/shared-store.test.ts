@@ -1,0 +1,85 @@
+/**
+ * Coordinators that share one store (several `convoke serve` processes over one JetStream, SQLite
+ * or EventStoreDB store) each hold some operations in memory. What one commits must reach the
+ * other's waiters, reads and timers: each follows the store's revision notices (EventStore.watch)
+ * and reads again an operation it holds when another client appended to it.
+ */
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { VirtualClock } from '../../src/runtime/clock.js';
+import { createEmbedded } from '../../src/runtime/embedded.js';
+import { peerIds, reviewBundle } from '../../src/runtime/examples.js';
+import { MemoryEventStore } from '../../src/adapters/store/memory.js';
+import { fold } from '../../src/projections/record.js';
+
+const review = { completion: { mode: 'quorum', count: 2 }, cancellation: 'caller', siblings: 'detach', timeoutMs: 60_000 };
+const caller = { principalId: 'p', senderPeerId: null };
+
+async function coordinatorOn(clock: VirtualClock, store: MemoryEventStore) {
+  return createEmbedded({ clock, store, bundle: reviewBundle(review), groups: { reviewers: peerIds(3) }, resultBatchMs: 0 });
+}
+
+/** The promise's value, or 'pending' if it has not settled within `ms` of real time. */
+function within<T>(promise: Promise<T>, ms: number): Promise<T | 'pending'> {
+  return Promise.race([promise, new Promise<'pending'>((resolve) => setTimeout(() => resolve('pending'), ms))]);
+}
+
+test('a decision committed by one coordinator answers the waiters and reads of another that holds the operation', async () => {
+  const clock = new VirtualClock();
+  const store = new MemoryEventStore({ clock });
+  const a = await coordinatorOn(clock, store);
+  const b = await coordinatorOn(clock, store);
+  try {
+    // Admitted through a; no peer answers, so the operation stays open in a's memory.
+    const { result } = await a.coordinator.invoke(caller, { contract: a.bundle.ref, interaction: 'review', invocationKey: 'k', input: { document: 'd' } });
+    const waiting = a.coordinator.wait('p', result.operationId, 'decision', 50_000);
+    // b closes it (a caller's cancellation that reached the other coordinator).
+    const closed = await b.coordinator.cancel('p', result.operationId);
+    assert.deepEqual([closed.decision?.outcome, closed.decision?.reason], ['failed', 'cancelled']);
+
+    const answered = await within(waiting, 2_000);
+    assert.notEqual(answered, 'pending', "a's waiter is answered by b's decision, not by its own timeout");
+    if (answered === 'pending') return;
+    assert.equal(answered.reached, true);
+    assert.deepEqual(answered.result.decision, closed.decision);
+    assert.deepEqual((await a.coordinator.get('p', result.operationId)).decision, closed.decision, "a's reads show b's decision");
+
+    // Both coordinators' timers now follow the closed record: past the deadline and every grace,
+    // nothing more is decided and the log holds one decision.
+    await clock.advance(120_000);
+    const read = await store.read(result.operationId);
+    assert.equal(read.kind, 'ok');
+    if (read.kind !== 'ok') return;
+    const decisions = read.transitions.flatMap((t) => t.transition.events).filter((e) => e.type === 'decision-closed');
+    assert.equal(decisions.length, 1, 'one decision in the log');
+    assert.deepEqual(fold(read.transitions)?.decision?.reason, 'cancelled');
+    assert.deepEqual((await a.coordinator.get('p', result.operationId)).settlement, (await b.coordinator.get('p', result.operationId)).settlement);
+  } finally {
+    await a.close();
+    await b.close();
+  }
+});
+
+test('a coordinator alone on its store reads nothing back for its own appends', async () => {
+  const clock = new VirtualClock();
+  const store = new MemoryEventStore({ clock });
+  let reads = 0;
+  const read = store.read.bind(store);
+  store.read = (operationId) => {
+    reads++;
+    return read(operationId);
+  };
+  const a = await coordinatorOn(clock, store);
+  try {
+    for (const p of peerIds(3)) await a.addPeer(p, { review: () => ({ verdict: 'approve' }) });
+    for (let i = 0; i < 5; i++) {
+      const { result } = await a.coordinator.invoke(caller, { contract: a.bundle.ref, interaction: 'review', invocationKey: `k${i}`, input: { document: 'd' } });
+      const waited = await a.coordinator.wait('p', result.operationId, 'decision', 1_000);
+      assert.equal(waited.result.decision?.outcome, 'success');
+    }
+    await clock.advance(120_000);
+    assert.equal(reads, 0, 'its own revisions are known: no read');
+  } finally {
+    await a.close();
+  }
+});
