@@ -115,6 +115,9 @@ class PeerRuntime implements Peer {
     const known = this.branches.get(branchKey);
     if (known !== undefined && request.fence < known.fence) return inbound.ack(); // an older owner's request
     const same = known !== undefined && known.fence === request.fence && known.attempt === request.attempt;
+    // This very attempt still runs (its process stalled past ack_wait, so the broker sent it again):
+    // the running handler answers and acknowledges it; a second run would repeat its work.
+    if (same && known.result === undefined && this.running.get(branchKey)?.attempt === request.attempt) return;
     const memory = same ? known : { fence: request.fence, attempt: request.attempt, result: undefined };
     this.branches.set(branchKey, memory); // also makes it the newest: eviction goes by recency
     let result = memory.result;

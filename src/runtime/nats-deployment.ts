@@ -60,8 +60,12 @@ import { observeStampSources } from './metrics.js';
 
 // ── settings ─────────────────────────────────────────────────────────────────
 
-/** Defaults of durable mode; the duplicate window defaults to what the deployed interactions require. */
-export const natsDurableDefaults = { maxDeliver: 5, ackWaitMs: 30_000 } as const;
+/**
+ * Defaults of durable mode; the duplicate window defaults to what the deployed interactions require.
+ * ack_wait is short because live work never waits it out (subscribers send in-progress acks, see
+ * nats-consumers.ts): it is how soon a stopped process's unacknowledged messages go to another.
+ */
+export const natsDurableDefaults = { maxDeliver: 5, ackWaitMs: 5_000 } as const;
 export const durabilityCheckIntervalMsDefault = 5_000;
 /** Advisory sequences remembered, so a re-emitted advisory is not recorded twice. */
 const exhaustedSeenMax = 10_000;

@@ -330,6 +330,26 @@ function durableRules(factory: TransportFactory): void {
     assert.deepEqual(got.messages.map((m) => m.redelivered), [false, true], 'acked after the redelivery: no third delivery');
   });
 
+  it('a handler that works longer than ack_wait is not sent its message again; one that returned without an ack is', options, async (t) => {
+    const { coordinator, alfa } = await durableSetup(t, factory, { ackWaitMs: 400 });
+    const deliveries: string[] = [];
+    await subscribeAlfaRequests(alfa, async (m) => {
+      const payload = new TextDecoder().decode(m.data);
+      deliveries.push(`${payload}${m.redelivered ? ' again' : ''}`);
+      if (payload === 'slow') {
+        await sleep(1_600); // four times ack_wait, still working
+        await m.ack();
+      } else if (m.redelivered) await m.ack();
+      // 'forgotten', first delivery: returns without an ack, so it comes back after ack_wait.
+    });
+    await coordinator.publish(requestSubject('op1'), bytes('slow'), { msgId: 's-1' });
+    await coordinator.publish(requestSubject('op2'), bytes('forgotten'), { msgId: 'f-1' });
+    await waitFor(() => deliveries.includes('forgotten again'), 'the redelivery of the message nobody acked', 10_000);
+    await sleep(2_000);
+    assert.deepEqual(deliveries.filter((d) => d.startsWith('slow')), ['slow'], 'the slow handler saw its message once');
+    assert.deepEqual(deliveries.filter((d) => d.startsWith('forgotten')), ['forgotten', 'forgotten again']);
+  });
+
   it('nak redelivers before ack_wait, after the requested delay', options, async (t) => {
     const { coordinator, alfa } = await durableSetup(t, factory, { ackWaitMs: 20_000 });
     const deliveries: { atMs: number; redelivered: boolean }[] = [];

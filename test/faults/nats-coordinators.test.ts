@@ -68,8 +68,9 @@ describe('two coordinators on one deployment', { timeout: 120_000 }, () => {
   let client: CommandClient;
 
   before(async () => {
-    // Results a killed coordinator had taken but not acknowledged come back after ack_wait: well inside the leases.
-    f = await NatsDeploymentFixture.start({ mode: 'durable', store: 'jetstream', bundle: bundle(), groups: { reviewers }, peers: peers(), commandClients: ['billing'], durable: { ackWaitMs: 2_500 } });
+    // Default durable settings: results a killed coordinator had taken but not acknowledged come
+    // back after the default ack_wait, well inside the leases.
+    f = await NatsDeploymentFixture.start({ mode: 'durable', store: 'jetstream', bundle: bundle(), groups: { reviewers }, peers: peers(), commandClients: ['billing'] });
     await f.startServe();
     second = await startServe(f.serveConfigPath, { env: f.env(), readyTimeoutMs: 40_000 });
     await f.startPeers();

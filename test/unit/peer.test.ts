@@ -19,7 +19,8 @@ const namespace = 'demo.v1.lab';
 const operationId = `op${'a'.repeat(64)}`;
 const decode = (data: Uint8Array) => JSON.parse(new TextDecoder().decode(data)) as unknown;
 
-async function harness() {
+/** `gate`, when given, holds every handler run until it resolves. */
+async function harness(gate?: Promise<void>) {
   const bus = new MemoryBus();
   const runs: { attempt: number; fence: number }[] = [];
   const peer: Peer = await createPeer({
@@ -31,6 +32,7 @@ async function harness() {
       // Taken apart on purpose: handlers may destructure their context.
       review: async (_input, { request, effect }) => {
         runs.push({ attempt: request.attempt, fence: request.fence });
+        await gate;
         return effect(() => ({ verdict: 'approve', attempt: request.attempt }));
       },
     },
@@ -77,6 +79,20 @@ test('a redelivered request is answered from the stored result: the handler runs
   assert.equal(h.results.length, 2);
   assert.deepEqual(h.results.map(resultOf), [{ verdict: 'approve', attempt: 1 }, { verdict: 'approve', attempt: 1 }]);
   assert.equal(h.peer.stats.replayed, 1);
+  assert.equal(h.peer.sink.applied().length, 1);
+  await h.peer.close();
+});
+
+test('a request delivered again while its attempt still runs starts no second run; the running one answers', async () => {
+  let open!: () => void;
+  const h = await harness(new Promise<void>((resolve) => (open = resolve)));
+  await h.request(1, 1);
+  await h.request(1, 1); // the broker's redelivery of a request whose handler has not returned
+  assert.deepEqual(h.runs, [{ attempt: 1, fence: 1 }]);
+  open();
+  await flushMicrotasks();
+  assert.deepEqual(h.runs, [{ attempt: 1, fence: 1 }], 'one run');
+  assert.deepEqual(h.results.map(resultOf), [{ verdict: 'approve', attempt: 1 }], 'one answer, from the run');
   assert.equal(h.peer.sink.applied().length, 1);
   await h.peer.close();
 });

@@ -92,6 +92,42 @@ export async function ensureConsumer(ctx: JetStreamContext, stream: string, dura
 }
 
 /**
+ * The messages of one subscription whose handler still runs (it has neither returned nor acked
+ * or nakked). While it runs the broker is told so (an in-progress ack, which restarts ack_wait)
+ * every third of ack_wait: only a message whose process stopped — or whose connection broke, or
+ * whose handler returned without acking — waits out ack_wait and is redelivered, so ack_wait can
+ * be short (fast redelivery after a crash) without a slow handler seeing its request again while
+ * it still works on it.
+ */
+class Outstanding {
+  private readonly messages = new Set<JsInbound>();
+  private readonly timer: ReturnType<typeof setInterval>;
+
+  constructor(private readonly ackWaitMs: number) {
+    this.timer = setInterval(() => this.keepAlive(), Math.max(1, Math.floor(ackWaitMs / 3)));
+    this.timer.unref();
+  }
+
+  add(inbound: JsInbound): void {
+    this.messages.add(inbound);
+  }
+
+  delete(inbound: JsInbound): void {
+    this.messages.delete(inbound);
+  }
+
+  close(): void {
+    clearInterval(this.timer);
+    this.messages.clear();
+  }
+
+  private keepAlive(): void {
+    const beforeMs = Date.now() - this.ackWaitMs / 3;
+    for (const inbound of this.messages) if (inbound.deliveredAtMs <= beforeMs) inbound.working();
+  }
+}
+
+/**
  * A delivered JetStream message as the runtime sees it. A class, not an object literal: a literal
  * with getters and closures is built by the engine's slow generic path, about a microsecond per
  * message.
@@ -99,11 +135,13 @@ export async function ensureConsumer(ctx: JetStreamContext, stream: string, dura
 class JsInbound implements InboundMessage {
   readonly subject: string;
   readonly data: Uint8Array;
+  readonly deliveredAtMs = Date.now();
   private decodedHeaders: Record<string, string> | undefined;
 
   constructor(
     private readonly ctx: JetStreamContext,
     private readonly m: JsMsg,
+    private readonly outstanding: Outstanding,
   ) {
     this.subject = m.subject;
     this.data = m.data;
@@ -124,6 +162,7 @@ class JsInbound implements InboundMessage {
   // coordinator sees a duplicate), so a lost ack costs one redelivery, never a repeated effect.
   // Waiting for the server's confirmation would add a request and a wake-up per message.
   async ack(): Promise<void> {
+    this.outstanding.delete(this);
     try {
       this.m.ack();
     } catch (error) {
@@ -132,6 +171,7 @@ class JsInbound implements InboundMessage {
   }
 
   async nak(delayMs?: number): Promise<void> {
+    this.outstanding.delete(this);
     try {
       this.m.nak(delayMs);
     } catch (error) {
@@ -140,23 +180,40 @@ class JsInbound implements InboundMessage {
     // nak is fire-and-forget in nats.js; the flush puts it on the wire before we return.
     await this.ctx.nc.flush().catch(() => {});
   }
+
+  /** Tells the broker the work goes on (restarts ack_wait); Outstanding calls it. */
+  working(): void {
+    try {
+      this.m.working();
+    } catch {
+      // The connection is gone: the message is redelivered after ack_wait, as for a stopped process.
+    }
+  }
+
+  /** The handler failed: hand the message back now rather than after ack_wait. */
+  failed(): void {
+    this.outstanding.delete(this);
+    try {
+      this.m.nak();
+    } catch {
+      // The connection is gone; ack_wait redelivers the message once a subscriber is back.
+    }
+  }
 }
 
-function deliverDurable(ctx: JetStreamContext, m: JsMsg, handler: MessageHandler, delivered: BoundedMap<number, string> | undefined): void {
+function deliverDurable(ctx: JetStreamContext, m: JsMsg, handler: MessageHandler, delivered: BoundedMap<number, string> | undefined, outstanding: Outstanding): void {
   // Remembered only where exhaustion is watched: the sequence comes from parsing the ack subject.
   delivered?.set(m.info.streamSequence, m.subject);
-  const inbound = new JsInbound(ctx, m);
+  const inbound = new JsInbound(ctx, m, outstanding);
+  outstanding.add(inbound);
   // A handler that throws has not finished the work: hand the message back now rather than
   // waiting out ack_wait. nak after an ack is ignored by the client.
   void Promise.resolve()
     .then(() => handler(inbound))
-    .catch(() => {
-      try {
-        m.nak();
-      } catch {
-        // The connection is gone; ack_wait redelivers the message once a subscriber is back.
-      }
-    });
+    .then(
+      () => outstanding.delete(inbound),
+      () => inbound.failed(),
+    );
 }
 
 interface MaxDeliveriesAdvisory {
@@ -241,13 +298,22 @@ export async function subscribeDurable(ctx: JetStreamContext, request: DurableSu
     const info = await bindOrCreateConsumer(ctx, stream, durable, filter);
     // getConsumerFromInfo skips a second INFO round trip; the info was just read.
     const consumer = ctx.js.consumers.getConsumerFromInfo(info);
-    const messages = await consumer.consume({
-      max_messages: pullBatchMessagesMax,
-      callback: (m) => deliverDurable(ctx, m, handler, delivered),
-    });
+    const outstanding = new Outstanding(ctx.config.ackWaitMs);
+    let messages;
+    try {
+      messages = await consumer.consume({
+        max_messages: pullBatchMessagesMax,
+        callback: (m) => deliverDurable(ctx, m, handler, delivered, outstanding),
+      });
+    } catch (error) {
+      outstanding.close();
+      throw error;
+    }
+    const consuming = messages;
     return {
       close: async () => {
-        await messages.close();
+        await consuming.close();
+        outstanding.close();
         watcher?.unsubscribe();
       },
     };
