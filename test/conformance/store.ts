@@ -447,49 +447,40 @@ const operationIdsRule: Rule = (factory) =>
     assert.deepEqual([...listed].sort(), [...live].sort());
   });
 
+/**
+ * Listens with `listen`, then appends once through each client after a create, and answers what
+ * the listener was told of that operation beside what the store holds.
+ */
+async function toldOfEveryClient<T>(h: StoreHarness, label: string, listen: (tell: (operationId: string, item: T) => void) => Promise<{ close(): Promise<void> }>) {
+  const second = (await h.openSecondClient?.()) ?? h.store;
+  const told: Array<{ operationId: string; item: T }> = [];
+  const subscription = await listen((operationId, item) => told.push({ operationId, item }));
+  try {
+    const id = newOperationId(label);
+    const revision = await seeded(h, id);
+    const first = await h.store.append(id, revision, makeTransition(wideGuard(h), 'by-first'));
+    expectOk(first, 'append by the first client');
+    const other = await second.append(id, first.revision, makeTransition(wideGuard(h), 'by-second'));
+    expectOk(other, 'append by the second client');
+    await waitFor(() => told.filter((s) => s.operationId === id).length >= 3, 10_000, `three appends told to ${label}`);
+    return { read: await readOk(h.store, id), items: told.filter((s) => s.operationId === id).map((s) => s.item), lastRevision: other.revision };
+  } finally {
+    await subscription.close();
+    if (second !== h.store) await second.close();
+  }
+}
+
 const followRule: Rule = (factory) =>
   withHarness(factory, {}, async (h) => {
-    const second = (await h.openSecondClient?.()) ?? h.store;
-    const seen: Array<{ operationId: string; stored: StoredTransition }> = [];
-    const subscription = await h.store.follow((operationId, stored) => seen.push({ operationId, stored }));
-    try {
-      const id = newOperationId('follow');
-      const revision = await seeded(h, id);
-      const first = await h.store.append(id, revision, makeTransition(wideGuard(h), 'by-first'));
-      expectOk(first, 'append by the first client');
-      const other = await second.append(id, first.revision, makeTransition(wideGuard(h), 'by-second'));
-      expectOk(other, 'append by the second client');
-      await waitFor(() => seen.filter((s) => s.operationId === id).length >= 3, 10_000, 'three followed appends');
-      const read = await readOk(h.store, id);
-      const followed = seen.filter((s) => s.operationId === id).map((s) => s.stored);
-      assert.deepEqual(followed, read.transitions, 'follow delivers the stored transitions, in order');
-    } finally {
-      await subscription.close();
-      if (second !== h.store) await second.close();
-    }
+    const { read, items } = await toldOfEveryClient<StoredTransition>(h, 'follow', (tell) => h.store.follow(tell));
+    assert.deepEqual(items, read.transitions, 'follow delivers the stored transitions, in order');
   });
 
 const watchRule: Rule = (factory) =>
   withHarness(factory, {}, async (h) => {
-    const second = (await h.openSecondClient?.()) ?? h.store;
-    const seen: Array<{ operationId: string; revision: string }> = [];
-    const subscription = await h.store.watch((operationId, revision) => seen.push({ operationId, revision }));
-    try {
-      const id = newOperationId('watch');
-      const revision = await seeded(h, id);
-      const first = await h.store.append(id, revision, makeTransition(wideGuard(h), 'by-first'));
-      expectOk(first, 'append by the first client');
-      const other = await second.append(id, first.revision, makeTransition(wideGuard(h), 'by-second'));
-      expectOk(other, 'append by the second client');
-      await waitFor(() => seen.filter((s) => s.operationId === id).length >= 3, 10_000, 'three watched appends');
-      const read = await readOk(h.store, id);
-      const watched = seen.filter((s) => s.operationId === id).map((s) => s.revision);
-      assert.deepEqual(watched, read.transitions.map((s) => s.revision), 'watch names every revision, in order, whichever client appended');
-      assert.equal(watched.at(-1), other.revision);
-    } finally {
-      await subscription.close();
-      if (second !== h.store) await second.close();
-    }
+    const { read, items, lastRevision } = await toldOfEveryClient<string>(h, 'watch', (tell) => h.store.watch(tell));
+    assert.deepEqual(items, read.transitions.map((s) => s.revision), 'watch names every revision, in order, whichever client appended');
+    assert.equal(items.at(-1), lastRevision);
   });
 
 const roundTrip: Rule = (factory) =>
