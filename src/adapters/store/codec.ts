@@ -5,7 +5,7 @@
  * events themselves; the store only refuses shapes it could not round-trip or fold.
  */
 import type { StoredTransition, Transition } from '../../events/types.js';
-import type { StoreFailure } from './types.js';
+import type { AppendListener, RevisionListener, StoreFailure } from './types.js';
 
 const isRecord = (value: unknown): value is Record<string, unknown> =>
   typeof value === 'object' && value !== null && !Array.isArray(value);
@@ -84,6 +84,11 @@ export function parseRevision(revision: string): number | undefined {
 }
 
 /** Runs listeners so that one that throws cannot fail the write it is told about. */
+/** A follow listener that tells `listener` only the revision: `watch` for stores that have nothing cheaper than follow. */
+export function revisionsOnly(listener: RevisionListener): AppendListener {
+  return (operationId, stored) => listener(operationId, stored.revision);
+}
+
 export function notifyAll<T extends unknown[]>(listeners: Iterable<(...args: T) => void>, ...args: T): void {
   for (const listener of listeners) {
     try {

@@ -45,7 +45,7 @@ import {
 import type { StoredTransition, Transition } from '../../events/types.js';
 import { AssertionFailure, unavailable } from '../../contract/errors.js';
 import { limits as contractLimits } from '../../contract/limits.js';
-import { decodeStored, isStoreFailure, notifyAll } from './codec.js';
+import { decodeStored, isStoreFailure, notifyAll, revisionsOnly } from './codec.js';
 import { resolveStoreLimits } from './limits.js';
 import {
   FoldTracker,
@@ -208,7 +208,7 @@ export class EventStoreDbStore implements EventStore {
   }
 
   watch(listener: RevisionListener): Promise<{ close(): Promise<void> }> {
-    return this.follow((operationId, stored) => listener(operationId, stored.revision));
+    return this.follow(revisionsOnly(listener));
   }
 
   async follow(listener: AppendListener): Promise<{ close(): Promise<void> }> {

@@ -44,7 +44,7 @@ import {
 import type { StoredTransition, Transition } from '../../events/types.js';
 import { AssertionFailure, unavailable, unsupported } from '../../contract/errors.js';
 import { limits as contractLimits } from '../../contract/limits.js';
-import { decodeStored, isStoreFailure, notifyAll, parseRevision } from './codec.js';
+import { decodeStored, isStoreFailure, notifyAll, parseRevision, revisionsOnly } from './codec.js';
 import { resolveStoreLimits } from './limits.js';
 import { StampFeed } from './stamp-feed.js';
 import { PubAckMux } from '../transport/nats-pubacks.js';
@@ -269,7 +269,7 @@ export class JetStreamEventStore implements EventStore {
    */
   async watch(listener: RevisionListener): Promise<{ close(): Promise<void> }> {
     if (this.closed) throw unavailable('store is closed');
-    if (!this.stamps) return this.follow((operationId, stored) => listener(operationId, stored.revision));
+    if (!this.stamps) return this.follow(revisionsOnly(listener));
     const opPrefix = `${this.prefix}.op.`;
     const stop = this.stamps.watch((subject, seq) => {
       if (subject.startsWith(opPrefix)) listener(subject.slice(opPrefix.length), String(seq));

@@ -7,7 +7,7 @@
 import type { StoredTransition, Transition } from '../../events/types.js';
 import type { Clock } from '../../runtime/clock.js';
 import { checkGuardShape, guardAdmits, guardFailure, rollbackFailure } from './guard.js';
-import { bodyBytes, checkTransitionShape, encodeTransition, notifyAll, sizeFailure } from './codec.js';
+import { bodyBytes, checkTransitionShape, encodeTransition, notifyAll, revisionsOnly, sizeFailure } from './codec.js';
 import type { AppendListener, AppendOutcome, EventStore, ReadOutcome, RevisionListener, StoreFailure, StoreLimits } from './types.js';
 import { resolveStoreLimits } from './limits.js';
 import { unavailable } from '../../contract/errors.js';
@@ -105,7 +105,7 @@ export class MemoryEventStore implements EventStore {
   }
 
   watch(listener: RevisionListener): Promise<{ close(): Promise<void> }> {
-    return this.follow((operationId, stored) => listener(operationId, stored.revision));
+    return this.follow(revisionsOnly(listener));
   }
 
   async close(): Promise<void> {
