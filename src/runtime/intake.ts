@@ -7,6 +7,7 @@
  * Durable messages are acknowledged only after that append (or a duplicate proving prior
  * acceptance).
  */
+import { isAdapterError } from '../contract/errors.js';
 import { parseStrictBytes } from '../contract/ijson.js';
 import { limits } from '../contract/limits.js';
 import type { Transition } from '../events/types.js';
@@ -37,7 +38,17 @@ export async function onPeerMessage(host: RuntimeHost, namespace: string, intera
     return drop(host, inbound, 'malformed');
   }
   if (message.operationId !== parsed.operationId) return drop(host, inbound, 'wrong-operation');
-  const entry = await host.load(parsed.operationId).catch(() => undefined);
+  let entry: OpEntry | undefined;
+  try {
+    entry = await host.load(parsed.operationId);
+  } catch (error) {
+    // A tombstoned operation, or one whose contract is not deployed here, will not change by
+    // waiting. Anything else (the store unavailable, a read that failed) is uncertainty: the
+    // message waits for redelivery, as when its append fails — acknowledging it would lose it.
+    if (isAdapterError(error) && (error.kind === 'expired' || error.kind === 'unsupported')) return drop(host, inbound, 'unknown-operation');
+    host.metrics.storeErrors.inc({ stage: `load-${kind}` });
+    return inbound.nak(250);
+  }
   if (!entry) return drop(host, inbound, 'unknown-operation');
   if (kind === 'result' && answeredWhenSettled(host, entry, inbound, parsed.peerId, message as ResultMessage)) return inbound.ack();
   try {

@@ -1,13 +1,14 @@
 /**
- * Seeded chaos on a real NATS deployment in durable mode: `convoke serve` (jetstream store) and
- * five `convoke peer` processes with one shared SQLite effect sink, while a caller keeps invoking.
- * During the run, at seeded instants, one fault at a time:
+ * Seeded chaos on a real NATS deployment in durable mode: two `convoke serve` processes (one
+ * jetstream store, one command queue group, shared result consumers) and five `convoke peer`
+ * processes with one shared SQLite effect sink, while a caller keeps invoking. During the run, at
+ * seeded instants, one fault at a time:
  *
  *   - a peer is SIGKILLed and restarted (its unacknowledged requests are redelivered);
- *   - the coordinator is SIGKILLed and restarted (recovery from the log: outbox, held results,
- *     timers);
+ *   - one coordinator is SIGKILLed and restarted (the other carries on; the restarted one
+ *     recovers from the log: outbox, held results, timers);
  *   - nats-server is stopped and restarted on the same port and store dir (SIGTERM), or SIGKILLed;
- *   - all at once: coordinator and a peer SIGKILLed while nats-server restarts.
+ *   - all at once: both coordinators and a peer SIGKILLed while nats-server restarts.
  *
  * Every kind happens at least once (a seeded shuffle, then seeded draws). The caller retries each
  * invocation under its key until it is admitted (idempotent by key). Then, for every operation:
@@ -24,13 +25,16 @@
  */
 import assert from 'node:assert/strict';
 import { randomInt } from 'node:crypto';
+import { jetstreamManager } from '@nats-io/jetstream';
 import { test } from 'node:test';
 import type { JsonObject } from '../../src/contract/json.js';
+import type { StoredTransition } from '../../src/events/types.js';
 import { fold, machineSteps } from '../../src/projections/record.js';
 import { SqliteEffectSink } from '../../src/peer/sqlite-effect-sink.js';
 import { seededRandom, type Random } from '../../src/runtime/random.js';
 import type { InvocationResult } from '../../src/projections/views.js';
-import { NatsDeploymentFixture, approve, e2eBundle, resultOf, type CommandClient, type PeerSpec } from '../support/nats-deployment-fixture.js';
+import { startServe, type ServeProcess } from '../support/http-server.js';
+import { NatsDeploymentFixture, approve, e2eBundle, e2eNamespace, resultOf, type CommandClient, type PeerSpec } from '../support/nats-deployment-fixture.js';
 
 const seed = Number(process.env.CONVOKE_CHAOS_SEED ?? randomInt(1, 1_000_000));
 const faultCount = Number(process.env.CONVOKE_CHAOS_FAULTS ?? 8);
@@ -64,9 +68,61 @@ function schedule(random: Random): FaultKind[] {
   return kinds.slice(0, Math.max(faultCount, 0));
 }
 
+/** An operation's log in one line: each transition's instant, causation and events (type, branch, the fields that say why). */
+function summary(log: readonly StoredTransition[]): string {
+  return log
+    .map((t) => {
+      const events = t.transition.events.map((e) => {
+        const { type, branchId, cause, reason, status, outcome, attempt, fence } = e as unknown as Record<string, unknown>;
+        return [type, branchId, cause, reason, status, outcome, attempt === undefined ? undefined : `a${String(attempt)}f${String(fence)}`].filter((x) => x !== undefined && x !== null).join(' ');
+      });
+      return `@${t.committedAtMs} ${t.transition.causation.command}: ${events.join(', ')}`;
+    })
+    .join(' | ');
+}
+
+/** The operation's requests and results as the streams hold them (subject's last token, stream sequence, store time). */
+async function storedMessages(f: NatsDeploymentFixture, operationId: string): Promise<string> {
+  const jsm = await jetstreamManager(await f.adminConnection());
+  const found: string[] = [];
+  for (const [kind, stream] of [['request', f.streams().requests], ['result', f.streams().results]] as const) {
+    for (const peer of reviewers) {
+      const subject = `${e2eNamespace}.${interactionOf.get(operationId) ?? '*'}.${operationId}.${kind}.${peer}`;
+      const message = await jsm.streams.getMessage(stream, { last_by_subj: subject }).catch(() => undefined);
+      found.push(`${kind} ${peer}: ${message ? `seq ${message.seq} at ${message.time.toISOString()}` : 'none'}`);
+    }
+  }
+  return found.join(', ');
+}
+
+/** Interaction of each admitted operation (for the failure report's subjects). */
+const interactionOf = new Map<string, string>();
+
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-async function inject(f: NatsDeploymentFixture, kind: FaultKind, random: Random): Promise<string> {
+/** The two coordinators: the fixture's own serve process and a second one on the same config. */
+class Coordinators {
+  second: ServeProcess | undefined;
+
+  constructor(private readonly f: NatsDeploymentFixture) {}
+
+  async start(which: 0 | 1): Promise<void> {
+    if (which === 0) await this.f.startServe();
+    else this.second = await startServe(this.f.serveConfigPath, { env: this.f.env(), readyTimeoutMs: 40_000 });
+  }
+
+  get(which: 0 | 1): ServeProcess {
+    return which === 0 ? this.f.serve! : this.second!;
+  }
+
+  async kill(which: 0 | 1): Promise<void> {
+    const serve = this.get(which);
+    serve.child.kill('SIGKILL');
+    await serve.exited;
+  }
+}
+
+async function inject(f: NatsDeploymentFixture, coordinators: Coordinators, kind: FaultKind, random: Random): Promise<string> {
   const pause = (): Promise<void> => sleep(300 + random.int(700)).then(() => undefined);
   switch (kind) {
     case 'peer': {
@@ -79,11 +135,11 @@ async function inject(f: NatsDeploymentFixture, kind: FaultKind, random: Random)
       return `peer ${p} SIGKILLed and restarted`;
     }
     case 'coordinator': {
-      f.serve!.child.kill('SIGKILL');
-      await f.serve!.exited;
+      const which = random.int(2) as 0 | 1;
+      await coordinators.kill(which);
       await pause();
-      await f.startServe();
-      return 'coordinator SIGKILLed and restarted';
+      await coordinators.start(which);
+      return `coordinator ${which} SIGKILLed and restarted`;
     }
     case 'server-restart':
       await f.restartServer(pause);
@@ -100,14 +156,13 @@ async function inject(f: NatsDeploymentFixture, kind: FaultKind, random: Random)
     case 'all-at-once': {
       const p = reviewers[random.int(reviewers.length)]!;
       const peer = f.peers.get(p)!;
-      f.serve!.child.kill('SIGKILL');
       peer.child.kill('SIGKILL');
       await f.restartServer(async () => {
-        await Promise.all([f.serve!.exited, peer.exited]);
+        await Promise.all([coordinators.kill(0), coordinators.kill(1), peer.exited]);
         await pause();
       });
-      await Promise.all([f.startServe(), f.startPeer(p)]);
-      return `coordinator and peer ${p} SIGKILLed while nats-server restarted`;
+      await Promise.all([coordinators.start(0), coordinators.start(1), f.startPeer(p)]);
+      return `both coordinators and peer ${p} SIGKILLed while nats-server restarted`;
     }
   }
 }
@@ -145,7 +200,7 @@ async function settled(client: CommandClient, operationId: string): Promise<Invo
   return last;
 }
 
-test(`NATS chaos: peers, coordinator and nats-server killed and restarted under load decide every operation, with no duplicate effect (seed ${seed})`, { timeout: 300_000 }, async (t) => {
+test(`NATS chaos: peers, coordinators and nats-server killed and restarted under load decide every operation, with no duplicate effect (seed ${seed})`, { timeout: 300_000 }, async (t) => {
   t.diagnostic(`seed ${seed} (CONVOKE_CHAOS_SEED=${seed} replays the fault schedule), ${faultCount} faults`);
   const random = seededRandom(seed);
   const f = await NatsDeploymentFixture.start({
@@ -158,8 +213,9 @@ test(`NATS chaos: peers, coordinator and nats-server killed and restarted under 
     durable: { ackWaitMs: 2_500, maxDeliver: 100 },
     durabilityCheckIntervalMs: 500,
   });
+  const coordinators = new Coordinators(f);
   try {
-    await Promise.all([f.startServe(), f.startPeers()]);
+    await Promise.all([coordinators.start(0), coordinators.start(1), f.startPeers()]);
     const client = await f.client('billing');
 
     // The caller: a new invocation every 30–90 ms, alternating the two interactions, each retried until admitted.
@@ -169,13 +225,14 @@ test(`NATS chaos: peers, coordinator and nats-server killed and restarted under 
       for (let i = 0; calling; i++) {
         const interaction = interactionsUsed[i % interactionsUsed.length]!;
         const key = `chaos-${seed}-${i}`;
-        admitted.push(admit(client, interaction, key).then((operationId) => ({ key, interaction, operationId })));
+        admitted.push(admit(client, interaction, key).then((operationId) => (interactionOf.set(operationId, interaction), { key, interaction, operationId })));
         await sleep(30 + random.int(60));
       }
     })();
     for (const kind of schedule(random)) {
       await sleep(800 + random.int(1_500));
-      t.diagnostic(await inject(f, kind, random));
+      const startedAtMs = Date.now();
+      t.diagnostic(`${new Date(startedAtMs).toISOString()} ${await inject(f, coordinators, kind, random)} (${Date.now() - startedAtMs} ms)`);
     }
     calling = false;
     await caller;
@@ -195,7 +252,10 @@ test(`NATS chaos: peers, coordinator and nats-server killed and restarted under 
     for (const { key, interaction, operationId } of operations) {
       const result = results.get(operationId);
       const where = `${key} (${interaction}, ${operationId})`;
-      assert.equal(result?.decision?.outcome, 'success', `${where} decides success: ${JSON.stringify(result?.decision)}`);
+      if (result?.decision?.outcome !== 'success') {
+        const stored = await storedMessages(f, operationId);
+        assert.fail(`${where} decides success: ${JSON.stringify(result?.decision)}; its log: ${summary(await f.log(operationId))}; stored messages: ${stored}; effects: ${JSON.stringify(reviewers.map((p) => [p, effects.get(`${operationId}/${p}`) ?? 0]))}`);
+      }
       if (interaction === 'allok') assert.equal(result.decision.successVotes, reviewers.length, `${where}: every vote`);
       else assert.ok(result.decision.successVotes >= 1, `${where}: a vote`);
       assert.notEqual(result.settlement?.status, 'pending', `${where} reached the settled boundary`);
@@ -214,6 +274,7 @@ test(`NATS chaos: peers, coordinator and nats-server killed and restarted under 
       }
     }
   } finally {
+    await coordinators.second?.stop(5_000);
     await f.dispose();
   }
 });

@@ -11,6 +11,10 @@ import { createEmbedded } from '../../src/runtime/embedded.js';
 import { peerIds, reviewBundle } from '../../src/runtime/examples.js';
 import { MemoryEventStore } from '../../src/adapters/store/memory.js';
 import { fold } from '../../src/projections/record.js';
+import { onPeerMessage } from '../../src/runtime/intake.js';
+import { subjectFor } from '../../src/adapters/transport/subjects.js';
+import { encodeWire, type ResultMessage } from '../../src/events/wire.js';
+import type { InboundMessage } from '../../src/adapters/transport/types.js';
 
 const review = { completion: { mode: 'quorum', count: 2 }, cancellation: 'caller', siblings: 'detach', timeoutMs: 60_000 };
 const caller = { principalId: 'p', senderPeerId: null };
@@ -81,5 +85,50 @@ test('a coordinator alone on its store reads nothing back for its own appends', 
     assert.equal(reads, 0, 'its own revisions are known: no read');
   } finally {
     await a.close();
+  }
+});
+
+test('a result for an operation the store cannot read now is left for redelivery, never acknowledged and lost', async () => {
+  const clock = new VirtualClock();
+  const store = new MemoryEventStore({ clock });
+  const a = await coordinatorOn(clock, store);
+  // b shares the store but reads it through a link that is down for a while (a broker restart).
+  let down = true;
+  const flaky = Object.create(store) as MemoryEventStore;
+  flaky.read = async (operationId) => (down ? { kind: 'unavailable', description: 'the store is restarting' } : store.read(operationId));
+  const b = await coordinatorOn(clock, flaky);
+  try {
+    const { result } = await a.coordinator.invoke(caller, { contract: a.bundle.ref, interaction: 'review', invocationKey: 'k', input: { document: 'd' } });
+    const message: ResultMessage = { kind: 'result', operationId: result.operationId, branchId: 'alfa', peerId: 'alfa', attempt: 1, fence: 1, result: { verdict: 'approve' } };
+    const delivery = () => {
+      const answered: string[] = [];
+      const inbound: InboundMessage = {
+        subject: subjectFor('demo.v1.lab', 'review', result.operationId, 'result', 'alfa'),
+        data: encodeWire(message),
+        headers: {},
+        redelivered: answered.length > 0,
+        ack: async () => void answered.push('ack'),
+        nak: async () => void answered.push('nak'),
+      };
+      return { inbound, answered };
+    };
+    const first = delivery();
+    await onPeerMessage(b.coordinator, 'demo.v1.lab', 'review', 'result', first.inbound);
+    assert.deepEqual(first.answered, ['nak'], 'the store could not say whether the operation exists: handed back');
+    const untouched = await store.read(result.operationId);
+    assert.equal(untouched.kind === 'ok' && untouched.transitions.length, 1, 'nothing recorded');
+
+    down = false;
+    const again = delivery(); // the broker's redelivery
+    await onPeerMessage(b.coordinator, 'demo.v1.lab', 'review', 'result', again.inbound);
+    assert.deepEqual(again.answered, ['ack']);
+    const read = await store.read(result.operationId);
+    assert.equal(read.kind, 'ok');
+    if (read.kind !== 'ok') return;
+    const accepted = read.transitions.flatMap((t) => t.transition.events).filter((e) => e.type === 'result-accepted');
+    assert.equal(accepted.length, 1, 'the redelivered result is counted');
+  } finally {
+    await a.close();
+    await b.close();
   }
 });
