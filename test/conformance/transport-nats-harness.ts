@@ -6,7 +6,7 @@
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { jetstreamManager } from '@nats-io/jetstream';
+import { jetstreamManager, type JetStreamManager } from '@nats-io/jetstream';
 import { connectNats, NatsTransport, type DurableConfig } from '../../src/adapters/transport/nats.js';
 import { durableStreamNames } from '../../src/adapters/transport/nats-names.js';
 import type { Transport } from '../../src/adapters/transport/types.js';
@@ -76,6 +76,16 @@ class NatsHarness implements ConformanceContext {
     if (this.serverOptions !== undefined) await rm(this.serverOptions.storeDir, { recursive: true, force: true });
   }
 
+  /** Runs `work` with an administrator's JetStream manager on a connection of its own. */
+  private async asObserver(work: (jsm: JetStreamManager) => Promise<void>): Promise<void> {
+    const nc = await connectNats({ servers: this.server.url, user: 'observer', pass: passwordOf('observer') });
+    try {
+      await work(await jetstreamManager(nc));
+    } finally {
+      await nc.close();
+    }
+  }
+
   private controls(config: DurableConfig, serverOptions: JetStreamServerOptions): DurableControls {
     const start = async () => {
       this.server = await startJetStreamServer({ ...serverOptions, port: this.server.port });
@@ -90,15 +100,8 @@ class NatsHarness implements ConformanceContext {
         await this.server.stop();
         await start();
       },
-      alterStream: async (stream, patch) => {
-        const nc = await connectNats({ servers: this.server.url, user: 'observer', pass: passwordOf('observer') });
-        try {
-          const jsm = await jetstreamManager(nc);
-          await jsm.streams.update(stream, patch);
-        } finally {
-          await nc.close();
-        }
-      },
+      alterStream: (stream, patch) => this.asObserver(async (jsm) => void (await jsm.streams.update(stream, patch))),
+      deleteStream: (stream) => this.asObserver(async (jsm) => void (await jsm.streams.delete(stream))),
     };
   }
 }

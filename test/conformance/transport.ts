@@ -47,6 +47,8 @@ export interface DurableControls {
   startServer(): Promise<void>;
   /** Changes a stream's config as an administrator would (jsm.streams.update). */
   alterStream(stream: string, patch: { duplicate_window?: number }): Promise<void>;
+  /** Deletes a stream as an administrator would. */
+  deleteStream(stream: string): Promise<void>;
 }
 
 /** Durable transports expose provisioning beyond the Transport interface (NatsTransport does). */
@@ -422,6 +424,15 @@ function durableRules(factory: TransportFactory): void {
     await controls.startServer();
     // Reconciliation: retrying with the same id settles it either way, never twice.
     assert.ok(['stored', 'already-stored'].includes((await publishDefinite(coordinator, requestSubject('op1'), 'r1', 'm-1')).receipt));
+  });
+
+  it('a publish no stream answers for (a stream stopped or gone) is unknown, pending reconciliation: not proof of refusal', options, async (t) => {
+    const { coordinator, controls } = await durableSetup(t, factory);
+    await controls.deleteStream(controls.streams.requests);
+    const receipt = await coordinator.publish(requestSubject('op1'), bytes('work'), { msgId: 'nobody-1' });
+    assert.equal(receipt.receipt, 'unknown', receipt.detail);
+    assert.match(receipt.detail ?? '', /no stream answered/);
+    assert.equal((await coordinator.checkDurability()).ok, false, 'a stream really gone is the durability check\'s finding');
   });
 
   it('checkDurability reports a stream whose duplicate window was shortened as not ok', options, async (t) => {

@@ -8,8 +8,8 @@
  *   violation is reported asynchronously by the server, never to the publish call;
  * - durable publish: `stored` only for a PubAck from the expected stream, `already-stored` for a
  *   duplicate Msg-Id inside the window, `rejected` when the server answered that it did not store
- *   (permission, no stream, discard-new limits, other API errors), and `unknown` when nothing was
- *   proven — a timeout or a lost connection is never proof of non-delivery.
+ *   (permission, discard-new limits, other API errors), and `unknown` when nothing was proven — a
+ *   timeout, a lost connection or no stream listening (a restart) is never proof of non-delivery.
  */
 import { jetstream, jetstreamManager, type JetStreamClient, type JetStreamManager, type PubAck } from '@nats-io/jetstream';
 import { connect, errors, type Msg, type NatsConnection } from '@nats-io/transport-node';
@@ -110,15 +110,21 @@ function receiptFromAck(ack: PubAck, expectedStream: string): PublishReceipt {
   return ack.duplicate ? { receipt: 'already-stored', detail: `${ack.stream} seq ${ack.seq}` } : { receipt: 'stored', detail: `${ack.stream} seq ${ack.seq}` };
 }
 
+/**
+ * No responders is not a refusal: nothing stored the message, but nothing said it never will.
+ * A stream stops listening while its server shuts down or restarts, and a stream that is really
+ * gone is the durability check's finding (which closes the affected operations), so the
+ * publication stays pending reconciliation and is sent again under the same identity.
+ */
 function receiptFromFailure(failure: NatsFailure): PublishReceipt {
   const receiptByKind: Record<NatsFailure['kind'], DeliveryReceipt> = {
     permission: 'rejected',
-    'no-responders': 'rejected',
+    'no-responders': 'unknown',
     api: 'rejected',
     'not-sent': 'rejected',
     uncertain: 'unknown',
   };
-  const detail = failure.kind === 'no-responders' ? `no stream captured the subject (${failure.detail})` : failure.detail;
+  const detail = failure.kind === 'no-responders' ? `no stream answered for the subject (${failure.detail})` : failure.detail;
   return { receipt: receiptByKind[failure.kind], detail };
 }
 
