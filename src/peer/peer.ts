@@ -10,7 +10,8 @@ import type { JsonValue } from '../contract/json.js';
 import { checkCancelRequest, checkRequestMessage } from '../events/wire-schemas.js';
 import { encodeWire, type CancelOutcome, type CancelRequest, type ClaimMessage, type RequestMessage, type ResultMessage } from '../events/wire.js';
 import { subjectFor } from '../adapters/transport/subjects.js';
-import type { InboundMessage, Subscription, Transport } from '../adapters/transport/types.js';
+import type { InboundMessage, PublishReceipt, Subscription, Transport } from '../adapters/transport/types.js';
+import type { DeliveryReceipt } from '../events/types.js';
 import { SystemClock, type Clock, type TimerHandle } from '../runtime/clock.js';
 import { BoundedMap } from '../contract/bounded-map.js';
 import { MemoryEffectSink, type EffectSink } from './effect-sink.js';
@@ -65,6 +66,8 @@ interface BranchMemory {
   attempt: number;
   /** Undefined until the attempt's handler returned (a JSON result is never undefined). */
   result: JsonValue | undefined;
+  /** The answer given to a cancel of this attempt: a cancel delivered again gets the same answer. */
+  cancelled?: CancelOutcome;
 }
 
 class PeerRuntime implements Peer {
@@ -130,7 +133,7 @@ class PeerRuntime implements Peer {
     }
     const receipt = await this.publishResult(interaction, request, result);
     // The request is acknowledged only once the result is stored (or sent, on best-effort transports).
-    if (receipt === 'stored' || receipt === 'already-stored' || receipt === 'sent') await inbound.ack();
+    if (delivered(receipt)) await inbound.ack();
     else await inbound.nak(500);
   }
 
@@ -190,9 +193,14 @@ class PeerRuntime implements Peer {
     // Stale fences are rejected: a cancel never reaches past the attempt it names.
     const known = this.branches.get(branchKey);
     if (known !== undefined && cancel.fence < known.fence) return inbound.ack();
-    const outcome = await this.cancelOutcome(branchKey, known, cancel);
-    await this.publishCancelResult(interaction, cancel, outcome);
-    await inbound.ack();
+    const current = known !== undefined && known.fence === cancel.fence && known.attempt === cancel.attempt ? known : undefined;
+    const outcome = current?.cancelled ?? (await this.cancelOutcome(branchKey, known, cancel));
+    if (current) current.cancelled = outcome;
+    const receipt = await this.publishCancelResult(interaction, cancel, outcome);
+    // Acknowledged only once the answer is stored (or sent, on best-effort transports): otherwise
+    // the cancel comes again and gets the same answer, as a request gets its stored result.
+    if (delivered(receipt)) await inbound.ack();
+    else await inbound.nak(500);
   }
 
   private async cancelOutcome(branchKey: string, known: BranchMemory | undefined, cancel: CancelRequest): Promise<CancelOutcome> {
@@ -212,13 +220,13 @@ class PeerRuntime implements Peer {
   private async publishResult(interaction: string, request: RequestMessage, result: JsonValue) {
     const message: ResultMessage = { kind: 'result', operationId: request.operationId, branchId: request.branchId, peerId: this.peerId, attempt: request.attempt, fence: request.fence, result };
     const subject = subjectFor(this.options.namespace, interaction, request.operationId, 'result', this.peerId);
-    return (await this.options.transport.publish(subject, encodeWire(message), { msgId: `${request.publicationId}.result` }).catch(() => ({ receipt: 'unknown' as const }))).receipt;
+    return receiptOf(this.options.transport.publish(subject, encodeWire(message), { msgId: `${request.publicationId}.result` }));
   }
 
-  private async publishCancelResult(interaction: string, cancel: CancelRequest, outcome: CancelOutcome): Promise<void> {
+  private async publishCancelResult(interaction: string, cancel: CancelRequest, outcome: CancelOutcome) {
     const message = { kind: 'cancel-result' as const, operationId: cancel.operationId, branchId: cancel.branchId, peerId: this.peerId, attempt: cancel.attempt, fence: cancel.fence, outcome };
     const subject = subjectFor(this.options.namespace, interaction, cancel.operationId, 'cancel-result', this.peerId);
-    await this.options.transport.publish(subject, encodeWire(message)).catch(() => undefined);
+    return receiptOf(this.options.transport.publish(subject, encodeWire(message)));
   }
 
   private parse<T>(inbound: InboundMessage, check: (value: unknown) => T): T | undefined {
@@ -229,6 +237,14 @@ class PeerRuntime implements Peer {
     }
   }
 }
+
+/** A publication's receipt; a publish that threw proved nothing, so it is unknown. */
+async function receiptOf(publishing: Promise<PublishReceipt>): Promise<DeliveryReceipt> {
+  return (await publishing.catch((): PublishReceipt => ({ receipt: 'unknown' }))).receipt;
+}
+
+/** Whether an answer reached the broker's keeping (or was sent, on best-effort transports): the message that asked for it may then be acknowledged. */
+const delivered = (receipt: DeliveryReceipt) => receipt === 'stored' || receipt === 'already-stored' || receipt === 'sent';
 
 /**
  * What a handler is given. A class, not an object literal: a literal with a getter is built by

@@ -11,6 +11,7 @@ import { MemoryBus } from '../../src/adapters/transport/memory.js';
 import { subjectFor } from '../../src/adapters/transport/subjects.js';
 import type { JsonValue } from '../../src/contract/json.js';
 import { encodeWire, type CancelRequest, type CancelResult, type RequestMessage, type ResultMessage } from '../../src/events/wire.js';
+import type { InboundMessage, Transport } from '../../src/adapters/transport/types.js';
 import { createPeer, type Peer } from '../../src/peer/peer.js';
 import { flushMicrotasks } from '../../src/runtime/clock.js';
 import { peerBusPermissions } from '../../src/runtime/embedded.js';
@@ -127,4 +128,52 @@ test('a cancel answers already-completed for the attempt that finished, unknown 
   await h.cancel(2, 2);
   assert.deepEqual(h.cancelResults.at(-1) && [h.cancelResults.at(-1)!.attempt, h.cancelResults.at(-1)!.outcome], [2, 'already-completed']);
   await h.peer.close();
+});
+
+test('a cancel whose answer could not be stored is handed back, and delivered again gets the same answer', async () => {
+  // A transport that hands the test every subscription's handler and can fail the next publish.
+  const handlers = new Map<string, (m: InboundMessage) => void | Promise<void>>();
+  const published: { subject: string; message: unknown }[] = [];
+  let failNext = false;
+  const transport: Transport = {
+    capabilities: { durable: true },
+    identity: 'alfa',
+    publish: async (subject, data) => {
+      if (failNext) {
+        failNext = false;
+        return { receipt: 'unknown', detail: 'no stream answered' };
+      }
+      published.push({ subject, message: decode(data) });
+      return { receipt: 'stored' };
+    },
+    subscribe: async (pattern, handler) => (handlers.set(pattern, handler), { close: async () => {} }),
+    close: async () => {},
+  };
+  let stopped!: () => void;
+  const peer = await createPeer({
+    transport,
+    namespace,
+    peerId: 'alfa',
+    renew: false,
+    handlers: { review: (_input, { signal }) => new Promise((_resolve, reject) => signal.addEventListener('abort', () => (stopped(), reject(new Error('stopped'))))) },
+  });
+  const deliver = async (kind: 'request' | 'cancel', message: object) => {
+    const answered: string[] = [];
+    const inbound: InboundMessage = { subject: subjectFor(namespace, 'review', operationId, kind, 'alfa'), data: encodeWire(message as RequestMessage), headers: {}, redelivered: false, ack: async () => void answered.push('ack'), nak: async () => void answered.push('nak') };
+    await handlers.get(subjectFor(namespace, 'review', '*', kind, 'alfa'))!(inbound);
+    return answered;
+  };
+  const request: RequestMessage = { kind: 'request', operationId, contract: { id: 'lab.review', version: '1.0.0', digest: `sha256:${'b'.repeat(64)}` }, interaction: 'review', branchId: 'alfa', peerId: 'alfa', attempt: 1, fence: 1, deadlineMs: Date.now() + 60_000, leaseUntilMs: Date.now() + 60_000, renewIntervalMs: 10_000, publicationId: '1'.padStart(64, '0'), input: { document: 'd' } };
+  const running = deliver('request', request);
+  const whenStopped = new Promise<void>((resolve) => (stopped = resolve));
+  await flushMicrotasks();
+  const cancel: CancelRequest = { kind: 'cancel', operationId, branchId: 'alfa', peerId: 'alfa', attempt: 1, fence: 1, reason: 'decision-closed' };
+  failNext = true;
+  assert.deepEqual(await deliver('cancel', cancel), ['nak'], 'the answer was not stored: the cancel is handed back');
+  await whenStopped;
+  assert.deepEqual(await running, ['ack'], 'the stopped request is acknowledged');
+  assert.deepEqual(await deliver('cancel', cancel), ['ack']);
+  const answers = published.filter((p) => p.subject.includes('.cancel-result.')).map((p) => (p.message as CancelResult).outcome);
+  assert.deepEqual(answers, ['stopped'], 'delivered again, the cancel gets the answer it was given: stopped, not unknown');
+  await peer.close();
 });
