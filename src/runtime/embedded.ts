@@ -82,8 +82,9 @@ export async function createEmbedded(options: EmbeddedOptions): Promise<Embedded
     ...(options.manifests ? { manifests: new StaticManifestSource(options.manifests) } : {}),
     ...(options.resultBatchMs === undefined ? {} : { resultBatchMs: options.resultBatchMs }),
   });
-  // Embedded coordinators may share one store (tests run several over it): each follows the others' appends.
-  await coordinator.watchStore();
+  // A store handed in may be shared (tests run several coordinators over one): follow the others'
+  // appends. A store made here has no other client, and nothing to follow.
+  if (options.store) await coordinator.watchStore();
   const peers = new Map<string, Peer>();
   return {
     bus,

@@ -7,7 +7,7 @@
 import type { StoredTransition, Transition } from '../../events/types.js';
 import type { Clock } from '../../runtime/clock.js';
 import { checkGuardShape, guardAdmits, guardFailure, rollbackFailure } from './guard.js';
-import { bodyBytes, checkTransitionShape, encodeTransition, notifyAll, revisionsOnly, sizeFailure } from './codec.js';
+import { bodyBytes, checkTransitionShape, encodeTransition, notifyAll, sizeFailure } from './codec.js';
 import type { AppendListener, AppendOutcome, EventStore, ReadOutcome, RevisionListener, StoreFailure, StoreLimits } from './types.js';
 import { resolveStoreLimits } from './limits.js';
 import { unavailable } from '../../contract/errors.js';
@@ -42,6 +42,8 @@ export class MemoryEventStore implements EventStore {
   readonly capabilities = { durable: false, guard: 'in-write' } as const;
   private readonly streams = new Map<string, Stream>();
   private readonly listeners = new Set<AppendListener>();
+  /** Told only the revision: no transition is decoded for them. */
+  private readonly watchers = new Set<RevisionListener>();
   private readonly clock: Clock;
   private readonly limits: StoreLimits;
   private lastCommittedAtMs = Number.MIN_SAFE_INTEGER;
@@ -104,13 +106,16 @@ export class MemoryEventStore implements EventStore {
     return { close: async () => void this.listeners.delete(listener) };
   }
 
-  watch(listener: RevisionListener): Promise<{ close(): Promise<void> }> {
-    return this.follow(revisionsOnly(listener));
+  async watch(listener: RevisionListener): Promise<{ close(): Promise<void> }> {
+    if (this.closed) throw unavailable('store is closed');
+    this.watchers.add(listener);
+    return { close: async () => void this.watchers.delete(listener) };
   }
 
   async close(): Promise<void> {
     this.closed = true;
     this.listeners.clear();
+    this.watchers.clear();
   }
 
   /** The serialized write: checks, then commits with the one clock reading it checked against. */
@@ -134,6 +139,7 @@ export class MemoryEventStore implements EventStore {
     this.lastCommittedAtMs = nowMs;
     const revision = String(target.transitions.length);
     if (this.listeners.size > 0) notifyAll(this.listeners, operationId, decode(stored, target.transitions.length - 1));
+    if (this.watchers.size > 0) notifyAll(this.watchers, operationId, revision);
     return { kind: 'ok', revision, committedAtMs: nowMs };
   }
 }
