@@ -536,7 +536,7 @@ export class Coordinator implements RuntimeHost {
    * consumers) each hold some operations in memory; a notice of a revision a coordinator has not
    * applied itself makes it read that operation again, so its waiters, reads and timers follow
    * the other's commits. Alone on its store, a coordinator is told only of its own revisions,
-   * which cost a set lookup.
+   * which it recognizes with a set lookup.
    */
   async watchStore(): Promise<void> {
     if (this.watching) return;
