@@ -18,6 +18,7 @@ import { NatsDeploymentFixture, approve, e2eBundle, resultOf, type CommandClient
 
 const reviewers = ['alfa', 'bravo', 'charlie', 'delta', 'echo'];
 const interactions = ['allok', 'first', 'quorum'] as const;
+type Interaction = (typeof interactions)[number];
 
 function bundle(): JsonObject {
   const base = e2eBundle();
@@ -40,15 +41,15 @@ async function commandsAnswered(serve: ServeProcess): Promise<number> {
 }
 
 /** Closed-loop callers for `ms`: each invoke waits for the decision; `onReply` sees each reply or failure. */
-async function load(client: CommandClient, prefix: string, ms: number, onReply: (key: string, outcome: { status: number; decided: boolean; elapsedMs: number } | Error) => void): Promise<string[]> {
-  const keys: string[] = [];
+async function load(client: CommandClient, prefix: string, ms: number, onReply: (key: string, outcome: { status: number; decided: boolean; elapsedMs: number } | Error) => void): Promise<Map<string, Interaction>> {
+  const keys = new Map<string, Interaction>();
   const endMs = Date.now() + ms;
   await Promise.all(
     Array.from({ length: 12 }, async () => {
       while (Date.now() < endMs) {
-        const key = `${prefix}-${keys.length}`;
-        keys.push(key);
-        const interaction = interactions[keys.length % interactions.length]!;
+        const key = `${prefix}-${keys.size}`;
+        const interaction = interactions[keys.size % interactions.length]!;
+        keys.set(key, interaction);
         const startMs = Date.now();
         try {
           const reply = await client.invoke(interaction, { document: key }, { key, waitMs: 8_000 });
@@ -109,8 +110,7 @@ describe('two coordinators on one deployment', { timeout: 120_000 }, () => {
     });
     await killing;
     // Commands the killed process had taken are lost with it: retried under their keys, they find their operations.
-    for (const key of keys) {
-      const interaction = interactions[(keys.indexOf(key) + 1) % interactions.length]!;
+    for (const [key, interaction] of keys) {
       let reply;
       for (let tries = 0; tries < 20; tries++) {
         reply = await client.invoke(interaction, { document: key }, { key, waitMs: 10_000 }).catch(() => undefined);
