@@ -546,14 +546,15 @@ export class Coordinator implements RuntimeHost {
   private onRevision(operationId: string, revision: string): void {
     const entry = this.ops.get(operationId);
     if (!entry || entry.known.has(revision)) return;
+    // Nothing to read once the revision is applied here, or the entry left the cache.
+    const settled = () => entry.known.has(revision) || this.ops.get(operationId) !== entry;
     // A notice of this process's own append can come before the append's answer (a store may
     // tell its watchers inside the write): look again once that answer has been applied.
     setImmediate(() => {
-      if (entry.known.has(revision) || this.ops.get(operationId) !== entry) return;
+      if (settled()) return;
       // Queued behind this process's own append in flight, which may be the one the notice is of.
       void this.enqueue(entry, async () => {
-        if (entry.known.has(revision) || this.ops.get(operationId) !== entry) return;
-        await this.reload(entry);
+        if (!settled()) await this.reload(entry);
       }).catch(() => this.metrics.storeErrors.inc({ stage: 'reload' }));
     });
   }

@@ -192,12 +192,8 @@ class JsInbound implements InboundMessage {
 
   /** The handler failed: hand the message back now rather than after ack_wait. */
   failed(): void {
-    this.outstanding.delete(this);
-    try {
-      this.m.nak();
-    } catch {
-      // The connection is gone; ack_wait redelivers the message once a subscriber is back.
-    }
+    // If the connection is gone the nak fails too, and ack_wait redelivers the message once a subscriber is back.
+    this.nak().catch(() => {});
   }
 }
 
@@ -299,20 +295,15 @@ export async function subscribeDurable(ctx: JetStreamContext, request: DurableSu
     // getConsumerFromInfo skips a second INFO round trip; the info was just read.
     const consumer = ctx.js.consumers.getConsumerFromInfo(info);
     const outstanding = new Outstanding(ctx.config.ackWaitMs);
-    let messages;
-    try {
-      messages = await consumer.consume({
-        max_messages: pullBatchMessagesMax,
-        callback: (m) => deliverDurable(ctx, m, handler, delivered, outstanding),
+    const messages = await consumer
+      .consume({ max_messages: pullBatchMessagesMax, callback: (m) => deliverDurable(ctx, m, handler, delivered, outstanding) })
+      .catch((error: unknown) => {
+        outstanding.close();
+        throw error;
       });
-    } catch (error) {
-      outstanding.close();
-      throw error;
-    }
-    const consuming = messages;
     return {
       close: async () => {
-        await consuming.close();
+        await messages.close();
         outstanding.close();
         watcher?.unsubscribe();
       },
