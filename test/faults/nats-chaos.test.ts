@@ -33,7 +33,7 @@ import { fold, machineSteps } from '../../src/projections/record.js';
 import { SqliteEffectSink } from '../../src/peer/sqlite-effect-sink.js';
 import { seededRandom, type Random } from '../../src/runtime/random.js';
 import type { InvocationResult } from '../../src/projections/views.js';
-import { startServe, type ServeProcess } from '../support/http-server.js';
+import type { ServeProcess } from '../support/http-server.js';
 import { NatsDeploymentFixture, approve, e2eBundle, e2eNamespace, resultOf, type CommandClient, type PeerSpec } from '../support/nats-deployment-fixture.js';
 
 const seed = Number(process.env.CONVOKE_CHAOS_SEED ?? randomInt(1, 1_000_000));
@@ -108,7 +108,7 @@ class Coordinators {
 
   async start(which: 0 | 1): Promise<void> {
     if (which === 0) await this.f.startServe();
-    else this.second = await startServe(this.f.serveConfigPath, { env: this.f.env(), readyTimeoutMs: 40_000 });
+    else this.second = await this.f.startAnotherServe();
   }
 
   get(which: 0 | 1): ServeProcess {
@@ -274,7 +274,6 @@ test(`NATS chaos: peers, coordinators and nats-server killed and restarted under
       }
     }
   } finally {
-    await coordinators.second?.stop(5_000);
     await f.dispose();
   }
 });

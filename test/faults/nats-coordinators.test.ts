@@ -13,7 +13,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import type { JsonObject } from '../../src/contract/json.js';
 import { fold } from '../../src/projections/record.js';
-import { startServe, type ServeProcess } from '../support/http-server.js';
+import type { ServeProcess } from '../support/http-server.js';
 import { NatsDeploymentFixture, approve, e2eBundle, resultOf, type CommandClient, type PeerSpec } from '../support/nats-deployment-fixture.js';
 
 const reviewers = ['alfa', 'bravo', 'charlie', 'delta', 'echo'];
@@ -73,14 +73,11 @@ describe('two coordinators on one deployment', { timeout: 120_000 }, () => {
     // back after the default ack_wait, well inside the leases.
     f = await NatsDeploymentFixture.start({ mode: 'durable', store: 'jetstream', bundle: bundle(), groups: { reviewers }, peers: peers(), commandClients: ['billing'] });
     await f.startServe();
-    second = await startServe(f.serveConfigPath, { env: f.env(), readyTimeoutMs: 40_000 });
+    second = await f.startAnotherServe();
     await f.startPeers();
     client = await f.client('billing');
   });
-  after(async () => {
-    await second?.stop(5_000);
-    await f?.dispose();
-  });
+  after(() => f?.dispose());
 
   it('every invoke that waits for the decision gets it, whichever coordinator took the command and whichever decided', async () => {
     const before = [await commandsAnswered(f.serve!), await commandsAnswered(second)];

@@ -82,6 +82,7 @@ export class NatsDeploymentFixture {
   private readonly plan: NatsPrincipalPlan[];
   private readonly open: { close(): Promise<unknown> }[] = [];
   private readonly servers: NatsServer[] = [];
+  private readonly otherServes: ServeProcess[] = [];
 
   private constructor(
     readonly dir: string,
@@ -246,6 +247,16 @@ export class NatsDeploymentFixture {
     return this.serve;
   }
 
+  /**
+   * Starts one more `convoke serve` on the same config (same user, coordinatorId and store): a
+   * second coordinator of the deployment. Not `serve`; dispose() stops it too.
+   */
+  async startAnotherServe(): Promise<ServeProcess> {
+    const serve = await startServe(this.serveConfigPath, { env: this.env(), readyTimeoutMs: 40_000 });
+    this.otherServes.push(serve);
+    return serve;
+  }
+
   /** Starts `convoke peer` and resolves once it printed its ready line. */
   async startPeer(peerId: string, configPath = this.peerConfigPath(peerId)): Promise<PeerProcess> {
     const peer = spawnCli(['peer', '--config', configPath], this.env());
@@ -306,6 +317,7 @@ export class NatsDeploymentFixture {
     await Promise.all(this.open.map((c) => c.close().catch(() => undefined)));
     await Promise.all([...this.peers.values()].map((p) => p.stop()));
     await this.serve?.stop(5_000);
+    for (const serve of this.otherServes) await serve.stop(5_000);
     for (const server of this.servers.reverse()) await server.dispose();
     await rm(this.dir, { recursive: true, force: true });
   }
