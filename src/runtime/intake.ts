@@ -1,8 +1,9 @@
 /**
  * Peer message intake: results, claims (renew/release) and cancel results. The subject is parsed
- * against the subscription's namespace and interaction, the payload strictly parsed and
- * schema-checked; when its turn comes in the operation's serial queue the publisher is verified
- * and authorization rechecked, then the pure decider runs and its transition is appended with the
+ * against the subscription's namespace and interaction and must be the operation's own subject
+ * (`wrong-subject` otherwise), the payload strictly parsed and schema-checked; when its turn
+ * comes in the operation's serial queue the publisher is verified against the attestation of the
+ * namespace the message arrived on and authorization rechecked, then the pure decider runs and its transition is appended with the
  * CAS — together with the other messages of that operation that waited meanwhile (host.submit).
  * Durable messages are acknowledged only after that append (or a duplicate proving prior
  * acceptance).
@@ -15,7 +16,7 @@ import { checkCancelResult, checkClaimMessage, checkResultMessage } from '../eve
 import type { CancelResult, ClaimMessage, ResultMessage } from '../events/wire.js';
 import { decideCancelResult, decideClaim, decideResult, type PeerCommand, type ResultCommand } from '../machines/decide.js';
 import { findBranch, type OperationRecord } from '../projections/record.js';
-import { parseSubject } from '../adapters/transport/subjects.js';
+import { parseSubject, subjectFor, type ParsedSubject } from '../adapters/transport/subjects.js';
 import type { InboundMessage } from '../adapters/transport/types.js';
 import type { Decider, OpEntry, RuntimeHost } from './host.js';
 
@@ -50,15 +51,25 @@ export async function onPeerMessage(host: RuntimeHost, namespace: string, intera
     return inbound.nak(250);
   }
   if (!entry) return drop(host, inbound, 'unknown-operation');
-  if (kind === 'result' && answeredWhenSettled(host, entry, inbound, parsed.peerId, message as ResultMessage)) return inbound.ack();
+  // A message is evidence only for the subject it arrived on (DESIGN §10): one that names this
+  // operation on another namespace's or interaction's subjects was published under permissions
+  // and an attestation that are not this operation's. It is counted, not recorded: its publisher
+  // is no party to this operation and may not grow its log.
+  if (!onOwnSubject(entry.record, parsed, inbound.subject)) return drop(host, inbound, 'wrong-subject');
+  if (kind === 'result' && answeredWhenSettled(host, entry, inbound, parsed, message as ResultMessage)) return inbound.ack();
   try {
-    await host.submit(entry, () => prepare(host, entry, inbound, parsed.peerId, kind, message), inbound.data.byteLength, { batchable: kind === 'result' });
+    await host.submit(entry, () => prepare(host, entry, inbound, parsed, kind, message), inbound.data.byteLength, { batchable: kind === 'result' });
     await inbound.ack();
   } catch {
     // The store could not answer: leave the message for redelivery rather than guess.
     host.metrics.storeErrors.inc({ stage: `admit-${kind}` });
     await inbound.nak(250);
   }
+}
+
+/** Whether the received subject is exactly the operation's own `<ns>.<interaction>.<operationId>.<kind>.<peer>`. */
+function onOwnSubject(record: OperationRecord, parsed: ParsedSubject, subject: string): boolean {
+  return subject === subjectFor(record.subjectNamespace, record.interaction, record.operationId, parsed.kind, parsed.peerId);
 }
 
 /**
@@ -68,11 +79,11 @@ export async function onPeerMessage(host: RuntimeHost, namespace: string, intera
  * queue turn or a policy call. Anything the record would still record (a protocol conflict) takes
  * the queue like any other message. Answers whether the message was handled.
  */
-function answeredWhenSettled(host: RuntimeHost, entry: OpEntry, inbound: InboundMessage, subjectPeerId: string, message: ResultMessage): boolean {
+function answeredWhenSettled(host: RuntimeHost, entry: OpEntry, inbound: InboundMessage, parsed: ParsedSubject, message: ResultMessage): boolean {
   const record = entry.record;
   if (record.phase !== 'settled') return false;
-  const publisherProblem = verify(host, record, inbound.subject, subjectPeerId, message);
-  const command: ResultCommand = { subject: inbound.subject, subjectPeerId, publisherProblem, authorizationProblem: undefined, message, nowMs: host.deps.clock.nowMs() };
+  const publisherProblem = verify(host, record, inbound.subject, parsed, message);
+  const command: ResultCommand = { subject: inbound.subject, subjectPeerId: parsed.peerId, publisherProblem, authorizationProblem: undefined, message, nowMs: host.deps.clock.nowMs() };
   const d = decideResult(record, entry.interaction, command);
   if (d.kind === 'duplicate') return true;
   if (d.kind !== 'reject' || d.transition !== undefined) return false;
@@ -81,9 +92,10 @@ function answeredWhenSettled(host: RuntimeHost, entry: OpEntry, inbound: Inbound
 }
 
 /** Verification and the authorization recheck, then the decider for this message. */
-async function prepare(host: RuntimeHost, entry: OpEntry, inbound: InboundMessage, subjectPeerId: string, kind: Kind, message: Message): Promise<Decider> {
+async function prepare(host: RuntimeHost, entry: OpEntry, inbound: InboundMessage, parsed: ParsedSubject, kind: Kind, message: Message): Promise<Decider> {
   const record = entry.record;
-  const publisherProblem = verify(host, record, inbound.subject, subjectPeerId, message);
+  const subjectPeerId = parsed.peerId;
+  const publisherProblem = verify(host, record, inbound.subject, parsed, message);
   const authorizationProblem = await recheckAuthorization(host, record, kind, message);
   const subject = inbound.subject;
   return (current, retryAsLate, rejected) => {
@@ -112,10 +124,14 @@ function decideFor(reject: (reason: string) => void, record: OperationRecord, en
   return d.kind === 'accept' ? d.transition : undefined;
 }
 
-/** Publisher verification: undefined when subject peer, expected peer, payload peer and namespace attestation agree; otherwise why not. */
-function verify(host: RuntimeHost, record: OperationRecord, subject: string, subjectPeerId: string, message: Message): string | undefined {
+/**
+ * Publisher verification: undefined when subject peer, expected peer, payload peer and namespace
+ * attestation agree; otherwise why not. The attestation consulted is that of the namespace the
+ * message arrived on, never the one the operation merely claims.
+ */
+function verify(host: RuntimeHost, record: OperationRecord, subject: string, parsed: ParsedSubject, message: Message): string | undefined {
   const expectedPeerId = findBranch(record, message.branchId)?.peerId ?? '';
-  const verification = host.deps.verifier.verify({ subject, namespace: record.subjectNamespace, subjectPeerId, expectedPeerId, payloadPeerId: message.peerId });
+  const verification = host.deps.verifier.verify({ subject, namespace: parsed.namespace, subjectPeerId: parsed.peerId, expectedPeerId, payloadPeerId: message.peerId });
   return verification.accepted ? undefined : verification.reason;
 }
 

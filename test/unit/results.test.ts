@@ -10,6 +10,10 @@ import { SubjectNamespaceVerifier } from '../../src/adapters/verification/subjec
 import type { DomainEvent, ResultRejected } from '../../src/events/types.js';
 import type { EventStore } from '../../src/adapters/store/types.js';
 import type { JsonObject } from '../../src/contract/json.js';
+import { VirtualClock, flushMicrotasks } from '../../src/runtime/clock.js';
+import { createEmbedded, peerBusPermissions } from '../../src/runtime/embedded.js';
+import { peerIds, reviewBundle } from '../../src/runtime/examples.js';
+import { subjectFor } from '../../src/adapters/transport/subjects.js';
 
 const rejections = (events: DomainEvent[]) => events.filter((e): e is ResultRejected => e.type === 'result-rejected').map((e) => e.reason);
 const accepted = (events: DomainEvent[]) => events.filter((e) => e.type === 'result-accepted').length;
@@ -67,6 +71,44 @@ test('results for the wrong operation are rejected', async () => {
   await s.settle();
   assert.equal(accepted(await s.events(op)), 0);
   assert.equal(accepted(await s.events(other)), 0);
+});
+
+test('a peer message is evidence only for its operation\'s own subject: the operation named on another interaction\'s subject is wrong-subject, counted and not recorded', async () => {
+  const clock = new VirtualClock();
+  const base = reviewBundle({ completion: { mode: 'first-success' } });
+  const review = (base.interactions as Record<string, JsonObject>).review!;
+  const bundle = { ...base, interactions: { review, audit: review } };
+  const e = await createEmbedded({ clock, bundle, groups: { reviewers: peerIds(3) }, resultBatchMs: 0 });
+  const invoke = (interaction: string, key: string) => e.coordinator.invoke({ principalId: 'svc-a', senderPeerId: null }, { contract: e.bundle.ref, interaction, invocationKey: key, input: { document: 'd' } });
+  const op = (await invoke('review', 'k-review')).result.operationId;
+  await invoke('audit', 'k-audit'); // the audit interaction's result and claim paths are subscribed now
+  await flushMicrotasks();
+  const alfa = e.bus.connect('raw:alfa', peerBusPermissions('demo.v1.lab', 'alfa'));
+  const send = async (interaction: string, kind: 'result' | 'claim', extra: JsonObject) => {
+    const body = { kind, operationId: op, branchId: 'alfa', peerId: 'alfa', attempt: 1, fence: 1, ...extra };
+    assert.equal((await alfa.publish(subjectFor('demo.v1.lab', interaction, op, kind, 'alfa'), new TextEncoder().encode(JSON.stringify(body)))).receipt, 'sent');
+    await flushMicrotasks();
+  };
+  await send('audit', 'result', { result: approve });
+  await send('audit', 'claim', { action: 'release' });
+  const wrongSubject = (await e.coordinator.metrics.rejections.get()).values.find((v) => v.labels.reason === 'wrong-subject');
+  assert.equal(wrongSubject?.value, 2);
+  const read = await e.store.read(op);
+  assert.ok(read.kind === 'ok');
+  assert.deepEqual(types(read.transitions.flatMap((t) => t.transition.events)).filter((t) => t !== 'dispatch-recorded'), ['operation-admitted']);
+  // The same message on the operation's own subject is admitted.
+  await send('review', 'result', { result: approve });
+  assert.equal((await e.coordinator.get('svc-a', op)).decision?.outcome, 'success');
+});
+
+test('publisher verification consults the attestation of the namespace the subject arrived on', () => {
+  const verifier = new SubjectNamespaceVerifier([{ namespace: 'demo.v1.lab', exclusivePeerPublishers: true }]);
+  const input = { subjectPeerId: 'alfa', expectedPeerId: 'alfa', payloadPeerId: 'alfa', namespace: 'demo.v1.lab' };
+  assert.deepEqual(verifier.verify({ ...input, subject: `demo.v1.lab.review.op1.result.alfa` }), { accepted: true });
+  for (const subject of ['other.ns.review.op1.result.alfa', 'demo.v1.lab.extra.review.op1.result.alfa', 'demo.v1.labx.review.op1.result.alfa']) {
+    const outcome = verifier.verify({ ...input, subject });
+    assert.equal(outcome.accepted, false, subject);
+  }
 });
 
 test('results for a branch outside the frozen manifest are rejected', async () => {

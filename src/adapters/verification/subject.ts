@@ -14,7 +14,9 @@ export interface NamespaceAttestation {
 }
 
 export interface VerificationInput {
+  /** The subject the message was received on. */
   subject: string;
+  /** That subject's namespace: the attestation consulted is this one's, never the operation's by assumption. */
   namespace: string;
   subjectPeerId: string;
   expectedPeerId: string;
@@ -35,6 +37,9 @@ export class SubjectNamespaceVerifier implements PublisherVerifier {
   }
 
   verify(input: VerificationInput): VerificationOutcome {
+    if (!peerSubjectOf(input.subject, input.namespace)) {
+      return { accepted: false, reason: `subject ${input.subject} is not a peer subject of namespace ${input.namespace}, whose attestation was asked for` };
+    }
     if (input.subjectPeerId !== input.expectedPeerId || input.payloadPeerId !== input.expectedPeerId) {
       return { accepted: false, reason: `subject peer ${input.subjectPeerId}, expected ${input.expectedPeerId} and payload peer ${input.payloadPeerId} disagree` };
     }
@@ -47,4 +52,9 @@ export class SubjectNamespaceVerifier implements PublisherVerifier {
     }
     return { accepted: true };
   }
+}
+
+/** Whether `subject` is `<namespace>.<interaction>.<operationId>.<kind>.<peer>`: the namespace is the subject's own. */
+function peerSubjectOf(subject: string, namespace: string): boolean {
+  return subject.startsWith(`${namespace}.`) && subject.slice(namespace.length + 1).split('.').length === 4;
 }
