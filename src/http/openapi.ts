@@ -11,7 +11,7 @@ const errorMeaning: Record<(typeof errorStatuses)[number], string> = {
   401: 'no or unknown credential (body kind "denied", description "authentication required")',
   403: 'denied by policy',
   404: 'no such operation visible to this principal (unknown and other principals\' operations look the same)',
-  409: 'conflict (the invocationKey is bound to a different input) or protocol-conflict',
+  409: 'conflict (the invocationKey is bound to a different interaction or input) or protocol-conflict',
   410: 'expired (the invocation key is tombstoned or admission ran out of its budget)',
   413: 'the body exceeds the configured limit',
   415: 'the body is not application/json (UTF-8)',

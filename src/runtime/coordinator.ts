@@ -11,7 +11,7 @@ import { AdapterError, AssertionFailure, isAdapterError } from '../contract/erro
 import { operationId as deriveOperationId } from '../contract/ids.js';
 import type { JsonValue } from '../contract/json.js';
 import { limits } from '../contract/limits.js';
-import type { InvocationRequest, RuntimeContext, WaitFor } from '../contract/types.js';
+import type { ContractRef, InvocationRequest, RuntimeContext, WaitFor } from '../contract/types.js';
 import type { StoredTransition, Transition } from '../events/types.js';
 import { planAdmission, type PeerAuthorization } from '../machines/admission.js';
 import { commandsPerTransitionMax, decideCancelOperation, decideDue, decideDurabilityLost, decideTogether, nextDueMs, resultGuardEndMs, selectionCandidates, type CandidateAuthorization } from '../machines/decide.js';
@@ -74,8 +74,9 @@ export class Coordinator implements RuntimeHost {
     const { canonical, inputDigest } = this.checkInput(interaction, request.input);
     checkInvocationKey(request.invocationKey);
     const operationId = deriveOperationId(caller.principalId, bundle.digest, request.invocationKey);
+    const identity: InvocationIdentity = { principalId: caller.principalId, contract: bundle.ref, interaction: interaction.id, inputDigest };
     const cached = this.ops.get(operationId);
-    if (cached) return { result: this.view(this.sameInput(cached, caller, inputDigest)), created: false };
+    if (cached) return { result: this.view(sameInvocation(cached, identity)), created: false };
     // Create first, without reading the store: a new key (the common case) costs no read, and an
     // existing one is found by the create's own conflict. Whatever refuses a new admission
     // (authorization, planning) still returns an operation that already exists under this key.
@@ -86,7 +87,7 @@ export class Coordinator implements RuntimeHost {
         await this.authorizeInvoke(context, bundle, interaction);
         transition = await this.planWithinBudget(context, bundle, interaction, { operationId, caller, request, inputDigest, inputBytes: Buffer.byteLength(canonical), requestStartMs });
       } catch (refusal) {
-        const existing = await this.findExisting(operationId, caller, inputDigest);
+        const existing = await this.findExisting(operationId, identity);
         if (existing) return { result: this.view(existing), created: false };
         throw refusal;
       }
@@ -99,7 +100,7 @@ export class Coordinator implements RuntimeHost {
       }
       if (outcome.kind === 'conflict') {
         // Another coordinator created it first: same key and input returns that operation.
-        const raced = await this.findExisting(operationId, caller, inputDigest);
+        const raced = await this.findExisting(operationId, identity);
         if (raced) return { result: this.view(raced), created: false };
         continue;
       }
@@ -127,18 +128,10 @@ export class Coordinator implements RuntimeHost {
     return { canonical, inputDigest: `sha256:${sha256Hex(canonical)}` };
   }
 
-  /** The same principal, contract and key: the same input returns the operation, a different input conflicts. */
-  private async findExisting(operationId: string, caller: Caller, inputDigest: string): Promise<OpEntry | undefined> {
+  /** The operation this key already names, if any; it is returned only for the same whole invocation identity (sameInvocation). */
+  private async findExisting(operationId: string, identity: InvocationIdentity): Promise<OpEntry | undefined> {
     const entry = await this.load(operationId);
-    return entry && this.sameInput(entry, caller, inputDigest);
-  }
-
-  private sameInput(entry: OpEntry, caller: Caller, inputDigest: string): OpEntry {
-    if (entry.record.principalId !== caller.principalId) throw new AssertionFailure('operation id binds the principal');
-    if (entry.record.inputDigest !== inputDigest) {
-      throw new AdapterError('conflict', `invocation key "${entry.record.invocationKey}" is already bound to a different input (${entry.record.inputDigest})`);
-    }
-    return entry;
+    return entry && sameInvocation(entry, identity);
   }
 
   private async authorizeInvoke(context: RuntimeContext, bundle: CompiledBundle, interaction: CompiledInteraction): Promise<void> {
@@ -733,6 +726,34 @@ export class Coordinator implements RuntimeHost {
   context(caller: Caller, nowMs: number, deadlineMs: number | null): RuntimeContext {
     return { principalId: caller.principalId, senderPeerId: caller.senderPeerId, ...this.deps.deployment, nowMs, deadlineMs };
   }
+}
+
+/** What an invocation key is bound to at admission, immutably: the whole of it must match for a retry to find the operation. */
+interface InvocationIdentity {
+  principalId: string;
+  contract: ContractRef;
+  interaction: string;
+  inputDigest: string;
+}
+
+/**
+ * The operation id binds principal, contract digest and key only, so a key reused for another
+ * interaction (or, were the digest to collide, another principal or contract) would find this
+ * operation: the recorded identity is compared in full, and any difference is a conflict — never
+ * another interaction's operation, read at a boundary that is not its own.
+ */
+function sameInvocation(entry: OpEntry, identity: InvocationIdentity): OpEntry {
+  const record = entry.record;
+  const differences: string[] = [];
+  if (record.principalId !== identity.principalId) differences.push('principal');
+  const c = record.contract;
+  if (c.id !== identity.contract.id || c.version !== identity.contract.version || c.digest !== identity.contract.digest) differences.push(`contract (${c.id}@${c.version} ${c.digest})`);
+  if (record.interaction !== identity.interaction) differences.push(`interaction ("${record.interaction}")`);
+  if (record.inputDigest !== identity.inputDigest) differences.push(`input (${record.inputDigest})`);
+  if (differences.length > 0) {
+    throw new AdapterError('conflict', `invocation key "${record.invocationKey}" is already bound to a different ${differences.join(', ')}`);
+  }
+  return entry;
 }
 
 /** Accepting arbitrary caller-supplied expected result sets is prohibited (spec, admission step 3). */

@@ -9,7 +9,10 @@ import { AdapterError } from '../../src/contract/errors.js';
 import { canonicalJson, sha256Hex } from '../../src/contract/canonical.js';
 import { operationId } from '../../src/contract/ids.js';
 import { limits } from '../../src/contract/limits.js';
-import { peerIds } from '../../src/runtime/examples.js';
+import { peerIds, reviewBundle } from '../../src/runtime/examples.js';
+import { createEmbedded } from '../../src/runtime/embedded.js';
+import { VirtualClock } from '../../src/runtime/clock.js';
+import type { JsonObject } from '../../src/contract/json.js';
 import type { OperationAdmitted } from '../../src/events/types.js';
 import type { EventStore } from '../../src/adapters/store/types.js';
 import { MemoryEventStore } from '../../src/adapters/store/memory.js';
@@ -184,6 +187,22 @@ test('a duplicate invocation key with a different input fails with conflict', as
   const s = await scenario();
   await s.invoke('k', { document: 'one' });
   await assert.rejects(s.invoke('k', { document: 'two' }), rejects('conflict'));
+});
+
+test('the recorded invocation identity is compared in full: a reused key naming a different interaction is a conflict, never the other interaction\'s operation', async () => {
+  const base = reviewBundle();
+  const review = (base.interactions as Record<string, JsonObject>).review!;
+  const bundle = { ...base, interactions: { review, sealed: { ...review, waitFor: 'settled' } } };
+  const e = await createEmbedded({ clock: new VirtualClock(), bundle, groups: { reviewers: peerIds(3) }, resultBatchMs: 0 });
+  const invoke = (interaction: string) => e.coordinator.invoke({ principalId: 'svc-a', senderPeerId: null }, { contract: e.bundle.ref, interaction, invocationKey: 'k', input: { document: 'same' } });
+  const sealed = await invoke('sealed');
+  assert.equal(sealed.created, true);
+  // Held in this coordinator's cache, and found through the store by a coordinator that never saw it.
+  await assert.rejects(invoke('review'), (error: unknown) => rejects('conflict')(error) && /interaction \("sealed"\)/.test((error as AdapterError).description ?? ''));
+  (e.coordinator as unknown as { ops: Map<string, unknown> }).ops.clear();
+  await assert.rejects(invoke('review'), rejects('conflict'));
+  const again = await invoke('sealed');
+  assert.deepEqual([again.created, again.result.operationId, again.result.interaction], [false, sealed.result.operationId, 'sealed']);
 });
 
 test('no sends occur before successful creation', async () => {

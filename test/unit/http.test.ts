@@ -125,6 +125,15 @@ describe('HTTP facade (inject)', () => {
     assert.equal(errorBody(await post(undeployed), 422).kind, 'unsupported');
   });
 
+  test('a reused invocation key naming a different interaction is 409, and never reads the other interaction\'s operation at its weaker boundary', async () => {
+    const key = `reused-${Date.now()}`;
+    const sealed = resultBody(await post(requestBody(fixture, { interaction: 'sealed', invocationKey: key, waitMs: 0 })), 202);
+    const reused = errorBody(await post(requestBody(fixture, { interaction: 'review', invocationKey: key, waitMs: 5000 })), 409);
+    assert.equal(reused.kind, 'conflict');
+    assert.match(reused.description ?? '', /interaction \("sealed"\)/);
+    assert.ok(!JSON.stringify(reused).includes(sealed.operationId));
+  });
+
   test('410 for an invocation key whose operation was tombstoned', async () => {
     // Another coordinator on the same store admits and the operator tombstones it; this one never cached it.
     const other = await createEmbedded({ clock: new SystemClock(), bundle: fixtureBundle(), groups: { reviewers: ['alfa', 'bravo', 'charlie'] }, store: built.deployment.store });
