@@ -60,6 +60,18 @@ export interface DecisionRecord {
   cancelDeadlineMs: number;
   /** Business results of cancelling siblings are recorded as facts strictly before this instant. */
   graceEndMs: number;
+  /**
+   * The accepted outcomes as of the closing transition, in manifest order: what the decision's
+   * aggregation projects. A sibling's result recorded later is a fact beside the decision
+   * (branches, settlement), never folded into its output.
+   */
+  acceptedAtClose: ClosingOutcome[];
+}
+
+export interface ClosingOutcome {
+  branchId: string;
+  peerId: string;
+  accepted: AcceptedResult;
 }
 
 /** The record: the admission's immutable identity and manifest, plus everything that evolves. */
@@ -308,6 +320,7 @@ function evolveDraft(draft: RecordDraft, event: DomainEvent, atMs: number, steps
         failedUnits: event.failedUnits,
         cancelDeadlineMs: atMs + record.manifest.cancelTimeoutMs,
         graceEndMs: atMs + record.manifest.settlementGraceMs,
+        acceptedAtClose: acceptedOutcomes(record),
       };
       return;
     }
@@ -386,6 +399,13 @@ export function branchOf(record: OperationRecord, branchId: string): BranchRecor
   const branch = findBranch(record, branchId);
   if (!branch) throw new AssertionFailure(`unknown branch ${branchId} in ${record.operationId}`);
   return branch;
+}
+
+/** Branches with an accepted result, in manifest order (AcceptedResult values are replaced, never changed, so sharing them is safe). */
+function acceptedOutcomes(record: OperationRecord): ClosingOutcome[] {
+  const outcomes: ClosingOutcome[] = [];
+  for (const b of branchList(record)) if (b.accepted !== null) outcomes.push({ branchId: b.branchId, peerId: b.peerId, accepted: b.accepted });
+  return outcomes;
 }
 
 function addPeer(peers: string[], peerId: string): string[] {

@@ -74,11 +74,15 @@ export function branchViews(record: OperationRecord): BranchView[] {
   });
 }
 
-/** The aggregate output of a closed decision, or null; never throws. */
+/**
+ * The aggregate output of a closed decision, or null; never throws. It projects the accepted
+ * outcomes as of the closing transition only, so it is fixed with the decision: a cancelling
+ * sibling's result recorded afterwards shows in the branches and the settlement, not here.
+ */
 export function aggregateOutput(record: OperationRecord, interaction: CompiledInteraction | undefined): { output: JsonValue; outputError: AdapterErrorBody | null } {
   const aggregate = interaction?.spec.aggregate;
   if (!record.decision || !aggregate || !interaction) return { output: null, outputError: null };
-  const accepted = branchList(record).filter((b) => b.accepted !== null);
+  const accepted = record.decision.acceptedAtClose;
   let output: JsonValue;
   switch (aggregate.kind) {
     case 'collect':

@@ -12,6 +12,8 @@ import { subjectFor } from '../../src/adapters/transport/subjects.js';
 import { peerBusPermissions } from '../../src/runtime/embedded.js';
 import { flushMicrotasks } from '../../src/runtime/clock.js';
 import type { Handler } from '../../src/peer/peer.js';
+import { fold } from '../../src/projections/record.js';
+import { invocationResult } from '../../src/projections/views.js';
 
 const of = <T extends DomainEvent['type']>(events: DomainEvent[], type: T) => events.filter((e): e is Extract<DomainEvent, { type: T }> => e.type === type);
 const cancelling: JsonObject = { completion: { mode: 'first-success' }, siblings: 'cancel', cancelTimeoutMs: 1000, settlementGraceMs: 3000, timeoutMs: 10_000, leaseMs: 10_000 };
@@ -129,6 +131,30 @@ test('already-completed preserves that fact even when its result arrived after d
   assert.deepEqual(view.branches.map((b) => b.status), ['success', 'failure']);
   assert.deepEqual(view.settlement, { status: 'complete', siblings: [{ branchId: 'bravo', disposition: 'cancel-requested', outcome: 'already-completed' }] });
   await s.assertReplayEquals(result.operationId);
+});
+
+test('the output returned with a decision is the aggregation at closure: a sibling\'s already-completed result after the decision is reported beside it, not folded into it', async () => {
+  const s = await scenario({ peers: 3, review: { ...cancelling, completion: { mode: 'quorum', count: 2 } } });
+  const { result } = await s.invoke('k');
+  await s.settle();
+  const op = result.operationId;
+  for (const p of ['alfa', 'bravo']) await s.send(p, { operationId: op, branchId: p, peerId: p, result: { verdict: 'approve' } });
+  const atDecision = await s.get(op);
+  assert.deepEqual([atDecision.decision?.outcome, atDecision.phase, atDecision.settlement.status], ['success', 'closed', 'pending']);
+  assert.deepEqual(atDecision.output, { counts: { approve: 2 }, total: 2 });
+  // charlie had finished as the quorum closed: its result arrives while its cancel is outstanding.
+  await s.send('charlie', { operationId: op, branchId: 'charlie', peerId: 'charlie', result: { verdict: 'reject' } });
+  const settled = await s.get(op);
+  assert.deepEqual([settled.phase, settled.settlement.status], ['settled', 'complete']);
+  assert.deepEqual(settled.settlement.siblings, [{ branchId: 'charlie', disposition: 'cancel-requested', outcome: 'already-completed' }]);
+  assert.deepEqual(settled.branches.map((b) => [b.branchId, b.status, b.result]), [['alfa', 'success', { verdict: 'approve' }], ['bravo', 'success', { verdict: 'approve' }], ['charlie', 'failure', { verdict: 'reject' }]]);
+  assert.deepEqual(settled.output, atDecision.output);
+  assert.deepEqual(settled.decision, atDecision.decision);
+  // The fold of the log gives the same view.
+  const read = await s.store.read(op);
+  assert.ok(read.kind === 'ok');
+  assert.deepEqual(invocationResult(fold(read.transitions)!, s.bundle.interactions.get('review')).output, atDecision.output);
+  await s.assertReplayEquals(op);
 });
 
 test('a cancelled peer that finishes anyway answers already-completed', async () => {
