@@ -19,7 +19,8 @@ const predicate = {
   properties: { pointer: jsonPointer, equals: {} },
 } as const;
 
-const completion = {
+/** The completion rule: closed in every mode (the manifest freezes the same shape). */
+export const completionSchema = {
   oneOf: [
     { type: 'object', required: ['mode'], additionalProperties: false, properties: { mode: { const: 'first-success' } } },
     { type: 'object', required: ['mode'], additionalProperties: false, properties: { mode: { const: 'all-successful' } } },
@@ -104,7 +105,7 @@ export const interactionSchema = {
       maxItems: limits.branchesMax,
       items: { type: 'object', required: ['branchId', 'peerId'], additionalProperties: false, properties: { branchId: token, peerId: token } },
     },
-    completion,
+    completion: completionSchema,
     votes: { enum: ['distinct-branches', 'distinct-peers'] },
     success: predicate,
     retryable: predicate,

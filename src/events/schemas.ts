@@ -5,6 +5,7 @@
  */
 import { describeErrors, lazyValidator } from '../contract/validation.js';
 import { tokenSchema } from '../contract/ids.js';
+import { completionSchema } from '../contract/schemas.js';
 
 const token = tokenSchema;
 const positive = { type: 'integer', minimum: 1, maximum: Number.MAX_SAFE_INTEGER } as const;
@@ -31,7 +32,7 @@ const manifest = {
   additionalProperties: false,
   properties: {
     delivery: { enum: ['independent', 'one-eligible', 'explicit', 'gather'] },
-    completion: { type: 'object', required: ['mode'] },
+    completion: completionSchema,
     votes: { enum: ['distinct-branches', 'distinct-peers'] },
     units: positive,
     threshold: positive,

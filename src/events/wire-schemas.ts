@@ -1,6 +1,7 @@
 /** Schemas for what peers send: a message from the network is validated before any field is trusted. */
 import { compileChecker } from '../contract/validation.js';
 import { tokenSchema } from '../contract/ids.js';
+import { contractRefSchema } from '../contract/schemas.js';
 import type { CancelRequest, CancelResult, ClaimMessage, RequestMessage, ResultMessage } from './wire.js';
 
 const token = tokenSchema;
@@ -43,7 +44,7 @@ export const requestMessageSchema = {
   properties: {
     kind: { const: 'request' },
     operationId: opId,
-    contract: { type: 'object', required: ['id', 'version', 'digest'], properties: { id: { type: 'string' }, version: { type: 'string' }, digest: { type: 'string' } } },
+    contract: contractRefSchema,
     interaction: token,
     branchId: token,
     peerId: token,
