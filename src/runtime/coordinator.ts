@@ -99,7 +99,7 @@ export class Coordinator implements RuntimeHost {
         return { result: this.view(entry), created: true };
       }
       if (outcome.kind === 'conflict') {
-        // Another coordinator created it first: same key and input returns that operation.
+        // Another coordinator created it first: the same invocation identity returns that operation.
         const raced = await this.findExisting(operationId, identity);
         if (raced) return { result: this.view(raced), created: false };
         continue;

@@ -3,8 +3,9 @@
  * against the subscription's namespace and interaction and must be the operation's own subject
  * (`wrong-subject` otherwise), the payload strictly parsed and schema-checked; when its turn
  * comes in the operation's serial queue the publisher is verified against the attestation of the
- * namespace the message arrived on and authorization rechecked, then the pure decider runs and its transition is appended with the
- * CAS — together with the other messages of that operation that waited meanwhile (host.submit).
+ * namespace the message arrived on and authorization rechecked, then the pure decider runs and
+ * its transition is appended with the CAS — together with the other messages of that operation
+ * that waited meanwhile (host.submit).
  * Durable messages are acknowledged only after that append (or a duplicate proving prior
  * acceptance).
  */
