@@ -15,6 +15,8 @@ import { commandClientPermissions, coordinatorPermissions, peerPermissions, type
 import type { InboundMessage, PublishReceipt, SubscribeOptions, Transport } from '../../src/adapters/transport/types.js';
 
 export const conformanceNamespace = 'conf.v1';
+/** The peers of the roster: a durable harness keeps streams for each. */
+export const conformancePeers = ['alfa', 'bravo'] as const;
 
 export type Identity = 'observer' | 'coordinator' | 'alfa' | 'bravo' | 'client';
 
@@ -30,7 +32,7 @@ export interface RosterEntry {
 export function conformanceRoster(namespace = conformanceNamespace): RosterEntry[] {
   return [
     { identity: 'observer', permissions: undefined, inboxPrefix: undefined },
-    { identity: 'coordinator', permissions: coordinatorPermissions(namespace, 'coordinator', { manageStreams: true }), inboxPrefix: inboxPrefixFor('coord', 'coordinator') },
+    { identity: 'coordinator', permissions: coordinatorPermissions(namespace, 'coordinator', conformancePeers, { manageStreams: true }), inboxPrefix: inboxPrefixFor('coord', 'coordinator') },
     { identity: 'alfa', permissions: peerPermissions(namespace, 'alfa'), inboxPrefix: inboxPrefixFor('peer', 'alfa') },
     { identity: 'bravo', permissions: peerPermissions(namespace, 'bravo'), inboxPrefix: inboxPrefixFor('peer', 'bravo') },
     { identity: 'client', permissions: commandClientPermissions('client'), inboxPrefix: inboxPrefixFor('cmd', 'client') },
@@ -40,6 +42,7 @@ export function conformanceRoster(namespace = conformanceNamespace): RosterEntry
 /** What a durable (JetStream-backed) harness lets a test do to the broker itself. */
 export interface DurableControls {
   config: DurableConfig;
+  /** alfa's two streams. */
   streams: DurableStreamNames;
   /** Stops the server and starts it again on the same port with the same store dir. */
   restartServer(): Promise<void>;
@@ -368,14 +371,15 @@ function durableRules(factory: TransportFactory): void {
   });
 
   it('max_deliver exhaustion calls onExhausted once and the message is not delivered again', options, async (t) => {
-    const { coordinator, alfa } = await durableSetup(t, factory, { maxDeliver: 2, ackWaitMs: 200 });
+    const { coordinator, alfa, controls } = await durableSetup(t, factory, { maxDeliver: 2, ackWaitMs: 200 });
     const got = collector();
     const exhausted: unknown[] = [];
     await subscribeAlfaRequests(alfa, got.handler, (info) => void exhausted.push(info));
     await coordinator.publish(requestSubject('op1'), bytes('never acked'), { msgId: 'x-1' });
     await waitFor(() => exhausted.length === 1, 'the exhaustion report');
     await sleep(1_000);
-    assert.deepEqual(exhausted, [{ subject: requestSubject('op1'), streamSeq: 1, deliveries: 2 }]);
+    // Sequence 1 is the stream's anchor.
+    assert.deepEqual(exhausted, [{ subject: requestSubject('op1'), stream: controls.streams.requests, streamSeq: 2, deliveries: 2 }]);
     assert.deepEqual(got.messages.map((m) => m.redelivered), [false, true]);
   });
 

@@ -108,15 +108,15 @@ describe('NATS deployment', { timeout: 50_000 }, () => {
     const nc = await connectNats({ servers: server.url, user: 'coordinator', pass: password, inboxPrefix: inboxPrefixFor('coord', 'coordinator') });
     try {
       const jsm = await jetstreamManager(nc, { checkAPI: false });
-      const { requests, results } = durableStreamNames(e2eNamespace);
-      assert.equal((await jsm.streams.info(requests)).config.duplicate_window, msToNanos(20_000));
       for (const peer of ['alfa', 'foxtrot']) {
+        const { requests, results } = durableStreamNames(e2eNamespace, peer);
+        assert.equal((await jsm.streams.info(requests)).config.duplicate_window, msToNanos(20_000));
         const info = await jsm.consumers.info(requests, peerConsumerName(peer, 'request'));
         assert.equal(info.config.filter_subject, peerConsumerFilter(e2eNamespace, peer, 'request'));
         await jsm.consumers.info(requests, peerConsumerName(peer, 'cancel'));
-      }
-      for (const kind of ['result', 'claim', 'cancel-result'] as const) {
-        assert.equal((await jsm.consumers.info(results, coordinatorConsumerName('coordinator', kind))).config.filter_subject, `${e2eNamespace}.*.*.${kind}.*`);
+        for (const kind of ['result', 'claim', 'cancel-result'] as const) {
+          assert.equal((await jsm.consumers.info(results, coordinatorConsumerName('coordinator', kind))).config.filter_subject, `${e2eNamespace}.*.*.${kind}.${peer}`);
+        }
       }
     } finally {
       await nc.close();
@@ -130,7 +130,7 @@ describe('NATS deployment', { timeout: 50_000 }, () => {
     const request = (key: string) => ({ contract, interaction: 'allok', invocationKey: key, input: { document: 'd' } });
     assert.equal(deployment.nats?.admissionProblem(), undefined);
     const admitted = await deployment.coordinator.invoke(caller, request('before'));
-    const { requests } = durableStreamNames(e2eNamespace);
+    const { requests } = durableStreamNames(e2eNamespace, 'alfa');
     const admin = await connectNats({ servers: server.url, user: 'coordinator', pass: password, inboxPrefix: inboxPrefixFor('coord', 'coordinator') });
     const jsm = await jetstreamManager(admin, { checkAPI: false });
     const config = (await jsm.streams.info(requests)).config;
@@ -194,7 +194,7 @@ describe('NATS deployment', { timeout: 50_000 }, () => {
     const deployment = await build(nats({ durable: { maxDeliver: 2, ackWaitMs: 1_000 } }), { store: 'sqlite:exhaust.db' });
     // kilo is a single-peer audience: its (hand-driven) consumer refuses every delivery.
     const kiloNc = await connectNats({ servers: server.url, user: 'kilo', pass: password });
-    const kilo = new NatsTransport(kiloNc, { identity: 'kilo', durable: { namespace: soloNamespace, duplicateWindowMs: 1, maxDeliver: 2, ackWaitMs: 1_000 } });
+    const kilo = new NatsTransport(kiloNc, { identity: 'kilo', durable: { namespace: soloNamespace, peers: ['kilo'], duplicateWindowMs: 1, maxDeliver: 2, ackWaitMs: 1_000 } });
     let deliveries = 0;
     await kilo.subscribe(peerConsumerFilter(soloNamespace, 'kilo', 'request'), (m) => void ((deliveries += 1), m.nak()), { durable: peerConsumerName('kilo', 'request') });
     try {
