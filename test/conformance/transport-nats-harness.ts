@@ -102,6 +102,7 @@ class NatsHarness implements ConformanceContext {
       },
       alterStream: (stream, patch) => this.asObserver(async (jsm) => void (await jsm.streams.update(stream, patch))),
       deleteStream: (stream) => this.asObserver(async (jsm) => void (await jsm.streams.delete(stream))),
+      purgeStream: (stream) => this.asObserver(async (jsm) => void (await jsm.streams.purge(stream))),
     };
   }
 }
