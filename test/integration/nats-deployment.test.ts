@@ -96,6 +96,10 @@ describe('NATS deployment', { timeout: 50_000 }, () => {
     await assert.rejects(buildDeployment(parse(nats()), { clock: new SystemClock(), env: {} }), rejectsAs('invalid-input', /CONVOKE_NATS_PASSWORD_COORDINATOR.*not set/));
   });
 
+  it('an unconsumed message is never evicted: a byte cap is refused (nats-server 2.9 evicts a stored message at the byte boundary, even under discard new)', async () => {
+    await assert.rejects(build(nats({ durable: { maxBytes: 1_000_000 } })), rejectsAs('invalid-input', /maxBytes is not supported: nats-server 2\.9 evicts/));
+  });
+
   it('durable mode refuses to start when the duplicate window does not cover deadline + settlement grace of every interaction', async () => {
     // e2eBundle: timeoutMs 15000 + max(settlementGraceMs 5000, cancelTimeoutMs 5000) = 20000.
     await assert.rejects(build(nats({ durable: { duplicateWindowMs: 19_999 } })), (e: unknown) => isAdapterError(e) && e.kind === 'invalid-input' && /does not cover e2e\.review\/first/.test(e.description ?? '') && /= 20000/.test(e.description ?? ''));

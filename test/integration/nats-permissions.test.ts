@@ -206,7 +206,7 @@ describe('NATS permissions: the result subject proves the publishing peer', () =
     const creator = await connectNats({ servers: server.url, user: 'creator', pass: 'pw-creator' });
     open.push(creator);
     const name = 'push-into-results';
-    const config = { durable_name: name, filter_subject: `${namespace}.*.*.request.alfa`, ack_policy: 'none', deliver_subject: `${namespace}.review.op9.result.bravo` };
+    const config = { durable_name: name, filter_subject: `${namespace}.*.*.request.alfa`, ack_policy: 'explicit', deliver_subject: `${namespace}.review.op9.result.bravo` };
     const createSubject = `$JS.API.CONSUMER.CREATE.${requestStream}.${name}.${config.filter_subject}`;
     const reply = await creator.request(createSubject, JSON.stringify({ stream_name: requestStream, config }), { timeout: 2_000 });
     assert.equal((reply.json() as { error?: unknown }).error, undefined, 'the server accepted a deliver_subject outside the creator\'s publish permission');
