@@ -7,8 +7,8 @@
  * subscriptions; one attempt's worth of promises, no offline delivery (spec: memory mode).
  *
  * Durable mode (spec: "Outbox, durable delivery and recovery"; DESIGN.md §5):
- * - per subject namespace, a requests stream and a results stream (file, limits, discard new)
- *   whose duplicate window must cover timeoutMs + max(settlementGraceMs, cancelTimeoutMs) of every
+ * - per subject namespace and known peer, a requests stream and a results stream (file,
+ *   work queue, discard new: nats-streams.ts) whose duplicate window must cover timeoutMs + max(settlementGraceMs, cancelTimeoutMs) of every
  *   deployed interaction: start is refused otherwise;
  * - a filtered durable consumer per peer for its requests and one for its cancels, provisioned
  *   here for every peer the deployment knows (directory groups and static audiences the bundles

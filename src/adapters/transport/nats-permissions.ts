@@ -28,8 +28,8 @@
  * - NOT granted to peers: consumer creation. On 2.9.10 the server does not check a consumer's
  *   `deliver_subject` against the creator's publish permission; a peer allowed to create even its
  *   own consumer could make the server push stored messages onto another peer's result subject,
- *   where the results stream captures them (they keep their original subject, but they consume
- *   the discard-new capacity of every peer's results). Coordinators provision peer consumers
+ *   where that peer's results stream captures them (they keep their original subject, but they
+ *   consume the discard-new capacity of that peer's results). Coordinators provision peer consumers
  *   (peerConsumerName) and peers bind to them.
  * - Stream create/update is an administrative capability inside the attested publish boundary:
  *   a stream's `republish` (2.9) or sources can write stored content onto result subjects without
