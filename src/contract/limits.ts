@@ -36,6 +36,12 @@ export const limits = {
   bundleBytesMax: 1024 * 1024,
   interactionsMax: 64,
   quorumDenominatorMax: 1_000_000,
+  /** Durable mode: in-flight messages per peer stream when the deployment sets no maxMsgs (a full stream refuses new work). */
+  durableStreamMsgsDefault: 10_000,
+  /** Durable mode: the largest message a peer stream stores when the deployment sets no maxMsgBytes. */
+  durableMsgBytesDefault: 512 * 1024,
+  /** Room a request or result message needs beyond its input or output (ids, attempt, fence, deadlines). */
+  wireEnvelopeBytesMax: 16 * 1024,
 } as const;
 
 assert(limits.attemptsMax >= 1 && limits.attemptsMax <= 16, 'attemptsMax within the profile range 1..16');
@@ -46,3 +52,4 @@ assert(limits.rejectionsRecordedMax + limits.protocolConflictsRecordedMax < limi
 assert(Number.isSafeInteger(limits.timeoutMsMax + limits.settlementGraceMsMax + limits.cancelTimeoutMsMax), 'time sums are safe integers');
 
 export type Limits = typeof limits;
+assert(Math.max(limits.inputBytesMax, limits.resultBytesMax) + limits.wireEnvelopeBytesMax <= limits.durableMsgBytesDefault, 'the largest request or result fits a durable stream by default');

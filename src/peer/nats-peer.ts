@@ -85,7 +85,7 @@ async function provisionedConsumerSettings(
   onWaiting: ((message: string) => void) | undefined,
 ): Promise<DurableConfig> {
   const jsm = await jetstreamManager(nc, { checkAPI: false });
-  const stream = durableStreamNames(namespace).requests;
+  const stream = durableStreamNames(namespace, peerId).requests;
   const deadlineMs = Date.now() + provisionWaitMs;
   let told = false;
   for (;;) {
@@ -94,7 +94,7 @@ async function provisionedConsumerSettings(
       const maxDeliver = request.config.max_deliver ?? -1;
       const ackWaitMs = nanosToMs(request.config.ack_wait ?? 0);
       if (cancel.config.max_deliver !== maxDeliver || nanosToMs(cancel.config.ack_wait ?? 0) !== ackWaitMs) throw new AdapterError('conflict', `consumers of peer ${peerId} disagree on max_deliver/ack_wait`);
-      return { namespace, duplicateWindowMs: 1, maxDeliver, ackWaitMs };
+      return { namespace, peers: [peerId], duplicateWindowMs: 1, maxDeliver, ackWaitMs };
     } catch (error) {
       if (error instanceof AdapterError) throw error;
       if (Date.now() >= deadlineMs) throw new AdapterError('unavailable', `the consumers of peer ${peerId} on ${stream} are not provisioned (is the coordinator running?): ${(error as Error).message}`);

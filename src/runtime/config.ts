@@ -48,8 +48,17 @@ export type TransportConfig = { kind: 'memory'; examplePeers?: Record<string, Ex
 export interface NatsDurableSettings {
   /** Must cover timeoutMs + max(settlementGraceMs, cancelTimeoutMs) of every deployed interaction; by default exactly that. */
   duplicateWindowMs?: number;
-  /** Capacity of each stream (discard new: a full stream refuses new work); unlimited when absent. */
+  /**
+   * In-flight messages each peer's request stream and result stream hold (discard new: a full
+   * stream refuses new work; consumed messages are released). Default limits.durableStreamMsgsDefault.
+   */
   maxMsgs?: number;
+  /** The largest message a stream stores; with maxMsgs it bounds each peer's bytes. Default limits.durableMsgBytesDefault. */
+  maxMsgBytes?: number;
+  /**
+   * Refused: nats-server 2.9 evicts a stored message when a small one lands at a stream's byte
+   * limit, even under discard new. Bound bytes with maxMsgs and maxMsgBytes.
+   */
   maxBytes?: number;
   /** Broker deliveries of one message before exhaustion is observed (a failed attempt, never a new branch). */
   maxDeliver?: number;

@@ -7,8 +7,8 @@
  * subscriptions; one attempt's worth of promises, no offline delivery (spec: memory mode).
  *
  * Durable mode (spec: "Outbox, durable delivery and recovery"; DESIGN.md §5):
- * - per subject namespace, a requests stream and a results stream (file, limits, discard new)
- *   whose duplicate window must cover timeoutMs + max(settlementGraceMs, cancelTimeoutMs) of every
+ * - per subject namespace and known peer, a requests stream and a results stream (file,
+ *   work queue, discard new: nats-streams.ts) whose duplicate window must cover timeoutMs + max(settlementGraceMs, cancelTimeoutMs) of every
  *   deployed interaction: start is refused otherwise;
  * - a filtered durable consumer per peer for its requests and one for its cancels, provisioned
  *   here for every peer the deployment knows (directory groups and static audiences the bundles
@@ -22,7 +22,7 @@
  * - a request that exhausts its deliveries (the peer's consumer reached max_deliver) is recorded
  *   as an observed failure of that attempt: retryable within the attempt budget, never a new branch.
  */
-import { jetstreamManager, type JetStreamManager } from '@nats-io/jetstream';
+import { JetStreamApiCodes, JetStreamApiError, jetstreamManager, type JetStreamManager } from '@nats-io/jetstream';
 import type { NatsConnection, Subscription as NatsSubscription } from '@nats-io/transport-node';
 import type { BundleRegistry, CompiledBundle } from '../contract/bundle.js';
 import { invalidInput, unavailable } from '../contract/errors.js';
@@ -76,7 +76,7 @@ export interface ResolvedNatsTransport {
   passwordEnv: string;
   mode: 'core' | 'durable';
   coordinatorId: string;
-  durable: Required<Pick<NatsDurableSettings, 'duplicateWindowMs' | 'maxDeliver' | 'ackWaitMs'>> & Pick<NatsDurableSettings, 'maxMsgs' | 'maxBytes'>;
+  durable: Required<Pick<NatsDurableSettings, 'duplicateWindowMs' | 'maxDeliver' | 'ackWaitMs'>> & Pick<NatsDurableSettings, 'maxMsgs' | 'maxMsgBytes'>;
   manageStreams: boolean;
   durabilityCheckIntervalMs: number;
   commandQueue: string;
@@ -106,6 +106,8 @@ export const natsTransportSchema = {
       properties: {
         duplicateWindowMs: positiveMs(limits.timeoutMsMax + limits.settlementGraceMsMax + limits.cancelTimeoutMsMax),
         maxMsgs: { type: 'integer', minimum: 1, maximum: Number.MAX_SAFE_INTEGER },
+        maxMsgBytes: { type: 'integer', minimum: 1, maximum: Number.MAX_SAFE_INTEGER },
+        // Accepted by the schema only to be refused with its reason (checkNatsTransport).
         maxBytes: { type: 'integer', minimum: 1, maximum: Number.MAX_SAFE_INTEGER },
         maxDeliver: { type: 'integer', minimum: 1, maximum: 1000 },
         ackWaitMs: positiveMs(limits.leaseMsMax, 100),
@@ -136,8 +138,11 @@ export function checkNatsTransport(transport: NatsTransportConfig, compiled: Com
     maxDeliver: t.durable?.maxDeliver ?? natsDurableDefaults.maxDeliver,
     ackWaitMs: t.durable?.ackWaitMs ?? natsDurableDefaults.ackWaitMs,
     ...(t.durable?.maxMsgs === undefined ? {} : { maxMsgs: t.durable.maxMsgs }),
-    ...(t.durable?.maxBytes === undefined ? {} : { maxBytes: t.durable.maxBytes }),
+    ...(t.durable?.maxMsgBytes === undefined ? {} : { maxMsgBytes: t.durable.maxMsgBytes }),
   };
+  if (t.durable?.maxBytes !== undefined) {
+    problems.push('transport.durable.maxBytes is not supported: nats-server 2.9 evicts a stored message when a small one lands at a stream\'s byte limit, even under discard new; bound bytes with maxMsgs and maxMsgBytes instead');
+  }
   if (t.mode === 'durable') problems.push(...duplicateWindowProblems(compiled, durable.duplicateWindowMs));
   if (problems.length > 0) throw invalidInput(`deployment config: ${problems.join('; ')}`);
   return {
@@ -200,10 +205,10 @@ export function peersByNamespace(compiled: CompiledBundle[], groups: Record<stri
   return new Map([...byNamespace].map(([ns, peers]) => [ns, [...peers].sort()]));
 }
 
-export function durableConfigFor(namespace: string, settings: ResolvedNatsTransport['durable']): DurableConfig {
-  const config: DurableConfig = { namespace, duplicateWindowMs: settings.duplicateWindowMs, maxDeliver: settings.maxDeliver, ackWaitMs: settings.ackWaitMs };
+export function durableConfigFor(namespace: string, settings: ResolvedNatsTransport['durable'], peers: readonly string[]): DurableConfig {
+  const config: DurableConfig = { namespace, peers, duplicateWindowMs: settings.duplicateWindowMs, maxDeliver: settings.maxDeliver, ackWaitMs: settings.ackWaitMs };
   if (settings.maxMsgs !== undefined) config.maxMsgs = settings.maxMsgs;
-  if (settings.maxBytes !== undefined) config.maxBytes = settings.maxBytes;
+  if (settings.maxMsgBytes !== undefined) config.maxMsgBytes = settings.maxMsgBytes;
   return config;
 }
 
@@ -224,7 +229,8 @@ export class NatsDeploymentTransport implements Transport {
   ) {
     this.identity = core.identity;
     this.capabilities = { durable: durable.size > 0 };
-    this.routes = [...durable].map(([namespace, transport]) => ({ layout: durableLayout(namespace), transport }));
+    // Placing a subject needs no peer list: the namespace's durable subjects have one shape.
+    this.routes = [...durable].map(([namespace, transport]) => ({ layout: durableLayout(namespace, []), transport }));
   }
 
   publish(subject: string, data: Uint8Array, options?: PublishOptions): Promise<PublishReceipt> {
@@ -255,7 +261,7 @@ export class NatsDeploymentTransport implements Transport {
   }
 
   private transportFor(subjectOrPattern: string): Transport {
-    return this.routes.find((r) => r.layout.streamFor(subjectOrPattern) !== undefined)?.transport ?? this.core;
+    return this.routes.find((r) => r.layout.captures(subjectOrPattern))?.transport ?? this.core;
   }
 }
 
@@ -422,13 +428,15 @@ function parseAdvisory(data: Uint8Array): Advisory | undefined {
 }
 
 /**
- * Watches every peer consumer of the requests streams for max-delivery exhaustion and records
+ * Watches every peer consumer of the request streams for max-delivery exhaustion and records
  * it on the operation as the observed failure of that attempt (decideDispatchRecorded with
  * receipt `exhausted`: a retry within the attempt budget, or a failed branch). The request body
  * read back from the stream names the branch, attempt and fence; a superseded attempt is ignored
- * by the decider, so a re-emitted advisory changes nothing.
+ * by the decider, so a re-emitted advisory changes nothing. Once recorded (a cancel: once seen;
+ * its timeout decides settlement) the message is deleted: it is never delivered again, and a
+ * work-queue stream would keep it, holding a slot of the peer's capacity for good.
  */
-async function watchRequestExhaustion(nc: NatsConnection, jsm: JetStreamManager, namespaces: string[], coordinator: Coordinator, clock: Clock, log: (line: string) => void): Promise<{ close(): void }> {
+async function watchRequestExhaustion(nc: NatsConnection, jsm: JetStreamManager, peers: Map<string, string[]>, coordinator: Coordinator, clock: Clock, log: (line: string) => void): Promise<{ close(): void }> {
   const seen = new BoundedMap<string, true>(exhaustedSeenMax);
   const subscriptions: NatsSubscription[] = [];
   const record = async (stream: string, advisory: Advisory) => {
@@ -436,27 +444,39 @@ async function watchRequestExhaustion(nc: NatsConnection, jsm: JetStreamManager,
     if (seen.has(key)) return;
     seen.set(key, true);
     const stored = await jsm.streams.getMessage(stream, { seq: advisory.stream_seq });
-    if (!stored || !stored.subject.split('.').includes('request')) return; // a cancel: its timeout decides settlement
-    const request = checkRequestMessage(parseStrictBytes(stored.data, 'exhausted request'));
-    const entry = await coordinator.load(request.operationId);
-    if (!entry) return;
-    const receipt = { branchId: request.branchId, attempt: request.attempt, fence: request.fence, receipt: 'exhausted' as const, detail: `${advisory.deliveries} deliveries` };
-    await coordinator.enqueue(entry, () => coordinator.commitDecided(entry, (current) => decideDispatchRecorded(current, [receipt], clock.nowMs())));
-    log(`request ${stored.subject} exhausted ${advisory.deliveries} deliveries: recorded as a failed attempt ${request.attempt}`);
+    if (!stored) return;
+    if (stored.subject.split('.').includes('request')) {
+      const request = checkRequestMessage(parseStrictBytes(stored.data, 'exhausted request'));
+      const entry = await coordinator.load(request.operationId);
+      if (entry) {
+        const receipt = { branchId: request.branchId, attempt: request.attempt, fence: request.fence, receipt: 'exhausted' as const, detail: `${advisory.deliveries} deliveries` };
+        await coordinator.enqueue(entry, () => coordinator.commitDecided(entry, (current) => decideDispatchRecorded(current, [receipt], clock.nowMs())));
+        log(`request ${stored.subject} exhausted ${advisory.deliveries} deliveries: recorded as a failed attempt ${request.attempt}`);
+      }
+    }
+    await releaseExhausted(jsm, stream, advisory.stream_seq);
   };
-  for (const namespace of namespaces) {
-    const stream = durableStreamNames(namespace).requests;
-    subscriptions.push(
-      nc.subscribe(maxDeliveriesAdvisorySubject(stream, '*'), {
-        callback: (error, msg) => {
-          const advisory = error ? undefined : parseAdvisory(msg.data);
-          if (advisory) void record(stream, advisory).catch((e: unknown) => log(`recording an exhausted request of ${stream} failed: ${(e as Error).message}`));
-        },
-      }),
-    );
+  for (const [namespace, namespacePeers] of peers) {
+    for (const peerId of namespacePeers) subscriptions.push(watchStreamExhaustion(nc, durableStreamNames(namespace, peerId).requests, record, log));
   }
   await nc.flush();
   return { close: () => subscriptions.forEach((s) => s.unsubscribe()) };
+}
+
+function watchStreamExhaustion(nc: NatsConnection, stream: string, record: (stream: string, advisory: Advisory) => Promise<void>, log: (line: string) => void): NatsSubscription {
+  return nc.subscribe(maxDeliveriesAdvisorySubject(stream, '*'), {
+    callback: (error, msg) => {
+      const advisory = error ? undefined : parseAdvisory(msg.data);
+      if (advisory) void record(stream, advisory).catch((e: unknown) => log(`recording an exhausted request of ${stream} failed: ${(e as Error).message}`));
+    },
+  });
+}
+
+/** Deletes a message that exhausted its deliveries (see watchRequestExhaustion); one already gone is fine. */
+async function releaseExhausted(jsm: JetStreamManager, stream: string, seq: number): Promise<void> {
+  await jsm.streams.deleteMessage(stream, seq, false).catch((error: unknown) => {
+    if (!(error instanceof JetStreamApiError && error.code === JetStreamApiCodes.NoMessageFound)) throw error;
+  });
 }
 
 // ── assembly ─────────────────────────────────────────────────────────────────
@@ -517,7 +537,7 @@ async function assembleNats(config: DeploymentConfig, settings: ResolvedNatsTran
   closers.push(() => nc.drain().catch(() => nc.close()));
   const durable = settings.mode === 'durable';
   const peers = peersByNamespace(parts.compiled, config.directory.groups);
-  const { transport, byNamespace } = coordinatorTransport(nc, settings, durable ? namespaces : [], log);
+  const { transport, byNamespace } = coordinatorTransport(nc, settings, durable ? peers : new Map(), log);
   closers.push(() => transport.close());
   if (durable) await prepareDurable(settings, byNamespace, peers, transport);
 
@@ -550,7 +570,7 @@ async function assembleNats(config: DeploymentConfig, settings: ResolvedNatsTran
   await coordinator.watchStore();
   await coordinator.recover();
   if (durable) {
-    const watcher = await watchRequestExhaustion(nc, await jetstreamManager(nc, { checkAPI: false }), namespaces, coordinator, clock, log);
+    const watcher = await watchRequestExhaustion(nc, await jetstreamManager(nc, { checkAPI: false }), peers, coordinator, clock, log);
     closers.push(() => watcher.close());
     monitor.start(settings.durabilityCheckIntervalMs);
     closers.push(() => monitor.stop());
@@ -575,9 +595,15 @@ async function assembleNats(config: DeploymentConfig, settings: ResolvedNatsTran
  * One connection: core NATS for commands, and per durable namespace a JetStream transport whose
  * result, claim and cancel-result subscriptions go to the coordinator's durable consumers.
  */
-function coordinatorTransport(nc: NatsConnection, settings: ResolvedNatsTransport, durableNamespaces: string[], log: (line: string) => void) {
-  const byNamespace = new Map(durableNamespaces.map((ns) => [ns, new NatsTransport(nc, { identity: settings.user, durable: durableConfigFor(ns, settings.durable) })]));
-  const onExhausted = (consumer: string, info: ExhaustedInfo) => log(`result path ${consumer}: ${info.subject || `stream seq ${info.streamSeq}`} exhausted ${info.deliveries} deliveries and will not be delivered again`);
+function coordinatorTransport(nc: NatsConnection, settings: ResolvedNatsTransport, durablePeers: Map<string, string[]>, log: (line: string) => void) {
+  const byNamespace = new Map([...durablePeers].map(([ns, peers]) => [ns, new NatsTransport(nc, { identity: settings.user, durable: durableConfigFor(ns, settings.durable, peers) })]));
+  let jsm: Promise<JetStreamManager> | undefined;
+  // Logged, then deleted: it is never delivered again, and the peer's work-queue stream would keep it for good.
+  const onExhausted = (consumer: string, info: ExhaustedInfo) => {
+    log(`result path ${consumer}: ${info.subject || `stream seq ${info.streamSeq}`} exhausted ${info.deliveries} deliveries and will not be delivered again`);
+    jsm ??= jetstreamManager(nc, { checkAPI: false });
+    void jsm.then((m) => releaseExhausted(m, info.stream, info.streamSeq)).catch((e: unknown) => log(`deleting exhausted ${info.stream} seq ${info.streamSeq} failed: ${(e as Error).message}`));
+  };
   const muxed = new Map<string, Transport>([...byNamespace].map(([ns, t]) => [ns, new ConsumerMuxTransport(t, coordinatorRoute(ns, settings.coordinatorId), { onExhausted })]));
   return { transport: new NatsDeploymentTransport(new NatsTransport(nc, { identity: settings.user }), muxed), byNamespace };
 }
@@ -727,10 +753,11 @@ export interface NatsPlanOptions {
  */
 export function natsPrincipalPlan(options: NatsPlanOptions): NatsPrincipalPlan[] {
   const c = options.coordinator;
-  const coordinatorBlocks = options.namespaces.map((ns) => coordinatorPermissions(ns, c.coordinatorId, { manageStreams: c.manageStreams ?? false }));
+  const peers = options.peers instanceof Map ? options.peers : new Map(Object.entries(options.peers));
+  const peersOf = (ns: string) => [...peers].filter(([, namespaces]) => namespaces.includes(ns)).map(([peerId]) => peerId).sort();
+  const coordinatorBlocks = options.namespaces.map((ns) => coordinatorPermissions(ns, c.coordinatorId, peersOf(ns), { manageStreams: c.manageStreams ?? false }));
   if (c.jetstreamStore) coordinatorBlocks.push(jetstreamStorePermissions(c.jetstreamStore, { manageStreams: c.manageStreams ?? false }));
   const plan: NatsPrincipalPlan[] = [{ user: c.user, role: 'coordinator', permissions: mergePermissions(...coordinatorBlocks), inboxPrefix: inboxPrefixFor('coord', c.coordinatorId) }];
-  const peers = options.peers instanceof Map ? options.peers : new Map(Object.entries(options.peers));
   for (const [peerId, namespaces] of [...peers].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))) {
     plan.push({ user: peerId, role: 'peer', permissions: mergePermissions(...namespaces.map((ns) => peerPermissions(ns, peerId))), inboxPrefix: inboxPrefixFor('peer', peerId) });
   }

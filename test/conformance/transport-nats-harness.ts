@@ -11,7 +11,7 @@ import { connectNats, NatsTransport, type DurableConfig } from '../../src/adapte
 import { durableStreamNames } from '../../src/adapters/transport/nats-names.js';
 import type { Transport } from '../../src/adapters/transport/types.js';
 import { startNatsServer, type NatsServer, type NatsUser } from '../support/nats-server.js';
-import { conformanceNamespace, conformanceRoster, type ConformanceContext, type DurableControls, type Identity, type TransportFactory } from './transport.js';
+import { conformanceNamespace, conformancePeers, conformanceRoster, type ConformanceContext, type DurableControls, type Identity, type TransportFactory } from './transport.js';
 
 const passwordOf = (identity: string) => `pw-${identity}`;
 
@@ -43,7 +43,7 @@ export async function startJetStreamServer(options: JetStreamServerOptions): Pro
   return startNatsServer({ users: options.users, jetstream: false, storeDir: options.storeDir, port: options.port, extraConfig: jetstreamBlock });
 }
 
-const durableDefaults: DurableConfig = { namespace: conformanceNamespace, duplicateWindowMs: 60_000, maxDeliver: 5, ackWaitMs: 1_000 };
+const durableDefaults: DurableConfig = { namespace: conformanceNamespace, peers: conformancePeers, duplicateWindowMs: 60_000, maxDeliver: 5, ackWaitMs: 1_000 };
 
 class NatsHarness implements ConformanceContext {
   durable?: DurableControls;
@@ -93,7 +93,7 @@ class NatsHarness implements ConformanceContext {
     };
     return {
       config,
-      streams: durableStreamNames(config.namespace),
+      streams: durableStreamNames(config.namespace, 'alfa'),
       stopServer: () => this.server.stop(),
       startServer: start,
       restartServer: async () => {
@@ -102,6 +102,7 @@ class NatsHarness implements ConformanceContext {
       },
       alterStream: (stream, patch) => this.asObserver(async (jsm) => void (await jsm.streams.update(stream, patch))),
       deleteStream: (stream) => this.asObserver(async (jsm) => void (await jsm.streams.delete(stream))),
+      purgeStream: (stream) => this.asObserver(async (jsm) => void (await jsm.streams.purge(stream))),
     };
   }
 }

@@ -15,6 +15,8 @@ import { commandClientPermissions, coordinatorPermissions, peerPermissions, type
 import type { InboundMessage, PublishReceipt, SubscribeOptions, Transport } from '../../src/adapters/transport/types.js';
 
 export const conformanceNamespace = 'conf.v1';
+/** The peers of the roster: a durable harness keeps streams for each. */
+export const conformancePeers = ['alfa', 'bravo'] as const;
 
 export type Identity = 'observer' | 'coordinator' | 'alfa' | 'bravo' | 'client';
 
@@ -30,7 +32,7 @@ export interface RosterEntry {
 export function conformanceRoster(namespace = conformanceNamespace): RosterEntry[] {
   return [
     { identity: 'observer', permissions: undefined, inboxPrefix: undefined },
-    { identity: 'coordinator', permissions: coordinatorPermissions(namespace, 'coordinator', { manageStreams: true }), inboxPrefix: inboxPrefixFor('coord', 'coordinator') },
+    { identity: 'coordinator', permissions: coordinatorPermissions(namespace, 'coordinator', conformancePeers, { manageStreams: true }), inboxPrefix: inboxPrefixFor('coord', 'coordinator') },
     { identity: 'alfa', permissions: peerPermissions(namespace, 'alfa'), inboxPrefix: inboxPrefixFor('peer', 'alfa') },
     { identity: 'bravo', permissions: peerPermissions(namespace, 'bravo'), inboxPrefix: inboxPrefixFor('peer', 'bravo') },
     { identity: 'client', permissions: commandClientPermissions('client'), inboxPrefix: inboxPrefixFor('cmd', 'client') },
@@ -40,13 +42,16 @@ export function conformanceRoster(namespace = conformanceNamespace): RosterEntry
 /** What a durable (JetStream-backed) harness lets a test do to the broker itself. */
 export interface DurableControls {
   config: DurableConfig;
+  /** alfa's two streams. */
   streams: DurableStreamNames;
   /** Stops the server and starts it again on the same port with the same store dir. */
   restartServer(): Promise<void>;
   stopServer(): Promise<void>;
   startServer(): Promise<void>;
   /** Changes a stream's config as an administrator would (jsm.streams.update). */
-  alterStream(stream: string, patch: { duplicate_window?: number }): Promise<void>;
+  alterStream(stream: string, patch: { duplicate_window?: number; max_bytes?: number }): Promise<void>;
+  /** Purges a stream as an administrator would. */
+  purgeStream(stream: string): Promise<void>;
   /** Deletes a stream as an administrator would. */
   deleteStream(stream: string): Promise<void>;
 }
@@ -368,14 +373,15 @@ function durableRules(factory: TransportFactory): void {
   });
 
   it('max_deliver exhaustion calls onExhausted once and the message is not delivered again', options, async (t) => {
-    const { coordinator, alfa } = await durableSetup(t, factory, { maxDeliver: 2, ackWaitMs: 200 });
+    const { coordinator, alfa, controls } = await durableSetup(t, factory, { maxDeliver: 2, ackWaitMs: 200 });
     const got = collector();
     const exhausted: unknown[] = [];
     await subscribeAlfaRequests(alfa, got.handler, (info) => void exhausted.push(info));
     await coordinator.publish(requestSubject('op1'), bytes('never acked'), { msgId: 'x-1' });
     await waitFor(() => exhausted.length === 1, 'the exhaustion report');
     await sleep(1_000);
-    assert.deepEqual(exhausted, [{ subject: requestSubject('op1'), streamSeq: 1, deliveries: 2 }]);
+    // Sequence 1 is the stream's anchor.
+    assert.deepEqual(exhausted, [{ subject: requestSubject('op1'), stream: controls.streams.requests, streamSeq: 2, deliveries: 2 }]);
     assert.deepEqual(got.messages.map((m) => m.redelivered), [false, true]);
   });
 
@@ -442,5 +448,86 @@ function durableRules(factory: TransportFactory): void {
     const report = await coordinator.checkDurability();
     assert.equal(report.ok, false);
     assert.match(report.ok ? '' : report.description, new RegExp(`${controls.streams.requests}: duplicate window`));
+  });
+
+  it('a peer squatting another peer\'s message id cannot make that peer\'s result disappear', options, async (t) => {
+    const { ctx, coordinator, alfa } = await durableSetup(t, factory);
+    const bravo = await ctx.connect('bravo');
+    const got = collector();
+    await coordinator.subscribe(`${ns}.review.*.result.*`, async (m) => {
+      got.handler(m);
+      await m.ack();
+    }, { durable: 'coord-result' });
+    // Message ids are computable by anyone who knows the operation: alfa publishes first, on its
+    // own subject, under the id bravo's result will carry.
+    assert.equal((await alfa.publish(`${ns}.review.op1.result.alfa`, bytes('squat'), { msgId: 'pub-bravo.result' })).receipt, 'stored');
+    const real = await bravo.publish(`${ns}.review.op1.result.bravo`, bytes('bravo votes'), { msgId: 'pub-bravo.result' });
+    assert.equal(real.receipt, 'stored', real.detail);
+    await waitFor(() => got.payloads().includes('bravo votes'), 'bravo\'s result at the coordinator');
+    assert.deepEqual(got.messages.map((m) => `${m.subject} ${text(m.data)}`).sort(), [`${ns}.review.op1.result.alfa squat`, `${ns}.review.op1.result.bravo bravo votes`]);
+  });
+
+  it('a peer flooding its own subjects cannot make another peer\'s work be refused (capacity is per peer)', options, async (t) => {
+    const { ctx, coordinator, alfa } = await durableSetup(t, factory, { maxMsgs: 5 });
+    const bravo = await ctx.connect('bravo');
+    const flood: string[] = [];
+    for (let i = 0; i < 8; i++) flood.push((await bravo.publish(`${ns}.review.junk${i}.result.bravo`, bytes('junk'), { msgId: `junk-${i}` })).receipt);
+    assert.deepEqual(flood, ['stored', 'stored', 'stored', 'stored', 'stored', 'rejected', 'rejected', 'rejected'], 'bravo fills only its own share');
+    const result = await alfa.publish(`${ns}.review.op1.result.alfa`, bytes('alfa votes'), { msgId: 'pub-alfa.result' });
+    assert.equal(result.receipt, 'stored', result.detail);
+    for (const peer of ['alfa', 'bravo']) assert.equal((await coordinator.publish(requestSubject('op2', peer), bytes('work'), { msgId: `req-${peer}` })).receipt, 'stored');
+  });
+
+  it('consumed messages are released: a stream capped at 3 messages carries 30 in a row', options, async (t) => {
+    const { coordinator, alfa } = await durableSetup(t, factory, { maxMsgs: 3 });
+    const got = collector();
+    await subscribeAlfaRequests(alfa, async (m) => {
+      got.handler(m);
+      await m.ack();
+    });
+    for (let i = 1; i <= 30; i++) {
+      const receipt = await coordinator.publish(requestSubject(`op${i}`), bytes(`r${i}`), { msgId: `m-${i}` });
+      assert.equal(receipt.receipt, 'stored', `request ${i}: ${receipt.detail}`);
+      await waitFor(() => got.messages.length === i, `request ${i} consumed`);
+      // The ack is fire-and-forget: wait until the broker has released the message.
+      await sleep(i % 3 === 0 ? 50 : 0);
+    }
+    assert.deepEqual(got.payloads(), Array.from({ length: 30 }, (_, i) => `r${i + 1}`));
+  });
+
+  it('an unconsumed message is never evicted: a full stream refuses, and a byte cap (which nats-server 2.9 enforces by evicting) is reported', options, async (t) => {
+    const { coordinator, alfa, controls } = await durableSetup(t, factory, { maxMsgs: 3 });
+    for (let i = 1; i <= 3; i++) assert.equal((await coordinator.publish(requestSubject(`op${i}`), bytes(`request ${i} with a body`), { msgId: `m-${i}` })).receipt, 'stored');
+    for (let i = 4; i <= 6; i++) assert.equal((await coordinator.publish(requestSubject(`op${i}`), bytes(''), { msgId: `m-${i}` })).receipt, 'rejected', 'tiny messages too');
+    assert.deepEqual(await coordinator.checkDurability(), { ok: true });
+    const got = collector();
+    await subscribeAlfaRequests(alfa, got.handler);
+    await waitFor(() => got.messages.length === 3, 'the stored requests');
+    assert.deepEqual(got.payloads(), ['request 1 with a body', 'request 2 with a body', 'request 3 with a body']);
+    await controls.alterStream(controls.streams.requests, { max_bytes: 1_000_000 });
+    const report = await coordinator.checkDurability();
+    assert.equal(report.ok, false);
+    assert.match(report.ok ? '' : report.description, /max_bytes .*evicts/);
+  });
+
+  it('a stream that lost stored messages (purged, or recreated) is reported broken for its namespace', options, async (t) => {
+    const { coordinator, controls } = await durableSetup(t, factory);
+    assert.equal((await coordinator.publish(requestSubject('op1'), bytes('unconsumed'), { msgId: 'm-1' })).receipt, 'stored');
+    assert.deepEqual(await coordinator.checkDurability(), { ok: true });
+    await controls.purgeStream(controls.streams.requests);
+    const purged = await coordinator.checkDurability();
+    assert.equal(purged.ok, false);
+    assert.deepEqual(purged.ok ? [] : purged.brokenNamespaces, [ns]);
+    assert.match(purged.ok ? '' : purged.description, new RegExp(`${controls.streams.requests}: .*(purged|lost)`));
+    // Deleted and created again by the deployment: a fresh, anchored stream — but not the one
+    // whose messages were in flight, and the check says so once.
+    await controls.deleteStream(controls.streams.results);
+    await controls.deleteStream(controls.streams.requests);
+    await coordinator.ensureStreams();
+    const recreated = await coordinator.checkDurability();
+    assert.equal(recreated.ok, false);
+    assert.deepEqual(recreated.ok ? [] : recreated.brokenNamespaces, [ns]);
+    assert.match(recreated.ok ? '' : recreated.description, /recreated/);
+    assert.deepEqual(await coordinator.checkDurability(), { ok: true }, 'the new streams are the ones watched from then on');
   });
 }

@@ -85,8 +85,9 @@ function summary(log: readonly StoredTransition[]): string {
 async function storedMessages(f: NatsDeploymentFixture, operationId: string): Promise<string> {
   const jsm = await jetstreamManager(await f.adminConnection());
   const found: string[] = [];
-  for (const [kind, stream] of [['request', f.streams().requests], ['result', f.streams().results]] as const) {
+  for (const kind of ['request', 'result'] as const) {
     for (const peer of reviewers) {
+      const stream = kind === 'request' ? f.streams(peer).requests : f.streams(peer).results;
       const subject = `${e2eNamespace}.${interactionOf.get(operationId) ?? '*'}.${operationId}.${kind}.${peer}`;
       const message = await jsm.streams.getMessage(stream, { last_by_subj: subject }).catch(() => undefined);
       found.push(`${kind} ${peer}: ${message ? `seq ${message.seq} at ${message.time.toISOString()}` : 'none'}`);

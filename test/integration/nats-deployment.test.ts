@@ -96,6 +96,10 @@ describe('NATS deployment', { timeout: 50_000 }, () => {
     await assert.rejects(buildDeployment(parse(nats()), { clock: new SystemClock(), env: {} }), rejectsAs('invalid-input', /CONVOKE_NATS_PASSWORD_COORDINATOR.*not set/));
   });
 
+  it('an unconsumed message is never evicted: a byte cap is refused (nats-server 2.9 evicts a stored message at the byte boundary, even under discard new)', async () => {
+    await assert.rejects(build(nats({ durable: { maxBytes: 1_000_000 } })), rejectsAs('invalid-input', /maxBytes is not supported: nats-server 2\.9 evicts/));
+  });
+
   it('durable mode refuses to start when the duplicate window does not cover deadline + settlement grace of every interaction', async () => {
     // e2eBundle: timeoutMs 15000 + max(settlementGraceMs 5000, cancelTimeoutMs 5000) = 20000.
     await assert.rejects(build(nats({ durable: { duplicateWindowMs: 19_999 } })), (e: unknown) => isAdapterError(e) && e.kind === 'invalid-input' && /does not cover e2e\.review\/first/.test(e.description ?? '') && /= 20000/.test(e.description ?? ''));
@@ -108,15 +112,15 @@ describe('NATS deployment', { timeout: 50_000 }, () => {
     const nc = await connectNats({ servers: server.url, user: 'coordinator', pass: password, inboxPrefix: inboxPrefixFor('coord', 'coordinator') });
     try {
       const jsm = await jetstreamManager(nc, { checkAPI: false });
-      const { requests, results } = durableStreamNames(e2eNamespace);
-      assert.equal((await jsm.streams.info(requests)).config.duplicate_window, msToNanos(20_000));
       for (const peer of ['alfa', 'foxtrot']) {
+        const { requests, results } = durableStreamNames(e2eNamespace, peer);
+        assert.equal((await jsm.streams.info(requests)).config.duplicate_window, msToNanos(20_000));
         const info = await jsm.consumers.info(requests, peerConsumerName(peer, 'request'));
         assert.equal(info.config.filter_subject, peerConsumerFilter(e2eNamespace, peer, 'request'));
         await jsm.consumers.info(requests, peerConsumerName(peer, 'cancel'));
-      }
-      for (const kind of ['result', 'claim', 'cancel-result'] as const) {
-        assert.equal((await jsm.consumers.info(results, coordinatorConsumerName('coordinator', kind))).config.filter_subject, `${e2eNamespace}.*.*.${kind}.*`);
+        for (const kind of ['result', 'claim', 'cancel-result'] as const) {
+          assert.equal((await jsm.consumers.info(results, coordinatorConsumerName('coordinator', kind))).config.filter_subject, `${e2eNamespace}.*.*.${kind}.${peer}`);
+        }
       }
     } finally {
       await nc.close();
@@ -130,7 +134,7 @@ describe('NATS deployment', { timeout: 50_000 }, () => {
     const request = (key: string) => ({ contract, interaction: 'allok', invocationKey: key, input: { document: 'd' } });
     assert.equal(deployment.nats?.admissionProblem(), undefined);
     const admitted = await deployment.coordinator.invoke(caller, request('before'));
-    const { requests } = durableStreamNames(e2eNamespace);
+    const { requests } = durableStreamNames(e2eNamespace, 'alfa');
     const admin = await connectNats({ servers: server.url, user: 'coordinator', pass: password, inboxPrefix: inboxPrefixFor('coord', 'coordinator') });
     const jsm = await jetstreamManager(admin, { checkAPI: false });
     const config = (await jsm.streams.info(requests)).config;
@@ -194,7 +198,7 @@ describe('NATS deployment', { timeout: 50_000 }, () => {
     const deployment = await build(nats({ durable: { maxDeliver: 2, ackWaitMs: 1_000 } }), { store: 'sqlite:exhaust.db' });
     // kilo is a single-peer audience: its (hand-driven) consumer refuses every delivery.
     const kiloNc = await connectNats({ servers: server.url, user: 'kilo', pass: password });
-    const kilo = new NatsTransport(kiloNc, { identity: 'kilo', durable: { namespace: soloNamespace, duplicateWindowMs: 1, maxDeliver: 2, ackWaitMs: 1_000 } });
+    const kilo = new NatsTransport(kiloNc, { identity: 'kilo', durable: { namespace: soloNamespace, peers: ['kilo'], duplicateWindowMs: 1, maxDeliver: 2, ackWaitMs: 1_000 } });
     let deliveries = 0;
     await kilo.subscribe(peerConsumerFilter(soloNamespace, 'kilo', 'request'), (m) => void ((deliveries += 1), m.nak()), { durable: peerConsumerName('kilo', 'request') });
     try {

@@ -162,12 +162,11 @@ describe('NATS end to end', { concurrency: true, timeout: fileTimeoutMs }, () =>
 
       it('durable resources: peers bound their provisioned consumers; every result is acknowledged after its append', { skip: mode !== 'durable' ? 'core mode keeps no durable resources' : false }, async () => {
         const jsm = await jetstreamManager(await f.adminConnection());
-        const { requests, results } = f.streams();
         // The other tests of this suite run concurrently: wait until their traffic has gone through.
         await eventually(async () => {
-          const peers = await Promise.all(reviewers.map((peer) => jsm.consumers.info(requests, peerConsumerName(peer, 'request'))));
-          const coordinator = await jsm.consumers.info(results, coordinatorConsumerName('coordinator', 'result'));
-          return peers.every((p) => p.delivered.consumer_seq > 0) && coordinator.delivered.consumer_seq > 0 && coordinator.num_pending === 0 && coordinator.num_ack_pending === 0;
+          const peers = await Promise.all(reviewers.map((peer) => jsm.consumers.info(f.streams(peer).requests, peerConsumerName(peer, 'request'))));
+          const coordinator = await Promise.all(reviewers.map((peer) => jsm.consumers.info(f.streams(peer).results, coordinatorConsumerName('coordinator', 'result'))));
+          return peers.every((p) => p.delivered.consumer_seq > 0) && coordinator.every((c) => c.delivered.consumer_seq > 0 && c.num_pending === 0 && c.num_ack_pending === 0);
         }, 'every peer pulling its requests, every result delivered to the coordinator and acknowledged', 20_000);
         // The JetStream store's appends learn their server stamps from its feed, and /metrics says so.
         const text = await (await fetch(`${f.serve!.url}/metrics`)).text();

@@ -27,12 +27,13 @@ const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve,
 const principals: Record<string, { permissions: NatsPermissions; inboxPrefix: string }> = {
   alfa: { permissions: peerPermissions(namespace, 'alfa'), inboxPrefix: inboxPrefixFor('peer', 'alfa') },
   bravo: { permissions: peerPermissions(namespace, 'bravo'), inboxPrefix: inboxPrefixFor('peer', 'bravo') },
-  coordinator: { permissions: coordinatorPermissions(namespace, 'coordinator'), inboxPrefix: inboxPrefixFor('coord', 'coordinator') },
+  coordinator: { permissions: coordinatorPermissions(namespace, 'coordinator', ['alfa', 'bravo']), inboxPrefix: inboxPrefixFor('coord', 'coordinator') },
   billing: { permissions: commandClientPermissions('billing'), inboxPrefix: inboxPrefixFor('cmd', 'billing') },
 };
 
 /** Not convoke principals: an administrator, and a peer that was (wrongly) also given consumer create. */
-const { requests: requestStream, results: resultStream } = durableStreamNames(namespace);
+const { requests: requestStream } = durableStreamNames(namespace, 'alfa');
+const { results: bravoResultStream } = durableStreamNames(namespace, 'bravo');
 const extraUsers: NatsUser[] = [
   { user: 'admin', password: 'pw-admin' },
   {
@@ -190,7 +191,7 @@ describe('NATS permissions: the result subject proves the publishing peer', () =
   });
 
   it('why peers never get consumer create: on 2.9.10 a deliver_subject may name a subject its creator cannot publish', async () => {
-    const durable = { namespace, duplicateWindowMs: 60_000, maxDeliver: 5, ackWaitMs: 1_000 };
+    const durable = { namespace, peers: ['alfa', 'bravo'], duplicateWindowMs: 60_000, maxDeliver: 5, ackWaitMs: 1_000 };
     const admin = await NatsTransport.connect({ servers: server.url, user: 'admin', pass: 'pw-admin' }, { identity: 'admin', durable });
     open.push(admin);
     await admin.ensureStreams();
@@ -205,29 +206,31 @@ describe('NATS permissions: the result subject proves the publishing peer', () =
     const creator = await connectNats({ servers: server.url, user: 'creator', pass: 'pw-creator' });
     open.push(creator);
     const name = 'push-into-results';
-    const config = { durable_name: name, filter_subject: `${namespace}.*.*.request.alfa`, ack_policy: 'none', deliver_subject: `${namespace}.review.op9.result.bravo` };
+    const config = { durable_name: name, filter_subject: `${namespace}.*.*.request.alfa`, ack_policy: 'explicit', deliver_subject: `${namespace}.review.op9.result.bravo` };
     const createSubject = `$JS.API.CONSUMER.CREATE.${requestStream}.${name}.${config.filter_subject}`;
     const reply = await creator.request(createSubject, JSON.stringify({ stream_name: requestStream, config }), { timeout: 2_000 });
     assert.equal((reply.json() as { error?: unknown }).error, undefined, 'the server accepted a deliver_subject outside the creator\'s publish permission');
     await waitFor(() => pushed.length === 2, 'the pushed copies');
     // Delivered to result.bravo's subscribers, but under the original subject: subject verification rejects them.
     assert.deepEqual(pushed.sort(), [`${namespace}.review.op10.request.alfa without-expect`, `${namespace}.review.op9.request.alfa with-expect`]);
-    // The results stream captured the copy that carried no Nats-Expected-Stream header: it takes
-    // discard-new capacity from every peer's results. NatsTransport always sets that header.
+    // bravo's results stream captured the copy that carried no Nats-Expected-Stream header (after
+    // its anchor): it takes discard-new capacity from bravo's results. NatsTransport always sets that header.
     const jsm = await jetstreamManager(watcher);
     await sleep(200);
-    assert.equal((await jsm.streams.info(resultStream)).state.messages, 1);
-    assert.equal((await jsm.streams.getMessage(resultStream, { seq: 1 }))?.string(), 'without-expect');
+    assert.equal((await jsm.streams.info(bravoResultStream)).state.messages, 2);
+    assert.equal((await jsm.streams.getMessage(bravoResultStream, { seq: 2 }))?.string(), 'without-expect');
   });
 });
 
 describe('NATS names: deterministic, token-safe, injective', () => {
-  it('stream names derive from the namespace alone and distinguish namespaces that read alike', () => {
-    const a = durableStreamNames('demo.v1.lab');
-    assert.deepEqual(durableStreamNames('demo.v1.lab'), a);
-    assert.notEqual(durableStreamNames('demo_v1.lab').requests, a.requests);
-    assert.match(a.requests, /^CONVOKE_REQ_demo_v1_lab_[0-9a-f]{12}$/);
-    const longest = durableStreamNames(Array.from({ length: 8 }, () => 'x'.repeat(64)).join('.'));
+  it('stream names derive from the namespace and peer alone and distinguish pairs that read alike', () => {
+    const a = durableStreamNames('demo.v1.lab', 'alfa');
+    assert.deepEqual(durableStreamNames('demo.v1.lab', 'alfa'), a);
+    assert.notEqual(durableStreamNames('demo_v1.lab', 'alfa').requests, a.requests);
+    assert.notEqual(durableStreamNames('demo.v1.lab', 'bravo').requests, a.requests);
+    assert.notEqual(a.requests, a.results);
+    assert.match(a.requests, /^CONVOKE_REQ_demo_v1_lab_alfa_[0-9a-f]{12}$/);
+    const longest = durableStreamNames(Array.from({ length: 8 }, () => 'x'.repeat(64)).join('.'), 'p'.repeat(64));
     assert.ok(longest.results.length <= 64 && /^[A-Za-z0-9_-]+$/.test(longest.results));
   });
 });

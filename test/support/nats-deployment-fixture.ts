@@ -285,7 +285,7 @@ export class NatsDeploymentFixture {
 
   /** A connection with a peer's credentials (its permissions), durable if the deployment is. */
   async peerTransport(peerId: string): Promise<NatsTransport> {
-    const durable: DurableConfig | undefined = this.options.mode === 'durable' ? { namespace: this.namespace, duplicateWindowMs: 1, maxDeliver: 5, ackWaitMs: 30_000 } : undefined;
+    const durable: DurableConfig | undefined = this.options.mode === 'durable' ? { namespace: this.namespace, peers: [peerId], duplicateWindowMs: 1, maxDeliver: 5, ackWaitMs: 30_000 } : undefined;
     const transport = await NatsTransport.connect({ servers: this.url, user: peerId, pass: this.password(peerId), inboxPrefix: inboxPrefixFor('peer', peerId) }, { identity: peerId, durable, publishAckTimeoutMs: 2_000 });
     this.open.push(transport);
     return transport;
@@ -309,8 +309,9 @@ export class NatsDeploymentFixture {
     }
   }
 
-  streams() {
-    return durableStreamNames(this.namespace);
+  /** A peer's two durable streams. */
+  streams(peerId: string) {
+    return durableStreamNames(this.namespace, peerId);
   }
 
   async dispose(): Promise<void> {

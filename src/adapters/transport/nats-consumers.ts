@@ -259,7 +259,7 @@ async function watchExhaustion(
     if (reported.has(advisory.stream_seq)) return;
     reported.set(advisory.stream_seq, true);
     const subject = await exhaustedSubject(ctx, stream, advisory.stream_seq, delivered);
-    onExhausted({ subject, streamSeq: advisory.stream_seq, deliveries: advisory.deliveries });
+    onExhausted({ subject, stream, streamSeq: advisory.stream_seq, deliveries: advisory.deliveries });
   };
   const sub = ctx.nc.subscribe(maxDeliveriesAdvisorySubject(stream, durable), {
     callback: (error, msg) => {

@@ -1,6 +1,6 @@
 /**
  * Names shared by the NATS transport and the NATS permissions it runs under: the two durable
- * streams of a subject namespace, the durable consumer names of peers and coordinators, inbox
+ * streams of each peer in a subject namespace, the durable consumer names of peers and coordinators, inbox
  * prefixes, and the advisory subject of max-delivery exhaustion. One module, so the subjects a
  * user is permitted and the subjects the transport uses cannot drift apart.
  */
@@ -8,9 +8,10 @@ import { createHash } from 'node:crypto';
 import { assert } from '../../contract/errors.js';
 import { namespacePattern, tokenPattern } from '../../contract/ids.js';
 
-/** The chars of a namespace (or a stream name) kept readable; everything is also hashed. */
-const readableCharsMax = 32;
-/** 48 bits of SHA-256: two namespaces of one deployment colliding is not a practical concern. */
+/** The chars of a namespace and of a peer id kept readable in a stream name; everything is also hashed. */
+const readableNamespaceCharsMax = 20;
+const readablePeerCharsMax = 16;
+/** 48 bits of SHA-256: two (namespace, peer) pairs of one deployment colliding is not a practical concern. */
 const hashHexChars = 12;
 
 /** Peer, principal and coordinator ids become subject tokens and consumer names. */
@@ -23,88 +24,125 @@ export function assertNamespace(namespace: string): void {
   assert(namespacePattern.test(namespace), `subject namespace ${JSON.stringify(namespace)} is not token-safe`);
 }
 
+/**
+ * The two durable streams of one peer in one namespace. Each has exactly one publishing role:
+ * JetStream deduplicates Nats-Msg-Id per stream, so a stream shared by several publishers lets
+ * one of them publish first under an id another's message will carry, and the real message is
+ * then acknowledged as a duplicate and never stored (DESIGN.md §10). Per-peer streams also make
+ * every capacity limit per peer: a peer filling its own stream refuses only its own work.
+ */
 export interface DurableStreamNames {
-  /** Requests and cancels: what coordinators send to peers. */
+  /** Requests and cancels to the peer: published by coordinators only. */
   requests: string;
-  /** Results, cancel results and claims: what peers send back. */
+  /** The peer's results, cancel results and claims: published by that peer only. */
   results: string;
 }
 
 /**
- * Stream names are deterministic and token-safe: a readable part (dots become `_`, truncated)
- * plus a hash of the exact namespace. The hash is what makes the mapping injective: `a.b` and
- * `a_b` read alike but get different streams, and a 519-char namespace still gives a name that
- * fits a file-system directory (a stream's store is a directory named after it).
+ * Stream names are deterministic and token-safe: readable parts (dots become `_`, truncated)
+ * plus a hash of the exact namespace and peer id. The hash is what makes the mapping injective:
+ * `a.b` and `a_b` read alike but get different streams, and the longest namespace and peer id
+ * still give a name of at most 64 chars (a stream's store is a directory named after it).
  */
-export function durableStreamNames(namespace: string): DurableStreamNames {
+export function durableStreamNames(namespace: string, peerId: string): DurableStreamNames {
   assertNamespace(namespace);
-  const readable = namespace.replaceAll('.', '_').slice(0, readableCharsMax);
-  const hash = createHash('sha256').update(namespace, 'utf8').digest('hex').slice(0, hashHexChars);
+  assertToken(peerId, 'peer id');
+  const readable = `${namespace.replaceAll('.', '_').slice(0, readableNamespaceCharsMax)}_${peerId.slice(0, readablePeerCharsMax)}`;
+  const hash = createHash('sha256').update(`${namespace}\n${peerId}`, 'utf8').digest('hex').slice(0, hashHexChars);
   return { requests: `CONVOKE_REQ_${readable}_${hash}`, results: `CONVOKE_RES_${readable}_${hash}` };
 }
 
-/** Subjects captured by each stream (DESIGN.md §5). */
-export function durableStreamSubjects(namespace: string): { requests: string[]; results: string[] } {
+/** The work subjects captured by a peer's two streams (DESIGN.md §5); each stream also captures its anchor. */
+export function durableStreamSubjects(namespace: string, peerId: string): { requests: string[]; results: string[] } {
   assertNamespace(namespace);
+  assertToken(peerId, 'peer id');
   return {
-    requests: [`${namespace}.*.*.request.*`, `${namespace}.*.*.cancel.*`],
-    results: [`${namespace}.*.*.result.*`, `${namespace}.*.*.cancel-result.*`, `${namespace}.*.*.claim.*`],
+    requests: [`${namespace}.*.*.request.${peerId}`, `${namespace}.*.*.cancel.${peerId}`],
+    results: [`${namespace}.*.*.result.${peerId}`, `${namespace}.*.*.cancel-result.${peerId}`, `${namespace}.*.*.claim.${peerId}`],
   };
+}
+
+/**
+ * The subject of a stream's anchor: one message stored right after the stream is created, on a
+ * subject no consumer filters, so a work-queue stream never removes it. While it is there the
+ * stream is the one that was created then and nothing before it was purged; a stream without it
+ * was recreated, purged or truncated, and the work it held is lost (nats-streams.ts).
+ */
+export function streamAnchorSubject(stream: string): string {
+  assert(/^[A-Za-z0-9_-]{1,64}$/.test(stream), `stream name ${JSON.stringify(stream)} is not token-safe`);
+  return `convoke.anchor.${stream}`;
+}
+
+/** One stream's share of a subscription pattern: its consumer is filtered to `filter`. */
+export interface DurableRoute {
+  stream: string;
+  filter: string;
+  peerId: string;
 }
 
 /** A namespace's streams, their subjects, and which stream captures a subject: computed once per transport. */
 export interface DurableLayout {
-  names: DurableStreamNames;
-  subjects: { requests: string[]; results: string[] };
-  /**
-   * The stream that captures a subject or a subscription pattern, or undefined. A pattern belongs
-   * to a stream only if every subject it can match is captured by that stream.
-   */
+  namespace: string;
+  /** The peers whose streams a pattern with `*` in the peer position spans. */
+  peers: readonly string[];
+  /** Whether a subject or pattern lies inside the namespace's durable subjects (any peer). */
+  captures(subjectOrPattern: string): boolean;
+  /** The one stream that captures a subject, or a pattern naming its peer; else undefined. */
   streamFor(subjectOrPattern: string): string | undefined;
+  /** Every stream a pattern spans (one per known peer for `*`), each with its own narrowed filter; [] if none. */
+  routesFor(pattern: string): DurableRoute[];
 }
 
-export function durableLayout(namespace: string): DurableLayout {
-  const names = durableStreamNames(namespace);
-  const subjects = durableStreamSubjects(namespace);
-  const covered = (candidate: string, patterns: string[]) => patterns.some((p) => patternWithin(candidate, p));
-  // Every stream subject is `<ns>.*.*.<kind>.*`: a concrete subject (every publish) is placed by
-  // its kind token alone, without matching it against each pattern.
-  const streamOfKind = new Map<string, string>([
-    ['request', names.requests],
-    ['cancel', names.requests],
-    ['result', names.results],
-    ['cancel-result', names.results],
-    ['claim', names.results],
-  ]);
-  const nsPrefix = `${namespace}.`;
+type StreamRole = keyof DurableStreamNames;
+
+const roleOfKind = new Map<string, StreamRole>([
+  ['request', 'requests'],
+  ['cancel', 'requests'],
+  ['result', 'results'],
+  ['cancel-result', 'results'],
+  ['claim', 'results'],
+]);
+
+/**
+ * Every stream subject is `<ns>.*.*.<kind>.<peer>`. A subject or pattern belongs to the streams
+ * only if it has exactly that shape, no `>`, and a concrete kind token; its peer token is either
+ * concrete (one stream) or `*` (every known peer's).
+ */
+function parseDurable(namespace: string, candidate: string): { role: StreamRole; kind: string; peer: string; tokens: string[] } | undefined {
+  if (!candidate.startsWith(`${namespace}.`) || candidate.includes('>')) return undefined;
+  const tokens = candidate.slice(namespace.length + 1).split('.');
+  if (tokens.length !== 4) return undefined;
+  const [, , kind, peer] = tokens as [string, string, string, string];
+  const role = roleOfKind.get(kind);
+  if (role === undefined || (peer !== '*' && !tokenPattern.test(peer))) return undefined;
+  return { role, kind, peer, tokens };
+}
+
+export function durableLayout(namespace: string, peers: readonly string[]): DurableLayout {
+  assertNamespace(namespace);
+  for (const p of peers) assertToken(p, 'peer id');
+  const names = new Map<string, DurableStreamNames>();
+  const namesOf = (peer: string) => {
+    let n = names.get(peer);
+    if (n === undefined) names.set(peer, (n = durableStreamNames(namespace, peer)));
+    return n;
+  };
   return {
-    names,
-    subjects,
+    namespace,
+    peers: [...peers],
+    captures: (candidate) => parseDurable(namespace, candidate) !== undefined,
     streamFor: (candidate) => {
-      if (!candidate.includes('*') && !candidate.includes('>')) {
-        if (!candidate.startsWith(nsPrefix)) return undefined;
-        // `<interaction>.<operation>.<kind>.<peer>` after the namespace: exactly three more dots.
-        const first = candidate.indexOf('.', nsPrefix.length);
-        const second = first < 0 ? -1 : candidate.indexOf('.', first + 1);
-        const third = second < 0 ? -1 : candidate.indexOf('.', second + 1);
-        if (third < 0 || candidate.includes('.', third + 1)) return undefined;
-        return streamOfKind.get(candidate.slice(second + 1, third));
-      }
-      return covered(candidate, subjects.requests) ? names.requests : covered(candidate, subjects.results) ? names.results : undefined;
+      const parsed = parseDurable(namespace, candidate);
+      return parsed === undefined || parsed.peer === '*' ? undefined : namesOf(parsed.peer)[parsed.role];
+    },
+    routesFor: (pattern) => {
+      const parsed = parseDurable(namespace, pattern);
+      if (parsed === undefined) return [];
+      const prefix = `${namespace}.${parsed.tokens.slice(0, 3).join('.')}`;
+      const targets = parsed.peer === '*' ? peers : [parsed.peer];
+      return targets.map((peerId) => ({ stream: namesOf(peerId)[parsed.role], filter: `${prefix}.${peerId}`, peerId }));
     },
   };
-}
-
-export function streamForSubject(namespace: string, subjectOrPattern: string): string | undefined {
-  return durableLayout(namespace).streamFor(subjectOrPattern);
-}
-
-/** True when every subject matched by `inner` is matched by `outer` (no `>` in outer here). */
-function patternWithin(inner: string, outer: string): boolean {
-  const a = inner.split('.');
-  const b = outer.split('.');
-  if (a.length !== b.length || a.includes('>')) return false;
-  return a.every((token, i) => b[i] === '*' || (token !== '*' && token === b[i]));
 }
 
 export type PeerConsumerKind = 'request' | 'cancel';

@@ -28,8 +28,8 @@
  * - NOT granted to peers: consumer creation. On 2.9.10 the server does not check a consumer's
  *   `deliver_subject` against the creator's publish permission; a peer allowed to create even its
  *   own consumer could make the server push stored messages onto another peer's result subject,
- *   where the results stream captures them (they keep their original subject, but they consume
- *   the discard-new capacity of every peer's results). Coordinators provision peer consumers
+ *   where that peer's results stream captures them (they keep their original subject, but they
+ *   consume the discard-new capacity of that peer's results). Coordinators provision peer consumers
  *   (peerConsumerName) and peers bind to them.
  * - Stream create/update is an administrative capability inside the attested publish boundary:
  *   a stream's `republish` (2.9) or sources can write stored content onto result subjects without
@@ -44,6 +44,7 @@ import {
   inboxPrefixFor,
   maxDeliveriesAdvisorySubject,
   peerConsumerName,
+  streamAnchorSubject,
   type CoordinatorConsumerKind,
   type PeerConsumerKind,
 } from './nats-names.js';
@@ -68,7 +69,7 @@ function bindConsumerPermissions(stream: string, consumer: string): NatsPermissi
 export function peerPermissions(namespace: string, peerId: string): NatsPermissions {
   assertNamespace(namespace);
   assertToken(peerId, 'peer id');
-  const { requests } = durableStreamNames(namespace);
+  const { requests } = durableStreamNames(namespace, peerId);
   const publish = [`${namespace}.*.*.result.${peerId}`, `${namespace}.*.*.cancel-result.${peerId}`, `${namespace}.*.*.claim.${peerId}`];
   const subscribe = [`${namespace}.*.*.request.${peerId}`, `${namespace}.*.*.cancel.${peerId}`, `${inboxPrefixFor('peer', peerId)}.>`];
   for (const kind of peerConsumerKinds) {
@@ -81,9 +82,10 @@ export function peerPermissions(namespace: string, peerId: string): NatsPermissi
 
 export interface CoordinatorPermissionOptions {
   /**
-   * Create the namespace's streams (NatsTransport.ensureStreams). Off by default: stream config
-   * (republish, sources) can write onto result subjects, so whoever holds it is part of the
-   * attested publish boundary. Give it to a deployment/admin step, not a long-running process.
+   * Create the peers' streams and store their anchors (NatsTransport.ensureStreams). Off by
+   * default: stream config (republish, sources) can write onto result subjects, so whoever holds
+   * it is part of the attested publish boundary. Give it to a deployment/admin step, not a
+   * long-running process.
    */
   manageStreams?: boolean;
 }
@@ -91,35 +93,26 @@ export interface CoordinatorPermissionOptions {
 /**
  * A coordinator: sends requests and cancels to any peer, receives results, serves commands.
  * It cannot publish results, so it cannot impersonate a peer. It provisions peers' consumers and
- * its own (consumer create is scoped to the stream, not to a name: see the module comment).
+ * its own (consumer create is scoped to the stream, not to a name: see the module comment), and
+ * deletes a message that exhausted its deliveries once it has recorded that (a work queue would
+ * otherwise keep it, holding a slot of the peer's capacity for good). JetStream API subjects
+ * name streams whole (no wildcard inside a token), so every peer's streams are listed.
  */
-export function coordinatorPermissions(namespace: string, coordinatorId: string, options: CoordinatorPermissionOptions = {}): NatsPermissions {
+export function coordinatorPermissions(namespace: string, coordinatorId: string, peers: readonly string[], options: CoordinatorPermissionOptions = {}): NatsPermissions {
   assertNamespace(namespace);
   assertToken(coordinatorId, 'coordinator id');
-  const { requests, results } = durableStreamNames(namespace);
-  const publish = [
-    `${namespace}.*.*.request.*`,
-    `${namespace}.*.*.cancel.*`,
-    ...[requests, results].flatMap((s) => [
-      `$JS.API.STREAM.INFO.${s}`,
-      `$JS.API.STREAM.MSG.GET.${s}`,
-      `$JS.API.CONSUMER.CREATE.${s}.*.>`,
-      `$JS.API.CONSUMER.INFO.${s}.*`,
-    ]),
-    `$JS.API.CONSUMER.MSG.NEXT.${results}.*`,
-    `$JS.ACK.${results}.>`,
-    commandReplyInboxes,
-  ];
-  if (options.manageStreams) publish.push(`$JS.API.STREAM.CREATE.${requests}`, `$JS.API.STREAM.CREATE.${results}`);
-  const subscribe = [
-    `${namespace}.*.*.result.*`,
-    `${namespace}.*.*.cancel-result.*`,
-    `${namespace}.*.*.claim.*`,
-    'convoke.cmd.*.>',
-    `${inboxPrefixFor('coord', coordinatorId)}.>`,
-    maxDeliveriesAdvisorySubject(requests, '*'),
-    ...coordinatorConsumerKinds.map((kind) => maxDeliveriesAdvisorySubject(results, coordinatorConsumerName(coordinatorId, kind))),
-  ];
+  const publish = [`${namespace}.*.*.request.*`, `${namespace}.*.*.cancel.*`];
+  const subscribe = [`${namespace}.*.*.result.*`, `${namespace}.*.*.cancel-result.*`, `${namespace}.*.*.claim.*`, 'convoke.cmd.*.>', `${inboxPrefixFor('coord', coordinatorId)}.>`];
+  for (const peerId of peers) {
+    const { requests, results } = durableStreamNames(namespace, peerId);
+    for (const s of [requests, results]) {
+      publish.push(`$JS.API.STREAM.INFO.${s}`, `$JS.API.STREAM.MSG.GET.${s}`, `$JS.API.STREAM.MSG.DELETE.${s}`, `$JS.API.CONSUMER.CREATE.${s}.*.>`, `$JS.API.CONSUMER.INFO.${s}.*`);
+      if (options.manageStreams) publish.push(`$JS.API.STREAM.CREATE.${s}`, streamAnchorSubject(s));
+    }
+    publish.push(`$JS.API.CONSUMER.MSG.NEXT.${results}.*`, `$JS.ACK.${results}.>`);
+    subscribe.push(maxDeliveriesAdvisorySubject(requests, '*'), ...coordinatorConsumerKinds.map((kind) => maxDeliveriesAdvisorySubject(results, coordinatorConsumerName(coordinatorId, kind))));
+  }
+  publish.push(commandReplyInboxes);
   return { publish, subscribe };
 }
 

@@ -1,25 +1,48 @@
 /**
  * The durable streams of a namespace and the guarantee they must keep (spec: "Outbox, durable
- * delivery and recovery"): file-backed, limits retention, discard new — capacity pressure
- * rejects new work instead of silently evicting accepted work — and a duplicate window covering
- * the operation deadline plus recovery/settlement grace. Creation happens once, by a principal
- * allowed to manage streams; every other principal only verifies.
+ * delivery and recovery"; DESIGN.md §10). Streams hold in-flight work, not history — the
+ * operation logs are the history:
+ *
+ * - two streams per peer (nats-names.ts durableStreamNames), each with one publishing role, so
+ *   deduplication and capacity are per peer: no principal can publish a message id another
+ *   principal's message will carry, and a peer filling its own stream refuses only its own work;
+ * - work-queue retention: a message is removed when its consumer acknowledges it, so the streams
+ *   hold what is in flight and a small cap serves any number of operations in a row. Every
+ *   consumer is filtered to one kind of one peer, so no two overlap (work queues require that);
+ * - discard new with a message-count cap (maxMsgs, per stream) and a per-message size cap: a full
+ *   stream refuses new work, and never evicts. No byte cap: on nats-server 2.9 a discard-new
+ *   stream at its max_bytes still evicts its oldest message when a small message lands at the
+ *   boundary (the limit check counts the payload, the store counts the record). maxMsgs ×
+ *   maxMsgBytes bounds the bytes instead;
+ * - no max_age: age would evict unconsumed work;
+ * - a duplicate window covering the operation deadline plus recovery/settlement grace (the
+ *   server keeps a message id for the window even after the message was consumed and removed);
+ * - continuity: an anchor message, stored on creation on a subject no consumer takes, stays at
+ *   the head of the stream; a stream without it was recreated or purged. The check also reports
+ *   messages the server lost from disk and a stream recreated since this process first saw it.
+ *
+ * Creation happens once, by a principal allowed to manage streams; every other principal only
+ * verifies. An existing stream that breaks the guarantee is reported, never reconfigured.
  */
-import { JetStreamApiCodes, JetStreamApiError, type JetStreamManager, type StreamConfig, type StreamInfo } from '@nats-io/jetstream';
+import { JetStreamApiCodes, JetStreamApiError, type JetStreamClient, type JetStreamManager, type StreamConfig, type StreamInfo } from '@nats-io/jetstream';
 import { AdapterError } from '../../contract/errors.js';
+import { limits } from '../../contract/limits.js';
 import { msToNanos } from './nats-codec.js';
 import { toAdapterError } from './nats-errors.js';
-import { durableStreamNames, durableStreamSubjects } from './nats-names.js';
+import { durableStreamNames, durableStreamSubjects, streamAnchorSubject } from './nats-names.js';
 import type { DurabilityCheck } from './types.js';
 
 export interface DurableConfig {
-  /** The bundle's subjectNamespace; the streams are derived from it (durableStreamNames). */
+  /** The bundle's subjectNamespace; the streams are derived from it and the peers (durableStreamNames). */
   namespace: string;
+  /** The peers whose streams this transport creates and verifies, and which a `*` peer token spans. */
+  peers: readonly string[];
   /** Must cover the operation deadline plus recovery/settlement grace (DESIGN.md §5). */
   duplicateWindowMs: number;
-  /** Capacity of each stream; full means new publishes are rejected (discard new). */
+  /** In-flight messages each stream holds (per peer and direction); full means new publishes are rejected. */
   maxMsgs?: number;
-  maxBytes?: number;
+  /** The largest message a stream stores; larger ones are rejected. */
+  maxMsgBytes?: number;
   replicas?: 1;
   /** Broker deliveries per message before exhaustion becomes an observed event. */
   maxDeliver: number;
@@ -29,16 +52,21 @@ export interface DurableConfig {
 
 export interface DurableStream {
   name: string;
+  peerId: string;
+  /** The work subjects plus the anchor's. */
   subjects: string[];
+  anchor: string;
 }
 
-export function durableStreams(namespace: string): DurableStream[] {
-  const names = durableStreamNames(namespace);
-  const subjects = durableStreamSubjects(namespace);
-  return [
-    { name: names.requests, subjects: subjects.requests },
-    { name: names.results, subjects: subjects.results },
-  ];
+export function durableStreams(namespace: string, peers: readonly string[]): DurableStream[] {
+  return peers.flatMap((peerId) => {
+    const names = durableStreamNames(namespace, peerId);
+    const subjects = durableStreamSubjects(namespace, peerId);
+    return (['requests', 'results'] as const).map((role) => {
+      const anchor = streamAnchorSubject(names[role]);
+      return { name: names[role], peerId, subjects: [...subjects[role], anchor], anchor };
+    });
+  });
 }
 
 export function desiredStreamConfig(stream: DurableStream, config: DurableConfig): Partial<StreamConfig> & { name: string } {
@@ -46,11 +74,13 @@ export function desiredStreamConfig(stream: DurableStream, config: DurableConfig
     name: stream.name,
     subjects: stream.subjects,
     storage: 'file',
-    retention: 'limits',
+    retention: 'workqueue',
     discard: 'new',
     duplicate_window: msToNanos(config.duplicateWindowMs),
-    max_msgs: config.maxMsgs ?? -1,
-    max_bytes: config.maxBytes ?? -1,
+    // One more than the in-flight cap: the anchor holds a slot for the stream's whole life.
+    max_msgs: (config.maxMsgs ?? limits.durableStreamMsgsDefault) + 1,
+    max_bytes: -1,
+    max_msg_size: config.maxMsgBytes ?? limits.durableMsgBytesDefault,
     max_age: 0,
     max_msgs_per_subject: -1,
     num_replicas: config.replicas ?? 1,
@@ -63,10 +93,11 @@ export function streamGuaranteeProblems(info: StreamInfo, stream: DurableStream,
   const windowNanos = msToNanos(config.duplicateWindowMs);
   const problems: string[] = [];
   if (c.storage !== 'file') problems.push(`storage is ${c.storage}, not file`);
-  if (c.retention !== 'limits') problems.push(`retention is ${c.retention}, not limits`);
+  if (c.retention !== 'workqueue') problems.push(`retention is ${c.retention}, not workqueue: consumed messages are not released`);
   if (c.discard !== 'new') problems.push(`discard is ${c.discard}: capacity pressure would evict accepted work`);
   if (c.duplicate_window < windowNanos) problems.push(`duplicate window ${c.duplicate_window} ns is shorter than the required ${windowNanos} ns`);
-  if (c.max_age > 0 && c.max_age < windowNanos) problems.push(`max_age ${c.max_age} ns expires messages inside the required window`);
+  if (c.max_age > 0) problems.push(`max_age ${c.max_age} ns expires unconsumed messages`);
+  if (c.max_bytes > 0) problems.push(`max_bytes ${c.max_bytes}: nats-server 2.9 evicts a stored message when a small one lands at the byte limit, even under discard new`);
   // A per-subject limit evicts the older message of a subject even under discard new.
   if (c.max_msgs_per_subject > 0 && !c.discard_new_per_subject) problems.push(`max_msgs_per_subject ${c.max_msgs_per_subject} evicts older messages`);
   if (c.sealed) problems.push('the stream is sealed: new work cannot be stored');
@@ -85,38 +116,103 @@ async function streamInfoOrUndefined(jsm: JetStreamManager, name: string): Promi
   }
 }
 
+/** Server error: a new stream's subjects overlap an existing stream's. */
+const subjectsOverlapCode = 10065;
+
+const migrationHint =
+  'its subjects overlap an existing stream: an earlier convoke layout kept one request and one result stream per namespace (CONVOKE_REQ_<ns>_<hash>, CONVOKE_RES_<ns>_<hash>); let the operations in flight close, stop the coordinators and peers, delete those streams, and start again (README: durable mode)';
+
 /**
- * Creates the namespace's streams when absent and verifies them when present. An existing stream
- * that breaks the guarantee is reported, never silently reconfigured: someone changed it, and
- * overwriting their change would hide that in-flight work may already be affected.
+ * Creates a stream and stores its anchor. The anchor is published with a fixed message id, so a
+ * second creator (two coordinators starting at once) stores it once.
  */
-export async function ensureDurableStreams(jsm: JetStreamManager, config: DurableConfig): Promise<void> {
-  for (const stream of durableStreams(config.namespace)) {
+async function createStream(jsm: JetStreamManager, js: JetStreamClient, stream: DurableStream, config: DurableConfig): Promise<StreamInfo> {
+  let info: StreamInfo;
+  try {
+    info = await jsm.streams.add(desiredStreamConfig(stream, config));
+  } catch (error) {
+    if (error instanceof JetStreamApiError && error.code === subjectsOverlapCode) throw new AdapterError('conflict', `creating stream ${stream.name}: ${migrationHint}`);
+    throw error;
+  }
+  await storeAnchor(jsm, js, stream);
+  return info;
+}
+
+/**
+ * The anchor must be the stream's first message (expected last sequence 0). A second creator
+ * (two coordinators starting at once) finds the sequence taken and accepts the first one's anchor.
+ */
+async function storeAnchor(jsm: JetStreamManager, js: JetStreamClient, stream: DurableStream): Promise<void> {
+  try {
+    await js.publish(stream.anchor, new TextEncoder().encode(JSON.stringify({ kind: 'anchor', stream: stream.name })), { expect: { streamName: stream.name, lastSequence: 0 } });
+  } catch (error) {
+    if ((await anchorOf(jsm, stream)) === null) throw error;
+  }
+}
+
+function anchorOf(jsm: JetStreamManager, stream: DurableStream) {
+  return jsm.streams.getMessage(stream.name, { last_by_subj: stream.anchor }).catch((error: unknown) => {
+    if (error instanceof JetStreamApiError && error.code === JetStreamApiCodes.NoMessageFound) return null;
+    throw error;
+  });
+}
+
+/**
+ * Creates every peer's streams when absent and verifies them when present. An existing stream
+ * that breaks the guarantee is reported, never silently reconfigured: someone changed it, and
+ * overwriting their change would hide that in-flight work may already be affected. An existing
+ * stream that has never stored anything (created, then interrupted before its anchor) gets its
+ * anchor: it cannot have lost work.
+ */
+export async function ensureDurableStreams(jsm: JetStreamManager, js: JetStreamClient, config: DurableConfig): Promise<void> {
+  for (const stream of durableStreams(config.namespace, config.peers)) {
     let info: StreamInfo | undefined;
     try {
-      info = (await streamInfoOrUndefined(jsm, stream.name)) ?? (await jsm.streams.add(desiredStreamConfig(stream, config)));
+      info = await streamInfoOrUndefined(jsm, stream.name);
+      if (info === undefined) info = await createStream(jsm, js, stream, config);
+      else if (info.state.last_seq === 0 && streamGuaranteeProblems(info, stream, config).length === 0) await storeAnchor(jsm, js, stream);
     } catch (error) {
-      throw toAdapterError(error, `ensuring stream ${stream.name}`);
+      throw error instanceof AdapterError ? error : toAdapterError(error, `ensuring stream ${stream.name}`);
     }
     const problems = streamGuaranteeProblems(info, stream, config);
     if (problems.length > 0) throw new AdapterError('conflict', problems.join('; '));
   }
 }
 
-/** Fail closed: a stream that cannot be read is reported as not ok, never assumed fine. */
-export async function checkDurableStreams(jsm: JetStreamManager, config: DurableConfig): Promise<DurabilityCheck> {
+/**
+ * What proves a stream kept what it stored: its anchor is still there, the server lost nothing
+ * from disk, and it is the stream this process saw before (`created` unchanged). `seenCreated`
+ * remembers each stream's creation time; a change is reported once, then the new stream is the
+ * one watched (its operations from then on are stored in it).
+ */
+async function continuityProblems(jsm: JetStreamManager, info: StreamInfo, stream: DurableStream, seenCreated: Map<string, string>): Promise<string[]> {
   const problems: string[] = [];
-  let broken = false;
-  for (const stream of durableStreams(config.namespace)) {
-    try {
-      const info = await streamInfoOrUndefined(jsm, stream.name);
-      const found = info === undefined ? [`${stream.name}: the stream does not exist`] : streamGuaranteeProblems(info, stream, config);
-      if (found.length > 0) broken = true;
-      problems.push(...found);
-    } catch (error) {
-      problems.push(`${stream.name}: cannot verify (${toAdapterError(error, 'stream info').description ?? 'unknown error'})`);
-    }
-  }
+  const before = seenCreated.get(stream.name);
+  seenCreated.set(stream.name, info.created);
+  if (before !== undefined && before !== info.created) problems.push(`the stream was recreated at ${info.created} (it was created at ${before}): the work it held is lost`);
+  const lost = info.state.lost?.msgs?.length ?? 0;
+  if (lost > 0) problems.push(`the server lost ${lost} stored message(s) from disk`);
+  if ((await anchorOf(jsm, stream)) === null) problems.push(`its anchor (${stream.anchor}) is gone: the stream was recreated or purged, and the work it held is lost`);
+  return problems.map((p) => `${stream.name}: ${p}`);
+}
+
+/** Fail closed: a stream that cannot be read is reported as not ok, never assumed fine. */
+export async function checkDurableStreams(jsm: JetStreamManager, config: DurableConfig, seenCreated: Map<string, string>): Promise<DurabilityCheck> {
+  const results = await Promise.all(
+    durableStreams(config.namespace, config.peers).map(async (stream): Promise<{ broken: string[]; unverified: string[] }> => {
+      try {
+        const info = await streamInfoOrUndefined(jsm, stream.name);
+        if (info === undefined) return { broken: [`${stream.name}: the stream does not exist`], unverified: [] };
+        const broken = streamGuaranteeProblems(info, stream, config);
+        broken.push(...(await continuityProblems(jsm, info, stream, seenCreated)));
+        return { broken, unverified: [] };
+      } catch (error) {
+        return { broken: [], unverified: [`${stream.name}: cannot verify (${toAdapterError(error, 'stream info').description ?? 'unknown error'})`] };
+      }
+    }),
+  );
+  const broken = results.flatMap((r) => r.broken);
+  const problems = [...broken, ...results.flatMap((r) => r.unverified)];
   if (problems.length === 0) return { ok: true };
-  return broken ? { ok: false, description: problems.join('; '), brokenNamespaces: [config.namespace] } : { ok: false, description: problems.join('; ') };
+  return broken.length > 0 ? { ok: false, description: problems.join('; '), brokenNamespaces: [config.namespace] } : { ok: false, description: problems.join('; ') };
 }

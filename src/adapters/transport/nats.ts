@@ -20,7 +20,7 @@ import { fromNatsHeaders, toNatsHeaders } from './nats-codec.js';
 import { PubAckMux, type PubAckPublishOptions } from './nats-pubacks.js';
 import { ensureConsumer, subscribeDurable, type JetStreamContext } from './nats-consumers.js';
 import { classifyNatsError, toAdapterError, type NatsFailure } from './nats-errors.js';
-import { assertNamespace, durableLayout, peerConsumerFilter, peerConsumerName, type DurableLayout, type PeerConsumerKind } from './nats-names.js';
+import { assertNamespace, assertToken, durableLayout, peerConsumerFilter, peerConsumerName, type DurableLayout, type DurableRoute, type PeerConsumerKind } from './nats-names.js';
 import { checkDurableStreams, ensureDurableStreams, type DurableConfig } from './nats-streams.js';
 import type {
   DurabilityCheck,
@@ -92,6 +92,7 @@ export interface NatsTransportOptions {
 
 function validateDurableConfig(config: DurableConfig): void {
   assertNamespace(config.namespace);
+  for (const peerId of config.peers) assertToken(peerId, 'peer id');
   const positive = (value: number | undefined, name: string) => {
     if (value !== undefined && !(Number.isSafeInteger(value) && value > 0)) throw new AdapterError('invalid-input', `${name} must be a positive integer, got ${value}`);
   };
@@ -99,7 +100,7 @@ function validateDurableConfig(config: DurableConfig): void {
   positive(config.ackWaitMs, 'ackWaitMs');
   positive(config.maxDeliver, 'maxDeliver');
   positive(config.maxMsgs, 'maxMsgs');
-  positive(config.maxBytes, 'maxBytes');
+  positive(config.maxMsgBytes, 'maxMsgBytes');
   if (config.replicas !== undefined && config.replicas !== 1) throw new AdapterError('invalid-input', 'replicas must be 1');
 }
 
@@ -183,6 +184,8 @@ export class NatsTransport implements Transport {
   private readonly pubAcks: PubAckMux;
   private readonly publishAckTimeoutMs: number;
   private jsm: Promise<JetStreamManager> | undefined;
+  /** Each stream's creation time when this transport first verified it (checkDurableStreams). */
+  private readonly seenCreated = new Map<string, string>();
   private readonly subscriptions = new Set<Subscription>();
   private closed = false;
 
@@ -193,7 +196,7 @@ export class NatsTransport implements Transport {
     if (options.durable !== undefined) validateDurableConfig(options.durable);
     this.identity = options.identity;
     this.durable = options.durable;
-    this.layout = options.durable === undefined ? undefined : durableLayout(options.durable.namespace);
+    this.layout = options.durable === undefined ? undefined : durableLayout(options.durable.namespace, options.durable.peers);
     this.ownsConnection = options.ownsConnection ?? false;
     this.capabilities = { durable: options.durable !== undefined };
     this.publishAckTimeoutMs = options.publishAckTimeoutMs ?? publishAckTimeoutMsDefault;
@@ -237,21 +240,22 @@ export class NatsTransport implements Transport {
     }
   }
 
-  /** Creates (or verifies) the namespace's two streams; needs stream-create permission. */
+  /** Creates (or verifies) the streams of every configured peer; needs stream-create permission. */
   async ensureStreams(): Promise<void> {
     const config = this.requireDurable('ensureStreams');
-    await ensureDurableStreams(await this.manager(), config);
+    await ensureDurableStreams(await this.manager(), this.js, config);
   }
 
   async checkDurability(): Promise<DurabilityCheck> {
     if (this.durable === undefined) return { ok: false, description: 'core NATS transport: no durable streams' };
     if (this.closed) return { ok: false, description: 'transport is closed' };
-    return checkDurableStreams(await this.manager(), this.durable);
+    return checkDurableStreams(await this.manager(), this.durable, this.seenCreated);
   }
 
-  /** Creates or updates a durable consumer to the declared config (provisioning). */
+  /** Creates or updates a durable consumer to the declared config (provisioning), on every stream the pattern spans. */
   async ensureDurableConsumer(pattern: string, durable: string): Promise<void> {
-    await ensureConsumer(await this.context(), this.streamOf(pattern), durable, pattern);
+    const ctx = await this.context();
+    for (const route of this.routesOf(pattern)) await ensureConsumer(ctx, route.stream, durable, route.filter);
   }
 
   /** Provisions a peer's request and cancel consumers, which the peer then binds without create permission. */
@@ -319,15 +323,26 @@ export class NatsTransport implements Transport {
     const durable = options.durable;
     if (durable === undefined) throw new AdapterError('invalid-input', 'a durable subscription needs a consumer name');
     // Pull consumers already share work between every subscriber bound to the same durable:
-    // that is the queue group of durable mode, so `queue` adds nothing here.
-    return subscribeDurable(await this.context(), { stream: this.streamOf(pattern), durable, filter: pattern, handler, onExhausted: options.onExhausted });
+    // that is the queue group of durable mode, so `queue` adds nothing here. A pattern spanning
+    // several peers' streams binds the same-named consumer on each.
+    const ctx = await this.context();
+    const bound: Subscription[] = [];
+    try {
+      for (const route of this.routesOf(pattern)) {
+        bound.push(await subscribeDurable(ctx, { stream: route.stream, durable, filter: route.filter, handler, onExhausted: options.onExhausted }));
+      }
+    } catch (error) {
+      await Promise.all(bound.map((s) => s.close().catch(() => undefined)));
+      throw error;
+    }
+    return { close: async () => void (await Promise.all(bound.map((s) => s.close()))) };
   }
 
-  private streamOf(pattern: string): string {
+  private routesOf(pattern: string): DurableRoute[] {
     const namespace = this.requireDurable('a durable consumer').namespace;
-    const stream = this.layout?.streamFor(pattern);
-    if (stream === undefined) throw new AdapterError('invalid-input', `${pattern} is not inside a durable stream of ${namespace}`);
-    return stream;
+    const routes = this.layout?.routesFor(pattern) ?? [];
+    if (routes.length === 0) throw new AdapterError('invalid-input', `${pattern} is not inside a durable stream of ${namespace} (for the peers ${this.layout?.peers.join(', ') || 'none'})`);
+    return routes;
   }
 
   private requireDurable(what: string): DurableConfig {

@@ -45,7 +45,9 @@ export interface PublishReceipt {
 export interface ExhaustedInfo {
   /** The exhausted message's subject; '' when the transport could not learn it. */
   subject: string;
-  /** Its position in the durable stream. */
+  /** The durable stream that holds it. */
+  stream: string;
+  /** Its position in that stream. */
   streamSeq: number;
   /** Deliveries made before the broker stopped. */
   deliveries: number;
