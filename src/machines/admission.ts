@@ -3,6 +3,7 @@
  * audience and authorization answers to the one create Transition. Pure: the runtime performs the
  * directory and policy calls and passes their answers in.
  */
+import { decisionAt } from '../contract/authorization.js';
 import type { CompiledBundle, CompiledInteraction } from '../contract/bundle.js';
 import { AdapterError, invalidInput, denied, unsupported } from '../contract/errors.js';
 import { checkToken, publicationId } from '../contract/ids.js';
@@ -36,6 +37,8 @@ export interface AdmissionFacts {
   /** One answer per candidate peer, checked with the prospective first attempt (1). */
   authorizations: PeerAuthorization[];
   policyRevision: string;
+  /** Until when the principal's invoke decision is valid: it, too, must cover the admission commit. */
+  invokeExpiresAtMs: number;
   /** Trusted request-start time: the admission budget runs from here. */
   requestStartMs: number;
 }
@@ -101,7 +104,7 @@ export function planAdmission(facts: AdmissionFacts): Transition {
     outbox: branches.map((b) => ({ branchId: b.branchId, peerId: b.peerId, attempt: 1, fence: 1, publicationId: publicationId(facts.bundle.digest, facts.operationId, b.branchId, 1) })),
   };
   // Authorization validity must cover the guarded transition; the admission budget is fixed.
-  const authExpiryMs = Math.min(...authorizations.map((a) => a.expiresAtMs));
+  const authExpiryMs = Math.min(facts.invokeExpiresAtMs, ...authorizations.map((a) => a.expiresAtMs));
   const notAfterMs = Math.min(facts.requestStartMs + limits.admissionBudgetMs, authExpiryMs);
   if (notAfterMs <= facts.requestStartMs) throw new AdapterError('expired', 'authorization expired before admission could commit');
   return { events: [event], timeGuard: { notBeforeMs: facts.requestStartMs, notAfterMs }, causation: { command: 'invoke', messageId: facts.invocationKey.slice(0, 256) } };
@@ -120,7 +123,7 @@ function authorizedPeers(facts: AdmissionFacts, candidates: string[]): Set<strin
   const allowed = new Set<string>();
   for (const peer of candidates) {
     const answer = facts.authorizations.find((a) => a.peerId === peer);
-    if (answer?.allowed && answer.expiresAtMs > facts.requestStartMs) allowed.add(peer);
+    if (answer !== undefined && decisionAt(answer, facts.requestStartMs).allowed) allowed.add(peer);
   }
   const delivery = facts.interaction.spec.delivery;
   if ((delivery === 'explicit' || delivery === 'gather') && allowed.size !== candidates.length) {
