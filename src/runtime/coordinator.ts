@@ -150,9 +150,10 @@ export class Coordinator implements RuntimeHost {
 
   /**
    * Authorizes the invocation, observes the audience, authorizes each candidate with attempt 1,
-   * and re-observes. A snapshot whose directory revision moved meanwhile, or whose policy answers
-   * came from more than one policy revision, is retaken; all within the admission budget, which
-   * also ends any call that does not answer in time (AdmissionBudget).
+   * then observes the directory and the invoke decision again. A snapshot whose directory revision
+   * moved meanwhile, or whose policy answers came from more than one policy revision, is retaken;
+   * all within the admission budget, which also ends any call that does not answer in time
+   * (AdmissionBudget).
    */
   private async planWithinBudget(
     context: RuntimeContext,
@@ -169,8 +170,9 @@ export class Coordinator implements RuntimeHost {
         const candidates = gathered ? [...new Set(gathered.branches.map((b) => b.peerId))] : audience.peers;
         const authorizations = await budget.within(Promise.all(candidates.map((peerId) => this.authorizeCandidate(context, bundle, interaction, peerId))), 'the candidate authorizations');
         const again = await budget.within(this.observeAudience(context, interaction), 'the audience resolver');
+        const invokeAgain = await budget.within(this.authorizeInvoke(context, bundle, interaction), 'the invoke authorization');
         if (again.revision !== audience.revision) continue;
-        if (authorizations.some((a) => a.revision !== invoke.revision)) continue;
+        if (invokeAgain.revision !== invoke.revision || authorizations.some((a) => a.revision !== invoke.revision)) continue;
         return planAdmission({
           bundle,
           interaction,
@@ -185,7 +187,7 @@ export class Coordinator implements RuntimeHost {
           ...(gathered ? { gathered } : {}),
           authorizations,
           policyRevision: invoke.revision,
-          invokeExpiresAtMs: invoke.expiresAtMs,
+          invokeExpiresAtMs: Math.min(invoke.expiresAtMs, invokeAgain.expiresAtMs),
           requestStartMs: args.requestStartMs,
         });
       }
