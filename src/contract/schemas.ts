@@ -84,6 +84,8 @@ export const interactionDefaults = {
   settlementGraceMs: 10_000,
   waitFor: 'decision',
   sender: 'include',
+  offline: 'deliver',
+  effects: 'unfenced',
   cancellation: 'none',
 } as const;
 
@@ -119,6 +121,8 @@ export const interactionSchema = {
     settlementGraceMs: ms(limits.settlementGraceMsMax, 0),
     waitFor: { enum: ['decision', 'settled'] },
     sender: { enum: ['include', 'exclude'] },
+    offline: { enum: ['deliver', 'exclude'] },
+    effects: { enum: ['unfenced', 'fenced'] },
     cancellation: { enum: ['none', 'caller'] },
     aggregate,
   },

@@ -25,6 +25,7 @@ import { inboundPattern } from '../adapters/transport/subjects.js';
 import type { Subscription } from '../adapters/transport/types.js';
 import { OperationNotFound } from './errors.js';
 import { AdmissionBudget } from './admission-budget.js';
+import { checkCapabilities } from './capabilities.js';
 import { Metrics } from './metrics.js';
 import { transitionProblem } from '../events/schemas.js';
 import { newEntry, resultBatchMsDefault, type Arrival, type Caller, type CoordinatorDeps, type Decider, type OpEntry, type RuntimeHost, type SubmitOptions, type Waiter } from './host.js';
@@ -161,6 +162,7 @@ export class Coordinator implements RuntimeHost {
     interaction: CompiledInteraction,
     args: { operationId: string; caller: Caller; request: InvocationRequest; inputDigest: string; inputBytes: number; requestStartMs: number },
   ): Promise<Transition> {
+    checkCapabilities(this.deps, bundle, interaction);
     const budget = new AdmissionBudget(this.deps.clock, args.requestStartMs);
     try {
       for (;;) {

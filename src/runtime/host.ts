@@ -28,6 +28,12 @@ export interface CoordinatorDeps {
   clock: Clock;
   bundles: BundleRegistry;
   deployment: Deployment;
+  /**
+   * Whether the deployment's peers commit business effects through sinks that advertise effect
+   * fencing (EffectSink.capabilities); without it, interactions declaring fenced effects are
+   * unsupported.
+   */
+  effectFencing?: () => boolean;
   /** Where gather interactions get their expected result set; without it, gather is unsupported. */
   manifests?: ManifestSource;
   metrics?: Metrics;
