@@ -19,6 +19,7 @@ import { commandsPerTransitionMax, decideCancelOperation, decideDue, decideDurab
 import { applyStored, branchList, fold, type OperationRecord } from '../projections/record.js';
 import { couldClose } from '../projections/decision.js';
 import { invocationResult, reached, type InvocationResult } from '../projections/views.js';
+import type { AudienceObservation } from '../adapters/directory/types.js';
 import type { AuthorizationDecision, Policy } from '../adapters/policy/types.js';
 import type { AppendOutcome, StoreFailure } from '../adapters/store/types.js';
 import { inboundPattern } from '../adapters/transport/subjects.js';
@@ -173,7 +174,7 @@ export class Coordinator implements RuntimeHost {
         const authorizations = await budget.within(Promise.all(candidates.map((peerId) => this.authorizeCandidate(context, bundle, interaction, peerId))), 'the candidate authorizations');
         const again = await budget.within(this.observeAudience(context, interaction), 'the audience resolver');
         const invokeAgain = await budget.within(this.authorizeInvoke(context, bundle, interaction), 'the invoke authorization');
-        if (again.revision !== audience.revision) continue;
+        if (again.revision !== audience.revision || again.presence?.revision !== audience.presence?.revision) continue;
         if (invokeAgain.revision !== invoke.revision || authorizations.some((a) => a.revision !== invoke.revision)) continue;
         return planAdmission({
           bundle,
@@ -186,6 +187,7 @@ export class Coordinator implements RuntimeHost {
           inputDigest: args.inputDigest,
           inputBytes: args.inputBytes,
           audience,
+          durableDelivery: this.deps.transport.capabilities.durable,
           ...(gathered ? { gathered } : {}),
           authorizations,
           policyRevision: invoke.revision,
@@ -203,7 +205,7 @@ export class Coordinator implements RuntimeHost {
     return this.deps.manifests.gather(context, bundle.ref, interaction.id);
   }
 
-  private async observeAudience(context: RuntimeContext, interaction: CompiledInteraction): Promise<{ peers: string[]; revision: string }> {
+  private async observeAudience(context: RuntimeContext, interaction: CompiledInteraction): Promise<AudienceObservation> {
     const audience = interaction.spec.audience;
     if ('peers' in audience) return { peers: audience.peers, revision: 'bundle' };
     return this.deps.directory.audience(context, audience.group);
