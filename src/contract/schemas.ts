@@ -85,6 +85,8 @@ export const interactionDefaults = {
   settlementGraceMs: 10_000,
   waitFor: 'decision',
   sender: 'include',
+  offline: 'deliver',
+  effects: 'unfenced',
   cancellation: 'none',
 } as const;
 
@@ -120,6 +122,8 @@ export const interactionSchema = {
     settlementGraceMs: ms(limits.settlementGraceMsMax, 0),
     waitFor: { enum: ['decision', 'settled'] },
     sender: { enum: ['include', 'exclude'] },
+    offline: { enum: ['deliver', 'exclude'] },
+    effects: { enum: ['unfenced', 'fenced'] },
     cancellation: { enum: ['none', 'caller'] },
     aggregate,
   },

@@ -58,6 +58,14 @@ export interface Interaction {
   settlementGraceMs: number;
   waitFor: WaitFor;
   sender: 'include' | 'exclude';
+  /**
+   * What a candidate the directory observed offline means: `deliver` sends it its request anyway
+   * (durable delivery keeps it until the peer binds; without durable delivery the admission is
+   * unsupported), `exclude` leaves it out at admission.
+   */
+  offline: 'deliver' | 'exclude';
+  /** `fenced`: the peers' business effects must commit through fencing effect sinks; admission checks the deployment advertises it. */
+  effects: 'unfenced' | 'fenced';
   /** Whether the original invoker may cancel an open operation (an explicit, authorized command). */
   cancellation: 'none' | 'caller';
   aggregate?: Aggregate;

@@ -92,6 +92,18 @@ export interface OperationAdmitted {
   authorizations: Authorization[];
   /** The pending outbox: one intended dispatch per branch (attempt 1, fence 1). */
   outbox: OutboxIntent[];
+  /**
+   * What the directory observed of the candidates' presence, with its revision (absent when it
+   * reported none); candidates in neither list were not observed. An observation, not a promise
+   * that an online peer stays connected.
+   */
+  presence?: PresenceObservation;
+}
+
+export interface PresenceObservation {
+  revision: string;
+  online: string[];
+  offline: string[];
 }
 
 export interface OutboxIntent {

@@ -3,12 +3,13 @@
  * audience and authorization answers to the one create Transition. Pure: the runtime performs the
  * directory and policy calls and passes their answers in.
  */
+import { decisionAt } from '../contract/authorization.js';
 import type { CompiledBundle, CompiledInteraction } from '../contract/bundle.js';
 import { AdapterError, invalidInput, denied, unsupported } from '../contract/errors.js';
 import { checkToken, publicationId } from '../contract/ids.js';
 import type { JsonValue } from '../contract/json.js';
 import { limits } from '../contract/limits.js';
-import type { Authorization, Manifest, ManifestBranch, OperationAdmitted, Transition } from '../events/types.js';
+import type { Authorization, Manifest, ManifestBranch, OperationAdmitted, PresenceObservation, Transition } from '../events/types.js';
 import { thresholdFor } from '../projections/decision.js';
 
 export interface PeerAuthorization {
@@ -29,13 +30,17 @@ export interface AdmissionFacts {
   input: JsonValue;
   inputDigest: string;
   inputBytes: number;
-  /** The observed audience (directory answer), before sender rules. */
-  audience: { peers: string[]; revision: string };
+  /** The observed audience (directory answer) with what it observed of presence, before sender and offline rules. */
+  audience: { peers: string[]; revision: string; presence?: PresenceObservation };
+  /** Whether the transport delivers durably: a request waits for an offline peer. */
+  durableDelivery: boolean;
   /** delivery gather: the expected set from the deployment's manifest source (never the caller's). */
   gathered?: { branches: ManifestBranch[]; revision: string };
   /** One answer per candidate peer, checked with the prospective first attempt (1). */
   authorizations: PeerAuthorization[];
   policyRevision: string;
+  /** Until when the principal's invoke decision is valid: it, too, must cover the admission commit. */
+  invokeExpiresAtMs: number;
   /** Trusted request-start time: the admission budget runs from here. */
   requestStartMs: number;
 }
@@ -100,8 +105,10 @@ export function planAdmission(facts: AdmissionFacts): Transition {
     authorizations,
     outbox: branches.map((b) => ({ branchId: b.branchId, peerId: b.peerId, attempt: 1, fence: 1, publicationId: publicationId(facts.bundle.digest, facts.operationId, b.branchId, 1) })),
   };
+  const presence = observedPresence(facts);
+  if (presence) event.presence = presence;
   // Authorization validity must cover the guarded transition; the admission budget is fixed.
-  const authExpiryMs = Math.min(...authorizations.map((a) => a.expiresAtMs));
+  const authExpiryMs = Math.min(facts.invokeExpiresAtMs, ...authorizations.map((a) => a.expiresAtMs));
   const notAfterMs = Math.min(facts.requestStartMs + limits.admissionBudgetMs, authExpiryMs);
   if (notAfterMs <= facts.requestStartMs) throw new AdapterError('expired', 'authorization expired before admission could commit');
   return { events: [event], timeGuard: { notBeforeMs: facts.requestStartMs, notAfterMs }, causation: { command: 'invoke', messageId: facts.invocationKey.slice(0, 256) } };
@@ -112,7 +119,33 @@ function candidatePeers(facts: AdmissionFacts): string[] {
   const listed = spec.delivery === 'explicit' ? (spec.branches ?? []).map((b) => b.peerId) : spec.delivery === 'gather' ? (facts.gathered?.branches ?? []).map((b) => b.peerId) : facts.audience.peers;
   for (const peer of listed) checkToken(peer, 'peer id');
   const unique = [...new Set(listed)].sort(byteOrder);
-  return spec.sender === 'exclude' && facts.senderPeerId !== null ? unique.filter((p) => p !== facts.senderPeerId) : unique;
+  const senders = spec.sender === 'exclude' && facts.senderPeerId !== null ? unique.filter((p) => p !== facts.senderPeerId) : unique;
+  return applyOfflineRule(facts, senders);
+}
+
+/**
+ * The offline rule: a candidate the directory observed offline is left out (`exclude`), or sent
+ * its request anyway (`deliver`), which only durable delivery can keep for it: without it, the
+ * admission is unsupported rather than sending into nowhere. Unobserved candidates are kept.
+ */
+function applyOfflineRule(facts: AdmissionFacts, candidates: string[]): string[] {
+  const offline = new Set(facts.audience.presence?.offline ?? []);
+  const absent = candidates.filter((p) => offline.has(p));
+  if (absent.length === 0) return candidates;
+  if (facts.interaction.spec.offline === 'exclude') return candidates.filter((p) => !offline.has(p));
+  if (!facts.durableDelivery) {
+    throw unsupported(`peers ${absent.join(', ')} were observed offline (presence ${facts.audience.presence!.revision}); interaction "${facts.interaction.id}" delivers to offline peers, which needs durable delivery this transport does not have (or declare offline: exclude)`);
+  }
+  return candidates;
+}
+
+/** The presence observation of the candidates (sorted), recorded with the admission. */
+function observedPresence(facts: AdmissionFacts): PresenceObservation | undefined {
+  const presence = facts.audience.presence;
+  if (!presence) return undefined;
+  const listed = new Set(facts.audience.peers);
+  const of = (peers: string[]) => [...new Set(peers.filter((p) => listed.has(p)))].sort(byteOrder);
+  return { revision: presence.revision, online: of(presence.online), offline: of(presence.offline) };
 }
 
 /** Denied, expired or missing decisions fail closed: such a peer is not admitted. */
@@ -120,7 +153,7 @@ function authorizedPeers(facts: AdmissionFacts, candidates: string[]): Set<strin
   const allowed = new Set<string>();
   for (const peer of candidates) {
     const answer = facts.authorizations.find((a) => a.peerId === peer);
-    if (answer?.allowed && answer.expiresAtMs > facts.requestStartMs) allowed.add(peer);
+    if (answer !== undefined && decisionAt(answer, facts.requestStartMs).allowed) allowed.add(peer);
   }
   const delivery = facts.interaction.spec.delivery;
   if ((delivery === 'explicit' || delivery === 'gather') && allowed.size !== candidates.length) {

@@ -20,7 +20,17 @@ export interface EffectRecord {
   value: JsonValue;
 }
 
+/** What a sink advertises; separate from the transport's result fencing (TransportCapabilities). */
+export interface EffectSinkCapabilities {
+  /**
+   * Effect fencing: at its own commit point the sink rejects a fence older than one it committed
+   * for the operation/branch and honours the operation/branch idempotency key, atomically.
+   */
+  effectFencing: boolean;
+}
+
 export interface EffectSink {
+  readonly capabilities: EffectSinkCapabilities;
   /**
    * Applies `effect` once for this key at this fence. Returns the committed value (the stored one
    * on a repeat). Throws AdapterError('conflict') for a fence older than one already committed.
@@ -37,6 +47,8 @@ export interface EffectSink {
  * bound is the SQLite sink's job (sqlite-effect-sink.ts).
  */
 export class MemoryEffectSink implements EffectSink {
+  /** Fenced within one process and its newest keysMax keys (see above). */
+  readonly capabilities: EffectSinkCapabilities = { effectFencing: true };
   /** By key, the newest applied effect: the same objects the log holds, never changed once made. */
   private readonly committed: BoundedMap<string, EffectKey & EffectRecord>;
   private readonly log: (EffectKey & EffectRecord)[] = [];

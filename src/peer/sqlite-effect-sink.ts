@@ -25,7 +25,7 @@ import { AdapterError, AssertionFailure } from '../contract/errors.js';
 import { canonicalJson } from '../contract/canonical.js';
 import { parseStrict } from '../contract/ijson.js';
 import type { JsonValue } from '../contract/json.js';
-import type { EffectKey, EffectRecord, EffectSink } from './effect-sink.js';
+import type { EffectKey, EffectRecord, EffectSink, EffectSinkCapabilities } from './effect-sink.js';
 import { openSqliteDatabase } from '../adapters/store/sqlite-open.js';
 
 export interface SqliteEffectSinkOptions {
@@ -113,6 +113,7 @@ function sqliteFailure(error: unknown): Error {
 }
 
 export class SqliteEffectSink implements EffectSink {
+  readonly capabilities: EffectSinkCapabilities = { effectFencing: true };
   private readonly db: Database.Database;
   private readonly writer: string;
   private readonly statements: ReturnType<typeof prepare>;

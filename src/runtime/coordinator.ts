@@ -7,6 +7,7 @@
 import { BoundedMap } from '../contract/bounded-map.js';
 import type { CompiledBundle, CompiledInteraction } from '../contract/bundle.js';
 import { canonicalJson, sha256Hex } from '../contract/canonical.js';
+import { decisionAt, refusalError, type CheckedDecision } from '../contract/authorization.js';
 import { AdapterError, AssertionFailure, isAdapterError } from '../contract/errors.js';
 import { operationId as deriveOperationId } from '../contract/ids.js';
 import type { JsonValue } from '../contract/json.js';
@@ -18,11 +19,14 @@ import { commandsPerTransitionMax, decideCancelOperation, decideDue, decideDurab
 import { applyStored, branchList, fold, type OperationRecord } from '../projections/record.js';
 import { couldClose } from '../projections/decision.js';
 import { invocationResult, reached, type InvocationResult } from '../projections/views.js';
-import type { Policy } from '../adapters/policy/types.js';
+import type { AudienceObservation } from '../adapters/directory/types.js';
+import type { AuthorizationDecision, Policy } from '../adapters/policy/types.js';
 import type { AppendOutcome, StoreFailure } from '../adapters/store/types.js';
 import { inboundPattern } from '../adapters/transport/subjects.js';
 import type { Subscription } from '../adapters/transport/types.js';
 import { OperationNotFound } from './errors.js';
+import { AdmissionBudget } from './admission-budget.js';
+import { checkCapabilities } from './capabilities.js';
 import { Metrics } from './metrics.js';
 import { transitionProblem } from '../events/schemas.js';
 import { newEntry, resultBatchMsDefault, type Arrival, type Caller, type CoordinatorDeps, type Decider, type OpEntry, type RuntimeHost, type SubmitOptions, type Waiter } from './host.js';
@@ -84,7 +88,6 @@ export class Coordinator implements RuntimeHost {
     for (;;) {
       let transition: Transition;
       try {
-        await this.authorizeInvoke(context, bundle, interaction);
         transition = await this.planWithinBudget(context, bundle, interaction, { operationId, caller, request, inputDigest, inputBytes: Buffer.byteLength(canonical), requestStartMs });
       } catch (refusal) {
         const existing = await this.findExisting(operationId, identity);
@@ -134,14 +137,18 @@ export class Coordinator implements RuntimeHost {
     return entry && sameInvocation(entry, identity);
   }
 
-  private async authorizeInvoke(context: RuntimeContext, bundle: CompiledBundle, interaction: CompiledInteraction): Promise<void> {
+  private async authorizeInvoke(context: RuntimeContext, bundle: CompiledBundle, interaction: CompiledInteraction): Promise<CheckedDecision> {
     const decision = await this.authorize({ context, action: 'invoke', contract: bundle.ref, interaction: interaction.id, peerId: null, branchId: null, attempt: null });
-    if (!decision.allowed) throw new AdapterError('denied', decision.reason ?? `principal ${context.principalId} may not invoke ${bundle.ref.id}/${interaction.id}`);
+    if (!decision.allowed) throw refusalError(decision);
+    return decision;
   }
 
   /**
-   * Observes the audience, authorizes each candidate with attempt 1, and re-observes: if the
-   * directory revision moved meanwhile the snapshot is retaken, all within the admission budget.
+   * Authorizes the invocation, observes the audience, authorizes each candidate with attempt 1,
+   * then observes the directory and the invoke decision again. A snapshot whose directory revision
+   * moved meanwhile, or whose policy answers came from more than one policy revision, is retaken;
+   * all within the admission budget, which also ends any call that does not answer in time
+   * (AdmissionBudget).
    */
   private async planWithinBudget(
     context: RuntimeContext,
@@ -149,33 +156,40 @@ export class Coordinator implements RuntimeHost {
     interaction: CompiledInteraction,
     args: { operationId: string; caller: Caller; request: InvocationRequest; inputDigest: string; inputBytes: number; requestStartMs: number },
   ): Promise<Transition> {
-    const budgetEndMs = args.requestStartMs + limits.admissionBudgetMs;
-    for (;;) {
-      if (this.deps.clock.nowMs() >= budgetEndMs) throw new AdapterError('expired', `admission did not complete within ${limits.admissionBudgetMs} ms`);
-      const audience = await this.observeAudience(context, interaction);
-      const gathered = interaction.spec.delivery === 'gather' ? await this.gather(context, bundle, interaction) : undefined;
-      const candidates = gathered ? [...new Set(gathered.branches.map((b) => b.peerId))] : audience.peers;
-      const authorizations = await Promise.all(candidates.map((peerId) => this.authorizeCandidate(context, bundle, interaction, peerId)));
-      const again = await this.observeAudience(context, interaction);
-      if (this.deps.clock.nowMs() >= budgetEndMs) throw new AdapterError('expired', `admission did not complete within ${limits.admissionBudgetMs} ms`);
-      if (again.revision !== audience.revision) continue;
-      const policyRevision = authorizations[0]?.revision ?? 'none';
-      return planAdmission({
-        bundle,
-        interaction,
-        operationId: args.operationId,
-        principalId: args.caller.principalId,
-        senderPeerId: args.caller.senderPeerId,
-        invocationKey: args.request.invocationKey,
-        input: args.request.input,
-        inputDigest: args.inputDigest,
-        inputBytes: args.inputBytes,
-        audience,
-        ...(gathered ? { gathered } : {}),
-        authorizations,
-        policyRevision,
-        requestStartMs: args.requestStartMs,
-      });
+    checkCapabilities(this.deps, bundle, interaction);
+    const budget = new AdmissionBudget(this.deps.clock, args.requestStartMs);
+    try {
+      for (;;) {
+        const invoke = await budget.within(this.authorizeInvoke(context, bundle, interaction), 'the invoke authorization');
+        const audience = await budget.within(this.observeAudience(context, interaction), 'the audience resolver');
+        const gathered = interaction.spec.delivery === 'gather' ? await budget.within(this.gather(context, bundle, interaction), 'the manifest source') : undefined;
+        const candidates = gathered ? [...new Set(gathered.branches.map((b) => b.peerId))] : audience.peers;
+        const authorizations = await budget.within(Promise.all(candidates.map((peerId) => this.authorizeCandidate(context, bundle, interaction, peerId))), 'the candidate authorizations');
+        const again = await budget.within(this.observeAudience(context, interaction), 'the audience resolver');
+        const invokeAgain = await budget.within(this.authorizeInvoke(context, bundle, interaction), 'the invoke authorization');
+        if (again.revision !== audience.revision || again.presence?.revision !== audience.presence?.revision) continue;
+        if (invokeAgain.revision !== invoke.revision || authorizations.some((a) => a.revision !== invoke.revision)) continue;
+        return planAdmission({
+          bundle,
+          interaction,
+          operationId: args.operationId,
+          principalId: args.caller.principalId,
+          senderPeerId: args.caller.senderPeerId,
+          invocationKey: args.request.invocationKey,
+          input: args.request.input,
+          inputDigest: args.inputDigest,
+          inputBytes: args.inputBytes,
+          audience,
+          durableDelivery: this.deps.transport.capabilities.durable,
+          ...(gathered ? { gathered } : {}),
+          authorizations,
+          policyRevision: invoke.revision,
+          invokeExpiresAtMs: Math.min(invoke.expiresAtMs, invokeAgain.expiresAtMs),
+          requestStartMs: args.requestStartMs,
+        });
+      }
+    } finally {
+      budget.end();
     }
   }
 
@@ -184,7 +198,7 @@ export class Coordinator implements RuntimeHost {
     return this.deps.manifests.gather(context, bundle.ref, interaction.id);
   }
 
-  private async observeAudience(context: RuntimeContext, interaction: CompiledInteraction): Promise<{ peers: string[]; revision: string }> {
+  private async observeAudience(context: RuntimeContext, interaction: CompiledInteraction): Promise<AudienceObservation> {
     const audience = interaction.spec.audience;
     if ('peers' in audience) return { peers: audience.peers, revision: 'bundle' };
     return this.deps.directory.audience(context, audience.group);
@@ -197,14 +211,20 @@ export class Coordinator implements RuntimeHost {
     return answer;
   }
 
-  /** Fails closed: an unavailable policy is an unavailable admission, never an allow. */
-  async authorize(input: Parameters<Policy['authorize']>[0]) {
+  /**
+   * Fails closed: an unavailable policy is an unavailable admission, never an allow, and an allow
+   * whose validity ended before its answer arrived is refused as expired (decisionAt). Every
+   * protected boundary asks through here.
+   */
+  async authorize(input: Parameters<Policy['authorize']>[0]): Promise<CheckedDecision> {
+    let decision: AuthorizationDecision;
     try {
-      return await this.deps.policy.authorize(input);
+      decision = await this.deps.policy.authorize(input);
     } catch (error) {
       if (isAdapterError(error)) throw error;
       throw new AdapterError('unavailable', `authorization unavailable: ${(error as Error).message}`, { cause: error });
     }
+    return decisionAt(decision, this.deps.clock.nowMs());
   }
 
   // ── effects: outbox, cancels, timers ─────────────────────────────────────
@@ -631,7 +651,7 @@ export class Coordinator implements RuntimeHost {
     const record = entry.record;
     const context = this.context({ principalId, senderPeerId: record.senderPeerId }, this.deps.clock.nowMs(), record.deadlineMs);
     const decision = await this.authorize({ context, action: 'cancel', contract: record.contract, interaction: record.interaction, peerId: null, branchId: null, attempt: null });
-    if (!decision.allowed) throw new AdapterError('denied', decision.reason ?? 'cancellation is not allowed');
+    if (!decision.allowed) throw refusalError(decision);
     await this.enqueue(entry, async () => {
       await this.releaseHeld(entry);
       await this.commitDecided(entry, (current) => decideCancelOperation(current, this.deps.clock.nowMs()));

@@ -69,6 +69,7 @@ export async function createEmbedded(options: EmbeddedOptions): Promise<Embedded
   const store = options.store ?? new MemoryEventStore({ clock: options.clock });
   const directory = new StaticDirectory({ groups: options.groups ?? {} });
   const policy = new StaticPolicy({ rules: options.rules ?? [{ effect: 'allow' }], ttlMs: options.policyTtlMs ?? 60_000 }, options.clock);
+  const peers = new Map<string, Peer>();
   const coordinatorConnection = bus.connect('coordinator', coordinatorBusPermissions([namespace]));
   const coordinator = new Coordinator({
     store,
@@ -79,13 +80,14 @@ export async function createEmbedded(options: EmbeddedOptions): Promise<Embedded
     clock: options.clock,
     bundles,
     deployment: { account: 'local', system: 'convoke', domain: 'embedded' },
+    // In-process peers commit effects through their sinks: fenced while every sink advertises it.
+    effectFencing: () => [...peers.values()].every((peer) => peer.sink.capabilities.effectFencing),
     ...(options.manifests ? { manifests: new StaticManifestSource(options.manifests) } : {}),
     ...(options.resultBatchMs === undefined ? {} : { resultBatchMs: options.resultBatchMs }),
   });
   // A store handed in may be shared (tests run several coordinators over one): follow the others'
   // appends. A store made here has no other client, and nothing to follow.
   if (options.store) await coordinator.watchStore();
-  const peers = new Map<string, Peer>();
   return {
     bus,
     store,

@@ -4,7 +4,8 @@ import type { RuntimeContext, WaitFor } from '../contract/types.js';
 import type { Transition } from '../events/types.js';
 import type { OperationRecord } from '../projections/record.js';
 import type { Directory } from '../adapters/directory/types.js';
-import type { AuthorizationDecision, AuthorizationInput, Policy } from '../adapters/policy/types.js';
+import type { CheckedDecision } from '../contract/authorization.js';
+import type { AuthorizationInput, Policy } from '../adapters/policy/types.js';
 import type { EventStore } from '../adapters/store/types.js';
 import type { Subscription, Transport } from '../adapters/transport/types.js';
 import type { PublisherVerifier } from '../adapters/verification/subject.js';
@@ -27,6 +28,12 @@ export interface CoordinatorDeps {
   clock: Clock;
   bundles: BundleRegistry;
   deployment: Deployment;
+  /**
+   * Whether the deployment's peers commit business effects through sinks that advertise effect
+   * fencing (EffectSink.capabilities); without it, interactions declaring fenced effects are
+   * unsupported.
+   */
+  effectFencing?: () => boolean;
   /** Where gather interactions get their expected result set; without it, gather is unsupported. */
   manifests?: ManifestSource;
   metrics?: Metrics;
@@ -125,8 +132,8 @@ export interface RuntimeHost {
    */
   submit(entry: OpEntry, prepare: () => Promise<Decider>, weightBytes: number, options?: SubmitOptions): Promise<void>;
   load(operationId: string): Promise<OpEntry | undefined>;
-  /** Fails closed: unavailable policy answers are errors, never allows. */
-  authorize(input: AuthorizationInput): Promise<AuthorizationDecision>;
+  /** Fails closed: unavailable policy answers are errors, never allows; expired allows are refused (decisionAt). */
+  authorize(input: AuthorizationInput): Promise<CheckedDecision>;
   context(caller: Caller, nowMs: number, deadlineMs: number | null): RuntimeContext;
   inboundPath(namespace: string, interaction: string, kind: 'result' | 'claim' | 'cancel-result'): Promise<Subscription>;
 }

@@ -9,6 +9,7 @@
  * Durable messages are acknowledged only after that append (or a duplicate proving prior
  * acceptance).
  */
+import { refusalError } from '../contract/authorization.js';
 import { isAdapterError } from '../contract/errors.js';
 import { parseStrictBytes } from '../contract/ijson.js';
 import { limits } from '../contract/limits.js';
@@ -141,9 +142,12 @@ async function recheckAuthorization(host: RuntimeHost, record: OperationRecord, 
   const context = host.context({ principalId: record.principalId, senderPeerId: record.senderPeerId }, host.deps.clock.nowMs(), record.deadlineMs);
   const attempt = message.attempt >= 1 && message.attempt <= limits.attemptsMax ? message.attempt : null;
   const action = kind === 'result' ? 'admit-result' : kind === 'claim' ? 'renew' : 'cancel';
-  // An unavailable decision fails closed and propagates: the message is redelivered, not admitted.
+  // An unavailable or expired decision fails closed and propagates: the message is redelivered,
+  // not admitted. Only a denial is a revocation, which terminates the branch.
   const decision = await host.authorize({ context, action, contract: record.contract, interaction: record.interaction, peerId: message.peerId, branchId: message.branchId, attempt });
-  return decision.allowed ? undefined : { reason: decision.reason ?? 'not authorized', policyRevision: decision.revision };
+  if (decision.allowed) return undefined;
+  if (decision.refusal === 'expired') throw refusalError(decision);
+  return { reason: decision.reason, policyRevision: decision.revision };
 }
 
 function lateInstant(record: OperationRecord, branchId: string): number {

@@ -228,7 +228,7 @@ export class NatsDeploymentTransport implements Transport {
     durable: Map<string, Transport>,
   ) {
     this.identity = core.identity;
-    this.capabilities = { durable: durable.size > 0 };
+    this.capabilities = { durable: durable.size > 0, resultFencing: core.capabilities.resultFencing && [...durable.values()].every((t) => t.capabilities.resultFencing) };
     // Placing a subject needs no peer list: the namespace's durable subjects have one shape.
     this.routes = [...durable].map(([namespace, transport]) => ({ layout: durableLayout(namespace, []), transport }));
   }

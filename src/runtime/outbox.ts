@@ -44,8 +44,9 @@ export async function dispatchRequests(host: RuntimeHost, entry: OpEntry): Promi
   );
   pending.forEach((branch, i) => {
     const auth = answers[i];
-    if (auth === undefined) return; // policy unavailable: send nothing now, reconcile later
-    if (!auth.allowed) return void revoked.push({ branchId: branch.branchId, policyRevision: auth.revision, reason: auth.reason ?? 'not authorized at dispatch' });
+    // Policy unavailable, or its decision already expired: send nothing now, reconcile later.
+    if (auth === undefined || auth.refusal === 'expired') return;
+    if (!auth.allowed) return void revoked.push({ branchId: branch.branchId, policyRevision: auth.revision, reason: auth.reason });
     sendable.push(branch);
   });
   // All requests are handed to the transport in one synchronous pass, so their writes can coalesce.

@@ -72,6 +72,7 @@ function slowDispatchStore(inner: EventStore, delayMs: number): EventStore {
 /** Reports every commit's answer (repeated or refused) so the test can tell what the sink absorbed. */
 function reportingSink(inner: SqliteEffectSink): EffectSink {
   return {
+    capabilities: inner.capabilities,
     commit: async (key: EffectKey, fence: number, attempt: number, effect: () => JsonValue | Promise<JsonValue>) => {
       const at = { operationId: key.operationId, branchId: key.branchId, fence, attempt };
       try {

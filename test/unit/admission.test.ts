@@ -11,9 +11,9 @@ import { operationId } from '../../src/contract/ids.js';
 import { limits } from '../../src/contract/limits.js';
 import { peerIds, reviewBundle } from '../../src/runtime/examples.js';
 import { createEmbedded } from '../../src/runtime/embedded.js';
-import { VirtualClock } from '../../src/runtime/clock.js';
+import { VirtualClock, flushMicrotasks } from '../../src/runtime/clock.js';
 import type { JsonObject } from '../../src/contract/json.js';
-import type { OperationAdmitted } from '../../src/events/types.js';
+import type { OperationAdmitted, Transition } from '../../src/events/types.js';
 import type { EventStore } from '../../src/adapters/store/types.js';
 import { MemoryEventStore } from '../../src/adapters/store/memory.js';
 import type { Directory } from '../../src/adapters/directory/types.js';
@@ -224,7 +224,58 @@ test('the deadline starts at the admission boundary: admittedAtMs is the store c
   assert.equal(result.deadlineMs, start + 5000);
 });
 
-test('admission has a fixed 10000 ms budget: a hung resolver cannot admit work later', async () => {
+/** Whether a promise has settled after the queued work ran; a hung admission stays pending. */
+async function settledYet(promise: Promise<unknown>): Promise<boolean> {
+  let settled = false;
+  promise.then(() => (settled = true), () => (settled = true));
+  await flushMicrotasks();
+  return settled;
+}
+
+async function operationCount(s: Awaited<ReturnType<typeof scenario>>): Promise<number> {
+  let count = 0;
+  for await (const _ of s.store.operationIds()) count++;
+  return count;
+}
+
+/** A call that answers only when the test says so (after the budget, or never). */
+function hung<T>(): { call: () => Promise<T>; answer: (value: T) => void; calls: () => number } {
+  let release: ((value: T) => void) | undefined;
+  let calls = 0;
+  const waiting = new Promise<T>((resolve) => (release = resolve));
+  return { call: () => (calls++, waiting), answer: (value) => release!(value), calls: () => calls };
+}
+
+for (const which of ['directory', 'policy', 'manifest source'] as const) {
+  test(`admission has a fixed 10000 ms budget: a hung ${which} cannot admit work later, the budget ends the wait and nothing is created`, async () => {
+    const s = await scenario(which === 'manifest source' ? { review: { delivery: 'gather' }, embedded: { manifests: { 'lab.review/review': [{ branchId: 'b1', peerId: 'alfa' }] } } } : {});
+    const deps = (s.coordinator as unknown as { deps: { directory: Directory; policy: { authorize: unknown }; manifests?: { gather: unknown } } }).deps;
+    const directory = hung<{ peers: string[]; revision: string }>();
+    const policy = hung<{ allowed: boolean; revision: string; expiresAtMs: number }>();
+    const manifest = hung<{ branches: { branchId: string; peerId: string }[]; revision: string }>();
+    if (which === 'directory') deps.directory = { audience: directory.call };
+    if (which === 'policy') deps.policy = { authorize: policy.call };
+    if (which === 'manifest source') deps.manifests = { gather: manifest.call };
+    const admission = s.invoke('k');
+    admission.catch(() => undefined);
+    await s.clock.advance(limits.admissionBudgetMs - 1);
+    assert.equal(await settledYet(admission), false, 'still waiting inside the budget');
+    await s.clock.advance(1);
+    assert.equal(await settledYet(admission), true, 'the budget ended the wait');
+    await assert.rejects(admission, (e) => rejects('expired')(e) && /10000 ms budget/.test((e as Error).message));
+    assert.equal(directory.calls() + policy.calls() + manifest.calls(), 1);
+    // The hung call answers at last: nothing is created from its late answer.
+    directory.answer({ peers: ['alfa', 'bravo', 'charlie'], revision: 'r1' });
+    policy.answer({ allowed: true, revision: 'p1', expiresAtMs: s.clock.nowMs() + 60_000 });
+    manifest.answer({ branches: [{ branchId: 'b1', peerId: 'alfa' }], revision: 'm1' });
+    await s.settle();
+    assert.equal(await operationCount(s), 0);
+    assert.equal(s.bus.stats.published, 0);
+    assert.equal(s.clock.pendingTimers(), 0, 'the budget timer is gone');
+  });
+}
+
+test('a resolver that answers at the end of the admission budget cannot admit work', async () => {
   const s = await scenario();
   const slow: Directory = {
     audience: async () => {
@@ -233,10 +284,11 @@ test('admission has a fixed 10000 ms budget: a hung resolver cannot admit work l
     },
   };
   (s.coordinator as unknown as { deps: { directory: Directory } }).deps.directory = slow;
+  // A store that would take the commit at any instant: only the runtime's budget can refuse it.
+  const unguarded = Object.assign(Object.create(s.store) as EventStore, { create: (id: string, t: Transition) => s.store.create(id, { ...t, timeGuard: { notBeforeMs: t.timeGuard.notBeforeMs, notAfterMs: Number.MAX_SAFE_INTEGER } }) });
+  (s.coordinator as unknown as { deps: { store: EventStore } }).deps.store = unguarded;
   await assert.rejects(s.invoke('k'), rejects('expired'));
-  const ids = [];
-  for await (const id of s.store.operationIds()) ids.push(id);
-  assert.equal(ids.length, 0);
+  assert.equal(await operationCount(s), 0);
   assert.equal(s.bus.stats.published, 0);
 });
 
@@ -377,9 +429,67 @@ test('failure to establish the result path sends nothing and the deadline closes
 });
 
 test('authorization validity must cover the guarded admission transition', async () => {
-  const s = await scenario({ embedded: { policyTtlMs: 0 } });
-  await assert.rejects(s.invoke('k'), (e) => e instanceof AdapterError && (e.kind === 'expired' || e.kind === 'denied'));
-  const ids = [];
-  for await (const id of s.store.operationIds()) ids.push(id);
-  assert.deepEqual(ids, []);
+  const ttlMs = 100;
+  const s = await scenario({ embedded: { policyTtlMs: ttlMs } });
+  // The commit reaches the store's serialization point `delayMs` after planning: a slow store.
+  const guards: { notBeforeMs: number; notAfterMs: number }[] = [];
+  let delayMs = ttlMs;
+  const slow = Object.assign(Object.create(s.store) as EventStore, {
+    create: (id: string, t: Transition) => {
+      guards.push(t.timeGuard);
+      s.clock.set(s.clock.nowMs() + delayMs);
+      return s.store.create(id, t);
+    },
+  });
+  (s.coordinator as unknown as { deps: { store: EventStore } }).deps.store = slow;
+  const startMs = s.clock.nowMs();
+  // Every decision expires at startMs + ttlMs: a commit at that instant is outside its validity.
+  await assert.rejects(s.invoke('late'), rejects('expired'));
+  assert.deepEqual(guards, [{ notBeforeMs: startMs, notAfterMs: startMs + ttlMs }]);
+  assert.equal(await operationCount(s), 0);
+  assert.equal(s.bus.stats.published, 0);
+  // One millisecond inside the validity, the same commit is admitted.
+  delayMs = ttlMs - 1;
+  const { result } = await s.invoke('in-time');
+  assert.equal(result.admittedAtMs, s.clock.nowMs());
+});
+
+test('the invoke decision\'s validity also covers the admission commit', async () => {
+  const s = await scenario();
+  const policy = s.policy;
+  const real = policy.authorize.bind(policy);
+  policy.authorize = async (input) => {
+    const decision = await real(input);
+    return input.action === 'invoke' ? { ...decision, expiresAtMs: s.clock.nowMs() + 7 } : decision;
+  };
+  const guards: number[] = [];
+  const spy = Object.assign(Object.create(s.store) as EventStore, { create: (id: string, t: Transition) => (guards.push(t.timeGuard.notAfterMs), s.store.create(id, t)) });
+  (s.coordinator as unknown as { deps: { store: EventStore } }).deps.store = spy;
+  await s.invoke('k');
+  assert.deepEqual(guards, [s.clock.nowMs() + 7]);
+});
+
+test('a policy revision change during admission restarts admission within its budget', async () => {
+  const s = await scenario();
+  const policy = s.policy;
+  const real = policy.authorize.bind(policy);
+  const seen: string[] = [];
+  let revoked = false;
+  policy.authorize = async (input) => {
+    const decision = await real(input);
+    seen.push(`${input.action}:${input.peerId ?? '-'}@${decision.revision}`);
+    // The policy moves right after answering for alfa: alfa's allow is from the old revision.
+    if (input.peerId === 'alfa' && !revoked) {
+      revoked = true;
+      policy.revoke({ peerId: 'alfa' });
+    }
+    return decision;
+  };
+  const { result } = await s.invoke('k');
+  const admitted = await admittedEvent(s, result.operationId);
+  assert.equal(admitted.revisions.policy, s.policy.revision);
+  assert.deepEqual(admitted.manifest.peers, ['bravo', 'charlie', 'delta', 'echo'], 'the retaken snapshot no longer admits alfa');
+  for (const a of admitted.authorizations) assert.equal(a.revision, s.policy.revision);
+  assert.ok(seen.filter((c) => c.startsWith('invoke:')).length >= 2, `admission was retaken: ${seen.join(', ')}`);
+  await s.assertReplayEquals(result.operationId);
 });

@@ -136,7 +136,7 @@ test('a cancel whose answer could not be stored is handed back, and delivered ag
   const published: { subject: string; message: unknown }[] = [];
   let failNext = false;
   const transport: Transport = {
-    capabilities: { durable: true },
+    capabilities: { durable: true, resultFencing: true },
     identity: 'alfa',
     publish: async (subject, data) => {
       if (failNext) {

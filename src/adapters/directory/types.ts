@@ -4,6 +4,11 @@ import type { RuntimeContext } from '../../contract/types.js';
 export interface AudienceObservation {
   peers: string[];
   revision: string;
+  /**
+   * What the directory observed of the members' presence (on NATS: a live consumer or a
+   * heartbeat), with the observation's own revision. A member in neither list was not observed.
+   */
+  presence?: { revision: string; online: string[]; offline: string[] };
 }
 
 export interface Directory {

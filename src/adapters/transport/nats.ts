@@ -198,7 +198,7 @@ export class NatsTransport implements Transport {
     this.durable = options.durable;
     this.layout = options.durable === undefined ? undefined : durableLayout(options.durable.namespace, options.durable.peers);
     this.ownsConnection = options.ownsConnection ?? false;
-    this.capabilities = { durable: options.durable !== undefined };
+    this.capabilities = { durable: options.durable !== undefined, resultFencing: true };
     this.publishAckTimeoutMs = options.publishAckTimeoutMs ?? publishAckTimeoutMsDefault;
     this.js = jetstream(nc, { timeout: this.publishAckTimeoutMs });
     this.pubAcks = PubAckMux.of(nc);

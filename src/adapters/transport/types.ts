@@ -82,6 +82,13 @@ export type DurabilityCheck = { ok: true } | { ok: false; description: string; b
 export interface TransportCapabilities {
   /** Storage acknowledgments, redelivery and offline peers. */
   durable: boolean;
+  /**
+   * Result fencing: every request carries its branch, attempt and fence, and results come back
+   * on peer-bearing subjects carrying them, so a result of a superseded attempt is told apart and
+   * rejected. Advertised separately from effect fencing (EffectSink.capabilities), which is the
+   * peer's business: a transport can fence results without any effect being fenced.
+   */
+  resultFencing: boolean;
 }
 
 export interface Transport {

@@ -27,6 +27,12 @@ export type VerificationOutcome = { accepted: true } | { accepted: false; reason
 
 export interface PublisherVerifier {
   verify(input: VerificationInput): VerificationOutcome;
+  /**
+   * Why no result published on this namespace could be verified (no attestation, not
+   * peer-exclusive, an unattested exception), or undefined when results there can be verified.
+   * Admission refuses such a namespace as unsupported: every result would be rejected.
+   */
+  namespaceProblem(namespace: string): string | undefined;
 }
 
 export class SubjectNamespaceVerifier implements PublisherVerifier {
@@ -43,14 +49,17 @@ export class SubjectNamespaceVerifier implements PublisherVerifier {
     if (input.subjectPeerId !== input.expectedPeerId || input.payloadPeerId !== input.expectedPeerId) {
       return { accepted: false, reason: `subject peer ${input.subjectPeerId}, expected ${input.expectedPeerId} and payload peer ${input.payloadPeerId} disagree` };
     }
-    const attestation = this.byNamespace.get(input.namespace);
-    if (!attestation) return { accepted: false, reason: `namespace ${input.namespace} has no publisher attestation` };
-    if (!attestation.exclusivePeerPublishers) return { accepted: false, reason: `namespace ${input.namespace} is not attested as peer-exclusive` };
+    const problem = this.namespaceProblem(input.namespace);
+    return problem === undefined ? { accepted: true } : { accepted: false, reason: problem };
+  }
+
+  namespaceProblem(namespace: string): string | undefined {
+    const attestation = this.byNamespace.get(namespace);
+    if (!attestation) return `namespace ${namespace} has no publisher attestation`;
+    if (!attestation.exclusivePeerPublishers) return `namespace ${namespace} is not attested as peer-exclusive`;
     const unattested = (attestation.exceptions ?? []).filter((e) => !e.attested);
-    if (unattested.length > 0) {
-      return { accepted: false, reason: `namespace ${input.namespace} has unattested publishers: ${unattested.map((e) => e.principal).join(', ')}` };
-    }
-    return { accepted: true };
+    if (unattested.length > 0) return `namespace ${namespace} has unattested publishers: ${unattested.map((e) => e.principal).join(', ')}`;
+    return undefined;
   }
 }
 

@@ -1,0 +1,86 @@
+/**
+ * Spec: "Reject ... unavailable delivery/verification/ownership capabilities", "Unsupported
+ * capabilities fail before dispatch" and "Providers advertise result-fencing and effect-fencing
+ * separately" — admission checks what the interaction needs, and refuses as unsupported, with
+ * the reason, before any state exists or anything is sent.
+ */
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { scenario, answers, type Scenario } from '../support/scenario.js';
+import { AdapterError } from '../../src/contract/errors.js';
+import { SubjectNamespaceVerifier, type NamespaceAttestation } from '../../src/adapters/verification/subject.js';
+import { MemoryEffectSink } from '../../src/peer/effect-sink.js';
+import type { Transport } from '../../src/adapters/transport/types.js';
+
+const unsupported = (pattern: RegExp) => (error: unknown) => error instanceof AdapterError && error.kind === 'unsupported' && pattern.test(error.message);
+
+async function nothingCreated(s: Scenario): Promise<void> {
+  const ids = [];
+  for await (const id of s.store.operationIds()) ids.push(id);
+  assert.deepEqual(ids, []);
+  assert.equal(s.bus.stats.published, 0);
+}
+
+const deps = (s: Scenario) => (s.coordinator as unknown as { deps: { verifier: unknown; transport: Transport; effectFencing?: () => boolean } }).deps;
+
+const unverifiable: [string, NamespaceAttestation, RegExp][] = [
+  ['not attested as peer-exclusive', { namespace: 'demo.v1.lab', exclusivePeerPublishers: false }, /not attested as peer-exclusive/],
+  ['with an unattested exception', { namespace: 'demo.v1.lab', exclusivePeerPublishers: true, exceptions: [{ principal: 'ops-admin', attested: false }] }, /unattested publishers: ops-admin/],
+];
+
+for (const [what, attestation, reason] of unverifiable) {
+  test(`a namespace whose result publishers cannot be verified (${what}) is refused as unsupported before anything is created or sent`, async () => {
+    const s = await scenario();
+    await s.addPeer('alfa', { review: answers('approve') });
+    deps(s).verifier = new SubjectNamespaceVerifier([attestation]);
+    await assert.rejects(s.invoke('k'), unsupported(new RegExp(`every result would be rejected|${reason.source}`)));
+    await assert.rejects(s.invoke('k'), unsupported(reason));
+    await s.settle();
+    await nothingCreated(s);
+  });
+}
+
+test('an operation admitted before its namespace lost verification is still returned for its key', async () => {
+  const s = await scenario();
+  const first = await s.invoke('k');
+  deps(s).verifier = new SubjectNamespaceVerifier([{ namespace: 'demo.v1.lab', exclusivePeerPublishers: false }]);
+  (s.coordinator as unknown as { ops: Map<string, unknown> }).ops.clear();
+  const again = await s.invoke('k');
+  assert.deepEqual([again.created, again.result.operationId], [false, first.result.operationId]);
+  await assert.rejects(s.invoke('other'), unsupported(/peer-exclusive/));
+});
+
+test('result fencing: more than one attempt is unsupported over a transport that does not advertise result fencing', async () => {
+  const s = await scenario({ review: { attempts: 2 } });
+  const transport = deps(s).transport;
+  Object.defineProperty(transport, 'capabilities', { value: { durable: false, resultFencing: false } });
+  await assert.rejects(s.invoke('k'), unsupported(/2 attempts need result fencing/));
+  await nothingCreated(s);
+  // One attempt has only fence 1: nothing to fence, and it is admitted.
+  const single = await scenario({ review: { attempts: 1 } });
+  Object.defineProperty(deps(single).transport, 'capabilities', { value: { durable: false, resultFencing: false } });
+  assert.equal((await single.invoke('k')).created, true);
+});
+
+test('effect fencing is advertised by the effect sinks, separately from result fencing: fenced effects need every sink to fence', async () => {
+  const fenced = await scenario({ review: { effects: 'fenced' } });
+  await fenced.addPeer('alfa', { review: answers('approve') });
+  assert.equal((await fenced.invoke('k')).created, true, 'the SDK sinks fence effects');
+
+  const unfencedSink = Object.assign(new MemoryEffectSink(), { capabilities: { effectFencing: false } });
+  const s = await scenario({ review: { effects: 'fenced' } });
+  await s.addPeer('alfa', { review: answers('approve') }, { sink: unfencedSink });
+  assert.equal(deps(s).transport.capabilities.resultFencing, true, 'results are still fenced');
+  await assert.rejects(s.invoke('k'), unsupported(/fenced effects need effect sinks that advertise effect fencing/));
+  await nothingCreated(s);
+
+  // An interaction that declares no fenced effects does not need them.
+  const plain = await scenario();
+  await plain.addPeer('alfa', { review: answers('approve') }, { sink: unfencedSink });
+  assert.equal((await plain.invoke('k')).created, true);
+
+  // A deployment that advertises nothing about its sinks does not have effect fencing.
+  const silentDeployment = await scenario({ review: { effects: 'fenced' } });
+  delete deps(silentDeployment).effectFencing;
+  await assert.rejects(silentDeployment.invoke('k'), unsupported(/effect fencing/));
+});
