@@ -20,7 +20,31 @@ export const limits = {
   transitionBytesMax: 1024 * 1024,
   /** The serialized size of a whole operation record (its admission transition checked before create). */
   recordBytesMax: 4 * 1024 * 1024,
+  /**
+   * The per-operation transition budget the coordinator enforces before every append. Ordinary
+   * transitions stop short of it by the operation's closing reserve (closingTransitionsPerBranch
+   * per branch plus closingTransitionsBase), which is kept for the closing transitions: the
+   * decision, cancellation facts and settlement. See runtime/log-budget.ts.
+   */
   transitionsPerOperationMax: 4096,
+  /**
+   * What every store reads back in full for one operation, and so the most it accepts: an append
+   * past it is refused (DESIGN §10: a store accepts only what it can read back in full).
+   */
+  transitionsStoredMax: 8192,
+  /** Closing transitions kept per branch: a cancel dispatch (and its retry), its reply, and a late result. */
+  closingTransitionsPerBranch: 4,
+  /** Closing transitions kept per operation beside those per branch: decision, timeouts, settlement. */
+  closingTransitionsBase: 8,
+  /** Bytes kept per branch for its closing facts (cancel dispatch, reply, withdrawal). */
+  closingBytesPerBranch: 8 * 1024,
+  /**
+   * Lease renewals an operation may append over its whole timeout, all branches together: the
+   * renewal spacing floor is (timeoutMs × branches) / this (machines/decide.ts decideClaim).
+   */
+  renewalTransitionsPerOperationMax: 1024,
+  /** Room a transition needs beside the one result it carries (subject, identities, closure events). */
+  transitionOverheadBytesMax: 64 * 1024,
   /** Rejected result messages recorded in an operation's stream; beyond this they are only counted. */
   rejectionsRecordedMax: 64,
   /** Protocol conflicts (a different terminal result for an accepted attempt) recorded per operation; beyond this, counted. */
@@ -49,6 +73,13 @@ assert(limits.inputBytesMax < limits.transitionBytesMax, 'an input must fit in i
 assert(limits.resultBytesMax < limits.transitionBytesMax, 'a result must fit in its transition');
 assert(limits.transitionBytesMax <= limits.recordBytesMax, 'a transition fits in a record');
 assert(limits.rejectionsRecordedMax + limits.protocolConflictsRecordedMax < limits.transitionsPerOperationMax / 2, 'rejections and conflicts cannot exhaust a stream');
+assert(limits.transitionsStoredMax >= limits.transitionsPerOperationMax, 'every store reads back at least the per-operation budget');
+assert(limits.resultBytesMax + limits.transitionOverheadBytesMax <= limits.transitionBytesMax, 'a result and its transition overhead fit a transition');
+assert(limits.transitionBytesMax + limits.closingBytesPerBranch * limits.branchesMax <= limits.recordBytesMax, 'a closing transition and every branch closing fit a record');
+assert(
+  limits.renewalTransitionsPerOperationMax + limits.rejectionsRecordedMax + limits.protocolConflictsRecordedMax + limits.closingTransitionsPerBranch * limits.branchesMax + limits.closingTransitionsBase <= (limits.transitionsPerOperationMax * 3) / 4,
+  'renewals, recorded rejections and the largest closing reserve stay well under the transition budget',
+);
 assert(Number.isSafeInteger(limits.timeoutMsMax + limits.settlementGraceMsMax + limits.cancelTimeoutMsMax), 'time sums are safe integers');
 
 export type Limits = typeof limits;

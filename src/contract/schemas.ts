@@ -219,7 +219,7 @@ export const invocationResultSchema = {
       additionalProperties: false,
       properties: {
         outcome: { enum: ['success', 'partial', 'failed', 'indeterminate'] },
-        reason: { enum: ['threshold', 'impossible', 'complete', 'timeout', 'cancelled', 'durability-lost'] },
+        reason: { enum: ['threshold', 'impossible', 'complete', 'timeout', 'cancelled', 'durability-lost', 'log-budget-exhausted'] },
         closedAtMs: { type: 'integer' },
         successVotes: { type: 'integer', minimum: 0 },
         failedUnits: { type: 'integer', minimum: 0 },

@@ -92,7 +92,7 @@ export const eventSchemas = [
   event('cancel-timed-out', { branchIds: { type: 'array', minItems: 1, items: token } }),
   event('decision-closed', {
     outcome: { enum: ['success', 'partial', 'failed', 'indeterminate'] },
-    reason: { enum: ['threshold', 'impossible', 'complete', 'timeout', 'cancelled', 'durability-lost'] },
+    reason: { enum: ['threshold', 'impossible', 'complete', 'timeout', 'cancelled', 'durability-lost', 'log-budget-exhausted'] },
     successVotes: { type: 'integer', minimum: 0 },
     failedUnits: { type: 'integer', minimum: 0 },
     siblings: { type: 'array', items: { type: 'object', required: ['branchId', 'disposition'], additionalProperties: false, properties: { branchId: token, disposition: { enum: ['detached', 'cancel-requested'] } } } },

@@ -11,7 +11,8 @@ export type DecisionOutcome = 'success' | 'partial' | 'failed' | 'indeterminate'
 export type SettlementStatus = 'pending' | 'complete' | 'indeterminate';
 export type OperationPhase = 'admitted' | 'active' | 'closed' | 'settled';
 /** `durability-lost`: the durable transport's guarantee broke under an open operation (its outcome is indeterminate). */
-export type DecisionReason = 'threshold' | 'impossible' | 'complete' | 'timeout' | 'cancelled' | 'durability-lost';
+/** `log-budget-exhausted`: the operation's log reached its ordinary budget (runtime/log-budget.ts); later evidence could not be recorded. */
+export type DecisionReason = 'threshold' | 'impossible' | 'complete' | 'timeout' | 'cancelled' | 'durability-lost' | 'log-budget-exhausted';
 
 /**
  * Delivery receipts. The spec's five, plus `sent` for best-effort transports (memory mode and
@@ -222,7 +223,9 @@ export type RejectionReason =
   | 'denied'
   | 'branch-terminal'
   | 'not-cancelling'
-  | 'cancel-timeout';
+  | 'cancel-timeout'
+  /** The result is over the deployment's result byte budget: nothing of it is stored. */
+  | 'oversized';
 
 export interface ResultRejected {
   type: 'result-rejected';

@@ -250,6 +250,22 @@ export function decideDurabilityLost(record: OperationRecord): Transition | unde
   };
 }
 
+/**
+ * The operation's log reached its ordinary transition or byte budget (runtime/log-budget.ts): it
+ * closes as indeterminate, since evidence arriving later could no longer be recorded, and its
+ * unfinished branches are detached or cancelled as the manifest says, within the log's closing
+ * reserve. Before the deadline only: at the deadline the declared timeout outcome closes it.
+ */
+export function decideLogBudgetExhausted(record: OperationRecord, nowMs: number): Transition | undefined {
+  if (record.decision !== null) return undefined;
+  const closure: Closure = { outcome: 'indeterminate', reason: 'log-budget-exhausted', tally: tally(record) };
+  return {
+    events: closureEvents(record, closure, nowMs),
+    timeGuard: { notBeforeMs: record.admittedAtMs, notAfterMs: record.deadlineMs },
+    causation: { command: 'log-budget-exhausted' },
+  };
+}
+
 export function decideDeadline(record: OperationRecord, nowMs: number): Transition | undefined {
   if (record.decision !== null) return undefined;
   return {
@@ -467,11 +483,37 @@ function rejectionTransition(record: OperationRecord, command: PeerCommand<Ident
   };
 }
 
+/**
+ * A result over the result byte budget, found at intake before it is queued: rejected with its
+ * size and recorded like any rejection (within rejectionsRecordedMax); nothing of it is stored.
+ */
+export function decideOversizedResult(record: OperationRecord, command: PeerCommand<Identity>, resultBytes: number, resultBytesMax: number): ResultDecision {
+  const detail = `result is ${resultBytes} bytes; the limit is ${resultBytesMax}`;
+  return { kind: 'reject', reason: 'oversized', detail, transition: rejectionTransition(record, command, 'oversized', detail) };
+}
+
 export type ClaimDecision = { kind: 'renewed' | 'released' | 'revoked'; transition: Transition } | { kind: 'unchanged' } | { kind: 'reject'; reason: RejectionReason; detail: string };
 
 /**
- * Ownership: renew (before expiry, current fence, current authorization; at most once per half
- * renew interval so a chatty owner cannot grow the log) or release (a logical retry may follow).
+ * The renewal floor of an operation: its timeout spread over renewalTransitionsPerOperationMax
+ * renewals shared by its branches. A branch's claims never overlap in time, so renewals spaced at
+ * least this far apart cost the whole operation at most that many transitions (plus the first
+ * renewal of each claim), however long the timeout (7 days included) and however fast owners renew.
+ */
+export function renewalFloorMs(record: OperationRecord): number {
+  const branches = Object.keys(record.branches).length;
+  return Math.ceil(((record.deadlineMs - record.admittedAtMs) * branches) / limits.renewalTransitionsPerOperationMax);
+}
+
+/**
+ * Ownership: renew (before expiry, current fence, current authorization) or release (a logical
+ * retry may follow). Renewals that only extend a lease are coalesced so a chatty owner cannot
+ * grow the log: one commits only when half the renew interval has passed since the last and the
+ * lease has less than leaseMs left. When the operation's renewal floor (renewalFloorMs) exceeds
+ * half the renew interval, a renewal grants leaseMs plus that floor, so commits come at most once
+ * per floor while an owner renewing at its declared interval is always seen before its lease ends
+ * (the next commit falls within floor + renewIntervalMs < floor + leaseMs). Otherwise the grant is
+ * leaseMs, as declared. Every other renewal answers unchanged: accepted, nothing appended.
  */
 export function decideClaim(record: OperationRecord, command: PeerCommand<ClaimMessage>): ClaimDecision {
   const correlated = correlate(record, command);
@@ -489,8 +531,10 @@ export function decideClaim(record: OperationRecord, command: PeerCommand<ClaimM
     const events: DomainEvent[] = [{ type: 'claim-ended', v: 1, ...id, cause: 'released', retryAtMs: retryInstant(record, branch, command.nowMs) }];
     return { kind: 'released', transition: { events: withConsequences(record, events, command.nowMs), timeGuard: guard, causation: { command: 'release' } } };
   }
-  if (command.nowMs - branch.claimedAtMs < record.manifest.renewIntervalMs / 2) return { kind: 'unchanged' };
-  const leaseUntilMs = Math.min(command.nowMs + record.manifest.leaseMs, record.deadlineMs);
+  const { leaseMs, renewIntervalMs } = record.manifest;
+  if (command.nowMs - branch.claimedAtMs < renewIntervalMs / 2 || branch.leaseUntilMs - command.nowMs >= leaseMs) return { kind: 'unchanged' };
+  const floorMs = renewalFloorMs(record);
+  const leaseUntilMs = Math.min(command.nowMs + leaseMs + (floorMs > renewIntervalMs / 2 ? floorMs : 0), record.deadlineMs);
   if (leaseUntilMs <= branch.leaseUntilMs) return { kind: 'unchanged' };
   return { kind: 'renewed', transition: { events: [{ type: 'lease-renewed', v: 1, ...id, leaseUntilMs }], timeGuard: guard, causation: { command: 'renew' } } };
 }

@@ -29,6 +29,7 @@ import { createPeer, type Handler, type Peer } from '../peer/peer.js';
 import type { Clock } from './clock.js';
 import { Coordinator, type Deployment as DeploymentBinding } from './coordinator.js';
 import { resultBatchMsMax } from './host.js';
+import { budgetBytesMin, budgetProblems, type BudgetOverrides } from './log-budget.js';
 import { coordinatorBusPermissions, peerBusPermissions } from './embedded.js';
 import { observeStampSources } from './metrics.js';
 import { buildNatsDeployment, natsTransportSchema, type NatsRuntime } from './nats-deployment.js';
@@ -142,6 +143,12 @@ export interface DeploymentConfig {
    * append (default 50; 0 appends each batch at once).
    */
   resultBatchMs?: number;
+  /**
+   * Lower byte budgets than the hard maxima of src/contract/limits.ts (never higher): results
+   * over resultBytesMax are rejected at intake; transitions and an operation's whole log are
+   * checked against transitionBytesMax and recordBytesMax before each append.
+   */
+  limits?: BudgetOverrides;
 }
 
 const token = tokenSchema;
@@ -247,6 +254,15 @@ export const deploymentConfigSchema = {
   properties: {
     store: { type: 'string', minLength: 1, maxLength: 4096 },
     resultBatchMs: { type: 'integer', minimum: 0, maximum: resultBatchMsMax },
+    limits: {
+      type: 'object',
+      additionalProperties: false,
+      properties: {
+        resultBytesMax: { type: 'integer', minimum: budgetBytesMin.resultBytesMax, maximum: limits.resultBytesMax },
+        transitionBytesMax: { type: 'integer', minimum: budgetBytesMin.transitionBytesMax, maximum: limits.transitionBytesMax },
+        recordBytesMax: { type: 'integer', minimum: budgetBytesMin.recordBytesMax, maximum: limits.recordBytesMax },
+      },
+    },
     transport: transportSchema,
     bundles: { type: 'array', minItems: 1, maxItems: 64, items: path },
     directory: {
@@ -305,6 +321,7 @@ function semanticProblems(config: DeploymentConfig): string[] {
   }
   if (config.http.principals.length === 0 && !config.http.jwt) problems.push('http: no principal can authenticate (no principals and no jwt)');
   if (config.store === 'sqlite:') problems.push('store "sqlite:" needs a path');
+  if (config.limits) problems.push(...budgetProblems(config.limits));
   return problems;
 }
 
@@ -396,6 +413,7 @@ async function assemble(config: DeploymentConfig, parts: Parts): Promise<Deploym
     bundles,
     deployment: { account: config.deployment.account, system: config.deployment.system, domain: config.deployment.domain },
     ...(config.resultBatchMs === undefined ? {} : { resultBatchMs: config.resultBatchMs }),
+    ...(config.limits === undefined ? {} : { budgets: config.limits }),
   });
   observeStampSources(coordinator.metrics, store);
   const peers = await startExamplePeers(bus, compiled, config.transport.kind === 'memory' ? (config.transport.examplePeers ?? {}) : {}, clock);

@@ -15,7 +15,7 @@ import { limits } from '../contract/limits.js';
 import type { ContractRef, InvocationRequest, RuntimeContext, WaitFor } from '../contract/types.js';
 import type { StoredTransition, Transition } from '../events/types.js';
 import { planAdmission, type PeerAuthorization } from '../machines/admission.js';
-import { commandsPerTransitionMax, decideCancelOperation, decideDue, decideDurabilityLost, decideTogether, nextDueMs, resultGuardEndMs, selectionCandidates, type CandidateAuthorization } from '../machines/decide.js';
+import { commandsPerTransitionMax, decideCancelOperation, decideDue, decideDurabilityLost, decideLogBudgetExhausted, decideTogether, nextDueMs, resultGuardEndMs, selectionCandidates, type CandidateAuthorization } from '../machines/decide.js';
 import { applyStored, branchList, fold, type OperationRecord } from '../projections/record.js';
 import { couldClose } from '../projections/decision.js';
 import { invocationResult, reached, type InvocationResult } from '../projections/views.js';
@@ -32,6 +32,7 @@ import { transitionProblem } from '../events/schemas.js';
 import { newEntry, resultBatchMsDefault, type Arrival, type Caller, type CoordinatorDeps, type Decider, type OpEntry, type RuntimeHost, type SubmitOptions, type Waiter } from './host.js';
 import { dispatchCancels, dispatchRequests } from './outbox.js';
 import { onPeerMessage } from './intake.js';
+import { LogBudgetExhausted, logLimits, logRoomProblem, logSizeOf, resolveBudgets, transitionBytes, type Budgets } from './log-budget.js';
 
 export type { Caller, CoordinatorDeps, Deployment } from './host.js';
 
@@ -52,6 +53,7 @@ interface Probe {
 
 export class Coordinator implements RuntimeHost {
   readonly metrics: Metrics;
+  readonly budgets: Budgets;
   private readonly ops = new Map<string, OpEntry>();
   /** Settled operation ids in settle order, for eviction. */
   private readonly settled = new BoundedMap<string, true>(settledCacheMax);
@@ -65,6 +67,7 @@ export class Coordinator implements RuntimeHost {
   constructor(readonly deps: CoordinatorDeps) {
     this.metrics = deps.metrics ?? new Metrics();
     this.resultBatchMs = deps.resultBatchMs ?? resultBatchMsDefault;
+    this.budgets = resolveBudgets(deps.budgets);
   }
 
   // ── admission ────────────────────────────────────────────────────────────
@@ -94,9 +97,10 @@ export class Coordinator implements RuntimeHost {
         if (existing) return { result: this.view(existing), created: false };
         throw refusal;
       }
+      const bytes = this.admissionBytes(transition);
       const outcome = await this.deps.store.create(operationId, transition);
       if (outcome.kind === 'ok') {
-        const entry = this.install(operationId, interaction, { revision: outcome.revision, committedAtMs: outcome.committedAtMs, transition });
+        const entry = this.install(operationId, interaction, { revision: outcome.revision, committedAtMs: outcome.committedAtMs, transition }, bytes);
         this.metrics.admissions.inc();
         this.metrics.appends.inc();
         return { result: this.view(entry), created: true };
@@ -109,6 +113,19 @@ export class Coordinator implements RuntimeHost {
       }
       throw storeError(outcome, 'admission');
     }
+  }
+
+  /**
+   * Spec: check the serialized record budgets before creating state. The admission transition
+   * must fit a transition and leave the log its ordinary room (log-budget.ts).
+   */
+  private admissionBytes(transition: Transition): number {
+    const bytes = transitionBytes(transition);
+    const branches = transition.events[0]?.type === 'operation-admitted' ? transition.events[0].manifest.branches.length : 0;
+    const roomBytes = logLimits(branches, 'ordinary', this.budgets).bytes;
+    const bytesMax = Math.min(this.budgets.transitionBytesMax, roomBytes);
+    if (bytes > bytesMax) throw new AdapterError('invalid-input', `the admission record is ${bytes} bytes; the limit for ${branches} branches is ${bytesMax}`);
+    return bytes;
   }
 
   private resolveContract(request: InvocationRequest): { bundle: CompiledBundle; interaction: CompiledInteraction } {
@@ -479,16 +496,43 @@ export class Coordinator implements RuntimeHost {
     for (const decide of deciders) await this.commitDecided(entry, decide);
   }
 
-  /** Validates and appends at the record's revision (the CAS): applied when ok, reloaded on conflict. */
+  /**
+   * Validates, checks the log budgets (log-budget.ts) and appends at the record's revision (the
+   * CAS): applied when ok, reloaded on conflict. A transition over transitionBytesMax answers
+   * invalid-input without a write (a batch then splits; a single command is refused). One the log
+   * has no room for throws LogBudgetExhausted, after closing an undecided operation.
+   */
   private async appendAtRevision(entry: OpEntry, transition: Transition): Promise<AppendOutcome> {
     const problem = transitionProblem(transition);
     if (problem !== undefined) throw new AssertionFailure(`decided an invalid transition (${transition.causation.command}): ${problem}`);
+    const bytes = transitionBytes(transition);
+    const room = logRoomProblem(entry.record, entry.log, transition, bytes, this.budgets);
+    if (room?.kind === 'oversized') return { kind: 'invalid-input', description: room.description };
+    if (room !== undefined) {
+      if (room.kind === 'ordinary' && entry.record.decision === null) await this.closeForLogBudget(entry);
+      throw new LogBudgetExhausted(room.description);
+    }
     const outcome = await this.deps.store.append(entry.record.operationId, entry.record.revision, transition);
     if (outcome.kind === 'ok') {
+      entry.log = { transitions: entry.log.transitions + 1, bytes: entry.log.bytes + bytes };
       this.metrics.appends.inc();
       this.applyCommitted(entry, { revision: outcome.revision, committedAtMs: outcome.committedAtMs, transition });
     } else if (outcome.kind === 'conflict') await this.reload(entry);
     return outcome;
+  }
+
+  /**
+   * The defined outcome of an undecided operation whose log reached its ordinary budget: it closes
+   * as indeterminate. When that cannot be committed (at or after the deadline, whose own transition
+   * closes it; or the store failing) the command that did not fit is refused all the same.
+   */
+  private async closeForLogBudget(entry: OpEntry): Promise<void> {
+    try {
+      await this.commitDecided(entry, (current) => decideLogBudgetExhausted(current, this.deps.clock.nowMs()));
+    } catch (error) {
+      if (error instanceof AssertionFailure) throw error;
+      this.metrics.storeErrors.inc({ stage: 'log-budget' });
+    }
   }
 
   private applyCommitted(entry: OpEntry, stored: StoredTransition): void {
@@ -538,6 +582,7 @@ export class Coordinator implements RuntimeHost {
     const record = fold(checkedLog(read.transitions, entry.record.operationId));
     if (!record) throw new AssertionFailure('a stored operation folds to a record');
     for (const stored of read.transitions) entry.known.add(stored.revision);
+    entry.log = logSizeOf(read.transitions);
     const before = entry.record;
     entry.record = record;
     if (record.revision !== before.revision) this.recordMoved(entry, before);
@@ -574,10 +619,11 @@ export class Coordinator implements RuntimeHost {
 
   // ── operation cache ──────────────────────────────────────────────────────
 
-  private install(operationId: string, interaction: CompiledInteraction, stored: StoredTransition): OpEntry {
+  private install(operationId: string, interaction: CompiledInteraction, stored: StoredTransition, bytes: number): OpEntry {
     const record = applyStored(undefined, stored);
     if (!record) throw new AdapterError('expired', `admission of ${operationId} committed outside its time guard`);
     const entry = newEntry(record, interaction);
+    entry.log = { transitions: 1, bytes };
     for (const branch of branchList(record)) entry.unsent.add(branch.outbox.publicationId);
     this.ops.set(operationId, entry);
     for (const listener of this.committedListeners) listener(record, stored);
@@ -601,6 +647,7 @@ export class Coordinator implements RuntimeHost {
     if (raced) return raced;
     const entry = newEntry(record, interaction);
     for (const stored of read.transitions) entry.known.add(stored.revision);
+    entry.log = logSizeOf(read.transitions);
     this.ops.set(operationId, entry);
     // A record loaded from the store (a restart, or another coordinator's operation) resumes its
     // timers from the recorded instants and replays its pending outbox with the same identities.

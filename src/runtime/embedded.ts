@@ -3,6 +3,7 @@
  * (memory by default), a static directory and policy, and the coordinator. Used by `convoke demo`,
  * by tests and by benchmarks; the same coordinator runs unchanged over NATS and durable stores.
  */
+import type { BudgetOverrides } from './log-budget.js';
 import { BundleRegistry, loadBundle, type CompiledBundle } from '../contract/bundle.js';
 import type { JsonValue } from '../contract/json.js';
 import { MemoryBus } from '../adapters/transport/memory.js';
@@ -29,6 +30,8 @@ export interface EmbeddedOptions {
   manifests?: Record<string, ManifestBranch[]>;
   /** CoordinatorDeps.resultBatchMs. */
   resultBatchMs?: number;
+  /** CoordinatorDeps.budgets. */
+  budgets?: BudgetOverrides;
 }
 
 export interface Embedded {
@@ -84,6 +87,7 @@ export async function createEmbedded(options: EmbeddedOptions): Promise<Embedded
     effectFencing: () => [...peers.values()].every((peer) => peer.sink.capabilities.effectFencing),
     ...(options.manifests ? { manifests: new StaticManifestSource(options.manifests) } : {}),
     ...(options.resultBatchMs === undefined ? {} : { resultBatchMs: options.resultBatchMs }),
+    ...(options.budgets === undefined ? {} : { budgets: options.budgets }),
   });
   // A store handed in may be shared (tests run several coordinators over one): follow the others'
   // appends. A store made here has no other client, and nothing to follow.

@@ -12,6 +12,7 @@ import type { PublisherVerifier } from '../adapters/verification/subject.js';
 import type { ManifestSource } from '../adapters/manifest/types.js';
 import type { Clock, TimerHandle } from './clock.js';
 import type { Metrics } from './metrics.js';
+import type { BudgetOverrides, Budgets, LogSize } from './log-budget.js';
 
 export interface Deployment {
   account: string;
@@ -42,6 +43,8 @@ export interface CoordinatorDeps {
    * share one transition (default resultBatchMsDefault; 0 commits every batch at once).
    */
   resultBatchMs?: number;
+  /** The deployment's lower byte budgets (config `limits`); the hard maxima otherwise. */
+  budgets?: BudgetOverrides;
 }
 
 /** A quorum's early votes usually ride with the vote that closes it: one append instead of several. */
@@ -81,10 +84,12 @@ export interface OpEntry {
    * other revision means another coordinator appended: the record is read again.
    */
   known: Set<string>;
+  /** What the operation's log holds: the budgets (log-budget.ts) are checked against it before each append. */
+  log: LogSize;
 }
 
 export function newEntry(record: OperationRecord, interaction: CompiledInteraction): OpEntry {
-  return { record, interaction, queue: Promise.resolve(), waiters: new Set(), dueTimer: undefined, dueAtMs: undefined, unsent: new Set(), arrivals: [], drainQueued: false, known: new Set([record.revision]) };
+  return { record, interaction, queue: Promise.resolve(), waiters: new Set(), dueTimer: undefined, dueAtMs: undefined, unsent: new Set(), arrivals: [], drainQueued: false, known: new Set([record.revision]), log: { transitions: 0, bytes: 0 } };
 }
 
 /**
@@ -122,6 +127,8 @@ export interface Arrival {
 export interface RuntimeHost {
   readonly deps: CoordinatorDeps;
   readonly metrics: Metrics;
+  /** The byte and transition budgets in force (the hard maxima, lowered by deps.budgets). */
+  readonly budgets: Budgets;
   /** Runs work after everything already queued for this operation. */
   enqueue<T>(entry: OpEntry, work: () => Promise<T>): Promise<T>;
   /** Decides against the current record and appends at its revision (CAS), retrying on conflict. */

@@ -16,11 +16,15 @@ import { limits } from '../contract/limits.js';
 import type { Transition } from '../events/types.js';
 import { checkCancelResult, checkClaimMessage, checkResultMessage } from '../events/wire-schemas.js';
 import type { CancelResult, ClaimMessage, ResultMessage } from '../events/wire.js';
-import { decideCancelResult, decideClaim, decideResult, type PeerCommand, type ResultCommand } from '../machines/decide.js';
+import { decideCancelResult, decideClaim, decideOversizedResult, decideResult, type PeerCommand, type ResultCommand } from '../machines/decide.js';
 import { findBranch, type OperationRecord } from '../projections/record.js';
 import { parseSubject, subjectFor, type ParsedSubject } from '../adapters/transport/subjects.js';
 import type { InboundMessage } from '../adapters/transport/types.js';
 import type { Decider, OpEntry, RuntimeHost } from './host.js';
+import { LogBudgetExhausted } from './log-budget.js';
+
+/** What an oversized result adds to a batch: its rejection, not its bytes. */
+const rejectionWeightBytes = 2048;
 
 type Kind = 'result' | 'claim' | 'cancel-result';
 type Message = ResultMessage | ClaimMessage | CancelResult;
@@ -58,11 +62,20 @@ export async function onPeerMessage(host: RuntimeHost, namespace: string, intera
   // and an attestation that are not this operation's. It is counted, not recorded: its publisher
   // is no party to this operation and may not grow its log.
   if (!onOwnSubject(entry.record, parsed, inbound.subject)) return drop(host, inbound, 'wrong-subject');
-  if (kind === 'result' && answeredWhenSettled(host, entry, inbound, parsed, message as ResultMessage)) return inbound.ack();
+  // The result budget is checked here, before the queue: an oversized result is a recorded
+  // rejection (within rejectionsRecordedMax) and nothing of it is decided or stored.
+  const oversized = kind === 'result' ? oversizedDetail(host, message as ResultMessage) : undefined;
+  if (oversized && entry.record.phase === 'settled') return drop(host, inbound, 'oversized');
+  if (!oversized && kind === 'result' && answeredWhenSettled(host, entry, inbound, parsed, message as ResultMessage)) return inbound.ack();
+  const weightBytes = oversized ? rejectionWeightBytes : inbound.data.byteLength;
   try {
-    await host.submit(entry, () => prepare(host, entry, inbound, parsed, kind, message), inbound.data.byteLength, { batchable: kind === 'result' });
+    await host.submit(entry, () => prepare(host, entry, inbound, parsed, kind, message, oversized), weightBytes, { batchable: kind === 'result' && !oversized });
     await inbound.ack();
-  } catch {
+  } catch (error) {
+    // A command the log has no room for, or a transition over its byte budget, is refused the
+    // same way on every redelivery: counted and acknowledged, never redelivered forever.
+    if (error instanceof LogBudgetExhausted) return drop(host, inbound, kind === 'result' ? 'log-budget' : `${kind}-log-budget`);
+    if (isAdapterError(error) && error.kind === 'invalid-input') return drop(host, inbound, kind === 'result' ? 'oversized' : `${kind}-oversized`);
     // The store could not answer: leave the message for redelivery rather than guess.
     host.metrics.storeErrors.inc({ stage: `admit-${kind}` });
     await inbound.nak(250);
@@ -72,6 +85,13 @@ export async function onPeerMessage(host: RuntimeHost, namespace: string, intera
 /** Whether the received subject is exactly the operation's own `<ns>.<interaction>.<operationId>.<kind>.<peer>`. */
 function onOwnSubject(record: OperationRecord, parsed: ParsedSubject, subject: string): boolean {
   return subject === subjectFor(record.subjectNamespace, record.interaction, record.operationId, parsed.kind, parsed.peerId);
+}
+
+/** Why a result is over the deployment's result budget (its serialized size, as it would be stored), or undefined. */
+function oversizedDetail(host: RuntimeHost, message: ResultMessage): { bytes: number; bytesMax: number } | undefined {
+  const bytesMax = host.budgets.resultBytesMax;
+  const bytes = Buffer.byteLength(JSON.stringify(message.result), 'utf8');
+  return bytes > bytesMax ? { bytes, bytesMax } : undefined;
 }
 
 /**
@@ -94,10 +114,21 @@ function answeredWhenSettled(host: RuntimeHost, entry: OpEntry, inbound: Inbound
 }
 
 /** Verification and the authorization recheck, then the decider for this message. */
-async function prepare(host: RuntimeHost, entry: OpEntry, inbound: InboundMessage, parsed: ParsedSubject, kind: Kind, message: Message): Promise<Decider> {
+async function prepare(host: RuntimeHost, entry: OpEntry, inbound: InboundMessage, parsed: ParsedSubject, kind: Kind, message: Message, oversized?: { bytes: number; bytesMax: number }): Promise<Decider> {
   const record = entry.record;
   const subjectPeerId = parsed.peerId;
   const publisherProblem = verify(host, record, inbound.subject, parsed, message);
+  // An oversized result from its verified publisher is recorded as such; one from a publisher
+  // that does not verify takes the ordinary path and is rejected for that.
+  if (oversized && publisherProblem === undefined) {
+    const subject = inbound.subject;
+    return (current, _retryAsLate, rejected) => {
+      const command = { subject, subjectPeerId, publisherProblem: undefined, authorizationProblem: undefined, message, nowMs: host.deps.clock.nowMs() };
+      const d = decideOversizedResult(current, command, oversized.bytes, oversized.bytesMax);
+      if (d.kind === 'reject') (rejected ? (reason: string) => void rejected.push(reason) : (reason: string) => host.metrics.rejections.inc({ reason }))(d.reason);
+      return d.kind === 'reject' ? d.transition : undefined;
+    };
+  }
   const authorizationProblem = await recheckAuthorization(host, record, kind, message);
   const subject = inbound.subject;
   return (current, retryAsLate, rejected) => {

@@ -554,6 +554,7 @@ async function assembleNats(config: DeploymentConfig, settings: ResolvedNatsTran
     bundles: parts.bundles,
     deployment: { account: config.deployment.account, system: config.deployment.system, domain: config.deployment.domain },
     ...(config.resultBatchMs === undefined ? {} : { resultBatchMs: config.resultBatchMs }),
+    ...(config.limits === undefined ? {} : { budgets: config.limits }),
   });
   closers.push(() => coordinator.close());
   observeStampSources(coordinator.metrics, inner);

@@ -188,3 +188,49 @@ test('jetstream: a retried append (same revision, same bytes) dedupes to the sto
     await server.dispose();
   }
 });
+
+/** Counts the JetStream API requests a connection publishes (a request publishes once; so does a pull). */
+function countApiRequests(nc: { publish: (...args: never[]) => unknown }): { count: number } {
+  const counter = { count: 0 };
+  const publish = nc.publish.bind(nc) as (...args: unknown[]) => unknown;
+  (nc as { publish: unknown }).publish = (...args: unknown[]) => {
+    if (String(args[0]).startsWith('$JS.API.')) counter.count++;
+    return publish(...args);
+  };
+  return counter;
+}
+
+test('jetstream: reading a long log is batched, not one request per message', async (t) => {
+  const server = await startJetStreamServer();
+  const writer = await JetStreamEventStore.open({ servers: server.url, requestTimeoutMs });
+  const nc = await connect({ servers: server.url });
+  const reader = await JetStreamEventStore.open({ connection: nc, requestTimeoutMs, stampWaitMs: 0 });
+  try {
+    const id = newOperationId('long-read');
+    const guard = { notBeforeMs: 0, notAfterMs: Number.MAX_SAFE_INTEGER };
+    // Other operations' messages interleave in the stream, as they do in a deployment.
+    const other = newOperationId('other');
+    expectOk(await writer.create(other, makeTransition(guard, 'other')), 'create other');
+    let outcome = await writer.create(id, makeTransition(guard, 'create'));
+    expectOk(outcome, 'create');
+    const transitionsMax = 4000;
+    for (let k = 1; k < transitionsMax; k++) {
+      outcome = await writer.append(id, outcome.revision, makeTransition(guard, `t${k}`));
+      expectOk(outcome, `append ${k}`);
+    }
+    const counter = countApiRequests(nc as never);
+    const startedMs = performance.now();
+    const read = await readOk(reader, id);
+    const tookMs = performance.now() - startedMs;
+    t.diagnostic(`read ${read.transitions.length} transitions in ${tookMs.toFixed(0)} ms with ${counter.count} JetStream API requests`);
+    assert.equal(read.transitions.length, transitionsMax);
+    assert.equal(read.revision, outcome.revision);
+    assert.deepEqual(read.transitions.map((s) => s.transition.causation.messageId), ['create', ...Array.from({ length: transitionsMax - 1 }, (_, k) => `t${k + 1}`)]);
+    assert.ok(counter.count <= 32, `a ${transitionsMax}-transition log reads back in a few requests (made ${counter.count})`);
+  } finally {
+    await reader.close();
+    await nc.close();
+    await writer.close();
+    await server.dispose();
+  }
+});

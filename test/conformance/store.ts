@@ -14,6 +14,7 @@ import type { JsonValue } from '../../src/contract/json.js';
 import { appliesOnFold, guardAdmits } from '../../src/adapters/store/guard.js';
 import { storedTransitionProblem } from '../../src/adapters/store/codec.js';
 import type { AppendOutcome, EventStore, ReadOutcome, StoreLimits } from '../../src/adapters/store/types.js';
+import { limits } from '../../src/contract/limits.js';
 
 export interface StoreHarness {
   store: EventStore;
@@ -508,6 +509,34 @@ const roundTrip: Rule = (factory) =>
     );
   });
 
+/**
+ * DESIGN §10: a store accepts only what it can read back in full. Appending one transition after
+ * another, the store refuses (invalid-input) before its log outgrows what it reads back, after
+ * accepting at least the per-operation budget; then the whole log reads back, in order.
+ */
+const readsBackWhatItAccepts: Rule = (factory) =>
+  withHarness(factory, {}, async (h) => {
+    const id = newOperationId('long');
+    let revision = await seeded(h, id);
+    const tags = ['create'];
+    let refusal: AppendOutcome | undefined;
+    while (tags.length <= limits.transitionsStoredMax) {
+      const tag = `t${tags.length}`;
+      const outcome = await h.store.append(id, revision, makeTransition(wideGuard(h), tag));
+      if (outcome.kind !== 'ok') {
+        refusal = outcome;
+        break;
+      }
+      revision = outcome.revision;
+      tags.push(tag);
+    }
+    assert.equal(refusal?.kind, 'invalid-input', `the append after ${tags.length} transitions is refused: ${JSON.stringify(refusal)}`);
+    assert.ok(tags.length >= limits.transitionsPerOperationMax, `the per-operation budget fits (accepted ${tags.length})`);
+    const read = await readOk(h.store, id);
+    assert.equal(read.revision, revision);
+    assert.deepEqual(read.transitions.map(tagOf), tags, 'every accepted transition reads back, in order');
+  });
+
 const rules: Array<[string, Rule]> = [
   ['create-if-absent: a second create answers conflict and the stream is unchanged', createIfAbsent],
   ['append with the expected revision succeeds and advances the revision', appendAtRevision],
@@ -526,6 +555,7 @@ const rules: Array<[string, Rule]> = [
   ['follow sees appends from every client', followRule],
   ['watch names the revision of every append, from every client', watchRule],
   ['read after append returns exactly what was appended, valid after read', roundTrip],
+  ['a store accepts only what it reads back: appends past its log limit are refused and the whole log reads back', readsBackWhatItAccepts],
 ];
 
 export function storeConformance(name: string, factory: StoreFactory, options: ConformanceOptions = {}): void {

@@ -55,6 +55,14 @@ export function sizeFailure(bytes: number, bytesMax: number): StoreFailure {
   return { kind: 'invalid-input', description: `transition is ${bytes} bytes; the limit is ${bytesMax}` };
 }
 
+/** An append past the transitions a store reads back is refused: the log would become unreadable. */
+export function logFullFailure(operationId: string, transitions: number, transitionsMax: number): StoreFailure {
+  return {
+    kind: 'invalid-input',
+    description: `operation ${operationId} holds ${transitions} transitions, the most this store accepts and reads back (${transitionsMax})`,
+  };
+}
+
 /**
  * Decodes a body read back from a store. A body that does not parse or has the wrong shape is
  * corruption the adapter cannot vouch for: the caller answers `unavailable`, never a guess.

@@ -45,7 +45,7 @@ import {
 import type { StoredTransition, Transition } from '../../events/types.js';
 import { AssertionFailure, unavailable } from '../../contract/errors.js';
 import { limits as contractLimits } from '../../contract/limits.js';
-import { decodeStored, isStoreFailure, notifyAll, revisionsOnly } from './codec.js';
+import { decodeStored, isStoreFailure, logFullFailure, notifyAll, revisionsOnly } from './codec.js';
 import { resolveStoreLimits } from './limits.js';
 import {
   FoldTracker,
@@ -77,6 +77,8 @@ export interface EventStoreDbOptions {
 }
 
 const transitionType = 'convoke.transition';
+/** Events per readStream call when reading an operation's log. */
+const readPageMax = 1024;
 
 export function esdbFailure(error: unknown): StoreFailure {
   if (error instanceof AssertionFailure) throw error;
@@ -137,7 +139,7 @@ export class EventStoreDbStore implements EventStore {
       const [tombstoned, full] = await Promise.all([this.exists(this.tombStream(operationId)), this.capacityFailure()]);
       if (tombstoned) return { kind: 'expired', description: `operation ${operationId} is tombstoned; its key is never recreated` };
       if (full) return full;
-      const empty: FoldPoint = { revision: -1, lastAppliedAtMs: noAppliedYetMs, anyApplied: false };
+      const empty: FoldPoint = { revision: -1, lastAppliedAtMs: noAppliedYetMs, anyApplied: false, count: 0 };
       return await this.appendAt(operationId, NO_STREAM, empty, { transition, body, mode: 'create', attempt: 0 });
     } catch (error) {
       return esdbFailure(error);
@@ -274,6 +276,10 @@ export class EventStoreDbStore implements EventStore {
 
   /** The CAS append. `known` is the fold point at `expected` when this client has it. */
   private async appendAt(operationId: string, expected: AppendExpectedRevision, known: FoldPoint | undefined, write: PendingWrite): Promise<AppendOutcome> {
+    // A stream holds only this adapter's events, 0-based: at revision r it holds r + 1. The CAS
+    // makes the check exact (the append lands only on the stream this count describes).
+    const count = typeof expected === 'bigint' ? Number(expected) + 1 : 0;
+    if (count >= this.limits.transitionsMax) return logFullFailure(operationId, count, this.limits.transitionsMax);
     let revision: bigint;
     try {
       const event = jsonEvent({
@@ -320,19 +326,32 @@ export class EventStoreDbStore implements EventStore {
     return this.streamStateUpTo(operationId, undefined);
   }
 
-  /** The stream's transitions from the start (through `untilRevision` when given), validated. */
+  /**
+   * The stream's transitions from the start (through `untilRevision` when given), validated, read
+   * in pages of readPageMax events (one server-streamed read each). At most
+   * limits.transitionsStoredMax: a longer stream (written before that limit) answers unavailable,
+   * never a silently shortened log.
+   */
   private async streamStateUpTo(operationId: string, untilRevision: bigint | undefined): Promise<LogState> {
-    const countMax = untilRevision === undefined ? 2 * contractLimits.transitionsPerOperationMax : Number(untilRevision) + 1;
-    const events = await this.readEvents(this.opStream(operationId), START, countMax);
-    if (events.kind === 'missing') return (await this.exists(this.tombStream(operationId))) ? { kind: 'tombstoned' } : { kind: 'missing' };
-    if (events.kind === 'tombstoned') return events;
+    const readMax = contractLimits.transitionsStoredMax;
+    const countMax = untilRevision === undefined ? readMax + 1 : Math.min(readMax + 1, Number(untilRevision) + 1);
     const transitions: StoredTransition[] = [];
-    for (const event of events.events) {
-      const stored = storedOf(event);
-      if (isStoreFailure(stored)) return stored;
-      transitions.push(stored);
+    let last: bigint | undefined;
+    while (transitions.length < countMax) {
+      const pageMax = Math.min(readPageMax, countMax - transitions.length);
+      const page = await this.readEvents(this.opStream(operationId), last === undefined ? START : last + 1n, pageMax);
+      if (page.kind === 'missing' && last === undefined) return (await this.exists(this.tombStream(operationId))) ? { kind: 'tombstoned' } : { kind: 'missing' };
+      if (page.kind === 'tombstoned') return page;
+      if (page.kind !== 'events') return { kind: 'unavailable', description: `operation ${operationId} vanished while being read` };
+      for (const event of page.events) {
+        const stored = storedOf(event);
+        if (isStoreFailure(stored)) return stored;
+        transitions.push(stored);
+        last = event.revision;
+      }
+      if (page.events.length < pageMax) break;
     }
-    const last = events.events.at(-1)?.revision;
+    if (transitions.length > readMax) return { kind: 'unavailable', description: `operation ${operationId} holds more than ${readMax} transitions, more than a store reads back` };
     if (last === undefined) return { kind: 'missing' };
     return { kind: 'live', lastRevision: Number(last), transitions };
   }

@@ -26,8 +26,9 @@
  * create is then classified (expired when the marker or key record is found).
  */
 import { hash } from 'node:crypto';
-import { connect, headers as natsHeaders, type NatsConnection } from '@nats-io/transport-node';
+import { connect, headers as natsHeaders, nanos, type NatsConnection } from '@nats-io/transport-node';
 import {
+  AckPolicy,
   DeliverPolicy,
   DiscardPolicy,
   JetStreamApiError,
@@ -44,7 +45,7 @@ import {
 import type { StoredTransition, Transition } from '../../events/types.js';
 import { AssertionFailure, unavailable, unsupported } from '../../contract/errors.js';
 import { limits as contractLimits } from '../../contract/limits.js';
-import { decodeStored, isStoreFailure, notifyAll, parseRevision, revisionsOnly } from './codec.js';
+import { decodeStored, isStoreFailure, logFullFailure, notifyAll, parseRevision, revisionsOnly } from './codec.js';
 import { resolveStoreLimits } from './limits.js';
 import { StampFeed } from './stamp-feed.js';
 import { PubAckMux } from '../transport/nats-pubacks.js';
@@ -54,7 +55,6 @@ import {
   casAttemptsMax,
   classifyRejection,
   closedFailure,
-  expiredOf,
   foldPoint,
   noAppliedYetMs,
   notFoundOf,
@@ -95,6 +95,14 @@ const capacityReadingAgeMaxMs = 1000;
 const defaultStampWaitMs = 250;
 const decoder = new TextDecoder('utf-8', { fatal: true });
 
+/**
+ * A read takes the first messages of a subject one STREAM.MSG.GET at a time (most logs are a few
+ * transitions: no consumer to create), and the rest of a longer log in batches pulled from an
+ * ephemeral consumer filtered on the subject: a few round trips for thousands of transitions.
+ */
+const scanGetsMax = 8;
+const scanBatchMax = 1024;
+
 const wrongSequenceCodes = new Set([10071, 10164]);
 const messageTooLargeCode = 10054;
 
@@ -126,8 +134,6 @@ function publicationId(operationId: string, expectedSeq: number, body: Uint8Arra
 }
 
 const isMarker = (msg: StoredMsg) => msg.header?.get(tombstoneHeader) === '1';
-
-type PointOrNot = { kind: 'point'; point: FoldPoint } | { kind: 'tombstoned' } | StoreFailure;
 
 export class JetStreamEventStore implements EventStore {
   readonly name = 'jetstream';
@@ -196,7 +202,7 @@ export class JetStreamEventStore implements EventStore {
       const full = await this.capacityFailure();
       if (full) return full;
       // An empty subject has nothing applied: the point before a create needs no read.
-      const empty: FoldPoint = { revision: 0, lastAppliedAtMs: noAppliedYetMs, anyApplied: false };
+      const empty: FoldPoint = { revision: 0, lastAppliedAtMs: noAppliedYetMs, anyApplied: false, count: 0 };
       return await this.publishAt(operationId, 0, empty, { transition, body: refused, mode: 'create', attempt: 0 });
     } catch (error) {
       return natsFailure(error);
@@ -211,7 +217,16 @@ export class JetStreamEventStore implements EventStore {
       // A revision that is not a stream sequence can never match: classify without writing.
       const write: PendingWrite = { transition, body: refused, mode: 'append', attempt: 0 };
       if (expectedSeq === undefined) return await this.rejected(operationId, expectedRevision, write);
-      return await this.publishAt(operationId, expectedSeq, this.fold.at(operationId, expectedSeq), write);
+      const known = this.fold.at(operationId, expectedSeq);
+      if (known) return await this.publishAt(operationId, expectedSeq, known, write);
+      // This client has not seen the log at expectedSeq: read it first, for the fold point and
+      // the transition count the limit is checked against. When expectedSeq is one of its
+      // messages the publish still runs (a retried append dedupes to the message it stored);
+      // otherwise no publish could match and the log says why.
+      const state = await this.subjectState(operationId);
+      const index = state.kind === 'live' ? state.transitions.findIndex((t) => t.revision === String(expectedSeq)) : -1;
+      if (state.kind !== 'live' || index < 0) return this.classified(operationId, expectedRevision, write, state);
+      return await this.publishAt(operationId, expectedSeq, foldPoint(state.transitions.slice(0, index + 1), expectedSeq), write);
     } catch (error) {
       return natsFailure(error);
     }
@@ -333,8 +348,10 @@ export class JetStreamEventStore implements EventStore {
     return precheckWrite(this.closed, transition, this.limits.transitionBytesMax);
   }
 
-  /** The CAS publish. `known` is the fold point at expectedSeq when this client has it. */
-  private async publishAt(operationId: string, expectedSeq: number, known: FoldPoint | undefined, write: PendingWrite): Promise<AppendOutcome> {
+  /** The CAS publish at the fold point `known` (the log at expectedSeq). */
+  private async publishAt(operationId: string, expectedSeq: number, known: FoldPoint, write: PendingWrite): Promise<AppendOutcome> {
+    // The CAS makes this check exact: the append lands only on the log this count describes.
+    if (known.count >= this.limits.transitionsMax) return logFullFailure(operationId, known.count, this.limits.transitionsMax);
     let seq: number;
     // Encoded once: hashed for the publication identity and published as these bytes.
     const body = Buffer.from(write.body, 'utf8');
@@ -355,16 +372,12 @@ export class JetStreamEventStore implements EventStore {
   }
 
   /** Learns the stored message's server stamp and answers what the fold will decide. */
-  private async answerStored(operationId: string, seq: number, known: FoldPoint | undefined, transition: Transition): Promise<AppendOutcome> {
+  private async answerStored(operationId: string, seq: number, known: FoldPoint, transition: Transition): Promise<AppendOutcome> {
     const stamp = await this.stampOf(seq);
     if (!stamp || stamp.subject !== this.opSubject(operationId)) {
       return { kind: 'unavailable', description: `stored message ${seq} could not be read back; its fold outcome is unknown` };
     }
-    const committedAtMs = stamp.committedAtMs;
-    const before: PointOrNot = known ? { kind: 'point', point: known } : await this.pointBefore(operationId, seq);
-    if (before.kind === 'tombstoned') return expiredOf(operationId);
-    if (before.kind !== 'point') return { kind: 'unavailable', description: before.description };
-    return answerStoredAt(this.fold, operationId, seq, committedAtMs, before.point, transition.timeGuard);
+    return answerStoredAt(this.fold, operationId, seq, stamp.committedAtMs, known, transition.timeGuard);
   }
 
   /** The server stamp of stored message `seq`: from the stamp feed, or else read back. */
@@ -394,15 +407,12 @@ export class JetStreamEventStore implements EventStore {
 
   /** A CAS rejection (or an unusable revision): nothing was written; say why, precisely. */
   private async rejected(operationId: string, expectedRevision: string, write: PendingWrite): Promise<AppendOutcome> {
-    const answer = classifyRejection(operationId, expectedRevision, write, await this.subjectState(operationId), this.fold);
-    return 'retryAt' in answer ? this.publishAt(operationId, answer.retryAt, answer.point, { ...write, attempt: write.attempt + 1 }) : answer;
+    return this.classified(operationId, expectedRevision, write, await this.subjectState(operationId));
   }
 
-  /** The fold point just before `seq` (this client had not seen the prefix). */
-  private async pointBefore(operationId: string, seq: number): Promise<PointOrNot> {
-    const scanned = await this.scan(operationId, seq);
-    if (scanned.kind !== 'live') return scanned.kind === 'missing' ? { kind: 'tombstoned' } : scanned;
-    return { kind: 'point', point: foldPoint(scanned.transitions.slice(0, -1), 0) };
+  private async classified(operationId: string, expectedRevision: string, write: PendingWrite, state: LogState): Promise<AppendOutcome> {
+    const answer = classifyRejection(operationId, expectedRevision, write, state, this.fold);
+    return 'retryAt' in answer ? this.publishAt(operationId, answer.retryAt, answer.point, { ...write, attempt: write.attempt + 1 }) : answer;
   }
 
   private async subjectState(operationId: string): Promise<LogState> {
@@ -414,27 +424,67 @@ export class JetStreamEventStore implements EventStore {
   }
 
   /**
-   * Every message of the operation's subject up to and including `untilSeq`, in order, by
-   * sequence reads from the stream leader (STREAM.MSG.GET `next_by_subj`, nats-server ≥ 2.9;
-   * not the direct-get API, whose replicas may answer stale). A marker anywhere means tombstoned.
+   * Every message of the operation's subject up to and including `untilSeq`, in order, read from
+   * the stream leader (never the direct-get API, whose replicas may answer stale): the first few by
+   * STREAM.MSG.GET `next_by_subj` (nats-server ≥ 2.9), a longer log's rest in pulled batches
+   * (scanBatched). A marker anywhere means tombstoned. At most limits.transitionsStoredMax
+   * transitions are read: the most any store accepts (older logs beyond it answer unavailable).
    */
   private async scan(operationId: string, untilSeq: number): Promise<LogState> {
     const subject = this.opSubject(operationId);
     const transitions: StoredTransition[] = [];
-    const messagesMax = 2 * contractLimits.transitionsPerOperationMax;
-    for (let from = 1; transitions.length < messagesMax; ) {
+    for (let from = 1; transitions.length < scanGetsMax; ) {
       // The v3 typings list only seq/last_by_subj here; the server also takes next_by_subj.
       const query = { seq: from, next_by_subj: subject } as unknown as MsgRequest;
       const msg = await this.jsm.streams.getMessage(this.streamName, query);
       if (!msg || msg.seq > untilSeq) return this.gapOrTombstone(operationId, untilSeq);
-      if (isMarker(msg)) return { kind: 'tombstoned' };
-      const stored = decodeMessage(msg.seq, stampMs(msg.timestamp), msg.data);
-      if (isStoreFailure(stored)) return stored;
-      transitions.push(stored);
+      const taken = takeMessage(transitions, msg.seq, stampMs(msg.timestamp), msg.data, isMarker(msg));
+      if (taken) return taken;
       if (msg.seq === untilSeq) return { kind: 'live', lastRevision: untilSeq, transitions };
       from = msg.seq + 1;
     }
-    return { kind: 'unavailable', description: `operation ${operationId} holds more than ${messagesMax} messages` };
+    return this.scanBatched(operationId, transitions, untilSeq);
+  }
+
+  /**
+   * The rest of a long log: an ephemeral consumer filtered on the subject, starting after what
+   * was read, pulled in batches of scanBatchMax (one request each) and deleted afterwards.
+   * Deliveries must be consecutive; a gap is unavailable, never a shorter log.
+   */
+  private async scanBatched(operationId: string, transitions: StoredTransition[], untilSeq: number): Promise<LogState> {
+    const readMax = contractLimits.transitionsStoredMax;
+    const fromSeq = Number(transitions.at(-1)?.revision ?? 0) + 1;
+    const info = await this.jsm.consumers.add(this.streamName, {
+      filter_subject: this.opSubject(operationId),
+      deliver_policy: DeliverPolicy.StartSequence,
+      opt_start_seq: fromSeq,
+      ack_policy: AckPolicy.None,
+      mem_storage: true,
+      num_replicas: 1,
+      inactive_threshold: nanos(Math.max(10_000, 4 * this.requestTimeoutMs)),
+    });
+    try {
+      const consumer = await this.js.consumers.get(this.streamName, info.name);
+      let delivered = 0;
+      while (delivered < info.num_pending) {
+        const wanted = Math.min(scanBatchMax, info.num_pending - delivered, readMax + 1 - transitions.length);
+        if (wanted <= 0) break;
+        const batch = await consumer.fetch({ max_messages: wanted, expires: Math.max(1000, this.requestTimeoutMs) });
+        const before = delivered;
+        for await (const msg of batch) {
+          delivered++;
+          if (msg.info.deliverySequence !== delivered || msg.seq > untilSeq) return this.gapOrTombstone(operationId, untilSeq);
+          const taken = takeMessage(transitions, msg.seq, Number(msg.timestampNanos / 1_000_000n), msg.data, msg.headers?.get(tombstoneHeader) === '1');
+          if (taken) return taken;
+          if (msg.seq === untilSeq) return { kind: 'live', lastRevision: untilSeq, transitions };
+        }
+        if (delivered === before) break;
+      }
+    } finally {
+      void this.jsm.consumers.delete(this.streamName, info.name).catch(() => undefined);
+    }
+    if (transitions.length > readMax) return { kind: 'unavailable', description: `operation ${operationId} holds more than ${readMax} transitions, more than a store reads back` };
+    return this.gapOrTombstone(operationId, untilSeq);
   }
 
   /** Messages vanished under a scan: a tombstone purged them (the marker shows it) or history is damaged. */
@@ -512,6 +562,15 @@ export class JetStreamEventStore implements EventStore {
     const stored = decodeMessage(msg.seq, committedAtMs, msg.data);
     if (!isStoreFailure(stored)) notifyAll([listener], operationId, stored);
   }
+}
+
+/** Adds one scanned message to `transitions`; answers the scan's end when it is a marker or cannot be decoded. */
+function takeMessage(transitions: StoredTransition[], seq: number, committedAtMs: number, data: Uint8Array, marker: boolean): LogState | undefined {
+  if (marker) return { kind: 'tombstoned' };
+  const stored = decodeMessage(seq, committedAtMs, data);
+  if (isStoreFailure(stored)) return stored;
+  transitions.push(stored);
+  return undefined;
 }
 
 function decodeMessage(seq: number, committedAtMs: number, data: Uint8Array): StoredTransition | StoreFailure {

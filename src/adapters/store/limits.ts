@@ -13,9 +13,14 @@ export function resolveStoreLimits(overrides: Partial<StoreLimits> | undefined):
   const resolved: StoreLimits = {
     transitionBytesMax: limits.transitionBytesMax,
     operationsMax: operationsMaxDefault,
+    transitionsMax: limits.transitionsStoredMax,
     ...overrides,
   };
   assert(Number.isSafeInteger(resolved.transitionBytesMax) && resolved.transitionBytesMax > 0, 'transitionBytesMax is a positive safe integer');
   assert(Number.isSafeInteger(resolved.operationsMax) && resolved.operationsMax > 0, 'operationsMax is a positive safe integer');
+  assert(
+    Number.isSafeInteger(resolved.transitionsMax) && resolved.transitionsMax > 0 && resolved.transitionsMax <= limits.transitionsStoredMax,
+    `transitionsMax is a positive safe integer no larger than what a store reads back (${limits.transitionsStoredMax})`,
+  );
   return resolved;
 }

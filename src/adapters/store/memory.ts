@@ -7,7 +7,7 @@
 import type { StoredTransition, Transition } from '../../events/types.js';
 import type { Clock } from '../../runtime/clock.js';
 import { checkGuardShape, guardAdmits, guardFailure, rollbackFailure } from './guard.js';
-import { bodyBytes, checkTransitionShape, encodeTransition, notifyAll, sizeFailure } from './codec.js';
+import { bodyBytes, checkTransitionShape, encodeTransition, logFullFailure, notifyAll, sizeFailure } from './codec.js';
 import type { AppendListener, AppendOutcome, EventStore, ReadOutcome, RevisionListener, StoreFailure, StoreLimits } from './types.js';
 import { resolveStoreLimits } from './limits.js';
 import { unavailable } from '../../contract/errors.js';
@@ -129,6 +129,7 @@ export class MemoryEventStore implements EventStore {
     if (expectedRevision !== undefined && expectedRevision !== currentRevision) {
       return { kind: 'conflict', description: `expected revision ${expectedRevision}, stream is at ${currentRevision}` };
     }
+    if (stream && stream.transitions.length >= this.limits.transitionsMax) return logFullFailure(operationId, stream.transitions.length, this.limits.transitionsMax);
     const nowMs = this.clock.nowMs();
     if (nowMs < this.lastCommittedAtMs) return rollbackFailure(nowMs, this.lastCommittedAtMs);
     if (!guardAdmits(transition.timeGuard, nowMs)) return guardFailure(transition.timeGuard, nowMs);

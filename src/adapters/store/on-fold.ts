@@ -22,6 +22,8 @@ export interface FoldPoint {
   lastAppliedAtMs: number;
   /** Whether any transition up to `revision` applied (a stream of only void ones is "absent"). */
   anyApplied: boolean;
+  /** Transitions stored up to `revision`, void ones included: the store's transitionsMax counts these. */
+  count: number;
 }
 
 /** Folds stored transitions (in stream order) into the point after the last of them. */
@@ -33,7 +35,7 @@ export function foldPoint(transitions: readonly StoredTransition[], revision: nu
     lastAppliedAtMs = stored.committedAtMs;
     anyApplied = true;
   }
-  return { revision, lastAppliedAtMs, anyApplied };
+  return { revision, lastAppliedAtMs, anyApplied, count: transitions.length };
 }
 
 /**
@@ -49,7 +51,8 @@ export function answerOnFold(guard: TimeGuard, revision: string, committedAtMs: 
 
 export function advance(before: FoldPoint, revision: number, guard: TimeGuard, committedAtMs: number): FoldPoint {
   const applied = committedAtMs >= before.lastAppliedAtMs && guardAdmits(guard, committedAtMs);
-  return applied ? { revision, lastAppliedAtMs: committedAtMs, anyApplied: true } : { ...before, revision };
+  const count = before.count + 1;
+  return applied ? { revision, lastAppliedAtMs: committedAtMs, anyApplied: true, count } : { ...before, revision, count };
 }
 
 /** A bounded per-operation memo of fold points (oldest entries dropped first). */

@@ -16,7 +16,7 @@ import type { StoredTransition, Transition } from '../../events/types.js';
 import type { Clock } from '../../runtime/clock.js';
 import { AssertionFailure, unavailable } from '../../contract/errors.js';
 import { checkGuardShape, guardAdmits, guardFailure, rollbackFailure } from './guard.js';
-import { bodyBytes, checkTransitionShape, decodeStored, encodeTransition, isStoreFailure, notifyAll, sizeFailure } from './codec.js';
+import { bodyBytes, checkTransitionShape, decodeStored, encodeTransition, isStoreFailure, logFullFailure, notifyAll, sizeFailure } from './codec.js';
 import { resolveStoreLimits } from './limits.js';
 import type { AppendListener, AppendOutcome, EventStore, ReadOutcome, RevisionListener, StoreFailure, StoreLimits } from './types.js';
 import { openSqliteDatabase } from './sqlite-open.js';
@@ -343,6 +343,7 @@ export class SqliteEventStore implements EventStore {
     if (expectedRevision !== currentRevision) {
       return { kind: 'conflict', description: `expected revision ${expectedRevision}, stream is at ${currentRevision}` };
     }
+    if (operation.last_revision >= this.limits.transitionsMax) return logFullFailure(operationId, operation.last_revision, this.limits.transitionsMax);
     return undefined;
   }
 }

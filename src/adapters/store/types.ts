@@ -37,6 +37,11 @@ export interface StoreLimits {
   transitionBytesMax: number;
   /** Operations (live and tombstoned) the store accepts before refusing new admissions. */
   operationsMax: number;
+  /**
+   * Transitions one operation's log may hold: the store refuses an append past it (invalid-input),
+   * because it reads back at most this many. At most limits.transitionsStoredMax.
+   */
+  transitionsMax: number;
 }
 
 export interface AppendListener {

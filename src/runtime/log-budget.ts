@@ -1,0 +1,146 @@
+/**
+ * An operation's log budgets, checked in the commit pipeline before every append, and the
+ * deployment's (lower) byte budgets. DESIGN §10: a store accepts only what it can read back in
+ * full — and the coordinator never asks it to: every store reads back at least
+ * transitionsPerOperationMax transitions (limits.transitionsStoredMax, asserted at load).
+ *
+ * Transitions are of three kinds:
+ * - a *settlement fact* after the decision (cancel dispatched, cancel reply or withdrawal, cancel
+ *   timeout, settlement): accepted up to transitionsPerOperationMax and recordBytesMax;
+ * - a transition that *closes the decision*: accepted up to the budget minus the closing reserve
+ *   per branch, so the settlement facts of every branch still fit;
+ * - every other one is *ordinary* (results, claims, receipts, rejections, lease and retry facts,
+ *   late results): accepted up to the budget minus the whole closing reserve
+ *   (closingTransitionsPerBranch per branch plus closingTransitionsBase; in bytes,
+ *   closingBytesPerBranch per branch plus one transition of transitionBytesMax).
+ *
+ * The defined outcome at the ordinary limit: an undecided operation closes as indeterminate, reason
+ * `log-budget-exhausted` (decideLogBudgetExhausted), and the command that did not fit is answered
+ * with LogBudgetExhausted (a result is then a counted rejection, acknowledged, never redelivered).
+ * A decided operation refuses the ordinary transition the same way. The log always stays readable
+ * and the operation can always close.
+ */
+import { AdapterError, assert } from '../contract/errors.js';
+import { limits } from '../contract/limits.js';
+import type { Transition } from '../events/types.js';
+import type { OperationRecord } from '../projections/record.js';
+
+/** The byte budgets a deployment may lower (never raise) in its config, and the transition budget. */
+export interface Budgets {
+  /** Serialized bytes of one result: larger ones are rejected at intake (reason `oversized`). */
+  resultBytesMax: number;
+  /** Serialized bytes of one transition. */
+  transitionBytesMax: number;
+  /** Serialized bytes of an operation's whole log. */
+  recordBytesMax: number;
+  transitionsPerOperationMax: number;
+}
+
+/** What a deployment's `limits` may set; the transition count is the hard budget. */
+export type BudgetOverrides = Partial<Pick<Budgets, 'resultBytesMax' | 'transitionBytesMax' | 'recordBytesMax'>>;
+
+/** Smallest byte budgets a deployment may configure: room for an admission and its closing. */
+export const budgetBytesMin = { resultBytesMax: 1024, transitionBytesMax: limits.transitionOverheadBytesMax + 1024, recordBytesMax: 4 * (limits.transitionOverheadBytesMax + 1024) } as const;
+
+/** Why `overrides` are not a valid lowering of the hard budgets (every problem), or an empty list. */
+export function budgetProblems(overrides: BudgetOverrides): string[] {
+  const problems: string[] = [];
+  for (const key of ['resultBytesMax', 'transitionBytesMax', 'recordBytesMax'] as const) {
+    const value = overrides[key];
+    if (value === undefined) continue;
+    if (!Number.isSafeInteger(value) || value < budgetBytesMin[key] || value > limits[key]) {
+      problems.push(`limits.${key} must be an integer in ${budgetBytesMin[key]}..${limits[key]} (the hard maximum); got ${value}`);
+    }
+  }
+  const b = { ...hardBudgets(), ...overrides };
+  if (b.resultBytesMax + limits.transitionOverheadBytesMax > b.transitionBytesMax) {
+    problems.push(`limits.resultBytesMax (${b.resultBytesMax}) plus ${limits.transitionOverheadBytesMax} bytes of transition overhead must fit limits.transitionBytesMax (${b.transitionBytesMax})`);
+  }
+  if (2 * b.transitionBytesMax > b.recordBytesMax) {
+    problems.push(`limits.recordBytesMax (${b.recordBytesMax}) must hold at least two transitions of limits.transitionBytesMax (${b.transitionBytesMax})`);
+  }
+  return problems;
+}
+
+function hardBudgets(): Budgets {
+  return { resultBytesMax: limits.resultBytesMax, transitionBytesMax: limits.transitionBytesMax, recordBytesMax: limits.recordBytesMax, transitionsPerOperationMax: limits.transitionsPerOperationMax };
+}
+
+/** The hard budgets lowered by `overrides`; invalid overrides are invalid-input. */
+export function resolveBudgets(overrides: BudgetOverrides = {}): Budgets {
+  const problems = budgetProblems(overrides);
+  if (problems.length > 0) throw new AdapterError('invalid-input', problems.join('; '));
+  const budgets = { ...hardBudgets(), ...overrides };
+  assert(budgets.transitionsPerOperationMax <= limits.transitionsStoredMax, 'every store reads back the transition budget');
+  return budgets;
+}
+
+/** What an operation's log holds, as the coordinator last applied or read it. */
+export interface LogSize {
+  transitions: number;
+  bytes: number;
+}
+
+/** A command the operation's log has no room for: the typed answer of the budget rule. */
+export class LogBudgetExhausted extends AdapterError {
+  constructor(description: string) {
+    super('unavailable', description);
+  }
+}
+
+const settlementFacts = new Set(['cancel-dispatched', 'cancel-result-accepted', 'cancel-withdrawn', 'cancel-timed-out', 'settlement-completed']);
+
+export type TransitionKind = 'ordinary' | 'closes-decision' | 'settlement';
+
+export function transitionKind(record: OperationRecord, transition: Transition): TransitionKind {
+  if (record.decision === null) return transition.events.some((e) => e.type === 'decision-closed') ? 'closes-decision' : 'ordinary';
+  return transition.events.every((e) => settlementFacts.has(e.type)) ? 'settlement' : 'ordinary';
+}
+
+/** The most transitions and bytes the log of an operation with `branches` branches may hold after a transition of `kind`. */
+export function logLimits(branches: number, kind: TransitionKind, budgets: Budgets): LogSize {
+  const branchTransitions = limits.closingTransitionsPerBranch * branches;
+  const branchBytes = limits.closingBytesPerBranch * branches;
+  switch (kind) {
+    case 'settlement':
+      return { transitions: budgets.transitionsPerOperationMax, bytes: budgets.recordBytesMax };
+    case 'closes-decision':
+      return { transitions: budgets.transitionsPerOperationMax - branchTransitions, bytes: budgets.recordBytesMax - branchBytes };
+    case 'ordinary':
+      return {
+        transitions: budgets.transitionsPerOperationMax - branchTransitions - limits.closingTransitionsBase,
+        bytes: budgets.recordBytesMax - branchBytes - budgets.transitionBytesMax,
+      };
+    default: {
+      const unknown: never = kind;
+      throw new Error(`unknown transition kind ${String(unknown)}`);
+    }
+  }
+}
+
+/**
+ * Why the log has no room for `transition` (of `bytes` serialized bytes), or undefined when it
+ * has. `oversized` is a single transition over transitionBytesMax (a batch of commands splits).
+ */
+export function logRoomProblem(record: OperationRecord, log: LogSize, transition: Transition, bytes: number, budgets: Budgets): { kind: 'oversized' | TransitionKind; description: string } | undefined {
+  if (bytes > budgets.transitionBytesMax) return { kind: 'oversized', description: `transition is ${bytes} bytes; the limit is ${budgets.transitionBytesMax}` };
+  const kind = transitionKind(record, transition);
+  const max = logLimits(Object.keys(record.branches).length, kind, budgets);
+  if (log.transitions + 1 <= max.transitions && log.bytes + bytes <= max.bytes) return undefined;
+  return {
+    kind,
+    description: `operation ${record.operationId}: its log holds ${log.transitions} transitions and ${log.bytes} bytes; a ${kind} transition of ${bytes} bytes would pass its budget of ${max.transitions} transitions and ${max.bytes} bytes`,
+  };
+}
+
+/** What a log read back from a store holds. */
+export function logSizeOf(transitions: readonly { transition: Transition }[]): LogSize {
+  let bytes = 0;
+  for (const stored of transitions) bytes += transitionBytes(stored.transition);
+  return { transitions: transitions.length, bytes };
+}
+
+/** The serialized size of a transition: exactly what stores encode and check (codec.encodeTransition). */
+export function transitionBytes(transition: Transition): number {
+  return Buffer.byteLength(JSON.stringify(transition), 'utf8');
+}
