@@ -27,6 +27,8 @@ import { approve, e2eBundle, e2eNamespace, eventually } from '../support/nats-de
 
 const namespaceB = 'trust.v1.b';
 const reviewers = ['alfa', 'bravo', 'charlie'];
+/** The e2e bundle's `manual` interaction names these peers itself; each has its own durable streams, so each needs a user. */
+const manualPeers = ['delta', 'echo', 'foxtrot'];
 const caller = { principalId: 'billing', senderPeerId: null };
 
 /** Namespace B: one interaction served by kilo. */
@@ -40,7 +42,7 @@ function users(passwords: Map<string, string>): NatsUser[] {
   const plan = natsPrincipalPlan({
     namespaces: [e2eNamespace, namespaceB],
     coordinator: { user: 'coordinator', coordinatorId: 'coordinator', manageStreams: true },
-    peers: { ...Object.fromEntries(reviewers.map((p) => [p, [e2eNamespace]])), kilo: [namespaceB] },
+    peers: { ...Object.fromEntries([...reviewers, ...manualPeers].map((p) => [p, [e2eNamespace]])), kilo: [namespaceB] },
     commandClients: [],
   });
   const convoke = plan.map((p) => ({ user: p.user, password: passwords.get(p.user)!, publish: p.permissions.publish, subscribe: p.permissions.subscribe }));
@@ -51,7 +53,7 @@ function users(passwords: Map<string, string>): NatsUser[] {
 describe('peer messages are evidence only for the subject they arrived on (real nats-server permissions)', { timeout: 90_000 }, () => {
   let server: NatsServer;
   let dir: string;
-  const passwords = new Map<string, string>(['coordinator', ...reviewers, 'kilo', 'ops-b'].map((u) => [u, randomBytes(8).toString('hex')]));
+  const passwords = new Map<string, string>(['coordinator', ...reviewers, ...manualPeers, 'kilo', 'ops-b'].map((u) => [u, randomBytes(8).toString('hex')]));
   const env = Object.fromEntries([...passwords].map(([u, p]) => [passwordVariableOf(u), p]));
   const contractA = loadBundle(e2eBundle()).ref;
   const open: { close(): Promise<unknown> }[] = [];
@@ -112,10 +114,14 @@ describe('peer messages are evidence only for the subject they arrived on (real 
         const { result } = await deployment.coordinator.invoke(caller, { contract: contractA, interaction: 'first', invocationKey: `k-${mode}-a`, input: { document: 'd' } });
         const op = result.operationId;
         const opsB = await as('ops-b');
+        // In durable mode B's streams capture only the subjects of B's own peers (kilo): a
+        // message on `<B>.….alfa` is stored nowhere and reaches no coordinator, so the forgery
+        // that can arrive is one on kilo's subjects naming A's peers in its payload.
+        const via = (peerId: string): string => (mode === 'durable' ? 'kilo' : peerId);
         // B's operator names A's operation on B's own subjects: a vote that would close A's
         // first-success decision, and a release that would end bravo's claim.
-        await publish(opsB, subjectFor(namespaceB, 'solo', op, 'result', 'alfa'), message('result', op, 'alfa', { result: approve }));
-        await publish(opsB, subjectFor(namespaceB, 'solo', op, 'claim', 'bravo'), message('claim', op, 'bravo', { action: 'release' }));
+        await publish(opsB, subjectFor(namespaceB, 'solo', op, 'result', via('alfa')), message('result', op, 'alfa', { result: approve }));
+        await publish(opsB, subjectFor(namespaceB, 'solo', op, 'claim', via('bravo')), message('claim', op, 'bravo', { action: 'release' }));
         await eventually(async () => (await rejected(deployment, 'wrong-subject')) === 2, 'two wrong-subject rejections');
         let record = (await deployment.coordinator.record(op))!;
         assert.equal(record.decision, null, 'a message on B\'s subjects closes nothing in A');
@@ -123,7 +129,7 @@ describe('peer messages are evidence only for the subject they arrived on (real 
         // The genuine peer on A's own subject is admitted and closes the decision; bravo and charlie are cancelled.
         await publish(await as('alfa'), subjectFor(e2eNamespace, 'first', op, 'result', 'alfa'), message('result', op, 'alfa', { result: approve }));
         await eventually(async () => (await deployment.coordinator.record(op))?.decision?.outcome === 'success', 'the decision from alfa\'s own result');
-        await publish(opsB, subjectFor(namespaceB, 'solo', op, 'cancel-result', 'bravo'), message('cancel-result', op, 'bravo', { outcome: 'stopped' }));
+        await publish(opsB, subjectFor(namespaceB, 'solo', op, 'cancel-result', via('bravo')), message('cancel-result', op, 'bravo', { outcome: 'stopped' }));
         await eventually(async () => (await rejected(deployment, 'wrong-subject')) === 3, 'the third wrong-subject rejection');
         record = (await deployment.coordinator.record(op))!;
         assert.deepEqual(branchList(record).map((b) => [b.branchId, b.cancelOutcome]), [['alfa', null], ['bravo', null], ['charlie', null]]);
