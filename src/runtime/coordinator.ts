@@ -28,6 +28,7 @@ import { transitionProblem } from '../events/schemas.js';
 import { newEntry, resultBatchMsDefault, type Arrival, type Caller, type CoordinatorDeps, type Decider, type OpEntry, type RuntimeHost, type SubmitOptions, type Waiter } from './host.js';
 import { dispatchCancels, dispatchRequests } from './outbox.js';
 import { onPeerMessage } from './intake.js';
+import { deploymentAttemptsMax } from './mode.js';
 
 export type { Caller, CoordinatorDeps, Deployment } from './host.js';
 
@@ -182,6 +183,7 @@ export class Coordinator implements RuntimeHost {
         authorizations,
         policyRevision,
         requestStartMs: args.requestStartMs,
+        attemptsMax: deploymentAttemptsMax(this.deps.store, this.deps.transport),
       });
     }
   }

@@ -80,6 +80,11 @@ export type DurabilityCheck = { ok: true } | { ok: false; description: string; b
 export interface TransportCapabilities {
   /** Storage acknowledgments, redelivery and offline peers. */
   durable: boolean;
+  /**
+   * The in-process bus: its messages are lost only with the process that also holds the
+   * coordinator and the peers (src/runtime/mode.ts: with a durable store this is not memory mode).
+   */
+  inProcess?: boolean;
 }
 
 export interface Transport {
