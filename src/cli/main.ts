@@ -29,13 +29,13 @@ export function buildProgram(io: CliIo, setExit: (code: number) => void): Comman
 
   program
     .command('demo')
-    .description('run a review interaction end to end in one process (memory store, in-process bus and peers)')
+    .description('run a review interaction end to end in one process (memory store, in-process bus and peers; scenarios that show a retry use a temporary SQLite store)')
     .option('--scenario <name>', 'default | one-eligible-failover | lease-expiry | cancel-siblings | revocation', 'default')
     .option('--peers <n>', 'number of in-process peers', integer, 5)
     .option('--quorum <k>', 'approvals needed', integer, 3)
     .option('--seed <n>', 'seed for peer verdicts and latencies', integer, 7)
     .option('--approve-rate <p>', 'probability that a peer approves', Number, 0.75)
-    .option('--store <url>', 'store URL (memory:, sqlite:PATH, jetstream:nats://HOST:PORT)', 'memory:')
+    .option('--store <url>', 'store URL (memory:, sqlite:PATH, jetstream:nats://HOST:PORT); default memory:, or a temporary SQLite file for a scenario that shows a retry')
     .option('--json', 'machine-readable output', false)
     .action(async (o) => setExit(await (await commands.demo()).demoCommand({ scenario: o.scenario, store: o.store, peers: o.peers, quorum: o.quorum, json: o.json, seed: o.seed, approveRate: o.approveRate }, io)));
 

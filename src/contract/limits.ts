@@ -56,6 +56,9 @@ export const limits = {
   cancelTimeoutMsMax: 3600 * 1000,
   settlementGraceMsMax: 24 * 3600 * 1000,
   waitMsMax: 120_000,
+  /** Bounds of the HTTP facade's configurable receive timeouts (headers; whole request). */
+  httpReceiveTimeoutMsMin: 100,
+  httpReceiveTimeoutMsMax: 300_000,
   jsonDepthMax: 64,
   bundleBytesMax: 1024 * 1024,
   interactionsMax: 64,

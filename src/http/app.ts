@@ -36,10 +36,14 @@ export interface HttpApp {
   beginShutdown(): void;
 }
 
-/** Receiving one whole request (headers + body) may take this long: bounds slow senders. */
-export const requestTimeoutMs = 30_000;
-export const headersTimeoutMs = 10_000;
 export const keepAliveTimeoutMs = 5_000;
+/**
+ * Node checks the headers and request timeouts only on a periodic sweep (every 30 s by default),
+ * so a 10 s headers timeout closed connections after 30–40 s. The sweep runs at a tenth of the
+ * headers timeout, within these bounds: a slow sender is closed within 10% of its timeout.
+ */
+const connectionsCheckingIntervalMsMin = 50;
+const connectionsCheckingIntervalMsMax = 1_000;
 /** Socket inactivity allowed beyond the longest wait (a waiting request sends nothing). */
 const connectionIdleMarginMs = 15_000;
 
@@ -56,7 +60,7 @@ export function createHttpApp(options: HttpAppOptions): HttpApp {
     logger: false,
     bodyLimit: settings.bodyLimitBytes,
     connectionTimeout: settings.waitMsMax + connectionIdleMarginMs,
-    requestTimeout: requestTimeoutMs,
+    requestTimeout: settings.requestTimeoutMs,
     keepAliveTimeout: keepAliveTimeoutMs,
     // Fastify's own 503 body is not an AdapterError; the onRequest hook below answers instead.
     return503OnClosing: false,
@@ -64,7 +68,9 @@ export function createHttpApp(options: HttpAppOptions): HttpApp {
     frameworkErrors: (error, _request, target) => mapError(error, target),
     clientErrorHandler: writeClientError,
   });
-  app.server.headersTimeout = headersTimeoutMs;
+  app.server.headersTimeout = settings.headersTimeoutMs;
+  // Read by Node when the server starts listening (it arms the sweep then), so setting it here takes effect.
+  (app.server as { connectionsCheckingInterval?: number }).connectionsCheckingInterval = connectionsCheckingIntervalMs(settings.headersTimeoutMs);
   app.setValidatorCompiler(({ schema }) => compileRouteSchema(schema));
   app.setSerializerCompiler(() => (data) => JSON.stringify(data));
   app.setErrorHandler((error, _request, target) => mapError(error, target));
@@ -97,6 +103,10 @@ export function createHttpApp(options: HttpAppOptions): HttpApp {
       for (const controller of state.waits) controller.abort('shutdown');
     },
   };
+}
+
+function connectionsCheckingIntervalMs(headersTimeoutMs: number): number {
+  return Math.min(connectionsCheckingIntervalMsMax, Math.max(connectionsCheckingIntervalMsMin, Math.floor(headersTimeoutMs / 10)));
 }
 
 type HttpMetrics = ReturnType<typeof httpMetrics>;

@@ -2,11 +2,17 @@
  * Bearer authentication. A static token is hashed with SHA-256 and compared, in constant time,
  * with every configured hash (no early exit, so timing does not reveal which principal almost
  * matched); the config never holds a token. Optionally a JWT is verified against a local public
- * JWKS with issuer and audience checked, and its `sub` is the principal. Time for JWT expiry
- * comes from the deployment clock, not the wall clock.
+ * JWKS with issuer and audience checked. Time for JWT expiry comes from the deployment clock, not
+ * the wall clock.
+ *
+ * Each source names principals in its own namespace: a static principal is its configured id; a
+ * JWT's principal is the configured prefix (default `jwt:<issuer>:`) followed by its `sub`, and
+ * the config refuses static ids inside that prefix. A JWT whose `sub` equals a static principal's
+ * id is therefore another principal, and sees none of that principal's operations.
  */
 import { createHash, timingSafeEqual } from 'node:crypto';
 import { createLocalJWKSet, jwtVerify, type JSONWebKeySet, type JWTVerifyOptions } from 'jose';
+import { hasLoneSurrogate } from '../contract/ijson.js';
 import { limits } from '../contract/limits.js';
 import type { HttpSettings } from '../runtime/config.js';
 import type { Clock } from '../runtime/clock.js';
@@ -59,7 +65,21 @@ function jwtVerifier(config: NonNullable<HttpSettings['jwt']>, clock: Clock): (t
       // Expired, wrong issuer/audience, unknown key, bad signature: all the same 401, no detail to probe with.
       throw new AuthenticationRequired('invalid');
     }
-    if (typeof sub !== 'string' || sub.length === 0 || Buffer.byteLength(sub, 'utf8') > limits.principalIdBytesMax) throw new AuthenticationRequired('invalid');
-    return { principalId: sub, senderPeerId: null };
+    if (typeof sub !== 'string') throw new AuthenticationRequired('invalid');
+    return { principalId: jwtPrincipalId(config.principalPrefix, sub), senderPeerId: null };
   };
 }
+
+/**
+ * The JWT namespace's principal id for `sub`. A subject that cannot make a principal id (empty,
+ * lone surrogates or control characters, or too long once prefixed) is a credential we cannot
+ * hold: 401, like any other invalid token.
+ */
+export function jwtPrincipalId(prefix: string, sub: string): string {
+  const principalId = prefix + sub;
+  const wellFormed = sub.length > 0 && !hasLoneSurrogate(sub) && !controlCharacters.test(sub);
+  if (!wellFormed || Buffer.byteLength(principalId, 'utf8') > limits.principalIdBytesMax) throw new AuthenticationRequired('invalid');
+  return principalId;
+}
+
+const controlCharacters = /[\u0000-\u001f\u007f]/;

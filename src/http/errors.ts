@@ -46,7 +46,10 @@ interface FrameworkError {
 export function errorReply(error: unknown, bodyLimitBytes: number): ErrorReply {
   if (error instanceof AuthenticationRequired) {
     const challenge = error.reason === 'invalid' ? 'Bearer realm="convoke", error="invalid_token"' : 'Bearer realm="convoke"';
-    return { statusCode: 401, body: { kind: 'denied', description: 'authentication required' }, headers: { 'www-authenticate': challenge } };
+    // Authentication runs before the body is read, so an unread body may still be arriving: the
+    // connection closes after the 401, or Node would later time the unfinished request out and
+    // write an unsolicited 408 on the same connection.
+    return { statusCode: 401, body: { kind: 'denied', description: 'authentication required' }, headers: { 'www-authenticate': challenge, connection: 'close' } };
   }
   const known = adapterErrorStatus(error);
   if (known) return { statusCode: known.status, body: known.body, headers: {} };

@@ -43,6 +43,11 @@ export interface AdmissionFacts {
   invokeExpiresAtMs: number;
   /** Trusted request-start time: the admission budget runs from here. */
   requestStartMs: number;
+  /**
+   * The deployment's cap on application attempts (1 in memory mode, src/runtime/mode.ts); the
+   * manifest freezes the smaller of it and the contract's `attempts`.
+   */
+  attemptsMax: number;
 }
 
 /** Unsigned byte order of ASCII IDs (the spec's selection order); IDs are token-checked ASCII. */
@@ -72,7 +77,7 @@ export function planAdmission(facts: AdmissionFacts): Transition {
     onTimeout: spec.onTimeout,
     siblings: spec.siblings,
     waitFor: spec.waitFor,
-    attemptsMax: spec.attempts,
+    attemptsMax: Math.min(spec.attempts, facts.attemptsMax),
     leaseMs: spec.leaseMs,
     renewIntervalMs: spec.renewIntervalMs,
     retryBackoffMs: spec.retryBackoffMs,

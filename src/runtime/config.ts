@@ -109,6 +109,11 @@ export interface JwtConfig {
   jwksFile: string;
   /** Accepted JWS algorithms; by default every asymmetric algorithm jose knows for the key. */
   algorithms?: string[];
+  /**
+   * A JWT's principal is this prefix followed by its `sub` (default `jwt:<issuer>:`), so JWT
+   * subjects live in their own namespace: no static principal's id may start with it.
+   */
+  principalPrefix?: string;
 }
 
 export interface HttpConfig {
@@ -125,6 +130,10 @@ export interface HttpConfig {
    * so a load balancer can stop routing here first. 0 by default.
    */
   drainMs?: number;
+  /** How long a client may take to send a request's headers (default 10 000). */
+  headersTimeoutMs?: number;
+  /** How long a client may take to send a whole request, headers and body (default 30 000). */
+  requestTimeoutMs?: number;
 }
 
 export interface DeploymentConfig {
@@ -157,6 +166,9 @@ const path = { type: 'string', minLength: 1, maxLength: 4096 } as const;
 const names = { type: 'array', items: name, maxItems: 1024 } as const;
 const bodyLimitBytesMax = 16 * 1024 * 1024;
 const drainMsMax = 60_000;
+/** Receiving a request's headers, and the whole request, from a slow client. */
+export const headersTimeoutMsDefault = 10_000;
+export const requestTimeoutMsDefault = 30_000;
 const exampleDelayMsMax = 60_000;
 
 const examplePeerSchema = {
@@ -227,6 +239,8 @@ const httpSchema = {
     bodyLimitBytes: { type: 'integer', minimum: 1024, maximum: bodyLimitBytesMax },
     waitMsMax: { type: 'integer', minimum: 0, maximum: limits.waitMsMax },
     drainMs: { type: 'integer', minimum: 0, maximum: drainMsMax },
+    headersTimeoutMs: { type: 'integer', minimum: limits.httpReceiveTimeoutMsMin, maximum: limits.httpReceiveTimeoutMsMax },
+    requestTimeoutMs: { type: 'integer', minimum: limits.httpReceiveTimeoutMsMin, maximum: limits.httpReceiveTimeoutMsMax },
     principals: {
       type: 'array',
       maxItems: 4096,
@@ -241,7 +255,13 @@ const httpSchema = {
       type: 'object',
       required: ['issuer', 'audience', 'jwksFile'],
       additionalProperties: false,
-      properties: { issuer: name, audience: name, jwksFile: path, algorithms: { type: 'array', minItems: 1, items: { type: 'string', pattern: '^(RS|PS|ES)(256|384|512)$|^EdDSA$|^Ed25519$' } } },
+      properties: {
+        issuer: name,
+        audience: name,
+        jwksFile: path,
+        algorithms: { type: 'array', minItems: 1, items: { type: 'string', pattern: '^(RS|PS|ES)(256|384|512)$|^EdDSA$|^Ed25519$' } },
+        principalPrefix: name,
+      },
     },
   },
 } as const;
@@ -320,8 +340,32 @@ function semanticProblems(config: DeploymentConfig): string[] {
     seen.set(p.tokenSha256, p.principalId);
   }
   if (config.http.principals.length === 0 && !config.http.jwt) problems.push('http: no principal can authenticate (no principals and no jwt)');
+  problems.push(...jwtNamespaceProblems(config.http));
+  const headersTimeoutMs = config.http.headersTimeoutMs ?? headersTimeoutMsDefault;
+  const requestTimeoutMs = config.http.requestTimeoutMs ?? requestTimeoutMsDefault;
+  if (headersTimeoutMs > requestTimeoutMs) problems.push(`http: headersTimeoutMs (${headersTimeoutMs}) exceeds requestTimeoutMs (${requestTimeoutMs}): the headers are part of the request`);
   if (config.store === 'sqlite:') problems.push('store "sqlite:" needs a path');
   if (config.limits) problems.push(...budgetProblems(config.limits));
+  return problems;
+}
+
+/** The JWT principal namespace: `principalPrefix`, by default `jwt:<issuer>:`. */
+export function jwtPrincipalPrefix(jwt: Pick<JwtConfig, 'issuer' | 'principalPrefix'>): string {
+  return jwt.principalPrefix ?? `jwt:${jwt.issuer}:`;
+}
+
+/**
+ * Each authentication source has its own principal namespace: a static principal whose id
+ * starts with the JWT prefix could be spoken for by a JWT subject (and the other way round).
+ */
+function jwtNamespaceProblems(http: HttpConfig): string[] {
+  if (!http.jwt) return [];
+  const prefix = jwtPrincipalPrefix(http.jwt);
+  const problems: string[] = [];
+  if (Buffer.byteLength(prefix, 'utf8') >= limits.principalIdBytesMax) problems.push(`http.jwt: the principal prefix ${JSON.stringify(prefix.slice(0, 40))} leaves no room for a subject within ${limits.principalIdBytesMax} bytes`);
+  for (const p of http.principals) {
+    if (p.principalId.startsWith(prefix)) problems.push(`principal "${p.principalId.slice(0, 80)}" lies in the JWT principal namespace ${JSON.stringify(prefix)}: a JWT subject could speak for it`);
+  }
   return problems;
 }
 
@@ -334,8 +378,11 @@ export interface HttpSettings {
   bodyLimitBytes: number;
   waitMsMax: number;
   drainMs: number;
+  headersTimeoutMs: number;
+  requestTimeoutMs: number;
   principals: { principalId: string; tokenSha256: Buffer; senderPeerId: string | null }[];
-  jwt: { issuer: string; audience: string; jwks: { keys: JsonObject[] }; algorithms?: string[] } | undefined;
+  /** `principalPrefix` is resolved: a JWT's principal is it followed by the token's `sub`. */
+  jwt: { issuer: string; audience: string; jwks: { keys: JsonObject[] }; algorithms?: string[]; principalPrefix: string } | undefined;
 }
 
 export interface Deployment {
@@ -489,12 +536,14 @@ async function resolveHttp(config: HttpConfig): Promise<HttpSettings> {
     bodyLimitBytes: config.bodyLimitBytes,
     waitMsMax: config.waitMsMax,
     drainMs: config.drainMs ?? 0,
+    headersTimeoutMs: config.headersTimeoutMs ?? headersTimeoutMsDefault,
+    requestTimeoutMs: config.requestTimeoutMs ?? requestTimeoutMsDefault,
     principals: config.principals.map((p) => ({ principalId: p.principalId, tokenSha256: Buffer.from(p.tokenSha256, 'hex'), senderPeerId: p.senderPeerId ?? null })),
     jwt: undefined,
   };
   if (config.jwt) {
     const jwks = await readJwks(config.jwt.jwksFile);
-    settings.jwt = { issuer: config.jwt.issuer, audience: config.jwt.audience, jwks };
+    settings.jwt = { issuer: config.jwt.issuer, audience: config.jwt.audience, jwks, principalPrefix: jwtPrincipalPrefix(config.jwt) };
     if (config.jwt.algorithms) settings.jwt.algorithms = config.jwt.algorithms;
   }
   return settings;

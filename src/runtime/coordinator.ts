@@ -33,6 +33,7 @@ import { newEntry, resultBatchMsDefault, type Arrival, type Caller, type Coordin
 import { dispatchCancels, dispatchRequests } from './outbox.js';
 import { onPeerMessage } from './intake.js';
 import { LogBudgetExhausted, logLimits, logRoomProblem, logSizeOf, resolveBudgets, transitionBytes, type Budgets } from './log-budget.js';
+import { deploymentAttemptsMax } from './mode.js';
 
 export type { Caller, CoordinatorDeps, Deployment } from './host.js';
 
@@ -203,6 +204,7 @@ export class Coordinator implements RuntimeHost {
           policyRevision: invoke.revision,
           invokeExpiresAtMs: Math.min(invoke.expiresAtMs, invokeAgain.expiresAtMs),
           requestStartMs: args.requestStartMs,
+          attemptsMax: deploymentAttemptsMax(this.deps.store, this.deps.transport),
         });
       }
     } finally {

@@ -5,7 +5,11 @@
  * released waits answered 202, exit code 0).
  */
 import assert from 'node:assert/strict';
+import { writeFile } from 'node:fs/promises';
+import { connect } from 'node:net';
+import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
+import { SignJWT, exportJWK, generateKeyPair } from 'jose';
 import { Agent, request } from 'undici';
 import { operationId as deriveOperationId } from '../../src/contract/ids.js';
 import { describeErrors } from '../../src/contract/validation.js';
@@ -65,6 +69,43 @@ async function admittedBeyond(base: string, before: number): Promise<void> {
     await new Promise((r) => setTimeout(r, 10));
   }
   assert.fail('the server did not admit the operation within 2 s');
+}
+
+interface RawExchange {
+  received: string;
+  /** Status codes of every response the server wrote, in order. */
+  statuses: number[];
+  /** When the server closed the connection, from the connect; null if it was still open at the limit. */
+  closedAfterMs: number | null;
+}
+
+/**
+ * A raw TCP client: writes `start`, then one character of `trickle` every `everyMs` (a slow
+ * sender), until the server closes the connection or `limitMs` passes.
+ */
+function rawExchange(base: string, start: string, trickle: string, everyMs: number, limitMs: number): Promise<RawExchange> {
+  const { hostname, port } = new URL(base);
+  return new Promise((resolve) => {
+    const startedAtMs = Date.now();
+    let received = '';
+    let sent = 0;
+    const socket = connect(Number(port), hostname, () => socket.write(start));
+    const writer = setInterval(() => {
+      if (sent < trickle.length && socket.writable) socket.write(trickle[sent++]!);
+    }, everyMs);
+    const finish = (closedAfterMs: number | null) => {
+      clearInterval(writer);
+      clearTimeout(limit);
+      socket.destroy();
+      const statuses = [...received.matchAll(/HTTP\/1\.1 (\d{3}) /g)].map((m) => Number(m[1]));
+      resolve({ received, statuses, closedAfterMs });
+    };
+    const limit = setTimeout(() => finish(null), limitMs);
+    socket.setEncoding('utf8').on('data', (chunk: string) => (received += chunk));
+    socket.on('end', () => clearInterval(writer)); // the server is done: stop writing into a closed socket
+    socket.on('error', () => {}); // a write racing the server's close; 'close' follows
+    socket.on('close', () => finish(Date.now() - startedAtMs));
+  });
 }
 
 describe('convoke serve over HTTP (memory store, in-process peers)', () => {
@@ -172,6 +213,12 @@ describe('convoke serve over HTTP (memory store, in-process peers)', () => {
     assert.match(metrics.text, /convoke_http_waits_released_total\{reason="client-closed"\} [1-9]/);
   });
 
+  test('the default headers timeout closes a client that sends its headers slowly at about 10 s, not at the 30 s connection sweep', async () => {
+    const exchange = await rawExchange(base, 'GET /healthz HTTP/1.1\r\nHost: convoke\r\n', 'X-Slow: ' + 'a'.repeat(200), 250, 20_000);
+    assert.deepEqual(exchange.statuses, [408], exchange.received);
+    assert.ok(exchange.closedAfterMs !== null && exchange.closedAfterMs >= 9_500 && exchange.closedAfterMs <= 12_000, `closed after ${exchange.closedAfterMs} ms`);
+  });
+
   test('operator routes over the socket', async () => {
     assert.deepEqual((await call(base, 'GET', '/healthz')).body, { status: 'ok' });
     assert.equal((await call(base, 'GET', '/openapi.json')).body.openapi, '3.1.0');
@@ -190,6 +237,56 @@ describe('convoke serve over HTTP (memory store, in-process peers)', () => {
     expectError(await call(base, 'POST', '/contract-invocations', { token: alice, body: requestBody(fixture) }), 503, 'unavailable');
     assert.equal(await server.exited, 0, server.stderr());
     assert.match(server.stderr(), /stopped/);
+  });
+});
+
+describe('convoke serve over HTTP: slow senders, unauthenticated bodies and JWT principals (short receive timeouts)', () => {
+  const headersTimeoutMs = 1_000;
+  const requestTimeoutMs = 3_000;
+  let fixture: HttpFixture;
+  let server: ServeProcess;
+  let sign: (sub: string) => Promise<string>;
+
+  before(async () => {
+    const jwt = { issuer: 'https://issuer.test', audience: 'convoke', jwksFile: 'jwks.json' };
+    fixture = await writeHttpFixture({ peerDelayMs: 20, http: { headersTimeoutMs, requestTimeoutMs, jwt } });
+    const { publicKey, privateKey } = await generateKeyPair('ES256');
+    await writeFile(join(fixture.dir, 'jwks.json'), JSON.stringify({ keys: [{ ...(await exportJWK(publicKey)), kid: 'k1', alg: 'ES256', use: 'sig' }] }));
+    sign = (sub) =>
+      new SignJWT({}).setProtectedHeader({ alg: 'ES256', kid: 'k1' }).setSubject(sub).setIssuer(jwt.issuer).setAudience(jwt.audience).setIssuedAt().setExpirationTime('5m').sign(privateKey);
+    server = await startServe(fixture.configPath);
+  });
+  after(async () => {
+    await server?.stop();
+    await fixture?.dispose();
+  });
+
+  test('the configured headers timeout closes a client that sends its headers slowly within a tenth of it', async () => {
+    const exchange = await rawExchange(server.url, 'POST /contract-invocations HTTP/1.1\r\nHost: convoke\r\n', 'X-Slow: ' + 'a'.repeat(200), 100, 10_000);
+    assert.deepEqual(exchange.statuses, [408], exchange.received);
+    assert.ok(exchange.closedAfterMs !== null && exchange.closedAfterMs >= headersTimeoutMs * 0.9 && exchange.closedAfterMs <= headersTimeoutMs * 1.1 + 300, `closed after ${exchange.closedAfterMs} ms`);
+  });
+
+  test('an unauthenticated request is answered once: its 401 closes the connection, and no 408 follows while its body trickles in', async () => {
+    const body = JSON.stringify(requestBody(fixture));
+    const head = `POST /contract-invocations HTTP/1.1\r\nHost: convoke\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n`;
+    // The body would take far longer than requestTimeoutMs to arrive.
+    const exchange = await rawExchange(server.url, head, body, 100, requestTimeoutMs * 2);
+    assert.deepEqual(exchange.statuses, [401], exchange.received);
+    assert.match(exchange.received, /\r\nconnection: close\r\n/i);
+    assert.ok(exchange.closedAfterMs !== null && exchange.closedAfterMs < requestTimeoutMs / 2, `the server closed the connection after ${exchange.closedAfterMs} ms`);
+  });
+
+  test('a JWT whose sub equals a static principal id is another principal: it cannot read that principal\'s operation (404), and the same key names another operation', async () => {
+    const body = requestBody(fixture, { waitMs: 0 });
+    const alices = expectResult(await call(server.url, 'POST', '/contract-invocations', { token: fixture.tokens.alice, body }), 202);
+    assert.equal(alices.operationId, deriveOperationId('alice', fixture.contract.digest, body.invocationKey as string), 'static principals keep their ids');
+    const impostor = await sign('alice');
+    expectError(await call(server.url, 'GET', `/contract-invocations/${alices.operationId}`, { token: impostor }), 404);
+    const own = expectResult(await call(server.url, 'POST', '/contract-invocations', { token: impostor, body }), 202);
+    assert.equal(own.operationId, deriveOperationId('jwt:https://issuer.test:alice', fixture.contract.digest, body.invocationKey as string));
+    assert.notEqual(own.operationId, alices.operationId);
+    expectResult(await call(server.url, 'GET', `/contract-invocations/${own.operationId}?waitMs=5000`, { token: impostor }), 200);
   });
 });
 

@@ -81,7 +81,7 @@ function checkInvariants(events: DomainEvent[], attemptsMax: number) {
 test('lifecycle invariants hold under random interleavings of results, expiries, retries, revocations and cancel replies', async () => {
   await fc.assert(
     fc.asyncProperty(caseArb, async ({ peers, review, steps }) => {
-      const s = await scenario({ peers, review: { ...review, timeoutMs: 6000, renewIntervalMs: Math.max(1, Math.floor(review.leaseMs / 3)) } as JsonObject });
+      const s = await scenario({ store: 'sqlite', peers, review: { ...review, timeoutMs: 6000, renewIntervalMs: Math.max(1, Math.floor(review.leaseMs / 3)) } as JsonObject });
       const names = peerIds(peers).sort();
       const { result } = await s.invoke('prop');
       const op = result.operationId;

@@ -1,5 +1,10 @@
 /** Scenario helpers: an embedded deployment on a virtual clock, raw peer traffic, and the replay-equality check. */
 import assert from 'node:assert/strict';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after } from 'node:test';
+import { SqliteEventStore } from '../../src/adapters/store/sqlite.js';
 import type { JsonObject, JsonValue } from '../../src/contract/json.js';
 import { VirtualClock, flushMicrotasks } from '../../src/runtime/clock.js';
 import { createEmbedded, peerBusPermissions, type Embedded, type EmbeddedOptions } from '../../src/runtime/embedded.js';
@@ -40,6 +45,19 @@ export interface ScenarioOptions {
   peers?: number;
   groups?: Record<string, string[]>;
   embedded?: Partial<EmbeddedOptions>;
+  /**
+   * The operation store: `memory` (the default) is memory mode, one attempt per branch whatever
+   * the contract says; `sqlite` (a temporary file, removed when the test ends) is durable, so
+   * branches retry and are reassigned within the contract's budget.
+   */
+  store?: 'memory' | 'sqlite';
+}
+
+/** A SQLite store in a temporary directory; the directory goes when the current test ends. */
+function temporarySqliteStore(clock: VirtualClock): { store: SqliteEventStore; remove(): void } {
+  const dir = mkdtempSync(join(tmpdir(), 'convoke-scenario-'));
+  const store = new SqliteEventStore({ path: join(dir, 'ops.db'), clock, synchronous: 'normal' });
+  return { store, remove: () => rmSync(dir, { recursive: true, force: true }) };
 }
 
 export async function scenario(options: ScenarioOptions = {}): Promise<Scenario> {
@@ -47,7 +65,19 @@ export async function scenario(options: ScenarioOptions = {}): Promise<Scenario>
   const groups = options.groups ?? { reviewers: peerIds(options.peers ?? 5) };
   // Each result is committed as soon as its turn comes (no batching window), unless a test asks:
   // on a virtual clock a held result would wait for the test to advance time.
-  const embedded = await createEmbedded({ clock, bundle: reviewBundle(options.review), groups, resultBatchMs: 0, ...options.embedded });
+  const sqlite = options.store === 'sqlite' ? temporarySqliteStore(clock) : undefined;
+  const embedded = await createEmbedded({ clock, bundle: reviewBundle(options.review), groups, resultBatchMs: 0, ...(sqlite ? { store: sqlite.store } : {}), ...options.embedded });
+  let closing: Promise<void> | undefined;
+  const close = () =>
+    (closing ??= (async () => {
+      try {
+        await embedded.close();
+      } finally {
+        sqlite?.remove();
+      }
+    })());
+  // A SQLite store polls for other writers' appends: it must be closed for the test to end.
+  if (sqlite) after(close);
   const connections = new Map<string, ReturnType<Embedded['bus']['connect']>>();
   const connection = (peerId: string) => {
     let c = connections.get(peerId);
@@ -56,6 +86,7 @@ export async function scenario(options: ScenarioOptions = {}): Promise<Scenario>
   };
   const self: Scenario = {
     ...embedded,
+    close,
     clock,
     invoke: (key, input = { document: 'hello' }, principalId = 'svc-a', senderPeerId = null) =>
       embedded.coordinator.invoke({ principalId, senderPeerId }, { contract: embedded.bundle.ref, interaction: 'review', invocationKey: key, input }),

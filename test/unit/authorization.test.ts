@@ -147,7 +147,7 @@ test('an expired authorization fails closed for a caller cancellation: it is ref
 });
 
 test('an expired authorization fails closed at reassignment: that candidate is not selected', async () => {
-  const s = await scenario({ peers: 3, review: { delivery: 'one-eligible', completion: { mode: 'first-success' }, leaseMs: 1000, renewIntervalMs: 400, retryBackoffMs: 100, attempts: 3, timeoutMs: 10_000 } });
+  const s = await scenario({ store: 'sqlite', peers: 3, review: { delivery: 'one-eligible', completion: { mode: 'first-success' }, leaseMs: 1000, renewIntervalMs: 400, retryBackoffMs: 100, attempts: 3, timeoutMs: 10_000 } });
   const { calls } = expireWhen(s, (input) => input.action === 'deliver' && input.attempt === 2 && input.peerId === 'bravo');
   const { result } = await s.invoke('k');
   await s.settle();

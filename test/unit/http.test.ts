@@ -235,12 +235,25 @@ describe('HTTP facade with JWT principals (inject)', () => {
   const post = (token: string, body: object) =>
     built.http.app.inject({ method: 'POST', url: '/contract-invocations', headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' }, payload: JSON.stringify(body) });
 
-  test('a valid JWT authenticates its sub; its operations are its own', async () => {
+  test('a valid JWT authenticates jwt:<issuer>:<sub>, the JWT principal namespace; its operations are its own', async () => {
     const body = requestBody(fixture, { waitMs: 0 });
     const result = resultBody(await post(await sign({}), body), 202);
-    assert.equal(result.operationId, deriveOperationId('carol', fixture.contract.digest, body.invocationKey as string));
+    assert.equal(result.operationId, deriveOperationId('jwt:https://issuer.test:carol', fixture.contract.digest, body.invocationKey as string));
     const asAlice = await built.http.app.inject({ url: `/contract-invocations/${result.operationId}`, headers: { authorization: `Bearer ${fixture.tokens.alice}` } });
     errorBody(asAlice, 404);
+  });
+
+  test('a JWT whose sub equals a static principal id cannot read that principal\'s operation (404)', async () => {
+    const body = requestBody(fixture, { waitMs: 0 });
+    const alices = resultBody(await post(fixture.tokens.alice, body), 202);
+    const asJwtAlice = await built.http.app.inject({ url: `/contract-invocations/${alices.operationId}`, headers: { authorization: `Bearer ${await sign({ sub: 'alice' })}` } });
+    errorBody(asJwtAlice, 404);
+  });
+
+  test('a JWT sub that cannot make a principal id (control characters, too long once prefixed) is 401', async () => {
+    errorBody(await post(await sign({ sub: 'carol\u0000' }), requestBody(fixture)), 401);
+    errorBody(await post(await sign({ sub: 'c'.repeat(256 - 'jwt:https://issuer.test:'.length + 1) }), requestBody(fixture)), 401);
+    resultBody(await post(await sign({ sub: 'c'.repeat(256 - 'jwt:https://issuer.test:'.length) }), requestBody(fixture, { waitMs: 0 })), 202);
   });
 
   test('expired, wrong audience, or tampered JWTs are 401', async () => {
@@ -296,6 +309,25 @@ describe('deployment config', () => {
     const twice = { ...base().http, principals: [{ principalId: 'p', tokenSha256: 'a'.repeat(64) }, { principalId: 'q', tokenSha256: 'a'.repeat(64) }] };
     fails({ ...base(), http: twice }, 'share one token hash');
     fails({ ...base(), http: { ...base().http, principals: [] } }, 'no principal can authenticate');
+  });
+
+  test('each authentication source has its own principal namespace: no static principal id inside the JWT prefix, which is configurable', () => {
+    const jwt = { issuer: 'https://idp.test', audience: 'convoke', jwksFile: 'jwks.json' };
+    const withStatic = (principalId: string, extra: object = {}) => ({ ...base(), http: { ...base().http, principals: [{ principalId, tokenSha256: 'a'.repeat(64) }], jwt: { ...jwt, ...extra } } });
+    fails(withStatic('jwt:https://idp.test:carol'), 'lies in the JWT principal namespace "jwt:https://idp.test:"');
+    assert.equal(parse(withStatic('carol')).http.jwt?.issuer, 'https://idp.test');
+    fails(withStatic('idp/carol', { principalPrefix: 'idp/' }), 'lies in the JWT principal namespace "idp/"');
+    assert.equal(parse(withStatic('jwt:https://idp.test:carol', { principalPrefix: 'idp/' })).http.jwt?.principalPrefix, 'idp/');
+    fails(withStatic('carol', { principalPrefix: '' }), '/http/jwt/principalPrefix');
+    fails(withStatic('carol', { principalPrefix: 'p'.repeat(256) }), 'leaves no room for a subject');
+  });
+
+  test('the receive timeouts are bounded and the headers timeout is within the request timeout', () => {
+    const http = (extra: object) => ({ ...base(), http: { ...base().http, ...extra } });
+    assert.equal(parse(http({ headersTimeoutMs: 1000, requestTimeoutMs: 2000 })).http.headersTimeoutMs, 1000);
+    fails(http({ headersTimeoutMs: 5000, requestTimeoutMs: 2000 }), 'headersTimeoutMs (5000) exceeds requestTimeoutMs (2000)');
+    fails(http({ headersTimeoutMs: 99 }), '/http/headersTimeoutMs');
+    fails(http({ requestTimeoutMs: 300_001 }), '/http/requestTimeoutMs');
   });
 
   test('building: unattested namespaces and example results that do not match are config errors; an incomplete nats transport is invalid input', async () => {

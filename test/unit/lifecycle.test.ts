@@ -36,7 +36,7 @@ test('selection sorts eligible authorized peer IDs by unsigned ASCII byte order 
 });
 
 test('one-eligible derives its branch ID from the initially selected peer and keeps it when the assignee changes', async () => {
-  const s = await scenario({ peers: 3, review: oneEligible() });
+  const s = await scenario({ store: 'sqlite', peers: 3, review: oneEligible() });
   await s.addPeer('bravo', { review: answers('approve') });
   const { result } = await s.invoke('k');
   await s.settle();
@@ -48,7 +48,7 @@ test('one-eligible derives its branch ID from the initially selected peer and ke
 });
 
 test('initial selection and reassignment are persisted before sending', async () => {
-  const s = await scenario({ peers: 2, review: oneEligible() });
+  const s = await scenario({ store: 'sqlite', peers: 2, review: oneEligible() });
   const order: string[] = [];
   const store = s.store;
   const append = store.append.bind(store);
@@ -74,7 +74,7 @@ test('fence 0 is invalid on the wire: such a message is never admitted', async (
 });
 
 test('when no eligible peer remains the branch becomes failed and is never silently broadcast', async () => {
-  const s = await scenario({ peers: 2, review: oneEligible({ attempts: 5 }) });
+  const s = await scenario({ store: 'sqlite', peers: 2, review: oneEligible({ attempts: 5 }) });
   const { result } = await s.invoke('k');
   await s.settle();
   await s.clock.advance(1100); // alfa expires → bravo
@@ -145,7 +145,7 @@ test('a revoked owner cannot renew: revocation terminates its still-open branch'
 });
 
 test('a released claim allows a logical retry after the fixed backoff, as a new attempt and fence of the same branch', async () => {
-  const s = await scenario({ peers: 1, review: { leaseMs: 1000, renewIntervalMs: 400, retryBackoffMs: 250, attempts: 2, timeoutMs: 10_000, completion: { mode: 'first-success' } } });
+  const s = await scenario({ store: 'sqlite', peers: 1, review: { leaseMs: 1000, renewIntervalMs: 400, retryBackoffMs: 250, attempts: 2, timeoutMs: 10_000, completion: { mode: 'first-success' } } });
   const { result } = await s.invoke('k');
   await s.settle();
   await claim(s, 'alfa', result.operationId, 'alfa', 1, 1, 'release');
@@ -160,7 +160,7 @@ test('a released claim allows a logical retry after the fixed backoff, as a new 
 });
 
 test('attempt counts are finite: a branch fails when its attempt budget is spent', async () => {
-  const s = await scenario({ peers: 1, review: { leaseMs: 1000, renewIntervalMs: 400, retryBackoffMs: 100, attempts: 2, timeoutMs: 20_000, completion: { mode: 'first-success' } } });
+  const s = await scenario({ store: 'sqlite', peers: 1, review: { leaseMs: 1000, renewIntervalMs: 400, retryBackoffMs: 100, attempts: 2, timeoutMs: 20_000, completion: { mode: 'first-success' } } });
   const { result } = await s.invoke('k');
   await s.settle();
   for (let i = 0; i < 6; i++) await s.clock.advance(1000);
@@ -190,7 +190,7 @@ test('a transport retry after an uncertain send is not an application retry: sam
 });
 
 test('a committed retryable failure allows a logical retry within the budget', async () => {
-  const s = await scenario({ peers: 1, review: { attempts: 2, retryBackoffMs: 100, completion: { mode: 'first-success' } } });
+  const s = await scenario({ store: 'sqlite', peers: 1, review: { attempts: 2, retryBackoffMs: 100, completion: { mode: 'first-success' } } });
   const { result } = await s.invoke('k');
   await s.settle();
   await s.send('alfa', { operationId: result.operationId, branchId: 'alfa', peerId: 'alfa', result: { verdict: 'retry' } });
@@ -210,7 +210,7 @@ test('retryability cannot override the deadline: a retry that could not start be
 });
 
 test('stale or duplicate result traffic never creates another attempt', async () => {
-  const s = await scenario({ peers: 1, review: { attempts: 3, retryBackoffMs: 100, completion: { mode: 'first-success' } } });
+  const s = await scenario({ store: 'sqlite', peers: 1, review: { attempts: 3, retryBackoffMs: 100, completion: { mode: 'first-success' } } });
   const { result } = await s.invoke('k');
   await s.settle();
   for (let i = 0; i < 4; i++) await s.send('alfa', { operationId: result.operationId, branchId: 'alfa', peerId: 'alfa', result: { verdict: 'retry' } });
@@ -222,7 +222,7 @@ test('stale or duplicate result traffic never creates another attempt', async ()
 });
 
 test('result admission always checks the current assignment and fence: the previous attempt is stale', async () => {
-  const s = await scenario({ peers: 2, review: oneEligible() });
+  const s = await scenario({ store: 'sqlite', peers: 2, review: oneEligible() });
   const { result } = await s.invoke('k');
   await s.settle();
   await s.clock.advance(1100);
@@ -299,7 +299,7 @@ test('the memory effect sink stays bounded: it keeps the newest keys and effects
 });
 
 test('a lease alone cannot stop running code: the old owner’s late effect is refused by its fence', async () => {
-  const s = await scenario({ peers: 2, review: oneEligible() });
+  const s = await scenario({ store: 'sqlite', peers: 2, review: oneEligible() });
   const sink = new MemoryEffectSink();
   let finishAlfa!: () => void;
   await s.addPeer('alfa', { review: (_i, c) => new Promise((resolve) => (finishAlfa = () => resolve(c.effect(() => ({ by: 'alfa' })).then(() => ({ verdict: 'approve' })))) ) }, { sink, renew: false });
@@ -350,7 +350,7 @@ test('a gathered peer that is not authorized makes the admission denied', async 
 });
 
 test('an expired claim retries after the backoff from its lease end, even when the expiry is noticed late', async () => {
-  const s = await scenario({ peers: 1, review: { leaseMs: 1000, renewIntervalMs: 400, retryBackoffMs: 100, attempts: 2, timeoutMs: 3000, completion: { mode: 'first-success' } } });
+  const s = await scenario({ store: 'sqlite', peers: 1, review: { leaseMs: 1000, renewIntervalMs: 400, retryBackoffMs: 100, attempts: 2, timeoutMs: 3000, completion: { mode: 'first-success' } } });
   const { result } = await s.invoke('k');
   await s.settle();
   // The coordinator is stalled (a crash, a pause) until just before the deadline; the lease ended long ago.

@@ -281,7 +281,7 @@ test('detach stops waiting for sibling results but sends no cancel and does not 
 });
 
 test('a branch only waiting to retry is cancelled without a message: nothing of it is running', async () => {
-  const s = await scenario({ peers: 2, review: { ...cancelling, attempts: 2, retryBackoffMs: 500 } });
+  const s = await scenario({ store: 'sqlite', peers: 2, review: { ...cancelling, attempts: 2, retryBackoffMs: 500 } });
   const { result } = await s.invoke('k');
   await s.settle();
   await s.send('bravo', { operationId: result.operationId, branchId: 'bravo', peerId: 'bravo', result: { verdict: 'retry' } });
@@ -322,7 +322,7 @@ test('caller cancellation is refused when the policy denies the cancel action', 
 });
 
 test('a request the decision overtook before it was sent is withdrawn, not cancelled: settlement stays complete', async () => {
-  const s = await scenario({ peers: 2, review: { ...cancelling, attempts: 2, retryBackoffMs: 100 } });
+  const s = await scenario({ store: 'sqlite', peers: 2, review: { ...cancelling, attempts: 2, retryBackoffMs: 100 } });
   const { result } = await s.invoke('k');
   await s.settle();
   await s.send('alfa', { operationId: result.operationId, branchId: 'alfa', peerId: 'alfa', result: { verdict: 'retry' } });

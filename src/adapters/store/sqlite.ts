@@ -133,7 +133,8 @@ function openDatabase(options: SqliteStoreOptions): Database.Database {
 
 export class SqliteEventStore implements EventStore {
   readonly name = 'sqlite';
-  readonly capabilities = { durable: true, guard: 'in-write' } as const;
+  /** A ':memory:' database dies with the process, like the memory store: not durable (memory mode, src/runtime/mode.ts). */
+  readonly capabilities: { durable: boolean; guard: 'in-write' };
   private readonly db: Database.Database;
   private readonly statements: Statements;
   private readonly clock: Clock;
@@ -146,6 +147,7 @@ export class SqliteEventStore implements EventStore {
   private closed = false;
 
   constructor(options: SqliteStoreOptions) {
+    this.capabilities = { durable: options.path !== ':memory:', guard: 'in-write' };
     this.clock = options.clock;
     this.limits = resolveStoreLimits(options.limits);
     this.followIntervalMs = options.followIntervalMs ?? 50;

@@ -99,7 +99,7 @@ export class MemoryBus {
 }
 
 export class MemoryTransport implements Transport {
-  readonly capabilities = { durable: false, resultFencing: true } as const;
+  readonly capabilities = { durable: false, resultFencing: true, inProcess: true } as const;
   private readonly subs = new Set<BusSubscription>();
   private closed = false;
   /** The publish allow-list split into tokens once; null when everything is allowed. */

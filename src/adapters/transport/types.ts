@@ -89,6 +89,11 @@ export interface TransportCapabilities {
    * peer's business: a transport can fence results without any effect being fenced.
    */
   resultFencing: boolean;
+  /**
+   * The in-process bus: its messages are lost only with the process that also holds the
+   * coordinator and the peers (src/runtime/mode.ts: with a durable store this is not memory mode).
+   */
+  inProcess?: boolean;
 }
 
 export interface Transport {

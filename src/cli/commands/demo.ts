@@ -14,8 +14,14 @@ import type { InvocationResult } from '../../projections/views.js';
 import type { CliIo } from '../io.js';
 import { heading, renderTable } from '../table.js';
 import { describeEvent } from '../describe.js';
-import { scenarios } from './scenarios.js';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { scenarios, type DemoScenario } from './scenarios.js';
 import { openStore } from '../../adapters/store/open.js';
+import { SqliteEventStore } from '../../adapters/store/sqlite.js';
+import type { EventStore } from '../../adapters/store/types.js';
+import type { Clock } from '../../runtime/clock.js';
 
 export interface DemoOptions {
   scenario: string;
@@ -38,8 +44,15 @@ export async function demoCommand(options: DemoOptions, io: CliIo): Promise<numb
   const clock = new SystemClock();
   const random = seededRandom(options.seed);
   const peers = peerIds(options.peers);
-  const store = await openStore(options.store ?? 'memory:', { clock });
-  const embedded = await createEmbedded({ clock, store, bundle: reviewBundle(scenario.review(options)), groups: { reviewers: peers } });
+  const { store, remove } = await demoStore(scenario, options, clock);
+  let embedded;
+  try {
+    embedded = await createEmbedded({ clock, store, bundle: reviewBundle(scenario.review(options)), groups: { reviewers: peers } });
+  } catch (error) {
+    await store.close();
+    await remove();
+    throw error;
+  }
   try {
     await scenario.peers(embedded, peers, random, options.approveRate);
     const input: JsonValue = { document: 'RFC: adopt convoke for N-of-M reviews' };
@@ -55,17 +68,50 @@ export async function demoCommand(options: DemoOptions, io: CliIo): Promise<numb
     const read = await embedded.store.read(result.operationId);
     const transitions = read.kind === 'ok' ? read.transitions : [];
     if (options.json) io.stdout.write(JSON.stringify({ result: final, transitions }, null, 2) + '\n');
-    else io.stdout.write(renderDemo(final, transitions, options));
+    else io.stdout.write(renderDemo(final, transitions, options, describeStore(store, options)));
     return waited.reached ? 0 : 1;
   } finally {
     await embedded.close();
+    await remove();
   }
 }
 
-function renderDemo(result: InvocationResult, transitions: StoredTransition[], options: DemoOptions): string {
+/**
+ * The demo's store: --store if given, else memory: — except for a scenario that shows a retry,
+ * which memory mode (one attempt) cannot show: it gets a temporary SQLite file, removed after.
+ */
+async function demoStore(scenario: DemoScenario, options: DemoOptions, clock: Clock): Promise<{ store: EventStore; remove(): Promise<void> }> {
+  if (options.store !== undefined) {
+    const store = await openStore(options.store, { clock });
+    // The demo's bus is in-process, so memory mode is the store's (src/runtime/mode.ts).
+    if (scenario.retries && !store.capabilities.durable) {
+      await store.close();
+      throw new AdapterError('invalid-input', `scenario "${options.scenario}" shows a retry, and memory mode has one attempt: use a durable store (e.g. --store sqlite:PATH) or none (a temporary SQLite file)`);
+    }
+    return { store, remove: async () => {} };
+  }
+  if (!scenario.retries) return { store: await openStore('memory:', { clock }), remove: async () => {} };
+  const dir = await mkdtemp(join(tmpdir(), 'convoke-demo-'));
+  try {
+    // The file goes with the demo: it needs to outlive a crash of the process (durable, so not
+    // memory mode), not a power loss, so commits are not fsynced.
+    const store = new SqliteEventStore({ path: join(dir, 'ops.db'), clock, synchronous: 'normal' });
+    return { store, remove: () => rm(dir, { recursive: true, force: true }) };
+  } catch (error) {
+    await rm(dir, { recursive: true, force: true });
+    throw error;
+  }
+}
+
+function describeStore(store: EventStore, options: DemoOptions): string {
+  if (store.name === 'memory') return 'memory store (memory mode: one attempt)';
+  return options.store === undefined ? `temporary ${store.name} store` : `${store.name} store`;
+}
+
+function renderDemo(result: InvocationResult, transitions: StoredTransition[], options: DemoOptions, storeDescription: string): string {
   const d = result.decision;
   const t0 = result.admittedAtMs;
-  let out = `convoke demo ${options.scenario} — ${options.peers} peers, quorum ${options.quorum}, seed ${options.seed} (embedded: memory store, in-process bus)\n`;
+  let out = `convoke demo ${options.scenario} — ${options.peers} peers, quorum ${options.quorum}, seed ${options.seed} (embedded: ${storeDescription}, in-process bus)\n`;
   out += `${scenarios[options.scenario]!.description}\n`;
   out += `operation ${result.operationId}\n`;
   out += heading('Decision');

@@ -14,6 +14,11 @@ export interface DemoScenario {
   peers: (embedded: Embedded, names: string[], random: Random, approveRate: number) => Promise<void>;
   /** Something that happens while the operation runs (e.g. a revocation). */
   during?: (embedded: Embedded, names: string[]) => Promise<void>;
+  /**
+   * The scenario shows a branch's attempt 2. Memory mode has one attempt, so it runs on a durable
+   * store: a temporary SQLite file unless --store names one.
+   */
+  retries?: true;
 }
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
@@ -44,6 +49,7 @@ export const scenarios: Record<string, DemoScenario> = {
   'one-eligible-failover': {
     description: 'one branch, given to the first eligible peer in byte order; alfa asks to retry, so the same branch moves to bravo with attempt 2 and fence 2',
     review: () => ({ ...fast, delivery: 'one-eligible', completion: { mode: 'first-success' }, attempts: 3 }),
+    retries: true,
     peers: async (embedded, names) => {
       await embedded.addPeer(names[0]!, { review: reviewer(names[0]!, 20, 'retry') });
       for (const peerId of names.slice(1)) await embedded.addPeer(peerId, { review: reviewer(peerId, 20, 'approve') });
@@ -51,7 +57,8 @@ export const scenarios: Record<string, DemoScenario> = {
   },
   'lease-expiry': {
     description: 'charlie takes the request and stalls without renewing; its lease expires and attempt 2 (fence 2) of the same branch is sent after the backoff',
-    review: ({ peers }) => ({ ...fast, completion: { mode: 'all-successful' }, attempts: 2, timeoutMs: 3000, ...(peers < 1 ? {} : {}) }),
+    review: () => ({ ...fast, completion: { mode: 'all-successful' }, attempts: 2, timeoutMs: 3000 }),
+    retries: true,
     peers: async (embedded, names) => {
       for (const peerId of names) {
         if (peerId !== 'charlie') {

@@ -1,0 +1,46 @@
+/**
+ * `convoke demo` scenarios that show a retry run on a durable store: memory mode has one attempt
+ * (spec: "Memory mode keeps the same identities/completion rules but has one attempt"), so
+ * without --store they get a temporary SQLite file, removed afterwards, and --store memory: is
+ * refused rather than shown without its retry.
+ */
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { readdir } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { demoCommand } from '../../src/cli/commands/demo.js';
+import { isAdapterError } from '../../src/contract/errors.js';
+import type { CliIo } from '../../src/cli/io.js';
+
+function captureIo(): CliIo & { out: () => string } {
+  let out = '';
+  return { stdout: { write: (s: string) => (out += s) }, stderr: { write: () => true }, readStdin: async () => new Uint8Array(), out: () => out };
+}
+
+const demoDirs = async () => (await readdir(tmpdir())).filter((name) => name.startsWith('convoke-demo-'));
+
+test('a demo scenario that shows a retry runs on a temporary SQLite store, removed afterwards, and shows attempt 2 with fence 2', async () => {
+  const before = await demoDirs();
+  const io = captureIo();
+  assert.equal(await demoCommand({ scenario: 'lease-expiry', peers: 3, quorum: 3, json: true, seed: 1, approveRate: 1 }, io), 0);
+  const { result } = JSON.parse(io.out()) as { result: { branches: { branchId: string; attempt: number; fence: number; status: string }[] } };
+  const charlie = result.branches.find((b) => b.branchId === 'charlie');
+  assert.ok(charlie && charlie.attempt >= 2 && charlie.fence === charlie.attempt && charlie.status === 'success', JSON.stringify(result.branches));
+  assert.deepEqual(await demoDirs(), before, 'the temporary store is removed');
+});
+
+test('a demo scenario that shows a retry is refused on a memory store: memory mode has one attempt', async () => {
+  for (const scenario of ['lease-expiry', 'one-eligible-failover']) {
+    await assert.rejects(
+      demoCommand({ scenario, store: 'memory:', peers: 3, quorum: 1, json: true, seed: 1, approveRate: 1 }, captureIo()),
+      (e: unknown) => isAdapterError(e) && e.kind === 'invalid-input' && /one attempt/.test(e.description ?? ''),
+    );
+  }
+});
+
+test('the other demo scenarios keep the memory store by default', async () => {
+  const io = captureIo();
+  assert.equal(await demoCommand({ scenario: 'default', peers: 3, quorum: 2, json: true, seed: 1, approveRate: 1 }, io), 0);
+  const { result } = JSON.parse(io.out()) as { result: { decision: { outcome: string } } };
+  assert.equal(result.decision.outcome, 'success');
+});
