@@ -100,6 +100,14 @@ class NatsHarness implements ConformanceContext {
         await this.server.stop();
         await start();
       },
+      restartServerThroughInterlude: async (interludeMs) => {
+        await this.server.stop();
+        const plain = await startNatsServer({ users: rosterUsers(), jetstream: false, port: this.server.port });
+        this.started.push(plain);
+        await new Promise((resolve) => setTimeout(resolve, interludeMs));
+        await plain.stop();
+        await start();
+      },
       alterStream: (stream, patch) => this.asObserver(async (jsm) => void (await jsm.streams.update(stream, patch))),
       deleteStream: (stream) => this.asObserver(async (jsm) => void (await jsm.streams.delete(stream))),
       purgeStream: (stream) => this.asObserver(async (jsm) => void (await jsm.streams.purge(stream))),

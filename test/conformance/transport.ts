@@ -48,6 +48,11 @@ export interface DurableControls {
   restartServer(): Promise<void>;
   stopServer(): Promise<void>;
   startServer(): Promise<void>;
+  /**
+   * Stops the server, serves the port for `interludeMs` from a server without JetStream (clients
+   * reconnect, and every JetStream call they make then fails), then starts the real one again.
+   */
+  restartServerThroughInterlude(interludeMs: number): Promise<void>;
   /** Changes a stream's config as an administrator would (jsm.streams.update). */
   alterStream(stream: string, patch: { duplicate_window?: number; max_bytes?: number }): Promise<void>;
   /** Purges a stream as an administrator would. */
@@ -420,6 +425,23 @@ function durableRules(factory: TransportFactory): void {
     assert.equal(got.payloads().filter((p) => p === 'r1').length, 1, 'the acked request stays acked across the restart');
     assert.ok(got.messages.filter((m) => text(m.data) === 'r2').slice(1).every((m) => m.redelivered));
     assert.deepEqual(await coordinator.checkDurability(), { ok: true });
+  });
+
+  it('a durable subscription pulls again within seconds of a broker restart, even when its first look after reconnecting fails', options, async (t) => {
+    const { coordinator, alfa, controls } = await durableSetup(t, factory, { ackWaitMs: 2_000, maxDeliver: 100 });
+    const got = collector();
+    await subscribeAlfaRequests(alfa, async (m) => {
+      got.handler(m);
+      await m.ack();
+    });
+    assert.equal((await publishDefinite(coordinator, requestSubject('op1'), 'r1', 'm-1')).receipt, 'stored');
+    await waitFor(() => got.payloads().includes('r1'), 'r1 before the restart');
+    // While the port is served without JetStream the subscriber reconnects and its consumer
+    // check fails; a retry paced by a 30 s pull expiry would leave the consumer idle for as long
+    // as a lease, which is what stalled branches after broker restarts.
+    await controls.restartServerThroughInterlude(1_500);
+    assert.equal((await publishDefinite(coordinator, requestSubject('op2'), 'r2', 'm-2')).receipt, 'stored');
+    await waitFor(() => got.payloads().includes('r2'), 'r2 within seconds of the restart', 12_000);
   });
 
   it('a publish whose storage ack never arrives is unknown, never rejected', options, async (t) => {

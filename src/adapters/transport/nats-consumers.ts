@@ -16,6 +16,19 @@ import type { ExhaustedInfo, InboundMessage, MessageHandler, Subscription } from
 
 /** Messages a consumer pulls ahead; small, because buffered messages age against ack_wait too. */
 const pullBatchMessagesMax = 64;
+/**
+ * How long one pull stays open, bounded to nats.js's accepted range. It also paces the consumer's
+ * recovery: after a reconnect nats.js checks the consumer and pulls again, and when that check
+ * fails (JetStream not ready yet after a broker restart) it tries again only after this long, and
+ * missed heartbeats (half of it each) are noticed after twice half of it. With nats.js's default
+ * 30 s a consumer could stay idle as long as a lease after a restart; tied to ack_wait, it recovers
+ * about as fast as an unacknowledged message would come back.
+ */
+export function pullExpiresMs(config: DurableConfig): number {
+  return Math.min(pullExpiresMsMax, Math.max(pullExpiresMsMin, config.ackWaitMs));
+}
+const pullExpiresMsMin = 1_000;
+const pullExpiresMsMax = 30_000;
 /** Stream sequences remembered per subscription, to name the subject of an exhausted message. */
 const deliveredSubjectsMax = 10_000;
 /** Exhausted sequences remembered per subscription: the server re-emits the advisory after a restart. */
@@ -296,7 +309,7 @@ export async function subscribeDurable(ctx: JetStreamContext, request: DurableSu
     const consumer = ctx.js.consumers.getConsumerFromInfo(info);
     const outstanding = new Outstanding(ctx.config.ackWaitMs);
     const messages = await consumer
-      .consume({ max_messages: pullBatchMessagesMax, callback: (m) => deliverDurable(ctx, m, handler, delivered, outstanding) })
+      .consume({ max_messages: pullBatchMessagesMax, expires: pullExpiresMs(ctx.config), callback: (m) => deliverDurable(ctx, m, handler, delivered, outstanding) })
       .catch((error: unknown) => {
         outstanding.close();
         throw error;
