@@ -5,7 +5,8 @@
  * real audience member of one interaction, so its forgeries aim at branches that exist while its
  * one real answer per assignment may count. It runs beside the honest deployment for the whole
  * run, driven by a seeded Random, with a bounded count per kind and a bounded rate, so it ends by
- * itself.
+ * itself. (The seed fixes its draws; which message a draw lands on depends on timing, as with the
+ * chaos run's kills.)
  *
  * It knows what an adversary can know: an operation id is a pure function of principal, contract
  * digest and invocation key (src/contract/ids.ts) and the caller's keys are predictable, so it
