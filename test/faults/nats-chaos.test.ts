@@ -11,14 +11,36 @@
  *   - all at once: both coordinators and a peer SIGKILLed while nats-server restarts.
  *
  * Every kind happens at least once (a seeded shuffle, then seeded draws). The caller retries each
- * invocation under its key until it is admitted (idempotent by key). Then, for every operation:
+ * invocation under its key until it is admitted (idempotent by key).
+ *
+ * Throughout the run a hostile principal is at work (test/support/hostile-peer.ts): `mallory`, a
+ * peer with its own NATS user and exactly a peer's permissions, a real audience member of `first`
+ * (whose attempt budget is 2, so a claim release gets its branch reassigned at the next fence) and
+ * of an interaction in a second namespace, `e2e.v1.other`, deployed on the same coordinators.
+ * It computes the run's operation ids from the caller's predictable keys and learns more from its
+ * requests, and it floods its own subjects with junk, malformed and huge payloads, replays what it
+ * published, squats the Nats-Msg-Ids the honest peers' results will carry, publishes results,
+ * claim releases and cancel replies that name honest peers, uses stale fences and attempts for its
+ * own branch, sends its current assignment's vote on the other namespace's and the other
+ * interaction's subjects, and tries an honest peer's subject (the broker refuses). Its count and
+ * rate are bounded, so it stops by itself; the seed drives it too. Then, for every operation:
  *
  *   - it decides success: `allok` (all-successful) with all five votes, `first` (first-success,
  *     siblings cancelled) with at least one, and reaches the settled boundary;
  *   - the decision a caller reads equals the one folded from the stored log, and folding with
  *     xstate's own transition() equals the table fold;
  *   - the fenced effect sink holds at most one effect per operation/branch (exactly one for each
- *     `allok` branch), and every accepted success is backed by its effect.
+ *     `allok` branch), and every accepted success of an honest peer is backed by its effect;
+ *   - every counted vote is a real peer's current-fence result: each result the log accepted
+ *     was, when accepted, the current attempt and fence of its branch, from the branch's assigned
+ *     peer, on the operation's own subject — and on mallory's branch, a result mallory really
+ *     published there for that assignment (its one vote may count, nothing it forged does).
+ *
+ * And mallory provably ran: it stored at least a few messages of every kind, the honest results
+ * whose Msg-Ids it squatted were still accepted, its refused traffic shows in the logs' recorded
+ * rejections (wrong peer, stale fence) and in the coordinators' rejections metric (malformed,
+ * wrong subject), and the broker stored nothing it sent on an honest peer's subject. Its tallies,
+ * the recorded rejections and the metric are printed.
  *
  * The seed is printed; CONVOKE_CHAOS_SEED=N replays the fault schedule (where in the runtime a
  * kill lands still depends on the OS). CONVOKE_CHAOS_FAULTS=N sets how many faults (default 8).
@@ -28,12 +50,14 @@ import { randomInt } from 'node:crypto';
 import { jetstreamManager } from '@nats-io/jetstream';
 import { test } from 'node:test';
 import type { JsonObject } from '../../src/contract/json.js';
+import { subjectFor } from '../../src/adapters/transport/subjects.js';
 import type { StoredTransition } from '../../src/events/types.js';
 import { fold, machineSteps } from '../../src/projections/record.js';
 import { SqliteEffectSink } from '../../src/peer/sqlite-effect-sink.js';
 import { seededRandom, type Random } from '../../src/runtime/random.js';
 import type { InvocationResult } from '../../src/projections/views.js';
 import type { ServeProcess } from '../support/http-server.js';
+import { HostilePeer, hostileKinds, type HostileKind } from '../support/hostile-peer.js';
 import { NatsDeploymentFixture, approve, e2eBundle, e2eNamespace, resultOf, type CommandClient, type PeerSpec } from '../support/nats-deployment-fixture.js';
 
 const seed = Number(process.env.CONVOKE_CHAOS_SEED ?? randomInt(1, 1_000_000));
@@ -41,15 +65,51 @@ const faultCount = Number(process.env.CONVOKE_CHAOS_FAULTS ?? 8);
 const reviewers = ['alfa', 'bravo', 'charlie', 'delta', 'echo'];
 const interactionsUsed = ['allok', 'first'] as const;
 type Interaction = (typeof interactionsUsed)[number];
+/** The hostile principal, the second namespace it also belongs to, and that namespace's interaction. */
+const mallory = 'mallory';
+const otherNamespace = 'e2e.v1.other';
+const otherInteraction = 'solo';
+const firstAttemptsMax = 2;
+/** Each kind mallory must have got stored at least this many of (its budgets are far larger). */
+const hostileStoredMin: Record<Exclude<HostileKind, 'denied'>, number> = {
+  legit: 5,
+  'flood-junk': 5,
+  'flood-malformed': 5,
+  'flood-huge': 1,
+  replay: 5,
+  squat: 10,
+  impersonate: 5,
+  stale: 5,
+  'cross-namespace': 5,
+  'cross-interaction': 5,
+};
 type FaultKind = 'peer' | 'coordinator' | 'server-restart' | 'server-kill' | 'all-at-once';
 const faultKinds: readonly FaultKind[] = ['peer', 'coordinator', 'server-restart', 'server-kill', 'all-at-once'];
 
+/** The caller's i-th invocation: what it sends, and what an observer can predict. */
+function invocation(i: number): { key: string; interaction: Interaction } {
+  return { key: `chaos-${seed}-${i}`, interaction: interactionsUsed[i % interactionsUsed.length]! };
+}
+
 /** Deadlines far beyond the run, so every operation must close by its rule, never by time. */
+const lasting = { timeoutMs: 120_000, leaseMs: 30_000, renewIntervalMs: 5_000, settlementGraceMs: 10_000, cancelTimeoutMs: 5_000 };
+
+/**
+ * Mallory is in `first`'s audience (first-success: its vote may close it, its silence cannot stop it),
+ * with a second attempt after a quick backoff, so its claim release reassigns its branch.
+ */
 function chaosBundle(): JsonObject {
   const bundle = e2eBundle();
   const interactions = bundle.interactions as Record<string, JsonObject>;
-  const lasting = { timeoutMs: 120_000, leaseMs: 30_000, renewIntervalMs: 5_000, settlementGraceMs: 10_000, cancelTimeoutMs: 5_000 };
-  return { ...bundle, interactions: Object.fromEntries(interactionsUsed.map((i) => [i, { ...interactions[i]!, ...lasting }])) };
+  const first = { ...interactions.first!, audience: { peers: [...reviewers, mallory] }, attempts: firstAttemptsMax, retryBackoffMs: 100 };
+  return { ...bundle, interactions: { allok: { ...interactions.allok!, ...lasting }, first: { ...first, ...lasting } } };
+}
+
+/** A second namespace on the same coordinators whose audience also names mallory: it may publish there. */
+function otherBundle(): JsonObject {
+  const bundle = e2eBundle();
+  const allok = (bundle.interactions as Record<string, JsonObject>).allok!;
+  return { ...bundle, contract: { id: 'e2e.other', version: '1.0.0' }, subjectNamespace: otherNamespace, interactions: { [otherInteraction]: { ...allok, ...lasting, audience: { peers: [mallory] } } } };
 }
 
 function chaosPeers(): Record<string, PeerSpec> {
@@ -168,6 +228,79 @@ async function inject(f: NatsDeploymentFixture, coordinators: Coordinators, kind
   }
 }
 
+/**
+ * The coordinators' rejections metric, scraped while they run: a SIGKILLed process takes its
+ * counters along, so each process's last scrape is kept and the sum over processes reported.
+ */
+class RejectionsWatch {
+  private readonly last = new Map<ServeProcess, Map<string, number>>();
+  private timer: NodeJS.Timeout | undefined;
+
+  constructor(private readonly processes: () => (ServeProcess | undefined)[]) {}
+
+  start(intervalMs: number): void {
+    this.timer = setInterval(() => void this.scrape(), intervalMs);
+  }
+
+  async stop(): Promise<void> {
+    clearInterval(this.timer);
+    await this.scrape();
+  }
+
+  totals(): Map<string, number> {
+    const totals = new Map<string, number>();
+    for (const counts of this.last.values()) for (const [reason, n] of counts) totals.set(reason, (totals.get(reason) ?? 0) + n);
+    return totals;
+  }
+
+  private async scrape(): Promise<void> {
+    const alive = this.processes().filter((p): p is ServeProcess => p !== undefined && p.child.exitCode === null && p.child.signalCode === null);
+    await Promise.all(
+      alive.map(async (p) => {
+        const text = await fetch(`${p.url}/metrics`, { signal: AbortSignal.timeout(1_000) }).then((r) => r.text()).catch(() => undefined);
+        if (text === undefined) return;
+        const counts = new Map<string, number>();
+        for (const m of text.matchAll(/^convoke_result_rejections_total\{reason="([^"]+)"\} (\d+)/gm)) counts.set(m[1]!, Number(m[2]));
+        this.last.set(p, counts);
+      }),
+    );
+  }
+}
+
+/**
+ * Every counted vote is a real peer's current-fence result: each result the log accepted was, at
+ * the transition that accepted it, its branch's current attempt and fence, from the branch's
+ * assigned peer, on the operation's own subject; on mallory's branch it is also a result mallory
+ * really published on its own subject for that assignment. Answers how many of mallory's counted.
+ */
+function checkVotes(where: string, log: readonly StoredTransition[], hostile: HostilePeer): number {
+  let malloryVotes = 0;
+  for (let k = 0; k < log.length; k++) {
+    for (const event of log[k]!.transition.events) {
+      if (event.type !== 'result-accepted') continue;
+      const before = fold(log.slice(0, k))!;
+      const branch = before.branches[event.branchId]!;
+      const at = `${where}/${event.branchId}: the result accepted at revision ${k}`;
+      assert.equal(event.peerId, branch.peerId, `${at} is from the branch's assigned peer`);
+      assert.deepEqual([event.attempt, event.fence], [branch.attempt, branch.fence], `${at} is the current assignment's`);
+      assert.equal(event.subject, subjectFor(before.subjectNamespace, before.interaction, before.operationId, 'result', branch.peerId), `${at} arrived on the operation's own subject`);
+      if (branch.peerId !== mallory) continue;
+      assert.ok(hostile.legitimate(before.operationId, event.attempt, event.fence, event.result), `${at} is one mallory really sent for that assignment: ${JSON.stringify(event)}`);
+      malloryVotes++;
+    }
+  }
+  return malloryVotes;
+}
+
+/** The rejections a log recorded for messages on a peer's subjects, by reason. */
+function recordedRejections(log: readonly StoredTransition[], peer: string, into: Map<string, number>): void {
+  for (const t of log) {
+    for (const e of t.transition.events) if (e.type === 'result-rejected' && e.subject.endsWith(`.${peer}`)) into.set(e.reason, (into.get(e.reason) ?? 0) + 1);
+  }
+}
+
+const show = (m: Map<string, number>) => [...m].sort(([a], [b]) => (a < b ? -1 : 1)).map(([k, n]) => `${k} ${n}`).join(', ');
+
 /** Invokes until admitted: across a fault the command or its reply can be lost, and the key makes a retry safe. */
 async function admit(client: CommandClient, interaction: Interaction, key: string): Promise<string> {
   const deadlineMs = Date.now() + 90_000;
@@ -208,6 +341,7 @@ test(`NATS chaos: peers, coordinators and nats-server killed and restarted under
     mode: 'durable',
     store: 'jetstream',
     bundle: chaosBundle(),
+    extraBundles: [otherBundle()],
     groups: { reviewers },
     peers: chaosPeers(),
     commandClients: ['billing'],
@@ -215,17 +349,36 @@ test(`NATS chaos: peers, coordinators and nats-server killed and restarted under
     durabilityCheckIntervalMs: 500,
   });
   const coordinators = new Coordinators(f);
+  const watch = new RejectionsWatch(() => [f.serve, coordinators.second]);
+  let hostile: HostilePeer | undefined;
   try {
     await Promise.all([coordinators.start(0), coordinators.start(1), f.startPeers()]);
     const client = await f.client('billing');
+    watch.start(500);
 
     // The caller: a new invocation every 30–90 ms, alternating the two interactions, each retried until admitted.
     const admitted: Promise<{ key: string; interaction: Interaction; operationId: string }>[] = [];
     let calling = true;
+    // Mallory draws from its own stream of the seed, so the fault schedule stays what the seed made it.
+    hostile = await HostilePeer.start({
+      peerId: mallory,
+      transport: await f.peerTransport(mallory),
+      otherTransport: await f.peerTransport(mallory, otherNamespace),
+      namespace: f.namespace,
+      interactions: interactionsUsed,
+      memberOf: { interaction: 'first', attemptsMax: firstAttemptsMax },
+      otherNamespace,
+      otherInteraction,
+      honestPeers: reviewers,
+      principalId: client.principal,
+      contractDigest: f.contract.digest,
+      invocation,
+      progress: () => admitted.length,
+      random: seededRandom(seed ^ 0x6d616c6c),
+    });
     const caller = (async () => {
       for (let i = 0; calling; i++) {
-        const interaction = interactionsUsed[i % interactionsUsed.length]!;
-        const key = `chaos-${seed}-${i}`;
+        const { key, interaction } = invocation(i);
         admitted.push(admit(client, interaction, key).then((operationId) => (interactionOf.set(operationId, interaction), { key, interaction, operationId })));
         await sleep(30 + random.int(60));
       }
@@ -237,11 +390,15 @@ test(`NATS chaos: peers, coordinators and nats-server killed and restarted under
     }
     calling = false;
     await caller;
+    await hostile.stop();
     const operations = await Promise.all(admitted);
     t.diagnostic(`${operations.length} operations admitted`);
 
     const results = new Map<string, InvocationResult | undefined>();
     await Promise.all(operations.map(async (o) => results.set(o.operationId, await settled(client, o.operationId))));
+    // Mallory answered its cancels while operations settled; now it is silenced, and the metric read a last time.
+    await hostile.close();
+    await watch.stop();
     const sink = new SqliteEffectSink({ path: f.effectsPath });
     const effects = new Map<string, number>();
     try {
@@ -250,6 +407,12 @@ test(`NATS chaos: peers, coordinators and nats-server killed and restarted under
       sink.close();
     }
 
+    const metric = watch.totals();
+    t.diagnostic(`mallory stored/published: ${hostile.summary()}; msg-ids squatted: ${hostile.squatted.length}`);
+    t.diagnostic(`rejections metric (both coordinators, every process): ${show(metric)}`);
+    const recorded = new Map<string, number>();
+    const accepted = new Map<string, boolean>();
+    let malloryVotes = 0;
     for (const { key, interaction, operationId } of operations) {
       const result = results.get(operationId);
       const where = `${key} (${interaction}, ${operationId})`;
@@ -271,10 +434,32 @@ test(`NATS chaos: peers, coordinators and nats-server killed and restarted under
         const applied = effects.get(`${operationId}/${branch.branchId}`) ?? 0;
         assert.ok(applied <= 1, `${where}/${branch.branchId}: ${applied} effects`);
         if (interaction === 'allok') assert.equal(applied, 1, `${where}/${branch.branchId}: its one effect`);
-        if (branch.accepted?.status === 'success') assert.equal(applied, 1, `${where}/${branch.branchId}: an accepted success is backed by its effect`);
+        if (branch.accepted !== null) {
+          assert.deepEqual([branch.accepted.attempt, branch.accepted.fence], [branch.attempt, branch.fence], `${where}/${branch.branchId}: the accepted result is the current assignment's`);
+          accepted.set(`${operationId}/${branch.branchId}`, true);
+        }
+        if (branch.accepted?.status === 'success' && branch.peerId !== mallory) assert.equal(applied, 1, `${where}/${branch.branchId}: an accepted success is backed by its effect`);
       }
+      malloryVotes += checkVotes(where, log, hostile);
+      recordedRejections(log, mallory, recorded);
     }
+
+    // Mallory ran, and everything it did was seen and refused.
+    t.diagnostic(`mallory's votes counted: ${malloryVotes}; rejections recorded for mallory's subjects: ${show(recorded)}`);
+    for (const kind of hostileKinds) {
+      if (kind === 'denied') continue;
+      assert.ok(hostile.tallies[kind].stored >= hostileStoredMin[kind], `mallory got at least ${hostileStoredMin[kind]} ${kind} messages stored: ${hostile.summary()}`);
+    }
+    assert.ok(hostile.tallies.denied.published >= 1, 'mallory tried an honest peer\'s subject');
+    assert.equal(hostile.tallies.denied.stored, 0, 'the broker stored nothing mallory sent on an honest peer\'s subject');
+    const squatsProven = hostile.squatted.filter((s) => accepted.has(`${s.operationId}/${s.branchId}`)).length;
+    t.diagnostic(`honest results accepted although mallory had stored their Msg-Ids first: ${squatsProven} of ${hostile.squatted.length}`);
+    assert.ok(squatsProven >= 5, `honest results whose Msg-Id mallory had taken first were still accepted (${squatsProven} of ${hostile.squatted.length})`);
+    for (const reason of ['wrong-peer', 'stale-fence']) assert.ok((recorded.get(reason) ?? 0) >= 1, `a ${reason} rejection of mallory's traffic is recorded: ${show(recorded)}`);
+    for (const reason of ['malformed', 'wrong-subject']) assert.ok((metric.get(reason) ?? 0) >= 1, `the rejections metric counts mallory's ${reason} traffic: ${show(metric)}`);
   } finally {
+    await hostile?.close();
+    await watch.stop();
     await f.dispose();
   }
 });

@@ -29,7 +29,7 @@ import { connectNats, NatsTransport, type DurableConfig, type NatsConnection } f
 import { SystemClock } from '../../src/runtime/clock.js';
 import { commandTimeoutMs, sendCommand, type CommandReply } from '../../src/runtime/commands.js';
 import type { NatsDurableSettings } from '../../src/runtime/config.js';
-import { natsPrincipalPlan, passwordVariableOf, type NatsPrincipalPlan } from '../../src/runtime/nats-deployment.js';
+import { natsDurableDefaults, natsPrincipalPlan, passwordVariableOf, type NatsPrincipalPlan } from '../../src/runtime/nats-deployment.js';
 import type { InvocationResult } from '../../src/projections/views.js';
 import type { PeerConfig, PeerInteractionConfig } from '../../src/cli/commands/peer.js';
 import { startServe, repoRoot, type ServeProcess } from './http-server.js';
@@ -60,6 +60,11 @@ export interface NatsFixtureOptions {
   resultBatchMs?: number;
   /** Start nats-server with its monitoring endpoints (server.monitorUrl); benches read /varz. */
   monitoring?: boolean;
+  /**
+   * Bundles of other subject namespaces deployed beside `bundle` (each attested peer-exclusive):
+   * their audience peers get publish rights there too, as a peer that belongs to two deployments.
+   */
+  extraBundles?: JsonObject[];
 }
 
 export interface PeerProcess {
@@ -75,6 +80,8 @@ export class NatsDeploymentFixture {
   readonly peers = new Map<string, PeerProcess>();
   readonly contract: ContractRef;
   readonly namespace: string;
+  /** `namespace`, then those of extraBundles. */
+  readonly namespaces: string[];
   private readonly passwords = new Map<string, string>();
   private readonly adminPassword = randomBytes(12).toString('hex');
   /** The bearer token of the HTTP principal `web` (the config holds only its hash). */
@@ -92,15 +99,20 @@ export class NatsDeploymentFixture {
     const compiled = loadBundle(options.bundle);
     this.contract = compiled.ref;
     this.namespace = compiled.bundle.subjectNamespace;
-    const peerIds = new Set<string>(Object.keys(options.peers));
-    for (const i of compiled.interactions.values()) {
-      const audience = i.spec.audience;
-      for (const p of 'peers' in audience ? audience.peers : (options.groups[audience.group] ?? [])) peerIds.add(p);
+    const extra = (options.extraBundles ?? []).map((b) => loadBundle(b));
+    this.namespaces = [this.namespace, ...extra.map((b) => b.bundle.subjectNamespace)];
+    // Each peer gets a peer's permissions in every namespace whose audiences name it.
+    const namespacesOf = new Map<string, Set<string>>(Object.keys(options.peers).map((p) => [p, new Set([this.namespace])]));
+    for (const bundle of [compiled, ...extra]) {
+      for (const i of bundle.interactions.values()) {
+        const audience = i.spec.audience;
+        for (const p of 'peers' in audience ? audience.peers : (options.groups[audience.group] ?? [])) namespacesOf.set(p, (namespacesOf.get(p) ?? new Set()).add(bundle.bundle.subjectNamespace));
+      }
     }
     this.plan = natsPrincipalPlan({
-      namespaces: [this.namespace],
+      namespaces: this.namespaces,
       coordinator: { user: 'coordinator', coordinatorId: 'coordinator', manageStreams: true, ...(options.store === 'jetstream' ? { jetstreamStore: {} } : {}) },
-      peers: Object.fromEntries([...peerIds].map((p) => [p, [this.namespace]])),
+      peers: Object.fromEntries([...namespacesOf].map(([p, namespaces]) => [p, [...namespaces]])),
       commandClients: options.commandClients,
     });
     for (const p of this.plan) this.passwords.set(p.user, randomBytes(12).toString('hex'));
@@ -203,10 +215,10 @@ export class NatsDeploymentFixture {
     return {
       store,
       transport,
-      bundles: ['bundle.json'],
+      bundles: ['bundle.json', ...(o.extraBundles ?? []).map((_, n) => this.extraBundleFile(n))],
       directory: { groups: o.groups },
       policy: { rules: [{ effect: 'allow' }], ttlMs: 60_000 },
-      attestations: [{ namespace: this.namespace, exclusivePeerPublishers: true }],
+      attestations: this.namespaces.map((namespace) => ({ namespace, exclusivePeerPublishers: true })),
       deployment: { account: 'test', system: 'convoke', domain: 'nats-e2e' },
       http: { host: '127.0.0.1', port: 0, bodyLimitBytes: 65536, waitMsMax: o.waitMsMax ?? 30_000, principals: [{ principalId: 'web', tokenSha256: createHash('sha256').update(this.webToken, 'utf8').digest('hex') }] },
       ...(o.resultBatchMs === undefined ? {} : { resultBatchMs: o.resultBatchMs }),
@@ -234,8 +246,13 @@ export class NatsDeploymentFixture {
     return path;
   }
 
+  private extraBundleFile(n: number): string {
+    return `bundle-extra-${n}.json`;
+  }
+
   private async writeFiles(): Promise<void> {
     await writeFile(join(this.dir, 'bundle.json'), JSON.stringify(this.options.bundle, null, 2));
+    for (const [n, bundle] of (this.options.extraBundles ?? []).entries()) await writeFile(join(this.dir, this.extraBundleFile(n)), JSON.stringify(bundle, null, 2));
     await writeFile(this.serveConfigPath, JSON.stringify(this.serveConfig(), null, 2));
     for (const peerId of Object.keys(this.options.peers)) await this.writePeerConfig(peerId);
   }
@@ -283,9 +300,11 @@ export class NatsDeploymentFixture {
     return nc;
   }
 
-  /** A connection with a peer's credentials (its permissions), durable if the deployment is. */
-  async peerTransport(peerId: string): Promise<NatsTransport> {
-    const durable: DurableConfig | undefined = this.options.mode === 'durable' ? { namespace: this.namespace, peers: [peerId], duplicateWindowMs: 1, maxDeliver: 5, ackWaitMs: 30_000 } : undefined;
+  /** A connection with a peer's credentials (its permissions), durable in `namespace` if the deployment is. */
+  async peerTransport(peerId: string, namespace = this.namespace): Promise<NatsTransport> {
+    // Consumer settings as the coordinators provision them: binding checks them.
+    const { maxDeliver, ackWaitMs } = { ...natsDurableDefaults, ...this.options.durable };
+    const durable: DurableConfig | undefined = this.options.mode === 'durable' ? { namespace, peers: [peerId], duplicateWindowMs: 1, maxDeliver, ackWaitMs } : undefined;
     const transport = await NatsTransport.connect({ servers: this.url, user: peerId, pass: this.password(peerId), inboxPrefix: inboxPrefixFor('peer', peerId) }, { identity: peerId, durable, publishAckTimeoutMs: 2_000 });
     this.open.push(transport);
     return transport;
@@ -309,9 +328,9 @@ export class NatsDeploymentFixture {
     }
   }
 
-  /** A peer's two durable streams. */
-  streams(peerId: string) {
-    return durableStreamNames(this.namespace, peerId);
+  /** A peer's two durable streams (in `namespace`). */
+  streams(peerId: string, namespace = this.namespace) {
+    return durableStreamNames(namespace, peerId);
   }
 
   async dispose(): Promise<void> {
