@@ -23,6 +23,8 @@ export function recordingGuard(record: OperationRecord): TimeGuard {
 }
 
 const isOpen = (b: BranchRecord) => branchStatusOf(b.state) === 'pending';
+/** A peer frozen into the operation at admission: an initial assignee or an eligible candidate. */
+const isParty = (record: OperationRecord, peerId: string) => record.manifest.peers.includes(peerId) || record.manifest.eligible.includes(peerId);
 const isClaimed = (b: BranchRecord) => b.state === 'assigned' || b.state === 'dispatched';
 
 // ── commands decided together ──────────────────────────────────────────────
@@ -505,9 +507,14 @@ function protocolConflict(record: OperationRecord, command: ResultCommand): Resu
  * log). A settled operation records none: its decision and settlement are final, nothing it still
  * waits for can arrive, and what peers send afterwards (typically the results of detached
  * siblings) is rejected and counted only — the durable result stream keeps those messages.
+ * Only the operation's own peers (the peer token of the subject, which its publish permission
+ * proves) take a share of that bound: another peer of the namespace is no party to the operation,
+ * and its messages are counted, never recorded, so it cannot use up the operation's record of
+ * rejections before its parties' late or stale results arrive.
  */
 function rejectionTransition(record: OperationRecord, command: PeerCommand<Identity>, reason: RejectionReason, detail: string): Transition | undefined {
   if (record.rejectionsRecorded >= limits.rejectionsRecordedMax || record.phase === 'settled') return undefined;
+  if (!isParty(record, command.subjectPeerId)) return undefined;
   const m = command.message;
   return {
     events: [

@@ -144,7 +144,10 @@ async function prepare(host: RuntimeHost, entry: OpEntry, inbound: InboundMessag
   const record = entry.record;
   const subjectPeerId = parsed.peerId;
   const publisherProblem = verify(host, record, inbound.subject, parsed, message);
-  const { problem: authorizationProblem, authorizedUntilMs } = await recheckAuthorization(host, record, kind, message);
+  // A message whose publisher does not verify is rejected on correlation, before any authorization
+  // could matter (decide.ts correlate): the policy is not asked about it, so forged traffic costs
+  // no policy call. Nothing can be taken on the authorization it is given instead.
+  const { problem: authorizationProblem, authorizedUntilMs } = publisherProblem === undefined ? await recheckAuthorization(host, record, kind, message) : { problem: undefined, authorizedUntilMs: Number.MIN_SAFE_INTEGER };
   const subject = inbound.subject;
   // An oversized result from its verified and authorized publisher is recorded as such; one from
   // a publisher that does not verify, or that policy no longer allows, takes the ordinary path and
