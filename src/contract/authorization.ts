@@ -29,7 +29,18 @@ export function decisionAt(decision: DecisionLike, nowMs: number): CheckedDecisi
   return decision.reason === undefined ? { allowed: true, revision, expiresAtMs } : { allowed: true, revision, expiresAtMs, reason: decision.reason };
 }
 
+/**
+ * An allow whose validity ended before the transition it guards could be taken: not a denial and
+ * not a store failure. The command is decided again with a fresh decision (a peer message waits
+ * for redelivery), and it is counted as such (intake: reason authorization-expired).
+ */
+export class AuthorizationExpired extends AdapterError {
+  constructor(description: string) {
+    super('expired', description);
+  }
+}
+
 /** The AdapterError a refused decision answers a caller with: expired or denied, with its reason. */
 export function refusalError(decision: CheckedDecision & { allowed: false }): AdapterError {
-  return new AdapterError(decision.refusal, decision.reason);
+  return decision.refusal === 'expired' ? new AuthorizationExpired(decision.reason) : new AdapterError(decision.refusal, decision.reason);
 }

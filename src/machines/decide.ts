@@ -23,6 +23,8 @@ export function recordingGuard(record: OperationRecord): TimeGuard {
 }
 
 const isOpen = (b: BranchRecord) => branchStatusOf(b.state) === 'pending';
+/** A peer frozen into the operation at admission: an initial assignee or an eligible candidate. */
+const isParty = (record: OperationRecord, peerId: string) => record.manifest.peers.includes(peerId) || record.manifest.eligible.includes(peerId);
 const isClaimed = (b: BranchRecord) => b.state === 'assigned' || b.state === 'dispatched';
 
 // ── commands decided together ──────────────────────────────────────────────
@@ -191,8 +193,11 @@ export function nextDueMs(record: OperationRecord): number | undefined {
   return instants.length === 0 ? undefined : Math.min(...instants);
 }
 
-/** Authorization answers for reassignment candidates, gathered by the runtime before deciding. */
-export type CandidateAuthorization = (branchId: string, peerId: string, attempt: number) => { allowed: boolean } | undefined;
+/**
+ * Authorization answers for reassignment candidates, gathered by the runtime before deciding: an
+ * allow is valid until its expiresAtMs.
+ */
+export type CandidateAuthorization = (branchId: string, peerId: string, attempt: number) => { allowed: boolean; expiresAtMs: number } | undefined;
 
 export function decideDue(record: OperationRecord, nowMs: number, authorizeCandidate: CandidateAuthorization): Transition | undefined {
   if (record.decision === null && nowMs >= record.deadlineMs) return decideDeadline(record, nowMs);
@@ -210,14 +215,15 @@ export function decideDue(record: OperationRecord, nowMs: number, authorizeCandi
 /**
  * An explicit cancellation by the original invoker, where the interaction declares it: the open
  * decision closes as failed (reason cancelled) and every unfinished branch is sent a cancel.
- * A closed decision never changes: cancelling it is a no-op.
+ * A closed decision never changes: cancelling it is a no-op. The transition is guarded to end
+ * where the validity of the cancel authorization it relies on ends (authorizedUntilMs).
  */
-export function decideCancelOperation(record: OperationRecord, nowMs: number): Transition | undefined {
+export function decideCancelOperation(record: OperationRecord, nowMs: number, authorizedUntilMs: number): Transition | undefined {
   if (record.decision !== null) return undefined;
   const closure: Closure = { outcome: 'failed', reason: 'cancelled', tally: tally(record) };
   return {
     events: closureEvents(record, closure, nowMs, true),
-    timeGuard: { notBeforeMs: record.admittedAtMs, notAfterMs: record.deadlineMs },
+    timeGuard: { notBeforeMs: record.admittedAtMs, notAfterMs: Math.min(record.deadlineMs, authorizedUntilMs) },
     causation: { command: 'cancel-operation' },
   };
 }
@@ -279,36 +285,56 @@ export function decideDeadline(record: OperationRecord, nowMs: number): Transiti
 function decideLeasesAndRetries(record: OperationRecord, nowMs: number, authorizeCandidate: CandidateAuthorization): Transition | undefined {
   const events: DomainEvent[] = [];
   let notBeforeMs = record.admittedAtMs;
+  let notAfterMs = record.deadlineMs;
   for (const b of branchList(record)) {
     if (isClaimed(b) && nowMs >= b.leaseUntilMs) {
       // An expired claim: the owner can neither renew nor admit results; a logical retry may follow.
       events.push({ type: 'claim-ended', v: 1, branchId: b.branchId, attempt: b.attempt, fence: b.fence, cause: 'expired', retryAtMs: retryInstant(record, b, b.leaseUntilMs) });
       notBeforeMs = Math.max(notBeforeMs, b.leaseUntilMs);
     } else if (b.state === 'retrying' && b.retryAtMs !== null && nowMs >= b.retryAtMs) {
-      events.push(reassignment(record, b, authorizeCandidate));
+      const next = reassignment(record, b, authorizeCandidate, nowMs);
+      if (next === undefined) continue;
+      events.push(next.event);
       notBeforeMs = Math.max(notBeforeMs, b.retryAtMs);
+      // Authorization validity must cover the guarded transition: the new assignment's allow too.
+      notAfterMs = Math.min(notAfterMs, next.authorizedUntilMs);
     }
   }
   if (events.length === 0) return undefined;
-  return { events: withConsequences(record, events, nowMs), timeGuard: { notBeforeMs, notAfterMs: record.deadlineMs }, causation: { command: 'lease-or-retry-due' } };
+  return { events: withConsequences(record, events, nowMs), timeGuard: { notBeforeMs, notAfterMs }, causation: { command: 'lease-or-retry-due' } };
 }
 
-function reassignment(record: OperationRecord, branch: BranchRecord, authorizeCandidate: CandidateAuthorization): DomainEvent {
+/**
+ * The branch's next assignment, and until when the allow it relies on is valid; undefined when
+ * the allow of the peer selection chose has expired by `nowMs` (asked too long ago, or the commit
+ * was late): the reassignment waits for the next due instant and a fresh answer, and is neither
+ * made on the stale allow nor passed on to a later candidate in the selection order.
+ */
+function reassignment(record: OperationRecord, branch: BranchRecord, authorizeCandidate: CandidateAuthorization, nowMs: number): { event: DomainEvent; authorizedUntilMs: number } | undefined {
   const attempt = branch.attempt + 1;
-  const peerId = selectionCandidates(record, branch).find((p) => authorizeCandidate(branch.branchId, p, attempt)?.allowed === true);
-  if (peerId === undefined) {
-    // No eligible peer remains: the branch fails; it is never silently broadcast.
-    return { type: 'branch-failed', v: 1, branchId: branch.branchId, attempt: branch.attempt, fence: branch.fence, reason: 'no-eligible-peer' };
+  let chosen: { peerId: string; expiresAtMs: number } | undefined;
+  for (const peerId of selectionCandidates(record, branch)) {
+    const answer = authorizeCandidate(branch.branchId, peerId, attempt);
+    if (answer?.allowed === true) {
+      chosen = { peerId, expiresAtMs: answer.expiresAtMs };
+      break;
+    }
   }
-  return {
+  if (chosen === undefined) {
+    // No eligible peer remains: the branch fails; it is never silently broadcast.
+    return { event: { type: 'branch-failed', v: 1, branchId: branch.branchId, attempt: branch.attempt, fence: branch.fence, reason: 'no-eligible-peer' }, authorizedUntilMs: openEndedMs };
+  }
+  if (nowMs >= chosen.expiresAtMs) return undefined;
+  const event: DomainEvent = {
     type: 'branch-reassigned',
     v: 1,
     branchId: branch.branchId,
-    peerId,
+    peerId: chosen.peerId,
     attempt,
     fence: branch.fence + 1,
     publicationId: publicationId(record.contract.digest, record.operationId, branch.branchId, attempt),
   };
+  return { event, authorizedUntilMs: chosen.expiresAtMs };
 }
 
 // ── peer messages: results, claims, cancel results ────────────────────────
@@ -322,7 +348,25 @@ export interface PeerCommand<M> {
   publisherProblem: string | undefined;
   /** Undefined when the peer is (still) authorized; otherwise why not, with the policy revision. */
   authorizationProblem: { reason: string; policyRevision: string } | undefined;
+  /**
+   * Where the validity of the authorization decision this command relies on ends (its
+   * expiresAtMs). Authorization validity must cover the guarded transition: a transition taken on
+   * the decision is guarded to end there too, and one decided at or after it is not taken at all
+   * (authorization-expired: the message is decided again with a fresh decision).
+   */
+  authorizedUntilMs: number;
   nowMs: number;
+}
+
+/** The answer to a command whose authorization decision is no longer valid at the decision instant. */
+export interface AuthorizationExpiredDecision {
+  kind: 'authorization-expired';
+  detail: string;
+}
+
+function authorizationExpired(command: PeerCommand<unknown>): AuthorizationExpiredDecision | undefined {
+  if (command.nowMs < command.authorizedUntilMs) return undefined;
+  return { kind: 'authorization-expired', detail: `the authorization decision relied on expired at ${command.authorizedUntilMs} (decided at ${command.nowMs})` };
 }
 
 export type ResultCommand = PeerCommand<ResultMessage>;
@@ -332,7 +376,8 @@ export type ResultDecision =
   | { kind: 'duplicate' }
   | { kind: 'protocol-conflict'; transition: Transition | undefined; detail: string }
   | { kind: 'revoked'; transition: Transition; detail: string }
-  | { kind: 'reject'; reason: RejectionReason; detail: string; transition: Transition | undefined };
+  | { kind: 'reject'; reason: RejectionReason; detail: string; transition: Transition | undefined }
+  | AuthorizationExpiredDecision;
 
 type Identity = Pick<ResultMessage, 'branchId' | 'peerId' | 'attempt' | 'fence'>;
 
@@ -383,12 +428,14 @@ export function decideResult(record: OperationRecord, interaction: CompiledInter
   if (command.authorizationProblem !== undefined) return revoke(record, branch, command.authorizationProblem, command.nowMs);
   if (lateFact) {
     if (command.nowMs >= record.decision!.graceEndMs) return reject('late', `settlement grace ended at ${record.decision!.graceEndMs}`);
-    return accept(record, interaction, command, { notBeforeMs: record.admittedAtMs, notAfterMs: record.decision!.graceEndMs });
+    return authorizationExpired(command) ?? accept(record, interaction, command, { notBeforeMs: record.admittedAtMs, notAfterMs: Math.min(record.decision!.graceEndMs, command.authorizedUntilMs) });
   }
   if (command.nowMs >= record.deadlineMs) return reject('late', `received at ${command.nowMs}, deadline ${record.deadlineMs}`);
   if (command.nowMs >= branch.leaseUntilMs) return reject('expired-lease', `lease of attempt ${branch.attempt} ended at ${branch.leaseUntilMs}`);
-  // Strictly before the deadline and the lease, at the store's serialization point.
-  return accept(record, interaction, command, { notBeforeMs: record.admittedAtMs, notAfterMs: Math.min(record.deadlineMs, branch.leaseUntilMs) });
+  // Strictly before the deadline, the lease and the end of the authorization's validity, at the
+  // store's serialization point.
+  const notAfterMs = Math.min(record.deadlineMs, branch.leaseUntilMs, command.authorizedUntilMs);
+  return authorizationExpired(command) ?? accept(record, interaction, command, { notBeforeMs: record.admittedAtMs, notAfterMs });
 }
 
 function accept(record: OperationRecord, interaction: CompiledInteraction, command: ResultCommand, timeGuard: TimeGuard): ResultDecision {
@@ -460,9 +507,14 @@ function protocolConflict(record: OperationRecord, command: ResultCommand): Resu
  * log). A settled operation records none: its decision and settlement are final, nothing it still
  * waits for can arrive, and what peers send afterwards (typically the results of detached
  * siblings) is rejected and counted only — the durable result stream keeps those messages.
+ * Only the operation's own peers (the peer token of the subject, which its publish permission
+ * proves) take a share of that bound: another peer of the namespace is no party to the operation,
+ * and its messages are counted, never recorded, so it cannot use up the operation's record of
+ * rejections before its parties' late or stale results arrive.
  */
 function rejectionTransition(record: OperationRecord, command: PeerCommand<Identity>, reason: RejectionReason, detail: string): Transition | undefined {
   if (record.rejectionsRecorded >= limits.rejectionsRecordedMax || record.phase === 'settled') return undefined;
+  if (!isParty(record, command.subjectPeerId)) return undefined;
   const m = command.message;
   return {
     events: [
@@ -492,7 +544,7 @@ export function decideOversizedResult(record: OperationRecord, command: PeerComm
   return { kind: 'reject', reason: 'oversized', detail, transition: rejectionTransition(record, command, 'oversized', detail) };
 }
 
-export type ClaimDecision = { kind: 'renewed' | 'released' | 'revoked'; transition: Transition } | { kind: 'unchanged' } | { kind: 'reject'; reason: RejectionReason; detail: string };
+export type ClaimDecision = { kind: 'renewed' | 'released' | 'revoked'; transition: Transition } | { kind: 'unchanged' } | { kind: 'reject'; reason: RejectionReason; detail: string } | AuthorizationExpiredDecision;
 
 /**
  * The renewal floor of an operation: its timeout spread over renewalTransitionsPerOperationMax
@@ -525,7 +577,9 @@ export function decideClaim(record: OperationRecord, command: PeerCommand<ClaimM
     const revoked = decideRevocations(record, [{ branchId: branch.branchId, ...command.authorizationProblem }], command.nowMs);
     return revoked ? { kind: 'revoked', transition: revoked } : { kind: 'unchanged' };
   }
-  const guard = { notBeforeMs: record.admittedAtMs, notAfterMs: Math.min(branch.leaseUntilMs, record.deadlineMs) };
+  const expired = authorizationExpired(command);
+  if (expired) return expired;
+  const guard = { notBeforeMs: record.admittedAtMs, notAfterMs: Math.min(branch.leaseUntilMs, record.deadlineMs, command.authorizedUntilMs) };
   const id = { branchId: branch.branchId, attempt: branch.attempt, fence: branch.fence };
   if (command.message.action === 'release') {
     const events: DomainEvent[] = [{ type: 'claim-ended', v: 1, ...id, cause: 'released', retryAtMs: retryInstant(record, branch, command.nowMs) }];
@@ -539,7 +593,7 @@ export function decideClaim(record: OperationRecord, command: PeerCommand<ClaimM
   return { kind: 'renewed', transition: { events: [{ type: 'lease-renewed', v: 1, ...id, leaseUntilMs }], timeGuard: guard, causation: { command: 'renew' } } };
 }
 
-export type CancelResultDecision = { kind: 'accept'; transition: Transition } | { kind: 'duplicate' } | { kind: 'reject'; reason: RejectionReason; detail: string };
+export type CancelResultDecision = { kind: 'accept'; transition: Transition } | { kind: 'duplicate' } | { kind: 'reject'; reason: RejectionReason; detail: string } | AuthorizationExpiredDecision;
 
 /** Cancel results: current attempt and fence only (a cancel never targets a newer attempt), before the cancel timeout. */
 export function decideCancelResult(record: OperationRecord, command: PeerCommand<CancelResult>): CancelResultDecision {
@@ -553,10 +607,12 @@ export function decideCancelResult(record: OperationRecord, command: PeerCommand
   }
   const cancelDeadlineMs = record.decision!.cancelDeadlineMs;
   if (command.nowMs >= cancelDeadlineMs) return { kind: 'reject', reason: 'cancel-timeout', detail: `cancel replies closed at ${cancelDeadlineMs}` };
+  const expired = authorizationExpired(command);
+  if (expired) return expired;
   const events: DomainEvent[] = [{ type: 'cancel-result-accepted', v: 1, branchId: branch.branchId, attempt: branch.attempt, fence: branch.fence, outcome }];
   return {
     kind: 'accept',
-    transition: { events: withConsequences(record, events, command.nowMs), timeGuard: { notBeforeMs: record.admittedAtMs, notAfterMs: cancelDeadlineMs }, causation: { command: 'cancel-result' } },
+    transition: { events: withConsequences(record, events, command.nowMs), timeGuard: { notBeforeMs: record.admittedAtMs, notAfterMs: Math.min(cancelDeadlineMs, command.authorizedUntilMs) }, causation: { command: 'cancel-result' } },
   };
 }
 

@@ -20,6 +20,17 @@ function capabilityProblem(deps: CoordinatorDeps, bundle: CompiledBundle, intera
   const spec = interaction.spec;
   // With one attempt there is only fence 1; a retry or reassignment makes older fences stale.
   if (spec.attempts > 1 && !deps.transport.capabilities.resultFencing) return `${spec.attempts} attempts need result fencing, which the transport does not advertise`;
-  if (spec.effects === 'fenced' && deps.effectFencing?.() !== true) return 'fenced effects need effect sinks that advertise effect fencing, which this deployment does not';
+  if (spec.effects === 'fenced' && deps.effectFencing?.(namespace) !== true) return `fenced effects need effect sinks that advertise effect fencing, which this deployment does not for namespace ${namespace}`;
   return undefined;
+}
+
+/**
+ * Effect fencing as the operator attests it, per subject namespace. The coordinator cannot observe
+ * a remote peer's effect sink, so — like publisher exclusivity — it is the operator's statement
+ * that every peer serving that namespace commits its effects through a sink that rejects older
+ * fences and honours the operation/branch key atomically.
+ */
+export function attestedEffectFencing(attestations: readonly { namespace: string; effectFencing?: boolean }[]): (namespace: string) => boolean {
+  const fenced = new Set(attestations.filter((a) => a.effectFencing === true).map((a) => a.namespace));
+  return (namespace) => fenced.has(namespace);
 }

@@ -28,6 +28,7 @@ import { SubjectNamespaceVerifier, type NamespaceAttestation } from '../adapters
 import { createPeer, type Handler, type Peer } from '../peer/peer.js';
 import type { Clock } from './clock.js';
 import { Coordinator, type Deployment as DeploymentBinding } from './coordinator.js';
+import { attestedEffectFencing } from './capabilities.js';
 import { resultBatchMsMax } from './host.js';
 import { budgetBytesMin, budgetProblems, type BudgetOverrides } from './log-budget.js';
 import { coordinatorBusPermissions, peerBusPermissions } from './embedded.js';
@@ -136,6 +137,16 @@ export interface HttpConfig {
   requestTimeoutMs?: number;
 }
 
+/** What the operator attests of a subject namespace: its result publishers, and its peers' effect sinks. */
+export interface DeploymentAttestation extends NamespaceAttestation {
+  /**
+   * Every peer serving this namespace commits business effects through an effect sink that
+   * rejects older fences and honours the operation/branch key atomically. Required for
+   * interactions declaring `effects: "fenced"`; absent means false.
+   */
+  effectFencing?: boolean;
+}
+
 export interface DeploymentConfig {
   /** A store URL for openStore: "memory:", "sqlite:PATH" (PATH relative to the config file), "jetstream:nats://…", "esdb://…". */
   store: string;
@@ -144,7 +155,7 @@ export interface DeploymentConfig {
   bundles: string[];
   directory: { groups: Record<string, string[]> };
   policy: { rules: PolicyRule[]; ttlMs?: number };
-  attestations: NamespaceAttestation[];
+  attestations: DeploymentAttestation[];
   deployment: DeploymentBinding;
   http: HttpConfig;
   /**
@@ -216,6 +227,7 @@ const attestationSchema = {
   properties: {
     namespace: { type: 'string', minLength: 1, maxLength: 600 },
     exclusivePeerPublishers: { type: 'boolean' },
+    effectFencing: { type: 'boolean' },
     exceptions: {
       type: 'array',
       maxItems: 1024,
@@ -456,6 +468,7 @@ async function assemble(config: DeploymentConfig, parts: Parts): Promise<Deploym
     directory: new StaticDirectory({ groups: config.directory.groups }),
     policy: new StaticPolicy({ rules: config.policy.rules, ttlMs: config.policy.ttlMs ?? 60_000 }, clock),
     verifier: new SubjectNamespaceVerifier(config.attestations),
+    effectFencing: attestedEffectFencing(config.attestations),
     clock,
     bundles,
     deployment: { account: config.deployment.account, system: config.deployment.system, domain: config.deployment.domain },

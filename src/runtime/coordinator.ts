@@ -289,14 +289,14 @@ export class Coordinator implements RuntimeHost {
   /** Authorization for every candidate a due retry could select, asked before the pure decision. */
   private async candidateAuthorizations(record: OperationRecord): Promise<CandidateAuthorization> {
     const nowMs = this.deps.clock.nowMs();
-    const answers = new Map<string, { allowed: boolean }>();
+    const answers = new Map<string, { allowed: boolean; expiresAtMs: number }>();
     const context = this.context({ principalId: record.principalId, senderPeerId: record.senderPeerId }, nowMs, record.deadlineMs);
     for (const branch of branchList(record)) {
       if (branch.state !== 'retrying' || branch.retryAtMs === null || branch.retryAtMs > nowMs) continue;
       for (const peerId of selectionCandidates(record, branch)) {
         const input = { context, action: 'deliver' as const, contract: record.contract, interaction: record.interaction, peerId, branchId: branch.branchId, attempt: branch.attempt + 1 };
-        const decision = await this.authorize(input).catch(() => ({ allowed: false }));
-        answers.set(`${branch.branchId}\u0000${peerId}`, { allowed: decision.allowed });
+        const decision = await this.authorize(input).catch(() => ({ allowed: false, expiresAtMs: Number.MIN_SAFE_INTEGER }));
+        answers.set(`${branch.branchId}\u0000${peerId}`, { allowed: decision.allowed, expiresAtMs: decision.expiresAtMs });
         if (decision.allowed) break;
       }
     }
@@ -703,7 +703,14 @@ export class Coordinator implements RuntimeHost {
     if (!decision.allowed) throw refusalError(decision);
     await this.enqueue(entry, async () => {
       await this.releaseHeld(entry);
-      await this.commitDecided(entry, (current) => decideCancelOperation(current, this.deps.clock.nowMs()));
+      // Authorization validity must cover the guarded transition: decided at or after the end of
+      // the decision's validity (a late commit decided again), the cancellation is refused.
+      await this.commitDecided(entry, (current) => {
+        const nowMs = this.deps.clock.nowMs();
+        const checked = decisionAt(decision, nowMs);
+        if (!checked.allowed) throw refusalError(checked);
+        return decideCancelOperation(current, nowMs, decision.expiresAtMs);
+      });
     });
     return this.view(entry);
   }

@@ -30,11 +30,12 @@ export interface CoordinatorDeps {
   bundles: BundleRegistry;
   deployment: Deployment;
   /**
-   * Whether the deployment's peers commit business effects through sinks that advertise effect
-   * fencing (EffectSink.capabilities); without it, interactions declaring fenced effects are
-   * unsupported.
+   * Whether the peers of a subject namespace commit business effects through sinks that fence
+   * them: observed where the sinks are in process (EffectSink.capabilities), attested by the
+   * operator where they are remote (config `attestations[].effectFencing`). Without it,
+   * interactions declaring fenced effects are unsupported.
    */
-  effectFencing?: () => boolean;
+  effectFencing?: (namespace: string) => boolean;
   /** Where gather interactions get their expected result set; without it, gather is unsupported. */
   manifests?: ManifestSource;
   metrics?: Metrics;

@@ -9,14 +9,14 @@
  * Durable messages are acknowledged only after that append (or a duplicate proving prior
  * acceptance).
  */
-import { refusalError } from '../contract/authorization.js';
+import { AuthorizationExpired, refusalError } from '../contract/authorization.js';
 import { isAdapterError } from '../contract/errors.js';
 import { parseStrictBytes } from '../contract/ijson.js';
 import { limits } from '../contract/limits.js';
 import type { Transition } from '../events/types.js';
 import { checkCancelResult, checkClaimMessage, checkResultMessage } from '../events/wire-schemas.js';
 import type { CancelResult, ClaimMessage, ResultMessage } from '../events/wire.js';
-import { decideCancelResult, decideClaim, decideOversizedResult, decideResult, type PeerCommand, type ResultCommand } from '../machines/decide.js';
+import { decideCancelResult, decideClaim, decideOversizedResult, decideResult, openEndedMs, type PeerCommand, type ResultCommand } from '../machines/decide.js';
 import { findBranch, type OperationRecord } from '../projections/record.js';
 import { parseSubject, subjectFor, type ParsedSubject } from '../adapters/transport/subjects.js';
 import type { InboundMessage } from '../adapters/transport/types.js';
@@ -28,6 +28,16 @@ const rejectionWeightBytes = 2048;
 
 type Kind = 'result' | 'claim' | 'cancel-result';
 type Message = ResultMessage | ClaimMessage | CancelResult;
+
+/**
+ * What deciding a message found that its acknowledgement depends on. A command may be decided
+ * more than once (a probe, a CAS retry, a batch split); the decision that was committed is the
+ * last one, so each decision overwrites it.
+ */
+interface Verdict {
+  /** Why the authorization this message was decided on had expired: nothing was taken on it. */
+  authorizationExpired: string | undefined;
+}
 
 const checkers: Record<Kind, (value: unknown) => Message> = {
   result: checkResultMessage,
@@ -68,18 +78,33 @@ export async function onPeerMessage(host: RuntimeHost, namespace: string, intera
   if (oversized && entry.record.phase === 'settled') return drop(host, inbound, 'oversized');
   if (!oversized && kind === 'result' && answeredWhenSettled(host, entry, inbound, parsed, message as ResultMessage)) return inbound.ack();
   const weightBytes = oversized ? rejectionWeightBytes : inbound.data.byteLength;
+  const verdict: Verdict = { authorizationExpired: undefined };
   try {
-    await host.submit(entry, () => prepare(host, entry, inbound, parsed, kind, message, oversized), weightBytes, { batchable: kind === 'result' && !oversized });
-    await inbound.ack();
+    await host.submit(entry, () => prepare(host, entry, inbound, parsed, kind, message, verdict, oversized), weightBytes, { batchable: kind === 'result' && !oversized });
   } catch (error) {
     // A command the log has no room for, or a transition over its byte budget, is refused the
     // same way on every redelivery: counted and acknowledged, never redelivered forever.
     if (error instanceof LogBudgetExhausted) return drop(host, inbound, kind === 'result' ? 'log-budget' : `${kind}-log-budget`);
     if (isAdapterError(error) && error.kind === 'invalid-input') return drop(host, inbound, kind === 'result' ? 'oversized' : `${kind}-oversized`);
+    if (error instanceof AuthorizationExpired) return handBack(host, inbound, kind);
     // The store could not answer: leave the message for redelivery rather than guess.
     host.metrics.storeErrors.inc({ stage: `admit-${kind}` });
-    await inbound.nak(250);
+    return inbound.nak(250);
   }
+  // Nothing was taken on an authorization that expired before the commit: the message is decided
+  // again on its redelivery, with a fresh decision.
+  if (verdict.authorizationExpired !== undefined) return handBack(host, inbound, kind);
+  await inbound.ack();
+}
+
+/**
+ * A message whose authorization decision expired before it could be taken (at the recheck, at the
+ * decision, or at the store's serialization point) is not a store failure and not a rejection
+ * of the message: it is counted as such and handed back for redelivery.
+ */
+function handBack(host: RuntimeHost, inbound: InboundMessage, kind: Kind): Promise<void> {
+  host.metrics.rejections.inc({ reason: kind === 'result' ? 'authorization-expired' : `${kind}-authorization-expired` });
+  return inbound.nak(250);
 }
 
 /** Whether the received subject is exactly the operation's own `<ns>.<interaction>.<operationId>.<kind>.<peer>`. */
@@ -105,7 +130,8 @@ function answeredWhenSettled(host: RuntimeHost, entry: OpEntry, inbound: Inbound
   const record = entry.record;
   if (record.phase !== 'settled') return false;
   const publisherProblem = verify(host, record, inbound.subject, parsed, message);
-  const command: ResultCommand = { subject: inbound.subject, subjectPeerId: parsed.peerId, publisherProblem, authorizationProblem: undefined, message, nowMs: host.deps.clock.nowMs() };
+  // Nothing answered here is taken on an authorization (a settled record takes no transition).
+  const command: ResultCommand = { subject: inbound.subject, subjectPeerId: parsed.peerId, publisherProblem, authorizationProblem: undefined, authorizedUntilMs: openEndedMs, message, nowMs: host.deps.clock.nowMs() };
   const d = decideResult(record, entry.interaction, command);
   if (d.kind === 'duplicate') return true;
   if (d.kind !== 'reject' || d.transition !== undefined) return false;
@@ -114,47 +140,47 @@ function answeredWhenSettled(host: RuntimeHost, entry: OpEntry, inbound: Inbound
 }
 
 /** Verification and the authorization recheck, then the decider for this message. */
-async function prepare(host: RuntimeHost, entry: OpEntry, inbound: InboundMessage, parsed: ParsedSubject, kind: Kind, message: Message, oversized?: { bytes: number; bytesMax: number }): Promise<Decider> {
+async function prepare(host: RuntimeHost, entry: OpEntry, inbound: InboundMessage, parsed: ParsedSubject, kind: Kind, message: Message, verdict: Verdict, oversized?: { bytes: number; bytesMax: number }): Promise<Decider> {
   const record = entry.record;
   const subjectPeerId = parsed.peerId;
   const publisherProblem = verify(host, record, inbound.subject, parsed, message);
-  // An oversized result from its verified publisher is recorded as such; one from a publisher
-  // that does not verify takes the ordinary path and is rejected for that.
-  if (oversized && publisherProblem === undefined) {
-    const subject = inbound.subject;
+  // A message whose publisher does not verify is rejected on correlation, before any authorization
+  // could matter (decide.ts correlate): the policy is not asked about it, so forged traffic costs
+  // no policy call. Nothing can be taken on the authorization it is given instead.
+  const { problem: authorizationProblem, authorizedUntilMs } = publisherProblem === undefined ? await recheckAuthorization(host, record, kind, message) : { problem: undefined, authorizedUntilMs: Number.MIN_SAFE_INTEGER };
+  const subject = inbound.subject;
+  // An oversized result from its verified and authorized publisher is recorded as such; one from
+  // a publisher that does not verify, or that policy no longer allows, takes the ordinary path and
+  // is answered for that (rejected, or its branch revoked) — its size never admits anything.
+  if (oversized && publisherProblem === undefined && authorizationProblem === undefined) {
     return (current, _retryAsLate, rejected) => {
-      const command = { subject, subjectPeerId, publisherProblem: undefined, authorizationProblem: undefined, message, nowMs: host.deps.clock.nowMs() };
+      verdict.authorizationExpired = undefined;
+      const command = { subject, subjectPeerId, publisherProblem: undefined, authorizationProblem: undefined, authorizedUntilMs, message, nowMs: host.deps.clock.nowMs() };
       const d = decideOversizedResult(current, command, oversized.bytes, oversized.bytesMax);
       if (d.kind === 'reject') (rejected ? (reason: string) => void rejected.push(reason) : (reason: string) => host.metrics.rejections.inc({ reason }))(d.reason);
       return d.kind === 'reject' ? d.transition : undefined;
     };
   }
-  const authorizationProblem = await recheckAuthorization(host, record, kind, message);
-  const subject = inbound.subject;
   return (current, retryAsLate, rejected) => {
     // A message the store serializes at or after its guard is late, whatever the socket saw.
-    const nowMs = retryAsLate ? Math.max(host.deps.clock.nowMs(), lateInstant(current, message.branchId)) : host.deps.clock.nowMs();
+    const nowMs = retryAsLate ? Math.max(host.deps.clock.nowMs(), lateInstant(current, message.branchId, authorizedUntilMs)) : host.deps.clock.nowMs();
     const reject = rejected ? (reason: string) => void rejected.push(reason) : (reason: string) => host.metrics.rejections.inc({ reason });
-    return decideFor(reject, current, entry, kind, { subject, subjectPeerId, publisherProblem, authorizationProblem, message, nowMs } as PeerCommand<Message>);
+    return decideFor(reject, verdict, current, entry, kind, { subject, subjectPeerId, publisherProblem, authorizationProblem, authorizedUntilMs, message, nowMs } as PeerCommand<Message>);
   };
 }
 
-/** The decider's answer; `reject` counts its rejections. */
-function decideFor(reject: (reason: string) => void, record: OperationRecord, entry: OpEntry, kind: Kind, command: PeerCommand<Message>): Transition | undefined {
-  if (kind === 'result') {
-    const d = decideResult(record, entry.interaction, command as PeerCommand<ResultMessage>);
-    if (d.kind === 'reject') reject(d.reason);
-    if (d.kind === 'protocol-conflict' || d.kind === 'revoked') reject(d.kind);
-    return d.kind === 'duplicate' ? undefined : d.transition;
-  }
-  if (kind === 'claim') {
-    const d = decideClaim(record, command as PeerCommand<ClaimMessage>);
-    if (d.kind === 'reject') reject(`claim-${d.reason}`);
-    return 'transition' in d ? d.transition : undefined;
-  }
-  const d = decideCancelResult(record, command as PeerCommand<CancelResult>);
-  if (d.kind === 'reject') reject(`cancel-${d.reason}`);
-  return d.kind === 'accept' ? d.transition : undefined;
+/** The decider's answer; `reject` counts its rejections, `verdict` notes an authorization that expired first. */
+function decideFor(reject: (reason: string) => void, verdict: Verdict, record: OperationRecord, entry: OpEntry, kind: Kind, command: PeerCommand<Message>): Transition | undefined {
+  const d =
+    kind === 'result'
+      ? decideResult(record, entry.interaction, command as PeerCommand<ResultMessage>)
+      : kind === 'claim'
+        ? decideClaim(record, command as PeerCommand<ClaimMessage>)
+        : decideCancelResult(record, command as PeerCommand<CancelResult>);
+  verdict.authorizationExpired = d.kind === 'authorization-expired' ? d.detail : undefined;
+  if (d.kind === 'reject') reject(kind === 'result' ? d.reason : kind === 'claim' ? `claim-${d.reason}` : `cancel-${d.reason}`);
+  if (kind === 'result' && (d.kind === 'protocol-conflict' || d.kind === 'revoked')) reject(d.kind);
+  return 'transition' in d ? d.transition : undefined;
 }
 
 /**
@@ -168,22 +194,30 @@ function verify(host: RuntimeHost, record: OperationRecord, subject: string, par
   return verification.accepted ? undefined : verification.reason;
 }
 
-/** Authorization is rechecked before every protected transition; revocation answers with its revision. */
-async function recheckAuthorization(host: RuntimeHost, record: OperationRecord, kind: Kind, message: Message): Promise<{ reason: string; policyRevision: string } | undefined> {
+/**
+ * Authorization is rechecked before every protected transition; revocation answers with its
+ * revision. The decision's expiry travels with the command: authorization validity must cover
+ * the guarded transition.
+ */
+async function recheckAuthorization(host: RuntimeHost, record: OperationRecord, kind: Kind, message: Message): Promise<{ problem: { reason: string; policyRevision: string } | undefined; authorizedUntilMs: number }> {
   const context = host.context({ principalId: record.principalId, senderPeerId: record.senderPeerId }, host.deps.clock.nowMs(), record.deadlineMs);
   const attempt = message.attempt >= 1 && message.attempt <= limits.attemptsMax ? message.attempt : null;
   const action = kind === 'result' ? 'admit-result' : kind === 'claim' ? 'renew' : 'cancel';
   // An unavailable or expired decision fails closed and propagates: the message is redelivered,
   // not admitted. Only a denial is a revocation, which terminates the branch.
   const decision = await host.authorize({ context, action, contract: record.contract, interaction: record.interaction, peerId: message.peerId, branchId: message.branchId, attempt });
-  if (decision.allowed) return undefined;
+  if (decision.allowed) return { problem: undefined, authorizedUntilMs: decision.expiresAtMs };
   if (decision.refusal === 'expired') throw refusalError(decision);
-  return { reason: decision.reason, policyRevision: decision.revision };
+  return { problem: { reason: decision.reason, policyRevision: decision.revision }, authorizedUntilMs: decision.expiresAtMs };
 }
 
-function lateInstant(record: OperationRecord, branchId: string): number {
+/**
+ * The earliest instant at which the guard of this message's transition could have ended — the
+ * store answered that it was serialized at or after it, and which bound it was is not known.
+ */
+function lateInstant(record: OperationRecord, branchId: string, authorizedUntilMs: number): number {
   const branch = findBranch(record, branchId);
-  const limitsMs = [record.deadlineMs];
+  const limitsMs = [record.deadlineMs, authorizedUntilMs];
   if (branch) limitsMs.push(branch.leaseUntilMs);
   if (record.decision) limitsMs.push(record.decision.cancelDeadlineMs, record.decision.graceEndMs);
   return Math.min(...limitsMs);

@@ -56,6 +56,7 @@ import { commandQueueDefault, startCommandServer, type CommandServer } from './c
 import { limits } from '../contract/limits.js';
 import type { Deployment, DeploymentConfig, HttpSettings, NatsDurableSettings, NatsTransportConfig } from './config.js';
 import { Coordinator } from './coordinator.js';
+import { attestedEffectFencing } from './capabilities.js';
 import { observeStampSources } from './metrics.js';
 
 // ── settings ─────────────────────────────────────────────────────────────────
@@ -550,6 +551,7 @@ async function assembleNats(config: DeploymentConfig, settings: ResolvedNatsTran
     directory: new StaticDirectory({ groups: config.directory.groups }),
     policy: new StaticPolicy({ rules: config.policy.rules, ttlMs: config.policy.ttlMs ?? 60_000 }, clock),
     verifier: new SubjectNamespaceVerifier(config.attestations),
+    effectFencing: attestedEffectFencing(config.attestations),
     clock,
     bundles: parts.bundles,
     deployment: { account: config.deployment.account, system: config.deployment.system, domain: config.deployment.domain },

@@ -16,6 +16,10 @@ import { flushMicrotasks } from '../../src/runtime/clock.js';
 import { AdapterError } from '../../src/contract/errors.js';
 import { decisionAt } from '../../src/contract/authorization.js';
 import type { AuthorizationInput } from '../../src/adapters/policy/types.js';
+import type { EventStore } from '../../src/adapters/store/types.js';
+import type { InboundMessage } from '../../src/adapters/transport/types.js';
+import type { Transition } from '../../src/events/types.js';
+import { onPeerMessage } from '../../src/runtime/intake.js';
 
 const of = <T extends DomainEvent['type']>(events: DomainEvent[], type: T) => events.filter((e): e is Extract<DomainEvent, { type: T }> => e.type === type);
 const rejects = (kind: AdapterError['kind']) => (error: unknown) => error instanceof AdapterError && error.kind === kind;
@@ -156,4 +160,174 @@ test('an expired authorization fails closed at reassignment: that candidate is n
   const events = await s.events(result.operationId);
   assert.deepEqual(of(events, 'branch-reassigned').map((e) => [e.peerId, e.attempt]), [['charlie', 2]]);
   await s.assertReplayEquals(result.operationId);
+});
+
+// ── authorization validity must cover the guarded transition ────────────────
+
+/** A raw delivery of a peer message straight to intake, recording how it is answered (ack or nak). */
+async function deliver(s: Scenario, kind: 'result' | 'claim' | 'cancel-result', op: string, peer: string, body: object): Promise<string[]> {
+  const answered: string[] = [];
+  const inbound: InboundMessage = {
+    subject: subjectFor(namespace, 'review', op, kind, peer),
+    data: encodeWire(body as ClaimMessage),
+    headers: {},
+    redelivered: false,
+    ack: async () => void answered.push('ack'),
+    nak: async () => void answered.push('nak'),
+  };
+  await onPeerMessage(s.coordinator, namespace, 'review', kind, inbound);
+  return answered;
+}
+
+/**
+ * The store reaches its serialization point for the first transition `matches` accepts only at
+ * `atMs()` (a slow append); the guards of the transitions it was asked to append are kept.
+ */
+function slowAppendWhen(s: Scenario, matches: (t: Transition) => boolean, atMs: () => number): { guards: Transition['timeGuard'][] } {
+  const store = s.store;
+  const guards: Transition['timeGuard'][] = [];
+  let slowed = false;
+  const slow: EventStore = Object.assign(Object.create(store) as EventStore, {
+    append: async (id: string, revision: string, t: Transition) => {
+      if (matches(t)) {
+        guards.push(t.timeGuard);
+        if (!slowed) {
+          slowed = true;
+          s.clock.set(Math.max(s.clock.nowMs(), atMs()));
+        }
+      }
+      return store.append(id, revision, t);
+    },
+  });
+  (s.coordinator as unknown as { deps: { store: EventStore } }).deps.store = slow;
+  return { guards };
+}
+
+const counted = async (s: Scenario, reason: string) => (await s.coordinator.metrics.rejections.get()).values.find((v) => v.labels.reason === reason)?.value ?? 0;
+const storeErrors = async (s: Scenario) => (await s.coordinator.metrics.storeErrors.get()).values.reduce((n, v) => n + v.value, 0);
+const has = (type: DomainEvent['type']) => (t: Transition) => t.events.some((e) => e.type === type);
+
+test('authorization validity must cover the guarded result admission: a result whose authorization expires between decision and commit is not admitted on it, and is decided again on redelivery', async () => {
+  const ttlMs = 100;
+  const s = await scenario({ peers: 2, review: { completion: { mode: 'first-success' } }, embedded: { policyTtlMs: ttlMs } });
+  const { result } = await s.invoke('k');
+  await s.settle();
+  const op = result.operationId;
+  const decidedAtMs = s.clock.nowMs();
+  // The commit reaches the store exactly when the admit-result decision stops being valid.
+  const { guards } = slowAppendWhen(s, has('result-accepted'), () => decidedAtMs + ttlMs);
+  const message = { kind: 'result', operationId: op, branchId: 'alfa', peerId: 'alfa', attempt: 1, fence: 1, result: { verdict: 'approve' } };
+  assert.deepEqual(await deliver(s, 'result', op, 'alfa', message), ['nak'], 'handed back for redelivery');
+  assert.equal(guards[0]?.notAfterMs, decidedAtMs + ttlMs, "the admission's guard ends where the decision's validity does");
+  let events = await s.events(op);
+  assert.equal(of(events, 'result-accepted').length, 0, 'not admitted on the expired decision');
+  assert.equal(of(events, 'result-rejected').length, 0, 'nor rejected: the result itself is fine');
+  assert.equal(of(events, 'branch-revoked').length, 0, 'an expiry is not a revocation');
+  assert.equal(await counted(s, 'authorization-expired'), 1);
+  assert.equal(await storeErrors(s), 0);
+  // The redelivery is decided with a fresh decision, and admitted within its validity.
+  assert.deepEqual(await deliver(s, 'result', op, 'alfa', message), ['ack']);
+  events = await s.events(op);
+  assert.equal(of(events, 'result-accepted').length, 1);
+  assert.equal((await s.get(op)).decision?.outcome, 'success');
+  await s.assertReplayEquals(op);
+});
+
+test('authorization validity must cover the guarded renewal: a renewal whose authorization expires between decision and commit does not extend the lease', async () => {
+  const ttlMs = 100;
+  const s = await scenario({ peers: 1, embedded: { policyTtlMs: ttlMs }, review: { leaseMs: 1000, renewIntervalMs: 400, timeoutMs: 10_000, completion: { mode: 'first-success' } } });
+  const { result } = await s.invoke('k');
+  await s.settle();
+  const op = result.operationId;
+  await s.clock.advance(400);
+  const leaseBefore = (await s.coordinator.record(op))!.branches['alfa']!.leaseUntilMs;
+  const decidedAtMs = s.clock.nowMs();
+  const { guards } = slowAppendWhen(s, has('lease-renewed'), () => decidedAtMs + ttlMs);
+  const claim: ClaimMessage = { kind: 'claim', action: 'renew', operationId: op, branchId: 'alfa', peerId: 'alfa', attempt: 1, fence: 1 };
+  assert.deepEqual(await deliver(s, 'claim', op, 'alfa', claim), ['nak']);
+  assert.equal(guards[0]?.notAfterMs, decidedAtMs + ttlMs);
+  assert.equal(of(await s.events(op), 'lease-renewed').length, 0, 'the lease is not extended on the expired decision');
+  assert.equal((await s.coordinator.record(op))!.branches['alfa']!.leaseUntilMs, leaseBefore);
+  assert.equal(await counted(s, 'claim-authorization-expired'), 1);
+  assert.equal(await storeErrors(s), 0);
+  // Redelivered, it is decided with a fresh decision.
+  assert.deepEqual(await deliver(s, 'claim', op, 'alfa', claim), ['ack']);
+  assert.equal(of(await s.events(op), 'lease-renewed').length, 1);
+  await s.assertReplayEquals(op);
+});
+
+test('authorization validity must cover the guarded cancel result: one whose authorization expires between decision and commit is not recorded on it', async () => {
+  const ttlMs = 100;
+  const s = await scenario({ peers: 2, review: cancelling, embedded: { policyTtlMs: ttlMs } });
+  await s.addPeer('alfa', { review: answers('approve') });
+  const { result } = await s.invoke('k');
+  await s.settle();
+  const op = result.operationId;
+  const decidedAtMs = s.clock.nowMs();
+  const { guards } = slowAppendWhen(s, has('cancel-result-accepted'), () => decidedAtMs + ttlMs);
+  const reply = { kind: 'cancel-result', operationId: op, branchId: 'bravo', peerId: 'bravo', attempt: 1, fence: 1, outcome: 'stopped' };
+  assert.deepEqual(await deliver(s, 'cancel-result', op, 'bravo', reply), ['nak']);
+  assert.equal(guards[0]?.notAfterMs, decidedAtMs + ttlMs);
+  assert.equal(of(await s.events(op), 'cancel-result-accepted').length, 0);
+  assert.equal(await counted(s, 'cancel-result-authorization-expired'), 1);
+  assert.deepEqual(await deliver(s, 'cancel-result', op, 'bravo', reply), ['ack']);
+  assert.equal((await s.get(op)).settlement.status, 'complete');
+  await s.assertReplayEquals(op);
+});
+
+test('authorization validity must cover the guarded caller cancellation: one whose authorization expires before the commit is refused as expired', async () => {
+  const ttlMs = 100;
+  const s = await scenario({ peers: 2, embedded: { policyTtlMs: ttlMs }, review: { cancellation: 'caller', completion: { mode: 'all-successful' } } });
+  const { result } = await s.invoke('k');
+  await s.settle();
+  const decidedAtMs = s.clock.nowMs();
+  const { guards } = slowAppendWhen(s, has('decision-closed'), () => decidedAtMs + ttlMs);
+  await assert.rejects(s.coordinator.cancel('svc-a', result.operationId), rejects('expired'));
+  assert.equal(guards[0]?.notAfterMs, decidedAtMs + ttlMs);
+  assert.equal((await s.get(result.operationId)).decision, null, 'the decision stays open');
+  await s.assertReplayEquals(result.operationId);
+});
+
+test('authorization validity must cover the guarded reassignment: a new assignment whose allow expires before the commit is made again on a fresh decision', async () => {
+  const ttlMs = 50;
+  const s = await scenario({ store: 'sqlite', peers: 3, embedded: { policyTtlMs: ttlMs }, review: { delivery: 'one-eligible', completion: { mode: 'first-success' }, leaseMs: 1000, renewIntervalMs: 400, retryBackoffMs: 100, attempts: 3, timeoutMs: 10_000 } });
+  const policy = s.policy;
+  const real = policy.authorize.bind(policy);
+  const retries: number[] = [];
+  policy.authorize = async (input) => {
+    const decision = await real(input);
+    if (input.action === 'deliver' && input.attempt === 2 && input.branchId !== null && retries.length < 8) retries.push(decision.expiresAtMs);
+    return decision;
+  };
+  const { result } = await s.invoke('k');
+  await s.settle();
+  const op = result.operationId;
+  const { guards } = slowAppendWhen(s, has('branch-reassigned'), () => (retries[0] ?? 0));
+  await s.clock.advance(1100); // alfa's lease ends at 1000; the retry is due at 1100
+  await s.clock.advance(1);
+  await s.settle();
+  assert.ok(retries.length >= 2, `asked again for a fresh decision: ${retries.join(', ')}`);
+  assert.equal(guards[0]?.notAfterMs, retries[0], "the reassignment's guard ends where the allow it relied on does");
+  const stored = await s.store.read(op);
+  assert.equal(stored.kind, 'ok');
+  if (stored.kind !== 'ok') return;
+  const reassigned = stored.transitions.filter((t) => has('branch-reassigned')(t.transition));
+  assert.equal(reassigned.length, 1);
+  assert.ok(reassigned[0]!.committedAtMs < reassigned[0]!.transition.timeGuard.notAfterMs);
+  assert.ok(reassigned[0]!.transition.timeGuard.notAfterMs > retries[0]!, 'committed on the fresh allow, not the expired one');
+  const events = stored.transitions.flatMap((t) => t.transition.events);
+  assert.deepEqual(of(events, 'branch-reassigned').map((e) => [e.peerId, e.attempt]), [['bravo', 2]], 'still the first peer in selection order');
+  assert.equal(of(events, 'branch-failed').length, 0);
+  await s.assertReplayEquals(op);
+});
+
+test('an authorization decision that has expired at the recheck is counted as authorization-expired, not as a store error, and the message is handed back', async () => {
+  const s = await scenario({ peers: 2, review: { completion: { mode: 'first-success' } } });
+  const { result } = await s.invoke('k');
+  await s.settle();
+  expireWhen(s, (input) => input.action === 'admit-result');
+  const message = { kind: 'result', operationId: result.operationId, branchId: 'alfa', peerId: 'alfa', attempt: 1, fence: 1, result: { verdict: 'approve' } };
+  assert.deepEqual(await deliver(s, 'result', result.operationId, 'alfa', message), ['nak']);
+  assert.equal(await counted(s, 'authorization-expired'), 1);
+  assert.equal(await storeErrors(s), 0, 'no store error was counted');
 });

@@ -11,6 +11,12 @@ import { AdapterError } from '../../src/contract/errors.js';
 import { SubjectNamespaceVerifier, type NamespaceAttestation } from '../../src/adapters/verification/subject.js';
 import { MemoryEffectSink } from '../../src/peer/effect-sink.js';
 import type { Transport } from '../../src/adapters/transport/types.js';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { buildDeployment, parseDeploymentConfig } from '../../src/runtime/config.js';
+import { reviewBundle } from '../../src/runtime/examples.js';
+import { VirtualClock } from '../../src/runtime/clock.js';
 
 const unsupported = (pattern: RegExp) => (error: unknown) => error instanceof AdapterError && error.kind === 'unsupported' && pattern.test(error.message);
 
@@ -83,4 +89,39 @@ test('effect fencing is advertised by the effect sinks, separately from result f
   const silentDeployment = await scenario({ review: { effects: 'fenced' } });
   delete deps(silentDeployment).effectFencing;
   await assert.rejects(silentDeployment.invoke('k'), unsupported(/effect fencing/));
+});
+
+test('convoke serve: fenced effects are refused unless the operator attests effect fencing for the namespace, and admitted with the attestation', async () => {
+  const dir = await mkdtemp(join(tmpdir(), 'convoke-fencing-'));
+  try {
+    await writeFile(join(dir, 'review.bundle.json'), JSON.stringify(reviewBundle({ effects: 'fenced', completion: { mode: 'first-success' } })));
+    const config = (attestation: object) => ({
+      store: 'memory:',
+      transport: { kind: 'memory', examplePeers: { alfa: { review: { verdict: 'approve' } } } },
+      bundles: ['review.bundle.json'],
+      directory: { groups: { reviewers: ['alfa'] } },
+      policy: { rules: [{ effect: 'allow' }] },
+      attestations: [{ namespace: 'demo.v1.lab', exclusivePeerPublishers: true, ...attestation }],
+      deployment: { account: 'a', system: 's', domain: 'd' },
+      http: { host: '127.0.0.1', port: 0, bodyLimitBytes: 65_536, waitMsMax: 1000, principals: [{ principalId: 'p', tokenSha256: 'a'.repeat(64) }] },
+    });
+    const parse = (attestation: object) => parseDeploymentConfig(new TextEncoder().encode(JSON.stringify(config(attestation))), dir);
+    const invoke = async (attestation: object) => {
+      const deployment = await buildDeployment(parse(attestation), { clock: new VirtualClock() });
+      try {
+        const bundle = [...deployment.bundles.all()][0]!;
+        return await deployment.coordinator.invoke({ principalId: 'p', senderPeerId: null }, { contract: bundle.ref, interaction: 'review', invocationKey: 'k', input: { document: 'd' } });
+      } finally {
+        await deployment.close();
+      }
+    };
+    await assert.rejects(invoke({}), unsupported(/fenced effects need effect sinks that advertise effect fencing.*demo\.v1\.lab/));
+    await assert.rejects(invoke({ effectFencing: false }), unsupported(/fenced effects/));
+    assert.equal((await invoke({ effectFencing: true })).created, true);
+    // The attestation is part of the closed config schema: a boolean, and nothing else beside it.
+    assert.throws(() => parse({ effectFencing: 'yes' }), (e: unknown) => e instanceof AdapterError && e.kind === 'invalid-input' && /effectFencing/.test(e.description ?? ''));
+    assert.throws(() => parse({ effectsFenced: true }), (e: unknown) => e instanceof AdapterError && e.kind === 'invalid-input');
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
 });

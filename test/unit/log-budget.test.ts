@@ -166,6 +166,23 @@ test('a result over the result budget (1 MB) is a recorded rejection with its re
   await s.assertReplayEquals(op);
 });
 
+test('an oversized result is recorded as oversized only for its verified and authorized publisher: from a peer the policy no longer allows it is answered like any result of that peer (its branch revoked)', async () => {
+  const s = await scenario({ peers: 3 });
+  const { result } = await s.invoke('big-denied');
+  await s.settle();
+  const op = result.operationId;
+  s.policy.revoke({ peerId: 'alfa' });
+  await s.send('alfa', { operationId: op, branchId: 'alfa', peerId: 'alfa', result: { verdict: 'approve', note: 'x'.repeat(1024 * 1024) } });
+  await s.settle();
+  const events = await s.events(op);
+  assert.deepEqual(of(events, 'result-rejected').map((e) => e.reason), [], 'no oversized rejection recorded for a peer the policy does not allow');
+  assert.deepEqual(of(events, 'branch-revoked').map((e) => e.branchId), ['alfa']);
+  assert.equal(of(events, 'result-accepted').length, 0);
+  const read = await s.store.read(op);
+  assert.ok(read.kind === 'ok' && !JSON.stringify(read.transitions).includes('xxxxxxxx'), 'no byte of the result is stored');
+  await s.assertReplayEquals(op);
+});
+
 test('a result just over a lowered transition budget is rejected and recorded, not refused as a store error', async () => {
   const budgets = { resultBytesMax: 4096, transitionBytesMax: limits.transitionOverheadBytesMax + 4096 };
   const s = await scenario({ peers: 3, embedded: { budgets } });

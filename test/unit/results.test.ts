@@ -17,6 +17,7 @@ import { subjectFor } from '../../src/adapters/transport/subjects.js';
 
 const rejections = (events: DomainEvent[]) => events.filter((e): e is ResultRejected => e.type === 'result-rejected').map((e) => e.reason);
 const accepted = (events: DomainEvent[]) => events.filter((e) => e.type === 'result-accepted').length;
+const counted = async (s: Scenario, reason: string) => (await s.coordinator.metrics.rejections.get()).values.find((v) => v.labels.reason === reason)?.value ?? 0;
 
 async function opened(review: JsonObject = {}, peers = 5): Promise<{ s: Scenario; op: string }> {
   const s = await scenario({ review, peers });
@@ -27,6 +28,22 @@ async function opened(review: JsonObject = {}, peers = 5): Promise<{ s: Scenario
 
 const approve = { verdict: 'approve' };
 const reject = { verdict: 'reject' };
+
+test('a result whose publisher does not verify is rejected without asking the policy about it', async () => {
+  const { s, op } = await opened({}, 3);
+  const policy = s.policy;
+  const real = policy.authorize.bind(policy);
+  const asked: string[] = [];
+  policy.authorize = async (input) => (asked.push(`${input.action}:${input.peerId ?? '-'}`), real(input));
+  await s.send('alfa', { operationId: op, branchId: 'bravo', peerId: 'bravo', result: approve });
+  await s.send('delta', { operationId: op, branchId: 'zulu', peerId: 'delta', result: approve });
+  assert.deepEqual(rejections(await s.events(op)), ['wrong-peer']);
+  assert.deepEqual(asked, [], 'no policy call for forged or foreign traffic');
+  // A verified result is authorized as always.
+  await s.send('alfa', { operationId: op, branchId: 'alfa', peerId: 'alfa', result: approve });
+  assert.deepEqual(asked, ['admit-result:alfa']);
+  assert.equal(accepted(await s.events(op)), 1);
+});
 
 test('verification requires the received subject peer, the expected peer and the payload peer to agree', async () => {
   const { s, op } = await opened();
@@ -113,14 +130,32 @@ test('publisher verification consults the attestation of the namespace the subje
 
 test('results for a branch outside the frozen manifest are rejected', async () => {
   const { s, op } = await opened({}, 3);
+  await s.send('alfa', { operationId: op, branchId: 'delta', peerId: 'alfa', result: approve });
+  assert.deepEqual(rejections(await s.events(op)), ['unknown-branch']);
+  // From a peer that is no party to the operation, the same rejection is counted, not recorded.
   await s.send('delta', { operationId: op, branchId: 'delta', peerId: 'delta', result: approve });
   assert.deepEqual(rejections(await s.events(op)), ['unknown-branch']);
+  assert.equal(await counted(s, 'unknown-branch'), 2);
 });
 
 test('a branch ID that names an Object.prototype member is unknown like any other', async () => {
   const { s, op } = await opened({}, 3);
   for (const id of ['constructor', '__proto__', 'toString']) await s.send(id, { operationId: op, branchId: id, peerId: id, result: approve });
-  assert.deepEqual(rejections(await s.events(op)), ['unknown-branch', 'unknown-branch', 'unknown-branch']);
+  for (const id of ['constructor', '__proto__', 'toString']) await s.send('alfa', { operationId: op, branchId: id, peerId: 'alfa', result: approve });
+  assert.deepEqual(rejections(await s.events(op)), ['unknown-branch', 'unknown-branch', 'unknown-branch'], "the party's three are recorded; the non-parties' are counted");
+  assert.equal(await counted(s, 'unknown-branch'), 6);
+  await s.assertReplayEquals(op);
+});
+
+test('only the operation\'s own peers can grow its recorded rejections: another peer of the namespace cannot use up the bound', async () => {
+  const { s, op } = await opened({}, 3);
+  // delta may publish on the namespace's result subjects, but is no party to this operation.
+  for (let i = 0; i < limits.rejectionsRecordedMax + 4; i++) await s.send('delta', { operationId: op, branchId: `b${i}`, peerId: 'delta', result: approve });
+  assert.deepEqual(rejections(await s.events(op)), [], 'nothing of the flood is recorded');
+  assert.equal(await counted(s, 'unknown-branch'), limits.rejectionsRecordedMax + 4, 'it is counted');
+  // A party's rejection is still recorded.
+  await s.send('alfa', { operationId: op, branchId: 'alfa', peerId: 'alfa', attempt: 2, fence: 2, result: approve });
+  assert.deepEqual(rejections(await s.events(op)), ['unknown-attempt']);
   await s.assertReplayEquals(op);
 });
 
