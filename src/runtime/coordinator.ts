@@ -179,11 +179,11 @@ export class Coordinator implements RuntimeHost {
     try {
       for (;;) {
         const invoke = await budget.within(this.authorizeInvoke(context, bundle, interaction), 'the invoke authorization');
-        const audience = await budget.within(this.observeAudience(context, interaction), 'the audience resolver');
+        const audience = await budget.within(this.observeAudience(context, bundle, interaction), 'the audience resolver');
         const gathered = interaction.spec.delivery === 'gather' ? await budget.within(this.gather(context, bundle, interaction), 'the manifest source') : undefined;
         const candidates = gathered ? [...new Set(gathered.branches.map((b) => b.peerId))] : audience.peers;
         const authorizations = await budget.within(Promise.all(candidates.map((peerId) => this.authorizeCandidate(context, bundle, interaction, peerId))), 'the candidate authorizations');
-        const again = await budget.within(this.observeAudience(context, interaction), 'the audience resolver');
+        const again = await budget.within(this.observeAudience(context, bundle, interaction), 'the audience resolver');
         const invokeAgain = await budget.within(this.authorizeInvoke(context, bundle, interaction), 'the invoke authorization');
         if (again.revision !== audience.revision || again.presence?.revision !== audience.presence?.revision) continue;
         if (invokeAgain.revision !== invoke.revision || authorizations.some((a) => a.revision !== invoke.revision)) continue;
@@ -217,10 +217,12 @@ export class Coordinator implements RuntimeHost {
     return this.deps.manifests.gather(context, bundle.ref, interaction.id);
   }
 
-  private async observeAudience(context: RuntimeContext, interaction: CompiledInteraction): Promise<AudienceObservation> {
+  /** The audience (a directory group or the bundle's peers) with what the deployment's presence source observed of it. */
+  private async observeAudience(context: RuntimeContext, bundle: CompiledBundle, interaction: CompiledInteraction): Promise<AudienceObservation> {
     const audience = interaction.spec.audience;
-    if ('peers' in audience) return { peers: audience.peers, revision: 'bundle' };
-    return this.deps.directory.audience(context, audience.group);
+    const observed = 'peers' in audience ? { peers: audience.peers, revision: 'bundle' } : await this.deps.directory.audience(context, audience.group);
+    if (!this.deps.presence) return observed;
+    return { peers: observed.peers, revision: observed.revision, presence: await this.deps.presence.observe(bundle.bundle.subjectNamespace, observed.peers) };
   }
 
   private async authorizeCandidate(context: RuntimeContext, bundle: CompiledBundle, interaction: CompiledInteraction, peerId: string): Promise<PeerAuthorization> {

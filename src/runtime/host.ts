@@ -3,7 +3,7 @@ import type { BundleRegistry, CompiledInteraction } from '../contract/bundle.js'
 import type { RuntimeContext, WaitFor } from '../contract/types.js';
 import type { Transition } from '../events/types.js';
 import type { OperationRecord } from '../projections/record.js';
-import type { Directory } from '../adapters/directory/types.js';
+import type { Directory, PresenceSource } from '../adapters/directory/types.js';
 import type { CheckedDecision } from '../contract/authorization.js';
 import type { AuthorizationInput, Policy } from '../adapters/policy/types.js';
 import type { EventStore } from '../adapters/store/types.js';
@@ -35,6 +35,11 @@ export interface CoordinatorDeps {
    * unsupported.
    */
   effectFencing?: () => boolean;
+  /**
+   * Where presence is observed (durable NATS: the peers' request consumers). Without it, only what
+   * the directory reports of its groups is recorded, and static audiences have no observation.
+   */
+  presence?: PresenceSource;
   /** Where gather interactions get their expected result set; without it, gather is unsupported. */
   manifests?: ManifestSource;
   metrics?: Metrics;

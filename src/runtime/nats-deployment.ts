@@ -33,6 +33,7 @@ import { checkRequestMessage } from '../events/wire-schemas.js';
 import type { StoredTransition, Transition } from '../events/types.js';
 import { decideDispatchRecorded } from '../machines/decide.js';
 import { StaticDirectory } from '../adapters/directory/static.js';
+import { NatsConsumerPresence } from '../adapters/directory/nats-presence.js';
 import { StaticPolicy } from '../adapters/policy/static.js';
 import { JetStreamEventStore } from '../adapters/store/jetstream.js';
 import { openStore } from '../adapters/store/open.js';
@@ -544,10 +545,14 @@ async function assembleNats(config: DeploymentConfig, settings: ResolvedNatsTran
   const monitor = new DurabilityMonitor(() => transport.checkDurability(), log);
   const inner = await openDeploymentStore(config.store, clock, closers, connect);
   const store = durable ? new AdmissionGatedStore(inner, () => monitor.problem()) : inner;
+  let jsm: Promise<JetStreamManager> | undefined;
+  const manager = () => (jsm ??= jetstreamManager(nc, { checkAPI: false }));
   const coordinator = new Coordinator({
     store,
     transport,
     directory: new StaticDirectory({ groups: config.directory.groups }),
+    // Durable mode observes presence from the peers' request consumers; core NATS has none to read.
+    ...(durable ? { presence: new NatsConsumerPresence(manager, { peers, clock }) } : {}),
     policy: new StaticPolicy({ rules: config.policy.rules, ttlMs: config.policy.ttlMs ?? 60_000 }, clock),
     verifier: new SubjectNamespaceVerifier(config.attestations),
     clock,
@@ -571,7 +576,7 @@ async function assembleNats(config: DeploymentConfig, settings: ResolvedNatsTran
   await coordinator.watchStore();
   await coordinator.recover();
   if (durable) {
-    const watcher = await watchRequestExhaustion(nc, await jetstreamManager(nc, { checkAPI: false }), peers, coordinator, clock, log);
+    const watcher = await watchRequestExhaustion(nc, await manager(), peers, coordinator, clock, log);
     closers.push(() => watcher.close());
     monitor.start(settings.durabilityCheckIntervalMs);
     closers.push(() => monitor.stop());
