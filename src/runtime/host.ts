@@ -7,7 +7,7 @@ import type { Directory, PresenceSource } from '../adapters/directory/types.js';
 import type { CheckedDecision } from '../contract/authorization.js';
 import type { AuthorizationInput, Policy } from '../adapters/policy/types.js';
 import type { EventStore } from '../adapters/store/types.js';
-import type { Subscription, Transport } from '../adapters/transport/types.js';
+import type { StreamContinuity, Subscription, Transport } from '../adapters/transport/types.js';
 import type { PublisherVerifier } from '../adapters/verification/subject.js';
 import type { ManifestSource } from '../adapters/manifest/types.js';
 import type { Clock, TimerHandle } from './clock.js';
@@ -40,6 +40,12 @@ export interface CoordinatorDeps {
    * the directory reports of its groups is recorded, and static audiences have no observation.
    */
   presence?: PresenceSource;
+  /**
+   * Durable delivery's stream continuity: admission records it, and an open operation loaded from
+   * the store (recovery, another coordinator's) whose peers' streams were created since closes
+   * as indeterminate (durability-lost) before anything else of it runs.
+   */
+  continuity?: StreamContinuity;
   /** Where gather interactions get their expected result set; without it, gather is unsupported. */
   manifests?: ManifestSource;
   metrics?: Metrics;

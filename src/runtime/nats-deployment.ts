@@ -50,7 +50,7 @@ import {
 } from '../adapters/transport/nats-names.js';
 import { ConsumerMuxTransport, coordinatorKinds, coordinatorRoute } from '../adapters/transport/nats-mux.js';
 import { commandClientPermissions, coordinatorPermissions, peerPermissions, type NatsPermissions } from '../adapters/transport/nats-permissions.js';
-import type { DurabilityCheck, ExhaustedInfo, MessageHandler, PublishOptions, PublishReceipt, SubscribeOptions, Subscription, Transport, TransportCapabilities } from '../adapters/transport/types.js';
+import type { DurabilityCheck, StreamContinuity, ExhaustedInfo, MessageHandler, PublishOptions, PublishReceipt, SubscribeOptions, Subscription, Transport, TransportCapabilities } from '../adapters/transport/types.js';
 import { SubjectNamespaceVerifier } from '../adapters/verification/subject.js';
 import type { Clock } from './clock.js';
 import { commandQueueDefault, startCommandServer, type CommandServer } from './commands.js';
@@ -552,7 +552,7 @@ async function assembleNats(config: DeploymentConfig, settings: ResolvedNatsTran
     transport,
     directory: new StaticDirectory({ groups: config.directory.groups }),
     // Durable mode observes presence from the peers' request consumers; core NATS has none to read.
-    ...(durable ? { presence: new NatsConsumerPresence(manager, { peers, clock }) } : {}),
+    ...(durable ? { presence: new NatsConsumerPresence(manager, { peers, clock }), continuity: streamContinuity(byNamespace) } : {}),
     policy: new StaticPolicy({ rules: config.policy.rules, ttlMs: config.policy.ttlMs ?? 60_000 }, clock),
     verifier: new SubjectNamespaceVerifier(config.attestations),
     clock,
@@ -612,6 +612,17 @@ function coordinatorTransport(nc: NatsConnection, settings: ResolvedNatsTranspor
   };
   const muxed = new Map<string, Transport>([...byNamespace].map(([ns, t]) => [ns, new ConsumerMuxTransport(t, coordinatorRoute(ns, settings.coordinatorId), { onExhausted })]));
   return { transport: new NatsDeploymentTransport(new NatsTransport(nc, { identity: settings.user }), muxed), byNamespace };
+}
+
+/** Stream continuity across restarts (StreamContinuity), from each namespace's durable transport. */
+function streamContinuity(byNamespace: Map<string, NatsTransport>): StreamContinuity {
+  return {
+    createdUntilMs: (namespace) => byNamespace.get(namespace)?.streamsCreatedUntilMs(),
+    lostSince: async (namespace, peers, createdUntilMs) => {
+      const transport = byNamespace.get(namespace);
+      return transport === undefined ? undefined : transport.streamsRecreatedSince(peers, createdUntilMs);
+    },
+  };
 }
 
 /**
