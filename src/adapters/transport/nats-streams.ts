@@ -215,13 +215,16 @@ export function streamsCreatedUntilMs(config: DurableConfig, seenCreated: Readon
  * created until `createdUntilMs`: one was created later (deleted and recreated since: a new
  * stream stores a new anchor, so only its creation instant tells), or it is gone. Undefined when
  * every one is older. A stream that cannot be read throws: that proves nothing either way.
+ * What the last durability check saw (`seenCreated`) is used first, so resuming an operation
+ * costs no API call for streams already verified: a stream recreated after that check is the
+ * next check's finding (reported as recreated, which closes the namespace's open operations).
  */
-export async function streamsRecreatedSince(jsm: JetStreamManager, namespace: string, peers: readonly string[], createdUntilMs: number): Promise<string | undefined> {
+export async function streamsRecreatedSince(jsm: JetStreamManager, namespace: string, peers: readonly string[], createdUntilMs: number, seenCreated: ReadonlyMap<string, string>): Promise<string | undefined> {
   const problems: string[] = [];
   for (const stream of durableStreams(namespace, peers)) {
-    const info = await streamInfoOrUndefined(jsm, stream.name);
-    if (info === undefined) problems.push(`${stream.name}: the stream does not exist`);
-    else if (Date.parse(info.created) > createdUntilMs) problems.push(`${stream.name}: created at ${info.created}, after the operation was admitted (its streams were created until ${new Date(createdUntilMs).toISOString()})`);
+    const created = seenCreated.get(stream.name) ?? (await streamInfoOrUndefined(jsm, stream.name))?.created;
+    if (created === undefined) problems.push(`${stream.name}: the stream does not exist`);
+    else if (Date.parse(created) > createdUntilMs) problems.push(`${stream.name}: created at ${created}, after the operation was admitted (its streams were created until ${new Date(createdUntilMs).toISOString()})`);
   }
   return problems.length === 0 ? undefined : problems.join('; ');
 }

@@ -257,10 +257,10 @@ export class NatsTransport implements Transport {
     return this.durable === undefined ? undefined : streamsCreatedUntilMs(this.durable, this.seenCreated);
   }
 
-  /** Why the peers' streams were created after `createdUntilMs` (or are gone), read from the broker now; undefined if not. */
+  /** Why the peers' streams were created after `createdUntilMs` (or are gone), as verified (streamsRecreatedSince); undefined if not. */
   async streamsRecreatedSince(peers: readonly string[], createdUntilMs: number): Promise<string | undefined> {
     const config = this.requireDurable('streamsRecreatedSince');
-    return streamsRecreatedSince(await this.manager(), config.namespace, peers, createdUntilMs);
+    return streamsRecreatedSince(await this.manager(), config.namespace, peers, createdUntilMs, this.seenCreated);
   }
 
   /** Creates or updates a durable consumer to the declared config (provisioning), on every stream the pattern spans. */
