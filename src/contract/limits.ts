@@ -69,6 +69,12 @@ export const limits = {
   durableMsgBytesDefault: 512 * 1024,
   /** Room a request or result message needs beyond its input or output (ids, attempt, fence, deadlines). */
   wireEnvelopeBytesMax: 16 * 1024,
+  /**
+   * Durable mode: how long an observation of a peer's presence (its request consumer's state) is
+   * reused by admissions before the broker is asked again, so an admission costs no API call per
+   * candidate while presence stays fresh within about a second.
+   */
+  presenceObservationTtlMs: 1_000,
 } as const;
 
 assert(limits.attemptsMax >= 1 && limits.attemptsMax <= 16, 'attemptsMax within the profile range 1..16');

@@ -68,6 +68,7 @@ export const eventSchemas = [
     authorizations: { type: 'array', items: { type: 'object', required: ['peerId', 'revision', 'expiresAtMs'], additionalProperties: false, properties: { peerId: token, revision: text, expiresAtMs: ms } } },
     outbox: { type: 'array', items: { type: 'object', required: ['branchId', 'peerId', 'attempt', 'fence', 'publicationId'], additionalProperties: false, properties: { branchId: token, peerId: token, attempt: { const: 1 }, fence: { const: 1 }, publicationId: hex64 } } },
     presence: { type: 'object', required: ['revision', 'online', 'offline'], additionalProperties: false, properties: { revision: text, online: { type: 'array', items: token }, offline: { type: 'array', items: token } } },
+    streamsCreatedUntilMs: ms,
   }, ['operationId', 'principalId', 'senderPeerId', 'contract', 'interaction', 'subjectNamespace', 'invocationKey', 'inputDigest', 'input', 'timeoutMs', 'manifest', 'revisions', 'authorizations', 'outbox']),
   event('dispatch-recorded', { ...attemptFence, receipt, detail: text }, ['branchId', 'attempt', 'fence', 'receipt']),
   event('result-accepted', { ...attemptFence, peerId: token, status: { enum: ['success', 'failure'] }, retryable: { type: 'boolean' }, retryAtMs: nullableMs, result: {}, subject: text }),

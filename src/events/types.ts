@@ -99,6 +99,13 @@ export interface OperationAdmitted {
    * that an online peer stays connected.
    */
   presence?: PresenceObservation;
+  /**
+   * Durable delivery: the latest creation instant (the broker's clock) of the namespace's streams
+   * as the coordinator had verified them when it admitted. A stream of the operation's peers
+   * created after it was recreated since, and the operation closes as durability-lost when it is
+   * resumed. Absent for other transports (and in logs written before it was recorded).
+   */
+  streamsCreatedUntilMs?: number;
 }
 
 export interface PresenceObservation {

@@ -34,6 +34,8 @@ export interface AdmissionFacts {
   audience: { peers: string[]; revision: string; presence?: PresenceObservation };
   /** Whether the transport delivers durably: a request waits for an offline peer. */
   durableDelivery: boolean;
+  /** Durable delivery: when the namespace's streams, as last verified, were created (StreamContinuity). */
+  streamsCreatedUntilMs?: number;
   /** delivery gather: the expected set from the deployment's manifest source (never the caller's). */
   gathered?: { branches: ManifestBranch[]; revision: string };
   /** One answer per candidate peer, checked with the prospective first attempt (1). */
@@ -112,6 +114,7 @@ export function planAdmission(facts: AdmissionFacts): Transition {
   };
   const presence = observedPresence(facts);
   if (presence) event.presence = presence;
+  if (facts.streamsCreatedUntilMs !== undefined) event.streamsCreatedUntilMs = facts.streamsCreatedUntilMs;
   // Authorization validity must cover the guarded transition; the admission budget is fixed.
   const authExpiryMs = Math.min(facts.invokeExpiresAtMs, ...authorizations.map((a) => a.expiresAtMs));
   const notAfterMs = Math.min(facts.requestStartMs + limits.admissionBudgetMs, authExpiryMs);

@@ -9,7 +9,7 @@ import { parseStrictBytes } from '../contract/ijson.js';
 import type { JsonValue } from '../contract/json.js';
 import { checkCancelRequest, checkRequestMessage } from '../events/wire-schemas.js';
 import { encodeWire, type CancelOutcome, type CancelRequest, type ClaimMessage, type RequestMessage, type ResultMessage } from '../events/wire.js';
-import { subjectFor } from '../adapters/transport/subjects.js';
+import { parseSubject, subjectFor, type SubjectKind } from '../adapters/transport/subjects.js';
 import type { InboundMessage, PublishReceipt, Subscription, Transport } from '../adapters/transport/types.js';
 import type { DeliveryReceipt } from '../events/types.js';
 import { SystemClock, type Clock, type TimerHandle } from '../runtime/clock.js';
@@ -44,9 +44,17 @@ export interface PeerOptions {
 export interface Peer {
   readonly peerId: string;
   readonly sink: EffectSink;
-  readonly stats: { received: number; handled: number; replayed: number; failed: number; renewed: number; cancels: number };
+  readonly stats: { received: number; handled: number; replayed: number; failed: number; renewed: number; cancels: number; refused: Record<RefusalReason, number> };
   close(): Promise<void>;
 }
+
+/**
+ * Why a request or cancel was refused unrun (acknowledged: redelivery cannot make it valid):
+ * `malformed` (does not parse or fails its schema), `wrong-subject` (the subject it arrived on is
+ * not this peer's own `<ns>.<interaction>.<operationId>.<kind>.<peer>` for the operation, branch
+ * peer and interaction its payload names).
+ */
+export type RefusalReason = 'malformed' | 'wrong-subject';
 
 interface Running {
   attempt: number;
@@ -72,7 +80,7 @@ interface BranchMemory {
 
 class PeerRuntime implements Peer {
   readonly sink: EffectSink;
-  readonly stats = { received: 0, handled: 0, replayed: 0, failed: 0, renewed: 0, cancels: 0 };
+  readonly stats = { received: 0, handled: 0, replayed: 0, failed: 0, renewed: 0, cancels: 0, refused: { malformed: 0, 'wrong-subject': 0 } };
   private readonly clock: Clock;
   /**
    * By operation/branch: the newest fence seen, and the result of that attempt, returned again on
@@ -110,8 +118,10 @@ class PeerRuntime implements Peer {
   private async onRequest(interaction: string, inbound: InboundMessage): Promise<void> {
     this.stats.received++;
     const request = this.parse(inbound, checkRequestMessage);
-    if (!request || request.peerId !== this.peerId || request.interaction !== interaction) {
+    const refusal = !request ? 'malformed' : request.interaction !== interaction ? 'wrong-subject' : this.misaddressed(inbound.subject, interaction, 'request', request);
+    if (!request || refusal !== undefined) {
       this.stats.failed++;
+      this.stats.refused[refusal ?? 'malformed']++;
       return inbound.ack(); // a malformed or misaddressed request can never become valid by redelivery
     }
     const branchKey = `${request.operationId}/${request.branchId}`;
@@ -187,7 +197,11 @@ class PeerRuntime implements Peer {
 
   private async onCancel(interaction: string, inbound: InboundMessage): Promise<void> {
     const cancel = this.parse(inbound, checkCancelRequest);
-    if (!cancel || cancel.peerId !== this.peerId) return inbound.ack();
+    const refusal = !cancel ? 'malformed' : this.misaddressed(inbound.subject, interaction, 'cancel', cancel);
+    if (!cancel || refusal !== undefined) {
+      this.stats.refused[refusal ?? 'malformed']++;
+      return inbound.ack();
+    }
     this.stats.cancels++;
     const branchKey = `${cancel.operationId}/${cancel.branchId}`;
     // Stale fences are rejected: a cancel never reaches past the attempt it names.
@@ -227,6 +241,19 @@ class PeerRuntime implements Peer {
     const message = { kind: 'cancel-result' as const, operationId: cancel.operationId, branchId: cancel.branchId, peerId: this.peerId, attempt: cancel.attempt, fence: cancel.fence, outcome };
     const subject = subjectFor(this.options.namespace, interaction, cancel.operationId, 'cancel-result', this.peerId);
     return receiptOf(this.options.transport.publish(subject, encodeWire(message)));
+  }
+
+  /**
+   * A message is evidence only for the subject it arrived on: it must be exactly this peer's own
+   * subject in its namespace, for the interaction it was subscribed for and the operation and peer
+   * its payload names. Anything else (a request routed or republished onto another operation's
+   * subject, or a payload naming another operation than its subject) is refused unrun: running it
+   * would commit an effect under an operation/branch key the subject does not vouch for.
+   */
+  private misaddressed(subject: string, interaction: string, kind: SubjectKind, payload: { operationId: string; peerId: string }): RefusalReason | undefined {
+    const parsed = parseSubject(subject, this.options.namespace, interaction);
+    if (!parsed || parsed.kind !== kind || parsed.peerId !== this.peerId || payload.peerId !== this.peerId) return 'wrong-subject';
+    return subject === subjectFor(this.options.namespace, interaction, payload.operationId, kind, this.peerId) ? undefined : 'wrong-subject';
   }
 
   private parse<T>(inbound: InboundMessage, check: (value: unknown) => T): T | undefined {

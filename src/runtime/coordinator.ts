@@ -13,7 +13,7 @@ import { operationId as deriveOperationId } from '../contract/ids.js';
 import type { JsonValue } from '../contract/json.js';
 import { limits } from '../contract/limits.js';
 import type { ContractRef, InvocationRequest, RuntimeContext, WaitFor } from '../contract/types.js';
-import type { StoredTransition, Transition } from '../events/types.js';
+import type { DomainEvent, StoredTransition, Transition } from '../events/types.js';
 import { planAdmission, type PeerAuthorization } from '../machines/admission.js';
 import { commandsPerTransitionMax, decideCancelOperation, decideDue, decideDurabilityLost, decideLogBudgetExhausted, decideTogether, nextDueMs, resultGuardEndMs, selectionCandidates, type CandidateAuthorization } from '../machines/decide.js';
 import { applyStored, branchList, fold, type OperationRecord } from '../projections/record.js';
@@ -179,14 +179,15 @@ export class Coordinator implements RuntimeHost {
     try {
       for (;;) {
         const invoke = await budget.within(this.authorizeInvoke(context, bundle, interaction), 'the invoke authorization');
-        const audience = await budget.within(this.observeAudience(context, interaction), 'the audience resolver');
+        const audience = await budget.within(this.observeAudience(context, bundle, interaction), 'the audience resolver');
         const gathered = interaction.spec.delivery === 'gather' ? await budget.within(this.gather(context, bundle, interaction), 'the manifest source') : undefined;
         const candidates = gathered ? [...new Set(gathered.branches.map((b) => b.peerId))] : audience.peers;
         const authorizations = await budget.within(Promise.all(candidates.map((peerId) => this.authorizeCandidate(context, bundle, interaction, peerId))), 'the candidate authorizations');
-        const again = await budget.within(this.observeAudience(context, interaction), 'the audience resolver');
+        const again = await budget.within(this.observeAudience(context, bundle, interaction), 'the audience resolver');
         const invokeAgain = await budget.within(this.authorizeInvoke(context, bundle, interaction), 'the invoke authorization');
         if (again.revision !== audience.revision || again.presence?.revision !== audience.presence?.revision) continue;
         if (invokeAgain.revision !== invoke.revision || authorizations.some((a) => a.revision !== invoke.revision)) continue;
+        const streamsCreatedUntilMs = this.deps.continuity?.createdUntilMs(bundle.bundle.subjectNamespace);
         return planAdmission({
           bundle,
           interaction,
@@ -199,6 +200,7 @@ export class Coordinator implements RuntimeHost {
           inputBytes: args.inputBytes,
           audience,
           durableDelivery: this.deps.transport.capabilities.durable,
+          ...(streamsCreatedUntilMs === undefined ? {} : { streamsCreatedUntilMs }),
           ...(gathered ? { gathered } : {}),
           authorizations,
           policyRevision: invoke.revision,
@@ -217,10 +219,12 @@ export class Coordinator implements RuntimeHost {
     return this.deps.manifests.gather(context, bundle.ref, interaction.id);
   }
 
-  private async observeAudience(context: RuntimeContext, interaction: CompiledInteraction): Promise<AudienceObservation> {
+  /** The audience (a directory group or the bundle's peers) with what the deployment's presence source observed of it. */
+  private async observeAudience(context: RuntimeContext, bundle: CompiledBundle, interaction: CompiledInteraction): Promise<AudienceObservation> {
     const audience = interaction.spec.audience;
-    if ('peers' in audience) return { peers: audience.peers, revision: 'bundle' };
-    return this.deps.directory.audience(context, audience.group);
+    const observed = 'peers' in audience ? { peers: audience.peers, revision: 'bundle' } : await this.deps.directory.audience(context, audience.group);
+    if (!this.deps.presence) return observed;
+    return { peers: observed.peers, revision: observed.revision, presence: await this.deps.presence.observe(bundle.bundle.subjectNamespace, observed.peers) };
   }
 
   private async authorizeCandidate(context: RuntimeContext, bundle: CompiledBundle, interaction: CompiledInteraction, peerId: string): Promise<PeerAuthorization> {
@@ -651,10 +655,29 @@ export class Coordinator implements RuntimeHost {
     for (const stored of read.transitions) entry.known.add(stored.revision);
     entry.log = logSizeOf(read.transitions);
     this.ops.set(operationId, entry);
+    // Queued first: nothing of the operation (its due timers, its outbox) runs before it.
+    this.checkContinuity(entry, read.transitions[0]?.transition.events[0]);
     // A record loaded from the store (a restart, or another coordinator's operation) resumes its
     // timers from the recorded instants and replays its pending outbox with the same identities.
     this.afterCommit(entry, true);
     return entry;
+  }
+
+  /**
+   * An open operation loaded from the store whose peers' durable streams were created after it
+   * was admitted (deleted and recreated while no coordinator watched: the new streams carry their
+   * own anchors and look continuous) closes as indeterminate, reason durability-lost — never at its
+   * deadline as if a peer had not answered. A check that cannot be made leaves it open: the
+   * durability monitor reports streams it cannot verify.
+   */
+  private checkContinuity(entry: OpEntry, admitted: DomainEvent | undefined): void {
+    const continuity = this.deps.continuity;
+    if (!continuity || entry.record.decision !== null || admitted?.type !== 'operation-admitted' || admitted.streamsCreatedUntilMs === undefined) return;
+    const since = admitted.streamsCreatedUntilMs;
+    void this.enqueue(entry, async () => {
+      const lost = await continuity.lostSince(entry.record.subjectNamespace, entry.record.manifest.eligible, since);
+      if (lost !== undefined) await this.commitDecided(entry, (current) => decideDurabilityLost(current));
+    }).catch(() => this.metrics.storeErrors.inc({ stage: 'durability-lost' }));
   }
 
   enqueue<T>(entry: OpEntry, work: () => Promise<T>): Promise<T> {

@@ -3,11 +3,11 @@ import type { BundleRegistry, CompiledInteraction } from '../contract/bundle.js'
 import type { RuntimeContext, WaitFor } from '../contract/types.js';
 import type { Transition } from '../events/types.js';
 import type { OperationRecord } from '../projections/record.js';
-import type { Directory } from '../adapters/directory/types.js';
+import type { Directory, PresenceSource } from '../adapters/directory/types.js';
 import type { CheckedDecision } from '../contract/authorization.js';
 import type { AuthorizationInput, Policy } from '../adapters/policy/types.js';
 import type { EventStore } from '../adapters/store/types.js';
-import type { Subscription, Transport } from '../adapters/transport/types.js';
+import type { StreamContinuity, Subscription, Transport } from '../adapters/transport/types.js';
 import type { PublisherVerifier } from '../adapters/verification/subject.js';
 import type { ManifestSource } from '../adapters/manifest/types.js';
 import type { Clock, TimerHandle } from './clock.js';
@@ -36,6 +36,17 @@ export interface CoordinatorDeps {
    * interactions declaring fenced effects are unsupported.
    */
   effectFencing?: (namespace: string) => boolean;
+  /**
+   * Where presence is observed (durable NATS: the peers' request consumers). Without it, only what
+   * the directory reports of its groups is recorded, and static audiences have no observation.
+   */
+  presence?: PresenceSource;
+  /**
+   * Durable delivery's stream continuity: admission records it, and an open operation loaded from
+   * the store (recovery, another coordinator's) whose peers' streams were created since closes
+   * as indeterminate (durability-lost) before anything else of it runs.
+   */
+  continuity?: StreamContinuity;
   /** Where gather interactions get their expected result set; without it, gather is unsupported. */
   manifests?: ManifestSource;
   metrics?: Metrics;

@@ -33,6 +33,7 @@ import { checkRequestMessage } from '../events/wire-schemas.js';
 import type { StoredTransition, Transition } from '../events/types.js';
 import { decideDispatchRecorded } from '../machines/decide.js';
 import { StaticDirectory } from '../adapters/directory/static.js';
+import { NatsConsumerPresence } from '../adapters/directory/nats-presence.js';
 import { StaticPolicy } from '../adapters/policy/static.js';
 import { JetStreamEventStore } from '../adapters/store/jetstream.js';
 import { openStore } from '../adapters/store/open.js';
@@ -49,7 +50,7 @@ import {
 } from '../adapters/transport/nats-names.js';
 import { ConsumerMuxTransport, coordinatorKinds, coordinatorRoute } from '../adapters/transport/nats-mux.js';
 import { commandClientPermissions, coordinatorPermissions, peerPermissions, type NatsPermissions } from '../adapters/transport/nats-permissions.js';
-import type { DurabilityCheck, ExhaustedInfo, MessageHandler, PublishOptions, PublishReceipt, SubscribeOptions, Subscription, Transport, TransportCapabilities } from '../adapters/transport/types.js';
+import type { DurabilityCheck, StreamContinuity, ExhaustedInfo, MessageHandler, PublishOptions, PublishReceipt, SubscribeOptions, Subscription, Transport, TransportCapabilities } from '../adapters/transport/types.js';
 import { SubjectNamespaceVerifier } from '../adapters/verification/subject.js';
 import type { Clock } from './clock.js';
 import { commandQueueDefault, startCommandServer, type CommandServer } from './commands.js';
@@ -545,10 +546,14 @@ async function assembleNats(config: DeploymentConfig, settings: ResolvedNatsTran
   const monitor = new DurabilityMonitor(() => transport.checkDurability(), log);
   const inner = await openDeploymentStore(config.store, clock, closers, connect);
   const store = durable ? new AdmissionGatedStore(inner, () => monitor.problem()) : inner;
+  let jsm: Promise<JetStreamManager> | undefined;
+  const manager = () => (jsm ??= jetstreamManager(nc, { checkAPI: false }));
   const coordinator = new Coordinator({
     store,
     transport,
     directory: new StaticDirectory({ groups: config.directory.groups }),
+    // Durable mode observes presence from the peers' request consumers; core NATS has none to read.
+    ...(durable ? { presence: new NatsConsumerPresence(manager, { peers, clock }), continuity: streamContinuity(byNamespace) } : {}),
     policy: new StaticPolicy({ rules: config.policy.rules, ttlMs: config.policy.ttlMs ?? 60_000 }, clock),
     verifier: new SubjectNamespaceVerifier(config.attestations),
     effectFencing: attestedEffectFencing(config.attestations),
@@ -573,7 +578,7 @@ async function assembleNats(config: DeploymentConfig, settings: ResolvedNatsTran
   await coordinator.watchStore();
   await coordinator.recover();
   if (durable) {
-    const watcher = await watchRequestExhaustion(nc, await jetstreamManager(nc, { checkAPI: false }), peers, coordinator, clock, log);
+    const watcher = await watchRequestExhaustion(nc, await manager(), peers, coordinator, clock, log);
     closers.push(() => watcher.close());
     monitor.start(settings.durabilityCheckIntervalMs);
     closers.push(() => monitor.stop());
@@ -609,6 +614,17 @@ function coordinatorTransport(nc: NatsConnection, settings: ResolvedNatsTranspor
   };
   const muxed = new Map<string, Transport>([...byNamespace].map(([ns, t]) => [ns, new ConsumerMuxTransport(t, coordinatorRoute(ns, settings.coordinatorId), { onExhausted })]));
   return { transport: new NatsDeploymentTransport(new NatsTransport(nc, { identity: settings.user }), muxed), byNamespace };
+}
+
+/** Stream continuity across restarts (StreamContinuity), from each namespace's durable transport. */
+function streamContinuity(byNamespace: Map<string, NatsTransport>): StreamContinuity {
+  return {
+    createdUntilMs: (namespace) => byNamespace.get(namespace)?.streamsCreatedUntilMs(),
+    lostSince: async (namespace, peers, createdUntilMs) => {
+      const transport = byNamespace.get(namespace);
+      return transport === undefined ? undefined : transport.streamsRecreatedSince(peers, createdUntilMs);
+    },
+  };
 }
 
 /**

@@ -58,6 +58,8 @@ export interface NatsFixtureOptions {
   waitMsMax?: number;
   /** The serve config's resultBatchMs (absent: the default). */
   resultBatchMs?: number;
+  /** The serve config's lowered byte budgets (`limits`; absent: the hard maxima). */
+  limits?: { resultBytesMax?: number; transitionBytesMax?: number; recordBytesMax?: number };
   /** Start nats-server with its monitoring endpoints (server.monitorUrl); benches read /varz. */
   monitoring?: boolean;
   /**
@@ -222,6 +224,7 @@ export class NatsDeploymentFixture {
       deployment: { account: 'test', system: 'convoke', domain: 'nats-e2e' },
       http: { host: '127.0.0.1', port: 0, bodyLimitBytes: 65536, waitMsMax: o.waitMsMax ?? 30_000, principals: [{ principalId: 'web', tokenSha256: createHash('sha256').update(this.webToken, 'utf8').digest('hex') }] },
       ...(o.resultBatchMs === undefined ? {} : { resultBatchMs: o.resultBatchMs }),
+      ...(o.limits === undefined ? {} : { limits: o.limits as JsonObject }),
     };
   }
 

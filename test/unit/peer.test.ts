@@ -177,3 +177,44 @@ test('a cancel whose answer could not be stored is handed back, and delivered ag
   assert.deepEqual(answers, ['stopped'], 'delivered again, the cancel gets the answer it was given: stopped, not unknown');
   await peer.close();
 });
+
+test('a request or cancel whose subject is not its own (operation, namespace, interaction or peer differ from its payload) is refused unrun, acknowledged and counted', async () => {
+  // A transport that hands the test every subscription's handler: it can deliver any subject to
+  // them, as a misrouting consumer or a republishing stream could.
+  const handlers = new Map<string, (m: InboundMessage) => void | Promise<void>>();
+  const published: string[] = [];
+  const transport: Transport = {
+    capabilities: { durable: true, resultFencing: true },
+    identity: 'alfa',
+    publish: async (subject) => (published.push(subject), { receipt: 'stored' }),
+    subscribe: async (pattern, handler) => (handlers.set(pattern, handler), { close: async () => {} }),
+    close: async () => {},
+  };
+  const runs: string[] = [];
+  const peer = await createPeer({ transport, namespace, peerId: 'alfa', renew: false, handlers: { review: (_input, { request }) => (runs.push(request.operationId), { verdict: 'approve' }) } });
+  const other = `op${'c'.repeat(64)}`;
+  const request: RequestMessage = { kind: 'request', operationId, contract: { id: 'lab.review', version: '1.0.0', digest: `sha256:${'b'.repeat(64)}` }, interaction: 'review', branchId: 'alfa', peerId: 'alfa', attempt: 1, fence: 1, deadlineMs: Date.now() + 60_000, leaseUntilMs: Date.now() + 60_000, renewIntervalMs: 10_000, publicationId: '1'.padStart(64, '0'), input: { document: 'd' } };
+  const cancel: CancelRequest = { kind: 'cancel', operationId, branchId: 'alfa', peerId: 'alfa', attempt: 1, fence: 1, reason: 'decision-closed' };
+  const deliver = async (kind: 'request' | 'cancel', subject: string, message: object) => {
+    const answered: string[] = [];
+    const inbound: InboundMessage = { subject, data: encodeWire(message as RequestMessage), headers: {}, redelivered: false, ack: async () => void answered.push('ack'), nak: async () => void answered.push('nak') };
+    await handlers.get(subjectFor(namespace, 'review', '*', kind, 'alfa'))!(inbound);
+    return answered;
+  };
+  const misaddressed = [
+    subjectFor(namespace, 'review', other, 'request', 'alfa'), // another operation's subject
+    subjectFor('demo.v1.other', 'review', operationId, 'request', 'alfa'), // another namespace
+    subjectFor(namespace, 'triage', operationId, 'request', 'alfa'), // another interaction
+    subjectFor(namespace, 'review', operationId, 'request', 'bravo'), // another peer
+  ];
+  for (const subject of misaddressed) assert.deepEqual(await deliver('request', subject, request), ['ack'], `${subject}: acknowledged, never redelivered`);
+  assert.deepEqual(await deliver('cancel', subjectFor(namespace, 'review', other, 'cancel', 'alfa'), cancel), ['ack']);
+  await flushMicrotasks();
+  assert.deepEqual(runs, [], 'no handler ran');
+  assert.deepEqual(published, [], 'nothing was answered');
+  assert.deepEqual(peer.stats.refused, { malformed: 0, 'wrong-subject': 5 });
+  // Its own subject, the same payload runs.
+  assert.deepEqual(await deliver('request', subjectFor(namespace, 'review', operationId, 'request', 'alfa'), request), ['ack']);
+  assert.deepEqual(runs, [operationId]);
+  await peer.close();
+});

@@ -196,6 +196,39 @@ async function continuityProblems(jsm: JetStreamManager, info: StreamInfo, strea
   return problems.map((p) => `${stream.name}: ${p}`);
 }
 
+/**
+ * The latest creation instant (ms, the broker's clock) among the streams a durability check has
+ * verified (`seenCreated`); undefined before every stream of the namespace was seen once.
+ */
+export function streamsCreatedUntilMs(config: DurableConfig, seenCreated: ReadonlyMap<string, string>): number | undefined {
+  let untilMs = Number.NEGATIVE_INFINITY;
+  for (const stream of durableStreams(config.namespace, config.peers)) {
+    const created = Date.parse(seenCreated.get(stream.name) ?? '');
+    if (!Number.isSafeInteger(created)) return undefined;
+    untilMs = Math.max(untilMs, created);
+  }
+  return Number.isSafeInteger(untilMs) ? untilMs : undefined;
+}
+
+/**
+ * Why the streams of `peers` cannot have kept work admitted when the namespace's streams had been
+ * created until `createdUntilMs`: one was created later (deleted and recreated since: a new
+ * stream stores a new anchor, so only its creation instant tells), or it is gone. Undefined when
+ * every one is older. A stream that cannot be read throws: that proves nothing either way.
+ * What the last durability check saw (`seenCreated`) is used first, so resuming an operation
+ * costs no API call for streams already verified: a stream recreated after that check is the
+ * next check's finding (reported as recreated, which closes the namespace's open operations).
+ */
+export async function streamsRecreatedSince(jsm: JetStreamManager, namespace: string, peers: readonly string[], createdUntilMs: number, seenCreated: ReadonlyMap<string, string>): Promise<string | undefined> {
+  const problems: string[] = [];
+  for (const stream of durableStreams(namespace, peers)) {
+    const created = seenCreated.get(stream.name) ?? (await streamInfoOrUndefined(jsm, stream.name))?.created;
+    if (created === undefined) problems.push(`${stream.name}: the stream does not exist`);
+    else if (Date.parse(created) > createdUntilMs) problems.push(`${stream.name}: created at ${created}, after the operation was admitted (its streams were created until ${new Date(createdUntilMs).toISOString()})`);
+  }
+  return problems.length === 0 ? undefined : problems.join('; ');
+}
+
 /** Fail closed: a stream that cannot be read is reported as not ok, never assumed fine. */
 export async function checkDurableStreams(jsm: JetStreamManager, config: DurableConfig, seenCreated: Map<string, string>): Promise<DurabilityCheck> {
   const results = await Promise.all(

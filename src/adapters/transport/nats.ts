@@ -21,7 +21,7 @@ import { PubAckMux, type PubAckPublishOptions } from './nats-pubacks.js';
 import { ensureConsumer, subscribeDurable, type JetStreamContext } from './nats-consumers.js';
 import { classifyNatsError, toAdapterError, type NatsFailure } from './nats-errors.js';
 import { assertNamespace, assertToken, durableLayout, peerConsumerFilter, peerConsumerName, type DurableLayout, type DurableRoute, type PeerConsumerKind } from './nats-names.js';
-import { checkDurableStreams, ensureDurableStreams, type DurableConfig } from './nats-streams.js';
+import { checkDurableStreams, ensureDurableStreams, streamsCreatedUntilMs, streamsRecreatedSince, type DurableConfig } from './nats-streams.js';
 import type {
   DurabilityCheck,
   InboundMessage,
@@ -250,6 +250,17 @@ export class NatsTransport implements Transport {
     if (this.durable === undefined) return { ok: false, description: 'core NATS transport: no durable streams' };
     if (this.closed) return { ok: false, description: 'transport is closed' };
     return checkDurableStreams(await this.manager(), this.durable, this.seenCreated);
+  }
+
+  /** When this namespace's streams, as the last durability check verified them, were created at the latest (StreamContinuity). */
+  streamsCreatedUntilMs(): number | undefined {
+    return this.durable === undefined ? undefined : streamsCreatedUntilMs(this.durable, this.seenCreated);
+  }
+
+  /** Why the peers' streams were created after `createdUntilMs` (or are gone), as verified (streamsRecreatedSince); undefined if not. */
+  async streamsRecreatedSince(peers: readonly string[], createdUntilMs: number): Promise<string | undefined> {
+    const config = this.requireDurable('streamsRecreatedSince');
+    return streamsRecreatedSince(await this.manager(), config.namespace, peers, createdUntilMs, this.seenCreated);
   }
 
   /** Creates or updates a durable consumer to the declared config (provisioning), on every stream the pattern spans. */

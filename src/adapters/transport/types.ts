@@ -79,6 +79,20 @@ export type MessageHandler = (message: InboundMessage) => void | Promise<void>;
  */
 export type DurabilityCheck = { ok: true } | { ok: false; description: string; brokenNamespaces?: string[] };
 
+/**
+ * The continuity of durable streams across the life of an operation (nats-streams.ts): admission
+ * records when the namespace's streams, as last verified, were created; an operation resumed
+ * later (a restart, another coordinator) whose peers' streams were created after that was
+ * admitted before a recreation, so the work those streams held for it may be gone, whatever
+ * anchor the new streams carry.
+ */
+export interface StreamContinuity {
+  /** The latest creation instant (the broker's clock, ms) of the namespace's streams as last verified; undefined when not known. */
+  createdUntilMs(namespace: string): number | undefined;
+  /** Why the peers' streams cannot have kept work admitted when they were created until `createdUntilMs` (one was created later, or is gone), or undefined. */
+  lostSince(namespace: string, peers: readonly string[], createdUntilMs: number): Promise<string | undefined>;
+}
+
 export interface TransportCapabilities {
   /** Storage acknowledgments, redelivery and offline peers. */
   durable: boolean;
