@@ -17,6 +17,7 @@ import { join } from 'node:path';
 import { buildDeployment, parseDeploymentConfig } from '../../src/runtime/config.js';
 import { reviewBundle } from '../../src/runtime/examples.js';
 import { VirtualClock } from '../../src/runtime/clock.js';
+import { minimalServeConfig } from '../support/config-fixtures.js';
 
 const unsupported = (pattern: RegExp) => (error: unknown) => error instanceof AdapterError && error.kind === 'unsupported' && pattern.test(error.message);
 
@@ -95,16 +96,14 @@ test('convoke serve: fenced effects are refused unless the operator attests effe
   const dir = await mkdtemp(join(tmpdir(), 'convoke-fencing-'));
   try {
     await writeFile(join(dir, 'review.bundle.json'), JSON.stringify(reviewBundle({ effects: 'fenced', completion: { mode: 'first-success' } })));
-    const config = (attestation: object) => ({
-      store: 'memory:',
-      transport: { kind: 'memory', examplePeers: { alfa: { review: { verdict: 'approve' } } } },
-      bundles: ['review.bundle.json'],
-      directory: { groups: { reviewers: ['alfa'] } },
-      policy: { rules: [{ effect: 'allow' }] },
-      attestations: [{ namespace: 'demo.v1.lab', exclusivePeerPublishers: true, ...attestation }],
-      deployment: { account: 'a', system: 's', domain: 'd' },
-      http: { host: '127.0.0.1', port: 0, bodyLimitBytes: 65_536, waitMsMax: 1000, principals: [{ principalId: 'p', tokenSha256: 'a'.repeat(64) }] },
-    });
+    const config = (attestation: object) =>
+      minimalServeConfig({
+        transport: { kind: 'memory', examplePeers: { alfa: { review: { verdict: 'approve' } } } },
+        bundles: ['review.bundle.json'],
+        directory: { groups: { reviewers: ['alfa'] } },
+        policy: { rules: [{ effect: 'allow' }] },
+        attestations: [{ namespace: 'demo.v1.lab', exclusivePeerPublishers: true, ...attestation }],
+      });
     const parse = (attestation: object) => parseDeploymentConfig(new TextEncoder().encode(JSON.stringify(config(attestation))), dir);
     const invoke = async (attestation: object) => {
       const deployment = await buildDeployment(parse(attestation), { clock: new VirtualClock() });

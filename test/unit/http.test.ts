@@ -17,6 +17,7 @@ import { buildDeployment, parseDeploymentConfig } from '../../src/runtime/config
 import { createEmbedded } from '../../src/runtime/embedded.js';
 import { SystemClock } from '../../src/runtime/clock.js';
 import { buildFixtureApp, fixtureBundle, requestBody, storedOperationIds, writeHttpFixture, type HttpFixture } from '../support/http-fixtures.js';
+import { minimalServeConfig } from '../support/config-fixtures.js';
 
 type Built = Awaited<ReturnType<typeof buildFixtureApp>>;
 
@@ -266,16 +267,10 @@ describe('HTTP facade with JWT principals (inject)', () => {
 });
 
 describe('deployment config', () => {
-  const base = () => ({
-    store: 'memory:',
-    transport: { kind: 'memory' },
-    bundles: ['b.json'],
-    directory: { groups: {} },
-    policy: { rules: [] },
-    attestations: [],
-    deployment: { account: 'a', system: 's', domain: 'd' },
-    http: { host: '127.0.0.1', port: 0, bodyLimitBytes: 4096, waitMsMax: 1000, principals: [{ principalId: 'p', tokenSha256: 'a'.repeat(64) }] },
-  });
+  const base = () => {
+    const config = minimalServeConfig();
+    return { ...config, http: { ...(config.http as object), bodyLimitBytes: 4096 } };
+  };
   const parse = (config: unknown) => parseDeploymentConfig(new TextEncoder().encode(typeof config === 'string' ? config : JSON.stringify(config)), '/etc/convoke');
   const fails = (config: unknown, ...fragments: string[]) =>
     assert.throws(

@@ -16,6 +16,7 @@ import { limits } from '../../src/contract/limits.js';
 import { isAdapterError } from '../../src/contract/errors.js';
 import { resolveBudgets } from '../../src/runtime/log-budget.js';
 import { parseDeploymentConfig } from '../../src/runtime/config.js';
+import { minimalServeConfig } from '../support/config-fixtures.js';
 
 const of = <T extends DomainEvent['type']>(events: DomainEvent[], type: T) => events.filter((e): e is Extract<DomainEvent, { type: T }> => e.type === type);
 
@@ -204,17 +205,7 @@ test('a result just over a lowered transition budget is rejected and recorded, n
 });
 
 test('deployment config may lower the byte budgets and never raise them past the hard maxima', () => {
-  const base = {
-    store: 'memory:',
-    transport: { kind: 'memory' },
-    bundles: ['b.json'],
-    directory: { groups: {} },
-    policy: { rules: [] },
-    attestations: [],
-    deployment: { account: 'a', system: 's', domain: 'd' },
-    http: { host: '127.0.0.1', port: 0, bodyLimitBytes: 1_048_576, waitMsMax: 1000, principals: [{ principalId: 'p', tokenSha256: 'a'.repeat(64) }] },
-  };
-  const parse = (extra: object) => parseDeploymentConfig(new TextEncoder().encode(JSON.stringify({ ...base, ...extra })), '/tmp');
+  const parse = (extra: Record<string, unknown>) => parseDeploymentConfig(new TextEncoder().encode(JSON.stringify(minimalServeConfig(extra))), '/tmp');
   const lowered = parse({ limits: { resultBytesMax: 65_536, recordBytesMax: 2 * 1024 * 1024 } });
   assert.deepEqual(lowered.limits, { resultBytesMax: 65_536, recordBytesMax: 2 * 1024 * 1024 });
   assert.equal(resolveBudgets(lowered.limits).resultBytesMax, 65_536);
