@@ -1,6 +1,6 @@
 /**
  * RFC 8785 (JCS) canonical JSON and the digests built on it: the invocation input digest and the
- * contract digest are `sha256:` + hex of a canonical form (DESIGN §3).
+ * contract digest are `sha256:` + hex of a canonical form (docs/design.md §3).
  *
  * The `canonicalize` package does the serialization. Before it runs, the value is walked and
  * anything that is not plain JSON, or would not survive a strict re-parse, is invalid-input with

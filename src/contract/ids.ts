@@ -1,5 +1,5 @@
 /**
- * Identities with exact byte layouts (DESIGN §3); test/vectors/ids.json holds vectors computed
+ * Identities with exact byte layouts (docs/design.md §3); test/vectors/ids.json holds vectors computed
  * independently of this code.
  *
  * Each part is length-prefixed, never joined with a separator, so no choice of principal, digest

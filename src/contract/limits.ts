@@ -29,7 +29,7 @@ export const limits = {
   transitionsPerOperationMax: 4096,
   /**
    * What every store reads back in full for one operation, and so the most it accepts: an append
-   * past it is refused (DESIGN §10: a store accepts only what it can read back in full).
+   * past it is refused (docs/design.md §10: a store accepts only what it can read back in full).
    */
   transitionsStoredMax: 8192,
   /** Closing transitions kept per branch: a cancel dispatch (and its retry), its reply, and a late result. */

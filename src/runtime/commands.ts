@@ -1,5 +1,5 @@
 /**
- * Commands over NATS (DESIGN.md §5): services invoke, read and cancel operations by request/reply
+ * Commands over NATS (docs/design.md §5): services invoke, read and cancel operations by request/reply
  * on `convoke.cmd.<principal>.{invoke,get,cancel}`, with the same InvocationRequest,
  * InvocationResult and AdapterError JSON as the HTTP facade.
  *

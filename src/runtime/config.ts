@@ -46,7 +46,7 @@ export interface ExamplePeerConfig {
 
 export type TransportConfig = { kind: 'memory'; examplePeers?: Record<string, ExamplePeerConfig> } | NatsTransportConfig;
 
-/** JetStream resources of durable mode (DESIGN.md §5); absent fields take the defaults in nats-deployment.ts. */
+/** JetStream resources of durable mode (docs/design.md §5); absent fields take the defaults in nats-deployment.ts. */
 export interface NatsDurableSettings {
   /** Must cover timeoutMs + max(settlementGraceMs, cancelTimeoutMs) of every deployed interaction; by default exactly that. */
   duplicateWindowMs?: number;

@@ -67,7 +67,7 @@ export async function onPeerMessage(host: RuntimeHost, namespace: string, intera
     return inbound.nak(250);
   }
   if (!entry) return drop(host, inbound, 'unknown-operation');
-  // A message is evidence only for the subject it arrived on (DESIGN §10): one that names this
+  // A message is evidence only for the subject it arrived on (docs/design.md §10): one that names this
   // operation on another namespace's or interaction's subjects was published under permissions
   // and an attestation that are not this operation's. It is counted, not recorded: its publisher
   // is no party to this operation and may not grow its log.

@@ -1,6 +1,6 @@
 /**
  * An operation's log budgets, checked in the commit pipeline before every append, and the
- * deployment's (lower) byte budgets. DESIGN §10: a store accepts only what it can read back in
+ * deployment's (lower) byte budgets. docs/design.md §10: a store accepts only what it can read back in
  * full — and the coordinator never asks it to: every store reads back at least
  * transitionsPerOperationMax transitions (limits.transitionsStoredMax, asserted at load).
  *

@@ -6,7 +6,7 @@
  * Core mode: one core-NATS transport; results, claims and cancel results arrive on plain
  * subscriptions; one attempt's worth of promises, no offline delivery (spec: memory mode).
  *
- * Durable mode (spec: "Outbox, durable delivery and recovery"; DESIGN.md §5):
+ * Durable mode (spec: "Outbox, durable delivery and recovery"; docs/design.md §5):
  * - per subject namespace and known peer, a requests stream and a results stream (file,
  *   work queue, discard new: nats-streams.ts) whose duplicate window must cover timeoutMs + max(settlementGraceMs, cancelTimeoutMs) of every
  *   deployed interaction: start is refused otherwise;

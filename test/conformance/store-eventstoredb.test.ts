@@ -1,6 +1,6 @@
 /**
  * EventStoreDB conformance. No EventStoreDB server can run on the development machines
- * (DESIGN.md §8), so the suite is skipped — reported as skipped, never as passed — unless
+ * (docs/design.md §8), so the suite is skipped — reported as skipped, never as passed — unless
  * CONVOKE_ESDB_URL names one, e.g. `esdb://localhost:2113?tls=false` (docker-compose.yml).
  * Each harness uses its own stream prefix so runs against a shared server do not collide.
  */

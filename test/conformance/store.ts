@@ -1,7 +1,7 @@
 /**
  * The EventStore conformance suite (STYLE.md §3): one function, run by every adapter's test file
  * against a factory. Each test is named after the rule it checks (spec "State-store protocol and
- * atomic time guards", DESIGN.md §2). Guard-on-fold stores (jetstream, eventstoredb) keep void
+ * atomic time guards", docs/design.md §2). Guard-on-fold stores (jetstream, eventstoredb) keep void
  * transitions in the log, so "without mutation" is checked on the fold (`appliedOf`), which is
  * what every reader of those stores must apply.
  */
@@ -510,7 +510,7 @@ const roundTrip: Rule = (factory) =>
   });
 
 /**
- * DESIGN §10: a store accepts only what it can read back in full. Appending one transition after
+ * docs/design.md §10: a store accepts only what it can read back in full. Appending one transition after
  * another, the store refuses (invalid-input) before its log outgrows what it reads back, after
  * accepting at least the per-operation budget; then the whole log reads back, in order.
  */

@@ -1,5 +1,5 @@
 /**
- * DESIGN §10 on a real nats-server with real permissions: a peer message is evidence only for the
+ * docs/design.md §10 on a real nats-server with real permissions: a peer message is evidence only for the
  * subject it arrived on. Two bundles in two namespaces share one coordinator; namespace A is
  * attested peer-exclusive, namespace B has an operator (`ops-b`, allowed to publish anywhere in B)
  * that is an unattested exception there. Whatever that operator publishes on B's subjects must not

@@ -46,7 +46,7 @@ test('the vectors file documents its layout and covers the required cases', () =
   assert.ok(vectors.operation.some((v) => Buffer.byteLength(v.invocationKey) > v.invocationKey.length), 'a multi-byte key');
 });
 
-test('lengthPrefixed is u64be(byte length) then UTF-8 bytes, per part (DESIGN §3)', () => {
+test('lengthPrefixed is u64be(byte length) then UTF-8 bytes, per part (docs/design.md §3)', () => {
   for (const v of vectors.operation) {
     assert.equal(lengthPrefixed([v.principalId, v.contractDigest, v.invocationKey]).toString('hex'), v.encodingHex, v.note);
   }

@@ -20,7 +20,7 @@
  * appended after the fact with expectedRevision ANY, so the capacity check is best-effort under
  * concurrent creates (it can overshoot by the number of racing creators) — documented.
  *
- * No EventStoreDB server can run on the development machines (DESIGN.md §8); this adapter is
+ * No EventStoreDB server can run on the development machines (docs/design.md §8); this adapter is
  * type-checked against the client's declarations and its conformance run needs CONVOKE_ESDB_URL.
  */
 import { hash } from 'node:crypto';

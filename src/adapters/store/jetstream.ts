@@ -1,5 +1,5 @@
 /**
- * The JetStream event store (DESIGN.md §2, §8): stream CONVOKE_OPS, one subject per operation
+ * The JetStream event store (docs/design.md §2, §8): stream CONVOKE_OPS, one subject per operation
  * (`convoke.op.<operationId>`), one message per Transition, file storage, limits retention,
  * discard-new (capacity pressure refuses writes instead of evicting accepted history).
  *

@@ -1,5 +1,5 @@
 /**
- * The EventStore interface (DESIGN.md §2): one stream per operation, one stored Transition per
+ * The EventStore interface (docs/design.md §2): one stream per operation, one stored Transition per
  * handled command, create-if-absent and append-with-expectedRevision as the compare-and-swap,
  * and a time guard checked at the store's authoritative serialization point.
  *

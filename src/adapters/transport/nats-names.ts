@@ -28,7 +28,7 @@ export function assertNamespace(namespace: string): void {
  * The two durable streams of one peer in one namespace. Each has exactly one publishing role:
  * JetStream deduplicates Nats-Msg-Id per stream, so a stream shared by several publishers lets
  * one of them publish first under an id another's message will carry, and the real message is
- * then acknowledged as a duplicate and never stored (DESIGN.md §10). Per-peer streams also make
+ * then acknowledged as a duplicate and never stored (docs/design.md §10). Per-peer streams also make
  * every capacity limit per peer: a peer filling its own stream refuses only its own work.
  */
 export interface DurableStreamNames {
@@ -52,7 +52,7 @@ export function durableStreamNames(namespace: string, peerId: string): DurableSt
   return { requests: `CONVOKE_REQ_${readable}_${hash}`, results: `CONVOKE_RES_${readable}_${hash}` };
 }
 
-/** The work subjects captured by a peer's two streams (DESIGN.md §5); each stream also captures its anchor. */
+/** The work subjects captured by a peer's two streams (docs/design.md §5); each stream also captures its anchor. */
 export function durableStreamSubjects(namespace: string, peerId: string): { requests: string[]; results: string[] } {
   assertNamespace(namespace);
   assertToken(peerId, 'peer id');

@@ -1,6 +1,6 @@
 /**
  * The durable streams of a namespace and the guarantee they must keep (spec: "Outbox, durable
- * delivery and recovery"; DESIGN.md §10). Streams hold in-flight work, not history — the
+ * delivery and recovery"; docs/design.md §10). Streams hold in-flight work, not history — the
  * operation logs are the history:
  *
  * - two streams per peer (nats-names.ts durableStreamNames), each with one publishing role, so
@@ -37,7 +37,7 @@ export interface DurableConfig {
   namespace: string;
   /** The peers whose streams this transport creates and verifies, and which a `*` peer token spans. */
   peers: readonly string[];
-  /** Must cover the operation deadline plus recovery/settlement grace (DESIGN.md §5). */
+  /** Must cover the operation deadline plus recovery/settlement grace (docs/design.md §5). */
   duplicateWindowMs: number;
   /** In-flight messages each stream holds (per peer and direction); full means new publishes are rejected. */
   maxMsgs?: number;

@@ -1,5 +1,5 @@
 /**
- * Subject grammar (DESIGN.md §5) and NATS-style wildcard matching.
+ * Subject grammar (docs/design.md §5) and NATS-style wildcard matching.
  *   <ns>.<interaction>.<operationId>.request.<peer>
  *   <ns>.<interaction>.<operationId>.result.<peer>
  *   <ns>.<interaction>.<operationId>.cancel.<peer>

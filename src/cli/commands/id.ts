@@ -1,5 +1,5 @@
 /**
- * `convoke id operation|publication`: computes the identities of DESIGN §3 from their parts, so an
+ * `convoke id operation|publication`: computes the identities of docs/design.md §3 from their parts, so an
  * operator can find an operation's stream or a publication's Nats-Msg-Id by hand. Prints the id and
  * a newline (exit 0), or the AdapterError as JSON on stderr (exit 2).
  */
