@@ -5,8 +5,8 @@
  * requests, count 3 replies) with no admission, log, fences or decision record.
  */
 import { SystemClock } from '../src/runtime/clock.js';
-import { createEmbedded } from '../src/runtime/embedded.js';
-import { peerIds, reviewBundle } from '../src/runtime/examples.js';
+import { createEmbedded } from '../src/deployment/embedded.js';
+import { peerIds, reviewBundle } from '../src/deployment/examples.js';
 import { MemoryBus } from '../src/adapters/transport/memory.js';
 import { closedLoop, fixed, printRows, summarize } from './stats.js';
 

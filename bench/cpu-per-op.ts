@@ -4,8 +4,8 @@
  * It counts all of the process's threads, the garbage collector's helpers included.
  */
 import { SystemClock } from '../src/runtime/clock.js';
-import { createEmbedded } from '../src/runtime/embedded.js';
-import { peerIds, reviewBundle } from '../src/runtime/examples.js';
+import { createEmbedded } from '../src/deployment/embedded.js';
+import { peerIds, reviewBundle } from '../src/deployment/examples.js';
 
 export async function cpuPerOp(options: { json: boolean; operations?: number }): Promise<void> {
   const peers = peerIds(5);

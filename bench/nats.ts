@@ -28,7 +28,7 @@ import { readFileSync } from 'node:fs';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { AckPolicy, DeliverPolicy, DiscardPolicy, RetentionPolicy, StorageType, jetstream, jetstreamManager, type ConsumerMessages, type JetStreamManager } from '@nats-io/jetstream';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
-import { peerIds, reviewBundle } from '../src/runtime/examples.js';
+import { peerIds, reviewBundle } from '../src/deployment/examples.js';
 import { NatsDeploymentFixture, resultOf } from '../test/support/nats-deployment-fixture.js';
 import { closedLoop, fixed, parseRates, percentile, printRows, summarize } from './stats.js';
 

@@ -12,7 +12,7 @@ import { Counter, type Registry } from 'prom-client';
 import type { BundleRegistry } from '../contract/bundle.js';
 import { unavailable } from '../contract/errors.js';
 import type { Clock } from '../runtime/clock.js';
-import type { HttpSettings } from '../runtime/config.js';
+import type { HttpSettings } from '../deployment/config.js';
 import type { Coordinator } from '../runtime/coordinator.js';
 import { createAuthenticator } from './auth.js';
 import { installStrictJsonBodies } from './body.js';

@@ -6,7 +6,7 @@
  */
 import type { AddressInfo } from 'node:net';
 import type { FastifyInstance } from 'fastify';
-import type { Deployment } from '../runtime/config.js';
+import type { Deployment } from '../deployment/config.js';
 import { createHttpApp } from './app.js';
 
 export interface RunningServer {

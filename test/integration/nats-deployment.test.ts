@@ -21,8 +21,8 @@ import { connectNats, NatsTransport } from '../../src/adapters/transport/nats.js
 import { coordinatorConsumerName, durableStreamNames, inboxPrefixFor, peerConsumerFilter, peerConsumerName } from '../../src/adapters/transport/nats-names.js';
 import { SystemClock } from '../../src/runtime/clock.js';
 import { fold } from '../../src/projections/record.js';
-import { buildDeployment, parseDeploymentConfig, readDeploymentConfig, type Deployment } from '../../src/runtime/config.js';
-import { natsPlanFor, passwordVariableOf, renderNatsServerConfig } from '../../src/runtime/nats-deployment.js';
+import { buildDeployment, parseDeploymentConfig, readDeploymentConfig, type Deployment } from '../../src/deployment/config.js';
+import { natsPlanFor, passwordVariableOf, renderNatsServerConfig } from '../../src/deployment/nats/assembly.js';
 import { readPeerConfig } from '../../src/cli/commands/peer.js';
 import { repoRoot } from '../support/http-server.js';
 import { createNatsPeer } from '../../src/peer/nats-peer.js';

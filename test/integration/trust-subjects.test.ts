@@ -19,8 +19,8 @@ import { connectNats, type NatsConnection } from '../../src/adapters/transport/n
 import { inboxPrefixFor } from '../../src/adapters/transport/nats-names.js';
 import { subjectFor, type SubjectKind } from '../../src/adapters/transport/subjects.js';
 import { SystemClock } from '../../src/runtime/clock.js';
-import { buildDeployment, parseDeploymentConfig, type Deployment } from '../../src/runtime/config.js';
-import { natsPrincipalPlan, passwordVariableOf } from '../../src/runtime/nats-deployment.js';
+import { buildDeployment, parseDeploymentConfig, type Deployment } from '../../src/deployment/config.js';
+import { natsPrincipalPlan, passwordVariableOf } from '../../src/deployment/nats/assembly.js';
 import { branchList } from '../../src/projections/record.js';
 import { startNatsServer, type NatsServer, type NatsUser } from '../support/nats-server.js';
 import { approve, e2eBundle, e2eNamespace, eventually } from '../support/nats-deployment-fixture.js';

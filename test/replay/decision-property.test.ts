@@ -7,7 +7,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import fc from 'fast-check';
 import { scenario } from '../support/scenario.js';
-import { peerIds } from '../../src/runtime/examples.js';
+import { peerIds } from '../../src/deployment/examples.js';
 import type { JsonObject } from '../../src/contract/json.js';
 
 type Completion = { mode: 'first-success' } | { mode: 'quorum'; count: number } | { mode: 'quorum'; fraction: { num: number; den: number } } | { mode: 'all-successful' } | { mode: 'all-terminal' };

@@ -29,7 +29,7 @@ import type { EffectKey, EffectSink } from '../../src/peer/effect-sink.js';
 import type { Handler } from '../../src/peer/peer.js';
 import { SqliteEffectSink } from '../../src/peer/sqlite-effect-sink.js';
 import { SystemClock } from '../../src/runtime/clock.js';
-import { createEmbedded, type Embedded } from '../../src/runtime/embedded.js';
+import { createEmbedded, type Embedded } from '../../src/deployment/embedded.js';
 import { crashBundle, crashCaller, crashPeers, crashPlan, verdictOf, workMs, type PlannedInvocation, type Verdict } from './crash-plan.js';
 
 const progressEveryMs = 100;

@@ -16,7 +16,7 @@
  */
 import { sha256Hex } from '../../src/contract/canonical.js';
 import type { JsonObject } from '../../src/contract/json.js';
-import { peerIds, reviewBundle } from '../../src/runtime/examples.js';
+import { peerIds, reviewBundle } from '../../src/deployment/examples.js';
 
 export type Verdict = 'approve' | 'reject' | 'retry' | 'hold';
 

@@ -11,7 +11,7 @@ import { scenario, answers, namespace, type Scenario } from '../support/scenario
 import type { DomainEvent } from '../../src/events/types.js';
 import { encodeWire, type ClaimMessage } from '../../src/events/wire.js';
 import { subjectFor } from '../../src/adapters/transport/subjects.js';
-import { peerBusPermissions } from '../../src/runtime/embedded.js';
+import { peerBusPermissions } from '../../src/deployment/embedded.js';
 import { flushMicrotasks } from '../../src/runtime/clock.js';
 import { AdapterError } from '../../src/contract/errors.js';
 import { decisionAt } from '../../src/contract/authorization.js';

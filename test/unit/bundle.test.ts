@@ -3,7 +3,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { loadBundle } from '../../src/contract/bundle.js';
 import { AdapterError } from '../../src/contract/errors.js';
-import { reviewBundle } from '../../src/runtime/examples.js';
+import { reviewBundle } from '../../src/deployment/examples.js';
 import { digestOf } from '../../src/contract/canonical.js';
 import type { JsonObject } from '../../src/contract/json.js';
 

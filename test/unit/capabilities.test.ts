@@ -14,8 +14,8 @@ import type { Transport } from '../../src/adapters/transport/types.js';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { buildDeployment, parseDeploymentConfig } from '../../src/runtime/config.js';
-import { reviewBundle } from '../../src/runtime/examples.js';
+import { buildDeployment, parseDeploymentConfig } from '../../src/deployment/config.js';
+import { reviewBundle } from '../../src/deployment/examples.js';
 import { VirtualClock } from '../../src/runtime/clock.js';
 import { minimalServeConfig } from '../support/config-fixtures.js';
 

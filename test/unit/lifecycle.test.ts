@@ -9,7 +9,7 @@ import type { DomainEvent } from '../../src/events/types.js';
 import type { JsonObject } from '../../src/contract/json.js';
 import { encodeWire, type ClaimMessage } from '../../src/events/wire.js';
 import { subjectFor } from '../../src/adapters/transport/subjects.js';
-import { peerBusPermissions } from '../../src/runtime/embedded.js';
+import { peerBusPermissions } from '../../src/deployment/embedded.js';
 import { MemoryEffectSink } from '../../src/peer/effect-sink.js';
 import { AdapterError } from '../../src/contract/errors.js';
 import { flushMicrotasks } from '../../src/runtime/clock.js';

@@ -10,12 +10,12 @@ import { scenario, namespace, types, type Scenario } from '../support/scenario.j
 import type { DomainEvent, Transition } from '../../src/events/types.js';
 import { encodeWire, type ClaimMessage } from '../../src/events/wire.js';
 import { subjectFor } from '../../src/adapters/transport/subjects.js';
-import { peerBusPermissions } from '../../src/runtime/embedded.js';
+import { peerBusPermissions } from '../../src/deployment/embedded.js';
 import { flushMicrotasks } from '../../src/runtime/clock.js';
 import { limits } from '../../src/contract/limits.js';
 import { isAdapterError } from '../../src/contract/errors.js';
 import { resolveBudgets } from '../../src/runtime/log-budget.js';
-import { parseDeploymentConfig } from '../../src/runtime/config.js';
+import { parseDeploymentConfig } from '../../src/deployment/config.js';
 import { minimalServeConfig } from '../support/config-fixtures.js';
 
 const of = <T extends DomainEvent['type']>(events: DomainEvent[], type: T) => events.filter((e): e is Extract<DomainEvent, { type: T }> => e.type === type);

@@ -14,7 +14,7 @@ import { encodeWire, type CancelRequest, type CancelResult, type RequestMessage,
 import type { InboundMessage, Transport } from '../../src/adapters/transport/types.js';
 import { createPeer, type Peer } from '../../src/peer/peer.js';
 import { flushMicrotasks } from '../../src/runtime/clock.js';
-import { peerBusPermissions } from '../../src/runtime/embedded.js';
+import { peerBusPermissions } from '../../src/deployment/embedded.js';
 
 const namespace = 'demo.v1.lab';
 const operationId = `op${'a'.repeat(64)}`;

@@ -5,8 +5,8 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { VirtualClock } from '../../src/runtime/clock.js';
-import { createEmbedded } from '../../src/runtime/embedded.js';
-import { peerIds, reviewBundle } from '../../src/runtime/examples.js';
+import { createEmbedded } from '../../src/deployment/embedded.js';
+import { peerIds, reviewBundle } from '../../src/deployment/examples.js';
 import { MemoryEventStore } from '../../src/adapters/store/memory.js';
 import type { JsonObject } from '../../src/contract/json.js';
 import { fold } from '../../src/projections/record.js';

@@ -11,8 +11,8 @@ import type { DomainEvent, ResultRejected } from '../../src/events/types.js';
 import type { EventStore } from '../../src/adapters/store/types.js';
 import type { JsonObject } from '../../src/contract/json.js';
 import { VirtualClock, flushMicrotasks } from '../../src/runtime/clock.js';
-import { createEmbedded, peerBusPermissions } from '../../src/runtime/embedded.js';
-import { peerIds, reviewBundle } from '../../src/runtime/examples.js';
+import { createEmbedded, peerBusPermissions } from '../../src/deployment/embedded.js';
+import { peerIds, reviewBundle } from '../../src/deployment/examples.js';
 import { subjectFor } from '../../src/adapters/transport/subjects.js';
 
 const rejections = (events: DomainEvent[]) => events.filter((e): e is ResultRejected => e.type === 'result-rejected').map((e) => e.reason);

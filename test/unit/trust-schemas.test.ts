@@ -20,12 +20,12 @@ import { adapterErrorSchema, bundleSchema, contractRefSchema, invocationRequestS
 import { transitionSchema } from '../../src/events/schemas.js';
 import { cancelRequestSchema, cancelResultSchema, claimMessageSchema, requestMessageSchema, resultMessageSchema } from '../../src/events/wire-schemas.js';
 import { healthSchema, operationParamsSchema, postInvocationSchema, waitQuerySchema } from '../../src/http/schemas.js';
-import { cancelCommandSchema, commandReplySchema, getCommandSchema } from '../../src/runtime/commands.js';
-import { deploymentConfigSchema } from '../../src/runtime/config.js';
+import { cancelCommandSchema, commandReplySchema, getCommandSchema } from '../../src/nats-api/commands.js';
+import { deploymentConfigSchema } from '../../src/deployment/config.js';
 import { peerConfigSchema } from '../../src/cli/commands/peer.js';
-import { reviewBundle } from '../../src/runtime/examples.js';
+import { reviewBundle } from '../../src/deployment/examples.js';
 import { MemoryEventStore } from '../../src/adapters/store/memory.js';
-import { createEmbedded } from '../../src/runtime/embedded.js';
+import { createEmbedded } from '../../src/deployment/embedded.js';
 import { scenario } from '../support/scenario.js';
 
 const schemas: Record<string, object> = {

@@ -1,5 +1,5 @@
 /** `convoke bundle check FILE`: validate a contract bundle and print its digest and interactions. */
-import { readBundleFile } from '../../runtime/files.js';
+import { readBundleFile } from '../../deployment/files.js';
 import type { Completion } from '../../contract/types.js';
 import type { CliIo } from '../io.js';
 import { renderTable } from '../table.js';

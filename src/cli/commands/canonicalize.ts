@@ -5,7 +5,7 @@
  */
 import { canonicalJson } from '../../contract/canonical.js';
 import { isAdapterError } from '../../contract/errors.js';
-import { readFileBytes } from '../../runtime/files.js';
+import { readFileBytes } from '../../deployment/files.js';
 import { parseStrictBytes } from '../../contract/ijson.js';
 import type { CliIo } from '../io.js';
 

@@ -6,8 +6,8 @@
 import type { JsonValue } from '../../contract/json.js';
 import { AdapterError } from '../../contract/errors.js';
 import { SystemClock } from '../../runtime/clock.js';
-import { createEmbedded } from '../../runtime/embedded.js';
-import { peerIds, reviewBundle } from '../../runtime/examples.js';
+import { createEmbedded } from '../../deployment/embedded.js';
+import { peerIds, reviewBundle } from '../../deployment/examples.js';
 import { seededRandom } from '../../runtime/random.js';
 import type { StoredTransition } from '../../events/types.js';
 import type { InvocationResult } from '../../projections/views.js';

@@ -14,12 +14,12 @@
  */
 import { AdapterError, invalidInput } from '../../contract/errors.js';
 import { parseStrict } from '../../contract/ijson.js';
-import { readBundleFile } from '../../runtime/files.js';
+import { readBundleFile } from '../../deployment/files.js';
 import type { InvocationRequest, WaitFor } from '../../contract/types.js';
 import { inboxPrefixFor } from '../../adapters/transport/nats-names.js';
 import { NatsTransport } from '../../adapters/transport/nats.js';
 import type { InvocationResult } from '../../projections/views.js';
-import { commandTimeoutMs, sendCommand, type CommandReply } from '../../runtime/commands.js';
+import { commandTimeoutMs, sendCommand, type CommandReply } from '../../nats-api/commands.js';
 import type { CliIo } from '../io.js';
 import { heading, renderTable } from '../table.js';
 

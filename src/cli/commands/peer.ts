@@ -43,7 +43,7 @@ import { dirname, isAbsolute, resolve } from 'node:path';
 import { valueAt } from '../../contract/bundle.js';
 import { canonicalJson } from '../../contract/canonical.js';
 import { AdapterError, invalidInput } from '../../contract/errors.js';
-import { readJsonFile } from '../../runtime/files.js';
+import { readJsonFile } from '../../deployment/files.js';
 import { deepFrozen, type JsonValue } from '../../contract/json.js';
 import { namespaceSchema, tokenSchema } from '../../contract/ids.js';
 import { compileChecker } from '../../contract/validation.js';

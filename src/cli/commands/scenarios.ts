@@ -3,7 +3,7 @@
  * default, one-eligible-failover, lease-expiry, cancel-siblings, revocation.
  */
 import type { JsonObject } from '../../contract/json.js';
-import type { Embedded } from '../../runtime/embedded.js';
+import type { Embedded } from '../../deployment/embedded.js';
 import type { Random } from '../../runtime/random.js';
 import type { Handler } from '../../peer/peer.js';
 

@@ -6,7 +6,7 @@
  * for in-flight work.
  */
 import { SystemClock } from '../../runtime/clock.js';
-import { buildDeployment, readDeploymentConfig } from '../../runtime/config.js';
+import { buildDeployment, readDeploymentConfig } from '../../deployment/config.js';
 import { startHttpServer } from '../../http/server.js';
 import type { CliIo } from '../io.js';
 

@@ -33,9 +33,9 @@ import type { InvocationRequest, WaitFor } from '../contract/types.js';
 import { describeErrors } from '../contract/validation.js';
 import type { InvocationResult } from '../projections/views.js';
 import type { InboundMessage, Subscription, Transport } from '../adapters/transport/types.js';
-import type { Caller, Coordinator } from './coordinator.js';
-import { adapterErrorStatus, internalErrorBody } from './errors.js';
-import { contractBoundary, effectiveBoundary } from './boundary.js';
+import type { Caller, Coordinator } from '../runtime/coordinator.js';
+import { adapterErrorStatus, internalErrorBody } from '../runtime/errors.js';
+import { contractBoundary, effectiveBoundary } from '../runtime/boundary.js';
 
 export const commandVerbs = ['invoke', 'get', 'cancel'] as const;
 export type CommandVerb = (typeof commandVerbs)[number];

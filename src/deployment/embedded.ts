@@ -3,7 +3,7 @@
  * (memory by default), a static directory and policy, and the coordinator. Used by `convoke demo`,
  * by tests and by benchmarks; the same coordinator runs unchanged over NATS and durable stores.
  */
-import type { BudgetOverrides } from './log-budget.js';
+import type { BudgetOverrides } from '../runtime/log-budget.js';
 import { BundleRegistry, loadBundle, type CompiledBundle } from '../contract/bundle.js';
 import type { JsonValue } from '../contract/json.js';
 import { MemoryBus } from '../adapters/transport/memory.js';
@@ -16,8 +16,8 @@ import { StaticManifestSource } from '../adapters/manifest/static.js';
 import type { ManifestBranch } from '../events/types.js';
 import { createPeer, type Handler, type Peer } from '../peer/peer.js';
 import type { EffectSink } from '../peer/effect-sink.js';
-import type { Clock } from './clock.js';
-import { Coordinator } from './coordinator.js';
+import type { Clock } from '../runtime/clock.js';
+import { Coordinator } from '../runtime/coordinator.js';
 
 export interface EmbeddedOptions {
   clock: Clock;

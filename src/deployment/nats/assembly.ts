@@ -24,22 +24,22 @@
  */
 import { JetStreamApiCodes, JetStreamApiError, jetstreamManager, type JetStreamManager } from '@nats-io/jetstream';
 import type { NatsConnection, Subscription as NatsSubscription } from '@nats-io/transport-node';
-import type { BundleRegistry, CompiledBundle } from '../contract/bundle.js';
-import { invalidInput, unavailable } from '../contract/errors.js';
-import { parseStrictBytes } from '../contract/ijson.js';
-import { tokenPattern, tokenSchema } from '../contract/ids.js';
-import { compileChecker } from '../contract/validation.js';
-import { checkRequestMessage } from '../events/wire-schemas.js';
-import type { StoredTransition, Transition } from '../events/types.js';
-import { decideDispatchRecorded } from '../machines/decide.js';
-import { StaticDirectory } from '../adapters/directory/static.js';
-import { NatsConsumerPresence } from '../adapters/directory/nats-presence.js';
-import { StaticPolicy } from '../adapters/policy/static.js';
-import { JetStreamEventStore } from '../adapters/store/jetstream.js';
-import { openStore } from '../adapters/store/open.js';
-import type { AppendOutcome, EventStore, ReadOutcome, StoreFailure } from '../adapters/store/types.js';
-import { BoundedMap } from '../contract/bounded-map.js';
-import { connectNats, NatsTransport, type DurableConfig } from '../adapters/transport/nats.js';
+import type { BundleRegistry, CompiledBundle } from '../../contract/bundle.js';
+import { invalidInput, unavailable } from '../../contract/errors.js';
+import { parseStrictBytes } from '../../contract/ijson.js';
+import { tokenPattern, tokenSchema } from '../../contract/ids.js';
+import { compileChecker } from '../../contract/validation.js';
+import { checkRequestMessage } from '../../events/wire-schemas.js';
+import type { StoredTransition, Transition } from '../../events/types.js';
+import { decideDispatchRecorded } from '../../machines/decide.js';
+import { StaticDirectory } from '../../adapters/directory/static.js';
+import { NatsConsumerPresence } from '../../adapters/directory/nats-presence.js';
+import { StaticPolicy } from '../../adapters/policy/static.js';
+import { JetStreamEventStore } from '../../adapters/store/jetstream.js';
+import { openStore } from '../../adapters/store/open.js';
+import type { AppendOutcome, EventStore, ReadOutcome, StoreFailure } from '../../adapters/store/types.js';
+import { BoundedMap } from '../../contract/bounded-map.js';
+import { connectNats, NatsTransport, type DurableConfig } from '../../adapters/transport/nats.js';
 import {
   coordinatorConsumerName,
   durableLayout,
@@ -47,18 +47,18 @@ import {
   inboxPrefixFor,
   maxDeliveriesAdvisorySubject,
   type DurableLayout,
-} from '../adapters/transport/nats-names.js';
-import { ConsumerMuxTransport, coordinatorKinds, coordinatorRoute } from '../adapters/transport/nats-mux.js';
-import { commandClientPermissions, coordinatorPermissions, peerPermissions, type NatsPermissions } from '../adapters/transport/nats-permissions.js';
-import type { DurabilityCheck, StreamContinuity, ExhaustedInfo, MessageHandler, PublishOptions, PublishReceipt, SubscribeOptions, Subscription, Transport, TransportCapabilities } from '../adapters/transport/types.js';
-import { SubjectNamespaceVerifier } from '../adapters/verification/subject.js';
-import type { Clock } from './clock.js';
-import { commandQueueDefault, startCommandServer, type CommandServer } from './commands.js';
-import { limits } from '../contract/limits.js';
-import type { Deployment, DeploymentConfig, HttpSettings, NatsDurableSettings, NatsTransportConfig } from './config.js';
-import { Coordinator } from './coordinator.js';
-import { attestedEffectFencing } from './capabilities.js';
-import { observeStampSources } from './metrics.js';
+} from '../../adapters/transport/nats-names.js';
+import { ConsumerMuxTransport, coordinatorKinds, coordinatorRoute } from '../../adapters/transport/nats-mux.js';
+import { commandClientPermissions, coordinatorPermissions, peerPermissions, type NatsPermissions } from '../../adapters/transport/nats-permissions.js';
+import type { DurabilityCheck, StreamContinuity, ExhaustedInfo, MessageHandler, PublishOptions, PublishReceipt, SubscribeOptions, Subscription, Transport, TransportCapabilities } from '../../adapters/transport/types.js';
+import { SubjectNamespaceVerifier } from '../../adapters/verification/subject.js';
+import type { Clock } from '../../runtime/clock.js';
+import { commandQueueDefault, startCommandServer, type CommandServer } from '../../nats-api/commands.js';
+import { limits } from '../../contract/limits.js';
+import type { Deployment, DeploymentConfig, HttpSettings, NatsDurableSettings, NatsTransportConfig } from '../config.js';
+import { Coordinator } from '../../runtime/coordinator.js';
+import { attestedEffectFencing } from '../../runtime/capabilities.js';
+import { observeStampSources } from '../../runtime/metrics.js';
 
 // ── settings ─────────────────────────────────────────────────────────────────
 

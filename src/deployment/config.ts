@@ -26,14 +26,14 @@ import type { EventStore } from '../adapters/store/types.js';
 import { MemoryBus, type MemoryTransport } from '../adapters/transport/memory.js';
 import { SubjectNamespaceVerifier, type NamespaceAttestation } from '../adapters/verification/subject.js';
 import { createPeer, type Handler, type Peer } from '../peer/peer.js';
-import type { Clock } from './clock.js';
-import { Coordinator, type Deployment as DeploymentBinding } from './coordinator.js';
-import { attestedEffectFencing } from './capabilities.js';
-import { resultBatchMsMax } from './host.js';
-import { budgetBytesMin, budgetProblems, type BudgetOverrides } from './log-budget.js';
+import type { Clock } from '../runtime/clock.js';
+import { Coordinator, type Deployment as DeploymentBinding } from '../runtime/coordinator.js';
+import { attestedEffectFencing } from '../runtime/capabilities.js';
+import { resultBatchMsMax } from '../runtime/host.js';
+import { budgetBytesMin, budgetProblems, type BudgetOverrides } from '../runtime/log-budget.js';
 import { coordinatorBusPermissions, peerBusPermissions } from './embedded.js';
-import { observeStampSources } from './metrics.js';
-import { buildNatsDeployment, natsTransportSchema, type NatsRuntime } from './nats-deployment.js';
+import { observeStampSources } from '../runtime/metrics.js';
+import { buildNatsDeployment, natsTransportSchema, type NatsRuntime } from './nats/assembly.js';
 
 // ── the file's shape ─────────────────────────────────────────────────────────
 
