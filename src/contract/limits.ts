@@ -75,6 +75,8 @@ export const limits = {
    * candidate while presence stays fresh within about a second.
    */
   presenceObservationTtlMs: 1_000,
+  /** NATS deployment: max-delivery advisory sequences remembered, so a re-emitted advisory is not recorded twice. */
+  exhaustedAdvisoriesSeenMax: 10_000,
 } as const;
 
 assert(limits.attemptsMax >= 1 && limits.attemptsMax <= 16, 'attemptsMax within the profile range 1..16');

@@ -20,156 +20,24 @@ import { deepFrozen, type JsonObject, type JsonValue } from '../contract/json.js
 import { limits } from '../contract/limits.js';
 import { describeErrors, compileChecker } from '../contract/validation.js';
 import { StaticDirectory } from '../adapters/directory/static.js';
-import { StaticPolicy, type PolicyRule } from '../adapters/policy/static.js';
+import { StaticPolicy } from '../adapters/policy/static.js';
 import { openStore } from '../adapters/store/open.js';
 import type { EventStore } from '../adapters/store/types.js';
 import { MemoryBus, type MemoryTransport } from '../adapters/transport/memory.js';
 import { SubjectNamespaceVerifier, type NamespaceAttestation } from '../adapters/verification/subject.js';
 import { createPeer, type Handler, type Peer } from '../peer/peer.js';
 import type { Clock } from '../runtime/clock.js';
-import { Coordinator, type Deployment as DeploymentBinding } from '../runtime/coordinator.js';
+import { Coordinator } from '../runtime/coordinator.js';
 import { attestedEffectFencing } from '../runtime/capabilities.js';
 import { resultBatchMsMax } from '../runtime/host.js';
-import { budgetBytesMin, budgetProblems, type BudgetOverrides } from '../runtime/log-budget.js';
+import { budgetBytesMin, budgetProblems } from '../runtime/log-budget.js';
 import { coordinatorBusPermissions, peerBusPermissions } from './embedded.js';
 import { observeStampSources } from '../runtime/metrics.js';
-import { buildNatsDeployment, natsTransportSchema, type NatsRuntime } from './nats/assembly.js';
+import { buildNatsDeployment } from './nats/assembly.js';
+import { natsTransportSchema } from './nats/settings.js';
+import type { DeploymentConfig, ExamplePeerConfig, HttpConfig, JwtConfig, RunningDeployment } from './types.js';
+import type { HttpSettings } from '../http/settings.js';
 
-// ── the file's shape ─────────────────────────────────────────────────────────
-
-export interface ExamplePeerConfig {
-  /** How long the peer "works" before answering, on the deployment clock. */
-  delayMs?: number;
-  /** Every other key is an interaction id; its value is the fixed result the peer returns. */
-  [interaction: string]: JsonValue | undefined;
-}
-
-export type TransportConfig = { kind: 'memory'; examplePeers?: Record<string, ExamplePeerConfig> } | NatsTransportConfig;
-
-/** JetStream resources of durable mode (docs/design.md §5); absent fields take the defaults in nats-deployment.ts. */
-export interface NatsDurableSettings {
-  /** Must cover timeoutMs + max(settlementGraceMs, cancelTimeoutMs) of every deployed interaction; by default exactly that. */
-  duplicateWindowMs?: number;
-  /**
-   * In-flight messages each peer's request stream and result stream hold (discard new: a full
-   * stream refuses new work; consumed messages are released). Default limits.durableStreamMsgsDefault.
-   */
-  maxMsgs?: number;
-  /** The largest message a stream stores; with maxMsgs it bounds each peer's bytes. Default limits.durableMsgBytesDefault. */
-  maxMsgBytes?: number;
-  /**
-   * Refused: nats-server 2.9 evicts a stored message when a small one lands at a stream's byte
-   * limit, even under discard new. Bound bytes with maxMsgs and maxMsgBytes.
-   */
-  maxBytes?: number;
-  /** Broker deliveries of one message before exhaustion is observed (a failed attempt, never a new branch). */
-  maxDeliver?: number;
-  /** Redelivery after this long without an ack: must outlast the longest peer handler. */
-  ackWaitMs?: number;
-}
-
-/**
- * `{"kind":"nats", …}`. The schema requires servers, user, passwordEnv and mode; they are optional
- * in this type only because configs built in code skip the schema, so buildDeployment checks the
- * transport again (nats-deployment.ts `checkNatsTransport`) before using it.
- */
-export interface NatsTransportConfig {
-  kind: 'nats';
-  /** One URL or a comma-separated list. */
-  servers?: string;
-  /** The coordinator's NATS user. */
-  user?: string;
-  /** The NAME of the environment variable that holds the password: no secret lives in the file. */
-  passwordEnv?: string;
-  /** core: best-effort core NATS, one attempt's worth of promises; durable: JetStream streams and consumers. */
-  mode?: 'core' | 'durable';
-  /** Names the coordinator's inbox prefix and durable consumers; defaults to `user` (which must then be token-safe). */
-  coordinatorId?: string;
-  durable?: NatsDurableSettings;
-  /** Create the namespaces' streams at start (needs stream-create permission); otherwise they are only verified. */
-  manageStreams?: boolean;
-  /** Durable mode: how often the broker resources are re-verified (admissions stop while they are not). */
-  durabilityCheckIntervalMs?: number;
-  /** Queue group of the command subscriptions, shared by every coordinator of the deployment. */
-  commandQueue?: string;
-  /** Command principals that speak as a peer (`sender: exclude`): principal id -> peer id. */
-  commandSenders?: Record<string, string>;
-}
-
-export interface PrincipalConfig {
-  principalId: string;
-  /** Lowercase hex SHA-256 of the bearer token's UTF-8 bytes; the token itself is never stored. */
-  tokenSha256: string;
-  senderPeerId?: string;
-}
-
-export interface JwtConfig {
-  issuer: string;
-  audience: string;
-  /** A public JSON Web Key Set file (relative to the config file). */
-  jwksFile: string;
-  /** Accepted JWS algorithms; by default every asymmetric algorithm jose knows for the key. */
-  algorithms?: string[];
-  /**
-   * A JWT's principal is this prefix followed by its `sub` (default `jwt:<issuer>:`), so JWT
-   * subjects live in their own namespace: no static principal's id may start with it.
-   */
-  principalPrefix?: string;
-}
-
-export interface HttpConfig {
-  host: string;
-  /** 0 picks a free port; `convoke serve` prints the URL it got. */
-  port: number;
-  bodyLimitBytes: number;
-  /** The longest a request may wait for its boundary; longer waitMs values are clamped to it. */
-  waitMsMax: number;
-  principals: PrincipalConfig[];
-  jwt?: JwtConfig;
-  /**
-   * On shutdown, how long /healthz (and every other route) answers 503 before the listener closes,
-   * so a load balancer can stop routing here first. 0 by default.
-   */
-  drainMs?: number;
-  /** How long a client may take to send a request's headers (default 10 000). */
-  headersTimeoutMs?: number;
-  /** How long a client may take to send a whole request, headers and body (default 30 000). */
-  requestTimeoutMs?: number;
-}
-
-/** What the operator attests of a subject namespace: its result publishers, and its peers' effect sinks. */
-export interface DeploymentAttestation extends NamespaceAttestation {
-  /**
-   * Every peer serving this namespace commits business effects through an effect sink that
-   * rejects older fences and honours the operation/branch key atomically. Required for
-   * interactions declaring `effects: "fenced"`; absent means false.
-   */
-  effectFencing?: boolean;
-}
-
-export interface DeploymentConfig {
-  /** A store URL for openStore: "memory:", "sqlite:PATH" (PATH relative to the config file), "jetstream:nats://…", "esdb://…". */
-  store: string;
-  transport: TransportConfig;
-  /** Bundle files, relative to the config file. */
-  bundles: string[];
-  directory: { groups: Record<string, string[]> };
-  policy: { rules: PolicyRule[]; ttlMs?: number };
-  attestations: DeploymentAttestation[];
-  deployment: DeploymentBinding;
-  http: HttpConfig;
-  /**
-   * How long a result that closes no decision may wait for the results that do, to share their
-   * append (default 50; 0 appends each batch at once).
-   */
-  resultBatchMs?: number;
-  /**
-   * Lower byte budgets than the hard maxima of src/contract/limits.ts (never higher): results
-   * over resultBytesMax are rejected at intake; transitions and an operation's whole log are
-   * checked against transitionBytesMax and recordBytesMax before each append.
-   */
-  limits?: BudgetOverrides;
-}
 
 const token = tokenSchema;
 const name = { type: 'string', minLength: 1, maxLength: 256 } as const;
@@ -383,35 +251,6 @@ function jwtNamespaceProblems(http: HttpConfig): string[] {
 
 // ── building ─────────────────────────────────────────────────────────────────
 
-/** Bearer credentials resolved for the HTTP facade. */
-export interface HttpSettings {
-  host: string;
-  port: number;
-  bodyLimitBytes: number;
-  waitMsMax: number;
-  drainMs: number;
-  headersTimeoutMs: number;
-  requestTimeoutMs: number;
-  principals: { principalId: string; tokenSha256: Buffer; senderPeerId: string | null }[];
-  /** `principalPrefix` is resolved: a JWT's principal is it followed by the token's `sub`. */
-  jwt: { issuer: string; audience: string; jwks: { keys: JsonObject[] }; algorithms?: string[]; principalPrefix: string } | undefined;
-}
-
-export interface Deployment {
-  coordinator: Coordinator;
-  bundles: BundleRegistry;
-  store: EventStore;
-  clock: Clock;
-  http: HttpSettings;
-  /** The in-process bus (memory transport), for diagnostics. */
-  bus: MemoryBus | undefined;
-  /** The NATS transport's state (nats transport), for diagnostics and tests. */
-  nats?: NatsRuntime;
-  peers: Peer[];
-  /** Closes the coordinator (after its queued appends), the example peers, the transport and the store. */
-  close(): Promise<void>;
-}
-
 export interface BuildOptions {
   clock: Clock;
   /** Operational log lines (durability lost/regained, exhausted deliveries); stderr in `convoke serve`. */
@@ -422,9 +261,9 @@ export interface BuildOptions {
 
 /**
  * Builds the coordinator and its adapters from a validated config (see readDeploymentConfig): the
- * in-process bus and example peers for a memory transport, nats-deployment.ts for a nats one.
+ * in-process bus and example peers for a memory transport, nats/assembly.ts for a nats one.
  */
-export async function buildDeployment(config: DeploymentConfig, options: BuildOptions): Promise<Deployment> {
+export async function buildDeployment(config: DeploymentConfig, options: BuildOptions): Promise<RunningDeployment> {
   const { clock } = options;
   const transport = config.transport;
   const compiled = await loadBundles(config.bundles);
@@ -457,7 +296,7 @@ interface Parts {
 }
 
 /** Wires the coordinator to the in-process bus with its permissions, then starts the example peers. */
-async function assemble(config: DeploymentConfig, parts: Parts): Promise<Deployment> {
+async function assemble(config: DeploymentConfig, parts: Parts): Promise<RunningDeployment> {
   const { clock, bundles, compiled, store, http } = parts;
   const namespaces = [...new Set(compiled.map((b) => b.bundle.subjectNamespace))];
   const bus = new MemoryBus();

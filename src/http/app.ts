@@ -12,8 +12,8 @@ import { Counter, type Registry } from 'prom-client';
 import type { BundleRegistry } from '../contract/bundle.js';
 import { unavailable } from '../contract/errors.js';
 import type { Clock } from '../runtime/clock.js';
-import type { HttpSettings } from '../deployment/config.js';
-import type { Coordinator } from '../runtime/coordinator.js';
+import type { HttpSettings } from './settings.js';
+import type { InvocationService } from '../runtime/service.js';
 import { createAuthenticator } from './auth.js';
 import { installStrictJsonBodies } from './body.js';
 import { errorReply, routeNotFound, type ErrorReply } from './errors.js';
@@ -22,7 +22,7 @@ import { openApiDocument } from './openapi.js';
 import { compileRouteSchema, healthSchema } from './schemas.js';
 
 export interface HttpAppOptions {
-  coordinator: Coordinator;
+  coordinator: InvocationService;
   bundles: BundleRegistry;
   clock: Clock;
   settings: HttpSettings;

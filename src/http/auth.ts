@@ -14,9 +14,9 @@ import { createHash, timingSafeEqual } from 'node:crypto';
 import { createLocalJWKSet, jwtVerify, type JSONWebKeySet, type JWTVerifyOptions } from 'jose';
 import { hasLoneSurrogate } from '../contract/ijson.js';
 import { limits } from '../contract/limits.js';
-import type { HttpSettings } from '../deployment/config.js';
+import type { HttpSettings } from './settings.js';
 import type { Clock } from '../runtime/clock.js';
-import type { Caller } from '../runtime/coordinator.js';
+import type { Caller } from '../runtime/service.js';
 import { AuthenticationRequired } from './errors.js';
 
 export type Authenticate = (authorization: string | undefined) => Promise<Caller>;

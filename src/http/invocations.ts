@@ -7,7 +7,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { AssertionFailure } from '../contract/errors.js';
 import type { InvocationRequest, WaitFor } from '../contract/types.js';
 import type { BundleRegistry } from '../contract/bundle.js';
-import type { Caller, Coordinator } from '../runtime/coordinator.js';
+import type { Caller, InvocationService } from '../runtime/service.js';
 import type { InvocationResult } from '../projections/views.js';
 import type { Authenticate } from './auth.js';
 import { requireJsonContentType } from './body.js';
@@ -15,7 +15,7 @@ import { getInvocationSchema, postInvocationSchema } from './schemas.js';
 import { contractBoundary, effectiveBoundary, waitReleasable } from './wait.js';
 
 export interface InvocationRoutesOptions {
-  coordinator: Coordinator;
+  coordinator: InvocationService;
   bundles: BundleRegistry;
   authenticate: Authenticate;
   waitMsMax: number;

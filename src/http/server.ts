@@ -6,8 +6,21 @@
  */
 import type { AddressInfo } from 'node:net';
 import type { FastifyInstance } from 'fastify';
-import type { Deployment } from '../deployment/config.js';
+import type { BundleRegistry } from '../contract/bundle.js';
+import type { Clock } from '../runtime/clock.js';
+import type { InvocationService } from '../runtime/service.js';
 import { createHttpApp } from './app.js';
+import type { HttpSettings } from './settings.js';
+
+/** What the server serves and, on close, shuts down (a running deployment is one). */
+export interface HttpHost {
+  coordinator: InvocationService;
+  bundles: BundleRegistry;
+  clock: Clock;
+  http: HttpSettings;
+  /** Closes the coordinator, transport and store once the listener has stopped. */
+  close(): Promise<void>;
+}
 
 export interface RunningServer {
   url: string;
@@ -18,7 +31,7 @@ export interface RunningServer {
   dropConnections(): void;
 }
 
-export async function startHttpServer(deployment: Deployment, options: { onInternalError?: (error: unknown) => void } = {}): Promise<RunningServer> {
+export async function startHttpServer(deployment: HttpHost, options: { onInternalError?: (error: unknown) => void } = {}): Promise<RunningServer> {
   const appOptions = { coordinator: deployment.coordinator, bundles: deployment.bundles, clock: deployment.clock, settings: deployment.http };
   const { app, beginShutdown } = createHttpApp(options.onInternalError ? { ...appOptions, onInternalError: options.onInternalError } : appOptions);
   await app.listen({ host: deployment.http.host, port: deployment.http.port });

@@ -6,7 +6,7 @@
  * wait never touches the operation — only declared cancellation commands change work.
  */
 import type { WaitFor } from '../contract/types.js';
-import type { Coordinator } from '../runtime/coordinator.js';
+import type { InvocationService } from '../runtime/service.js';
 import type { InvocationResult } from '../projections/views.js';
 
 export { contractBoundary, effectiveBoundary } from '../runtime/boundary.js';
@@ -25,7 +25,7 @@ export interface WaitRequest {
  * connection or a shutdown). Release only stops waiting: the current state is returned (202 if
  * the boundary is not reached) and the operation carries on.
  */
-export async function waitReleasable(coordinator: Coordinator, request: WaitRequest): Promise<{ result: InvocationResult; reached: boolean }> {
+export async function waitReleasable(coordinator: InvocationService, request: WaitRequest): Promise<{ result: InvocationResult; reached: boolean }> {
   const { principalId, operationId, boundary, waitMs, release } = request;
   return coordinator.wait(principalId, operationId, boundary, release.aborted ? 0 : waitMs, release);
 }

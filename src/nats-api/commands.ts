@@ -33,7 +33,7 @@ import type { InvocationRequest, WaitFor } from '../contract/types.js';
 import { describeErrors } from '../contract/validation.js';
 import type { InvocationResult } from '../projections/views.js';
 import type { InboundMessage, Subscription, Transport } from '../adapters/transport/types.js';
-import type { Caller, Coordinator } from '../runtime/coordinator.js';
+import type { Caller, InvocationService } from '../runtime/service.js';
 import { adapterErrorStatus, internalErrorBody } from '../runtime/errors.js';
 import { contractBoundary, effectiveBoundary } from '../runtime/boundary.js';
 
@@ -144,7 +144,7 @@ export function commandErrorReply(error: unknown): { status: number; error: Adap
 
 export interface CommandServerOptions {
   transport: Transport;
-  coordinator: Coordinator;
+  coordinator: InvocationService;
   bundles: BundleRegistry;
   /** The longest wait a command may ask for; longer waitMs values are clamped (as HTTP's waitMsMax). */
   waitMsMax: number;

@@ -5,7 +5,7 @@ import { jetstream } from '@nats-io/jetstream';
 import { randomBytes } from 'node:crypto';
 import { JetStreamEventStore } from '../../src/adapters/store/jetstream.js';
 import { connectNats } from '../../src/adapters/transport/nats.js';
-import { jetstreamStorePermissions } from '../../src/deployment/nats/assembly.js';
+import { jetstreamStorePermissions } from '../../src/deployment/nats/permissions.js';
 import { startJetStreamServer } from '../support/jetstream-server.js';
 import type { Transition } from '../../src/events/types.js';
 import { expectOk, makeTransition, newOperationId, readOk, storeConformance, type StoreFactory } from './store.js';

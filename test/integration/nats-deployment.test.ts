@@ -21,8 +21,9 @@ import { connectNats, NatsTransport } from '../../src/adapters/transport/nats.js
 import { coordinatorConsumerName, durableStreamNames, inboxPrefixFor, peerConsumerFilter, peerConsumerName } from '../../src/adapters/transport/nats-names.js';
 import { SystemClock } from '../../src/runtime/clock.js';
 import { fold } from '../../src/projections/record.js';
-import { buildDeployment, parseDeploymentConfig, readDeploymentConfig, type Deployment } from '../../src/deployment/config.js';
-import { natsPlanFor, passwordVariableOf, renderNatsServerConfig } from '../../src/deployment/nats/assembly.js';
+import { buildDeployment, parseDeploymentConfig, readDeploymentConfig } from '../../src/deployment/config.js';
+import type { RunningDeployment } from '../../src/deployment/types.js';
+import { natsPlanFor, passwordVariableOf, renderNatsServerConfig } from '../../src/deployment/nats/permissions.js';
 import { readPeerConfig } from '../../src/cli/commands/peer.js';
 import { repoRoot } from '../support/http-server.js';
 import { createNatsPeer } from '../../src/peer/nats-peer.js';
@@ -65,7 +66,7 @@ describe('NATS deployment', { timeout: 50_000 }, () => {
   const env = { [passwordVariableOf('coordinator')]: password };
   const bundle = e2eBundle();
   const contract = loadBundle(bundle).ref;
-  const deployments: Deployment[] = [];
+  const deployments: RunningDeployment[] = [];
 
   before(async () => {
     dir = await mkdtemp(join(tmpdir(), 'convoke-nats-deploy-'));

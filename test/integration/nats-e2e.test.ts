@@ -15,7 +15,7 @@ import type { ResultRejected } from '../../src/events/types.js';
 import { connectNats } from '../../src/adapters/transport/nats.js';
 import { coordinatorConsumerName, inboxPrefixFor, peerConsumerName } from '../../src/adapters/transport/nats-names.js';
 import { subjectFor } from '../../src/adapters/transport/subjects.js';
-import { passwordVariableOf } from '../../src/deployment/nats/assembly.js';
+import { passwordVariableOf } from '../../src/deployment/nats/permissions.js';
 import { checkResultShape } from '../../src/http/schemas.js';
 import {
   NatsDeploymentFixture,

@@ -19,8 +19,9 @@ import { connectNats, type NatsConnection } from '../../src/adapters/transport/n
 import { inboxPrefixFor } from '../../src/adapters/transport/nats-names.js';
 import { subjectFor, type SubjectKind } from '../../src/adapters/transport/subjects.js';
 import { SystemClock } from '../../src/runtime/clock.js';
-import { buildDeployment, parseDeploymentConfig, type Deployment } from '../../src/deployment/config.js';
-import { natsPrincipalPlan, passwordVariableOf } from '../../src/deployment/nats/assembly.js';
+import { buildDeployment, parseDeploymentConfig } from '../../src/deployment/config.js';
+import type { RunningDeployment } from '../../src/deployment/types.js';
+import { natsPrincipalPlan, passwordVariableOf } from '../../src/deployment/nats/permissions.js';
 import { branchList } from '../../src/projections/record.js';
 import { startNatsServer, type NatsServer, type NatsUser } from '../support/nats-server.js';
 import { approve, e2eBundle, e2eNamespace, eventually } from '../support/nats-deployment-fixture.js';
@@ -70,7 +71,7 @@ describe('peer messages are evidence only for the subject they arrived on (real 
     await rm(dir, { recursive: true, force: true });
   });
 
-  async function deploy(mode: 'core' | 'durable'): Promise<Deployment> {
+  async function deploy(mode: 'core' | 'durable'): Promise<RunningDeployment> {
     const config: JsonObject = {
       store: 'memory:',
       transport: { kind: 'nats', servers: server.url, user: 'coordinator', passwordEnv: passwordVariableOf('coordinator'), mode, manageStreams: true, ...(mode === 'durable' ? { durable: { duplicateWindowMs: 20_000 } } : {}) },
@@ -100,7 +101,7 @@ describe('peer messages are evidence only for the subject they arrived on (real 
     await nc.flush();
   }
 
-  async function rejected(deployment: Deployment, reason: string): Promise<number> {
+  async function rejected(deployment: RunningDeployment, reason: string): Promise<number> {
     const metric = await deployment.coordinator.metrics.rejections.get();
     return metric.values.find((v) => v.labels.reason === reason)?.value ?? 0;
   }

@@ -12,7 +12,8 @@ import type { JsonObject } from '../../src/contract/json.js';
 import type { ContractRef } from '../../src/contract/types.js';
 import { reviewBundle } from '../../src/deployment/examples.js';
 import { SystemClock, type Clock } from '../../src/runtime/clock.js';
-import { buildDeployment, readDeploymentConfig, type Deployment } from '../../src/deployment/config.js';
+import { buildDeployment, readDeploymentConfig } from '../../src/deployment/config.js';
+import type { RunningDeployment } from '../../src/deployment/types.js';
 import { createHttpApp, type HttpApp } from '../../src/http/app.js';
 
 export interface HttpFixture {
@@ -100,7 +101,7 @@ export function requestBody(fixture: Pick<HttpFixture, 'contract'>, overrides: J
 }
 
 /** The fixture's deployment and facade in this process (for `app.inject` and in-process listening). */
-export async function buildFixtureApp(fixture: HttpFixture, clock: Clock = new SystemClock()): Promise<{ deployment: Deployment; http: HttpApp; close(): Promise<void> }> {
+export async function buildFixtureApp(fixture: HttpFixture, clock: Clock = new SystemClock()): Promise<{ deployment: RunningDeployment; http: HttpApp; close(): Promise<void> }> {
   const deployment = await buildDeployment(await readDeploymentConfig(fixture.configPath), { clock });
   const http = createHttpApp({ coordinator: deployment.coordinator, bundles: deployment.bundles, clock, settings: deployment.http, onInternalError: (e) => console.error('internal error', e) });
   // SystemClock timers are unref'd and inject opens no socket: without this the loop could go idle mid-wait.
@@ -118,7 +119,7 @@ export async function buildFixtureApp(fixture: HttpFixture, clock: Clock = new S
 }
 
 /** Every operation id the store holds (live streams). */
-export async function storedOperationIds(deployment: Deployment): Promise<string[]> {
+export async function storedOperationIds(deployment: RunningDeployment): Promise<string[]> {
   const ids: string[] = [];
   for await (const id of deployment.store.operationIds()) ids.push(id);
   return ids;

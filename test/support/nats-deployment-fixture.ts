@@ -28,8 +28,9 @@ import { durableStreamNames, inboxPrefixFor } from '../../src/adapters/transport
 import { connectNats, NatsTransport, type DurableConfig, type NatsConnection } from '../../src/adapters/transport/nats.js';
 import { SystemClock } from '../../src/runtime/clock.js';
 import { commandTimeoutMs, sendCommand, type CommandReply } from '../../src/nats-api/commands.js';
-import type { NatsDurableSettings } from '../../src/deployment/config.js';
-import { natsDurableDefaults, natsPrincipalPlan, passwordVariableOf, type NatsPrincipalPlan } from '../../src/deployment/nats/assembly.js';
+import type { NatsDurableSettings } from '../../src/deployment/types.js';
+import { natsDurableDefaults } from '../../src/deployment/nats/settings.js';
+import { natsPrincipalPlan, passwordVariableOf, type NatsPrincipalPlan } from '../../src/deployment/nats/permissions.js';
 import type { InvocationResult } from '../../src/projections/views.js';
 import type { PeerConfig, PeerInteractionConfig } from '../../src/cli/commands/peer.js';
 import { startServe, repoRoot, type ServeProcess } from './http-server.js';

@@ -2,7 +2,7 @@
  * `convoke invoke --nats URL --user U --contract FILE --interaction I --key K --input JSON
  *   [--wait-for decision|settled] [--wait-ms N] [--principal P] [--password-env NAME] [--json]`
  *
- * A command client over NATS (src/runtime/commands.ts): sends an InvocationRequest on
+ * A command client over NATS (src/nats-api/commands.ts): sends an InvocationRequest on
  * `convoke.cmd.<principal>.invoke` and prints the InvocationResult as tables (or the reply as
  * JSON). The password is read from the environment variable --password-env names (default
  * CONVOKE_NATS_PASSWORD), never from the command line. The principal is the NATS user unless

@@ -1,0 +1,151 @@
+/**
+ * Durable mode's guarantee at run time: the admission gate that refuses new operations while durability is not proven, the monitor that re-verifies the broker resources, and the connection's status log.
+ */
+import type { NatsConnection } from '@nats-io/transport-node';
+import type { StoredTransition, Transition } from '../../events/types.js';
+import type { AppendOutcome, EventStore, ReadOutcome, StoreFailure } from '../../adapters/store/types.js';
+import type { DurabilityCheck } from '../../adapters/transport/types.js';
+
+/**
+ * Refuses `create` (the admission commit point) while the gate names a problem; everything else
+ * passes through, so operations already admitted carry on (their publications are receipted and
+ * reconciled as usual). The coordinator answers the refusal as AdapterError('unavailable').
+ */
+export class AdmissionGatedStore implements EventStore {
+  constructor(
+    private readonly inner: EventStore,
+    private readonly problem: () => string | undefined,
+  ) {}
+
+  get name(): string {
+    return this.inner.name;
+  }
+
+  get capabilities() {
+    return this.inner.capabilities;
+  }
+
+  async create(operationId: string, transition: Transition): Promise<AppendOutcome> {
+    const problem = this.problem();
+    if (problem !== undefined) return { kind: 'unavailable', description: problem };
+    return this.inner.create(operationId, transition);
+  }
+
+  append(operationId: string, expectedRevision: string, transition: Transition): Promise<AppendOutcome> {
+    return this.inner.append(operationId, expectedRevision, transition);
+  }
+
+  read(operationId: string): Promise<ReadOutcome> {
+    return this.inner.read(operationId);
+  }
+
+  operationIds(): AsyncIterable<string> {
+    return this.inner.operationIds();
+  }
+
+  tombstone(operationId: string): Promise<AppendOutcome | StoreFailure> {
+    return this.inner.tombstone(operationId);
+  }
+
+  follow(listener: (operationId: string, stored: StoredTransition) => void): Promise<{ close(): Promise<void> }> {
+    return this.inner.follow(listener);
+  }
+
+  watch(listener: (operationId: string, revision: string) => void): Promise<{ close(): Promise<void> }> {
+    return this.inner.watch(listener);
+  }
+
+  close(): Promise<void> {
+    return this.inner.close();
+  }
+}
+
+/**
+ * Re-verifies the broker resources on a period and at once after a reconnect; a lost connection
+ * closes the gate immediately (nothing can be proven while disconnected). Logs each change.
+ * A check that finds a namespace's streams provably broken (not merely unreachable) also hands
+ * those namespaces to `onBroken`: the operations open there close as indeterminate.
+ */
+export class DurabilityMonitor {
+  private current: string | undefined;
+  private running: Promise<void> | undefined;
+  private timer: NodeJS.Timeout | undefined;
+  private stopped = false;
+  onBroken: ((namespaces: string[], description: string) => Promise<void>) | undefined;
+
+  constructor(
+    private readonly check: () => Promise<DurabilityCheck>,
+    private readonly log: (line: string) => void,
+  ) {}
+
+  /** The reason admissions are refused, or undefined while durability is proven. */
+  problem(): string | undefined {
+    return this.current === undefined ? undefined : `durable delivery is not proven, new admissions are refused: ${this.current}`;
+  }
+
+  start(intervalMs: number): void {
+    this.timer = setInterval(() => void this.run(), intervalMs);
+    this.timer.unref();
+  }
+
+  /** The connection went away: nothing can be proven until it is back and checked. */
+  disconnected(): void {
+    if (!this.stopped) this.set('the NATS connection is lost');
+  }
+
+  /** Runs one check (or joins the one running) and updates the gate. */
+  run(): Promise<void> {
+    this.running ??= (async () => {
+      try {
+        const result = await this.check();
+        this.set(result.ok ? undefined : result.description);
+        if (!result.ok && result.brokenNamespaces && result.brokenNamespaces.length > 0) await this.onBroken?.(result.brokenNamespaces, result.description);
+      } catch (error) {
+        this.set(`cannot verify: ${(error as Error).message}`);
+      } finally {
+        this.running = undefined;
+      }
+    })();
+    return this.running;
+  }
+
+  stop(): void {
+    this.stopped = true;
+    if (this.timer) clearInterval(this.timer);
+  }
+
+  private set(problem: string | undefined): void {
+    if (problem === this.current) return;
+    const before = this.current;
+    this.current = problem;
+    if (problem === undefined) this.log(`durability proven again (was: ${before}); admissions resume`);
+    else this.log(`durability NOT proven, new admissions refused: ${problem}`);
+  }
+}
+
+/**
+ * Logs what the server tells the coordinator's connection — permission violations above all: the
+ * server reports a refused publish or subscribe to the connection, never to the call — and feeds
+ * disconnects and reconnects to the durability gate. Ends when the connection closes.
+ */
+export function watchConnection(nc: NatsConnection, log: (line: string) => void, monitor: DurabilityMonitor | undefined): void {
+  void (async () => {
+    for await (const status of nc.status()) {
+      switch (status.type) {
+        case 'disconnect':
+          log(`NATS: disconnected from ${status.server}`);
+          monitor?.disconnected();
+          break;
+        case 'reconnect':
+          log(`NATS: reconnected to ${status.server}`);
+          void monitor?.run();
+          break;
+        case 'error':
+          log(`NATS: ${status.error.message}`);
+          break;
+        default:
+          break;
+      }
+    }
+  })().catch(() => undefined);
+}

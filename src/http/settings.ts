@@ -1,0 +1,18 @@
+/**
+ * The HTTP facade's settings, resolved from the deployment config by src/deployment/config.ts.
+ */
+import type { JsonObject } from '../contract/json.js';
+
+/** Bearer credentials resolved for the HTTP facade. */
+export interface HttpSettings {
+  host: string;
+  port: number;
+  bodyLimitBytes: number;
+  waitMsMax: number;
+  drainMs: number;
+  headersTimeoutMs: number;
+  requestTimeoutMs: number;
+  principals: { principalId: string; tokenSha256: Buffer; senderPeerId: string | null }[];
+  /** `principalPrefix` is resolved: a JWT's principal is it followed by the token's `sub`. */
+  jwt: { issuer: string; audience: string; jwks: { keys: JsonObject[] }; algorithms?: string[]; principalPrefix: string } | undefined;
+}

@@ -1,0 +1,24 @@
+/**
+ * What the facades may ask of the coordinator core: the one service interface the HTTP facade
+ * (src/http) and the NATS command API (src/nats-api) are thin adapters over. The Coordinator
+ * implements it; a facade depends on this interface, never on the Coordinator class.
+ */
+import type { Registry } from 'prom-client';
+import type { InvocationRequest, WaitFor } from '../contract/types.js';
+import type { InvocationResult } from '../projections/views.js';
+import type { Caller } from './host.js';
+
+export type { Caller } from './host.js';
+
+export interface InvocationService {
+  /** The core's metrics registry; facades register their own metrics on it and serve it. */
+  readonly metrics: { readonly registry: Registry };
+  /** Admits an operation (or finds the one its invocation key already names). */
+  invoke(caller: Caller, request: InvocationRequest): Promise<{ result: InvocationResult; created: boolean }>;
+  /** The operation's current result, for its principal only. */
+  get(principalId: string, operationId: string): Promise<InvocationResult>;
+  /** Resolves when the operation reaches the boundary, or when waitMs or the signal ends the wait. */
+  wait(principalId: string, operationId: string, boundary: WaitFor, waitMs: number, signal?: AbortSignal): Promise<{ result: InvocationResult; reached: boolean }>;
+  /** Requests cancellation of the operation's open branches. */
+  cancel(principalId: string, operationId: string): Promise<InvocationResult>;
+}
