@@ -27,6 +27,39 @@ export function buildProgram(io: CliIo, setExit: (code: number) => void): Comman
     .exitOverride()
     .configureOutput({ writeOut: (s) => io.stdout.write(s), writeErr: (s) => io.stderr.write(s) });
 
+  addLocalCommands(program, io, setExit);
+  addNatsCommands(program, io, setExit);
+  addStoreCommands(program, io, setExit);
+  return program;
+}
+
+/** Resolves on SIGINT or SIGTERM. */
+function interrupted(): Promise<void> {
+  return new Promise((resolve) => {
+    process.once('SIGINT', () => resolve());
+    process.once('SIGTERM', () => resolve());
+  });
+}
+
+export async function main(argv: string[], io: CliIo = processIo): Promise<number> {
+  let code = 0;
+  const program = buildProgram(io, (c) => (code = c));
+  try {
+    await program.parseAsync(argv);
+    return code;
+  } catch (error) {
+    if (error instanceof CommanderError) return error.exitCode === 0 ? 0 : 2;
+    if (isAdapterError(error)) {
+      io.stderr.write(JSON.stringify(error.toJSON()) + '\n');
+      return 2;
+    }
+    io.stderr.write(`convoke: ${(error as Error).stack ?? String(error)}\n`);
+    return 1;
+  }
+}
+
+/** Commands that need nothing running: demo, canonicalize, bundle check, id. */
+function addLocalCommands(program: Command, io: CliIo, setExit: (code: number) => void): void {
   program
     .command('demo')
     .description('run a review interaction end to end in one process (memory store, in-process bus and peers; scenarios that show a retry use a temporary SQLite store)')
@@ -66,7 +99,10 @@ export function buildProgram(io: CliIo, setExit: (code: number) => void): Comman
     .requiredOption('--branch <b>', 'branch id')
     .requiredOption('--attempt <n>', 'attempt (1..16)')
     .action(async (o) => setExit((await commands.id()).idPublicationCommand({ contractDigest: o.contractDigest, operation: o.operation, branch: o.branch, attempt: o.attempt }, io)));
+}
 
+/** Commands that serve, or talk to, a deployment over NATS: serve, peer, invoke. */
+function addNatsCommands(program: Command, io: CliIo, setExit: (code: number) => void): void {
   program
     .command('serve')
     .description('serve the HTTP facade (and the coordinator) for the deployment a config file describes')
@@ -101,7 +137,10 @@ export function buildProgram(io: CliIo, setExit: (code: number) => void): Comman
         ),
       ),
     );
+}
 
+/** Commands that read a store: inspect, tail, replay. */
+function addStoreCommands(program: Command, io: CliIo, setExit: (code: number) => void): void {
   program
     .command('inspect')
     .argument('<operationId>', 'operation id (op + 64 hex)')
@@ -124,31 +163,4 @@ export function buildProgram(io: CliIo, setExit: (code: number) => void): Comman
     .option('--json', 'machine-readable output', false)
     .description('rebuild records from their logs through the XState machines; exit 1 on any difference')
     .action(async (operationId: string | undefined, o) => setExit(await (await commands.ops()).replayCommand(operationId, { store: o.store, json: o.json }, io)));
-
-  return program;
-}
-
-/** Resolves on SIGINT or SIGTERM. */
-function interrupted(): Promise<void> {
-  return new Promise((resolve) => {
-    process.once('SIGINT', () => resolve());
-    process.once('SIGTERM', () => resolve());
-  });
-}
-
-export async function main(argv: string[], io: CliIo = processIo): Promise<number> {
-  let code = 0;
-  const program = buildProgram(io, (c) => (code = c));
-  try {
-    await program.parseAsync(argv);
-    return code;
-  } catch (error) {
-    if (error instanceof CommanderError) return error.exitCode === 0 ? 0 : 2;
-    if (isAdapterError(error)) {
-      io.stderr.write(JSON.stringify(error.toJSON()) + '\n');
-      return 2;
-    }
-    io.stderr.write(`convoke: ${(error as Error).stack ?? String(error)}\n`);
-    return 1;
-  }
 }

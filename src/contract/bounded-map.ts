@@ -67,14 +67,17 @@ export class BoundedMap<K, V> {
   /** Keys from oldest to newest (for tests and diagnostics). */
   *keysOldestFirst(): IterableIterator<K> {
     for (let i = this.head; i < this.keys.length; i++) {
-      if (this.map.get(this.keys[i]!)?.stamp === this.stamps[i]) yield this.keys[i]!;
+      // eslint-disable-next-line @typescript-eslint/no-non-null-assertion -- head <= i < keys.length
+      const key = this.keys[i]!;
+      if (this.map.get(key)?.stamp === this.stamps[i]) yield key;
     }
   }
 
   private evictOldest(): K | undefined {
     while (this.head < this.keys.length) {
+      // eslint-disable-next-line @typescript-eslint/no-non-null-assertion -- head < keys.length
       const key = this.keys[this.head]!;
-      const stamp = this.stamps[this.head]!;
+      const stamp = this.stamps[this.head];
       this.head++;
       if (this.map.get(key)?.stamp === stamp) {
         this.map.delete(key);
@@ -90,10 +93,12 @@ export class BoundedMap<K, V> {
     const keys: K[] = [];
     const stamps: number[] = [];
     for (let i = this.head; i < this.keys.length; i++) {
+      // eslint-disable-next-line @typescript-eslint/no-non-null-assertion -- head <= i < keys.length
       const key = this.keys[i]!;
-      if (this.map.get(key)?.stamp !== this.stamps[i]) continue;
+      const stamp = this.stamps[i];
+      if (stamp === undefined || this.map.get(key)?.stamp !== stamp) continue;
       keys.push(key);
-      stamps.push(this.stamps[i]!);
+      stamps.push(stamp);
     }
     this.keys = keys;
     this.stamps = stamps;

@@ -15,8 +15,9 @@ export function lengthPrefixed(parts: readonly string[]): Buffer {
   let size = 0;
   for (let index = 0; index < parts.length; index++) {
     // Buffer.from would turn a lone surrogate into U+FFFD: two different strings, one identity.
-    if (hasLoneSurrogate(parts[index]!)) throw invalidInput(`identity part ${index}: lone surrogate`);
-    size += 8 + Buffer.byteLength(parts[index]!, 'utf8');
+    const part = parts[index] ?? '';
+    if (hasLoneSurrogate(part)) throw invalidInput(`identity part ${index}: lone surrogate`);
+    size += 8 + Buffer.byteLength(part, 'utf8');
   }
   const out = Buffer.allocUnsafe(size);
   let offset = 0;

@@ -26,7 +26,7 @@ export function deepFrozen(value: JsonValue): JsonValue {
   if (value === null || typeof value !== 'object') return value;
   if (Array.isArray(value)) return Object.freeze(value.map(deepFrozen)) as JsonValue[];
   const copy: JsonObject = {};
-  for (const key of Object.keys(value)) setMember(copy, key, deepFrozen(value[key]!));
+  for (const [key, member] of Object.entries(value)) setMember(copy, key, deepFrozen(member));
   return Object.freeze(copy);
 }
 

@@ -367,7 +367,7 @@ function examplePeerProblems(bundles: CompiledBundle[], examplePeers: Record<str
   const problems: string[] = [];
   for (const [peerId, entry] of Object.entries(examplePeers)) {
     for (const [interaction, result] of exampleResults(entry)) {
-      const found = bundles.flatMap((b) => (b.interactions.has(interaction) ? [b.interactions.get(interaction)!] : []));
+      const found = bundles.flatMap((b) => b.interactions.get(interaction) ?? []);
       if (found.length === 0) problems.push(`examplePeers.${peerId}.${interaction}: no deployed bundle has this interaction`);
       for (const compiled of found) {
         if (!compiled.validateResult(result)) problems.push(`examplePeers.${peerId}.${interaction}: result does not match the interaction's result schema: ${describeErrors(compiled.validateResult.errors)}`);

@@ -65,7 +65,9 @@ export function createHttpApp(options: HttpAppOptions): HttpApp {
     // Fastify's own 503 body is not an AdapterError; the onRequest hook below answers instead.
     return503OnClosing: false,
     forceCloseConnections: 'idle',
-    frameworkErrors: (error, _request, target) => mapError(error, target),
+    frameworkErrors: (error, _request, target) => {
+      void mapError(error, target);
+    },
     clientErrorHandler: writeClientError,
   });
   app.server.headersTimeout = settings.headersTimeoutMs;

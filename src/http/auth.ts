@@ -82,4 +82,5 @@ export function jwtPrincipalId(prefix: string, sub: string): string {
   return principalId;
 }
 
+// eslint-disable-next-line no-control-regex -- a token with a control character is refused, so the pattern names them
 const controlCharacters = /[\u0000-\u001f\u007f]/;

@@ -162,6 +162,7 @@ class PeerRuntime implements Peer {
     this.running.set(branchKey, running);
     const renewal = this.options.renew === false ? undefined : this.renewEvery(interaction, request);
     try {
+      // eslint-disable-next-line @typescript-eslint/no-non-null-assertion -- subscribed only for the interactions that have a handler
       const result = await this.options.handlers[interaction]!(request.input, new RequestContext(request, this.sink, abort));
       memory.result = result;
       this.stats.handled++;

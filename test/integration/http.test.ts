@@ -22,6 +22,7 @@ import { startServe, type ServeProcess } from '../support/http-server.js';
 interface Reply {
   status: number;
   headers: Record<string, string | string[] | undefined>;
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any -- the tests read whatever JSON the server answered
   body: any;
   text: string;
 }

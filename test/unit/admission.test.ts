@@ -89,7 +89,6 @@ test('every included peer is authorized; a denied peer fails closed and is not a
 
 test('an unavailable authorization decision fails closed and creates nothing', async () => {
   const s = await scenario();
-  s.coordinator['deps' as never];
   const broken = { authorize: async () => { throw new AdapterError('unavailable', 'policy service down'); } };
   (s.coordinator as unknown as { deps: { policy: unknown } }).deps.policy = broken;
   await assert.rejects(s.invoke('k'), rejects('unavailable'));
@@ -325,6 +324,7 @@ test('at admission every branch has its initial assignment with attempt and fenc
 test('result subscriptions are established before any request is published', async () => {
   const s = await scenario();
   const order: string[] = [];
+  // eslint-disable-next-line @typescript-eslint/no-unsafe-function-type -- only passed through to the wrapped transport
   const transport = (s.coordinator as unknown as { deps: { transport: { subscribe: Function; publish: Function } } }).deps.transport;
   const subscribe = transport.subscribe.bind(transport);
   const publish = transport.publish.bind(transport);

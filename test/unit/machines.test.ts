@@ -34,7 +34,10 @@ test('every machine state is reachable in the derived tables', () => {
   const reach = (table: ReadonlyMap<string, ReadonlyMap<string, string>>, from: string) => {
     const seen = new Set([from]);
     const queue = [from];
-    while (queue.length) for (const next of table.get(queue.shift()!)!.values()) if (!seen.has(next)) (seen.add(next), queue.push(next));
+    while (queue.length) for (const next of table.get(queue.shift()!)!.values()) if (!seen.has(next)) {
+      seen.add(next);
+      queue.push(next);
+    }
     return seen;
   };
   assert.deepEqual([...reach(branchTable, 'assigned')].sort(), [...branchStates].sort());

@@ -51,6 +51,7 @@ export class StampFeed {
       opt_start_seq: fromSeq,
       headers_only: true,
     });
+    // eslint-disable-next-line prefer-const -- the callback reads it; it is set once the consumer runs
     let feed: StampFeed | undefined;
     const messages = await consumer.consume({ callback: (msg) => feed?.deliver(msg) });
     feed = new StampFeed(() => messages.close().then(() => undefined));

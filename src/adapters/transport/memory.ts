@@ -80,7 +80,12 @@ export class MemoryBus {
     const exact = this.literal.get(subject);
     if (exact) for (const sub of exact) take(sub);
     for (const sub of this.wildcards) if (tokensMatchSubject(sub.tokens, subject)) take(sub);
-    if (groups) for (const members of groups.values()) targets.push(members[this.queueCursor++ % members.length]!);
+    if (groups) {
+      for (const members of groups.values()) {
+        const member = members[this.queueCursor++ % members.length];
+        if (member !== undefined) targets.push(member);
+      }
+    }
     for (const sub of targets) {
       // Plain literals of one of two shapes: spreading an optional part in took the engine's slow path.
       const message: InboundMessage =

@@ -26,9 +26,9 @@ export function nanosToMs(nanos: number): number {
 export function toNatsHeaders(record: Record<string, string> | undefined): MsgHdrs | undefined {
   if (record === undefined) return undefined;
   let h: MsgHdrsImpl | undefined;
-  for (const key in record) {
+  for (const [key, value] of Object.entries(record)) {
     h ??= new MsgHdrsImpl();
-    setHeader(h, key, record[key]!);
+    setHeader(h, key, value);
   }
   return h;
 }
@@ -45,7 +45,10 @@ export function fromNatsHeaders(h: MsgHdrs | undefined): Record<string, string> 
   const record: Record<string, string> = {};
   if (h === undefined) return record;
   if (h instanceof MsgHdrsImpl) {
-    for (const [key, values] of h.headers) if (values.length > 0) record[key] = values[0]!;
+    for (const [key, values] of h.headers) {
+      const first = values[0];
+      if (first !== undefined) record[key] = first;
+    }
     return record;
   }
   for (const key of h.keys()) record[key] = h.get(key);

@@ -49,6 +49,7 @@ export function subjectMatches(pattern: string, subject: string): boolean {
 export function tokensMatchSubject(p: readonly string[], subject: string): boolean {
   let start = 0;
   for (let i = 0; i < p.length; i++) {
+    // eslint-disable-next-line @typescript-eslint/no-non-null-assertion -- i < p.length
     const token = p[i]!;
     if (start > subject.length) return false; // the subject has fewer tokens
     if (token === '>') return true;

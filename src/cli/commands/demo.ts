@@ -112,7 +112,7 @@ function renderDemo(result: InvocationResult, transitions: StoredTransition[], o
   const d = result.decision;
   const t0 = result.admittedAtMs;
   let out = `convoke demo ${options.scenario} — ${options.peers} peers, quorum ${options.quorum}, seed ${options.seed} (embedded: ${storeDescription}, in-process bus)\n`;
-  out += `${scenarios[options.scenario]!.description}\n`;
+  out += `${scenarios[options.scenario]?.description ?? ''}\n`;
   out += `operation ${result.operationId}\n`;
   out += heading('Decision');
   out += renderTable(['outcome', 'reason', 'success votes', 'failed units', 'threshold', 'units', 'closed at'], [[d?.outcome, d?.reason, d?.successVotes, d?.failedUnits, d?.threshold, d?.units, d ? `+${d.closedAtMs - t0} ms` : null]]);

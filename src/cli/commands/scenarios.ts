@@ -51,7 +51,7 @@ export const scenarios: Record<string, DemoScenario> = {
     review: () => ({ ...fast, delivery: 'one-eligible', completion: { mode: 'first-success' }, attempts: 3 }),
     retries: true,
     peers: async (embedded, names) => {
-      await embedded.addPeer(names[0]!, { review: reviewer(names[0]!, 20, 'retry') });
+      await embedded.addPeer(peerAt(names, 0), { review: reviewer(peerAt(names, 0), 20, 'retry') });
       for (const peerId of names.slice(1)) await embedded.addPeer(peerId, { review: reviewer(peerId, 20, 'approve') });
     },
   },
@@ -75,7 +75,7 @@ export const scenarios: Record<string, DemoScenario> = {
     description: 'first success wins; the still-running siblings are sent cancel requests and answer stopped, so settlement completes',
     review: () => ({ ...fast, completion: { mode: 'first-success' }, siblings: 'cancel', leaseMs: 3000, renewIntervalMs: 1000, waitFor: 'settled' }),
     peers: async (embedded, names) => {
-      await embedded.addPeer(names[0]!, { review: reviewer(names[0]!, 30, 'approve') });
+      await embedded.addPeer(peerAt(names, 0), { review: reviewer(peerAt(names, 0), 30, 'approve') });
       for (const peerId of names.slice(1)) await embedded.addPeer(peerId, { review: longRunning });
     },
   },
@@ -87,7 +87,14 @@ export const scenarios: Record<string, DemoScenario> = {
     },
     during: async (embedded, names) => {
       await sleep(5);
-      embedded.policy.revoke({ peerId: names[1]! });
+      embedded.policy.revoke({ peerId: peerAt(names, 1) });
     },
   },
 };
+
+/** The scenario's i-th peer: a scenario run with fewer peers than it names fails here, plainly. */
+function peerAt(names: readonly string[], index: number): string {
+  const name = names[index];
+  if (name === undefined) throw new Error(`the scenario needs at least ${index + 1} peers`);
+  return name;
+}

@@ -65,7 +65,7 @@ class Closers {
     this.stack.push(close);
   }
   async closeAll(): Promise<void> {
-    while (this.stack.length > 0) await Promise.resolve(this.stack.pop()!()).catch(() => undefined);
+    for (let close = this.stack.pop(); close; close = this.stack.pop()) await Promise.resolve(close()).catch(() => undefined);
   }
 }
 
