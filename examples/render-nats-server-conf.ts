@@ -10,8 +10,8 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { loadBundle } from '../src/contract/bundle.js';
 import { parseStrictBytes } from '../src/contract/ijson.js';
-import { readDeploymentConfig } from '../src/runtime/config.js';
-import { natsPlanFor, renderNatsServerConfig } from '../src/runtime/nats-deployment.js';
+import { readDeploymentConfig } from '../src/deployment/config.js';
+import { natsPlanFor, renderNatsServerConfig } from '../src/deployment/nats/permissions.js';
 
 export const exampleCommandClients = ['billing'];
 export const exampleServer = { host: '127.0.0.1', port: 14222, storeDir: '/tmp/convoke-example/jetstream' };

@@ -23,15 +23,12 @@
 import { assert, invalidInput } from './errors.js';
 import { setMember, type JsonObject, type JsonValue } from './json.js';
 import { limits } from './limits.js';
+import { limits as contractLimits } from './limits.js';
 
 /** 2^53: the first integer a double cannot tell from its neighbour. */
 const unsafeIntegerMin = 2 ** 53;
 /** From here on ECMAScript (so RFC 8785) prints numbers in exponent form. */
 const exponentFormMin = 1e21;
-/** Keeps error descriptions bounded whatever the input. */
-const describedCharsMax = 120;
-/** Pointers get more room: a pointer at the depth limit is 2 × jsonDepthMax chars even with 1-char keys. */
-const describedPointerCharsMax = 256;
 /**
  * V8 makes a substring of at least this many chars a view into its parent string. A value read
  * from a message (an operation id, say) would then keep the whole message text alive for as long
@@ -70,11 +67,11 @@ export function jsonPointer(segments: readonly (string | number)[]): string {
 /** A pointer for an error description: `root` for the empty pointer, cut short when huge. */
 export function describePointer(pointer: string): string {
   if (pointer === '') return 'root';
-  return pointer.length > describedPointerCharsMax ? pointer.slice(0, describedPointerCharsMax) + '…' : pointer;
+  return pointer.length > contractLimits.describedPointerCharsMax ? pointer.slice(0, contractLimits.describedPointerCharsMax) + '…' : pointer;
 }
 
 function quoteForDescription(s: string): string {
-  return JSON.stringify(s.length > describedCharsMax ? s.slice(0, describedCharsMax) + '…' : s);
+  return JSON.stringify(s.length > contractLimits.describedCharsMax ? s.slice(0, contractLimits.describedCharsMax) + '…' : s);
 }
 
 interface Frame {

@@ -77,6 +77,60 @@ export const limits = {
   presenceObservationTtlMs: 1_000,
   /** NATS deployment: max-delivery advisory sequences remembered, so a re-emitted advisory is not recorded twice. */
   exhaustedAdvisoriesSeenMax: 10_000,
+  // ── bounds of the adapters, facades and wiring (each read where its name says) ──
+  /** HTTP: the largest request body a deployment may allow (http.bodyLimitBytes). */
+  httpBodyLimitBytesMax: 16 * 1024 * 1024,
+  /** HTTP: the longest drain period a deployment may configure (http.drainMs). */
+  httpDrainMsMax: 60_000,
+  /** The longest delay of a config's example peers (transport.examplePeers.*.delayMs). */
+  examplePeerDelayMsMax: 60_000,
+  /** HTTP: the longest bearer token read; anything longer is not a credential convoke could hold. */
+  bearerTokenCharsMax: 8192,
+  /**
+   * HTTP: Node checks the headers and request timeouts only on a periodic sweep (every 30 s by default),
+   * so a 10 s headers timeout closed connections after 30–40 s. The sweep runs at a tenth of the
+   * headers timeout, within these bounds: a slow sender is closed within 10% of its timeout.
+   */
+  httpConnectionsCheckingIntervalMsMin: 50,
+  httpConnectionsCheckingIntervalMsMax: 1_000,
+  /** I-JSON parse errors: keeps error descriptions bounded whatever the input. */
+  describedCharsMax: 120,
+  /** Pointers get more room: a pointer at the depth limit is 2 × jsonDepthMax chars even with 1-char keys. */
+  describedPointerCharsMax: 256,
+  /** Peer SDK: branches remembered per peer (their newest fence and result); the oldest are forgotten beyond this. */
+  peerBranchesRememberedMax: 10_000,
+  /** `convoke peer`: the longest delay a peer config's rules may name. */
+  examplePeerRuleDelayMsMax: 600_000,
+  /** SQLite store: transitions read per follow (tail) query. */
+  sqliteFollowBatchMax: 512,
+  /** SQLite store: operation ids read per page when listing them. */
+  sqliteOperationIdsPageMax: 256,
+  /** Stores: how many times a create retries over a log that holds only void transitions. */
+  storeCasAttemptsMax: 8,
+  /** EventStoreDB store: events per readStream call when reading an operation's log. */
+  eventStoreDbReadPageMax: 1024,
+  /**
+   * JetStream store: a read takes the first messages of a subject one STREAM.MSG.GET at a time (most logs are a few
+   * transitions: no consumer to create), and the rest of a longer log in batches pulled from an
+   * ephemeral consumer filtered on the subject: a few round trips for thousands of transitions.
+   */
+  jetstreamScanGetsMax: 8,
+  /** JetStream store: messages per batch of the ephemeral consumer that reads a long log. */
+  jetstreamScanBatchMax: 1024,
+  /** Stamp feed: how many recent deliveries are kept for appends whose PubAck arrives after the delivery. */
+  stampFeedKeptMax: 8192,
+  /** NATS consumers: messages a consumer pulls ahead; small, because buffered messages age against ack_wait too. */
+  natsPullBatchMessagesMax: 64,
+  /** NATS consumers: the bounds of one pull's expiry (a pull lasts ack_wait within these, see nats-consumers.ts). */
+  natsPullExpiresMsMin: 1_000,
+  natsPullExpiresMsMax: 30_000,
+  /** NATS consumers: stream sequences remembered per subscription, to name the subject of an exhausted message. */
+  natsDeliveredSubjectsMax: 10_000,
+  /** NATS consumers: exhausted sequences remembered per subscription: the server re-emits the advisory after a restart. */
+  natsExhaustedReportedMax: 10_000,
+  /** The chars of a namespace and of a peer id kept readable in a stream name; everything is also hashed. */
+  streamNameNamespaceCharsMax: 20,
+  streamNamePeerCharsMax: 16,
 } as const;
 
 assert(limits.attemptsMax >= 1 && limits.attemptsMax <= 16, 'attemptsMax within the profile range 1..16');

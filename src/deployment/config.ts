@@ -43,17 +43,14 @@ const token = tokenSchema;
 const name = { type: 'string', minLength: 1, maxLength: 256 } as const;
 const path = { type: 'string', minLength: 1, maxLength: 4096 } as const;
 const names = { type: 'array', items: name, maxItems: 1024 } as const;
-const bodyLimitBytesMax = 16 * 1024 * 1024;
-const drainMsMax = 60_000;
 /** Receiving a request's headers, and the whole request, from a slow client. */
 export const headersTimeoutMsDefault = 10_000;
 export const requestTimeoutMsDefault = 30_000;
-const exampleDelayMsMax = 60_000;
 
 const examplePeerSchema = {
   type: 'object',
   propertyNames: token,
-  properties: { delayMs: { type: 'integer', minimum: 0, maximum: exampleDelayMsMax } },
+  properties: { delayMs: { type: 'integer', minimum: 0, maximum: limits.examplePeerDelayMsMax } },
   // Every other key is an interaction id whose value is any JSON (checked against the bundle later).
   additionalProperties: {},
 } as const;
@@ -116,9 +113,9 @@ const httpSchema = {
   properties: {
     host: { type: 'string', minLength: 1, maxLength: 255 },
     port: { type: 'integer', minimum: 0, maximum: 65535 },
-    bodyLimitBytes: { type: 'integer', minimum: 1024, maximum: bodyLimitBytesMax },
+    bodyLimitBytes: { type: 'integer', minimum: 1024, maximum: limits.httpBodyLimitBytesMax },
     waitMsMax: { type: 'integer', minimum: 0, maximum: limits.waitMsMax },
-    drainMs: { type: 'integer', minimum: 0, maximum: drainMsMax },
+    drainMs: { type: 'integer', minimum: 0, maximum: limits.httpDrainMsMax },
     headersTimeoutMs: { type: 'integer', minimum: limits.httpReceiveTimeoutMsMin, maximum: limits.httpReceiveTimeoutMsMax },
     requestTimeoutMs: { type: 'integer', minimum: limits.httpReceiveTimeoutMsMin, maximum: limits.httpReceiveTimeoutMsMax },
     principals: {

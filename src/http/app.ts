@@ -20,6 +20,7 @@ import { errorReply, routeNotFound, type ErrorReply } from './errors.js';
 import { registerInvocationRoutes } from './invocations.js';
 import { openApiDocument } from './openapi.js';
 import { compileRouteSchema, healthSchema } from './schemas.js';
+import { limits } from '../contract/limits.js';
 
 export interface HttpAppOptions {
   coordinator: InvocationService;
@@ -37,13 +38,6 @@ export interface HttpApp {
 }
 
 export const keepAliveTimeoutMs = 5_000;
-/**
- * Node checks the headers and request timeouts only on a periodic sweep (every 30 s by default),
- * so a 10 s headers timeout closed connections after 30–40 s. The sweep runs at a tenth of the
- * headers timeout, within these bounds: a slow sender is closed within 10% of its timeout.
- */
-const connectionsCheckingIntervalMsMin = 50;
-const connectionsCheckingIntervalMsMax = 1_000;
 /** Socket inactivity allowed beyond the longest wait (a waiting request sends nothing). */
 const connectionIdleMarginMs = 15_000;
 
@@ -108,7 +102,7 @@ export function createHttpApp(options: HttpAppOptions): HttpApp {
 }
 
 function connectionsCheckingIntervalMs(headersTimeoutMs: number): number {
-  return Math.min(connectionsCheckingIntervalMsMax, Math.max(connectionsCheckingIntervalMsMin, Math.floor(headersTimeoutMs / 10)));
+  return Math.min(limits.httpConnectionsCheckingIntervalMsMax, Math.max(limits.httpConnectionsCheckingIntervalMsMin, Math.floor(headersTimeoutMs / 10)));
 }
 
 type HttpMetrics = ReturnType<typeof httpMetrics>;

@@ -23,7 +23,6 @@ export type Authenticate = (authorization: string | undefined) => Promise<Caller
 
 /** RFC 6750 b64token, bounded: anything else is not a credential we could hold. */
 const bearerPattern = /^Bearer +([A-Za-z0-9\-._~+/]+=*) *$/i;
-const tokenCharsMax = 8192;
 
 export function sha256(text: string): Buffer {
   return createHash('sha256').update(text, 'utf8').digest();
@@ -34,7 +33,7 @@ export function createAuthenticator(settings: Pick<HttpSettings, 'principals' | 
   const jwt = settings.jwt ? jwtVerifier(settings.jwt, clock) : undefined;
   return async (authorization) => {
     if (authorization === undefined || authorization.length === 0) throw new AuthenticationRequired('missing');
-    const token = authorization.length <= tokenCharsMax + 16 ? bearerPattern.exec(authorization)?.[1] : undefined;
+    const token = authorization.length <= limits.bearerTokenCharsMax + 16 ? bearerPattern.exec(authorization)?.[1] : undefined;
     if (token === undefined) throw new AuthenticationRequired('invalid');
     const digest = sha256(token);
     let match: (typeof principals)[number] | undefined;

@@ -15,6 +15,7 @@ import type { DeliveryReceipt } from '../events/types.js';
 import { SystemClock, type Clock, type TimerHandle } from '../runtime/clock.js';
 import { BoundedMap } from '../contract/bounded-map.js';
 import { MemoryEffectSink, type EffectSink } from './effect-sink.js';
+import { limits } from '../contract/limits.js';
 
 export interface HandlerContext {
   request: RequestMessage;
@@ -65,8 +66,6 @@ interface Running {
   done: Promise<'completed' | 'stopped'>;
 }
 
-/** Branches remembered per peer (their newest fence and result); the oldest are forgotten beyond this. */
-const branchesMax = 10_000;
 
 /** What a peer remembers of one operation/branch: the newest fence it saw, and that attempt's result once it has one. */
 interface BranchMemory {
@@ -87,7 +86,7 @@ class PeerRuntime implements Peer {
    * redelivery instead of repeating work. Bounded: the oldest branches are forgotten (the
    * coordinator's fences and the effect sink remain the authority).
    */
-  private readonly branches = new BoundedMap<string, BranchMemory>(branchesMax);
+  private readonly branches = new BoundedMap<string, BranchMemory>(limits.peerBranchesRememberedMax);
   /** What runs now, by operation/branch. */
   private readonly running = new Map<string, Running>();
   private readonly subscriptions: Subscription[] = [];

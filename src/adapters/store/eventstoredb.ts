@@ -77,8 +77,6 @@ export interface EventStoreDbOptions {
 }
 
 const transitionType = 'convoke.transition';
-/** Events per readStream call when reading an operation's log. */
-const readPageMax = 1024;
 
 export function esdbFailure(error: unknown): StoreFailure {
   if (error instanceof AssertionFailure) throw error;
@@ -328,7 +326,7 @@ export class EventStoreDbStore implements EventStore {
 
   /**
    * The stream's transitions from the start (through `untilRevision` when given), validated, read
-   * in pages of readPageMax events (one server-streamed read each). At most
+   * in pages of contractLimits.eventStoreDbReadPageMax events (one server-streamed read each). At most
    * limits.transitionsStoredMax: a longer stream (written before that limit) answers unavailable,
    * never a silently shortened log.
    */
@@ -338,7 +336,7 @@ export class EventStoreDbStore implements EventStore {
     const transitions: StoredTransition[] = [];
     let last: bigint | undefined;
     while (transitions.length < countMax) {
-      const pageMax = Math.min(readPageMax, countMax - transitions.length);
+      const pageMax = Math.min(contractLimits.eventStoreDbReadPageMax, countMax - transitions.length);
       const page = await this.readEvents(this.opStream(operationId), last === undefined ? START : last + 1n, pageMax);
       if (page.kind === 'missing' && last === undefined) return (await this.exists(this.tombStream(operationId))) ? { kind: 'tombstoned' } : { kind: 'missing' };
       if (page.kind === 'tombstoned') return page;

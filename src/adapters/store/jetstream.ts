@@ -52,7 +52,6 @@ import { PubAckMux } from '../transport/nats-pubacks.js';
 import {
   FoldTracker,
   answerStoredAt,
-  casAttemptsMax,
   classifyRejection,
   closedFailure,
   foldPoint,
@@ -94,14 +93,6 @@ const tombstoneHeader = 'Convoke-Tombstone';
 const capacityReadingAgeMaxMs = 1000;
 const defaultStampWaitMs = 250;
 const decoder = new TextDecoder('utf-8', { fatal: true });
-
-/**
- * A read takes the first messages of a subject one STREAM.MSG.GET at a time (most logs are a few
- * transitions: no consumer to create), and the rest of a longer log in batches pulled from an
- * ephemeral consumer filtered on the subject: a few round trips for thousands of transitions.
- */
-const scanGetsMax = 8;
-const scanBatchMax = 1024;
 
 const wrongSequenceCodes = new Set([10071, 10164]);
 const messageTooLargeCode = 10054;
@@ -433,7 +424,7 @@ export class JetStreamEventStore implements EventStore {
   private async scan(operationId: string, untilSeq: number): Promise<LogState> {
     const subject = this.opSubject(operationId);
     const transitions: StoredTransition[] = [];
-    for (let from = 1; transitions.length < scanGetsMax; ) {
+    for (let from = 1; transitions.length < contractLimits.jetstreamScanGetsMax; ) {
       // The v3 typings list only seq/last_by_subj here; the server also takes next_by_subj.
       const query = { seq: from, next_by_subj: subject } as unknown as MsgRequest;
       const msg = await this.jsm.streams.getMessage(this.streamName, query);
@@ -448,7 +439,7 @@ export class JetStreamEventStore implements EventStore {
 
   /**
    * The rest of a long log: an ephemeral consumer filtered on the subject, starting after what
-   * was read, pulled in batches of scanBatchMax (one request each) and deleted afterwards.
+   * was read, pulled in batches of contractLimits.jetstreamScanBatchMax (one request each) and deleted afterwards.
    * Deliveries must be consecutive; a gap is unavailable, never a shorter log.
    */
   private async scanBatched(operationId: string, transitions: StoredTransition[], untilSeq: number): Promise<LogState> {
@@ -467,7 +458,7 @@ export class JetStreamEventStore implements EventStore {
       const consumer = await this.js.consumers.get(this.streamName, info.name);
       let delivered = 0;
       while (delivered < info.num_pending) {
-        const wanted = Math.min(scanBatchMax, info.num_pending - delivered, readMax + 1 - transitions.length);
+        const wanted = Math.min(contractLimits.jetstreamScanBatchMax, info.num_pending - delivered, readMax + 1 - transitions.length);
         if (wanted <= 0) break;
         const batch = await consumer.fetch({ max_messages: wanted, expires: Math.max(1000, this.requestTimeoutMs) });
         const before = delivered;
@@ -513,7 +504,7 @@ export class JetStreamEventStore implements EventStore {
   private async appendMarker(operationId: string, lastSeq: number): Promise<StoredMsg> {
     const subject = this.opSubject(operationId);
     let expectedSeq = lastSeq;
-    for (let attempt = 0; attempt < casAttemptsMax; attempt++) {
+    for (let attempt = 0; attempt < contractLimits.storeCasAttemptsMax; attempt++) {
       const h = natsHeaders();
       h.set(tombstoneHeader, '1');
       try {

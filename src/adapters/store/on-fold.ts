@@ -11,6 +11,7 @@ import type { StoredTransition, TimeGuard, Transition } from '../../events/types
 import { bodyBytes, checkTransitionShape, encodeTransition, sizeFailure } from './codec.js';
 import { appliesOnFold, checkGuardShape, guardAdmits, guardFailure, rollbackFailure } from './guard.js';
 import type { AppendOutcome, ReadOutcome, StoreFailure } from './types.js';
+import { limits } from '../../contract/limits.js';
 
 /** Before any applied transition, every timestamp is "not going back". */
 export const noAppliedYetMs = Number.MIN_SAFE_INTEGER;
@@ -99,8 +100,6 @@ export interface PendingWrite {
   attempt: number;
 }
 
-/** How many times a create retries over a log that holds only void transitions. */
-export const casAttemptsMax = 8;
 
 export const expiredOf = (operationId: string) => ({ kind: 'expired' as const, description: `operation ${operationId} is tombstoned` });
 export const notFoundOf = (operationId: string) => ({ kind: 'not-found' as const, description: `operation ${operationId} does not exist` });
@@ -156,7 +155,7 @@ export function classifyRejection(
   }
   const point = foldPoint(state.transitions, state.lastRevision);
   fold.remember(operationId, point);
-  if (write.mode === 'create' && !point.anyApplied && write.attempt < casAttemptsMax) return { retryAt: state.lastRevision, point };
+  if (write.mode === 'create' && !point.anyApplied && write.attempt < limits.storeCasAttemptsMax) return { retryAt: state.lastRevision, point };
   return write.mode === 'create'
     ? { kind: 'conflict', description: `operation ${operationId} already exists` }
     : { kind: 'conflict', description: `expected revision ${expectedRevision}, stream is at ${state.lastRevision}` };

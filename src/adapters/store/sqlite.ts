@@ -20,6 +20,7 @@ import { bodyBytes, checkTransitionShape, decodeStored, encodeTransition, isStor
 import { resolveStoreLimits } from './limits.js';
 import type { AppendListener, AppendOutcome, EventStore, ReadOutcome, RevisionListener, StoreFailure, StoreLimits } from './types.js';
 import { openSqliteDatabase } from './sqlite-open.js';
+import { limits as contractLimits } from '../../contract/limits.js';
 
 export interface SqliteStoreOptions {
   /** A file path (or ':memory:' for a throwaway store in tests). */
@@ -35,8 +36,6 @@ export interface SqliteStoreOptions {
 }
 
 const schemaVersion = 1;
-const followBatchMax = 512;
-const operationIdsPageMax = 256;
 
 const schema = `
 CREATE TABLE IF NOT EXISTS operations (
@@ -197,13 +196,13 @@ export class SqliteEventStore implements EventStore {
       if (this.closed) throw unavailable('store is closed');
       let page: { id: string }[];
       try {
-        page = this.statements.liveIdsAfter.all(afterId, operationIdsPageMax);
+        page = this.statements.liveIdsAfter.all(afterId, contractLimits.sqliteOperationIdsPageMax);
       } catch (error) {
         throw unavailable(sqliteFailure(error).description, error);
       }
       for (const row of page) yield row.id;
       const last = page.at(-1);
-      if (page.length < operationIdsPageMax || last === undefined) return;
+      if (page.length < contractLimits.sqliteOperationIdsPageMax || last === undefined) return;
       afterId = last.id;
     }
   }
@@ -262,7 +261,7 @@ export class SqliteEventStore implements EventStore {
     if (this.closed) return cursor;
     let rows: TransitionRow[];
     try {
-      rows = this.statements.transitionsAfter.all(cursor, followBatchMax);
+      rows = this.statements.transitionsAfter.all(cursor, contractLimits.sqliteFollowBatchMax);
     } catch {
       return cursor; // Busy or I/O: try again on the next tick; nothing is skipped.
     }
@@ -279,7 +278,7 @@ export class SqliteEventStore implements EventStore {
     if (this.closed) return cursor;
     let rows: Pick<TransitionRow, 'rowid' | 'operation_id' | 'revision'>[];
     try {
-      rows = this.statements.revisionsAfter.all(cursor, followBatchMax);
+      rows = this.statements.revisionsAfter.all(cursor, contractLimits.sqliteFollowBatchMax);
     } catch {
       return cursor; // Busy or I/O: try again on the next tick; nothing is skipped.
     }

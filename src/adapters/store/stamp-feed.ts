@@ -16,6 +16,7 @@
 import { DeliverPolicy, type JetStreamClient } from '@nats-io/jetstream';
 import { BoundedMap } from '../../contract/bounded-map.js';
 import { notifyAll } from './codec.js';
+import { limits } from '../../contract/limits.js';
 
 export interface Stamp {
   subject: string;
@@ -29,11 +30,9 @@ export interface Delivery {
   timestampNanos: bigint;
 }
 
-/** How many recent deliveries are kept for appends whose PubAck arrives after the delivery. */
-const keptMax = 8192;
 
 export class StampFeed {
-  private readonly seen = new BoundedMap<number, Stamp>(keptMax);
+  private readonly seen = new BoundedMap<number, Stamp>(limits.stampFeedKeptMax);
   private readonly waiting = new Map<number, Array<(stamp: Stamp | undefined) => void>>();
   private highestSeq = 0;
   /** Told of every delivery (subject and sequence): the store's revision watchers. */

@@ -13,9 +13,8 @@ import { toAdapterError } from './nats-errors.js';
 import { maxDeliveriesAdvisorySubject } from './nats-names.js';
 import type { DurableConfig } from './nats-streams.js';
 import type { ExhaustedInfo, InboundMessage, MessageHandler, Subscription } from './types.js';
+import { limits } from '../../contract/limits.js';
 
-/** Messages a consumer pulls ahead; small, because buffered messages age against ack_wait too. */
-const pullBatchMessagesMax = 64;
 /**
  * How long one pull stays open, bounded to nats.js's accepted range. It also paces the consumer's
  * recovery: after a reconnect nats.js checks the consumer and pulls again, and when that check
@@ -25,14 +24,8 @@ const pullBatchMessagesMax = 64;
  * about as fast as an unacknowledged message would come back.
  */
 export function pullExpiresMs(config: DurableConfig): number {
-  return Math.min(pullExpiresMsMax, Math.max(pullExpiresMsMin, config.ackWaitMs));
+  return Math.min(limits.natsPullExpiresMsMax, Math.max(limits.natsPullExpiresMsMin, config.ackWaitMs));
 }
-const pullExpiresMsMin = 1_000;
-const pullExpiresMsMax = 30_000;
-/** Stream sequences remembered per subscription, to name the subject of an exhausted message. */
-const deliveredSubjectsMax = 10_000;
-/** Exhausted sequences remembered per subscription: the server re-emits the advisory after a restart. */
-const exhaustedReportedMax = 10_000;
 
 export interface JetStreamContext {
   nc: NatsConnection;
@@ -267,7 +260,7 @@ async function watchExhaustion(
   delivered: BoundedMap<number, string>,
   onExhausted: (info: ExhaustedInfo) => void,
 ): Promise<NatsSubscription> {
-  const reported = new BoundedMap<number, true>(exhaustedReportedMax);
+  const reported = new BoundedMap<number, true>(limits.natsExhaustedReportedMax);
   const report = async (advisory: MaxDeliveriesAdvisory) => {
     if (reported.has(advisory.stream_seq)) return;
     reported.set(advisory.stream_seq, true);
@@ -300,7 +293,7 @@ export async function subscribeDurable(ctx: JetStreamContext, request: DurableSu
   let delivered: BoundedMap<number, string> | undefined;
   let watcher: NatsSubscription | undefined;
   if (onExhausted) {
-    delivered = new BoundedMap<number, string>(deliveredSubjectsMax);
+    delivered = new BoundedMap<number, string>(limits.natsDeliveredSubjectsMax);
     watcher = await watchExhaustion(ctx, stream, durable, delivered, onExhausted);
   }
   try {
@@ -309,7 +302,7 @@ export async function subscribeDurable(ctx: JetStreamContext, request: DurableSu
     const consumer = ctx.js.consumers.getConsumerFromInfo(info);
     const outstanding = new Outstanding(ctx.config.ackWaitMs);
     const messages = await consumer
-      .consume({ max_messages: pullBatchMessagesMax, expires: pullExpiresMs(ctx.config), callback: (m) => deliverDurable(ctx, m, handler, delivered, outstanding) })
+      .consume({ max_messages: limits.natsPullBatchMessagesMax, expires: pullExpiresMs(ctx.config), callback: (m) => deliverDurable(ctx, m, handler, delivered, outstanding) })
       .catch((error: unknown) => {
         outstanding.close();
         throw error;

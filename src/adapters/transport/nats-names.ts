@@ -7,10 +7,8 @@
 import { createHash } from 'node:crypto';
 import { assert } from '../../contract/errors.js';
 import { namespacePattern, tokenPattern } from '../../contract/ids.js';
+import { limits } from '../../contract/limits.js';
 
-/** The chars of a namespace and of a peer id kept readable in a stream name; everything is also hashed. */
-const readableNamespaceCharsMax = 20;
-const readablePeerCharsMax = 16;
 /** 48 bits of SHA-256: two (namespace, peer) pairs of one deployment colliding is not a practical concern. */
 const hashHexChars = 12;
 
@@ -47,7 +45,7 @@ export interface DurableStreamNames {
 export function durableStreamNames(namespace: string, peerId: string): DurableStreamNames {
   assertNamespace(namespace);
   assertToken(peerId, 'peer id');
-  const readable = `${namespace.replaceAll('.', '_').slice(0, readableNamespaceCharsMax)}_${peerId.slice(0, readablePeerCharsMax)}`;
+  const readable = `${namespace.replaceAll('.', '_').slice(0, limits.streamNameNamespaceCharsMax)}_${peerId.slice(0, limits.streamNamePeerCharsMax)}`;
   const hash = createHash('sha256').update(`${namespace}\n${peerId}`, 'utf8').digest('hex').slice(0, hashHexChars);
   return { requests: `CONVOKE_REQ_${readable}_${hash}`, results: `CONVOKE_RES_${readable}_${hash}` };
 }

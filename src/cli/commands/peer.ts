@@ -55,6 +55,7 @@ import type { Handler, HandlerContext, Peer } from '../../peer/peer.js';
 import { SqliteEffectSink } from '../../peer/sqlite-effect-sink.js';
 import { SystemClock, type Clock } from '../../runtime/clock.js';
 import type { CliIo } from '../io.js';
+import { limits } from '../../contract/limits.js';
 
 // ── the config ───────────────────────────────────────────────────────────────
 
@@ -87,10 +88,9 @@ export interface PeerConfig {
   faults?: { crashAfterEffect?: boolean };
 }
 
-const delayMsMax = 600_000;
 const token = tokenSchema;
 const pointer = { type: 'string', pattern: '^(/([^~/]|~[01])*)*$', maxLength: 1024 } as const;
-const delay = { type: 'integer', minimum: 0, maximum: delayMsMax } as const;
+const delay = { type: 'integer', minimum: 0, maximum: limits.examplePeerRuleDelayMsMax } as const;
 
 const conditionSchema = {
   oneOf: [
