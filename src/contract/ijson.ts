@@ -23,7 +23,6 @@
 import { assert, invalidInput } from './errors.js';
 import { setMember, type JsonObject, type JsonValue } from './json.js';
 import { limits } from './limits.js';
-import { limits as contractLimits } from './limits.js';
 
 /** 2^53: the first integer a double cannot tell from its neighbour. */
 const unsafeIntegerMin = 2 ** 53;
@@ -67,11 +66,11 @@ export function jsonPointer(segments: readonly (string | number)[]): string {
 /** A pointer for an error description: `root` for the empty pointer, cut short when huge. */
 export function describePointer(pointer: string): string {
   if (pointer === '') return 'root';
-  return pointer.length > contractLimits.describedPointerCharsMax ? pointer.slice(0, contractLimits.describedPointerCharsMax) + '…' : pointer;
+  return pointer.length > limits.describedPointerCharsMax ? pointer.slice(0, limits.describedPointerCharsMax) + '…' : pointer;
 }
 
 function quoteForDescription(s: string): string {
-  return JSON.stringify(s.length > contractLimits.describedCharsMax ? s.slice(0, contractLimits.describedCharsMax) + '…' : s);
+  return JSON.stringify(s.length > limits.describedCharsMax ? s.slice(0, limits.describedCharsMax) + '…' : s);
 }
 
 interface Frame {
