@@ -1,5 +1,7 @@
 /**
- * Durable mode's guarantee at run time: the admission gate that refuses new operations while durability is not proven, the monitor that re-verifies the broker resources, and the connection's status log.
+ * Durable mode's guarantee at run time: the admission gate that refuses new operations while
+ * durability is not proven, the monitor that re-verifies the broker resources, and the
+ * connection's status log.
  */
 import type { NatsConnection } from '@nats-io/transport-node';
 import type { StoredTransition, Transition } from '../../events/types.js';

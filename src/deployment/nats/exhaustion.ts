@@ -1,5 +1,6 @@
 /**
- * Requests that exhausted their deliveries: each is recorded as an observed failure of its attempt, then released from its stream.
+ * Requests that exhausted their deliveries: each is recorded as an observed failure of its
+ * attempt, then released from its stream.
  */
 import { JetStreamApiCodes, JetStreamApiError, type JetStreamManager } from '@nats-io/jetstream';
 import type { NatsConnection, Subscription as NatsSubscription } from '@nats-io/transport-node';

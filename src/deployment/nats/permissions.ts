@@ -1,5 +1,6 @@
 /**
- * What each NATS principal of a deployment needs, and the nats-server config that grants exactly that.
+ * What each NATS principal of a deployment needs, and the nats-server config that grants exactly
+ * that.
  */
 import type { CompiledBundle } from '../../contract/bundle.js';
 import { invalidInput } from '../../contract/errors.js';

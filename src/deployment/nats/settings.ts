@@ -1,5 +1,6 @@
 /**
- * The nats transport of a deployment config: its schema, defaults and the durable settings resolved from the deployed bundles (the duplicate window each interaction needs).
+ * The nats transport of a deployment config: its schema, defaults and the durable settings
+ * resolved from the deployed bundles (the duplicate window each interaction needs).
  */
 import type { CompiledBundle } from '../../contract/bundle.js';
 import { invalidInput } from '../../contract/errors.js';

@@ -1,5 +1,6 @@
 /**
- * The coordinator's transport over one NATS connection: core NATS for commands, a durable transport per namespace for the subjects its streams capture.
+ * The coordinator's transport over one NATS connection: core NATS for commands, a durable
+ * transport per namespace for the subjects its streams capture.
  */
 import { NatsTransport } from '../../adapters/transport/nats.js';
 import { durableLayout, type DurableLayout } from '../../adapters/transport/nats-names.js';
