@@ -16,7 +16,7 @@ import type {
   StoredTransition,
 } from '../events/types.js';
 import type { CancelOutcome } from '../events/wire.js';
-import { appliesOnFold } from '../adapters/store/guard.js';
+import { appliesOnFold } from '../events/guard.js';
 import { branchMachine, operationMachine, stepBranch, stepOperation, type BranchMachineEvent, type BranchMachineState, type OperationMachineEvent, type OperationMachineState } from '../machines/index.js';
 import { stepWithMachine } from '../machines/table.js';
 

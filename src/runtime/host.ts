@@ -10,7 +10,7 @@ import type { EventStore } from '../adapters/store/types.js';
 import type { StreamContinuity, Subscription, Transport } from '../adapters/transport/types.js';
 import type { PublisherVerifier } from '../adapters/verification/subject.js';
 import type { ManifestSource } from '../adapters/manifest/types.js';
-import type { Clock, TimerHandle } from './clock.js';
+import type { Clock, TimerHandle } from '../contract/clock.js';
 import type { Metrics } from './metrics.js';
 import type { BudgetOverrides, Budgets, LogSize } from './log-budget.js';
 

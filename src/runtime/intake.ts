@@ -16,7 +16,7 @@ import { limits } from '../contract/limits.js';
 import type { Transition } from '../events/types.js';
 import { checkCancelResult, checkClaimMessage, checkResultMessage } from '../events/wire-schemas.js';
 import type { CancelResult, ClaimMessage, ResultMessage } from '../events/wire.js';
-import { decideCancelResult, decideClaim, decideOversizedResult, decideResult, openEndedMs, type PeerCommand, type ResultCommand } from '../machines/decide.js';
+import { decideCancelResult, decideClaim, decideOversizedResult, decideResult, openEndedMs, type PeerCommand, type ResultCommand } from '../domain/decide.js';
 import { findBranch, type OperationRecord } from '../projections/record.js';
 import { parseSubject, subjectFor, type ParsedSubject } from '../adapters/transport/subjects.js';
 import type { InboundMessage } from '../adapters/transport/types.js';

@@ -31,7 +31,7 @@ import { tokenPattern, tokenSchema } from '../contract/ids.js';
 import { compileChecker } from '../contract/validation.js';
 import { checkRequestMessage } from '../events/wire-schemas.js';
 import type { StoredTransition, Transition } from '../events/types.js';
-import { decideDispatchRecorded } from '../machines/decide.js';
+import { decideDispatchRecorded } from '../domain/decide.js';
 import { StaticDirectory } from '../adapters/directory/static.js';
 import { NatsConsumerPresence } from '../adapters/directory/nats-presence.js';
 import { StaticPolicy } from '../adapters/policy/static.js';
@@ -52,7 +52,7 @@ import { ConsumerMuxTransport, coordinatorKinds, coordinatorRoute } from '../ada
 import { commandClientPermissions, coordinatorPermissions, peerPermissions, type NatsPermissions } from '../adapters/transport/nats-permissions.js';
 import type { DurabilityCheck, StreamContinuity, ExhaustedInfo, MessageHandler, PublishOptions, PublishReceipt, SubscribeOptions, Subscription, Transport, TransportCapabilities } from '../adapters/transport/types.js';
 import { SubjectNamespaceVerifier } from '../adapters/verification/subject.js';
-import type { Clock } from './clock.js';
+import type { Clock } from '../contract/clock.js';
 import { commandQueueDefault, startCommandServer, type CommandServer } from './commands.js';
 import { limits } from '../contract/limits.js';
 import type { Deployment, DeploymentConfig, HttpSettings, NatsDurableSettings, NatsTransportConfig } from './config.js';

@@ -5,7 +5,7 @@
  * `unknown` stays pending reconciliation: it is republished later with the same identity.
  */
 import { publicationId } from '../contract/ids.js';
-import { decideCancelDispatched, decideCancelWithdrawn, decideDispatchRecorded, decideRevocations, type Receipt } from '../machines/decide.js';
+import { decideCancelDispatched, decideCancelWithdrawn, decideDispatchRecorded, decideRevocations, type Receipt } from '../domain/decide.js';
 import { branchList, type BranchRecord, type OperationRecord } from '../projections/record.js';
 import { encodeWire, headers, type CancelRequest, type RequestMessage } from '../events/wire.js';
 import { subjectFor } from '../adapters/transport/subjects.js';

@@ -11,7 +11,7 @@ import { operationId } from '../../src/contract/ids.js';
 import { limits } from '../../src/contract/limits.js';
 import { peerIds, reviewBundle } from '../../src/runtime/examples.js';
 import { createEmbedded } from '../../src/runtime/embedded.js';
-import { VirtualClock, flushMicrotasks } from '../../src/runtime/clock.js';
+import { VirtualClock, flushMicrotasks } from '../../src/contract/clock.js';
 import type { JsonObject } from '../../src/contract/json.js';
 import type { OperationAdmitted, Transition } from '../../src/events/types.js';
 import type { EventStore } from '../../src/adapters/store/types.js';

@@ -16,7 +16,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { buildDeployment, parseDeploymentConfig } from '../../src/runtime/config.js';
 import { reviewBundle } from '../../src/runtime/examples.js';
-import { VirtualClock } from '../../src/runtime/clock.js';
+import { VirtualClock } from '../../src/contract/clock.js';
 import { minimalServeConfig } from '../support/config-fixtures.js';
 
 const unsupported = (pattern: RegExp) => (error: unknown) => error instanceof AdapterError && error.kind === 'unsupported' && pattern.test(error.message);

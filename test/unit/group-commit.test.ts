@@ -7,7 +7,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import fc from 'fast-check';
-import { decideTogether } from '../../src/machines/decide.js';
+import { decideTogether } from '../../src/domain/decide.js';
 import type { Transition } from '../../src/events/types.js';
 import type { OperationRecord } from '../../src/projections/record.js';
 import { couldClose } from '../../src/projections/decision.js';

@@ -10,7 +10,7 @@ import { SubjectNamespaceVerifier } from '../../src/adapters/verification/subjec
 import type { DomainEvent, ResultRejected } from '../../src/events/types.js';
 import type { EventStore } from '../../src/adapters/store/types.js';
 import type { JsonObject } from '../../src/contract/json.js';
-import { VirtualClock, flushMicrotasks } from '../../src/runtime/clock.js';
+import { VirtualClock, flushMicrotasks } from '../../src/contract/clock.js';
 import { createEmbedded, peerBusPermissions } from '../../src/runtime/embedded.js';
 import { peerIds, reviewBundle } from '../../src/runtime/examples.js';
 import { subjectFor } from '../../src/adapters/transport/subjects.js';

@@ -11,15 +11,16 @@ import { jsonEquals, type JsonValue } from '../contract/json.js';
 import { limits } from '../contract/limits.js';
 import type { BranchDisposition, DeliveryReceipt, DomainEvent, RejectionReason, TimeGuard, Transition } from '../events/types.js';
 import type { CancelResult, ClaimMessage, ResultMessage } from '../events/wire.js';
+import { guardBetween, guardIsEmpty, intersectGuards, openEndedMs } from '../events/guard.js';
 import { evaluateCompletion, tally, timeoutClosure, type Closure } from '../projections/decision.js';
 import { applyEvents, branchList, branchOf, findBranch, type BranchRecord, type OperationRecord } from '../projections/record.js';
-import { branchStatusOf } from './index.js';
+import { branchStatusOf } from '../machines/index.js';
 
-export const openEndedMs = Number.MAX_SAFE_INTEGER;
+export { openEndedMs };
 
 /** Guard for facts that may be recorded at any time after admission (receipts, rejections). */
 export function recordingGuard(record: OperationRecord): TimeGuard {
-  return { notBeforeMs: record.admittedAtMs, notAfterMs: openEndedMs };
+  return guardBetween(record.admittedAtMs, openEndedMs);
 }
 
 const isOpen = (b: BranchRecord) => branchStatusOf(b.state) === 'pending';
@@ -50,19 +51,17 @@ export function decideTogether(record: OperationRecord, deciders: readonly ((rec
     draft = applyEvents(draft, part.events, nowMs);
   }
   if (parts.length <= 1) return parts[0];
+  const timeGuard = intersectGuards(parts.map((part) => part.timeGuard));
+  if (guardIsEmpty(timeGuard)) return 'disjoint';
   // Plain loops: this runs for most transitions, and flatMap and spread arguments cost more here.
-  const timeGuard = { notBeforeMs: Number.MIN_SAFE_INTEGER, notAfterMs: Number.MAX_SAFE_INTEGER };
   const commandNames = new Set<string>();
   const ids: string[] = [];
   const events: DomainEvent[] = [];
   for (const part of parts) {
-    timeGuard.notBeforeMs = Math.max(timeGuard.notBeforeMs, part.timeGuard.notBeforeMs);
-    timeGuard.notAfterMs = Math.min(timeGuard.notAfterMs, part.timeGuard.notAfterMs);
     commandNames.add(part.causation.command);
     if (part.causation.messageId !== undefined) ids.push(part.causation.messageId);
     for (const event of part.events) events.push(event);
   }
-  if (timeGuard.notBeforeMs >= timeGuard.notAfterMs) return 'disjoint';
   const commands = [...commandNames].join('+');
   const messageIds = ids.join(' ');
   const causation: Transition['causation'] = { command: commands.length <= 64 ? commands : 'batch' };
@@ -150,7 +149,7 @@ export function decideRevocations(record: OperationRecord, revoked: readonly { b
     events.push({ type: 'branch-revoked', v: 1, branchId: r.branchId, attempt: branch.attempt, fence: branch.fence, policyRevision: r.policyRevision, reason: r.reason.slice(0, 1024) });
   }
   if (events.length === 0) return undefined;
-  return { events: withConsequences(record, events, nowMs), timeGuard: { notBeforeMs: record.admittedAtMs, notAfterMs: record.deadlineMs }, causation: { command: 'revoke' } };
+  return { events: withConsequences(record, events, nowMs), timeGuard: guardBetween(record.admittedAtMs, record.deadlineMs), causation: { command: 'revoke' } };
 }
 
 // ── attempts and selection ─────────────────────────────────────────────────
@@ -207,7 +206,7 @@ export function decideDue(record: OperationRecord, nowMs: number, authorizeCandi
   const events: DomainEvent[] = [{ type: 'cancel-timed-out', v: 1, branchIds: waiting.map((b) => b.branchId) }];
   return {
     events: [...events, ...settlementEvents(applyEvents(record, events, nowMs))],
-    timeGuard: { notBeforeMs: record.decision.cancelDeadlineMs, notAfterMs: openEndedMs },
+    timeGuard: guardBetween(record.decision.cancelDeadlineMs, openEndedMs),
     causation: { command: 'cancel-timeout' },
   };
 }
@@ -223,7 +222,7 @@ export function decideCancelOperation(record: OperationRecord, nowMs: number, au
   const closure: Closure = { outcome: 'failed', reason: 'cancelled', tally: tally(record) };
   return {
     events: closureEvents(record, closure, nowMs, true),
-    timeGuard: { notBeforeMs: record.admittedAtMs, notAfterMs: Math.min(record.deadlineMs, authorizedUntilMs) },
+    timeGuard: guardBetween(record.admittedAtMs, Math.min(record.deadlineMs, authorizedUntilMs)),
     causation: { command: 'cancel-operation' },
   };
 }
@@ -251,7 +250,7 @@ export function decideDurabilityLost(record: OperationRecord): Transition | unde
   };
   return {
     events: [closed, { type: 'settlement-completed', v: 1, status: 'indeterminate' }],
-    timeGuard: { notBeforeMs: record.admittedAtMs, notAfterMs: record.deadlineMs },
+    timeGuard: guardBetween(record.admittedAtMs, record.deadlineMs),
     causation: { command: 'durability-lost' },
   };
 }
@@ -267,7 +266,7 @@ export function decideLogBudgetExhausted(record: OperationRecord, nowMs: number)
   const closure: Closure = { outcome: 'indeterminate', reason: 'log-budget-exhausted', tally: tally(record) };
   return {
     events: closureEvents(record, closure, nowMs),
-    timeGuard: { notBeforeMs: record.admittedAtMs, notAfterMs: record.deadlineMs },
+    timeGuard: guardBetween(record.admittedAtMs, record.deadlineMs),
     causation: { command: 'log-budget-exhausted' },
   };
 }
@@ -277,7 +276,7 @@ export function decideDeadline(record: OperationRecord, nowMs: number): Transiti
   return {
     events: closureEvents(record, timeoutClosure(record), nowMs),
     // A deadline transition requires store time at or after the deadline.
-    timeGuard: { notBeforeMs: record.deadlineMs, notAfterMs: openEndedMs },
+    timeGuard: guardBetween(record.deadlineMs, openEndedMs),
     causation: { command: 'deadline-reached' },
   };
 }
@@ -301,7 +300,7 @@ function decideLeasesAndRetries(record: OperationRecord, nowMs: number, authoriz
     }
   }
   if (events.length === 0) return undefined;
-  return { events: withConsequences(record, events, nowMs), timeGuard: { notBeforeMs, notAfterMs }, causation: { command: 'lease-or-retry-due' } };
+  return { events: withConsequences(record, events, nowMs), timeGuard: guardBetween(notBeforeMs, notAfterMs), causation: { command: 'lease-or-retry-due' } };
 }
 
 /**
@@ -428,14 +427,14 @@ export function decideResult(record: OperationRecord, interaction: CompiledInter
   if (command.authorizationProblem !== undefined) return revoke(record, branch, command.authorizationProblem, command.nowMs);
   if (lateFact) {
     if (command.nowMs >= record.decision!.graceEndMs) return reject('late', `settlement grace ended at ${record.decision!.graceEndMs}`);
-    return authorizationExpired(command) ?? accept(record, interaction, command, { notBeforeMs: record.admittedAtMs, notAfterMs: Math.min(record.decision!.graceEndMs, command.authorizedUntilMs) });
+    return authorizationExpired(command) ?? accept(record, interaction, command, guardBetween(record.admittedAtMs, Math.min(record.decision!.graceEndMs, command.authorizedUntilMs)));
   }
   if (command.nowMs >= record.deadlineMs) return reject('late', `received at ${command.nowMs}, deadline ${record.deadlineMs}`);
   if (command.nowMs >= branch.leaseUntilMs) return reject('expired-lease', `lease of attempt ${branch.attempt} ended at ${branch.leaseUntilMs}`);
   // Strictly before the deadline, the lease and the end of the authorization's validity, at the
   // store's serialization point.
   const notAfterMs = Math.min(record.deadlineMs, branch.leaseUntilMs, command.authorizedUntilMs);
-  return authorizationExpired(command) ?? accept(record, interaction, command, { notBeforeMs: record.admittedAtMs, notAfterMs });
+  return authorizationExpired(command) ?? accept(record, interaction, command, guardBetween(record.admittedAtMs, notAfterMs));
 }
 
 function accept(record: OperationRecord, interaction: CompiledInteraction, command: ResultCommand, timeGuard: TimeGuard): ResultDecision {
@@ -579,7 +578,7 @@ export function decideClaim(record: OperationRecord, command: PeerCommand<ClaimM
   }
   const expired = authorizationExpired(command);
   if (expired) return expired;
-  const guard = { notBeforeMs: record.admittedAtMs, notAfterMs: Math.min(branch.leaseUntilMs, record.deadlineMs, command.authorizedUntilMs) };
+  const guard = guardBetween(record.admittedAtMs, Math.min(branch.leaseUntilMs, record.deadlineMs, command.authorizedUntilMs));
   const id = { branchId: branch.branchId, attempt: branch.attempt, fence: branch.fence };
   if (command.message.action === 'release') {
     const events: DomainEvent[] = [{ type: 'claim-ended', v: 1, ...id, cause: 'released', retryAtMs: retryInstant(record, branch, command.nowMs) }];
@@ -612,7 +611,7 @@ export function decideCancelResult(record: OperationRecord, command: PeerCommand
   const events: DomainEvent[] = [{ type: 'cancel-result-accepted', v: 1, branchId: branch.branchId, attempt: branch.attempt, fence: branch.fence, outcome }];
   return {
     kind: 'accept',
-    transition: { events: withConsequences(record, events, command.nowMs), timeGuard: { notBeforeMs: record.admittedAtMs, notAfterMs: Math.min(cancelDeadlineMs, command.authorizedUntilMs) }, causation: { command: 'cancel-result' } },
+    transition: { events: withConsequences(record, events, command.nowMs), timeGuard: guardBetween(record.admittedAtMs, Math.min(cancelDeadlineMs, command.authorizedUntilMs)), causation: { command: 'cancel-result' } },
   };
 }
 

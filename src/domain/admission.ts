@@ -10,6 +10,7 @@ import { checkToken, publicationId } from '../contract/ids.js';
 import type { JsonValue } from '../contract/json.js';
 import { limits } from '../contract/limits.js';
 import type { Authorization, Manifest, ManifestBranch, OperationAdmitted, PresenceObservation, Transition } from '../events/types.js';
+import { guardBetween } from '../events/guard.js';
 import { thresholdFor } from '../projections/decision.js';
 
 export interface PeerAuthorization {
@@ -119,7 +120,7 @@ export function planAdmission(facts: AdmissionFacts): Transition {
   const authExpiryMs = Math.min(facts.invokeExpiresAtMs, ...authorizations.map((a) => a.expiresAtMs));
   const notAfterMs = Math.min(facts.requestStartMs + limits.admissionBudgetMs, authExpiryMs);
   if (notAfterMs <= facts.requestStartMs) throw new AdapterError('expired', 'authorization expired before admission could commit');
-  return { events: [event], timeGuard: { notBeforeMs: facts.requestStartMs, notAfterMs }, causation: { command: 'invoke', messageId: facts.invocationKey.slice(0, 256) } };
+  return { events: [event], timeGuard: guardBetween(facts.requestStartMs, notAfterMs), causation: { command: 'invoke', messageId: facts.invocationKey.slice(0, 256) } };
 }
 
 function candidatePeers(facts: AdmissionFacts): string[] {
