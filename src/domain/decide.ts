@@ -14,7 +14,7 @@ import type { CancelResult, ClaimMessage, ResultMessage } from '../events/wire.j
 import { guardBetween, guardIsEmpty, intersectGuards, openEndedMs } from '../events/guard.js';
 import { evaluateCompletion, tally, timeoutClosure, type Closure } from '../projections/decision.js';
 import { applyEvents, branchList, branchOf, findBranch, type BranchRecord, type OperationRecord } from '../projections/record.js';
-import { branchStatusOf } from '../machines/index.js';
+import { branchStatusOf, isCancelling, isClaimed, isOpenBranch, isRetrying, isSettled } from '../machines/index.js';
 
 export { openEndedMs };
 
@@ -23,10 +23,11 @@ export function recordingGuard(record: OperationRecord): TimeGuard {
   return guardBetween(record.admittedAtMs, openEndedMs);
 }
 
-const isOpen = (b: BranchRecord) => branchStatusOf(b.state) === 'pending';
+const isOpen = (b: BranchRecord) => isOpenBranch(b.state);
 /** A peer frozen into the operation at admission: an initial assignee or an eligible candidate. */
 const isParty = (record: OperationRecord, peerId: string) => record.manifest.peers.includes(peerId) || record.manifest.eligible.includes(peerId);
-const isClaimed = (b: BranchRecord) => b.state === 'assigned' || b.state === 'dispatched';
+const hasClaim = (b: BranchRecord) => isClaimed(b.state);
+const isCancellingBranch = (b: BranchRecord | undefined) => b !== undefined && isCancelling(b.state);
 
 // ── commands decided together ──────────────────────────────────────────────
 
@@ -92,7 +93,7 @@ export function closureEvents(record: OperationRecord, closure: Closure, atMs: n
 export function settlementEvents(record: OperationRecord): DomainEvent[] {
   if (record.decision === null || record.settlement.status !== 'pending') return [];
   const branches = branchList(record);
-  if (branches.some((b) => b.state === 'cancelling')) return [];
+  if (branches.some((b) => isCancelling(b.state))) return [];
   // Stopped and already-completed settle; unknown or missing replies stay indeterminate.
   const settled = (b: BranchRecord) => b.cancelOutcome === 'stopped' || b.cancelOutcome === 'already-completed' || b.cancelOutcome === 'withdrawn';
   const unsettled = branches.some((b) => b.disposition === 'cancel-requested' && b.cancel !== null && !settled(b));
@@ -126,7 +127,7 @@ export function decideDispatchRecorded(record: OperationRecord, receipts: readon
   const events: DomainEvent[] = [];
   for (const r of receipts) {
     const branch = findBranch(record, r.branchId);
-    if (!branch || branch.attempt !== r.attempt || !isClaimed(branch)) continue; // superseded meanwhile
+    if (!branch || branch.attempt !== r.attempt || !hasClaim(branch)) continue; // superseded meanwhile
     if (r.receipt === 'exhausted' || r.receipt === 'rejected') {
       // Native exhaustion is an observed failure of this attempt: retryable within the budget, never a new branch.
       events.push({ type: 'claim-ended', v: 1, branchId: r.branchId, attempt: r.attempt, fence: r.fence, cause: 'delivery-exhausted', retryAtMs: retryInstant(record, branch, nowMs) });
@@ -183,10 +184,10 @@ export function nextDueMs(record: OperationRecord): number | undefined {
   if (record.decision === null) {
     instants.push(record.deadlineMs);
     for (const b of branchList(record)) {
-      if (isClaimed(b)) instants.push(b.leaseUntilMs);
-      if (b.state === 'retrying' && b.retryAtMs !== null) instants.push(b.retryAtMs);
+      if (hasClaim(b)) instants.push(b.leaseUntilMs);
+      if (isRetrying(b.state) && b.retryAtMs !== null) instants.push(b.retryAtMs);
     }
-  } else if (branchList(record).some((b) => b.state === 'cancelling')) {
+  } else if (branchList(record).some((b) => isCancelling(b.state))) {
     instants.push(record.decision.cancelDeadlineMs);
   }
   return instants.length === 0 ? undefined : Math.min(...instants);
@@ -201,7 +202,7 @@ export type CandidateAuthorization = (branchId: string, peerId: string, attempt:
 export function decideDue(record: OperationRecord, nowMs: number, authorizeCandidate: CandidateAuthorization): Transition | undefined {
   if (record.decision === null && nowMs >= record.deadlineMs) return decideDeadline(record, nowMs);
   if (record.decision === null) return decideLeasesAndRetries(record, nowMs, authorizeCandidate);
-  const waiting = branchList(record).filter((b) => b.state === 'cancelling');
+  const waiting = branchList(record).filter((b) => isCancelling(b.state));
   if (waiting.length === 0 || nowMs < record.decision.cancelDeadlineMs) return undefined;
   const events: DomainEvent[] = [{ type: 'cancel-timed-out', v: 1, branchIds: waiting.map((b) => b.branchId) }];
   return {
@@ -286,11 +287,11 @@ function decideLeasesAndRetries(record: OperationRecord, nowMs: number, authoriz
   let notBeforeMs = record.admittedAtMs;
   let notAfterMs = record.deadlineMs;
   for (const b of branchList(record)) {
-    if (isClaimed(b) && nowMs >= b.leaseUntilMs) {
+    if (hasClaim(b) && nowMs >= b.leaseUntilMs) {
       // An expired claim: the owner can neither renew nor admit results; a logical retry may follow.
       events.push({ type: 'claim-ended', v: 1, branchId: b.branchId, attempt: b.attempt, fence: b.fence, cause: 'expired', retryAtMs: retryInstant(record, b, b.leaseUntilMs) });
       notBeforeMs = Math.max(notBeforeMs, b.leaseUntilMs);
-    } else if (b.state === 'retrying' && b.retryAtMs !== null && nowMs >= b.retryAtMs) {
+    } else if (isRetrying(b.state) && b.retryAtMs !== null && nowMs >= b.retryAtMs) {
       const next = reassignment(record, b, authorizeCandidate, nowMs);
       if (next === undefined) continue;
       events.push(next.event);
@@ -419,10 +420,10 @@ export function decideResult(record: OperationRecord, interaction: CompiledInter
     if (jsonEquals(branch.accepted.result, message.result)) return { kind: 'duplicate' };
     return protocolConflict(record, command);
   }
-  const lateFact = record.decision !== null && branch.state === 'cancelling';
+  const lateFact = record.decision !== null && isCancelling(branch.state);
   if (record.decision !== null && !lateFact) return reject('closed', `operation closed at ${record.decision.closedAtMs} with ${record.decision.outcome}`);
   if (!isOpen(branch)) return reject('branch-terminal', `branch ${branch.branchId} is already ${branchStatusOf(branch.state)}`);
-  if (branch.state === 'retrying') return reject('stale-fence', `attempt ${branch.attempt} already ended; branch is waiting to retry`);
+  if (isRetrying(branch.state)) return reject('stale-fence', `attempt ${branch.attempt} already ended; branch is waiting to retry`);
   if (!interaction.validateResult(message.result)) return reject('invalid-schema', `result does not match the interaction's result schema`);
   if (command.authorizationProblem !== undefined) return revoke(record, branch, command.authorizationProblem, command.nowMs);
   if (lateFact) {
@@ -512,7 +513,7 @@ function protocolConflict(record: OperationRecord, command: ResultCommand): Resu
  * rejections before its parties' late or stale results arrive.
  */
 function rejectionTransition(record: OperationRecord, command: PeerCommand<Identity>, reason: RejectionReason, detail: string): Transition | undefined {
-  if (record.rejectionsRecorded >= limits.rejectionsRecordedMax || record.phase === 'settled') return undefined;
+  if (record.rejectionsRecorded >= limits.rejectionsRecordedMax || isSettled(record.phase)) return undefined;
   if (!isParty(record, command.subjectPeerId)) return undefined;
   const m = command.message;
   return {
@@ -570,7 +571,7 @@ export function decideClaim(record: OperationRecord, command: PeerCommand<ClaimM
   const correlated = correlate(record, command);
   if ('reason' in correlated) return { kind: 'reject', reason: correlated.reason, detail: correlated.detail };
   const { branch } = correlated;
-  if (record.decision !== null || !isClaimed(branch)) return { kind: 'reject', reason: 'branch-terminal', detail: `branch ${branch.branchId} holds no open claim` };
+  if (record.decision !== null || !hasClaim(branch)) return { kind: 'reject', reason: 'branch-terminal', detail: `branch ${branch.branchId} holds no open claim` };
   if (command.nowMs >= branch.leaseUntilMs) return { kind: 'reject', reason: 'expired-lease', detail: `lease ended at ${branch.leaseUntilMs}` };
   if (command.authorizationProblem !== undefined) {
     const revoked = decideRevocations(record, [{ branchId: branch.branchId, ...command.authorizationProblem }], command.nowMs);
@@ -600,7 +601,7 @@ export function decideCancelResult(record: OperationRecord, command: PeerCommand
   if ('reason' in correlated) return { kind: 'reject', reason: correlated.reason, detail: correlated.detail };
   const { branch } = correlated;
   const outcome = command.message.outcome;
-  if (branch.state !== 'cancelling') {
+  if (!isCancelling(branch.state)) {
     if (branch.cancelOutcome === outcome) return { kind: 'duplicate' };
     return { kind: 'reject', reason: 'not-cancelling', detail: `branch ${branch.branchId} is not waiting for a cancel reply` };
   }
@@ -620,7 +621,7 @@ export function decideCancelWithdrawn(record: OperationRecord, branchIds: readon
   const events: DomainEvent[] = [];
   for (const branchId of branchIds) {
     const b = findBranch(record, branchId);
-    if (!b || b.state !== 'cancelling' || b.cancel === null) continue;
+    if (!b || !isCancelling(b.state) || b.cancel === null) continue;
     events.push({ type: 'cancel-withdrawn', v: 1, branchId, attempt: b.cancel.attempt, fence: b.cancel.fence, reason: 'request-never-sent' });
   }
   if (events.length === 0) return undefined;
@@ -629,7 +630,7 @@ export function decideCancelWithdrawn(record: OperationRecord, branchIds: readon
 
 export function decideCancelDispatched(record: OperationRecord, receipts: readonly Receipt[]): Transition | undefined {
   const events: DomainEvent[] = receipts
-    .filter((r) => findBranch(record, r.branchId)?.state === 'cancelling')
+    .filter((r) => isCancellingBranch(findBranch(record, r.branchId)))
     .map((r) => {
       const event: DomainEvent = { type: 'cancel-dispatched', v: 1, branchId: r.branchId, attempt: r.attempt, fence: r.fence, receipt: r.receipt };
       if (r.detail !== undefined) event.detail = r.detail.slice(0, 1024);

@@ -17,7 +17,7 @@ import type {
 } from '../events/types.js';
 import type { CancelOutcome } from '../events/wire.js';
 import { appliesOnFold } from '../events/guard.js';
-import { branchMachine, operationMachine, stepBranch, stepOperation, type BranchMachineEvent, type BranchMachineState, type OperationMachineEvent, type OperationMachineState } from '../machines/index.js';
+import { branchMachine, isCancelling, isClaimed, operationMachine, stepBranch, stepOperation, type BranchMachineEvent, type BranchMachineState, type OperationMachineEvent, type OperationMachineState } from '../machines/index.js';
 import { stepWithMachine } from '../machines/table.js';
 
 export interface AcceptedResult {
@@ -225,7 +225,7 @@ function evolveDraft(draft: RecordDraft, event: DomainEvent, atMs: number, steps
       if (event.attempt !== branch.attempt || event.fence !== branch.fence) return; // a receipt of an older attempt
       const failed = event.receipt === 'rejected' || event.receipt === 'exhausted';
       // A receipt recorded after the branch already moved on (its result raced the receipt) changes only the outbox.
-      const open = branch.state === 'assigned' || branch.state === 'dispatched';
+      const open = isClaimed(branch.state);
       const state = open ? steps.branch(branch.state, failed ? 'EXHAUSTED' : 'DISPATCHED') : branch.state;
       draft.setBranch(event.branchId, { state, outbox: { ...branch.outbox, receipt: event.receipt } });
       record.phase = steps.operation(record.phase, 'DISPATCHED');
@@ -236,7 +236,7 @@ function evolveDraft(draft: RecordDraft, event: DomainEvent, atMs: number, steps
       const retry = event.status === 'failure' && event.retryAtMs !== null;
       const state = steps.branch(branch.state, event.status === 'success' ? 'RESULT_SUCCESS' : retry ? 'RETRY_SCHEDULED' : 'RESULT_FAILURE');
       const accepted: AcceptedResult = { status: event.status, retryable: event.retryable, result: event.result, attempt: event.attempt, fence: event.fence, acceptedAtMs: atMs };
-      const cancelOutcome = branch.state === 'cancelling' ? 'already-completed' : branch.cancelOutcome;
+      const cancelOutcome = isCancelling(branch.state) ? 'already-completed' : branch.cancelOutcome;
       const excluded = event.status === 'failure' ? addPeer(branch.excluded, branch.peerId) : branch.excluded;
       draft.setBranch(event.branchId, { state, accepted, cancelOutcome, excluded, retryAtMs: retry ? event.retryAtMs : null });
       return;
@@ -309,7 +309,7 @@ function evolveDraft(draft: RecordDraft, event: DomainEvent, atMs: number, steps
         const machineEvent = sibling.disposition === 'cancel-requested' ? 'CANCEL_REQUESTED' : 'DETACHED';
         const state = steps.branch(branch.state, machineEvent);
         // A branch that was only waiting to retry has nothing running: nothing to cancel, nothing to send.
-        const cancel = state === 'cancelling' ? { receipt: 'pending' as const, attempt: branch.attempt, fence: branch.fence } : null;
+        const cancel = isCancelling(state) ? { receipt: 'pending' as const, attempt: branch.attempt, fence: branch.fence } : null;
         draft.setBranch(sibling.branchId, { state, disposition: sibling.disposition, cancel, retryAtMs: null });
       }
       record.decision = {

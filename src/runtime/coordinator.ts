@@ -16,6 +16,7 @@ import type { ContractRef, InvocationRequest, RuntimeContext, WaitFor } from '..
 import type { DomainEvent, StoredTransition, Transition } from '../events/types.js';
 import { planAdmission, type PeerAuthorization } from '../domain/admission.js';
 import { commandsPerTransitionMax, decideCancelOperation, decideDue, decideDurabilityLost, decideLogBudgetExhausted, decideTogether, nextDueMs, resultGuardEndMs, selectionCandidates, type CandidateAuthorization } from '../domain/decide.js';
+import { isCancelling, isClaimed, isRetrying, isSettled } from '../machines/index.js';
 import { applyStored, branchList, fold, type OperationRecord } from '../projections/record.js';
 import { couldClose } from '../projections/decision.js';
 import { invocationResult, reached, type InvocationResult } from '../projections/views.js';
@@ -260,10 +261,10 @@ export class Coordinator implements RuntimeHost {
     this.armDue(entry);
     const branches = branchList(entry.record);
     const due = (receipt: string | undefined) => receipt === 'pending' || (recovering && receipt === 'unknown');
-    if (entry.record.decision === null && branches.some((b) => due(b.outbox.receipt) && (b.state === 'assigned' || b.state === 'dispatched'))) {
+    if (entry.record.decision === null && branches.some((b) => due(b.outbox.receipt) && isClaimed(b.state))) {
       void this.enqueue(entry, () => dispatchRequests(this, entry)).catch(() => this.metrics.transportErrors.inc({ stage: 'dispatch' }));
     }
-    if (branches.some((b) => b.state === 'cancelling' && due(b.cancel?.receipt))) {
+    if (branches.some((b) => isCancelling(b.state) && due(b.cancel?.receipt))) {
       void this.enqueue(entry, () => dispatchCancels(this, entry)).catch(() => this.metrics.transportErrors.inc({ stage: 'cancel' }));
     }
   }
@@ -296,7 +297,7 @@ export class Coordinator implements RuntimeHost {
     const answers = new Map<string, { allowed: boolean; expiresAtMs: number }>();
     const context = this.context({ principalId: record.principalId, senderPeerId: record.senderPeerId }, nowMs, record.deadlineMs);
     for (const branch of branchList(record)) {
-      if (branch.state !== 'retrying' || branch.retryAtMs === null || branch.retryAtMs > nowMs) continue;
+      if (!isRetrying(branch.state) || branch.retryAtMs === null || branch.retryAtMs > nowMs) continue;
       for (const peerId of selectionCandidates(record, branch)) {
         const input = { context, action: 'deliver' as const, contract: record.contract, interaction: record.interaction, peerId, branchId: branch.branchId, attempt: branch.attempt + 1 };
         const decision = await this.authorize(input).catch(() => ({ allowed: false, expiresAtMs: Number.MIN_SAFE_INTEGER }));
@@ -565,7 +566,7 @@ export class Coordinator implements RuntimeHost {
         waiter.resolve();
       }
     }
-    if (before.phase !== 'settled' && after.phase === 'settled') this.noteSettled(after.operationId);
+    if (!isSettled(before.phase) && isSettled(after.phase)) this.noteSettled(after.operationId);
     this.afterCommit(entry);
   }
 
@@ -751,7 +752,7 @@ export class Coordinator implements RuntimeHost {
       counts.scanned++;
       try {
         const entry = await this.load(operationId);
-        if (entry && entry.record.phase !== 'settled') counts.resumed++;
+        if (entry && !isSettled(entry.record.phase)) counts.resumed++;
         else if (entry && entry.waiters.size === 0) this.ops.delete(operationId);
       } catch {
         counts.failed++;
