@@ -91,7 +91,7 @@ test('an unavailable authorization decision fails closed and creates nothing', a
   const s = await scenario();
   s.coordinator['deps' as never];
   const broken = { authorize: async () => { throw new AdapterError('unavailable', 'policy service down'); } };
-  (s.coordinator as unknown as { deps: { policy: unknown } }).deps.policy = broken;
+  s.coordinator.deps.policy = broken;
   await assert.rejects(s.invoke('k'), rejects('unavailable'));
   const ids = [];
   for await (const id of s.store.operationIds()) ids.push(id);
@@ -164,10 +164,10 @@ test('a duplicate key another coordinator admitted is found through the store: s
   const s = await scenario();
   const first = await s.invoke('k');
   // A second coordinator on the same store has no cached entry: its create conflicts and it reads.
-  (s.coordinator as unknown as { ops: Map<string, unknown> }).ops.clear();
+  s.coordinator.kernel.clear();
   const again = await s.invoke('k');
   assert.deepEqual([again.created, again.result.operationId], [false, first.result.operationId]);
-  (s.coordinator as unknown as { ops: Map<string, unknown> }).ops.clear();
+  s.coordinator.kernel.clear();
   await assert.rejects(s.invoke('k', { document: 'other' }), rejects('conflict'));
   const events = await s.events(first.result.operationId);
   assert.equal(events.filter((e) => e.type === 'operation-admitted').length, 1);
@@ -177,7 +177,7 @@ test('a retry of an admitted key returns its operation even where a new admissio
   const s = await scenario();
   const first = await s.invoke('k');
   s.policy.revoke({ principalId: 'svc-a' });
-  (s.coordinator as unknown as { ops: Map<string, unknown> }).ops.clear();
+  s.coordinator.kernel.clear();
   const again = await s.invoke('k');
   assert.deepEqual([again.created, again.result.operationId], [false, first.result.operationId]);
   await assert.rejects(s.invoke('new-key'), rejects('denied'));
@@ -199,7 +199,7 @@ test('the recorded invocation identity is compared in full: a reused key naming 
   assert.equal(sealed.created, true);
   // Held in this coordinator's cache, and found through the store by a coordinator that never saw it.
   await assert.rejects(invoke('review'), (error: unknown) => rejects('conflict')(error) && /interaction \("sealed"\)/.test((error as AdapterError).description ?? ''));
-  (e.coordinator as unknown as { ops: Map<string, unknown> }).ops.clear();
+  e.coordinator.kernel.clear();
   await assert.rejects(invoke('review'), rejects('conflict'));
   const again = await invoke('sealed');
   assert.deepEqual([again.created, again.result.operationId, again.result.interaction], [false, sealed.result.operationId, 'sealed']);
@@ -211,7 +211,7 @@ test('no sends occur before successful creation', async () => {
     create: async () => ({ kind: 'unavailable' as const, description: 'disk gone' }),
     read: async () => ({ kind: 'not-found' as const, description: 'none' }),
   });
-  (s.coordinator as unknown as { deps: { store: EventStore } }).deps.store = failing;
+  s.coordinator.deps.store = failing;
   await assert.rejects(s.invoke('k'), rejects('unavailable'));
   assert.equal(s.bus.stats.published, 0);
 });
@@ -283,10 +283,10 @@ test('a resolver that answers at the end of the admission budget cannot admit wo
       return { peers: ['alfa', 'bravo', 'charlie'], revision: 'r1' };
     },
   };
-  (s.coordinator as unknown as { deps: { directory: Directory } }).deps.directory = slow;
+  s.coordinator.deps.directory = slow;
   // A store that would take the commit at any instant: only the runtime's budget can refuse it.
   const unguarded = Object.assign(Object.create(s.store) as EventStore, { create: (id: string, t: Transition) => s.store.create(id, { ...t, timeGuard: { notBeforeMs: t.timeGuard.notBeforeMs, notAfterMs: Number.MAX_SAFE_INTEGER } }) });
-  (s.coordinator as unknown as { deps: { store: EventStore } }).deps.store = unguarded;
+  s.coordinator.deps.store = unguarded;
   await assert.rejects(s.invoke('k'), rejects('expired'));
   assert.equal(await operationCount(s), 0);
   assert.equal(s.bus.stats.published, 0);
@@ -301,7 +301,7 @@ test('a resolver revision change during the snapshot check restarts admission wi
       return calls <= 1 ? { peers: ['alfa', 'bravo', 'charlie'], revision: 'r1' } : { peers: ['alfa', 'bravo', 'charlie', 'delta'], revision: 'r2' };
     },
   };
-  (s.coordinator as unknown as { deps: { directory: Directory } }).deps.directory = moving;
+  s.coordinator.deps.directory = moving;
   const { result } = await s.invoke('k');
   const admitted = await admittedEvent(s, result.operationId);
   assert.equal(admitted.revisions.directory, 'r2');
@@ -353,7 +353,7 @@ test('before admission the context deadline is null; after, it is the recorded d
   const seen: (number | null)[] = [];
   const policy = s.policy;
   const wrapped = { authorize: (input: Parameters<typeof policy.authorize>[0]) => (seen.push(input.context.deadlineMs), policy.authorize(input)) };
-  (s.coordinator as unknown as { deps: { policy: unknown } }).deps.policy = wrapped;
+  s.coordinator.deps.policy = wrapped;
   const { result } = await s.invoke('k');
   await s.settle();
   assert.equal(seen[0], null);
@@ -371,8 +371,8 @@ test('authorization attempts outside 1..16 are invalid input', async () => {
 test('memory-mode idempotency is process-local: a fresh store does not know an earlier operation', async () => {
   const s = await scenario();
   const { result } = await s.invoke('k');
-  (s.coordinator as unknown as { ops: Map<string, unknown> }).ops.clear();
-  (s.coordinator as unknown as { deps: { store: EventStore } }).deps.store = new MemoryEventStore({ clock: s.clock });
+  s.coordinator.kernel.clear();
+  s.coordinator.deps.store = new MemoryEventStore({ clock: s.clock });
   await assert.rejects(s.get(result.operationId), (e) => e instanceof AdapterError && /no operation/.test(e.message));
 });
 
@@ -388,7 +388,7 @@ test('the admission stream starts with exactly one operation-admitted transition
 test('provider capacity refusal rejects admission without sending any branch', async () => {
   const s = await scenario();
   const full = new MemoryEventStore({ clock: s.clock, limits: { operationsMax: 1 } });
-  (s.coordinator as unknown as { deps: { store: EventStore } }).deps.store = full;
+  s.coordinator.deps.store = full;
   await s.invoke('first');
   await s.settle();
   const sent = s.bus.stats.published;
@@ -441,7 +441,7 @@ test('authorization validity must cover the guarded admission transition', async
       return s.store.create(id, t);
     },
   });
-  (s.coordinator as unknown as { deps: { store: EventStore } }).deps.store = slow;
+  s.coordinator.deps.store = slow;
   const startMs = s.clock.nowMs();
   // Every decision expires at startMs + ttlMs: a commit at that instant is outside its validity.
   await assert.rejects(s.invoke('late'), rejects('expired'));
@@ -464,7 +464,7 @@ test('the invoke decision\'s validity also covers the admission commit', async (
   };
   const guards: number[] = [];
   const spy = Object.assign(Object.create(s.store) as EventStore, { create: (id: string, t: Transition) => (guards.push(t.timeGuard.notAfterMs), s.store.create(id, t)) });
-  (s.coordinator as unknown as { deps: { store: EventStore } }).deps.store = spy;
+  s.coordinator.deps.store = spy;
   await s.invoke('k');
   assert.deepEqual(guards, [s.clock.nowMs() + 7]);
 });

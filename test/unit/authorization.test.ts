@@ -199,7 +199,7 @@ function slowAppendWhen(s: Scenario, matches: (t: Transition) => boolean, atMs: 
       return store.append(id, revision, t);
     },
   });
-  (s.coordinator as unknown as { deps: { store: EventStore } }).deps.store = slow;
+  s.coordinator.deps.store = slow;
   return { guards };
 }
 
