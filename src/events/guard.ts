@@ -4,7 +4,7 @@
  * check every store adapter applies, and the fold rule of guard-on-fold stores. Deciders build
  * guards here; stores check them here; the projection voids transitions by the same rule.
  */
-import type { StoredTransition, TimeGuard, Transition } from './types.js';
+import type { TimeGuard, Transition } from './types.js';
 
 /** What a guard check answers when it fails; a store adapter returns it as its StoreFailure. */
 export interface GuardFailure {
@@ -76,6 +76,6 @@ export function serializedBytes(transition: Transition): number {
  * For guard-on-fold stores: whether a stored transition is applied, given the committedAtMs of
  * the last applied one. Void transitions stay in the log and change nothing.
  */
-export function appliesOnFold(stored: StoredTransition, lastAppliedAtMs: number): boolean {
+export function appliesOnFold(stored: { committedAtMs: number; transition: { timeGuard: TimeGuard } }, lastAppliedAtMs: number): boolean {
   return guardAdmits(stored.transition.timeGuard, stored.committedAtMs) && stored.committedAtMs >= lastAppliedAtMs;
 }

@@ -14,6 +14,7 @@ import { limits } from '../contract/limits.js';
 import type { ContractRef, InvocationRequest, RuntimeContext } from '../contract/types.js';
 import type { Transition } from '../events/types.js';
 import { planAdmission, type PeerAuthorization } from '../domain/admission.js';
+import { orThrow } from '../domain/decided.js';
 import { storeError, type Kernel } from '../kernel/kernel.js';
 import { branchList, type OperationRecord } from '../projections/record.js';
 import type { InvocationResult } from '../projections/views.js';
@@ -158,7 +159,8 @@ export class Admission {
         if (again.revision !== audience.revision || again.presence?.revision !== audience.presence?.revision) continue;
         if (invokeAgain.revision !== invoke.revision || authorizations.some((a) => a.revision !== invoke.revision)) continue;
         const streamsCreatedUntilMs = this.host.deps.continuity?.createdUntilMs(bundle.bundle.subjectNamespace);
-        return planAdmission({
+        return orThrow(
+          planAdmission({
           bundle,
           interaction,
           operationId: args.operationId,
@@ -177,7 +179,8 @@ export class Admission {
           invokeExpiresAtMs: Math.min(invoke.expiresAtMs, invokeAgain.expiresAtMs),
           requestStartMs: args.requestStartMs,
           attemptsMax: deploymentAttemptsMax(this.host.deps.store, this.host.deps.transport),
-        });
+          }),
+        );
       }
     } finally {
       budget.end();
