@@ -249,7 +249,7 @@ function hung<T>(): { call: () => Promise<T>; answer: (value: T) => void; calls:
 for (const which of ['directory', 'policy', 'manifest source'] as const) {
   test(`admission has a fixed 10000 ms budget: a hung ${which} cannot admit work later, the budget ends the wait and nothing is created`, async () => {
     const s = await scenario(which === 'manifest source' ? { review: { delivery: 'gather' }, embedded: { manifests: { 'lab.review/review': [{ branchId: 'b1', peerId: 'alfa' }] } } } : {});
-    const deps = (s.coordinator as unknown as { deps: { directory: Directory; policy: { authorize: unknown }; manifests?: { gather: unknown } } }).deps;
+    const deps = s.coordinator.deps;
     const directory = hung<{ peers: string[]; revision: string }>();
     const policy = hung<{ allowed: boolean; revision: string; expiresAtMs: number }>();
     const manifest = hung<{ branches: { branchId: string; peerId: string }[]; revision: string }>();
@@ -325,11 +325,11 @@ test('at admission every branch has its initial assignment with attempt and fenc
 test('result subscriptions are established before any request is published', async () => {
   const s = await scenario();
   const order: string[] = [];
-  const transport = (s.coordinator as unknown as { deps: { transport: { subscribe: Function; publish: Function } } }).deps.transport;
+  const transport = s.coordinator.deps.transport;
   const subscribe = transport.subscribe.bind(transport);
   const publish = transport.publish.bind(transport);
-  transport.subscribe = (...args: unknown[]) => (order.push('subscribe'), subscribe(...args));
-  transport.publish = (...args: unknown[]) => (order.push('publish'), publish(...args));
+  transport.subscribe = (...args: Parameters<typeof subscribe>) => (order.push('subscribe'), subscribe(...args));
+  transport.publish = (...args: Parameters<typeof publish>) => (order.push('publish'), publish(...args));
   await s.invoke('k');
   await s.settle();
   assert.equal(order[0], 'subscribe');
@@ -416,7 +416,7 @@ test('outbox wire values that depend on the admission timestamp are materialized
 
 test('failure to establish the result path sends nothing and the deadline closes the operation', async () => {
   const s = await scenario();
-  const transport = (s.coordinator as unknown as { deps: { transport: { subscribe: () => Promise<never> } } }).deps.transport;
+  const transport = s.coordinator.deps.transport;
   transport.subscribe = async () => {
     throw new AdapterError('unavailable', 'subscription refused');
   };
