@@ -56,7 +56,7 @@ export interface KernelHooks<R, T, S extends Stream<R>> {
    * Before an append, after the aggregate's check: a failure answered without a write (the
    * transition does not fit), or a throw. Undefined lets the append go to the store.
    */
-  beforeAppend?(stream: S, transition: T): Promise<StoreFailure | undefined>;
+  beforeAppend?(stream: S, transition: T): StoreFailure | undefined | Promise<StoreFailure | undefined>;
   /** A transition this process appended was applied to the record (a creation is `make`'s to note). */
   committed?(stream: S, before: R, stored: Stored<T>): void;
   /** An instance read from the store is about to be held: work queued here runs before its timers and effects. */
@@ -217,7 +217,9 @@ export class Kernel<R, T extends GuardedTransition, S extends Stream<R> = Stream
    */
   async append(stream: S, transition: T): Promise<AppendOutcome> {
     this.aggregate.check?.(stream.record, transition);
-    const refused = await this.hooks.beforeAppend?.(stream, transition);
+    // Awaited only when the hook has asynchronous work: the common append takes no extra turn.
+    const answer = this.hooks.beforeAppend?.(stream, transition);
+    const refused = answer instanceof Promise ? await answer : answer;
     if (refused !== undefined) return refused;
     const outcome = await this.store().append(stream.id, this.aggregate.revision(stream.record), transition);
     if (outcome.kind === 'ok') this.applyCommitted(stream, { revision: outcome.revision, committedAtMs: outcome.committedAtMs, transition });

@@ -189,6 +189,9 @@ class RecordDraft {
     return branchOf(this.record, branchId);
   }
 
+  /** The branch as it stands, for the event-to-machine table (made once per draft, not per event). */
+  readonly lookup = (branchId: string): BranchRecord => branchOf(this.record, branchId);
+
   /** Changes one branch; the fields not named keep their values. */
   setBranch(branchId: string, changes: Partial<BranchRecord>): void {
     if (!this.branchesOwned) {
@@ -217,7 +220,7 @@ function draftOf(record: OperationRecord | undefined, events: readonly DomainEve
 function evolveDraft(draft: RecordDraft, event: DomainEvent, atMs: number, steps: Steps): void {
   const record = draft.record;
   // The lifecycle moves come from the one mapping table; the cases below change the data.
-  const moves = machineMoves(event, (branchId) => draft.branch(branchId));
+  const moves = machineMoves(event, draft.lookup);
   const branchEvent = (i = 0) => moves.branches[i]!.event;
   switch (event.type) {
     case 'operation-admitted':

@@ -184,16 +184,18 @@ export class Coordinator implements RuntimeHost {
    * command is refused). One the log has no room for throws LogBudgetExhausted, after closing an
    * undecided operation.
    */
-  private async checkLogRoom(entry: OpEntry, transition: Transition): Promise<{ kind: 'invalid-input'; description: string } | undefined> {
+  private checkLogRoom(entry: OpEntry, transition: Transition): { kind: 'invalid-input'; description: string } | undefined | Promise<never> {
     const bytes = transitionBytes(transition);
     const room = logRoomProblem(entry.record, entry.log, transition, bytes, this.budgets);
     if (room?.kind === 'oversized') return { kind: 'invalid-input', description: room.description };
-    if (room !== undefined) {
-      if (room.kind === 'ordinary' && entry.record.decision === null) await this.closeForLogBudget(entry);
-      throw new LogBudgetExhausted(room.description);
-    }
+    if (room !== undefined) return this.refuseForLogBudget(entry, room);
     this.sizes.set(transition, bytes);
     return undefined;
+  }
+
+  private async refuseForLogBudget(entry: OpEntry, room: { kind: string; description: string }): Promise<never> {
+    if (room.kind === 'ordinary' && entry.record.decision === null) await this.closeForLogBudget(entry);
+    throw new LogBudgetExhausted(room.description);
   }
 
   /**
