@@ -1,8 +1,10 @@
 /**
  * The layer rules of src/ (docs/architecture.md), checked by `npm run depcheck` and so by `npm test`.
  *
- *   contract → events → machines → projections → domain → runtime core → facades (http, nats-api,
- *   cli) and deployment wiring
+ *   contract → events → machines → projections → domain → kernel → runtime core → facades (http,
+ *   nats-api, cli) and deployment wiring
+ *
+ * There are no exceptions.
  *
  * A module imports only from its own layer and the layers before it. Adapters implement interfaces
  * declared below them and import nothing from the runtime, the facades or the wiring; projections
@@ -10,25 +12,13 @@
  * transport adapters only.
  */
 
-/**
- * TEMPORARY EXCEPTIONS, the only ones. Each is an import that the kernel restructuring (issue 20,
- * items 2 and 4) removes by moving its target down a layer; delete the entry when it lands.
- * - the Clock interface moves from src/runtime/clock.ts to src/contract/clock.ts;
- * - the time guard moves from src/adapters/store/guard.ts to src/events/guard.ts;
- * - machines/decide.ts and machines/admission.ts (deciders, which read projections) move to src/domain/.
- */
-const temporaryExceptions = {
-  clock: '^src/runtime/clock[.]ts$',
-  guard: '^src/adapters/store/guard[.]ts$',
-  deciders: '^src/machines/(decide|admission)[.]ts$',
-};
-
 const below = {
   contract: ['^src/contract/'],
   events: ['^src/contract/', '^src/events/'],
   machines: ['^src/contract/', '^src/events/', '^src/machines/'],
   projections: ['^src/contract/', '^src/events/', '^src/machines/', '^src/projections/'],
   domain: ['^src/contract/', '^src/events/', '^src/machines/', '^src/projections/', '^src/domain/'],
+  kernel: ['^src/contract/', '^src/events/', '^src/kernel/'],
 };
 
 /** A rule: modules under `from` may import from src/ only what `allowed` names. */
@@ -53,33 +43,33 @@ module.exports = {
     },
     layer('contract-is-the-bottom', '^src/contract/', below.contract, 'contract imports nothing else of src/.'),
     layer('events-over-contract', '^src/events/', below.events, 'events import only contract.'),
-    layer('machines-over-events', '^src/machines/', below.machines, 'machines (legality) import only contract and events.', temporaryExceptions.deciders),
-    layer('deciders-over-projections', temporaryExceptions.deciders, below.domain, 'the deciders still in src/machines/ read projections, as src/domain/ will (temporary exception).'),
-    layer('projections-over-machines', '^src/projections/', [...below.projections, temporaryExceptions.guard], 'projections import no adapter (the time guard is a temporary exception).'),
+    layer('machines-over-events', '^src/machines/', below.machines, 'machines (legality) import only contract and events.'),
+    layer('projections-over-machines', '^src/projections/', below.projections, 'projections import no adapter.'),
     layer('domain-over-projections', '^src/domain/', below.domain, 'deciders import only the layers below them.'),
+    layer('kernel-is-generic', '^src/kernel/', below.kernel, 'the aggregate kernel knows contract and events only: no operation, no machine, no adapter.'),
     layer(
       'adapters-implement-lower-interfaces',
       '^src/adapters/',
-      [...below.domain, '^src/adapters/', temporaryExceptions.clock],
-      'adapters import nothing from the runtime, the facades, the wiring or the peer SDK (the Clock interface is a temporary exception).',
+      [...below.domain, '^src/adapters/'],
+      'adapters import nothing from the kernel, the runtime, the facades, the wiring or the peer SDK.',
     ),
     layer(
       'runtime-core-below-facades',
       '^src/runtime/',
-      [...below.domain, '^src/adapters/', '^src/runtime/'],
+      [...below.domain, '^src/kernel/', '^src/adapters/', '^src/runtime/'],
       'the coordinator core imports no facade, no wiring and no peer SDK.',
     ),
     layer('http-facade', '^src/http/', [...below.domain, '^src/adapters/', '^src/runtime/', '^src/http/'], 'the HTTP facade sits on the core; it imports no other facade and no wiring.'),
     layer('nats-command-facade', '^src/nats-api/', [...below.domain, '^src/adapters/', '^src/runtime/', '^src/nats-api/'], 'the NATS command API sits on the core; it imports no other facade and no wiring.'),
-    layer('deployment-wiring', '^src/deployment/', ['^src/(contract|events|machines|projections|domain|adapters|runtime|http|nats-api|peer|deployment)/'], 'wiring may start facades and embedded peers, but is not imported by them (only the CLI imports it).'),
+    layer('deployment-wiring', '^src/deployment/', ['^src/(contract|events|machines|projections|domain|kernel|adapters|runtime|http|nats-api|peer|deployment)/'], 'wiring may start facades and embedded peers, but is not imported by them (only the CLI imports it).'),
     {
       name: 'peer-sdk-standalone',
-      comment: 'convoke/peer depends on contract, events and the transport adapters (and the SQLite opener of its effect sink), never on the coordinator (the Clock interface is a temporary exception).',
+      comment: 'convoke/peer depends on contract, events and the transport adapters (and the SQLite opener of its effect sink), never on the coordinator.',
       severity: 'error',
       from: { path: '^src/peer/' },
       to: {
         path: '^src/',
-        pathNot: ['^src/contract/', '^src/events/', '^src/adapters/transport/', '^src/adapters/store/sqlite-open[.]ts$', '^src/peer/', temporaryExceptions.clock],
+        pathNot: ['^src/contract/', '^src/events/', '^src/adapters/transport/', '^src/adapters/store/sqlite-open[.]ts$', '^src/peer/'],
       },
     },
     {
@@ -87,7 +77,7 @@ module.exports = {
       comment: 'nothing the peer SDK loads, transitively, is part of the coordinator or its wiring.',
       severity: 'error',
       from: { path: '^src/peer/' },
-      to: { path: '^src/(machines|projections|domain|runtime|http|nats-api|cli|deployment)/', pathNot: temporaryExceptions.clock, reachable: true },
+      to: { path: '^src/(machines|projections|domain|kernel|runtime|http|nats-api|cli|deployment)/', reachable: true },
     },
     {
       name: 'nothing-imports-the-cli',

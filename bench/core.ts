@@ -4,7 +4,7 @@
  * baseline measured in the same run: a hand-rolled scatter-gather on the same bus (publish 5
  * requests, count 3 replies) with no admission, log, fences or decision record.
  */
-import { SystemClock } from '../src/runtime/clock.js';
+import { SystemClock } from '../src/contract/clock.js';
 import { createEmbedded } from '../src/deployment/embedded.js';
 import { peerIds, reviewBundle } from '../src/deployment/examples.js';
 import { MemoryBus } from '../src/adapters/transport/memory.js';

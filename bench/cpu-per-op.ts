@@ -3,7 +3,7 @@
  * with process.cpuUsage over serial batches: steadier than wall-clock throughput on a shared machine.
  * It counts all of the process's threads, the garbage collector's helpers included.
  */
-import { SystemClock } from '../src/runtime/clock.js';
+import { SystemClock } from '../src/contract/clock.js';
 import { createEmbedded } from '../src/deployment/embedded.js';
 import { peerIds, reviewBundle } from '../src/deployment/examples.js';
 

@@ -14,7 +14,7 @@ import { fileURLToPath, pathToFileURL } from 'node:url';
 import Fastify from 'fastify';
 import { Agent, request } from 'undici';
 import type { ContractRef } from '../src/contract/types.js';
-import { SystemClock } from '../src/runtime/clock.js';
+import { SystemClock } from '../src/contract/clock.js';
 import { buildDeployment, readDeploymentConfig } from '../src/deployment/config.js';
 import { peerIds, reviewBundle } from '../src/deployment/examples.js';
 import { loadBundle } from '../src/contract/bundle.js';

@@ -17,7 +17,7 @@ import Database from 'better-sqlite3';
 import { connect } from '@nats-io/transport-node';
 import { DiscardPolicy, RetentionPolicy, StorageType, jetstream, jetstreamManager } from '@nats-io/jetstream';
 import type { DomainEvent, Transition } from '../src/events/types.js';
-import { SystemClock } from '../src/runtime/clock.js';
+import { SystemClock } from '../src/contract/clock.js';
 import { MemoryEventStore } from '../src/adapters/store/memory.js';
 import { SqliteEventStore } from '../src/adapters/store/sqlite.js';
 import { JetStreamEventStore } from '../src/adapters/store/jetstream.js';

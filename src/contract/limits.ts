@@ -40,7 +40,7 @@ export const limits = {
   closingBytesPerBranch: 8 * 1024,
   /**
    * Lease renewals an operation may append over its whole timeout, all branches together: the
-   * renewal spacing floor is (timeoutMs × branches) / this (machines/decide.ts decideClaim).
+   * renewal spacing floor is (timeoutMs × branches) / this (domain/decide.ts decideClaim).
    */
   renewalTransitionsPerOperationMax: 1024,
   /** Room a transition needs beside the one result it carries (subject, identities, closure events). */

@@ -26,7 +26,7 @@ import type { EventStore } from '../adapters/store/types.js';
 import { MemoryBus, type MemoryTransport } from '../adapters/transport/memory.js';
 import { SubjectNamespaceVerifier, type NamespaceAttestation } from '../adapters/verification/subject.js';
 import { createPeer, type Handler, type Peer } from '../peer/peer.js';
-import type { Clock } from '../runtime/clock.js';
+import type { Clock } from '../contract/clock.js';
 import { Coordinator } from '../runtime/coordinator.js';
 import { attestedEffectFencing } from '../runtime/capabilities.js';
 import { resultBatchMsMax } from '../runtime/host.js';

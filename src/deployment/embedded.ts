@@ -16,7 +16,7 @@ import { StaticManifestSource } from '../adapters/manifest/static.js';
 import type { ManifestBranch } from '../events/types.js';
 import { createPeer, type Handler, type Peer } from '../peer/peer.js';
 import type { EffectSink } from '../peer/effect-sink.js';
-import type { Clock } from '../runtime/clock.js';
+import type { Clock } from '../contract/clock.js';
 import { Coordinator } from '../runtime/coordinator.js';
 
 export interface EmbeddedOptions {

@@ -10,7 +10,7 @@ import type { EventStore } from '../adapters/store/types.js';
 import type { MemoryBus } from '../adapters/transport/memory.js';
 import type { NamespaceAttestation } from '../adapters/verification/subject.js';
 import type { Peer } from '../peer/peer.js';
-import type { Clock } from '../runtime/clock.js';
+import type { Clock } from '../contract/clock.js';
 import type { Coordinator, Deployment as DeploymentBinding } from '../runtime/coordinator.js';
 import type { BudgetOverrides } from '../runtime/log-budget.js';
 import type { HttpSettings } from '../http/settings.js';

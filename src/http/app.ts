@@ -11,7 +11,7 @@ import type { Socket } from 'node:net';
 import { Counter, type Registry } from 'prom-client';
 import type { BundleRegistry } from '../contract/bundle.js';
 import { unavailable } from '../contract/errors.js';
-import type { Clock } from '../runtime/clock.js';
+import type { Clock } from '../contract/clock.js';
 import type { HttpSettings } from './settings.js';
 import type { InvocationService } from '../runtime/service.js';
 import { createAuthenticator } from './auth.js';

@@ -15,7 +15,7 @@ import { createLocalJWKSet, jwtVerify, type JSONWebKeySet, type JWTVerifyOptions
 import { hasLoneSurrogate } from '../contract/ijson.js';
 import { limits } from '../contract/limits.js';
 import type { HttpSettings } from './settings.js';
-import type { Clock } from '../runtime/clock.js';
+import type { Clock } from '../contract/clock.js';
 import type { Caller } from '../runtime/service.js';
 import { AuthenticationRequired } from './errors.js';
 

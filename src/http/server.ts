@@ -7,7 +7,7 @@
 import type { AddressInfo } from 'node:net';
 import type { FastifyInstance } from 'fastify';
 import type { BundleRegistry } from '../contract/bundle.js';
-import type { Clock } from '../runtime/clock.js';
+import type { Clock } from '../contract/clock.js';
 import type { InvocationService } from '../runtime/service.js';
 import { createHttpApp } from './app.js';
 import type { HttpSettings } from './settings.js';

@@ -12,7 +12,7 @@ import { encodeWire, type CancelOutcome, type CancelRequest, type ClaimMessage, 
 import { parseSubject, subjectFor, type SubjectKind } from '../adapters/transport/subjects.js';
 import type { InboundMessage, PublishReceipt, Subscription, Transport } from '../adapters/transport/types.js';
 import type { DeliveryReceipt } from '../events/types.js';
-import { SystemClock, type Clock, type TimerHandle } from '../runtime/clock.js';
+import { SystemClock, type Clock, type TimerHandle } from '../contract/clock.js';
 import { BoundedMap } from '../contract/bounded-map.js';
 import { MemoryEffectSink, type EffectSink } from './effect-sink.js';
 import { limits } from '../contract/limits.js';

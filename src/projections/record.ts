@@ -16,8 +16,9 @@ import type {
   StoredTransition,
 } from '../events/types.js';
 import type { CancelOutcome } from '../events/wire.js';
-import { appliesOnFold } from '../adapters/store/guard.js';
-import { branchMachine, operationMachine, stepBranch, stepOperation, type BranchMachineEvent, type BranchMachineState, type OperationMachineEvent, type OperationMachineState } from '../machines/index.js';
+import { appliesOnFold } from '../events/guard.js';
+import { machineMoves } from '../machines/mapping.js';
+import { branchMachine, isCancelling, operationMachine, stepBranch, stepOperation, type BranchMachineEvent, type BranchMachineState, type OperationMachineEvent, type OperationMachineState } from '../machines/index.js';
 import { stepWithMachine } from '../machines/table.js';
 
 export interface AcceptedResult {
@@ -188,6 +189,9 @@ class RecordDraft {
     return branchOf(this.record, branchId);
   }
 
+  /** The branch as it stands, for the event-to-machine table (made once per draft, not per event). */
+  readonly lookup = (branchId: string): BranchRecord => branchOf(this.record, branchId);
+
   /** Changes one branch; the fields not named keep their values. */
   setBranch(branchId: string, changes: Partial<BranchRecord>): void {
     if (!this.branchesOwned) {
@@ -215,6 +219,9 @@ function draftOf(record: OperationRecord | undefined, events: readonly DomainEve
 
 function evolveDraft(draft: RecordDraft, event: DomainEvent, atMs: number, steps: Steps): void {
   const record = draft.record;
+  // The lifecycle moves come from the one mapping table; the cases below change the data.
+  const moves = machineMoves(event, draft.lookup);
+  const branchEvent = (i = 0) => moves.branches[i]!.event;
   switch (event.type) {
     case 'operation-admitted':
       // draftOf made the record from it; any other admission is a damaged stream.
@@ -223,20 +230,18 @@ function evolveDraft(draft: RecordDraft, event: DomainEvent, atMs: number, steps
     case 'dispatch-recorded': {
       const branch = draft.branch(event.branchId);
       if (event.attempt !== branch.attempt || event.fence !== branch.fence) return; // a receipt of an older attempt
-      const failed = event.receipt === 'rejected' || event.receipt === 'exhausted';
       // A receipt recorded after the branch already moved on (its result raced the receipt) changes only the outbox.
-      const open = branch.state === 'assigned' || branch.state === 'dispatched';
-      const state = open ? steps.branch(branch.state, failed ? 'EXHAUSTED' : 'DISPATCHED') : branch.state;
+      const state = moves.branches.length > 0 ? steps.branch(branch.state, branchEvent()) : branch.state;
       draft.setBranch(event.branchId, { state, outbox: { ...branch.outbox, receipt: event.receipt } });
-      record.phase = steps.operation(record.phase, 'DISPATCHED');
+      record.phase = steps.operation(record.phase, moves.operation!);
       return;
     }
     case 'result-accepted': {
       const branch = draft.branch(event.branchId);
       const retry = event.status === 'failure' && event.retryAtMs !== null;
-      const state = steps.branch(branch.state, event.status === 'success' ? 'RESULT_SUCCESS' : retry ? 'RETRY_SCHEDULED' : 'RESULT_FAILURE');
+      const state = steps.branch(branch.state, branchEvent());
       const accepted: AcceptedResult = { status: event.status, retryable: event.retryable, result: event.result, attempt: event.attempt, fence: event.fence, acceptedAtMs: atMs };
-      const cancelOutcome = branch.state === 'cancelling' ? 'already-completed' : branch.cancelOutcome;
+      const cancelOutcome = isCancelling(branch.state) ? 'already-completed' : branch.cancelOutcome;
       const excluded = event.status === 'failure' ? addPeer(branch.excluded, branch.peerId) : branch.excluded;
       draft.setBranch(event.branchId, { state, accepted, cancelOutcome, excluded, retryAtMs: retry ? event.retryAtMs : null });
       return;
@@ -246,7 +251,7 @@ function evolveDraft(draft: RecordDraft, event: DomainEvent, atMs: number, steps
       return;
     case 'claim-ended': {
       const branch = draft.branch(event.branchId);
-      const state = steps.branch(branch.state, event.retryAtMs === null ? 'EXHAUSTED' : 'RETRY_SCHEDULED');
+      const state = steps.branch(branch.state, branchEvent());
       draft.setBranch(event.branchId, { state, retryAtMs: event.retryAtMs, excluded: addPeer(branch.excluded, branch.peerId) });
       return;
     }
@@ -254,7 +259,7 @@ function evolveDraft(draft: RecordDraft, event: DomainEvent, atMs: number, steps
       const branch = draft.branch(event.branchId);
       assert(event.attempt === branch.attempt + 1 && event.fence > branch.fence, 'a reassignment starts the next attempt with a higher fence');
       draft.setBranch(event.branchId, {
-        state: steps.branch(branch.state, 'REASSIGNED'),
+        state: steps.branch(branch.state, branchEvent()),
         peerId: event.peerId,
         attempt: event.attempt,
         fence: event.fence,
@@ -267,12 +272,12 @@ function evolveDraft(draft: RecordDraft, event: DomainEvent, atMs: number, steps
     }
     case 'branch-failed': {
       const branch = draft.branch(event.branchId);
-      draft.setBranch(event.branchId, { state: steps.branch(branch.state, 'EXHAUSTED'), retryAtMs: null });
+      draft.setBranch(event.branchId, { state: steps.branch(branch.state, branchEvent()), retryAtMs: null });
       return;
     }
     case 'branch-revoked': {
       const branch = draft.branch(event.branchId);
-      draft.setBranch(event.branchId, { state: steps.branch(branch.state, 'REVOKED'), retryAtMs: null });
+      draft.setBranch(event.branchId, { state: steps.branch(branch.state, branchEvent()), retryAtMs: null });
       return;
     }
     case 'cancel-dispatched':
@@ -280,20 +285,19 @@ function evolveDraft(draft: RecordDraft, event: DomainEvent, atMs: number, steps
       return;
     case 'cancel-result-accepted': {
       const branch = draft.branch(event.branchId);
-      const machineEvent = event.outcome === 'stopped' ? 'CANCEL_STOPPED' : event.outcome === 'already-completed' ? 'CANCEL_ALREADY_COMPLETED' : 'CANCEL_UNKNOWN';
-      draft.setBranch(event.branchId, { state: steps.branch(branch.state, machineEvent), cancelOutcome: event.outcome });
+      draft.setBranch(event.branchId, { state: steps.branch(branch.state, branchEvent()), cancelOutcome: event.outcome });
       return;
     }
     case 'cancel-withdrawn': {
       const branch = draft.branch(event.branchId);
-      draft.setBranch(event.branchId, { state: steps.branch(branch.state, 'CANCEL_WITHDRAWN'), cancelOutcome: 'withdrawn' });
+      draft.setBranch(event.branchId, { state: steps.branch(branch.state, branchEvent()), cancelOutcome: 'withdrawn' });
       return;
     }
     case 'cancel-timed-out':
-      for (const branchId of event.branchIds) {
+      event.branchIds.forEach((branchId, i) => {
         const branch = draft.branch(branchId);
-        draft.setBranch(branchId, { state: steps.branch(branch.state, 'CANCEL_UNKNOWN'), cancelOutcome: 'unknown' });
-      }
+        draft.setBranch(branchId, { state: steps.branch(branch.state, branchEvent(i)), cancelOutcome: 'unknown' });
+      });
       return;
     case 'result-rejected':
       record.rejectionsRecorded += 1;
@@ -303,13 +307,12 @@ function evolveDraft(draft: RecordDraft, event: DomainEvent, atMs: number, steps
       return;
     case 'decision-closed': {
       assert(record.decision === null, 'a decision closes once and never changes');
-      record.phase = steps.operation(record.phase, 'CLOSED');
-      for (const sibling of event.siblings) {
+      record.phase = steps.operation(record.phase, moves.operation!);
+      for (const [i, sibling] of event.siblings.entries()) {
         const branch = draft.branch(sibling.branchId);
-        const machineEvent = sibling.disposition === 'cancel-requested' ? 'CANCEL_REQUESTED' : 'DETACHED';
-        const state = steps.branch(branch.state, machineEvent);
+        const state = steps.branch(branch.state, branchEvent(i));
         // A branch that was only waiting to retry has nothing running: nothing to cancel, nothing to send.
-        const cancel = state === 'cancelling' ? { receipt: 'pending' as const, attempt: branch.attempt, fence: branch.fence } : null;
+        const cancel = isCancelling(state) ? { receipt: 'pending' as const, attempt: branch.attempt, fence: branch.fence } : null;
         draft.setBranch(sibling.branchId, { state, disposition: sibling.disposition, cancel, retryAtMs: null });
       }
       record.decision = {
@@ -325,7 +328,7 @@ function evolveDraft(draft: RecordDraft, event: DomainEvent, atMs: number, steps
       return;
     }
     case 'settlement-completed':
-      record.phase = steps.operation(record.phase, 'SETTLED');
+      record.phase = steps.operation(record.phase, moves.operation!);
       record.settlement = { status: event.status, completedAtMs: atMs };
       return;
     default: {

@@ -11,7 +11,7 @@ import { setMember, type JsonObject, type JsonValue } from '../contract/json.js'
 import { describeErrors } from '../contract/validation.js';
 import type { ContractRef } from '../contract/types.js';
 import type { BranchStatus, DecisionOutcome, DecisionReason, OperationPhase, SettlementStatus } from '../events/types.js';
-import { branchStatusOf } from '../machines/index.js';
+import { branchStatusOf, isSettled } from '../machines/index.js';
 import { branchList, type OperationRecord } from './record.js';
 
 export interface DecisionView {
@@ -139,5 +139,5 @@ export function invocationResult(record: OperationRecord, interaction: CompiledI
 
 /** Whether the record has reached a waitFor boundary. */
 export function reached(record: OperationRecord, boundary: 'decision' | 'settled'): boolean {
-  return boundary === 'decision' ? record.decision !== null : record.phase === 'settled';
+  return boundary === 'decision' ? record.decision !== null : isSettled(record.phase);
 }

@@ -11,7 +11,7 @@
  */
 import { AdapterError } from '../contract/errors.js';
 import { limits } from '../contract/limits.js';
-import type { Clock, TimerHandle } from './clock.js';
+import type { Clock, TimerHandle } from '../contract/clock.js';
 
 const budgetEnded = Symbol('admission budget ended');
 

@@ -1,237 +1,95 @@
 /**
- * The coordinator: admission, dispatch (outbox), result intake, deadlines and waiting. It owns
- * no truth of its own: every change is a Transition appended to the operation's stream with the
- * expected revision as CAS, and the cached record is exactly the fold of what was appended.
- * Work on one operation is serialized through a per-operation queue; operations are independent.
+ * The coordinator: admission, dispatch (outbox), result intake, deadlines and waiting, on the
+ * aggregate kernel's commit pipeline (src/kernel). It owns no truth of its own: every change is a
+ * Transition appended to the operation's stream with the expected revision as CAS, and the cached
+ * record is exactly the fold of what was appended. Work on one operation is serialized through
+ * its queue; operations are independent.
+ *
+ * Its parts: admission (admit.ts), the kernel (commit pipeline, operation cache, timers, store
+ * notices, waiters), group commit (group-commit.ts), the outbox (outbox.ts) and peer intake
+ * (intake.ts). The kernel and admission are reachable for tests and operators as fields.
  */
-import { BoundedMap } from '../contract/bounded-map.js';
-import type { CompiledBundle, CompiledInteraction } from '../contract/bundle.js';
-import { canonicalJson, sha256Hex } from '../contract/canonical.js';
 import { decisionAt, refusalError, type CheckedDecision } from '../contract/authorization.js';
 import { AdapterError, AssertionFailure, isAdapterError } from '../contract/errors.js';
-import { operationId as deriveOperationId } from '../contract/ids.js';
-import type { JsonValue } from '../contract/json.js';
-import { limits } from '../contract/limits.js';
-import type { ContractRef, InvocationRequest, RuntimeContext, WaitFor } from '../contract/types.js';
+import type { InvocationRequest, RuntimeContext, WaitFor } from '../contract/types.js';
 import type { DomainEvent, StoredTransition, Transition } from '../events/types.js';
-import { planAdmission, type PeerAuthorization } from '../machines/admission.js';
-import { commandsPerTransitionMax, decideCancelOperation, decideDue, decideDurabilityLost, decideLogBudgetExhausted, decideTogether, nextDueMs, resultGuardEndMs, selectionCandidates, type CandidateAuthorization } from '../machines/decide.js';
-import { applyStored, branchList, fold, type OperationRecord } from '../projections/record.js';
-import { couldClose } from '../projections/decision.js';
+import { decideCancelOperation, decideDue, decideDurabilityLost, decideLogBudgetExhausted, selectionCandidates, type CandidateAuthorization } from '../domain/decide.js';
+import { Kernel, storeError, type Stored } from '../kernel/index.js';
+import { isCancelling, isClaimed, isRetrying, isSettled } from '../machines/index.js';
+import { branchList, type OperationRecord } from '../projections/record.js';
 import { invocationResult, reached, type InvocationResult } from '../projections/views.js';
-import type { AudienceObservation } from '../adapters/directory/types.js';
 import type { AuthorizationDecision, Policy } from '../adapters/policy/types.js';
-import type { AppendOutcome, StoreFailure } from '../adapters/store/types.js';
 import { inboundPattern } from '../adapters/transport/subjects.js';
 import type { Subscription } from '../adapters/transport/types.js';
+import { Admission } from './admit.js';
 import { OperationNotFound } from './errors.js';
-import { AdmissionBudget } from './admission-budget.js';
-import { checkCapabilities } from './capabilities.js';
+import { GroupCommit } from './group-commit.js';
+import { newEntry, resultBatchMsDefault, type Caller, type CoordinatorDeps, type Decider, type OpEntry, type RuntimeHost, type SubmitOptions } from './host.js';
 import { Metrics } from './metrics.js';
-import { transitionProblem } from '../events/schemas.js';
-import { newEntry, resultBatchMsDefault, type Arrival, type Caller, type CoordinatorDeps, type Decider, type OpEntry, type RuntimeHost, type SubmitOptions, type Waiter } from './host.js';
 import { dispatchCancels, dispatchRequests } from './outbox.js';
 import { onPeerMessage } from './intake.js';
-import { LogBudgetExhausted, logLimits, logRoomProblem, logSizeOf, resolveBudgets, transitionBytes, type Budgets } from './log-budget.js';
-import { deploymentAttemptsMax } from './mode.js';
+import { operationAggregate } from './operation-aggregate.js';
+import { LogBudgetExhausted, logRoomProblem, logSizeOf, resolveBudgets, transitionBytes, type Budgets } from './log-budget.js';
 
 export type { Caller, CoordinatorDeps, Deployment } from './host.js';
+export { storeError } from '../kernel/kernel.js';
 
-const conflictRetriesMax = 8;
-/** When a due transition could not be committed, it is tried again after this long. */
-const dueRetryMs = 100;
-/** Message bytes one shared transition may carry: well inside transitionBytesMax with event overhead. */
-const batchBytesMax = limits.transitionBytesMax / 2;
 /** Settled operations kept in memory for fast reads; older ones are reloaded from the store on demand. */
-const settledCacheMax = 2048;
+const settledCacheMaxDefault = 2048;
 
-/** What a batch was found to append when it was probed: reusable while record and instant are unchanged. */
-interface Probe {
-  record: OperationRecord;
-  atMs: number;
-  transition: Transition;
+/** What a test or an operator may put in place of a coordinator's defaults, at construction. */
+export interface CoordinatorSeams {
+  /** Settled operations kept in memory (default 2048). */
+  settledCacheMax?: number;
 }
 
 export class Coordinator implements RuntimeHost {
   readonly metrics: Metrics;
   readonly budgets: Budgets;
-  private readonly ops = new Map<string, OpEntry>();
-  /** Settled operation ids in settle order, for eviction. */
-  private readonly settled = new BoundedMap<string, true>(settledCacheMax);
+  /** The commit pipeline, the operation cache, timers, store notices and waiters. */
+  readonly kernel: Kernel<OperationRecord, Transition, OpEntry>;
+  readonly admission: Admission;
+  private readonly batches: GroupCommit;
   private readonly paths = new Map<string, Promise<Subscription>>();
-  private readonly committedListeners = new Set<(record: OperationRecord, stored: StoredTransition) => void>();
+  /** Serialized sizes of transitions on their way to the store, measured once by the log-budget check. */
+  private readonly sizes = new WeakMap<Transition, number>();
   private closed = false;
-  private readonly resultBatchMs: number;
-  /** The store's revision notices (watchStore), closed with the coordinator. */
-  private watching: { close(): Promise<void> } | undefined;
 
-  constructor(readonly deps: CoordinatorDeps) {
+  constructor(
+    readonly deps: CoordinatorDeps,
+    seams: CoordinatorSeams = {},
+  ) {
     this.metrics = deps.metrics ?? new Metrics();
-    this.resultBatchMs = deps.resultBatchMs ?? resultBatchMsDefault;
     this.budgets = resolveBudgets(deps.budgets);
+    this.kernel = new Kernel<OperationRecord, Transition, OpEntry>({
+      aggregate: operationAggregate,
+      // Read through deps on every call: a deployment's store is the one deps names now.
+      store: () => this.deps.store,
+      clock: deps.clock,
+      finishedCacheMax: seams.settledCacheMax ?? settledCacheMaxDefault,
+      hooks: {
+        due: (entry) => this.dueCommand(entry),
+        beforeAppend: (entry, transition) => this.checkLogRoom(entry, transition),
+        committed: (entry, before, stored) => this.noteCommitted(entry, before, stored),
+        reread: (entry, log) => void (entry.log = logSizeOf(log)),
+        // Queued first: nothing of the operation (its due timers, its outbox) runs before it.
+        loaded: (entry, log) => this.checkContinuity(entry, log[0]?.transition.events[0]),
+        moved: (entry, loaded) => this.afterCommit(entry, loaded),
+        failed: (stage) => this.metrics.storeErrors.inc({ stage }),
+      },
+    });
+    this.batches = new GroupCommit(this.kernel, deps.clock, this.metrics, deps.resultBatchMs ?? resultBatchMsDefault);
+    this.admission = new Admission(this);
   }
 
-  // ── admission ────────────────────────────────────────────────────────────
+  /** Set once the coordinator stops accepting work. */
+  get closing(): boolean {
+    return this.closed;
+  }
 
   /** Admits (or finds) an invocation. `created` is false when the key already named this operation. */
-  async invoke(caller: Caller, request: InvocationRequest): Promise<{ result: InvocationResult; created: boolean }> {
-    if (this.closed) throw new AdapterError('unavailable', 'the coordinator is shutting down');
-    const requestStartMs = this.deps.clock.nowMs();
-    rejectCallerManifest(request);
-    const { bundle, interaction } = this.resolveContract(request);
-    const { canonical, inputDigest } = this.checkInput(interaction, request.input);
-    checkInvocationKey(request.invocationKey);
-    const operationId = deriveOperationId(caller.principalId, bundle.digest, request.invocationKey);
-    const identity: InvocationIdentity = { principalId: caller.principalId, contract: bundle.ref, interaction: interaction.id, inputDigest };
-    const cached = this.ops.get(operationId);
-    if (cached) return { result: this.view(sameInvocation(cached, identity)), created: false };
-    // Create first, without reading the store: a new key (the common case) costs no read, and an
-    // existing one is found by the create's own conflict. Whatever refuses a new admission
-    // (authorization, planning) still returns an operation that already exists under this key.
-    const context = this.context(caller, requestStartMs, null);
-    for (;;) {
-      let transition: Transition;
-      try {
-        transition = await this.planWithinBudget(context, bundle, interaction, { operationId, caller, request, inputDigest, inputBytes: Buffer.byteLength(canonical), requestStartMs });
-      } catch (refusal) {
-        const existing = await this.findExisting(operationId, identity);
-        if (existing) return { result: this.view(existing), created: false };
-        throw refusal;
-      }
-      const bytes = this.admissionBytes(transition);
-      const outcome = await this.deps.store.create(operationId, transition);
-      if (outcome.kind === 'ok') {
-        const entry = this.install(operationId, interaction, { revision: outcome.revision, committedAtMs: outcome.committedAtMs, transition }, bytes);
-        this.metrics.admissions.inc();
-        this.metrics.appends.inc();
-        return { result: this.view(entry), created: true };
-      }
-      if (outcome.kind === 'conflict') {
-        // Another coordinator created it first: the same invocation identity returns that operation.
-        const raced = await this.findExisting(operationId, identity);
-        if (raced) return { result: this.view(raced), created: false };
-        continue;
-      }
-      throw storeError(outcome, 'admission');
-    }
-  }
-
-  /**
-   * Spec: check the serialized record budgets before creating state. The admission transition
-   * must fit a transition and leave the log its ordinary room (log-budget.ts).
-   */
-  private admissionBytes(transition: Transition): number {
-    const bytes = transitionBytes(transition);
-    const branches = transition.events[0]?.type === 'operation-admitted' ? transition.events[0].manifest.branches.length : 0;
-    const roomBytes = logLimits(branches, 'ordinary', this.budgets).bytes;
-    const bytesMax = Math.min(this.budgets.transitionBytesMax, roomBytes);
-    if (bytes > bytesMax) throw new AdapterError('invalid-input', `the admission record is ${bytes} bytes; the limit for ${branches} branches is ${bytesMax}`);
-    return bytes;
-  }
-
-  private resolveContract(request: InvocationRequest): { bundle: CompiledBundle; interaction: CompiledInteraction } {
-    const bundle = this.deps.bundles.get(request.contract.digest);
-    if (!bundle) throw new AdapterError('unsupported', `contract digest ${request.contract.digest} is not deployed here`);
-    if (bundle.ref.id !== request.contract.id || bundle.ref.version !== request.contract.version) {
-      throw new AdapterError('invalid-input', `contract ${request.contract.id}@${request.contract.version} does not match digest ${request.contract.digest} (${bundle.ref.id}@${bundle.ref.version})`);
-    }
-    const interaction = bundle.interactions.get(request.interaction);
-    if (!interaction) throw new AdapterError('invalid-input', `contract ${bundle.ref.id} has no interaction "${request.interaction}"`);
-    return { bundle, interaction };
-  }
-
-  private checkInput(interaction: CompiledInteraction, input: JsonValue): { canonical: string; inputDigest: string } {
-    const canonical = canonicalJson(input, 'input');
-    if (!interaction.validateInput(input)) {
-      const detail = (interaction.validateInput.errors ?? []).map((e) => `${e.instancePath || '(root)'} ${e.message ?? e.keyword}`).join('; ');
-      throw new AdapterError('invalid-input', `input does not match interaction "${interaction.id}": ${detail}`);
-    }
-    return { canonical, inputDigest: `sha256:${sha256Hex(canonical)}` };
-  }
-
-  /** The operation this key already names, if any; it is returned only for the same whole invocation identity (sameInvocation). */
-  private async findExisting(operationId: string, identity: InvocationIdentity): Promise<OpEntry | undefined> {
-    const entry = await this.load(operationId);
-    return entry && sameInvocation(entry, identity);
-  }
-
-  private async authorizeInvoke(context: RuntimeContext, bundle: CompiledBundle, interaction: CompiledInteraction): Promise<CheckedDecision> {
-    const decision = await this.authorize({ context, action: 'invoke', contract: bundle.ref, interaction: interaction.id, peerId: null, branchId: null, attempt: null });
-    if (!decision.allowed) throw refusalError(decision);
-    return decision;
-  }
-
-  /**
-   * Authorizes the invocation, observes the audience, authorizes each candidate with attempt 1,
-   * then observes the directory and the invoke decision again. A snapshot whose directory revision
-   * moved meanwhile, or whose policy answers came from more than one policy revision, is retaken;
-   * all within the admission budget, which also ends any call that does not answer in time
-   * (AdmissionBudget).
-   */
-  private async planWithinBudget(
-    context: RuntimeContext,
-    bundle: CompiledBundle,
-    interaction: CompiledInteraction,
-    args: { operationId: string; caller: Caller; request: InvocationRequest; inputDigest: string; inputBytes: number; requestStartMs: number },
-  ): Promise<Transition> {
-    checkCapabilities(this.deps, bundle, interaction);
-    const budget = new AdmissionBudget(this.deps.clock, args.requestStartMs);
-    try {
-      for (;;) {
-        const invoke = await budget.within(this.authorizeInvoke(context, bundle, interaction), 'the invoke authorization');
-        const audience = await budget.within(this.observeAudience(context, bundle, interaction), 'the audience resolver');
-        const gathered = interaction.spec.delivery === 'gather' ? await budget.within(this.gather(context, bundle, interaction), 'the manifest source') : undefined;
-        const candidates = gathered ? [...new Set(gathered.branches.map((b) => b.peerId))] : audience.peers;
-        const authorizations = await budget.within(Promise.all(candidates.map((peerId) => this.authorizeCandidate(context, bundle, interaction, peerId))), 'the candidate authorizations');
-        const again = await budget.within(this.observeAudience(context, bundle, interaction), 'the audience resolver');
-        const invokeAgain = await budget.within(this.authorizeInvoke(context, bundle, interaction), 'the invoke authorization');
-        if (again.revision !== audience.revision || again.presence?.revision !== audience.presence?.revision) continue;
-        if (invokeAgain.revision !== invoke.revision || authorizations.some((a) => a.revision !== invoke.revision)) continue;
-        const streamsCreatedUntilMs = this.deps.continuity?.createdUntilMs(bundle.bundle.subjectNamespace);
-        return planAdmission({
-          bundle,
-          interaction,
-          operationId: args.operationId,
-          principalId: args.caller.principalId,
-          senderPeerId: args.caller.senderPeerId,
-          invocationKey: args.request.invocationKey,
-          input: args.request.input,
-          inputDigest: args.inputDigest,
-          inputBytes: args.inputBytes,
-          audience,
-          durableDelivery: this.deps.transport.capabilities.durable,
-          ...(streamsCreatedUntilMs === undefined ? {} : { streamsCreatedUntilMs }),
-          ...(gathered ? { gathered } : {}),
-          authorizations,
-          policyRevision: invoke.revision,
-          invokeExpiresAtMs: Math.min(invoke.expiresAtMs, invokeAgain.expiresAtMs),
-          requestStartMs: args.requestStartMs,
-          attemptsMax: deploymentAttemptsMax(this.deps.store, this.deps.transport),
-        });
-      }
-    } finally {
-      budget.end();
-    }
-  }
-
-  private async gather(context: RuntimeContext, bundle: CompiledBundle, interaction: CompiledInteraction) {
-    if (!this.deps.manifests) throw new AdapterError('unsupported', `interaction "${interaction.id}" gathers its manifest, and no manifest source is configured`);
-    return this.deps.manifests.gather(context, bundle.ref, interaction.id);
-  }
-
-  /** The audience (a directory group or the bundle's peers) with what the deployment's presence source observed of it. */
-  private async observeAudience(context: RuntimeContext, bundle: CompiledBundle, interaction: CompiledInteraction): Promise<AudienceObservation> {
-    const audience = interaction.spec.audience;
-    const observed = 'peers' in audience ? { peers: audience.peers, revision: 'bundle' } : await this.deps.directory.audience(context, audience.group);
-    if (!this.deps.presence) return observed;
-    return { peers: observed.peers, revision: observed.revision, presence: await this.deps.presence.observe(bundle.bundle.subjectNamespace, observed.peers) };
-  }
-
-  private async authorizeCandidate(context: RuntimeContext, bundle: CompiledBundle, interaction: CompiledInteraction, peerId: string): Promise<PeerAuthorization> {
-    const d = await this.authorize({ context, action: 'deliver', contract: bundle.ref, interaction: interaction.id, peerId, branchId: null, attempt: 1 });
-    const answer: PeerAuthorization = { peerId, allowed: d.allowed, revision: d.revision, expiresAtMs: d.expiresAtMs };
-    if (d.reason !== undefined) answer.reason = d.reason;
-    return answer;
+  invoke(caller: Caller, request: InvocationRequest): Promise<{ result: InvocationResult; created: boolean }> {
+    return this.admission.invoke(caller, request);
   }
 
   /**
@@ -253,41 +111,26 @@ export class Coordinator implements RuntimeHost {
   // ── effects: outbox, cancels, timers ─────────────────────────────────────
 
   /**
-   * What follows a commit: the due timer re-armed, pending requests and cancels published. When
-   * recovering, uncertain (`unknown`) publications are reconciled too, with the same identities.
+   * What follows a commit (the kernel has re-armed the due timer): pending requests and cancels
+   * published. When recovering, uncertain (`unknown`) publications are reconciled too, with the
+   * same identities.
    */
-  private afterCommit(entry: OpEntry, recovering = false): void {
-    this.armDue(entry);
+  private afterCommit(entry: OpEntry, recovering: boolean): void {
     const branches = branchList(entry.record);
     const due = (receipt: string | undefined) => receipt === 'pending' || (recovering && receipt === 'unknown');
-    if (entry.record.decision === null && branches.some((b) => due(b.outbox.receipt) && (b.state === 'assigned' || b.state === 'dispatched'))) {
-      void this.enqueue(entry, () => dispatchRequests(this, entry)).catch(() => this.metrics.transportErrors.inc({ stage: 'dispatch' }));
+    if (entry.record.decision === null && branches.some((b) => due(b.outbox.receipt) && isClaimed(b.state))) {
+      void this.kernel.enqueue(entry, () => dispatchRequests(this, entry)).catch(() => this.metrics.transportErrors.inc({ stage: 'dispatch' }));
     }
-    if (branches.some((b) => b.state === 'cancelling' && due(b.cancel?.receipt))) {
-      void this.enqueue(entry, () => dispatchCancels(this, entry)).catch(() => this.metrics.transportErrors.inc({ stage: 'cancel' }));
+    if (branches.some((b) => isCancelling(b.state) && due(b.cancel?.receipt))) {
+      void this.kernel.enqueue(entry, () => dispatchCancels(this, entry)).catch(() => this.metrics.transportErrors.inc({ stage: 'cancel' }));
     }
   }
 
-  /** One timer per operation, at the next instant something may fall due (deadline, lease, retry, cancel timeout). */
-  private armDue(entry: OpEntry): void {
-    const dueMs = nextDueMs(entry.record);
-    if (dueMs === entry.dueAtMs) return;
-    entry.dueTimer?.cancel();
-    entry.dueAtMs = dueMs;
-    entry.dueTimer = dueMs === undefined ? undefined : this.deps.clock.at(dueMs, () => this.onDue(entry));
-  }
-
-  private onDue(entry: OpEntry): void {
-    entry.dueAtMs = undefined;
-    void this.enqueue(entry, async () => {
-      await this.releaseHeld(entry);
-      const authorizations = await this.candidateAuthorizations(entry.record);
-      await this.commitDecided(entry, (current) => decideDue(current, this.deps.clock.nowMs(), authorizations));
-      this.armDue(entry);
-    }).catch(() => {
-      // The store refused (unavailable, or its clock not yet at the due instant): try again shortly.
-      entry.dueTimer = this.deps.clock.at(this.deps.clock.nowMs() + dueRetryMs, () => this.onDue(entry));
-    });
+  /** A due instant as a command: held results first, then the candidates' authorization, then the pure decision. */
+  private async dueCommand(entry: OpEntry): Promise<Decider> {
+    await this.batches.releaseHeld(entry);
+    const authorizations = await this.candidateAuthorizations(entry.record);
+    return (current) => decideDue(current, this.deps.clock.nowMs(), authorizations);
   }
 
   /** Authorization for every candidate a due retry could select, asked before the pure decision. */
@@ -296,7 +139,7 @@ export class Coordinator implements RuntimeHost {
     const answers = new Map<string, { allowed: boolean; expiresAtMs: number }>();
     const context = this.context({ principalId: record.principalId, senderPeerId: record.senderPeerId }, nowMs, record.deadlineMs);
     for (const branch of branchList(record)) {
-      if (branch.state !== 'retrying' || branch.retryAtMs === null || branch.retryAtMs > nowMs) continue;
+      if (!isRetrying(branch.state) || branch.retryAtMs === null || branch.retryAtMs > nowMs) continue;
       for (const peerId of selectionCandidates(record, branch)) {
         const input = { context, action: 'deliver' as const, contract: record.contract, interaction: record.interaction, peerId, branchId: branch.branchId, attempt: branch.attempt + 1 };
         const decision = await this.authorize(input).catch(() => ({ allowed: false, expiresAtMs: Number.MIN_SAFE_INTEGER }));
@@ -319,212 +162,40 @@ export class Coordinator implements RuntimeHost {
     return path;
   }
 
-  // ── commit loop ──────────────────────────────────────────────────────────
+  // ── the commit pipeline (src/kernel), with the operation's log budgets ────
 
-  /**
-   * Decides against the current record and appends at its revision. On conflict the record is
-   * reloaded from the store and the command decided again; on `expired` the decider is asked once
-   * more with `retryAsLate` so it can record the rejection instead. Unavailable is thrown: the
-   * caller must not treat uncertainty as success.
-   */
-  async commitDecided(entry: OpEntry, decide: (record: OperationRecord, retryAsLate: boolean) => Transition | undefined): Promise<void> {
-    let retryAsLate = false;
-    for (let tries = 0; tries < conflictRetriesMax; tries++) {
-      const transition = decide(entry.record, retryAsLate);
-      if (!transition) return;
-      const outcome = await this.appendAtRevision(entry, transition);
-      if (outcome.kind === 'ok') return;
-      if (outcome.kind === 'conflict') continue;
-      if (outcome.kind === 'expired' && !retryAsLate) {
-        // Guard-on-fold stores still stored a void transition: the revision moved.
-        await this.reload(entry);
-        retryAsLate = true;
-        continue;
-      }
-      throw storeError(outcome, transition.causation.command);
-    }
-    throw new AdapterError('unavailable', `operation ${entry.record.operationId}: too many concurrent writers`);
+  /** Decides against the current record and appends at its revision (CAS), retrying on conflict. */
+  commitDecided(entry: OpEntry, decide: Decider): Promise<void> {
+    return this.kernel.commit(entry, decide);
   }
 
+  /** Queues a command; commands waiting for the queue together are committed as one transition (group-commit.ts). */
   submit(entry: OpEntry, prepare: () => Promise<Decider>, weightBytes: number, options: SubmitOptions = {}): Promise<void> {
-    return new Promise<void>((resolve, reject) => {
-      const arrival: Arrival = { prepare, weightBytes, done: (error) => (error === undefined ? resolve() : reject(error)), batchable: options.batchable === true };
-      if (options.batchable && this.resultBatchMs > 0) arrival.holdUntilMs = this.deps.clock.nowMs() + this.resultBatchMs;
-      entry.arrivals.push(arrival);
-      if (options.lingerMs === undefined) return this.queueDrain(entry);
-      arrival.holdUntilMs = this.deps.clock.nowMs() + options.lingerMs;
-      this.deps.clock.at(arrival.holdUntilMs, () => {
-        if (entry.arrivals.includes(arrival)) this.queueDrain(entry);
-      });
-    });
+    return this.batches.submit(entry, prepare, weightBytes, options);
   }
 
-  private queueDrain(entry: OpEntry): void {
-    if (entry.drainQueued) return;
-    entry.drainQueued = true;
-    void this.enqueue(entry, () => this.drain(entry));
+  enqueue<T>(entry: OpEntry, work: () => Promise<T>): Promise<T> {
+    return this.kernel.enqueue(entry, work);
   }
 
   /**
-   * Holds a batch back (puts it back and answers 'held') while every command in it may still
-   * wait, the operation is undecided and together they close nothing: a quorum's early votes then
-   * ride with the vote that closes it. Holding never takes a batch to the end of its guard: one
-   * whose guard ends within a hold window of its release is committed now. A batch that is not
-   * held answers what probing it found, for the commit to reuse; its rejections are counted then.
-   * A held batch is prepared again by the drain that takes it: publisher verification and the
-   * authorization recheck run for the drain that commits, exactly as for a batch never held.
+   * The log budgets (log-budget.ts), checked before each append: a transition over
+   * transitionBytesMax answers invalid-input without a write (a batch then splits; a single
+   * command is refused). One the log has no room for throws LogBudgetExhausted, after closing an
+   * undecided operation.
    */
-  private probe(entry: OpEntry, ready: { arrival: Arrival; decide: Decider }[]): Probe | 'held' | undefined {
-    const untilMs = this.holdWindowEnd(entry, ready.map((r) => r.arrival));
-    if (untilMs === undefined) return undefined;
-    const record = entry.record;
-    const atMs = this.deps.clock.nowMs();
-    const rejected: string[] = [];
-    const transition = decideTogether(
-      record,
-      ready.map((r) => (current) => r.decide(current, false, rejected)),
-      atMs,
-    );
-    if (transition === undefined || transition === 'disjoint') return undefined;
-    if (transition.events.some((e) => e.type === 'decision-closed') || untilMs + this.resultBatchMs > transition.timeGuard.notAfterMs) {
-      for (const reason of rejected) this.metrics.rejections.inc({ reason });
-      return { record, atMs, transition };
-    }
-    this.holdBack(entry, ready.map((r) => r.arrival), untilMs);
-    return 'held';
-  }
-
-  /**
-   * Holds a batch back without preparing or deciding it when no such batch can close the rule
-   * (couldClose: too few results to reach the threshold, to make it impossible or to end the
-   * collection) and the earliest guard any of its results could have — the deadline or the
-   * earliest open lease — ends later than a hold window after its release. Most early votes are
-   * held here; the vote that could close takes the probe.
-   */
-  private heldUndecided(entry: OpEntry, batch: Arrival[]): boolean {
-    const untilMs = this.holdWindowEnd(entry, batch);
-    if (untilMs === undefined) return false;
-    const record = entry.record;
-    const results = batch.filter((arrival) => arrival.batchable).length;
-    if (results === 0 || couldClose(record, results)) return false;
-    if (untilMs + this.resultBatchMs > resultGuardEndMs(record)) return false;
-    this.holdBack(entry, batch, untilMs);
-    return true;
-  }
-
-  /**
-   * When the batch's hold window ends (its oldest command's), or undefined when it may not wait:
-   * the operation is decided, a command in it may not wait, or the window has ended.
-   */
-  private holdWindowEnd(entry: OpEntry, batch: Arrival[]): number | undefined {
-    if (entry.record.decision !== null) return undefined;
-    let untilMs = Number.POSITIVE_INFINITY;
-    for (const arrival of batch) {
-      if (arrival.holdUntilMs === undefined) return undefined;
-      untilMs = Math.min(untilMs, arrival.holdUntilMs);
-    }
-    return this.deps.clock.nowMs() < untilMs ? untilMs : undefined;
-  }
-
-  /** Puts a batch back at the front and drains again when its window ends. */
-  private holdBack(entry: OpEntry, batch: Arrival[], untilMs: number): void {
-    entry.arrivals.unshift(...batch);
-    this.deps.clock.at(untilMs, () => {
-      if (batch.some((arrival) => entry.arrivals.includes(arrival))) this.queueDrain(entry);
-    });
-  }
-
-  /**
-   * Before a command that decides on its own (a due instant, a cancellation, lost durability):
-   * commits the results held back for company, which arrived first and must count first. A held
-   * batch was a whole batch and is back at the front, so one drain takes it.
-   */
-  private async releaseHeld(entry: OpEntry): Promise<void> {
-    if (entry.arrivals.length > 0) await this.drain(entry, false);
-  }
-
-  /** Commits what has arrived, as one transition where the commands allow it; the rest waits for the next drain. */
-  private async drain(entry: OpEntry, mayHold = true): Promise<void> {
-    entry.drainQueued = false;
-    let bytes = 0;
-    let taken = 0;
-    while (taken < entry.arrivals.length && taken < commandsPerTransitionMax && (taken === 0 || bytes + entry.arrivals[taken]!.weightBytes <= batchBytesMax)) {
-      bytes += entry.arrivals[taken]!.weightBytes;
-      taken++;
-    }
-    const batch = entry.arrivals.splice(0, taken);
-    const rest = entry.arrivals.length > 0;
-    if (rest) this.queueDrain(entry);
-    if (!rest && mayHold && this.heldUndecided(entry, batch)) return;
-    const prepared = await Promise.all(batch.map((a) => a.prepare().then((decide) => ({ arrival: a, decide }), (error: unknown) => (a.done(error ?? new Error('prepare failed')), undefined))));
-    const ready = prepared.filter((p): p is { arrival: Arrival; decide: Decider } => p !== undefined);
-    if (ready.length === 0) return;
-    const probe = rest || !mayHold ? undefined : this.probe(entry, ready);
-    if (probe === 'held') return;
-    try {
-      await this.commitTogether(entry, ready.map((r) => r.decide), probe);
-      for (const r of ready) r.arrival.done();
-    } catch (error) {
-      for (const r of ready) r.arrival.done(error ?? new Error('commit failed'));
-    }
-  }
-
-  /**
-   * One transition for several commands (decideTogether), with the CAS retry of commitDecided.
-   * When the store answers that the shared guard did not hold or the transition is too large,
-   * each command is committed on its own instead, with its own guard and late handling.
-   */
-  private async commitTogether(entry: OpEntry, deciders: Decider[], probe?: Probe): Promise<void> {
-    if (deciders.length === 1 && probe === undefined) return this.commitDecided(entry, deciders[0]!);
-    for (let tries = 0; tries < conflictRetriesMax; tries++) {
-      // A probe of this very record at this very instant is what deciding again would answer.
-      const transition =
-        tries === 0 && probe !== undefined && probe.record === entry.record && probe.atMs === this.deps.clock.nowMs()
-          ? probe.transition
-          : decideTogether(
-              entry.record,
-              deciders.map((decide) => (record) => decide(record, false)),
-              this.deps.clock.nowMs(),
-            );
-      if (transition === undefined) return;
-      if (transition === 'disjoint') break;
-      const outcome = await this.appendAtRevision(entry, transition);
-      if (outcome.kind === 'ok') return;
-      if (outcome.kind === 'conflict') continue;
-      if (outcome.kind === 'expired') {
-        // Guard-on-fold stores still stored a void transition: the revision moved.
-        await this.reload(entry);
-        break;
-      }
-      if (outcome.kind === 'invalid-input') break;
-      throw storeError(outcome, transition.causation.command);
-    }
-    for (const decide of deciders) await this.commitDecided(entry, decide);
-  }
-
-  /**
-   * Validates, checks the log budgets (log-budget.ts) and appends at the record's revision (the
-   * CAS): applied when ok, reloaded on conflict. A transition over transitionBytesMax answers
-   * invalid-input without a write (a batch then splits; a single command is refused). One the log
-   * has no room for throws LogBudgetExhausted, after closing an undecided operation.
-   */
-  private async appendAtRevision(entry: OpEntry, transition: Transition): Promise<AppendOutcome> {
-    const problem = transitionProblem(transition);
-    if (problem !== undefined) throw new AssertionFailure(`decided an invalid transition (${transition.causation.command}): ${problem}`);
+  private checkLogRoom(entry: OpEntry, transition: Transition): { kind: 'invalid-input'; description: string } | undefined | Promise<never> {
     const bytes = transitionBytes(transition);
     const room = logRoomProblem(entry.record, entry.log, transition, bytes, this.budgets);
     if (room?.kind === 'oversized') return { kind: 'invalid-input', description: room.description };
-    if (room !== undefined) {
-      if (room.kind === 'ordinary' && entry.record.decision === null) await this.closeForLogBudget(entry);
-      throw new LogBudgetExhausted(room.description);
-    }
-    const outcome = await this.deps.store.append(entry.record.operationId, entry.record.revision, transition);
-    if (outcome.kind === 'ok') {
-      entry.log = { transitions: entry.log.transitions + 1, bytes: entry.log.bytes + bytes };
-      this.metrics.appends.inc();
-      this.applyCommitted(entry, { revision: outcome.revision, committedAtMs: outcome.committedAtMs, transition });
-    } else if (outcome.kind === 'conflict') await this.reload(entry);
-    return outcome;
+    if (room !== undefined) return this.refuseForLogBudget(entry, room);
+    this.sizes.set(transition, bytes);
+    return undefined;
+  }
+
+  private async refuseForLogBudget(entry: OpEntry, room: { kind: string; description: string }): Promise<never> {
+    if (room.kind === 'ordinary' && entry.record.decision === null) await this.closeForLogBudget(entry);
+    throw new LogBudgetExhausted(room.description);
   }
 
   /**
@@ -534,133 +205,54 @@ export class Coordinator implements RuntimeHost {
    */
   private async closeForLogBudget(entry: OpEntry): Promise<void> {
     try {
-      await this.commitDecided(entry, (current) => decideLogBudgetExhausted(current, this.deps.clock.nowMs()));
+      await this.kernel.commit(entry, (current) => decideLogBudgetExhausted(current, this.deps.clock.nowMs()));
     } catch (error) {
       if (error instanceof AssertionFailure) throw error;
       this.metrics.storeErrors.inc({ stage: 'log-budget' });
     }
   }
 
-  private applyCommitted(entry: OpEntry, stored: StoredTransition): void {
-    const before = entry.record;
-    const after = applyStored(before, stored);
+  /** A transition this process appended: the log's size, the outbox's new publications, the metrics. */
+  private noteCommitted(entry: OpEntry, before: OperationRecord, stored: Stored<Transition>): void {
+    const bytes = this.sizes.get(stored.transition) ?? transitionBytes(stored.transition);
+    entry.log = { transitions: entry.log.transitions + 1, bytes: entry.log.bytes + bytes };
+    this.metrics.appends.inc();
     for (const event of stored.transition.events) if (event.type === 'branch-reassigned') entry.unsent.add(event.publicationId);
-    if (!after) throw new AssertionFailure('a committed transition yields a record');
-    entry.record = after;
-    entry.known.add(stored.revision);
+    const after = entry.record;
     if (before.decision === null && after.decision !== null) {
       this.metrics.decisions.inc({ outcome: after.decision.outcome });
       this.metrics.decisionLatencyMs.observe(after.decision.closedAtMs - after.admittedAtMs);
     }
-    for (const listener of this.committedListeners) listener(after, stored);
-    this.recordMoved(entry, before);
-  }
-
-  /** What follows any change of a held record: waiters at their boundary answered, the settled cache, timers and outbox. */
-  private recordMoved(entry: OpEntry, before: OperationRecord): void {
-    const after = entry.record;
-    for (const waiter of entry.waiters) {
-      if (reached(after, waiter.boundary)) {
-        entry.waiters.delete(waiter);
-        waiter.resolve();
-      }
-    }
-    if (before.phase !== 'settled' && after.phase === 'settled') this.noteSettled(after.operationId);
-    this.afterCommit(entry);
-  }
-
-  /** Keeps memory bounded: the oldest settled, idle operations leave the cache (the store keeps them). */
-  private noteSettled(operationId: string): void {
-    const evicted = this.settled.set(operationId, true);
-    if (evicted === undefined) return;
-    const entry = this.ops.get(evicted);
-    if (entry && entry.waiters.size === 0) this.ops.delete(evicted);
-  }
-
-  /**
-   * Reads the record again: after a conflict, a void append, or a notice that another coordinator
-   * appended. What another wrote (a decision, a settlement, a new attempt) reaches this process's
-   * waiters and timers as its own commits do.
-   */
-  private async reload(entry: OpEntry): Promise<void> {
-    const read = await this.deps.store.read(entry.record.operationId);
-    if (read.kind !== 'ok') throw storeError(read, 'reload');
-    const record = fold(checkedLog(read.transitions, entry.record.operationId));
-    if (!record) throw new AssertionFailure('a stored operation folds to a record');
-    for (const stored of read.transitions) entry.known.add(stored.revision);
-    entry.log = logSizeOf(read.transitions);
-    const before = entry.record;
-    entry.record = record;
-    if (record.revision !== before.revision) this.recordMoved(entry, before);
   }
 
   /**
    * Listens for appends to this store by any client (EventStore.watch). Coordinators that share
    * a store (several `convoke serve` processes: commands go to a queue group, results to shared
    * consumers) each hold some operations in memory; a notice of a revision a coordinator has not
-   * applied itself makes it read that operation again, so its waiters, reads and timers follow
-   * the other's commits. Alone on its store, a coordinator is told only of its own revisions,
-   * which it recognizes with a set lookup.
+   * applied makes it read that operation again, so its waiters, reads and timers follow the
+   * other's commits.
    */
-  async watchStore(): Promise<void> {
-    if (this.watching) return;
-    this.watching = await this.deps.store.watch((operationId, revision) => this.onRevision(operationId, revision));
-  }
-
-  private onRevision(operationId: string, revision: string): void {
-    const entry = this.ops.get(operationId);
-    if (!entry || entry.known.has(revision)) return;
-    // Nothing to read once the revision is applied here, or the entry left the cache.
-    const settled = () => entry.known.has(revision) || this.ops.get(operationId) !== entry;
-    // A notice of this process's own append can come before the append's answer (a store may
-    // tell its watchers inside the write): look again once that answer has been applied.
-    setImmediate(() => {
-      if (settled()) return;
-      // Queued behind this process's own append in flight, which may be the one the notice is of.
-      void this.enqueue(entry, async () => {
-        if (!settled()) await this.reload(entry);
-      }).catch(() => this.metrics.storeErrors.inc({ stage: 'reload' }));
-    });
+  watchStore(): Promise<void> {
+    return this.kernel.watch();
   }
 
   // ── operation cache ──────────────────────────────────────────────────────
 
-  private install(operationId: string, interaction: CompiledInteraction, stored: StoredTransition, bytes: number): OpEntry {
-    const record = applyStored(undefined, stored);
-    if (!record) throw new AdapterError('expired', `admission of ${operationId} committed outside its time guard`);
-    const entry = newEntry(record, interaction);
-    entry.log = { transitions: 1, bytes };
-    for (const branch of branchList(record)) entry.unsent.add(branch.outbox.publicationId);
-    this.ops.set(operationId, entry);
-    for (const listener of this.committedListeners) listener(record, stored);
-    this.afterCommit(entry);
-    return entry;
-  }
-
   /** The cached entry, or one rebuilt from the store (another coordinator's operation, or after a restart). */
   async load(operationId: string): Promise<OpEntry | undefined> {
-    const cached = this.ops.get(operationId);
+    const cached = this.kernel.cached(operationId);
     if (cached) return cached;
-    const read = await this.deps.store.read(operationId);
+    const read = await this.kernel.readLog(operationId);
     if (read.kind === 'not-found') return undefined;
     if (read.kind === 'expired') throw new AdapterError('expired', `operation ${operationId} has expired; its key is kept and never recreated`);
+    if (read.kind === 'empty') throw new AdapterError('expired', `operation ${operationId} was never admitted within its time guard`);
     if (read.kind !== 'ok') throw storeError(read, 'read');
-    const record = fold(checkedLog(read.transitions, operationId));
-    if (!record) throw new AdapterError('expired', `operation ${operationId} was never admitted within its time guard`);
+    const record = read.record;
     const interaction = this.deps.bundles.get(record.contract.digest)?.interactions.get(record.interaction);
     if (!interaction) throw new AdapterError('unsupported', `operation ${operationId} uses contract ${record.contract.digest}, which is not deployed here`);
-    const raced = this.ops.get(operationId);
-    if (raced) return raced;
-    const entry = newEntry(record, interaction);
-    for (const stored of read.transitions) entry.known.add(stored.revision);
-    entry.log = logSizeOf(read.transitions);
-    this.ops.set(operationId, entry);
-    // Queued first: nothing of the operation (its due timers, its outbox) runs before it.
-    this.checkContinuity(entry, read.transitions[0]?.transition.events[0]);
     // A record loaded from the store (a restart, or another coordinator's operation) resumes its
     // timers from the recorded instants and replays its pending outbox with the same identities.
-    this.afterCommit(entry, true);
-    return entry;
+    return this.kernel.adopt(newEntry(record, interaction), read.log);
   }
 
   /**
@@ -674,16 +266,10 @@ export class Coordinator implements RuntimeHost {
     const continuity = this.deps.continuity;
     if (!continuity || entry.record.decision !== null || admitted?.type !== 'operation-admitted' || admitted.streamsCreatedUntilMs === undefined) return;
     const since = admitted.streamsCreatedUntilMs;
-    void this.enqueue(entry, async () => {
+    void this.kernel.enqueue(entry, async () => {
       const lost = await continuity.lostSince(entry.record.subjectNamespace, entry.record.manifest.eligible, since);
-      if (lost !== undefined) await this.commitDecided(entry, (current) => decideDurabilityLost(current));
+      if (lost !== undefined) await this.kernel.commit(entry, (current) => decideDurabilityLost(current));
     }).catch(() => this.metrics.storeErrors.inc({ stage: 'durability-lost' }));
-  }
-
-  enqueue<T>(entry: OpEntry, work: () => Promise<T>): Promise<T> {
-    const run = entry.queue.then(work, work);
-    entry.queue = run.catch(() => undefined);
-    return run;
   }
 
   /**
@@ -692,14 +278,14 @@ export class Coordinator implements RuntimeHost {
    * in-flight operations as indeterminate"). Answers how many it closed.
    */
   async closeDurabilityLost(namespaces: ReadonlySet<string>): Promise<number> {
-    const open = [...this.ops.values()].filter((e) => e.record.decision === null && namespaces.has(e.record.subjectNamespace));
+    const open = this.kernel.held().filter((e) => e.record.decision === null && namespaces.has(e.record.subjectNamespace));
     let closed = 0;
     await Promise.all(
       open.map((entry) =>
-        this.enqueue(entry, async () => {
-          await this.releaseHeld(entry);
+        this.kernel.enqueue(entry, async () => {
+          await this.batches.releaseHeld(entry);
           const wasOpen = entry.record.decision === null;
-          await this.commitDecided(entry, (current) => decideDurabilityLost(current));
+          await this.kernel.commit(entry, (current) => decideDurabilityLost(current));
           if (wasOpen && entry.record.decision?.reason === 'durability-lost') closed++;
         }).catch(() => this.metrics.storeErrors.inc({ stage: 'durability-lost' })),
       ),
@@ -724,11 +310,11 @@ export class Coordinator implements RuntimeHost {
     const context = this.context({ principalId, senderPeerId: record.senderPeerId }, this.deps.clock.nowMs(), record.deadlineMs);
     const decision = await this.authorize({ context, action: 'cancel', contract: record.contract, interaction: record.interaction, peerId: null, branchId: null, attempt: null });
     if (!decision.allowed) throw refusalError(decision);
-    await this.enqueue(entry, async () => {
-      await this.releaseHeld(entry);
+    await this.kernel.enqueue(entry, async () => {
+      await this.batches.releaseHeld(entry);
       // Authorization validity must cover the guarded transition: decided at or after the end of
       // the decision's validity (a late commit decided again), the cancellation is refused.
-      await this.commitDecided(entry, (current) => {
+      await this.kernel.commit(entry, (current) => {
         const nowMs = this.deps.clock.nowMs();
         const checked = decisionAt(decision, nowMs);
         if (!checked.allowed) throw refusalError(checked);
@@ -751,8 +337,8 @@ export class Coordinator implements RuntimeHost {
       counts.scanned++;
       try {
         const entry = await this.load(operationId);
-        if (entry && entry.record.phase !== 'settled') counts.resumed++;
-        else if (entry && entry.waiters.size === 0) this.ops.delete(operationId);
+        if (entry && !isSettled(entry.record.phase)) counts.resumed++;
+        else if (entry && entry.waiters.size === 0) this.kernel.forget(operationId);
       } catch {
         counts.failed++;
       }
@@ -780,22 +366,8 @@ export class Coordinator implements RuntimeHost {
   /** Waits until the boundary is reached or waitMs passes; returns the state either way. */
   async wait(principalId: string, operationId: string, boundary: WaitFor, waitMs: number, signal?: AbortSignal): Promise<{ result: InvocationResult; reached: boolean }> {
     const entry = await this.visible(principalId, operationId);
-    if (!reached(entry.record, boundary) && waitMs > 0 && !signal?.aborted) {
-      // Waiting only waits: a timeout or an aborted caller (a closed connection) never cancels work.
-      await new Promise<void>((resolve) => {
-        const stop = () => {
-          timer.cancel();
-          entry.waiters.delete(waiter);
-          signal?.removeEventListener('abort', stop);
-          resolve();
-        };
-        const waiter: Waiter = { boundary, resolve: stop };
-        const timer = this.deps.clock.at(this.deps.clock.nowMs() + waitMs, stop);
-        entry.waiters.add(waiter);
-        signal?.addEventListener('abort', stop);
-      });
-    }
-    return { result: this.view(entry), reached: reached(entry.record, boundary) };
+    const atBoundary = await this.kernel.wait(entry, (record) => reached(record, boundary), waitMs, signal);
+    return { result: this.view(entry), reached: atBoundary };
   }
 
   /** The current record (operators, tests, replay checks). */
@@ -804,80 +376,22 @@ export class Coordinator implements RuntimeHost {
   }
 
   onCommitted(listener: (record: OperationRecord, stored: StoredTransition) => void): () => void {
-    this.committedListeners.add(listener);
-    return () => this.committedListeners.delete(listener);
+    return this.kernel.onCommitted(listener);
   }
 
   /** Stops accepting work, lets queued appends finish, and closes the result paths. */
   async close(): Promise<void> {
     this.closed = true;
-    await this.watching?.close().catch(() => undefined);
-    await Promise.all([...this.ops.values()].map((e) => e.queue));
-    for (const entry of this.ops.values()) entry.dueTimer?.cancel();
+    await this.kernel.close();
     const paths = await Promise.allSettled([...this.paths.values()]);
     for (const p of paths) if (p.status === 'fulfilled') await p.value.close();
   }
 
-  private view(entry: OpEntry): InvocationResult {
+  view(entry: OpEntry): InvocationResult {
     return invocationResult(entry.record, entry.interaction);
   }
 
   context(caller: Caller, nowMs: number, deadlineMs: number | null): RuntimeContext {
     return { principalId: caller.principalId, senderPeerId: caller.senderPeerId, ...this.deps.deployment, nowMs, deadlineMs };
   }
-}
-
-/** What an invocation key is bound to at admission, immutably: the whole of it must match for a retry to find the operation. */
-interface InvocationIdentity {
-  principalId: string;
-  contract: ContractRef;
-  interaction: string;
-  inputDigest: string;
-}
-
-/**
- * The operation id binds principal, contract digest and key only, so a key reused for another
- * interaction (or, were the digest to collide, another principal or contract) would find this
- * operation: the recorded identity is compared in full, and any difference is a conflict — never
- * another interaction's operation, read at a boundary that is not its own.
- */
-function sameInvocation(entry: OpEntry, identity: InvocationIdentity): OpEntry {
-  const record = entry.record;
-  const differences: string[] = [];
-  if (record.principalId !== identity.principalId) differences.push('principal');
-  const c = record.contract;
-  if (c.id !== identity.contract.id || c.version !== identity.contract.version || c.digest !== identity.contract.digest) differences.push(`contract (${c.id}@${c.version} ${c.digest})`);
-  if (record.interaction !== identity.interaction) differences.push(`interaction ("${record.interaction}")`);
-  if (record.inputDigest !== identity.inputDigest) differences.push(`input (${record.inputDigest})`);
-  if (differences.length > 0) {
-    throw new AdapterError('conflict', `invocation key "${record.invocationKey}" is already bound to a different ${differences.join(', ')}`);
-  }
-  return entry;
-}
-
-/** Accepting arbitrary caller-supplied expected result sets is prohibited (spec, admission step 3). */
-function rejectCallerManifest(request: InvocationRequest): void {
-  const supplied = Object.keys(request).filter((k) => k === 'manifest' || k === 'expected' || k === 'branches');
-  if (supplied.length > 0) throw new AdapterError('denied', `a caller may not supply the expected result set (${supplied.join(', ')}); gather manifests come from the deployment's manifest source`);
-}
-
-function checkInvocationKey(key: string): void {
-  const bytes = Buffer.byteLength(key, 'utf8');
-  if (bytes === 0 || bytes > limits.invocationKeyBytesMax) {
-    throw new AdapterError('invalid-input', `invocationKey must be 1..${limits.invocationKeyBytesMax} bytes (got ${bytes})`);
-  }
-}
-
-/** Validates a log read back from a store; a transition that fails its schema is corruption, never folded. */
-function checkedLog(transitions: StoredTransition[], operationId: string): StoredTransition[] {
-  for (const stored of transitions) {
-    const problem = transitionProblem(stored.transition);
-    if (problem !== undefined) throw new AdapterError('unavailable', `operation ${operationId} revision ${stored.revision} fails its schema: ${problem}`);
-  }
-  return transitions;
-}
-
-export function storeError(failure: StoreFailure | { kind: string; description: string }, stage: string): AdapterError {
-  const kind = failure.kind === 'not-found' ? 'unavailable' : failure.kind;
-  return new AdapterError(kind as AdapterError['kind'], `${stage}: ${failure.description}`);
 }

@@ -1,6 +1,6 @@
 /** What the coordinator's parts share: its dependencies, the per-operation entry, and the commit loop. */
 import type { BundleRegistry, CompiledInteraction } from '../contract/bundle.js';
-import type { RuntimeContext, WaitFor } from '../contract/types.js';
+import type { RuntimeContext } from '../contract/types.js';
 import type { Transition } from '../events/types.js';
 import type { OperationRecord } from '../projections/record.js';
 import type { Directory, PresenceSource } from '../adapters/directory/types.js';
@@ -10,7 +10,8 @@ import type { EventStore } from '../adapters/store/types.js';
 import type { StreamContinuity, Subscription, Transport } from '../adapters/transport/types.js';
 import type { PublisherVerifier } from '../adapters/verification/subject.js';
 import type { ManifestSource } from '../adapters/manifest/types.js';
-import type { Clock, TimerHandle } from './clock.js';
+import type { Clock } from '../contract/clock.js';
+import { newStream, type Stream } from '../kernel/kernel.js';
 import type { Metrics } from './metrics.js';
 import type { BudgetOverrides, Budgets, LogSize } from './log-budget.js';
 
@@ -69,19 +70,12 @@ export interface Caller {
   senderPeerId: string | null;
 }
 
-export interface Waiter {
-  boundary: WaitFor;
-  resolve: () => void;
-}
-
-/** One operation in memory: the fold of its stream, its serial work queue, waiters and due timer. */
-export interface OpEntry {
-  record: OperationRecord;
+/**
+ * One operation in memory: the kernel's stream (the fold of its log, its serial queue, waiters,
+ * due timer and known revisions) with what the operation's runtime keeps beside it.
+ */
+export interface OpEntry extends Stream<OperationRecord> {
   interaction: CompiledInteraction;
-  queue: Promise<unknown>;
-  waiters: Set<Waiter>;
-  dueTimer: TimerHandle | undefined;
-  dueAtMs: number | undefined;
   /**
    * Publication ids this process committed to its outbox and has not yet handed to the transport.
    * Process-local knowledge: empty after a restart, when "never sent" cannot be known.
@@ -91,17 +85,12 @@ export interface OpEntry {
   arrivals: Arrival[];
   /** A drain of `arrivals` is queued. */
   drainQueued: boolean;
-  /**
-   * Revisions of the operation's stream this process has applied or read. A store notice of any
-   * other revision means another coordinator appended: the record is read again.
-   */
-  known: Set<string>;
   /** What the operation's log holds: the budgets (log-budget.ts) are checked against it before each append. */
   log: LogSize;
 }
 
 export function newEntry(record: OperationRecord, interaction: CompiledInteraction): OpEntry {
-  return { record, interaction, queue: Promise.resolve(), waiters: new Set(), dueTimer: undefined, dueAtMs: undefined, unsent: new Set(), arrivals: [], drainQueued: false, known: new Set([record.revision]), log: { transitions: 0, bytes: 0 } };
+  return { ...newStream(record.operationId, record, record.revision), interaction, unsent: new Set(), arrivals: [], drainQueued: false, log: { transitions: 0, bytes: 0 } };
 }
 
 /**

@@ -16,7 +16,8 @@ import { limits } from '../contract/limits.js';
 import type { Transition } from '../events/types.js';
 import { checkCancelResult, checkClaimMessage, checkResultMessage } from '../events/wire-schemas.js';
 import type { CancelResult, ClaimMessage, ResultMessage } from '../events/wire.js';
-import { decideCancelResult, decideClaim, decideOversizedResult, decideResult, openEndedMs, type PeerCommand, type ResultCommand } from '../machines/decide.js';
+import { decideCancelResult, decideClaim, decideOversizedResult, decideResult, openEndedMs, type PeerCommand, type ResultCommand } from '../domain/decide.js';
+import { isSettled } from '../machines/index.js';
 import { findBranch, type OperationRecord } from '../projections/record.js';
 import { parseSubject, subjectFor, type ParsedSubject } from '../adapters/transport/subjects.js';
 import type { InboundMessage } from '../adapters/transport/types.js';
@@ -75,7 +76,7 @@ export async function onPeerMessage(host: RuntimeHost, namespace: string, intera
   // The result budget is checked here, before the queue: an oversized result is a recorded
   // rejection (within rejectionsRecordedMax) and nothing of it is decided or stored.
   const oversized = kind === 'result' ? oversizedDetail(host, message as ResultMessage) : undefined;
-  if (oversized && entry.record.phase === 'settled') return drop(host, inbound, 'oversized');
+  if (oversized && isSettled(entry.record.phase)) return drop(host, inbound, 'oversized');
   if (!oversized && kind === 'result' && answeredWhenSettled(host, entry, inbound, parsed, message as ResultMessage)) return inbound.ack();
   const weightBytes = oversized ? rejectionWeightBytes : inbound.data.byteLength;
   const verdict: Verdict = { authorizationExpired: undefined };
@@ -128,7 +129,7 @@ function oversizedDetail(host: RuntimeHost, message: ResultMessage): { bytes: nu
  */
 function answeredWhenSettled(host: RuntimeHost, entry: OpEntry, inbound: InboundMessage, parsed: ParsedSubject, message: ResultMessage): boolean {
   const record = entry.record;
-  if (record.phase !== 'settled') return false;
+  if (!isSettled(record.phase)) return false;
   const publisherProblem = verify(host, record, inbound.subject, parsed, message);
   // Nothing answered here is taken on an authorization (a settled record takes no transition).
   const command: ResultCommand = { subject: inbound.subject, subjectPeerId: parsed.peerId, publisherProblem, authorizationProblem: undefined, authorizedUntilMs: openEndedMs, message, nowMs: host.deps.clock.nowMs() };

@@ -5,7 +5,8 @@
  * `unknown` stays pending reconciliation: it is republished later with the same identity.
  */
 import { publicationId } from '../contract/ids.js';
-import { decideCancelDispatched, decideCancelWithdrawn, decideDispatchRecorded, decideRevocations, type Receipt } from '../machines/decide.js';
+import { decideCancelDispatched, decideCancelWithdrawn, decideDispatchRecorded, decideRevocations, type Receipt } from '../domain/decide.js';
+import { isCancelling, isClaimed } from '../machines/index.js';
 import { branchList, type BranchRecord, type OperationRecord } from '../projections/record.js';
 import { encodeWire, headers, type CancelRequest, type RequestMessage } from '../events/wire.js';
 import { subjectFor } from '../adapters/transport/subjects.js';
@@ -23,7 +24,7 @@ function contextOf(host: RuntimeHost, record: OperationRecord) {
 export async function dispatchRequests(host: RuntimeHost, entry: OpEntry): Promise<void> {
   const record = entry.record;
   if (record.decision !== null) return;
-  const pending = branchList(record).filter((b) => (b.state === 'assigned' || b.state === 'dispatched') && (b.outbox.receipt === 'pending' || b.outbox.receipt === 'unknown'));
+  const pending = branchList(record).filter((b) => isClaimed(b.state) && (b.outbox.receipt === 'pending' || b.outbox.receipt === 'unknown'));
   if (pending.length === 0) return;
   try {
     // Results and claims come back on paths that must exist before any request goes out.
@@ -101,7 +102,7 @@ async function publishRequest(host: RuntimeHost, record: OperationRecord, branch
 /** Cooperative cancellation: persisted in the closing transition, reauthorized, published with its attempt and fence. */
 export async function dispatchCancels(host: RuntimeHost, entry: OpEntry): Promise<void> {
   const record = entry.record;
-  const waiting = branchList(record).filter((b) => b.state === 'cancelling' && b.cancel !== null && (b.cancel.receipt === 'pending' || b.cancel.receipt === 'unknown'));
+  const waiting = branchList(record).filter((b) => isCancelling(b.state) && b.cancel !== null && (b.cancel.receipt === 'pending' || b.cancel.receipt === 'unknown'));
   // A request this process never handed to the transport cannot be running: withdraw, do not send.
   const neverSent = waiting.filter((b) => b.outbox.attempt === b.cancel!.attempt && entry.unsent.has(b.outbox.publicationId));
   if (neverSent.length > 0) await host.commitDecided(entry, (current) => decideCancelWithdrawn(current, neverSent.map((b) => b.branchId), host.deps.clock.nowMs()));

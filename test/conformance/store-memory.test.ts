@@ -1,5 +1,5 @@
 import { MemoryEventStore } from '../../src/adapters/store/memory.js';
-import { VirtualClock } from '../../src/runtime/clock.js';
+import { VirtualClock } from '../../src/contract/clock.js';
 import { storeConformance } from './store.js';
 
 storeConformance('memory', async (options = {}) => {

@@ -7,7 +7,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import fc from 'fast-check';
-import { appliesOnFold } from '../../src/adapters/store/guard.js';
+import { appliesOnFold } from '../../src/events/guard.js';
 import { advance, answerOnFold, foldPoint, noAppliedYetMs, type FoldPoint } from '../../src/adapters/store/on-fold.js';
 import { makeTransition } from './store.js';
 

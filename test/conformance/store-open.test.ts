@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import { test } from 'node:test';
 import { AdapterError } from '../../src/contract/errors.js';
 import { openStore } from '../../src/adapters/store/open.js';
-import { VirtualClock } from '../../src/runtime/clock.js';
+import { VirtualClock } from '../../src/contract/clock.js';
 import { startJetStreamServer } from '../support/jetstream-server.js';
 
 process.env.PATH = `${process.env.PATH ?? ''}:/usr/sbin`;

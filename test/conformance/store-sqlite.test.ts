@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { test } from 'node:test';
 import Database from 'better-sqlite3';
 import { SqliteEventStore } from '../../src/adapters/store/sqlite.js';
-import { VirtualClock } from '../../src/runtime/clock.js';
+import { VirtualClock } from '../../src/contract/clock.js';
 import { ForkedSqliteClient } from '../support/forked-sqlite.js';
 import { expectOk, makeTransition, newOperationId, storeConformance, type StoreFactory } from './store.js';
 

@@ -11,7 +11,7 @@ import { describe, it } from 'node:test';
 import fc from 'fast-check';
 import type { DomainEvent, StoredTransition, TimeGuard, Transition } from '../../src/events/types.js';
 import type { JsonValue } from '../../src/contract/json.js';
-import { appliesOnFold, guardAdmits } from '../../src/adapters/store/guard.js';
+import { appliesOnFold, guardAdmits } from '../../src/events/guard.js';
 import { storedTransitionProblem } from '../../src/adapters/store/codec.js';
 import type { AppendOutcome, EventStore, ReadOutcome, StoreLimits } from '../../src/adapters/store/types.js';
 import { limits } from '../../src/contract/limits.js';

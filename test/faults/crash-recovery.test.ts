@@ -34,7 +34,7 @@ import type { StoredTransition } from '../../src/events/types.js';
 import { openStore } from '../../src/adapters/store/open.js';
 import { SqliteEffectSink, type AppliedEffect } from '../../src/peer/sqlite-effect-sink.js';
 import { applyStored, fold, machineSteps, type OperationRecord } from '../../src/projections/record.js';
-import { SystemClock } from '../../src/runtime/clock.js';
+import { SystemClock } from '../../src/contract/clock.js';
 import { seededRandom, type Random } from '../../src/runtime/random.js';
 import { startJetStreamServer } from '../support/jetstream-server.js';
 import { CrashChild } from '../support/crash-harness.js';

@@ -14,7 +14,7 @@ import { Agent, request } from 'undici';
 import { operationId as deriveOperationId } from '../../src/contract/ids.js';
 import { describeErrors } from '../../src/contract/validation.js';
 import { checkErrorShape, checkResultShape } from '../../src/http/schemas.js';
-import { SystemClock } from '../../src/runtime/clock.js';
+import { SystemClock } from '../../src/contract/clock.js';
 import { buildDeployment, readDeploymentConfig } from '../../src/deployment/config.js';
 import { requestBody, writeHttpFixture, type HttpFixture } from '../support/http-fixtures.js';
 import { startServe, type ServeProcess } from '../support/http-server.js';

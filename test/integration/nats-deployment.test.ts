@@ -19,7 +19,7 @@ import type { JsonObject } from '../../src/contract/json.js';
 import { msToNanos } from '../../src/adapters/transport/nats-codec.js';
 import { connectNats, NatsTransport } from '../../src/adapters/transport/nats.js';
 import { coordinatorConsumerName, durableStreamNames, inboxPrefixFor, peerConsumerFilter, peerConsumerName } from '../../src/adapters/transport/nats-names.js';
-import { SystemClock } from '../../src/runtime/clock.js';
+import { SystemClock } from '../../src/contract/clock.js';
 import { fold } from '../../src/projections/record.js';
 import { buildDeployment, parseDeploymentConfig, readDeploymentConfig } from '../../src/deployment/config.js';
 import type { RunningDeployment } from '../../src/deployment/types.js';

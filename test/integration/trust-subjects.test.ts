@@ -18,7 +18,7 @@ import type { JsonObject } from '../../src/contract/json.js';
 import { connectNats, type NatsConnection } from '../../src/adapters/transport/nats.js';
 import { inboxPrefixFor } from '../../src/adapters/transport/nats-names.js';
 import { subjectFor, type SubjectKind } from '../../src/adapters/transport/subjects.js';
-import { SystemClock } from '../../src/runtime/clock.js';
+import { SystemClock } from '../../src/contract/clock.js';
 import { buildDeployment, parseDeploymentConfig } from '../../src/deployment/config.js';
 import type { RunningDeployment } from '../../src/deployment/types.js';
 import { natsPrincipalPlan, passwordVariableOf } from '../../src/deployment/nats/permissions.js';

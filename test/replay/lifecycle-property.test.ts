@@ -13,7 +13,7 @@ import { peerIds } from '../../src/deployment/examples.js';
 import { encodeWire } from '../../src/events/wire.js';
 import { subjectFor } from '../../src/adapters/transport/subjects.js';
 import { peerBusPermissions } from '../../src/deployment/embedded.js';
-import { flushMicrotasks } from '../../src/runtime/clock.js';
+import { flushMicrotasks } from '../../src/contract/clock.js';
 import type { DomainEvent } from '../../src/events/types.js';
 import type { JsonObject } from '../../src/contract/json.js';
 

@@ -28,7 +28,7 @@ import type { EventStore } from '../../src/adapters/store/types.js';
 import type { EffectKey, EffectSink } from '../../src/peer/effect-sink.js';
 import type { Handler } from '../../src/peer/peer.js';
 import { SqliteEffectSink } from '../../src/peer/sqlite-effect-sink.js';
-import { SystemClock } from '../../src/runtime/clock.js';
+import { SystemClock } from '../../src/contract/clock.js';
 import { createEmbedded, type Embedded } from '../../src/deployment/embedded.js';
 import { crashBundle, crashCaller, crashPeers, crashPlan, verdictOf, workMs, type PlannedInvocation, type Verdict } from './crash-plan.js';
 

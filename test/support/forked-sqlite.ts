@@ -6,7 +6,7 @@ import { fork, type ChildProcess } from 'node:child_process';
 import { extname } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { Transition } from '../../src/events/types.js';
-import type { Clock } from '../../src/runtime/clock.js';
+import type { Clock } from '../../src/contract/clock.js';
 import type { AppendListener, AppendOutcome, EventStore, ReadOutcome, RevisionListener, StoreFailure, StoreLimits } from '../../src/adapters/store/types.js';
 import type { ChildReply, ChildRequest } from './sqlite-child.js';
 

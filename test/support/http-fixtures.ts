@@ -11,7 +11,7 @@ import { loadBundle } from '../../src/contract/bundle.js';
 import type { JsonObject } from '../../src/contract/json.js';
 import type { ContractRef } from '../../src/contract/types.js';
 import { reviewBundle } from '../../src/deployment/examples.js';
-import { SystemClock, type Clock } from '../../src/runtime/clock.js';
+import { SystemClock, type Clock } from '../../src/contract/clock.js';
 import { buildDeployment, readDeploymentConfig } from '../../src/deployment/config.js';
 import type { RunningDeployment } from '../../src/deployment/types.js';
 import { createHttpApp, type HttpApp } from '../../src/http/app.js';

@@ -26,7 +26,7 @@ import { JetStreamEventStore } from '../../src/adapters/store/jetstream.js';
 import { SqliteEventStore } from '../../src/adapters/store/sqlite.js';
 import { durableStreamNames, inboxPrefixFor } from '../../src/adapters/transport/nats-names.js';
 import { connectNats, NatsTransport, type DurableConfig, type NatsConnection } from '../../src/adapters/transport/nats.js';
-import { SystemClock } from '../../src/runtime/clock.js';
+import { SystemClock } from '../../src/contract/clock.js';
 import { commandTimeoutMs, sendCommand, type CommandReply } from '../../src/nats-api/commands.js';
 import type { NatsDurableSettings } from '../../src/deployment/types.js';
 import { natsDurableDefaults } from '../../src/deployment/nats/settings.js';

@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import { after } from 'node:test';
 import { SqliteEventStore } from '../../src/adapters/store/sqlite.js';
 import type { JsonObject, JsonValue } from '../../src/contract/json.js';
-import { VirtualClock, flushMicrotasks } from '../../src/runtime/clock.js';
+import { VirtualClock, flushMicrotasks } from '../../src/contract/clock.js';
 import { createEmbedded, peerBusPermissions, type Embedded, type EmbeddedOptions } from '../../src/deployment/embedded.js';
 import { peerIds, reviewBundle } from '../../src/deployment/examples.js';
 import { fold } from '../../src/projections/record.js';

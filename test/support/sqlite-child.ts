@@ -8,7 +8,7 @@
  */
 import { SqliteEventStore } from '../../src/adapters/store/sqlite.js';
 import type { StoreLimits } from '../../src/adapters/store/types.js';
-import { VirtualClock } from '../../src/runtime/clock.js';
+import { VirtualClock } from '../../src/contract/clock.js';
 
 export interface ChildRequest {
   id: number;

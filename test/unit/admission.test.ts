@@ -11,7 +11,7 @@ import { operationId } from '../../src/contract/ids.js';
 import { limits } from '../../src/contract/limits.js';
 import { peerIds, reviewBundle } from '../../src/deployment/examples.js';
 import { createEmbedded } from '../../src/deployment/embedded.js';
-import { VirtualClock, flushMicrotasks } from '../../src/runtime/clock.js';
+import { VirtualClock, flushMicrotasks } from '../../src/contract/clock.js';
 import type { JsonObject } from '../../src/contract/json.js';
 import type { OperationAdmitted, Transition } from '../../src/events/types.js';
 import type { EventStore } from '../../src/adapters/store/types.js';
@@ -90,7 +90,7 @@ test('every included peer is authorized; a denied peer fails closed and is not a
 test('an unavailable authorization decision fails closed and creates nothing', async () => {
   const s = await scenario();
   const broken = { authorize: async () => { throw new AdapterError('unavailable', 'policy service down'); } };
-  (s.coordinator as unknown as { deps: { policy: unknown } }).deps.policy = broken;
+  s.coordinator.deps.policy = broken;
   await assert.rejects(s.invoke('k'), rejects('unavailable'));
   const ids = [];
   for await (const id of s.store.operationIds()) ids.push(id);
@@ -163,10 +163,10 @@ test('a duplicate key another coordinator admitted is found through the store: s
   const s = await scenario();
   const first = await s.invoke('k');
   // A second coordinator on the same store has no cached entry: its create conflicts and it reads.
-  (s.coordinator as unknown as { ops: Map<string, unknown> }).ops.clear();
+  s.coordinator.kernel.clear();
   const again = await s.invoke('k');
   assert.deepEqual([again.created, again.result.operationId], [false, first.result.operationId]);
-  (s.coordinator as unknown as { ops: Map<string, unknown> }).ops.clear();
+  s.coordinator.kernel.clear();
   await assert.rejects(s.invoke('k', { document: 'other' }), rejects('conflict'));
   const events = await s.events(first.result.operationId);
   assert.equal(events.filter((e) => e.type === 'operation-admitted').length, 1);
@@ -176,7 +176,7 @@ test('a retry of an admitted key returns its operation even where a new admissio
   const s = await scenario();
   const first = await s.invoke('k');
   s.policy.revoke({ principalId: 'svc-a' });
-  (s.coordinator as unknown as { ops: Map<string, unknown> }).ops.clear();
+  s.coordinator.kernel.clear();
   const again = await s.invoke('k');
   assert.deepEqual([again.created, again.result.operationId], [false, first.result.operationId]);
   await assert.rejects(s.invoke('new-key'), rejects('denied'));
@@ -198,7 +198,7 @@ test('the recorded invocation identity is compared in full: a reused key naming 
   assert.equal(sealed.created, true);
   // Held in this coordinator's cache, and found through the store by a coordinator that never saw it.
   await assert.rejects(invoke('review'), (error: unknown) => rejects('conflict')(error) && /interaction \("sealed"\)/.test((error as AdapterError).description ?? ''));
-  (e.coordinator as unknown as { ops: Map<string, unknown> }).ops.clear();
+  e.coordinator.kernel.clear();
   await assert.rejects(invoke('review'), rejects('conflict'));
   const again = await invoke('sealed');
   assert.deepEqual([again.created, again.result.operationId, again.result.interaction], [false, sealed.result.operationId, 'sealed']);
@@ -210,7 +210,7 @@ test('no sends occur before successful creation', async () => {
     create: async () => ({ kind: 'unavailable' as const, description: 'disk gone' }),
     read: async () => ({ kind: 'not-found' as const, description: 'none' }),
   });
-  (s.coordinator as unknown as { deps: { store: EventStore } }).deps.store = failing;
+  s.coordinator.deps.store = failing;
   await assert.rejects(s.invoke('k'), rejects('unavailable'));
   assert.equal(s.bus.stats.published, 0);
 });
@@ -248,7 +248,7 @@ function hung<T>(): { call: () => Promise<T>; answer: (value: T) => void; calls:
 for (const which of ['directory', 'policy', 'manifest source'] as const) {
   test(`admission has a fixed 10000 ms budget: a hung ${which} cannot admit work later, the budget ends the wait and nothing is created`, async () => {
     const s = await scenario(which === 'manifest source' ? { review: { delivery: 'gather' }, embedded: { manifests: { 'lab.review/review': [{ branchId: 'b1', peerId: 'alfa' }] } } } : {});
-    const deps = (s.coordinator as unknown as { deps: { directory: Directory; policy: { authorize: unknown }; manifests?: { gather: unknown } } }).deps;
+    const deps = s.coordinator.deps;
     const directory = hung<{ peers: string[]; revision: string }>();
     const policy = hung<{ allowed: boolean; revision: string; expiresAtMs: number }>();
     const manifest = hung<{ branches: { branchId: string; peerId: string }[]; revision: string }>();
@@ -282,10 +282,10 @@ test('a resolver that answers at the end of the admission budget cannot admit wo
       return { peers: ['alfa', 'bravo', 'charlie'], revision: 'r1' };
     },
   };
-  (s.coordinator as unknown as { deps: { directory: Directory } }).deps.directory = slow;
+  s.coordinator.deps.directory = slow;
   // A store that would take the commit at any instant: only the runtime's budget can refuse it.
   const unguarded = Object.assign(Object.create(s.store) as EventStore, { create: (id: string, t: Transition) => s.store.create(id, { ...t, timeGuard: { notBeforeMs: t.timeGuard.notBeforeMs, notAfterMs: Number.MAX_SAFE_INTEGER } }) });
-  (s.coordinator as unknown as { deps: { store: EventStore } }).deps.store = unguarded;
+  s.coordinator.deps.store = unguarded;
   await assert.rejects(s.invoke('k'), rejects('expired'));
   assert.equal(await operationCount(s), 0);
   assert.equal(s.bus.stats.published, 0);
@@ -300,7 +300,7 @@ test('a resolver revision change during the snapshot check restarts admission wi
       return calls <= 1 ? { peers: ['alfa', 'bravo', 'charlie'], revision: 'r1' } : { peers: ['alfa', 'bravo', 'charlie', 'delta'], revision: 'r2' };
     },
   };
-  (s.coordinator as unknown as { deps: { directory: Directory } }).deps.directory = moving;
+  s.coordinator.deps.directory = moving;
   const { result } = await s.invoke('k');
   const admitted = await admittedEvent(s, result.operationId);
   assert.equal(admitted.revisions.directory, 'r2');
@@ -324,12 +324,11 @@ test('at admission every branch has its initial assignment with attempt and fenc
 test('result subscriptions are established before any request is published', async () => {
   const s = await scenario();
   const order: string[] = [];
-  // eslint-disable-next-line @typescript-eslint/no-unsafe-function-type -- only passed through to the wrapped transport
-  const transport = (s.coordinator as unknown as { deps: { transport: { subscribe: Function; publish: Function } } }).deps.transport;
+  const transport = s.coordinator.deps.transport;
   const subscribe = transport.subscribe.bind(transport);
   const publish = transport.publish.bind(transport);
-  transport.subscribe = (...args: unknown[]) => (order.push('subscribe'), subscribe(...args));
-  transport.publish = (...args: unknown[]) => (order.push('publish'), publish(...args));
+  transport.subscribe = (...args: Parameters<typeof subscribe>) => (order.push('subscribe'), subscribe(...args));
+  transport.publish = (...args: Parameters<typeof publish>) => (order.push('publish'), publish(...args));
   await s.invoke('k');
   await s.settle();
   assert.equal(order[0], 'subscribe');
@@ -353,7 +352,7 @@ test('before admission the context deadline is null; after, it is the recorded d
   const seen: (number | null)[] = [];
   const policy = s.policy;
   const wrapped = { authorize: (input: Parameters<typeof policy.authorize>[0]) => (seen.push(input.context.deadlineMs), policy.authorize(input)) };
-  (s.coordinator as unknown as { deps: { policy: unknown } }).deps.policy = wrapped;
+  s.coordinator.deps.policy = wrapped;
   const { result } = await s.invoke('k');
   await s.settle();
   assert.equal(seen[0], null);
@@ -371,8 +370,8 @@ test('authorization attempts outside 1..16 are invalid input', async () => {
 test('memory-mode idempotency is process-local: a fresh store does not know an earlier operation', async () => {
   const s = await scenario();
   const { result } = await s.invoke('k');
-  (s.coordinator as unknown as { ops: Map<string, unknown> }).ops.clear();
-  (s.coordinator as unknown as { deps: { store: EventStore } }).deps.store = new MemoryEventStore({ clock: s.clock });
+  s.coordinator.kernel.clear();
+  s.coordinator.deps.store = new MemoryEventStore({ clock: s.clock });
   await assert.rejects(s.get(result.operationId), (e) => e instanceof AdapterError && /no operation/.test(e.message));
 });
 
@@ -388,7 +387,7 @@ test('the admission stream starts with exactly one operation-admitted transition
 test('provider capacity refusal rejects admission without sending any branch', async () => {
   const s = await scenario();
   const full = new MemoryEventStore({ clock: s.clock, limits: { operationsMax: 1 } });
-  (s.coordinator as unknown as { deps: { store: EventStore } }).deps.store = full;
+  s.coordinator.deps.store = full;
   await s.invoke('first');
   await s.settle();
   const sent = s.bus.stats.published;
@@ -416,7 +415,7 @@ test('outbox wire values that depend on the admission timestamp are materialized
 
 test('failure to establish the result path sends nothing and the deadline closes the operation', async () => {
   const s = await scenario();
-  const transport = (s.coordinator as unknown as { deps: { transport: { subscribe: () => Promise<never> } } }).deps.transport;
+  const transport = s.coordinator.deps.transport;
   transport.subscribe = async () => {
     throw new AdapterError('unavailable', 'subscription refused');
   };
@@ -441,7 +440,7 @@ test('authorization validity must cover the guarded admission transition', async
       return s.store.create(id, t);
     },
   });
-  (s.coordinator as unknown as { deps: { store: EventStore } }).deps.store = slow;
+  s.coordinator.deps.store = slow;
   const startMs = s.clock.nowMs();
   // Every decision expires at startMs + ttlMs: a commit at that instant is outside its validity.
   await assert.rejects(s.invoke('late'), rejects('expired'));
@@ -464,7 +463,7 @@ test('the invoke decision\'s validity also covers the admission commit', async (
   };
   const guards: number[] = [];
   const spy = Object.assign(Object.create(s.store) as EventStore, { create: (id: string, t: Transition) => (guards.push(t.timeGuard.notAfterMs), s.store.create(id, t)) });
-  (s.coordinator as unknown as { deps: { store: EventStore } }).deps.store = spy;
+  s.coordinator.deps.store = spy;
   await s.invoke('k');
   assert.deepEqual(guards, [s.clock.nowMs() + 7]);
 });

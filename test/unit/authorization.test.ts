@@ -12,7 +12,7 @@ import type { DomainEvent } from '../../src/events/types.js';
 import { encodeWire, type ClaimMessage } from '../../src/events/wire.js';
 import { subjectFor } from '../../src/adapters/transport/subjects.js';
 import { peerBusPermissions } from '../../src/deployment/embedded.js';
-import { flushMicrotasks } from '../../src/runtime/clock.js';
+import { flushMicrotasks } from '../../src/contract/clock.js';
 import { AdapterError } from '../../src/contract/errors.js';
 import { decisionAt } from '../../src/contract/authorization.js';
 import type { AuthorizationInput } from '../../src/adapters/policy/types.js';
@@ -199,7 +199,7 @@ function slowAppendWhen(s: Scenario, matches: (t: Transition) => boolean, atMs: 
       return store.append(id, revision, t);
     },
   });
-  (s.coordinator as unknown as { deps: { store: EventStore } }).deps.store = slow;
+  s.coordinator.deps.store = slow;
   return { guards };
 }
 

@@ -10,13 +10,12 @@ import { scenario, answers, type Scenario } from '../support/scenario.js';
 import { AdapterError } from '../../src/contract/errors.js';
 import { SubjectNamespaceVerifier, type NamespaceAttestation } from '../../src/adapters/verification/subject.js';
 import { MemoryEffectSink } from '../../src/peer/effect-sink.js';
-import type { Transport } from '../../src/adapters/transport/types.js';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { buildDeployment, parseDeploymentConfig } from '../../src/deployment/config.js';
 import { reviewBundle } from '../../src/deployment/examples.js';
-import { VirtualClock } from '../../src/runtime/clock.js';
+import { VirtualClock } from '../../src/contract/clock.js';
 import { minimalServeConfig } from '../support/config-fixtures.js';
 
 const unsupported = (pattern: RegExp) => (error: unknown) => error instanceof AdapterError && error.kind === 'unsupported' && pattern.test(error.message);
@@ -28,7 +27,7 @@ async function nothingCreated(s: Scenario): Promise<void> {
   assert.equal(s.bus.stats.published, 0);
 }
 
-const deps = (s: Scenario) => (s.coordinator as unknown as { deps: { verifier: unknown; transport: Transport; effectFencing?: () => boolean } }).deps;
+const deps = (s: Scenario) => s.coordinator.deps;
 
 const unverifiable: [string, NamespaceAttestation, RegExp][] = [
   ['not attested as peer-exclusive', { namespace: 'demo.v1.lab', exclusivePeerPublishers: false }, /not attested as peer-exclusive/],
@@ -51,7 +50,7 @@ test('an operation admitted before its namespace lost verification is still retu
   const s = await scenario();
   const first = await s.invoke('k');
   deps(s).verifier = new SubjectNamespaceVerifier([{ namespace: 'demo.v1.lab', exclusivePeerPublishers: false }]);
-  (s.coordinator as unknown as { ops: Map<string, unknown> }).ops.clear();
+  s.coordinator.kernel.clear();
   const again = await s.invoke('k');
   assert.deepEqual([again.created, again.result.operationId], [false, first.result.operationId]);
   await assert.rejects(s.invoke('other'), unsupported(/peer-exclusive/));

@@ -7,14 +7,12 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import fc from 'fast-check';
-import { decideTogether } from '../../src/machines/decide.js';
+import { decideTogether } from '../../src/domain/decide.js';
 import type { Transition } from '../../src/events/types.js';
 import type { OperationRecord } from '../../src/projections/record.js';
 import { couldClose } from '../../src/projections/decision.js';
 import { scenario, types } from '../support/scenario.js';
 import { receiptLingerMs, reconcileAfterMs } from '../../src/runtime/outbox.js';
-import type { Transport } from '../../src/adapters/transport/types.js';
-import type { EventStore } from '../../src/adapters/store/types.js';
 import type { JsonObject } from '../../src/contract/json.js';
 
 const approve = { verdict: 'approve' };
@@ -73,7 +71,7 @@ test('decideTogether: the guard is the intersection of the commands\' guards; wi
 
 test('storage receipts wait for company; one whose lone commit fails is republished under the same identity and recorded', async () => {
   const s = await scenario({ peers: 3 });
-  const deps = (s.coordinator as unknown as { deps: { transport: Transport; store: EventStore } }).deps;
+  const deps = s.coordinator.deps;
   // Durable receipts on the in-process bus: every request publication answers `stored`.
   const published: string[] = [];
   const transport = deps.transport;

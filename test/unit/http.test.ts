@@ -15,7 +15,7 @@ import { describeErrors } from '../../src/contract/validation.js';
 import { effectiveBoundary } from '../../src/http/wait.js';
 import { buildDeployment, parseDeploymentConfig } from '../../src/deployment/config.js';
 import { createEmbedded } from '../../src/deployment/embedded.js';
-import { SystemClock } from '../../src/runtime/clock.js';
+import { SystemClock } from '../../src/contract/clock.js';
 import { buildFixtureApp, fixtureBundle, requestBody, storedOperationIds, writeHttpFixture, type HttpFixture } from '../support/http-fixtures.js';
 import { minimalServeConfig } from '../support/config-fixtures.js';
 

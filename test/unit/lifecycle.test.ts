@@ -12,8 +12,7 @@ import { subjectFor } from '../../src/adapters/transport/subjects.js';
 import { peerBusPermissions } from '../../src/deployment/embedded.js';
 import { MemoryEffectSink } from '../../src/peer/effect-sink.js';
 import { AdapterError } from '../../src/contract/errors.js';
-import { flushMicrotasks } from '../../src/runtime/clock.js';
-import type { Transport } from '../../src/adapters/transport/types.js';
+import { flushMicrotasks } from '../../src/contract/clock.js';
 
 const of = <T extends DomainEvent['type']>(events: DomainEvent[], type: T) => events.filter((e): e is Extract<DomainEvent, { type: T }> => e.type === type);
 
@@ -53,7 +52,7 @@ test('initial selection and reassignment are persisted before sending', async ()
   const store = s.store;
   const append = store.append.bind(store);
   store.append = async (id, rev, t) => (order.push(...t.events.map((e) => `append:${e.type}`)), append(id, rev, t));
-  const transport = (s.coordinator as unknown as { deps: { transport: Transport } }).deps.transport;
+  const transport = s.coordinator.deps.transport;
   const publish = transport.publish.bind(transport);
   transport.publish = async (subject, data, o) => (order.push(`publish:${subject.split('.').pop()}`), publish(subject, data, o));
   await s.invoke('k');
@@ -171,7 +170,7 @@ test('attempt counts are finite: a branch fails when its attempt budget is spent
 
 test('a transport retry after an uncertain send is not an application retry: same attempt, same publication ID', async () => {
   const s = await scenario({ peers: 1, review: { completion: { mode: 'first-success' } } });
-  const transport = (s.coordinator as unknown as { deps: { transport: Transport } }).deps.transport;
+  const transport = s.coordinator.deps.transport;
   const publish = transport.publish.bind(transport);
   const ids: (string | undefined)[] = [];
   transport.publish = async (subject, data, o) => {
@@ -319,7 +318,7 @@ void types;
 test('gather manifests come from the deployment’s authenticated manifest source, each peer authorized', async () => {
   const { StaticManifestSource } = await import('../../src/adapters/manifest/static.js');
   const s = await scenario({ peers: 3, review: { delivery: 'gather', completion: { mode: 'all-successful' } } });
-  (s.coordinator as unknown as { deps: { manifests: unknown } }).deps.manifests = new StaticManifestSource({ 'lab.review/review': [{ branchId: 'doc-1', peerId: 'alfa' }, { branchId: 'doc-2', peerId: 'alfa' }, { branchId: 'doc-3', peerId: 'charlie' }] }, 'm7');
+  s.coordinator.deps.manifests = new StaticManifestSource({ 'lab.review/review': [{ branchId: 'doc-1', peerId: 'alfa' }, { branchId: 'doc-2', peerId: 'alfa' }, { branchId: 'doc-3', peerId: 'charlie' }] }, 'm7');
   const { result } = await s.invoke('k');
   assert.deepEqual(result.branches.map((b) => [b.branchId, b.peerId]), [['doc-1', 'alfa'], ['doc-2', 'alfa'], ['doc-3', 'charlie']]);
   const admitted = (await s.events(result.operationId))[0] as Extract<DomainEvent, { type: 'operation-admitted' }>;
@@ -345,7 +344,7 @@ test('gather without a configured manifest source is unsupported, before anythin
 test('a gathered peer that is not authorized makes the admission denied', async () => {
   const { StaticManifestSource } = await import('../../src/adapters/manifest/static.js');
   const s = await scenario({ peers: 2, review: { delivery: 'gather' }, embedded: { rules: [{ effect: 'allow' }, { effect: 'deny', peers: ['zulu'] }] } });
-  (s.coordinator as unknown as { deps: { manifests: unknown } }).deps.manifests = new StaticManifestSource({ 'lab.review/review': [{ branchId: 'b1', peerId: 'alfa' }, { branchId: 'b2', peerId: 'zulu' }] });
+  s.coordinator.deps.manifests = new StaticManifestSource({ 'lab.review/review': [{ branchId: 'b1', peerId: 'alfa' }, { branchId: 'b2', peerId: 'zulu' }] });
   await assert.rejects(s.invoke('k'), (e) => e instanceof AdapterError && e.kind === 'denied' && /zulu/.test(e.message));
 });
 

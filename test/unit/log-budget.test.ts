@@ -11,7 +11,7 @@ import type { DomainEvent, Transition } from '../../src/events/types.js';
 import { encodeWire, type ClaimMessage } from '../../src/events/wire.js';
 import { subjectFor } from '../../src/adapters/transport/subjects.js';
 import { peerBusPermissions } from '../../src/deployment/embedded.js';
-import { flushMicrotasks } from '../../src/runtime/clock.js';
+import { flushMicrotasks } from '../../src/contract/clock.js';
 import { limits } from '../../src/contract/limits.js';
 import { isAdapterError } from '../../src/contract/errors.js';
 import { resolveBudgets } from '../../src/runtime/log-budget.js';

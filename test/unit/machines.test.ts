@@ -8,7 +8,9 @@ import { branchEventTypes, branchStates } from '../../src/machines/branch.js';
 import { operationEventTypes, operationStates } from '../../src/machines/operation.js';
 import { stepWithMachine } from '../../src/machines/table.js';
 import { AssertionFailure } from '../../src/contract/errors.js';
-import { stepBranch, stepOperation } from '../../src/machines/index.js';
+import { branchSets, branchStatusOf, isCancelling, isClaimed, isOpenBranch, isRetrying, isSettled, operationSets, stepBranch, stepOperation } from '../../src/machines/index.js';
+import { machineEventTable, machineMoves } from '../../src/machines/mapping.js';
+import { eventSchemas } from '../../src/events/schemas.js';
 
 function agree(machine: Parameters<typeof stepWithMachine>[0], table: ReadonlyMap<string, ReadonlyMap<string, string>>, initial: string, events: readonly string[]) {
   return fc.property(fc.array(fc.constantFrom(...events), { maxLength: 30 }), (sequence) => {
@@ -68,4 +70,26 @@ test('machine implementations are referenced by name and bad names fail to compi
   assert.ok(m);
   // @ts-expect-error an event type the branch machine does not have
   assert.throws(() => stepBranch('assigned', 'EXPLODE'), AssertionFailure);
+});
+
+test('the named state sets are read off the machines: terminal is final, claimed accepts DISPATCHED, retrying REASSIGNED, cancelling CANCEL_STOPPED, settled is where SETTLED leads', () => {
+  const sorted = (set: ReadonlySet<string>) => [...set].sort();
+  assert.deepEqual(sorted(branchSets.terminal), ['cancelled', 'failure', 'indeterminate', 'revoked', 'success']);
+  assert.deepEqual(sorted(branchSets.open), ['assigned', 'cancelling', 'dispatched', 'retrying']);
+  assert.deepEqual(sorted(branchSets.claimed), ['assigned', 'dispatched']);
+  assert.deepEqual(sorted(branchSets.retrying), ['retrying']);
+  assert.deepEqual(sorted(branchSets.cancelling), ['cancelling']);
+  assert.deepEqual(sorted(operationSets.settled), ['settled']);
+  for (const state of branchStates) assert.equal(isOpenBranch(state), branchStatusOf(state) === 'pending', `${state}: open is the profile's pending`);
+  assert.ok(isClaimed('assigned') && !isClaimed('retrying') && isRetrying('retrying') && isCancelling('cancelling') && isSettled('settled') && !isSettled('closed'));
+});
+
+test('the domain-event → machine-event table maps every event kind the event schemas know, and its moves are legal in the machines', () => {
+  const kinds = eventSchemas.map((schema) => (schema as { properties: { type: { const: string } } }).properties.type.const).sort();
+  assert.deepEqual(Object.keys(machineEventTable).sort(), kinds);
+  for (const event of Object.values(machineEventTable)) assert.equal(typeof event, 'function');
+  const view = () => ({ state: 'assigned' as const, attempt: 1, fence: 1 });
+  assert.deepEqual(machineMoves({ type: 'branch-revoked', v: 1, branchId: 'b', attempt: 1, fence: 1, policyRevision: 'p', reason: 'r' }, view), { branches: [{ branchId: 'b', event: 'REVOKED' }] });
+  assert.deepEqual(machineMoves({ type: 'dispatch-recorded', v: 1, branchId: 'b', attempt: 2, fence: 2, receipt: 'stored' }, view), { branches: [] }, 'an older attempt moves nothing');
+  assert.deepEqual(machineMoves({ type: 'settlement-completed', v: 1, status: 'complete' }, view), { operation: 'SETTLED', branches: [] });
 });

@@ -10,7 +10,7 @@ import { isMemoryMode } from '../../src/runtime/mode.js';
 import { SqliteEventStore } from '../../src/adapters/store/sqlite.js';
 import { MemoryEventStore } from '../../src/adapters/store/memory.js';
 import { MemoryBus } from '../../src/adapters/transport/memory.js';
-import { VirtualClock } from '../../src/runtime/clock.js';
+import { VirtualClock } from '../../src/contract/clock.js';
 import type { DomainEvent } from '../../src/events/types.js';
 
 // One peer that takes the request and never answers or renews: its lease ends at +1000 ms.

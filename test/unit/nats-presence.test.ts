@@ -7,7 +7,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import type { ConsumerInfo, JetStreamManager } from '@nats-io/jetstream';
 import { NatsConsumerPresence, presenceOf } from '../../src/adapters/directory/nats-presence.js';
-import { VirtualClock } from '../../src/runtime/clock.js';
+import { VirtualClock } from '../../src/contract/clock.js';
 
 const info = (num_waiting: number, num_pending: number, num_ack_pending: number, consumer_seq: number) => ({ num_waiting, num_pending, num_ack_pending, delivered: { consumer_seq, stream_seq: consumer_seq } });
 

@@ -11,7 +11,6 @@ import { scenario, type Scenario } from '../support/scenario.js';
 import { AdapterError } from '../../src/contract/errors.js';
 import type { OperationAdmitted } from '../../src/events/types.js';
 import type { Directory } from '../../src/adapters/directory/types.js';
-import type { Transport } from '../../src/adapters/transport/types.js';
 
 async function admitted(s: Scenario, operationId: string): Promise<OperationAdmitted> {
   const [first] = await s.events(operationId);
@@ -19,7 +18,7 @@ async function admitted(s: Scenario, operationId: string): Promise<OperationAdmi
   return first as OperationAdmitted;
 }
 
-const deps = (s: Scenario) => (s.coordinator as unknown as { deps: { transport: Transport; directory: Directory } }).deps;
+const deps = (s: Scenario) => s.coordinator.deps;
 
 test('offline exclude: a candidate the directory observed offline is left out at admission, and the observation is recorded with its revision', async () => {
   const s = await scenario({ review: { offline: 'exclude', completion: { mode: 'quorum', count: 2 } } });

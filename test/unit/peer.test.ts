@@ -13,7 +13,7 @@ import type { JsonValue } from '../../src/contract/json.js';
 import { encodeWire, type CancelRequest, type CancelResult, type RequestMessage, type ResultMessage } from '../../src/events/wire.js';
 import type { InboundMessage, Transport } from '../../src/adapters/transport/types.js';
 import { createPeer, type Peer } from '../../src/peer/peer.js';
-import { flushMicrotasks } from '../../src/runtime/clock.js';
+import { flushMicrotasks } from '../../src/contract/clock.js';
 import { peerBusPermissions } from '../../src/deployment/embedded.js';
 
 const namespace = 'demo.v1.lab';

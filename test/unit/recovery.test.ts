@@ -4,13 +4,12 @@
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { VirtualClock } from '../../src/runtime/clock.js';
+import { VirtualClock } from '../../src/contract/clock.js';
 import { createEmbedded } from '../../src/deployment/embedded.js';
 import { peerIds, reviewBundle } from '../../src/deployment/examples.js';
 import { MemoryEventStore } from '../../src/adapters/store/memory.js';
 import type { JsonObject } from '../../src/contract/json.js';
 import { fold } from '../../src/projections/record.js';
-import type { Transport } from '../../src/adapters/transport/types.js';
 import { AdapterError } from '../../src/contract/errors.js';
 
 async function incarnation(clock: VirtualClock, store: MemoryEventStore, review: JsonObject = {}) {
@@ -37,7 +36,7 @@ test('recovery replays a pending outbox idempotently with the same publication i
   const store = new MemoryEventStore({ clock });
   const first = await incarnation(clock, store);
   // The first incarnation dies between admission and publication: nothing was sent.
-  const transport = (first.coordinator as unknown as { deps: { transport: Transport } }).deps.transport;
+  const transport = first.coordinator.deps.transport;
   transport.publish = async () => new Promise(() => {});
   const { result } = await first.coordinator.invoke({ principalId: 'p', senderPeerId: null }, { contract: first.bundle.ref, interaction: 'review', invocationKey: 'k', input: { document: 'd' } });
   await clock.advance(1);

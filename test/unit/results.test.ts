@@ -10,7 +10,7 @@ import { SubjectNamespaceVerifier } from '../../src/adapters/verification/subjec
 import type { DomainEvent, ResultRejected } from '../../src/events/types.js';
 import type { EventStore } from '../../src/adapters/store/types.js';
 import type { JsonObject } from '../../src/contract/json.js';
-import { VirtualClock, flushMicrotasks } from '../../src/runtime/clock.js';
+import { VirtualClock, flushMicrotasks } from '../../src/contract/clock.js';
 import { createEmbedded, peerBusPermissions } from '../../src/deployment/embedded.js';
 import { peerIds, reviewBundle } from '../../src/deployment/examples.js';
 import { subjectFor } from '../../src/adapters/transport/subjects.js';
@@ -68,7 +68,7 @@ test('a publisher bound to peer alfa can publish its own result subject while an
 
 test('an unattested namespace exception invalidates the publisher proof', async () => {
   const { s, op } = await opened();
-  (s.coordinator as unknown as { deps: { verifier: unknown } }).deps.verifier = new SubjectNamespaceVerifier([
+  s.coordinator.deps.verifier = new SubjectNamespaceVerifier([
     { namespace: 'demo.v1.lab', exclusivePeerPublishers: true, exceptions: [{ principal: 'ops-admin', attested: false, note: 'wildcard publisher' }] },
   ]);
   await s.send('alfa', { operationId: op, branchId: 'alfa', peerId: 'alfa', result: approve });
@@ -213,7 +213,7 @@ test('a result arriving on the socket before the deadline but serialized after i
       return store.append(id, rev, t);
     },
   });
-  (s.coordinator as unknown as { deps: { store: EventStore } }).deps.store = slowStore;
+  s.coordinator.deps.store = slowStore;
   await s.send('alfa', { operationId: op, branchId: 'alfa', peerId: 'alfa', result: approve });
   const events = await s.events(op);
   assert.equal(accepted(events), 0);

@@ -10,7 +10,7 @@ import type { JsonObject } from '../../src/contract/json.js';
 import { encodeWire, type CancelOutcome, type CancelRequest } from '../../src/events/wire.js';
 import { subjectFor } from '../../src/adapters/transport/subjects.js';
 import { peerBusPermissions } from '../../src/deployment/embedded.js';
-import { flushMicrotasks } from '../../src/runtime/clock.js';
+import { flushMicrotasks } from '../../src/contract/clock.js';
 import type { Handler } from '../../src/peer/peer.js';
 import { fold } from '../../src/projections/record.js';
 import { invocationResult } from '../../src/projections/views.js';

@@ -21,7 +21,7 @@
  */
 import type { ConsumerInfo, JetStreamManager } from '@nats-io/jetstream';
 import { limits } from '../../contract/limits.js';
-import type { Clock } from '../../runtime/clock.js';
+import type { Clock } from '../../contract/clock.js';
 import { durableStreamNames, peerConsumerName } from '../transport/nats-names.js';
 import type { PresenceReport, PresenceSource } from './types.js';
 

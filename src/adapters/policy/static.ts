@@ -5,7 +5,7 @@
  */
 import { invalidInput } from '../../contract/errors.js';
 import { limits } from '../../contract/limits.js';
-import type { Clock } from '../../runtime/clock.js';
+import type { Clock } from '../../contract/clock.js';
 import type { AuthorizationDecision, AuthorizationInput, Policy, ProtectedAction } from './types.js';
 
 export interface PolicyRule {

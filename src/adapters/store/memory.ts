@@ -5,8 +5,8 @@
  * Idempotency is process-local: after the process ends, every operation is unknown.
  */
 import type { StoredTransition, Transition } from '../../events/types.js';
-import type { Clock } from '../../runtime/clock.js';
-import { checkGuardShape, guardAdmits, guardFailure, rollbackFailure } from './guard.js';
+import type { Clock } from '../../contract/clock.js';
+import { checkGuardShape, guardAdmits, guardFailure, rollbackFailure } from '../../events/guard.js';
 import { bodyBytes, checkTransitionShape, encodeTransition, logFullFailure, notifyAll, sizeFailure } from './codec.js';
 import type { AppendListener, AppendOutcome, EventStore, ReadOutcome, RevisionListener, StoreFailure, StoreLimits } from './types.js';
 import { resolveStoreLimits } from './limits.js';

@@ -9,7 +9,7 @@
 import { BoundedMap } from '../../contract/bounded-map.js';
 import type { StoredTransition, TimeGuard, Transition } from '../../events/types.js';
 import { bodyBytes, checkTransitionShape, encodeTransition, sizeFailure } from './codec.js';
-import { appliesOnFold, checkGuardShape, guardAdmits, guardFailure, rollbackFailure } from './guard.js';
+import { appliesOnFold, checkGuardShape, guardAdmits, guardFailure, rollbackFailure } from '../../events/guard.js';
 import type { AppendOutcome, ReadOutcome, StoreFailure } from './types.js';
 import { limits } from '../../contract/limits.js';
 

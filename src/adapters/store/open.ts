@@ -9,7 +9,7 @@
  * Anything else is invalid-input. A backend that cannot be reached at open is unavailable.
  */
 import { AdapterError, invalidInput, unavailable } from '../../contract/errors.js';
-import type { Clock } from '../../runtime/clock.js';
+import type { Clock } from '../../contract/clock.js';
 import { JetStreamEventStore } from './jetstream.js';
 import { MemoryEventStore } from './memory.js';
 import { SqliteEventStore } from './sqlite.js';

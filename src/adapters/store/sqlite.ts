@@ -13,9 +13,9 @@
  */
 import Database from 'better-sqlite3';
 import type { StoredTransition, Transition } from '../../events/types.js';
-import type { Clock } from '../../runtime/clock.js';
+import type { Clock } from '../../contract/clock.js';
 import { AssertionFailure, unavailable } from '../../contract/errors.js';
-import { checkGuardShape, guardAdmits, guardFailure, rollbackFailure } from './guard.js';
+import { checkGuardShape, guardAdmits, guardFailure, rollbackFailure } from '../../events/guard.js';
 import { bodyBytes, checkTransitionShape, decodeStored, encodeTransition, isStoreFailure, logFullFailure, notifyAll, sizeFailure } from './codec.js';
 import { resolveStoreLimits } from './limits.js';
 import type { AppendListener, AppendOutcome, EventStore, ReadOutcome, RevisionListener, StoreFailure, StoreLimits } from './types.js';

@@ -5,7 +5,7 @@
  */
 import type { JsonValue } from '../../contract/json.js';
 import { AdapterError } from '../../contract/errors.js';
-import { SystemClock } from '../../runtime/clock.js';
+import { SystemClock } from '../../contract/clock.js';
 import { createEmbedded } from '../../deployment/embedded.js';
 import { peerIds, reviewBundle } from '../../deployment/examples.js';
 import { seededRandom } from '../../runtime/random.js';
@@ -21,7 +21,7 @@ import { scenarios, type DemoScenario } from './scenarios.js';
 import { openStore } from '../../adapters/store/open.js';
 import { SqliteEventStore } from '../../adapters/store/sqlite.js';
 import type { EventStore } from '../../adapters/store/types.js';
-import type { Clock } from '../../runtime/clock.js';
+import type { Clock } from '../../contract/clock.js';
 
 export interface DemoOptions {
   scenario: string;

@@ -6,14 +6,14 @@
 import { isDeepStrictEqual } from 'node:util';
 import { AdapterError } from '../../contract/errors.js';
 import { isOperationId } from '../../contract/ids.js';
-import { appliesOnFold } from '../../adapters/store/guard.js';
+import { appliesOnFold } from '../../events/guard.js';
 import { openStore } from '../../adapters/store/open.js';
 import type { EventStore } from '../../adapters/store/types.js';
 import type { StoredTransition } from '../../events/types.js';
 import { transitionProblem } from '../../events/schemas.js';
 import { branchOf, fold, machineSteps, type OperationRecord } from '../../projections/record.js';
 import { branchViews, decisionView, settlementView } from '../../projections/views.js';
-import { SystemClock } from '../../runtime/clock.js';
+import { SystemClock } from '../../contract/clock.js';
 import type { CliIo } from '../io.js';
 import { describeEvent } from '../describe.js';
 import { heading, renderTable } from '../table.js';

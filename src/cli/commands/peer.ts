@@ -53,7 +53,7 @@ import { MemoryEffectSink, type EffectSink } from '../../peer/effect-sink.js';
 import { createNatsPeer } from '../../peer/nats-peer.js';
 import type { Handler, HandlerContext, Peer } from '../../peer/peer.js';
 import { SqliteEffectSink } from '../../peer/sqlite-effect-sink.js';
-import { SystemClock, type Clock } from '../../runtime/clock.js';
+import { SystemClock, type Clock } from '../../contract/clock.js';
 import type { CliIo } from '../io.js';
 import { limits } from '../../contract/limits.js';
 

@@ -5,7 +5,7 @@
  * asks for port 0), and shuts down gracefully on SIGINT/SIGTERM. A second signal stops waiting
  * for in-flight work.
  */
-import { SystemClock } from '../../runtime/clock.js';
+import { SystemClock } from '../../contract/clock.js';
 import { buildDeployment, readDeploymentConfig } from '../../deployment/config.js';
 import { startHttpServer } from '../../http/server.js';
 import type { CliIo } from '../io.js';

@@ -37,7 +37,7 @@ import { coordinatorConsumerName, inboxPrefixFor } from '../../adapters/transpor
 import { ConsumerMuxTransport, coordinatorKinds, coordinatorRoute } from '../../adapters/transport/nats-mux.js';
 import type { StreamContinuity, ExhaustedInfo, Transport } from '../../adapters/transport/types.js';
 import { SubjectNamespaceVerifier } from '../../adapters/verification/subject.js';
-import type { Clock } from '../../runtime/clock.js';
+import type { Clock } from '../../contract/clock.js';
 import { startCommandServer, type CommandServer } from '../../nats-api/commands.js';
 import type { RunningDeployment, DeploymentConfig, NatsRuntime, NatsTransportConfig } from '../types.js';
 import type { HttpSettings } from '../../http/settings.js';

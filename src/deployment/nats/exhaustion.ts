@@ -6,10 +6,10 @@ import { JetStreamApiCodes, JetStreamApiError, type JetStreamManager } from '@na
 import type { NatsConnection, Subscription as NatsSubscription } from '@nats-io/transport-node';
 import { parseStrictBytes } from '../../contract/ijson.js';
 import { checkRequestMessage } from '../../events/wire-schemas.js';
-import { decideDispatchRecorded } from '../../machines/decide.js';
+import { decideDispatchRecorded } from '../../domain/decide.js';
 import { BoundedMap } from '../../contract/bounded-map.js';
 import { durableStreamNames, maxDeliveriesAdvisorySubject } from '../../adapters/transport/nats-names.js';
-import type { Clock } from '../../runtime/clock.js';
+import type { Clock } from '../../contract/clock.js';
 import { limits } from '../../contract/limits.js';
 import type { Coordinator } from '../../runtime/coordinator.js';
 

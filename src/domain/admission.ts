@@ -10,6 +10,8 @@ import { checkToken, publicationId } from '../contract/ids.js';
 import type { JsonValue } from '../contract/json.js';
 import { limits } from '../contract/limits.js';
 import type { Authorization, Manifest, ManifestBranch, OperationAdmitted, PresenceObservation, Transition } from '../events/types.js';
+import { guardBetween } from '../events/guard.js';
+import { decidedOf, type Decided } from './decided.js';
 import { thresholdFor } from '../projections/decision.js';
 
 export interface PeerAuthorization {
@@ -57,7 +59,15 @@ export function byteOrder(a: string, b: string): number {
   return a < b ? -1 : a > b ? 1 : 0;
 }
 
-export function planAdmission(facts: AdmissionFacts): Transition {
+/**
+ * The admission decision: the create transition, or a typed refusal (invalid input, denied,
+ * unsupported, expired) that the runtime reports unchanged at its boundary.
+ */
+export function planAdmission(facts: AdmissionFacts): Decided<Transition> {
+  return decidedOf(() => plan(facts));
+}
+
+function plan(facts: AdmissionFacts): Transition {
   const spec = facts.interaction.spec;
   if (facts.inputBytes > limits.inputBytesMax) throw invalidInput(`input is ${facts.inputBytes} bytes; the limit is ${limits.inputBytesMax}`);
   const candidates = candidatePeers(facts);
@@ -119,7 +129,7 @@ export function planAdmission(facts: AdmissionFacts): Transition {
   const authExpiryMs = Math.min(facts.invokeExpiresAtMs, ...authorizations.map((a) => a.expiresAtMs));
   const notAfterMs = Math.min(facts.requestStartMs + limits.admissionBudgetMs, authExpiryMs);
   if (notAfterMs <= facts.requestStartMs) throw new AdapterError('expired', 'authorization expired before admission could commit');
-  return { events: [event], timeGuard: { notBeforeMs: facts.requestStartMs, notAfterMs }, causation: { command: 'invoke', messageId: facts.invocationKey.slice(0, 256) } };
+  return { events: [event], timeGuard: guardBetween(facts.requestStartMs, notAfterMs), causation: { command: 'invoke', messageId: facts.invocationKey.slice(0, 256) } };
 }
 
 function candidatePeers(facts: AdmissionFacts): string[] {

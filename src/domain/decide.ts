@@ -11,21 +11,23 @@ import { jsonEquals, type JsonValue } from '../contract/json.js';
 import { limits } from '../contract/limits.js';
 import type { BranchDisposition, DeliveryReceipt, DomainEvent, RejectionReason, TimeGuard, Transition } from '../events/types.js';
 import type { CancelResult, ClaimMessage, ResultMessage } from '../events/wire.js';
+import { guardBetween, guardIsEmpty, intersectGuards, openEndedMs } from '../events/guard.js';
 import { evaluateCompletion, tally, timeoutClosure, type Closure } from '../projections/decision.js';
 import { applyEvents, branchList, branchOf, findBranch, type BranchRecord, type OperationRecord } from '../projections/record.js';
-import { branchStatusOf } from './index.js';
+import { branchStatusOf, isCancelling, isClaimed, isOpenBranch, isRetrying, isSettled } from '../machines/index.js';
 
-export const openEndedMs = Number.MAX_SAFE_INTEGER;
+export { openEndedMs };
 
 /** Guard for facts that may be recorded at any time after admission (receipts, rejections). */
 export function recordingGuard(record: OperationRecord): TimeGuard {
-  return { notBeforeMs: record.admittedAtMs, notAfterMs: openEndedMs };
+  return guardBetween(record.admittedAtMs, openEndedMs);
 }
 
-const isOpen = (b: BranchRecord) => branchStatusOf(b.state) === 'pending';
+const isOpen = (b: BranchRecord) => isOpenBranch(b.state);
 /** A peer frozen into the operation at admission: an initial assignee or an eligible candidate. */
 const isParty = (record: OperationRecord, peerId: string) => record.manifest.peers.includes(peerId) || record.manifest.eligible.includes(peerId);
-const isClaimed = (b: BranchRecord) => b.state === 'assigned' || b.state === 'dispatched';
+const hasClaim = (b: BranchRecord) => isClaimed(b.state);
+const isCancellingBranch = (b: BranchRecord | undefined) => b !== undefined && isCancelling(b.state);
 
 // ── commands decided together ──────────────────────────────────────────────
 
@@ -50,19 +52,17 @@ export function decideTogether(record: OperationRecord, deciders: readonly ((rec
     draft = applyEvents(draft, part.events, nowMs);
   }
   if (parts.length <= 1) return parts[0];
+  const timeGuard = intersectGuards(parts.map((part) => part.timeGuard));
+  if (guardIsEmpty(timeGuard)) return 'disjoint';
   // Plain loops: this runs for most transitions, and flatMap and spread arguments cost more here.
-  const timeGuard = { notBeforeMs: Number.MIN_SAFE_INTEGER, notAfterMs: Number.MAX_SAFE_INTEGER };
   const commandNames = new Set<string>();
   const ids: string[] = [];
   const events: DomainEvent[] = [];
   for (const part of parts) {
-    timeGuard.notBeforeMs = Math.max(timeGuard.notBeforeMs, part.timeGuard.notBeforeMs);
-    timeGuard.notAfterMs = Math.min(timeGuard.notAfterMs, part.timeGuard.notAfterMs);
     commandNames.add(part.causation.command);
     if (part.causation.messageId !== undefined) ids.push(part.causation.messageId);
     for (const event of part.events) events.push(event);
   }
-  if (timeGuard.notBeforeMs >= timeGuard.notAfterMs) return 'disjoint';
   const commands = [...commandNames].join('+');
   const messageIds = ids.join(' ');
   const causation: Transition['causation'] = { command: commands.length <= 64 ? commands : 'batch' };
@@ -93,7 +93,7 @@ export function closureEvents(record: OperationRecord, closure: Closure, atMs: n
 export function settlementEvents(record: OperationRecord): DomainEvent[] {
   if (record.decision === null || record.settlement.status !== 'pending') return [];
   const branches = branchList(record);
-  if (branches.some((b) => b.state === 'cancelling')) return [];
+  if (branches.some((b) => isCancelling(b.state))) return [];
   // Stopped and already-completed settle; unknown or missing replies stay indeterminate.
   const settled = (b: BranchRecord) => b.cancelOutcome === 'stopped' || b.cancelOutcome === 'already-completed' || b.cancelOutcome === 'withdrawn';
   const unsettled = branches.some((b) => b.disposition === 'cancel-requested' && b.cancel !== null && !settled(b));
@@ -127,7 +127,7 @@ export function decideDispatchRecorded(record: OperationRecord, receipts: readon
   const events: DomainEvent[] = [];
   for (const r of receipts) {
     const branch = findBranch(record, r.branchId);
-    if (!branch || branch.attempt !== r.attempt || !isClaimed(branch)) continue; // superseded meanwhile
+    if (!branch || branch.attempt !== r.attempt || !hasClaim(branch)) continue; // superseded meanwhile
     if (r.receipt === 'exhausted' || r.receipt === 'rejected') {
       // Native exhaustion is an observed failure of this attempt: retryable within the budget, never a new branch.
       events.push({ type: 'claim-ended', v: 1, branchId: r.branchId, attempt: r.attempt, fence: r.fence, cause: 'delivery-exhausted', retryAtMs: retryInstant(record, branch, nowMs) });
@@ -150,7 +150,7 @@ export function decideRevocations(record: OperationRecord, revoked: readonly { b
     events.push({ type: 'branch-revoked', v: 1, branchId: r.branchId, attempt: branch.attempt, fence: branch.fence, policyRevision: r.policyRevision, reason: r.reason.slice(0, 1024) });
   }
   if (events.length === 0) return undefined;
-  return { events: withConsequences(record, events, nowMs), timeGuard: { notBeforeMs: record.admittedAtMs, notAfterMs: record.deadlineMs }, causation: { command: 'revoke' } };
+  return { events: withConsequences(record, events, nowMs), timeGuard: guardBetween(record.admittedAtMs, record.deadlineMs), causation: { command: 'revoke' } };
 }
 
 // ── attempts and selection ─────────────────────────────────────────────────
@@ -184,10 +184,10 @@ export function nextDueMs(record: OperationRecord): number | undefined {
   if (record.decision === null) {
     instants.push(record.deadlineMs);
     for (const b of branchList(record)) {
-      if (isClaimed(b)) instants.push(b.leaseUntilMs);
-      if (b.state === 'retrying' && b.retryAtMs !== null) instants.push(b.retryAtMs);
+      if (hasClaim(b)) instants.push(b.leaseUntilMs);
+      if (isRetrying(b.state) && b.retryAtMs !== null) instants.push(b.retryAtMs);
     }
-  } else if (branchList(record).some((b) => b.state === 'cancelling')) {
+  } else if (branchList(record).some((b) => isCancelling(b.state))) {
     instants.push(record.decision.cancelDeadlineMs);
   }
   return instants.length === 0 ? undefined : Math.min(...instants);
@@ -202,12 +202,12 @@ export type CandidateAuthorization = (branchId: string, peerId: string, attempt:
 export function decideDue(record: OperationRecord, nowMs: number, authorizeCandidate: CandidateAuthorization): Transition | undefined {
   if (record.decision === null && nowMs >= record.deadlineMs) return decideDeadline(record, nowMs);
   if (record.decision === null) return decideLeasesAndRetries(record, nowMs, authorizeCandidate);
-  const waiting = branchList(record).filter((b) => b.state === 'cancelling');
+  const waiting = branchList(record).filter((b) => isCancelling(b.state));
   if (waiting.length === 0 || nowMs < record.decision.cancelDeadlineMs) return undefined;
   const events: DomainEvent[] = [{ type: 'cancel-timed-out', v: 1, branchIds: waiting.map((b) => b.branchId) }];
   return {
     events: [...events, ...settlementEvents(applyEvents(record, events, nowMs))],
-    timeGuard: { notBeforeMs: record.decision.cancelDeadlineMs, notAfterMs: openEndedMs },
+    timeGuard: guardBetween(record.decision.cancelDeadlineMs, openEndedMs),
     causation: { command: 'cancel-timeout' },
   };
 }
@@ -223,7 +223,7 @@ export function decideCancelOperation(record: OperationRecord, nowMs: number, au
   const closure: Closure = { outcome: 'failed', reason: 'cancelled', tally: tally(record) };
   return {
     events: closureEvents(record, closure, nowMs, true),
-    timeGuard: { notBeforeMs: record.admittedAtMs, notAfterMs: Math.min(record.deadlineMs, authorizedUntilMs) },
+    timeGuard: guardBetween(record.admittedAtMs, Math.min(record.deadlineMs, authorizedUntilMs)),
     causation: { command: 'cancel-operation' },
   };
 }
@@ -251,7 +251,7 @@ export function decideDurabilityLost(record: OperationRecord): Transition | unde
   };
   return {
     events: [closed, { type: 'settlement-completed', v: 1, status: 'indeterminate' }],
-    timeGuard: { notBeforeMs: record.admittedAtMs, notAfterMs: record.deadlineMs },
+    timeGuard: guardBetween(record.admittedAtMs, record.deadlineMs),
     causation: { command: 'durability-lost' },
   };
 }
@@ -267,7 +267,7 @@ export function decideLogBudgetExhausted(record: OperationRecord, nowMs: number)
   const closure: Closure = { outcome: 'indeterminate', reason: 'log-budget-exhausted', tally: tally(record) };
   return {
     events: closureEvents(record, closure, nowMs),
-    timeGuard: { notBeforeMs: record.admittedAtMs, notAfterMs: record.deadlineMs },
+    timeGuard: guardBetween(record.admittedAtMs, record.deadlineMs),
     causation: { command: 'log-budget-exhausted' },
   };
 }
@@ -277,7 +277,7 @@ export function decideDeadline(record: OperationRecord, nowMs: number): Transiti
   return {
     events: closureEvents(record, timeoutClosure(record), nowMs),
     // A deadline transition requires store time at or after the deadline.
-    timeGuard: { notBeforeMs: record.deadlineMs, notAfterMs: openEndedMs },
+    timeGuard: guardBetween(record.deadlineMs, openEndedMs),
     causation: { command: 'deadline-reached' },
   };
 }
@@ -287,11 +287,11 @@ function decideLeasesAndRetries(record: OperationRecord, nowMs: number, authoriz
   let notBeforeMs = record.admittedAtMs;
   let notAfterMs = record.deadlineMs;
   for (const b of branchList(record)) {
-    if (isClaimed(b) && nowMs >= b.leaseUntilMs) {
+    if (hasClaim(b) && nowMs >= b.leaseUntilMs) {
       // An expired claim: the owner can neither renew nor admit results; a logical retry may follow.
       events.push({ type: 'claim-ended', v: 1, branchId: b.branchId, attempt: b.attempt, fence: b.fence, cause: 'expired', retryAtMs: retryInstant(record, b, b.leaseUntilMs) });
       notBeforeMs = Math.max(notBeforeMs, b.leaseUntilMs);
-    } else if (b.state === 'retrying' && b.retryAtMs !== null && nowMs >= b.retryAtMs) {
+    } else if (isRetrying(b.state) && b.retryAtMs !== null && nowMs >= b.retryAtMs) {
       const next = reassignment(record, b, authorizeCandidate, nowMs);
       if (next === undefined) continue;
       events.push(next.event);
@@ -301,7 +301,7 @@ function decideLeasesAndRetries(record: OperationRecord, nowMs: number, authoriz
     }
   }
   if (events.length === 0) return undefined;
-  return { events: withConsequences(record, events, nowMs), timeGuard: { notBeforeMs, notAfterMs }, causation: { command: 'lease-or-retry-due' } };
+  return { events: withConsequences(record, events, nowMs), timeGuard: guardBetween(notBeforeMs, notAfterMs), causation: { command: 'lease-or-retry-due' } };
 }
 
 /**
@@ -420,22 +420,22 @@ export function decideResult(record: OperationRecord, interaction: CompiledInter
     if (jsonEquals(branch.accepted.result, message.result)) return { kind: 'duplicate' };
     return protocolConflict(record, command);
   }
-  const lateFact = record.decision !== null && branch.state === 'cancelling';
+  const lateFact = record.decision !== null && isCancelling(branch.state);
   if (record.decision !== null && !lateFact) return reject('closed', `operation closed at ${record.decision.closedAtMs} with ${record.decision.outcome}`);
   if (!isOpen(branch)) return reject('branch-terminal', `branch ${branch.branchId} is already ${branchStatusOf(branch.state)}`);
-  if (branch.state === 'retrying') return reject('stale-fence', `attempt ${branch.attempt} already ended; branch is waiting to retry`);
+  if (isRetrying(branch.state)) return reject('stale-fence', `attempt ${branch.attempt} already ended; branch is waiting to retry`);
   if (!interaction.validateResult(message.result)) return reject('invalid-schema', `result does not match the interaction's result schema`);
   if (command.authorizationProblem !== undefined) return revoke(record, branch, command.authorizationProblem, command.nowMs);
   if (lateFact) {
     if (command.nowMs >= record.decision!.graceEndMs) return reject('late', `settlement grace ended at ${record.decision!.graceEndMs}`);
-    return authorizationExpired(command) ?? accept(record, interaction, command, { notBeforeMs: record.admittedAtMs, notAfterMs: Math.min(record.decision!.graceEndMs, command.authorizedUntilMs) });
+    return authorizationExpired(command) ?? accept(record, interaction, command, guardBetween(record.admittedAtMs, Math.min(record.decision!.graceEndMs, command.authorizedUntilMs)));
   }
   if (command.nowMs >= record.deadlineMs) return reject('late', `received at ${command.nowMs}, deadline ${record.deadlineMs}`);
   if (command.nowMs >= branch.leaseUntilMs) return reject('expired-lease', `lease of attempt ${branch.attempt} ended at ${branch.leaseUntilMs}`);
   // Strictly before the deadline, the lease and the end of the authorization's validity, at the
   // store's serialization point.
   const notAfterMs = Math.min(record.deadlineMs, branch.leaseUntilMs, command.authorizedUntilMs);
-  return authorizationExpired(command) ?? accept(record, interaction, command, { notBeforeMs: record.admittedAtMs, notAfterMs });
+  return authorizationExpired(command) ?? accept(record, interaction, command, guardBetween(record.admittedAtMs, notAfterMs));
 }
 
 function accept(record: OperationRecord, interaction: CompiledInteraction, command: ResultCommand, timeGuard: TimeGuard): ResultDecision {
@@ -513,7 +513,7 @@ function protocolConflict(record: OperationRecord, command: ResultCommand): Resu
  * rejections before its parties' late or stale results arrive.
  */
 function rejectionTransition(record: OperationRecord, command: PeerCommand<Identity>, reason: RejectionReason, detail: string): Transition | undefined {
-  if (record.rejectionsRecorded >= limits.rejectionsRecordedMax || record.phase === 'settled') return undefined;
+  if (record.rejectionsRecorded >= limits.rejectionsRecordedMax || isSettled(record.phase)) return undefined;
   if (!isParty(record, command.subjectPeerId)) return undefined;
   const m = command.message;
   return {
@@ -571,7 +571,7 @@ export function decideClaim(record: OperationRecord, command: PeerCommand<ClaimM
   const correlated = correlate(record, command);
   if ('reason' in correlated) return { kind: 'reject', reason: correlated.reason, detail: correlated.detail };
   const { branch } = correlated;
-  if (record.decision !== null || !isClaimed(branch)) return { kind: 'reject', reason: 'branch-terminal', detail: `branch ${branch.branchId} holds no open claim` };
+  if (record.decision !== null || !hasClaim(branch)) return { kind: 'reject', reason: 'branch-terminal', detail: `branch ${branch.branchId} holds no open claim` };
   if (command.nowMs >= branch.leaseUntilMs) return { kind: 'reject', reason: 'expired-lease', detail: `lease ended at ${branch.leaseUntilMs}` };
   if (command.authorizationProblem !== undefined) {
     const revoked = decideRevocations(record, [{ branchId: branch.branchId, ...command.authorizationProblem }], command.nowMs);
@@ -579,7 +579,7 @@ export function decideClaim(record: OperationRecord, command: PeerCommand<ClaimM
   }
   const expired = authorizationExpired(command);
   if (expired) return expired;
-  const guard = { notBeforeMs: record.admittedAtMs, notAfterMs: Math.min(branch.leaseUntilMs, record.deadlineMs, command.authorizedUntilMs) };
+  const guard = guardBetween(record.admittedAtMs, Math.min(branch.leaseUntilMs, record.deadlineMs, command.authorizedUntilMs));
   const id = { branchId: branch.branchId, attempt: branch.attempt, fence: branch.fence };
   if (command.message.action === 'release') {
     const events: DomainEvent[] = [{ type: 'claim-ended', v: 1, ...id, cause: 'released', retryAtMs: retryInstant(record, branch, command.nowMs) }];
@@ -601,7 +601,7 @@ export function decideCancelResult(record: OperationRecord, command: PeerCommand
   if ('reason' in correlated) return { kind: 'reject', reason: correlated.reason, detail: correlated.detail };
   const { branch } = correlated;
   const outcome = command.message.outcome;
-  if (branch.state !== 'cancelling') {
+  if (!isCancelling(branch.state)) {
     if (branch.cancelOutcome === outcome) return { kind: 'duplicate' };
     return { kind: 'reject', reason: 'not-cancelling', detail: `branch ${branch.branchId} is not waiting for a cancel reply` };
   }
@@ -612,7 +612,7 @@ export function decideCancelResult(record: OperationRecord, command: PeerCommand
   const events: DomainEvent[] = [{ type: 'cancel-result-accepted', v: 1, branchId: branch.branchId, attempt: branch.attempt, fence: branch.fence, outcome }];
   return {
     kind: 'accept',
-    transition: { events: withConsequences(record, events, command.nowMs), timeGuard: { notBeforeMs: record.admittedAtMs, notAfterMs: Math.min(cancelDeadlineMs, command.authorizedUntilMs) }, causation: { command: 'cancel-result' } },
+    transition: { events: withConsequences(record, events, command.nowMs), timeGuard: guardBetween(record.admittedAtMs, Math.min(cancelDeadlineMs, command.authorizedUntilMs)), causation: { command: 'cancel-result' } },
   };
 }
 
@@ -621,7 +621,7 @@ export function decideCancelWithdrawn(record: OperationRecord, branchIds: readon
   const events: DomainEvent[] = [];
   for (const branchId of branchIds) {
     const b = findBranch(record, branchId);
-    if (!b || b.state !== 'cancelling' || b.cancel === null) continue;
+    if (!b || !isCancelling(b.state) || b.cancel === null) continue;
     events.push({ type: 'cancel-withdrawn', v: 1, branchId, attempt: b.cancel.attempt, fence: b.cancel.fence, reason: 'request-never-sent' });
   }
   if (events.length === 0) return undefined;
@@ -630,7 +630,7 @@ export function decideCancelWithdrawn(record: OperationRecord, branchIds: readon
 
 export function decideCancelDispatched(record: OperationRecord, receipts: readonly Receipt[]): Transition | undefined {
   const events: DomainEvent[] = receipts
-    .filter((r) => findBranch(record, r.branchId)?.state === 'cancelling')
+    .filter((r) => isCancellingBranch(findBranch(record, r.branchId)))
     .map((r) => {
       const event: DomainEvent = { type: 'cancel-dispatched', v: 1, branchId: r.branchId, attempt: r.attempt, fence: r.fence, receipt: r.receipt };
       if (r.detail !== undefined) event.detail = r.detail.slice(0, 1024);

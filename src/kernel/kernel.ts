@@ -1,0 +1,370 @@
+/**
+ * The commit pipeline of an event-sourced aggregate (docs/design.md §2). It owns no truth of its
+ * own: every change is a transition appended to the instance's stream at the expected revision
+ * (the CAS), and the cached record is exactly the fold of what was appended.
+ *
+ * - Work on one instance runs through its serial queue; instances are independent.
+ * - A command is decided on the current record and appended at its revision; a conflict reloads
+ *   and decides again; an `expired` answer (the guard failed at the serialization point) is
+ *   decided once more as late.
+ * - Timers are data: the record says its next due instant (Aggregate.nextDueMs); the kernel arms
+ *   one timer per instance and, when it fires, turns it into a command in the queue.
+ * - A store notice of a revision this process did not apply reloads the record, so waiters and
+ *   timers follow other processes' appends as they follow this one's.
+ * - Waiters are answered when the record reaches what they wait for.
+ *
+ * What an aggregate adds around this (an outbox, log budgets, batching) comes in through hooks;
+ * the kernel never looks inside a record or an event.
+ */
+import { BoundedMap } from '../contract/bounded-map.js';
+import type { Clock, TimerHandle } from '../contract/clock.js';
+import { AdapterError, AssertionFailure } from '../contract/errors.js';
+import type { Aggregate, AppendOutcome, Decide, GuardedTransition, ReadOutcome, Stored, StoreFailure, StreamStore, Waiter } from './types.js';
+
+/** How often one command is decided again after CAS conflicts before giving up (too many writers). */
+export const conflictRetriesMax = 8;
+/** When a due command could not be committed, it is tried again after this long. */
+export const dueRetryMs = 100;
+
+/** One aggregate instance in memory: the fold of its stream, its serial queue, waiters and due timer. */
+export interface Stream<R> {
+  readonly id: string;
+  record: R;
+  queue: Promise<unknown>;
+  waiters: Set<Waiter<R>>;
+  dueTimer: TimerHandle | undefined;
+  dueAtMs: number | undefined;
+  /**
+   * Revisions of the stream this process has applied or read. A store notice of any other
+   * revision means another process appended: the record is read again.
+   */
+  known: Set<string>;
+}
+
+export function newStream<R>(id: string, record: R, revision: string): Stream<R> {
+  return { id, record, queue: Promise.resolve(), waiters: new Set(), dueTimer: undefined, dueAtMs: undefined, known: new Set([revision]) };
+}
+
+/** What an aggregate's runtime adds around the pipeline. Every hook is optional but `due`. */
+export interface KernelHooks<R, T, S extends Stream<R>> {
+  /**
+   * The command a due instant turns into: its asynchronous preparation (authorization answers
+   * and the like) runs in the instance's queue, then the returned decider is committed.
+   */
+  due(stream: S): Promise<Decide<R, T> | undefined>;
+  /**
+   * Before an append, after the aggregate's check: a failure answered without a write (the
+   * transition does not fit), or a throw. Undefined lets the append go to the store.
+   */
+  beforeAppend?(stream: S, transition: T): StoreFailure | undefined | Promise<StoreFailure | undefined>;
+  /** A transition this process appended was applied to the record (a creation is `make`'s to note). */
+  committed?(stream: S, before: R, stored: Stored<T>): void;
+  /** An instance read from the store is about to be held: work queued here runs before its timers and effects. */
+  loaded?(stream: S, log: readonly Stored<T>[]): void;
+  /** The log was read again (a reload, or a stream loaded from the store). */
+  reread?(stream: S, log: readonly Stored<T>[]): void;
+  /** The record moved (a commit, a reload, a load): effects follow here. `loaded` on a first load. */
+  moved?(stream: S, loaded: boolean): void;
+  /** Work that failed where nobody awaits it (a reload after a notice), counted by stage. */
+  failed?(stage: string, error: unknown): void;
+}
+
+export interface KernelOptions<R, T extends GuardedTransition, S extends Stream<R>> {
+  aggregate: Aggregate<R, T>;
+  /** Read on every call, so a deployment (or a test) may swap the store it points at. */
+  store: () => StreamStore<T>;
+  clock: Clock;
+  hooks: KernelHooks<R, T, S>;
+  /** Finished instances kept in memory for fast reads; older ones are read again on demand. */
+  finishedCacheMax: number;
+}
+
+export type LoadedLog<R, T> = { kind: 'ok'; record: R; log: Stored<T>[] } | { kind: 'empty' } | Exclude<ReadOutcome<T>, { kind: 'ok' }>;
+
+export class Kernel<R, T extends GuardedTransition, S extends Stream<R> = Stream<R>> {
+  private readonly streams = new Map<string, S>();
+  /** Finished instance ids in finishing order, for eviction. */
+  private readonly finished: BoundedMap<string, true>;
+  private readonly committedListeners = new Set<(record: R, stored: Stored<T>) => void>();
+  private watching: { close(): Promise<void> } | undefined;
+  private readonly aggregate: Aggregate<R, T>;
+  private readonly hooks: KernelHooks<R, T, S>;
+  private readonly clock: Clock;
+  private readonly store: () => StreamStore<T>;
+
+  constructor(options: KernelOptions<R, T, S>) {
+    this.aggregate = options.aggregate;
+    this.hooks = options.hooks;
+    this.clock = options.clock;
+    this.store = options.store;
+    this.finished = new BoundedMap(options.finishedCacheMax);
+  }
+
+  // ── the cache ────────────────────────────────────────────────────────────
+
+  /** The instance held in memory, if any. */
+  cached(id: string): S | undefined {
+    return this.streams.get(id);
+  }
+
+  /** Every instance held in memory. */
+  held(): S[] {
+    return [...this.streams.values()];
+  }
+
+  /** Drops an instance from memory (the store keeps it); it is read again when next needed. */
+  forget(id: string): void {
+    this.streams.delete(id);
+  }
+
+  /** Drops every instance from memory: the next access of each reads the store again. */
+  clear(): void {
+    this.streams.clear();
+  }
+
+  // ── reading ──────────────────────────────────────────────────────────────
+
+  /** The stream's log, checked and folded; `empty` when nothing of it ever applied. */
+  async readLog(id: string): Promise<LoadedLog<R, T>> {
+    const read = await this.store().read(id);
+    if (read.kind !== 'ok') return read;
+    this.aggregate.checkLog?.(id, read.transitions);
+    const record = this.aggregate.fold(read.transitions);
+    return record === undefined ? { kind: 'empty' } : { kind: 'ok', record, log: read.transitions };
+  }
+
+  /**
+   * Holds an instance read from the store (a restart, another process's instance): its timers
+   * resume from the recorded instants and its effects (`moved`, loaded) run. When another load
+   * raced this one, the instance already held is answered instead.
+   */
+  adopt(stream: S, log: readonly Stored<T>[]): S {
+    const raced = this.streams.get(stream.id);
+    if (raced) return raced;
+    for (const stored of log) stream.known.add(stored.revision);
+    this.hooks.reread?.(stream, log);
+    this.streams.set(stream.id, stream);
+    this.hooks.loaded?.(stream, log);
+    this.armDue(stream);
+    this.hooks.moved?.(stream, true);
+    return stream;
+  }
+
+  /** The cached instance, or one read from the store and made by `make`; undefined when there is none. */
+  async load(id: string, make: (record: R) => S): Promise<S | undefined> {
+    const cached = this.streams.get(id);
+    if (cached) return cached;
+    const read = await this.readLog(id);
+    if (read.kind === 'not-found' || read.kind === 'empty') return undefined;
+    if (read.kind !== 'ok') throw storeError(read, 'read');
+    return this.adopt(make(read.record), read.log);
+  }
+
+  // ── creating and committing ──────────────────────────────────────────────
+
+  /**
+   * Creates the stream with its first transition (create-if-absent). `ok` holds the new instance;
+   * anything else is the store's answer (a conflict: the stream exists).
+   */
+  async create(id: string, transition: T, make: (record: R, stored: Stored<T>) => S): Promise<{ kind: 'ok'; stream: S } | StoreFailure> {
+    const outcome = await this.store().create(id, transition);
+    if (outcome.kind !== 'ok') return outcome;
+    const stored: Stored<T> = { revision: outcome.revision, committedAtMs: outcome.committedAtMs, transition };
+    const record = this.aggregate.apply(undefined, stored);
+    if (record === undefined) throw new AdapterError('expired', `creation of ${this.aggregate.name} ${id} committed outside its time guard`);
+    const stream = make(record, stored);
+    this.streams.set(id, stream);
+    for (const listener of this.committedListeners) listener(record, stored);
+    this.armDue(stream);
+    this.hooks.moved?.(stream, false);
+    return { kind: 'ok', stream };
+  }
+
+  /** Runs work after everything already queued for this instance. */
+  enqueue<X>(stream: S, work: () => Promise<X>): Promise<X> {
+    const run = stream.queue.then(work, work);
+    stream.queue = run.catch(() => undefined);
+    return run;
+  }
+
+  /**
+   * Decides against the current record and appends at its revision. On conflict the record is
+   * reloaded and the command decided again; on `expired` the decider is asked once more with
+   * `retryAsLate`. Unavailable is thrown: the caller must not treat uncertainty as success.
+   */
+  async commit(stream: S, decide: Decide<R, T>): Promise<void> {
+    let retryAsLate = false;
+    for (let tries = 0; tries < conflictRetriesMax; tries++) {
+      const transition = decide(stream.record, retryAsLate);
+      if (!transition) return;
+      const outcome = await this.append(stream, transition);
+      if (outcome.kind === 'ok') return;
+      if (outcome.kind === 'conflict') continue;
+      if (outcome.kind === 'expired' && !retryAsLate) {
+        // Guard-on-fold stores still stored a void transition: the revision moved.
+        await this.reload(stream);
+        retryAsLate = true;
+        continue;
+      }
+      throw storeError(outcome, this.aggregate.commandOf(transition));
+    }
+    throw new AdapterError('unavailable', `${this.aggregate.name} ${stream.id}: too many concurrent writers`);
+  }
+
+  /**
+   * Checks the transition, lets the aggregate's runtime refuse it (beforeAppend), and appends at
+   * the record's revision (the CAS): applied when ok, the record reloaded on conflict.
+   */
+  async append(stream: S, transition: T): Promise<AppendOutcome> {
+    this.aggregate.check?.(stream.record, transition);
+    // Awaited only when the hook has asynchronous work: the common append takes no extra turn.
+    const answer = this.hooks.beforeAppend?.(stream, transition);
+    const refused = answer instanceof Promise ? await answer : answer;
+    if (refused !== undefined) return refused;
+    const outcome = await this.store().append(stream.id, this.aggregate.revision(stream.record), transition);
+    if (outcome.kind === 'ok') this.applyCommitted(stream, { revision: outcome.revision, committedAtMs: outcome.committedAtMs, transition });
+    else if (outcome.kind === 'conflict') await this.reload(stream);
+    return outcome;
+  }
+
+  private applyCommitted(stream: S, stored: Stored<T>): void {
+    const before = stream.record;
+    const after = this.aggregate.apply(before, stored);
+    if (after === undefined) throw new AssertionFailure('a committed transition yields a record');
+    stream.record = after;
+    stream.known.add(stored.revision);
+    this.hooks.committed?.(stream, before, stored);
+    for (const listener of this.committedListeners) listener(after, stored);
+    this.recordMoved(stream, before);
+  }
+
+  /**
+   * Reads the record again: after a conflict, a void append, or a notice that another process
+   * appended. What another wrote reaches this process's waiters and timers as its own commits do.
+   */
+  async reload(stream: S): Promise<void> {
+    const read = await this.readLog(stream.id);
+    if (read.kind === 'empty') throw new AssertionFailure(`a stored ${this.aggregate.name} folds to a record`);
+    if (read.kind !== 'ok') throw storeError(read, 'reload');
+    for (const stored of read.log) stream.known.add(stored.revision);
+    this.hooks.reread?.(stream, read.log);
+    const before = stream.record;
+    stream.record = read.record;
+    if (this.aggregate.revision(read.record) !== this.aggregate.revision(before)) this.recordMoved(stream, before);
+  }
+
+  /** What follows any change of a held record: waiters answered, the finished cache, the due timer, effects. */
+  private recordMoved(stream: S, before: R): void {
+    const after = stream.record;
+    for (const waiter of stream.waiters) {
+      if (waiter.until(after)) {
+        stream.waiters.delete(waiter);
+        waiter.resolve();
+      }
+    }
+    if (!this.aggregate.finished(before) && this.aggregate.finished(after)) this.noteFinished(stream.id);
+    this.armDue(stream);
+    this.hooks.moved?.(stream, false);
+  }
+
+  /** Keeps memory bounded: the oldest finished, idle instances leave the cache (the store keeps them). */
+  private noteFinished(id: string): void {
+    const evicted = this.finished.set(id, true);
+    if (evicted === undefined) return;
+    const stream = this.streams.get(evicted);
+    if (stream && stream.waiters.size === 0) this.streams.delete(evicted);
+  }
+
+  onCommitted(listener: (record: R, stored: Stored<T>) => void): () => void {
+    this.committedListeners.add(listener);
+    return () => this.committedListeners.delete(listener);
+  }
+
+  // ── timers as data ───────────────────────────────────────────────────────
+
+  /** One timer per instance, at the next instant its record says something may fall due. */
+  armDue(stream: S): void {
+    const dueMs = this.aggregate.nextDueMs(stream.record);
+    if (dueMs === stream.dueAtMs) return;
+    stream.dueTimer?.cancel();
+    stream.dueAtMs = dueMs;
+    stream.dueTimer = dueMs === undefined ? undefined : this.clock.at(dueMs, () => this.onDue(stream));
+  }
+
+  private onDue(stream: S): void {
+    stream.dueAtMs = undefined;
+    void this.enqueue(stream, async () => {
+      const decide = await this.hooks.due(stream);
+      if (decide) await this.commit(stream, decide);
+      this.armDue(stream);
+    }).catch(() => {
+      // The store refused (unavailable, or its clock not yet at the due instant): try again shortly.
+      stream.dueTimer = this.clock.at(this.clock.nowMs() + dueRetryMs, () => this.onDue(stream));
+    });
+  }
+
+  // ── other processes' appends ─────────────────────────────────────────────
+
+  /**
+   * Listens for appends to the store by any client: a notice of a revision this process has not
+   * applied makes it read that instance again. Alone on its store, a process is told only of its
+   * own revisions, which it recognizes with a set lookup.
+   */
+  async watch(): Promise<void> {
+    if (this.watching) return;
+    this.watching = await this.store().watch((id, revision) => this.onRevision(id, revision));
+  }
+
+  private onRevision(id: string, revision: string): void {
+    const stream = this.streams.get(id);
+    if (!stream || stream.known.has(revision)) return;
+    // Nothing to read once the revision is applied here, or the instance left the cache.
+    const settled = () => stream.known.has(revision) || this.streams.get(id) !== stream;
+    // A notice of this process's own append can come before the append's answer (a store may
+    // tell its watchers inside the write): look again once that answer has been applied.
+    setImmediate(() => {
+      if (settled()) return;
+      // Queued behind this process's own append in flight, which may be the one the notice is of.
+      void this.enqueue(stream, async () => {
+        if (!settled()) await this.reload(stream);
+      }).catch((error: unknown) => this.hooks.failed?.('reload', error));
+    });
+  }
+
+  // ── waiters ──────────────────────────────────────────────────────────────
+
+  /**
+   * Waits until the record satisfies `until`, waitMs passes or the signal aborts. Waiting only
+   * waits: a timeout or an abort never cancels work.
+   */
+  async wait(stream: S, until: (record: R) => boolean, waitMs: number, signal?: AbortSignal): Promise<boolean> {
+    if (!until(stream.record) && waitMs > 0 && !signal?.aborted) {
+      await new Promise<void>((resolve) => {
+        const stop = () => {
+          timer.cancel();
+          stream.waiters.delete(waiter);
+          signal?.removeEventListener('abort', stop);
+          resolve();
+        };
+        const waiter: Waiter<R> = { until, resolve: stop };
+        const timer = this.clock.at(this.clock.nowMs() + waitMs, stop);
+        stream.waiters.add(waiter);
+        signal?.addEventListener('abort', stop);
+      });
+    }
+    return until(stream.record);
+  }
+
+  /** Stops watching, lets queued work finish and cancels the timers. */
+  async close(): Promise<void> {
+    await this.watching?.close().catch(() => undefined);
+    await Promise.all([...this.streams.values()].map((s) => s.queue));
+    for (const stream of this.streams.values()) stream.dueTimer?.cancel();
+  }
+}
+
+/** A store's failure as the typed error callers see; a missing stream is an unavailable store here. */
+export function storeError(failure: StoreFailure | { kind: string; description: string }, stage: string): AdapterError {
+  const kind = failure.kind === 'not-found' ? 'unavailable' : failure.kind;
+  return new AdapterError(kind as AdapterError['kind'], `${stage}: ${failure.description}`);
+}

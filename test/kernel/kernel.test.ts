@@ -1,0 +1,209 @@
+/**
+ * The aggregate kernel with a second aggregate (a toy approval request, test/support/approval.ts)
+ * over the memory and the SQLite store: the per-stream queue keeps submission order, a CAS
+ * conflict reloads and decides again, timers are data turned into commands, another process's
+ * append reloads the record and answers waiters, and a decided transition the aggregate's
+ * machine forbids is refused before it is stored. The kernel is the same one the operation
+ * aggregate runs on; nothing in it changed for this aggregate.
+ */
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { MemoryEventStore } from '../../src/adapters/store/memory.js';
+import { SqliteEventStore } from '../../src/adapters/store/sqlite.js';
+import type { EventStore } from '../../src/adapters/store/types.js';
+import { VirtualClock } from '../../src/contract/clock.js';
+import { AssertionFailure } from '../../src/contract/errors.js';
+import { openEndedMs } from '../../src/events/guard.js';
+import { Kernel, type Stream } from '../../src/kernel/index.js';
+import { newStream } from '../../src/kernel/kernel.js';
+import {
+  approvalAggregate,
+  approvalStore,
+  approvalStream,
+  decideApproval,
+  requestApproval,
+  transitionOf,
+  type ApprovalRecord,
+  type ApprovalTransition,
+} from '../support/approval.js';
+
+type ApprovalKernel = Kernel<ApprovalRecord, ApprovalTransition>;
+
+interface Rig {
+  clock: VirtualClock;
+  store: EventStore;
+  /** A kernel of its own, as another process on the same store would have. */
+  kernel(): ApprovalKernel;
+  close(): Promise<void>;
+}
+
+async function rig(backend: 'memory' | 'sqlite'): Promise<Rig> {
+  const clock = new VirtualClock();
+  let store: EventStore;
+  let remove = () => {};
+  if (backend === 'memory') store = new MemoryEventStore({ clock });
+  else {
+    const dir = mkdtempSync(join(tmpdir(), 'convoke-kernel-'));
+    store = new SqliteEventStore({ path: join(dir, 'approvals.db'), clock, synchronous: 'normal', followIntervalMs: 10 });
+    remove = () => rmSync(dir, { recursive: true, force: true });
+  }
+  const streams = approvalStore(store);
+  const kernels: ApprovalKernel[] = [];
+  return {
+    clock,
+    store,
+    kernel: () => {
+      const kernel = new Kernel<ApprovalRecord, ApprovalTransition>({
+        aggregate: approvalAggregate,
+        store: () => streams,
+        clock,
+        finishedCacheMax: 16,
+        // The timer the record asks for becomes the expire command.
+        hooks: { due: async () => (record) => transitionOf(decideApproval({ kind: 'expire', nowMs: clock.nowMs() }, record)) },
+      });
+      kernels.push(kernel);
+      return kernel;
+    },
+    close: async () => {
+      for (const kernel of kernels) await kernel.close();
+      await store.close();
+      remove();
+    },
+  };
+}
+
+const make = (record: ApprovalRecord): Stream<ApprovalRecord> => newStream(approvalStream(record.requestId), record, record.revision);
+
+async function created(kernel: ApprovalKernel, clock: VirtualClock, requestId: string, needed: number, ttlMs: number): Promise<Stream<ApprovalRecord>> {
+  const outcome = await kernel.create(approvalStream(requestId), requestApproval(requestId, needed, clock.nowMs(), ttlMs), make);
+  assert.equal(outcome.kind, 'ok');
+  return (outcome as { stream: Stream<ApprovalRecord> }).stream;
+}
+
+function approve(kernel: ApprovalKernel, stream: Stream<ApprovalRecord>, clock: VirtualClock, by: string, decisions?: { count: number }): Promise<void> {
+  return kernel.commit(stream, (record) => {
+    if (decisions) decisions.count++;
+    return transitionOf(decideApproval({ kind: 'approve', by, nowMs: clock.nowMs() }, record));
+  });
+}
+
+async function logEvents(store: EventStore, id: string): Promise<string[]> {
+  const read = await approvalStore(store).read(id);
+  assert.equal(read.kind, 'ok');
+  if (read.kind !== 'ok') return [];
+  return read.transitions.flatMap((t) => t.transition.events.map((e) => (e.type === 'approved' ? `${e.type}:${e.by}` : e.type)));
+}
+
+/** Real-time bound for what a store's polling delivers (SQLite notices are polled). */
+function within<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {
+  let timer: NodeJS.Timeout;
+  return Promise.race([promise, new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(`${what} did not happen within ${ms} ms`)), ms)))]).finally(() => clearTimeout(timer));
+}
+
+for (const backend of ['memory', 'sqlite'] as const) {
+  test(`kernel (${backend}): work on one stream runs in submission order, even when earlier work is slower`, async () => {
+    const r = await rig(backend);
+    try {
+      const kernel = r.kernel();
+      const stream = await created(kernel, r.clock, 'queue', 9, 60_000);
+      const approvers = ['a', 'b', 'c', 'd'];
+      // The first submitted waits longest before deciding: without the queue, 'd' would commit first.
+      await Promise.all(
+        approvers.map((by, i) =>
+          kernel.enqueue(stream, async () => {
+            await new Promise((resolve) => setTimeout(resolve, 5 * (approvers.length - i)));
+            await approve(kernel, stream, r.clock, by);
+          }),
+        ),
+      );
+      assert.deepEqual(await logEvents(r.store, stream.id), ['approval-requested', 'approved:a', 'approved:b', 'approved:c', 'approved:d']);
+      assert.deepEqual(stream.record.approvers, approvers);
+    } finally {
+      await r.close();
+    }
+  });
+
+  test(`kernel (${backend}): a CAS conflict with another process reloads the record and decides the command again`, async () => {
+    const r = await rig(backend);
+    try {
+      const first = r.kernel();
+      const second = r.kernel();
+      const stream = await created(first, r.clock, 'cas', 2, 60_000);
+      const theirs = await second.load(stream.id, make);
+      assert.ok(theirs);
+      await approve(second, theirs, r.clock, 'x');
+      // The first process still holds the record without x: its append at that revision conflicts.
+      assert.deepEqual(stream.record.approvers, []);
+      const decisions = { count: 0 };
+      await approve(first, stream, r.clock, 'y', decisions);
+      assert.equal(decisions.count, 2, 'decided on the stale record, then again on the reloaded one');
+      assert.deepEqual(stream.record.approvers, ['x', 'y']);
+      assert.equal(stream.record.state, 'granted', 'the second decision saw x and granted with y');
+      assert.deepEqual(await logEvents(r.store, stream.id), ['approval-requested', 'approved:x', 'approved:y', 'granted']);
+    } finally {
+      await r.close();
+    }
+  });
+
+  test(`kernel (${backend}): the record's due instant is armed as a timer and turned into a command at that instant`, async () => {
+    const r = await rig(backend);
+    try {
+      const kernel = r.kernel();
+      const stream = await created(kernel, r.clock, 'timer', 2, 1000);
+      const closed = kernel.wait(stream, (record) => record.state !== 'pending', 10_000);
+      await r.clock.advance(999);
+      assert.equal(stream.record.state, 'pending', 'nothing is due before the instant');
+      await r.clock.advance(1);
+      assert.equal(await closed, true, 'the waiter was answered by the timer-driven commit');
+      assert.equal(stream.record.state, 'lapsed');
+      const read = await r.store.read(stream.id);
+      assert.ok(read.kind === 'ok');
+      assert.deepEqual(read.transitions.at(-1)?.transition.timeGuard, { notBeforeMs: stream.record.expiresAtMs, notAfterMs: openEndedMs });
+      assert.equal(stream.dueAtMs, undefined, 'a lapsed request asks for no timer');
+    } finally {
+      await r.close();
+    }
+  });
+
+  test(`kernel (${backend}): another process's append reloads the record and answers this process's waiters`, async () => {
+    const r = await rig(backend);
+    try {
+      const watching = r.kernel();
+      await watching.watch();
+      const other = r.kernel();
+      const stream = await created(watching, r.clock, 'watch', 2, 60_000);
+      const granted = watching.wait(stream, (record) => record.state === 'granted', 60_000);
+      const theirs = await other.load(stream.id, make);
+      assert.ok(theirs);
+      await approve(other, theirs, r.clock, 'p');
+      await approve(other, theirs, r.clock, 'q');
+      assert.equal(await within(granted, 5000, 'the reload after the notice'), true);
+      assert.deepEqual(stream.record.approvers, ['p', 'q']);
+      assert.equal(approvalAggregate.revision(stream.record), approvalAggregate.revision(theirs.record));
+    } finally {
+      await r.close();
+    }
+  });
+
+  test(`kernel (${backend}): a decided transition the aggregate's machine forbids is refused before it is stored`, async () => {
+    const r = await rig(backend);
+    try {
+      const kernel = r.kernel();
+      const stream = await created(kernel, r.clock, 'legal', 1, 60_000);
+      await approve(kernel, stream, r.clock, 'a');
+      assert.equal(stream.record.state, 'granted');
+      const before = await logEvents(r.store, stream.id);
+      // A faulty decider: a lapse after the grant, which the approval machine does not allow.
+      await assert.rejects(
+        kernel.commit(stream, () => ({ events: [{ type: 'lapsed', v: 1 }], timeGuard: { notBeforeMs: 0, notAfterMs: openEndedMs }, causation: { command: 'faulty' } })),
+        AssertionFailure,
+      );
+      assert.deepEqual(await logEvents(r.store, stream.id), before, 'nothing was appended');
+    } finally {
+      await r.close();
+    }
+  });
+}
