@@ -1,4 +1,5 @@
 /** The `convoke` command. Exit codes: 0 ok, 1 failure, 2 invalid usage or input (AdapterError on stderr). */
+import { readFileSync } from 'node:fs';
 import { Command, CommanderError, InvalidArgumentError } from 'commander';
 import { isAdapterError } from '../contract/errors.js';
 import { processIo, type CliIo } from './io.js';
@@ -21,8 +22,15 @@ const integer = (value: string) => {
   return Number(value);
 };
 
+/** The installed package's version (package.json sits three levels above dist/src/cli/main.js). */
+export function packageVersion(): string {
+  const manifest = JSON.parse(readFileSync(new URL('../../../package.json', import.meta.url), 'utf8')) as { version?: unknown };
+  return typeof manifest.version === 'string' ? manifest.version : 'unknown';
+}
+
 export function buildProgram(io: CliIo, setExit: (code: number) => void): Command {
   const program = new Command('convoke')
+    .version(packageVersion(), '-V, --version', 'print the package version')
     .description('Contract invocations: authenticated fan-out to frozen peers, fenced results, immutable decisions, event-sourced records.')
     .exitOverride()
     .configureOutput({ writeOut: (s) => io.stdout.write(s), writeErr: (s) => io.stderr.write(s) });
