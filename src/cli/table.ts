@@ -7,7 +7,7 @@ const gap = '  ';
 
 /**
  * A table no wider than `widthMax`: when the natural width is more, the widest columns are
- * narrowed (never below their header) and their cells wrap onto continuation lines, so nothing is
+ * narrowed (never below their longest header word) and their cells and headers wrap onto continuation lines, so nothing is
  * cut off and no line outgrows the terminal. A column that cannot narrow enough leaves the table
  * wider, never a cell truncated.
  */
@@ -15,12 +15,15 @@ export function renderTable(headers: string[], rows: Cell[][], widthMax = Number
   const text = rows.map((row) => headers.map((_, i) => cellText(row[i])));
   const widths = fitWidths(headers, text, widthMax);
   const line = (cells: string[]) => cells.map((c, i) => c.padEnd(widths[i] ?? 0)).join(gap).trimEnd();
-  const lines = [line(headers), line(widths.map((w) => '-'.repeat(w)))];
-  for (const row of text) {
+  const lines: string[] = [];
+  const push = (row: string[]) => {
     const wrapped = row.map((cell, i) => wrap(cell, widths[i] ?? cell.length));
     const height = Math.max(1, ...wrapped.map((w) => w.length));
     for (let k = 0; k < height; k++) lines.push(line(wrapped.map((w) => w[k] ?? '')));
-  }
+  };
+  push(headers);
+  lines.push(line(widths.map((w) => '-'.repeat(w))));
+  for (const row of text) push(row);
   return lines.join('\n') + '\n';
 }
 
@@ -32,7 +35,8 @@ function cellText(cell: Cell): string {
 /** Column widths: natural, then the widest narrowed one at a time until the table fits. */
 function fitWidths(headers: string[], text: string[][], widthMax: number): number[] {
   const widths = headers.map((h, i) => Math.max(h.length, ...text.map((r) => (r[i] ?? '').length)));
-  const floors = headers.map((h) => Math.max(h.length, 8));
+  // A column narrows to its longest header word (the header wraps too), and never below 8.
+  const floors = headers.map((h, i) => Math.min(widths[i]!, Math.max(8, ...h.split(' ').map((word) => word.length))));
   const total = () => widths.reduce((sum, w) => sum + w, 0) + gap.length * (widths.length - 1);
   while (total() > widthMax) {
     let widest = -1;
@@ -64,6 +68,12 @@ export function widthOf(io: CliIo): number {
   return io.columns ?? Number.POSITIVE_INFINITY;
 }
 
-export function heading(title: string): string {
-  return `\n${title}\n`;
+/** A heading, wrapped at spaces to the width. */
+export function heading(title: string, widthMax = Number.POSITIVE_INFINITY): string {
+  return `\n${fitText(title, widthMax)}`;
+}
+
+/** A line of prose wrapped at spaces to the width (a word longer than the width stays whole). */
+export function fitText(text: string, widthMax = Number.POSITIVE_INFINITY): string {
+  return wrap(text, widthMax).join('\n') + '\n';
 }

@@ -17,7 +17,7 @@ import { OperationNotFound } from '../../runtime/errors.js';
 import { SystemClock } from '../../runtime/clock.js';
 import type { CliIo } from '../io.js';
 import { describeEvent } from '../describe.js';
-import { heading, renderTable, widthOf } from '../table.js';
+import { fitText, heading, renderTable, widthOf } from '../table.js';
 
 /**
  * Opens an existing store for an operator tool: a missing SQLite file is an error (never
@@ -115,7 +115,7 @@ export async function inspectCommand(typedId: string, options: { store: string; 
     const rows = transitions.flatMap((t, i) =>
       t.transition.events.map((e, j) => (j === 0 ? [t.revision, new Date(t.committedAtMs).toISOString(), `+${t.committedAtMs - originMs}`, guard(t), applied[i] ? 'applied' : 'void', e.type, describeEvent(e, originMs)] : ['', '', '', '', '', e.type, describeEvent(e, originMs)])),
     );
-    io.stdout.write(`operation ${operationId} — ${transitions.length} transitions (guard relative to admission, ms)\n`);
+    io.stdout.write(fitText(`operation ${operationId} — ${transitions.length} transitions (guard relative to admission, ms)`, widthOf(io)));
     io.stdout.write(renderTable(['rev', 'committed at', '+ms', 'guard', 'state', 'event', 'detail'], rows, widthOf(io)));
     if (record) io.stdout.write(renderRecord(record, widthOf(io)));
     return 0;
@@ -125,7 +125,7 @@ export async function inspectCommand(typedId: string, options: { store: string; 
 function renderRecord(record: OperationRecord, widthMax: number): string {
   const d = decisionView(record);
   const settlement = settlementView(record);
-  let out = heading(`Record: phase ${record.phase}, principal ${record.principalId}, contract ${record.contract.id}@${record.contract.version}, interaction ${record.interaction}`);
+  let out = heading(`Record: phase ${record.phase}, principal ${record.principalId}, contract ${record.contract.id}@${record.contract.version}, interaction ${record.interaction}`, widthMax);
   out += renderTable(['outcome', 'reason', 'votes', 'threshold', 'units', 'settlement'], [[d?.outcome ?? 'open', d?.reason, d?.successVotes, record.manifest.threshold, record.manifest.units, settlement.status]], widthMax);
   out += heading('Branches');
   out += renderTable(['branch', 'peer', 'status', 'attempt', 'fence', 'lease until (+ms)', 'disposition', 'cancel'], branchViews(record).map((b) => {
