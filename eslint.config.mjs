@@ -16,7 +16,10 @@ export const longFunctions = {
   'test/conformance/transport.ts': 2, // coreRules 77, durableRules 267
   'test/faults/nats-chaos.test.ts': 1,
   'test/faults/nats-faults.test.ts': 1,
+  'test/integration/cli-nats.test.ts': 1,
+  'test/integration/examples.test.ts': 1,
   'test/integration/http.test.ts': 1,
+  'test/integration/package.test.ts': 1,
   'test/integration/nats-deployment.test.ts': 1,
   'test/integration/nats-e2e.test.ts': 2,
   'test/integration/nats-permissions.test.ts': 1,

@@ -1,6 +1,12 @@
-/** The `convoke` command. Exit codes: 0 ok, 1 failure, 2 invalid usage or input (AdapterError on stderr). */
+/**
+ * The `convoke` command. Exit codes (exit-codes.ts, README "Exit codes"): 0 success, 2 invalid
+ * usage or input, one code per other AdapterError kind (the error as JSON on stderr), 9 not found,
+ * 10 pending, 11 a decision that is not success under --fail-on-outcome, 1 anything unexpected.
+ */
+import { readFileSync } from 'node:fs';
 import { Command, CommanderError, InvalidArgumentError } from 'commander';
 import { isAdapterError } from '../contract/errors.js';
+import { exitCodeOfError, exitCodes } from './exit-codes.js';
 import { processIo, type CliIo } from './io.js';
 
 // Each command's module is imported when that command runs: `convoke peer` never loads Fastify,
@@ -14,6 +20,7 @@ const commands = {
   bundle: () => import('./commands/bundle.js'),
   peer: () => import('./commands/peer.js'),
   invoke: () => import('./commands/invoke.js'),
+  act: () => import('./commands/act.js'),
 };
 
 const integer = (value: string) => {
@@ -21,8 +28,15 @@ const integer = (value: string) => {
   return Number(value);
 };
 
+/** The installed package's version (package.json sits three levels above dist/src/cli/main.js). */
+export function packageVersion(): string {
+  const manifest = JSON.parse(readFileSync(new URL('../../../package.json', import.meta.url), 'utf8')) as { version?: unknown };
+  return typeof manifest.version === 'string' ? manifest.version : 'unknown';
+}
+
 export function buildProgram(io: CliIo, setExit: (code: number) => void): Command {
   const program = new Command('convoke')
+    .version(packageVersion(), '-V, --version', 'print the package version')
     .description('Contract invocations: authenticated fan-out to frozen peers, fenced results, immutable decisions, event-sourced records.')
     .exitOverride()
     .configureOutput({ writeOut: (s) => io.stdout.write(s), writeErr: (s) => io.stderr.write(s) });
@@ -48,13 +62,13 @@ export async function main(argv: string[], io: CliIo = processIo): Promise<numbe
     await program.parseAsync(argv);
     return code;
   } catch (error) {
-    if (error instanceof CommanderError) return error.exitCode === 0 ? 0 : 2;
+    if (error instanceof CommanderError) return error.exitCode === 0 ? exitCodes.ok : exitCodes.invalidInput;
     if (isAdapterError(error)) {
       io.stderr.write(JSON.stringify(error.toJSON()) + '\n');
-      return 2;
+      return exitCodeOfError(error);
     }
     io.stderr.write(`convoke: ${(error as Error).stack ?? String(error)}\n`);
-    return 1;
+    return exitCodes.failure;
   }
 }
 
@@ -129,10 +143,11 @@ function addNatsCommands(program: Command, io: CliIo, setExit: (code: number) =>
     .option('--wait-for <boundary>', "decision | settled (may only strengthen the contract's boundary)")
     .option('--wait-ms <n>', 'how long the coordinator waits for the boundary', integer)
     .option('--json', 'print the reply as JSON', false)
+    .option('--fail-on-outcome', `exit ${exitCodes.outcomeNotSuccess} when the decision is not success`, false)
     .action(async (o) =>
       setExit(
         await (await commands.invoke()).invokeCommand(
-          { nats: o.nats, user: o.user, passwordEnv: o.passwordEnv, principal: o.principal, contract: o.contract, interaction: o.interaction, key: o.key, input: o.input, waitFor: o.waitFor, waitMs: o.waitMs, json: o.json },
+          { nats: o.nats, user: o.user, passwordEnv: o.passwordEnv, principal: o.principal, contract: o.contract, interaction: o.interaction, key: o.key, input: o.input, waitFor: o.waitFor, waitMs: o.waitMs, json: o.json, failOnOutcome: o.failOnOutcome },
           io,
         ),
       ),
@@ -142,8 +157,45 @@ function addNatsCommands(program: Command, io: CliIo, setExit: (code: number) =>
 /** Commands that read a store: inspect, tail, replay. */
 function addStoreCommands(program: Command, io: CliIo, setExit: (code: number) => void): void {
   program
+    .command('get')
+    .argument('<operationId>', 'operation id, the short id tail prints, or a unique prefix')
+    .description('show an operation as its InvocationResult: as the invoking principal over NATS (--nats, --user), or from a store as an operator (--store)')
+    .option('--nats <url>', 'NATS server URL(s), comma-separated')
+    .option('--user <user>', 'NATS user (the command principal unless --principal)')
+    .option('--password-env <name>', 'environment variable holding the NATS password', 'CONVOKE_NATS_PASSWORD')
+    .option('--principal <id>', 'command principal; defaults to --user')
+    .option('--store <url>', 'read the operation from this store (alone), or resolve a short id with it (with --nats)')
+    .option('--wait-for <boundary>', 'decision | settled (over NATS)')
+    .option('--wait-ms <n>', 'how long the coordinator waits for the boundary (over NATS)', integer)
+    .option('--json', 'machine-readable output', false)
+    .option('--fail-on-outcome', `exit ${exitCodes.outcomeNotSuccess} when the decision is not success`, false)
+    .action(async (operationId: string, o) =>
+      setExit(
+        await (await commands.act()).getCommand(
+          operationId,
+          { nats: o.nats, user: o.user, passwordEnv: o.passwordEnv, principal: o.principal, store: o.store, waitFor: o.waitFor, waitMs: o.waitMs, json: o.json, failOnOutcome: o.failOnOutcome },
+          io,
+        ),
+      ),
+    );
+
+  program
+    .command('cancel')
+    .argument('<operationId>', 'operation id, the short id tail prints (with --store), or a unique prefix (with --store)')
+    .description('cancel an open operation as its invoking principal, through the coordinator over NATS; only interactions that declare caller cancellation')
+    .requiredOption('--nats <url>', 'NATS server URL(s), comma-separated')
+    .requiredOption('--user <user>', 'NATS user (the command principal unless --principal)')
+    .option('--password-env <name>', 'environment variable holding the NATS password', 'CONVOKE_NATS_PASSWORD')
+    .option('--principal <id>', 'command principal; defaults to --user')
+    .option('--store <url>', 'resolve a short id or prefix with this store')
+    .option('--json', 'print the reply as JSON', false)
+    .action(async (operationId: string, o) =>
+      setExit(await (await commands.act()).cancelCommand(operationId, { nats: o.nats, user: o.user, passwordEnv: o.passwordEnv, principal: o.principal, store: o.store, json: o.json }, io)),
+    );
+
+  program
     .command('inspect')
-    .argument('<operationId>', 'operation id (op + 64 hex)')
+    .argument('<operationId>', 'operation id, the short id tail prints, or a unique prefix')
     .requiredOption('--store <url>', 'store URL: sqlite:PATH, jetstream:nats://HOST:PORT, esdb://…')
     .option('--json', 'machine-readable output', false)
     .description("show an operation's stored transitions (guard, applied or void) and its projected record")
@@ -158,7 +210,7 @@ function addStoreCommands(program: Command, io: CliIo, setExit: (code: number) =
 
   program
     .command('replay')
-    .argument('[operationId]', 'one operation (all when absent)')
+    .argument('[operationId]', 'one operation: id, short id or unique prefix (all when absent)')
     .requiredOption('--store <url>', 'store URL')
     .option('--json', 'machine-readable output', false)
     .description('rebuild records from their logs through the XState machines; exit 1 on any difference')

@@ -1,13 +1,83 @@
 /** Plain-text tables for what a person reads (inspect, demo, bench); `--json` is for machines. */
+import type { CliIo } from './io.js';
+
 export type Cell = string | number | boolean | null | undefined;
 
-export function renderTable(headers: string[], rows: Cell[][]): string {
-  const text = rows.map((row) => row.map((cell) => (cell === null || cell === undefined ? '-' : String(cell))));
-  const widths = headers.map((h, i) => Math.max(h.length, ...text.map((r) => (r[i] ?? '').length)));
-  const line = (cells: string[]) => cells.map((c, i) => c.padEnd(widths[i] ?? 0)).join('  ').trimEnd();
-  return [line(headers), line(widths.map((w) => '-'.repeat(w))), ...text.map(line)].join('\n') + '\n';
+const gap = '  ';
+
+/**
+ * A table no wider than `widthMax`: when the natural width is more, the widest columns are
+ * narrowed (never below their longest header word) and their cells and headers wrap onto continuation lines, so nothing is
+ * cut off and no line outgrows the terminal. A column that cannot narrow enough leaves the table
+ * wider, never a cell truncated.
+ */
+export function renderTable(headers: string[], rows: Cell[][], widthMax = Number.POSITIVE_INFINITY): string {
+  const text = rows.map((row) => headers.map((_, i) => cellText(row[i])));
+  const widths = fitWidths(headers, text, widthMax);
+  const line = (cells: string[]) => cells.map((c, i) => c.padEnd(widths[i] ?? 0)).join(gap).trimEnd();
+  const lines: string[] = [];
+  const push = (row: string[]) => {
+    const wrapped = row.map((cell, i) => wrap(cell, widths[i] ?? cell.length));
+    const height = Math.max(1, ...wrapped.map((w) => w.length));
+    for (let k = 0; k < height; k++) lines.push(line(wrapped.map((w) => w[k] ?? '')));
+  };
+  push(headers);
+  lines.push(line(widths.map((w) => '-'.repeat(w))));
+  for (const row of text) push(row);
+  return lines.join('\n') + '\n';
 }
 
-export function heading(title: string): string {
-  return `\n${title}\n`;
+function cellText(cell: Cell): string {
+  // A cell is one line: newlines in data would break the rows apart.
+  return cell === null || cell === undefined ? '-' : String(cell).replace(/[\r\n\t]+/g, ' ');
+}
+
+/** Column widths: natural, then the widest narrowed one at a time until the table fits. */
+function fitWidths(headers: string[], text: string[][], widthMax: number): number[] {
+  const natural = headers.map((h, i) => Math.max(h.length, ...text.map((r) => (r[i] ?? '').length)));
+  // A column narrows to its longest header word (the header wraps too), and never below 8.
+  const columns = headers.map((h, i) => {
+    const width = natural[i] ?? h.length;
+    return { width, floor: Math.min(width, Math.max(8, ...h.split(' ').map((word) => word.length))) };
+  });
+  const total = () => columns.reduce((sum, c) => sum + c.width, 0) + gap.length * (columns.length - 1);
+  while (total() > widthMax) {
+    const narrowable = columns.filter((c) => c.width > c.floor);
+    if (narrowable.length === 0) break;
+    const widest = narrowable.reduce((a, b) => (b.width > a.width ? b : a));
+    const others = total() - widest.width;
+    widest.width = Math.max(widest.floor, Math.min(widest.width - 1, widthMax - others));
+  }
+  const widths = columns.map((c) => c.width);
+  return widths;
+}
+
+/** Breaks a cell into lines of at most `width` characters, at spaces where it can. */
+function wrap(cell: string, width: number): string[] {
+  if (cell.length <= width) return [cell];
+  const lines: string[] = [];
+  let rest = cell;
+  while (rest.length > width) {
+    const space = rest.lastIndexOf(' ', width);
+    const cut = space > width / 2 ? space : width;
+    lines.push(rest.slice(0, cut).trimEnd());
+    rest = rest.slice(cut).trimStart();
+  }
+  if (rest.length > 0) lines.push(rest);
+  return lines;
+}
+
+/** The width a command's tables get: the process's (processIo: the terminal's, $COLUMNS or the default); unbounded for an io that names none. */
+export function widthOf(io: CliIo): number {
+  return io.columns ?? Number.POSITIVE_INFINITY;
+}
+
+/** A heading, wrapped at spaces to the width. */
+export function heading(title: string, widthMax = Number.POSITIVE_INFINITY): string {
+  return `\n${fitText(title, widthMax)}`;
+}
+
+/** A line of prose wrapped at spaces to the width (a word longer than the width stays whole). */
+export function fitText(text: string, widthMax = Number.POSITIVE_INFINITY): string {
+  return wrap(text, widthMax).join('\n') + '\n';
 }

@@ -1,7 +1,11 @@
 /**
- * POST /contract-invocations and GET /contract-invocations/{operationId}: thin handlers over the
- * coordinator. Status 200 means the effective boundary was reached within the wait, 202 that the
- * operation is still pending; both carry the InvocationResult. Neither is business success.
+ * POST /contract-invocations, GET /contract-invocations/{operationId} and POST
+ * /contract-invocations/{operationId}/cancel: thin handlers over the coordinator. Status 200 means
+ * the effective boundary was reached within the wait, 202 that the operation is still pending;
+ * both carry the InvocationResult. Neither is business success. Cancel is the coordinator's: only
+ * the invoker, only where the interaction declares caller cancellation (422 unsupported
+ * otherwise); 200 once the decision is closed (cancelled, or decided before the cancel), as the
+ * NATS `cancel` command answers.
  */
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { AssertionFailure } from '../contract/errors.js';
@@ -11,7 +15,7 @@ import type { Caller, InvocationService } from '../runtime/service.js';
 import type { InvocationResult } from '../projections/views.js';
 import type { Authenticate } from './auth.js';
 import { requireJsonContentType } from './body.js';
-import { getInvocationSchema, postInvocationSchema } from './schemas.js';
+import { cancelInvocationSchema, getInvocationSchema, postInvocationSchema } from './schemas.js';
 import { contractBoundary, effectiveBoundary, waitReleasable } from './wait.js';
 
 export interface InvocationRoutesOptions {
@@ -79,6 +83,12 @@ export function registerInvocationRoutes(app: FastifyInstance, options: Invocati
     const waitMs = request.query.waitMs === undefined ? 0 : Number(request.query.waitMs);
     const waited = await wait(reply, caller.principalId, operationId, boundary, clampWaitMs(waitMs));
     return answer(reply, waited);
+  });
+
+  app.post<{ Params: GetParams }>('/contract-invocations/:operationId/cancel', { schema: cancelInvocationSchema, onRequest: authenticate }, async (request, reply) => {
+    const result = await coordinator.cancel(callerOf(request).principalId, request.params.operationId);
+    reply.code(result.decision === null ? 202 : 200);
+    return result;
   });
 }
 

@@ -15,7 +15,7 @@ const errorMeaning: Record<(typeof errorStatuses)[number], string> = {
   410: 'expired (the invocation key is tombstoned or admission ran out of its budget)',
   413: 'the body exceeds the configured limit',
   415: 'the body is not application/json (UTF-8)',
-  422: 'unsupported (the contract digest is not deployed here, or a capability is missing)',
+  422: 'unsupported (the contract digest is not deployed here, a capability is missing, or, for cancel, the interaction does not declare caller cancellation)',
   500: 'internal error; the outcome is unknown: retry with the same invocationKey or GET the operation',
   503: 'unavailable (store or policy unavailable, or the server is shutting down); retry idempotently',
 };
@@ -64,6 +64,20 @@ export function openApiDocument(): object {
             { name: 'waitMs', in: 'query', required: false, schema: { type: 'integer', minimum: 0, maximum: limits.waitMsMax } },
           ],
           responses: { ...progress, ...errorResponses([400, 401, 404, 500, 503]) },
+        },
+      },
+      '/contract-invocations/{operationId}/cancel': {
+        post: {
+          operationId: 'cancelInvocation',
+          description:
+            'The invoker cancels its open operation, where the interaction declares caller cancellation and policy allows the cancel action: the decision closes as failed (reason cancelled) and unfinished branches are sent cancel requests; settlement follows their replies. ' +
+            'An operation already decided keeps its decision (200 with it). There is no blanket cancellation: an interaction without caller cancellation answers 422 unsupported.',
+          parameters: [{ name: 'operationId', in: 'path', required: true, schema: { type: 'string', pattern: '^op[0-9a-f]{64}$' } }],
+          responses: {
+            '200': { description: 'the decision is closed (cancelled now, or decided before); settlement may still be in progress', content: json(ref('InvocationResult')) },
+            '202': { description: 'accepted but not yet decided', content: json(ref('InvocationResult')) },
+            ...errorResponses([400, 401, 403, 404, 409, 410, 422, 500, 503]),
+          },
         },
       },
       '/healthz': { get: { operationId: 'health', security: [], responses: { '200': { description: 'serving', content: json(ref('Health')) }, ...errorResponses([503]) } } },

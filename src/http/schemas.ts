@@ -57,6 +57,12 @@ export const getInvocationSchema = {
   response: { 200: resultSchema, 202: resultSchema, ...errorResponses },
 };
 
+/** No body: the operation in the path is the whole request. */
+export const cancelInvocationSchema = {
+  params: operationParamsSchema,
+  response: { 200: resultSchema, 202: resultSchema, ...errorResponses },
+};
+
 export const healthSchema = {
   type: 'object',
   required: ['status'],

@@ -6,3 +6,4 @@ export { createNatsPeer, type NatsPeerOptions } from './nats-peer.js';
 export { createPeer, type Handler, type HandlerContext, type Peer, type PeerOptions } from './peer.js';
 export { MemoryEffectSink, type EffectKey, type EffectRecord, type EffectSink } from './effect-sink.js';
 export { SqliteEffectSink } from './sqlite-effect-sink.js';
+export type { JsonValue } from '../contract/json.js';

@@ -41,6 +41,7 @@ export interface FixtureOptions {
  * careful: quorum 2 of alfa/bravo/zulu (zulu never answers), siblings cancel: decided, settlement stays pending.
  * sealed: like review, but the contract's boundary is settled (callers may not weaken it).
  * restricted: like review; bob is denied it.
+ * stoppable: all three of alfa/bravo/zulu (never decides before its timeout), caller cancellation.
  */
 export function fixtureBundle(): JsonObject {
   const bundle = reviewBundle({ completion: { mode: 'quorum', count: 2 }, timeoutMs: 20_000 });
@@ -50,6 +51,7 @@ export function fixtureBundle(): JsonObject {
     careful: { ...review, audience: { group: 'careful' }, siblings: 'cancel', cancelTimeoutMs: 60_000, settlementGraceMs: 60_000 },
     sealed: { ...review, waitFor: 'settled' },
     restricted: { ...review },
+    stoppable: { ...review, audience: { group: 'careful' }, completion: { mode: 'all-successful' }, cancellation: 'caller' },
   };
   return bundle;
 }
@@ -62,7 +64,7 @@ export async function writeHttpFixture(options: FixtureOptions = {}): Promise<Ht
   await writeFile(join(dir, 'review.bundle.json'), JSON.stringify(bundle, null, 2));
   const tokens = { alice: `alice-${randomBytes(16).toString('hex')}`, bob: `bob-${randomBytes(16).toString('hex')}` };
   const approve = { verdict: 'approve' };
-  const peer = { delayMs: options.peerDelayMs ?? 150, review: approve, careful: approve, sealed: approve, restricted: approve };
+  const peer = { delayMs: options.peerDelayMs ?? 150, review: approve, careful: approve, sealed: approve, restricted: approve, stoppable: approve };
   const config: JsonObject = {
     store: options.store ?? 'memory:',
     transport: { kind: 'memory', examplePeers: { alfa: peer, bravo: peer, charlie: peer } },

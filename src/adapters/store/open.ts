@@ -8,6 +8,7 @@
  *
  * Anything else is invalid-input. A backend that cannot be reached at open is unavailable.
  */
+import { existsSync } from 'node:fs';
 import { AdapterError, invalidInput, unavailable } from '../../contract/errors.js';
 import type { Clock } from '../../contract/clock.js';
 import { JetStreamEventStore } from './jetstream.js';
@@ -18,6 +19,8 @@ import type { EventStore, StoreLimits } from './types.js';
 export interface OpenStoreDeps {
   clock: Clock;
   limits?: Partial<StoreLimits>;
+  /** Open only a store that exists (operator tools): a missing SQLite file is an error, never created. */
+  mustExist?: boolean;
 }
 
 export async function openStore(url: string, deps: OpenStoreDeps): Promise<EventStore> {
@@ -38,13 +41,14 @@ export async function openStore(url: string, deps: OpenStoreDeps): Promise<Event
       return new EventStoreDbStore({ connectionString: url.replace(/^eventstoredb:/i, 'esdb:'), limits: deps.limits });
     }
     default:
-      throw invalidInput(`unknown store URL ${JSON.stringify(redact(url))}: use memory:, sqlite:PATH, jetstream:nats://host:port or esdb://host:port`);
+      throw invalidInput(`unknown store URL ${JSON.stringify(redactStoreUrl(url))}: use memory:, sqlite:PATH, jetstream:nats://host:port or esdb://host:port`);
   }
 }
 
 function openSqlite(rest: string, deps: OpenStoreDeps): EventStore {
   const path = rest.startsWith('//') ? rest.slice(2) : rest;
   if (path.length === 0) throw invalidInput('sqlite: store URL needs a path (sqlite:PATH)');
+  if (deps.mustExist && !existsSync(path)) throw invalidInput(`no sqlite store at ${path}: the file does not exist`);
   try {
     return new SqliteEventStore({ path, clock: deps.clock, limits: deps.limits });
   } catch (error) {
@@ -57,7 +61,7 @@ async function openJetStream(rest: string, deps: OpenStoreDeps): Promise<EventSt
   try {
     parsed = new URL(rest);
   } catch (error) {
-    throw invalidInput(`jetstream: store URL must be jetstream:nats://host:port (got ${JSON.stringify(redact(rest))})`, error);
+    throw invalidInput(`jetstream: store URL must be jetstream:nats://host:port (got ${JSON.stringify(redactStoreUrl(rest))})`, error);
   }
   if (parsed.protocol !== 'nats:' && parsed.protocol !== 'tls:') throw invalidInput(`jetstream: expected a nats:// server URL, got ${parsed.protocol}`);
   const query = parsed.searchParams;
@@ -80,6 +84,6 @@ async function openJetStream(rest: string, deps: OpenStoreDeps): Promise<EventSt
 }
 
 /** Store URLs may carry credentials; never echo them into errors or logs. */
-function redact(url: string): string {
+export function redactStoreUrl(url: string): string {
   return url.replace(/(pass(word)?=)[^&]*/gi, '$1***').replace(/\/\/([^/@:]*):([^/@]*)@/, '//$1:***@');
 }

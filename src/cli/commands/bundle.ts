@@ -2,7 +2,7 @@
 import { readBundleFile } from '../../deployment/files.js';
 import type { Completion } from '../../contract/types.js';
 import type { CliIo } from '../io.js';
-import { renderTable } from '../table.js';
+import { renderTable, widthOf } from '../table.js';
 
 function describeCompletion(c: Completion): string {
   if (c.mode !== 'quorum') return c.mode;
@@ -21,6 +21,6 @@ export async function bundleCheckCommand(file: string, options: { json: boolean 
     const audience = 'group' in s.audience ? `group ${s.audience.group}` : `peers ${s.audience.peers.join(',')}`;
     return [i.id, s.delivery, audience, describeCompletion(s.completion), s.votes, `${s.timeoutMs} ms`, s.onTimeout, s.attempts, s.siblings, s.waitFor];
   });
-  io.stdout.write(renderTable(['interaction', 'delivery', 'audience', 'completion', 'votes', 'timeout', 'on timeout', 'attempts', 'siblings', 'waitFor'], rows));
+  io.stdout.write(renderTable(['interaction', 'delivery', 'audience', 'completion', 'votes', 'timeout', 'on timeout', 'attempts', 'siblings', 'waitFor'], rows, widthOf(io)));
   return 0;
 }

@@ -8,6 +8,7 @@ import { isAdapterError } from '../../contract/errors.js';
 import { readFileBytes } from '../../deployment/files.js';
 import { parseStrictBytes } from '../../contract/ijson.js';
 import type { CliIo } from '../io.js';
+import { exitCodeOfError } from '../exit-codes.js';
 
 async function readInput(file: string | undefined, io: CliIo): Promise<Uint8Array> {
   return file === undefined ? io.readStdin() : readFileBytes(file);
@@ -22,6 +23,6 @@ export async function canonicalizeCommand(file: string | undefined, io: CliIo): 
   } catch (err) {
     if (!isAdapterError(err)) throw err;
     io.stderr.write(JSON.stringify(err.toJSON()) + '\n');
-    return 2;
+    return exitCodeOfError(err);
   }
 }

@@ -3,7 +3,7 @@
  * out to N in-process peers over the in-process bus, decided by the declared rule, settled, and
  * its event stream printed. No server needed.
  */
-import type { JsonValue } from '../../contract/json.js';
+import type { JsonObject, JsonValue } from '../../contract/json.js';
 import { AdapterError } from '../../contract/errors.js';
 import { SystemClock } from '../../contract/clock.js';
 import { createEmbedded } from '../../deployment/embedded.js';
@@ -12,7 +12,8 @@ import { seededRandom } from '../../runtime/random.js';
 import type { StoredTransition } from '../../events/types.js';
 import type { InvocationResult } from '../../projections/views.js';
 import type { CliIo } from '../io.js';
-import { heading, renderTable } from '../table.js';
+import { heading, renderTable, widthOf } from '../table.js';
+import { exitCodes } from '../exit-codes.js';
 import { describeEvent } from '../describe.js';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -68,8 +69,8 @@ export async function demoCommand(options: DemoOptions, io: CliIo): Promise<numb
     const read = await embedded.store.read(result.operationId);
     const transitions = read.kind === 'ok' ? read.transitions : [];
     if (options.json) io.stdout.write(JSON.stringify({ result: final, transitions }, null, 2) + '\n');
-    else io.stdout.write(renderDemo(final, transitions, options, describeStore(store, options)));
-    return waited.reached ? 0 : 1;
+    else io.stdout.write(renderDemo(final, transitions, options, describeStore(store, options), widthOf(io)));
+    return waited.reached ? exitCodes.ok : exitCodes.pending;
   } finally {
     await embedded.close();
     await remove();
@@ -108,23 +109,47 @@ function describeStore(store: EventStore, options: DemoOptions): string {
   return options.store === undefined ? `temporary ${store.name} store` : `${store.name} store`;
 }
 
-function renderDemo(result: InvocationResult, transitions: StoredTransition[], options: DemoOptions, storeDescription: string): string {
+/**
+ * The rule the scenario's contract really declares, with the threshold the admission recorded:
+ * a scenario may ignore --quorum (first success, all successful, a capped quorum).
+ */
+export function describeRule(review: JsonObject, transitions: readonly StoredTransition[]): string {
+  const completion = review.completion as { mode?: string; count?: number } | undefined;
+  const admitted = transitions.flatMap((t) => t.transition.events).find((e) => e.type === 'operation-admitted');
+  const of = admitted?.type === 'operation-admitted' ? ` (${admitted.manifest.threshold} of ${admitted.manifest.units})` : '';
+  const delivery = review.delivery === 'one-eligible' ? ', one eligible peer at a time' : '';
+  switch (completion?.mode) {
+    case 'quorum':
+      return `quorum${of}${delivery}`;
+    case 'first-success':
+      return `first success${of}${delivery}`;
+    case 'all-successful':
+      return `all successful${of}${delivery}`;
+    default:
+      return `${completion?.mode ?? 'unknown'}${of}${delivery}`;
+  }
+}
+
+function renderDemo(result: InvocationResult, transitions: StoredTransition[], options: DemoOptions, storeDescription: string, widthMax: number): string {
   const d = result.decision;
   const t0 = result.admittedAtMs;
-  let out = `convoke demo ${options.scenario} — ${options.peers} peers, quorum ${options.quorum}, seed ${options.seed} (embedded: ${storeDescription}, in-process bus)\n`;
-  out += `${scenarios[options.scenario]?.description ?? ''}\n`;
+  const scenario = scenarios[options.scenario];
+  if (scenario === undefined) throw new AdapterError('invalid-input', `unknown scenario "${options.scenario}"`);
+  const rule = describeRule(scenario.review(options), transitions);
+  let out = `convoke demo ${options.scenario} — ${options.peers} peers, rule: ${rule}, seed ${options.seed} (embedded: ${storeDescription}, in-process bus)\n`;
+  out += `${scenario.description}\n`;
   out += `operation ${result.operationId}\n`;
   out += heading('Decision');
-  out += renderTable(['outcome', 'reason', 'success votes', 'failed units', 'threshold', 'units', 'closed at'], [[d?.outcome, d?.reason, d?.successVotes, d?.failedUnits, d?.threshold, d?.units, d ? `+${d.closedAtMs - t0} ms` : null]]);
+  out += renderTable(['outcome', 'reason', 'success votes', 'failed units', 'threshold', 'units', 'closed at'], [[d?.outcome, d?.reason, d?.successVotes, d?.failedUnits, d?.threshold, d?.units, d ? `+${d.closedAtMs - t0} ms` : null]], widthMax);
   out += heading(`Settlement: ${result.settlement.status}`);
-  out += renderTable(['branch', 'disposition', 'outcome'], result.settlement.siblings.map((s) => [s.branchId, s.disposition, s.outcome]));
+  out += renderTable(['branch', 'disposition', 'outcome'], result.settlement.siblings.map((s) => [s.branchId, s.disposition, s.outcome]), widthMax);
   out += heading('Branches');
-  out += renderTable(['branch', 'peer', 'status', 'attempt', 'fence', 'result'], result.branches.map((b) => [b.branchId, b.peerId, b.status, b.attempt, b.fence, b.result === undefined ? null : JSON.stringify(b.result)]));
+  out += renderTable(['branch', 'peer', 'status', 'attempt', 'fence', 'result'], result.branches.map((b) => [b.branchId, b.peerId, b.status, b.attempt, b.fence, b.result === undefined ? null : JSON.stringify(b.result)]), widthMax);
   out += heading(`Output: ${JSON.stringify(result.output)}`);
   out += heading(`Event stream convoke-op-${result.operationId.slice(0, 14)}…`);
   const rows = transitions.flatMap((t) =>
     t.transition.events.map((e, i) => [i === 0 ? t.revision : '', i === 0 ? `+${t.committedAtMs - t0} ms` : '', e.type, describeEvent(e, t0)]),
   );
-  out += renderTable(['rev', 'committed', 'event', 'detail'], rows);
+  out += renderTable(['rev', 'committed', 'event', 'detail'], rows, widthMax);
   return out;
 }

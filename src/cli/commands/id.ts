@@ -7,6 +7,7 @@ import { invalidInput, isAdapterError } from '../../contract/errors.js';
 import { checkToken, isContractDigest, isOperationId, operationId, publicationId } from '../../contract/ids.js';
 import { limits } from '../../contract/limits.js';
 import type { CliIo } from '../io.js';
+import { exitCodeOfError } from '../exit-codes.js';
 
 function run(io: CliIo, compute: () => string): number {
   try {
@@ -15,7 +16,7 @@ function run(io: CliIo, compute: () => string): number {
   } catch (err) {
     if (!isAdapterError(err)) throw err;
     io.stderr.write(JSON.stringify(err.toJSON()) + '\n');
-    return 2;
+    return exitCodeOfError(err);
   }
 }
 

@@ -1,6 +1,7 @@
 /**
  * `convoke invoke --nats URL --user U --contract FILE --interaction I --key K --input JSON
- *   [--wait-for decision|settled] [--wait-ms N] [--principal P] [--password-env NAME] [--json]`
+ *   [--wait-for decision|settled] [--wait-ms N] [--principal P] [--password-env NAME] [--json]
+ *   [--fail-on-outcome]`
  *
  * A command client over NATS (src/nats-api/commands.ts): sends an InvocationRequest on
  * `convoke.cmd.<principal>.invoke` and prints the InvocationResult as tables (or the reply as
@@ -8,9 +9,11 @@
  * CONVOKE_NATS_PASSWORD), never from the command line. The principal is the NATS user unless
  * --principal says otherwise; the server proves it by the user's publish permission.
  *
- * Exit codes: 0 the coordinator answered 200 or 202 (read decision.outcome: a failed business
- * decision is still 0); 1 it answered an error, or no coordinator answered (the outcome of the
- * invoke is then unknown: retry with the same --key); 2 invalid usage or input.
+ * Exit codes (exit-codes.ts): 0 the boundary was reached (a failed decision too, unless
+ * --fail-on-outcome: then 11); 10 still pending when the wait ended (get it later); the
+ * AdapterError kind's code when the coordinator answered an error, 9 for an operation not found;
+ * 4 (unavailable) when no coordinator answered: the outcome of the invoke is then unknown, retry
+ * with the same --key.
  */
 import { AdapterError, invalidInput } from '../../contract/errors.js';
 import { parseStrict } from '../../contract/ijson.js';
@@ -19,17 +22,23 @@ import type { InvocationRequest, WaitFor } from '../../contract/types.js';
 import { inboxPrefixFor } from '../../adapters/transport/nats-names.js';
 import { NatsTransport } from '../../adapters/transport/nats.js';
 import type { InvocationResult } from '../../projections/views.js';
-import { commandTimeoutMs, sendCommand, type CommandReply } from '../../nats-api/commands.js';
+import { commandTimeoutMs, sendCommand, type CommandReply, type CommandVerb } from '../../nats-api/commands.js';
 import type { CliIo } from '../io.js';
-import { heading, renderTable } from '../table.js';
+import { exitCodeOfKind, exitCodeOfReplyError, exitCodes } from '../exit-codes.js';
+import { heading, renderTable, widthOf } from '../table.js';
 
-export interface InvokeOptions {
+/** How a command client reaches the coordinators: NATS servers, user, and where the password is. */
+export interface NatsClientOptions {
   nats: string;
   user: string;
   /** Names the environment variable holding the password. */
   passwordEnv?: string;
   /** The command principal (subject token); the user by default. */
   principal?: string;
+  env?: NodeJS.ProcessEnv;
+}
+
+export interface InvokeOptions extends NatsClientOptions {
   contract: string;
   interaction: string;
   key: string;
@@ -37,33 +46,60 @@ export interface InvokeOptions {
   waitFor?: string;
   waitMs?: number;
   json: boolean;
-  env?: NodeJS.ProcessEnv;
+  /** Exit 11 when the decision is not success. */
+  failOnOutcome?: boolean;
 }
 
 export const passwordEnvDefault = 'CONVOKE_NATS_PASSWORD';
 
 export async function invokeCommand(options: InvokeOptions, io: CliIo): Promise<number> {
   const request = await buildRequest(options);
+  return sendAndReport(options, io, 'invoke', request, commandTimeoutMs(request.waitMs), { json: options.json, failOnOutcome: options.failOnOutcome === true, unknown: 'the outcome is unknown: retry with the same --key' });
+}
+
+/**
+ * Connects as the principal's command client, sends one command and prints the reply; the exit
+ * code follows exit-codes.ts. `failOnOutcome` makes a decided, not-successful result exit 11.
+ */
+export async function sendAndReport(
+  options: NatsClientOptions,
+  io: CliIo,
+  verb: CommandVerb,
+  body: unknown,
+  timeoutMs: number,
+  report: { json: boolean; failOnOutcome: boolean; unknown: string },
+): Promise<number> {
   const passwordEnv = options.passwordEnv ?? passwordEnvDefault;
   const pass = (options.env ?? process.env)[passwordEnv];
   if (pass === undefined || pass === '') throw invalidInput(`environment variable ${passwordEnv} (the NATS password) is not set`);
   const principal = options.principal ?? options.user;
-  const transport = await NatsTransport.connect({ servers: options.nats, user: options.user, pass, name: `convoke-invoke-${principal}`, inboxPrefix: inboxPrefixFor('cmd', principal) }, { identity: options.user });
+  const transport = await NatsTransport.connect({ servers: options.nats, user: options.user, pass, name: `convoke-${verb}-${principal}`, inboxPrefix: inboxPrefixFor('cmd', principal) }, { identity: options.user });
   let reply: CommandReply;
   try {
-    reply = await sendCommand(transport, principal, 'invoke', request, commandTimeoutMs(request.waitMs));
+    reply = await sendCommand(transport, principal, verb, body, timeoutMs);
   } catch (error) {
     if (!(error instanceof AdapterError) || error.kind === 'invalid-input') throw error;
-    // No answer is not an answer: the invocation may or may not have been admitted.
-    io.stderr.write(`${JSON.stringify({ kind: error.kind, description: `${error.description ?? error.kind}; the outcome is unknown: retry with the same --key` })}\n`);
-    return 1;
+    // No answer is not an answer: the command may or may not have been carried out.
+    io.stderr.write(`${JSON.stringify({ kind: error.kind, description: `${error.description ?? error.kind}; ${report.unknown}` })}\n`);
+    return exitCodeOfKind(error.kind);
   } finally {
     await transport.close();
   }
-  if (options.json) io.stdout.write(JSON.stringify(reply, null, 2) + '\n');
-  else if ('result' in reply) io.stdout.write(renderResult(reply.status, reply.result));
-  else io.stderr.write(`status ${reply.status}: ${JSON.stringify(reply.error)}\n`);
-  return 'result' in reply ? 0 : 1;
+  if (!('result' in reply)) {
+    if (report.json) io.stdout.write(JSON.stringify(reply, null, 2) + '\n');
+    io.stderr.write(`status ${reply.status}: ${JSON.stringify(reply.error)}\n`);
+    return exitCodeOfReplyError(reply.status, reply.error.kind);
+  }
+  if (report.json) io.stdout.write(JSON.stringify(reply, null, 2) + '\n');
+  else io.stdout.write(renderResult(reply.status, reply.result, widthOf(io)));
+  return resultExitCode(reply.status, reply.result, report.failOnOutcome);
+}
+
+/** 202 is pending whatever the flag; a decided result fails only under --fail-on-outcome. */
+export function resultExitCode(status: 200 | 202, result: InvocationResult, failOnOutcome: boolean): number {
+  if (status === 202) return exitCodes.pending;
+  if (failOnOutcome && result.decision !== null && result.decision.outcome !== 'success') return exitCodes.outcomeNotSuccess;
+  return exitCodes.ok;
 }
 
 async function buildRequest(options: InvokeOptions): Promise<InvocationRequest> {
@@ -84,7 +120,7 @@ async function buildRequest(options: InvokeOptions): Promise<InvocationRequest> 
 const cell = (value: unknown) => (value === undefined || value === null ? '-' : typeof value === 'string' ? value : JSON.stringify(value));
 
 /** The InvocationResult for a person: the operation, its decision and settlement, then one row per branch. */
-export function renderResult(status: number, result: InvocationResult): string {
+export function renderResult(status: number, result: InvocationResult, widthMax = Number.POSITIVE_INFINITY): string {
   const d = result.decision;
   const overview = renderTable(
     ['field', 'value'],
@@ -100,10 +136,12 @@ export function renderResult(status: number, result: InvocationResult): string {
       ['output', cell(result.output)],
       ...(result.outputError ? [['output error', cell(result.outputError)]] : []),
     ],
+    widthMax,
   );
   const branches = renderTable(
     ['branch', 'peer', 'status', 'attempt', 'fence', 'result'],
     result.branches.map((b) => [b.branchId, b.peerId, b.status, b.attempt, b.fence, cell(b.result)]),
+    widthMax,
   );
   return `${overview}${heading('branches')}${branches}`;
 }

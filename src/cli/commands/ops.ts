@@ -4,22 +4,29 @@
  * through the XState machines themselves and compare with the runtime's projection).
  */
 import { isDeepStrictEqual } from 'node:util';
-import { AdapterError } from '../../contract/errors.js';
+import { AdapterError, invalidInput } from '../../contract/errors.js';
 import { isOperationId } from '../../contract/ids.js';
 import { appliesOnFold } from '../../events/guard.js';
-import { openStore } from '../../adapters/store/open.js';
+import { openStore, redactStoreUrl } from '../../adapters/store/open.js';
 import type { EventStore } from '../../adapters/store/types.js';
 import type { StoredTransition } from '../../events/types.js';
 import { transitionProblem } from '../../events/schemas.js';
 import { branchOf, fold, machineSteps, type OperationRecord } from '../../projections/record.js';
 import { branchViews, decisionView, settlementView } from '../../projections/views.js';
 import { SystemClock } from '../../contract/clock.js';
+import { OperationNotFound } from '../../runtime/errors.js';
 import type { CliIo } from '../io.js';
 import { describeEvent } from '../describe.js';
-import { heading, renderTable } from '../table.js';
+import { fitText, heading, renderTable, widthOf } from '../table.js';
 
-async function withStore<T>(url: string, run: (store: EventStore) => Promise<T>): Promise<T> {
-  const store = await openStore(url, { clock: new SystemClock() });
+/**
+ * Opens an existing store for an operator tool: a missing SQLite file is an error (never
+ * created), and memory: is refused with the reason — it lives in one process, so a new process
+ * would only ever see it empty.
+ */
+export async function withStore<T>(url: string, run: (store: EventStore) => Promise<T>): Promise<T> {
+  if (/^memory:/i.test(url)) throw invalidInput('a memory: store lives inside the process that holds it; another process sees it empty. Point --store at the store a deployment writes (sqlite:PATH, jetstream:nats://HOST:PORT, esdb://…)');
+  const store = await openStore(url, { clock: new SystemClock(), mustExist: true });
   try {
     return await run(store);
   } finally {
@@ -27,12 +34,60 @@ async function withStore<T>(url: string, run: (store: EventStore) => Promise<T>)
   }
 }
 
-async function readLog(store: EventStore, operationId: string): Promise<StoredTransition[]> {
+/** How many candidates an ambiguous prefix lists. */
+const prefixCandidatesMax = 10;
+/** Shorter prefixes match too much to be meant: op + at least this many hex digits. */
+const prefixHexMin = 4;
+
+/**
+ * An operation id from what a person typed: the full id, the short form `tail` prints
+ * (`op0123456789ab…`), or any unique prefix of op + hex (the `op` may be left out). A prefix that
+ * matches nothing is not found; one that matches several is an error listing them.
+ */
+export async function resolveOperationId(store: EventStore, text: string): Promise<string> {
+  const typed = parseTypedId(text);
+  if (typed.kind === 'full') return typed.operationId;
+  const matches: string[] = [];
+  for await (const id of store.operationIds()) {
+    if (!id.startsWith(typed.prefix)) continue;
+    matches.push(id);
+    if (matches.length > prefixCandidatesMax) break;
+  }
+  const [match] = matches;
+  if (match === undefined) throw new OperationNotFound(typed.prefix);
+  if (matches.length > 1) {
+    const shown = matches.slice(0, prefixCandidatesMax);
+    const more = matches.length > prefixCandidatesMax ? ' and more' : '';
+    throw invalidInput(`${typed.prefix} is ambiguous: it starts ${shown.join(', ')}${more}; type more of the id`);
+  }
+  return match;
+}
+
+/** Checks what was typed before any store is opened: a full id, or a prefix long enough to mean one. */
+export function parseTypedId(text: string): { kind: 'full'; operationId: string } | { kind: 'prefix'; prefix: string } {
+  const typed = text.trim().replace(/(…|\.\.\.)$/, '').toLowerCase();
+  if (isOperationId(typed)) return { kind: 'full', operationId: typed };
+  const prefix = typed.startsWith('op') ? typed : `op${typed}`;
+  if (!new RegExp(`^op[0-9a-f]{${prefixHexMin},63}$`).test(prefix)) {
+    throw invalidInput(`${JSON.stringify(text)} is not an operation id (op + 64 hex) nor a prefix of one (op + ${prefixHexMin}..63 hex)`);
+  }
+  return { kind: 'prefix', prefix };
+}
+
+export async function readLog(store: EventStore, operationId: string): Promise<StoredTransition[]> {
   if (!isOperationId(operationId)) throw new AdapterError('invalid-input', `"${operationId}" is not an operation id (op + 64 hex)`);
   const read = await store.read(operationId);
   if (read.kind === 'ok') return read.transitions;
   if (read.kind === 'unavailable') throw new AdapterError('unavailable', read.description);
-  throw new AdapterError(read.kind === 'expired' ? 'expired' : 'invalid-input', read.description);
+  if (read.kind === 'not-found') throw new OperationNotFound(operationId);
+  throw new AdapterError('expired', read.description);
+}
+
+/** The log of an operation that exists: an id with no transitions is not found. */
+async function readExistingLog(store: EventStore, operationId: string): Promise<StoredTransition[]> {
+  const transitions = await readLog(store, operationId);
+  if (transitions.length === 0) throw new OperationNotFound(operationId);
+  return transitions;
 }
 
 /** Which stored transitions the fold applied (guard-on-fold stores may hold void ones). */
@@ -45,9 +100,11 @@ function appliedFlags(transitions: readonly StoredTransition[]): boolean[] {
   });
 }
 
-export async function inspectCommand(operationId: string, options: { store: string; json: boolean }, io: CliIo): Promise<number> {
+export async function inspectCommand(typedId: string, options: { store: string; json: boolean }, io: CliIo): Promise<number> {
+  parseTypedId(typedId);
   return withStore(options.store, async (store) => {
-    const transitions = await readLog(store, operationId);
+    const operationId = await resolveOperationId(store, typedId);
+    const transitions = await readExistingLog(store, operationId);
     const record = fold(transitions);
     const applied = appliedFlags(transitions);
     if (options.json) {
@@ -59,29 +116,29 @@ export async function inspectCommand(operationId: string, options: { store: stri
     const rows = transitions.flatMap((t, i) =>
       t.transition.events.map((e, j) => (j === 0 ? [t.revision, new Date(t.committedAtMs).toISOString(), `+${t.committedAtMs - originMs}`, guard(t), applied[i] ? 'applied' : 'void', e.type, describeEvent(e, originMs)] : ['', '', '', '', '', e.type, describeEvent(e, originMs)])),
     );
-    io.stdout.write(`operation ${operationId} — ${transitions.length} transitions (guard relative to admission, ms)\n`);
-    io.stdout.write(renderTable(['rev', 'committed at', '+ms', 'guard', 'state', 'event', 'detail'], rows));
-    if (record) io.stdout.write(renderRecord(record));
+    io.stdout.write(fitText(`operation ${operationId} — ${transitions.length} transitions (guard relative to admission, ms)`, widthOf(io)));
+    io.stdout.write(renderTable(['rev', 'committed at', '+ms', 'guard', 'state', 'event', 'detail'], rows, widthOf(io)));
+    if (record) io.stdout.write(renderRecord(record, widthOf(io)));
     return 0;
   });
 }
 
-function renderRecord(record: OperationRecord): string {
+function renderRecord(record: OperationRecord, widthMax: number): string {
   const d = decisionView(record);
   const settlement = settlementView(record);
-  let out = heading(`Record: phase ${record.phase}, principal ${record.principalId}, contract ${record.contract.id}@${record.contract.version}, interaction ${record.interaction}`);
-  out += renderTable(['outcome', 'reason', 'votes', 'threshold', 'units', 'settlement'], [[d?.outcome ?? 'open', d?.reason, d?.successVotes, record.manifest.threshold, record.manifest.units, settlement.status]]);
+  let out = heading(`Record: phase ${record.phase}, principal ${record.principalId}, contract ${record.contract.id}@${record.contract.version}, interaction ${record.interaction}`, widthMax);
+  out += renderTable(['outcome', 'reason', 'votes', 'threshold', 'units', 'settlement'], [[d?.outcome ?? 'open', d?.reason, d?.successVotes, record.manifest.threshold, record.manifest.units, settlement.status]], widthMax);
   out += heading('Branches');
   out += renderTable(['branch', 'peer', 'status', 'attempt', 'fence', 'lease until (+ms)', 'disposition', 'cancel'], branchViews(record).map((b) => {
     const branch = branchOf(record, b.branchId);
     return [b.branchId, b.peerId, b.status, b.attempt, b.fence, branch.leaseUntilMs - record.admittedAtMs, branch.disposition, branch.cancelOutcome];
-  }));
+  }), widthMax);
   return out;
 }
 
 export async function tailCommand(options: { store: string; json: boolean }, io: CliIo, stop: Promise<void>): Promise<number> {
   return withStore(options.store, async (store) => {
-    io.stderr.write(`following ${options.store} (Ctrl-C to stop)\n`);
+    io.stderr.write(`following ${redactStoreUrl(options.store)} (Ctrl-C to stop)\n`);
     const subscription = await store.follow((operationId, stored) => {
       if (options.json) return void io.stdout.write(JSON.stringify({ operationId, ...stored }) + '\n');
       const events = stored.transition.events.map((e) => `${e.type}: ${describeEvent(e)}`).join('; ');
@@ -132,22 +189,25 @@ async function replayOne(store: EventStore, operationId: string): Promise<Replay
 }
 
 export async function replayCommand(operationId: string | undefined, options: { store: string; json: boolean }, io: CliIo): Promise<number> {
+  if (operationId !== undefined) parseTypedId(operationId);
   return withStore(options.store, async (store) => {
     const ids: string[] = [];
-    if (operationId !== undefined) ids.push(operationId);
+    if (operationId !== undefined) ids.push(await resolveOperationId(store, operationId));
     else for await (const id of store.operationIds()) ids.push(id);
+    // A progress bar redraws its line with \r: only a terminal shows that as intended.
+    const progress = !options.json && ids.length > 50 && io.stderrIsTerminal === true;
     const rows: ReplayRow[] = [];
     const startedMs = Date.now();
     for (const [i, id] of ids.entries()) {
       rows.push(await replayOne(store, id));
-      if (!options.json && ids.length > 50 && (i % 100 === 0 || i === ids.length - 1)) io.stderr.write(`\r${progressBar(i + 1, ids.length)} ${i + 1}/${ids.length}`);
+      if (progress && (i % 100 === 0 || i === ids.length - 1)) io.stderr.write(`\r${progressBar(i + 1, ids.length)} ${i + 1}/${ids.length}`);
     }
-    if (!options.json && ids.length > 50) io.stderr.write('\n');
+    if (progress) io.stderr.write('\n');
     const failed = rows.filter((r) => r.problem !== null);
     if (options.json) io.stdout.write(JSON.stringify({ replayed: rows.length, differences: failed.length, rows }, null, 2) + '\n');
     else {
       const shown = failed.length > 0 ? failed : rows.slice(0, 20);
-      io.stdout.write(renderTable(['operation', 'transitions', 'phase', 'outcome', 'result'], shown.map((r) => [r.operationId, r.transitions, r.phase, r.outcome, r.problem ?? 'ok'])));
+      io.stdout.write(renderTable(['operation', 'transitions', 'phase', 'outcome', 'result'], shown.map((r) => [r.operationId, r.transitions, r.phase, r.outcome, r.problem ?? 'ok']), widthOf(io)));
       if (failed.length === 0 && rows.length > shown.length) io.stdout.write(`… and ${rows.length - shown.length} more, all ok\n`);
       io.stdout.write(`\nreplayed ${rows.length} operations in ${Date.now() - startedMs} ms: ${rows.length - failed.length} ok, ${failed.length} with differences\n`);
     }

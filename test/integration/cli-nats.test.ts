@@ -1,0 +1,108 @@
+/**
+ * The CLI's word over a real deployment (nats-server, `convoke serve` on SQLite, `convoke peer`
+ * processes), each command a separate process: invoke's exit codes (a failed decision is 0, or
+ * 11 with --fail-on-outcome; pending is 10; no server is 4), `get` and `cancel` as the invoking
+ * principal with the short id `tail` prints (resolved through --store), 422 unsupported as exit 7,
+ * another principal's operation as 9, and `get --store` as an operator.
+ */
+import { after, before, describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { join } from 'node:path';
+import type { JsonObject } from '../../src/contract/json.js';
+import { exitCodes } from '../../src/cli/exit-codes.js';
+import { passwordVariableOf } from '../../src/deployment/nats/permissions.js';
+import { NatsDeploymentFixture, e2eBundle, reviewerPeers, reviewerSpec, spawnCli } from '../support/nats-deployment-fixture.js';
+
+const reviewers = ['alfa', 'bravo', 'charlie'];
+
+interface Reply {
+  status: number;
+  result?: { operationId: string; decision: { outcome: string; reason: string } | null };
+  error?: { kind: string };
+}
+
+describe('convoke invoke, get and cancel over NATS', { timeout: 90_000 }, () => {
+  let f: NatsDeploymentFixture;
+
+  before(async () => {
+    const bundle = e2eBundle();
+    const interactions = bundle.interactions as JsonObject;
+    interactions.stoppable = { ...(interactions.allok as JsonObject), cancellation: 'caller' };
+    const peers = reviewerPeers(reviewers);
+    // "slow" answers after 60 s: long past the test, so a stoppable operation stays open until cancelled.
+    for (const peerId of reviewers) peers[peerId]!.interactions.stoppable = reviewerSpec(peerId, 60_000);
+    f = await NatsDeploymentFixture.start({ mode: 'core', store: 'sqlite', bundle, groups: { reviewers }, peers, commandClients: ['billing', 'mallory'] });
+    await Promise.all([f.startServe(), f.startPeers()]);
+  });
+  after(async () => {
+    await f?.dispose();
+  });
+
+  const store = () => `sqlite:${join(f.dir, 'ops.db')}`;
+  const as = (user: string) => ['--nats', f.url, '--user', user, '--password-env', passwordVariableOf(user)];
+  const cli = async (args: string[]) => {
+    const child = spawnCli(args, f.env());
+    const { code } = await child.exited;
+    return { code, output: child.output() };
+  };
+  const invoke = (interaction: string, key: string, input: JsonObject, extra: string[] = []) =>
+    cli(['invoke', ...as('billing'), '--contract', join(f.dir, 'bundle.json'), '--interaction', interaction, '--key', key, '--input', JSON.stringify(input), '--json', ...extra]);
+  const reply = (output: string) => JSON.parse(output.slice(output.indexOf('{'))) as Reply;
+
+  it('invoke: a failed decision exits 0, or 11 with --fail-on-outcome; a success exits 0 either way', async () => {
+    const input = { document: 'd', rejectBy: ['alfa', 'bravo'] };
+    const plain = await invoke('fraction', 'cli-failed', input, ['--wait-ms', '10000']);
+    assert.equal(plain.code, exitCodes.ok, plain.output);
+    assert.equal(reply(plain.output).result?.decision?.outcome, 'failed');
+    const strict = await invoke('fraction', 'cli-failed', input, ['--wait-ms', '10000', '--fail-on-outcome']);
+    assert.equal(strict.code, exitCodes.outcomeNotSuccess, strict.output);
+    const success = await invoke('allok', 'cli-success', { document: 'd' }, ['--wait-ms', '10000', '--fail-on-outcome']);
+    assert.equal(success.code, exitCodes.ok, success.output);
+  });
+
+  it('invoke: a result still pending when the wait ends exits 10, never 0', async () => {
+    const pending = await invoke('stoppable', 'cli-pending', { document: 'd', slow: reviewers }, ['--wait-ms', '0']);
+    assert.equal(pending.code, exitCodes.pending, pending.output);
+    assert.equal(reply(pending.output).status, 202);
+  });
+
+  it('get and cancel take the short id tail prints (through --store); cancel closes it as cancelled; get --store reads it as an operator', async () => {
+    const started = await invoke('stoppable', 'cli-cancel', { document: 'd', slow: reviewers }, ['--wait-ms', '0']);
+    const operationId = reply(started.output).result!.operationId;
+    const short = `${operationId.slice(0, 14)}…`;
+
+    const withoutStore = await cli(['get', short, ...as('billing')]);
+    assert.equal(withoutStore.code, exitCodes.invalidInput, withoutStore.output);
+    assert.match(withoutStore.output, /--store/);
+
+    const open = await cli(['get', short, ...as('billing'), '--store', store(), '--json']);
+    assert.equal(open.code, exitCodes.pending, open.output);
+    assert.equal(reply(open.output).result?.operationId, operationId);
+
+    const cancelled = await cli(['cancel', short, ...as('billing'), '--store', store(), '--json']);
+    assert.equal(cancelled.code, exitCodes.ok, cancelled.output);
+    assert.deepEqual([reply(cancelled.output).result?.decision?.outcome, reply(cancelled.output).result?.decision?.reason], ['failed', 'cancelled']);
+
+    const decided = await cli(['get', operationId, ...as('billing'), '--fail-on-outcome']);
+    assert.equal(decided.code, exitCodes.outcomeNotSuccess, decided.output);
+    assert.match(decided.output, /failed \(cancelled\)/);
+
+    const operator = await cli(['get', operationId.slice(0, 20), '--store', store()]);
+    assert.equal(operator.code, exitCodes.ok, operator.output);
+    assert.match(operator.output, /failed \(cancelled\)/);
+
+    const stranger = await cli(['get', operationId, ...as('mallory')]);
+    assert.equal(stranger.code, exitCodes.notFound, stranger.output);
+  });
+
+  it('cancel of an interaction without caller cancellation exits 7 (unsupported); no server reachable exits 4 (unavailable)', async () => {
+    const done = await invoke('allok', 'cli-not-cancellable', { document: 'd' }, ['--wait-ms', '10000']);
+    const operationId = reply(done.output).result!.operationId;
+    const refused = await cli(['cancel', operationId, ...as('billing')]);
+    assert.equal(refused.code, exitCodes.unsupported, refused.output);
+    assert.match(refused.output, /unsupported/);
+
+    const nowhere = await cli(['get', operationId, '--nats', 'nats://127.0.0.1:1', '--user', 'billing', '--password-env', passwordVariableOf('billing')]);
+    assert.equal(nowhere.code, exitCodes.unavailable, nowhere.output);
+  });
+});

@@ -1,0 +1,85 @@
+/**
+ * POST /contract-invocations/{operationId}/cancel: the invoker cancels an operation whose
+ * interaction declares caller cancellation (decision failed/cancelled); 422 unsupported where it
+ * does not; 404 for another principal's operation; 401 without a credential; the route is in the
+ * OpenAPI document. Through `inject` and once over a real socket.
+ */
+import { after, before, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { request } from 'undici';
+import { describeErrors } from '../../src/contract/validation.js';
+import { checkErrorShape, checkResultShape } from '../../src/http/schemas.js';
+import { buildFixtureApp, requestBody, writeHttpFixture, type HttpFixture } from '../support/http-fixtures.js';
+
+let fixture: HttpFixture;
+let built: Awaited<ReturnType<typeof buildFixtureApp>>;
+
+before(async () => {
+  fixture = await writeHttpFixture();
+  built = await buildFixtureApp(fixture);
+});
+
+after(async () => {
+  await built?.close();
+  await fixture?.dispose();
+});
+
+const auth = (token: string) => ({ authorization: `Bearer ${token}` });
+
+async function invoke(interaction: string): Promise<string> {
+  const response = await built.http.app.inject({ method: 'POST', url: '/contract-invocations', headers: auth(fixture.tokens.alice), payload: requestBody(fixture, { interaction }) });
+  assert.ok(response.statusCode === 200 || response.statusCode === 202, response.body);
+  return (response.json() as { operationId: string }).operationId;
+}
+
+const cancel = (operationId: string, token?: string) =>
+  built.http.app.inject({ method: 'POST', url: `/contract-invocations/${operationId}/cancel`, headers: token === undefined ? {} : auth(token) });
+
+test('the invoker cancels an open operation of an interaction that declares caller cancellation: 200, failed (cancelled)', async () => {
+  const operationId = await invoke('stoppable');
+  const response = await cancel(operationId, fixture.tokens.alice);
+  assert.equal(response.statusCode, 200, response.body);
+  const result = response.json() as { decision: { outcome: string; reason: string } | null };
+  assert.ok(checkResultShape(result), describeErrors(checkResultShape.errors));
+  assert.deepEqual([result.decision?.outcome, result.decision?.reason], ['failed', 'cancelled']);
+  // Cancelling again changes nothing: the decision stays as it closed.
+  const again = await cancel(operationId, fixture.tokens.alice);
+  assert.equal(again.statusCode, 200);
+  assert.equal((again.json() as { decision: { reason: string } }).decision.reason, 'cancelled');
+});
+
+test('cancel on an interaction without caller cancellation is 422 unsupported, and the operation carries on', async () => {
+  const operationId = await invoke('review');
+  const response = await cancel(operationId, fixture.tokens.alice);
+  assert.equal(response.statusCode, 422, response.body);
+  const body = response.json() as { kind: string; description: string };
+  assert.ok(checkErrorShape(body));
+  assert.equal(body.kind, 'unsupported');
+  assert.match(body.description, /caller cancellation/);
+});
+
+test("cancel of another principal's operation is 404, of an unknown one 404, without a credential 401", async () => {
+  const operationId = await invoke('stoppable');
+  assert.equal((await cancel(operationId, fixture.tokens.bob)).statusCode, 404);
+  assert.equal((await cancel(`op${'0'.repeat(64)}`, fixture.tokens.alice)).statusCode, 404);
+  assert.equal((await cancel(operationId)).statusCode, 401);
+  // Still open for its owner after all that.
+  const current = await built.http.app.inject({ method: 'GET', url: `/contract-invocations/${operationId}`, headers: auth(fixture.tokens.alice) });
+  assert.equal((current.json() as { decision: unknown }).decision, null);
+});
+
+test('the OpenAPI document describes the cancel route with its 200, 202 and 422 answers', async () => {
+  const document = (await built.http.app.inject({ method: 'GET', url: '/openapi.json' })).json() as { paths: Record<string, { post?: { responses: Record<string, unknown> } }> };
+  const route = document.paths['/contract-invocations/{operationId}/cancel']?.post;
+  assert.ok(route, 'the cancel route is documented');
+  for (const status of ['200', '202', '401', '404', '422']) assert.ok(route.responses[status], `documents ${status}`);
+});
+
+test('cancel over a real socket', async () => {
+  const operationId = await invoke('stoppable');
+  const address = await built.http.app.listen({ host: '127.0.0.1', port: 0 });
+  const response = await request(`${address}/contract-invocations/${operationId}/cancel`, { method: 'POST', headers: auth(fixture.tokens.alice) });
+  const body = (await response.body.json()) as { decision: { reason: string } };
+  assert.equal(response.statusCode, 200);
+  assert.equal(body.decision.reason, 'cancelled');
+});
