@@ -13,6 +13,13 @@
  * Every kind happens at least once (a seeded shuffle, then seeded draws). The caller retries each
  * invocation under its key until it is admitted (idempotent by key).
  *
+ * A SIGKILLed nats-server 2.9 can come back having lost stream writes it had acknowledged: the
+ * coordinators' durability check then finds a consumer ahead of its stream (or a stream's last
+ * sequence gone back), recreates the consumer and closes the operations then open as
+ * `indeterminate` (durability-lost), never `failed` (docs/operations.md, "Broker restarts"). Such
+ * an operation is accepted only when a coordinator logged that loss; it still settles as its log
+ * says, with at most one effect per branch. Every other operation decides success.
+ *
  * Throughout the run a hostile principal is at work (test/support/hostile-peer.ts): `mallory`, a
  * peer with its own NATS user and exactly a peer's permissions, a real audience member of `first`
  * (whose attempt budget is 2, so a claim release gets its branch reassigned at the next fence) and
@@ -164,6 +171,8 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 /** The two coordinators: the fixture's own serve process and a second one on the same config. */
 class Coordinators {
   second: ServeProcess | undefined;
+  /** What every stopped coordinator process printed (a SIGKILLed process takes its output along otherwise). */
+  private readonly printed: string[] = [];
 
   constructor(private readonly f: NatsDeploymentFixture) {}
 
@@ -180,6 +189,12 @@ class Coordinators {
     const serve = this.get(which);
     serve.child.kill('SIGKILL');
     await serve.exited;
+    this.printed.push(serve.stdout() + serve.stderr());
+  }
+
+  /** Everything the coordinators printed so far, stopped processes included. */
+  output(): string {
+    return [...this.printed, ...([this.f.serve, this.second].filter((p) => p !== undefined).map((p) => p.stdout() + p.stderr()))].join('');
   }
 }
 
@@ -413,9 +428,27 @@ test(`NATS chaos: peers, coordinators and nats-server killed and restarted under
     const recorded = new Map<string, number>();
     const accepted = new Map<string, boolean>();
     let malloryVotes = 0;
+    const printed = coordinators.output();
+    const lossesLogged = [...printed.matchAll(/durability lost in [^\n]*the server lost acknowledged writes[^\n]*/g)].map((m) => m[0]);
+    const repairs = [...printed.matchAll(/durable consumer repaired: [^\n]*/g)].map((m) => m[0]);
+    t.diagnostic(`lost acknowledged writes logged by the coordinators: ${lossesLogged.length}; consumers repaired: ${repairs.length}`);
+    for (const line of [...lossesLogged, ...repairs]) t.diagnostic(line.slice(0, 400));
+    let closedByLoss = 0;
     for (const { key, interaction, operationId } of operations) {
       const result = results.get(operationId);
       const where = `${key} (${interaction}, ${operationId})`;
+      if (result?.decision?.outcome === 'indeterminate' && result.decision.reason === 'durability-lost' && lossesLogged.length > 0) {
+        // The broker lost what it had acknowledged while this operation was open: it closed as indeterminate, never failed.
+        closedByLoss++;
+        assert.equal(result.settlement?.status, 'indeterminate', `${where}: settles indeterminate`);
+        const log = await f.log(operationId);
+        assert.deepEqual(fold(log, machineSteps), fold(log), `${where}: machine fold equals table fold`);
+        assert.equal(fold(log)?.decision?.reason, 'durability-lost', `${where}: the caller's decision is the log's`);
+        for (const branch of reviewers) assert.ok((effects.get(`${operationId}/${branch}`) ?? 0) <= 1, `${where}/${branch}: at most one effect`);
+        malloryVotes += checkVotes(where, log, hostile);
+        recordedRejections(log, mallory, recorded);
+        continue;
+      }
       if (result?.decision?.outcome !== 'success') {
         const stored = await storedMessages(f, operationId);
         assert.fail(`${where} decides success: ${JSON.stringify(result?.decision)}; its log: ${summary(await f.log(operationId))}; stored messages: ${stored}; effects: ${JSON.stringify(reviewers.map((p) => [p, effects.get(`${operationId}/${p}`) ?? 0]))}`);
@@ -444,6 +477,7 @@ test(`NATS chaos: peers, coordinators and nats-server killed and restarted under
       recordedRejections(log, mallory, recorded);
     }
 
+    t.diagnostic(`operations closed indeterminate (durability-lost) after a logged loss of acknowledged writes: ${closedByLoss}`);
     // Mallory ran, and everything it did was seen and refused.
     t.diagnostic(`mallory's votes counted: ${malloryVotes}; rejections recorded for mallory's subjects: ${show(recorded)}`);
     for (const kind of hostileKinds) {

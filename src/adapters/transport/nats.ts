@@ -192,6 +192,14 @@ export class NatsTransport implements Transport {
   /** The consumers this transport provisioned (ensureDurableConsumer), keyed stream/durable: the ones its durability check repairs. */
   private readonly owned = new Map<string, OwnedConsumer>();
   private readonly health: ConsumerHealthState | undefined;
+  private readonly nowMs: () => number;
+  /**
+   * When the owned consumers are read next (checkDurability): at the first check, at once after a
+   * reconnect (a broker restart is when a consumer can be left ahead or starved), and otherwise
+   * every half ack wait — often enough to see a starvation over two ack waits, without reading
+   * every consumer at every check (they share the JetStream API with the store and the peers).
+   */
+  private consumersDueAtMs = 0;
   private readonly subscriptions = new Set<Subscription>();
   private closed = false;
 
@@ -208,8 +216,17 @@ export class NatsTransport implements Transport {
     this.publishAckTimeoutMs = options.publishAckTimeoutMs ?? publishAckTimeoutMsDefault;
     this.js = jetstream(nc, { timeout: this.publishAckTimeoutMs });
     this.pubAcks = PubAckMux.of(nc);
-    const nowMs = options.nowMs ?? Date.now;
-    this.health = options.durable === undefined ? undefined : { owned: () => [...this.owned.values()], watch: new StarvationWatch(options.durable.ackWaitMs, nowMs), lastSeqSeen: new Map() };
+    this.nowMs = options.nowMs ?? Date.now;
+    this.health = options.durable === undefined ? undefined : { owned: () => [...this.owned.values()], watch: new StarvationWatch(options.durable.ackWaitMs, this.nowMs), lastSeqSeen: new Map() };
+    if (options.durable !== undefined) void this.watchReconnects();
+  }
+
+  private async watchReconnects(): Promise<void> {
+    try {
+      for await (const status of this.nc.status()) if (status.type === 'reconnect') this.consumersDueAtMs = 0;
+    } catch {
+      // The connection closed: nothing to check any more.
+    }
   }
 
   /** Opens a connection the transport owns (close() closes it). */
@@ -257,7 +274,12 @@ export class NatsTransport implements Transport {
   async checkDurability(): Promise<DurabilityCheck> {
     if (this.durable === undefined) return { ok: false, description: 'core NATS transport: no durable streams' };
     if (this.closed) return { ok: false, description: 'transport is closed' };
-    return checkDurableStreams(await this.manager(), this.durable, this.seenCreated, this.health);
+    const nowMs = this.nowMs();
+    const withConsumers = this.owned.size > 0 && nowMs >= this.consumersDueAtMs;
+    const check = await checkDurableStreams(await this.manager(), this.durable, this.seenCreated, withConsumers ? this.health : undefined);
+    // A check that could not read everything leaves the consumers due.
+    if (withConsumers && (check.ok || check.brokenNamespaces !== undefined)) this.consumersDueAtMs = nowMs + this.durable.ackWaitMs / 2;
+    return check;
   }
 
   /** When this namespace's streams, as the last durability check verified them, were created at the latest (StreamContinuity). */
