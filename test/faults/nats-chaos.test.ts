@@ -69,6 +69,8 @@ import { NatsDeploymentFixture, approve, e2eBundle, e2eNamespace, resultOf, type
 
 const seed = Number(process.env.CONVOKE_CHAOS_SEED ?? randomInt(1, 1_000_000));
 const faultCount = Number(process.env.CONVOKE_CHAOS_FAULTS ?? 8);
+/** 300 s for the default 8 faults; a longer run gets 25 s more per fault (a restart under load can take 40 s). */
+const runTimeoutMs = Math.max(300_000, 100_000 + 25_000 * faultCount);
 const reviewers = ['alfa', 'bravo', 'charlie', 'delta', 'echo'];
 const interactionsUsed = ['allok', 'first'] as const;
 type Interaction = (typeof interactionsUsed)[number];
@@ -349,7 +351,7 @@ async function settled(client: CommandClient, operationId: string): Promise<Invo
   return last;
 }
 
-test(`NATS chaos: peers, coordinators and nats-server killed and restarted under load decide every operation, with no duplicate effect (seed ${seed})`, { timeout: 300_000 }, async (t) => {
+test(`NATS chaos: peers, coordinators and nats-server killed and restarted under load decide every operation, with no duplicate effect (seed ${seed})`, { timeout: runTimeoutMs }, async (t) => {
   t.diagnostic(`seed ${seed} (CONVOKE_CHAOS_SEED=${seed} replays the fault schedule), ${faultCount} faults`);
   const random = seededRandom(seed);
   const f = await NatsDeploymentFixture.start({
