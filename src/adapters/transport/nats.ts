@@ -196,8 +196,9 @@ export class NatsTransport implements Transport {
   /**
    * When the owned consumers are read next (checkDurability): at the first check, at once after a
    * reconnect (a broker restart is when a consumer can be left ahead or starved), and otherwise
-   * every half ack wait — often enough to see a starvation over two ack waits, without reading
-   * every consumer at every check (they share the JetStream API with the store and the peers).
+   * once per ack wait — enough to see a starvation over two ack waits, without reading every
+   * consumer at every check: on nats-server 2.9 a filtered consumer's info counts its pending
+   * messages, and the JetStream API it shares with the store and the peers slows down for all.
    */
   private consumersDueAtMs = 0;
   private readonly subscriptions = new Set<Subscription>();
@@ -278,7 +279,7 @@ export class NatsTransport implements Transport {
     const withConsumers = this.owned.size > 0 && nowMs >= this.consumersDueAtMs;
     const check = await checkDurableStreams(await this.manager(), this.durable, this.seenCreated, withConsumers ? this.health : undefined);
     // A check that could not read everything leaves the consumers due.
-    if (withConsumers && (check.ok || check.brokenNamespaces !== undefined)) this.consumersDueAtMs = nowMs + this.durable.ackWaitMs / 2;
+    if (withConsumers && (check.ok || check.brokenNamespaces !== undefined)) this.consumersDueAtMs = nowMs + this.durable.ackWaitMs;
     return check;
   }
 
