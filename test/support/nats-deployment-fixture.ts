@@ -77,6 +77,8 @@ export interface PeerProcess {
   stop(): Promise<void>;
 }
 
+const serveReadyTimeoutMs = 90_000;
+
 export class NatsDeploymentFixture {
   server!: NatsServer;
   serve: ServeProcess | undefined;
@@ -261,10 +263,14 @@ export class NatsDeploymentFixture {
     for (const peerId of Object.keys(this.options.peers)) await this.writePeerConfig(peerId);
   }
 
-  /** Rewrites the configs (the server URL changes only if the port does) and starts `convoke serve`. */
+  /**
+   * Rewrites the configs (the server URL changes only if the port does) and starts `convoke serve`.
+   * It listens once it recovered every operation a previous process left open: in a long chaos
+   * run on a loaded two-core machine that took up to 40 s, hence the generous bound.
+   */
   async startServe(): Promise<ServeProcess> {
     await writeFile(this.serveConfigPath, JSON.stringify(this.serveConfig(), null, 2));
-    this.serve = await startServe(this.serveConfigPath, { env: this.env(), readyTimeoutMs: 40_000 });
+    this.serve = await startServe(this.serveConfigPath, { env: this.env(), readyTimeoutMs: serveReadyTimeoutMs });
     return this.serve;
   }
 
@@ -273,7 +279,7 @@ export class NatsDeploymentFixture {
    * second coordinator of the deployment. Not `serve`; dispose() stops it too.
    */
   async startAnotherServe(): Promise<ServeProcess> {
-    const serve = await startServe(this.serveConfigPath, { env: this.env(), readyTimeoutMs: 40_000 });
+    const serve = await startServe(this.serveConfigPath, { env: this.env(), readyTimeoutMs: serveReadyTimeoutMs });
     this.otherServes.push(serve);
     return serve;
   }

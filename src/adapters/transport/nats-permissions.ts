@@ -95,8 +95,10 @@ export interface CoordinatorPermissionOptions {
  * It cannot publish results, so it cannot impersonate a peer. It provisions peers' consumers and
  * its own (consumer create is scoped to the stream, not to a name: see the module comment), and
  * deletes a message that exhausted its deliveries once it has recorded that (a work queue would
- * otherwise keep it, holding a slot of the peer's capacity for good). JetStream API subjects
- * name streams whole (no wildcard inside a token), so every peer's streams are listed.
+ * otherwise keep it, holding a slot of the peer's capacity for good). It deletes and recreates the
+ * consumers it provisioned when they are ahead of their stream or starved (nats-consumer-health.ts).
+ * JetStream API subjects name streams whole (no wildcard inside a token), so every peer's streams
+ * are listed.
  */
 export function coordinatorPermissions(namespace: string, coordinatorId: string, peers: readonly string[], options: CoordinatorPermissionOptions = {}): NatsPermissions {
   assertNamespace(namespace);
@@ -106,7 +108,8 @@ export function coordinatorPermissions(namespace: string, coordinatorId: string,
   for (const peerId of peers) {
     const { requests, results } = durableStreamNames(namespace, peerId);
     for (const s of [requests, results]) {
-      publish.push(`$JS.API.STREAM.INFO.${s}`, `$JS.API.STREAM.MSG.GET.${s}`, `$JS.API.STREAM.MSG.DELETE.${s}`, `$JS.API.CONSUMER.CREATE.${s}.*.>`, `$JS.API.CONSUMER.INFO.${s}.*`);
+      // CONSUMER.DELETE: the durability check recreates a provisioned consumer it finds ahead of its stream or starved.
+      publish.push(`$JS.API.STREAM.INFO.${s}`, `$JS.API.STREAM.MSG.GET.${s}`, `$JS.API.STREAM.MSG.DELETE.${s}`, `$JS.API.CONSUMER.CREATE.${s}.*.>`, `$JS.API.CONSUMER.INFO.${s}.*`, `$JS.API.CONSUMER.DELETE.${s}.*`);
       if (options.manageStreams) publish.push(`$JS.API.STREAM.CREATE.${s}`, streamAnchorSubject(s));
     }
     publish.push(`$JS.API.CONSUMER.MSG.NEXT.${results}.*`, `$JS.ACK.${results}.>`);

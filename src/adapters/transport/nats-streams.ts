@@ -28,6 +28,7 @@ import { JetStreamApiCodes, JetStreamApiError, type JetStreamClient, type JetStr
 import { AdapterError } from '../../contract/errors.js';
 import { limits } from '../../contract/limits.js';
 import { msToNanos } from './nats-codec.js';
+import { consumerAhead, recreateConsumer, type OwnedConsumer, type StarvationWatch } from './nats-consumer-health.js';
 import { toAdapterError } from './nats-errors.js';
 import { durableStreamNames, durableStreamSubjects, streamAnchorSubject } from './nats-names.js';
 import type { DurabilityCheck } from './types.js';
@@ -229,23 +230,87 @@ export async function streamsRecreatedSince(jsm: JetStreamManager, namespace: st
   return problems.length === 0 ? undefined : problems.join('; ');
 }
 
-/** Fail closed: a stream that cannot be read is reported as not ok, never assumed fine. */
-export async function checkDurableStreams(jsm: JetStreamManager, config: DurableConfig, seenCreated: Map<string, string>): Promise<DurabilityCheck> {
+/**
+ * What a durability check remembers between runs about the streams' sequences and the consumers
+ * it owns (nats-consumer-health.ts): the highest last sequence seen of each stream (per creation:
+ * a stream's last sequence never goes back, so a lower one proves acknowledged writes were lost),
+ * and the starvation watch.
+ */
+export interface ConsumerHealthState {
+  owned: () => readonly OwnedConsumer[];
+  watch: StarvationWatch;
+  lastSeqSeen: Map<string, { created: string; lastSeq: number }>;
+}
+
+interface StreamFindings {
+  broken: string[];
+  unverified: string[];
+  repaired: string[];
+}
+
+/**
+ * The owned consumers of one stream, read before the stream (consumerAhead relies on that order),
+ * and what they and the stream's sequence say: lost writes (broken, and an ahead consumer is
+ * recreated) or starvation (recreated; nothing was lost).
+ */
+async function consumerFindings(jsm: JetStreamManager, stream: DurableStream, config: DurableConfig, health: ConsumerHealthState | undefined): Promise<{ read: () => Promise<StreamInfo | undefined>; judge: (info: StreamInfo) => Promise<StreamFindings> }> {
+  const owned = health?.owned().filter((c) => c.stream === stream.name) ?? [];
+  const infos = await Promise.all(owned.map(async (c) => ({ owned: c, info: await jsm.consumers.info(c.stream, c.durable).catch(() => undefined) })));
+  return {
+    read: () => streamInfoOrUndefined(jsm, stream.name),
+    judge: async (info) => {
+      const findings: StreamFindings = { broken: [], unverified: [], repaired: [] };
+      if (health === undefined) return findings;
+      const lastSeq = info.state.last_seq;
+      const seen = health.lastSeqSeen.get(stream.name);
+      if (seen !== undefined && seen.created === info.created && lastSeq < seen.lastSeq) {
+        findings.broken.push(`${stream.name}: its last sequence went back from ${seen.lastSeq} to ${lastSeq}: the server lost acknowledged writes`);
+      }
+      // Reported once: from now on the lower sequence is the one the stream continues from.
+      health.lastSeqSeen.set(stream.name, { created: info.created, lastSeq });
+      for (const { owned: c, info: consumer } of infos) {
+        if (consumer === undefined) continue;
+        const ahead = consumerAhead(consumer, lastSeq);
+        const starved = ahead === undefined ? health.watch.observe(c, consumer) : undefined;
+        if (ahead === undefined && starved === undefined) continue;
+        if (ahead !== undefined) findings.broken.push(`${stream.name}: ${ahead}`);
+        try {
+          const recreated = await recreateConsumer(jsm, c, consumer, config);
+          health.watch.forget(c);
+          if (recreated) findings.repaired.push(`${stream.name}: ${ahead ?? starved}; the consumer was recreated`);
+        } catch (error) {
+          findings.unverified.push(`${stream.name}: recreating consumer ${c.durable} failed (${toAdapterError(error, 'consumer recreate').description ?? 'unknown error'})`);
+        }
+      }
+      return findings;
+    },
+  };
+}
+
+/**
+ * Fail closed: a stream that cannot be read is reported as not ok, never assumed fine. With
+ * `health`, the consumers this process owns are checked and repaired too (consumerFindings).
+ */
+export async function checkDurableStreams(jsm: JetStreamManager, config: DurableConfig, seenCreated: Map<string, string>, health?: ConsumerHealthState): Promise<DurabilityCheck> {
   const results = await Promise.all(
-    durableStreams(config.namespace, config.peers).map(async (stream): Promise<{ broken: string[]; unverified: string[] }> => {
+    durableStreams(config.namespace, config.peers).map(async (stream): Promise<StreamFindings> => {
       try {
-        const info = await streamInfoOrUndefined(jsm, stream.name);
-        if (info === undefined) return { broken: [`${stream.name}: the stream does not exist`], unverified: [] };
+        const consumers = await consumerFindings(jsm, stream, config, health);
+        const info = await consumers.read();
+        if (info === undefined) return { broken: [`${stream.name}: the stream does not exist`], unverified: [], repaired: [] };
         const broken = streamGuaranteeProblems(info, stream, config);
         broken.push(...(await continuityProblems(jsm, info, stream, seenCreated)));
-        return { broken, unverified: [] };
+        const found = await consumers.judge(info);
+        return { broken: [...broken, ...found.broken], unverified: found.unverified, repaired: found.repaired };
       } catch (error) {
-        return { broken: [], unverified: [`${stream.name}: cannot verify (${toAdapterError(error, 'stream info').description ?? 'unknown error'})`] };
+        return { broken: [], unverified: [`${stream.name}: cannot verify (${toAdapterError(error, 'stream info').description ?? 'unknown error'})`], repaired: [] };
       }
     }),
   );
   const broken = results.flatMap((r) => r.broken);
+  const repaired = results.flatMap((r) => r.repaired);
   const problems = [...broken, ...results.flatMap((r) => r.unverified)];
-  if (problems.length === 0) return { ok: true };
-  return broken.length > 0 ? { ok: false, description: problems.join('; '), brokenNamespaces: [config.namespace] } : { ok: false, description: problems.join('; ') };
+  const repairs = repaired.length > 0 ? { repaired } : {};
+  if (problems.length === 0) return { ok: true, ...repairs };
+  return broken.length > 0 ? { ok: false, description: problems.join('; '), brokenNamespaces: [config.namespace], ...repairs } : { ok: false, description: problems.join('; '), ...repairs };
 }

@@ -21,7 +21,8 @@ import { PubAckMux, type PubAckPublishOptions } from './nats-pubacks.js';
 import { ensureConsumer, subscribeDurable, type JetStreamContext } from './nats-consumers.js';
 import { classifyNatsError, toAdapterError, type NatsFailure } from './nats-errors.js';
 import { assertNamespace, assertToken, durableLayout, peerConsumerFilter, peerConsumerName, type DurableLayout, type DurableRoute, type PeerConsumerKind } from './nats-names.js';
-import { checkDurableStreams, ensureDurableStreams, streamsCreatedUntilMs, streamsRecreatedSince, type DurableConfig } from './nats-streams.js';
+import { StarvationWatch, type OwnedConsumer } from './nats-consumer-health.js';
+import { checkDurableStreams, ensureDurableStreams, streamsCreatedUntilMs, streamsRecreatedSince, type ConsumerHealthState, type DurableConfig } from './nats-streams.js';
 import type {
   DurabilityCheck,
   InboundMessage,
@@ -88,6 +89,8 @@ export interface NatsTransportOptions {
   ownsConnection?: boolean;
   /** How long a durable publish waits for its storage acknowledgment before `unknown`. */
   publishAckTimeoutMs?: number;
+  /** The clock the durability check times consumer starvation with (nats-consumer-health.ts); Date.now by default. */
+  nowMs?: () => number;
 }
 
 function validateDurableConfig(config: DurableConfig): void {
@@ -186,6 +189,18 @@ export class NatsTransport implements Transport {
   private jsm: Promise<JetStreamManager> | undefined;
   /** Each stream's creation time when this transport first verified it (checkDurableStreams). */
   private readonly seenCreated = new Map<string, string>();
+  /** The consumers this transport provisioned (ensureDurableConsumer), keyed stream/durable: the ones its durability check repairs. */
+  private readonly owned = new Map<string, OwnedConsumer>();
+  private readonly health: ConsumerHealthState | undefined;
+  private readonly nowMs: () => number;
+  /**
+   * When the owned consumers are read next (checkDurability): at the first check, at once after a
+   * reconnect (a broker restart is when a consumer can be left ahead or starved), and otherwise
+   * once per ack wait — enough to see a starvation over two ack waits, without reading every
+   * consumer at every check: on nats-server 2.9 a filtered consumer's info counts its pending
+   * messages, and the JetStream API it shares with the store and the peers slows down for all.
+   */
+  private consumersDueAtMs = 0;
   private readonly subscriptions = new Set<Subscription>();
   private closed = false;
 
@@ -202,6 +217,17 @@ export class NatsTransport implements Transport {
     this.publishAckTimeoutMs = options.publishAckTimeoutMs ?? publishAckTimeoutMsDefault;
     this.js = jetstream(nc, { timeout: this.publishAckTimeoutMs });
     this.pubAcks = PubAckMux.of(nc);
+    this.nowMs = options.nowMs ?? Date.now;
+    this.health = options.durable === undefined ? undefined : { owned: () => [...this.owned.values()], watch: new StarvationWatch(options.durable.ackWaitMs, this.nowMs), lastSeqSeen: new Map() };
+    if (options.durable !== undefined) void this.watchReconnects();
+  }
+
+  private async watchReconnects(): Promise<void> {
+    try {
+      for await (const status of this.nc.status()) if (status.type === 'reconnect') this.consumersDueAtMs = 0;
+    } catch {
+      // The connection closed: nothing to check any more.
+    }
   }
 
   /** Opens a connection the transport owns (close() closes it). */
@@ -249,7 +275,12 @@ export class NatsTransport implements Transport {
   async checkDurability(): Promise<DurabilityCheck> {
     if (this.durable === undefined) return { ok: false, description: 'core NATS transport: no durable streams' };
     if (this.closed) return { ok: false, description: 'transport is closed' };
-    return checkDurableStreams(await this.manager(), this.durable, this.seenCreated);
+    const nowMs = this.nowMs();
+    const withConsumers = this.owned.size > 0 && nowMs >= this.consumersDueAtMs;
+    const check = await checkDurableStreams(await this.manager(), this.durable, this.seenCreated, withConsumers ? this.health : undefined);
+    // A check that could not read everything leaves the consumers due.
+    if (withConsumers && (check.ok || check.brokenNamespaces !== undefined)) this.consumersDueAtMs = nowMs + this.durable.ackWaitMs;
+    return check;
   }
 
   /** When this namespace's streams, as the last durability check verified them, were created at the latest (StreamContinuity). */
@@ -263,10 +294,17 @@ export class NatsTransport implements Transport {
     return streamsRecreatedSince(await this.manager(), config.namespace, peers, createdUntilMs, this.seenCreated);
   }
 
-  /** Creates or updates a durable consumer to the declared config (provisioning), on every stream the pattern spans. */
+  /**
+   * Creates or updates a durable consumer to the declared config (provisioning), on every stream
+   * the pattern spans. The transport owns it from then on: its durability check recreates it when
+   * it is found ahead of its stream or starved (nats-consumer-health.ts).
+   */
   async ensureDurableConsumer(pattern: string, durable: string): Promise<void> {
     const ctx = await this.context();
-    for (const route of this.routesOf(pattern)) await ensureConsumer(ctx, route.stream, durable, route.filter);
+    for (const route of this.routesOf(pattern)) {
+      await ensureConsumer(ctx, route.stream, durable, route.filter);
+      this.owned.set(`${route.stream}/${durable}`, { stream: route.stream, durable, filter: route.filter });
+    }
   }
 
   /** Provisions a peer's request and cancel consumers, which the peer then binds without create permission. */

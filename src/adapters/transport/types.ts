@@ -71,13 +71,15 @@ export interface Subscription {
 
 export type MessageHandler = (message: InboundMessage) => void | Promise<void>;
 
-/** Whether the broker resources still give the durable-delivery guarantee (spec: block new admissions if not). */
 /**
  * Whether the durable streams keep their guarantee. `brokenNamespaces` names the namespaces whose
  * streams provably break it (missing, or reconfigured against it); a check that merely could not
  * verify (broker unreachable) is not ok but names none.
  */
-export type DurabilityCheck = { ok: true } | { ok: false; description: string; brokenNamespaces?: string[] };
+export type DurabilityCheck = ({ ok: true } | { ok: false; description: string; brokenNamespaces?: string[] }) & {
+  /** Consumers the check found broken and recreated (nats-consumer-health.ts), one line each, for the log. */
+  repaired?: string[];
+};
 
 /**
  * The continuity of durable streams across the life of an operation (nats-streams.ts): admission

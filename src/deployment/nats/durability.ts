@@ -100,6 +100,7 @@ export class DurabilityMonitor {
     this.running ??= (async () => {
       try {
         const result = await this.check();
+        for (const line of result.repaired ?? []) this.log(`durable consumer repaired: ${line}`);
         this.set(result.ok ? undefined : result.description);
         if (!result.ok && result.brokenNamespaces && result.brokenNamespaces.length > 0) await this.onBroken?.(result.brokenNamespaces, result.description);
       } catch (error) {

@@ -43,8 +43,10 @@ export class NatsDeploymentTransport implements Transport {
     const checks = await Promise.all(this.routes.map((r) => (r.transport.checkDurability ? r.transport.checkDurability() : Promise.resolve<DurabilityCheck>({ ok: false, description: 'no durability check' }))));
     const problems = checks.flatMap((c) => (c.ok ? [] : [c.description]));
     const broken = checks.flatMap((c) => (c.ok ? [] : (c.brokenNamespaces ?? [])));
-    if (problems.length === 0) return { ok: true };
-    return broken.length > 0 ? { ok: false, description: problems.join('; '), brokenNamespaces: broken } : { ok: false, description: problems.join('; ') };
+    const repaired = checks.flatMap((c) => c.repaired ?? []);
+    const repairs = repaired.length > 0 ? { repaired } : {};
+    if (problems.length === 0) return { ok: true, ...repairs };
+    return broken.length > 0 ? { ok: false, description: problems.join('; '), brokenNamespaces: broken, ...repairs } : { ok: false, description: problems.join('; '), ...repairs };
   }
 
   async close(): Promise<void> {

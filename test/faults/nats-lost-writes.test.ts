@@ -1,0 +1,160 @@
+/**
+ * A broker that loses acknowledged stream writes (nats-server 2.9 after a SIGKILL) while the
+ * consumers' state survives, reproduced exactly by test/support/lost-writes.ts on a real
+ * nats-server under `convoke serve` and `convoke peer`:
+ *
+ * - the peer's request consumer is left ahead of its stream (it has delivered sequences the
+ *   stream no longer has); the durability check finds it and recreates it, so the requests stored
+ *   afterwards at the reused sequences are delivered and their operations decide;
+ * - the operation whose stored request was lost closes `indeterminate` (durability-lost), never
+ *   `failed` at its lease as if the peer had not answered;
+ * - a consumer whose surviving state still holds deliveries of messages the work queue has since
+ *   removed is starved on nats-server before 2.11.0 (it spends every wake-up failing to redeliver
+ *   one of them); the durability check sees it deliver nothing while a pull and a message wait,
+ *   recreates it, and the waiting request is delivered and decides.
+ */
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import { jetstreamManager } from '@nats-io/jetstream';
+import { peerConsumerName } from '../../src/adapters/transport/nats-names.js';
+import { subjectFor } from '../../src/adapters/transport/subjects.js';
+import { restoreStreamPart, snapshotStreamPart, type StoreSnapshot } from '../support/lost-writes.js';
+import { NatsDeploymentFixture, approve, e2eBundle, e2eNamespace, eventually, resultOf, type CommandClient } from '../support/nats-deployment-fixture.js';
+
+describe('NATS durable: a broker that lost acknowledged stream writes', { timeout: 150_000 }, () => {
+  let f: NatsDeploymentFixture;
+  let client: CommandClient;
+
+  before(async () => {
+    // allok goes to alfa alone (attempts 1, lease 10 s): a lost request would fail it at its lease.
+    f = await NatsDeploymentFixture.start({
+      mode: 'durable',
+      store: 'sqlite',
+      bundle: e2eBundle(),
+      groups: { reviewers: ['alfa'] },
+      peers: { alfa: { interactions: { allok: { result: approve } } } },
+      commandClients: ['billing'],
+      durable: { ackWaitMs: 1_000 },
+      durabilityCheckIntervalMs: 300,
+    });
+    await Promise.all([f.startServe(), f.startPeer('alfa')]);
+    client = await f.client('billing');
+  });
+  after(() => f?.dispose());
+
+  /** Invokes under `key` until answered: right after a broker restart a command or its reply can be lost, and the key makes a retry safe. */
+  const decide = async (key: string, waitMs = 10_000) => {
+    for (let tries = 0; ; tries++) {
+      try {
+        return resultOf(await client.invoke('allok', { document: key }, { key, waitMs }));
+      } catch (error) {
+        if (tries >= 20) throw error;
+        await new Promise((r) => setTimeout(r, 250));
+      }
+    }
+  };
+
+  it('a consumer ahead of its stream is detected and recreated, and an operation whose stored request was lost closes indeterminate (durability-lost), never failed', async () => {
+    const stream = f.streams('alfa').requests;
+    const consumer = peerConsumerName('alfa', 'request');
+    for (let i = 0; i < 3; i++) assert.equal((await decide(`before-${i}`)).decision?.outcome, 'success');
+    // The messages as they were here are what the broker will come back with.
+    let older: StoreSnapshot | undefined;
+    await f.restartServer(async () => {
+      older = await snapshotStreamPart(f.storeDir, stream, 'msgs');
+    });
+    try {
+      for (let i = 0; i < 4; i++) assert.equal((await decide(`between-${i}`)).decision?.outcome, 'success');
+      // alfa stops; the next request is stored, acknowledged to the coordinator, and never taken.
+      await f.peers.get('alfa')!.stop();
+      const lost = (await decide('lost', 0)).operationId;
+      const jsm = await jetstreamManager(await f.adminConnection());
+      await eventually(async () => (await jsm.streams.getMessage(stream, { last_by_subj: subjectFor(e2eNamespace, 'allok', lost, 'request', 'alfa') }).catch(() => null)) !== null, 'the request stored');
+      const deliveredBefore = (await jsm.consumers.info(stream, consumer)).delivered.stream_seq;
+
+      await f.restartServer(() => restoreStreamPart(f.storeDir, stream, older!));
+      const jsmAfter = await jetstreamManager(await f.adminConnection());
+      await f.startPeer('alfa');
+
+      const closed = await eventually(async () => resultOf(await client.get(lost, { waitMs: 0 })).decision !== null, 'the operation whose request was lost closed', 8_000).then(async () => resultOf(await client.get(lost, { waitMs: 0 })));
+      assert.deepEqual([closed.decision?.outcome, closed.decision?.reason, closed.settlement.status], ['indeterminate', 'durability-lost', 'indeterminate'], JSON.stringify(closed));
+      assert.match(f.serve!.stdout() + f.serve!.stderr(), new RegExp(`durable consumer repaired: ${stream}: consumer ${consumer} has delivered up to stream sequence ${deliveredBefore}, past the stream's last sequence`));
+      const info = await jsmAfter.consumers.info(stream, consumer);
+      const last = (await jsmAfter.streams.info(stream)).state.last_seq;
+      assert.ok(info.delivered.stream_seq <= last, `the recreated consumer is not ahead: delivered ${info.delivered.stream_seq}, last ${last}`);
+
+      // The next requests are stored at the sequences the broker handed out before: they are delivered.
+      for (let i = 0; i < 4; i++) {
+        const reply = await decide(`after-${i}`);
+        assert.deepEqual([reply.decision?.outcome, reply.decision?.successVotes], ['success', 1], `after-${i}: ${JSON.stringify(reply)}`);
+      }
+    } finally {
+      await older?.dispose();
+    }
+  });
+});
+
+describe('NATS durable: a consumer starved by redeliveries of removed messages', { timeout: 150_000 }, () => {
+  let f: NatsDeploymentFixture;
+  let client: CommandClient;
+  const inFlight = 8;
+
+  before(async () => {
+    // alfa takes 3 s per answer, so requests stay delivered and unacknowledged while the broker
+    // restarts; max_deliver is high, so the starvation could not end by exhaustion within the lease.
+    f = await NatsDeploymentFixture.start({
+      mode: 'durable',
+      store: 'sqlite',
+      bundle: e2eBundle(),
+      groups: { reviewers: ['alfa'] },
+      peers: { alfa: { interactions: { allok: { result: approve, delayMs: 3_000 } } } },
+      commandClients: ['billing'],
+      durable: { ackWaitMs: 1_000, maxDeliver: 50 },
+      durabilityCheckIntervalMs: 300,
+    });
+    await Promise.all([f.startServe(), f.startPeer('alfa')]);
+    client = await f.client('billing');
+  });
+  after(() => f?.dispose());
+
+  const invoke = async (key: string, waitMs: number) => {
+    for (let tries = 0; ; tries++) {
+      try {
+        return resultOf(await client.invoke('allok', { document: key }, { key, waitMs }));
+      } catch (error) {
+        if (tries >= 40) throw error;
+        await new Promise((r) => setTimeout(r, 250));
+      }
+    }
+  };
+
+  it('a consumer starved by redeliveries of removed messages is detected and recreated, and the request waiting behind them is delivered and decides', async () => {
+    const stream = f.streams('alfa').requests;
+    const consumer = peerConsumerName('alfa', 'request');
+    const admin = async () => jetstreamManager(await f.adminConnection());
+    const ops = await Promise.all(Array.from({ length: inFlight }, (_, i) => invoke(`held-${i}`, 0).then((r) => r.operationId)));
+    let jsm = await admin();
+    await eventually(async () => (await jsm.consumers.info(stream, consumer)).num_ack_pending === inFlight, `alfa holds ${inFlight} deliveries`);
+    // The consumer state as it is now (those deliveries pending) is what the broker will come back with.
+    let held: StoreSnapshot | undefined;
+    await f.restartServer(async () => {
+      held = await snapshotStreamPart(f.storeDir, stream, `obs/${consumer}`);
+    });
+    try {
+      const decided = (op: string) => client.get(op, { waitMs: 0 }).then((r) => resultOf(r).decision?.outcome === 'success', () => false);
+      for (const op of ops) await eventually(() => decided(op), `${op} decided`, 30_000);
+      jsm = await admin();
+      await eventually(async () => (await jsm.streams.info(stream)).state.messages === 1, 'the work queue removed every answered request');
+      await f.restartServer(() => restoreStreamPart(f.storeDir, stream, held!));
+      jsm = await admin();
+      const restored = await jsm.consumers.info(stream, consumer);
+      assert.equal(restored.num_ack_pending, inFlight, `the consumer holds deliveries of removed messages: ${JSON.stringify(restored)}`);
+
+      const reply = await invoke('waiting', 20_000);
+      assert.deepEqual([reply.decision?.outcome, reply.decision?.successVotes], ['success', 1], JSON.stringify(reply));
+      assert.match(f.serve!.stdout() + f.serve!.stderr(), new RegExp(`durable consumer repaired: ${stream}: consumer ${consumer} delivered nothing for \\d+ ms`));
+    } finally {
+      await held?.dispose();
+    }
+  });
+});
