@@ -138,3 +138,20 @@ test('the tally, the closure and couldClose agree with a plain reference for eve
     { seed: 19, numRuns: 80 },
   );
 });
+
+test('distinct-branches counts each branch of a peer as its own unit; distinct-peers counts the peer once', async () => {
+  const branches = [{ branchId: 'a1', peerId: 'alfa' }, { branchId: 'a2', peerId: 'alfa' }, { branchId: 'b1', peerId: 'bravo' }];
+  for (const votes of ['distinct-branches', 'distinct-peers'] as const) {
+    const s = await scenario({ peers: 2, review: { delivery: 'explicit', branches, votes, completion: { mode: 'quorum', count: 2 } } });
+    const op = (await s.invoke('k')).result.operationId;
+    await s.settle();
+    for (const branchId of ['a1', 'a2']) await s.send('alfa', { operationId: op, branchId, peerId: 'alfa', result: { verdict: 'approve' } });
+    const record = await s.coordinator.record(op);
+    assert.ok(record);
+    if (votes === 'distinct-branches') {
+      assert.deepEqual([record.manifest.units, record.decision?.outcome, record.decision?.successVotes], [3, 'success', 2], 'two branches of alfa are two votes');
+    } else {
+      assert.deepEqual([record.manifest.units, record.decision, tally(record).successVotes, tally(record).openUnits], [2, null, 1, 1], 'alfa votes once; bravo can still vote');
+    }
+  }
+});
