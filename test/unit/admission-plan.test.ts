@@ -179,7 +179,8 @@ test('explicit and gather manifests need every listed peer authorized, and keep 
   const gatherDenied = facts({ delivery: 'gather', completion: { mode: 'first-success' } }, { gathered });
   gatherDenied.authorizations = gatherDenied.authorizations.filter((a) => a.peerId !== 'charlie');
   assert.throws(() => planAdmission(gatherDenied), refused('denied', /gather manifest peers not authorized: charlie$/));
-  assert.throws(() => planAdmission(facts({ delivery: 'gather', completion: { mode: 'first-success' } })), (e) => e instanceof AdapterError && (e.kind === 'unsupported' || e.kind === 'denied'));
+  // Without a manifest source, gather is unsupported (not an empty or denied audience).
+  assert.throws(() => planAdmission(facts({ delivery: 'gather', completion: { mode: 'first-success' } })), refused('unsupported', /needs a manifest source/));
 });
 
 test('distinct-peers units count peers, not branches, and the threshold is checked against them', () => {
@@ -225,4 +226,10 @@ test('byteOrder is unsigned byte order of ASCII ids: upper case before lower cas
   assert.equal(byteOrder('a', 'a'), 0);
   assert.equal(byteOrder('a', 'b'), -1);
   assert.equal(byteOrder('b', 'a'), 1);
+});
+
+test('one-eligible with no authorized candidate is denied as an empty audience, never a branch without a peer', () => {
+  const f = facts({ delivery: 'one-eligible', completion: { mode: 'first-success' } });
+  f.authorizations = f.authorizations.map((a) => ({ ...a, allowed: false }));
+  assert.throws(() => planAdmission(f), refused('denied', /audience is empty after sender and authorization rules/));
 });
