@@ -41,6 +41,17 @@ export interface EffectSink {
 }
 
 /**
+ * The identity every sink checks before it commits: a key with both ids, and a fence and attempt
+ * that are positive safe integers. Fence 0 is invalid in every stored record and wire identity
+ * (spec: "Selection, claims and attempts"); a sink that took it would fence nothing.
+ */
+export function checkEffectIdentity(key: EffectKey, fence: number, attempt: number): void {
+  if (key.operationId.length === 0 || key.branchId.length === 0) throw new AdapterError('invalid-input', 'an effect key needs an operation id and a branch id');
+  if (!Number.isSafeInteger(fence) || fence < 1) throw new AdapterError('invalid-input', `fence must be a positive integer (got ${fence})`);
+  if (!Number.isSafeInteger(attempt) || attempt < 1) throw new AdapterError('invalid-input', `attempt must be a positive integer (got ${attempt})`);
+}
+
+/**
  * The in-process sink (the example peer's default). It remembers the newest `keysMax` keys and
  * the newest `keysMax` applied effects: a long-running peer stays bounded, and a key older than
  * that is forgotten — with it, its fence. Durable fencing across restarts and without that
@@ -59,6 +70,7 @@ export class MemoryEffectSink implements EffectSink {
   }
 
   async commit(key: EffectKey, fence: number, attempt: number, effect: () => JsonValue | Promise<JsonValue>): Promise<{ value: JsonValue; repeated: boolean }> {
+    checkEffectIdentity(key, fence, attempt);
     const id = `${key.operationId}/${key.branchId}`;
     // Serialize per key: the check and the write are one atomic step at this sink. A key with
     // nothing in flight (the usual case) starts at once instead of behind a resolved promise.

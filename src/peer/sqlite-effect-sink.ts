@@ -25,7 +25,7 @@ import { AdapterError, AssertionFailure } from '../contract/errors.js';
 import { canonicalJson } from '../contract/canonical.js';
 import { parseStrict } from '../contract/ijson.js';
 import type { JsonValue } from '../contract/json.js';
-import type { EffectKey, EffectRecord, EffectSink, EffectSinkCapabilities } from './effect-sink.js';
+import { checkEffectIdentity, type EffectKey, type EffectRecord, type EffectSink, type EffectSinkCapabilities } from './effect-sink.js';
 import { openSqliteDatabase } from '../adapters/store/sqlite-open.js';
 
 export interface SqliteEffectSinkOptions {
@@ -97,13 +97,6 @@ function openDatabase(options: SqliteEffectSinkOptions): Database.Database {
   return openSqliteDatabase({ ...options, schema, schemaVersion, what: 'effect sink' });
 }
 
-function checkIdentity(key: EffectKey, fence: number, attempt: number): void {
-  if (key.operationId.length === 0 || key.branchId.length === 0) throw new AdapterError('invalid-input', 'an effect key needs an operation id and a branch id');
-  // Fence 0 is invalid in every stored record and wire identity (spec: "Selection, claims and attempts").
-  if (!Number.isSafeInteger(fence) || fence < 1) throw new AdapterError('invalid-input', `fence must be a positive integer (got ${fence})`);
-  if (!Number.isSafeInteger(attempt) || attempt < 1) throw new AdapterError('invalid-input', `attempt must be a positive integer (got ${attempt})`);
-}
-
 /** Busy beyond the timeout, I/O errors and a closed handle are `unavailable`: the commit may be retried. */
 function sqliteFailure(error: unknown): Error {
   if (error instanceof AdapterError || error instanceof AssertionFailure) return error;
@@ -132,7 +125,7 @@ export class SqliteEffectSink implements EffectSink {
   }
 
   async commit(key: EffectKey, fence: number, attempt: number, effect: () => JsonValue | Promise<JsonValue>): Promise<{ value: JsonValue; repeated: boolean }> {
-    checkIdentity(key, fence, attempt);
+    checkEffectIdentity(key, fence, attempt);
     // Not authoritative (no lock is held): a repeat or an older fence already visible skips computing.
     const seen = this.committedRow(key);
     if (seen && fence <= seen.fence) return this.answer(key, fence, this.decided(seen, fence));

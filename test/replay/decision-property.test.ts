@@ -24,8 +24,12 @@ const timeoutMs = 5000;
 
 function threshold(c: Completion, units: number): number {
   if (c.mode === 'first-success') return 1;
-  if (c.mode === 'quorum') return 'count' in c ? c.count : Math.ceil((units * c.fraction.num) / c.fraction.den - 1e-9);
-  return units;
+  if (c.mode !== 'quorum') return units;
+  if ('count' in c) return c.count;
+  // The smallest vote count whose share reaches the fraction, by counting: no division to round.
+  let need = 0;
+  while (need * c.fraction.den < units * c.fraction.num) need++;
+  return need;
 }
 
 /** The reference model: plain loops over the same inputs, no machines, no store. */

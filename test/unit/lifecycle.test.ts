@@ -14,6 +14,7 @@ import { MemoryEffectSink } from '../../src/peer/effect-sink.js';
 import { AdapterError } from '../../src/contract/errors.js';
 import { flushMicrotasks } from '../../src/contract/clock.js';
 
+const counted = async (s: Scenario, reason: string) => (await s.coordinator.metrics.rejections.get()).values.find((v) => v.labels.reason === reason)?.value ?? 0;
 const of = <T extends DomainEvent['type']>(events: DomainEvent[], type: T) => events.filter((e): e is Extract<DomainEvent, { type: T }> => e.type === type);
 
 async function claim(s: Scenario, peer: string, op: string, branchId: string, attempt: number, fence: number, action: 'renew' | 'release' = 'renew') {
@@ -67,9 +68,19 @@ test('fence 0 is invalid on the wire: such a message is never admitted', async (
   const s = await scenario();
   const { result } = await s.invoke('k');
   await s.settle();
-  await s.send('alfa', { operationId: result.operationId, branchId: 'alfa', peerId: 'alfa', attempt: 1, fence: 0, result: { verdict: 'approve' } });
-  const view = await s.get(result.operationId);
+  const op = result.operationId;
+  const before = (await s.events(op)).length;
+  await s.send('alfa', { operationId: op, branchId: 'alfa', peerId: 'alfa', attempt: 1, fence: 0, result: { verdict: 'approve' } });
+  // Refused by the wire schema as malformed, before any decision: not a stale fence, not recorded.
+  assert.equal(await counted(s, 'malformed'), 1);
+  assert.equal(await counted(s, 'stale-fence'), 0, 'it never reached the fence comparison');
+  assert.equal((await s.events(op)).length, before, 'nothing of it is recorded');
+  const view = await s.get(op);
   assert.equal(view.branches[0]?.status, 'pending');
+  // The same message with fence 1 is this attempt's result: only the fence made it invalid.
+  await s.send('alfa', { operationId: op, branchId: 'alfa', peerId: 'alfa', attempt: 1, fence: 1, result: { verdict: 'approve' } });
+  assert.equal((await s.get(op)).branches[0]?.status, 'success');
+  await s.assertReplayEquals(op);
 });
 
 test('when no eligible peer remains the branch becomes failed and is never silently broadcast', async () => {

@@ -30,7 +30,7 @@
  */
 import type { ConsumerInfo, JetStreamManager } from '@nats-io/jetstream';
 import { desiredConsumerConfig } from './nats-consumers.js';
-import type { DurableConfig } from './nats-streams.js';
+import type { DurableConfig } from './nats-durable-config.js';
 
 /** A consumer the coordinator provisioned (NatsTransport.ensureDurableConsumer), on one stream. */
 export interface OwnedConsumer {

@@ -11,7 +11,7 @@ import { AdapterError } from '../../contract/errors.js';
 import { fromNatsHeaders, msToNanos } from './nats-codec.js';
 import { toAdapterError } from './nats-errors.js';
 import { maxDeliveriesAdvisorySubject } from './nats-names.js';
-import type { DurableConfig } from './nats-streams.js';
+import type { DurableConfig } from './nats-durable-config.js';
 import type { ExhaustedInfo, InboundMessage, MessageHandler, Subscription } from './types.js';
 import { limits } from '../../contract/limits.js';
 

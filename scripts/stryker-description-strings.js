@@ -1,0 +1,54 @@
+// A StrykerJS ignorer (npm run mutate, docs/mutation.md): leaves out mutants of description
+// strings — the human-readable text of errors, assertions and rejection details. No spec rule
+// depends on that text; the rejection *reason* codes, event types, subjects and every other string
+// are still mutated. Each rule below names exactly which string positions it covers.
+import { declareValuePlugin, PluginKind } from '@stryker-mutator/api/plugin';
+
+/** Calls whose every string argument is a description (typed-error helpers). */
+const describingCalls = new Set(['invalidInput', 'denied', 'unsupported', 'expired', 'conflict', 'unavailable']);
+/** Calls and constructors whose arguments from this index on are descriptions. */
+const describingFrom = new Map([
+  ['assert', 1],
+  ['reject', 1],
+  ['AdapterError', 1],
+  ['AssertionFailure', 0],
+  ['LogBudgetExhausted', 0],
+]);
+/** Object properties and variables that hold a description. */
+const describingNames = new Set(['detail', 'description']);
+
+function calleeName(callee) {
+  if (callee.type === 'Identifier') return callee.name;
+  if (callee.type === 'MemberExpression' && callee.property.type === 'Identifier') return callee.property.name;
+  return undefined;
+}
+
+function isDescription(path) {
+  if (!path.isStringLiteral() && !path.isTemplateLiteral()) return false;
+  const parent = path.parentPath;
+  if (!parent) return false;
+  if (parent.isCallExpression() || parent.isNewExpression()) {
+    const name = calleeName(parent.node.callee);
+    const index = parent.node.arguments.indexOf(path.node);
+    if (name === undefined || index < 0) return false;
+    if (describingCalls.has(name)) return true;
+    const from = describingFrom.get(name);
+    return from !== undefined && index >= from;
+  }
+  if (parent.isObjectProperty() && parent.node.value === path.node) {
+    const key = parent.node.key;
+    return key.type === 'Identifier' && describingNames.has(key.name);
+  }
+  if (parent.isVariableDeclarator() && parent.node.init === path.node) {
+    return parent.node.id.type === 'Identifier' && describingNames.has(parent.node.id.name);
+  }
+  return false;
+}
+
+export const strykerPlugins = [
+  declareValuePlugin(PluginKind.Ignore, 'description-strings', {
+    shouldIgnore(path) {
+      return isDescription(path) ? 'a description string (error, assertion or rejection detail text), not a spec rule' : undefined;
+    },
+  }),
+];

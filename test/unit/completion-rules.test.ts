@@ -1,0 +1,157 @@
+/**
+ * Spec: "Completion rules" — the tally per unit, when the frozen rule closes, and what result
+ * batching may hold back (couldClose), each checked against a plain reference over random
+ * completion rules, unit kinds and answer sequences. Records come from real admissions and
+ * results (given events), never built by hand.
+ */
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import fc from 'fast-check';
+import { scenario } from '../support/scenario.js';
+import { couldClose, evaluateCompletion, tally, timeoutClosure } from '../../src/projections/decision.js';
+import type { OperationRecord } from '../../src/projections/record.js';
+import type { JsonObject } from '../../src/contract/json.js';
+
+type Completion = { mode: 'first-success' } | { mode: 'quorum'; count: number } | { mode: 'quorum'; fraction: { num: number; den: number } } | { mode: 'all-successful' } | { mode: 'all-terminal' };
+
+/**
+ * What the reference needs of a record, per unit: `success` has a vote; `open` has no vote and can
+ * still supply one; `failed` is terminal without a vote; `voted` has a vote and is still open
+ * (distinct-peers: the approving peer's second branch has not answered).
+ */
+interface Units {
+  success: number;
+  failed: number;
+  open: number;
+  voted: number;
+  total: number;
+}
+
+function need(completion: Completion, units: number): number {
+  if (completion.mode === 'first-success') return 1;
+  if (completion.mode !== 'quorum') return units;
+  if ('count' in completion) return completion.count;
+  let votes = 0;
+  while (votes * completion.fraction.den < units * completion.fraction.num) votes++;
+  return votes;
+}
+
+function closes(completion: Completion, u: Units): 'success' | 'failed' | undefined {
+  if (completion.mode === 'all-terminal') return u.open + u.voted === 0 ? 'success' : undefined;
+  const threshold = need(completion, u.total);
+  if (u.success >= threshold) return 'success';
+  if (u.success + u.open < threshold) return 'failed';
+  return undefined;
+}
+
+/**
+ * Whether some `results` more results could close the rule, counting each result as at most one
+ * unit's vote or end (a lower bound on what it really takes, so couldClose must say yes).
+ */
+function closableWith(completion: Completion, u: Units, results: number): boolean {
+  if (completion.mode === 'all-terminal') return results >= u.open + u.voted;
+  const most = Math.min(results, u.open);
+  for (let s = 0; s <= most; s++) {
+    for (let f = 0; s + f <= most; f++) {
+      if (closes(completion, { ...u, success: u.success + s, failed: u.failed + f, open: u.open - s - f }) !== undefined) return true;
+    }
+  }
+  return false;
+}
+
+type Answer = 'approve' | 'reject' | null;
+
+/**
+ * The record after `answers` (per peer: approve, reject or nothing). With byPeer, each peer has
+ * two branches and votes once (distinct-peers): it approves on its first branch (a vote, its unit
+ * still open) or rejects on both (its unit terminal without a vote).
+ */
+async function recordAfter(completion: Completion, answers: Answer[], byPeer: boolean): Promise<{ record: OperationRecord; units: Units }> {
+  const peers = ['alfa', 'bravo', 'charlie', 'delta', 'echo'].slice(0, answers.length);
+  const review: JsonObject = { completion };
+  if (byPeer) Object.assign(review, { delivery: 'explicit', votes: 'distinct-peers', branches: peers.flatMap((p) => [{ branchId: `${p}-1`, peerId: p }, { branchId: `${p}-2`, peerId: p }]) });
+  const s = await scenario({ peers: peers.length, review });
+  const op = (await s.invoke('k')).result.operationId;
+  await s.settle();
+  const units: Units = { success: 0, failed: 0, open: peers.length, voted: 0, total: peers.length };
+  for (const [i, answer] of answers.entries()) {
+    if (answer === null) continue;
+    const peer = peers[i]!;
+    const branches = !byPeer ? [peer] : answer === 'approve' ? [`${peer}-1`] : [`${peer}-1`, `${peer}-2`];
+    for (const branchId of branches) await s.send(peer, { operationId: op, branchId, peerId: peer, result: { verdict: answer } });
+    units.open--;
+    if (answer === 'reject') units.failed++;
+    else units.success++;
+    if (answer === 'approve' && byPeer) units.voted++;
+    if ((await s.get(op)).decision !== null) break;
+  }
+  const record = await s.coordinator.record(op);
+  assert.ok(record);
+  return { record, units };
+}
+
+const completionArb = (peers: number): fc.Arbitrary<Completion> =>
+  fc.oneof(
+    fc.constant({ mode: 'first-success' as const }),
+    fc.integer({ min: 1, max: peers }).map((count) => ({ mode: 'quorum' as const, count })),
+    fc.tuple(fc.integer({ min: 1, max: 5 }), fc.integer({ min: 1, max: 5 })).filter(([n, d]) => n <= d).map(([num, den]) => ({ mode: 'quorum' as const, fraction: { num, den } })),
+    fc.constant({ mode: 'all-successful' as const }),
+    fc.constant({ mode: 'all-terminal' as const }),
+  );
+
+const caseArb = fc.integer({ min: 1, max: 5 }).chain((peers) =>
+  fc.record({
+    completion: completionArb(peers),
+    answers: fc.array(fc.constantFrom<Answer>('approve', 'reject', null), { minLength: peers, maxLength: peers }),
+    byPeer: fc.boolean(),
+  }),
+);
+
+test('the tally, the closure and couldClose agree with a plain reference for every rule, unit kind and answer sequence', async () => {
+  await fc.assert(
+    fc.asyncProperty(caseArb, async ({ completion, answers, byPeer }) => {
+      const { record, units } = await recordAfter(completion, answers, byPeer);
+      if (record.decision !== null) {
+        // Closed by the last result sent (siblings then end): the decision is the reference's closure of the units before that.
+        assert.deepEqual([record.decision.outcome, record.decision.successVotes], [closes(completion, units), units.success]);
+        assert.equal(record.decision.reason, completion.mode === 'all-terminal' ? 'complete' : record.decision.outcome === 'success' ? 'threshold' : 'impossible');
+        return;
+      }
+      const t = tally(record);
+      assert.deepEqual(
+        { units: t.units, threshold: t.threshold, successVotes: t.successVotes, failedUnits: t.failedUnits, openUnits: t.openUnits, terminalUnits: t.terminalUnits },
+        { units: units.total, threshold: need(completion, units.total), successVotes: units.success, failedUnits: units.failed, openUnits: units.open, terminalUnits: units.total - units.open - units.voted },
+      );
+      // Still open: the rule does not close on these units, and the deadline closes it as declared.
+      assert.equal(evaluateCompletion(record), undefined);
+      assert.equal(closes(completion, units), undefined);
+      const timeout = timeoutClosure(record);
+      assert.deepEqual([timeout.outcome, timeout.reason, timeout.tally], [record.manifest.onTimeout, 'timeout', t]);
+      for (let results = 0; results <= 2 * units.total; results++) {
+        const could = couldClose(record, results);
+        const closable = closableWith(completion, units, results);
+        if (closable) assert.equal(could, true, `${results} more results can close it`);
+        // One result per unit is all it takes without distinct peers: then the answer is exact.
+        if (!byPeer && results <= units.open) assert.equal(could, closable, `${results} more results: exactly whether they can close it`);
+      }
+    }),
+    { seed: 19, numRuns: 80 },
+  );
+});
+
+test('distinct-branches counts each branch of a peer as its own unit; distinct-peers counts the peer once', async () => {
+  const branches = [{ branchId: 'a1', peerId: 'alfa' }, { branchId: 'a2', peerId: 'alfa' }, { branchId: 'b1', peerId: 'bravo' }];
+  for (const votes of ['distinct-branches', 'distinct-peers'] as const) {
+    const s = await scenario({ peers: 2, review: { delivery: 'explicit', branches, votes, completion: { mode: 'quorum', count: 2 } } });
+    const op = (await s.invoke('k')).result.operationId;
+    await s.settle();
+    for (const branchId of ['a1', 'a2']) await s.send('alfa', { operationId: op, branchId, peerId: 'alfa', result: { verdict: 'approve' } });
+    const record = await s.coordinator.record(op);
+    assert.ok(record);
+    if (votes === 'distinct-branches') {
+      assert.deepEqual([record.manifest.units, record.decision?.outcome, record.decision?.successVotes], [3, 'success', 2], 'two branches of alfa are two votes');
+    } else {
+      assert.deepEqual([record.manifest.units, record.decision, tally(record).successVotes, tally(record).openUnits], [2, null, 1, 1], 'alfa votes once; bravo can still vote');
+    }
+  }
+});
