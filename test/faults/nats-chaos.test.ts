@@ -55,7 +55,7 @@
 import assert from 'node:assert/strict';
 import { randomInt } from 'node:crypto';
 import { jetstreamManager } from '@nats-io/jetstream';
-import { test } from 'node:test';
+import { after, test } from 'node:test';
 import type { JsonObject } from '../../src/contract/json.js';
 import { subjectFor } from '../../src/adapters/transport/subjects.js';
 import type { StoredTransition } from '../../src/events/types.js';
@@ -362,6 +362,16 @@ async function settled(client: CommandClient, operationId: string): Promise<Invo
   return last;
 }
 
+/** Set when the run's assertions all passed. */
+let passed = false;
+
+// A failed run must not hold the suite: whatever still keeps this file's process alive a minute
+// after the test ended (a child or a socket a failure left open) is abandoned, and the file exits
+// with the run's verdict. The timer is unref'd, so a clean run exits at once as before.
+after(() => {
+  setTimeout(() => process.exit(passed ? 0 : 1), 60_000).unref();
+});
+
 test(`NATS chaos: peers, coordinators and nats-server killed and restarted under load decide every operation, with no duplicate effect (seed ${seed})`, { timeout: runTimeoutMs }, async (t) => {
   t.diagnostic(`seed ${seed} (CONVOKE_CHAOS_SEED=${seed} replays the fault schedule), ${faultCount} faults`);
   const random = seededRandom(seed);
@@ -506,6 +516,7 @@ test(`NATS chaos: peers, coordinators and nats-server killed and restarted under
     assert.ok(squatsProven >= 5, `honest results whose Msg-Id mallory had taken first were still accepted (${squatsProven} of ${hostile.squatted.length})`);
     for (const reason of ['wrong-peer', 'stale-fence']) assert.ok((recorded.get(reason) ?? 0) >= 1, `a ${reason} rejection of mallory's traffic is recorded: ${show(recorded)}`);
     for (const reason of ['malformed', 'wrong-subject']) assert.ok((metric.get(reason) ?? 0) >= 1, `the rejections metric counts mallory's ${reason} traffic: ${show(metric)}`);
+    passed = true;
   } finally {
     await hostile?.close();
     await watch.stop();
