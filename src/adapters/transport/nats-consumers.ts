@@ -218,12 +218,14 @@ function deliverDurable(ctx: JetStreamContext, m: JsMsg, handler: MessageHandler
     );
 }
 
-interface MaxDeliveriesAdvisory {
+/** The part of JetStream's max-deliveries advisory the transport and the deployment read. */
+export interface MaxDeliveriesAdvisory {
   stream_seq: number;
   deliveries: number;
 }
 
-function parseAdvisory(data: Uint8Array): MaxDeliveriesAdvisory | undefined {
+/** The advisory's stream sequence and delivery count, or undefined when it does not parse. */
+export function parseMaxDeliveriesAdvisory(data: Uint8Array): MaxDeliveriesAdvisory | undefined {
   try {
     const value = JSON.parse(new TextDecoder().decode(data)) as Partial<MaxDeliveriesAdvisory>;
     if (Number.isSafeInteger(value.stream_seq) && Number.isSafeInteger(value.deliveries)) return value as MaxDeliveriesAdvisory;
@@ -269,7 +271,7 @@ async function watchExhaustion(
   };
   const sub = ctx.nc.subscribe(maxDeliveriesAdvisorySubject(stream, durable), {
     callback: (error, msg) => {
-      const advisory = error ? undefined : parseAdvisory(msg.data);
+      const advisory = error ? undefined : parseMaxDeliveriesAdvisory(msg.data);
       if (advisory !== undefined) void report(advisory).catch(() => {});
     },
   });

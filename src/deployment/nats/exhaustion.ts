@@ -8,24 +8,11 @@ import { parseStrictBytes } from '../../contract/ijson.js';
 import { checkRequestMessage } from '../../events/wire-schemas.js';
 import { decideDispatchRecorded } from '../../domain/decide.js';
 import { BoundedMap } from '../../contract/bounded-map.js';
+import { parseMaxDeliveriesAdvisory, type MaxDeliveriesAdvisory } from '../../adapters/transport/nats-consumers.js';
 import { durableStreamNames, maxDeliveriesAdvisorySubject } from '../../adapters/transport/nats-names.js';
 import type { Clock } from '../../contract/clock.js';
 import { limits } from '../../contract/limits.js';
 import type { Coordinator } from '../../runtime/coordinator.js';
-
-interface Advisory {
-  stream_seq: number;
-  deliveries: number;
-}
-
-function parseAdvisory(data: Uint8Array): Advisory | undefined {
-  try {
-    const value = JSON.parse(new TextDecoder().decode(data)) as Partial<Advisory>;
-    return Number.isSafeInteger(value.stream_seq) && Number.isSafeInteger(value.deliveries) ? (value as Advisory) : undefined;
-  } catch {
-    return undefined;
-  }
-}
 
 /**
  * Watches every peer consumer of the request streams for max-delivery exhaustion and records
@@ -39,7 +26,7 @@ function parseAdvisory(data: Uint8Array): Advisory | undefined {
 export async function watchRequestExhaustion(nc: NatsConnection, jsm: JetStreamManager, peers: Map<string, string[]>, coordinator: Coordinator, clock: Clock, log: (line: string) => void): Promise<{ close(): void }> {
   const seen = new BoundedMap<string, true>(limits.exhaustedAdvisoriesSeenMax);
   const subscriptions: NatsSubscription[] = [];
-  const record = async (stream: string, advisory: Advisory) => {
+  const record = async (stream: string, advisory: MaxDeliveriesAdvisory) => {
     const key = `${stream}/${advisory.stream_seq}`;
     if (seen.has(key)) return;
     seen.set(key, true);
@@ -63,10 +50,10 @@ export async function watchRequestExhaustion(nc: NatsConnection, jsm: JetStreamM
   return { close: () => subscriptions.forEach((s) => s.unsubscribe()) };
 }
 
-function watchStreamExhaustion(nc: NatsConnection, stream: string, record: (stream: string, advisory: Advisory) => Promise<void>, log: (line: string) => void): NatsSubscription {
+function watchStreamExhaustion(nc: NatsConnection, stream: string, record: (stream: string, advisory: MaxDeliveriesAdvisory) => Promise<void>, log: (line: string) => void): NatsSubscription {
   return nc.subscribe(maxDeliveriesAdvisorySubject(stream, '*'), {
     callback: (error, msg) => {
-      const advisory = error ? undefined : parseAdvisory(msg.data);
+      const advisory = error ? undefined : parseMaxDeliveriesAdvisory(msg.data);
       if (advisory) void record(stream, advisory).catch((e: unknown) => log(`recording an exhausted request of ${stream} failed: ${(e as Error).message}`));
     },
   });
