@@ -47,6 +47,19 @@ export function buildProgram(io: CliIo, setExit: (code: number) => void): Comman
   return program;
 }
 
+/**
+ * How a command principal reaches the coordinators over NATS: servers, user, where the password is
+ * and the principal. `required` when the command works only over NATS (get may read a store instead).
+ */
+function natsPrincipalOptions(command: Command, required: boolean): Command {
+  const option = (flags: string, description: string) => (required ? command.requiredOption(flags, description) : command.option(flags, description));
+  option('--nats <url>', 'NATS server URL(s), comma-separated');
+  option('--user <user>', 'NATS user (the command principal unless --principal)');
+  return command
+    .option('--password-env <name>', 'environment variable holding the NATS password', 'CONVOKE_NATS_PASSWORD')
+    .option('--principal <id>', 'command principal (subject token); defaults to --user');
+}
+
 /** Resolves on SIGINT or SIGTERM. */
 function interrupted(): Promise<void> {
   return new Promise((resolve) => {
@@ -129,13 +142,12 @@ function addNatsCommands(program: Command, io: CliIo, setExit: (code: number) =>
     .requiredOption('--config <file>', 'peer config (JSON)')
     .action(async (o) => setExit(await (await commands.peer()).peerCommand({ config: o.config }, io)));
 
-  program
-    .command('invoke')
-    .description('invoke a contract interaction over the NATS command API and print the InvocationResult')
-    .requiredOption('--nats <url>', 'NATS server URL(s), comma-separated')
-    .requiredOption('--user <user>', 'NATS user (the command principal unless --principal)')
-    .option('--password-env <name>', 'environment variable holding the NATS password', 'CONVOKE_NATS_PASSWORD')
-    .option('--principal <id>', 'command principal (subject token); defaults to --user')
+  natsPrincipalOptions(
+    program
+      .command('invoke')
+      .description('invoke a contract interaction over the NATS command API and print the InvocationResult'),
+    true,
+  )
     .requiredOption('--contract <file>', 'contract bundle file (its id, version and digest are sent)')
     .requiredOption('--interaction <id>', 'interaction id')
     .requiredOption('--key <key>', 'invocation key (retry with the same key)')
@@ -156,14 +168,13 @@ function addNatsCommands(program: Command, io: CliIo, setExit: (code: number) =>
 
 /** Commands that read a store: inspect, tail, replay. */
 function addStoreCommands(program: Command, io: CliIo, setExit: (code: number) => void): void {
-  program
-    .command('get')
-    .argument('<operationId>', 'operation id, the short id tail prints, or a unique prefix')
-    .description('show an operation as its InvocationResult: as the invoking principal over NATS (--nats, --user), or from a store as an operator (--store)')
-    .option('--nats <url>', 'NATS server URL(s), comma-separated')
-    .option('--user <user>', 'NATS user (the command principal unless --principal)')
-    .option('--password-env <name>', 'environment variable holding the NATS password', 'CONVOKE_NATS_PASSWORD')
-    .option('--principal <id>', 'command principal; defaults to --user')
+  natsPrincipalOptions(
+    program
+      .command('get')
+      .argument('<operationId>', 'operation id, the short id tail prints, or a unique prefix')
+      .description('show an operation as its InvocationResult: as the invoking principal over NATS (--nats, --user), or from a store as an operator (--store)'),
+    false,
+  )
     .option('--store <url>', 'read the operation from this store (alone), or resolve a short id with it (with --nats)')
     .option('--wait-for <boundary>', 'decision | settled (over NATS)')
     .option('--wait-ms <n>', 'how long the coordinator waits for the boundary (over NATS)', integer)
@@ -179,14 +190,13 @@ function addStoreCommands(program: Command, io: CliIo, setExit: (code: number) =
       ),
     );
 
-  program
-    .command('cancel')
-    .argument('<operationId>', 'operation id, the short id tail prints (with --store), or a unique prefix (with --store)')
-    .description('cancel an open operation as its invoking principal, through the coordinator over NATS; only interactions that declare caller cancellation')
-    .requiredOption('--nats <url>', 'NATS server URL(s), comma-separated')
-    .requiredOption('--user <user>', 'NATS user (the command principal unless --principal)')
-    .option('--password-env <name>', 'environment variable holding the NATS password', 'CONVOKE_NATS_PASSWORD')
-    .option('--principal <id>', 'command principal; defaults to --user')
+  natsPrincipalOptions(
+    program
+      .command('cancel')
+      .argument('<operationId>', 'operation id, the short id tail prints (with --store), or a unique prefix (with --store)')
+      .description('cancel an open operation as its invoking principal, through the coordinator over NATS; only interactions that declare caller cancellation'),
+    true,
+  )
     .option('--store <url>', 'resolve a short id or prefix with this store')
     .option('--json', 'print the reply as JSON', false)
     .action(async (operationId: string, o) =>
