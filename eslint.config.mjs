@@ -16,7 +16,6 @@ export const longFunctions = {
   'test/conformance/transport.ts': 2, // coreRules 77, durableRules 267
   'test/faults/nats-chaos.test.ts': 1,
   'test/faults/nats-faults.test.ts': 1,
-  'test/faults/nats-lost-writes.test.ts': 1,
   'test/integration/cli-nats.test.ts': 1,
   'test/integration/examples.test.ts': 1,
   'test/integration/http.test.ts': 1,

@@ -21,6 +21,21 @@ import { subjectFor } from '../../src/adapters/transport/subjects.js';
 import { restoreStreamPart, snapshotStreamPart, type StoreSnapshot } from '../support/lost-writes.js';
 import { NatsDeploymentFixture, approve, e2eBundle, e2eNamespace, eventually, resultOf, type CommandClient } from '../support/nats-deployment-fixture.js';
 
+/**
+ * Invokes `allok` under `key` until answered, at most `retries` retries 250 ms apart: right after a
+ * broker restart a command or its reply can be lost, and the key makes a retry safe.
+ */
+async function invokeUntilAnswered(client: CommandClient, key: string, waitMs: number, retries: number) {
+  for (let tries = 0; ; tries++) {
+    try {
+      return resultOf(await client.invoke('allok', { document: key }, { key, waitMs }));
+    } catch (error) {
+      if (tries >= retries) throw error;
+      await new Promise((r) => setTimeout(r, 250));
+    }
+  }
+}
+
 describe('NATS durable: a broker that lost acknowledged stream writes', { timeout: 150_000 }, () => {
   let f: NatsDeploymentFixture;
   let client: CommandClient;
@@ -42,17 +57,7 @@ describe('NATS durable: a broker that lost acknowledged stream writes', { timeou
   });
   after(() => f?.dispose());
 
-  /** Invokes under `key` until answered: right after a broker restart a command or its reply can be lost, and the key makes a retry safe. */
-  const decide = async (key: string, waitMs = 10_000) => {
-    for (let tries = 0; ; tries++) {
-      try {
-        return resultOf(await client.invoke('allok', { document: key }, { key, waitMs }));
-      } catch (error) {
-        if (tries >= 20) throw error;
-        await new Promise((r) => setTimeout(r, 250));
-      }
-    }
-  };
+  const decide = (key: string, waitMs = 10_000) => invokeUntilAnswered(client, key, waitMs, 20);
 
   it('a consumer ahead of its stream is detected and recreated, and an operation whose stored request was lost closes indeterminate (durability-lost), never failed', async () => {
     const stream = f.streams('alfa').requests;
@@ -117,16 +122,7 @@ describe('NATS durable: a consumer starved by redeliveries of removed messages',
   });
   after(() => f?.dispose());
 
-  const invoke = async (key: string, waitMs: number) => {
-    for (let tries = 0; ; tries++) {
-      try {
-        return resultOf(await client.invoke('allok', { document: key }, { key, waitMs }));
-      } catch (error) {
-        if (tries >= 40) throw error;
-        await new Promise((r) => setTimeout(r, 250));
-      }
-    }
-  };
+  const invoke = (key: string, waitMs: number) => invokeUntilAnswered(client, key, waitMs, 40);
 
   it('a consumer starved by redeliveries of removed messages is detected and recreated, and the request waiting behind them is delivered and decides', async () => {
     const stream = f.streams('alfa').requests;
