@@ -22,6 +22,7 @@ const reportOf = (file) => join(reportDir, `${basename(file, '.ts')}.json`);
  */
 const firstTests = {
   decision: ['completion-rules', 'quorum-fractions', 'results'],
+  'completion-rules': ['completion-rules', 'quorum-fractions', 'results'],
   admission: ['admission-plan', 'admission', 'admission-record-budget', 'offline', 'authorization', 'quorum-fractions'],
   intake: ['fence-zero', 'results', 'authorization', 'lifecycle'],
   record: ['record', 'results', 'lifecycle', 'settlement', 'recovery'],

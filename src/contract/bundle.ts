@@ -4,6 +4,7 @@
  */
 import type { ValidateFunction } from 'ajv';
 import { digestOf } from './canonical.js';
+import { completionProblem } from './completion.js';
 import { invalidInput } from './errors.js';
 import type { JsonObject, JsonValue } from './json.js';
 import { bundleSchema, interactionDefaults } from './schemas.js';
@@ -52,10 +53,8 @@ function checkInteractionSemantics(id: string, spec: Interaction): void {
   const fail = (message: string) => {
     throw invalidInput(`contract bundle: ${where}: ${message}`);
   };
-  if (spec.completion.mode === 'quorum' && 'fraction' in spec.completion) {
-    const { num, den } = spec.completion.fraction;
-    if (num > den) fail(`quorum fraction ${num}/${den} exceeds 1`);
-  }
+  const completion = completionProblem(spec.completion);
+  if (completion !== undefined) fail(completion);
   if (spec.delivery === 'explicit' && !spec.branches) fail('delivery "explicit" needs "branches"');
   if (spec.delivery !== 'explicit' && spec.branches) fail(`"branches" is only for delivery "explicit" (got "${spec.delivery}")`);
   if (spec.branches) {

@@ -6,6 +6,7 @@
 import { adapterErrorKinds } from './errors.js';
 import { limits } from './limits.js';
 import { namespaceSchema, tokenSchema } from './ids.js';
+import { completionSchema } from './completion.js';
 
 const token = tokenSchema;
 const ms = (max: number, min = 0) => ({ type: 'integer', minimum: min, maximum: max }) as const;
@@ -19,37 +20,7 @@ const predicate = {
   properties: { pointer: jsonPointer, equals: {} },
 } as const;
 
-/** The completion rule: closed in every mode (the manifest freezes the same shape). */
-export const completionSchema = {
-  oneOf: [
-    { type: 'object', required: ['mode'], additionalProperties: false, properties: { mode: { const: 'first-success' } } },
-    { type: 'object', required: ['mode'], additionalProperties: false, properties: { mode: { const: 'all-successful' } } },
-    { type: 'object', required: ['mode'], additionalProperties: false, properties: { mode: { const: 'all-terminal' } } },
-    {
-      type: 'object',
-      required: ['mode', 'count'],
-      additionalProperties: false,
-      properties: { mode: { const: 'quorum' }, count: { type: 'integer', minimum: 1, maximum: limits.branchesMax } },
-    },
-    {
-      type: 'object',
-      required: ['mode', 'fraction'],
-      additionalProperties: false,
-      properties: {
-        mode: { const: 'quorum' },
-        fraction: {
-          type: 'object',
-          required: ['num', 'den'],
-          additionalProperties: false,
-          properties: {
-            num: { type: 'integer', minimum: 1, maximum: limits.quorumDenominatorMax },
-            den: { type: 'integer', minimum: 1, maximum: limits.quorumDenominatorMax },
-          },
-        },
-      },
-    },
-  ],
-} as const;
+export { completionSchema };
 
 const audience = {
   oneOf: [

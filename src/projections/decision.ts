@@ -1,54 +1,17 @@
 /**
- * The completion rule: counts votes per unit (distinct branches or distinct peers) and decides
- * whether the frozen rule closes, with exact integer arithmetic.
+ * The completion rule applied to a record: counts votes per unit (distinct branches or distinct
+ * peers) and asks the frozen mode's rule (completion-rules.ts) whether the decision closes.
  */
-import { assert } from '../contract/errors.js';
-import type { Completion } from '../contract/types.js';
 import type { DecisionOutcome, DecisionClosed } from '../events/types.js';
 import { branchStatusOf } from '../machines/index.js';
+import { completionRuleOf, type Tally } from './completion-rules.js';
 import { branchList, type OperationRecord } from './record.js';
 
-export interface Tally {
-  units: number;
-  threshold: number;
-  successVotes: number;
-  /** Units that are terminal and supplied no success vote. */
-  failedUnits: number;
-  /** Units that can still supply a success vote. */
-  openUnits: number;
-  /** Units whose every branch is terminal. */
-  terminalUnits: number;
-}
+export { thresholdFor, type Tally } from './completion-rules.js';
 
 interface UnitState {
   success: boolean;
   open: boolean;
-}
-
-/**
- * Quorum threshold as an exact integer: count as given; a fraction num/den of the units needs
- * ceil(units·num/den) votes. Inputs are bounded (units ≤ branchesMax, den ≤ 10^6), so the
- * product stays far below 2^53; asserted anyway.
- */
-export function thresholdFor(completion: Completion, units: number): number {
-  switch (completion.mode) {
-    case 'first-success':
-      return 1;
-    case 'all-successful':
-    case 'all-terminal':
-      return units;
-    case 'quorum': {
-      if ('count' in completion) return completion.count;
-      const { num, den } = completion.fraction;
-      const product = units * num;
-      assert(Number.isSafeInteger(product + den), 'quorum arithmetic stays within safe integers');
-      return Math.floor((product + den - 1) / den);
-    }
-    default: {
-      const unreachable: never = completion;
-      return unreachable;
-    }
-  }
 }
 
 export function tally(record: OperationRecord): Tally {
@@ -81,13 +44,8 @@ export interface Closure {
 /** Whether the frozen rule closes now (before the deadline). Undefined while it stays open. */
 export function evaluateCompletion(record: OperationRecord): Closure | undefined {
   const t = tally(record);
-  if (record.manifest.completion.mode === 'all-terminal') {
-    // Collection complete is success even when business branches failed; aggregation keeps those failures.
-    return t.terminalUnits === t.units ? { outcome: 'success', reason: 'complete', tally: t } : undefined;
-  }
-  if (t.successVotes >= t.threshold) return { outcome: 'success', reason: 'threshold', tally: t };
-  if (t.successVotes + t.openUnits < t.threshold) return { outcome: 'failed', reason: 'impossible', tally: t };
-  return undefined;
+  const closed = completionRuleOf(record.manifest.completion).closes(t);
+  return closed === undefined ? undefined : { ...closed, tally: t };
 }
 
 /**
@@ -97,9 +55,7 @@ export function evaluateCompletion(record: OperationRecord): Closure | undefined
  * coordinator then holds them back for company without deciding them (result batching).
  */
 export function couldClose(record: OperationRecord, results: number): boolean {
-  const t = tally(record);
-  if (record.manifest.completion.mode === 'all-terminal') return t.terminalUnits + results >= t.units;
-  return t.successVotes + results >= t.threshold || t.successVotes + Math.max(0, t.openUnits - results) < t.threshold;
+  return completionRuleOf(record.manifest.completion).couldClose(tally(record), results);
 }
 
 /** Closure at the deadline: the declared onTimeout outcome. */

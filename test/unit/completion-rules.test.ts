@@ -155,3 +155,19 @@ test('distinct-branches counts each branch of a peer as its own unit; distinct-p
     }
   }
 });
+
+test('the two completion tables name the same modes, and the bundle schema accepts exactly their shapes', async () => {
+  const { completionModes, completionSchema, describeCompletion, completionProblem } = await import('../../src/contract/completion.js');
+  const { completionRules } = await import('../../src/projections/completion-rules.js');
+  const { compileChecker } = await import('../../src/contract/validation.js');
+  assert.deepEqual(Object.keys(completionRules).sort(), Object.keys(completionModes).sort());
+  const check = compileChecker(completionSchema, 'completion');
+  const shapes: Completion[] = [{ mode: 'first-success' }, { mode: 'quorum', count: 2 }, { mode: 'quorum', fraction: { num: 2, den: 3 } }, { mode: 'all-successful' }, { mode: 'all-terminal' }];
+  for (const shape of shapes) assert.doesNotThrow(() => check(shape as unknown as JsonObject), JSON.stringify(shape));
+  for (const bad of [{ mode: 'majority' }, { mode: 'quorum' }, { mode: 'first-success', count: 1 }, { mode: 'quorum', count: 0 }]) {
+    assert.throws(() => check(bad as unknown as JsonObject), JSON.stringify(bad));
+  }
+  assert.deepEqual(shapes.map(describeCompletion), ['first-success', 'quorum 2', 'quorum 2/3', 'all-successful', 'all-terminal']);
+  assert.equal(completionProblem({ mode: 'quorum', fraction: { num: 4, den: 3 } }), 'quorum fraction 4/3 exceeds 1');
+  assert.equal(completionProblem({ mode: 'quorum', fraction: { num: 3, den: 3 } }), undefined);
+});

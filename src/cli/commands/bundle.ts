@@ -1,13 +1,8 @@
 /** `convoke bundle check FILE`: validate a contract bundle and print its digest and interactions. */
 import { readBundleFile } from '../../deployment/files.js';
-import type { Completion } from '../../contract/types.js';
+import { describeCompletion } from '../../contract/completion.js';
 import type { CliIo } from '../io.js';
 import { renderTable, widthOf } from '../table.js';
-
-function describeCompletion(c: Completion): string {
-  if (c.mode !== 'quorum') return c.mode;
-  return 'count' in c ? `quorum ${c.count}` : `quorum ${c.fraction.num}/${c.fraction.den}`;
-}
 
 export async function bundleCheckCommand(file: string, options: { json: boolean }, io: CliIo): Promise<number> {
   const compiled = await readBundleFile(file);

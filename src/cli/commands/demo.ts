@@ -3,6 +3,7 @@
  * out to N in-process peers over the in-process bus, decided by the declared rule, settled, and
  * its event stream printed. No server needed.
  */
+import { completionTitle } from '../../contract/completion.js';
 import type { JsonObject, JsonValue } from '../../contract/json.js';
 import { AdapterError } from '../../contract/errors.js';
 import { SystemClock } from '../../contract/clock.js';
@@ -114,20 +115,11 @@ function describeStore(store: EventStore, options: DemoOptions): string {
  * a scenario may ignore --quorum (first success, all successful, a capped quorum).
  */
 export function describeRule(review: JsonObject, transitions: readonly StoredTransition[]): string {
-  const completion = review.completion as { mode?: string; count?: number } | undefined;
+  const completion = review.completion as { mode?: string } | undefined;
   const admitted = transitions.flatMap((t) => t.transition.events).find((e) => e.type === 'operation-admitted');
   const of = admitted?.type === 'operation-admitted' ? ` (${admitted.manifest.threshold} of ${admitted.manifest.units})` : '';
   const delivery = review.delivery === 'one-eligible' ? ', one eligible peer at a time' : '';
-  switch (completion?.mode) {
-    case 'quorum':
-      return `quorum${of}${delivery}`;
-    case 'first-success':
-      return `first success${of}${delivery}`;
-    case 'all-successful':
-      return `all successful${of}${delivery}`;
-    default:
-      return `${completion?.mode ?? 'unknown'}${of}${delivery}`;
-  }
+  return `${completionTitle(completion?.mode ?? 'unknown')}${of}${delivery}`;
 }
 
 function renderDemo(result: InvocationResult, transitions: StoredTransition[], options: DemoOptions, storeDescription: string, widthMax: number): string {
