@@ -40,6 +40,8 @@ export function operationFields(record: OperationRecord): Record<string, string>
   };
 }
 
+const routineRejections = new Set(['closed', 'authorization-expired', 'claim-authorization-expired', 'cancel-result-authorization-expired']);
+
 export class OperationLog {
   constructor(private readonly logger: Logger) {}
 
@@ -62,11 +64,16 @@ export class OperationLog {
     }
   }
 
-  /** A peer message refused (counted in convoke_result_rejections_total by the same reason). */
+  /**
+   * A peer message refused (counted in convoke_result_rejections_total by the same reason). Late
+   * results of a closed operation (siblings that answer after a quorum) and messages handed back
+   * for a fresh authorization are routine: info. Anything else points at a peer or an attacker: warn.
+   */
   rejected(reason: string, context: RejectionContext): void {
     const about = context.record ? operationFields(context.record) : context.operationId === undefined ? {} : { operationId: context.operationId };
     const fields = { event: 'message-rejected', reason, ...(context.kind === undefined ? {} : { messageKind: context.kind }), ...(context.peerId === undefined ? {} : { peer: context.peerId }), ...about };
-    this.logger.warn(fields, 'peer message rejected');
+    if (routineRejections.has(reason)) this.logger.info(fields, 'peer message rejected');
+    else this.logger.warn(fields, 'peer message rejected');
   }
 
   /** A store or transport failure at a stage (counted in convoke_store_errors_total / convoke_transport_errors_total). */
