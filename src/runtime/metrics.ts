@@ -12,12 +12,41 @@ const decisionBucketsSeconds = [0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25
 export class Metrics {
   readonly registry = new Registry();
   readonly admissions = new Counter({ name: 'convoke_admissions_total', help: 'Operations admitted', registers: [this.registry] });
-  readonly appends = new Counter({ name: 'convoke_transitions_total', help: 'Transitions appended to operation streams (admissions included); per decision it shows how well commands share appends', registers: [this.registry] });
-  readonly decisions = new Counter({ name: 'convoke_decisions_total', help: 'Decisions closed, by outcome', labelNames: ['outcome'], registers: [this.registry] });
-  readonly settlements = new Counter({ name: 'convoke_settlements_total', help: 'Settlements completed, by status', labelNames: ['status'], registers: [this.registry] });
-  readonly rejections = new Counter({ name: 'convoke_result_rejections_total', help: 'Result messages rejected, by reason', labelNames: ['reason'], registers: [this.registry] });
-  readonly storeErrors = new Counter({ name: 'convoke_store_errors_total', help: 'Store failures, by stage', labelNames: ['stage'], registers: [this.registry] });
-  readonly transportErrors = new Counter({ name: 'convoke_transport_errors_total', help: 'Transport failures, by stage', labelNames: ['stage'], registers: [this.registry] });
+  readonly appends = new Counter({
+    name: 'convoke_transitions_total',
+    help: 'Transitions appended to operation streams (admissions included); per decision it shows how well commands share appends',
+    registers: [this.registry],
+  });
+  readonly decisions = new Counter({
+    name: 'convoke_decisions_total',
+    help: 'Decisions closed, by outcome',
+    labelNames: ['outcome'],
+    registers: [this.registry],
+  });
+  readonly settlements = new Counter({
+    name: 'convoke_settlements_total',
+    help: 'Settlements completed, by status',
+    labelNames: ['status'],
+    registers: [this.registry],
+  });
+  readonly rejections = new Counter({
+    name: 'convoke_result_rejections_total',
+    help: 'Result messages rejected, by reason',
+    labelNames: ['reason'],
+    registers: [this.registry],
+  });
+  readonly storeErrors = new Counter({
+    name: 'convoke_store_errors_total',
+    help: 'Store failures, by stage',
+    labelNames: ['stage'],
+    registers: [this.registry],
+  });
+  readonly transportErrors = new Counter({
+    name: 'convoke_transport_errors_total',
+    help: 'Transport failures, by stage',
+    labelNames: ['stage'],
+    registers: [this.registry],
+  });
   readonly decisionSeconds = new Histogram({
     name: 'convoke_decision_duration_seconds',
     help: 'Admission to decision, in store time, by outcome',
@@ -102,7 +131,12 @@ export interface BuildInfo {
 export function observeProcess(metrics: Metrics, build: BuildInfo): void {
   const registry = metrics.registry;
   if (registry.getSingleMetric('convoke_build_info')) return;
-  const info = new Gauge({ name: 'convoke_build_info', help: 'The running build: package version, Node.js version and git commit; always 1', labelNames: ['version', 'node_version', 'commit'], registers: [registry] });
+  const info = new Gauge({
+    name: 'convoke_build_info',
+    help: 'The running build: package version, Node.js version and git commit; always 1',
+    labelNames: ['version', 'node_version', 'commit'],
+    registers: [registry],
+  });
   info.set({ version: build.version, node_version: build.nodeVersion, commit: build.commit }, 1);
   collectDefaultMetrics({ register: registry });
   for (const name of ['nodejs_active_handles_total', 'nodejs_active_requests_total', 'nodejs_active_resources_total']) registry.removeSingleMetric(name);
@@ -115,7 +149,28 @@ export function observeProcess(metrics: Metrics, build: BuildInfo): void {
  */
 export async function namingProblems(registry: Registry): Promise<string[]> {
   const problems: string[] = [];
-  const abbreviations = new Set(['ms', 'us', 'ns', 'sec', 'secs', 'b', 'kb', 'mb', 'gb', 'kib', 'mib', 'gib', 'milliseconds', 'microseconds', 'nanoseconds', 'minutes', 'hours', 'days', 'kilobytes', 'megabytes']);
+  const abbreviations = new Set([
+    'ms',
+    'us',
+    'ns',
+    'sec',
+    'secs',
+    'b',
+    'kb',
+    'mb',
+    'gb',
+    'kib',
+    'mib',
+    'gib',
+    'milliseconds',
+    'microseconds',
+    'nanoseconds',
+    'minutes',
+    'hours',
+    'days',
+    'kilobytes',
+    'megabytes',
+  ]);
   for (const metric of await registry.getMetricsAsJSON()) {
     const { name, help } = metric;
     const type = String(metric.type);

@@ -46,7 +46,10 @@ export class OperationLog {
   constructor(private readonly logger: Logger) {}
 
   admitted(record: OperationRecord): void {
-    this.logger.info({ event: 'operation-admitted', ...operationFields(record), branches: Object.keys(record.branches).length, deadlineMs: record.deadlineMs }, 'operation admitted');
+    this.logger.info(
+      { event: 'operation-admitted', ...operationFields(record), branches: Object.keys(record.branches).length, deadlineMs: record.deadlineMs },
+      'operation admitted',
+    );
   }
 
   /** A transition this process committed moved the operation: decided, settled, or both. */
@@ -71,7 +74,13 @@ export class OperationLog {
    */
   rejected(reason: string, context: RejectionContext): void {
     const about = context.record ? operationFields(context.record) : context.operationId === undefined ? {} : { operationId: context.operationId };
-    const fields = { event: 'message-rejected', reason, ...(context.kind === undefined ? {} : { messageKind: context.kind }), ...(context.peerId === undefined ? {} : { peer: context.peerId }), ...about };
+    const fields = {
+      event: 'message-rejected',
+      reason,
+      ...(context.kind === undefined ? {} : { messageKind: context.kind }),
+      ...(context.peerId === undefined ? {} : { peer: context.peerId }),
+      ...about,
+    };
     if (routineRejections.has(reason)) this.logger.info(fields, 'peer message rejected');
     else this.logger.warn(fields, 'peer message rejected');
   }
@@ -79,6 +88,9 @@ export class OperationLog {
   /** A store or transport failure at a stage (counted in convoke_store_errors_total / convoke_transport_errors_total). */
   failed(layer: 'store' | 'transport', stage: string, error?: unknown, record?: OperationRecord): void {
     const message = error instanceof Error ? error.message : error === undefined ? undefined : String(error);
-    this.logger.error({ event: `${layer}-error`, stage, ...(record ? operationFields(record) : {}), ...(message === undefined ? {} : { error: message }) }, `${layer} failure`);
+    this.logger.error(
+      { event: `${layer}-error`, stage, ...(record ? operationFields(record) : {}), ...(message === undefined ? {} : { error: message }) },
+      `${layer} failure`,
+    );
   }
 }

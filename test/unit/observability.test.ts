@@ -46,7 +46,8 @@ test('every metric of a serving deployment follows the naming rules: counters an
     assert.equal(await typeOf(registry, 'convoke_build_info'), 'gauge');
     assert.equal(await typeOf(registry, 'process_cpu_seconds_total'), 'counter');
     assert.equal(await typeOf(registry, 'nodejs_eventloop_lag_seconds'), 'gauge');
-    for (const old of ['convoke_decision_latency_ms', 'convoke_store_stamps', 'nodejs_active_handles_total']) assert.equal(await typeOf(registry, old), 'absent', `${old} is gone`);
+    for (const old of ['convoke_decision_latency_ms', 'convoke_store_stamps', 'nodejs_active_handles_total'])
+      assert.equal(await typeOf(registry, old), 'absent', `${old} is gone`);
 
     const text = await registry.metrics();
     assert.match(text, /^convoke_build_info\{version="9\.9\.9",node_version="[^"]+",commit="abcdef1"\} 1$/m);
@@ -68,7 +69,10 @@ test('the naming check reports each kind of violation (it can fail)', async () =
   new Histogram({ name: 'bad_latency_ms', help: 'milliseconds', registers: [registry] });
   new Gauge({ name: 'badCamel', help: 'camel case', registers: [registry] });
   const problems = await namingProblems(registry);
-  assert.ok(problems.some((p) => p.startsWith('bad_things_total: a gauge must not end in _total')), problems.join('\n'));
+  assert.ok(
+    problems.some((p) => p.startsWith('bad_things_total: a gauge must not end in _total')),
+    problems.join('\n'),
+  );
   assert.ok(problems.some((p) => p.startsWith('bad_events: a counter must end in _total')));
   assert.ok(problems.some((p) => p.startsWith('bad_latency_ms: "ms" is not a base unit')));
   assert.ok(problems.some((p) => p.startsWith('badCamel: not snake case')));
@@ -98,7 +102,13 @@ test('the operation lifecycle is logged (admitted, decided, settled, rejected) w
   const { logger, lines } = capture();
   const base = reviewBundle({ completion: { mode: 'first-success' } });
   const review = (base.interactions as Record<string, JsonObject>).review!;
-  const e = await createEmbedded({ clock, bundle: { ...base, interactions: { review, audit: review } }, groups: { reviewers: peerIds(3) }, resultBatchMs: 0, logger });
+  const e = await createEmbedded({
+    clock,
+    bundle: { ...base, interactions: { review, audit: review } },
+    groups: { reviewers: peerIds(3) },
+    resultBatchMs: 0,
+    logger,
+  });
   try {
     const secret = 'INPUT-SECRET-4f1d2c';
     const caller = { principalId: 'svc-a', senderPeerId: null };
@@ -127,7 +137,10 @@ test('the operation lifecycle is logged (admitted, decided, settled, rejected) w
     assert.ok(about('operation-settled').length === 1, JSON.stringify(lines));
     const [rejected] = about('message-rejected');
     assert.ok(rejected, JSON.stringify(lines));
-    assert.deepEqual([rejected.reason, rejected.peer, rejected.messageKind, rejected.interaction, rejected.level], ['wrong-subject', 'alfa', 'result', 'review', 'warn']);
+    assert.deepEqual(
+      [rejected.reason, rejected.peer, rejected.messageKind, rejected.interaction, rejected.level],
+      ['wrong-subject', 'alfa', 'result', 'review', 'warn'],
+    );
     assert.ok(!JSON.stringify(lines).includes(secret), 'no line carries the input');
   } finally {
     await e.close();
