@@ -173,7 +173,7 @@ describe('NATS end to end', { concurrency: true, timeout: fileTimeoutMs }, () =>
         }, 'every peer pulling its requests, every result delivered to the coordinator and acknowledged', 20_000);
         // The JetStream store's appends learn their server stamps from its feed, and /metrics says so.
         const text = await (await fetch(`${f.serve!.url}/metrics`)).text();
-        const fed = Number(/^convoke_store_stamps\{source="fed"\} (\d+)$/m.exec(text)?.[1]);
+        const fed = Number(/^convoke_store_stamps_total\{source="fed"\} (\d+)$/m.exec(text)?.[1]);
         assert.ok(fed > 0, `stamps from the feed: ${text.split('\n').filter((l) => l.startsWith('convoke_store_stamps')).join(' | ')}`);
       });
 
