@@ -63,7 +63,7 @@ export class Coordinator implements RuntimeHost {
     seams: CoordinatorSeams = {},
   ) {
     this.metrics = deps.metrics ?? new Metrics();
-    this.log = new OperationLog(deps.logger ?? silentLogger);
+    this.log = new OperationLog(deps.logger ?? silentLogger, () => deps.clock.nowMs());
     this.budgets = resolveBudgets(deps.budgets);
     this.kernel = new Kernel<OperationRecord, Transition, OpEntry>({
       aggregate: operationAggregate,

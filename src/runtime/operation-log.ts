@@ -7,6 +7,7 @@
  * The runtime knows only this `Logger` shape (pino's `(fields, message)` call, which a pino
  * logger satisfies); the process that runs a coordinator hands it one (cli/commands/serve.ts).
  */
+import { limits } from '../contract/limits.js';
 import type { OperationRecord } from '../projections/record.js';
 
 export interface Logger {
@@ -43,7 +44,20 @@ export function operationFields(record: OperationRecord): Record<string, string>
 const routineRejections = new Set(['closed', 'authorization-expired', 'claim-authorization-expired', 'cancel-result-authorization-expired']);
 
 export class OperationLog {
-  constructor(private readonly logger: Logger) {}
+  private windowStartMs = Number.NEGATIVE_INFINITY;
+  private windowLines = 0;
+  private suppressed = 0;
+
+  /**
+   * `nowMs` (the coordinator's injected clock) paces the rejection lines: at most
+   * limits.rejectionLogLinesPerSecondMax a second, so a flooding peer cannot fill the disk through
+   * the log. Every rejection is counted in the metrics all the same; the next line written says
+   * how many were left out (`suppressedBefore`).
+   */
+  constructor(
+    private readonly logger: Logger,
+    private readonly nowMs: () => number,
+  ) {}
 
   admitted(record: OperationRecord): void {
     this.logger.info(
@@ -73,6 +87,18 @@ export class OperationLog {
    * for a fresh authorization are routine: info. Anything else points at a peer or an attacker: warn.
    */
   rejected(reason: string, context: RejectionContext): void {
+    const nowMs = this.nowMs();
+    if (nowMs - this.windowStartMs >= 1000) {
+      this.windowStartMs = nowMs;
+      this.windowLines = 0;
+    }
+    if (this.windowLines >= limits.rejectionLogLinesPerSecondMax) {
+      this.suppressed++;
+      return;
+    }
+    this.windowLines++;
+    const suppressed = this.suppressed;
+    this.suppressed = 0;
     const about = context.record ? operationFields(context.record) : context.operationId === undefined ? {} : { operationId: context.operationId };
     const fields = {
       event: 'message-rejected',
@@ -80,6 +106,7 @@ export class OperationLog {
       ...(context.kind === undefined ? {} : { messageKind: context.kind }),
       ...(context.peerId === undefined ? {} : { peer: context.peerId }),
       ...about,
+      ...(suppressed > 0 ? { suppressedBefore: suppressed } : {}),
     };
     if (routineRejections.has(reason)) this.logger.info(fields, 'peer message rejected');
     else this.logger.warn(fields, 'peer message rejected');

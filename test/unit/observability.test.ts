@@ -10,6 +10,7 @@ import { Metrics, namingProblems, observeOpenOperations, observeProcess, observe
 import type { Logger } from '../../src/runtime/operation-log.js';
 import type { JsonObject } from '../../src/contract/json.js';
 import { VirtualClock, flushMicrotasks } from '../../src/contract/clock.js';
+import { limits } from '../../src/contract/limits.js';
 import { createEmbedded, peerBusPermissions } from '../../src/deployment/embedded.js';
 import { peerIds, reviewBundle } from '../../src/deployment/examples.js';
 import { subjectFor } from '../../src/adapters/transport/subjects.js';
@@ -142,6 +143,32 @@ test('the operation lifecycle is logged (admitted, decided, settled, rejected) w
       ['wrong-subject', 'alfa', 'result', 'review', 'warn'],
     );
     assert.ok(!JSON.stringify(lines).includes(secret), 'no line carries the input');
+  } finally {
+    await e.close();
+  }
+});
+
+test('a peer that floods its subjects is counted in full but logged at most rejectionLogLinesPerSecondMax lines a second; the next line says how many were left out', async () => {
+  const clock = new VirtualClock();
+  const { logger, lines } = capture();
+  const e = await createEmbedded({ clock, bundle: reviewBundle({ completion: { mode: 'first-success' } }), groups: { reviewers: peerIds(3) }, resultBatchMs: 0, logger });
+  try {
+    const { result } = await e.coordinator.invoke({ principalId: 'svc-a', senderPeerId: null }, { contract: e.bundle.ref, interaction: 'review', invocationKey: 'k-flood', input: { document: 'd' } });
+    await flushMicrotasks();
+    const alfa = e.bus.connect('raw:alfa', peerBusPermissions('demo.v1.lab', 'alfa'));
+    const subject = subjectFor('demo.v1.lab', 'review', result.operationId, 'result', 'alfa');
+    const flood = 50;
+    for (let i = 0; i < flood; i++) await alfa.publish(subject, new TextEncoder().encode('{"not": "a result"'));
+    await flushMicrotasks();
+    const counted = (await e.coordinator.metrics.rejections.get()).values.find((v) => v.labels.reason === 'malformed')?.value;
+    assert.equal(counted, flood, 'every rejection is counted');
+    const logged = () => lines.filter((l) => l.event === 'message-rejected' && l.reason === 'malformed');
+    assert.equal(logged().length, limits.rejectionLogLinesPerSecondMax);
+    await clock.advance(1000);
+    await alfa.publish(subject, new TextEncoder().encode('{}'));
+    await flushMicrotasks();
+    assert.equal(logged().length, limits.rejectionLogLinesPerSecondMax + 1);
+    assert.equal(logged().at(-1)?.suppressedBefore, flood - limits.rejectionLogLinesPerSecondMax);
   } finally {
     await e.close();
   }
