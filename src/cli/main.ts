@@ -3,11 +3,11 @@
  * usage or input, one code per other AdapterError kind (the error as JSON on stderr), 9 not found,
  * 10 pending, 11 a decision that is not success under --fail-on-outcome, 1 anything unexpected.
  */
-import { readFileSync } from 'node:fs';
-import { Command, CommanderError, InvalidArgumentError } from 'commander';
+import { Command, CommanderError, InvalidArgumentError, Option } from 'commander';
 import { isAdapterError } from '../contract/errors.js';
 import { exitCodeOfError, exitCodes } from './exit-codes.js';
 import { processIo, type CliIo } from './io.js';
+import { packageVersion } from './version.js';
 
 // Each command's module is imported when that command runs: `convoke peer` never loads Fastify,
 // `convoke canonicalize` never loads NATS, and `--help` loads neither.
@@ -28,11 +28,7 @@ const integer = (value: string) => {
   return Number(value);
 };
 
-/** The installed package's version (package.json sits three levels above dist/src/cli/main.js). */
-export function packageVersion(): string {
-  const manifest = JSON.parse(readFileSync(new URL('../../../package.json', import.meta.url), 'utf8')) as { version?: unknown };
-  return typeof manifest.version === 'string' ? manifest.version : 'unknown';
-}
+export { packageVersion };
 
 export function buildProgram(io: CliIo, setExit: (code: number) => void): Command {
   const program = new Command('convoke')
@@ -134,7 +130,8 @@ function addNatsCommands(program: Command, io: CliIo, setExit: (code: number) =>
     .command('serve')
     .description('serve the HTTP facade (and the coordinator) for the deployment a config file describes')
     .requiredOption('--config <file>', 'deployment config (JSON)')
-    .action(async (o) => setExit(await (await commands.serve()).serveCommand({ config: o.config }, io)));
+    .addOption(new Option('--log-level <level>', 'least severe log line written (JSON lines on stderr)').choices(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'))
+    .action(async (o) => setExit(await (await commands.serve()).serveCommand({ config: o.config, logLevel: o.logLevel }, io)));
 
   program
     .command('peer')

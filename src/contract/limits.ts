@@ -93,6 +93,11 @@ export const limits = {
    */
   httpConnectionsCheckingIntervalMsMin: 50,
   httpConnectionsCheckingIntervalMsMax: 1_000,
+  /**
+   * Rejected peer messages logged per second at most (runtime/operation-log.ts): a peer that
+   * floods its subjects must not fill the disk through the log; the metrics count every one.
+   */
+  rejectionLogLinesPerSecondMax: 20,
   /** I-JSON parse errors: keeps error descriptions bounded whatever the input. */
   describedCharsMax: 120,
   /** Pointers get more room: a pointer at the depth limit is 2 × jsonDepthMax chars even with 1-char keys. */

@@ -35,7 +35,8 @@ import { coordinatorBusPermissions, peerBusPermissions } from './embedded.js';
 import { observeStampSources } from '../runtime/metrics.js';
 import { buildNatsDeployment } from './nats/assembly.js';
 import { natsTransportSchema } from './nats/settings.js';
-import type { DeploymentConfig, ExamplePeerConfig, HttpConfig, JwtConfig, RunningDeployment } from './types.js';
+import type { DeploymentConfig, DeploymentLog, ExamplePeerConfig, HttpConfig, JwtConfig, RunningDeployment } from './types.js';
+import type { Logger } from '../runtime/operation-log.js';
 import type { HttpSettings } from '../http/settings.js';
 
 
@@ -250,8 +251,10 @@ function jwtNamespaceProblems(http: HttpConfig): string[] {
 
 export interface BuildOptions {
   clock: Clock;
-  /** Operational log lines (durability lost/regained, exhausted deliveries); stderr in `convoke serve`. */
-  log?: (line: string) => void;
+  /** Operational log lines (durability lost/regained, exhausted deliveries); JSON lines on stderr in `convoke serve`. */
+  log?: DeploymentLog;
+  /** Where the coordinator logs the operation lifecycle (runtime/operation-log.ts); silent without one. */
+  logger?: Logger;
   /** Where `passwordEnv` names are looked up; process.env by default. */
   env?: NodeJS.ProcessEnv;
 }
@@ -272,12 +275,12 @@ export async function buildDeployment(config: DeploymentConfig, options: BuildOp
   const http = await resolveHttp(config.http);
   if (transport.kind === 'nats') {
     // The NATS assembly opens the store itself: a jetstream: store may share the transport's credentials.
-    return buildNatsDeployment(config, transport, { clock, bundles, compiled, http, log: options.log ?? (() => {}), env: options.env ?? process.env });
+    return buildNatsDeployment(config, transport, { clock, bundles, compiled, http, log: options.log ?? (() => {}), env: options.env ?? process.env, ...(options.logger ? { logger: options.logger } : {}) });
   }
   // The store is opened last among the checks: nothing above can leave it open.
   const store = await openStore(config.store, { clock });
   try {
-    return await assemble(config, { clock, bundles, compiled, store, http });
+    return await assemble(config, { clock, bundles, compiled, store, http, ...(options.logger ? { logger: options.logger } : {}) });
   } catch (error) {
     await store.close();
     throw error;
@@ -290,6 +293,7 @@ interface Parts {
   compiled: CompiledBundle[];
   store: EventStore;
   http: HttpSettings;
+  logger?: Logger;
 }
 
 /** Wires the coordinator to the in-process bus with its permissions, then starts the example peers. */
@@ -310,6 +314,7 @@ async function assemble(config: DeploymentConfig, parts: Parts): Promise<Running
     deployment: { account: config.deployment.account, system: config.deployment.system, domain: config.deployment.domain },
     ...(config.resultBatchMs === undefined ? {} : { resultBatchMs: config.resultBatchMs }),
     ...(config.limits === undefined ? {} : { budgets: config.limits }),
+    ...(parts.logger ? { logger: parts.logger } : {}),
   });
   observeStampSources(coordinator.metrics, store);
   const peers = await startExamplePeers(bus, compiled, config.transport.kind === 'memory' ? (config.transport.examplePeers ?? {}) : {}, clock);

@@ -3,6 +3,7 @@
  * (memory by default), a static directory and policy, and the coordinator. Used by `convoke demo`,
  * by tests and by benchmarks; the same coordinator runs unchanged over NATS and durable stores.
  */
+import type { Logger } from '../runtime/operation-log.js';
 import type { BudgetOverrides } from '../runtime/log-budget.js';
 import { BundleRegistry, loadBundle, type CompiledBundle } from '../contract/bundle.js';
 import type { JsonValue } from '../contract/json.js';
@@ -32,6 +33,8 @@ export interface EmbeddedOptions {
   resultBatchMs?: number;
   /** CoordinatorDeps.budgets. */
   budgets?: BudgetOverrides;
+  /** CoordinatorDeps.logger: where the operation lifecycle is logged. */
+  logger?: Logger;
 }
 
 export interface Embedded {
@@ -88,6 +91,7 @@ export async function createEmbedded(options: EmbeddedOptions): Promise<Embedded
     ...(options.manifests ? { manifests: new StaticManifestSource(options.manifests) } : {}),
     ...(options.resultBatchMs === undefined ? {} : { resultBatchMs: options.resultBatchMs }),
     ...(options.budgets === undefined ? {} : { budgets: options.budgets }),
+    ...(options.logger === undefined ? {} : { logger: options.logger }),
   });
   // A store handed in may be shared (tests run several coordinators over one): follow the others'
   // appends. A store made here has no other client, and nothing to follow.

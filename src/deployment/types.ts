@@ -165,6 +165,13 @@ export interface NatsRuntime {
   checkNow(): Promise<void>;
 }
 
+/**
+ * Where a deployment's operational notices go (durability lost or regained, consumers repaired,
+ * exhausted deliveries, connection changes): one line each, with its level (warn unless given).
+ * `convoke serve` writes them as JSON log lines.
+ */
+export type DeploymentLog = (line: string, level?: 'info' | 'warn' | 'error') => void;
+
 /** A deployment built from its config and running: what `convoke serve` and the tests hold. */
 export interface RunningDeployment {
   coordinator: Coordinator;

@@ -6,9 +6,10 @@
  * Server timeouts are explicit: the socket inactivity timeout outlasts the longest permitted wait,
  * while receiving a request (headers and body) is bounded separately against slow senders.
  */
-import Fastify, { type FastifyInstance, type FastifyReply } from 'fastify';
+import { randomUUID } from 'node:crypto';
+import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import type { Socket } from 'node:net';
-import { Counter, type Registry } from 'prom-client';
+import { Counter, Histogram, type Registry } from 'prom-client';
 import type { BundleRegistry } from '../contract/bundle.js';
 import { unavailable } from '../contract/errors.js';
 import type { Clock } from '../contract/clock.js';
@@ -29,6 +30,11 @@ export interface HttpAppOptions {
   settings: HttpSettings;
   /** Told about 500s (bugs); the client only learns "internal error". */
   onInternalError?: (error: unknown) => void;
+  /**
+   * Where one line per request is logged (RequestLog: id, method, route, status, duration; never
+   * headers, query strings or bodies). No request is logged without one.
+   */
+  logger?: FastifyBaseLogger;
 }
 
 export interface HttpApp {
@@ -51,7 +57,7 @@ export function createHttpApp(options: HttpAppOptions): HttpApp {
     return reply(target, r);
   };
   const app = Fastify({
-    logger: false,
+    ...(options.logger ? { loggerInstance: options.logger, logController: new RequestLog(), genReqId: () => randomUUID() } : { logger: false }),
     bodyLimit: settings.bodyLimitBytes,
     connectionTimeout: settings.waitMsMax + connectionIdleMarginMs,
     requestTimeout: settings.requestTimeoutMs,
@@ -81,7 +87,9 @@ export function createHttpApp(options: HttpAppOptions): HttpApp {
     throw unavailable('the server is shutting down; retry against another instance or later');
   });
   app.addHook('onResponse', async (request, target) => {
-    metrics.responses.inc({ method: request.method, route: request.routeOptions.url ?? 'unmatched', status: String(target.statusCode) });
+    const route = routeOf(request);
+    metrics.responses.inc({ method: request.method, route, status: String(target.statusCode) });
+    metrics.durations.observe({ method: request.method, route, status_class: `${Math.floor(target.statusCode / 100)}xx` }, target.elapsedTime / 1000);
   });
 
   registerInvocationRoutes(app, {
@@ -143,14 +151,41 @@ function registerOperatorRoutes(app: FastifyInstance, registry: Registry): void 
   });
 }
 
+/** The route template a request matched (`/contract-invocations/:operationId`), never its URL; `unmatched` for none. */
+function routeOf(request: FastifyRequest): string {
+  return request.routeOptions.url ?? 'unmatched';
+}
+
+/** Request durations run from microseconds (health, metrics) to the longest permitted wait. */
+const requestBucketsSeconds = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120];
+
 /** Registered once per registry (a second app on the same coordinator shares the counters). */
 function httpMetrics(registry: Registry) {
   const counter = (name: string, help: string, labelNames: string[]) =>
     (registry.getSingleMetric(name) as Counter<string> | undefined) ?? new Counter({ name, help, labelNames, registers: [registry] });
+  const durationName = 'convoke_http_request_duration_seconds';
   return {
-    responses: counter('convoke_http_responses_total', 'HTTP responses, by method, route and status', ['method', 'route', 'status']),
+    responses: counter('convoke_http_responses_total', 'HTTP responses, by method, route template and status', ['method', 'route', 'status']),
     released: counter('convoke_http_waits_released_total', 'Waits ended early: client closed the connection, or shutdown (the operation continues)', ['reason']),
+    durations:
+      (registry.getSingleMetric(durationName) as Histogram<string> | undefined) ??
+      new Histogram({ name: durationName, help: 'HTTP request duration, from the request received to the response sent, by method, route template and status class', labelNames: ['method', 'route', 'status_class'], buckets: requestBucketsSeconds, registers: [registry] }),
   };
+}
+
+/**
+ * Fastify's request log lines, replaced by one line per completed request that carries chosen
+ * fields only: Fastify's own lines serialize the raw URL (query strings included) and its
+ * not-found line repeats it. Headers (credentials) and bodies (inputs) are never logged.
+ */
+class RequestLog extends LogController {
+  override incomingRequest(): void {}
+  override routeNotFound(): void {}
+  override requestCompleted(error: Error | null | undefined, request: FastifyRequest, target: FastifyReply): void {
+    const fields = { event: 'http-request', method: request.method, route: routeOf(request), status: target.statusCode, durationMs: Math.round(target.elapsedTime * 1000) / 1000 };
+    if (error) request.log.error({ ...fields, error: error.message }, 'request failed');
+    else request.log.info(fields, 'request completed');
+  }
 }
 
 /**

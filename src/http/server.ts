@@ -9,7 +9,7 @@ import type { FastifyInstance } from 'fastify';
 import type { BundleRegistry } from '../contract/bundle.js';
 import type { Clock } from '../contract/clock.js';
 import type { InvocationService } from '../runtime/service.js';
-import { createHttpApp } from './app.js';
+import { createHttpApp, type HttpAppOptions } from './app.js';
 import type { HttpSettings } from './settings.js';
 
 /** What the server serves and, on close, shuts down (a running deployment is one). */
@@ -31,9 +31,11 @@ export interface RunningServer {
   dropConnections(): void;
 }
 
-export async function startHttpServer(deployment: HttpHost, options: { onInternalError?: (error: unknown) => void } = {}): Promise<RunningServer> {
-  const appOptions = { coordinator: deployment.coordinator, bundles: deployment.bundles, clock: deployment.clock, settings: deployment.http };
-  const { app, beginShutdown } = createHttpApp(options.onInternalError ? { ...appOptions, onInternalError: options.onInternalError } : appOptions);
+export async function startHttpServer(deployment: HttpHost, options: Pick<HttpAppOptions, 'onInternalError' | 'logger'> = {}): Promise<RunningServer> {
+  const appOptions: HttpAppOptions = { coordinator: deployment.coordinator, bundles: deployment.bundles, clock: deployment.clock, settings: deployment.http };
+  if (options.onInternalError) appOptions.onInternalError = options.onInternalError;
+  if (options.logger) appOptions.logger = options.logger;
+  const { app, beginShutdown } = createHttpApp(appOptions);
   await app.listen({ host: deployment.http.host, port: deployment.http.port });
   let closing: Promise<void> | undefined;
   const close = () => {

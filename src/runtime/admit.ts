@@ -26,7 +26,7 @@ import { logLimits, transitionBytes } from './log-budget.js';
 import { deploymentAttemptsMax } from './mode.js';
 
 /** What admission needs of the coordinator it serves. */
-export interface AdmissionHost extends Pick<RuntimeHost, 'deps' | 'metrics' | 'budgets' | 'authorize' | 'context' | 'load'> {
+export interface AdmissionHost extends Pick<RuntimeHost, 'deps' | 'metrics' | 'log' | 'budgets' | 'authorize' | 'context' | 'load'> {
   readonly kernel: Kernel<OperationRecord, Transition, OpEntry>;
   /** Set once the coordinator stops accepting work. */
   readonly closing: boolean;
@@ -75,6 +75,7 @@ export class Admission {
         const entry = outcome.stream;
         this.host.metrics.admissions.inc();
         this.host.metrics.appends.inc();
+        this.host.log.admitted(entry.record);
         return { result: this.host.view(entry), created: true };
       }
       if (outcome.kind === 'conflict') {

@@ -25,7 +25,8 @@ import { Admission } from './admit.js';
 import { OperationNotFound } from './errors.js';
 import { GroupCommit } from './group-commit.js';
 import { newEntry, resultBatchMsDefault, type Caller, type CoordinatorDeps, type Decider, type OpEntry, type RuntimeHost, type SubmitOptions } from './host.js';
-import { Metrics } from './metrics.js';
+import { Metrics, observeOpenOperations } from './metrics.js';
+import { OperationLog, silentLogger, type RejectionContext } from './operation-log.js';
 import { dispatchCancels, dispatchRequests } from './outbox.js';
 import { onPeerMessage } from './intake.js';
 import { operationAggregate } from './operation-aggregate.js';
@@ -45,6 +46,8 @@ export interface CoordinatorSeams {
 
 export class Coordinator implements RuntimeHost {
   readonly metrics: Metrics;
+  /** The operation lifecycle as log lines (deps.logger; silent without one). */
+  readonly log: OperationLog;
   readonly budgets: Budgets;
   /** The commit pipeline, the operation cache, timers, store notices and waiters. */
   readonly kernel: Kernel<OperationRecord, Transition, OpEntry>;
@@ -60,6 +63,7 @@ export class Coordinator implements RuntimeHost {
     seams: CoordinatorSeams = {},
   ) {
     this.metrics = deps.metrics ?? new Metrics();
+    this.log = new OperationLog(deps.logger ?? silentLogger, () => deps.clock.nowMs());
     this.budgets = resolveBudgets(deps.budgets);
     this.kernel = new Kernel<OperationRecord, Transition, OpEntry>({
       aggregate: operationAggregate,
@@ -75,11 +79,24 @@ export class Coordinator implements RuntimeHost {
         // Queued first: nothing of the operation (its due timers, its outbox) runs before it.
         loaded: (entry, log) => this.checkContinuity(entry, log[0]?.transition.events[0]),
         moved: (entry, loaded) => this.afterCommit(entry, loaded),
-        failed: (stage) => this.metrics.storeErrors.inc({ stage }),
+        failed: (stage) => this.failed('store', stage),
       },
     });
-    this.batches = new GroupCommit(this.kernel, deps.clock, this.metrics, deps.resultBatchMs ?? resultBatchMsDefault);
+    this.batches = new GroupCommit(this.kernel, deps.clock, (reason, record) => this.rejected(reason, { record }), deps.resultBatchMs ?? resultBatchMsDefault);
     this.admission = new Admission(this);
+    observeOpenOperations(this.metrics, () => this.kernel.held().flatMap((e) => (e.record.settlement.status === 'pending' ? [{ decided: e.record.decision !== null }] : [])));
+  }
+
+  /** A peer message refused: counted by reason and logged with what is known of it. */
+  rejected(reason: string, context: RejectionContext = {}): void {
+    this.metrics.rejections.inc({ reason });
+    this.log.rejected(reason, context);
+  }
+
+  /** A store or transport failure at a stage: counted and logged. */
+  failed(layer: 'store' | 'transport', stage: string, error?: unknown, record?: OperationRecord): void {
+    (layer === 'store' ? this.metrics.storeErrors : this.metrics.transportErrors).inc({ stage });
+    this.log.failed(layer, stage, error, record);
   }
 
   /** Set once the coordinator stops accepting work. */
@@ -119,10 +136,10 @@ export class Coordinator implements RuntimeHost {
     const branches = branchList(entry.record);
     const due = (receipt: string | undefined) => receipt === 'pending' || (recovering && receipt === 'unknown');
     if (entry.record.decision === null && branches.some((b) => due(b.outbox.receipt) && isClaimed(b.state))) {
-      void this.kernel.enqueue(entry, () => dispatchRequests(this, entry)).catch(() => this.metrics.transportErrors.inc({ stage: 'dispatch' }));
+      void this.kernel.enqueue(entry, () => dispatchRequests(this, entry)).catch((error: unknown) => this.failed('transport', 'dispatch', error, entry.record));
     }
     if (branches.some((b) => isCancelling(b.state) && due(b.cancel?.receipt))) {
-      void this.kernel.enqueue(entry, () => dispatchCancels(this, entry)).catch(() => this.metrics.transportErrors.inc({ stage: 'cancel' }));
+      void this.kernel.enqueue(entry, () => dispatchCancels(this, entry)).catch((error: unknown) => this.failed('transport', 'cancel', error, entry.record));
     }
   }
 
@@ -208,11 +225,11 @@ export class Coordinator implements RuntimeHost {
       await this.kernel.commit(entry, (current) => decideLogBudgetExhausted(current, this.deps.clock.nowMs()));
     } catch (error) {
       if (error instanceof AssertionFailure) throw error;
-      this.metrics.storeErrors.inc({ stage: 'log-budget' });
+      this.failed('store', 'log-budget', error, entry.record);
     }
   }
 
-  /** A transition this process appended: the log's size, the outbox's new publications, the metrics. */
+  /** A transition this process appended: the log's size, the outbox's new publications, the metrics and log lines. */
   private noteCommitted(entry: OpEntry, before: OperationRecord, stored: Stored<Transition>): void {
     const bytes = this.sizes.get(stored.transition) ?? transitionBytes(stored.transition);
     entry.log = { transitions: entry.log.transitions + 1, bytes: entry.log.bytes + bytes };
@@ -221,8 +238,10 @@ export class Coordinator implements RuntimeHost {
     const after = entry.record;
     if (before.decision === null && after.decision !== null) {
       this.metrics.decisions.inc({ outcome: after.decision.outcome });
-      this.metrics.decisionLatencyMs.observe(after.decision.closedAtMs - after.admittedAtMs);
+      this.metrics.decisionSeconds.observe({ outcome: after.decision.outcome }, (after.decision.closedAtMs - after.admittedAtMs) / 1000);
     }
+    if (before.settlement.status === 'pending' && after.settlement.status !== 'pending') this.metrics.settlements.inc({ status: after.settlement.status });
+    this.log.moved(before, after);
   }
 
   /**
@@ -269,7 +288,7 @@ export class Coordinator implements RuntimeHost {
     void this.kernel.enqueue(entry, async () => {
       const lost = await continuity.lostSince(entry.record.subjectNamespace, entry.record.manifest.eligible, since);
       if (lost !== undefined) await this.kernel.commit(entry, (current) => decideDurabilityLost(current));
-    }).catch(() => this.metrics.storeErrors.inc({ stage: 'durability-lost' }));
+    }).catch((error: unknown) => this.failed('store', 'durability-lost', error, entry.record));
   }
 
   /**
@@ -287,7 +306,7 @@ export class Coordinator implements RuntimeHost {
           const wasOpen = entry.record.decision === null;
           await this.kernel.commit(entry, (current) => decideDurabilityLost(current));
           if (wasOpen && entry.record.decision?.reason === 'durability-lost') closed++;
-        }).catch(() => this.metrics.storeErrors.inc({ stage: 'durability-lost' })),
+        }).catch((error: unknown) => this.failed('store', 'durability-lost', error, entry.record)),
       ),
     );
     return closed;

@@ -12,7 +12,6 @@ import { conflictRetriesMax, storeError, type Kernel } from '../kernel/kernel.js
 import { couldClose } from '../projections/decision.js';
 import type { OperationRecord } from '../projections/record.js';
 import type { Arrival, Decider, OpEntry, SubmitOptions } from './host.js';
-import type { Metrics } from './metrics.js';
 
 /** Message bytes one shared transition may carry: well inside transitionBytesMax with event overhead. */
 const batchBytesMax = limits.transitionBytesMax / 2;
@@ -28,7 +27,8 @@ export class GroupCommit {
   constructor(
     private readonly kernel: Kernel<OperationRecord, Transition, OpEntry>,
     private readonly clock: Clock,
-    private readonly metrics: Metrics,
+    /** Counts (and logs) a rejection the committed batch decided. */
+    private readonly onRejected: (reason: string, record: OperationRecord) => void,
     private readonly resultBatchMs: number,
   ) {}
 
@@ -73,7 +73,7 @@ export class GroupCommit {
     );
     if (transition === undefined || transition === 'disjoint') return undefined;
     if (transition.events.some((e) => e.type === 'decision-closed') || untilMs + this.resultBatchMs > transition.timeGuard.notAfterMs) {
-      for (const reason of rejected) this.metrics.rejections.inc({ reason });
+      for (const reason of rejected) this.onRejected(reason, record);
       return { record, atMs, transition };
     }
     this.holdBack(entry, ready.map((r) => r.arrival), untilMs);

@@ -13,6 +13,7 @@ import type { ManifestSource } from '../adapters/manifest/types.js';
 import type { Clock } from '../contract/clock.js';
 import { newStream, type Stream } from '../kernel/kernel.js';
 import type { Metrics } from './metrics.js';
+import type { Logger, OperationLog, RejectionContext } from './operation-log.js';
 import type { BudgetOverrides, Budgets, LogSize } from './log-budget.js';
 
 export interface Deployment {
@@ -51,6 +52,8 @@ export interface CoordinatorDeps {
   /** Where gather interactions get their expected result set; without it, gather is unsupported. */
   manifests?: ManifestSource;
   metrics?: Metrics;
+  /** Where the operation lifecycle is logged (operation-log.ts); nothing is logged without one. */
+  logger?: Logger;
   /**
    * How long a result that closes no decision may wait for the results that do, so that they
    * share one transition (default resultBatchMsDefault; 0 commits every batch at once).
@@ -128,6 +131,11 @@ export interface Arrival {
 export interface RuntimeHost {
   readonly deps: CoordinatorDeps;
   readonly metrics: Metrics;
+  readonly log: OperationLog;
+  /** A peer message refused: counted by reason (convoke_result_rejections_total) and logged. */
+  rejected(reason: string, context?: RejectionContext): void;
+  /** A store or transport failure at a stage: counted and logged. */
+  failed(layer: 'store' | 'transport', stage: string, error?: unknown, record?: OperationRecord): void;
   /** The byte and transition budgets in force (the hard maxima, lowered by deps.budgets). */
   readonly budgets: Budgets;
   /** Runs work after everything already queued for this operation. */

@@ -23,6 +23,7 @@ import { parseSubject, subjectFor, type ParsedSubject } from '../adapters/transp
 import type { InboundMessage } from '../adapters/transport/types.js';
 import type { Decider, OpEntry, RuntimeHost } from './host.js';
 import { LogBudgetExhausted } from './log-budget.js';
+import type { RejectionContext } from './operation-log.js';
 
 /** What an oversized result adds to a batch: its rejection, not its bytes. */
 const rejectionWeightBytes = 2048;
@@ -48,14 +49,15 @@ const checkers: Record<Kind, (value: unknown) => Message> = {
 
 export async function onPeerMessage(host: RuntimeHost, namespace: string, interaction: string, kind: Kind, inbound: InboundMessage): Promise<void> {
   const parsed = parseSubject(inbound.subject, namespace, interaction);
-  if (!parsed || parsed.kind !== kind) return drop(host, inbound, 'malformed');
+  if (!parsed || parsed.kind !== kind) return drop(host, inbound, 'malformed', { kind });
   let message: Message;
   try {
     message = checkers[kind](parseStrictBytes(inbound.data, `${kind} message`));
   } catch {
-    return drop(host, inbound, 'malformed');
+    return drop(host, inbound, 'malformed', { kind, operationId: parsed.operationId, peerId: parsed.peerId });
   }
-  if (message.operationId !== parsed.operationId) return drop(host, inbound, 'wrong-operation');
+  const about = { kind, operationId: parsed.operationId, peerId: parsed.peerId };
+  if (message.operationId !== parsed.operationId) return drop(host, inbound, 'wrong-operation', about);
   let entry: OpEntry | undefined;
   try {
     entry = await host.load(parsed.operationId);
@@ -63,20 +65,21 @@ export async function onPeerMessage(host: RuntimeHost, namespace: string, intera
     // A tombstoned operation, or one whose contract is not deployed here, will not change by
     // waiting. Anything else (the store unavailable, a read that failed) is uncertainty: the
     // message waits for redelivery, as when its append fails — acknowledging it would lose it.
-    if (isAdapterError(error) && (error.kind === 'expired' || error.kind === 'unsupported')) return drop(host, inbound, 'unknown-operation');
-    host.metrics.storeErrors.inc({ stage: `load-${kind}` });
+    if (isAdapterError(error) && (error.kind === 'expired' || error.kind === 'unsupported')) return drop(host, inbound, 'unknown-operation', about);
+    host.failed('store', `load-${kind}`, error);
     return inbound.nak(250);
   }
-  if (!entry) return drop(host, inbound, 'unknown-operation');
+  if (!entry) return drop(host, inbound, 'unknown-operation', about);
+  const known = { ...about, record: entry.record };
   // A message is evidence only for the subject it arrived on (docs/design.md §10): one that names this
   // operation on another namespace's or interaction's subjects was published under permissions
   // and an attestation that are not this operation's. It is counted, not recorded: its publisher
   // is no party to this operation and may not grow its log.
-  if (!onOwnSubject(entry.record, parsed, inbound.subject)) return drop(host, inbound, 'wrong-subject');
+  if (!onOwnSubject(entry.record, parsed, inbound.subject)) return drop(host, inbound, 'wrong-subject', known);
   // The result budget is checked here, before the queue: an oversized result is a recorded
   // rejection (within rejectionsRecordedMax) and nothing of it is decided or stored.
   const oversized = kind === 'result' ? oversizedDetail(host, message as ResultMessage) : undefined;
-  if (oversized && isSettled(entry.record.phase)) return drop(host, inbound, 'oversized');
+  if (oversized && isSettled(entry.record.phase)) return drop(host, inbound, 'oversized', known);
   if (!oversized && kind === 'result' && answeredWhenSettled(host, entry, inbound, parsed, message as ResultMessage)) return inbound.ack();
   const weightBytes = oversized ? rejectionWeightBytes : inbound.data.byteLength;
   const verdict: Verdict = { authorizationExpired: undefined };
@@ -85,16 +88,16 @@ export async function onPeerMessage(host: RuntimeHost, namespace: string, intera
   } catch (error) {
     // A command the log has no room for, or a transition over its byte budget, is refused the
     // same way on every redelivery: counted and acknowledged, never redelivered forever.
-    if (error instanceof LogBudgetExhausted) return drop(host, inbound, kind === 'result' ? 'log-budget' : `${kind}-log-budget`);
-    if (isAdapterError(error) && error.kind === 'invalid-input') return drop(host, inbound, kind === 'result' ? 'oversized' : `${kind}-oversized`);
-    if (error instanceof AuthorizationExpired) return handBack(host, inbound, kind);
+    if (error instanceof LogBudgetExhausted) return drop(host, inbound, kind === 'result' ? 'log-budget' : `${kind}-log-budget`, known);
+    if (isAdapterError(error) && error.kind === 'invalid-input') return drop(host, inbound, kind === 'result' ? 'oversized' : `${kind}-oversized`, known);
+    if (error instanceof AuthorizationExpired) return handBack(host, inbound, known);
     // The store could not answer: leave the message for redelivery rather than guess.
-    host.metrics.storeErrors.inc({ stage: `admit-${kind}` });
+    host.failed('store', `admit-${kind}`, error, entry.record);
     return inbound.nak(250);
   }
   // Nothing was taken on an authorization that expired before the commit: the message is decided
   // again on its redelivery, with a fresh decision.
-  if (verdict.authorizationExpired !== undefined) return handBack(host, inbound, kind);
+  if (verdict.authorizationExpired !== undefined) return handBack(host, inbound, known);
   await inbound.ack();
 }
 
@@ -103,8 +106,8 @@ export async function onPeerMessage(host: RuntimeHost, namespace: string, intera
  * decision, or at the store's serialization point) is not a store failure and not a rejection
  * of the message: it is counted as such and handed back for redelivery.
  */
-function handBack(host: RuntimeHost, inbound: InboundMessage, kind: Kind): Promise<void> {
-  host.metrics.rejections.inc({ reason: kind === 'result' ? 'authorization-expired' : `${kind}-authorization-expired` });
+function handBack(host: RuntimeHost, inbound: InboundMessage, about: RejectionContext & { kind: Kind }): Promise<void> {
+  host.rejected(about.kind === 'result' ? 'authorization-expired' : `${about.kind}-authorization-expired`, about);
   return inbound.nak(250);
 }
 
@@ -136,7 +139,7 @@ function answeredWhenSettled(host: RuntimeHost, entry: OpEntry, inbound: Inbound
   const d = decideResult(record, entry.interaction, command);
   if (d.kind === 'duplicate') return true;
   if (d.kind !== 'reject' || d.transition !== undefined) return false;
-  host.metrics.rejections.inc({ reason: d.reason });
+  host.rejected(d.reason, { kind: 'result', operationId: record.operationId, peerId: parsed.peerId, record });
   return true;
 }
 
@@ -158,14 +161,14 @@ async function prepare(host: RuntimeHost, entry: OpEntry, inbound: InboundMessag
       verdict.authorizationExpired = undefined;
       const command = { subject, subjectPeerId, publisherProblem: undefined, authorizationProblem: undefined, authorizedUntilMs, message, nowMs: host.deps.clock.nowMs() };
       const d = decideOversizedResult(current, command, oversized.bytes, oversized.bytesMax);
-      if (d.kind === 'reject') (rejected ? (reason: string) => void rejected.push(reason) : (reason: string) => host.metrics.rejections.inc({ reason }))(d.reason);
+      if (d.kind === 'reject') (rejected ? (reason: string) => void rejected.push(reason) : (reason: string) => host.rejected(reason, { kind, peerId: subjectPeerId, record: current }))(d.reason);
       return d.kind === 'reject' ? d.transition : undefined;
     };
   }
   return (current, retryAsLate, rejected) => {
     // A message the store serializes at or after its guard is late, whatever the socket saw.
     const nowMs = retryAsLate ? Math.max(host.deps.clock.nowMs(), lateInstant(current, message.branchId, authorizedUntilMs)) : host.deps.clock.nowMs();
-    const reject = rejected ? (reason: string) => void rejected.push(reason) : (reason: string) => host.metrics.rejections.inc({ reason });
+    const reject = rejected ? (reason: string) => void rejected.push(reason) : (reason: string) => host.rejected(reason, { kind, peerId: subjectPeerId, record: current });
     return decideFor(reject, verdict, current, entry, kind, { subject, subjectPeerId, publisherProblem, authorizationProblem, authorizedUntilMs, message, nowMs } as PeerCommand<Message>);
   };
 }
@@ -224,7 +227,7 @@ function lateInstant(record: OperationRecord, branchId: string, authorizedUntilM
   return Math.min(...limitsMs);
 }
 
-function drop(host: RuntimeHost, inbound: InboundMessage, reason: string): Promise<void> {
-  host.metrics.rejections.inc({ reason });
+function drop(host: RuntimeHost, inbound: InboundMessage, reason: string, about: RejectionContext): Promise<void> {
+  host.rejected(reason, about);
   return inbound.ack();
 }

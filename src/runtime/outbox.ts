@@ -30,8 +30,8 @@ export async function dispatchRequests(host: RuntimeHost, entry: OpEntry): Promi
     // Results and claims come back on paths that must exist before any request goes out.
     await host.inboundPath(record.subjectNamespace, record.interaction, 'result');
     await host.inboundPath(record.subjectNamespace, record.interaction, 'claim');
-  } catch {
-    host.metrics.transportErrors.inc({ stage: 'result-path' });
+  } catch (error) {
+    host.failed('transport', 'result-path', error, record);
     return; // nothing is sent; the deadline (or a later reconcile) closes the operation
   }
   const revoked: { branchId: string; policyRevision: string; reason: string }[] = [];
@@ -63,9 +63,9 @@ export async function dispatchRequests(host: RuntimeHost, entry: OpEntry): Promi
     // operation (usually its first results) instead of costing an append of its own. Until it is
     // recorded the outbox reads pending, which a recovery republishes under the same identity.
     const decide = async () => (current: OperationRecord) => decideDispatchRecorded(current, receipts, host.deps.clock.nowMs());
-    void host.submit(entry, decide, JSON.stringify(receipts).length, { lingerMs: receiptLingerMs }).catch(() => {
+    void host.submit(entry, decide, JSON.stringify(receipts).length, { lingerMs: receiptLingerMs }).catch((error: unknown) => {
       // Not recorded: publish again later under the same identities (already-stored) and record then.
-      host.metrics.storeErrors.inc({ stage: 'record-dispatch' });
+      host.failed('store', 'record-dispatch', error, entry.record);
       scheduleReconcile(host, entry, dispatchRequests);
     });
   } else if (receipts.length > 0) {
@@ -110,8 +110,8 @@ export async function dispatchCancels(host: RuntimeHost, entry: OpEntry): Promis
   if (pending.length === 0) return;
   try {
     await host.inboundPath(record.subjectNamespace, record.interaction, 'cancel-result');
-  } catch {
-    host.metrics.transportErrors.inc({ stage: 'cancel-result-path' });
+  } catch (error) {
+    host.failed('transport', 'cancel-result-path', error, record);
     return; // replies could not be received: the cancel timeout makes settlement indeterminate
   }
   const receipts = await Promise.all(
@@ -135,7 +135,7 @@ export async function dispatchCancels(host: RuntimeHost, entry: OpEntry): Promis
 
 function scheduleReconcile(host: RuntimeHost, entry: OpEntry, again: (host: RuntimeHost, entry: OpEntry) => Promise<void>): void {
   host.deps.clock.at(host.deps.clock.nowMs() + reconcileAfterMs, () => {
-    void host.enqueue(entry, () => again(host, entry)).catch(() => host.metrics.transportErrors.inc({ stage: 'reconcile' }));
+    void host.enqueue(entry, () => again(host, entry)).catch((error: unknown) => host.failed('transport', 'reconcile', error, entry.record));
   });
 }
 

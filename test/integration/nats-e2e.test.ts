@@ -54,6 +54,9 @@ describe('NATS end to end', { concurrency: true, timeout: fileTimeoutMs }, () =>
         // Nothing the server reported to the coordinator's connection (permission violations are
         // reported there, not to the call), and no internal error.
         assert.doesNotMatch(stderr, /NATS: |internal error/);
+        // Its log is JSON lines, and no NATS password of the deployment (each principal's, the admin's) is in it.
+        for (const line of stderr.split('\n').filter((l) => l !== '')) assert.doesNotThrow(() => JSON.parse(line), line);
+        for (const secret of [...Object.values(f?.env() ?? {}), f?.adminSecret() ?? '']) if (secret !== '') assert.ok(!stderr.includes(secret), 'a password in the serve log');
       });
 
       it('first-success: the first approval decides; cancelled siblings answer stopped and settlement completes', async () => {
@@ -170,7 +173,7 @@ describe('NATS end to end', { concurrency: true, timeout: fileTimeoutMs }, () =>
         }, 'every peer pulling its requests, every result delivered to the coordinator and acknowledged', 20_000);
         // The JetStream store's appends learn their server stamps from its feed, and /metrics says so.
         const text = await (await fetch(`${f.serve!.url}/metrics`)).text();
-        const fed = Number(/^convoke_store_stamps\{source="fed"\} (\d+)$/m.exec(text)?.[1]);
+        const fed = Number(/^convoke_store_stamps_total\{source="fed"\} (\d+)$/m.exec(text)?.[1]);
         assert.ok(fed > 0, `stamps from the feed: ${text.split('\n').filter((l) => l.startsWith('convoke_store_stamps')).join(' | ')}`);
       });
 

@@ -72,7 +72,7 @@ test('npm pack ships dist/src, bin, README and LICENSE only; the tarball install
     for (const required of ['LICENSE', 'README.md', 'bin/convoke.js', 'package.json', 'dist/src/cli/main.js', 'dist/src/peer/index.js', 'dist/src/peer/index.d.ts']) {
       assert.ok(files.includes(required), `the tarball has ${required}`);
     }
-    const stray = files.filter((f) => !/^(LICENSE|README\.md|package\.json|bin\/convoke\.js)$/.test(f) && !/^dist\/src\/.+\.(js|d\.ts)$/.test(f));
+    const stray = files.filter((f) => !/^(LICENSE|README\.md|package\.json|bin\/convoke\.js)$/.test(f) && !/^dist\/src\/.+\.(js|d\.ts)$/.test(f) && f !== 'dist/src/build-info.json');
     assert.deepEqual(stray, [], 'nothing else (no test/, bench/, src/, source maps)');
     const license = await readFile(join(checkout, 'LICENSE'), 'utf8');
     assert.match(license, /Apache License\s+Version 2\.0/);

@@ -42,8 +42,8 @@ function entryArgs(): string[] {
   return runningFromSource ? ['--import', 'tsx', entry] : [entry];
 }
 
-export async function startServe(configPath: string, options: { readyTimeoutMs?: number; env?: NodeJS.ProcessEnv } = {}): Promise<ServeProcess> {
-  const child = spawn(process.execPath, [...entryArgs(), 'serve', '--config', configPath], {
+export async function startServe(configPath: string, options: { readyTimeoutMs?: number; env?: NodeJS.ProcessEnv; args?: string[] } = {}): Promise<ServeProcess> {
+  const child = spawn(process.execPath, [...entryArgs(), 'serve', '--config', configPath, ...(options.args ?? [])], {
     cwd: repoRoot(),
     env: { ...process.env, ...options.env },
     stdio: ['ignore', 'pipe', 'pipe'],

@@ -4,28 +4,60 @@
  * facade, prints one line with the listening URL (tests read the port from it when the config
  * asks for port 0), and shuts down gracefully on SIGINT/SIGTERM. A second signal stops waiting
  * for in-flight work.
+ *
+ * Everything else it says is a JSON log line (pino) on standard error: requests, the operation
+ * lifecycle, the deployment's notices, start and stop (docs/operations.md "Logs").
  */
+import { pino, type Logger as Pino } from 'pino';
 import { SystemClock } from '../../contract/clock.js';
 import { buildDeployment, readDeploymentConfig } from '../../deployment/config.js';
 import { startHttpServer } from '../../http/server.js';
+import { observeProcess } from '../../runtime/metrics.js';
 import type { CliIo } from '../io.js';
+import { buildInfo } from '../version.js';
+
+export const logLevels = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
+export type LogLevel = (typeof logLevels)[number];
 
 export interface ServeOptions {
   config: string;
+  /** The least severe level written (default info). */
+  logLevel?: LogLevel;
   /** Stops the server like a signal would (in-process use and tests); signals still work. */
   signal?: AbortSignal;
 }
 
 const shutdownSignals = ['SIGINT', 'SIGTERM'] as const;
 
+/**
+ * The server's logger: JSON lines on the CLI's standard error, written synchronously (nothing is
+ * lost at exit). Credentials never reach a log call; the redaction below is a second guard for
+ * fields that could carry one if a future line passed a whole object.
+ */
+export function serveLogger(io: CliIo, level: LogLevel = 'info'): Pino {
+  return pino(
+    {
+      level,
+      base: { pid: process.pid },
+      // Top-level paths only: every line is a flat object, and wildcard paths double the cost of a line.
+      redact: { paths: ['password', 'pass', 'token', 'authorization', 'headers', 'input'], censor: '[redacted]' },
+    },
+    { write: (line: string) => void io.stderr.write(line) },
+  );
+}
+
 export async function serveCommand(options: ServeOptions, io: CliIo): Promise<number> {
   const config = await readDeploymentConfig(options.config);
-  const log = (line: string) => io.stderr.write(`convoke serve: ${line}\n`);
-  const deployment = await buildDeployment(config, { clock: new SystemClock(), log });
+  const logger = serveLogger(io, options.logLevel);
+  const notices = logger.child({ event: 'deployment' });
+  const log = (line: string, level: 'info' | 'warn' | 'error' = 'warn') => notices[level](line);
+  const deployment = await buildDeployment(config, { clock: new SystemClock(), log, logger: logger.child({ component: 'coordinator' }) });
+  observeProcess(deployment.coordinator.metrics, buildInfo());
   let server;
   try {
     server = await startHttpServer(deployment, {
-      onInternalError: (error) => io.stderr.write(`convoke serve: internal error: ${(error as Error)?.stack ?? String(error)}\n`),
+      logger: logger.child({ component: 'http' }),
+      onInternalError: (error) => logger.error({ event: 'internal-error', error: (error as Error)?.stack ?? String(error) }, 'internal error'),
     });
   } catch (error) {
     await deployment.close();
@@ -37,8 +69,9 @@ export async function serveCommand(options: ServeOptions, io: CliIo): Promise<nu
     io.stdout.write(`convoke serve: NATS ${nats.mode} as coordinator ${nats.coordinatorId}; commands on ${nats.commandSubjects.join(', ')}${peers ? `; peer consumers ${peers}` : ''}\n`);
   }
   io.stdout.write(`convoke serve listening on ${server.url}\n`);
+  logger.info({ event: 'serve-started', url: server.url }, 'listening');
   const stop = await nextStop(options.signal);
-  io.stderr.write(`convoke serve: ${stop}, shutting down\n`);
+  logger.info({ event: 'serve-stopping', signal: stop }, 'shutting down');
   const running = server;
   let stopListening = () => {};
   const forced = new Promise<number>((resolve) =>
@@ -52,7 +85,8 @@ export async function serveCommand(options: ServeOptions, io: CliIo): Promise<nu
   const code = await Promise.race([graceful, forced]);
   stopListening();
   if (code !== 0) void graceful.catch(() => undefined);
-  io.stderr.write(code === 0 ? 'convoke serve: stopped\n' : 'convoke serve: second signal: connections dropped, stopped\n');
+  if (code === 0) logger.info({ event: 'serve-stopped' }, 'stopped');
+  else logger.warn({ event: 'serve-stopped', forced: true }, 'second signal: connections dropped, stopped');
   return code;
 }
 

@@ -39,7 +39,8 @@ import type { StreamContinuity, ExhaustedInfo, Transport } from '../../adapters/
 import { SubjectNamespaceVerifier } from '../../adapters/verification/subject.js';
 import type { Clock } from '../../contract/clock.js';
 import { startCommandServer, type CommandServer } from '../../nats-api/commands.js';
-import type { RunningDeployment, DeploymentConfig, NatsRuntime, NatsTransportConfig } from '../types.js';
+import type { RunningDeployment, DeploymentConfig, DeploymentLog, NatsRuntime, NatsTransportConfig } from '../types.js';
+import type { Logger } from '../../runtime/operation-log.js';
 import type { HttpSettings } from '../../http/settings.js';
 import { type ResolvedNatsTransport, checkNatsTransport, peersByNamespace, durableConfigFor, safeUrl } from './settings.js';
 import { NatsDeploymentTransport } from './transport.js';
@@ -54,7 +55,9 @@ export interface NatsParts {
   bundles: BundleRegistry;
   compiled: CompiledBundle[];
   http: HttpSettings;
-  log: (line: string) => void;
+  log: DeploymentLog;
+  /** Where the coordinator logs the operation lifecycle; silent without one. */
+  logger?: Logger;
   env: NodeJS.ProcessEnv;
 }
 
@@ -114,6 +117,7 @@ async function assembleNats(config: DeploymentConfig, settings: ResolvedNatsTran
     deployment: { account: config.deployment.account, system: config.deployment.system, domain: config.deployment.domain },
     ...(config.resultBatchMs === undefined ? {} : { resultBatchMs: config.resultBatchMs }),
     ...(config.limits === undefined ? {} : { budgets: config.limits }),
+    ...(parts.logger ? { logger: parts.logger } : {}),
   });
   closers.push(() => coordinator.close());
   observeStampSources(coordinator.metrics, inner);
@@ -145,7 +149,7 @@ async function assembleNats(config: DeploymentConfig, settings: ResolvedNatsTran
     queue: settings.commandQueue,
     senders: settings.commandSenders,
     replyInbox: (principalId) => inboxPrefixFor('cmd', principalId),
-    onInternalError: (error) => log(`command: internal error: ${(error as Error)?.stack ?? String(error)}`),
+    onInternalError: (error) => log(`command: internal error: ${(error as Error)?.stack ?? String(error)}`, 'error'),
   });
   closers.push(() => commands.close());
   return deploymentOf({ coordinator, store, parts, closers, runtime: runtimeOf(settings, namespaces, durable ? peers : new Map(), commands, monitor) });
@@ -155,7 +159,7 @@ async function assembleNats(config: DeploymentConfig, settings: ResolvedNatsTran
  * One connection: core NATS for commands, and per durable namespace a JetStream transport whose
  * result, claim and cancel-result subscriptions go to the coordinator's durable consumers.
  */
-function coordinatorTransport(nc: NatsConnection, settings: ResolvedNatsTransport, durablePeers: Map<string, string[]>, log: (line: string) => void) {
+function coordinatorTransport(nc: NatsConnection, settings: ResolvedNatsTransport, durablePeers: Map<string, string[]>, log: DeploymentLog) {
   const byNamespace = new Map([...durablePeers].map(([ns, peers]) => [ns, new NatsTransport(nc, { identity: settings.user, durable: durableConfigFor(ns, settings.durable, peers) })]));
   let jsm: Promise<JetStreamManager> | undefined;
   // Logged, then deleted: it is never delivered again, and the peer's work-queue stream would keep it for good.

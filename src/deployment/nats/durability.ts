@@ -7,6 +7,7 @@ import type { NatsConnection } from '@nats-io/transport-node';
 import type { StoredTransition, Transition } from '../../events/types.js';
 import type { AppendOutcome, EventStore, ReadOutcome, StoreFailure } from '../../adapters/store/types.js';
 import type { DurabilityCheck } from '../../adapters/transport/types.js';
+import type { DeploymentLog } from '../types.js';
 
 /**
  * Refuses `create` (the admission commit point) while the gate names a problem; everything else
@@ -77,7 +78,7 @@ export class DurabilityMonitor {
 
   constructor(
     private readonly check: () => Promise<DurabilityCheck>,
-    private readonly log: (line: string) => void,
+    private readonly log: DeploymentLog,
   ) {}
 
   /** The reason admissions are refused, or undefined while durability is proven. */
@@ -121,8 +122,8 @@ export class DurabilityMonitor {
     if (problem === this.current) return;
     const before = this.current;
     this.current = problem;
-    if (problem === undefined) this.log(`durability proven again (was: ${before}); admissions resume`);
-    else this.log(`durability NOT proven, new admissions refused: ${problem}`);
+    if (problem === undefined) this.log(`durability proven again (was: ${before}); admissions resume`, 'info');
+    else this.log(`durability NOT proven, new admissions refused: ${problem}`, 'error');
   }
 }
 
@@ -131,7 +132,7 @@ export class DurabilityMonitor {
  * server reports a refused publish or subscribe to the connection, never to the call — and feeds
  * disconnects and reconnects to the durability gate. Ends when the connection closes.
  */
-export function watchConnection(nc: NatsConnection, log: (line: string) => void, monitor: DurabilityMonitor | undefined): void {
+export function watchConnection(nc: NatsConnection, log: DeploymentLog, monitor: DurabilityMonitor | undefined): void {
   void (async () => {
     for await (const status of nc.status()) {
       switch (status.type) {
@@ -140,7 +141,7 @@ export function watchConnection(nc: NatsConnection, log: (line: string) => void,
           monitor?.disconnected();
           break;
         case 'reconnect':
-          log(`NATS: reconnected to ${status.server}`);
+          log(`NATS: reconnected to ${status.server}`, 'info');
           void monitor?.run();
           break;
         case 'error':

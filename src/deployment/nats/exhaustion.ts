@@ -2,6 +2,7 @@
  * Requests that exhausted their deliveries: each is recorded as an observed failure of its
  * attempt, then released from its stream.
  */
+import type { DeploymentLog } from '../types.js';
 import { JetStreamApiCodes, JetStreamApiError, type JetStreamManager } from '@nats-io/jetstream';
 import type { NatsConnection, Subscription as NatsSubscription } from '@nats-io/transport-node';
 import { parseStrictBytes } from '../../contract/ijson.js';
@@ -23,7 +24,7 @@ import type { Coordinator } from '../../runtime/coordinator.js';
  * its timeout decides settlement) the message is deleted: it is never delivered again, and a
  * work-queue stream would keep it, holding a slot of the peer's capacity for good.
  */
-export async function watchRequestExhaustion(nc: NatsConnection, jsm: JetStreamManager, peers: Map<string, string[]>, coordinator: Coordinator, clock: Clock, log: (line: string) => void): Promise<{ close(): void }> {
+export async function watchRequestExhaustion(nc: NatsConnection, jsm: JetStreamManager, peers: Map<string, string[]>, coordinator: Coordinator, clock: Clock, log: DeploymentLog): Promise<{ close(): void }> {
   const seen = new BoundedMap<string, true>(limits.exhaustedAdvisoriesSeenMax);
   const subscriptions: NatsSubscription[] = [];
   const record = async (stream: string, advisory: MaxDeliveriesAdvisory) => {
@@ -50,7 +51,7 @@ export async function watchRequestExhaustion(nc: NatsConnection, jsm: JetStreamM
   return { close: () => subscriptions.forEach((s) => s.unsubscribe()) };
 }
 
-function watchStreamExhaustion(nc: NatsConnection, stream: string, record: (stream: string, advisory: MaxDeliveriesAdvisory) => Promise<void>, log: (line: string) => void): NatsSubscription {
+function watchStreamExhaustion(nc: NatsConnection, stream: string, record: (stream: string, advisory: MaxDeliveriesAdvisory) => Promise<void>, log: DeploymentLog): NatsSubscription {
   return nc.subscribe(maxDeliveriesAdvisorySubject(stream, '*'), {
     callback: (error, msg) => {
       const advisory = error ? undefined : parseMaxDeliveriesAdvisory(msg.data);
