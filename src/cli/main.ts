@@ -6,6 +6,7 @@
 import { readFileSync } from 'node:fs';
 import { Command, CommanderError, InvalidArgumentError } from 'commander';
 import { isAdapterError } from '../contract/errors.js';
+import { addWorkflowDslCommands } from './commands/workflow-dsl.js';
 import { exitCodeOfError, exitCodes } from './exit-codes.js';
 import { processIo, type CliIo } from './io.js';
 
@@ -44,6 +45,7 @@ export function buildProgram(io: CliIo, setExit: (code: number) => void): Comman
   addLocalCommands(program, io, setExit);
   addNatsCommands(program, io, setExit);
   addStoreCommands(program, io, setExit);
+  addWorkflowDslCommands(program, io, setExit);
   return program;
 }
 

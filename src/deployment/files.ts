@@ -7,6 +7,8 @@ import { loadBundle, type CompiledBundle } from '../contract/bundle.js';
 import { invalidInput } from '../contract/errors.js';
 import { parseStrictBytes } from '../contract/ijson.js';
 import type { JsonValue } from '../contract/json.js';
+import { checkBundleWorkflows } from '../workflow/dsl/bundle.js';
+import { parseDocumentBytes } from '../workflow/dsl/text.js';
 
 /** The file's bytes; `what` (e.g. "peer config") prefixes the error. */
 export async function readFileBytes(file: string, what?: string): Promise<Buffer> {
@@ -24,7 +26,13 @@ export async function readJsonFile(file: string, what?: string): Promise<JsonVal
   return parseStrictBytes(await readFileBytes(file, what), what ?? file);
 }
 
-/** A contract bundle file, validated and compiled. */
+/**
+ * A contract bundle file (JSON, or YAML when named .yaml/.yml or not starting with `{`), validated
+ * and compiled; its pipelines and workflows checked, lowered and validated against the DSL.
+ */
 export async function readBundleFile(file: string): Promise<CompiledBundle> {
-  return loadBundle(await readJsonFile(file, `bundle ${file}`));
+  const what = `bundle ${file}`;
+  const compiled = loadBundle(parseDocumentBytes(await readFileBytes(file, what), what, file));
+  if (compiled.bundle.pipelines !== undefined || compiled.bundle.workflows !== undefined) await checkBundleWorkflows(compiled);
+  return compiled;
 }
