@@ -122,7 +122,8 @@ function checkTask(walk: Walk, name: string, task: JsonValue, where: string, sib
   walk.facts.tasks += 1;
   if (walk.facts.tasks > limits.workflowTasksMax) throw invalidInput(`${where}: a document may declare at most ${limits.workflowTasksMax} tasks`);
   if (!isObject(task)) throw invalidInput(`${where}: task "${name}" must be an object`);
-  const types = taskTypes.filter((t) => t in task);
+  // A `for` task carries its body in `do`: that `do` is not a second type.
+  const types = taskTypes.filter((t) => t in task && !(t === 'do' && 'for' in task));
   if (types.length !== 1) throw invalidInput(`${where}: task "${name}" must have exactly one of ${taskTypes.join(', ')}`);
   const type = types[0] as (typeof taskTypes)[number];
   checkFlowDirective(task.then, siblings, at(where, 'then'));
