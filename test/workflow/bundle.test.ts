@@ -136,6 +136,7 @@ test('workflows: every call and reference resolves, contract calls are checked, 
   await assertRefused(review((a) => (a.contract = { id: 'other', version: '1.0.0' })), 'invalid-input', `${w}/do/0/review/with/contract`, /named with its digest/);
   await assertRefused(review((a) => (a.extra = 1)), 'invalid-input', `${w}/do/0/review/with`, /"extra"/);
   await assertRefused(review((a) => delete a.input), 'invalid-input', `${w}/do/0/review/with`, /input/);
+  await assertRefused(review((a) => (a.input = { document: 7 })), 'invalid-input', `${w}/do/0/review/with/input`, /not a valid input of interaction "review": \/document must be string/);
   await assertRefused(
     (b) => (workflowOf(b).use = { functions: { 'invoke-contract': { call: 'http', with: { method: 'get', endpoint: 'https://evil.example' } } } }),
     'invalid-input',

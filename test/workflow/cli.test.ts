@@ -18,10 +18,11 @@ const root = repoRoot();
 const bundle = join(root, 'test', 'workflow', 'fixtures', 'review-publish.bundle.json');
 const golden = readFileSync(join(root, 'test', 'workflow', 'fixtures', 'review-then-publish.lowered.json'), 'utf8');
 
-function convoke(...args: string[]): { status: number | null; stdout: string; stderr: string } {
-  const run = spawnSync(process.execPath, [join(root, 'bin', 'convoke.js'), 'workflow', ...args], { encoding: 'utf8', timeout: 60_000 });
+function cli(args: string[]): { status: number | null; stdout: string; stderr: string } {
+  const run = spawnSync(process.execPath, [join(root, 'bin', 'convoke.js'), ...args], { encoding: 'utf8', timeout: 60_000 });
   return { status: run.status, stdout: run.stdout, stderr: run.stderr };
 }
+const convoke = (...args: string[]) => cli(['workflow', ...args]);
 
 function withBundle<T>(document: JsonObject, name: string, run: (file: string) => T): T {
   const dir = mkdtempSync(join(tmpdir(), 'convoke-workflow-cli-'));
@@ -78,4 +79,15 @@ test('an unknown name, an invalid bundle and an unsupported task exit with their
   assert.equal(error.kind, 'unsupported');
   assert.match(error.description, /^\/workflows\/review-or-escalate\/do\/4\/shell: task "shell" is run \(shell\)/);
   assert.equal(refused.stdout, '');
+});
+
+test('bundle check reads the same bundle, its pipelines and workflows checked, and names them', () => {
+  const checked = cli(['bundle', 'check', bundle]);
+  assert.equal(checked.status, 0, checked.stderr);
+  assert.match(checked.stdout, /\npipelines review-then-publish\nworkflows review-or-escalate\n$/);
+  const document = parseStrict(readFileSync(bundle, 'utf8')) as JsonObject;
+  ((document.pipelines as Record<string, { stages: JsonObject[] }>)['review-then-publish']!.stages[1]!).waitFor = 'decision';
+  const refused = withBundle(document, 'bundle.json', (file) => cli(['bundle', 'check', file]));
+  assert.equal(refused.status, exitCodes.invalidInput);
+  assert.match((JSON.parse(refused.stderr) as { description: string }).description, /^\/pipelines\/review-then-publish\/stages\/1\/waitFor: /);
 });

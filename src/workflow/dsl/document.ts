@@ -12,6 +12,7 @@ import { jsonPointer } from '../../contract/ijson.js';
 import { jsonEquals, type JsonObject, type JsonValue } from '../../contract/json.js';
 import { limits } from '../../contract/limits.js';
 import type { Interaction } from '../../contract/types.js';
+import { compileApplicationSchema, describeErrors } from '../../contract/validation.js';
 import { workflowDslVersion } from '../version.js';
 import { checkContractCallWith, contractFunctionDefinition, contractFunctionName } from './contract-function.js';
 import { checkDeterministicJq, checkDeterministicText, isRuntimeExpression } from './expressions.js';
@@ -206,6 +207,11 @@ function checkContractCall(walk: Walk, value: JsonValue | undefined, where: stri
   }
   if (interaction.waitFor === 'settled' && args.waitFor === 'decision') {
     throw invalidInput(`${at(where, 'with', 'waitFor')}: interaction "${args.interaction}" waits for "settled"; a call may strengthen the boundary, never weaken it to "decision"`);
+  }
+  // A literal input (no expression anywhere in it) is checked now rather than refused at run time.
+  if (!JSON.stringify(args.input).includes('${')) {
+    const validate = compileApplicationSchema(interaction.input, `interaction "${args.interaction}" input`);
+    if (!validate(args.input)) throw invalidInput(`${at(where, 'with', 'input')}: not a valid input of interaction "${args.interaction}": ${describeErrors(validate.errors)}`);
   }
 }
 
