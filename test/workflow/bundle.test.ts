@@ -144,6 +144,8 @@ test('workflows: every call and reference resolves, contract calls are checked, 
     /convoke's contract function/,
   );
   await assertRefused(withTask({ raise: { error: 'undeclared' } }), 'invalid-input', `${w}/do/1/odd/raise/error`, /names no entry of use\.errors/);
+  await assertRefused((b) => (workflowOf(b).timeout = 'undeclared'), 'invalid-input', `${w}/timeout`, /names no entry of use\.timeouts/);
+  await assertRefused(withTask({ wait: { seconds: 1 }, timeout: 'short' }), 'invalid-input', `${w}/do/1/odd/timeout`, /"short" names no entry of use\.timeouts/);
   await assertRefused(withTask({ set: { a: 1 }, then: 'nowhere' }), 'invalid-input', `${w}/do/1/odd/then`, /names no task of its own list/);
   await assertRefused(withTask({ set: { at: '${ now }' } }), 'invalid-input', `${w}/do/1/odd/set/at`, /"now"/);
   await assertRefused(withTask({ if: '$ENV.DEBUG == "1"', set: { a: 1 } }), 'invalid-input', `${w}/do/1/odd/if`, /"\$ENV"/);

@@ -316,7 +316,7 @@ function checkReferencesIn(value: JsonObject, path: (string | number)[], declare
   };
   if (inTask && isObject(value.raise)) mustName('errors', value.raise.error, where('raise', 'error'));
   if (inTask && isObject(value.catch)) mustName('retries', value.catch.retry, where('catch', 'retry'));
-  if (inTask) mustName('timeouts', value.timeout, where('timeout'));
+  if (inTask || path.length === 0) mustName('timeouts', value.timeout, where('timeout'));
   if (isObject(value.authentication) && Object.keys(value.authentication).length === 1) mustName('authentications', value.authentication.use, where('authentication', 'use'));
   for (const scheme of ['basic', 'bearer', 'digest', 'oauth2', 'oidc']) {
     const policy = value[scheme];
