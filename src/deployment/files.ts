@@ -7,8 +7,6 @@ import { loadBundle, type CompiledBundle } from '../contract/bundle.js';
 import { invalidInput } from '../contract/errors.js';
 import { parseStrictBytes } from '../contract/ijson.js';
 import type { JsonValue } from '../contract/json.js';
-import { checkBundleWorkflows } from '../workflow/dsl/bundle.js';
-import { parseDocumentBytes } from '../workflow/dsl/text.js';
 
 /** The file's bytes; `what` (e.g. "peer config") prefixes the error. */
 export async function readFileBytes(file: string, what?: string): Promise<Buffer> {
@@ -27,12 +25,18 @@ export async function readJsonFile(file: string, what?: string): Promise<JsonVal
 }
 
 /**
- * A contract bundle file (JSON, or YAML when named .yaml/.yml or not starting with `{`), validated
- * and compiled; its pipelines and workflows checked, lowered and validated against the DSL.
+ * A contract bundle file (JSON; YAML when named .yaml/.yml or not starting with `{`), validated
+ * and compiled; its pipelines and workflows checked, lowered and validated against the DSL. The
+ * workflow language (and the YAML parser) is loaded only for a bundle that needs it.
  */
 export async function readBundleFile(file: string): Promise<CompiledBundle> {
   const what = `bundle ${file}`;
-  const compiled = loadBundle(parseDocumentBytes(await readFileBytes(file, what), what, file));
-  if (compiled.bundle.pipelines !== undefined || compiled.bundle.workflows !== undefined) await checkBundleWorkflows(compiled);
+  const bytes = await readFileBytes(file, what);
+  const json = !/\.ya?ml$/i.test(file) && /^\s*\{/.test(Buffer.from(bytes.subarray(0, 64)).toString('latin1'));
+  const document = json ? parseStrictBytes(bytes, what) : (await import('../workflow/dsl/text.js')).parseDocumentBytes(bytes, what, file);
+  const compiled = loadBundle(document);
+  if (compiled.bundle.pipelines !== undefined || compiled.bundle.workflows !== undefined) {
+    await (await import('../workflow/dsl/bundle.js')).checkBundleWorkflows(compiled);
+  }
   return compiled;
 }

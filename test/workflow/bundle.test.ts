@@ -107,6 +107,7 @@ test('stages: boundaries, interactions, names, operations and expressions', asyn
   await assertRefused((b) => ((pipelineOf(b).stages[2]!.operation as JsonObject).payload = '/missing'), 'invalid-input', `${p}/stages/2/operation/payload`, /"\/missing"/);
   await assertRefused((b) => (pipelineOf(b).stages[2]!.interaction = 'review'), 'invalid-input', `${p}/stages/2`, /exactly one of "interaction" and "operation"/);
   await assertRefused((b) => (pipelineOf(b).transforms.approvals!.expression = '{approvals: now}'), 'invalid-input', `${p}/transforms/approvals/expression`, /"now"/);
+  await assertRefused((b) => (pipelineOf(b).transforms.approvals!.expression = '{approvals:\n  (.counts.approve // 0)}'), 'invalid-input', `${p}/transforms/approvals/expression`, /on one line/);
   await assertRefused((b) => (pipelineOf(b).stages = []), 'invalid-input', 'contract bundle: /pipelines/review-then-publish/stages', /fewer than 1/);
 });
 

@@ -30,6 +30,9 @@ test('field names, object keys, string literals and comments are not calls', () 
   assert.deepEqual(refusedInJq('.now'), []);
   assert.deepEqual(refusedInJq('.task.input | .a.env'), []);
   assert.deepEqual(refusedInJq('{now: .a, input: 1, "env": 2}'), []);
+  assert.deepEqual(refusedInJq('{input, env}'), [], 'the shorthand {input} is {input: .input}');
+  assert.deepEqual(refusedInJq('{a: now, b: (input)}'), ['now', 'input'], 'values are code');
+  assert.deepEqual(refusedInJq('[now, input]'), ['now', 'input'], 'array elements are code');
   assert.deepEqual(refusedInJq('"it is now or never: input, env, halt"'), []);
   assert.deepEqual(refusedInJq('.a # now\n| .b'), []);
   assert.deepEqual(refusedInJq('"escaped \\" now"'), []);

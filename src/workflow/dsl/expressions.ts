@@ -8,7 +8,7 @@
  * evaluates programs but exposes no parser or syntax tree, and the jq grammars published on npm
  * are unmaintained; a refused builtin is always an identifier (or the variable `$ENV`), so
  * separating identifiers from string literals, comments, field names (`.now`), object keys
- * (`{now: 1}`) and variables is all the check needs. It errs towards refusing: a user function
+ * (`{now: 1}`, the shorthand `{input}`) and variables is all the check needs. It errs towards refusing: a user function
  * that shadows a refused name is refused too.
  */
 import { invalidInput } from '../../contract/errors.js';
@@ -113,8 +113,11 @@ function scanJq(text: string, start: number, closing: boolean): Scan {
     } else if (identStart.test(c)) {
       const j = identifierEnd(text, i);
       const name = text.slice(i, j);
-      const isField = previous === '.' || previous === '?.';
-      if (!isField && !isObjectKey(text, j) && nondeterministicJq.has(name)) refused.push(name);
+      const isField = previous === '.';
+      // In an object construction, a name right after `{` or `,` is a key (`{input: 1}`, or the
+      // shorthand `{input}` for `{input: .input}`), never a call.
+      const isKey = top === '{' && (previous === '{' || previous === ',');
+      if (!isField && !isKey && !isObjectKey(text, j) && nondeterministicJq.has(name)) refused.push(name);
       previous = name;
       i = j;
       continue;

@@ -50,6 +50,10 @@ export function planPipeline(compiled: CompiledBundle, name: string, pipeline: P
     compileApplicationSchema(transform.input, `${where}/input`);
     compileApplicationSchema(transform.output, `${where}/output`);
     checkDeterministicJq(transform.expression, `${where}/expression`);
+    if (/[\r\n]/.test(transform.expression)) {
+      // It becomes `set: ${ … }`, and the DSL's runtime-expression pattern does not span lines.
+      throw invalidInput(`${where}/expression: write the expression on one line (the DSL's \${ … } form does not span lines)`);
+    }
   }
   const seen = new Set<string>();
   let flow: Flow = { schema: pipeline.input, what: 'the pipeline input' };
