@@ -5,6 +5,7 @@
  */
 import { Command, CommanderError, InvalidArgumentError, Option } from 'commander';
 import { isAdapterError } from '../contract/errors.js';
+import { addWorkflowDslCommands } from './commands/workflow-dsl.js';
 import { exitCodeOfError, exitCodes } from './exit-codes.js';
 import { processIo, type CliIo } from './io.js';
 import { packageVersion } from './version.js';
@@ -40,6 +41,7 @@ export function buildProgram(io: CliIo, setExit: (code: number) => void): Comman
   addLocalCommands(program, io, setExit);
   addNatsCommands(program, io, setExit);
   addStoreCommands(program, io, setExit);
+  addWorkflowDslCommands(program, io, setExit);
   return program;
 }
 

@@ -62,6 +62,16 @@ export const limits = {
   jsonDepthMax: 64,
   bundleBytesMax: 1024 * 1024,
   interactionsMax: 64,
+  /** Named pipelines in one bundle, and named workflow documents (src/workflow/dsl). */
+  pipelinesMax: 64,
+  workflowsMax: 64,
+  /** Stages in one pipeline, and named input transforms in one pipeline. */
+  pipelineStagesMax: 64,
+  pipelineTransformsMax: 64,
+  /** Tasks one workflow document may declare, nested ones and reusable functions included. */
+  workflowTasksMax: 4096,
+  /** Characters of one runtime expression (a transform's, or one `${ … }` in a workflow). */
+  expressionCharsMax: 16 * 1024,
   quorumDenominatorMax: 1_000_000,
   /** Durable mode: in-flight messages per peer stream when the deployment sets no maxMsgs (a full stream refuses new work). */
   durableStreamMsgsDefault: 10_000,

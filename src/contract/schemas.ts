@@ -100,6 +100,74 @@ export const interactionSchema = {
   },
 } as const;
 
+/**
+ * A pipeline or workflow name: a Serverless Workflow document name (an RFC 1123 label, lowercase
+ * here), since it becomes the lowered document's `document.name`.
+ */
+export const workflowNameSchema = { type: 'string', pattern: '^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$' } as const;
+
+/** A named input transform of a pipeline: a jq expression with its own input and output schemas. */
+const transformSchema = {
+  type: 'object',
+  required: ['input', 'output', 'expression'],
+  additionalProperties: false,
+  properties: {
+    description: { type: 'string', maxLength: 4096 },
+    input: schemaObject,
+    output: schemaObject,
+    expression: { type: 'string', minLength: 1, maxLength: limits.expressionCharsMax },
+  },
+} as const;
+
+/** A finite operation stage: a message sent on a literal subject, with an explicit payload binding. */
+const stageOperationSchema = {
+  type: 'object',
+  required: ['action', 'subject', 'type'],
+  additionalProperties: false,
+  properties: {
+    action: { enum: ['send', 'subscribe'] },
+    subject: { type: 'string', minLength: 1, maxLength: 256 },
+    type: { type: 'string', minLength: 1, maxLength: 256 },
+    payload: jsonPointer,
+  },
+} as const;
+
+/** One stage: exactly one of `interaction` and `operation` (checked by src/workflow/dsl). */
+const stageSchema = {
+  type: 'object',
+  required: ['name'],
+  additionalProperties: false,
+  properties: {
+    name: token,
+    description: { type: 'string', maxLength: 4096 },
+    interaction: token,
+    operation: stageOperationSchema,
+    stageInput: jsonPointer,
+    transform: token,
+    waitFor: { enum: ['decision', 'settled'] },
+  },
+} as const;
+
+/** The spec's sequential pipeline syntax; src/workflow/dsl checks and lowers it. */
+export const pipelineSchema = {
+  type: 'object',
+  required: ['input', 'stages'],
+  additionalProperties: false,
+  properties: {
+    description: { type: 'string', maxLength: 4096 },
+    input: schemaObject,
+    transforms: { type: 'object', maxProperties: limits.pipelineTransformsMax, propertyNames: token, additionalProperties: transformSchema },
+    stages: { type: 'array', minItems: 1, maxItems: limits.pipelineStagesMax, items: stageSchema },
+  },
+} as const;
+
+/** A Serverless Workflow document: its shape is the DSL's schema, checked by src/workflow/dsl. */
+export const workflowDocumentSchema = {
+  type: 'object',
+  required: ['document', 'do'],
+  properties: { document: { type: 'object' }, do: { type: 'array' } },
+} as const;
+
 export const bundleSchema = {
   $id: 'https://convoke.dev/schemas/bundle.json',
   type: 'object',
@@ -124,7 +192,8 @@ export const bundleSchema = {
       propertyNames: token,
       additionalProperties: interactionSchema,
     },
-    pipelines: {},
+    pipelines: { type: 'object', maxProperties: limits.pipelinesMax, propertyNames: workflowNameSchema, additionalProperties: pipelineSchema },
+    workflows: { type: 'object', maxProperties: limits.workflowsMax, propertyNames: workflowNameSchema, additionalProperties: workflowDocumentSchema },
   },
 } as const;
 

@@ -71,12 +71,54 @@ export interface Interaction {
   aggregate?: Aggregate;
 }
 
+/** A named input transform of a pipeline: a jq expression between two declared schemas. */
+export interface PipelineTransform {
+  description?: string;
+  input: JsonObject;
+  output: JsonObject;
+  /** jq, without the `${ }` delimiters. */
+  expression: string;
+}
+
+/** A finite operation: one message sent on a literal subject; `subscribe` is refused as unbounded. */
+export interface StageOperation {
+  action: 'send' | 'subscribe';
+  subject: string;
+  /** The CloudEvents type of the message. */
+  type: string;
+  /** JSON Pointer into the stage input: the payload sent (the whole input when absent). */
+  payload?: string;
+}
+
+/** One pipeline stage: exactly one of `interaction` and `operation`. */
+export interface PipelineStage {
+  name: string;
+  description?: string;
+  interaction?: string;
+  operation?: StageOperation;
+  /** JSON Pointer selecting the invocation input from the stage input (after its transform). */
+  stageInput?: string;
+  /** A transform of the pipeline, applied to the stage input before `stageInput` selects. */
+  transform?: string;
+  waitFor?: WaitFor;
+}
+
+/** The spec's sequential pipeline syntax (src/workflow/dsl lowers it to a Serverless Workflow document). */
+export interface Pipeline {
+  description?: string;
+  input: JsonObject;
+  transforms?: Record<string, PipelineTransform>;
+  stages: PipelineStage[];
+}
+
 export interface ContractBundle {
   profile: '0.2';
   contract: { id: string; version: string };
   subjectNamespace: string;
   interactions: Record<string, Interaction>;
-  pipelines?: JsonValue;
+  pipelines?: Record<string, Pipeline>;
+  /** Serverless Workflow DSL documents by name, as JSON objects (the DSL's schema governs them). */
+  workflows?: Record<string, JsonObject>;
 }
 
 export interface ContractRef {

@@ -24,7 +24,19 @@ export async function readJsonFile(file: string, what?: string): Promise<JsonVal
   return parseStrictBytes(await readFileBytes(file, what), what ?? file);
 }
 
-/** A contract bundle file, validated and compiled. */
+/**
+ * A contract bundle file (JSON; YAML when named .yaml/.yml or not starting with `{`), validated
+ * and compiled; its pipelines and workflows checked, lowered and validated against the DSL. The
+ * workflow language (and the YAML parser) is loaded only for a bundle that needs it.
+ */
 export async function readBundleFile(file: string): Promise<CompiledBundle> {
-  return loadBundle(await readJsonFile(file, `bundle ${file}`));
+  const what = `bundle ${file}`;
+  const bytes = await readFileBytes(file, what);
+  const json = !/\.ya?ml$/i.test(file) && /^\s*\{/.test(Buffer.from(bytes.subarray(0, 64)).toString('latin1'));
+  const document = json ? parseStrictBytes(bytes, what) : (await import('../workflow/dsl/text.js')).parseDocumentBytes(bytes, what, file);
+  const compiled = loadBundle(document);
+  if (compiled.bundle.pipelines !== undefined || compiled.bundle.workflows !== undefined) {
+    await (await import('../workflow/dsl/bundle.js')).checkBundleWorkflows(compiled);
+  }
+  return compiled;
 }

@@ -17,5 +17,9 @@ export async function bundleCheckCommand(file: string, options: { json: boolean 
     return [i.id, s.delivery, audience, describeCompletion(s.completion), s.votes, `${s.timeoutMs} ms`, s.onTimeout, s.attempts, s.siblings, s.waitFor];
   });
   io.stdout.write(renderTable(['interaction', 'delivery', 'audience', 'completion', 'votes', 'timeout', 'on timeout', 'attempts', 'siblings', 'waitFor'], rows, widthOf(io)));
+  const pipelines = Object.keys(compiled.bundle.pipelines ?? {});
+  const workflows = Object.keys(compiled.bundle.workflows ?? {});
+  if (pipelines.length > 0) io.stdout.write(`\npipelines ${pipelines.join(', ')}\n`);
+  if (workflows.length > 0) io.stdout.write(`${pipelines.length > 0 ? '' : '\n'}workflows ${workflows.join(', ')}\n`);
   return 0;
 }

@@ -1,0 +1,83 @@
+/**
+ * `convoke workflow validate BUNDLE [NAME]`, `convoke workflow lower BUNDLE NAME [--json]` and
+ * `convoke workflow graph BUNDLE NAME`: a bundle's pipelines and workflows checked, lowered to
+ * standalone Serverless Workflow 1.0.3 documents (YAML, or RFC 8785 canonical JSON) and drawn as
+ * Mermaid flowcharts by the SDK's converter. Nothing runs and nothing is contacted.
+ */
+import type { Command } from 'commander';
+import type { CliIo } from '../io.js';
+
+// Loaded when a workflow command runs (main.ts registers these commands on every start).
+const load = async () => {
+  const [files, bundle, sdk, canonical, yaml] = await Promise.all([
+    import('../../deployment/files.js'),
+    import('../../workflow/dsl/bundle.js'),
+    import('../../workflow/dsl/sdk.js'),
+    import('../../contract/canonical.js'),
+    import('yaml'),
+  ]);
+  return { readBundleFile: files.readBundleFile, checkBundleWorkflows: bundle.checkBundleWorkflows, mermaidOf: sdk.mermaidOf, canonicalJson: canonical.canonicalJson, stringify: yaml.stringify };
+};
+
+export async function workflowValidateCommand(file: string, name: string | undefined, options: { json: boolean }, io: CliIo): Promise<number> {
+  const { readBundleFile, checkBundleWorkflows } = await load();
+  const compiled = await readBundleFile(file);
+  const checked = await checkBundleWorkflows(compiled, name);
+  if (options.json) {
+    const workflows = [...checked.values()].map((w) => ({ name: w.name, kind: w.kind, pointer: w.pointer, valid: true }));
+    io.stdout.write(JSON.stringify({ contract: compiled.ref, workflows }, null, 2) + '\n');
+    return 0;
+  }
+  io.stdout.write(`contract ${compiled.ref.id}@${compiled.ref.version}\ndigest   ${compiled.digest}\n`);
+  if (checked.size === 0) io.stdout.write('no pipelines or workflows\n');
+  for (const w of checked.values()) io.stdout.write(`valid    ${w.kind.padEnd(8)} ${w.name} (${w.pointer})\n`);
+  return 0;
+}
+
+export async function workflowLowerCommand(file: string, name: string, options: { json: boolean }, io: CliIo): Promise<number> {
+  const { readBundleFile, checkBundleWorkflows, canonicalJson, stringify } = await load();
+  const compiled = await readBundleFile(file);
+  const document = (await checkBundleWorkflows(compiled, name)).get(name)?.document;
+  if (document === undefined) return 1;
+  io.stdout.write(options.json ? canonicalJson(document) + '\n' : stringify(document, { lineWidth: 0 }));
+  return 0;
+}
+
+export async function workflowGraphCommand(file: string, name: string, io: CliIo): Promise<number> {
+  const { readBundleFile, checkBundleWorkflows, mermaidOf } = await load();
+  const compiled = await readBundleFile(file);
+  const document = (await checkBundleWorkflows(compiled, name)).get(name)?.document;
+  if (document === undefined) return 1;
+  io.stdout.write((await mermaidOf(document)).trimEnd() + '\n');
+  return 0;
+}
+
+/** The `workflow` command, shared with the executor's commands (whichever registers first creates it). */
+function workflowCommand(program: Command): Command {
+  return program.commands.find((c) => c.name() === 'workflow') ?? program.command('workflow').description('workflows: pipelines and Serverless Workflow 1.0.3 documents pinned in a bundle');
+}
+
+/** Registers validate, lower and graph under `convoke workflow`. */
+export function addWorkflowDslCommands(program: Command, io: CliIo, setExit: (code: number) => void): void {
+  const workflow = workflowCommand(program);
+  workflow
+    .command('validate')
+    .argument('<bundle>', 'bundle file (JSON or YAML)')
+    .argument('[name]', 'one pipeline or workflow (all when absent)')
+    .option('--json', 'machine-readable output', false)
+    .description("check the bundle's pipelines and workflows (supported tasks, resolved calls, compatible stage schemas, deterministic expressions) and validate each standalone document with the Serverless Workflow SDK")
+    .action(async (file: string, name: string | undefined, o) => setExit(await workflowValidateCommand(file, name, { json: o.json }, io)));
+  workflow
+    .command('lower')
+    .argument('<bundle>', 'bundle file (JSON or YAML)')
+    .argument('<name>', 'pipeline or workflow name')
+    .option('--json', 'print RFC 8785 canonical JSON instead of YAML', false)
+    .description('print the standalone Serverless Workflow 1.0.3 document of a pipeline (lowered) or workflow (with the contract function declared)')
+    .action(async (file: string, name: string, o) => setExit(await workflowLowerCommand(file, name, { json: o.json }, io)));
+  workflow
+    .command('graph')
+    .argument('<bundle>', 'bundle file (JSON or YAML)')
+    .argument('<name>', 'pipeline or workflow name')
+    .description("print a pipeline's or workflow's document as a Mermaid flowchart (the Serverless Workflow SDK's converter)")
+    .action(async (file: string, name: string) => setExit(await workflowGraphCommand(file, name, io)));
+}

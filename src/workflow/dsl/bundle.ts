@@ -1,0 +1,70 @@
+/**
+ * A bundle's pipelines and workflows, checked and made standalone: each name gives one Serverless
+ * Workflow 1.0.3 document — a pipeline lowered (lower.ts), a workflow with the contract function
+ * declared and its own-contract calls given the bundle's digest — that the SDK validates.
+ *
+ * `workflowDocuments` is synchronous and pure (the checks of document.ts and pipeline.ts, and the
+ * lowering); `checkBundleWorkflows` adds the SDK's schema validation of every document.
+ */
+import { valueAt, type CompiledBundle } from '../../contract/bundle.js';
+import { invalidInput } from '../../contract/errors.js';
+import { jsonPointer } from '../../contract/ijson.js';
+import type { JsonObject } from '../../contract/json.js';
+import { contractFunctionDefinition, contractFunctionName, contractFunctionSecret } from './contract-function.js';
+import { checkWorkflowDocument } from './document.js';
+import { lowerPipeline } from './lower.js';
+import { validateWithSdk } from './sdk.js';
+
+export interface BundleWorkflow {
+  name: string;
+  kind: 'pipeline' | 'workflow';
+  /** Where the source sits in the bundle (`/pipelines/<name>`, `/workflows/<name>`). */
+  pointer: string;
+  /** The standalone Serverless Workflow 1.0.3 document. */
+  document: JsonObject;
+}
+
+/** Every pipeline and workflow of the bundle, by name, in declaration order (pipelines first). */
+export function workflowDocuments(compiled: CompiledBundle): Map<string, BundleWorkflow> {
+  const out = new Map<string, BundleWorkflow>();
+  for (const [name, pipeline] of Object.entries(compiled.bundle.pipelines ?? {})) {
+    const pointer = jsonPointer(['pipelines', name]);
+    out.set(name, { name, kind: 'pipeline', pointer, document: lowerPipeline(compiled, name, pipeline) });
+  }
+  for (const [name, source] of Object.entries(compiled.bundle.workflows ?? {})) {
+    const pointer = jsonPointer(['workflows', name]);
+    if (out.has(name)) throw invalidInput(`${pointer}: the name "${name}" is also a pipeline's; a bundle's pipelines and workflows share one namespace`);
+    out.set(name, { name, kind: 'workflow', pointer, document: standaloneWorkflow(compiled, source, pointer) });
+  }
+  return out;
+}
+
+/** The workflow checked, with the contract function declared and its own-contract calls digested. */
+function standaloneWorkflow(compiled: CompiledBundle, source: JsonObject, pointer: string): JsonObject {
+  const enclosing = { id: compiled.ref.id, version: compiled.ref.version, interactions: new Map([...compiled.interactions].map(([id, i]) => [id, i.spec])) };
+  const facts = checkWorkflowDocument(source, pointer, enclosing);
+  if (!facts.callsContract) return source;
+  const document = structuredClone(source);
+  for (const call of facts.contractCalls) {
+    const contract = valueAt(document, `${call}/with/contract`) as JsonObject;
+    if (contract.digest === undefined) contract.digest = compiled.digest;
+  }
+  const use = (document.use ??= {}) as JsonObject;
+  const functions = (use.functions ??= {}) as JsonObject;
+  functions[contractFunctionName] ??= structuredClone(contractFunctionDefinition);
+  const secrets = (use.secrets ??= []) as string[];
+  if (!secrets.includes(contractFunctionSecret)) secrets.push(contractFunctionSecret);
+  return document;
+}
+
+/** Checks, lowers and SDK-validates every pipeline and workflow (or only `name`); throws the first problem. */
+export async function checkBundleWorkflows(compiled: CompiledBundle, name?: string): Promise<Map<string, BundleWorkflow>> {
+  const all = workflowDocuments(compiled);
+  if (name !== undefined && !all.has(name)) {
+    const known = [...all.keys()];
+    throw invalidInput(`bundle ${compiled.ref.id}@${compiled.ref.version} has no pipeline or workflow "${name}"${known.length > 0 ? ` (it has: ${known.join(', ')})` : ''}`);
+  }
+  const selected = name === undefined ? all : new Map([[name, all.get(name) as BundleWorkflow]]);
+  for (const workflow of selected.values()) await validateWithSdk(workflow.document, workflow.kind === 'pipeline' ? `${workflow.pointer} (lowered)` : workflow.pointer);
+  return selected;
+}

@@ -1,0 +1,93 @@
+/**
+ * `convoke workflow validate|lower|graph` over the built binary (bin/convoke.js), as a user runs
+ * them: output, exit codes, and the AdapterError as JSON on stderr.
+ */
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { stringify } from 'yaml';
+import { exitCodes } from '../../src/cli/exit-codes.js';
+import { parseStrict } from '../../src/contract/ijson.js';
+import type { JsonObject } from '../../src/contract/json.js';
+import { repoRoot } from '../support/assertions.js';
+
+const root = repoRoot();
+const bundle = join(root, 'test', 'workflow', 'fixtures', 'review-publish.bundle.json');
+const golden = readFileSync(join(root, 'test', 'workflow', 'fixtures', 'review-then-publish.lowered.json'), 'utf8');
+
+function cli(args: string[]): { status: number | null; stdout: string; stderr: string } {
+  const run = spawnSync(process.execPath, [join(root, 'bin', 'convoke.js'), ...args], { encoding: 'utf8', timeout: 60_000 });
+  return { status: run.status, stdout: run.stdout, stderr: run.stderr };
+}
+const convoke = (...args: string[]) => cli(['workflow', ...args]);
+
+function withBundle<T>(document: JsonObject, name: string, run: (file: string) => T): T {
+  const dir = mkdtempSync(join(tmpdir(), 'convoke-workflow-cli-'));
+  try {
+    const file = join(dir, name);
+    writeFileSync(file, name.endsWith('.json') ? JSON.stringify(document) : stringify(document));
+    return run(file);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+test('validate lists every pipeline and workflow as valid; --json names them', () => {
+  const text = convoke('validate', bundle);
+  assert.equal(text.status, 0, text.stderr);
+  assert.match(text.stdout, /^contract lab\.review@1\.0\.0\ndigest {3}sha256:[0-9a-f]{64}\n/);
+  assert.match(text.stdout, /valid {4}pipeline review-then-publish \(\/pipelines\/review-then-publish\)\n/);
+  assert.match(text.stdout, /valid {4}workflow review-or-escalate \(\/workflows\/review-or-escalate\)\n/);
+  const json = convoke('validate', bundle, 'review-or-escalate', '--json');
+  assert.equal(json.status, 0, json.stderr);
+  const parsed = JSON.parse(json.stdout) as { workflows: { name: string; kind: string }[] };
+  assert.deepEqual(parsed.workflows.map((w) => [w.name, w.kind]), [['review-or-escalate', 'workflow']]);
+});
+
+test('lower prints YAML by default and the golden canonical JSON with --json, the same from a YAML bundle', () => {
+  const json = convoke('lower', bundle, 'review-then-publish', '--json');
+  assert.equal(json.status, 0, json.stderr);
+  assert.equal(json.stdout, golden);
+  const yaml = convoke('lower', bundle, 'review-then-publish');
+  assert.equal(yaml.status, 0, yaml.stderr);
+  assert.match(yaml.stdout, /^document:\n {2}dsl: 1\.0\.3\n/);
+  assert.match(yaml.stdout, /call: invoke-contract/);
+  const fromYaml = withBundle(parseStrict(readFileSync(bundle, 'utf8')) as JsonObject, 'bundle.yaml', (file) => convoke('lower', file, 'review-then-publish', '--json'));
+  assert.equal(fromYaml.stdout, golden, 'a YAML bundle lowers to the same bytes');
+});
+
+test('graph prints the SDK’s Mermaid flowchart of the lowered document', () => {
+  const graph = convoke('graph', bundle, 'review-then-publish');
+  assert.equal(graph.status, 0, graph.stderr);
+  assert.match(graph.stdout, /^flowchart TD\n/);
+  for (const node of ['/do/0/review/do/0/invoke', '/do/1/publish/do/0/transform', '/do/2/announce/do/0/send']) assert.ok(graph.stdout.includes(node), node);
+});
+
+test('an unknown name, an invalid bundle and an unsupported task exit with their kind and the error on stderr', () => {
+  const unknown = convoke('lower', bundle, 'nope');
+  assert.equal(unknown.status, exitCodes.invalidInput);
+  assert.match((JSON.parse(unknown.stderr) as { description: string }).description, /no pipeline or workflow "nope" \(it has: review-then-publish, review-or-escalate\)/);
+  const document = parseStrict(readFileSync(bundle, 'utf8')) as JsonObject;
+  const workflow = (document.workflows as Record<string, { do: JsonObject[] }>)['review-or-escalate']!;
+  workflow.do.push({ shell: { run: { shell: { command: 'rm -rf /' } } } });
+  const refused = withBundle(document, 'bundle.json', (file) => convoke('validate', file));
+  assert.equal(refused.status, exitCodes.unsupported);
+  const error = JSON.parse(refused.stderr) as { kind: string; description: string };
+  assert.equal(error.kind, 'unsupported');
+  assert.match(error.description, /^\/workflows\/review-or-escalate\/do\/4\/shell: task "shell" is run \(shell\)/);
+  assert.equal(refused.stdout, '');
+});
+
+test('bundle check reads the same bundle, its pipelines and workflows checked, and names them', () => {
+  const checked = cli(['bundle', 'check', bundle]);
+  assert.equal(checked.status, 0, checked.stderr);
+  assert.match(checked.stdout, /\npipelines review-then-publish\nworkflows review-or-escalate\n$/);
+  const document = parseStrict(readFileSync(bundle, 'utf8')) as JsonObject;
+  ((document.pipelines as Record<string, { stages: JsonObject[] }>)['review-then-publish']!.stages[1]!).waitFor = 'decision';
+  const refused = withBundle(document, 'bundle.json', (file) => cli(['bundle', 'check', file]));
+  assert.equal(refused.status, exitCodes.invalidInput);
+  assert.match((JSON.parse(refused.stderr) as { description: string }).description, /^\/pipelines\/review-then-publish\/stages\/1\/waitFor: /);
+});

@@ -1,0 +1,68 @@
+/**
+ * The non-deterministic jq refusal: the hand-written lexer finds refused builtins in code and in
+ * string interpolations, and ignores them in string literals, comments, field names and object keys.
+ */
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { isAdapterError } from '../../src/contract/errors.js';
+import { checkDeterministicJq, checkDeterministicText, embeddedExpressions, nondeterministicJq, refusedInJq } from '../../src/workflow/dsl/expressions.js';
+
+test('each refused builtin is found in code, alone or in a pipe', () => {
+  for (const name of ['now', 'env', 'input', 'inputs', 'debug', 'stderr', 'halt', 'halt_error', 'input_filename', 'input_line_number']) {
+    assert.ok(nondeterministicJq.has(name), `${name} is in the refused set`);
+    assert.deepEqual(refusedInJq(name), [name]);
+    assert.deepEqual(refusedInJq(`.a | ${name} | .b`), [name]);
+    assert.deepEqual(refusedInJq(`[.x, (${name})]`), [name]);
+  }
+  assert.deepEqual(refusedInJq('halt_error(1)'), ['halt_error']);
+  assert.deepEqual(refusedInJq('debug("x")'), ['debug']);
+  assert.deepEqual(refusedInJq('now | todate'), ['now']);
+});
+
+test('$ENV and env are refused; other variables are not', () => {
+  assert.deepEqual(refusedInJq('$ENV.HOME'), ['$ENV']);
+  assert.deepEqual(refusedInJq('env.HOME'), ['env']);
+  assert.deepEqual(refusedInJq('$input + $context + $workflow.input'), []);
+  assert.deepEqual(refusedInJq('. as $now | $now'), []);
+});
+
+test('field names, object keys, string literals and comments are not calls', () => {
+  assert.deepEqual(refusedInJq('.now'), []);
+  assert.deepEqual(refusedInJq('.task.input | .a.env'), []);
+  assert.deepEqual(refusedInJq('{now: .a, input: 1, "env": 2}'), []);
+  assert.deepEqual(refusedInJq('{input, env}'), [], 'the shorthand {input} is {input: .input}');
+  assert.deepEqual(refusedInJq('{a: now, b: (input)}'), ['now', 'input'], 'values are code');
+  assert.deepEqual(refusedInJq('[now, input]'), ['now', 'input'], 'array elements are code');
+  assert.deepEqual(refusedInJq('"it is now or never: input, env, halt"'), []);
+  assert.deepEqual(refusedInJq('.a # now\n| .b'), []);
+  assert.deepEqual(refusedInJq('"escaped \\" now"'), []);
+  assert.deepEqual(refusedInJq('nowhere | inputs_x | my_input'), []);
+});
+
+test('string interpolations are code', () => {
+  assert.deepEqual(refusedInJq('"at \\(now) by \\(.user)"'), ['now']);
+  assert.deepEqual(refusedInJq('"a \\("nested \\(env.X)") b"'), ['env']);
+  assert.deepEqual(refusedInJq('"\\({a: 1} | .a) now"'), []);
+});
+
+test('every ${ … } of a string is scanned, and its end found through braces and strings', () => {
+  const found = embeddedExpressions('Hello ${ .name }, it is ${ now | todate } and ${ {a: "}"} | .a }');
+  assert.deepEqual(
+    found.map((f) => f.source.trim()),
+    ['.name', 'now | todate', '{a: "}"} | .a'],
+  );
+  assert.deepEqual(
+    found.map((f) => f.refused),
+    [[], ['now'], []],
+  );
+  assert.deepEqual(embeddedExpressions('no expression, just now'), []);
+});
+
+test('a refusal is invalid-input naming the pointer and the builtin', () => {
+  assert.throws(
+    () => checkDeterministicText('${ .a + (now | floor) }', '/do/0/stamp/set/at'),
+    (e: unknown) => isAdapterError(e) && e.kind === 'invalid-input' && /^\/do\/0\/stamp\/set\/at: the expression uses "now"/.test(e.description ?? ''),
+  );
+  assert.throws(() => checkDeterministicJq('input', '/if'), (e: unknown) => isAdapterError(e) && (e.description ?? '').includes('"input"'));
+  assert.doesNotThrow(() => checkDeterministicJq('.customer.age < 18', '/if'));
+});
