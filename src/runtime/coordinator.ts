@@ -11,6 +11,7 @@
  */
 import { decisionAt, refusalError, type CheckedDecision } from '../contract/authorization.js';
 import { AdapterError, AssertionFailure, isAdapterError } from '../contract/errors.js';
+import { limits } from '../contract/limits.js';
 import type { InvocationRequest, RuntimeContext, WaitFor } from '../contract/types.js';
 import type { DomainEvent, StoredTransition, Transition } from '../events/types.js';
 import { decideCancelOperation, decideDue, decideDurabilityLost, decideLogBudgetExhausted, selectionCandidates, type CandidateAuthorization } from '../domain/decide.js';
@@ -330,20 +331,32 @@ export class Coordinator implements RuntimeHost {
    * Rebuilds every unsettled operation from the store: timers re-armed from recorded instants,
    * pending and uncertain outbox entries republished with their stable publication identities.
    * Nothing is inferred from missing data: an operation the store does not have stays unknown.
+   * Every operation the store holds is read, settled ones included (a read is what tells them
+   * apart), so the reads overlap, limits.recoveryReadsMax at a time: one after the other, a
+   * store's round trips made a restart's recovery grow with the whole history (docs/operations.md,
+   * "Start-up").
    */
   async recover(onProgress?: (done: number) => void): Promise<{ scanned: number; resumed: number; failed: number }> {
     const counts = { scanned: 0, resumed: 0, failed: 0 };
-    for await (const operationId of this.deps.store.operationIds()) {
-      counts.scanned++;
-      try {
-        const entry = await this.load(operationId);
-        if (entry && !isSettled(entry.record.phase)) counts.resumed++;
-        else if (entry && entry.waiters.size === 0) this.kernel.forget(operationId);
-      } catch {
-        counts.failed++;
+    const ids = this.deps.store.operationIds()[Symbol.asyncIterator]();
+    // One id at a time from the store's listing, whoever asks: an AsyncIterable need not queue calls.
+    let listing: Promise<IteratorResult<string>> = Promise.resolve({ done: false, value: '' });
+    const nextId = () => (listing = listing.then(async (last) => (last.done === true ? last : ids.next())));
+    const recoverNext = async (): Promise<void> => {
+      for (let next = await nextId(); next.done !== true; next = await nextId()) {
+        const operationId = next.value;
+        counts.scanned++;
+        try {
+          const entry = await this.load(operationId);
+          if (entry && !isSettled(entry.record.phase)) counts.resumed++;
+          else if (entry && entry.waiters.size === 0) this.kernel.forget(operationId);
+        } catch {
+          counts.failed++;
+        }
+        if (onProgress && counts.scanned % 1000 === 0) onProgress(counts.scanned);
       }
-      if (onProgress && counts.scanned % 1000 === 0) onProgress(counts.scanned);
-    }
+    };
+    await Promise.all(Array.from({ length: limits.recoveryReadsMax }, recoverNext));
     return counts;
   }
 

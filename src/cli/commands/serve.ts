@@ -21,6 +21,8 @@ const shutdownSignals = ['SIGINT', 'SIGTERM'] as const;
 export async function serveCommand(options: ServeOptions, io: CliIo): Promise<number> {
   const config = await readDeploymentConfig(options.config);
   const log = (line: string) => io.stderr.write(`convoke serve: ${line}\n`);
+  // What loading the program took before anything of the deployment ran (seconds on a loaded machine).
+  log(`starting ${Math.round(process.uptime() * 1000)} ms after the process started`);
   const deployment = await buildDeployment(config, { clock: new SystemClock(), log });
   let server;
   try {
@@ -37,6 +39,8 @@ export async function serveCommand(options: ServeOptions, io: CliIo): Promise<nu
     io.stdout.write(`convoke serve: NATS ${nats.mode} as coordinator ${nats.coordinatorId}; commands on ${nats.commandSubjects.join(', ')}${peers ? `; peer consumers ${peers}` : ''}\n`);
   }
   io.stdout.write(`convoke serve listening on ${server.url}\n`);
+  // Module loading and config reading come before the deployment's own start-up log line.
+  io.stderr.write(`convoke serve: listening ${Math.round(process.uptime() * 1000)} ms after the process started\n`);
   const stop = await nextStop(options.signal);
   io.stderr.write(`convoke serve: ${stop}, shutting down\n`);
   const running = server;
