@@ -343,7 +343,8 @@ export class Coordinator implements RuntimeHost {
     let listing: Promise<IteratorResult<string>> = Promise.resolve({ done: false, value: '' });
     const nextId = () => (listing = listing.then(async (last) => (last.done === true ? last : ids.next())));
     const recoverNext = async (): Promise<void> => {
-      for (let next = await nextId(); next.done !== true; next = await nextId()) {
+      // A coordinator that closes stops recovering (it runs while serving, docs/operations.md "Start-up").
+      for (let next = await nextId(); next.done !== true && !this.closed; next = await nextId()) {
         const operationId = next.value;
         counts.scanned++;
         try {

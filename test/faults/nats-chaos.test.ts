@@ -395,8 +395,15 @@ let passed = false;
 // after the test ended (a child or a socket a failure left open) is abandoned, and the file exits
 // with the run's verdict. The timer is unref'd, so a clean run exits at once as before.
 after(() => {
-  setTimeout(() => process.exit(passed ? 0 : 1), 60_000).unref();
+  setTimeout(() => {
+    // Its children go with it: a peer orphaned here would reconnect to a dead server for good.
+    fixture?.killAll();
+    process.exit(passed ? 0 : 1);
+  }, 60_000).unref();
 });
+
+/** The run's deployment, for the exit above. */
+let fixture: NatsDeploymentFixture | undefined;
 
 test(`NATS chaos: peers, coordinators and nats-server killed and restarted under load decide every operation, with no duplicate effect (seed ${seed})`, { timeout: runTimeoutMs }, async (t) => {
   t.diagnostic(`seed ${seed} (CONVOKE_CHAOS_SEED=${seed} replays the fault schedule), ${faultCount} faults`);
@@ -412,6 +419,7 @@ test(`NATS chaos: peers, coordinators and nats-server killed and restarted under
     durable: { ackWaitMs: 2_500, maxDeliver: 100 },
     durabilityCheckIntervalMs: 500,
   });
+  fixture = f;
   const coordinators = new Coordinators(f);
   const watch = new RejectionsWatch(() => [f.serve, coordinators.second]);
   let hostile: HostilePeer | undefined;

@@ -343,6 +343,16 @@ export class NatsDeploymentFixture {
     return durableStreamNames(namespace, peerId);
   }
 
+  /**
+   * SIGKILLs every process this fixture started, at once and without waiting: for a test file
+   * that must exit while a failed run still holds them (dispose() never ran), so that no peer,
+   * coordinator or nats-server outlives it.
+   */
+  killAll(): void {
+    const children = [...[...this.peers.values()].map((p) => p.child), ...[this.serve, ...this.otherServes].map((s) => s?.child), ...this.servers.map((s) => s.process)];
+    for (const child of children) if (child && child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+  }
+
   async dispose(): Promise<void> {
     await Promise.all(this.open.map((c) => c.close().catch(() => undefined)));
     await Promise.all([...this.peers.values()].map((p) => p.stop()));

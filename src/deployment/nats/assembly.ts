@@ -133,8 +133,6 @@ async function assembleNats(config: DeploymentConfig, settings: ResolvedNatsTran
   // Coordinators sharing the store (several serve processes) follow each other's appends.
   await coordinator.watchStore();
   phases.done('store watch');
-  const recovered = await coordinator.recover();
-  phases.done(`recovery (${recovered.scanned} operation(s) read, ${recovered.resumed} open, ${recovered.failed} unreadable)`);
   if (durable) {
     const watcher = await watchRequestExhaustion(nc, await manager(), peers, coordinator, clock, log);
     closers.push(() => watcher.close());
@@ -156,7 +154,24 @@ async function assembleNats(config: DeploymentConfig, settings: ResolvedNatsTran
   closers.push(() => commands.close());
   phases.done('command server');
   log(phases.summary());
+  recoverWhileServing(coordinator, clock, log);
   return deploymentOf({ coordinator, store, parts, closers, runtime: runtimeOf(settings, namespaces, durable ? peers : new Map(), commands, monitor) });
+}
+
+/**
+ * Recovery (every operation a previous process left open: timers re-armed, outbox republished)
+ * runs once the coordinator serves, not before. It reads every operation the store holds, so its
+ * duration grows with the history (about 15 ms per operation on a loaded two-core machine), while
+ * nothing in serving waits for it: a message, command or store notice loads the operation it names
+ * through the same path (Coordinator.load) whether recovery reached it or not, and the inbound
+ * paths were already taking messages during recovery. Logged when done.
+ */
+function recoverWhileServing(coordinator: Coordinator, clock: Clock, log: (line: string) => void): void {
+  const startedAtMs = clock.nowMs();
+  void coordinator.recover().then(
+    (r) => log(`recovery done in ${clock.nowMs() - startedAtMs} ms: ${r.scanned} operation(s) read, ${r.resumed} open, ${r.failed} unreadable`),
+    (error: unknown) => log(`recovery stopped after ${clock.nowMs() - startedAtMs} ms: ${(error as Error).message}`),
+  );
 }
 
 /**
