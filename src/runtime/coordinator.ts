@@ -77,6 +77,7 @@ export class Coordinator implements RuntimeHost {
         loaded: (entry, log) => this.checkContinuity(entry, log[0]?.transition.events[0]),
         moved: (entry, loaded) => this.afterCommit(entry, loaded),
         failed: (stage) => this.metrics.storeErrors.inc({ stage }),
+        lostWrites: (entry, lost) => this.closeLostWrites(entry, lost),
       },
     });
     this.batches = new GroupCommit(this.kernel, deps.clock, this.metrics, deps.resultBatchMs ?? resultBatchMsDefault);
@@ -292,6 +293,22 @@ export class Coordinator implements RuntimeHost {
       ),
     );
     return closed;
+  }
+
+  /**
+   * The store lost transitions of this operation it had acknowledged (a broker that lost writes:
+   * nats-server 2.9 SIGKILLed). What they recorded — an accepted result, a claim — cannot be
+   * proven any more, and the messages they answered were acknowledged, so they will not come
+   * again: an open operation closes as indeterminate (durability-lost), never later as failed as
+   * if its peers had not answered. Queued behind the command that found it, which is tried again.
+   */
+  private closeLostWrites(entry: OpEntry, lost: readonly string[]): void {
+    this.metrics.storeErrors.inc({ stage: 'lost-writes' });
+    void this.kernel.enqueue(entry, async () => {
+      const wasOpen = entry.record.decision === null;
+      await this.kernel.commit(entry, (current) => decideDurabilityLost(current));
+      if (wasOpen && entry.record.decision?.reason === 'durability-lost') this.deps.onLostWrites?.(entry.id, `the server lost acknowledged writes to its log (revision(s) ${lost.join(', ')} are gone)`);
+    }).catch(() => this.metrics.storeErrors.inc({ stage: 'durability-lost' }));
   }
 
   // ── explicit cancellation ────────────────────────────────────────────────

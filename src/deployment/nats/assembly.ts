@@ -37,7 +37,7 @@ import { coordinatorConsumerName, inboxPrefixFor } from '../../adapters/transpor
 import { ConsumerMuxTransport, coordinatorKinds, coordinatorRoute } from '../../adapters/transport/nats-mux.js';
 import type { StreamContinuity, ExhaustedInfo, Transport } from '../../adapters/transport/types.js';
 import { SubjectNamespaceVerifier } from '../../adapters/verification/subject.js';
-import type { Clock } from '../../contract/clock.js';
+import type { Clock, TimerHandle } from '../../contract/clock.js';
 import { startCommandServer, type CommandServer } from '../../nats-api/commands.js';
 import type { RunningDeployment, DeploymentConfig, NatsRuntime, NatsTransportConfig } from '../types.js';
 import type { HttpSettings } from '../../http/settings.js';
@@ -117,6 +117,7 @@ async function assembleNats(config: DeploymentConfig, settings: ResolvedNatsTran
     deployment: { account: config.deployment.account, system: config.deployment.system, domain: config.deployment.domain },
     ...(config.resultBatchMs === undefined ? {} : { resultBatchMs: config.resultBatchMs }),
     ...(config.limits === undefined ? {} : { budgets: config.limits }),
+    onLostWrites: (operationId, description) => log(`durability lost in operation ${operationId} (${description}): it closed as indeterminate`),
   });
   closers.push(() => coordinator.close());
   observeStampSources(coordinator.metrics, inner);
@@ -154,25 +155,47 @@ async function assembleNats(config: DeploymentConfig, settings: ResolvedNatsTran
   closers.push(() => commands.close());
   phases.done('command server');
   log(phases.summary());
-  recoverWhileServing(coordinator, clock, log);
+  const recovery = recoverWhileServing(coordinator, clock, log);
+  closers.push(() => recovery.stop());
   return deploymentOf({ coordinator, store, parts, closers, runtime: runtimeOf(settings, namespaces, durable ? peers : new Map(), commands, monitor) });
 }
 
 /**
  * Recovery (every operation a previous process left open: timers re-armed, outbox republished)
  * runs once the coordinator serves, not before. It reads every operation the store holds, so its
- * duration grows with the history (about 15 ms per operation on a loaded two-core machine), while
- * nothing in serving waits for it: a message, command or store notice loads the operation it names
- * through the same path (Coordinator.load) whether recovery reached it or not, and the inbound
- * paths were already taking messages during recovery. Logged when done.
+ * duration grows with the history (about 15–30 ms per operation on a loaded two-core machine),
+ * while nothing in serving waits for it: a message, command or store notice loads the operation
+ * it names through the same path (Coordinator.load) whether recovery reached it or not, and the
+ * inbound paths take messages from the start. A recovery the store interrupted (a broker restart:
+ * the listing failed, or some operations could not be read) runs again until it read them all,
+ * or the coordinator closes. Logged each time.
  */
-function recoverWhileServing(coordinator: Coordinator, clock: Clock, log: (line: string) => void): void {
-  const startedAtMs = clock.nowMs();
-  void coordinator.recover().then(
-    (r) => log(`recovery done in ${clock.nowMs() - startedAtMs} ms: ${r.scanned} operation(s) read, ${r.resumed} open, ${r.failed} unreadable`),
-    (error: unknown) => log(`recovery stopped after ${clock.nowMs() - startedAtMs} ms: ${(error as Error).message}`),
-  );
+function recoverWhileServing(coordinator: Coordinator, clock: Clock, log: (line: string) => void): { stop(): void } {
+  let retry: TimerHandle | undefined;
+  let stopped = false;
+  const run = (retryMs: number) => {
+    const startedAtMs = clock.nowMs();
+    const again = () => {
+      if (!stopped && !coordinator.closing) retry = clock.at(clock.nowMs() + retryMs, () => run(Math.min(retryMs * 2, recoveryRetryMsMax)));
+    };
+    void coordinator.recover().then(
+      (r) => {
+        log(`recovery done in ${clock.nowMs() - startedAtMs} ms: ${r.scanned} operation(s) read, ${r.resumed} open, ${r.failed} unreadable${r.failed > 0 ? ', recovering again' : ''}`);
+        if (r.failed > 0) again();
+      },
+      (error: unknown) => {
+        log(`recovery stopped after ${clock.nowMs() - startedAtMs} ms: ${(error as Error).message}; recovering again`);
+        again();
+      },
+    );
+  };
+  run(recoveryRetryMs);
+  return { stop: () => ((stopped = true), retry?.cancel()) };
 }
+
+/** The first wait before a recovery the store interrupted runs again, doubled up to the max. */
+const recoveryRetryMs = 1_000;
+const recoveryRetryMsMax = 30_000;
 
 /**
  * One connection: core NATS for commands, and per durable namespace a JetStream transport whose
