@@ -265,8 +265,9 @@ export class NatsDeploymentFixture {
 
   /**
    * Rewrites the configs (the server URL changes only if the port does) and starts `convoke serve`.
-   * Recovery runs after it listens (docs/operations.md, "Start-up"), but loading the program and
-   * binding its consumers on a loaded two-core machine took up to 49 s, hence the generous bound.
+   * It listens once it recovered every operation a previous process left open (docs/operations.md,
+   * "Start-up"): in a long chaos run on a loaded two-core machine that took up to 83 s, hence the
+   * generous bound.
    */
   async startServe(): Promise<ServeProcess> {
     await writeFile(this.serveConfigPath, JSON.stringify(this.serveConfig(), null, 2));

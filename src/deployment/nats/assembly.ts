@@ -37,7 +37,7 @@ import { coordinatorConsumerName, inboxPrefixFor } from '../../adapters/transpor
 import { ConsumerMuxTransport, coordinatorKinds, coordinatorRoute } from '../../adapters/transport/nats-mux.js';
 import type { StreamContinuity, ExhaustedInfo, Transport } from '../../adapters/transport/types.js';
 import { SubjectNamespaceVerifier } from '../../adapters/verification/subject.js';
-import type { Clock, TimerHandle } from '../../contract/clock.js';
+import type { Clock } from '../../contract/clock.js';
 import { startCommandServer, type CommandServer } from '../../nats-api/commands.js';
 import type { RunningDeployment, DeploymentConfig, NatsRuntime, NatsTransportConfig } from '../types.js';
 import type { HttpSettings } from '../../http/settings.js';
@@ -125,15 +125,7 @@ async function assembleNats(config: DeploymentConfig, settings: ResolvedNatsTran
     const closed = await coordinator.closeDurabilityLost(new Set(brokenNamespaces));
     if (closed > 0) log(`durability lost in ${brokenNamespaces.join(', ')} (${description}): ${closed} open operation(s) closed as indeterminate`);
   };
-  // Every inbound path before recovery: durable results of operations a previous process left
-  // open must have a subscriber even when no request of theirs is republished.
-  // Bound together: each kind's consumer is bound once, however many interactions share it.
-  const inbound = parts.compiled.flatMap((b) => [...b.interactions.keys()].flatMap((interaction) => coordinatorKinds.map((kind) => [b.bundle.subjectNamespace, interaction, kind] as const)));
-  await Promise.all(inbound.map(([namespace, interaction, kind]) => coordinator.inboundPath(namespace, interaction, kind)));
-  phases.done('inbound paths');
-  // Coordinators sharing the store (several serve processes) follow each other's appends.
-  await coordinator.watchStore();
-  phases.done('store watch');
+  await resumeCoordinator(coordinator, parts.compiled, phases);
   if (durable) {
     const watcher = await watchRequestExhaustion(nc, await manager(), peers, coordinator, clock, log);
     closers.push(() => watcher.close());
@@ -155,47 +147,27 @@ async function assembleNats(config: DeploymentConfig, settings: ResolvedNatsTran
   closers.push(() => commands.close());
   phases.done('command server');
   log(phases.summary());
-  const recovery = recoverWhileServing(coordinator, clock, log);
-  closers.push(() => recovery.stop());
   return deploymentOf({ coordinator, store, parts, closers, runtime: runtimeOf(settings, namespaces, durable ? peers : new Map(), commands, monitor) });
 }
 
 /**
- * Recovery (every operation a previous process left open: timers re-armed, outbox republished)
- * runs once the coordinator serves, not before. It reads every operation the store holds, so its
- * duration grows with the history (about 15–30 ms per operation on a loaded two-core machine),
- * while nothing in serving waits for it: a message, command or store notice loads the operation
- * it names through the same path (Coordinator.load) whether recovery reached it or not, and the
- * inbound paths take messages from the start. A recovery the store interrupted (a broker restart:
- * the listing failed, or some operations could not be read) runs again until it read them all,
- * or the coordinator closes. Logged each time.
+ * Every inbound path, then the store watch, then recovery. The paths come first: durable results
+ * of operations a previous process left open must have a subscriber even when no request of
+ * theirs is republished; they are bound together (each kind's consumer is bound once, however
+ * many interactions share it). Recovery comes before the exhaustion watch and the command
+ * server: an operation a previous process left open is resumed (its continuity checked first)
+ * before anything else may act on it.
  */
-function recoverWhileServing(coordinator: Coordinator, clock: Clock, log: (line: string) => void): { stop(): void } {
-  let retry: TimerHandle | undefined;
-  let stopped = false;
-  const run = (retryMs: number) => {
-    const startedAtMs = clock.nowMs();
-    const again = () => {
-      if (!stopped && !coordinator.closing) retry = clock.at(clock.nowMs() + retryMs, () => run(Math.min(retryMs * 2, recoveryRetryMsMax)));
-    };
-    void coordinator.recover().then(
-      (r) => {
-        log(`recovery done in ${clock.nowMs() - startedAtMs} ms: ${r.scanned} operation(s) read, ${r.resumed} open, ${r.failed} unreadable${r.failed > 0 ? ', recovering again' : ''}`);
-        if (r.failed > 0) again();
-      },
-      (error: unknown) => {
-        log(`recovery stopped after ${clock.nowMs() - startedAtMs} ms: ${(error as Error).message}; recovering again`);
-        again();
-      },
-    );
-  };
-  run(recoveryRetryMs);
-  return { stop: () => ((stopped = true), retry?.cancel()) };
+async function resumeCoordinator(coordinator: Coordinator, compiled: CompiledBundle[], phases: StartupPhases): Promise<void> {
+  const inbound = compiled.flatMap((b) => [...b.interactions.keys()].flatMap((interaction) => coordinatorKinds.map((kind) => [b.bundle.subjectNamespace, interaction, kind] as const)));
+  await Promise.all(inbound.map(([namespace, interaction, kind]) => coordinator.inboundPath(namespace, interaction, kind)));
+  phases.done('inbound paths');
+  // Coordinators sharing the store (several serve processes) follow each other's appends.
+  await coordinator.watchStore();
+  phases.done('store watch');
+  const recovered = await coordinator.recover();
+  phases.done(`recovery (${recovered.scanned} operation(s) read, ${recovered.resumed} open, ${recovered.failed} unreadable)`);
 }
-
-/** The first wait before a recovery the store interrupted runs again, doubled up to the max. */
-const recoveryRetryMs = 1_000;
-const recoveryRetryMsMax = 30_000;
 
 /**
  * One connection: core NATS for commands, and per durable namespace a JetStream transport whose
