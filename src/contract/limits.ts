@@ -116,6 +116,8 @@ export const limits = {
   peerBranchesRememberedMax: 10_000,
   /** `convoke peer`: the longest delay a peer config's rules may name. */
   examplePeerRuleDelayMsMax: 600_000,
+  /** Recovery: operations read from the store at once when a coordinator starts (their round trips overlap). */
+  recoveryReadsMax: 16,
   /** SQLite store: transitions read per follow (tail) query. */
   sqliteFollowBatchMax: 512,
   /** SQLite store: operation ids read per page when listing them. */

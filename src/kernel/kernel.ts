@@ -67,6 +67,12 @@ export interface KernelHooks<R, T, S extends Stream<R>> {
   moved?(stream: S, loaded: boolean): void;
   /** Work that failed where nobody awaits it (a reload after a notice), counted by stage. */
   failed?(stage: string, error: unknown): void;
+  /**
+   * A reread log no longer holds revisions this process saw stored (`lost`): the store lost
+   * writes it had acknowledged. The record is already the reread one; the command being decided
+   * fails (unavailable) and is tried again, so work queued here runs before it.
+   */
+  lostWrites?(stream: S, lost: readonly string[]): void;
 }
 
 export interface KernelOptions<R, T extends GuardedTransition, S extends Stream<R>> {
@@ -246,11 +252,18 @@ export class Kernel<R, T extends GuardedTransition, S extends Stream<R> = Stream
     const read = await this.readLog(stream.id);
     if (read.kind === 'empty') throw new AssertionFailure(`a stored ${this.aggregate.name} folds to a record`);
     if (read.kind !== 'ok') throw storeError(read, 'reload');
-    for (const stored of read.log) stream.known.add(stored.revision);
+    // A log only grows: every revision this process saw stored must still be in it.
+    const stored = new Set(read.log.map((s) => s.revision));
+    const lost = [...stream.known].filter((revision) => !stored.has(revision));
+    stream.known = stored;
     this.hooks.reread?.(stream, read.log);
     const before = stream.record;
     stream.record = read.record;
     if (this.aggregate.revision(read.record) !== this.aggregate.revision(before)) this.recordMoved(stream, before);
+    if (lost.length > 0) {
+      this.hooks.lostWrites?.(stream, lost);
+      throw new AdapterError('unavailable', `${this.aggregate.name} ${stream.id}: the store lost acknowledged writes (revision(s) ${lost.join(', ')} are gone from its log)`);
+    }
   }
 
   /** What follows any change of a held record: waiters answered, the finished cache, the due timer, effects. */

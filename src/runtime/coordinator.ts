@@ -11,6 +11,7 @@
  */
 import { decisionAt, refusalError, type CheckedDecision } from '../contract/authorization.js';
 import { AdapterError, AssertionFailure, isAdapterError } from '../contract/errors.js';
+import { limits } from '../contract/limits.js';
 import type { InvocationRequest, RuntimeContext, WaitFor } from '../contract/types.js';
 import type { DomainEvent, StoredTransition, Transition } from '../events/types.js';
 import { decideCancelOperation, decideDue, decideDurabilityLost, decideLogBudgetExhausted, selectionCandidates, type CandidateAuthorization } from '../domain/decide.js';
@@ -80,6 +81,7 @@ export class Coordinator implements RuntimeHost {
         loaded: (entry, log) => this.checkContinuity(entry, log[0]?.transition.events[0]),
         moved: (entry, loaded) => this.afterCommit(entry, loaded),
         failed: (stage) => this.failed('store', stage),
+        lostWrites: (entry, lost) => this.closeLostWrites(entry, lost),
       },
     });
     this.batches = new GroupCommit(this.kernel, deps.clock, (reason, record) => this.rejected(reason, { record }), deps.resultBatchMs ?? resultBatchMsDefault);
@@ -312,6 +314,22 @@ export class Coordinator implements RuntimeHost {
     return closed;
   }
 
+  /**
+   * The store lost transitions of this operation it had acknowledged (a broker that lost writes:
+   * nats-server 2.9 SIGKILLed). What they recorded — an accepted result, a claim — cannot be
+   * proven any more, and the messages they answered were acknowledged, so they will not come
+   * again: an open operation closes as indeterminate (durability-lost), never later as failed as
+   * if its peers had not answered. Queued behind the command that found it, which is tried again.
+   */
+  private closeLostWrites(entry: OpEntry, lost: readonly string[]): void {
+    this.metrics.storeErrors.inc({ stage: 'lost-writes' });
+    void this.kernel.enqueue(entry, async () => {
+      const wasOpen = entry.record.decision === null;
+      await this.kernel.commit(entry, (current) => decideDurabilityLost(current));
+      if (wasOpen && entry.record.decision?.reason === 'durability-lost') this.deps.onLostWrites?.(entry.id, `the server lost acknowledged writes to its log (revision(s) ${lost.join(', ')} are gone)`);
+    }).catch(() => this.metrics.storeErrors.inc({ stage: 'durability-lost' }));
+  }
+
   // ── explicit cancellation ────────────────────────────────────────────────
 
   /**
@@ -349,20 +367,33 @@ export class Coordinator implements RuntimeHost {
    * Rebuilds every unsettled operation from the store: timers re-armed from recorded instants,
    * pending and uncertain outbox entries republished with their stable publication identities.
    * Nothing is inferred from missing data: an operation the store does not have stays unknown.
+   * Every operation the store holds is read, settled ones included (a read is what tells them
+   * apart), so the reads overlap, limits.recoveryReadsMax at a time: one after the other, a
+   * store's round trips made a restart's recovery grow with the whole history (docs/operations.md,
+   * "Start-up").
    */
   async recover(onProgress?: (done: number) => void): Promise<{ scanned: number; resumed: number; failed: number }> {
     const counts = { scanned: 0, resumed: 0, failed: 0 };
-    for await (const operationId of this.deps.store.operationIds()) {
-      counts.scanned++;
-      try {
-        const entry = await this.load(operationId);
-        if (entry && !isSettled(entry.record.phase)) counts.resumed++;
-        else if (entry && entry.waiters.size === 0) this.kernel.forget(operationId);
-      } catch {
-        counts.failed++;
+    const ids = this.deps.store.operationIds()[Symbol.asyncIterator]();
+    // One id at a time from the store's listing, whoever asks: an AsyncIterable need not queue calls.
+    let listing: Promise<IteratorResult<string>> = Promise.resolve({ done: false, value: '' });
+    const nextId = () => (listing = listing.then(async (last) => (last.done === true ? last : ids.next())));
+    const recoverNext = async (): Promise<void> => {
+      // A coordinator that closes stops recovering (it runs while serving, docs/operations.md "Start-up").
+      for (let next = await nextId(); next.done !== true && !this.closed; next = await nextId()) {
+        const operationId = next.value;
+        counts.scanned++;
+        try {
+          const entry = await this.load(operationId);
+          if (entry && !isSettled(entry.record.phase)) counts.resumed++;
+          else if (entry && entry.waiters.size === 0) this.kernel.forget(operationId);
+        } catch {
+          counts.failed++;
+        }
+        if (onProgress && counts.scanned % 1000 === 0) onProgress(counts.scanned);
       }
-      if (onProgress && counts.scanned % 1000 === 0) onProgress(counts.scanned);
-    }
+    };
+    await Promise.all(Array.from({ length: limits.recoveryReadsMax }, recoverNext));
     return counts;
   }
 

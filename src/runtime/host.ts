@@ -49,6 +49,11 @@ export interface CoordinatorDeps {
    * as indeterminate (durability-lost) before anything else of it runs.
    */
   continuity?: StreamContinuity;
+  /**
+   * Told when an open operation closed as indeterminate because the store lost transitions of it
+   * that it had acknowledged (the operator's log says so: `convoke serve` prints it).
+   */
+  onLostWrites?: (operationId: string, description: string) => void;
   /** Where gather interactions get their expected result set; without it, gather is unsupported. */
   manifests?: ManifestSource;
   metrics?: Metrics;

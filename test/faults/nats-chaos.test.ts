@@ -51,9 +51,14 @@
  *
  * The seed is printed; CONVOKE_CHAOS_SEED=N replays the fault schedule (where in the runtime a
  * kill lands still depends on the OS). CONVOKE_CHAOS_FAULTS=N sets how many faults (default 8).
+ * CONVOKE_CHAOS_LOGS=DIR keeps the evidence of the run in DIR: what every coordinator and peer
+ * process printed (killed ones included) and a copy of the deployment's directory (the JetStream
+ * store, the effect sink, the configs) as it was when the run ended.
  */
 import assert from 'node:assert/strict';
 import { randomInt } from 'node:crypto';
+import { cp, mkdir, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
 import { jetstreamManager } from '@nats-io/jetstream';
 import { after, test } from 'node:test';
 import type { JsonObject } from '../../src/contract/json.js';
@@ -69,6 +74,7 @@ import { NatsDeploymentFixture, approve, e2eBundle, e2eNamespace, resultOf, type
 
 const seed = Number(process.env.CONVOKE_CHAOS_SEED ?? randomInt(1, 1_000_000));
 const faultCount = Number(process.env.CONVOKE_CHAOS_FAULTS ?? 8);
+const logsDir = process.env.CONVOKE_CHAOS_LOGS;
 /** 300 s for the default 8 faults; a longer run gets 25 s more per fault (a restart under load can take 40 s). */
 const runTimeoutMs = Math.max(300_000, 100_000 + 25_000 * faultCount);
 const reviewers = ['alfa', 'bravo', 'charlie', 'delta', 'echo'];
@@ -170,6 +176,24 @@ const interactionOf = new Map<string, string>();
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
+/** What each stopped peer process printed, by peer (a restarted peer's new process replaces it in the fixture). */
+const stoppedPeerOutput = new Map<string, string[]>();
+
+function keepPeerOutput(peerId: string, output: string): void {
+  stoppedPeerOutput.set(peerId, [...(stoppedPeerOutput.get(peerId) ?? []), output]);
+}
+
+/** CONVOKE_CHAOS_LOGS: every process's output and a copy of the deployment's directory, for a post-mortem. */
+async function keepEvidence(dir: string, f: NatsDeploymentFixture, coordinators: Coordinators): Promise<void> {
+  await mkdir(dir, { recursive: true });
+  await writeFile(join(dir, 'coordinators.log'), coordinators.output());
+  for (const peerId of reviewers) {
+    const printed = [...(stoppedPeerOutput.get(peerId) ?? []), f.peers.get(peerId)?.output() ?? ''];
+    await writeFile(join(dir, `peer-${peerId}.log`), printed.join('\n--- restarted ---\n'));
+  }
+  await cp(f.dir, join(dir, 'deployment'), { recursive: true });
+}
+
 /** The two coordinators: the fixture's own serve process and a second one on the same config. */
 class Coordinators {
   second: ServeProcess | undefined;
@@ -208,6 +232,7 @@ async function inject(f: NatsDeploymentFixture, coordinators: Coordinators, kind
       const peer = f.peers.get(p)!;
       peer.child.kill('SIGKILL');
       await peer.exited;
+      keepPeerOutput(p, peer.output());
       await pause();
       await f.startPeer(p);
       return `peer ${p} SIGKILLed and restarted`;
@@ -237,6 +262,7 @@ async function inject(f: NatsDeploymentFixture, coordinators: Coordinators, kind
       peer.child.kill('SIGKILL');
       await f.restartServer(async () => {
         await Promise.all([coordinators.kill(0), coordinators.kill(1), peer.exited]);
+        keepPeerOutput(p, peer.output());
         await pause();
       });
       await Promise.all([coordinators.start(0), coordinators.start(1), f.startPeer(p)]);
@@ -369,8 +395,15 @@ let passed = false;
 // after the test ended (a child or a socket a failure left open) is abandoned, and the file exits
 // with the run's verdict. The timer is unref'd, so a clean run exits at once as before.
 after(() => {
-  setTimeout(() => process.exit(passed ? 0 : 1), 60_000).unref();
+  setTimeout(() => {
+    // Its children go with it: a peer orphaned here would reconnect to a dead server for good.
+    fixture?.killAll();
+    process.exit(passed ? 0 : 1);
+  }, 60_000).unref();
 });
+
+/** The run's deployment, for the exit above. */
+let fixture: NatsDeploymentFixture | undefined;
 
 test(`NATS chaos: peers, coordinators and nats-server killed and restarted under load decide every operation, with no duplicate effect (seed ${seed})`, { timeout: runTimeoutMs }, async (t) => {
   t.diagnostic(`seed ${seed} (CONVOKE_CHAOS_SEED=${seed} replays the fault schedule), ${faultCount} faults`);
@@ -386,6 +419,7 @@ test(`NATS chaos: peers, coordinators and nats-server killed and restarted under
     durable: { ackWaitMs: 2_500, maxDeliver: 100 },
     durabilityCheckIntervalMs: 500,
   });
+  fixture = f;
   const coordinators = new Coordinators(f);
   const watch = new RejectionsWatch(() => [f.serve, coordinators.second]);
   let hostile: HostilePeer | undefined;
@@ -417,7 +451,10 @@ test(`NATS chaos: peers, coordinators and nats-server killed and restarted under
     const caller = (async () => {
       for (let i = 0; calling; i++) {
         const { key, interaction } = invocation(i);
-        admitted.push(admit(client, interaction, key).then((operationId) => (interactionOf.set(operationId, interaction), { key, interaction, operationId })));
+        const admission = admit(client, interaction, key).then((operationId) => (interactionOf.set(operationId, interaction), { key, interaction, operationId }));
+        // Awaited together after the faults: a failure then fails the run's assertions, not the process as an unhandled rejection.
+        admission.catch(() => undefined);
+        admitted.push(admission);
         await sleep(30 + random.int(60));
       }
     })();
@@ -520,6 +557,7 @@ test(`NATS chaos: peers, coordinators and nats-server killed and restarted under
   } finally {
     await hostile?.close();
     await watch.stop();
+    if (logsDir !== undefined) await keepEvidence(logsDir, f, coordinators).catch((error: unknown) => t.diagnostic(`keeping the evidence in ${logsDir} failed: ${String(error)}`));
     await f.dispose();
   }
 });

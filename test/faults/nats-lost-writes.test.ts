@@ -16,6 +16,15 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { jetstreamManager } from '@nats-io/jetstream';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { JetStreamEventStore } from '../../src/adapters/store/jetstream.js';
+import { SystemClock } from '../../src/contract/clock.js';
+import { createEmbedded } from '../../src/deployment/embedded.js';
+import { reviewBundle } from '../../src/deployment/examples.js';
+import { fold } from '../../src/projections/record.js';
+import { startNatsServer } from '../support/nats-server.js';
 import { peerConsumerName } from '../../src/adapters/transport/nats-names.js';
 import { subjectFor } from '../../src/adapters/transport/subjects.js';
 import { restoreStreamPart, snapshotStreamPart, type StoreSnapshot } from '../support/lost-writes.js';
@@ -151,6 +160,59 @@ describe('NATS durable: a consumer starved by redeliveries of removed messages',
       assert.match(f.serve!.stdout() + f.serve!.stderr(), new RegExp(`durable consumer repaired: ${stream}: consumer ${consumer} delivered nothing for \\d+ ms`));
     } finally {
       await held?.dispose();
+    }
+  });
+});
+
+describe('a JetStream store that lost acknowledged writes of an operation held in memory', { timeout: 120_000 }, () => {
+  it('the operation closes indeterminate (durability-lost) when its log comes back shorter, never failed on what is left of it', async () => {
+    const storeDir = await mkdtemp(join(tmpdir(), 'convoke-lost-log-'));
+    let server = await startNatsServer({ jetstream: true, storeDir });
+    const port = server.port;
+    const store = await JetStreamEventStore.open({ servers: server.url });
+    // all-successful over p1 and p2 with one attempt: p2 never answers (no renewal), so its lease
+    // fails its branch; p1's approval, once accepted, is the log's only proof p1 answered.
+    const bundle = reviewBundle({ completion: { mode: 'all-successful' }, leaseMs: 20_000, renewIntervalMs: 2_000, timeoutMs: 90_000 });
+    let snapshot: StoreSnapshot | undefined;
+    const embedded = await createEmbedded({ clock: new SystemClock(), store, bundle, groups: { reviewers: ['p1', 'p2'] } }).catch(async (error: unknown) => {
+      await store.close();
+      await server.dispose();
+      throw error;
+    });
+    try {
+      let approve!: () => void;
+      const approved = new Promise<void>((resolve) => (approve = resolve));
+      await embedded.addPeer('p1', { review: async () => (await approved, { verdict: 'approve' }) });
+      await embedded.addPeer('p2', { review: () => new Promise(() => {}) }, { renew: false });
+      const caller = { principalId: 'p', senderPeerId: null };
+      const { result } = await embedded.coordinator.invoke(caller, { contract: embedded.bundle.ref, interaction: 'review', invocationKey: 'k', input: { document: 'd' } });
+      const op = result.operationId;
+      const record = async () => (await embedded.coordinator.record(op))!;
+      await eventually(async () => Object.values((await record()).branches).every((b) => b.outbox.receipt !== 'pending'), 'both requests dispatched');
+      // The log as it is now (admitted, dispatched) is what the broker will come back with.
+      await server.stop();
+      snapshot = await snapshotStreamPart(storeDir, 'CONVOKE_OPS', 'msgs');
+      server = await startNatsServer({ jetstream: true, storeDir, port });
+      // The store's connection is back before p1 answers (the in-process bus does not redeliver).
+      await eventually(async () => (await store.read(op)).kind === 'ok', 'the store reachable again', 30_000);
+      approve();
+      await eventually(async () => Object.values((await record()).branches).some((b) => b.accepted?.status === 'success'), 'p1\'s approval accepted and stored').catch(async (error: unknown) => {
+        throw new Error(`${String(error)}: ${JSON.stringify(await record())} ${await embedded.coordinator.metrics.registry.metrics()}`);
+      });
+      // The broker loses that acknowledged write: p1's request was answered and will not come again.
+      await server.stop();
+      await restoreStreamPart(storeDir, 'CONVOKE_OPS', snapshot);
+      server = await startNatsServer({ jetstream: true, storeDir, port });
+      await eventually(async () => (await record()).decision !== null, 'the operation closed', 45_000);
+      const closed = embedded.coordinator.view((await embedded.coordinator.load(op))!);
+      assert.deepEqual([closed.decision?.outcome, closed.decision?.reason, closed.settlement.status], ['indeterminate', 'durability-lost', 'indeterminate'], JSON.stringify(closed));
+      const stored = await store.read(op);
+      assert.equal(stored.kind === 'ok' ? fold(stored.transitions)?.decision?.reason : stored.kind, 'durability-lost', 'the log says so too');
+    } finally {
+      await embedded.close().catch(() => undefined);
+      await snapshot?.dispose();
+      await server.dispose();
+      await rm(storeDir, { recursive: true, force: true });
     }
   });
 });

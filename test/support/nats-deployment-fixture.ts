@@ -265,8 +265,9 @@ export class NatsDeploymentFixture {
 
   /**
    * Rewrites the configs (the server URL changes only if the port does) and starts `convoke serve`.
-   * It listens once it recovered every operation a previous process left open: in a long chaos
-   * run on a loaded two-core machine that took up to 40 s, hence the generous bound.
+   * It listens once it recovered every operation a previous process left open (docs/operations.md,
+   * "Start-up"): in a long chaos run on a loaded two-core machine that took up to 83 s, hence the
+   * generous bound.
    */
   async startServe(): Promise<ServeProcess> {
     await writeFile(this.serveConfigPath, JSON.stringify(this.serveConfig(), null, 2));
@@ -341,6 +342,16 @@ export class NatsDeploymentFixture {
   /** A peer's two durable streams (in `namespace`). */
   streams(peerId: string, namespace = this.namespace) {
     return durableStreamNames(namespace, peerId);
+  }
+
+  /**
+   * SIGKILLs every process this fixture started, at once and without waiting: for a test file
+   * that must exit while a failed run still holds them (dispose() never ran), so that no peer,
+   * coordinator or nats-server outlives it.
+   */
+  killAll(): void {
+    const children = [...[...this.peers.values()].map((p) => p.child), ...[this.serve, ...this.otherServes].map((s) => s?.child), ...this.servers.map((s) => s.process)];
+    for (const child of children) if (child && child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
   }
 
   async dispose(): Promise<void> {

@@ -11,6 +11,7 @@ import { MemoryEventStore } from '../../src/adapters/store/memory.js';
 import type { JsonObject } from '../../src/contract/json.js';
 import { fold } from '../../src/projections/record.js';
 import { AdapterError } from '../../src/contract/errors.js';
+import { limits } from '../../src/contract/limits.js';
 
 async function incarnation(clock: VirtualClock, store: MemoryEventStore, review: JsonObject = {}) {
   return createEmbedded({ clock, store, bundle: reviewBundle(review), groups: { reviewers: peerIds(3) } });
@@ -72,4 +73,41 @@ test('settled operations are not kept in memory by recovery; they are read from 
   const second = await incarnation(clock, store, { completion: { mode: 'first-success' } });
   assert.deepEqual(await second.coordinator.recover(), { scanned: 1, resumed: 0, failed: 0 });
   assert.equal((await second.coordinator.get('p', result.operationId)).phase, 'settled');
+});
+
+/** A memory store whose reads take a while and report how many ran at once (a store's round trips). */
+class SlowReads extends MemoryEventStore {
+  inFlight = 0;
+  inFlightMax = 0;
+  reads = 0;
+  override async read(operationId: string) {
+    this.reads++;
+    this.inFlightMax = Math.max(this.inFlightMax, ++this.inFlight);
+    try {
+      await new Promise((resolve) => setTimeout(resolve, 5));
+      return await super.read(operationId);
+    } finally {
+      this.inFlight--;
+    }
+  }
+}
+
+test('recovery overlaps its reads, a bounded number at a time, and still reads every operation once', async () => {
+  const clock = new VirtualClock();
+  const store = new SlowReads({ clock });
+  const first = await incarnation(clock, store, { completion: { mode: 'first-success' } });
+  for (const p of peerIds(3)) await first.addPeer(p, { review: () => ({ verdict: 'approve' }) });
+  const caller = { principalId: 'p', senderPeerId: null };
+  const operations = limits.recoveryReadsMax * 3 + 1;
+  for (let i = 0; i < operations; i++) await first.coordinator.invoke(caller, { contract: first.bundle.ref, interaction: 'review', invocationKey: `settled-${i}`, input: { document: 'd' } });
+  await clock.advance(1);
+  // A few operations left open: no peer answers them.
+  const open = await incarnation(clock, store, { completion: { mode: 'first-success' } });
+  for (let i = 0; i < 3; i++) await open.coordinator.invoke(caller, { contract: open.bundle.ref, interaction: 'review', invocationKey: `open-${i}`, input: { document: 'd' } });
+  store.inFlightMax = 0;
+  store.reads = 0;
+  const second = await incarnation(clock, store, { completion: { mode: 'first-success' } });
+  assert.deepEqual(await second.coordinator.recover(), { scanned: operations + 3, resumed: 3, failed: 0 });
+  assert.equal(store.reads, operations + 3, 'each operation read once');
+  assert.equal(store.inFlightMax, limits.recoveryReadsMax, `at most ${limits.recoveryReadsMax} reads at once, and that many`);
 });

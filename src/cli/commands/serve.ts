@@ -51,6 +51,8 @@ export async function serveCommand(options: ServeOptions, io: CliIo): Promise<nu
   const logger = serveLogger(io, options.logLevel);
   const notices = logger.child({ event: 'deployment' });
   const log = (line: string, level: 'info' | 'warn' | 'error' = 'warn') => notices[level](line);
+  // What loading the program took before anything of the deployment ran (seconds on a loaded machine).
+  notices.info({ sinceProcessStartMs: Math.round(process.uptime() * 1000) }, 'starting');
   const deployment = await buildDeployment(config, { clock: new SystemClock(), log, logger: logger.child({ component: 'coordinator' }) });
   observeProcess(deployment.coordinator.metrics, buildInfo());
   let server;
@@ -69,7 +71,8 @@ export async function serveCommand(options: ServeOptions, io: CliIo): Promise<nu
     io.stdout.write(`convoke serve: NATS ${nats.mode} as coordinator ${nats.coordinatorId}; commands on ${nats.commandSubjects.join(', ')}${peers ? `; peer consumers ${peers}` : ''}\n`);
   }
   io.stdout.write(`convoke serve listening on ${server.url}\n`);
-  logger.info({ event: 'serve-started', url: server.url }, 'listening');
+  // Module loading and config reading come before the deployment's own start-up lines.
+  logger.info({ event: 'serve-started', url: server.url, sinceProcessStartMs: Math.round(process.uptime() * 1000) }, 'listening');
   const stop = await nextStop(options.signal);
   logger.info({ event: 'serve-stopping', signal: stop }, 'shutting down');
   const running = server;

@@ -87,19 +87,22 @@ export async function buildNatsDeployment(config: DeploymentConfig, transportCon
 
 async function assembleNats(config: DeploymentConfig, settings: ResolvedNatsTransport, pass: string, parts: NatsParts, closers: Closers): Promise<RunningDeployment> {
   const { clock, log } = parts;
+  const phases = new StartupPhases(clock, log);
   const namespaces = [...new Set(parts.compiled.map((b) => b.bundle.subjectNamespace))];
   const connect = (role: string, servers = settings.servers) =>
     connectNats({ servers, user: settings.user, pass, name: `convoke-${role}-${settings.coordinatorId}`, inboxPrefix: inboxPrefixFor('coord', settings.coordinatorId) });
   const nc = await connect('coordinator');
   closers.push(() => nc.drain().catch(() => nc.close()));
+  phases.done('connect');
   const durable = settings.mode === 'durable';
   const peers = peersByNamespace(parts.compiled, config.directory.groups);
   const { transport, byNamespace } = coordinatorTransport(nc, settings, durable ? peers : new Map(), log);
   closers.push(() => transport.close());
-  if (durable) await prepareDurable(settings, byNamespace, peers, transport);
+  if (durable) await prepareDurable(settings, byNamespace, peers, transport, phases);
 
   const monitor = new DurabilityMonitor(() => transport.checkDurability(), log);
   const inner = await openDeploymentStore(config.store, clock, closers, connect);
+  phases.done('store');
   const store = durable ? new AdmissionGatedStore(inner, () => monitor.problem()) : inner;
   let jsm: Promise<JetStreamManager> | undefined;
   const manager = () => (jsm ??= jetstreamManager(nc, { checkAPI: false }));
@@ -118,6 +121,7 @@ async function assembleNats(config: DeploymentConfig, settings: ResolvedNatsTran
     ...(config.resultBatchMs === undefined ? {} : { resultBatchMs: config.resultBatchMs }),
     ...(config.limits === undefined ? {} : { budgets: config.limits }),
     ...(parts.logger ? { logger: parts.logger } : {}),
+    onLostWrites: (operationId, description) => log(`durability lost in operation ${operationId} (${description}): it closed as indeterminate`),
   });
   closers.push(() => coordinator.close());
   observeStampSources(coordinator.metrics, inner);
@@ -125,14 +129,7 @@ async function assembleNats(config: DeploymentConfig, settings: ResolvedNatsTran
     const closed = await coordinator.closeDurabilityLost(new Set(brokenNamespaces));
     if (closed > 0) log(`durability lost in ${brokenNamespaces.join(', ')} (${description}): ${closed} open operation(s) closed as indeterminate`);
   };
-  // Every inbound path before recovery: durable results of operations a previous process left
-  // open must have a subscriber even when no request of theirs is republished.
-  for (const b of parts.compiled) {
-    for (const interaction of b.interactions.keys()) for (const kind of coordinatorKinds) await coordinator.inboundPath(b.bundle.subjectNamespace, interaction, kind);
-  }
-  // Coordinators sharing the store (several serve processes) follow each other's appends.
-  await coordinator.watchStore();
-  await coordinator.recover();
+  await resumeCoordinator(coordinator, parts.compiled, phases);
   if (durable) {
     const watcher = await watchRequestExhaustion(nc, await manager(), peers, coordinator, clock, log);
     closers.push(() => watcher.close());
@@ -152,7 +149,28 @@ async function assembleNats(config: DeploymentConfig, settings: ResolvedNatsTran
     onInternalError: (error) => log(`command: internal error: ${(error as Error)?.stack ?? String(error)}`, 'error'),
   });
   closers.push(() => commands.close());
+  phases.done('command server');
+  log(phases.summary(), 'info');
   return deploymentOf({ coordinator, store, parts, closers, runtime: runtimeOf(settings, namespaces, durable ? peers : new Map(), commands, monitor) });
+}
+
+/**
+ * Every inbound path, then the store watch, then recovery. The paths come first: durable results
+ * of operations a previous process left open must have a subscriber even when no request of
+ * theirs is republished; they are bound together (each kind's consumer is bound once, however
+ * many interactions share it). Recovery comes before the exhaustion watch and the command
+ * server: an operation a previous process left open is resumed (its continuity checked first)
+ * before anything else may act on it.
+ */
+async function resumeCoordinator(coordinator: Coordinator, compiled: CompiledBundle[], phases: StartupPhases): Promise<void> {
+  const inbound = compiled.flatMap((b) => [...b.interactions.keys()].flatMap((interaction) => coordinatorKinds.map((kind) => [b.bundle.subjectNamespace, interaction, kind] as const)));
+  await Promise.all(inbound.map(([namespace, interaction, kind]) => coordinator.inboundPath(namespace, interaction, kind)));
+  phases.done('inbound paths');
+  // Coordinators sharing the store (several serve processes) follow each other's appends.
+  await coordinator.watchStore();
+  phases.done('store watch');
+  const recovered = await coordinator.recover();
+  phases.done(`recovery (${recovered.scanned} operation(s) read, ${recovered.resumed} open, ${recovered.failed} unreadable)`);
 }
 
 /**
@@ -188,13 +206,46 @@ function streamContinuity(byNamespace: Map<string, NatsTransport>): StreamContin
  * consumers provisioned to the configured max_deliver and ack_wait — every known peer's and the
  * coordinator's own result paths — so a changed setting updates them instead of failing the bind.
  */
-async function prepareDurable(settings: ResolvedNatsTransport, byNamespace: Map<string, NatsTransport>, peers: Map<string, string[]>, transport: NatsDeploymentTransport): Promise<void> {
+async function prepareDurable(settings: ResolvedNatsTransport, byNamespace: Map<string, NatsTransport>, peers: Map<string, string[]>, transport: NatsDeploymentTransport, phases: StartupPhases): Promise<void> {
   if (settings.manageStreams) for (const t of byNamespace.values()) await t.ensureStreams();
+  phases.done('streams');
   const check = await transport.checkDurability();
   if (!check.ok) throw unavailable(`durable NATS resources do not give the delivery guarantee: ${check.description}`);
+  phases.done('durability check');
   for (const [ns, t] of byNamespace) {
     for (const peerId of peers.get(ns) ?? []) await t.provisionPeerConsumers(peerId);
     for (const kind of coordinatorKinds) await t.ensureDurableConsumer(`${ns}.*.*.${kind}.*`, coordinatorConsumerName(settings.coordinatorId, kind));
+  }
+  phases.done('consumers');
+}
+
+/**
+ * Where a coordinator's start spends its time, logged once it is ready: an operator whose
+ * coordinator is slow to listen sees which step it waited on (docs/operations.md, "Start-up").
+ */
+class StartupPhases {
+  private readonly startedAtMs: number;
+  private lastAtMs: number;
+  private readonly spent: string[] = [];
+
+  constructor(
+    private readonly clock: Clock,
+    private readonly log: DeploymentLog,
+  ) {
+    this.startedAtMs = clock.nowMs();
+    this.lastAtMs = this.startedAtMs;
+  }
+
+  done(phase: string): void {
+    const nowMs = this.clock.nowMs();
+    this.spent.push(`${phase} ${nowMs - this.lastAtMs} ms`);
+    this.lastAtMs = nowMs;
+    // Each step as it ends too: a start that hangs shows the last step it finished.
+    this.log(`start-up: ${phase} done after ${nowMs - this.startedAtMs} ms`, 'info');
+  }
+
+  summary(): string {
+    return `started in ${this.lastAtMs - this.startedAtMs} ms: ${this.spent.join(', ')}`;
   }
 }
 
