@@ -46,6 +46,9 @@ const names = { type: 'array', items: name, maxItems: 1024 } as const;
 /** Receiving a request's headers, and the whole request, from a slow client. */
 export const headersTimeoutMsDefault = 10_000;
 export const requestTimeoutMsDefault = 30_000;
+/** An idle event stream sends a comment this often, within any proxy's idle timeout and the socket's (waitMsMax + 15 s). */
+export const eventHeartbeatMsDefault = 15_000;
+export const eventStreamsPerPrincipalDefault = 8;
 
 const examplePeerSchema = {
   type: 'object',
@@ -118,6 +121,14 @@ const httpSchema = {
     drainMs: { type: 'integer', minimum: 0, maximum: limits.httpDrainMsMax },
     headersTimeoutMs: { type: 'integer', minimum: limits.httpReceiveTimeoutMsMin, maximum: limits.httpReceiveTimeoutMsMax },
     requestTimeoutMs: { type: 'integer', minimum: limits.httpReceiveTimeoutMsMin, maximum: limits.httpReceiveTimeoutMsMax },
+    events: {
+      type: 'object',
+      additionalProperties: false,
+      properties: {
+        heartbeatMs: { type: 'integer', minimum: limits.httpEventHeartbeatMsMin, maximum: limits.httpEventHeartbeatMsMax },
+        streamsPerPrincipal: { type: 'integer', minimum: 1, maximum: limits.httpEventStreamsPerPrincipalMax },
+      },
+    },
     principals: {
       type: 'array',
       maxItems: 4096,
@@ -182,6 +193,7 @@ export const deploymentConfigSchema = {
       properties: { account: name, system: name, domain: name },
     },
     http: httpSchema,
+    operators: { type: 'array', maxItems: 4096, uniqueItems: true, items: name },
   },
 } as const;
 
@@ -310,6 +322,7 @@ async function assemble(config: DeploymentConfig, parts: Parts): Promise<Running
     deployment: { account: config.deployment.account, system: config.deployment.system, domain: config.deployment.domain },
     ...(config.resultBatchMs === undefined ? {} : { resultBatchMs: config.resultBatchMs }),
     ...(config.limits === undefined ? {} : { budgets: config.limits }),
+    ...(config.operators === undefined ? {} : { operators: new Set(config.operators) }),
   });
   observeStampSources(coordinator.metrics, store);
   const peers = await startExamplePeers(bus, compiled, config.transport.kind === 'memory' ? (config.transport.examplePeers ?? {}) : {}, clock);
@@ -387,6 +400,10 @@ async function resolveHttp(config: HttpConfig): Promise<HttpSettings> {
     drainMs: config.drainMs ?? 0,
     headersTimeoutMs: config.headersTimeoutMs ?? headersTimeoutMsDefault,
     requestTimeoutMs: config.requestTimeoutMs ?? requestTimeoutMsDefault,
+    events: {
+      heartbeatMs: config.events?.heartbeatMs ?? eventHeartbeatMsDefault,
+      streamsPerPrincipal: config.events?.streamsPerPrincipal ?? eventStreamsPerPrincipalDefault,
+    },
     principals: config.principals.map((p) => ({ principalId: p.principalId, tokenSha256: Buffer.from(p.tokenSha256, 'hex'), senderPeerId: p.senderPeerId ?? null })),
     jwt: undefined,
   };

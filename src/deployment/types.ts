@@ -111,6 +111,11 @@ export interface HttpConfig {
    * so a load balancer can stop routing here first. 0 by default.
    */
   drainMs?: number;
+  /**
+   * Server-sent event streams (GET /contract-invocations/{id}/events, the console's live updates):
+   * the idle heartbeat (default 15 000 ms) and how many one principal may hold open (default 8).
+   */
+  events?: { heartbeatMs?: number; streamsPerPrincipal?: number };
   /** How long a client may take to send a request's headers (default 10 000). */
   headersTimeoutMs?: number;
   /** How long a client may take to send a whole request, headers and body (default 30 000). */
@@ -149,6 +154,8 @@ export interface DeploymentConfig {
    * checked against transitionBytesMax and recordBytesMax before each append.
    */
   limits?: BudgetOverrides;
+  /** Principals that see every principal's operations (the console, inspection); others see their own. */
+  operators?: string[];
 }
 
 /** What a NATS deployment exposes beyond RunningDeployment (diagnostics, tests). */

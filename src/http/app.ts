@@ -18,6 +18,8 @@ import { createAuthenticator } from './auth.js';
 import { installStrictJsonBodies } from './body.js';
 import { errorReply, routeNotFound, type ErrorReply } from './errors.js';
 import { registerInvocationRoutes } from './invocations.js';
+import { registerLiveRoutes } from './live.js';
+import { registerConsoleRoutes } from './console.js';
 import { openApiDocument } from './openapi.js';
 import { compileRouteSchema, healthSchema } from './schemas.js';
 import { limits } from '../contract/limits.js';
@@ -73,7 +75,7 @@ export function createHttpApp(options: HttpAppOptions): HttpApp {
   app.setNotFoundHandler((request, target) => reply(target, routeNotFound(request.method, request.url)));
   installStrictJsonBodies(app, settings.bodyLimitBytes);
 
-  const state = { closing: false, waits: new Set<AbortController>() };
+  const state = { closing: false, waits: new Set<AbortController>(), streams: new Set<() => void>() };
   const metrics = httpMetrics(options.coordinator.metrics.registry);
   app.addHook('onRequest', async (_request, target) => {
     if (!state.closing) return;
@@ -84,19 +86,23 @@ export function createHttpApp(options: HttpAppOptions): HttpApp {
     metrics.responses.inc({ method: request.method, route: request.routeOptions.url ?? 'unmatched', status: String(target.statusCode) });
   });
 
+  const authenticate = createAuthenticator(settings, options.clock);
   registerInvocationRoutes(app, {
     coordinator: options.coordinator,
     bundles: options.bundles,
-    authenticate: createAuthenticator(settings, options.clock),
+    authenticate,
     waitMsMax: settings.waitMsMax,
     releaseFor: (target) => releaseFor(target, state, metrics),
   });
+  registerLiveRoutes(app, { coordinator: options.coordinator, authenticate, clock: options.clock, events: settings.events, streams: state.streams });
+  registerConsoleRoutes(app);
   registerOperatorRoutes(app, options.coordinator.metrics.registry);
   return {
     app,
     beginShutdown: () => {
       state.closing = true;
       for (const controller of state.waits) controller.abort('shutdown');
+      for (const end of [...state.streams]) end();
     },
   };
 }

@@ -45,6 +45,60 @@ export const operationParamsSchema = {
 export const errorStatuses = [400, 401, 403, 404, 409, 410, 413, 415, 422, 500, 503] as const;
 
 const errorResponses = Object.fromEntries(errorStatuses.map((status) => [status, errorSchema]));
+export const errorResponseSchemas = errorResponses;
+
+const integer = { type: 'integer' } as const;
+const text = { type: 'string' } as const;
+const nullableText = { type: ['string', 'null'] } as const;
+
+/** A branch as the console shows it: the result's branch view with its lease and closure. */
+const inspectedBranchSchema = {
+  type: 'object',
+  required: ['branchId', 'peerId', 'status', 'attempt', 'fence', 'leaseUntilMs', 'disposition', 'cancelOutcome', 'retryAtMs'],
+  properties: {
+    branchId: text,
+    peerId: text,
+    status: text,
+    attempt: integer,
+    fence: integer,
+    result: {},
+    leaseUntilMs: integer,
+    disposition: nullableText,
+    cancelOutcome: nullableText,
+    retryAtMs: { type: ['integer', 'null'] },
+  },
+} as const;
+
+/** One stored transition of the operation's stream, applied or void. */
+const timelineEntrySchema = {
+  type: 'object',
+  required: ['index', 'revision', 'committedAtMs', 'timeGuard', 'applied', 'command', 'events'],
+  additionalProperties: false,
+  properties: {
+    index: integer,
+    revision: text,
+    committedAtMs: integer,
+    timeGuard: { type: 'object', required: ['notBeforeMs', 'notAfterMs'], properties: { notBeforeMs: integer, notAfterMs: integer } },
+    applied: { type: 'boolean' },
+    command: text,
+    events: { type: 'array', items: { type: 'object', required: ['type'], properties: { type: text } } },
+  },
+} as const;
+
+/** GET /contract-invocations/{operationId}/transitions (and each server-sent event's data). */
+export const inspectionSchema = {
+  type: 'object',
+  required: ['principalId', 'result', 'branches', 'transitionsApplied', 'transitionsVoid', 'timeline'],
+  additionalProperties: false,
+  properties: {
+    principalId: text,
+    result: resultSchema,
+    branches: { type: 'array', items: inspectedBranchSchema },
+    transitionsApplied: integer,
+    transitionsVoid: integer,
+    timeline: { type: 'array', items: timelineEntrySchema },
+  },
+} as const;
 
 export const postInvocationSchema = {
   body: requestBodySchema,
@@ -78,3 +132,4 @@ export function compileRouteSchema(schema: object): ValidateFunction {
 /** Checkers the tests (and any client) can use to hold the facade to its documented shapes. */
 export const checkResultShape = httpAjv.compile(resultSchema);
 export const checkErrorShape = httpAjv.compile(errorSchema);
+export const checkInspectionShape = httpAjv.compile(inspectionSchema);

@@ -18,6 +18,7 @@ import { Kernel, storeError, type Stored } from '../kernel/index.js';
 import { isCancelling, isClaimed, isRetrying, isSettled } from '../machines/index.js';
 import { branchList, type OperationRecord } from '../projections/record.js';
 import { invocationResult, reached, type InvocationResult } from '../projections/views.js';
+import { inspectLog, type OperationInspection } from '../projections/inspection.js';
 import type { AuthorizationDecision, Policy } from '../adapters/policy/types.js';
 import { inboundPattern } from '../adapters/transport/subjects.js';
 import type { Subscription } from '../adapters/transport/types.js';
@@ -29,6 +30,7 @@ import { Metrics } from './metrics.js';
 import { dispatchCancels, dispatchRequests } from './outbox.js';
 import { onPeerMessage } from './intake.js';
 import { operationAggregate } from './operation-aggregate.js';
+import { OperationFeed } from './operation-feed.js';
 import { LogBudgetExhausted, logRoomProblem, logSizeOf, resolveBudgets, transitionBytes, type Budgets } from './log-budget.js';
 
 export type { Caller, CoordinatorDeps, Deployment } from './host.js';
@@ -53,6 +55,8 @@ export class Coordinator implements RuntimeHost {
   private readonly paths = new Map<string, Promise<Subscription>>();
   /** Serialized sizes of transitions on their way to the store, measured once by the log-budget check. */
   private readonly sizes = new WeakMap<Transition, number>();
+  /** Readers following one operation's stream (the console's live updates). */
+  private readonly feed = new OperationFeed(() => this.deps.store);
   private closed = false;
 
   constructor(
@@ -370,6 +374,25 @@ export class Coordinator implements RuntimeHost {
     return { result: this.view(entry), reached: atBoundary };
   }
 
+  /**
+   * The result, branches and timeline read from the store's log (not the cache: a reader after a
+   * store notice sees that append), for the original principal or an operator principal.
+   */
+  async inspect(principalId: string, operationId: string): Promise<OperationInspection> {
+    const read = await this.deps.store.read(operationId);
+    if (read.kind === 'unavailable') throw new AdapterError('unavailable', read.description);
+    if (read.kind !== 'ok') throw new OperationNotFound(operationId);
+    const interactionOf = (record: OperationRecord) => this.deps.bundles.get(record.contract.digest)?.interactions.get(record.interaction);
+    const inspection = inspectLog(read.transitions, interactionOf);
+    const operator = this.deps.operators?.has(principalId) === true;
+    if (!inspection || (inspection.principalId !== principalId && !operator)) throw new OperationNotFound(operationId);
+    return inspection;
+  }
+
+  followOperation(operationId: string, listener: () => void): Promise<{ close(): Promise<void> }> {
+    return this.feed.follow(operationId, listener);
+  }
+
   /** The current record (operators, tests, replay checks). */
   async record(operationId: string): Promise<OperationRecord | undefined> {
     return (await this.load(operationId))?.record;
@@ -382,6 +405,7 @@ export class Coordinator implements RuntimeHost {
   /** Stops accepting work, lets queued appends finish, and closes the result paths. */
   async close(): Promise<void> {
     this.closed = true;
+    await this.feed.close();
     await this.kernel.close();
     const paths = await Promise.allSettled([...this.paths.values()]);
     for (const p of paths) if (p.status === 'fulfilled') await p.value.close();

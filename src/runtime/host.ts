@@ -58,6 +58,8 @@ export interface CoordinatorDeps {
   resultBatchMs?: number;
   /** The deployment's lower byte budgets (config `limits`); the hard maxima otherwise. */
   budgets?: BudgetOverrides;
+  /** Principals that see every principal's operations (config `operators`); others see their own. */
+  operators?: ReadonlySet<string>;
 }
 
 /** A quorum's early votes usually ride with the vote that closes it: one append instead of several. */

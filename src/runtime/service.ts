@@ -6,6 +6,7 @@
 import type { Registry } from 'prom-client';
 import type { InvocationRequest, WaitFor } from '../contract/types.js';
 import type { InvocationResult } from '../projections/views.js';
+import type { OperationInspection } from '../projections/inspection.js';
 import type { Caller } from './host.js';
 
 export type { Caller } from './host.js';
@@ -21,4 +22,11 @@ export interface InvocationService {
   wait(principalId: string, operationId: string, boundary: WaitFor, waitMs: number, signal?: AbortSignal): Promise<{ result: InvocationResult; reached: boolean }>;
   /** Requests cancellation of the operation's open branches. */
   cancel(principalId: string, operationId: string): Promise<InvocationResult>;
+  /**
+   * The operation's result, branches and whole log as stored, for its original principal or an
+   * operator principal; anything else is not found.
+   */
+  inspect(principalId: string, operationId: string): Promise<OperationInspection>;
+  /** Calls `listener` after each append to the operation's stream (any coordinator's); no visibility check. */
+  followOperation(operationId: string, listener: () => void): Promise<{ close(): Promise<void> }>;
 }

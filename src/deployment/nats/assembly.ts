@@ -114,6 +114,7 @@ async function assembleNats(config: DeploymentConfig, settings: ResolvedNatsTran
     deployment: { account: config.deployment.account, system: config.deployment.system, domain: config.deployment.domain },
     ...(config.resultBatchMs === undefined ? {} : { resultBatchMs: config.resultBatchMs }),
     ...(config.limits === undefined ? {} : { budgets: config.limits }),
+    ...(config.operators === undefined ? {} : { operators: new Set(config.operators) }),
   });
   closers.push(() => coordinator.close());
   observeStampSources(coordinator.metrics, inner);
