@@ -29,6 +29,8 @@ import { Metrics } from './metrics.js';
 import { dispatchCancels, dispatchRequests } from './outbox.js';
 import { onPeerMessage } from './intake.js';
 import { operationAggregate } from './operation-aggregate.js';
+import { listOperations, type ListPage, type ListRequest } from './operation-list.js';
+import { stuckBoundsDefault } from '../events/operation-index.js';
 import { LogBudgetExhausted, logRoomProblem, logSizeOf, resolveBudgets, transitionBytes, type Budgets } from './log-budget.js';
 
 export type { Caller, CoordinatorDeps, Deployment } from './host.js';
@@ -368,6 +370,15 @@ export class Coordinator implements RuntimeHost {
     const entry = await this.visible(principalId, operationId);
     const atBoundary = await this.kernel.wait(entry, (record) => reached(record, boundary), waitMs, signal);
     return { result: this.view(entry), reached: atBoundary };
+  }
+
+  /**
+   * A page of the store's operations index. A caller sees its own operations; an operator
+   * principal (deps.operators) sees every principal's.
+   */
+  async list(principalId: string, request: ListRequest): Promise<ListPage> {
+    const operator = this.deps.operators?.has(principalId) === true;
+    return listOperations({ index: this.deps.store.index, nowMs: this.deps.clock.nowMs(), bounds: this.deps.stuckBounds ?? stuckBoundsDefault, principalId: operator ? undefined : principalId }, request);
   }
 
   /** The current record (operators, tests, replay checks). */

@@ -7,6 +7,7 @@ import type { Registry } from 'prom-client';
 import type { InvocationRequest, WaitFor } from '../contract/types.js';
 import type { InvocationResult } from '../projections/views.js';
 import type { Caller } from './host.js';
+import type { ListPage, ListRequest } from './operation-list.js';
 
 export type { Caller } from './host.js';
 
@@ -21,4 +22,6 @@ export interface InvocationService {
   wait(principalId: string, operationId: string, boundary: WaitFor, waitMs: number, signal?: AbortSignal): Promise<{ result: InvocationResult; reached: boolean }>;
   /** Requests cancellation of the operation's open branches. */
   cancel(principalId: string, operationId: string): Promise<InvocationResult>;
+  /** A page of the operations index: the principal's own operations, or every one for an operator principal. */
+  list(principalId: string, request: ListRequest): Promise<ListPage>;
 }
