@@ -29,6 +29,7 @@ import { Metrics } from './metrics.js';
 import { dispatchCancels, dispatchRequests } from './outbox.js';
 import { onPeerMessage } from './intake.js';
 import { operationAggregate } from './operation-aggregate.js';
+import { observeStuckOperations } from './stuck-metrics.js';
 import { listOperations, type ListPage, type ListRequest } from './operation-list.js';
 import { stuckBoundsDefault } from '../events/operation-index.js';
 import { LogBudgetExhausted, logRoomProblem, logSizeOf, resolveBudgets, transitionBytes, type Budgets } from './log-budget.js';
@@ -82,6 +83,7 @@ export class Coordinator implements RuntimeHost {
     });
     this.batches = new GroupCommit(this.kernel, deps.clock, this.metrics, deps.resultBatchMs ?? resultBatchMsDefault);
     this.admission = new Admission(this);
+    observeStuckOperations(this.metrics.registry, () => this.deps.store.index, deps.clock, deps.stuckBounds ?? stuckBoundsDefault);
   }
 
   /** Set once the coordinator stops accepting work. */

@@ -21,14 +21,10 @@ export class IndexStates {
    */
   rowAfter(operationId: string, previousRevision: string | undefined, stored: StoredTransition, log: () => readonly StoredTransition[]): OperationIndexRow | undefined {
     const held = this.states.get(operationId);
-    const before = previousRevision === undefined ? undefined : held?.record.revision === previousRevision ? held : indexStateOfLog(log());
-    const after = indexStep(before, stored);
-    if (after === undefined) {
-      this.states.delete(operationId);
-      return undefined;
-    }
-    this.states.set(operationId, after);
-    return indexRow(after);
+    return this.remembered(operationId, () => {
+      const before = previousRevision === undefined ? undefined : held?.record.revision === previousRevision ? held : indexStateOfLog(log());
+      return indexStep(before, stored);
+    });
   }
 
   /** Whether the state at `revision` is held (an append after it needs no read). */
@@ -38,7 +34,22 @@ export class IndexStates {
 
   /** The row of a whole log (rebuilds), remembered for the next append. */
   rowOfLog(operationId: string, transitions: readonly StoredTransition[]): OperationIndexRow | undefined {
-    const state = indexStateOfLog(transitions);
+    return this.remembered(operationId, () => indexStateOfLog(transitions));
+  }
+
+  /**
+   * The row of the state `fold` answers, which is remembered. A log that is not an operation's
+   * (its first transition no admission: a store's own tests write opaque ones) or that breaks the
+   * lifecycle has no row: the index then says nothing of it rather than something the log does
+   * not, and `convoke replay` reports the log itself.
+   */
+  private remembered(operationId: string, fold: () => OperationIndexState | undefined): OperationIndexRow | undefined {
+    let state: OperationIndexState | undefined;
+    try {
+      state = fold();
+    } catch {
+      state = undefined;
+    }
     if (state === undefined) {
       this.states.delete(operationId);
       return undefined;
