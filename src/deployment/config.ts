@@ -37,6 +37,7 @@ import { buildNatsDeployment } from './nats/assembly.js';
 import { natsTransportSchema } from './nats/settings.js';
 import type { DeploymentConfig, ExamplePeerConfig, HttpConfig, JwtConfig, RunningDeployment } from './types.js';
 import type { HttpSettings } from '../http/settings.js';
+import { listingDeps } from './listing.js';
 
 
 const token = tokenSchema;
@@ -193,7 +194,18 @@ export const deploymentConfigSchema = {
       properties: { account: name, system: name, domain: name },
     },
     http: httpSchema,
-    operators: { type: 'array', maxItems: 4096, uniqueItems: true, items: name },
+    /** Principals that list every principal's operations (HTTP and NATS `list`); everyone else lists their own. */
+    operators: { type: 'array', items: name, maxItems: 256, uniqueItems: true },
+    /** When open work counts as stuck (docs/operations.md "Stuck work"); absent fields take the defaults. */
+    stuck: {
+      type: 'object',
+      additionalProperties: false,
+      properties: {
+        deadlineGraceMs: { type: 'integer', minimum: 0, maximum: limits.timeoutMsMax },
+        leaseGraceMs: { type: 'integer', minimum: 0, maximum: limits.timeoutMsMax },
+        outboxPendingMs: { type: 'integer', minimum: 0, maximum: limits.timeoutMsMax },
+      },
+    },
   },
 } as const;
 
@@ -322,7 +334,7 @@ async function assemble(config: DeploymentConfig, parts: Parts): Promise<Running
     deployment: { account: config.deployment.account, system: config.deployment.system, domain: config.deployment.domain },
     ...(config.resultBatchMs === undefined ? {} : { resultBatchMs: config.resultBatchMs }),
     ...(config.limits === undefined ? {} : { budgets: config.limits }),
-    ...(config.operators === undefined ? {} : { operators: new Set(config.operators) }),
+    ...listingDeps(config),
   });
   observeStampSources(coordinator.metrics, store);
   const peers = await startExamplePeers(bus, compiled, config.transport.kind === 'memory' ? (config.transport.examplePeers ?? {}) : {}, clock);

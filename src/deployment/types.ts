@@ -14,6 +14,7 @@ import type { Clock } from '../contract/clock.js';
 import type { Coordinator, Deployment as DeploymentBinding } from '../runtime/coordinator.js';
 import type { BudgetOverrides } from '../runtime/log-budget.js';
 import type { HttpSettings } from '../http/settings.js';
+import type { StuckBounds } from '../events/operation-index.js';
 
 // ── the file's shape ─────────────────────────────────────────────────────────
 
@@ -154,8 +155,10 @@ export interface DeploymentConfig {
    * checked against transitionBytesMax and recordBytesMax before each append.
    */
   limits?: BudgetOverrides;
-  /** Principals that see every principal's operations (the console, inspection); others see their own. */
+  /** Principals that list and inspect every principal's operations (GET /contract-invocations, NATS `list`, the console); others only their own. */
   operators?: string[];
+  /** When open work counts as stuck (docs/operations.md "Stuck work"); absent fields take stuckBoundsDefault. */
+  stuck?: Partial<StuckBounds>;
 }
 
 /** What a NATS deployment exposes beyond RunningDeployment (diagnostics, tests). */

@@ -4,7 +4,8 @@
  * JSON Schema 2020-12, so the contract schemas go in unchanged.
  */
 import { limits } from '../contract/limits.js';
-import { errorSchema, errorStatuses, healthSchema, requestBodySchema, resultSchema } from './schemas.js';
+import { errorSchema, errorStatuses, healthSchema, listPageSchema, requestBodySchema, resultSchema } from './schemas.js';
+import { listLimitDefault, listLimitMax } from '../runtime/operation-list.js';
 
 const errorMeaning: Record<(typeof errorStatuses)[number], string> = {
   400: 'invalid-input: malformed JSON (duplicate keys, unsafe integers, lone surrogates), schema errors, a waitFor weaker than the contract\'s',
@@ -43,7 +44,7 @@ export function openApiDocument(): object {
         'A caller may strengthen waitFor (decision → settled) but never weaken the contract\'s boundary (400).',
     },
     components: {
-      schemas: { InvocationRequest: requestBodySchema, InvocationResult: resultSchema, AdapterError: errorSchema, Health: healthSchema },
+      schemas: { InvocationRequest: requestBodySchema, InvocationResult: resultSchema, AdapterError: errorSchema, Health: healthSchema, OperationPage: listPageSchema },
       securitySchemes: { bearer: { type: 'http', scheme: 'bearer', description: 'a deployment token (stored as a SHA-256 hash) or a JWT whose sub is the principal' } },
     },
     security: [{ bearer: [] }],
@@ -53,6 +54,25 @@ export function openApiDocument(): object {
           operationId: 'invokeContract',
           requestBody: { required: true, content: json(ref('InvocationRequest')) },
           responses: { ...progress, ...errorResponses([400, 401, 403, 409, 410, 413, 415, 422, 500, 503]) },
+        },
+        get: {
+          operationId: 'listInvocations',
+          description:
+            'A page of the operations index, newest admission first: the caller\'s own operations, or every principal\'s for an operator principal (config `operators`). ' +
+            'Paging is by the opaque nextCursor; rows that exist when paging begins are each returned once (no duplicates, no gaps) while others are admitted. ' +
+            'Each row carries the reasons it is stuck now (docs/operations.md, "Stuck work"). Every parameter is checked; any problem is 400 invalid-input naming each.',
+          parameters: [
+            { name: 'phase', in: 'query', required: false, schema: { enum: ['admitted', 'active', 'closed', 'settled'] } },
+            { name: 'outcome', in: 'query', required: false, description: '`open` lists undecided operations', schema: { enum: ['open', 'success', 'partial', 'failed', 'indeterminate'] } },
+            { name: 'settlement', in: 'query', required: false, schema: { enum: ['pending', 'complete', 'indeterminate'] } },
+            { name: 'interaction', in: 'query', required: false, schema: { type: 'string', pattern: '^[A-Za-z0-9_-]{1,64}$' } },
+            { name: 'since', in: 'query', required: false, description: 'admitted at or after: ms since the epoch or RFC 3339', schema: { type: 'string' } },
+            { name: 'until', in: 'query', required: false, description: 'admitted before: ms since the epoch or RFC 3339', schema: { type: 'string' } },
+            { name: 'limit', in: 'query', required: false, schema: { type: 'integer', minimum: 1, maximum: listLimitMax, default: listLimitDefault } },
+            { name: 'cursor', in: 'query', required: false, description: 'nextCursor of the previous page, unchanged', schema: { type: 'string' } },
+            { name: 'stuck', in: 'query', required: false, description: '`true`: stuck for any reason; or one reason', schema: { enum: ['true', 'false', 'open-past-deadline', 'lease-expired', 'outbox-pending', 'settlement-indeterminate'] } },
+          ],
+          responses: { '200': { description: 'one page', content: json(ref('OperationPage')) }, ...errorResponses([400, 401, 500, 503]) },
         },
       },
       '/contract-invocations/{operationId}': {

@@ -124,6 +124,58 @@ export const healthSchema = {
   properties: { status: { enum: ['ok'] } },
 } as const;
 
+/** GET /contract-invocations: every parameter is text, checked by parseListParameters (one description per problem). */
+export const listQuerySchema = {
+  type: 'object',
+  additionalProperties: { type: 'string', maxLength: 256 },
+} as const;
+
+const nullable = (schema: object) => ({ oneOf: [schema, { type: 'null' }] });
+const instant = { type: 'integer' } as const;
+
+/** One row of the operations index, with the reasons it is stuck now. */
+export const listedOperationSchema = {
+  type: 'object',
+  additionalProperties: false,
+  required: [
+    'operationId', 'principalId', 'contractId', 'contractVersion', 'interaction', 'phase', 'outcome', 'settlement', 'admittedAtMs', 'decidedAtMs', 'settledAtMs',
+    'deadlineMs', 'nextDueMs', 'openBranches', 'lastRejection', 'leaseExpiresAtMs', 'outboxPendingSinceMs', 'revision', 'stuck',
+  ],
+  properties: {
+    operationId: { type: 'string', pattern: '^op[0-9a-f]{64}$' },
+    principalId: { type: 'string' },
+    contractId: { type: 'string' },
+    contractVersion: { type: 'string' },
+    interaction: { type: 'string' },
+    phase: { enum: ['admitted', 'active', 'closed', 'settled'] },
+    outcome: { enum: ['success', 'partial', 'failed', 'indeterminate', null] },
+    settlement: { enum: ['pending', 'complete', 'indeterminate'] },
+    admittedAtMs: instant,
+    decidedAtMs: nullable(instant),
+    settledAtMs: nullable(instant),
+    deadlineMs: instant,
+    nextDueMs: nullable(instant),
+    openBranches: { type: 'integer', minimum: 0 },
+    lastRejection: nullable({ type: 'object', additionalProperties: false, required: ['reason', 'atMs'], properties: { reason: { type: 'string' }, atMs: instant } }),
+    leaseExpiresAtMs: nullable(instant),
+    outboxPendingSinceMs: nullable(instant),
+    revision: { type: 'string' },
+    stuck: { type: 'array', items: { enum: ['open-past-deadline', 'lease-expired', 'outbox-pending', 'settlement-indeterminate'] } },
+  },
+} as const;
+
+export const listPageSchema = {
+  type: 'object',
+  additionalProperties: false,
+  required: ['operations', 'nextCursor'],
+  properties: { operations: { type: 'array', items: listedOperationSchema }, nextCursor: nullable({ type: 'string' }) },
+} as const;
+
+export const listInvocationsSchema = {
+  querystring: listQuerySchema,
+  response: { 200: listPageSchema, ...errorResponses },
+};
+
 /** Compiles a route schema with the facade's ajv (Fastify's validatorCompiler hook). */
 export function compileRouteSchema(schema: object): ValidateFunction {
   return httpAjv.compile(schema);
@@ -133,3 +185,4 @@ export function compileRouteSchema(schema: object): ValidateFunction {
 export const checkResultShape = httpAjv.compile(resultSchema);
 export const checkErrorShape = httpAjv.compile(errorSchema);
 export const checkInspectionShape = httpAjv.compile(inspectionSchema);
+export const checkListPageShape = httpAjv.compile(listPageSchema);

@@ -31,6 +31,9 @@ import { dispatchCancels, dispatchRequests } from './outbox.js';
 import { onPeerMessage } from './intake.js';
 import { operationAggregate } from './operation-aggregate.js';
 import { OperationFeed } from './operation-feed.js';
+import { observeStuckOperations } from './stuck-metrics.js';
+import { listOperations, type ListPage, type ListRequest } from './operation-list.js';
+import { stuckBoundsDefault } from '../events/operation-index.js';
 import { LogBudgetExhausted, logRoomProblem, logSizeOf, resolveBudgets, transitionBytes, type Budgets } from './log-budget.js';
 
 export type { Caller, CoordinatorDeps, Deployment } from './host.js';
@@ -84,6 +87,7 @@ export class Coordinator implements RuntimeHost {
     });
     this.batches = new GroupCommit(this.kernel, deps.clock, this.metrics, deps.resultBatchMs ?? resultBatchMsDefault);
     this.admission = new Admission(this);
+    observeStuckOperations(this.metrics.registry, () => this.deps.store.index, deps.clock, deps.stuckBounds ?? stuckBoundsDefault);
   }
 
   /** Set once the coordinator stops accepting work. */
@@ -391,6 +395,15 @@ export class Coordinator implements RuntimeHost {
 
   followOperation(operationId: string, listener: () => void): Promise<{ close(): Promise<void> }> {
     return this.feed.follow(operationId, listener);
+  }
+
+  /**
+   * A page of the store's operations index. A caller sees its own operations; an operator
+   * principal (deps.operators) sees every principal's.
+   */
+  async list(principalId: string, request: ListRequest): Promise<ListPage> {
+    const operator = this.deps.operators?.has(principalId) === true;
+    return listOperations({ index: this.deps.store.index, nowMs: this.deps.clock.nowMs(), bounds: this.deps.stuckBounds ?? stuckBoundsDefault, principalId: operator ? undefined : principalId }, request);
   }
 
   /** The current record (operators, tests, replay checks). */

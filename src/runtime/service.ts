@@ -8,6 +8,7 @@ import type { InvocationRequest, WaitFor } from '../contract/types.js';
 import type { InvocationResult } from '../projections/views.js';
 import type { OperationInspection } from '../projections/inspection.js';
 import type { Caller } from './host.js';
+import type { ListPage, ListRequest } from './operation-list.js';
 
 export type { Caller } from './host.js';
 
@@ -29,4 +30,6 @@ export interface InvocationService {
   inspect(principalId: string, operationId: string): Promise<OperationInspection>;
   /** Calls `listener` after each append to the operation's stream (any coordinator's); no visibility check. */
   followOperation(operationId: string, listener: () => void): Promise<{ close(): Promise<void> }>;
+  /** A page of the operations index: the principal's own operations, or every one for an operator principal. */
+  list(principalId: string, request: ListRequest): Promise<ListPage>;
 }

@@ -22,6 +22,7 @@
  * - a request that exhausts its deliveries (the peer's consumer reached max_deliver) is recorded
  *   as an observed failure of that attempt: retryable within the attempt budget, never a new branch.
  */
+import { listingDeps } from '../listing.js';
 import { jetstreamManager, type JetStreamManager } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
 import type { BundleRegistry, CompiledBundle } from '../../contract/bundle.js';
@@ -114,7 +115,7 @@ async function assembleNats(config: DeploymentConfig, settings: ResolvedNatsTran
     deployment: { account: config.deployment.account, system: config.deployment.system, domain: config.deployment.domain },
     ...(config.resultBatchMs === undefined ? {} : { resultBatchMs: config.resultBatchMs }),
     ...(config.limits === undefined ? {} : { budgets: config.limits }),
-    ...(config.operators === undefined ? {} : { operators: new Set(config.operators) }),
+    ...listingDeps(config),
   });
   closers.push(() => coordinator.close());
   observeStampSources(coordinator.metrics, inner);
