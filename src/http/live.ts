@@ -7,13 +7,21 @@
  * - GET /contract-invocations/{id}/events: the same as server-sent events. A `snapshot` first,
  *   then an `update` after each append to the operation's stream (the store's watch, so appends of
  *   any coordinator sharing the store), carrying the result, the branches and the timeline entries
- *   not sent yet; a comment line when idle (the heartbeat). A principal holds a bounded number of
- *   streams (503 unavailable beyond it); shutdown ends every stream.
+ *   not sent yet.
+ * - GET /contract-invocations/events?<list filters>: the list page those filters select (as GET
+ *   /contract-invocations answers it, visibility included) as a `page` event, first and then
+ *   again whenever an append changes it. Another principal's appends cause a query, never an
+ *   event: the caller learns only what its own page shows.
+ *
+ * Idle streams get a comment line (the heartbeat). A principal holds a bounded number of streams
+ * (503 unavailable beyond it); shutdown ends every stream.
  */
+import { isDeepStrictEqual } from 'node:util';
 import type { FastifyInstance, FastifyReply } from 'fastify';
 import { AdapterError } from '../contract/errors.js';
 import type { Clock, TimerHandle } from '../contract/clock.js';
 import type { OperationInspection } from '../projections/inspection.js';
+import { parseListParameters } from '../runtime/operation-list.js';
 import type { InvocationService } from '../runtime/service.js';
 import type { Authenticate } from './auth.js';
 import { errorResponseSchemas, inspectionSchema, operationParamsSchema } from './schemas.js';
@@ -31,9 +39,12 @@ interface Params {
   operationId: string;
 }
 
+/** A list stream reads the index at most this often, however busy the store. */
+const listRefreshMs = 250;
+
 export function registerLiveRoutes(app: FastifyInstance, options: LiveRoutesOptions): void {
   const { coordinator } = options;
-  const open = new Map<string, number>();
+  const held = heldStreams(options.events.streamsPerPrincipal);
 
   app.get<{ Params: Params }>('/contract-invocations/:operationId/transitions', { schema: { params: operationParamsSchema, response: { 200: inspectionSchema, ...errorResponseSchemas } } }, async (request, reply) => {
     const caller = await options.authenticate(request.headers.authorization);
@@ -42,84 +53,120 @@ export function registerLiveRoutes(app: FastifyInstance, options: LiveRoutesOpti
   });
 
   app.get<{ Params: Params }>('/contract-invocations/:operationId/events', { schema: { params: operationParamsSchema } }, async (request, reply) => {
-    const caller = await options.authenticate(request.headers.authorization);
-    const { principalId } = caller;
+    const { principalId } = await options.authenticate(request.headers.authorization);
     const { operationId } = request.params;
     // Visibility before anything is held: someone else's operation is 404, as for GET.
     const first = await coordinator.inspect(principalId, operationId);
-    const held = open.get(principalId) ?? 0;
-    if (held >= options.events.streamsPerPrincipal) {
-      throw new AdapterError('unavailable', `this principal already holds ${held} event streams (at most ${options.events.streamsPerPrincipal}); close one and retry`);
-    }
-    open.set(principalId, held + 1);
-    const release = () => {
-      const count = (open.get(principalId) ?? 1) - 1;
-      if (count > 0) open.set(principalId, count);
-      else open.delete(principalId);
+    let sent = 0;
+    const stream = openStream(reply, options, held.take(principalId));
+    const send = (event: 'snapshot' | 'update', inspection: OperationInspection) => {
+      const fresh = inspection.timeline.slice(sent);
+      sent = inspection.timeline.length;
+      stream.send(event, { ...inspection, timeline: fresh });
     };
-    streamOperation(reply, { ...options, principalId, operationId, first, release });
+    send('snapshot', first);
+    stream.follow(
+      (listener) => coordinator.followOperation(operationId, listener),
+      async () => {
+        const inspection = await coordinator.inspect(principalId, operationId);
+        if (inspection.timeline.length > sent) send('update', inspection);
+      },
+    );
+  });
+
+  app.get<{ Querystring: Record<string, string> }>('/contract-invocations/events', async (request, reply) => {
+    const { principalId } = await options.authenticate(request.headers.authorization);
+    const query = parseListParameters(request.query);
+    let last = await coordinator.list(principalId, query);
+    const stream = openStream(reply, options, held.take(principalId));
+    stream.send('page', last);
+    stream.follow(
+      (listener) => coordinator.followOperations(listener),
+      async () => {
+        const page = await coordinator.list(principalId, query);
+        if (isDeepStrictEqual(page, last)) return;
+        last = page;
+        stream.send('page', page);
+      },
+      listRefreshMs,
+    );
   });
 }
 
-interface StreamOptions extends LiveRoutesOptions {
-  principalId: string;
-  operationId: string;
-  first: OperationInspection;
-  release(): void;
+/** Counts the streams each principal holds; `take` refuses one past the bound. */
+function heldStreams(perPrincipal: number) {
+  const open = new Map<string, number>();
+  return {
+    take(principalId: string): () => void {
+      const count = open.get(principalId) ?? 0;
+      if (count >= perPrincipal) throw new AdapterError('unavailable', `this principal already holds ${count} event streams (at most ${perPrincipal}); close one and retry`);
+      open.set(principalId, count + 1);
+      let released = false;
+      return () => {
+        if (released) return;
+        released = true;
+        const left = (open.get(principalId) ?? 1) - 1;
+        if (left > 0) open.set(principalId, left);
+        else open.delete(principalId);
+      };
+    },
+  };
 }
 
-/** Takes the response over and writes events until the client leaves or the server shuts down. */
-function streamOperation(reply: FastifyReply, options: StreamOptions): void {
-  const { coordinator, clock, principalId, operationId } = options;
+type Follow = (listener: () => void) => Promise<{ close(): Promise<void> }>;
+
+/**
+ * Takes the response over as an event stream: `send` writes an event, `follow` runs `refresh`
+ * after store notices (one at a time, notices arriving meanwhile folded into one more run, at
+ * most every `minGapMs`). The stream ends when the client leaves, on shutdown, or after a failed
+ * refresh (an `error` event first).
+ */
+function openStream(reply: FastifyReply, options: LiveRoutesOptions, release: () => void) {
+  const { clock } = options;
   reply.hijack();
   const raw = reply.raw;
   raw.writeHead(200, { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-store', 'x-accel-buffering': 'no', connection: 'keep-alive' });
-  let sent = 0;
   let ended = false;
   let heartbeat: TimerHandle | undefined;
-  const write = (text: string) => {
-    if (!ended) raw.write(text);
-    armHeartbeat();
-  };
-  const armHeartbeat = () => {
-    heartbeat?.cancel();
-    if (!ended) heartbeat = clock.at(clock.nowMs() + options.events.heartbeatMs, () => write(': heartbeat\n\n'));
-  };
-  const send = (event: 'snapshot' | 'update', inspection: OperationInspection) => {
-    const fresh = inspection.timeline.slice(sent);
-    sent = inspection.timeline.length;
-    write(`event: ${event}\ndata: ${JSON.stringify({ ...inspection, timeline: fresh })}\n\n`);
-  };
-  // One read at a time; notices arriving meanwhile fold into one more read afterwards.
-  let reading: Promise<void> | undefined;
-  let again = false;
-  const onNotice = () => {
-    if (reading) return void (again = true);
-    reading = (async () => {
-      do {
-        again = false;
-        const inspection = await coordinator.inspect(principalId, operationId);
-        if (inspection.timeline.length > sent && !ended) send('update', inspection);
-      } while (again && !ended);
-    })()
-      .catch((error: unknown) => end(`event: error\ndata: ${JSON.stringify({ kind: 'unavailable', description: (error as Error).message })}\n\n`))
-      .finally(() => (reading = undefined));
-  };
   let following: Promise<{ close(): Promise<void> }> | undefined;
+  const write = (text: string) => {
+    if (ended) return;
+    raw.write(text);
+    heartbeat?.cancel();
+    heartbeat = clock.at(clock.nowMs() + options.events.heartbeatMs, () => write(': heartbeat\n\n'));
+  };
   const end = (last?: string) => {
     if (ended) return;
     if (last !== undefined) raw.write(last);
     ended = true;
     heartbeat?.cancel();
     options.streams.delete(end);
-    options.release();
+    release();
     void following?.then((f) => f.close()).catch(() => undefined);
     raw.end();
   };
+  const fail = (error: unknown) => end(`event: error\ndata: ${JSON.stringify({ kind: 'unavailable', description: (error as Error).message })}\n\n`);
   options.streams.add(end);
   raw.once('close', () => end());
-  send('snapshot', options.first);
-  following = coordinator.followOperation(operationId, onNotice);
-  // An append between the first read and the watch starting is caught by one read now.
-  following.then(onNotice, (error: unknown) => end(`event: error\ndata: ${JSON.stringify({ kind: 'unavailable', description: (error as Error).message })}\n\n`));
+  const send = (event: string, data: unknown) => write(`event: ${event}\ndata: ${JSON.stringify(data)}\n\n`);
+  const follow = (subscribe: Follow, refresh: () => Promise<void>, minGapMs = 0) => {
+    let running = false;
+    let again = false;
+    const run = () => {
+      if (ended) return;
+      if (running) return void (again = true);
+      running = true;
+      again = false;
+      refresh()
+        .then(() => new Promise<void>((done) => (minGapMs > 0 ? clock.at(clock.nowMs() + minGapMs, done) : done())))
+        .then(() => {
+          running = false;
+          if (again) run();
+        }, fail);
+    };
+    following = subscribe(run);
+    // An append between the first read and the watch starting is caught by one run now.
+    following.then(run, fail);
+  };
+  return { send, follow };
 }

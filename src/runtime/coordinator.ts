@@ -397,6 +397,10 @@ export class Coordinator implements RuntimeHost {
     return this.feed.follow(operationId, listener);
   }
 
+  followOperations(listener: () => void): Promise<{ close(): Promise<void> }> {
+    return this.feed.followAll(listener);
+  }
+
   /**
    * A page of the store's operations index. A caller sees its own operations; an operator
    * principal (deps.operators) sees every principal's.

@@ -10,9 +10,16 @@ export type OperationListener = () => void;
 
 export class OperationFeed {
   private readonly listeners = new Map<string, Set<OperationListener>>();
+  /** Key of the listeners told about every operation. */
+  private static readonly all = '*';
   private watching: Promise<{ close(): Promise<void> }> | undefined;
 
   constructor(private readonly store: () => EventStore) {}
+
+  /** Calls `listener` after each append to any operation's stream (the caller decides what it may see). */
+  followAll(listener: OperationListener): Promise<{ close(): Promise<void> }> {
+    return this.follow(OperationFeed.all, listener);
+  }
 
   /** Calls `listener` after each append to the operation's stream, by any client of the store. */
   async follow(operationId: string, listener: OperationListener): Promise<{ close(): Promise<void> }> {
@@ -32,6 +39,7 @@ export class OperationFeed {
 
   private notify(operationId: string): void {
     for (const listener of this.listeners.get(operationId) ?? []) listener();
+    for (const listener of this.listeners.get(OperationFeed.all) ?? []) listener();
   }
 
   private remove(operationId: string, listener: OperationListener): void {

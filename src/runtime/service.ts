@@ -30,6 +30,8 @@ export interface InvocationService {
   inspect(principalId: string, operationId: string): Promise<OperationInspection>;
   /** Calls `listener` after each append to the operation's stream (any coordinator's); no visibility check. */
   followOperation(operationId: string, listener: () => void): Promise<{ close(): Promise<void> }>;
+  /** Calls `listener` after each append to any operation's stream; the listener must check what its caller may see. */
+  followOperations(listener: () => void): Promise<{ close(): Promise<void> }>;
   /** A page of the operations index: the principal's own operations, or every one for an operator principal. */
   list(principalId: string, request: ListRequest): Promise<ListPage>;
 }
