@@ -46,11 +46,15 @@ export function registerLiveRoutes(app: FastifyInstance, options: LiveRoutesOpti
   const { coordinator } = options;
   const held = heldStreams(options.events.streamsPerPrincipal);
 
-  app.get<{ Params: Params }>('/contract-invocations/:operationId/transitions', { schema: { params: operationParamsSchema, response: { 200: inspectionSchema, ...errorResponseSchemas } } }, async (request, reply) => {
-    const caller = await options.authenticate(request.headers.authorization);
-    reply.header('cache-control', 'no-store');
-    return coordinator.inspect(caller.principalId, request.params.operationId);
-  });
+  app.get<{ Params: Params }>(
+    '/contract-invocations/:operationId/transitions',
+    { schema: { params: operationParamsSchema, response: { 200: inspectionSchema, ...errorResponseSchemas } } },
+    async (request, reply) => {
+      const caller = await options.authenticate(request.headers.authorization);
+      reply.header('cache-control', 'no-store');
+      return coordinator.inspect(caller.principalId, request.params.operationId);
+    },
+  );
 
   app.get<{ Params: Params }>('/contract-invocations/:operationId/events', { schema: { params: operationParamsSchema } }, async (request, reply) => {
     const { principalId } = await options.authenticate(request.headers.authorization);
@@ -99,7 +103,8 @@ function heldStreams(perPrincipal: number) {
   return {
     take(principalId: string): () => void {
       const count = open.get(principalId) ?? 0;
-      if (count >= perPrincipal) throw new AdapterError('unavailable', `this principal already holds ${count} event streams (at most ${perPrincipal}); close one and retry`);
+      if (count >= perPrincipal)
+        throw new AdapterError('unavailable', `this principal already holds ${count} event streams (at most ${perPrincipal}); close one and retry`);
       open.set(principalId, count + 1);
       let released = false;
       return () => {

@@ -50,7 +50,10 @@ export function appliedFlags(transitions: readonly StoredTransition[]): boolean[
 }
 
 /** The inspection of a log, or undefined when no admission was ever applied. */
-export function inspectLog(transitions: readonly StoredTransition[], interactionOf: (record: OperationRecord) => CompiledInteraction | undefined): OperationInspection | undefined {
+export function inspectLog(
+  transitions: readonly StoredTransition[],
+  interactionOf: (record: OperationRecord) => CompiledInteraction | undefined,
+): OperationInspection | undefined {
   const record = fold(transitions);
   if (!record) return undefined;
   const applied = appliedFlags(transitions);
@@ -61,7 +64,13 @@ export function inspectLog(transitions: readonly StoredTransition[], interaction
     result,
     branches: result.branches.map((view) => {
       const b = byId.get(view.branchId);
-      return { ...view, leaseUntilMs: b?.leaseUntilMs ?? 0, disposition: b?.disposition ?? null, cancelOutcome: b?.cancelOutcome ?? null, retryAtMs: b?.retryAtMs ?? null };
+      return {
+        ...view,
+        leaseUntilMs: b?.leaseUntilMs ?? 0,
+        disposition: b?.disposition ?? null,
+        cancelOutcome: b?.cancelOutcome ?? null,
+        retryAtMs: b?.retryAtMs ?? null,
+      };
     }),
     transitionsApplied: record.transitionsApplied,
     transitionsVoid: record.transitionsVoid,
