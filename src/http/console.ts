@@ -11,6 +11,7 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { FastifyInstance } from 'fastify';
 import { AdapterError } from '../contract/errors.js';
+import { routeNotFound } from './errors.js';
 
 const files: Record<string, { name: string; type: string }> = {
   '': { name: 'index.html', type: 'text/html; charset=utf-8' },
@@ -52,7 +53,10 @@ export function registerConsoleRoutes(app: FastifyInstance): void {
   app.get('/console', async (_request, reply) => reply.redirect('/console/', 308));
   app.get<{ Params: { file: string } }>('/console/:file', async (request, reply) => {
     const file = files[request.params.file];
-    if (!file) throw new AdapterError('invalid-input', `no console file ${JSON.stringify(request.params.file.slice(0, 100))}`);
+    if (!file) {
+      const missing = routeNotFound(request.method, request.url);
+      return reply.code(missing.statusCode).headers(missing.headers).send(missing.body);
+    }
     reply.headers(consoleHeaders).type(file.type);
     return read(file.name);
   });
