@@ -32,7 +32,11 @@
   const clear = () => main.replaceChildren();
   const short = (id) => (typeof id === 'string' && id.length > 16 ? id.slice(0, 14) + '…' : String(id));
   const iso = (ms) => (typeof ms === 'number' && Number.isFinite(ms) && ms < 8.64e15 ? new Date(ms).toISOString() : '—');
-  const rel = (ms, origin) => (typeof ms === 'number' && ms < Number.MAX_SAFE_INTEGER ? `+${ms - origin}` : '∞');
+  const rel = (ms, origin) => {
+    if (typeof ms !== 'number' || ms >= Number.MAX_SAFE_INTEGER) return '∞';
+    const delta = ms - origin;
+    return delta < 0 ? String(delta) : `+${delta}`;
+  };
   const json = (value) => {
     const text = JSON.stringify(value);
     return text === undefined ? '' : text;
@@ -263,6 +267,17 @@
     );
   }
 
+  /** An event: its type and scalar facts on one line; the whole event, as JSON text, folded below. */
+  function eventCell(event) {
+    const { type, v: _v, ...rest } = event;
+    const facts = Object.entries(rest)
+      .filter(([, value]) => value === null || typeof value !== 'object')
+      .map(([key, value]) => `${key}=${typeof value === 'string' ? value : json(value)}`)
+      .join(' ');
+    const line = facts.length > 160 ? facts.slice(0, 159) + '…' : facts;
+    return el('details', {}, el('summary', {}, el('strong', {}, type), line ? ` ${line}` : ''), el('pre', {}, JSON.stringify(rest, null, 2)));
+  }
+
   function timelineRow(t, origin) {
     const g = t.timeGuard;
     return el('tr', { 'data-index': t.index },
@@ -272,10 +287,7 @@
       el('td', { class: 'mono' }, `[${rel(g.notBeforeMs, origin)}, ${rel(g.notAfterMs, origin)})`),
       el('td', { class: t.applied ? 'applied' : 'void' }, t.applied ? 'applied' : 'void'),
       el('td', {}, t.command),
-      el('td', { class: 'events' }, t.events.map((e) => {
-        const { type, v: _v, ...rest } = e;
-        return el('div', {}, el('strong', {}, type), ' ', el('code', {}, json(rest)));
-      })),
+      el('td', { class: 'events' }, t.events.map(eventCell)),
     );
   }
 
