@@ -8,6 +8,7 @@ import { SqliteEventStore } from '../../src/adapters/store/sqlite.js';
 import { VirtualClock } from '../../src/contract/clock.js';
 import { ForkedSqliteClient } from '../support/forked-sqlite.js';
 import { expectOk, makeTransition, newOperationId, storeConformance, type StoreFactory } from './store.js';
+import { indexConformance } from './index.js';
 
 const sqliteFactory: StoreFactory = async (options = {}) => {
   const dir = await mkdtemp(join(tmpdir(), 'convoke-sqlite-'));
@@ -28,6 +29,7 @@ const sqliteFactory: StoreFactory = async (options = {}) => {
 };
 
 storeConformance('sqlite', sqliteFactory);
+indexConformance('sqlite', sqliteFactory);
 
 test('sqlite: a write lock held past busy_timeout answers unavailable, then the store recovers', async () => {
   const dir = await mkdtemp(join(tmpdir(), 'convoke-sqlite-'));
