@@ -212,6 +212,27 @@ function addStoreCommands(program: Command, io: CliIo, setExit: (code: number) =
     .description("show an operation's stored transitions (guard, applied or void) and its projected record")
     .action(async (operationId: string, o) => setExit(await (await commands.ops()).inspectCommand(operationId, { store: o.store, json: o.json }, io)));
 
+  addListCommand(program, io, setExit);
+
+  program
+    .command('tail')
+    .requiredOption('--store <url>', 'store URL')
+    .option('--json', 'one JSON object per transition', false)
+    .description('follow new transitions as they are appended, until interrupted')
+    .action(async (o) => setExit(await (await commands.ops()).tailCommand({ store: o.store, json: o.json }, io, interrupted())));
+
+  program
+    .command('replay')
+    .argument('[operationId]', 'one operation: id, short id or unique prefix (all when absent)')
+    .requiredOption('--store <url>', 'store URL')
+    .option('--json', 'machine-readable output', false)
+    .option('--fix-index', 'write every operations index row that differs from its log again (and remove rows without a log)', false)
+    .description('rebuild records from their logs through the XState machines and check the operations index against them; exit 1 on any difference')
+    .action(async (operationId: string | undefined, o) => setExit(await (await commands.ops()).replayCommand(operationId, { store: o.store, json: o.json, fixIndex: o.fixIndex }, io)));
+}
+
+/** `list`: the operations index as an operator sees it. */
+function addListCommand(program: Command, io: CliIo, setExit: (code: number) => void): void {
   program
     .command('list')
     .description('list operations from the operations index, newest admission first, as an operator (every principal\'s); filters as GET /contract-invocations')
@@ -235,20 +256,4 @@ function addStoreCommands(program: Command, io: CliIo, setExit: (code: number) =
         ),
       ),
     );
-
-  program
-    .command('tail')
-    .requiredOption('--store <url>', 'store URL')
-    .option('--json', 'one JSON object per transition', false)
-    .description('follow new transitions as they are appended, until interrupted')
-    .action(async (o) => setExit(await (await commands.ops()).tailCommand({ store: o.store, json: o.json }, io, interrupted())));
-
-  program
-    .command('replay')
-    .argument('[operationId]', 'one operation: id, short id or unique prefix (all when absent)')
-    .requiredOption('--store <url>', 'store URL')
-    .option('--json', 'machine-readable output', false)
-    .option('--fix-index', 'write every operations index row that differs from its log again (and remove rows without a log)', false)
-    .description('rebuild records from their logs through the XState machines and check the operations index against them; exit 1 on any difference')
-    .action(async (operationId: string | undefined, o) => setExit(await (await commands.ops()).replayCommand(operationId, { store: o.store, json: o.json, fixIndex: o.fixIndex }, io)));
 }

@@ -33,18 +33,26 @@ const progress = {
   '202': { description: 'still pending at the end of the wait; poll GET /contract-invocations/{operationId}', headers: { Location: { schema: { type: 'string' } } }, content: json(ref('InvocationResult')) },
 };
 
-/** The query parameters of GET /contract-invocations (and of its event stream). */
-const listParameters = [
-  { name: 'phase', in: 'query', required: false, schema: { enum: ['admitted', 'active', 'closed', 'settled'] } },
-  { name: 'outcome', in: 'query', required: false, description: '`open` lists undecided operations', schema: { enum: ['open', 'success', 'partial', 'failed', 'indeterminate'] } },
-  { name: 'settlement', in: 'query', required: false, schema: { enum: ['pending', 'complete', 'indeterminate'] } },
-  { name: 'interaction', in: 'query', required: false, schema: { type: 'string', pattern: '^[A-Za-z0-9_-]{1,64}$' } },
-  { name: 'since', in: 'query', required: false, description: 'admitted at or after: ms since the epoch or RFC 3339', schema: { type: 'string' } },
-  { name: 'until', in: 'query', required: false, description: 'admitted before: ms since the epoch or RFC 3339', schema: { type: 'string' } },
-  { name: 'limit', in: 'query', required: false, schema: { type: 'integer', minimum: 1, maximum: listLimitMax, default: listLimitDefault } },
-  { name: 'cursor', in: 'query', required: false, description: 'nextCursor of the previous page, unchanged', schema: { type: 'string' } },
-  { name: 'stuck', in: 'query', required: false, description: '`true`: stuck for any reason; or one reason', schema: { enum: ['true', 'false', 'open-past-deadline', 'lease-expired', 'outbox-pending', 'settlement-indeterminate'] } },
-];
+/** GET /contract-invocations: the operations index. */
+const listInvocations = {
+  operationId: 'listInvocations',
+  description:
+    'A page of the operations index, newest admission first: the caller\'s own operations, or every principal\'s for an operator principal (config `operators`). ' +
+    'Paging is by the opaque nextCursor; rows that exist when paging begins are each returned once (no duplicates, no gaps) while others are admitted. ' +
+    'Each row carries the reasons it is stuck now (docs/operations.md, "Stuck work"). Every parameter is checked; any problem is 400 invalid-input naming each.',
+  parameters: [
+    { name: 'phase', in: 'query', required: false, schema: { enum: ['admitted', 'active', 'closed', 'settled'] } },
+    { name: 'outcome', in: 'query', required: false, description: '`open` lists undecided operations', schema: { enum: ['open', 'success', 'partial', 'failed', 'indeterminate'] } },
+    { name: 'settlement', in: 'query', required: false, schema: { enum: ['pending', 'complete', 'indeterminate'] } },
+    { name: 'interaction', in: 'query', required: false, schema: { type: 'string', pattern: '^[A-Za-z0-9_-]{1,64}$' } },
+    { name: 'since', in: 'query', required: false, description: 'admitted at or after: ms since the epoch or RFC 3339', schema: { type: 'string' } },
+    { name: 'until', in: 'query', required: false, description: 'admitted before: ms since the epoch or RFC 3339', schema: { type: 'string' } },
+    { name: 'limit', in: 'query', required: false, schema: { type: 'integer', minimum: 1, maximum: listLimitMax, default: listLimitDefault } },
+    { name: 'cursor', in: 'query', required: false, description: 'nextCursor of the previous page, unchanged', schema: { type: 'string' } },
+    { name: 'stuck', in: 'query', required: false, description: '`true`: stuck for any reason; or one reason', schema: { enum: ['true', 'false', 'open-past-deadline', 'lease-expired', 'outbox-pending', 'settlement-indeterminate'] } },
+  ],
+  responses: { '200': { description: 'one page', content: json(ref('OperationPage')) }, ...errorResponses([400, 401, 500, 503]) },
+};
 
 export function openApiDocument(): object {
   return {
@@ -68,15 +76,7 @@ export function openApiDocument(): object {
           requestBody: { required: true, content: json(ref('InvocationRequest')) },
           responses: { ...progress, ...errorResponses([400, 401, 403, 409, 410, 413, 415, 422, 500, 503]) },
         },
-        get: {
-          operationId: 'listInvocations',
-          description:
-            'A page of the operations index, newest admission first: the caller\'s own operations, or every principal\'s for an operator principal (config `operators`). ' +
-            'Paging is by the opaque nextCursor; rows that exist when paging begins are each returned once (no duplicates, no gaps) while others are admitted. ' +
-            'Each row carries the reasons it is stuck now (docs/operations.md, "Stuck work"). Every parameter is checked; any problem is 400 invalid-input naming each.',
-          parameters: listParameters,
-          responses: { '200': { description: 'one page', content: json(ref('OperationPage')) }, ...errorResponses([400, 401, 500, 503]) },
-        },
+        get: listInvocations,
       },
       '/contract-invocations/{operationId}': {
         get: {
@@ -143,7 +143,7 @@ function consolePaths(): Record<string, object> {
         description:
           'Server-sent events: a `page` event (an OperationPage, as GET /contract-invocations answers the same parameters) first, then again whenever an append changes that page. ' +
           'Appends to operations the caller cannot see cause no event. Heartbeat and per-principal bound as for /{operationId}/events.',
-        parameters: listParameters,
+        parameters: listInvocations.parameters,
         responses: { '200': eventStream('the event stream'), ...errorResponses([400, 401, 500, 503]) },
       },
     },

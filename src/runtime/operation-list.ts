@@ -116,18 +116,29 @@ function stuckOf(value: unknown, problems: string[]): true | StuckReason | undef
 
 // ── the cursor ──────────────────────────────────────────────────────────────
 
+/** Cursor bytes: a version, the admission instant (a signed 64-bit integer), the operation id's 32 bytes. */
+const cursorVersion = 1;
+const cursorBytes = 1 + 8 + 32;
+
 /** Opaque to callers: the position of the last row of a page (admission instant and id, neither of which changes). */
 export function encodeCursor(position: IndexPosition): string {
-  return Buffer.from(`v1.${position.admittedAtMs}.${position.operationId}`, 'utf8').toString('base64url');
+  const bytes = Buffer.alloc(cursorBytes);
+  bytes.writeUInt8(cursorVersion, 0);
+  bytes.writeBigInt64BE(BigInt(position.admittedAtMs), 1);
+  Buffer.from(position.operationId.slice(2), 'hex').copy(bytes, 9);
+  return bytes.toString('base64url');
 }
 
 export function decodeCursor(cursor: string): IndexPosition | undefined {
-  if (cursor.length > 200 || !/^[A-Za-z0-9_-]+$/.test(cursor)) return undefined;
-  const match = /^v1\.(-?[0-9]{1,16})\.(op[0-9a-f]{64})$/.exec(Buffer.from(cursor, 'base64url').toString('utf8'));
-  if (!match) return undefined;
-  const admittedAtMs = Number(match[1]);
-  const operationId = match[2] ?? '';
-  return Number.isSafeInteger(admittedAtMs) && isOperationId(operationId) ? { admittedAtMs, operationId } : undefined;
+  if (!/^[A-Za-z0-9_-]{55}$/.test(cursor)) return undefined;
+  const bytes = Buffer.from(cursor, 'base64url');
+  if (bytes.length !== cursorBytes || bytes.readUInt8(0) !== cursorVersion) return undefined;
+  const admittedAtMs = Number(bytes.readBigInt64BE(1));
+  const operationId = `op${bytes.subarray(9).toString('hex')}`;
+  // Re-encoding must give the same text: no second spelling of one position.
+  if (!Number.isSafeInteger(admittedAtMs) || !isOperationId(operationId)) return undefined;
+  const position = { admittedAtMs, operationId };
+  return encodeCursor(position) === cursor ? position : undefined;
 }
 
 // ── the page ────────────────────────────────────────────────────────────────

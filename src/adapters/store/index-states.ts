@@ -12,8 +12,15 @@ import { indexRow, indexStateOfLog, indexStep, type OperationIndexState } from '
 /** Index states kept per store client. */
 const statesKeptMax = 1024;
 
+/**
+ * Held per operation: its index state, or `none` — the log has no row and never will (nothing
+ * applied after its first transition, or a lifecycle the fold refuses: an admission only ever
+ * begins a stream, and a refused fold stays refused), so later appends need no read.
+ */
+type Held = OperationIndexState | 'none';
+
 export class IndexStates {
-  private readonly states = new BoundedMap<string, OperationIndexState>(statesKeptMax);
+  private readonly states = new BoundedMap<string, Held>(statesKeptMax);
 
   /**
    * The row after `stored`, appended at `previousRevision` (undefined for a create). `log` reads
@@ -21,15 +28,17 @@ export class IndexStates {
    */
   rowAfter(operationId: string, previousRevision: string | undefined, stored: StoredTransition, log: () => readonly StoredTransition[]): OperationIndexRow | undefined {
     const held = this.states.get(operationId);
+    if (held === 'none' && previousRevision !== undefined) return undefined;
     return this.remembered(operationId, () => {
-      const before = previousRevision === undefined ? undefined : held?.record.revision === previousRevision ? held : indexStateOfLog(log());
+      const before = previousRevision === undefined ? undefined : held !== 'none' && held?.record.revision === previousRevision ? held : indexStateOfLog(log());
       return indexStep(before, stored);
     });
   }
 
-  /** Whether the state at `revision` is held (an append after it needs no read). */
+  /** Whether the state at `revision` is held, or the log is known to have no row (an append after it needs no read). */
   holds(operationId: string, revision: string): boolean {
-    return this.states.get(operationId)?.record.revision === revision;
+    const held = this.states.get(operationId);
+    return held === 'none' || held?.record.revision === revision;
   }
 
   /** The row of a whole log (rebuilds), remembered for the next append. */
@@ -51,7 +60,7 @@ export class IndexStates {
       state = undefined;
     }
     if (state === undefined) {
-      this.states.delete(operationId);
+      this.states.set(operationId, 'none');
       return undefined;
     }
     this.states.set(operationId, state);

@@ -155,10 +155,9 @@ export class MemoryEventStore implements EventStore {
     if (this.closed) throw unavailable('store is closed');
   }
 
-  /** The operation's row after the transition just stored (the projection of its log, as replay folds it). */
+  /** The operation's row after the transition just stored (decoded from its body: a copy no caller holds). */
   private indexAppended(operationId: string, stream: Stream, previous: number, stored: StoredTransition): void {
-    const decoded: StoredTransition = { ...stored, transition: JSON.parse(stream.transitions[previous]!.body) as Transition };
-    const row = this.indexStates.rowAfter(operationId, previous === 0 ? undefined : String(previous), decoded, () => stream.transitions.slice(0, previous).map(decode));
+    const row = this.indexStates.rowAfter(operationId, previous === 0 ? undefined : String(previous), stored, () => stream.transitions.slice(0, previous).map(decode));
     if (row) this.rows.set(operationId, row);
     else this.rows.delete(operationId);
   }
@@ -185,7 +184,7 @@ export class MemoryEventStore implements EventStore {
     target.transitions.push(stored);
     this.lastCommittedAtMs = nowMs;
     const revision = String(target.transitions.length);
-    this.indexAppended(operationId, target, previous, { revision, committedAtMs: nowMs, transition });
+    this.indexAppended(operationId, target, previous, { revision, committedAtMs: nowMs, transition: JSON.parse(body) as Transition });
     if (this.listeners.size > 0) notifyAll(this.listeners, operationId, decode(stored, target.transitions.length - 1));
     if (this.watchers.size > 0) notifyAll(this.watchers, operationId, revision);
     return { kind: 'ok', revision, committedAtMs: nowMs };

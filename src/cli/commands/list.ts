@@ -42,8 +42,8 @@ export async function listCommand(options: ListOptions, io: CliIo): Promise<numb
       io.stdout.write(JSON.stringify(page, null, 2) + '\n');
       return 0;
     }
-    io.stdout.write(renderTable(['operation', 'admitted', 'principal', 'interaction', 'phase', 'outcome', 'settlement', 'open', 'next due', 'stuck'], page.operations.map(rowCells), widthOf(io)));
-    io.stdout.write(`\n${page.operations.length} operation${page.operations.length === 1 ? '' : 's'}${page.nextCursor ? `; next page: --cursor ${page.nextCursor}` : ''}\n`);
+    io.stdout.write(renderTable(['operation', 'admitted', 'principal', 'interaction', 'state', 'open', 'next due', 'stuck'], page.operations.map(rowCells), widthOf(io)));
+    io.stdout.write(`\n${page.operations.length} operation${page.operations.length === 1 ? '' : 's'}${page.nextCursor ? `; next page:\n--cursor ${page.nextCursor}` : ''}\n`);
     return 0;
   });
 }
@@ -56,9 +56,8 @@ function rowCells(row: ListedOperation) {
     instant(row.admittedAtMs),
     row.principalId,
     row.interaction,
-    row.phase,
-    row.outcome ?? 'open',
-    row.settlement,
+    // phase, outcome, settlement: "active open pending", "settled success complete".
+    `${row.phase} ${row.outcome ?? 'open'} ${row.settlement}`,
     row.openBranches,
     instant(row.nextDueMs),
     row.stuck.length === 0 ? '' : row.stuck.join(' '),
