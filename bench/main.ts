@@ -1,4 +1,4 @@
-/** `npm run bench -- <core|stores|nats|http|all> [--json] [--seconds N] [--rounds N (nats)] [--warmup S (nats)] [--rates R,R,… (nats)] [--concurrency N (nats)] [--result-batch-ms N (nats)]`. */
+/** `npm run bench -- <core|stores|nats|http|list|all> [--json] [--seconds N] [--rounds N (nats)] [--warmup S (nats)] [--rates R,R,… (nats)] [--concurrency N (nats)] [--result-batch-ms N (nats)]`. */
 import { resultBatchMsMax } from '../src/runtime/host.js';
 import { parseRates } from './stats.js';
 
@@ -41,9 +41,11 @@ const suites: Record<string, () => Promise<void>> = {
   stores: async () => (await import('./stores.js')).storesBench(options),
   nats: async () => (await import('./nats.js')).natsBench({ ...options, ...(rounds === undefined ? {} : { rounds }), ...(warmupSeconds === undefined ? {} : { warmupSeconds }), ...(rates === undefined ? {} : { rates }), ...(concurrency === undefined ? {} : { concurrency }), ...(resultBatchMs === undefined ? {} : { resultBatchMs }) }),
   http: async () => (await import('./http.js')).httpBench(options),
+  list: async () => (await import('./list.js')).listBench({ json, args }),
 };
 
-const selected = which === 'all' ? Object.keys(suites) : [which];
+// `all` leaves out `list`, which fills a 100 000-operation store first (minutes).
+const selected = which === 'all' ? Object.keys(suites).filter((name) => name !== 'list') : [which];
 for (const name of selected) {
   const run = suites[name];
   if (!run) {

@@ -22,6 +22,7 @@ const commands = {
   peer: () => import('./commands/peer.js'),
   invoke: () => import('./commands/invoke.js'),
   act: () => import('./commands/act.js'),
+  list: () => import('./commands/list.js'),
 };
 
 const integer = (value: string) => {
@@ -165,7 +166,7 @@ function addNatsCommands(program: Command, io: CliIo, setExit: (code: number) =>
     );
 }
 
-/** Commands that read a store: inspect, tail, replay. */
+/** Commands that read a store: get, cancel, inspect, list, tail, replay. */
 function addStoreCommands(program: Command, io: CliIo, setExit: (code: number) => void): void {
   natsPrincipalOptions(
     program
@@ -210,6 +211,8 @@ function addStoreCommands(program: Command, io: CliIo, setExit: (code: number) =
     .description("show an operation's stored transitions (guard, applied or void) and its projected record")
     .action(async (operationId: string, o) => setExit(await (await commands.ops()).inspectCommand(operationId, { store: o.store, json: o.json }, io)));
 
+  addListCommand(program, io, setExit);
+
   program
     .command('tail')
     .requiredOption('--store <url>', 'store URL')
@@ -222,6 +225,34 @@ function addStoreCommands(program: Command, io: CliIo, setExit: (code: number) =
     .argument('[operationId]', 'one operation: id, short id or unique prefix (all when absent)')
     .requiredOption('--store <url>', 'store URL')
     .option('--json', 'machine-readable output', false)
-    .description('rebuild records from their logs through the XState machines; exit 1 on any difference')
-    .action(async (operationId: string | undefined, o) => setExit(await (await commands.ops()).replayCommand(operationId, { store: o.store, json: o.json }, io)));
+    .option('--fix-index', 'write every operations index row that differs from its log again (and remove rows without a log)', false)
+    .description('rebuild records from their logs through the XState machines and check the operations index against them; exit 1 on any difference')
+    .action(async (operationId: string | undefined, o) => setExit(await (await commands.ops()).replayCommand(operationId, { store: o.store, json: o.json, fixIndex: o.fixIndex }, io)));
+}
+
+/** `list`: the operations index as an operator sees it. */
+function addListCommand(program: Command, io: CliIo, setExit: (code: number) => void): void {
+  program
+    .command('list')
+    .description('list operations from the operations index, newest admission first, as an operator (every principal\'s); filters as GET /contract-invocations')
+    .requiredOption('--store <url>', 'store URL: sqlite:PATH, jetstream:nats://HOST:PORT, esdb://…')
+    .option('--principal <id>', 'only this principal\'s operations')
+    .option('--phase <phase>', 'admitted | active | closed | settled')
+    .option('--outcome <outcome>', 'open | success | partial | failed | indeterminate')
+    .option('--settlement <status>', 'pending | complete | indeterminate')
+    .option('--interaction <id>', 'interaction id')
+    .option('--since <instant>', 'admitted at or after (RFC 3339 or ms since the epoch)')
+    .option('--until <instant>', 'admitted before (RFC 3339 or ms since the epoch)')
+    .option('--limit <n>', 'rows per page (1..500, default 50)')
+    .option('--cursor <cursor>', 'the next page, as the previous page printed it')
+    .option('--stuck [reason]', 'only stuck operations: any reason, or open-past-deadline | lease-expired | outbox-pending | settlement-indeterminate')
+    .option('--json', 'machine-readable output', false)
+    .action(async (o) =>
+      setExit(
+        await (await commands.list()).listCommand(
+          { store: o.store, principal: o.principal, phase: o.phase, outcome: o.outcome, settlement: o.settlement, interaction: o.interaction, since: o.since, until: o.until, limit: o.limit, cursor: o.cursor, stuck: o.stuck, json: o.json },
+          io,
+        ),
+      ),
+    );
 }

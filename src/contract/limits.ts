@@ -92,6 +92,11 @@ export const limits = {
   httpBodyLimitBytesMax: 16 * 1024 * 1024,
   /** HTTP: the longest drain period a deployment may configure (http.drainMs). */
   httpDrainMsMax: 60_000,
+  /** HTTP: server-sent event streams (the console's live updates) one principal may hold open at once, at most (http.events.streamsPerPrincipal). */
+  httpEventStreamsPerPrincipalMax: 256,
+  /** HTTP: bounds of the comment line sent on an idle event stream (http.events.heartbeatMs). */
+  httpEventHeartbeatMsMin: 100,
+  httpEventHeartbeatMsMax: 60_000,
   /** The longest delay of a config's example peers (transport.examplePeers.*.delayMs). */
   examplePeerDelayMsMax: 60_000,
   /** HTTP: the longest bearer token read; anything longer is not a credential convoke could hold. */

@@ -38,6 +38,7 @@ import { natsTransportSchema } from './nats/settings.js';
 import type { DeploymentConfig, DeploymentLog, ExamplePeerConfig, HttpConfig, JwtConfig, RunningDeployment } from './types.js';
 import type { Logger } from '../runtime/operation-log.js';
 import type { HttpSettings } from '../http/settings.js';
+import { listingDeps } from './listing.js';
 
 
 const token = tokenSchema;
@@ -47,6 +48,9 @@ const names = { type: 'array', items: name, maxItems: 1024 } as const;
 /** Receiving a request's headers, and the whole request, from a slow client. */
 export const headersTimeoutMsDefault = 10_000;
 export const requestTimeoutMsDefault = 30_000;
+/** An idle event stream sends a comment this often, within any proxy's idle timeout and the socket's (waitMsMax + 15 s). */
+export const eventHeartbeatMsDefault = 15_000;
+export const eventStreamsPerPrincipalDefault = 8;
 
 const examplePeerSchema = {
   type: 'object',
@@ -119,6 +123,14 @@ const httpSchema = {
     drainMs: { type: 'integer', minimum: 0, maximum: limits.httpDrainMsMax },
     headersTimeoutMs: { type: 'integer', minimum: limits.httpReceiveTimeoutMsMin, maximum: limits.httpReceiveTimeoutMsMax },
     requestTimeoutMs: { type: 'integer', minimum: limits.httpReceiveTimeoutMsMin, maximum: limits.httpReceiveTimeoutMsMax },
+    events: {
+      type: 'object',
+      additionalProperties: false,
+      properties: {
+        heartbeatMs: { type: 'integer', minimum: limits.httpEventHeartbeatMsMin, maximum: limits.httpEventHeartbeatMsMax },
+        streamsPerPrincipal: { type: 'integer', minimum: 1, maximum: limits.httpEventStreamsPerPrincipalMax },
+      },
+    },
     principals: {
       type: 'array',
       maxItems: 4096,
@@ -183,6 +195,18 @@ export const deploymentConfigSchema = {
       properties: { account: name, system: name, domain: name },
     },
     http: httpSchema,
+    /** Principals that list every principal's operations (HTTP and NATS `list`); everyone else lists their own. */
+    operators: { type: 'array', items: name, maxItems: 256, uniqueItems: true },
+    /** When open work counts as stuck (docs/operations.md "Stuck work"); absent fields take the defaults. */
+    stuck: {
+      type: 'object',
+      additionalProperties: false,
+      properties: {
+        deadlineGraceMs: { type: 'integer', minimum: 0, maximum: limits.timeoutMsMax },
+        leaseGraceMs: { type: 'integer', minimum: 0, maximum: limits.timeoutMsMax },
+        outboxPendingMs: { type: 'integer', minimum: 0, maximum: limits.timeoutMsMax },
+      },
+    },
   },
 } as const;
 
@@ -315,6 +339,7 @@ async function assemble(config: DeploymentConfig, parts: Parts): Promise<Running
     ...(config.resultBatchMs === undefined ? {} : { resultBatchMs: config.resultBatchMs }),
     ...(config.limits === undefined ? {} : { budgets: config.limits }),
     ...(parts.logger ? { logger: parts.logger } : {}),
+    ...listingDeps(config),
   });
   observeStampSources(coordinator.metrics, store);
   const peers = await startExamplePeers(bus, compiled, config.transport.kind === 'memory' ? (config.transport.examplePeers ?? {}) : {}, clock);
@@ -392,6 +417,10 @@ async function resolveHttp(config: HttpConfig): Promise<HttpSettings> {
     drainMs: config.drainMs ?? 0,
     headersTimeoutMs: config.headersTimeoutMs ?? headersTimeoutMsDefault,
     requestTimeoutMs: config.requestTimeoutMs ?? requestTimeoutMsDefault,
+    events: {
+      heartbeatMs: config.events?.heartbeatMs ?? eventHeartbeatMsDefault,
+      streamsPerPrincipal: config.events?.streamsPerPrincipal ?? eventStreamsPerPrincipalDefault,
+    },
     principals: config.principals.map((p) => ({ principalId: p.principalId, tokenSha256: Buffer.from(p.tokenSha256, 'hex'), senderPeerId: p.senderPeerId ?? null })),
     jwt: undefined,
   };

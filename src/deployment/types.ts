@@ -14,6 +14,7 @@ import type { Clock } from '../contract/clock.js';
 import type { Coordinator, Deployment as DeploymentBinding } from '../runtime/coordinator.js';
 import type { BudgetOverrides } from '../runtime/log-budget.js';
 import type { HttpSettings } from '../http/settings.js';
+import type { StuckBounds } from '../events/operation-index.js';
 
 // ── the file's shape ─────────────────────────────────────────────────────────
 
@@ -111,6 +112,11 @@ export interface HttpConfig {
    * so a load balancer can stop routing here first. 0 by default.
    */
   drainMs?: number;
+  /**
+   * Server-sent event streams (GET /contract-invocations/{id}/events, the console's live updates):
+   * the idle heartbeat (default 15 000 ms) and how many one principal may hold open (default 8).
+   */
+  events?: { heartbeatMs?: number; streamsPerPrincipal?: number };
   /** How long a client may take to send a request's headers (default 10 000). */
   headersTimeoutMs?: number;
   /** How long a client may take to send a whole request, headers and body (default 30 000). */
@@ -149,6 +155,10 @@ export interface DeploymentConfig {
    * checked against transitionBytesMax and recordBytesMax before each append.
    */
   limits?: BudgetOverrides;
+  /** Principals that list and inspect every principal's operations (GET /contract-invocations, NATS `list`, the console); others only their own. */
+  operators?: string[];
+  /** When open work counts as stuck (docs/operations.md "Stuck work"); absent fields take stuckBoundsDefault. */
+  stuck?: Partial<StuckBounds>;
 }
 
 /** What a NATS deployment exposes beyond RunningDeployment (diagnostics, tests). */

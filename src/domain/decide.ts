@@ -178,20 +178,8 @@ export function selectionCandidates(record: OperationRecord, branch: BranchRecor
 
 // ── due-time transitions (deadline, lease expiry, retry, cancel timeout) ───
 
-/** The next instant at which decideDue may have something to do; undefined when nothing is pending. */
-export function nextDueMs(record: OperationRecord): number | undefined {
-  const instants: number[] = [];
-  if (record.decision === null) {
-    instants.push(record.deadlineMs);
-    for (const b of branchList(record)) {
-      if (hasClaim(b)) instants.push(b.leaseUntilMs);
-      if (isRetrying(b.state) && b.retryAtMs !== null) instants.push(b.retryAtMs);
-    }
-  } else if (branchList(record).some((b) => isCancelling(b.state))) {
-    instants.push(record.decision.cancelDeadlineMs);
-  }
-  return instants.length === 0 ? undefined : Math.min(...instants);
-}
+/** The next instant a timer of the operation falls due (the index row shows it too). */
+export { nextDueMs } from '../projections/operation-index.js';
 
 /**
  * Authorization answers for reassignment candidates, gathered by the runtime before deciding: an

@@ -19,6 +19,8 @@ import { createAuthenticator } from './auth.js';
 import { installStrictJsonBodies } from './body.js';
 import { errorReply, routeNotFound, type ErrorReply } from './errors.js';
 import { registerInvocationRoutes } from './invocations.js';
+import { registerLiveRoutes } from './live.js';
+import { registerConsoleRoutes } from './console.js';
 import { openApiDocument } from './openapi.js';
 import { compileRouteSchema, healthSchema } from './schemas.js';
 import { limits } from '../contract/limits.js';
@@ -79,7 +81,7 @@ export function createHttpApp(options: HttpAppOptions): HttpApp {
   app.setNotFoundHandler((request, target) => reply(target, routeNotFound(request.method, request.url)));
   installStrictJsonBodies(app, settings.bodyLimitBytes);
 
-  const state = { closing: false, waits: new Set<AbortController>() };
+  const state = { closing: false, waits: new Set<AbortController>(), streams: new Set<() => void>() };
   const metrics = httpMetrics(options.coordinator.metrics.registry);
   app.addHook('onRequest', async (_request, target) => {
     if (!state.closing) return;
@@ -92,19 +94,23 @@ export function createHttpApp(options: HttpAppOptions): HttpApp {
     metrics.durations.observe({ method: request.method, route, status_class: `${Math.floor(target.statusCode / 100)}xx` }, target.elapsedTime / 1000);
   });
 
+  const authenticate = createAuthenticator(settings, options.clock);
   registerInvocationRoutes(app, {
     coordinator: options.coordinator,
     bundles: options.bundles,
-    authenticate: createAuthenticator(settings, options.clock),
+    authenticate,
     waitMsMax: settings.waitMsMax,
     releaseFor: (target) => releaseFor(target, state, metrics),
   });
+  registerLiveRoutes(app, { coordinator: options.coordinator, authenticate, clock: options.clock, events: settings.events, streams: state.streams });
+  registerConsoleRoutes(app);
   registerOperatorRoutes(app, options.coordinator.metrics.registry);
   return {
     app,
     beginShutdown: () => {
       state.closing = true;
       for (const controller of state.waits) controller.abort('shutdown');
+      for (const end of [...state.streams]) end();
     },
   };
 }

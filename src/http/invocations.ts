@@ -1,5 +1,5 @@
 /**
- * POST /contract-invocations, GET /contract-invocations/{operationId} and POST
+ * POST /contract-invocations, GET /contract-invocations (the operations index), GET /contract-invocations/{operationId} and POST
  * /contract-invocations/{operationId}/cancel: thin handlers over the coordinator. Status 200 means
  * the effective boundary was reached within the wait, 202 that the operation is still pending;
  * both carry the InvocationResult. Neither is business success. Cancel is the coordinator's: only
@@ -15,7 +15,8 @@ import type { Caller, InvocationService } from '../runtime/service.js';
 import type { InvocationResult } from '../projections/views.js';
 import type { Authenticate } from './auth.js';
 import { requireJsonContentType } from './body.js';
-import { cancelInvocationSchema, getInvocationSchema, postInvocationSchema } from './schemas.js';
+import { cancelInvocationSchema, getInvocationSchema, listInvocationsSchema, postInvocationSchema } from './schemas.js';
+import { parseListParameters } from '../runtime/operation-list.js';
 import { contractBoundary, effectiveBoundary, waitReleasable } from './wait.js';
 
 export interface InvocationRoutesOptions {
@@ -84,6 +85,11 @@ export function registerInvocationRoutes(app: FastifyInstance, options: Invocati
     const waited = await wait(reply, caller.principalId, operationId, boundary, clampWaitMs(waitMs));
     return answer(reply, waited);
   });
+
+  // The caller's own operations (every principal's for an operator), from the operations index.
+  app.get<{ Querystring: Record<string, string> }>('/contract-invocations', { schema: listInvocationsSchema, onRequest: authenticate }, async (request) =>
+    coordinator.list(callerOf(request).principalId, parseListParameters(request.query)),
+  );
 
   app.post<{ Params: GetParams }>('/contract-invocations/:operationId/cancel', { schema: cancelInvocationSchema, onRequest: authenticate }, async (request, reply) => {
     const result = await coordinator.cancel(callerOf(request).principalId, request.params.operationId);

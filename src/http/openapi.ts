@@ -4,7 +4,8 @@
  * JSON Schema 2020-12, so the contract schemas go in unchanged.
  */
 import { limits } from '../contract/limits.js';
-import { errorSchema, errorStatuses, healthSchema, requestBodySchema, resultSchema } from './schemas.js';
+import { errorSchema, errorStatuses, healthSchema, inspectionSchema, listPageSchema, requestBodySchema, resultSchema } from './schemas.js';
+import { listLimitDefault, listLimitMax } from '../runtime/operation-list.js';
 
 const errorMeaning: Record<(typeof errorStatuses)[number], string> = {
   400: 'invalid-input: malformed JSON (duplicate keys, unsafe integers, lone surrogates), schema errors, a waitFor weaker than the contract\'s',
@@ -32,6 +33,27 @@ const progress = {
   '202': { description: 'still pending at the end of the wait; poll GET /contract-invocations/{operationId}', headers: { Location: { schema: { type: 'string' } } }, content: json(ref('InvocationResult')) },
 };
 
+/** GET /contract-invocations: the operations index. */
+const listInvocations = {
+  operationId: 'listInvocations',
+  description:
+    'A page of the operations index, newest admission first: the caller\'s own operations, or every principal\'s for an operator principal (config `operators`). ' +
+    'Paging is by the opaque nextCursor; rows that exist when paging begins are each returned once (no duplicates, no gaps) while others are admitted. ' +
+    'Each row carries the reasons it is stuck now (docs/operations.md, "Stuck work"). Every parameter is checked; any problem is 400 invalid-input naming each.',
+  parameters: [
+    { name: 'phase', in: 'query', required: false, schema: { enum: ['admitted', 'active', 'closed', 'settled'] } },
+    { name: 'outcome', in: 'query', required: false, description: '`open` lists undecided operations', schema: { enum: ['open', 'success', 'partial', 'failed', 'indeterminate'] } },
+    { name: 'settlement', in: 'query', required: false, schema: { enum: ['pending', 'complete', 'indeterminate'] } },
+    { name: 'interaction', in: 'query', required: false, schema: { type: 'string', pattern: '^[A-Za-z0-9_-]{1,64}$' } },
+    { name: 'since', in: 'query', required: false, description: 'admitted at or after: ms since the epoch or RFC 3339', schema: { type: 'string' } },
+    { name: 'until', in: 'query', required: false, description: 'admitted before: ms since the epoch or RFC 3339', schema: { type: 'string' } },
+    { name: 'limit', in: 'query', required: false, schema: { type: 'integer', minimum: 1, maximum: listLimitMax, default: listLimitDefault } },
+    { name: 'cursor', in: 'query', required: false, description: 'nextCursor of the previous page, unchanged', schema: { type: 'string' } },
+    { name: 'stuck', in: 'query', required: false, description: '`true`: stuck for any reason; or one reason', schema: { enum: ['true', 'false', 'open-past-deadline', 'lease-expired', 'outbox-pending', 'settlement-indeterminate'] } },
+  ],
+  responses: { '200': { description: 'one page', content: json(ref('OperationPage')) }, ...errorResponses([400, 401, 500, 503]) },
+};
+
 export function openApiDocument(): object {
   return {
     openapi: '3.1.0',
@@ -43,7 +65,7 @@ export function openApiDocument(): object {
         'A caller may strengthen waitFor (decision → settled) but never weaken the contract\'s boundary (400).',
     },
     components: {
-      schemas: { InvocationRequest: requestBodySchema, InvocationResult: resultSchema, AdapterError: errorSchema, Health: healthSchema },
+      schemas: { InvocationRequest: requestBodySchema, InvocationResult: resultSchema, AdapterError: errorSchema, Health: healthSchema, OperationPage: listPageSchema, OperationInspection: inspectionSchema },
       securitySchemes: { bearer: { type: 'http', scheme: 'bearer', description: 'a deployment token (stored as a SHA-256 hash) or a JWT whose sub is the principal' } },
     },
     security: [{ bearer: [] }],
@@ -54,6 +76,7 @@ export function openApiDocument(): object {
           requestBody: { required: true, content: json(ref('InvocationRequest')) },
           responses: { ...progress, ...errorResponses([400, 401, 403, 409, 410, 413, 415, 422, 500, 503]) },
         },
+        get: listInvocations,
       },
       '/contract-invocations/{operationId}': {
         get: {
@@ -80,9 +103,49 @@ export function openApiDocument(): object {
           },
         },
       },
+      ...consolePaths(),
       '/healthz': { get: { operationId: 'health', security: [], responses: { '200': { description: 'serving', content: json(ref('Health')) }, ...errorResponses([503]) } } },
       '/metrics': { get: { operationId: 'metrics', security: [], responses: { '200': { description: 'Prometheus text exposition', content: { 'text/plain': { schema: { type: 'string' } } } } } } },
       '/openapi.json': { get: { operationId: 'openapi', security: [], responses: { '200': { description: 'this document', content: json({ type: 'object' }) } } } },
+    },
+  };
+}
+
+const operationIdParameter = { name: 'operationId', in: 'path', required: true, schema: { type: 'string', pattern: '^op[0-9a-f]{64}$' } };
+const eventStream = (description: string) => ({ description, content: { 'text/event-stream': { schema: { type: 'string' } } } });
+
+/** What the web console (/console/) reads: one operation's log, and live updates as server-sent events. */
+function consolePaths(): Record<string, object> {
+  return {
+    '/contract-invocations/{operationId}/transitions': {
+      get: {
+        operationId: 'getInvocationTransitions',
+        description:
+          'The operation\'s result, its branches (status, attempt, fence, lease, disposition) and its event-stream timeline: every stored transition with its revision, commit time, time guard, applied or void, and its events. ' +
+          'For the original principal or an operator principal (config `operators`); anyone else gets 404, as for GET.',
+        parameters: [operationIdParameter],
+        responses: { '200': { description: 'the operation as stored', content: json(ref('OperationInspection')) }, ...errorResponses([400, 401, 404, 500, 503]) },
+      },
+    },
+    '/contract-invocations/{operationId}/events': {
+      get: {
+        operationId: 'followInvocation',
+        description:
+          'Server-sent events: `snapshot` (an OperationInspection), then `update` after each append to the operation\'s stream by any coordinator (an OperationInspection whose timeline holds only the transitions not sent yet). ' +
+          'A comment line keeps an idle stream alive (http.events.heartbeatMs). Visibility as for /transitions. A principal holds at most http.events.streamsPerPrincipal streams: beyond it, 503 unavailable.',
+        parameters: [operationIdParameter],
+        responses: { '200': eventStream('the event stream; it ends on shutdown, or after an `error` event'), ...errorResponses([400, 401, 404, 500, 503]) },
+      },
+    },
+    '/contract-invocations/events': {
+      get: {
+        operationId: 'followInvocationList',
+        description:
+          'Server-sent events: a `page` event (an OperationPage, as GET /contract-invocations answers the same parameters) first, then again whenever an append changes that page. ' +
+          'Appends to operations the caller cannot see cause no event. Heartbeat and per-principal bound as for /{operationId}/events.',
+        parameters: listInvocations.parameters,
+        responses: { '200': eventStream('the event stream'), ...errorResponses([400, 401, 500, 503]) },
+      },
     },
   };
 }

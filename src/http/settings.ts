@@ -12,6 +12,8 @@ export interface HttpSettings {
   drainMs: number;
   headersTimeoutMs: number;
   requestTimeoutMs: number;
+  /** Server-sent event streams: the idle heartbeat, and how many one principal may hold open. */
+  events: { heartbeatMs: number; streamsPerPrincipal: number };
   principals: { principalId: string; tokenSha256: Buffer; senderPeerId: string | null }[];
   /** `principalPrefix` is resolved: a JWT's principal is it followed by the token's `sub`. */
   jwt: { issuer: string; audience: string; jwks: { keys: JsonObject[] }; algorithms?: string[]; principalPrefix: string } | undefined;

@@ -1,6 +1,7 @@
 /**
- * Commands over NATS (docs/design.md §5): services invoke, read and cancel operations by request/reply
- * on `convoke.cmd.<principal>.{invoke,get,cancel}`, with the same InvocationRequest,
+ * Commands over NATS (docs/design.md §5): services invoke, read, cancel and list operations by
+ * request/reply on `convoke.cmd.<principal>.{invoke,get,cancel,list}` (list: the operations index,
+ * as GET /contract-invocations, with the page as `{"status": 200, "page": …}`), with the same InvocationRequest,
  * InvocationResult and AdapterError JSON as the HTTP facade.
  *
  * Identity: the principal is the subject's second token, proven by the broker's publish
@@ -34,10 +35,11 @@ import { describeErrors } from '../contract/validation.js';
 import type { InvocationResult } from '../projections/views.js';
 import type { InboundMessage, Subscription, Transport } from '../adapters/transport/types.js';
 import type { Caller, InvocationService } from '../runtime/service.js';
+import { parseListParameters, type ListPage } from '../runtime/operation-list.js';
 import { adapterErrorStatus, internalErrorBody } from '../runtime/errors.js';
 import { contractBoundary, effectiveBoundary } from '../runtime/boundary.js';
 
-export const commandVerbs = ['invoke', 'get', 'cancel'] as const;
+export const commandVerbs = ['invoke', 'get', 'cancel', 'list'] as const;
 export type CommandVerb = (typeof commandVerbs)[number];
 
 export const commandSubjectPrefix = 'convoke.cmd';
@@ -52,6 +54,9 @@ export function commandSubject(principalId: string, verb: CommandVerb): string {
 }
 
 export type CommandReply = { status: 200 | 202; result: InvocationResult } | { status: number; error: AdapterErrorBody };
+/** The `list` command's reply: a page of the operations index (as GET /contract-invocations answers). */
+export type ListReply = { status: 200; page: ListPage } | { status: number; error: AdapterErrorBody };
+type AnyReply = CommandReply | ListReply;
 
 export interface GetCommand {
   operationId: string;
@@ -106,12 +111,27 @@ export const commandReplySchema = {
   ],
 } as const;
 
+/** The list parameters of GET /contract-invocations, as JSON values; parseListParameters checks each. */
+export const listCommandSchema = {
+  type: 'object',
+  additionalProperties: { type: ['string', 'integer', 'boolean'] },
+} as const;
+
+export const listReplySchema = {
+  oneOf: [
+    { type: 'object', required: ['status', 'page'], additionalProperties: false, properties: { status: { const: 200 }, page: { type: 'object' } } },
+    commandReplySchema.oneOf[1],
+  ],
+} as const;
+
 const validators: Record<CommandVerb, ValidateFunction> = {
   invoke: commandAjv.compile(withoutId(invocationRequestSchema)),
   get: commandAjv.compile(getCommandSchema),
   cancel: commandAjv.compile(cancelCommandSchema),
+  list: commandAjv.compile(listCommandSchema),
 };
 const validateReply = commandAjv.compile(commandReplySchema);
+const validateListReply = commandAjv.compile(listReplySchema);
 
 function checkBody<T>(verb: CommandVerb, data: Uint8Array, bodyLimitBytes: number): T {
   if (data.byteLength > bodyLimitBytes) throw new CommandBodyTooLarge(bodyLimitBytes);
@@ -213,7 +233,7 @@ async function answer(state: ServerState, verb: CommandVerb, message: InboundMes
     state.replies.inc({ verb, status: 'misaddressed' });
     return;
   }
-  let reply: CommandReply;
+  let reply: AnyReply;
   try {
     reply = await handleCommand(state, verb, principalId, message.data);
   } catch (error) {
@@ -226,7 +246,7 @@ async function answer(state: ServerState, verb: CommandVerb, message: InboundMes
 }
 
 /** One command, from body bytes to reply; throws what commandErrorReply maps. */
-async function handleCommand(state: ServerState, verb: CommandVerb, principalId: string, data: Uint8Array): Promise<CommandReply> {
+async function handleCommand(state: ServerState, verb: CommandVerb, principalId: string, data: Uint8Array): Promise<AnyReply> {
   if (state.closing) throw unavailable('the coordinator is shutting down; retry against another instance or later');
   // The subject permission proves the token; a token convoke cannot use as a principal id is refused.
   if (!tokenPattern.test(principalId)) throw invalidInput(`command principal ${JSON.stringify(principalId)} is not a token-safe id`);
@@ -255,6 +275,11 @@ async function handleCommand(state: ServerState, verb: CommandVerb, principalId:
       const body = checkBody<CancelCommand>(verb, data, bodyLimitBytes);
       const result = await coordinator.cancel(principalId, body.operationId);
       return { status: result.decision === null ? 202 : 200, result };
+    }
+    case 'list': {
+      // Visibility is the coordinator's: its own operations, or every one for an operator principal.
+      const body = checkBody<Record<string, unknown>>(verb, data, bodyLimitBytes);
+      return { status: 200, page: await coordinator.list(principalId, parseListParameters(body)) };
     }
     default: {
       const unreachable: never = verb;
@@ -290,12 +315,21 @@ export const replyMarginMs = 5_000;
  * is thrown as an AdapterError ('unavailable'): the outcome of an invoke is then unknown, and the
  * caller retries with the same invocationKey or gets the operation.
  */
-export async function sendCommand(transport: Transport, principalId: string, verb: CommandVerb, body: unknown, timeoutMs: number): Promise<CommandReply> {
+export async function sendCommand(transport: Transport, principalId: string, verb: Exclude<CommandVerb, 'list'>, body: unknown, timeoutMs: number): Promise<CommandReply> {
   if (!transport.request) throw new AdapterError('unsupported', `transport ${transport.identity} has no request/reply`);
   const data = await transport.request(commandSubject(principalId, verb), new TextEncoder().encode(JSON.stringify(body)), timeoutMs);
   const reply = parseStrictBytes(data, `${verb} reply`);
   if (!validateReply(reply)) throw new AdapterError('protocol-conflict', `${verb} reply does not match the command reply schema: ${describeErrors(validateReply.errors)}`);
   return reply as CommandReply;
+}
+
+/** Sends a `list` command (list parameters as JSON values) and checks the reply's shape. */
+export async function sendListCommand(transport: Transport, principalId: string, parameters: Record<string, string | number | boolean>, timeoutMs: number): Promise<ListReply> {
+  if (!transport.request) throw new AdapterError('unsupported', `transport ${transport.identity} has no request/reply`);
+  const data = await transport.request(commandSubject(principalId, 'list'), new TextEncoder().encode(JSON.stringify(parameters)), timeoutMs);
+  const reply = parseStrictBytes(data, 'list reply');
+  if (!validateListReply(reply)) throw new AdapterError('protocol-conflict', `list reply does not match the list reply schema: ${describeErrors(validateListReply.errors)}`);
+  return reply as ListReply;
 }
 
 /** The reply timeout for a command that asks the coordinator to wait waitMs. */

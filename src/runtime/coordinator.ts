@@ -19,6 +19,7 @@ import { Kernel, storeError, type Stored } from '../kernel/index.js';
 import { isCancelling, isClaimed, isRetrying, isSettled } from '../machines/index.js';
 import { branchList, type OperationRecord } from '../projections/record.js';
 import { invocationResult, reached, type InvocationResult } from '../projections/views.js';
+import { inspectLog, type OperationInspection } from '../projections/inspection.js';
 import type { AuthorizationDecision, Policy } from '../adapters/policy/types.js';
 import { inboundPattern } from '../adapters/transport/subjects.js';
 import type { Subscription } from '../adapters/transport/types.js';
@@ -31,6 +32,10 @@ import { OperationLog, silentLogger, type RejectionContext } from './operation-l
 import { dispatchCancels, dispatchRequests } from './outbox.js';
 import { onPeerMessage } from './intake.js';
 import { operationAggregate } from './operation-aggregate.js';
+import { OperationFeed } from './operation-feed.js';
+import { observeStuckOperations } from './stuck-metrics.js';
+import { listOperations, type ListPage, type ListRequest } from './operation-list.js';
+import { stuckBoundsDefault } from '../events/operation-index.js';
 import { LogBudgetExhausted, logRoomProblem, logSizeOf, resolveBudgets, transitionBytes, type Budgets } from './log-budget.js';
 
 export type { Caller, CoordinatorDeps, Deployment } from './host.js';
@@ -57,6 +62,8 @@ export class Coordinator implements RuntimeHost {
   private readonly paths = new Map<string, Promise<Subscription>>();
   /** Serialized sizes of transitions on their way to the store, measured once by the log-budget check. */
   private readonly sizes = new WeakMap<Transition, number>();
+  /** Readers following one operation's stream (the console's live updates). */
+  private readonly feed = new OperationFeed(() => this.deps.store);
   private closed = false;
 
   constructor(
@@ -87,6 +94,7 @@ export class Coordinator implements RuntimeHost {
     this.batches = new GroupCommit(this.kernel, deps.clock, (reason, record) => this.rejected(reason, { record }), deps.resultBatchMs ?? resultBatchMsDefault);
     this.admission = new Admission(this);
     observeOpenOperations(this.metrics, () => this.kernel.held().flatMap((e) => (e.record.settlement.status === 'pending' ? [{ decided: e.record.decision !== null }] : [])));
+    observeStuckOperations(this.metrics.registry, () => this.deps.store.index, deps.clock, deps.stuckBounds ?? stuckBoundsDefault);
   }
 
   /** A peer message refused: counted by reason and logged with what is known of it. */
@@ -420,6 +428,38 @@ export class Coordinator implements RuntimeHost {
     return { result: this.view(entry), reached: atBoundary };
   }
 
+  /**
+   * The result, branches and timeline read from the store's log (not the cache: a reader after a
+   * store notice sees that append), for the original principal or an operator principal.
+   */
+  async inspect(principalId: string, operationId: string): Promise<OperationInspection> {
+    const read = await this.deps.store.read(operationId);
+    if (read.kind === 'unavailable') throw new AdapterError('unavailable', read.description);
+    if (read.kind !== 'ok') throw new OperationNotFound(operationId);
+    const interactionOf = (record: OperationRecord) => this.deps.bundles.get(record.contract.digest)?.interactions.get(record.interaction);
+    const inspection = inspectLog(read.transitions, interactionOf);
+    const operator = this.deps.operators?.has(principalId) === true;
+    if (!inspection || (inspection.principalId !== principalId && !operator)) throw new OperationNotFound(operationId);
+    return inspection;
+  }
+
+  followOperation(operationId: string, listener: () => void): Promise<{ close(): Promise<void> }> {
+    return this.feed.follow(operationId, listener);
+  }
+
+  followOperations(listener: () => void): Promise<{ close(): Promise<void> }> {
+    return this.feed.followAll(listener);
+  }
+
+  /**
+   * A page of the store's operations index. A caller sees its own operations; an operator
+   * principal (deps.operators) sees every principal's.
+   */
+  async list(principalId: string, request: ListRequest): Promise<ListPage> {
+    const operator = this.deps.operators?.has(principalId) === true;
+    return listOperations({ index: this.deps.store.index, nowMs: this.deps.clock.nowMs(), bounds: this.deps.stuckBounds ?? stuckBoundsDefault, principalId: operator ? undefined : principalId }, request);
+  }
+
   /** The current record (operators, tests, replay checks). */
   async record(operationId: string): Promise<OperationRecord | undefined> {
     return (await this.load(operationId))?.record;
@@ -432,6 +472,7 @@ export class Coordinator implements RuntimeHost {
   /** Stops accepting work, lets queued appends finish, and closes the result paths. */
   async close(): Promise<void> {
     this.closed = true;
+    await this.feed.close();
     await this.kernel.close();
     const paths = await Promise.allSettled([...this.paths.values()]);
     for (const p of paths) if (p.status === 'fulfilled') await p.value.close();

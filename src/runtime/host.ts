@@ -1,4 +1,5 @@
 /** What the coordinator's parts share: its dependencies, the per-operation entry, and the commit loop. */
+import type { StuckBounds } from '../events/operation-index.js';
 import type { BundleRegistry, CompiledInteraction } from '../contract/bundle.js';
 import type { RuntimeContext } from '../contract/types.js';
 import type { Transition } from '../events/types.js';
@@ -66,6 +67,10 @@ export interface CoordinatorDeps {
   resultBatchMs?: number;
   /** The deployment's lower byte budgets (config `limits`); the hard maxima otherwise. */
   budgets?: BudgetOverrides;
+  /** Principals that list and inspect every principal's operations (config `operators`); others only their own. */
+  operators?: ReadonlySet<string>;
+  /** When open work counts as stuck (config `stuck`); stuckBoundsDefault otherwise. */
+  stuckBounds?: StuckBounds;
 }
 
 /** A quorum's early votes usually ride with the vote that closes it: one append instead of several. */

@@ -6,7 +6,9 @@
 import type { Registry } from 'prom-client';
 import type { InvocationRequest, WaitFor } from '../contract/types.js';
 import type { InvocationResult } from '../projections/views.js';
+import type { OperationInspection } from '../projections/inspection.js';
 import type { Caller } from './host.js';
+import type { ListPage, ListRequest } from './operation-list.js';
 
 export type { Caller } from './host.js';
 
@@ -21,4 +23,15 @@ export interface InvocationService {
   wait(principalId: string, operationId: string, boundary: WaitFor, waitMs: number, signal?: AbortSignal): Promise<{ result: InvocationResult; reached: boolean }>;
   /** Requests cancellation of the operation's open branches. */
   cancel(principalId: string, operationId: string): Promise<InvocationResult>;
+  /**
+   * The operation's result, branches and whole log as stored, for its original principal or an
+   * operator principal; anything else is not found.
+   */
+  inspect(principalId: string, operationId: string): Promise<OperationInspection>;
+  /** Calls `listener` after each append to the operation's stream (any coordinator's); no visibility check. */
+  followOperation(operationId: string, listener: () => void): Promise<{ close(): Promise<void> }>;
+  /** Calls `listener` after each append to any operation's stream; the listener must check what its caller may see. */
+  followOperations(listener: () => void): Promise<{ close(): Promise<void> }>;
+  /** A page of the operations index: the principal's own operations, or every one for an operator principal. */
+  list(principalId: string, request: ListRequest): Promise<ListPage>;
 }

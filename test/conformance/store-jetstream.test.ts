@@ -9,6 +9,7 @@ import { jetstreamStorePermissions } from '../../src/deployment/nats/permissions
 import { startJetStreamServer } from '../support/jetstream-server.js';
 import type { Transition } from '../../src/events/types.js';
 import { expectOk, makeTransition, newOperationId, readOk, storeConformance, type StoreFactory } from './store.js';
+import { indexConformance } from './index.js';
 
 process.env.PATH = `${process.env.PATH ?? ''}:/usr/sbin`;
 
@@ -45,6 +46,7 @@ const jetstreamFactory = (stampWaitMs?: number): StoreFactory => async (options 
 
 storeConformance('jetstream', jetstreamFactory(), { timeoutMs: 60_000 });
 storeConformance('jetstream, stamps read back', jetstreamFactory(0), { timeoutMs: 60_000 });
+indexConformance('jetstream', jetstreamFactory(), { timeoutMs: 60_000 });
 
 test('jetstream: appends learn their server stamps from the stamp feed, equal to what a read returns', async () => {
   const server = await startJetStreamServer();

@@ -1,8 +1,9 @@
 import { MemoryEventStore } from '../../src/adapters/store/memory.js';
 import { VirtualClock } from '../../src/contract/clock.js';
-import { storeConformance } from './store.js';
+import { storeConformance, type StoreFactory } from './store.js';
+import { indexConformance } from './index.js';
 
-storeConformance('memory', async (options = {}) => {
+const memoryFactory: StoreFactory = async (options = {}) => {
   const clock = new VirtualClock();
   const store = new MemoryEventStore({ clock, limits: options.limits });
   return {
@@ -12,4 +13,7 @@ storeConformance('memory', async (options = {}) => {
     nowMs: () => clock.nowMs(),
     dispose: () => store.close(),
   };
-});
+};
+
+storeConformance('memory', memoryFactory);
+indexConformance('memory', memoryFactory);

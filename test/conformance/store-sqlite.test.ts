@@ -8,6 +8,8 @@ import { SqliteEventStore } from '../../src/adapters/store/sqlite.js';
 import { VirtualClock } from '../../src/contract/clock.js';
 import { ForkedSqliteClient } from '../support/forked-sqlite.js';
 import { expectOk, makeTransition, newOperationId, storeConformance, type StoreFactory } from './store.js';
+import { admission, indexConformance, lifecycle } from './index.js';
+import { indexRowOfLog } from '../../src/projections/operation-index.js';
 
 const sqliteFactory: StoreFactory = async (options = {}) => {
   const dir = await mkdtemp(join(tmpdir(), 'convoke-sqlite-'));
@@ -28,6 +30,7 @@ const sqliteFactory: StoreFactory = async (options = {}) => {
 };
 
 storeConformance('sqlite', sqliteFactory);
+indexConformance('sqlite', sqliteFactory);
 
 test('sqlite: a write lock held past busy_timeout answers unavailable, then the store recovers', async () => {
   const dir = await mkdtemp(join(tmpdir(), 'convoke-sqlite-'));
@@ -70,6 +73,34 @@ test('sqlite: acknowledged transitions survive reopening the file', async () => 
     const rolledBack = await second.append(id, created.revision, makeTransition(guard, 'two'));
     assert.equal(rolledBack.kind, 'unavailable', JSON.stringify(rolledBack));
     await second.close();
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+});
+
+test('sqlite: a file written before the operations index (schema 1) is indexed once when opened', async () => {
+  const dir = await mkdtemp(join(tmpdir(), 'convoke-sqlite-'));
+  const path = join(dir, 'store.db');
+  const clock = new VirtualClock();
+  try {
+    const id = newOperationId('schema-1');
+    const guard = { notBeforeMs: 0, notAfterMs: Number.MAX_SAFE_INTEGER };
+    const first = new SqliteEventStore({ path, clock });
+    let outcome = await first.create(id, admission(id, guard));
+    expectOk(outcome, 'create');
+    outcome = await first.append(id, outcome.revision, lifecycle(guard)[0]!);
+    expectOk(outcome, 'append');
+    await first.close();
+    // What a schema-1 file looks like: no index tables.
+    const db = new Database(path);
+    db.exec('DROP TABLE operation_index; DROP TABLE index_meta; PRAGMA user_version = 1;');
+    db.close();
+    const reopened = new SqliteEventStore({ path, clock });
+    const read = await reopened.read(id);
+    assert.equal(read.kind, 'ok');
+    assert.deepEqual(await reopened.index.get(id), read.kind === 'ok' ? indexRowOfLog(read.transitions) : undefined);
+    assert.equal((await reopened.index.get(id))?.phase, 'active');
+    await reopened.close();
   } finally {
     await rm(dir, { recursive: true, force: true });
   }

@@ -71,7 +71,7 @@ test('npm pack ships dist/src, bin, README and LICENSE only; the tarball install
   try {
     const checkout = join(work, 'checkout');
     await mkdir(checkout);
-    for (const name of ['package.json', 'package-lock.json', 'tsconfig.json', 'tsconfig.build.json', 'README.md', 'LICENSE', 'bin', 'src', 'scripts']) {
+    for (const name of ['package.json', 'package-lock.json', 'tsconfig.json', 'tsconfig.build.json', 'README.md', 'LICENSE', 'bin', 'console', 'src', 'scripts']) {
       await cp(join(repoRoot, name), join(checkout, name), { recursive: true });
     }
     await symlink(await realpath(join(repoRoot, 'node_modules')), join(checkout, 'node_modules'), 'dir');
@@ -81,10 +81,10 @@ test('npm pack ships dist/src, bin, README and LICENSE only; the tarball install
     const [info] = JSON.parse(packed.stdout.slice(packed.stdout.indexOf('['))) as { filename: string; files: { path: string }[] }[];
     assert.ok(info);
     const files = info.files.map((f) => f.path).sort();
-    for (const required of ['LICENSE', 'README.md', 'bin/convoke.js', 'package.json', 'dist/src/cli/main.js', 'dist/src/peer/index.js', 'dist/src/peer/index.d.ts']) {
+    for (const required of ['LICENSE', 'README.md', 'bin/convoke.js', 'package.json', 'dist/src/cli/main.js', 'dist/src/peer/index.js', 'dist/src/peer/index.d.ts', 'console/index.html', 'console/console.js', 'console/console.css']) {
       assert.ok(files.includes(required), `the tarball has ${required}`);
     }
-    const stray = files.filter((f) => !/^(LICENSE|README\.md|package\.json|bin\/convoke\.js)$/.test(f) && !/^dist\/src\/.+\.(js|d\.ts)$/.test(f) && f !== 'dist/src/build-info.json');
+    const stray = files.filter((f) => !/^(LICENSE|README\.md|package\.json|bin\/convoke\.js|console\/(index\.html|console\.js|console\.css))$/.test(f) && !/^dist\/src\/.+\.(js|d\.ts)$/.test(f) && f !== 'dist/src/build-info.json');
     assert.deepEqual(stray, [], 'nothing else (no test/, bench/, src/, source maps)');
     const license = await readFile(join(checkout, 'LICENSE'), 'utf8');
     assert.match(license, /Apache License\s+Version 2\.0/);
@@ -106,6 +106,8 @@ test('npm pack ships dist/src, bin, README and LICENSE only; the tarball install
     await cp(join(await realpath(join(repoRoot, 'node_modules')), 'better-sqlite3', 'build', 'Release', 'better_sqlite3.node'), join(app, addon));
 
     assert.equal(ok(run('npx', ['--offline', 'convoke', '--version'], app), 'convoke --version').stdout.trim(), manifest.version);
+    // The console's files sit beside package.json, where `convoke serve` looks for them.
+    assert.match(await readFile(join(app, 'node_modules', 'convoke', 'console', 'index.html'), 'utf8'), /<script src="console.js" defer>/);
     const demo = ok(run('npx', ['--offline', 'convoke', 'demo', '--json', '--peers', '3', '--quorum', '2', '--approve-rate', '1'], app), 'convoke demo');
     const { result } = JSON.parse(demo.stdout) as { result: { decision: { outcome: string } } };
     assert.equal(result.decision.outcome, 'success');

@@ -55,6 +55,7 @@ function slowDispatchStore(inner: EventStore, delayMs: number): EventStore {
   return {
     name: inner.name,
     capabilities: inner.capabilities,
+    index: inner.index,
     create: (operationId, transition) => inner.create(operationId, transition),
     append: async (operationId: string, expectedRevision: string, transition: Transition) => {
       if (transition.causation.command === 'record-dispatch') await sleep(delayMs);

@@ -7,7 +7,8 @@ import { extname } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { Transition } from '../../src/events/types.js';
 import type { Clock } from '../../src/contract/clock.js';
-import type { AppendListener, AppendOutcome, EventStore, ReadOutcome, RevisionListener, StoreFailure, StoreLimits } from '../../src/adapters/store/types.js';
+import type { AppendListener, AppendOutcome, EventStore, OperationIndexStore, ReadOutcome, RevisionListener, StoreFailure, StoreLimits } from '../../src/adapters/store/types.js';
+import type { IndexPage, OperationIndexRow, StuckCounts } from '../../src/events/operation-index.js';
 import type { ChildReply, ChildRequest } from './sqlite-child.js';
 
 /** Runs the child from source under tsx, or compiled under dist/, whichever this file is. */
@@ -22,6 +23,12 @@ export class ForkedSqliteClient implements EventStore {
   readonly name = 'sqlite (forked client)';
   readonly capabilities = { durable: true, guard: 'in-write' } as const;
   private nextId = 1;
+  readonly index: OperationIndexStore = {
+    list: (query) => this.call('indexList', [query]) as Promise<IndexPage>,
+    get: async (operationId) => ((await this.call('indexGet', [operationId])) as OperationIndexRow | null) ?? undefined,
+    rebuild: async (operationId) => ((await this.call('indexRebuild', [operationId])) as OperationIndexRow | null) ?? undefined,
+    countStuck: (nowMs, bounds) => this.call('indexStuck', [nowMs, bounds]) as Promise<StuckCounts>,
+  };
   private readonly pending = new Map<number, { resolve(value: unknown): void; reject(error: Error): void }>();
 
   private constructor(private readonly child: ChildProcess, private readonly clock: Clock) {

@@ -61,6 +61,8 @@ export interface NatsFixtureOptions {
   resultBatchMs?: number;
   /** The serve config's lowered byte budgets (`limits`; absent: the hard maxima). */
   limits?: { resultBytesMax?: number; transitionBytesMax?: number; recordBytesMax?: number };
+  /** The serve config's operator principals (they list every principal's operations). */
+  operators?: string[];
   /** Start nats-server with its monitoring endpoints (server.monitorUrl); benches read /varz. */
   monitoring?: boolean;
   /**
@@ -228,6 +230,7 @@ export class NatsDeploymentFixture {
       http: { host: '127.0.0.1', port: 0, bodyLimitBytes: 65536, waitMsMax: o.waitMsMax ?? 30_000, principals: [{ principalId: 'web', tokenSha256: createHash('sha256').update(this.webToken, 'utf8').digest('hex') }] },
       ...(o.resultBatchMs === undefined ? {} : { resultBatchMs: o.resultBatchMs }),
       ...(o.limits === undefined ? {} : { limits: o.limits as JsonObject }),
+      ...(o.operators === undefined ? {} : { operators: o.operators }),
     };
   }
 

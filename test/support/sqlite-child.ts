@@ -13,7 +13,7 @@ import { VirtualClock } from '../../src/contract/clock.js';
 export interface ChildRequest {
   id: number;
   nowMs: number;
-  method: 'create' | 'append' | 'read' | 'tombstone' | 'operationIds' | 'close';
+  method: 'create' | 'append' | 'read' | 'tombstone' | 'operationIds' | 'close' | 'indexList' | 'indexGet' | 'indexRebuild' | 'indexStuck';
   args: unknown[];
 }
 
@@ -62,6 +62,14 @@ async function handle(store: SqliteEventStore, request: ChildRequest): Promise<u
     case 'close':
       await store.close();
       return null;
+    case 'indexList':
+      return store.index.list(a[0] as never);
+    case 'indexGet':
+      return (await store.index.get(a[0])) ?? null;
+    case 'indexRebuild':
+      return (await store.index.rebuild(a[0])) ?? null;
+    case 'indexStuck':
+      return store.index.countStuck(a[0] as never, a[1]);
   }
 }
 

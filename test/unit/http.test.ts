@@ -179,7 +179,7 @@ describe('HTTP facade (inject)', () => {
     assert.deepEqual(JSON.parse((await built.http.app.inject({ url: '/healthz' })).body), { status: 'ok' });
     const doc = JSON.parse((await built.http.app.inject({ url: '/openapi.json' })).body);
     assert.equal(doc.openapi, '3.1.0');
-    assert.deepEqual(Object.keys(doc.paths).sort(), ['/contract-invocations', '/contract-invocations/{operationId}', '/contract-invocations/{operationId}/cancel', '/healthz', '/metrics', '/openapi.json']);
+    assert.deepEqual(Object.keys(doc.paths).sort(), ['/contract-invocations', '/contract-invocations/events', '/contract-invocations/{operationId}', '/contract-invocations/{operationId}/cancel', '/contract-invocations/{operationId}/events', '/contract-invocations/{operationId}/transitions', '/healthz', '/metrics', '/openapi.json']);
     assert.deepEqual(doc.components.schemas.InvocationRequest.required, ['contract', 'interaction', 'invocationKey', 'input']);
     for (const status of ['200', '202', '400', '401', '403', '409', '410', '413', '415', '422', '503']) assert.ok(doc.paths['/contract-invocations'].post.responses[status], status);
     const metrics = await built.http.app.inject({ url: '/metrics' });

@@ -47,6 +47,8 @@ import { AssertionFailure, unavailable } from '../../contract/errors.js';
 import { limits as contractLimits } from '../../contract/limits.js';
 import { decodeStored, isStoreFailure, logFullFailure, notifyAll, revisionsOnly } from './codec.js';
 import { resolveStoreLimits } from './limits.js';
+import { IndexStates } from './index-states.js';
+import { EventStoreDbOperationIndex } from './eventstoredb-index.js';
 import {
   FoldTracker,
   answerStoredAt,
@@ -119,6 +121,8 @@ export class EventStoreDbStore implements EventStore {
   private readonly limits: StoreLimits;
   private readonly deadline: number;
   private closed = false;
+  /** The operations index (eventstoredb-index.ts): a row per operation, written after each stored append. */
+  readonly index: EventStoreDbOperationIndex;
 
   constructor(options: EventStoreDbOptions) {
     if (options.client) this.client = options.client;
@@ -128,6 +132,19 @@ export class EventStoreDbStore implements EventStore {
     this.prefix = options.streamPrefix ?? 'convoke';
     this.limits = resolveStoreLimits(options.limits);
     this.deadline = options.requestTimeoutMs ?? 5000;
+    this.index = new EventStoreDbOperationIndex({
+      client: this.client,
+      prefix: this.prefix,
+      deadline: this.deadline,
+      states: new IndexStates(),
+      closed: () => this.closed,
+      logOf: async (operationId) => {
+        const read = await this.read(operationId);
+        if (read.kind === 'unavailable') throw unavailable(read.description);
+        return read.kind === 'ok' ? read.transitions : undefined;
+      },
+      operationIds: () => this.operationIds(),
+    });
   }
 
   async create(operationId: string, transition: Transition): Promise<AppendOutcome> {
@@ -199,6 +216,7 @@ export class EventStoreDbStore implements EventStore {
         });
       }
       this.fold.forget(operationId);
+      await this.index.remove(operationId);
       const last = state.kind === 'live' ? String(state.lastRevision) : '0';
       const stamp = state.kind === 'live' ? (state.transitions.at(-1)?.committedAtMs ?? 0) : 0;
       return { kind: 'ok', revision: last, committedAtMs: stamp };
@@ -311,7 +329,12 @@ export class EventStoreDbStore implements EventStore {
       if (prefix.kind !== 'live') return { kind: 'unavailable', description: prefix.kind === 'missing' ? 'stream vanished' : prefix.description };
       before = foldPoint(prefix.transitions.slice(0, -1), Number(revision) - 1);
     }
-    return answerStoredAt(this.fold, operationId, Number(revision), stored.committedAtMs, before, transition.timeGuard);
+    const outcome = answerStoredAt(this.fold, operationId, Number(revision), stored.committedAtMs, before, transition.timeGuard);
+    // Stored either way (applied, or void on fold): the index row follows the log.
+    if (outcome.kind === 'ok' || outcome.kind === 'expired') {
+      await this.index.appended(operationId, before.revision < 0 ? undefined : String(before.revision), stored);
+    }
+    return outcome;
   }
 
   /** A CAS rejection (or an unusable revision): nothing was written; say why, precisely. */

@@ -48,6 +48,8 @@ import { limits as contractLimits } from '../../contract/limits.js';
 import { decodeStored, isStoreFailure, logFullFailure, notifyAll, parseRevision, revisionsOnly } from './codec.js';
 import { resolveStoreLimits } from './limits.js';
 import { StampFeed } from './stamp-feed.js';
+import { IndexStates } from './index-states.js';
+import { JetStreamOperationIndex, ensureIndexStream } from './jetstream-index.js';
 import { PubAckMux } from '../transport/nats-pubacks.js';
 import {
   FoldTracker,
@@ -138,6 +140,8 @@ export class JetStreamEventStore implements EventStore {
   readonly stampSources = { fed: 0, readBack: 0 };
   /** The connection's PubAck mux, shared with any transport on the same connection. */
   private readonly pubAcks: PubAckMux;
+  /** The operations index (jetstream-index.ts): a row per operation, written after each stored append. */
+  readonly index: JetStreamOperationIndex;
 
   private constructor(
     private readonly nc: NatsConnection,
@@ -154,6 +158,20 @@ export class JetStreamEventStore implements EventStore {
     private readonly stampWaitMs: number,
   ) {
     this.pubAcks = PubAckMux.of(nc);
+    this.index = new JetStreamOperationIndex({
+      js,
+      jsm,
+      streamName,
+      prefix,
+      requestTimeoutMs,
+      states: new IndexStates(),
+      closed: () => this.closed,
+      logOf: async (operationId) => {
+        const read = await this.read(operationId);
+        if (read.kind === 'unavailable') throw unavailable(read.description);
+        return read.kind === 'ok' ? read.transitions : undefined;
+      },
+    });
   }
 
   static async open(options: JetStreamStoreOptions): Promise<JetStreamEventStore> {
@@ -171,6 +189,7 @@ export class JetStreamEventStore implements EventStore {
       const bytesMax = options.streamBytesMax ?? -1;
       const directGet = await ensureStream(jsm, streamName, `${prefix}.op.>`, limits.transitionBytesMax + headerBytesAllowance, bytesMax);
       await ensureStream(jsm, `${streamName}_TOMBS`, `${prefix}.tomb.>`, 4096, -1);
+      await ensureIndexStream(jsm, streamName, prefix);
       const stampWaitMs = options.stampWaitMs ?? defaultStampWaitMs;
       let stamps: StampFeed | undefined;
       if (stampWaitMs > 0) {
@@ -263,6 +282,7 @@ export class JetStreamEventStore implements EventStore {
       // last sequence never returns to 0 and the create CAS can never recreate the stream.
       await this.jsm.streams.purge(this.streamName, { filter: subject, seq: marker.seq });
       this.fold.forget(operationId);
+      await this.index.remove(operationId);
       return { kind: 'ok', revision: String(marker.seq), committedAtMs: stampMs(marker.timestamp) };
     } catch (error) {
       return natsFailure(error);
@@ -368,7 +388,12 @@ export class JetStreamEventStore implements EventStore {
     if (!stamp || stamp.subject !== this.opSubject(operationId)) {
       return { kind: 'unavailable', description: `stored message ${seq} could not be read back; its fold outcome is unknown` };
     }
-    return answerStoredAt(this.fold, operationId, seq, stamp.committedAtMs, known, transition.timeGuard);
+    const outcome = answerStoredAt(this.fold, operationId, seq, stamp.committedAtMs, known, transition.timeGuard);
+    // Stored either way (applied, or void on fold): the index row follows the log.
+    if (outcome.kind === 'ok' || outcome.kind === 'expired') {
+      await this.index.appended(operationId, known.revision === 0 ? undefined : String(known.revision), { revision: String(seq), committedAtMs: stamp.committedAtMs, transition });
+    }
+    return outcome;
   }
 
   /** The server stamp of stored message `seq`: from the stamp feed, or else read back. */

@@ -8,9 +8,11 @@ import type { StoredTransition, Transition } from '../../events/types.js';
 import type { Clock } from '../../contract/clock.js';
 import { checkGuardShape, guardAdmits, guardFailure, rollbackFailure } from '../../events/guard.js';
 import { bodyBytes, checkTransitionShape, encodeTransition, logFullFailure, notifyAll, sizeFailure } from './codec.js';
-import type { AppendListener, AppendOutcome, EventStore, ReadOutcome, RevisionListener, StoreFailure, StoreLimits } from './types.js';
+import type { AppendListener, AppendOutcome, EventStore, OperationIndexStore, ReadOutcome, RevisionListener, StoreFailure, StoreLimits } from './types.js';
 import { resolveStoreLimits } from './limits.js';
 import { unavailable } from '../../contract/errors.js';
+import { countStuck, pageOf, type OperationIndexRow } from '../../events/operation-index.js';
+import { IndexStates } from './index-states.js';
 
 /**
  * A stored transition is kept as its serialized body, as a durable store keeps bytes: reads decode
@@ -48,6 +50,35 @@ export class MemoryEventStore implements EventStore {
   private readonly limits: StoreLimits;
   private lastCommittedAtMs = Number.MIN_SAFE_INTEGER;
   private closed = false;
+  /** The operations index: one row per live operation, written with each append. */
+  private readonly rows = new Map<string, OperationIndexRow>();
+  private readonly indexStates = new IndexStates();
+  /**
+   * Rows are filtered and sorted per query (no secondary index): a page costs O(n log n) in the
+   * operations held. Memory mode holds one process's operations; a deployment lists from SQLite.
+   */
+  readonly index: OperationIndexStore = {
+    list: async (query) => {
+      this.assertOpen();
+      return pageOf(this.rows.values(), query);
+    },
+    get: async (operationId) => {
+      this.assertOpen();
+      return this.rows.get(operationId);
+    },
+    rebuild: async (operationId) => {
+      this.assertOpen();
+      const stream = this.streams.get(operationId);
+      const row = stream && !stream.tombstoned ? this.indexStates.rowOfLog(operationId, stream.transitions.map(decode)) : undefined;
+      if (row) this.rows.set(operationId, row);
+      else this.rows.delete(operationId);
+      return row;
+    },
+    countStuck: async (nowMs, bounds) => {
+      this.assertOpen();
+      return countStuck(this.rows.values(), nowMs, bounds);
+    },
+  };
 
   constructor(options: MemoryStoreOptions) {
     this.clock = options.clock;
@@ -97,6 +128,8 @@ export class MemoryEventStore implements EventStore {
     if (!stream) return { kind: 'not-found', description: `operation ${operationId} does not exist` };
     stream.tombstoned = true;
     stream.transitions = [];
+    this.rows.delete(operationId);
+    this.indexStates.forget(operationId);
     return { kind: 'ok', revision: '0', committedAtMs: this.clock.nowMs() };
   }
 
@@ -118,6 +151,17 @@ export class MemoryEventStore implements EventStore {
     this.watchers.clear();
   }
 
+  private assertOpen(): void {
+    if (this.closed) throw unavailable('store is closed');
+  }
+
+  /** The operation's row after the transition just stored (decoded from its body: a copy no caller holds). */
+  private indexAppended(operationId: string, stream: Stream, previous: number, stored: StoredTransition): void {
+    const row = this.indexStates.rowAfter(operationId, previous === 0 ? undefined : String(previous), stored, () => stream.transitions.slice(0, previous).map(decode));
+    if (row) this.rows.set(operationId, row);
+    else this.rows.delete(operationId);
+  }
+
   /** The serialized write: checks, then commits with the one clock reading it checked against. */
   private write(operationId: string, stream: Stream | undefined, transition: Transition, expectedRevision?: string): AppendOutcome {
     const shape = checkTransitionShape(transition) ?? checkGuardShape(transition.timeGuard);
@@ -136,9 +180,11 @@ export class MemoryEventStore implements EventStore {
     const target = stream ?? { transitions: [], tombstoned: false };
     if (!stream) this.streams.set(operationId, target);
     const stored: StoredBody = { committedAtMs: nowMs, body };
+    const previous = target.transitions.length;
     target.transitions.push(stored);
     this.lastCommittedAtMs = nowMs;
     const revision = String(target.transitions.length);
+    this.indexAppended(operationId, target, previous, { revision, committedAtMs: nowMs, transition: JSON.parse(body) as Transition });
     if (this.listeners.size > 0) notifyAll(this.listeners, operationId, decode(stored, target.transitions.length - 1));
     if (this.watchers.size > 0) notifyAll(this.watchers, operationId, revision);
     return { kind: 'ok', revision, committedAtMs: nowMs };

@@ -21,6 +21,8 @@ import { resolveStoreLimits } from './limits.js';
 import type { AppendListener, AppendOutcome, EventStore, ReadOutcome, RevisionListener, StoreFailure, StoreLimits } from './types.js';
 import { openSqliteDatabase } from './sqlite-open.js';
 import { limits as contractLimits } from '../../contract/limits.js';
+import { IndexStates } from './index-states.js';
+import { SqliteOperationIndex, indexSchema } from './sqlite-index.js';
 
 export interface SqliteStoreOptions {
   /** A file path (or ':memory:' for a throwaway store in tests). */
@@ -35,7 +37,8 @@ export interface SqliteStoreOptions {
   followIntervalMs?: number;
 }
 
-const schemaVersion = 1;
+/** 2: the operations index (operation_index, index_meta). A file of schema 1 gets the tables and is indexed once at open. */
+const schemaVersion = 2;
 
 const schema = `
 CREATE TABLE IF NOT EXISTS operations (
@@ -57,7 +60,7 @@ CREATE TABLE IF NOT EXISTS meta (
   operations_count INTEGER NOT NULL
 );
 INSERT OR IGNORE INTO meta (id, last_committed_at_ms, last_rowid, operations_count) VALUES (1, ${Number.MIN_SAFE_INTEGER}, 0, 0);
-`;
+${indexSchema}`;
 
 interface OperationRow {
   tombstoned: number;
@@ -144,6 +147,9 @@ export class SqliteEventStore implements EventStore {
   private readonly readTransaction: Database.Transaction<(operationId: string) => ReadRows | undefined>;
   private readonly tombstoneTransaction: Database.Transaction<(operationId: string) => AppendOutcome | StoreFailure>;
   private closed = false;
+  private readonly indexStates = new IndexStates();
+  /** The operations index, written in each append's transaction. */
+  readonly index: SqliteOperationIndex;
 
   constructor(options: SqliteStoreOptions) {
     this.capabilities = { durable: options.path !== ':memory:', guard: 'in-write' };
@@ -152,6 +158,11 @@ export class SqliteEventStore implements EventStore {
     this.followIntervalMs = options.followIntervalMs ?? 50;
     this.db = openDatabase(options);
     this.statements = prepareStatements(this.db);
+    this.index = new SqliteOperationIndex(this.db, {
+      closed: () => this.closed,
+      logOf: (operationId) => this.logInTransaction(operationId),
+      states: this.indexStates,
+    });
     this.writeTransaction = this.db.transaction((request: WriteRequest) => this.writeLocked(request));
     // One read transaction: the operation row and its transitions come from the same snapshot.
     this.readTransaction = this.db.transaction((operationId: string): ReadRows | undefined => {
@@ -165,6 +176,7 @@ export class SqliteEventStore implements EventStore {
       // The operations row stays (tombstoned = 1): the key is never recreated; the payload goes.
       this.statements.tombstone.run(operationId);
       this.statements.deleteTransitions.run(operationId);
+      this.index.remove(operationId);
       return { kind: 'ok', revision: String(operation.last_revision), committedAtMs: this.clock.nowMs() };
     });
   }
@@ -321,11 +333,25 @@ export class SqliteEventStore implements EventStore {
     // rowid comes from the meta counter, never max(rowid)+1: a tombstone deleting the newest rows
     // must not let later rows reuse rowids a follower has already passed.
     const rowid = meta.last_rowid + 1;
+    // The index row, from the log before this transition; written in the same transaction, so it
+    // commits with the transition or not at all.
+    const stored: StoredTransition = { revision: String(revision), committedAtMs: nowMs, transition: JSON.parse(body) as Transition };
+    const row = this.indexStates.rowAfter(operationId, operation ? String(operation.last_revision) : undefined, stored, () => this.logInTransaction(operationId));
     this.statements.insertTransition.run(rowid, operationId, revision, nowMs, body);
+    this.index.write(operationId, row);
     if (operation) this.statements.updateOperation.run(revision, operationId);
     else this.statements.insertOperation.run(operationId, revision);
     this.statements.updateMeta.run(nowMs, rowid, meta.operations_count + (operation ? 0 : 1));
     return { kind: 'ok', revision: String(revision), committedAtMs: nowMs };
+  }
+
+  /** The operation's transitions as the current transaction sees them (corruption throws: the write rolls back). */
+  private logInTransaction(operationId: string): StoredTransition[] {
+    return this.statements.transitionsOf.all(operationId).map((row) => {
+      const stored = decodeStored(String(row.revision), row.committed_at_ms, row.body);
+      if (isStoreFailure(stored)) throw unavailable(stored.description);
+      return stored;
+    });
   }
 
   /** The create/append preconditions on the locked state; undefined when the write may proceed. */

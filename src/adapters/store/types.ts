@@ -7,6 +7,7 @@
  * test/conformance/store.ts.
  */
 import type { StoredTransition, Transition } from '../../events/types.js';
+import type { IndexPage, IndexQuery, OperationIndexRow, StuckBounds, StuckCounts } from '../../events/operation-index.js';
 
 export type StoreFailureKind = 'conflict' | 'expired' | 'unavailable' | 'not-found' | 'invalid-input';
 
@@ -53,9 +54,25 @@ export interface RevisionListener {
   (operationId: string, revision: string): void;
 }
 
+/**
+ * The operations index a store keeps beside its logs (docs/design.md §11): one row per live
+ * operation, derived from its log by src/projections/operation-index.ts and maintained from the
+ * same appends. Failures throw an AdapterError (`unavailable`).
+ */
+export interface OperationIndexStore {
+  /** One page, newest admission first, after `query.after`. */
+  list(query: IndexQuery): Promise<IndexPage>;
+  get(operationId: string): Promise<OperationIndexRow | undefined>;
+  /** Derives the row from the log again and writes it (or removes it when the log has none); answers the row. */
+  rebuild(operationId: string): Promise<OperationIndexRow | undefined>;
+  /** Operations stuck at `nowMs`, per reason. */
+  countStuck(nowMs: number, bounds: StuckBounds): Promise<StuckCounts>;
+}
+
 export interface EventStore {
   readonly name: string;
   readonly capabilities: StoreCapabilities;
+  readonly index: OperationIndexStore;
   /** Create-if-absent: the first transition of a new stream. `conflict` if the stream exists, `expired` if tombstoned. */
   create(operationId: string, transition: Transition): Promise<AppendOutcome>;
   /** Append at expectedRevision (the revision returned by the last create/append/read). */

@@ -64,7 +64,7 @@ export async function invokeCommand(options: InvokeOptions, io: CliIo): Promise<
 export async function sendAndReport(
   options: NatsClientOptions,
   io: CliIo,
-  verb: CommandVerb,
+  verb: Exclude<CommandVerb, 'list'>,
   body: unknown,
   timeoutMs: number,
   report: { json: boolean; failOnOutcome: boolean; unknown: string },

@@ -1,7 +1,8 @@
 /**
  * Operator tools over any store: `inspect` (one operation's transitions and projected record),
  * `tail` (new transitions as they are appended) and `replay` (rebuild every record from its log
- * through the XState machines themselves and compare with the runtime's projection).
+ * through the XState machines themselves and compare with the runtime's projection, and every
+ * operations index row with the row its log folds to; `--fix-index` writes differing rows again).
  */
 import { isDeepStrictEqual } from 'node:util';
 import { AdapterError, invalidInput } from '../../contract/errors.js';
@@ -13,6 +14,8 @@ import type { StoredTransition } from '../../events/types.js';
 import { transitionProblem } from '../../events/schemas.js';
 import { branchOf, fold, machineSteps, type OperationRecord } from '../../projections/record.js';
 import { branchViews, decisionView, settlementView } from '../../projections/views.js';
+import { indexRowOfLog } from '../../projections/operation-index.js';
+import type { OperationIndexRow } from '../../events/operation-index.js';
 import { SystemClock } from '../../contract/clock.js';
 import { OperationNotFound } from '../../runtime/errors.js';
 import type { CliIo } from '../io.js';
@@ -156,16 +159,37 @@ interface ReplayRow {
   phase: string;
   outcome: string;
   problem: string | null;
+  /** The problem was an index row, written again from the log (--fix-index). */
+  repaired: boolean;
 }
 
-/** Rebuilds one operation: schema of every transition, table fold vs machine fold. */
-async function replayOne(store: EventStore, operationId: string): Promise<ReplayRow> {
-  const row = (transitions: number, record: OperationRecord | undefined, problem: string | null): ReplayRow => ({
+/**
+ * The operation's index row against the row its log folds to: undefined when they agree, else
+ * what differs. With `fix`, a differing row is written again from the log.
+ */
+async function checkIndexRow(store: EventStore, operationId: string, transitions: readonly StoredTransition[], fix: boolean): Promise<string | undefined> {
+  const expected = indexRowOfLog(transitions);
+  const actual = await store.index.get(operationId);
+  if (isDeepStrictEqual(actual, expected)) return undefined;
+  const differs = expected === undefined ? 'an index row where the log has no operation' : actual === undefined ? 'no index row' : `index row differs from the log in ${differingFields(actual, expected).join(', ')}`;
+  if (!fix) return differs;
+  const rebuilt = await store.index.rebuild(operationId);
+  return isDeepStrictEqual(rebuilt, expected) ? `${differs} (rebuilt)` : `${differs} (rebuild failed)`;
+}
+
+function differingFields(actual: OperationIndexRow, expected: OperationIndexRow): string[] {
+  return (Object.keys(expected) as (keyof OperationIndexRow)[]).filter((k) => !isDeepStrictEqual(actual[k], expected[k])).map((k) => `${k} (index ${JSON.stringify(actual[k])}, log ${JSON.stringify(expected[k])})`);
+}
+
+/** Rebuilds one operation: schema of every transition, table fold vs machine fold, its index row. */
+async function replayOne(store: EventStore, operationId: string, fixIndex = false): Promise<ReplayRow> {
+  const row = (transitions: number, record: OperationRecord | undefined, problem: string | null, repaired = false): ReplayRow => ({
     operationId,
     transitions,
     phase: record?.phase ?? '-',
     outcome: record?.decision?.outcome ?? (record ? 'open' : '-'),
     problem,
+    repaired,
   });
   let transitions: StoredTransition[];
   try {
@@ -182,13 +206,30 @@ async function replayOne(store: EventStore, operationId: string): Promise<Replay
     const reference = fold(transitions, machineSteps);
     if (!isDeepStrictEqual(projected, reference)) return row(transitions.length, projected, 'projection differs from the machine replay');
     if (!projected) return row(transitions.length, projected, 'no admission was ever applied');
-    return row(transitions.length, projected, null);
+    const index = await checkIndexRow(store, operationId, transitions, fixIndex);
+    return row(transitions.length, projected, index ?? null, index?.endsWith('(rebuilt)') === true);
   } catch (error) {
     return row(transitions.length, undefined, `replay failed: ${(error as Error).message}`);
   }
 }
 
-export async function replayCommand(operationId: string | undefined, options: { store: string; json: boolean }, io: CliIo): Promise<number> {
+/** Index rows of operations with no live log (a row the log never said): each is a problem row. */
+async function orphanIndexRows(store: EventStore, live: ReadonlySet<string>, fix: boolean): Promise<ReplayRow[]> {
+  const rows: ReplayRow[] = [];
+  let after: OperationIndexRow | undefined;
+  for (;;) {
+    const page = await store.index.list({ limit: 500, ...(after ? { after: { admittedAtMs: after.admittedAtMs, operationId: after.operationId } } : {}) });
+    for (const r of page.rows) {
+      if (live.has(r.operationId)) continue;
+      const rebuilt = fix ? await store.index.rebuild(r.operationId) : undefined;
+      rows.push({ operationId: r.operationId, transitions: 0, phase: r.phase, outcome: r.outcome ?? 'open', problem: `an index row without a live log${fix && rebuilt === undefined ? ' (removed)' : ''}`, repaired: fix && rebuilt === undefined });
+    }
+    after = page.rows.at(-1);
+    if (!page.next || after === undefined) return rows;
+  }
+}
+
+export async function replayCommand(operationId: string | undefined, options: { store: string; json: boolean; fixIndex?: boolean }, io: CliIo): Promise<number> {
   if (operationId !== undefined) parseTypedId(operationId);
   return withStore(options.store, async (store) => {
     const ids: string[] = [];
@@ -199,17 +240,19 @@ export async function replayCommand(operationId: string | undefined, options: { 
     const rows: ReplayRow[] = [];
     const startedMs = Date.now();
     for (const [i, id] of ids.entries()) {
-      rows.push(await replayOne(store, id));
+      rows.push(await replayOne(store, id, options.fixIndex === true));
       if (progress && (i % 100 === 0 || i === ids.length - 1)) io.stderr.write(`\r${progressBar(i + 1, ids.length)} ${i + 1}/${ids.length}`);
     }
     if (progress) io.stderr.write('\n');
-    const failed = rows.filter((r) => r.problem !== null);
-    if (options.json) io.stdout.write(JSON.stringify({ replayed: rows.length, differences: failed.length, rows }, null, 2) + '\n');
+    if (operationId === undefined) rows.push(...(await orphanIndexRows(store, new Set(ids), options.fixIndex === true)));
+    const failed = rows.filter((r) => r.problem !== null && !r.repaired);
+    const repaired = rows.filter((r) => r.repaired);
+    if (options.json) io.stdout.write(JSON.stringify({ replayed: rows.length, differences: failed.length, repaired: repaired.length, rows }, null, 2) + '\n');
     else {
-      const shown = failed.length > 0 ? failed : rows.slice(0, 20);
+      const shown = failed.length + repaired.length > 0 ? [...failed, ...repaired] : rows.slice(0, 20);
       io.stdout.write(renderTable(['operation', 'transitions', 'phase', 'outcome', 'result'], shown.map((r) => [r.operationId, r.transitions, r.phase, r.outcome, r.problem ?? 'ok']), widthOf(io)));
       if (failed.length === 0 && rows.length > shown.length) io.stdout.write(`… and ${rows.length - shown.length} more, all ok\n`);
-      io.stdout.write(`\nreplayed ${rows.length} operations in ${Date.now() - startedMs} ms: ${rows.length - failed.length} ok, ${failed.length} with differences\n`);
+      io.stdout.write(`\nreplayed ${rows.length} operations in ${Date.now() - startedMs} ms: ${rows.length - failed.length - repaired.length} ok, ${failed.length} with differences${repaired.length > 0 ? `, ${repaired.length} index rows rebuilt` : ''}\n`);
     }
     return failed.length === 0 ? 0 : 1;
   });

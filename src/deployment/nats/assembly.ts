@@ -22,6 +22,7 @@
  * - a request that exhausts its deliveries (the peer's consumer reached max_deliver) is recorded
  *   as an observed failure of that attempt: retryable within the attempt budget, never a new branch.
  */
+import { listingDeps } from '../listing.js';
 import { jetstreamManager, type JetStreamManager } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
 import type { BundleRegistry, CompiledBundle } from '../../contract/bundle.js';
@@ -122,6 +123,7 @@ async function assembleNats(config: DeploymentConfig, settings: ResolvedNatsTran
     ...(config.limits === undefined ? {} : { budgets: config.limits }),
     ...(parts.logger ? { logger: parts.logger } : {}),
     onLostWrites: (operationId, description) => log(`durability lost in operation ${operationId} (${description}): it closed as indeterminate`),
+    ...listingDeps(config),
   });
   closers.push(() => coordinator.close());
   observeStampSources(coordinator.metrics, inner);

@@ -28,6 +28,10 @@ export class AdmissionGatedStore implements EventStore {
     return this.inner.capabilities;
   }
 
+  get index() {
+    return this.inner.index;
+  }
+
   async create(operationId: string, transition: Transition): Promise<AppendOutcome> {
     const problem = this.problem();
     if (problem !== undefined) return { kind: 'unavailable', description: problem };

@@ -1,0 +1,371 @@
+// The convoke web console: plain DOM, no framework, no build step. Everything shown comes from the
+// HTTP API with the bearer token typed in (kept in sessionStorage for this tab only). Every value
+// from the API is written as text (textContent, text nodes): a peer's result holding markup shows
+// as that markup's text and never runs. Live updates are server-sent events read through fetch,
+// so the token rides in the Authorization header as for every other request.
+'use strict';
+
+(() => {
+  const tokenKey = 'convoke.token';
+  const main = document.getElementById('main');
+  const status = document.getElementById('status');
+  let stopLive = () => {};
+
+  // ── DOM helpers: text only ──────────────────────────────────────────────
+  function el(tag, attrs, ...children) {
+    const node = document.createElement(tag);
+    for (const [name, value] of Object.entries(attrs || {})) {
+      if (value === undefined || value === null || value === false) continue;
+      if (name === 'class') node.className = value;
+      else node.setAttribute(name, value === true ? '' : String(value));
+    }
+    for (const child of children.flat()) {
+      if (child === undefined || child === null) continue;
+      node.append(child instanceof Node ? child : document.createTextNode(String(child)));
+    }
+    return node;
+  }
+  const say = (text, isError) => {
+    status.textContent = text;
+    status.className = isError ? 'error' : '';
+  };
+  const clear = () => main.replaceChildren();
+  const short = (id) => (typeof id === 'string' && id.length > 16 ? id.slice(0, 14) + '…' : String(id));
+  const iso = (ms) => (typeof ms === 'number' && Number.isFinite(ms) && ms < 8.64e15 ? new Date(ms).toISOString() : '—');
+  const rel = (ms, origin) => {
+    if (typeof ms !== 'number' || ms >= Number.MAX_SAFE_INTEGER) return '∞';
+    const delta = ms - origin;
+    return delta < 0 ? String(delta) : `+${delta}`;
+  };
+  const json = (value) => {
+    const text = JSON.stringify(value);
+    return text === undefined ? '' : text;
+  };
+  const operationHref = (id) => `./?operation=${encodeURIComponent(id)}`;
+
+  // ── authentication ──────────────────────────────────────────────────────
+  const token = () => sessionStorage.getItem(tokenKey);
+  class Refused extends Error {}
+  class HttpError extends Error {
+    constructor(statusCode, body) {
+      super(body && typeof body.description === 'string' ? body.description : `HTTP ${statusCode}`);
+      this.statusCode = statusCode;
+    }
+  }
+
+  function refused() {
+    sessionStorage.removeItem(tokenKey);
+    stopLive();
+    clear();
+    showSignedIn(false);
+    say('Authentication refused: the token was not accepted. Nothing is shown without a valid token.', true);
+  }
+
+  function showSignedIn(signedIn) {
+    document.getElementById('signin').hidden = signedIn;
+    document.getElementById('who').hidden = !signedIn;
+    document.getElementById('who-text').textContent = signedIn ? 'signed in' : '';
+  }
+
+  async function api(path) {
+    const response = await fetch(path, { headers: { authorization: `Bearer ${token()}`, accept: 'application/json' }, cache: 'no-store' });
+    if (response.status === 401) throw new Refused();
+    const body = await response.json().catch(() => null);
+    if (!response.ok) throw new HttpError(response.status, body);
+    return body;
+  }
+
+  /** Reads a server-sent event stream through fetch; calls onEvent(name, data). Resolves when it ends. */
+  async function events(path, onEvent, signal) {
+    const response = await fetch(path, { headers: { authorization: `Bearer ${token()}`, accept: 'text/event-stream' }, cache: 'no-store', signal });
+    if (response.status === 401) throw new Refused();
+    if (!response.ok) throw new HttpError(response.status, await response.json().catch(() => null));
+    const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
+    let buffer = '';
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) return;
+      buffer += value;
+      let at;
+      while ((at = buffer.indexOf('\n\n')) >= 0) {
+        const block = buffer.slice(0, at);
+        buffer = buffer.slice(at + 2);
+        let name = 'message';
+        const data = [];
+        for (const line of block.split('\n')) {
+          if (line.startsWith('event: ')) name = line.slice(7);
+          else if (line.startsWith('data: ')) data.push(line.slice(6));
+        }
+        if (data.length > 0) onEvent(name, JSON.parse(data.join('\n')));
+      }
+    }
+  }
+
+  /** Keeps a stream open: reconnects after it ends or fails, until stopped or refused. */
+  function live(path, onEvent, label) {
+    const controller = new AbortController();
+    let stopped = false;
+    const run = async () => {
+      while (!stopped) {
+        try {
+          await events(path, onEvent, controller.signal);
+          if (!stopped) say(`${label}: live updates interrupted, reconnecting…`);
+        } catch (error) {
+          if (stopped) return;
+          if (error instanceof Refused) return refused();
+          if (error instanceof HttpError && error.statusCode < 500) {
+            clear();
+            return say(`${label}: ${error.message}`, true);
+          }
+          say(`${label}: live updates unavailable (${error.message}); retrying…`, true);
+        }
+        await new Promise((done) => setTimeout(done, 2000));
+      }
+    };
+    run();
+    return () => {
+      stopped = true;
+      controller.abort();
+    };
+  }
+
+  // ── the operations list ─────────────────────────────────────────────────
+  const filterFields = [
+    ['phase', ['', 'admitted', 'active', 'closed', 'settled']],
+    ['outcome', ['', 'open', 'success', 'partial', 'failed', 'indeterminate']],
+    ['settlement', ['', 'pending', 'complete', 'indeterminate']],
+    ['stuck', ['', 'true', 'open-past-deadline', 'lease-expired', 'outbox-pending', 'settlement-indeterminate']],
+  ];
+
+  function filterForm(params) {
+    const form = el('form', { class: 'filters', method: 'get', action: './', role: 'search', 'aria-label': 'Filter operations' });
+    for (const [name, values] of filterFields) {
+      const select = el('select', { name, id: `f-${name}` }, values.map((v) => el('option', { value: v, selected: params.get(name) === v }, v === '' ? 'any' : v)));
+      form.append(el('label', { for: `f-${name}` }, name, select));
+    }
+    for (const [name, hint] of [['interaction', 'interaction id'], ['since', 'RFC 3339 or ms'], ['until', 'RFC 3339 or ms']]) {
+      form.append(el('label', { for: `f-${name}` }, name, el('input', { name, id: `f-${name}`, value: params.get(name) || '', placeholder: hint, size: name === 'interaction' ? 16 : 22 })));
+    }
+    form.append(el('button', { type: 'submit' }, 'Apply'));
+    form.addEventListener('submit', (event) => {
+      event.preventDefault();
+      const next = new URLSearchParams();
+      for (const [name, value] of new FormData(form)) if (value !== '') next.set(name, String(value));
+      history.pushState(null, '', `./${next.toString() ? '?' + next : ''}`);
+      route();
+    });
+    return form;
+  }
+
+  function listTable(page) {
+    const rows = page.operations.map((op) =>
+      el('tr', {},
+        el('td', { class: 'mono' }, el('a', { href: operationHref(op.operationId), title: op.operationId }, short(op.operationId))),
+        el('td', {}, op.interaction),
+        el('td', {}, `${op.contractId}@${op.contractVersion}`),
+        el('td', {}, op.principalId),
+        el('td', {}, op.phase),
+        el('td', { class: `outcome-${op.outcome || 'open'}` }, op.outcome || 'open'),
+        el('td', {}, op.settlement),
+        el('td', { class: 'mono' }, iso(op.admittedAtMs)),
+        el('td', { class: 'num' }, op.openBranches),
+        el('td', { class: 'stuck' }, (op.stuck || []).join(', ')),
+      ),
+    );
+    const head = ['operation', 'interaction', 'contract', 'principal', 'phase', 'outcome', 'settlement', 'admitted', 'open branches', 'stuck'];
+    return el('table', { id: 'operations' },
+      el('caption', {}, `${page.operations.length} operation${page.operations.length === 1 ? '' : 's'}${page.nextCursor ? ' (more on the next page)' : ''}`),
+      el('thead', {}, el('tr', {}, head.map((h) => el('th', { scope: 'col', class: h === 'open branches' ? 'num' : undefined }, h)))),
+      el('tbody', {}, rows),
+    );
+  }
+
+  function listPage(params) {
+    const query = new URLSearchParams();
+    for (const [name, value] of params) if (name !== 'operation' && value !== '') query.set(name, value);
+    const results = el('div', { id: 'results' });
+    const lookup = el('form', { class: 'filters', 'aria-label': 'Open an operation' },
+      el('label', { for: 'open-id' }, 'operation id', el('input', { id: 'open-id', name: 'operation', size: 40, placeholder: 'op… (full id)' })),
+      el('button', { type: 'submit' }, 'Open'));
+    lookup.addEventListener('submit', (event) => {
+      event.preventDefault();
+      const id = String(new FormData(lookup).get('operation') || '').trim();
+      if (id !== '') navigate(operationHref(id));
+    });
+    main.replaceChildren(el('h2', {}, 'Operations'), filterForm(params), results, lookup);
+    const render = (page) => {
+      const next = page.nextCursor ? el('p', {}, el('a', { href: `./?${new URLSearchParams([...query, ['cursor', page.nextCursor]])}`, id: 'next-page' }, 'Next page')) : null;
+      results.replaceChildren(listTable(page), next || '');
+      say(`Operations: live, updated ${new Date().toLocaleTimeString()}`);
+    };
+    stopLive = live(`/contract-invocations/events?${query}`, (name, data) => name === 'page' && render(data), 'Operations');
+  }
+
+  // ── one operation ───────────────────────────────────────────────────────
+  function facts(pairs) {
+    return el('dl', { class: 'facts' }, pairs.flatMap(([k, v]) => [el('dt', {}, k), el('dd', {}, v)]));
+  }
+
+  function summarySection(inspection) {
+    const r = inspection.result;
+    const d = r.decision;
+    return el('section', { 'aria-labelledby': 'h-summary' },
+      el('h2', { id: 'h-summary' }, 'Operation ', el('code', {}, r.operationId)),
+      facts([
+        ['principal', inspection.principalId],
+        ['contract', `${r.contract.id}@${r.contract.version}`],
+        ['interaction', r.interaction],
+        ['invocation key', r.invocationKey],
+        ['phase', r.phase],
+        ['admitted', iso(r.admittedAtMs)],
+        ['deadline', `${iso(r.deadlineMs)} (${rel(r.deadlineMs, r.admittedAtMs)} ms)`],
+      ]),
+      el('h3', {}, 'Decision'),
+      d
+        ? facts([
+            ['outcome', el('strong', { class: `outcome-${d.outcome}`, id: 'outcome' }, d.outcome)],
+            ['reason', d.reason],
+            ['votes', `${d.successVotes} success of ${d.units} units (threshold ${d.threshold}); ${d.failedUnits} failed`],
+            ['closed', `${iso(d.closedAtMs)} (${rel(d.closedAtMs, r.admittedAtMs)} ms)`],
+          ])
+        : el('p', { id: 'outcome' }, 'open: no decision yet'),
+      el('h3', {}, 'Output'),
+      r.outputError ? el('p', { class: 'void' }, `${r.outputError.kind}: ${r.outputError.description || ''}`) : el('pre', { id: 'output' }, JSON.stringify(r.output, null, 2)),
+      el('h3', {}, 'Settlement'),
+      facts([
+        ['status', el('span', { id: 'settlement' }, r.settlement.status)],
+        ['siblings', r.settlement.siblings.length === 0 ? 'none' : r.settlement.siblings.map((s) => `${s.branchId}: ${s.disposition}${s.outcome ? ' → ' + s.outcome : ''}`).join('; ')],
+      ]),
+    );
+  }
+
+  function branchesSection(inspection) {
+    const origin = inspection.result.admittedAtMs;
+    const counts = new Map();
+    for (const b of inspection.branches) counts.set(b.status, (counts.get(b.status) || 0) + 1);
+    const rows = inspection.branches.map((b) =>
+      el('tr', {},
+        el('td', { class: 'mono' }, b.branchId),
+        el('td', {}, b.peerId),
+        el('td', { class: `st-${b.status}` }, b.status),
+        el('td', { class: 'num' }, b.attempt),
+        el('td', { class: 'num' }, b.fence),
+        el('td', { class: 'num' }, rel(b.leaseUntilMs, origin)),
+        el('td', {}, b.disposition || ''),
+        el('td', {}, b.cancelOutcome || ''),
+        el('td', {}, 'result' in b ? el('code', { class: 'result' }, json(b.result)) : ''),
+      ),
+    );
+    const head = ['branch', 'peer', 'status', 'attempt', 'fence', 'lease until (+ms)', 'disposition', 'cancel', 'result'];
+    return el('section', { 'aria-labelledby': 'h-branches' },
+      el('h2', { id: 'h-branches' }, `Branches (${inspection.branches.length})`),
+      el('p', { class: 'summary' }, [...counts].map(([s, n]) => el('span', { class: `st-${s}` }, `${n} ${s}`))),
+      el('div', { class: 'scroll', tabindex: 0, role: 'region', 'aria-label': 'Branches table' },
+        el('table', { id: 'branches' },
+          el('thead', {}, el('tr', {}, head.map((h) => el('th', { scope: 'col', class: ['attempt', 'fence', 'lease until (+ms)'].includes(h) ? 'num' : undefined }, h)))),
+          el('tbody', {}, rows))),
+    );
+  }
+
+  /** An event: its type and scalar facts on one line; the whole event, as JSON text, folded below. */
+  function eventCell(event) {
+    const { type, v: _v, ...rest } = event;
+    const facts = Object.entries(rest)
+      .filter(([, value]) => value === null || typeof value !== 'object')
+      .map(([key, value]) => `${key}=${typeof value === 'string' ? value : json(value)}`)
+      .join(' ');
+    const line = facts.length > 160 ? facts.slice(0, 159) + '…' : facts;
+    return el('details', {}, el('summary', {}, el('strong', {}, type), line ? ` ${line}` : ''), el('pre', {}, JSON.stringify(rest, null, 2)));
+  }
+
+  function timelineRow(t, origin) {
+    const g = t.timeGuard;
+    return el('tr', { 'data-index': t.index },
+      el('td', { class: 'num' }, t.index),
+      el('td', { class: 'mono' }, t.revision),
+      el('td', { class: 'mono' }, `${iso(t.committedAtMs)} (${rel(t.committedAtMs, origin)})`),
+      el('td', { class: 'mono' }, `[${rel(g.notBeforeMs, origin)}, ${rel(g.notAfterMs, origin)})`),
+      el('td', { class: t.applied ? 'applied' : 'void' }, t.applied ? 'applied' : 'void'),
+      el('td', {}, t.command),
+      el('td', { class: 'events' }, t.events.map(eventCell)),
+    );
+  }
+
+  function timelineSection() {
+    const head = ['#', 'revision', 'committed (+ms)', 'guard (+ms)', 'state', 'command', 'events'];
+    return el('section', { 'aria-labelledby': 'h-timeline' },
+      el('h2', { id: 'h-timeline' }, 'Timeline'),
+      el('div', { class: 'scroll', tabindex: 0, role: 'region', 'aria-label': 'Timeline table' },
+        el('table', { id: 'timeline' },
+          el('caption', {}, 'Every stored transition of the operation\'s stream; times relative to admission'),
+          el('thead', {}, el('tr', {}, head.map((h) => el('th', { scope: 'col' }, h)))),
+          el('tbody', {}))),
+    );
+  }
+
+  function operationPage(operationId) {
+    const top = el('div', { id: 'operation' });
+    const timeline = timelineSection();
+    const body = timeline.querySelector('tbody');
+    main.replaceChildren(el('p', {}, el('a', { href: './' }, '← Operations')), top);
+    say(`Loading ${short(operationId)}…`);
+    const render = (name, inspection) => {
+      if (name !== 'snapshot' && name !== 'update') return;
+      if (name === 'snapshot') body.replaceChildren();
+      if (!timeline.isConnected) main.append(timeline);
+      top.replaceChildren(summarySection(inspection), branchesSection(inspection));
+      const origin = inspection.result.admittedAtMs;
+      for (const t of inspection.timeline) body.append(timelineRow(t, origin));
+      say(`Operation ${short(operationId)}: live, ${body.children.length} transitions, updated ${new Date().toLocaleTimeString()}`);
+    };
+    stopLive = live(`/contract-invocations/${encodeURIComponent(operationId)}/events`, render, `Operation ${short(operationId)}`);
+  }
+
+  // ── routing ─────────────────────────────────────────────────────────────
+  function navigate(href) {
+    history.pushState(null, '', href);
+    route();
+  }
+
+  function route() {
+    stopLive();
+    stopLive = () => {};
+    clear();
+    if (!token()) {
+      showSignedIn(false);
+      say('Sign in with a bearer token to see operations.');
+      return;
+    }
+    showSignedIn(true);
+    const params = new URLSearchParams(location.search);
+    const operationId = params.get('operation');
+    if (operationId) operationPage(operationId);
+    else listPage(params);
+  }
+
+  document.getElementById('signin').addEventListener('submit', async (event) => {
+    event.preventDefault();
+    const input = document.getElementById('token');
+    sessionStorage.setItem(tokenKey, input.value.trim());
+    input.value = '';
+    // One cheap authenticated request decides before anything renders.
+    try {
+      await api('/contract-invocations?limit=1');
+    } catch (error) {
+      if (error instanceof Refused) return refused();
+    }
+    route();
+  });
+  document.getElementById('signout').addEventListener('click', () => {
+    sessionStorage.removeItem(tokenKey);
+    route();
+  });
+  document.addEventListener('click', (event) => {
+    const link = event.target instanceof Element ? event.target.closest('a[href^="./"]') : null;
+    if (!link || event.button !== 0 || event.metaKey || event.ctrlKey || event.shiftKey) return;
+    event.preventDefault();
+    navigate(link.getAttribute('href'));
+  });
+  window.addEventListener('popstate', route);
+  route();
+})();

@@ -1,0 +1,217 @@
+/**
+ * The JetStream store's operations index: a last-per-subject stream `<stream>_INDEX`, one subject
+ * per operation (`<prefix>.idx.<operationId>`, max_msgs_per_subject 1) holding its row as JSON.
+ *
+ * JetStream has no transaction spanning two subjects, so the row is written right after the
+ * append it follows is stored and its fold outcome known (jetstream.ts answerStored). Each row
+ * carries the log revision it was derived at, and a row is published with the index subject's
+ * last sequence as a compare-and-swap, never over a row of a later revision: two coordinators
+ * racing on one operation cannot leave the older row last. A crash between the append and its
+ * row leaves the row one revision behind (what the log said at that revision) until the
+ * operation's next append or `convoke replay --fix-index`.
+ *
+ * Listing reads every operation's last row (an ephemeral consumer, last per subject) and filters
+ * and sorts in memory: a page costs O(n) in the operations stored (docs/operations.md gives the
+ * figure). A deployment that lists often keeps its operations on SQLite, or lists through the
+ * coordinators' own SQLite index — not provided here.
+ */
+import {
+  AckPolicy,
+  DeliverPolicy,
+  DiscardPolicy,
+  JetStreamApiError,
+  RetentionPolicy,
+  StorageType,
+  type JetStreamClient,
+  type JetStreamManager,
+} from '@nats-io/jetstream';
+import { nanos } from '@nats-io/transport-node';
+import { BoundedMap } from '../../contract/bounded-map.js';
+import { unavailable } from '../../contract/errors.js';
+import { limits as contractLimits } from '../../contract/limits.js';
+import { countStuck, pageOf, type IndexPage, type IndexQuery, type OperationIndexRow, type StuckBounds, type StuckCounts } from '../../events/operation-index.js';
+import type { StoredTransition } from '../../events/types.js';
+import type { IndexStates } from './index-states.js';
+import type { OperationIndexStore } from './types.js';
+
+const wrongSequenceCodes = new Set([10071, 10164]);
+const decoder = new TextDecoder();
+
+export interface JetStreamIndexHost {
+  js: JetStreamClient;
+  jsm: JetStreamManager;
+  /** The operations stream's name; the index stream is `<name>_INDEX`. */
+  streamName: string;
+  prefix: string;
+  requestTimeoutMs: number;
+  states: IndexStates;
+  closed(): boolean;
+  /** The operation's log as read() answers it: transitions, or undefined when it has none (missing, tombstoned). */
+  logOf(operationId: string): Promise<StoredTransition[] | undefined>;
+}
+
+/** Creates the index stream, or checks an existing one is a last-per-subject stream of the index subjects. */
+export async function ensureIndexStream(jsm: JetStreamManager, streamName: string, prefix: string): Promise<void> {
+  const name = `${streamName}_INDEX`;
+  const subject = `${prefix}.idx.>`;
+  try {
+    const info = await jsm.streams.info(name);
+    if (info.config.max_msgs_per_subject !== 1 || !info.config.subjects.includes(subject)) throw unavailable(`stream ${name} exists without max_msgs_per_subject 1 and subject ${subject}`);
+    return;
+  } catch (error) {
+    if (!(error instanceof JetStreamApiError && error.code === 10059)) throw error;
+  }
+  try {
+    await jsm.streams.add({ name, subjects: [subject], storage: StorageType.File, retention: RetentionPolicy.Limits, discard: DiscardPolicy.Old, max_msgs_per_subject: 1, allow_direct: true });
+  } catch (error) {
+    if (!(error instanceof JetStreamApiError && error.code === 10058)) throw error;
+  }
+}
+
+export class JetStreamOperationIndex implements OperationIndexStore {
+  /** The index subject's last sequence and row revision this client wrote or read, per operation. */
+  private readonly written = new BoundedMap<string, { seq: number; revision: number }>(4096);
+
+  constructor(private readonly host: JetStreamIndexHost) {}
+
+  private get stream(): string {
+    return `${this.host.streamName}_INDEX`;
+  }
+
+  private subject(operationId: string): string {
+    return `${this.host.prefix}.idx.${operationId}`;
+  }
+
+  /**
+   * After an append was stored at `stored.revision` on the log at `previousRevision`: the row
+   * from the held state, or from the log read back. A failure here cannot undo the append; the
+   * row stays behind (never ahead) and the next append or a rebuild writes it.
+   */
+  async appended(operationId: string, previousRevision: string | undefined, stored: StoredTransition): Promise<void> {
+    try {
+      let row: OperationIndexRow | undefined;
+      if (previousRevision === undefined || this.host.states.holds(operationId, previousRevision)) {
+        row = this.host.states.rowAfter(operationId, previousRevision, stored, () => []);
+      } else {
+        const log = await this.host.logOf(operationId);
+        if (log === undefined) return;
+        row = this.host.states.rowOfLog(operationId, log.filter((t) => Number(t.revision) <= Number(stored.revision)));
+      }
+      if (row) await this.publish(operationId, row);
+    } catch {
+      // Behind, never wrong: see the header.
+    }
+  }
+
+  /** Publishes `row` unless the subject already holds a row of the same or a later revision. */
+  private async publish(operationId: string, row: OperationIndexRow): Promise<void> {
+    const revision = Number(row.revision);
+    let known = this.written.get(operationId);
+    for (let attempt = 0; attempt < contractLimits.storeCasAttemptsMax; attempt++) {
+      if (known && known.revision >= revision) return;
+      try {
+        const ack = await this.host.js.publish(this.subject(operationId), JSON.stringify(row), { expect: { lastSubjectSequence: known?.seq ?? 0 }, timeout: this.host.requestTimeoutMs });
+        this.written.set(operationId, { seq: ack.seq, revision });
+        return;
+      } catch (error) {
+        if (!(error instanceof JetStreamApiError && wrongSequenceCodes.has(error.code))) throw error;
+      }
+      const last = await this.host.jsm.streams.getMessage(this.stream, { last_by_subj: this.subject(operationId) });
+      known = last ? { seq: last.seq, revision: Number(parseRow(last.data)?.revision ?? 0) } : undefined;
+    }
+  }
+
+  /** Removes the operation's row (a tombstone). */
+  async remove(operationId: string): Promise<void> {
+    this.host.states.forget(operationId);
+    this.written.delete(operationId);
+    await this.host.jsm.streams.purge(this.stream, { filter: this.subject(operationId) });
+  }
+
+  async list(query: IndexQuery): Promise<IndexPage> {
+    return pageOf(await this.allRows(), query);
+  }
+
+  async get(operationId: string): Promise<OperationIndexRow | undefined> {
+    this.assertOpen();
+    try {
+      const last = await this.host.jsm.streams.getMessage(this.stream, { last_by_subj: this.subject(operationId) });
+      return last ? parseRow(last.data) : undefined;
+    } catch (error) {
+      throw unavailable(`jetstream index: ${error instanceof Error ? error.message : String(error)}`, error);
+    }
+  }
+
+  async rebuild(operationId: string): Promise<OperationIndexRow | undefined> {
+    this.assertOpen();
+    try {
+      const log = await this.host.logOf(operationId);
+      const row = log === undefined ? undefined : this.host.states.rowOfLog(operationId, log);
+      if (row === undefined) {
+        await this.remove(operationId);
+        return undefined;
+      }
+      // A rebuild replaces whatever is there (a damaged row may claim a later revision).
+      const last = await this.host.jsm.streams.getMessage(this.stream, { last_by_subj: this.subject(operationId) });
+      const ack = await this.host.js.publish(this.subject(operationId), JSON.stringify(row), { expect: { lastSubjectSequence: last?.seq ?? 0 }, timeout: this.host.requestTimeoutMs });
+      this.written.set(operationId, { seq: ack.seq, revision: Number(row.revision) });
+      return row;
+    } catch (error) {
+      throw unavailable(`jetstream index: ${error instanceof Error ? error.message : String(error)}`, error);
+    }
+  }
+
+  async countStuck(nowMs: number, bounds: StuckBounds): Promise<StuckCounts> {
+    return countStuck(await this.allRows(), nowMs, bounds);
+  }
+
+  private assertOpen(): void {
+    if (this.host.closed()) throw unavailable('store is closed');
+  }
+
+  /** Every operation's last row: an ephemeral consumer, last per subject, pulled in batches. */
+  private async allRows(): Promise<OperationIndexRow[]> {
+    this.assertOpen();
+    const { jsm, js } = this.host;
+    const rows: OperationIndexRow[] = [];
+    let name: string | undefined;
+    try {
+      const info = await jsm.consumers.add(this.stream, {
+        filter_subject: `${this.host.prefix}.idx.>`,
+        deliver_policy: DeliverPolicy.LastPerSubject,
+        ack_policy: AckPolicy.None,
+        mem_storage: true,
+        num_replicas: 1,
+        inactive_threshold: nanos(Math.max(10_000, 4 * this.host.requestTimeoutMs)),
+      });
+      name = info.name;
+      const consumer = await js.consumers.get(this.stream, info.name);
+      let delivered = 0;
+      while (delivered < info.num_pending) {
+        const batch = await consumer.fetch({ max_messages: Math.min(contractLimits.jetstreamScanBatchMax, info.num_pending - delivered), expires: Math.max(1000, this.host.requestTimeoutMs) });
+        const before = delivered;
+        for await (const msg of batch) {
+          delivered++;
+          const row = parseRow(msg.data);
+          if (row) rows.push(row);
+        }
+        if (delivered === before) throw new Error(`the index read stopped after ${delivered} of ${info.num_pending} rows`);
+      }
+    } catch (error) {
+      throw unavailable(`jetstream index: ${error instanceof Error ? error.message : String(error)}`, error);
+    } finally {
+      if (name !== undefined) void jsm.consumers.delete(this.stream, name).catch(() => undefined);
+    }
+    return rows;
+  }
+}
+
+/** A stored row, or undefined for bytes that are not one (a damaged row is never listed as a guess). */
+function parseRow(data: Uint8Array): OperationIndexRow | undefined {
+  try {
+    const value = JSON.parse(decoder.decode(data)) as Partial<OperationIndexRow> | null;
+    return value && typeof value.operationId === 'string' && typeof value.admittedAtMs === 'number' && typeof value.revision === 'string' ? (value as OperationIndexRow) : undefined;
+  } catch {
+    return undefined;
+  }
+}

@@ -1,0 +1,292 @@
+/**
+ * The SQLite store's operations index: a real table, written inside each append's transaction
+ * (sqlite.ts), with one B-tree per way a list narrows — all, by principal, phase, outcome,
+ * settlement, interaction — each ending in (admitted_at_ms, operation_id), the list order. A page
+ * is an index seek to the cursor and a walk of `limit` entries, so its cost does not grow with
+ * the number of stored operations (bench/list.ts measures it). Stuck rows have partial indexes
+ * of their instants, so counting them costs the number of stuck rows.
+ *
+ * A file written by a build before the index (schema 1) is indexed once when it is opened.
+ */
+import type Database from 'better-sqlite3';
+import { unavailable } from '../../contract/errors.js';
+import {
+  stuckReasons,
+  type IndexPage,
+  type IndexQuery,
+  type OperationIndexRow,
+  type StuckBounds,
+  type StuckCounts,
+  type StuckReason,
+} from '../../events/operation-index.js';
+import type { DecisionOutcome, OperationPhase, RejectionReason, SettlementStatus, StoredTransition } from '../../events/types.js';
+import type { IndexStates } from './index-states.js';
+import type { OperationIndexStore } from './types.js';
+
+export const indexSchema = `
+CREATE TABLE IF NOT EXISTS operation_index (
+  operation_id TEXT PRIMARY KEY,
+  principal_id TEXT NOT NULL,
+  contract_id TEXT NOT NULL,
+  contract_version TEXT NOT NULL,
+  interaction TEXT NOT NULL,
+  phase TEXT NOT NULL,
+  outcome TEXT,
+  settlement TEXT NOT NULL,
+  admitted_at_ms INTEGER NOT NULL,
+  decided_at_ms INTEGER,
+  settled_at_ms INTEGER,
+  deadline_ms INTEGER NOT NULL,
+  next_due_ms INTEGER,
+  open_branches INTEGER NOT NULL,
+  last_rejection_reason TEXT,
+  last_rejection_at_ms INTEGER,
+  lease_expires_at_ms INTEGER,
+  outbox_pending_since_ms INTEGER,
+  revision TEXT NOT NULL
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS operation_index_all ON operation_index (admitted_at_ms, operation_id);
+CREATE INDEX IF NOT EXISTS operation_index_principal ON operation_index (principal_id, admitted_at_ms, operation_id);
+CREATE INDEX IF NOT EXISTS operation_index_phase ON operation_index (phase, admitted_at_ms, operation_id);
+CREATE INDEX IF NOT EXISTS operation_index_outcome ON operation_index (outcome, admitted_at_ms, operation_id);
+CREATE INDEX IF NOT EXISTS operation_index_settlement ON operation_index (settlement, admitted_at_ms, operation_id);
+CREATE INDEX IF NOT EXISTS operation_index_interaction ON operation_index (interaction, admitted_at_ms, operation_id);
+CREATE INDEX IF NOT EXISTS operation_index_principal_phase ON operation_index (principal_id, phase, admitted_at_ms, operation_id);
+CREATE INDEX IF NOT EXISTS operation_index_open_deadline ON operation_index (deadline_ms) WHERE outcome IS NULL;
+CREATE INDEX IF NOT EXISTS operation_index_lease ON operation_index (lease_expires_at_ms) WHERE lease_expires_at_ms IS NOT NULL;
+CREATE INDEX IF NOT EXISTS operation_index_outbox ON operation_index (outbox_pending_since_ms) WHERE outbox_pending_since_ms IS NOT NULL;
+CREATE TABLE IF NOT EXISTS index_meta (
+  id INTEGER PRIMARY KEY CHECK (id = 1),
+  built INTEGER NOT NULL
+);
+INSERT OR IGNORE INTO index_meta (id, built) VALUES (1, 0);
+`;
+
+const columns =
+  'operation_id, principal_id, contract_id, contract_version, interaction, phase, outcome, settlement, admitted_at_ms, decided_at_ms, settled_at_ms, deadline_ms, next_due_ms, open_branches, last_rejection_reason, last_rejection_at_ms, lease_expires_at_ms, outbox_pending_since_ms, revision';
+
+interface IndexRowData {
+  operation_id: string;
+  principal_id: string;
+  contract_id: string;
+  contract_version: string;
+  interaction: string;
+  phase: string;
+  outcome: string | null;
+  settlement: string;
+  admitted_at_ms: number;
+  decided_at_ms: number | null;
+  settled_at_ms: number | null;
+  deadline_ms: number;
+  next_due_ms: number | null;
+  open_branches: number;
+  last_rejection_reason: string | null;
+  last_rejection_at_ms: number | null;
+  lease_expires_at_ms: number | null;
+  outbox_pending_since_ms: number | null;
+  revision: string;
+}
+
+function toData(row: OperationIndexRow): IndexRowData {
+  return {
+    operation_id: row.operationId,
+    principal_id: row.principalId,
+    contract_id: row.contractId,
+    contract_version: row.contractVersion,
+    interaction: row.interaction,
+    phase: row.phase,
+    outcome: row.outcome,
+    settlement: row.settlement,
+    admitted_at_ms: row.admittedAtMs,
+    decided_at_ms: row.decidedAtMs,
+    settled_at_ms: row.settledAtMs,
+    deadline_ms: row.deadlineMs,
+    next_due_ms: row.nextDueMs,
+    open_branches: row.openBranches,
+    last_rejection_reason: row.lastRejection?.reason ?? null,
+    last_rejection_at_ms: row.lastRejection?.atMs ?? null,
+    lease_expires_at_ms: row.leaseExpiresAtMs,
+    outbox_pending_since_ms: row.outboxPendingSinceMs,
+    revision: row.revision,
+  };
+}
+
+function fromData(data: IndexRowData): OperationIndexRow {
+  return {
+    operationId: data.operation_id,
+    principalId: data.principal_id,
+    contractId: data.contract_id,
+    contractVersion: data.contract_version,
+    interaction: data.interaction,
+    phase: data.phase as OperationPhase,
+    outcome: data.outcome as DecisionOutcome | null,
+    settlement: data.settlement as SettlementStatus,
+    admittedAtMs: data.admitted_at_ms,
+    decidedAtMs: data.decided_at_ms,
+    settledAtMs: data.settled_at_ms,
+    deadlineMs: data.deadline_ms,
+    nextDueMs: data.next_due_ms,
+    openBranches: data.open_branches,
+    lastRejection: data.last_rejection_reason === null || data.last_rejection_at_ms === null ? null : { reason: data.last_rejection_reason as RejectionReason, atMs: data.last_rejection_at_ms },
+    leaseExpiresAtMs: data.lease_expires_at_ms,
+    outboxPendingSinceMs: data.outbox_pending_since_ms,
+    revision: data.revision,
+  };
+}
+
+/** The SQL condition of one stuck reason, with the instant it compares against. */
+function stuckCondition(reason: StuckReason, nowMs: number, bounds: StuckBounds): { sql: string; params: (string | number)[] } {
+  switch (reason) {
+    case 'open-past-deadline':
+      return { sql: 'outcome IS NULL AND deadline_ms < ?', params: [nowMs - bounds.deadlineGraceMs] };
+    case 'lease-expired':
+      return { sql: 'lease_expires_at_ms IS NOT NULL AND lease_expires_at_ms < ?', params: [nowMs - bounds.leaseGraceMs] };
+    case 'outbox-pending':
+      return { sql: 'outbox_pending_since_ms IS NOT NULL AND outbox_pending_since_ms < ?', params: [nowMs - bounds.outboxPendingMs] };
+    case 'settlement-indeterminate':
+      return { sql: "settlement = 'indeterminate'", params: [] };
+    default: {
+      const unreachable: never = reason;
+      return unreachable;
+    }
+  }
+}
+
+/** The WHERE clause and parameters of a list query (principal first: it picks the narrowest index). */
+function whereOf(query: IndexQuery): { sql: string; params: (string | number)[] } {
+  const parts: string[] = [];
+  const params: (string | number)[] = [];
+  const equal = (column: string, value: string | undefined) => {
+    if (value === undefined) return;
+    parts.push(`${column} = ?`);
+    params.push(value);
+  };
+  equal('principal_id', query.principalId);
+  equal('phase', query.phase);
+  if (query.outcome === 'open') parts.push('outcome IS NULL');
+  else equal('outcome', query.outcome);
+  equal('settlement', query.settlement);
+  equal('interaction', query.interaction);
+  if (query.sinceMs !== undefined) {
+    parts.push('admitted_at_ms >= ?');
+    params.push(query.sinceMs);
+  }
+  if (query.untilMs !== undefined) {
+    parts.push('admitted_at_ms < ?');
+    params.push(query.untilMs);
+  }
+  if (query.after !== undefined) {
+    parts.push('(admitted_at_ms, operation_id) < (?, ?)');
+    params.push(query.after.admittedAtMs, query.after.operationId);
+  }
+  if (query.stuck) {
+    const { nowMs, bounds, reason } = query.stuck;
+    const conditions = (reason === undefined ? stuckReasons : [reason]).map((r) => stuckCondition(r, nowMs, bounds));
+    parts.push(`(${conditions.map((c) => `(${c.sql})`).join(' OR ')})`);
+    for (const c of conditions) params.push(...c.params);
+  }
+  return { sql: parts.length === 0 ? '' : `WHERE ${parts.join(' AND ')}`, params };
+}
+
+export interface SqliteIndexHost {
+  closed(): boolean;
+  /** The operation's log, read inside the current transaction. */
+  logOf(operationId: string): StoredTransition[];
+  states: IndexStates;
+}
+
+export class SqliteOperationIndex implements OperationIndexStore {
+  private readonly upsert: Database.Statement;
+  private readonly remover: Database.Statement;
+  private readonly one: Database.Statement<[string], IndexRowData>;
+  /** List statements by their SQL text: a query shape is prepared once. */
+  private readonly prepared = new Map<string, Database.Statement<(string | number)[], IndexRowData>>();
+  private readonly rebuildTransaction: Database.Transaction<(operationId: string) => OperationIndexRow | undefined>;
+
+  constructor(
+    private readonly db: Database.Database,
+    private readonly host: SqliteIndexHost,
+  ) {
+    this.upsert = db.prepare(`INSERT OR REPLACE INTO operation_index (${columns}) VALUES (${columns.split(', ').map((c) => `@${c}`).join(', ')})`);
+    this.remover = db.prepare('DELETE FROM operation_index WHERE operation_id = ?');
+    this.one = db.prepare<[string], IndexRowData>(`SELECT ${columns} FROM operation_index WHERE operation_id = ?`);
+    this.rebuildTransaction = db.transaction((operationId: string) => {
+      const live = db.prepare<[string], { tombstoned: number }>('SELECT tombstoned FROM operations WHERE id = ?').get(operationId);
+      const row = live && !live.tombstoned ? host.states.rowOfLog(operationId, host.logOf(operationId)) : undefined;
+      this.write(operationId, row);
+      return row;
+    });
+    this.buildOnce();
+  }
+
+  /** Writes (or, for a log with nothing applied, removes) the row; runs inside the caller's transaction. */
+  write(operationId: string, row: OperationIndexRow | undefined): void {
+    if (row) this.upsert.run(toData(row));
+    else this.remover.run(operationId);
+  }
+
+  remove(operationId: string): void {
+    this.remover.run(operationId);
+    this.host.states.forget(operationId);
+  }
+
+  async list(query: IndexQuery): Promise<IndexPage> {
+    const where = whereOf(query);
+    const sql = `SELECT ${columns} FROM operation_index ${where.sql} ORDER BY admitted_at_ms DESC, operation_id DESC LIMIT ?`;
+    const rows = this.read(() => this.statement(sql).all(...where.params, query.limit + 1)).map(fromData);
+    const page = rows.slice(0, query.limit);
+    const last = page.at(-1);
+    return rows.length > query.limit && last ? { rows: page, next: { admittedAtMs: last.admittedAtMs, operationId: last.operationId } } : { rows: page };
+  }
+
+  async get(operationId: string): Promise<OperationIndexRow | undefined> {
+    const data = this.read(() => this.one.get(operationId));
+    return data && fromData(data);
+  }
+
+  async rebuild(operationId: string): Promise<OperationIndexRow | undefined> {
+    return this.read(() => this.rebuildTransaction.immediate(operationId));
+  }
+
+  async countStuck(nowMs: number, bounds: StuckBounds): Promise<StuckCounts> {
+    const counts = {} as StuckCounts;
+    this.read(() => {
+      for (const reason of stuckReasons) {
+        const c = stuckCondition(reason, nowMs, bounds);
+        const sql = `SELECT count(*) AS n FROM operation_index WHERE ${c.sql}`;
+        counts[reason] = (this.db.prepare<(string | number)[], { n: number }>(sql).get(...c.params)?.n ?? 0);
+      }
+    });
+    return counts;
+  }
+
+  private statement(sql: string): Database.Statement<(string | number)[], IndexRowData> {
+    let statement = this.prepared.get(sql);
+    if (!statement) {
+      statement = this.db.prepare<(string | number)[], IndexRowData>(sql);
+      this.prepared.set(sql, statement);
+    }
+    return statement;
+  }
+
+  private read<T>(work: () => T): T {
+    if (this.host.closed()) throw unavailable('store is closed');
+    try {
+      return work();
+    } catch (error) {
+      throw unavailable(`sqlite index: ${error instanceof Error ? error.message : String(error)}`, error);
+    }
+  }
+
+  /** A file from before the index (or one never indexed): every live operation's row, once, in one transaction. */
+  private buildOnce(): void {
+    const built = this.db.prepare<[], { built: number }>('SELECT built FROM index_meta WHERE id = 1');
+    if (built.get()?.built === 1) return;
+    this.db.transaction(() => {
+      if (built.get()?.built === 1) return; // another process built it while this one waited for the lock
+      const ids = this.db.prepare<[], { id: string }>('SELECT id FROM operations WHERE tombstoned = 0').all();
+      for (const { id } of ids) this.write(id, this.host.states.rowOfLog(id, this.host.logOf(id)));
+      this.db.prepare('UPDATE index_meta SET built = 1 WHERE id = 1').run();
+    }).immediate();
+  }
+}

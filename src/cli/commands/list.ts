@@ -1,0 +1,65 @@
+/**
+ * `convoke list --store URL [filters] [--stuck [REASON]] [--json]`: a page of the operations index,
+ * read from the store as an operator (every principal's operations), newest admission first. The
+ * same parameters, checks and cursor as GET /contract-invocations; `--principal` narrows to one
+ * principal. The table fits the terminal; the next page's command is printed under it.
+ */
+import { SystemClock } from '../../contract/clock.js';
+import { stuckBoundsDefault } from '../../events/operation-index.js';
+import { listOperations, parseListParameters, type ListedOperation } from '../../runtime/operation-list.js';
+import type { CliIo } from '../io.js';
+import { renderTable, widthOf } from '../table.js';
+import { withStore } from './ops.js';
+
+export interface ListOptions {
+  store: string;
+  principal?: string;
+  phase?: string;
+  outcome?: string;
+  settlement?: string;
+  interaction?: string;
+  since?: string;
+  until?: string;
+  limit?: string;
+  cursor?: string;
+  /** true (any reason) or a reason. */
+  stuck?: boolean | string;
+  json: boolean;
+}
+
+export async function listCommand(options: ListOptions, io: CliIo): Promise<number> {
+  const raw: Record<string, string | boolean> = {};
+  for (const name of ['phase', 'outcome', 'settlement', 'interaction', 'since', 'until', 'limit', 'cursor', 'stuck'] as const) {
+    const value = options[name];
+    if (value !== undefined) raw[name] = value;
+  }
+  // Checked before any store is opened: a typo is exit 2 whatever the store's state.
+  const request = parseListParameters(raw);
+  return withStore(options.store, async (store) => {
+    const clock = new SystemClock();
+    const page = await listOperations({ index: store.index, nowMs: clock.nowMs(), bounds: stuckBoundsDefault, principalId: options.principal }, request);
+    if (options.json) {
+      io.stdout.write(JSON.stringify(page, null, 2) + '\n');
+      return 0;
+    }
+    io.stdout.write(renderTable(['operation', 'admitted', 'principal', 'interaction', 'state', 'open', 'next due', 'stuck'], page.operations.map(rowCells), widthOf(io)));
+    io.stdout.write(`\n${page.operations.length} operation${page.operations.length === 1 ? '' : 's'}${page.nextCursor ? `; next page:\n--cursor ${page.nextCursor}` : ''}\n`);
+    return 0;
+  });
+}
+
+const instant = (ms: number | null) => (ms === null ? null : new Date(ms).toISOString().replace(/\.\d{3}Z$/, 'Z'));
+
+function rowCells(row: ListedOperation) {
+  return [
+    `${row.operationId.slice(0, 14)}…`,
+    instant(row.admittedAtMs),
+    row.principalId,
+    row.interaction,
+    // phase, outcome, settlement: "active open pending", "settled success complete".
+    `${row.phase} ${row.outcome ?? 'open'} ${row.settlement}`,
+    row.openBranches,
+    instant(row.nextDueMs),
+    row.stuck.length === 0 ? '' : row.stuck.join(' '),
+  ];
+}

@@ -1,0 +1,177 @@
+/**
+ * What the web console reads, behind the same bearer authentication as every other route:
+ *
+ * - GET /contract-invocations/{id}/transitions: the result, the branches with their leases and
+ *   the whole event-stream timeline, for the original principal or an operator principal (404
+ *   for anyone else, like GET).
+ * - GET /contract-invocations/{id}/events: the same as server-sent events. A `snapshot` first,
+ *   then an `update` after each append to the operation's stream (the store's watch, so appends of
+ *   any coordinator sharing the store), carrying the result, the branches and the timeline entries
+ *   not sent yet.
+ * - GET /contract-invocations/events?<list filters>: the list page those filters select (as GET
+ *   /contract-invocations answers it, visibility included) as a `page` event, first and then
+ *   again whenever an append changes it. Another principal's appends cause a query, never an
+ *   event: the caller learns only what its own page shows.
+ *
+ * Idle streams get a comment line (the heartbeat). A principal holds a bounded number of streams
+ * (503 unavailable beyond it); shutdown ends every stream.
+ */
+import { isDeepStrictEqual } from 'node:util';
+import type { FastifyInstance, FastifyReply } from 'fastify';
+import { AdapterError } from '../contract/errors.js';
+import type { Clock, TimerHandle } from '../contract/clock.js';
+import type { OperationInspection } from '../projections/inspection.js';
+import { parseListParameters } from '../runtime/operation-list.js';
+import type { InvocationService } from '../runtime/service.js';
+import type { Authenticate } from './auth.js';
+import { errorResponseSchemas, inspectionSchema, operationParamsSchema } from './schemas.js';
+
+export interface LiveRoutesOptions {
+  coordinator: InvocationService;
+  authenticate: Authenticate;
+  clock: Clock;
+  events: { heartbeatMs: number; streamsPerPrincipal: number };
+  /** Open streams, ended by the app on shutdown. */
+  streams: Set<() => void>;
+}
+
+interface Params {
+  operationId: string;
+}
+
+/** A list stream reads the index at most this often, however busy the store. */
+const listRefreshMs = 250;
+
+export function registerLiveRoutes(app: FastifyInstance, options: LiveRoutesOptions): void {
+  const { coordinator } = options;
+  const held = heldStreams(options.events.streamsPerPrincipal);
+
+  app.get<{ Params: Params }>(
+    '/contract-invocations/:operationId/transitions',
+    { schema: { params: operationParamsSchema, response: { 200: inspectionSchema, ...errorResponseSchemas } } },
+    async (request, reply) => {
+      const caller = await options.authenticate(request.headers.authorization);
+      reply.header('cache-control', 'no-store');
+      return coordinator.inspect(caller.principalId, request.params.operationId);
+    },
+  );
+
+  app.get<{ Params: Params }>('/contract-invocations/:operationId/events', { schema: { params: operationParamsSchema } }, async (request, reply) => {
+    const { principalId } = await options.authenticate(request.headers.authorization);
+    const { operationId } = request.params;
+    // Visibility before anything is held: someone else's operation is 404, as for GET.
+    const first = await coordinator.inspect(principalId, operationId);
+    let sent = 0;
+    const stream = openStream(reply, options, held.take(principalId));
+    const send = (event: 'snapshot' | 'update', inspection: OperationInspection) => {
+      const fresh = inspection.timeline.slice(sent);
+      sent = inspection.timeline.length;
+      stream.send(event, { ...inspection, timeline: fresh });
+    };
+    send('snapshot', first);
+    stream.follow(
+      (listener) => coordinator.followOperation(operationId, listener),
+      async () => {
+        const inspection = await coordinator.inspect(principalId, operationId);
+        if (inspection.timeline.length > sent) send('update', inspection);
+      },
+    );
+  });
+
+  app.get<{ Querystring: Record<string, string> }>('/contract-invocations/events', async (request, reply) => {
+    const { principalId } = await options.authenticate(request.headers.authorization);
+    const query = parseListParameters(request.query);
+    let last = await coordinator.list(principalId, query);
+    const stream = openStream(reply, options, held.take(principalId));
+    stream.send('page', last);
+    stream.follow(
+      (listener) => coordinator.followOperations(listener),
+      async () => {
+        const page = await coordinator.list(principalId, query);
+        if (isDeepStrictEqual(page, last)) return;
+        last = page;
+        stream.send('page', page);
+      },
+      listRefreshMs,
+    );
+  });
+}
+
+/** Counts the streams each principal holds; `take` refuses one past the bound. */
+function heldStreams(perPrincipal: number) {
+  const open = new Map<string, number>();
+  return {
+    take(principalId: string): () => void {
+      const count = open.get(principalId) ?? 0;
+      if (count >= perPrincipal)
+        throw new AdapterError('unavailable', `this principal already holds ${count} event streams (at most ${perPrincipal}); close one and retry`);
+      open.set(principalId, count + 1);
+      let released = false;
+      return () => {
+        if (released) return;
+        released = true;
+        const left = (open.get(principalId) ?? 1) - 1;
+        if (left > 0) open.set(principalId, left);
+        else open.delete(principalId);
+      };
+    },
+  };
+}
+
+type Follow = (listener: () => void) => Promise<{ close(): Promise<void> }>;
+
+/**
+ * Takes the response over as an event stream: `send` writes an event, `follow` runs `refresh`
+ * after store notices (one at a time, notices arriving meanwhile folded into one more run, at
+ * most every `minGapMs`). The stream ends when the client leaves, on shutdown, or after a failed
+ * refresh (an `error` event first).
+ */
+function openStream(reply: FastifyReply, options: LiveRoutesOptions, release: () => void) {
+  const { clock } = options;
+  reply.hijack();
+  const raw = reply.raw;
+  raw.writeHead(200, { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-store', 'x-accel-buffering': 'no', connection: 'keep-alive' });
+  let ended = false;
+  let heartbeat: TimerHandle | undefined;
+  let following: Promise<{ close(): Promise<void> }> | undefined;
+  const write = (text: string) => {
+    if (ended) return;
+    raw.write(text);
+    heartbeat?.cancel();
+    heartbeat = clock.at(clock.nowMs() + options.events.heartbeatMs, () => write(': heartbeat\n\n'));
+  };
+  const end = (last?: string) => {
+    if (ended) return;
+    if (last !== undefined) raw.write(last);
+    ended = true;
+    heartbeat?.cancel();
+    options.streams.delete(end);
+    release();
+    void following?.then((f) => f.close()).catch(() => undefined);
+    raw.end();
+  };
+  const fail = (error: unknown) => end(`event: error\ndata: ${JSON.stringify({ kind: 'unavailable', description: (error as Error).message })}\n\n`);
+  options.streams.add(end);
+  raw.once('close', () => end());
+  const send = (event: string, data: unknown) => write(`event: ${event}\ndata: ${JSON.stringify(data)}\n\n`);
+  const follow = (subscribe: Follow, refresh: () => Promise<void>, minGapMs = 0) => {
+    let running = false;
+    let again = false;
+    const run = () => {
+      if (ended) return;
+      if (running) return void (again = true);
+      running = true;
+      again = false;
+      refresh()
+        .then(() => new Promise<void>((done) => (minGapMs > 0 ? clock.at(clock.nowMs() + minGapMs, done) : done())))
+        .then(() => {
+          running = false;
+          if (again) run();
+        }, fail);
+    };
+    following = subscribe(run);
+    // An append between the first read and the watch starting is caught by one run now.
+    following.then(run, fail);
+  };
+  return { send, follow };
+}

@@ -1,0 +1,195 @@
+/**
+ * The console's HTTP routes over a real socket against `convoke serve`: the static files and their
+ * content security policy; GET /contract-invocations/{id}/transitions for the invoker, an operator
+ * and nobody else; the server-sent event streams (snapshot, update on append, heartbeat, the
+ * per-principal bound, refused credentials); the OpenAPI document naming the routes.
+ */
+import assert from 'node:assert/strict';
+import { writeFile } from 'node:fs/promises';
+import { after, before, describe, test } from 'node:test';
+import type { JsonObject } from '../../src/contract/json.js';
+import { checkInspectionShape } from '../../src/http/schemas.js';
+import { requestBody, sha256Hex, writeHttpFixture, type HttpFixture } from '../support/http-fixtures.js';
+import { startServe, type ServeProcess } from '../support/http-server.js';
+
+const operatorToken = 'operator-token-for-the-http-console-test';
+
+interface Inspection {
+  principalId: string;
+  result: { operationId: string; decision: { outcome: string; reason: string } | null };
+  branches: { branchId: string; leaseUntilMs: number; attempt: number; fence: number }[];
+  timeline: { index: number; applied: boolean; events: { type: string }[] }[];
+}
+
+interface SseEvent {
+  event: string;
+  data: string;
+}
+
+/** Reads a server-sent event stream until `until` says stop; returns the events and comment lines seen. */
+async function readEvents(url: string, token: string, until: (events: SseEvent[], comments: number) => boolean, timeoutMs = 15_000): Promise<{ status: number; events: SseEvent[]; comments: number }> {
+  const controller = new AbortController();
+  const timer = setTimeout(() => controller.abort(), timeoutMs);
+  const response = await fetch(url, { headers: { authorization: `Bearer ${token}` }, signal: controller.signal });
+  const events: SseEvent[] = [];
+  let comments = 0;
+  try {
+    if (response.status !== 200 || !response.body) return { status: response.status, events, comments };
+    assert.match(response.headers.get('content-type') ?? '', /^text\/event-stream/);
+    let buffer = '';
+    const decoder = new TextDecoder();
+    for await (const chunk of response.body) {
+      buffer += decoder.decode(chunk as Uint8Array, { stream: true });
+      let at: number;
+      while ((at = buffer.indexOf('\n\n')) >= 0) {
+        const block = buffer.slice(0, at);
+        buffer = buffer.slice(at + 2);
+        if (block.startsWith(':')) comments++;
+        else events.push({ event: /^event: (.*)$/m.exec(block)?.[1] ?? 'message', data: /^data: (.*)$/m.exec(block)?.[1] ?? '' });
+      }
+      if (until(events, comments)) break;
+    }
+  } catch (error) {
+    if (!controller.signal.aborted) throw error;
+  } finally {
+    clearTimeout(timer);
+    controller.abort();
+  }
+  return { status: response.status, events, comments };
+}
+
+async function post(base: string, path: string, token: string, body?: JsonObject) {
+  const response = await fetch(`${base}${path}`, { method: 'POST', headers: { authorization: `Bearer ${token}`, ...(body ? { 'content-type': 'application/json' } : {}) }, ...(body ? { body: JSON.stringify(body) } : {}) });
+  return { status: response.status, body: (await response.json()) as { operationId: string } };
+}
+
+interface Context {
+  fixture: HttpFixture;
+  base: string;
+}
+
+async function staticFiles(ctx: Context): Promise<void> {
+  const page = await fetch(`${ctx.base}/console/`);
+  assert.equal(page.status, 200);
+  assert.match(page.headers.get('content-type') ?? '', /^text\/html/);
+  assert.match(page.headers.get('content-security-policy') ?? '', /script-src 'self'/);
+  assert.doesNotMatch(page.headers.get('content-security-policy') ?? '', /unsafe/);
+  assert.equal(page.headers.get('x-content-type-options'), 'nosniff');
+  assert.match(await page.text(), /<script src="console.js" defer><\/script>/);
+  const script = await fetch(`${ctx.base}/console/console.js`);
+  assert.match(script.headers.get('content-type') ?? '', /^text\/javascript/);
+  assert.doesNotMatch(await script.text(), /innerHTML|insertAdjacentHTML|document\.write/);
+  assert.equal((await fetch(`${ctx.base}/console/../package.json`)).status, 404);
+  assert.equal((await fetch(`${ctx.base}/console/secrets.json`)).status, 404);
+  const redirect = await fetch(`${ctx.base}/console`, { redirect: 'manual' });
+  assert.equal(redirect.status, 308);
+  assert.equal(redirect.headers.get('location'), '/console/');
+}
+
+async function transitionsVisibility(ctx: Context): Promise<void> {
+  const { status, body } = await post(ctx.base, '/contract-invocations', ctx.fixture.tokens.alice, requestBody(ctx.fixture, { waitMs: 8000 }));
+  assert.equal(status, 200);
+  const path = `/contract-invocations/${body.operationId}/transitions`;
+  for (const token of [ctx.fixture.tokens.alice, operatorToken]) {
+    const response = await fetch(`${ctx.base}${path}`, { headers: { authorization: `Bearer ${token}` } });
+    assert.equal(response.status, 200);
+    const inspection = (await response.json()) as Inspection;
+    assert.ok(checkInspectionShape(inspection as unknown), JSON.stringify(checkInspectionShape.errors));
+    assert.equal(inspection.principalId, 'alice');
+    assert.equal(inspection.result.decision?.outcome, 'success');
+    assert.equal(inspection.branches.length, 3);
+    assert.ok(inspection.branches.every((b) => b.attempt === 1 && b.fence >= 1 && b.leaseUntilMs > 0));
+    assert.equal(inspection.timeline[0]?.events[0]?.type, 'operation-admitted');
+    assert.ok(inspection.timeline.every((t, i) => t.index === i && t.applied));
+    assert.ok(inspection.timeline.some((t) => t.events.some((e) => e.type === 'decision-closed')));
+  }
+  assert.equal((await fetch(`${ctx.base}${path}`, { headers: { authorization: `Bearer ${ctx.fixture.tokens.bob}` } })).status, 404);
+  assert.equal((await fetch(`${ctx.base}${path}`, { headers: { authorization: 'Bearer nope' } })).status, 401);
+  assert.equal((await fetch(`${ctx.base}${path}`)).status, 401);
+}
+
+async function eventsLive(ctx: Context): Promise<void> {
+  // stoppable waits for zulu, who never answers: nothing happens until the caller cancels.
+  const { body } = await post(ctx.base, '/contract-invocations', ctx.fixture.tokens.alice, requestBody(ctx.fixture, { interaction: 'stoppable', waitMs: 0 }));
+  const url = `${ctx.base}/contract-invocations/${body.operationId}/events`;
+  let cancelled = false;
+  const seen = await readEvents(url, ctx.fixture.tokens.alice, (events, comments) => {
+    if (!cancelled && events.length > 0 && comments >= 2) {
+      cancelled = true;
+      void post(ctx.base, `/contract-invocations/${body.operationId}/cancel`, ctx.fixture.tokens.alice);
+    }
+    return events.some((e) => e.event === 'update' && (JSON.parse(e.data) as Inspection).result.decision !== null);
+  });
+  assert.equal(seen.status, 200);
+  assert.ok(seen.comments >= 2, 'heartbeats while idle');
+  const [snapshot, ...updates] = seen.events.map((e) => ({ event: e.event, inspection: JSON.parse(e.data) as Inspection }));
+  assert.equal(snapshot?.event, 'snapshot');
+  assert.equal(snapshot?.inspection.result.decision, null);
+  const first = snapshot?.inspection.timeline.length ?? 0;
+  assert.ok(first >= 1);
+  const last = updates.at(-1)!;
+  assert.equal(last.event, 'update');
+  assert.equal(last.inspection.result.decision?.reason, 'cancelled');
+  // Updates carry only the transitions not sent before, in order.
+  const indexes = [snapshot!, ...updates].flatMap((u) => u.inspection.timeline.map((t) => t.index));
+  assert.deepEqual(indexes, indexes.map((_, i) => i));
+}
+
+async function eventsBounded(ctx: Context): Promise<void> {
+  const { body } = await post(ctx.base, '/contract-invocations', ctx.fixture.tokens.alice, requestBody(ctx.fixture, { interaction: 'stoppable', waitMs: 0 }));
+  const url = `${ctx.base}/contract-invocations/${body.operationId}/events`;
+  assert.equal((await fetch(url, { headers: { authorization: 'Bearer nope' } })).status, 401);
+  assert.equal((await fetch(url, { headers: { authorization: `Bearer ${ctx.fixture.tokens.bob}` } })).status, 404);
+  const held = [new AbortController(), new AbortController()];
+  try {
+    for (const controller of held) assert.equal((await fetch(url, { headers: { authorization: `Bearer ${ctx.fixture.tokens.alice}` }, signal: controller.signal })).status, 200);
+    const third = await fetch(url, { headers: { authorization: `Bearer ${ctx.fixture.tokens.alice}` } });
+    assert.equal(third.status, 503);
+    assert.match(((await third.json()) as { description: string }).description, /already holds 2 event streams/);
+    // Another principal's bound is its own.
+    const list = await readEvents(`${ctx.base}/contract-invocations/events?interaction=stoppable`, operatorToken, (events) => events.length > 0);
+    assert.equal(list.status, 200);
+    assert.equal(list.events[0]?.event, 'page');
+  } finally {
+    for (const controller of held) controller.abort();
+  }
+  // Closed streams are released once the server sees the connections close.
+  let again = await readEvents(url, ctx.fixture.tokens.alice, (events) => events.length > 0);
+  for (let tries = 0; again.status === 503 && tries < 50; tries++) {
+    await new Promise((done) => setTimeout(done, 100));
+    again = await readEvents(url, ctx.fixture.tokens.alice, (events) => events.length > 0);
+  }
+  assert.equal(again.status, 200);
+}
+
+async function openApi(ctx: Context): Promise<void> {
+  const document = (await (await fetch(`${ctx.base}/openapi.json`)).json()) as { paths: Record<string, unknown>; components: { schemas: Record<string, unknown> } };
+  for (const path of ['/contract-invocations/{operationId}/transitions', '/contract-invocations/{operationId}/events', '/contract-invocations/events']) assert.ok(document.paths[path], path);
+  assert.ok(document.components.schemas.OperationInspection);
+}
+
+describe('the console routes of convoke serve', { timeout: 60_000 }, () => {
+  let fixture: HttpFixture;
+  let server: ServeProcess;
+  const ctx = {} as Context;
+
+  before(async () => {
+    fixture = await writeHttpFixture({ peerDelayMs: 200, http: { events: { heartbeatMs: 200, streamsPerPrincipal: 2 } } });
+    const config = structuredClone(fixture.config) as { http: { principals: JsonObject[] }; operators?: string[] };
+    config.http.principals.push({ principalId: 'ops', tokenSha256: sha256Hex(operatorToken) });
+    config.operators = ['ops'];
+    await writeFile(fixture.configPath, JSON.stringify(config));
+    server = await startServe(fixture.configPath);
+    Object.assign(ctx, { fixture, base: server.url });
+  });
+  after(async () => {
+    await server?.stop();
+    await fixture?.dispose();
+  });
+
+  test('the console files are served with a content security policy that allows only their own script', () => staticFiles(ctx));
+  test('transitions: the invoker and an operator see the log; another principal and a bad token do not', () => transitionsVisibility(ctx));
+  test('events: a snapshot, then an update when the operation is appended to, and heartbeats while idle', () => eventsLive(ctx));
+  test('events: refused credentials and other principals get no stream; a principal holds a bounded number', () => eventsBounded(ctx));
+  test('the OpenAPI document names the console routes', () => openApi(ctx));
+});
