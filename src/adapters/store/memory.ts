@@ -3,6 +3,9 @@
  * is checked at the store's serialization point (each call runs to completion on the event loop
  * before any other), against the injected clock, and committedAtMs is that same reading.
  * Idempotency is process-local: after the process ends, every operation is unknown.
+ *
+ * The store keeps any stream of transitions of the stored shape (codec.ts): workflow instances
+ * (`wf…` ids) live beside operations; operationIds() lists operations only.
  */
 import type { StoredTransition, Transition } from '../../events/types.js';
 import type { Clock } from '../../contract/clock.js';
@@ -11,6 +14,7 @@ import { bodyBytes, checkTransitionShape, encodeTransition, logFullFailure, noti
 import type { AppendListener, AppendOutcome, EventStore, ReadOutcome, RevisionListener, StoreFailure, StoreLimits } from './types.js';
 import { resolveStoreLimits } from './limits.js';
 import { unavailable } from '../../contract/errors.js';
+import { isOperationId } from '../../contract/ids.js';
 
 /**
  * A stored transition is kept as its serialized body, as a durable store keeps bytes: reads decode
@@ -88,7 +92,7 @@ export class MemoryEventStore implements EventStore {
     if (this.closed) throw unavailable('store is closed');
     // A snapshot of the keys, so a create/tombstone during iteration cannot skip or repeat ids.
     const ids = [...this.streams.keys()];
-    for (const id of ids) if (this.streams.get(id)?.tombstoned === false) yield id;
+    for (const id of ids) if (isOperationId(id) && this.streams.get(id)?.tombstoned === false) yield id;
   }
 
   async tombstone(operationId: string): Promise<AppendOutcome | StoreFailure> {

@@ -10,6 +10,9 @@
  *
  * The meta row carries the store-wide last committedAtMs, so a process whose clock lags another's
  * (or a clock set back) stops protected transitions instead of writing time backwards.
+ *
+ * Streams are keyed by id: workflow instances (`wf…`) are rows beside operations (`op…`), under
+ * the same lock, guard and clock rules; operationIds() lists operations only.
  */
 import Database from 'better-sqlite3';
 import type { StoredTransition, Transition } from '../../events/types.js';
@@ -21,6 +24,7 @@ import { resolveStoreLimits } from './limits.js';
 import type { AppendListener, AppendOutcome, EventStore, ReadOutcome, RevisionListener, StoreFailure, StoreLimits } from './types.js';
 import { openSqliteDatabase } from './sqlite-open.js';
 import { limits as contractLimits } from '../../contract/limits.js';
+import { isOperationId } from '../../contract/ids.js';
 
 export interface SqliteStoreOptions {
   /** A file path (or ':memory:' for a throwaway store in tests). */
@@ -200,7 +204,8 @@ export class SqliteEventStore implements EventStore {
       } catch (error) {
         throw unavailable(sqliteFailure(error).description, error);
       }
-      for (const row of page) yield row.id;
+      // Workflow instance streams (`wf…`) share the tables; only operations are listed here.
+      for (const row of page) if (isOperationId(row.id)) yield row.id;
       const last = page.at(-1);
       if (page.length < contractLimits.sqliteOperationIdsPageMax || last === undefined) return;
       afterId = last.id;

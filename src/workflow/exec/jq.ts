@@ -1,0 +1,98 @@
+/**
+ * jq evaluation for runtime expressions: jq-wasm (pinned to 3.0.0-jq-1.8.2) in a worker thread,
+ * with a deadline per evaluation. A program that runs past its deadline (a recursive one, a huge
+ * range) costs the worker: it is terminated and the next evaluation starts a fresh one; the
+ * runtime's event loop is never blocked. Evaluations are queued one at a time per worker.
+ *
+ * The executor records every result in the instance's log (expression-evaluated), so a
+ * recovered or replayed instance never evaluates an expression twice.
+ */
+import { Worker } from 'node:worker_threads';
+import type { JsonValue } from '../../contract/json.js';
+
+export interface ExpressionEvaluator {
+  /** The first output of `query` on `input` with `vars` bound as `$name`; null when it outputs nothing. */
+  evaluate(query: string, input: JsonValue, vars: Readonly<Record<string, JsonValue>>): Promise<JsonValue>;
+  close(): Promise<void>;
+}
+
+/** What an evaluation that failed (compile error, runtime error, deadline) throws. */
+export class ExpressionFailure extends Error {
+  override readonly name = 'ExpressionFailure';
+}
+
+interface Pending {
+  resolve: (value: JsonValue) => void;
+  reject: (error: Error) => void;
+}
+
+export class JqWorkerEvaluator implements ExpressionEvaluator {
+  private worker: Worker | undefined;
+  private readonly pending = new Map<number, Pending>();
+  private nextId = 1;
+  private queue: Promise<unknown> = Promise.resolve();
+
+  constructor(private readonly options: { deadlineMs: number } = { deadlineMs: 2000 }) {}
+
+  evaluate(query: string, input: JsonValue, vars: Readonly<Record<string, JsonValue>>): Promise<JsonValue> {
+    const run = this.queue.then(() => this.once(query, input, vars));
+    this.queue = run.catch(() => undefined);
+    return run;
+  }
+
+  private once(query: string, input: JsonValue, vars: Readonly<Record<string, JsonValue>>): Promise<JsonValue> {
+    const worker = this.started();
+    const id = this.nextId++;
+    return new Promise<JsonValue>((resolve, reject) => {
+      const timer = setTimeout(() => {
+        this.pending.delete(id);
+        this.stop();
+        reject(new ExpressionFailure(`jq evaluation of ${JSON.stringify(query.slice(0, 120))} ran past its ${this.options.deadlineMs} ms deadline`));
+      }, this.options.deadlineMs);
+      this.pending.set(id, {
+        resolve: (value) => (clearTimeout(timer), resolve(value)),
+        reject: (error) => (clearTimeout(timer), reject(error)),
+      });
+      const encoded = Object.entries(vars).map(([name, value]): [string, string] => [name, JSON.stringify(value)]);
+      worker.postMessage({ id, query, input: JSON.stringify(input), vars: encoded });
+    });
+  }
+
+  private started(): Worker {
+    if (this.worker) return this.worker;
+    const worker = new Worker(new URL('./jq-worker.js', import.meta.url));
+    worker.unref();
+    worker.on('message', (message: { id: number; ok?: string; error?: string }) => {
+      const pending = this.pending.get(message.id);
+      if (!pending) return;
+      this.pending.delete(message.id);
+      if (message.ok !== undefined) pending.resolve(JSON.parse(message.ok) as JsonValue);
+      else pending.reject(new ExpressionFailure(message.error ?? 'jq failed'));
+    });
+    worker.on('error', (error) => this.failAll(error));
+    worker.on('exit', () => {
+      if (this.worker === worker) this.worker = undefined;
+      this.failAll(new ExpressionFailure('the jq worker exited'));
+    });
+    this.worker = worker;
+    return worker;
+  }
+
+  private failAll(error: Error): void {
+    for (const [id, pending] of this.pending) {
+      this.pending.delete(id);
+      pending.reject(error instanceof ExpressionFailure ? error : new ExpressionFailure(error.message));
+    }
+  }
+
+  private stop(): void {
+    const worker = this.worker;
+    this.worker = undefined;
+    void worker?.terminate();
+  }
+
+  async close(): Promise<void> {
+    await this.queue;
+    this.stop();
+  }
+}
