@@ -85,6 +85,8 @@ function checkTask({ task, pointer }: TaskEntry): void {
   for (const field of ['input', 'output', 'export']) checkTransforms(task[field], `${pointer}/${field}`);
   switch (kind) {
     case 'emit':
+      if (!isObject(task.emit) || !isObject(task.emit.event) || !isObject(task.emit.event.with)) throw invalidInput(`${pointer}/emit/event/with is required`);
+      return;
     case 'listen':
     case 'run':
       throw unsupported(`${pointer}: ${kind} tasks are not supported by this executor`);

@@ -8,7 +8,7 @@
 import { canonicalJson, sha256Hex } from '../../contract/canonical.js';
 import type { Clock } from '../../contract/clock.js';
 import { AdapterError, conflict, invalidInput } from '../../contract/errors.js';
-import { jsonEquals, type JsonValue } from '../../contract/json.js';
+import { jsonEquals, type JsonObject, type JsonValue } from '../../contract/json.js';
 import { Kernel, newStream, type Stream, type StreamStore } from '../../kernel/index.js';
 import type { Random } from '../../runtime/random.js';
 import type { InvocationService } from '../../runtime/service.js';
@@ -32,6 +32,8 @@ export interface WorkflowExecutorOptions {
   fetch?: typeof fetch;
   /** Contract calls go through this; without it they raise a configuration error. */
   invocations?: InvocationService;
+  /** Where emitted CloudEvents go; by default they are only recorded in the instance's log. */
+  emit?: (event: JsonObject) => Promise<void>;
   runtime?: { name: string; version: string };
   httpTimeoutMs?: number;
   tasksMax?: number;
@@ -159,6 +161,7 @@ export class WorkflowExecutor {
       runtime: this.options.runtime ?? { name: 'convoke', version: '0.1.0' },
       httpTimeoutMs: this.options.httpTimeoutMs ?? 30_000,
       contractWaitChunkMs: 5000,
+      emit: this.options.emit ?? (async () => undefined),
       tasksMax: this.options.tasksMax ?? 10_000,
     });
     const run = interpreter

@@ -33,6 +33,8 @@ export interface InterpreterDeps {
   httpTimeoutMs: number;
   /** How long one wait on a child operation lasts before it is asked again. */
   contractWaitChunkMs: number;
+  /** Where emitted CloudEvents go (they are recorded in the instance's log either way). */
+  emit: (event: JsonObject) => Promise<void>;
   /** Task executions one instance may make (a flow directive can loop). */
   tasksMax: number;
 }
@@ -61,7 +63,7 @@ export interface TaskRun {
   frame: Frame;
 }
 
-const leafKinds: ReadonlySet<TaskKind> = new Set(['set', 'raise', 'call', 'wait']);
+const leafKinds: ReadonlySet<TaskKind> = new Set(['set', 'raise', 'call', 'wait', 'emit']);
 
 export class Interpreter {
   private context: JsonValue = {};

@@ -3,6 +3,7 @@
  * wait, for, fork, and calls (calls.ts). Each takes the task's transformed input and answers its
  * raw output, and for switch the flow directive it chose.
  */
+import { sha256Hex } from '../../contract/canonical.js';
 import type { JsonObject, JsonValue } from '../../contract/json.js';
 import { isObject, type TaskEntry } from './document.js';
 import { durationMs } from './duration.js';
@@ -31,6 +32,7 @@ export async function runKind(interpreter: Interpreter, run: TaskRun): Promise<K
   if (task.switch !== undefined) return runSwitch(interpreter, run);
   if (task.raise !== undefined) return runRaise(interpreter, run);
   if (task.wait !== undefined) return runWait(interpreter, run);
+  if (task.emit !== undefined) return { output: await runEmit(interpreter, run), ended: false };
   if (task.do !== undefined) return interpreter.runList(task.do, `${run.entry.pointer}/do`, run.input, run.frame);
   throw raise('configuration', 400, 'Unsupported task', run.entry.pointer, 'this task kind is not supported');
 }
@@ -213,4 +215,24 @@ async function retryDelay(interpreter: Interpreter, run: TaskRun, frame: Frame, 
   const dueAtMs = nowMs + baseMs * factor + jitterMs;
   if (durationLimit !== undefined && dueAtMs > startedAtMs + durationLimit) return undefined;
   return dueAtMs;
+}
+
+/**
+ * emit: the CloudEvent (specversion 1.0) built from `emit.event.with`, handed to the executor's
+ * event sink and recorded as the task's answer. Its id is derived from the instance and the task
+ * execution (the same event on recovery), its time is the instant it was emitted.
+ */
+async function runEmit(interpreter: Interpreter, run: TaskRun): Promise<JsonValue> {
+  const spec = run.entry.task.emit as JsonObject;
+  const attributes = isObject(spec.event) && isObject(spec.event.with) ? spec.event.with : undefined;
+  if (!attributes) throw raise('validation', 400, 'Invalid emit', run.entry.pointer, 'emit.event.with is required');
+  const values = await interpreter.evaluateValue(`${run.at}>emit`, attributes, run.input, run.frame, { input: run.input }, run.entry.pointer);
+  if (!isObject(values) || typeof values.source !== 'string' || typeof values.type !== 'string') throw raise('validation', 400, 'Invalid event', run.entry.pointer, 'an emitted event needs a string source and type');
+  return interpreter.step(`${run.at}>emitted`, run.frame, 'call', async () => {
+    const digest = sha256Hex(`${interpreter.record.instanceId}\u0000${run.at}`);
+    const id = `${digest.slice(0, 8)}-${digest.slice(8, 12)}-${digest.slice(12, 16)}-${digest.slice(16, 20)}-${digest.slice(20, 32)}`;
+    const event: JsonObject = { specversion: '1.0', id, time: new Date(interpreter.deps.journal.nowMs()).toISOString(), datacontenttype: 'application/json', ...values };
+    await interpreter.deps.emit(event);
+    return event;
+  });
 }
