@@ -8,6 +8,7 @@ import { Command, CommanderError, InvalidArgumentError } from 'commander';
 import { isAdapterError } from '../contract/errors.js';
 import { exitCodeOfError, exitCodes } from './exit-codes.js';
 import { processIo, type CliIo } from './io.js';
+import { addWorkflowRunCommand } from './commands/workflow-run.js';
 
 // Each command's module is imported when that command runs: `convoke peer` never loads Fastify,
 // `convoke canonicalize` never loads NATS, and `--help` loads neither.
@@ -44,6 +45,7 @@ export function buildProgram(io: CliIo, setExit: (code: number) => void): Comman
   addLocalCommands(program, io, setExit);
   addNatsCommands(program, io, setExit);
   addStoreCommands(program, io, setExit);
+  addWorkflowRunCommand(program, io, setExit);
   return program;
 }
 
