@@ -16,6 +16,7 @@ interface Request {
 const port = parentPort;
 if (port) {
   const jq = await loadJq();
+  port.postMessage({ ready: true });
   port.on('message', (request: Request) => {
     try {
       const flags = request.vars.flatMap(([name, value]) => ['--argjson', name, value]);

@@ -28,6 +28,8 @@ interface Pending {
 
 export class JqWorkerEvaluator implements ExpressionEvaluator {
   private worker: Worker | undefined;
+  /** Resolves when the current worker has loaded jq (the deadline counts evaluation, not start-up). */
+  private ready: Promise<Worker> | undefined;
   private readonly pending = new Map<number, Pending>();
   private nextId = 1;
   private queue: Promise<unknown> = Promise.resolve();
@@ -40,8 +42,8 @@ export class JqWorkerEvaluator implements ExpressionEvaluator {
     return run;
   }
 
-  private once(query: string, input: JsonValue, vars: Readonly<Record<string, JsonValue>>): Promise<JsonValue> {
-    const worker = this.started();
+  private async once(query: string, input: JsonValue, vars: Readonly<Record<string, JsonValue>>): Promise<JsonValue> {
+    const worker = await this.started();
     const id = this.nextId++;
     return new Promise<JsonValue>((resolve, reject) => {
       const timer = setTimeout(() => {
@@ -58,24 +60,35 @@ export class JqWorkerEvaluator implements ExpressionEvaluator {
     });
   }
 
-  private started(): Worker {
-    if (this.worker) return this.worker;
+  private started(): Promise<Worker> {
+    if (this.worker && this.ready) return this.ready;
     const worker = new Worker(new URL('./jq-worker.js', import.meta.url));
     worker.unref();
-    worker.on('message', (message: { id: number; ok?: string; error?: string }) => {
+    let loaded: (worker: Worker) => void = () => undefined;
+    let failed: (error: Error) => void = () => undefined;
+    this.ready = new Promise<Worker>((resolve, reject) => ((loaded = resolve), (failed = reject)));
+    worker.on('message', (message: { id: number; ready?: true; ok?: string; error?: string }) => {
+      if (message.ready) return loaded(worker);
       const pending = this.pending.get(message.id);
       if (!pending) return;
       this.pending.delete(message.id);
       if (message.ok !== undefined) pending.resolve(JSON.parse(message.ok) as JsonValue);
       else pending.reject(new ExpressionFailure(message.error ?? 'jq failed'));
     });
-    worker.on('error', (error) => this.failAll(error));
+    // A worker stopped at its deadline exits later: its one evaluation was already answered, and
+    // what is pending now belongs to its successor.
+    worker.on('error', (error) => {
+      failed(new ExpressionFailure(`the jq worker failed: ${error.message}`));
+      if (this.worker === worker) this.failAll(error);
+    });
     worker.on('exit', () => {
-      if (this.worker === worker) this.worker = undefined;
+      failed(new ExpressionFailure('the jq worker exited'));
+      if (this.worker !== worker) return;
+      this.worker = undefined;
       this.failAll(new ExpressionFailure('the jq worker exited'));
     });
     this.worker = worker;
-    return worker;
+    return this.ready;
   }
 
   private failAll(error: Error): void {
@@ -88,6 +101,7 @@ export class JqWorkerEvaluator implements ExpressionEvaluator {
   private stop(): void {
     const worker = this.worker;
     this.worker = undefined;
+    this.ready = undefined;
     void worker?.terminate();
   }
 
