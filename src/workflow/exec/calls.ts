@@ -17,7 +17,7 @@ import { stageInvocationKey } from '../ids.js';
 import { isObject } from './document.js';
 import { WorkflowRaise, raise } from './dsl-errors.js';
 import type { WorkflowError } from './events.js';
-import type { Interpreter, TaskRun } from './interpreter.js';
+import type { Interpreting as Interpreter, TaskRun } from './run.js';
 import { Halted } from './journal.js';
 
 export const contractFunction = 'invoke-contract';

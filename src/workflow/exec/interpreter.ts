@@ -10,62 +10,23 @@
  */
 import { AdapterError } from '../../contract/errors.js';
 import type { JsonObject, JsonValue } from '../../contract/json.js';
-import type { Random } from '../../runtime/random.js';
-import type { InvocationService } from '../../runtime/service.js';
 import { taskTimeoutKey, timeoutError, type Proposal } from './decide.js';
 import { entriesOf, isObject, kindOf, type TaskEntry, type TaskKind } from './document.js';
 import { durationMs } from './duration.js';
 import { WorkflowRaise, raise } from './dsl-errors.js';
 import type { StepResult, WorkflowError } from './events.js';
 import { evaluateValue, hasExpression, programOf } from './expressions.js';
-import { ExpressionFailure, type ExpressionEvaluator } from './jq.js';
-import { Halted, replayed, type Journal } from './journal.js';
+import { ExpressionFailure } from './jq.js';
+import { Halted, replayed } from './journal.js';
 import type { WorkflowRecord } from './record.js';
 import { runKind } from './tasks.js';
+import type { Frame, Interpreting, InterpreterDeps, Outcome } from './run.js';
 
-export interface InterpreterDeps {
-  journal: Journal;
-  evaluator: ExpressionEvaluator;
-  random: Random;
-  fetch: typeof fetch;
-  invocations: InvocationService | undefined;
-  runtime: { name: string; version: string };
-  httpTimeoutMs: number;
-  /** How long one wait on a child operation lasts before it is asked again. */
-  contractWaitChunkMs: number;
-  /** Where emitted CloudEvents go (they are recorded in the instance's log either way). */
-  emit: (event: JsonObject) => Promise<void>;
-  /** Task executions one instance may make (a flow directive can loop). */
-  tasksMax: number;
-}
-
-/** Where a task runs: its key suffix (loop index, retry attempt, branch, revisit), loop indexes, variables, cancellation. */
-export interface Frame {
-  suffix: string;
-  iterations: readonly number[];
-  vars: Readonly<Record<string, JsonValue>>;
-  signal: AbortSignal;
-}
-
-export interface Outcome {
-  output: JsonValue;
-  then: string | undefined;
-  ended: boolean;
-}
-
-/** One task execution as its kind sees it. */
-export interface TaskRun {
-  entry: TaskEntry;
-  /** The execution's key: the task's pointer and its frame suffix. */
-  at: string;
-  /** The task's transformed input (`$input`, `.`). */
-  input: JsonValue;
-  frame: Frame;
-}
+export type { Frame, InterpreterDeps, Outcome, TaskRun } from './run.js';
 
 const leafKinds: ReadonlySet<TaskKind> = new Set(['set', 'raise', 'call', 'wait', 'emit']);
 
-export class Interpreter {
+export class Interpreter implements Interpreting {
   private context: JsonValue = {};
   private tasksRun = 0;
 

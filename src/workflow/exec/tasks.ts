@@ -12,7 +12,7 @@ import type { WorkflowError } from './events.js';
 import { Halted } from './journal.js';
 import { runCall } from './calls.js';
 import { entriesOf } from './document.js';
-import type { Frame, Interpreter, TaskRun } from './interpreter.js';
+import type { Frame, Interpreting as Interpreter, TaskRun } from './run.js';
 
 export interface KindOutcome {
   output: JsonValue;
