@@ -61,7 +61,9 @@ export function decideProposal(record: WorkflowRecord, proposal: Proposal, retry
   if (events.length === 0) return undefined;
   const deadline = record.started.deadlineMs ?? openEndedMs;
   const notAfterMs = Math.min(proposal.notAfterMs ?? openEndedMs, deadline);
-  const notBeforeMs = Math.min(proposal.notBeforeMs ?? Number.MIN_SAFE_INTEGER, notAfterMs - 1);
+  const notBeforeMs = proposal.notBeforeMs ?? Number.MIN_SAFE_INTEGER;
+  // A window closed by the deadline before it opens: nothing to append; the deadline's timer ends the instance.
+  if (notBeforeMs >= notAfterMs) return undefined;
   return { events, timeGuard: { notBeforeMs, notAfterMs }, causation: { command: proposal.command } };
 }
 

@@ -51,6 +51,9 @@ export interface StartRequest {
 
 type Instance = Stream<WorkflowRecord>;
 
+/** How long after an interpreter stopped on a store failure it runs the instance again. */
+const redriveDelayMs = 1000;
+
 export class WorkflowExecutor {
   readonly kernel: Kernel<WorkflowRecord, WorkflowTransition, Instance>;
   private readonly running = new Map<string, Promise<void>>();
@@ -151,7 +154,7 @@ export class WorkflowExecutor {
 
   /** Runs the instance's interpreter once per process while it is running. */
   private drive(instance: Instance): void {
-    if (instance.record.status !== 'running' || this.running.has(instance.id)) return;
+    if (this.stopping.signal.aborted || instance.record.status !== 'running' || this.running.has(instance.id)) return;
     const interpreter = new Interpreter({
       journal: this.journal(instance),
       evaluator: this.options.evaluator,
@@ -167,13 +170,16 @@ export class WorkflowExecutor {
     const run = interpreter
       .run(this.stopping.signal)
       .catch((error: unknown) => {
-        if (!(error instanceof Halted)) this.failures.push(error);
+        if (error instanceof Halted) return;
+        this.failures.push(error);
+        // The store refused (unavailable, too many writers): the instance is still running; try again shortly.
+        if (!this.stopping.signal.aborted) this.options.clock.at(this.options.clock.nowMs() + redriveDelayMs, () => this.drive(instance));
       })
       .finally(() => this.running.delete(instance.id));
     this.running.set(instance.id, run);
   }
 
-  /** Errors that stopped an interpreter without finishing its instance (the store unavailable): it resumes when loaded again. */
+  /** Errors that stopped an interpreter without finishing its instance; it is driven again after redriveDelayMs. */
   readonly failures: unknown[] = [];
 
   private journal(instance: Instance): Journal {
