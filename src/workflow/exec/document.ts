@@ -7,6 +7,7 @@
 import { AdapterError, invalidInput, unsupported } from '../../contract/errors.js';
 import type { JsonObject, JsonValue } from '../../contract/json.js';
 import { workflowDslVersion } from '../version.js';
+import { durationMs } from './duration.js';
 import { escapePointer, expressionsIn, isExpression, nondeterminismProblem, programOf } from './expressions.js';
 
 export type TaskKind = 'call' | 'do' | 'fork' | 'for' | 'raise' | 'set' | 'switch' | 'try' | 'wait' | 'emit' | 'listen' | 'run';
@@ -19,6 +20,22 @@ export interface TaskEntry {
 }
 
 export const isObject = (value: unknown): value is JsonObject => typeof value === 'object' && value !== null && !Array.isArray(value);
+
+/**
+ * A reusable component: `value` itself, or — when it is a string — the component of that name in
+ * the document's `use.<kind>` (undefined when there is none).
+ */
+export function resolveNamed(document: JsonValue, kind: 'errors' | 'retries' | 'timeouts', value: JsonValue | undefined): JsonValue | undefined {
+  if (typeof value !== 'string') return value;
+  const components = isObject(document) && isObject(document.use) ? document.use[kind] : undefined;
+  return isObject(components) ? components[value] : undefined;
+}
+
+/** A timeout definition (`{after}` or the name of one in use.timeouts) in milliseconds; undefined when none or not a timeout. */
+export function timeoutMsOf(document: JsonValue, value: JsonValue | undefined): number | undefined {
+  const timeout = resolveNamed(document, 'timeouts', value);
+  return isObject(timeout) ? durationMs(timeout.after) : undefined;
+}
 
 /** The kind of a task definition (`for` before `do`: a for task has both). */
 export function kindOf(task: JsonObject): TaskKind | undefined {

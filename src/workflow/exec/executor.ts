@@ -15,8 +15,7 @@ import type { InvocationService } from '../../runtime/service.js';
 import { workflowInstanceId } from '../ids.js';
 import { workflowAggregate } from './aggregate.js';
 import { decideCancel, decideDue, decideProposal, workflowTimeoutKey } from './decide.js';
-import { checkDocument, isObject } from './document.js';
-import { durationMs } from './duration.js';
+import { checkDocument, isObject, timeoutMsOf } from './document.js';
 import { workflowTransitionProblem, type WorkflowEvent, type WorkflowTransition } from './events.js';
 import { Interpreter } from './interpreter.js';
 import type { ExpressionEvaluator } from './jq.js';
@@ -89,7 +88,9 @@ export class WorkflowExecutor {
     const bundleDigest = request.bundleDigest ?? `sha256:${sha256Hex(canonicalJson(request.document))}`;
     const instanceId = workflowInstanceId(request.principalId, bundleDigest, workflowName, request.invocationKey);
     const nowMs = this.options.clock.nowMs();
-    const timeout = isObject(request.document) ? this.workflowTimeoutMs(request.document) : undefined;
+    const declared = isObject(request.document) ? request.document.timeout : undefined;
+    const timeout = timeoutMsOf(request.document, declared);
+    if (declared !== undefined && timeout === undefined) throw invalidInput('/timeout: not a timeout ({after: duration} or a name in use.timeouts)');
     const deadlineMs = timeout === undefined ? null : nowMs + timeout;
     const events: WorkflowEvent[] = [
       { type: 'workflow-started', v: 1, instanceId, principalId: request.principalId, invocationKey: request.invocationKey, workflowName, bundleDigest, document: request.document, input: request.input, deadlineMs },
@@ -109,15 +110,6 @@ export class WorkflowExecutor {
       throw conflict(`workflow instance ${instanceId} exists with a different input or document under invocation key ${JSON.stringify(request.invocationKey)}`);
     }
     return { instanceId, created: false };
-  }
-
-  private workflowTimeoutMs(document: Record<string, JsonValue>): number | undefined {
-    const value = document.timeout;
-    if (value === undefined) return undefined;
-    const named = typeof value === 'string' && isObject(document.use) && isObject(document.use.timeouts) ? document.use.timeouts[value] : value;
-    const ms = isObject(named) ? durationMs(named.after) : undefined;
-    if (ms === undefined) throw invalidInput('/timeout: not a timeout ({after: duration} or a name in use.timeouts)');
-    return ms;
   }
 
   /** The instance held or read from the store (a running one is resumed); undefined when unknown. */

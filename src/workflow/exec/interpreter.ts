@@ -11,8 +11,7 @@
 import { AdapterError } from '../../contract/errors.js';
 import type { JsonObject, JsonValue } from '../../contract/json.js';
 import { taskTimeoutKey, timeoutError, type Proposal } from './decide.js';
-import { entriesOf, isObject, kindOf, type TaskEntry, type TaskKind } from './document.js';
-import { durationMs } from './duration.js';
+import { entriesOf, isObject, kindOf, timeoutMsOf, type TaskEntry, type TaskKind } from './document.js';
 import { WorkflowRaise, raise } from './dsl-errors.js';
 import type { StepResult, WorkflowError } from './events.js';
 import { evaluateValue, hasExpression, programOf } from './expressions.js';
@@ -220,7 +219,7 @@ export class Interpreter implements Interpreting {
 
   /** Runs `work` against the task's timeout, a timer recorded at the task's start instant + after. */
   private async withTimeout(entry: TaskEntry, at: string, frame: Frame, work: (frame: Frame) => Promise<Outcome>): Promise<Outcome> {
-    const afterMs = this.timeoutMs(entry.task.timeout);
+    const afterMs = timeoutMsOf(this.record.started.document, entry.task.timeout);
     const started = this.record.tasks[at];
     if (afterMs === undefined || !started) return work(frame);
     const key = taskTimeoutKey(at);
@@ -241,14 +240,6 @@ export class Interpreter implements Interpreting {
       controller.abort();
       frame.signal.removeEventListener('abort', stop);
     }
-  }
-
-  /** A timeout definition (`{after}` or the name of one in use.timeouts) in milliseconds. */
-  timeoutMs(value: JsonValue | undefined): number | undefined {
-    if (value === undefined) return undefined;
-    const document = this.record.started.document as JsonObject;
-    const named = typeof value === 'string' && isObject(document.use) && isObject(document.use.timeouts) ? document.use.timeouts[value] : value;
-    return isObject(named) ? durationMs(named.after) : undefined;
   }
 }
 

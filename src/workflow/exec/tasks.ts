@@ -5,7 +5,7 @@
  */
 import { sha256Hex } from '../../contract/canonical.js';
 import type { JsonObject, JsonValue } from '../../contract/json.js';
-import { isObject, type TaskEntry } from './document.js';
+import { isObject, resolveNamed, type TaskEntry } from './document.js';
 import { durationMs } from './duration.js';
 import { WorkflowRaise, errorFrom, errorMatches, errorValue, raise } from './dsl-errors.js';
 import type { WorkflowError } from './events.js';
@@ -50,8 +50,7 @@ async function runSwitch(interpreter: Interpreter, run: TaskRun): Promise<KindOu
 
 async function runRaise(interpreter: Interpreter, run: TaskRun): Promise<never> {
   const spec = run.entry.task.raise as JsonObject;
-  const document = interpreter.record.started.document as JsonObject;
-  const named = typeof spec.error === 'string' && isObject(document.use) && isObject(document.use.errors) ? document.use.errors[spec.error] : spec.error;
+  const named = resolveNamed(interpreter.record.started.document, 'errors', spec.error);
   if (named === undefined) throw raise('configuration', 400, 'Unknown error', run.entry.pointer, `raise.error ${JSON.stringify(spec.error)} does not resolve`);
   const value = await interpreter.evaluateValue(`${run.at}>raise`, named, run.input, run.frame, { input: run.input }, run.entry.pointer);
   throw new WorkflowRaise(errorFrom(value, run.entry.pointer));
@@ -191,8 +190,7 @@ async function catches(interpreter: Interpreter, run: TaskRun, frame: Frame, spe
  * recorded with the timer, so the draw never needs replaying.
  */
 async function retryDelay(interpreter: Interpreter, run: TaskRun, frame: Frame, spec: JsonObject, attempt: number, errorVar: Record<string, JsonValue>): Promise<number | undefined> {
-  const document = interpreter.record.started.document as JsonObject;
-  const policy = typeof spec.retry === 'string' && isObject(document.use) && isObject(document.use.retries) ? document.use.retries[spec.retry] : spec.retry;
+  const policy = resolveNamed(interpreter.record.started.document, 'retries', spec.retry);
   if (!isObject(policy)) return undefined;
   const timer = interpreter.record.timers[`${run.at}(${attempt})>retry`];
   if (timer) return timer.dueAtMs;
