@@ -62,7 +62,8 @@ export class JqWorkerEvaluator implements ExpressionEvaluator {
 
   private started(): Promise<Worker> {
     if (this.worker && this.ready) return this.ready;
-    const worker = new Worker(new URL('./jq-worker.js', import.meta.url));
+    // No inherited execArgv: a flag meant for the main program (--input-type, --eval) must not stop the worker.
+    const worker = new Worker(new URL('./jq-worker.js', import.meta.url), { execArgv: [] });
     worker.unref();
     let loaded: (worker: Worker) => void = () => undefined;
     let failed: (error: Error) => void = () => undefined;
