@@ -8,9 +8,7 @@
  *
  * Registered by `addWorkflowRunCommand` under `convoke workflow` (created here when absent).
  */
-import { randomInt } from 'node:crypto';
 import type { Command } from 'commander';
-import { parse as parseYaml } from 'yaml';
 import { isAdapterError, invalidInput } from '../../contract/errors.js';
 import type { JsonValue } from '../../contract/json.js';
 import type { CliIo } from '../io.js';
@@ -26,7 +24,9 @@ export interface WorkflowRunOptions {
   json: boolean;
 }
 
-function parseDocument(text: string, file: string): JsonValue {
+/** main.ts imports this module to register the command: everything else loads when it runs. */
+async function parseDocument(text: string, file: string): Promise<JsonValue> {
+  const { parse: parseYaml } = await import('yaml');
   try {
     // YAML 1.2 reads JSON too; duplicate keys are refused (uniqueKeys), as the strict JSON parser does.
     return parseYaml(text, { uniqueKeys: true, maxAliasCount: 100 }) as JsonValue;
@@ -36,7 +36,8 @@ function parseDocument(text: string, file: string): JsonValue {
 }
 
 export async function workflowRunCommand(file: string, options: WorkflowRunOptions, io: CliIo): Promise<number> {
-  const [{ readFileBytes }, { parseStrictBytes }, { openStore }, { SystemClock }, { seededRandom }, { WorkflowExecutor }, { JqWorkerEvaluator }, { workflowStreams }] = await Promise.all([
+  const [{ randomInt }, { readFileBytes }, { parseStrictBytes }, { openStore }, { SystemClock }, { seededRandom }, { WorkflowExecutor }, { JqWorkerEvaluator }, { workflowStreams }] = await Promise.all([
+    import('node:crypto'),
     import('../../deployment/files.js'),
     import('../../contract/ijson.js'),
     import('../../adapters/store/open.js'),
@@ -47,7 +48,7 @@ export async function workflowRunCommand(file: string, options: WorkflowRunOptio
     import('../../workflow/exec/streams.js'),
   ]);
   try {
-    const document = parseDocument((await readFileBytes(file)).toString('utf8'), file);
+    const document = await parseDocument((await readFileBytes(file)).toString('utf8'), file);
     const input = parseStrictBytes(Buffer.from(options.input, 'utf8'), '--input');
     const clock = new SystemClock();
     const store = await openStore(options.store, { clock });
