@@ -1,8 +1,9 @@
 /**
  * The layer rules of src/ (docs/architecture.md), checked by `npm run depcheck` and so by `npm test`.
  *
- *   contract → events → machines → projections → domain → kernel → runtime core → facades (http,
- *   nats-api, cli) and deployment wiring; contract → workflow/dsl (the workflow language) → deployment, cli
+ *   contract → events → machines → projections → domain → kernel → runtime core (and beside it the
+ *   workflow executor, src/workflow/exec) → facades (http, nats-api, cli) and deployment wiring;
+ *   contract → workflow/dsl (the workflow language) → deployment, cli
  *
  * There are no exceptions.
  *
@@ -59,6 +60,25 @@ module.exports = {
       [...below.domain, '^src/kernel/', '^src/adapters/', '^src/runtime/'],
       'the coordinator core imports no facade, no wiring and no peer SDK.',
     ),
+    layer(
+      'workflow-identities',
+      '^src/workflow/[^/]+[.]ts$',
+      ['^src/contract/', '^src/workflow/[^/]+[.]ts$'],
+      'workflow identities and the DSL version import only contract.',
+    ),
+    layer(
+      'workflow-executor-beside-the-runtime',
+      '^src/workflow/exec/',
+      [...below.domain, '^src/kernel/', '^src/adapters/', '^src/runtime/', '^src/workflow/exec/', '^src/workflow/[^/]+[.]ts$'],
+      'the workflow executor is an aggregate on the kernel beside the coordinator core: it calls contracts through runtime/service.ts and imports no facade and no wiring.',
+    ),
+    {
+      name: 'workflow-executor-used-by-cli-and-wiring',
+      comment: 'only the CLI and the deployment wiring start the workflow executor.',
+      severity: 'error',
+      from: { path: '^src/', pathNot: '^src/(cli|deployment|workflow/exec)/' },
+      to: { path: '^src/workflow/exec/' },
+    },
     layer('http-facade', '^src/http/', [...below.domain, '^src/adapters/', '^src/runtime/', '^src/http/'], 'the HTTP facade sits on the core; it imports no other facade and no wiring.'),
     layer('nats-command-facade', '^src/nats-api/', [...below.domain, '^src/adapters/', '^src/runtime/', '^src/nats-api/'], 'the NATS command API sits on the core; it imports no other facade and no wiring.'),
     layer(

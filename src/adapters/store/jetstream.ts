@@ -1,7 +1,9 @@
 /**
  * The JetStream event store (docs/design.md §2, §8): stream CONVOKE_OPS, one subject per operation
  * (`convoke.op.<operationId>`), one message per Transition, file storage, limits retention,
- * discard-new (capacity pressure refuses writes instead of evicting accepted history).
+ * discard-new (capacity pressure refuses writes instead of evicting accepted history). Workflow
+ * instances (`wf…` ids) live in the same stream on `convoke.wf.<instanceId>`, under the same CAS
+ * and guard-on-fold rules; operationIds() and follow() see operations only, watch() both.
  *
  * Compare-and-swap: create publishes with `expect.lastSubjectSequence: 0`, append with the
  * expected revision, which *is* the stream sequence of the subject's last message. A wrong
@@ -187,7 +189,7 @@ export class JetStreamEventStore implements EventStore {
       const streamName = options.streamName ?? 'CONVOKE_OPS';
       const prefix = options.subjectPrefix ?? 'convoke';
       const bytesMax = options.streamBytesMax ?? -1;
-      const directGet = await ensureStream(jsm, streamName, `${prefix}.op.>`, limits.transitionBytesMax + headerBytesAllowance, bytesMax);
+      const directGet = await ensureStream(jsm, streamName, `${prefix}.op.>`, limits.transitionBytesMax + headerBytesAllowance, bytesMax, `${prefix}.wf.>`);
       await ensureStream(jsm, `${streamName}_TOMBS`, `${prefix}.tomb.>`, 4096, -1);
       await ensureIndexStream(jsm, streamName, prefix);
       const stampWaitMs = options.stampWaitMs ?? defaultStampWaitMs;
@@ -296,9 +298,10 @@ export class JetStreamEventStore implements EventStore {
   async watch(listener: RevisionListener): Promise<{ close(): Promise<void> }> {
     if (this.closed) throw unavailable('store is closed');
     if (!this.stamps) return this.follow(revisionsOnly(listener));
-    const opPrefix = `${this.prefix}.op.`;
+    const prefixes = [`${this.prefix}.op.`, `${this.prefix}.wf.`];
     const stop = this.stamps.watch((subject, seq) => {
-      if (subject.startsWith(opPrefix)) listener(subject.slice(opPrefix.length), String(seq));
+      const prefix = prefixes.find((candidate) => subject.startsWith(candidate));
+      if (prefix !== undefined) listener(subject.slice(prefix.length), String(seq));
     });
     return { close: async () => stop() };
   }
@@ -347,7 +350,7 @@ export class JetStreamEventStore implements EventStore {
   // -------------------------------------------------------------------------------------------
 
   private opSubject(operationId: string): string {
-    return `${this.prefix}.op.${operationId}`;
+    return `${this.prefix}.${streamFamily(operationId)}.${operationId}`;
   }
 
   private tombSubject(operationId: string): string {
@@ -389,8 +392,8 @@ export class JetStreamEventStore implements EventStore {
       return { kind: 'unavailable', description: `stored message ${seq} could not be read back; its fold outcome is unknown` };
     }
     const outcome = answerStoredAt(this.fold, operationId, seq, stamp.committedAtMs, known, transition.timeGuard);
-    // Stored either way (applied, or void on fold): the index row follows the log.
-    if (outcome.kind === 'ok' || outcome.kind === 'expired') {
+    // Stored either way (applied, or void on fold): the index row follows the log (operations only, not workflow instances).
+    if ((outcome.kind === 'ok' || outcome.kind === 'expired') && streamFamily(operationId) === 'op') {
       await this.index.appended(operationId, known.revision === 0 ? undefined : String(known.revision), { revision: String(seq), committedAtMs: stamp.committedAtMs, transition });
     }
     return outcome;
@@ -619,14 +622,18 @@ async function connectFor(options: JetStreamStoreOptions, requestTimeoutMs: numb
 
 /**
  * Creates the stream, or checks an existing one keeps the durability promises this adapter
- * makes. Answers whether the stream allows direct gets.
+ * makes. Answers whether the stream allows direct gets. `extra` is a further subject the stream
+ * carries (workflow instances, `<prefix>.wf.>`): added to a stream created before it, where the
+ * client may update streams; otherwise that stream takes no workflow instances (their appends
+ * answer `unavailable`).
  */
-async function ensureStream(jsm: JetStreamManager, name: string, subject: string, messageBytesMax: number, bytesMax: number): Promise<boolean> {
+async function ensureStream(jsm: JetStreamManager, name: string, subject: string, messageBytesMax: number, bytesMax: number, extra?: string): Promise<boolean> {
   try {
     const info = await jsm.streams.info(name);
     const c = info.config;
     const ok = c.storage === StorageType.File && c.retention === RetentionPolicy.Limits && c.discard === DiscardPolicy.New && c.subjects.includes(subject);
     if (!ok) throw unsupported(`stream ${name} exists without file storage, limits retention, discard-new and subject ${subject}`);
+    if (extra !== undefined && !c.subjects.includes(extra)) await jsm.streams.update(name, { subjects: [...c.subjects, extra] }).catch(() => undefined);
     return c.allow_direct === true;
   } catch (error) {
     if (!(error instanceof JetStreamApiError && error.code === 10059)) throw error;
@@ -634,7 +641,7 @@ async function ensureStream(jsm: JetStreamManager, name: string, subject: string
   try {
     await jsm.streams.add({
       name,
-      subjects: [subject],
+      subjects: extra === undefined ? [subject] : [subject, extra],
       storage: StorageType.File,
       retention: RetentionPolicy.Limits,
       discard: DiscardPolicy.New,
@@ -648,6 +655,11 @@ async function ensureStream(jsm: JetStreamManager, name: string, subject: string
     if (!(error instanceof JetStreamApiError && error.code === 10058)) throw error;
     return false;
   }
+}
+
+/** Workflow instance streams (`wf…` ids) have their own subject token; every other stream is an operation's. */
+function streamFamily(streamId: string): 'op' | 'wf' {
+  return /^wf[0-9a-f]{64}$/.test(streamId) ? 'wf' : 'op';
 }
 
 async function subjectsOf(jsm: JetStreamManager, stream: string, filter: string): Promise<string[]> {

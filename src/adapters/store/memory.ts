@@ -3,6 +3,9 @@
  * is checked at the store's serialization point (each call runs to completion on the event loop
  * before any other), against the injected clock, and committedAtMs is that same reading.
  * Idempotency is process-local: after the process ends, every operation is unknown.
+ *
+ * The store keeps any stream of transitions of the stored shape (codec.ts): workflow instances
+ * (`wf…` ids) live beside operations; operationIds() lists operations only.
  */
 import type { StoredTransition, Transition } from '../../events/types.js';
 import type { Clock } from '../../contract/clock.js';
@@ -13,6 +16,7 @@ import { resolveStoreLimits } from './limits.js';
 import { unavailable } from '../../contract/errors.js';
 import { countStuck, pageOf, type OperationIndexRow } from '../../events/operation-index.js';
 import { IndexStates } from './index-states.js';
+import { isOperationId } from '../../contract/ids.js';
 
 /**
  * A stored transition is kept as its serialized body, as a durable store keeps bytes: reads decode
@@ -119,7 +123,7 @@ export class MemoryEventStore implements EventStore {
     if (this.closed) throw unavailable('store is closed');
     // A snapshot of the keys, so a create/tombstone during iteration cannot skip or repeat ids.
     const ids = [...this.streams.keys()];
-    for (const id of ids) if (this.streams.get(id)?.tombstoned === false) yield id;
+    for (const id of ids) if (isOperationId(id) && this.streams.get(id)?.tombstoned === false) yield id;
   }
 
   async tombstone(operationId: string): Promise<AppendOutcome | StoreFailure> {
@@ -157,6 +161,7 @@ export class MemoryEventStore implements EventStore {
 
   /** The operation's row after the transition just stored (decoded from its body: a copy no caller holds). */
   private indexAppended(operationId: string, stream: Stream, previous: number, stored: StoredTransition): void {
+    if (!isOperationId(operationId)) return; // a workflow instance's stream: the index lists operations
     const row = this.indexStates.rowAfter(operationId, previous === 0 ? undefined : String(previous), stored, () => stream.transitions.slice(0, previous).map(decode));
     if (row) this.rows.set(operationId, row);
     else this.rows.delete(operationId);

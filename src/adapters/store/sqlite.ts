@@ -10,6 +10,9 @@
  *
  * The meta row carries the store-wide last committedAtMs, so a process whose clock lags another's
  * (or a clock set back) stops protected transitions instead of writing time backwards.
+ *
+ * Streams are keyed by id: workflow instances (`wf…`) are rows beside operations (`op…`), under
+ * the same lock, guard and clock rules; operationIds() lists operations only.
  */
 import Database from 'better-sqlite3';
 import type { StoredTransition, Transition } from '../../events/types.js';
@@ -23,6 +26,7 @@ import { openSqliteDatabase } from './sqlite-open.js';
 import { limits as contractLimits } from '../../contract/limits.js';
 import { IndexStates } from './index-states.js';
 import { SqliteOperationIndex, indexSchema } from './sqlite-index.js';
+import { isOperationId } from '../../contract/ids.js';
 
 export interface SqliteStoreOptions {
   /** A file path (or ':memory:' for a throwaway store in tests). */
@@ -212,7 +216,8 @@ export class SqliteEventStore implements EventStore {
       } catch (error) {
         throw unavailable(sqliteFailure(error).description, error);
       }
-      for (const row of page) yield row.id;
+      // Workflow instance streams (`wf…`) share the tables; only operations are listed here.
+      for (const row of page) if (isOperationId(row.id)) yield row.id;
       const last = page.at(-1);
       if (page.length < contractLimits.sqliteOperationIdsPageMax || last === undefined) return;
       afterId = last.id;
@@ -336,9 +341,11 @@ export class SqliteEventStore implements EventStore {
     // The index row, from the log before this transition; written in the same transaction, so it
     // commits with the transition or not at all.
     const stored: StoredTransition = { revision: String(revision), committedAtMs: nowMs, transition: JSON.parse(body) as Transition };
-    const row = this.indexStates.rowAfter(operationId, operation ? String(operation.last_revision) : undefined, stored, () => this.logInTransaction(operationId));
+    // A workflow instance's stream (wf… id) has no row: the index lists operations.
+    const indexed = isOperationId(operationId);
+    const row = indexed ? this.indexStates.rowAfter(operationId, operation ? String(operation.last_revision) : undefined, stored, () => this.logInTransaction(operationId)) : undefined;
     this.statements.insertTransition.run(rowid, operationId, revision, nowMs, body);
-    this.index.write(operationId, row);
+    if (indexed) this.index.write(operationId, row);
     if (operation) this.statements.updateOperation.run(revision, operationId);
     else this.statements.insertOperation.run(operationId, revision);
     this.statements.updateMeta.run(nowMs, rowid, meta.operations_count + (operation ? 0 : 1));

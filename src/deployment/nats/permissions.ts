@@ -24,7 +24,7 @@ export interface JetStreamStoreNames {
 export function jetstreamStorePermissions(names: JetStreamStoreNames = {}, options: { manageStreams?: boolean } = {}): NatsPermissions {
   const stream = names.stream ?? 'CONVOKE_OPS';
   const prefix = names.prefix ?? 'convoke';
-  const publish = [`${prefix}.op.>`, `${prefix}.tomb.>`, '$JS.API.INFO'];
+  const publish = [`${prefix}.op.>`, `${prefix}.wf.>`, `${prefix}.tomb.>`, '$JS.API.INFO'];
   for (const s of [stream, `${stream}_TOMBS`]) {
     publish.push(
       `$JS.API.STREAM.INFO.${s}`,
@@ -42,7 +42,7 @@ export function jetstreamStorePermissions(names: JetStreamStoreNames = {}, optio
       // stalls the feed at its first flow-control window and every append falls back to a read.
       `$JS.FC.${s}.>`,
     );
-    if (options.manageStreams) publish.push(`$JS.API.STREAM.CREATE.${s}`);
+    if (options.manageStreams) publish.push(`$JS.API.STREAM.CREATE.${s}`, `$JS.API.STREAM.UPDATE.${s}`);
   }
   return { publish, subscribe: [] };
 }

@@ -1,0 +1,107 @@
+/**
+ * `convoke workflow run FILE --input JSON [--store URL] [--json]`: runs a Serverless Workflow
+ * 1.0.3 document (YAML or JSON) embedded — no server — on the given store (memory by default) and
+ * prints its output. Exit 0 when the instance completed, 11 when it faulted or was cancelled (the
+ * error on stderr), 10 when it was still running at the end of --wait-ms (its id on stderr: run
+ * the same command again with the same --key and --store to resume it), or the AdapterError's
+ * code when it could not start (an unsupported task: 7).
+ *
+ * Registered by `addWorkflowRunCommand` under `convoke workflow` (created here when absent).
+ */
+import type { Command } from 'commander';
+import { isAdapterError, invalidInput } from '../../contract/errors.js';
+import type { JsonValue } from '../../contract/json.js';
+import type { CliIo } from '../io.js';
+import { exitCodeOfError, exitCodes } from '../exit-codes.js';
+
+export interface WorkflowRunOptions {
+  input: string;
+  store: string;
+  key: string;
+  principal: string;
+  waitMs: number;
+  seed: number | undefined;
+  json: boolean;
+}
+
+/** main.ts imports this module to register the command: everything else loads when it runs. */
+async function parseDocument(text: string, file: string): Promise<JsonValue> {
+  const { parse: parseYaml } = await import('yaml');
+  try {
+    // YAML 1.2 reads JSON too; duplicate keys are refused (uniqueKeys), as the strict JSON parser does.
+    return parseYaml(text, { uniqueKeys: true, maxAliasCount: 100 }) as JsonValue;
+  } catch (error) {
+    throw invalidInput(`${file}: not a YAML or JSON workflow document: ${error instanceof Error ? error.message : String(error)}`, error);
+  }
+}
+
+export async function workflowRunCommand(file: string, options: WorkflowRunOptions, io: CliIo): Promise<number> {
+  const [{ randomInt }, { readFileBytes }, { parseStrictBytes }, { openStore }, { SystemClock }, { seededRandom }, { WorkflowExecutor }, { JqWorkerEvaluator }, { workflowStreams }] = await Promise.all([
+    import('node:crypto'),
+    import('../../deployment/files.js'),
+    import('../../contract/ijson.js'),
+    import('../../adapters/store/open.js'),
+    import('../../contract/clock.js'),
+    import('../../runtime/random.js'),
+    import('../../workflow/exec/executor.js'),
+    import('../../workflow/exec/jq.js'),
+    import('../../workflow/exec/streams.js'),
+  ]);
+  try {
+    const document = await parseDocument((await readFileBytes(file)).toString('utf8'), file);
+    const input = parseStrictBytes(Buffer.from(options.input, 'utf8'), '--input');
+    const clock = new SystemClock();
+    const store = await openStore(options.store, { clock });
+    const evaluator = new JqWorkerEvaluator({ deadlineMs: 2000 });
+    const executor = new WorkflowExecutor({ store: workflowStreams(store), clock, random: seededRandom(options.seed ?? randomInt(2 ** 31)), evaluator });
+    try {
+      const { instanceId } = await executor.start({ principalId: options.principal, invocationKey: options.key, document, input });
+      const record = await executor.wait(instanceId, options.waitMs);
+      if (options.json) {
+        const tasks = Object.entries(record.tasks).map(([at, task]) => ({ at, name: task.name, state: task.state }));
+        io.stdout.write(JSON.stringify({ instanceId, status: record.status, output: record.output, error: record.error, tasks, children: record.children }, null, 2) + '\n');
+      } else if (record.status === 'completed') io.stdout.write(JSON.stringify(record.output, null, 2) + '\n');
+      if (record.status === 'running') {
+        io.stderr.write(`workflow instance ${instanceId} is still running after ${options.waitMs} ms\n`);
+        return exitCodes.pending;
+      }
+      if (record.status !== 'completed') {
+        io.stderr.write(JSON.stringify({ instanceId, status: record.status, error: record.error }) + '\n');
+        return exitCodes.outcomeNotSuccess;
+      }
+      return exitCodes.ok;
+    } finally {
+      await executor.close();
+      await evaluator.close();
+      await store.close();
+    }
+  } catch (error) {
+    if (!isAdapterError(error)) throw error;
+    io.stderr.write(JSON.stringify(error.toJSON()) + '\n');
+    return exitCodeOfError(error);
+  }
+}
+
+const integer = (value: string): number => {
+  if (!/^[0-9]+$/.test(value)) throw invalidInput(`expected a non-negative integer, got ${JSON.stringify(value)}`);
+  return Number(value);
+};
+
+/** `convoke workflow run`, under the `workflow` command (created when no other module made it). */
+export function addWorkflowRunCommand(program: Command, io: CliIo, setExit: (code: number) => void): void {
+  const workflow = program.commands.find((command) => command.name() === 'workflow') ?? program.command('workflow').description('Serverless Workflow 1.0.3 documents');
+  workflow
+    .command('run')
+    .argument('<file>', 'workflow document (YAML or JSON)')
+    .description('run a workflow document embedded (no server) and print its output')
+    .option('--input <json>', 'the workflow input (strictly parsed JSON)', '{}')
+    .option('--store <url>', 'store URL (memory:, sqlite:PATH); the same --store and --key resume an unfinished instance', 'memory:')
+    .option('--key <key>', 'invocation key of the instance', 'run')
+    .option('--principal <id>', 'principal the instance runs as', 'local')
+    .option('--wait-ms <n>', 'how long to wait for the instance to finish', integer, 600_000)
+    .option('--seed <n>', 'seed of the retry jitter source', integer)
+    .option('--json', 'print the instance (status, output, error, tasks) as JSON', false)
+    .action(async (file: string, o) =>
+      setExit(await workflowRunCommand(file, { input: o.input, store: o.store, key: o.key, principal: o.principal, waitMs: o.waitMs, seed: o.seed, json: o.json }, io)),
+    );
+}

@@ -1,0 +1,212 @@
+/**
+ * Calls: `call: http` (a real HTTP request through the injected fetch) and `call: invoke-contract`
+ * (a contract invocation through the InvocationService, in-process when embedded).
+ *
+ * A call's answer is recorded (call-answered) before the workflow uses it, so a replayed instance
+ * never calls again. A call in flight when a worker dies is made again on recovery: an HTTP call
+ * is at least once; a contract call is exactly one operation, because its invocation key and
+ * operation id are recorded (child-bound) before the call and the runtime answers a known key
+ * with the operation it already admitted.
+ */
+import { AdapterError } from '../../contract/errors.js';
+import { operationId } from '../../contract/ids.js';
+import type { JsonObject, JsonValue } from '../../contract/json.js';
+import type { ContractRef, WaitFor } from '../../contract/types.js';
+import type { InvocationResult } from '../../projections/views.js';
+import { stageInvocationKey } from '../ids.js';
+import { isObject } from './document.js';
+import { WorkflowRaise, raise } from './dsl-errors.js';
+import type { WorkflowError } from './events.js';
+import type { Interpreting as Interpreter, TaskRun } from './run.js';
+import { Halted } from './journal.js';
+
+export const contractFunction = 'invoke-contract';
+
+export async function runCall(interpreter: Interpreter, run: TaskRun): Promise<JsonValue> {
+  const task = run.entry.task;
+  const args = await interpreter.evaluateValue(`${run.at}>with`, task.with ?? {}, run.input, run.frame, { input: run.input }, run.entry.pointer);
+  if (!isObject(args)) throw raise('validation', 400, 'Invalid call arguments', run.entry.pointer, 'with must be an object');
+  if (task.call === 'http') return interpreter.step(`${run.at}>http`, run.frame, 'call', () => sendHttp(interpreter, run, args));
+  if (task.call === contractFunction) return callContract(interpreter, run, args);
+  throw raise('configuration', 400, 'Unsupported call', run.entry.pointer, `call ${JSON.stringify(task.call)} is not supported`);
+}
+
+// ── HTTP ─────────────────────────────────────────────────────────────────
+
+/** RFC 6570 simple string expansion from the task input's top-level members. */
+function expandUri(template: string, input: JsonValue, ref: string): string {
+  return template.replace(/\{([A-Za-z0-9_.-]+)\}/g, (_match, name: string) => {
+    const value = isObject(input) ? input[name] : undefined;
+    if (value === undefined || value === null) throw raise('validation', 400, 'Unresolved URI template variable', ref, `{${name}} has no value in the task input`);
+    return encodeURIComponent(typeof value === 'string' ? value : JSON.stringify(value));
+  });
+}
+
+function authorization(endpoint: JsonValue, ref: string): string | undefined {
+  const auth = isObject(endpoint) && isObject(endpoint.authentication) ? endpoint.authentication : undefined;
+  if (!auth) return undefined;
+  if (isObject(auth.basic)) return `Basic ${Buffer.from(`${String(auth.basic.username)}:${String(auth.basic.password)}`, 'utf8').toString('base64')}`;
+  if (isObject(auth.bearer)) return `Bearer ${String(auth.bearer.token)}`;
+  throw raise('configuration', 400, 'Unsupported authentication', ref, 'this executor supports basic and bearer authentication');
+}
+
+interface HttpRequest {
+  method: string;
+  uri: string;
+  headers: Record<string, string>;
+  body: string | undefined;
+}
+
+function requestOf(args: JsonObject, input: JsonValue, ref: string): HttpRequest {
+  const endpoint = args.endpoint;
+  const template = typeof endpoint === 'string' ? endpoint : isObject(endpoint) && typeof endpoint.uri === 'string' ? endpoint.uri : undefined;
+  if (template === undefined || typeof args.method !== 'string') throw raise('validation', 400, 'Invalid HTTP call', ref, 'with.method and with.endpoint are required');
+  const url = new URL(expandUri(template, input, ref));
+  if (isObject(args.query)) for (const [name, value] of Object.entries(args.query)) url.searchParams.append(name, typeof value === 'string' ? value : JSON.stringify(value));
+  const headers: Record<string, string> = {};
+  if (isObject(args.headers)) for (const [name, value] of Object.entries(args.headers)) headers[name] = typeof value === 'string' ? value : JSON.stringify(value);
+  const auth = authorization(endpoint ?? null, ref);
+  if (auth) headers.authorization = auth;
+  let body: string | undefined;
+  if (args.body !== undefined && args.body !== null) {
+    body = typeof args.body === 'string' ? args.body : JSON.stringify(args.body);
+    if (typeof args.body !== 'string' && !Object.keys(headers).some((name) => name.toLowerCase() === 'content-type')) headers['content-type'] = 'application/json';
+  }
+  return { method: args.method.toUpperCase(), uri: url.toString(), headers, body };
+}
+
+async function sendHttp(interpreter: Interpreter, run: TaskRun, args: JsonObject): Promise<JsonValue> {
+  const ref = run.entry.pointer;
+  const request = requestOf(args, run.input, ref);
+  let response: Response;
+  try {
+    const signal = AbortSignal.any([run.frame.signal, AbortSignal.timeout(interpreter.deps.httpTimeoutMs)]);
+    response = await interpreter.deps.fetch(request.uri, { method: request.method, headers: request.headers, body: request.body, signal });
+  } catch (error) {
+    if (run.frame.signal.aborted) throw new Halted('the call was stopped');
+    throw raise('communication', 503, 'HTTP request failed', ref, error instanceof Error ? error.message : String(error));
+  }
+  const bytes = Buffer.from(await response.arrayBuffer());
+  const contentType = response.headers.get('content-type') ?? '';
+  const content = decodeContent(bytes, contentType);
+  const okMax = args.redirect === true ? 399 : 299;
+  if (response.status < 200 || response.status > okMax) {
+    throw new WorkflowRaise({ type: 'https://serverlessworkflow.io/spec/1.0.0/errors/communication', status: response.status, title: `HTTP ${response.status}${response.statusText ? ` ${response.statusText}` : ''}`, detail: bytes.subarray(0, 2048).toString('utf8'), instance: ref });
+  }
+  const output = typeof args.output === 'string' ? args.output : 'content';
+  if (output === 'raw') return bytes.toString('base64');
+  if (output === 'response') {
+    const headers: Record<string, string> = {};
+    response.headers.forEach((value, name) => (headers[name] = value));
+    return { request: { method: request.method.toLowerCase(), uri: request.uri, headers: request.headers }, statusCode: response.status, headers, content };
+  }
+  return content;
+}
+
+function decodeContent(bytes: Buffer, contentType: string): JsonValue {
+  if (bytes.length === 0) return null;
+  if (/[/+]json\b/i.test(contentType)) {
+    try {
+      return JSON.parse(bytes.toString('utf8')) as JsonValue;
+    } catch {
+      return bytes.toString('utf8');
+    }
+  }
+  if (/^text\/|xml/i.test(contentType)) return bytes.toString('utf8');
+  return bytes.toString('base64');
+}
+
+// ── contracts ────────────────────────────────────────────────────────────
+
+const decisionErrorType = 'https://convoke.dev/errors/workflow/decision';
+const settlementErrorType = 'https://convoke.dev/errors/workflow/settlement';
+
+interface ContractArgs {
+  contract: ContractRef;
+  interaction: string;
+  input: JsonValue;
+  waitFor: WaitFor;
+  invocationKey: string | undefined;
+}
+
+function contractArgs(args: JsonObject, ref: string): ContractArgs {
+  const contract = args.contract;
+  const valid =
+    isObject(contract) && typeof contract.id === 'string' && typeof contract.version === 'string' && typeof contract.digest === 'string' && typeof args.interaction === 'string' &&
+    (args.waitFor === undefined || args.waitFor === 'decision' || args.waitFor === 'settled') && (args.invocationKey === undefined || typeof args.invocationKey === 'string');
+  if (!valid) throw raise('validation', 400, 'Invalid contract call', ref, 'with needs contract {id, version, digest}, interaction, input, and optionally waitFor (decision|settled) and invocationKey');
+  return {
+    contract: { id: contract.id as string, version: contract.version as string, digest: contract.digest as string },
+    interaction: args.interaction as string,
+    input: args.input ?? null,
+    waitFor: (args.waitFor as WaitFor | undefined) ?? 'decision',
+    invocationKey: args.invocationKey as string | undefined,
+  };
+}
+
+/** Binds the child operation (key and id recorded before the call), then calls and waits for the boundary. */
+async function callContract(interpreter: Interpreter, run: TaskRun, raw: JsonObject): Promise<JsonValue> {
+  const ref = run.entry.pointer;
+  const args = contractArgs(raw, ref);
+  const started = interpreter.record.started;
+  if (!interpreter.record.children[run.at]) {
+    const same = Object.values(interpreter.record.children).filter((child) => child.ref === ref && child.iterations.join('/') === run.frame.iterations.join('/'));
+    const attempt = same.length + 1;
+    const invocationKey = args.invocationKey ?? stageInvocationKey(started.invocationKey, { pointer: ref, iterations: run.frame.iterations, attempt });
+    const id = operationId(started.principalId, args.contract.digest, invocationKey);
+    await interpreter.propose({ command: 'child-bound', events: [{ type: 'child-bound', v: 1, at: run.at, ref, operationId: id, invocationKey, iterations: [...run.frame.iterations], attempt }] });
+  }
+  const child = interpreter.record.children[run.at];
+  if (!child) throw new Halted(`child of ${run.at} was not recorded`);
+  return interpreter.step(`${run.at}>invoke`, run.frame, 'call', () => invokeAndWait(interpreter, run, args, child.invocationKey, child.operationId));
+}
+
+const reached = (result: InvocationResult, waitFor: WaitFor): boolean => (waitFor === 'settled' ? result.settlement.status !== 'pending' : result.decision !== null);
+
+async function invokeAndWait(interpreter: Interpreter, run: TaskRun, args: ContractArgs, invocationKey: string, expectedId: string): Promise<JsonValue> {
+  const ref = run.entry.pointer;
+  const service = interpreter.deps.invocations;
+  if (!service) throw raise('configuration', 400, 'No contract runtime', ref, 'this executor was started without an invocation service; contract calls cannot run');
+  const principalId = interpreter.record.started.principalId;
+  try {
+    let { result } = await service.invoke({ principalId, senderPeerId: null }, { contract: args.contract, interaction: args.interaction, invocationKey, input: args.input, waitFor: args.waitFor });
+    if (result.operationId !== expectedId) throw raise('communication', 409, 'Protocol conflict', ref, `the runtime answered operation ${result.operationId}, expected ${expectedId}`);
+    while (!reached(result, args.waitFor)) {
+      if (run.frame.signal.aborted) throw new Halted('the call was stopped');
+      ({ result } = await service.wait(principalId, expectedId, args.waitFor, interpreter.deps.contractWaitChunkMs, run.frame.signal));
+    }
+    return answerOf(result, args.waitFor, ref);
+  } catch (error) {
+    if (error instanceof AdapterError) throw new WorkflowRaise(adapterFault(error, ref));
+    throw error;
+  }
+}
+
+/** Success only when the decision is success and the requested boundary holds. */
+function answerOf(result: InvocationResult, waitFor: WaitFor, ref: string): JsonValue {
+  const decision = result.decision;
+  const view = { operationId: result.operationId, decision: decision as unknown as JsonValue, settlement: result.settlement as unknown as JsonValue, output: result.output };
+  if (decision?.outcome !== 'success') {
+    throw new WorkflowRaise({ type: decisionErrorType, status: 422, title: `Contract decision ${decision?.outcome ?? 'missing'}`, detail: `operation ${result.operationId} decided ${decision?.outcome ?? 'nothing'} (${decision?.reason ?? 'no reason'})`, instance: ref });
+  }
+  if (waitFor === 'settled' && result.settlement.status !== 'complete') {
+    throw new WorkflowRaise({ type: settlementErrorType, status: 422, title: `Contract settlement ${result.settlement.status}`, detail: `operation ${result.operationId} settled ${result.settlement.status}`, instance: ref });
+  }
+  return view;
+}
+
+/** AdapterError kinds as DSL errors: denial, expired input, unavailability and protocol conflict stay distinct. */
+function adapterFault(error: AdapterError, ref: string): WorkflowError {
+  const base = 'https://serverlessworkflow.io/spec/1.0.0/errors/';
+  const table: Record<AdapterError['kind'], [string, number]> = {
+    'invalid-input': [`${base}validation`, 400],
+    denied: [`${base}authorization`, 403],
+    expired: ['https://convoke.dev/errors/workflow/expired', 410],
+    unavailable: [`${base}communication`, 503],
+    conflict: [`${base}communication`, 409],
+    'protocol-conflict': ['https://convoke.dev/errors/workflow/protocol-conflict', 409],
+    unsupported: [`${base}configuration`, 422],
+  };
+  const [type, status] = table[error.kind];
+  return { type, status, title: `Contract call ${error.kind}`, detail: error.message.slice(0, 4000), instance: ref };
+}

@@ -1,0 +1,105 @@
+/**
+ * The workflow deciders: pure functions from the current record (and a command) to the transition
+ * to append, or undefined when there is nothing to append. They never run an expression or call
+ * anything: the executor brings the values, the decider decides whether and how they are recorded.
+ *
+ * - A proposal is idempotent: events the record already reflects (a step already recorded, a task
+ *   already ended, a timer already set) are dropped, so a recovered executor that proposes a step
+ *   again appends nothing.
+ * - A finished instance takes nothing.
+ * - Guards: every step commits before the workflow's deadline (notAfterMs); a task's completion
+ *   commits before its own timeout; a timer fires no earlier than its due instant (notBeforeMs).
+ *   When the store answers that a proposal came too late, its `late` alternative (if any) is
+ *   decided instead — a timed-out task's completion becomes its timeout fault.
+ */
+import { openEndedMs } from '../../events/guard.js';
+import { errorTypes } from './dsl-errors.js';
+import type { WorkflowError, WorkflowEvent, WorkflowTransition } from './events.js';
+import { isTaskEnded } from './machines.js';
+import type { WorkflowRecord } from './record.js';
+
+export interface Proposal {
+  command: string;
+  events: WorkflowEvent[];
+  notBeforeMs?: number;
+  notAfterMs?: number;
+  /** Decided instead when the store serialized the proposal after its notAfterMs. */
+  late?: Proposal;
+}
+
+/** Whether the record already reflects an event (then proposing it again appends nothing). */
+function reflected(record: WorkflowRecord, event: WorkflowEvent): boolean {
+  switch (event.type) {
+    case 'task-started':
+      return Object.hasOwn(record.tasks, event.at);
+    case 'task-completed':
+    case 'task-faulted':
+    case 'task-cancelled': {
+      const task = record.tasks[event.at];
+      return task === undefined ? false : isTaskEnded(task.state);
+    }
+    case 'expression-evaluated':
+    case 'call-answered':
+      return Object.hasOwn(record.steps, event.at);
+    case 'child-bound':
+      return Object.hasOwn(record.children, event.at);
+    case 'timer-set':
+      return Object.hasOwn(record.timers, event.at);
+    case 'timer-fired':
+      return record.timers[event.at]?.state !== 'armed';
+    case 'fork-won':
+      return Object.hasOwn(record.winners, event.at);
+    default:
+      return false;
+  }
+}
+
+export function decideProposal(record: WorkflowRecord, proposal: Proposal, retryAsLate: boolean): WorkflowTransition | undefined {
+  if (record.status !== 'running') return undefined;
+  if (retryAsLate) return proposal.late ? decideProposal(record, proposal.late, false) : undefined;
+  const events = proposal.events.filter((event) => !reflected(record, event));
+  if (events.length === 0) return undefined;
+  const deadline = record.started.deadlineMs ?? openEndedMs;
+  const notAfterMs = Math.min(proposal.notAfterMs ?? openEndedMs, deadline);
+  const notBeforeMs = proposal.notBeforeMs ?? Number.MIN_SAFE_INTEGER;
+  // A window closed by the deadline before it opens: nothing to append; the deadline's timer ends the instance.
+  if (notBeforeMs >= notAfterMs) return undefined;
+  return { events, timeGuard: { notBeforeMs, notAfterMs }, causation: { command: proposal.command } };
+}
+
+export const taskTimeoutKey = (at: string): string => `${at}@timeout`;
+export const workflowTimeoutKey = '@workflow-timeout';
+
+export function timeoutError(instance: string, what: string): WorkflowError {
+  return { type: errorTypes.timeout, status: 408, title: 'Timeout', detail: `${what} timed out`, instance };
+}
+
+/**
+ * The due command: every armed timer whose instant has come fires; a task still running when its
+ * timeout fires faults with a timeout error; the workflow's own timeout faults the instance.
+ */
+export function decideDue(record: WorkflowRecord, nowMs: number): WorkflowTransition | undefined {
+  if (record.status !== 'running') return undefined;
+  const events: WorkflowEvent[] = [];
+  let notBeforeMs = Number.MIN_SAFE_INTEGER;
+  let workflowTimedOut = false;
+  for (const [at, timer] of Object.entries(record.timers)) {
+    if (timer.state !== 'armed' || timer.dueAtMs > nowMs) continue;
+    events.push({ type: 'timer-fired', v: 1, at });
+    notBeforeMs = Math.max(notBeforeMs, timer.dueAtMs);
+    if (timer.purpose === 'workflow-timeout') workflowTimedOut = true;
+    if (timer.purpose === 'task-timeout') {
+      const taskAt = at.slice(0, -'@timeout'.length);
+      const task = record.tasks[taskAt];
+      if (task?.state === 'running') events.push({ type: 'task-faulted', v: 1, at: taskAt, error: timeoutError(task.ref, `task ${task.name}`) });
+    }
+  }
+  if (events.length === 0) return undefined;
+  if (workflowTimedOut) events.push({ type: 'workflow-faulted', v: 1, error: timeoutError('/', `workflow ${record.started.workflowName}`) });
+  return { events, timeGuard: { notBeforeMs, notAfterMs: openEndedMs }, causation: { command: 'timers-due' } };
+}
+
+export function decideCancel(record: WorkflowRecord, reason: string): WorkflowTransition | undefined {
+  if (record.status !== 'running') return undefined;
+  return { events: [{ type: 'workflow-cancelled', v: 1, reason }], timeGuard: { notBeforeMs: Number.MIN_SAFE_INTEGER, notAfterMs: openEndedMs }, causation: { command: 'cancel' } };
+}

@@ -1,0 +1,165 @@
+/**
+ * What the executor reads of a Serverless Workflow document, and the check that runs before
+ * anything does: every task is of a type this executor runs, every function call resolves, every
+ * expression is deterministic jq. Anything else is refused with `unsupported` (or `invalid-input`)
+ * naming the task and its JSON Pointer — an instance never starts to fail half-way for it.
+ */
+import { AdapterError, invalidInput, unsupported } from '../../contract/errors.js';
+import type { JsonObject, JsonValue } from '../../contract/json.js';
+import { workflowDslVersion } from '../version.js';
+import { durationMs } from './duration.js';
+import { escapePointer, expressionsIn, isExpression, nondeterminismProblem, programOf } from './expressions.js';
+
+export type TaskKind = 'call' | 'do' | 'fork' | 'for' | 'raise' | 'set' | 'switch' | 'try' | 'wait' | 'emit' | 'listen' | 'run';
+
+/** One entry of a task list: its name, definition and JSON Pointer. */
+export interface TaskEntry {
+  name: string;
+  task: JsonObject;
+  pointer: string;
+}
+
+export const isObject = (value: unknown): value is JsonObject => typeof value === 'object' && value !== null && !Array.isArray(value);
+
+/**
+ * A reusable component: `value` itself, or — when it is a string — the component of that name in
+ * the document's `use.<kind>` (undefined when there is none).
+ */
+export function resolveNamed(document: JsonValue, kind: 'errors' | 'retries' | 'timeouts', value: JsonValue | undefined): JsonValue | undefined {
+  if (typeof value !== 'string') return value;
+  const components = isObject(document) && isObject(document.use) ? document.use[kind] : undefined;
+  return isObject(components) ? components[value] : undefined;
+}
+
+/** A timeout definition (`{after}` or the name of one in use.timeouts) in milliseconds; undefined when none or not a timeout. */
+export function timeoutMsOf(document: JsonValue, value: JsonValue | undefined): number | undefined {
+  const timeout = resolveNamed(document, 'timeouts', value);
+  return isObject(timeout) ? durationMs(timeout.after) : undefined;
+}
+
+/** The kind of a task definition (`for` before `do`: a for task has both). */
+export function kindOf(task: JsonObject): TaskKind | undefined {
+  const kinds: TaskKind[] = ['for', 'call', 'fork', 'raise', 'set', 'switch', 'try', 'wait', 'emit', 'listen', 'run', 'do'];
+  return kinds.find((kind) => Object.hasOwn(task, kind));
+}
+
+/** A task list (`[{name: task}, …]`) with each entry's pointer under `base` (`/do`, `/fork/branches`…). */
+export function entriesOf(list: JsonValue | undefined, base: string): TaskEntry[] {
+  if (!Array.isArray(list)) throw invalidInput(`${base} must be a list of tasks`);
+  return list.map((item, index) => {
+    const keys = isObject(item) ? Object.keys(item) : [];
+    const name = keys[0];
+    const task = name === undefined || !isObject(item) ? undefined : item[name];
+    if (keys.length !== 1 || name === undefined || !isObject(task)) throw invalidInput(`${base}/${index} must be an object with exactly one task name`);
+    return { name, task, pointer: `${base}/${index}/${escapePointer(name)}` };
+  });
+}
+
+const contractFunction = 'invoke-contract';
+const refusedCalls = new Set(['grpc', 'openapi', 'asyncapi', 'a2a', 'mcp']);
+const expressionFields = ['if'];
+
+/** Refuses (throws) a document this executor cannot run; answers the workflow's name. */
+export function checkDocument(document: JsonValue): string {
+  if (!isObject(document)) throw invalidInput('a workflow document must be an object');
+  const head = document.document;
+  if (!isObject(head) || typeof head.name !== 'string' || typeof head.dsl !== 'string') throw invalidInput('the workflow needs document.dsl and document.name');
+  if (head.dsl !== workflowDslVersion) throw unsupported(`document.dsl is ${JSON.stringify(head.dsl)}; this executor runs DSL ${workflowDslVersion}`);
+  const use = isObject(document.use) ? document.use : {};
+  for (const refused of ['catalogs', 'extensions', 'functions', 'authentications', 'secrets']) {
+    if (use[refused] !== undefined) throw unsupported(`/use/${refused}: ${refused} are not supported by this executor`);
+  }
+  if (document.schedule !== undefined) throw unsupported('/schedule: scheduled workflows are not supported by this executor');
+  const evaluate = isObject(document.evaluate) ? document.evaluate : {};
+  if ((evaluate.language ?? 'jq') !== 'jq' || (evaluate.mode ?? 'strict') !== 'strict') throw unsupported('/evaluate: only strict jq expressions are supported');
+  checkList(document.do, '/do');
+  for (const { pointer, program } of expressionsIn(document, '')) checkProgram(program, pointer);
+  for (const field of ['input', 'output', 'export']) checkTransforms(document[field], `/${field}`);
+  return head.name;
+}
+
+function checkProgram(program: string, pointer: string): void {
+  const problem = nondeterminismProblem(program);
+  if (problem) throw unsupported(`${pointer}: the expression ${problem}; it cannot be replayed from the log`);
+}
+
+function checkTransforms(value: JsonValue | undefined, pointer: string): void {
+  if (!isObject(value)) return;
+  for (const key of ['from', 'as']) {
+    const expression = value[key];
+    if (typeof expression === 'string') checkProgram(programOf(expression), `${pointer}/${key}`);
+  }
+}
+
+function checkList(list: JsonValue | undefined, base: string): void {
+  for (const entry of entriesOf(list, base)) checkTask(entry);
+}
+
+function checkTask({ task, pointer }: TaskEntry): void {
+  const kind = kindOf(task);
+  if (kind === undefined) throw invalidInput(`${pointer}: not a task (none of call, do, fork, for, raise, set, switch, try, wait, emit, listen, run)`);
+  for (const field of expressionFields) if (typeof task[field] === 'string') checkProgram(programOf(task[field]), `${pointer}/${field}`);
+  for (const field of ['input', 'output', 'export']) checkTransforms(task[field], `${pointer}/${field}`);
+  switch (kind) {
+    case 'emit':
+      if (!isObject(task.emit) || !isObject(task.emit.event) || !isObject(task.emit.event.with)) throw invalidInput(`${pointer}/emit/event/with is required`);
+      return;
+    case 'listen':
+    case 'run':
+      throw unsupported(`${pointer}: ${kind} tasks are not supported by this executor`);
+    case 'call':
+      return checkCall(task, pointer);
+    case 'do':
+      return checkList(task.do, `${pointer}/do`);
+    case 'for':
+      if (!isObject(task.for) || typeof task.for.in !== 'string') throw invalidInput(`${pointer}/for/in must be an expression`);
+      checkProgram(programOf(task.for.in), `${pointer}/for/in`);
+      if (typeof task.while === 'string') checkProgram(programOf(task.while), `${pointer}/while`);
+      return checkList(task.do, `${pointer}/do`);
+    case 'fork':
+      if (!isObject(task.fork)) throw invalidInput(`${pointer}/fork must be an object`);
+      return checkList(task.fork.branches ?? [], `${pointer}/fork/branches`);
+    case 'try':
+      checkList(task.try, `${pointer}/try`);
+      if (isObject(task.catch) && task.catch.do !== undefined) checkList(task.catch.do, `${pointer}/catch/do`);
+      return;
+    case 'switch':
+      return checkSwitch(task, pointer);
+    default:
+      return;
+  }
+}
+
+function checkSwitch(task: JsonObject, pointer: string): void {
+  if (!Array.isArray(task.switch)) throw invalidInput(`${pointer}/switch must be a list of cases`);
+  task.switch.forEach((item, index) => {
+    const [name] = isObject(item) ? Object.keys(item) : [];
+    const branch = name !== undefined && isObject(item) ? item[name] : undefined;
+    if (!isObject(branch)) throw invalidInput(`${pointer}/switch/${index} must be one named case`);
+    if (typeof branch.when === 'string') checkProgram(programOf(branch.when), `${pointer}/switch/${index}/${name}/when`);
+  });
+}
+
+function checkCall(task: JsonObject, pointer: string): void {
+  const call = task.call;
+  if (call === 'http' || call === contractFunction) {
+    if (!isObject(task.with)) throw invalidInput(`${pointer}/with: a ${call} call needs its arguments`);
+    return;
+  }
+  if (typeof call === 'string' && refusedCalls.has(call)) throw unsupported(`${pointer}: call ${call} is not supported by this executor`);
+  throw unsupported(`${pointer}: call ${JSON.stringify(call)} does not resolve (this executor calls http and ${contractFunction})`);
+}
+
+/** The JSON Pointer of a task entry is what errors name; `isExpression` decides what a value evaluates. */
+export { isExpression };
+
+/** An AdapterError from a document check, for callers that report instead of throw. */
+export function documentProblem(document: JsonValue): AdapterError | undefined {
+  try {
+    checkDocument(document);
+    return undefined;
+  } catch (error) {
+    if (error instanceof AdapterError) return error;
+    throw error;
+  }
+}

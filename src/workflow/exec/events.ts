@@ -1,0 +1,167 @@
+/**
+ * The events of a workflow instance's stream (`convoke-wf-<instanceId>`) and their JSON Schemas.
+ * One transition per handled command, like an operation's: the events that belong together, a
+ * time guard, and the command's name. A decided transition that fails its schema is a bug (an
+ * assertion); one read back from a store that fails it is corruption (never folded).
+ *
+ * Every value a step produced — an expression's result, an HTTP answer, a contract call's
+ * result — is an event, so rebuilding the instance never evaluates or calls anything.
+ */
+import type { JsonValue } from '../../contract/json.js';
+import { describeErrors, lazyValidator } from '../../contract/validation.js';
+import type { TimeGuard } from '../../events/types.js';
+
+/** A DSL error (RFC 7807 problem details); `instance` is the JSON Pointer of the task that raised it. */
+export interface WorkflowError {
+  type: string;
+  status: number;
+  title?: string;
+  detail?: string;
+  instance?: string;
+}
+
+/** A step's recorded result: a value, or the error it raised. */
+export type StepResult = { ok: JsonValue } | { error: WorkflowError };
+
+export type TimerPurpose = 'wait' | 'retry' | 'task-timeout' | 'workflow-timeout';
+
+export interface WorkflowStarted {
+  type: 'workflow-started';
+  v: 1;
+  instanceId: string;
+  principalId: string;
+  invocationKey: string;
+  workflowName: string;
+  /** The digest of the bundle that pins the document, or of the document itself when run from a file. */
+  bundleDigest: string;
+  document: JsonValue;
+  input: JsonValue;
+  /** The workflow's deadline (`timeout.after` from the start), or null. */
+  deadlineMs: number | null;
+}
+
+/** `at` names a task execution: its JSON Pointer and the frame (loop index, retry attempt, branch) it ran in. */
+export interface TaskStarted { type: 'task-started'; v: 1; at: string; ref: string; name: string; input: JsonValue }
+export interface TaskCompleted { type: 'task-completed'; v: 1; at: string; output: JsonValue }
+export interface TaskFaulted { type: 'task-faulted'; v: 1; at: string; error: WorkflowError }
+export interface TaskCancelled { type: 'task-cancelled'; v: 1; at: string; reason: string }
+/** An expression's (or a set of expressions') result, recorded so that replay never runs jq. */
+export interface ExpressionEvaluated { type: 'expression-evaluated'; v: 1; at: string; result: StepResult }
+/** An external call's answer (HTTP, a contract invocation's result as the workflow sees it). */
+export interface CallAnswered { type: 'call-answered'; v: 1; at: string; result: StepResult }
+/** A contract call's identity, recorded before the call: recovery calls again under this key. */
+export interface ChildBound {
+  type: 'child-bound';
+  v: 1;
+  at: string;
+  ref: string;
+  operationId: string;
+  invocationKey: string;
+  /** The index of each enclosing loop iteration, outermost first. */
+  iterations: number[];
+  /** The logical invocation of this position: 1, or more after DSL retries (docs/workflows-executor.md). */
+  attempt: number;
+}
+export interface TimerSet { type: 'timer-set'; v: 1; at: string; dueAtMs: number; purpose: TimerPurpose }
+export interface TimerFired { type: 'timer-fired'; v: 1; at: string }
+/** The winning branch of a competing fork; every other branch of it is cancelled. */
+export interface ForkWon { type: 'fork-won'; v: 1; at: string; branch: number }
+export interface WorkflowCompleted { type: 'workflow-completed'; v: 1; output: JsonValue }
+export interface WorkflowFaulted { type: 'workflow-faulted'; v: 1; error: WorkflowError }
+export interface WorkflowCancelled { type: 'workflow-cancelled'; v: 1; reason: string }
+
+export type WorkflowEvent =
+  | WorkflowStarted
+  | TaskStarted
+  | TaskCompleted
+  | TaskFaulted
+  | TaskCancelled
+  | ExpressionEvaluated
+  | CallAnswered
+  | ChildBound
+  | TimerSet
+  | TimerFired
+  | ForkWon
+  | WorkflowCompleted
+  | WorkflowFaulted
+  | WorkflowCancelled;
+
+export interface WorkflowTransition {
+  events: WorkflowEvent[];
+  timeGuard: TimeGuard;
+  causation: { command: string };
+}
+
+// ── schemas ──────────────────────────────────────────────────────────────
+
+const ms = { type: 'integer', minimum: Number.MIN_SAFE_INTEGER, maximum: Number.MAX_SAFE_INTEGER } as const;
+const at = { type: 'string', minLength: 1, maxLength: 2048 } as const;
+const text = { type: 'string', maxLength: 4096 } as const;
+const json = {} as const;
+const errorSchema = {
+  type: 'object',
+  required: ['type', 'status'],
+  additionalProperties: false,
+  properties: { type: text, status: { type: 'integer', minimum: 100, maximum: 999 }, title: text, detail: { type: 'string', maxLength: 16384 }, instance: text },
+} as const;
+const stepResult = {
+  oneOf: [
+    { type: 'object', required: ['ok'], additionalProperties: false, properties: { ok: json } },
+    { type: 'object', required: ['error'], additionalProperties: false, properties: { error: errorSchema } },
+  ],
+} as const;
+
+function event(type: string, properties: Record<string, object>) {
+  return {
+    type: 'object',
+    required: ['type', 'v', ...Object.keys(properties)],
+    additionalProperties: false,
+    properties: { type: { const: type }, v: { const: 1 }, ...properties },
+  };
+}
+
+export const workflowEventSchemas = [
+  event('workflow-started', {
+    instanceId: { type: 'string', pattern: '^wf[0-9a-f]{64}$' },
+    principalId: { type: 'string', minLength: 1, maxLength: 256 },
+    invocationKey: { type: 'string', maxLength: 256 },
+    workflowName: { type: 'string', minLength: 1, maxLength: 256 },
+    bundleDigest: { type: 'string', pattern: '^sha256:[0-9a-f]{64}$' },
+    document: { type: 'object' },
+    input: json,
+    deadlineMs: { anyOf: [{ type: 'null' }, ms] },
+  }),
+  event('task-started', { at, ref: at, name: { type: 'string', maxLength: 256 }, input: json }),
+  event('task-completed', { at, output: json }),
+  event('task-faulted', { at, error: errorSchema }),
+  event('task-cancelled', { at, reason: text }),
+  event('expression-evaluated', { at, result: stepResult }),
+  event('call-answered', { at, result: stepResult }),
+  event('child-bound', { at, ref: at, operationId: { type: 'string', pattern: '^op[0-9a-f]{64}$' }, invocationKey: { type: 'string', minLength: 1, maxLength: 256 }, iterations: { type: 'array', items: { type: 'integer', minimum: 0 } }, attempt: { type: 'integer', minimum: 1 } }),
+  event('timer-set', { at, dueAtMs: ms, purpose: { enum: ['wait', 'retry', 'task-timeout', 'workflow-timeout'] } }),
+  event('timer-fired', { at }),
+  event('fork-won', { at, branch: { type: 'integer', minimum: 0 } }),
+  event('workflow-completed', { output: json }),
+  event('workflow-faulted', { error: errorSchema }),
+  event('workflow-cancelled', { reason: text }),
+];
+
+export const workflowTransitionSchema = {
+  $id: 'https://convoke.dev/schemas/workflow-transition.json',
+  type: 'object',
+  required: ['events', 'timeGuard', 'causation'],
+  additionalProperties: false,
+  properties: {
+    events: { type: 'array', minItems: 1, items: { type: 'object', required: ['type'], discriminator: { propertyName: 'type' }, oneOf: workflowEventSchemas } },
+    timeGuard: { type: 'object', required: ['notBeforeMs', 'notAfterMs'], additionalProperties: false, properties: { notBeforeMs: ms, notAfterMs: ms } },
+    causation: { type: 'object', required: ['command'], additionalProperties: false, properties: { command: { type: 'string', maxLength: 64 } } },
+  },
+} as const;
+
+const validator = lazyValidator(workflowTransitionSchema);
+
+/** Undefined when valid; otherwise every schema error. */
+export function workflowTransitionProblem(transition: unknown): string | undefined {
+  const validate = validator();
+  return validate(transition) ? undefined : describeErrors(validate.errors);
+}

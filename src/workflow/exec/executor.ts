@@ -1,0 +1,202 @@
+/**
+ * The workflow executor: workflow instances as an event-sourced aggregate on the kernel
+ * (src/kernel, unchanged) and the operation stores. It starts an instance (create-if-absent under
+ * its id: the same principal, bundle, workflow and key find the same instance; a different input
+ * under them is a conflict), runs its interpreter, fires its timers through guarded appends, and
+ * resumes any running instance it loads — on restart, or on another worker sharing the store.
+ */
+import { canonicalJson, sha256Hex } from '../../contract/canonical.js';
+import type { Clock } from '../../contract/clock.js';
+import { AdapterError, conflict, invalidInput } from '../../contract/errors.js';
+import { jsonEquals, type JsonObject, type JsonValue } from '../../contract/json.js';
+import { Kernel, newStream, type Stream, type StreamStore } from '../../kernel/index.js';
+import type { Random } from '../../runtime/random.js';
+import type { InvocationService } from '../../runtime/service.js';
+import { workflowInstanceId } from '../ids.js';
+import { workflowAggregate } from './aggregate.js';
+import { decideCancel, decideDue, decideProposal, workflowTimeoutKey } from './decide.js';
+import { checkDocument, isObject, timeoutMsOf } from './document.js';
+import { workflowTransitionProblem, type WorkflowEvent, type WorkflowTransition } from './events.js';
+import { Interpreter } from './interpreter.js';
+import type { ExpressionEvaluator } from './jq.js';
+import { Halted, type Journal } from './journal.js';
+import { foldWorkflow, type WorkflowRecord } from './record.js';
+
+export interface WorkflowExecutorOptions {
+  store: StreamStore<WorkflowTransition>;
+  clock: Clock;
+  random: Random;
+  evaluator: ExpressionEvaluator;
+  /** HTTP calls go through this (tests route public hosts to a loopback stub). */
+  fetch?: typeof fetch;
+  /** Contract calls go through this; without it they raise a configuration error. */
+  invocations?: InvocationService;
+  /** Where emitted CloudEvents go; by default they are only recorded in the instance's log. */
+  emit?: (event: JsonObject) => Promise<void>;
+  runtime?: { name: string; version: string };
+  httpTimeoutMs?: number;
+  tasksMax?: number;
+  finishedCacheMax?: number;
+}
+
+export interface StartRequest {
+  principalId: string;
+  /** The digest of the bundle pinning the document; defaults to the document's own canonical digest. */
+  bundleDigest?: string;
+  invocationKey: string;
+  document: JsonValue;
+  input: JsonValue;
+}
+
+type Instance = Stream<WorkflowRecord>;
+
+/** How long after an interpreter stopped on a store failure it runs the instance again. */
+const redriveDelayMs = 1000;
+
+export class WorkflowExecutor {
+  readonly kernel: Kernel<WorkflowRecord, WorkflowTransition, Instance>;
+  private readonly running = new Map<string, Promise<void>>();
+  private readonly stopping = new AbortController();
+  private readonly options: WorkflowExecutorOptions;
+
+  constructor(options: WorkflowExecutorOptions) {
+    this.options = options;
+    this.kernel = new Kernel<WorkflowRecord, WorkflowTransition, Instance>({
+      aggregate: workflowAggregate,
+      store: () => options.store,
+      clock: options.clock,
+      finishedCacheMax: options.finishedCacheMax ?? 1000,
+      hooks: {
+        due: async () => (record) => decideDue(record, options.clock.nowMs()),
+        loaded: (stream) => this.drive(stream),
+      },
+    });
+  }
+
+  /** Follows other workers' appends to instances this one holds (their timers, their steps). */
+  async watch(): Promise<void> {
+    await this.kernel.watch();
+  }
+
+  /**
+   * Starts an instance (or finds the one its key names) and runs it in the background; answers
+   * its id and whether this call created it. The document is checked first: an unsupported task
+   * is refused before anything is recorded.
+   */
+  async start(request: StartRequest): Promise<{ instanceId: string; created: boolean }> {
+    const workflowName = checkDocument(request.document);
+    const bundleDigest = request.bundleDigest ?? `sha256:${sha256Hex(canonicalJson(request.document))}`;
+    const instanceId = workflowInstanceId(request.principalId, bundleDigest, workflowName, request.invocationKey);
+    const nowMs = this.options.clock.nowMs();
+    const declared = isObject(request.document) ? request.document.timeout : undefined;
+    const timeout = timeoutMsOf(request.document, declared);
+    if (declared !== undefined && timeout === undefined) throw invalidInput('/timeout: not a timeout ({after: duration} or a name in use.timeouts)');
+    const deadlineMs = timeout === undefined ? null : nowMs + timeout;
+    const events: WorkflowEvent[] = [
+      { type: 'workflow-started', v: 1, instanceId, principalId: request.principalId, invocationKey: request.invocationKey, workflowName, bundleDigest, document: request.document, input: request.input, deadlineMs },
+    ];
+    if (deadlineMs !== null) events.push({ type: 'timer-set', v: 1, at: workflowTimeoutKey, dueAtMs: deadlineMs, purpose: 'workflow-timeout' });
+    const transition: WorkflowTransition = { events, timeGuard: { notBeforeMs: Number.MIN_SAFE_INTEGER, notAfterMs: Number.MAX_SAFE_INTEGER }, causation: { command: 'start' } };
+    const problem = workflowTransitionProblem(transition);
+    if (problem !== undefined) throw invalidInput(`the workflow cannot start: ${problem}`);
+    const created = await this.kernel.create(instanceId, transition, (record, stored) => newStream(instanceId, record, stored.revision));
+    if (created.kind === 'ok') {
+      this.drive(created.stream);
+      return { instanceId, created: true };
+    }
+    if (created.kind !== 'conflict') throw new AdapterError(created.kind === 'not-found' ? 'unavailable' : created.kind, `start: ${created.description}`);
+    const existing = await this.load(instanceId);
+    if (!existing || !jsonEquals(existing.record.started.input, request.input) || !jsonEquals(existing.record.started.document, request.document)) {
+      throw conflict(`workflow instance ${instanceId} exists with a different input or document under invocation key ${JSON.stringify(request.invocationKey)}`);
+    }
+    return { instanceId, created: false };
+  }
+
+  /** The instance held or read from the store (a running one is resumed); undefined when unknown. */
+  load(instanceId: string): Promise<Instance | undefined> {
+    return this.kernel.load(instanceId, (record) => newStream(instanceId, record, record.revision));
+  }
+
+  /** The current record, or undefined. */
+  async get(instanceId: string): Promise<WorkflowRecord | undefined> {
+    return (await this.load(instanceId))?.record;
+  }
+
+  /** Waits until the instance has finished (or waitMs passes); answers its record. */
+  async wait(instanceId: string, waitMs: number): Promise<WorkflowRecord> {
+    const instance = await this.load(instanceId);
+    if (!instance) throw invalidInput(`no workflow instance ${instanceId}`);
+    await this.kernel.wait(instance, (record) => record.status !== 'running', waitMs);
+    return instance.record;
+  }
+
+  async cancel(instanceId: string, reason: string): Promise<WorkflowRecord> {
+    const instance = await this.load(instanceId);
+    if (!instance) throw invalidInput(`no workflow instance ${instanceId}`);
+    await this.kernel.enqueue(instance, () => this.kernel.commit(instance, (record) => decideCancel(record, reason)));
+    return instance.record;
+  }
+
+  /** The record rebuilt from the stored log alone (replay): what every test compares with the live one. */
+  async replay(instanceId: string): Promise<WorkflowRecord | undefined> {
+    const read = await this.options.store.read(instanceId);
+    if (read.kind !== 'ok') return undefined;
+    return foldWorkflow(read.transitions);
+  }
+
+  /** Runs the instance's interpreter once per process while it is running. */
+  private drive(instance: Instance): void {
+    if (this.stopping.signal.aborted || instance.record.status !== 'running' || this.running.has(instance.id)) return;
+    const interpreter = new Interpreter({
+      journal: this.journal(instance),
+      evaluator: this.options.evaluator,
+      random: this.options.random,
+      fetch: this.options.fetch ?? fetch,
+      invocations: this.options.invocations,
+      runtime: this.options.runtime ?? { name: 'convoke', version: '0.1.0' },
+      httpTimeoutMs: this.options.httpTimeoutMs ?? 30_000,
+      contractWaitChunkMs: 5000,
+      emit: this.options.emit ?? (async () => undefined),
+      tasksMax: this.options.tasksMax ?? 10_000,
+    });
+    const run = interpreter
+      .run(this.stopping.signal)
+      .catch((error: unknown) => {
+        if (error instanceof Halted) return;
+        this.failures.push(error);
+        // The store refused (unavailable, too many writers): the instance is still running; try again shortly.
+        if (!this.stopping.signal.aborted) this.options.clock.at(this.options.clock.nowMs() + redriveDelayMs, () => this.drive(instance));
+      })
+      .finally(() => this.running.delete(instance.id));
+    this.running.set(instance.id, run);
+  }
+
+  /** Errors that stopped an interpreter without finishing its instance; it is driven again after redriveDelayMs. */
+  readonly failures: unknown[] = [];
+
+  private journal(instance: Instance): Journal {
+    const kernel = this.kernel;
+    return {
+      record: () => instance.record,
+      propose: async (proposal) => {
+        await kernel.enqueue(instance, () => kernel.commit(instance, (record, late) => decideProposal(record, proposal, late)));
+        return instance.record;
+      },
+      until: async (until, signal) => {
+        while (!until(instance.record)) {
+          if (signal.aborted) throw new Halted('stopped while waiting');
+          await kernel.wait(instance, until, 60_000, signal);
+        }
+        return instance.record;
+      },
+      nowMs: () => this.options.clock.nowMs(),
+    };
+  }
+
+  /** Stops the interpreters (their instances stay as recorded), the timers and the watch. */
+  async close(): Promise<void> {
+    this.stopping.abort();
+    await Promise.allSettled([...this.running.values()]);
+    await this.kernel.close();
+  }
+}

@@ -1,0 +1,66 @@
+/**
+ * Runtime expressions (DSL "Runtime Expressions"): in a value (set, with, body…) only a string
+ * wholly enclosed in `${ }` is an expression; a field that *is* an expression (input.from,
+ * output.as, export.as, if, for.in, while, switch `when`, catch `when`) may omit the `${ }`.
+ *
+ * jq programs whose result is not a function of their input are refused before anything runs:
+ * their results could not be replayed from the log as the same values.
+ */
+import type { JsonValue } from '../../contract/json.js';
+
+const enclosed = /^\s*\$\{([\s\S]*)\}\s*$/;
+
+export function isExpression(value: unknown): value is string {
+  return typeof value === 'string' && enclosed.test(value);
+}
+
+/** The jq program of an expression field, with or without its `${ }`. */
+export function programOf(expression: string): string {
+  return enclosed.exec(expression)?.[1] ?? expression;
+}
+
+/** jq builtins whose result depends on the clock, the environment or the process's input. */
+const nondeterministic = ['now', 'env', 'input', 'inputs', 'debug', 'halt', 'halt_error', 'input_filename', 'input_line_number', 'stderr', 'get_search_list', 'localtime', 'strflocaltime', 'mktime_local'];
+const builtinPattern = new RegExp(`(^|[^.$\\w])(${nondeterministic.join('|')})(?![\\w])`);
+
+/** Why a jq program may not run here (a non-deterministic builtin), or undefined. */
+export function nondeterminismProblem(program: string): string | undefined {
+  // String literals (with their escapes) cannot name a builtin: leave them out of the scan.
+  const code = program.replace(/"(?:[^"\\]|\\.)*"/g, '""');
+  if (/\$ENV\b/.test(code)) return 'uses $ENV (the environment is not part of the instance)';
+  const found = builtinPattern.exec(code)?.[2];
+  return found === undefined ? undefined : `uses ${found}, whose result is not a function of the input`;
+}
+
+/** Every expression inside a value, with where it sits, for validation. */
+export function expressionsIn(value: unknown, pointer: string, out: { pointer: string; program: string }[] = []): { pointer: string; program: string }[] {
+  if (isExpression(value)) out.push({ pointer, program: programOf(value) });
+  else if (Array.isArray(value)) value.forEach((item, index) => expressionsIn(item, `${pointer}/${index}`, out));
+  else if (typeof value === 'object' && value !== null) for (const [key, item] of Object.entries(value)) expressionsIn(item, `${pointer}/${escapePointer(key)}`, out);
+  return out;
+}
+
+export function escapePointer(token: string): string {
+  return token.replace(/~/g, '~0').replace(/\//g, '~1');
+}
+
+/** A value with every enclosed expression replaced by its result (`evaluate` runs one program). */
+export async function evaluateValue(value: JsonValue, evaluate: (program: string) => Promise<JsonValue>): Promise<JsonValue> {
+  if (isExpression(value)) return evaluate(programOf(value));
+  if (Array.isArray(value)) {
+    const out: JsonValue[] = [];
+    for (const item of value) out.push(await evaluateValue(item, evaluate));
+    return out;
+  }
+  if (typeof value === 'object' && value !== null) {
+    const out: Record<string, JsonValue> = {};
+    for (const [key, item] of Object.entries(value)) out[key] = await evaluateValue(item, evaluate);
+    return out;
+  }
+  return value;
+}
+
+/** Whether a value holds any expression (a constant needs no step in the log). */
+export function hasExpression(value: unknown): boolean {
+  return expressionsIn(value, '').length > 0;
+}

@@ -1,0 +1,255 @@
+/**
+ * The workflow interpreter: walks the document as the DSL says (data flow, flow directives,
+ * composite tasks) and records, through the journal, every fact and value it depends on — task
+ * starts and ends, every expression's result, every call's answer, every timer. It is a pure
+ * function of the document, the input and what the log holds: run again on the same log (after
+ * a crash, on another worker) it takes every recorded value from the log instead of computing it,
+ * and so walks the same path to the same point, then carries on from there.
+ *
+ * Task kinds are in tasks.ts; calls in calls.ts.
+ */
+import { AdapterError } from '../../contract/errors.js';
+import type { JsonObject, JsonValue } from '../../contract/json.js';
+import { taskTimeoutKey, timeoutError, type Proposal } from './decide.js';
+import { entriesOf, isObject, kindOf, timeoutMsOf, type TaskEntry, type TaskKind } from './document.js';
+import { WorkflowRaise, raise } from './dsl-errors.js';
+import type { StepResult, WorkflowError } from './events.js';
+import { evaluateValue, hasExpression, programOf } from './expressions.js';
+import { ExpressionFailure } from './jq.js';
+import { Halted, replayed } from './journal.js';
+import type { WorkflowRecord } from './record.js';
+import { runKind } from './tasks.js';
+import type { Frame, Interpreting, InterpreterDeps, Outcome } from './run.js';
+
+export type { Frame, InterpreterDeps, Outcome, TaskRun } from './run.js';
+
+const leafKinds: ReadonlySet<TaskKind> = new Set(['set', 'raise', 'call', 'wait', 'emit']);
+
+export class Interpreter implements Interpreting {
+  private context: JsonValue = {};
+  private tasksRun = 0;
+
+  constructor(readonly deps: InterpreterDeps) {}
+
+  get record(): WorkflowRecord {
+    return this.deps.journal.record();
+  }
+
+  /** Runs the instance to its end (or until it halts); records its completion or fault. */
+  async run(signal: AbortSignal): Promise<void> {
+    const document = this.record.started.document as JsonObject;
+    const frame: Frame = { suffix: '', iterations: [], vars: {}, signal };
+    try {
+      const raw = this.record.started.input;
+      const input = isObject(document.input) && typeof document.input.from === 'string' ? await this.evaluate('/input/from', document.input.from, raw, frame, {}, '/') : raw;
+      const { output } = await this.runList(document.do, '/do', input, frame);
+      const final = isObject(document.output) && typeof document.output.as === 'string' ? await this.evaluate('/output/as', document.output.as, output, frame, {}, '/') : output;
+      await this.propose({ command: 'complete', events: [{ type: 'workflow-completed', v: 1, output: final }] });
+    } catch (error) {
+      const fault = faultOf(error);
+      if (fault === undefined) throw error;
+      await this.propose({ command: 'fault', events: [{ type: 'workflow-faulted', v: 1, error: fault }] }).catch((again: unknown) => {
+        if (!(again instanceof Halted)) throw again;
+      });
+    }
+  }
+
+  // ── recording ──────────────────────────────────────────────────────────
+
+  async propose(proposal: Proposal): Promise<WorkflowRecord> {
+    const record = await this.deps.journal.propose(proposal);
+    if (record.status !== 'running') throw new Halted(`workflow instance ${record.instanceId} is ${record.status}`);
+    return record;
+  }
+
+  alive(frame: Frame): void {
+    if (frame.signal.aborted) throw new Halted('the branch was stopped');
+    if (this.record.status !== 'running') throw new Halted(`workflow instance is ${this.record.status}`);
+  }
+
+  /** A step's value: recorded already, or computed now and recorded before it is used. */
+  async step(at: string, frame: Frame, kind: 'expression' | 'call', compute: () => Promise<JsonValue>): Promise<JsonValue> {
+    const recorded = this.record.steps[at];
+    if (recorded) return replayed(recorded);
+    this.alive(frame);
+    let result: StepResult;
+    try {
+      result = { ok: await compute() };
+    } catch (error) {
+      if (!(error instanceof WorkflowRaise)) throw error;
+      result = { error: error.error };
+    }
+    const type = kind === 'call' ? 'call-answered' : 'expression-evaluated';
+    await this.propose({ command: type, events: [{ type, v: 1, at, result }] });
+    const stored = this.record.steps[at];
+    if (!stored) throw new Halted(`step ${at} was not recorded`);
+    return replayed(stored);
+  }
+
+  /** The variables every expression sees ($context, $workflow, $runtime, $task, the frame's). */
+  vars(frame: Frame, extra: Readonly<Record<string, JsonValue>>): Record<string, JsonValue> {
+    const started = this.record.started;
+    const workflow = { id: started.instanceId, definition: started.document, input: started.input, startedAt: dateTime(this.record.startedAtMs) };
+    return { context: this.context, workflow, runtime: { ...this.deps.runtime, metadata: {} }, ...frame.vars, ...extra };
+  }
+
+  /** An expression field's value (with or without `${ }`), recorded under `at`. */
+  evaluate(at: string, expression: string, input: JsonValue, frame: Frame, extra: Readonly<Record<string, JsonValue>>, ref: string): Promise<JsonValue> {
+    return this.step(at, frame, 'expression', () => this.jq(programOf(expression), input, this.vars(frame, extra), ref));
+  }
+
+  /** A value with its enclosed expressions evaluated, recorded under `at` as one step. */
+  async evaluateValue(at: string, value: JsonValue, input: JsonValue, frame: Frame, extra: Readonly<Record<string, JsonValue>>, ref: string): Promise<JsonValue> {
+    if (!hasExpression(value)) return value;
+    const vars = this.vars(frame, extra);
+    return this.step(at, frame, 'expression', () => evaluateValue(value, (program) => this.jq(program, input, vars, ref)));
+  }
+
+  private async jq(program: string, input: JsonValue, vars: Record<string, JsonValue>, ref: string): Promise<JsonValue> {
+    try {
+      return await this.deps.evaluator.evaluate(program, input, vars);
+    } catch (error) {
+      if (error instanceof ExpressionFailure) throw raise('expression', 400, 'Expression evaluation failed', ref, error.message);
+      throw error;
+    }
+  }
+
+  // ── task lists and tasks ───────────────────────────────────────────────
+
+  /** Runs a task list with its flow directives; `ended` when a task said `end`. */
+  async runList(list: JsonValue | undefined, base: string, input: JsonValue, frame: Frame): Promise<{ output: JsonValue; ended: boolean }> {
+    const entries = entriesOf(list, base);
+    const visits = new Map<number, number>();
+    let data = input;
+    let index = 0;
+    while (index < entries.length) {
+      const entry = entries[index] as TaskEntry;
+      const visit = visits.get(index) ?? 0;
+      visits.set(index, visit + 1);
+      const taskFrame = visit === 0 ? frame : { ...frame, suffix: `${frame.suffix}~${visit}` };
+      const outcome = await this.runTask(entry, data, taskFrame);
+      data = outcome.output;
+      if (outcome.ended) return { output: data, ended: true };
+      const directive = outcome.then ?? 'continue';
+      if (directive === 'continue') index++;
+      else if (directive === 'exit') return { output: data, ended: false };
+      else if (directive === 'end') return { output: data, ended: true };
+      else {
+        index = entries.findIndex((candidate) => candidate.name === directive);
+        if (index < 0) throw raise('configuration', 400, 'Unknown flow directive', entry.pointer, `then: ${directive} names no task of this list`);
+      }
+    }
+    return { output: data, ended: false };
+  }
+
+  async runTask(entry: TaskEntry, rawInput: JsonValue, frame: Frame): Promise<Outcome> {
+    this.alive(frame);
+    const at = entry.pointer + frame.suffix;
+    if (++this.tasksRun > this.deps.tasksMax) throw raise('runtime', 500, 'Task budget exhausted', entry.pointer, `an instance runs at most ${this.deps.tasksMax} tasks`);
+    const task = entry.task;
+    const kind = kindOf(task) as TaskKind;
+    const descriptor = this.taskDescriptor(entry, at, rawInput);
+    if (typeof task.if === 'string') {
+      const go = await this.evaluate(`${at}>if`, task.if, rawInput, frame, { task: descriptor }, entry.pointer);
+      if (go === false || go === null) return { output: rawInput, then: undefined, ended: false };
+    }
+    const existing = this.record.tasks[at];
+    if (existing?.state === 'cancelled') throw new Halted(`task ${at} was cancelled`);
+    if (existing?.state === 'faulted' && existing.error) throw new WorkflowRaise(existing.error);
+    if (existing?.state === 'completed' && leafKinds.has(kind) && !this.exports(task)) return { output: existing.output, then: typeof task.then === 'string' ? task.then : undefined, ended: false };
+    await this.propose({ command: 'task-started', events: [{ type: 'task-started', v: 1, at, ref: entry.pointer, name: entry.name, input: rawInput }] });
+    try {
+      const outcome = await this.withTimeout(entry, at, frame, (inner) => this.body(entry, at, rawInput, inner));
+      await this.complete(entry, at, outcome.output);
+      return outcome;
+    } catch (error) {
+      if (error instanceof WorkflowRaise) await this.fault(at, error.error);
+      throw error;
+    }
+  }
+
+  private exports(task: JsonObject): boolean {
+    return isObject(task.export) && typeof task.export.as === 'string';
+  }
+
+  private taskDescriptor(entry: TaskEntry, at: string, rawInput: JsonValue): JsonValue {
+    const started = this.record.tasks[at];
+    return { name: entry.name, reference: entry.pointer, definition: entry.task, input: rawInput, ...(started ? { startedAt: dateTime(started.startedAtMs) } : {}) };
+  }
+
+  /** input.from, the kind's work, output.as, export.as (the DSL's data flow). */
+  private async body(entry: TaskEntry, at: string, rawInput: JsonValue, frame: Frame): Promise<Outcome> {
+    const task = entry.task;
+    const taskVar = { task: this.taskDescriptor(entry, at, rawInput) };
+    const input = isObject(task.input) && typeof task.input.from === 'string' ? await this.evaluate(`${at}>input.from`, task.input.from, rawInput, frame, taskVar, entry.pointer) : rawInput;
+    const result = await runKind(this, { entry, at, input, frame });
+    const output = isObject(task.output) && typeof task.output.as === 'string' ? await this.evaluate(`${at}>output.as`, task.output.as, result.output, frame, { ...taskVar, input }, entry.pointer) : result.output;
+    if (isObject(task.export) && typeof task.export.as === 'string') {
+      this.context = await this.evaluate(`${at}>export.as`, task.export.as, output, frame, { ...taskVar, input, output }, entry.pointer);
+    }
+    return { output, then: result.then ?? (typeof task.then === 'string' ? task.then : undefined), ended: result.ended };
+  }
+
+  /** Records the completion (before the task's timeout); a completion too late becomes the timeout's fault. */
+  private async complete(entry: TaskEntry, at: string, output: JsonValue): Promise<void> {
+    const timer = this.record.timers[taskTimeoutKey(at)];
+    const late: Proposal | undefined = timer && {
+      command: 'task-timed-out',
+      events: [
+        { type: 'timer-fired', v: 1, at: taskTimeoutKey(at) },
+        { type: 'task-faulted', v: 1, at, error: timeoutError(entry.pointer, `task ${entry.name}`) },
+      ],
+      notBeforeMs: timer.dueAtMs,
+    };
+    await this.propose({ command: 'task-completed', events: [{ type: 'task-completed', v: 1, at, output }], notAfterMs: timer?.dueAtMs, late });
+    this.ended(at);
+  }
+
+  private async fault(at: string, error: WorkflowError): Promise<void> {
+    await this.propose({ command: 'task-faulted', events: [{ type: 'task-faulted', v: 1, at, error }] });
+    this.ended(at);
+  }
+
+  /** What the record says of a task that should have ended: its recorded fault wins over what this run saw. */
+  private ended(at: string): void {
+    const task = this.record.tasks[at];
+    if (task?.state === 'faulted' && task.error) throw new WorkflowRaise(task.error);
+    if (task?.state === 'cancelled') throw new Halted(`task ${at} was cancelled`);
+  }
+
+  /** Runs `work` against the task's timeout, a timer recorded at the task's start instant + after. */
+  private async withTimeout(entry: TaskEntry, at: string, frame: Frame, work: (frame: Frame) => Promise<Outcome>): Promise<Outcome> {
+    const afterMs = timeoutMsOf(this.record.started.document, entry.task.timeout);
+    const started = this.record.tasks[at];
+    if (afterMs === undefined || !started) return work(frame);
+    const key = taskTimeoutKey(at);
+    await this.propose({ command: 'timer-set', events: [{ type: 'timer-set', v: 1, at: key, dueAtMs: started.startedAtMs + afterMs, purpose: 'task-timeout' }] });
+    const controller = new AbortController();
+    const stop = () => controller.abort();
+    frame.signal.addEventListener('abort', stop);
+    const timedOut = this.deps.journal.until((record) => record.tasks[at]?.state !== 'running', controller.signal).then(
+      () => 'ended' as const,
+      () => 'stopped' as const,
+    );
+    try {
+      const first = await Promise.race([work({ ...frame, signal: controller.signal }).then((outcome) => ({ outcome })), timedOut]);
+      if (first !== 'ended' && first !== 'stopped') return first.outcome;
+      this.ended(at);
+      throw new Halted(`task ${at} ended elsewhere`);
+    } finally {
+      controller.abort();
+      frame.signal.removeEventListener('abort', stop);
+    }
+  }
+}
+
+/** What ends an instance as faulted: a DSL error, or a transition the store refuses as invalid (too large). */
+function faultOf(error: unknown): WorkflowError | undefined {
+  if (error instanceof WorkflowRaise) return error.error;
+  if (error instanceof AdapterError && error.kind === 'invalid-input') return { type: 'https://serverlessworkflow.io/spec/1.0.0/errors/runtime', status: 500, title: 'Runtime error', detail: error.message.slice(0, 4000), instance: '/' };
+  return undefined;
+}
+
+export function dateTime(ms: number): JsonValue {
+  return { iso8601: new Date(ms).toISOString(), epoch: { seconds: Math.floor(ms / 1000), milliseconds: ms } };
+}

@@ -1,0 +1,71 @@
+/**
+ * The legality authority of a workflow instance: XState machines, as src/machines is for
+ * operations. One machine for the instance, one for each task execution, one for each timer.
+ * The fold steps them through tables derived from the machines themselves (machines/table.ts);
+ * a decided event a machine cannot take is a bug, asserted, never dropped.
+ *
+ *   instance: running ─COMPLETE▶ completed | ─FAULT▶ faulted | ─CANCEL▶ cancelled (running takes STEP)
+ *   task:     idle ─START▶ running ─COMPLETE▶ completed | ─FAULT▶ faulted | ─CANCEL▶ cancelled
+ *   timer:    idle ─SET▶ armed ─FIRE▶ fired
+ */
+import { setup } from 'xstate';
+import { deriveTable, step, type Table } from '../../machines/table.js';
+
+export type InstanceState = 'running' | 'completed' | 'faulted' | 'cancelled';
+export type InstanceEvent = 'STEP' | 'COMPLETE' | 'FAULT' | 'CANCEL';
+
+export const instanceMachine = setup({ types: { events: {} as { type: InstanceEvent } } }).createMachine({
+  id: 'workflow-instance',
+  initial: 'running',
+  states: {
+    running: { on: { STEP: { target: 'running' }, COMPLETE: { target: 'completed' }, FAULT: { target: 'faulted' }, CANCEL: { target: 'cancelled' } } },
+    completed: { type: 'final' },
+    faulted: { type: 'final' },
+    cancelled: { type: 'final' },
+  },
+});
+
+export type TaskState = 'idle' | 'running' | 'completed' | 'faulted' | 'cancelled';
+export type TaskEvent = 'START' | 'COMPLETE' | 'FAULT' | 'CANCEL';
+
+export const taskMachine = setup({ types: { events: {} as { type: TaskEvent } } }).createMachine({
+  id: 'workflow-task',
+  initial: 'idle',
+  states: {
+    idle: { on: { START: { target: 'running' } } },
+    running: { on: { COMPLETE: { target: 'completed' }, FAULT: { target: 'faulted' }, CANCEL: { target: 'cancelled' } } },
+    completed: { type: 'final' },
+    faulted: { type: 'final' },
+    cancelled: { type: 'final' },
+  },
+});
+
+export type TimerState = 'idle' | 'armed' | 'fired';
+export type TimerEvent = 'SET' | 'FIRE';
+
+export const timerMachine = setup({ types: { events: {} as { type: TimerEvent } } }).createMachine({
+  id: 'workflow-timer',
+  initial: 'idle',
+  states: {
+    idle: { on: { SET: { target: 'armed' } } },
+    armed: { on: { FIRE: { target: 'fired' } } },
+    fired: { type: 'final' },
+  },
+});
+
+export const instanceStates: readonly InstanceState[] = ['running', 'completed', 'faulted', 'cancelled'];
+export const instanceEvents: readonly InstanceEvent[] = ['STEP', 'COMPLETE', 'FAULT', 'CANCEL'];
+export const taskStates: readonly TaskState[] = ['idle', 'running', 'completed', 'faulted', 'cancelled'];
+export const taskEvents: readonly TaskEvent[] = ['START', 'COMPLETE', 'FAULT', 'CANCEL'];
+export const timerStates: readonly TimerState[] = ['idle', 'armed', 'fired'];
+export const timerEvents: readonly TimerEvent[] = ['SET', 'FIRE'];
+
+const instanceTable: Table<InstanceState, InstanceEvent> = deriveTable(instanceMachine, instanceStates, instanceEvents);
+const taskTable: Table<TaskState, TaskEvent> = deriveTable(taskMachine, taskStates, taskEvents);
+const timerTable: Table<TimerState, TimerEvent> = deriveTable(timerMachine, timerStates, timerEvents);
+
+export const stepInstance = (state: InstanceState, event: InstanceEvent): InstanceState => step(instanceTable, 'workflow-instance', state, event);
+export const stepTask = (state: TaskState, event: TaskEvent): TaskState => step(taskTable, 'workflow-task', state, event);
+export const stepTimer = (state: TimerState, event: TimerEvent): TimerState => step(timerTable, 'workflow-timer', state, event);
+
+export const isTaskEnded = (state: TaskState): boolean => state === 'completed' || state === 'faulted' || state === 'cancelled';

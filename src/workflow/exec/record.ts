@@ -1,0 +1,178 @@
+/**
+ * The WorkflowRecord: the projection of an instance's stream. `foldWorkflow` rebuilds it from the
+ * stored transitions; the executor applies exactly the same `applyWorkflow` to each transition it
+ * commits, so the live record and the replayed one cannot drift apart (tests compare them).
+ *
+ * Guard-on-fold stores (JetStream, EventStoreDB) may hold void transitions: one whose stamp
+ * misses its guard changes nothing, as for operations (events/guard.ts appliesOnFold).
+ */
+import { AssertionFailure } from '../../contract/errors.js';
+import type { JsonValue } from '../../contract/json.js';
+import { appliesOnFold } from '../../events/guard.js';
+import type { Stored } from '../../kernel/types.js';
+import type { StepResult, TimerPurpose, WorkflowError, WorkflowEvent, WorkflowStarted, WorkflowTransition } from './events.js';
+import { stepInstance, stepTask, stepTimer, type InstanceState, type TaskState, type TimerState } from './machines.js';
+
+export interface TaskRecord {
+  ref: string;
+  name: string;
+  state: TaskState;
+  input: JsonValue;
+  output: JsonValue | null;
+  error: WorkflowError | null;
+  startedAtMs: number;
+  /** Order of the task's start and end among every task of the instance (for "ran before"). */
+  startedSeq: number;
+  endedSeq: number | null;
+}
+
+export interface TimerRecord {
+  dueAtMs: number;
+  purpose: TimerPurpose;
+  state: TimerState;
+}
+
+export interface ChildRecord {
+  ref: string;
+  iterations: number[];
+  operationId: string;
+  invocationKey: string;
+  attempt: number;
+}
+
+export interface WorkflowRecord {
+  instanceId: string;
+  revision: string;
+  status: InstanceState;
+  started: Omit<WorkflowStarted, 'type' | 'v'>;
+  startedAtMs: number;
+  /** committedAtMs of the last applied transition (the guard-on-fold rule). */
+  lastAppliedAtMs: number;
+  tasks: Readonly<Record<string, TaskRecord>>;
+  /** Recorded results of expressions and calls, by step key. */
+  steps: Readonly<Record<string, StepResult>>;
+  children: Readonly<Record<string, ChildRecord>>;
+  timers: Readonly<Record<string, TimerRecord>>;
+  winners: Readonly<Record<string, number>>;
+  /** Task starts and ends counted in log order. */
+  seq: number;
+  output: JsonValue | null;
+  error: WorkflowError | null;
+  endedAtMs: number | null;
+}
+
+const withEntry = <V>(map: Readonly<Record<string, V>>, key: string, value: V): Record<string, V> => ({ ...map, [key]: value });
+
+function task(record: WorkflowRecord, at: string): TaskRecord {
+  const found = record.tasks[at];
+  if (!found) throw new AssertionFailure(`workflow ${record.instanceId}: no task ${at}`);
+  return found;
+}
+
+function endTask(record: WorkflowRecord, at: string, change: Partial<TaskRecord>, event: 'COMPLETE' | 'FAULT' | 'CANCEL'): WorkflowRecord {
+  const current = task(record, at);
+  const next = { ...current, ...change, state: stepTask(current.state, event), endedSeq: record.seq };
+  return { ...record, tasks: withEntry(record.tasks, at, next), seq: record.seq + 1 };
+}
+
+function once<V>(map: Readonly<Record<string, V>>, key: string, what: string): void {
+  if (Object.hasOwn(map, key)) throw new AssertionFailure(`${what} ${key} recorded twice`);
+}
+
+/** One event applied; the machines assert legality. */
+function applyEvent(record: WorkflowRecord, event: WorkflowEvent, atMs: number): WorkflowRecord {
+  switch (event.type) {
+    case 'workflow-started':
+      throw new AssertionFailure('workflow-started is only the first event of a stream');
+    case 'task-started': {
+      const previous = record.tasks[event.at];
+      const state = stepTask(previous?.state ?? 'idle', 'START');
+      const entry: TaskRecord = { ref: event.ref, name: event.name, state, input: event.input, output: null, error: null, startedAtMs: atMs, startedSeq: record.seq, endedSeq: null };
+      return { ...record, tasks: withEntry(record.tasks, event.at, entry), seq: record.seq + 1 };
+    }
+    case 'task-completed':
+      return endTask(record, event.at, { output: event.output }, 'COMPLETE');
+    case 'task-faulted':
+      return endTask(record, event.at, { error: event.error }, 'FAULT');
+    case 'task-cancelled':
+      return endTask(record, event.at, {}, 'CANCEL');
+    case 'expression-evaluated':
+    case 'call-answered':
+      once(record.steps, event.at, 'step');
+      return { ...record, steps: withEntry(record.steps, event.at, event.result) };
+    case 'child-bound':
+      once(record.children, event.at, 'child operation');
+      return { ...record, children: withEntry(record.children, event.at, { ref: event.ref, iterations: event.iterations, operationId: event.operationId, invocationKey: event.invocationKey, attempt: event.attempt }) };
+    case 'timer-set': {
+      const state = stepTimer(record.timers[event.at]?.state ?? 'idle', 'SET');
+      return { ...record, timers: withEntry(record.timers, event.at, { dueAtMs: event.dueAtMs, purpose: event.purpose, state }) };
+    }
+    case 'timer-fired': {
+      const timer = record.timers[event.at];
+      if (!timer) throw new AssertionFailure(`timer ${event.at} fired without being set`);
+      return { ...record, timers: withEntry(record.timers, event.at, { ...timer, state: stepTimer(timer.state, 'FIRE') }) };
+    }
+    case 'fork-won':
+      once(record.winners, event.at, 'fork winner');
+      return { ...record, winners: withEntry(record.winners, event.at, event.branch) };
+    case 'workflow-completed':
+      return { ...record, status: stepInstance(record.status, 'COMPLETE'), output: event.output, endedAtMs: atMs };
+    case 'workflow-faulted':
+      return { ...record, status: stepInstance(record.status, 'FAULT'), error: event.error, endedAtMs: atMs };
+    case 'workflow-cancelled':
+      return { ...record, status: stepInstance(record.status, 'CANCEL'), endedAtMs: atMs };
+  }
+}
+
+function created(stored: Stored<WorkflowTransition>): WorkflowRecord {
+  const [first, ...rest] = stored.transition.events;
+  if (first?.type !== 'workflow-started') throw new AssertionFailure('a workflow stream begins with workflow-started');
+  const { type: _type, v: _v, ...started } = first;
+  const record: WorkflowRecord = {
+    instanceId: first.instanceId,
+    revision: stored.revision,
+    status: 'running',
+    started,
+    startedAtMs: stored.committedAtMs,
+    lastAppliedAtMs: stored.committedAtMs,
+    tasks: {},
+    steps: {},
+    children: {},
+    timers: {},
+    winners: {},
+    seq: 0,
+    output: null,
+    error: null,
+    endedAtMs: null,
+  };
+  return rest.reduce((r, event) => applyEvent(r, event, stored.committedAtMs), record);
+}
+
+/** The record after one stored transition (undefined while nothing has applied). */
+export function applyWorkflow(record: WorkflowRecord | undefined, stored: Stored<WorkflowTransition>): WorkflowRecord | undefined {
+  const lastAppliedAtMs = record?.lastAppliedAtMs ?? Number.MIN_SAFE_INTEGER;
+  if (!appliesOnFold(stored, lastAppliedAtMs)) return record === undefined ? undefined : { ...record, revision: stored.revision };
+  if (record === undefined) return created(stored);
+  if (record.status !== 'running') {
+    // Only the instance machine's STEP (running) admits more events: a finished instance takes none.
+    stepInstance(record.status, 'STEP');
+  }
+  const next = stored.transition.events.reduce((r, event) => applyEvent(r, event, stored.committedAtMs), record);
+  return { ...next, revision: stored.revision, lastAppliedAtMs: stored.committedAtMs };
+}
+
+export function foldWorkflow(log: readonly Stored<WorkflowTransition>[]): WorkflowRecord | undefined {
+  let record: WorkflowRecord | undefined;
+  for (const stored of log) record = applyWorkflow(record, stored);
+  return record;
+}
+
+/** The earliest armed timer: the instant the kernel's due timer is set for. */
+export function nextWorkflowDueMs(record: WorkflowRecord): number | undefined {
+  if (record.status !== 'running') return undefined;
+  let due: number | undefined;
+  for (const timer of Object.values(record.timers)) if (timer.state === 'armed' && (due === undefined || timer.dueAtMs < due)) due = timer.dueAtMs;
+  return due;
+}
+
+export const isWorkflowFinished = (record: WorkflowRecord): boolean => record.status !== 'running';

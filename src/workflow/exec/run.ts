@@ -1,0 +1,67 @@
+/**
+ * What a task kind (tasks.ts, calls.ts) sees of the interpreter running it, and the shapes they
+ * share: the frame a task runs in, one task execution, its outcome. The interpreter implements
+ * `Interpreting`; the kinds depend on this interface, not on the interpreter.
+ */
+import type { JsonObject, JsonValue } from '../../contract/json.js';
+import type { Random } from '../../runtime/random.js';
+import type { InvocationService } from '../../runtime/service.js';
+import type { Proposal } from './decide.js';
+import type { TaskEntry } from './document.js';
+import type { ExpressionEvaluator } from './jq.js';
+import type { Journal } from './journal.js';
+import type { WorkflowRecord } from './record.js';
+
+export interface InterpreterDeps {
+  journal: Journal;
+  evaluator: ExpressionEvaluator;
+  random: Random;
+  fetch: typeof fetch;
+  invocations: InvocationService | undefined;
+  runtime: { name: string; version: string };
+  httpTimeoutMs: number;
+  /** How long one wait on a child operation lasts before it is asked again. */
+  contractWaitChunkMs: number;
+  /** Where emitted CloudEvents go (they are recorded in the instance's log either way). */
+  emit: (event: JsonObject) => Promise<void>;
+  /** Task executions one instance may make (a flow directive can loop). */
+  tasksMax: number;
+}
+
+/** Where a task runs: its key suffix (loop index, retry attempt, branch, revisit), loop indexes, variables, cancellation. */
+export interface Frame {
+  suffix: string;
+  iterations: readonly number[];
+  vars: Readonly<Record<string, JsonValue>>;
+  signal: AbortSignal;
+}
+
+export interface Outcome {
+  output: JsonValue;
+  then: string | undefined;
+  ended: boolean;
+}
+
+/** One task execution as its kind sees it. */
+export interface TaskRun {
+  entry: TaskEntry;
+  /** The execution's key: the task's pointer and its frame suffix. */
+  at: string;
+  /** The task's transformed input (`$input`, `.`). */
+  input: JsonValue;
+  frame: Frame;
+}
+
+
+export interface Interpreting {
+  readonly deps: InterpreterDeps;
+  readonly record: WorkflowRecord;
+  propose(proposal: Proposal): Promise<WorkflowRecord>;
+  /** Throws Halted when the frame was stopped or the instance is no longer running. */
+  alive(frame: Frame): void;
+  step(at: string, frame: Frame, kind: 'expression' | 'call', compute: () => Promise<JsonValue>): Promise<JsonValue>;
+  evaluate(at: string, expression: string, input: JsonValue, frame: Frame, extra: Readonly<Record<string, JsonValue>>, ref: string): Promise<JsonValue>;
+  evaluateValue(at: string, value: JsonValue, input: JsonValue, frame: Frame, extra: Readonly<Record<string, JsonValue>>, ref: string): Promise<JsonValue>;
+  runList(list: JsonValue | undefined, base: string, input: JsonValue, frame: Frame): Promise<{ output: JsonValue; ended: boolean }>;
+  runTask(entry: TaskEntry, rawInput: JsonValue, frame: Frame): Promise<Outcome>;
+}

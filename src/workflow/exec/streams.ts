@@ -1,0 +1,38 @@
+/**
+ * Workflow instance streams on an operation EventStore (memory, SQLite): the same store, the same
+ * create-if-absent, expected-revision CAS and time guard at its serialization point. The stores
+ * keep any transition of the stored shape ({events: [{type, v}], timeGuard, causation.command},
+ * adapters/store/codec.ts) as its JSON body; a workflow transition has that shape. What a read
+ * answers is checked against the workflow schema by the aggregate (checkLog) before it is folded,
+ * so the one cast below is never trusted unchecked.
+ *
+ * Stream ids are instance ids (`wf` + 64 hex): the view refuses any other id, and tells its
+ * watcher only of workflow streams.
+ */
+import { invalidInput } from '../../contract/errors.js';
+import type { Transition } from '../../events/types.js';
+import type { EventStore } from '../../adapters/store/types.js';
+import type { ReadOutcome, StreamStore } from '../../kernel/types.js';
+import { isWorkflowInstanceId } from '../ids.js';
+import type { WorkflowTransition } from './events.js';
+
+function checked(id: string): string {
+  if (!isWorkflowInstanceId(id)) throw invalidInput(`not a workflow instance id: ${JSON.stringify(id.slice(0, 80))}`);
+  return id;
+}
+
+/** The stored form: the store's interface names the operation transition, whose shape this shares. */
+const stored = (transition: WorkflowTransition): Transition => transition as unknown as Transition;
+
+export function workflowStreams(store: EventStore): StreamStore<WorkflowTransition> & { readonly name: string; readonly durable: boolean } {
+  return {
+    name: store.name,
+    durable: store.capabilities.durable,
+    create: (id, transition) => store.create(checked(id), stored(transition)),
+    append: (id, expectedRevision, transition) => store.append(checked(id), expectedRevision, stored(transition)),
+    read: async (id) => (await store.read(checked(id))) as unknown as ReadOutcome<WorkflowTransition>,
+    watch: (listener) => store.watch((id, revision) => {
+      if (isWorkflowInstanceId(id)) listener(id, revision);
+    }),
+  };
+}

@@ -1,0 +1,236 @@
+/**
+ * The task kinds the executor runs (first wave): do, set, switch, raise, try/catch with retry,
+ * wait, for, fork, and calls (calls.ts). Each takes the task's transformed input and answers its
+ * raw output, and for switch the flow directive it chose.
+ */
+import { sha256Hex } from '../../contract/canonical.js';
+import type { JsonObject, JsonValue } from '../../contract/json.js';
+import { isObject, resolveNamed, type TaskEntry } from './document.js';
+import { durationMs } from './duration.js';
+import { WorkflowRaise, errorFrom, errorMatches, errorValue, raise } from './dsl-errors.js';
+import type { WorkflowError } from './events.js';
+import { Halted } from './journal.js';
+import { runCall } from './calls.js';
+import { entriesOf } from './document.js';
+import type { Frame, Interpreting as Interpreter, TaskRun } from './run.js';
+
+export interface KindOutcome {
+  output: JsonValue;
+  then?: string;
+  ended: boolean;
+}
+
+const truthy = (value: JsonValue): boolean => value !== false && value !== null;
+
+export async function runKind(interpreter: Interpreter, run: TaskRun): Promise<KindOutcome> {
+  const task = run.entry.task;
+  if (task.for !== undefined) return runFor(interpreter, run);
+  if (task.call !== undefined) return { output: await runCall(interpreter, run), ended: false };
+  if (task.fork !== undefined) return runFork(interpreter, run);
+  if (task.try !== undefined) return runTry(interpreter, run);
+  if (task.set !== undefined) return { output: await interpreter.evaluateValue(`${run.at}>set`, task.set, run.input, run.frame, { input: run.input }, run.entry.pointer), ended: false };
+  if (task.switch !== undefined) return runSwitch(interpreter, run);
+  if (task.raise !== undefined) return runRaise(interpreter, run);
+  if (task.wait !== undefined) return runWait(interpreter, run);
+  if (task.emit !== undefined) return { output: await runEmit(interpreter, run), ended: false };
+  if (task.do !== undefined) return interpreter.runList(task.do, `${run.entry.pointer}/do`, run.input, run.frame);
+  throw raise('configuration', 400, 'Unsupported task', run.entry.pointer, 'this task kind is not supported');
+}
+
+async function runSwitch(interpreter: Interpreter, run: TaskRun): Promise<KindOutcome> {
+  const cases = run.entry.task.switch as JsonValue[];
+  for (const [index, item] of cases.entries()) {
+    const [name] = Object.keys(item as JsonObject);
+    const branch = (item as JsonObject)[name as string] as JsonObject;
+    const matched = typeof branch.when !== 'string' || truthy(await interpreter.evaluate(`${run.at}>switch/${index}`, branch.when, run.input, run.frame, { input: run.input }, run.entry.pointer));
+    if (matched) return { output: run.input, then: typeof branch.then === 'string' ? branch.then : undefined, ended: false };
+  }
+  return { output: run.input, ended: false };
+}
+
+async function runRaise(interpreter: Interpreter, run: TaskRun): Promise<never> {
+  const spec = run.entry.task.raise as JsonObject;
+  const named = resolveNamed(interpreter.record.started.document, 'errors', spec.error);
+  if (named === undefined) throw raise('configuration', 400, 'Unknown error', run.entry.pointer, `raise.error ${JSON.stringify(spec.error)} does not resolve`);
+  const value = await interpreter.evaluateValue(`${run.at}>raise`, named, run.input, run.frame, { input: run.input }, run.entry.pointer);
+  throw new WorkflowRaise(errorFrom(value, run.entry.pointer));
+}
+
+/** Waits for a timer due at the task's recorded start + the duration. */
+async function runWait(interpreter: Interpreter, run: TaskRun): Promise<KindOutcome> {
+  const wait = run.entry.task.wait as JsonValue;
+  const ms = durationMs(typeof wait === 'string' && wait.startsWith('${') ? await interpreter.evaluate(`${run.at}>wait`, wait, run.input, run.frame, { input: run.input }, run.entry.pointer) : wait);
+  if (ms === undefined) throw raise('validation', 400, 'Invalid duration', run.entry.pointer, 'wait must be a duration');
+  const started = interpreter.record.tasks[run.at];
+  const dueAtMs = (started?.startedAtMs ?? interpreter.deps.journal.nowMs()) + ms;
+  await sleepUntil(interpreter, `${run.at}>wait`, dueAtMs, 'wait', run.frame);
+  return { output: run.input, ended: false };
+}
+
+/** Records a timer (once) and waits until the kernel has fired it through a guarded append. */
+export async function sleepUntil(interpreter: Interpreter, key: string, dueAtMs: number, purpose: 'wait' | 'retry', frame: Frame): Promise<void> {
+  await interpreter.propose({ command: 'timer-set', events: [{ type: 'timer-set', v: 1, at: key, dueAtMs, purpose }] });
+  await interpreter.deps.journal.until((record) => record.timers[key]?.state === 'fired' || record.status !== 'running', frame.signal);
+  interpreter.alive(frame);
+}
+
+async function runFor(interpreter: Interpreter, run: TaskRun): Promise<KindOutcome> {
+  const task = run.entry.task;
+  const spec = task.for as JsonObject;
+  const items = await interpreter.evaluate(`${run.at}>for.in`, spec.in as string, run.input, run.frame, { input: run.input }, run.entry.pointer);
+  const list = Array.isArray(items) ? items : isObject(items) ? Object.values(items) : items === null ? [] : undefined;
+  if (list === undefined) throw raise('validation', 400, 'Not a collection', run.entry.pointer, 'for.in must evaluate to an array');
+  const each = typeof spec.each === 'string' ? spec.each : 'item';
+  const atName = typeof spec.at === 'string' ? spec.at : 'index';
+  let data = run.input;
+  for (const [index, item] of list.entries()) {
+    const frame: Frame = { ...run.frame, suffix: `${run.frame.suffix}[${index}]`, iterations: [...run.frame.iterations, index], vars: { ...run.frame.vars, [each]: item, [atName]: index } };
+    if (typeof task.while === 'string' && !truthy(await interpreter.evaluate(`${run.at}[${index}]>while`, task.while, data, frame, { input: run.input }, run.entry.pointer))) break;
+    const result = await interpreter.runList(task.do, `${run.entry.pointer}/do`, data, frame);
+    data = result.output;
+    if (result.ended) return { output: data, ended: true };
+  }
+  return { output: data, ended: false };
+}
+
+/** Non-compete: every branch's output, in declaration order. Compete: the first branch to complete wins. */
+async function runFork(interpreter: Interpreter, run: TaskRun): Promise<KindOutcome> {
+  const spec = run.entry.task.fork as JsonObject;
+  const branches = entriesOf(spec.branches ?? [], `${run.entry.pointer}/fork/branches`);
+  const frameOf = (index: number, signal: AbortSignal): Frame => ({ ...run.frame, suffix: `${run.frame.suffix}{${index}}`, signal });
+  if (spec.compete !== true) {
+    const settled = await Promise.allSettled(branches.map((branch, index) => interpreter.runTask(branch, run.input, frameOf(index, run.frame.signal))));
+    const failed = settled.find((result) => result.status === 'rejected');
+    if (failed) throw failed.reason;
+    return { output: settled.map((result) => (result as PromiseFulfilledResult<{ output: JsonValue }>).value.output), ended: false };
+  }
+  return compete(interpreter, run, branches, frameOf);
+}
+
+async function compete(interpreter: Interpreter, run: TaskRun, branches: TaskEntry[], frameOf: (index: number, signal: AbortSignal) => Frame): Promise<KindOutcome> {
+  const controllers = branches.map(() => new AbortController());
+  const watching = new AbortController();
+  const stopAll = () => {
+    controllers.forEach((controller) => controller.abort());
+    watching.abort();
+  };
+  run.frame.signal.addEventListener('abort', stopAll);
+  const runs = branches.map(async (branch, index) => {
+    const controller = controllers[index] as AbortController;
+    await interpreter.runTask(branch, run.input, frameOf(index, controller.signal));
+    await interpreter.propose({ command: 'fork-won', events: [{ type: 'fork-won', v: 1, at: run.at, branch: index }] });
+  });
+  // The winner is the first branch whose win the log records; the others are stopped and recorded cancelled.
+  const settled = await Promise.race([
+    interpreter.deps.journal.until((record) => record.winners[run.at] !== undefined, watching.signal).then(() => 'won' as const),
+    Promise.allSettled(runs).then((results) => results),
+  ]);
+  const winner = interpreter.record.winners[run.at];
+  try {
+    if (winner === undefined) {
+      const results = settled === 'won' ? [] : settled;
+      const failure = results.find((result) => result.status === 'rejected' && !(result.reason instanceof Halted));
+      throw failure?.status === 'rejected' ? failure.reason : new Halted('no branch of the fork completed');
+    }
+    controllers.forEach((controller, index) => index !== winner && controller.abort());
+    const losers = branches.flatMap((branch, index) => {
+      const at = branch.pointer + frameOf(index, run.frame.signal).suffix;
+      return index !== winner && interpreter.record.tasks[at]?.state === 'running' ? [{ type: 'task-cancelled' as const, v: 1 as const, at, reason: `branch ${winner} won the fork` }] : [];
+    });
+    if (losers.length > 0) await interpreter.propose({ command: 'fork-cancel-losers', events: losers });
+    const winning = branches[winner] as TaskEntry;
+    const output = interpreter.record.tasks[winning.pointer + frameOf(winner, run.frame.signal).suffix]?.output ?? null;
+    return { output, ended: false };
+  } finally {
+    run.frame.signal.removeEventListener('abort', stopAll);
+    watching.abort();
+    void Promise.allSettled(runs);
+  }
+}
+
+/** try/catch with retry: a caught error is retried (after a recorded delay), handled by catch.do, or swallowed. */
+async function runTry(interpreter: Interpreter, run: TaskRun): Promise<KindOutcome> {
+  const task = run.entry.task;
+  const spec = isObject(task.catch) ? task.catch : {};
+  for (let attempt = 1; ; attempt++) {
+    const frame: Frame = attempt === 1 ? run.frame : { ...run.frame, suffix: `${run.frame.suffix}(${attempt})` };
+    try {
+      return await interpreter.runList(task.try, `${run.entry.pointer}/try`, run.input, frame);
+    } catch (error) {
+      if (!(error instanceof WorkflowRaise)) throw error;
+      const caught = await catches(interpreter, run, frame, spec, error.error);
+      if (!caught) throw error;
+      const errorVar = { [typeof spec.as === 'string' ? spec.as : 'error']: errorValue(error.error) };
+      const retryAtMs = await retryDelay(interpreter, run, frame, spec, attempt, errorVar);
+      if (retryAtMs !== undefined) {
+        await sleepUntil(interpreter, `${run.at}(${attempt})>retry`, retryAtMs, 'retry', run.frame);
+        continue;
+      }
+      if (spec.do === undefined) return { output: run.input, ended: false };
+      const handler: Frame = { ...frame, vars: { ...frame.vars, ...errorVar } };
+      return interpreter.runList(spec.do, `${run.entry.pointer}/catch/do`, run.input, handler);
+    }
+  }
+}
+
+async function catches(interpreter: Interpreter, run: TaskRun, frame: Frame, spec: JsonObject, error: WorkflowError): Promise<boolean> {
+  const filter = isObject(spec.errors) && isObject(spec.errors.with) ? spec.errors.with : undefined;
+  if (!errorMatches(error, filter)) return false;
+  const vars = { [typeof spec.as === 'string' ? spec.as : 'error']: errorValue(error), input: run.input };
+  const withVars: Frame = { ...frame, vars: { ...frame.vars, ...vars } };
+  if (typeof spec.when === 'string' && !truthy(await interpreter.evaluate(`${run.at}${frame.suffix}>catch.when`, spec.when, run.input, withVars, {}, run.entry.pointer))) return false;
+  if (typeof spec.exceptWhen === 'string' && truthy(await interpreter.evaluate(`${run.at}${frame.suffix}>catch.exceptWhen`, spec.exceptWhen, run.input, withVars, {}, run.entry.pointer))) return false;
+  return true;
+}
+
+/**
+ * The instant of the next attempt, or undefined when the policy allows none: `limit.attempt.count`
+ * retries at most, within `limit.duration` of the try's start; delay × 1 (constant), × n (linear)
+ * or × 2^(n−1) (exponential), plus a jitter drawn from the injected seeded source. The instant is
+ * recorded with the timer, so the draw never needs replaying.
+ */
+async function retryDelay(interpreter: Interpreter, run: TaskRun, frame: Frame, spec: JsonObject, attempt: number, errorVar: Record<string, JsonValue>): Promise<number | undefined> {
+  const policy = resolveNamed(interpreter.record.started.document, 'retries', spec.retry);
+  if (!isObject(policy)) return undefined;
+  const timer = interpreter.record.timers[`${run.at}(${attempt})>retry`];
+  if (timer) return timer.dueAtMs;
+  const limit = isObject(policy.limit) ? policy.limit : {};
+  const count = isObject(limit.attempt) && typeof limit.attempt.count === 'number' ? limit.attempt.count : Number.POSITIVE_INFINITY;
+  if (attempt > count) return undefined;
+  const withVars: Frame = { ...frame, vars: { ...frame.vars, ...errorVar } };
+  if (typeof policy.when === 'string' && !truthy(await interpreter.evaluate(`${run.at}${frame.suffix}>retry.when`, policy.when, run.input, withVars, {}, run.entry.pointer))) return undefined;
+  if (typeof policy.exceptWhen === 'string' && truthy(await interpreter.evaluate(`${run.at}${frame.suffix}>retry.exceptWhen`, policy.exceptWhen, run.input, withVars, {}, run.entry.pointer))) return undefined;
+  const nowMs = interpreter.deps.journal.nowMs();
+  const startedAtMs = interpreter.record.tasks[run.at]?.startedAtMs ?? nowMs;
+  const durationLimit = durationMs(limit.duration);
+  const baseMs = durationMs(policy.delay) ?? 0;
+  const backoff = isObject(policy.backoff) ? policy.backoff : {};
+  const factor = backoff.exponential !== undefined ? 2 ** (attempt - 1) : backoff.linear !== undefined ? attempt : 1;
+  const jitter = isObject(policy.jitter) ? policy.jitter : undefined;
+  const fromMs = durationMs(jitter?.from) ?? 0;
+  const toMs = durationMs(jitter?.to) ?? fromMs;
+  const jitterMs = jitter ? fromMs + Math.floor(interpreter.deps.random.next() * Math.max(0, toMs - fromMs)) : 0;
+  const dueAtMs = nowMs + baseMs * factor + jitterMs;
+  if (durationLimit !== undefined && dueAtMs > startedAtMs + durationLimit) return undefined;
+  return dueAtMs;
+}
+
+/**
+ * emit: the CloudEvent (specversion 1.0) built from `emit.event.with`, handed to the executor's
+ * event sink and recorded as the task's answer. Its id is derived from the instance and the task
+ * execution (the same event on recovery), its time is the instant it was emitted.
+ */
+async function runEmit(interpreter: Interpreter, run: TaskRun): Promise<JsonValue> {
+  const spec = run.entry.task.emit as JsonObject;
+  const attributes = isObject(spec.event) && isObject(spec.event.with) ? spec.event.with : undefined;
+  if (!attributes) throw raise('validation', 400, 'Invalid emit', run.entry.pointer, 'emit.event.with is required');
+  const values = await interpreter.evaluateValue(`${run.at}>emit`, attributes, run.input, run.frame, { input: run.input }, run.entry.pointer);
+  if (!isObject(values) || typeof values.source !== 'string' || typeof values.type !== 'string') throw raise('validation', 400, 'Invalid event', run.entry.pointer, 'an emitted event needs a string source and type');
+  return interpreter.step(`${run.at}>emitted`, run.frame, 'call', async () => {
+    const digest = sha256Hex(`${interpreter.record.instanceId}\u0000${run.at}`);
+    const id = `${digest.slice(0, 8)}-${digest.slice(8, 12)}-${digest.slice(12, 16)}-${digest.slice(16, 20)}-${digest.slice(20, 32)}`;
+    const event: JsonObject = { specversion: '1.0', id, time: new Date(interpreter.deps.journal.nowMs()).toISOString(), datacontenttype: 'application/json', ...values };
+    await interpreter.deps.emit(event);
+    return event;
+  });
+}

@@ -1,0 +1,99 @@
+/**
+ * The workflow aggregate's pure parts: the machines' derived tables agree with XState's own
+ * transition(); the fold asserts illegal events; the deciders are idempotent and build the time
+ * guards the design asks for; a void transition (guard missed on a guard-on-fold store) changes
+ * nothing but the revision.
+ */
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import fc from 'fast-check';
+import { AssertionFailure } from '../../src/contract/errors.js';
+import { stepWithMachine } from '../../src/machines/table.js';
+import type { Stored } from '../../src/kernel/types.js';
+import { decideDue, decideProposal, taskTimeoutKey } from '../../src/workflow/exec/decide.js';
+import type { WorkflowEvent, WorkflowTransition } from '../../src/workflow/exec/events.js';
+import { instanceEvents, instanceMachine, instanceStates, stepInstance, stepTask, stepTimer, taskEvents, taskMachine, taskStates, timerEvents, timerMachine, timerStates } from '../../src/workflow/exec/machines.js';
+import { applyWorkflow, foldWorkflow, nextWorkflowDueMs, type WorkflowRecord } from '../../src/workflow/exec/record.js';
+import { workflowInstanceId } from '../../src/workflow/ids.js';
+
+const open = { notBeforeMs: Number.MIN_SAFE_INTEGER, notAfterMs: Number.MAX_SAFE_INTEGER };
+const id = workflowInstanceId('alice', `sha256:${'0'.repeat(64)}`, 'w', 'k');
+const started: WorkflowEvent = { type: 'workflow-started', v: 1, instanceId: id, principalId: 'alice', invocationKey: 'k', workflowName: 'w', bundleDigest: `sha256:${'0'.repeat(64)}`, document: { do: [] }, input: {}, deadlineMs: 10_000 };
+const stored = (revision: number, events: WorkflowEvent[], committedAtMs = 1000 + revision, timeGuard = open): Stored<WorkflowTransition> => ({ revision: String(revision), committedAtMs, transition: { events, timeGuard, causation: { command: 'test' } } });
+
+function base(): WorkflowRecord {
+  return foldWorkflow([stored(1, [started]), stored(2, [{ type: 'task-started', v: 1, at: '/do/0/a', ref: '/do/0/a', name: 'a', input: {} }])])!;
+}
+
+test('the derived tables take exactly the steps the XState machines take', () => {
+  const cases = [
+    [instanceMachine, instanceStates, instanceEvents, stepInstance],
+    [taskMachine, taskStates, taskEvents, stepTask],
+    [timerMachine, timerStates, timerEvents, stepTimer],
+  ] as const;
+  for (const [machine, states, events, step] of cases) {
+    for (const state of states) {
+      for (const event of events) {
+        const expected = stepWithMachine(machine, state, event);
+        const run = () => (step as (s: string, e: string) => string)(state, event);
+        if (expected === undefined) assert.throws(run, AssertionFailure, `${machine.id}: ${event} in ${state}`);
+        else assert.equal(run(), expected);
+      }
+    }
+  }
+});
+
+test('the fold asserts what the machines refuse: a task ending twice, a timer firing unset, anything after the end', () => {
+  const record = base();
+  const done = applyWorkflow(record, stored(3, [{ type: 'task-completed', v: 1, at: '/do/0/a', output: 1 }]))!;
+  assert.equal(done.tasks['/do/0/a']?.state, 'completed');
+  assert.throws(() => applyWorkflow(done, stored(4, [{ type: 'task-faulted', v: 1, at: '/do/0/a', error: { type: 't', status: 500 } }])), AssertionFailure);
+  assert.throws(() => applyWorkflow(record, stored(3, [{ type: 'timer-fired', v: 1, at: 'x' }])), AssertionFailure);
+  const ended = applyWorkflow(done, stored(4, [{ type: 'workflow-completed', v: 1, output: 1 }]))!;
+  assert.throws(() => applyWorkflow(ended, stored(5, [{ type: 'expression-evaluated', v: 1, at: 'e', result: { ok: 1 } }])), AssertionFailure);
+  assert.throws(() => applyWorkflow(record, stored(3, [{ type: 'expression-evaluated', v: 1, at: 'e', result: { ok: 1 } }, { type: 'expression-evaluated', v: 1, at: 'e', result: { ok: 2 } }])), AssertionFailure);
+});
+
+test('a void transition (its guard missed at the stored stamp) changes nothing but the revision', () => {
+  const record = base();
+  const late = applyWorkflow(record, stored(3, [{ type: 'task-completed', v: 1, at: '/do/0/a', output: 1 }], 5000, { notBeforeMs: 0, notAfterMs: 4000 }))!;
+  assert.equal(late.revision, '3');
+  assert.deepEqual({ ...late, revision: record.revision }, record);
+});
+
+test('proposals are idempotent and end at the deadline; a late completion becomes its timeout fault', () => {
+  const record = base();
+  const proposal = { command: 'x', events: [{ type: 'expression-evaluated', v: 1, at: 'e', result: { ok: 1 } }] as WorkflowEvent[] };
+  const first = decideProposal(record, proposal, false);
+  assert.deepEqual(first?.timeGuard, { notBeforeMs: Number.MIN_SAFE_INTEGER, notAfterMs: 10_000 }, 'every step commits before the deadline');
+  const after = applyWorkflow(record, stored(3, first!.events))!;
+  assert.equal(decideProposal(after, proposal, false), undefined, 'a recorded step is not appended again');
+  const late = { command: 'late', events: [{ type: 'task-faulted', v: 1, at: '/do/0/a', error: { type: 't', status: 408 } }] as WorkflowEvent[], notBeforeMs: 500 };
+  const completion = { command: 'c', events: [{ type: 'task-completed', v: 1, at: '/do/0/a', output: 1 }] as WorkflowEvent[], notAfterMs: 500, late };
+  assert.deepEqual(decideProposal(record, completion, false)?.timeGuard, { notBeforeMs: Number.MIN_SAFE_INTEGER, notAfterMs: 500 });
+  assert.equal(decideProposal(record, completion, true)?.events[0]?.type, 'task-faulted');
+  assert.equal(decideProposal(record, { ...proposal, notBeforeMs: 20_000 }, false), undefined, 'a window the deadline closes appends nothing');
+});
+
+test('timers as data: the earliest armed timer is due; firing faults a running task at its timeout and the instance at its deadline', () => {
+  fc.assert(
+    fc.property(fc.array(fc.integer({ min: 2000, max: 9000 }), { minLength: 1, maxLength: 6 }), (dues) => {
+      let record = base();
+      dues.forEach((dueAtMs, index) => (record = applyWorkflow(record, stored(3 + index, [{ type: 'timer-set', v: 1, at: `t${index}`, dueAtMs, purpose: 'wait' }]))!));
+      assert.equal(nextWorkflowDueMs(record), Math.min(...dues));
+      assert.equal(decideDue(record, Math.min(...dues) - 1), undefined);
+      const fired = decideDue(record, Math.min(...dues))!;
+      assert.equal(fired.timeGuard.notBeforeMs, Math.min(...dues));
+      assert.equal(fired.events.length, dues.filter((d) => d === Math.min(...dues)).length);
+    }),
+  );
+  let record = applyWorkflow(base(), stored(3, [{ type: 'timer-set', v: 1, at: taskTimeoutKey('/do/0/a'), dueAtMs: 3000, purpose: 'task-timeout' }]))!;
+  const timeout = decideDue(record, 3000)!;
+  assert.deepEqual(timeout.events.map((e) => e.type), ['timer-fired', 'task-faulted']);
+  record = applyWorkflow(record, stored(4, timeout.events))!;
+  assert.equal(record.tasks['/do/0/a']?.error?.status, 408);
+  record = applyWorkflow(record, stored(5, [{ type: 'timer-set', v: 1, at: '@workflow-timeout', dueAtMs: 10_000, purpose: 'workflow-timeout' }]))!;
+  const deadline = decideDue(record, 10_000)!;
+  assert.equal(deadline.events.at(-1)?.type, 'workflow-faulted');
+  assert.equal(applyWorkflow(record, stored(6, deadline.events))!.status, 'faulted');
+});
