@@ -99,6 +99,7 @@ async function measureSqlite(size: number): Promise<Measurement[]> {
       const query = await c.query(store, clock.nowMs());
       const t = await timePages(store, query, 200);
       out.push({ store: 'sqlite', operations: size, case: c.name, ...t });
+      progress(out.at(-1));
     }
     return out;
   } finally {
@@ -119,12 +120,18 @@ async function measureJetStream(size: number): Promise<Measurement[]> {
       const query = await c.query(store, new SystemClock().nowMs());
       const t = await timePages(store, query, 5);
       out.push({ store: 'jetstream', operations: size, case: c.name, ...t });
+      progress(out.at(-1));
     }
     return out;
   } finally {
     await store.close();
     await server.dispose();
   }
+}
+
+/** Each figure as soon as it is measured (a long run stopped early keeps what it measured). */
+function progress(m: Measurement | undefined): void {
+  if (m) process.stderr.write(`${m.store} ${m.operations}: ${m.case}: ${m.rows} rows, median ${m.medianMs.toFixed(3)} ms, p95 ${m.p95Ms.toFixed(3)} ms\n`);
 }
 
 function sizesOption(args: string[], name: string, fallback: number[]): number[] {

@@ -223,9 +223,9 @@ describe('convoke serve over HTTP (memory store, in-process peers)', () => {
   test('operator routes over the socket', async () => {
     assert.deepEqual((await call(base, 'GET', '/healthz')).body, { status: 'ok' });
     assert.equal((await call(base, 'GET', '/openapi.json')).body.openapi, '3.1.0');
-    // The list is a route now: without a token it is 401, like every operation route.
+    // The list route exists (the operations index) and needs a credential like every invocation route.
     expectError(await call(base, 'GET', '/contract-invocations'), 401);
-    expectError(await call(base, 'GET', '/contract-invocation'), 404);
+    expectError(await call(base, 'GET', '/no-such-route'), 404);
   });
 
   // Last: it stops the server.

@@ -159,7 +159,7 @@ export class MemoryEventStore implements EventStore {
     if (this.closed) throw unavailable('store is closed');
   }
 
-  /** The operation's row after the transition just stored (decoded from its body: a copy no caller holds). */
+  /** The operation's row after the transition just stored. */
   private indexAppended(operationId: string, stream: Stream, previous: number, stored: StoredTransition): void {
     if (!isOperationId(operationId)) return; // a workflow instance's stream: the index lists operations
     const row = this.indexStates.rowAfter(operationId, previous === 0 ? undefined : String(previous), stored, () => stream.transitions.slice(0, previous).map(decode));
@@ -189,7 +189,8 @@ export class MemoryEventStore implements EventStore {
     target.transitions.push(stored);
     this.lastCommittedAtMs = nowMs;
     const revision = String(target.transitions.length);
-    this.indexAppended(operationId, target, previous, { revision, committedAtMs: nowMs, transition: JSON.parse(body) as Transition });
+    // The caller's transition itself (as the SQLite store): transitions are never changed once decided.
+    this.indexAppended(operationId, target, previous, { revision, committedAtMs: nowMs, transition });
     if (this.listeners.size > 0) notifyAll(this.listeners, operationId, decode(stored, target.transitions.length - 1));
     if (this.watchers.size > 0) notifyAll(this.watchers, operationId, revision);
     return { kind: 'ok', revision, committedAtMs: nowMs };

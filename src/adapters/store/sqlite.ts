@@ -340,7 +340,9 @@ export class SqliteEventStore implements EventStore {
     const rowid = meta.last_rowid + 1;
     // The index row, from the log before this transition; written in the same transaction, so it
     // commits with the transition or not at all.
-    const stored: StoredTransition = { revision: String(revision), committedAtMs: nowMs, transition: JSON.parse(body) as Transition };
+    // The caller's transition itself, not a decoded copy: transitions are never changed once
+    // decided (the coordinator folds the same objects), and a parse would cost as much as the fold.
+    const stored: StoredTransition = { revision: String(revision), committedAtMs: nowMs, transition };
     // A workflow instance's stream (wf… id) has no row: the index lists operations.
     const indexed = isOperationId(operationId);
     const row = indexed ? this.indexStates.rowAfter(operationId, operation ? String(operation.last_revision) : undefined, stored, () => this.logInTransaction(operationId)) : undefined;
