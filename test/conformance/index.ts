@@ -215,17 +215,22 @@ const rules: Record<string, (h: StoreHarness) => Promise<void>> = {
   'a second client keeps the same rows, and each client folds what the other appended': async (h) => {
     if (!h.openSecondClient) return;
     const other = await h.openSecondClient();
-    const id = newOperationId('two-clients');
-    const guard = wide(h);
-    let outcome = await h.store.create(id, admission(id, guard));
-    expectOk(outcome, 'create');
-    for (const [i, next] of lifecycle(guard).entries()) {
-      const writer = i % 2 === 0 ? other : h.store;
-      outcome = await writer.append(id, outcome.revision, next);
-      expectOk(outcome, `append ${i} by ${i % 2 === 0 ? 'the second client' : 'the first'}`);
+    try {
+      const id = newOperationId('two-clients');
+      const guard = wide(h);
+      let outcome = await h.store.create(id, admission(id, guard));
+      expectOk(outcome, 'create');
+      for (const [i, next] of lifecycle(guard).entries()) {
+        const writer = i % 2 === 0 ? other : h.store;
+        outcome = await writer.append(id, outcome.revision, next);
+        expectOk(outcome, `append ${i} by ${i % 2 === 0 ? 'the second client' : 'the first'}`);
+      }
+      const expected = await expectRowIsFold(h.store, id, 'read by the first client');
+      assert.deepEqual(await other.index.get(id), expected, 'read by the second client');
+    } finally {
+      // A second client is a process (sqlite) or a connection (JetStream): left open, it keeps the test file alive.
+      await other.close();
     }
-    const expected = await expectRowIsFold(h.store, id, 'read by the first client');
-    assert.deepEqual(await other.index.get(id), expected, 'read by the second client');
   },
 
   'a tombstone removes the row; rebuild answers the fold of the log': async (h) => {

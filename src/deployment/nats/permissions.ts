@@ -24,8 +24,9 @@ export interface JetStreamStoreNames {
 export function jetstreamStorePermissions(names: JetStreamStoreNames = {}, options: { manageStreams?: boolean } = {}): NatsPermissions {
   const stream = names.stream ?? 'CONVOKE_OPS';
   const prefix = names.prefix ?? 'convoke';
-  const publish = [`${prefix}.op.>`, `${prefix}.wf.>`, `${prefix}.tomb.>`, '$JS.API.INFO'];
-  for (const s of [stream, `${stream}_TOMBS`]) {
+  const publish = [`${prefix}.op.>`, `${prefix}.wf.>`, `${prefix}.tomb.>`, `${prefix}.idx.>`, '$JS.API.INFO'];
+  // The operations stream, its tombstones and its operations index (jetstream-index.ts).
+  for (const s of [stream, `${stream}_TOMBS`, `${stream}_INDEX`]) {
     publish.push(
       `$JS.API.STREAM.INFO.${s}`,
       `$JS.API.STREAM.MSG.GET.${s}`,
