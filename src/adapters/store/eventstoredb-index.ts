@@ -49,14 +49,7 @@ export class EventStoreDbOperationIndex implements OperationIndexStore {
   /** After an append was stored: the row from the held state, or from the log read back. Failures leave the row behind. */
   async appended(operationId: string, previousRevision: string | undefined, stored: StoredTransition): Promise<void> {
     try {
-      let row: OperationIndexRow | undefined;
-      if (previousRevision === undefined || this.host.states.holds(operationId, previousRevision)) {
-        row = this.host.states.rowAfter(operationId, previousRevision, stored, () => []);
-      } else {
-        const log = await this.host.logOf(operationId);
-        if (log === undefined) return;
-        row = this.host.states.rowOfLog(operationId, log.filter((t) => BigInt(t.revision) <= BigInt(stored.revision)));
-      }
+      const row = await this.host.states.rowAfterStored(operationId, previousRevision, stored, () => this.host.logOf(operationId));
       if (row) await this.publish(operationId, row, false);
     } catch {
       // Behind, never wrong: see the header.

@@ -47,7 +47,7 @@ import { AssertionFailure, unavailable } from '../../contract/errors.js';
 import { limits as contractLimits } from '../../contract/limits.js';
 import { decodeStored, isStoreFailure, logFullFailure, notifyAll, revisionsOnly } from './codec.js';
 import { resolveStoreLimits } from './limits.js';
-import { IndexStates } from './index-states.js';
+import { IndexStates, logOfRead } from './index-states.js';
 import { EventStoreDbOperationIndex } from './eventstoredb-index.js';
 import {
   FoldTracker,
@@ -138,11 +138,7 @@ export class EventStoreDbStore implements EventStore {
       deadline: this.deadline,
       states: new IndexStates(),
       closed: () => this.closed,
-      logOf: async (operationId) => {
-        const read = await this.read(operationId);
-        if (read.kind === 'unavailable') throw unavailable(read.description);
-        return read.kind === 'ok' ? read.transitions : undefined;
-      },
+      logOf: logOfRead((operationId) => this.read(operationId)),
       operationIds: () => this.operationIds(),
     });
   }

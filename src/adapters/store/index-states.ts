@@ -7,6 +7,8 @@
 import { BoundedMap } from '../../contract/bounded-map.js';
 import type { OperationIndexRow } from '../../events/operation-index.js';
 import type { StoredTransition } from '../../events/types.js';
+import { unavailable } from '../../contract/errors.js';
+import type { ReadOutcome } from './types.js';
 import { indexRow, indexStateOfLog, indexStep, type OperationIndexState } from '../../projections/operation-index.js';
 
 /** Index states kept per store client. */
@@ -33,6 +35,25 @@ export class IndexStates {
       const before = previousRevision === undefined ? undefined : held !== 'none' && held?.record.revision === previousRevision ? held : indexStateOfLog(log());
       return indexStep(before, stored);
     });
+  }
+
+  /**
+   * The row after `stored`, for a store that writes its index after the append (JetStream,
+   * EventStoreDB): from the state held at `previousRevision`, else from the log read back up to
+   * `stored` (`logOf` answers undefined when the stream is gone: no row). Revisions are decimal
+   * strings, compared as integers of any size.
+   */
+  async rowAfterStored(
+    operationId: string,
+    previousRevision: string | undefined,
+    stored: StoredTransition,
+    logOf: () => Promise<readonly StoredTransition[] | undefined>,
+  ): Promise<OperationIndexRow | undefined> {
+    if (previousRevision === undefined || this.holds(operationId, previousRevision)) return this.rowAfter(operationId, previousRevision, stored, () => []);
+    const log = await logOf();
+    if (log === undefined) return undefined;
+    const upTo = BigInt(stored.revision);
+    return this.rowOfLog(operationId, log.filter((t) => BigInt(t.revision) <= upTo));
   }
 
   /** Whether the state at `revision` is held, or the log is known to have no row (an append after it needs no read). */
@@ -70,4 +91,13 @@ export class IndexStates {
   forget(operationId: string): void {
     this.states.delete(operationId);
   }
+}
+
+/** A store's log for its index writer, as read() answers it: transitions, undefined when it has none, a throw when unreadable. */
+export function logOfRead(read: (operationId: string) => Promise<ReadOutcome>): (operationId: string) => Promise<StoredTransition[] | undefined> {
+  return async (operationId) => {
+    const outcome = await read(operationId);
+    if (outcome.kind === 'unavailable') throw unavailable(outcome.description);
+    return outcome.kind === 'ok' ? outcome.transitions : undefined;
+  };
 }

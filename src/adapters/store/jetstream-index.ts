@@ -89,14 +89,7 @@ export class JetStreamOperationIndex implements OperationIndexStore {
    */
   async appended(operationId: string, previousRevision: string | undefined, stored: StoredTransition): Promise<void> {
     try {
-      let row: OperationIndexRow | undefined;
-      if (previousRevision === undefined || this.host.states.holds(operationId, previousRevision)) {
-        row = this.host.states.rowAfter(operationId, previousRevision, stored, () => []);
-      } else {
-        const log = await this.host.logOf(operationId);
-        if (log === undefined) return;
-        row = this.host.states.rowOfLog(operationId, log.filter((t) => Number(t.revision) <= Number(stored.revision)));
-      }
+      const row = await this.host.states.rowAfterStored(operationId, previousRevision, stored, () => this.host.logOf(operationId));
       if (row) await this.publish(operationId, row);
     } catch {
       // Behind, never wrong: see the header.

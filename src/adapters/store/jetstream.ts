@@ -50,7 +50,7 @@ import { limits as contractLimits } from '../../contract/limits.js';
 import { decodeStored, isStoreFailure, logFullFailure, notifyAll, parseRevision, revisionsOnly } from './codec.js';
 import { resolveStoreLimits } from './limits.js';
 import { StampFeed } from './stamp-feed.js';
-import { IndexStates } from './index-states.js';
+import { IndexStates, logOfRead } from './index-states.js';
 import { JetStreamOperationIndex, ensureIndexStream } from './jetstream-index.js';
 import { PubAckMux } from '../transport/nats-pubacks.js';
 import {
@@ -168,11 +168,7 @@ export class JetStreamEventStore implements EventStore {
       requestTimeoutMs,
       states: new IndexStates(),
       closed: () => this.closed,
-      logOf: async (operationId) => {
-        const read = await this.read(operationId);
-        if (read.kind === 'unavailable') throw unavailable(read.description);
-        return read.kind === 'ok' ? read.transitions : undefined;
-      },
+      logOf: logOfRead((operationId) => this.read(operationId)),
     });
   }
 
