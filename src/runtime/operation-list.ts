@@ -17,15 +17,12 @@ const phases: readonly OperationPhase[] = ['admitted', 'active', 'closed', 'sett
 const outcomes: readonly (DecisionOutcome | 'open')[] = ['open', 'success', 'partial', 'failed', 'indeterminate'];
 const settlements: readonly SettlementStatus[] = ['pending', 'complete', 'indeterminate'];
 
-/** What a caller asks for, already checked. */
-export interface ListRequest {
-  phase?: OperationPhase;
-  outcome?: DecisionOutcome | 'open';
-  settlement?: SettlementStatus;
-  interaction?: string;
-  sinceMs?: number;
-  untilMs?: number;
-  limit: number;
+/**
+ * What a caller asks for, already checked: the index query's filters, with visibility decided by
+ * the caller's principal (not asked for), an opaque cursor for the position, and stuck work named
+ * without the instant and bounds the coordinator supplies.
+ */
+export interface ListRequest extends Omit<IndexQuery, 'principalId' | 'stuck' | 'after'> {
   cursor?: string;
   /** true: stuck for any reason; a reason: stuck for that one. */
   stuck?: true | StuckReason;
