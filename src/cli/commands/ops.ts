@@ -7,7 +7,7 @@
 import { isDeepStrictEqual } from 'node:util';
 import { AdapterError, invalidInput } from '../../contract/errors.js';
 import { isOperationId } from '../../contract/ids.js';
-import { appliesOnFold } from '../../events/guard.js';
+import { appliedFlags } from '../../projections/inspection.js';
 import { openStore, redactStoreUrl } from '../../adapters/store/open.js';
 import type { EventStore } from '../../adapters/store/types.js';
 import type { StoredTransition } from '../../events/types.js';
@@ -91,16 +91,6 @@ async function readExistingLog(store: EventStore, operationId: string): Promise<
   const transitions = await readLog(store, operationId);
   if (transitions.length === 0) throw new OperationNotFound(operationId);
   return transitions;
-}
-
-/** Which stored transitions the fold applied (guard-on-fold stores may hold void ones). */
-function appliedFlags(transitions: readonly StoredTransition[]): boolean[] {
-  let lastAppliedAtMs = Number.MIN_SAFE_INTEGER;
-  return transitions.map((t) => {
-    const applied = appliesOnFold(t, lastAppliedAtMs);
-    if (applied) lastAppliedAtMs = t.committedAtMs;
-    return applied;
-  });
 }
 
 export async function inspectCommand(typedId: string, options: { store: string; json: boolean }, io: CliIo): Promise<number> {
