@@ -10,7 +10,6 @@
  */
 import type { Command } from 'commander';
 import { isAdapterError, invalidInput } from '../../contract/errors.js';
-import type { JsonValue } from '../../contract/json.js';
 import type { CliIo } from '../io.js';
 import { exitCodeOfError, exitCodes } from '../exit-codes.js';
 
@@ -25,21 +24,13 @@ export interface WorkflowRunOptions {
 }
 
 /** main.ts imports this module to register the command: everything else loads when it runs. */
-async function parseDocument(text: string, file: string): Promise<JsonValue> {
-  const { parse: parseYaml } = await import('yaml');
-  try {
-    // YAML 1.2 reads JSON too; duplicate keys are refused (uniqueKeys), as the strict JSON parser does.
-    return parseYaml(text, { uniqueKeys: true, maxAliasCount: 100 }) as JsonValue;
-  } catch (error) {
-    throw invalidInput(`${file}: not a YAML or JSON workflow document: ${error instanceof Error ? error.message : String(error)}`, error);
-  }
-}
-
 export async function workflowRunCommand(file: string, options: WorkflowRunOptions, io: CliIo): Promise<number> {
-  const [{ randomInt }, { readFileBytes }, { parseStrictBytes }, { openStore }, { SystemClock }, { seededRandom }, { WorkflowExecutor }, { JqWorkerEvaluator }, { workflowStreams }] = await Promise.all([
+  const [{ randomInt }, { readFileBytes }, { parseStrictBytes }, { parseDocumentBytes }, { openStore }, { SystemClock }, { seededRandom }, { WorkflowExecutor }, { JqWorkerEvaluator }, { workflowStreams }] = await Promise.all([
     import('node:crypto'),
     import('../../deployment/files.js'),
     import('../../contract/ijson.js'),
+    // One reader of workflow text for bundles and files: YAML 1.2 core or strict JSON, then I-JSON.
+    import('../../workflow/dsl/text.js'),
     import('../../adapters/store/open.js'),
     import('../../contract/clock.js'),
     import('../../runtime/random.js'),
@@ -48,7 +39,7 @@ export async function workflowRunCommand(file: string, options: WorkflowRunOptio
     import('../../workflow/exec/streams.js'),
   ]);
   try {
-    const document = await parseDocument((await readFileBytes(file)).toString('utf8'), file);
+    const document = parseDocumentBytes(await readFileBytes(file), file, file);
     const input = parseStrictBytes(Buffer.from(options.input, 'utf8'), '--input');
     const clock = new SystemClock();
     const store = await openStore(options.store, { clock });
