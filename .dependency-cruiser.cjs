@@ -79,15 +79,30 @@ module.exports = {
       from: { path: '^src/', pathNot: '^src/(cli|deployment|workflow/exec)/' },
       to: { path: '^src/workflow/exec/' },
     },
-    layer('http-facade', '^src/http/', [...below.domain, '^src/adapters/', '^src/runtime/', '^src/http/'], 'the HTTP facade sits on the core; it imports no other facade and no wiring.'),
-    layer('nats-command-facade', '^src/nats-api/', [...below.domain, '^src/adapters/', '^src/runtime/', '^src/nats-api/'], 'the NATS command API sits on the core; it imports no other facade and no wiring.'),
+    layer(
+      'http-facade',
+      '^src/http/',
+      [...below.domain, '^src/adapters/', '^src/runtime/', '^src/http/'],
+      'the HTTP facade sits on the core; it imports no other facade and no wiring.',
+    ),
+    layer(
+      'nats-command-facade',
+      '^src/nats-api/',
+      [...below.domain, '^src/adapters/', '^src/runtime/', '^src/nats-api/'],
+      'the NATS command API sits on the core; it imports no other facade and no wiring.',
+    ),
     layer(
       'workflow-dsl',
       '^src/workflow/dsl/',
       [...below.contract, '^src/workflow/version[.]ts$', '^src/workflow/dsl/'],
       'the workflow language (checks, lowering, the contract function, the SDK) knows the contract and the DSL version only: no runtime, no executor.',
     ),
-    layer('deployment-wiring', '^src/deployment/', ['^src/(contract|events|machines|projections|domain|kernel|adapters|runtime|http|nats-api|peer|deployment)/', '^src/workflow/dsl/'], 'wiring may start facades and embedded peers, but is not imported by them (only the CLI imports it).'),
+    layer(
+      'deployment-wiring',
+      '^src/deployment/',
+      ['^src/(contract|events|machines|projections|domain|kernel|adapters|runtime|http|nats-api|peer|deployment)/', '^src/workflow/dsl/'],
+      'wiring may start facades and embedded peers, but is not imported by them (only the CLI imports it).',
+    ),
     {
       name: 'peer-sdk-standalone',
       comment: 'convoke/peer depends on contract, events and the transport adapters (and the SQLite opener of its effect sink), never on the coordinator.',

@@ -15,7 +15,9 @@ export const longFunctions = {
   'bench/nats.ts': 1, // report, 73
   'test/conformance/transport.ts': 2, // coreRules 77, durableRules 267
   'test/faults/nats-chaos.test.ts': 1,
+  'test/faults/nats-coordinators.test.ts': 1,
   'test/faults/nats-faults.test.ts': 1,
+  'test/faults/nats-lost-writes.test.ts': 1,
   'test/integration/cli-nats.test.ts': 1,
   'test/integration/examples.test.ts': 1,
   'test/integration/http.test.ts': 1,
@@ -23,7 +25,10 @@ export const longFunctions = {
   'test/integration/nats-deployment.test.ts': 1,
   'test/integration/nats-e2e.test.ts': 2,
   'test/integration/nats-permissions.test.ts': 1,
+  'test/integration/nats-presence.test.ts': 1,
   'test/integration/nats-pubacks.test.ts': 1,
+  'test/integration/nats-streams.test.ts': 1,
+  'test/integration/observability.test.ts': 1,
   'test/integration/trust-subjects.test.ts': 1,
   'test/unit/http.test.ts': 2,
 };
@@ -58,7 +63,10 @@ export default tseslint.config(
         'error',
         { allowForKnownSafeCalls: [{ from: 'package', package: 'node:test', name: ['test', 'it', 'describe', 'suite'] }] },
       ],
-      '@typescript-eslint/no-unused-vars': ['error', { argsIgnorePattern: '^_', varsIgnorePattern: '^_', destructuredArrayIgnorePattern: '^_', ignoreRestSiblings: true }],
+      '@typescript-eslint/no-unused-vars': [
+        'error',
+        { argsIgnorePattern: '^_', varsIgnorePattern: '^_', destructuredArrayIgnorePattern: '^_', ignoreRestSiblings: true },
+      ],
     },
   },
   {

@@ -18,11 +18,20 @@ export interface CoreBenchOptions {
 
 async function convokeRun(seconds: number, concurrency: number) {
   const peers = peerIds(5);
-  const embedded = await createEmbedded({ clock: new SystemClock(), bundle: reviewBundle({ completion: { mode: 'quorum', count: 3 }, timeoutMs: 30_000, leaseMs: 30_000 }), groups: { reviewers: peers } });
+  const embedded = await createEmbedded({
+    clock: new SystemClock(),
+    bundle: reviewBundle({ completion: { mode: 'quorum', count: 3 }, timeoutMs: 30_000, leaseMs: 30_000 }),
+    groups: { reviewers: peers },
+  });
   for (const p of peers) await embedded.addPeer(p, { review: () => ({ verdict: 'approve' }) });
   const caller = { principalId: 'bench', senderPeerId: null };
   const one = async (i: number) => {
-    const { result } = await embedded.coordinator.invoke(caller, { contract: embedded.bundle.ref, interaction: 'review', invocationKey: `k${i}`, input: { document: 'd' } });
+    const { result } = await embedded.coordinator.invoke(caller, {
+      contract: embedded.bundle.ref,
+      interaction: 'review',
+      invocationKey: `k${i}`,
+      input: { document: 'd' },
+    });
     const waited = await embedded.coordinator.wait('bench', result.operationId, 'decision', 30_000);
     if (waited.result.decision?.outcome !== 'success') throw new Error(`unexpected decision ${JSON.stringify(waited.result.decision)}`);
   };
@@ -68,7 +77,9 @@ export async function coreBench(options: CoreBenchOptions): Promise<void> {
   const seconds = options.seconds ?? 5;
   const concurrency = options.concurrency ?? 64;
   process.stderr.write(`core: 5 peers, quorum 3, ${concurrency} in flight, ${seconds} s each\n`);
-  const baseline = process.env.CONVOKE_BENCH_SKIP_BASELINE ? { name: 'baseline (skipped)', opsPerSecond: Number.NaN, p50Ms: Number.NaN, p99Ms: Number.NaN, operations: 0 } : await baselineRun(seconds, concurrency);
+  const baseline = process.env.CONVOKE_BENCH_SKIP_BASELINE
+    ? { name: 'baseline (skipped)', opsPerSecond: Number.NaN, p50Ms: Number.NaN, p99Ms: Number.NaN, operations: 0 }
+    : await baselineRun(seconds, concurrency);
   const convoke = await convokeRun(seconds, concurrency);
   const ratio = convoke.opsPerSecond / baseline.opsPerSecond;
   printRows(

@@ -9,14 +9,23 @@ import { peerIds, reviewBundle } from '../src/deployment/examples.js';
 
 export async function cpuPerOp(options: { json: boolean; operations?: number }): Promise<void> {
   const peers = peerIds(5);
-  const embedded = await createEmbedded({ clock: new SystemClock(), bundle: reviewBundle({ completion: { mode: 'quorum', count: 3 }, timeoutMs: 30_000, leaseMs: 30_000 }), groups: { reviewers: peers } });
+  const embedded = await createEmbedded({
+    clock: new SystemClock(),
+    bundle: reviewBundle({ completion: { mode: 'quorum', count: 3 }, timeoutMs: 30_000, leaseMs: 30_000 }),
+    groups: { reviewers: peers },
+  });
   for (const p of peers) await embedded.addPeer(p, { review: () => ({ verdict: 'approve' }) });
   const caller = { principalId: 'bench', senderPeerId: null };
   let n = 0;
   const batch = async (count: number) => {
     await Promise.all(
       Array.from({ length: count }, async () => {
-        const { result } = await embedded.coordinator.invoke(caller, { contract: embedded.bundle.ref, interaction: 'review', invocationKey: `k${n++}`, input: { document: 'd' } });
+        const { result } = await embedded.coordinator.invoke(caller, {
+          contract: embedded.bundle.ref,
+          interaction: 'review',
+          invocationKey: `k${n++}`,
+          input: { document: 'd' },
+        });
         await embedded.coordinator.wait('bench', result.operationId, 'decision', 30_000);
       }),
     );

@@ -98,7 +98,13 @@ async function startFacade() {
     policy: { rules: [{ effect: 'allow' }] },
     attestations: [{ namespace: bundle.subjectNamespace as string, exclusivePeerPublishers: true }],
     deployment: { account: 'bench', system: 'convoke', domain: 'bench' },
-    http: { host: '127.0.0.1', port: 0, bodyLimitBytes: 65_536, waitMsMax: 30_000, principals: [{ principalId: 'bench', tokenSha256: createHash('sha256').update(token).digest('hex') }] },
+    http: {
+      host: '127.0.0.1',
+      port: 0,
+      bodyLimitBytes: 65_536,
+      waitMsMax: 30_000,
+      principals: [{ principalId: 'bench', tokenSha256: createHash('sha256').update(token).digest('hex') }],
+    },
   };
   await writeFile(join(dir, 'bundle.json'), JSON.stringify(bundle));
   await writeFile(join(dir, 'convoke.json'), JSON.stringify(config));
@@ -159,7 +165,15 @@ async function load(spec: LoadSpec): Promise<LoadResult> {
   const seconds = (performance.now() - start) / 1000;
   await agent.close();
   latenciesMs.sort((a, b) => a - b);
-  return { requests: latenciesMs.length, seconds, requestsPerSecond: latenciesMs.length / seconds, p50Ms: percentile(latenciesMs, 50), p99Ms: percentile(latenciesMs, 99), errors, statuses };
+  return {
+    requests: latenciesMs.length,
+    seconds,
+    requestsPerSecond: latenciesMs.length / seconds,
+    p50Ms: percentile(latenciesMs, 50),
+    p99Ms: percentile(latenciesMs, 99),
+    errors,
+    statuses,
+  };
 }
 
 /** One request to the target; resolves with the status (the facade must answer 200 with a success decision). */
@@ -174,7 +188,14 @@ function sender(spec: LoadSpec, agent: Agent): (key: string) => Promise<number> 
   const headers = { authorization: `Bearer ${spec.token}`, 'content-type': 'application/json' };
   const prefix = `${process.pid}-${randomBytes(4).toString('hex')}`;
   return async (key) => {
-    const body = JSON.stringify({ contract: spec.contract, interaction: 'review', invocationKey: `${prefix}-${key}`, input: { document: 'bench' }, waitFor: 'decision', waitMs: 10_000 });
+    const body = JSON.stringify({
+      contract: spec.contract,
+      interaction: 'review',
+      invocationKey: `${prefix}-${key}`,
+      input: { document: 'bench' },
+      waitFor: 'decision',
+      waitMs: 10_000,
+    });
     const response = await request(spec.url, { method: 'POST', headers, body, dispatcher: agent });
     const result = (await response.body.json()) as { decision?: { outcome?: string } | null };
     return response.statusCode === 200 && result.decision?.outcome !== 'success' ? -1 : response.statusCode;

@@ -50,7 +50,10 @@ const cases: Case[] = [
   },
   { name: 'one principal', query: async () => ({ limit: pageRows, principalId: 'svc-7' }) },
   { name: 'one principal, phase admitted', query: async () => ({ limit: pageRows, principalId: 'svc-7', phase: 'admitted' }) },
-  { name: 'stuck (every operation is)', query: async (_store, nowMs) => ({ limit: pageRows, stuck: { nowMs: nowMs + 3_600_000, bounds: stuckBoundsDefault } }) },
+  {
+    name: 'stuck (every operation is)',
+    query: async (_store, nowMs) => ({ limit: pageRows, stuck: { nowMs: nowMs + 3_600_000, bounds: stuckBoundsDefault } }),
+  },
 ];
 
 const idOf = (i: number) => 'op' + createHash('sha256').update(`bench-list-${i}`).digest('hex');
@@ -58,7 +61,10 @@ const idOf = (i: number) => 'op' + createHash('sha256').update(`bench-list-${i}`
 async function fill(store: EventStore, count: number, setTime?: (i: number) => void): Promise<void> {
   for (let i = 0; i < count; i++) {
     setTime?.(i);
-    const outcome = await store.create(idOf(i), admission(idOf(i), guard, { principalId: `svc-${i % principals}`, interaction: i % 2 === 0 ? 'review' : 'quick', timeoutMs: 60_000 }));
+    const outcome = await store.create(
+      idOf(i),
+      admission(idOf(i), guard, { principalId: `svc-${i % principals}`, interaction: i % 2 === 0 ? 'review' : 'quick', timeoutMs: 60_000 }),
+    );
     if (outcome.kind !== 'ok') throw new Error(`create ${i}: ${outcome.kind} ${outcome.description}`);
   }
 }
@@ -138,7 +144,8 @@ function sizesOption(args: string[], name: string, fallback: number[]): number[]
   const at = args.indexOf(name);
   if (at < 0) return fallback;
   const sizes = (args[at + 1] ?? '').split(',').map(Number);
-  if (sizes.length === 0 || !sizes.every((n) => Number.isSafeInteger(n) && n > 0)) throw new Error(`${name} must be a comma-separated list of positive integers`);
+  if (sizes.length === 0 || !sizes.every((n) => Number.isSafeInteger(n) && n > 0))
+    throw new Error(`${name} must be a comma-separated list of positive integers`);
   return sizes;
 }
 
@@ -151,5 +158,10 @@ export async function listBench(options: { json: boolean; args: string[] }): Pro
     return;
   }
   process.stdout.write(`\nOne page (${pageRows} rows) of the operations index; median and p95 over 200 reads (SQLite) or 5 (JetStream)\n`);
-  process.stdout.write(renderTable(['store', 'operations', 'page', 'rows', 'median ms', 'p95 ms'], results.map((r) => [r.store, r.operations, r.case, r.rows, r.medianMs.toFixed(3), r.p95Ms.toFixed(3)])));
+  process.stdout.write(
+    renderTable(
+      ['store', 'operations', 'page', 'rows', 'median ms', 'p95 ms'],
+      results.map((r) => [r.store, r.operations, r.case, r.rows, r.medianMs.toFixed(3), r.p95Ms.toFixed(3)]),
+    ),
+  );
 }

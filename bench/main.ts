@@ -22,7 +22,11 @@ const seconds = numberOption('--seconds', (n) => Number.isFinite(n) && n > 0, 'a
 const rounds = numberOption('--rounds', positiveInteger, 'a positive integer');
 const warmupSeconds = numberOption('--warmup', (n) => Number.isFinite(n) && n >= 0, 'a number of seconds (0 or more)');
 const concurrency = numberOption('--concurrency', positiveInteger, 'a positive integer');
-const resultBatchMs = numberOption('--result-batch-ms', (n) => Number.isSafeInteger(n) && n >= 0 && n <= resultBatchMsMax, `an integer from 0 to ${resultBatchMsMax}`);
+const resultBatchMs = numberOption(
+  '--result-batch-ms',
+  (n) => Number.isSafeInteger(n) && n >= 0 && n <= resultBatchMsMax,
+  `an integer from 0 to ${resultBatchMsMax}`,
+);
 const ratesArg = args.indexOf('--rates');
 let rates: number[] | undefined;
 try {
@@ -39,7 +43,15 @@ const suites: Record<string, () => Promise<void>> = {
     await (await import('./cpu-per-op.js')).cpuPerOp(options);
   },
   stores: async () => (await import('./stores.js')).storesBench(options),
-  nats: async () => (await import('./nats.js')).natsBench({ ...options, ...(rounds === undefined ? {} : { rounds }), ...(warmupSeconds === undefined ? {} : { warmupSeconds }), ...(rates === undefined ? {} : { rates }), ...(concurrency === undefined ? {} : { concurrency }), ...(resultBatchMs === undefined ? {} : { resultBatchMs }) }),
+  nats: async () =>
+    (await import('./nats.js')).natsBench({
+      ...options,
+      ...(rounds === undefined ? {} : { rounds }),
+      ...(warmupSeconds === undefined ? {} : { warmupSeconds }),
+      ...(rates === undefined ? {} : { rates }),
+      ...(concurrency === undefined ? {} : { concurrency }),
+      ...(resultBatchMs === undefined ? {} : { resultBatchMs }),
+    }),
   http: async () => (await import('./http.js')).httpBench(options),
   list: async () => (await import('./list.js')).listBench({ json, args }),
 };

@@ -26,7 +26,17 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { fileURLToPath, pathToFileURL } from 'node:url';
-import { AckPolicy, DeliverPolicy, DiscardPolicy, RetentionPolicy, StorageType, jetstream, jetstreamManager, type ConsumerMessages, type JetStreamManager } from '@nats-io/jetstream';
+import {
+  AckPolicy,
+  DeliverPolicy,
+  DiscardPolicy,
+  RetentionPolicy,
+  StorageType,
+  jetstream,
+  jetstreamManager,
+  type ConsumerMessages,
+  type JetStreamManager,
+} from '@nats-io/jetstream';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { peerIds, reviewBundle } from '../src/deployment/examples.js';
 import { NatsDeploymentFixture, resultOf } from '../test/support/nats-deployment-fixture.js';
@@ -159,7 +169,9 @@ export async function natsBench(options: NatsBenchOptions): Promise<void> {
   const concurrency = options.concurrency ?? 32;
   const rounds = options.rounds ?? 5;
   const warmupSeconds = options.warmupSeconds ?? 10;
-  process.stderr.write(`nats: durable mode, ${peerCount} peer processes, quorum ${quorum}, jetstream store, ${concurrency} in flight, ${seconds} s per phase, ${rounds} rounds after ${warmupSeconds} s of warm-up each, ${batching(options.resultBatchMs)}\n`);
+  process.stderr.write(
+    `nats: durable mode, ${peerCount} peer processes, quorum ${quorum}, jetstream store, ${concurrency} in flight, ${seconds} s per phase, ${rounds} rounds after ${warmupSeconds} s of warm-up each, ${batching(options.resultBatchMs)}\n`,
+  );
   const fixture = await startDeployment(options.resultBatchMs);
   try {
     const baseline = await startBaseline(fixture);
@@ -206,12 +218,20 @@ interface Round {
 
 const median = (values: number[]) => {
   const sorted = [...values].sort((a, b) => a - b);
-  return sorted.length === 0 ? Number.NaN : sorted.length % 2 === 1 ? sorted[(sorted.length - 1) / 2]! : (sorted[sorted.length / 2 - 1]! + sorted[sorted.length / 2]!) / 2;
+  return sorted.length === 0
+    ? Number.NaN
+    : sorted.length % 2 === 1
+      ? sorted[(sorted.length - 1) / 2]!
+      : (sorted[sorted.length / 2 - 1]! + sorted[sorted.length / 2]!) / 2;
 };
 
-const batching = (resultBatchMs: number | undefined) => (resultBatchMs === undefined ? 'result batching at its default' : resultBatchMs === 0 ? 'result batching off' : `result batching ${resultBatchMs} ms`);
+const batching = (resultBatchMs: number | undefined) =>
+  resultBatchMs === undefined ? 'result batching at its default' : resultBatchMs === 0 ? 'result batching off' : `result batching ${resultBatchMs} ms`;
 
-function report(json: boolean, r: { seconds: number; concurrency: number; warmupSeconds: number; resultBatchMs: number | undefined; rounds: Round[]; curve: CurvePoint[] }): void {
+function report(
+  json: boolean,
+  r: { seconds: number; concurrency: number; warmupSeconds: number; resultBatchMs: number | undefined; rounds: Round[]; curve: CurvePoint[] },
+): void {
   const medianRound = [...r.rounds].sort((a, b) => a.ratio - b.ratio)[Math.floor((r.rounds.length - 1) / 2)]!;
   const summary = {
     throughputRatio: median(r.rounds.map((x) => x.ratio)),
@@ -223,7 +243,16 @@ function report(json: boolean, r: { seconds: number; concurrency: number; warmup
   const halfLoad = (m: Run) => (m.halfLoad ? `${fixed(m.halfLoad.p99Ms)} (@${fixed(m.halfLoad.ratePerSecond, 0)}/s)` : '-');
   const rows = r.rounds.flatMap((x) => [
     [x.round, 'baseline', fixed(x.baseline.opsPerSecond, 0), fixed(x.baseline.p50Ms), fixed(x.baseline.p99Ms), halfLoad(x.baseline), x.baseline.operations, ''],
-    [x.round, 'convoke', fixed(x.convoke.opsPerSecond, 0), fixed(x.convoke.p50Ms), fixed(x.convoke.p99Ms), halfLoad(x.convoke), x.convoke.operations, fixed(x.ratio, 3)],
+    [
+      x.round,
+      'convoke',
+      fixed(x.convoke.opsPerSecond, 0),
+      fixed(x.convoke.p50Ms),
+      fixed(x.convoke.p99Ms),
+      halfLoad(x.convoke),
+      x.convoke.operations,
+      fixed(x.ratio, 3),
+    ],
   ]);
   rows.push(['median', 'baseline', fixed(summary.baselineOpsPerSecond, 0), '', '', fixed(summary.baselineP99HalfLoadMs), '', '']);
   rows.push(['median', 'convoke', fixed(summary.convokeOpsPerSecond, 0), '', '', fixed(summary.convokeP99HalfLoadMs), '', fixed(summary.throughputRatio, 3)]);
@@ -253,7 +282,13 @@ function report(json: boolean, r: { seconds: number; concurrency: number; warmup
     ];
     const total = (r: Record<string, number>) => Object.values(r).reduce((a, b) => a + b, 0);
     rows.push(['total', fixed(total(baseline.storedPerOperation)), fixed(total(convoke.storedPerOperation))]);
-    printRows(false, `Messages stored per decided operation in the closed loop of the median round (${medianRound.round}), by stream (read from the server's stream state)`, ['stream', 'baseline', 'convoke'], rows, undefined);
+    printRows(
+      false,
+      `Messages stored per decided operation in the closed loop of the median round (${medianRound.round}), by stream (read from the server's stream state)`,
+      ['stream', 'baseline', 'convoke'],
+      rows,
+      undefined,
+    );
   }
   if (!json && medianRound.baseline.trafficPerOperation && medianRound.convoke.trafficPerOperation) {
     const b = medianRound.baseline.trafficPerOperation;
@@ -319,7 +354,15 @@ interface Contender {
   offer(seconds: number, ratePerSecond: number): Promise<OpenLoopResult>;
 }
 
-async function measurePhase(name: string, one: () => Promise<void>, roles: Roles, jsm: JetStreamManager, monitorUrl: string | undefined, seconds: number, concurrency: number): Promise<Run> {
+async function measurePhase(
+  name: string,
+  one: () => Promise<void>,
+  roles: Roles,
+  jsm: JetStreamManager,
+  monitorUrl: string | undefined,
+  seconds: number,
+  concurrency: number,
+): Promise<Run> {
   for (let i = 0; i < warmupOperations; i++) await one();
   const storedBefore = await streamCounts(jsm);
   const trafficBefore = await serverCounters(monitorUrl);
@@ -348,7 +391,15 @@ async function startConvoke(fixture: NatsDeploymentFixture, jsm: JetStreamManage
     warm: async (seconds, concurrency) => void (await closedLoop(seconds, concurrency, one)),
     offer: (seconds, ratePerSecond) => openLoop(seconds, ratePerSecond, one),
     measure: (seconds, concurrency) =>
-      measurePhase('convoke over NATS (command API, jetstream store)', one, { 'nats-server': [fixture.server.process.pid], coordinator: [fixture.serve?.child.pid], peers: [...fixture.peers.values()].map((p) => p.child.pid) }, jsm, fixture.server.monitorUrl, seconds, concurrency),
+      measurePhase(
+        'convoke over NATS (command API, jetstream store)',
+        one,
+        { 'nats-server': [fixture.server.process.pid], coordinator: [fixture.serve?.child.pid], peers: [...fixture.peers.values()].map((p) => p.child.pid) },
+        jsm,
+        fixture.server.monitorUrl,
+        seconds,
+        concurrency,
+      ),
   };
 }
 
@@ -367,9 +418,19 @@ async function createBaselineStreams(nc: NatsConnection): Promise<void> {
   await jsm.streams.add({ name: baseStreams.requests, subjects: ['base.*.request.*'], ...common });
   await jsm.streams.add({ name: baseStreams.results, subjects: ['base.*.result.*'], ...common });
   for (const p of peerIds(peerCount)) {
-    await jsm.consumers.add(baseStreams.requests, { durable_name: `base-${p}`, filter_subject: `base.*.request.${p}`, ack_policy: AckPolicy.Explicit, deliver_policy: DeliverPolicy.All });
+    await jsm.consumers.add(baseStreams.requests, {
+      durable_name: `base-${p}`,
+      filter_subject: `base.*.request.${p}`,
+      ack_policy: AckPolicy.Explicit,
+      deliver_policy: DeliverPolicy.All,
+    });
   }
-  await jsm.consumers.add(baseStreams.results, { durable_name: 'base-coordinator', filter_subject: 'base.*.result.*', ack_policy: AckPolicy.Explicit, deliver_policy: DeliverPolicy.All });
+  await jsm.consumers.add(baseStreams.results, {
+    durable_name: 'base-coordinator',
+    filter_subject: 'base.*.result.*',
+    ack_policy: AckPolicy.Explicit,
+    deliver_policy: DeliverPolicy.All,
+  });
 }
 
 /** The baseline's streams, peer processes and result consumer, kept across rounds; `stop` removes them. */
@@ -391,7 +452,9 @@ async function startBaseline(fixture: NatsDeploymentFixture): Promise<Contender 
     const js = jetstream(nc);
     const jsm = await jetstreamManager(nc);
     const waiting = new Map<string, { approvals: number; done: () => void }>();
-    messages = await (await js.consumers.get(baseStreams.results, 'base-coordinator')).consume({
+    messages = await (
+      await js.consumers.get(baseStreams.results, 'base-coordinator')
+    ).consume({
       max_messages: 256,
       callback: (m) => {
         const op = m.subject.split('.')[1]!;
@@ -419,7 +482,15 @@ async function startBaseline(fixture: NatsDeploymentFixture): Promise<Contender 
       warm: async (seconds, concurrency) => void (await closedLoop(seconds, concurrency, one)),
       offer: (seconds, ratePerSecond) => openLoop(seconds, ratePerSecond, one),
       measure: (seconds, concurrency) =>
-        measurePhase('baseline scatter-gather (nats.js, JetStream acks, no convoke)', one, { 'nats-server': [fixture.server.process.pid], peers: peers.map((p) => p.pid) }, jsm, fixture.server.monitorUrl, seconds, concurrency),
+        measurePhase(
+          'baseline scatter-gather (nats.js, JetStream acks, no convoke)',
+          one,
+          { 'nats-server': [fixture.server.process.pid], peers: peers.map((p) => p.pid) },
+          jsm,
+          fixture.server.monitorUrl,
+          seconds,
+          concurrency,
+        ),
     };
   } catch (error) {
     await stop().catch(() => undefined);
@@ -429,7 +500,10 @@ async function startBaseline(fixture: NatsDeploymentFixture): Promise<Contender 
 
 function startBaselinePeer(fixture: NatsDeploymentFixture, peerId: string): Promise<ChildProcess> {
   const args = thisFile.endsWith('.ts') ? ['--import', 'tsx', thisFile] : [thisFile];
-  const child = spawn(process.execPath, [...args, '--baseline-peer', peerId, fixture.url], { stdio: ['ignore', 'pipe', 'inherit'], env: { ...process.env, BENCH_NATS_ADMIN_PASSWORD: fixture.adminSecret() } });
+  const child = spawn(process.execPath, [...args, '--baseline-peer', peerId, fixture.url], {
+    stdio: ['ignore', 'pipe', 'inherit'],
+    env: { ...process.env, BENCH_NATS_ADMIN_PASSWORD: fixture.adminSecret() },
+  });
   return new Promise((resolve, reject) => {
     let out = '';
     child.stdout!.setEncoding('utf8').on('data', (s: string) => {
@@ -445,7 +519,9 @@ async function baselinePeer(peerId: string, url: string): Promise<void> {
   const nc = await connect({ servers: url, user: 'admin', pass: process.env.BENCH_NATS_ADMIN_PASSWORD });
   const js = jetstream(nc);
   const reply = encoder.encode(JSON.stringify({ verdict: 'approve' }));
-  const messages = await (await js.consumers.get(baseStreams.requests, `base-${peerId}`)).consume({
+  const messages = await (
+    await js.consumers.get(baseStreams.requests, `base-${peerId}`)
+  ).consume({
     max_messages: 256,
     callback: (m) => {
       JSON.parse(new TextDecoder().decode(m.data));

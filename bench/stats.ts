@@ -27,14 +27,20 @@ export function printRows(json: boolean, title: string, headers: string[], rows:
 /** `--rates 50,150,330`: comma-separated positive operations per second. */
 export function parseRates(text: string | undefined): number[] {
   const rates = (text ?? '').split(',').map(Number);
-  if (!rates.every((r) => Number.isFinite(r) && r > 0)) throw new Error(`--rates must be comma-separated positive operations per second (for example 50,150,330), got "${text ?? ''}"`);
+  if (!rates.every((r) => Number.isFinite(r) && r > 0))
+    throw new Error(`--rates must be comma-separated positive operations per second (for example 50,150,330), got "${text ?? ''}"`);
   return rates;
 }
 
 export const fixed = (n: number, digits = 2) => (Number.isFinite(n) ? n.toFixed(digits) : '-');
 
 /** Runs `one` with `concurrency` workers until `seconds` pass; returns per-call latencies. */
-export async function closedLoop(seconds: number, concurrency: number, one: (i: number) => Promise<void>, onProgress?: (done: number) => void): Promise<Measurement & { name: string }> {
+export async function closedLoop(
+  seconds: number,
+  concurrency: number,
+  one: (i: number) => Promise<void>,
+  onProgress?: (done: number) => void,
+): Promise<Measurement & { name: string }> {
   const latenciesMs: number[] = [];
   const start = performance.now();
   const endAt = start + seconds * 1000;

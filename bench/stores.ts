@@ -50,8 +50,17 @@ function benchTransition(i: number): Transition {
     events: [
       { type: 'dispatch-recorded', v: 1, branchId: `b${i % 8}`, attempt: 1, fence: 1, receipt: 'stored', detail: 'x'.repeat(200) },
       {
-        type: 'result-accepted', v: 1, branchId: `b${i % 8}`, peerId: 'alfa', attempt: 1, fence: 1, status: 'success',
-        retryable: false, retryAtMs: null, result: { ok: true, score: i, note: 'y'.repeat(120) }, subject: 'demo.v1.lab.review.op.result.alfa',
+        type: 'result-accepted',
+        v: 1,
+        branchId: `b${i % 8}`,
+        peerId: 'alfa',
+        attempt: 1,
+        fence: 1,
+        status: 'success',
+        retryable: false,
+        retryAtMs: null,
+        result: { ok: true, score: i, note: 'y'.repeat(120) },
+        subject: 'demo.v1.lab.review.op.result.alfa',
       } as DomainEvent,
     ],
     timeGuard: { notBeforeMs: nowMs - 3_600_000, notAfterMs: nowMs + 3_600_000 },
@@ -156,7 +165,9 @@ async function sqliteRow(durationMs: number): Promise<Row> {
   const raw = new Database(join(dir, 'raw.db'));
   raw.pragma('journal_mode = WAL');
   raw.pragma('synchronous = FULL');
-  raw.exec('CREATE TABLE t (operation_id TEXT NOT NULL, revision INTEGER NOT NULL, committed_at_ms INTEGER NOT NULL, body TEXT NOT NULL, PRIMARY KEY (operation_id, revision))');
+  raw.exec(
+    'CREATE TABLE t (operation_id TEXT NOT NULL, revision INTEGER NOT NULL, committed_at_ms INTEGER NOT NULL, body TEXT NOT NULL, PRIMARY KEY (operation_id, revision))',
+  );
   const insert = raw.prepare('INSERT INTO t (operation_id, revision, committed_at_ms, body) VALUES (?, ?, ?, ?)');
   const insertOne = raw.transaction((id: string, revision: number, body: string) => insert.run(id, revision, Date.now(), body));
   let id = opId();
@@ -179,7 +190,13 @@ async function jetstreamRow(durationMs: number): Promise<Row> {
   const nc = await connect({ servers: server.url });
   try {
     const jsm = await jetstreamManager(nc);
-    await jsm.streams.add({ name: 'BENCH_RAW', subjects: ['bench.raw.>'], storage: StorageType.File, retention: RetentionPolicy.Limits, discard: DiscardPolicy.New });
+    await jsm.streams.add({
+      name: 'BENCH_RAW',
+      subjects: ['bench.raw.>'],
+      storage: StorageType.File,
+      retention: RetentionPolicy.Limits,
+      discard: DiscardPolicy.New,
+    });
     const js = jetstream(nc);
     let id = opId();
     const baselineWrite = (i: number) => {
@@ -196,11 +213,20 @@ async function jetstreamRow(durationMs: number): Promise<Row> {
 
 function render(rows: Row[]): string {
   const header = ['adapter', 'appends/s', 'p50 ms', 'p99 ms', 'baseline/s', 'ratio'];
-  const lines = rows.map((r) => [r.adapter, r.appendsPerSecond.toFixed(0), r.p50Ms.toFixed(3), r.p99Ms.toFixed(3), r.baselinePerSecond.toFixed(0), r.ratio.toFixed(2)]);
+  const lines = rows.map((r) => [
+    r.adapter,
+    r.appendsPerSecond.toFixed(0),
+    r.p50Ms.toFixed(3),
+    r.p99Ms.toFixed(3),
+    r.baselinePerSecond.toFixed(0),
+    r.ratio.toFixed(2),
+  ]);
   const widths = header.map((h, c) => Math.max(h.length, ...lines.map((l) => (l[c] ?? '').length)));
   const fmt = (cells: string[]) => '| ' + cells.map((cell, c) => cell.padEnd(widths[c] ?? 0)).join(' | ') + ' |';
   const rule = '|' + widths.map((w) => '-'.repeat(w + 2)).join('|') + '|';
-  const notes = rows.map((r) => `  ${r.adapter}: baseline = ${r.baseline}; ${r.appends} appends measured; ratio ${r.ratio >= 0.5 ? 'meets' : 'BELOW'} the 0.5 target`);
+  const notes = rows.map(
+    (r) => `  ${r.adapter}: baseline = ${r.baseline}; ${r.appends} appends measured; ratio ${r.ratio >= 0.5 ? 'meets' : 'BELOW'} the 0.5 target`,
+  );
   return [fmt(header), rule, ...lines.map(fmt), '', ...notes].join('\n');
 }
 

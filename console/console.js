@@ -140,11 +140,26 @@
   function filterForm(params) {
     const form = el('form', { class: 'filters', method: 'get', action: './', role: 'search', 'aria-label': 'Filter operations' });
     for (const [name, values] of filterFields) {
-      const select = el('select', { name, id: `f-${name}` }, values.map((v) => el('option', { value: v, selected: params.get(name) === v }, v === '' ? 'any' : v)));
+      const select = el(
+        'select',
+        { name, id: `f-${name}` },
+        values.map((v) => el('option', { value: v, selected: params.get(name) === v }, v === '' ? 'any' : v)),
+      );
       form.append(el('label', { for: `f-${name}` }, name, select));
     }
-    for (const [name, hint] of [['interaction', 'interaction id'], ['since', 'RFC 3339 or ms'], ['until', 'RFC 3339 or ms']]) {
-      form.append(el('label', { for: `f-${name}` }, name, el('input', { name, id: `f-${name}`, value: params.get(name) || '', placeholder: hint, size: name === 'interaction' ? 16 : 22 })));
+    for (const [name, hint] of [
+      ['interaction', 'interaction id'],
+      ['since', 'RFC 3339 or ms'],
+      ['until', 'RFC 3339 or ms'],
+    ]) {
+      form.append(
+        el(
+          'label',
+          { for: `f-${name}` },
+          name,
+          el('input', { name, id: `f-${name}`, value: params.get(name) || '', placeholder: hint, size: name === 'interaction' ? 16 : 22 }),
+        ),
+      );
     }
     form.append(el('button', { type: 'submit' }, 'Apply'));
     form.addEventListener('submit', (event) => {
@@ -159,7 +174,9 @@
 
   function listTable(page) {
     const rows = page.operations.map((op) =>
-      el('tr', {},
+      el(
+        'tr',
+        {},
         el('td', { class: 'mono' }, el('a', { href: operationHref(op.operationId), title: op.operationId }, short(op.operationId))),
         el('td', {}, op.interaction),
         el('td', {}, `${op.contractId}@${op.contractVersion}`),
@@ -173,9 +190,19 @@
       ),
     );
     const head = ['operation', 'interaction', 'contract', 'principal', 'phase', 'outcome', 'settlement', 'admitted', 'open branches', 'stuck'];
-    return el('table', { id: 'operations' },
+    return el(
+      'table',
+      { id: 'operations' },
       el('caption', {}, `${page.operations.length} operation${page.operations.length === 1 ? '' : 's'}${page.nextCursor ? ' (more on the next page)' : ''}`),
-      el('thead', {}, el('tr', {}, head.map((h) => el('th', { scope: 'col', class: h === 'open branches' ? 'num' : undefined }, h)))),
+      el(
+        'thead',
+        {},
+        el(
+          'tr',
+          {},
+          head.map((h) => el('th', { scope: 'col', class: h === 'open branches' ? 'num' : undefined }, h)),
+        ),
+      ),
       el('tbody', {}, rows),
     );
   }
@@ -184,9 +211,12 @@
     const query = new URLSearchParams();
     for (const [name, value] of params) if (name !== 'operation' && value !== '') query.set(name, value);
     const results = el('div', { id: 'results' });
-    const lookup = el('form', { class: 'filters', 'aria-label': 'Open an operation' },
+    const lookup = el(
+      'form',
+      { class: 'filters', 'aria-label': 'Open an operation' },
       el('label', { for: 'open-id' }, 'operation id', el('input', { id: 'open-id', name: 'operation', size: 40, placeholder: 'op… (full id)' })),
-      el('button', { type: 'submit' }, 'Open'));
+      el('button', { type: 'submit' }, 'Open'),
+    );
     lookup.addEventListener('submit', (event) => {
       event.preventDefault();
       const id = String(new FormData(lookup).get('operation') || '').trim();
@@ -194,7 +224,9 @@
     });
     main.replaceChildren(el('h2', {}, 'Operations'), filterForm(params), results, lookup);
     const render = (page) => {
-      const next = page.nextCursor ? el('p', {}, el('a', { href: `./?${new URLSearchParams([...query, ['cursor', page.nextCursor]])}`, id: 'next-page' }, 'Next page')) : null;
+      const next = page.nextCursor
+        ? el('p', {}, el('a', { href: `./?${new URLSearchParams([...query, ['cursor', page.nextCursor]])}`, id: 'next-page' }, 'Next page'))
+        : null;
       results.replaceChildren(listTable(page), next || '');
       say(`Operations: live, updated ${new Date().toLocaleTimeString()}`);
     };
@@ -203,13 +235,19 @@
 
   // ── one operation ───────────────────────────────────────────────────────
   function facts(pairs) {
-    return el('dl', { class: 'facts' }, pairs.flatMap(([k, v]) => [el('dt', {}, k), el('dd', {}, v)]));
+    return el(
+      'dl',
+      { class: 'facts' },
+      pairs.flatMap(([k, v]) => [el('dt', {}, k), el('dd', {}, v)]),
+    );
   }
 
   function summarySection(inspection) {
     const r = inspection.result;
     const d = r.decision;
-    return el('section', { 'aria-labelledby': 'h-summary' },
+    return el(
+      'section',
+      { 'aria-labelledby': 'h-summary' },
       el('h2', { id: 'h-summary' }, 'Operation ', el('code', {}, r.operationId)),
       facts([
         ['principal', inspection.principalId],
@@ -230,11 +268,18 @@
           ])
         : el('p', { id: 'outcome' }, 'open: no decision yet'),
       el('h3', {}, 'Output'),
-      r.outputError ? el('p', { class: 'void' }, `${r.outputError.kind}: ${r.outputError.description || ''}`) : el('pre', { id: 'output' }, JSON.stringify(r.output, null, 2)),
+      r.outputError
+        ? el('p', { class: 'void' }, `${r.outputError.kind}: ${r.outputError.description || ''}`)
+        : el('pre', { id: 'output' }, JSON.stringify(r.output, null, 2)),
       el('h3', {}, 'Settlement'),
       facts([
         ['status', el('span', { id: 'settlement' }, r.settlement.status)],
-        ['siblings', r.settlement.siblings.length === 0 ? 'none' : r.settlement.siblings.map((s) => `${s.branchId}: ${s.disposition}${s.outcome ? ' → ' + s.outcome : ''}`).join('; ')],
+        [
+          'siblings',
+          r.settlement.siblings.length === 0
+            ? 'none'
+            : r.settlement.siblings.map((s) => `${s.branchId}: ${s.disposition}${s.outcome ? ' → ' + s.outcome : ''}`).join('; '),
+        ],
       ]),
     );
   }
@@ -244,7 +289,9 @@
     const counts = new Map();
     for (const b of inspection.branches) counts.set(b.status, (counts.get(b.status) || 0) + 1);
     const rows = inspection.branches.map((b) =>
-      el('tr', {},
+      el(
+        'tr',
+        {},
         el('td', { class: 'mono' }, b.branchId),
         el('td', {}, b.peerId),
         el('td', { class: `st-${b.status}` }, b.status),
@@ -257,13 +304,33 @@
       ),
     );
     const head = ['branch', 'peer', 'status', 'attempt', 'fence', 'lease until (+ms)', 'disposition', 'cancel', 'result'];
-    return el('section', { 'aria-labelledby': 'h-branches' },
+    return el(
+      'section',
+      { 'aria-labelledby': 'h-branches' },
       el('h2', { id: 'h-branches' }, `Branches (${inspection.branches.length})`),
-      el('p', { class: 'summary' }, [...counts].map(([s, n]) => el('span', { class: `st-${s}` }, `${n} ${s}`))),
-      el('div', { class: 'scroll', tabindex: 0, role: 'region', 'aria-label': 'Branches table' },
-        el('table', { id: 'branches' },
-          el('thead', {}, el('tr', {}, head.map((h) => el('th', { scope: 'col', class: ['attempt', 'fence', 'lease until (+ms)'].includes(h) ? 'num' : undefined }, h)))),
-          el('tbody', {}, rows))),
+      el(
+        'p',
+        { class: 'summary' },
+        [...counts].map(([s, n]) => el('span', { class: `st-${s}` }, `${n} ${s}`)),
+      ),
+      el(
+        'div',
+        { class: 'scroll', tabindex: 0, role: 'region', 'aria-label': 'Branches table' },
+        el(
+          'table',
+          { id: 'branches' },
+          el(
+            'thead',
+            {},
+            el(
+              'tr',
+              {},
+              head.map((h) => el('th', { scope: 'col', class: ['attempt', 'fence', 'lease until (+ms)'].includes(h) ? 'num' : undefined }, h)),
+            ),
+          ),
+          el('tbody', {}, rows),
+        ),
+      ),
     );
   }
 
@@ -280,7 +347,9 @@
 
   function timelineRow(t, origin) {
     const g = t.timeGuard;
-    return el('tr', { 'data-index': t.index },
+    return el(
+      'tr',
+      { 'data-index': t.index },
       el('td', { class: 'num' }, t.index),
       el('td', { class: 'mono' }, t.revision),
       el('td', { class: 'mono' }, `${iso(t.committedAtMs)} (${rel(t.committedAtMs, origin)})`),
@@ -293,13 +362,29 @@
 
   function timelineSection() {
     const head = ['#', 'revision', 'committed (+ms)', 'guard (+ms)', 'state', 'command', 'events'];
-    return el('section', { 'aria-labelledby': 'h-timeline' },
+    return el(
+      'section',
+      { 'aria-labelledby': 'h-timeline' },
       el('h2', { id: 'h-timeline' }, 'Timeline'),
-      el('div', { class: 'scroll', tabindex: 0, role: 'region', 'aria-label': 'Timeline table' },
-        el('table', { id: 'timeline' },
-          el('caption', {}, 'Every stored transition of the operation\'s stream; times relative to admission'),
-          el('thead', {}, el('tr', {}, head.map((h) => el('th', { scope: 'col' }, h)))),
-          el('tbody', {}))),
+      el(
+        'div',
+        { class: 'scroll', tabindex: 0, role: 'region', 'aria-label': 'Timeline table' },
+        el(
+          'table',
+          { id: 'timeline' },
+          el('caption', {}, "Every stored transition of the operation's stream; times relative to admission"),
+          el(
+            'thead',
+            {},
+            el(
+              'tr',
+              {},
+              head.map((h) => el('th', { scope: 'col' }, h)),
+            ),
+          ),
+          el('tbody', {}),
+        ),
+      ),
     );
   }
 

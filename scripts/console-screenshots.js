@@ -30,7 +30,11 @@ config.operators = ['ops'];
 await writeFile(fixture.configPath, JSON.stringify(config));
 const server = await startServe(fixture.configPath);
 const post = async (token, body) => {
-  const response = await fetch(`${server.url}/contract-invocations`, { method: 'POST', headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' }, body: JSON.stringify(body) });
+  const response = await fetch(`${server.url}/contract-invocations`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+    body: JSON.stringify(body),
+  });
   return response.json();
 };
 try {
@@ -40,25 +44,28 @@ try {
   await post(fixture.tokens.bob, requestBody(fixture, { waitMs: 8000 }));
   // Let the slow reviewers answer, so the page shows the detached siblings' results too.
   await new Promise((done) => setTimeout(done, 1500));
-  await withBrowser(async (session) => {
-    const page = await session.page();
-    const signIn = async (token, path) => {
-      await page.goto(`${server.url}${path}`);
-      await page.fill('#token', token);
-      await page.click('#signin button[type=submit]');
-    };
-    await signIn(operatorToken, '/console/');
-    await page.waitForSelector('#operations tbody tr');
-    await page.screenshot({ path: join(root, 'docs', 'images', 'console-list.png') });
-    await page.goto(`${server.url}/console/?operation=${shown.operationId}`);
-    await page.waitForSelector('#timeline tbody tr');
-    await page.screenshot({ path: join(root, 'docs', 'images', 'console-operation.png'), fullPage: true });
-    await page.goto(`${server.url}/console/`);
-    await page.evaluate(() => sessionStorage.clear());
-    await signIn('not-a-token', `/console/?operation=${shown.operationId}`);
-    await page.waitForSelector('#status.error');
-    await page.screenshot({ path: join(root, 'docs', 'images', 'console-refused.png') });
-  }, { viewport: { width: 1280, height: 760 } });
+  await withBrowser(
+    async (session) => {
+      const page = await session.page();
+      const signIn = async (token, path) => {
+        await page.goto(`${server.url}${path}`);
+        await page.fill('#token', token);
+        await page.click('#signin button[type=submit]');
+      };
+      await signIn(operatorToken, '/console/');
+      await page.waitForSelector('#operations tbody tr');
+      await page.screenshot({ path: join(root, 'docs', 'images', 'console-list.png') });
+      await page.goto(`${server.url}/console/?operation=${shown.operationId}`);
+      await page.waitForSelector('#timeline tbody tr');
+      await page.screenshot({ path: join(root, 'docs', 'images', 'console-operation.png'), fullPage: true });
+      await page.goto(`${server.url}/console/`);
+      await page.evaluate(() => sessionStorage.clear());
+      await signIn('not-a-token', `/console/?operation=${shown.operationId}`);
+      await page.waitForSelector('#status.error');
+      await page.screenshot({ path: join(root, 'docs', 'images', 'console-refused.png') });
+    },
+    { viewport: { width: 1280, height: 760 } },
+  );
   console.log('wrote docs/images/console-list.png, console-operation.png, console-refused.png');
 } finally {
   await server.stop();

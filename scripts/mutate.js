@@ -83,7 +83,20 @@ function main(args) {
   for (const file of files) {
     const fileStartMs = Date.now();
     const incrementalFile = join('reports', 'incremental', `${basename(file, '.ts')}.json`);
-    const run = spawnSync(process.execPath, [join(root, 'node_modules', '@stryker-mutator', 'core', 'bin', 'stryker.js'), 'run', configFor(file), '--mutate', file, '--incrementalFile', incrementalFile, ...strykerArgs], { cwd: root, stdio: 'inherit' });
+    const run = spawnSync(
+      process.execPath,
+      [
+        join(root, 'node_modules', '@stryker-mutator', 'core', 'bin', 'stryker.js'),
+        'run',
+        configFor(file),
+        '--mutate',
+        file,
+        '--incrementalFile',
+        incrementalFile,
+        ...strykerArgs,
+      ],
+      { cwd: root, stdio: 'inherit' },
+    );
     if (run.status !== 0) {
       console.error(`stryker failed on ${file} (exit ${run.status ?? run.signal})`);
       process.exit(run.status ?? 1);
@@ -93,7 +106,9 @@ function main(args) {
   }
   const wallS = Math.round((Date.now() - startMs) / 1000);
   const reports = config.mutate.filter((f) => existsSync(reportOf(f))).map((f) => JSON.parse(readFileSync(reportOf(f), 'utf8')));
-  console.log(`\nmutation score (${new Date().toISOString().slice(0, 10)}; this run ${Math.floor(wallS / 60)} min ${wallS % 60} s wall; files not run now are from their last report):`);
+  console.log(
+    `\nmutation score (${new Date().toISOString().slice(0, 10)}; this run ${Math.floor(wallS / 60)} min ${wallS % 60} s wall; files not run now are from their last report):`,
+  );
   print(scores(reports));
 }
 

@@ -90,15 +90,26 @@ export async function main(argv: string[], io: CliIo = processIo): Promise<numbe
 function addLocalCommands(program: Command, io: CliIo, setExit: (code: number) => void): void {
   program
     .command('demo')
-    .description('run a review interaction end to end in one process (memory store, in-process bus and peers; scenarios that show a retry use a temporary SQLite store)')
+    .description(
+      'run a review interaction end to end in one process (memory store, in-process bus and peers; scenarios that show a retry use a temporary SQLite store)',
+    )
     .option('--scenario <name>', 'default | one-eligible-failover | lease-expiry | cancel-siblings | revocation', 'default')
     .option('--peers <n>', 'number of in-process peers', integer, 5)
     .option('--quorum <k>', 'approvals needed', integer, 3)
     .option('--seed <n>', 'seed for peer verdicts and latencies', integer, 7)
     .option('--approve-rate <p>', 'probability that a peer approves', Number, 0.75)
-    .option('--store <url>', 'store URL (memory:, sqlite:PATH, jetstream:nats://HOST:PORT); default memory:, or a temporary SQLite file for a scenario that shows a retry')
+    .option(
+      '--store <url>',
+      'store URL (memory:, sqlite:PATH, jetstream:nats://HOST:PORT); default memory:, or a temporary SQLite file for a scenario that shows a retry',
+    )
     .option('--json', 'machine-readable output', false)
-    .action(async (o) => setExit(await (await commands.demo()).demoCommand({ scenario: o.scenario, store: o.store, peers: o.peers, quorum: o.quorum, json: o.json, seed: o.seed, approveRate: o.approveRate }, io)));
+    .action(async (o) =>
+      setExit(
+        await (
+          await commands.demo()
+        ).demoCommand({ scenario: o.scenario, store: o.store, peers: o.peers, quorum: o.quorum, json: o.json, seed: o.seed, approveRate: o.approveRate }, io),
+      ),
+    );
 
   program
     .command('canonicalize')
@@ -126,7 +137,11 @@ function addLocalCommands(program: Command, io: CliIo, setExit: (code: number) =
     .requiredOption('--operation <o>', 'operation id')
     .requiredOption('--branch <b>', 'branch id')
     .requiredOption('--attempt <n>', 'attempt (1..16)')
-    .action(async (o) => setExit((await commands.id()).idPublicationCommand({ contractDigest: o.contractDigest, operation: o.operation, branch: o.branch, attempt: o.attempt }, io)));
+    .action(async (o) =>
+      setExit(
+        (await commands.id()).idPublicationCommand({ contractDigest: o.contractDigest, operation: o.operation, branch: o.branch, attempt: o.attempt }, io),
+      ),
+    );
 }
 
 /** Commands that serve, or talk to, a deployment over NATS: serve, peer, invoke. */
@@ -135,7 +150,11 @@ function addNatsCommands(program: Command, io: CliIo, setExit: (code: number) =>
     .command('serve')
     .description('serve the HTTP facade (and the coordinator) for the deployment a config file describes')
     .requiredOption('--config <file>', 'deployment config (JSON)')
-    .addOption(new Option('--log-level <level>', 'least severe log line written (JSON lines on stderr)').choices(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'))
+    .addOption(
+      new Option('--log-level <level>', 'least severe log line written (JSON lines on stderr)')
+        .choices(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'])
+        .default('info'),
+    )
     .action(async (o) => setExit(await (await commands.serve()).serveCommand({ config: o.config, logLevel: o.logLevel }, io)));
 
   program
@@ -144,12 +163,7 @@ function addNatsCommands(program: Command, io: CliIo, setExit: (code: number) =>
     .requiredOption('--config <file>', 'peer config (JSON)')
     .action(async (o) => setExit(await (await commands.peer()).peerCommand({ config: o.config }, io)));
 
-  natsPrincipalOptions(
-    program
-      .command('invoke')
-      .description('invoke a contract interaction over the NATS command API and print the InvocationResult'),
-    true,
-  )
+  natsPrincipalOptions(program.command('invoke').description('invoke a contract interaction over the NATS command API and print the InvocationResult'), true)
     .requiredOption('--contract <file>', 'contract bundle file (its id, version and digest are sent)')
     .requiredOption('--interaction <id>', 'interaction id')
     .requiredOption('--key <key>', 'invocation key (retry with the same key)')
@@ -160,8 +174,23 @@ function addNatsCommands(program: Command, io: CliIo, setExit: (code: number) =>
     .option('--fail-on-outcome', `exit ${exitCodes.outcomeNotSuccess} when the decision is not success`, false)
     .action(async (o) =>
       setExit(
-        await (await commands.invoke()).invokeCommand(
-          { nats: o.nats, user: o.user, passwordEnv: o.passwordEnv, principal: o.principal, contract: o.contract, interaction: o.interaction, key: o.key, input: o.input, waitFor: o.waitFor, waitMs: o.waitMs, json: o.json, failOnOutcome: o.failOnOutcome },
+        await (
+          await commands.invoke()
+        ).invokeCommand(
+          {
+            nats: o.nats,
+            user: o.user,
+            passwordEnv: o.passwordEnv,
+            principal: o.principal,
+            contract: o.contract,
+            interaction: o.interaction,
+            key: o.key,
+            input: o.input,
+            waitFor: o.waitFor,
+            waitMs: o.waitMs,
+            json: o.json,
+            failOnOutcome: o.failOnOutcome,
+          },
           io,
         ),
       ),
@@ -170,6 +199,12 @@ function addNatsCommands(program: Command, io: CliIo, setExit: (code: number) =>
 
 /** Commands that read a store: get, cancel, inspect, list, tail, replay. */
 function addStoreCommands(program: Command, io: CliIo, setExit: (code: number) => void): void {
+  addActCommands(program, io, setExit);
+  addReadCommands(program, io, setExit);
+}
+
+/** `get` and `cancel`: acting on one operation as its principal (or reading it as an operator). */
+function addActCommands(program: Command, io: CliIo, setExit: (code: number) => void): void {
   natsPrincipalOptions(
     program
       .command('get')
@@ -184,9 +219,21 @@ function addStoreCommands(program: Command, io: CliIo, setExit: (code: number) =
     .option('--fail-on-outcome', `exit ${exitCodes.outcomeNotSuccess} when the decision is not success`, false)
     .action(async (operationId: string, o) =>
       setExit(
-        await (await commands.act()).getCommand(
+        await (
+          await commands.act()
+        ).getCommand(
           operationId,
-          { nats: o.nats, user: o.user, passwordEnv: o.passwordEnv, principal: o.principal, store: o.store, waitFor: o.waitFor, waitMs: o.waitMs, json: o.json, failOnOutcome: o.failOnOutcome },
+          {
+            nats: o.nats,
+            user: o.user,
+            passwordEnv: o.passwordEnv,
+            principal: o.principal,
+            store: o.store,
+            waitFor: o.waitFor,
+            waitMs: o.waitMs,
+            json: o.json,
+            failOnOutcome: o.failOnOutcome,
+          },
           io,
         ),
       ),
@@ -202,9 +249,16 @@ function addStoreCommands(program: Command, io: CliIo, setExit: (code: number) =
     .option('--store <url>', 'resolve a short id or prefix with this store')
     .option('--json', 'print the reply as JSON', false)
     .action(async (operationId: string, o) =>
-      setExit(await (await commands.act()).cancelCommand(operationId, { nats: o.nats, user: o.user, passwordEnv: o.passwordEnv, principal: o.principal, store: o.store, json: o.json }, io)),
+      setExit(
+        await (
+          await commands.act()
+        ).cancelCommand(operationId, { nats: o.nats, user: o.user, passwordEnv: o.passwordEnv, principal: o.principal, store: o.store, json: o.json }, io),
+      ),
     );
+}
 
+/** `inspect`, `list`, `tail`, `replay`: an operator reading a store. */
+function addReadCommands(program: Command, io: CliIo, setExit: (code: number) => void): void {
   program
     .command('inspect')
     .argument('<operationId>', 'operation id, the short id tail prints, or a unique prefix')
@@ -229,16 +283,18 @@ function addStoreCommands(program: Command, io: CliIo, setExit: (code: number) =
     .option('--json', 'machine-readable output', false)
     .option('--fix-index', 'write every operations index row that differs from its log again (and remove rows without a log)', false)
     .description('rebuild records from their logs through the XState machines and check the operations index against them; exit 1 on any difference')
-    .action(async (operationId: string | undefined, o) => setExit(await (await commands.ops()).replayCommand(operationId, { store: o.store, json: o.json, fixIndex: o.fixIndex }, io)));
+    .action(async (operationId: string | undefined, o) =>
+      setExit(await (await commands.ops()).replayCommand(operationId, { store: o.store, json: o.json, fixIndex: o.fixIndex }, io)),
+    );
 }
 
 /** `list`: the operations index as an operator sees it. */
 function addListCommand(program: Command, io: CliIo, setExit: (code: number) => void): void {
   program
     .command('list')
-    .description('list operations from the operations index, newest admission first, as an operator (every principal\'s); filters as GET /contract-invocations')
+    .description("list operations from the operations index, newest admission first, as an operator (every principal's); filters as GET /contract-invocations")
     .requiredOption('--store <url>', 'store URL: sqlite:PATH, jetstream:nats://HOST:PORT, esdb://…')
-    .option('--principal <id>', 'only this principal\'s operations')
+    .option('--principal <id>', "only this principal's operations")
     .option('--phase <phase>', 'admitted | active | closed | settled')
     .option('--outcome <outcome>', 'open | success | partial | failed | indeterminate')
     .option('--settlement <status>', 'pending | complete | indeterminate')
@@ -251,8 +307,23 @@ function addListCommand(program: Command, io: CliIo, setExit: (code: number) => 
     .option('--json', 'machine-readable output', false)
     .action(async (o) =>
       setExit(
-        await (await commands.list()).listCommand(
-          { store: o.store, principal: o.principal, phase: o.phase, outcome: o.outcome, settlement: o.settlement, interaction: o.interaction, since: o.since, until: o.until, limit: o.limit, cursor: o.cursor, stuck: o.stuck, json: o.json },
+        await (
+          await commands.list()
+        ).listCommand(
+          {
+            store: o.store,
+            principal: o.principal,
+            phase: o.phase,
+            outcome: o.outcome,
+            settlement: o.settlement,
+            interaction: o.interaction,
+            since: o.since,
+            until: o.until,
+            limit: o.limit,
+            cursor: o.cursor,
+            stuck: o.stuck,
+            json: o.json,
+          },
           io,
         ),
       ),

@@ -14,7 +14,11 @@ const gap = '  ';
 export function renderTable(headers: string[], rows: Cell[][], widthMax = Number.POSITIVE_INFINITY): string {
   const text = rows.map((row) => headers.map((_, i) => cellText(row[i])));
   const widths = fitWidths(headers, text, widthMax);
-  const line = (cells: string[]) => cells.map((c, i) => c.padEnd(widths[i] ?? 0)).join(gap).trimEnd();
+  const line = (cells: string[]) =>
+    cells
+      .map((c, i) => c.padEnd(widths[i] ?? 0))
+      .join(gap)
+      .trimEnd();
   const lines: string[] = [];
   const push = (row: string[]) => {
     const wrapped = row.map((cell, i) => wrap(cell, widths[i] ?? cell.length));

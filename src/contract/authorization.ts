@@ -24,7 +24,13 @@ export function decisionAt(decision: DecisionLike, nowMs: number): CheckedDecisi
   const { revision, expiresAtMs } = decision;
   if (!decision.allowed) return { allowed: false, revision, expiresAtMs, refusal: 'denied', reason: decision.reason ?? `denied by policy ${revision}` };
   if (!Number.isSafeInteger(expiresAtMs) || expiresAtMs <= nowMs) {
-    return { allowed: false, revision, expiresAtMs, refusal: 'expired', reason: `the authorization decision of policy ${revision} expired at ${expiresAtMs} (checked at ${nowMs})` };
+    return {
+      allowed: false,
+      revision,
+      expiresAtMs,
+      refusal: 'expired',
+      reason: `the authorization decision of policy ${revision} expired at ${expiresAtMs} (checked at ${nowMs})`,
+    };
   }
   return decision.reason === undefined ? { allowed: true, revision, expiresAtMs } : { allowed: true, revision, expiresAtMs, reason: decision.reason };
 }

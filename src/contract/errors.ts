@@ -3,15 +3,7 @@
  * speak. The seven kinds are the profile's; the HTTP status of each kind is mapped here and
  * nowhere else.
  */
-export const adapterErrorKinds = [
-  'invalid-input',
-  'denied',
-  'unavailable',
-  'conflict',
-  'expired',
-  'unsupported',
-  'protocol-conflict',
-] as const;
+export const adapterErrorKinds = ['invalid-input', 'denied', 'unavailable', 'conflict', 'expired', 'unsupported', 'protocol-conflict'] as const;
 
 export type AdapterErrorKind = (typeof adapterErrorKinds)[number];
 

@@ -283,15 +283,24 @@ class StrictParser {
   private readEscape(i: number, isValue: boolean): number {
     const c = this.text.charCodeAt(i + 1);
     switch (c) {
-      case 0x22: return 0x22;
-      case 0x5c: return 0x5c;
-      case 0x2f: return 0x2f;
-      case 0x62: return 0x08; // \b
-      case 0x66: return 0x0c; // \f
-      case 0x6e: return 0x0a; // \n
-      case 0x72: return 0x0d; // \r
-      case 0x74: return 0x09; // \t
-      case 0x75: { // \uXXXX
+      case 0x22:
+        return 0x22;
+      case 0x5c:
+        return 0x5c;
+      case 0x2f:
+        return 0x2f;
+      case 0x62:
+        return 0x08; // \b
+      case 0x66:
+        return 0x0c; // \f
+      case 0x6e:
+        return 0x0a; // \n
+      case 0x72:
+        return 0x0d; // \r
+      case 0x74:
+        return 0x09; // \t
+      case 0x75: {
+        // \uXXXX
         let unit = 0;
         for (let k = i + 2; k < i + 6; k++) {
           const digit = hexValue(this.text.charCodeAt(k));

@@ -159,15 +159,29 @@ assert(limits.attemptsMax >= 1 && limits.attemptsMax <= 16, 'attemptsMax within 
 assert(limits.inputBytesMax < limits.transitionBytesMax, 'an input must fit in its admission transition');
 assert(limits.resultBytesMax < limits.transitionBytesMax, 'a result must fit in its transition');
 assert(limits.transitionBytesMax <= limits.recordBytesMax, 'a transition fits in a record');
-assert(limits.rejectionsRecordedMax + limits.protocolConflictsRecordedMax < limits.transitionsPerOperationMax / 2, 'rejections and conflicts cannot exhaust a stream');
+assert(
+  limits.rejectionsRecordedMax + limits.protocolConflictsRecordedMax < limits.transitionsPerOperationMax / 2,
+  'rejections and conflicts cannot exhaust a stream',
+);
 assert(limits.transitionsStoredMax >= limits.transitionsPerOperationMax, 'every store reads back at least the per-operation budget');
 assert(limits.resultBytesMax + limits.transitionOverheadBytesMax <= limits.transitionBytesMax, 'a result and its transition overhead fit a transition');
-assert(limits.transitionBytesMax + limits.closingBytesPerBranch * limits.branchesMax <= limits.recordBytesMax, 'a closing transition and every branch closing fit a record');
 assert(
-  limits.renewalTransitionsPerOperationMax + limits.rejectionsRecordedMax + limits.protocolConflictsRecordedMax + limits.closingTransitionsPerBranch * limits.branchesMax + limits.closingTransitionsBase <= (limits.transitionsPerOperationMax * 3) / 4,
+  limits.transitionBytesMax + limits.closingBytesPerBranch * limits.branchesMax <= limits.recordBytesMax,
+  'a closing transition and every branch closing fit a record',
+);
+assert(
+  limits.renewalTransitionsPerOperationMax +
+    limits.rejectionsRecordedMax +
+    limits.protocolConflictsRecordedMax +
+    limits.closingTransitionsPerBranch * limits.branchesMax +
+    limits.closingTransitionsBase <=
+    (limits.transitionsPerOperationMax * 3) / 4,
   'renewals, recorded rejections and the largest closing reserve stay well under the transition budget',
 );
 assert(Number.isSafeInteger(limits.timeoutMsMax + limits.settlementGraceMsMax + limits.cancelTimeoutMsMax), 'time sums are safe integers');
 
 export type Limits = typeof limits;
-assert(Math.max(limits.inputBytesMax, limits.resultBytesMax) + limits.wireEnvelopeBytesMax <= limits.durableMsgBytesDefault, 'the largest request or result fits a durable stream by default');
+assert(
+  Math.max(limits.inputBytesMax, limits.resultBytesMax) + limits.wireEnvelopeBytesMax <= limits.durableMsgBytesDefault,
+  'the largest request or result fits a durable stream by default',
+);

@@ -243,7 +243,20 @@ const nullable = (schema: object) => ({ anyOf: [{ type: 'null' }, schema] });
 export const invocationResultSchema = {
   $id: 'https://convoke.dev/schemas/invocation-result.json',
   type: 'object',
-  required: ['operationId', 'contract', 'interaction', 'invocationKey', 'phase', 'admittedAtMs', 'deadlineMs', 'decision', 'settlement', 'branches', 'output', 'outputError'],
+  required: [
+    'operationId',
+    'contract',
+    'interaction',
+    'invocationKey',
+    'phase',
+    'admittedAtMs',
+    'deadlineMs',
+    'decision',
+    'settlement',
+    'branches',
+    'output',
+    'outputError',
+  ],
   additionalProperties: false,
   properties: {
     operationId: { type: 'string', pattern: '^op[0-9a-f]{64}$' },

@@ -30,10 +30,7 @@ export interface ExplicitBranch {
   peerId: string;
 }
 
-export type Aggregate =
-  | { kind: 'collect' }
-  | { kind: 'tally'; pointer: string }
-  | { kind: 'first-success' };
+export type Aggregate = { kind: 'collect' } | { kind: 'tally'; pointer: string } | { kind: 'first-success' };
 
 export interface Interaction {
   input: JsonObject;

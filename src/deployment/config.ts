@@ -40,7 +40,6 @@ import type { Logger } from '../runtime/operation-log.js';
 import type { HttpSettings } from '../http/settings.js';
 import { listingDeps } from './listing.js';
 
-
 const token = tokenSchema;
 const name = { type: 'string', minLength: 1, maxLength: 256 } as const;
 const path = { type: 'string', minLength: 1, maxLength: 4096 } as const;
@@ -69,7 +68,10 @@ const transportSchema = {
       if: { properties: { kind: { const: 'memory' } } },
       then: {
         additionalProperties: false,
-        properties: { kind: {}, examplePeers: { type: 'object', propertyNames: token, maxProperties: limits.branchesMax, additionalProperties: examplePeerSchema } },
+        properties: {
+          kind: {},
+          examplePeers: { type: 'object', propertyNames: token, maxProperties: limits.branchesMax, additionalProperties: examplePeerSchema },
+        },
       },
     },
     { if: { properties: { kind: { const: 'nats' } } }, then: natsTransportSchema },
@@ -236,7 +238,8 @@ function semanticProblems(config: DeploymentConfig): string[] {
   const problems: string[] = [];
   const seen = new Map<string, string>();
   for (const p of config.http.principals) {
-    if (Buffer.byteLength(p.principalId, 'utf8') > limits.principalIdBytesMax) problems.push(`principal "${p.principalId.slice(0, 40)}…" exceeds ${limits.principalIdBytesMax} bytes`);
+    if (Buffer.byteLength(p.principalId, 'utf8') > limits.principalIdBytesMax)
+      problems.push(`principal "${p.principalId.slice(0, 40)}…" exceeds ${limits.principalIdBytesMax} bytes`);
     const other = seen.get(p.tokenSha256);
     if (other !== undefined) problems.push(`principals "${other}" and "${p.principalId}" share one token hash`);
     seen.set(p.tokenSha256, p.principalId);
@@ -245,7 +248,8 @@ function semanticProblems(config: DeploymentConfig): string[] {
   problems.push(...jwtNamespaceProblems(config.http));
   const headersTimeoutMs = config.http.headersTimeoutMs ?? headersTimeoutMsDefault;
   const requestTimeoutMs = config.http.requestTimeoutMs ?? requestTimeoutMsDefault;
-  if (headersTimeoutMs > requestTimeoutMs) problems.push(`http: headersTimeoutMs (${headersTimeoutMs}) exceeds requestTimeoutMs (${requestTimeoutMs}): the headers are part of the request`);
+  if (headersTimeoutMs > requestTimeoutMs)
+    problems.push(`http: headersTimeoutMs (${headersTimeoutMs}) exceeds requestTimeoutMs (${requestTimeoutMs}): the headers are part of the request`);
   if (config.store === 'sqlite:') problems.push('store "sqlite:" needs a path');
   if (config.limits) problems.push(...budgetProblems(config.limits));
   return problems;
@@ -264,9 +268,15 @@ function jwtNamespaceProblems(http: HttpConfig): string[] {
   if (!http.jwt) return [];
   const prefix = jwtPrincipalPrefix(http.jwt);
   const problems: string[] = [];
-  if (Buffer.byteLength(prefix, 'utf8') >= limits.principalIdBytesMax) problems.push(`http.jwt: the principal prefix ${JSON.stringify(prefix.slice(0, 40))} leaves no room for a subject within ${limits.principalIdBytesMax} bytes`);
+  if (Buffer.byteLength(prefix, 'utf8') >= limits.principalIdBytesMax)
+    problems.push(
+      `http.jwt: the principal prefix ${JSON.stringify(prefix.slice(0, 40))} leaves no room for a subject within ${limits.principalIdBytesMax} bytes`,
+    );
   for (const p of http.principals) {
-    if (p.principalId.startsWith(prefix)) problems.push(`principal "${p.principalId.slice(0, 80)}" lies in the JWT principal namespace ${JSON.stringify(prefix)}: a JWT subject could speak for it`);
+    if (p.principalId.startsWith(prefix))
+      problems.push(
+        `principal "${p.principalId.slice(0, 80)}" lies in the JWT principal namespace ${JSON.stringify(prefix)}: a JWT subject could speak for it`,
+      );
   }
   return problems;
 }
@@ -299,7 +309,15 @@ export async function buildDeployment(config: DeploymentConfig, options: BuildOp
   const http = await resolveHttp(config.http);
   if (transport.kind === 'nats') {
     // The NATS assembly opens the store itself: a jetstream: store may share the transport's credentials.
-    return buildNatsDeployment(config, transport, { clock, bundles, compiled, http, log: options.log ?? (() => {}), env: options.env ?? process.env, ...(options.logger ? { logger: options.logger } : {}) });
+    return buildNatsDeployment(config, transport, {
+      clock,
+      bundles,
+      compiled,
+      http,
+      log: options.log ?? (() => {}),
+      env: options.env ?? process.env,
+      ...(options.logger ? { logger: options.logger } : {}),
+    });
   }
   // The store is opened last among the checks: nothing above can leave it open.
   const store = await openStore(config.store, { clock });
@@ -397,7 +415,10 @@ function examplePeerProblems(bundles: CompiledBundle[], examplePeers: Record<str
       const found = bundles.flatMap((b) => b.interactions.get(interaction) ?? []);
       if (found.length === 0) problems.push(`examplePeers.${peerId}.${interaction}: no deployed bundle has this interaction`);
       for (const compiled of found) {
-        if (!compiled.validateResult(result)) problems.push(`examplePeers.${peerId}.${interaction}: result does not match the interaction's result schema: ${describeErrors(compiled.validateResult.errors)}`);
+        if (!compiled.validateResult(result))
+          problems.push(
+            `examplePeers.${peerId}.${interaction}: result does not match the interaction's result schema: ${describeErrors(compiled.validateResult.errors)}`,
+          );
       }
     }
   }
@@ -421,7 +442,11 @@ async function resolveHttp(config: HttpConfig): Promise<HttpSettings> {
       heartbeatMs: config.events?.heartbeatMs ?? eventHeartbeatMsDefault,
       streamsPerPrincipal: config.events?.streamsPerPrincipal ?? eventStreamsPerPrincipalDefault,
     },
-    principals: config.principals.map((p) => ({ principalId: p.principalId, tokenSha256: Buffer.from(p.tokenSha256, 'hex'), senderPeerId: p.senderPeerId ?? null })),
+    principals: config.principals.map((p) => ({
+      principalId: p.principalId,
+      tokenSha256: Buffer.from(p.tokenSha256, 'hex'),
+      senderPeerId: p.senderPeerId ?? null,
+    })),
     jwt: undefined,
   };
   if (config.jwt) {
@@ -444,7 +469,8 @@ async function readJwks(file: string): Promise<{ keys: JsonObject[] }> {
     throw invalidInput(`jwks ${file}: expected {"keys": [ ...at least one JWK object... ]}`);
   }
   // A private key in the verifier's file would be a credential at rest: refuse it.
-  if (keys.some((k) => typeof k === 'object' && k !== null && ('d' in k || 'k' in k))) throw invalidInput(`jwks ${file}: holds private or symmetric key material; give only public keys`);
+  if (keys.some((k) => typeof k === 'object' && k !== null && ('d' in k || 'k' in k)))
+    throw invalidInput(`jwks ${file}: holds private or symmetric key material; give only public keys`);
   return { keys: keys as JsonObject[] };
 }
 
@@ -452,7 +478,12 @@ async function readJwks(file: string): Promise<{ keys: JsonObject[] }> {
  * One in-process peer per (namespace, peer id), connected with the peer permissions a NATS user
  * would get: its own requests in, its own peer-bearing results out.
  */
-async function startExamplePeers(bus: MemoryBus, bundles: CompiledBundle[], examplePeers: Record<string, ExamplePeerConfig>, clock: Clock): Promise<{ peer: Peer; transport: MemoryTransport }[]> {
+async function startExamplePeers(
+  bus: MemoryBus,
+  bundles: CompiledBundle[],
+  examplePeers: Record<string, ExamplePeerConfig>,
+  clock: Clock,
+): Promise<{ peer: Peer; transport: MemoryTransport }[]> {
   const peers: { peer: Peer; transport: MemoryTransport }[] = [];
   for (const [peerId, entry] of Object.entries(examplePeers)) {
     const delayMs = entry.delayMs ?? 0;

@@ -1,7 +1,24 @@
 /** The example contract the demo, tests and benchmarks use: a document review by N peers. */
 import type { JsonObject } from '../contract/json.js';
 
-export const peerNames = ['alfa', 'bravo', 'charlie', 'delta', 'echo', 'foxtrot', 'golf', 'hotel', 'india', 'juliett', 'kilo', 'lima', 'mike', 'november', 'oscar', 'papa'];
+export const peerNames = [
+  'alfa',
+  'bravo',
+  'charlie',
+  'delta',
+  'echo',
+  'foxtrot',
+  'golf',
+  'hotel',
+  'india',
+  'juliett',
+  'kilo',
+  'lima',
+  'mike',
+  'november',
+  'oscar',
+  'papa',
+];
 
 export function peerIds(count: number): string[] {
   return Array.from({ length: count }, (_, i) => peerNames[i] ?? `peer-${i + 1}`);

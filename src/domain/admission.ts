@@ -79,26 +79,9 @@ function plan(facts: AdmissionFacts): Transition {
   const eligible = spec.delivery === 'one-eligible' ? [...allowed].sort(byteOrder) : peers;
   const units = spec.votes === 'distinct-peers' ? peers.length : branches.length;
   const threshold = thresholdFor(spec.completion, units);
-  if (threshold < 1 || threshold > units) throw invalidInput(`impossible threshold: ${threshold} of ${units} ${spec.votes === 'distinct-peers' ? 'peers' : 'branches'}`);
-  const manifest: Manifest = {
-    delivery: spec.delivery,
-    completion: spec.completion,
-    votes: spec.votes,
-    units,
-    threshold,
-    onTimeout: spec.onTimeout,
-    siblings: spec.siblings,
-    waitFor: spec.waitFor,
-    attemptsMax: Math.min(spec.attempts, facts.attemptsMax),
-    leaseMs: spec.leaseMs,
-    renewIntervalMs: spec.renewIntervalMs,
-    retryBackoffMs: spec.retryBackoffMs,
-    cancelTimeoutMs: spec.cancelTimeoutMs,
-    settlementGraceMs: spec.settlementGraceMs,
-    branches,
-    peers,
-    eligible,
-  };
+  if (threshold < 1 || threshold > units)
+    throw invalidInput(`impossible threshold: ${threshold} of ${units} ${spec.votes === 'distinct-peers' ? 'peers' : 'branches'}`);
+  const manifest = manifestOf(spec, facts.attemptsMax, { units, threshold, branches, peers, eligible });
   const authorizations: Authorization[] = facts.authorizations
     .filter((a) => eligible.includes(a.peerId))
     .map((a) => ({ peerId: a.peerId, revision: a.revision, expiresAtMs: a.expiresAtMs }));
@@ -120,7 +103,13 @@ function plan(facts: AdmissionFacts): Transition {
       ? { directory: facts.audience.revision, policy: facts.policyRevision, manifest: facts.gathered.revision }
       : { directory: facts.audience.revision, policy: facts.policyRevision },
     authorizations,
-    outbox: branches.map((b) => ({ branchId: b.branchId, peerId: b.peerId, attempt: 1, fence: 1, publicationId: publicationId(facts.bundle.digest, facts.operationId, b.branchId, 1) })),
+    outbox: branches.map((b) => ({
+      branchId: b.branchId,
+      peerId: b.peerId,
+      attempt: 1,
+      fence: 1,
+      publicationId: publicationId(facts.bundle.digest, facts.operationId, b.branchId, 1),
+    })),
   };
   const presence = observedPresence(facts);
   if (presence) event.presence = presence;
@@ -129,12 +118,49 @@ function plan(facts: AdmissionFacts): Transition {
   const authExpiryMs = Math.min(facts.invokeExpiresAtMs, ...authorizations.map((a) => a.expiresAtMs));
   const notAfterMs = Math.min(facts.requestStartMs + limits.admissionBudgetMs, authExpiryMs);
   if (notAfterMs <= facts.requestStartMs) throw new AdapterError('expired', 'authorization expired before admission could commit');
-  return { events: [event], timeGuard: guardBetween(facts.requestStartMs, notAfterMs), causation: { command: 'invoke', messageId: facts.invocationKey.slice(0, 256) } };
+  return {
+    events: [event],
+    timeGuard: guardBetween(facts.requestStartMs, notAfterMs),
+    causation: { command: 'invoke', messageId: facts.invocationKey.slice(0, 256) },
+  };
+}
+
+/** The manifest frozen at admission: the interaction's rules with the audience they were applied to. */
+function manifestOf(
+  spec: AdmissionFacts['interaction']['spec'],
+  attemptsMax: number,
+  audience: Pick<Manifest, 'units' | 'threshold' | 'branches' | 'peers' | 'eligible'>,
+): Manifest {
+  const { units, threshold, branches, peers, eligible } = audience;
+  return {
+    delivery: spec.delivery,
+    completion: spec.completion,
+    votes: spec.votes,
+    units,
+    threshold,
+    onTimeout: spec.onTimeout,
+    siblings: spec.siblings,
+    waitFor: spec.waitFor,
+    attemptsMax: Math.min(spec.attempts, attemptsMax),
+    leaseMs: spec.leaseMs,
+    renewIntervalMs: spec.renewIntervalMs,
+    retryBackoffMs: spec.retryBackoffMs,
+    cancelTimeoutMs: spec.cancelTimeoutMs,
+    settlementGraceMs: spec.settlementGraceMs,
+    branches,
+    peers,
+    eligible,
+  };
 }
 
 function candidatePeers(facts: AdmissionFacts): string[] {
   const spec = facts.interaction.spec;
-  const listed = spec.delivery === 'explicit' ? (spec.branches ?? []).map((b) => b.peerId) : spec.delivery === 'gather' ? (facts.gathered?.branches ?? []).map((b) => b.peerId) : facts.audience.peers;
+  const listed =
+    spec.delivery === 'explicit'
+      ? (spec.branches ?? []).map((b) => b.peerId)
+      : spec.delivery === 'gather'
+        ? (facts.gathered?.branches ?? []).map((b) => b.peerId)
+        : facts.audience.peers;
   for (const peer of listed) checkToken(peer, 'peer id');
   const unique = [...new Set(listed)].sort(byteOrder);
   const senders = spec.sender === 'exclude' && facts.senderPeerId !== null ? unique.filter((p) => p !== facts.senderPeerId) : unique;
@@ -152,7 +178,9 @@ function applyOfflineRule(facts: AdmissionFacts, candidates: string[]): string[]
   if (absent.length === 0) return candidates;
   if (facts.interaction.spec.offline === 'exclude') return candidates.filter((p) => !offline.has(p));
   if (!facts.durableDelivery) {
-    throw unsupported(`peers ${absent.join(', ')} were observed offline (presence ${facts.audience.presence!.revision}); interaction "${facts.interaction.id}" delivers to offline peers, which needs durable delivery this transport does not have (or declare offline: exclude)`);
+    throw unsupported(
+      `peers ${absent.join(', ')} were observed offline (presence ${facts.audience.presence!.revision}); interaction "${facts.interaction.id}" delivers to offline peers, which needs durable delivery this transport does not have (or declare offline: exclude)`,
+    );
   }
   return candidates;
 }

@@ -42,7 +42,11 @@ export const commandsPerTransitionMax = 16;
  * theirs: every command's window must hold at the one commit instant. Undefined when no command
  * decides anything; `disjoint` when the windows do not meet (commit them one by one instead).
  */
-export function decideTogether(record: OperationRecord, deciders: readonly ((record: OperationRecord) => Transition | undefined)[], nowMs: number): Transition | undefined | 'disjoint' {
+export function decideTogether(
+  record: OperationRecord,
+  deciders: readonly ((record: OperationRecord) => Transition | undefined)[],
+  nowMs: number,
+): Transition | undefined | 'disjoint' {
   const parts: Transition[] = [];
   let draft = record;
   for (const decide of deciders) {
@@ -130,7 +134,15 @@ export function decideDispatchRecorded(record: OperationRecord, receipts: readon
     if (!branch || branch.attempt !== r.attempt || !hasClaim(branch)) continue; // superseded meanwhile
     if (r.receipt === 'exhausted' || r.receipt === 'rejected') {
       // Native exhaustion is an observed failure of this attempt: retryable within the budget, never a new branch.
-      events.push({ type: 'claim-ended', v: 1, branchId: r.branchId, attempt: r.attempt, fence: r.fence, cause: 'delivery-exhausted', retryAtMs: retryInstant(record, branch, nowMs) });
+      events.push({
+        type: 'claim-ended',
+        v: 1,
+        branchId: r.branchId,
+        attempt: r.attempt,
+        fence: r.fence,
+        cause: 'delivery-exhausted',
+        retryAtMs: retryInstant(record, branch, nowMs),
+      });
       continue;
     }
     const event: DomainEvent = { type: 'dispatch-recorded', v: 1, branchId: r.branchId, attempt: r.attempt, fence: r.fence, receipt: r.receipt };
@@ -142,12 +154,24 @@ export function decideDispatchRecorded(record: OperationRecord, receipts: readon
   return { events: failures ? withConsequences(record, events, nowMs) : events, timeGuard: recordingGuard(record), causation: { command: 'record-dispatch' } };
 }
 
-export function decideRevocations(record: OperationRecord, revoked: readonly { branchId: string; policyRevision: string; reason: string }[], nowMs: number): Transition | undefined {
+export function decideRevocations(
+  record: OperationRecord,
+  revoked: readonly { branchId: string; policyRevision: string; reason: string }[],
+  nowMs: number,
+): Transition | undefined {
   const events: DomainEvent[] = [];
   for (const r of revoked) {
     const branch = findBranch(record, r.branchId);
     if (!branch || !isOpen(branch) || record.decision !== null) continue;
-    events.push({ type: 'branch-revoked', v: 1, branchId: r.branchId, attempt: branch.attempt, fence: branch.fence, policyRevision: r.policyRevision, reason: r.reason.slice(0, 1024) });
+    events.push({
+      type: 'branch-revoked',
+      v: 1,
+      branchId: r.branchId,
+      attempt: branch.attempt,
+      fence: branch.fence,
+      policyRevision: r.policyRevision,
+      reason: r.reason.slice(0, 1024),
+    });
   }
   if (events.length === 0) return undefined;
   return { events: withConsequences(record, events, nowMs), timeGuard: guardBetween(record.admittedAtMs, record.deadlineMs), causation: { command: 'revoke' } };
@@ -277,7 +301,15 @@ function decideLeasesAndRetries(record: OperationRecord, nowMs: number, authoriz
   for (const b of branchList(record)) {
     if (hasClaim(b) && nowMs >= b.leaseUntilMs) {
       // An expired claim: the owner can neither renew nor admit results; a logical retry may follow.
-      events.push({ type: 'claim-ended', v: 1, branchId: b.branchId, attempt: b.attempt, fence: b.fence, cause: 'expired', retryAtMs: retryInstant(record, b, b.leaseUntilMs) });
+      events.push({
+        type: 'claim-ended',
+        v: 1,
+        branchId: b.branchId,
+        attempt: b.attempt,
+        fence: b.fence,
+        cause: 'expired',
+        retryAtMs: retryInstant(record, b, b.leaseUntilMs),
+      });
       notBeforeMs = Math.max(notBeforeMs, b.leaseUntilMs);
     } else if (isRetrying(b.state) && b.retryAtMs !== null && nowMs >= b.retryAtMs) {
       const next = reassignment(record, b, authorizeCandidate, nowMs);
@@ -298,7 +330,12 @@ function decideLeasesAndRetries(record: OperationRecord, nowMs: number, authoriz
  * was late): the reassignment waits for the next due instant and a fresh answer, and is neither
  * made on the stale allow nor passed on to a later candidate in the selection order.
  */
-function reassignment(record: OperationRecord, branch: BranchRecord, authorizeCandidate: CandidateAuthorization, nowMs: number): { event: DomainEvent; authorizedUntilMs: number } | undefined {
+function reassignment(
+  record: OperationRecord,
+  branch: BranchRecord,
+  authorizeCandidate: CandidateAuthorization,
+  nowMs: number,
+): { event: DomainEvent; authorizedUntilMs: number } | undefined {
   const attempt = branch.attempt + 1;
   let chosen: { peerId: string; expiresAtMs: number } | undefined;
   for (const peerId of selectionCandidates(record, branch)) {
@@ -310,7 +347,10 @@ function reassignment(record: OperationRecord, branch: BranchRecord, authorizeCa
   }
   if (chosen === undefined) {
     // No eligible peer remains: the branch fails; it is never silently broadcast.
-    return { event: { type: 'branch-failed', v: 1, branchId: branch.branchId, attempt: branch.attempt, fence: branch.fence, reason: 'no-eligible-peer' }, authorizedUntilMs: openEndedMs };
+    return {
+      event: { type: 'branch-failed', v: 1, branchId: branch.branchId, attempt: branch.attempt, fence: branch.fence, reason: 'no-eligible-peer' },
+      authorizedUntilMs: openEndedMs,
+    };
   }
   if (nowMs >= chosen.expiresAtMs) return undefined;
   const event: DomainEvent = {
@@ -354,7 +394,10 @@ export interface AuthorizationExpiredDecision {
 
 function authorizationExpired(command: PeerCommand<unknown>): AuthorizationExpiredDecision | undefined {
   if (command.nowMs < command.authorizedUntilMs) return undefined;
-  return { kind: 'authorization-expired', detail: `the authorization decision relied on expired at ${command.authorizedUntilMs} (decided at ${command.nowMs})` };
+  return {
+    kind: 'authorization-expired',
+    detail: `the authorization decision relied on expired at ${command.authorizedUntilMs} (decided at ${command.nowMs})`,
+  };
 }
 
 export type ResultCommand = PeerCommand<ResultMessage>;
@@ -400,7 +443,12 @@ export function resultGuardEndMs(record: OperationRecord): number {
 /** Result admission (spec: "Result admission and decision"), in the order the checks must run. */
 export function decideResult(record: OperationRecord, interaction: CompiledInteraction, command: ResultCommand): ResultDecision {
   const { message } = command;
-  const reject = (reason: RejectionReason, detail: string): ResultDecision => ({ kind: 'reject', reason, detail, transition: rejectionTransition(record, command, reason, detail) });
+  const reject = (reason: RejectionReason, detail: string): ResultDecision => ({
+    kind: 'reject',
+    reason,
+    detail,
+    transition: rejectionTransition(record, command, reason, detail),
+  });
   const correlated = correlate(record, command);
   if ('reason' in correlated) return reject(correlated.reason, correlated.detail);
   const { branch } = correlated;
@@ -416,7 +464,10 @@ export function decideResult(record: OperationRecord, interaction: CompiledInter
   if (command.authorizationProblem !== undefined) return revoke(record, branch, command.authorizationProblem, command.nowMs);
   if (lateFact) {
     if (command.nowMs >= record.decision!.graceEndMs) return reject('late', `settlement grace ended at ${record.decision!.graceEndMs}`);
-    return authorizationExpired(command) ?? accept(record, interaction, command, guardBetween(record.admittedAtMs, Math.min(record.decision!.graceEndMs, command.authorizedUntilMs)));
+    return (
+      authorizationExpired(command) ??
+      accept(record, interaction, command, guardBetween(record.admittedAtMs, Math.min(record.decision!.graceEndMs, command.authorizedUntilMs)))
+    );
   }
   if (command.nowMs >= record.deadlineMs) return reject('late', `received at ${command.nowMs}, deadline ${record.deadlineMs}`);
   if (command.nowMs >= branch.leaseUntilMs) return reject('expired-lease', `lease of attempt ${branch.attempt} ended at ${branch.leaseUntilMs}`);
@@ -451,7 +502,11 @@ function accept(record: OperationRecord, interaction: CompiledInteraction, comma
   return {
     kind: 'accept',
     status,
-    transition: { events: withConsequences(record, [event], command.nowMs), timeGuard, causation: { command: 'admit-result', messageId: `${message.branchId}/${message.attempt}/${message.fence}` } },
+    transition: {
+      events: withConsequences(record, [event], command.nowMs),
+      timeGuard,
+      causation: { command: 'admit-result', messageId: `${message.branchId}/${message.attempt}/${message.fence}` },
+    },
   };
 }
 
@@ -532,7 +587,11 @@ export function decideOversizedResult(record: OperationRecord, command: PeerComm
   return { kind: 'reject', reason: 'oversized', detail, transition: rejectionTransition(record, command, 'oversized', detail) };
 }
 
-export type ClaimDecision = { kind: 'renewed' | 'released' | 'revoked'; transition: Transition } | { kind: 'unchanged' } | { kind: 'reject'; reason: RejectionReason; detail: string } | AuthorizationExpiredDecision;
+export type ClaimDecision =
+  | { kind: 'renewed' | 'released' | 'revoked'; transition: Transition }
+  | { kind: 'unchanged' }
+  | { kind: 'reject'; reason: RejectionReason; detail: string }
+  | AuthorizationExpiredDecision;
 
 /**
  * The renewal floor of an operation: its timeout spread over renewalTransitionsPerOperationMax
@@ -559,7 +618,8 @@ export function decideClaim(record: OperationRecord, command: PeerCommand<ClaimM
   const correlated = correlate(record, command);
   if ('reason' in correlated) return { kind: 'reject', reason: correlated.reason, detail: correlated.detail };
   const { branch } = correlated;
-  if (record.decision !== null || !hasClaim(branch)) return { kind: 'reject', reason: 'branch-terminal', detail: `branch ${branch.branchId} holds no open claim` };
+  if (record.decision !== null || !hasClaim(branch))
+    return { kind: 'reject', reason: 'branch-terminal', detail: `branch ${branch.branchId} holds no open claim` };
   if (command.nowMs >= branch.leaseUntilMs) return { kind: 'reject', reason: 'expired-lease', detail: `lease ended at ${branch.leaseUntilMs}` };
   if (command.authorizationProblem !== undefined) {
     const revoked = decideRevocations(record, [{ branchId: branch.branchId, ...command.authorizationProblem }], command.nowMs);
@@ -581,7 +641,11 @@ export function decideClaim(record: OperationRecord, command: PeerCommand<ClaimM
   return { kind: 'renewed', transition: { events: [{ type: 'lease-renewed', v: 1, ...id, leaseUntilMs }], timeGuard: guard, causation: { command: 'renew' } } };
 }
 
-export type CancelResultDecision = { kind: 'accept'; transition: Transition } | { kind: 'duplicate' } | { kind: 'reject'; reason: RejectionReason; detail: string } | AuthorizationExpiredDecision;
+export type CancelResultDecision =
+  | { kind: 'accept'; transition: Transition }
+  | { kind: 'duplicate' }
+  | { kind: 'reject'; reason: RejectionReason; detail: string }
+  | AuthorizationExpiredDecision;
 
 /** Cancel results: current attempt and fence only (a cancel never targets a newer attempt), before the cancel timeout. */
 export function decideCancelResult(record: OperationRecord, command: PeerCommand<CancelResult>): CancelResultDecision {
@@ -600,7 +664,11 @@ export function decideCancelResult(record: OperationRecord, command: PeerCommand
   const events: DomainEvent[] = [{ type: 'cancel-result-accepted', v: 1, branchId: branch.branchId, attempt: branch.attempt, fence: branch.fence, outcome }];
   return {
     kind: 'accept',
-    transition: { events: withConsequences(record, events, command.nowMs), timeGuard: guardBetween(record.admittedAtMs, Math.min(cancelDeadlineMs, command.authorizedUntilMs)), causation: { command: 'cancel-result' } },
+    transition: {
+      events: withConsequences(record, events, command.nowMs),
+      timeGuard: guardBetween(record.admittedAtMs, Math.min(cancelDeadlineMs, command.authorizedUntilMs)),
+      causation: { command: 'cancel-result' },
+    },
   };
 }
 

@@ -34,12 +34,34 @@ export const claimMessageSchema = {
   type: 'object',
   required: ['kind', 'action', 'operationId', 'branchId', 'peerId', 'attempt', 'fence'],
   additionalProperties: false,
-  properties: { kind: { const: 'claim' }, action: { enum: ['renew', 'release'] }, operationId: opId, branchId: token, peerId: token, attempt: positive, fence: positive },
+  properties: {
+    kind: { const: 'claim' },
+    action: { enum: ['renew', 'release'] },
+    operationId: opId,
+    branchId: token,
+    peerId: token,
+    attempt: positive,
+    fence: positive,
+  },
 } as const;
 
 export const requestMessageSchema = {
   type: 'object',
-  required: ['kind', 'operationId', 'contract', 'interaction', 'branchId', 'peerId', 'attempt', 'fence', 'deadlineMs', 'leaseUntilMs', 'renewIntervalMs', 'publicationId', 'input'],
+  required: [
+    'kind',
+    'operationId',
+    'contract',
+    'interaction',
+    'branchId',
+    'peerId',
+    'attempt',
+    'fence',
+    'deadlineMs',
+    'leaseUntilMs',
+    'renewIntervalMs',
+    'publicationId',
+    'input',
+  ],
   additionalProperties: false,
   properties: {
     kind: { const: 'request' },

@@ -172,10 +172,18 @@ function httpMetrics(registry: Registry) {
   const durationName = 'convoke_http_request_duration_seconds';
   return {
     responses: counter('convoke_http_responses_total', 'HTTP responses, by method, route template and status', ['method', 'route', 'status']),
-    released: counter('convoke_http_waits_released_total', 'Waits ended early: client closed the connection, or shutdown (the operation continues)', ['reason']),
+    released: counter('convoke_http_waits_released_total', 'Waits ended early: client closed the connection, or shutdown (the operation continues)', [
+      'reason',
+    ]),
     durations:
       (registry.getSingleMetric(durationName) as Histogram<string> | undefined) ??
-      new Histogram({ name: durationName, help: 'HTTP request duration, from the request received to the response sent, by method, route template and status class', labelNames: ['method', 'route', 'status_class'], buckets: requestBucketsSeconds, registers: [registry] }),
+      new Histogram({
+        name: durationName,
+        help: 'HTTP request duration, from the request received to the response sent, by method, route template and status class',
+        labelNames: ['method', 'route', 'status_class'],
+        buckets: requestBucketsSeconds,
+        registers: [registry],
+      }),
   };
 }
 
@@ -188,7 +196,13 @@ class RequestLog extends LogController {
   override incomingRequest(): void {}
   override routeNotFound(): void {}
   override requestCompleted(error: Error | null | undefined, request: FastifyRequest, target: FastifyReply): void {
-    const fields = { event: 'http-request', method: request.method, route: routeOf(request), status: target.statusCode, durationMs: Math.round(target.elapsedTime * 1000) / 1000 };
+    const fields = {
+      event: 'http-request',
+      method: request.method,
+      route: routeOf(request),
+      status: target.statusCode,
+      durationMs: Math.round(target.elapsedTime * 1000) / 1000,
+    };
     if (error) request.log.error({ ...fields, error: error.message }, 'request failed');
     else request.log.info(fields, 'request completed');
   }
@@ -208,7 +222,9 @@ function writeClientError(error: Error & { code?: string }, socket: Socket): voi
         : [400, 'Bad Request', 'malformed HTTP request'];
   const body = JSON.stringify({ kind: 'invalid-input', description });
   if (socket.writable) {
-    socket.write(`HTTP/1.1 ${status} ${text}\r\nContent-Length: ${Buffer.byteLength(body)}\r\nContent-Type: application/json\r\nConnection: close\r\n\r\n${body}`);
+    socket.write(
+      `HTTP/1.1 ${status} ${text}\r\nContent-Length: ${Buffer.byteLength(body)}\r\nContent-Type: application/json\r\nConnection: close\r\n\r\n${body}`,
+    );
   }
   socket.destroy(error);
 }

@@ -55,7 +55,12 @@ function isCompactJws(token: string): boolean {
 function jwtVerifier(config: NonNullable<HttpSettings['jwt']>, clock: Clock): (token: string) => Promise<Caller> {
   const keys = createLocalJWKSet(config.jwks as unknown as JSONWebKeySet);
   return async (token) => {
-    const options: JWTVerifyOptions = { issuer: config.issuer, audience: config.audience, currentDate: new Date(clock.nowMs()), requiredClaims: ['sub', 'exp'] };
+    const options: JWTVerifyOptions = {
+      issuer: config.issuer,
+      audience: config.audience,
+      currentDate: new Date(clock.nowMs()),
+      requiredClaims: ['sub', 'exp'],
+    };
     if (config.algorithms) options.algorithms = config.algorithms;
     let sub: unknown;
     try {

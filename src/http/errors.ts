@@ -49,7 +49,11 @@ export function errorReply(error: unknown, bodyLimitBytes: number): ErrorReply {
     // Authentication runs before the body is read, so an unread body may still be arriving: the
     // connection closes after the 401, or Node would later time the unfinished request out and
     // write an unsolicited 408 on the same connection.
-    return { statusCode: 401, body: { kind: 'denied', description: 'authentication required' }, headers: { 'www-authenticate': challenge, connection: 'close' } };
+    return {
+      statusCode: 401,
+      body: { kind: 'denied', description: 'authentication required' },
+      headers: { 'www-authenticate': challenge, connection: 'close' },
+    };
   }
   const known = adapterErrorStatus(error);
   if (known) return { statusCode: known.status, body: known.body, headers: {} };
@@ -60,7 +64,11 @@ export function errorReply(error: unknown, bodyLimitBytes: number): ErrorReply {
   }
   if (framework.code !== undefined && mediaTypeCodes.has(framework.code)) return unsupportedMediaType();
   if (Array.isArray(framework.validation)) {
-    return { statusCode: 400, body: { kind: 'invalid-input', description: `${framework.validationContext ?? 'request'}: ${describeErrors(framework.validation)}` }, headers: {} };
+    return {
+      statusCode: 400,
+      body: { kind: 'invalid-input', description: `${framework.validationContext ?? 'request'}: ${describeErrors(framework.validation)}` },
+      headers: {},
+    };
   }
   // Other client errors Fastify detects (content-length mismatch, bad URL encoding...): the request is wrong.
   const status = framework.statusCode;
@@ -82,5 +90,9 @@ function boundedMessage(message: string | undefined): string {
 /** The body for a route that does not exist: 404, an AdapterError like every other error. */
 export function routeNotFound(method: string, url: string): ErrorReply {
   const path = url.split('?')[0] ?? '';
-  return { statusCode: 404, body: { kind: 'invalid-input', description: `no route ${method} ${path.length > 200 ? path.slice(0, 200) + '…' : path}` }, headers: {} };
+  return {
+    statusCode: 404,
+    body: { kind: 'invalid-input', description: `no route ${method} ${path.length > 200 ? path.slice(0, 200) + '…' : path}` },
+    headers: {},
+  };
 }

@@ -37,8 +37,8 @@ interface GetQuery {
   waitMs?: string;
 }
 
-export function registerInvocationRoutes(app: FastifyInstance, options: InvocationRoutesOptions): void {
-  const { coordinator, bundles } = options;
+/** The onRequest hook that authenticates a request, and the caller it found. */
+function callerHooks(options: InvocationRoutesOptions) {
   const callers = new WeakMap<FastifyRequest, Caller>();
   // Authentication runs before the body is read: an anonymous client cannot make us parse anything.
   const authenticate = async (request: FastifyRequest) => {
@@ -49,6 +49,13 @@ export function registerInvocationRoutes(app: FastifyInstance, options: Invocati
     if (!caller) throw new AssertionFailure('the onRequest hook authenticated this request');
     return caller;
   };
+  return { authenticate, callerOf };
+}
+
+export function registerInvocationRoutes(app: FastifyInstance, options: InvocationRoutesOptions): void {
+  const { coordinator, bundles } = options;
+  const hooks = callerHooks(options);
+  const { authenticate, callerOf } = hooks;
   const clampWaitMs = (waitMs: number | undefined) => Math.min(waitMs ?? 0, options.waitMsMax);
 
   const wait = async (reply: FastifyReply, principalId: string, operationId: string, boundary: WaitFor, waitMs: number) => {
@@ -60,42 +67,60 @@ export function registerInvocationRoutes(app: FastifyInstance, options: Invocati
     }
   };
 
-  app.post('/contract-invocations', { schema: postInvocationSchema, onRequest: authenticate, preValidation: requireJsonContentType }, async (request, reply) => {
-    const caller = callerOf(request);
-    const body = request.body as InvocationRequest;
-    const declared = contractBoundary(bundles, body.contract.digest, body.interaction);
-    // Checked before admission so a weakening request creates no state. An undeployed contract
-    // or interaction has no declared boundary; admission below rejects it with the precise kind.
-    const requested = declared === undefined ? undefined : effectiveBoundary(body.waitFor, declared);
-    const { result } = await coordinator.invoke(caller, body);
-    if (requested === undefined) throw new AssertionFailure('an admitted invocation names a deployed interaction');
-    const waited = await wait(reply, caller.principalId, result.operationId, requested, clampWaitMs(body.waitMs));
-    return answer(reply, waited);
-  });
+  app.post(
+    '/contract-invocations',
+    { schema: postInvocationSchema, onRequest: authenticate, preValidation: requireJsonContentType },
+    async (request, reply) => {
+      const caller = callerOf(request);
+      const body = request.body as InvocationRequest;
+      const declared = contractBoundary(bundles, body.contract.digest, body.interaction);
+      // Checked before admission so a weakening request creates no state. An undeployed contract
+      // or interaction has no declared boundary; admission below rejects it with the precise kind.
+      const requested = declared === undefined ? undefined : effectiveBoundary(body.waitFor, declared);
+      const { result } = await coordinator.invoke(caller, body);
+      if (requested === undefined) throw new AssertionFailure('an admitted invocation names a deployed interaction');
+      const waited = await wait(reply, caller.principalId, result.operationId, requested, clampWaitMs(body.waitMs));
+      return answer(reply, waited);
+    },
+  );
 
-  app.get<{ Params: GetParams; Querystring: GetQuery }>('/contract-invocations/:operationId', { schema: getInvocationSchema, onRequest: authenticate }, async (request, reply) => {
-    const caller = callerOf(request);
-    const { operationId } = request.params;
-    // Visibility first: a weakening waitFor on someone else's operation is still just 404.
-    const current = await coordinator.get(caller.principalId, operationId);
-    const declared = contractBoundary(bundles, current.contract.digest, current.interaction);
-    if (declared === undefined) throw new AssertionFailure('a visible operation names a deployed interaction');
-    const boundary = effectiveBoundary(request.query.waitFor, declared);
-    const waitMs = request.query.waitMs === undefined ? 0 : Number(request.query.waitMs);
-    const waited = await wait(reply, caller.principalId, operationId, boundary, clampWaitMs(waitMs));
-    return answer(reply, waited);
-  });
+  app.get<{ Params: GetParams; Querystring: GetQuery }>(
+    '/contract-invocations/:operationId',
+    { schema: getInvocationSchema, onRequest: authenticate },
+    async (request, reply) => {
+      const caller = callerOf(request);
+      const { operationId } = request.params;
+      // Visibility first: a weakening waitFor on someone else's operation is still just 404.
+      const current = await coordinator.get(caller.principalId, operationId);
+      const declared = contractBoundary(bundles, current.contract.digest, current.interaction);
+      if (declared === undefined) throw new AssertionFailure('a visible operation names a deployed interaction');
+      const boundary = effectiveBoundary(request.query.waitFor, declared);
+      const waitMs = request.query.waitMs === undefined ? 0 : Number(request.query.waitMs);
+      const waited = await wait(reply, caller.principalId, operationId, boundary, clampWaitMs(waitMs));
+      return answer(reply, waited);
+    },
+  );
 
+  registerListAndCancel(app, coordinator, hooks);
+}
+
+/** Listing (from the operations index) and caller cancellation. */
+function registerListAndCancel(app: FastifyInstance, coordinator: InvocationRoutesOptions['coordinator'], hooks: ReturnType<typeof callerHooks>): void {
+  const { authenticate, callerOf } = hooks;
   // The caller's own operations (every principal's for an operator), from the operations index.
   app.get<{ Querystring: Record<string, string> }>('/contract-invocations', { schema: listInvocationsSchema, onRequest: authenticate }, async (request) =>
     coordinator.list(callerOf(request).principalId, parseListParameters(request.query)),
   );
 
-  app.post<{ Params: GetParams }>('/contract-invocations/:operationId/cancel', { schema: cancelInvocationSchema, onRequest: authenticate }, async (request, reply) => {
-    const result = await coordinator.cancel(callerOf(request).principalId, request.params.operationId);
-    reply.code(result.decision === null ? 202 : 200);
-    return result;
-  });
+  app.post<{ Params: GetParams }>(
+    '/contract-invocations/:operationId/cancel',
+    { schema: cancelInvocationSchema, onRequest: authenticate },
+    async (request, reply) => {
+      const result = await coordinator.cancel(callerOf(request).principalId, request.params.operationId);
+      reply.code(result.decision === null ? 202 : 200);
+      return result;
+    },
+  );
 }
 
 function answer(reply: FastifyReply, waited: { result: InvocationResult; reached: boolean }): InvocationResult {

@@ -8,10 +8,10 @@ import { errorSchema, errorStatuses, healthSchema, inspectionSchema, listPageSch
 import { listLimitDefault, listLimitMax } from '../runtime/operation-list.js';
 
 const errorMeaning: Record<(typeof errorStatuses)[number], string> = {
-  400: 'invalid-input: malformed JSON (duplicate keys, unsafe integers, lone surrogates), schema errors, a waitFor weaker than the contract\'s',
+  400: "invalid-input: malformed JSON (duplicate keys, unsafe integers, lone surrogates), schema errors, a waitFor weaker than the contract's",
   401: 'no or unknown credential (body kind "denied", description "authentication required")',
   403: 'denied by policy',
-  404: 'no such operation visible to this principal (unknown and other principals\' operations look the same)',
+  404: "no such operation visible to this principal (unknown and other principals' operations look the same)",
   409: 'conflict (the invocationKey is bound to a different interaction or input) or protocol-conflict',
   410: 'expired (the invocation key is tombstoned or admission ran out of its budget)',
   413: 'the body exceeds the configured limit',
@@ -29,29 +29,81 @@ function errorResponses(statuses: readonly (typeof errorStatuses)[number][]) {
 }
 
 const progress = {
-  '200': { description: 'the requested boundary (the stronger of waitFor and the contract\'s) is reached; check decision.outcome for business success', content: json(ref('InvocationResult')) },
-  '202': { description: 'still pending at the end of the wait; poll GET /contract-invocations/{operationId}', headers: { Location: { schema: { type: 'string' } } }, content: json(ref('InvocationResult')) },
+  '200': {
+    description: "the requested boundary (the stronger of waitFor and the contract's) is reached; check decision.outcome for business success",
+    content: json(ref('InvocationResult')),
+  },
+  '202': {
+    description: 'still pending at the end of the wait; poll GET /contract-invocations/{operationId}',
+    headers: { Location: { schema: { type: 'string' } } },
+    content: json(ref('InvocationResult')),
+  },
 };
 
 /** GET /contract-invocations: the operations index. */
 const listInvocations = {
   operationId: 'listInvocations',
   description:
-    'A page of the operations index, newest admission first: the caller\'s own operations, or every principal\'s for an operator principal (config `operators`). ' +
+    "A page of the operations index, newest admission first: the caller's own operations, or every principal's for an operator principal (config `operators`). " +
     'Paging is by the opaque nextCursor; rows that exist when paging begins are each returned once (no duplicates, no gaps) while others are admitted. ' +
     'Each row carries the reasons it is stuck now (docs/operations.md, "Stuck work"). Every parameter is checked; any problem is 400 invalid-input naming each.',
   parameters: [
     { name: 'phase', in: 'query', required: false, schema: { enum: ['admitted', 'active', 'closed', 'settled'] } },
-    { name: 'outcome', in: 'query', required: false, description: '`open` lists undecided operations', schema: { enum: ['open', 'success', 'partial', 'failed', 'indeterminate'] } },
+    {
+      name: 'outcome',
+      in: 'query',
+      required: false,
+      description: '`open` lists undecided operations',
+      schema: { enum: ['open', 'success', 'partial', 'failed', 'indeterminate'] },
+    },
     { name: 'settlement', in: 'query', required: false, schema: { enum: ['pending', 'complete', 'indeterminate'] } },
     { name: 'interaction', in: 'query', required: false, schema: { type: 'string', pattern: '^[A-Za-z0-9_-]{1,64}$' } },
     { name: 'since', in: 'query', required: false, description: 'admitted at or after: ms since the epoch or RFC 3339', schema: { type: 'string' } },
     { name: 'until', in: 'query', required: false, description: 'admitted before: ms since the epoch or RFC 3339', schema: { type: 'string' } },
     { name: 'limit', in: 'query', required: false, schema: { type: 'integer', minimum: 1, maximum: listLimitMax, default: listLimitDefault } },
     { name: 'cursor', in: 'query', required: false, description: 'nextCursor of the previous page, unchanged', schema: { type: 'string' } },
-    { name: 'stuck', in: 'query', required: false, description: '`true`: stuck for any reason; or one reason', schema: { enum: ['true', 'false', 'open-past-deadline', 'lease-expired', 'outbox-pending', 'settlement-indeterminate'] } },
+    {
+      name: 'stuck',
+      in: 'query',
+      required: false,
+      description: '`true`: stuck for any reason; or one reason',
+      schema: { enum: ['true', 'false', 'open-past-deadline', 'lease-expired', 'outbox-pending', 'settlement-indeterminate'] },
+    },
   ],
   responses: { '200': { description: 'one page', content: json(ref('OperationPage')) }, ...errorResponses([400, 401, 500, 503]) },
+};
+
+const cancelInvocation = {
+  operationId: 'cancelInvocation',
+  description:
+    'The invoker cancels its open operation, where the interaction declares caller cancellation and policy allows the cancel action: the decision closes as failed (reason cancelled) and unfinished branches are sent cancel requests; settlement follows their replies. ' +
+    'An operation already decided keeps its decision (200 with it). There is no blanket cancellation: an interaction without caller cancellation answers 422 unsupported.',
+  parameters: [{ name: 'operationId', in: 'path', required: true, schema: { type: 'string', pattern: '^op[0-9a-f]{64}$' } }],
+  responses: {
+    '200': {
+      description: 'the decision is closed (cancelled now, or decided before); settlement may still be in progress',
+      content: json(ref('InvocationResult')),
+    },
+    '202': { description: 'accepted but not yet decided', content: json(ref('InvocationResult')) },
+    ...errorResponses([400, 401, 403, 404, 409, 410, 422, 500, 503]),
+  },
+};
+
+/** Health, metrics and this document: no authentication. */
+const servicePaths = {
+  '/healthz': {
+    get: { operationId: 'health', security: [], responses: { '200': { description: 'serving', content: json(ref('Health')) }, ...errorResponses([503]) } },
+  },
+  '/metrics': {
+    get: {
+      operationId: 'metrics',
+      security: [],
+      responses: { '200': { description: 'Prometheus text exposition', content: { 'text/plain': { schema: { type: 'string' } } } } },
+    },
+  },
+  '/openapi.json': {
+    get: { operationId: 'openapi', security: [], responses: { '200': { description: 'this document', content: json({ type: 'object' }) } } },
+  },
 };
 
 export function openApiDocument(): object {
@@ -62,11 +114,20 @@ export function openApiDocument(): object {
       version: '0.2',
       description:
         'HTTP 200/202 describe invocation progress, not business success. Closing the connection stops waiting; it never cancels the operation. ' +
-        'A caller may strengthen waitFor (decision → settled) but never weaken the contract\'s boundary (400).',
+        "A caller may strengthen waitFor (decision → settled) but never weaken the contract's boundary (400).",
     },
     components: {
-      schemas: { InvocationRequest: requestBodySchema, InvocationResult: resultSchema, AdapterError: errorSchema, Health: healthSchema, OperationPage: listPageSchema, OperationInspection: inspectionSchema },
-      securitySchemes: { bearer: { type: 'http', scheme: 'bearer', description: 'a deployment token (stored as a SHA-256 hash) or a JWT whose sub is the principal' } },
+      schemas: {
+        InvocationRequest: requestBodySchema,
+        InvocationResult: resultSchema,
+        AdapterError: errorSchema,
+        Health: healthSchema,
+        OperationPage: listPageSchema,
+        OperationInspection: inspectionSchema,
+      },
+      securitySchemes: {
+        bearer: { type: 'http', scheme: 'bearer', description: 'a deployment token (stored as a SHA-256 hash) or a JWT whose sub is the principal' },
+      },
     },
     security: [{ bearer: [] }],
     paths: {
@@ -90,23 +151,10 @@ export function openApiDocument(): object {
         },
       },
       '/contract-invocations/{operationId}/cancel': {
-        post: {
-          operationId: 'cancelInvocation',
-          description:
-            'The invoker cancels its open operation, where the interaction declares caller cancellation and policy allows the cancel action: the decision closes as failed (reason cancelled) and unfinished branches are sent cancel requests; settlement follows their replies. ' +
-            'An operation already decided keeps its decision (200 with it). There is no blanket cancellation: an interaction without caller cancellation answers 422 unsupported.',
-          parameters: [{ name: 'operationId', in: 'path', required: true, schema: { type: 'string', pattern: '^op[0-9a-f]{64}$' } }],
-          responses: {
-            '200': { description: 'the decision is closed (cancelled now, or decided before); settlement may still be in progress', content: json(ref('InvocationResult')) },
-            '202': { description: 'accepted but not yet decided', content: json(ref('InvocationResult')) },
-            ...errorResponses([400, 401, 403, 404, 409, 410, 422, 500, 503]),
-          },
-        },
+        post: cancelInvocation,
       },
       ...consolePaths(),
-      '/healthz': { get: { operationId: 'health', security: [], responses: { '200': { description: 'serving', content: json(ref('Health')) }, ...errorResponses([503]) } } },
-      '/metrics': { get: { operationId: 'metrics', security: [], responses: { '200': { description: 'Prometheus text exposition', content: { 'text/plain': { schema: { type: 'string' } } } } } } },
-      '/openapi.json': { get: { operationId: 'openapi', security: [], responses: { '200': { description: 'this document', content: json({ type: 'object' }) } } } },
+      ...servicePaths,
     },
   };
 }
@@ -121,17 +169,20 @@ function consolePaths(): Record<string, object> {
       get: {
         operationId: 'getInvocationTransitions',
         description:
-          'The operation\'s result, its branches (status, attempt, fence, lease, disposition) and its event-stream timeline: every stored transition with its revision, commit time, time guard, applied or void, and its events. ' +
+          "The operation's result, its branches (status, attempt, fence, lease, disposition) and its event-stream timeline: every stored transition with its revision, commit time, time guard, applied or void, and its events. " +
           'For the original principal or an operator principal (config `operators`); anyone else gets 404, as for GET.',
         parameters: [operationIdParameter],
-        responses: { '200': { description: 'the operation as stored', content: json(ref('OperationInspection')) }, ...errorResponses([400, 401, 404, 500, 503]) },
+        responses: {
+          '200': { description: 'the operation as stored', content: json(ref('OperationInspection')) },
+          ...errorResponses([400, 401, 404, 500, 503]),
+        },
       },
     },
     '/contract-invocations/{operationId}/events': {
       get: {
         operationId: 'followInvocation',
         description:
-          'Server-sent events: `snapshot` (an OperationInspection), then `update` after each append to the operation\'s stream by any coordinator (an OperationInspection whose timeline holds only the transitions not sent yet). ' +
+          "Server-sent events: `snapshot` (an OperationInspection), then `update` after each append to the operation's stream by any coordinator (an OperationInspection whose timeline holds only the transitions not sent yet). " +
           'A comment line keeps an idle stream alive (http.events.heartbeatMs). Visibility as for /transitions. A principal holds at most http.events.streamsPerPrincipal streams: beyond it, 503 unavailable.',
         parameters: [operationIdParameter],
         responses: { '200': eventStream('the event stream; it ends on shutdown, or after an `error` event'), ...errorResponses([400, 401, 404, 500, 503]) },

@@ -11,7 +11,6 @@ import type { InvocationResult } from '../projections/views.js';
 
 export { contractBoundary, effectiveBoundary } from '../runtime/boundary.js';
 
-
 export interface WaitRequest {
   principalId: string;
   operationId: string;

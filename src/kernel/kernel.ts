@@ -262,7 +262,10 @@ export class Kernel<R, T extends GuardedTransition, S extends Stream<R> = Stream
     if (this.aggregate.revision(read.record) !== this.aggregate.revision(before)) this.recordMoved(stream, before);
     if (lost.length > 0) {
       this.hooks.lostWrites?.(stream, lost);
-      throw new AdapterError('unavailable', `${this.aggregate.name} ${stream.id}: the store lost acknowledged writes (revision(s) ${lost.join(', ')} are gone from its log)`);
+      throw new AdapterError(
+        'unavailable',
+        `${this.aggregate.name} ${stream.id}: the store lost acknowledged writes (revision(s) ${lost.join(', ')} are gone from its log)`,
+      );
     }
   }
 

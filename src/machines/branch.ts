@@ -26,16 +26,7 @@ export type BranchMachineEvent =
   | { type: 'CANCEL_UNKNOWN' }
   | { type: 'CANCEL_WITHDRAWN' };
 
-export type BranchMachineState =
-  | 'assigned'
-  | 'dispatched'
-  | 'retrying'
-  | 'cancelling'
-  | 'success'
-  | 'failure'
-  | 'revoked'
-  | 'cancelled'
-  | 'indeterminate';
+export type BranchMachineState = 'assigned' | 'dispatched' | 'retrying' | 'cancelling' | 'success' | 'failure' | 'revoked' | 'cancelled' | 'indeterminate';
 
 const open = {
   RESULT_SUCCESS: { target: 'success' },

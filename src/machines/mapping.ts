@@ -45,14 +45,18 @@ export const machineEventTable: { readonly [K in DomainEvent['type']]: Mapper<K>
   'branch-failed': (e) => one(e.branchId, 'EXHAUSTED'),
   'branch-revoked': (e) => one(e.branchId, 'REVOKED'),
   'cancel-dispatched': () => none,
-  'cancel-result-accepted': (e) => one(e.branchId, e.outcome === 'stopped' ? 'CANCEL_STOPPED' : e.outcome === 'already-completed' ? 'CANCEL_ALREADY_COMPLETED' : 'CANCEL_UNKNOWN'),
+  'cancel-result-accepted': (e) =>
+    one(e.branchId, e.outcome === 'stopped' ? 'CANCEL_STOPPED' : e.outcome === 'already-completed' ? 'CANCEL_ALREADY_COMPLETED' : 'CANCEL_UNKNOWN'),
   'cancel-withdrawn': (e) => one(e.branchId, 'CANCEL_WITHDRAWN'),
   'cancel-timed-out': (e) => ({ branches: e.branchIds.map((branchId) => ({ branchId, event: 'CANCEL_UNKNOWN' as const })) }),
   'result-rejected': () => none,
   'protocol-conflict-recorded': () => none,
   'decision-closed': (e) => ({
     operation: 'CLOSED',
-    branches: e.siblings.map((s) => ({ branchId: s.branchId, event: s.disposition === 'cancel-requested' ? ('CANCEL_REQUESTED' as const) : ('DETACHED' as const) })),
+    branches: e.siblings.map((s) => ({
+      branchId: s.branchId,
+      event: s.disposition === 'cancel-requested' ? ('CANCEL_REQUESTED' as const) : ('DETACHED' as const),
+    })),
   }),
   'settlement-completed': () => ({ operation: 'SETTLED', branches: [] }),
 };

@@ -49,7 +49,8 @@ export const commandQueueDefault = 'convoke-coordinators';
 const encoder = new TextEncoder();
 
 export function commandSubject(principalId: string, verb: CommandVerb): string {
-  if (!tokenPattern.test(principalId)) throw invalidInput(`a command principal must be a NATS-token-safe id (${tokenPattern.source}), got ${JSON.stringify(principalId)}`);
+  if (!tokenPattern.test(principalId))
+    throw invalidInput(`a command principal must be a NATS-token-safe id (${tokenPattern.source}), got ${JSON.stringify(principalId)}`);
   return `${commandSubjectPrefix}.${principalId}.${verb}`;
 }
 
@@ -84,7 +85,11 @@ export const getCommandSchema = {
   type: 'object',
   required: ['operationId'],
   additionalProperties: false,
-  properties: { operationId: operationIdSchema, waitFor: { enum: ['decision', 'settled'] }, waitMs: { type: 'integer', minimum: 0, maximum: limits.waitMsMax } },
+  properties: {
+    operationId: operationIdSchema,
+    waitFor: { enum: ['decision', 'settled'] },
+    waitMs: { type: 'integer', minimum: 0, maximum: limits.waitMsMax },
+  },
 } as const;
 
 export const cancelCommandSchema = {
@@ -204,7 +209,9 @@ export async function startCommandServer(options: CommandServerOptions): Promise
   const subjects = commandVerbs.map((verb) => `${commandSubjectPrefix}.*.${verb}`);
   try {
     for (const verb of commandVerbs) {
-      subscriptions.push(await options.transport.subscribe(`${commandSubjectPrefix}.*.${verb}`, (message) => track(state, answer(state, verb, message)), { queue }));
+      subscriptions.push(
+        await options.transport.subscribe(`${commandSubjectPrefix}.*.${verb}`, (message) => track(state, answer(state, verb, message)), { queue }),
+      );
     }
   } catch (error) {
     await Promise.all(subscriptions.map((s) => s.close().catch(() => undefined)));
@@ -288,7 +295,13 @@ async function handleCommand(state: ServerState, verb: CommandVerb, principalId:
   }
 }
 
-async function waitAndAnswer(state: ServerState, principalId: string, operationId: string, boundary: WaitFor, waitMs: number | undefined): Promise<CommandReply> {
+async function waitAndAnswer(
+  state: ServerState,
+  principalId: string,
+  operationId: string,
+  boundary: WaitFor,
+  waitMs: number | undefined,
+): Promise<CommandReply> {
   const controller = new AbortController();
   state.waits.add(controller);
   if (state.closing) controller.abort('shutdown');
@@ -302,7 +315,10 @@ async function waitAndAnswer(state: ServerState, principalId: string, operationI
 
 function commandMetrics(registry: Registry): Counter<string> {
   const name = 'convoke_nats_command_replies_total';
-  return (registry.getSingleMetric(name) as Counter<string> | undefined) ?? new Counter({ name, help: 'Replies to NATS commands, by verb and status', labelNames: ['verb', 'status'], registers: [registry] });
+  return (
+    (registry.getSingleMetric(name) as Counter<string> | undefined) ??
+    new Counter({ name, help: 'Replies to NATS commands, by verb and status', labelNames: ['verb', 'status'], registers: [registry] })
+  );
 }
 
 // ── the client side ─────────────────────────────────────────────────────────
@@ -315,20 +331,33 @@ export const replyMarginMs = 5_000;
  * is thrown as an AdapterError ('unavailable'): the outcome of an invoke is then unknown, and the
  * caller retries with the same invocationKey or gets the operation.
  */
-export async function sendCommand(transport: Transport, principalId: string, verb: Exclude<CommandVerb, 'list'>, body: unknown, timeoutMs: number): Promise<CommandReply> {
+export async function sendCommand(
+  transport: Transport,
+  principalId: string,
+  verb: Exclude<CommandVerb, 'list'>,
+  body: unknown,
+  timeoutMs: number,
+): Promise<CommandReply> {
   if (!transport.request) throw new AdapterError('unsupported', `transport ${transport.identity} has no request/reply`);
   const data = await transport.request(commandSubject(principalId, verb), new TextEncoder().encode(JSON.stringify(body)), timeoutMs);
   const reply = parseStrictBytes(data, `${verb} reply`);
-  if (!validateReply(reply)) throw new AdapterError('protocol-conflict', `${verb} reply does not match the command reply schema: ${describeErrors(validateReply.errors)}`);
+  if (!validateReply(reply))
+    throw new AdapterError('protocol-conflict', `${verb} reply does not match the command reply schema: ${describeErrors(validateReply.errors)}`);
   return reply as CommandReply;
 }
 
 /** Sends a `list` command (list parameters as JSON values) and checks the reply's shape. */
-export async function sendListCommand(transport: Transport, principalId: string, parameters: Record<string, string | number | boolean>, timeoutMs: number): Promise<ListReply> {
+export async function sendListCommand(
+  transport: Transport,
+  principalId: string,
+  parameters: Record<string, string | number | boolean>,
+  timeoutMs: number,
+): Promise<ListReply> {
   if (!transport.request) throw new AdapterError('unsupported', `transport ${transport.identity} has no request/reply`);
   const data = await transport.request(commandSubject(principalId, 'list'), new TextEncoder().encode(JSON.stringify(parameters)), timeoutMs);
   const reply = parseStrictBytes(data, 'list reply');
-  if (!validateListReply(reply)) throw new AdapterError('protocol-conflict', `list reply does not match the list reply schema: ${describeErrors(validateListReply.errors)}`);
+  if (!validateListReply(reply))
+    throw new AdapterError('protocol-conflict', `list reply does not match the list reply schema: ${describeErrors(validateListReply.errors)}`);
   return reply as ListReply;
 }
 

@@ -86,7 +86,13 @@ export class MemoryEffectSink implements EffectSink {
     }
   }
 
-  private async applyOnce(id: string, key: EffectKey, fence: number, attempt: number, effect: () => JsonValue | Promise<JsonValue>): Promise<{ value: JsonValue; repeated: boolean }> {
+  private async applyOnce(
+    id: string,
+    key: EffectKey,
+    fence: number,
+    attempt: number,
+    effect: () => JsonValue | Promise<JsonValue>,
+  ): Promise<{ value: JsonValue; repeated: boolean }> {
     const existing = this.committed.get(id);
     if (existing && fence < existing.fence) throw new AdapterError('conflict', `fence ${fence} is older than committed fence ${existing.fence} for ${id}`);
     if (existing && fence === existing.fence) return { value: existing.value, repeated: true };

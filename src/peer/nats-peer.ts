@@ -36,7 +36,15 @@ const provisionPollMs = 250;
 
 export async function createNatsPeer(options: NatsPeerOptions): Promise<Peer> {
   const { nc, durable = false, provisionWaitMs, onWaiting, identity, ...rest } = options;
-  const transport = await peerTransport(nc, options.namespace, options.peerId, durable, identity ?? options.peerId, provisionWaitMs ?? provisionWaitMsDefault, onWaiting);
+  const transport = await peerTransport(
+    nc,
+    options.namespace,
+    options.peerId,
+    durable,
+    identity ?? options.peerId,
+    provisionWaitMs ?? provisionWaitMsDefault,
+    onWaiting,
+  );
   let peer: Peer;
   try {
     peer = await createPeer({ ...rest, transport, durable });
@@ -90,14 +98,22 @@ async function provisionedConsumerSettings(
   let told = false;
   for (;;) {
     try {
-      const [request, cancel] = await Promise.all([jsm.consumers.info(stream, peerConsumerName(peerId, 'request')), jsm.consumers.info(stream, peerConsumerName(peerId, 'cancel'))]);
+      const [request, cancel] = await Promise.all([
+        jsm.consumers.info(stream, peerConsumerName(peerId, 'request')),
+        jsm.consumers.info(stream, peerConsumerName(peerId, 'cancel')),
+      ]);
       const maxDeliver = request.config.max_deliver ?? -1;
       const ackWaitMs = nanosToMs(request.config.ack_wait ?? 0);
-      if (cancel.config.max_deliver !== maxDeliver || nanosToMs(cancel.config.ack_wait ?? 0) !== ackWaitMs) throw new AdapterError('conflict', `consumers of peer ${peerId} disagree on max_deliver/ack_wait`);
+      if (cancel.config.max_deliver !== maxDeliver || nanosToMs(cancel.config.ack_wait ?? 0) !== ackWaitMs)
+        throw new AdapterError('conflict', `consumers of peer ${peerId} disagree on max_deliver/ack_wait`);
       return { namespace, peers: [peerId], duplicateWindowMs: 1, maxDeliver, ackWaitMs };
     } catch (error) {
       if (error instanceof AdapterError) throw error;
-      if (Date.now() >= deadlineMs) throw new AdapterError('unavailable', `the consumers of peer ${peerId} on ${stream} are not provisioned (is the coordinator running?): ${(error as Error).message}`);
+      if (Date.now() >= deadlineMs)
+        throw new AdapterError(
+          'unavailable',
+          `the consumers of peer ${peerId} on ${stream} are not provisioned (is the coordinator running?): ${(error as Error).message}`,
+        );
       if (!told) onWaiting?.(`waiting for the coordinator to provision the consumers of peer ${peerId} on ${stream}`);
       told = true;
       await new Promise((r) => setTimeout(r, provisionPollMs));

@@ -45,7 +45,15 @@ export interface PeerOptions {
 export interface Peer {
   readonly peerId: string;
   readonly sink: EffectSink;
-  readonly stats: { received: number; handled: number; replayed: number; failed: number; renewed: number; cancels: number; refused: Record<RefusalReason, number> };
+  readonly stats: {
+    received: number;
+    handled: number;
+    replayed: number;
+    failed: number;
+    renewed: number;
+    cancels: number;
+    refused: Record<RefusalReason, number>;
+  };
   close(): Promise<void>;
 }
 
@@ -65,7 +73,6 @@ interface Running {
   aborted: () => boolean;
   done: Promise<'completed' | 'stopped'>;
 }
-
 
 /** What a peer remembers of one operation/branch: the newest fence it saw, and that attempt's result once it has one. */
 interface BranchMemory {
@@ -104,8 +111,12 @@ class PeerRuntime implements Peer {
     const { transport, namespace, peerId } = this.options;
     for (const interaction of Object.keys(this.options.handlers)) {
       const durable = (suffix: string) => (this.options.durable ? { durable: `peer-${peerId}-${interaction}-${suffix}` } : {});
-      this.subscriptions.push(await transport.subscribe(subjectFor(namespace, interaction, '*', 'cancel', peerId), (m) => this.onCancel(interaction, m), durable('cancel')));
-      this.subscriptions.push(await transport.subscribe(subjectFor(namespace, interaction, '*', 'request', peerId), (m) => this.onRequest(interaction, m), durable('request')));
+      this.subscriptions.push(
+        await transport.subscribe(subjectFor(namespace, interaction, '*', 'cancel', peerId), (m) => this.onCancel(interaction, m), durable('cancel')),
+      );
+      this.subscriptions.push(
+        await transport.subscribe(subjectFor(namespace, interaction, '*', 'request', peerId), (m) => this.onRequest(interaction, m), durable('request')),
+      );
     }
   }
 
@@ -117,7 +128,11 @@ class PeerRuntime implements Peer {
   private async onRequest(interaction: string, inbound: InboundMessage): Promise<void> {
     this.stats.received++;
     const request = this.parse(inbound, checkRequestMessage);
-    const refusal = !request ? 'malformed' : request.interaction !== interaction ? 'wrong-subject' : this.misaddressed(inbound.subject, interaction, 'request', request);
+    const refusal = !request
+      ? 'malformed'
+      : request.interaction !== interaction
+        ? 'wrong-subject'
+        : this.misaddressed(inbound.subject, interaction, 'request', request);
     if (!request || refusal !== undefined) {
       this.stats.failed++;
       this.stats.refused[refusal ?? 'malformed']++;
@@ -146,7 +161,12 @@ class PeerRuntime implements Peer {
     else await inbound.nak(500);
   }
 
-  private async run(interaction: string, request: RequestMessage, branchKey: string, memory: BranchMemory): Promise<{ result: JsonValue } | 'stopped' | undefined> {
+  private async run(
+    interaction: string,
+    request: RequestMessage,
+    branchKey: string,
+    memory: BranchMemory,
+  ): Promise<{ result: JsonValue } | 'stopped' | undefined> {
     let controller: AbortController | undefined;
     let cancelled = false;
     const abort = () => (controller ??= new AbortController());
@@ -187,8 +207,19 @@ class PeerRuntime implements Peer {
     let cancelled = false;
     const tick = () => {
       if (cancelled) return;
-      const claim: ClaimMessage = { kind: 'claim', action: 'renew', operationId: request.operationId, branchId: request.branchId, peerId: this.peerId, attempt: request.attempt, fence: request.fence };
-      void this.options.transport.publish(subjectFor(this.options.namespace, interaction, request.operationId, 'claim', this.peerId), encodeWire(claim)).then(() => this.stats.renewed++, () => {});
+      const claim: ClaimMessage = {
+        kind: 'claim',
+        action: 'renew',
+        operationId: request.operationId,
+        branchId: request.branchId,
+        peerId: this.peerId,
+        attempt: request.attempt,
+        fence: request.fence,
+      };
+      void this.options.transport.publish(subjectFor(this.options.namespace, interaction, request.operationId, 'claim', this.peerId), encodeWire(claim)).then(
+        () => this.stats.renewed++,
+        () => {},
+      );
       timer = this.clock.at(this.clock.nowMs() + request.renewIntervalMs, tick);
     };
     timer = this.clock.at(this.clock.nowMs() + request.renewIntervalMs, tick);
@@ -232,13 +263,29 @@ class PeerRuntime implements Peer {
   }
 
   private async publishResult(interaction: string, request: RequestMessage, result: JsonValue) {
-    const message: ResultMessage = { kind: 'result', operationId: request.operationId, branchId: request.branchId, peerId: this.peerId, attempt: request.attempt, fence: request.fence, result };
+    const message: ResultMessage = {
+      kind: 'result',
+      operationId: request.operationId,
+      branchId: request.branchId,
+      peerId: this.peerId,
+      attempt: request.attempt,
+      fence: request.fence,
+      result,
+    };
     const subject = subjectFor(this.options.namespace, interaction, request.operationId, 'result', this.peerId);
     return receiptOf(this.options.transport.publish(subject, encodeWire(message), { msgId: `${request.publicationId}.result` }));
   }
 
   private async publishCancelResult(interaction: string, cancel: CancelRequest, outcome: CancelOutcome) {
-    const message = { kind: 'cancel-result' as const, operationId: cancel.operationId, branchId: cancel.branchId, peerId: this.peerId, attempt: cancel.attempt, fence: cancel.fence, outcome };
+    const message = {
+      kind: 'cancel-result' as const,
+      operationId: cancel.operationId,
+      branchId: cancel.branchId,
+      peerId: this.peerId,
+      attempt: cancel.attempt,
+      fence: cancel.fence,
+      outcome,
+    };
     const subject = subjectFor(this.options.namespace, interaction, cancel.operationId, 'cancel-result', this.peerId);
     return receiptOf(this.options.transport.publish(subject, encodeWire(message)));
   }
@@ -286,7 +333,8 @@ class RequestContext implements HandlerContext {
     sink: EffectSink,
     private readonly controller: () => AbortController,
   ) {
-    this.effect = async (apply) => (await sink.commit({ operationId: request.operationId, branchId: request.branchId }, request.fence, request.attempt, apply)).value;
+    this.effect = async (apply) =>
+      (await sink.commit({ operationId: request.operationId, branchId: request.branchId }, request.fence, request.attempt, apply)).value;
   }
 
   get signal(): AbortSignal {

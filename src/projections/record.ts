@@ -6,19 +6,21 @@
  */
 import { AssertionFailure, assert } from '../contract/errors.js';
 import { setMember, type JsonValue } from '../contract/json.js';
-import type {
-  DecisionReason,
-  OperationAdmitted,
-  BranchDisposition,
-  DecisionOutcome,
-  DeliveryReceipt,
-  DomainEvent,
-  StoredTransition,
-} from '../events/types.js';
+import type { DecisionReason, OperationAdmitted, BranchDisposition, DecisionOutcome, DeliveryReceipt, DomainEvent, StoredTransition } from '../events/types.js';
 import type { CancelOutcome } from '../events/wire.js';
 import { appliesOnFold } from '../events/guard.js';
 import { machineMoves } from '../machines/mapping.js';
-import { branchMachine, isCancelling, operationMachine, stepBranch, stepOperation, type BranchMachineEvent, type BranchMachineState, type OperationMachineEvent, type OperationMachineState } from '../machines/index.js';
+import {
+  branchMachine,
+  isCancelling,
+  operationMachine,
+  stepBranch,
+  stepOperation,
+  type BranchMachineEvent,
+  type BranchMachineState,
+  type OperationMachineEvent,
+  type OperationMachineState,
+} from '../machines/index.js';
 import { stepWithMachine } from '../machines/table.js';
 
 export interface AcceptedResult {
@@ -148,7 +150,8 @@ export function evolve(record: OperationRecord | undefined, event: DomainEvent, 
 /** A new record: `record` (or the one an admission starts) after `events`, all on one draft. */
 function recordAfter(record: OperationRecord | undefined, events: readonly DomainEvent[], atMs: number, steps: Steps): Mutable<OperationRecord> {
   const draft = draftOf(record, events, atMs);
-  if (draft === undefined) throw new AssertionFailure(events.length === 0 ? 'a stream begins with operation-admitted' : `${events[0]!.type} before operation-admitted`);
+  if (draft === undefined)
+    throw new AssertionFailure(events.length === 0 ? 'a stream begins with operation-admitted' : `${events[0]!.type} before operation-admitted`);
   for (const event of events) evolveDraft(draft, event, atMs, steps);
   return draft.record;
 }
@@ -240,7 +243,14 @@ function evolveDraft(draft: RecordDraft, event: DomainEvent, atMs: number, steps
       const branch = draft.branch(event.branchId);
       const retry = event.status === 'failure' && event.retryAtMs !== null;
       const state = steps.branch(branch.state, branchEvent());
-      const accepted: AcceptedResult = { status: event.status, retryable: event.retryable, result: event.result, attempt: event.attempt, fence: event.fence, acceptedAtMs: atMs };
+      const accepted: AcceptedResult = {
+        status: event.status,
+        retryable: event.retryable,
+        result: event.result,
+        attempt: event.attempt,
+        fence: event.fence,
+        acceptedAtMs: atMs,
+      };
       const cancelOutcome = isCancelling(branch.state) ? 'already-completed' : branch.cancelOutcome;
       const excluded = event.status === 'failure' ? addPeer(branch.excluded, branch.peerId) : branch.excluded;
       draft.setBranch(event.branchId, { state, accepted, cancelOutcome, excluded, retryAtMs: retry ? event.retryAtMs : null });

@@ -56,13 +56,23 @@ export interface InvocationResult {
 export function decisionView(record: OperationRecord): DecisionView | null {
   const d = record.decision;
   if (!d) return null;
-  return { outcome: d.outcome, reason: d.reason, closedAtMs: d.closedAtMs, successVotes: d.successVotes, failedUnits: d.failedUnits, units: record.manifest.units, threshold: record.manifest.threshold };
+  return {
+    outcome: d.outcome,
+    reason: d.reason,
+    closedAtMs: d.closedAtMs,
+    successVotes: d.successVotes,
+    failedUnits: d.failedUnits,
+    units: record.manifest.units,
+    threshold: record.manifest.threshold,
+  };
 }
 
 export function settlementView(record: OperationRecord): SettlementView {
   const siblings = branchList(record)
     .filter((b) => b.disposition !== null)
-    .map((b) => (b.cancelOutcome ? { branchId: b.branchId, disposition: b.disposition!, outcome: b.cancelOutcome } : { branchId: b.branchId, disposition: b.disposition! }));
+    .map((b) =>
+      b.cancelOutcome ? { branchId: b.branchId, disposition: b.disposition!, outcome: b.cancelOutcome } : { branchId: b.branchId, disposition: b.disposition! },
+    );
   return { status: record.settlement.status, siblings };
 }
 
@@ -79,7 +89,10 @@ export function branchViews(record: OperationRecord): BranchView[] {
  * outcomes as of the closing transition only, so it is fixed with the decision: a cancelling
  * sibling's result recorded afterwards shows in the branches and the settlement, not here.
  */
-export function aggregateOutput(record: OperationRecord, interaction: CompiledInteraction | undefined): { output: JsonValue; outputError: AdapterErrorBody | null } {
+export function aggregateOutput(
+  record: OperationRecord,
+  interaction: CompiledInteraction | undefined,
+): { output: JsonValue; outputError: AdapterErrorBody | null } {
   const aggregate = interaction?.spec.aggregate;
   if (!record.decision || !aggregate || !interaction) return { output: null, outputError: null };
   const accepted = record.decision.acceptedAtClose;
@@ -114,7 +127,10 @@ export function aggregateOutput(record: OperationRecord, interaction: CompiledIn
   }
   const validate = interaction.validateOutput;
   if (validate && !validate(output)) {
-    return { output: null, outputError: { kind: 'invalid-input', description: `aggregate output does not match the output schema: ${describeErrors(validate.errors)}` } };
+    return {
+      output: null,
+      outputError: { kind: 'invalid-input', description: `aggregate output does not match the output schema: ${describeErrors(validate.errors)}` },
+    };
   }
   return { output, outputError: null };
 }

@@ -63,7 +63,14 @@ export class Admission {
     for (;;) {
       let transition: Transition;
       try {
-        transition = await this.planWithinBudget(context, bundle, interaction, { operationId, caller, request, inputDigest, inputBytes: Buffer.byteLength(canonical), requestStartMs });
+        transition = await this.planWithinBudget(context, bundle, interaction, {
+          operationId,
+          caller,
+          request,
+          inputDigest,
+          inputBytes: Buffer.byteLength(canonical),
+          requestStartMs,
+        });
       } catch (refusal) {
         const existing = await this.findExisting(operationId, identity);
         if (existing) return { result: this.host.view(existing), created: false };
@@ -105,7 +112,10 @@ export class Admission {
     const bundle = this.host.deps.bundles.get(request.contract.digest);
     if (!bundle) throw new AdapterError('unsupported', `contract digest ${request.contract.digest} is not deployed here`);
     if (bundle.ref.id !== request.contract.id || bundle.ref.version !== request.contract.version) {
-      throw new AdapterError('invalid-input', `contract ${request.contract.id}@${request.contract.version} does not match digest ${request.contract.digest} (${bundle.ref.id}@${bundle.ref.version})`);
+      throw new AdapterError(
+        'invalid-input',
+        `contract ${request.contract.id}@${request.contract.version} does not match digest ${request.contract.digest} (${bundle.ref.id}@${bundle.ref.version})`,
+      );
     }
     const interaction = bundle.interactions.get(request.interaction);
     if (!interaction) throw new AdapterError('invalid-input', `contract ${bundle.ref.id} has no interaction "${request.interaction}"`);
@@ -128,7 +138,15 @@ export class Admission {
   }
 
   private async authorizeInvoke(context: RuntimeContext, bundle: CompiledBundle, interaction: CompiledInteraction): Promise<CheckedDecision> {
-    const decision = await this.host.authorize({ context, action: 'invoke', contract: bundle.ref, interaction: interaction.id, peerId: null, branchId: null, attempt: null });
+    const decision = await this.host.authorize({
+      context,
+      action: 'invoke',
+      contract: bundle.ref,
+      interaction: interaction.id,
+      peerId: null,
+      branchId: null,
+      attempt: null,
+    });
     if (!decision.allowed) throw refusalError(decision);
     return decision;
   }
@@ -152,9 +170,13 @@ export class Admission {
       for (;;) {
         const invoke = await budget.within(this.authorizeInvoke(context, bundle, interaction), 'the invoke authorization');
         const audience = await budget.within(this.observeAudience(context, bundle, interaction), 'the audience resolver');
-        const gathered = interaction.spec.delivery === 'gather' ? await budget.within(this.gather(context, bundle, interaction), 'the manifest source') : undefined;
+        const gathered =
+          interaction.spec.delivery === 'gather' ? await budget.within(this.gather(context, bundle, interaction), 'the manifest source') : undefined;
         const candidates = gathered ? [...new Set(gathered.branches.map((b) => b.peerId))] : audience.peers;
-        const authorizations = await budget.within(Promise.all(candidates.map((peerId) => this.authorizeCandidate(context, bundle, interaction, peerId))), 'the candidate authorizations');
+        const authorizations = await budget.within(
+          Promise.all(candidates.map((peerId) => this.authorizeCandidate(context, bundle, interaction, peerId))),
+          'the candidate authorizations',
+        );
         const again = await budget.within(this.observeAudience(context, bundle, interaction), 'the audience resolver');
         const invokeAgain = await budget.within(this.authorizeInvoke(context, bundle, interaction), 'the invoke authorization');
         if (again.revision !== audience.revision || again.presence?.revision !== audience.presence?.revision) continue;
@@ -162,24 +184,24 @@ export class Admission {
         const streamsCreatedUntilMs = this.host.deps.continuity?.createdUntilMs(bundle.bundle.subjectNamespace);
         return orThrow(
           planAdmission({
-          bundle,
-          interaction,
-          operationId: args.operationId,
-          principalId: args.caller.principalId,
-          senderPeerId: args.caller.senderPeerId,
-          invocationKey: args.request.invocationKey,
-          input: args.request.input,
-          inputDigest: args.inputDigest,
-          inputBytes: args.inputBytes,
-          audience,
-          durableDelivery: this.host.deps.transport.capabilities.durable,
-          ...(streamsCreatedUntilMs === undefined ? {} : { streamsCreatedUntilMs }),
-          ...(gathered ? { gathered } : {}),
-          authorizations,
-          policyRevision: invoke.revision,
-          invokeExpiresAtMs: Math.min(invoke.expiresAtMs, invokeAgain.expiresAtMs),
-          requestStartMs: args.requestStartMs,
-          attemptsMax: deploymentAttemptsMax(this.host.deps.store, this.host.deps.transport),
+            bundle,
+            interaction,
+            operationId: args.operationId,
+            principalId: args.caller.principalId,
+            senderPeerId: args.caller.senderPeerId,
+            invocationKey: args.request.invocationKey,
+            input: args.request.input,
+            inputDigest: args.inputDigest,
+            inputBytes: args.inputBytes,
+            audience,
+            durableDelivery: this.host.deps.transport.capabilities.durable,
+            ...(streamsCreatedUntilMs === undefined ? {} : { streamsCreatedUntilMs }),
+            ...(gathered ? { gathered } : {}),
+            authorizations,
+            policyRevision: invoke.revision,
+            invokeExpiresAtMs: Math.min(invoke.expiresAtMs, invokeAgain.expiresAtMs),
+            requestStartMs: args.requestStartMs,
+            attemptsMax: deploymentAttemptsMax(this.host.deps.store, this.host.deps.transport),
           }),
         );
       }
@@ -189,7 +211,8 @@ export class Admission {
   }
 
   private async gather(context: RuntimeContext, bundle: CompiledBundle, interaction: CompiledInteraction) {
-    if (!this.host.deps.manifests) throw new AdapterError('unsupported', `interaction "${interaction.id}" gathers its manifest, and no manifest source is configured`);
+    if (!this.host.deps.manifests)
+      throw new AdapterError('unsupported', `interaction "${interaction.id}" gathers its manifest, and no manifest source is configured`);
     return this.host.deps.manifests.gather(context, bundle.ref, interaction.id);
   }
 
@@ -198,10 +221,19 @@ export class Admission {
     const audience = interaction.spec.audience;
     const observed = 'peers' in audience ? { peers: audience.peers, revision: 'bundle' } : await this.host.deps.directory.audience(context, audience.group);
     if (!this.host.deps.presence) return observed;
-    return { peers: observed.peers, revision: observed.revision, presence: await this.host.deps.presence.observe(bundle.bundle.subjectNamespace, observed.peers) };
+    return {
+      peers: observed.peers,
+      revision: observed.revision,
+      presence: await this.host.deps.presence.observe(bundle.bundle.subjectNamespace, observed.peers),
+    };
   }
 
-  private async authorizeCandidate(context: RuntimeContext, bundle: CompiledBundle, interaction: CompiledInteraction, peerId: string): Promise<PeerAuthorization> {
+  private async authorizeCandidate(
+    context: RuntimeContext,
+    bundle: CompiledBundle,
+    interaction: CompiledInteraction,
+    peerId: string,
+  ): Promise<PeerAuthorization> {
     const d = await this.host.authorize({ context, action: 'deliver', contract: bundle.ref, interaction: interaction.id, peerId, branchId: null, attempt: 1 });
     const answer: PeerAuthorization = { peerId, allowed: d.allowed, revision: d.revision, expiresAtMs: d.expiresAtMs };
     if (d.reason !== undefined) answer.reason = d.reason;
@@ -228,7 +260,8 @@ function sameInvocation(entry: OpEntry, identity: InvocationIdentity): OpEntry {
   const differences: string[] = [];
   if (record.principalId !== identity.principalId) differences.push('principal');
   const c = record.contract;
-  if (c.id !== identity.contract.id || c.version !== identity.contract.version || c.digest !== identity.contract.digest) differences.push(`contract (${c.id}@${c.version} ${c.digest})`);
+  if (c.id !== identity.contract.id || c.version !== identity.contract.version || c.digest !== identity.contract.digest)
+    differences.push(`contract (${c.id}@${c.version} ${c.digest})`);
   if (record.interaction !== identity.interaction) differences.push(`interaction ("${record.interaction}")`);
   if (record.inputDigest !== identity.inputDigest) differences.push(`input (${record.inputDigest})`);
   if (differences.length > 0) {
@@ -240,7 +273,11 @@ function sameInvocation(entry: OpEntry, identity: InvocationIdentity): OpEntry {
 /** Accepting arbitrary caller-supplied expected result sets is prohibited (spec, admission step 3). */
 function rejectCallerManifest(request: InvocationRequest): void {
   const supplied = Object.keys(request).filter((k) => k === 'manifest' || k === 'expected' || k === 'branches');
-  if (supplied.length > 0) throw new AdapterError('denied', `a caller may not supply the expected result set (${supplied.join(', ')}); gather manifests come from the deployment's manifest source`);
+  if (supplied.length > 0)
+    throw new AdapterError(
+      'denied',
+      `a caller may not supply the expected result set (${supplied.join(', ')}); gather manifests come from the deployment's manifest source`,
+    );
 }
 
 function checkInvocationKey(key: string): void {

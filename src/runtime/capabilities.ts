@@ -19,8 +19,10 @@ function capabilityProblem(deps: CoordinatorDeps, bundle: CompiledBundle, intera
   if (unverifiable !== undefined) return `result publishers cannot be verified (${unverifiable}), so every result would be rejected`;
   const spec = interaction.spec;
   // With one attempt there is only fence 1; a retry or reassignment makes older fences stale.
-  if (spec.attempts > 1 && !deps.transport.capabilities.resultFencing) return `${spec.attempts} attempts need result fencing, which the transport does not advertise`;
-  if (spec.effects === 'fenced' && deps.effectFencing?.(namespace) !== true) return `fenced effects need effect sinks that advertise effect fencing, which this deployment does not for namespace ${namespace}`;
+  if (spec.attempts > 1 && !deps.transport.capabilities.resultFencing)
+    return `${spec.attempts} attempts need result fencing, which the transport does not advertise`;
+  if (spec.effects === 'fenced' && deps.effectFencing?.(namespace) !== true)
+    return `fenced effects need effect sinks that advertise effect fencing, which this deployment does not for namespace ${namespace}`;
   return undefined;
 }
 

@@ -14,7 +14,14 @@ import { AdapterError, AssertionFailure, isAdapterError } from '../contract/erro
 import { limits } from '../contract/limits.js';
 import type { InvocationRequest, RuntimeContext, WaitFor } from '../contract/types.js';
 import type { DomainEvent, StoredTransition, Transition } from '../events/types.js';
-import { decideCancelOperation, decideDue, decideDurabilityLost, decideLogBudgetExhausted, selectionCandidates, type CandidateAuthorization } from '../domain/decide.js';
+import {
+  decideCancelOperation,
+  decideDue,
+  decideDurabilityLost,
+  decideLogBudgetExhausted,
+  selectionCandidates,
+  type CandidateAuthorization,
+} from '../domain/decide.js';
 import { Kernel, storeError, type Stored } from '../kernel/index.js';
 import { isCancelling, isClaimed, isRetrying, isSettled } from '../machines/index.js';
 import { branchList, type OperationRecord } from '../projections/record.js';
@@ -93,7 +100,9 @@ export class Coordinator implements RuntimeHost {
     });
     this.batches = new GroupCommit(this.kernel, deps.clock, (reason, record) => this.rejected(reason, { record }), deps.resultBatchMs ?? resultBatchMsDefault);
     this.admission = new Admission(this);
-    observeOpenOperations(this.metrics, () => this.kernel.held().flatMap((e) => (e.record.settlement.status === 'pending' ? [{ decided: e.record.decision !== null }] : [])));
+    observeOpenOperations(this.metrics, () =>
+      this.kernel.held().flatMap((e) => (e.record.settlement.status === 'pending' ? [{ decided: e.record.decision !== null }] : [])),
+    );
     observeStuckOperations(this.metrics.registry, () => this.deps.store.index, deps.clock, deps.stuckBounds ?? stuckBoundsDefault);
   }
 
@@ -168,7 +177,15 @@ export class Coordinator implements RuntimeHost {
     for (const branch of branchList(record)) {
       if (!isRetrying(branch.state) || branch.retryAtMs === null || branch.retryAtMs > nowMs) continue;
       for (const peerId of selectionCandidates(record, branch)) {
-        const input = { context, action: 'deliver' as const, contract: record.contract, interaction: record.interaction, peerId, branchId: branch.branchId, attempt: branch.attempt + 1 };
+        const input = {
+          context,
+          action: 'deliver' as const,
+          contract: record.contract,
+          interaction: record.interaction,
+          peerId,
+          branchId: branch.branchId,
+          attempt: branch.attempt + 1,
+        };
         const decision = await this.authorize(input).catch(() => ({ allowed: false, expiresAtMs: Number.MIN_SAFE_INTEGER }));
         answers.set(`${branch.branchId}\u0000${peerId}`, { allowed: decision.allowed, expiresAtMs: decision.expiresAtMs });
         if (decision.allowed) break;
@@ -182,7 +199,9 @@ export class Coordinator implements RuntimeHost {
     const key = `${namespace}\u0000${interaction}\u0000${kind}`;
     let path = this.paths.get(key);
     if (!path) {
-      path = this.deps.transport.subscribe(inboundPattern(namespace, interaction, kind), (message) => onPeerMessage(this, namespace, interaction, kind, message));
+      path = this.deps.transport.subscribe(inboundPattern(namespace, interaction, kind), (message) =>
+        onPeerMessage(this, namespace, interaction, kind, message),
+      );
       path.catch(() => this.paths.delete(key));
       this.paths.set(key, path);
     }
@@ -295,10 +314,12 @@ export class Coordinator implements RuntimeHost {
     const continuity = this.deps.continuity;
     if (!continuity || entry.record.decision !== null || admitted?.type !== 'operation-admitted' || admitted.streamsCreatedUntilMs === undefined) return;
     const since = admitted.streamsCreatedUntilMs;
-    void this.kernel.enqueue(entry, async () => {
-      const lost = await continuity.lostSince(entry.record.subjectNamespace, entry.record.manifest.eligible, since);
-      if (lost !== undefined) await this.kernel.commit(entry, (current) => decideDurabilityLost(current));
-    }).catch((error: unknown) => this.failed('store', 'durability-lost', error, entry.record));
+    void this.kernel
+      .enqueue(entry, async () => {
+        const lost = await continuity.lostSince(entry.record.subjectNamespace, entry.record.manifest.eligible, since);
+        if (lost !== undefined) await this.kernel.commit(entry, (current) => decideDurabilityLost(current));
+      })
+      .catch((error: unknown) => this.failed('store', 'durability-lost', error, entry.record));
   }
 
   /**
@@ -311,12 +332,14 @@ export class Coordinator implements RuntimeHost {
     let closed = 0;
     await Promise.all(
       open.map((entry) =>
-        this.kernel.enqueue(entry, async () => {
-          await this.batches.releaseHeld(entry);
-          const wasOpen = entry.record.decision === null;
-          await this.kernel.commit(entry, (current) => decideDurabilityLost(current));
-          if (wasOpen && entry.record.decision?.reason === 'durability-lost') closed++;
-        }).catch((error: unknown) => this.failed('store', 'durability-lost', error, entry.record)),
+        this.kernel
+          .enqueue(entry, async () => {
+            await this.batches.releaseHeld(entry);
+            const wasOpen = entry.record.decision === null;
+            await this.kernel.commit(entry, (current) => decideDurabilityLost(current));
+            if (wasOpen && entry.record.decision?.reason === 'durability-lost') closed++;
+          })
+          .catch((error: unknown) => this.failed('store', 'durability-lost', error, entry.record)),
       ),
     );
     return closed;
@@ -331,11 +354,14 @@ export class Coordinator implements RuntimeHost {
    */
   private closeLostWrites(entry: OpEntry, lost: readonly string[]): void {
     this.metrics.storeErrors.inc({ stage: 'lost-writes' });
-    void this.kernel.enqueue(entry, async () => {
-      const wasOpen = entry.record.decision === null;
-      await this.kernel.commit(entry, (current) => decideDurabilityLost(current));
-      if (wasOpen && entry.record.decision?.reason === 'durability-lost') this.deps.onLostWrites?.(entry.id, `the server lost acknowledged writes to its log (revision(s) ${lost.join(', ')} are gone)`);
-    }).catch(() => this.metrics.storeErrors.inc({ stage: 'durability-lost' }));
+    void this.kernel
+      .enqueue(entry, async () => {
+        const wasOpen = entry.record.decision === null;
+        await this.kernel.commit(entry, (current) => decideDurabilityLost(current));
+        if (wasOpen && entry.record.decision?.reason === 'durability-lost')
+          this.deps.onLostWrites?.(entry.id, `the server lost acknowledged writes to its log (revision(s) ${lost.join(', ')} are gone)`);
+      })
+      .catch(() => this.metrics.storeErrors.inc({ stage: 'durability-lost' }));
   }
 
   // ── explicit cancellation ────────────────────────────────────────────────
@@ -353,7 +379,15 @@ export class Coordinator implements RuntimeHost {
     }
     const record = entry.record;
     const context = this.context({ principalId, senderPeerId: record.senderPeerId }, this.deps.clock.nowMs(), record.deadlineMs);
-    const decision = await this.authorize({ context, action: 'cancel', contract: record.contract, interaction: record.interaction, peerId: null, branchId: null, attempt: null });
+    const decision = await this.authorize({
+      context,
+      action: 'cancel',
+      contract: record.contract,
+      interaction: record.interaction,
+      peerId: null,
+      branchId: null,
+      attempt: null,
+    });
     if (!decision.allowed) throw refusalError(decision);
     await this.kernel.enqueue(entry, async () => {
       await this.batches.releaseHeld(entry);
@@ -422,7 +456,13 @@ export class Coordinator implements RuntimeHost {
   }
 
   /** Waits until the boundary is reached or waitMs passes; returns the state either way. */
-  async wait(principalId: string, operationId: string, boundary: WaitFor, waitMs: number, signal?: AbortSignal): Promise<{ result: InvocationResult; reached: boolean }> {
+  async wait(
+    principalId: string,
+    operationId: string,
+    boundary: WaitFor,
+    waitMs: number,
+    signal?: AbortSignal,
+  ): Promise<{ result: InvocationResult; reached: boolean }> {
     const entry = await this.visible(principalId, operationId);
     const atBoundary = await this.kernel.wait(entry, (record) => reached(record, boundary), waitMs, signal);
     return { result: this.view(entry), reached: atBoundary };
@@ -457,7 +497,15 @@ export class Coordinator implements RuntimeHost {
    */
   async list(principalId: string, request: ListRequest): Promise<ListPage> {
     const operator = this.deps.operators?.has(principalId) === true;
-    return listOperations({ index: this.deps.store.index, nowMs: this.deps.clock.nowMs(), bounds: this.deps.stuckBounds ?? stuckBoundsDefault, principalId: operator ? undefined : principalId }, request);
+    return listOperations(
+      {
+        index: this.deps.store.index,
+        nowMs: this.deps.clock.nowMs(),
+        bounds: this.deps.stuckBounds ?? stuckBoundsDefault,
+        principalId: operator ? undefined : principalId,
+      },
+      request,
+    );
   }
 
   /** The current record (operators, tests, replay checks). */

@@ -34,7 +34,12 @@ export class GroupCommit {
 
   submit(entry: OpEntry, prepare: () => Promise<Decider>, weightBytes: number, options: SubmitOptions = {}): Promise<void> {
     return new Promise<void>((resolve, reject) => {
-      const arrival: Arrival = { prepare, weightBytes, done: (error) => (error === undefined ? resolve() : reject(error)), batchable: options.batchable === true };
+      const arrival: Arrival = {
+        prepare,
+        weightBytes,
+        done: (error) => (error === undefined ? resolve() : reject(error)),
+        batchable: options.batchable === true,
+      };
       if (options.batchable && this.resultBatchMs > 0) arrival.holdUntilMs = this.clock.nowMs() + this.resultBatchMs;
       entry.arrivals.push(arrival);
       if (options.lingerMs === undefined) return this.queueDrain(entry);
@@ -61,7 +66,10 @@ export class GroupCommit {
    * authorization recheck run for the drain that commits, exactly as for a batch never held.
    */
   private probe(entry: OpEntry, ready: { arrival: Arrival; decide: Decider }[]): Probe | 'held' | undefined {
-    const untilMs = this.holdWindowEnd(entry, ready.map((r) => r.arrival));
+    const untilMs = this.holdWindowEnd(
+      entry,
+      ready.map((r) => r.arrival),
+    );
     if (untilMs === undefined) return undefined;
     const record = entry.record;
     const atMs = this.clock.nowMs();
@@ -76,7 +84,11 @@ export class GroupCommit {
       for (const reason of rejected) this.onRejected(reason, record);
       return { record, atMs, transition };
     }
-    this.holdBack(entry, ready.map((r) => r.arrival), untilMs);
+    this.holdBack(
+      entry,
+      ready.map((r) => r.arrival),
+      untilMs,
+    );
     return 'held';
   }
 
@@ -142,13 +154,24 @@ export class GroupCommit {
     const rest = entry.arrivals.length > 0;
     if (rest) this.queueDrain(entry);
     if (!rest && mayHold && this.heldUndecided(entry, batch)) return;
-    const prepared = await Promise.all(batch.map((a) => a.prepare().then((decide) => ({ arrival: a, decide }), (error: unknown) => (a.done(error ?? new Error('prepare failed')), undefined))));
+    const prepared = await Promise.all(
+      batch.map((a) =>
+        a.prepare().then(
+          (decide) => ({ arrival: a, decide }),
+          (error: unknown) => (a.done(error ?? new Error('prepare failed')), undefined),
+        ),
+      ),
+    );
     const ready = prepared.filter((p): p is { arrival: Arrival; decide: Decider } => p !== undefined);
     if (ready.length === 0) return;
     const probe = rest || !mayHold ? undefined : this.probe(entry, ready);
     if (probe === 'held') return;
     try {
-      await this.commitTogether(entry, ready.map((r) => r.decide), probe);
+      await this.commitTogether(
+        entry,
+        ready.map((r) => r.decide),
+        probe,
+      );
       for (const r of ready) r.arrival.done();
     } catch (error) {
       for (const r of ready) r.arrival.done(error ?? new Error('commit failed'));

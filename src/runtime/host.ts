@@ -103,7 +103,14 @@ export interface OpEntry extends Stream<OperationRecord> {
 }
 
 export function newEntry(record: OperationRecord, interaction: CompiledInteraction): OpEntry {
-  return { ...newStream(record.operationId, record, record.revision), interaction, unsent: new Set(), arrivals: [], drainQueued: false, log: { transitions: 0, bytes: 0 } };
+  return {
+    ...newStream(record.operationId, record, record.revision),
+    interaction,
+    unsent: new Set(),
+    arrivals: [],
+    drainQueued: false,
+    log: { transitions: 0, bytes: 0 },
+  };
 }
 
 /**

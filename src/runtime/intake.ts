@@ -84,7 +84,9 @@ export async function onPeerMessage(host: RuntimeHost, namespace: string, intera
   const weightBytes = oversized ? rejectionWeightBytes : inbound.data.byteLength;
   const verdict: Verdict = { authorizationExpired: undefined };
   try {
-    await host.submit(entry, () => prepare(host, entry, inbound, parsed, kind, message, verdict, oversized), weightBytes, { batchable: kind === 'result' && !oversized });
+    await host.submit(entry, () => prepare(host, entry, inbound, parsed, kind, message, verdict, oversized), weightBytes, {
+      batchable: kind === 'result' && !oversized,
+    });
   } catch (error) {
     // A command the log has no room for, or a transition over its byte budget, is refused the
     // same way on every redelivery: counted and acknowledged, never redelivered forever.
@@ -135,7 +137,15 @@ function answeredWhenSettled(host: RuntimeHost, entry: OpEntry, inbound: Inbound
   if (!isSettled(record.phase)) return false;
   const publisherProblem = verify(host, record, inbound.subject, parsed, message);
   // Nothing answered here is taken on an authorization (a settled record takes no transition).
-  const command: ResultCommand = { subject: inbound.subject, subjectPeerId: parsed.peerId, publisherProblem, authorizationProblem: undefined, authorizedUntilMs: openEndedMs, message, nowMs: host.deps.clock.nowMs() };
+  const command: ResultCommand = {
+    subject: inbound.subject,
+    subjectPeerId: parsed.peerId,
+    publisherProblem,
+    authorizationProblem: undefined,
+    authorizedUntilMs: openEndedMs,
+    message,
+    nowMs: host.deps.clock.nowMs(),
+  };
   const d = decideResult(record, entry.interaction, command);
   if (d.kind === 'duplicate') return true;
   if (d.kind !== 'reject' || d.transition !== undefined) return false;
@@ -144,14 +154,26 @@ function answeredWhenSettled(host: RuntimeHost, entry: OpEntry, inbound: Inbound
 }
 
 /** Verification and the authorization recheck, then the decider for this message. */
-async function prepare(host: RuntimeHost, entry: OpEntry, inbound: InboundMessage, parsed: ParsedSubject, kind: Kind, message: Message, verdict: Verdict, oversized?: { bytes: number; bytesMax: number }): Promise<Decider> {
+async function prepare(
+  host: RuntimeHost,
+  entry: OpEntry,
+  inbound: InboundMessage,
+  parsed: ParsedSubject,
+  kind: Kind,
+  message: Message,
+  verdict: Verdict,
+  oversized?: { bytes: number; bytesMax: number },
+): Promise<Decider> {
   const record = entry.record;
   const subjectPeerId = parsed.peerId;
   const publisherProblem = verify(host, record, inbound.subject, parsed, message);
   // A message whose publisher does not verify is rejected on correlation, before any authorization
   // could matter (decide.ts correlate): the policy is not asked about it, so forged traffic costs
   // no policy call. Nothing can be taken on the authorization it is given instead.
-  const { problem: authorizationProblem, authorizedUntilMs } = publisherProblem === undefined ? await recheckAuthorization(host, record, kind, message) : { problem: undefined, authorizedUntilMs: Number.MIN_SAFE_INTEGER };
+  const { problem: authorizationProblem, authorizedUntilMs } =
+    publisherProblem === undefined
+      ? await recheckAuthorization(host, record, kind, message)
+      : { problem: undefined, authorizedUntilMs: Number.MIN_SAFE_INTEGER };
   const subject = inbound.subject;
   // An oversized result from its verified and authorized publisher is recorded as such; one from
   // a publisher that does not verify, or that policy no longer allows, takes the ordinary path and
@@ -159,22 +181,50 @@ async function prepare(host: RuntimeHost, entry: OpEntry, inbound: InboundMessag
   if (oversized && publisherProblem === undefined && authorizationProblem === undefined) {
     return (current, _retryAsLate, rejected) => {
       verdict.authorizationExpired = undefined;
-      const command = { subject, subjectPeerId, publisherProblem: undefined, authorizationProblem: undefined, authorizedUntilMs, message, nowMs: host.deps.clock.nowMs() };
+      const command = {
+        subject,
+        subjectPeerId,
+        publisherProblem: undefined,
+        authorizationProblem: undefined,
+        authorizedUntilMs,
+        message,
+        nowMs: host.deps.clock.nowMs(),
+      };
       const d = decideOversizedResult(current, command, oversized.bytes, oversized.bytesMax);
-      if (d.kind === 'reject') (rejected ? (reason: string) => void rejected.push(reason) : (reason: string) => host.rejected(reason, { kind, peerId: subjectPeerId, record: current }))(d.reason);
+      if (d.kind === 'reject')
+        (rejected
+          ? (reason: string) => void rejected.push(reason)
+          : (reason: string) => host.rejected(reason, { kind, peerId: subjectPeerId, record: current }))(d.reason);
       return d.kind === 'reject' ? d.transition : undefined;
     };
   }
   return (current, retryAsLate, rejected) => {
     // A message the store serializes at or after its guard is late, whatever the socket saw.
     const nowMs = retryAsLate ? Math.max(host.deps.clock.nowMs(), lateInstant(current, message.branchId, authorizedUntilMs)) : host.deps.clock.nowMs();
-    const reject = rejected ? (reason: string) => void rejected.push(reason) : (reason: string) => host.rejected(reason, { kind, peerId: subjectPeerId, record: current });
-    return decideFor(reject, verdict, current, entry, kind, { subject, subjectPeerId, publisherProblem, authorizationProblem, authorizedUntilMs, message, nowMs } as PeerCommand<Message>);
+    const reject = rejected
+      ? (reason: string) => void rejected.push(reason)
+      : (reason: string) => host.rejected(reason, { kind, peerId: subjectPeerId, record: current });
+    return decideFor(reject, verdict, current, entry, kind, {
+      subject,
+      subjectPeerId,
+      publisherProblem,
+      authorizationProblem,
+      authorizedUntilMs,
+      message,
+      nowMs,
+    } as PeerCommand<Message>);
   };
 }
 
 /** The decider's answer; `reject` counts its rejections, `verdict` notes an authorization that expired first. */
-function decideFor(reject: (reason: string) => void, verdict: Verdict, record: OperationRecord, entry: OpEntry, kind: Kind, command: PeerCommand<Message>): Transition | undefined {
+function decideFor(
+  reject: (reason: string) => void,
+  verdict: Verdict,
+  record: OperationRecord,
+  entry: OpEntry,
+  kind: Kind,
+  command: PeerCommand<Message>,
+): Transition | undefined {
   const d =
     kind === 'result'
       ? decideResult(record, entry.interaction, command as PeerCommand<ResultMessage>)
@@ -194,7 +244,13 @@ function decideFor(reject: (reason: string) => void, verdict: Verdict, record: O
  */
 function verify(host: RuntimeHost, record: OperationRecord, subject: string, parsed: ParsedSubject, message: Message): string | undefined {
   const expectedPeerId = findBranch(record, message.branchId)?.peerId ?? '';
-  const verification = host.deps.verifier.verify({ subject, namespace: parsed.namespace, subjectPeerId: parsed.peerId, expectedPeerId, payloadPeerId: message.peerId });
+  const verification = host.deps.verifier.verify({
+    subject,
+    namespace: parsed.namespace,
+    subjectPeerId: parsed.peerId,
+    expectedPeerId,
+    payloadPeerId: message.peerId,
+  });
   return verification.accepted ? undefined : verification.reason;
 }
 
@@ -203,13 +259,26 @@ function verify(host: RuntimeHost, record: OperationRecord, subject: string, par
  * revision. The decision's expiry travels with the command: authorization validity must cover
  * the guarded transition.
  */
-async function recheckAuthorization(host: RuntimeHost, record: OperationRecord, kind: Kind, message: Message): Promise<{ problem: { reason: string; policyRevision: string } | undefined; authorizedUntilMs: number }> {
+async function recheckAuthorization(
+  host: RuntimeHost,
+  record: OperationRecord,
+  kind: Kind,
+  message: Message,
+): Promise<{ problem: { reason: string; policyRevision: string } | undefined; authorizedUntilMs: number }> {
   const context = host.context({ principalId: record.principalId, senderPeerId: record.senderPeerId }, host.deps.clock.nowMs(), record.deadlineMs);
   const attempt = message.attempt >= 1 && message.attempt <= limits.attemptsMax ? message.attempt : null;
   const action = kind === 'result' ? 'admit-result' : kind === 'claim' ? 'renew' : 'cancel';
   // An unavailable or expired decision fails closed and propagates: the message is redelivered,
   // not admitted. Only a denial is a revocation, which terminates the branch.
-  const decision = await host.authorize({ context, action, contract: record.contract, interaction: record.interaction, peerId: message.peerId, branchId: message.branchId, attempt });
+  const decision = await host.authorize({
+    context,
+    action,
+    contract: record.contract,
+    interaction: record.interaction,
+    peerId: message.peerId,
+    branchId: message.branchId,
+    attempt,
+  });
   if (decision.allowed) return { problem: undefined, authorizedUntilMs: decision.expiresAtMs };
   if (decision.refusal === 'expired') throw refusalError(decision);
   return { problem: { reason: decision.reason, policyRevision: decision.revision }, authorizedUntilMs: decision.expiresAtMs };

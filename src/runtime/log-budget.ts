@@ -40,7 +40,11 @@ export interface Budgets {
 export type BudgetOverrides = Partial<Pick<Budgets, 'resultBytesMax' | 'transitionBytesMax' | 'recordBytesMax'>>;
 
 /** Smallest byte budgets a deployment may configure: room for an admission and its closing. */
-export const budgetBytesMin = { resultBytesMax: 1024, transitionBytesMax: limits.transitionOverheadBytesMax + 1024, recordBytesMax: 4 * (limits.transitionOverheadBytesMax + 1024) } as const;
+export const budgetBytesMin = {
+  resultBytesMax: 1024,
+  transitionBytesMax: limits.transitionOverheadBytesMax + 1024,
+  recordBytesMax: 4 * (limits.transitionOverheadBytesMax + 1024),
+} as const;
 
 /** Why `overrides` are not a valid lowering of the hard budgets (every problem), or an empty list. */
 export function budgetProblems(overrides: BudgetOverrides): string[] {
@@ -54,7 +58,9 @@ export function budgetProblems(overrides: BudgetOverrides): string[] {
   }
   const b = { ...hardBudgets(), ...overrides };
   if (b.resultBytesMax + limits.transitionOverheadBytesMax > b.transitionBytesMax) {
-    problems.push(`limits.resultBytesMax (${b.resultBytesMax}) plus ${limits.transitionOverheadBytesMax} bytes of transition overhead must fit limits.transitionBytesMax (${b.transitionBytesMax})`);
+    problems.push(
+      `limits.resultBytesMax (${b.resultBytesMax}) plus ${limits.transitionOverheadBytesMax} bytes of transition overhead must fit limits.transitionBytesMax (${b.transitionBytesMax})`,
+    );
   }
   if (2 * b.transitionBytesMax > b.recordBytesMax) {
     problems.push(`limits.recordBytesMax (${b.recordBytesMax}) must hold at least two transitions of limits.transitionBytesMax (${b.transitionBytesMax})`);
@@ -63,7 +69,12 @@ export function budgetProblems(overrides: BudgetOverrides): string[] {
 }
 
 function hardBudgets(): Budgets {
-  return { resultBytesMax: limits.resultBytesMax, transitionBytesMax: limits.transitionBytesMax, recordBytesMax: limits.recordBytesMax, transitionsPerOperationMax: limits.transitionsPerOperationMax };
+  return {
+    resultBytesMax: limits.resultBytesMax,
+    transitionBytesMax: limits.transitionBytesMax,
+    recordBytesMax: limits.recordBytesMax,
+    transitionsPerOperationMax: limits.transitionsPerOperationMax,
+  };
 }
 
 /** The hard budgets lowered by `overrides`; invalid overrides are invalid-input. */
@@ -122,7 +133,13 @@ export function logLimits(branches: number, kind: TransitionKind, budgets: Budge
  * Why the log has no room for `transition` (of `bytes` serialized bytes), or undefined when it
  * has. `oversized` is a single transition over transitionBytesMax (a batch of commands splits).
  */
-export function logRoomProblem(record: OperationRecord, log: LogSize, transition: Transition, bytes: number, budgets: Budgets): { kind: 'oversized' | TransitionKind; description: string } | undefined {
+export function logRoomProblem(
+  record: OperationRecord,
+  log: LogSize,
+  transition: Transition,
+  bytes: number,
+  budgets: Budgets,
+): { kind: 'oversized' | TransitionKind; description: string } | undefined {
   if (bytes > budgets.transitionBytesMax) return { kind: 'oversized', description: `transition is ${bytes} bytes; the limit is ${budgets.transitionBytesMax}` };
   const kind = transitionKind(record, transition);
   const max = logLimits(Object.keys(record.branches).length, kind, budgets);

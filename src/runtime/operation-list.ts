@@ -6,7 +6,15 @@
  */
 import { invalidInput } from '../contract/errors.js';
 import { isOperationId, tokenPattern } from '../contract/ids.js';
-import { stuckReasons, stuckReasonsOf, type IndexPosition, type IndexQuery, type OperationIndexRow, type StuckBounds, type StuckReason } from '../events/operation-index.js';
+import {
+  stuckReasons,
+  stuckReasonsOf,
+  type IndexPosition,
+  type IndexQuery,
+  type OperationIndexRow,
+  type StuckBounds,
+  type StuckReason,
+} from '../events/operation-index.js';
 import type { DecisionOutcome, OperationPhase, SettlementStatus } from '../events/types.js';
 import type { OperationIndexStore } from '../adapters/store/types.js';
 
@@ -47,7 +55,8 @@ type Raw = Readonly<Record<string, unknown>>;
  */
 export function parseListParameters(raw: Raw): ListRequest {
   const problems: string[] = [];
-  for (const name of Object.keys(raw)) if (!(listParameterNames as readonly string[]).includes(name)) problems.push(`unknown parameter "${name}" (known: ${listParameterNames.join(', ')})`);
+  for (const name of Object.keys(raw))
+    if (!(listParameterNames as readonly string[]).includes(name)) problems.push(`unknown parameter "${name}" (known: ${listParameterNames.join(', ')})`);
   const request: ListRequest = { limit: listLimitDefault };
   const oneOf = <T extends string>(name: string, allowed: readonly T[]): T | undefined => {
     const value = raw[name];
@@ -70,7 +79,8 @@ export function parseListParameters(raw: Raw): ListRequest {
   assign('untilMs', instantOf('until', raw.until, problems));
   if (request.sinceMs !== undefined && request.untilMs !== undefined && request.sinceMs >= request.untilMs) problems.push('since must be before until');
   const limit = integerOf(raw.limit);
-  if (raw.limit !== undefined && (limit === undefined || limit < 1 || limit > listLimitMax)) problems.push(`limit must be an integer from 1 to ${listLimitMax} (got ${JSON.stringify(raw.limit)})`);
+  if (raw.limit !== undefined && (limit === undefined || limit < 1 || limit > listLimitMax))
+    problems.push(`limit must be an integer from 1 to ${listLimitMax} (got ${JSON.stringify(raw.limit)})`);
   else if (limit !== undefined) request.limit = limit;
   if (raw.cursor !== undefined) {
     if (typeof raw.cursor === 'string' && decodeCursor(raw.cursor) !== undefined) request.cursor = raw.cursor;

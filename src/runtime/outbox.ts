@@ -39,7 +39,15 @@ export async function dispatchRequests(host: RuntimeHost, entry: OpEntry): Promi
   const answers = await Promise.all(
     pending.map((branch) =>
       host
-        .authorize({ context: contextOf(host, record), action: 'deliver', contract: record.contract, interaction: record.interaction, peerId: branch.peerId, branchId: branch.branchId, attempt: branch.attempt })
+        .authorize({
+          context: contextOf(host, record),
+          action: 'deliver',
+          contract: record.contract,
+          interaction: record.interaction,
+          peerId: branch.peerId,
+          branchId: branch.branchId,
+          attempt: branch.attempt,
+        })
         .catch(() => undefined),
     ),
   );
@@ -102,10 +110,19 @@ async function publishRequest(host: RuntimeHost, record: OperationRecord, branch
 /** Cooperative cancellation: persisted in the closing transition, reauthorized, published with its attempt and fence. */
 export async function dispatchCancels(host: RuntimeHost, entry: OpEntry): Promise<void> {
   const record = entry.record;
-  const waiting = branchList(record).filter((b) => isCancelling(b.state) && b.cancel !== null && (b.cancel.receipt === 'pending' || b.cancel.receipt === 'unknown'));
+  const waiting = branchList(record).filter(
+    (b) => isCancelling(b.state) && b.cancel !== null && (b.cancel.receipt === 'pending' || b.cancel.receipt === 'unknown'),
+  );
   // A request this process never handed to the transport cannot be running: withdraw, do not send.
   const neverSent = waiting.filter((b) => b.outbox.attempt === b.cancel!.attempt && entry.unsent.has(b.outbox.publicationId));
-  if (neverSent.length > 0) await host.commitDecided(entry, (current) => decideCancelWithdrawn(current, neverSent.map((b) => b.branchId), host.deps.clock.nowMs()));
+  if (neverSent.length > 0)
+    await host.commitDecided(entry, (current) =>
+      decideCancelWithdrawn(
+        current,
+        neverSent.map((b) => b.branchId),
+        host.deps.clock.nowMs(),
+      ),
+    );
   const pending = waiting.filter((b) => !neverSent.includes(b));
   if (pending.length === 0) return;
   try {
@@ -119,13 +136,31 @@ export async function dispatchCancels(host: RuntimeHost, entry: OpEntry): Promis
       const cancel = branch.cancel!;
       const base = { branchId: branch.branchId, attempt: cancel.attempt, fence: cancel.fence };
       const auth = await host
-        .authorize({ context: contextOf(host, record), action: 'cancel', contract: record.contract, interaction: record.interaction, peerId: branch.peerId, branchId: branch.branchId, attempt: cancel.attempt })
+        .authorize({
+          context: contextOf(host, record),
+          action: 'cancel',
+          contract: record.contract,
+          interaction: record.interaction,
+          peerId: branch.peerId,
+          branchId: branch.branchId,
+          attempt: cancel.attempt,
+        })
         .catch(() => undefined);
       if (!auth?.allowed) return { ...base, receipt: 'rejected', detail: auth?.reason ?? 'authorization unavailable for cancel' };
-      const message: CancelRequest = { kind: 'cancel', operationId: record.operationId, branchId: branch.branchId, peerId: branch.peerId, attempt: cancel.attempt, fence: cancel.fence, reason: 'decision-closed' };
+      const message: CancelRequest = {
+        kind: 'cancel',
+        operationId: record.operationId,
+        branchId: branch.branchId,
+        peerId: branch.peerId,
+        attempt: cancel.attempt,
+        fence: cancel.fence,
+        reason: 'decision-closed',
+      };
       const subject = subjectFor(record.subjectNamespace, record.interaction, record.operationId, 'cancel', branch.peerId);
       const msgId = `${publicationId(record.contract.digest, record.operationId, branch.branchId, cancel.attempt)}.cancel`;
-      const outcome = await host.deps.transport.publish(subject, encodeWire(message), { msgId, headers: wireHeaders(branch) }).catch((e: unknown) => ({ receipt: 'unknown' as const, detail: (e as Error).message }));
+      const outcome = await host.deps.transport
+        .publish(subject, encodeWire(message), { msgId, headers: wireHeaders(branch) })
+        .catch((e: unknown) => ({ receipt: 'unknown' as const, detail: (e as Error).message }));
       return outcome.detail === undefined ? { ...base, receipt: outcome.receipt } : { ...base, receipt: outcome.receipt, detail: outcome.detail };
     }),
   );

@@ -20,7 +20,13 @@ export interface InvocationService {
   /** The operation's current result, for its principal only. */
   get(principalId: string, operationId: string): Promise<InvocationResult>;
   /** Resolves when the operation reaches the boundary, or when waitMs or the signal ends the wait. */
-  wait(principalId: string, operationId: string, boundary: WaitFor, waitMs: number, signal?: AbortSignal): Promise<{ result: InvocationResult; reached: boolean }>;
+  wait(
+    principalId: string,
+    operationId: string,
+    boundary: WaitFor,
+    waitMs: number,
+    signal?: AbortSignal,
+  ): Promise<{ result: InvocationResult; reached: boolean }>;
   /** Requests cancellation of the operation's open branches. */
   cancel(principalId: string, operationId: string): Promise<InvocationResult>;
   /**

@@ -75,9 +75,35 @@ export function admission(operationId: string, guard: TimeGuard, options: { prin
 export function lifecycle(guard: TimeGuard): Transition[] {
   return [
     transition(guard, 'record-dispatch', [{ type: 'dispatch-recorded', v: 1, branchId: 'b1', attempt: 1, fence: 1, receipt: 'stored' }]),
-    transition(guard, 'reject', [{ type: 'result-rejected', v: 1, reason: 'stale-fence', subject: 's', branchId: 'b1', peerId: 'alfa', attempt: 1, fence: 0, detail: 'old' }]),
-    transition(guard, 'result', [{ type: 'result-accepted', v: 1, branchId: 'b1', peerId: 'alfa', attempt: 1, fence: 1, status: 'success', retryable: false, retryAtMs: null, result: { verdict: 'approve' }, subject: 's' }]),
-    transition(guard, 'close', [{ type: 'decision-closed', v: 1, outcome: 'success', reason: 'threshold', successVotes: 1, failedUnits: 0, siblings: [{ branchId: 'b2', disposition: 'detached' }] }]),
+    transition(guard, 'reject', [
+      { type: 'result-rejected', v: 1, reason: 'stale-fence', subject: 's', branchId: 'b1', peerId: 'alfa', attempt: 1, fence: 0, detail: 'old' },
+    ]),
+    transition(guard, 'result', [
+      {
+        type: 'result-accepted',
+        v: 1,
+        branchId: 'b1',
+        peerId: 'alfa',
+        attempt: 1,
+        fence: 1,
+        status: 'success',
+        retryable: false,
+        retryAtMs: null,
+        result: { verdict: 'approve' },
+        subject: 's',
+      },
+    ]),
+    transition(guard, 'close', [
+      {
+        type: 'decision-closed',
+        v: 1,
+        outcome: 'success',
+        reason: 'threshold',
+        successVotes: 1,
+        failedUnits: 0,
+        siblings: [{ branchId: 'b2', disposition: 'detached' }],
+      },
+    ]),
     transition(guard, 'settle', [{ type: 'settlement-completed', v: 1, status: 'complete' }]),
   ];
 }
@@ -98,7 +124,11 @@ async function expectRowIsFold(store: EventStore, operationId: string, context: 
 }
 
 /** Admits operations one at a time, advancing an injected clock so each has its own admission instant. */
-async function admitMany(h: StoreHarness, count: number, options: (i: number) => { principalId?: string; interaction?: string } = () => ({})): Promise<string[]> {
+async function admitMany(
+  h: StoreHarness,
+  count: number,
+  options: (i: number) => { principalId?: string; interaction?: string } = () => ({}),
+): Promise<string[]> {
   const ids: string[] = [];
   for (let i = 0; i < count; i++) {
     const id = newOperationId(`index-${i}`);
@@ -122,7 +152,11 @@ async function allPages(store: EventStore, query: Omit<IndexQuery, 'after'>, bet
   throw new Error('paging did not end');
 }
 
-const isListOrder = (rows: OperationIndexRow[]) => rows.every((r, i) => i === 0 || rows[i - 1]!.admittedAtMs > r.admittedAtMs || (rows[i - 1]!.admittedAtMs === r.admittedAtMs && rows[i - 1]!.operationId > r.operationId));
+const isListOrder = (rows: OperationIndexRow[]) =>
+  rows.every(
+    (r, i) =>
+      i === 0 || rows[i - 1]!.admittedAtMs > r.admittedAtMs || (rows[i - 1]!.admittedAtMs === r.admittedAtMs && rows[i - 1]!.operationId > r.operationId),
+  );
 
 // ---------------------------------------------------------------------------------------------
 
@@ -180,18 +214,38 @@ const rules: Record<string, (h: StoreHarness) => Promise<void>> = {
       assert.deepEqual(new Set(got), new Set(expected), what);
       assert.equal(got.length, expected.length, `${what}: no duplicates`);
     };
-    await check({ principalId: 'alice' }, ids.filter((_, i) => i % 2 === 0), 'alice sees her own');
-    await check({ principalId: 'bob' }, ids.filter((_, i) => i % 2 === 1), 'bob sees his own');
+    await check(
+      { principalId: 'alice' },
+      ids.filter((_, i) => i % 2 === 0),
+      'alice sees her own',
+    );
+    await check(
+      { principalId: 'bob' },
+      ids.filter((_, i) => i % 2 === 1),
+      'bob sees his own',
+    );
     await check({ interaction: 'quick' }, ids.slice(3), 'by interaction');
     await check({ outcome: 'open' }, ids.slice(1), 'undecided');
     await check({ outcome: 'success' }, [first], 'decided success');
     await check({ phase: 'closed' }, [first], 'by phase');
     await check({ settlement: 'pending' }, ids, 'by settlement');
-    await check({ principalId: 'alice', phase: 'admitted' }, ids.filter((_, i) => i % 2 === 0 && i > 0), 'principal and phase');
+    await check(
+      { principalId: 'alice', phase: 'admitted' },
+      ids.filter((_, i) => i % 2 === 0 && i > 0),
+      'principal and phase',
+    );
     const rows = await Promise.all(ids.map((id) => h.store.index.get(id)));
     const middle = rows[3]!.admittedAtMs;
-    await check({ sinceMs: middle }, ids.filter((_, i) => rows[i]!.admittedAtMs >= middle), 'since (inclusive)');
-    await check({ untilMs: middle }, ids.filter((_, i) => rows[i]!.admittedAtMs < middle), 'until (exclusive)');
+    await check(
+      { sinceMs: middle },
+      ids.filter((_, i) => rows[i]!.admittedAtMs >= middle),
+      'since (inclusive)',
+    );
+    await check(
+      { untilMs: middle },
+      ids.filter((_, i) => rows[i]!.admittedAtMs < middle),
+      'until (exclusive)',
+    );
   },
 
   'paging is stable while operations are admitted and appended between pages': async (h) => {

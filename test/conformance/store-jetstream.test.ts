@@ -16,33 +16,40 @@ process.env.PATH = `${process.env.PATH ?? ''}:/usr/sbin`;
 const requestTimeoutMs = 1500;
 
 /** `stampWaitMs` 0: every append reads its message back instead of using the stamp feed. */
-const jetstreamFactory = (stampWaitMs?: number): StoreFactory => async (options = {}) => {
-  const server = await startJetStreamServer();
-  const clients: JetStreamEventStore[] = [];
-  const open = async () => {
-    const client = await JetStreamEventStore.open({ servers: server.url, limits: options.limits, requestTimeoutMs, ...(stampWaitMs === undefined ? {} : { stampWaitMs }) });
-    clients.push(client);
-    return client;
-  };
-  try {
-    const store = await open();
-    return {
-      store,
-      clock: 'server',
-      // Same machine, same clock as the server: good to a few ms, and tests only use wide margins.
-      nowMs: () => Date.now(),
-      stopServer: () => server.stop(),
-      openSecondClient: open,
-      dispose: async () => {
-        await Promise.all(clients.map((c) => c.close()));
-        await server.dispose();
-      },
+const jetstreamFactory =
+  (stampWaitMs?: number): StoreFactory =>
+  async (options = {}) => {
+    const server = await startJetStreamServer();
+    const clients: JetStreamEventStore[] = [];
+    const open = async () => {
+      const client = await JetStreamEventStore.open({
+        servers: server.url,
+        limits: options.limits,
+        requestTimeoutMs,
+        ...(stampWaitMs === undefined ? {} : { stampWaitMs }),
+      });
+      clients.push(client);
+      return client;
     };
-  } catch (error) {
-    await server.dispose();
-    throw error;
-  }
-};
+    try {
+      const store = await open();
+      return {
+        store,
+        clock: 'server',
+        // Same machine, same clock as the server: good to a few ms, and tests only use wide margins.
+        nowMs: () => Date.now(),
+        stopServer: () => server.stop(),
+        openSecondClient: open,
+        dispose: async () => {
+          await Promise.all(clients.map((c) => c.close()));
+          await server.dispose();
+        },
+      };
+    } catch (error) {
+      await server.dispose();
+      throw error;
+    }
+  };
 
 storeConformance('jetstream', jetstreamFactory(), { timeoutMs: 60_000 });
 storeConformance('jetstream, stamps read back', jetstreamFactory(0), { timeoutMs: 60_000 });
@@ -227,7 +234,10 @@ test('jetstream: reading a long log is batched, not one request per message', as
     t.diagnostic(`read ${read.transitions.length} transitions in ${tookMs.toFixed(0)} ms with ${counter.count} JetStream API requests`);
     assert.equal(read.transitions.length, transitionsMax);
     assert.equal(read.revision, outcome.revision);
-    assert.deepEqual(read.transitions.map((s) => s.transition.causation.messageId), ['create', ...Array.from({ length: transitionsMax - 1 }, (_, k) => `t${k + 1}`)]);
+    assert.deepEqual(
+      read.transitions.map((s) => s.transition.causation.messageId),
+      ['create', ...Array.from({ length: transitionsMax - 1 }, (_, k) => `t${k + 1}`)],
+    );
     assert.ok(counter.count <= 32, `a ${transitionsMax}-transition log reads back in a few requests (made ${counter.count})`);
   } finally {
     await reader.close();

@@ -17,7 +17,12 @@ test('on-fold: the append answer is ok exactly when the fold applies the transit
   fc.assert(
     fc.property(small, small, small, fc.option(small, { nil: undefined }), (notBeforeMs, width, committedAtMs, lastApplied) => {
       const guard = { notBeforeMs, notAfterMs: notBeforeMs + width + 1 };
-      const before: FoldPoint = { revision: 1, lastAppliedAtMs: lastApplied ?? noAppliedYetMs, anyApplied: lastApplied !== undefined, count: lastApplied === undefined ? 0 : 1 };
+      const before: FoldPoint = {
+        revision: 1,
+        lastAppliedAtMs: lastApplied ?? noAppliedYetMs,
+        anyApplied: lastApplied !== undefined,
+        count: lastApplied === undefined ? 0 : 1,
+      };
       const stored = { revision: '2', committedAtMs, transition: makeTransition(guard, 't') };
       const answer = answerOnFold(guard, '2', committedAtMs, before);
       const applies = appliesOnFold(stored, before.lastAppliedAtMs);
@@ -26,7 +31,15 @@ test('on-fold: the append answer is ok exactly when the fold applies the transit
       else if (!applies) assert.equal(answer.kind, 'expired', 'guard');
       const after = advance(before, 2, guard, committedAtMs);
       assert.equal(after.lastAppliedAtMs, applies ? committedAtMs : before.lastAppliedAtMs);
-      assert.deepEqual(after, foldPoint(lastApplied === undefined ? [stored] : [{ ...stored, committedAtMs: lastApplied, revision: '1', transition: makeTransition({ notBeforeMs: 0, notAfterMs: 100 }, 'p') }, stored], 2));
+      assert.deepEqual(
+        after,
+        foldPoint(
+          lastApplied === undefined
+            ? [stored]
+            : [{ ...stored, committedAtMs: lastApplied, revision: '1', transition: makeTransition({ notBeforeMs: 0, notAfterMs: 100 }, 'p') }, stored],
+          2,
+        ),
+      );
     }),
   );
 });
@@ -35,7 +48,13 @@ test('on-fold: a clock that steps back voids protected transitions until it pass
   const wide = { notBeforeMs: 0, notAfterMs: 1_000 };
   let point: FoldPoint = { revision: 0, lastAppliedAtMs: noAppliedYetMs, anyApplied: false, count: 0 };
   const answers: string[] = [];
-  for (const [revision, stampMs] of [[1, 500], [2, 400], [3, 499], [4, 500], [5, 501]] as const) {
+  for (const [revision, stampMs] of [
+    [1, 500],
+    [2, 400],
+    [3, 499],
+    [4, 500],
+    [5, 501],
+  ] as const) {
     answers.push(answerOnFold(wide, String(revision), stampMs, point).kind);
     point = advance(point, revision, wide, stampMs);
   }

@@ -56,8 +56,17 @@ export function makeTransition(timeGuard: TimeGuard, tag: string, result: JsonVa
     events: [
       { type: 'dispatch-recorded', v: 1, branchId: 'b1', attempt: 1, fence: 1, receipt: 'stored', detail: tag },
       {
-        type: 'result-accepted', v: 1, branchId: 'b1', peerId: 'alfa', attempt: 1, fence: 1,
-        status: 'success', retryable: false, retryAtMs: null, result, subject: 'demo.v1.lab.review.x.result.alfa',
+        type: 'result-accepted',
+        v: 1,
+        branchId: 'b1',
+        peerId: 'alfa',
+        attempt: 1,
+        fence: 1,
+        status: 'success',
+        retryable: false,
+        retryAtMs: null,
+        result,
+        subject: 'demo.v1.lab.review.x.result.alfa',
         // Cast: the store treats events as opaque; the fixture must not break when event types evolve.
       } as DomainEvent,
     ],
@@ -156,7 +165,10 @@ const appendAtRevision: Rule = (factory) =>
     }
     const read = await readOk(h.store, id);
     assert.equal(read.revision, revision);
-    assert.deepEqual(read.transitions.map((s) => s.revision), revisions);
+    assert.deepEqual(
+      read.transitions.map((s) => s.revision),
+      revisions,
+    );
     assert.deepEqual(read.transitions.map(tagOf), ['create', 'a0', 'a1', 'a2']);
   });
 
@@ -266,7 +278,10 @@ async function guardBoundsServer(h: StoreHarness): Promise<void> {
   expectOk(created, 'a create inside its window (an expired create left nothing applied)');
   assert.ok(created.committedAtMs >= beforeMs - 1 && created.committedAtMs <= afterMs + 1, 'committedAtMs is the store time of the write');
   const past = { notBeforeMs: h.nowMs() - 120_000, notAfterMs: h.nowMs() - 60_000 };
-  for (const [label, guard] of [['future', future], ['past', past]] as const) {
+  for (const [label, guard] of [
+    ['future', future],
+    ['past', past],
+  ] as const) {
     const { revision } = await readOk(h.store, id);
     const outcome = await h.store.append(id, revision, makeTransition(guard, label));
     assert.equal(outcome.kind, 'expired', `${label}: ${JSON.stringify(outcome)}`);
@@ -452,7 +467,11 @@ const operationIdsRule: Rule = (factory) =>
  * Listens with `listen`, then appends once through each client after a create, and answers what
  * the listener was told of that operation beside what the store holds.
  */
-async function toldOfEveryClient<T>(h: StoreHarness, label: string, listen: (tell: (operationId: string, item: T) => void) => Promise<{ close(): Promise<void> }>) {
+async function toldOfEveryClient<T>(
+  h: StoreHarness,
+  label: string,
+  listen: (tell: (operationId: string, item: T) => void) => Promise<{ close(): Promise<void> }>,
+) {
   const second = (await h.openSecondClient?.()) ?? h.store;
   const told: Array<{ operationId: string; item: T }> = [];
   const subscription = await listen((operationId, item) => told.push({ operationId, item }));
@@ -480,7 +499,11 @@ const followRule: Rule = (factory) =>
 const watchRule: Rule = (factory) =>
   withHarness(factory, {}, async (h) => {
     const { read, items, lastRevision } = await toldOfEveryClient<string>(h, 'watch', (tell) => h.store.watch(tell));
-    assert.deepEqual(items, read.transitions.map((s) => s.revision), 'watch names every revision, in order, whichever client appended');
+    assert.deepEqual(
+      items,
+      read.transitions.map((s) => s.revision),
+      'watch names every revision, in order, whichever client appended',
+    );
     assert.equal(items.at(-1), lastRevision);
   });
 
@@ -498,10 +521,16 @@ const roundTrip: Rule = (factory) =>
         const read = await readOk(h.store, id);
         for (const stored of read.transitions) assert.equal(storedTransitionProblem(stored), undefined, 'valid after read');
         // What a store returns is what JSON carries: the serialized form of what was appended.
-        assert.deepStrictEqual(read.transitions.map((s) => s.transition), appended.map((t) => JSON.parse(JSON.stringify(t))));
+        assert.deepStrictEqual(
+          read.transitions.map((s) => s.transition),
+          appended.map((t) => JSON.parse(JSON.stringify(t))),
+        );
         assert.deepStrictEqual(
           read.transitions.map((s) => [s.revision, s.committedAtMs]),
-          [[created.revision, created.committedAtMs], [next.revision, next.committedAtMs]],
+          [
+            [created.revision, created.committedAtMs],
+            [next.revision, next.committedAtMs],
+          ],
         );
         assert.equal(read.revision, next.revision);
       }),

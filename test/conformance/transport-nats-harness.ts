@@ -11,7 +11,15 @@ import { connectNats, NatsTransport, type DurableConfig } from '../../src/adapte
 import { durableStreamNames } from '../../src/adapters/transport/nats-names.js';
 import type { Transport } from '../../src/adapters/transport/types.js';
 import { startNatsServer, type NatsServer, type NatsUser } from '../support/nats-server.js';
-import { conformanceNamespace, conformancePeers, conformanceRoster, type ConformanceContext, type DurableControls, type Identity, type TransportFactory } from './transport.js';
+import {
+  conformanceNamespace,
+  conformancePeers,
+  conformanceRoster,
+  type ConformanceContext,
+  type DurableControls,
+  type Identity,
+  type TransportFactory,
+} from './transport.js';
 
 const passwordOf = (identity: string) => `pw-${identity}`;
 
@@ -63,7 +71,13 @@ class NatsHarness implements ConformanceContext {
 
   async connect(identity: Identity): Promise<Transport> {
     const transport = await NatsTransport.connect(
-      { servers: this.server.url, user: identity, pass: passwordOf(identity), name: `conformance-${identity}`, inboxPrefix: this.roster.get(identity)?.inboxPrefix },
+      {
+        servers: this.server.url,
+        user: identity,
+        pass: passwordOf(identity),
+        name: `conformance-${identity}`,
+        inboxPrefix: this.roster.get(identity)?.inboxPrefix,
+      },
       { identity, durable: this.durableConfig, publishAckTimeoutMs },
     );
     this.open.push(transport);

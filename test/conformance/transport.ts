@@ -32,7 +32,11 @@ export interface RosterEntry {
 export function conformanceRoster(namespace = conformanceNamespace): RosterEntry[] {
   return [
     { identity: 'observer', permissions: undefined, inboxPrefix: undefined },
-    { identity: 'coordinator', permissions: coordinatorPermissions(namespace, 'coordinator', conformancePeers, { manageStreams: true }), inboxPrefix: inboxPrefixFor('coord', 'coordinator') },
+    {
+      identity: 'coordinator',
+      permissions: coordinatorPermissions(namespace, 'coordinator', conformancePeers, { manageStreams: true }),
+      inboxPrefix: inboxPrefixFor('coord', 'coordinator'),
+    },
     { identity: 'alfa', permissions: peerPermissions(namespace, 'alfa'), inboxPrefix: inboxPrefixFor('peer', 'alfa') },
     { identity: 'bravo', permissions: peerPermissions(namespace, 'bravo'), inboxPrefix: inboxPrefixFor('peer', 'bravo') },
     { identity: 'client', permissions: commandClientPermissions('client'), inboxPrefix: inboxPrefixFor('cmd', 'client') },
@@ -130,20 +134,24 @@ export function transportConformance(name: string, factory: TransportFactory): v
 }
 
 function coreRules(factory: TransportFactory): void {
-  it('a subscription is registered before subscribe() resolves: a publish from another connection right after arrives', { timeout: testTimeoutMs }, async (t) => {
-    const ctx = await started(t, factory);
-    const coordinator = await ctx.connect('coordinator');
-    const alfa = await ctx.connect('alfa');
-    for (let round = 0; round < 10; round++) {
-      const got = collector();
-      const sub = await coordinator.subscribe(`${ns}.review.op${round}.result.*`, got.handler);
-      // No delay between resolution and publish: that gap is exactly what the rule covers.
-      await alfa.publish(`${ns}.review.op${round}.result.alfa`, bytes(`r${round}`));
-      await waitFor(() => got.messages.length === 1, `result ${round}`);
-      assert.equal(got.messages[0]?.subject, `${ns}.review.op${round}.result.alfa`);
-      await sub.close();
-    }
-  });
+  it(
+    'a subscription is registered before subscribe() resolves: a publish from another connection right after arrives',
+    { timeout: testTimeoutMs },
+    async (t) => {
+      const ctx = await started(t, factory);
+      const coordinator = await ctx.connect('coordinator');
+      const alfa = await ctx.connect('alfa');
+      for (let round = 0; round < 10; round++) {
+        const got = collector();
+        const sub = await coordinator.subscribe(`${ns}.review.op${round}.result.*`, got.handler);
+        // No delay between resolution and publish: that gap is exactly what the rule covers.
+        await alfa.publish(`${ns}.review.op${round}.result.alfa`, bytes(`r${round}`));
+        await waitFor(() => got.messages.length === 1, `result ${round}`);
+        assert.equal(got.messages[0]?.subject, `${ns}.review.op${round}.result.alfa`);
+        await sub.close();
+      }
+    },
+  );
 
   it('wildcards: * matches exactly one token, > matches one or more trailing tokens', { timeout: testTimeoutMs }, async (t) => {
     const ctx = await started(t, factory);
@@ -230,12 +238,18 @@ function permissionRules(factory: TransportFactory): void {
   it('a subscribe permission violation rejects with denied and leaves the connection usable', { timeout: testTimeoutMs }, async (t) => {
     const ctx = await started(t, factory);
     const alfa = await ctx.connect('alfa');
-    await rejectsWith(alfa.subscribe(`${ns}.*.*.request.bravo`, () => {}), 'denied');
-    await rejectsWith(alfa.subscribe(`${ns}.>`, () => {}), 'denied');
+    await rejectsWith(
+      alfa.subscribe(`${ns}.*.*.request.bravo`, () => {}),
+      'denied',
+    );
+    await rejectsWith(
+      alfa.subscribe(`${ns}.>`, () => {}),
+      'denied',
+    );
     const got = collector();
     await alfa.subscribe(`${ns}.*.*.request.alfa`, got.handler);
     await (await ctx.connect('coordinator')).publish(`${ns}.review.op1.request.alfa`, bytes('work'));
-    await waitFor(() => got.messages.length === 1, 'alfa\'s own request');
+    await waitFor(() => got.messages.length === 1, "alfa's own request");
   });
 
   it('each principal connects with its own permissions: a command client publishes only its own commands', { timeout: testTimeoutMs }, async (t) => {
@@ -287,7 +301,9 @@ async function publishDefinite(transport: Transport, subject: string, payload: s
 }
 
 function durableRules(factory: TransportFactory): void {
-  const options = factory.capabilities.durable ? { timeout: testTimeoutMs } : { timeout: testTimeoutMs, skip: 'durable-only rule: this adapter stores nothing' };
+  const options = factory.capabilities.durable
+    ? { timeout: testTimeoutMs }
+    : { timeout: testTimeoutMs, skip: 'durable-only rule: this adapter stores nothing' };
   it('a durable publish is acknowledged as stored; the same msgId again is already-stored', options, async (t) => {
     const { coordinator } = await durableSetup(t, factory);
     assert.equal((await coordinator.publish(requestSubject('op1'), bytes('a'), { msgId: 'pub-1' })).receipt, 'stored');
@@ -320,11 +336,17 @@ function durableRules(factory: TransportFactory): void {
       got.handler(m);
       await m.ack();
     });
-    await rejectsWith(alfa.subscribe(peerConsumerFilter(ns, 'bravo', 'request'), () => {}, { durable: peerConsumerName('bravo', 'request') }), 'denied');
-    await rejectsWith(alfa.subscribe(peerConsumerFilter(ns, 'alfa', 'request'), () => {}, { durable: 'alfa-made-up' }), 'denied');
+    await rejectsWith(
+      alfa.subscribe(peerConsumerFilter(ns, 'bravo', 'request'), () => {}, { durable: peerConsumerName('bravo', 'request') }),
+      'denied',
+    );
+    await rejectsWith(
+      alfa.subscribe(peerConsumerFilter(ns, 'alfa', 'request'), () => {}, { durable: 'alfa-made-up' }),
+      'denied',
+    );
     await coordinator.publish(requestSubject('op1', 'bravo'), bytes('for bravo'), { msgId: 'b-1' });
     await coordinator.publish(requestSubject('op1'), bytes('for alfa'), { msgId: 'a-1' });
-    await waitFor(() => got.messages.length === 1, 'alfa\'s request');
+    await waitFor(() => got.messages.length === 1, "alfa's request");
     await sleep(100);
     assert.deepEqual(got.payloads(), ['for alfa']);
   });
@@ -339,7 +361,11 @@ function durableRules(factory: TransportFactory): void {
     await coordinator.publish(requestSubject('op1'), bytes('work'), { msgId: 'w-1' });
     await waitFor(() => got.messages.length === 2, 'the redelivery');
     await sleep(900);
-    assert.deepEqual(got.messages.map((m) => m.redelivered), [false, true], 'acked after the redelivery: no third delivery');
+    assert.deepEqual(
+      got.messages.map((m) => m.redelivered),
+      [false, true],
+      'acked after the redelivery: no third delivery',
+    );
   });
 
   it('a handler that works longer than ack_wait is not sent its message again; one that returned without an ack is', options, async (t) => {
@@ -358,8 +384,15 @@ function durableRules(factory: TransportFactory): void {
     await coordinator.publish(requestSubject('op2'), bytes('forgotten'), { msgId: 'f-1' });
     await waitFor(() => deliveries.includes('forgotten again'), 'the redelivery of the message nobody acked', 10_000);
     await sleep(2_000);
-    assert.deepEqual(deliveries.filter((d) => d.startsWith('slow')), ['slow'], 'the slow handler saw its message once');
-    assert.deepEqual(deliveries.filter((d) => d.startsWith('forgotten')), ['forgotten', 'forgotten again']);
+    assert.deepEqual(
+      deliveries.filter((d) => d.startsWith('slow')),
+      ['slow'],
+      'the slow handler saw its message once',
+    );
+    assert.deepEqual(
+      deliveries.filter((d) => d.startsWith('forgotten')),
+      ['forgotten', 'forgotten again'],
+    );
   });
 
   it('nak redelivers before ack_wait, after the requested delay', options, async (t) => {
@@ -387,7 +420,10 @@ function durableRules(factory: TransportFactory): void {
     await sleep(1_000);
     // Sequence 1 is the stream's anchor.
     assert.deepEqual(exhausted, [{ subject: requestSubject('op1'), stream: controls.streams.requests, streamSeq: 2, deliveries: 2 }]);
-    assert.deepEqual(got.messages.map((m) => m.redelivered), [false, true]);
+    assert.deepEqual(
+      got.messages.map((m) => m.redelivered),
+      [false, true],
+    );
   });
 
   it('a stream filled to max_msgs rejects new publishes (discard new) and keeps the stored ones', options, async (t) => {
@@ -421,9 +457,18 @@ function durableRules(factory: TransportFactory): void {
     const r2BeforeRestart = got.payloads().filter((p) => p === 'r2').length;
     ackAll = true;
     assert.equal((await publishDefinite(coordinator, requestSubject('op3'), 'r3', 'm-3')).receipt, 'stored');
-    await waitFor(() => got.payloads().filter((p) => p === 'r2').length > r2BeforeRestart && got.payloads().includes('r3'), 'r2 again and r3 after the restart', 15_000);
+    await waitFor(
+      () => got.payloads().filter((p) => p === 'r2').length > r2BeforeRestart && got.payloads().includes('r3'),
+      'r2 again and r3 after the restart',
+      15_000,
+    );
     assert.equal(got.payloads().filter((p) => p === 'r1').length, 1, 'the acked request stays acked across the restart');
-    assert.ok(got.messages.filter((m) => text(m.data) === 'r2').slice(1).every((m) => m.redelivered));
+    assert.ok(
+      got.messages
+        .filter((m) => text(m.data) === 'r2')
+        .slice(1)
+        .every((m) => m.redelivered),
+    );
     assert.deepEqual(await coordinator.checkDurability(), { ok: true });
   });
 
@@ -460,7 +505,7 @@ function durableRules(factory: TransportFactory): void {
     const receipt = await coordinator.publish(requestSubject('op1'), bytes('work'), { msgId: 'nobody-1' });
     assert.equal(receipt.receipt, 'unknown', receipt.detail);
     assert.match(receipt.detail ?? '', /no stream answered/);
-    assert.equal((await coordinator.checkDurability()).ok, false, 'a stream really gone is the durability check\'s finding');
+    assert.equal((await coordinator.checkDurability()).ok, false, "a stream really gone is the durability check's finding");
   });
 
   it('checkDurability reports a stream whose duplicate window was shortened as not ok', options, async (t) => {
@@ -472,24 +517,31 @@ function durableRules(factory: TransportFactory): void {
     assert.match(report.ok ? '' : report.description, new RegExp(`${controls.streams.requests}: duplicate window`));
   });
 
-  it('a peer squatting another peer\'s message id cannot make that peer\'s result disappear', options, async (t) => {
+  it("a peer squatting another peer's message id cannot make that peer's result disappear", options, async (t) => {
     const { ctx, coordinator, alfa } = await durableSetup(t, factory);
     const bravo = await ctx.connect('bravo');
     const got = collector();
-    await coordinator.subscribe(`${ns}.review.*.result.*`, async (m) => {
-      got.handler(m);
-      await m.ack();
-    }, { durable: 'coord-result' });
+    await coordinator.subscribe(
+      `${ns}.review.*.result.*`,
+      async (m) => {
+        got.handler(m);
+        await m.ack();
+      },
+      { durable: 'coord-result' },
+    );
     // Message ids are computable by anyone who knows the operation: alfa publishes first, on its
     // own subject, under the id bravo's result will carry.
     assert.equal((await alfa.publish(`${ns}.review.op1.result.alfa`, bytes('squat'), { msgId: 'pub-bravo.result' })).receipt, 'stored');
     const real = await bravo.publish(`${ns}.review.op1.result.bravo`, bytes('bravo votes'), { msgId: 'pub-bravo.result' });
     assert.equal(real.receipt, 'stored', real.detail);
-    await waitFor(() => got.payloads().includes('bravo votes'), 'bravo\'s result at the coordinator');
-    assert.deepEqual(got.messages.map((m) => `${m.subject} ${text(m.data)}`).sort(), [`${ns}.review.op1.result.alfa squat`, `${ns}.review.op1.result.bravo bravo votes`]);
+    await waitFor(() => got.payloads().includes('bravo votes'), "bravo's result at the coordinator");
+    assert.deepEqual(got.messages.map((m) => `${m.subject} ${text(m.data)}`).sort(), [
+      `${ns}.review.op1.result.alfa squat`,
+      `${ns}.review.op1.result.bravo bravo votes`,
+    ]);
   });
 
-  it('a peer flooding its own subjects cannot make another peer\'s work be refused (capacity is per peer)', options, async (t) => {
+  it("a peer flooding its own subjects cannot make another peer's work be refused (capacity is per peer)", options, async (t) => {
     const { ctx, coordinator, alfa } = await durableSetup(t, factory, { maxMsgs: 5 });
     const bravo = await ctx.connect('bravo');
     const flood: string[] = [];
@@ -497,7 +549,8 @@ function durableRules(factory: TransportFactory): void {
     assert.deepEqual(flood, ['stored', 'stored', 'stored', 'stored', 'stored', 'rejected', 'rejected', 'rejected'], 'bravo fills only its own share');
     const result = await alfa.publish(`${ns}.review.op1.result.alfa`, bytes('alfa votes'), { msgId: 'pub-alfa.result' });
     assert.equal(result.receipt, 'stored', result.detail);
-    for (const peer of ['alfa', 'bravo']) assert.equal((await coordinator.publish(requestSubject('op2', peer), bytes('work'), { msgId: `req-${peer}` })).receipt, 'stored');
+    for (const peer of ['alfa', 'bravo'])
+      assert.equal((await coordinator.publish(requestSubject('op2', peer), bytes('work'), { msgId: `req-${peer}` })).receipt, 'stored');
   });
 
   it('consumed messages are released: a stream capped at 3 messages carries 30 in a row', options, async (t) => {
@@ -514,23 +567,32 @@ function durableRules(factory: TransportFactory): void {
       // The ack is fire-and-forget: wait until the broker has released the message.
       await sleep(i % 3 === 0 ? 50 : 0);
     }
-    assert.deepEqual(got.payloads(), Array.from({ length: 30 }, (_, i) => `r${i + 1}`));
+    assert.deepEqual(
+      got.payloads(),
+      Array.from({ length: 30 }, (_, i) => `r${i + 1}`),
+    );
   });
 
-  it('an unconsumed message is never evicted: a full stream refuses, and a byte cap (which nats-server 2.9 enforces by evicting) is reported', options, async (t) => {
-    const { coordinator, alfa, controls } = await durableSetup(t, factory, { maxMsgs: 3 });
-    for (let i = 1; i <= 3; i++) assert.equal((await coordinator.publish(requestSubject(`op${i}`), bytes(`request ${i} with a body`), { msgId: `m-${i}` })).receipt, 'stored');
-    for (let i = 4; i <= 6; i++) assert.equal((await coordinator.publish(requestSubject(`op${i}`), bytes(''), { msgId: `m-${i}` })).receipt, 'rejected', 'tiny messages too');
-    assert.deepEqual(await coordinator.checkDurability(), { ok: true });
-    const got = collector();
-    await subscribeAlfaRequests(alfa, got.handler);
-    await waitFor(() => got.messages.length === 3, 'the stored requests');
-    assert.deepEqual(got.payloads(), ['request 1 with a body', 'request 2 with a body', 'request 3 with a body']);
-    await controls.alterStream(controls.streams.requests, { max_bytes: 1_000_000 });
-    const report = await coordinator.checkDurability();
-    assert.equal(report.ok, false);
-    assert.match(report.ok ? '' : report.description, /max_bytes .*evicts/);
-  });
+  it(
+    'an unconsumed message is never evicted: a full stream refuses, and a byte cap (which nats-server 2.9 enforces by evicting) is reported',
+    options,
+    async (t) => {
+      const { coordinator, alfa, controls } = await durableSetup(t, factory, { maxMsgs: 3 });
+      for (let i = 1; i <= 3; i++)
+        assert.equal((await coordinator.publish(requestSubject(`op${i}`), bytes(`request ${i} with a body`), { msgId: `m-${i}` })).receipt, 'stored');
+      for (let i = 4; i <= 6; i++)
+        assert.equal((await coordinator.publish(requestSubject(`op${i}`), bytes(''), { msgId: `m-${i}` })).receipt, 'rejected', 'tiny messages too');
+      assert.deepEqual(await coordinator.checkDurability(), { ok: true });
+      const got = collector();
+      await subscribeAlfaRequests(alfa, got.handler);
+      await waitFor(() => got.messages.length === 3, 'the stored requests');
+      assert.deepEqual(got.payloads(), ['request 1 with a body', 'request 2 with a body', 'request 3 with a body']);
+      await controls.alterStream(controls.streams.requests, { max_bytes: 1_000_000 });
+      const report = await coordinator.checkDurability();
+      assert.equal(report.ok, false);
+      assert.match(report.ok ? '' : report.description, /max_bytes .*evicts/);
+    },
+  );
 
   it('a stream that lost stored messages (purged, or recreated) is reported broken for its namespace', options, async (t) => {
     const { coordinator, controls } = await durableSetup(t, factory);

@@ -75,12 +75,34 @@ const admitted = (review: JsonObject = {}): Given => ({ atMs: t0, events: orThro
 
 function result(peerId: string, verdict: string, nowMs: number, attempt = 1): ResultCommand {
   const message: ResultMessage = { kind: 'result', operationId: `op${'0'.repeat(62)}`, branchId: peerId, peerId, attempt, fence: 1, result: { verdict } };
-  return { subject: `demo.v1.lab.review.op.result.${peerId}`, subjectPeerId: peerId, message, publisherProblem: undefined, authorizationProblem: undefined, authorizedUntilMs: t0 + 3_600_000, nowMs };
+  return {
+    subject: `demo.v1.lab.review.op.result.${peerId}`,
+    subjectPeerId: peerId,
+    message,
+    publisherProblem: undefined,
+    authorizationProblem: undefined,
+    authorizedUntilMs: t0 + 3_600_000,
+    nowMs,
+  };
 }
 
 const accepted = (peerId: string, verdict: JsonValue, atMs: number): Given => ({
   atMs,
-  events: [{ type: 'result-accepted', v: 1, branchId: peerId, peerId, attempt: 1, fence: 1, status: verdict === 'approve' ? 'success' : 'failure', retryable: false, retryAtMs: null, result: { verdict }, subject: `s.${peerId}` }],
+  events: [
+    {
+      type: 'result-accepted',
+      v: 1,
+      branchId: peerId,
+      peerId,
+      attempt: 1,
+      fence: 1,
+      status: verdict === 'approve' ? 'success' : 'failure',
+      retryable: false,
+      retryAtMs: null,
+      result: { verdict },
+      subject: `s.${peerId}`,
+    },
+  ],
 });
 
 const types = (transition: Transition | undefined) => transition?.events.map((e) => e.type);
@@ -196,7 +218,10 @@ test('given a closed decision, when a decider emits a second closure, then the l
 });
 
 test('given nothing, when an admission finds every candidate refused by policy, then it is refused as denied and nothing is planned', () => {
-  const facts = admissionFacts({}, { authorizations: peers.map((peerId) => ({ peerId, allowed: false, revision: 'p1', expiresAtMs: t0 + 1000, reason: 'no' })) });
+  const facts = admissionFacts(
+    {},
+    { authorizations: peers.map((peerId) => ({ peerId, allowed: false, revision: 'p1', expiresAtMs: t0 + 1000, reason: 'no' })) },
+  );
   const decided = planAdmission(facts);
   assert.equal(decided.kind, 'refused');
   assert.ok(decided.kind === 'refused' && decided.refusal instanceof AdapterError);

@@ -121,7 +121,13 @@ async function crashAndRecover(t: TestContext, storeUrl: string, sinkPath: strin
     // An incarnation that dies on its own (not by our SIGKILL) is a failure, not a crash point.
     assert.ok(child.running || child.last('done'), `incarnation ${k + 1} exited on its own\n${child.diagnostics()}`);
     const progress = child.last('progress');
-    const point: KillPoint = { incarnation: k + 1, afterStartedMs, stage: stageOf(child), admitted: Number(progress?.admitted ?? 0), settled: Number(progress?.settled ?? 0) };
+    const point: KillPoint = {
+      incarnation: k + 1,
+      afterStartedMs,
+      stage: stageOf(child),
+      admitted: Number(progress?.admitted ?? 0),
+      settled: Number(progress?.settled ?? 0),
+    };
     await child.kill();
     report.kills.push(point);
     t.diagnostic(`kill ${k + 1}: SIGKILL ${afterStartedMs} ms after start, while ${point.stage} (${point.admitted} admitted, ${point.settled} settled)`);
@@ -135,10 +141,18 @@ async function crashAndRecover(t: TestContext, storeUrl: string, sinkPath: strin
     const startedMs = Date.now();
     const progress = () => child.last('progress');
     while (child.running && !child.last('done') && !(Number(progress()?.admitted ?? 0) > Number(progress()?.settled ?? 0))) await bound(5);
-    const point: KillPoint = { incarnation: report.kills.length + 1, afterStartedMs: Date.now() - startedMs, stage: stageOf(child), admitted: Number(progress()?.admitted ?? 0), settled: Number(progress()?.settled ?? 0) };
+    const point: KillPoint = {
+      incarnation: report.kills.length + 1,
+      afterStartedMs: Date.now() - startedMs,
+      stage: stageOf(child),
+      admitted: Number(progress()?.admitted ?? 0),
+      settled: Number(progress()?.settled ?? 0),
+    };
     await child.kill();
     report.kills.push(point);
-    t.diagnostic(`kill ${point.incarnation}: SIGKILL ${point.afterStartedMs} ms after start, the first with operations in flight, while ${point.stage} (${point.admitted} admitted, ${point.settled} settled)`);
+    t.diagnostic(
+      `kill ${point.incarnation}: SIGKILL ${point.afterStartedMs} ms after start, the first with operations in flight, while ${point.stage} (${point.admitted} admitted, ${point.settled} settled)`,
+    );
   }
   const last = CrashChild.start(childArgs(storeUrl, sinkPath));
   report.incarnations.push(last);
@@ -173,14 +187,17 @@ function acceptedResults(transitions: readonly StoredTransition[]): AcceptedFact
     record = applyStored(record, stored);
     for (const branch of Object.values(record?.branches ?? {})) {
       const accepted = branch.accepted;
-      if (accepted && accepted !== before?.branches[branch.branchId]?.accepted) facts.push({ branchId: branch.branchId, attempt: accepted.attempt, fence: accepted.fence, result: accepted.result });
+      if (accepted && accepted !== before?.branches[branch.branchId]?.accepted)
+        facts.push({ branchId: branch.branchId, attempt: accepted.attempt, fence: accepted.fence, result: accepted.result });
     }
   }
   return facts;
 }
 
 function logSummary(transitions: readonly StoredTransition[]): string {
-  return transitions.map((s) => `  r${s.revision} @${s.committedAtMs} ${s.transition.causation.command}: ${s.transition.events.map((e) => e.type).join(', ')}`).join('\n');
+  return transitions
+    .map((s) => `  r${s.revision} @${s.committedAtMs} ${s.transition.causation.command}: ${s.transition.events.map((e) => e.type).join(', ')}`)
+    .join('\n');
 }
 
 interface OperationCheck {
@@ -210,10 +227,15 @@ async function checkStore(storeUrl: string): Promise<OperationCheck[]> {
       const expected = expectedDecision(item);
       const actual = { outcome: record.decision?.outcome, reason: record.decision?.reason };
       const settledRight = record.phase === 'settled';
-      const timedRight = expected.reason === 'timeout' ? record.decision!.closedAtMs >= record.deadlineMs : record.decision !== null && record.decision.closedAtMs < record.deadlineMs;
+      const timedRight =
+        expected.reason === 'timeout'
+          ? record.decision!.closedAtMs >= record.deadlineMs
+          : record.decision !== null && record.decision.closedAtMs < record.deadlineMs;
       if (actual.outcome !== expected.outcome || actual.reason !== expected.reason || !settledRight || !timedRight) {
         const verdicts = crashPeers.map((p) => `${p}=${verdictOf(item.interaction, p, item.document)}`).join(' ');
-        problems.push(`${item.invocationKey} ${id}: expected ${expected.outcome}/${expected.reason}, got ${actual.outcome}/${actual.reason}, phase ${record.phase} (${verdicts})\n${logSummary(read.transitions)}`);
+        problems.push(
+          `${item.invocationKey} ${id}: expected ${expected.outcome}/${expected.reason}, got ${actual.outcome}/${actual.reason}, phase ${record.phase} (${verdicts})\n${logSummary(read.transitions)}`,
+        );
       }
       checks.push({ item, operationId: id, record, accepted: acceptedResults(read.transitions) });
     }
@@ -245,7 +267,10 @@ function checkEffects(sinkPath: string, checks: OperationCheck[]): { applied: Ap
     for (const fact of check.accepted) {
       const effect = applied.find((e) => e.operationId === check.operationId && e.branchId === fact.branchId && e.fence === fact.fence);
       const verdict = (effect?.value as { verdict?: string } | undefined)?.verdict;
-      if (verdict !== (fact.result as { verdict: string }).verdict) unbacked.push(`${check.item.invocationKey}/${fact.branchId} fence ${fact.fence}: result ${JSON.stringify(fact.result)}, effect ${JSON.stringify(effect?.value)}`);
+      if (verdict !== (fact.result as { verdict: string }).verdict)
+        unbacked.push(
+          `${check.item.invocationKey}/${fact.branchId} fence ${fact.fence}: result ${JSON.stringify(fact.result)}, effect ${JSON.stringify(effect?.value)}`,
+        );
     }
   }
   assert.deepEqual(unbacked, [], 'every accepted result is the committed effect of its fence');
@@ -262,7 +287,11 @@ function checkEffects(sinkPath: string, checks: OperationCheck[]): { applied: Ap
 
 function countEffects(report: RunReport): { commits: number; repeated: number; refused: number } {
   const effects = report.incarnations.flatMap((c) => c.events.filter((e) => e.event === 'effect'));
-  return { commits: effects.length, repeated: effects.filter((e) => e.repeated === true).length, refused: effects.filter((e) => e.refused !== undefined).length };
+  return {
+    commits: effects.length,
+    repeated: effects.filter((e) => e.repeated === true).length,
+    refused: effects.filter((e) => e.refused !== undefined).length,
+  };
 }
 
 async function runCrashTest(t: TestContext, storeUrl: string, sinkPath: string, random: Random): Promise<void> {
@@ -271,15 +300,25 @@ async function runCrashTest(t: TestContext, storeUrl: string, sinkPath: string, 
   const { applied } = checkEffects(sinkPath, checks);
   const counts = countEffects(report);
   const outcomes = new Map<string, number>();
-  for (const c of checks) outcomes.set(`${c.record.decision!.outcome}/${c.record.decision!.reason}`, (outcomes.get(`${c.record.decision!.outcome}/${c.record.decision!.reason}`) ?? 0) + 1);
+  for (const c of checks)
+    outcomes.set(
+      `${c.record.decision!.outcome}/${c.record.decision!.reason}`,
+      (outcomes.get(`${c.record.decision!.outcome}/${c.record.decision!.reason}`) ?? 0) + 1,
+    );
   const branches = checks.flatMap((c) => Object.values(c.record.branches));
   const retried = branches.filter((b) => b.attempt > 1).length;
   const successAttemptMax = Math.max(0, ...branches.filter((b) => b.accepted?.status === 'success').map((b) => b.attempt));
   const settlements = checks.map((c) => c.record.settlement.status);
   const voids = checks.reduce((n, c) => n + c.record.transitionsVoid, 0);
-  t.diagnostic(`${checks.length} operations, decisions ${JSON.stringify(Object.fromEntries(outcomes))}; ${report.kills.length} kills, ${report.incarnations.length} incarnations, ${report.elapsedMs} ms`);
-  t.diagnostic(`effects: ${applied.length} applied, ${counts.commits} commits answered, ${counts.repeated} repeated (absorbed by the idempotency key), ${counts.refused} refused (older fence)`);
-  t.diagnostic(`${retried} branches ended past attempt 1; a success needed at most attempt ${successAttemptMax} of ${attemptsMax}; settlement ${settlements.filter((s) => s === 'complete').length} complete, ${settlements.filter((s) => s === 'indeterminate').length} indeterminate; ${voids} void transitions`);
+  t.diagnostic(
+    `${checks.length} operations, decisions ${JSON.stringify(Object.fromEntries(outcomes))}; ${report.kills.length} kills, ${report.incarnations.length} incarnations, ${report.elapsedMs} ms`,
+  );
+  t.diagnostic(
+    `effects: ${applied.length} applied, ${counts.commits} commits answered, ${counts.repeated} repeated (absorbed by the idempotency key), ${counts.refused} refused (older fence)`,
+  );
+  t.diagnostic(
+    `${retried} branches ended past attempt 1; a success needed at most attempt ${successAttemptMax} of ${attemptsMax}; settlement ${settlements.filter((s) => s === 'complete').length} complete, ${settlements.filter((s) => s === 'indeterminate').length} indeterminate; ${voids} void transitions`,
+  );
   if (killsOverride === undefined || killsOverride > 0) {
     assert.ok(report.kills.some(inFlight), 'at least one kill landed while operations were in flight');
   }

@@ -124,7 +124,12 @@ function chaosBundle(): JsonObject {
 function otherBundle(): JsonObject {
   const bundle = e2eBundle();
   const allok = (bundle.interactions as Record<string, JsonObject>).allok!;
-  return { ...bundle, contract: { id: 'e2e.other', version: '1.0.0' }, subjectNamespace: otherNamespace, interactions: { [otherInteraction]: { ...allok, ...lasting, audience: { peers: [mallory] } } } };
+  return {
+    ...bundle,
+    contract: { id: 'e2e.other', version: '1.0.0' },
+    subjectNamespace: otherNamespace,
+    interactions: { [otherInteraction]: { ...allok, ...lasting, audience: { peers: [mallory] } } },
+  };
 }
 
 function chaosPeers(): Record<string, PeerSpec> {
@@ -149,7 +154,9 @@ function summary(log: readonly StoredTransition[]): string {
     .map((t) => {
       const events = t.transition.events.map((e) => {
         const { type, branchId, cause, reason, status, outcome, attempt, fence } = e as unknown as Record<string, unknown>;
-        return [type, branchId, cause, reason, status, outcome, attempt === undefined ? undefined : `a${String(attempt)}f${String(fence)}`].filter((x) => x !== undefined && x !== null).join(' ');
+        return [type, branchId, cause, reason, status, outcome, attempt === undefined ? undefined : `a${String(attempt)}f${String(fence)}`]
+          .filter((x) => x !== undefined && x !== null)
+          .join(' ');
       });
       return `@${t.committedAtMs} ${t.transition.causation.command}: ${events.join(', ')}`;
     })
@@ -220,7 +227,7 @@ class Coordinators {
 
   /** Everything the coordinators printed so far, stopped processes included. */
   output(): string {
-    return [...this.printed, ...([this.f.serve, this.second].filter((p) => p !== undefined).map((p) => p.stdout() + p.stderr()))].join('');
+    return [...this.printed, ...[this.f.serve, this.second].filter((p) => p !== undefined).map((p) => p.stdout() + p.stderr())].join('');
   }
 }
 
@@ -300,7 +307,9 @@ class RejectionsWatch {
     const alive = this.processes().filter((p): p is ServeProcess => p !== undefined && p.child.exitCode === null && p.child.signalCode === null);
     await Promise.all(
       alive.map(async (p) => {
-        const text = await fetch(`${p.url}/metrics`, { signal: AbortSignal.timeout(1_000) }).then((r) => r.text()).catch(() => undefined);
+        const text = await fetch(`${p.url}/metrics`, { signal: AbortSignal.timeout(1_000) })
+          .then((r) => r.text())
+          .catch(() => undefined);
         if (text === undefined) return;
         const counts = new Map<string, number>();
         for (const m of text.matchAll(/^convoke_result_rejections_total\{reason="([^"]+)"\} (\d+)/gm)) counts.set(m[1]!, Number(m[2]));
@@ -326,9 +335,16 @@ function checkVotes(where: string, log: readonly StoredTransition[], hostile: Ho
       const at = `${where}/${event.branchId}: the result accepted at revision ${k}`;
       assert.equal(event.peerId, branch.peerId, `${at} is from the branch's assigned peer`);
       assert.deepEqual([event.attempt, event.fence], [branch.attempt, branch.fence], `${at} is the current assignment's`);
-      assert.equal(event.subject, subjectFor(before.subjectNamespace, before.interaction, before.operationId, 'result', branch.peerId), `${at} arrived on the operation's own subject`);
+      assert.equal(
+        event.subject,
+        subjectFor(before.subjectNamespace, before.interaction, before.operationId, 'result', branch.peerId),
+        `${at} arrived on the operation's own subject`,
+      );
       if (branch.peerId !== mallory) continue;
-      assert.ok(hostile.legitimate(before.operationId, event.attempt, event.fence, event.result), `${at} is one mallory really sent for that assignment: ${JSON.stringify(event)}`);
+      assert.ok(
+        hostile.legitimate(before.operationId, event.attempt, event.fence, event.result),
+        `${at} is one mallory really sent for that assignment: ${JSON.stringify(event)}`,
+      );
       malloryVotes++;
     }
   }
@@ -342,7 +358,11 @@ function recordedRejections(log: readonly StoredTransition[], peer: string, into
   }
 }
 
-const show = (m: Map<string, number>) => [...m].sort(([a], [b]) => (a < b ? -1 : 1)).map(([k, n]) => `${k} ${n}`).join(', ');
+const show = (m: Map<string, number>) =>
+  [...m]
+    .sort(([a], [b]) => (a < b ? -1 : 1))
+    .map(([k, n]) => `${k} ${n}`)
+    .join(', ');
 
 /** Invokes until admitted: across a fault the command or its reply can be lost, and the key makes a retry safe. */
 async function admit(client: CommandClient, interaction: Interaction, key: string): Promise<string> {
@@ -405,159 +425,178 @@ after(() => {
 /** The run's deployment, for the exit above. */
 let fixture: NatsDeploymentFixture | undefined;
 
-test(`NATS chaos: peers, coordinators and nats-server killed and restarted under load decide every operation, with no duplicate effect (seed ${seed})`, { timeout: runTimeoutMs }, async (t) => {
-  t.diagnostic(`seed ${seed} (CONVOKE_CHAOS_SEED=${seed} replays the fault schedule), ${faultCount} faults`);
-  const random = seededRandom(seed);
-  const f = await NatsDeploymentFixture.start({
-    mode: 'durable',
-    store: 'jetstream',
-    bundle: chaosBundle(),
-    extraBundles: [otherBundle()],
-    groups: { reviewers },
-    peers: chaosPeers(),
-    commandClients: ['billing'],
-    durable: { ackWaitMs: 2_500, maxDeliver: 100 },
-    durabilityCheckIntervalMs: 500,
-  });
-  fixture = f;
-  const coordinators = new Coordinators(f);
-  const watch = new RejectionsWatch(() => [f.serve, coordinators.second]);
-  let hostile: HostilePeer | undefined;
-  try {
-    await Promise.all([coordinators.start(0), coordinators.start(1), f.startPeers()]);
-    const client = await f.client('billing');
-    watch.start(500);
-
-    // The caller: a new invocation every 30–90 ms, alternating the two interactions, each retried until admitted.
-    const admitted: Promise<{ key: string; interaction: Interaction; operationId: string }>[] = [];
-    let calling = true;
-    // Mallory draws from its own stream of the seed, so the fault schedule stays what the seed made it.
-    hostile = await HostilePeer.start({
-      peerId: mallory,
-      transport: await f.peerTransport(mallory),
-      otherTransport: await f.peerTransport(mallory, otherNamespace),
-      namespace: f.namespace,
-      interactions: interactionsUsed,
-      memberOf: { interaction: 'first', attemptsMax: firstAttemptsMax },
-      otherNamespace,
-      otherInteraction,
-      honestPeers: reviewers,
-      principalId: client.principal,
-      contractDigest: f.contract.digest,
-      invocation,
-      progress: () => admitted.length,
-      random: seededRandom(seed ^ 0x6d616c6c),
+test(
+  `NATS chaos: peers, coordinators and nats-server killed and restarted under load decide every operation, with no duplicate effect (seed ${seed})`,
+  { timeout: runTimeoutMs },
+  async (t) => {
+    t.diagnostic(`seed ${seed} (CONVOKE_CHAOS_SEED=${seed} replays the fault schedule), ${faultCount} faults`);
+    const random = seededRandom(seed);
+    const f = await NatsDeploymentFixture.start({
+      mode: 'durable',
+      store: 'jetstream',
+      bundle: chaosBundle(),
+      extraBundles: [otherBundle()],
+      groups: { reviewers },
+      peers: chaosPeers(),
+      commandClients: ['billing'],
+      durable: { ackWaitMs: 2_500, maxDeliver: 100 },
+      durabilityCheckIntervalMs: 500,
     });
-    const caller = (async () => {
-      for (let i = 0; calling; i++) {
-        const { key, interaction } = invocation(i);
-        const admission = admit(client, interaction, key).then((operationId) => (interactionOf.set(operationId, interaction), { key, interaction, operationId }));
-        // Awaited together after the faults: a failure then fails the run's assertions, not the process as an unhandled rejection.
-        admission.catch(() => undefined);
-        admitted.push(admission);
-        await sleep(30 + random.int(60));
-      }
-    })();
-    for (const kind of schedule(random)) {
-      await sleep(800 + random.int(1_500));
-      const startedAtMs = Date.now();
-      t.diagnostic(`${new Date(startedAtMs).toISOString()} ${await inject(f, coordinators, kind, random)} (${Date.now() - startedAtMs} ms)`);
-    }
-    calling = false;
-    await caller;
-    await hostile.stop();
-    const operations = await Promise.all(admitted);
-    t.diagnostic(`${operations.length} operations admitted`);
-
-    const results = new Map<string, InvocationResult | undefined>();
-    // A few dozen reads at a time: thousands of concurrent commands to coordinators still recovering
-    // from the last fault made whole reads time out on a loaded machine (the log had decided).
-    await eachBounded(operations, settleReadsMax, async (o) => void results.set(o.operationId, await settled(client, o.operationId)));
-    // Mallory answered its cancels while operations settled; now it is silenced, and the metric read a last time.
-    await hostile.close();
-    await watch.stop();
-    const sink = new SqliteEffectSink({ path: f.effectsPath });
-    const effects = new Map<string, number>();
+    fixture = f;
+    const coordinators = new Coordinators(f);
+    const watch = new RejectionsWatch(() => [f.serve, coordinators.second]);
+    let hostile: HostilePeer | undefined;
     try {
-      for (const e of sink.applied()) effects.set(`${e.operationId}/${e.branchId}`, (effects.get(`${e.operationId}/${e.branchId}`) ?? 0) + 1);
-    } finally {
-      sink.close();
-    }
+      await Promise.all([coordinators.start(0), coordinators.start(1), f.startPeers()]);
+      const client = await f.client('billing');
+      watch.start(500);
 
-    const metric = watch.totals();
-    t.diagnostic(`mallory stored/published: ${hostile.summary()}; msg-ids squatted: ${hostile.squatted.length}`);
-    t.diagnostic(`rejections metric (both coordinators, every process): ${show(metric)}`);
-    const recorded = new Map<string, number>();
-    const accepted = new Map<string, boolean>();
-    let malloryVotes = 0;
-    const printed = coordinators.output();
-    const lossesLogged = [...printed.matchAll(/durability lost in [^\n]*the server lost acknowledged writes[^\n]*/g)].map((m) => m[0]);
-    const repairs = [...printed.matchAll(/durable consumer repaired: [^\n]*/g)].map((m) => m[0]);
-    t.diagnostic(`lost acknowledged writes logged by the coordinators: ${lossesLogged.length}; consumers repaired: ${repairs.length}`);
-    for (const line of [...lossesLogged, ...repairs]) t.diagnostic(line.slice(0, 400));
-    let closedByLoss = 0;
-    for (const { key, interaction, operationId } of operations) {
-      const result = results.get(operationId);
-      const where = `${key} (${interaction}, ${operationId})`;
-      if (result?.decision?.outcome === 'indeterminate' && result.decision.reason === 'durability-lost' && lossesLogged.length > 0) {
-        // The broker lost what it had acknowledged while this operation was open: it closed as indeterminate, never failed.
-        closedByLoss++;
-        assert.equal(result.settlement?.status, 'indeterminate', `${where}: settles indeterminate`);
+      // The caller: a new invocation every 30–90 ms, alternating the two interactions, each retried until admitted.
+      const admitted: Promise<{ key: string; interaction: Interaction; operationId: string }>[] = [];
+      let calling = true;
+      // Mallory draws from its own stream of the seed, so the fault schedule stays what the seed made it.
+      hostile = await HostilePeer.start({
+        peerId: mallory,
+        transport: await f.peerTransport(mallory),
+        otherTransport: await f.peerTransport(mallory, otherNamespace),
+        namespace: f.namespace,
+        interactions: interactionsUsed,
+        memberOf: { interaction: 'first', attemptsMax: firstAttemptsMax },
+        otherNamespace,
+        otherInteraction,
+        honestPeers: reviewers,
+        principalId: client.principal,
+        contractDigest: f.contract.digest,
+        invocation,
+        progress: () => admitted.length,
+        random: seededRandom(seed ^ 0x6d616c6c),
+      });
+      const caller = (async () => {
+        for (let i = 0; calling; i++) {
+          const { key, interaction } = invocation(i);
+          const admission = admit(client, interaction, key).then(
+            (operationId) => (interactionOf.set(operationId, interaction), { key, interaction, operationId }),
+          );
+          // Awaited together after the faults: a failure then fails the run's assertions, not the process as an unhandled rejection.
+          admission.catch(() => undefined);
+          admitted.push(admission);
+          await sleep(30 + random.int(60));
+        }
+      })();
+      for (const kind of schedule(random)) {
+        await sleep(800 + random.int(1_500));
+        const startedAtMs = Date.now();
+        t.diagnostic(`${new Date(startedAtMs).toISOString()} ${await inject(f, coordinators, kind, random)} (${Date.now() - startedAtMs} ms)`);
+      }
+      calling = false;
+      await caller;
+      await hostile.stop();
+      const operations = await Promise.all(admitted);
+      t.diagnostic(`${operations.length} operations admitted`);
+
+      const results = new Map<string, InvocationResult | undefined>();
+      // A few dozen reads at a time: thousands of concurrent commands to coordinators still recovering
+      // from the last fault made whole reads time out on a loaded machine (the log had decided).
+      await eachBounded(operations, settleReadsMax, async (o) => void results.set(o.operationId, await settled(client, o.operationId)));
+      // Mallory answered its cancels while operations settled; now it is silenced, and the metric read a last time.
+      await hostile.close();
+      await watch.stop();
+      const sink = new SqliteEffectSink({ path: f.effectsPath });
+      const effects = new Map<string, number>();
+      try {
+        for (const e of sink.applied()) effects.set(`${e.operationId}/${e.branchId}`, (effects.get(`${e.operationId}/${e.branchId}`) ?? 0) + 1);
+      } finally {
+        sink.close();
+      }
+
+      const metric = watch.totals();
+      t.diagnostic(`mallory stored/published: ${hostile.summary()}; msg-ids squatted: ${hostile.squatted.length}`);
+      t.diagnostic(`rejections metric (both coordinators, every process): ${show(metric)}`);
+      const recorded = new Map<string, number>();
+      const accepted = new Map<string, boolean>();
+      let malloryVotes = 0;
+      const printed = coordinators.output();
+      const lossesLogged = [...printed.matchAll(/durability lost in [^\n]*the server lost acknowledged writes[^\n]*/g)].map((m) => m[0]);
+      const repairs = [...printed.matchAll(/durable consumer repaired: [^\n]*/g)].map((m) => m[0]);
+      t.diagnostic(`lost acknowledged writes logged by the coordinators: ${lossesLogged.length}; consumers repaired: ${repairs.length}`);
+      for (const line of [...lossesLogged, ...repairs]) t.diagnostic(line.slice(0, 400));
+      let closedByLoss = 0;
+      for (const { key, interaction, operationId } of operations) {
+        const result = results.get(operationId);
+        const where = `${key} (${interaction}, ${operationId})`;
+        if (result?.decision?.outcome === 'indeterminate' && result.decision.reason === 'durability-lost' && lossesLogged.length > 0) {
+          // The broker lost what it had acknowledged while this operation was open: it closed as indeterminate, never failed.
+          closedByLoss++;
+          assert.equal(result.settlement?.status, 'indeterminate', `${where}: settles indeterminate`);
+          const log = await f.log(operationId);
+          assert.deepEqual(fold(log, machineSteps), fold(log), `${where}: machine fold equals table fold`);
+          assert.equal(fold(log)?.decision?.reason, 'durability-lost', `${where}: the caller's decision is the log's`);
+          for (const branch of reviewers) assert.ok((effects.get(`${operationId}/${branch}`) ?? 0) <= 1, `${where}/${branch}: at most one effect`);
+          malloryVotes += checkVotes(where, log, hostile);
+          recordedRejections(log, mallory, recorded);
+          continue;
+        }
+        if (result?.decision?.outcome !== 'success') {
+          const stored = await storedMessages(f, operationId);
+          assert.fail(
+            `${where} decides success: ${JSON.stringify(result?.decision)}; its log: ${summary(await f.log(operationId))}; stored messages: ${stored}; effects: ${JSON.stringify(reviewers.map((p) => [p, effects.get(`${operationId}/${p}`) ?? 0]))}`,
+          );
+        }
+        if (interaction === 'allok') assert.equal(result.decision.successVotes, reviewers.length, `${where}: every vote`);
+        else assert.ok(result.decision.successVotes >= 1, `${where}: a vote`);
+        assert.notEqual(result.settlement?.status, 'pending', `${where} reached the settled boundary`);
+
         const log = await f.log(operationId);
-        assert.deepEqual(fold(log, machineSteps), fold(log), `${where}: machine fold equals table fold`);
-        assert.equal(fold(log)?.decision?.reason, 'durability-lost', `${where}: the caller's decision is the log's`);
-        for (const branch of reviewers) assert.ok((effects.get(`${operationId}/${branch}`) ?? 0) <= 1, `${where}/${branch}: at most one effect`);
+        const record = fold(log);
+        assert.deepEqual(fold(log, machineSteps), record, `${where}: machine fold equals table fold`);
+        assert.equal(record?.decision?.outcome, result.decision.outcome, `${where}: the caller's decision is the log's`);
+        assert.equal(record?.decision?.closedAtMs, result.decision.closedAtMs, `${where}: closed at the logged instant`);
+
+        for (const branch of Object.values(record!.branches)) {
+          const applied = effects.get(`${operationId}/${branch.branchId}`) ?? 0;
+          assert.ok(applied <= 1, `${where}/${branch.branchId}: ${applied} effects`);
+          if (interaction === 'allok') assert.equal(applied, 1, `${where}/${branch.branchId}: its one effect`);
+          if (branch.accepted !== null) {
+            assert.deepEqual(
+              [branch.accepted.attempt, branch.accepted.fence],
+              [branch.attempt, branch.fence],
+              `${where}/${branch.branchId}: the accepted result is the current assignment's`,
+            );
+            accepted.set(`${operationId}/${branch.branchId}`, true);
+          }
+          if (branch.accepted?.status === 'success' && branch.peerId !== mallory)
+            assert.equal(applied, 1, `${where}/${branch.branchId}: an accepted success is backed by its effect`);
+        }
         malloryVotes += checkVotes(where, log, hostile);
         recordedRejections(log, mallory, recorded);
-        continue;
       }
-      if (result?.decision?.outcome !== 'success') {
-        const stored = await storedMessages(f, operationId);
-        assert.fail(`${where} decides success: ${JSON.stringify(result?.decision)}; its log: ${summary(await f.log(operationId))}; stored messages: ${stored}; effects: ${JSON.stringify(reviewers.map((p) => [p, effects.get(`${operationId}/${p}`) ?? 0]))}`);
-      }
-      if (interaction === 'allok') assert.equal(result.decision.successVotes, reviewers.length, `${where}: every vote`);
-      else assert.ok(result.decision.successVotes >= 1, `${where}: a vote`);
-      assert.notEqual(result.settlement?.status, 'pending', `${where} reached the settled boundary`);
 
-      const log = await f.log(operationId);
-      const record = fold(log);
-      assert.deepEqual(fold(log, machineSteps), record, `${where}: machine fold equals table fold`);
-      assert.equal(record?.decision?.outcome, result.decision.outcome, `${where}: the caller's decision is the log's`);
-      assert.equal(record?.decision?.closedAtMs, result.decision.closedAtMs, `${where}: closed at the logged instant`);
-
-      for (const branch of Object.values(record!.branches)) {
-        const applied = effects.get(`${operationId}/${branch.branchId}`) ?? 0;
-        assert.ok(applied <= 1, `${where}/${branch.branchId}: ${applied} effects`);
-        if (interaction === 'allok') assert.equal(applied, 1, `${where}/${branch.branchId}: its one effect`);
-        if (branch.accepted !== null) {
-          assert.deepEqual([branch.accepted.attempt, branch.accepted.fence], [branch.attempt, branch.fence], `${where}/${branch.branchId}: the accepted result is the current assignment's`);
-          accepted.set(`${operationId}/${branch.branchId}`, true);
-        }
-        if (branch.accepted?.status === 'success' && branch.peerId !== mallory) assert.equal(applied, 1, `${where}/${branch.branchId}: an accepted success is backed by its effect`);
+      t.diagnostic(`operations closed indeterminate (durability-lost) after a logged loss of acknowledged writes: ${closedByLoss}`);
+      // Mallory ran, and everything it did was seen and refused.
+      t.diagnostic(`mallory's votes counted: ${malloryVotes}; rejections recorded for mallory's subjects: ${show(recorded)}`);
+      for (const kind of hostileKinds) {
+        if (kind === 'denied') continue;
+        assert.ok(
+          hostile.tallies[kind].stored >= hostileStoredMin[kind],
+          `mallory got at least ${hostileStoredMin[kind]} ${kind} messages stored: ${hostile.summary()}`,
+        );
       }
-      malloryVotes += checkVotes(where, log, hostile);
-      recordedRejections(log, mallory, recorded);
+      assert.ok(hostile.tallies.denied.published >= 1, "mallory tried an honest peer's subject");
+      assert.equal(hostile.tallies.denied.stored, 0, "the broker stored nothing mallory sent on an honest peer's subject");
+      const squatsProven = hostile.squatted.filter((s) => accepted.has(`${s.operationId}/${s.branchId}`)).length;
+      t.diagnostic(`honest results accepted although mallory had stored their Msg-Ids first: ${squatsProven} of ${hostile.squatted.length}`);
+      assert.ok(squatsProven >= 5, `honest results whose Msg-Id mallory had taken first were still accepted (${squatsProven} of ${hostile.squatted.length})`);
+      for (const reason of ['wrong-peer', 'stale-fence'])
+        assert.ok((recorded.get(reason) ?? 0) >= 1, `a ${reason} rejection of mallory's traffic is recorded: ${show(recorded)}`);
+      for (const reason of ['malformed', 'wrong-subject'])
+        assert.ok((metric.get(reason) ?? 0) >= 1, `the rejections metric counts mallory's ${reason} traffic: ${show(metric)}`);
+      passed = true;
+    } finally {
+      await hostile?.close();
+      await watch.stop();
+      if (logsDir !== undefined)
+        await keepEvidence(logsDir, f, coordinators).catch((error: unknown) => t.diagnostic(`keeping the evidence in ${logsDir} failed: ${String(error)}`));
+      await f.dispose();
     }
-
-    t.diagnostic(`operations closed indeterminate (durability-lost) after a logged loss of acknowledged writes: ${closedByLoss}`);
-    // Mallory ran, and everything it did was seen and refused.
-    t.diagnostic(`mallory's votes counted: ${malloryVotes}; rejections recorded for mallory's subjects: ${show(recorded)}`);
-    for (const kind of hostileKinds) {
-      if (kind === 'denied') continue;
-      assert.ok(hostile.tallies[kind].stored >= hostileStoredMin[kind], `mallory got at least ${hostileStoredMin[kind]} ${kind} messages stored: ${hostile.summary()}`);
-    }
-    assert.ok(hostile.tallies.denied.published >= 1, 'mallory tried an honest peer\'s subject');
-    assert.equal(hostile.tallies.denied.stored, 0, 'the broker stored nothing mallory sent on an honest peer\'s subject');
-    const squatsProven = hostile.squatted.filter((s) => accepted.has(`${s.operationId}/${s.branchId}`)).length;
-    t.diagnostic(`honest results accepted although mallory had stored their Msg-Ids first: ${squatsProven} of ${hostile.squatted.length}`);
-    assert.ok(squatsProven >= 5, `honest results whose Msg-Id mallory had taken first were still accepted (${squatsProven} of ${hostile.squatted.length})`);
-    for (const reason of ['wrong-peer', 'stale-fence']) assert.ok((recorded.get(reason) ?? 0) >= 1, `a ${reason} rejection of mallory's traffic is recorded: ${show(recorded)}`);
-    for (const reason of ['malformed', 'wrong-subject']) assert.ok((metric.get(reason) ?? 0) >= 1, `the rejections metric counts mallory's ${reason} traffic: ${show(metric)}`);
-    passed = true;
-  } finally {
-    await hostile?.close();
-    await watch.stop();
-    if (logsDir !== undefined) await keepEvidence(logsDir, f, coordinators).catch((error: unknown) => t.diagnostic(`keeping the evidence in ${logsDir} failed: ${String(error)}`));
-    await f.dispose();
-  }
-});
+  },
+);

@@ -41,7 +41,12 @@ async function commandsAnswered(serve: ServeProcess): Promise<number> {
 }
 
 /** Closed-loop callers for `ms`: each invoke waits for the decision; `onReply` sees each reply or failure. */
-async function load(client: CommandClient, prefix: string, ms: number, onReply: (key: string, outcome: { status: number; decided: boolean; elapsedMs: number } | Error) => void): Promise<Map<string, Interaction>> {
+async function load(
+  client: CommandClient,
+  prefix: string,
+  ms: number,
+  onReply: (key: string, outcome: { status: number; decided: boolean; elapsedMs: number } | Error) => void,
+): Promise<Map<string, Interaction>> {
   const keys = new Map<string, Interaction>();
   const endMs = Date.now() + ms;
   await Promise.all(
@@ -71,7 +76,14 @@ describe('two coordinators on one deployment', { timeout: 120_000 }, () => {
   before(async () => {
     // Default durable settings: results a killed coordinator had taken but not acknowledged come
     // back after the default ack_wait, well inside the leases.
-    f = await NatsDeploymentFixture.start({ mode: 'durable', store: 'jetstream', bundle: bundle(), groups: { reviewers }, peers: peers(), commandClients: ['billing'] });
+    f = await NatsDeploymentFixture.start({
+      mode: 'durable',
+      store: 'jetstream',
+      bundle: bundle(),
+      groups: { reviewers },
+      peers: peers(),
+      commandClients: ['billing'],
+    });
     await f.startServe();
     second = await f.startAnotherServe();
     await f.startPeers();
@@ -91,7 +103,10 @@ describe('two coordinators on one deployment', { timeout: 120_000 }, () => {
     assert.ok(replies > 30, `a real load (${replies} invocations)`);
     assert.deepEqual(pending, [], 'no invoke left waiting out its waitMs');
     const answered = [(await commandsAnswered(f.serve!)) - before[0]!, (await commandsAnswered(second)) - before[1]!];
-    assert.ok(answered.every((n) => n > 0), `both coordinators served commands: ${answered.join(' / ')}`);
+    assert.ok(
+      answered.every((n) => n > 0),
+      `both coordinators served commands: ${answered.join(' / ')}`,
+    );
   });
 
   it('one coordinator SIGKILLed under load: the other carries on and every operation decides', async () => {
@@ -115,7 +130,11 @@ describe('two coordinators on one deployment', { timeout: 120_000 }, () => {
       }
       assert.equal(reply?.status, 200, `${key} (${failed.has(key) ? 'lost with the killed coordinator' : 'answered'}) decides: ${JSON.stringify(reply)}`);
       const result = resultOf(reply!);
-      assert.equal(result.decision?.outcome, 'success', `${key}: ${JSON.stringify(result.decision)} ${JSON.stringify(result.branches.map((b) => [b.branchId, b.status, b.attempt, b.result]))} ${JSON.stringify((await f.log(result.operationId)).flatMap((t) => t.transition.events.map((e) => e.type + ':' + JSON.stringify(e).slice(0, 300))))}`);
+      assert.equal(
+        result.decision?.outcome,
+        'success',
+        `${key}: ${JSON.stringify(result.decision)} ${JSON.stringify(result.branches.map((b) => [b.branchId, b.status, b.attempt, b.result]))} ${JSON.stringify((await f.log(result.operationId)).flatMap((t) => t.transition.events.map((e) => e.type + ':' + JSON.stringify(e).slice(0, 300))))}`,
+      );
       const record = fold(await f.log(result.operationId));
       assert.deepEqual(record?.decision?.closedAtMs, result.decision?.closedAtMs, `${key}: the reply is the log's decision`);
     }

@@ -96,24 +96,38 @@ describe('NATS faults (durable mode, jetstream store)', { timeout: 55_000 }, () 
     }
   });
 
-  it('duplicated and reordered results from the peers\' own users: one vote each; a conflicting copy is recorded, not counted', async () => {
+  it("duplicated and reordered results from the peers' own users: one vote each; a conflicting copy is recorded, not counted", async () => {
     const op = resultOf(await client.invoke('manual', { document: 'd' }, { waitMs: 0 })).operationId;
     const verdicts: Record<string, object> = { hotel: approve, india: reject, juliett: approve };
     const transports = Object.fromEntries(await Promise.all(manualPeers.map(async (p) => [p, await f.peerTransport(p)] as const)));
-    const message = (peerId: string, result: object): ResultMessage => ({ kind: 'result', operationId: op, branchId: peerId, peerId, attempt: 1, fence: 1, result: result as ResultMessage['result'] });
+    const message = (peerId: string, result: object): ResultMessage => ({
+      kind: 'result',
+      operationId: op,
+      branchId: peerId,
+      peerId,
+      attempt: 1,
+      fence: 1,
+      result: result as ResultMessage['result'],
+    });
     // Reordered (last peer first, interleaved) and duplicated (three copies each, distinct Msg-Ids so
     // JetStream stores every copy), then a conflicting copy of hotel's result.
     const order = ['juliett', 'india', 'juliett', 'hotel', 'india', 'hotel', 'juliett', 'hotel', 'india'];
     let copy = 0;
     for (const peerId of order) {
-      const receipt = await transports[peerId]!.publish(subjectFor(e2eNamespace, 'manual', op, 'result', peerId), encodeWire(message(peerId, verdicts[peerId]!)), { msgId: `${op}-${peerId}-${copy++}` });
+      const receipt = await transports[peerId]!.publish(
+        subjectFor(e2eNamespace, 'manual', op, 'result', peerId),
+        encodeWire(message(peerId, verdicts[peerId]!)),
+        { msgId: `${op}-${peerId}-${copy++}` },
+      );
       assert.equal(receipt.receipt, 'stored', receipt.detail);
     }
     const decided = resultOf(await client.get(op, { waitMs: 15_000 }));
     assert.equal(decided.decision?.outcome, 'success');
     assert.equal(decided.decision?.reason, 'complete');
     assert.deepEqual([decided.decision?.successVotes, decided.decision?.failedUnits, decided.decision?.units], [2, 1, 3]);
-    await transports.hotel!.publish(subjectFor(e2eNamespace, 'manual', op, 'result', 'hotel'), encodeWire(message('hotel', reject)), { msgId: `${op}-hotel-conflict` });
+    await transports.hotel!.publish(subjectFor(e2eNamespace, 'manual', op, 'result', 'hotel'), encodeWire(message('hotel', reject)), {
+      msgId: `${op}-hotel-conflict`,
+    });
     const events = async () => (await f.log(op)).flatMap((t) => t.transition.events) as DomainEvent[];
     await eventually(async () => (await events()).some((e) => e.type === 'protocol-conflict-recorded'), 'the conflicting copy recorded as a protocol conflict');
     const accepted = (await events()).filter((e) => e.type === 'result-accepted').map((e) => (e as { branchId: string }).branchId);
@@ -131,7 +145,11 @@ describe('NATS faults (durable mode, jetstream store)', { timeout: 55_000 }, () 
     // jetstream store on the same server, whichever answers first).
     let refused: { status: number; body: JsonObject } | undefined;
     await f.restartServer(async () => {
-      await eventually(async () => (refused = await f.httpInvoke('allok', { document: 'during outage' }, 'during-outage')).status === 503, 'an admission refused while nats-server is down', 8_000);
+      await eventually(
+        async () => (refused = await f.httpInvoke('allok', { document: 'during outage' }, 'during-outage')).status === 503,
+        'an admission refused while nats-server is down',
+        8_000,
+      );
     });
     assert.equal(refused?.body.kind, 'unavailable');
     const decided = await Promise.all(operations.map((op) => getWithRetry(client, op)));
@@ -140,7 +158,12 @@ describe('NATS faults (durable mode, jetstream store)', { timeout: 55_000 }, () 
       assert.deepEqual([r.decision?.successVotes, r.decision?.units], [5, 5]);
     }
     // Admissions work again once durability is proven on the restarted server.
-    await eventually(async () => (await client.invoke('allok', { document: 'after restart' }, { key: 'after-restart', waitMs: 3_000 }).catch(() => ({ status: 0 }))).status === 200, 'a new admission after the restart', 20_000);
+    await eventually(
+      async () =>
+        (await client.invoke('allok', { document: 'after restart' }, { key: 'after-restart', waitMs: 3_000 }).catch(() => ({ status: 0 }))).status === 200,
+      'a new admission after the restart',
+      20_000,
+    );
     assert.match(f.serve!.stderr(), /durability NOT proven/);
     assert.match(f.serve!.stderr(), /durability proven again/);
     // The refused admission left nothing behind: the same key is a new operation now.

@@ -83,16 +83,33 @@ describe('NATS durable: a broker that lost acknowledged stream writes', { timeou
       await f.peers.get('alfa')!.stop();
       const lost = (await decide('lost', 0)).operationId;
       const jsm = await jetstreamManager(await f.adminConnection());
-      await eventually(async () => (await jsm.streams.getMessage(stream, { last_by_subj: subjectFor(e2eNamespace, 'allok', lost, 'request', 'alfa') }).catch(() => null)) !== null, 'the request stored');
+      await eventually(
+        async () =>
+          (await jsm.streams.getMessage(stream, { last_by_subj: subjectFor(e2eNamespace, 'allok', lost, 'request', 'alfa') }).catch(() => null)) !== null,
+        'the request stored',
+      );
       const deliveredBefore = (await jsm.consumers.info(stream, consumer)).delivered.stream_seq;
 
       await f.restartServer(() => restoreStreamPart(f.storeDir, stream, older!));
       const jsmAfter = await jetstreamManager(await f.adminConnection());
       await f.startPeer('alfa');
 
-      const closed = await eventually(async () => resultOf(await client.get(lost, { waitMs: 0 })).decision !== null, 'the operation whose request was lost closed', 8_000).then(async () => resultOf(await client.get(lost, { waitMs: 0 })));
-      assert.deepEqual([closed.decision?.outcome, closed.decision?.reason, closed.settlement.status], ['indeterminate', 'durability-lost', 'indeterminate'], JSON.stringify(closed));
-      assert.match(f.serve!.stdout() + f.serve!.stderr(), new RegExp(`durable consumer repaired: ${stream}: consumer ${consumer} has delivered up to stream sequence ${deliveredBefore}, past the stream's last sequence`));
+      const closed = await eventually(
+        async () => resultOf(await client.get(lost, { waitMs: 0 })).decision !== null,
+        'the operation whose request was lost closed',
+        8_000,
+      ).then(async () => resultOf(await client.get(lost, { waitMs: 0 })));
+      assert.deepEqual(
+        [closed.decision?.outcome, closed.decision?.reason, closed.settlement.status],
+        ['indeterminate', 'durability-lost', 'indeterminate'],
+        JSON.stringify(closed),
+      );
+      assert.match(
+        f.serve!.stdout() + f.serve!.stderr(),
+        new RegExp(
+          `durable consumer repaired: ${stream}: consumer ${consumer} has delivered up to stream sequence ${deliveredBefore}, past the stream's last sequence`,
+        ),
+      );
       const info = await jsmAfter.consumers.info(stream, consumer);
       const last = (await jsmAfter.streams.info(stream)).state.last_seq;
       assert.ok(info.delivered.stream_seq <= last, `the recreated consumer is not ahead: delivered ${info.delivered.stream_seq}, last ${last}`);
@@ -146,7 +163,11 @@ describe('NATS durable: a consumer starved by redeliveries of removed messages',
       held = await snapshotStreamPart(f.storeDir, stream, `obs/${consumer}`);
     });
     try {
-      const decided = (op: string) => client.get(op, { waitMs: 0 }).then((r) => resultOf(r).decision?.outcome === 'success', () => false);
+      const decided = (op: string) =>
+        client.get(op, { waitMs: 0 }).then(
+          (r) => resultOf(r).decision?.outcome === 'success',
+          () => false,
+        );
       for (const op of ops) await eventually(() => decided(op), `${op} decided`, 30_000);
       jsm = await admin();
       await eventually(async () => (await jsm.streams.info(stream)).state.messages === 1, 'the work queue removed every answered request');
@@ -157,7 +178,10 @@ describe('NATS durable: a consumer starved by redeliveries of removed messages',
 
       const reply = await invoke('waiting', 20_000);
       assert.deepEqual([reply.decision?.outcome, reply.decision?.successVotes], ['success', 1], JSON.stringify(reply));
-      assert.match(f.serve!.stdout() + f.serve!.stderr(), new RegExp(`durable consumer repaired: ${stream}: consumer ${consumer} delivered nothing for \\d+ ms`));
+      assert.match(
+        f.serve!.stdout() + f.serve!.stderr(),
+        new RegExp(`durable consumer repaired: ${stream}: consumer ${consumer} delivered nothing for \\d+ ms`),
+      );
     } finally {
       await held?.dispose();
     }
@@ -185,7 +209,12 @@ describe('a JetStream store that lost acknowledged writes of an operation held i
       await embedded.addPeer('p1', { review: async () => (await approved, { verdict: 'approve' }) });
       await embedded.addPeer('p2', { review: () => new Promise(() => {}) }, { renew: false });
       const caller = { principalId: 'p', senderPeerId: null };
-      const { result } = await embedded.coordinator.invoke(caller, { contract: embedded.bundle.ref, interaction: 'review', invocationKey: 'k', input: { document: 'd' } });
+      const { result } = await embedded.coordinator.invoke(caller, {
+        contract: embedded.bundle.ref,
+        interaction: 'review',
+        invocationKey: 'k',
+        input: { document: 'd' },
+      });
       const op = result.operationId;
       const record = async () => (await embedded.coordinator.record(op))!;
       await eventually(async () => Object.values((await record()).branches).every((b) => b.outbox.receipt !== 'pending'), 'both requests dispatched');
@@ -196,7 +225,10 @@ describe('a JetStream store that lost acknowledged writes of an operation held i
       // The store's connection is back before p1 answers (the in-process bus does not redeliver).
       await eventually(async () => (await store.read(op)).kind === 'ok', 'the store reachable again', 30_000);
       approve();
-      await eventually(async () => Object.values((await record()).branches).some((b) => b.accepted?.status === 'success'), 'p1\'s approval accepted and stored').catch(async (error: unknown) => {
+      await eventually(
+        async () => Object.values((await record()).branches).some((b) => b.accepted?.status === 'success'),
+        "p1's approval accepted and stored",
+      ).catch(async (error: unknown) => {
         throw new Error(`${String(error)}: ${JSON.stringify(await record())} ${await embedded.coordinator.metrics.registry.metrics()}`);
       });
       // The broker loses that acknowledged write: p1's request was answered and will not come again.
@@ -205,7 +237,11 @@ describe('a JetStream store that lost acknowledged writes of an operation held i
       server = await startNatsServer({ jetstream: true, storeDir, port });
       await eventually(async () => (await record()).decision !== null, 'the operation closed', 45_000);
       const closed = embedded.coordinator.view((await embedded.coordinator.load(op))!);
-      assert.deepEqual([closed.decision?.outcome, closed.decision?.reason, closed.settlement.status], ['indeterminate', 'durability-lost', 'indeterminate'], JSON.stringify(closed));
+      assert.deepEqual(
+        [closed.decision?.outcome, closed.decision?.reason, closed.settlement.status],
+        ['indeterminate', 'durability-lost', 'indeterminate'],
+        JSON.stringify(closed),
+      );
       const stored = await store.read(op);
       assert.equal(stored.kind === 'ok' ? fold(stored.transitions)?.decision?.reason : stored.kind, 'durability-lost', 'the log says so too');
     } finally {

@@ -46,7 +46,20 @@ describe('convoke invoke, get and cancel over NATS', { timeout: 90_000 }, () => 
     return { code, output: child.output() };
   };
   const invoke = (interaction: string, key: string, input: JsonObject, extra: string[] = []) =>
-    cli(['invoke', ...as('billing'), '--contract', join(f.dir, 'bundle.json'), '--interaction', interaction, '--key', key, '--input', JSON.stringify(input), '--json', ...extra]);
+    cli([
+      'invoke',
+      ...as('billing'),
+      '--contract',
+      join(f.dir, 'bundle.json'),
+      '--interaction',
+      interaction,
+      '--key',
+      key,
+      '--input',
+      JSON.stringify(input),
+      '--json',
+      ...extra,
+    ]);
   const reply = (output: string) => JSON.parse(output.slice(output.indexOf('{'))) as Reply;
 
   it('invoke: a failed decision exits 0, or 11 with --fail-on-outcome; a success exits 0 either way', async () => {

@@ -34,7 +34,14 @@ const repoRoot = fileURLToPath(new URL('../../../', import.meta.url));
 function captureIo(extra: Partial<CliIo> = {}): CliIo & { out: () => string; err: () => string } {
   let out = '';
   let err = '';
-  return { stdout: { write: (s: string) => (out += s) }, stderr: { write: (s: string) => (err += s) }, readStdin: async () => new Uint8Array(), out: () => out, err: () => err, ...extra };
+  return {
+    stdout: { write: (s: string) => (out += s) },
+    stderr: { write: (s: string) => (err += s) },
+    readStdin: async () => new Uint8Array(),
+    out: () => out,
+    err: () => err,
+    ...extra,
+  };
 }
 
 async function withDir<T>(run: (dir: string) => Promise<T>): Promise<T> {
@@ -47,10 +54,15 @@ async function withDir<T>(run: (dir: string) => Promise<T>): Promise<T> {
 }
 
 /** A store stub that only lists ids: all resolveOperationId reads. */
-const listing = (ids: string[]) => ({ operationIds: async function* () { yield* ids; } }) as unknown as EventStore;
+const listing = (ids: string[]) =>
+  ({
+    operationIds: async function* () {
+      yield* ids;
+    },
+  }) as unknown as EventStore;
 const hex = (digit: string, tail: string) => `op${digit.repeat(64 - tail.length)}${tail}`;
 
-test('exit codes: one per AdapterError kind, all distinct from success, not found, pending, outcome and Node\'s 13', () => {
+test("exit codes: one per AdapterError kind, all distinct from success, not found, pending, outcome and Node's 13", () => {
   const codes = adapterErrorKinds.map((kind) => exitCodeOfError(new AdapterError(kind, 'x')));
   const all = [...codes, exitCodes.ok, exitCodes.failure, exitCodes.notFound, exitCodes.pending, exitCodes.outcomeNotSuccess];
   assert.equal(new Set(all).size, all.length, JSON.stringify(all));
@@ -85,7 +97,11 @@ test('short ids: the full id, `op0123456789ab…` as tail prints it, a unique pr
   assert.equal(await resolveOperationId(store, `${c.slice(0, 14)}…`), c);
   assert.equal(await resolveOperationId(store, c.slice(2, 10)), c);
   assert.equal(await resolveOperationId(store, a.slice(0, 66).toUpperCase()), a);
-  await assert.rejects(resolveOperationId(store, a.slice(0, 20)), (e: unknown) => isAdapterError(e) && e.kind === 'invalid-input' && e.description!.includes(a) && e.description!.includes(b) && /ambiguous/.test(e.description!));
+  await assert.rejects(
+    resolveOperationId(store, a.slice(0, 20)),
+    (e: unknown) =>
+      isAdapterError(e) && e.kind === 'invalid-input' && e.description!.includes(a) && e.description!.includes(b) && /ambiguous/.test(e.description!),
+  );
   await assert.rejects(resolveOperationId(store, 'op3333'), (e: unknown) => e instanceof OperationNotFound);
   await assert.rejects(resolveOperationId(store, 'op1'), (e: unknown) => isAdapterError(e) && /not an operation id/.test(e.description!));
 });
@@ -93,7 +109,8 @@ test('short ids: the full id, `op0123456789ab…` as tail prints it, a unique pr
 test('replay draws a progress bar only on a terminal: no carriage return into a pipe', async () => {
   await withDir(async (dir) => {
     const store = `sqlite:${join(dir, 'ops.db')}`;
-    for (let i = 0; i < 51; i++) assert.equal(await demoCommand({ scenario: 'default', store, peers: 1, quorum: 1, json: true, seed: i, approveRate: 1 }, captureIo()), 0);
+    for (let i = 0; i < 51; i++)
+      assert.equal(await demoCommand({ scenario: 'default', store, peers: 1, quorum: 1, json: true, seed: i, approveRate: 1 }, captureIo()), 0);
     const piped = captureIo();
     assert.equal(await replayCommand(undefined, { store, json: false }, piped), 0);
     assert.doesNotMatch(piped.err(), /\r/);
@@ -113,11 +130,20 @@ test('tables fit the width: inspect of an operation with 24 branches prints no l
     const path = join(dir, 'wide.db');
     const clock = new SystemClock();
     const peers = peerIds(24);
-    const embedded = await createEmbedded({ clock, store: new SqliteEventStore({ path, clock }), bundle: reviewBundle({ completion: { mode: 'all-successful' }, timeoutMs: 10_000 }), groups: { reviewers: peers } });
+    const embedded = await createEmbedded({
+      clock,
+      store: new SqliteEventStore({ path, clock }),
+      bundle: reviewBundle({ completion: { mode: 'all-successful' }, timeoutMs: 10_000 }),
+      groups: { reviewers: peers },
+    });
     let operationId: string;
     try {
-      for (const peerId of peers) await embedded.addPeer(peerId, { review: async () => ({ verdict: 'approve', note: `${peerId} read the whole document and has nothing to add` }) });
-      const { result } = await embedded.coordinator.invoke({ principalId: 'wide', senderPeerId: null }, { contract: embedded.bundle.ref, interaction: 'review', invocationKey: 'wide-1', input: { document: 'wide' } });
+      for (const peerId of peers)
+        await embedded.addPeer(peerId, { review: async () => ({ verdict: 'approve', note: `${peerId} read the whole document and has nothing to add` }) });
+      const { result } = await embedded.coordinator.invoke(
+        { principalId: 'wide', senderPeerId: null },
+        { contract: embedded.bundle.ref, interaction: 'review', invocationKey: 'wide-1', input: { document: 'wide' } },
+      );
       operationId = result.operationId;
       await embedded.coordinator.wait('wide', operationId, 'settled', 10_000);
     } finally {
@@ -126,7 +152,12 @@ test('tables fit the width: inspect of an operation with 24 branches prints no l
     for (const columns of [80, 132]) {
       const io = captureIo({ columns });
       assert.equal(await inspectCommand(operationId, { store: `sqlite:${path}`, json: false }, io), 0);
-      const longest = Math.max(...io.out().split('\n').map((line) => line.length));
+      const longest = Math.max(
+        ...io
+          .out()
+          .split('\n')
+          .map((line) => line.length),
+      );
       assert.ok(longest <= columns, `longest line ${longest} > ${columns}`);
       // Nothing is cut: every branch's id is still there, and the closing event wraps instead of ending early.
       for (const peerId of peers) assert.match(io.out(), new RegExp(`\\b${peerId}\\b`));
@@ -146,7 +177,10 @@ test('renderTable wraps the widest column within the width and keeps every chara
 test('demo on sqlite: names the sqlite store, never "memory store"; each scenario header states its real rule', async () => {
   await withDir(async (dir) => {
     const io = captureIo();
-    assert.equal(await demoCommand({ scenario: 'default', store: `sqlite:${join(dir, 'demo.db')}`, peers: 3, quorum: 2, json: false, seed: 1, approveRate: 1 }, io), 0);
+    assert.equal(
+      await demoCommand({ scenario: 'default', store: `sqlite:${join(dir, 'demo.db')}`, peers: 3, quorum: 2, json: false, seed: 1, approveRate: 1 }, io),
+      0,
+    );
     const header = io.out().split('\n')[0]!;
     assert.match(header, /embedded: sqlite store/);
     assert.doesNotMatch(header, /memory store/);
@@ -173,7 +207,10 @@ test('tail never prints the password of a jetstream store URL', async () => {
     const url = `jetstream:nats://ops:${password}@127.0.0.1:${server.port}`;
     assert.equal(await tailCommand({ store: url, json: false }, io, Promise.resolve()), 0);
     const queryIo = captureIo();
-    assert.equal(await tailCommand({ store: `jetstream:nats://127.0.0.1:${server.port}?user=ops&pass=${password}`, json: false }, queryIo, Promise.resolve()), 0);
+    assert.equal(
+      await tailCommand({ store: `jetstream:nats://127.0.0.1:${server.port}?user=ops&pass=${password}`, json: false }, queryIo, Promise.resolve()),
+      0,
+    );
     for (const text of [io.err(), io.out(), queryIo.err(), queryIo.out()]) assert.doesNotMatch(text, new RegExp(password));
     assert.match(io.err(), /following jetstream:nats:\/\/ops:\*\*\*@127\.0\.0\.1/);
   } finally {

@@ -17,8 +17,16 @@ import { startServe, type ServeProcess } from '../support/http-server.js';
 const hostileNote = '<script>window.__pwned = 1</script><img src=x onerror="window.__pwned = 2">';
 const operatorToken = 'operator-token-for-the-console-test';
 
-async function invoke(base: string, token: string, body: JsonObject): Promise<{ status: number; result: { operationId: string; decision: { outcome: string } | null } }> {
-  const response = await fetch(`${base}/contract-invocations`, { method: 'POST', headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' }, body: JSON.stringify(body) });
+async function invoke(
+  base: string,
+  token: string,
+  body: JsonObject,
+): Promise<{ status: number; result: { operationId: string; decision: { outcome: string } | null } }> {
+  const response = await fetch(`${base}/contract-invocations`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+    body: JSON.stringify(body),
+  });
   return { status: response.status, result: (await response.json()) as { operationId: string; decision: { outcome: string } | null } };
 }
 
@@ -73,7 +81,10 @@ async function liveDecision(ctx: Context): Promise<void> {
   assert.equal((await page.textContent('#outcome'))?.trim(), 'open: no decision yet');
   // Marked once: a reload would drop the mark.
   await page.evaluate('window.__mark = 42');
-  const cancel = await fetch(`${ctx.base}/contract-invocations/${result.operationId}/cancel`, { method: 'POST', headers: { authorization: `Bearer ${ctx.fixture.tokens.alice}` } });
+  const cancel = await fetch(`${ctx.base}/contract-invocations/${result.operationId}/cancel`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${ctx.fixture.tokens.alice}` },
+  });
   assert.equal(cancel.status, 200);
   // The page's content security policy forbids evaluated strings: wait on the element itself.
   await page.waitForSelector('#outcome.outcome-failed', { timeout: 15_000 });
@@ -108,7 +119,10 @@ async function listFilters(ctx: Context): Promise<void> {
   await signIn(page, ctx.base, ctx.fixture.tokens.bob);
   await page.waitForSelector('#operations tbody tr');
   const bobRows = await page.locator('#operations tbody tr').allTextContents();
-  assert.ok(bobRows.every((r) => r.includes('bob')), 'bob sees only his own operations');
+  assert.ok(
+    bobRows.every((r) => r.includes('bob')),
+    'bob sees only his own operations',
+  );
   assert.ok(bobRows.some((r) => r.includes('careful')));
   const filtered = async (settlement: string) => {
     await page.selectOption('#f-settlement', settlement);
@@ -158,7 +172,11 @@ describe('the web console in headless Chromium', { timeout: 120_000 }, () => {
   before(async () => {
     fixture = await writeHttpFixture({ peerDelayMs: 300 });
     // alfa answers with markup in its note; an operator principal sees every operation.
-    const config = structuredClone(fixture.config) as { transport: { examplePeers: Record<string, JsonObject> }; http: { principals: JsonObject[] }; operators?: string[] };
+    const config = structuredClone(fixture.config) as {
+      transport: { examplePeers: Record<string, JsonObject> };
+      http: { principals: JsonObject[] };
+      operators?: string[];
+    };
     const alfa = config.transport.examplePeers.alfa!;
     config.transport.examplePeers.alfa = { ...alfa, review: { verdict: 'approve', note: hostileNote } };
     config.http.principals.push({ principalId: 'ops', tokenSha256: sha256Hex(operatorToken) });
@@ -177,6 +195,6 @@ describe('the web console in headless Chromium', { timeout: 120_000 }, () => {
   test('the operation page renders a decided operation, its branches and its timeline; hostile result text is inert', () => decidedPage(ctx));
   test('a decision arrives on an open page without a reload', () => liveDecision(ctx));
   test('a refused token shows nothing of any operation', () => refused(ctx));
-  test('the list shows the caller its own operations, filters them, and the operator sees every principal\'s', () => listFilters(ctx));
+  test("the list shows the caller its own operations, filters them, and the operator sees every principal's", () => listFilters(ctx));
   test('a new operation appears in an open list without a reload', () => liveList(ctx));
 });

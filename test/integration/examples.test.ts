@@ -110,7 +110,8 @@ describe('examples/README.md, run as documented', { timeout: 240_000 }, () => {
   const cli = `${JSON.stringify(process.execPath)} ${JSON.stringify(join(repoRoot, 'bin', 'convoke.js'))}`;
 
   /** The examples' fixed ports and paths, moved to this run's. */
-  const localize = (text: string) => text.replaceAll('14222', String(natsPort)).replaceAll('8080', String(httpPort)).replaceAll('/tmp/convoke-example', join(dir, 'state'));
+  const localize = (text: string) =>
+    text.replaceAll('14222', String(natsPort)).replaceAll('8080', String(httpPort)).replaceAll('/tmp/convoke-example', join(dir, 'state'));
 
   const startBackground = (command: string) => {
     const child = spawn('bash', ['-c', `exec ${command}`], { cwd: work, env, stdio: ['ignore', 'pipe', 'pipe'] });
@@ -129,7 +130,12 @@ describe('examples/README.md, run as documented', { timeout: 240_000 }, () => {
     const run = spawnSync('bash', ['-c', script], { cwd: work, env, encoding: 'utf8', timeout: stepTimeoutMs });
     if (existsSync(envFile)) {
       const text = await readFile(envFile, 'utf8');
-      env = Object.fromEntries(text.split('\0').filter(Boolean).map((line) => [line.slice(0, line.indexOf('=')), line.slice(line.indexOf('=') + 1)]));
+      env = Object.fromEntries(
+        text
+          .split('\0')
+          .filter(Boolean)
+          .map((line) => [line.slice(0, line.indexOf('=')), line.slice(line.indexOf('=') + 1)]),
+      );
       await rm(envFile);
     }
     return { status: run.status, stdout: run.stdout ?? '', stderr: run.stderr ?? '' };
@@ -181,7 +187,8 @@ describe('examples/README.md, run as documented', { timeout: 240_000 }, () => {
       if (/[^&]&$/.test(command)) {
         const started = startBackground(command.slice(0, -1).trim());
         if (/^nats-server /.test(started.command)) await waitFor(`nats-server:\n${started.output()}`, () => tcpOpen(natsPort));
-        if (/ serve /.test(started.command)) await waitFor(`convoke serve:\n${started.output()}`, async () => (await fetch(`http://127.0.0.1:${httpPort}/healthz`)).ok);
+        if (/ serve /.test(started.command))
+          await waitFor(`convoke serve:\n${started.output()}`, async () => (await fetch(`http://127.0.0.1:${httpPort}/healthz`)).ok);
         continue;
       }
       const run = await runForeground(command);
@@ -202,7 +209,26 @@ describe('examples/README.md, run as documented', { timeout: 240_000 }, () => {
     await writeFile(join(work, 'readme-peer.mts'), fencedBlock(readme, 'ts', '### Writing a peer'));
     const tsc = join(repoRoot, 'node_modules', 'typescript', 'bin', 'tsc');
     const typeRoots = join(await realpath(join(repoRoot, 'node_modules')), '@types');
-    const checked = spawnSync(process.execPath, [tsc, '--noEmit', '--strict', '--module', 'nodenext', '--moduleResolution', 'nodenext', '--target', 'es2022', '--typeRoots', typeRoots, '--types', 'node', 'readme-peer.mts'], { cwd: work, encoding: 'utf8', timeout: stepTimeoutMs });
+    const checked = spawnSync(
+      process.execPath,
+      [
+        tsc,
+        '--noEmit',
+        '--strict',
+        '--module',
+        'nodenext',
+        '--moduleResolution',
+        'nodenext',
+        '--target',
+        'es2022',
+        '--typeRoots',
+        typeRoots,
+        '--types',
+        'node',
+        'readme-peer.mts',
+      ],
+      { cwd: work, encoding: 'utf8', timeout: stepTimeoutMs },
+    );
     assert.equal(checked.status, 0, checked.stdout + checked.stderr);
 
     const alfa = background.find((b) => b.command.includes('peer.alfa.json'));

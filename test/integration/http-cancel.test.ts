@@ -27,7 +27,12 @@ after(async () => {
 const auth = (token: string) => ({ authorization: `Bearer ${token}` });
 
 async function invoke(interaction: string): Promise<string> {
-  const response = await built.http.app.inject({ method: 'POST', url: '/contract-invocations', headers: auth(fixture.tokens.alice), payload: requestBody(fixture, { interaction }) });
+  const response = await built.http.app.inject({
+    method: 'POST',
+    url: '/contract-invocations',
+    headers: auth(fixture.tokens.alice),
+    payload: requestBody(fixture, { interaction }),
+  });
   assert.ok(response.statusCode === 200 || response.statusCode === 202, response.body);
   return (response.json() as { operationId: string }).operationId;
 }
@@ -69,7 +74,9 @@ test("cancel of another principal's operation is 404, of an unknown one 404, wit
 });
 
 test('the OpenAPI document describes the cancel route with its 200, 202 and 422 answers', async () => {
-  const document = (await built.http.app.inject({ method: 'GET', url: '/openapi.json' })).json() as { paths: Record<string, { post?: { responses: Record<string, unknown> } }> };
+  const document = (await built.http.app.inject({ method: 'GET', url: '/openapi.json' })).json() as {
+    paths: Record<string, { post?: { responses: Record<string, unknown> } }>;
+  };
   const route = document.paths['/contract-invocations/{operationId}/cancel']?.post;
   assert.ok(route, 'the cancel route is documented');
   for (const status of ['200', '202', '401', '404', '422']) assert.ok(route.responses[status], `documents ${status}`);

@@ -27,7 +27,12 @@ interface SseEvent {
 }
 
 /** Reads a server-sent event stream until `until` says stop; returns the events and comment lines seen. */
-async function readEvents(url: string, token: string, until: (events: SseEvent[], comments: number) => boolean, timeoutMs = 15_000): Promise<{ status: number; events: SseEvent[]; comments: number }> {
+async function readEvents(
+  url: string,
+  token: string,
+  until: (events: SseEvent[], comments: number) => boolean,
+  timeoutMs = 15_000,
+): Promise<{ status: number; events: SseEvent[]; comments: number }> {
   const controller = new AbortController();
   const timer = setTimeout(() => controller.abort(), timeoutMs);
   const response = await fetch(url, { headers: { authorization: `Bearer ${token}` }, signal: controller.signal });
@@ -59,7 +64,11 @@ async function readEvents(url: string, token: string, until: (events: SseEvent[]
 }
 
 async function post(base: string, path: string, token: string, body?: JsonObject) {
-  const response = await fetch(`${base}${path}`, { method: 'POST', headers: { authorization: `Bearer ${token}`, ...(body ? { 'content-type': 'application/json' } : {}) }, ...(body ? { body: JSON.stringify(body) } : {}) });
+  const response = await fetch(`${base}${path}`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${token}`, ...(body ? { 'content-type': 'application/json' } : {}) },
+    ...(body ? { body: JSON.stringify(body) } : {}),
+  });
   return { status: response.status, body: (await response.json()) as { operationId: string } };
 }
 
@@ -132,7 +141,10 @@ async function eventsLive(ctx: Context): Promise<void> {
   assert.equal(last.inspection.result.decision?.reason, 'cancelled');
   // Updates carry only the transitions not sent before, in order.
   const indexes = [snapshot!, ...updates].flatMap((u) => u.inspection.timeline.map((t) => t.index));
-  assert.deepEqual(indexes, indexes.map((_, i) => i));
+  assert.deepEqual(
+    indexes,
+    indexes.map((_, i) => i),
+  );
 }
 
 async function eventsBounded(ctx: Context): Promise<void> {
@@ -142,7 +154,8 @@ async function eventsBounded(ctx: Context): Promise<void> {
   assert.equal((await fetch(url, { headers: { authorization: `Bearer ${ctx.fixture.tokens.bob}` } })).status, 404);
   const held = [new AbortController(), new AbortController()];
   try {
-    for (const controller of held) assert.equal((await fetch(url, { headers: { authorization: `Bearer ${ctx.fixture.tokens.alice}` }, signal: controller.signal })).status, 200);
+    for (const controller of held)
+      assert.equal((await fetch(url, { headers: { authorization: `Bearer ${ctx.fixture.tokens.alice}` }, signal: controller.signal })).status, 200);
     const third = await fetch(url, { headers: { authorization: `Bearer ${ctx.fixture.tokens.alice}` } });
     assert.equal(third.status, 503);
     assert.match(((await third.json()) as { description: string }).description, /already holds 2 event streams/);
@@ -163,8 +176,12 @@ async function eventsBounded(ctx: Context): Promise<void> {
 }
 
 async function openApi(ctx: Context): Promise<void> {
-  const document = (await (await fetch(`${ctx.base}/openapi.json`)).json()) as { paths: Record<string, unknown>; components: { schemas: Record<string, unknown> } };
-  for (const path of ['/contract-invocations/{operationId}/transitions', '/contract-invocations/{operationId}/events', '/contract-invocations/events']) assert.ok(document.paths[path], path);
+  const document = (await (await fetch(`${ctx.base}/openapi.json`)).json()) as {
+    paths: Record<string, unknown>;
+    components: { schemas: Record<string, unknown> };
+  };
+  for (const path of ['/contract-invocations/{operationId}/transitions', '/contract-invocations/{operationId}/events', '/contract-invocations/events'])
+    assert.ok(document.paths[path], path);
   assert.ok(document.components.schemas.OperationInspection);
 }
 

@@ -42,10 +42,13 @@ function duplicateKeys(base: Base): fc.Arbitrary<Case> {
   return fc.tuple(base, fc.constantFrom('top', 'contract', 'input', 'escaped')).map(([b, where]): Case => {
     const text = json(b);
     const payload =
-      where === 'top' ? at(text, '{', '"interaction":"sealed",')
-      : where === 'contract' ? at(text, '"contract":{', '"id":"other",')
-      : where === 'input' ? at(text, '"input":{', '"document":"shadow",')
-      : at(text, '{', '"\\u0069nteraction":"review",');
+      where === 'top'
+        ? at(text, '{', '"interaction":"sealed",')
+        : where === 'contract'
+          ? at(text, '"contract":{', '"id":"other",')
+          : where === 'input'
+            ? at(text, '"input":{', '"document":"shadow",')
+            : at(text, '{', '"\\u0069nteraction":"review",');
     return { kind: `duplicate-${where}`, payload, expect: [400] };
   });
 }
@@ -67,7 +70,12 @@ function hugeNumbers(base: Base): fc.Arbitrary<Case> {
   );
   return fc.tuple(base, huge, fc.constantFrom('waitMs', 'document', 'extra')).map(([b, n, where]): Case => {
     const text = json(b);
-    const payload = where === 'waitMs' ? at(text, '{', `"waitMs":${n},`) : where === 'document' ? text.replace(/"document":"(?:[^"\\]|\\.)*"/, `"document":${n}`) : at(text, '"input":{', `"n":${n},`);
+    const payload =
+      where === 'waitMs'
+        ? at(text, '{', `"waitMs":${n},`)
+        : where === 'document'
+          ? text.replace(/"document":"(?:[^"\\]|\\.)*"/, `"document":${n}`)
+          : at(text, '"input":{', `"n":${n},`);
     return { kind: `huge-number-${where}`, payload, expect: [400] };
   });
 }
@@ -80,16 +88,42 @@ function loneSurrogates(base: Base): fc.Arbitrary<Case> {
       // A surrogate encoded directly in UTF-8 (CESU-style bytes) is invalid UTF-8.
       const anchor = '"invocationKey":"';
       const cut = text.indexOf(anchor) + anchor.length;
-      return { kind: 'lone-surrogate-raw', payload: Buffer.concat([Buffer.from(text.slice(0, cut)), Buffer.from([0xed, 0xa0, 0x80]), Buffer.from(text.slice(cut))]), expect: [400] };
+      return {
+        kind: 'lone-surrogate-raw',
+        payload: Buffer.concat([Buffer.from(text.slice(0, cut)), Buffer.from([0xed, 0xa0, 0x80]), Buffer.from(text.slice(cut))]),
+        expect: [400],
+      };
     }
-    const payload = where === 'key' ? text.replace(/"invocationKey":"/, `"invocationKey":"${s}`) : where === 'document' ? text.replace(/"document":"/, `"document":"${s}`) : at(text, '"input":{', `"${s}":1,`);
+    const payload =
+      where === 'key'
+        ? text.replace(/"invocationKey":"/, `"invocationKey":"${s}`)
+        : where === 'document'
+          ? text.replace(/"document":"/, `"document":"${s}`)
+          : at(text, '"input":{', `"${s}":1,`);
     return { kind: `lone-surrogate-${where}`, payload, expect: [400] };
   });
 }
 
 function wrongTypes(base: Base): fc.Arbitrary<Case> {
-  const wrongValue = fc.oneof(fc.integer(), fc.boolean(), fc.constant(null), fc.array(fc.integer(), { maxLength: 3 }), fc.double({ noNaN: true, noDefaultInfinity: true }));
-  const field = fc.constantFrom('contract', 'interaction', 'invocationKey', 'input', 'waitFor', 'waitMs', 'contract.id', 'contract.version', 'contract.digest', 'input.document');
+  const wrongValue = fc.oneof(
+    fc.integer(),
+    fc.boolean(),
+    fc.constant(null),
+    fc.array(fc.integer(), { maxLength: 3 }),
+    fc.double({ noNaN: true, noDefaultInfinity: true }),
+  );
+  const field = fc.constantFrom(
+    'contract',
+    'interaction',
+    'invocationKey',
+    'input',
+    'waitFor',
+    'waitMs',
+    'contract.id',
+    'contract.version',
+    'contract.digest',
+    'input.document',
+  );
   return fc.tuple(base, field, wrongValue, fc.string({ maxLength: 8 })).map(([b, f, v, s]): Case => {
     const copy = structuredClone(b);
     const [outer, inner] = f.split('.') as [string, string | undefined];
@@ -102,7 +136,9 @@ function wrongTypes(base: Base): fc.Arbitrary<Case> {
 }
 
 function missingFields(base: Base): fc.Arbitrary<Case> {
-  const required = fc.subarray(['contract', 'interaction', 'invocationKey', 'input', 'contract.id', 'contract.version', 'contract.digest', 'input.document'], { minLength: 1 });
+  const required = fc.subarray(['contract', 'interaction', 'invocationKey', 'input', 'contract.id', 'contract.version', 'contract.digest', 'input.document'], {
+    minLength: 1,
+  });
   return fc.tuple(base, required).map(([b, fields]): Case => {
     const copy = structuredClone(b);
     for (const f of fields) {
@@ -115,7 +151,18 @@ function missingFields(base: Base): fc.Arbitrary<Case> {
 }
 
 function wrongContentTypes(base: Base): fc.Arbitrary<Case> {
-  const type = fc.constantFrom('text/plain', 'application/xml', 'multipart/form-data; boundary=x', 'application/x-www-form-urlencoded', 'application/json; charset=utf-16', 'application/json; charset=latin1', 'text/json', 'application/jsonx', 'application/octet-stream', 'image/png');
+  const type = fc.constantFrom(
+    'text/plain',
+    'application/xml',
+    'multipart/form-data; boundary=x',
+    'application/x-www-form-urlencoded',
+    'application/json; charset=utf-16',
+    'application/json; charset=latin1',
+    'text/json',
+    'application/jsonx',
+    'application/octet-stream',
+    'image/png',
+  );
   return fc.tuple(base, type).map(([b, contentType]): Case => ({ kind: 'content-type', payload: json(b), contentType, expect: [415] }));
 }
 
@@ -137,21 +184,27 @@ function garbage(): fc.Arbitrary<Case> {
 
 /** Well-formed JSON that admission must still refuse. */
 function semantic(base: Base): fc.Arbitrary<Case> {
-  return fc.tuple(base, fc.constantFrom('undeployed', 'no-interaction', 'weakening', 'extra', 'long-key', 'bad-input', 'wait-too-long')).map(([b, what]): Case => {
-    const copy = structuredClone(b);
-    if (what === 'undeployed') copy.contract = { ...(copy.contract as JsonObject), digest: `sha256:${'e'.repeat(64)}` };
-    if (what === 'no-interaction') copy.interaction = 'nonexistent';
-    if (what === 'weakening') Object.assign(copy, { interaction: 'sealed', waitFor: 'decision' });
-    if (what === 'extra') copy.principalId = 'bob';
-    if (what === 'long-key') copy.invocationKey = 'k'.repeat(257);
-    if (what === 'bad-input') copy.input = { document: 'x', admin: true };
-    if (what === 'wait-too-long') copy.waitMs = 120_001;
-    return { kind: `semantic-${what}`, payload: json(copy), expect: what === 'undeployed' ? [422] : [400] };
-  });
+  return fc
+    .tuple(base, fc.constantFrom('undeployed', 'no-interaction', 'weakening', 'extra', 'long-key', 'bad-input', 'wait-too-long'))
+    .map(([b, what]): Case => {
+      const copy = structuredClone(b);
+      if (what === 'undeployed') copy.contract = { ...(copy.contract as JsonObject), digest: `sha256:${'e'.repeat(64)}` };
+      if (what === 'no-interaction') copy.interaction = 'nonexistent';
+      if (what === 'weakening') Object.assign(copy, { interaction: 'sealed', waitFor: 'decision' });
+      if (what === 'extra') copy.principalId = 'bob';
+      if (what === 'long-key') copy.invocationKey = 'k'.repeat(257);
+      if (what === 'bad-input') copy.input = { document: 'x', admin: true };
+      if (what === 'wait-too-long') copy.waitMs = 120_001;
+      return { kind: `semantic-${what}`, payload: json(copy), expect: what === 'undeployed' ? [422] : [400] };
+    });
 }
 
 function badCredentials(base: Base): fc.Arbitrary<Case> {
-  const authorization = fc.oneof(fc.constant(''), fc.string({ maxLength: 40 }).map((s) => `Bearer ${s}`), fc.constantFrom('Basic YWxpY2U6eA==', 'Bearer', 'bearer  ', 'Bearer a.b.c'));
+  const authorization = fc.oneof(
+    fc.constant(''),
+    fc.string({ maxLength: 40 }).map((s) => `Bearer ${s}`),
+    fc.constantFrom('Basic YWxpY2U6eA==', 'Bearer', 'bearer  ', 'Bearer a.b.c'),
+  );
   return fc.tuple(base, authorization).map(([b, a]): Case => ({ kind: 'bad-credential', payload: json(b), authorization: a, expect: [401] }));
 }
 

@@ -38,7 +38,10 @@ async function invoke(who: 'alice' | 'bob'): Promise<string> {
   return reply.body.operationId as string;
 }
 
-async function list(token: string, query = ''): Promise<{ operations: { operationId: string; principalId: string; phase: string; stuck: string[] }[]; nextCursor: string | null }> {
+async function list(
+  token: string,
+  query = '',
+): Promise<{ operations: { operationId: string; principalId: string; phase: string; stuck: string[] }[]; nextCursor: string | null }> {
   const reply = await call('GET', `/contract-invocations${query}`, token);
   assert.equal(reply.status, 200, reply.text);
   assert.ok(checkListPageShape(reply.body), `page shape: ${describeErrors(checkListPageShape.errors)}`);
@@ -62,7 +65,7 @@ after(async () => {
   await agent.close();
 });
 
-test('each caller lists only its own operations; the operator lists every principal\'s', async () => {
+test("each caller lists only its own operations; the operator lists every principal's", async () => {
   const alice = await list(fixture.tokens.alice);
   assert.deepEqual(new Set(alice.operations.map((o) => o.operationId)), new Set(admitted.alice));
   assert.ok(alice.operations.every((o) => o.principalId === 'alice'));
@@ -99,7 +102,14 @@ test('every parameter is checked: one invalid-input description per problem; no 
   const error = reply.body as { kind: string; description: string };
   assert.ok(checkErrorShape(error));
   assert.equal(error.kind, 'invalid-input');
-  for (const fragment of ['phase must be one of', 'limit must be an integer from 1 to 500', 'stuck must be', 'cursor is not one', 'until must be', 'unknown parameter "colour"']) {
+  for (const fragment of [
+    'phase must be one of',
+    'limit must be an integer from 1 to 500',
+    'stuck must be',
+    'cursor is not one',
+    'until must be',
+    'unknown parameter "colour"',
+  ]) {
     assert.ok(error.description.includes(fragment), `${fragment} in ${error.description}`);
   }
   const twice = await call('GET', '/contract-invocations?phase=active&phase=closed', fixture.tokens.alice);
@@ -115,7 +125,8 @@ test('every parameter is checked: one invalid-input description per problem; no 
 
 test('the stuck gauge is served per reason; the OpenAPI document lists the operation', async () => {
   const metrics = await call('GET', '/metrics', undefined);
-  for (const reason of ['open-past-deadline', 'lease-expired', 'outbox-pending', 'settlement-indeterminate']) assert.match(metrics.text, new RegExp(`convoke_operations_stuck\\{reason="${reason}"\\} 0`));
+  for (const reason of ['open-past-deadline', 'lease-expired', 'outbox-pending', 'settlement-indeterminate'])
+    assert.match(metrics.text, new RegExp(`convoke_operations_stuck\\{reason="${reason}"\\} 0`));
   const openapi = await call('GET', '/openapi.json', undefined);
   assert.equal(openapi.body.paths['/contract-invocations'].get.operationId, 'listInvocations');
 });

@@ -29,7 +29,12 @@ interface Reply {
 
 const agent = new Agent({ keepAliveTimeout: 2_000, connections: 16 });
 
-async function call(base: string, method: 'GET' | 'POST', path: string, options: { token?: string; body?: string | object; contentType?: string; signal?: AbortSignal } = {}): Promise<Reply> {
+async function call(
+  base: string,
+  method: 'GET' | 'POST',
+  path: string,
+  options: { token?: string; body?: string | object; contentType?: string; signal?: AbortSignal } = {},
+): Promise<Reply> {
   const headers: Record<string, string> = {};
   if (options.token !== undefined) headers.authorization = `Bearer ${options.token}`;
   if (options.body !== undefined) headers['content-type'] = options.contentType ?? 'application/json';
@@ -169,9 +174,24 @@ describe('convoke serve over HTTP (memory store, in-process peers)', () => {
 
   test('400 (strict JSON, schema), 401, 403, 413, 415, 422', async () => {
     const valid = JSON.stringify(requestBody(fixture));
-    expectError(await call(base, 'POST', '/contract-invocations', { token: alice, body: valid.replace('"interaction":"review"', '"interaction":"review","interaction":"review"') }), 400, 'invalid-input');
-    expectError(await call(base, 'POST', '/contract-invocations', { token: alice, body: valid.replace('"RFC: adopt convoke"', '"\\udbff"') }), 400, 'invalid-input');
-    expectError(await call(base, 'POST', '/contract-invocations', { token: alice, body: valid.replace('}', ',"waitMs":123456789012345678}') }), 400, 'invalid-input');
+    expectError(
+      await call(base, 'POST', '/contract-invocations', {
+        token: alice,
+        body: valid.replace('"interaction":"review"', '"interaction":"review","interaction":"review"'),
+      }),
+      400,
+      'invalid-input',
+    );
+    expectError(
+      await call(base, 'POST', '/contract-invocations', { token: alice, body: valid.replace('"RFC: adopt convoke"', '"\\udbff"') }),
+      400,
+      'invalid-input',
+    );
+    expectError(
+      await call(base, 'POST', '/contract-invocations', { token: alice, body: valid.replace('}', ',"waitMs":123456789012345678}') }),
+      400,
+      'invalid-input',
+    );
     expectError(await call(base, 'POST', '/contract-invocations', { token: alice, body: { interaction: 'review' } }), 400, 'invalid-input');
     const unauthenticated = await call(base, 'POST', '/contract-invocations', { body: valid });
     assert.deepEqual(expectError(unauthenticated, 401), { kind: 'denied', description: 'authentication required' });
@@ -179,23 +199,42 @@ describe('convoke serve over HTTP (memory store, in-process peers)', () => {
     expectError(await call(base, 'POST', '/contract-invocations', { token: 'wrong', body: valid }), 401, 'denied');
     expectError(await call(base, 'POST', '/contract-invocations', { token: bob, body: requestBody(fixture, { interaction: 'restricted' }) }), 403, 'denied');
     const oversized = requestBody(fixture, { input: { document: 'x'.repeat(70 * 1024) } });
-    assert.equal(expectError(await call(base, 'POST', '/contract-invocations', { token: alice, body: oversized }), 413, 'invalid-input').description, `body exceeds ${64 * 1024} bytes`);
+    assert.equal(
+      expectError(await call(base, 'POST', '/contract-invocations', { token: alice, body: oversized }), 413, 'invalid-input').description,
+      `body exceeds ${64 * 1024} bytes`,
+    );
     expectError(await call(base, 'POST', '/contract-invocations', { token: alice, body: valid, contentType: 'text/plain' }), 415, 'invalid-input');
     const undeployed = requestBody(fixture, { contract: { ...fixture.contract, digest: `sha256:${'f'.repeat(64)}` } });
     expectError(await call(base, 'POST', '/contract-invocations', { token: alice, body: undeployed }), 422, 'unsupported');
   });
 
   test('strengthening decision → settled waits for settlement; weakening settled → decision is 400', async () => {
-    const decided = expectResult(await call(base, 'POST', '/contract-invocations', { token: alice, body: requestBody(fixture, { interaction: 'careful', waitMs: 5000 }) }), 200);
+    const decided = expectResult(
+      await call(base, 'POST', '/contract-invocations', { token: alice, body: requestBody(fixture, { interaction: 'careful', waitMs: 5000 }) }),
+      200,
+    );
     assert.equal(decided.decision?.outcome, 'success');
     assert.equal(decided.settlement.status, 'pending', 'the unanswered sibling is still being cancelled');
-    const strengthened = expectResult(await call(base, 'POST', '/contract-invocations', { token: alice, body: requestBody(fixture, { interaction: 'careful', waitFor: 'settled', waitMs: 1500 }) }), 202);
+    const strengthened = expectResult(
+      await call(base, 'POST', '/contract-invocations', {
+        token: alice,
+        body: requestBody(fixture, { interaction: 'careful', waitFor: 'settled', waitMs: 1500 }),
+      }),
+      202,
+    );
     assert.notEqual(strengthened.decision, null);
     const before = await admissions(base);
-    const weak = expectError(await call(base, 'POST', '/contract-invocations', { token: alice, body: requestBody(fixture, { interaction: 'sealed', waitFor: 'decision' }) }), 400, 'invalid-input');
+    const weak = expectError(
+      await call(base, 'POST', '/contract-invocations', { token: alice, body: requestBody(fixture, { interaction: 'sealed', waitFor: 'decision' }) }),
+      400,
+      'invalid-input',
+    );
     assert.match(weak.description ?? '', /weaken/);
     assert.equal(await admissions(base), before, 'a weakening request creates no operation');
-    const sealed = expectResult(await call(base, 'POST', '/contract-invocations', { token: alice, body: requestBody(fixture, { interaction: 'sealed', waitMs: 5000 }) }), 200);
+    const sealed = expectResult(
+      await call(base, 'POST', '/contract-invocations', { token: alice, body: requestBody(fixture, { interaction: 'sealed', waitMs: 5000 }) }),
+      200,
+    );
     assert.equal(sealed.phase, 'settled');
   });
 
@@ -217,7 +256,10 @@ describe('convoke serve over HTTP (memory store, in-process peers)', () => {
   test('the default headers timeout closes a client that sends its headers slowly at about 10 s, not at the 30 s connection sweep', async () => {
     const exchange = await rawExchange(base, 'GET /healthz HTTP/1.1\r\nHost: convoke\r\n', 'X-Slow: ' + 'a'.repeat(200), 250, 20_000);
     assert.deepEqual(exchange.statuses, [408], exchange.received);
-    assert.ok(exchange.closedAfterMs !== null && exchange.closedAfterMs >= 9_500 && exchange.closedAfterMs <= 12_000, `closed after ${exchange.closedAfterMs} ms`);
+    assert.ok(
+      exchange.closedAfterMs !== null && exchange.closedAfterMs >= 9_500 && exchange.closedAfterMs <= 12_000,
+      `closed after ${exchange.closedAfterMs} ms`,
+    );
   });
 
   test('operator routes over the socket', async () => {
@@ -231,7 +273,10 @@ describe('convoke serve over HTTP (memory store, in-process peers)', () => {
   // Last: it stops the server.
   test('graceful shutdown: waits released with 202, 503 while draining, clean exit', async () => {
     const before = await admissions(base);
-    const inflight = call(base, 'POST', '/contract-invocations', { token: alice, body: requestBody(fixture, { interaction: 'careful', waitFor: 'settled', waitMs: 9000 }) });
+    const inflight = call(base, 'POST', '/contract-invocations', {
+      token: alice,
+      body: requestBody(fixture, { interaction: 'careful', waitFor: 'settled', waitMs: 9000 }),
+    });
     await admittedBeyond(base, before);
     server.child.kill('SIGTERM');
     const released = await inflight;
@@ -256,7 +301,14 @@ describe('convoke serve over HTTP: slow senders, unauthenticated bodies and JWT 
     const { publicKey, privateKey } = await generateKeyPair('ES256');
     await writeFile(join(fixture.dir, 'jwks.json'), JSON.stringify({ keys: [{ ...(await exportJWK(publicKey)), kid: 'k1', alg: 'ES256', use: 'sig' }] }));
     sign = (sub) =>
-      new SignJWT({}).setProtectedHeader({ alg: 'ES256', kid: 'k1' }).setSubject(sub).setIssuer(jwt.issuer).setAudience(jwt.audience).setIssuedAt().setExpirationTime('5m').sign(privateKey);
+      new SignJWT({})
+        .setProtectedHeader({ alg: 'ES256', kid: 'k1' })
+        .setSubject(sub)
+        .setIssuer(jwt.issuer)
+        .setAudience(jwt.audience)
+        .setIssuedAt()
+        .setExpirationTime('5m')
+        .sign(privateKey);
     server = await startServe(fixture.configPath);
   });
   after(async () => {
@@ -267,7 +319,10 @@ describe('convoke serve over HTTP: slow senders, unauthenticated bodies and JWT 
   test('the configured headers timeout closes a client that sends its headers slowly within a tenth of it', async () => {
     const exchange = await rawExchange(server.url, 'POST /contract-invocations HTTP/1.1\r\nHost: convoke\r\n', 'X-Slow: ' + 'a'.repeat(200), 100, 10_000);
     assert.deepEqual(exchange.statuses, [408], exchange.received);
-    assert.ok(exchange.closedAfterMs !== null && exchange.closedAfterMs >= headersTimeoutMs * 0.9 && exchange.closedAfterMs <= headersTimeoutMs * 1.1 + 300, `closed after ${exchange.closedAfterMs} ms`);
+    assert.ok(
+      exchange.closedAfterMs !== null && exchange.closedAfterMs >= headersTimeoutMs * 0.9 && exchange.closedAfterMs <= headersTimeoutMs * 1.1 + 300,
+      `closed after ${exchange.closedAfterMs} ms`,
+    );
   });
 
   test('an unauthenticated request is answered once: its 401 closes the connection, and no 408 follows while its body trickles in', async () => {
@@ -277,10 +332,13 @@ describe('convoke serve over HTTP: slow senders, unauthenticated bodies and JWT 
     const exchange = await rawExchange(server.url, head, body, 100, requestTimeoutMs * 2);
     assert.deepEqual(exchange.statuses, [401], exchange.received);
     assert.match(exchange.received, /\r\nconnection: close\r\n/i);
-    assert.ok(exchange.closedAfterMs !== null && exchange.closedAfterMs < requestTimeoutMs / 2, `the server closed the connection after ${exchange.closedAfterMs} ms`);
+    assert.ok(
+      exchange.closedAfterMs !== null && exchange.closedAfterMs < requestTimeoutMs / 2,
+      `the server closed the connection after ${exchange.closedAfterMs} ms`,
+    );
   });
 
-  test('a JWT whose sub equals a static principal id is another principal: it cannot read that principal\'s operation (404), and the same key names another operation', async () => {
+  test("a JWT whose sub equals a static principal id is another principal: it cannot read that principal's operation (404), and the same key names another operation", async () => {
     const body = requestBody(fixture, { waitMs: 0 });
     const alices = expectResult(await call(server.url, 'POST', '/contract-invocations', { token: fixture.tokens.alice, body }), 202);
     assert.equal(alices.operationId, deriveOperationId('alice', fixture.contract.digest, body.invocationKey as string), 'static principals keep their ids');
@@ -311,7 +369,10 @@ describe('convoke serve over HTTP (sqlite store): 410 for a tombstoned key', () 
     const body = requestBody(fixture, { waitMs: 0 });
     // The operator's own process opens the same store, admits under alice's key and tombstones it.
     const operator = await buildDeployment(await readDeploymentConfig(fixture.configPath), { clock: new SystemClock() });
-    const { result } = await operator.coordinator.invoke({ principalId: 'alice', senderPeerId: null }, { contract: fixture.contract, interaction: 'review', invocationKey: body.invocationKey as string, input: body.input! });
+    const { result } = await operator.coordinator.invoke(
+      { principalId: 'alice', senderPeerId: null },
+      { contract: fixture.contract, interaction: 'review', invocationKey: body.invocationKey as string, input: body.input! },
+    );
     assert.equal((await operator.store.tombstone(result.operationId)).kind, 'ok');
     await operator.close();
     expectError(await call(server.url, 'POST', '/contract-invocations', { token: fixture.tokens.alice, body }), 410, 'expired');

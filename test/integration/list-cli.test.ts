@@ -23,7 +23,11 @@ let path = '';
 const principals = { 'svc-a': 4, 'svc-b': 3 };
 
 function convoke(args: string[], env: Record<string, string> = {}) {
-  const run = spawnSync(process.execPath, [join(repoRoot(), 'bin', 'convoke.js'), ...args], { encoding: 'utf8', timeout: 60_000, env: { ...process.env, ...env } });
+  const run = spawnSync(process.execPath, [join(repoRoot(), 'bin', 'convoke.js'), ...args], {
+    encoding: 'utf8',
+    timeout: 60_000,
+    env: { ...process.env, ...env },
+  });
   return { code: run.status, out: run.stdout, err: run.stderr };
 }
 
@@ -32,12 +36,20 @@ before(async () => {
   path = join(dir, 'ops.db');
   const clock = new SystemClock();
   const store = new SqliteEventStore({ path, clock });
-  const embedded = await createEmbedded({ clock, bundle: reviewBundle({ completion: { mode: 'quorum', count: 2 } }), groups: { reviewers: peerIds(3) }, store });
+  const embedded = await createEmbedded({
+    clock,
+    bundle: reviewBundle({ completion: { mode: 'quorum', count: 2 } }),
+    groups: { reviewers: peerIds(3) },
+    store,
+  });
   try {
     for (const peer of peerIds(3)) await embedded.addPeer(peer, { review: () => ({ verdict: 'approve' }) });
     for (const [principalId, count] of Object.entries(principals)) {
       for (let i = 0; i < count; i++) {
-        const { result } = await embedded.coordinator.invoke({ principalId, senderPeerId: null }, { contract: embedded.bundle.ref, interaction: 'review', invocationKey: `k-${i}`, input: { document: `doc ${i}` } });
+        const { result } = await embedded.coordinator.invoke(
+          { principalId, senderPeerId: null },
+          { contract: embedded.bundle.ref, interaction: 'review', invocationKey: `k-${i}`, input: { document: `doc ${i}` } },
+        );
         await embedded.coordinator.wait(principalId, result.operationId, 'settled', 10_000);
       }
     }
@@ -55,7 +67,7 @@ interface Page {
   nextCursor: string | null;
 }
 
-test('list: an operator sees every principal\'s operations; filters narrow; the cursor pages through each once', () => {
+test("list: an operator sees every principal's operations; filters narrow; the cursor pages through each once", () => {
   const all = convoke(['list', '--store', `sqlite:${path}`, '--json']);
   assert.equal(all.code, 0, all.err);
   const page = JSON.parse(all.out) as Page;
@@ -80,7 +92,11 @@ test('list: an operator sees every principal\'s operations; filters narrow; the 
     cursor = p.nextCursor;
     if (cursor === null) break;
   }
-  assert.deepEqual(seen, page.operations.map((o) => o.operationId), 'the pages, in order, are the whole list once');
+  assert.deepEqual(
+    seen,
+    page.operations.map((o) => o.operationId),
+    'the pages, in order, are the whole list once',
+  );
 });
 
 test('list: the table fits the terminal width and names the next page', () => {
@@ -103,7 +119,8 @@ test('list: invalid parameters exit 2 naming each problem; a missing store is an
   assert.equal(run.code, 2);
   const error = JSON.parse(run.err) as { kind: string; description: string };
   assert.equal(error.kind, 'invalid-input');
-  for (const fragment of ['phase must be one of', 'limit must be an integer', 'cursor is not one', 'since must be']) assert.match(error.description, new RegExp(fragment));
+  for (const fragment of ['phase must be one of', 'limit must be an integer', 'cursor is not one', 'since must be'])
+    assert.match(error.description, new RegExp(fragment));
   const missing = convoke(['list', '--store', `sqlite:${join(dir, 'missing.db')}`]);
   assert.equal(missing.code, 2);
   assert.match(missing.err, /does not exist/);
@@ -116,7 +133,9 @@ test('replay finds a tampered index row, a row without a log and a missing row; 
   db.prepare("UPDATE operation_index SET phase = 'active', outcome = NULL WHERE operation_id = ?").run(tampered);
   db.prepare('DELETE FROM operation_index WHERE operation_id = ?').run(dropped);
   const orphan = `op${'e'.repeat(64)}`;
-  db.prepare("INSERT INTO operation_index SELECT ?, principal_id, contract_id, contract_version, interaction, phase, outcome, settlement, admitted_at_ms, decided_at_ms, settled_at_ms, deadline_ms, next_due_ms, open_branches, last_rejection_reason, last_rejection_at_ms, lease_expires_at_ms, outbox_pending_since_ms, revision FROM operation_index WHERE operation_id = ?").run(orphan, rows[2]!.operation_id);
+  db.prepare(
+    'INSERT INTO operation_index SELECT ?, principal_id, contract_id, contract_version, interaction, phase, outcome, settlement, admitted_at_ms, decided_at_ms, settled_at_ms, deadline_ms, next_due_ms, open_branches, last_rejection_reason, last_rejection_at_ms, lease_expires_at_ms, outbox_pending_since_ms, revision FROM operation_index WHERE operation_id = ?',
+  ).run(orphan, rows[2]!.operation_id);
   db.close();
 
   const check = convoke(['replay', '--store', `sqlite:${path}`, '--json']);

@@ -20,32 +20,50 @@ describe('NATS durable: a stream recreated across a coordinator restart', { time
 
   before(async () => {
     // No peer runs: every operation stays open until its deadline (15 s) unless something closes it.
-    f = await NatsDeploymentFixture.start({ mode: 'durable', store: 'sqlite', bundle: e2eBundle(), groups: { reviewers: ['alfa'] }, peers: {}, commandClients: ['billing'] });
+    f = await NatsDeploymentFixture.start({
+      mode: 'durable',
+      store: 'sqlite',
+      bundle: e2eBundle(),
+      groups: { reviewers: ['alfa'] },
+      peers: {},
+      commandClients: ['billing'],
+    });
     await f.startServe();
     client = await f.client('billing');
   });
   after(() => f?.dispose());
 
-  it('an open operation whose peer\'s stream was deleted and recreated while no coordinator watched closes indeterminate (durability-lost) when resumed, never failed; one whose streams were kept stays open', async () => {
+  it("an open operation whose peer's stream was deleted and recreated while no coordinator watched closes indeterminate (durability-lost) when resumed, never failed; one whose streams were kept stays open", async () => {
     const lost = resultOf(await client.invoke('manual', { document: 'lost' }, { waitMs: 0 })).operationId;
     const kept = resultOf(await client.invoke('allok', { document: 'kept' }, { waitMs: 0 })).operationId;
     const admitted = (await f.log(lost))[0]?.transition.events[0] as OperationAdmitted;
     assert.equal(typeof admitted.streamsCreatedUntilMs, 'number', 'admission records when the streams were created');
     const jsm = await jetstreamManager(await f.adminConnection());
     const stream = f.streams('delta').requests;
-    await eventually(async () => (await jsm.streams.getMessage(stream, { last_by_subj: subjectFor(e2eNamespace, 'manual', lost, 'request', 'delta') }).catch(() => null)) !== null, 'delta\'s request stored');
+    await eventually(
+      async () =>
+        (await jsm.streams.getMessage(stream, { last_by_subj: subjectFor(e2eNamespace, 'manual', lost, 'request', 'delta') }).catch(() => null)) !== null,
+      "delta's request stored",
+    );
 
     await f.serve!.stop();
     // An operator deletes delta's requests stream; the restarted coordinator creates it again.
     await jsm.streams.delete(stream);
     await f.startServe();
-    assert.ok(((await jsm.streams.getMessage(stream, { seq: 1 }))?.subject ?? '').startsWith('convoke.anchor.'), 'the new stream has its own anchor: it looks continuous');
+    assert.ok(
+      ((await jsm.streams.getMessage(stream, { seq: 1 }))?.subject ?? '').startsWith('convoke.anchor.'),
+      'the new stream has its own anchor: it looks continuous',
+    );
 
     await eventually(async () => resultOf(await client.get(lost, { waitMs: 0 })).decision !== null, 'the operation closed', 8_000);
     const closed = resultOf(await client.get(lost, { waitMs: 0 }));
-    assert.deepEqual([closed.decision?.outcome, closed.decision?.reason, closed.settlement.status], ['indeterminate', 'durability-lost', 'indeterminate'], JSON.stringify(closed));
+    assert.deepEqual(
+      [closed.decision?.outcome, closed.decision?.reason, closed.settlement.status],
+      ['indeterminate', 'durability-lost', 'indeterminate'],
+      JSON.stringify(closed),
+    );
     const open = resultOf(await client.get(kept, { waitMs: 0 }));
-    assert.equal(open.decision, null, 'alfa\'s streams were not touched: its operation carries on');
+    assert.equal(open.decision, null, "alfa's streams were not touched: its operation carries on");
     // Admissions go on: an operation admitted after the recreation is admitted into the new stream.
     const fresh = resultOf(await client.invoke('manual', { document: 'after' }, { waitMs: 0 }));
     assert.equal(fresh.decision, null);

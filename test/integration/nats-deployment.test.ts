@@ -38,7 +38,12 @@ const soloNamespace = 'solo.v1';
 function soloBundle(): JsonObject {
   const base = e2eBundle();
   const allok = (base.interactions as Record<string, JsonObject>).allok!;
-  return { ...base, contract: { id: 'e2e.solo', version: '1.0.0' }, subjectNamespace: soloNamespace, interactions: { solo: { ...allok, audience: { peers: ['kilo'] } } } };
+  return {
+    ...base,
+    contract: { id: 'e2e.solo', version: '1.0.0' },
+    subjectNamespace: soloNamespace,
+    interactions: { solo: { ...allok, audience: { peers: ['kilo'] } } },
+  };
 }
 
 function configJson(transport: JsonObject, store = 'sqlite:ops.db'): JsonObject {
@@ -72,7 +77,10 @@ describe('NATS deployment', { timeout: 50_000 }, () => {
     dir = await mkdtemp(join(tmpdir(), 'convoke-nats-deploy-'));
     await writeFile(join(dir, 'bundle.json'), JSON.stringify(bundle));
     await writeFile(join(dir, 'solo.bundle.json'), JSON.stringify(soloBundle()));
-    const users: NatsUser[] = [{ user: 'coordinator', password }, { user: 'kilo', password }];
+    const users: NatsUser[] = [
+      { user: 'coordinator', password },
+      { user: 'kilo', password },
+    ];
     server = await startNatsServer({ users, jetstream: true });
   });
   after(async () => {
@@ -82,7 +90,15 @@ describe('NATS deployment', { timeout: 50_000 }, () => {
   });
 
   const parse = (transport: JsonObject, store?: string) => parseDeploymentConfig(new TextEncoder().encode(JSON.stringify(configJson(transport, store))), dir);
-  const nats = (extra: JsonObject = {}): JsonObject => ({ kind: 'nats', servers: server.url, user: 'coordinator', passwordEnv: passwordVariableOf('coordinator'), mode: 'durable', manageStreams: true, ...extra });
+  const nats = (extra: JsonObject = {}): JsonObject => ({
+    kind: 'nats',
+    servers: server.url,
+    user: 'coordinator',
+    passwordEnv: passwordVariableOf('coordinator'),
+    mode: 'durable',
+    manageStreams: true,
+    ...extra,
+  });
   const build = async (transport: JsonObject, options: { log?: (line: string) => void; store?: string } = {}) => {
     const deployment = await buildDeployment(parse(transport, options.store), { clock: new SystemClock(), env, log: options.log ?? (() => {}) });
     deployments.push(deployment);
@@ -90,11 +106,20 @@ describe('NATS deployment', { timeout: 50_000 }, () => {
   };
 
   it('the transport config is checked: required fields, mode, durable settings, the password variable', async () => {
-    assert.throws(() => parse({ kind: 'nats', servers: server.url }), (e: unknown) => isAdapterError(e) && /user/.test(e.description ?? '') && /passwordEnv/.test(e.description ?? '') && /mode/.test(e.description ?? ''));
+    assert.throws(
+      () => parse({ kind: 'nats', servers: server.url }),
+      (e: unknown) => isAdapterError(e) && /user/.test(e.description ?? '') && /passwordEnv/.test(e.description ?? '') && /mode/.test(e.description ?? ''),
+    );
     assert.throws(() => parse(nats({ password: 'inline-secret' })), rejectsAs('invalid-input', /password/));
     const core = { clock: new SystemClock(), env };
-    await assert.rejects(buildDeployment(parse(nats({ mode: 'core', durable: { maxDeliver: 3 } })), core), rejectsAs('invalid-input', /only for mode "durable"/));
-    await assert.rejects(buildDeployment(parse(nats()), { clock: new SystemClock(), env: {} }), rejectsAs('invalid-input', /CONVOKE_NATS_PASSWORD_COORDINATOR.*not set/));
+    await assert.rejects(
+      buildDeployment(parse(nats({ mode: 'core', durable: { maxDeliver: 3 } })), core),
+      rejectsAs('invalid-input', /only for mode "durable"/),
+    );
+    await assert.rejects(
+      buildDeployment(parse(nats()), { clock: new SystemClock(), env: {} }),
+      rejectsAs('invalid-input', /CONVOKE_NATS_PASSWORD_COORDINATOR.*not set/),
+    );
   });
 
   it('an unconsumed message is never evicted: a byte cap is refused (nats-server 2.9 evicts a stored message at the byte boundary, even under discard new)', async () => {
@@ -103,10 +128,14 @@ describe('NATS deployment', { timeout: 50_000 }, () => {
 
   it('durable mode refuses to start when the duplicate window does not cover deadline + settlement grace of every interaction', async () => {
     // e2eBundle: timeoutMs 15000 + max(settlementGraceMs 5000, cancelTimeoutMs 5000) = 20000.
-    await assert.rejects(build(nats({ durable: { duplicateWindowMs: 19_999 } })), (e: unknown) => isAdapterError(e) && e.kind === 'invalid-input' && /does not cover e2e\.review\/first/.test(e.description ?? '') && /= 20000/.test(e.description ?? ''));
+    await assert.rejects(
+      build(nats({ durable: { duplicateWindowMs: 19_999 } })),
+      (e: unknown) =>
+        isAdapterError(e) && e.kind === 'invalid-input' && /does not cover e2e\.review\/first/.test(e.description ?? '') && /= 20000/.test(e.description ?? ''),
+    );
   });
 
-  it('durable mode provisions every known peer\'s consumers and its own durable result paths', async () => {
+  it("durable mode provisions every known peer's consumers and its own durable result paths", async () => {
     const deployment = await build(nats({ durable: { duplicateWindowMs: 20_000 } }));
     assert.deepEqual(deployment.nats?.peers.get(e2eNamespace), ['alfa', 'bravo', 'charlie', 'delta', 'echo', 'foxtrot']);
     assert.deepEqual(deployment.nats?.peers.get(soloNamespace), ['kilo']);
@@ -120,7 +149,10 @@ describe('NATS deployment', { timeout: 50_000 }, () => {
         assert.equal(info.config.filter_subject, peerConsumerFilter(e2eNamespace, peer, 'request'));
         await jsm.consumers.info(requests, peerConsumerName(peer, 'cancel'));
         for (const kind of ['result', 'claim', 'cancel-result'] as const) {
-          assert.equal((await jsm.consumers.info(results, coordinatorConsumerName('coordinator', kind))).config.filter_subject, `${e2eNamespace}.*.*.${kind}.${peer}`);
+          assert.equal(
+            (await jsm.consumers.info(results, coordinatorConsumerName('coordinator', kind))).config.filter_subject,
+            `${e2eNamespace}.*.*.${kind}.${peer}`,
+          );
         }
       }
     } finally {
@@ -143,13 +175,20 @@ describe('NATS deployment', { timeout: 50_000 }, () => {
     await jsm.streams.update(requests, { ...config, duplicate_window: msToNanos(1_000) });
     await deployment.nats!.checkNow();
     assert.match(deployment.nats!.admissionProblem() ?? '', /duplicate window/);
-    await assert.rejects(deployment.coordinator.invoke(caller, request('during')), rejectsAs('unavailable', /durable delivery is not proven.*duplicate window/));
+    await assert.rejects(
+      deployment.coordinator.invoke(caller, request('during')),
+      rejectsAs('unavailable', /durable delivery is not proven.*duplicate window/),
+    );
     // An admitted operation is still readable, and its retry is the same operation, not a new admission.
     assert.equal((await deployment.coordinator.invoke(caller, request('before'))).result.operationId, admitted.result.operationId);
     // It was open (no peer answers here) when the guarantee broke: its evidence can no longer be
     // proven complete, so it closed as indeterminate, its unfinished branches detached.
     const lost = await deployment.coordinator.get('billing', admitted.result.operationId);
-    assert.deepEqual([lost.decision?.outcome, lost.decision?.reason, lost.settlement.status, lost.phase], ['indeterminate', 'durability-lost', 'indeterminate', 'settled'], JSON.stringify(lost));
+    assert.deepEqual(
+      [lost.decision?.outcome, lost.decision?.reason, lost.settlement.status, lost.phase],
+      ['indeterminate', 'durability-lost', 'indeterminate', 'settled'],
+      JSON.stringify(lost),
+    );
     assert.ok(lost.settlement.siblings.length === 3 && lost.settlement.siblings.every((s) => s.disposition === 'detached'));
     const log = await deployment.store.read(admitted.result.operationId);
     assert.ok(log.kind === 'ok');
@@ -160,7 +199,10 @@ describe('NATS deployment', { timeout: 50_000 }, () => {
     await deployment.coordinator.invoke(caller, request('during'));
     assert.deepEqual((await deployment.coordinator.get('billing', admitted.result.operationId)).decision, lost.decision, 'a closed decision never changes');
     assert.ok(lines.some((l) => /durability NOT proven/.test(l)) && lines.some((l) => /durability proven again/.test(l)), lines.join('\n'));
-    assert.ok(lines.some((l) => /1 open operation\(s\) closed as indeterminate/.test(l)), lines.join('\n'));
+    assert.ok(
+      lines.some((l) => /1 open operation\(s\) closed as indeterminate/.test(l)),
+      lines.join('\n'),
+    );
     await admin.close();
     await deployment.close();
   });
@@ -183,13 +225,16 @@ describe('NATS deployment', { timeout: 50_000 }, () => {
       const { result } = await deployment.coordinator.invoke(caller, { contract: solo, interaction: 'solo', invocationKey: 'sdk', input: { document: 'd' } });
       const waited = await deployment.coordinator.wait('billing', result.operationId, 'decision', 10_000);
       assert.equal(waited.result.decision?.outcome, 'success', JSON.stringify(waited.result));
-      assert.deepEqual(waited.result.branches.map((b) => [b.peerId, b.status, b.result]), [['kilo', 'success', { verdict: 'approve' }]]);
+      assert.deepEqual(
+        waited.result.branches.map((b) => [b.peerId, b.status, b.result]),
+        [['kilo', 'success', { verdict: 'approve' }]],
+      );
       assert.equal(effects, 1);
       assert.equal(peer.stats.handled, 1);
       assert.deepEqual(waiting, [], 'the consumers were already provisioned');
     } finally {
       await peer.close();
-      assert.ok(!kiloNc.isClosed(), 'the connection stays the caller\'s');
+      assert.ok(!kiloNc.isClosed(), "the connection stays the caller's");
       await kiloNc.close();
       await deployment.close();
     }
@@ -199,14 +244,24 @@ describe('NATS deployment', { timeout: 50_000 }, () => {
     const deployment = await build(nats({ durable: { maxDeliver: 2, ackWaitMs: 1_000 } }), { store: 'sqlite:exhaust.db' });
     // kilo is a single-peer audience: its (hand-driven) consumer refuses every delivery.
     const kiloNc = await connectNats({ servers: server.url, user: 'kilo', pass: password });
-    const kilo = new NatsTransport(kiloNc, { identity: 'kilo', durable: { namespace: soloNamespace, peers: ['kilo'], duplicateWindowMs: 1, maxDeliver: 2, ackWaitMs: 1_000 } });
+    const kilo = new NatsTransport(kiloNc, {
+      identity: 'kilo',
+      durable: { namespace: soloNamespace, peers: ['kilo'], duplicateWindowMs: 1, maxDeliver: 2, ackWaitMs: 1_000 },
+    });
     // Subjects, not a count: an earlier test's request whose ack was still in flight when its peer
     // closed is redelivered here (a lost ack costs one redelivery), and is not this operation's.
     const delivered: string[] = [];
-    await kilo.subscribe(peerConsumerFilter(soloNamespace, 'kilo', 'request'), (m) => void (delivered.push(m.subject), m.nak()), { durable: peerConsumerName('kilo', 'request') });
+    await kilo.subscribe(peerConsumerFilter(soloNamespace, 'kilo', 'request'), (m) => void (delivered.push(m.subject), m.nak()), {
+      durable: peerConsumerName('kilo', 'request'),
+    });
     try {
       const solo = loadBundle(soloBundle()).ref;
-      const { result } = await deployment.coordinator.invoke(caller, { contract: solo, interaction: 'solo', invocationKey: 'exhaust', input: { document: 'd' } });
+      const { result } = await deployment.coordinator.invoke(caller, {
+        contract: solo,
+        interaction: 'solo',
+        invocationKey: 'exhaust',
+        input: { document: 'd' },
+      });
       const waited = await deployment.coordinator.wait('billing', result.operationId, 'decision', 10_000);
       assert.equal(waited.result.decision?.outcome, 'failed', JSON.stringify(waited.result));
       assert.equal(delivered.filter((subject) => subject.includes(`.${result.operationId}.`)).length, 2, delivered.join('\n'));
@@ -214,7 +269,10 @@ describe('NATS deployment', { timeout: 50_000 }, () => {
       const read = await deployment.store.read(result.operationId);
       assert.equal(read.kind, 'ok');
       const events = read.kind === 'ok' ? read.transitions.flatMap((t) => t.transition.events) : [];
-      assert.ok(events.some((e) => e.type === 'claim-ended' && e.cause === 'delivery-exhausted'), JSON.stringify(events.map((e) => e.type)));
+      assert.ok(
+        events.some((e) => e.type === 'claim-ended' && e.cause === 'delivery-exhausted'),
+        JSON.stringify(events.map((e) => e.type)),
+      );
     } finally {
       await kilo.close();
       await kiloNc.close();
@@ -226,7 +284,11 @@ describe('NATS deployment', { timeout: 50_000 }, () => {
     const examples = join(repoRoot(), 'examples');
     const config = await readDeploymentConfig(join(examples, 'serve.nats-durable.json'));
     const compiled = await Promise.all(config.bundles.map(async (file) => loadBundle(parseStrictBytes(await readFile(file), file))));
-    const rendered = renderNatsServerConfig(natsPlanFor(config, compiled, ['billing']), { host: '127.0.0.1', port: 14222, storeDir: '/tmp/convoke-example/jetstream' });
+    const rendered = renderNatsServerConfig(natsPlanFor(config, compiled, ['billing']), {
+      host: '127.0.0.1',
+      port: 14222,
+      storeDir: '/tmp/convoke-example/jetstream',
+    });
     assert.equal(await readFile(join(examples, 'nats-server.conf'), 'utf8'), rendered);
     for (const peer of ['alfa', 'bravo']) {
       const peerConfig = await readPeerConfig(join(examples, `peer.${peer}.json`));

@@ -43,7 +43,14 @@ describe('NATS end to end', { concurrency: true, timeout: fileTimeoutMs }, () =>
       let client: CommandClient;
 
       before(async () => {
-        f = await NatsDeploymentFixture.start({ mode, store, bundle: e2eBundle(), groups: { reviewers }, peers: reviewerPeers(reviewers), commandClients: ['billing', 'mallory'] });
+        f = await NatsDeploymentFixture.start({
+          mode,
+          store,
+          bundle: e2eBundle(),
+          groups: { reviewers },
+          peers: reviewerPeers(reviewers),
+          commandClients: ['billing', 'mallory'],
+        });
         // Durable peers wait for the coordinator to provision their consumers: start everything at once.
         await Promise.all([f.startServe(), f.startPeers()]);
         client = await f.client('billing');
@@ -56,7 +63,8 @@ describe('NATS end to end', { concurrency: true, timeout: fileTimeoutMs }, () =>
         assert.doesNotMatch(stderr, /NATS: |internal error/);
         // Its log is JSON lines, and no NATS password of the deployment (each principal's, the admin's) is in it.
         for (const line of stderr.split('\n').filter((l) => l !== '')) assert.doesNotThrow(() => JSON.parse(line), line);
-        for (const secret of [...Object.values(f?.env() ?? {}), f?.adminSecret() ?? '']) if (secret !== '') assert.ok(!stderr.includes(secret), 'a password in the serve log');
+        for (const secret of [...Object.values(f?.env() ?? {}), f?.adminSecret() ?? ''])
+          if (secret !== '') assert.ok(!stderr.includes(secret), 'a password in the serve log');
       });
 
       it('first-success: the first approval decides; cancelled siblings answer stopped and settlement completes', async () => {
@@ -67,13 +75,10 @@ describe('NATS end to end', { concurrency: true, timeout: fileTimeoutMs }, () =>
         assert.deepEqual([r.decision?.successVotes, r.decision?.threshold], [1, 1]);
         assert.equal(r.branches.find((b) => b.peerId === 'alfa')?.status, 'success');
         assert.equal(r.settlement.status, 'complete');
-        assert.deepEqual(
-          r.settlement.siblings.map((s) => [s.branchId, s.disposition, s.outcome]).sort(),
-          [
-            ['bravo', 'cancel-requested', 'stopped'],
-            ['charlie', 'cancel-requested', 'stopped'],
-          ],
-        );
+        assert.deepEqual(r.settlement.siblings.map((s) => [s.branchId, s.disposition, s.outcome]).sort(), [
+          ['bravo', 'cancel-requested', 'stopped'],
+          ['charlie', 'cancel-requested', 'stopped'],
+        ]);
       });
 
       it('quorum count 2 of 3: two approvals decide success, the rejection stays a failure', async () => {
@@ -127,11 +132,15 @@ describe('NATS end to end', { concurrency: true, timeout: fileTimeoutMs }, () =>
 
       it('a command principal cannot speak for another: its user may publish only convoke.cmd.<itself>.>', async () => {
         const mallory = await f.client('mallory');
-        await assert.rejects(mallory.transport.request('convoke.cmd.billing.get', new TextEncoder().encode('{"operationId":"x"}'), 2_000), (e: unknown) => (e as { kind?: string }).kind === 'denied');
+        await assert.rejects(
+          mallory.transport.request('convoke.cmd.billing.get', new TextEncoder().encode('{"operationId":"x"}'), 2_000),
+          (e: unknown) => (e as { kind?: string }).kind === 'denied',
+        );
       });
 
-      it('a command whose reply names another principal\'s inbox is neither run nor answered', async () => {
-        const connect = (user: string) => connectNats({ servers: f.url, user, pass: f.env()[passwordVariableOf(user)], inboxPrefix: inboxPrefixFor('cmd', user) });
+      it("a command whose reply names another principal's inbox is neither run nor answered", async () => {
+        const connect = (user: string) =>
+          connectNats({ servers: f.url, user, pass: f.env()[passwordVariableOf(user)], inboxPrefix: inboxPrefixFor('cmd', user) });
         const [billingConnection, malloryConnection] = await Promise.all([connect('billing'), connect('mallory')]);
         try {
           const trap = `${inboxPrefixFor('cmd', 'billing')}.trap`;
@@ -154,7 +163,26 @@ describe('NATS end to end', { concurrency: true, timeout: fileTimeoutMs }, () =>
       });
 
       it('`convoke invoke` prints the InvocationResult (JSON) from a separate process', async () => {
-        const args = ['invoke', '--nats', f.url, '--user', 'billing', '--password-env', passwordVariableOf('billing'), '--contract', `${f.dir}/bundle.json`, '--interaction', 'quorum', '--key', `cli-${mode}`, '--input', '{"document":"cli"}', '--wait-ms', '10000', '--json'];
+        const args = [
+          'invoke',
+          '--nats',
+          f.url,
+          '--user',
+          'billing',
+          '--password-env',
+          passwordVariableOf('billing'),
+          '--contract',
+          `${f.dir}/bundle.json`,
+          '--interaction',
+          'quorum',
+          '--key',
+          `cli-${mode}`,
+          '--input',
+          '{"document":"cli"}',
+          '--wait-ms',
+          '10000',
+          '--json',
+        ];
         const cli = spawnCli(args, f.env());
         const { code } = await cli.exited;
         assert.equal(code, 0, cli.output());
@@ -163,25 +191,52 @@ describe('NATS end to end', { concurrency: true, timeout: fileTimeoutMs }, () =>
         assert.equal(reply.result.decision.outcome, 'success');
       });
 
-      it('durable resources: peers bound their provisioned consumers; every result is acknowledged after its append', { skip: mode !== 'durable' ? 'core mode keeps no durable resources' : false }, async () => {
-        const jsm = await jetstreamManager(await f.adminConnection());
-        // The other tests of this suite run concurrently: wait until their traffic has gone through.
-        await eventually(async () => {
-          const peers = await Promise.all(reviewers.map((peer) => jsm.consumers.info(f.streams(peer).requests, peerConsumerName(peer, 'request'))));
-          const coordinator = await Promise.all(reviewers.map((peer) => jsm.consumers.info(f.streams(peer).results, coordinatorConsumerName('coordinator', 'result'))));
-          return peers.every((p) => p.delivered.consumer_seq > 0) && coordinator.every((c) => c.delivered.consumer_seq > 0 && c.num_pending === 0 && c.num_ack_pending === 0);
-        }, 'every peer pulling its requests, every result delivered to the coordinator and acknowledged', 20_000);
-        // The JetStream store's appends learn their server stamps from its feed, and /metrics says so.
-        const text = await (await fetch(`${f.serve!.url}/metrics`)).text();
-        const fed = Number(/^convoke_store_stamps_total\{source="fed"\} (\d+)$/m.exec(text)?.[1]);
-        assert.ok(fed > 0, `stamps from the feed: ${text.split('\n').filter((l) => l.startsWith('convoke_store_stamps')).join(' | ')}`);
-      });
+      it(
+        'durable resources: peers bound their provisioned consumers; every result is acknowledged after its append',
+        { skip: mode !== 'durable' ? 'core mode keeps no durable resources' : false },
+        async () => {
+          const jsm = await jetstreamManager(await f.adminConnection());
+          // The other tests of this suite run concurrently: wait until their traffic has gone through.
+          await eventually(
+            async () => {
+              const peers = await Promise.all(reviewers.map((peer) => jsm.consumers.info(f.streams(peer).requests, peerConsumerName(peer, 'request'))));
+              const coordinator = await Promise.all(
+                reviewers.map((peer) => jsm.consumers.info(f.streams(peer).results, coordinatorConsumerName('coordinator', 'result'))),
+              );
+              return (
+                peers.every((p) => p.delivered.consumer_seq > 0) &&
+                coordinator.every((c) => c.delivered.consumer_seq > 0 && c.num_pending === 0 && c.num_ack_pending === 0)
+              );
+            },
+            'every peer pulling its requests, every result delivered to the coordinator and acknowledged',
+            20_000,
+          );
+          // The JetStream store's appends learn their server stamps from its feed, and /metrics says so.
+          const text = await (await fetch(`${f.serve!.url}/metrics`)).text();
+          const fed = Number(/^convoke_store_stamps_total\{source="fed"\} (\d+)$/m.exec(text)?.[1]);
+          assert.ok(
+            fed > 0,
+            `stamps from the feed: ${text
+              .split('\n')
+              .filter((l) => l.startsWith('convoke_store_stamps'))
+              .join(' | ')}`,
+          );
+        },
+      );
 
-      it('a forged result is not counted: refused by the server on another peer\'s subject, rejected and recorded when the payload names another peer', async () => {
+      it("a forged result is not counted: refused by the server on another peer's subject, rejected and recorded when the payload names another peer", async () => {
         // bravo (slowly) rejects; all-successful would succeed only if a forged approval for bravo counted.
         const pending = resultOf(await client.invoke('forge', { document: 'd', slowReject: ['bravo'] }, { waitMs: 0 }));
         const op = pending.operationId;
-        const forged: ResultMessage = { kind: 'result', operationId: op, branchId: 'bravo', peerId: 'bravo', attempt: 1, fence: 1, result: { verdict: 'approve' } };
+        const forged: ResultMessage = {
+          kind: 'result',
+          operationId: op,
+          branchId: 'bravo',
+          peerId: 'bravo',
+          attempt: 1,
+          fence: 1,
+          result: { verdict: 'approve' },
+        };
         // 1. alfa's user publishes on bravo's result subject: the server refuses it.
         const alfaNc = await connectNats({ servers: f.url, user: 'alfa', pass: f.password('alfa'), inboxPrefix: inboxPrefixFor('peer', 'alfa') });
         try {
@@ -217,7 +272,8 @@ describe('NATS end to end', { concurrency: true, timeout: fileTimeoutMs }, () =>
 function permissionViolations(nc: NatsConnection): string[] {
   const subjects: string[] = [];
   void (async () => {
-    for await (const s of nc.status()) if (s.type === 'error' && s.error instanceof errors.PermissionViolationError && s.error.operation === 'publish') subjects.push(s.error.subject);
+    for await (const s of nc.status())
+      if (s.type === 'error' && s.error instanceof errors.PermissionViolationError && s.error.operation === 'publish') subjects.push(s.error.subject);
   })();
   return subjects;
 }

@@ -23,10 +23,21 @@ const pageOf = (reply: ListReply): ListPage => {
 const list = (who: string, parameters: Record<string, string | number | boolean> = {}) => sendListCommand(clients[who]!.transport, who, parameters, 10_000);
 
 before(async () => {
-  f = await NatsDeploymentFixture.start({ mode: 'core', store: 'sqlite', bundle: e2eBundle(), groups: { reviewers: ['alfa'] }, peers: {}, commandClients: ['billing', 'shipping', 'ops'], operators: ['ops'] });
+  f = await NatsDeploymentFixture.start({
+    mode: 'core',
+    store: 'sqlite',
+    bundle: e2eBundle(),
+    groups: { reviewers: ['alfa'] },
+    peers: {},
+    commandClients: ['billing', 'shipping', 'ops'],
+    operators: ['ops'],
+  });
   await f.startServe();
   for (const who of ['billing', 'shipping', 'ops']) clients[who] = await f.client(who);
-  for (const [who, count] of [['billing', 3], ['shipping', 2]] as const) {
+  for (const [who, count] of [
+    ['billing', 3],
+    ['shipping', 2],
+  ] as const) {
     for (let i = 0; i < count; i++) admitted[who].push(resultOf(await clients[who]!.invoke('allok', { document: `d${i}` }, { waitMs: 0 })).operationId);
   }
 });
@@ -57,5 +68,6 @@ test('list over NATS: invalid parameters are 400 invalid-input naming each probl
   assert.ok('error' in reply);
   if (!('error' in reply)) return;
   assert.equal(reply.error.kind, 'invalid-input');
-  for (const fragment of ['phase must be one of', 'limit must be an integer', 'stuck must be']) assert.match(reply.error.description ?? '', new RegExp(fragment));
+  for (const fragment of ['phase must be one of', 'limit must be an integer', 'stuck must be'])
+    assert.match(reply.error.description ?? '', new RegExp(fragment));
 });

@@ -16,7 +16,14 @@ import { coordinatorConsumerName } from '../../src/adapters/transport/nats-names
 import { subjectFor } from '../../src/adapters/transport/subjects.js';
 import { NatsDeploymentFixture, approve, e2eBundle, e2eNamespace, eventually, resultOf, type NatsFixtureOptions } from '../support/nats-deployment-fixture.js';
 
-const base: NatsFixtureOptions = { mode: 'durable', store: 'sqlite', bundle: e2eBundle(), groups: { reviewers: ['alfa'] }, peers: {}, commandClients: ['billing'] };
+const base: NatsFixtureOptions = {
+  mode: 'durable',
+  store: 'sqlite',
+  bundle: e2eBundle(),
+  groups: { reviewers: ['alfa'] },
+  peers: {},
+  commandClients: ['billing'],
+};
 
 /** Publishes a result of `resultBytes` (serialized) as delta, for a `manual` operation, and checks its fate. */
 async function oversizedResultIsRejectedAndReleased(f: NatsDeploymentFixture, resultBytes: number, bytesMax: number): Promise<void> {
@@ -26,7 +33,9 @@ async function oversizedResultIsRejectedAndReleased(f: NatsDeploymentFixture, re
   const result = { verdict: 'approve', pad: 'x'.repeat(resultBytes - JSON.stringify({ verdict: 'approve', pad: '' }).length) };
   assert.equal(Buffer.byteLength(JSON.stringify(result)), resultBytes);
   const message: ResultMessage = { kind: 'result', operationId: op, branchId: 'delta', peerId: 'delta', attempt: 1, fence: 1, result };
-  const receipt = await delta.publish(subjectFor(e2eNamespace, 'manual', op, 'result', 'delta'), encodeWire(message), { msgId: `${publicationId(f.contract.digest, op, 'delta', 1)}.result` });
+  const receipt = await delta.publish(subjectFor(e2eNamespace, 'manual', op, 'result', 'delta'), encodeWire(message), {
+    msgId: `${publicationId(f.contract.digest, op, 'delta', 1)}.result`,
+  });
   assert.equal(receipt.receipt, 'stored', `the broker stores it: it is under the stream's message size (${receipt.detail})`);
 
   const rejections = async () => (await f.log(op)).flatMap((t) => t.transition.events).filter((e): e is ResultRejected => e.type === 'result-rejected');
@@ -38,16 +47,21 @@ async function oversizedResultIsRejectedAndReleased(f: NatsDeploymentFixture, re
   // Acknowledged: the work queue released it, and the consumer never delivered it again.
   const jsm = await jetstreamManager(await f.adminConnection());
   const stream = f.streams('delta').results;
-  await eventually(async () => (await jsm.streams.info(stream)).state.messages === 1, 'delta\'s results stream back to its anchor');
+  await eventually(async () => (await jsm.streams.info(stream)).state.messages === 1, "delta's results stream back to its anchor");
   const consumer = await jsm.consumers.info(stream, coordinatorConsumerName('coordinator', 'result'));
   assert.deepEqual([consumer.num_ack_pending, consumer.num_redelivered, consumer.delivered.consumer_seq], [0, 0, 1], JSON.stringify(consumer));
   // Nothing of it counts: the branch still waits for its result, and a result in budget is accepted.
   const open = resultOf(await client.get(op, { waitMs: 0 }));
   assert.equal(open.branches.find((b) => b.peerId === 'delta')?.status, 'pending');
   assert.equal(open.decision, null);
-  const ok = await delta.publish(subjectFor(e2eNamespace, 'manual', op, 'result', 'delta'), encodeWire({ ...message, result: approve }), { msgId: `${publicationId(f.contract.digest, op, 'delta', 1)}.result-2` });
+  const ok = await delta.publish(subjectFor(e2eNamespace, 'manual', op, 'result', 'delta'), encodeWire({ ...message, result: approve }), {
+    msgId: `${publicationId(f.contract.digest, op, 'delta', 1)}.result-2`,
+  });
   assert.equal(ok.receipt, 'stored');
-  await eventually(async () => resultOf(await client.get(op, { waitMs: 0 })).branches.find((b) => b.peerId === 'delta')?.status === 'success', 'the result in budget accepted');
+  await eventually(
+    async () => resultOf(await client.get(op, { waitMs: 0 })).branches.find((b) => b.peerId === 'delta')?.status === 'success',
+    'the result in budget accepted',
+  );
 }
 
 describe('NATS durable: a result over the result budget', { timeout: 90_000 }, () => {
@@ -72,7 +86,7 @@ describe('NATS durable: a result over a lowered budget', { timeout: 90_000 }, ()
   });
   after(() => f?.dispose());
 
-  it('a result over a deployment\'s lowered result and transition budgets is recorded as rejected and acknowledged, never redelivered, and the stream releases it', async () => {
+  it("a result over a deployment's lowered result and transition budgets is recorded as rejected and acknowledged, never redelivered, and the stream releases it", async () => {
     await oversizedResultIsRejectedAndReleased(f, 20 * 1024, lowered.resultBytesMax);
   });
 });

@@ -109,7 +109,7 @@ describe('NATS permissions: the result subject proves the publishing peer', () =
     await coordinator.subscribe(`${namespace}.review.*.result.*`, (m) => void got.push(m));
     const receipt = await alfa.publish(`${namespace}.review.op1.result.alfa`, encoder.encode('{"peerId":"alfa"}'));
     assert.equal(receipt.receipt, 'sent');
-    await waitFor(() => got.length === 1, 'alfa\'s result');
+    await waitFor(() => got.length === 1, "alfa's result");
     assert.equal(got[0]?.subject, `${namespace}.review.op1.result.alfa`);
   });
 
@@ -129,17 +129,32 @@ describe('NATS permissions: the result subject proves the publishing peer', () =
     assert.equal(reported[0]?.subject, `${namespace}.review.op2.result.bravo`);
   });
 
-  it('alfa cannot subscribe to bravo\'s requests, nor to the whole namespace', async () => {
+  it("alfa cannot subscribe to bravo's requests, nor to the whole namespace", async () => {
     const alfa = await transport('alfa');
-    await assert.rejects(alfa.subscribe(`${namespace}.*.*.request.bravo`, () => {}), isDenied);
-    await assert.rejects(alfa.subscribe(`${namespace}.>`, () => {}), isDenied);
-    await assert.rejects(alfa.subscribe(`${namespace}.review.op3.request.bravo`, () => {}), isDenied);
+    await assert.rejects(
+      alfa.subscribe(`${namespace}.*.*.request.bravo`, () => {}),
+      isDenied,
+    );
+    await assert.rejects(
+      alfa.subscribe(`${namespace}.>`, () => {}),
+      isDenied,
+    );
+    await assert.rejects(
+      alfa.subscribe(`${namespace}.review.op3.request.bravo`, () => {}),
+      isDenied,
+    );
   });
 
-  it('inboxes are exclusive: alfa cannot read bravo\'s or anyone\'s inbox', async () => {
+  it("inboxes are exclusive: alfa cannot read bravo's or anyone's inbox", async () => {
     const alfa = await transport('alfa');
-    await assert.rejects(alfa.subscribe(`${inboxPrefixFor('peer', 'bravo')}.>`, () => {}), isDenied);
-    await assert.rejects(alfa.subscribe('_INBOX.>', () => {}), isDenied);
+    await assert.rejects(
+      alfa.subscribe(`${inboxPrefixFor('peer', 'bravo')}.>`, () => {}),
+      isDenied,
+    );
+    await assert.rejects(
+      alfa.subscribe('_INBOX.>', () => {}),
+      isDenied,
+    );
   });
 
   it('the coordinator cannot publish results, so it cannot impersonate a peer', async () => {
@@ -167,7 +182,7 @@ describe('NATS permissions: the result subject proves the publishing peer', () =
     await assert.rejects(billing.request('convoke.cmd.someone-else.get', encoder.encode('{}'), 2_000), isDenied);
   });
 
-  it('the coordinator may publish into command clients\' inboxes, not into a peer\'s or another coordinator\'s', async () => {
+  it("the coordinator may publish into command clients' inboxes, not into a peer's or another coordinator's", async () => {
     const coordinatorConnection = await connection('coordinator');
     const reported = violations(coordinatorConnection);
     const watcher = await connection('admin');
@@ -206,10 +221,15 @@ describe('NATS permissions: the result subject proves the publishing peer', () =
     const creator = await connectNats({ servers: server.url, user: 'creator', pass: 'pw-creator' });
     open.push(creator);
     const name = 'push-into-results';
-    const config = { durable_name: name, filter_subject: `${namespace}.*.*.request.alfa`, ack_policy: 'explicit', deliver_subject: `${namespace}.review.op9.result.bravo` };
+    const config = {
+      durable_name: name,
+      filter_subject: `${namespace}.*.*.request.alfa`,
+      ack_policy: 'explicit',
+      deliver_subject: `${namespace}.review.op9.result.bravo`,
+    };
     const createSubject = `$JS.API.CONSUMER.CREATE.${requestStream}.${name}.${config.filter_subject}`;
     const reply = await creator.request(createSubject, JSON.stringify({ stream_name: requestStream, config }), { timeout: 2_000 });
-    assert.equal((reply.json() as { error?: unknown }).error, undefined, 'the server accepted a deliver_subject outside the creator\'s publish permission');
+    assert.equal((reply.json() as { error?: unknown }).error, undefined, "the server accepted a deliver_subject outside the creator's publish permission");
     await waitFor(() => pushed.length === 2, 'the pushed copies');
     // Delivered to result.bravo's subscribers, but under the original subject: subject verification rejects them.
     assert.deepEqual(pushed.sort(), [`${namespace}.review.op10.request.alfa without-expect`, `${namespace}.review.op9.request.alfa with-expect`]);

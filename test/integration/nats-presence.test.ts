@@ -28,12 +28,19 @@ function presenceBundle(): JsonObject {
 
 const served = (peerId: string) => ({ interactions: Object.fromEntries(['excl', 'deliv', 'fixed'].map((i) => [i, reviewerSpec(peerId)])) });
 
-describe('NATS durable: presence observed from the peers\' request consumers', { timeout: 120_000 }, () => {
+describe("NATS durable: presence observed from the peers' request consumers", { timeout: 120_000 }, () => {
   let f: NatsDeploymentFixture;
   let client: CommandClient;
 
   before(async () => {
-    f = await NatsDeploymentFixture.start({ mode: 'durable', store: 'sqlite', bundle: presenceBundle(), groups: { reviewers: ['alfa', 'bravo'] }, peers: { alfa: served('alfa'), bravo: served('bravo') }, commandClients: ['billing'] });
+    f = await NatsDeploymentFixture.start({
+      mode: 'durable',
+      store: 'sqlite',
+      bundle: presenceBundle(),
+      groups: { reviewers: ['alfa', 'bravo'] },
+      peers: { alfa: served('alfa'), bravo: served('bravo') },
+      commandClients: ['billing'],
+    });
     await f.startServe();
     await f.startPeer('alfa');
     client = await f.client('billing');
@@ -51,23 +58,32 @@ describe('NATS durable: presence observed from the peers\' request consumers', {
 
   it('a running peer is observed online and a peer never started offline; offline: exclude leaves the offline one out, and the observation is recorded with its revision', async () => {
     const reply = resultOf(await client.invoke('excl', { document: 'd' }, { waitMs: 10_000 }));
-    assert.deepEqual(reply.branches.map((b) => b.peerId), ['alfa']);
+    assert.deepEqual(
+      reply.branches.map((b) => b.peerId),
+      ['alfa'],
+    );
     assert.equal(reply.decision?.outcome, 'success');
     const presence = (await admitted(reply.operationId)).presence;
     assert.deepEqual([presence?.online, presence?.offline], [['alfa'], ['bravo']]);
     assert.match(presence?.revision ?? '', /^nats-consumers\.\d+\.\d+$/);
   });
 
-  it('a static audience (a bundle\'s peer list) gets the same presence observation', async () => {
+  it("a static audience (a bundle's peer list) gets the same presence observation", async () => {
     const reply = resultOf(await client.invoke('fixed', { document: 'd' }, { waitMs: 10_000 }));
-    assert.deepEqual(reply.branches.map((b) => b.peerId), ['alfa']);
+    assert.deepEqual(
+      reply.branches.map((b) => b.peerId),
+      ['alfa'],
+    );
     const presence = (await admitted(reply.operationId)).presence;
     assert.deepEqual([presence?.online, presence?.offline], [['alfa'], ['bravo']]);
   });
 
   it('offline: deliver sends an offline peer its request under durable delivery, and the peer gets it when it starts', async () => {
     const reply = resultOf(await client.invoke('deliv', { document: 'd' }, { waitMs: 2_000 }));
-    assert.deepEqual(reply.branches.map((b) => b.peerId), ['alfa', 'bravo']);
+    assert.deepEqual(
+      reply.branches.map((b) => b.peerId),
+      ['alfa', 'bravo'],
+    );
     assert.deepEqual((await admitted(reply.operationId)).presence?.offline, ['bravo']);
     assert.equal(reply.decision, null, 'bravo has not answered: it is not running');
     await f.startPeer('bravo');
@@ -78,12 +94,19 @@ describe('NATS durable: presence observed from the peers\' request consumers', {
   it('a stopped peer is observed offline and left out by offline: exclude; the revision moved', async () => {
     await settleTtl();
     const before = resultOf(await client.invoke('excl', { document: 'both' }, { waitMs: 10_000 }));
-    assert.deepEqual(before.branches.map((b) => b.peerId), ['alfa', 'bravo'], 'both running: both online');
+    assert.deepEqual(
+      before.branches.map((b) => b.peerId),
+      ['alfa', 'bravo'],
+      'both running: both online',
+    );
     const revisionBefore = (await admitted(before.operationId)).presence?.revision;
     await f.peers.get('alfa')!.stop();
     await settleTtl();
     const reply = resultOf(await client.invoke('excl', { document: 'd' }, { waitMs: 10_000 }));
-    assert.deepEqual(reply.branches.map((b) => b.peerId), ['bravo']);
+    assert.deepEqual(
+      reply.branches.map((b) => b.peerId),
+      ['bravo'],
+    );
     assert.equal(reply.decision?.outcome, 'success');
     const presence = (await admitted(reply.operationId)).presence;
     assert.deepEqual([presence?.online, presence?.offline], [['bravo'], ['alfa']]);

@@ -46,9 +46,14 @@ describe('PubAckMux (JetStream publishes over one PubAck subscription)', { timeo
   it('answers PubAcks in any order to the publish that asked, and a repeated Msg-Id as duplicate', async () => {
     const mux = PubAckMux.of(nc);
     assert.equal(PubAckMux.of(nc), mux, 'one mux per connection');
-    const acks = await Promise.all(Array.from({ length: 50 }, (_, i) => mux.publish(`mux.a.${i}`, bytes(`m${i}`), { msgID: `id-${i}`, expect: { streamName: 'MUX' }, timeout: 5000 })));
+    const acks = await Promise.all(
+      Array.from({ length: 50 }, (_, i) => mux.publish(`mux.a.${i}`, bytes(`m${i}`), { msgID: `id-${i}`, expect: { streamName: 'MUX' }, timeout: 5000 })),
+    );
     const seqs = acks.map((a) => a.seq);
-    assert.deepEqual(seqs, [...seqs].sort((a, b) => a - b));
+    assert.deepEqual(
+      seqs,
+      [...seqs].sort((a, b) => a - b),
+    );
     assert.equal(new Set(seqs).size, 50);
     assert.ok(acks.every((a) => a.stream === 'MUX' && a.duplicate === false));
     const again = await mux.publish('mux.a.7', bytes('m7'), { msgID: 'id-7', timeout: 5000 });
@@ -57,7 +62,10 @@ describe('PubAckMux (JetStream publishes over one PubAck subscription)', { timeo
 
   it('an API error response is a JetStreamApiError: wrong expected stream, wrong last subject sequence', async () => {
     const mux = PubAckMux.of(nc);
-    await assert.rejects(mux.publish('mux.b.1', bytes('x'), { expect: { streamName: 'OTHER' }, timeout: 5000 }), (e: unknown) => e instanceof JetStreamApiError && classifyNatsError(e).kind === 'api');
+    await assert.rejects(
+      mux.publish('mux.b.1', bytes('x'), { expect: { streamName: 'OTHER' }, timeout: 5000 }),
+      (e: unknown) => e instanceof JetStreamApiError && classifyNatsError(e).kind === 'api',
+    );
     const first = await mux.publish('mux.b.2', bytes('x'), { expect: { lastSubjectSequence: 0 }, timeout: 5000 });
     await assert.rejects(mux.publish('mux.b.2', bytes('y'), { expect: { lastSubjectSequence: 0 }, timeout: 5000 }), (e: unknown) => isWrongSequence(e));
     const next = await mux.publish('mux.b.2', bytes('y'), { expect: { lastSubjectSequence: first.seq }, timeout: 5000 });
@@ -65,20 +73,29 @@ describe('PubAckMux (JetStream publishes over one PubAck subscription)', { timeo
   });
 
   it('a header value with CR/LF is refused before anything is sent', async () => {
-    await assert.rejects(PubAckMux.of(nc).publish('mux.d.1', bytes('x'), { msgID: 'id\r\nNats-Expected-Stream: OTHER', timeout: 5000 }), (e: unknown) => classifyNatsError(e).kind === 'not-sent');
+    await assert.rejects(
+      PubAckMux.of(nc).publish('mux.d.1', bytes('x'), { msgID: 'id\r\nNats-Expected-Stream: OTHER', timeout: 5000 }),
+      (e: unknown) => classifyNatsError(e).kind === 'not-sent',
+    );
     const stored = await PubAckMux.of(nc).publish('mux.d.1', bytes('x'), { expect: { lastSubjectSequence: 0 }, timeout: 5000 });
     assert.equal(stored.duplicate, false, 'nothing was stored under mux.d.1 before');
   });
 
   it('a subject no stream captures answers no-responders at once', async () => {
     const started = Date.now();
-    await assert.rejects(PubAckMux.of(nc).publish('elsewhere.x', bytes('x'), { timeout: 5000 }), (e: unknown) => e instanceof errors.NoRespondersError && classifyNatsError(e).kind === 'no-responders');
+    await assert.rejects(
+      PubAckMux.of(nc).publish('elsewhere.x', bytes('x'), { timeout: 5000 }),
+      (e: unknown) => e instanceof errors.NoRespondersError && classifyNatsError(e).kind === 'no-responders',
+    );
     assert.ok(Date.now() - started < 2000);
   });
 
   it('a denied publish is a permission violation for that publish only, and the connection stays usable', async () => {
     const mux = PubAckMux.of(limited);
-    const [denied, allowed] = await Promise.allSettled([mux.publish('mux.denied.1', bytes('x'), { timeout: 5000 }), mux.publish('mux.allowed.1', bytes('x'), { timeout: 5000 })]);
+    const [denied, allowed] = await Promise.allSettled([
+      mux.publish('mux.denied.1', bytes('x'), { timeout: 5000 }),
+      mux.publish('mux.allowed.1', bytes('x'), { timeout: 5000 }),
+    ]);
     assert.equal(denied.status, 'rejected');
     assert.equal(classifyNatsError((denied as PromiseRejectedResult).reason).kind, 'permission');
     assert.equal(allowed.status, 'fulfilled');
@@ -87,7 +104,10 @@ describe('PubAckMux (JetStream publishes over one PubAck subscription)', { timeo
 
   it('a PubAck inbox it may not subscribe to fails its publishes at once as uncertain: the message may be stored', async () => {
     const started = Date.now();
-    await assert.rejects(PubAckMux.of(deaf).publish('mux.allowed.deaf', bytes('x'), { timeout: 10_000 }), (e: unknown) => classifyNatsError(e).kind === 'uncertain');
+    await assert.rejects(
+      PubAckMux.of(deaf).publish('mux.allowed.deaf', bytes('x'), { timeout: 10_000 }),
+      (e: unknown) => classifyNatsError(e).kind === 'uncertain',
+    );
     assert.ok(Date.now() - started < 5000, 'failed with the subscription, not at the timeout');
     // It was stored: a permission answer here would have claimed otherwise.
     const stored = await (await jetstreamManager(nc)).streams.getMessage('MUX', { last_by_subj: 'mux.allowed.deaf' });
@@ -99,7 +119,10 @@ describe('PubAckMux (JetStream publishes over one PubAck subscription)', { timeo
     const silent = nc.subscribe('quiet.>', { callback: () => {} });
     await nc.flush();
     const started = Date.now();
-    await assert.rejects(PubAckMux.of(nc).publish('quiet.1', bytes('x'), { timeout: 200 }), (e: unknown) => e instanceof errors.TimeoutError && classifyNatsError(e).kind === 'uncertain');
+    await assert.rejects(
+      PubAckMux.of(nc).publish('quiet.1', bytes('x'), { timeout: 200 }),
+      (e: unknown) => e instanceof errors.TimeoutError && classifyNatsError(e).kind === 'uncertain',
+    );
     assert.ok(Date.now() - started >= 200);
     silent.unsubscribe();
   });

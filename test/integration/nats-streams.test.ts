@@ -43,21 +43,37 @@ describe('NATS durable streams: deduplication, retention and continuity on a dep
   });
   after(() => f?.dispose());
 
-  const resultMessage = (op: string, peerId: string): ResultMessage => ({ kind: 'result', operationId: op, branchId: peerId, peerId, attempt: 1, fence: 1, result: approve });
+  const resultMessage = (op: string, peerId: string): ResultMessage => ({
+    kind: 'result',
+    operationId: op,
+    branchId: peerId,
+    peerId,
+    attempt: 1,
+    fence: 1,
+    result: approve,
+  });
 
-  it('a peer user squatting another peer\'s result message id cannot make that result disappear', async () => {
+  it("a peer user squatting another peer's result message id cannot make that result disappear", async () => {
     const op = resultOf(await client.invoke('manual', { document: 'd' }, { waitMs: 0 })).operationId;
     const peers = Object.fromEntries(await Promise.all(manualPeers.map(async (p) => [p, await f.peerTransport(p)] as const)));
     // The id a peer gives its result is computable by anyone who knows the operation.
     const echoResultId = `${publicationId(f.contract.digest, op, 'echo', 1)}.result`;
-    const publish = (peerId: string, msgId: string) => peers[peerId]!.publish(subjectFor(e2eNamespace, 'manual', op, 'result', peerId), encodeWire(resultMessage(op, peerId)), { msgId });
-    assert.equal((await publish('delta', echoResultId)).receipt, 'stored', 'delta publishes first, on its own subject, under echo\'s id');
+    const publish = (peerId: string, msgId: string) =>
+      peers[peerId]!.publish(subjectFor(e2eNamespace, 'manual', op, 'result', peerId), encodeWire(resultMessage(op, peerId)), { msgId });
+    assert.equal((await publish('delta', echoResultId)).receipt, 'stored', "delta publishes first, on its own subject, under echo's id");
     const echo = await publish('echo', echoResultId);
     assert.equal(echo.receipt, 'stored', echo.detail);
     assert.equal((await publish('foxtrot', `${publicationId(f.contract.digest, op, 'foxtrot', 1)}.result`)).receipt, 'stored');
     const decided = resultOf(await client.get(op, { waitMs: 10_000 }));
-    assert.deepEqual([decided.decision?.outcome, decided.decision?.reason, decided.decision?.successVotes], ['success', 'complete', 3], JSON.stringify(decided));
-    assert.deepEqual(decided.branches.map((b) => [b.peerId, b.status]).sort(), manualPeers.map((p) => [p, 'success']));
+    assert.deepEqual(
+      [decided.decision?.outcome, decided.decision?.reason, decided.decision?.successVotes],
+      ['success', 'complete', 3],
+      JSON.stringify(decided),
+    );
+    assert.deepEqual(
+      decided.branches.map((b) => [b.peerId, b.status]).sort(),
+      manualPeers.map((p) => [p, 'success']),
+    );
   });
 
   it(`a durable deployment with a cap of ${streamCapMsgs} messages per stream decides ${operationsInARow} operations in a row`, async () => {
@@ -67,8 +83,8 @@ describe('NATS durable streams: deduplication, retention and continuity on a dep
     }
     // Nothing piles up: what was consumed was released.
     const jsm = await jetstreamManager(await f.adminConnection());
-    await eventually(async () => (await jsm.streams.info(f.streams('alfa').requests)).state.messages <= 1, 'alfa\'s request stream back to its anchor');
-    await eventually(async () => (await jsm.streams.info(f.streams('alfa').results)).state.messages <= 1, 'alfa\'s result stream back to its anchor');
+    await eventually(async () => (await jsm.streams.info(f.streams('alfa').requests)).state.messages <= 1, "alfa's request stream back to its anchor");
+    await eventually(async () => (await jsm.streams.info(f.streams('alfa').results)).state.messages <= 1, "alfa's result stream back to its anchor");
   });
 
   it('a stream that lost stored messages makes the operations in flight indeterminate with a reason, never failed', async () => {
@@ -76,12 +92,19 @@ describe('NATS durable streams: deduplication, retention and continuity on a dep
     const jsm = await jetstreamManager(await f.adminConnection());
     const stream = f.streams('delta').requests;
     const requestSubject = subjectFor(e2eNamespace, 'manual', op, 'request', 'delta');
-    await eventually(async () => (await jsm.streams.getMessage(stream, { last_by_subj: requestSubject }).catch(() => null)) !== null, 'delta\'s request stored, unconsumed');
+    await eventually(
+      async () => (await jsm.streams.getMessage(stream, { last_by_subj: requestSubject }).catch(() => null)) !== null,
+      "delta's request stored, unconsumed",
+    );
     // An administrator purges delta's requests: the request delta never received is gone.
     await jsm.streams.purge(stream);
     await eventually(async () => resultOf(await client.get(op, { waitMs: 0 })).decision !== null, 'the operation closed', 5_000);
     const closed = resultOf(await client.get(op, { waitMs: 0 }));
-    assert.deepEqual([closed.decision?.outcome, closed.decision?.reason, closed.settlement.status], ['indeterminate', 'durability-lost', 'indeterminate'], JSON.stringify(closed));
+    assert.deepEqual(
+      [closed.decision?.outcome, closed.decision?.reason, closed.settlement.status],
+      ['indeterminate', 'durability-lost', 'indeterminate'],
+      JSON.stringify(closed),
+    );
     const refused = await client.invoke('manual', { document: 'after' }, { waitMs: 0 });
     assert.ok(!('result' in refused) && refused.status === 503, `admissions are refused while continuity is not proven: ${JSON.stringify(refused)}`);
   });

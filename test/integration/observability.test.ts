@@ -35,13 +35,18 @@ interface Run {
  */
 async function exercise(server: ServeProcess, fixture: HttpFixture, secrets: Secrets): Promise<Run> {
   const post = (token: string, body: object) =>
-    fetch(`${server.url}/contract-invocations`, { method: 'POST', headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' }, body: JSON.stringify(body) });
+    fetch(`${server.url}/contract-invocations`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+      body: JSON.stringify(body),
+    });
   const invoked = await post(fixture.tokens.alice, requestBody(fixture, { waitFor: 'settled', waitMs: 5000, input: { document: secrets.input } }));
   assert.equal(invoked.status, 200, `${invoked.status}: ${await invoked.clone().text()}`);
   const operationId = ((await invoked.json()) as { operationId: string }).operationId;
   assert.equal((await post(secrets.wrongToken, requestBody(fixture))).status, 401);
   assert.equal((await post(fixture.tokens.bob, requestBody(fixture, { interaction: 'restricted', input: { document: secrets.input } }))).status, 403);
-  const get = (query: string) => fetch(`${server.url}/contract-invocations/${operationId}${query}`, { headers: { authorization: `Bearer ${fixture.tokens.alice}` } });
+  const get = (query: string) =>
+    fetch(`${server.url}/contract-invocations/${operationId}${query}`, { headers: { authorization: `Bearer ${fixture.tokens.alice}` } });
   assert.equal((await get('')).status, 200);
   assert.equal((await get(`?password=${secrets.query}`)).status, 400);
   assert.equal((await fetch(`${server.url}/no/such/route?token=${secrets.query}`)).status, 404);
@@ -86,7 +91,11 @@ const expectedSamples = [
 describe('convoke serve: metrics by convention, JSON logs without secrets', () => {
   let fixture: HttpFixture;
   let server: ServeProcess;
-  const secrets: Secrets = { input: `input-secret-${randomBytes(8).toString('hex')}`, query: `query-secret-${randomBytes(8).toString('hex')}`, wrongToken: `wrong-token-${randomBytes(8).toString('hex')}` };
+  const secrets: Secrets = {
+    input: `input-secret-${randomBytes(8).toString('hex')}`,
+    query: `query-secret-${randomBytes(8).toString('hex')}`,
+    wrongToken: `wrong-token-${randomBytes(8).toString('hex')}`,
+  };
   let run: Run;
 
   before(async () => {
@@ -100,7 +109,7 @@ describe('convoke serve: metrics by convention, JSON logs without secrets', () =
   });
 
   test('promtool check metrics passes on the exposition of the running server', () => {
-    assert.ok(promtool, 'promtool is installed (scripts/ensure-promtool.sh installs Debian\'s prometheus package)');
+    assert.ok(promtool, "promtool is installed (scripts/ensure-promtool.sh installs Debian's prometheus package)");
     const checked = spawnSync(promtool, ['check', 'metrics'], { input: run.metricsText, encoding: 'utf8' });
     assert.equal(checked.status, 0, `promtool check metrics:\n${checked.stdout}${checked.stderr}`);
     assert.equal(`${checked.stdout}${checked.stderr}`.trim(), '', 'no lint finding');
@@ -109,7 +118,10 @@ describe('convoke serve: metrics by convention, JSON logs without secrets', () =
   test('the exposition has build info, process and runtime metrics, the histograms, the open-operations gauge, and none of the old names', () => {
     for (const sample of expectedSamples) assert.ok(run.metricsText.includes(sample), `${sample} in\n${run.metricsText}`);
     assert.match(run.metricsText, /^convoke_http_request_duration_seconds_count\{method="POST",route="\/contract-invocations",status_class="4xx"\} 2$/m);
-    assert.match(run.metricsText, /^convoke_http_request_duration_seconds_count\{method="GET",route="\/contract-invocations\/:operationId",status_class="2xx"\} 1$/m);
+    assert.match(
+      run.metricsText,
+      /^convoke_http_request_duration_seconds_count\{method="GET",route="\/contract-invocations\/:operationId",status_class="2xx"\} 1$/m,
+    );
     assert.ok(!run.metricsText.includes(secrets.query) && !run.metricsText.includes(run.operationId), 'routes are templates, not URLs');
     for (const old of ['convoke_decision_latency_ms', 'convoke_store_stamps{']) assert.ok(!run.metricsText.includes(old), old);
   });
@@ -125,7 +137,15 @@ describe('convoke serve: metrics by convention, JSON logs without secrets', () =
     }
     assert.deepEqual(
       requests.map((l) => `${String(l.method)} ${String(l.route)} ${String(l.status)}`),
-      ['POST /contract-invocations 200', 'POST /contract-invocations 401', 'POST /contract-invocations 403', 'GET /contract-invocations/:operationId 200', 'GET /contract-invocations/:operationId 400', 'GET unmatched 404', 'GET /metrics 200'],
+      [
+        'POST /contract-invocations 200',
+        'POST /contract-invocations 401',
+        'POST /contract-invocations 403',
+        'GET /contract-invocations/:operationId 200',
+        'GET /contract-invocations/:operationId 400',
+        'GET unmatched 404',
+        'GET /metrics 200',
+      ],
     );
     assert.equal(new Set(requests.map((l) => l.reqId)).size, requests.length, 'request ids are distinct');
   });

@@ -30,7 +30,8 @@ test('inspect shows every stored transition and the projected record; replay reb
     const operationId = (JSON.parse(demoIo.out()) as { result: { operationId: string } }).result.operationId;
     const io = captureIo();
     assert.equal(await inspectCommand(operationId, { store, json: false }, io), 0);
-    for (const text of ['operation-admitted', 'decision-closed', 'cancel-result-accepted', 'settlement-completed', 'applied', 'Record: phase settled']) assert.match(io.out(), new RegExp(text));
+    for (const text of ['operation-admitted', 'decision-closed', 'cancel-result-accepted', 'settlement-completed', 'applied', 'Record: phase settled'])
+      assert.match(io.out(), new RegExp(text));
     const replayIo = captureIo();
     assert.equal(await replayCommand(undefined, { store, json: true }, replayIo), 0);
     assert.deepEqual(JSON.parse(replayIo.out()).differences, 0);

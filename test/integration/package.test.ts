@@ -24,7 +24,12 @@ interface Run {
 }
 
 function run(command: string, args: string[], cwd: string): Run {
-  const result = spawnSync(command, args, { cwd, encoding: 'utf8', timeout: commandTimeoutMs, env: { ...process.env, npm_config_fund: 'false', npm_config_audit: 'false', npm_config_update_notifier: 'false' } });
+  const result = spawnSync(command, args, {
+    cwd,
+    encoding: 'utf8',
+    timeout: commandTimeoutMs,
+    env: { ...process.env, npm_config_fund: 'false', npm_config_audit: 'false', npm_config_update_notifier: 'false' },
+  });
   return { status: result.status, stdout: result.stdout ?? '', stderr: result.stderr ?? '' };
 }
 
@@ -45,7 +50,14 @@ function applicationLock(repoLock: { packages: Record<string, LockEntry> }, tarb
   assert.ok(root, 'the repository lockfile has a root entry');
   const packages: Record<string, unknown> = {
     '': { name: 'app', dependencies: { convoke: `file:${tarball}` } },
-    'node_modules/convoke': { version: root.version, resolved: `file:${tarball}`, license: root['license'], dependencies: root['dependencies'], bin: root['bin'], engines: root['engines'] },
+    'node_modules/convoke': {
+      version: root.version,
+      resolved: `file:${tarball}`,
+      license: root['license'],
+      dependencies: root['dependencies'],
+      bin: root['bin'],
+      engines: root['engines'],
+    },
   };
   for (const [path, entry] of Object.entries(repoLock.packages)) if (path !== '' && !entry.dev) packages[path] = entry;
   return { name: 'app', lockfileVersion: 3, requires: true, packages };
@@ -66,76 +78,156 @@ function npmWarnings(text: string): string[] {
   return exempt ? lines.filter((line) => !/EBADENGINE/.test(line)) : lines;
 }
 
-test('npm pack ships dist/src, bin, README and LICENSE only; the tarball installs offline, runs `convoke --version` and `convoke demo`, and convoke/peer imports with its types', { timeout: 600_000 }, async () => {
-  const work = await mkdtemp(join(tmpdir(), 'convoke-package-'));
-  try {
-    const checkout = join(work, 'checkout');
-    await mkdir(checkout);
-    for (const name of ['package.json', 'package-lock.json', 'tsconfig.json', 'tsconfig.build.json', 'README.md', 'LICENSE', 'bin', 'console', 'src', 'scripts']) {
-      await cp(join(repoRoot, name), join(checkout, name), { recursive: true });
+test(
+  'npm pack ships dist/src, bin, README and LICENSE only; the tarball installs offline, runs `convoke --version` and `convoke demo`, and convoke/peer imports with its types',
+  { timeout: 600_000 },
+  async () => {
+    const work = await mkdtemp(join(tmpdir(), 'convoke-package-'));
+    try {
+      const checkout = join(work, 'checkout');
+      await mkdir(checkout);
+      for (const name of [
+        'package.json',
+        'package-lock.json',
+        'tsconfig.json',
+        'tsconfig.build.json',
+        'README.md',
+        'LICENSE',
+        'bin',
+        'console',
+        'src',
+        'scripts',
+      ]) {
+        await cp(join(repoRoot, name), join(checkout, name), { recursive: true });
+      }
+      await symlink(await realpath(join(repoRoot, 'node_modules')), join(checkout, 'node_modules'), 'dir');
+      const manifest = JSON.parse(await readFile(join(repoRoot, 'package.json'), 'utf8')) as { version: string };
+
+      const packed = ok(run('npm', ['pack', '--json', '--pack-destination', work], checkout), 'npm pack');
+      const [info] = JSON.parse(packed.stdout.slice(packed.stdout.indexOf('['))) as { filename: string; files: { path: string }[] }[];
+      assert.ok(info);
+      const files = info.files.map((f) => f.path).sort();
+      for (const required of [
+        'LICENSE',
+        'README.md',
+        'bin/convoke.js',
+        'package.json',
+        'dist/src/cli/main.js',
+        'dist/src/peer/index.js',
+        'dist/src/peer/index.d.ts',
+        'console/index.html',
+        'console/console.js',
+        'console/console.css',
+      ]) {
+        assert.ok(files.includes(required), `the tarball has ${required}`);
+      }
+      const stray = files.filter(
+        (f) =>
+          !/^(LICENSE|README\.md|package\.json|bin\/convoke\.js|console\/(index\.html|console\.js|console\.css))$/.test(f) &&
+          !/^dist\/src\/.+\.(js|d\.ts)$/.test(f) &&
+          f !== 'dist/src/build-info.json',
+      );
+      assert.deepEqual(stray, [], 'nothing else (no test/, bench/, src/, source maps)');
+      const license = await readFile(join(checkout, 'LICENSE'), 'utf8');
+      assert.match(license, /Apache License\s+Version 2\.0/);
+
+      const app = join(work, 'app');
+      await mkdir(app);
+      const tarball = join(work, info.filename);
+      const repoLock = JSON.parse(await readFile(join(repoRoot, 'package-lock.json'), 'utf8')) as { packages: Record<string, LockEntry> };
+      // Every install script is declared (npm warns about undeclared ones). better-sqlite3's builds
+      // its native module: offline that is a full compile of SQLite (minutes on a busy machine), so
+      // this application declines it and takes the module the repository's install built from the
+      // same locked version for the same Node; the repository's own `npm install` runs the script.
+      await writeFile(
+        join(app, 'package.json'),
+        JSON.stringify(
+          {
+            name: 'app',
+            private: true,
+            type: 'module',
+            dependencies: { convoke: `file:${tarball}` },
+            allowScripts: { 'better-sqlite3': false, protobufjs: false },
+          },
+          null,
+          2,
+        ),
+      );
+      await writeFile(join(app, 'package-lock.json'), JSON.stringify(applicationLock(repoLock, tarball), null, 2));
+      const installed = ok(run('npm', ['ci', '--offline'], app), 'npm ci --offline');
+      assert.deepEqual(npmWarnings(installed.stdout + installed.stderr), [], 'the install prints no warning on this Node');
+      const addon = join('node_modules', 'better-sqlite3', 'build', 'Release', 'better_sqlite3.node');
+      await mkdir(dirname(join(app, addon)), { recursive: true });
+      await cp(join(await realpath(join(repoRoot, 'node_modules')), 'better-sqlite3', 'build', 'Release', 'better_sqlite3.node'), join(app, addon));
+
+      assert.equal(ok(run('npx', ['--offline', 'convoke', '--version'], app), 'convoke --version').stdout.trim(), manifest.version);
+      // The console's files sit beside package.json, where `convoke serve` looks for them.
+      assert.match(await readFile(join(app, 'node_modules', 'convoke', 'console', 'index.html'), 'utf8'), /<script src="console.js" defer>/);
+      const demo = ok(run('npx', ['--offline', 'convoke', 'demo', '--json', '--peers', '3', '--quorum', '2', '--approve-rate', '1'], app), 'convoke demo');
+      const { result } = JSON.parse(demo.stdout) as { result: { decision: { outcome: string } } };
+      assert.equal(result.decision.outcome, 'success');
+      const sqliteDemo = ok(
+        run('npx', ['--offline', 'convoke', 'demo', '--scenario', 'lease-expiry', '--json', '--peers', '3', '--quorum', '3', '--approve-rate', '1'], app),
+        'convoke demo on SQLite',
+      );
+      assert.match(sqliteDemo.stdout, /"outcome": "success"/);
+
+      const imported = ok(
+        run(
+          process.execPath,
+          [
+            '--input-type=module',
+            '-e',
+            "const m = await import('convoke/peer'); console.log([typeof m.createNatsPeer, typeof m.createPeer, typeof m.MemoryEffectSink].join(' '))",
+          ],
+          app,
+        ),
+        'import convoke/peer',
+      );
+      assert.equal(imported.stdout.trim(), 'function function function');
+
+      await writeFile(
+        join(app, 'check.ts'),
+        [
+          "import { createNatsPeer, createPeer, MemoryEffectSink, type Handler, type NatsPeerOptions } from 'convoke/peer';",
+          'const handler: Handler = async (input, context) => ({ verdict: "approve", input, aborted: context.signal.aborted });',
+          '// @ts-expect-error a handler answers JSON, not a function',
+          'const wrong: Handler = async () => () => 1;',
+          'const options: Partial<NatsPeerOptions> = {};',
+          'void [createNatsPeer, createPeer, new MemoryEffectSink(), handler, wrong, options];',
+          '// @ts-expect-error the package exports no such name',
+          "import { notExported } from 'convoke/peer';",
+          'void notExported;',
+          '',
+        ].join('\n'),
+      );
+      const typeRoots = join(await realpath(join(repoRoot, 'node_modules')), '@types');
+      const tsc = join(repoRoot, 'node_modules', 'typescript', 'bin', 'tsc');
+      ok(
+        run(
+          process.execPath,
+          [
+            tsc,
+            '--noEmit',
+            '--strict',
+            '--module',
+            'nodenext',
+            '--moduleResolution',
+            'nodenext',
+            '--target',
+            'es2022',
+            '--typeRoots',
+            typeRoots,
+            '--types',
+            'node',
+            'check.ts',
+          ],
+          app,
+        ),
+        'tsc on an import of convoke/peer',
+      );
+    } finally {
+      await rm(work, { recursive: true, force: true });
     }
-    await symlink(await realpath(join(repoRoot, 'node_modules')), join(checkout, 'node_modules'), 'dir');
-    const manifest = JSON.parse(await readFile(join(repoRoot, 'package.json'), 'utf8')) as { version: string };
-
-    const packed = ok(run('npm', ['pack', '--json', '--pack-destination', work], checkout), 'npm pack');
-    const [info] = JSON.parse(packed.stdout.slice(packed.stdout.indexOf('['))) as { filename: string; files: { path: string }[] }[];
-    assert.ok(info);
-    const files = info.files.map((f) => f.path).sort();
-    for (const required of ['LICENSE', 'README.md', 'bin/convoke.js', 'package.json', 'dist/src/cli/main.js', 'dist/src/peer/index.js', 'dist/src/peer/index.d.ts', 'console/index.html', 'console/console.js', 'console/console.css']) {
-      assert.ok(files.includes(required), `the tarball has ${required}`);
-    }
-    const stray = files.filter((f) => !/^(LICENSE|README\.md|package\.json|bin\/convoke\.js|console\/(index\.html|console\.js|console\.css))$/.test(f) && !/^dist\/src\/.+\.(js|d\.ts)$/.test(f) && f !== 'dist/src/build-info.json');
-    assert.deepEqual(stray, [], 'nothing else (no test/, bench/, src/, source maps)');
-    const license = await readFile(join(checkout, 'LICENSE'), 'utf8');
-    assert.match(license, /Apache License\s+Version 2\.0/);
-
-    const app = join(work, 'app');
-    await mkdir(app);
-    const tarball = join(work, info.filename);
-    const repoLock = JSON.parse(await readFile(join(repoRoot, 'package-lock.json'), 'utf8')) as { packages: Record<string, LockEntry> };
-    // Every install script is declared (npm warns about undeclared ones). better-sqlite3's builds
-    // its native module: offline that is a full compile of SQLite (minutes on a busy machine), so
-    // this application declines it and takes the module the repository's install built from the
-    // same locked version for the same Node; the repository's own `npm install` runs the script.
-    await writeFile(join(app, 'package.json'), JSON.stringify({ name: 'app', private: true, type: 'module', dependencies: { convoke: `file:${tarball}` }, allowScripts: { 'better-sqlite3': false, protobufjs: false } }, null, 2));
-    await writeFile(join(app, 'package-lock.json'), JSON.stringify(applicationLock(repoLock, tarball), null, 2));
-    const installed = ok(run('npm', ['ci', '--offline'], app), 'npm ci --offline');
-    assert.deepEqual(npmWarnings(installed.stdout + installed.stderr), [], 'the install prints no warning on this Node');
-    const addon = join('node_modules', 'better-sqlite3', 'build', 'Release', 'better_sqlite3.node');
-    await mkdir(dirname(join(app, addon)), { recursive: true });
-    await cp(join(await realpath(join(repoRoot, 'node_modules')), 'better-sqlite3', 'build', 'Release', 'better_sqlite3.node'), join(app, addon));
-
-    assert.equal(ok(run('npx', ['--offline', 'convoke', '--version'], app), 'convoke --version').stdout.trim(), manifest.version);
-    // The console's files sit beside package.json, where `convoke serve` looks for them.
-    assert.match(await readFile(join(app, 'node_modules', 'convoke', 'console', 'index.html'), 'utf8'), /<script src="console.js" defer>/);
-    const demo = ok(run('npx', ['--offline', 'convoke', 'demo', '--json', '--peers', '3', '--quorum', '2', '--approve-rate', '1'], app), 'convoke demo');
-    const { result } = JSON.parse(demo.stdout) as { result: { decision: { outcome: string } } };
-    assert.equal(result.decision.outcome, 'success');
-    const sqliteDemo = ok(run('npx', ['--offline', 'convoke', 'demo', '--scenario', 'lease-expiry', '--json', '--peers', '3', '--quorum', '3', '--approve-rate', '1'], app), 'convoke demo on SQLite');
-    assert.match(sqliteDemo.stdout, /"outcome": "success"/);
-
-    const imported = ok(run(process.execPath, ['--input-type=module', '-e', "const m = await import('convoke/peer'); console.log([typeof m.createNatsPeer, typeof m.createPeer, typeof m.MemoryEffectSink].join(' '))"], app), 'import convoke/peer');
-    assert.equal(imported.stdout.trim(), 'function function function');
-
-    await writeFile(
-      join(app, 'check.ts'),
-      [
-        "import { createNatsPeer, createPeer, MemoryEffectSink, type Handler, type NatsPeerOptions } from 'convoke/peer';",
-        'const handler: Handler = async (input, context) => ({ verdict: "approve", input, aborted: context.signal.aborted });',
-        '// @ts-expect-error a handler answers JSON, not a function',
-        'const wrong: Handler = async () => () => 1;',
-        'const options: Partial<NatsPeerOptions> = {};',
-        'void [createNatsPeer, createPeer, new MemoryEffectSink(), handler, wrong, options];',
-        '// @ts-expect-error the package exports no such name',
-        "import { notExported } from 'convoke/peer';",
-        'void notExported;',
-        '',
-      ].join('\n'),
-    );
-    const typeRoots = join(await realpath(join(repoRoot, 'node_modules')), '@types');
-    const tsc = join(repoRoot, 'node_modules', 'typescript', 'bin', 'tsc');
-    ok(run(process.execPath, [tsc, '--noEmit', '--strict', '--module', 'nodenext', '--moduleResolution', 'nodenext', '--target', 'es2022', '--typeRoots', typeRoots, '--types', 'node', 'check.ts'], app), 'tsc on an import of convoke/peer');
-  } finally {
-    await rm(work, { recursive: true, force: true });
-  }
-});
+  },
+);

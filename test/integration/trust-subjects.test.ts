@@ -36,7 +36,12 @@ const caller = { principalId: 'billing', senderPeerId: null };
 function bundleB(): JsonObject {
   const base = e2eBundle();
   const allok = (base.interactions as Record<string, JsonObject>).allok!;
-  return { ...base, contract: { id: 'trust.b', version: '1.0.0' }, subjectNamespace: namespaceB, interactions: { solo: { ...allok, audience: { peers: ['kilo'] } } } };
+  return {
+    ...base,
+    contract: { id: 'trust.b', version: '1.0.0' },
+    subjectNamespace: namespaceB,
+    interactions: { solo: { ...allok, audience: { peers: ['kilo'] } } },
+  };
 }
 
 function users(passwords: Map<string, string>): NatsUser[] {
@@ -74,7 +79,15 @@ describe('peer messages are evidence only for the subject they arrived on (real 
   async function deploy(mode: 'core' | 'durable'): Promise<RunningDeployment> {
     const config: JsonObject = {
       store: 'memory:',
-      transport: { kind: 'nats', servers: server.url, user: 'coordinator', passwordEnv: passwordVariableOf('coordinator'), mode, manageStreams: true, ...(mode === 'durable' ? { durable: { duplicateWindowMs: 20_000 } } : {}) },
+      transport: {
+        kind: 'nats',
+        servers: server.url,
+        user: 'coordinator',
+        passwordEnv: passwordVariableOf('coordinator'),
+        mode,
+        manageStreams: true,
+        ...(mode === 'durable' ? { durable: { duplicateWindowMs: 20_000 } } : {}),
+      },
       bundles: ['a.bundle.json', 'b.bundle.json'],
       directory: { groups: { reviewers } },
       policy: { rules: [{ effect: 'allow' }] },
@@ -106,13 +119,26 @@ describe('peer messages are evidence only for the subject they arrived on (real 
     return metric.values.find((v) => v.labels.reason === reason)?.value ?? 0;
   }
 
-  const message = (kind: SubjectKind, operationId: string, peerId: string, extra: JsonObject): JsonObject => ({ kind, operationId, branchId: peerId, peerId, attempt: 1, fence: 1, ...extra });
+  const message = (kind: SubjectKind, operationId: string, peerId: string, extra: JsonObject): JsonObject => ({
+    kind,
+    operationId,
+    branchId: peerId,
+    peerId,
+    attempt: 1,
+    fence: 1,
+    ...extra,
+  });
 
   for (const mode of ['core', 'durable'] as const) {
     it(`${mode}: results, claims and cancel results for an operation of namespace A published on namespace B's subjects are wrong-subject, whatever B's publisher names`, async () => {
       const deployment = await deploy(mode);
       try {
-        const { result } = await deployment.coordinator.invoke(caller, { contract: contractA, interaction: 'first', invocationKey: `k-${mode}-a`, input: { document: 'd' } });
+        const { result } = await deployment.coordinator.invoke(caller, {
+          contract: contractA,
+          interaction: 'first',
+          invocationKey: `k-${mode}-a`,
+          input: { document: 'd' },
+        });
         const op = result.operationId;
         const opsB = await as('ops-b');
         // In durable mode B's streams capture only the subjects of B's own peers (kilo): a
@@ -125,15 +151,25 @@ describe('peer messages are evidence only for the subject they arrived on (real 
         await publish(opsB, subjectFor(namespaceB, 'solo', op, 'claim', via('bravo')), message('claim', op, 'bravo', { action: 'release' }));
         await eventually(async () => (await rejected(deployment, 'wrong-subject')) === 2, 'two wrong-subject rejections');
         let record = (await deployment.coordinator.record(op))!;
-        assert.equal(record.decision, null, 'a message on B\'s subjects closes nothing in A');
-        assert.deepEqual(branchList(record).map((b) => [b.branchId, b.accepted, b.attempt, b.state === 'assigned' || b.state === 'dispatched']), reviewers.map((p) => [p, null, 1, true]));
+        assert.equal(record.decision, null, "a message on B's subjects closes nothing in A");
+        assert.deepEqual(
+          branchList(record).map((b) => [b.branchId, b.accepted, b.attempt, b.state === 'assigned' || b.state === 'dispatched']),
+          reviewers.map((p) => [p, null, 1, true]),
+        );
         // The genuine peer on A's own subject is admitted and closes the decision; bravo and charlie are cancelled.
         await publish(await as('alfa'), subjectFor(e2eNamespace, 'first', op, 'result', 'alfa'), message('result', op, 'alfa', { result: approve }));
-        await eventually(async () => (await deployment.coordinator.record(op))?.decision?.outcome === 'success', 'the decision from alfa\'s own result');
+        await eventually(async () => (await deployment.coordinator.record(op))?.decision?.outcome === 'success', "the decision from alfa's own result");
         await publish(opsB, subjectFor(namespaceB, 'solo', op, 'cancel-result', via('bravo')), message('cancel-result', op, 'bravo', { outcome: 'stopped' }));
         await eventually(async () => (await rejected(deployment, 'wrong-subject')) === 3, 'the third wrong-subject rejection');
         record = (await deployment.coordinator.record(op))!;
-        assert.deepEqual(branchList(record).map((b) => [b.branchId, b.cancelOutcome]), [['alfa', null], ['bravo', null], ['charlie', null]]);
+        assert.deepEqual(
+          branchList(record).map((b) => [b.branchId, b.cancelOutcome]),
+          [
+            ['alfa', null],
+            ['bravo', null],
+            ['charlie', null],
+          ],
+        );
         assert.equal(await rejected(deployment, 'unverified-publisher'), 0);
       } finally {
         await deployment.close();
@@ -141,10 +177,15 @@ describe('peer messages are evidence only for the subject they arrived on (real 
     });
   }
 
-  it('a peer\'s result on another interaction\'s subject of its own namespace is wrong-subject for this interaction\'s operation', async () => {
+  it("a peer's result on another interaction's subject of its own namespace is wrong-subject for this interaction's operation", async () => {
     const deployment = await deploy('core');
     try {
-      const { result } = await deployment.coordinator.invoke(caller, { contract: contractA, interaction: 'allok', invocationKey: 'k-interaction', input: { document: 'd' } });
+      const { result } = await deployment.coordinator.invoke(caller, {
+        contract: contractA,
+        interaction: 'allok',
+        invocationKey: 'k-interaction',
+        input: { document: 'd' },
+      });
       const op = result.operationId;
       const alfa = await as('alfa');
       // alfa may publish `<A>.*.*.result.alfa`: the broker lets this through, the coordinator must not count it for allok.
@@ -152,7 +193,7 @@ describe('peer messages are evidence only for the subject they arrived on (real 
       await eventually(async () => (await rejected(deployment, 'wrong-subject')) === 1, 'the wrong-subject rejection');
       assert.equal((await deployment.coordinator.record(op))!.branches.alfa!.accepted, null);
       await publish(alfa, subjectFor(e2eNamespace, 'allok', op, 'result', 'alfa'), message('result', op, 'alfa', { result: approve }));
-      await eventually(async () => (await deployment.coordinator.record(op))!.branches.alfa!.accepted !== null, 'alfa\'s result on its own subject');
+      await eventually(async () => (await deployment.coordinator.record(op))!.branches.alfa!.accepted !== null, "alfa's result on its own subject");
       assert.equal(await rejected(deployment, 'wrong-subject'), 1);
     } finally {
       await deployment.close();

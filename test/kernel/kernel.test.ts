@@ -100,7 +100,10 @@ async function logEvents(store: EventStore, id: string): Promise<string[]> {
 /** Real-time bound for what a store's polling delivers (SQLite notices are polled). */
 function within<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {
   let timer: NodeJS.Timeout;
-  return Promise.race([promise, new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(`${what} did not happen within ${ms} ms`)), ms)))]).finally(() => clearTimeout(timer));
+  return Promise.race([
+    promise,
+    new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(`${what} did not happen within ${ms} ms`)), ms))),
+  ]).finally(() => clearTimeout(timer));
 }
 
 for (const backend of ['memory', 'sqlite'] as const) {
@@ -198,7 +201,11 @@ for (const backend of ['memory', 'sqlite'] as const) {
       const before = await logEvents(r.store, stream.id);
       // A faulty decider: a lapse after the grant, which the approval machine does not allow.
       await assert.rejects(
-        kernel.commit(stream, () => ({ events: [{ type: 'lapsed', v: 1 }], timeGuard: { notBeforeMs: 0, notAfterMs: openEndedMs }, causation: { command: 'faulty' } })),
+        kernel.commit(stream, () => ({
+          events: [{ type: 'lapsed', v: 1 }],
+          timeGuard: { notBeforeMs: 0, notAfterMs: openEndedMs },
+          causation: { command: 'faulty' },
+        })),
         AssertionFailure,
       );
       assert.deepEqual(await logEvents(r.store, stream.id), before, 'nothing was appended');

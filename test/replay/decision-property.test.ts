@@ -10,7 +10,12 @@ import { scenario } from '../support/scenario.js';
 import { peerIds } from '../../src/deployment/examples.js';
 import type { JsonObject } from '../../src/contract/json.js';
 
-type Completion = { mode: 'first-success' } | { mode: 'quorum'; count: number } | { mode: 'quorum'; fraction: { num: number; den: number } } | { mode: 'all-successful' } | { mode: 'all-terminal' };
+type Completion =
+  | { mode: 'first-success' }
+  | { mode: 'quorum'; count: number }
+  | { mode: 'quorum'; fraction: { num: number; den: number } }
+  | { mode: 'all-successful' }
+  | { mode: 'all-terminal' };
 
 interface Step {
   waitMs: number;
@@ -61,7 +66,10 @@ const completionArb = (peers: number): fc.Arbitrary<Completion> =>
   fc.oneof(
     fc.constant({ mode: 'first-success' as const }),
     fc.integer({ min: 1, max: peers }).map((count) => ({ mode: 'quorum' as const, count })),
-    fc.tuple(fc.integer({ min: 1, max: 7 }), fc.integer({ min: 1, max: 7 })).filter(([n, d]) => n <= d).map(([num, den]) => ({ mode: 'quorum' as const, fraction: { num, den } })),
+    fc
+      .tuple(fc.integer({ min: 1, max: 7 }), fc.integer({ min: 1, max: 7 }))
+      .filter(([n, d]) => n <= d)
+      .map(([num, den]) => ({ mode: 'quorum' as const, fraction: { num, den } })),
     fc.constant({ mode: 'all-successful' as const }),
     fc.constant({ mode: 'all-terminal' as const }),
   );

@@ -40,14 +40,22 @@ async function checkRow(s: Scenario, op: string, context: string): Promise<void>
   assert.equal(row.interaction, 'review');
   assert.equal(row.lastRejection !== null, record.rejectionsRecorded > 0, `${context}: a last rejection exactly when one was recorded`);
   const listed = await s.store.index.list({ limit: 10, principalId: 'svc-a' });
-  assert.deepEqual(listed.rows.map((r) => r.operationId), [op], `${context}: listed once`);
+  assert.deepEqual(
+    listed.rows.map((r) => r.operationId),
+    [op],
+    `${context}: listed once`,
+  );
 }
 
 for (const store of ['sqlite', 'memory'] as const) {
   test(`${store}: the operations index row equals the fold of the log after every step of random lifecycles`, async () => {
     await fc.assert(
       fc.asyncProperty(caseArb, async ({ peers, review, steps }) => {
-        const s = await scenario({ store, peers, review: { ...review, timeoutMs: 6000, renewIntervalMs: Math.max(1, Math.floor(review.leaseMs / 3)) } as JsonObject });
+        const s = await scenario({
+          store,
+          peers,
+          review: { ...review, timeoutMs: 6000, renewIntervalMs: Math.max(1, Math.floor(review.leaseMs / 3)) } as JsonObject,
+        });
         try {
           const names = peerIds(peers).sort();
           const { result } = await s.invoke('prop');

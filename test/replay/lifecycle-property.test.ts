@@ -39,7 +39,11 @@ function checkInvariants(events: DomainEvent[], attemptsMax: number) {
 test('lifecycle invariants hold under random interleavings of results, expiries, retries, revocations and cancel replies', async () => {
   await fc.assert(
     fc.asyncProperty(caseArb, async ({ peers, review, steps }) => {
-      const s = await scenario({ store: 'sqlite', peers, review: { ...review, timeoutMs: 6000, renewIntervalMs: Math.max(1, Math.floor(review.leaseMs / 3)) } as JsonObject });
+      const s = await scenario({
+        store: 'sqlite',
+        peers,
+        review: { ...review, timeoutMs: 6000, renewIntervalMs: Math.max(1, Math.floor(review.leaseMs / 3)) } as JsonObject,
+      });
       const names = peerIds(peers).sort();
       const { result } = await s.invoke('prop');
       const op = result.operationId;
@@ -54,7 +58,11 @@ test('lifecycle invariants hold under random interleavings of results, expiries,
         if (view!.settlement.status === 'complete') {
           for (const b of Object.values(view!.branches)) {
             // Withdrawn: the cancelled attempt's request was never handed to the transport, so nothing runs.
-            if (b.cancel !== null) assert.ok(b.cancelOutcome === 'stopped' || b.cancelOutcome === 'already-completed' || b.cancelOutcome === 'withdrawn', `complete settlement has every cancel reply (${b.branchId}: ${b.cancelOutcome})`);
+            if (b.cancel !== null)
+              assert.ok(
+                b.cancelOutcome === 'stopped' || b.cancelOutcome === 'already-completed' || b.cancelOutcome === 'withdrawn',
+                `complete settlement has every cancel reply (${b.branchId}: ${b.cancelOutcome})`,
+              );
           }
         }
       }

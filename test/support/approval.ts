@@ -61,7 +61,15 @@ export interface ApprovalRecord {
 function evolve(record: ApprovalRecord | undefined, event: ApprovalEvent): ApprovalRecord {
   if (event.type === 'approval-requested') {
     if (record !== undefined) throw new AssertionFailure('approval-requested only begins a stream');
-    return { requestId: event.requestId, state: 'pending', needed: event.needed, approvers: [], expiresAtMs: event.expiresAtMs, revision: '0', lastAppliedAtMs: 0 };
+    return {
+      requestId: event.requestId,
+      state: 'pending',
+      needed: event.needed,
+      approvers: [],
+      expiresAtMs: event.expiresAtMs,
+      revision: '0',
+      lastAppliedAtMs: 0,
+    };
   }
   if (record === undefined) throw new AssertionFailure(`${event.type} before approval-requested`);
   const machineEvent = machineEventOf[event.type];
@@ -103,7 +111,11 @@ export type ApprovalCommand = { kind: 'approve'; by: string; nowMs: number } | {
 export type ApprovalDecision = { kind: 'decided'; transition: ApprovalTransition } | { kind: 'unchanged' } | { kind: 'refused'; reason: 'closed' | 'expired' };
 
 export function requestApproval(requestId: string, needed: number, nowMs: number, ttlMs: number): ApprovalTransition {
-  return { events: [{ type: 'approval-requested', v: 1, requestId, needed, expiresAtMs: nowMs + ttlMs }], timeGuard: guardBetween(nowMs, openEndedMs), causation: { command: 'request' } };
+  return {
+    events: [{ type: 'approval-requested', v: 1, requestId, needed, expiresAtMs: nowMs + ttlMs }],
+    timeGuard: guardBetween(nowMs, openEndedMs),
+    causation: { command: 'request' },
+  };
 }
 
 /** The pure decider: approvals before expiry (granted with the last one needed), lapse at expiry. */
@@ -119,7 +131,10 @@ export function decideApproval(command: ApprovalCommand, record: ApprovalRecord)
     }
     case 'expire':
       if (record.state !== 'pending' || command.nowMs < record.expiresAtMs) return { kind: 'unchanged' };
-      return { kind: 'decided', transition: { events: [{ type: 'lapsed', v: 1 }], timeGuard: guardBetween(record.expiresAtMs, openEndedMs), causation: { command: 'expire' } } };
+      return {
+        kind: 'decided',
+        transition: { events: [{ type: 'lapsed', v: 1 }], timeGuard: guardBetween(record.expiresAtMs, openEndedMs), causation: { command: 'expire' } },
+      };
     default: {
       const unreachable: never = command;
       return unreachable;
@@ -143,7 +158,15 @@ export function approvalStore(store: EventStore): StreamStore<ApprovalTransition
     read: async (id) => {
       const read = await store.read(id);
       if (read.kind !== 'ok') return read;
-      return { kind: 'ok', revision: read.revision, transitions: read.transitions.map((s) => ({ revision: s.revision, committedAtMs: s.committedAtMs, transition: s.transition as unknown as ApprovalTransition })) };
+      return {
+        kind: 'ok',
+        revision: read.revision,
+        transitions: read.transitions.map((s) => ({
+          revision: s.revision,
+          committedAtMs: s.committedAtMs,
+          transition: s.transition as unknown as ApprovalTransition,
+        })),
+      };
     },
     watch: (listener) => store.watch(listener),
   };

@@ -97,7 +97,9 @@ function reportingSink(inner: SqliteEffectSink): EffectSink {
 function handlerFor(interaction: PlannedInvocation['interaction'], peerId: string): Handler {
   return async (input, context): Promise<JsonValue> => {
     const document = (input as { document: string }).document;
-    const committed = (await context.effect(() => ({ interaction, peerId, document, verdict: verdictOf(interaction, peerId, document) }))) as { verdict: Verdict };
+    const committed = (await context.effect(() => ({ interaction, peerId, document, verdict: verdictOf(interaction, peerId, document) }))) as {
+      verdict: Verdict;
+    };
     if (committed.verdict === 'hold') {
       await sleep(Math.max(0, context.request.deadlineMs + 100 - Date.now()), context.signal);
       return { verdict: 'reject', note: 'late' };
@@ -141,7 +143,9 @@ async function awaitSettled(embedded: Embedded, plan: PlannedInvocation[], admit
 }
 
 async function main(): Promise<void> {
-  const { values } = parseArgs({ options: { store: { type: 'string' }, sink: { type: 'string' }, 'admit-gap-ms': { type: 'string' }, 'slow-dispatch-ms': { type: 'string' } } });
+  const { values } = parseArgs({
+    options: { store: { type: 'string' }, sink: { type: 'string' }, 'admit-gap-ms': { type: 'string' }, 'slow-dispatch-ms': { type: 'string' } },
+  });
   if (!values.store || !values.sink) throw new Error('usage: crash-child --store URL --sink PATH [--admit-gap-ms N] [--slow-dispatch-ms N]');
   emit({ event: 'started', pid: process.pid });
   const clock = new SystemClock();
@@ -153,7 +157,11 @@ async function main(): Promise<void> {
   const sink = reportingSink(sinkFile);
   // Peers first: requests republished by recovery must find someone listening.
   for (const peerId of crashPeers) {
-    await embedded.addPeer(peerId, { review: handlerFor('review', peerId), 'review-deadline': handlerFor('review-deadline', peerId) }, { sink, stopWaitMs: 500 });
+    await embedded.addPeer(
+      peerId,
+      { review: handlerFor('review', peerId), 'review-deadline': handlerFor('review-deadline', peerId) },
+      { sink, stopWaitMs: 500 },
+    );
   }
   const recovered = await embedded.coordinator.recover();
   emit({ event: 'recovered', ...recovered });

@@ -65,7 +65,10 @@ export class CrashChild {
         if (found) return finish(() => resolve(found));
         if (!this.running) finish(() => reject(new Error(`crash child exited before "${kind}"\n${this.diagnostics()}`)));
       };
-      const timer = setTimeout(() => finish(() => reject(new Error(`no "${kind}" from the crash child within ${timeoutMs} ms\n${this.diagnostics()}`))), timeoutMs);
+      const timer = setTimeout(
+        () => finish(() => reject(new Error(`no "${kind}" from the crash child within ${timeoutMs} ms\n${this.diagnostics()}`))),
+        timeoutMs,
+      );
       const finish = (then: () => void) => {
         clearTimeout(timer);
         this.listeners.delete(check);

@@ -98,7 +98,8 @@ export function crashPlan(): PlannedInvocation[] {
   }
   const plan: PlannedInvocation[] = [];
   for (let i = 0, r = 0, d = 0; r < reviewOperations || d < deadlineOperations; i++) {
-    if (i % 6 === 5 && d < deadlineOperations) plan.push({ interaction: 'review-deadline', invocationKey: `crash-deadline-${d}`, document: deadlineDocuments[d++]! });
+    if (i % 6 === 5 && d < deadlineOperations)
+      plan.push({ interaction: 'review-deadline', invocationKey: `crash-deadline-${d}`, document: deadlineDocuments[d++]! });
     else if (r < reviewOperations) plan.push({ interaction: 'review', invocationKey: `crash-review-${r}`, document: `review-doc-${r++}` });
   }
   return plan;

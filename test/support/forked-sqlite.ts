@@ -7,7 +7,16 @@ import { extname } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { Transition } from '../../src/events/types.js';
 import type { Clock } from '../../src/contract/clock.js';
-import type { AppendListener, AppendOutcome, EventStore, OperationIndexStore, ReadOutcome, RevisionListener, StoreFailure, StoreLimits } from '../../src/adapters/store/types.js';
+import type {
+  AppendListener,
+  AppendOutcome,
+  EventStore,
+  OperationIndexStore,
+  ReadOutcome,
+  RevisionListener,
+  StoreFailure,
+  StoreLimits,
+} from '../../src/adapters/store/types.js';
 import type { IndexPage, OperationIndexRow, StuckCounts } from '../../src/events/operation-index.js';
 import type { ChildReply, ChildRequest } from './sqlite-child.js';
 
@@ -31,7 +40,10 @@ export class ForkedSqliteClient implements EventStore {
   };
   private readonly pending = new Map<number, { resolve(value: unknown): void; reject(error: Error): void }>();
 
-  private constructor(private readonly child: ChildProcess, private readonly clock: Clock) {
+  private constructor(
+    private readonly child: ChildProcess,
+    private readonly clock: Clock,
+  ) {
     child.on('message', (raw) => {
       const reply = raw as ChildReply;
       const waiter = this.pending.get(reply.id);

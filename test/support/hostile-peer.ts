@@ -49,7 +49,19 @@ import { checkCancelRequest, checkRequestMessage } from '../../src/events/wire-s
 import type { CancelRequest, RequestMessage } from '../../src/events/wire.js';
 import type { Random } from '../../src/runtime/random.js';
 
-export const hostileKinds = ['legit', 'flood-junk', 'flood-malformed', 'flood-huge', 'replay', 'squat', 'impersonate', 'stale', 'cross-namespace', 'cross-interaction', 'denied'] as const;
+export const hostileKinds = [
+  'legit',
+  'flood-junk',
+  'flood-malformed',
+  'flood-huge',
+  'replay',
+  'squat',
+  'impersonate',
+  'stale',
+  'cross-namespace',
+  'cross-interaction',
+  'denied',
+] as const;
 export type HostileKind = (typeof hostileKinds)[number];
 
 export interface Tally {
@@ -205,7 +217,16 @@ export class HostilePeer {
     const previous = this.own.get(operationId);
     this.own.set(operationId, { interaction, attempt, fence });
     if (previous !== undefined && previous.attempt === attempt) return; // a redelivery: answered already
-    const mine = (extra: JsonObject = {}): JsonObject => ({ kind: 'result', operationId, branchId: this.o.peerId, peerId: this.o.peerId, attempt, fence, result: { verdict: 'approve' }, ...extra });
+    const mine = (extra: JsonObject = {}): JsonObject => ({
+      kind: 'result',
+      operationId,
+      branchId: this.o.peerId,
+      peerId: this.o.peerId,
+      attempt,
+      fence,
+      result: { verdict: 'approve' },
+      ...extra,
+    });
     if (previous !== undefined && this.released.has(operationId)) {
       // The branch is now at this attempt and fence: the previous assignment's are stale.
       await this.send('stale', 'own', this.subject(interaction, operationId, 'result'), mine({ attempt: previous.attempt, fence: previous.fence }));
@@ -262,7 +283,16 @@ export class HostilePeer {
     }
     const interaction = this.own.get(cancel.operationId)?.interaction ?? this.o.memberOf.interaction;
     const subject = this.subject(interaction, cancel.operationId, 'cancel-result');
-    const reply = (extra: JsonObject): JsonObject => ({ kind: 'cancel-result', operationId: cancel.operationId, branchId: cancel.branchId, peerId: this.o.peerId, attempt: cancel.attempt, fence: cancel.fence, outcome: 'unknown', ...extra });
+    const reply = (extra: JsonObject): JsonObject => ({
+      kind: 'cancel-result',
+      operationId: cancel.operationId,
+      branchId: cancel.branchId,
+      peerId: this.o.peerId,
+      attempt: cancel.attempt,
+      fence: cancel.fence,
+      outcome: 'unknown',
+      ...extra,
+    });
     this.track(
       (async () => {
         await this.send('stale', 'own', subject, reply({ fence: cancel.fence + 1, outcome: 'stopped' }));
@@ -297,12 +327,25 @@ export class HostilePeer {
   private act(kind: Exclude<HostileKind, 'legit'>): Promise<unknown> {
     switch (kind) {
       case 'flood-junk':
-        return this.send(kind, 'own', this.subject(this.target().interaction, this.target().operationId, this.peerKind()), randomBytes(64 + this.o.random.int(2048)));
+        return this.send(
+          kind,
+          'own',
+          this.subject(this.target().interaction, this.target().operationId, this.peerKind()),
+          randomBytes(64 + this.o.random.int(2048)),
+        );
       case 'flood-malformed':
         return this.malformed();
       case 'flood-huge': {
         const t = this.target();
-        return this.send(kind, 'own', this.subject(t.interaction, t.operationId, 'result'), { kind: 'result', operationId: t.operationId, branchId: this.o.peerId, peerId: this.o.peerId, attempt: 1, fence: 1, result: { verdict: 'approve', note: 'x'.repeat(hugeResultBytes) } });
+        return this.send(kind, 'own', this.subject(t.interaction, t.operationId, 'result'), {
+          kind: 'result',
+          operationId: t.operationId,
+          branchId: this.o.peerId,
+          peerId: this.o.peerId,
+          attempt: 1,
+          fence: 1,
+          result: { verdict: 'approve', note: 'x'.repeat(hugeResultBytes) },
+        });
       }
       case 'replay':
         return this.replay();
@@ -318,13 +361,29 @@ export class HostilePeer {
         const t = this.target();
         const other = this.o.interactions.find((i) => i !== t.interaction) ?? t.interaction;
         const honest = this.honest();
-        return this.send(kind, 'own', this.subject(other, t.operationId, 'result'), { kind: 'result', operationId: t.operationId, branchId: honest, peerId: honest, attempt: 1, fence: 1, result: { verdict: 'approve' } });
+        return this.send(kind, 'own', this.subject(other, t.operationId, 'result'), {
+          kind: 'result',
+          operationId: t.operationId,
+          branchId: honest,
+          peerId: honest,
+          attempt: 1,
+          fence: 1,
+          result: { verdict: 'approve' },
+        });
       }
       case 'denied': {
         const t = this.target();
         const honest = this.honest();
         const subject = subjectFor(this.o.namespace, t.interaction, t.operationId, 'result', honest);
-        return this.send(kind, 'own', subject, { kind: 'result', operationId: t.operationId, branchId: honest, peerId: honest, attempt: 1, fence: 1, result: { verdict: 'reject' } });
+        return this.send(kind, 'own', subject, {
+          kind: 'result',
+          operationId: t.operationId,
+          branchId: honest,
+          peerId: honest,
+          attempt: 1,
+          fence: 1,
+          result: { verdict: 'reject' },
+        });
       }
     }
   }
@@ -344,10 +403,19 @@ export class HostilePeer {
       [subject, `{${body},"attempt":1,"fence":1,"result":{"verdict":"\\ud800"}}`],
       [subject, `{${body},"attempt":1,"fence":1,"result":{"verdict":"approve"},"trustMe":true}`],
       [subject, `{"kind":"claim","action":"release","operationId":"${t.operationId}","branchId":"${me}","peerId":"${me}","attempt":1,"fence":1}`],
-      [subject, `{"kind":"result","operationId":"op${'0'.repeat(64)}","branchId":"${me}","peerId":"${me}","attempt":1,"fence":1,"result":{"verdict":"approve"}}`],
+      [
+        subject,
+        `{"kind":"result","operationId":"op${'0'.repeat(64)}","branchId":"${me}","peerId":"${me}","attempt":1,"fence":1,"result":{"verdict":"approve"}}`,
+      ],
       [subjectFor(this.o.namespace, t.interaction, 'not-an-operation', 'result', me), `{${body},"attempt":1,"fence":1,"result":{"verdict":"approve"}}`],
-      [this.subject(t.interaction, t.operationId, 'claim'), `{"kind":"claim","action":"steal",${body.slice(body.indexOf('"operationId"'))},"attempt":1,"fence":1}`],
-      [this.subject(t.interaction, t.operationId, 'cancel-result'), `{"kind":"cancel-result",${body.slice(body.indexOf('"operationId"'))},"attempt":1,"fence":1,"outcome":"reversed"}`],
+      [
+        this.subject(t.interaction, t.operationId, 'claim'),
+        `{"kind":"claim","action":"steal",${body.slice(body.indexOf('"operationId"'))},"attempt":1,"fence":1}`,
+      ],
+      [
+        this.subject(t.interaction, t.operationId, 'cancel-result'),
+        `{"kind":"cancel-result",${body.slice(body.indexOf('"operationId"'))},"attempt":1,"fence":1,"outcome":"reversed"}`,
+      ],
     ];
     const [to, text] = variants[this.o.random.int(variants.length)]!;
     return this.send('flood-malformed', 'own', to, encoder.encode(text));
@@ -381,11 +449,19 @@ export class HostilePeer {
     const identity = { operationId: t.operationId, branchId: honest, peerId: as, attempt: 1, fence: 1 };
     switch (this.o.random.int(3)) {
       case 0:
-        return this.send('impersonate', 'own', this.subject(t.interaction, t.operationId, 'result'), { kind: 'result', ...identity, result: { verdict: 'reject' } });
+        return this.send('impersonate', 'own', this.subject(t.interaction, t.operationId, 'result'), {
+          kind: 'result',
+          ...identity,
+          result: { verdict: 'reject' },
+        });
       case 1:
         return this.send('impersonate', 'own', this.subject(t.interaction, t.operationId, 'claim'), { kind: 'claim', action: 'release', ...identity });
       default:
-        return this.send('impersonate', 'own', this.subject(t.interaction, t.operationId, 'cancel-result'), { kind: 'cancel-result', ...identity, outcome: 'stopped' });
+        return this.send('impersonate', 'own', this.subject(t.interaction, t.operationId, 'cancel-result'), {
+          kind: 'cancel-result',
+          ...identity,
+          outcome: 'stopped',
+        });
     }
   }
 
@@ -396,15 +472,28 @@ export class HostilePeer {
     const [operationId, branch] = known[this.o.random.int(known.length)]!;
     const identity = { operationId, branchId: this.o.peerId, peerId: this.o.peerId, attempt: branch.attempt, fence: branch.fence };
     const stale = branch.attempt > 1 ? { attempt: branch.attempt - 1, fence: branch.fence - 1 } : { fence: branch.fence + 2 };
-    if (this.o.random.next() < 0.5) return this.send('stale', 'own', this.subject(branch.interaction, operationId, 'result'), { kind: 'result', ...identity, ...stale, result: { verdict: 'approve' } });
-    return this.send('stale', 'own', this.subject(branch.interaction, operationId, 'claim'), { kind: 'claim', action: this.o.random.next() < 0.5 ? 'renew' : 'release', ...identity, ...stale });
+    if (this.o.random.next() < 0.5)
+      return this.send('stale', 'own', this.subject(branch.interaction, operationId, 'result'), {
+        kind: 'result',
+        ...identity,
+        ...stale,
+        result: { verdict: 'approve' },
+      });
+    return this.send('stale', 'own', this.subject(branch.interaction, operationId, 'claim'), {
+      kind: 'claim',
+      action: this.o.random.next() < 0.5 ? 'renew' : 'release',
+      ...identity,
+      ...stale,
+    });
   }
 
   /** The run's operations named on the other namespace's subjects (results, claim releases, cancel replies). */
   private crossNamespace(): Promise<unknown> {
     const t = this.target();
     const branch = this.own.get(t.operationId);
-    const identity = branch ? { operationId: t.operationId, branchId: this.o.peerId, peerId: this.o.peerId, attempt: branch.attempt, fence: branch.fence } : { operationId: t.operationId, branchId: this.honest(), peerId: this.o.peerId, attempt: 1, fence: 1 };
+    const identity = branch
+      ? { operationId: t.operationId, branchId: this.o.peerId, peerId: this.o.peerId, attempt: branch.attempt, fence: branch.fence }
+      : { operationId: t.operationId, branchId: this.honest(), peerId: this.o.peerId, attempt: 1, fence: 1 };
     const to = (kind: SubjectKind) => subjectFor(this.o.otherNamespace, this.o.otherInteraction, t.operationId, kind, this.o.peerId);
     switch (this.o.random.int(3)) {
       case 0:
@@ -453,7 +542,13 @@ export class HostilePeer {
   }
 
   /** Publishes within the kind's budget and tallies the receipt; answers whether the broker stored it. */
-  private async send(kind: HostileKind, namespace: Sent['namespace'], subject: string, body: JsonObject | Uint8Array, options?: PublishOptions): Promise<boolean> {
+  private async send(
+    kind: HostileKind,
+    namespace: Sent['namespace'],
+    subject: string,
+    body: JsonObject | Uint8Array,
+    options?: PublishOptions,
+  ): Promise<boolean> {
     if (kind !== 'legit') {
       if (this.remaining[kind] <= 0) return false;
       this.remaining[kind]--;

@@ -103,9 +103,18 @@ export function requestBody(fixture: Pick<HttpFixture, 'contract'>, overrides: J
 }
 
 /** The fixture's deployment and facade in this process (for `app.inject` and in-process listening). */
-export async function buildFixtureApp(fixture: HttpFixture, clock: Clock = new SystemClock()): Promise<{ deployment: RunningDeployment; http: HttpApp; close(): Promise<void> }> {
+export async function buildFixtureApp(
+  fixture: HttpFixture,
+  clock: Clock = new SystemClock(),
+): Promise<{ deployment: RunningDeployment; http: HttpApp; close(): Promise<void> }> {
   const deployment = await buildDeployment(await readDeploymentConfig(fixture.configPath), { clock });
-  const http = createHttpApp({ coordinator: deployment.coordinator, bundles: deployment.bundles, clock, settings: deployment.http, onInternalError: (e) => console.error('internal error', e) });
+  const http = createHttpApp({
+    coordinator: deployment.coordinator,
+    bundles: deployment.bundles,
+    clock,
+    settings: deployment.http,
+    onInternalError: (e) => console.error('internal error', e),
+  });
   // SystemClock timers are unref'd and inject opens no socket: without this the loop could go idle mid-wait.
   const keepAlive = setInterval(() => {}, 1000);
   return {

@@ -42,7 +42,10 @@ function entryArgs(): string[] {
   return runningFromSource ? ['--import', 'tsx', entry] : [entry];
 }
 
-export async function startServe(configPath: string, options: { readyTimeoutMs?: number; env?: NodeJS.ProcessEnv; args?: string[] } = {}): Promise<ServeProcess> {
+export async function startServe(
+  configPath: string,
+  options: { readyTimeoutMs?: number; env?: NodeJS.ProcessEnv; args?: string[] } = {},
+): Promise<ServeProcess> {
   const child = spawn(process.execPath, [...entryArgs(), 'serve', '--config', configPath, ...(options.args ?? [])], {
     cwd: repoRoot(),
     env: { ...process.env, ...options.env },
@@ -53,7 +56,13 @@ export async function startServe(configPath: string, options: { readyTimeoutMs?:
   child.stdout!.setEncoding('utf8').on('data', (s: string) => (out += s));
   child.stderr!.setEncoding('utf8').on('data', (s: string) => (err += s));
   const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
-  const url = await readUrl(child, () => out, () => err, exited, options.readyTimeoutMs ?? 20_000);
+  const url = await readUrl(
+    child,
+    () => out,
+    () => err,
+    exited,
+    options.readyTimeoutMs ?? 20_000,
+  );
   const stop = async (killAfterMs = 10_000) => {
     if (child.exitCode !== null || child.signalCode !== null) return child.exitCode;
     child.kill('SIGTERM');

@@ -21,10 +21,28 @@ export type Step =
 const stepArb = (peers: number): fc.Arbitrary<Step> =>
   fc.oneof(
     { weight: 3, arbitrary: fc.integer({ min: 1, max: 900 }).map((ms) => ({ kind: 'wait' as const, ms })) },
-    { weight: 4, arbitrary: fc.record({ kind: fc.constant('result' as const), branch: fc.nat(peers - 1), offset: fc.constantFrom(-1 as const, 0 as const, 0 as const, 1 as const), verdict: fc.constantFrom('approve' as const, 'reject' as const, 'retry' as const) }) },
-    { weight: 1, arbitrary: fc.record({ kind: fc.constant('claim' as const), branch: fc.nat(peers - 1), action: fc.constantFrom('renew' as const, 'release' as const) }) },
+    {
+      weight: 4,
+      arbitrary: fc.record({
+        kind: fc.constant('result' as const),
+        branch: fc.nat(peers - 1),
+        offset: fc.constantFrom(-1 as const, 0 as const, 0 as const, 1 as const),
+        verdict: fc.constantFrom('approve' as const, 'reject' as const, 'retry' as const),
+      }),
+    },
+    {
+      weight: 1,
+      arbitrary: fc.record({ kind: fc.constant('claim' as const), branch: fc.nat(peers - 1), action: fc.constantFrom('renew' as const, 'release' as const) }),
+    },
     { weight: 1, arbitrary: fc.record({ kind: fc.constant('revoke' as const), peer: fc.nat(peers - 1) }) },
-    { weight: 2, arbitrary: fc.record({ kind: fc.constant('cancel-reply' as const), branch: fc.nat(peers - 1), outcome: fc.constantFrom('stopped' as const, 'already-completed' as const, 'unknown' as const) }) },
+    {
+      weight: 2,
+      arbitrary: fc.record({
+        kind: fc.constant('cancel-reply' as const),
+        branch: fc.nat(peers - 1),
+        outcome: fc.constantFrom('stopped' as const, 'already-completed' as const, 'unknown' as const),
+      }),
+    },
   );
 
 export const caseArb = fc.integer({ min: 1, max: 4 }).chain((peers) =>
@@ -60,8 +78,34 @@ export async function applyStep(s: Scenario, op: string, step: Step, names: read
   if (step.kind === 'result') {
     const attempt = Math.max(1, branch.attempt + step.offset);
     const fence = Math.max(1, branch.fence + step.offset);
-    await send(s, branch.peerId, 'result', op, { kind: 'result', operationId: op, branchId: branch.branchId, peerId: branch.peerId, attempt, fence, result: { verdict: step.verdict } });
+    await send(s, branch.peerId, 'result', op, {
+      kind: 'result',
+      operationId: op,
+      branchId: branch.branchId,
+      peerId: branch.peerId,
+      attempt,
+      fence,
+      result: { verdict: step.verdict },
+    });
   }
-  if (step.kind === 'claim') await send(s, branch.peerId, 'claim', op, { kind: 'claim', action: step.action, operationId: op, branchId: branch.branchId, peerId: branch.peerId, attempt: branch.attempt, fence: branch.fence });
-  if (step.kind === 'cancel-reply') await send(s, branch.peerId, 'cancel-result', op, { kind: 'cancel-result', operationId: op, branchId: branch.branchId, peerId: branch.peerId, attempt: branch.attempt, fence: branch.fence, outcome: step.outcome });
+  if (step.kind === 'claim')
+    await send(s, branch.peerId, 'claim', op, {
+      kind: 'claim',
+      action: step.action,
+      operationId: op,
+      branchId: branch.branchId,
+      peerId: branch.peerId,
+      attempt: branch.attempt,
+      fence: branch.fence,
+    });
+  if (step.kind === 'cancel-reply')
+    await send(s, branch.peerId, 'cancel-result', op, {
+      kind: 'cancel-result',
+      operationId: op,
+      branchId: branch.branchId,
+      peerId: branch.peerId,
+      attempt: branch.attempt,
+      fence: branch.fence,
+      outcome: step.outcome,
+    });
 }

@@ -113,7 +113,8 @@ export class NatsDeploymentFixture {
     for (const bundle of [compiled, ...extra]) {
       for (const i of bundle.interactions.values()) {
         const audience = i.spec.audience;
-        for (const p of 'peers' in audience ? audience.peers : (options.groups[audience.group] ?? [])) namespacesOf.set(p, (namespacesOf.get(p) ?? new Set()).add(bundle.bundle.subjectNamespace));
+        for (const p of 'peers' in audience ? audience.peers : (options.groups[audience.group] ?? []))
+          namespacesOf.set(p, (namespacesOf.get(p) ?? new Set()).add(bundle.bundle.subjectNamespace));
       }
     }
     this.plan = natsPrincipalPlan({
@@ -175,12 +176,23 @@ export class NatsDeploymentFixture {
   }
 
   users(): NatsUser[] {
-    const users: NatsUser[] = this.plan.map((p) => ({ user: p.user, password: this.password(p.user), publish: p.permissions.publish, subscribe: p.permissions.subscribe }));
+    const users: NatsUser[] = this.plan.map((p) => ({
+      user: p.user,
+      password: this.password(p.user),
+      publish: p.permissions.publish,
+      subscribe: p.permissions.subscribe,
+    }));
     return [...users, { user: 'admin', password: this.adminPassword }];
   }
 
   async startServer(port?: number): Promise<void> {
-    this.server = await startNatsServer({ users: this.users(), jetstream: true, storeDir: this.storeDir, monitoring: this.options.monitoring ?? false, ...(port === undefined ? {} : { port }) });
+    this.server = await startNatsServer({
+      users: this.users(),
+      jetstream: true,
+      storeDir: this.storeDir,
+      monitoring: this.options.monitoring ?? false,
+      ...(port === undefined ? {} : { port }),
+    });
     this.servers.push(this.server);
   }
 
@@ -227,7 +239,13 @@ export class NatsDeploymentFixture {
       policy: { rules: [{ effect: 'allow' }], ttlMs: 60_000 },
       attestations: this.namespaces.map((namespace) => ({ namespace, exclusivePeerPublishers: true })),
       deployment: { account: 'test', system: 'convoke', domain: 'nats-e2e' },
-      http: { host: '127.0.0.1', port: 0, bodyLimitBytes: 65536, waitMsMax: o.waitMsMax ?? 30_000, principals: [{ principalId: 'web', tokenSha256: createHash('sha256').update(this.webToken, 'utf8').digest('hex') }] },
+      http: {
+        host: '127.0.0.1',
+        port: 0,
+        bodyLimitBytes: 65536,
+        waitMsMax: o.waitMsMax ?? 30_000,
+        principals: [{ principalId: 'web', tokenSha256: createHash('sha256').update(this.webToken, 'utf8').digest('hex') }],
+      },
       ...(o.resultBatchMs === undefined ? {} : { resultBatchMs: o.resultBatchMs }),
       ...(o.limits === undefined ? {} : { limits: o.limits as JsonObject }),
       ...(o.operators === undefined ? {} : { operators: o.operators }),
@@ -261,7 +279,8 @@ export class NatsDeploymentFixture {
 
   private async writeFiles(): Promise<void> {
     await writeFile(join(this.dir, 'bundle.json'), JSON.stringify(this.options.bundle, null, 2));
-    for (const [n, bundle] of (this.options.extraBundles ?? []).entries()) await writeFile(join(this.dir, this.extraBundleFile(n)), JSON.stringify(bundle, null, 2));
+    for (const [n, bundle] of (this.options.extraBundles ?? []).entries())
+      await writeFile(join(this.dir, this.extraBundleFile(n)), JSON.stringify(bundle, null, 2));
     await writeFile(this.serveConfigPath, JSON.stringify(this.serveConfig(), null, 2));
     for (const peerId of Object.keys(this.options.peers)) await this.writePeerConfig(peerId);
   }
@@ -302,7 +321,10 @@ export class NatsDeploymentFixture {
 
   /** A command client connected as its own NATS user (inbox prefix `_INBOX.cmd.<principal>`). */
   async client(principal: string): Promise<CommandClient> {
-    const transport = await NatsTransport.connect({ servers: this.url, user: principal, pass: this.password(principal), inboxPrefix: inboxPrefixFor('cmd', principal) }, { identity: principal });
+    const transport = await NatsTransport.connect(
+      { servers: this.url, user: principal, pass: this.password(principal), inboxPrefix: inboxPrefixFor('cmd', principal) },
+      { identity: principal },
+    );
     this.open.push(transport);
     return new CommandClient(transport, principal, this.contract);
   }
@@ -318,8 +340,12 @@ export class NatsDeploymentFixture {
   async peerTransport(peerId: string, namespace = this.namespace): Promise<NatsTransport> {
     // Consumer settings as the coordinators provision them: binding checks them.
     const { maxDeliver, ackWaitMs } = { ...natsDurableDefaults, ...this.options.durable };
-    const durable: DurableConfig | undefined = this.options.mode === 'durable' ? { namespace, peers: [peerId], duplicateWindowMs: 1, maxDeliver, ackWaitMs } : undefined;
-    const transport = await NatsTransport.connect({ servers: this.url, user: peerId, pass: this.password(peerId), inboxPrefix: inboxPrefixFor('peer', peerId) }, { identity: peerId, durable, publishAckTimeoutMs: 2_000 });
+    const durable: DurableConfig | undefined =
+      this.options.mode === 'durable' ? { namespace, peers: [peerId], duplicateWindowMs: 1, maxDeliver, ackWaitMs } : undefined;
+    const transport = await NatsTransport.connect(
+      { servers: this.url, user: peerId, pass: this.password(peerId), inboxPrefix: inboxPrefixFor('peer', peerId) },
+      { identity: peerId, durable, publishAckTimeoutMs: 2_000 },
+    );
     this.open.push(transport);
     return transport;
   }
@@ -353,7 +379,11 @@ export class NatsDeploymentFixture {
    * coordinator or nats-server outlives it.
    */
   killAll(): void {
-    const children = [...[...this.peers.values()].map((p) => p.child), ...[this.serve, ...this.otherServes].map((s) => s?.child), ...this.servers.map((s) => s.process)];
+    const children = [
+      ...[...this.peers.values()].map((p) => p.child),
+      ...[this.serve, ...this.otherServes].map((s) => s?.child),
+      ...this.servers.map((s) => s.process),
+    ];
     for (const child of children) if (child && child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
   }
 
@@ -375,7 +405,14 @@ export class CommandClient {
   ) {}
 
   invoke(interaction: string, input: JsonValue, options: { key?: string; waitFor?: 'decision' | 'settled'; waitMs?: number } = {}): Promise<CommandReply> {
-    const body = { contract: this.contract, interaction, invocationKey: options.key ?? `k-${randomBytes(8).toString('hex')}`, input, ...(options.waitFor ? { waitFor: options.waitFor } : {}), waitMs: options.waitMs ?? 15_000 };
+    const body = {
+      contract: this.contract,
+      interaction,
+      invocationKey: options.key ?? `k-${randomBytes(8).toString('hex')}`,
+      input,
+      ...(options.waitFor ? { waitFor: options.waitFor } : {}),
+      waitMs: options.waitMs ?? 15_000,
+    };
     return sendCommand(this.transport, this.principal, 'invoke', body, commandTimeoutMs(body.waitMs));
   }
 
@@ -408,7 +445,9 @@ export function spawnCli(args: string[], env: Record<string, string>): PeerProce
   let out = '';
   child.stdout!.setEncoding('utf8').on('data', (s: string) => (out += s));
   child.stderr!.setEncoding('utf8').on('data', (s: string) => (out += s));
-  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => child.once('exit', (code, signal) => resolve({ code, signal })));
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
+    child.once('exit', (code, signal) => resolve({ code, signal })),
+  );
   return {
     child,
     output: () => out,

@@ -59,12 +59,7 @@ function supportsSyncInterval(): boolean {
 const syncIntervalSupported = supportsSyncInterval();
 
 function renderConfig(options: NatsServerOptions, storeDir: string, portsDir: string): string {
-  const lines = [
-    'host: 127.0.0.1',
-    `port: ${options.port ?? -1}`,
-    `ports_file_dir: ${quote(portsDir)}`,
-    'max_payload: 1048576',
-  ];
+  const lines = ['host: 127.0.0.1', `port: ${options.port ?? -1}`, `ports_file_dir: ${quote(portsDir)}`, 'max_payload: 1048576'];
   if (options.monitoring) lines.push('http: "127.0.0.1:-1"');
   if (options.jetstream ?? true) {
     const sync = syncIntervalSupported ? ', sync_interval: always' : '';

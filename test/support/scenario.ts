@@ -60,13 +60,34 @@ function temporarySqliteStore(clock: VirtualClock): { store: SqliteEventStore; r
   return { store, remove: () => rmSync(dir, { recursive: true, force: true }) };
 }
 
+/** A result message's body as a peer sends it (attempt and fence 1 unless given). */
+function resultBody(m: Parameters<Scenario['send']>[1]): Uint8Array {
+  const body = {
+    kind: 'result',
+    operationId: m.operationId,
+    branchId: m.branchId,
+    peerId: m.peerId,
+    attempt: m.attempt ?? 1,
+    fence: m.fence ?? 1,
+    result: m.result,
+  };
+  return new TextEncoder().encode(JSON.stringify(body));
+}
+
 export async function scenario(options: ScenarioOptions = {}): Promise<Scenario> {
   const clock = new VirtualClock();
   const groups = options.groups ?? { reviewers: peerIds(options.peers ?? 5) };
   // Each result is committed as soon as its turn comes (no batching window), unless a test asks:
   // on a virtual clock a held result would wait for the test to advance time.
   const sqlite = options.store === 'sqlite' ? temporarySqliteStore(clock) : undefined;
-  const embedded = await createEmbedded({ clock, bundle: reviewBundle(options.review), groups, resultBatchMs: 0, ...(sqlite ? { store: sqlite.store } : {}), ...options.embedded });
+  const embedded = await createEmbedded({
+    clock,
+    bundle: reviewBundle(options.review),
+    groups,
+    resultBatchMs: 0,
+    ...(sqlite ? { store: sqlite.store } : {}),
+    ...options.embedded,
+  });
   let closing: Promise<void> | undefined;
   const close = () =>
     (closing ??= (async () => {
@@ -92,8 +113,7 @@ export async function scenario(options: ScenarioOptions = {}): Promise<Scenario>
       embedded.coordinator.invoke({ principalId, senderPeerId }, { contract: embedded.bundle.ref, interaction: 'review', invocationKey: key, input }),
     get: (operationId, principalId = 'svc-a') => embedded.coordinator.get(principalId, operationId),
     send: async (asPeer, m, subjectPeer = asPeer) => {
-      const body = { kind: 'result', operationId: m.operationId, branchId: m.branchId, peerId: m.peerId, attempt: m.attempt ?? 1, fence: m.fence ?? 1, result: m.result };
-      const receipt = await connection(asPeer).publish(subjectFor(namespace, 'review', m.operationId, 'result', subjectPeer), new TextEncoder().encode(JSON.stringify(body)));
+      const receipt = await connection(asPeer).publish(subjectFor(namespace, 'review', m.operationId, 'result', subjectPeer), resultBody(m));
       await flushMicrotasks();
       return receipt;
     },
@@ -116,7 +136,9 @@ export async function scenario(options: ScenarioOptions = {}): Promise<Scenario>
 }
 
 /** A handler that answers a fixed verdict. */
-export const answers = (verdict: string): Handler => () => ({ verdict });
+export const answers =
+  (verdict: string): Handler =>
+  () => ({ verdict });
 
 /** A handler that never answers (the request stays unanswered). */
 export const silent: Handler = () => new Promise(() => {});

@@ -54,7 +54,8 @@ function admitted(f: AdmissionFacts): OperationAdmitted {
   return event as OperationAdmitted;
 }
 
-const refused = (kind: AdapterError['kind'], pattern: RegExp) => (error: unknown) => error instanceof AdapterError && error.kind === kind && pattern.test(error.message);
+const refused = (kind: AdapterError['kind'], pattern: RegExp) => (error: unknown) =>
+  error instanceof AdapterError && error.kind === kind && pattern.test(error.message);
 
 test('the planned admission freezes the manifest, identity, revisions, authorizations and the first outbox entries', () => {
   const f = facts({ completion: { mode: 'quorum', count: 2 }, attempts: 3 });
@@ -133,14 +134,20 @@ test('the time guard ends at the earliest of the admission budget, the invoke de
   assert.throws(() => planAdmission(facts({}, { invokeExpiresAtMs: startMs })), refused('expired', /authorization expired before admission could commit/));
 });
 
-test('only eligible peers\' authorizations are frozen: one-eligible keeps every eligible peer, its branch the first in byte order', () => {
+test("only eligible peers' authorizations are frozen: one-eligible keeps every eligible peer, its branch the first in byte order", () => {
   const f = facts({ delivery: 'one-eligible', completion: { mode: 'first-success' } }, { audience: { peers: ['bravo', 'Zulu', 'alfa'], revision: 'd1' } });
   const event = admitted(f);
   assert.deepEqual(event.manifest.branches, [{ branchId: 'Zulu', peerId: 'Zulu' }]);
   assert.deepEqual(event.manifest.peers, ['Zulu']);
   assert.deepEqual(event.manifest.eligible, ['Zulu', 'alfa', 'bravo']);
-  assert.deepEqual(event.authorizations.map((a) => a.peerId), ['bravo', 'Zulu', 'alfa']);
-  assert.deepEqual(event.outbox.map((o) => o.peerId), ['Zulu']);
+  assert.deepEqual(
+    event.authorizations.map((a) => a.peerId),
+    ['bravo', 'Zulu', 'alfa'],
+  );
+  assert.deepEqual(
+    event.outbox.map((o) => o.peerId),
+    ['Zulu'],
+  );
 });
 
 test('a denied, expired or missing candidate authorization leaves that peer out of an independent audience', () => {
@@ -152,7 +159,10 @@ test('a denied, expired or missing candidate authorization leaves that peer out 
   ];
   const event = admitted(f);
   assert.deepEqual(event.manifest.peers, ['alfa']);
-  assert.deepEqual(event.authorizations.map((a) => a.peerId), ['alfa']);
+  assert.deepEqual(
+    event.authorizations.map((a) => a.peerId),
+    ['alfa'],
+  );
 });
 
 test('sender exclude removes only the invoking peer; a duplicated audience entry is one candidate', () => {
@@ -167,7 +177,11 @@ test('sender exclude removes only the invoking peer; a duplicated audience entry
 });
 
 test('explicit and gather manifests need every listed peer authorized, and keep their branch ids', () => {
-  const branches = [{ branchId: 'b2', peerId: 'bravo' }, { branchId: 'a1', peerId: 'alfa' }, { branchId: 'a2', peerId: 'alfa' }];
+  const branches = [
+    { branchId: 'b2', peerId: 'bravo' },
+    { branchId: 'a1', peerId: 'alfa' },
+    { branchId: 'a2', peerId: 'alfa' },
+  ];
   const explicit = admitted(facts({ delivery: 'explicit', branches, completion: { mode: 'first-success' } }));
   assert.deepEqual(explicit.manifest.branches, branches);
   assert.deepEqual(explicit.manifest.peers, ['alfa', 'bravo']);
@@ -175,7 +189,13 @@ test('explicit and gather manifests need every listed peer authorized, and keep 
   const denied = facts({ delivery: 'explicit', branches, completion: { mode: 'first-success' } });
   denied.authorizations = denied.authorizations.filter((a) => a.peerId !== 'bravo');
   assert.throws(() => planAdmission(denied), refused('denied', /explicit manifest peers not authorized: bravo$/));
-  const gathered = { branches: [{ branchId: 'g1', peerId: 'charlie' }, { branchId: 'g2', peerId: 'alfa' }], revision: 'm1' };
+  const gathered = {
+    branches: [
+      { branchId: 'g1', peerId: 'charlie' },
+      { branchId: 'g2', peerId: 'alfa' },
+    ],
+    revision: 'm1',
+  };
   const gather = planAdmission(facts({ delivery: 'gather', completion: { mode: 'first-success' } }, { gathered }));
   const event = gather.events[0] as OperationAdmitted;
   assert.deepEqual(event.manifest.branches, gathered.branches);
@@ -188,10 +208,17 @@ test('explicit and gather manifests need every listed peer authorized, and keep 
 });
 
 test('distinct-peers units count peers, not branches, and the threshold is checked against them', () => {
-  const branches = [{ branchId: 'a1', peerId: 'alfa' }, { branchId: 'a2', peerId: 'alfa' }, { branchId: 'b1', peerId: 'bravo' }];
+  const branches = [
+    { branchId: 'a1', peerId: 'alfa' },
+    { branchId: 'a2', peerId: 'alfa' },
+    { branchId: 'b1', peerId: 'bravo' },
+  ];
   const event = admitted(facts({ delivery: 'explicit', branches, votes: 'distinct-peers', completion: { mode: 'quorum', count: 2 } }));
   assert.deepEqual([event.manifest.units, event.manifest.threshold], [2, 2]);
-  assert.throws(() => planAdmission(facts({ delivery: 'explicit', branches, votes: 'distinct-peers', completion: { mode: 'quorum', count: 3 } })), refused('invalid-input', /impossible threshold: 3 of 2 peers$/));
+  assert.throws(
+    () => planAdmission(facts({ delivery: 'explicit', branches, votes: 'distinct-peers', completion: { mode: 'quorum', count: 3 } })),
+    refused('invalid-input', /impossible threshold: 3 of 2 peers$/),
+  );
   assert.throws(() => planAdmission(facts({ completion: { mode: 'quorum', count: 4 } })), refused('invalid-input', /impossible threshold: 4 of 3 branches$/));
 });
 
@@ -199,11 +226,17 @@ test('the input, branch and audience budgets refuse the plan', () => {
   assert.throws(() => planAdmission(facts({}, { inputBytes: limits.inputBytesMax + 1 })), refused('invalid-input', /input is/));
   assert.equal(admitted(facts({ completion: { mode: 'first-success' } }, { inputBytes: limits.inputBytesMax })).type, 'operation-admitted');
   const many = Array.from({ length: limits.branchesMax + 1 }, (_, i) => `p${String(i).padStart(3, '0')}`);
-  assert.throws(() => planAdmission(facts({ completion: { mode: 'first-success' } }, { audience: { peers: many, revision: 'd1' } })), refused('invalid-input', /branches exceed the budget/));
+  assert.throws(
+    () => planAdmission(facts({ completion: { mode: 'first-success' } }, { audience: { peers: many, revision: 'd1' } })),
+    refused('invalid-input', /branches exceed the budget/),
+  );
   const most = many.slice(0, limits.branchesMax);
   assert.equal(admitted(facts({ completion: { mode: 'first-success' } }, { audience: { peers: most, revision: 'd1' } })).manifest.units, limits.branchesMax);
   assert.throws(() => planAdmission(facts({}, { audience: { peers: [], revision: 'd1' } })), refused('denied', /audience is empty/));
-  assert.throws(() => planAdmission(facts({}, { audience: { peers: ['bad peer'], revision: 'd1' } })), (e) => e instanceof AdapterError && e.kind === 'invalid-input');
+  assert.throws(
+    () => planAdmission(facts({}, { audience: { peers: ['bad peer'], revision: 'd1' } })),
+    (e) => e instanceof AdapterError && e.kind === 'invalid-input',
+  );
 });
 
 test('presence is recorded for the listed candidates, sorted and deduplicated, and the offline rule applies', () => {
@@ -214,10 +247,16 @@ test('presence is recorded for the listed candidates, sorted and deduplicated, a
   assert.deepEqual(deliver.manifest.peers, ['alfa', 'bravo', 'charlie']);
   const exclude = admitted(facts({ completion: { mode: 'first-success' }, offline: 'exclude' }, { audience }));
   assert.deepEqual(exclude.manifest.peers, ['alfa', 'charlie']);
-  assert.throws(() => planAdmission(facts({ completion: { mode: 'first-success' }, offline: 'deliver' }, { audience, durableDelivery: false })), refused('unsupported', /peers bravo were observed offline \(presence pr1\)/));
+  assert.throws(
+    () => planAdmission(facts({ completion: { mode: 'first-success' }, offline: 'deliver' }, { audience, durableDelivery: false })),
+    refused('unsupported', /peers bravo were observed offline \(presence pr1\)/),
+  );
   // Nobody observed offline: no durable delivery is needed.
   const allOnline = { ...audience, presence: { revision: 'pr2', online: ['alfa'], offline: [] } };
-  assert.deepEqual(admitted(facts({ completion: { mode: 'first-success' }, offline: 'deliver' }, { audience: allOnline, durableDelivery: false })).manifest.peers, ['alfa', 'bravo', 'charlie']);
+  assert.deepEqual(
+    admitted(facts({ completion: { mode: 'first-success' }, offline: 'deliver' }, { audience: allOnline, durableDelivery: false })).manifest.peers,
+    ['alfa', 'bravo', 'charlie'],
+  );
 });
 
 test('the verified stream creation instant is recorded with the admission when there is one', () => {

@@ -31,12 +31,19 @@ function countCreates(s: Scenario): () => number {
 const blob = (bytes: number) => ({ blob: 'x'.repeat(bytes) });
 
 test('an admission record over the transition byte budget is refused before create, though its input is within the input budget', async () => {
-  const budgets = { resultBytesMax: 1024, transitionBytesMax: limits.transitionOverheadBytesMax + 1024, recordBytesMax: 4 * (limits.transitionOverheadBytesMax + 1024) };
+  const budgets = {
+    resultBytesMax: 1024,
+    transitionBytesMax: limits.transitionOverheadBytesMax + 1024,
+    recordBytesMax: 4 * (limits.transitionOverheadBytesMax + 1024),
+  };
   const s = await scenario({ review: { input: { type: 'object' } }, embedded: { budgets } });
   const creates = countCreates(s);
   const inputBytes = 80 * 1024;
   assert.ok(inputBytes < limits.inputBytesMax);
-  await assert.rejects(s.invoke('big', blob(inputBytes)), invalid(new RegExp(`the admission record is \\d+ bytes; the limit for 5 branches is ${budgets.transitionBytesMax}$`)));
+  await assert.rejects(
+    s.invoke('big', blob(inputBytes)),
+    invalid(new RegExp(`the admission record is \\d+ bytes; the limit for 5 branches is ${budgets.transitionBytesMax}$`)),
+  );
   assert.equal(creates(), 0);
   assert.equal(await operationCount(s), 0);
   assert.equal(s.bus.stats.published, 0);
@@ -48,14 +55,21 @@ test('an admission record over the transition byte budget is refused before crea
 test('an admission record within the transition budget but over the room the record budget leaves for its branches is refused before create', async () => {
   // Ordinary room = recordBytesMax − closingBytesPerBranch × branches − transitionBytesMax:
   // 266 240 − 8 192 × 5 − 133 120 = 92 160 bytes for five peers, 124 928 for one.
-  const budgets = { resultBytesMax: 1024, transitionBytesMax: 2 * (limits.transitionOverheadBytesMax + 1024), recordBytesMax: 4 * (limits.transitionOverheadBytesMax + 1024) };
+  const budgets = {
+    resultBytesMax: 1024,
+    transitionBytesMax: 2 * (limits.transitionOverheadBytesMax + 1024),
+    recordBytesMax: 4 * (limits.transitionOverheadBytesMax + 1024),
+  };
   const roomFor = (branches: number) => budgets.recordBytesMax - limits.closingBytesPerBranch * branches - budgets.transitionBytesMax;
   const inputBytes = 100 * 1024;
   assert.ok(inputBytes < limits.inputBytesMax && inputBytes + 4096 < budgets.transitionBytesMax && inputBytes > roomFor(5) && inputBytes + 8192 < roomFor(1));
 
   const five = await scenario({ peers: 5, review: { input: { type: 'object' }, completion: { mode: 'first-success' } }, embedded: { budgets } });
   const creates = countCreates(five);
-  await assert.rejects(five.invoke('big', blob(inputBytes)), invalid(new RegExp(`the admission record is \\d+ bytes; the limit for 5 branches is ${roomFor(5)}$`)));
+  await assert.rejects(
+    five.invoke('big', blob(inputBytes)),
+    invalid(new RegExp(`the admission record is \\d+ bytes; the limit for 5 branches is ${roomFor(5)}$`)),
+  );
   assert.equal(creates(), 0);
   assert.equal(await operationCount(five), 0);
   assert.equal(five.bus.stats.published, 0);
@@ -63,6 +77,9 @@ test('an admission record within the transition budget but over the room the rec
   // The same input with one peer fits: the branch count decides the room, not the input alone.
   const one = await scenario({ peers: 1, review: { input: { type: 'object' }, completion: { mode: 'first-success' } }, embedded: { budgets } });
   const { result } = await one.invoke('big', blob(inputBytes));
-  assert.deepEqual(result.branches.map((b) => b.peerId), ['alfa']);
+  assert.deepEqual(
+    result.branches.map((b) => b.peerId),
+    ['alfa'],
+  );
   await one.assertReplayEquals(result.operationId);
 });

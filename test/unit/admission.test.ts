@@ -74,7 +74,10 @@ test('admission records resolver and policy revisions and the distinct logical p
 test('sender exclude removes the invoking peer from the audience; include keeps it', async () => {
   const excluding = await scenario({ review: { sender: 'exclude' } });
   const a = await excluding.invoke('k', undefined, 'svc-a', 'alfa');
-  assert.deepEqual(a.result.branches.map((b) => b.peerId), ['bravo', 'charlie', 'delta', 'echo']);
+  assert.deepEqual(
+    a.result.branches.map((b) => b.peerId),
+    ['bravo', 'charlie', 'delta', 'echo'],
+  );
   const including = await scenario({ review: { sender: 'include' } });
   const b = await including.invoke('k', undefined, 'svc-a', 'alfa');
   assert.equal(b.result.branches.length, 5);
@@ -83,13 +86,20 @@ test('sender exclude removes the invoking peer from the audience; include keeps 
 test('every included peer is authorized; a denied peer fails closed and is not admitted', async () => {
   const s = await scenario({ embedded: { rules: [{ effect: 'allow' }, { effect: 'deny', peers: ['charlie'] }] } });
   const { result } = await s.invoke('k');
-  assert.deepEqual(result.branches.map((b) => b.peerId), ['alfa', 'bravo', 'delta', 'echo']);
+  assert.deepEqual(
+    result.branches.map((b) => b.peerId),
+    ['alfa', 'bravo', 'delta', 'echo'],
+  );
   await s.assertReplayEquals(result.operationId);
 });
 
 test('an unavailable authorization decision fails closed and creates nothing', async () => {
   const s = await scenario();
-  const broken = { authorize: async () => { throw new AdapterError('unavailable', 'policy service down'); } };
+  const broken = {
+    authorize: async () => {
+      throw new AdapterError('unavailable', 'policy service down');
+    },
+  };
   s.coordinator.deps.policy = broken;
   await assert.rejects(s.invoke('k'), rejects('unavailable'));
   const ids = [];
@@ -98,7 +108,14 @@ test('an unavailable authorization decision fails closed and creates nothing', a
 });
 
 test('a principal the policy does not allow to invoke is denied', async () => {
-  const s = await scenario({ embedded: { rules: [{ effect: 'allow', principals: ['svc-b'] }, { effect: 'allow', peers: ['*'] }] } });
+  const s = await scenario({
+    embedded: {
+      rules: [
+        { effect: 'allow', principals: ['svc-b'] },
+        { effect: 'allow', peers: ['*'] },
+      ],
+    },
+  });
   await assert.rejects(s.invoke('k', undefined, 'svc-a'), rejects('denied'));
 });
 
@@ -122,8 +139,17 @@ test('impossible thresholds are rejected', async () => {
 test('unknown contracts are unsupported and unknown interactions are invalid input', async () => {
   const s = await scenario();
   const ref = { ...s.bundle.ref, digest: `sha256:${'1'.repeat(64)}` };
-  await assert.rejects(s.coordinator.invoke({ principalId: 'p', senderPeerId: null }, { contract: ref, interaction: 'review', invocationKey: 'k', input: { document: 'x' } }), rejects('unsupported'));
-  await assert.rejects(s.coordinator.invoke({ principalId: 'p', senderPeerId: null }, { contract: s.bundle.ref, interaction: 'nope', invocationKey: 'k', input: { document: 'x' } }), rejects('invalid-input'));
+  await assert.rejects(
+    s.coordinator.invoke({ principalId: 'p', senderPeerId: null }, { contract: ref, interaction: 'review', invocationKey: 'k', input: { document: 'x' } }),
+    rejects('unsupported'),
+  );
+  await assert.rejects(
+    s.coordinator.invoke(
+      { principalId: 'p', senderPeerId: null },
+      { contract: s.bundle.ref, interaction: 'nope', invocationKey: 'k', input: { document: 'x' } },
+    ),
+    rejects('invalid-input'),
+  );
 });
 
 test('input that fails the interaction input schema is invalid input', async () => {
@@ -188,16 +214,23 @@ test('a duplicate invocation key with a different input fails with conflict', as
   await assert.rejects(s.invoke('k', { document: 'two' }), rejects('conflict'));
 });
 
-test('the recorded invocation identity is compared in full: a reused key naming a different interaction is a conflict, never the other interaction\'s operation', async () => {
+test("the recorded invocation identity is compared in full: a reused key naming a different interaction is a conflict, never the other interaction's operation", async () => {
   const base = reviewBundle();
   const review = (base.interactions as Record<string, JsonObject>).review!;
   const bundle = { ...base, interactions: { review, sealed: { ...review, waitFor: 'settled' } } };
   const e = await createEmbedded({ clock: new VirtualClock(), bundle, groups: { reviewers: peerIds(3) }, resultBatchMs: 0 });
-  const invoke = (interaction: string) => e.coordinator.invoke({ principalId: 'svc-a', senderPeerId: null }, { contract: e.bundle.ref, interaction, invocationKey: 'k', input: { document: 'same' } });
+  const invoke = (interaction: string) =>
+    e.coordinator.invoke(
+      { principalId: 'svc-a', senderPeerId: null },
+      { contract: e.bundle.ref, interaction, invocationKey: 'k', input: { document: 'same' } },
+    );
   const sealed = await invoke('sealed');
   assert.equal(sealed.created, true);
   // Held in this coordinator's cache, and found through the store by a coordinator that never saw it.
-  await assert.rejects(invoke('review'), (error: unknown) => rejects('conflict')(error) && /interaction \("sealed"\)/.test((error as AdapterError).description ?? ''));
+  await assert.rejects(
+    invoke('review'),
+    (error: unknown) => rejects('conflict')(error) && /interaction \("sealed"\)/.test((error as AdapterError).description ?? ''),
+  );
   e.coordinator.kernel.clear();
   await assert.rejects(invoke('review'), rejects('conflict'));
   const again = await invoke('sealed');
@@ -226,7 +259,10 @@ test('the deadline starts at the admission boundary: admittedAtMs is the store c
 /** Whether a promise has settled after the queued work ran; a hung admission stays pending. */
 async function settledYet(promise: Promise<unknown>): Promise<boolean> {
   let settled = false;
-  promise.then(() => (settled = true), () => (settled = true));
+  promise.then(
+    () => (settled = true),
+    () => (settled = true),
+  );
   await flushMicrotasks();
   return settled;
 }
@@ -247,7 +283,11 @@ function hung<T>(): { call: () => Promise<T>; answer: (value: T) => void; calls:
 
 for (const which of ['directory', 'policy', 'manifest source'] as const) {
   test(`admission has a fixed 10000 ms budget: a hung ${which} cannot admit work later, the budget ends the wait and nothing is created`, async () => {
-    const s = await scenario(which === 'manifest source' ? { review: { delivery: 'gather' }, embedded: { manifests: { 'lab.review/review': [{ branchId: 'b1', peerId: 'alfa' }] } } } : {});
+    const s = await scenario(
+      which === 'manifest source'
+        ? { review: { delivery: 'gather' }, embedded: { manifests: { 'lab.review/review': [{ branchId: 'b1', peerId: 'alfa' }] } } }
+        : {},
+    );
     const deps = s.coordinator.deps;
     const directory = hung<{ peers: string[]; revision: string }>();
     const policy = hung<{ allowed: boolean; revision: string; expiresAtMs: number }>();
@@ -284,7 +324,10 @@ test('a resolver that answers at the end of the admission budget cannot admit wo
   };
   s.coordinator.deps.directory = slow;
   // A store that would take the commit at any instant: only the runtime's budget can refuse it.
-  const unguarded = Object.assign(Object.create(s.store) as EventStore, { create: (id: string, t: Transition) => s.store.create(id, { ...t, timeGuard: { notBeforeMs: t.timeGuard.notBeforeMs, notAfterMs: Number.MAX_SAFE_INTEGER } }) });
+  const unguarded = Object.assign(Object.create(s.store) as EventStore, {
+    create: (id: string, t: Transition) =>
+      s.store.create(id, { ...t, timeGuard: { notBeforeMs: t.timeGuard.notBeforeMs, notAfterMs: Number.MAX_SAFE_INTEGER } }),
+  });
   s.coordinator.deps.store = unguarded;
   await assert.rejects(s.invoke('k'), rejects('expired'));
   assert.equal(await operationCount(s), 0);
@@ -361,7 +404,14 @@ test('before admission the context deadline is null; after, it is the recorded d
 
 test('authorization attempts outside 1..16 are invalid input', async () => {
   const s = await scenario();
-  const base = { context: { principalId: 'p', senderPeerId: null, account: 'a', system: 's', domain: 'd', nowMs: 0, deadlineMs: null }, action: 'deliver' as const, contract: s.bundle.ref, interaction: 'review', peerId: 'alfa', branchId: null };
+  const base = {
+    context: { principalId: 'p', senderPeerId: null, account: 'a', system: 's', domain: 'd', nowMs: 0, deadlineMs: null },
+    action: 'deliver' as const,
+    contract: s.bundle.ref,
+    interaction: 'review',
+    peerId: 'alfa',
+    branchId: null,
+  };
   await assert.rejects(s.policy.authorize({ ...base, attempt: 17 }), rejects('invalid-input'));
   await assert.rejects(s.policy.authorize({ ...base, attempt: 0 }), rejects('invalid-input'));
   assert.equal((await s.policy.authorize({ ...base, attempt: 16 })).allowed, true);
@@ -424,7 +474,10 @@ test('failure to establish the result path sends nothing and the deadline closes
   assert.equal(s.bus.stats.published, 0);
   await s.clock.advance(5000);
   const view = await s.get(result.operationId);
-  assert.deepEqual([view.decision?.reason, view.branches.map((b) => b.status)], ['timeout', ['indeterminate', 'indeterminate', 'indeterminate', 'indeterminate', 'indeterminate']]);
+  assert.deepEqual(
+    [view.decision?.reason, view.branches.map((b) => b.status)],
+    ['timeout', ['indeterminate', 'indeterminate', 'indeterminate', 'indeterminate', 'indeterminate']],
+  );
 });
 
 test('authorization validity must cover the guarded admission transition', async () => {
@@ -453,7 +506,7 @@ test('authorization validity must cover the guarded admission transition', async
   assert.equal(result.admittedAtMs, s.clock.nowMs());
 });
 
-test('the invoke decision\'s validity also covers the admission commit', async () => {
+test("the invoke decision's validity also covers the admission commit", async () => {
   const s = await scenario();
   const policy = s.policy;
   const real = policy.authorize.bind(policy);
@@ -462,7 +515,9 @@ test('the invoke decision\'s validity also covers the admission commit', async (
     return input.action === 'invoke' ? { ...decision, expiresAtMs: s.clock.nowMs() + 7 } : decision;
   };
   const guards: number[] = [];
-  const spy = Object.assign(Object.create(s.store) as EventStore, { create: (id: string, t: Transition) => (guards.push(t.timeGuard.notAfterMs), s.store.create(id, t)) });
+  const spy = Object.assign(Object.create(s.store) as EventStore, {
+    create: (id: string, t: Transition) => (guards.push(t.timeGuard.notAfterMs), s.store.create(id, t)),
+  });
   s.coordinator.deps.store = spy;
   await s.invoke('k');
   assert.deepEqual(guards, [s.clock.nowMs() + 7]);

@@ -71,7 +71,10 @@ test('an expired candidate authorization fails closed: that peer is not admitted
   const s = await scenario();
   expireWhen(s, (input) => input.action === 'deliver' && input.peerId === 'charlie');
   const { result } = await s.invoke('k');
-  assert.deepEqual(result.branches.map((b) => b.peerId), ['alfa', 'bravo', 'delta', 'echo']);
+  assert.deepEqual(
+    result.branches.map((b) => b.peerId),
+    ['alfa', 'bravo', 'delta', 'echo'],
+  );
   await s.assertReplayEquals(result.operationId);
 });
 
@@ -85,7 +88,10 @@ test('an expired authorization fails closed at dispatch: nothing is sent, and th
   assert.equal(s.bus.stats.published, 0, 'no request goes out on an expired decision');
   const events = await s.events(result.operationId);
   assert.equal(of(events, 'branch-revoked').length, 0);
-  assert.deepEqual((await s.get(result.operationId)).branches.map((b) => b.status), ['pending', 'pending']);
+  assert.deepEqual(
+    (await s.get(result.operationId)).branches.map((b) => b.status),
+    ['pending', 'pending'],
+  );
 });
 
 test('an expired authorization fails closed at result admission: the result supplies no vote and the branch stays open', async () => {
@@ -116,7 +122,14 @@ test('an expired authorization fails closed at renewal: the lease is not extende
   assert.equal(of(events, 'branch-revoked').length, 0);
 });
 
-const cancelling = { completion: { mode: 'first-success' }, siblings: 'cancel', cancelTimeoutMs: 1000, settlementGraceMs: 3000, timeoutMs: 10_000, leaseMs: 10_000 };
+const cancelling = {
+  completion: { mode: 'first-success' },
+  siblings: 'cancel',
+  cancelTimeoutMs: 1000,
+  settlementGraceMs: 3000,
+  timeoutMs: 10_000,
+  leaseMs: 10_000,
+};
 
 test('an expired authorization fails closed for a cancel request: it is not sent', async () => {
   const s = await scenario({ peers: 2, review: cancelling });
@@ -126,7 +139,10 @@ test('an expired authorization fails closed for a cancel request: it is not sent
   await s.settle();
   assert.equal(calls.length, 1);
   const events = await s.events(result.operationId);
-  assert.deepEqual(of(events, 'cancel-dispatched').map((e) => e.receipt), ['rejected']);
+  assert.deepEqual(
+    of(events, 'cancel-dispatched').map((e) => e.receipt),
+    ['rejected'],
+  );
 });
 
 test('an expired authorization fails closed for a cancel result: it is not recorded', async () => {
@@ -134,9 +150,20 @@ test('an expired authorization fails closed for a cancel result: it is not recor
   await s.addPeer('alfa', { review: answers('approve') });
   const { result } = await s.invoke('k');
   await s.settle();
-  assert.deepEqual(of(await s.events(result.operationId), 'cancel-dispatched').map((e) => e.receipt), ['sent']);
+  assert.deepEqual(
+    of(await s.events(result.operationId), 'cancel-dispatched').map((e) => e.receipt),
+    ['sent'],
+  );
   const { calls } = expireWhen(s, (input) => input.action === 'cancel');
-  await publishAs(s, 'bravo', result.operationId, 'cancel-result', { kind: 'cancel-result', operationId: result.operationId, branchId: 'bravo', peerId: 'bravo', attempt: 1, fence: 1, outcome: 'stopped' });
+  await publishAs(s, 'bravo', result.operationId, 'cancel-result', {
+    kind: 'cancel-result',
+    operationId: result.operationId,
+    branchId: 'bravo',
+    peerId: 'bravo',
+    attempt: 1,
+    fence: 1,
+    outcome: 'stopped',
+  });
   assert.equal(calls.length, 1);
   assert.equal(of(await s.events(result.operationId), 'cancel-result-accepted').length, 0);
 });
@@ -151,14 +178,29 @@ test('an expired authorization fails closed for a caller cancellation: it is ref
 });
 
 test('an expired authorization fails closed at reassignment: that candidate is not selected', async () => {
-  const s = await scenario({ store: 'sqlite', peers: 3, review: { delivery: 'one-eligible', completion: { mode: 'first-success' }, leaseMs: 1000, renewIntervalMs: 400, retryBackoffMs: 100, attempts: 3, timeoutMs: 10_000 } });
+  const s = await scenario({
+    store: 'sqlite',
+    peers: 3,
+    review: {
+      delivery: 'one-eligible',
+      completion: { mode: 'first-success' },
+      leaseMs: 1000,
+      renewIntervalMs: 400,
+      retryBackoffMs: 100,
+      attempts: 3,
+      timeoutMs: 10_000,
+    },
+  });
   const { calls } = expireWhen(s, (input) => input.action === 'deliver' && input.attempt === 2 && input.peerId === 'bravo');
   const { result } = await s.invoke('k');
   await s.settle();
   await s.clock.advance(1100); // alfa's lease expires; the retry is due after the backoff
   assert.ok(calls.length >= 1);
   const events = await s.events(result.operationId);
-  assert.deepEqual(of(events, 'branch-reassigned').map((e) => [e.peerId, e.attempt]), [['charlie', 2]]);
+  assert.deepEqual(
+    of(events, 'branch-reassigned').map((e) => [e.peerId, e.attempt]),
+    [['charlie', 2]],
+  );
   await s.assertReplayEquals(result.operationId);
 });
 
@@ -203,7 +245,8 @@ function slowAppendWhen(s: Scenario, matches: (t: Transition) => boolean, atMs: 
   return { guards };
 }
 
-const counted = async (s: Scenario, reason: string) => (await s.coordinator.metrics.rejections.get()).values.find((v) => v.labels.reason === reason)?.value ?? 0;
+const counted = async (s: Scenario, reason: string) =>
+  (await s.coordinator.metrics.rejections.get()).values.find((v) => v.labels.reason === reason)?.value ?? 0;
 const storeErrors = async (s: Scenario) => (await s.coordinator.metrics.storeErrors.get()).values.reduce((n, v) => n + v.value, 0);
 const has = (type: DomainEvent['type']) => (t: Transition) => t.events.some((e) => e.type === type);
 
@@ -235,7 +278,11 @@ test('authorization validity must cover the guarded result admission: a result w
 
 test('authorization validity must cover the guarded renewal: a renewal whose authorization expires between decision and commit does not extend the lease', async () => {
   const ttlMs = 100;
-  const s = await scenario({ peers: 1, embedded: { policyTtlMs: ttlMs }, review: { leaseMs: 1000, renewIntervalMs: 400, timeoutMs: 10_000, completion: { mode: 'first-success' } } });
+  const s = await scenario({
+    peers: 1,
+    embedded: { policyTtlMs: ttlMs },
+    review: { leaseMs: 1000, renewIntervalMs: 400, timeoutMs: 10_000, completion: { mode: 'first-success' } },
+  });
   const { result } = await s.invoke('k');
   await s.settle();
   const op = result.operationId;
@@ -290,7 +337,20 @@ test('authorization validity must cover the guarded caller cancellation: one who
 
 test('authorization validity must cover the guarded reassignment: a new assignment whose allow expires before the commit is made again on a fresh decision', async () => {
   const ttlMs = 50;
-  const s = await scenario({ store: 'sqlite', peers: 3, embedded: { policyTtlMs: ttlMs }, review: { delivery: 'one-eligible', completion: { mode: 'first-success' }, leaseMs: 1000, renewIntervalMs: 400, retryBackoffMs: 100, attempts: 3, timeoutMs: 10_000 } });
+  const s = await scenario({
+    store: 'sqlite',
+    peers: 3,
+    embedded: { policyTtlMs: ttlMs },
+    review: {
+      delivery: 'one-eligible',
+      completion: { mode: 'first-success' },
+      leaseMs: 1000,
+      renewIntervalMs: 400,
+      retryBackoffMs: 100,
+      attempts: 3,
+      timeoutMs: 10_000,
+    },
+  });
   const policy = s.policy;
   const real = policy.authorize.bind(policy);
   const retries: number[] = [];
@@ -302,7 +362,7 @@ test('authorization validity must cover the guarded reassignment: a new assignme
   const { result } = await s.invoke('k');
   await s.settle();
   const op = result.operationId;
-  const { guards } = slowAppendWhen(s, has('branch-reassigned'), () => (retries[0] ?? 0));
+  const { guards } = slowAppendWhen(s, has('branch-reassigned'), () => retries[0] ?? 0);
   await s.clock.advance(1100); // alfa's lease ends at 1000; the retry is due at 1100
   await s.clock.advance(1);
   await s.settle();
@@ -316,7 +376,11 @@ test('authorization validity must cover the guarded reassignment: a new assignme
   assert.ok(reassigned[0]!.committedAtMs < reassigned[0]!.transition.timeGuard.notAfterMs);
   assert.ok(reassigned[0]!.transition.timeGuard.notAfterMs > retries[0]!, 'committed on the fresh allow, not the expired one');
   const events = stored.transitions.flatMap((t) => t.transition.events);
-  assert.deepEqual(of(events, 'branch-reassigned').map((e) => [e.peerId, e.attempt]), [['bravo', 2]], 'still the first peer in selection order');
+  assert.deepEqual(
+    of(events, 'branch-reassigned').map((e) => [e.peerId, e.attempt]),
+    [['bravo', 2]],
+    'still the first peer in selection order',
+  );
   assert.equal(of(events, 'branch-failed').length, 0);
   await s.assertReplayEquals(op);
 });

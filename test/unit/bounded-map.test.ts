@@ -44,7 +44,10 @@ test('the bounded map keeps exactly the newest-set entries, in order, whatever t
           assert.equal(map.get(c.key), model.get(c.key));
           assert.equal(map.has(c.key), model.get(c.key) !== undefined);
         }
-        assert.deepEqual([...map.keysOldestFirst()], model.entries.map(([k]) => k));
+        assert.deepEqual(
+          [...map.keysOldestFirst()],
+          model.entries.map(([k]) => k),
+        );
         assert.equal(map.size, model.entries.length);
         // The order slots stay within about twice the live entries, however many sets went by.
         const slots = (map as unknown as { keys: unknown[] }).keys.length;

@@ -12,7 +12,10 @@ const invalid = (fragment: RegExp) => (e: unknown) => e instanceof AdapterError 
 test('a bundle that fails its schema is rejected with every ajv error in the description', () => {
   const bad = reviewBundle({ timeoutMs: -1, completion: { mode: 'sometimes' }, votes: 'most' }) as JsonObject;
   bad['profile'] = '0.1';
-  assert.throws(() => loadBundle(bad), (e) => e instanceof AdapterError && e.kind === 'invalid-input' && /profile/.test(e.message) && /timeoutMs/.test(e.message) && /votes/.test(e.message));
+  assert.throws(
+    () => loadBundle(bad),
+    (e) => e instanceof AdapterError && e.kind === 'invalid-input' && /profile/.test(e.message) && /timeoutMs/.test(e.message) && /votes/.test(e.message),
+  );
 });
 
 test('the contract digest is sha256 of the canonical bundle document', () => {
@@ -26,11 +29,17 @@ test('omitted interaction fields take the documented defaults', () => {
   const review = (doc['interactions'] as JsonObject)['review'] as JsonObject;
   for (const key of ['delivery', 'votes', 'attempts', 'siblings', 'waitFor', 'sender', 'cancellation']) delete review[key];
   const spec = loadBundle(doc).interactions.get('review')!.spec;
-  assert.deepEqual([spec.delivery, spec.votes, spec.attempts, spec.siblings, spec.waitFor, spec.sender, spec.cancellation], ['independent', 'distinct-branches', 1, 'detach', 'decision', 'include', 'none']);
+  assert.deepEqual(
+    [spec.delivery, spec.votes, spec.attempts, spec.siblings, spec.waitFor, spec.sender, spec.cancellation],
+    ['independent', 'distinct-branches', 1, 'detach', 'decision', 'include', 'none'],
+  );
 });
 
 test('explicit manifests use supplied unique IDs', () => {
-  const branches = [{ branchId: 'x', peerId: 'alfa' }, { branchId: 'x', peerId: 'bravo' }];
+  const branches = [
+    { branchId: 'x', peerId: 'alfa' },
+    { branchId: 'x', peerId: 'bravo' },
+  ];
   assert.throws(() => loadBundle(reviewBundle({ delivery: 'explicit', branches })), invalid(/unique/));
   assert.throws(() => loadBundle(reviewBundle({ delivery: 'explicit' })), invalid(/needs "branches"/));
   assert.throws(() => loadBundle(reviewBundle({ branches: [{ branchId: 'x', peerId: 'alfa' }] })), invalid(/only for delivery "explicit"/));

@@ -105,7 +105,14 @@ test('values that are not plain JSON are invalid-input', () => {
     [{ d: new Date(0) }, 'not a plain object (Date) at /d'],
     [new Map(), 'not a plain object (Map) at root'],
     [{ b: Buffer.from('x') }, 'not a plain object (Buffer) at /b'],
-    [[new (class Point { x = 1; })()], 'not a plain object (Point) at /0'],
+    [
+      [
+        new (class Point {
+          x = 1;
+        })(),
+      ],
+      'not a plain object (Point) at /0',
+    ],
     // eslint-disable-next-line no-sparse-arrays -- the hole is the input under test
     [[1, , 3], 'hole at index 1 in array at root'],
   ];

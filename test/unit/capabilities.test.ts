@@ -31,7 +31,11 @@ const deps = (s: Scenario) => s.coordinator.deps;
 
 const unverifiable: [string, NamespaceAttestation, RegExp][] = [
   ['not attested as peer-exclusive', { namespace: 'demo.v1.lab', exclusivePeerPublishers: false }, /not attested as peer-exclusive/],
-  ['with an unattested exception', { namespace: 'demo.v1.lab', exclusivePeerPublishers: true, exceptions: [{ principal: 'ops-admin', attested: false }] }, /unattested publishers: ops-admin/],
+  [
+    'with an unattested exception',
+    { namespace: 'demo.v1.lab', exclusivePeerPublishers: true, exceptions: [{ principal: 'ops-admin', attested: false }] },
+    /unattested publishers: ops-admin/,
+  ],
 ];
 
 for (const [what, attestation, reason] of unverifiable) {
@@ -108,7 +112,10 @@ test('convoke serve: fenced effects are refused unless the operator attests effe
       const deployment = await buildDeployment(parse(attestation), { clock: new VirtualClock() });
       try {
         const bundle = [...deployment.bundles.all()][0]!;
-        return await deployment.coordinator.invoke({ principalId: 'p', senderPeerId: null }, { contract: bundle.ref, interaction: 'review', invocationKey: 'k', input: { document: 'd' } });
+        return await deployment.coordinator.invoke(
+          { principalId: 'p', senderPeerId: null },
+          { contract: bundle.ref, interaction: 'review', invocationKey: 'k', input: { document: 'd' } },
+        );
       } finally {
         await deployment.close();
       }
@@ -117,8 +124,14 @@ test('convoke serve: fenced effects are refused unless the operator attests effe
     await assert.rejects(invoke({ effectFencing: false }), unsupported(/fenced effects/));
     assert.equal((await invoke({ effectFencing: true })).created, true);
     // The attestation is part of the closed config schema: a boolean, and nothing else beside it.
-    assert.throws(() => parse({ effectFencing: 'yes' }), (e: unknown) => e instanceof AdapterError && e.kind === 'invalid-input' && /effectFencing/.test(e.description ?? ''));
-    assert.throws(() => parse({ effectsFenced: true }), (e: unknown) => e instanceof AdapterError && e.kind === 'invalid-input');
+    assert.throws(
+      () => parse({ effectFencing: 'yes' }),
+      (e: unknown) => e instanceof AdapterError && e.kind === 'invalid-input' && /effectFencing/.test(e.description ?? ''),
+    );
+    assert.throws(
+      () => parse({ effectsFenced: true }),
+      (e: unknown) => e instanceof AdapterError && e.kind === 'invalid-input',
+    );
   } finally {
     await rm(dir, { recursive: true, force: true });
   }

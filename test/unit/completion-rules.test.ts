@@ -12,7 +12,12 @@ import { couldClose, evaluateCompletion, tally, timeoutClosure } from '../../src
 import type { OperationRecord } from '../../src/projections/record.js';
 import type { JsonObject } from '../../src/contract/json.js';
 
-type Completion = { mode: 'first-success' } | { mode: 'quorum'; count: number } | { mode: 'quorum'; fraction: { num: number; den: number } } | { mode: 'all-successful' } | { mode: 'all-terminal' };
+type Completion =
+  | { mode: 'first-success' }
+  | { mode: 'quorum'; count: number }
+  | { mode: 'quorum'; fraction: { num: number; den: number } }
+  | { mode: 'all-successful' }
+  | { mode: 'all-terminal' };
 
 /**
  * What the reference needs of a record, per unit: `success` has a vote; `open` has no vote and can
@@ -69,7 +74,15 @@ type Answer = 'approve' | 'reject' | null;
 async function recordAfter(completion: Completion, answers: Answer[], byPeer: boolean): Promise<{ record: OperationRecord; units: Units }> {
   const peers = ['alfa', 'bravo', 'charlie', 'delta', 'echo'].slice(0, answers.length);
   const review: JsonObject = { completion };
-  if (byPeer) Object.assign(review, { delivery: 'explicit', votes: 'distinct-peers', branches: peers.flatMap((p) => [{ branchId: `${p}-1`, peerId: p }, { branchId: `${p}-2`, peerId: p }]) });
+  if (byPeer)
+    Object.assign(review, {
+      delivery: 'explicit',
+      votes: 'distinct-peers',
+      branches: peers.flatMap((p) => [
+        { branchId: `${p}-1`, peerId: p },
+        { branchId: `${p}-2`, peerId: p },
+      ]),
+    });
   const s = await scenario({ peers: peers.length, review });
   const op = (await s.invoke('k')).result.operationId;
   await s.settle();
@@ -94,7 +107,10 @@ const completionArb = (peers: number): fc.Arbitrary<Completion> =>
   fc.oneof(
     fc.constant({ mode: 'first-success' as const }),
     fc.integer({ min: 1, max: peers }).map((count) => ({ mode: 'quorum' as const, count })),
-    fc.tuple(fc.integer({ min: 1, max: 5 }), fc.integer({ min: 1, max: 5 })).filter(([n, d]) => n <= d).map(([num, den]) => ({ mode: 'quorum' as const, fraction: { num, den } })),
+    fc
+      .tuple(fc.integer({ min: 1, max: 5 }), fc.integer({ min: 1, max: 5 }))
+      .filter(([n, d]) => n <= d)
+      .map(([num, den]) => ({ mode: 'quorum' as const, fraction: { num, den } })),
     fc.constant({ mode: 'all-successful' as const }),
     fc.constant({ mode: 'all-terminal' as const }),
   );
@@ -114,13 +130,30 @@ test('the tally, the closure and couldClose agree with a plain reference for eve
       if (record.decision !== null) {
         // Closed by the last result sent (siblings then end): the decision is the reference's closure of the units before that.
         assert.deepEqual([record.decision.outcome, record.decision.successVotes], [closes(completion, units), units.success]);
-        assert.equal(record.decision.reason, completion.mode === 'all-terminal' ? 'complete' : record.decision.outcome === 'success' ? 'threshold' : 'impossible');
+        assert.equal(
+          record.decision.reason,
+          completion.mode === 'all-terminal' ? 'complete' : record.decision.outcome === 'success' ? 'threshold' : 'impossible',
+        );
         return;
       }
       const t = tally(record);
       assert.deepEqual(
-        { units: t.units, threshold: t.threshold, successVotes: t.successVotes, failedUnits: t.failedUnits, openUnits: t.openUnits, terminalUnits: t.terminalUnits },
-        { units: units.total, threshold: need(completion, units.total), successVotes: units.success, failedUnits: units.failed, openUnits: units.open, terminalUnits: units.total - units.open - units.voted },
+        {
+          units: t.units,
+          threshold: t.threshold,
+          successVotes: t.successVotes,
+          failedUnits: t.failedUnits,
+          openUnits: t.openUnits,
+          terminalUnits: t.terminalUnits,
+        },
+        {
+          units: units.total,
+          threshold: need(completion, units.total),
+          successVotes: units.success,
+          failedUnits: units.failed,
+          openUnits: units.open,
+          terminalUnits: units.total - units.open - units.voted,
+        },
       );
       // Still open: the rule does not close on these units, and the deadline closes it as declared.
       assert.equal(evaluateCompletion(record), undefined);
@@ -140,7 +173,11 @@ test('the tally, the closure and couldClose agree with a plain reference for eve
 });
 
 test('distinct-branches counts each branch of a peer as its own unit; distinct-peers counts the peer once', async () => {
-  const branches = [{ branchId: 'a1', peerId: 'alfa' }, { branchId: 'a2', peerId: 'alfa' }, { branchId: 'b1', peerId: 'bravo' }];
+  const branches = [
+    { branchId: 'a1', peerId: 'alfa' },
+    { branchId: 'a2', peerId: 'alfa' },
+    { branchId: 'b1', peerId: 'bravo' },
+  ];
   for (const votes of ['distinct-branches', 'distinct-peers'] as const) {
     const s = await scenario({ peers: 2, review: { delivery: 'explicit', branches, votes, completion: { mode: 'quorum', count: 2 } } });
     const op = (await s.invoke('k')).result.operationId;
@@ -149,9 +186,17 @@ test('distinct-branches counts each branch of a peer as its own unit; distinct-p
     const record = await s.coordinator.record(op);
     assert.ok(record);
     if (votes === 'distinct-branches') {
-      assert.deepEqual([record.manifest.units, record.decision?.outcome, record.decision?.successVotes], [3, 'success', 2], 'two branches of alfa are two votes');
+      assert.deepEqual(
+        [record.manifest.units, record.decision?.outcome, record.decision?.successVotes],
+        [3, 'success', 2],
+        'two branches of alfa are two votes',
+      );
     } else {
-      assert.deepEqual([record.manifest.units, record.decision, tally(record).successVotes, tally(record).openUnits], [2, null, 1, 1], 'alfa votes once; bravo can still vote');
+      assert.deepEqual(
+        [record.manifest.units, record.decision, tally(record).successVotes, tally(record).openUnits],
+        [2, null, 1, 1],
+        'alfa votes once; bravo can still vote',
+      );
     }
   }
 });
@@ -162,7 +207,13 @@ test('the two completion tables name the same modes, and the bundle schema accep
   const { compileChecker } = await import('../../src/contract/validation.js');
   assert.deepEqual(Object.keys(completionRules).sort(), Object.keys(completionModes).sort());
   const check = compileChecker(completionSchema, 'completion');
-  const shapes: Completion[] = [{ mode: 'first-success' }, { mode: 'quorum', count: 2 }, { mode: 'quorum', fraction: { num: 2, den: 3 } }, { mode: 'all-successful' }, { mode: 'all-terminal' }];
+  const shapes: Completion[] = [
+    { mode: 'first-success' },
+    { mode: 'quorum', count: 2 },
+    { mode: 'quorum', fraction: { num: 2, den: 3 } },
+    { mode: 'all-successful' },
+    { mode: 'all-terminal' },
+  ];
   for (const shape of shapes) assert.doesNotThrow(() => check(shape as unknown as JsonObject), JSON.stringify(shape));
   for (const bad of [{ mode: 'majority' }, { mode: 'quorum' }, { mode: 'first-success', count: 1 }, { mode: 'quorum', count: 0 }]) {
     assert.throws(() => check(bad as unknown as JsonObject), JSON.stringify(bad));

@@ -38,7 +38,13 @@ test('a newer fence waiting behind an older in-flight commit applies after it; a
   assert.deepEqual(await older, { value: 'older', repeated: false });
   assert.deepEqual(await newer, { value: 'newer', repeated: false });
   await assert.rejects(stale, (e: unknown) => e instanceof AdapterError && e.kind === 'conflict');
-  assert.deepEqual(sink.applied().map((r) => [r.fence, r.value]), [[1, 'older'], [2, 'newer']]);
+  assert.deepEqual(
+    sink.applied().map((r) => [r.fence, r.value]),
+    [
+      [1, 'older'],
+      [2, 'newer'],
+    ],
+  );
 });
 
 test('an effect that throws commits nothing and does not block the next commit of its key', async () => {
@@ -66,7 +72,14 @@ test('a peer config bounds the memory sink with effectSinkKeys: the oldest key i
   try {
     const write = async (extra: Record<string, unknown>) => {
       const file = join(dir, `peer-${Object.keys(extra).join('-') || 'plain'}.json`);
-      const config = { peerId: 'alfa', namespace: 'demo.v1.lab', nats: { servers: 'nats://127.0.0.1:4222', passwordEnv: 'PW' }, durable: true, interactions: { review: { result: { verdict: 'approve' } } }, ...extra };
+      const config = {
+        peerId: 'alfa',
+        namespace: 'demo.v1.lab',
+        nats: { servers: 'nats://127.0.0.1:4222', passwordEnv: 'PW' },
+        durable: true,
+        interactions: { review: { result: { verdict: 'approve' } } },
+        ...extra,
+      };
       await writeFile(file, JSON.stringify(config));
       return file;
     };
@@ -78,7 +91,10 @@ test('a peer config bounds the memory sink with effectSinkKeys: the oldest key i
     assert.deepEqual(await commit('op1'), { value: 1, repeated: true }, 'within the bound the key is remembered');
     await commit('op3'); // three keys over a bound of two: op1, committed first, is forgotten
     assert.deepEqual(await commit('op1'), { value: 4, repeated: false });
-    await assert.rejects(readPeerConfig(await write({ effectSink: 'sqlite:x.db', effectSinkKeys: 2 })), (e: unknown) => e instanceof AdapterError && e.kind === 'invalid-input' && /effectSinkKeys/.test(e.message));
+    await assert.rejects(
+      readPeerConfig(await write({ effectSink: 'sqlite:x.db', effectSinkKeys: 2 })),
+      (e: unknown) => e instanceof AdapterError && e.kind === 'invalid-input' && /effectSinkKeys/.test(e.message),
+    );
     await assert.rejects(readPeerConfig(await write({ effectSinkKeys: 0 })), (e: unknown) => e instanceof AdapterError && e.kind === 'invalid-input');
   } finally {
     await rm(dir, { recursive: true, force: true });

@@ -13,7 +13,8 @@ import { flushMicrotasks } from '../../src/contract/clock.js';
 import { MemoryEffectSink } from '../../src/peer/effect-sink.js';
 import { AdapterError } from '../../src/contract/errors.js';
 
-const counted = async (s: Scenario, reason: string) => (await s.coordinator.metrics.rejections.get()).values.find((v) => v.labels.reason === reason)?.value ?? 0;
+const counted = async (s: Scenario, reason: string) =>
+  (await s.coordinator.metrics.rejections.get()).values.find((v) => v.labels.reason === reason)?.value ?? 0;
 const invalidInput = (e: unknown) => e instanceof AdapterError && e.kind === 'invalid-input';
 
 async function publishClaim(s: Scenario, op: string, identity: { attempt: number; fence: number }): Promise<void> {
@@ -56,7 +57,14 @@ test('the memory effect sink refuses fence 0 and attempt 0 as invalid-input and 
   const key = { operationId: 'op1', branchId: 'alfa' };
   let ran = 0;
   const effect = () => (ran++, 'done');
-  for (const [fence, attempt] of [[0, 1], [1, 0], [-1, 1], [1.5, 1], [Number.NaN, 1], [1, Number.MAX_SAFE_INTEGER + 1]] as const) {
+  for (const [fence, attempt] of [
+    [0, 1],
+    [1, 0],
+    [-1, 1],
+    [1.5, 1],
+    [Number.NaN, 1],
+    [1, Number.MAX_SAFE_INTEGER + 1],
+  ] as const) {
     await assert.rejects(sink.commit(key, fence, attempt, effect), invalidInput, `fence ${fence} attempt ${attempt}`);
   }
   await assert.rejects(sink.commit({ operationId: '', branchId: 'alfa' }, 1, 1, effect), invalidInput);

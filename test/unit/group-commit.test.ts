@@ -47,12 +47,15 @@ test('results that arrive together are committed as one transition with the even
   const [a, b] = [await single.get(one), await grouped.get(together)];
   assert.equal(b.decision?.outcome, 'success');
   assert.deepEqual(b.decision?.outcome, a.decision?.outcome);
-  assert.deepEqual(b.branches.map((x) => x.status), a.branches.map((x) => x.status));
+  assert.deepEqual(
+    b.branches.map((x) => x.status),
+    a.branches.map((x) => x.status),
+  );
   await grouped.assertReplayEquals(together);
   await single.assertReplayEquals(one);
 });
 
-test('decideTogether: the guard is the intersection of the commands\' guards; windows that do not meet are disjoint', () => {
+test("decideTogether: the guard is the intersection of the commands' guards; windows that do not meet are disjoint", () => {
   const record = {} as OperationRecord;
   const part = (notBeforeMs: number, notAfterMs: number, command: string, messageId?: string): Transition => ({
     events: [],
@@ -120,7 +123,7 @@ async function undecidedOperation(review: JsonObject = {}) {
 
 const result = (op: string, peer: string) => ({ operationId: op, branchId: peer, peerId: peer, result: approve });
 
-test('with a batching window, a quorum\'s early votes wait and ride with the vote that closes it: one append', async () => {
+test("with a batching window, a quorum's early votes wait and ride with the vote that closes it: one append", async () => {
   const { s, op, before } = await undecidedOperation();
   await s.send('alfa', result(op, 'alfa'));
   await s.send('bravo', result(op, 'bravo'));
@@ -176,7 +179,7 @@ test('with no batching window every result is committed when its turn comes', as
   assert.equal((await transitionsOf(s, op)).length, before + 1);
 });
 
-test('a command that decides on its own (a caller\'s cancellation) first commits the results held for company', async () => {
+test("a command that decides on its own (a caller's cancellation) first commits the results held for company", async () => {
   const { s, op, before } = await undecidedOperation({ cancellation: 'caller' });
   await s.send('alfa', result(op, 'alfa'));
   await s.settle();
@@ -207,8 +210,20 @@ test('a held result is verified and authorized again by the drain that commits i
 
 test('property: holding results back never changes what is decided, for any completion rule, arrival times, redeliveries and conflicting answers', async () => {
   // Mostly answers: a rule that needs every unit closes only when all five answer.
-  const verdicts = fc.oneof({ arbitrary: fc.constant('approve'), weight: 4 }, { arbitrary: fc.constant('reject'), weight: 2 }, { arbitrary: fc.constant('retry'), weight: 1 }, { arbitrary: fc.constant('silent'), weight: 1 });
-  const completions = fc.constantFrom<JsonObject>({ mode: 'first-success' }, { mode: 'all-successful' }, { mode: 'all-terminal' }, { mode: 'quorum', count: 1 }, { mode: 'quorum', count: 3 }, { mode: 'quorum', count: 5 });
+  const verdicts = fc.oneof(
+    { arbitrary: fc.constant('approve'), weight: 4 },
+    { arbitrary: fc.constant('reject'), weight: 2 },
+    { arbitrary: fc.constant('retry'), weight: 1 },
+    { arbitrary: fc.constant('silent'), weight: 1 },
+  );
+  const completions = fc.constantFrom<JsonObject>(
+    { mode: 'first-success' },
+    { mode: 'all-successful' },
+    { mode: 'all-terminal' },
+    { mode: 'quorum', count: 1 },
+    { mode: 'quorum', count: 3 },
+    { mode: 'quorum', count: 5 },
+  );
   // Each answer may arrive again later: the same one (a redelivery) or a different one (a protocol conflict).
   const again = fc.option(fc.record({ afterMs: fc.integer({ min: 0, max: 200 }), verdict: verdicts }));
   const arrivals = fc.array(fc.record({ verdict: verdicts, atMs: fc.integer({ min: 0, max: 1100 }), again }), { minLength: 5, maxLength: 5 });
@@ -224,7 +239,10 @@ test('property: holding results back never changes what is decided, for any comp
           .flatMap((peer, i) => {
             const { verdict, atMs, again } = peerAnswers[i]!;
             if (verdict === 'silent' || again === null) return [{ peer, verdict, atMs }];
-            return [{ peer, verdict, atMs }, { peer, verdict: again.verdict === 'silent' ? verdict : again.verdict, atMs: atMs + again.afterMs }];
+            return [
+              { peer, verdict, atMs },
+              { peer, verdict: again.verdict === 'silent' ? verdict : again.verdict, atMs: atMs + again.afterMs },
+            ];
           })
           .filter((a) => a.verdict !== 'silent')
           .sort((a, b) => a.atMs - b.atMs);
@@ -239,7 +257,16 @@ test('property: holding results back never changes what is decided, for any comp
         const conflicts = (await s.events(op)).filter((e) => e.type === 'protocol-conflict-recorded').length;
         // The instant too: a batch that closes the decision is never held, so it closes when its last vote arrives.
         const closedAfterMs = decision ? decision.closedAtMs - view.admittedAtMs : undefined;
-        return { outcome: decision?.outcome, reason: decision?.reason, closedAfterMs, votes: decision?.successVotes, failed: decision?.failedUnits, branches: view.branches.map((b) => `${b.branchId}:${b.status}`), settlement: view.settlement.status, conflicts };
+        return {
+          outcome: decision?.outcome,
+          reason: decision?.reason,
+          closedAfterMs,
+          votes: decision?.successVotes,
+          failed: decision?.failedUnits,
+          branches: view.branches.map((b) => `${b.branchId}:${b.status}`),
+          settlement: view.settlement.status,
+          conflicts,
+        };
       };
       assert.deepEqual(await run(batchMs), await run(0));
     }),
@@ -258,11 +285,19 @@ test('couldClose answers exactly whether that many more results could reach the 
     return record;
   };
   const quorum = await after({ mode: 'quorum', count: 3 }, ['alfa']);
-  assert.deepEqual([1, 2].map((n) => couldClose(quorum, n)), [false, true], 'one vote of three: two more reach it');
+  assert.deepEqual(
+    [1, 2].map((n) => couldClose(quorum, n)),
+    [false, true],
+    'one vote of three: two more reach it',
+  );
   const unanimous = await after({ mode: 'quorum', count: 5 }, []);
   assert.equal(couldClose(unanimous, 1), true, 'five of five: one failure makes it impossible');
   const collection = await after({ mode: 'all-terminal' }, ['alfa', 'bravo', 'charlie']);
-  assert.deepEqual([1, 2].map((n) => couldClose(collection, n)), [false, true], 'three of five answered: two more end it');
+  assert.deepEqual(
+    [1, 2].map((n) => couldClose(collection, n)),
+    [false, true],
+    'three of five answered: two more end it',
+  );
   const first = await after({ mode: 'first-success' }, []);
   assert.equal(couldClose(first, 1), true);
 });

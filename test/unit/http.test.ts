@@ -40,8 +40,14 @@ describe('HTTP facade (inject)', () => {
   let built: Built;
   let headers: Record<string, string>;
   const post = (payload: unknown, extra: Record<string, string> = {}) =>
-    built.http.app.inject({ method: 'POST', url: '/contract-invocations', headers: { ...headers, ...extra }, payload: typeof payload === 'string' ? payload : JSON.stringify(payload) });
-  const get = (path: string, token = fixture.tokens.alice) => built.http.app.inject({ method: 'GET', url: path, headers: { authorization: `Bearer ${token}` } });
+    built.http.app.inject({
+      method: 'POST',
+      url: '/contract-invocations',
+      headers: { ...headers, ...extra },
+      payload: typeof payload === 'string' ? payload : JSON.stringify(payload),
+    });
+  const get = (path: string, token = fixture.tokens.alice) =>
+    built.http.app.inject({ method: 'GET', url: path, headers: { authorization: `Bearer ${token}` } });
 
   before(async () => {
     fixture = await writeHttpFixture({ peerDelayMs: 100, bodyLimitBytes: 4096 });
@@ -89,7 +95,8 @@ describe('HTTP facade (inject)', () => {
 
   test('schema errors are 400 and list every error', async () => {
     const body = errorBody(await post({ interaction: 7, invocationKey: '', input: {}, waitMs: -1, extra: true }), 400);
-    for (const fragment of ["'contract'", '/interaction', '/invocationKey', '/waitMs', '"extra"']) assert.ok(body.description?.includes(fragment), `${fragment} in ${body.description}`);
+    for (const fragment of ["'contract'", '/interaction', '/invocationKey', '/waitMs', '"extra"'])
+      assert.ok(body.description?.includes(fragment), `${fragment} in ${body.description}`);
   });
 
   test('non-JSON content types are 415; a missing content type too', async () => {
@@ -108,7 +115,10 @@ describe('HTTP facade (inject)', () => {
   });
 
   test('401 without or with a wrong credential, same body', async () => {
-    const missing = errorBody(await built.http.app.inject({ method: 'POST', url: '/contract-invocations', payload: '{}', headers: { 'content-type': 'application/json' } }), 401);
+    const missing = errorBody(
+      await built.http.app.inject({ method: 'POST', url: '/contract-invocations', payload: '{}', headers: { 'content-type': 'application/json' } }),
+      401,
+    );
     const wrong = errorBody(await post(requestBody(fixture), { authorization: 'Bearer not-a-token' }), 401);
     const scheme = errorBody(await post(requestBody(fixture), { authorization: `Basic ${fixture.tokens.alice}` }), 401);
     assert.deepEqual(missing, { kind: 'denied', description: 'authentication required' });
@@ -126,7 +136,7 @@ describe('HTTP facade (inject)', () => {
     assert.equal(errorBody(await post(undeployed), 422).kind, 'unsupported');
   });
 
-  test('a reused invocation key naming a different interaction is 409, and never reads the other interaction\'s operation at its weaker boundary', async () => {
+  test("a reused invocation key naming a different interaction is 409, and never reads the other interaction's operation at its weaker boundary", async () => {
     const key = `reused-${Date.now()}`;
     const sealed = resultBody(await post(requestBody(fixture, { interaction: 'sealed', invocationKey: key, waitMs: 0 })), 202);
     const reused = errorBody(await post(requestBody(fixture, { interaction: 'review', invocationKey: key, waitMs: 5000 })), 409);
@@ -137,9 +147,17 @@ describe('HTTP facade (inject)', () => {
 
   test('410 for an invocation key whose operation was tombstoned', async () => {
     // Another coordinator on the same store admits and the operator tombstones it; this one never cached it.
-    const other = await createEmbedded({ clock: new SystemClock(), bundle: fixtureBundle(), groups: { reviewers: ['alfa', 'bravo', 'charlie'] }, store: built.deployment.store });
+    const other = await createEmbedded({
+      clock: new SystemClock(),
+      bundle: fixtureBundle(),
+      groups: { reviewers: ['alfa', 'bravo', 'charlie'] },
+      store: built.deployment.store,
+    });
     const body = requestBody(fixture, { waitMs: 0 });
-    const { result } = await other.coordinator.invoke({ principalId: 'alice', senderPeerId: null }, { contract: fixture.contract, interaction: 'review', invocationKey: body.invocationKey as string, input: body.input! });
+    const { result } = await other.coordinator.invoke(
+      { principalId: 'alice', senderPeerId: null },
+      { contract: fixture.contract, interaction: 'review', invocationKey: body.invocationKey as string, input: body.input! },
+    );
     await other.coordinator.close();
     assert.equal((await built.deployment.store.tombstone(result.operationId)).kind, 'ok');
     assert.equal(errorBody(await post(body), 410).kind, 'expired');
@@ -172,16 +190,30 @@ describe('HTTP facade (inject)', () => {
     assert.equal(effectiveBoundary(undefined, 'settled'), 'settled');
     assert.equal(effectiveBoundary('settled', 'decision'), 'settled');
     assert.equal(effectiveBoundary('decision', 'decision'), 'decision');
-    assert.throws(() => effectiveBoundary('decision', 'settled'), (e: unknown) => isAdapterError(e) && e.kind === 'invalid-input');
+    assert.throws(
+      () => effectiveBoundary('decision', 'settled'),
+      (e: unknown) => isAdapterError(e) && e.kind === 'invalid-input',
+    );
   });
 
   test('operator routes: healthz, openapi.json from the same schemas, metrics; unknown route 404', async () => {
     assert.deepEqual(JSON.parse((await built.http.app.inject({ url: '/healthz' })).body), { status: 'ok' });
     const doc = JSON.parse((await built.http.app.inject({ url: '/openapi.json' })).body);
     assert.equal(doc.openapi, '3.1.0');
-    assert.deepEqual(Object.keys(doc.paths).sort(), ['/contract-invocations', '/contract-invocations/events', '/contract-invocations/{operationId}', '/contract-invocations/{operationId}/cancel', '/contract-invocations/{operationId}/events', '/contract-invocations/{operationId}/transitions', '/healthz', '/metrics', '/openapi.json']);
+    assert.deepEqual(Object.keys(doc.paths).sort(), [
+      '/contract-invocations',
+      '/contract-invocations/events',
+      '/contract-invocations/{operationId}',
+      '/contract-invocations/{operationId}/cancel',
+      '/contract-invocations/{operationId}/events',
+      '/contract-invocations/{operationId}/transitions',
+      '/healthz',
+      '/metrics',
+      '/openapi.json',
+    ]);
     assert.deepEqual(doc.components.schemas.InvocationRequest.required, ['contract', 'interaction', 'invocationKey', 'input']);
-    for (const status of ['200', '202', '400', '401', '403', '409', '410', '413', '415', '422', '503']) assert.ok(doc.paths['/contract-invocations'].post.responses[status], status);
+    for (const status of ['200', '202', '400', '401', '403', '409', '410', '413', '415', '422', '503'])
+      assert.ok(doc.paths['/contract-invocations'].post.responses[status], status);
     const metrics = await built.http.app.inject({ url: '/metrics' });
     assert.match(metrics.headers['content-type'] as string, /^text\/plain/);
     assert.match(metrics.body, /convoke_admissions_total \d+/);
@@ -234,20 +266,31 @@ describe('HTTP facade with JWT principals (inject)', () => {
   });
 
   const post = (token: string, body: object) =>
-    built.http.app.inject({ method: 'POST', url: '/contract-invocations', headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' }, payload: JSON.stringify(body) });
+    built.http.app.inject({
+      method: 'POST',
+      url: '/contract-invocations',
+      headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+      payload: JSON.stringify(body),
+    });
 
   test('a valid JWT authenticates jwt:<issuer>:<sub>, the JWT principal namespace; its operations are its own', async () => {
     const body = requestBody(fixture, { waitMs: 0 });
     const result = resultBody(await post(await sign({}), body), 202);
     assert.equal(result.operationId, deriveOperationId('jwt:https://issuer.test:carol', fixture.contract.digest, body.invocationKey as string));
-    const asAlice = await built.http.app.inject({ url: `/contract-invocations/${result.operationId}`, headers: { authorization: `Bearer ${fixture.tokens.alice}` } });
+    const asAlice = await built.http.app.inject({
+      url: `/contract-invocations/${result.operationId}`,
+      headers: { authorization: `Bearer ${fixture.tokens.alice}` },
+    });
     errorBody(asAlice, 404);
   });
 
-  test('a JWT whose sub equals a static principal id cannot read that principal\'s operation (404)', async () => {
+  test("a JWT whose sub equals a static principal id cannot read that principal's operation (404)", async () => {
     const body = requestBody(fixture, { waitMs: 0 });
     const alices = resultBody(await post(fixture.tokens.alice, body), 202);
-    const asJwtAlice = await built.http.app.inject({ url: `/contract-invocations/${alices.operationId}`, headers: { authorization: `Bearer ${await sign({ sub: 'alice' })}` } });
+    const asJwtAlice = await built.http.app.inject({
+      url: `/contract-invocations/${alices.operationId}`,
+      headers: { authorization: `Bearer ${await sign({ sub: 'alice' })}` },
+    });
     errorBody(asJwtAlice, 404);
   });
 
@@ -271,7 +314,8 @@ describe('deployment config', () => {
     const config = minimalServeConfig();
     return { ...config, http: { ...(config.http as object), bodyLimitBytes: 4096 } };
   };
-  const parse = (config: unknown) => parseDeploymentConfig(new TextEncoder().encode(typeof config === 'string' ? config : JSON.stringify(config)), '/etc/convoke');
+  const parse = (config: unknown) =>
+    parseDeploymentConfig(new TextEncoder().encode(typeof config === 'string' ? config : JSON.stringify(config)), '/etc/convoke');
   const fails = (config: unknown, ...fragments: string[]) =>
     assert.throws(
       () => parse(config),
@@ -301,14 +345,23 @@ describe('deployment config', () => {
   });
 
   test('semantic errors: shared token hashes, nobody able to authenticate', () => {
-    const twice = { ...base().http, principals: [{ principalId: 'p', tokenSha256: 'a'.repeat(64) }, { principalId: 'q', tokenSha256: 'a'.repeat(64) }] };
+    const twice = {
+      ...base().http,
+      principals: [
+        { principalId: 'p', tokenSha256: 'a'.repeat(64) },
+        { principalId: 'q', tokenSha256: 'a'.repeat(64) },
+      ],
+    };
     fails({ ...base(), http: twice }, 'share one token hash');
     fails({ ...base(), http: { ...base().http, principals: [] } }, 'no principal can authenticate');
   });
 
   test('each authentication source has its own principal namespace: no static principal id inside the JWT prefix, which is configurable', () => {
     const jwt = { issuer: 'https://idp.test', audience: 'convoke', jwksFile: 'jwks.json' };
-    const withStatic = (principalId: string, extra: object = {}) => ({ ...base(), http: { ...base().http, principals: [{ principalId, tokenSha256: 'a'.repeat(64) }], jwt: { ...jwt, ...extra } } });
+    const withStatic = (principalId: string, extra: object = {}) => ({
+      ...base(),
+      http: { ...base().http, principals: [{ principalId, tokenSha256: 'a'.repeat(64) }], jwt: { ...jwt, ...extra } },
+    });
     fails(withStatic('jwt:https://idp.test:carol'), 'lies in the JWT principal namespace "jwt:https://idp.test:"');
     assert.equal(parse(withStatic('carol')).http.jwt?.issuer, 'https://idp.test');
     fails(withStatic('idp/carol', { principalPrefix: 'idp/' }), 'lies in the JWT principal namespace "idp/"');
@@ -331,8 +384,14 @@ describe('deployment config', () => {
       const config = parseDeploymentConfig(new TextEncoder().encode(JSON.stringify(fixture.config)), fixture.dir);
       const clock = new SystemClock();
       await assert.rejects(buildDeployment({ ...config, attestations: [] }, { clock }), /no publisher attestation/);
-      await assert.rejects(buildDeployment({ ...config, transport: { kind: 'memory', examplePeers: { alfa: { review: { verdict: 'maybe' } }, bravo: { nope: 1 } } } }, { clock }), (e: unknown) => isAdapterError(e) && /examplePeers\.alfa\.review/.test(e.description ?? '') && /examplePeers\.bravo\.nope/.test(e.description ?? ''));
-      await assert.rejects(buildDeployment({ ...config, transport: { kind: 'nats' } }, { clock }), (e: unknown) => isAdapterError(e) && e.kind === 'invalid-input' && /servers/.test(e.description ?? ''));
+      await assert.rejects(
+        buildDeployment({ ...config, transport: { kind: 'memory', examplePeers: { alfa: { review: { verdict: 'maybe' } }, bravo: { nope: 1 } } } }, { clock }),
+        (e: unknown) => isAdapterError(e) && /examplePeers\.alfa\.review/.test(e.description ?? '') && /examplePeers\.bravo\.nope/.test(e.description ?? ''),
+      );
+      await assert.rejects(
+        buildDeployment({ ...config, transport: { kind: 'nats' } }, { clock }),
+        (e: unknown) => isAdapterError(e) && e.kind === 'invalid-input' && /servers/.test(e.description ?? ''),
+      );
       await assert.rejects(buildDeployment({ ...config, store: 'postgres://x' }, { clock }), (e: unknown) => isAdapterError(e) && e.kind === 'invalid-input');
       assert.equal(loadBundle(fixtureBundle()).digest, fixture.contract.digest);
     } finally {

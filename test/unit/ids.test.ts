@@ -2,14 +2,7 @@ import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'node:test';
-import {
-  checkToken,
-  isOperationId,
-  lengthPrefixed,
-  operationId,
-  publicationId,
-  tokenPattern,
-} from '../../src/contract/ids.js';
+import { checkToken, isOperationId, lengthPrefixed, operationId, publicationId, tokenPattern } from '../../src/contract/ids.js';
 import { repoRoot, assertInvalid } from '../support/assertions.js';
 
 interface OperationVector {
@@ -41,9 +34,18 @@ test('the vectors file documents its layout and covers the required cases', () =
   assert.match(vectors.layout, /u64be/);
   assert.ok(vectors.operation.length >= 6);
   assert.ok(vectors.publication.length >= 4);
-  assert.ok(vectors.operation.some((v) => v.invocationKey === ''), 'an empty invocation key');
-  assert.ok(vectors.operation.some((v) => Buffer.byteLength(v.principalId) > v.principalId.length), 'a multi-byte principal');
-  assert.ok(vectors.operation.some((v) => Buffer.byteLength(v.invocationKey) > v.invocationKey.length), 'a multi-byte key');
+  assert.ok(
+    vectors.operation.some((v) => v.invocationKey === ''),
+    'an empty invocation key',
+  );
+  assert.ok(
+    vectors.operation.some((v) => Buffer.byteLength(v.principalId) > v.principalId.length),
+    'a multi-byte principal',
+  );
+  assert.ok(
+    vectors.operation.some((v) => Buffer.byteLength(v.invocationKey) > v.invocationKey.length),
+    'a multi-byte key',
+  );
 });
 
 test('lengthPrefixed is u64be(byte length) then UTF-8 bytes, per part (docs/design.md §3)', () => {

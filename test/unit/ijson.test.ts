@@ -92,7 +92,7 @@ test('syntax errors fail with the pointer and offset of the offending character'
   const cases: [string, string][] = [
     ['', 'unexpected end of input, expected a value at root (offset 0)'],
     ['  ', 'unexpected end of input, expected a value at root (offset 2)'],
-    ['{', "expected a string key at root (offset 1)"],
+    ['{', 'expected a string key at root (offset 1)'],
     ['[', 'expected a value at /0 (offset 1)'],
     ['[1,]', 'unexpected character "]", expected a value at /1 (offset 3)'],
     ['{"a":1,}', 'unexpected character "}", expected a string key at root (offset 7)'],
@@ -205,9 +205,7 @@ function hasExcludedNumber(value: JsonValue): boolean {
 }
 
 test('parseStrict(JSON.stringify(v)) deep-equals v (fast-check)', () => {
-  const values = fc
-    .jsonValue({ maxDepth: 8, stringUnit: 'grapheme' })
-    .filter((v) => !hasExcludedNumber(v as JsonValue));
+  const values = fc.jsonValue({ maxDepth: 8, stringUnit: 'grapheme' }).filter((v) => !hasExcludedNumber(v as JsonValue));
   fc.assert(
     fc.property(values, (v) => {
       assert.deepStrictEqual(parseStrict(JSON.stringify(v)), v);

@@ -13,7 +13,6 @@ import { fileURLToPath } from 'node:url';
 const root = join(dirname(fileURLToPath(import.meta.url)), '..', '..', '..');
 const cruiser = join(root, 'node_modules', 'dependency-cruiser', 'bin', 'dependency-cruise.mjs');
 
-
 /** A copy of src/ with the layer config; `edits` append import lines to files of the copy. */
 function copyOfSrc(edits: Record<string, string>): { dir: string; dispose(): void } {
   const dir = mkdtempSync(join(tmpdir(), 'convoke-layers-'));
@@ -33,7 +32,10 @@ function cruise(dir: string): Promise<{ code: number | null; violations: string[
   const file = join(dir, 'depcruise.out');
   const fd = openSync(file, 'w');
   return new Promise((done, fail) => {
-    const child = spawn(process.execPath, [cruiser, 'src', '--config', '.dependency-cruiser.cjs', '--output-type', 'err'], { cwd: dir, stdio: ['ignore', fd, fd] });
+    const child = spawn(process.execPath, [cruiser, 'src', '--config', '.dependency-cruiser.cjs', '--output-type', 'err'], {
+      cwd: dir,
+      stdio: ['ignore', fd, fd],
+    });
     child.on('error', fail);
     child.on('close', (code) => {
       closeSync(fd);
@@ -79,7 +81,10 @@ test('the dependency check fails when a forbidden import or a cycle is added', {
     ]) {
       assert.ok(seen.has(expected), `expected "${expected}" among:\n${[...seen].join('\n')}`);
     }
-    assert.ok(violations.some((v) => v.startsWith('peer-sdk-reaches-no-runtime src/peer/')), `the peer SDK reaching the coordinator transitively is reported:\n${output}`);
+    assert.ok(
+      violations.some((v) => v.startsWith('peer-sdk-reaches-no-runtime src/peer/')),
+      `the peer SDK reaching the coordinator transitively is reported:\n${output}`,
+    );
   } finally {
     copy.dispose();
   }

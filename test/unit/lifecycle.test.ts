@@ -14,7 +14,8 @@ import { MemoryEffectSink } from '../../src/peer/effect-sink.js';
 import { AdapterError } from '../../src/contract/errors.js';
 import { flushMicrotasks } from '../../src/contract/clock.js';
 
-const counted = async (s: Scenario, reason: string) => (await s.coordinator.metrics.rejections.get()).values.find((v) => v.labels.reason === reason)?.value ?? 0;
+const counted = async (s: Scenario, reason: string) =>
+  (await s.coordinator.metrics.rejections.get()).values.find((v) => v.labels.reason === reason)?.value ?? 0;
 const of = <T extends DomainEvent['type']>(events: DomainEvent[], type: T) => events.filter((e): e is Extract<DomainEvent, { type: T }> => e.type === type);
 
 async function claim(s: Scenario, peer: string, op: string, branchId: string, attempt: number, fence: number, action: 'renew' | 'release' = 'renew') {
@@ -24,12 +25,24 @@ async function claim(s: Scenario, peer: string, op: string, branchId: string, at
   await flushMicrotasks();
 }
 
-const oneEligible = (extra: JsonObject = {}): JsonObject => ({ delivery: 'one-eligible', completion: { mode: 'first-success' }, leaseMs: 1000, renewIntervalMs: 400, retryBackoffMs: 100, attempts: 3, timeoutMs: 10_000, ...extra });
+const oneEligible = (extra: JsonObject = {}): JsonObject => ({
+  delivery: 'one-eligible',
+  completion: { mode: 'first-success' },
+  leaseMs: 1000,
+  renewIntervalMs: 400,
+  retryBackoffMs: 100,
+  attempts: 3,
+  timeoutMs: 10_000,
+  ...extra,
+});
 
 test('selection sorts eligible authorized peer IDs by unsigned ASCII byte order and chooses the first', async () => {
   const s = await scenario({ groups: { reviewers: ['bravo', 'alfa', 'Zulu', 'charlie'] }, review: oneEligible() });
   const { result } = await s.invoke('k');
-  assert.deepEqual(result.branches.map((b) => [b.branchId, b.peerId]), [['Zulu', 'Zulu']]);
+  assert.deepEqual(
+    result.branches.map((b) => [b.branchId, b.peerId]),
+    [['Zulu', 'Zulu']],
+  );
   const record = await s.coordinator.record(result.operationId);
   assert.deepEqual(record?.manifest.eligible, ['Zulu', 'alfa', 'bravo', 'charlie']);
   await s.assertReplayEquals(result.operationId);
@@ -42,7 +55,10 @@ test('one-eligible derives its branch ID from the initially selected peer and ke
   await s.settle();
   await s.clock.advance(1100); // alfa never answers: its lease expires, then the backoff passes
   const view = await s.get(result.operationId);
-  assert.deepEqual(view.branches.map((b) => [b.branchId, b.peerId, b.attempt, b.fence, b.status]), [['alfa', 'bravo', 2, 2, 'success']]);
+  assert.deepEqual(
+    view.branches.map((b) => [b.branchId, b.peerId, b.attempt, b.fence, b.status]),
+    [['alfa', 'bravo', 2, 2, 'success']],
+  );
   assert.equal(view.decision?.outcome, 'success');
   await s.assertReplayEquals(result.operationId);
 });
@@ -90,7 +106,10 @@ test('when no eligible peer remains the branch becomes failed and is never silen
   await s.clock.advance(1100); // alfa expires → bravo
   await s.clock.advance(1100); // bravo expires → nobody left
   const events = await s.events(result.operationId);
-  assert.deepEqual(of(events, 'branch-failed').map((e) => e.reason), ['no-eligible-peer']);
+  assert.deepEqual(
+    of(events, 'branch-failed').map((e) => e.reason),
+    ['no-eligible-peer'],
+  );
   assert.equal(s.bus.stats.published, 2, 'one request per attempt, never a broadcast');
   const view = await s.get(result.operationId);
   assert.deepEqual([view.branches[0]?.status, view.decision?.outcome, view.decision?.reason], ['failure', 'failed', 'impossible']);
@@ -115,7 +134,10 @@ test('renewal before expiry, under the declared interval and with the current fe
 });
 
 test('renewal with a stale fence or after expiry changes nothing', async () => {
-  const s = await scenario({ peers: 1, review: { leaseMs: 1000, renewIntervalMs: 400, timeoutMs: 10_000, completion: { mode: 'first-success' }, attempts: 1 } });
+  const s = await scenario({
+    peers: 1,
+    review: { leaseMs: 1000, renewIntervalMs: 400, timeoutMs: 10_000, completion: { mode: 'first-success' }, attempts: 1 },
+  });
   const { result } = await s.invoke('k');
   await s.settle();
   await s.clock.advance(500);
@@ -129,7 +151,10 @@ test('renewal with a stale fence or after expiry changes nothing', async () => {
 });
 
 test('an expired owner can neither renew nor admit results', async () => {
-  const s = await scenario({ peers: 1, review: { leaseMs: 1000, renewIntervalMs: 400, timeoutMs: 10_000, completion: { mode: 'first-success' }, attempts: 1 } });
+  const s = await scenario({
+    peers: 1,
+    review: { leaseMs: 1000, renewIntervalMs: 400, timeoutMs: 10_000, completion: { mode: 'first-success' }, attempts: 1 },
+  });
   const { result } = await s.invoke('k');
   await s.settle();
   await s.clock.advance(1000);
@@ -138,7 +163,10 @@ test('an expired owner can neither renew nor admit results', async () => {
   const events = await s.events(result.operationId);
   assert.equal(of(events, 'lease-renewed').length, 0);
   assert.equal(of(events, 'result-accepted').length, 0);
-  assert.deepEqual(of(events, 'claim-ended').map((e) => [e.cause, e.retryAtMs]), [['expired', null]]);
+  assert.deepEqual(
+    of(events, 'claim-ended').map((e) => [e.cause, e.retryAtMs]),
+    [['expired', null]],
+  );
   await s.assertReplayEquals(result.operationId);
 });
 
@@ -155,7 +183,11 @@ test('a revoked owner cannot renew: revocation terminates its still-open branch'
 });
 
 test('a released claim allows a logical retry after the fixed backoff, as a new attempt and fence of the same branch', async () => {
-  const s = await scenario({ store: 'sqlite', peers: 1, review: { leaseMs: 1000, renewIntervalMs: 400, retryBackoffMs: 250, attempts: 2, timeoutMs: 10_000, completion: { mode: 'first-success' } } });
+  const s = await scenario({
+    store: 'sqlite',
+    peers: 1,
+    review: { leaseMs: 1000, renewIntervalMs: 400, retryBackoffMs: 250, attempts: 2, timeoutMs: 10_000, completion: { mode: 'first-success' } },
+  });
   const { result } = await s.invoke('k');
   await s.settle();
   await claim(s, 'alfa', result.operationId, 'alfa', 1, 1, 'release');
@@ -170,7 +202,11 @@ test('a released claim allows a logical retry after the fixed backoff, as a new 
 });
 
 test('attempt counts are finite: a branch fails when its attempt budget is spent', async () => {
-  const s = await scenario({ store: 'sqlite', peers: 1, review: { leaseMs: 1000, renewIntervalMs: 400, retryBackoffMs: 100, attempts: 2, timeoutMs: 20_000, completion: { mode: 'first-success' } } });
+  const s = await scenario({
+    store: 'sqlite',
+    peers: 1,
+    review: { leaseMs: 1000, renewIntervalMs: 400, retryBackoffMs: 100, attempts: 2, timeoutMs: 20_000, completion: { mode: 'first-success' } },
+  });
   const { result } = await s.invoke('k');
   await s.settle();
   for (let i = 0; i < 6; i++) await s.clock.advance(1000);
@@ -195,7 +231,13 @@ test('a transport retry after an uncertain send is not an application retry: sam
   assert.equal(ids.length, 2);
   assert.equal(ids[0], ids[1]);
   const events = await s.events(result.operationId);
-  assert.deepEqual(of(events, 'dispatch-recorded').map((e) => [e.attempt, e.receipt]), [[1, 'unknown'], [1, 'sent']]);
+  assert.deepEqual(
+    of(events, 'dispatch-recorded').map((e) => [e.attempt, e.receipt]),
+    [
+      [1, 'unknown'],
+      [1, 'sent'],
+    ],
+  );
   assert.equal((await s.get(result.operationId)).branches[0]?.attempt, 1);
 });
 
@@ -225,7 +267,8 @@ test('stale or duplicate result traffic never creates another attempt', async ()
   await s.settle();
   for (let i = 0; i < 4; i++) await s.send('alfa', { operationId: result.operationId, branchId: 'alfa', peerId: 'alfa', result: { verdict: 'retry' } });
   await s.clock.advance(100);
-  for (let i = 0; i < 3; i++) await s.send('alfa', { operationId: result.operationId, branchId: 'alfa', peerId: 'alfa', attempt: 1, fence: 1, result: { verdict: 'retry' } });
+  for (let i = 0; i < 3; i++)
+    await s.send('alfa', { operationId: result.operationId, branchId: 'alfa', peerId: 'alfa', attempt: 1, fence: 1, result: { verdict: 'retry' } });
   await s.clock.advance(1000);
   assert.equal((await s.get(result.operationId)).branches[0]?.attempt, 2);
   assert.equal(of(await s.events(result.operationId), 'branch-reassigned').length, 1);
@@ -239,9 +282,15 @@ test('result admission always checks the current assignment and fence: the previ
   await s.send('alfa', { operationId: result.operationId, branchId: 'alfa', peerId: 'alfa', attempt: 1, fence: 1, result: { verdict: 'approve' } });
   const events = await s.events(result.operationId);
   assert.equal(of(events, 'result-accepted').length, 0);
-  assert.deepEqual(of(events, 'result-rejected').map((e) => e.reason), ['wrong-peer']);
+  assert.deepEqual(
+    of(events, 'result-rejected').map((e) => e.reason),
+    ['wrong-peer'],
+  );
   await s.send('bravo', { operationId: result.operationId, branchId: 'alfa', peerId: 'bravo', attempt: 1, fence: 1, result: { verdict: 'approve' } });
-  assert.deepEqual(of(await s.events(result.operationId), 'result-rejected').map((e) => e.reason), ['wrong-peer', 'stale-fence']);
+  assert.deepEqual(
+    of(await s.events(result.operationId), 'result-rejected').map((e) => e.reason),
+    ['wrong-peer', 'stale-fence'],
+  );
 });
 
 test('authorization revocation terminates still-open branches at the next protected transition', async () => {
@@ -261,11 +310,15 @@ test('revocation before dispatch terminates the branch instead of sending', asyn
   const policy = s.policy;
   const realAuthorize = policy.authorize.bind(policy);
   // Admission checks candidates without a branch; the check just before dispatch names the branch.
-  policy.authorize = async (input) => (input.branchId === 'bravo' ? { allowed: false, revision: 'r9', expiresAtMs: input.context.nowMs + 1000, reason: 'revoked' } : realAuthorize(input));
+  policy.authorize = async (input) =>
+    input.branchId === 'bravo' ? { allowed: false, revision: 'r9', expiresAtMs: input.context.nowMs + 1000, reason: 'revoked' } : realAuthorize(input);
   const { result } = await s.invoke('k');
   await s.settle();
   const events = await s.events(result.operationId);
-  assert.deepEqual(of(events, 'branch-revoked').map((e) => e.branchId), ['bravo']);
+  assert.deepEqual(
+    of(events, 'branch-revoked').map((e) => e.branchId),
+    ['bravo'],
+  );
 });
 
 test('broker redelivery counters do not enter quorum formulas: a redelivered result is one vote', async () => {
@@ -302,7 +355,10 @@ test('the memory effect sink stays bounded: it keeps the newest keys and effects
   assert.ok(sink.applied().length <= 4, `kept ${sink.applied().length} effects`);
   assert.deepEqual(sink.applied().at(-1)?.value, { i: 9 });
   // The newest key still refuses an older fence; the oldest was forgotten with its fence.
-  await assert.rejects(sink.commit({ operationId: 'op9', branchId: 'b' }, 1, 1, () => 'old'), (e) => e instanceof AdapterError && e.kind === 'conflict');
+  await assert.rejects(
+    sink.commit({ operationId: 'op9', branchId: 'b' }, 1, 1, () => 'old'),
+    (e) => e instanceof AdapterError && e.kind === 'conflict',
+  );
   assert.deepEqual(await sink.commit({ operationId: 'op0', branchId: 'b' }, 1, 1, () => 'forgotten'), { value: 'forgotten', repeated: false });
   await flushMicrotasks();
   assert.equal((sink as unknown as { inFlight: Map<string, unknown> }).inFlight.size, 0, 'no per-key chain outlives its commit');
@@ -312,14 +368,21 @@ test('a lease alone cannot stop running code: the old owner’s late effect is r
   const s = await scenario({ store: 'sqlite', peers: 2, review: oneEligible() });
   const sink = new MemoryEffectSink();
   let finishAlfa!: () => void;
-  await s.addPeer('alfa', { review: (_i, c) => new Promise((resolve) => (finishAlfa = () => resolve(c.effect(() => ({ by: 'alfa' })).then(() => ({ verdict: 'approve' })))) ) }, { sink, renew: false });
+  await s.addPeer(
+    'alfa',
+    { review: (_i, c) => new Promise((resolve) => (finishAlfa = () => resolve(c.effect(() => ({ by: 'alfa' })).then(() => ({ verdict: 'approve' }))))) },
+    { sink, renew: false },
+  );
   await s.addPeer('bravo', { review: async (_i, c) => (await c.effect(() => ({ by: 'bravo' })), { verdict: 'approve' }) }, { sink });
   const { result } = await s.invoke('k');
   await s.settle();
   await s.clock.advance(1100); // alfa stalls past its lease; bravo takes over with fence 2
   finishAlfa();
   await s.settle();
-  assert.deepEqual(sink.applied().map((e) => [e.fence, e.value]), [[2, { by: 'bravo' }]]);
+  assert.deepEqual(
+    sink.applied().map((e) => [e.fence, e.value]),
+    [[2, { by: 'bravo' }]],
+  );
   assert.equal((await s.get(result.operationId)).decision?.outcome, 'success');
 });
 
@@ -329,9 +392,25 @@ void types;
 test('gather manifests come from the deployment’s authenticated manifest source, each peer authorized', async () => {
   const { StaticManifestSource } = await import('../../src/adapters/manifest/static.js');
   const s = await scenario({ peers: 3, review: { delivery: 'gather', completion: { mode: 'all-successful' } } });
-  s.coordinator.deps.manifests = new StaticManifestSource({ 'lab.review/review': [{ branchId: 'doc-1', peerId: 'alfa' }, { branchId: 'doc-2', peerId: 'alfa' }, { branchId: 'doc-3', peerId: 'charlie' }] }, 'm7');
+  s.coordinator.deps.manifests = new StaticManifestSource(
+    {
+      'lab.review/review': [
+        { branchId: 'doc-1', peerId: 'alfa' },
+        { branchId: 'doc-2', peerId: 'alfa' },
+        { branchId: 'doc-3', peerId: 'charlie' },
+      ],
+    },
+    'm7',
+  );
   const { result } = await s.invoke('k');
-  assert.deepEqual(result.branches.map((b) => [b.branchId, b.peerId]), [['doc-1', 'alfa'], ['doc-2', 'alfa'], ['doc-3', 'charlie']]);
+  assert.deepEqual(
+    result.branches.map((b) => [b.branchId, b.peerId]),
+    [
+      ['doc-1', 'alfa'],
+      ['doc-2', 'alfa'],
+      ['doc-3', 'charlie'],
+    ],
+  );
   const admitted = (await s.events(result.operationId))[0] as Extract<DomainEvent, { type: 'operation-admitted' }>;
   assert.equal(admitted.revisions.manifest, 'm7');
   await s.assertReplayEquals(result.operationId);
@@ -339,7 +418,13 @@ test('gather manifests come from the deployment’s authenticated manifest sourc
 
 test('accepting arbitrary caller-supplied expected result sets is prohibited: they are denied', async () => {
   const s = await scenario({ peers: 2, review: { delivery: 'gather' } });
-  const request = { contract: s.bundle.ref, interaction: 'review', invocationKey: 'k', input: { document: 'x' }, manifest: [{ branchId: 'b', peerId: 'alfa' }] };
+  const request = {
+    contract: s.bundle.ref,
+    interaction: 'review',
+    invocationKey: 'k',
+    input: { document: 'x' },
+    manifest: [{ branchId: 'b', peerId: 'alfa' }],
+  };
   await assert.rejects(s.coordinator.invoke({ principalId: 'p', senderPeerId: null }, request), (e) => e instanceof AdapterError && e.kind === 'denied');
   const ids = [];
   for await (const id of s.store.operationIds()) ids.push(id);
@@ -355,12 +440,21 @@ test('gather without a configured manifest source is unsupported, before anythin
 test('a gathered peer that is not authorized makes the admission denied', async () => {
   const { StaticManifestSource } = await import('../../src/adapters/manifest/static.js');
   const s = await scenario({ peers: 2, review: { delivery: 'gather' }, embedded: { rules: [{ effect: 'allow' }, { effect: 'deny', peers: ['zulu'] }] } });
-  s.coordinator.deps.manifests = new StaticManifestSource({ 'lab.review/review': [{ branchId: 'b1', peerId: 'alfa' }, { branchId: 'b2', peerId: 'zulu' }] });
+  s.coordinator.deps.manifests = new StaticManifestSource({
+    'lab.review/review': [
+      { branchId: 'b1', peerId: 'alfa' },
+      { branchId: 'b2', peerId: 'zulu' },
+    ],
+  });
   await assert.rejects(s.invoke('k'), (e) => e instanceof AdapterError && e.kind === 'denied' && /zulu/.test(e.message));
 });
 
 test('an expired claim retries after the backoff from its lease end, even when the expiry is noticed late', async () => {
-  const s = await scenario({ store: 'sqlite', peers: 1, review: { leaseMs: 1000, renewIntervalMs: 400, retryBackoffMs: 100, attempts: 2, timeoutMs: 3000, completion: { mode: 'first-success' } } });
+  const s = await scenario({
+    store: 'sqlite',
+    peers: 1,
+    review: { leaseMs: 1000, renewIntervalMs: 400, retryBackoffMs: 100, attempts: 2, timeoutMs: 3000, completion: { mode: 'first-success' } },
+  });
   const { result } = await s.invoke('k');
   await s.settle();
   // The coordinator is stalled (a crash, a pause) until just before the deadline; the lease ended long ago.

@@ -51,7 +51,10 @@ test('an owner renewing at its declared interval over a 7-day timeout adds a bou
   const committed = of(events, 'lease-renewed').length;
   assert.equal(of(events, 'claim-ended').length, 0, 'the claim never expired');
   assert.ok(renewals > 20_000, `the owner renewed ${renewals} times`);
-  assert.ok(committed <= limits.renewalTransitionsPerOperationMax + 1, `${committed} renewals committed, at most ${limits.renewalTransitionsPerOperationMax} + 1`);
+  assert.ok(
+    committed <= limits.renewalTransitionsPerOperationMax + 1,
+    `${committed} renewals committed, at most ${limits.renewalTransitionsPerOperationMax} + 1`,
+  );
   assert.ok(committed >= 100, `renewals still commit (${committed})`);
   const read = await s.store.read(op);
   assert.ok(read.kind === 'ok' && read.transitions.length < limits.transitionsPerOperationMax / 2, 'the whole week fits well inside the transition budget');
@@ -69,7 +72,19 @@ async function fill(s: Scenario, op: string, count: number, detailChars = 16): P
   let revision = read.revision;
   for (let k = 0; k < count; k++) {
     const transition: Transition = {
-      events: [{ type: 'result-rejected', v: 1, reason: 'malformed', subject: `${namespace}.review.${op}.result.alfa`, branchId: null, peerId: null, attempt: null, fence: null, detail: `filler ${k} `.padEnd(detailChars, '.') }],
+      events: [
+        {
+          type: 'result-rejected',
+          v: 1,
+          reason: 'malformed',
+          subject: `${namespace}.review.${op}.result.alfa`,
+          branchId: null,
+          peerId: null,
+          attempt: null,
+          fence: null,
+          detail: `filler ${k} `.padEnd(detailChars, '.'),
+        },
+      ],
       timeGuard: { notBeforeMs: 0, notAfterMs: Number.MAX_SAFE_INTEGER },
       causation: { command: 'admit-result' },
     };
@@ -120,7 +135,11 @@ test('an undecided operation whose log reaches its ordinary transition budget cl
 });
 
 test('a record at its byte budget refuses further growth: the operation closes as indeterminate within its reserve', async () => {
-  const budgets = { resultBytesMax: 8192, transitionBytesMax: limits.transitionOverheadBytesMax + 8192, recordBytesMax: 4 * (limits.transitionOverheadBytesMax + 8192) };
+  const budgets = {
+    resultBytesMax: 8192,
+    transitionBytesMax: limits.transitionOverheadBytesMax + 8192,
+    recordBytesMax: 4 * (limits.transitionOverheadBytesMax + 8192),
+  };
   const first = await scenario({ peers: 3, review: allSuccessful, embedded: { budgets } });
   const { result } = await first.invoke('grow');
   await first.settle();
@@ -176,8 +195,15 @@ test('an oversized result is recorded as oversized only for its verified and aut
   await s.send('alfa', { operationId: op, branchId: 'alfa', peerId: 'alfa', result: { verdict: 'approve', note: 'x'.repeat(1024 * 1024) } });
   await s.settle();
   const events = await s.events(op);
-  assert.deepEqual(of(events, 'result-rejected').map((e) => e.reason), [], 'no oversized rejection recorded for a peer the policy does not allow');
-  assert.deepEqual(of(events, 'branch-revoked').map((e) => e.branchId), ['alfa']);
+  assert.deepEqual(
+    of(events, 'result-rejected').map((e) => e.reason),
+    [],
+    'no oversized rejection recorded for a peer the policy does not allow',
+  );
+  assert.deepEqual(
+    of(events, 'branch-revoked').map((e) => e.branchId),
+    ['alfa'],
+  );
   assert.equal(of(events, 'result-accepted').length, 0);
   const read = await s.store.read(op);
   assert.ok(read.kind === 'ok' && !JSON.stringify(read.transitions).includes('xxxxxxxx'), 'no byte of the result is stored');
@@ -194,7 +220,10 @@ test('a result just over a lowered transition budget is rejected and recorded, n
   await s.send('alfa', { operationId: op, branchId: 'alfa', peerId: 'alfa', result: { verdict: 'approve', note: padding } });
   await s.settle();
   const events = await s.events(op);
-  assert.deepEqual(of(events, 'result-rejected').map((e) => e.reason), ['oversized']);
+  assert.deepEqual(
+    of(events, 'result-rejected').map((e) => e.reason),
+    ['oversized'],
+  );
   assert.equal(of(events, 'result-accepted').length, 0);
   assert.equal((await s.coordinator.metrics.storeErrors.get()).values.length, 0, 'no store error');
   // A result inside the lowered budget is admitted as usual.
@@ -209,7 +238,16 @@ test('deployment config may lower the byte budgets and never raise them past the
   const lowered = parse({ limits: { resultBytesMax: 65_536, recordBytesMax: 2 * 1024 * 1024 } });
   assert.deepEqual(lowered.limits, { resultBytesMax: 65_536, recordBytesMax: 2 * 1024 * 1024 });
   assert.equal(resolveBudgets(lowered.limits).resultBytesMax, 65_536);
-  for (const over of [{ resultBytesMax: limits.resultBytesMax + 1 }, { transitionBytesMax: limits.transitionBytesMax + 1 }, { recordBytesMax: limits.recordBytesMax + 1 }, { resultBytesMax: 200_000, transitionBytesMax: 200_000 }]) {
-    assert.throws(() => parse({ limits: over }), (error: unknown) => isAdapterError(error) && error.kind === 'invalid-input', JSON.stringify(over));
+  for (const over of [
+    { resultBytesMax: limits.resultBytesMax + 1 },
+    { transitionBytesMax: limits.transitionBytesMax + 1 },
+    { recordBytesMax: limits.recordBytesMax + 1 },
+    { resultBytesMax: 200_000, transitionBytesMax: 200_000 },
+  ]) {
+    assert.throws(
+      () => parse({ limits: over }),
+      (error: unknown) => isAdapterError(error) && error.kind === 'invalid-input',
+      JSON.stringify(over),
+    );
   }
 });

@@ -8,11 +8,27 @@ import { branchEventTypes, branchStates } from '../../src/machines/branch.js';
 import { operationEventTypes, operationStates } from '../../src/machines/operation.js';
 import { stepWithMachine } from '../../src/machines/table.js';
 import { AssertionFailure } from '../../src/contract/errors.js';
-import { branchSets, branchStatusOf, isCancelling, isClaimed, isOpenBranch, isRetrying, isSettled, operationSets, stepBranch, stepOperation } from '../../src/machines/index.js';
+import {
+  branchSets,
+  branchStatusOf,
+  isCancelling,
+  isClaimed,
+  isOpenBranch,
+  isRetrying,
+  isSettled,
+  operationSets,
+  stepBranch,
+  stepOperation,
+} from '../../src/machines/index.js';
 import { machineEventTable, machineMoves } from '../../src/machines/mapping.js';
 import { eventSchemas } from '../../src/events/schemas.js';
 
-function agree(machine: Parameters<typeof stepWithMachine>[0], table: ReadonlyMap<string, ReadonlyMap<string, string>>, initial: string, events: readonly string[]) {
+function agree(
+  machine: Parameters<typeof stepWithMachine>[0],
+  table: ReadonlyMap<string, ReadonlyMap<string, string>>,
+  initial: string,
+  events: readonly string[],
+) {
   return fc.property(fc.array(fc.constantFrom(...events), { maxLength: 30 }), (sequence) => {
     let state = initial;
     for (const event of sequence) {
@@ -36,10 +52,12 @@ test('every machine state is reachable in the derived tables', () => {
   const reach = (table: ReadonlyMap<string, ReadonlyMap<string, string>>, from: string) => {
     const seen = new Set([from]);
     const queue = [from];
-    while (queue.length) for (const next of table.get(queue.shift()!)!.values()) if (!seen.has(next)) {
-      seen.add(next);
-      queue.push(next);
-    }
+    while (queue.length)
+      for (const next of table.get(queue.shift()!)!.values())
+        if (!seen.has(next)) {
+          seen.add(next);
+          queue.push(next);
+        }
     return seen;
   };
   assert.deepEqual([...reach(branchTable, 'assigned')].sort(), [...branchStates].sort());
@@ -81,7 +99,9 @@ test('the named state sets are read off the machines: terminal is final, claimed
   assert.deepEqual(sorted(branchSets.cancelling), ['cancelling']);
   assert.deepEqual(sorted(operationSets.settled), ['settled']);
   for (const state of branchStates) assert.equal(isOpenBranch(state), branchStatusOf(state) === 'pending', `${state}: open is the profile's pending`);
-  assert.ok(isClaimed('assigned') && !isClaimed('retrying') && isRetrying('retrying') && isCancelling('cancelling') && isSettled('settled') && !isSettled('closed'));
+  assert.ok(
+    isClaimed('assigned') && !isClaimed('retrying') && isRetrying('retrying') && isCancelling('cancelling') && isSettled('settled') && !isSettled('closed'),
+  );
 });
 
 test('the domain-event → machine-event table maps every event kind the event schemas know, and its moves are legal in the machines', () => {
@@ -89,7 +109,13 @@ test('the domain-event → machine-event table maps every event kind the event s
   assert.deepEqual(Object.keys(machineEventTable).sort(), kinds);
   for (const event of Object.values(machineEventTable)) assert.equal(typeof event, 'function');
   const view = () => ({ state: 'assigned' as const, attempt: 1, fence: 1 });
-  assert.deepEqual(machineMoves({ type: 'branch-revoked', v: 1, branchId: 'b', attempt: 1, fence: 1, policyRevision: 'p', reason: 'r' }, view), { branches: [{ branchId: 'b', event: 'REVOKED' }] });
-  assert.deepEqual(machineMoves({ type: 'dispatch-recorded', v: 1, branchId: 'b', attempt: 2, fence: 2, receipt: 'stored' }, view), { branches: [] }, 'an older attempt moves nothing');
+  assert.deepEqual(machineMoves({ type: 'branch-revoked', v: 1, branchId: 'b', attempt: 1, fence: 1, policyRevision: 'p', reason: 'r' }, view), {
+    branches: [{ branchId: 'b', event: 'REVOKED' }],
+  });
+  assert.deepEqual(
+    machineMoves({ type: 'dispatch-recorded', v: 1, branchId: 'b', attempt: 2, fence: 2, receipt: 'stored' }, view),
+    { branches: [] },
+    'an older attempt moves nothing',
+  );
   assert.deepEqual(machineMoves({ type: 'settlement-completed', v: 1, status: 'complete' }, view), { operation: 'SETTLED', branches: [] });
 });

@@ -30,11 +30,17 @@ test('memory mode has one attempt: on an embedded memory store an expired lease 
   const admitted = events.find((e) => e.type === 'operation-admitted');
   assert.equal(admitted?.type === 'operation-admitted' && admitted.manifest.attemptsMax, 1, 'the contract asks for 3; memory mode admits 1');
   const ended = events.filter((e) => e.type === 'claim-ended');
-  assert.deepEqual(ended.map((e) => e.type === 'claim-ended' && [e.cause, e.retryAtMs]), [['expired', null]]);
+  assert.deepEqual(
+    ended.map((e) => e.type === 'claim-ended' && [e.cause, e.retryAtMs]),
+    [['expired', null]],
+  );
   assert.ok(!types(events).includes('branch-reassigned'), types(events).join(' '));
   assert.equal(s.bus.stats.published, 1, 'one request: no attempt 2 is sent');
   const view = await s.get(op);
-  assert.deepEqual(view.branches.map((b) => [b.attempt, b.fence, b.status]), [[1, 1, 'failure']]);
+  assert.deepEqual(
+    view.branches.map((b) => [b.attempt, b.fence, b.status]),
+    [[1, 1, 'failure']],
+  );
   assert.deepEqual([view.decision?.outcome, view.decision?.reason], ['failed', 'impossible']);
   await s.assertReplayEquals(op);
 });
@@ -45,7 +51,10 @@ test('the same stalled owner on an embedded SQLite store (durable) retries: atte
   assert.equal(admitted?.type === 'operation-admitted' && admitted.manifest.attemptsMax, 3);
   assert.equal(s.bus.stats.published, 2, 'attempt 2 was sent');
   const view = await s.get(op);
-  assert.deepEqual(view.branches.map((b) => [b.attempt, b.fence]), [[2, 2]]);
+  assert.deepEqual(
+    view.branches.map((b) => [b.attempt, b.fence]),
+    [[2, 2]],
+  );
   assert.equal(view.decision, null, 'attempt 2 is still open');
   await s.assertReplayEquals(op);
 });

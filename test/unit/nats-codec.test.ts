@@ -19,6 +19,9 @@ test('setHeader replaces a value and refuses CR/LF (a header injection)', () => 
   const h = toNatsHeaders({ 'Nats-Msg-Id': 'a' })!;
   setHeader(h, 'Nats-Msg-Id', 'b');
   assert.deepEqual(fromNatsHeaders(h), { 'Nats-Msg-Id': 'b' });
-  assert.throws(() => setHeader(h, 'Convoke-Branch', 'x\r\nNats-Expected-Stream: OTHER'), (e: unknown) => e instanceof AdapterError && e.kind === 'invalid-input');
+  assert.throws(
+    () => setHeader(h, 'Convoke-Branch', 'x\r\nNats-Expected-Stream: OTHER'),
+    (e: unknown) => e instanceof AdapterError && e.kind === 'invalid-input',
+  );
   assert.throws(() => toNatsHeaders({ k: 'a\nb' }), AdapterError);
 });

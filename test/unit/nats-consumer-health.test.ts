@@ -9,7 +9,9 @@ import { StarvationWatch, consumerAhead, type OwnedConsumer } from '../../src/ad
 
 const owned: OwnedConsumer = { stream: 'S', durable: 'c', filter: 'ns.*.*.request.alfa' };
 
-function info(overrides: { delivered?: [number, number]; pending?: number; waiting?: number; ackPending?: number; maxAckPending?: number; created?: string } = {}): ConsumerInfo {
+function info(
+  overrides: { delivered?: [number, number]; pending?: number; waiting?: number; ackPending?: number; maxAckPending?: number; created?: string } = {},
+): ConsumerInfo {
   const [consumerSeq, streamSeq] = overrides.delivered ?? [10, 20];
   return {
     stream_name: 'S',
@@ -26,7 +28,7 @@ function info(overrides: { delivered?: [number, number]; pending?: number; waiti
   } as unknown as ConsumerInfo;
 }
 
-test('a consumer that delivered past its stream\'s last sequence is ahead of it (the broker lost acknowledged writes); at or below it is not', () => {
+test("a consumer that delivered past its stream's last sequence is ahead of it (the broker lost acknowledged writes); at or below it is not", () => {
   assert.equal(consumerAhead(info({ delivered: [5, 20] }), 20), undefined);
   assert.equal(consumerAhead(info({ delivered: [5, 19] }), 20), undefined);
   assert.match(consumerAhead(info({ delivered: [5, 21] }), 20) ?? '', /delivered up to stream sequence 21, past the stream's last sequence 20/);

@@ -13,7 +13,7 @@ function within(candidate: string, pattern: string): boolean {
 const namespace = 'demo.v1.lab';
 const peers = ['alfa', 'bravo'];
 
-test('streamFor places subjects and patterns exactly as each peer\'s streams\' subject patterns do', () => {
+test("streamFor places subjects and patterns exactly as each peer's streams' subject patterns do", () => {
   const layout = durableLayout(namespace, peers);
   // Any token-safe peer token has its streams (concrete subjects need no peer list).
   const expected = (candidate: string) => {
@@ -26,7 +26,24 @@ test('streamFor places subjects and patterns exactly as each peer\'s streams\' s
     }
     return undefined;
   };
-  const token = fc.constantFrom('demo', 'v1', 'lab', 'review', 'op1', 'request', 'cancel', 'result', 'cancel-result', 'claim', 'claims', 'alfa', 'bravo', '*', '>', '');
+  const token = fc.constantFrom(
+    'demo',
+    'v1',
+    'lab',
+    'review',
+    'op1',
+    'request',
+    'cancel',
+    'result',
+    'cancel-result',
+    'claim',
+    'claims',
+    'alfa',
+    'bravo',
+    '*',
+    '>',
+    '',
+  );
   fc.assert(
     fc.property(fc.boolean(), fc.array(token, { minLength: 0, maxLength: 6 }), (prefixed, tokens) => {
       const candidate = (prefixed ? [namespace, ...tokens] : tokens).join('.');
@@ -42,13 +59,15 @@ test('streamFor places subjects and patterns exactly as each peer\'s streams\' s
   assert.equal(layout.streamFor(`other.v1.lab.review.op1.result.alfa`), undefined);
 });
 
-test('a pattern over every peer spans each known peer\'s stream with a filter narrowed to that peer', () => {
+test("a pattern over every peer spans each known peer's stream with a filter narrowed to that peer", () => {
   const layout = durableLayout(namespace, peers);
   assert.deepEqual(layout.routesFor(`${namespace}.*.*.result.*`), [
     { stream: durableStreamNames(namespace, 'alfa').results, filter: `${namespace}.*.*.result.alfa`, peerId: 'alfa' },
     { stream: durableStreamNames(namespace, 'bravo').results, filter: `${namespace}.*.*.result.bravo`, peerId: 'bravo' },
   ]);
-  assert.deepEqual(layout.routesFor(`${namespace}.review.*.request.alfa`), [{ stream: durableStreamNames(namespace, 'alfa').requests, filter: `${namespace}.review.*.request.alfa`, peerId: 'alfa' }]);
+  assert.deepEqual(layout.routesFor(`${namespace}.review.*.request.alfa`), [
+    { stream: durableStreamNames(namespace, 'alfa').requests, filter: `${namespace}.review.*.request.alfa`, peerId: 'alfa' },
+  ]);
   assert.deepEqual(layout.routesFor(`${namespace}.*.*.*.alfa`), [], 'a pattern spanning requests and results has no one stream');
   assert.deepEqual(layout.routesFor(`${namespace}.>`), []);
   assert.equal(layout.captures(`${namespace}.review.*.claim.*`), true);

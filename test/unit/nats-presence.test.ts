@@ -9,7 +9,12 @@ import type { ConsumerInfo, JetStreamManager } from '@nats-io/jetstream';
 import { NatsConsumerPresence, presenceOf } from '../../src/adapters/directory/nats-presence.js';
 import { VirtualClock } from '../../src/contract/clock.js';
 
-const info = (num_waiting: number, num_pending: number, num_ack_pending: number, consumer_seq: number) => ({ num_waiting, num_pending, num_ack_pending, delivered: { consumer_seq, stream_seq: consumer_seq } });
+const info = (num_waiting: number, num_pending: number, num_ack_pending: number, consumer_seq: number) => ({
+  num_waiting,
+  num_pending,
+  num_ack_pending,
+  delivered: { consumer_seq, stream_seq: consumer_seq },
+});
 
 test('presence from a request consumer: a waiting pull is online, an idle consumer with no pull offline, a busy one online only while it delivers', () => {
   assert.equal(presenceOf(info(1, 0, 0, 0), undefined), 'online');
@@ -21,9 +26,14 @@ test('presence from a request consumer: a waiting pull is online, an idle consum
 
 test('presence observations are reused for their TTL, one API call per peer, and the revision moves only when a presence changes', async () => {
   const clock = new VirtualClock(1_000);
-  const state = new Map<string, ReturnType<typeof info>>([['convoke-peer-alfa-request', info(1, 0, 0, 0)], ['convoke-peer-bravo-request', info(0, 0, 0, 0)]]);
+  const state = new Map<string, ReturnType<typeof info>>([
+    ['convoke-peer-alfa-request', info(1, 0, 0, 0)],
+    ['convoke-peer-bravo-request', info(0, 0, 0, 0)],
+  ]);
   let calls = 0;
-  const jsm = { consumers: { info: async (_stream: string, name: string) => (calls++, state.get(name) as unknown as ConsumerInfo) } } as unknown as JetStreamManager;
+  const jsm = {
+    consumers: { info: async (_stream: string, name: string) => (calls++, state.get(name) as unknown as ConsumerInfo) },
+  } as unknown as JetStreamManager;
   const presence = new NatsConsumerPresence(async () => jsm, { peers: new Map([['demo.v1.lab', ['alfa', 'bravo']]]), clock, ttlMs: 1_000 });
   const first = await presence.observe('demo.v1.lab', ['alfa', 'bravo', 'charlie']);
   assert.deepEqual([first.online, first.offline], [['alfa'], ['bravo']], 'charlie has no provisioned consumer: not observed');

@@ -151,9 +151,18 @@ test('the operation lifecycle is logged (admitted, decided, settled, rejected) w
 test('a peer that floods its subjects is counted in full but logged at most rejectionLogLinesPerSecondMax lines a second; the next line says how many were left out', async () => {
   const clock = new VirtualClock();
   const { logger, lines } = capture();
-  const e = await createEmbedded({ clock, bundle: reviewBundle({ completion: { mode: 'first-success' } }), groups: { reviewers: peerIds(3) }, resultBatchMs: 0, logger });
+  const e = await createEmbedded({
+    clock,
+    bundle: reviewBundle({ completion: { mode: 'first-success' } }),
+    groups: { reviewers: peerIds(3) },
+    resultBatchMs: 0,
+    logger,
+  });
   try {
-    const { result } = await e.coordinator.invoke({ principalId: 'svc-a', senderPeerId: null }, { contract: e.bundle.ref, interaction: 'review', invocationKey: 'k-flood', input: { document: 'd' } });
+    const { result } = await e.coordinator.invoke(
+      { principalId: 'svc-a', senderPeerId: null },
+      { contract: e.bundle.ref, interaction: 'review', invocationKey: 'k-flood', input: { document: 'd' } },
+    );
     await flushMicrotasks();
     const alfa = e.bus.connect('raw:alfa', peerBusPermissions('demo.v1.lab', 'alfa'));
     const subject = subjectFor('demo.v1.lab', 'review', result.operationId, 'result', 'alfa');

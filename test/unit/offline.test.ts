@@ -27,7 +27,10 @@ test('offline exclude: a candidate the directory observed offline is left out at
   s.directory.setPresence('echo', 'offline');
   const { result } = await s.invoke('k');
   await s.settle();
-  assert.deepEqual(result.branches.map((b) => b.peerId), ['alfa', 'bravo', 'delta']);
+  assert.deepEqual(
+    result.branches.map((b) => b.peerId),
+    ['alfa', 'bravo', 'delta'],
+  );
   const event = await admitted(s, result.operationId);
   assert.deepEqual(event.presence, { revision: s.directory.presenceRevision, online: ['alfa'], offline: ['charlie', 'echo'] });
   assert.equal(s.bus.stats.published, 3, 'no request for an excluded peer');
@@ -40,7 +43,10 @@ test('offline deliver under durable delivery: an offline candidate is still admi
   s.directory.setPresence('charlie', 'offline');
   const { result } = await s.invoke('k');
   await s.settle();
-  assert.deepEqual(result.branches.map((b) => b.peerId), ['alfa', 'bravo', 'charlie', 'delta', 'echo']);
+  assert.deepEqual(
+    result.branches.map((b) => b.peerId),
+    ['alfa', 'bravo', 'charlie', 'delta', 'echo'],
+  );
   assert.deepEqual((await admitted(s, result.operationId)).presence, { revision: s.directory.presenceRevision, online: [], offline: ['charlie'] });
   assert.equal(s.bus.stats.published, 5);
 });
@@ -71,7 +77,10 @@ test('a presence revision change during the snapshot check restarts admission wi
   };
   deps(s).directory = moving;
   const { result } = await s.invoke('k');
-  assert.deepEqual(result.branches.map((b) => b.peerId), ['alfa']);
+  assert.deepEqual(
+    result.branches.map((b) => b.peerId),
+    ['alfa'],
+  );
   assert.equal((await admitted(s, result.operationId)).presence?.revision, 'p2');
   assert.ok(calls >= 3);
 });

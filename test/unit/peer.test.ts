@@ -78,7 +78,10 @@ test('a redelivered request is answered from the stored result: the handler runs
   await h.request(1, 1);
   assert.deepEqual(h.runs, [{ attempt: 1, fence: 1 }]);
   assert.equal(h.results.length, 2);
-  assert.deepEqual(h.results.map(resultOf), [{ verdict: 'approve', attempt: 1 }, { verdict: 'approve', attempt: 1 }]);
+  assert.deepEqual(h.results.map(resultOf), [
+    { verdict: 'approve', attempt: 1 },
+    { verdict: 'approve', attempt: 1 },
+  ]);
   assert.equal(h.peer.stats.replayed, 1);
   assert.equal(h.peer.sink.applied().length, 1);
   await h.peer.close();
@@ -103,8 +106,17 @@ test('a newer attempt runs; the older attempt, delivered again after it, is drop
   await h.request(1, 1);
   await h.request(2, 2);
   await h.request(1, 1);
-  assert.deepEqual(h.runs, [{ attempt: 1, fence: 1 }, { attempt: 2, fence: 2 }]);
-  assert.deepEqual(h.results.map((r) => [r.attempt, r.fence]), [[1, 1], [2, 2]]);
+  assert.deepEqual(h.runs, [
+    { attempt: 1, fence: 1 },
+    { attempt: 2, fence: 2 },
+  ]);
+  assert.deepEqual(
+    h.results.map((r) => [r.attempt, r.fence]),
+    [
+      [1, 1],
+      [2, 2],
+    ],
+  );
   await h.request(2, 2);
   assert.equal(h.runs.length, 2, 'the newest attempt is replayed, not run again');
   assert.deepEqual(h.results.at(-1)?.result, { verdict: 'approve', attempt: 2 });
@@ -155,15 +167,38 @@ test('a cancel whose answer could not be stored is handed back, and delivered ag
     namespace,
     peerId: 'alfa',
     renew: false,
-    handlers: { review: (_input, { signal }) => new Promise((_resolve, reject) => signal.addEventListener('abort', () => (stopped(), reject(new Error('stopped'))))) },
+    handlers: {
+      review: (_input, { signal }) => new Promise((_resolve, reject) => signal.addEventListener('abort', () => (stopped(), reject(new Error('stopped'))))),
+    },
   });
   const deliver = async (kind: 'request' | 'cancel', message: object) => {
     const answered: string[] = [];
-    const inbound: InboundMessage = { subject: subjectFor(namespace, 'review', operationId, kind, 'alfa'), data: encodeWire(message as RequestMessage), headers: {}, redelivered: false, ack: async () => void answered.push('ack'), nak: async () => void answered.push('nak') };
+    const inbound: InboundMessage = {
+      subject: subjectFor(namespace, 'review', operationId, kind, 'alfa'),
+      data: encodeWire(message as RequestMessage),
+      headers: {},
+      redelivered: false,
+      ack: async () => void answered.push('ack'),
+      nak: async () => void answered.push('nak'),
+    };
     await handlers.get(subjectFor(namespace, 'review', '*', kind, 'alfa'))!(inbound);
     return answered;
   };
-  const request: RequestMessage = { kind: 'request', operationId, contract: { id: 'lab.review', version: '1.0.0', digest: `sha256:${'b'.repeat(64)}` }, interaction: 'review', branchId: 'alfa', peerId: 'alfa', attempt: 1, fence: 1, deadlineMs: Date.now() + 60_000, leaseUntilMs: Date.now() + 60_000, renewIntervalMs: 10_000, publicationId: '1'.padStart(64, '0'), input: { document: 'd' } };
+  const request: RequestMessage = {
+    kind: 'request',
+    operationId,
+    contract: { id: 'lab.review', version: '1.0.0', digest: `sha256:${'b'.repeat(64)}` },
+    interaction: 'review',
+    branchId: 'alfa',
+    peerId: 'alfa',
+    attempt: 1,
+    fence: 1,
+    deadlineMs: Date.now() + 60_000,
+    leaseUntilMs: Date.now() + 60_000,
+    renewIntervalMs: 10_000,
+    publicationId: '1'.padStart(64, '0'),
+    input: { document: 'd' },
+  };
   const running = deliver('request', request);
   const whenStopped = new Promise<void>((resolve) => (stopped = resolve));
   await flushMicrotasks();
@@ -191,13 +226,40 @@ test('a request or cancel whose subject is not its own (operation, namespace, in
     close: async () => {},
   };
   const runs: string[] = [];
-  const peer = await createPeer({ transport, namespace, peerId: 'alfa', renew: false, handlers: { review: (_input, { request }) => (runs.push(request.operationId), { verdict: 'approve' }) } });
+  const peer = await createPeer({
+    transport,
+    namespace,
+    peerId: 'alfa',
+    renew: false,
+    handlers: { review: (_input, { request }) => (runs.push(request.operationId), { verdict: 'approve' }) },
+  });
   const other = `op${'c'.repeat(64)}`;
-  const request: RequestMessage = { kind: 'request', operationId, contract: { id: 'lab.review', version: '1.0.0', digest: `sha256:${'b'.repeat(64)}` }, interaction: 'review', branchId: 'alfa', peerId: 'alfa', attempt: 1, fence: 1, deadlineMs: Date.now() + 60_000, leaseUntilMs: Date.now() + 60_000, renewIntervalMs: 10_000, publicationId: '1'.padStart(64, '0'), input: { document: 'd' } };
+  const request: RequestMessage = {
+    kind: 'request',
+    operationId,
+    contract: { id: 'lab.review', version: '1.0.0', digest: `sha256:${'b'.repeat(64)}` },
+    interaction: 'review',
+    branchId: 'alfa',
+    peerId: 'alfa',
+    attempt: 1,
+    fence: 1,
+    deadlineMs: Date.now() + 60_000,
+    leaseUntilMs: Date.now() + 60_000,
+    renewIntervalMs: 10_000,
+    publicationId: '1'.padStart(64, '0'),
+    input: { document: 'd' },
+  };
   const cancel: CancelRequest = { kind: 'cancel', operationId, branchId: 'alfa', peerId: 'alfa', attempt: 1, fence: 1, reason: 'decision-closed' };
   const deliver = async (kind: 'request' | 'cancel', subject: string, message: object) => {
     const answered: string[] = [];
-    const inbound: InboundMessage = { subject, data: encodeWire(message as RequestMessage), headers: {}, redelivered: false, ack: async () => void answered.push('ack'), nak: async () => void answered.push('nak') };
+    const inbound: InboundMessage = {
+      subject,
+      data: encodeWire(message as RequestMessage),
+      headers: {},
+      redelivered: false,
+      ack: async () => void answered.push('ack'),
+      nak: async () => void answered.push('nak'),
+    };
     await handlers.get(subjectFor(namespace, 'review', '*', kind, 'alfa'))!(inbound);
     return answered;
   };

@@ -10,7 +10,14 @@ import { applyEvents, applyStored, evolve, fold, type OperationRecord } from '..
 import type { StoredTransition } from '../../src/events/types.js';
 import { AssertionFailure } from '../../src/contract/errors.js';
 
-const cancelling = { completion: { mode: 'first-success' }, siblings: 'cancel', cancelTimeoutMs: 1000, settlementGraceMs: 3000, timeoutMs: 10_000, leaseMs: 10_000 } as const;
+const cancelling = {
+  completion: { mode: 'first-success' },
+  siblings: 'cancel',
+  cancelTimeoutMs: 1000,
+  settlementGraceMs: 3000,
+  timeoutMs: 10_000,
+  leaseMs: 10_000,
+} as const;
 
 /** A log with admission, dispatch receipts, a result, closure with cancels, cancel dispatch and the cancel timeout. */
 async function richLog(): Promise<StoredTransition[]> {

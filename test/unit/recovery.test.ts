@@ -21,7 +21,10 @@ test('a restarted coordinator rebuilds open operations from the log and re-arms 
   const clock = new VirtualClock();
   const store = new MemoryEventStore({ clock });
   const first = await incarnation(clock, store, { completion: { mode: 'quorum', count: 2 }, onTimeout: 'partial' });
-  const { result } = await first.coordinator.invoke({ principalId: 'p', senderPeerId: null }, { contract: first.bundle.ref, interaction: 'review', invocationKey: 'k', input: { document: 'd' } });
+  const { result } = await first.coordinator.invoke(
+    { principalId: 'p', senderPeerId: null },
+    { contract: first.bundle.ref, interaction: 'review', invocationKey: 'k', input: { document: 'd' } },
+  );
   await clock.advance(10);
   await first.coordinator.close(); // the coordinator dies; its store survives
   const second = await incarnation(clock, store, { completion: { mode: 'quorum', count: 2 }, onTimeout: 'partial' });
@@ -39,7 +42,10 @@ test('recovery replays a pending outbox idempotently with the same publication i
   // The first incarnation dies between admission and publication: nothing was sent.
   const transport = first.coordinator.deps.transport;
   transport.publish = async () => new Promise(() => {});
-  const { result } = await first.coordinator.invoke({ principalId: 'p', senderPeerId: null }, { contract: first.bundle.ref, interaction: 'review', invocationKey: 'k', input: { document: 'd' } });
+  const { result } = await first.coordinator.invoke(
+    { principalId: 'p', senderPeerId: null },
+    { contract: first.bundle.ref, interaction: 'review', invocationKey: 'k', input: { document: 'd' } },
+  );
   await clock.advance(1);
   const admitted = await store.read(result.operationId);
   const intended = admitted.kind === 'ok' ? fold(admitted.transitions)! : undefined;
@@ -50,14 +56,22 @@ test('recovery replays a pending outbox idempotently with the same publication i
   for (const p of peerIds(3)) await second.addPeer(p, { review: () => ({ verdict: 'approve' }) });
   await second.coordinator.recover();
   await clock.advance(1);
-  assert.deepEqual(ids.sort(), Object.values(intended!.branches).map((b) => b.outbox.publicationId).sort());
+  assert.deepEqual(
+    ids.sort(),
+    Object.values(intended!.branches)
+      .map((b) => b.outbox.publicationId)
+      .sort(),
+  );
   assert.equal((await second.coordinator.get('p', result.operationId)).decision?.outcome, 'success');
 });
 
 test('a restarted process cannot reconstruct success from absence of data: an unknown operation stays unknown', async () => {
   const clock = new VirtualClock();
   const first = await incarnation(clock, new MemoryEventStore({ clock }));
-  const { result } = await first.coordinator.invoke({ principalId: 'p', senderPeerId: null }, { contract: first.bundle.ref, interaction: 'review', invocationKey: 'k', input: { document: 'd' } });
+  const { result } = await first.coordinator.invoke(
+    { principalId: 'p', senderPeerId: null },
+    { contract: first.bundle.ref, interaction: 'review', invocationKey: 'k', input: { document: 'd' } },
+  );
   const second = await incarnation(clock, new MemoryEventStore({ clock })); // memory mode: state lost
   assert.deepEqual(await second.coordinator.recover(), { scanned: 0, resumed: 0, failed: 0 });
   await assert.rejects(second.coordinator.get('p', result.operationId), (e) => e instanceof AdapterError && /no operation/.test(e.message));
@@ -68,7 +82,10 @@ test('settled operations are not kept in memory by recovery; they are read from 
   const store = new MemoryEventStore({ clock });
   const first = await incarnation(clock, store, { completion: { mode: 'first-success' } });
   for (const p of peerIds(3)) await first.addPeer(p, { review: () => ({ verdict: 'approve' }) });
-  const { result } = await first.coordinator.invoke({ principalId: 'p', senderPeerId: null }, { contract: first.bundle.ref, interaction: 'review', invocationKey: 'k', input: { document: 'd' } });
+  const { result } = await first.coordinator.invoke(
+    { principalId: 'p', senderPeerId: null },
+    { contract: first.bundle.ref, interaction: 'review', invocationKey: 'k', input: { document: 'd' } },
+  );
   await clock.advance(1);
   const second = await incarnation(clock, store, { completion: { mode: 'first-success' } });
   assert.deepEqual(await second.coordinator.recover(), { scanned: 1, resumed: 0, failed: 0 });
@@ -99,11 +116,13 @@ test('recovery overlaps its reads, a bounded number at a time, and still reads e
   for (const p of peerIds(3)) await first.addPeer(p, { review: () => ({ verdict: 'approve' }) });
   const caller = { principalId: 'p', senderPeerId: null };
   const operations = limits.recoveryReadsMax * 3 + 1;
-  for (let i = 0; i < operations; i++) await first.coordinator.invoke(caller, { contract: first.bundle.ref, interaction: 'review', invocationKey: `settled-${i}`, input: { document: 'd' } });
+  for (let i = 0; i < operations; i++)
+    await first.coordinator.invoke(caller, { contract: first.bundle.ref, interaction: 'review', invocationKey: `settled-${i}`, input: { document: 'd' } });
   await clock.advance(1);
   // A few operations left open: no peer answers them.
   const open = await incarnation(clock, store, { completion: { mode: 'first-success' } });
-  for (let i = 0; i < 3; i++) await open.coordinator.invoke(caller, { contract: open.bundle.ref, interaction: 'review', invocationKey: `open-${i}`, input: { document: 'd' } });
+  for (let i = 0; i < 3; i++)
+    await open.coordinator.invoke(caller, { contract: open.bundle.ref, interaction: 'review', invocationKey: `open-${i}`, input: { document: 'd' } });
   store.inFlightMax = 0;
   store.reads = 0;
   const second = await incarnation(clock, store, { completion: { mode: 'first-success' } });

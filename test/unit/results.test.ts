@@ -17,7 +17,8 @@ import { subjectFor } from '../../src/adapters/transport/subjects.js';
 
 const rejections = (events: DomainEvent[]) => events.filter((e): e is ResultRejected => e.type === 'result-rejected').map((e) => e.reason);
 const accepted = (events: DomainEvent[]) => events.filter((e) => e.type === 'result-accepted').length;
-const counted = async (s: Scenario, reason: string) => (await s.coordinator.metrics.rejections.get()).values.find((v) => v.labels.reason === reason)?.value ?? 0;
+const counted = async (s: Scenario, reason: string) =>
+  (await s.coordinator.metrics.rejections.get()).values.find((v) => v.labels.reason === reason)?.value ?? 0;
 
 async function opened(review: JsonObject = {}, peers = 5): Promise<{ s: Scenario; op: string }> {
   const s = await scenario({ review, peers });
@@ -90,20 +91,24 @@ test('results for the wrong operation are rejected', async () => {
   assert.equal(accepted(await s.events(other)), 0);
 });
 
-test('a peer message is evidence only for its operation\'s own subject: the operation named on another interaction\'s subject is wrong-subject, counted and not recorded', async () => {
+test("a peer message is evidence only for its operation's own subject: the operation named on another interaction's subject is wrong-subject, counted and not recorded", async () => {
   const clock = new VirtualClock();
   const base = reviewBundle({ completion: { mode: 'first-success' } });
   const review = (base.interactions as Record<string, JsonObject>).review!;
   const bundle = { ...base, interactions: { review, audit: review } };
   const e = await createEmbedded({ clock, bundle, groups: { reviewers: peerIds(3) }, resultBatchMs: 0 });
-  const invoke = (interaction: string, key: string) => e.coordinator.invoke({ principalId: 'svc-a', senderPeerId: null }, { contract: e.bundle.ref, interaction, invocationKey: key, input: { document: 'd' } });
+  const invoke = (interaction: string, key: string) =>
+    e.coordinator.invoke({ principalId: 'svc-a', senderPeerId: null }, { contract: e.bundle.ref, interaction, invocationKey: key, input: { document: 'd' } });
   const op = (await invoke('review', 'k-review')).result.operationId;
   await invoke('audit', 'k-audit'); // the audit interaction's result and claim paths are subscribed now
   await flushMicrotasks();
   const alfa = e.bus.connect('raw:alfa', peerBusPermissions('demo.v1.lab', 'alfa'));
   const send = async (interaction: string, kind: 'result' | 'claim', extra: JsonObject) => {
     const body = { kind, operationId: op, branchId: 'alfa', peerId: 'alfa', attempt: 1, fence: 1, ...extra };
-    assert.equal((await alfa.publish(subjectFor('demo.v1.lab', interaction, op, kind, 'alfa'), new TextEncoder().encode(JSON.stringify(body)))).receipt, 'sent');
+    assert.equal(
+      (await alfa.publish(subjectFor('demo.v1.lab', interaction, op, kind, 'alfa'), new TextEncoder().encode(JSON.stringify(body)))).receipt,
+      'sent',
+    );
     await flushMicrotasks();
   };
   await send('audit', 'result', { result: approve });
@@ -112,7 +117,10 @@ test('a peer message is evidence only for its operation\'s own subject: the oper
   assert.equal(wrongSubject?.value, 2);
   const read = await e.store.read(op);
   assert.ok(read.kind === 'ok');
-  assert.deepEqual(types(read.transitions.flatMap((t) => t.transition.events)).filter((t) => t !== 'dispatch-recorded'), ['operation-admitted']);
+  assert.deepEqual(
+    types(read.transitions.flatMap((t) => t.transition.events)).filter((t) => t !== 'dispatch-recorded'),
+    ['operation-admitted'],
+  );
   // The same message on the operation's own subject is admitted.
   await send('review', 'result', { result: approve });
   assert.equal((await e.coordinator.get('svc-a', op)).decision?.outcome, 'success');
@@ -142,12 +150,16 @@ test('a branch ID that names an Object.prototype member is unknown like any othe
   const { s, op } = await opened({}, 3);
   for (const id of ['constructor', '__proto__', 'toString']) await s.send(id, { operationId: op, branchId: id, peerId: id, result: approve });
   for (const id of ['constructor', '__proto__', 'toString']) await s.send('alfa', { operationId: op, branchId: id, peerId: 'alfa', result: approve });
-  assert.deepEqual(rejections(await s.events(op)), ['unknown-branch', 'unknown-branch', 'unknown-branch'], "the party's three are recorded; the non-parties' are counted");
+  assert.deepEqual(
+    rejections(await s.events(op)),
+    ['unknown-branch', 'unknown-branch', 'unknown-branch'],
+    "the party's three are recorded; the non-parties' are counted",
+  );
   assert.equal(await counted(s, 'unknown-branch'), 6);
   await s.assertReplayEquals(op);
 });
 
-test('only the operation\'s own peers can grow its recorded rejections: another peer of the namespace cannot use up the bound', async () => {
+test("only the operation's own peers can grow its recorded rejections: another peer of the namespace cannot use up the bound", async () => {
   const { s, op } = await opened({}, 3);
   // delta may publish on the namespace's result subjects, but is no party to this operation.
   for (let i = 0; i < limits.rejectionsRecordedMax + 4; i++) await s.send('delta', { operationId: op, branchId: `b${i}`, peerId: 'delta', result: approve });
@@ -271,7 +283,10 @@ test('success is determined by the declared typed equality predicate; false mean
   await s.send('alfa', { operationId: op, branchId: 'alfa', peerId: 'alfa', result: approve });
   await s.send('bravo', { operationId: op, branchId: 'bravo', peerId: 'bravo', result: reject });
   const view = await s.get(op);
-  assert.deepEqual(view.branches.slice(0, 2).map((b) => b.status), ['success', 'failure']);
+  assert.deepEqual(
+    view.branches.slice(0, 2).map((b) => b.status),
+    ['success', 'failure'],
+  );
 });
 
 test('a retryable result cannot override the attempt budget: with one attempt it is a failure', async () => {
@@ -471,7 +486,10 @@ test('early closure records the decision and the disposition of unfinished sibli
   const closing = read.transitions.find((t) => t.transition.events.some((e) => e.type === 'decision-closed'))!;
   assert.deepEqual(types(closing.transition.events), ['result-accepted', 'decision-closed', 'settlement-completed']);
   const closed = closing.transition.events[1] as Extract<DomainEvent, { type: 'decision-closed' }>;
-  assert.deepEqual(closed.siblings.map((x) => x.disposition), ['detached', 'detached', 'detached', 'detached']);
+  assert.deepEqual(
+    closed.siblings.map((x) => x.disposition),
+    ['detached', 'detached', 'detached', 'detached'],
+  );
   const view = await s.get(op);
   assert.equal(view.phase, 'settled');
   assert.equal(view.settlement.status, 'complete');
@@ -489,10 +507,14 @@ test('aggregation is a typed projection validated against the output schema', as
 test('a tally counts values that name Object.prototype members like any other value', async () => {
   const { s, op } = await opened({ aggregate: { kind: 'tally', pointer: '/note' }, output: { type: 'object' } });
   const notes = ['__proto__', 'constructor', '__proto__'];
-  for (const [i, peer] of ['alfa', 'bravo', 'charlie'].entries()) await s.send(peer, { operationId: op, branchId: peer, peerId: peer, result: { verdict: 'approve', note: notes[i]! } });
+  for (const [i, peer] of ['alfa', 'bravo', 'charlie'].entries())
+    await s.send(peer, { operationId: op, branchId: peer, peerId: peer, result: { verdict: 'approve', note: notes[i]! } });
   const output = (await s.get(op)).output as { counts: Record<string, number>; total: number };
   assert.equal(output.total, 3);
-  assert.deepEqual(Object.entries(output.counts), [['__proto__', 2], ['constructor', 1]]);
+  assert.deepEqual(Object.entries(output.counts), [
+    ['__proto__', 2],
+    ['constructor', 1],
+  ]);
   assert.equal(Object.getPrototypeOf(output.counts), Object.prototype);
 });
 
@@ -501,16 +523,26 @@ test('peer and branch IDs that name Object.prototype members ("__proto__", "cons
   const s = await scenario({ groups: { reviewers: peers }, review: { completion: { mode: 'all-successful' } } });
   const op = (await s.invoke('k')).result.operationId;
   await s.settle();
-  assert.deepEqual((await s.get(op)).branches.map((b) => b.branchId), peers);
+  assert.deepEqual(
+    (await s.get(op)).branches.map((b) => b.branchId),
+    peers,
+  );
   for (const p of peers) await s.send(p, { operationId: op, branchId: p, peerId: p, result: approve });
   const view = await s.get(op);
   assert.equal(view.decision?.outcome, 'success');
-  assert.deepEqual(view.branches.map((b) => `${b.branchId}:${b.status}`), peers.map((p) => `${p}:success`));
+  assert.deepEqual(
+    view.branches.map((b) => `${b.branchId}:${b.status}`),
+    peers.map((p) => `${p}:success`),
+  );
   await s.assertReplayEquals(op);
 });
 
 test('a projection failure is reported separately and cannot erase votes', async () => {
-  const { s, op } = await opened({ completion: { mode: 'first-success' }, aggregate: { kind: 'tally', pointer: '/verdict' }, output: { type: 'object', required: ['impossible'] } });
+  const { s, op } = await opened({
+    completion: { mode: 'first-success' },
+    aggregate: { kind: 'tally', pointer: '/verdict' },
+    output: { type: 'object', required: ['impossible'] },
+  });
   await s.send('alfa', { operationId: op, branchId: 'alfa', peerId: 'alfa', result: approve });
   const view = await s.get(op);
   assert.equal(view.decision?.outcome, 'success');

@@ -16,7 +16,14 @@ import { fold } from '../../src/projections/record.js';
 import { invocationResult } from '../../src/projections/views.js';
 
 const of = <T extends DomainEvent['type']>(events: DomainEvent[], type: T) => events.filter((e): e is Extract<DomainEvent, { type: T }> => e.type === type);
-const cancelling: JsonObject = { completion: { mode: 'first-success' }, siblings: 'cancel', cancelTimeoutMs: 1000, settlementGraceMs: 3000, timeoutMs: 10_000, leaseMs: 10_000 };
+const cancelling: JsonObject = {
+  completion: { mode: 'first-success' },
+  siblings: 'cancel',
+  cancelTimeoutMs: 1000,
+  settlementGraceMs: 3000,
+  timeoutMs: 10_000,
+  leaseMs: 10_000,
+};
 
 /** A handler that runs until cancelled (cooperative) — or, with ignore, until released by the test. */
 function worker(options: { ignoresCancel?: boolean } = {}): { handler: Handler; finish: () => void } {
@@ -46,9 +53,20 @@ test('early closure records the decision and the cancel disposition of unfinishe
   if (read.kind !== 'ok') return;
   const closing = read.transitions.find((t) => t.transition.events.some((e) => e.type === 'decision-closed'))!;
   const closed = of(closing.transition.events, 'decision-closed')[0]!;
-  assert.deepEqual(closed.siblings, [{ branchId: 'bravo', disposition: 'cancel-requested' }, { branchId: 'charlie', disposition: 'cancel-requested' }]);
+  assert.deepEqual(closed.siblings, [
+    { branchId: 'bravo', disposition: 'cancel-requested' },
+    { branchId: 'charlie', disposition: 'cancel-requested' },
+  ]);
   const record = await s.coordinator.record(result.operationId);
-  assert.deepEqual(Object.values(record!.branches).filter((b) => b.cancel).map((b) => [b.branchId, b.cancel!.attempt, b.cancel!.fence]), [['bravo', 1, 1], ['charlie', 1, 1]]);
+  assert.deepEqual(
+    Object.values(record!.branches)
+      .filter((b) => b.cancel)
+      .map((b) => [b.branchId, b.cancel!.attempt, b.cancel!.fence]),
+    [
+      ['bravo', 1, 1],
+      ['charlie', 1, 1],
+    ],
+  );
   await s.assertReplayEquals(result.operationId);
 });
 
@@ -60,7 +78,9 @@ test('cancel requests carry the operation, branch, attempt, fence and a reason',
   await s.addPeer('alfa', { review: answers('approve') });
   const { result } = await s.invoke('k');
   await s.settle();
-  assert.deepEqual(seen, [{ kind: 'cancel', operationId: result.operationId, branchId: 'bravo', peerId: 'bravo', attempt: 1, fence: 1, reason: 'decision-closed' }]);
+  assert.deepEqual(seen, [
+    { kind: 'cancel', operationId: result.operationId, branchId: 'bravo', peerId: 'bravo', attempt: 1, fence: 1, reason: 'decision-closed' },
+  ]);
 });
 
 test('cooperative cancellation: a peer that stops answers stopped and settlement completes', async () => {
@@ -77,7 +97,10 @@ test('cooperative cancellation: a peer that stops answers stopped and settlement
     { branchId: 'bravo', disposition: 'cancel-requested', outcome: 'stopped' },
     { branchId: 'charlie', disposition: 'cancel-requested', outcome: 'stopped' },
   ]);
-  assert.deepEqual(view.branches.map((b) => b.status), ['success', 'cancelled', 'cancelled']);
+  assert.deepEqual(
+    view.branches.map((b) => b.status),
+    ['success', 'cancelled', 'cancelled'],
+  );
   assert.equal(view.phase, 'settled');
   await s.assertReplayEquals(result.operationId);
 });
@@ -88,7 +111,10 @@ test('the cancel command is reauthorized: a denied cancel is not sent and settle
   const { result } = await s.invoke('k');
   await s.settle();
   const events = await s.events(result.operationId);
-  assert.deepEqual(of(events, 'cancel-dispatched').map((e) => e.receipt), ['rejected']);
+  assert.deepEqual(
+    of(events, 'cancel-dispatched').map((e) => e.receipt),
+    ['rejected'],
+  );
   await s.clock.advance(1000);
   const view = await s.get(result.operationId);
   assert.deepEqual([view.decision?.outcome, view.settlement.status], ['success', 'indeterminate']);
@@ -104,9 +130,31 @@ test('peers reject stale fences: a cancel for an older fence gets no reply', asy
   const spy = s.bus.connect('spy');
   await spy.subscribe(`${namespace}.review.*.cancel-result.*`, (m) => void replies.push(m.subject));
   const admin = s.bus.connect('admin');
-  const stale: CancelRequest = { kind: 'cancel', operationId: result.operationId, branchId: 'alfa', peerId: 'alfa', attempt: 1, fence: 1, reason: 'decision-closed' };
+  const stale: CancelRequest = {
+    kind: 'cancel',
+    operationId: result.operationId,
+    branchId: 'alfa',
+    peerId: 'alfa',
+    attempt: 1,
+    fence: 1,
+    reason: 'decision-closed',
+  };
   // The peer has seen fence 1; pretend a newer owner exists by sending fence 1 after a fence-2 request.
-  const newer = { kind: 'request', operationId: result.operationId, contract: s.bundle.ref, interaction: 'review', branchId: 'alfa', peerId: 'alfa', attempt: 2, fence: 2, deadlineMs: 0, leaseUntilMs: 0, renewIntervalMs: 1000, publicationId: 'a'.repeat(64), input: { document: 'x' } };
+  const newer = {
+    kind: 'request',
+    operationId: result.operationId,
+    contract: s.bundle.ref,
+    interaction: 'review',
+    branchId: 'alfa',
+    peerId: 'alfa',
+    attempt: 2,
+    fence: 2,
+    deadlineMs: 0,
+    leaseUntilMs: 0,
+    renewIntervalMs: 1000,
+    publicationId: 'a'.repeat(64),
+    input: { document: 'x' },
+  };
   await admin.publish(subjectFor(namespace, 'review', result.operationId, 'request', 'alfa'), new TextEncoder().encode(JSON.stringify(newer)));
   await flushMicrotasks();
   await admin.publish(subjectFor(namespace, 'review', result.operationId, 'cancel', 'alfa'), encodeWire(stale));
@@ -128,12 +176,15 @@ test('already-completed preserves that fact even when its result arrived after d
   const view = await s.get(result.operationId);
   assert.equal(view.decision?.outcome, 'success');
   assert.equal(view.decision?.successVotes, 1, 'the late fact does not reopen or recount the decision');
-  assert.deepEqual(view.branches.map((b) => b.status), ['success', 'failure']);
+  assert.deepEqual(
+    view.branches.map((b) => b.status),
+    ['success', 'failure'],
+  );
   assert.deepEqual(view.settlement, { status: 'complete', siblings: [{ branchId: 'bravo', disposition: 'cancel-requested', outcome: 'already-completed' }] });
   await s.assertReplayEquals(result.operationId);
 });
 
-test('the output returned with a decision is the aggregation at closure: a sibling\'s already-completed result after the decision is reported beside it, not folded into it', async () => {
+test("the output returned with a decision is the aggregation at closure: a sibling's already-completed result after the decision is reported beside it, not folded into it", async () => {
   const s = await scenario({ peers: 3, review: { ...cancelling, completion: { mode: 'quorum', count: 2 } } });
   const { result } = await s.invoke('k');
   await s.settle();
@@ -147,7 +198,14 @@ test('the output returned with a decision is the aggregation at closure: a sibli
   const settled = await s.get(op);
   assert.deepEqual([settled.phase, settled.settlement.status], ['settled', 'complete']);
   assert.deepEqual(settled.settlement.siblings, [{ branchId: 'charlie', disposition: 'cancel-requested', outcome: 'already-completed' }]);
-  assert.deepEqual(settled.branches.map((b) => [b.branchId, b.status, b.result]), [['alfa', 'success', { verdict: 'approve' }], ['bravo', 'success', { verdict: 'approve' }], ['charlie', 'failure', { verdict: 'reject' }]]);
+  assert.deepEqual(
+    settled.branches.map((b) => [b.branchId, b.status, b.result]),
+    [
+      ['alfa', 'success', { verdict: 'approve' }],
+      ['bravo', 'success', { verdict: 'approve' }],
+      ['charlie', 'failure', { verdict: 'reject' }],
+    ],
+  );
   assert.deepEqual(settled.output, atDecision.output);
   assert.deepEqual(settled.decision, atDecision.decision);
   // The fold of the log gives the same view.
@@ -181,8 +239,14 @@ test('unknown or missing replies remain indeterminate', async () => {
   await s.clock.advance(1000);
   const view = await s.get(result.operationId);
   assert.equal(view.settlement.status, 'indeterminate');
-  assert.deepEqual(view.settlement.siblings.map((x) => x.outcome), ['unknown', 'unknown']);
-  assert.deepEqual(view.branches.map((b) => b.status), ['success', 'indeterminate', 'indeterminate']);
+  assert.deepEqual(
+    view.settlement.siblings.map((x) => x.outcome),
+    ['unknown', 'unknown'],
+  );
+  assert.deepEqual(
+    view.branches.map((b) => b.status),
+    ['success', 'indeterminate', 'indeterminate'],
+  );
   await s.assertReplayEquals(result.operationId);
 });
 
@@ -276,8 +340,14 @@ test('detach stops waiting for sibling results but sends no cancel and does not 
   await s.settle();
   const view = await s.get(result.operationId);
   assert.deepEqual(cancels, []);
-  assert.deepEqual(view.settlement.siblings.map((x) => x.disposition), ['detached', 'detached']);
-  assert.deepEqual(view.branches.slice(1).map((b) => b.status), ['indeterminate', 'indeterminate']);
+  assert.deepEqual(
+    view.settlement.siblings.map((x) => x.disposition),
+    ['detached', 'detached'],
+  );
+  assert.deepEqual(
+    view.branches.slice(1).map((b) => b.status),
+    ['indeterminate', 'indeterminate'],
+  );
 });
 
 test('a branch only waiting to retry is cancelled without a message: nothing of it is running', async () => {
@@ -316,7 +386,11 @@ test('a declared, authorized caller cancellation closes the open decision as fai
 });
 
 test('caller cancellation is refused when the policy denies the cancel action', async () => {
-  const s = await scenario({ peers: 1, review: { ...cancelling, cancellation: 'caller' }, embedded: { rules: [{ effect: 'allow' }, { effect: 'deny', actions: ['cancel'], principals: ['svc-a'] }] } });
+  const s = await scenario({
+    peers: 1,
+    review: { ...cancelling, cancellation: 'caller' },
+    embedded: { rules: [{ effect: 'allow' }, { effect: 'deny', actions: ['cancel'], principals: ['svc-a'] }] },
+  });
   const { result } = await s.invoke('k');
   await assert.rejects(s.coordinator.cancel('svc-a', result.operationId), (e) => e instanceof Error && /denied/.test(e.message));
 });
@@ -330,7 +404,8 @@ test('a request the decision overtook before it was sent is withdrawn, not cance
   const append = store.append.bind(store);
   store.append = async (id, rev, t) => {
     // While alfa's reassignment commits, bravo's success arrives and queues ahead of the new dispatch.
-    if (t.events.some((e) => e.type === 'branch-reassigned')) await s.send('bravo', { operationId: result.operationId, branchId: 'bravo', peerId: 'bravo', result: { verdict: 'approve' } });
+    if (t.events.some((e) => e.type === 'branch-reassigned'))
+      await s.send('bravo', { operationId: result.operationId, branchId: 'bravo', peerId: 'bravo', result: { verdict: 'approve' } });
     return append(id, rev, t);
   };
   const cancels: string[] = [];
@@ -359,8 +434,14 @@ test('a broken durability guarantee closes open operations as indeterminate (dur
   assert.equal(await s.coordinator.closeDurabilityLost(new Set(['some.other.ns'])), 0, 'another namespace is not affected');
   assert.equal(await s.coordinator.closeDurabilityLost(new Set([namespace])), 1);
   const lost = await s.get(open);
-  assert.deepEqual([lost.decision?.outcome, lost.decision?.reason, lost.settlement.status, lost.phase], ['indeterminate', 'durability-lost', 'indeterminate', 'settled']);
-  assert.deepEqual(lost.settlement.siblings.map((b) => b.disposition), ['detached', 'detached', 'detached']);
+  assert.deepEqual(
+    [lost.decision?.outcome, lost.decision?.reason, lost.settlement.status, lost.phase],
+    ['indeterminate', 'durability-lost', 'indeterminate', 'settled'],
+  );
+  assert.deepEqual(
+    lost.settlement.siblings.map((b) => b.disposition),
+    ['detached', 'detached', 'detached'],
+  );
   assert.deepEqual((await s.get(decided)).decision, before.decision);
   assert.equal(await s.coordinator.closeDurabilityLost(new Set([namespace])), 0, 'closing again changes nothing');
   // A peer's answer afterwards never reopens it.

@@ -77,7 +77,12 @@ test('a coordinator alone on its store reads nothing back for its own appends', 
   try {
     for (const p of peerIds(3)) await a.addPeer(p, { review: () => ({ verdict: 'approve' }) });
     for (let i = 0; i < 5; i++) {
-      const { result } = await a.coordinator.invoke(caller, { contract: a.bundle.ref, interaction: 'review', invocationKey: `k${i}`, input: { document: 'd' } });
+      const { result } = await a.coordinator.invoke(caller, {
+        contract: a.bundle.ref,
+        interaction: 'review',
+        invocationKey: `k${i}`,
+        input: { document: 'd' },
+      });
       const waited = await a.coordinator.wait('p', result.operationId, 'decision', 1_000);
       assert.equal(waited.result.decision?.outcome, 'success');
     }
@@ -99,7 +104,15 @@ test('a result for an operation the store cannot read now is left for redelivery
   const b = await coordinatorOn(clock, flaky);
   try {
     const { result } = await a.coordinator.invoke(caller, { contract: a.bundle.ref, interaction: 'review', invocationKey: 'k', input: { document: 'd' } });
-    const message: ResultMessage = { kind: 'result', operationId: result.operationId, branchId: 'alfa', peerId: 'alfa', attempt: 1, fence: 1, result: { verdict: 'approve' } };
+    const message: ResultMessage = {
+      kind: 'result',
+      operationId: result.operationId,
+      branchId: 'alfa',
+      peerId: 'alfa',
+      attempt: 1,
+      fence: 1,
+      result: { verdict: 'approve' },
+    };
     const delivery = () => {
       const answered: string[] = [];
       const inbound: InboundMessage = {

@@ -39,9 +39,15 @@ test('an older fence than the committed one is rejected with conflict and its ef
   const sink = tempSink(t).open();
   await sink.commit(key, 2, 2, () => ({ n: 2 }));
   let computed = false;
-  await assert.rejects(sink.commit(key, 1, 1, () => ((computed = true), { n: 1 })), isConflict);
+  await assert.rejects(
+    sink.commit(key, 1, 1, () => ((computed = true), { n: 1 })),
+    isConflict,
+  );
   assert.equal(computed, false, 'an older fence already visible is refused before computing');
-  assert.deepEqual(sink.applied().map((e) => [e.fence, e.value]), [[2, { n: 2 }]]);
+  assert.deepEqual(
+    sink.applied().map((e) => [e.fence, e.value]),
+    [[2, { n: 2 }]],
+  );
   assert.deepEqual(sink.committed(key), { fence: 2, attempt: 2, value: { n: 2 } });
 });
 
@@ -54,7 +60,10 @@ test('the authoritative check is at the commit point: an older owner still compu
   await sink.commit(key, 2, 2, () => ({ owner: 'new' }));
   release();
   await assert.rejects(old, isConflict);
-  assert.deepEqual(sink.applied().map((e) => e.value), [{ owner: 'new' }]);
+  assert.deepEqual(
+    sink.applied().map((e) => e.value),
+    [{ owner: 'new' }],
+  );
 });
 
 test('a repeated commit at the committed fence returns the stored value and does not apply again', async (t) => {
@@ -74,7 +83,13 @@ test('a newer fence applies after an older one; the key keeps the newest; the lo
   await sink.commit(key, 1, 1, () => 'a1');
   await sink.commit(key, 3, 2, () => 'a2');
   assert.deepEqual(sink.committed(key), { fence: 3, attempt: 2, value: 'a2' });
-  assert.deepEqual(sink.applied().map((e) => [e.seq, e.fence, e.attempt, e.value]), [[1, 1, 1, 'a1'], [2, 3, 2, 'a2']]);
+  assert.deepEqual(
+    sink.applied().map((e) => [e.seq, e.fence, e.attempt, e.value]),
+    [
+      [1, 1, 1, 'a1'],
+      [2, 3, 2, 'a2'],
+    ],
+  );
 });
 
 test('what is committed survives closing and reopening the file: a repeat after a restart is still a repeat', async (t) => {
@@ -84,12 +99,18 @@ test('what is committed survives closing and reopening the file: a repeat after 
   first.close();
   const second = files.open('second');
   assert.deepEqual(await second.commit(key, 1, 1, () => ({ kept: false })), { value: { kept: true }, repeated: true });
-  assert.deepEqual(second.applied().map((e) => e.writer), ['first']);
+  assert.deepEqual(
+    second.applied().map((e) => e.writer),
+    ['first'],
+  );
 });
 
 test('an effect that throws commits nothing: the same fence can still apply later', async (t) => {
   const sink = tempSink(t).open();
-  await assert.rejects(sink.commit(key, 1, 1, () => Promise.reject(new Error('computing failed'))), /computing failed/);
+  await assert.rejects(
+    sink.commit(key, 1, 1, () => Promise.reject(new Error('computing failed'))),
+    /computing failed/,
+  );
   assert.equal(sink.committed(key), undefined);
   assert.deepEqual(await sink.commit(key, 1, 1, () => 'ok'), { value: 'ok', repeated: false });
 });
@@ -97,9 +118,18 @@ test('an effect that throws commits nothing: the same fence can still apply late
 test('fence 0, a bad attempt and a non-JSON value are invalid-input; nothing is recorded', async (t) => {
   const sink = tempSink(t).open();
   const invalid = (e: unknown) => e instanceof AdapterError && e.kind === 'invalid-input';
-  await assert.rejects(sink.commit(key, 0, 1, () => 1), invalid);
-  await assert.rejects(sink.commit(key, 1, 0, () => 1), invalid);
-  await assert.rejects(sink.commit(key, 1, 1, () => ({ n: Number.NaN }) as unknown as JsonValue), invalid);
+  await assert.rejects(
+    sink.commit(key, 0, 1, () => 1),
+    invalid,
+  );
+  await assert.rejects(
+    sink.commit(key, 1, 0, () => 1),
+    invalid,
+  );
+  await assert.rejects(
+    sink.commit(key, 1, 1, () => ({ n: Number.NaN }) as unknown as JsonValue),
+    invalid,
+  );
   assert.deepEqual(sink.applied(), []);
 });
 
@@ -135,7 +165,10 @@ test('two processes racing with different fences on one key never apply a fence 
   const keys = Array.from({ length: 30 }, (_, i) => `op${i}`);
   const orders = [1, 2].map((fence) => ({ commits: keys.map((operationId) => ({ operationId, branchId: 'alfa', fence, attempt: fence })), effectDelayMs: 20 }));
   const [older, newer] = await Promise.all(children.map((c, i) => c.run(orders[i]!)));
-  assert.ok(newer!.every((x) => !('error' in x) && !x.repeated), 'the newer fence always applies');
+  assert.ok(
+    newer!.every((x) => !('error' in x) && !x.repeated),
+    'the newer fence always applies',
+  );
   const applied = files.open('reader').applied();
   for (const [i, operationId] of keys.entries()) {
     const fences = applied.filter((e) => e.operationId === operationId).map((e) => e.fence);

@@ -65,7 +65,8 @@ const applicationData: Record<string, string> = {
   'bundle.pipelines.*.input': 'a JSON Schema of application data (the pipeline input)',
   'bundle.pipelines.*.transforms.*.input': 'a JSON Schema of application data (a transform input)',
   'bundle.pipelines.*.transforms.*.output': 'a JSON Schema of application data (a transform output)',
-  'bundle.workflows.*': 'a Serverless Workflow 1.0.3 document: the DSL schema governs it, checked by src/workflow/dsl (the SDK validates it; unsupported tasks refused)',
+  'bundle.workflows.*':
+    'a Serverless Workflow 1.0.3 document: the DSL schema governs it, checked by src/workflow/dsl (the SDK validates it; unsupported tasks refused)',
   'bundle.workflows.*.document': "the workflow document's header, governed by the DSL schema (the SDK validates it)",
   'invocation-request.input': 'the invocation input, governed by the interaction input schema',
   'invocation-request.manifest': 'prohibited: named so that supplying it is refused as denied',
@@ -121,7 +122,10 @@ test('control and trust metadata is closed in every schema: the only open slots 
   const unexpected = [...open].filter((path) => !(path in applicationData));
   assert.deepEqual(unexpected, [], `open control slots: ${unexpected.join(', ')}`);
   // The list holds no stale entries: every slot named there is found open by the walk.
-  assert.deepEqual(Object.keys(applicationData).filter((path) => !open.has(path)), []);
+  assert.deepEqual(
+    Object.keys(applicationData).filter((path) => !open.has(path)),
+    [],
+  );
 });
 
 // ── examples ─────────────────────────────────────────────────────────────────
@@ -131,7 +135,11 @@ const digest = `sha256:${'0'.repeat(64)}`;
 const hex = 'b'.repeat(64);
 const ref = { branchId: 'alfa', attempt: 1, fence: 1 };
 const contract = { id: 'lab.review', version: '1.0.0', digest };
-const transition = (...events: JsonObject[]): JsonObject => ({ events, timeGuard: { notBeforeMs: 0, notAfterMs: 10 }, causation: { command: 'test', messageId: 'm' } });
+const transition = (...events: JsonObject[]): JsonObject => ({
+  events,
+  timeGuard: { notBeforeMs: 0, notAfterMs: 10 },
+  causation: { command: 'test', messageId: 'm' },
+});
 
 const admitted: JsonObject = {
   type: 'operation-admitted',
@@ -185,7 +193,15 @@ const events: JsonObject[] = [
   { type: 'cancel-result-accepted', v: 1, ...ref, outcome: 'stopped' },
   { type: 'cancel-withdrawn', v: 1, ...ref, reason: 'request-never-sent' },
   { type: 'cancel-timed-out', v: 1, branchIds: ['alfa'] },
-  { type: 'decision-closed', v: 1, outcome: 'success', reason: 'threshold', successVotes: 1, failedUnits: 0, siblings: [{ branchId: 'bravo', disposition: 'cancel-requested' }] },
+  {
+    type: 'decision-closed',
+    v: 1,
+    outcome: 'success',
+    reason: 'threshold',
+    successVotes: 1,
+    failedUnits: 0,
+    siblings: [{ branchId: 'bravo', disposition: 'cancel-requested' }],
+  },
   { type: 'settlement-completed', v: 1, status: 'complete' },
 ];
 
@@ -212,7 +228,14 @@ const config = (transport: JsonObject): JsonObject => ({
   policy: { rules: [{ effect: 'allow', principals: ['svc-a'] }], ttlMs: 1000 },
   attestations: [{ namespace: 'demo.v1.lab', exclusivePeerPublishers: true, exceptions: [{ principal: 'ops', attested: true }] }],
   deployment: { account: 'a', system: 's', domain: 'd' },
-  http: { host: '127.0.0.1', port: 0, bodyLimitBytes: 65536, waitMsMax: 1000, principals: [{ principalId: 'web', tokenSha256: hex }], jwt: { issuer: 'i', audience: 'a', jwksFile: 'k.json' } },
+  http: {
+    host: '127.0.0.1',
+    port: 0,
+    bodyLimitBytes: 65536,
+    waitMsMax: 1000,
+    principals: [{ principalId: 'web', tokenSha256: hex }],
+    jwt: { issuer: 'i', audience: 'a', jwksFile: 'k.json' },
+  },
   resultBatchMs: 0,
 });
 
@@ -222,9 +245,32 @@ const examples: [string, string, JsonObject][] = [
   ['wire.result', 'result message', { kind: 'result', ...peerMessage, result: { verdict: 'approve' } }],
   ['wire.claim', 'claim message', { kind: 'claim', action: 'renew', ...peerMessage }],
   ['wire.cancel-result', 'cancel result', { kind: 'cancel-result', ...peerMessage, outcome: 'already-completed' }],
-  ['wire.request', 'request message', { kind: 'request', ...peerMessage, contract, interaction: 'review', deadlineMs: 5, leaseUntilMs: 5, renewIntervalMs: 1, publicationId: hex, input: { document: 'd' } }],
+  [
+    'wire.request',
+    'request message',
+    {
+      kind: 'request',
+      ...peerMessage,
+      contract,
+      interaction: 'review',
+      deadlineMs: 5,
+      leaseUntilMs: 5,
+      renewIntervalMs: 1,
+      publicationId: hex,
+      input: { document: 'd' },
+    },
+  ],
   ['wire.cancel', 'cancel request', { kind: 'cancel', ...peerMessage, reason: 'decision-closed' }],
-  ['bundle', 'bundle', reviewBundle({ retryable: { pointer: '/verdict', equals: 'retry' }, branches: [{ branchId: 'x', peerId: 'alfa' }], delivery: 'explicit', audience: { peers: ['alfa'] } })],
+  [
+    'bundle',
+    'bundle',
+    reviewBundle({
+      retryable: { pointer: '/verdict', equals: 'retry' },
+      branches: [{ branchId: 'x', peerId: 'alfa' }],
+      delivery: 'explicit',
+      audience: { peers: ['alfa'] },
+    }),
+  ],
   ['bundle', 'bundle (fraction quorum)', reviewBundle({ completion: { mode: 'quorum', fraction: { num: 1, den: 2 } } })],
   ['http.body', 'InvocationRequest', { contract, interaction: 'review', invocationKey: 'k', input: { document: 'd' }, waitFor: 'settled', waitMs: 1 }],
   ['invocation-result', 'InvocationResult', invocationResult],
@@ -236,7 +282,11 @@ const examples: [string, string, JsonObject][] = [
   ['cmd.reply', 'command reply (result)', { status: 200, result: invocationResult }],
   ['cmd.reply', 'command reply (error)', { status: 409, error: { kind: 'conflict' } }],
   ['config', 'deployment config (memory)', config({ kind: 'memory', examplePeers: { alfa: { delayMs: 5, review: { verdict: 'approve' } } } })],
-  ['config', 'deployment config (nats)', config({ kind: 'nats', servers: 'nats://x', user: 'u', passwordEnv: 'P', mode: 'durable', durable: { duplicateWindowMs: 1000 } })],
+  [
+    'config',
+    'deployment config (nats)',
+    config({ kind: 'nats', servers: 'nats://x', user: 'u', passwordEnv: 'P', mode: 'durable', durable: { duplicateWindowMs: 1000 } }),
+  ],
   [
     'peer-config',
     'peer config',
@@ -315,7 +365,11 @@ test('a stored event with an unknown control field fails validation when the ope
     const store = new MemoryEventStore({ clock: s.clock });
     assert.equal((await store.create(result.operationId, tampered)).kind, 'ok');
     const reader = await createEmbedded({ clock: s.clock, bundle: reviewBundle(), groups: { reviewers: ['alfa', 'bravo', 'charlie'] }, store });
-    await assert.rejects(reader.coordinator.get('svc-a', result.operationId), (e: unknown) => e instanceof AdapterError && e.kind === 'unavailable' && /fails its schema/.test(e.description ?? ''), where);
+    await assert.rejects(
+      reader.coordinator.get('svc-a', result.operationId),
+      (e: unknown) => e instanceof AdapterError && e.kind === 'unavailable' && /fails its schema/.test(e.description ?? ''),
+      where,
+    );
     await reader.close();
   }
 });

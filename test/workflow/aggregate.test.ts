@@ -12,14 +12,42 @@ import { stepWithMachine } from '../../src/machines/table.js';
 import type { Stored } from '../../src/kernel/types.js';
 import { decideDue, decideProposal, taskTimeoutKey } from '../../src/workflow/exec/decide.js';
 import type { WorkflowEvent, WorkflowTransition } from '../../src/workflow/exec/events.js';
-import { instanceEvents, instanceMachine, instanceStates, stepInstance, stepTask, stepTimer, taskEvents, taskMachine, taskStates, timerEvents, timerMachine, timerStates } from '../../src/workflow/exec/machines.js';
+import {
+  instanceEvents,
+  instanceMachine,
+  instanceStates,
+  stepInstance,
+  stepTask,
+  stepTimer,
+  taskEvents,
+  taskMachine,
+  taskStates,
+  timerEvents,
+  timerMachine,
+  timerStates,
+} from '../../src/workflow/exec/machines.js';
 import { applyWorkflow, foldWorkflow, nextWorkflowDueMs, type WorkflowRecord } from '../../src/workflow/exec/record.js';
 import { workflowInstanceId } from '../../src/workflow/ids.js';
 
 const open = { notBeforeMs: Number.MIN_SAFE_INTEGER, notAfterMs: Number.MAX_SAFE_INTEGER };
 const id = workflowInstanceId('alice', `sha256:${'0'.repeat(64)}`, 'w', 'k');
-const started: WorkflowEvent = { type: 'workflow-started', v: 1, instanceId: id, principalId: 'alice', invocationKey: 'k', workflowName: 'w', bundleDigest: `sha256:${'0'.repeat(64)}`, document: { do: [] }, input: {}, deadlineMs: 10_000 };
-const stored = (revision: number, events: WorkflowEvent[], committedAtMs = 1000 + revision, timeGuard = open): Stored<WorkflowTransition> => ({ revision: String(revision), committedAtMs, transition: { events, timeGuard, causation: { command: 'test' } } });
+const started: WorkflowEvent = {
+  type: 'workflow-started',
+  v: 1,
+  instanceId: id,
+  principalId: 'alice',
+  invocationKey: 'k',
+  workflowName: 'w',
+  bundleDigest: `sha256:${'0'.repeat(64)}`,
+  document: { do: [] },
+  input: {},
+  deadlineMs: 10_000,
+};
+const stored = (revision: number, events: WorkflowEvent[], committedAtMs = 1000 + revision, timeGuard = open): Stored<WorkflowTransition> => ({
+  revision: String(revision),
+  committedAtMs,
+  transition: { events, timeGuard, causation: { command: 'test' } },
+});
 
 function base(): WorkflowRecord {
   return foldWorkflow([stored(1, [started]), stored(2, [{ type: 'task-started', v: 1, at: '/do/0/a', ref: '/do/0/a', name: 'a', input: {} }])])!;
@@ -51,7 +79,17 @@ test('the fold asserts what the machines refuse: a task ending twice, a timer fi
   assert.throws(() => applyWorkflow(record, stored(3, [{ type: 'timer-fired', v: 1, at: 'x' }])), AssertionFailure);
   const ended = applyWorkflow(done, stored(4, [{ type: 'workflow-completed', v: 1, output: 1 }]))!;
   assert.throws(() => applyWorkflow(ended, stored(5, [{ type: 'expression-evaluated', v: 1, at: 'e', result: { ok: 1 } }])), AssertionFailure);
-  assert.throws(() => applyWorkflow(record, stored(3, [{ type: 'expression-evaluated', v: 1, at: 'e', result: { ok: 1 } }, { type: 'expression-evaluated', v: 1, at: 'e', result: { ok: 2 } }])), AssertionFailure);
+  assert.throws(
+    () =>
+      applyWorkflow(
+        record,
+        stored(3, [
+          { type: 'expression-evaluated', v: 1, at: 'e', result: { ok: 1 } },
+          { type: 'expression-evaluated', v: 1, at: 'e', result: { ok: 2 } },
+        ]),
+      ),
+    AssertionFailure,
+  );
 });
 
 test('a void transition (its guard missed at the stored stamp) changes nothing but the revision', () => {
@@ -68,7 +106,11 @@ test('proposals are idempotent and end at the deadline; a late completion become
   assert.deepEqual(first?.timeGuard, { notBeforeMs: Number.MIN_SAFE_INTEGER, notAfterMs: 10_000 }, 'every step commits before the deadline');
   const after = applyWorkflow(record, stored(3, first!.events))!;
   assert.equal(decideProposal(after, proposal, false), undefined, 'a recorded step is not appended again');
-  const late = { command: 'late', events: [{ type: 'task-faulted', v: 1, at: '/do/0/a', error: { type: 't', status: 408 } }] as WorkflowEvent[], notBeforeMs: 500 };
+  const late = {
+    command: 'late',
+    events: [{ type: 'task-faulted', v: 1, at: '/do/0/a', error: { type: 't', status: 408 } }] as WorkflowEvent[],
+    notBeforeMs: 500,
+  };
   const completion = { command: 'c', events: [{ type: 'task-completed', v: 1, at: '/do/0/a', output: 1 }] as WorkflowEvent[], notAfterMs: 500, late };
   assert.deepEqual(decideProposal(record, completion, false)?.timeGuard, { notBeforeMs: Number.MIN_SAFE_INTEGER, notAfterMs: 500 });
   assert.equal(decideProposal(record, completion, true)?.events[0]?.type, 'task-faulted');
@@ -79,7 +121,9 @@ test('timers as data: the earliest armed timer is due; firing faults a running t
   fc.assert(
     fc.property(fc.array(fc.integer({ min: 2000, max: 9000 }), { minLength: 1, maxLength: 6 }), (dues) => {
       let record = base();
-      dues.forEach((dueAtMs, index) => (record = applyWorkflow(record, stored(3 + index, [{ type: 'timer-set', v: 1, at: `t${index}`, dueAtMs, purpose: 'wait' }]))!));
+      dues.forEach(
+        (dueAtMs, index) => (record = applyWorkflow(record, stored(3 + index, [{ type: 'timer-set', v: 1, at: `t${index}`, dueAtMs, purpose: 'wait' }]))!),
+      );
       assert.equal(nextWorkflowDueMs(record), Math.min(...dues));
       assert.equal(decideDue(record, Math.min(...dues) - 1), undefined);
       const fired = decideDue(record, Math.min(...dues))!;
@@ -89,7 +133,10 @@ test('timers as data: the earliest armed timer is due; firing faults a running t
   );
   let record = applyWorkflow(base(), stored(3, [{ type: 'timer-set', v: 1, at: taskTimeoutKey('/do/0/a'), dueAtMs: 3000, purpose: 'task-timeout' }]))!;
   const timeout = decideDue(record, 3000)!;
-  assert.deepEqual(timeout.events.map((e) => e.type), ['timer-fired', 'task-faulted']);
+  assert.deepEqual(
+    timeout.events.map((e) => e.type),
+    ['timer-fired', 'task-faulted'],
+  );
   record = applyWorkflow(record, stored(4, timeout.events))!;
   assert.equal(record.tasks['/do/0/a']?.error?.status, 408);
   record = applyWorkflow(record, stored(5, [{ type: 'timer-set', v: 1, at: '@workflow-timeout', dueAtMs: 10_000, purpose: 'workflow-timeout' }]))!;

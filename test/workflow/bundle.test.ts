@@ -22,7 +22,8 @@ import { repoRoot } from '../support/assertions.js';
 const fixtures = join(repoRoot(), 'test', 'workflow', 'fixtures');
 const bundleText = readFileSync(join(fixtures, 'review-publish.bundle.json'), 'utf8');
 const fresh = () => parseStrict(bundleText) as JsonObject;
-const pipelineOf = (b: JsonObject) => (b.pipelines as JsonObject)['review-then-publish'] as JsonObject & { stages: JsonObject[]; transforms: Record<string, JsonObject> };
+const pipelineOf = (b: JsonObject) =>
+  (b.pipelines as JsonObject)['review-then-publish'] as JsonObject & { stages: JsonObject[]; transforms: Record<string, JsonObject> };
 const workflowOf = (b: JsonObject) => (b.workflows as JsonObject)['review-or-escalate'] as JsonObject & { do: JsonObject[] };
 
 /** The refusal a bundle gets: its kind and description (the bundle load, then the workflow checks). */
@@ -51,7 +52,7 @@ test('pipelines and workflows are part of the bundle digest; a YAML bundle has i
     (b) => (pipelineOf(b).stages[0]!.waitFor = 'decision'),
     (b) => (pipelineOf(b).transforms.approvals!.expression = '{approvals: (.counts.approve // 1)}'),
     (b) => (pipelineOf(b).description = 'another'),
-    (b) => (workflowOf(b).do.pop()),
+    (b) => workflowOf(b).do.pop(),
   ];
   const digests = edits.map((edit) => {
     const b = fresh();
@@ -91,23 +92,73 @@ test('a workflow is made standalone: the contract function declared, own-contrac
 const p = '/pipelines/review-then-publish';
 
 test('stage schemas: an unbridged output → input is refused; a transform must accept what flows in', async () => {
-  await assertRefused((b) => delete pipelineOf(b).stages[1]!.transform, 'invalid-input', `${p}/stages/1`, /the output of stage "review" .* is not compatible with the input of interaction "publish" at \/approvals: required.*declare a transform/);
-  await assertRefused((b) => (pipelineOf(b).transforms.approvals!.input = { type: 'object', required: ['votes'] }), 'invalid-input', `${p}/stages/1/transform`, /not compatible with the input of transform "approvals" at \/votes/);
+  await assertRefused(
+    (b) => delete pipelineOf(b).stages[1]!.transform,
+    'invalid-input',
+    `${p}/stages/1`,
+    /the output of stage "review" .* is not compatible with the input of interaction "publish" at \/approvals: required.*declare a transform/,
+  );
+  await assertRefused(
+    (b) => (pipelineOf(b).transforms.approvals!.input = { type: 'object', required: ['votes'] }),
+    'invalid-input',
+    `${p}/stages/1/transform`,
+    /not compatible with the input of transform "approvals" at \/votes/,
+  );
   await assertRefused((b) => (pipelineOf(b).stages[1]!.transform = 'missing'), 'invalid-input', `${p}/stages/1/transform`, /no transform "missing"/);
-  await assertRefused((b) => (pipelineOf(b).stages[0]!.stageInput = '/title'), 'invalid-input', `${p}/stages/0/stageInput`, /"\/title" .*not a required property/);
-  await assertRefused((b) => (pipelineOf(b).input = { type: 'object' }), 'invalid-input', `${p}/stages/0`, /the pipeline input is not compatible with the input of interaction "review"/);
+  await assertRefused(
+    (b) => (pipelineOf(b).stages[0]!.stageInput = '/title'),
+    'invalid-input',
+    `${p}/stages/0/stageInput`,
+    /"\/title" .*not a required property/,
+  );
+  await assertRefused(
+    (b) => (pipelineOf(b).input = { type: 'object' }),
+    'invalid-input',
+    `${p}/stages/0`,
+    /the pipeline input is not compatible with the input of interaction "review"/,
+  );
 });
 
 test('stages: boundaries, interactions, names, operations and expressions', async () => {
   await assertRefused((b) => (pipelineOf(b).stages[1]!.waitFor = 'decision'), 'invalid-input', `${p}/stages/1/waitFor`, /waits for "settled".*never weaken/);
   await assertRefused((b) => (pipelineOf(b).stages[0]!.interaction = 'approve'), 'invalid-input', `${p}/stages/0/interaction`, /no interaction "approve"/);
   await assertRefused((b) => (pipelineOf(b).stages[2]!.name = 'review'), 'invalid-input', `${p}/stages/2/name`, /used twice/);
-  await assertRefused((b) => ((pipelineOf(b).stages[2]!.operation as JsonObject).action = 'subscribe'), 'invalid-input', `${p}/stages/2/operation/action`, /unbounded subscribe .*never a finite stage/);
-  await assertRefused((b) => ((pipelineOf(b).stages[2]!.operation as JsonObject).subject = 'lab.*'), 'invalid-input', `${p}/stages/2/operation/subject`, /not a literal NATS subject/);
-  await assertRefused((b) => ((pipelineOf(b).stages[2]!.operation as JsonObject).payload = '/missing'), 'invalid-input', `${p}/stages/2/operation/payload`, /"\/missing"/);
-  await assertRefused((b) => (pipelineOf(b).stages[2]!.interaction = 'review'), 'invalid-input', `${p}/stages/2`, /exactly one of "interaction" and "operation"/);
-  await assertRefused((b) => (pipelineOf(b).transforms.approvals!.expression = '{approvals: now}'), 'invalid-input', `${p}/transforms/approvals/expression`, /"now"/);
-  await assertRefused((b) => (pipelineOf(b).transforms.approvals!.expression = '{approvals:\n  (.counts.approve // 0)}'), 'invalid-input', `${p}/transforms/approvals/expression`, /on one line/);
+  await assertRefused(
+    (b) => ((pipelineOf(b).stages[2]!.operation as JsonObject).action = 'subscribe'),
+    'invalid-input',
+    `${p}/stages/2/operation/action`,
+    /unbounded subscribe .*never a finite stage/,
+  );
+  await assertRefused(
+    (b) => ((pipelineOf(b).stages[2]!.operation as JsonObject).subject = 'lab.*'),
+    'invalid-input',
+    `${p}/stages/2/operation/subject`,
+    /not a literal NATS subject/,
+  );
+  await assertRefused(
+    (b) => ((pipelineOf(b).stages[2]!.operation as JsonObject).payload = '/missing'),
+    'invalid-input',
+    `${p}/stages/2/operation/payload`,
+    /"\/missing"/,
+  );
+  await assertRefused(
+    (b) => (pipelineOf(b).stages[2]!.interaction = 'review'),
+    'invalid-input',
+    `${p}/stages/2`,
+    /exactly one of "interaction" and "operation"/,
+  );
+  await assertRefused(
+    (b) => (pipelineOf(b).transforms.approvals!.expression = '{approvals: now}'),
+    'invalid-input',
+    `${p}/transforms/approvals/expression`,
+    /"now"/,
+  );
+  await assertRefused(
+    (b) => (pipelineOf(b).transforms.approvals!.expression = '{approvals:\n  (.counts.approve // 0)}'),
+    'invalid-input',
+    `${p}/transforms/approvals/expression`,
+    /on one line/,
+  );
   await assertRefused((b) => (pipelineOf(b).stages = []), 'invalid-input', 'contract bundle: /pipelines/review-then-publish/stages', /fewer than 1/);
 });
 
@@ -122,9 +173,15 @@ test('workflows: unsupported task types and features are refused naming the task
     ['workflow', { workflow: { namespace: 'x', name: 'y', version: '1.0.0' } }],
   ];
   for (const [kind, run] of runs) await assertRefused(withTask({ run }), 'unsupported', `${w}/do/1/odd`, new RegExp(`task "odd" is run \\(${kind}\\)`));
-  for (const call of ['grpc', 'openapi', 'asyncapi', 'a2a', 'mcp']) await assertRefused(withTask({ call, with: {} }), 'unsupported', `${w}/do/1/odd`, new RegExp(`task "odd" is call ${call}`));
+  for (const call of ['grpc', 'openapi', 'asyncapi', 'a2a', 'mcp'])
+    await assertRefused(withTask({ call, with: {} }), 'unsupported', `${w}/do/1/odd`, new RegExp(`task "odd" is call ${call}`));
   await assertRefused(withTask({ call: 'log:1.0.0@default' }), 'unsupported', `${w}/do/1/odd`, /external catalogs/);
-  await assertRefused((b) => (workflowOf(b).use = { catalogs: { default: { endpoint: 'https://x.example' } } }), 'unsupported', `${w}/use/catalogs`, /external catalogs/);
+  await assertRefused(
+    (b) => (workflowOf(b).use = { catalogs: { default: { endpoint: 'https://x.example' } } }),
+    'unsupported',
+    `${w}/use/catalogs`,
+    /external catalogs/,
+  );
   await assertRefused((b) => (workflowOf(b).use = { extensions: [{ log: { extend: 'all' } }] }), 'unsupported', `${w}/use/extensions`, /extensions/);
   await assertRefused((b) => (workflowOf(b).schedule = { cron: '0 0 * * *' }), 'unsupported', `${w}/schedule`, /schedules/);
   await assertRefused((b) => ((workflowOf(b).document as JsonObject).dsl = '1.0.0'), 'unsupported', `${w}/document/dsl`, /1\.0\.3/);
@@ -133,11 +190,36 @@ test('workflows: unsupported task types and features are refused naming the task
 test('workflows: every call and reference resolves, contract calls are checked, expressions are deterministic', async () => {
   const review = (edit: (withArgs: JsonObject) => void) => (b: JsonObject) => edit((workflowOf(b).do[0]!.review as JsonObject).with as JsonObject);
   await assertRefused(withTask({ call: 'notDeclared' }), 'invalid-input', `${w}/do/1/odd/call`, /neither http, invoke-contract nor a function/);
-  await assertRefused(review((a) => (a.interaction = 'approve')), 'invalid-input', `${w}/do/0/review/with/interaction`, /no interaction "approve"/);
-  await assertRefused(review((a) => (a.contract = { id: 'other', version: '1.0.0' })), 'invalid-input', `${w}/do/0/review/with/contract`, /named with its digest/);
-  await assertRefused(review((a) => (a.extra = 1)), 'invalid-input', `${w}/do/0/review/with`, /"extra"/);
-  await assertRefused(review((a) => delete a.input), 'invalid-input', `${w}/do/0/review/with`, /input/);
-  await assertRefused(review((a) => (a.input = { document: 7 })), 'invalid-input', `${w}/do/0/review/with/input`, /not a valid input of interaction "review": \/document must be string/);
+  await assertRefused(
+    review((a) => (a.interaction = 'approve')),
+    'invalid-input',
+    `${w}/do/0/review/with/interaction`,
+    /no interaction "approve"/,
+  );
+  await assertRefused(
+    review((a) => (a.contract = { id: 'other', version: '1.0.0' })),
+    'invalid-input',
+    `${w}/do/0/review/with/contract`,
+    /named with its digest/,
+  );
+  await assertRefused(
+    review((a) => (a.extra = 1)),
+    'invalid-input',
+    `${w}/do/0/review/with`,
+    /"extra"/,
+  );
+  await assertRefused(
+    review((a) => delete a.input),
+    'invalid-input',
+    `${w}/do/0/review/with`,
+    /input/,
+  );
+  await assertRefused(
+    review((a) => (a.input = { document: 7 })),
+    'invalid-input',
+    `${w}/do/0/review/with/input`,
+    /not a valid input of interaction "review": \/document must be string/,
+  );
   await assertRefused(
     (b) => (workflowOf(b).use = { functions: { 'invoke-contract': { call: 'http', with: { method: 'get', endpoint: 'https://evil.example' } } } }),
     'invalid-input',
@@ -146,7 +228,12 @@ test('workflows: every call and reference resolves, contract calls are checked, 
   );
   await assertRefused(withTask({ raise: { error: 'undeclared' } }), 'invalid-input', `${w}/do/1/odd/raise/error`, /names no entry of use\.errors/);
   await assertRefused((b) => (workflowOf(b).timeout = 'undeclared'), 'invalid-input', `${w}/timeout`, /names no entry of use\.timeouts/);
-  await assertRefused(withTask({ wait: { seconds: 1 }, timeout: 'short' }), 'invalid-input', `${w}/do/1/odd/timeout`, /"short" names no entry of use\.timeouts/);
+  await assertRefused(
+    withTask({ wait: { seconds: 1 }, timeout: 'short' }),
+    'invalid-input',
+    `${w}/do/1/odd/timeout`,
+    /"short" names no entry of use\.timeouts/,
+  );
   await assertRefused(withTask({ set: { a: 1 }, then: 'nowhere' }), 'invalid-input', `${w}/do/1/odd/then`, /names no task of its own list/);
   await assertRefused(withTask({ set: { at: '${ now }' } }), 'invalid-input', `${w}/do/1/odd/set/at`, /"now"/);
   await assertRefused(withTask({ if: '$ENV.DEBUG == "1"', set: { a: 1 } }), 'invalid-input', `${w}/do/1/odd/if`, /"\$ENV"/);
@@ -154,7 +241,17 @@ test('workflows: every call and reference resolves, contract calls are checked, 
 });
 
 test('the schema, the SDK and the shared namespace refuse what the checks do not', async () => {
-  await assertRefused((b) => ((workflowOf(b).document as JsonObject).version = 'one'), 'invalid-input', `${w}: not a valid Serverless Workflow 1.0.3 document`, /\/document\/version/);
-  await assertRefused((b) => ((b.workflows as JsonObject)['review-then-publish'] = workflowOf(b)), 'invalid-input', '/workflows/review-then-publish', /also a pipeline's/);
+  await assertRefused(
+    (b) => ((workflowOf(b).document as JsonObject).version = 'one'),
+    'invalid-input',
+    `${w}: not a valid Serverless Workflow 1.0.3 document`,
+    /\/document\/version/,
+  );
+  await assertRefused(
+    (b) => ((b.workflows as JsonObject)['review-then-publish'] = workflowOf(b)),
+    'invalid-input',
+    '/workflows/review-then-publish',
+    /also a pipeline's/,
+  );
   await assertRefused((b) => ((b.pipelines as JsonObject).Bad_Name = pipelineOf(b)), 'invalid-input', 'contract bundle: /pipelines', /property name/);
 });

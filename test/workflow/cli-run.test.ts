@@ -11,7 +11,13 @@ import { exitCodes } from '../../src/cli/exit-codes.js';
 function captureIo(): CliIo & { out: () => string; err: () => string } {
   let out = '';
   let err = '';
-  return { stdout: { write: (s: string) => (out += s) }, stderr: { write: (s: string) => (err += s) }, readStdin: async () => new Uint8Array(), out: () => out, err: () => err };
+  return {
+    stdout: { write: (s: string) => (out += s) },
+    stderr: { write: (s: string) => (err += s) },
+    readStdin: async () => new Uint8Array(),
+    out: () => out,
+    err: () => err,
+  };
 }
 
 const head = `document: { dsl: '1.0.3', namespace: test, name: cli, version: '1.0.0' }\n`;
@@ -27,9 +33,17 @@ test('convoke workflow run prints the output (0), a fault (11), a refusal (7); t
 
     const store = `sqlite:${join(dir, 'wf.db')}`;
     const first = captureIo();
-    assert.equal(await main(['node', 'convoke', 'workflow', 'run', greet, '--input', '{"name":"Bo"}', '--store', store, '--json'], first), exitCodes.ok, first.err());
+    assert.equal(
+      await main(['node', 'convoke', 'workflow', 'run', greet, '--input', '{"name":"Bo"}', '--store', store, '--json'], first),
+      exitCodes.ok,
+      first.err(),
+    );
     const again = captureIo();
-    assert.equal(await main(['node', 'convoke', 'workflow', 'run', greet, '--input', '{"name":"Bo"}', '--store', store, '--json'], again), exitCodes.ok, again.err());
+    assert.equal(
+      await main(['node', 'convoke', 'workflow', 'run', greet, '--input', '{"name":"Bo"}', '--store', store, '--json'], again),
+      exitCodes.ok,
+      again.err(),
+    );
     assert.equal(JSON.parse(again.out()).instanceId, JSON.parse(first.out()).instanceId);
     const conflicting = captureIo();
     assert.equal(await main(['node', 'convoke', 'workflow', 'run', greet, '--input', '{"name":"Cy"}', '--store', store], conflicting), exitCodes.conflict);

@@ -44,7 +44,10 @@ test('validate lists every pipeline and workflow as valid; --json names them', (
   const json = convoke('validate', bundle, 'review-or-escalate', '--json');
   assert.equal(json.status, 0, json.stderr);
   const parsed = JSON.parse(json.stdout) as { workflows: { name: string; kind: string }[] };
-  assert.deepEqual(parsed.workflows.map((w) => [w.name, w.kind]), [['review-or-escalate', 'workflow']]);
+  assert.deepEqual(
+    parsed.workflows.map((w) => [w.name, w.kind]),
+    [['review-or-escalate', 'workflow']],
+  );
 });
 
 test('lower prints YAML by default and the golden canonical JSON with --json, the same from a YAML bundle', () => {
@@ -55,7 +58,9 @@ test('lower prints YAML by default and the golden canonical JSON with --json, th
   assert.equal(yaml.status, 0, yaml.stderr);
   assert.match(yaml.stdout, /^document:\n {2}dsl: 1\.0\.3\n/);
   assert.match(yaml.stdout, /call: invoke-contract/);
-  const fromYaml = withBundle(parseStrict(readFileSync(bundle, 'utf8')) as JsonObject, 'bundle.yaml', (file) => convoke('lower', file, 'review-then-publish', '--json'));
+  const fromYaml = withBundle(parseStrict(readFileSync(bundle, 'utf8')) as JsonObject, 'bundle.yaml', (file) =>
+    convoke('lower', file, 'review-then-publish', '--json'),
+  );
   assert.equal(fromYaml.stdout, golden, 'a YAML bundle lowers to the same bytes');
 });
 
@@ -69,7 +74,10 @@ test('graph prints the SDK’s Mermaid flowchart of the lowered document', () =>
 test('an unknown name, an invalid bundle and an unsupported task exit with their kind and the error on stderr', () => {
   const unknown = convoke('lower', bundle, 'nope');
   assert.equal(unknown.status, exitCodes.invalidInput);
-  assert.match((JSON.parse(unknown.stderr) as { description: string }).description, /no pipeline or workflow "nope" \(it has: review-then-publish, review-or-escalate\)/);
+  assert.match(
+    (JSON.parse(unknown.stderr) as { description: string }).description,
+    /no pipeline or workflow "nope" \(it has: review-then-publish, review-or-escalate\)/,
+  );
   const document = parseStrict(readFileSync(bundle, 'utf8')) as JsonObject;
   const workflow = (document.workflows as Record<string, { do: JsonObject[] }>)['review-or-escalate']!;
   workflow.do.push({ shell: { run: { shell: { command: 'rm -rf /' } } } });
@@ -86,7 +94,7 @@ test('bundle check reads the same bundle, its pipelines and workflows checked, a
   assert.equal(checked.status, 0, checked.stderr);
   assert.match(checked.stdout, /\npipelines review-then-publish\nworkflows review-or-escalate\n$/);
   const document = parseStrict(readFileSync(bundle, 'utf8')) as JsonObject;
-  ((document.pipelines as Record<string, { stages: JsonObject[] }>)['review-then-publish']!.stages[1]!).waitFor = 'decision';
+  (document.pipelines as Record<string, { stages: JsonObject[] }>)['review-then-publish']!.stages[1]!.waitFor = 'decision';
   const refused = withBundle(document, 'bundle.json', (file) => cli(['bundle', 'check', file]));
   assert.equal(refused.status, exitCodes.invalidInput);
   assert.match((JSON.parse(refused.stderr) as { description: string }).description, /^\/pipelines\/review-then-publish\/stages\/1\/waitFor: /);

@@ -34,14 +34,21 @@ function withInvoke(embedded: Embedded, invoke: InvocationService['invoke']): In
 
 async function deployment(verdict: 'approve' | 'reject', clock: SystemClock, store: MemoryEventStore): Promise<Embedded> {
   const peers = peerIds(3);
-  const embedded = await createEmbedded({ clock, store, bundle: reviewBundle({ completion: { mode: 'quorum', count: 2 }, timeoutMs: 4000 }), groups: { reviewers: peers } });
+  const embedded = await createEmbedded({
+    clock,
+    store,
+    bundle: reviewBundle({ completion: { mode: 'quorum', count: 2 }, timeoutMs: 4000 }),
+    groups: { reviewers: peers },
+  });
   for (const peerId of peers) await embedded.addPeer(peerId, { review: async () => ({ verdict }) });
   return embedded;
 }
 
 const pipeline = (digest: string, body = '') => `document: { dsl: '1.0.3', namespace: test, name: review-then-publish, version: '1.0.0' }
 do:
-${body || `  - review:
+${
+  body ||
+  `  - review:
       call: invoke-contract
       with:
         contract: { id: lab.review, version: '1.0.0', digest: '${digest}' }
@@ -51,7 +58,8 @@ ${body || `  - review:
   - publish:
       set:
         published: \${ .decision.outcome }
-        operation: \${ .operationId }`}
+        operation: \${ .operationId }`
+}
 `;
 
 test('a contract call: the child operation is bound before the call, the decision gates the task, the log replays', async () => {
@@ -133,7 +141,11 @@ test('a failed decision raises a typed error; a DSL retry is a new logical invoc
     assert.equal(plain.status, 'faulted');
     assert.equal(plain.error?.type, 'https://convoke.dev/errors/workflow/decision');
     assert.equal(plain.error?.instance, '/do/0/review');
-    assert.equal(Object.values(plain.tasks).find((t) => t.name === 'publish'), undefined, 'the pipeline stopped');
+    assert.equal(
+      Object.values(plain.tasks).find((t) => t.name === 'publish'),
+      undefined,
+      'the pipeline stopped',
+    );
 
     const retried = await runToEnd(
       h,
@@ -160,7 +172,10 @@ test('a failed decision raises a typed error; a DSL retry is a new logical invoc
     );
     assert.deepEqual(retried.output, { gaveUp: true });
     const children = Object.values(retried.children).sort((x, y) => x.attempt - y.attempt);
-    assert.deepEqual(children.map((c) => c.attempt), [1, 2]);
+    assert.deepEqual(
+      children.map((c) => c.attempt),
+      [1, 2],
+    );
     for (const child of children) {
       assert.equal(child.invocationKey, stageInvocationKey('order-4', { pointer: '/do/0/guarded/try/0/review', iterations: [], attempt: child.attempt }));
       assert.equal(child.operationId, operationId('alice', digest, child.invocationKey));

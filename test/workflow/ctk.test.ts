@@ -148,7 +148,9 @@ async function runPickle(pickle: Pickle): Promise<void> {
 
 const featuresDir = join(repoRoot(), 'test', 'workflow', 'ctk', 'features');
 const pickles: Pickle[] = [];
-for (const file of readdirSync(featuresDir).filter((name) => name.endsWith('.feature')).sort()) {
+for (const file of readdirSync(featuresDir)
+  .filter((name) => name.endsWith('.feature'))
+  .sort()) {
   const parser = new Parser(new AstBuilder(IdGenerator.incrementing()), new GherkinClassicTokenMatcher());
   const document = parser.parse(readFileSync(join(featuresDir, file), 'utf8'));
   pickles.push(...compile(document, file, IdGenerator.incrementing()));

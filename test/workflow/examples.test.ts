@@ -100,7 +100,9 @@ async function check(file: string): Promise<void> {
 }
 
 test('every official example is listed in exactly one category', () => {
-  const files = readdirSync(examples).filter((f) => f.endsWith('.yaml')).sort();
+  const files = readdirSync(examples)
+    .filter((f) => f.endsWith('.yaml'))
+    .sort();
   assert.equal(files.length, 66, 'the 1.0.3 release has 66 examples');
   const listed = [...valid, ...Object.keys(refused)].sort();
   assert.deepEqual(listed, files);

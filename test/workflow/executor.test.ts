@@ -45,7 +45,10 @@ test('an instance on SQLite: the same key and input find the same instance, a di
     const again = await h.executor.start({ principalId: 'alice', invocationKey: 'same', document, input: { n: 21 } });
     assert.equal(again.created, false);
     assert.equal(again.instanceId, record.instanceId);
-    await assert.rejects(h.executor.start({ principalId: 'alice', invocationKey: 'same', document, input: { n: 1 } }), (error: AdapterError) => error.kind === 'conflict');
+    await assert.rejects(
+      h.executor.start({ principalId: 'alice', invocationKey: 'same', document, input: { n: 1 } }),
+      (error: AdapterError) => error.kind === 'conflict',
+    );
     const operations: string[] = [];
     for await (const id of store.operationIds()) operations.push(id);
     assert.deepEqual(operations, [], 'workflow streams are not listed as operations');
@@ -60,7 +63,9 @@ test('a stopped worker: another executor on the same store resumes the instance,
   const dir = temporaryDir();
   const clock = new SystemClock();
   const path = join(dir.path, 'wf.db');
-  const document = yaml(`${head('resume')}do:\n  - first:\n      set:\n        a: \${ .x + 1 }\n  - pause:\n      wait: { milliseconds: 700 }\n  - second:\n      set:\n        b: \${ .a + 1 }\n`);
+  const document = yaml(
+    `${head('resume')}do:\n  - first:\n      set:\n        a: \${ .x + 1 }\n  - pause:\n      wait: { milliseconds: 700 }\n  - second:\n      set:\n        b: \${ .a + 1 }\n`,
+  );
   const storeA = new SqliteEventStore({ path, clock });
   const a = harness({ store: storeA, clock });
   const { instanceId } = await a.executor.start({ principalId: 'alice', invocationKey: 'resume', document, input: { x: 1 } });
@@ -101,7 +106,11 @@ async function flaky(failures: number) {
     res.end(JSON.stringify(calls <= failures ? { error: 'busy' } : { ok: true, calls }));
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/work`, calls: () => calls, close: () => new Promise<void>((r) => server.close(() => r())) };
+  return {
+    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/work`,
+    calls: () => calls,
+    close: () => new Promise<void>((r) => server.close(() => r())),
+  };
 }
 
 const retrying = (url: string, count: number, backoff: string) => `${head('retry')}do:
@@ -183,7 +192,12 @@ test('a task timeout faults the task with a timeout error (408) that try/catch c
     assert.equal(slow.state, 'faulted');
     assert.equal(slow.error?.instance, '/do/0/guarded/try/0/slow');
 
-    const whole = await runToEnd(h, yaml(`${head('workflow-timeout')}timeout: { after: { milliseconds: 150 } }\ndo:\n  - slow:\n      wait: { seconds: 30 }\n`), {}, 't2');
+    const whole = await runToEnd(
+      h,
+      yaml(`${head('workflow-timeout')}timeout: { after: { milliseconds: 150 } }\ndo:\n  - slow:\n      wait: { seconds: 30 }\n`),
+      {},
+      't2',
+    );
     assert.equal(whole.status, 'faulted');
     assert.equal(whole.error?.status, 408);
     // The deadline is the start's decision instant + 150 ms (recorded in workflow-started); the
@@ -256,11 +270,14 @@ test('a jq program past its deadline is an expression error (400); the runtime k
 test('refused before anything runs: unsupported tasks and calls name their JSON Pointer; non-deterministic jq is refused', async () => {
   const h = harness();
   const refuse = async (body: string, fragment: string, kind = 'unsupported') => {
-    await assert.rejects(h.executor.start({ principalId: 'alice', invocationKey: 'x', document: yaml(`${head('refused')}${body}`), input: {} }), (error: AdapterError) => {
-      assert.equal(error.kind, kind);
-      assert.match(error.message, new RegExp(fragment));
-      return true;
-    });
+    await assert.rejects(
+      h.executor.start({ principalId: 'alice', invocationKey: 'x', document: yaml(`${head('refused')}${body}`), input: {} }),
+      (error: AdapterError) => {
+        assert.equal(error.kind, kind);
+        assert.match(error.message, new RegExp(fragment));
+        return true;
+      },
+    );
   };
   try {
     await refuse('do:\n  - ok: { set: { a: 1 } }\n  - sh:\n      run: { shell: { command: ls } }\n', '/do/1/sh: run tasks');

@@ -63,6 +63,9 @@ test('a refusal is invalid-input naming the pointer and the builtin', () => {
     () => checkDeterministicText('${ .a + (now | floor) }', '/do/0/stamp/set/at'),
     (e: unknown) => isAdapterError(e) && e.kind === 'invalid-input' && /^\/do\/0\/stamp\/set\/at: the expression uses "now"/.test(e.description ?? ''),
   );
-  assert.throws(() => checkDeterministicJq('input', '/if'), (e: unknown) => isAdapterError(e) && (e.description ?? '').includes('"input"'));
+  assert.throws(
+    () => checkDeterministicJq('input', '/if'),
+    (e: unknown) => isAdapterError(e) && (e.description ?? '').includes('"input"'),
+  );
   assert.doesNotThrow(() => checkDeterministicJq('.customer.age < 18', '/if'));
 });

@@ -30,7 +30,12 @@ test('workflow instances on JetStream: their own subject, replay equal, resumed 
     for await (const id of storeA.operationIds()) operations.push(id);
     assert.deepEqual(operations, []);
 
-    const { instanceId } = await a.executor.start({ principalId: 'alice', invocationKey: 'js-2', document: yaml(`${head}do:\n  - pause:\n      wait: { milliseconds: 500 }\n  - done:\n      set: { ok: true }\n`), input: {} });
+    const { instanceId } = await a.executor.start({
+      principalId: 'alice',
+      invocationKey: 'js-2',
+      document: yaml(`${head}do:\n  - pause:\n      wait: { milliseconds: 500 }\n  - done:\n      set: { ok: true }\n`),
+      input: {},
+    });
     while (Object.keys((await a.executor.get(instanceId))?.timers ?? {}).length === 0) await new Promise((r) => setTimeout(r, 10));
     await a.close();
     const resumed = await b.executor.wait(instanceId, 10_000);

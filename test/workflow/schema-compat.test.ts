@@ -23,7 +23,10 @@ test('types: integer is a number, a wider producer is not accepted, an untyped p
 test('objects: required properties must be required by the producer, declared ones compatible', () => {
   const extra = { type: 'object', required: ['text', 'lang'], properties: { text: { type: 'string', maxLength: 10 }, lang: { enum: ['en', 'fr'] } } };
   assert.equal(schemaIncompatibility(extra, text), undefined);
-  assert.deepEqual(schemaIncompatibility({ type: 'object', properties: { text: { type: 'string' } } }, text), { at: '/text', reason: 'required, but the producing schema does not require it' });
+  assert.deepEqual(schemaIncompatibility({ type: 'object', properties: { text: { type: 'string' } } }, text), {
+    at: '/text',
+    reason: 'required, but the producing schema does not require it',
+  });
   assert.equal(schemaIncompatibility(extra, { type: 'object', properties: { lang: { enum: ['en', 'fr', 'de'] } } }), undefined);
   assert.match(schemaIncompatibility(extra, { type: 'object', properties: { lang: { enum: ['en'] } } })?.reason ?? '', /"fr"/);
   // An optional property the producer may carry with any value.
@@ -38,8 +41,14 @@ test('closed targets need closed producers with declared properties', () => {
   assert.equal(schemaIncompatibility(closed, closed), undefined);
   const wider = { type: 'object', required: ['text'], properties: { text: { type: 'string' }, n: { type: 'integer' } }, additionalProperties: false };
   assert.equal(schemaIncompatibility(wider, closed)?.at, '/n');
-  assert.equal(schemaIncompatibility({ type: 'object', additionalProperties: { type: 'integer' } }, { type: 'object', additionalProperties: { type: 'number' } }), undefined);
-  assert.equal(schemaIncompatibility({ type: 'object', additionalProperties: { type: 'number' } }, { type: 'object', additionalProperties: { type: 'integer' } })?.at, '/*');
+  assert.equal(
+    schemaIncompatibility({ type: 'object', additionalProperties: { type: 'integer' } }, { type: 'object', additionalProperties: { type: 'number' } }),
+    undefined,
+  );
+  assert.equal(
+    schemaIncompatibility({ type: 'object', additionalProperties: { type: 'number' } }, { type: 'object', additionalProperties: { type: 'integer' } })?.at,
+    '/*',
+  );
 });
 
 test('bounds, arrays and keywords compared only by equality', () => {
@@ -47,14 +56,24 @@ test('bounds, arrays and keywords compared only by equality', () => {
   assert.match(schemaIncompatibility({ type: 'integer', minimum: 0 }, { type: 'integer', minimum: 1 })?.reason ?? '', /"minimum" 1/);
   assert.match(schemaIncompatibility({ type: 'string' }, { type: 'string', maxLength: 5 })?.reason ?? '', /"maxLength" 5/);
   assert.match(schemaIncompatibility({ type: 'string' }, { type: 'string', pattern: '^a' })?.reason ?? '', /"pattern"/);
-  assert.equal(schemaIncompatibility({ type: 'array', items: { type: 'integer' }, minItems: 2 }, { type: 'array', items: { type: 'number' }, minItems: 1 }), undefined);
+  assert.equal(
+    schemaIncompatibility({ type: 'array', items: { type: 'integer' }, minItems: 2 }, { type: 'array', items: { type: 'number' }, minItems: 1 }),
+    undefined,
+  );
   assert.equal(schemaIncompatibility({ type: 'array', items: { type: 'string' } }, { type: 'array', items: { type: 'number' } })?.at, '/*');
   assert.match(schemaIncompatibility({ type: 'string' }, { anyOf: [{ type: 'string' }, { type: 'null' }] })?.reason ?? '', /"anyOf"/);
   assert.equal(schemaIncompatibility({ anyOf: [{ type: 'string' }] }, { anyOf: [{ type: 'string' }] }), undefined);
 });
 
 test('schemaAt follows required properties and guaranteed array items only', () => {
-  const doc = { type: 'object', required: ['a'], properties: { a: { type: 'array', minItems: 2, items: { type: 'object', required: ['b/c'], properties: { 'b/c': { type: 'string' } } } }, z: { type: 'string' } } };
+  const doc = {
+    type: 'object',
+    required: ['a'],
+    properties: {
+      a: { type: 'array', minItems: 2, items: { type: 'object', required: ['b/c'], properties: { 'b/c': { type: 'string' } } } },
+      z: { type: 'string' },
+    },
+  };
   assert.deepEqual(schemaAt(doc, '/a/1/b~1c'), { schema: { type: 'string' }, path: ['a', 1, 'b/c'] });
   assert.deepEqual(schemaAt(doc, ''), { schema: doc, path: [] });
   assert.match((schemaAt(doc, '/z') as { problem: string }).problem, /not a required property/);

@@ -27,7 +27,14 @@ export function harness(options: { store?: EventStore; clock?: Clock; fetch?: ty
   const clock = options.clock ?? new SystemClock();
   const store = options.store ?? new MemoryEventStore({ clock });
   const evaluator = new JqWorkerEvaluator({ deadlineMs: 5000 });
-  const executor = new WorkflowExecutor({ store: workflowStreams(store), clock, random: seededRandom(options.seed ?? 7), evaluator, fetch: options.fetch, invocations: options.invocations });
+  const executor = new WorkflowExecutor({
+    store: workflowStreams(store),
+    clock,
+    random: seededRandom(options.seed ?? 7),
+    evaluator,
+    fetch: options.fetch,
+    invocations: options.invocations,
+  });
   return {
     executor,
     store,

@@ -31,7 +31,13 @@ test('hostile YAML is invalid-input: duplicate keys, bad syntax, alias floods, n
   refused(() => parseDocumentText('a: [1, 2\n', 'w'), /^w: not valid YAML/);
   // Twelve levels of ten aliases each: 10^12 nodes if expanded.
   const name = (i: number) => String.fromCharCode(97 + i);
-  const levels = Array.from({ length: 12 }, (_, i) => `${name(i + 1)}: &${name(i + 1)} [${Array(10).fill(`*${name(i)}`).join(', ')}]`);
+  const levels = Array.from(
+    { length: 12 },
+    (_, i) =>
+      `${name(i + 1)}: &${name(i + 1)} [${Array(10)
+        .fill(`*${name(i)}`)
+        .join(', ')}]`,
+  );
   refused(() => parseDocumentText(['a: &a [x, x, x, x, x, x, x, x, x, x]', ...levels].join('\n'), 'w'), /^w: Excessive alias count/);
   refused(() => parseDocumentText('n: .inf\n', 'w'), /non-finite number/);
   refused(() => parseDocumentText('n: 9007199254740993\n', 'w'), /beyond/);

@@ -42,7 +42,10 @@ export interface NatsPresenceOptions {
 }
 
 /** How a consumer's state reads as presence, given the delivery count seen the time before. */
-export function presenceOf(info: Pick<ConsumerInfo, 'num_waiting' | 'num_pending' | 'num_ack_pending'> & { delivered: { consumer_seq: number } }, deliveredBefore: number | undefined): Observed {
+export function presenceOf(
+  info: Pick<ConsumerInfo, 'num_waiting' | 'num_pending' | 'num_ack_pending'> & { delivered: { consumer_seq: number } },
+  deliveredBefore: number | undefined,
+): Observed {
   if (info.num_waiting > 0) return 'online';
   if (info.num_pending === 0 && info.num_ack_pending === 0) return 'offline';
   if (deliveredBefore === undefined) return undefined;
@@ -66,7 +69,9 @@ export class NatsConsumerPresence implements PresenceSource {
 
   async observe(namespace: string, peers: readonly string[]): Promise<PresenceReport> {
     const known = new Set(this.options.peers.get(namespace) ?? []);
-    const observed = await Promise.all([...new Set(peers)].filter((p) => known.has(p)).map(async (peerId) => [peerId, (await this.current(namespace, peerId)).state] as const));
+    const observed = await Promise.all(
+      [...new Set(peers)].filter((p) => known.has(p)).map(async (peerId) => [peerId, (await this.current(namespace, peerId)).state] as const),
+    );
     // The revision is read after every observation it covers has been applied.
     return {
       revision: `${this.sourceId}.${this.changes}`,

@@ -55,7 +55,11 @@ export class StaticDirectory implements Directory {
     if (peers === undefined) throw new AdapterError('invalid-input', `unknown audience group "${group}"`);
     if (this.presence.size === 0) return { peers: [...peers], revision: this.revision };
     const observed = (state: Presence) => peers.filter((p) => this.presence.get(p) === state);
-    return { peers: [...peers], revision: this.revision, presence: { revision: this.presenceRevision, online: observed('online'), offline: observed('offline') } };
+    return {
+      peers: [...peers],
+      revision: this.revision,
+      presence: { revision: this.presenceRevision, online: observed('online'), offline: observed('offline') },
+    };
   }
 
   /** Replaces a group's members and advances the revision. */

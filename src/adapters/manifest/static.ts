@@ -21,7 +21,10 @@ export class StaticManifestSource implements ManifestSource {
         if (ids.has(b.branchId)) throw new AdapterError('invalid-input', `manifest ${key}: duplicate branch id ${b.branchId}`);
         ids.add(b.branchId);
       }
-      this.manifests.set(key, branches.map((b) => ({ branchId: b.branchId, peerId: b.peerId })));
+      this.manifests.set(
+        key,
+        branches.map((b) => ({ branchId: b.branchId, peerId: b.peerId })),
+      );
     }
   }
 

@@ -7,8 +7,7 @@
 import type { StoredTransition, Transition } from '../../events/types.js';
 import type { AppendListener, RevisionListener, StoreFailure } from './types.js';
 
-const isRecord = (value: unknown): value is Record<string, unknown> =>
-  typeof value === 'object' && value !== null && !Array.isArray(value);
+const isRecord = (value: unknown): value is Record<string, unknown> => typeof value === 'object' && value !== null && !Array.isArray(value);
 
 /** Why `value` is not a storable Transition, or undefined when it is. */
 export function transitionShapeProblem(value: unknown): string | undefined {

@@ -11,11 +11,29 @@
  * type-checked and its conformance run (test/conformance/store-eventstoredb.test.ts) needs
  * CONVOKE_ESDB_URL.
  */
-import { BACKWARDS, END, NO_STREAM, StreamDeletedError, StreamNotFoundError, WrongExpectedVersionError, jsonEvent, type EventStoreDBClient, type JSONType } from '@eventstore/db-client';
+import {
+  BACKWARDS,
+  END,
+  NO_STREAM,
+  StreamDeletedError,
+  StreamNotFoundError,
+  WrongExpectedVersionError,
+  jsonEvent,
+  type EventStoreDBClient,
+  type JSONType,
+} from '@eventstore/db-client';
 import { BoundedMap } from '../../contract/bounded-map.js';
 import { unavailable } from '../../contract/errors.js';
 import { limits as contractLimits } from '../../contract/limits.js';
-import { countStuck, pageOf, type IndexPage, type IndexQuery, type OperationIndexRow, type StuckBounds, type StuckCounts } from '../../events/operation-index.js';
+import {
+  countStuck,
+  pageOf,
+  type IndexPage,
+  type IndexQuery,
+  type OperationIndexRow,
+  type StuckBounds,
+  type StuckCounts,
+} from '../../events/operation-index.js';
 import type { StoredTransition } from '../../events/types.js';
 import type { IndexStates } from './index-states.js';
 import type { OperationIndexStore } from './types.js';
@@ -78,7 +96,12 @@ export class EventStoreDbOperationIndex implements OperationIndexStore {
 
   private async last(operationId: string): Promise<{ eventRevision: bigint; revision: number; row: OperationIndexRow } | undefined> {
     try {
-      for await (const resolved of this.host.client.readStream(this.stream(operationId), { direction: BACKWARDS, fromRevision: END, maxCount: 1, deadline: this.host.deadline })) {
+      for await (const resolved of this.host.client.readStream(this.stream(operationId), {
+        direction: BACKWARDS,
+        fromRevision: END,
+        maxCount: 1,
+        deadline: this.host.deadline,
+      })) {
         const event = resolved.event;
         const row = event?.type === rowType ? (event.data as unknown as OperationIndexRow) : undefined;
         if (event && row && typeof row.revision === 'string') return { eventRevision: event.revision, revision: Number(row.revision), row };

@@ -313,7 +313,8 @@ export class EventStoreDbStore implements EventStore {
   /** Reads the stored event back for its server stamp and answers what the fold will decide. */
   private async answerStored(operationId: string, revision: bigint, known: FoldPoint | undefined, transition: Transition): Promise<AppendOutcome> {
     const events = await this.readEvents(this.opStream(operationId), revision, 1);
-    if (events.kind !== 'events') return events.kind === 'tombstoned' ? expiredOf(operationId) : { kind: 'unavailable', description: 'stored event could not be read back' };
+    if (events.kind !== 'events')
+      return events.kind === 'tombstoned' ? expiredOf(operationId) : { kind: 'unavailable', description: 'stored event could not be read back' };
     const event = events.events[0];
     if (!event || event.revision !== revision) return { kind: 'unavailable', description: `stored event ${revision} could not be read back` };
     const stored = storedOf(event);
@@ -357,7 +358,8 @@ export class EventStoreDbStore implements EventStore {
     while (transitions.length < countMax) {
       const pageMax = Math.min(contractLimits.eventStoreDbReadPageMax, countMax - transitions.length);
       const page = await this.readEvents(this.opStream(operationId), last === undefined ? START : last + 1n, pageMax);
-      if (page.kind === 'missing' && last === undefined) return (await this.exists(this.tombStream(operationId))) ? { kind: 'tombstoned' } : { kind: 'missing' };
+      if (page.kind === 'missing' && last === undefined)
+        return (await this.exists(this.tombStream(operationId))) ? { kind: 'tombstoned' } : { kind: 'missing' };
       if (page.kind === 'tombstoned') return page;
       if (page.kind !== 'events') return { kind: 'unavailable', description: `operation ${operationId} vanished while being read` };
       for (const event of page.events) {
@@ -368,7 +370,8 @@ export class EventStoreDbStore implements EventStore {
       }
       if (page.events.length < pageMax) break;
     }
-    if (transitions.length > readMax) return { kind: 'unavailable', description: `operation ${operationId} holds more than ${readMax} transitions, more than a store reads back` };
+    if (transitions.length > readMax)
+      return { kind: 'unavailable', description: `operation ${operationId} holds more than ${readMax} transitions, more than a store reads back` };
     if (last === undefined) return { kind: 'missing' };
     return { kind: 'live', lastRevision: Number(last), transitions };
   }
@@ -402,7 +405,10 @@ export class EventStoreDbStore implements EventStore {
   /** One index line per created stream; failure here cannot undo the create, so it is swallowed. */
   private async countAdmission(operationId: string): Promise<void> {
     await this.client
-      .appendToStream(`${this.prefix}-admissions`, jsonEvent({ type: 'convoke.admitted', data: { operationId } }), { expectedRevision: ANY, deadline: this.deadline })
+      .appendToStream(`${this.prefix}-admissions`, jsonEvent({ type: 'convoke.admitted', data: { operationId } }), {
+        expectedRevision: ANY,
+        deadline: this.deadline,
+      })
       .catch(() => undefined);
   }
 
@@ -415,7 +421,10 @@ export class EventStoreDbStore implements EventStore {
       if (!(error instanceof StreamNotFoundError)) throw error;
     }
     if (count < this.limits.operationsMax) return undefined;
-    return { kind: 'unavailable', description: `store capacity of ${this.limits.operationsMax} operations reached; new admissions are refused, key history is kept` };
+    return {
+      kind: 'unavailable',
+      description: `store capacity of ${this.limits.operationsMax} operations reached; new admissions are refused, key history is kept`,
+    };
   }
 
   private async indexIds(stream: string): Promise<string[]> {

@@ -28,7 +28,12 @@ export class IndexStates {
    * The row after `stored`, appended at `previousRevision` (undefined for a create). `log` reads
    * the transitions before it when the state at that revision is not held.
    */
-  rowAfter(operationId: string, previousRevision: string | undefined, stored: StoredTransition, log: () => readonly StoredTransition[]): OperationIndexRow | undefined {
+  rowAfter(
+    operationId: string,
+    previousRevision: string | undefined,
+    stored: StoredTransition,
+    log: () => readonly StoredTransition[],
+  ): OperationIndexRow | undefined {
     const held = this.states.get(operationId);
     if (held === 'none' && previousRevision !== undefined) return undefined;
     return this.remembered(operationId, () => {
@@ -53,7 +58,10 @@ export class IndexStates {
     const log = await logOf();
     if (log === undefined) return undefined;
     const upTo = BigInt(stored.revision);
-    return this.rowOfLog(operationId, log.filter((t) => BigInt(t.revision) <= upTo));
+    return this.rowOfLog(
+      operationId,
+      log.filter((t) => BigInt(t.revision) <= upTo),
+    );
   }
 
   /** Whether the state at `revision` is held, or the log is known to have no row (an append after it needs no read). */

@@ -29,7 +29,15 @@ import { nanos } from '@nats-io/transport-node';
 import { BoundedMap } from '../../contract/bounded-map.js';
 import { unavailable } from '../../contract/errors.js';
 import { limits as contractLimits } from '../../contract/limits.js';
-import { countStuck, pageOf, type IndexPage, type IndexQuery, type OperationIndexRow, type StuckBounds, type StuckCounts } from '../../events/operation-index.js';
+import {
+  countStuck,
+  pageOf,
+  type IndexPage,
+  type IndexQuery,
+  type OperationIndexRow,
+  type StuckBounds,
+  type StuckCounts,
+} from '../../events/operation-index.js';
 import type { StoredTransition } from '../../events/types.js';
 import type { IndexStates } from './index-states.js';
 import type { OperationIndexStore } from './types.js';
@@ -56,13 +64,22 @@ export async function ensureIndexStream(jsm: JetStreamManager, streamName: strin
   const subject = `${prefix}.idx.>`;
   try {
     const info = await jsm.streams.info(name);
-    if (info.config.max_msgs_per_subject !== 1 || !info.config.subjects.includes(subject)) throw unavailable(`stream ${name} exists without max_msgs_per_subject 1 and subject ${subject}`);
+    if (info.config.max_msgs_per_subject !== 1 || !info.config.subjects.includes(subject))
+      throw unavailable(`stream ${name} exists without max_msgs_per_subject 1 and subject ${subject}`);
     return;
   } catch (error) {
     if (!(error instanceof JetStreamApiError && error.code === 10059)) throw error;
   }
   try {
-    await jsm.streams.add({ name, subjects: [subject], storage: StorageType.File, retention: RetentionPolicy.Limits, discard: DiscardPolicy.Old, max_msgs_per_subject: 1, allow_direct: true });
+    await jsm.streams.add({
+      name,
+      subjects: [subject],
+      storage: StorageType.File,
+      retention: RetentionPolicy.Limits,
+      discard: DiscardPolicy.Old,
+      max_msgs_per_subject: 1,
+      allow_direct: true,
+    });
   } catch (error) {
     if (!(error instanceof JetStreamApiError && error.code === 10058)) throw error;
   }
@@ -103,7 +120,10 @@ export class JetStreamOperationIndex implements OperationIndexStore {
     for (let attempt = 0; attempt < contractLimits.storeCasAttemptsMax; attempt++) {
       if (known && known.revision >= revision) return;
       try {
-        const ack = await this.host.js.publish(this.subject(operationId), JSON.stringify(row), { expect: { lastSubjectSequence: known?.seq ?? 0 }, timeout: this.host.requestTimeoutMs });
+        const ack = await this.host.js.publish(this.subject(operationId), JSON.stringify(row), {
+          expect: { lastSubjectSequence: known?.seq ?? 0 },
+          timeout: this.host.requestTimeoutMs,
+        });
         this.written.set(operationId, { seq: ack.seq, revision });
         return;
       } catch (error) {
@@ -146,7 +166,10 @@ export class JetStreamOperationIndex implements OperationIndexStore {
       }
       // A rebuild replaces whatever is there (a damaged row may claim a later revision).
       const last = await this.host.jsm.streams.getMessage(this.stream, { last_by_subj: this.subject(operationId) });
-      const ack = await this.host.js.publish(this.subject(operationId), JSON.stringify(row), { expect: { lastSubjectSequence: last?.seq ?? 0 }, timeout: this.host.requestTimeoutMs });
+      const ack = await this.host.js.publish(this.subject(operationId), JSON.stringify(row), {
+        expect: { lastSubjectSequence: last?.seq ?? 0 },
+        timeout: this.host.requestTimeoutMs,
+      });
       this.written.set(operationId, { seq: ack.seq, revision: Number(row.revision) });
       return row;
     } catch (error) {
@@ -181,7 +204,10 @@ export class JetStreamOperationIndex implements OperationIndexStore {
       const consumer = await js.consumers.get(this.stream, info.name);
       let delivered = 0;
       while (delivered < info.num_pending) {
-        const batch = await consumer.fetch({ max_messages: Math.min(contractLimits.jetstreamScanBatchMax, info.num_pending - delivered), expires: Math.max(1000, this.host.requestTimeoutMs) });
+        const batch = await consumer.fetch({
+          max_messages: Math.min(contractLimits.jetstreamScanBatchMax, info.num_pending - delivered),
+          expires: Math.max(1000, this.host.requestTimeoutMs),
+        });
         const before = delivered;
         for await (const msg of batch) {
           delivered++;
@@ -203,7 +229,9 @@ export class JetStreamOperationIndex implements OperationIndexStore {
 function parseRow(data: Uint8Array): OperationIndexRow | undefined {
   try {
     const value = JSON.parse(decoder.decode(data)) as Partial<OperationIndexRow> | null;
-    return value && typeof value.operationId === 'string' && typeof value.admittedAtMs === 'number' && typeof value.revision === 'string' ? (value as OperationIndexRow) : undefined;
+    return value && typeof value.operationId === 'string' && typeof value.admittedAtMs === 'number' && typeof value.revision === 'string'
+      ? (value as OperationIndexRow)
+      : undefined;
   } catch {
     return undefined;
   }

@@ -390,7 +390,11 @@ export class JetStreamEventStore implements EventStore {
     const outcome = answerStoredAt(this.fold, operationId, seq, stamp.committedAtMs, known, transition.timeGuard);
     // Stored either way (applied, or void on fold): the index row follows the log (operations only, not workflow instances).
     if ((outcome.kind === 'ok' || outcome.kind === 'expired') && streamFamily(operationId) === 'op') {
-      await this.index.appended(operationId, known.revision === 0 ? undefined : String(known.revision), { revision: String(seq), committedAtMs: stamp.committedAtMs, transition });
+      await this.index.appended(operationId, known.revision === 0 ? undefined : String(known.revision), {
+        revision: String(seq),
+        committedAtMs: stamp.committedAtMs,
+        transition,
+      });
     }
     return outcome;
   }
@@ -448,7 +452,7 @@ export class JetStreamEventStore implements EventStore {
   private async scan(operationId: string, untilSeq: number): Promise<LogState> {
     const subject = this.opSubject(operationId);
     const transitions: StoredTransition[] = [];
-    for (let from = 1; transitions.length < contractLimits.jetstreamScanGetsMax; ) {
+    for (let from = 1; transitions.length < contractLimits.jetstreamScanGetsMax;) {
       // The v3 typings list only seq/last_by_subj here; the server also takes next_by_subj.
       const query = { seq: from, next_by_subj: subject } as unknown as MsgRequest;
       const msg = await this.jsm.streams.getMessage(this.streamName, query);
@@ -498,7 +502,8 @@ export class JetStreamEventStore implements EventStore {
     } finally {
       void this.jsm.consumers.delete(this.streamName, info.name).catch(() => undefined);
     }
-    if (transitions.length > readMax) return { kind: 'unavailable', description: `operation ${operationId} holds more than ${readMax} transitions, more than a store reads back` };
+    if (transitions.length > readMax)
+      return { kind: 'unavailable', description: `operation ${operationId} holds more than ${readMax} transitions, more than a store reads back` };
     return this.gapOrTombstone(operationId, untilSeq);
   }
 
@@ -566,7 +571,10 @@ export class JetStreamEventStore implements EventStore {
       this.capacitySeen.createsSince++;
       return undefined;
     }
-    return { kind: 'unavailable', description: `store capacity of ${this.limits.operationsMax} operations reached; new admissions are refused, key history is kept` };
+    return {
+      kind: 'unavailable',
+      description: `store capacity of ${this.limits.operationsMax} operations reached; new admissions are refused, key history is kept`,
+    };
   }
 
   private deliver(msg: JsMsg, listener: AppendListener): void {

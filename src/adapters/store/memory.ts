@@ -98,7 +98,10 @@ export class MemoryEventStore implements EventStore {
         : { kind: 'conflict', description: `operation ${operationId} already exists` };
     }
     if (this.streams.size >= this.limits.operationsMax) {
-      return { kind: 'unavailable', description: `store capacity of ${this.limits.operationsMax} operations reached; new admissions are refused, key history is kept` };
+      return {
+        kind: 'unavailable',
+        description: `store capacity of ${this.limits.operationsMax} operations reached; new admissions are refused, key history is kept`,
+      };
     }
     return this.write(operationId, undefined, transition);
   }
@@ -162,7 +165,9 @@ export class MemoryEventStore implements EventStore {
   /** The operation's row after the transition just stored. */
   private indexAppended(operationId: string, stream: Stream, previous: number, stored: StoredTransition): void {
     if (!isOperationId(operationId)) return; // a workflow instance's stream: the index lists operations
-    const row = this.indexStates.rowAfter(operationId, previous === 0 ? undefined : String(previous), stored, () => stream.transitions.slice(0, previous).map(decode));
+    const row = this.indexStates.rowAfter(operationId, previous === 0 ? undefined : String(previous), stored, () =>
+      stream.transitions.slice(0, previous).map(decode),
+    );
     if (row) this.rows.set(operationId, row);
     else this.rows.delete(operationId);
   }
@@ -178,7 +183,8 @@ export class MemoryEventStore implements EventStore {
     if (expectedRevision !== undefined && expectedRevision !== currentRevision) {
       return { kind: 'conflict', description: `expected revision ${expectedRevision}, stream is at ${currentRevision}` };
     }
-    if (stream && stream.transitions.length >= this.limits.transitionsMax) return logFullFailure(operationId, stream.transitions.length, this.limits.transitionsMax);
+    if (stream && stream.transitions.length >= this.limits.transitionsMax)
+      return logFullFailure(operationId, stream.transitions.length, this.limits.transitionsMax);
     const nowMs = this.clock.nowMs();
     if (nowMs < this.lastCommittedAtMs) return rollbackFailure(nowMs, this.lastCommittedAtMs);
     if (!guardAdmits(transition.timeGuard, nowMs)) return guardFailure(transition.timeGuard, nowMs);

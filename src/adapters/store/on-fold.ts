@@ -85,11 +85,7 @@ export class FoldTracker {
 // ── the parts of a guard-on-fold adapter that do not depend on its backend ──────────────────
 
 /** What the backend's log says about one operation. `lastRevision` is the backend's own position. */
-export type LogState =
-  | { kind: 'missing' }
-  | { kind: 'tombstoned' }
-  | { kind: 'live'; lastRevision: number; transitions: StoredTransition[] }
-  | StoreFailure;
+export type LogState = { kind: 'missing' } | { kind: 'tombstoned' } | { kind: 'live'; lastRevision: number; transitions: StoredTransition[] } | StoreFailure;
 
 /** One attempted write, carried through CAS retries. */
 export interface PendingWrite {
@@ -99,7 +95,6 @@ export interface PendingWrite {
   /** CAS retries so far (a create over a log holding only void transitions retries). */
   attempt: number;
 }
-
 
 export const expiredOf = (operationId: string) => ({ kind: 'expired' as const, description: `operation ${operationId} is tombstoned` });
 export const notFoundOf = (operationId: string) => ({ kind: 'not-found' as const, description: `operation ${operationId} does not exist` });
@@ -147,7 +142,9 @@ export function classifyRejection(
     case 'tombstoned':
       return expiredOf(operationId);
     case 'missing':
-      return write.mode === 'append' ? notFoundOf(operationId) : { kind: 'unavailable', description: `create of ${operationId} was refused but its log reads empty` };
+      return write.mode === 'append'
+        ? notFoundOf(operationId)
+        : { kind: 'unavailable', description: `create of ${operationId} was refused but its log reads empty` };
     case 'live':
       break;
     default:
@@ -162,7 +159,14 @@ export function classifyRejection(
 }
 
 /** The answer for a write stored at `revision` with the server's `committedAtMs`; the fold point moves on. */
-export function answerStoredAt(fold: FoldTracker, operationId: string, revision: number, committedAtMs: number, before: FoldPoint, guard: TimeGuard): AppendOutcome {
+export function answerStoredAt(
+  fold: FoldTracker,
+  operationId: string,
+  revision: number,
+  committedAtMs: number,
+  before: FoldPoint,
+  guard: TimeGuard,
+): AppendOutcome {
   const outcome = answerOnFold(guard, String(revision), committedAtMs, before);
   fold.remember(operationId, advance(before, revision, guard, committedAtMs));
   return outcome;

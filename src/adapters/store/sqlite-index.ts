@@ -127,7 +127,10 @@ function fromData(data: IndexRowData): OperationIndexRow {
     deadlineMs: data.deadline_ms,
     nextDueMs: data.next_due_ms,
     openBranches: data.open_branches,
-    lastRejection: data.last_rejection_reason === null || data.last_rejection_at_ms === null ? null : { reason: data.last_rejection_reason as RejectionReason, atMs: data.last_rejection_at_ms },
+    lastRejection:
+      data.last_rejection_reason === null || data.last_rejection_at_ms === null
+        ? null
+        : { reason: data.last_rejection_reason as RejectionReason, atMs: data.last_rejection_at_ms },
     leaseExpiresAtMs: data.lease_expires_at_ms,
     outboxPendingSinceMs: data.outbox_pending_since_ms,
     revision: data.revision,
@@ -207,7 +210,12 @@ export class SqliteOperationIndex implements OperationIndexStore {
     private readonly db: Database.Database,
     private readonly host: SqliteIndexHost,
   ) {
-    this.upsert = db.prepare(`INSERT OR REPLACE INTO operation_index (${columns}) VALUES (${columns.split(', ').map((c) => `@${c}`).join(', ')})`);
+    this.upsert = db.prepare(
+      `INSERT OR REPLACE INTO operation_index (${columns}) VALUES (${columns
+        .split(', ')
+        .map((c) => `@${c}`)
+        .join(', ')})`,
+    );
     this.remover = db.prepare('DELETE FROM operation_index WHERE operation_id = ?');
     this.one = db.prepare<[string], IndexRowData>(`SELECT ${columns} FROM operation_index WHERE operation_id = ?`);
     this.rebuildTransaction = db.transaction((operationId: string) => {
@@ -254,7 +262,7 @@ export class SqliteOperationIndex implements OperationIndexStore {
       for (const reason of stuckReasons) {
         const c = stuckCondition(reason, nowMs, bounds);
         const sql = `SELECT count(*) AS n FROM operation_index WHERE ${c.sql}`;
-        counts[reason] = (this.db.prepare<(string | number)[], { n: number }>(sql).get(...c.params)?.n ?? 0);
+        counts[reason] = this.db.prepare<(string | number)[], { n: number }>(sql).get(...c.params)?.n ?? 0;
       }
     });
     return counts;
@@ -282,11 +290,13 @@ export class SqliteOperationIndex implements OperationIndexStore {
   private buildOnce(): void {
     const built = this.db.prepare<[], { built: number }>('SELECT built FROM index_meta WHERE id = 1');
     if (built.get()?.built === 1) return;
-    this.db.transaction(() => {
-      if (built.get()?.built === 1) return; // another process built it while this one waited for the lock
-      const ids = this.db.prepare<[], { id: string }>('SELECT id FROM operations WHERE tombstoned = 0').all();
-      for (const { id } of ids) this.write(id, this.host.states.rowOfLog(id, this.host.logOf(id)));
-      this.db.prepare('UPDATE index_meta SET built = 1 WHERE id = 1').run();
-    }).immediate();
+    this.db
+      .transaction(() => {
+        if (built.get()?.built === 1) return; // another process built it while this one waited for the lock
+        const ids = this.db.prepare<[], { id: string }>('SELECT id FROM operations WHERE tombstoned = 0').all();
+        for (const { id } of ids) this.write(id, this.host.states.rowOfLog(id, this.host.logOf(id)));
+        this.db.prepare('UPDATE index_meta SET built = 1 WHERE id = 1').run();
+      })
+      .immediate();
   }
 }

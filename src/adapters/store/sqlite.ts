@@ -100,9 +100,7 @@ function prepareStatements(db: Database.Database) {
   return {
     operation: db.prepare<[string], OperationRow>('SELECT tombstoned, last_revision FROM operations WHERE id = ?'),
     meta: db.prepare<[], MetaRow>('SELECT last_committed_at_ms, last_rowid, operations_count FROM meta WHERE id = 1'),
-    insertTransition: db.prepare(
-      'INSERT INTO transitions (rowid, operation_id, revision, committed_at_ms, body) VALUES (?, ?, ?, ?, ?)',
-    ),
+    insertTransition: db.prepare('INSERT INTO transitions (rowid, operation_id, revision, committed_at_ms, body) VALUES (?, ?, ?, ?, ?)'),
     insertOperation: db.prepare('INSERT INTO operations (id, tombstoned, last_revision) VALUES (?, 0, ?)'),
     updateOperation: db.prepare('UPDATE operations SET last_revision = ? WHERE id = ?'),
     updateMeta: db.prepare('UPDATE meta SET last_committed_at_ms = ?, last_rowid = ?, operations_count = ? WHERE id = 1'),
@@ -117,9 +115,7 @@ function prepareStatements(db: Database.Database) {
     ),
     tombstone: db.prepare('UPDATE operations SET tombstoned = 1 WHERE id = ?'),
     deleteTransitions: db.prepare('DELETE FROM transitions WHERE operation_id = ?'),
-    liveIdsAfter: db.prepare<[string, number], { id: string }>(
-      'SELECT id FROM operations WHERE tombstoned = 0 AND id > ? ORDER BY id LIMIT ?',
-    ),
+    liveIdsAfter: db.prepare<[string, number], { id: string }>('SELECT id FROM operations WHERE tombstoned = 0 AND id > ? ORDER BY id LIMIT ?'),
   };
 }
 
@@ -345,7 +341,9 @@ export class SqliteEventStore implements EventStore {
     const stored: StoredTransition = { revision: String(revision), committedAtMs: nowMs, transition };
     // A workflow instance's stream (wf… id) has no row: the index lists operations.
     const indexed = isOperationId(operationId);
-    const row = indexed ? this.indexStates.rowAfter(operationId, operation ? String(operation.last_revision) : undefined, stored, () => this.logInTransaction(operationId)) : undefined;
+    const row = indexed
+      ? this.indexStates.rowAfter(operationId, operation ? String(operation.last_revision) : undefined, stored, () => this.logInTransaction(operationId))
+      : undefined;
     this.statements.insertTransition.run(rowid, operationId, revision, nowMs, body);
     if (indexed) this.index.write(operationId, row);
     if (operation) this.statements.updateOperation.run(revision, operationId);
@@ -369,7 +367,10 @@ export class SqliteEventStore implements EventStore {
       if (operation?.tombstoned) return { kind: 'expired', description: `operation ${operationId} is tombstoned; its key is never recreated` };
       if (operation) return { kind: 'conflict', description: `operation ${operationId} already exists` };
       if (meta.operations_count >= this.limits.operationsMax) {
-        return { kind: 'unavailable', description: `store capacity of ${this.limits.operationsMax} operations reached; new admissions are refused, key history is kept` };
+        return {
+          kind: 'unavailable',
+          description: `store capacity of ${this.limits.operationsMax} operations reached; new admissions are refused, key history is kept`,
+        };
       }
       return undefined;
     }

@@ -30,7 +30,6 @@ export interface Delivery {
   timestampNanos: bigint;
 }
 
-
 export class StampFeed {
   private readonly seen = new BoundedMap<number, Stamp>(limits.stampFeedKeptMax);
   private readonly waiting = new Map<number, Array<(stamp: Stamp | undefined) => void>>();

@@ -91,7 +91,16 @@ export class MemoryBus {
       const message: InboundMessage =
         replyTo === undefined
           ? { subject, data, headers, redelivered: false, ack: settled, nak: settled }
-          : { subject, data, headers, redelivered: false, ack: settled, nak: settled, replyTo, respond: async (reply: Uint8Array) => void sub.connection.publish(replyTo, reply) };
+          : {
+              subject,
+              data,
+              headers,
+              redelivered: false,
+              ack: settled,
+              nak: settled,
+              replyTo,
+              respond: async (reply: Uint8Array) => void sub.connection.publish(replyTo, reply),
+            };
       queueMicrotask(() => {
         this.stats.delivered++;
         void Promise.resolve()

@@ -4,7 +4,15 @@
  * acks, bounded deliveries, and max-delivery exhaustion reported as an observed event — never as
  * another message.
  */
-import { JetStreamApiCodes, JetStreamApiError, type ConsumerConfig, type ConsumerInfo, type JetStreamClient, type JetStreamManager, type JsMsg } from '@nats-io/jetstream';
+import {
+  JetStreamApiCodes,
+  JetStreamApiError,
+  type ConsumerConfig,
+  type ConsumerInfo,
+  type JetStreamClient,
+  type JetStreamManager,
+  type JsMsg,
+} from '@nats-io/jetstream';
 import type { NatsConnection, Subscription as NatsSubscription } from '@nats-io/transport-node';
 import { BoundedMap } from '../../contract/bounded-map.js';
 import { AdapterError } from '../../contract/errors.js';
@@ -75,7 +83,8 @@ async function consumerInfoOrUndefined(jsm: JetStreamManager, stream: string, du
 export async function bindOrCreateConsumer(ctx: JetStreamContext, stream: string, durable: string, filter: string): Promise<ConsumerInfo> {
   let info: ConsumerInfo;
   try {
-    info = (await consumerInfoOrUndefined(ctx.jsm, stream, durable)) ?? (await ctx.jsm.consumers.add(stream, desiredConsumerConfig(durable, filter, ctx.config)));
+    info =
+      (await consumerInfoOrUndefined(ctx.jsm, stream, durable)) ?? (await ctx.jsm.consumers.add(stream, desiredConsumerConfig(durable, filter, ctx.config)));
   } catch (error) {
     throw toAdapterError(error, `binding consumer ${durable} on ${stream}`);
   }
@@ -203,7 +212,13 @@ class JsInbound implements InboundMessage {
   }
 }
 
-function deliverDurable(ctx: JetStreamContext, m: JsMsg, handler: MessageHandler, delivered: BoundedMap<number, string> | undefined, outstanding: Outstanding): void {
+function deliverDurable(
+  ctx: JetStreamContext,
+  m: JsMsg,
+  handler: MessageHandler,
+  delivered: BoundedMap<number, string> | undefined,
+  outstanding: Outstanding,
+): void {
   // Remembered only where exhaustion is watched: the sequence comes from parsing the ack subject.
   delivered?.set(m.info.streamSequence, m.subject);
   const inbound = new JsInbound(ctx, m, outstanding);
@@ -304,7 +319,11 @@ export async function subscribeDurable(ctx: JetStreamContext, request: DurableSu
     const consumer = ctx.js.consumers.getConsumerFromInfo(info);
     const outstanding = new Outstanding(ctx.config.ackWaitMs);
     const messages = await consumer
-      .consume({ max_messages: limits.natsPullBatchMessagesMax, expires: pullExpiresMs(ctx.config), callback: (m) => deliverDurable(ctx, m, handler, delivered, outstanding) })
+      .consume({
+        max_messages: limits.natsPullBatchMessagesMax,
+        expires: pullExpiresMs(ctx.config),
+        callback: (m) => deliverDurable(ctx, m, handler, delivered, outstanding),
+      })
       .catch((error: unknown) => {
         outstanding.close();
         throw error;

@@ -5,7 +5,18 @@
 import { unavailable } from '../../contract/errors.js';
 import { coordinatorConsumerName, peerConsumerFilter, peerConsumerName, type CoordinatorConsumerKind } from './nats-names.js';
 import { tokensMatchSubject } from './subjects.js';
-import type { DurabilityCheck, ExhaustedInfo, InboundMessage, MessageHandler, PublishOptions, PublishReceipt, SubscribeOptions, Subscription, Transport, TransportCapabilities } from './types.js';
+import type {
+  DurabilityCheck,
+  ExhaustedInfo,
+  InboundMessage,
+  MessageHandler,
+  PublishOptions,
+  PublishReceipt,
+  SubscribeOptions,
+  Subscription,
+  Transport,
+  TransportCapabilities,
+} from './types.js';
 
 /** A message for an interaction not (yet) subscribed is handed back this long. */
 const unroutedNakDelayMs = 250;
@@ -60,7 +71,9 @@ export class ConsumerMuxTransport implements Transport {
   }
 
   checkDurability(): Promise<DurabilityCheck> {
-    return this.inner.checkDurability ? this.inner.checkDurability() : Promise.resolve({ ok: false, description: `${this.inner.identity}: no durability check` });
+    return this.inner.checkDurability
+      ? this.inner.checkDurability()
+      : Promise.resolve({ ok: false, description: `${this.inner.identity}: no durability check` });
   }
 
   async subscribe(pattern: string, handler: MessageHandler, options: SubscribeOptions = {}): Promise<Subscription> {

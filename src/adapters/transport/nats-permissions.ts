@@ -100,20 +100,41 @@ export interface CoordinatorPermissionOptions {
  * JetStream API subjects name streams whole (no wildcard inside a token), so every peer's streams
  * are listed.
  */
-export function coordinatorPermissions(namespace: string, coordinatorId: string, peers: readonly string[], options: CoordinatorPermissionOptions = {}): NatsPermissions {
+export function coordinatorPermissions(
+  namespace: string,
+  coordinatorId: string,
+  peers: readonly string[],
+  options: CoordinatorPermissionOptions = {},
+): NatsPermissions {
   assertNamespace(namespace);
   assertToken(coordinatorId, 'coordinator id');
   const publish = [`${namespace}.*.*.request.*`, `${namespace}.*.*.cancel.*`];
-  const subscribe = [`${namespace}.*.*.result.*`, `${namespace}.*.*.cancel-result.*`, `${namespace}.*.*.claim.*`, 'convoke.cmd.*.>', `${inboxPrefixFor('coord', coordinatorId)}.>`];
+  const subscribe = [
+    `${namespace}.*.*.result.*`,
+    `${namespace}.*.*.cancel-result.*`,
+    `${namespace}.*.*.claim.*`,
+    'convoke.cmd.*.>',
+    `${inboxPrefixFor('coord', coordinatorId)}.>`,
+  ];
   for (const peerId of peers) {
     const { requests, results } = durableStreamNames(namespace, peerId);
     for (const s of [requests, results]) {
       // CONSUMER.DELETE: the durability check recreates a provisioned consumer it finds ahead of its stream or starved.
-      publish.push(`$JS.API.STREAM.INFO.${s}`, `$JS.API.STREAM.MSG.GET.${s}`, `$JS.API.STREAM.MSG.DELETE.${s}`, `$JS.API.CONSUMER.CREATE.${s}.*.>`, `$JS.API.CONSUMER.INFO.${s}.*`, `$JS.API.CONSUMER.DELETE.${s}.*`);
+      publish.push(
+        `$JS.API.STREAM.INFO.${s}`,
+        `$JS.API.STREAM.MSG.GET.${s}`,
+        `$JS.API.STREAM.MSG.DELETE.${s}`,
+        `$JS.API.CONSUMER.CREATE.${s}.*.>`,
+        `$JS.API.CONSUMER.INFO.${s}.*`,
+        `$JS.API.CONSUMER.DELETE.${s}.*`,
+      );
       if (options.manageStreams) publish.push(`$JS.API.STREAM.CREATE.${s}`, streamAnchorSubject(s));
     }
     publish.push(`$JS.API.CONSUMER.MSG.NEXT.${results}.*`, `$JS.ACK.${results}.>`);
-    subscribe.push(maxDeliveriesAdvisorySubject(requests, '*'), ...coordinatorConsumerKinds.map((kind) => maxDeliveriesAdvisorySubject(results, coordinatorConsumerName(coordinatorId, kind))));
+    subscribe.push(
+      maxDeliveriesAdvisorySubject(requests, '*'),
+      ...coordinatorConsumerKinds.map((kind) => maxDeliveriesAdvisorySubject(results, coordinatorConsumerName(coordinatorId, kind))),
+    );
   }
   publish.push(commandReplyInboxes);
   return { publish, subscribe };

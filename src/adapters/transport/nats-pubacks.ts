@@ -113,7 +113,8 @@ export class PubAckMux {
       return entry.reject(new errors.ProtocolError(`unreadable PubAck for ${entry.subject}: ${(error as Error).message}`));
     }
     if (response.error) return entry.reject(new JetStreamApiError(response.error));
-    if (typeof response.stream !== 'string' || response.stream === '' || !Number.isSafeInteger(response.seq)) return entry.reject(new errors.ProtocolError(`invalid PubAck for ${entry.subject}`));
+    if (typeof response.stream !== 'string' || response.stream === '' || !Number.isSafeInteger(response.seq))
+      return entry.reject(new errors.ProtocolError(`invalid PubAck for ${entry.subject}`));
     response.duplicate = response.duplicate === true;
     entry.resolve(response);
   }

@@ -83,7 +83,8 @@ export function streamGuaranteeProblems(info: StreamInfo, stream: DurableStream,
   if (c.discard !== 'new') problems.push(`discard is ${c.discard}: capacity pressure would evict accepted work`);
   if (c.duplicate_window < windowNanos) problems.push(`duplicate window ${c.duplicate_window} ns is shorter than the required ${windowNanos} ns`);
   if (c.max_age > 0) problems.push(`max_age ${c.max_age} ns expires unconsumed messages`);
-  if (c.max_bytes > 0) problems.push(`max_bytes ${c.max_bytes}: nats-server 2.9 evicts a stored message when a small one lands at the byte limit, even under discard new`);
+  if (c.max_bytes > 0)
+    problems.push(`max_bytes ${c.max_bytes}: nats-server 2.9 evicts a stored message when a small one lands at the byte limit, even under discard new`);
   // A per-subject limit evicts the older message of a subject even under discard new.
   if (c.max_msgs_per_subject > 0 && !c.discard_new_per_subject) problems.push(`max_msgs_per_subject ${c.max_msgs_per_subject} evicts older messages`);
   if (c.sealed) problems.push('the stream is sealed: new work cannot be stored');
@@ -117,7 +118,8 @@ async function createStream(jsm: JetStreamManager, js: JetStreamClient, stream: 
   try {
     info = await jsm.streams.add(desiredStreamConfig(stream, config));
   } catch (error) {
-    if (error instanceof JetStreamApiError && error.code === subjectsOverlapCode) throw new AdapterError('conflict', `creating stream ${stream.name}: ${migrationHint}`);
+    if (error instanceof JetStreamApiError && error.code === subjectsOverlapCode)
+      throw new AdapterError('conflict', `creating stream ${stream.name}: ${migrationHint}`);
     throw error;
   }
   await storeAnchor(jsm, js, stream);
@@ -130,7 +132,9 @@ async function createStream(jsm: JetStreamManager, js: JetStreamClient, stream: 
  */
 async function storeAnchor(jsm: JetStreamManager, js: JetStreamClient, stream: DurableStream): Promise<void> {
   try {
-    await js.publish(stream.anchor, new TextEncoder().encode(JSON.stringify({ kind: 'anchor', stream: stream.name })), { expect: { streamName: stream.name, lastSequence: 0 } });
+    await js.publish(stream.anchor, new TextEncoder().encode(JSON.stringify({ kind: 'anchor', stream: stream.name })), {
+      expect: { streamName: stream.name, lastSequence: 0 },
+    });
   } catch (error) {
     if ((await anchorOf(jsm, stream)) === null) throw error;
   }
@@ -175,10 +179,12 @@ async function continuityProblems(jsm: JetStreamManager, info: StreamInfo, strea
   const problems: string[] = [];
   const before = seenCreated.get(stream.name);
   seenCreated.set(stream.name, info.created);
-  if (before !== undefined && before !== info.created) problems.push(`the stream was recreated at ${info.created} (it was created at ${before}): the work it held is lost`);
+  if (before !== undefined && before !== info.created)
+    problems.push(`the stream was recreated at ${info.created} (it was created at ${before}): the work it held is lost`);
   const lost = info.state.lost?.msgs?.length ?? 0;
   if (lost > 0) problems.push(`the server lost ${lost} stored message(s) from disk`);
-  if ((await anchorOf(jsm, stream)) === null) problems.push(`its anchor (${stream.anchor}) is gone: the stream was recreated or purged, and the work it held is lost`);
+  if ((await anchorOf(jsm, stream)) === null)
+    problems.push(`its anchor (${stream.anchor}) is gone: the stream was recreated or purged, and the work it held is lost`);
   return problems.map((p) => `${stream.name}: ${p}`);
 }
 
@@ -205,12 +211,21 @@ export function streamsCreatedUntilMs(config: DurableConfig, seenCreated: Readon
  * costs no API call for streams already verified: a stream recreated after that check is the
  * next check's finding (reported as recreated, which closes the namespace's open operations).
  */
-export async function streamsRecreatedSince(jsm: JetStreamManager, namespace: string, peers: readonly string[], createdUntilMs: number, seenCreated: ReadonlyMap<string, string>): Promise<string | undefined> {
+export async function streamsRecreatedSince(
+  jsm: JetStreamManager,
+  namespace: string,
+  peers: readonly string[],
+  createdUntilMs: number,
+  seenCreated: ReadonlyMap<string, string>,
+): Promise<string | undefined> {
   const problems: string[] = [];
   for (const stream of durableStreams(namespace, peers)) {
     const created = seenCreated.get(stream.name) ?? (await streamInfoOrUndefined(jsm, stream.name))?.created;
     if (created === undefined) problems.push(`${stream.name}: the stream does not exist`);
-    else if (Date.parse(created) > createdUntilMs) problems.push(`${stream.name}: created at ${created}, after the operation was admitted (its streams were created until ${new Date(createdUntilMs).toISOString()})`);
+    else if (Date.parse(created) > createdUntilMs)
+      problems.push(
+        `${stream.name}: created at ${created}, after the operation was admitted (its streams were created until ${new Date(createdUntilMs).toISOString()})`,
+      );
   }
   return problems.length === 0 ? undefined : problems.join('; ');
 }
@@ -238,7 +253,12 @@ interface StreamFindings {
  * and what they and the stream's sequence say: lost writes (broken, and an ahead consumer is
  * recreated) or starvation (recreated; nothing was lost).
  */
-async function consumerFindings(jsm: JetStreamManager, stream: DurableStream, config: DurableConfig, health: ConsumerHealthState | undefined): Promise<{ read: () => Promise<StreamInfo | undefined>; judge: (info: StreamInfo) => Promise<StreamFindings> }> {
+async function consumerFindings(
+  jsm: JetStreamManager,
+  stream: DurableStream,
+  config: DurableConfig,
+  health: ConsumerHealthState | undefined,
+): Promise<{ read: () => Promise<StreamInfo | undefined>; judge: (info: StreamInfo) => Promise<StreamFindings> }> {
   const owned = health?.owned().filter((c) => c.stream === stream.name) ?? [];
   const infos = await Promise.all(owned.map(async (c) => ({ owned: c, info: await jsm.consumers.info(c.stream, c.durable).catch(() => undefined) })));
   return {
@@ -264,7 +284,9 @@ async function consumerFindings(jsm: JetStreamManager, stream: DurableStream, co
           health.watch.forget(c);
           if (recreated) findings.repaired.push(`${stream.name}: ${ahead ?? starved}; the consumer was recreated`);
         } catch (error) {
-          findings.unverified.push(`${stream.name}: recreating consumer ${c.durable} failed (${toAdapterError(error, 'consumer recreate').description ?? 'unknown error'})`);
+          findings.unverified.push(
+            `${stream.name}: recreating consumer ${c.durable} failed (${toAdapterError(error, 'consumer recreate').description ?? 'unknown error'})`,
+          );
         }
       }
       return findings;
@@ -276,7 +298,12 @@ async function consumerFindings(jsm: JetStreamManager, stream: DurableStream, co
  * Fail closed: a stream that cannot be read is reported as not ok, never assumed fine. With
  * `health`, the consumers this process owns are checked and repaired too (consumerFindings).
  */
-export async function checkDurableStreams(jsm: JetStreamManager, config: DurableConfig, seenCreated: Map<string, string>, health?: ConsumerHealthState): Promise<DurabilityCheck> {
+export async function checkDurableStreams(
+  jsm: JetStreamManager,
+  config: DurableConfig,
+  seenCreated: Map<string, string>,
+  health?: ConsumerHealthState,
+): Promise<DurabilityCheck> {
   const results = await Promise.all(
     durableStreams(config.namespace, config.peers).map(async (stream): Promise<StreamFindings> => {
       try {
@@ -288,7 +315,11 @@ export async function checkDurableStreams(jsm: JetStreamManager, config: Durable
         const found = await consumers.judge(info);
         return { broken: [...broken, ...found.broken], unverified: found.unverified, repaired: found.repaired };
       } catch (error) {
-        return { broken: [], unverified: [`${stream.name}: cannot verify (${toAdapterError(error, 'stream info').description ?? 'unknown error'})`], repaired: [] };
+        return {
+          broken: [],
+          unverified: [`${stream.name}: cannot verify (${toAdapterError(error, 'stream info').description ?? 'unknown error'})`],
+          repaired: [],
+        };
       }
     }),
   );
@@ -297,5 +328,7 @@ export async function checkDurableStreams(jsm: JetStreamManager, config: Durable
   const problems = [...broken, ...results.flatMap((r) => r.unverified)];
   const repairs = repaired.length > 0 ? { repaired } : {};
   if (problems.length === 0) return { ok: true, ...repairs };
-  return broken.length > 0 ? { ok: false, description: problems.join('; '), brokenNamespaces: [config.namespace], ...repairs } : { ok: false, description: problems.join('; '), ...repairs };
+  return broken.length > 0
+    ? { ok: false, description: problems.join('; '), brokenNamespaces: [config.namespace], ...repairs }
+    : { ok: false, description: problems.join('; '), ...repairs };
 }

@@ -20,9 +20,25 @@ import { fromNatsHeaders, toNatsHeaders } from './nats-codec.js';
 import { PubAckMux, type PubAckPublishOptions } from './nats-pubacks.js';
 import { ensureConsumer, subscribeDurable, type JetStreamContext } from './nats-consumers.js';
 import { classifyNatsError, toAdapterError, type NatsFailure } from './nats-errors.js';
-import { assertNamespace, assertToken, durableLayout, peerConsumerFilter, peerConsumerName, type DurableLayout, type DurableRoute, type PeerConsumerKind } from './nats-names.js';
+import {
+  assertNamespace,
+  assertToken,
+  durableLayout,
+  peerConsumerFilter,
+  peerConsumerName,
+  type DurableLayout,
+  type DurableRoute,
+  type PeerConsumerKind,
+} from './nats-names.js';
 import { StarvationWatch, type OwnedConsumer } from './nats-consumer-health.js';
-import { checkDurableStreams, ensureDurableStreams, streamsCreatedUntilMs, streamsRecreatedSince, type ConsumerHealthState, type DurableConfig } from './nats-streams.js';
+import {
+  checkDurableStreams,
+  ensureDurableStreams,
+  streamsCreatedUntilMs,
+  streamsRecreatedSince,
+  type ConsumerHealthState,
+  type DurableConfig,
+} from './nats-streams.js';
 import type {
   DurabilityCheck,
   InboundMessage,
@@ -97,7 +113,8 @@ function validateDurableConfig(config: DurableConfig): void {
   assertNamespace(config.namespace);
   for (const peerId of config.peers) assertToken(peerId, 'peer id');
   const positive = (value: number | undefined, name: string) => {
-    if (value !== undefined && !(Number.isSafeInteger(value) && value > 0)) throw new AdapterError('invalid-input', `${name} must be a positive integer, got ${value}`);
+    if (value !== undefined && !(Number.isSafeInteger(value) && value > 0))
+      throw new AdapterError('invalid-input', `${name} must be a positive integer, got ${value}`);
   };
   positive(config.duplicateWindowMs, 'duplicateWindowMs');
   positive(config.ackWaitMs, 'ackWaitMs');
@@ -218,7 +235,10 @@ export class NatsTransport implements Transport {
     this.js = jetstream(nc, { timeout: this.publishAckTimeoutMs });
     this.pubAcks = PubAckMux.of(nc);
     this.nowMs = options.nowMs ?? Date.now;
-    this.health = options.durable === undefined ? undefined : { owned: () => [...this.owned.values()], watch: new StarvationWatch(options.durable.ackWaitMs, this.nowMs), lastSeqSeen: new Map() };
+    this.health =
+      options.durable === undefined
+        ? undefined
+        : { owned: () => [...this.owned.values()], watch: new StarvationWatch(options.durable.ackWaitMs, this.nowMs), lastSeqSeen: new Map() };
     if (options.durable !== undefined) void this.watchReconnects();
   }
 
@@ -246,7 +266,8 @@ export class NatsTransport implements Transport {
 
   async subscribe(pattern: string, handler: MessageHandler, options: SubscribeOptions = {}): Promise<Subscription> {
     if (this.closed) throw new AdapterError('unavailable', 'transport is closed');
-    const inner = options.durable === undefined ? await this.subscribeCore(pattern, handler, options.queue) : await this.subscribeDurable(pattern, handler, options);
+    const inner =
+      options.durable === undefined ? await this.subscribeCore(pattern, handler, options.queue) : await this.subscribeDurable(pattern, handler, options);
     const tracked: Subscription = {
       close: async () => {
         this.subscriptions.delete(tracked);
@@ -356,7 +377,10 @@ export class NatsTransport implements Transport {
    * the subscription by then.
    */
   private async subscribeCore(pattern: string, handler: MessageHandler, queue: string | undefined): Promise<Subscription> {
-    const deliver = (message: InboundMessage) => void Promise.resolve().then(() => handler(message)).catch(() => {});
+    const deliver = (message: InboundMessage) =>
+      void Promise.resolve()
+        .then(() => handler(message))
+        .catch(() => {});
     try {
       const replyable = (subject: string) => this.layout?.streamFor(subject) === undefined;
       const sub = this.nc.subscribe(pattern, { queue, callback: (error, msg) => (error ? undefined : deliver(inboundFromMsg(msg, replyable(msg.subject)))) });
@@ -390,7 +414,11 @@ export class NatsTransport implements Transport {
   private routesOf(pattern: string): DurableRoute[] {
     const namespace = this.requireDurable('a durable consumer').namespace;
     const routes = this.layout?.routesFor(pattern) ?? [];
-    if (routes.length === 0) throw new AdapterError('invalid-input', `${pattern} is not inside a durable stream of ${namespace} (for the peers ${this.layout?.peers.join(', ') || 'none'})`);
+    if (routes.length === 0)
+      throw new AdapterError(
+        'invalid-input',
+        `${pattern} is not inside a durable stream of ${namespace} (for the peers ${this.layout?.peers.join(', ') || 'none'})`,
+      );
     return routes;
   }
 

@@ -47,7 +47,10 @@ export class SubjectNamespaceVerifier implements PublisherVerifier {
       return { accepted: false, reason: `subject ${input.subject} is not a peer subject of namespace ${input.namespace}, whose attestation was asked for` };
     }
     if (input.subjectPeerId !== input.expectedPeerId || input.payloadPeerId !== input.expectedPeerId) {
-      return { accepted: false, reason: `subject peer ${input.subjectPeerId}, expected ${input.expectedPeerId} and payload peer ${input.payloadPeerId} disagree` };
+      return {
+        accepted: false,
+        reason: `subject peer ${input.subjectPeerId}, expected ${input.expectedPeerId} and payload peer ${input.payloadPeerId} disagree`,
+      };
     }
     const problem = this.namespaceProblem(input.namespace);
     return problem === undefined ? { accepted: true } : { accepted: false, reason: problem };

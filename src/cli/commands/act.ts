@@ -49,14 +49,20 @@ export async function getCommand(typedId: string, options: GetOptions, io: CliIo
   const client = natsClient(options);
   const body: { operationId: string; waitFor?: string; waitMs?: number } = { operationId: await fullId(typedId, options.store) };
   if (options.waitFor !== undefined) {
-    if (options.waitFor !== 'decision' && options.waitFor !== 'settled') throw invalidInput(`--wait-for must be decision or settled, got ${JSON.stringify(options.waitFor)}`);
+    if (options.waitFor !== 'decision' && options.waitFor !== 'settled')
+      throw invalidInput(`--wait-for must be decision or settled, got ${JSON.stringify(options.waitFor)}`);
     body.waitFor = options.waitFor;
   }
   if (options.waitMs !== undefined) {
-    if (!Number.isSafeInteger(options.waitMs) || options.waitMs < 0 || options.waitMs > limits.waitMsMax) throw invalidInput(`--wait-ms must be an integer in 0..${limits.waitMsMax}`);
+    if (!Number.isSafeInteger(options.waitMs) || options.waitMs < 0 || options.waitMs > limits.waitMsMax)
+      throw invalidInput(`--wait-ms must be an integer in 0..${limits.waitMsMax}`);
     body.waitMs = options.waitMs;
   }
-  return sendAndReport(client, io, 'get', body, commandTimeoutMs(body.waitMs), { json: options.json, failOnOutcome: options.failOnOutcome === true, unknown: 'try again' });
+  return sendAndReport(client, io, 'get', body, commandTimeoutMs(body.waitMs), {
+    json: options.json,
+    failOnOutcome: options.failOnOutcome === true,
+    unknown: 'try again',
+  });
 }
 
 export async function cancelCommand(typedId: string, options: CancelOptions, io: CliIo): Promise<number> {
@@ -65,7 +71,11 @@ export async function cancelCommand(typedId: string, options: CancelOptions, io:
   const client = natsClient(options);
   const operationId = await fullId(typedId, options.store);
   // A cancelled operation is what was asked for: its failed (cancelled) decision is not a failure here.
-  return sendAndReport(client, io, 'cancel', { operationId }, commandTimeoutMs(0), { json: options.json, failOnOutcome: false, unknown: 'whether it was cancelled is unknown: get it, or cancel again' });
+  return sendAndReport(client, io, 'cancel', { operationId }, commandTimeoutMs(0), {
+    json: options.json,
+    failOnOutcome: false,
+    unknown: 'whether it was cancelled is unknown: get it, or cancel again',
+  });
 }
 
 function natsClient(options: Partial<NatsClientOptions>): NatsClientOptions {
@@ -76,7 +86,10 @@ function natsClient(options: Partial<NatsClientOptions>): NatsClientOptions {
 /** The NATS commands take a full id: a short one is resolved through the store, if one is named. */
 async function fullId(typedId: string, store: string | undefined): Promise<string> {
   if (isOperationId(typedId)) return typedId;
-  if (store === undefined) throw invalidInput(`${JSON.stringify(typedId)} is not a full operation id (op + 64 hex); to use a short id or prefix, also give --store so it can be resolved`);
+  if (store === undefined)
+    throw invalidInput(
+      `${JSON.stringify(typedId)} is not a full operation id (op + 64 hex); to use a short id or prefix, also give --store so it can be resolved`,
+    );
   return withStore(store, (opened) => resolveOperationId(opened, typedId));
 }
 

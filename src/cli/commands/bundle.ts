@@ -7,16 +7,22 @@ import { renderTable, widthOf } from '../table.js';
 export async function bundleCheckCommand(file: string, options: { json: boolean }, io: CliIo): Promise<number> {
   const compiled = await readBundleFile(file);
   if (options.json) {
-    io.stdout.write(JSON.stringify({ contract: compiled.ref, interactions: Object.fromEntries([...compiled.interactions].map(([id, i]) => [id, i.spec])) }, null, 2) + '\n');
+    io.stdout.write(
+      JSON.stringify({ contract: compiled.ref, interactions: Object.fromEntries([...compiled.interactions].map(([id, i]) => [id, i.spec])) }, null, 2) + '\n',
+    );
     return 0;
   }
-  io.stdout.write(`contract ${compiled.ref.id}@${compiled.ref.version}\ndigest   ${compiled.digest}\nsubjects ${compiled.bundle.subjectNamespace}.<interaction>.<operation>.{request,result,claim,cancel,cancel-result}.<peer>\n\n`);
+  io.stdout.write(
+    `contract ${compiled.ref.id}@${compiled.ref.version}\ndigest   ${compiled.digest}\nsubjects ${compiled.bundle.subjectNamespace}.<interaction>.<operation>.{request,result,claim,cancel,cancel-result}.<peer>\n\n`,
+  );
   const rows = [...compiled.interactions.values()].map((i) => {
     const s = i.spec;
     const audience = 'group' in s.audience ? `group ${s.audience.group}` : `peers ${s.audience.peers.join(',')}`;
     return [i.id, s.delivery, audience, describeCompletion(s.completion), s.votes, `${s.timeoutMs} ms`, s.onTimeout, s.attempts, s.siblings, s.waitFor];
   });
-  io.stdout.write(renderTable(['interaction', 'delivery', 'audience', 'completion', 'votes', 'timeout', 'on timeout', 'attempts', 'siblings', 'waitFor'], rows, widthOf(io)));
+  io.stdout.write(
+    renderTable(['interaction', 'delivery', 'audience', 'completion', 'votes', 'timeout', 'on timeout', 'attempts', 'siblings', 'waitFor'], rows, widthOf(io)),
+  );
   const pipelines = Object.keys(compiled.bundle.pipelines ?? {});
   const workflows = Object.keys(compiled.bundle.workflows ?? {});
   if (pipelines.length > 0) io.stdout.write(`\npipelines ${pipelines.join(', ')}\n`);

@@ -40,7 +40,8 @@ const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 export async function demoCommand(options: DemoOptions, io: CliIo): Promise<number> {
   if (!Number.isInteger(options.peers) || options.peers < 1 || options.peers > 16) throw new AdapterError('invalid-input', '--peers must be 1..16');
-  if (!Number.isInteger(options.quorum) || options.quorum < 1 || options.quorum > options.peers) throw new AdapterError('invalid-input', `--quorum must be 1..${options.peers}`);
+  if (!Number.isInteger(options.quorum) || options.quorum < 1 || options.quorum > options.peers)
+    throw new AdapterError('invalid-input', `--quorum must be 1..${options.peers}`);
   const scenario = scenarios[options.scenario];
   if (!scenario) throw new AdapterError('invalid-input', `unknown scenario "${options.scenario}"; choose one of: ${Object.keys(scenarios).join(', ')}`);
   const clock = new SystemClock();
@@ -88,7 +89,10 @@ async function demoStore(scenario: DemoScenario, options: DemoOptions, clock: Cl
     // The demo's bus is in-process, so memory mode is the store's (src/runtime/mode.ts).
     if (scenario.retries && !store.capabilities.durable) {
       await store.close();
-      throw new AdapterError('invalid-input', `scenario "${options.scenario}" shows a retry, and memory mode has one attempt: use a durable store (e.g. --store sqlite:PATH) or none (a temporary SQLite file)`);
+      throw new AdapterError(
+        'invalid-input',
+        `scenario "${options.scenario}" shows a retry, and memory mode has one attempt: use a durable store (e.g. --store sqlite:PATH) or none (a temporary SQLite file)`,
+      );
     }
     return { store, remove: async () => {} };
   }
@@ -132,11 +136,23 @@ function renderDemo(result: InvocationResult, transitions: StoredTransition[], o
   out += `${scenario.description}\n`;
   out += `operation ${result.operationId}\n`;
   out += heading('Decision');
-  out += renderTable(['outcome', 'reason', 'success votes', 'failed units', 'threshold', 'units', 'closed at'], [[d?.outcome, d?.reason, d?.successVotes, d?.failedUnits, d?.threshold, d?.units, d ? `+${d.closedAtMs - t0} ms` : null]], widthMax);
+  out += renderTable(
+    ['outcome', 'reason', 'success votes', 'failed units', 'threshold', 'units', 'closed at'],
+    [[d?.outcome, d?.reason, d?.successVotes, d?.failedUnits, d?.threshold, d?.units, d ? `+${d.closedAtMs - t0} ms` : null]],
+    widthMax,
+  );
   out += heading(`Settlement: ${result.settlement.status}`);
-  out += renderTable(['branch', 'disposition', 'outcome'], result.settlement.siblings.map((s) => [s.branchId, s.disposition, s.outcome]), widthMax);
+  out += renderTable(
+    ['branch', 'disposition', 'outcome'],
+    result.settlement.siblings.map((s) => [s.branchId, s.disposition, s.outcome]),
+    widthMax,
+  );
   out += heading('Branches');
-  out += renderTable(['branch', 'peer', 'status', 'attempt', 'fence', 'result'], result.branches.map((b) => [b.branchId, b.peerId, b.status, b.attempt, b.fence, b.result === undefined ? null : JSON.stringify(b.result)]), widthMax);
+  out += renderTable(
+    ['branch', 'peer', 'status', 'attempt', 'fence', 'result'],
+    result.branches.map((b) => [b.branchId, b.peerId, b.status, b.attempt, b.fence, b.result === undefined ? null : JSON.stringify(b.result)]),
+    widthMax,
+  );
   out += heading(`Output: ${JSON.stringify(result.output)}`);
   out += heading(`Event stream convoke-op-${result.operationId.slice(0, 14)}…`);
   const rows = transitions.flatMap((t) =>

@@ -39,10 +39,7 @@ export function idOperationCommand(opts: { principal: string; contractDigest: st
   });
 }
 
-export function idPublicationCommand(
-  opts: { contractDigest: string; operation: string; branch: string; attempt: string },
-  io: CliIo,
-): number {
+export function idPublicationCommand(opts: { contractDigest: string; operation: string; branch: string; attempt: string }, io: CliIo): number {
   return run(io, () => {
     checkContractDigest(opts.contractDigest);
     if (!isOperationId(opts.operation)) throw invalidInput('operation must be op followed by 64 lowercase hex digits');

@@ -54,7 +54,11 @@ export const passwordEnvDefault = 'CONVOKE_NATS_PASSWORD';
 
 export async function invokeCommand(options: InvokeOptions, io: CliIo): Promise<number> {
   const request = await buildRequest(options);
-  return sendAndReport(options, io, 'invoke', request, commandTimeoutMs(request.waitMs), { json: options.json, failOnOutcome: options.failOnOutcome === true, unknown: 'the outcome is unknown: retry with the same --key' });
+  return sendAndReport(options, io, 'invoke', request, commandTimeoutMs(request.waitMs), {
+    json: options.json,
+    failOnOutcome: options.failOnOutcome === true,
+    unknown: 'the outcome is unknown: retry with the same --key',
+  });
 }
 
 /**
@@ -73,7 +77,10 @@ export async function sendAndReport(
   const pass = (options.env ?? process.env)[passwordEnv];
   if (pass === undefined || pass === '') throw invalidInput(`environment variable ${passwordEnv} (the NATS password) is not set`);
   const principal = options.principal ?? options.user;
-  const transport = await NatsTransport.connect({ servers: options.nats, user: options.user, pass, name: `convoke-${verb}-${principal}`, inboxPrefix: inboxPrefixFor('cmd', principal) }, { identity: options.user });
+  const transport = await NatsTransport.connect(
+    { servers: options.nats, user: options.user, pass, name: `convoke-${verb}-${principal}`, inboxPrefix: inboxPrefixFor('cmd', principal) },
+    { identity: options.user },
+  );
   let reply: CommandReply;
   try {
     reply = await sendCommand(transport, principal, verb, body, timeoutMs);
@@ -105,9 +112,15 @@ export function resultExitCode(status: 200 | 202, result: InvocationResult, fail
 async function buildRequest(options: InvokeOptions): Promise<InvocationRequest> {
   const bundle = await readBundleFile(options.contract);
   if (!bundle.interactions.has(options.interaction)) throw invalidInput(`contract ${bundle.ref.id} has no interaction "${options.interaction}"`);
-  const request: InvocationRequest = { contract: bundle.ref, interaction: options.interaction, invocationKey: options.key, input: parseStrict(options.input, '--input') };
+  const request: InvocationRequest = {
+    contract: bundle.ref,
+    interaction: options.interaction,
+    invocationKey: options.key,
+    input: parseStrict(options.input, '--input'),
+  };
   if (options.waitFor !== undefined) {
-    if (options.waitFor !== 'decision' && options.waitFor !== 'settled') throw invalidInput(`--wait-for must be decision or settled, got ${JSON.stringify(options.waitFor)}`);
+    if (options.waitFor !== 'decision' && options.waitFor !== 'settled')
+      throw invalidInput(`--wait-for must be decision or settled, got ${JSON.stringify(options.waitFor)}`);
     request.waitFor = options.waitFor as WaitFor;
   }
   if (options.waitMs !== undefined) {
@@ -131,8 +144,16 @@ export function renderResult(status: number, result: InvocationResult, widthMax 
       ['interaction', result.interaction],
       ['key', result.invocationKey],
       ['phase', result.phase],
-      ['decision', d ? `${d.outcome} (${d.reason}) — ${d.successVotes}/${d.threshold} votes, ${d.failedUnits} failed of ${d.units} units, ${d.closedAtMs - result.admittedAtMs} ms after admission` : 'pending'],
-      ['settlement', `${result.settlement.status}${result.settlement.siblings.length ? ` — ${result.settlement.siblings.map((s) => `${s.branchId}: ${s.disposition}${s.outcome ? `/${s.outcome}` : ''}`).join(', ')}` : ''}`],
+      [
+        'decision',
+        d
+          ? `${d.outcome} (${d.reason}) — ${d.successVotes}/${d.threshold} votes, ${d.failedUnits} failed of ${d.units} units, ${d.closedAtMs - result.admittedAtMs} ms after admission`
+          : 'pending',
+      ],
+      [
+        'settlement',
+        `${result.settlement.status}${result.settlement.siblings.length ? ` — ${result.settlement.siblings.map((s) => `${s.branchId}: ${s.disposition}${s.outcome ? `/${s.outcome}` : ''}`).join(', ')}` : ''}`,
+      ],
       ['output', cell(result.output)],
       ...(result.outputError ? [['output error', cell(result.outputError)]] : []),
     ],

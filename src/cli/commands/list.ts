@@ -42,8 +42,12 @@ export async function listCommand(options: ListOptions, io: CliIo): Promise<numb
       io.stdout.write(JSON.stringify(page, null, 2) + '\n');
       return 0;
     }
-    io.stdout.write(renderTable(['operation', 'admitted', 'principal', 'interaction', 'state', 'open', 'next due', 'stuck'], page.operations.map(rowCells), widthOf(io)));
-    io.stdout.write(`\n${page.operations.length} operation${page.operations.length === 1 ? '' : 's'}${page.nextCursor ? `; next page:\n--cursor ${page.nextCursor}` : ''}\n`);
+    io.stdout.write(
+      renderTable(['operation', 'admitted', 'principal', 'interaction', 'state', 'open', 'next due', 'stuck'], page.operations.map(rowCells), widthOf(io)),
+    );
+    io.stdout.write(
+      `\n${page.operations.length} operation${page.operations.length === 1 ? '' : 's'}${page.nextCursor ? `; next page:\n--cursor ${page.nextCursor}` : ''}\n`,
+    );
     return 0;
   });
 }

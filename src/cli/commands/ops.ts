@@ -28,7 +28,10 @@ import { fitText, heading, renderTable, widthOf } from '../table.js';
  * would only ever see it empty.
  */
 export async function withStore<T>(url: string, run: (store: EventStore) => Promise<T>): Promise<T> {
-  if (/^memory:/i.test(url)) throw invalidInput('a memory: store lives inside the process that holds it; another process sees it empty. Point --store at the store a deployment writes (sqlite:PATH, jetstream:nats://HOST:PORT, esdb://…)');
+  if (/^memory:/i.test(url))
+    throw invalidInput(
+      'a memory: store lives inside the process that holds it; another process sees it empty. Point --store at the store a deployment writes (sqlite:PATH, jetstream:nats://HOST:PORT, esdb://…)',
+    );
   const store = await openStore(url, { clock: new SystemClock(), mustExist: true });
   try {
     return await run(store);
@@ -68,7 +71,10 @@ export async function resolveOperationId(store: EventStore, text: string): Promi
 
 /** Checks what was typed before any store is opened: a full id, or a prefix long enough to mean one. */
 export function parseTypedId(text: string): { kind: 'full'; operationId: string } | { kind: 'prefix'; prefix: string } {
-  const typed = text.trim().replace(/(…|\.\.\.)$/, '').toLowerCase();
+  const typed = text
+    .trim()
+    .replace(/(…|\.\.\.)$/, '')
+    .toLowerCase();
   if (isOperationId(typed)) return { kind: 'full', operationId: typed };
   const prefix = typed.startsWith('op') ? typed : `op${typed}`;
   if (!new RegExp(`^op[0-9a-f]{${prefixHexMin},63}$`).test(prefix)) {
@@ -105,9 +111,22 @@ export async function inspectCommand(typedId: string, options: { store: string; 
       return 0;
     }
     const originMs = record?.admittedAtMs ?? transitions[0]?.committedAtMs ?? 0;
-    const guard = (t: StoredTransition) => `[${t.transition.timeGuard.notBeforeMs - originMs}, ${t.transition.timeGuard.notAfterMs >= Number.MAX_SAFE_INTEGER ? '∞' : t.transition.timeGuard.notAfterMs - originMs})`;
+    const guard = (t: StoredTransition) =>
+      `[${t.transition.timeGuard.notBeforeMs - originMs}, ${t.transition.timeGuard.notAfterMs >= Number.MAX_SAFE_INTEGER ? '∞' : t.transition.timeGuard.notAfterMs - originMs})`;
     const rows = transitions.flatMap((t, i) =>
-      t.transition.events.map((e, j) => (j === 0 ? [t.revision, new Date(t.committedAtMs).toISOString(), `+${t.committedAtMs - originMs}`, guard(t), applied[i] ? 'applied' : 'void', e.type, describeEvent(e, originMs)] : ['', '', '', '', '', e.type, describeEvent(e, originMs)])),
+      t.transition.events.map((e, j) =>
+        j === 0
+          ? [
+              t.revision,
+              new Date(t.committedAtMs).toISOString(),
+              `+${t.committedAtMs - originMs}`,
+              guard(t),
+              applied[i] ? 'applied' : 'void',
+              e.type,
+              describeEvent(e, originMs),
+            ]
+          : ['', '', '', '', '', e.type, describeEvent(e, originMs)],
+      ),
     );
     io.stdout.write(fitText(`operation ${operationId} — ${transitions.length} transitions (guard relative to admission, ms)`, widthOf(io)));
     io.stdout.write(renderTable(['rev', 'committed at', '+ms', 'guard', 'state', 'event', 'detail'], rows, widthOf(io)));
@@ -119,13 +138,24 @@ export async function inspectCommand(typedId: string, options: { store: string; 
 function renderRecord(record: OperationRecord, widthMax: number): string {
   const d = decisionView(record);
   const settlement = settlementView(record);
-  let out = heading(`Record: phase ${record.phase}, principal ${record.principalId}, contract ${record.contract.id}@${record.contract.version}, interaction ${record.interaction}`, widthMax);
-  out += renderTable(['outcome', 'reason', 'votes', 'threshold', 'units', 'settlement'], [[d?.outcome ?? 'open', d?.reason, d?.successVotes, record.manifest.threshold, record.manifest.units, settlement.status]], widthMax);
+  let out = heading(
+    `Record: phase ${record.phase}, principal ${record.principalId}, contract ${record.contract.id}@${record.contract.version}, interaction ${record.interaction}`,
+    widthMax,
+  );
+  out += renderTable(
+    ['outcome', 'reason', 'votes', 'threshold', 'units', 'settlement'],
+    [[d?.outcome ?? 'open', d?.reason, d?.successVotes, record.manifest.threshold, record.manifest.units, settlement.status]],
+    widthMax,
+  );
   out += heading('Branches');
-  out += renderTable(['branch', 'peer', 'status', 'attempt', 'fence', 'lease until (+ms)', 'disposition', 'cancel'], branchViews(record).map((b) => {
-    const branch = branchOf(record, b.branchId);
-    return [b.branchId, b.peerId, b.status, b.attempt, b.fence, branch.leaseUntilMs - record.admittedAtMs, branch.disposition, branch.cancelOutcome];
-  }), widthMax);
+  out += renderTable(
+    ['branch', 'peer', 'status', 'attempt', 'fence', 'lease until (+ms)', 'disposition', 'cancel'],
+    branchViews(record).map((b) => {
+      const branch = branchOf(record, b.branchId);
+      return [b.branchId, b.peerId, b.status, b.attempt, b.fence, branch.leaseUntilMs - record.admittedAtMs, branch.disposition, branch.cancelOutcome];
+    }),
+    widthMax,
+  );
   return out;
 }
 
@@ -161,14 +191,21 @@ async function checkIndexRow(store: EventStore, operationId: string, transitions
   const expected = indexRowOfLog(transitions);
   const actual = await store.index.get(operationId);
   if (isDeepStrictEqual(actual, expected)) return undefined;
-  const differs = expected === undefined ? 'an index row where the log has no operation' : actual === undefined ? 'no index row' : `index row differs from the log in ${differingFields(actual, expected).join(', ')}`;
+  const differs =
+    expected === undefined
+      ? 'an index row where the log has no operation'
+      : actual === undefined
+        ? 'no index row'
+        : `index row differs from the log in ${differingFields(actual, expected).join(', ')}`;
   if (!fix) return differs;
   const rebuilt = await store.index.rebuild(operationId);
   return isDeepStrictEqual(rebuilt, expected) ? `${differs} (rebuilt)` : `${differs} (rebuild failed)`;
 }
 
 function differingFields(actual: OperationIndexRow, expected: OperationIndexRow): string[] {
-  return (Object.keys(expected) as (keyof OperationIndexRow)[]).filter((k) => !isDeepStrictEqual(actual[k], expected[k])).map((k) => `${k} (index ${JSON.stringify(actual[k])}, log ${JSON.stringify(expected[k])})`);
+  return (Object.keys(expected) as (keyof OperationIndexRow)[])
+    .filter((k) => !isDeepStrictEqual(actual[k], expected[k]))
+    .map((k) => `${k} (index ${JSON.stringify(actual[k])}, log ${JSON.stringify(expected[k])})`);
 }
 
 /** Rebuilds one operation: schema of every transition, table fold vs machine fold, its index row. */
@@ -212,14 +249,25 @@ async function orphanIndexRows(store: EventStore, live: ReadonlySet<string>, fix
     for (const r of page.rows) {
       if (live.has(r.operationId)) continue;
       const rebuilt = fix ? await store.index.rebuild(r.operationId) : undefined;
-      rows.push({ operationId: r.operationId, transitions: 0, phase: r.phase, outcome: r.outcome ?? 'open', problem: `an index row without a live log${fix && rebuilt === undefined ? ' (removed)' : ''}`, repaired: fix && rebuilt === undefined });
+      rows.push({
+        operationId: r.operationId,
+        transitions: 0,
+        phase: r.phase,
+        outcome: r.outcome ?? 'open',
+        problem: `an index row without a live log${fix && rebuilt === undefined ? ' (removed)' : ''}`,
+        repaired: fix && rebuilt === undefined,
+      });
     }
     after = page.rows.at(-1);
     if (!page.next || after === undefined) return rows;
   }
 }
 
-export async function replayCommand(operationId: string | undefined, options: { store: string; json: boolean; fixIndex?: boolean }, io: CliIo): Promise<number> {
+export async function replayCommand(
+  operationId: string | undefined,
+  options: { store: string; json: boolean; fixIndex?: boolean },
+  io: CliIo,
+): Promise<number> {
   if (operationId !== undefined) parseTypedId(operationId);
   return withStore(options.store, async (store) => {
     const ids: string[] = [];
@@ -240,9 +288,17 @@ export async function replayCommand(operationId: string | undefined, options: { 
     if (options.json) io.stdout.write(JSON.stringify({ replayed: rows.length, differences: failed.length, repaired: repaired.length, rows }, null, 2) + '\n');
     else {
       const shown = failed.length + repaired.length > 0 ? [...failed, ...repaired] : rows.slice(0, 20);
-      io.stdout.write(renderTable(['operation', 'transitions', 'phase', 'outcome', 'result'], shown.map((r) => [r.operationId, r.transitions, r.phase, r.outcome, r.problem ?? 'ok']), widthOf(io)));
+      io.stdout.write(
+        renderTable(
+          ['operation', 'transitions', 'phase', 'outcome', 'result'],
+          shown.map((r) => [r.operationId, r.transitions, r.phase, r.outcome, r.problem ?? 'ok']),
+          widthOf(io),
+        ),
+      );
       if (failed.length === 0 && rows.length > shown.length) io.stdout.write(`… and ${rows.length - shown.length} more, all ok\n`);
-      io.stdout.write(`\nreplayed ${rows.length} operations in ${Date.now() - startedMs} ms: ${rows.length - failed.length - repaired.length} ok, ${failed.length} with differences${repaired.length > 0 ? `, ${repaired.length} index rows rebuilt` : ''}\n`);
+      io.stdout.write(
+        `\nreplayed ${rows.length} operations in ${Date.now() - startedMs} ms: ${rows.length - failed.length - repaired.length} ok, ${failed.length} with differences${repaired.length > 0 ? `, ${repaired.length} index rows rebuilt` : ''}\n`,
+      );
     }
     return failed.length === 0 ? 0 : 1;
   });

@@ -96,7 +96,12 @@ const conditionSchema = {
   oneOf: [
     { type: 'object', required: ['pointer', 'equals'], additionalProperties: false, properties: { pointer, equals: {} } },
     { type: 'object', required: ['pointer', 'contains'], additionalProperties: false, properties: { pointer, contains: {} } },
-    { type: 'object', required: ['percentBelow'], additionalProperties: false, properties: { percentBelow: { type: 'integer', minimum: 0, maximum: 100 }, seed: { type: 'string', maxLength: 256 } } },
+    {
+      type: 'object',
+      required: ['percentBelow'],
+      additionalProperties: false,
+      properties: { percentBelow: { type: 'integer', minimum: 0, maximum: 100 }, seed: { type: 'string', maxLength: 256 } },
+    },
   ],
 } as const;
 
@@ -111,7 +116,11 @@ export const peerConfigSchema = {
       type: 'object',
       required: ['servers', 'passwordEnv'],
       additionalProperties: false,
-      properties: { servers: { type: 'string', minLength: 1, maxLength: 4096 }, user: { type: 'string', minLength: 1, maxLength: 256 }, passwordEnv: { type: 'string', pattern: '^[A-Za-z_][A-Za-z0-9_]{0,127}$' } },
+      properties: {
+        servers: { type: 'string', minLength: 1, maxLength: 4096 },
+        user: { type: 'string', minLength: 1, maxLength: 256 },
+        passwordEnv: { type: 'string', pattern: '^[A-Za-z_][A-Za-z0-9_]{0,127}$' },
+      },
     },
     durable: { type: 'boolean' },
     effectSink: { type: 'string', pattern: '^(memory:|sqlite:.+)$', maxLength: 4096 },
@@ -129,7 +138,16 @@ export const peerConfigSchema = {
         properties: {
           result: {},
           delayMs: delay,
-          rules: { type: 'array', maxItems: 64, items: { type: 'object', required: ['when', 'result'], additionalProperties: false, properties: { when: conditionSchema, result: {}, delayMs: delay } } },
+          rules: {
+            type: 'array',
+            maxItems: 64,
+            items: {
+              type: 'object',
+              required: ['when', 'result'],
+              additionalProperties: false,
+              properties: { when: conditionSchema, result: {}, delayMs: delay },
+            },
+          },
         },
       },
     },
@@ -155,7 +173,9 @@ export async function readPeerConfig(file: string): Promise<PeerConfig> {
 function holds(condition: PeerCondition, input: JsonValue, context: HandlerContext, peerId: string): boolean {
   if ('percentBelow' in condition) {
     const { operationId, branchId } = context.request;
-    const digest = createHash('sha256').update(`${condition.seed ?? ''}\u0000${operationId}\u0000${branchId}\u0000${peerId}`).digest();
+    const digest = createHash('sha256')
+      .update(`${condition.seed ?? ''}\u0000${operationId}\u0000${branchId}\u0000${peerId}`)
+      .digest();
     return digest.readUInt32BE(0) % 100 < condition.percentBelow;
   }
   const value = valueAt(input, condition.pointer);
@@ -174,7 +194,11 @@ export function answerFor(config: PeerInteractionConfig, input: JsonValue, conte
 
 function handlerFor(config: PeerInteractionConfig, peerId: string, clock: Clock, crashAfterEffect: boolean): Handler {
   // The configured answers, frozen once: each request hands one out as is instead of a copy.
-  const answers: PeerInteractionConfig = { ...config, result: deepFrozen(config.result), ...(config.rules && { rules: config.rules.map((r) => ({ ...r, result: deepFrozen(r.result) })) }) };
+  const answers: PeerInteractionConfig = {
+    ...config,
+    result: deepFrozen(config.result),
+    ...(config.rules && { rules: config.rules.map((r) => ({ ...r, result: deepFrozen(r.result) })) }),
+  };
   return async (input, context) => {
     const { result, delayMs } = answerFor(answers, input, context, peerId);
     if (delayMs > 0) await sleepUnlessAborted(clock, delayMs, context);
@@ -217,13 +241,21 @@ export async function peerCommand(options: PeerCommandOptions, io: CliIo): Promi
   const pass = env[config.nats.passwordEnv];
   if (pass === undefined || pass === '') throw invalidInput(`peer config: environment variable ${config.nats.passwordEnv} (nats.passwordEnv) is not set`);
   const user = config.nats.user ?? config.peerId;
-  const nc = await connectNats({ servers: config.nats.servers, user, pass, name: `convoke-peer-${config.peerId}`, inboxPrefix: inboxPrefixFor('peer', config.peerId) });
+  const nc = await connectNats({
+    servers: config.nats.servers,
+    user,
+    pass,
+    name: `convoke-peer-${config.peerId}`,
+    inboxPrefix: inboxPrefixFor('peer', config.peerId),
+  });
   let sink: EffectSink | undefined;
   let peer: Peer | undefined;
   try {
     sink = openEffectSink(config);
     const clock = new SystemClock();
-    const handlers = Object.fromEntries(Object.entries(config.interactions).map(([id, c]) => [id, handlerFor(c, config.peerId, clock, config.faults?.crashAfterEffect === true)]));
+    const handlers = Object.fromEntries(
+      Object.entries(config.interactions).map(([id, c]) => [id, handlerFor(c, config.peerId, clock, config.faults?.crashAfterEffect === true)]),
+    );
     peer = await createNatsPeer({
       nc,
       identity: user,
@@ -236,7 +268,9 @@ export async function peerCommand(options: PeerCommandOptions, io: CliIo): Promi
       ...(config.provisionWaitMs === undefined ? {} : { provisionWaitMs: config.provisionWaitMs }),
       onWaiting: (message) => io.stderr.write(`convoke peer ${config.peerId}: ${message}\n`),
     });
-    io.stdout.write(`convoke peer ${config.peerId} ready: ${config.namespace} (${config.durable ? 'durable' : 'core'}), interactions ${Object.keys(handlers).join(', ')}\n`);
+    io.stdout.write(
+      `convoke peer ${config.peerId} ready: ${config.namespace} (${config.durable ? 'durable' : 'core'}), interactions ${Object.keys(handlers).join(', ')}\n`,
+    );
     const reason = await nextStop(options.signal);
     io.stderr.write(`convoke peer ${config.peerId}: ${reason}, stopping\n`);
     const stats = peer.stats;

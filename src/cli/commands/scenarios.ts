@@ -23,11 +23,13 @@ export interface DemoScenario {
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
-const reviewer = (peerId: string, delayMs: number, verdict: string): Handler => async (_input, context) => {
-  await sleep(delayMs);
-  // The business effect goes through the fenced sink: at most once per operation/branch.
-  return context.effect(() => ({ verdict, note: `${peerId} read it in ${delayMs} ms` }));
-};
+const reviewer =
+  (peerId: string, delayMs: number, verdict: string): Handler =>
+  async (_input, context) => {
+    await sleep(delayMs);
+    // The business effect goes through the fenced sink: at most once per operation/branch.
+    return context.effect(() => ({ verdict, note: `${peerId} read it in ${delayMs} ms` }));
+  };
 
 /** Works until cancelled, then stops (cooperative cancellation). */
 const longRunning: Handler = (_input, context) =>
@@ -56,7 +58,8 @@ export const scenarios: Record<string, DemoScenario> = {
     },
   },
   'lease-expiry': {
-    description: 'charlie takes the request and stalls without renewing; its lease expires and attempt 2 (fence 2) of the same branch is sent after the backoff',
+    description:
+      'charlie takes the request and stalls without renewing; its lease expires and attempt 2 (fence 2) of the same branch is sent after the backoff',
     review: () => ({ ...fast, completion: { mode: 'all-successful' }, attempts: 2, timeoutMs: 3000 }),
     retries: true,
     peers: async (embedded, names) => {

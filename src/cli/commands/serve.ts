@@ -68,7 +68,9 @@ export async function serveCommand(options: ServeOptions, io: CliIo): Promise<nu
   const nats = deployment.nats;
   if (nats) {
     const peers = [...nats.peers].map(([ns, ids]) => `${ns}: ${ids.join(' ')}`).join('; ');
-    io.stdout.write(`convoke serve: NATS ${nats.mode} as coordinator ${nats.coordinatorId}; commands on ${nats.commandSubjects.join(', ')}${peers ? `; peer consumers ${peers}` : ''}\n`);
+    io.stdout.write(
+      `convoke serve: NATS ${nats.mode} as coordinator ${nats.coordinatorId}; commands on ${nats.commandSubjects.join(', ')}${peers ? `; peer consumers ${peers}` : ''}\n`,
+    );
   }
   io.stdout.write(`convoke serve listening on ${server.url}\n`);
   // Module loading and config reading come before the deployment's own start-up lines.
@@ -77,12 +79,13 @@ export async function serveCommand(options: ServeOptions, io: CliIo): Promise<nu
   logger.info({ event: 'serve-stopping', signal: stop }, 'shutting down');
   const running = server;
   let stopListening = () => {};
-  const forced = new Promise<number>((resolve) =>
-    (stopListening = onceSignal(() => {
-      // In-flight requests lose their answer (clients look operations up by key); the store is not waited for.
-      running.dropConnections();
-      resolve(1);
-    })),
+  const forced = new Promise<number>(
+    (resolve) =>
+      (stopListening = onceSignal(() => {
+        // In-flight requests lose their answer (clients look operations up by key); the store is not waited for.
+        running.dropConnections();
+        resolve(1);
+      })),
   );
   const graceful = server.close().then(() => 0);
   const code = await Promise.race([graceful, forced]);

@@ -16,7 +16,13 @@ const load = async () => {
     import('../../contract/canonical.js'),
     import('yaml'),
   ]);
-  return { readBundleFile: files.readBundleFile, checkBundleWorkflows: bundle.checkBundleWorkflows, mermaidOf: sdk.mermaidOf, canonicalJson: canonical.canonicalJson, stringify: yaml.stringify };
+  return {
+    readBundleFile: files.readBundleFile,
+    checkBundleWorkflows: bundle.checkBundleWorkflows,
+    mermaidOf: sdk.mermaidOf,
+    canonicalJson: canonical.canonicalJson,
+    stringify: yaml.stringify,
+  };
 };
 
 export async function workflowValidateCommand(file: string, name: string | undefined, options: { json: boolean }, io: CliIo): Promise<number> {
@@ -54,7 +60,10 @@ export async function workflowGraphCommand(file: string, name: string, io: CliIo
 
 /** The `workflow` command, shared with the executor's commands (whichever registers first creates it). */
 function workflowCommand(program: Command): Command {
-  return program.commands.find((c) => c.name() === 'workflow') ?? program.command('workflow').description('workflows: pipelines and Serverless Workflow 1.0.3 documents pinned in a bundle');
+  return (
+    program.commands.find((c) => c.name() === 'workflow') ??
+    program.command('workflow').description('workflows: pipelines and Serverless Workflow 1.0.3 documents pinned in a bundle')
+  );
 }
 
 /** Registers validate, lower and graph under `convoke workflow`. */
@@ -65,7 +74,9 @@ export function addWorkflowDslCommands(program: Command, io: CliIo, setExit: (co
     .argument('<bundle>', 'bundle file (JSON or YAML)')
     .argument('[name]', 'one pipeline or workflow (all when absent)')
     .option('--json', 'machine-readable output', false)
-    .description("check the bundle's pipelines and workflows (supported tasks, resolved calls, compatible stage schemas, deterministic expressions) and validate each standalone document with the Serverless Workflow SDK")
+    .description(
+      "check the bundle's pipelines and workflows (supported tasks, resolved calls, compatible stage schemas, deterministic expressions) and validate each standalone document with the Serverless Workflow SDK",
+    )
     .action(async (file: string, name: string | undefined, o) => setExit(await workflowValidateCommand(file, name, { json: o.json }, io)));
   workflow
     .command('lower')

@@ -25,7 +25,18 @@ export interface WorkflowRunOptions {
 
 /** main.ts imports this module to register the command: everything else loads when it runs. */
 export async function workflowRunCommand(file: string, options: WorkflowRunOptions, io: CliIo): Promise<number> {
-  const [{ randomInt }, { readFileBytes }, { parseStrictBytes }, { parseDocumentBytes }, { openStore }, { SystemClock }, { seededRandom }, { WorkflowExecutor }, { JqWorkerEvaluator }, { workflowStreams }] = await Promise.all([
+  const [
+    { randomInt },
+    { readFileBytes },
+    { parseStrictBytes },
+    { parseDocumentBytes },
+    { openStore },
+    { SystemClock },
+    { seededRandom },
+    { WorkflowExecutor },
+    { JqWorkerEvaluator },
+    { workflowStreams },
+  ] = await Promise.all([
     import('node:crypto'),
     import('../../deployment/files.js'),
     import('../../contract/ijson.js'),
@@ -50,7 +61,9 @@ export async function workflowRunCommand(file: string, options: WorkflowRunOptio
       const record = await executor.wait(instanceId, options.waitMs);
       if (options.json) {
         const tasks = Object.entries(record.tasks).map(([at, task]) => ({ at, name: task.name, state: task.state }));
-        io.stdout.write(JSON.stringify({ instanceId, status: record.status, output: record.output, error: record.error, tasks, children: record.children }, null, 2) + '\n');
+        io.stdout.write(
+          JSON.stringify({ instanceId, status: record.status, output: record.output, error: record.error, tasks, children: record.children }, null, 2) + '\n',
+        );
       } else if (record.status === 'completed') io.stdout.write(JSON.stringify(record.output, null, 2) + '\n');
       if (record.status === 'running') {
         io.stderr.write(`workflow instance ${instanceId} is still running after ${options.waitMs} ms\n`);
@@ -80,7 +93,8 @@ const integer = (value: string): number => {
 
 /** `convoke workflow run`, under the `workflow` command (created when no other module made it). */
 export function addWorkflowRunCommand(program: Command, io: CliIo, setExit: (code: number) => void): void {
-  const workflow = program.commands.find((command) => command.name() === 'workflow') ?? program.command('workflow').description('Serverless Workflow 1.0.3 documents');
+  const workflow =
+    program.commands.find((command) => command.name() === 'workflow') ?? program.command('workflow').description('Serverless Workflow 1.0.3 documents');
   workflow
     .command('run')
     .argument('<file>', 'workflow document (YAML or JSON)')
@@ -93,6 +107,12 @@ export function addWorkflowRunCommand(program: Command, io: CliIo, setExit: (cod
     .option('--seed <n>', 'seed of the retry jitter source', integer)
     .option('--json', 'print the instance (status, output, error, tasks) as JSON', false)
     .action(async (file: string, o) =>
-      setExit(await workflowRunCommand(file, { input: o.input, store: o.store, key: o.key, principal: o.principal, waitMs: o.waitMs, seed: o.seed, json: o.json }, io)),
+      setExit(
+        await workflowRunCommand(
+          file,
+          { input: o.input, store: o.store, key: o.key, principal: o.principal, waitMs: o.waitMs, seed: o.seed, json: o.json },
+          io,
+        ),
+      ),
     );
 }

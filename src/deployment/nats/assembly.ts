@@ -76,7 +76,8 @@ class Closers {
 export async function buildNatsDeployment(config: DeploymentConfig, transportConfig: NatsTransportConfig, parts: NatsParts): Promise<RunningDeployment> {
   const settings = checkNatsTransport(transportConfig, parts.compiled);
   const pass = parts.env[settings.passwordEnv];
-  if (pass === undefined || pass === '') throw invalidInput(`deployment config: environment variable ${settings.passwordEnv} (transport.passwordEnv) is not set`);
+  if (pass === undefined || pass === '')
+    throw invalidInput(`deployment config: environment variable ${settings.passwordEnv} (transport.passwordEnv) is not set`);
   const closers = new Closers();
   try {
     return await assembleNats(config, settings, pass, parts, closers);
@@ -86,12 +87,24 @@ export async function buildNatsDeployment(config: DeploymentConfig, transportCon
   }
 }
 
-async function assembleNats(config: DeploymentConfig, settings: ResolvedNatsTransport, pass: string, parts: NatsParts, closers: Closers): Promise<RunningDeployment> {
+async function assembleNats(
+  config: DeploymentConfig,
+  settings: ResolvedNatsTransport,
+  pass: string,
+  parts: NatsParts,
+  closers: Closers,
+): Promise<RunningDeployment> {
   const { clock, log } = parts;
   const phases = new StartupPhases(clock, log);
   const namespaces = [...new Set(parts.compiled.map((b) => b.bundle.subjectNamespace))];
   const connect = (role: string, servers = settings.servers) =>
-    connectNats({ servers, user: settings.user, pass, name: `convoke-${role}-${settings.coordinatorId}`, inboxPrefix: inboxPrefixFor('coord', settings.coordinatorId) });
+    connectNats({
+      servers,
+      user: settings.user,
+      pass,
+      name: `convoke-${role}-${settings.coordinatorId}`,
+      inboxPrefix: inboxPrefixFor('coord', settings.coordinatorId),
+    });
   const nc = await connect('coordinator');
   closers.push(() => nc.drain().catch(() => nc.close()));
   phases.done('connect');
@@ -107,24 +120,7 @@ async function assembleNats(config: DeploymentConfig, settings: ResolvedNatsTran
   const store = durable ? new AdmissionGatedStore(inner, () => monitor.problem()) : inner;
   let jsm: Promise<JetStreamManager> | undefined;
   const manager = () => (jsm ??= jetstreamManager(nc, { checkAPI: false }));
-  const coordinator = new Coordinator({
-    store,
-    transport,
-    directory: new StaticDirectory({ groups: config.directory.groups }),
-    // Durable mode observes presence from the peers' request consumers; core NATS has none to read.
-    ...(durable ? { presence: new NatsConsumerPresence(manager, { peers, clock }), continuity: streamContinuity(byNamespace) } : {}),
-    policy: new StaticPolicy({ rules: config.policy.rules, ttlMs: config.policy.ttlMs ?? 60_000 }, clock),
-    verifier: new SubjectNamespaceVerifier(config.attestations),
-    effectFencing: attestedEffectFencing(config.attestations),
-    clock,
-    bundles: parts.bundles,
-    deployment: { account: config.deployment.account, system: config.deployment.system, domain: config.deployment.domain },
-    ...(config.resultBatchMs === undefined ? {} : { resultBatchMs: config.resultBatchMs }),
-    ...(config.limits === undefined ? {} : { budgets: config.limits }),
-    ...(parts.logger ? { logger: parts.logger } : {}),
-    onLostWrites: (operationId, description) => log(`durability lost in operation ${operationId} (${description}): it closed as indeterminate`),
-    ...listingDeps(config),
-  });
+  const coordinator = natsCoordinator(config, { store, transport, durable, peers, byNamespace, manager, parts });
   closers.push(() => coordinator.close());
   observeStampSources(coordinator.metrics, inner);
   monitor.onBroken = async (brokenNamespaces, description) => {
@@ -156,6 +152,41 @@ async function assembleNats(config: DeploymentConfig, settings: ResolvedNatsTran
   return deploymentOf({ coordinator, store, parts, closers, runtime: runtimeOf(settings, namespaces, durable ? peers : new Map(), commands, monitor) });
 }
 
+/** The coordinator of a NATS deployment: its store, transport, directory, policy and attestations. */
+function natsCoordinator(
+  config: DeploymentConfig,
+  wiring: {
+    store: EventStore;
+    transport: Transport;
+    durable: boolean;
+    peers: Map<string, string[]>;
+    byNamespace: Map<string, NatsTransport>;
+    manager: () => Promise<JetStreamManager>;
+    parts: NatsParts;
+  },
+): Coordinator {
+  const { store, transport, durable, peers, byNamespace, manager, parts } = wiring;
+  const { clock, log } = parts;
+  return new Coordinator({
+    store,
+    transport,
+    directory: new StaticDirectory({ groups: config.directory.groups }),
+    // Durable mode observes presence from the peers' request consumers; core NATS has none to read.
+    ...(durable ? { presence: new NatsConsumerPresence(manager, { peers, clock }), continuity: streamContinuity(byNamespace) } : {}),
+    policy: new StaticPolicy({ rules: config.policy.rules, ttlMs: config.policy.ttlMs ?? 60_000 }, clock),
+    verifier: new SubjectNamespaceVerifier(config.attestations),
+    effectFencing: attestedEffectFencing(config.attestations),
+    clock,
+    bundles: parts.bundles,
+    deployment: { account: config.deployment.account, system: config.deployment.system, domain: config.deployment.domain },
+    ...(config.resultBatchMs === undefined ? {} : { resultBatchMs: config.resultBatchMs }),
+    ...(config.limits === undefined ? {} : { budgets: config.limits }),
+    ...(parts.logger ? { logger: parts.logger } : {}),
+    onLostWrites: (operationId, description) => log(`durability lost in operation ${operationId} (${description}): it closed as indeterminate`),
+    ...listingDeps(config),
+  });
+}
+
 /**
  * Every inbound path, then the store watch, then recovery. The paths come first: durable results
  * of operations a previous process left open must have a subscriber even when no request of
@@ -165,7 +196,9 @@ async function assembleNats(config: DeploymentConfig, settings: ResolvedNatsTran
  * before anything else may act on it.
  */
 async function resumeCoordinator(coordinator: Coordinator, compiled: CompiledBundle[], phases: StartupPhases): Promise<void> {
-  const inbound = compiled.flatMap((b) => [...b.interactions.keys()].flatMap((interaction) => coordinatorKinds.map((kind) => [b.bundle.subjectNamespace, interaction, kind] as const)));
+  const inbound = compiled.flatMap((b) =>
+    [...b.interactions.keys()].flatMap((interaction) => coordinatorKinds.map((kind) => [b.bundle.subjectNamespace, interaction, kind] as const)),
+  );
   await Promise.all(inbound.map(([namespace, interaction, kind]) => coordinator.inboundPath(namespace, interaction, kind)));
   phases.done('inbound paths');
   // Coordinators sharing the store (several serve processes) follow each other's appends.
@@ -180,15 +213,21 @@ async function resumeCoordinator(coordinator: Coordinator, compiled: CompiledBun
  * result, claim and cancel-result subscriptions go to the coordinator's durable consumers.
  */
 function coordinatorTransport(nc: NatsConnection, settings: ResolvedNatsTransport, durablePeers: Map<string, string[]>, log: DeploymentLog) {
-  const byNamespace = new Map([...durablePeers].map(([ns, peers]) => [ns, new NatsTransport(nc, { identity: settings.user, durable: durableConfigFor(ns, settings.durable, peers) })]));
+  const byNamespace = new Map(
+    [...durablePeers].map(([ns, peers]) => [ns, new NatsTransport(nc, { identity: settings.user, durable: durableConfigFor(ns, settings.durable, peers) })]),
+  );
   let jsm: Promise<JetStreamManager> | undefined;
   // Logged, then deleted: it is never delivered again, and the peer's work-queue stream would keep it for good.
   const onExhausted = (consumer: string, info: ExhaustedInfo) => {
     log(`result path ${consumer}: ${info.subject || `stream seq ${info.streamSeq}`} exhausted ${info.deliveries} deliveries and will not be delivered again`);
     jsm ??= jetstreamManager(nc, { checkAPI: false });
-    void jsm.then((m) => releaseExhausted(m, info.stream, info.streamSeq)).catch((e: unknown) => log(`deleting exhausted ${info.stream} seq ${info.streamSeq} failed: ${(e as Error).message}`));
+    void jsm
+      .then((m) => releaseExhausted(m, info.stream, info.streamSeq))
+      .catch((e: unknown) => log(`deleting exhausted ${info.stream} seq ${info.streamSeq} failed: ${(e as Error).message}`));
   };
-  const muxed = new Map<string, Transport>([...byNamespace].map(([ns, t]) => [ns, new ConsumerMuxTransport(t, coordinatorRoute(ns, settings.coordinatorId), { onExhausted })]));
+  const muxed = new Map<string, Transport>(
+    [...byNamespace].map(([ns, t]) => [ns, new ConsumerMuxTransport(t, coordinatorRoute(ns, settings.coordinatorId), { onExhausted })]),
+  );
   return { transport: new NatsDeploymentTransport(new NatsTransport(nc, { identity: settings.user }), muxed), byNamespace };
 }
 
@@ -208,7 +247,13 @@ function streamContinuity(byNamespace: Map<string, NatsTransport>): StreamContin
  * consumers provisioned to the configured max_deliver and ack_wait — every known peer's and the
  * coordinator's own result paths — so a changed setting updates them instead of failing the bind.
  */
-async function prepareDurable(settings: ResolvedNatsTransport, byNamespace: Map<string, NatsTransport>, peers: Map<string, string[]>, transport: NatsDeploymentTransport, phases: StartupPhases): Promise<void> {
+async function prepareDurable(
+  settings: ResolvedNatsTransport,
+  byNamespace: Map<string, NatsTransport>,
+  peers: Map<string, string[]>,
+  transport: NatsDeploymentTransport,
+  phases: StartupPhases,
+): Promise<void> {
   if (settings.manageStreams) for (const t of byNamespace.values()) await t.ensureStreams();
   phases.done('streams');
   const check = await transport.checkDurability();
@@ -272,12 +317,22 @@ async function openDeploymentStore(
   }
   const nc = await connect('store', `${parsed.protocol}//${parsed.host}`);
   closers.push(() => nc.close());
-  const store = await JetStreamEventStore.open({ connection: nc, streamName: parsed.searchParams.get('stream') ?? undefined, subjectPrefix: parsed.searchParams.get('prefix') ?? undefined });
+  const store = await JetStreamEventStore.open({
+    connection: nc,
+    streamName: parsed.searchParams.get('stream') ?? undefined,
+    subjectPrefix: parsed.searchParams.get('prefix') ?? undefined,
+  });
   closers.push(() => store.close());
   return store;
 }
 
-function runtimeOf(settings: ResolvedNatsTransport, namespaces: string[], peers: Map<string, string[]>, commands: CommandServer, monitor: DurabilityMonitor): NatsRuntime {
+function runtimeOf(
+  settings: ResolvedNatsTransport,
+  namespaces: string[],
+  peers: Map<string, string[]>,
+  commands: CommandServer,
+  monitor: DurabilityMonitor,
+): NatsRuntime {
   return {
     mode: settings.mode,
     coordinatorId: settings.coordinatorId,

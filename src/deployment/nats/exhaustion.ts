@@ -24,7 +24,14 @@ import type { Coordinator } from '../../runtime/coordinator.js';
  * its timeout decides settlement) the message is deleted: it is never delivered again, and a
  * work-queue stream would keep it, holding a slot of the peer's capacity for good.
  */
-export async function watchRequestExhaustion(nc: NatsConnection, jsm: JetStreamManager, peers: Map<string, string[]>, coordinator: Coordinator, clock: Clock, log: DeploymentLog): Promise<{ close(): void }> {
+export async function watchRequestExhaustion(
+  nc: NatsConnection,
+  jsm: JetStreamManager,
+  peers: Map<string, string[]>,
+  coordinator: Coordinator,
+  clock: Clock,
+  log: DeploymentLog,
+): Promise<{ close(): void }> {
   const seen = new BoundedMap<string, true>(limits.exhaustedAdvisoriesSeenMax);
   const subscriptions: NatsSubscription[] = [];
   const record = async (stream: string, advisory: MaxDeliveriesAdvisory) => {
@@ -37,7 +44,13 @@ export async function watchRequestExhaustion(nc: NatsConnection, jsm: JetStreamM
       const request = checkRequestMessage(parseStrictBytes(stored.data, 'exhausted request'));
       const entry = await coordinator.load(request.operationId);
       if (entry) {
-        const receipt = { branchId: request.branchId, attempt: request.attempt, fence: request.fence, receipt: 'exhausted' as const, detail: `${advisory.deliveries} deliveries` };
+        const receipt = {
+          branchId: request.branchId,
+          attempt: request.attempt,
+          fence: request.fence,
+          receipt: 'exhausted' as const,
+          detail: `${advisory.deliveries} deliveries`,
+        };
         await coordinator.enqueue(entry, () => coordinator.commitDecided(entry, (current) => decideDispatchRecorded(current, [receipt], clock.nowMs())));
         log(`request ${stored.subject} exhausted ${advisory.deliveries} deliveries: recorded as a failed attempt ${request.attempt}`);
       }
@@ -51,7 +64,12 @@ export async function watchRequestExhaustion(nc: NatsConnection, jsm: JetStreamM
   return { close: () => subscriptions.forEach((s) => s.unsubscribe()) };
 }
 
-function watchStreamExhaustion(nc: NatsConnection, stream: string, record: (stream: string, advisory: MaxDeliveriesAdvisory) => Promise<void>, log: DeploymentLog): NatsSubscription {
+function watchStreamExhaustion(
+  nc: NatsConnection,
+  stream: string,
+  record: (stream: string, advisory: MaxDeliveriesAdvisory) => Promise<void>,
+  log: DeploymentLog,
+): NatsSubscription {
   return nc.subscribe(maxDeliveriesAdvisorySubject(stream, '*'), {
     callback: (error, msg) => {
       const advisory = error ? undefined : parseMaxDeliveriesAdvisory(msg.data);

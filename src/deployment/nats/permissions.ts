@@ -76,12 +76,25 @@ export interface NatsPlanOptions {
 export function natsPrincipalPlan(options: NatsPlanOptions): NatsPrincipalPlan[] {
   const c = options.coordinator;
   const peers = options.peers instanceof Map ? options.peers : new Map(Object.entries(options.peers));
-  const peersOf = (ns: string) => [...peers].filter(([, namespaces]) => namespaces.includes(ns)).map(([peerId]) => peerId).sort();
-  const coordinatorBlocks = options.namespaces.map((ns) => coordinatorPermissions(ns, c.coordinatorId, peersOf(ns), { manageStreams: c.manageStreams ?? false }));
+  const peersOf = (ns: string) =>
+    [...peers]
+      .filter(([, namespaces]) => namespaces.includes(ns))
+      .map(([peerId]) => peerId)
+      .sort();
+  const coordinatorBlocks = options.namespaces.map((ns) =>
+    coordinatorPermissions(ns, c.coordinatorId, peersOf(ns), { manageStreams: c.manageStreams ?? false }),
+  );
   if (c.jetstreamStore) coordinatorBlocks.push(jetstreamStorePermissions(c.jetstreamStore, { manageStreams: c.manageStreams ?? false }));
-  const plan: NatsPrincipalPlan[] = [{ user: c.user, role: 'coordinator', permissions: mergePermissions(...coordinatorBlocks), inboxPrefix: inboxPrefixFor('coord', c.coordinatorId) }];
+  const plan: NatsPrincipalPlan[] = [
+    { user: c.user, role: 'coordinator', permissions: mergePermissions(...coordinatorBlocks), inboxPrefix: inboxPrefixFor('coord', c.coordinatorId) },
+  ];
   for (const [peerId, namespaces] of [...peers].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))) {
-    plan.push({ user: peerId, role: 'peer', permissions: mergePermissions(...namespaces.map((ns) => peerPermissions(ns, peerId))), inboxPrefix: inboxPrefixFor('peer', peerId) });
+    plan.push({
+      user: peerId,
+      role: 'peer',
+      permissions: mergePermissions(...namespaces.map((ns) => peerPermissions(ns, peerId))),
+      inboxPrefix: inboxPrefixFor('peer', peerId),
+    });
   }
   for (const principal of options.commandClients) {
     plan.push({ user: principal, role: 'command', permissions: commandClientPermissions(principal), inboxPrefix: inboxPrefixFor('cmd', principal) });
@@ -104,7 +117,13 @@ export function renderNatsAuthorization(plan: NatsPrincipalPlan[], passwordVaria
   const quote = (s: string) => JSON.stringify(s);
   const list = (items: string[]) => `[\n${items.map((i) => `          ${quote(i)}`).join(',\n')}\n        ]`;
   const users = plan.map((p) => {
-    const lines = [`    # ${p.role}; connect with inbox prefix ${p.inboxPrefix}`, '    {', `      user: ${quote(p.user)}`, `      password: $${passwordVariable(p.user)}`, '      permissions: {'];
+    const lines = [
+      `    # ${p.role}; connect with inbox prefix ${p.inboxPrefix}`,
+      '    {',
+      `      user: ${quote(p.user)}`,
+      `      password: $${passwordVariable(p.user)}`,
+      '      permissions: {',
+    ];
     lines.push(`        publish: { allow: ${list(p.permissions.publish)} }`);
     lines.push(`        subscribe: { allow: ${list(p.permissions.subscribe)} }`);
     lines.push('      }', '    }');
@@ -129,10 +148,17 @@ export function natsPlanFor(config: DeploymentConfig, compiled: CompiledBundle[]
   const storeUrl = /^jetstream:(.*)$/i.exec(config.store)?.[1];
   const parsed = storeUrl === undefined ? undefined : safeUrl(storeUrl);
   const borrowsCredentials = parsed !== undefined && parsed.username === '' && !parsed.searchParams.has('user') && !parsed.searchParams.has('pass');
-  const jetstreamStore = borrowsCredentials ? { stream: parsed.searchParams.get('stream') ?? undefined, prefix: parsed.searchParams.get('prefix') ?? undefined } : undefined;
+  const jetstreamStore = borrowsCredentials
+    ? { stream: parsed.searchParams.get('stream') ?? undefined, prefix: parsed.searchParams.get('prefix') ?? undefined }
+    : undefined;
   return natsPrincipalPlan({
     namespaces: [...new Set(compiled.map((b) => b.bundle.subjectNamespace))],
-    coordinator: { user: settings.user, coordinatorId: settings.coordinatorId, manageStreams: settings.manageStreams, ...(jetstreamStore ? { jetstreamStore } : {}) },
+    coordinator: {
+      user: settings.user,
+      coordinatorId: settings.coordinatorId,
+      manageStreams: settings.manageStreams,
+      ...(jetstreamStore ? { jetstreamStore } : {}),
+    },
     peers: namespacesByPeer(peersByNamespace(compiled, config.directory.groups)),
     commandClients,
   });

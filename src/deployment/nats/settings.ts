@@ -69,7 +69,10 @@ export const natsTransportSchema = {
   },
 } as const;
 
-const checkTransportShape = compileChecker<NatsTransportConfig & Required<Pick<NatsTransportConfig, 'servers' | 'user' | 'passwordEnv' | 'mode'>>>(natsTransportSchema, 'transport');
+const checkTransportShape = compileChecker<NatsTransportConfig & Required<Pick<NatsTransportConfig, 'servers' | 'user' | 'passwordEnv' | 'mode'>>>(
+  natsTransportSchema,
+  'transport',
+);
 
 /**
  * Checks a nats transport (again: configs built in code skip the file's schema) and fills in the
@@ -90,7 +93,9 @@ export function checkNatsTransport(transport: NatsTransportConfig, compiled: Com
     ...(t.durable?.maxMsgBytes === undefined ? {} : { maxMsgBytes: t.durable.maxMsgBytes }),
   };
   if (t.durable?.maxBytes !== undefined) {
-    problems.push('transport.durable.maxBytes is not supported: nats-server 2.9 evicts a stored message when a small one lands at a stream\'s byte limit, even under discard new; bound bytes with maxMsgs and maxMsgBytes instead');
+    problems.push(
+      "transport.durable.maxBytes is not supported: nats-server 2.9 evicts a stored message when a small one lands at a stream's byte limit, even under discard new; bound bytes with maxMsgs and maxMsgBytes instead",
+    );
   }
   if (t.mode === 'durable') problems.push(...duplicateWindowProblems(compiled, durable.duplicateWindowMs));
   if (problems.length > 0) throw invalidInput(`deployment config: ${problems.join('; ')}`);
@@ -129,7 +134,9 @@ export function duplicateWindowProblems(compiled: CompiledBundle[], duplicateWin
     for (const i of b.interactions.values()) {
       const needMs = interactionWindowMs(i.spec);
       if (needMs > duplicateWindowMs) {
-        problems.push(`transport.durable.duplicateWindowMs ${duplicateWindowMs} does not cover ${b.ref.id}/${i.id}: timeoutMs + max(settlementGraceMs, cancelTimeoutMs) = ${needMs}`);
+        problems.push(
+          `transport.durable.duplicateWindowMs ${duplicateWindowMs} does not cover ${b.ref.id}/${i.id}: timeoutMs + max(settlementGraceMs, cancelTimeoutMs) = ${needMs}`,
+        );
       }
     }
   }
@@ -155,7 +162,13 @@ export function peersByNamespace(compiled: CompiledBundle[], groups: Record<stri
 }
 
 export function durableConfigFor(namespace: string, settings: ResolvedNatsTransport['durable'], peers: readonly string[]): DurableConfig {
-  const config: DurableConfig = { namespace, peers, duplicateWindowMs: settings.duplicateWindowMs, maxDeliver: settings.maxDeliver, ackWaitMs: settings.ackWaitMs };
+  const config: DurableConfig = {
+    namespace,
+    peers,
+    duplicateWindowMs: settings.duplicateWindowMs,
+    maxDeliver: settings.maxDeliver,
+    ackWaitMs: settings.ackWaitMs,
+  };
   if (settings.maxMsgs !== undefined) config.maxMsgs = settings.maxMsgs;
   if (settings.maxMsgBytes !== undefined) config.maxMsgBytes = settings.maxMsgBytes;
   return config;

@@ -4,7 +4,16 @@
  */
 import { NatsTransport } from '../../adapters/transport/nats.js';
 import { durableLayout, type DurableLayout } from '../../adapters/transport/nats-names.js';
-import type { DurabilityCheck, MessageHandler, PublishOptions, PublishReceipt, SubscribeOptions, Subscription, Transport, TransportCapabilities } from '../../adapters/transport/types.js';
+import type {
+  DurabilityCheck,
+  MessageHandler,
+  PublishOptions,
+  PublishReceipt,
+  SubscribeOptions,
+  Subscription,
+  Transport,
+  TransportCapabilities,
+} from '../../adapters/transport/types.js';
 
 /**
  * One connection, several namespaces: a subject a namespace's durable streams capture goes
@@ -20,7 +29,10 @@ export class NatsDeploymentTransport implements Transport {
     durable: Map<string, Transport>,
   ) {
     this.identity = core.identity;
-    this.capabilities = { durable: durable.size > 0, resultFencing: core.capabilities.resultFencing && [...durable.values()].every((t) => t.capabilities.resultFencing) };
+    this.capabilities = {
+      durable: durable.size > 0,
+      resultFencing: core.capabilities.resultFencing && [...durable.values()].every((t) => t.capabilities.resultFencing),
+    };
     // Placing a subject needs no peer list: the namespace's durable subjects have one shape.
     this.routes = [...durable].map(([namespace, transport]) => ({ layout: durableLayout(namespace, []), transport }));
   }
@@ -40,13 +52,19 @@ export class NatsDeploymentTransport implements Transport {
   /** Every namespace's streams; not ok if any one is not (fail closed). */
   async checkDurability(): Promise<DurabilityCheck> {
     if (this.routes.length === 0) return { ok: false, description: 'core NATS: no durable streams' };
-    const checks = await Promise.all(this.routes.map((r) => (r.transport.checkDurability ? r.transport.checkDurability() : Promise.resolve<DurabilityCheck>({ ok: false, description: 'no durability check' }))));
+    const checks = await Promise.all(
+      this.routes.map((r) =>
+        r.transport.checkDurability ? r.transport.checkDurability() : Promise.resolve<DurabilityCheck>({ ok: false, description: 'no durability check' }),
+      ),
+    );
     const problems = checks.flatMap((c) => (c.ok ? [] : [c.description]));
     const broken = checks.flatMap((c) => (c.ok ? [] : (c.brokenNamespaces ?? [])));
     const repaired = checks.flatMap((c) => c.repaired ?? []);
     const repairs = repaired.length > 0 ? { repaired } : {};
     if (problems.length === 0) return { ok: true, ...repairs };
-    return broken.length > 0 ? { ok: false, description: problems.join('; '), brokenNamespaces: broken, ...repairs } : { ok: false, description: problems.join('; '), ...repairs };
+    return broken.length > 0
+      ? { ok: false, description: problems.join('; '), brokenNamespaces: broken, ...repairs }
+      : { ok: false, description: problems.join('; '), ...repairs };
   }
 
   async close(): Promise<void> {

@@ -62,9 +62,12 @@ export async function checkBundleWorkflows(compiled: CompiledBundle, name?: stri
   const all = workflowDocuments(compiled);
   if (name !== undefined && !all.has(name)) {
     const known = [...all.keys()];
-    throw invalidInput(`bundle ${compiled.ref.id}@${compiled.ref.version} has no pipeline or workflow "${name}"${known.length > 0 ? ` (it has: ${known.join(', ')})` : ''}`);
+    throw invalidInput(
+      `bundle ${compiled.ref.id}@${compiled.ref.version} has no pipeline or workflow "${name}"${known.length > 0 ? ` (it has: ${known.join(', ')})` : ''}`,
+    );
   }
   const selected = name === undefined ? all : new Map([[name, all.get(name) as BundleWorkflow]]);
-  for (const workflow of selected.values()) await validateWithSdk(workflow.document, workflow.kind === 'pipeline' ? `${workflow.pointer} (lowered)` : workflow.pointer);
+  for (const workflow of selected.values())
+    await validateWithSdk(workflow.document, workflow.kind === 'pipeline' ? `${workflow.pointer} (lowered)` : workflow.pointer);
   return selected;
 }

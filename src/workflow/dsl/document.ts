@@ -63,7 +63,9 @@ export function checkWorkflowDocument(document: JsonObject, base = '', enclosing
       const where = at(base, 'use', 'functions', name);
       if (name === contractFunctionName) {
         if (!jsonEquals(task, contractFunctionDefinition)) {
-          throw invalidInput(`${where}: "${contractFunctionName}" is convoke's contract function; omit it (it is declared for you) or declare it exactly as docs/workflows.md shows`);
+          throw invalidInput(
+            `${where}: "${contractFunctionName}" is convoke's contract function; omit it (it is declared for you) or declare it exactly as docs/workflows.md shows`,
+          );
         }
         continue;
       }
@@ -84,14 +86,20 @@ function checkTopLevel(walk: Walk): void {
   const { document, base } = walk;
   const header = isObject(document.document) ? document.document : {};
   if (header.dsl !== workflowDslVersion) {
-    throw unsupported(`${at(base, 'document', 'dsl')}: convoke reads Serverless Workflow ${workflowDslVersion} documents, got ${JSON.stringify(header.dsl ?? null)}`);
+    throw unsupported(
+      `${at(base, 'document', 'dsl')}: convoke reads Serverless Workflow ${workflowDslVersion} documents, got ${JSON.stringify(header.dsl ?? null)}`,
+    );
   }
   const use = isObject(document.use) ? document.use : {};
   if (use.extensions !== undefined) {
-    throw unsupported(`${at(base, 'use', 'extensions')}: extensions (tasks run before or after others) are not supported: convoke runs the tasks a document declares, nothing else`);
+    throw unsupported(
+      `${at(base, 'use', 'extensions')}: extensions (tasks run before or after others) are not supported: convoke runs the tasks a document declares, nothing else`,
+    );
   }
   if (use.catalogs !== undefined) {
-    throw unsupported(`${at(base, 'use', 'catalogs')}: external catalogs are not supported: every function a bundle runs is declared in it, so its digest pins it`);
+    throw unsupported(
+      `${at(base, 'use', 'catalogs')}: external catalogs are not supported: every function a bundle runs is declared in it, so its digest pins it`,
+    );
   }
   if (document.schedule !== undefined) {
     throw unsupported(`${at(base, 'schedule')}: schedules are not supported: a convoke workflow instance starts when a caller starts it`);
@@ -101,7 +109,9 @@ function checkTopLevel(walk: Walk): void {
     throw unsupported(`${at(base, 'evaluate', 'language')}: runtime expressions are jq only, got ${JSON.stringify(evaluate.language)}`);
   }
   if (evaluate.mode !== undefined && evaluate.mode !== 'strict') {
-    throw unsupported(`${at(base, 'evaluate', 'mode')}: only strict evaluation (every expression inside \${ }) is supported, so that every expression is found and checked before anything runs`);
+    throw unsupported(
+      `${at(base, 'evaluate', 'mode')}: only strict evaluation (every expression inside \${ }) is supported, so that every expression is found and checked before anything runs`,
+    );
   }
 }
 
@@ -139,7 +149,9 @@ function checkTaskBody(walk: Walk, name: string, type: (typeof taskTypes)[number
   switch (type) {
     case 'run': {
       const kind = isObject(task.run) ? Object.keys(task.run).find((k) => ['container', 'shell', 'script', 'workflow'].includes(k)) : undefined;
-      throw unsupported(`${where}: task "${name}" is run${kind ? ` (${kind})` : ''}: convoke runs no processes, containers, scripts or sub-workflows; call a contract or an HTTP service instead`);
+      throw unsupported(
+        `${where}: task "${name}" is run${kind ? ` (${kind})` : ''}: convoke runs no processes, containers, scripts or sub-workflows; call a contract or an HTTP service instead`,
+      );
     }
     case 'call':
       return checkCall(walk, name, task, where);
@@ -176,7 +188,9 @@ function checkCall(walk: Walk, name: string, task: JsonObject, where: string): v
   if (typeof call !== 'string') throw invalidInput(`${at(where, 'call')}: task "${name}" must name the function it calls`);
   if (call === 'http') return;
   if (refusedCalls.has(call)) {
-    throw unsupported(`${where}: task "${name}" is call ${call}: convoke calls HTTP services and contracts only (grpc, openapi, asyncapi, a2a and mcp are not supported)`);
+    throw unsupported(
+      `${where}: task "${name}" is call ${call}: convoke calls HTTP services and contracts only (grpc, openapi, asyncapi, a2a and mcp are not supported)`,
+    );
   }
   if (call === contractFunctionName) {
     walk.facts.callsContract = true;
@@ -186,9 +200,13 @@ function checkCall(walk: Walk, name: string, task: JsonObject, where: string): v
   const declared = names(isObject(walk.document.use) ? walk.document.use.functions : undefined);
   if (declared.has(call)) return;
   if (/^[A-Za-z][A-Za-z0-9+.-]*:\/\//.test(call) || call.includes('@')) {
-    throw unsupported(`${where}: task "${name}" calls the cataloged function ${JSON.stringify(call)}: external catalogs are not supported (declare the function in use.functions so the bundle pins it)`);
+    throw unsupported(
+      `${where}: task "${name}" calls the cataloged function ${JSON.stringify(call)}: external catalogs are not supported (declare the function in use.functions so the bundle pins it)`,
+    );
   }
-  throw invalidInput(`${at(where, 'call')}: task "${name}" calls ${JSON.stringify(call)}, which is neither http, ${contractFunctionName} nor a function in use.functions`);
+  throw invalidInput(
+    `${at(where, 'call')}: task "${name}" calls ${JSON.stringify(call)}, which is neither http, ${contractFunctionName} nor a function in use.functions`,
+  );
 }
 
 /** A contract call: its `with` shape, and, for the enclosing bundle's contract, the interaction and boundary. */
@@ -206,12 +224,15 @@ function checkContractCall(walk: Walk, value: JsonValue | undefined, where: stri
     throw invalidInput(`${at(where, 'with', 'interaction')}: contract ${enclosing.id}@${enclosing.version} has no interaction "${args.interaction}"`);
   }
   if (interaction.waitFor === 'settled' && args.waitFor === 'decision') {
-    throw invalidInput(`${at(where, 'with', 'waitFor')}: interaction "${args.interaction}" waits for "settled"; a call may strengthen the boundary, never weaken it to "decision"`);
+    throw invalidInput(
+      `${at(where, 'with', 'waitFor')}: interaction "${args.interaction}" waits for "settled"; a call may strengthen the boundary, never weaken it to "decision"`,
+    );
   }
   // A literal input (no expression anywhere in it) is checked now rather than refused at run time.
   if (!JSON.stringify(args.input).includes('${')) {
     const validate = compileApplicationSchema(interaction.input, `interaction "${args.interaction}" input`);
-    if (!validate(args.input)) throw invalidInput(`${at(where, 'with', 'input')}: not a valid input of interaction "${args.interaction}": ${describeErrors(validate.errors)}`);
+    if (!validate(args.input))
+      throw invalidInput(`${at(where, 'with', 'input')}: not a valid input of interaction "${args.interaction}": ${describeErrors(validate.errors)}`);
   }
 }
 
@@ -312,12 +333,14 @@ function checkReferencesIn(value: JsonObject, path: (string | number)[], declare
   const where = (...more: string[]) => base + jsonPointer([...path, ...more]);
   const inTask = typeof path[path.length - 1] === 'string' && typeof path[path.length - 2] === 'number';
   const mustName = (kind: keyof Declared, name: JsonValue | undefined, pointer: string) => {
-    if (typeof name === 'string' && !declared[kind].has(name)) throw invalidInput(`${pointer}: "${name}" names no ${kind === 'secrets' ? 'secret in use.secrets' : `entry of use.${kind}`}`);
+    if (typeof name === 'string' && !declared[kind].has(name))
+      throw invalidInput(`${pointer}: "${name}" names no ${kind === 'secrets' ? 'secret in use.secrets' : `entry of use.${kind}`}`);
   };
   if (inTask && isObject(value.raise)) mustName('errors', value.raise.error, where('raise', 'error'));
   if (inTask && isObject(value.catch)) mustName('retries', value.catch.retry, where('catch', 'retry'));
   if (inTask || path.length === 0) mustName('timeouts', value.timeout, where('timeout'));
-  if (isObject(value.authentication) && Object.keys(value.authentication).length === 1) mustName('authentications', value.authentication.use, where('authentication', 'use'));
+  if (isObject(value.authentication) && Object.keys(value.authentication).length === 1)
+    mustName('authentications', value.authentication.use, where('authentication', 'use'));
   for (const scheme of ['basic', 'bearer', 'digest', 'oauth2', 'oidc']) {
     const policy = value[scheme];
     if (isObject(policy)) mustName('secrets', policy.use, where(scheme, 'use'));

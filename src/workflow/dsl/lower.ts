@@ -34,7 +34,8 @@ import { planPipeline, type StagePlan } from './pipeline.js';
 export const stageFailedErrorType = 'https://convoke.dev/errors/workflow/stage-not-successful';
 export const stageFailedStatus = 422;
 
-const semver = /^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)(?:-((?:0|[1-9]\d*|\d*[a-zA-Z-][0-9a-zA-Z-]*)(?:\.(?:0|[1-9]\d*|\d*[a-zA-Z-][0-9a-zA-Z-]*))*))?(?:\+([0-9a-zA-Z-]+(?:\.[0-9a-zA-Z-]+)*))?$/;
+const semver =
+  /^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)(?:-((?:0|[1-9]\d*|\d*[a-zA-Z-][0-9a-zA-Z-]*)(?:\.(?:0|[1-9]\d*|\d*[a-zA-Z-][0-9a-zA-Z-]*))*))?(?:\+([0-9a-zA-Z-]+(?:\.[0-9a-zA-Z-]+)*))?$/;
 
 /** A DSL namespace (an RFC 1123 label) from a contract id: `.` and `_` become `-`. */
 export function namespaceOf(contractId: string): string {
@@ -71,7 +72,9 @@ export function lowerPipeline(compiled: CompiledBundle, name: string, pipeline: 
   const document: JsonObject = {
     document: header,
     input: schemaOf(pipeline.input),
-    ...(callsContract ? { use: { functions: { [contractFunctionName]: structuredClone(contractFunctionDefinition) }, secrets: [contractFunctionSecret] } } : {}),
+    ...(callsContract
+      ? { use: { functions: { [contractFunctionName]: structuredClone(contractFunctionDefinition) }, secrets: [contractFunctionSecret] } }
+      : {}),
     do: plans.map((plan, index) => ({ [plan.name]: { do: stageTasks(compiled, name, plan, `/do${jsonPointer([index, plan.name])}`) } })),
   };
   return document;
@@ -89,7 +92,12 @@ function stageTasks(compiled: CompiledBundle, pipeline: string, plan: StagePlan,
     return tasks;
   }
   const { id, version, digest } = compiled.ref;
-  tasks.push({ invoke: { call: contractFunctionName, with: { contract: { id, version, digest }, interaction: plan.interaction, input: jqPath(plan.inputPath), waitFor: plan.waitFor } } });
+  tasks.push({
+    invoke: {
+      call: contractFunctionName,
+      with: { contract: { id, version, digest }, interaction: plan.interaction, input: jqPath(plan.inputPath), waitFor: plan.waitFor },
+    },
+  });
   const settled = plan.waitFor === 'settled' ? ' or .settlement.status != "complete"' : '';
   tasks.push({
     check: {

@@ -88,7 +88,13 @@ function planStage(compiled: CompiledBundle, pipeline: Pipeline, stage: Pipeline
   return planInteraction(compiled, stage, flow, where, transform);
 }
 
-function planInteraction(compiled: CompiledBundle, stage: PipelineStage, flow: Flow, where: string, transform: StagePlan['transform']): { plan: StagePlan; next: Flow } {
+function planInteraction(
+  compiled: CompiledBundle,
+  stage: PipelineStage,
+  flow: Flow,
+  where: string,
+  transform: StagePlan['transform'],
+): { plan: StagePlan; next: Flow } {
   const id = stage.interaction as string;
   const interaction = compiled.interactions.get(id);
   if (!interaction) throw invalidInput(`${where}/interaction: contract ${compiled.ref.id}@${compiled.ref.version} has no interaction "${id}"`);
@@ -97,21 +103,39 @@ function planInteraction(compiled: CompiledBundle, stage: PipelineStage, flow: F
     throw invalidInput(`${where}/waitFor: interaction "${id}" waits for "settled"; a stage may strengthen the boundary, never weaken it to "decision"`);
   }
   const selected = select(flow, stage.stageInput ?? '', `${where}/stageInput`);
-  requireCompatible(selected.flow, { schema: spec.input, what: `the input of interaction "${id}"` }, stage.stageInput !== undefined ? `${where}/stageInput` : where);
+  requireCompatible(
+    selected.flow,
+    { schema: spec.input, what: `the input of interaction "${id}"` },
+    stage.stageInput !== undefined ? `${where}/stageInput` : where,
+  );
   const output = spec.aggregate && spec.output ? spec.output : nullSchema;
   return {
-    plan: { name: stage.name, ...(transform ? { transform } : {}), kind: 'interaction', interaction: id, waitFor: stage.waitFor ?? spec.waitFor, inputPath: selected.path },
-    next: { schema: output, what: `the output of stage "${stage.name}" (interaction "${id}": ${spec.aggregate && spec.output ? 'its output schema' : 'null, it declares no aggregate output'})` },
+    plan: {
+      name: stage.name,
+      ...(transform ? { transform } : {}),
+      kind: 'interaction',
+      interaction: id,
+      waitFor: stage.waitFor ?? spec.waitFor,
+      inputPath: selected.path,
+    },
+    next: {
+      schema: output,
+      what: `the output of stage "${stage.name}" (interaction "${id}": ${spec.aggregate && spec.output ? 'its output schema' : 'null, it declares no aggregate output'})`,
+    },
   };
 }
 
 function planSend(stage: PipelineStage, flow: Flow, where: string, transform: StagePlan['transform']): { plan: StagePlan; next: Flow } {
   const operation = stage.operation as NonNullable<PipelineStage['operation']>;
   if (operation.action === 'subscribe') {
-    throw invalidInput(`${where}/operation/action: stage "${stage.name}" subscribes: an unbounded subscribe never completes, so it is never a finite stage (a finite stage sends; to wait for messages, write a workflow with "listen")`);
+    throw invalidInput(
+      `${where}/operation/action: stage "${stage.name}" subscribes: an unbounded subscribe never completes, so it is never a finite stage (a finite stage sends; to wait for messages, write a workflow with "listen")`,
+    );
   }
   if (!literalSubject.test(operation.subject)) {
-    throw invalidInput(`${where}/operation/subject: ${JSON.stringify(operation.subject)} is not a literal NATS subject (dot-separated tokens, no wildcards, no spaces)`);
+    throw invalidInput(
+      `${where}/operation/subject: ${JSON.stringify(operation.subject)} is not a literal NATS subject (dot-separated tokens, no wildcards, no spaces)`,
+    );
   }
   if (stage.stageInput !== undefined || stage.waitFor !== undefined) {
     throw invalidInput(`${where}: stage "${stage.name}" sends a message: it binds its payload with operation.payload and has no "stageInput" or "waitFor"`);
@@ -133,5 +157,7 @@ function requireCompatible(from: Flow, to: Flow, where: string): void {
   const problem = schemaIncompatibility(from.schema, to.schema);
   if (!problem) return;
   const at = problem.at === '' ? '' : ` at ${problem.at}`;
-  throw invalidInput(`${where}: ${from.what} is not compatible with ${to.what}${at}: ${problem.reason}; declare a transform (with its own input and output schemas) that bridges them`);
+  throw invalidInput(
+    `${where}: ${from.what} is not compatible with ${to.what}${at}: ${problem.reason}; declare a transform (with its own input and output schemas) that bridges them`,
+  );
 }

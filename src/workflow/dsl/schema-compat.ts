@@ -33,9 +33,26 @@ export interface Incompatibility {
 
 const annotations = new Set(['title', 'description', '$comment', 'examples', 'default', 'deprecated', 'readOnly', 'writeOnly', '$schema', '$id']);
 const understood = new Set([
-  'type', 'properties', 'required', 'additionalProperties', 'items', 'enum', 'const',
-  'minimum', 'maximum', 'exclusiveMinimum', 'exclusiveMaximum', 'minLength', 'maxLength',
-  'minItems', 'maxItems', 'minProperties', 'maxProperties', 'pattern', 'format', 'multipleOf',
+  'type',
+  'properties',
+  'required',
+  'additionalProperties',
+  'items',
+  'enum',
+  'const',
+  'minimum',
+  'maximum',
+  'exclusiveMinimum',
+  'exclusiveMaximum',
+  'minLength',
+  'maxLength',
+  'minItems',
+  'maxItems',
+  'minProperties',
+  'maxProperties',
+  'pattern',
+  'format',
+  'multipleOf',
 ]);
 const lowerBounds = ['minimum', 'exclusiveMinimum', 'minLength', 'minItems', 'minProperties'] as const;
 const upperBounds = ['maximum', 'exclusiveMaximum', 'maxLength', 'maxItems', 'maxProperties'] as const;
@@ -85,7 +102,11 @@ function checkTypes(from: JsonObject, to: JsonObject, at: string): Incompatibili
 function valueTypes(from: JsonObject): string[] | undefined {
   const values = allowedValues(from);
   if (values === undefined) return undefined;
-  return [...new Set(values.map((v) => (v === null ? 'null' : Array.isArray(v) ? 'array' : typeof v === 'number' ? (Number.isInteger(v) ? 'integer' : 'number') : typeof v)))];
+  return [
+    ...new Set(
+      values.map((v) => (v === null ? 'null' : Array.isArray(v) ? 'array' : typeof v === 'number' ? (Number.isInteger(v) ? 'integer' : 'number') : typeof v)),
+    ),
+  ];
 }
 
 function allowedValues(schema: JsonObject): JsonValue[] | undefined {
@@ -128,7 +149,8 @@ function checkObject(from: JsonObject, to: JsonObject, at: string): Incompatibil
   const toProps = isObject(to.properties) ? to.properties : {};
   const fromRequired = new Set(Array.isArray(from.required) ? from.required : []);
   for (const name of Array.isArray(to.required) ? to.required : []) {
-    if (typeof name === 'string' && !fromRequired.has(name)) return { at: `${at}/${escape(name)}`, reason: 'required, but the producing schema does not require it' };
+    if (typeof name === 'string' && !fromRequired.has(name))
+      return { at: `${at}/${escape(name)}`, reason: 'required, but the producing schema does not require it' };
   }
   const fromClosed = from.additionalProperties === false;
   for (const [name, schema] of Object.entries(toProps)) {

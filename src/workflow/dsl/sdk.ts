@@ -33,7 +33,13 @@ function summarize(error: unknown): string {
   const lines = message
     .split('\n')
     .filter((l) => l.startsWith('- '))
-    .map((l) => l.slice(2).split(' | ').filter((_, i) => i !== 1 && i !== 3).join(' '));
+    .map((l) =>
+      l
+        .slice(2)
+        .split(' | ')
+        .filter((_, i) => i !== 1 && i !== 3)
+        .join(' '),
+    );
   const useful = lines.filter((l) => !/must have required property|must match exactly one schema in oneOf|must match a schema in anyOf/.test(l));
   const shown = (useful.length > 0 ? useful : lines).slice(0, sdkErrorLinesMax);
   if (shown.length === 0) return message.split('\n')[0] ?? 'invalid';

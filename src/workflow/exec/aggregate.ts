@@ -21,7 +21,11 @@ export const workflowAggregate: Aggregate<WorkflowRecord, WorkflowTransition> = 
     const problem = workflowTransitionProblem(transition);
     if (problem !== undefined) throw new AssertionFailure(`decided an invalid workflow transition (${transition.causation.command}): ${problem}`);
     // The machines are the authority: applying it to the current record asserts every step.
-    applyWorkflow(record, { revision: record.revision, committedAtMs: record.lastAppliedAtMs, transition: { ...transition, timeGuard: { notBeforeMs: Number.MIN_SAFE_INTEGER, notAfterMs: Number.MAX_SAFE_INTEGER } } });
+    applyWorkflow(record, {
+      revision: record.revision,
+      committedAtMs: record.lastAppliedAtMs,
+      transition: { ...transition, timeGuard: { notBeforeMs: Number.MIN_SAFE_INTEGER, notAfterMs: Number.MAX_SAFE_INTEGER } },
+    });
   },
   checkLog: (instanceId, log) => checkedWorkflowLog(log, instanceId),
 };
@@ -30,6 +34,7 @@ export const workflowAggregate: Aggregate<WorkflowRecord, WorkflowTransition> = 
 export function checkedWorkflowLog(log: readonly Stored<WorkflowTransition>[], instanceId: string): void {
   for (const stored of log) {
     const problem = workflowTransitionProblem(stored.transition);
-    if (problem !== undefined) throw new AdapterError('unavailable', `workflow instance ${instanceId} revision ${stored.revision} fails its schema: ${problem}`);
+    if (problem !== undefined)
+      throw new AdapterError('unavailable', `workflow instance ${instanceId} revision ${stored.revision} fails its schema: ${problem}`);
   }
 }

@@ -37,7 +37,8 @@ export async function runCall(interpreter: Interpreter, run: TaskRun): Promise<J
 function expandUri(template: string, input: JsonValue, ref: string): string {
   return template.replace(/\{([A-Za-z0-9_.-]+)\}/g, (_match, name: string) => {
     const value = isObject(input) ? input[name] : undefined;
-    if (value === undefined || value === null) throw raise('validation', 400, 'Unresolved URI template variable', ref, `{${name}} has no value in the task input`);
+    if (value === undefined || value === null)
+      throw raise('validation', 400, 'Unresolved URI template variable', ref, `{${name}} has no value in the task input`);
     return encodeURIComponent(typeof value === 'string' ? value : JSON.stringify(value));
   });
 }
@@ -60,17 +61,21 @@ interface HttpRequest {
 function requestOf(args: JsonObject, input: JsonValue, ref: string): HttpRequest {
   const endpoint = args.endpoint;
   const template = typeof endpoint === 'string' ? endpoint : isObject(endpoint) && typeof endpoint.uri === 'string' ? endpoint.uri : undefined;
-  if (template === undefined || typeof args.method !== 'string') throw raise('validation', 400, 'Invalid HTTP call', ref, 'with.method and with.endpoint are required');
+  if (template === undefined || typeof args.method !== 'string')
+    throw raise('validation', 400, 'Invalid HTTP call', ref, 'with.method and with.endpoint are required');
   const url = new URL(expandUri(template, input, ref));
-  if (isObject(args.query)) for (const [name, value] of Object.entries(args.query)) url.searchParams.append(name, typeof value === 'string' ? value : JSON.stringify(value));
+  if (isObject(args.query))
+    for (const [name, value] of Object.entries(args.query)) url.searchParams.append(name, typeof value === 'string' ? value : JSON.stringify(value));
   const headers: Record<string, string> = {};
-  if (isObject(args.headers)) for (const [name, value] of Object.entries(args.headers)) headers[name] = typeof value === 'string' ? value : JSON.stringify(value);
+  if (isObject(args.headers))
+    for (const [name, value] of Object.entries(args.headers)) headers[name] = typeof value === 'string' ? value : JSON.stringify(value);
   const auth = authorization(endpoint ?? null, ref);
   if (auth) headers.authorization = auth;
   let body: string | undefined;
   if (args.body !== undefined && args.body !== null) {
     body = typeof args.body === 'string' ? args.body : JSON.stringify(args.body);
-    if (typeof args.body !== 'string' && !Object.keys(headers).some((name) => name.toLowerCase() === 'content-type')) headers['content-type'] = 'application/json';
+    if (typeof args.body !== 'string' && !Object.keys(headers).some((name) => name.toLowerCase() === 'content-type'))
+      headers['content-type'] = 'application/json';
   }
   return { method: args.method.toUpperCase(), uri: url.toString(), headers, body };
 }
@@ -91,7 +96,13 @@ async function sendHttp(interpreter: Interpreter, run: TaskRun, args: JsonObject
   const content = decodeContent(bytes, contentType);
   const okMax = args.redirect === true ? 399 : 299;
   if (response.status < 200 || response.status > okMax) {
-    throw new WorkflowRaise({ type: 'https://serverlessworkflow.io/spec/1.0.0/errors/communication', status: response.status, title: `HTTP ${response.status}${response.statusText ? ` ${response.statusText}` : ''}`, detail: bytes.subarray(0, 2048).toString('utf8'), instance: ref });
+    throw new WorkflowRaise({
+      type: 'https://serverlessworkflow.io/spec/1.0.0/errors/communication',
+      status: response.status,
+      title: `HTTP ${response.status}${response.statusText ? ` ${response.statusText}` : ''}`,
+      detail: bytes.subarray(0, 2048).toString('utf8'),
+      instance: ref,
+    });
   }
   const output = typeof args.output === 'string' ? args.output : 'content';
   if (output === 'raw') return bytes.toString('base64');
@@ -132,9 +143,21 @@ interface ContractArgs {
 function contractArgs(args: JsonObject, ref: string): ContractArgs {
   const contract = args.contract;
   const valid =
-    isObject(contract) && typeof contract.id === 'string' && typeof contract.version === 'string' && typeof contract.digest === 'string' && typeof args.interaction === 'string' &&
-    (args.waitFor === undefined || args.waitFor === 'decision' || args.waitFor === 'settled') && (args.invocationKey === undefined || typeof args.invocationKey === 'string');
-  if (!valid) throw raise('validation', 400, 'Invalid contract call', ref, 'with needs contract {id, version, digest}, interaction, input, and optionally waitFor (decision|settled) and invocationKey');
+    isObject(contract) &&
+    typeof contract.id === 'string' &&
+    typeof contract.version === 'string' &&
+    typeof contract.digest === 'string' &&
+    typeof args.interaction === 'string' &&
+    (args.waitFor === undefined || args.waitFor === 'decision' || args.waitFor === 'settled') &&
+    (args.invocationKey === undefined || typeof args.invocationKey === 'string');
+  if (!valid)
+    throw raise(
+      'validation',
+      400,
+      'Invalid contract call',
+      ref,
+      'with needs contract {id, version, digest}, interaction, input, and optionally waitFor (decision|settled) and invocationKey',
+    );
   return {
     contract: { id: contract.id as string, version: contract.version as string, digest: contract.digest as string },
     interaction: args.interaction as string,
@@ -150,27 +173,38 @@ async function callContract(interpreter: Interpreter, run: TaskRun, raw: JsonObj
   const args = contractArgs(raw, ref);
   const started = interpreter.record.started;
   if (!interpreter.record.children[run.at]) {
-    const same = Object.values(interpreter.record.children).filter((child) => child.ref === ref && child.iterations.join('/') === run.frame.iterations.join('/'));
+    const same = Object.values(interpreter.record.children).filter(
+      (child) => child.ref === ref && child.iterations.join('/') === run.frame.iterations.join('/'),
+    );
     const attempt = same.length + 1;
     const invocationKey = args.invocationKey ?? stageInvocationKey(started.invocationKey, { pointer: ref, iterations: run.frame.iterations, attempt });
     const id = operationId(started.principalId, args.contract.digest, invocationKey);
-    await interpreter.propose({ command: 'child-bound', events: [{ type: 'child-bound', v: 1, at: run.at, ref, operationId: id, invocationKey, iterations: [...run.frame.iterations], attempt }] });
+    await interpreter.propose({
+      command: 'child-bound',
+      events: [{ type: 'child-bound', v: 1, at: run.at, ref, operationId: id, invocationKey, iterations: [...run.frame.iterations], attempt }],
+    });
   }
   const child = interpreter.record.children[run.at];
   if (!child) throw new Halted(`child of ${run.at} was not recorded`);
   return interpreter.step(`${run.at}>invoke`, run.frame, 'call', () => invokeAndWait(interpreter, run, args, child.invocationKey, child.operationId));
 }
 
-const reached = (result: InvocationResult, waitFor: WaitFor): boolean => (waitFor === 'settled' ? result.settlement.status !== 'pending' : result.decision !== null);
+const reached = (result: InvocationResult, waitFor: WaitFor): boolean =>
+  waitFor === 'settled' ? result.settlement.status !== 'pending' : result.decision !== null;
 
 async function invokeAndWait(interpreter: Interpreter, run: TaskRun, args: ContractArgs, invocationKey: string, expectedId: string): Promise<JsonValue> {
   const ref = run.entry.pointer;
   const service = interpreter.deps.invocations;
-  if (!service) throw raise('configuration', 400, 'No contract runtime', ref, 'this executor was started without an invocation service; contract calls cannot run');
+  if (!service)
+    throw raise('configuration', 400, 'No contract runtime', ref, 'this executor was started without an invocation service; contract calls cannot run');
   const principalId = interpreter.record.started.principalId;
   try {
-    let { result } = await service.invoke({ principalId, senderPeerId: null }, { contract: args.contract, interaction: args.interaction, invocationKey, input: args.input, waitFor: args.waitFor });
-    if (result.operationId !== expectedId) throw raise('communication', 409, 'Protocol conflict', ref, `the runtime answered operation ${result.operationId}, expected ${expectedId}`);
+    let { result } = await service.invoke(
+      { principalId, senderPeerId: null },
+      { contract: args.contract, interaction: args.interaction, invocationKey, input: args.input, waitFor: args.waitFor },
+    );
+    if (result.operationId !== expectedId)
+      throw raise('communication', 409, 'Protocol conflict', ref, `the runtime answered operation ${result.operationId}, expected ${expectedId}`);
     while (!reached(result, args.waitFor)) {
       if (run.frame.signal.aborted) throw new Halted('the call was stopped');
       ({ result } = await service.wait(principalId, expectedId, args.waitFor, interpreter.deps.contractWaitChunkMs, run.frame.signal));
@@ -185,12 +219,29 @@ async function invokeAndWait(interpreter: Interpreter, run: TaskRun, args: Contr
 /** Success only when the decision is success and the requested boundary holds. */
 function answerOf(result: InvocationResult, waitFor: WaitFor, ref: string): JsonValue {
   const decision = result.decision;
-  const view = { operationId: result.operationId, decision: decision as unknown as JsonValue, settlement: result.settlement as unknown as JsonValue, output: result.output };
+  const view = {
+    operationId: result.operationId,
+    decision: decision as unknown as JsonValue,
+    settlement: result.settlement as unknown as JsonValue,
+    output: result.output,
+  };
   if (decision?.outcome !== 'success') {
-    throw new WorkflowRaise({ type: decisionErrorType, status: 422, title: `Contract decision ${decision?.outcome ?? 'missing'}`, detail: `operation ${result.operationId} decided ${decision?.outcome ?? 'nothing'} (${decision?.reason ?? 'no reason'})`, instance: ref });
+    throw new WorkflowRaise({
+      type: decisionErrorType,
+      status: 422,
+      title: `Contract decision ${decision?.outcome ?? 'missing'}`,
+      detail: `operation ${result.operationId} decided ${decision?.outcome ?? 'nothing'} (${decision?.reason ?? 'no reason'})`,
+      instance: ref,
+    });
   }
   if (waitFor === 'settled' && result.settlement.status !== 'complete') {
-    throw new WorkflowRaise({ type: settlementErrorType, status: 422, title: `Contract settlement ${result.settlement.status}`, detail: `operation ${result.operationId} settled ${result.settlement.status}`, instance: ref });
+    throw new WorkflowRaise({
+      type: settlementErrorType,
+      status: 422,
+      title: `Contract settlement ${result.settlement.status}`,
+      detail: `operation ${result.operationId} settled ${result.settlement.status}`,
+      instance: ref,
+    });
   }
   return view;
 }

@@ -101,5 +101,9 @@ export function decideDue(record: WorkflowRecord, nowMs: number): WorkflowTransi
 
 export function decideCancel(record: WorkflowRecord, reason: string): WorkflowTransition | undefined {
   if (record.status !== 'running') return undefined;
-  return { events: [{ type: 'workflow-cancelled', v: 1, reason }], timeGuard: { notBeforeMs: Number.MIN_SAFE_INTEGER, notAfterMs: openEndedMs }, causation: { command: 'cancel' } };
+  return {
+    events: [{ type: 'workflow-cancelled', v: 1, reason }],
+    timeGuard: { notBeforeMs: Number.MIN_SAFE_INTEGER, notAfterMs: openEndedMs },
+    causation: { command: 'cancel' },
+  };
 }

@@ -71,7 +71,8 @@ export function checkDocument(document: JsonValue): string {
   }
   if (document.schedule !== undefined) throw unsupported('/schedule: scheduled workflows are not supported by this executor');
   const evaluate = isObject(document.evaluate) ? document.evaluate : {};
-  if ((evaluate.language ?? 'jq') !== 'jq' || (evaluate.mode ?? 'strict') !== 'strict') throw unsupported('/evaluate: only strict jq expressions are supported');
+  if ((evaluate.language ?? 'jq') !== 'jq' || (evaluate.mode ?? 'strict') !== 'strict')
+    throw unsupported('/evaluate: only strict jq expressions are supported');
   checkList(document.do, '/do');
   for (const { pointer, program } of expressionsIn(document, '')) checkProgram(program, pointer);
   for (const field of ['input', 'output', 'export']) checkTransforms(document[field], `/${field}`);

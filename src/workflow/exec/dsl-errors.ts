@@ -58,7 +58,8 @@ export function errorValue(error: WorkflowError): JsonValue {
 
 /** A raised error value from a `raise` definition, checked for its required fields. */
 export function errorFrom(value: JsonValue, instance: string): WorkflowError {
-  if (typeof value !== 'object' || value === null || Array.isArray(value)) throw raise('validation', 400, 'Invalid error definition', instance, 'raise.error must be an object');
+  if (typeof value !== 'object' || value === null || Array.isArray(value))
+    throw raise('validation', 400, 'Invalid error definition', instance, 'raise.error must be an object');
   const { type, status, title, detail } = value;
   if (typeof type !== 'string' || typeof status !== 'number' || !Number.isInteger(status)) {
     throw raise('validation', 400, 'Invalid error definition', instance, 'raise.error needs a string type and an integer status');

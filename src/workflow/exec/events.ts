@@ -41,14 +41,46 @@ export interface WorkflowStarted {
 }
 
 /** `at` names a task execution: its JSON Pointer and the frame (loop index, retry attempt, branch) it ran in. */
-export interface TaskStarted { type: 'task-started'; v: 1; at: string; ref: string; name: string; input: JsonValue }
-export interface TaskCompleted { type: 'task-completed'; v: 1; at: string; output: JsonValue }
-export interface TaskFaulted { type: 'task-faulted'; v: 1; at: string; error: WorkflowError }
-export interface TaskCancelled { type: 'task-cancelled'; v: 1; at: string; reason: string }
+export interface TaskStarted {
+  type: 'task-started';
+  v: 1;
+  at: string;
+  ref: string;
+  name: string;
+  input: JsonValue;
+}
+export interface TaskCompleted {
+  type: 'task-completed';
+  v: 1;
+  at: string;
+  output: JsonValue;
+}
+export interface TaskFaulted {
+  type: 'task-faulted';
+  v: 1;
+  at: string;
+  error: WorkflowError;
+}
+export interface TaskCancelled {
+  type: 'task-cancelled';
+  v: 1;
+  at: string;
+  reason: string;
+}
 /** An expression's (or a set of expressions') result, recorded so that replay never runs jq. */
-export interface ExpressionEvaluated { type: 'expression-evaluated'; v: 1; at: string; result: StepResult }
+export interface ExpressionEvaluated {
+  type: 'expression-evaluated';
+  v: 1;
+  at: string;
+  result: StepResult;
+}
 /** An external call's answer (HTTP, a contract invocation's result as the workflow sees it). */
-export interface CallAnswered { type: 'call-answered'; v: 1; at: string; result: StepResult }
+export interface CallAnswered {
+  type: 'call-answered';
+  v: 1;
+  at: string;
+  result: StepResult;
+}
 /** A contract call's identity, recorded before the call: recovery calls again under this key. */
 export interface ChildBound {
   type: 'child-bound';
@@ -62,13 +94,40 @@ export interface ChildBound {
   /** The logical invocation of this position: 1, or more after DSL retries (docs/workflows-executor.md). */
   attempt: number;
 }
-export interface TimerSet { type: 'timer-set'; v: 1; at: string; dueAtMs: number; purpose: TimerPurpose }
-export interface TimerFired { type: 'timer-fired'; v: 1; at: string }
+export interface TimerSet {
+  type: 'timer-set';
+  v: 1;
+  at: string;
+  dueAtMs: number;
+  purpose: TimerPurpose;
+}
+export interface TimerFired {
+  type: 'timer-fired';
+  v: 1;
+  at: string;
+}
 /** The winning branch of a competing fork; every other branch of it is cancelled. */
-export interface ForkWon { type: 'fork-won'; v: 1; at: string; branch: number }
-export interface WorkflowCompleted { type: 'workflow-completed'; v: 1; output: JsonValue }
-export interface WorkflowFaulted { type: 'workflow-faulted'; v: 1; error: WorkflowError }
-export interface WorkflowCancelled { type: 'workflow-cancelled'; v: 1; reason: string }
+export interface ForkWon {
+  type: 'fork-won';
+  v: 1;
+  at: string;
+  branch: number;
+}
+export interface WorkflowCompleted {
+  type: 'workflow-completed';
+  v: 1;
+  output: JsonValue;
+}
+export interface WorkflowFaulted {
+  type: 'workflow-faulted';
+  v: 1;
+  error: WorkflowError;
+}
+export interface WorkflowCancelled {
+  type: 'workflow-cancelled';
+  v: 1;
+  reason: string;
+}
 
 export type WorkflowEvent =
   | WorkflowStarted
@@ -102,7 +161,13 @@ const errorSchema = {
   type: 'object',
   required: ['type', 'status'],
   additionalProperties: false,
-  properties: { type: text, status: { type: 'integer', minimum: 100, maximum: 999 }, title: text, detail: { type: 'string', maxLength: 16384 }, instance: text },
+  properties: {
+    type: text,
+    status: { type: 'integer', minimum: 100, maximum: 999 },
+    title: text,
+    detail: { type: 'string', maxLength: 16384 },
+    instance: text,
+  },
 } as const;
 const stepResult = {
   oneOf: [
@@ -137,7 +202,14 @@ export const workflowEventSchemas = [
   event('task-cancelled', { at, reason: text }),
   event('expression-evaluated', { at, result: stepResult }),
   event('call-answered', { at, result: stepResult }),
-  event('child-bound', { at, ref: at, operationId: { type: 'string', pattern: '^op[0-9a-f]{64}$' }, invocationKey: { type: 'string', minLength: 1, maxLength: 256 }, iterations: { type: 'array', items: { type: 'integer', minimum: 0 } }, attempt: { type: 'integer', minimum: 1 } }),
+  event('child-bound', {
+    at,
+    ref: at,
+    operationId: { type: 'string', pattern: '^op[0-9a-f]{64}$' },
+    invocationKey: { type: 'string', minLength: 1, maxLength: 256 },
+    iterations: { type: 'array', items: { type: 'integer', minimum: 0 } },
+    attempt: { type: 'integer', minimum: 1 },
+  }),
   event('timer-set', { at, dueAtMs: ms, purpose: { enum: ['wait', 'retry', 'task-timeout', 'workflow-timeout'] } }),
   event('timer-fired', { at }),
   event('fork-won', { at, branch: { type: 'integer', minimum: 0 } }),

@@ -93,10 +93,25 @@ export class WorkflowExecutor {
     if (declared !== undefined && timeout === undefined) throw invalidInput('/timeout: not a timeout ({after: duration} or a name in use.timeouts)');
     const deadlineMs = timeout === undefined ? null : nowMs + timeout;
     const events: WorkflowEvent[] = [
-      { type: 'workflow-started', v: 1, instanceId, principalId: request.principalId, invocationKey: request.invocationKey, workflowName, bundleDigest, document: request.document, input: request.input, deadlineMs },
+      {
+        type: 'workflow-started',
+        v: 1,
+        instanceId,
+        principalId: request.principalId,
+        invocationKey: request.invocationKey,
+        workflowName,
+        bundleDigest,
+        document: request.document,
+        input: request.input,
+        deadlineMs,
+      },
     ];
     if (deadlineMs !== null) events.push({ type: 'timer-set', v: 1, at: workflowTimeoutKey, dueAtMs: deadlineMs, purpose: 'workflow-timeout' });
-    const transition: WorkflowTransition = { events, timeGuard: { notBeforeMs: Number.MIN_SAFE_INTEGER, notAfterMs: Number.MAX_SAFE_INTEGER }, causation: { command: 'start' } };
+    const transition: WorkflowTransition = {
+      events,
+      timeGuard: { notBeforeMs: Number.MIN_SAFE_INTEGER, notAfterMs: Number.MAX_SAFE_INTEGER },
+      causation: { command: 'start' },
+    };
     const problem = workflowTransitionProblem(transition);
     if (problem !== undefined) throw invalidInput(`the workflow cannot start: ${problem}`);
     const created = await this.kernel.create(instanceId, transition, (record, stored) => newStream(instanceId, record, stored.revision));

@@ -20,7 +20,22 @@ export function programOf(expression: string): string {
 }
 
 /** jq builtins whose result depends on the clock, the environment or the process's input. */
-const nondeterministic = ['now', 'env', 'input', 'inputs', 'debug', 'halt', 'halt_error', 'input_filename', 'input_line_number', 'stderr', 'get_search_list', 'localtime', 'strflocaltime', 'mktime_local'];
+const nondeterministic = [
+  'now',
+  'env',
+  'input',
+  'inputs',
+  'debug',
+  'halt',
+  'halt_error',
+  'input_filename',
+  'input_line_number',
+  'stderr',
+  'get_search_list',
+  'localtime',
+  'strflocaltime',
+  'mktime_local',
+];
 const builtinPattern = new RegExp(`(^|[^.$\\w])(${nondeterministic.join('|')})(?![\\w])`);
 
 /** Why a jq program may not run here (a non-deterministic builtin), or undefined. */
@@ -36,7 +51,8 @@ export function nondeterminismProblem(program: string): string | undefined {
 export function expressionsIn(value: unknown, pointer: string, out: { pointer: string; program: string }[] = []): { pointer: string; program: string }[] {
   if (isExpression(value)) out.push({ pointer, program: programOf(value) });
   else if (Array.isArray(value)) value.forEach((item, index) => expressionsIn(item, `${pointer}/${index}`, out));
-  else if (typeof value === 'object' && value !== null) for (const [key, item] of Object.entries(value)) expressionsIn(item, `${pointer}/${escapePointer(key)}`, out);
+  else if (typeof value === 'object' && value !== null)
+    for (const [key, item] of Object.entries(value)) expressionsIn(item, `${pointer}/${escapePointer(key)}`, out);
   return out;
 }
 

@@ -41,9 +41,15 @@ export class Interpreter implements Interpreting {
     const frame: Frame = { suffix: '', iterations: [], vars: {}, signal };
     try {
       const raw = this.record.started.input;
-      const input = isObject(document.input) && typeof document.input.from === 'string' ? await this.evaluate('/input/from', document.input.from, raw, frame, {}, '/') : raw;
+      const input =
+        isObject(document.input) && typeof document.input.from === 'string'
+          ? await this.evaluate('/input/from', document.input.from, raw, frame, {}, '/')
+          : raw;
       const { output } = await this.runList(document.do, '/do', input, frame);
-      const final = isObject(document.output) && typeof document.output.as === 'string' ? await this.evaluate('/output/as', document.output.as, output, frame, {}, '/') : output;
+      const final =
+        isObject(document.output) && typeof document.output.as === 'string'
+          ? await this.evaluate('/output/as', document.output.as, output, frame, {}, '/')
+          : output;
       await this.propose({ command: 'complete', events: [{ type: 'workflow-completed', v: 1, output: final }] });
     } catch (error) {
       const fault = faultOf(error);
@@ -99,7 +105,14 @@ export class Interpreter implements Interpreting {
   }
 
   /** A value with its enclosed expressions evaluated, recorded under `at` as one step. */
-  async evaluateValue(at: string, value: JsonValue, input: JsonValue, frame: Frame, extra: Readonly<Record<string, JsonValue>>, ref: string): Promise<JsonValue> {
+  async evaluateValue(
+    at: string,
+    value: JsonValue,
+    input: JsonValue,
+    frame: Frame,
+    extra: Readonly<Record<string, JsonValue>>,
+    ref: string,
+  ): Promise<JsonValue> {
     if (!hasExpression(value)) return value;
     const vars = this.vars(frame, extra);
     return this.step(at, frame, 'expression', () => evaluateValue(value, (program) => this.jq(program, input, vars, ref)));
@@ -145,7 +158,8 @@ export class Interpreter implements Interpreting {
   async runTask(entry: TaskEntry, rawInput: JsonValue, frame: Frame): Promise<Outcome> {
     this.alive(frame);
     const at = entry.pointer + frame.suffix;
-    if (++this.tasksRun > this.deps.tasksMax) throw raise('runtime', 500, 'Task budget exhausted', entry.pointer, `an instance runs at most ${this.deps.tasksMax} tasks`);
+    if (++this.tasksRun > this.deps.tasksMax)
+      throw raise('runtime', 500, 'Task budget exhausted', entry.pointer, `an instance runs at most ${this.deps.tasksMax} tasks`);
     const task = entry.task;
     const kind = kindOf(task) as TaskKind;
     const descriptor = this.taskDescriptor(entry, at, rawInput);
@@ -156,7 +170,8 @@ export class Interpreter implements Interpreting {
     const existing = this.record.tasks[at];
     if (existing?.state === 'cancelled') throw new Halted(`task ${at} was cancelled`);
     if (existing?.state === 'faulted' && existing.error) throw new WorkflowRaise(existing.error);
-    if (existing?.state === 'completed' && leafKinds.has(kind) && !this.exports(task)) return { output: existing.output, then: typeof task.then === 'string' ? task.then : undefined, ended: false };
+    if (existing?.state === 'completed' && leafKinds.has(kind) && !this.exports(task))
+      return { output: existing.output, then: typeof task.then === 'string' ? task.then : undefined, ended: false };
     await this.propose({ command: 'task-started', events: [{ type: 'task-started', v: 1, at, ref: entry.pointer, name: entry.name, input: rawInput }] });
     try {
       const outcome = await this.withTimeout(entry, at, frame, (inner) => this.body(entry, at, rawInput, inner));
@@ -174,16 +189,28 @@ export class Interpreter implements Interpreting {
 
   private taskDescriptor(entry: TaskEntry, at: string, rawInput: JsonValue): JsonValue {
     const started = this.record.tasks[at];
-    return { name: entry.name, reference: entry.pointer, definition: entry.task, input: rawInput, ...(started ? { startedAt: dateTime(started.startedAtMs) } : {}) };
+    return {
+      name: entry.name,
+      reference: entry.pointer,
+      definition: entry.task,
+      input: rawInput,
+      ...(started ? { startedAt: dateTime(started.startedAtMs) } : {}),
+    };
   }
 
   /** input.from, the kind's work, output.as, export.as (the DSL's data flow). */
   private async body(entry: TaskEntry, at: string, rawInput: JsonValue, frame: Frame): Promise<Outcome> {
     const task = entry.task;
     const taskVar = { task: this.taskDescriptor(entry, at, rawInput) };
-    const input = isObject(task.input) && typeof task.input.from === 'string' ? await this.evaluate(`${at}>input.from`, task.input.from, rawInput, frame, taskVar, entry.pointer) : rawInput;
+    const input =
+      isObject(task.input) && typeof task.input.from === 'string'
+        ? await this.evaluate(`${at}>input.from`, task.input.from, rawInput, frame, taskVar, entry.pointer)
+        : rawInput;
     const result = await runKind(this, { entry, at, input, frame });
-    const output = isObject(task.output) && typeof task.output.as === 'string' ? await this.evaluate(`${at}>output.as`, task.output.as, result.output, frame, { ...taskVar, input }, entry.pointer) : result.output;
+    const output =
+      isObject(task.output) && typeof task.output.as === 'string'
+        ? await this.evaluate(`${at}>output.as`, task.output.as, result.output, frame, { ...taskVar, input }, entry.pointer)
+        : result.output;
     if (isObject(task.export) && typeof task.export.as === 'string') {
       this.context = await this.evaluate(`${at}>export.as`, task.export.as, output, frame, { ...taskVar, input, output }, entry.pointer);
     }
@@ -223,14 +250,19 @@ export class Interpreter implements Interpreting {
     const started = this.record.tasks[at];
     if (afterMs === undefined || !started) return work(frame);
     const key = taskTimeoutKey(at);
-    await this.propose({ command: 'timer-set', events: [{ type: 'timer-set', v: 1, at: key, dueAtMs: started.startedAtMs + afterMs, purpose: 'task-timeout' }] });
+    await this.propose({
+      command: 'timer-set',
+      events: [{ type: 'timer-set', v: 1, at: key, dueAtMs: started.startedAtMs + afterMs, purpose: 'task-timeout' }],
+    });
     const controller = new AbortController();
     const stop = () => controller.abort();
     frame.signal.addEventListener('abort', stop);
-    const timedOut = this.deps.journal.until((record) => record.tasks[at]?.state !== 'running', controller.signal).then(
-      () => 'ended' as const,
-      () => 'stopped' as const,
-    );
+    const timedOut = this.deps.journal
+      .until((record) => record.tasks[at]?.state !== 'running', controller.signal)
+      .then(
+        () => 'ended' as const,
+        () => 'stopped' as const,
+      );
     try {
       const first = await Promise.race([work({ ...frame, signal: controller.signal }).then((outcome) => ({ outcome })), timedOut]);
       if (first !== 'ended' && first !== 'stopped') return first.outcome;
@@ -246,7 +278,14 @@ export class Interpreter implements Interpreting {
 /** What ends an instance as faulted: a DSL error, or a transition the store refuses as invalid (too large). */
 function faultOf(error: unknown): WorkflowError | undefined {
   if (error instanceof WorkflowRaise) return error.error;
-  if (error instanceof AdapterError && error.kind === 'invalid-input') return { type: 'https://serverlessworkflow.io/spec/1.0.0/errors/runtime', status: 500, title: 'Runtime error', detail: error.message.slice(0, 4000), instance: '/' };
+  if (error instanceof AdapterError && error.kind === 'invalid-input')
+    return {
+      type: 'https://serverlessworkflow.io/spec/1.0.0/errors/runtime',
+      status: 500,
+      title: 'Runtime error',
+      detail: error.message.slice(0, 4000),
+      instance: '/',
+    };
   return undefined;
 }
 

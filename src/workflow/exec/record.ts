@@ -87,7 +87,17 @@ function applyEvent(record: WorkflowRecord, event: WorkflowEvent, atMs: number):
     case 'task-started': {
       const previous = record.tasks[event.at];
       const state = stepTask(previous?.state ?? 'idle', 'START');
-      const entry: TaskRecord = { ref: event.ref, name: event.name, state, input: event.input, output: null, error: null, startedAtMs: atMs, startedSeq: record.seq, endedSeq: null };
+      const entry: TaskRecord = {
+        ref: event.ref,
+        name: event.name,
+        state,
+        input: event.input,
+        output: null,
+        error: null,
+        startedAtMs: atMs,
+        startedSeq: record.seq,
+        endedSeq: null,
+      };
       return { ...record, tasks: withEntry(record.tasks, event.at, entry), seq: record.seq + 1 };
     }
     case 'task-completed':
@@ -102,7 +112,16 @@ function applyEvent(record: WorkflowRecord, event: WorkflowEvent, atMs: number):
       return { ...record, steps: withEntry(record.steps, event.at, event.result) };
     case 'child-bound':
       once(record.children, event.at, 'child operation');
-      return { ...record, children: withEntry(record.children, event.at, { ref: event.ref, iterations: event.iterations, operationId: event.operationId, invocationKey: event.invocationKey, attempt: event.attempt }) };
+      return {
+        ...record,
+        children: withEntry(record.children, event.at, {
+          ref: event.ref,
+          iterations: event.iterations,
+          operationId: event.operationId,
+          invocationKey: event.invocationKey,
+          attempt: event.attempt,
+        }),
+      };
     case 'timer-set': {
       const state = stepTimer(record.timers[event.at]?.state ?? 'idle', 'SET');
       return { ...record, timers: withEntry(record.timers, event.at, { dueAtMs: event.dueAtMs, purpose: event.purpose, state }) };

@@ -52,7 +52,6 @@ export interface TaskRun {
   frame: Frame;
 }
 
-
 export interface Interpreting {
   readonly deps: InterpreterDeps;
   readonly record: WorkflowRecord;

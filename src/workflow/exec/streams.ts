@@ -31,8 +31,9 @@ export function workflowStreams(store: EventStore): StreamStore<WorkflowTransiti
     create: (id, transition) => store.create(checked(id), stored(transition)),
     append: (id, expectedRevision, transition) => store.append(checked(id), expectedRevision, stored(transition)),
     read: async (id) => (await store.read(checked(id))) as unknown as ReadOutcome<WorkflowTransition>,
-    watch: (listener) => store.watch((id, revision) => {
-      if (isWorkflowInstanceId(id)) listener(id, revision);
-    }),
+    watch: (listener) =>
+      store.watch((id, revision) => {
+        if (isWorkflowInstanceId(id)) listener(id, revision);
+      }),
   };
 }

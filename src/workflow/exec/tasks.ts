@@ -28,7 +28,8 @@ export async function runKind(interpreter: Interpreter, run: TaskRun): Promise<K
   if (task.call !== undefined) return { output: await runCall(interpreter, run), ended: false };
   if (task.fork !== undefined) return runFork(interpreter, run);
   if (task.try !== undefined) return runTry(interpreter, run);
-  if (task.set !== undefined) return { output: await interpreter.evaluateValue(`${run.at}>set`, task.set, run.input, run.frame, { input: run.input }, run.entry.pointer), ended: false };
+  if (task.set !== undefined)
+    return { output: await interpreter.evaluateValue(`${run.at}>set`, task.set, run.input, run.frame, { input: run.input }, run.entry.pointer), ended: false };
   if (task.switch !== undefined) return runSwitch(interpreter, run);
   if (task.raise !== undefined) return runRaise(interpreter, run);
   if (task.wait !== undefined) return runWait(interpreter, run);
@@ -42,7 +43,9 @@ async function runSwitch(interpreter: Interpreter, run: TaskRun): Promise<KindOu
   for (const [index, item] of cases.entries()) {
     const [name] = Object.keys(item as JsonObject);
     const branch = (item as JsonObject)[name as string] as JsonObject;
-    const matched = typeof branch.when !== 'string' || truthy(await interpreter.evaluate(`${run.at}>switch/${index}`, branch.when, run.input, run.frame, { input: run.input }, run.entry.pointer));
+    const matched =
+      typeof branch.when !== 'string' ||
+      truthy(await interpreter.evaluate(`${run.at}>switch/${index}`, branch.when, run.input, run.frame, { input: run.input }, run.entry.pointer));
     if (matched) return { output: run.input, then: typeof branch.then === 'string' ? branch.then : undefined, ended: false };
   }
   return { output: run.input, ended: false };
@@ -59,7 +62,11 @@ async function runRaise(interpreter: Interpreter, run: TaskRun): Promise<never> 
 /** Waits for a timer due at the task's recorded start + the duration. */
 async function runWait(interpreter: Interpreter, run: TaskRun): Promise<KindOutcome> {
   const wait = run.entry.task.wait as JsonValue;
-  const ms = durationMs(typeof wait === 'string' && wait.startsWith('${') ? await interpreter.evaluate(`${run.at}>wait`, wait, run.input, run.frame, { input: run.input }, run.entry.pointer) : wait);
+  const ms = durationMs(
+    typeof wait === 'string' && wait.startsWith('${')
+      ? await interpreter.evaluate(`${run.at}>wait`, wait, run.input, run.frame, { input: run.input }, run.entry.pointer)
+      : wait,
+  );
   if (ms === undefined) throw raise('validation', 400, 'Invalid duration', run.entry.pointer, 'wait must be a duration');
   const started = interpreter.record.tasks[run.at];
   const dueAtMs = (started?.startedAtMs ?? interpreter.deps.journal.nowMs()) + ms;
@@ -84,8 +91,17 @@ async function runFor(interpreter: Interpreter, run: TaskRun): Promise<KindOutco
   const atName = typeof spec.at === 'string' ? spec.at : 'index';
   let data = run.input;
   for (const [index, item] of list.entries()) {
-    const frame: Frame = { ...run.frame, suffix: `${run.frame.suffix}[${index}]`, iterations: [...run.frame.iterations, index], vars: { ...run.frame.vars, [each]: item, [atName]: index } };
-    if (typeof task.while === 'string' && !truthy(await interpreter.evaluate(`${run.at}[${index}]>while`, task.while, data, frame, { input: run.input }, run.entry.pointer))) break;
+    const frame: Frame = {
+      ...run.frame,
+      suffix: `${run.frame.suffix}[${index}]`,
+      iterations: [...run.frame.iterations, index],
+      vars: { ...run.frame.vars, [each]: item, [atName]: index },
+    };
+    if (
+      typeof task.while === 'string' &&
+      !truthy(await interpreter.evaluate(`${run.at}[${index}]>while`, task.while, data, frame, { input: run.input }, run.entry.pointer))
+    )
+      break;
     const result = await interpreter.runList(task.do, `${run.entry.pointer}/do`, data, frame);
     data = result.output;
     if (result.ended) return { output: data, ended: true };
@@ -107,7 +123,12 @@ async function runFork(interpreter: Interpreter, run: TaskRun): Promise<KindOutc
   return compete(interpreter, run, branches, frameOf);
 }
 
-async function compete(interpreter: Interpreter, run: TaskRun, branches: TaskEntry[], frameOf: (index: number, signal: AbortSignal) => Frame): Promise<KindOutcome> {
+async function compete(
+  interpreter: Interpreter,
+  run: TaskRun,
+  branches: TaskEntry[],
+  frameOf: (index: number, signal: AbortSignal) => Frame,
+): Promise<KindOutcome> {
   const controllers = branches.map(() => new AbortController());
   const watching = new AbortController();
   const stopAll = () => {
@@ -135,7 +156,9 @@ async function compete(interpreter: Interpreter, run: TaskRun, branches: TaskEnt
     controllers.forEach((controller, index) => index !== winner && controller.abort());
     const losers = branches.flatMap((branch, index) => {
       const at = branch.pointer + frameOf(index, run.frame.signal).suffix;
-      return index !== winner && interpreter.record.tasks[at]?.state === 'running' ? [{ type: 'task-cancelled' as const, v: 1 as const, at, reason: `branch ${winner} won the fork` }] : [];
+      return index !== winner && interpreter.record.tasks[at]?.state === 'running'
+        ? [{ type: 'task-cancelled' as const, v: 1 as const, at, reason: `branch ${winner} won the fork` }]
+        : [];
     });
     if (losers.length > 0) await interpreter.propose({ command: 'fork-cancel-losers', events: losers });
     const winning = branches[winner] as TaskEntry;
@@ -178,8 +201,16 @@ async function catches(interpreter: Interpreter, run: TaskRun, frame: Frame, spe
   if (!errorMatches(error, filter)) return false;
   const vars = { [typeof spec.as === 'string' ? spec.as : 'error']: errorValue(error), input: run.input };
   const withVars: Frame = { ...frame, vars: { ...frame.vars, ...vars } };
-  if (typeof spec.when === 'string' && !truthy(await interpreter.evaluate(`${run.at}${frame.suffix}>catch.when`, spec.when, run.input, withVars, {}, run.entry.pointer))) return false;
-  if (typeof spec.exceptWhen === 'string' && truthy(await interpreter.evaluate(`${run.at}${frame.suffix}>catch.exceptWhen`, spec.exceptWhen, run.input, withVars, {}, run.entry.pointer))) return false;
+  if (
+    typeof spec.when === 'string' &&
+    !truthy(await interpreter.evaluate(`${run.at}${frame.suffix}>catch.when`, spec.when, run.input, withVars, {}, run.entry.pointer))
+  )
+    return false;
+  if (
+    typeof spec.exceptWhen === 'string' &&
+    truthy(await interpreter.evaluate(`${run.at}${frame.suffix}>catch.exceptWhen`, spec.exceptWhen, run.input, withVars, {}, run.entry.pointer))
+  )
+    return false;
   return true;
 }
 
@@ -189,7 +220,14 @@ async function catches(interpreter: Interpreter, run: TaskRun, frame: Frame, spe
  * or × 2^(n−1) (exponential), plus a jitter drawn from the injected seeded source. The instant is
  * recorded with the timer, so the draw never needs replaying.
  */
-async function retryDelay(interpreter: Interpreter, run: TaskRun, frame: Frame, spec: JsonObject, attempt: number, errorVar: Record<string, JsonValue>): Promise<number | undefined> {
+async function retryDelay(
+  interpreter: Interpreter,
+  run: TaskRun,
+  frame: Frame,
+  spec: JsonObject,
+  attempt: number,
+  errorVar: Record<string, JsonValue>,
+): Promise<number | undefined> {
   const policy = resolveNamed(interpreter.record.started.document, 'retries', spec.retry);
   if (!isObject(policy)) return undefined;
   const timer = interpreter.record.timers[`${run.at}(${attempt})>retry`];
@@ -198,8 +236,16 @@ async function retryDelay(interpreter: Interpreter, run: TaskRun, frame: Frame, 
   const count = isObject(limit.attempt) && typeof limit.attempt.count === 'number' ? limit.attempt.count : Number.POSITIVE_INFINITY;
   if (attempt > count) return undefined;
   const withVars: Frame = { ...frame, vars: { ...frame.vars, ...errorVar } };
-  if (typeof policy.when === 'string' && !truthy(await interpreter.evaluate(`${run.at}${frame.suffix}>retry.when`, policy.when, run.input, withVars, {}, run.entry.pointer))) return undefined;
-  if (typeof policy.exceptWhen === 'string' && truthy(await interpreter.evaluate(`${run.at}${frame.suffix}>retry.exceptWhen`, policy.exceptWhen, run.input, withVars, {}, run.entry.pointer))) return undefined;
+  if (
+    typeof policy.when === 'string' &&
+    !truthy(await interpreter.evaluate(`${run.at}${frame.suffix}>retry.when`, policy.when, run.input, withVars, {}, run.entry.pointer))
+  )
+    return undefined;
+  if (
+    typeof policy.exceptWhen === 'string' &&
+    truthy(await interpreter.evaluate(`${run.at}${frame.suffix}>retry.exceptWhen`, policy.exceptWhen, run.input, withVars, {}, run.entry.pointer))
+  )
+    return undefined;
   const nowMs = interpreter.deps.journal.nowMs();
   const startedAtMs = interpreter.record.tasks[run.at]?.startedAtMs ?? nowMs;
   const durationLimit = durationMs(limit.duration);
@@ -225,11 +271,18 @@ async function runEmit(interpreter: Interpreter, run: TaskRun): Promise<JsonValu
   const attributes = isObject(spec.event) && isObject(spec.event.with) ? spec.event.with : undefined;
   if (!attributes) throw raise('validation', 400, 'Invalid emit', run.entry.pointer, 'emit.event.with is required');
   const values = await interpreter.evaluateValue(`${run.at}>emit`, attributes, run.input, run.frame, { input: run.input }, run.entry.pointer);
-  if (!isObject(values) || typeof values.source !== 'string' || typeof values.type !== 'string') throw raise('validation', 400, 'Invalid event', run.entry.pointer, 'an emitted event needs a string source and type');
+  if (!isObject(values) || typeof values.source !== 'string' || typeof values.type !== 'string')
+    throw raise('validation', 400, 'Invalid event', run.entry.pointer, 'an emitted event needs a string source and type');
   return interpreter.step(`${run.at}>emitted`, run.frame, 'call', async () => {
     const digest = sha256Hex(`${interpreter.record.instanceId}\u0000${run.at}`);
     const id = `${digest.slice(0, 8)}-${digest.slice(8, 12)}-${digest.slice(12, 16)}-${digest.slice(16, 20)}-${digest.slice(20, 32)}`;
-    const event: JsonObject = { specversion: '1.0', id, time: new Date(interpreter.deps.journal.nowMs()).toISOString(), datacontenttype: 'application/json', ...values };
+    const event: JsonObject = {
+      specversion: '1.0',
+      id,
+      time: new Date(interpreter.deps.journal.nowMs()).toISOString(),
+      datacontenttype: 'application/json',
+      ...values,
+    };
     await interpreter.deps.emit(event);
     return event;
   });

@@ -22,7 +22,11 @@ function route(req: IncomingMessage, res: ServerResponse): void {
   const url = new URL(req.url ?? '/', 'http://stub');
   const path = url.pathname;
   if (host === 'petstore.swagger.io' && path === '/v2/pet/findByStatus') {
-    return json(res, 200, Object.values(pets).filter((pet) => pet.status === url.searchParams.get('status')));
+    return json(
+      res,
+      200,
+      Object.values(pets).filter((pet) => pet.status === url.searchParams.get('status')),
+    );
   }
   const pet = /^\/v2\/pet\/([^/]+)$/.exec(path);
   if (host === 'petstore.swagger.io' && pet) {
@@ -32,7 +36,9 @@ function route(req: IncomingMessage, res: ServerResponse): void {
   const basic = /^\/basic-auth\/([^/]+)\/([^/]+)$/.exec(path);
   if (host === 'httpbin.org' && basic) {
     const expected = `Basic ${Buffer.from(`${decodeURIComponent(basic[1]!)}:${decodeURIComponent(basic[2]!)}`).toString('base64')}`;
-    return req.headers.authorization === expected ? json(res, 200, { authenticated: true, user: decodeURIComponent(basic[1]!) }) : json(res, 401, { authenticated: false });
+    return req.headers.authorization === expected
+      ? json(res, 200, { authenticated: true, user: decodeURIComponent(basic[1]!) })
+      : json(res, 401, { authenticated: false });
   }
   json(res, 404, { message: `no stub for ${String(host)}${path}` });
 }
