@@ -274,7 +274,12 @@ function report(
       undefined,
     );
   }
-  if (!json) {
+  if (!json) reportMedianRound(medianRound);
+}
+
+/** Where the median round's time and traffic went: messages stored, broker traffic and CPU per operation. */
+function reportMedianRound(medianRound: Round): void {
+  {
     const { baseline, convoke } = medianRound;
     const rows = [
       ...Object.entries(baseline.storedPerOperation).map(([name, n]) => [name, fixed(n), '']),
@@ -290,7 +295,7 @@ function report(
       undefined,
     );
   }
-  if (!json && medianRound.baseline.trafficPerOperation && medianRound.convoke.trafficPerOperation) {
+  if (medianRound.baseline.trafficPerOperation && medianRound.convoke.trafficPerOperation) {
     const b = medianRound.baseline.trafficPerOperation;
     const c = medianRound.convoke.trafficPerOperation;
     const kb = (n: number) => fixed(n / 1024);
@@ -307,7 +312,7 @@ function report(
       undefined,
     );
   }
-  if (!json && Object.keys(medianRound.convoke.cpuMsPerOperation).length > 1) {
+  if (Object.keys(medianRound.convoke.cpuMsPerOperation).length > 1) {
     const { baseline, convoke } = medianRound;
     const roles = [...new Set([...Object.keys(baseline.cpuMsPerOperation), ...Object.keys(convoke.cpuMsPerOperation)])];
     printRows(

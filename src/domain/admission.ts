@@ -173,13 +173,14 @@ function candidatePeers(facts: AdmissionFacts): string[] {
  * admission is unsupported rather than sending into nowhere. Unobserved candidates are kept.
  */
 function applyOfflineRule(facts: AdmissionFacts, candidates: string[]): string[] {
-  const offline = new Set(facts.audience.presence?.offline ?? []);
+  const presence = facts.audience.presence;
+  const offline = new Set(presence?.offline ?? []);
   const absent = candidates.filter((p) => offline.has(p));
   if (absent.length === 0) return candidates;
   if (facts.interaction.spec.offline === 'exclude') return candidates.filter((p) => !offline.has(p));
   if (!facts.durableDelivery) {
     throw unsupported(
-      `peers ${absent.join(', ')} were observed offline (presence ${facts.audience.presence!.revision}); interaction "${facts.interaction.id}" delivers to offline peers, which needs durable delivery this transport does not have (or declare offline: exclude)`,
+      `peers ${absent.join(', ')} were observed offline (presence ${presence?.revision}); interaction "${facts.interaction.id}" delivers to offline peers, which needs durable delivery this transport does not have (or declare offline: exclude)`,
     );
   }
   return candidates;

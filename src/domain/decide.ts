@@ -7,6 +7,7 @@ import type { CompiledInteraction } from '../contract/bundle.js';
 import { valueAt } from '../contract/bundle.js';
 import { digestOf } from '../contract/canonical.js';
 import { publicationId } from '../contract/ids.js';
+import { AssertionFailure } from '../contract/errors.js';
 import { jsonEquals, type JsonValue } from '../contract/json.js';
 import { limits } from '../contract/limits.js';
 import type { BranchDisposition, DeliveryReceipt, DomainEvent, RejectionReason, TimeGuard, Transition } from '../events/types.js';
@@ -456,17 +457,19 @@ export function decideResult(record: OperationRecord, interaction: CompiledInter
     if (jsonEquals(branch.accepted.result, message.result)) return { kind: 'duplicate' };
     return protocolConflict(record, command);
   }
-  const lateFact = record.decision !== null && isCancelling(branch.state);
-  if (record.decision !== null && !lateFact) return reject('closed', `operation closed at ${record.decision.closedAtMs} with ${record.decision.outcome}`);
+  const decision = record.decision;
+  const lateFact = decision !== null && isCancelling(branch.state);
+  if (decision !== null && !lateFact) return reject('closed', `operation closed at ${decision.closedAtMs} with ${decision.outcome}`);
   if (!isOpen(branch)) return reject('branch-terminal', `branch ${branch.branchId} is already ${branchStatusOf(branch.state)}`);
   if (isRetrying(branch.state)) return reject('stale-fence', `attempt ${branch.attempt} already ended; branch is waiting to retry`);
   if (!interaction.validateResult(message.result)) return reject('invalid-schema', `result does not match the interaction's result schema`);
   if (command.authorizationProblem !== undefined) return revoke(record, branch, command.authorizationProblem, command.nowMs);
-  if (lateFact) {
-    if (command.nowMs >= record.decision!.graceEndMs) return reject('late', `settlement grace ended at ${record.decision!.graceEndMs}`);
+  if (decision !== null) {
+    // A late fact: a cancelling sibling's result, recorded beside the closed decision until its grace ends.
+    if (command.nowMs >= decision.graceEndMs) return reject('late', `settlement grace ended at ${decision.graceEndMs}`);
     return (
       authorizationExpired(command) ??
-      accept(record, interaction, command, guardBetween(record.admittedAtMs, Math.min(record.decision!.graceEndMs, command.authorizedUntilMs)))
+      accept(record, interaction, command, guardBetween(record.admittedAtMs, Math.min(decision.graceEndMs, command.authorizedUntilMs)))
     );
   }
   if (command.nowMs >= record.deadlineMs) return reject('late', `received at ${command.nowMs}, deadline ${record.deadlineMs}`);
@@ -657,7 +660,8 @@ export function decideCancelResult(record: OperationRecord, command: PeerCommand
     if (branch.cancelOutcome === outcome) return { kind: 'duplicate' };
     return { kind: 'reject', reason: 'not-cancelling', detail: `branch ${branch.branchId} is not waiting for a cancel reply` };
   }
-  const cancelDeadlineMs = record.decision!.cancelDeadlineMs;
+  if (record.decision === null) throw new AssertionFailure('a cancelling branch belongs to a closed decision');
+  const cancelDeadlineMs = record.decision.cancelDeadlineMs;
   if (command.nowMs >= cancelDeadlineMs) return { kind: 'reject', reason: 'cancel-timeout', detail: `cancel replies closed at ${cancelDeadlineMs}` };
   const expired = authorizationExpired(command);
   if (expired) return expired;

@@ -9,7 +9,7 @@ import { setMember, type JsonValue } from '../contract/json.js';
 import type { DecisionReason, OperationAdmitted, BranchDisposition, DecisionOutcome, DeliveryReceipt, DomainEvent, StoredTransition } from '../events/types.js';
 import type { CancelOutcome } from '../events/wire.js';
 import { appliesOnFold } from '../events/guard.js';
-import { machineMoves } from '../machines/mapping.js';
+import { machineMoves, type MachineMoves } from '../machines/mapping.js';
 import {
   branchMachine,
   isCancelling,
@@ -150,8 +150,10 @@ export function evolve(record: OperationRecord | undefined, event: DomainEvent, 
 /** A new record: `record` (or the one an admission starts) after `events`, all on one draft. */
 function recordAfter(record: OperationRecord | undefined, events: readonly DomainEvent[], atMs: number, steps: Steps): Mutable<OperationRecord> {
   const draft = draftOf(record, events, atMs);
-  if (draft === undefined)
-    throw new AssertionFailure(events.length === 0 ? 'a stream begins with operation-admitted' : `${events[0]!.type} before operation-admitted`);
+  if (draft === undefined) {
+    const first = events[0];
+    throw new AssertionFailure(first === undefined ? 'a stream begins with operation-admitted' : `${first.type} before operation-admitted`);
+  }
   for (const event of events) evolveDraft(draft, event, atMs, steps);
   return draft.record;
 }
@@ -220,11 +222,35 @@ function draftOf(record: OperationRecord | undefined, events: readonly DomainEve
   return record === undefined ? undefined : new RecordDraft(record, false);
 }
 
+/** The moves the mapping table gives one event, read with the checks the fold relies on. */
+class Moves {
+  constructor(private readonly moves: MachineMoves) {}
+
+  /** The machine event of the event's `i`-th branch move. */
+  branch(i = 0): BranchMachineEvent['type'] {
+    const move = this.moves.branches[i];
+    if (move === undefined) throw new AssertionFailure(`the mapping table gives this event a branch move ${i}`);
+    return move.event;
+  }
+
+  get hasBranchMove(): boolean {
+    return this.moves.branches.length > 0;
+  }
+
+  /** The operation machine's event; the table gives one to every event that moves the operation. */
+  get operation(): OperationMachineEvent['type'] {
+    const move = this.moves.operation;
+    if (move === undefined) throw new AssertionFailure('the mapping table gives this event an operation move');
+    return move;
+  }
+}
+
+type EventOf<T extends DomainEvent['type']> = Extract<DomainEvent, { type: T }>;
+
 function evolveDraft(draft: RecordDraft, event: DomainEvent, atMs: number, steps: Steps): void {
   const record = draft.record;
   // The lifecycle moves come from the one mapping table; the cases below change the data.
-  const moves = machineMoves(event, draft.lookup);
-  const branchEvent = (i = 0) => moves.branches[i]!.event;
+  const moves = new Moves(machineMoves(event, draft.lookup));
   switch (event.type) {
     case 'operation-admitted':
       // draftOf made the record from it; any other admission is a damaged stream.
@@ -234,79 +260,40 @@ function evolveDraft(draft: RecordDraft, event: DomainEvent, atMs: number, steps
       const branch = draft.branch(event.branchId);
       if (event.attempt !== branch.attempt || event.fence !== branch.fence) return; // a receipt of an older attempt
       // A receipt recorded after the branch already moved on (its result raced the receipt) changes only the outbox.
-      const state = moves.branches.length > 0 ? steps.branch(branch.state, branchEvent()) : branch.state;
+      const state = moves.hasBranchMove ? steps.branch(branch.state, moves.branch()) : branch.state;
       draft.setBranch(event.branchId, { state, outbox: { ...branch.outbox, receipt: event.receipt } });
-      record.phase = steps.operation(record.phase, moves.operation!);
+      record.phase = steps.operation(record.phase, moves.operation);
       return;
     }
-    case 'result-accepted': {
-      const branch = draft.branch(event.branchId);
-      const retry = event.status === 'failure' && event.retryAtMs !== null;
-      const state = steps.branch(branch.state, branchEvent());
-      const accepted: AcceptedResult = {
-        status: event.status,
-        retryable: event.retryable,
-        result: event.result,
-        attempt: event.attempt,
-        fence: event.fence,
-        acceptedAtMs: atMs,
-      };
-      const cancelOutcome = isCancelling(branch.state) ? 'already-completed' : branch.cancelOutcome;
-      const excluded = event.status === 'failure' ? addPeer(branch.excluded, branch.peerId) : branch.excluded;
-      draft.setBranch(event.branchId, { state, accepted, cancelOutcome, excluded, retryAtMs: retry ? event.retryAtMs : null });
-      return;
-    }
+    case 'result-accepted':
+      return resultAccepted(draft, event, atMs, steps.branch(draft.branch(event.branchId).state, moves.branch()));
     case 'lease-renewed':
       draft.setBranch(event.branchId, { leaseUntilMs: event.leaseUntilMs, claimedAtMs: atMs });
       return;
     case 'claim-ended': {
       const branch = draft.branch(event.branchId);
-      const state = steps.branch(branch.state, branchEvent());
+      const state = steps.branch(branch.state, moves.branch());
       draft.setBranch(event.branchId, { state, retryAtMs: event.retryAtMs, excluded: addPeer(branch.excluded, branch.peerId) });
       return;
     }
-    case 'branch-reassigned': {
-      const branch = draft.branch(event.branchId);
-      assert(event.attempt === branch.attempt + 1 && event.fence > branch.fence, 'a reassignment starts the next attempt with a higher fence');
-      draft.setBranch(event.branchId, {
-        state: steps.branch(branch.state, branchEvent()),
-        peerId: event.peerId,
-        attempt: event.attempt,
-        fence: event.fence,
-        leaseUntilMs: Math.min(atMs + record.manifest.leaseMs, record.deadlineMs),
-        claimedAtMs: atMs,
-        retryAtMs: null,
-        outbox: { publicationId: event.publicationId, attempt: event.attempt, fence: event.fence, receipt: 'pending' },
-      });
+    case 'branch-reassigned':
+      return branchReassigned(draft, event, atMs, steps.branch(draft.branch(event.branchId).state, moves.branch()));
+    case 'branch-failed':
+    case 'branch-revoked':
+      draft.setBranch(event.branchId, { state: steps.branch(draft.branch(event.branchId).state, moves.branch()), retryAtMs: null });
       return;
-    }
-    case 'branch-failed': {
-      const branch = draft.branch(event.branchId);
-      draft.setBranch(event.branchId, { state: steps.branch(branch.state, branchEvent()), retryAtMs: null });
-      return;
-    }
-    case 'branch-revoked': {
-      const branch = draft.branch(event.branchId);
-      draft.setBranch(event.branchId, { state: steps.branch(branch.state, branchEvent()), retryAtMs: null });
-      return;
-    }
     case 'cancel-dispatched':
       draft.setBranch(event.branchId, { cancel: { receipt: event.receipt, attempt: event.attempt, fence: event.fence } });
       return;
-    case 'cancel-result-accepted': {
-      const branch = draft.branch(event.branchId);
-      draft.setBranch(event.branchId, { state: steps.branch(branch.state, branchEvent()), cancelOutcome: event.outcome });
-      return;
-    }
+    case 'cancel-result-accepted':
     case 'cancel-withdrawn': {
-      const branch = draft.branch(event.branchId);
-      draft.setBranch(event.branchId, { state: steps.branch(branch.state, branchEvent()), cancelOutcome: 'withdrawn' });
+      const state = steps.branch(draft.branch(event.branchId).state, moves.branch());
+      draft.setBranch(event.branchId, { state, cancelOutcome: event.type === 'cancel-withdrawn' ? 'withdrawn' : event.outcome });
       return;
     }
     case 'cancel-timed-out':
       event.branchIds.forEach((branchId, i) => {
-        const branch = draft.branch(branchId);
-        draft.setBranch(branchId, { state: steps.branch(branch.state, branchEvent(i)), cancelOutcome: 'unknown' });
+        draft.setBranch(branchId, { state: steps.branch(draft.branch(branchId).state, moves.branch(i)), cancelOutcome: 'unknown' });
       });
       return;
     case 'result-rejected':
@@ -315,30 +302,10 @@ function evolveDraft(draft: RecordDraft, event: DomainEvent, atMs: number, steps
     case 'protocol-conflict-recorded':
       record.protocolConflicts += 1;
       return;
-    case 'decision-closed': {
-      assert(record.decision === null, 'a decision closes once and never changes');
-      record.phase = steps.operation(record.phase, moves.operation!);
-      for (const [i, sibling] of event.siblings.entries()) {
-        const branch = draft.branch(sibling.branchId);
-        const state = steps.branch(branch.state, branchEvent(i));
-        // A branch that was only waiting to retry has nothing running: nothing to cancel, nothing to send.
-        const cancel = isCancelling(state) ? { receipt: 'pending' as const, attempt: branch.attempt, fence: branch.fence } : null;
-        draft.setBranch(sibling.branchId, { state, disposition: sibling.disposition, cancel, retryAtMs: null });
-      }
-      record.decision = {
-        outcome: event.outcome,
-        reason: event.reason,
-        closedAtMs: atMs,
-        successVotes: event.successVotes,
-        failedUnits: event.failedUnits,
-        cancelDeadlineMs: atMs + record.manifest.cancelTimeoutMs,
-        graceEndMs: atMs + record.manifest.settlementGraceMs,
-        acceptedAtClose: acceptedOutcomes(record),
-      };
-      return;
-    }
+    case 'decision-closed':
+      return decisionClosed(draft, event, atMs, steps, moves);
     case 'settlement-completed':
-      record.phase = steps.operation(record.phase, moves.operation!);
+      record.phase = steps.operation(record.phase, moves.operation);
       record.settlement = { status: event.status, completedAtMs: atMs };
       return;
     default: {
@@ -346,6 +313,61 @@ function evolveDraft(draft: RecordDraft, event: DomainEvent, atMs: number, steps
       throw new AssertionFailure(`unknown event ${(unreachable as DomainEvent).type}`);
     }
   }
+}
+
+function resultAccepted(draft: RecordDraft, event: EventOf<'result-accepted'>, atMs: number, state: BranchMachineState): void {
+  const branch = draft.branch(event.branchId);
+  const retry = event.status === 'failure' && event.retryAtMs !== null;
+  const accepted: AcceptedResult = {
+    status: event.status,
+    retryable: event.retryable,
+    result: event.result,
+    attempt: event.attempt,
+    fence: event.fence,
+    acceptedAtMs: atMs,
+  };
+  const cancelOutcome = isCancelling(branch.state) ? 'already-completed' : branch.cancelOutcome;
+  const excluded = event.status === 'failure' ? addPeer(branch.excluded, branch.peerId) : branch.excluded;
+  draft.setBranch(event.branchId, { state, accepted, cancelOutcome, excluded, retryAtMs: retry ? event.retryAtMs : null });
+}
+
+function branchReassigned(draft: RecordDraft, event: EventOf<'branch-reassigned'>, atMs: number, state: BranchMachineState): void {
+  const branch = draft.branch(event.branchId);
+  const record = draft.record;
+  assert(event.attempt === branch.attempt + 1 && event.fence > branch.fence, 'a reassignment starts the next attempt with a higher fence');
+  draft.setBranch(event.branchId, {
+    state,
+    peerId: event.peerId,
+    attempt: event.attempt,
+    fence: event.fence,
+    leaseUntilMs: Math.min(atMs + record.manifest.leaseMs, record.deadlineMs),
+    claimedAtMs: atMs,
+    retryAtMs: null,
+    outbox: { publicationId: event.publicationId, attempt: event.attempt, fence: event.fence, receipt: 'pending' },
+  });
+}
+
+function decisionClosed(draft: RecordDraft, event: EventOf<'decision-closed'>, atMs: number, steps: Steps, moves: Moves): void {
+  const record = draft.record;
+  assert(record.decision === null, 'a decision closes once and never changes');
+  record.phase = steps.operation(record.phase, moves.operation);
+  for (const [i, sibling] of event.siblings.entries()) {
+    const branch = draft.branch(sibling.branchId);
+    const state = steps.branch(branch.state, moves.branch(i));
+    // A branch that was only waiting to retry has nothing running: nothing to cancel, nothing to send.
+    const cancel = isCancelling(state) ? { receipt: 'pending' as const, attempt: branch.attempt, fence: branch.fence } : null;
+    draft.setBranch(sibling.branchId, { state, disposition: sibling.disposition, cancel, retryAtMs: null });
+  }
+  record.decision = {
+    outcome: event.outcome,
+    reason: event.reason,
+    closedAtMs: atMs,
+    successVotes: event.successVotes,
+    failedUnits: event.failedUnits,
+    cancelDeadlineMs: atMs + record.manifest.cancelTimeoutMs,
+    graceEndMs: atMs + record.manifest.settlementGraceMs,
+    acceptedAtClose: acceptedOutcomes(record),
+  };
 }
 
 function admitted(event: Extract<DomainEvent, { type: 'operation-admitted' }>, atMs: number): OperationRecord {

@@ -68,11 +68,13 @@ export function decisionView(record: OperationRecord): DecisionView | null {
 }
 
 export function settlementView(record: OperationRecord): SettlementView {
-  const siblings = branchList(record)
-    .filter((b) => b.disposition !== null)
-    .map((b) =>
-      b.cancelOutcome ? { branchId: b.branchId, disposition: b.disposition!, outcome: b.cancelOutcome } : { branchId: b.branchId, disposition: b.disposition! },
+  const siblings: SettlementView['siblings'] = [];
+  for (const b of branchList(record)) {
+    if (b.disposition === null) continue;
+    siblings.push(
+      b.cancelOutcome ? { branchId: b.branchId, disposition: b.disposition, outcome: b.cancelOutcome } : { branchId: b.branchId, disposition: b.disposition },
     );
+  }
   return { status: record.settlement.status, siblings };
 }
 
@@ -99,11 +101,11 @@ export function aggregateOutput(
   let output: JsonValue;
   switch (aggregate.kind) {
     case 'collect':
-      output = { outcomes: accepted.map((b) => ({ branchId: b.branchId, peerId: b.peerId, status: b.accepted!.status, result: b.accepted!.result })) };
+      output = { outcomes: accepted.map((b) => ({ branchId: b.branchId, peerId: b.peerId, status: b.accepted.status, result: b.accepted.result })) };
       break;
     case 'first-success': {
-      const first = accepted.filter((b) => b.accepted!.status === 'success').sort((a, b) => a.accepted!.acceptedAtMs - b.accepted!.acceptedAtMs)[0];
-      output = first ? { branchId: first.branchId, peerId: first.peerId, result: first.accepted!.result } : null;
+      const first = accepted.filter((b) => b.accepted.status === 'success').sort((a, b) => a.accepted.acceptedAtMs - b.accepted.acceptedAtMs)[0];
+      output = first ? { branchId: first.branchId, peerId: first.peerId, result: first.accepted.result } : null;
       break;
     }
     case 'tally': {
@@ -111,7 +113,7 @@ export function aggregateOutput(
       // read would find on Object.prototype and a plain assignment would not store.
       const tally = new Map<string, number>();
       for (const b of accepted) {
-        const value = valueAt(b.accepted!.result, aggregate.pointer);
+        const value = valueAt(b.accepted.result, aggregate.pointer);
         const key = value === undefined ? '(missing)' : typeof value === 'string' ? value : JSON.stringify(value);
         tally.set(key, (tally.get(key) ?? 0) + 1);
       }

@@ -146,8 +146,9 @@ export class GroupCommit {
     entry.drainQueued = false;
     let bytes = 0;
     let taken = 0;
-    while (taken < entry.arrivals.length && taken < commandsPerTransitionMax && (taken === 0 || bytes + entry.arrivals[taken]!.weightBytes <= batchBytesMax)) {
-      bytes += entry.arrivals[taken]!.weightBytes;
+    for (const arrival of entry.arrivals) {
+      if (taken === commandsPerTransitionMax || (taken > 0 && bytes + arrival.weightBytes > batchBytesMax)) break;
+      bytes += arrival.weightBytes;
       taken++;
     }
     const batch = entry.arrivals.splice(0, taken);
@@ -184,7 +185,8 @@ export class GroupCommit {
    * is committed on its own instead, with its own guard and late handling.
    */
   private async commitTogether(entry: OpEntry, deciders: Decider[], probe?: Probe): Promise<void> {
-    if (deciders.length === 1 && probe === undefined) return this.kernel.commit(entry, deciders[0]!);
+    const [only] = deciders;
+    if (deciders.length === 1 && only !== undefined && probe === undefined) return this.kernel.commit(entry, only);
     for (let tries = 0; tries < conflictRetriesMax; tries++) {
       // A probe of this very record at this very instant is what deciding again would answer.
       const transition =

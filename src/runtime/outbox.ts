@@ -4,6 +4,7 @@
  * each under its stable publication identity; receipts are recorded afterwards. A receipt of
  * `unknown` stays pending reconciliation: it is republished later with the same identity.
  */
+import { AssertionFailure } from '../contract/errors.js';
 import { publicationId } from '../contract/ids.js';
 import { decideCancelDispatched, decideCancelWithdrawn, decideDispatchRecorded, decideRevocations, type Receipt } from '../domain/decide.js';
 import { isCancelling, isClaimed } from '../machines/index.js';
@@ -114,7 +115,7 @@ export async function dispatchCancels(host: RuntimeHost, entry: OpEntry): Promis
     (b) => isCancelling(b.state) && b.cancel !== null && (b.cancel.receipt === 'pending' || b.cancel.receipt === 'unknown'),
   );
   // A request this process never handed to the transport cannot be running: withdraw, do not send.
-  const neverSent = waiting.filter((b) => b.outbox.attempt === b.cancel!.attempt && entry.unsent.has(b.outbox.publicationId));
+  const neverSent = waiting.filter((b) => b.outbox.attempt === b.cancel?.attempt && entry.unsent.has(b.outbox.publicationId));
   if (neverSent.length > 0)
     await host.commitDecided(entry, (current) =>
       decideCancelWithdrawn(
@@ -133,7 +134,8 @@ export async function dispatchCancels(host: RuntimeHost, entry: OpEntry): Promis
   }
   const receipts = await Promise.all(
     pending.map(async (branch): Promise<Receipt> => {
-      const cancel = branch.cancel!;
+      const cancel = branch.cancel;
+      if (cancel === null) throw new AssertionFailure('a branch waiting for its cancel reply has a cancel on record');
       const base = { branchId: branch.branchId, attempt: cancel.attempt, fence: cancel.fence };
       const auth = await host
         .authorize({
