@@ -222,27 +222,17 @@ function draftOf(record: OperationRecord | undefined, events: readonly DomainEve
   return record === undefined ? undefined : new RecordDraft(record, false);
 }
 
-/** The moves the mapping table gives one event, read with the checks the fold relies on. */
-class Moves {
-  constructor(private readonly moves: MachineMoves) {}
+/** The machine event of an event's `i`-th branch move, from the mapping table. */
+function branchMove(moves: MachineMoves, i = 0): BranchMachineEvent['type'] {
+  const move = moves.branches[i];
+  if (move === undefined) throw new AssertionFailure(`the mapping table gives this event a branch move ${i}`);
+  return move.event;
+}
 
-  /** The machine event of the event's `i`-th branch move. */
-  branch(i = 0): BranchMachineEvent['type'] {
-    const move = this.moves.branches[i];
-    if (move === undefined) throw new AssertionFailure(`the mapping table gives this event a branch move ${i}`);
-    return move.event;
-  }
-
-  get hasBranchMove(): boolean {
-    return this.moves.branches.length > 0;
-  }
-
-  /** The operation machine's event; the table gives one to every event that moves the operation. */
-  get operation(): OperationMachineEvent['type'] {
-    const move = this.moves.operation;
-    if (move === undefined) throw new AssertionFailure('the mapping table gives this event an operation move');
-    return move;
-  }
+/** The operation machine's event; the table gives one to every event that moves the operation. */
+function operationMove(moves: MachineMoves): OperationMachineEvent['type'] {
+  if (moves.operation === undefined) throw new AssertionFailure('the mapping table gives this event an operation move');
+  return moves.operation;
 }
 
 type EventOf<T extends DomainEvent['type']> = Extract<DomainEvent, { type: T }>;
@@ -250,7 +240,7 @@ type EventOf<T extends DomainEvent['type']> = Extract<DomainEvent, { type: T }>;
 function evolveDraft(draft: RecordDraft, event: DomainEvent, atMs: number, steps: Steps): void {
   const record = draft.record;
   // The lifecycle moves come from the one mapping table; the cases below change the data.
-  const moves = new Moves(machineMoves(event, draft.lookup));
+  const moves = machineMoves(event, draft.lookup);
   switch (event.type) {
     case 'operation-admitted':
       // draftOf made the record from it; any other admission is a damaged stream.
@@ -260,40 +250,40 @@ function evolveDraft(draft: RecordDraft, event: DomainEvent, atMs: number, steps
       const branch = draft.branch(event.branchId);
       if (event.attempt !== branch.attempt || event.fence !== branch.fence) return; // a receipt of an older attempt
       // A receipt recorded after the branch already moved on (its result raced the receipt) changes only the outbox.
-      const state = moves.hasBranchMove ? steps.branch(branch.state, moves.branch()) : branch.state;
+      const state = moves.branches.length > 0 ? steps.branch(branch.state, branchMove(moves)) : branch.state;
       draft.setBranch(event.branchId, { state, outbox: { ...branch.outbox, receipt: event.receipt } });
-      record.phase = steps.operation(record.phase, moves.operation);
+      record.phase = steps.operation(record.phase, operationMove(moves));
       return;
     }
     case 'result-accepted':
-      return resultAccepted(draft, event, atMs, steps.branch(draft.branch(event.branchId).state, moves.branch()));
+      return resultAccepted(draft, event, atMs, steps.branch(draft.branch(event.branchId).state, branchMove(moves)));
     case 'lease-renewed':
       draft.setBranch(event.branchId, { leaseUntilMs: event.leaseUntilMs, claimedAtMs: atMs });
       return;
     case 'claim-ended': {
       const branch = draft.branch(event.branchId);
-      const state = steps.branch(branch.state, moves.branch());
+      const state = steps.branch(branch.state, branchMove(moves));
       draft.setBranch(event.branchId, { state, retryAtMs: event.retryAtMs, excluded: addPeer(branch.excluded, branch.peerId) });
       return;
     }
     case 'branch-reassigned':
-      return branchReassigned(draft, event, atMs, steps.branch(draft.branch(event.branchId).state, moves.branch()));
+      return branchReassigned(draft, event, atMs, steps.branch(draft.branch(event.branchId).state, branchMove(moves)));
     case 'branch-failed':
     case 'branch-revoked':
-      draft.setBranch(event.branchId, { state: steps.branch(draft.branch(event.branchId).state, moves.branch()), retryAtMs: null });
+      draft.setBranch(event.branchId, { state: steps.branch(draft.branch(event.branchId).state, branchMove(moves)), retryAtMs: null });
       return;
     case 'cancel-dispatched':
       draft.setBranch(event.branchId, { cancel: { receipt: event.receipt, attempt: event.attempt, fence: event.fence } });
       return;
     case 'cancel-result-accepted':
     case 'cancel-withdrawn': {
-      const state = steps.branch(draft.branch(event.branchId).state, moves.branch());
+      const state = steps.branch(draft.branch(event.branchId).state, branchMove(moves));
       draft.setBranch(event.branchId, { state, cancelOutcome: event.type === 'cancel-withdrawn' ? 'withdrawn' : event.outcome });
       return;
     }
     case 'cancel-timed-out':
       event.branchIds.forEach((branchId, i) => {
-        draft.setBranch(branchId, { state: steps.branch(draft.branch(branchId).state, moves.branch(i)), cancelOutcome: 'unknown' });
+        draft.setBranch(branchId, { state: steps.branch(draft.branch(branchId).state, branchMove(moves, i)), cancelOutcome: 'unknown' });
       });
       return;
     case 'result-rejected':
@@ -305,7 +295,7 @@ function evolveDraft(draft: RecordDraft, event: DomainEvent, atMs: number, steps
     case 'decision-closed':
       return decisionClosed(draft, event, atMs, steps, moves);
     case 'settlement-completed':
-      record.phase = steps.operation(record.phase, moves.operation);
+      record.phase = steps.operation(record.phase, operationMove(moves));
       record.settlement = { status: event.status, completedAtMs: atMs };
       return;
     default: {
@@ -347,13 +337,13 @@ function branchReassigned(draft: RecordDraft, event: EventOf<'branch-reassigned'
   });
 }
 
-function decisionClosed(draft: RecordDraft, event: EventOf<'decision-closed'>, atMs: number, steps: Steps, moves: Moves): void {
+function decisionClosed(draft: RecordDraft, event: EventOf<'decision-closed'>, atMs: number, steps: Steps, moves: MachineMoves): void {
   const record = draft.record;
   assert(record.decision === null, 'a decision closes once and never changes');
-  record.phase = steps.operation(record.phase, moves.operation);
+  record.phase = steps.operation(record.phase, operationMove(moves));
   for (const [i, sibling] of event.siblings.entries()) {
     const branch = draft.branch(sibling.branchId);
-    const state = steps.branch(branch.state, moves.branch(i));
+    const state = steps.branch(branch.state, branchMove(moves, i));
     // A branch that was only waiting to retry has nothing running: nothing to cancel, nothing to send.
     const cancel = isCancelling(state) ? { receipt: 'pending' as const, attempt: branch.attempt, fence: branch.fence } : null;
     draft.setBranch(sibling.branchId, { state, disposition: sibling.disposition, cancel, retryAtMs: null });
