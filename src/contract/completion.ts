@@ -5,6 +5,7 @@
  * Both are keyed by `CompletionMode`, so a mode added to the type without an entry in either
  * table does not compile: a new mode is one entry here, one there, and their tests.
  */
+import type { JSONSchema } from 'json-schema-to-ts';
 import { limits } from './limits.js';
 import type { Completion, CompletionMode } from './types.js';
 
@@ -22,32 +23,37 @@ interface CompletionSyntax<M extends CompletionMode> {
   readonly title: string;
 }
 
-const closed = (mode: CompletionMode, properties: Record<string, object> = {}) => ({
-  type: 'object',
-  required: ['mode', ...Object.keys(properties)],
-  additionalProperties: false,
-  properties: { mode: { const: mode }, ...properties },
-});
+/** A closed object schema of one completion shape, typed exactly (the Completion type is checked against it). */
+function closed<const M extends CompletionMode, const P extends Record<string, JSONSchema> = Record<never, never>>(mode: M, properties?: P) {
+  return {
+    type: 'object',
+    required: ['mode', ...Object.keys(properties ?? {})] as readonly ('mode' | (keyof P & string))[],
+    additionalProperties: false,
+    properties: { mode: { const: mode }, ...properties } as { mode: { const: M } } & P,
+  } as const;
+}
+
+const quorumSchemas = [
+  closed('quorum', { count: { type: 'integer', minimum: 1, maximum: limits.branchesMax } }),
+  closed('quorum', {
+    fraction: {
+      type: 'object',
+      required: ['num', 'den'],
+      additionalProperties: false,
+      properties: {
+        num: { type: 'integer', minimum: 1, maximum: limits.quorumDenominatorMax },
+        den: { type: 'integer', minimum: 1, maximum: limits.quorumDenominatorMax },
+      },
+    },
+  }),
+] as const;
 
 const plain = (mode: CompletionMode, title: string) => ({ schemas: [closed(mode)], problem: () => undefined, describe: () => mode, title });
 
 export const completionModes: { readonly [M in CompletionMode]: CompletionSyntax<M> } = {
   'first-success': plain('first-success', 'first success'),
   quorum: {
-    schemas: [
-      closed('quorum', { count: { type: 'integer', minimum: 1, maximum: limits.branchesMax } }),
-      closed('quorum', {
-        fraction: {
-          type: 'object',
-          required: ['num', 'den'],
-          additionalProperties: false,
-          properties: {
-            num: { type: 'integer', minimum: 1, maximum: limits.quorumDenominatorMax },
-            den: { type: 'integer', minimum: 1, maximum: limits.quorumDenominatorMax },
-          },
-        },
-      }),
-    ],
+    schemas: quorumSchemas,
     problem: (c) => ('fraction' in c && c.fraction.num > c.fraction.den ? `quorum fraction ${c.fraction.num}/${c.fraction.den} exceeds 1` : undefined),
     describe: (c) => ('count' in c ? `quorum ${c.count}` : `quorum ${c.fraction.num}/${c.fraction.den}`),
     title: 'quorum',
@@ -62,7 +68,9 @@ function syntaxOf<M extends CompletionMode>(completion: CompletionOf<M>): Comple
 }
 
 /** The completion rule's schema: closed in every mode (the manifest freezes the same shape). */
-export const completionSchema = { oneOf: Object.values(completionModes).flatMap((m) => m.schemas) };
+export const completionSchema = {
+  oneOf: [closed('first-success'), ...quorumSchemas, closed('all-successful'), closed('all-terminal')],
+} as const;
 
 export function completionProblem(completion: Completion): string | undefined {
   return syntaxOf(completion).problem(completion);

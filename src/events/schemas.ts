@@ -3,6 +3,7 @@
  * decided transition before appending it (an invalid one is a bug: an assertion) and every
  * transition read back from a store (an invalid one is corruption the store cannot vouch for).
  */
+import type { JSONSchema } from 'json-schema-to-ts';
 import { describeErrors, lazyValidator } from '../contract/validation.js';
 import { tokenSchema } from '../contract/ids.js';
 import { completionSchema } from '../contract/schemas.js';
@@ -15,15 +16,45 @@ const text = { type: 'string', maxLength: 4096 } as const;
 const receipt = { enum: ['stored', 'already-stored', 'rejected', 'unknown', 'exhausted', 'sent'] } as const;
 const digest = { type: 'string', pattern: '^sha256:[0-9a-f]{64}$' } as const;
 const hex64 = { type: 'string', pattern: '^[0-9a-f]{64}$' } as const;
+/** Why a message was rejected (result-rejected's reason). */
+export const rejectionReasons = [
+  'malformed',
+  'unknown-operation',
+  'unknown-branch',
+  'wrong-peer',
+  'unverified-publisher',
+  'unknown-attempt',
+  'stale-fence',
+  'invalid-schema',
+  'expired-lease',
+  'late',
+  'closed',
+  'denied',
+  'branch-terminal',
+  'not-cancelling',
+  'cancel-timeout',
+  // The result is over the deployment's result byte budget: nothing of it is stored.
+  'oversized',
+] as const;
+
 const attemptFence = { branchId: token, attempt: positive, fence: positive } as const;
 
-function event(type: string, properties: Record<string, object>, required: string[] = Object.keys(properties)) {
+/**
+ * One event's schema: `type` and `v`, then its own properties, all required unless `required`
+ * names fewer. Generic over its literal arguments, so the schema keeps its exact type and the
+ * compiler can check the event's TypeScript type against it (test/unit/schema-types.test.ts).
+ */
+function event<
+  const T extends string,
+  const P extends Record<string, JSONSchema>,
+  const R extends readonly (keyof P & string)[] = readonly (keyof P & string)[],
+>(type: T, properties: P, required?: R) {
   return {
     type: 'object',
-    required: ['type', 'v', ...required],
+    required: ['type', 'v', ...(required ?? (Object.keys(properties) as (keyof P & string)[]))] as readonly ('type' | 'v' | R[number])[],
     additionalProperties: false,
-    properties: { type: { const: type }, v: { const: 1 }, ...properties },
-  };
+    properties: { type: { const: type }, v: { const: 1 }, ...properties } as { type: { const: T }; v: { const: 1 } } & P,
+  } as const;
 }
 
 const manifest = {
@@ -153,7 +184,7 @@ export const eventSchemas = [
     subject: text,
   }),
   event('result-rejected', {
-    reason: { type: 'string', maxLength: 64 },
+    reason: { enum: rejectionReasons },
     subject: text,
     branchId: { anyOf: [{ type: 'null' }, { type: 'string', maxLength: 256 }] },
     peerId: { anyOf: [{ type: 'null' }, { type: 'string', maxLength: 256 }] },
@@ -187,7 +218,7 @@ export const eventSchemas = [
     },
   }),
   event('settlement-completed', { status: { enum: ['complete', 'indeterminate'] } }),
-];
+] as const;
 
 export const transitionSchema = {
   $id: 'https://convoke.dev/schemas/transition.json',

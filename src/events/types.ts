@@ -3,6 +3,7 @@
  * version). A Transition is the unit appended: all events decided from one command, appended
  * atomically with the expected revision as the compare-and-swap.
  */
+import type { rejectionReasons } from './schemas.js';
 import type { JsonValue } from '../contract/json.js';
 import type { Completion, ContractRef, DeliveryMode, SiblingPolicy, VoteMode, WaitFor } from '../contract/types.js';
 
@@ -114,11 +115,12 @@ export interface PresenceObservation {
   offline: string[];
 }
 
+/** A request the admission will send: always each branch's first attempt, at fence 1. */
 export interface OutboxIntent {
   branchId: string;
   peerId: string;
-  attempt: number;
-  fence: number;
+  attempt: 1;
+  fence: 1;
   publicationId: string;
 }
 
@@ -215,24 +217,8 @@ export interface CancelTimedOut {
   branchIds: string[];
 }
 
-export type RejectionReason =
-  | 'malformed'
-  | 'unknown-operation'
-  | 'unknown-branch'
-  | 'wrong-peer'
-  | 'unverified-publisher'
-  | 'unknown-attempt'
-  | 'stale-fence'
-  | 'invalid-schema'
-  | 'expired-lease'
-  | 'late'
-  | 'closed'
-  | 'denied'
-  | 'branch-terminal'
-  | 'not-cancelling'
-  | 'cancel-timeout'
-  /** The result is over the deployment's result byte budget: nothing of it is stored. */
-  | 'oversized';
+/** Why a message was rejected; the list is the event schema's (events/schemas.ts `rejectionReasons`). */
+export type RejectionReason = (typeof rejectionReasons)[number];
 
 export interface ResultRejected {
   type: 'result-rejected';

@@ -2,7 +2,8 @@
 import { compileChecker } from '../contract/validation.js';
 import { tokenSchema } from '../contract/ids.js';
 import { contractRefSchema } from '../contract/schemas.js';
-import type { CancelRequest, CancelResult, ClaimMessage, RequestMessage, ResultMessage } from './wire.js';
+import type { FromSchema, JSONSchema } from 'json-schema-to-ts';
+import type { JsonValue } from '../contract/json.js';
 
 const token = tokenSchema;
 const positive = { type: 'integer', minimum: 1, maximum: Number.MAX_SAFE_INTEGER } as const;
@@ -79,6 +80,31 @@ export const requestMessageSchema = {
     input: {},
   },
 } as const;
+
+/**
+ * Each message type is derived from its JSON Schema (below), the one definition of its
+ * shape: a field added to a schema is a field of the type, and the checker that validates a
+ * message from the network narrows it to exactly this type. Application data (`input`, `result`)
+ * is any JSON value in the schema and JsonValue here.
+ */
+type Derived<S extends JSONSchema, Data extends string = never> = Omit<FromSchema<S>, Data> & { [K in Data]: JsonValue };
+
+/**
+ * The coordinator's request to a peer. `deadlineMs` is absolute UTC ms, materialized from the
+ * recorded admission instant; the owner renews its claim every `renewIntervalMs` while it works.
+ */
+export type RequestMessage = Derived<typeof requestMessageSchema, 'input'>;
+
+export type ResultMessage = Derived<typeof resultMessageSchema, 'result'>;
+
+export type CancelRequest = Derived<typeof cancelRequestSchema>;
+export type CancelReason = CancelRequest['reason'];
+
+export type CancelResult = Derived<typeof cancelResultSchema>;
+export type CancelOutcome = CancelResult['outcome'];
+
+/** A peer's lease renewal or release. */
+export type ClaimMessage = Derived<typeof claimMessageSchema>;
 
 export const checkResultMessage = compileChecker<ResultMessage>(resultMessageSchema, 'result message');
 export const checkCancelResult = compileChecker<CancelResult>(cancelResultSchema, 'cancel result');

@@ -1,72 +1,11 @@
 /**
  * What travels over the transport between the coordinator and peers. Branch, attempt and fence
- * travel in the payload (and headers); the peer is proven by the subject, never by the body.
+ * travel in the payload (and headers); the peer is proven by the subject, never by the body. Each
+ * message type is derived from its JSON Schema in wire-schemas.ts.
  */
-import type { JsonValue } from '../contract/json.js';
-import type { ContractRef } from '../contract/types.js';
+import type { CancelRequest, CancelResult, ClaimMessage, RequestMessage, ResultMessage } from './wire-schemas.js';
 
-export interface RequestMessage {
-  kind: 'request';
-  operationId: string;
-  contract: ContractRef;
-  interaction: string;
-  branchId: string;
-  peerId: string;
-  attempt: number;
-  fence: number;
-  /** Absolute UTC ms, materialized from the recorded admission instant. */
-  deadlineMs: number;
-  leaseUntilMs: number;
-  /** The owner renews its claim this often while it works. */
-  renewIntervalMs: number;
-  publicationId: string;
-  input: JsonValue;
-}
-
-export interface ResultMessage {
-  kind: 'result';
-  operationId: string;
-  branchId: string;
-  peerId: string;
-  attempt: number;
-  fence: number;
-  result: JsonValue;
-}
-
-export type CancelReason = 'decision-closed' | 'revoked' | 'deadline';
-
-export interface CancelRequest {
-  kind: 'cancel';
-  operationId: string;
-  branchId: string;
-  peerId: string;
-  attempt: number;
-  fence: number;
-  reason: CancelReason;
-}
-
-export type CancelOutcome = 'stopped' | 'already-completed' | 'unknown';
-
-export interface CancelResult {
-  kind: 'cancel-result';
-  operationId: string;
-  branchId: string;
-  peerId: string;
-  attempt: number;
-  fence: number;
-  outcome: CancelOutcome;
-}
-
-/** A peer's lease renewal / release (issue: ownership). */
-export interface ClaimMessage {
-  kind: 'claim';
-  action: 'renew' | 'release';
-  operationId: string;
-  branchId: string;
-  peerId: string;
-  attempt: number;
-  fence: number;
-}
+export type { CancelOutcome, CancelReason, CancelRequest, CancelResult, ClaimMessage, RequestMessage, ResultMessage } from './wire-schemas.js';
 
 export type WireMessage = RequestMessage | ResultMessage | CancelRequest | CancelResult | ClaimMessage;
 

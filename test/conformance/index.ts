@@ -48,7 +48,12 @@ function transition(guard: TimeGuard, command: string, events: DomainEvent[]): T
 }
 
 export function admission(operationId: string, guard: TimeGuard, options: { principalId?: string; interaction?: string; timeoutMs?: number } = {}): Transition {
-  const outbox = manifest().branches.map((b) => ({ ...b, attempt: 1, fence: 1, publicationId: `pub-${operationId.slice(2, 10)}-${b.branchId}` }));
+  const outbox = manifest().branches.map((b) => ({
+    ...b,
+    attempt: 1 as const,
+    fence: 1 as const,
+    publicationId: `pub-${operationId.slice(2, 10)}-${b.branchId}`,
+  }));
   return transition(guard, 'admit', [
     {
       type: 'operation-admitted',
