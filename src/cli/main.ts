@@ -40,7 +40,15 @@ export function buildProgram(io: CliIo, setExit: (code: number) => void): Comman
     .version(packageVersion(), '-V, --version', 'print the package version')
     .description('Contract invocations: authenticated fan-out to frozen peers, fenced results, immutable decisions, event-sourced records.')
     .exitOverride()
-    .configureOutput({ writeOut: (s) => io.stdout.write(s), writeErr: (s) => io.stderr.write(s) });
+    // Descriptions wrap even beside long option names on a narrow terminal (commander's default: not below 40).
+    .configureHelp({ minWidthToWrap: 16 })
+    // Help wraps at the width tables get (the terminal's, $COLUMNS, else 120; 80 for an io with none).
+    .configureOutput({
+      writeOut: (s) => io.stdout.write(s),
+      writeErr: (s) => io.stderr.write(s),
+      getOutHelpWidth: () => io.columns ?? 80,
+      getErrHelpWidth: () => io.columns ?? 80,
+    });
 
   addLocalCommands(program, io, setExit);
   addContextCommands(program, io, setExit);
@@ -67,7 +75,7 @@ function natsPrincipalOptions(command: Command): Command {
 function contextOptions(command: Command): Command {
   return command
     .option('--context <name>', 'the named connection settings to use (default $CONVOKE_CONTEXT, else the selected context)')
-    .option('--contexts <file>', 'contexts file (default $CONVOKE_CONTEXTS, else $XDG_CONFIG_HOME/convoke/contexts.json)');
+    .option('--contexts <file>', 'contexts file (default $CONVOKE_CONTEXTS, else contexts.json in $XDG_CONFIG_HOME/convoke)');
 }
 
 /** A store command's --store, from the flag or the context, with the context's store credentials. */

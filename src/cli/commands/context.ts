@@ -173,7 +173,7 @@ export async function contextSelectCommand(name: string, options: { contexts?: s
 export function addContextCommands(program: Command, io: CliIo, setExit: (code: number) => void): void {
   const context = program.command('context').description('named connection settings (store, NATS servers, user, where the password is), like nats context');
   const fileOption = '--contexts <file>';
-  const fileHelp = 'contexts file (default $CONVOKE_CONTEXTS, else $XDG_CONFIG_HOME/convoke/contexts.json)';
+  const fileHelp = 'contexts file (default $CONVOKE_CONTEXTS, else contexts.json in $XDG_CONFIG_HOME/convoke)';
   context
     .command('add')
     .argument('<name>', 'context name')

@@ -179,7 +179,8 @@ export async function tailCommand(options: StoreOptions & { json: boolean }, io:
     const subscription = await store.follow((operationId, stored) => {
       if (options.json) return void io.stdout.write(JSON.stringify({ operationId, ...stored }) + '\n');
       const events = stored.transition.events.map((e) => `${e.type}: ${describeEvent(e)}`).join('; ');
-      io.stdout.write(`${new Date(stored.committedAtMs).toISOString()}  ${operationId.slice(0, 14)}…  rev ${stored.revision}  ${events}\n`);
+      // The short id is what get, inspect and replay take; a long line wraps (--json keeps one object per line).
+      io.stdout.write(fitText(`${new Date(stored.committedAtMs).toISOString()}  ${operationId.slice(0, 14)}…  rev ${stored.revision}  ${events}`, widthOf(io)));
     });
     await stop;
     await subscription.close();
