@@ -12,9 +12,10 @@
  * (~/.config/convoke/contexts.json). The context: `--context NAME`, else $CONVOKE_CONTEXT, else the
  * file's `selected`. A flag given on the command line wins over the context's value.
  *
- * Trust: the file decides which secret is read and where it is sent, so a contexts file (or its
- * directory) writable by group or others is refused; a password file readable by group or others
- * is refused (like ssh's keys). The file itself may be world-readable: it holds no secret.
+ * Trust: the file decides which secret is read and where it is sent, so a contexts file writable
+ * by group or others, or in a directory anyone may write (without the sticky bit), is refused; a
+ * password file readable by group or others is refused (like ssh's keys). The file itself may be
+ * world-readable: it holds no secret.
  */
 import { chmod, mkdir, rename, stat, writeFile } from 'node:fs/promises';
 import { homedir } from 'node:os';
@@ -136,9 +137,10 @@ async function refuseWritableByOthers(path: string, mode: number, what: string):
     throw invalidInput(`${what} ${path} is writable by group or others (mode ${octal(mode)}): it decides which password is sent where; chmod go-w it`);
   const parent = dirname(path);
   const parentMode = (await stat(parent)).mode;
-  // A sticky directory (/tmp) lets others create files but not replace this one.
-  if ((parentMode & 0o022) !== 0 && (parentMode & 0o1000) === 0)
-    throw invalidInput(`${what} ${path} is in ${parent}, writable by group or others (mode ${octal(parentMode)}): anyone there could replace it`);
+  // A sticky directory (/tmp) lets others create files but not replace this one. A group-writable
+  // directory is allowed: with umask 002 (a group per user) every directory a user makes is one.
+  if ((parentMode & 0o002) !== 0 && (parentMode & 0o1000) === 0)
+    throw invalidInput(`${what} ${path} is in ${parent}, writable by anyone (mode ${octal(parentMode)}): anyone could replace it`);
 }
 
 export const octal = (mode: number) => `0${(mode & 0o7777).toString(8)}`;
