@@ -16,6 +16,8 @@ import { demoCommand } from '../../src/cli/commands/demo.js';
 import { exitCodes } from '../../src/cli/exit-codes.js';
 import type { CliIo } from '../../src/cli/io.js';
 import { main } from '../../src/cli/main.js';
+import { carriesPassword, chooseContext, contextsFilePath } from '../../src/cli/contexts.js';
+import { resolveConnection } from '../../src/cli/connection.js';
 import { startJetStreamServer } from '../support/jetstream-server.js';
 
 function captureIo(): CliIo & { out: () => string; err: () => string } {
@@ -187,4 +189,22 @@ test('a jetstream store logs in with the context user and password (file or vari
   } finally {
     await server.dispose();
   }
+});
+
+test('which file and which context: the flag, then the environment, then the XDG default; a flag wins over the context', async () => {
+  assert.deepEqual(contextsFilePath(undefined, { XDG_CONFIG_HOME: '/xdg', HOME: '/home/u' }), { path: '/xdg/convoke/contexts.json', named: false });
+  assert.deepEqual(contextsFilePath(undefined, { HOME: '/home/u' }), { path: '/home/u/.config/convoke/contexts.json', named: false });
+  assert.deepEqual(contextsFilePath(undefined, { CONVOKE_CONTEXTS: '/e.json', XDG_CONFIG_HOME: '/xdg' }), { path: '/e.json', named: true });
+  assert.deepEqual(contextsFilePath('/f.json', { CONVOKE_CONTEXTS: '/e.json' }), { path: '/f.json', named: true });
+  const empty = join(dir, 'empty-config');
+  assert.equal((await chooseContext({}, { XDG_CONFIG_HOME: empty })).context, undefined, 'no default file: no context, no error');
+  await assert.rejects(chooseContext({ context: 'x' }, { XDG_CONFIG_HOME: empty }), /no contexts file/);
+  assert.equal((await chooseContext({}, { CONVOKE_CONTEXTS: file, CONVOKE_CONTEXT: 'filed' })).name, 'filed');
+  assert.equal((await chooseContext({ context: 'envd' }, { CONVOKE_CONTEXTS: file, CONVOKE_CONTEXT: 'filed' })).name, 'envd');
+  const connection = await resolveConnection({ contexts: file, context: 'envd', user: 'someone-else', passwordEnv: 'OTHER' }, {});
+  assert.equal(connection.user, 'someone-else');
+  assert.deepEqual(connection.password, { kind: 'env', name: 'OTHER' });
+  assert.deepEqual(connection.storeAuth, { user: 'ops', password: { kind: 'env', name: 'CONVOKE_TEST_CONTEXT_PASSWORD' } });
+  for (const url of ['nats://a:b@h:4222', 'nats://h:4222,nats://a:b@h2:4222', 'jetstream:nats://h:4222?password=x']) assert.ok(carriesPassword(url), url);
+  for (const url of ['nats://a@h:4222', 'jetstream:nats://h:4222?user=ops&stream=S', 'sqlite:/p:q@r.db']) assert.ok(!carriesPassword(url), url);
 });
