@@ -23,13 +23,15 @@ interface Reply {
   error?: { kind: string };
 }
 
-describe('convoke invoke, get and cancel over NATS', { timeout: 90_000 }, () => {
+describe('convoke invoke, get and cancel over NATS', { timeout: 180_000 }, () => {
   let f: NatsDeploymentFixture;
 
   before(async () => {
     const bundle = e2eBundle();
     const interactions = bundle.interactions as JsonObject;
-    interactions.stoppable = { ...(interactions.allok as JsonObject), cancellation: 'caller' };
+    // 45 s to its deadline: a loaded machine takes seconds per CLI process, and a stoppable operation
+    // must still be open when cancel arrives (its peers answer only after 60 s).
+    interactions.stoppable = { ...(interactions.allok as JsonObject), cancellation: 'caller', timeoutMs: 45_000 };
     const peers = reviewerPeers(reviewers);
     // "slow" answers after 60 s: long past the test, so a stoppable operation stays open until cancelled.
     for (const peerId of reviewers) peers[peerId]!.interactions.stoppable = reviewerSpec(peerId, 60_000);

@@ -24,6 +24,12 @@ import { readPassword } from '../secrets.js';
 import { describeEvent } from '../describe.js';
 import { fitText, heading, renderTable, widthOf } from '../table.js';
 
+/** A store command's store: its URL and, from a context, the user and password it logs in with. */
+export interface StoreOptions {
+  store: string;
+  storeAuth?: StoreAuth;
+}
+
 /**
  * Opens an existing store for an operator tool: a missing SQLite file is an error (never
  * created), and memory: is refused with the reason — it lives in one process, so a new process
@@ -105,12 +111,6 @@ async function readExistingLog(store: EventStore, operationId: string): Promise<
   const transitions = await readLog(store, operationId);
   if (transitions.length === 0) throw new OperationNotFound(operationId);
   return transitions;
-}
-
-/** A store command's store: its URL and, from a context, the user and password it logs in with. */
-export interface StoreOptions {
-  store: string;
-  storeAuth?: StoreAuth;
 }
 
 export async function inspectCommand(typedId: string, options: StoreOptions & { json: boolean }, io: CliIo): Promise<number> {
