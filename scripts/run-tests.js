@@ -1,7 +1,8 @@
 #!/usr/bin/env node
 // Runs every compiled test file under node's built-in test runner (Node 20 has no glob support
 // in `node --test`, so the files are listed here). Extra args filter by path substring.
-import { readdirSync, statSync } from 'node:fs';
+import { mkdtempSync, readdirSync, rmSync, statSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join, dirname } from 'node:path';
 import { spawnSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
@@ -24,5 +25,12 @@ if (selected.length === 0) {
   process.exit(1);
 }
 process.env.PATH = `${process.env.PATH ?? ''}:/usr/sbin:/usr/local/sbin`;
+// The CLI reads the user's selected context (~/.config/convoke/contexts.json) when nothing names
+// one: tests run with an empty config directory of their own, so a developer's contexts change nothing.
+const configHome = mkdtempSync(join(tmpdir(), 'convoke-test-config-'));
+process.env.XDG_CONFIG_HOME = configHome;
+delete process.env.CONVOKE_CONTEXTS;
+delete process.env.CONVOKE_CONTEXT;
 const result = spawnSync(process.execPath, ['--test', '--test-concurrency=2', ...selected], { stdio: 'inherit', env: process.env });
+rmSync(configHome, { recursive: true, force: true });
 process.exit(result.status ?? 1);

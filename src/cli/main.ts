@@ -7,6 +7,8 @@ import { Command, CommanderError, InvalidArgumentError, Option } from 'commander
 import { isAdapterError } from '../contract/errors.js';
 import { addWorkflowDslCommands } from './commands/workflow-dsl.js';
 import { exitCodeOfError, exitCodes } from './exit-codes.js';
+import { addContextCommands } from './commands/context.js';
+import { requireNats, requireStore, resolveConnection, type ConnectionFlags, type StoreAuth } from './connection.js';
 import { processIo, type CliIo } from './io.js';
 import { packageVersion } from './version.js';
 import { addWorkflowRunCommand } from './commands/workflow-run.js';
@@ -38,9 +40,18 @@ export function buildProgram(io: CliIo, setExit: (code: number) => void): Comman
     .version(packageVersion(), '-V, --version', 'print the package version')
     .description('Contract invocations: authenticated fan-out to frozen peers, fenced results, immutable decisions, event-sourced records.')
     .exitOverride()
-    .configureOutput({ writeOut: (s) => io.stdout.write(s), writeErr: (s) => io.stderr.write(s) });
+    // Descriptions wrap even beside long option names on a narrow terminal (commander's default: not below 40).
+    .configureHelp({ minWidthToWrap: 16 })
+    // Help wraps at the width tables get (the terminal's, $COLUMNS, else 120; 80 for an io with none).
+    .configureOutput({
+      writeOut: (s) => io.stdout.write(s),
+      writeErr: (s) => io.stderr.write(s),
+      getOutHelpWidth: () => io.columns ?? 80,
+      getErrHelpWidth: () => io.columns ?? 80,
+    });
 
   addLocalCommands(program, io, setExit);
+  addContextCommands(program, io, setExit);
   addNatsCommands(program, io, setExit);
   addStoreCommands(program, io, setExit);
   addWorkflowDslCommands(program, io, setExit);
@@ -50,15 +61,44 @@ export function buildProgram(io: CliIo, setExit: (code: number) => void): Comman
 
 /**
  * How a command principal reaches the coordinators over NATS: servers, user, where the password is
- * and the principal. `required` when the command works only over NATS (get may read a store instead).
+ * and the principal; each from the flag, else the context (connection.ts).
  */
-function natsPrincipalOptions(command: Command, required: boolean): Command {
-  const option = (flags: string, description: string) => (required ? command.requiredOption(flags, description) : command.option(flags, description));
-  option('--nats <url>', 'NATS server URL(s), comma-separated');
-  option('--user <user>', 'NATS user (the command principal unless --principal)');
+function natsPrincipalOptions(command: Command): Command {
+  return contextOptions(command)
+    .option('--nats <url>', "NATS server URL(s), comma-separated (default: the context's)")
+    .option('--user <user>', "NATS user, the command principal unless --principal (default: the context's)")
+    .option('--password-env <name>', "environment variable holding the NATS password (default: the context's password, else CONVOKE_NATS_PASSWORD)")
+    .option('--principal <id>', 'command principal (subject token); defaults to the user');
+}
+
+/** --context and --contexts, on every command that connects to a store or to NATS. */
+function contextOptions(command: Command): Command {
   return command
-    .option('--password-env <name>', 'environment variable holding the NATS password', 'CONVOKE_NATS_PASSWORD')
-    .option('--principal <id>', 'command principal (subject token); defaults to --user');
+    .option('--context <name>', 'the named connection settings to use (default $CONVOKE_CONTEXT, else the selected context)')
+    .option('--contexts <file>', 'contexts file (default $CONVOKE_CONTEXTS, else contexts.json in $XDG_CONFIG_HOME/convoke)');
+}
+
+/** A store command's --store, from the flag or the context, with the context's store credentials. */
+async function storeOf(o: ConnectionFlags, command: string): Promise<{ store: string; storeAuth?: StoreAuth }> {
+  const connection = await resolveConnection(o);
+  return { store: requireStore(connection, command), storeAuth: connection.storeAuth };
+}
+
+/** The NATS client of invoke and cancel (from the flags or the context), and the store that resolves short ids. */
+async function clientOf(o: ConnectionFlags, command: 'invoke' | 'cancel') {
+  const c = await resolveConnection(o);
+  return { ...requireNats(c, command), password: c.password, principal: c.principal, store: c.store, storeAuth: c.storeAuth };
+}
+
+/**
+ * get's: over NATS when --nats is given or the context has servers, except that `get --store URL`
+ * alone reads that store as an operator, as it did before contexts.
+ */
+async function getClientOf(o: ConnectionFlags) {
+  const c = await resolveConnection(o);
+  const operatorRead = o.nats === undefined && (o.store !== undefined || c.nats === undefined);
+  const client = { password: c.password, principal: c.principal, store: c.store, storeAuth: c.storeAuth };
+  return operatorRead ? client : { ...client, ...requireNats(c, 'get') };
 }
 
 /** Resolves on SIGINT or SIGTERM. */
@@ -163,7 +203,7 @@ function addNatsCommands(program: Command, io: CliIo, setExit: (code: number) =>
     .requiredOption('--config <file>', 'peer config (JSON)')
     .action(async (o) => setExit(await (await commands.peer()).peerCommand({ config: o.config }, io)));
 
-  natsPrincipalOptions(program.command('invoke').description('invoke a contract interaction over the NATS command API and print the InvocationResult'), true)
+  natsPrincipalOptions(program.command('invoke').description('invoke a contract interaction over the NATS command API and print the InvocationResult'))
     .requiredOption('--contract <file>', 'contract bundle file (its id, version and digest are sent)')
     .requiredOption('--interaction <id>', 'interaction id')
     .requiredOption('--key <key>', 'invocation key (retry with the same key)')
@@ -172,29 +212,12 @@ function addNatsCommands(program: Command, io: CliIo, setExit: (code: number) =>
     .option('--wait-ms <n>', 'how long the coordinator waits for the boundary', integer)
     .option('--json', 'print the reply as JSON', false)
     .option('--fail-on-outcome', `exit ${exitCodes.outcomeNotSuccess} when the decision is not success`, false)
-    .action(async (o) =>
-      setExit(
-        await (
-          await commands.invoke()
-        ).invokeCommand(
-          {
-            nats: o.nats,
-            user: o.user,
-            passwordEnv: o.passwordEnv,
-            principal: o.principal,
-            contract: o.contract,
-            interaction: o.interaction,
-            key: o.key,
-            input: o.input,
-            waitFor: o.waitFor,
-            waitMs: o.waitMs,
-            json: o.json,
-            failOnOutcome: o.failOnOutcome,
-          },
-          io,
-        ),
-      ),
-    );
+    .action(async (o) => {
+      const client = await clientOf(o, 'invoke');
+      const { invokeCommand } = await commands.invoke();
+      const request = { contract: o.contract, interaction: o.interaction, key: o.key, input: o.input, waitFor: o.waitFor, waitMs: o.waitMs };
+      setExit(await invokeCommand({ ...client, ...request, json: o.json, failOnOutcome: o.failOnOutcome }, io));
+    });
 }
 
 /** Commands that read a store: get, cancel, inspect, list, tail, replay. */
@@ -210,90 +233,72 @@ function addActCommands(program: Command, io: CliIo, setExit: (code: number) => 
       .command('get')
       .argument('<operationId>', 'operation id, the short id tail prints, or a unique prefix')
       .description('show an operation as its InvocationResult: as the invoking principal over NATS (--nats, --user), or from a store as an operator (--store)'),
-    false,
   )
     .option('--store <url>', 'read the operation from this store (alone), or resolve a short id with it (with --nats)')
     .option('--wait-for <boundary>', 'decision | settled (over NATS)')
     .option('--wait-ms <n>', 'how long the coordinator waits for the boundary (over NATS)', integer)
     .option('--json', 'machine-readable output', false)
     .option('--fail-on-outcome', `exit ${exitCodes.outcomeNotSuccess} when the decision is not success`, false)
-    .action(async (operationId: string, o) =>
-      setExit(
-        await (
-          await commands.act()
-        ).getCommand(
-          operationId,
-          {
-            nats: o.nats,
-            user: o.user,
-            passwordEnv: o.passwordEnv,
-            principal: o.principal,
-            store: o.store,
-            waitFor: o.waitFor,
-            waitMs: o.waitMs,
-            json: o.json,
-            failOnOutcome: o.failOnOutcome,
-          },
-          io,
-        ),
-      ),
-    );
+    .action(async (operationId: string, o) => {
+      const client = await getClientOf(o);
+      const { getCommand } = await commands.act();
+      setExit(await getCommand(operationId, { ...client, waitFor: o.waitFor, waitMs: o.waitMs, json: o.json, failOnOutcome: o.failOnOutcome }, io));
+    });
 
   natsPrincipalOptions(
     program
       .command('cancel')
       .argument('<operationId>', 'operation id, the short id tail prints (with --store), or a unique prefix (with --store)')
       .description('cancel an open operation as its invoking principal, through the coordinator over NATS; only interactions that declare caller cancellation'),
-    true,
   )
     .option('--store <url>', 'resolve a short id or prefix with this store')
     .option('--json', 'print the reply as JSON', false)
-    .action(async (operationId: string, o) =>
-      setExit(
-        await (
-          await commands.act()
-        ).cancelCommand(operationId, { nats: o.nats, user: o.user, passwordEnv: o.passwordEnv, principal: o.principal, store: o.store, json: o.json }, io),
-      ),
-    );
+    .action(async (operationId: string, o) => {
+      const client = await clientOf(o, 'cancel');
+      setExit(await (await commands.act()).cancelCommand(operationId, { ...client, json: o.json }, io));
+    });
 }
 
 /** `inspect`, `list`, `tail`, `replay`: an operator reading a store. */
 function addReadCommands(program: Command, io: CliIo, setExit: (code: number) => void): void {
-  program
-    .command('inspect')
+  contextOptions(program.command('inspect'))
     .argument('<operationId>', 'operation id, the short id tail prints, or a unique prefix')
-    .requiredOption('--store <url>', 'store URL: sqlite:PATH, jetstream:nats://HOST:PORT, esdb://…')
+    .option('--store <url>', "store URL: sqlite:PATH, jetstream:nats://HOST:PORT, esdb://… (default: the context's)")
     .option('--json', 'machine-readable output', false)
     .description("show an operation's stored transitions (guard, applied or void) and its projected record")
-    .action(async (operationId: string, o) => setExit(await (await commands.ops()).inspectCommand(operationId, { store: o.store, json: o.json }, io)));
+    .action(async (operationId: string, o) => {
+      const target = await storeOf(o, 'inspect');
+      setExit(await (await commands.ops()).inspectCommand(operationId, { ...target, json: o.json }, io));
+    });
 
   addListCommand(program, io, setExit);
 
-  program
-    .command('tail')
-    .requiredOption('--store <url>', 'store URL')
+  contextOptions(program.command('tail'))
+    .option('--store <url>', "store URL (default: the context's)")
     .option('--json', 'one JSON object per transition', false)
     .description('follow new transitions as they are appended, until interrupted')
-    .action(async (o) => setExit(await (await commands.ops()).tailCommand({ store: o.store, json: o.json }, io, interrupted())));
+    .action(async (o) => {
+      const target = await storeOf(o, 'tail');
+      setExit(await (await commands.ops()).tailCommand({ ...target, json: o.json }, io, interrupted()));
+    });
 
-  program
-    .command('replay')
+  contextOptions(program.command('replay'))
     .argument('[operationId]', 'one operation: id, short id or unique prefix (all when absent)')
-    .requiredOption('--store <url>', 'store URL')
+    .option('--store <url>', "store URL (default: the context's)")
     .option('--json', 'machine-readable output', false)
     .option('--fix-index', 'write every operations index row that differs from its log again (and remove rows without a log)', false)
     .description('rebuild records from their logs through the XState machines and check the operations index against them; exit 1 on any difference')
-    .action(async (operationId: string | undefined, o) =>
-      setExit(await (await commands.ops()).replayCommand(operationId, { store: o.store, json: o.json, fixIndex: o.fixIndex }, io)),
-    );
+    .action(async (operationId: string | undefined, o) => {
+      const target = await storeOf(o, 'replay');
+      setExit(await (await commands.ops()).replayCommand(operationId, { ...target, json: o.json, fixIndex: o.fixIndex }, io));
+    });
 }
 
 /** `list`: the operations index as an operator sees it. */
 function addListCommand(program: Command, io: CliIo, setExit: (code: number) => void): void {
-  program
-    .command('list')
+  contextOptions(program.command('list'))
     .description("list operations from the operations index, newest admission first, as an operator (every principal's); filters as GET /contract-invocations")
-    .requiredOption('--store <url>', 'store URL: sqlite:PATH, jetstream:nats://HOST:PORT, esdb://…')
+    .option('--store <url>', "store URL: sqlite:PATH, jetstream:nats://HOST:PORT, esdb://… (default: the context's)")
     .option('--principal <id>', "only this principal's operations")
     .option('--phase <phase>', 'admitted | active | closed | settled')
     .option('--outcome <outcome>', 'open | success | partial | failed | indeterminate')
@@ -305,27 +310,10 @@ function addListCommand(program: Command, io: CliIo, setExit: (code: number) => 
     .option('--cursor <cursor>', 'the next page, as the previous page printed it')
     .option('--stuck [reason]', 'only stuck operations: any reason, or open-past-deadline | lease-expired | outbox-pending | settlement-indeterminate')
     .option('--json', 'machine-readable output', false)
-    .action(async (o) =>
-      setExit(
-        await (
-          await commands.list()
-        ).listCommand(
-          {
-            store: o.store,
-            principal: o.principal,
-            phase: o.phase,
-            outcome: o.outcome,
-            settlement: o.settlement,
-            interaction: o.interaction,
-            since: o.since,
-            until: o.until,
-            limit: o.limit,
-            cursor: o.cursor,
-            stuck: o.stuck,
-            json: o.json,
-          },
-          io,
-        ),
-      ),
-    );
+    .action(async (o) => {
+      const target = await storeOf(o, 'list');
+      const filters = { principal: o.principal, phase: o.phase, outcome: o.outcome, settlement: o.settlement, interaction: o.interaction };
+      const page = { since: o.since, until: o.until, limit: o.limit, cursor: o.cursor, stuck: o.stuck };
+      setExit(await (await commands.list()).listCommand({ ...target, ...filters, ...page, json: o.json }, io));
+    });
 }

@@ -7,9 +7,9 @@ const gap = '  ';
 
 /**
  * A table no wider than `widthMax`: when the natural width is more, the widest columns are
- * narrowed (never below their longest header word) and their cells and headers wrap onto continuation lines, so nothing is
- * cut off and no line outgrows the terminal. A column that cannot narrow enough leaves the table
- * wider, never a cell truncated.
+ * narrowed (to their longest header word first, to columnWidthMin if need be) and their cells and
+ * headers wrap onto continuation lines, so nothing is cut off and no line outgrows the terminal.
+ * Only more columns than the width can hold at columnWidthMin leave the table wider.
  */
 export function renderTable(headers: string[], rows: Cell[][], widthMax = Number.POSITIVE_INFINITY): string {
   const text = rows.map((row) => headers.map((_, i) => cellText(row[i])));
@@ -36,24 +36,36 @@ function cellText(cell: Cell): string {
   return cell === null || cell === undefined ? '-' : String(cell).replace(/[\r\n\t]+/g, ' ');
 }
 
-/** Column widths: natural, then the widest narrowed one at a time until the table fits. */
+/** The narrowest a column gets when the table cannot fit otherwise: its header then wraps mid-word. */
+export const columnWidthMin = 4;
+
+/**
+ * Column widths: natural, then the widest narrowed one at a time until the table fits — first
+ * down to each column's longest header word (never below 8), and only if that is still too wide,
+ * down to columnWidthMin, so a table fits any width from tableWidthMin (io.ts) up.
+ */
 function fitWidths(headers: string[], text: string[][], widthMax: number): number[] {
   const natural = headers.map((h, i) => Math.max(h.length, ...text.map((r) => (r[i] ?? '').length)));
-  // A column narrows to its longest header word (the header wraps too), and never below 8.
   const columns = headers.map((h, i) => {
     const width = natural[i] ?? h.length;
     return { width, floor: Math.min(width, Math.max(8, ...h.split(' ').map((word) => word.length))) };
   });
+  narrow(columns, widthMax);
+  for (const c of columns) c.floor = Math.min(c.width, columnWidthMin);
+  narrow(columns, widthMax);
+  return columns.map((c) => c.width);
+}
+
+/** Narrows the widest column above its floor, one at a time, until the columns fit or none can narrow. */
+function narrow(columns: { width: number; floor: number }[], widthMax: number): void {
   const total = () => columns.reduce((sum, c) => sum + c.width, 0) + gap.length * (columns.length - 1);
   while (total() > widthMax) {
     const narrowable = columns.filter((c) => c.width > c.floor);
-    if (narrowable.length === 0) break;
+    if (narrowable.length === 0) return;
     const widest = narrowable.reduce((a, b) => (b.width > a.width ? b : a));
     const others = total() - widest.width;
     widest.width = Math.max(widest.floor, Math.min(widest.width - 1, widthMax - others));
   }
-  const widths = columns.map((c) => c.width);
-  return widths;
 }
 
 /** Breaks a cell into lines of at most `width` characters, at spaces where it can. */
@@ -81,7 +93,11 @@ export function heading(title: string, widthMax = Number.POSITIVE_INFINITY): str
   return `\n${fitText(title, widthMax)}`;
 }
 
-/** A line of prose wrapped at spaces to the width (a word longer than the width stays whole). */
+/** A line of prose wrapped at spaces to the width (a word longer than the width is cut across lines). */
 export function fitText(text: string, widthMax = Number.POSITIVE_INFINITY): string {
-  return wrap(text, widthMax).join('\n') + '\n';
+  return text
+    .split('\n')
+    .map((line) => wrap(line, widthMax).join('\n'))
+    .join('\n')
+    .concat('\n');
 }

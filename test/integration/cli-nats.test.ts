@@ -3,10 +3,12 @@
  * processes), each command a separate process: invoke's exit codes (a failed decision is 0, or
  * 11 with --fail-on-outcome; pending is 10; no server is 4), `get` and `cancel` as the invoking
  * principal with the short id `tail` prints (resolved through --store), 422 unsupported as exit 7,
- * another principal's operation as 9, and `get --store` as an operator.
+ * another principal's operation as 9, and `get --store` as an operator; the same through a CLI
+ * context that names the servers, user, password variable and store.
  */
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
+import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { JsonObject } from '../../src/contract/json.js';
 import { exitCodes } from '../../src/cli/exit-codes.js';
@@ -21,13 +23,15 @@ interface Reply {
   error?: { kind: string };
 }
 
-describe('convoke invoke, get and cancel over NATS', { timeout: 90_000 }, () => {
+describe('convoke invoke, get and cancel over NATS', { timeout: 180_000 }, () => {
   let f: NatsDeploymentFixture;
 
   before(async () => {
     const bundle = e2eBundle();
     const interactions = bundle.interactions as JsonObject;
-    interactions.stoppable = { ...(interactions.allok as JsonObject), cancellation: 'caller' };
+    // 45 s to its deadline: a loaded machine takes seconds per CLI process, and a stoppable operation
+    // must still be open when cancel arrives (its peers answer only after 60 s).
+    interactions.stoppable = { ...(interactions.allok as JsonObject), cancellation: 'caller', timeoutMs: 45_000 };
     const peers = reviewerPeers(reviewers);
     // "slow" answers after 60 s: long past the test, so a stoppable operation stays open until cancelled.
     for (const peerId of reviewers) peers[peerId]!.interactions.stoppable = reviewerSpec(peerId, 60_000);
@@ -106,6 +110,44 @@ describe('convoke invoke, get and cancel over NATS', { timeout: 90_000 }, () => 
 
     const stranger = await cli(['get', operationId, ...as('mallory')]);
     assert.equal(stranger.code, exitCodes.notFound, stranger.output);
+  });
+
+  it('a context carries servers, user, password variable and store: invoke, get by short id and cancel name only the context', async () => {
+    const contexts = join(f.dir, 'contexts.json');
+    const billing = { nats: f.url, user: 'billing', passwordEnv: passwordVariableOf('billing'), store: store() };
+    await writeFile(contexts, JSON.stringify({ selected: 'billing', contexts: { billing, nowhere: { ...billing, nats: 'nats://127.0.0.1:1' } } }), {
+      mode: 0o600,
+    });
+    const input = JSON.stringify({ document: 'd', slow: reviewers });
+    const bundle = join(f.dir, 'bundle.json');
+    const started = await cli([
+      'invoke',
+      '--contexts',
+      contexts,
+      '--context',
+      'billing',
+      '--contract',
+      bundle,
+      '--interaction',
+      'stoppable',
+      '--key',
+      'ctx-1',
+      '--input',
+      input,
+      '--wait-ms',
+      '0',
+      '--json',
+    ]);
+    assert.equal(started.code, exitCodes.pending, started.output);
+    const operationId = reply(started.output).result!.operationId;
+    const open = await cli(['get', operationId.slice(2, 12), '--contexts', contexts, '--json']);
+    assert.equal(open.code, exitCodes.pending, open.output);
+    assert.equal(reply(open.output).result?.operationId, operationId);
+    const cancelled = await cli(['cancel', operationId.slice(0, 12), '--contexts', contexts, '--json']);
+    assert.equal(cancelled.code, exitCodes.ok, cancelled.output);
+    assert.equal(reply(cancelled.output).result?.decision?.reason, 'cancelled');
+    const nowhere = await cli(['get', operationId, '--contexts', contexts, '--context', 'nowhere']);
+    assert.equal(nowhere.code, exitCodes.unavailable, nowhere.output);
   });
 
   it('cancel of an interaction without caller cancellation exits 7 (unsupported); no server reachable exits 4 (unavailable)', async () => {

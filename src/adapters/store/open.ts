@@ -21,6 +21,11 @@ export interface OpenStoreDeps {
   limits?: Partial<StoreLimits>;
   /** Open only a store that exists (operator tools): a missing SQLite file is an error, never created. */
   mustExist?: boolean;
+  /**
+   * A user and password for jetstream: and esdb: when the URL names no user (a CLI context's, read
+   * from an environment variable or a password file): the password never has to be in the URL.
+   */
+  credentials?: { user: string; pass: string };
 }
 
 export async function openStore(url: string, deps: OpenStoreDeps): Promise<EventStore> {
@@ -38,7 +43,7 @@ export async function openStore(url: string, deps: OpenStoreDeps): Promise<Event
       // Loaded only when used: the gRPC client is a third of every process's start-up otherwise.
       const { EventStoreDbStore } = await import('./eventstoredb.js');
       // The client parses `esdb://` (and `esdb+discover://`); eventstoredb:// is our alias.
-      return new EventStoreDbStore({ connectionString: url.replace(/^eventstoredb:/i, 'esdb:'), limits: deps.limits });
+      return new EventStoreDbStore({ connectionString: withEsdbCredentials(url.replace(/^eventstoredb:/i, 'esdb:'), deps.credentials), limits: deps.limits });
     }
     default:
       throw invalidInput(`unknown store URL ${JSON.stringify(redactStoreUrl(url))}: use memory:, sqlite:PATH, jetstream:nats://host:port or esdb://host:port`);
@@ -65,8 +70,12 @@ async function openJetStream(rest: string, deps: OpenStoreDeps): Promise<EventSt
   }
   if (parsed.protocol !== 'nats:' && parsed.protocol !== 'tls:') throw invalidInput(`jetstream: expected a nats:// server URL, got ${parsed.protocol}`);
   const query = parsed.searchParams;
-  const user = query.get('user') ?? (parsed.username ? decodeURIComponent(parsed.username) : undefined);
-  const pass = query.get('pass') ?? (parsed.password ? decodeURIComponent(parsed.password) : undefined);
+  const urlUser = query.get('user') ?? (parsed.username ? decodeURIComponent(parsed.username) : undefined);
+  const urlPass = query.get('pass') ?? (parsed.password ? decodeURIComponent(parsed.password) : undefined);
+  // The URL's own user (and password) wins; separate credentials fill in a URL that names none.
+  const fromDeps = urlUser === undefined && deps.credentials !== undefined;
+  const user = fromDeps ? deps.credentials?.user : urlUser;
+  const pass = fromDeps ? deps.credentials?.pass : urlPass;
   const servers = `${parsed.protocol}//${parsed.host}`;
   try {
     return await JetStreamEventStore.open({
@@ -81,6 +90,12 @@ async function openJetStream(rest: string, deps: OpenStoreDeps): Promise<EventSt
     if (error instanceof AdapterError) throw error;
     throw unavailable(`cannot open jetstream store at ${servers}: ${error instanceof Error ? error.message : String(error)}`, error);
   }
+}
+
+/** An EventStoreDB connection string with `user:pass@` added, unless it names a user already. */
+function withEsdbCredentials(url: string, credentials: OpenStoreDeps['credentials']): string {
+  if (credentials === undefined || /^[a-z+]+:\/\/[^/]*@/i.test(url)) return url;
+  return url.replace(/^([a-z+]+:\/\/)/i, `$1${encodeURIComponent(credentials.user)}:${encodeURIComponent(credentials.pass)}@`);
 }
 
 /** Store URLs may carry credentials; never echo them into errors or logs. */

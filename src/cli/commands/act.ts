@@ -22,20 +22,18 @@ import { invocationResult, reached } from '../../projections/views.js';
 import { commandTimeoutMs } from '../../nats-api/commands.js';
 import type { CliIo } from '../io.js';
 import { renderResult, resultExitCode, sendAndReport, type NatsClientOptions } from './invoke.js';
-import { parseTypedId, readLog, resolveOperationId, withStore } from './ops.js';
+import { parseTypedId, readLog, resolveOperationId, withStore, type StoreOptions } from './ops.js';
 import { OperationNotFound } from '../../runtime/errors.js';
 import { widthOf } from '../table.js';
 
-export interface GetOptions extends Partial<NatsClientOptions> {
-  store?: string;
+export interface GetOptions extends Partial<NatsClientOptions>, Partial<StoreOptions> {
   waitFor?: string;
   waitMs?: number;
   json: boolean;
   failOnOutcome?: boolean;
 }
 
-export interface CancelOptions extends Partial<NatsClientOptions> {
-  store?: string;
+export interface CancelOptions extends Partial<NatsClientOptions>, Partial<StoreOptions> {
   json: boolean;
 }
 
@@ -44,10 +42,10 @@ export async function getCommand(typedId: string, options: GetOptions, io: CliIo
   if (options.nats === undefined) {
     if (options.store === undefined) throw invalidInput('get needs --nats and --user (as the invoking principal) or --store (as an operator)');
     if (options.waitFor !== undefined || options.waitMs !== undefined) throw invalidInput('--wait-for and --wait-ms wait through the coordinator: use --nats');
-    return getFromStore(typedId, options.store, options, io);
+    return getFromStore(typedId, { store: options.store, storeAuth: options.storeAuth }, options, io);
   }
   const client = natsClient(options);
-  const body: { operationId: string; waitFor?: string; waitMs?: number } = { operationId: await fullId(typedId, options.store) };
+  const body: { operationId: string; waitFor?: string; waitMs?: number } = { operationId: await fullId(typedId, options) };
   if (options.waitFor !== undefined) {
     if (options.waitFor !== 'decision' && options.waitFor !== 'settled')
       throw invalidInput(`--wait-for must be decision or settled, got ${JSON.stringify(options.waitFor)}`);
@@ -69,7 +67,7 @@ export async function cancelCommand(typedId: string, options: CancelOptions, io:
   parseTypedId(typedId);
   if (options.nats === undefined) throw invalidInput('cancel goes through the coordinator as the invoking principal: give --nats and --user');
   const client = natsClient(options);
-  const operationId = await fullId(typedId, options.store);
+  const operationId = await fullId(typedId, options);
   // A cancelled operation is what was asked for: its failed (cancelled) decision is not a failure here.
   return sendAndReport(client, io, 'cancel', { operationId }, commandTimeoutMs(0), {
     json: options.json,
@@ -80,21 +78,22 @@ export async function cancelCommand(typedId: string, options: CancelOptions, io:
 
 function natsClient(options: Partial<NatsClientOptions>): NatsClientOptions {
   if (options.nats === undefined || options.user === undefined) throw invalidInput('--nats and --user are both needed');
-  return { nats: options.nats, user: options.user, passwordEnv: options.passwordEnv, principal: options.principal, env: options.env };
+  return { nats: options.nats, user: options.user, password: options.password, principal: options.principal, env: options.env };
 }
 
 /** The NATS commands take a full id: a short one is resolved through the store, if one is named. */
-async function fullId(typedId: string, store: string | undefined): Promise<string> {
+async function fullId(typedId: string, options: Partial<StoreOptions>): Promise<string> {
   if (isOperationId(typedId)) return typedId;
+  const store = options.store;
   if (store === undefined)
     throw invalidInput(
       `${JSON.stringify(typedId)} is not a full operation id (op + 64 hex); to use a short id or prefix, also give --store so it can be resolved`,
     );
-  return withStore(store, (opened) => resolveOperationId(opened, typedId));
+  return withStore({ store, storeAuth: options.storeAuth }, (opened) => resolveOperationId(opened, typedId));
 }
 
-async function getFromStore(typedId: string, storeUrl: string, options: GetOptions, io: CliIo): Promise<number> {
-  return withStore(storeUrl, async (store) => {
+async function getFromStore(typedId: string, target: StoreOptions, options: GetOptions, io: CliIo): Promise<number> {
+  return withStore(target, async (store) => {
     const operationId = await resolveOperationId(store, typedId);
     const record = fold(await readLog(store, operationId));
     if (!record) throw new OperationNotFound(operationId);

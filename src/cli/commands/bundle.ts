@@ -2,7 +2,7 @@
 import { readBundleFile } from '../../deployment/files.js';
 import { describeCompletion } from '../../contract/completion.js';
 import type { CliIo } from '../io.js';
-import { renderTable, widthOf } from '../table.js';
+import { fitText, renderTable, widthOf } from '../table.js';
 
 export async function bundleCheckCommand(file: string, options: { json: boolean }, io: CliIo): Promise<number> {
   const compiled = await readBundleFile(file);
@@ -13,7 +13,10 @@ export async function bundleCheckCommand(file: string, options: { json: boolean 
     return 0;
   }
   io.stdout.write(
-    `contract ${compiled.ref.id}@${compiled.ref.version}\ndigest   ${compiled.digest}\nsubjects ${compiled.bundle.subjectNamespace}.<interaction>.<operation>.{request,result,claim,cancel,cancel-result}.<peer>\n\n`,
+    fitText(
+      `contract ${compiled.ref.id}@${compiled.ref.version}\ndigest   ${compiled.digest}\nsubjects ${compiled.bundle.subjectNamespace}.<interaction>.<operation>.{request,result,claim,cancel,cancel-result}.<peer>\n`,
+      widthOf(io),
+    ),
   );
   const rows = [...compiled.interactions.values()].map((i) => {
     const s = i.spec;
@@ -25,7 +28,7 @@ export async function bundleCheckCommand(file: string, options: { json: boolean 
   );
   const pipelines = Object.keys(compiled.bundle.pipelines ?? {});
   const workflows = Object.keys(compiled.bundle.workflows ?? {});
-  if (pipelines.length > 0) io.stdout.write(`\npipelines ${pipelines.join(', ')}\n`);
-  if (workflows.length > 0) io.stdout.write(`${pipelines.length > 0 ? '' : '\n'}workflows ${workflows.join(', ')}\n`);
+  if (pipelines.length > 0) io.stdout.write(`\n${fitText(`pipelines ${pipelines.join(', ')}`, widthOf(io))}`);
+  if (workflows.length > 0) io.stdout.write(`${pipelines.length > 0 ? '' : '\n'}${fitText(`workflows ${workflows.join(', ')}`, widthOf(io))}`);
   return 0;
 }

@@ -13,7 +13,7 @@ import { seededRandom } from '../../runtime/random.js';
 import type { StoredTransition } from '../../events/types.js';
 import type { InvocationResult } from '../../projections/views.js';
 import type { CliIo } from '../io.js';
-import { heading, renderTable, widthOf } from '../table.js';
+import { fitText, heading, renderTable, widthOf } from '../table.js';
 import { exitCodes } from '../exit-codes.js';
 import { describeEvent } from '../describe.js';
 import { mkdtemp, rm } from 'node:fs/promises';
@@ -132,16 +132,19 @@ function renderDemo(result: InvocationResult, transitions: StoredTransition[], o
   const scenario = scenarios[options.scenario];
   if (scenario === undefined) throw new AdapterError('invalid-input', `unknown scenario "${options.scenario}"`);
   const rule = describeRule(scenario.review(options), transitions);
-  let out = `convoke demo ${options.scenario} — ${options.peers} peers, rule: ${rule}, seed ${options.seed} (embedded: ${storeDescription}, in-process bus)\n`;
-  out += `${scenario.description}\n`;
-  out += `operation ${result.operationId}\n`;
+  let out = fitText(
+    `convoke demo ${options.scenario} — ${options.peers} peers, rule: ${rule}, seed ${options.seed} (embedded: ${storeDescription}, in-process bus)`,
+    widthMax,
+  );
+  out += fitText(scenario.description, widthMax);
+  out += fitText(`operation ${result.operationId}`, widthMax);
   out += heading('Decision');
   out += renderTable(
     ['outcome', 'reason', 'success votes', 'failed units', 'threshold', 'units', 'closed at'],
     [[d?.outcome, d?.reason, d?.successVotes, d?.failedUnits, d?.threshold, d?.units, d ? `+${d.closedAtMs - t0} ms` : null]],
     widthMax,
   );
-  out += heading(`Settlement: ${result.settlement.status}`);
+  out += heading(`Settlement: ${result.settlement.status}`, widthMax);
   out += renderTable(
     ['branch', 'disposition', 'outcome'],
     result.settlement.siblings.map((s) => [s.branchId, s.disposition, s.outcome]),
@@ -153,8 +156,8 @@ function renderDemo(result: InvocationResult, transitions: StoredTransition[], o
     result.branches.map((b) => [b.branchId, b.peerId, b.status, b.attempt, b.fence, b.result === undefined ? null : JSON.stringify(b.result)]),
     widthMax,
   );
-  out += heading(`Output: ${JSON.stringify(result.output)}`);
-  out += heading(`Event stream convoke-op-${result.operationId.slice(0, 14)}…`);
+  out += heading(`Output: ${JSON.stringify(result.output)}`, widthMax);
+  out += heading(`Event stream convoke-op-${result.operationId.slice(0, 14)}…`, widthMax);
   const rows = transitions.flatMap((t) =>
     t.transition.events.map((e, i) => [i === 0 ? t.revision : '', i === 0 ? `+${t.committedAtMs - t0} ms` : '', e.type, describeEvent(e, t0)]),
   );

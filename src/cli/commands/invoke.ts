@@ -6,7 +6,7 @@
  * A command client over NATS (src/nats-api/commands.ts): sends an InvocationRequest on
  * `convoke.cmd.<principal>.invoke` and prints the InvocationResult as tables (or the reply as
  * JSON). The password is read from the environment variable --password-env names (default
- * CONVOKE_NATS_PASSWORD), never from the command line. The principal is the NATS user unless
+ * CONVOKE_NATS_PASSWORD) or the context's password file, never from the command line. The principal is the NATS user unless
  * --principal says otherwise; the server proves it by the user's publish permission.
  *
  * Exit codes (exit-codes.ts): 0 the boundary was reached (a failed decision too, unless
@@ -24,6 +24,8 @@ import { NatsTransport } from '../../adapters/transport/nats.js';
 import type { InvocationResult } from '../../projections/views.js';
 import { commandTimeoutMs, sendCommand, type CommandReply, type CommandVerb } from '../../nats-api/commands.js';
 import type { CliIo } from '../io.js';
+import { passwordEnvDefault } from '../connection.js';
+import { readPassword, type PasswordSource } from '../secrets.js';
 import { exitCodeOfKind, exitCodeOfReplyError, exitCodes } from '../exit-codes.js';
 import { heading, renderTable, widthOf } from '../table.js';
 
@@ -31,8 +33,8 @@ import { heading, renderTable, widthOf } from '../table.js';
 export interface NatsClientOptions {
   nats: string;
   user: string;
-  /** Names the environment variable holding the password. */
-  passwordEnv?: string;
+  /** Where the password is: an environment variable (by name) or a password file; $CONVOKE_NATS_PASSWORD by default. */
+  password?: PasswordSource;
   /** The command principal (subject token); the user by default. */
   principal?: string;
   env?: NodeJS.ProcessEnv;
@@ -49,8 +51,6 @@ export interface InvokeOptions extends NatsClientOptions {
   /** Exit 11 when the decision is not success. */
   failOnOutcome?: boolean;
 }
-
-export const passwordEnvDefault = 'CONVOKE_NATS_PASSWORD';
 
 export async function invokeCommand(options: InvokeOptions, io: CliIo): Promise<number> {
   const request = await buildRequest(options);
@@ -73,9 +73,7 @@ export async function sendAndReport(
   timeoutMs: number,
   report: { json: boolean; failOnOutcome: boolean; unknown: string },
 ): Promise<number> {
-  const passwordEnv = options.passwordEnv ?? passwordEnvDefault;
-  const pass = (options.env ?? process.env)[passwordEnv];
-  if (pass === undefined || pass === '') throw invalidInput(`environment variable ${passwordEnv} (the NATS password) is not set`);
+  const pass = await readPassword(options.password ?? { kind: 'env', name: passwordEnvDefault }, options.env);
   const principal = options.principal ?? options.user;
   const transport = await NatsTransport.connect(
     { servers: options.nats, user: options.user, pass, name: `convoke-${verb}-${principal}`, inboxPrefix: inboxPrefixFor('cmd', principal) },

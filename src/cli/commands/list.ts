@@ -9,10 +9,9 @@ import { stuckBoundsDefault } from '../../events/operation-index.js';
 import { listOperations, parseListParameters, type ListedOperation } from '../../runtime/operation-list.js';
 import type { CliIo } from '../io.js';
 import { renderTable, widthOf } from '../table.js';
-import { withStore } from './ops.js';
+import { withStore, type StoreOptions } from './ops.js';
 
-export interface ListOptions {
-  store: string;
+export interface ListOptions extends StoreOptions {
   principal?: string;
   phase?: string;
   outcome?: string;
@@ -35,7 +34,7 @@ export async function listCommand(options: ListOptions, io: CliIo): Promise<numb
   }
   // Checked before any store is opened: a typo is exit 2 whatever the store's state.
   const request = parseListParameters(raw);
-  return withStore(options.store, async (store) => {
+  return withStore(options, async (store) => {
     const clock = new SystemClock();
     const page = await listOperations({ index: store.index, nowMs: clock.nowMs(), bounds: stuckBoundsDefault, principalId: options.principal }, request);
     if (options.json) {

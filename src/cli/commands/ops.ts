@@ -19,20 +19,34 @@ import type { OperationIndexRow } from '../../events/operation-index.js';
 import { SystemClock } from '../../contract/clock.js';
 import { OperationNotFound } from '../../runtime/errors.js';
 import type { CliIo } from '../io.js';
+import type { StoreAuth } from '../connection.js';
+import { readPassword } from '../secrets.js';
 import { describeEvent } from '../describe.js';
 import { fitText, heading, renderTable, widthOf } from '../table.js';
+
+/** A store command's store: its URL and, from a context, the user and password it logs in with. */
+export interface StoreOptions {
+  store: string;
+  storeAuth?: StoreAuth;
+}
 
 /**
  * Opens an existing store for an operator tool: a missing SQLite file is an error (never
  * created), and memory: is refused with the reason — it lives in one process, so a new process
  * would only ever see it empty.
  */
-export async function withStore<T>(url: string, run: (store: EventStore) => Promise<T>): Promise<T> {
+export async function withStore<T>(target: string | StoreOptions, run: (store: EventStore) => Promise<T>): Promise<T> {
+  const { store: url, storeAuth: auth } = typeof target === 'string' ? { store: target, storeAuth: undefined } : target;
   if (/^memory:/i.test(url))
     throw invalidInput(
       'a memory: store lives inside the process that holds it; another process sees it empty. Point --store at the store a deployment writes (sqlite:PATH, jetstream:nats://HOST:PORT, esdb://…)',
     );
-  const store = await openStore(url, { clock: new SystemClock(), mustExist: true });
+  // A context's password is read only for a store that logs in with one.
+  const credentials =
+    auth !== undefined && /^(jetstream|esdb|esdb\+discover|eventstoredb):/i.test(url)
+      ? { user: auth.user, pass: await readPassword(auth.password) }
+      : undefined;
+  const store = await openStore(url, { clock: new SystemClock(), mustExist: true, ...(credentials ? { credentials } : {}) });
   try {
     return await run(store);
   } finally {
@@ -99,9 +113,9 @@ async function readExistingLog(store: EventStore, operationId: string): Promise<
   return transitions;
 }
 
-export async function inspectCommand(typedId: string, options: { store: string; json: boolean }, io: CliIo): Promise<number> {
+export async function inspectCommand(typedId: string, options: StoreOptions & { json: boolean }, io: CliIo): Promise<number> {
   parseTypedId(typedId);
-  return withStore(options.store, async (store) => {
+  return withStore(options, async (store) => {
     const operationId = await resolveOperationId(store, typedId);
     const transitions = await readExistingLog(store, operationId);
     const record = fold(transitions);
@@ -159,13 +173,14 @@ function renderRecord(record: OperationRecord, widthMax: number): string {
   return out;
 }
 
-export async function tailCommand(options: { store: string; json: boolean }, io: CliIo, stop: Promise<void>): Promise<number> {
-  return withStore(options.store, async (store) => {
+export async function tailCommand(options: StoreOptions & { json: boolean }, io: CliIo, stop: Promise<void>): Promise<number> {
+  return withStore(options, async (store) => {
     io.stderr.write(`following ${redactStoreUrl(options.store)} (Ctrl-C to stop)\n`);
     const subscription = await store.follow((operationId, stored) => {
       if (options.json) return void io.stdout.write(JSON.stringify({ operationId, ...stored }) + '\n');
       const events = stored.transition.events.map((e) => `${e.type}: ${describeEvent(e)}`).join('; ');
-      io.stdout.write(`${new Date(stored.committedAtMs).toISOString()}  ${operationId.slice(0, 14)}…  rev ${stored.revision}  ${events}\n`);
+      // The short id is what get, inspect and replay take; a long line wraps (--json keeps one object per line).
+      io.stdout.write(fitText(`${new Date(stored.committedAtMs).toISOString()}  ${operationId.slice(0, 14)}…  rev ${stored.revision}  ${events}`, widthOf(io)));
     });
     await stop;
     await subscription.close();
@@ -265,11 +280,11 @@ async function orphanIndexRows(store: EventStore, live: ReadonlySet<string>, fix
 
 export async function replayCommand(
   operationId: string | undefined,
-  options: { store: string; json: boolean; fixIndex?: boolean },
+  options: StoreOptions & { json: boolean; fixIndex?: boolean },
   io: CliIo,
 ): Promise<number> {
   if (operationId !== undefined) parseTypedId(operationId);
-  return withStore(options.store, async (store) => {
+  return withStore(options, async (store) => {
     const ids: string[] = [];
     if (operationId !== undefined) ids.push(await resolveOperationId(store, operationId));
     else for await (const id of store.operationIds()) ids.push(id);

@@ -1,0 +1,210 @@
+/**
+ * CLI contexts (src/cli/contexts.ts): add, ls, show, select and rm on a real file; the file is
+ * validated (the field named), never holds a password (URLs with one are refused), is refused
+ * when others may write it; a password file readable by others is refused; `show` never prints a
+ * password; store commands take their store, and a jetstream store its user and password, from
+ * the context in effect, a flag winning over it; a missing file or context is an error and no
+ * file is created.
+ */
+import { after, before, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { chmod, mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises';
+import { existsSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { demoCommand } from '../../src/cli/commands/demo.js';
+import { exitCodes } from '../../src/cli/exit-codes.js';
+import type { CliIo } from '../../src/cli/io.js';
+import { main } from '../../src/cli/main.js';
+import { carriesPassword, chooseContext, contextsFilePath } from '../../src/cli/contexts.js';
+import { resolveConnection } from '../../src/cli/connection.js';
+import { startJetStreamServer } from '../support/jetstream-server.js';
+
+function captureIo(): CliIo & { out: () => string; err: () => string } {
+  let out = '';
+  let err = '';
+  return {
+    stdout: { write: (s: string) => (out += s) },
+    stderr: { write: (s: string) => (err += s) },
+    readStdin: async () => new Uint8Array(),
+    out: () => out,
+    err: () => err,
+  };
+}
+
+let dir: string;
+let file: string;
+let db: string;
+
+const run = async (...args: string[]) => {
+  const io = captureIo();
+  const code = await main(['node', 'convoke', ...args], io);
+  return { code, out: io.out(), err: io.err() };
+};
+const ctx = (...args: string[]) => run('context', ...args, '--contexts', file);
+
+before(async () => {
+  dir = await mkdtemp(join(tmpdir(), 'convoke-contexts-'));
+  await chmod(dir, 0o700);
+  file = join(dir, 'config', 'contexts.json');
+  db = join(dir, 'ops.db');
+  assert.equal(await demoCommand({ scenario: 'default', store: `sqlite:${db}`, peers: 3, quorum: 2, json: true, seed: 3, approveRate: 1 }, captureIo()), 0);
+});
+after(async () => {
+  await rm(dir, { recursive: true, force: true });
+});
+
+test('add, ls, select, show and rm: the first added is selected; the file is owner-only; a second add of a name is a conflict', async () => {
+  assert.equal((await ctx('add', 'local', '--store', `sqlite:${db}`, '--description', 'the demo store')).code, 0);
+  assert.equal((await stat(file)).mode & 0o777, 0o600);
+  assert.equal((await stat(join(dir, 'config'))).mode & 0o777, 0o700);
+  assert.equal((await ctx('add', 'other', '--store', `sqlite:${join(dir, 'other.db')}`)).code, 0);
+  const again = await ctx('add', 'other', '--store', 'sqlite:x.db');
+  assert.equal(again.code, exitCodes.conflict, again.err);
+  assert.match(again.err, /--force/);
+  const listed = await ctx('ls');
+  assert.match(listed.out, /^\* local /m);
+  assert.match(listed.out, /^ {2}other /m);
+  assert.equal((await ctx('select', 'other')).code, 0);
+  assert.equal(JSON.parse(await readFile(file, 'utf8')).selected, 'other');
+  const shown = await ctx('show', '--json');
+  assert.equal(JSON.parse(shown.out).name, 'other');
+  assert.equal((await ctx('rm', 'other')).code, 0);
+  assert.match((await ctx('ls')).out, /local/);
+  assert.doesNotMatch((await ctx('ls')).out, /other/);
+  assert.equal((await ctx('select', 'local')).code, 0);
+});
+
+test('store commands use the selected context, --context picks another, and --store wins over both', async () => {
+  const listed = await run('list', '--contexts', file, '--json');
+  assert.equal(listed.code, 0, listed.err);
+  const [row] = JSON.parse(listed.out).operations as { operationId: string }[];
+  assert.ok(row);
+  const inspected = await run('inspect', row.operationId.slice(0, 10), '--contexts', file);
+  assert.equal(inspected.code, 0, inspected.err);
+  assert.match(inspected.out, new RegExp(row.operationId));
+  assert.equal((await run('get', row.operationId.slice(0, 10), '--contexts', file, '--json')).code, 0);
+  assert.equal((await run('replay', '--contexts', file, '--json')).code, 0);
+
+  assert.equal((await ctx('add', 'gone', '--store', `sqlite:${join(dir, 'gone.db')}`)).code, 0);
+  const missing = await run('list', '--contexts', file, '--context', 'gone');
+  assert.equal(missing.code, exitCodes.invalidInput);
+  assert.match(missing.err, /no sqlite store at .*gone\.db/);
+  assert.equal(existsSync(join(dir, 'gone.db')), false);
+  assert.equal((await run('list', '--contexts', file, '--context', 'gone', '--store', `sqlite:${db}`)).code, 0);
+});
+
+test('a missing contexts file or context is an error naming it, and nothing is created', async () => {
+  const absent = join(dir, 'absent', 'contexts.json');
+  const noFile = await run('list', '--contexts', absent);
+  assert.equal(noFile.code, exitCodes.invalidInput);
+  assert.match(noFile.err, /no contexts file at .*absent/);
+  assert.equal(existsSync(absent), false);
+  const noContext = await run('inspect', 'op1234', '--contexts', file, '--context', 'prod');
+  assert.equal(noContext.code, exitCodes.invalidInput);
+  assert.match(noContext.err, /no context \\"prod\\".*\\"local\\"/);
+  const noStore = await ctx('add', 'bare', '--description', 'no store');
+  assert.equal(noStore.code, 0);
+  const needs = await run('tail', '--contexts', file, '--context', 'bare');
+  assert.equal(needs.code, exitCodes.invalidInput);
+  assert.match(needs.err, /tail needs a store.*context \\"bare\\" has none/);
+});
+
+test('the file is validated with the field named; URLs with a password are refused; a file others may write is refused', async () => {
+  const bad = join(dir, 'bad.json');
+  const write = async (value: unknown, mode = 0o600) => {
+    await writeFile(bad, JSON.stringify(value));
+    await chmod(bad, mode);
+    return run('list', '--contexts', bad);
+  };
+  const typo = await write({ contexts: { ops: { store: `sqlite:${db}`, passwrd: 'x' } } });
+  assert.equal(typo.code, exitCodes.invalidInput);
+  assert.match(typo.err, /\/contexts\/ops must NOT have additional properties \\"passwrd\\"/);
+  const variable = await write({ contexts: { ops: { passwordEnv: 'not a name' } } });
+  assert.match(variable.err, /\/contexts\/ops\/passwordEnv must match pattern/);
+  const both = await write({ contexts: { ops: { passwordEnv: 'A', passwordFile: '/p' } } });
+  assert.match(both.err, /\/contexts\/ops must NOT be valid/);
+  const selected = await write({ selected: 'prod', contexts: {} });
+  assert.match(selected.err, /\/selected names \\"prod\\"/);
+  for (const url of ['jetstream:nats://127.0.0.1:4222?user=ops&pass=hunter2', 'esdb://admin:hunter2@127.0.0.1:2113']) {
+    const leaked = await write({ contexts: { ops: { store: url } } });
+    assert.equal(leaked.code, exitCodes.invalidInput);
+    assert.match(leaked.err, /\/contexts\/ops\/store carries a password/);
+    assert.doesNotMatch(leaked.err, /hunter2/);
+  }
+  const added = await ctx('add', 'leaky', '--nats', 'nats://ops:hunter2@127.0.0.1:4222');
+  assert.equal(added.code, exitCodes.invalidInput);
+  assert.doesNotMatch(added.err, /hunter2/);
+  const writable = await write({ contexts: { ops: { store: `sqlite:${db}` } } }, 0o620);
+  assert.equal(writable.code, exitCodes.invalidInput);
+  assert.match(writable.err, /writable by group or others \(mode 0620\)/);
+});
+
+test('a password file readable by others is refused; show says where a password is, never what it is', async () => {
+  const secret = 'Pw-0123456789-not-to-be-shown';
+  const passwordFile = join(dir, 'ops.password');
+  await writeFile(passwordFile, `${secret}\n`);
+  await chmod(passwordFile, 0o644);
+  const open = await ctx('add', 'filed', '--user', 'ops', '--password-file', passwordFile);
+  assert.equal(open.code, exitCodes.invalidInput);
+  assert.match(open.err, /readable or writable by group or others \(mode 0644\): chmod 600/);
+  await chmod(passwordFile, 0o600);
+  assert.equal((await ctx('add', 'filed', '--user', 'ops', '--password-file', passwordFile)).code, 0);
+  process.env.CONVOKE_TEST_CONTEXT_PASSWORD = secret;
+  try {
+    assert.equal((await ctx('add', 'envd', '--user', 'ops', '--password-env', 'CONVOKE_TEST_CONTEXT_PASSWORD')).code, 0);
+    const outputs = [await ctx('show', 'filed'), await ctx('show', 'envd'), await ctx('show', 'envd', '--json'), await ctx('ls'), await ctx('ls', '--json')];
+    for (const o of outputs) assert.doesNotMatch(o.out + o.err, new RegExp(secret));
+    assert.match(outputs[0]!.out, /password file .*ops\.password: mode 0600 \(value not shown\)/);
+    assert.match(outputs[1]!.out, /environment variable CONVOKE_TEST_CONTEXT_PASSWORD: set \(value not shown\)/);
+    assert.doesNotMatch(await readFile(file, 'utf8'), new RegExp(secret));
+  } finally {
+    delete process.env.CONVOKE_TEST_CONTEXT_PASSWORD;
+  }
+});
+
+test('a jetstream store logs in with the context user and password (file or variable), never in the URL', async () => {
+  const secret = 'p0b9a8c7d6e5f4a3b2c1';
+  const server = await startJetStreamServer({ users: [{ user: 'ops', password: secret }] });
+  try {
+    const passwordFile = join(dir, 'js.password');
+    await writeFile(passwordFile, secret, { mode: 0o600 });
+    const store = `jetstream:nats://127.0.0.1:${server.port}`;
+    assert.equal((await ctx('add', 'js-file', '--store', store, '--user', 'ops', '--password-file', passwordFile)).code, 0);
+    assert.equal((await ctx('add', 'js-env', '--store', store, '--user', 'ops', '--password-env', 'CONVOKE_TEST_JS_PASSWORD')).code, 0);
+    const viaFile = await run('list', '--contexts', file, '--context', 'js-file', '--json');
+    assert.equal(viaFile.code, 0, viaFile.err);
+    assert.deepEqual(JSON.parse(viaFile.out).operations, []);
+    const unset = await run('list', '--contexts', file, '--context', 'js-env');
+    assert.equal(unset.code, exitCodes.invalidInput);
+    assert.match(unset.err, /environment variable CONVOKE_TEST_JS_PASSWORD .* is not set/);
+    process.env.CONVOKE_TEST_JS_PASSWORD = secret;
+    try {
+      assert.equal((await run('list', '--contexts', file, '--context', 'js-env', '--json')).code, 0);
+    } finally {
+      delete process.env.CONVOKE_TEST_JS_PASSWORD;
+    }
+    const noPassword = await run('list', '--contexts', file, '--store', store);
+    assert.notEqual(noPassword.code, 0);
+  } finally {
+    await server.dispose();
+  }
+});
+
+test('which file and which context: the flag, then the environment, then the XDG default; a flag wins over the context', async () => {
+  assert.deepEqual(contextsFilePath(undefined, { XDG_CONFIG_HOME: '/xdg', HOME: '/home/u' }), { path: '/xdg/convoke/contexts.json', named: false });
+  assert.deepEqual(contextsFilePath(undefined, { HOME: '/home/u' }), { path: '/home/u/.config/convoke/contexts.json', named: false });
+  assert.deepEqual(contextsFilePath(undefined, { CONVOKE_CONTEXTS: '/e.json', XDG_CONFIG_HOME: '/xdg' }), { path: '/e.json', named: true });
+  assert.deepEqual(contextsFilePath('/f.json', { CONVOKE_CONTEXTS: '/e.json' }), { path: '/f.json', named: true });
+  const empty = join(dir, 'empty-config');
+  assert.equal((await chooseContext({}, { XDG_CONFIG_HOME: empty })).context, undefined, 'no default file: no context, no error');
+  await assert.rejects(chooseContext({ context: 'x' }, { XDG_CONFIG_HOME: empty }), /no contexts file/);
+  assert.equal((await chooseContext({}, { CONVOKE_CONTEXTS: file, CONVOKE_CONTEXT: 'filed' })).name, 'filed');
+  assert.equal((await chooseContext({ context: 'envd' }, { CONVOKE_CONTEXTS: file, CONVOKE_CONTEXT: 'filed' })).name, 'envd');
+  const connection = await resolveConnection({ contexts: file, context: 'envd', user: 'someone-else', passwordEnv: 'OTHER' }, {});
+  assert.equal(connection.user, 'someone-else');
+  assert.deepEqual(connection.password, { kind: 'env', name: 'OTHER' });
+  assert.deepEqual(connection.storeAuth, { user: 'ops', password: { kind: 'env', name: 'CONVOKE_TEST_CONTEXT_PASSWORD' } });
+  for (const url of ['nats://a:b@h:4222', 'nats://h:4222,nats://a:b@h2:4222', 'jetstream:nats://h:4222?password=x']) assert.ok(carriesPassword(url), url);
+  for (const url of ['nats://a@h:4222', 'jetstream:nats://h:4222?user=ops&stream=S', 'sqlite:/p:q@r.db']) assert.ok(!carriesPassword(url), url);
+});

@@ -1,0 +1,177 @@
+/**
+ * Every command's exit code for every class of failure it can meet (exit-codes.ts, docs/cli.md):
+ * local commands and store commands against real files, a real SQLite store and an unreachable
+ * JetStream; invoke, get and cancel against a real nats-server whose command subjects are answered
+ * by a stand-in coordinator that replies each AdapterError kind in turn (the real coordinator's
+ * answers are in cli-nats.test.ts), a reply that breaks the schema, no coordinator at all, and a
+ * wrong password.
+ */
+import { after, before, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { connect, type NatsConnection } from '@nats-io/transport-node';
+import { demoCommand } from '../../src/cli/commands/demo.js';
+import { exitCodes } from '../../src/cli/exit-codes.js';
+import type { CliIo } from '../../src/cli/io.js';
+import { main } from '../../src/cli/main.js';
+import { adapterErrorKinds, httpStatusOf, type AdapterErrorKind } from '../../src/contract/errors.js';
+import { startNatsServer, type NatsServer } from '../support/nats-server.js';
+
+const repoRoot = fileURLToPath(new URL('../../../', import.meta.url));
+const bundle = join(repoRoot, 'examples', 'review.bundle.json');
+const password = 'p5f3e9a0c1d2b4';
+const unreachable = 'jetstream:nats://127.0.0.1:1';
+
+let dir: string;
+let db: string;
+let failedId: string;
+let server: NatsServer;
+let coordinator: NatsConnection;
+/** What the stand-in coordinator answers next. */
+let answer: unknown = {};
+
+async function run(...args: string[]): Promise<{ code: number; err: string }> {
+  let err = '';
+  const io: CliIo = { stdout: { write: () => true }, stderr: { write: (s: string) => (err += s) }, readStdin: async () => new Uint8Array() };
+  return { code: await main(['node', 'convoke', ...args], io), err };
+}
+
+async function expectCode(expected: number, args: string[]): Promise<void> {
+  const { code, err } = await run(...args);
+  assert.equal(code, expected, `convoke ${args.join(' ')} → ${code}: ${err}`);
+}
+
+before(async () => {
+  dir = await mkdtemp(join(tmpdir(), 'convoke-exit-'));
+  // No contexts file of the machine's user is read: every connection here is on the command line.
+  process.env.XDG_CONFIG_HOME = join(dir, 'config');
+  process.env.CONVOKE_TEST_BILLING = password;
+  db = join(dir, 'ops.db');
+  const io: CliIo & { text: string } = {
+    text: '',
+    stdout: { write: (s: string) => (io.text += s) },
+    stderr: { write: () => true },
+    readStdin: async () => new Uint8Array(),
+  };
+  // approve-rate 0: every reviewer rejects, so the decision is failed.
+  assert.equal(await demoCommand({ scenario: 'default', store: `sqlite:${db}`, peers: 3, quorum: 2, json: true, seed: 5, approveRate: 0 }, io), 0);
+  failedId = /"operationId":\s*"(op[0-9a-f]{64})"/.exec(io.text)![1]!;
+  server = await startNatsServer({ users: [{ user: 'billing', password }] });
+  coordinator = await connect({ servers: server.url, user: 'billing', pass: password });
+  coordinator.subscribe('convoke.cmd.billing.*', { callback: (_error, message) => void message.respond(JSON.stringify(answer)) });
+  await coordinator.flush();
+});
+
+after(async () => {
+  await coordinator?.close();
+  await server?.dispose();
+  await rm(dir, { recursive: true, force: true });
+  delete process.env.CONVOKE_TEST_BILLING;
+});
+
+test('local commands: a missing or invalid file or argument is 2', async () => {
+  const missing = join(dir, 'missing.json');
+  const cases = [
+    ['canonicalize', missing],
+    ['bundle', 'check', missing],
+    ['workflow', 'validate', missing],
+    ['workflow', 'run', missing],
+    ['id', 'operation', '--principal', 'p', '--contract-digest', 'sha256:x', '--key', 'k'],
+    ['demo', '--scenario', 'nope'],
+    ['serve', '--config', missing],
+    ['peer', '--config', missing],
+    ['invoke', '--nats', server.url, '--user', 'billing', '--contract', missing, '--interaction', 'review', '--key', 'k', '--input', '{}'],
+    ['no-such-command'],
+  ];
+  for (const args of cases) await expectCode(exitCodes.invalidInput, args);
+  await expectCode(exitCodes.unavailable, ['demo', '--store', unreachable]);
+});
+
+test('store commands: 0, and 2 for a missing store file or a bad id, 4 for an unreachable store, 9 for no such operation', async () => {
+  const store = `sqlite:${db}`;
+  const nowhere = `sqlite:${join(dir, 'nowhere.db')}`;
+  const absent = `op${'0'.repeat(10)}`;
+  const byId = [
+    ['inspect', failedId],
+    ['get', failedId],
+    ['replay', failedId],
+  ];
+  for (const [command, id] of byId) {
+    await expectCode(exitCodes.ok, [command!, id!.slice(0, 12), '--store', store]);
+    await expectCode(exitCodes.invalidInput, [command!, id!, '--store', nowhere]);
+    await expectCode(exitCodes.invalidInput, [command!, 'not-an-id', '--store', store]);
+    await expectCode(exitCodes.unavailable, [command!, id!, '--store', unreachable]);
+    await expectCode(exitCodes.notFound, [command!, absent, '--store', store]);
+  }
+  await expectCode(exitCodes.ok, ['list', '--store', store]);
+  await expectCode(exitCodes.invalidInput, ['list', '--store', nowhere]);
+  await expectCode(exitCodes.invalidInput, ['list', '--store', store, '--phase', 'nope']);
+  await expectCode(exitCodes.unavailable, ['list', '--store', unreachable]);
+  await expectCode(exitCodes.invalidInput, ['tail', '--store', nowhere]);
+  await expectCode(exitCodes.invalidInput, ['tail', '--store', 'memory:']);
+  await expectCode(exitCodes.unavailable, ['tail', '--store', unreachable]);
+  await expectCode(exitCodes.invalidInput, ['inspect', failedId]);
+});
+
+test('a decision that is not success: 0, or 11 with --fail-on-outcome', async () => {
+  await expectCode(exitCodes.ok, ['get', failedId, '--store', `sqlite:${db}`]);
+  await expectCode(exitCodes.outcomeNotSuccess, ['get', failedId, '--store', `sqlite:${db}`, '--fail-on-outcome']);
+});
+
+test('context: 0, 5 for adding a name that exists, 2 for a context or file that does not exist', async () => {
+  const file = join(dir, 'contexts', 'contexts.json');
+  await expectCode(exitCodes.ok, ['context', 'add', 'a', '--store', `sqlite:${db}`, '--contexts', file]);
+  await expectCode(exitCodes.conflict, ['context', 'add', 'a', '--store', `sqlite:${db}`, '--contexts', file]);
+  await expectCode(exitCodes.invalidInput, ['context', 'show', 'b', '--contexts', file]);
+  await expectCode(exitCodes.invalidInput, ['context', 'select', 'a', '--contexts', join(dir, 'none.json')]);
+  await expectCode(exitCodes.invalidInput, ['list', '--context', 'a', '--contexts', join(dir, 'none.json')]);
+});
+
+/** The codes docs/cli.md promises, written out: a change to the table in exit-codes.ts must show here. */
+const documented: Record<AdapterErrorKind, number> = {
+  'invalid-input': 2,
+  denied: 3,
+  unavailable: 4,
+  conflict: 5,
+  expired: 6,
+  unsupported: 7,
+  'protocol-conflict': 8,
+};
+
+/** invoke, get and cancel as billing; `extra` changes the connection (a later flag wins). */
+const overNats = (...extra: string[]) => {
+  const nats = ['--nats', server.url, '--user', 'billing', '--password-env', 'CONVOKE_TEST_BILLING', ...extra];
+  return [
+    ['invoke', ...nats, '--contract', bundle, '--interaction', 'review', '--key', 'k', '--input', '{"document":"x"}'],
+    ['get', failedId, ...nats],
+    ['cancel', failedId, ...nats],
+  ];
+};
+
+test('invoke, get and cancel: each AdapterError kind the coordinator answers is its own code, and 404 is 9', async () => {
+  for (const args of overNats()) {
+    for (const kind of adapterErrorKinds) {
+      answer = { status: httpStatusOf(kind), error: { kind, description: `stand-in ${kind}` } };
+      await expectCode(documented[kind], args);
+    }
+    answer = { status: 404, error: { kind: 'invalid-input', description: 'no operation' } };
+    await expectCode(exitCodes.notFound, args);
+  }
+});
+
+test('invoke, get and cancel: 8 for a reply that breaks the reply schema, 3 for a wrong password, 4 for no coordinator or no server, 2 without a password', async () => {
+  answer = { status: 200, result: { nonsense: true } };
+  for (const args of overNats()) await expectCode(exitCodes.protocolConflict, args);
+  process.env.CONVOKE_TEST_BILLING = 'wrong';
+  try {
+    for (const args of overNats()) await expectCode(exitCodes.denied, args);
+  } finally {
+    process.env.CONVOKE_TEST_BILLING = password;
+  }
+  for (const args of overNats('--principal', 'nobody')) await expectCode(exitCodes.unavailable, args);
+  for (const args of overNats('--nats', 'nats://127.0.0.1:1')) await expectCode(exitCodes.unavailable, args);
+  for (const args of overNats('--password-env', 'CONVOKE_TEST_UNSET')) await expectCode(exitCodes.invalidInput, args);
+});
