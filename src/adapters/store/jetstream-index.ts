@@ -40,7 +40,7 @@ import {
 } from '../../events/operation-index.js';
 import type { StoredTransition } from '../../events/types.js';
 import type { IndexStates } from './index-states.js';
-import type { OperationIndexStore } from './types.js';
+import type { OperationIndexStore, RecordAfter } from './types.js';
 
 const wrongSequenceCodes = new Set([10071, 10164]);
 const decoder = new TextDecoder();
@@ -104,9 +104,9 @@ export class JetStreamOperationIndex implements OperationIndexStore {
    * from the held state, or from the log read back. A failure here cannot undo the append; the
    * row stays behind (never ahead) and the next append or a rebuild writes it.
    */
-  async appended(operationId: string, previousRevision: string | undefined, stored: StoredTransition): Promise<void> {
+  async appended(operationId: string, previousRevision: string | undefined, stored: StoredTransition, after?: RecordAfter): Promise<void> {
     try {
-      const row = await this.host.states.rowAfterStored(operationId, previousRevision, stored, () => this.host.logOf(operationId));
+      const row = await this.host.states.rowAfterStored(operationId, previousRevision, stored, () => this.host.logOf(operationId), after);
       if (row) await this.publish(operationId, row);
     } catch {
       // Behind, never wrong: see the header.
