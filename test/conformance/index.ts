@@ -239,6 +239,26 @@ const rules: Record<string, (h: StoreHarness) => Promise<void>> = {
     await expectRowIsFold(h.store, id, 'a throwing committing side');
   },
 
+  'openOperationIds lists the operations not settled and leaves settled ones out': async (h) => {
+    const guard = wide(h);
+    const [open, settled, decided] = await admitMany(h, 3);
+    const run = async (id: string, transitions: Transition[]) => {
+      let revision = (await readOk(h.store, id)).revision;
+      for (const next of transitions) {
+        const outcome = await h.store.append(id, revision, next);
+        expectOk(outcome, next.causation.command);
+        revision = outcome.revision;
+      }
+    };
+    await run(settled!, lifecycle(guard));
+    await run(decided!, lifecycle(guard).slice(0, 4));
+    const listed = new Set<string>();
+    for await (const id of h.store.index.openOperationIds()) listed.add(id);
+    assert.ok(listed.has(open!), 'an admitted operation');
+    assert.ok(listed.has(decided!), 'a decided operation not yet settled');
+    assert.ok(!listed.has(settled!), 'a settled operation is left out');
+  },
+
   'a log that is no operation has no row, and its appends still succeed': async (h) => {
     const id = newOperationId('opaque');
     const guard = wide(h);

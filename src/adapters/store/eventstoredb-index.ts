@@ -145,6 +145,11 @@ export class EventStoreDbOperationIndex implements OperationIndexStore {
     return countStuck(await this.allRows(), nowMs, bounds);
   }
 
+  /** Every live operation: a row here costs a read per operation, as the operation's own log does. */
+  openOperationIds(): AsyncIterable<string> {
+    return this.host.operationIds();
+  }
+
   private async allRows(): Promise<OperationIndexRow[]> {
     return this.guarded(async () => {
       const rows: OperationIndexRow[] = [];

@@ -22,6 +22,7 @@ import { unavailable } from '../../contract/errors.js';
 import type { ReadOutcome, RecordAfter } from './types.js';
 import { indexRow } from '../../projections/operation-index.js';
 import { applyStored, fold, type OperationRecord } from '../../projections/record.js';
+import { isSettled } from '../../machines/index.js';
 
 /** Records kept per store client. */
 const statesKeptMax = 1024;
@@ -142,4 +143,14 @@ export function logOfRead(read: (operationId: string) => Promise<ReadOutcome>): 
     if (outcome.kind === 'unavailable') throw unavailable(outcome.description);
     return outcome.kind === 'ok' ? outcome.transitions : undefined;
   };
+}
+
+/**
+ * Of the live operations `ids`, those that may be open (OperationIndexStore.openOperationIds):
+ * no row, or a row not settled. For a store that writes its rows apart from its logs.
+ */
+export async function* mayBeOpen(ids: AsyncIterable<string>, rows: Iterable<OperationIndexRow>): AsyncIterable<string> {
+  const settled = new Set<string>();
+  for (const row of rows) if (isSettled(row.phase)) settled.add(row.operationId);
+  for await (const id of ids) if (!settled.has(id)) yield id;
 }

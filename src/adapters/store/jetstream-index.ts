@@ -39,7 +39,7 @@ import {
   type StuckCounts,
 } from '../../events/operation-index.js';
 import type { StoredTransition } from '../../events/types.js';
-import type { IndexStates } from './index-states.js';
+import { mayBeOpen, type IndexStates } from './index-states.js';
 import type { OperationIndexStore, RecordAfter } from './types.js';
 
 const wrongSequenceCodes = new Set([10071, 10164]);
@@ -56,6 +56,8 @@ export interface JetStreamIndexHost {
   closed(): boolean;
   /** The operation's log as read() answers it: transitions, or undefined when it has none (missing, tombstoned). */
   logOf(operationId: string): Promise<StoredTransition[] | undefined>;
+  /** Every live operation id (the store's operationIds). */
+  operationIds(): AsyncIterable<string>;
 }
 
 /** Creates the index stream, or checks an existing one is a last-per-subject stream of the index subjects. */
@@ -179,6 +181,16 @@ export class JetStreamOperationIndex implements OperationIndexStore {
 
   async countStuck(nowMs: number, bounds: StuckBounds): Promise<StuckCounts> {
     return countStuck(await this.allRows(), nowMs, bounds);
+  }
+
+  /**
+   * The live operations (the operations stream's subjects, tombstones left out) less those whose
+   * row is settled: every row is read (small messages, in batches), no operation's log is. An
+   * admission whose row was never written (a crash between the two publishes) has no row and so
+   * is listed.
+   */
+  async *openOperationIds(): AsyncIterable<string> {
+    yield* mayBeOpen(this.host.operationIds(), await this.allRows());
   }
 
   private assertOpen(): void {

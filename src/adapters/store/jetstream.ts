@@ -169,6 +169,7 @@ export class JetStreamEventStore implements EventStore {
       states: new IndexStates(),
       closed: () => this.closed,
       logOf: logOfRead((operationId) => this.read(operationId)),
+      operationIds: () => this.operationIds(),
     });
   }
 

@@ -27,6 +27,7 @@ import { unavailable } from '../../contract/errors.js';
 import { countStuck, pageOf, type OperationIndexRow } from '../../events/operation-index.js';
 import { IndexStates } from './index-states.js';
 import { isOperationId } from '../../contract/ids.js';
+import { isSettled } from '../../machines/index.js';
 
 /**
  * A stored transition is kept as its serialized body, as a durable store keeps bytes: reads decode
@@ -92,7 +93,15 @@ export class MemoryEventStore implements EventStore {
       this.assertOpen();
       return countStuck(this.rows.values(), nowMs, bounds);
     },
+    // Rows are written with their transition: an operation has a row from its admission on.
+    openOperationIds: () => this.openOperationIds(),
   };
+
+  private async *openOperationIds(): AsyncIterable<string> {
+    this.assertOpen();
+    const open = [...this.rows.values()].filter((row) => !isSettled(row.phase)).map((row) => row.operationId);
+    yield* open;
+  }
 
   constructor(options: MemoryStoreOptions) {
     this.clock = options.clock;

@@ -23,6 +23,8 @@ import {
 } from '../../events/operation-index.js';
 import type { DecisionOutcome, OperationPhase, RejectionReason, SettlementStatus, StoredTransition } from '../../events/types.js';
 import type { IndexStates } from './index-states.js';
+import { operationSets } from '../../machines/index.js';
+import { limits as contractLimits } from '../../contract/limits.js';
 import type { OperationIndexStore } from './types.js';
 
 /**
@@ -33,6 +35,9 @@ import type { OperationIndexStore } from './types.js';
  * neither the settled history nor the number of stuck rows beyond the page.
  */
 const stuckable = "(outcome IS NULL OR outbox_pending_since_ms IS NOT NULL OR settlement = 'indeterminate')";
+
+/** Rows of operations not settled (recovery reads only these): the phases the operation machine does not call settled. */
+const notSettled = `phase NOT IN (${[...operationSets.settled].map((phase) => `'${phase}'`).join(', ')})`;
 
 export const indexSchema = `
 CREATE TABLE IF NOT EXISTS operation_index (
@@ -64,6 +69,7 @@ CREATE INDEX IF NOT EXISTS operation_index_settlement ON operation_index (settle
 CREATE INDEX IF NOT EXISTS operation_index_interaction ON operation_index (interaction, admitted_at_ms, operation_id);
 CREATE INDEX IF NOT EXISTS operation_index_principal_phase ON operation_index (principal_id, phase, admitted_at_ms, operation_id);
 CREATE INDEX IF NOT EXISTS operation_index_open_deadline ON operation_index (deadline_ms) WHERE outcome IS NULL;
+CREATE INDEX IF NOT EXISTS operation_index_not_settled ON operation_index (operation_id) WHERE ${notSettled};
 CREATE INDEX IF NOT EXISTS operation_index_stuckable ON operation_index (admitted_at_ms, operation_id) WHERE ${stuckable};
 CREATE INDEX IF NOT EXISTS operation_index_principal_stuckable ON operation_index (principal_id, admitted_at_ms, operation_id) WHERE ${stuckable};
 CREATE INDEX IF NOT EXISTS operation_index_lease ON operation_index (lease_expires_at_ms) WHERE lease_expires_at_ms IS NOT NULL;
@@ -298,6 +304,24 @@ export class SqliteOperationIndex implements OperationIndexStore {
       }
     });
     return counts;
+  }
+
+  /**
+   * The rows not settled, paged by operation id over their partial index (never an open cursor:
+   * the caller writes between pages on this connection). The row commits in the same
+   * transaction as its transition, so an operation has a row from its admission on.
+   */
+  async *openOperationIds(): AsyncIterable<string> {
+    const page = this.db.prepare<[string, number], { operation_id: string }>(
+      `SELECT operation_id FROM operation_index WHERE ${notSettled} AND operation_id > ? ORDER BY operation_id LIMIT ?`,
+    );
+    for (let after = ''; ;) {
+      const rows = this.read(() => page.all(after, contractLimits.sqliteOperationIdsPageMax));
+      for (const row of rows) yield row.operation_id;
+      const last = rows.at(-1);
+      if (rows.length < contractLimits.sqliteOperationIdsPageMax || last === undefined) return;
+      after = last.operation_id;
+    }
   }
 
   private statement(sql: string): Database.Statement<(string | number)[], IndexRowData> {

@@ -77,6 +77,14 @@ export interface OperationIndexStore {
   rebuild(operationId: string): Promise<OperationIndexRow | undefined>;
   /** Operations stuck at `nowMs`, per reason. */
   countStuck(nowMs: number, bounds: StuckBounds): Promise<StuckCounts>;
+  /**
+   * Every live operation that may be open, for recovery at start-up: each whose row is not
+   * settled, and each whose log has no row (an admission whose row was never written — a crash
+   * between the append and the row, on a store that writes them apart). A settled row is final:
+   * phases only advance, so a row that lags its log by a revision never hides an open operation.
+   * Settled operations are left out, which is what makes a restart cheap. In no particular order.
+   */
+  openOperationIds(): AsyncIterable<string>;
 }
 
 export interface EventStore {
