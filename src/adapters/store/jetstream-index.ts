@@ -7,8 +7,9 @@
  * carries the log revision it was derived at, and a row is published with the index subject's
  * last sequence as a compare-and-swap, never over a row of a later revision: two coordinators
  * racing on one operation cannot leave the older row last. A crash between the append and its
- * row leaves the row one revision behind (what the log said at that revision) until the
- * operation's next append or `convoke replay --fix-index`.
+ * row leaves the row one revision behind (what the log said at that revision), or an admission
+ * with no row, until the operation's next append or `convoke replay --fix-index`; recovery still
+ * finds such an operation (openOperationIds lists live operations without a row).
  *
  * Listing reads every operation's last row (an ephemeral consumer, last per subject) and filters
  * and sorts in memory: a page costs O(n) in the operations stored (docs/operations.md gives the
