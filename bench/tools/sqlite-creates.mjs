@@ -1,9 +1,10 @@
-// node bench/tools/sqlite-creates.mjs <checkout root> <count> [rounds]
+// node bench/tools/sqlite-creates.mjs <checkout root> [count] [rounds]
 // SQLite creates of the list benchmark's admission in a loop (synchronous=normal, a fresh file per
-// round), each folded into a record as the kernel does after a create: handed to the store as the
+// round), each folded into a record as the kernel does with a create: handed to the store as the
 // committing side's record (RecordAfter) where the build takes one, applied after the create
-// where it does not (a build from before the hand-off ignores the argument). Prints creates/s
-// per round; run it against two builds' dist/ in alternation to compare them.
+// where it does not (a build from before the hand-off ignores the argument and folds itself).
+// Prints creates/s and CPU per create for each round; run it against two builds' dist/ in
+// alternation to compare them.
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -29,6 +30,7 @@ for (let round = 0; round < rounds; round++) {
     transitions.push([id, admission(id, guard, { principalId: `svc-${i % 16}` })]);
   }
   const started = performance.now();
+  const cpu = process.cpuUsage();
   for (const [id, transition] of transitions) {
     clock.set(clock.nowMs() + 1);
     let record;
@@ -37,8 +39,12 @@ for (let round = 0; round < rounds; round++) {
     if (outcome.kind !== 'ok') throw new Error(`${outcome.kind}: ${outcome.description}`);
     after({ revision: outcome.revision, committedAtMs: outcome.committedAtMs, transition });
   }
+  const used = process.cpuUsage(cpu);
   const seconds = (performance.now() - started) / 1000;
-  process.stdout.write(`${root}: ${count} creates in ${seconds.toFixed(2)} s: ${Math.round(count / seconds)} creates/s\n`);
+  const cpuUs = (used.user + used.system) / count;
+  process.stdout.write(
+    `${root}: ${count} creates in ${seconds.toFixed(2)} s: ${Math.round(count / seconds)} creates/s, ${cpuUs.toFixed(0)} µs CPU per create\n`,
+  );
   await store.close();
   rmSync(dir, { recursive: true, force: true });
 }

@@ -19,7 +19,7 @@
 import { BoundedMap } from '../contract/bounded-map.js';
 import type { Clock, TimerHandle } from '../contract/clock.js';
 import { AdapterError, AssertionFailure } from '../contract/errors.js';
-import type { Aggregate, AppendOutcome, Decide, GuardedTransition, ReadOutcome, Stored, StoreFailure, StreamStore, Waiter } from './types.js';
+import type { Aggregate, AppendOutcome, Decide, GuardedTransition, ReadOutcome, RecordAfter, Stored, StoreFailure, StreamStore, Waiter } from './types.js';
 
 /** How often one command is decided again after CAS conflicts before giving up (too many writers). */
 export const conflictRetriesMax = 8;
@@ -78,7 +78,7 @@ export interface KernelHooks<R, T, S extends Stream<R>> {
 export interface KernelOptions<R, T extends GuardedTransition, S extends Stream<R>> {
   aggregate: Aggregate<R, T>;
   /** Read on every call, so a deployment (or a test) may swap the store it points at. */
-  store: () => StreamStore<T>;
+  store: () => StreamStore<T, R>;
   clock: Clock;
   hooks: KernelHooks<R, T, S>;
   /** Finished instances kept in memory for fast reads; older ones are read again on demand. */
@@ -96,7 +96,7 @@ export class Kernel<R, T extends GuardedTransition, S extends Stream<R> = Stream
   private readonly aggregate: Aggregate<R, T>;
   private readonly hooks: KernelHooks<R, T, S>;
   private readonly clock: Clock;
-  private readonly store: () => StreamStore<T>;
+  private readonly store: () => StreamStore<T, R>;
 
   constructor(options: KernelOptions<R, T, S>) {
     this.aggregate = options.aggregate;
@@ -173,10 +173,11 @@ export class Kernel<R, T extends GuardedTransition, S extends Stream<R> = Stream
    * anything else is the store's answer (a conflict: the stream exists).
    */
   async create(id: string, transition: T, make: (record: R, stored: Stored<T>) => S): Promise<{ kind: 'ok'; stream: S } | StoreFailure> {
-    const outcome = await this.store().create(id, transition);
+    const after = this.applyOnce(undefined);
+    const outcome = await this.store().create(id, transition, after);
     if (outcome.kind !== 'ok') return outcome;
     const stored: Stored<T> = { revision: outcome.revision, committedAtMs: outcome.committedAtMs, transition };
-    const record = this.aggregate.apply(undefined, stored);
+    const record = after(stored);
     if (record === undefined) throw new AdapterError('expired', `creation of ${this.aggregate.name} ${id} committed outside its time guard`);
     const stream = make(record, stored);
     this.streams.set(id, stream);
@@ -227,15 +228,35 @@ export class Kernel<R, T extends GuardedTransition, S extends Stream<R> = Stream
     const answer = this.hooks.beforeAppend?.(stream, transition);
     const refused = answer instanceof Promise ? await answer : answer;
     if (refused !== undefined) return refused;
-    const outcome = await this.store().append(stream.id, this.aggregate.revision(stream.record), transition);
-    if (outcome.kind === 'ok') this.applyCommitted(stream, { revision: outcome.revision, committedAtMs: outcome.committedAtMs, transition });
-    else if (outcome.kind === 'conflict') await this.reload(stream);
+    const before = stream.record;
+    const applied = this.applyOnce(before);
+    const outcome = await this.store().append(stream.id, this.aggregate.revision(before), transition, applied);
+    if (outcome.kind === 'ok') {
+      const stored: Stored<T> = { revision: outcome.revision, committedAtMs: outcome.committedAtMs, transition };
+      this.applyCommitted(stream, before, stored, applied(stored));
+    } else if (outcome.kind === 'conflict') await this.reload(stream);
     return outcome;
   }
 
-  private applyCommitted(stream: S, stored: Stored<T>): void {
-    const before = stream.record;
-    const after = this.aggregate.apply(before, stored);
+  /**
+   * `before` with a stored transition applied, computed once per stored revision and instant: the
+   * store may ask for it inside its write (RecordAfter) and the kernel asks after the store
+   * answers; the second asking of the same stored transition (the same object at the same
+   * revision and instant) costs nothing.
+   */
+  private applyOnce(before: R | undefined): RecordAfter<T, R> {
+    let last: { stored: Stored<T>; record: R | undefined } | undefined;
+    return (stored) => {
+      const held = last?.stored;
+      if (last && held?.transition === stored.transition && held.revision === stored.revision && held.committedAtMs === stored.committedAtMs)
+        return last.record;
+      const record = this.aggregate.apply(before, stored);
+      last = { stored, record };
+      return record;
+    };
+  }
+
+  private applyCommitted(stream: S, before: R, stored: Stored<T>, after: R | undefined): void {
     if (after === undefined) throw new AssertionFailure('a committed transition yields a record');
     stream.record = after;
     stream.known.add(stored.revision);

@@ -27,12 +27,23 @@ export type ReadOutcome<T> =
   | { kind: 'unavailable'; description: string };
 
 /**
- * One stream per aggregate instance, create-if-absent, append at an expected revision (the CAS),
- * the time guard checked at the store's serialization point. Every EventStore is one.
+ * The record after the transition being written, as the committing side derives it: its record at
+ * the expected revision with `stored` applied (the aggregate's apply). A store that keeps a
+ * projection beside its log (the operations index) calls it with what it stored instead of
+ * folding the transition again; the kernel applies each committed transition once, whether the
+ * store asked first or not. A store must not trust it further than the log: it uses the answer
+ * only for the stream and revision it just wrote.
  */
-export interface StreamStore<T> {
-  create(streamId: string, transition: T): Promise<AppendOutcome>;
-  append(streamId: string, expectedRevision: string, transition: T): Promise<AppendOutcome>;
+export type RecordAfter<T, R> = (stored: Stored<T>) => R | undefined;
+
+/**
+ * One stream per aggregate instance, create-if-absent, append at an expected revision (the CAS),
+ * the time guard checked at the store's serialization point. Every EventStore is one. `after`
+ * is optional for a store to use (RecordAfter).
+ */
+export interface StreamStore<T, R = unknown> {
+  create(streamId: string, transition: T, after?: RecordAfter<T, R>): Promise<AppendOutcome>;
+  append(streamId: string, expectedRevision: string, transition: T, after?: RecordAfter<T, R>): Promise<AppendOutcome>;
   read(streamId: string): Promise<ReadOutcome<T>>;
   /** Notice of the revision each append reached, by any client of the store. */
   watch(listener: (streamId: string, revision: string) => void): Promise<{ close(): Promise<void> }>;

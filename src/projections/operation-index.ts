@@ -1,50 +1,20 @@
 /**
  * The operations index projection: an operation's index row (src/events/operation-index.ts) as a
- * pure function of its log. Its state is the OperationRecord (the same applyStored every view
- * folds with) plus the two facts the record does not keep: the last rejection and when each
- * branch's current attempt began. Stores maintain the row at append with `indexStep` on the state
- * they hold (or fold from the log when they hold none); `convoke replay` folds the log again with
- * `indexRowOfLog` and compares.
+ * pure function of its record — the OperationRecord every view folds with applyStored, which keeps
+ * the two facts only the index reads (the last rejection, when each branch's current attempt
+ * began). So the row after an append is `indexRow` of the record after it: the committing side
+ * hands the store the record it already folded (adapters/store/index-states.ts) and nothing folds
+ * twice; `convoke replay` folds the log again with `indexRowOfLog` and compares.
  */
 import type { OperationIndexRow } from '../events/operation-index.js';
-import type { RejectionReason, StoredTransition } from '../events/types.js';
+import type { StoredTransition } from '../events/types.js';
 import { branchStatusOf, isCancelling, isClaimed, isRetrying } from '../machines/index.js';
-import { applyStored, branchList, type OperationRecord } from './record.js';
-
-export interface OperationIndexState {
-  record: OperationRecord;
-  lastRejection: { reason: RejectionReason; atMs: number } | null;
-  /** Per branch: the store instant its current attempt began (admission, or its reassignment). */
-  attemptStartedAtMs: Readonly<Record<string, number>>;
-}
-
-/** The state after one stored transition; undefined while nothing was applied (as applyStored). */
-export function indexStep(state: OperationIndexState | undefined, stored: StoredTransition): OperationIndexState | undefined {
-  const record = applyStored(state?.record, stored);
-  if (record === undefined) return undefined;
-  const applied = state === undefined || record.transitionsApplied > state.record.transitionsApplied;
-  if (!applied && state) return { ...state, record };
-  let lastRejection = state?.lastRejection ?? null;
-  let attemptStartedAtMs = state?.attemptStartedAtMs ?? {};
-  for (const event of stored.transition.events) {
-    if (event.type === 'result-rejected') lastRejection = { reason: event.reason, atMs: stored.committedAtMs };
-    if (event.type === 'operation-admitted') attemptStartedAtMs = Object.fromEntries(event.outbox.map((o) => [o.branchId, stored.committedAtMs]));
-    if (event.type === 'branch-reassigned') attemptStartedAtMs = { ...attemptStartedAtMs, [event.branchId]: stored.committedAtMs };
-  }
-  return { record, lastRejection, attemptStartedAtMs };
-}
-
-/** The state of a whole log. */
-export function indexStateOfLog(transitions: readonly StoredTransition[]): OperationIndexState | undefined {
-  let state: OperationIndexState | undefined;
-  for (const stored of transitions) state = indexStep(state, stored);
-  return state;
-}
+import { branchList, fold, type OperationRecord } from './record.js';
 
 /** The row of a whole log; undefined when no admission was applied. */
 export function indexRowOfLog(transitions: readonly StoredTransition[]): OperationIndexRow | undefined {
-  const state = indexStateOfLog(transitions);
-  return state && indexRow(state);
+  const record = fold(transitions);
+  return record && indexRow(record);
 }
 
 /**
@@ -68,8 +38,7 @@ export function nextDueMs(record: OperationRecord): number | undefined {
 
 const minOf = (values: number[]): number | null => (values.length === 0 ? null : Math.min(...values));
 
-export function indexRow(state: OperationIndexState): OperationIndexRow {
-  const { record } = state;
+export function indexRow(record: OperationRecord): OperationIndexRow {
   const branches = branchList(record);
   const undecided = record.decision === null;
   const leases: number[] = [];
@@ -77,7 +46,7 @@ export function indexRow(state: OperationIndexState): OperationIndexRow {
   for (const b of branches) {
     if (undecided && isClaimed(b.state)) {
       leases.push(b.leaseUntilMs);
-      if (b.outbox.receipt === 'pending') pending.push(state.attemptStartedAtMs[b.branchId] ?? record.admittedAtMs);
+      if (b.outbox.receipt === 'pending') pending.push(b.attemptStartedAtMs);
     }
     if (record.decision !== null && isCancelling(b.state) && b.cancel?.receipt === 'pending') pending.push(record.decision.closedAtMs);
   }
@@ -96,7 +65,7 @@ export function indexRow(state: OperationIndexState): OperationIndexRow {
     deadlineMs: record.deadlineMs,
     nextDueMs: nextDueMs(record) ?? null,
     openBranches: branches.filter((b) => branchStatusOf(b.state) === 'pending').length,
-    lastRejection: state.lastRejection,
+    lastRejection: record.lastRejection,
     leaseExpiresAtMs: minOf(leases),
     outboxPendingSinceMs: minOf(pending),
     revision: record.revision,

@@ -6,7 +6,16 @@
  */
 import { AssertionFailure, assert } from '../contract/errors.js';
 import { setMember, type JsonValue } from '../contract/json.js';
-import type { DecisionReason, OperationAdmitted, BranchDisposition, DecisionOutcome, DeliveryReceipt, DomainEvent, StoredTransition } from '../events/types.js';
+import type {
+  DecisionReason,
+  OperationAdmitted,
+  RejectionReason,
+  BranchDisposition,
+  DecisionOutcome,
+  DeliveryReceipt,
+  DomainEvent,
+  StoredTransition,
+} from '../events/types.js';
 import type { CancelOutcome } from '../events/wire.js';
 import { appliesOnFold } from '../events/guard.js';
 import { machineMoves, type MachineMoves } from '../machines/mapping.js';
@@ -45,6 +54,8 @@ export interface BranchRecord {
   retryAtMs: number | null;
   /** Store time of the current attempt's assignment or last renewal (renewal rate bound). */
   claimedAtMs: number;
+  /** Store time the current attempt began: the admission, or its reassignment (the outbox waits since then). */
+  attemptStartedAtMs: number;
   /** Peers whose assignment of this branch ended in a terminal outcome (one-eligible selection skips them). */
   excluded: string[];
   disposition: BranchDisposition['disposition'] | null;
@@ -86,6 +97,8 @@ export interface OperationRecord extends Omit<OperationAdmitted, 'type' | 'v' | 
   decision: DecisionRecord | null;
   settlement: { status: 'pending' | 'complete' | 'indeterminate'; completedAtMs: number | null };
   rejectionsRecorded: number;
+  /** The last result-rejected event applied, with the store instant of its transition. */
+  lastRejection: { reason: RejectionReason; atMs: number } | null;
   protocolConflicts: number;
   /** The last stored revision (void transitions included): the expectedRevision of the next append. */
   revision: string;
@@ -288,6 +301,7 @@ function evolveDraft(draft: RecordDraft, event: DomainEvent, atMs: number, steps
       return;
     case 'result-rejected':
       record.rejectionsRecorded += 1;
+      record.lastRejection = { reason: event.reason, atMs };
       return;
     case 'protocol-conflict-recorded':
       record.protocolConflicts += 1;
@@ -332,6 +346,7 @@ function branchReassigned(draft: RecordDraft, event: EventOf<'branch-reassigned'
     fence: event.fence,
     leaseUntilMs: Math.min(atMs + record.manifest.leaseMs, record.deadlineMs),
     claimedAtMs: atMs,
+    attemptStartedAtMs: atMs,
     retryAtMs: null,
     outbox: { publicationId: event.publicationId, attempt: event.attempt, fence: event.fence, receipt: 'pending' },
   });
@@ -378,6 +393,7 @@ function admitted(event: Extract<DomainEvent, { type: 'operation-admitted' }>, a
       accepted: null,
       retryAtMs: null,
       claimedAtMs: atMs,
+      attemptStartedAtMs: atMs,
       excluded: [],
       disposition: null,
       cancel: null,
@@ -407,6 +423,7 @@ function admitted(event: Extract<DomainEvent, { type: 'operation-admitted' }>, a
     decision: null,
     settlement: { status: 'pending', completedAtMs: null },
     rejectionsRecorded: 0,
+    lastRejection: null,
     protocolConflicts: 0,
     revision: '0',
     lastAppliedAtMs: atMs,

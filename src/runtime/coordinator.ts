@@ -23,6 +23,7 @@ import {
   type CandidateAuthorization,
 } from '../domain/decide.js';
 import { Kernel, storeError, type Stored } from '../kernel/index.js';
+import type { EventStore } from '../adapters/store/types.js';
 import { isCancelling, isClaimed, isRetrying, isSettled } from '../machines/index.js';
 import { branchList, type OperationRecord } from '../projections/record.js';
 import { invocationResult, reached, type InvocationResult } from '../projections/views.js';
@@ -409,14 +410,14 @@ export class Coordinator implements RuntimeHost {
    * Rebuilds every unsettled operation from the store: timers re-armed from recorded instants,
    * pending and uncertain outbox entries republished with their stable publication identities.
    * Nothing is inferred from missing data: an operation the store does not have stays unknown.
-   * Every operation the store holds is read, settled ones included (a read is what tells them
-   * apart), so the reads overlap, limits.recoveryReadsMax at a time: one after the other, a
-   * store's round trips made a restart's recovery grow with the whole history (docs/operations.md,
+   * The operations read are those the store's index says may be open (openOperationIds: rows not
+   * settled, and logs with no row), not the settled history; each is read and folded, and its log
+   * decides. The reads overlap, limits.recoveryReadsMax at a time (docs/operations.md,
    * "Start-up").
    */
   async recover(onProgress?: (done: number) => void): Promise<{ scanned: number; resumed: number; failed: number }> {
     const counts = { scanned: 0, resumed: 0, failed: 0 };
-    const ids = this.deps.store.operationIds()[Symbol.asyncIterator]();
+    const ids = recoveryIds(this.deps.store)[Symbol.asyncIterator]();
     // One id at a time from the store's listing, whoever asks: an AsyncIterable need not queue calls.
     let listing: Promise<IteratorResult<string>> = Promise.resolve({ done: false, value: '' });
     const nextId = () => (listing = listing.then(async (last) => (last.done === true ? last : ids.next())));
@@ -533,4 +534,19 @@ export class Coordinator implements RuntimeHost {
   context(caller: Caller, nowMs: number, deadlineMs: number | null): RuntimeContext {
     return { principalId: caller.principalId, senderPeerId: caller.senderPeerId, ...this.deps.deployment, nowMs, deadlineMs };
   }
+}
+
+/**
+ * The operations recovery reads: the index's open ones, or — when the index cannot answer (a
+ * store failure while listing) — every live operation, as before the index, from where the index
+ * listing stopped (an operation read twice is the cached one the second time).
+ */
+async function* recoveryIds(store: EventStore): AsyncIterable<string> {
+  try {
+    yield* store.index.openOperationIds();
+    return;
+  } catch {
+    // fall through: read everything
+  }
+  yield* store.operationIds();
 }

@@ -11,6 +11,7 @@ import type { DomainEvent, Manifest, StoredTransition, TimeGuard, Transition } f
 import type { EventStore } from '../../src/adapters/store/types.js';
 import { stuckBoundsDefault, type IndexQuery, type OperationIndexRow } from '../../src/events/operation-index.js';
 import { indexRowOfLog } from '../../src/projections/operation-index.js';
+import { applyStored, type OperationRecord } from '../../src/projections/record.js';
 import { expectOk, newOperationId, readOk, type StoreFactory, type StoreHarness } from './store.js';
 
 // ---------------------------------------------------------------------------------------------
@@ -189,6 +190,78 @@ const rules: Record<string, (h: StoreHarness) => Promise<void>> = {
     assert.equal(row.openBranches, 0);
     assert.equal(row.nextDueMs, null);
     assert.equal(row.revision, outcome.revision);
+  },
+
+  "the row is derived from the committing side's record after the append, asked with what was stored": async (h) => {
+    const id = newOperationId('handed');
+    const guard = wide(h);
+    let record: OperationRecord | undefined;
+    const asked: string[] = [];
+    // What the kernel hands over: its record at the expected revision with the stored transition applied.
+    const after = (stored: StoredTransition) => {
+      asked.push(stored.revision);
+      return applyStored(record, stored);
+    };
+    let outcome = await h.store.create(id, admission(id, guard), after);
+    expectOk(outcome, 'create');
+    record = applyStored(undefined, (await readOk(h.store, id)).transitions[0]!);
+    for (const next of lifecycle(guard)) {
+      outcome = await h.store.append(id, outcome.revision, next, after);
+      expectOk(outcome, next.causation.command);
+      const log = (await readOk(h.store, id)).transitions;
+      record = applyStored(record, log.at(-1)!);
+      await expectRowIsFold(h.store, id, `after ${next.causation.command}`);
+      assert.equal(asked.at(-1), outcome.revision, 'asked for the record at the revision the append answered');
+    }
+    assert.equal(new Set(asked).size, 1 + lifecycle(guard).length, 'asked once per write');
+  },
+
+  "a committing record of another revision or another operation is never used: the row stays the log's": async (h) => {
+    const id = newOperationId('mismatch');
+    const other = newOperationId('mismatch-other');
+    const guard = wide(h);
+    expectOk(await h.store.create(other, admission(other, guard)), 'create another');
+    const otherRecord = applyStored(undefined, (await readOk(h.store, other)).transitions[0]!)!;
+    // Another operation's record, claiming this one's revision.
+    let outcome = await h.store.create(id, admission(id, guard), (stored) => ({ ...otherRecord, revision: stored.revision }));
+    expectOk(outcome, 'create');
+    await expectRowIsFold(h.store, id, 'another operation offered');
+    const [dispatch, reject, result, close] = lifecycle(guard);
+    // This operation's record one revision behind (not the revision written), made to look decided.
+    const stale = applyStored(undefined, (await readOk(h.store, id)).transitions[0]!)!;
+    const doctored: OperationRecord = { ...stale, phase: 'closed' };
+    for (const next of [dispatch!, reject!, result!, close!]) {
+      outcome = await h.store.append(id, outcome.revision, next, () => doctored);
+      expectOk(outcome, next.causation.command);
+      await expectRowIsFold(h.store, id, `stale record offered at ${next.causation.command}`);
+    }
+    // A throwing committing side changes nothing either.
+    const settle = lifecycle(guard)[4]!;
+    outcome = await h.store.append(id, outcome.revision, settle, () => {
+      throw new Error('fold failed');
+    });
+    expectOk(outcome, 'settle');
+    await expectRowIsFold(h.store, id, 'a throwing committing side');
+  },
+
+  'openOperationIds lists the operations not settled and leaves settled ones out': async (h) => {
+    const guard = wide(h);
+    const [open, settled, decided] = await admitMany(h, 3);
+    const run = async (id: string, transitions: Transition[]) => {
+      let revision = (await readOk(h.store, id)).revision;
+      for (const next of transitions) {
+        const outcome = await h.store.append(id, revision, next);
+        expectOk(outcome, next.causation.command);
+        revision = outcome.revision;
+      }
+    };
+    await run(settled!, lifecycle(guard));
+    await run(decided!, lifecycle(guard).slice(0, 4));
+    const listed = new Set<string>();
+    for await (const id of h.store.index.openOperationIds()) listed.add(id);
+    assert.ok(listed.has(open!), 'an admitted operation');
+    assert.ok(listed.has(decided!), 'a decided operation not yet settled');
+    assert.ok(!listed.has(settled!), 'a settled operation is left out');
   },
 
   'a log that is no operation has no row, and its appends still succeed': async (h) => {

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { connect, headers } from '@nats-io/transport-node';
-import { jetstream } from '@nats-io/jetstream';
+import { jetstream, jetstreamManager } from '@nats-io/jetstream';
 import { randomBytes } from 'node:crypto';
 import { JetStreamEventStore } from '../../src/adapters/store/jetstream.js';
 import { connectNats } from '../../src/adapters/transport/nats.js';
@@ -9,7 +9,7 @@ import { jetstreamStorePermissions } from '../../src/deployment/nats/permissions
 import { startJetStreamServer } from '../support/jetstream-server.js';
 import type { Transition } from '../../src/events/types.js';
 import { expectOk, makeTransition, newOperationId, readOk, storeConformance, type StoreFactory } from './store.js';
-import { indexConformance } from './index.js';
+import { admission, indexConformance, lifecycle } from './index.js';
 
 process.env.PATH = `${process.env.PATH ?? ''}:/usr/sbin`;
 
@@ -243,6 +243,37 @@ test('jetstream: reading a long log is batched, not one request per message', as
     await reader.close();
     await nc.close();
     await writer.close();
+    await server.dispose();
+  }
+});
+
+test('jetstream: an admission whose index row was never written (the writer died between the two publishes) is still found by openOperationIds', async () => {
+  const server = await startJetStreamServer();
+  const first = await JetStreamEventStore.open({ servers: server.url, requestTimeoutMs });
+  const nc = await connect({ servers: server.url });
+  let second: JetStreamEventStore | undefined;
+  try {
+    const guard = { notBeforeMs: 0, notAfterMs: Number.MAX_SAFE_INTEGER };
+    // The row's publish fails as if its writer had died after the append: the index stream is gone.
+    await (await jetstreamManager(nc)).streams.delete('CONVOKE_OPS_INDEX');
+    const orphan = newOperationId('orphan');
+    expectOk(await first.create(orphan, admission(orphan, guard)), 'create without its row');
+    await first.close();
+    second = await JetStreamEventStore.open({ servers: server.url, requestTimeoutMs });
+    assert.equal(await second.index.get(orphan), undefined, 'no row was written');
+    const settled = newOperationId('settled');
+    let outcome = await second.create(settled, admission(settled, guard));
+    for (const next of lifecycle(guard)) {
+      expectOk(outcome, 'settle');
+      outcome = await second.append(settled, outcome.revision, next);
+    }
+    assert.equal((await second.index.get(settled))?.phase, 'settled');
+    const listed: string[] = [];
+    for await (const id of second.index.openOperationIds()) listed.push(id);
+    assert.deepEqual(listed, [orphan], 'the admission without a row, not the settled operation');
+  } finally {
+    await second?.close();
+    await nc.close();
     await server.dispose();
   }
 });

@@ -10,6 +10,8 @@ import { ForkedSqliteClient } from '../support/forked-sqlite.js';
 import { expectOk, makeTransition, newOperationId, storeConformance, type StoreFactory } from './store.js';
 import { admission, indexConformance, lifecycle } from './index.js';
 import { indexRowOfLog } from '../../src/projections/operation-index.js';
+import { listStatement } from '../../src/adapters/store/sqlite-index.js';
+import { stuckBoundsDefault, type IndexQuery } from '../../src/events/operation-index.js';
 
 const sqliteFactory: StoreFactory = async (options = {}) => {
   const dir = await mkdtemp(join(tmpdir(), 'convoke-sqlite-'));
@@ -102,6 +104,39 @@ test('sqlite: a file written before the operations index (schema 1) is indexed o
     assert.equal((await reopened.index.get(id))?.phase, 'active');
     await reopened.close();
   } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+});
+
+test('sqlite: a stuck page walks the rows that can be stuck in list order and stops at the page: no gathering and sorting of every stuck row', async () => {
+  const dir = await mkdtemp(join(tmpdir(), 'convoke-sqlite-'));
+  const path = join(dir, 'store.db');
+  const store = new SqliteEventStore({ path, clock: new VirtualClock() });
+  const db = new Database(path, { readonly: true });
+  try {
+    const bounds = stuckBoundsDefault;
+    const queries: IndexQuery[] = [
+      { limit: 50, stuck: { nowMs: 1_000_000, bounds } },
+      { limit: 50, stuck: { nowMs: 1_000_000, bounds, reason: 'lease-expired' } },
+      { limit: 50, stuck: { nowMs: 1_000_000, bounds }, after: { admittedAtMs: 500, operationId: 'op1' } },
+      { limit: 50, principalId: 'alice', stuck: { nowMs: 1_000_000, bounds, reason: 'settlement-indeterminate' } },
+    ];
+    for (const query of queries) {
+      const { sql, params } = listStatement(query);
+      const plan = db
+        .prepare<unknown[], { detail: string }>(`EXPLAIN QUERY PLAN ${sql}`)
+        .all(...params)
+        .map((step) => step.detail);
+      const what = JSON.stringify(query);
+      assert.ok(
+        plan.some((d) => /USING INDEX operation_index(_principal)?_stuckable/.test(d)),
+        `${what}: walks a stuckable index (${plan.join('; ')})`,
+      );
+      assert.ok(!plan.some((d) => /TEMP B-TREE|MULTI-INDEX OR/.test(d)), `${what}: no sort and no union of every stuck row (${plan.join('; ')})`);
+    }
+  } finally {
+    db.close();
+    await store.close();
     await rm(dir, { recursive: true, force: true });
   }
 });

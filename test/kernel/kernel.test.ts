@@ -18,6 +18,7 @@ import { VirtualClock } from '../../src/contract/clock.js';
 import { AssertionFailure } from '../../src/contract/errors.js';
 import { openEndedMs } from '../../src/events/guard.js';
 import { Kernel, type Stream } from '../../src/kernel/index.js';
+import type { AppendOutcome, RecordAfter, StreamStore } from '../../src/kernel/index.js';
 import { newStream } from '../../src/kernel/kernel.js';
 import {
   approvalAggregate,
@@ -214,3 +215,47 @@ for (const backend of ['memory', 'sqlite'] as const) {
     }
   });
 }
+
+test('kernel: a committed transition is applied once, when the store asks for the record inside its write and when it does not', async () => {
+  const clock = new VirtualClock();
+  const store = new MemoryEventStore({ clock });
+  const inner = approvalStore(store);
+  let applies = 0;
+  const asked: (ApprovalRecord | undefined)[] = [];
+  const counting = { ...approvalAggregate, apply: (...args: Parameters<typeof approvalAggregate.apply>) => (applies++, approvalAggregate.apply(...args)) };
+  let ask = true;
+  // A store that keeps a projection: it asks for the record after what it stored, twice, as an index writer may.
+  const streams: StreamStore<ApprovalTransition, ApprovalRecord> = {
+    ...inner,
+    create: async (id, t, after) => answered(await inner.create(id, t), t, after),
+    append: async (id, revision, t, after) => answered(await inner.append(id, revision, t), t, after),
+  };
+  function answered(outcome: AppendOutcome, transition: ApprovalTransition, after: RecordAfter<ApprovalTransition, ApprovalRecord> | undefined): AppendOutcome {
+    if (ask && outcome.kind === 'ok' && after) {
+      for (let i = 0; i < 2; i++) asked.push(after({ revision: outcome.revision, committedAtMs: outcome.committedAtMs, transition }));
+    }
+    return outcome;
+  }
+  const kernel = new Kernel<ApprovalRecord, ApprovalTransition>({
+    aggregate: counting,
+    store: () => streams,
+    clock,
+    finishedCacheMax: 16,
+    hooks: { due: async () => undefined },
+  });
+  try {
+    const stream = await created(kernel, clock, 'once', 3, 60_000);
+    assert.equal(applies, 1, 'the creation: applied once, for the store and the kernel');
+    assert.equal(asked.at(-1), stream.record, 'the store was handed the record the kernel holds');
+    await approve(kernel, stream, clock, 'a');
+    assert.equal(applies, 2, 'an append: applied once');
+    assert.equal(asked.at(-1), stream.record);
+    ask = false;
+    await approve(kernel, stream, clock, 'b');
+    assert.equal(applies, 3, 'a store that does not ask: the kernel applies it itself, once');
+    assert.deepEqual(stream.record.approvers, ['a', 'b']);
+  } finally {
+    await kernel.close();
+    await store.close();
+  }
+});

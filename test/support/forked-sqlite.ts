@@ -37,7 +37,12 @@ export class ForkedSqliteClient implements EventStore {
     get: async (operationId) => ((await this.call('indexGet', [operationId])) as OperationIndexRow | null) ?? undefined,
     rebuild: async (operationId) => ((await this.call('indexRebuild', [operationId])) as OperationIndexRow | null) ?? undefined,
     countStuck: (nowMs, bounds) => this.call('indexStuck', [nowMs, bounds]) as Promise<StuckCounts>,
+    openOperationIds: () => this.openIds(),
   };
+
+  private async *openIds(): AsyncIterable<string> {
+    yield* (await this.call('indexOpenIds', [])) as string[];
+  }
   private readonly pending = new Map<number, { resolve(value: unknown): void; reject(error: Error): void }>();
 
   private constructor(

@@ -13,7 +13,7 @@ import { VirtualClock } from '../../src/contract/clock.js';
 export interface ChildRequest {
   id: number;
   nowMs: number;
-  method: 'create' | 'append' | 'read' | 'tombstone' | 'operationIds' | 'close' | 'indexList' | 'indexGet' | 'indexRebuild' | 'indexStuck';
+  method: 'create' | 'append' | 'read' | 'tombstone' | 'operationIds' | 'close' | 'indexList' | 'indexGet' | 'indexRebuild' | 'indexStuck' | 'indexOpenIds';
   args: unknown[];
 }
 
@@ -70,6 +70,11 @@ async function handle(store: SqliteEventStore, request: ChildRequest): Promise<u
       return (await store.index.rebuild(a[0])) ?? null;
     case 'indexStuck':
       return store.index.countStuck(a[0] as never, a[1]);
+    case 'indexOpenIds': {
+      const ids: string[] = [];
+      for await (const id of store.index.openOperationIds()) ids.push(id);
+      return ids;
+    }
   }
 }
 

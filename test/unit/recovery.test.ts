@@ -88,7 +88,7 @@ test('settled operations are not kept in memory by recovery; they are read from 
   );
   await clock.advance(1);
   const second = await incarnation(clock, store, { completion: { mode: 'first-success' } });
-  assert.deepEqual(await second.coordinator.recover(), { scanned: 1, resumed: 0, failed: 0 });
+  assert.deepEqual(await second.coordinator.recover(), { scanned: 0, resumed: 0, failed: 0 }, 'its index row says settled: not even read');
   assert.equal((await second.coordinator.get('p', result.operationId)).phase, 'settled');
 });
 
@@ -109,24 +109,43 @@ class SlowReads extends MemoryEventStore {
   }
 }
 
-test('recovery overlaps its reads, a bounded number at a time, and still reads every operation once', async () => {
+test('recovery reads only the operations the index says may be open, overlapping a bounded number of reads: the settled history is not read', async () => {
   const clock = new VirtualClock();
   const store = new SlowReads({ clock });
   const first = await incarnation(clock, store, { completion: { mode: 'first-success' } });
   for (const p of peerIds(3)) await first.addPeer(p, { review: () => ({ verdict: 'approve' }) });
   const caller = { principalId: 'p', senderPeerId: null };
-  const operations = limits.recoveryReadsMax * 3 + 1;
-  for (let i = 0; i < operations; i++)
+  const settled = 40;
+  for (let i = 0; i < settled; i++)
     await first.coordinator.invoke(caller, { contract: first.bundle.ref, interaction: 'review', invocationKey: `settled-${i}`, input: { document: 'd' } });
   await clock.advance(1);
-  // A few operations left open: no peer answers them.
+  // Operations left open: no peer answers them.
   const open = await incarnation(clock, store, { completion: { mode: 'first-success' } });
-  for (let i = 0; i < 3; i++)
+  const opened = limits.recoveryReadsMax * 2 + 1;
+  for (let i = 0; i < opened; i++)
     await open.coordinator.invoke(caller, { contract: open.bundle.ref, interaction: 'review', invocationKey: `open-${i}`, input: { document: 'd' } });
   store.inFlightMax = 0;
   store.reads = 0;
   const second = await incarnation(clock, store, { completion: { mode: 'first-success' } });
-  assert.deepEqual(await second.coordinator.recover(), { scanned: operations + 3, resumed: 3, failed: 0 });
-  assert.equal(store.reads, operations + 3, 'each operation read once');
+  assert.deepEqual(await second.coordinator.recover(), { scanned: opened, resumed: opened, failed: 0 });
+  assert.equal(store.reads, opened, 'each open operation read once, no settled one');
   assert.equal(store.inFlightMax, limits.recoveryReadsMax, `at most ${limits.recoveryReadsMax} reads at once, and that many`);
+});
+
+test('recovery reads every operation when the index cannot list the open ones', async () => {
+  const clock = new VirtualClock();
+  const store = new MemoryEventStore({ clock });
+  const first = await incarnation(clock, store, { completion: { mode: 'first-success' } });
+  for (const p of peerIds(3)) await first.addPeer(p, { review: () => ({ verdict: 'approve' }) });
+  const caller = { principalId: 'p', senderPeerId: null };
+  await first.coordinator.invoke(caller, { contract: first.bundle.ref, interaction: 'review', invocationKey: 'settled', input: { document: 'd' } });
+  await clock.advance(1);
+  const open = await incarnation(clock, store, { completion: { mode: 'first-success' } });
+  await open.coordinator.invoke(caller, { contract: open.bundle.ref, interaction: 'review', invocationKey: 'open', input: { document: 'd' } });
+  store.index.openOperationIds = async function* () {
+    yield* [];
+    throw new AdapterError('unavailable', 'index down');
+  };
+  const second = await incarnation(clock, store, { completion: { mode: 'first-success' } });
+  assert.deepEqual(await second.coordinator.recover(), { scanned: 2, resumed: 1, failed: 0 });
 });

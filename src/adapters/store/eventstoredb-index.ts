@@ -36,7 +36,7 @@ import {
 } from '../../events/operation-index.js';
 import type { StoredTransition } from '../../events/types.js';
 import type { IndexStates } from './index-states.js';
-import type { OperationIndexStore } from './types.js';
+import type { OperationIndexStore, RecordAfter } from './types.js';
 
 const rowType = 'convoke.index-row';
 /** Row reads in flight at once while listing. */
@@ -65,9 +65,9 @@ export class EventStoreDbOperationIndex implements OperationIndexStore {
   }
 
   /** After an append was stored: the row from the held state, or from the log read back. Failures leave the row behind. */
-  async appended(operationId: string, previousRevision: string | undefined, stored: StoredTransition): Promise<void> {
+  async appended(operationId: string, previousRevision: string | undefined, stored: StoredTransition, after?: RecordAfter): Promise<void> {
     try {
-      const row = await this.host.states.rowAfterStored(operationId, previousRevision, stored, () => this.host.logOf(operationId));
+      const row = await this.host.states.rowAfterStored(operationId, previousRevision, stored, () => this.host.logOf(operationId), after);
       if (row) await this.publish(operationId, row, false);
     } catch {
       // Behind, never wrong: see the header.
@@ -143,6 +143,11 @@ export class EventStoreDbOperationIndex implements OperationIndexStore {
 
   async countStuck(nowMs: number, bounds: StuckBounds): Promise<StuckCounts> {
     return countStuck(await this.allRows(), nowMs, bounds);
+  }
+
+  /** Every live operation: a row here costs a read per operation, as the operation's own log does. */
+  openOperationIds(): AsyncIterable<string> {
+    return this.host.operationIds();
   }
 
   private async allRows(): Promise<OperationIndexRow[]> {

@@ -64,7 +64,7 @@ import {
   type LogState,
   type PendingWrite,
 } from './on-fold.js';
-import type { AppendListener, AppendOutcome, EventStore, ReadOutcome, RevisionListener, StoreFailure, StoreLimits } from './types.js';
+import type { AppendListener, AppendOutcome, EventStore, ReadOutcome, RecordAfter, RevisionListener, StoreFailure, StoreLimits } from './types.js';
 
 export interface EventStoreDbOptions {
   /** `esdb://host:2113?tls=false` (the client's own connection-string syntax), or a client. */
@@ -143,7 +143,7 @@ export class EventStoreDbStore implements EventStore {
     });
   }
 
-  async create(operationId: string, transition: Transition): Promise<AppendOutcome> {
+  async create(operationId: string, transition: Transition, after?: RecordAfter): Promise<AppendOutcome> {
     const body = this.precheck(transition);
     if (typeof body !== 'string') return body;
     try {
@@ -151,18 +151,18 @@ export class EventStoreDbStore implements EventStore {
       if (tombstoned) return { kind: 'expired', description: `operation ${operationId} is tombstoned; its key is never recreated` };
       if (full) return full;
       const empty: FoldPoint = { revision: -1, lastAppliedAtMs: noAppliedYetMs, anyApplied: false, count: 0 };
-      return await this.appendAt(operationId, NO_STREAM, empty, { transition, body, mode: 'create', attempt: 0 });
+      return await this.appendAt(operationId, NO_STREAM, empty, { transition, body, mode: 'create', attempt: 0, after });
     } catch (error) {
       return esdbFailure(error);
     }
   }
 
-  async append(operationId: string, expectedRevision: string, transition: Transition): Promise<AppendOutcome> {
+  async append(operationId: string, expectedRevision: string, transition: Transition, after?: RecordAfter): Promise<AppendOutcome> {
     const body = this.precheck(transition);
     if (typeof body !== 'string') return body;
     try {
       const expected = parseEsdbRevision(expectedRevision);
-      const write: PendingWrite = { transition, body, mode: 'append', attempt: 0 };
+      const write: PendingWrite = { transition, body, mode: 'append', attempt: 0, after };
       if (expected === undefined) return await this.rejected(operationId, expectedRevision, write);
       return await this.appendAt(operationId, expected, this.fold.at(operationId, Number(expected)), write);
     } catch (error) {
@@ -307,11 +307,12 @@ export class EventStoreDbStore implements EventStore {
       return this.rejected(operationId, String(expected), write);
     }
     if (expected === NO_STREAM) await this.countAdmission(operationId);
-    return this.answerStored(operationId, revision, known, write.transition);
+    return this.answerStored(operationId, revision, known, write);
   }
 
   /** Reads the stored event back for its server stamp and answers what the fold will decide. */
-  private async answerStored(operationId: string, revision: bigint, known: FoldPoint | undefined, transition: Transition): Promise<AppendOutcome> {
+  private async answerStored(operationId: string, revision: bigint, known: FoldPoint | undefined, write: PendingWrite): Promise<AppendOutcome> {
+    const { transition } = write;
     const events = await this.readEvents(this.opStream(operationId), revision, 1);
     if (events.kind !== 'events')
       return events.kind === 'tombstoned' ? expiredOf(operationId) : { kind: 'unavailable', description: 'stored event could not be read back' };
@@ -329,7 +330,9 @@ export class EventStoreDbStore implements EventStore {
     const outcome = answerStoredAt(this.fold, operationId, Number(revision), stored.committedAtMs, before, transition.timeGuard);
     // Stored either way (applied, or void on fold): the index row follows the log.
     if (outcome.kind === 'ok' || outcome.kind === 'expired') {
-      await this.index.appended(operationId, before.revision < 0 ? undefined : String(before.revision), stored);
+      // The written transition itself beside the stored instant: the committing side folds that object.
+      const written = { revision: stored.revision, committedAtMs: stored.committedAtMs, transition };
+      await this.index.appended(operationId, before.revision < 0 ? undefined : String(before.revision), written, write.after);
     }
     return outcome;
   }

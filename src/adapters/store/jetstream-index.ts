@@ -7,8 +7,9 @@
  * carries the log revision it was derived at, and a row is published with the index subject's
  * last sequence as a compare-and-swap, never over a row of a later revision: two coordinators
  * racing on one operation cannot leave the older row last. A crash between the append and its
- * row leaves the row one revision behind (what the log said at that revision) until the
- * operation's next append or `convoke replay --fix-index`.
+ * row leaves the row one revision behind (what the log said at that revision), or an admission
+ * with no row, until the operation's next append or `convoke replay --fix-index`; recovery still
+ * finds such an operation (openOperationIds lists live operations without a row).
  *
  * Listing reads every operation's last row (an ephemeral consumer, last per subject) and filters
  * and sorts in memory: a page costs O(n) in the operations stored (docs/operations.md gives the
@@ -39,8 +40,8 @@ import {
   type StuckCounts,
 } from '../../events/operation-index.js';
 import type { StoredTransition } from '../../events/types.js';
-import type { IndexStates } from './index-states.js';
-import type { OperationIndexStore } from './types.js';
+import { mayBeOpen, type IndexStates } from './index-states.js';
+import type { OperationIndexStore, RecordAfter } from './types.js';
 
 const wrongSequenceCodes = new Set([10071, 10164]);
 const decoder = new TextDecoder();
@@ -56,6 +57,8 @@ export interface JetStreamIndexHost {
   closed(): boolean;
   /** The operation's log as read() answers it: transitions, or undefined when it has none (missing, tombstoned). */
   logOf(operationId: string): Promise<StoredTransition[] | undefined>;
+  /** Every live operation id (the store's operationIds). */
+  operationIds(): AsyncIterable<string>;
 }
 
 /** Creates the index stream, or checks an existing one is a last-per-subject stream of the index subjects. */
@@ -104,9 +107,9 @@ export class JetStreamOperationIndex implements OperationIndexStore {
    * from the held state, or from the log read back. A failure here cannot undo the append; the
    * row stays behind (never ahead) and the next append or a rebuild writes it.
    */
-  async appended(operationId: string, previousRevision: string | undefined, stored: StoredTransition): Promise<void> {
+  async appended(operationId: string, previousRevision: string | undefined, stored: StoredTransition, after?: RecordAfter): Promise<void> {
     try {
-      const row = await this.host.states.rowAfterStored(operationId, previousRevision, stored, () => this.host.logOf(operationId));
+      const row = await this.host.states.rowAfterStored(operationId, previousRevision, stored, () => this.host.logOf(operationId), after);
       if (row) await this.publish(operationId, row);
     } catch {
       // Behind, never wrong: see the header.
@@ -179,6 +182,16 @@ export class JetStreamOperationIndex implements OperationIndexStore {
 
   async countStuck(nowMs: number, bounds: StuckBounds): Promise<StuckCounts> {
     return countStuck(await this.allRows(), nowMs, bounds);
+  }
+
+  /**
+   * The live operations (the operations stream's subjects, tombstones left out) less those whose
+   * row is settled: every row is read (small messages, in batches), no operation's log is. An
+   * admission whose row was never written (a crash between the two publishes) has no row and so
+   * is listed.
+   */
+  async *openOperationIds(): AsyncIterable<string> {
+    yield* mayBeOpen(this.host.operationIds(), await this.allRows());
   }
 
   private assertOpen(): void {

@@ -67,7 +67,7 @@ import {
   type LogState,
   type PendingWrite,
 } from './on-fold.js';
-import type { AppendListener, AppendOutcome, EventStore, ReadOutcome, RevisionListener, StoreFailure, StoreLimits } from './types.js';
+import type { AppendListener, AppendOutcome, EventStore, ReadOutcome, RecordAfter, RevisionListener, StoreFailure, StoreLimits } from './types.js';
 
 export interface JetStreamStoreOptions {
   /** An existing connection (left open on close), or `servers` to connect to (closed on close). */
@@ -169,6 +169,7 @@ export class JetStreamEventStore implements EventStore {
       states: new IndexStates(),
       closed: () => this.closed,
       logOf: logOfRead((operationId) => this.read(operationId)),
+      operationIds: () => this.operationIds(),
     });
   }
 
@@ -201,7 +202,7 @@ export class JetStreamEventStore implements EventStore {
     }
   }
 
-  async create(operationId: string, transition: Transition): Promise<AppendOutcome> {
+  async create(operationId: string, transition: Transition, after?: RecordAfter): Promise<AppendOutcome> {
     const refused = this.precheck(transition);
     if (typeof refused !== 'string') return refused;
     try {
@@ -211,19 +212,19 @@ export class JetStreamEventStore implements EventStore {
       if (full) return full;
       // An empty subject has nothing applied: the point before a create needs no read.
       const empty: FoldPoint = { revision: 0, lastAppliedAtMs: noAppliedYetMs, anyApplied: false, count: 0 };
-      return await this.publishAt(operationId, 0, empty, { transition, body: refused, mode: 'create', attempt: 0 });
+      return await this.publishAt(operationId, 0, empty, { transition, body: refused, mode: 'create', attempt: 0, after });
     } catch (error) {
       return natsFailure(error);
     }
   }
 
-  async append(operationId: string, expectedRevision: string, transition: Transition): Promise<AppendOutcome> {
+  async append(operationId: string, expectedRevision: string, transition: Transition, after?: RecordAfter): Promise<AppendOutcome> {
     const refused = this.precheck(transition);
     if (typeof refused !== 'string') return refused;
     try {
       const expectedSeq = parseRevision(expectedRevision);
       // A revision that is not a stream sequence can never match: classify without writing.
-      const write: PendingWrite = { transition, body: refused, mode: 'append', attempt: 0 };
+      const write: PendingWrite = { transition, body: refused, mode: 'append', attempt: 0, after };
       if (expectedSeq === undefined) return await this.rejected(operationId, expectedRevision, write);
       const known = this.fold.at(operationId, expectedSeq);
       if (known) return await this.publishAt(operationId, expectedSeq, known, write);
@@ -378,11 +379,12 @@ export class JetStreamEventStore implements EventStore {
       if (!isWrongSequence(error)) throw error;
       return this.rejected(operationId, String(expectedSeq), write);
     }
-    return this.answerStored(operationId, seq, known, write.transition);
+    return this.answerStored(operationId, seq, known, write);
   }
 
   /** Learns the stored message's server stamp and answers what the fold will decide. */
-  private async answerStored(operationId: string, seq: number, known: FoldPoint, transition: Transition): Promise<AppendOutcome> {
+  private async answerStored(operationId: string, seq: number, known: FoldPoint, write: PendingWrite): Promise<AppendOutcome> {
+    const { transition } = write;
     const stamp = await this.stampOf(seq);
     if (!stamp || stamp.subject !== this.opSubject(operationId)) {
       return { kind: 'unavailable', description: `stored message ${seq} could not be read back; its fold outcome is unknown` };
@@ -390,11 +392,12 @@ export class JetStreamEventStore implements EventStore {
     const outcome = answerStoredAt(this.fold, operationId, seq, stamp.committedAtMs, known, transition.timeGuard);
     // Stored either way (applied, or void on fold): the index row follows the log (operations only, not workflow instances).
     if ((outcome.kind === 'ok' || outcome.kind === 'expired') && streamFamily(operationId) === 'op') {
-      await this.index.appended(operationId, known.revision === 0 ? undefined : String(known.revision), {
-        revision: String(seq),
-        committedAtMs: stamp.committedAtMs,
-        transition,
-      });
+      await this.index.appended(
+        operationId,
+        known.revision === 0 ? undefined : String(known.revision),
+        { revision: String(seq), committedAtMs: stamp.committedAtMs, transition },
+        write.after,
+      );
     }
     return outcome;
   }

@@ -11,12 +11,23 @@ import type { StoredTransition, Transition } from '../../events/types.js';
 import type { Clock } from '../../contract/clock.js';
 import { checkGuardShape, guardAdmits, guardFailure, rollbackFailure } from '../../events/guard.js';
 import { bodyBytes, checkTransitionShape, encodeTransition, logFullFailure, notifyAll, sizeFailure } from './codec.js';
-import type { AppendListener, AppendOutcome, EventStore, OperationIndexStore, ReadOutcome, RevisionListener, StoreFailure, StoreLimits } from './types.js';
+import type {
+  AppendListener,
+  AppendOutcome,
+  EventStore,
+  OperationIndexStore,
+  ReadOutcome,
+  RecordAfter,
+  RevisionListener,
+  StoreFailure,
+  StoreLimits,
+} from './types.js';
 import { resolveStoreLimits } from './limits.js';
 import { unavailable } from '../../contract/errors.js';
 import { countStuck, pageOf, type OperationIndexRow } from '../../events/operation-index.js';
 import { IndexStates } from './index-states.js';
 import { isOperationId } from '../../contract/ids.js';
+import { isSettled } from '../../machines/index.js';
 
 /**
  * A stored transition is kept as its serialized body, as a durable store keeps bytes: reads decode
@@ -82,14 +93,22 @@ export class MemoryEventStore implements EventStore {
       this.assertOpen();
       return countStuck(this.rows.values(), nowMs, bounds);
     },
+    // Rows are written with their transition: an operation has a row from its admission on.
+    openOperationIds: () => this.openOperationIds(),
   };
+
+  private async *openOperationIds(): AsyncIterable<string> {
+    this.assertOpen();
+    const open = [...this.rows.values()].filter((row) => !isSettled(row.phase)).map((row) => row.operationId);
+    yield* open;
+  }
 
   constructor(options: MemoryStoreOptions) {
     this.clock = options.clock;
     this.limits = resolveStoreLimits(options.limits);
   }
 
-  async create(operationId: string, transition: Transition): Promise<AppendOutcome> {
+  async create(operationId: string, transition: Transition, after?: RecordAfter): Promise<AppendOutcome> {
     if (this.closed) return closedFailure;
     const existing = this.streams.get(operationId);
     if (existing) {
@@ -103,15 +122,15 @@ export class MemoryEventStore implements EventStore {
         description: `store capacity of ${this.limits.operationsMax} operations reached; new admissions are refused, key history is kept`,
       };
     }
-    return this.write(operationId, undefined, transition);
+    return this.write(operationId, undefined, transition, undefined, after);
   }
 
-  async append(operationId: string, expectedRevision: string, transition: Transition): Promise<AppendOutcome> {
+  async append(operationId: string, expectedRevision: string, transition: Transition, after?: RecordAfter): Promise<AppendOutcome> {
     if (this.closed) return closedFailure;
     const stream = this.streams.get(operationId);
     if (!stream) return { kind: 'not-found', description: `operation ${operationId} does not exist` };
     if (stream.tombstoned) return { kind: 'expired', description: `operation ${operationId} is tombstoned` };
-    return this.write(operationId, stream, transition, expectedRevision);
+    return this.write(operationId, stream, transition, expectedRevision, after);
   }
 
   async read(operationId: string): Promise<ReadOutcome> {
@@ -163,17 +182,21 @@ export class MemoryEventStore implements EventStore {
   }
 
   /** The operation's row after the transition just stored. */
-  private indexAppended(operationId: string, stream: Stream, previous: number, stored: StoredTransition): void {
+  private indexAppended(operationId: string, stream: Stream, previous: number, stored: StoredTransition, after: RecordAfter | undefined): void {
     if (!isOperationId(operationId)) return; // a workflow instance's stream: the index lists operations
-    const row = this.indexStates.rowAfter(operationId, previous === 0 ? undefined : String(previous), stored, () =>
-      stream.transitions.slice(0, previous).map(decode),
+    const row = this.indexStates.rowAfter(
+      operationId,
+      previous === 0 ? undefined : String(previous),
+      stored,
+      () => stream.transitions.slice(0, previous).map(decode),
+      after,
     );
     if (row) this.rows.set(operationId, row);
     else this.rows.delete(operationId);
   }
 
   /** The serialized write: checks, then commits with the one clock reading it checked against. */
-  private write(operationId: string, stream: Stream | undefined, transition: Transition, expectedRevision?: string): AppendOutcome {
+  private write(operationId: string, stream: Stream | undefined, transition: Transition, expectedRevision?: string, after?: RecordAfter): AppendOutcome {
     const shape = checkTransitionShape(transition) ?? checkGuardShape(transition.timeGuard);
     if (shape) return shape;
     const body = encodeTransition(transition);
@@ -196,7 +219,7 @@ export class MemoryEventStore implements EventStore {
     this.lastCommittedAtMs = nowMs;
     const revision = String(target.transitions.length);
     // The caller's transition itself (as the SQLite store): transitions are never changed once decided.
-    this.indexAppended(operationId, target, previous, { revision, committedAtMs: nowMs, transition });
+    this.indexAppended(operationId, target, previous, { revision, committedAtMs: nowMs, transition }, after);
     if (this.listeners.size > 0) notifyAll(this.listeners, operationId, decode(stored, target.transitions.length - 1));
     if (this.watchers.size > 0) notifyAll(this.watchers, operationId, revision);
     return { kind: 'ok', revision, committedAtMs: nowMs };

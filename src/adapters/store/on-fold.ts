@@ -10,7 +10,7 @@ import { BoundedMap } from '../../contract/bounded-map.js';
 import type { StoredTransition, TimeGuard, Transition } from '../../events/types.js';
 import { bodyBytes, checkTransitionShape, encodeTransition, sizeFailure } from './codec.js';
 import { appliesOnFold, checkGuardShape, guardAdmits, guardFailure, rollbackFailure } from '../../events/guard.js';
-import type { AppendOutcome, ReadOutcome, StoreFailure } from './types.js';
+import type { AppendOutcome, ReadOutcome, RecordAfter, StoreFailure } from './types.js';
 import { limits } from '../../contract/limits.js';
 
 /** Before any applied transition, every timestamp is "not going back". */
@@ -94,6 +94,8 @@ export interface PendingWrite {
   mode: 'create' | 'append';
   /** CAS retries so far (a create over a log holding only void transitions retries). */
   attempt: number;
+  /** The committing side's record after the transition, for the index row (index-states.ts). */
+  after?: RecordAfter;
 }
 
 export const expiredOf = (operationId: string) => ({ kind: 'expired' as const, description: `operation ${operationId} is tombstoned` });

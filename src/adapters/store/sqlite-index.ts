@@ -4,7 +4,9 @@
  * settlement, interaction — each ending in (admitted_at_ms, operation_id), the list order. A page
  * is an index seek to the cursor and a walk of `limit` entries, so its cost does not grow with
  * the number of stored operations (bench/list.ts measures it). Stuck rows have partial indexes
- * of their instants, so counting them costs the number of stuck rows.
+ * of their instants, so counting them costs the number of stuck rows; a stuck page walks the rows
+ * that can be stuck in list order (`stuckable`), so it costs its own rows and the in-flight ones
+ * it passes.
  *
  * A file written by a build before the index (schema 1) is indexed once when it is opened.
  */
@@ -21,7 +23,21 @@ import {
 } from '../../events/operation-index.js';
 import type { DecisionOutcome, OperationPhase, RejectionReason, SettlementStatus, StoredTransition } from '../../events/types.js';
 import type { IndexStates } from './index-states.js';
+import { operationSets } from '../../machines/index.js';
+import { limits as contractLimits } from '../../contract/limits.js';
 import type { OperationIndexStore } from './types.js';
+
+/**
+ * The rows that can be stuck at some instant: undecided (past its deadline, a lease ended — a
+ * row holds a lease end only while undecided), a publication waiting for its receipt, or an
+ * indeterminate settlement. Stuck pages walk a partial index of these rows in list order, so a
+ * page costs the stuck rows it returns plus the in-flight rows not yet stuck that it passes —
+ * neither the settled history nor the number of stuck rows beyond the page.
+ */
+const stuckable = "(outcome IS NULL OR outbox_pending_since_ms IS NOT NULL OR settlement = 'indeterminate')";
+
+/** Rows of operations not settled (recovery reads only these): the phases the operation machine does not call settled. */
+const notSettled = `phase NOT IN (${[...operationSets.settled].map((phase) => `'${phase}'`).join(', ')})`;
 
 export const indexSchema = `
 CREATE TABLE IF NOT EXISTS operation_index (
@@ -53,6 +69,9 @@ CREATE INDEX IF NOT EXISTS operation_index_settlement ON operation_index (settle
 CREATE INDEX IF NOT EXISTS operation_index_interaction ON operation_index (interaction, admitted_at_ms, operation_id);
 CREATE INDEX IF NOT EXISTS operation_index_principal_phase ON operation_index (principal_id, phase, admitted_at_ms, operation_id);
 CREATE INDEX IF NOT EXISTS operation_index_open_deadline ON operation_index (deadline_ms) WHERE outcome IS NULL;
+CREATE INDEX IF NOT EXISTS operation_index_not_settled ON operation_index (operation_id) WHERE ${notSettled};
+CREATE INDEX IF NOT EXISTS operation_index_stuckable ON operation_index (admitted_at_ms, operation_id) WHERE ${stuckable};
+CREATE INDEX IF NOT EXISTS operation_index_principal_stuckable ON operation_index (principal_id, admitted_at_ms, operation_id) WHERE ${stuckable};
 CREATE INDEX IF NOT EXISTS operation_index_lease ON operation_index (lease_expires_at_ms) WHERE lease_expires_at_ms IS NOT NULL;
 CREATE INDEX IF NOT EXISTS operation_index_outbox ON operation_index (outbox_pending_since_ms) WHERE outbox_pending_since_ms IS NOT NULL;
 CREATE TABLE IF NOT EXISTS index_meta (
@@ -185,10 +204,30 @@ function whereOf(query: IndexQuery): { sql: string; params: (string | number)[] 
   if (query.stuck) {
     const { nowMs, bounds, reason } = query.stuck;
     const conditions = (reason === undefined ? stuckReasons : [reason]).map((r) => stuckCondition(r, nowMs, bounds));
+    // Stated literally, so the stuckable partial indexes apply (SQLite matches their WHERE by its terms).
+    parts.push(stuckable);
     parts.push(`(${conditions.map((c) => `(${c.sql})`).join(' OR ')})`);
     for (const c of conditions) params.push(...c.params);
   }
   return { sql: parts.length === 0 ? '' : `WHERE ${parts.join(' AND ')}`, params };
+}
+
+/**
+ * A stuck page walks the stuckable rows in list order (by principal when one is named) and stops
+ * after `limit` matches. Left to itself SQLite answers the OR of the stuck reasons by gathering
+ * every stuck row from the instants' partial indexes and sorting them: a page then cost the
+ * number of stuck rows (over 1.7 s at 100 000, docs/performance.md).
+ */
+function indexedBy(query: IndexQuery): string {
+  if (!query.stuck) return '';
+  return query.principalId === undefined ? 'INDEXED BY operation_index_stuckable' : 'INDEXED BY operation_index_principal_stuckable';
+}
+
+/** The statement one page runs: `limit + 1` rows from the position on, in list order. */
+export function listStatement(query: IndexQuery): { sql: string; params: (string | number)[] } {
+  const where = whereOf(query);
+  const sql = `SELECT ${columns} FROM operation_index ${indexedBy(query)} ${where.sql} ORDER BY admitted_at_ms DESC, operation_id DESC LIMIT ?`;
+  return { sql, params: [...where.params, query.limit + 1] };
 }
 
 export interface SqliteIndexHost {
@@ -239,9 +278,8 @@ export class SqliteOperationIndex implements OperationIndexStore {
   }
 
   async list(query: IndexQuery): Promise<IndexPage> {
-    const where = whereOf(query);
-    const sql = `SELECT ${columns} FROM operation_index ${where.sql} ORDER BY admitted_at_ms DESC, operation_id DESC LIMIT ?`;
-    const rows = this.read(() => this.statement(sql).all(...where.params, query.limit + 1)).map(fromData);
+    const { sql, params } = listStatement(query);
+    const rows = this.read(() => this.statement(sql).all(...params)).map(fromData);
     const page = rows.slice(0, query.limit);
     const last = page.at(-1);
     return rows.length > query.limit && last ? { rows: page, next: { admittedAtMs: last.admittedAtMs, operationId: last.operationId } } : { rows: page };
@@ -266,6 +304,24 @@ export class SqliteOperationIndex implements OperationIndexStore {
       }
     });
     return counts;
+  }
+
+  /**
+   * The rows not settled, paged by operation id over their partial index (never an open cursor:
+   * the caller writes between pages on this connection). The row commits in the same
+   * transaction as its transition, so an operation has a row from its admission on.
+   */
+  async *openOperationIds(): AsyncIterable<string> {
+    const page = this.db.prepare<[string, number], { operation_id: string }>(
+      `SELECT operation_id FROM operation_index WHERE ${notSettled} AND operation_id > ? ORDER BY operation_id LIMIT ?`,
+    );
+    for (let after = ''; ;) {
+      const rows = this.read(() => page.all(after, contractLimits.sqliteOperationIdsPageMax));
+      for (const row of rows) yield row.operation_id;
+      const last = rows.at(-1);
+      if (rows.length < contractLimits.sqliteOperationIdsPageMax || last === undefined) return;
+      after = last.operation_id;
+    }
   }
 
   private statement(sql: string): Database.Statement<(string | number)[], IndexRowData> {

@@ -21,7 +21,7 @@ import { AssertionFailure, unavailable } from '../../contract/errors.js';
 import { checkGuardShape, guardAdmits, guardFailure, rollbackFailure } from '../../events/guard.js';
 import { bodyBytes, checkTransitionShape, decodeStored, encodeTransition, isStoreFailure, logFullFailure, notifyAll, sizeFailure } from './codec.js';
 import { resolveStoreLimits } from './limits.js';
-import type { AppendListener, AppendOutcome, EventStore, ReadOutcome, RevisionListener, StoreFailure, StoreLimits } from './types.js';
+import type { AppendListener, AppendOutcome, EventStore, ReadOutcome, RecordAfter, RevisionListener, StoreFailure, StoreLimits } from './types.js';
 import { openSqliteDatabase } from './sqlite-open.js';
 import { limits as contractLimits } from '../../contract/limits.js';
 import { IndexStates } from './index-states.js';
@@ -94,6 +94,8 @@ interface WriteRequest {
   transition: Transition;
   /** The encoded transition: the bytes stored and the bytes the size budget counts. */
   body: string;
+  /** The committing side's record after the transition (the index row's source, index-states.ts). */
+  after: RecordAfter | undefined;
 }
 
 function prepareStatements(db: Database.Database) {
@@ -181,12 +183,12 @@ export class SqliteEventStore implements EventStore {
     });
   }
 
-  async create(operationId: string, transition: Transition): Promise<AppendOutcome> {
-    return this.write(operationId, undefined, transition);
+  async create(operationId: string, transition: Transition, after?: RecordAfter): Promise<AppendOutcome> {
+    return this.write(operationId, undefined, transition, after);
   }
 
-  async append(operationId: string, expectedRevision: string, transition: Transition): Promise<AppendOutcome> {
-    return this.write(operationId, expectedRevision, transition);
+  async append(operationId: string, expectedRevision: string, transition: Transition, after?: RecordAfter): Promise<AppendOutcome> {
+    return this.write(operationId, expectedRevision, transition, after);
   }
 
   async read(operationId: string): Promise<ReadOutcome> {
@@ -302,13 +304,13 @@ export class SqliteEventStore implements EventStore {
     return cursor;
   }
 
-  private write(operationId: string, expectedRevision: string | undefined, transition: Transition): AppendOutcome {
+  private write(operationId: string, expectedRevision: string | undefined, transition: Transition, after: RecordAfter | undefined): AppendOutcome {
     if (this.closed) return closedFailure;
     const shape = checkTransitionShape(transition) ?? checkGuardShape(transition.timeGuard);
     if (shape) return shape;
     const body = encodeTransition(transition);
     try {
-      return this.writeTransaction.immediate({ operationId, expectedRevision, transition, body });
+      return this.writeTransaction.immediate({ operationId, expectedRevision, transition, body, after });
     } catch (error) {
       return sqliteFailure(error);
     }
@@ -316,7 +318,7 @@ export class SqliteEventStore implements EventStore {
 
   /** Runs under SQLite's write lock (BEGIN IMMEDIATE): every check and the commit see one state. */
   private writeLocked(request: WriteRequest): AppendOutcome {
-    const { operationId, expectedRevision, transition, body } = request;
+    const { operationId, expectedRevision, transition, body, after } = request;
     const operation = this.statements.operation.get(operationId);
     const meta = this.statements.meta.get();
     if (!meta) throw new AssertionFailure('sqlite store meta row is missing');
@@ -334,15 +336,16 @@ export class SqliteEventStore implements EventStore {
     // rowid comes from the meta counter, never max(rowid)+1: a tombstone deleting the newest rows
     // must not let later rows reuse rowids a follower has already passed.
     const rowid = meta.last_rowid + 1;
-    // The index row, from the log before this transition; written in the same transaction, so it
-    // commits with the transition or not at all.
+    // The index row, from the committing side's record after this transition (or the log before
+    // it, index-states.ts); written in the same transaction, so it commits with the transition or
+    // not at all.
     // The caller's transition itself, not a decoded copy: transitions are never changed once
     // decided (the coordinator folds the same objects), and a parse would cost as much as the fold.
     const stored: StoredTransition = { revision: String(revision), committedAtMs: nowMs, transition };
     // A workflow instance's stream (wf… id) has no row: the index lists operations.
     const indexed = isOperationId(operationId);
     const row = indexed
-      ? this.indexStates.rowAfter(operationId, operation ? String(operation.last_revision) : undefined, stored, () => this.logInTransaction(operationId))
+      ? this.indexStates.rowAfter(operationId, operation ? String(operation.last_revision) : undefined, stored, () => this.logInTransaction(operationId), after)
       : undefined;
     this.statements.insertTransition.run(rowid, operationId, revision, nowMs, body);
     if (indexed) this.index.write(operationId, row);

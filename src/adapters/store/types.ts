@@ -8,6 +8,7 @@
  */
 import type { StoredTransition, Transition } from '../../events/types.js';
 import type { IndexPage, IndexQuery, OperationIndexRow, StuckBounds, StuckCounts } from '../../events/operation-index.js';
+import type { OperationRecord } from '../../projections/record.js';
 
 export type StoreFailureKind = 'conflict' | 'expired' | 'unavailable' | 'not-found' | 'invalid-input';
 
@@ -45,6 +46,15 @@ export interface StoreLimits {
   transitionsMax: number;
 }
 
+/**
+ * The committing side's record after the transition a create or append stores (the kernel's
+ * RecordAfter, src/kernel/types.ts): its record at the expected revision with the stored
+ * transition applied. A store derives the operation's index row from it instead of folding the
+ * transition a second time, and only when it names the operation at the revision just written;
+ * otherwise it folds the log (adapters/store/index-states.ts). A store without an index ignores it.
+ */
+export type RecordAfter = (stored: StoredTransition) => OperationRecord | undefined;
+
 export interface AppendListener {
   (operationId: string, stored: StoredTransition): void;
 }
@@ -67,16 +77,27 @@ export interface OperationIndexStore {
   rebuild(operationId: string): Promise<OperationIndexRow | undefined>;
   /** Operations stuck at `nowMs`, per reason. */
   countStuck(nowMs: number, bounds: StuckBounds): Promise<StuckCounts>;
+  /**
+   * Every live operation that may be open, for recovery at start-up: each whose row is not
+   * settled, and each whose log has no row (an admission whose row was never written — a crash
+   * between the append and the row, on a store that writes them apart). A settled row is final:
+   * phases only advance, so a row that lags its log by a revision never hides an open operation.
+   * Settled operations are left out, which is what makes a restart cheap. In no particular order.
+   */
+  openOperationIds(): AsyncIterable<string>;
 }
 
 export interface EventStore {
   readonly name: string;
   readonly capabilities: StoreCapabilities;
   readonly index: OperationIndexStore;
-  /** Create-if-absent: the first transition of a new stream. `conflict` if the stream exists, `expired` if tombstoned. */
-  create(operationId: string, transition: Transition): Promise<AppendOutcome>;
+  /**
+   * Create-if-absent: the first transition of a new stream. `conflict` if the stream exists, `expired` if tombstoned.
+   * `after` (RecordAfter): the committing side's record after the transition, for the index row.
+   */
+  create(operationId: string, transition: Transition, after?: RecordAfter): Promise<AppendOutcome>;
   /** Append at expectedRevision (the revision returned by the last create/append/read). */
-  append(operationId: string, expectedRevision: string, transition: Transition): Promise<AppendOutcome>;
+  append(operationId: string, expectedRevision: string, transition: Transition, after?: RecordAfter): Promise<AppendOutcome>;
   read(operationId: string): Promise<ReadOutcome>;
   /** Every operation id with a live stream, in no particular order. */
   operationIds(): AsyncIterable<string>;
