@@ -10,6 +10,7 @@ import { exitCodeOfError, exitCodes } from './exit-codes.js';
 import { processIo, type CliIo } from './io.js';
 import { packageVersion } from './version.js';
 import { addWorkflowRunCommand } from './commands/workflow-run.js';
+import { addWorkflowFacadeCommands } from './commands/workflow-facade.js';
 
 // Each command's module is imported when that command runs: `convoke peer` never loads Fastify,
 // `convoke canonicalize` never loads NATS, and `--help` loads neither.
@@ -45,6 +46,7 @@ export function buildProgram(io: CliIo, setExit: (code: number) => void): Comman
   addStoreCommands(program, io, setExit);
   addWorkflowDslCommands(program, io, setExit);
   addWorkflowRunCommand(program, io, setExit);
+  addWorkflowFacadeCommands(program, io, setExit);
   return program;
 }
 
