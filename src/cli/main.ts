@@ -95,7 +95,7 @@ function addLocalCommands(program: Command, io: CliIo, setExit: (code: number) =
     .description(
       'run a review interaction end to end in one process (memory store, in-process bus and peers; scenarios that show a retry use a temporary SQLite store)',
     )
-    .option('--scenario <name>', 'default | one-eligible-failover | lease-expiry | cancel-siblings | revocation', 'default')
+    .option('--scenario <name>', 'default | one-eligible-failover | lease-expiry | cancel-siblings | revocation | pipeline', 'default')
     .option('--peers <n>', 'number of in-process peers', integer, 5)
     .option('--quorum <k>', 'approvals needed', integer, 3)
     .option('--seed <n>', 'seed for peer verdicts and latencies', integer, 7)

@@ -14,7 +14,10 @@ import { sendWorkflowCommand, type WorkflowCommandVerb, type WorkflowReply } fro
 import type { WorkflowInstance } from '../../src/runtime/workflow-service.js';
 import type { WorkflowTransition } from '../../src/workflow/exec/events.js';
 import { foldWorkflow } from '../../src/workflow/exec/record.js';
-import { NatsDeploymentFixture, e2eBundle, type CommandClient } from '../support/nats-deployment-fixture.js';
+import { join } from 'node:path';
+import { exitCodes } from '../../src/cli/exit-codes.js';
+import { passwordVariableOf } from '../../src/deployment/nats/permissions.js';
+import { NatsDeploymentFixture, e2eBundle, spawnCli, type CommandClient } from '../support/nats-deployment-fixture.js';
 
 process.env.PATH = `${process.env.PATH ?? ''}:/usr/sbin`;
 
@@ -123,4 +126,43 @@ test('workflow-cancel: 422 unsupported without caller cancellation; where declar
   assert.equal(instanceOf(cancelled).status, 'cancelled');
   const replayed = foldWorkflow((await f.log(id)) as unknown as Stored<WorkflowTransition>[]);
   assert.equal(replayed?.status, 'cancelled');
+});
+
+test('convoke workflow start and get over the command API: exit 0 when completed, 10 while running, 9 for another principal', async () => {
+  const as = (user: string) => ['--nats', f.url, '--user', user, '--password-env', passwordVariableOf(user)];
+  const cli = async (args: string[]) => {
+    const child = spawnCli(args, f.env());
+    const { code } = await child.exited;
+    return { code, output: child.output() };
+  };
+  const bundleFile = join(f.dir, 'bundle.json');
+  const started = await cli([
+    'workflow',
+    'start',
+    bundleFile,
+    ...as('billing'),
+    '--workflow',
+    'checked',
+    '--key',
+    'cli-1',
+    '--input',
+    '{"document":"c1"}',
+    '--wait-ms',
+    '20000',
+    '--json',
+  ]);
+  assert.equal(started.code, exitCodes.ok, started.output);
+  const reply = JSON.parse(started.output.slice(started.output.indexOf('{'))) as { status: number; instance: WorkflowInstance };
+  assert.equal(reply.instance.status, 'completed');
+  const id = reply.instance.instanceId;
+  const got = await cli(['workflow', 'get', id, ...as('billing')]);
+  assert.equal(got.code, exitCodes.ok, got.output);
+  assert.match(got.output, new RegExp(`instance +${id}`));
+  assert.match(got.output, /stage +review: op[0-9a-f]{64} decision success/);
+  const hidden = await cli(['workflow', 'get', id, ...as('shipping')]);
+  assert.equal(hidden.code, exitCodes.notFound, hidden.output);
+  const ref = `${f.contract.id}@${f.contract.version}@${f.contract.digest}`;
+  const running = await cli(['workflow', 'start', ref, ...as('billing'), '--workflow', 'slow', '--key', 'cli-2']);
+  assert.equal(running.code, exitCodes.pending, running.output);
+  assert.match(running.output, /status +running \(running pause at \/do\/0\/pause\)/);
 });

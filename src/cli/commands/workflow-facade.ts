@@ -110,7 +110,8 @@ export function renderInstance(instance: WorkflowInstance): string {
     `status     ${instance.status}${instance.currentTask ? ` (running ${instance.currentTask.name} at ${instance.currentTask.at})` : ''}`,
   ];
   for (const stage of instance.stages) {
-    const decision = stage.decision ? `${stage.decision.outcome} (${stage.decision.reason})` : 'undecided';
+    const d = stage.decision;
+    const decision = d ? `${d.outcome} (${d.reason}: ${d.successVotes} of ${d.threshold} needed, ${d.units} asked)` : 'undecided';
     lines.push(`stage      ${stage.stage}: ${stage.operationId} decision ${decision}, settlement ${stage.settlement?.status ?? 'unknown'}`);
   }
   if (instance.status === 'completed') lines.push(`output     ${JSON.stringify(instance.output)}`);
