@@ -1,7 +1,7 @@
 /**
  * A deployment hosting workflow instances, written to a temp dir: the review-then-publish bundle
- * (test/workflow/fixtures) plus two workflows — `slow` (a long wait; the caller may cancel it) and
- * the bundle's own — with in-process example peers (three reviewers approve, one publisher
+ * (test/workflow/fixtures) plus two workflows the caller may cancel — `slow` (a long wait) and
+ * `held` (a contract call nobody answers) — with in-process example peers (three reviewers approve, one publisher
  * publishes), and two bearer principals (alice, bob).
  */
 import { createHash, randomBytes } from 'node:crypto';
@@ -27,7 +27,19 @@ export function workflowBundle(): JsonObject {
     document: { dsl: '1.0.3', namespace: 'lab', name: 'slow', version: '1.0.0' },
     do: [{ pause: { wait: { seconds: 60 } } }, { done: { set: { done: true } } }],
   };
-  bundle.workflowCancellation = { slow: 'caller' };
+  // `held`: one reviewer who never answers (zulu runs no peer), so the operation stays open until cancelled.
+  const interactions = bundle.interactions as JsonObject;
+  interactions.held = { ...(interactions.review as JsonObject), audience: { group: 'silent' }, completion: { mode: 'all-successful' }, cancellation: 'caller' };
+  delete (interactions.held as JsonObject).waitFor;
+  (bundle.workflows as JsonObject).held = {
+    document: { dsl: '1.0.3', namespace: 'lab', name: 'held', version: '1.0.0' },
+    do: [
+      {
+        ask: { call: 'invoke-contract', with: { contract: { id: 'lab.review', version: '1.0.0' }, interaction: 'held', input: '${ {document: .document} }' } },
+      },
+    ],
+  };
+  bundle.workflowCancellation = { slow: 'caller', held: 'caller' };
   return bundle;
 }
 
@@ -57,7 +69,7 @@ export async function writeWorkflowFixture(options: { store?: string; http?: Jso
       },
     },
     bundles: ['bundle.json'],
-    directory: { groups: { reviewers: ['alfa', 'bravo', 'charlie'], publishers: ['delta'] } },
+    directory: { groups: { reviewers: ['alfa', 'bravo', 'charlie'], publishers: ['delta'], silent: ['zulu'] } },
     policy: { rules: [{ effect: 'allow' }], ttlMs: 60_000 },
     attestations: [{ namespace: 'demo.v1.lab', exclusivePeerPublishers: true }],
     deployment: { account: 'test', system: 'convoke', domain: 'workflow-tests' },

@@ -122,6 +122,26 @@ test('a running instance is 202 with its current task; GET ?waitMs= waits; cance
   await assertReplayEqual(id);
 });
 
+test('cancelling an instance cancels its open contract call where the interaction declares caller cancellation', async () => {
+  const started = await start(fixture.tokens.alice, 'held', 'held-1', { document: 'RFC 5' }, 0);
+  assert.equal(started.status, 202, JSON.stringify(started.body));
+  const id = started.body.instanceId as string;
+  let stages: WorkflowInstance['stages'] = [];
+  for (let i = 0; i < 100 && stages.length === 0; i++) {
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    stages = ((await call('GET', `/workflow-instances/${id}`, fixture.tokens.alice)).body as unknown as WorkflowInstance).stages;
+  }
+  const operationId = stages[0]?.operationId;
+  assert.ok(operationId, 'the contract call was bound');
+  await hosted.deployment.coordinator.wait('alice', operationId, 'decision', 200);
+  const cancelled = await call('POST', `/workflow-instances/${id}/cancel`, fixture.tokens.alice);
+  assert.equal(cancelled.status, 200, JSON.stringify(cancelled.body));
+  assert.equal(cancelled.body.status, 'cancelled');
+  const operation = await hosted.deployment.coordinator.get('alice', operationId);
+  assert.deepEqual([operation.decision?.outcome, operation.decision?.reason], ['failed', 'cancelled']);
+  await assertReplayEqual(id);
+});
+
 test('cancel of a workflow without caller cancellation is 422 unsupported, and the instance carries on', async () => {
   const started = await start(fixture.tokens.alice, 'review-then-publish', 'release-4', { document: 'RFC 4' }, 0);
   const id = started.body.instanceId as string;
