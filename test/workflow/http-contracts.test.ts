@@ -8,6 +8,10 @@ import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { SystemClock } from '../../src/contract/clock.js';
 import type { JsonObject } from '../../src/contract/json.js';
+import { writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { stringify } from 'yaml';
+import { main } from '../../src/cli/main.js';
 import { HttpContracts } from '../../src/workflow/exec/http-contracts.js';
 import { harness, runToEnd, yaml } from './support.js';
 import { serveWorkflowFixture, writeWorkflowFixture, type HostedWorkflows, type WorkflowFixture } from './instances-fixture.js';
@@ -127,5 +131,24 @@ test('definite refusals map to distinct DSL errors: a wrong credential is author
     assert.deepEqual([undeployed.error?.type, undeployed.error?.status], ['https://serverlessworkflow.io/spec/1.0.0/errors/configuration', 422]);
   } finally {
     await Promise.all([wrong.close(), missing.close(), right.close()]);
+  }
+});
+
+test('convoke workflow run --endpoint --token-env: the contract calls of a document run without a server go to the facade', async () => {
+  const file = join(fixture.dir, 'remote.yaml');
+  await writeFile(file, stringify(document(fixture.bundle.digest)));
+  process.env.CONVOKE_WF_CLI_TOKEN = fixture.tokens.alice;
+  let stdout = '';
+  let stderr = '';
+  const io = { stdout: { write: (t: string) => (stdout += t) }, stderr: { write: (t: string) => (stderr += t) }, readStdin: async () => new Uint8Array() };
+  const args = ['workflow', 'run', file, '--input', '{"doc":"RFC 14"}', '--key', 'cli-remote', '--principal', 'alice'];
+  try {
+    const code = await main(['node', 'convoke', ...args, '--endpoint', hosted.server.url, '--token-env', 'CONVOKE_WF_CLI_TOKEN'], io);
+    assert.equal(code, 0, stderr);
+    assert.equal((JSON.parse(stdout) as JsonObject).outcome, 'success');
+    const without = await main(['node', 'convoke', ...args, '--token-env', 'CONVOKE_WF_CLI_TOKEN'], io);
+    assert.equal(without, 2, 'a credential reference without an endpoint is refused');
+  } finally {
+    delete process.env.CONVOKE_WF_CLI_TOKEN;
   }
 });
