@@ -12,6 +12,7 @@ import { requireNats, requireStore, resolveConnection, type ConnectionFlags, typ
 import { processIo, type CliIo } from './io.js';
 import { packageVersion } from './version.js';
 import { addWorkflowRunCommand } from './commands/workflow-run.js';
+import { addWorkflowFacadeCommands } from './commands/workflow-facade.js';
 
 // Each command's module is imported when that command runs: `convoke peer` never loads Fastify,
 // `convoke canonicalize` never loads NATS, and `--help` loads neither.
@@ -56,6 +57,7 @@ export function buildProgram(io: CliIo, setExit: (code: number) => void): Comman
   addStoreCommands(program, io, setExit);
   addWorkflowDslCommands(program, io, setExit);
   addWorkflowRunCommand(program, io, setExit);
+  addWorkflowFacadeCommands(program, io, setExit);
   return program;
 }
 
@@ -133,7 +135,7 @@ function addLocalCommands(program: Command, io: CliIo, setExit: (code: number) =
     .description(
       'run a review interaction end to end in one process (memory store, in-process bus and peers; scenarios that show a retry use a temporary SQLite store)',
     )
-    .option('--scenario <name>', 'default | one-eligible-failover | lease-expiry | cancel-siblings | revocation', 'default')
+    .option('--scenario <name>', 'default | one-eligible-failover | lease-expiry | cancel-siblings | revocation | pipeline', 'default')
     .option('--peers <n>', 'number of in-process peers', integer, 5)
     .option('--quorum <k>', 'approvals needed', integer, 3)
     .option('--seed <n>', 'seed for peer verdicts and latencies', integer, 7)

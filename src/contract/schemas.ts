@@ -194,6 +194,13 @@ export const bundleSchema = {
     },
     pipelines: { type: 'object', maxProperties: limits.pipelinesMax, propertyNames: workflowNameSchema, additionalProperties: pipelineSchema },
     workflows: { type: 'object', maxProperties: limits.workflowsMax, propertyNames: workflowNameSchema, additionalProperties: workflowDocumentSchema },
+    // convoke's own setting beside the DSL documents: which pipelines and workflows a caller may cancel (default none).
+    workflowCancellation: {
+      type: 'object',
+      maxProperties: limits.pipelinesMax + limits.workflowsMax,
+      propertyNames: workflowNameSchema,
+      additionalProperties: { enum: ['none', 'caller'] },
+    },
   },
 } as const;
 

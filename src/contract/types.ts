@@ -116,6 +116,8 @@ export interface ContractBundle {
   pipelines?: Record<string, Pipeline>;
   /** Serverless Workflow DSL documents by name, as JSON objects (the DSL's schema governs them). */
   workflows?: Record<string, JsonObject>;
+  /** Which pipelines and workflows (by name) the caller that started an instance may cancel; absent: none. */
+  workflowCancellation?: Record<string, 'none' | 'caller'>;
 }
 
 export interface ContractRef {

@@ -37,6 +37,7 @@ import { buildNatsDeployment } from './nats/assembly.js';
 import { natsTransportSchema } from './nats/settings.js';
 import type { DeploymentConfig, DeploymentLog, ExamplePeerConfig, HttpConfig, JwtConfig, RunningDeployment } from './types.js';
 import type { Logger } from '../runtime/operation-log.js';
+import type { WorkflowHostFactory } from '../runtime/workflow-service.js';
 import type { HttpSettings } from '../http/settings.js';
 import { listingDeps } from './listing.js';
 
@@ -291,6 +292,8 @@ export interface BuildOptions {
   logger?: Logger;
   /** Where `passwordEnv` names are looked up; process.env by default. */
   env?: NodeJS.ProcessEnv;
+  /** Hosts workflow instances beside the coordinator (HTTP /workflow-instances, the NATS workflow commands); none without it. */
+  workflows?: WorkflowHostFactory;
 }
 
 /**
@@ -317,12 +320,21 @@ export async function buildDeployment(config: DeploymentConfig, options: BuildOp
       log: options.log ?? (() => {}),
       env: options.env ?? process.env,
       ...(options.logger ? { logger: options.logger } : {}),
+      ...(options.workflows ? { workflows: options.workflows } : {}),
     });
   }
   // The store is opened last among the checks: nothing above can leave it open.
   const store = await openStore(config.store, { clock });
   try {
-    return await assemble(config, { clock, bundles, compiled, store, http, ...(options.logger ? { logger: options.logger } : {}) });
+    return await assemble(config, {
+      clock,
+      bundles,
+      compiled,
+      store,
+      http,
+      ...(options.logger ? { logger: options.logger } : {}),
+      ...(options.workflows ? { workflows: options.workflows } : {}),
+    });
   } catch (error) {
     await store.close();
     throw error;
@@ -336,6 +348,7 @@ interface Parts {
   store: EventStore;
   http: HttpSettings;
   logger?: Logger;
+  workflows?: WorkflowHostFactory;
 }
 
 /** Wires the coordinator to the in-process bus with its permissions, then starts the example peers. */
@@ -365,6 +378,7 @@ async function assemble(config: DeploymentConfig, parts: Parts): Promise<Running
   await coordinator.watchStore();
   // A durable store may hold operations a previous process left open: resume them before serving.
   await coordinator.recover();
+  const workflows = parts.workflows ? await parts.workflows({ coordinator, bundles, store, clock }) : undefined;
   return {
     coordinator,
     bundles,
@@ -373,7 +387,9 @@ async function assemble(config: DeploymentConfig, parts: Parts): Promise<Running
     http,
     bus,
     peers: peers.map((p) => p.peer),
+    ...(workflows ? { workflows: workflows.service } : {}),
     close: async () => {
+      await workflows?.close();
       await coordinator.close();
       for (const { peer, transport } of peers) {
         await peer.close();

@@ -15,6 +15,7 @@ import type { Coordinator, Deployment as DeploymentBinding } from '../runtime/co
 import type { BudgetOverrides } from '../runtime/log-budget.js';
 import type { HttpSettings } from '../http/settings.js';
 import type { StuckBounds } from '../events/operation-index.js';
+import type { WorkflowInstanceService } from '../runtime/workflow-service.js';
 
 // ── the file's shape ─────────────────────────────────────────────────────────
 
@@ -194,6 +195,8 @@ export interface RunningDeployment {
   /** The NATS transport's state (nats transport), for diagnostics and tests. */
   nats?: NatsRuntime;
   peers: Peer[];
+  /** Workflow instances on the deployment's store (when the deployment was built with a WorkflowHostFactory). */
+  workflows?: WorkflowInstanceService;
   /** Closes the coordinator (after its queued appends), the example peers, the transport and the store. */
   close(): Promise<void>;
 }

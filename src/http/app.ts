@@ -15,12 +15,14 @@ import { unavailable } from '../contract/errors.js';
 import type { Clock } from '../contract/clock.js';
 import type { HttpSettings } from './settings.js';
 import type { InvocationService } from '../runtime/service.js';
+import type { WorkflowInstanceService } from '../runtime/workflow-service.js';
 import { createAuthenticator } from './auth.js';
 import { installStrictJsonBodies } from './body.js';
 import { errorReply, routeNotFound, type ErrorReply } from './errors.js';
 import { registerInvocationRoutes } from './invocations.js';
 import { registerLiveRoutes } from './live.js';
 import { registerConsoleRoutes } from './console.js';
+import { registerWorkflowInstanceRoutes } from './workflow-instances.js';
 import { openApiDocument } from './openapi.js';
 import { compileRouteSchema, healthSchema } from './schemas.js';
 import { limits } from '../contract/limits.js';
@@ -30,6 +32,8 @@ export interface HttpAppOptions {
   bundles: BundleRegistry;
   clock: Clock;
   settings: HttpSettings;
+  /** Workflow instances (/workflow-instances); the routes answer 404 without them. */
+  workflows?: WorkflowInstanceService;
   /** Told about 500s (bugs); the client only learns "internal error". */
   onInternalError?: (error: unknown) => void;
   /**
@@ -94,16 +98,7 @@ export function createHttpApp(options: HttpAppOptions): HttpApp {
     metrics.durations.observe({ method: request.method, route, status_class: `${Math.floor(target.statusCode / 100)}xx` }, target.elapsedTime / 1000);
   });
 
-  const authenticate = createAuthenticator(settings, options.clock);
-  registerInvocationRoutes(app, {
-    coordinator: options.coordinator,
-    bundles: options.bundles,
-    authenticate,
-    waitMsMax: settings.waitMsMax,
-    releaseFor: (target) => releaseFor(target, state, metrics),
-  });
-  registerLiveRoutes(app, { coordinator: options.coordinator, authenticate, clock: options.clock, events: settings.events, streams: state.streams });
-  registerConsoleRoutes(app);
+  registerRoutes(app, options, (target) => releaseFor(target, state, metrics), state.streams);
   registerOperatorRoutes(app, options.coordinator.metrics.registry);
   return {
     app,
@@ -113,6 +108,28 @@ export function createHttpApp(options: HttpAppOptions): HttpApp {
       for (const end of [...state.streams]) end();
     },
   };
+}
+
+/** The authenticated routes: invocations, live updates, the console, workflow instances (when hosted). */
+function registerRoutes(
+  app: FastifyInstance,
+  options: HttpAppOptions,
+  release: (target: FastifyReply) => ReturnType<typeof releaseFor>,
+  streams: Set<() => void>,
+): void {
+  const { settings } = options;
+  const authenticate = createAuthenticator(settings, options.clock);
+  registerInvocationRoutes(app, {
+    coordinator: options.coordinator,
+    bundles: options.bundles,
+    authenticate,
+    waitMsMax: settings.waitMsMax,
+    releaseFor: release,
+  });
+  registerLiveRoutes(app, { coordinator: options.coordinator, authenticate, clock: options.clock, events: settings.events, streams });
+  registerConsoleRoutes(app);
+  if (options.workflows)
+    registerWorkflowInstanceRoutes(app, { workflows: options.workflows, authenticate, waitMsMax: settings.waitMsMax, releaseFor: release });
 }
 
 function connectionsCheckingIntervalMs(headersTimeoutMs: number): number {

@@ -38,7 +38,7 @@ interface GetQuery {
 }
 
 /** The onRequest hook that authenticates a request, and the caller it found. */
-function callerHooks(options: InvocationRoutesOptions) {
+export function callerHooks(options: Pick<InvocationRoutesOptions, 'authenticate'>) {
   const callers = new WeakMap<FastifyRequest, Caller>();
   // Authentication runs before the body is read: an anonymous client cannot make us parse anything.
   const authenticate = async (request: FastifyRequest) => {

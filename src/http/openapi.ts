@@ -6,6 +6,7 @@
 import { limits } from '../contract/limits.js';
 import { errorSchema, errorStatuses, healthSchema, inspectionSchema, listPageSchema, requestBodySchema, resultSchema } from './schemas.js';
 import { listLimitDefault, listLimitMax } from '../runtime/operation-list.js';
+import { workflowInstanceOpenApi } from './workflow-instances.js';
 
 const errorMeaning: Record<(typeof errorStatuses)[number], string> = {
   400: "invalid-input: malformed JSON (duplicate keys, unsafe integers, lone surrogates), schema errors, a waitFor weaker than the contract's",
@@ -107,6 +108,7 @@ const servicePaths = {
 };
 
 export function openApiDocument(): object {
+  const workflows = workflowInstanceOpenApi(errorResponses);
   return {
     openapi: '3.1.0',
     info: {
@@ -124,6 +126,7 @@ export function openApiDocument(): object {
         Health: healthSchema,
         OperationPage: listPageSchema,
         OperationInspection: inspectionSchema,
+        ...workflows.schemas,
       },
       securitySchemes: {
         bearer: { type: 'http', scheme: 'bearer', description: 'a deployment token (stored as a SHA-256 hash) or a JWT whose sub is the principal' },
@@ -154,6 +157,7 @@ export function openApiDocument(): object {
         post: cancelInvocation,
       },
       ...consolePaths(),
+      ...workflows.paths,
       ...servicePaths,
     },
   };

@@ -1,6 +1,7 @@
 /**
  * Commands over NATS (docs/design.md §5): services invoke, read, cancel and list operations by
- * request/reply on `convoke.cmd.<principal>.{invoke,get,cancel,list}` (list: the operations index,
+ * request/reply on `convoke.cmd.<principal>.{invoke,get,cancel,list}` (and, where the deployment
+ * hosts workflow instances, `workflow-start`, `workflow-get`, `workflow-cancel`: workflow-commands.ts) (list: the operations index,
  * as GET /contract-invocations, with the page as `{"status": 200, "page": …}`), with the same InvocationRequest,
  * InvocationResult and AdapterError JSON as the HTTP facade.
  *
@@ -38,6 +39,8 @@ import type { Caller, InvocationService } from '../runtime/service.js';
 import { parseListParameters, type ListPage } from '../runtime/operation-list.js';
 import { adapterErrorStatus, internalErrorBody } from '../runtime/errors.js';
 import { contractBoundary, effectiveBoundary } from '../runtime/boundary.js';
+import type { WorkflowInstanceService } from '../runtime/workflow-service.js';
+import { handleWorkflowCommand, isWorkflowCommandVerb, workflowCommandVerbs, type WorkflowCommandVerb, type WorkflowReply } from './workflow-commands.js';
 
 export const commandVerbs = ['invoke', 'get', 'cancel', 'list'] as const;
 export type CommandVerb = (typeof commandVerbs)[number];
@@ -57,7 +60,7 @@ export function commandSubject(principalId: string, verb: CommandVerb): string {
 export type CommandReply = { status: 200 | 202; result: InvocationResult } | { status: number; error: AdapterErrorBody };
 /** The `list` command's reply: a page of the operations index (as GET /contract-invocations answers). */
 export type ListReply = { status: 200; page: ListPage } | { status: number; error: AdapterErrorBody };
-type AnyReply = CommandReply | ListReply;
+type AnyReply = CommandReply | ListReply | WorkflowReply;
 
 export interface GetCommand {
   operationId: string;
@@ -171,6 +174,8 @@ export interface CommandServerOptions {
   transport: Transport;
   coordinator: InvocationService;
   bundles: BundleRegistry;
+  /** Workflow instances (workflow-start, workflow-get, workflow-cancel: workflow-commands.ts); not subscribed without them. */
+  workflows?: WorkflowInstanceService;
   /** The longest wait a command may ask for; longer waitMs values are clamped (as HTTP's waitMsMax). */
   waitMsMax: number;
   bodyLimitBytes: number;
@@ -206,9 +211,10 @@ export async function startCommandServer(options: CommandServerOptions): Promise
   const state: ServerState = { options, closing: false, waits: new Set(), inFlight: new Set(), replies: commandMetrics(options.coordinator.metrics.registry) };
   const queue = options.queue ?? commandQueueDefault;
   const subscriptions: Subscription[] = [];
-  const subjects = commandVerbs.map((verb) => `${commandSubjectPrefix}.*.${verb}`);
+  const verbs: (CommandVerb | WorkflowCommandVerb)[] = [...commandVerbs, ...(options.workflows ? workflowCommandVerbs : [])];
+  const subjects = verbs.map((verb) => `${commandSubjectPrefix}.*.${verb}`);
   try {
-    for (const verb of commandVerbs) {
+    for (const verb of verbs) {
       subscriptions.push(
         await options.transport.subscribe(`${commandSubjectPrefix}.*.${verb}`, (message) => track(state, answer(state, verb, message)), { queue }),
       );
@@ -233,7 +239,7 @@ function track(state: ServerState, work: Promise<void>): Promise<void> {
   return work.finally(() => state.inFlight.delete(work));
 }
 
-async function answer(state: ServerState, verb: CommandVerb, message: InboundMessage): Promise<void> {
+async function answer(state: ServerState, verb: CommandVerb | WorkflowCommandVerb, message: InboundMessage): Promise<void> {
   const principalId = message.subject.split('.')[2] ?? '';
   const inbox = state.options.replyInbox;
   if (message.replyTo !== undefined && inbox !== undefined && !message.replyTo.startsWith(`${inbox(principalId)}.`)) {
@@ -242,7 +248,9 @@ async function answer(state: ServerState, verb: CommandVerb, message: InboundMes
   }
   let reply: AnyReply;
   try {
-    reply = await handleCommand(state, verb, principalId, message.data);
+    reply = isWorkflowCommandVerb(verb)
+      ? await handleWorkflow(state, verb, principalId, message.data)
+      : await handleCommand(state, verb, principalId, message.data);
   } catch (error) {
     reply = commandErrorReply(error);
     if (reply.status === 500) state.options.onInternalError?.(error);
@@ -250,6 +258,22 @@ async function answer(state: ServerState, verb: CommandVerb, message: InboundMes
   state.replies.inc({ verb, status: String(reply.status) });
   // No reply subject: the sender asked for no answer (a fire-and-forget invoke still admits).
   await message.respond?.(encoder.encode(JSON.stringify(reply))).catch(() => undefined);
+}
+
+/** One workflow command: the same gates as the others (shutdown, principal token, body size), then workflow-commands.ts. */
+async function handleWorkflow(state: ServerState, verb: WorkflowCommandVerb, principalId: string, data: Uint8Array): Promise<WorkflowReply> {
+  if (state.closing) throw unavailable('the coordinator is shutting down; retry against another instance or later');
+  if (!tokenPattern.test(principalId)) throw invalidInput(`command principal ${JSON.stringify(principalId)} is not a token-safe id`);
+  const { workflows, bodyLimitBytes, waitMsMax } = state.options;
+  if (!workflows) throw new AssertionFailure('workflow commands are subscribed only with workflow instances');
+  if (data.byteLength > bodyLimitBytes) throw new CommandBodyTooLarge(bodyLimitBytes);
+  const controller = new AbortController();
+  state.waits.add(controller);
+  try {
+    return await handleWorkflowCommand({ workflows, waitMsMax, signal: controller.signal }, verb, principalId, data);
+  } finally {
+    state.waits.delete(controller);
+  }
 }
 
 /** One command, from body bytes to reply; throws what commandErrorReply maps. */

@@ -6,8 +6,15 @@ import { AdapterError, httpStatusOf, isAdapterError, type AdapterErrorBody } fro
  */
 export class OperationNotFound extends AdapterError {
   readonly notFound = true;
-  constructor(operationId: string) {
-    super('invalid-input', `no operation ${operationId} is visible to this principal`);
+  constructor(operationId: string, description = `no operation ${operationId} is visible to this principal`) {
+    super('invalid-input', description);
+  }
+}
+
+/** A missing or hidden workflow instance: 404 exactly as an operation (another principal's looks like none). */
+export class WorkflowInstanceNotFound extends OperationNotFound {
+  constructor(instanceId: string) {
+    super(instanceId, `no workflow instance ${instanceId} is visible to this principal`);
   }
 }
 

@@ -255,3 +255,20 @@ test('the schema, the SDK and the shared namespace refuse what the checks do not
   );
   await assertRefused((b) => ((b.pipelines as JsonObject).Bad_Name = pipelineOf(b)), 'invalid-input', 'contract bundle: /pipelines', /property name/);
 });
+
+test('workflowCancellation: part of the digest, read per workflow (default none), and every name must be a pipeline or workflow', async () => {
+  const plain = fresh();
+  const declared = fresh();
+  declared.workflowCancellation = { 'review-or-escalate': 'caller' };
+  assert.notEqual(loadBundle(declared).digest, loadBundle(plain).digest);
+  const workflows = workflowDocuments(loadBundle(declared));
+  assert.equal(workflows.get('review-or-escalate')?.cancellation, 'caller');
+  assert.equal(workflows.get('review-then-publish')?.cancellation, 'none');
+  await assertRefused(
+    (b) => (b.workflowCancellation = { 'no-such-flow': 'caller' }),
+    'invalid-input',
+    '/workflowCancellation/no-such-flow',
+    /no pipeline or workflow/,
+  );
+  await assertRefused((b) => (b.workflowCancellation = { 'review-or-escalate': 'always' }), 'invalid-input', '', /workflowCancellation/);
+});

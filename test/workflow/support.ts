@@ -23,7 +23,9 @@ export interface Harness {
   close(): Promise<void>;
 }
 
-export function harness(options: { store?: EventStore; clock?: Clock; fetch?: typeof fetch; invocations?: InvocationService; seed?: number } = {}): Harness {
+export function harness(
+  options: { store?: EventStore; clock?: Clock; fetch?: typeof fetch; invocations?: Pick<InvocationService, 'invoke' | 'wait'>; seed?: number } = {},
+): Harness {
   const clock = options.clock ?? new SystemClock();
   const store = options.store ?? new MemoryEventStore({ clock });
   const evaluator = new JqWorkerEvaluator({ deadlineMs: 5000 });

@@ -42,8 +42,10 @@ export async function demoCommand(options: DemoOptions, io: CliIo): Promise<numb
   if (!Number.isInteger(options.peers) || options.peers < 1 || options.peers > 16) throw new AdapterError('invalid-input', '--peers must be 1..16');
   if (!Number.isInteger(options.quorum) || options.quorum < 1 || options.quorum > options.peers)
     throw new AdapterError('invalid-input', `--quorum must be 1..${options.peers}`);
+  if (options.scenario === 'pipeline') return (await import('./demo-pipeline.js')).pipelineDemo(options, io);
   const scenario = scenarios[options.scenario];
-  if (!scenario) throw new AdapterError('invalid-input', `unknown scenario "${options.scenario}"; choose one of: ${Object.keys(scenarios).join(', ')}`);
+  if (!scenario)
+    throw new AdapterError('invalid-input', `unknown scenario "${options.scenario}"; choose one of: ${[...Object.keys(scenarios), 'pipeline'].join(', ')}`);
   const clock = new SystemClock();
   const random = seededRandom(options.seed);
   const peers = peerIds(options.peers);

@@ -15,6 +15,7 @@ import { startHttpServer } from '../../http/server.js';
 import { observeProcess } from '../../runtime/metrics.js';
 import type { CliIo } from '../io.js';
 import { buildInfo } from '../version.js';
+import { createWorkflowHost } from '../workflow-host.js';
 
 export const logLevels = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
 export type LogLevel = (typeof logLevels)[number];
@@ -53,7 +54,13 @@ export async function serveCommand(options: ServeOptions, io: CliIo): Promise<nu
   const log = (line: string, level: 'info' | 'warn' | 'error' = 'warn') => notices[level](line);
   // What loading the program took before anything of the deployment ran (seconds on a loaded machine).
   notices.info({ sinceProcessStartMs: Math.round(process.uptime() * 1000) }, 'starting');
-  const deployment = await buildDeployment(config, { clock: new SystemClock(), log, logger: logger.child({ component: 'coordinator' }) });
+  const deployment = await buildDeployment(config, {
+    clock: new SystemClock(),
+    log,
+    logger: logger.child({ component: 'coordinator' }),
+    // Workflow instances on the deployment's store; their contract calls go in-process.
+    workflows: (parts) => createWorkflowHost(parts),
+  });
   observeProcess(deployment.coordinator.metrics, buildInfo());
   let server;
   try {

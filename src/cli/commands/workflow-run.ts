@@ -21,6 +21,11 @@ export interface WorkflowRunOptions {
   waitMs: number;
   seed: number | undefined;
   json: boolean;
+  /** A convoke HTTP facade the workflow's contract calls go to (without it they raise a configuration error). */
+  endpoint?: string;
+  /** The credential reference for --endpoint: an environment variable name, or a file. */
+  tokenEnv?: string;
+  tokenFile?: string;
 }
 
 /** main.ts imports this module to register the command: everything else loads when it runs. */
@@ -53,9 +58,16 @@ export async function workflowRunCommand(file: string, options: WorkflowRunOptio
     const document = parseDocumentBytes(await readFileBytes(file), file, file);
     const input = parseStrictBytes(Buffer.from(options.input, 'utf8'), '--input');
     const clock = new SystemClock();
+    const invocations = await contractCalls(options, clock);
     const store = await openStore(options.store, { clock });
     const evaluator = new JqWorkerEvaluator({ deadlineMs: 2000 });
-    const executor = new WorkflowExecutor({ store: workflowStreams(store), clock, random: seededRandom(options.seed ?? randomInt(2 ** 31)), evaluator });
+    const executor = new WorkflowExecutor({
+      store: workflowStreams(store),
+      clock,
+      random: seededRandom(options.seed ?? randomInt(2 ** 31)),
+      evaluator,
+      ...(invocations ? { invocations } : {}),
+    });
     try {
       const { instanceId } = await executor.start({ principalId: options.principal, invocationKey: options.key, document, input });
       const record = await executor.wait(instanceId, options.waitMs);
@@ -86,6 +98,19 @@ export async function workflowRunCommand(file: string, options: WorkflowRunOptio
   }
 }
 
+/** Contract calls over HTTP to --endpoint, authenticated by the credential --token-env or --token-file names. */
+async function contractCalls(options: WorkflowRunOptions, clock: import('../../contract/clock.js').Clock) {
+  if (options.endpoint === undefined) {
+    if (options.tokenEnv !== undefined || options.tokenFile !== undefined) throw invalidInput('--token-env and --token-file go with --endpoint');
+    return undefined;
+  }
+  if ((options.tokenEnv === undefined) === (options.tokenFile === undefined))
+    throw invalidInput('--endpoint needs exactly one of --token-env and --token-file');
+  const { HttpContracts } = await import('../../workflow/exec/http-contracts.js');
+  const credential = options.tokenEnv !== undefined ? { env: options.tokenEnv } : { file: options.tokenFile as string };
+  return new HttpContracts({ endpoint: options.endpoint, credential, clock });
+}
+
 const integer = (value: string): number => {
   if (!/^[0-9]+$/.test(value)) throw invalidInput(`expected a non-negative integer, got ${JSON.stringify(value)}`);
   return Number(value);
@@ -106,11 +131,25 @@ export function addWorkflowRunCommand(program: Command, io: CliIo, setExit: (cod
     .option('--wait-ms <n>', 'how long to wait for the instance to finish', integer, 600_000)
     .option('--seed <n>', 'seed of the retry jitter source', integer)
     .option('--json', 'print the instance (status, output, error, tasks) as JSON', false)
+    .option('--endpoint <url>', "a convoke HTTP facade for the workflow's contract calls (--principal must be the credential's principal)")
+    .option('--token-env <name>', 'environment variable holding the bearer token for --endpoint')
+    .option('--token-file <path>', 'file holding the bearer token for --endpoint')
     .action(async (file: string, o) =>
       setExit(
         await workflowRunCommand(
           file,
-          { input: o.input, store: o.store, key: o.key, principal: o.principal, waitMs: o.waitMs, seed: o.seed, json: o.json },
+          {
+            input: o.input,
+            store: o.store,
+            key: o.key,
+            principal: o.principal,
+            waitMs: o.waitMs,
+            seed: o.seed,
+            json: o.json,
+            ...(o.endpoint === undefined ? {} : { endpoint: o.endpoint }),
+            ...(o.tokenEnv === undefined ? {} : { tokenEnv: o.tokenEnv }),
+            ...(o.tokenFile === undefined ? {} : { tokenFile: o.tokenFile }),
+          },
           io,
         ),
       ),

@@ -40,6 +40,7 @@ import type { StreamContinuity, ExhaustedInfo, Transport } from '../../adapters/
 import { SubjectNamespaceVerifier } from '../../adapters/verification/subject.js';
 import type { Clock } from '../../contract/clock.js';
 import { startCommandServer, type CommandServer } from '../../nats-api/commands.js';
+import type { WorkflowHostFactory, WorkflowInstanceService } from '../../runtime/workflow-service.js';
 import type { RunningDeployment, DeploymentConfig, DeploymentLog, NatsRuntime, NatsTransportConfig } from '../types.js';
 import type { Logger } from '../../runtime/operation-log.js';
 import type { HttpSettings } from '../../http/settings.js';
@@ -60,6 +61,8 @@ export interface NatsParts {
   /** Where the coordinator logs the operation lifecycle; silent without one. */
   logger?: Logger;
   env: NodeJS.ProcessEnv;
+  /** Hosts workflow instances beside the coordinator (and their NATS commands); none without it. */
+  workflows?: WorkflowHostFactory;
 }
 
 /** Closes what was opened, last first, whatever fails. */
@@ -135,9 +138,12 @@ async function assembleNats(
     closers.push(() => monitor.stop());
   }
   watchConnection(nc, log, durable ? monitor : undefined);
+  const workflows = parts.workflows ? await parts.workflows({ coordinator, bundles: parts.bundles, store, clock }) : undefined;
+  if (workflows) closers.push(() => workflows.close());
   const commands = await startCommandServer({
     transport,
     coordinator,
+    ...(workflows ? { workflows: workflows.service } : {}),
     bundles: parts.bundles,
     waitMsMax: parts.http.waitMsMax,
     bodyLimitBytes: parts.http.bodyLimitBytes,
@@ -149,7 +155,8 @@ async function assembleNats(
   closers.push(() => commands.close());
   phases.done('command server');
   log(phases.summary(), 'info');
-  return deploymentOf({ coordinator, store, parts, closers, runtime: runtimeOf(settings, namespaces, durable ? peers : new Map(), commands, monitor) });
+  const runtime = runtimeOf(settings, namespaces, durable ? peers : new Map(), commands, monitor);
+  return deploymentOf({ coordinator, store, parts, closers, runtime, ...(workflows ? { workflows: workflows.service } : {}) });
 }
 
 /** The coordinator of a NATS deployment: its store, transport, directory, policy and attestations. */
@@ -344,7 +351,14 @@ function runtimeOf(
   };
 }
 
-function deploymentOf(args: { coordinator: Coordinator; store: EventStore; parts: NatsParts; closers: Closers; runtime: NatsRuntime }): RunningDeployment {
+function deploymentOf(args: {
+  coordinator: Coordinator;
+  store: EventStore;
+  parts: NatsParts;
+  closers: Closers;
+  runtime: NatsRuntime;
+  workflows?: WorkflowInstanceService;
+}): RunningDeployment {
   const { parts } = args;
   let closing: Promise<void> | undefined;
   return {
@@ -356,6 +370,7 @@ function deploymentOf(args: { coordinator: Coordinator; store: EventStore; parts
     bus: undefined,
     peers: [],
     nats: args.runtime,
+    ...(args.workflows ? { workflows: args.workflows } : {}),
     // Commands stop first (waits answered), then the coordinator's queued appends, then transport and store.
     close: () => (closing ??= args.closers.closeAll()),
   };

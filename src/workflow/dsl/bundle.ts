@@ -22,6 +22,8 @@ export interface BundleWorkflow {
   pointer: string;
   /** The standalone Serverless Workflow 1.0.3 document. */
   document: JsonObject;
+  /** Whether the caller that started an instance may cancel it (the bundle's `workflowCancellation`). */
+  cancellation: 'none' | 'caller';
 }
 
 /** Every pipeline and workflow of the bundle, by name, in declaration order (pipelines first). */
@@ -29,15 +31,19 @@ export function workflowDocuments(compiled: CompiledBundle): Map<string, BundleW
   const out = new Map<string, BundleWorkflow>();
   for (const [name, pipeline] of Object.entries(compiled.bundle.pipelines ?? {})) {
     const pointer = jsonPointer(['pipelines', name]);
-    out.set(name, { name, kind: 'pipeline', pointer, document: lowerPipeline(compiled, name, pipeline) });
+    out.set(name, { name, kind: 'pipeline', pointer, document: lowerPipeline(compiled, name, pipeline), cancellation: cancellationOf(compiled, name) });
   }
   for (const [name, source] of Object.entries(compiled.bundle.workflows ?? {})) {
     const pointer = jsonPointer(['workflows', name]);
     if (out.has(name)) throw invalidInput(`${pointer}: the name "${name}" is also a pipeline's; a bundle's pipelines and workflows share one namespace`);
-    out.set(name, { name, kind: 'workflow', pointer, document: standaloneWorkflow(compiled, source, pointer) });
+    out.set(name, { name, kind: 'workflow', pointer, document: standaloneWorkflow(compiled, source, pointer), cancellation: cancellationOf(compiled, name) });
   }
+  for (const name of Object.keys(compiled.bundle.workflowCancellation ?? {}))
+    if (!out.has(name)) throw invalidInput(`${jsonPointer(['workflowCancellation', name])}: the bundle has no pipeline or workflow "${name}"`);
   return out;
 }
+
+const cancellationOf = (compiled: CompiledBundle, name: string): 'none' | 'caller' => compiled.bundle.workflowCancellation?.[name] ?? 'none';
 
 /** The workflow checked, with the contract function declared and its own-contract calls digested. */
 function standaloneWorkflow(compiled: CompiledBundle, source: JsonObject, pointer: string): JsonObject {

@@ -29,8 +29,8 @@ export interface WorkflowExecutorOptions {
   evaluator: ExpressionEvaluator;
   /** HTTP calls go through this (tests route public hosts to a loopback stub). */
   fetch?: typeof fetch;
-  /** Contract calls go through this; without it they raise a configuration error. */
-  invocations?: InvocationService;
+  /** Contract calls go through this (the coordinator in-process, or HttpContracts); without it they raise a configuration error. */
+  invocations?: Pick<InvocationService, 'invoke' | 'wait'>;
   /** Where emitted CloudEvents go; by default they are only recorded in the instance's log. */
   emit?: (event: JsonObject) => Promise<void>;
   runtime?: { name: string; version: string };

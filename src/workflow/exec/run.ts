@@ -17,7 +17,7 @@ export interface InterpreterDeps {
   evaluator: ExpressionEvaluator;
   random: Random;
   fetch: typeof fetch;
-  invocations: InvocationService | undefined;
+  invocations: Pick<InvocationService, 'invoke' | 'wait'> | undefined;
   runtime: { name: string; version: string };
   httpTimeoutMs: number;
   /** How long one wait on a child operation lasts before it is asked again. */

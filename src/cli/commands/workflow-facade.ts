@@ -1,0 +1,165 @@
+/**
+ * `convoke workflow start BUNDLE --workflow NAME --key K --input JSON` and `convoke workflow get ID`
+ * against a running `convoke serve`, over the NATS command API as `convoke invoke` and `get` are
+ * (the same --nats, --user, --password-env and --principal options): workflow-start and
+ * workflow-get on `convoke.cmd.<principal>.*` (src/nats-api/workflow-commands.ts).
+ *
+ * BUNDLE is a bundle file (its id, version and digest are read from it) or `ID@VERSION@sha256:…`.
+ * Exit codes: 0 the instance completed; 11 it faulted or was cancelled; 10 still running when the
+ * wait ended (get it later); the AdapterError kind's code when the coordinator refused, 9 for an
+ * instance not found; 4 when no coordinator answered (a start's outcome is then unknown: send it
+ * again with the same --key).
+ *
+ * Registered by `addWorkflowFacadeCommands` under `convoke workflow` (created here when absent).
+ */
+import type { Command } from 'commander';
+import { AdapterError, invalidInput } from '../../contract/errors.js';
+import type { ContractRef } from '../../contract/types.js';
+import type { WorkflowInstance } from '../../runtime/workflow-service.js';
+import type { CliIo } from '../io.js';
+import { exitCodeOfKind, exitCodeOfReplyError, exitCodes } from '../exit-codes.js';
+
+export interface WorkflowClientOptions {
+  nats: string;
+  user: string;
+  passwordEnv?: string;
+  principal?: string;
+  waitMs: number;
+  json: boolean;
+  env?: NodeJS.ProcessEnv;
+}
+
+export interface WorkflowStartOptions extends WorkflowClientOptions {
+  workflow: string;
+  key: string;
+  input: string;
+}
+
+const replyMarginMs = 5_000;
+const refPattern = /^([^@]+)@([^@]+)@(sha256:[0-9a-f]{64})$/;
+
+async function bundleRef(argument: string): Promise<ContractRef> {
+  const match = refPattern.exec(argument);
+  if (match) return { id: match[1] as string, version: match[2] as string, digest: match[3] as string };
+  const { readBundleFile } = await import('../../deployment/files.js');
+  return (await readBundleFile(argument)).ref;
+}
+
+export async function workflowStartCommand(bundle: string, options: WorkflowStartOptions, io: CliIo): Promise<number> {
+  const { parseStrict } = await import('../../contract/ijson.js');
+  const body = {
+    bundle: await bundleRef(bundle),
+    workflow: options.workflow,
+    invocationKey: options.key,
+    input: parseStrict(options.input, '--input'),
+    waitMs: options.waitMs,
+  };
+  return sendAndReport(options, io, 'workflow-start', body, 'the outcome is unknown: send the start again with the same --key');
+}
+
+export async function workflowGetCommand(instanceId: string, options: WorkflowClientOptions, io: CliIo): Promise<number> {
+  return sendAndReport(options, io, 'workflow-get', { instanceId, waitMs: options.waitMs }, 'no answer: get it again');
+}
+
+async function sendAndReport(
+  options: WorkflowClientOptions,
+  io: CliIo,
+  verb: 'workflow-start' | 'workflow-get',
+  body: object,
+  unknown: string,
+): Promise<number> {
+  const [{ NatsTransport }, { inboxPrefixFor }, { sendWorkflowCommand }, { passwordEnvDefault }] = await Promise.all([
+    import('../../adapters/transport/nats.js'),
+    import('../../adapters/transport/nats-names.js'),
+    import('../../nats-api/workflow-commands.js'),
+    import('./invoke.js'),
+  ]);
+  const passwordEnv = options.passwordEnv ?? passwordEnvDefault;
+  const pass = (options.env ?? process.env)[passwordEnv];
+  if (pass === undefined || pass === '') throw invalidInput(`environment variable ${passwordEnv} (the NATS password) is not set`);
+  const principal = options.principal ?? options.user;
+  const transport = await NatsTransport.connect(
+    { servers: options.nats, user: options.user, pass, name: `convoke-${verb}-${principal}`, inboxPrefix: inboxPrefixFor('cmd', principal) },
+    { identity: options.user },
+  );
+  let reply;
+  try {
+    reply = await sendWorkflowCommand(transport, principal, verb, body, options.waitMs + replyMarginMs);
+  } catch (error) {
+    if (!(error instanceof AdapterError) || error.kind === 'invalid-input') throw error;
+    io.stderr.write(`${JSON.stringify({ kind: error.kind, description: `${error.description ?? error.kind}; ${unknown}` })}\n`);
+    return exitCodeOfKind(error.kind);
+  } finally {
+    await transport.close();
+  }
+  if (options.json) io.stdout.write(JSON.stringify(reply, null, 2) + '\n');
+  if (!('instance' in reply)) {
+    io.stderr.write(`status ${reply.status}: ${JSON.stringify(reply.error)}\n`);
+    return exitCodeOfReplyError(reply.status, reply.error.kind);
+  }
+  if (!options.json) io.stdout.write(renderInstance(reply.instance));
+  if (reply.instance.status === 'running') return exitCodes.pending;
+  return reply.instance.status === 'completed' ? exitCodes.ok : exitCodes.outcomeNotSuccess;
+}
+
+/** The instance as a few lines: identity, status, each stage's operation and decision, the output or error. */
+export function renderInstance(instance: WorkflowInstance): string {
+  const lines = [
+    `instance   ${instance.instanceId}`,
+    `workflow   ${instance.workflow} (${instance.bundle.id}@${instance.bundle.version})`,
+    `status     ${instance.status}${instance.currentTask ? ` (running ${instance.currentTask.name} at ${instance.currentTask.at})` : ''}`,
+  ];
+  for (const stage of instance.stages) {
+    const d = stage.decision;
+    const decision = d ? `${d.outcome} (${d.reason}: ${d.successVotes} of ${d.threshold} needed, ${d.units} asked)` : 'undecided';
+    lines.push(`stage      ${stage.stage}: ${stage.operationId} decision ${decision}, settlement ${stage.settlement?.status ?? 'unknown'}`);
+  }
+  if (instance.status === 'completed') lines.push(`output     ${JSON.stringify(instance.output)}`);
+  if (instance.error) lines.push(`error      ${JSON.stringify(instance.error)}`);
+  return lines.join('\n') + '\n';
+}
+
+const integer = (value: string): number => {
+  if (!/^[0-9]+$/.test(value)) throw invalidInput(`expected a non-negative integer, got ${JSON.stringify(value)}`);
+  return Number(value);
+};
+
+function natsOptions(command: Command): Command {
+  return command
+    .requiredOption('--nats <url>', 'NATS server URL(s), comma-separated')
+    .requiredOption('--user <user>', 'NATS user (the command principal unless --principal)')
+    .option('--password-env <name>', 'environment variable holding the NATS password', 'CONVOKE_NATS_PASSWORD')
+    .option('--principal <id>', 'command principal (subject token); defaults to --user')
+    .option('--wait-ms <n>', 'how long the coordinator may wait for the instance to end', integer, 0)
+    .option('--json', 'print the reply as JSON', false);
+}
+
+const clientOf = (o: Record<string, unknown>): WorkflowClientOptions => ({
+  nats: o.nats as string,
+  user: o.user as string,
+  ...(o.passwordEnv === undefined ? {} : { passwordEnv: o.passwordEnv as string }),
+  ...(o.principal === undefined ? {} : { principal: o.principal as string }),
+  waitMs: o.waitMs as number,
+  json: o.json as boolean,
+});
+
+/** `convoke workflow start|get`, under the `workflow` command (created when no other module made it). */
+export function addWorkflowFacadeCommands(program: Command, io: CliIo, setExit: (code: number) => void): void {
+  const workflow =
+    program.commands.find((command) => command.name() === 'workflow') ?? program.command('workflow').description('Serverless Workflow 1.0.3 documents');
+  natsOptions(
+    workflow
+      .command('start')
+      .argument('<bundle>', 'bundle file, or ID@VERSION@sha256:…')
+      .description("start an instance of a bundle's pipeline or workflow on a running convoke serve (NATS command API)")
+      .requiredOption('--workflow <name>', 'pipeline or workflow name')
+      .requiredOption('--key <key>', 'invocation key (the same key and input find the same instance)')
+      .option('--input <json>', 'the workflow input (strictly parsed JSON)', '{}'),
+  ).action(async (bundle: string, o) => setExit(await workflowStartCommand(bundle, { ...clientOf(o), workflow: o.workflow, key: o.key, input: o.input }, io)));
+  natsOptions(
+    workflow
+      .command('get')
+      .argument('<instanceId>', 'workflow instance id (wf…)')
+      .description('read a workflow instance from a running convoke serve (NATS command API)'),
+  ).action(async (instanceId: string, o) => setExit(await workflowGetCommand(instanceId, clientOf(o), io)));
+}

@@ -1,0 +1,144 @@
+/**
+ * POST /workflow-instances, GET /workflow-instances/{instanceId}?waitMs= and POST
+ * /workflow-instances/{instanceId}/cancel: thin handlers over the workflow instance service
+ * (runtime/workflow-service.ts), authenticated as /contract-invocations is. 200 when the instance
+ * has ended within the wait (completed, faulted or cancelled: read `status`), 202 while it is still
+ * running; the same WorkflowInstance either way. The same key and input find the same instance
+ * (a different input is 409); another principal's instance is 404, exactly like an unknown one;
+ * cancel is 422 unsupported unless the bundle declares caller cancellation for the workflow.
+ */
+import type { FastifyInstance, FastifyReply } from 'fastify';
+import type { WorkflowInstance, WorkflowInstanceService, WorkflowStartRequest } from '../runtime/workflow-service.js';
+import { workflowInstanceSchema, workflowStartRequestSchema } from '../runtime/workflow-service.js';
+import type { Authenticate } from './auth.js';
+import { requireJsonContentType } from './body.js';
+import { callerHooks } from './invocations.js';
+import { errorResponseSchemas, waitQuerySchema } from './schemas.js';
+
+export interface WorkflowInstanceRoutesOptions {
+  workflows: WorkflowInstanceService;
+  authenticate: Authenticate;
+  waitMsMax: number;
+  /** Hands out a signal that aborts when the client goes away or the server shuts down. */
+  releaseFor(reply: FastifyReply): { signal: AbortSignal; dispose(): void };
+}
+
+const instanceParamsSchema = {
+  type: 'object',
+  required: ['instanceId'],
+  additionalProperties: false,
+  // No pattern: a malformed id is simply not visible, so it gets the same 404 as an unknown one.
+  properties: { instanceId: { type: 'string', minLength: 1, maxLength: 100 } },
+} as const;
+
+const progress = { 200: workflowInstanceSchema, 202: workflowInstanceSchema, ...errorResponseSchemas };
+const startSchema = { body: workflowStartRequestSchema, response: progress };
+const getSchema = {
+  params: instanceParamsSchema,
+  querystring: { ...waitQuerySchema, properties: { waitMs: waitQuerySchema.properties.waitMs } },
+  response: progress,
+};
+const cancelSchema = { params: instanceParamsSchema, response: progress };
+
+interface InstanceParams {
+  instanceId: string;
+}
+
+export function registerWorkflowInstanceRoutes(app: FastifyInstance, options: WorkflowInstanceRoutesOptions): void {
+  const { workflows } = options;
+  const { authenticate, callerOf } = callerHooks(options);
+  const clampWaitMs = (waitMs: number | undefined) => Math.min(waitMs ?? 0, options.waitMsMax);
+
+  const waitAndAnswer = async (reply: FastifyReply, principalId: string, instance: WorkflowInstance, waitMs: number): Promise<WorkflowInstance> => {
+    let current = instance;
+    if (current.status === 'running' && waitMs > 0) {
+      const release = options.releaseFor(reply);
+      try {
+        current = (await workflows.wait(principalId, instance.instanceId, waitMs, release.signal)).instance;
+      } finally {
+        release.dispose();
+      }
+    }
+    return answer(reply, current);
+  };
+
+  app.post('/workflow-instances', { schema: startSchema, onRequest: authenticate, preValidation: requireJsonContentType }, async (request, reply) => {
+    const principalId = callerOf(request).principalId;
+    const { waitMs, ...body } = request.body as WorkflowStartRequest;
+    const { instance } = await workflows.start(principalId, body);
+    return waitAndAnswer(reply, principalId, instance, clampWaitMs(waitMs));
+  });
+
+  app.get<{ Params: InstanceParams; Querystring: { waitMs?: string } }>(
+    '/workflow-instances/:instanceId',
+    { schema: getSchema, onRequest: authenticate },
+    async (request, reply) => {
+      const principalId = callerOf(request).principalId;
+      const instance = await workflows.get(principalId, request.params.instanceId);
+      const waitMs = request.query.waitMs === undefined ? 0 : Number(request.query.waitMs);
+      return waitAndAnswer(reply, principalId, instance, clampWaitMs(waitMs));
+    },
+  );
+
+  app.post<{ Params: InstanceParams }>('/workflow-instances/:instanceId/cancel', { schema: cancelSchema, onRequest: authenticate }, async (request, reply) =>
+    answer(reply, await workflows.cancel(callerOf(request).principalId, request.params.instanceId)),
+  );
+}
+
+function answer(reply: FastifyReply, instance: WorkflowInstance): WorkflowInstance {
+  const running = instance.status === 'running';
+  if (running) reply.header('location', `/workflow-instances/${instance.instanceId}`);
+  reply.code(running ? 202 : 200);
+  return instance;
+}
+
+// ── OpenAPI ─────────────────────────────────────────────────────────────────
+
+const json = (schema: object) => ({ 'application/json': { schema } });
+const instanceRef = { $ref: '#/components/schemas/WorkflowInstance' };
+const instanceIdParameter = { name: 'instanceId', in: 'path', required: true, schema: { type: 'string', pattern: '^wf[0-9a-f]{64}$' } };
+const instanceProgress = {
+  '200': { description: 'the instance has ended (completed, faulted or cancelled: read status)', content: json(instanceRef) },
+  '202': {
+    description: 'still running at the end of the wait; poll GET /workflow-instances/{instanceId}?waitMs=',
+    headers: { Location: { schema: { type: 'string' } } },
+    content: json(instanceRef),
+  },
+};
+
+/** The components and paths of the workflow instance routes, for openapi.ts. */
+export function workflowInstanceOpenApi(errorResponses: (statuses: (400 | 401 | 403 | 404 | 409 | 410 | 413 | 415 | 422 | 500 | 503)[]) => object) {
+  return {
+    schemas: { WorkflowStartRequest: workflowStartRequestSchema, WorkflowInstance: workflowInstanceSchema },
+    paths: {
+      '/workflow-instances': {
+        post: {
+          operationId: 'startWorkflow',
+          description:
+            "Starts an instance of a bundle's pipeline or workflow (the bundle named by id, version and digest), or finds the one the same principal, bundle, workflow and invocationKey name. " +
+            'A different input under the same key is 409 conflict. Waits up to waitMs (clamped to the deployment bound) for the instance to end.',
+          requestBody: { required: true, content: json({ $ref: '#/components/schemas/WorkflowStartRequest' }) },
+          responses: { ...instanceProgress, ...errorResponses([400, 401, 409, 413, 415, 422, 500, 503]) },
+        },
+      },
+      '/workflow-instances/{instanceId}': {
+        get: {
+          operationId: 'getWorkflowInstance',
+          description: 'The instance, for the principal that started it only (anyone else gets 404, as for an unknown id); waits up to waitMs for it to end.',
+          parameters: [instanceIdParameter, { name: 'waitMs', in: 'query', required: false, schema: { type: 'integer', minimum: 0 } }],
+          responses: { ...instanceProgress, ...errorResponses([400, 401, 404, 500, 503]) },
+        },
+      },
+      '/workflow-instances/{instanceId}/cancel': {
+        post: {
+          operationId: 'cancelWorkflowInstance',
+          description:
+            "The principal that started a running instance cancels it, where the bundle's workflowCancellation declares `caller` for the workflow (otherwise 422 unsupported). " +
+            'Its open contract calls are cancelled where their interaction declares caller cancellation, and left to finish otherwise. An instance that has already ended is answered as it is.',
+          parameters: [instanceIdParameter],
+          responses: { '200': { description: 'the instance as it ended', content: json(instanceRef) }, ...errorResponses([400, 401, 404, 422, 500, 503]) },
+        },
+      },
+    },
+  };
+}

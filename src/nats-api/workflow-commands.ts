@@ -1,0 +1,161 @@
+/**
+ * Workflow instances over NATS commands: `convoke.cmd.<principal>.workflow-start`,
+ * `…workflow-get` and `…workflow-cancel`, beside the operation commands (commands.ts subscribes
+ * them when the deployment hosts workflow instances) and with the same rules: the principal is the
+ * subject's second token, proven by the broker's publish permission; bodies are strictly parsed and
+ * validated without coercion; statuses are HTTP's (200 ended, 202 running, 404 for another
+ * principal's instance or none, 409 a different input under the key, 422 unsupported cancel).
+ *
+ * Bodies: workflow-start is POST /workflow-instances' body; workflow-get `{instanceId, waitMs?}`;
+ * workflow-cancel `{instanceId}`. Replies: `{"status": 200|202, "instance": WorkflowInstance}` or
+ * `{"status": <HTTP status>, "error": AdapterError}`.
+ */
+import { Ajv, type ValidateFunction } from 'ajv';
+import { AdapterError, invalidInput, type AdapterErrorBody } from '../contract/errors.js';
+import { parseStrictBytes } from '../contract/ijson.js';
+import { tokenPattern } from '../contract/ids.js';
+import { limits } from '../contract/limits.js';
+import { adapterErrorSchema } from '../contract/schemas.js';
+import { describeErrors } from '../contract/validation.js';
+import type { Transport } from '../adapters/transport/types.js';
+import {
+  workflowInstanceSchema,
+  workflowStartRequestSchema,
+  type WorkflowInstance,
+  type WorkflowInstanceService,
+  type WorkflowStartRequest,
+} from '../runtime/workflow-service.js';
+
+export const workflowCommandVerbs = ['workflow-start', 'workflow-get', 'workflow-cancel'] as const;
+export type WorkflowCommandVerb = (typeof workflowCommandVerbs)[number];
+
+export type WorkflowReply = { status: 200 | 202; instance: WorkflowInstance } | { status: number; error: AdapterErrorBody };
+
+export interface WorkflowGetCommand {
+  instanceId: string;
+  waitMs?: number;
+}
+
+const ajv = new Ajv({ allErrors: true, strict: false, allowUnionTypes: true, coerceTypes: false, removeAdditional: false, useDefaults: false });
+const instanceIdSchema = { type: 'string', minLength: 1, maxLength: 100 } as const;
+const { $id: _errorId, ...errorShape } = adapterErrorSchema;
+
+export const workflowGetCommandSchema = {
+  type: 'object',
+  required: ['instanceId'],
+  additionalProperties: false,
+  properties: { instanceId: instanceIdSchema, waitMs: { type: 'integer', minimum: 0, maximum: limits.waitMsMax } },
+} as const;
+
+export const workflowCancelCommandSchema = {
+  type: 'object',
+  required: ['instanceId'],
+  additionalProperties: false,
+  properties: { instanceId: instanceIdSchema },
+} as const;
+
+export const workflowReplySchema = {
+  oneOf: [
+    {
+      type: 'object',
+      required: ['status', 'instance'],
+      additionalProperties: false,
+      properties: { status: { enum: [200, 202] }, instance: workflowInstanceSchema },
+    },
+    {
+      type: 'object',
+      required: ['status', 'error'],
+      additionalProperties: false,
+      properties: { status: { type: 'integer', minimum: 400, maximum: 599 }, error: errorShape },
+    },
+  ],
+} as const;
+
+const validators: Record<WorkflowCommandVerb, ValidateFunction> = {
+  'workflow-start': ajv.compile(workflowStartRequestSchema),
+  'workflow-get': ajv.compile(workflowGetCommandSchema),
+  'workflow-cancel': ajv.compile(workflowCancelCommandSchema),
+};
+const validateReply = ajv.compile(workflowReplySchema);
+
+export const isWorkflowCommandVerb = (verb: string): verb is WorkflowCommandVerb => (workflowCommandVerbs as readonly string[]).includes(verb);
+
+function checkBody<T>(verb: WorkflowCommandVerb, data: Uint8Array): T {
+  const value = parseStrictBytes(data, `${verb} command body`);
+  const validate = validators[verb];
+  if (!validate(value)) throw invalidInput(`${verb} command body: ${describeErrors(validate.errors)}`);
+  return value as T;
+}
+
+export interface WorkflowCommandContext {
+  workflows: WorkflowInstanceService;
+  /** The longest wait a command may ask for; longer waitMs values are clamped. */
+  waitMsMax: number;
+  /** Aborts a wait in progress (shutdown): the instance is answered as it is then. */
+  signal: AbortSignal;
+}
+
+/** One workflow command, from body bytes (already size-checked) to reply; throws what commandErrorReply maps. */
+export async function handleWorkflowCommand(
+  context: WorkflowCommandContext,
+  verb: WorkflowCommandVerb,
+  principalId: string,
+  data: Uint8Array,
+): Promise<WorkflowReply> {
+  const { workflows } = context;
+  const waitFor = async (instance: WorkflowInstance, waitMs: number | undefined): Promise<WorkflowReply> => {
+    const bounded = Math.min(waitMs ?? 0, context.waitMsMax);
+    const current =
+      instance.status === 'running' && bounded > 0 && !context.signal.aborted
+        ? (await workflows.wait(principalId, instance.instanceId, bounded, context.signal)).instance
+        : instance;
+    return { status: current.status === 'running' ? 202 : 200, instance: current };
+  };
+  switch (verb) {
+    case 'workflow-start': {
+      const { waitMs, ...request } = checkBody<WorkflowStartRequest>(verb, data);
+      return waitFor((await workflows.start(principalId, request)).instance, waitMs);
+    }
+    case 'workflow-get': {
+      const body = checkBody<WorkflowGetCommand>(verb, data);
+      return waitFor(await workflows.get(principalId, body.instanceId), body.waitMs);
+    }
+    case 'workflow-cancel': {
+      const body = checkBody<{ instanceId: string }>(verb, data);
+      const instance = await workflows.cancel(principalId, body.instanceId);
+      return { status: instance.status === 'running' ? 202 : 200, instance };
+    }
+    default: {
+      const unreachable: never = verb;
+      return unreachable;
+    }
+  }
+}
+
+// ── the client side ─────────────────────────────────────────────────────────
+
+export function workflowCommandSubject(principalId: string, verb: WorkflowCommandVerb): string {
+  if (!tokenPattern.test(principalId))
+    throw invalidInput(`a command principal must be a NATS-token-safe id (${tokenPattern.source}), got ${JSON.stringify(principalId)}`);
+  return `convoke.cmd.${principalId}.${verb}`;
+}
+
+/**
+ * Sends one workflow command and checks the reply's shape. A transport failure is thrown as an
+ * AdapterError ('unavailable'): a start's outcome is then unknown, and the caller sends it again
+ * with the same invocationKey (it finds the same instance) or gets the instance.
+ */
+export async function sendWorkflowCommand(
+  transport: Transport,
+  principalId: string,
+  verb: WorkflowCommandVerb,
+  body: unknown,
+  timeoutMs: number,
+): Promise<WorkflowReply> {
+  if (!transport.request) throw new AdapterError('unsupported', `transport ${transport.identity} has no request/reply`);
+  const data = await transport.request(workflowCommandSubject(principalId, verb), new TextEncoder().encode(JSON.stringify(body)), timeoutMs);
+  const reply = parseStrictBytes(data, `${verb} reply`);
+  if (!validateReply(reply))
+    throw new AdapterError('protocol-conflict', `${verb} reply does not match the workflow reply schema: ${describeErrors(validateReply.errors)}`);
+  return reply as WorkflowReply;
+}

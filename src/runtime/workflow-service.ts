@@ -1,0 +1,185 @@
+/**
+ * What the facades may ask of workflow instances: the one service interface the HTTP facade
+ * (src/http/workflow-instances.ts) and the NATS command API are thin adapters over, as they are
+ * over InvocationService for operations. The workflow executor's instance service
+ * (src/workflow/exec/instances.ts) implements it; a facade depends on this interface only.
+ *
+ * A WorkflowInstance is a view of the instance's log: its status, the task running now, each
+ * contract call (a stage) with its operation id, decision and settlement, and the output or error.
+ */
+import type { EventStore } from '../adapters/store/types.js';
+import type { BundleRegistry } from '../contract/bundle.js';
+import type { Clock } from '../contract/clock.js';
+import type { JsonValue } from '../contract/json.js';
+import { contractRefSchema } from '../contract/schemas.js';
+import { limits } from '../contract/limits.js';
+import type { ContractRef } from '../contract/types.js';
+import type { DecisionView, SettlementView } from '../projections/views.js';
+import type { InvocationService } from './service.js';
+
+export interface WorkflowStartRequest {
+  /** The bundle that pins the workflow (its digest names the exact version). */
+  bundle: ContractRef;
+  /** A pipeline or workflow name of that bundle. */
+  workflow: string;
+  invocationKey: string;
+  input: JsonValue;
+  /** How long the start may wait for the instance to finish (clamped to the facade's bound). */
+  waitMs?: number;
+}
+
+export type WorkflowInstanceStatus = 'running' | 'completed' | 'faulted' | 'cancelled';
+
+/** The DSL's error shape (RFC 7807). */
+export interface WorkflowInstanceError {
+  type: string;
+  status: number;
+  title?: string;
+  detail?: string;
+  instance?: string;
+}
+
+/** One contract call of the instance. */
+export interface WorkflowStage {
+  /** The task execution that called (its JSON Pointer and frame). */
+  at: string;
+  /** The top-level task it is part of (a pipeline's stage name). */
+  stage: string;
+  /** The calling task's name. */
+  task: string;
+  operationId: string;
+  invocationKey: string;
+  /** The operation's decision and settlement as the contract runtime reports them now (null while unknown). */
+  decision: DecisionView | null;
+  settlement: SettlementView | null;
+}
+
+export interface WorkflowInstance {
+  instanceId: string;
+  bundle: ContractRef;
+  workflow: string;
+  invocationKey: string;
+  status: WorkflowInstanceStatus;
+  /** The innermost task running now; null once the instance has ended. */
+  currentTask: { at: string; name: string } | null;
+  stages: WorkflowStage[];
+  output: JsonValue | null;
+  error: WorkflowInstanceError | null;
+  /** Whether the caller may cancel it (the bundle's `workflowCancellation`). */
+  cancellation: 'none' | 'caller';
+  startedAtMs: number;
+  endedAtMs: number | null;
+}
+
+export interface WorkflowInstanceService {
+  /**
+   * Starts an instance of the bundle's workflow, or finds the one the same principal, bundle,
+   * workflow and key name (same input: the same instance; a different input: conflict).
+   */
+  start(principalId: string, request: Omit<WorkflowStartRequest, 'waitMs'>): Promise<{ instance: WorkflowInstance; created: boolean }>;
+  /** The instance, for its principal only: another principal's instance is not found. */
+  get(principalId: string, instanceId: string): Promise<WorkflowInstance>;
+  /** Resolves when the instance has ended, or when waitMs or the signal ends the wait. */
+  wait(principalId: string, instanceId: string, waitMs: number, signal?: AbortSignal): Promise<{ instance: WorkflowInstance; finished: boolean }>;
+  /** Cancels a running instance whose workflow declares caller cancellation (else unsupported). */
+  cancel(principalId: string, instanceId: string): Promise<WorkflowInstance>;
+}
+
+/** Workflow instances hosted beside a deployment's coordinator, on its store. */
+export interface WorkflowHosting {
+  service: WorkflowInstanceService;
+  /** Stops the instances' interpreters (they stay as recorded) before the coordinator closes. */
+  close(): Promise<void>;
+}
+
+/**
+ * Builds the hosting for a deployment (the CLI supplies it: the executor and the workflow language
+ * are wired there). Contract calls of its instances go in-process through `coordinator`.
+ */
+export type WorkflowHostFactory = (parts: {
+  coordinator: InvocationService;
+  bundles: BundleRegistry;
+  store: EventStore;
+  clock: Clock;
+}) => Promise<WorkflowHosting>;
+
+// ── schemas (shared by the HTTP facade, the NATS commands and OpenAPI) ─────────────
+
+const workflowName = { type: 'string', pattern: '^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$' } as const;
+const instanceIdSchema = { type: 'string', pattern: '^wf[0-9a-f]{64}$' } as const;
+const nullable = (schema: object) => ({ anyOf: [{ type: 'null' }, schema] });
+
+export const workflowStartRequestSchema = {
+  type: 'object',
+  required: ['bundle', 'workflow', 'invocationKey', 'input'],
+  additionalProperties: false,
+  properties: {
+    bundle: contractRefSchema,
+    workflow: workflowName,
+    invocationKey: { type: 'string', minLength: 1, maxLength: limits.invocationKeyBytesMax },
+    input: {},
+    waitMs: { type: 'integer', minimum: 0, maximum: limits.waitMsMax },
+  },
+} as const;
+
+export const workflowInstanceIdSchema = instanceIdSchema;
+
+const errorShape = {
+  type: 'object',
+  required: ['type', 'status'],
+  properties: { type: { type: 'string' }, status: { type: 'integer' }, title: { type: 'string' }, detail: { type: 'string' }, instance: { type: 'string' } },
+} as const;
+
+export const workflowInstanceSchema = {
+  type: 'object',
+  required: [
+    'instanceId',
+    'bundle',
+    'workflow',
+    'invocationKey',
+    'status',
+    'currentTask',
+    'stages',
+    'output',
+    'error',
+    'cancellation',
+    'startedAtMs',
+    'endedAtMs',
+  ],
+  additionalProperties: false,
+  properties: {
+    instanceId: instanceIdSchema,
+    bundle: contractRefSchema,
+    workflow: { type: 'string' },
+    invocationKey: { type: 'string' },
+    status: { enum: ['running', 'completed', 'faulted', 'cancelled'] },
+    currentTask: nullable({
+      type: 'object',
+      required: ['at', 'name'],
+      additionalProperties: false,
+      properties: { at: { type: 'string' }, name: { type: 'string' } },
+    }),
+    stages: {
+      type: 'array',
+      items: {
+        type: 'object',
+        required: ['at', 'stage', 'task', 'operationId', 'invocationKey', 'decision', 'settlement'],
+        additionalProperties: false,
+        properties: {
+          at: { type: 'string' },
+          stage: { type: 'string' },
+          task: { type: 'string' },
+          operationId: { type: 'string', pattern: '^op[0-9a-f]{64}$' },
+          invocationKey: { type: 'string' },
+          decision: nullable({ type: 'object' }),
+          settlement: nullable({ type: 'object' }),
+        },
+      },
+    },
+    output: {},
+    error: nullable(errorShape),
+    cancellation: { enum: ['none', 'caller'] },
+    startedAtMs: { type: 'integer' },
+    endedAtMs: nullable({ type: 'integer' }),
+  },
+} as const;

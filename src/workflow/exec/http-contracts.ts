@@ -1,0 +1,165 @@
+/**
+ * Contract calls over HTTP: what the executor's contract function uses when the contract runtime
+ * is another process (`convoke serve`) rather than in this one. POST /contract-invocations with
+ * the call's invocation key, then bounded long-polling (GET /contract-invocations/{id}?waitMs=)
+ * in chunks until the boundary, or until the task's / workflow's timeout stops the call.
+ *
+ * The credential is a reference — the name of an environment variable, or a file — read at each
+ * call, never a value in a bundle or a document; the principal is whoever it authenticates as.
+ *
+ * An uncertain answer (the connection failed, a timeout, a 500 or 503, a body that is not an
+ * InvocationResult) is never taken as success: the same request is sent again — the same
+ * invocation key and input, so the runtime answers with the operation it may already have
+ * admitted — with a growing delay, until the retry budget is spent (then `unavailable`, which the
+ * workflow sees as a communication error). A definite refusal is thrown as its AdapterError kind,
+ * which calls.ts maps to distinct DSL errors.
+ */
+import { readFile } from 'node:fs/promises';
+import { Ajv } from 'ajv';
+import type { Clock } from '../../contract/clock.js';
+import { AdapterError, adapterErrorKinds, invalidInput, unavailable, type AdapterErrorKind } from '../../contract/errors.js';
+import { invocationResultSchema } from '../../contract/schemas.js';
+import type { InvocationRequest, WaitFor } from '../../contract/types.js';
+import type { InvocationResult } from '../../projections/views.js';
+import type { Caller, InvocationService } from '../../runtime/service.js';
+
+/** What the interpreter needs of a contract runtime: admit (or find) an operation, and wait on it. */
+export type ContractCalls = Pick<InvocationService, 'invoke' | 'wait'>;
+
+export type CredentialReference = { env: string } | { file: string };
+
+export interface HttpContractsOptions {
+  /** The base URL of a convoke HTTP facade (`https://convoke.example`); /contract-invocations is appended. */
+  endpoint: string;
+  credential: CredentialReference;
+  clock: Clock;
+  fetch?: typeof fetch;
+  /** How long one request may take beyond the wait it asks for (default 10 000 ms). */
+  requestTimeoutMs?: number;
+  /** How long uncertain answers are retried before the call is unavailable (default 30 000 ms). */
+  retryBudgetMs?: number;
+  /** Where environment variable references are looked up (process.env by default). */
+  env?: NodeJS.ProcessEnv;
+}
+
+const { $id: _id, ...resultShape } = invocationResultSchema;
+const checkResult = new Ajv({ strict: false, allowUnionTypes: true }).compile(resultShape);
+/** Statuses whose AdapterError body is the runtime's definite answer; anything else is uncertain. */
+const definite = new Set([400, 401, 403, 404, 409, 410, 413, 415, 422]);
+const retryDelayMs = { first: 100, max: 2000 };
+
+class Uncertain extends Error {}
+
+export class HttpContracts implements ContractCalls {
+  private readonly base: string;
+
+  constructor(private readonly options: HttpContractsOptions) {
+    let url: URL;
+    try {
+      url = new URL(options.endpoint);
+    } catch {
+      throw invalidInput(`contract endpoint ${JSON.stringify(options.endpoint)} is not a URL`);
+    }
+    if (url.protocol !== 'http:' && url.protocol !== 'https:') throw invalidInput(`contract endpoint ${options.endpoint}: http or https only`);
+    this.base = url.toString().replace(/\/+$/, '');
+  }
+
+  /** The principal is the credential's; `caller` names who the instance expects it to be (calls.ts checks the operation id). */
+  async invoke(_caller: Caller, request: InvocationRequest): Promise<{ result: InvocationResult; created: boolean }> {
+    const body = JSON.stringify({ ...request, waitMs: 0 });
+    const result = await this.withRetries(undefined, (signal) => this.send('POST', `${this.base}/contract-invocations`, body, 0, signal));
+    return { result, created: false };
+  }
+
+  async wait(
+    _principalId: string,
+    operationId: string,
+    boundary: WaitFor,
+    waitMs: number,
+    signal?: AbortSignal,
+  ): Promise<{ result: InvocationResult; reached: boolean }> {
+    const url = `${this.base}/contract-invocations/${encodeURIComponent(operationId)}?waitFor=${boundary}&waitMs=${Math.max(0, Math.floor(waitMs))}`;
+    const result = await this.withRetries(signal, (attempt) => this.send('GET', url, undefined, waitMs, attempt));
+    const reached = boundary === 'settled' ? result.settlement.status !== 'pending' : result.decision !== null;
+    return { result, reached };
+  }
+
+  /** Sends until a definite answer; an uncertain one is sent again after a growing delay, within the retry budget. */
+  private async withRetries(signal: AbortSignal | undefined, attempt: (signal: AbortSignal) => Promise<InvocationResult>): Promise<InvocationResult> {
+    const clock = this.options.clock;
+    const until = clock.nowMs() + (this.options.retryBudgetMs ?? 30_000);
+    let delay = retryDelayMs.first;
+    for (;;) {
+      const controller = new AbortController();
+      const stop = () => controller.abort(signal?.reason);
+      signal?.addEventListener('abort', stop, { once: true });
+      try {
+        return await attempt(controller.signal);
+      } catch (error) {
+        if (!(error instanceof Uncertain)) throw error;
+        if (signal?.aborted) throw unavailable(`the contract call was stopped: ${error.message}`);
+        if (clock.nowMs() + delay > until) throw unavailable(`the contract runtime at ${this.base} gave no definite answer: ${error.message}`);
+      } finally {
+        signal?.removeEventListener('abort', stop);
+      }
+      await new Promise<void>((resolve) => clock.at(clock.nowMs() + delay, resolve));
+      delay = Math.min(delay * 2, retryDelayMs.max);
+    }
+  }
+
+  private async send(method: 'GET' | 'POST', url: string, body: string | undefined, waitMs: number, signal: AbortSignal): Promise<InvocationResult> {
+    const headers: Record<string, string> = { authorization: `Bearer ${await this.token()}` };
+    if (body !== undefined) headers['content-type'] = 'application/json';
+    let response: Response;
+    let text: string;
+    try {
+      const timeout = AbortSignal.timeout(waitMs + (this.options.requestTimeoutMs ?? 10_000));
+      response = await (this.options.fetch ?? fetch)(url, { method, headers, body, signal: AbortSignal.any([signal, timeout]) });
+      text = await response.text();
+    } catch (error) {
+      throw new Uncertain(`${method} ${url}: ${error instanceof Error ? error.message : String(error)}`);
+    }
+    const parsed = parseJson(text);
+    if (response.status === 200 || response.status === 202) {
+      if (!checkResult(parsed)) throw new Uncertain(`${method} ${url}: ${response.status} with a body that is not an InvocationResult`);
+      return parsed as unknown as InvocationResult;
+    }
+    const refusal = adapterErrorOf(parsed);
+    if (definite.has(response.status) && refusal) throw new AdapterError(refusal.kind, `${method} ${url}: ${response.status}: ${refusal.description}`);
+    throw new Uncertain(`${method} ${url}: ${response.status}${refusal ? ` ${refusal.kind}: ${refusal.description}` : ''}`);
+  }
+
+  private async token(): Promise<string> {
+    const reference = this.options.credential;
+    let token: string | undefined;
+    if ('env' in reference) token = (this.options.env ?? process.env)[reference.env];
+    else {
+      try {
+        token = (await readFile(reference.file, 'utf8')).trim();
+      } catch (error) {
+        throw new AdapterError('unavailable', `the contract credential file ${reference.file} cannot be read: ${(error as Error).message}`);
+      }
+    }
+    if (!token)
+      throw new AdapterError(
+        'denied',
+        `no contract credential: ${'env' in reference ? `environment variable ${reference.env} is not set` : `${reference.file} is empty`}`,
+      );
+    return token;
+  }
+}
+
+function parseJson(text: string): unknown {
+  try {
+    return JSON.parse(text) as unknown;
+  } catch {
+    return undefined;
+  }
+}
+
+function adapterErrorOf(value: unknown): { kind: AdapterErrorKind; description: string } | undefined {
+  if (value === null || typeof value !== 'object') return undefined;
+  const { kind, description } = value as { kind?: unknown; description?: unknown };
+  if (typeof kind !== 'string' || !(adapterErrorKinds as readonly string[]).includes(kind)) return undefined;
+  return { kind: kind as AdapterErrorKind, description: typeof description === 'string' ? description : '' };
+}

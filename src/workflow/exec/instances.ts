@@ -1,0 +1,179 @@
+/**
+ * Workflow instances as the facades see them (runtime/workflow-service.ts): start a bundle's
+ * pipeline or workflow by name, get and wait for an instance (its principal only; another
+ * principal's is not found, as operations are), and cancel where the bundle declares caller
+ * cancellation. A thin layer over the executor: the instance is the executor's aggregate, and the
+ * WorkflowInstance is a view of its record plus each stage's operation as the contract runtime
+ * reports it now.
+ *
+ * Which document a name runs is the wiring's: `definition` resolves a bundle's workflow (the
+ * lowered pipeline, or the standalone workflow) — the workflow language lives outside this layer.
+ */
+import { AdapterError, unsupported } from '../../contract/errors.js';
+import type { JsonValue } from '../../contract/json.js';
+import type { ContractRef } from '../../contract/types.js';
+import type { DecisionView, SettlementView } from '../../projections/views.js';
+import { WorkflowInstanceNotFound } from '../../runtime/errors.js';
+import type { InvocationService } from '../../runtime/service.js';
+import type { WorkflowInstance, WorkflowInstanceService, WorkflowStage, WorkflowStartRequest } from '../../runtime/workflow-service.js';
+import { isObject } from './document.js';
+import type { WorkflowExecutor } from './executor.js';
+import type { WorkflowRecord } from './record.js';
+
+export interface WorkflowDefinition {
+  /** The document an instance runs (standalone Serverless Workflow 1.0.3). */
+  document: JsonValue;
+  cancellation: 'none' | 'caller';
+}
+
+export interface WorkflowInstancesOptions {
+  executor: WorkflowExecutor;
+  /** The deployed bundle with this digest, or undefined. */
+  bundleOf(digest: string): ContractRef | undefined;
+  /** The named pipeline or workflow of the deployed bundle with this digest, or undefined. */
+  definition(digest: string, workflow: string): WorkflowDefinition | undefined;
+  /** Where stages' decisions and settlements are read, and a cancelled instance's open stages cancelled. */
+  operations?: Pick<InvocationService, 'get' | 'cancel'>;
+}
+
+const cancelReason = 'cancelled by the caller that started it';
+
+export class WorkflowInstances implements WorkflowInstanceService {
+  constructor(private readonly options: WorkflowInstancesOptions) {}
+
+  async start(principalId: string, request: Omit<WorkflowStartRequest, 'waitMs'>): Promise<{ instance: WorkflowInstance; created: boolean }> {
+    const deployed = this.options.bundleOf(request.bundle.digest);
+    if (!deployed) throw unsupported(`bundle digest ${request.bundle.digest} is not deployed here`);
+    if (deployed.id !== request.bundle.id || deployed.version !== request.bundle.version)
+      throw new AdapterError(
+        'invalid-input',
+        `bundle digest ${request.bundle.digest} is ${deployed.id}@${deployed.version}, not ${request.bundle.id}@${request.bundle.version}`,
+      );
+    const definition = this.options.definition(request.bundle.digest, request.workflow);
+    if (!definition) throw new AdapterError('invalid-input', `bundle ${deployed.id}@${deployed.version} has no pipeline or workflow "${request.workflow}"`);
+    const { instanceId, created } = await this.options.executor.start({
+      principalId,
+      bundleDigest: request.bundle.digest,
+      invocationKey: request.invocationKey,
+      document: definition.document,
+      input: request.input,
+    });
+    return { instance: await this.view(await this.visible(principalId, instanceId)), created };
+  }
+
+  async get(principalId: string, instanceId: string): Promise<WorkflowInstance> {
+    return this.view(await this.visible(principalId, instanceId));
+  }
+
+  async wait(principalId: string, instanceId: string, waitMs: number, signal?: AbortSignal): Promise<{ instance: WorkflowInstance; finished: boolean }> {
+    await this.visible(principalId, instanceId);
+    const executor = this.options.executor;
+    const held = await executor.load(instanceId);
+    if (!held) throw new WorkflowInstanceNotFound(instanceId);
+    const finished = await executor.kernel.wait(held, (record) => record.status !== 'running', signal?.aborted ? 0 : waitMs, signal);
+    return { instance: await this.view(held.record), finished };
+  }
+
+  async cancel(principalId: string, instanceId: string): Promise<WorkflowInstance> {
+    const record = await this.visible(principalId, instanceId);
+    if (this.cancellationOf(record) !== 'caller')
+      throw unsupported(`workflow "${record.started.workflowName}" does not declare caller cancellation (the bundle's workflowCancellation)`);
+    if (record.status !== 'running') return this.view(record);
+    const cancelled = await this.options.executor.cancel(instanceId, cancelReason);
+    await this.cancelOpenStages(principalId, cancelled);
+    return this.view(cancelled);
+  }
+
+  /** The view of a record as stored (tests compare it for the live record and the replayed one). */
+  async view(record: WorkflowRecord): Promise<WorkflowInstance> {
+    const digest = record.started.bundleDigest;
+    return {
+      instanceId: record.instanceId,
+      bundle: this.options.bundleOf(digest) ?? { id: '', version: '', digest },
+      workflow: record.started.workflowName,
+      invocationKey: record.started.invocationKey,
+      status: record.status,
+      currentTask: currentTask(record),
+      stages: await this.stages(record),
+      output: record.status === 'completed' ? record.output : null,
+      error: record.error,
+      cancellation: this.cancellationOf(record),
+      startedAtMs: record.startedAtMs,
+      endedAtMs: record.endedAtMs,
+    };
+  }
+
+  private cancellationOf(record: WorkflowRecord): 'none' | 'caller' {
+    return this.options.definition(record.started.bundleDigest, record.started.workflowName)?.cancellation ?? 'none';
+  }
+
+  /** The record, when this principal started it; not found otherwise, exactly like an unknown id. */
+  private async visible(principalId: string, instanceId: string): Promise<WorkflowRecord> {
+    const record = await this.options.executor.get(instanceId);
+    if (!record || record.started.principalId !== principalId) throw new WorkflowInstanceNotFound(instanceId);
+    return record;
+  }
+
+  /** Each contract call in the order its task started, with its operation's decision and settlement. */
+  private async stages(record: WorkflowRecord): Promise<WorkflowStage[]> {
+    const order = (at: string) => record.tasks[at]?.startedSeq ?? Number.MAX_SAFE_INTEGER;
+    const children = Object.entries(record.children).sort(([a], [b]) => order(a) - order(b));
+    return Promise.all(
+      children.map(async ([at, child]) => {
+        const known = await this.operationState(record, at, child.operationId);
+        const task = record.tasks[at]?.name ?? '';
+        return { at, stage: stageOf(at) ?? task, task, operationId: child.operationId, invocationKey: child.invocationKey, ...known };
+      }),
+    );
+  }
+
+  /** Now, from the contract runtime; else what the instance recorded of the call's answer; else unknown. */
+  private async operationState(
+    record: WorkflowRecord,
+    at: string,
+    operationId: string,
+  ): Promise<{ decision: DecisionView | null; settlement: SettlementView | null }> {
+    const operations = this.options.operations;
+    if (operations) {
+      try {
+        const result = await operations.get(record.started.principalId, operationId);
+        return { decision: result.decision, settlement: result.settlement };
+      } catch {
+        // Not admitted (yet), or the contract runtime cannot say now: fall back to the log.
+      }
+    }
+    const step = record.steps[`${at}>invoke`];
+    const answer = step && 'ok' in step && isObject(step.ok) ? step.ok : undefined;
+    return {
+      decision: (answer?.decision ?? null) as unknown as DecisionView | null,
+      settlement: (answer?.settlement ?? null) as unknown as SettlementView | null,
+    };
+  }
+
+  /**
+   * A cancelled instance's contract calls still waiting for their answer: each operation is
+   * cancelled where its interaction declares caller cancellation; any other is left to finish
+   * (detached), which its own decision and settlement record.
+   */
+  private async cancelOpenStages(principalId: string, record: WorkflowRecord): Promise<void> {
+    const operations = this.options.operations;
+    if (!operations) return;
+    const open = Object.entries(record.children).filter(([at]) => record.steps[`${at}>invoke`] === undefined);
+    await Promise.all(open.map(([, child]) => operations.cancel(principalId, child.operationId).catch(() => undefined)));
+  }
+}
+
+/** The name of the top-level task a task execution is part of (a pipeline's stage): `/do/1/publish/do/1/invoke` → publish. */
+function stageOf(at: string): string | undefined {
+  const match = /^\/do\/[0-9]+\/([^/[({~>]+)/.exec(at);
+  return match?.[1]?.replace(/~1/g, '/').replace(/~0/g, '~');
+}
+
+/** The innermost task running now (the one started last among the running). */
+function currentTask(record: WorkflowRecord): { at: string; name: string } | null {
+  if (record.status !== 'running') return null;
+  let found: { at: string; name: string; seq: number } | undefined;
+  for (const [at, task] of Object.entries(record.tasks))
+    if (task.state === 'running' && (found === undefined || task.startedSeq > found.seq)) found = { at, name: task.name, seq: task.startedSeq };
+  return found ? { at: found.at, name: found.name } : null;
+}

@@ -1,0 +1,154 @@
+/**
+ * Contract calls over HTTP (workflow/exec/http-contracts.ts): a workflow executor with no contract
+ * runtime of its own calls `convoke serve`'s facade over a real socket, with the credential read
+ * from the environment variable it names. A lost answer is looked up again under the same key —
+ * one operation, never a success taken on trust; definite refusals become distinct DSL errors.
+ */
+import assert from 'node:assert/strict';
+import { after, before, test } from 'node:test';
+import { SystemClock } from '../../src/contract/clock.js';
+import type { JsonObject } from '../../src/contract/json.js';
+import { writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { stringify } from 'yaml';
+import { main } from '../../src/cli/main.js';
+import { HttpContracts } from '../../src/workflow/exec/http-contracts.js';
+import { harness, runToEnd, yaml } from './support.js';
+import { serveWorkflowFixture, writeWorkflowFixture, type HostedWorkflows, type WorkflowFixture } from './instances-fixture.js';
+
+let fixture: WorkflowFixture;
+let hosted: HostedWorkflows;
+const clock = new SystemClock();
+
+before(async () => {
+  fixture = await writeWorkflowFixture();
+  hosted = await serveWorkflowFixture(fixture);
+});
+
+after(async () => {
+  await hosted?.close();
+  await fixture?.dispose();
+});
+
+const document = (digest: string) =>
+  yaml(`document: { dsl: '1.0.3', namespace: test, name: remote-review, version: '1.0.0' }
+do:
+  - review:
+      call: invoke-contract
+      with:
+        contract: { id: lab.review, version: '1.0.0', digest: '${digest}' }
+        interaction: review
+        input:
+          document: \${ .doc }
+        waitFor: settled
+  - done:
+      set:
+        outcome: \${ .decision.outcome }
+        operation: \${ .operationId }
+`);
+
+const contracts = (token: string | undefined, fetchVia?: typeof fetch) =>
+  new HttpContracts({
+    endpoint: hosted.server.url,
+    credential: { env: 'CONVOKE_WF_TOKEN' },
+    env: token === undefined ? {} : { CONVOKE_WF_TOKEN: token },
+    clock,
+    retryBudgetMs: 5_000,
+    ...(fetchVia ? { fetch: fetchVia } : {}),
+  });
+
+test('a workflow calls a contract over HTTP: admitted under the stage key, long-polled to the boundary, the log replays', async () => {
+  const h = harness({ clock, invocations: contracts(fixture.tokens.alice) });
+  try {
+    const record = await runToEnd(h, document(fixture.bundle.digest), { doc: 'RFC 11' }, 'remote-1');
+    assert.equal(record.status, 'completed', JSON.stringify(record.error));
+    const output = record.output as JsonObject;
+    assert.equal(output.outcome, 'success');
+    const remote = await hosted.deployment.coordinator.get('alice', output.operation as string);
+    assert.equal(remote.settlement.status, 'complete');
+    assert.equal(remote.invocationKey, record.children['/do/0/review']?.invocationKey);
+  } finally {
+    await h.close();
+  }
+});
+
+test('a lost answer is looked up with the same key: one operation, and the stage succeeds only on the runtime’s answer', async () => {
+  let lost = 0;
+  const calls: string[] = [];
+  // The first POST reaches the facade over the socket, but its answer never comes back.
+  const losing: typeof fetch = async (input, init) => {
+    calls.push(`${init?.method ?? 'GET'} ${String(input)}`);
+    const response = await fetch(input, init);
+    if (init?.method === 'POST' && lost === 0) {
+      lost += 1;
+      await response.arrayBuffer();
+      throw new TypeError('fetch failed: the connection was reset');
+    }
+    return response;
+  };
+  const h = harness({ clock, invocations: contracts(fixture.tokens.alice, losing) });
+  try {
+    const record = await runToEnd(h, document(fixture.bundle.digest), { doc: 'RFC 12' }, 'remote-2');
+    assert.equal(record.status, 'completed', JSON.stringify(record.error));
+    assert.equal(calls.filter((c) => c.startsWith('POST')).length, 2, 'the POST was sent again');
+    const operationId = (record.output as JsonObject).operation as string;
+    const ids: string[] = [];
+    for await (const id of hosted.deployment.store.operationIds()) ids.push(id);
+    const key = record.children['/do/0/review']?.invocationKey;
+    const same = [];
+    for (const id of ids) if ((await hosted.deployment.coordinator.get('alice', id).catch(() => undefined))?.invocationKey === key) same.push(id);
+    assert.deepEqual(same, [operationId], 'one operation for the stage');
+  } finally {
+    await h.close();
+  }
+});
+
+test('no definite answer within the retry budget is unavailable (a communication error), never success', async () => {
+  const down: typeof fetch = async () => {
+    throw new TypeError('fetch failed: connection refused');
+  };
+  const h = harness({ clock, invocations: contracts(fixture.tokens.alice, down) });
+  try {
+    const record = await runToEnd(h, document(fixture.bundle.digest), { doc: 'RFC 13' }, 'remote-3');
+    assert.equal(record.status, 'faulted');
+    assert.deepEqual([record.error?.type, record.error?.status], ['https://serverlessworkflow.io/spec/1.0.0/errors/communication', 503]);
+  } finally {
+    await h.close();
+  }
+});
+
+test('definite refusals map to distinct DSL errors: a wrong credential is authorization, an undeployed digest configuration', async () => {
+  const wrong = harness({ clock, invocations: contracts('not-a-token') });
+  const missing = harness({ clock, invocations: contracts(undefined) });
+  const right = harness({ clock, invocations: contracts(fixture.tokens.alice) });
+  try {
+    const denied = await runToEnd(wrong, document(fixture.bundle.digest), { doc: 'x' }, 'remote-4');
+    assert.deepEqual([denied.error?.type, denied.error?.status], ['https://serverlessworkflow.io/spec/1.0.0/errors/authorization', 403]);
+    const unset = await runToEnd(missing, document(fixture.bundle.digest), { doc: 'x' }, 'remote-5');
+    assert.deepEqual([unset.error?.type, unset.error?.status], ['https://serverlessworkflow.io/spec/1.0.0/errors/authorization', 403]);
+    assert.match(unset.error?.detail ?? '', /CONVOKE_WF_TOKEN is not set/);
+    const undeployed = await runToEnd(right, document(`sha256:${'2'.repeat(64)}`), { doc: 'x' }, 'remote-6');
+    assert.deepEqual([undeployed.error?.type, undeployed.error?.status], ['https://serverlessworkflow.io/spec/1.0.0/errors/configuration', 422]);
+  } finally {
+    await Promise.all([wrong.close(), missing.close(), right.close()]);
+  }
+});
+
+test('convoke workflow run --endpoint --token-env: the contract calls of a document run without a server go to the facade', async () => {
+  const file = join(fixture.dir, 'remote.yaml');
+  await writeFile(file, stringify(document(fixture.bundle.digest)));
+  process.env.CONVOKE_WF_CLI_TOKEN = fixture.tokens.alice;
+  let stdout = '';
+  let stderr = '';
+  const io = { stdout: { write: (t: string) => (stdout += t) }, stderr: { write: (t: string) => (stderr += t) }, readStdin: async () => new Uint8Array() };
+  const args = ['workflow', 'run', file, '--input', '{"doc":"RFC 14"}', '--key', 'cli-remote', '--principal', 'alice'];
+  try {
+    const code = await main(['node', 'convoke', ...args, '--endpoint', hosted.server.url, '--token-env', 'CONVOKE_WF_CLI_TOKEN'], io);
+    assert.equal(code, 0, stderr);
+    assert.equal((JSON.parse(stdout) as JsonObject).outcome, 'success');
+    const without = await main(['node', 'convoke', ...args, '--token-env', 'CONVOKE_WF_CLI_TOKEN'], io);
+    assert.equal(without, 2, 'a credential reference without an endpoint is refused');
+  } finally {
+    delete process.env.CONVOKE_WF_CLI_TOKEN;
+  }
+});

@@ -1,0 +1,178 @@
+/**
+ * /workflow-instances over a real socket, against a deployment hosting workflow instances on its
+ * store (contract calls in-process): start (200 when finished within the wait, 202 while running),
+ * the same key and input find the same instance, a different input is 409, another principal gets
+ * 404, cancel is 422 unless the bundle declares caller cancellation; each instance rebuilt from its
+ * log gives the same view as the live one; the routes are in the OpenAPI document.
+ */
+import assert from 'node:assert/strict';
+import { after, before, test } from 'node:test';
+import { Ajv } from 'ajv';
+import type { JsonObject } from '../../src/contract/json.js';
+import { workflowInstanceSchema, type WorkflowInstance } from '../../src/runtime/workflow-service.js';
+import { serveWorkflowFixture, writeWorkflowFixture, type HostedWorkflows, type WorkflowFixture } from './instances-fixture.js';
+
+let fixture: WorkflowFixture;
+let hosted: HostedWorkflows;
+const checkInstance = new Ajv({ strict: false, allowUnionTypes: true }).compile(workflowInstanceSchema);
+
+before(async () => {
+  fixture = await writeWorkflowFixture();
+  hosted = await serveWorkflowFixture(fixture);
+});
+
+after(async () => {
+  await hosted?.close();
+  await fixture?.dispose();
+});
+
+async function call(
+  method: string,
+  path: string,
+  token: string | undefined,
+  body?: JsonObject,
+): Promise<{ status: number; body: JsonObject; headers: Headers }> {
+  const headers: Record<string, string> = {};
+  if (token !== undefined) headers.authorization = `Bearer ${token}`;
+  if (body !== undefined) headers['content-type'] = 'application/json';
+  const response = await fetch(`${hosted.server.url}${path}`, { method, headers, ...(body === undefined ? {} : { body: JSON.stringify(body) }) });
+  return { status: response.status, body: (await response.json()) as JsonObject, headers: response.headers };
+}
+
+const start = (token: string, workflow: string, invocationKey: string, input: JsonObject, waitMs?: number) =>
+  call('POST', '/workflow-instances', token, { bundle: { ...fixture.bundle }, workflow, invocationKey, input, ...(waitMs === undefined ? {} : { waitMs }) });
+
+/** The view of the instance rebuilt from its stored log equals the live view. */
+async function assertReplayEqual(instanceId: string): Promise<void> {
+  const replayed = await hosted.host.executor.replay(instanceId);
+  assert.ok(replayed);
+  const live = await hosted.host.service.get('alice', instanceId);
+  assert.deepEqual(await hosted.host.service.view(replayed), live, 'the instance rebuilt from its log equals the live one');
+}
+
+test('a pipeline runs to the end within the wait: 200, each stage with its operation, decision and settlement; the log replays', async () => {
+  const answer = await start(fixture.tokens.alice, 'review-then-publish', 'release-1', { document: 'RFC 1' }, 10_000);
+  assert.equal(answer.status, 200, JSON.stringify(answer.body));
+  const instance = answer.body as unknown as WorkflowInstance;
+  assert.ok(checkInstance(instance), JSON.stringify(checkInstance.errors));
+  assert.equal(instance.status, 'completed', JSON.stringify(instance.error));
+  assert.equal(instance.workflow, 'review-then-publish');
+  assert.deepEqual(instance.bundle, fixture.bundle);
+  assert.deepEqual(
+    instance.stages.map((s) => [s.stage, s.task, s.decision?.outcome, s.settlement?.status]),
+    [
+      ['review', 'invoke', 'success', 'complete'],
+      ['publish', 'invoke', 'success', 'complete'],
+    ],
+  );
+  assert.deepEqual(
+    instance.stages.map((s) => s.at),
+    ['/do/0/review/do/0/invoke', '/do/1/publish/do/1/invoke'],
+  );
+  assert.equal(instance.currentTask, null);
+  assert.deepEqual((instance.output as JsonObject).result, { status: 'published', url: 'https://lab.example/p/1' });
+  await assertReplayEqual(instance.instanceId);
+});
+
+test('the same key and input find the same instance; a different input under the key is 409 conflict', async () => {
+  const first = await start(fixture.tokens.alice, 'review-then-publish', 'release-2', { document: 'RFC 2' }, 10_000);
+  assert.equal(first.status, 200);
+  const again = await start(fixture.tokens.alice, 'review-then-publish', 'release-2', { document: 'RFC 2' });
+  assert.equal(again.status, 200);
+  assert.equal(again.body.instanceId, first.body.instanceId);
+  assert.deepEqual(again.body.stages, first.body.stages);
+  const different = await start(fixture.tokens.alice, 'review-then-publish', 'release-2', { document: 'RFC 2, amended' });
+  assert.equal(different.status, 409, JSON.stringify(different.body));
+  assert.equal(different.body.kind, 'conflict');
+});
+
+test("GET answers the original principal only: another principal's instance is 404, exactly like an unknown one", async () => {
+  const started = await start(fixture.tokens.alice, 'review-then-publish', 'release-3', { document: 'RFC 3' }, 10_000);
+  const id = started.body.instanceId as string;
+  const own = await call('GET', `/workflow-instances/${id}`, fixture.tokens.alice);
+  assert.equal(own.status, 200);
+  assert.deepEqual(own.body, started.body);
+  const other = await call('GET', `/workflow-instances/${id}`, fixture.tokens.bob);
+  const unknown = await call('GET', `/workflow-instances/wf${'0'.repeat(64)}`, fixture.tokens.bob);
+  assert.equal(other.status, 404);
+  assert.equal(unknown.status, 404);
+  assert.equal(other.body.kind, unknown.body.kind);
+  assert.equal((other.body.description as string).replace(id, 'X'), (unknown.body.description as string).replace(`wf${'0'.repeat(64)}`, 'X'));
+  const cancelled = await call('POST', `/workflow-instances/${id}/cancel`, fixture.tokens.bob);
+  assert.equal(cancelled.status, 404);
+  const anonymous = await call('GET', `/workflow-instances/${id}`, undefined);
+  assert.equal(anonymous.status, 401);
+});
+
+test('a running instance is 202 with its current task; GET ?waitMs= waits; cancel where declared ends it cancelled', async () => {
+  const started = await start(fixture.tokens.alice, 'slow', 'slow-1', {}, 0);
+  assert.equal(started.status, 202, JSON.stringify(started.body));
+  const id = started.body.instanceId as string;
+  assert.equal(started.headers.get('location'), `/workflow-instances/${id}`);
+  const before = Date.now();
+  const polled = await call('GET', `/workflow-instances/${id}?waitMs=300`, fixture.tokens.alice);
+  assert.equal(polled.status, 202);
+  assert.ok(Date.now() - before >= 250, 'the GET waited');
+  assert.deepEqual(polled.body.currentTask, { at: '/do/0/pause', name: 'pause' });
+  const cancelled = await call('POST', `/workflow-instances/${id}/cancel`, fixture.tokens.alice);
+  assert.equal(cancelled.status, 200, JSON.stringify(cancelled.body));
+  assert.equal(cancelled.body.status, 'cancelled');
+  const read = await call('GET', `/workflow-instances/${id}`, fixture.tokens.alice);
+  assert.equal(read.body.status, 'cancelled');
+  await assertReplayEqual(id);
+});
+
+test('cancelling an instance cancels its open contract call where the interaction declares caller cancellation', async () => {
+  const started = await start(fixture.tokens.alice, 'held', 'held-1', { document: 'RFC 5' }, 0);
+  assert.equal(started.status, 202, JSON.stringify(started.body));
+  const id = started.body.instanceId as string;
+  let stages: WorkflowInstance['stages'] = [];
+  for (let i = 0; i < 100 && stages.length === 0; i++) {
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    stages = ((await call('GET', `/workflow-instances/${id}`, fixture.tokens.alice)).body as unknown as WorkflowInstance).stages;
+  }
+  const operationId = stages[0]?.operationId;
+  assert.ok(operationId, 'the contract call was bound');
+  await hosted.deployment.coordinator.wait('alice', operationId, 'decision', 200);
+  const cancelled = await call('POST', `/workflow-instances/${id}/cancel`, fixture.tokens.alice);
+  assert.equal(cancelled.status, 200, JSON.stringify(cancelled.body));
+  assert.equal(cancelled.body.status, 'cancelled');
+  const operation = await hosted.deployment.coordinator.get('alice', operationId);
+  assert.deepEqual([operation.decision?.outcome, operation.decision?.reason], ['failed', 'cancelled']);
+  await assertReplayEqual(id);
+});
+
+test('cancel of a workflow without caller cancellation is 422 unsupported, and the instance carries on', async () => {
+  const started = await start(fixture.tokens.alice, 'review-then-publish', 'release-4', { document: 'RFC 4' }, 0);
+  const id = started.body.instanceId as string;
+  const refused = await call('POST', `/workflow-instances/${id}/cancel`, fixture.tokens.alice);
+  assert.equal(refused.status, 422, JSON.stringify(refused.body));
+  assert.equal(refused.body.kind, 'unsupported');
+  assert.match(refused.body.description as string, /caller cancellation/);
+  const finished = await call('GET', `/workflow-instances/${id}?waitMs=10000`, fixture.tokens.alice);
+  assert.equal(finished.status, 200);
+  assert.equal(finished.body.status, 'completed');
+  await assertReplayEqual(id);
+});
+
+test('bad requests: an unknown workflow is 400, an undeployed digest 422, a malformed body 400', async () => {
+  const unknown = await start(fixture.tokens.alice, 'no-such-flow', 'k', {});
+  assert.equal(unknown.status, 400);
+  assert.match(unknown.body.description as string, /no pipeline or workflow "no-such-flow"/);
+  const undeployed = await call('POST', '/workflow-instances', fixture.tokens.alice, {
+    bundle: { ...fixture.bundle, digest: `sha256:${'1'.repeat(64)}` },
+    workflow: 'slow',
+    invocationKey: 'k',
+    input: {},
+  });
+  assert.equal(undeployed.status, 422);
+  const malformed = await call('POST', '/workflow-instances', fixture.tokens.alice, { workflow: 'slow' });
+  assert.equal(malformed.status, 400);
+});
+
+test('the OpenAPI document lists the workflow instance routes', async () => {
+  const document = await call('GET', '/openapi.json', undefined);
+  const paths = document.body.paths as JsonObject;
+  for (const path of ['/workflow-instances', '/workflow-instances/{instanceId}', '/workflow-instances/{instanceId}/cancel']) assert.ok(paths[path], path);
+  assert.ok(((document.body.components as JsonObject).schemas as JsonObject).WorkflowInstance);
+});

@@ -1,0 +1,168 @@
+/**
+ * The workflow commands (convoke.cmd.<principal>.workflow-start|workflow-get|workflow-cancel)
+ * against `convoke serve` on a real nats-server (core mode, SQLite store, a `convoke peer`
+ * process): a workflow calling a contract runs to the end, the same key and input find the same
+ * instance, a different input is 409, another principal gets 404, cancel is 422 where the bundle
+ * does not declare caller cancellation and ends the instance where it does; the instance rebuilt
+ * from the stored log agrees with what the command answered.
+ */
+import assert from 'node:assert/strict';
+import { after, before, test } from 'node:test';
+import type { JsonObject } from '../../src/contract/json.js';
+import type { Stored } from '../../src/kernel/types.js';
+import { sendWorkflowCommand, type WorkflowCommandVerb, type WorkflowReply } from '../../src/nats-api/workflow-commands.js';
+import type { WorkflowInstance } from '../../src/runtime/workflow-service.js';
+import type { WorkflowTransition } from '../../src/workflow/exec/events.js';
+import { foldWorkflow } from '../../src/workflow/exec/record.js';
+import { join } from 'node:path';
+import { exitCodes } from '../../src/cli/exit-codes.js';
+import { passwordVariableOf } from '../../src/deployment/nats/permissions.js';
+import { NatsDeploymentFixture, e2eBundle, spawnCli, type CommandClient } from '../support/nats-deployment-fixture.js';
+
+process.env.PATH = `${process.env.PATH ?? ''}:/usr/sbin`;
+
+let f: NatsDeploymentFixture;
+const clients: Record<string, CommandClient> = {};
+
+function bundle(): JsonObject {
+  const b = e2eBundle();
+  b.workflows = {
+    checked: {
+      document: { dsl: '1.0.3', namespace: 'e2e', name: 'checked', version: '1.0.0' },
+      do: [
+        {
+          review: {
+            call: 'invoke-contract',
+            with: { contract: { id: 'e2e.review', version: '1.0.0' }, interaction: 'allok', input: '${ {document: .document} }' },
+          },
+        },
+        { done: { set: { approved: '${ .decision.outcome == "success" }', operation: '${ .operationId }' } } },
+      ],
+    },
+    slow: { document: { dsl: '1.0.3', namespace: 'e2e', name: 'slow', version: '1.0.0' }, do: [{ pause: { wait: { seconds: 60 } } }] },
+  };
+  b.workflowCancellation = { slow: 'caller' };
+  return b;
+}
+
+before(async () => {
+  f = await NatsDeploymentFixture.start({
+    mode: 'core',
+    store: 'sqlite',
+    bundle: bundle(),
+    groups: { reviewers: ['alfa'] },
+    peers: { alfa: { interactions: { allok: { result: { verdict: 'approve' } } } } },
+    commandClients: ['billing', 'shipping'],
+  });
+  await Promise.all([f.startServe(), f.startPeer('alfa')]);
+  for (const who of ['billing', 'shipping']) clients[who] = await f.client(who);
+});
+
+after(async () => {
+  await f?.dispose();
+});
+
+const send = (who: string, verb: WorkflowCommandVerb, body: JsonObject, waitMs = 0) =>
+  sendWorkflowCommand(clients[who]!.transport, who, verb, body, waitMs + 10_000);
+const start = (who: string, workflow: string, invocationKey: string, input: JsonObject, waitMs = 0) =>
+  send(who, 'workflow-start', { bundle: { ...f.contract }, workflow, invocationKey, input, waitMs }, waitMs);
+const instanceOf = (reply: WorkflowReply): WorkflowInstance => {
+  if (!('instance' in reply)) throw new Error(`expected an instance, got ${reply.status}: ${JSON.stringify(reply.error)}`);
+  return reply.instance;
+};
+
+test('workflow-start runs a workflow that calls a contract; the same key finds it; a different input is 409; the log agrees', async () => {
+  const reply = await start('billing', 'checked', 'wf-1', { document: 'd1' }, 20_000);
+  assert.equal(reply.status, 200, JSON.stringify(reply));
+  const instance = instanceOf(reply);
+  assert.equal(instance.status, 'completed', JSON.stringify(instance.error));
+  assert.equal(instance.stages.length, 1);
+  assert.equal(instance.stages[0]?.decision?.outcome, 'success');
+  assert.deepEqual(instance.output, { approved: true, operation: instance.stages[0]?.operationId });
+
+  const again = instanceOf(await start('billing', 'checked', 'wf-1', { document: 'd1' }));
+  assert.equal(again.instanceId, instance.instanceId);
+  const different = await start('billing', 'checked', 'wf-1', { document: 'd2' });
+  assert.equal(different.status, 409);
+  assert.equal('error' in different && different.error.kind, 'conflict');
+
+  const replayed = foldWorkflow((await f.log(instance.instanceId)) as unknown as Stored<WorkflowTransition>[]);
+  assert.ok(replayed);
+  assert.deepEqual(
+    [replayed.status, replayed.output, replayed.error, Object.values(replayed.children).map((c) => c.operationId)],
+    [instance.status, instance.output, instance.error, instance.stages.map((s) => s.operationId)],
+    'the instance rebuilt from its log agrees with the live one',
+  );
+});
+
+test("workflow-get answers the original principal only: another principal's instance is 404, like an unknown one", async () => {
+  const instance = instanceOf(await start('billing', 'checked', 'wf-2', { document: 'd3' }, 20_000));
+  const own = await send('billing', 'workflow-get', { instanceId: instance.instanceId });
+  assert.equal(own.status, 200);
+  assert.deepEqual(instanceOf(own).instanceId, instance.instanceId);
+  const other = await send('shipping', 'workflow-get', { instanceId: instance.instanceId });
+  assert.equal(other.status, 404);
+  const unknown = await send('shipping', 'workflow-get', { instanceId: `wf${'0'.repeat(64)}` });
+  assert.equal(unknown.status, 404);
+  const bad = await send('shipping', 'workflow-get', { instanceId: instance.instanceId, extra: 1 });
+  assert.equal(bad.status, 400);
+});
+
+test('workflow-cancel: 422 unsupported without caller cancellation; where declared the running instance ends cancelled', async () => {
+  const checked = instanceOf(await start('billing', 'checked', 'wf-3', { document: 'd4' }, 20_000));
+  const refused = await send('billing', 'workflow-cancel', { instanceId: checked.instanceId });
+  assert.equal(refused.status, 422);
+  assert.equal('error' in refused && refused.error.kind, 'unsupported');
+
+  const slow = await start('billing', 'slow', 'wf-4', {});
+  assert.equal(slow.status, 202);
+  const id = instanceOf(slow).instanceId;
+  const waited = await send('billing', 'workflow-get', { instanceId: id, waitMs: 200 }, 200);
+  assert.equal(waited.status, 202);
+  assert.deepEqual(instanceOf(waited).currentTask, { at: '/do/0/pause', name: 'pause' });
+  assert.equal((await send('shipping', 'workflow-cancel', { instanceId: id })).status, 404);
+  const cancelled = await send('billing', 'workflow-cancel', { instanceId: id });
+  assert.equal(cancelled.status, 200);
+  assert.equal(instanceOf(cancelled).status, 'cancelled');
+  const replayed = foldWorkflow((await f.log(id)) as unknown as Stored<WorkflowTransition>[]);
+  assert.equal(replayed?.status, 'cancelled');
+});
+
+test('convoke workflow start and get over the command API: exit 0 when completed, 10 while running, 9 for another principal', async () => {
+  const as = (user: string) => ['--nats', f.url, '--user', user, '--password-env', passwordVariableOf(user)];
+  const cli = async (args: string[]) => {
+    const child = spawnCli(args, f.env());
+    const { code } = await child.exited;
+    return { code, output: child.output() };
+  };
+  const bundleFile = join(f.dir, 'bundle.json');
+  const started = await cli([
+    'workflow',
+    'start',
+    bundleFile,
+    ...as('billing'),
+    '--workflow',
+    'checked',
+    '--key',
+    'cli-1',
+    '--input',
+    '{"document":"c1"}',
+    '--wait-ms',
+    '20000',
+    '--json',
+  ]);
+  assert.equal(started.code, exitCodes.ok, started.output);
+  const reply = JSON.parse(started.output.slice(started.output.indexOf('{'))) as { status: number; instance: WorkflowInstance };
+  assert.equal(reply.instance.status, 'completed');
+  const id = reply.instance.instanceId;
+  const got = await cli(['workflow', 'get', id, ...as('billing')]);
+  assert.equal(got.code, exitCodes.ok, got.output);
+  assert.match(got.output, new RegExp(`instance +${id}`));
+  assert.match(got.output, /stage +review: op[0-9a-f]{64} decision success/);
+  const hidden = await cli(['workflow', 'get', id, ...as('shipping')]);
+  assert.equal(hidden.code, exitCodes.notFound, hidden.output);
+  const ref = `${f.contract.id}@${f.contract.version}@${f.contract.digest}`;
+  const running = await cli(['workflow', 'start', ref, ...as('billing'), '--workflow', 'slow', '--key', 'cli-2']);
+  assert.equal(running.code, exitCodes.pending, running.output);
+  assert.match(running.output, /status +running \(running pause at \/do\/0\/pause\)/);
+});
