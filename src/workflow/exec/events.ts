@@ -113,6 +113,23 @@ export interface ForkWon {
   at: string;
   branch: number;
 }
+/**
+ * What became of a losing fork branch's child operation once the fork's winner committed:
+ * cancelled through the coordinator's caller-cancellation path (the interaction declares it),
+ * detached (it does not, or policy refuses the cancel), already closed (decided before the win),
+ * or never admitted (the call never reached the runtime). `at` is the child's task execution.
+ */
+export type ChildDisposition = 'cancelled' | 'detached' | 'already-closed' | 'not-admitted';
+export interface ChildDisposed {
+  type: 'child-disposed';
+  v: 1;
+  at: string;
+  /** The competing fork's execution whose win released the child. */
+  fork: string;
+  operationId: string;
+  disposition: ChildDisposition;
+  detail: string;
+}
 export interface WorkflowCompleted {
   type: 'workflow-completed';
   v: 1;
@@ -141,6 +158,7 @@ export type WorkflowEvent =
   | TimerSet
   | TimerFired
   | ForkWon
+  | ChildDisposed
   | WorkflowCompleted
   | WorkflowFaulted
   | WorkflowCancelled;
@@ -213,6 +231,13 @@ export const workflowEventSchemas = [
   event('timer-set', { at, dueAtMs: ms, purpose: { enum: ['wait', 'retry', 'task-timeout', 'workflow-timeout'] } }),
   event('timer-fired', { at }),
   event('fork-won', { at, branch: { type: 'integer', minimum: 0 } }),
+  event('child-disposed', {
+    at,
+    fork: at,
+    operationId: { type: 'string', pattern: '^op[0-9a-f]{64}$' },
+    disposition: { enum: ['cancelled', 'detached', 'already-closed', 'not-admitted'] },
+    detail: text,
+  }),
   event('workflow-completed', { output: json }),
   event('workflow-faulted', { error: errorSchema }),
   event('workflow-cancelled', { reason: text }),

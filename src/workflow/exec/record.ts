@@ -10,7 +10,7 @@ import { AssertionFailure } from '../../contract/errors.js';
 import type { JsonValue } from '../../contract/json.js';
 import { appliesOnFold } from '../../events/guard.js';
 import type { Stored } from '../../kernel/types.js';
-import type { StepResult, TimerPurpose, WorkflowError, WorkflowEvent, WorkflowStarted, WorkflowTransition } from './events.js';
+import type { ChildDisposition, StepResult, TimerPurpose, WorkflowError, WorkflowEvent, WorkflowStarted, WorkflowTransition } from './events.js';
 import { stepInstance, stepTask, stepTimer, type InstanceState, type TaskState, type TimerState } from './machines.js';
 
 export interface TaskRecord {
@@ -38,6 +38,8 @@ export interface ChildRecord {
   operationId: string;
   invocationKey: string;
   attempt: number;
+  /** Set when a competing fork's win released it (the child was in a losing branch). */
+  disposition?: { fork: string; disposition: ChildDisposition; detail: string };
 }
 
 export interface WorkflowRecord {
@@ -134,6 +136,14 @@ function applyEvent(record: WorkflowRecord, event: WorkflowEvent, atMs: number):
     case 'fork-won':
       once(record.winners, event.at, 'fork winner');
       return { ...record, winners: withEntry(record.winners, event.at, event.branch) };
+    case 'child-disposed': {
+      const child = record.children[event.at];
+      if (!child || child.operationId !== event.operationId)
+        throw new AssertionFailure(`child operation ${event.operationId} at ${event.at} disposed without being bound`);
+      if (child.disposition) throw new AssertionFailure(`child operation ${event.operationId} disposed twice`);
+      const disposition = { fork: event.fork, disposition: event.disposition, detail: event.detail };
+      return { ...record, children: withEntry(record.children, event.at, { ...child, disposition }) };
+    }
     case 'workflow-completed':
       return { ...record, status: stepInstance(record.status, 'COMPLETE'), output: event.output, endedAtMs: atMs };
     case 'workflow-faulted':

@@ -8,7 +8,8 @@ import type { JsonObject, JsonValue } from '../../contract/json.js';
 import { isObject, resolveNamed, type TaskEntry } from './document.js';
 import { durationMs } from './duration.js';
 import { WorkflowRaise, errorFrom, errorMatches, errorValue, raise } from './dsl-errors.js';
-import type { WorkflowError } from './events.js';
+import type { WorkflowError, WorkflowEvent } from './events.js';
+import { dispose, openChildrenOf } from './losers.js';
 import { Halted } from './journal.js';
 import { runCall } from './calls.js';
 import { entriesOf } from './document.js';
@@ -154,13 +155,9 @@ async function compete(
       throw failure?.status === 'rejected' ? failure.reason : new Halted('no branch of the fork completed');
     }
     controllers.forEach((controller, index) => index !== winner && controller.abort());
-    const losers = branches.flatMap((branch, index) => {
-      const at = branch.pointer + frameOf(index, run.frame.signal).suffix;
-      return index !== winner && interpreter.record.tasks[at]?.state === 'running'
-        ? [{ type: 'task-cancelled' as const, v: 1 as const, at, reason: `branch ${winner} won the fork` }]
-        : [];
-    });
-    if (losers.length > 0) await interpreter.propose({ command: 'fork-cancel-losers', events: losers });
+    // The stopped branches unwind first, so no contract call of theirs is still on its way in.
+    await Promise.allSettled(runs.filter((_run, index) => index !== winner));
+    await releaseLosers(interpreter, run, branches, winner, frameOf);
     const winning = branches[winner] as TaskEntry;
     const output = interpreter.record.tasks[winning.pointer + frameOf(winner, run.frame.signal).suffix]?.output ?? null;
     return { output, ended: false };
@@ -169,6 +166,31 @@ async function compete(
     watching.abort();
     void Promise.allSettled(runs);
   }
+}
+
+/**
+ * Records the losing branches cancelled and, with them, what became of each child operation they
+ * bound (losers.ts): one transition, before the fork task completes.
+ */
+async function releaseLosers(
+  interpreter: Interpreter,
+  run: TaskRun,
+  branches: TaskEntry[],
+  winner: number,
+  frameOf: (index: number, signal: AbortSignal) => Frame,
+): Promise<void> {
+  const losing = branches.flatMap((branch, index) => (index === winner ? [] : [{ pointer: branch.pointer, suffix: frameOf(index, run.frame.signal).suffix }]));
+  const cancelled = losing.flatMap(({ pointer, suffix }) =>
+    interpreter.record.tasks[pointer + suffix]?.state === 'running'
+      ? [{ type: 'task-cancelled' as const, v: 1 as const, at: pointer + suffix, reason: `branch ${winner} won the fork` }]
+      : [],
+  );
+  const principalId = interpreter.record.started.principalId;
+  const disposed: WorkflowEvent[] = [];
+  for (const [at, child] of openChildrenOf(interpreter.record, losing))
+    disposed.push(await dispose(interpreter.deps.invocations, principalId, run.at, at, child));
+  const events = [...cancelled, ...disposed];
+  if (events.length > 0) await interpreter.propose({ command: 'fork-cancel-losers', events });
 }
 
 /** try/catch with retry: a caught error is retried (after a recorded delay), handled by catch.do, or swallowed. */
