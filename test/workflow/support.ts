@@ -6,6 +6,7 @@
 import assert from 'node:assert/strict';
 import { parse as parseYaml } from 'yaml';
 import { SystemClock, type Clock } from '../../src/contract/clock.js';
+import type { CloudEventSink } from '../../src/contract/cloudevents.js';
 import type { JsonValue } from '../../src/contract/json.js';
 import type { EventStore } from '../../src/adapters/store/types.js';
 import { MemoryEventStore } from '../../src/adapters/store/memory.js';
@@ -23,7 +24,16 @@ export interface Harness {
   close(): Promise<void>;
 }
 
-export function harness(options: { store?: EventStore; clock?: Clock; fetch?: typeof fetch; invocations?: InvocationService; seed?: number } = {}): Harness {
+export interface HarnessOptions {
+  store?: EventStore;
+  clock?: Clock;
+  fetch?: typeof fetch;
+  invocations?: InvocationService;
+  seed?: number;
+  events?: CloudEventSink;
+}
+
+export function harness(options: HarnessOptions = {}): Harness {
   const clock = options.clock ?? new SystemClock();
   const store = options.store ?? new MemoryEventStore({ clock });
   const evaluator = new JqWorkerEvaluator({ deadlineMs: 5000 });
@@ -34,6 +44,7 @@ export function harness(options: { store?: EventStore; clock?: Clock; fetch?: ty
     evaluator,
     fetch: options.fetch,
     invocations: options.invocations,
+    events: options.events,
   });
   return {
     executor,

@@ -7,6 +7,7 @@
  */
 import { canonicalJson, sha256Hex } from '../../contract/canonical.js';
 import type { Clock } from '../../contract/clock.js';
+import type { CloudEventSink } from '../../contract/cloudevents.js';
 import { AdapterError, conflict, invalidInput } from '../../contract/errors.js';
 import { jsonEquals, type JsonObject, type JsonValue } from '../../contract/json.js';
 import { Kernel, newStream, type Stream, type StreamStore } from '../../kernel/index.js';
@@ -31,7 +32,9 @@ export interface WorkflowExecutorOptions {
   fetch?: typeof fetch;
   /** Contract calls go through this; without it they raise a configuration error. */
   invocations?: InvocationService;
-  /** Where emitted CloudEvents go; by default they are only recorded in the instance's log. */
+  /** Where emitted CloudEvents are published after their record commits (NatsCloudEventSink); by default they are only recorded. */
+  events?: CloudEventSink;
+  /** A function sink (tests); `events` wins when both are given. */
   emit?: (event: JsonObject) => Promise<void>;
   runtime?: { name: string; version: string };
   httpTimeoutMs?: number;
@@ -171,7 +174,7 @@ export class WorkflowExecutor {
       runtime: this.options.runtime ?? { name: 'convoke', version: '0.1.0' },
       httpTimeoutMs: this.options.httpTimeoutMs ?? 30_000,
       contractWaitChunkMs: 5000,
-      emit: this.options.emit ?? (async () => undefined),
+      events: this.options.events ?? (this.options.emit ? { publish: this.options.emit } : undefined),
       tasksMax: this.options.tasksMax ?? 10_000,
     });
     const run = interpreter

@@ -3,7 +3,8 @@
  * share: the frame a task runs in, one task execution, its outcome. The interpreter implements
  * `Interpreting`; the kinds depend on this interface, not on the interpreter.
  */
-import type { JsonObject, JsonValue } from '../../contract/json.js';
+import type { CloudEventSink } from '../../contract/cloudevents.js';
+import type { JsonValue } from '../../contract/json.js';
 import type { Random } from '../../runtime/random.js';
 import type { InvocationService } from '../../runtime/service.js';
 import type { Proposal } from './decide.js';
@@ -22,8 +23,8 @@ export interface InterpreterDeps {
   httpTimeoutMs: number;
   /** How long one wait on a child operation lasts before it is asked again. */
   contractWaitChunkMs: number;
-  /** Where emitted CloudEvents go (they are recorded in the instance's log either way). */
-  emit: (event: JsonObject) => Promise<void>;
+  /** Where emitted CloudEvents are published once recorded; without one they are only recorded. */
+  events: CloudEventSink | undefined;
   /** Task executions one instance may make (a flow directive can loop). */
   tasksMax: number;
 }
