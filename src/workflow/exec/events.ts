@@ -130,6 +130,28 @@ export interface ChildDisposed {
   disposition: ChildDisposition;
   detail: string;
 }
+/**
+ * A listen task waits: its consumption strategy as it was recorded (`correlate.*.expect` already
+ * evaluated against the task's input) and how events are read. From here until the task ends, a
+ * delivered event is matched against it.
+ */
+export interface ListenStarted {
+  type: 'listen-started';
+  v: 1;
+  at: string;
+  to: JsonValue;
+  read: 'data' | 'envelope' | 'raw';
+}
+/** A delivered CloudEvent the waiting listen took: which filter (of `to`, or of `until`) and the correlation values it carried. */
+export interface ListenEventReceived {
+  type: 'listen-event-received';
+  v: 1;
+  at: string;
+  event: JsonValue;
+  group: 'to' | 'until';
+  filter: number;
+  correlation: Record<string, JsonValue>;
+}
 export interface WorkflowCompleted {
   type: 'workflow-completed';
   v: 1;
@@ -159,6 +181,8 @@ export type WorkflowEvent =
   | TimerFired
   | ForkWon
   | ChildDisposed
+  | ListenStarted
+  | ListenEventReceived
   | WorkflowCompleted
   | WorkflowFaulted
   | WorkflowCancelled;
@@ -237,6 +261,14 @@ export const workflowEventSchemas = [
     operationId: { type: 'string', pattern: '^op[0-9a-f]{64}$' },
     disposition: { enum: ['cancelled', 'detached', 'already-closed', 'not-admitted'] },
     detail: text,
+  }),
+  event('listen-started', { at, to: { type: 'object' }, read: { enum: ['data', 'envelope', 'raw'] } }),
+  event('listen-event-received', {
+    at,
+    event: { type: 'object', required: ['specversion', 'id', 'source', 'type'] },
+    group: { enum: ['to', 'until'] },
+    filter: { type: 'integer', minimum: 0 },
+    correlation: { type: 'object' },
   }),
   event('workflow-completed', { output: json }),
   event('workflow-faulted', { error: errorSchema }),

@@ -7,7 +7,7 @@
  */
 import { canonicalJson, sha256Hex } from '../../contract/canonical.js';
 import type { Clock } from '../../contract/clock.js';
-import type { CloudEventSink } from '../../contract/cloudevents.js';
+import type { CloudEvent, CloudEventDelivery, CloudEventIntake, CloudEventSink } from '../../contract/cloudevents.js';
 import { AdapterError, conflict, invalidInput } from '../../contract/errors.js';
 import { jsonEquals, type JsonObject, type JsonValue } from '../../contract/json.js';
 import { Kernel, newStream, type Stream, type StreamStore } from '../../kernel/index.js';
@@ -18,6 +18,7 @@ import { workflowAggregate } from './aggregate.js';
 import { decideCancel, decideDue, decideProposal, workflowTimeoutKey } from './decide.js';
 import { checkDocument, isObject, timeoutMsOf } from './document.js';
 import { workflowTransitionProblem, type WorkflowEvent, type WorkflowTransition } from './events.js';
+import { deliverEvent } from './intake.js';
 import { Interpreter } from './interpreter.js';
 import type { ExpressionEvaluator } from './jq.js';
 import { Halted, type Journal } from './journal.js';
@@ -56,7 +57,7 @@ type Instance = Stream<WorkflowRecord>;
 /** How long after an interpreter stopped on a store failure it runs the instance again. */
 const redriveDelayMs = 1000;
 
-export class WorkflowExecutor {
+export class WorkflowExecutor implements CloudEventIntake {
   readonly kernel: Kernel<WorkflowRecord, WorkflowTransition, Instance>;
   private readonly running = new Map<string, Promise<void>>();
   private readonly stopping = new AbortController();
@@ -153,6 +154,15 @@ export class WorkflowExecutor {
     if (!instance) throw invalidInput(`no workflow instance ${instanceId}`);
     await this.kernel.enqueue(instance, () => this.kernel.commit(instance, (record) => decideCancel(record, reason)));
     return instance.record;
+  }
+
+  /**
+   * A received CloudEvent (over NATS or HTTP) offered to the waiting listens of the instances this
+   * executor holds — only the principal's own when `principalId` is given; resolves once every
+   * append that took it has committed (intake.ts).
+   */
+  deliver(event: CloudEvent, principalId: string | null): Promise<CloudEventDelivery> {
+    return deliverEvent({ kernel: this.kernel, evaluator: this.options.evaluator }, event, principalId);
   }
 
   /** The record rebuilt from the stored log alone (replay): what every test compares with the live one. */

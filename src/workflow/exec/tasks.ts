@@ -11,6 +11,7 @@ import { isObject, resolveNamed, type TaskEntry } from './document.js';
 import { durationMs } from './duration.js';
 import { WorkflowRaise, errorFrom, errorMatches, errorValue, raise } from './dsl-errors.js';
 import type { WorkflowError, WorkflowEvent } from './events.js';
+import { runListen } from './listen.js';
 import { dispose, openChildrenOf } from './losers.js';
 import { Halted } from './journal.js';
 import { runCall } from './calls.js';
@@ -37,6 +38,7 @@ export async function runKind(interpreter: Interpreter, run: TaskRun): Promise<K
   if (task.raise !== undefined) return runRaise(interpreter, run);
   if (task.wait !== undefined) return runWait(interpreter, run);
   if (task.emit !== undefined) return { output: await runEmit(interpreter, run), ended: false };
+  if (task.listen !== undefined) return { output: await runListen(interpreter, run), ended: false };
   if (task.do !== undefined) return interpreter.runList(task.do, `${run.entry.pointer}/do`, run.input, run.frame);
   throw raise('configuration', 400, 'Unsupported task', run.entry.pointer, 'this task kind is not supported');
 }
