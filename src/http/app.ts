@@ -21,6 +21,8 @@ import { errorReply, routeNotFound, type ErrorReply } from './errors.js';
 import { registerInvocationRoutes } from './invocations.js';
 import { registerLiveRoutes } from './live.js';
 import { registerConsoleRoutes } from './console.js';
+import { registerWorkflowEventRoutes } from './workflow-events.js';
+import type { CloudEventIntake } from '../contract/cloudevents.js';
 import { openApiDocument } from './openapi.js';
 import { compileRouteSchema, healthSchema } from './schemas.js';
 import { limits } from '../contract/limits.js';
@@ -37,6 +39,8 @@ export interface HttpAppOptions {
    * headers, query strings or bodies). No request is logged without one.
    */
   logger?: FastifyBaseLogger;
+  /** Where POST /workflow-events delivers CloudEvents (the workflow executor); the route exists only with one. */
+  workflowEvents?: CloudEventIntake;
 }
 
 export interface HttpApp {
@@ -103,6 +107,7 @@ export function createHttpApp(options: HttpAppOptions): HttpApp {
     releaseFor: (target) => releaseFor(target, state, metrics),
   });
   registerLiveRoutes(app, { coordinator: options.coordinator, authenticate, clock: options.clock, events: settings.events, streams: state.streams });
+  if (options.workflowEvents) registerWorkflowEventRoutes(app, { intake: options.workflowEvents, authenticate });
   registerConsoleRoutes(app);
   registerOperatorRoutes(app, options.coordinator.metrics.registry);
   return {
