@@ -40,6 +40,28 @@ const postWorkflowEventSchema = {
   response: { ...errorResponseSchemas, 202: deliverySchema, 404: deliverySchema },
 } as const;
 
+/** The route in the OpenAPI document (openapi.ts); served where the app was given a workflow executor. */
+export const workflowEventPaths = {
+  '/workflow-events': {
+    post: {
+      operationId: 'deliverWorkflowEvent',
+      description:
+        "A CloudEvent (structured mode) for the caller's own workflow instances waiting in a `listen` task. Answered once every append that took it has committed; " +
+        'an event no waiting listen takes is not stored (404 no-match). Sending the same event (source and id) again is answered as taken and appends nothing.',
+      requestBody: { required: true, content: { [cloudEventsMediaType]: { schema: { type: 'object', required: ['specversion', 'id', 'source', 'type'] } } } },
+      responses: {
+        '202': { description: 'taken by the listed instances', content: { 'application/json': { schema: deliverySchema } } },
+        '404': { description: 'no waiting listen took it; nothing was stored', content: { 'application/json': { schema: deliverySchema } } },
+        '400': { description: 'not a CloudEvent this runtime takes' },
+        '401': { description: 'not authenticated' },
+        '413': { description: 'larger than limits.cloudEventBytesMax' },
+        '415': { description: 'content-type must be application/cloudevents+json' },
+        '503': { description: 'unavailable; send it again' },
+      },
+    },
+  },
+};
+
 export function registerWorkflowEventRoutes(app: FastifyInstance, options: WorkflowEventRoutesOptions): void {
   void app.register(async (scope) => {
     const callers = new WeakMap<FastifyRequest, Caller>();
