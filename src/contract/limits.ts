@@ -70,6 +70,9 @@ export const limits = {
   pipelineTransformsMax: 64,
   /** Tasks one workflow document may declare, nested ones and reusable functions included. */
   workflowTasksMax: 4096,
+  /** One CloudEvent emitted or received (its JSON), and the instances one event may wake. */
+  cloudEventBytesMax: 256 * 1024,
+  cloudEventMatchesMax: 1024,
   /** Characters of one runtime expression (a transform's, or one `${ … }` in a workflow). */
   expressionCharsMax: 16 * 1024,
   quorumDenominatorMax: 1_000_000,

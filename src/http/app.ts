@@ -23,6 +23,8 @@ import { registerInvocationRoutes } from './invocations.js';
 import { registerLiveRoutes } from './live.js';
 import { registerConsoleRoutes } from './console.js';
 import { registerWorkflowInstanceRoutes } from './workflow-instances.js';
+import { registerWorkflowEventRoutes } from './workflow-events.js';
+import type { CloudEventIntake } from '../contract/cloudevents.js';
 import { openApiDocument } from './openapi.js';
 import { compileRouteSchema, healthSchema } from './schemas.js';
 import { limits } from '../contract/limits.js';
@@ -41,6 +43,8 @@ export interface HttpAppOptions {
    * headers, query strings or bodies). No request is logged without one.
    */
   logger?: FastifyBaseLogger;
+  /** Where POST /workflow-events delivers CloudEvents (the workflow executor); the route exists only with one. */
+  workflowEvents?: CloudEventIntake;
 }
 
 export interface HttpApp {
@@ -128,6 +132,7 @@ function registerRoutes(
   });
   registerLiveRoutes(app, { coordinator: options.coordinator, authenticate, clock: options.clock, events: settings.events, streams });
   registerConsoleRoutes(app);
+  if (options.workflowEvents) registerWorkflowEventRoutes(app, { intake: options.workflowEvents, authenticate });
   if (options.workflows)
     registerWorkflowInstanceRoutes(app, { workflows: options.workflows, authenticate, waitMsMax: settings.waitMsMax, releaseFor: release });
 }

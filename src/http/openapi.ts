@@ -7,6 +7,7 @@ import { limits } from '../contract/limits.js';
 import { errorSchema, errorStatuses, healthSchema, inspectionSchema, listPageSchema, requestBodySchema, resultSchema } from './schemas.js';
 import { listLimitDefault, listLimitMax } from '../runtime/operation-list.js';
 import { workflowInstanceOpenApi } from './workflow-instances.js';
+import { workflowEventPaths } from './workflow-events.js';
 
 const errorMeaning: Record<(typeof errorStatuses)[number], string> = {
   400: "invalid-input: malformed JSON (duplicate keys, unsafe integers, lone surrogates), schema errors, a waitFor weaker than the contract's",
@@ -159,6 +160,7 @@ export function openApiDocument(): object {
       ...consolePaths(),
       ...workflows.paths,
       ...servicePaths,
+      ...workflowEventPaths,
     },
   };
 }

@@ -8,6 +8,7 @@ import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { loadBundle } from '../../src/contract/bundle.js';
+import type { CloudEventIntake } from '../../src/contract/cloudevents.js';
 import type { JsonObject } from '../../src/contract/json.js';
 import type { ContractRef } from '../../src/contract/types.js';
 import { reviewBundle } from '../../src/deployment/examples.js';
@@ -106,6 +107,7 @@ export function requestBody(fixture: Pick<HttpFixture, 'contract'>, overrides: J
 export async function buildFixtureApp(
   fixture: HttpFixture,
   clock: Clock = new SystemClock(),
+  extra: { workflowEvents?: CloudEventIntake } = {},
 ): Promise<{ deployment: RunningDeployment; http: HttpApp; close(): Promise<void> }> {
   const deployment = await buildDeployment(await readDeploymentConfig(fixture.configPath), { clock });
   const http = createHttpApp({
@@ -114,6 +116,7 @@ export async function buildFixtureApp(
     clock,
     settings: deployment.http,
     onInternalError: (e) => console.error('internal error', e),
+    workflowEvents: extra.workflowEvents,
   });
   // SystemClock timers are unref'd and inject opens no socket: without this the loop could go idle mid-wait.
   const keepAlive = setInterval(() => {}, 1000);

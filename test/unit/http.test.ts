@@ -210,6 +210,7 @@ describe('HTTP facade (inject)', () => {
       '/healthz',
       '/metrics',
       '/openapi.json',
+      '/workflow-events',
     ]);
     assert.deepEqual(doc.components.schemas.InvocationRequest.required, ['contract', 'interaction', 'invocationKey', 'input']);
     for (const status of ['200', '202', '400', '401', '403', '409', '410', '413', '415', '422', '503'])

@@ -6,11 +6,12 @@
 import assert from 'node:assert/strict';
 import { parse as parseYaml } from 'yaml';
 import { SystemClock, type Clock } from '../../src/contract/clock.js';
+import type { CloudEventSink } from '../../src/contract/cloudevents.js';
 import type { JsonValue } from '../../src/contract/json.js';
 import type { EventStore } from '../../src/adapters/store/types.js';
 import { MemoryEventStore } from '../../src/adapters/store/memory.js';
 import { seededRandom } from '../../src/runtime/random.js';
-import type { InvocationService } from '../../src/runtime/service.js';
+import type { ContractCalls } from '../../src/workflow/exec/http-contracts.js';
 import { WorkflowExecutor } from '../../src/workflow/exec/executor.js';
 import { JqWorkerEvaluator } from '../../src/workflow/exec/jq.js';
 import type { WorkflowRecord } from '../../src/workflow/exec/record.js';
@@ -23,9 +24,16 @@ export interface Harness {
   close(): Promise<void>;
 }
 
-export function harness(
-  options: { store?: EventStore; clock?: Clock; fetch?: typeof fetch; invocations?: Pick<InvocationService, 'invoke' | 'wait'>; seed?: number } = {},
-): Harness {
+export interface HarnessOptions {
+  store?: EventStore;
+  clock?: Clock;
+  fetch?: typeof fetch;
+  invocations?: ContractCalls;
+  seed?: number;
+  events?: CloudEventSink;
+}
+
+export function harness(options: HarnessOptions = {}): Harness {
   const clock = options.clock ?? new SystemClock();
   const store = options.store ?? new MemoryEventStore({ clock });
   const evaluator = new JqWorkerEvaluator({ deadlineMs: 5000 });
@@ -36,6 +44,7 @@ export function harness(
     evaluator,
     fetch: options.fetch,
     invocations: options.invocations,
+    events: options.events,
   });
   return {
     executor,

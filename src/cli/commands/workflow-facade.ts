@@ -72,7 +72,7 @@ async function sendAndReport(
     import('../../adapters/transport/nats.js'),
     import('../../adapters/transport/nats-names.js'),
     import('../../nats-api/workflow-commands.js'),
-    import('./invoke.js'),
+    import('../connection.js'),
   ]);
   const passwordEnv = options.passwordEnv ?? passwordEnvDefault;
   const pass = (options.env ?? process.env)[passwordEnv];

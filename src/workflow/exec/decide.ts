@@ -49,6 +49,10 @@ function reflected(record: WorkflowRecord, event: WorkflowEvent): boolean {
       return record.timers[event.at]?.state !== 'armed';
     case 'fork-won':
       return Object.hasOwn(record.winners, event.at);
+    case 'listen-started':
+      return Object.hasOwn(record.listens, event.at);
+    case 'child-disposed':
+      return record.children[event.at]?.disposition !== undefined;
     default:
       return false;
   }

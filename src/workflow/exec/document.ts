@@ -106,6 +106,7 @@ function checkTask({ task, pointer }: TaskEntry): void {
       if (!isObject(task.emit) || !isObject(task.emit.event) || !isObject(task.emit.event.with)) throw invalidInput(`${pointer}/emit/event/with is required`);
       return;
     case 'listen':
+      return checkListen(task, pointer);
     case 'run':
       throw unsupported(`${pointer}: ${kind} tasks are not supported by this executor`);
     case 'call':
@@ -129,6 +130,40 @@ function checkTask({ task, pointer }: TaskEntry): void {
     default:
       return;
   }
+}
+
+/** listen.to: exactly one of one, any, all (until only with any); filters with `with`; `foreach` is not run here. */
+function checkListen(task: JsonObject, pointer: string): void {
+  const listen = task.listen;
+  if (!isObject(listen) || !isObject(listen.to)) throw invalidInput(`${pointer}/listen/to is required`);
+  if (listen.foreach !== undefined) throw unsupported(`${pointer}/listen/foreach: iterating consumed events is not supported by this executor`);
+  checkStrategy(listen.to, `${pointer}/listen/to`);
+  const until = listen.to.until;
+  if (until !== undefined && typeof until !== 'string') {
+    if (!Array.isArray(listen.to.any)) throw invalidInput(`${pointer}/listen/to/until applies only with any`);
+    if (!isObject(until) || until.until !== undefined) throw invalidInput(`${pointer}/listen/to/until is an expression or a strategy without until`);
+    checkStrategy(until, `${pointer}/listen/to/until`);
+  }
+  if (typeof until === 'string') checkProgram(programOf(until), `${pointer}/listen/to/until`);
+}
+
+function checkStrategy(strategy: JsonObject, pointer: string): void {
+  const present = ['one', 'any', 'all'].filter((key) => strategy[key] !== undefined);
+  if (present.length !== 1) throw invalidInput(`${pointer} needs exactly one of one, any, all`);
+  const filters = strategy.one !== undefined ? [strategy.one] : (strategy.any ?? strategy.all);
+  if (!Array.isArray(filters) || (strategy.all !== undefined && filters.length === 0))
+    throw invalidInput(`${pointer}: any and all are lists of event filters (all needs at least one)`);
+  filters.forEach((filter, index) => {
+    const at = strategy.one !== undefined ? `${pointer}/one` : `${pointer}/${present[0]}/${index}`;
+    if (!isObject(filter) || !isObject(filter.with) || Object.keys(filter.with).length === 0)
+      throw invalidInput(`${at}/with must name at least one event attribute`);
+    const correlate = filter.correlate ?? {};
+    if (!isObject(correlate)) throw invalidInput(`${at}/correlate must be a map of correlations`);
+    for (const [name, spec] of Object.entries(correlate)) {
+      if (!isObject(spec) || typeof spec.from !== 'string') throw invalidInput(`${at}/correlate/${name}/from must be an expression`);
+      checkProgram(programOf(spec.from), `${at}/correlate/${name}/from`);
+    }
+  });
 }
 
 function checkSwitch(task: JsonObject, pointer: string): void {

@@ -113,6 +113,45 @@ export interface ForkWon {
   at: string;
   branch: number;
 }
+/**
+ * What became of a losing fork branch's child operation once the fork's winner committed:
+ * cancelled through the coordinator's caller-cancellation path (the interaction declares it),
+ * detached (it does not, or policy refuses the cancel), already closed (decided before the win),
+ * or never admitted (the call never reached the runtime). `at` is the child's task execution.
+ */
+export type ChildDisposition = 'cancelled' | 'detached' | 'already-closed' | 'not-admitted';
+export interface ChildDisposed {
+  type: 'child-disposed';
+  v: 1;
+  at: string;
+  /** The competing fork's execution whose win released the child. */
+  fork: string;
+  operationId: string;
+  disposition: ChildDisposition;
+  detail: string;
+}
+/**
+ * A listen task waits: its consumption strategy as it was recorded (`correlate.*.expect` already
+ * evaluated against the task's input) and how events are read. From here until the task ends, a
+ * delivered event is matched against it.
+ */
+export interface ListenStarted {
+  type: 'listen-started';
+  v: 1;
+  at: string;
+  to: JsonValue;
+  read: 'data' | 'envelope' | 'raw';
+}
+/** A delivered CloudEvent the waiting listen took: which filter (of `to`, or of `until`) and the correlation values it carried. */
+export interface ListenEventReceived {
+  type: 'listen-event-received';
+  v: 1;
+  at: string;
+  event: JsonValue;
+  group: 'to' | 'until';
+  filter: number;
+  correlation: Record<string, JsonValue>;
+}
 export interface WorkflowCompleted {
   type: 'workflow-completed';
   v: 1;
@@ -141,6 +180,9 @@ export type WorkflowEvent =
   | TimerSet
   | TimerFired
   | ForkWon
+  | ChildDisposed
+  | ListenStarted
+  | ListenEventReceived
   | WorkflowCompleted
   | WorkflowFaulted
   | WorkflowCancelled;
@@ -213,6 +255,21 @@ export const workflowEventSchemas = [
   event('timer-set', { at, dueAtMs: ms, purpose: { enum: ['wait', 'retry', 'task-timeout', 'workflow-timeout'] } }),
   event('timer-fired', { at }),
   event('fork-won', { at, branch: { type: 'integer', minimum: 0 } }),
+  event('child-disposed', {
+    at,
+    fork: at,
+    operationId: { type: 'string', pattern: '^op[0-9a-f]{64}$' },
+    disposition: { enum: ['cancelled', 'detached', 'already-closed', 'not-admitted'] },
+    detail: text,
+  }),
+  event('listen-started', { at, to: { type: 'object' }, read: { enum: ['data', 'envelope', 'raw'] } }),
+  event('listen-event-received', {
+    at,
+    event: { type: 'object', required: ['specversion', 'id', 'source', 'type'] },
+    group: { enum: ['to', 'until'] },
+    filter: { type: 'integer', minimum: 0 },
+    correlation: { type: 'object' },
+  }),
   event('workflow-completed', { output: json }),
   event('workflow-faulted', { error: errorSchema }),
   event('workflow-cancelled', { reason: text }),

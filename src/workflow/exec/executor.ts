@@ -7,16 +7,18 @@
  */
 import { canonicalJson, sha256Hex } from '../../contract/canonical.js';
 import type { Clock } from '../../contract/clock.js';
+import type { CloudEvent, CloudEventDelivery, CloudEventIntake, CloudEventSink } from '../../contract/cloudevents.js';
 import { AdapterError, conflict, invalidInput } from '../../contract/errors.js';
 import { jsonEquals, type JsonObject, type JsonValue } from '../../contract/json.js';
 import { Kernel, newStream, type Stream, type StreamStore } from '../../kernel/index.js';
 import type { Random } from '../../runtime/random.js';
-import type { InvocationService } from '../../runtime/service.js';
+import type { ContractCalls } from './http-contracts.js';
 import { workflowInstanceId } from '../ids.js';
 import { workflowAggregate } from './aggregate.js';
 import { decideCancel, decideDue, decideProposal, workflowTimeoutKey } from './decide.js';
 import { checkDocument, isObject, timeoutMsOf } from './document.js';
 import { workflowTransitionProblem, type WorkflowEvent, type WorkflowTransition } from './events.js';
+import { deliverEvent } from './intake.js';
 import { Interpreter } from './interpreter.js';
 import type { ExpressionEvaluator } from './jq.js';
 import { Halted, type Journal } from './journal.js';
@@ -30,8 +32,10 @@ export interface WorkflowExecutorOptions {
   /** HTTP calls go through this (tests route public hosts to a loopback stub). */
   fetch?: typeof fetch;
   /** Contract calls go through this (the coordinator in-process, or HttpContracts); without it they raise a configuration error. */
-  invocations?: Pick<InvocationService, 'invoke' | 'wait'>;
-  /** Where emitted CloudEvents go; by default they are only recorded in the instance's log. */
+  invocations?: ContractCalls;
+  /** Where emitted CloudEvents are published after their record commits (NatsCloudEventSink); by default they are only recorded. */
+  events?: CloudEventSink;
+  /** A function sink (tests); `events` wins when both are given. */
   emit?: (event: JsonObject) => Promise<void>;
   runtime?: { name: string; version: string };
   httpTimeoutMs?: number;
@@ -53,7 +57,7 @@ type Instance = Stream<WorkflowRecord>;
 /** How long after an interpreter stopped on a store failure it runs the instance again. */
 const redriveDelayMs = 1000;
 
-export class WorkflowExecutor {
+export class WorkflowExecutor implements CloudEventIntake {
   readonly kernel: Kernel<WorkflowRecord, WorkflowTransition, Instance>;
   private readonly running = new Map<string, Promise<void>>();
   private readonly stopping = new AbortController();
@@ -152,6 +156,15 @@ export class WorkflowExecutor {
     return instance.record;
   }
 
+  /**
+   * A received CloudEvent (over NATS or HTTP) offered to the waiting listens of the instances this
+   * executor holds — only the principal's own when `principalId` is given; resolves once every
+   * append that took it has committed (intake.ts).
+   */
+  deliver(event: CloudEvent, principalId: string | null): Promise<CloudEventDelivery> {
+    return deliverEvent({ kernel: this.kernel, evaluator: this.options.evaluator }, event, principalId);
+  }
+
   /** The record rebuilt from the stored log alone (replay): what every test compares with the live one. */
   async replay(instanceId: string): Promise<WorkflowRecord | undefined> {
     const read = await this.options.store.read(instanceId);
@@ -171,7 +184,7 @@ export class WorkflowExecutor {
       runtime: this.options.runtime ?? { name: 'convoke', version: '0.1.0' },
       httpTimeoutMs: this.options.httpTimeoutMs ?? 30_000,
       contractWaitChunkMs: 5000,
-      emit: this.options.emit ?? (async () => undefined),
+      events: this.options.events ?? (this.options.emit ? { publish: this.options.emit } : undefined),
       tasksMax: this.options.tasksMax ?? 10_000,
     });
     const run = interpreter

@@ -23,8 +23,11 @@ import type { InvocationRequest, WaitFor } from '../../contract/types.js';
 import type { InvocationResult } from '../../projections/views.js';
 import type { Caller, InvocationService } from '../../runtime/service.js';
 
-/** What the interpreter needs of a contract runtime: admit (or find) an operation, and wait on it. */
-export type ContractCalls = Pick<InvocationService, 'invoke' | 'wait'>;
+/**
+ * What the interpreter needs of a contract runtime: admit (or find) an operation, wait on it, and
+ * read or cancel it (a compete fork's losing branches).
+ */
+export type ContractCalls = Pick<InvocationService, 'invoke' | 'wait' | 'get' | 'cancel'>;
 
 export type CredentialReference = { env: string } | { file: string };
 
@@ -82,6 +85,17 @@ export class HttpContracts implements ContractCalls {
     const result = await this.withRetries(signal, (attempt) => this.send('GET', url, undefined, waitMs, attempt));
     const reached = boundary === 'settled' ? result.settlement.status !== 'pending' : result.decision !== null;
     return { result, reached };
+  }
+
+  async get(_principalId: string, operationId: string): Promise<InvocationResult> {
+    const url = `${this.base}/contract-invocations/${encodeURIComponent(operationId)}`;
+    return this.withRetries(undefined, (signal) => this.send('GET', url, undefined, 0, signal));
+  }
+
+  /** Caller cancellation; sent again while uncertain (cancelling twice answers the same decision). */
+  async cancel(_principalId: string, operationId: string): Promise<InvocationResult> {
+    const url = `${this.base}/contract-invocations/${encodeURIComponent(operationId)}/cancel`;
+    return this.withRetries(undefined, (signal) => this.send('POST', url, undefined, 0, signal));
   }
 
   /** Sends until a definite answer; an uncertain one is sent again after a growing delay, within the retry budget. */

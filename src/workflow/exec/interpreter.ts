@@ -23,7 +23,7 @@ import type { Frame, Interpreting, InterpreterDeps, Outcome } from './run.js';
 
 export type { Frame, InterpreterDeps, Outcome, TaskRun } from './run.js';
 
-const leafKinds: ReadonlySet<TaskKind> = new Set(['set', 'raise', 'call', 'wait', 'emit']);
+const leafKinds: ReadonlySet<TaskKind> = new Set(['set', 'raise', 'call', 'wait', 'emit', 'listen']);
 
 export class Interpreter implements Interpreting {
   private context: JsonValue = {};

@@ -10,7 +10,19 @@ import { AssertionFailure } from '../../contract/errors.js';
 import type { JsonValue } from '../../contract/json.js';
 import { appliesOnFold } from '../../events/guard.js';
 import type { Stored } from '../../kernel/types.js';
-import type { StepResult, TimerPurpose, WorkflowError, WorkflowEvent, WorkflowStarted, WorkflowTransition } from './events.js';
+import type {
+  ChildBound,
+  ChildDisposed,
+  ChildDisposition,
+  ListenEventReceived,
+  ListenStarted,
+  StepResult,
+  TimerPurpose,
+  WorkflowError,
+  WorkflowEvent,
+  WorkflowStarted,
+  WorkflowTransition,
+} from './events.js';
 import { stepInstance, stepTask, stepTimer, type InstanceState, type TaskState, type TimerState } from './machines.js';
 
 export interface TaskRecord {
@@ -38,6 +50,17 @@ export interface ChildRecord {
   operationId: string;
   invocationKey: string;
   attempt: number;
+  /** Set when a competing fork's win released it (the child was in a losing branch). */
+  disposition?: { fork: string; disposition: ChildDisposition; detail: string };
+}
+
+export interface ListenRecord {
+  to: JsonValue;
+  read: 'data' | 'envelope' | 'raw';
+  /** The events taken, in log order. */
+  events: { event: JsonValue; group: 'to' | 'until'; filter: number; correlation: Readonly<Record<string, JsonValue>> }[];
+  /** Each correlation's first value taken (a declared `expect`, in `to`, takes precedence: listen-match.ts). */
+  expected: Readonly<Record<string, JsonValue>>;
 }
 
 export interface WorkflowRecord {
@@ -54,6 +77,8 @@ export interface WorkflowRecord {
   children: Readonly<Record<string, ChildRecord>>;
   timers: Readonly<Record<string, TimerRecord>>;
   winners: Readonly<Record<string, number>>;
+  /** Listen tasks that waited or wait, by task execution. */
+  listens: Readonly<Record<string, ListenRecord>>;
   /** Task starts and ends counted in log order. */
   seq: number;
   output: JsonValue | null;
@@ -111,17 +136,8 @@ function applyEvent(record: WorkflowRecord, event: WorkflowEvent, atMs: number):
       once(record.steps, event.at, 'step');
       return { ...record, steps: withEntry(record.steps, event.at, event.result) };
     case 'child-bound':
-      once(record.children, event.at, 'child operation');
-      return {
-        ...record,
-        children: withEntry(record.children, event.at, {
-          ref: event.ref,
-          iterations: event.iterations,
-          operationId: event.operationId,
-          invocationKey: event.invocationKey,
-          attempt: event.attempt,
-        }),
-      };
+    case 'child-disposed':
+      return applyChild(record, event);
     case 'timer-set': {
       const state = stepTimer(record.timers[event.at]?.state ?? 'idle', 'SET');
       return { ...record, timers: withEntry(record.timers, event.at, { dueAtMs: event.dueAtMs, purpose: event.purpose, state }) };
@@ -134,6 +150,9 @@ function applyEvent(record: WorkflowRecord, event: WorkflowEvent, atMs: number):
     case 'fork-won':
       once(record.winners, event.at, 'fork winner');
       return { ...record, winners: withEntry(record.winners, event.at, event.branch) };
+    case 'listen-started':
+    case 'listen-event-received':
+      return applyListen(record, event);
     case 'workflow-completed':
       return { ...record, status: stepInstance(record.status, 'COMPLETE'), output: event.output, endedAtMs: atMs };
     case 'workflow-faulted':
@@ -141,6 +160,33 @@ function applyEvent(record: WorkflowRecord, event: WorkflowEvent, atMs: number):
     case 'workflow-cancelled':
       return { ...record, status: stepInstance(record.status, 'CANCEL'), endedAtMs: atMs };
   }
+}
+
+/** A contract call's child operation: bound before the call, disposed when a competing fork's win released it. */
+function applyChild(record: WorkflowRecord, event: ChildBound | ChildDisposed): WorkflowRecord {
+  if (event.type === 'child-bound') {
+    once(record.children, event.at, 'child operation');
+    const { ref, iterations, operationId, invocationKey, attempt } = event;
+    return { ...record, children: withEntry(record.children, event.at, { ref, iterations, operationId, invocationKey, attempt }) };
+  }
+  const child = record.children[event.at];
+  if (!child || child.operationId !== event.operationId)
+    throw new AssertionFailure(`child operation ${event.operationId} at ${event.at} disposed without being bound`);
+  if (child.disposition) throw new AssertionFailure(`child operation ${event.operationId} disposed twice`);
+  const disposition = { fork: event.fork, disposition: event.disposition, detail: event.detail };
+  return { ...record, children: withEntry(record.children, event.at, { ...child, disposition }) };
+}
+
+function applyListen(record: WorkflowRecord, event: ListenStarted | ListenEventReceived): WorkflowRecord {
+  if (event.type === 'listen-started') {
+    once(record.listens, event.at, 'listen');
+    return { ...record, listens: withEntry(record.listens, event.at, { to: event.to, read: event.read, events: [], expected: {} }) };
+  }
+  const listen = record.listens[event.at];
+  if (!listen || task(record, event.at).state !== 'running') throw new AssertionFailure(`listen ${event.at} took an event while not waiting`);
+  const taken = { event: event.event, group: event.group, filter: event.filter, correlation: event.correlation };
+  const next: ListenRecord = { ...listen, events: [...listen.events, taken], expected: { ...event.correlation, ...listen.expected } };
+  return { ...record, listens: withEntry(record.listens, event.at, next) };
 }
 
 function created(stored: Stored<WorkflowTransition>): WorkflowRecord {
@@ -159,6 +205,7 @@ function created(stored: Stored<WorkflowTransition>): WorkflowRecord {
     children: {},
     timers: {},
     winners: {},
+    listens: {},
     seq: 0,
     output: null,
     error: null,

@@ -3,9 +3,10 @@
  * share: the frame a task runs in, one task execution, its outcome. The interpreter implements
  * `Interpreting`; the kinds depend on this interface, not on the interpreter.
  */
-import type { JsonObject, JsonValue } from '../../contract/json.js';
+import type { CloudEventSink } from '../../contract/cloudevents.js';
+import type { JsonValue } from '../../contract/json.js';
 import type { Random } from '../../runtime/random.js';
-import type { InvocationService } from '../../runtime/service.js';
+import type { ContractCalls } from './http-contracts.js';
 import type { Proposal } from './decide.js';
 import type { TaskEntry } from './document.js';
 import type { ExpressionEvaluator } from './jq.js';
@@ -17,13 +18,13 @@ export interface InterpreterDeps {
   evaluator: ExpressionEvaluator;
   random: Random;
   fetch: typeof fetch;
-  invocations: Pick<InvocationService, 'invoke' | 'wait'> | undefined;
+  invocations: ContractCalls | undefined;
   runtime: { name: string; version: string };
   httpTimeoutMs: number;
   /** How long one wait on a child operation lasts before it is asked again. */
   contractWaitChunkMs: number;
-  /** Where emitted CloudEvents go (they are recorded in the instance's log either way). */
-  emit: (event: JsonObject) => Promise<void>;
+  /** Where emitted CloudEvents are published once recorded; without one they are only recorded. */
+  events: CloudEventSink | undefined;
   /** Task executions one instance may make (a flow directive can loop). */
   tasksMax: number;
 }

@@ -4,11 +4,15 @@
  * raw output, and for switch the flow directive it chose.
  */
 import { sha256Hex } from '../../contract/canonical.js';
+import { cloudEventProblem, type CloudEvent, type CloudEventSink } from '../../contract/cloudevents.js';
+import { AdapterError } from '../../contract/errors.js';
 import type { JsonObject, JsonValue } from '../../contract/json.js';
 import { isObject, resolveNamed, type TaskEntry } from './document.js';
 import { durationMs } from './duration.js';
 import { WorkflowRaise, errorFrom, errorMatches, errorValue, raise } from './dsl-errors.js';
-import type { WorkflowError } from './events.js';
+import type { WorkflowError, WorkflowEvent } from './events.js';
+import { runListen } from './listen.js';
+import { dispose, openChildrenOf } from './losers.js';
 import { Halted } from './journal.js';
 import { runCall } from './calls.js';
 import { entriesOf } from './document.js';
@@ -34,6 +38,7 @@ export async function runKind(interpreter: Interpreter, run: TaskRun): Promise<K
   if (task.raise !== undefined) return runRaise(interpreter, run);
   if (task.wait !== undefined) return runWait(interpreter, run);
   if (task.emit !== undefined) return { output: await runEmit(interpreter, run), ended: false };
+  if (task.listen !== undefined) return { output: await runListen(interpreter, run), ended: false };
   if (task.do !== undefined) return interpreter.runList(task.do, `${run.entry.pointer}/do`, run.input, run.frame);
   throw raise('configuration', 400, 'Unsupported task', run.entry.pointer, 'this task kind is not supported');
 }
@@ -154,13 +159,9 @@ async function compete(
       throw failure?.status === 'rejected' ? failure.reason : new Halted('no branch of the fork completed');
     }
     controllers.forEach((controller, index) => index !== winner && controller.abort());
-    const losers = branches.flatMap((branch, index) => {
-      const at = branch.pointer + frameOf(index, run.frame.signal).suffix;
-      return index !== winner && interpreter.record.tasks[at]?.state === 'running'
-        ? [{ type: 'task-cancelled' as const, v: 1 as const, at, reason: `branch ${winner} won the fork` }]
-        : [];
-    });
-    if (losers.length > 0) await interpreter.propose({ command: 'fork-cancel-losers', events: losers });
+    // The stopped branches unwind first, so no contract call of theirs is still on its way in.
+    await Promise.allSettled(runs.filter((_run, index) => index !== winner));
+    await releaseLosers(interpreter, run, branches, winner, frameOf);
     const winning = branches[winner] as TaskEntry;
     const output = interpreter.record.tasks[winning.pointer + frameOf(winner, run.frame.signal).suffix]?.output ?? null;
     return { output, ended: false };
@@ -169,6 +170,31 @@ async function compete(
     watching.abort();
     void Promise.allSettled(runs);
   }
+}
+
+/**
+ * Records the losing branches cancelled and, with them, what became of each child operation they
+ * bound (losers.ts): one transition, before the fork task completes.
+ */
+async function releaseLosers(
+  interpreter: Interpreter,
+  run: TaskRun,
+  branches: TaskEntry[],
+  winner: number,
+  frameOf: (index: number, signal: AbortSignal) => Frame,
+): Promise<void> {
+  const losing = branches.flatMap((branch, index) => (index === winner ? [] : [{ pointer: branch.pointer, suffix: frameOf(index, run.frame.signal).suffix }]));
+  const cancelled = losing.flatMap(({ pointer, suffix }) =>
+    interpreter.record.tasks[pointer + suffix]?.state === 'running'
+      ? [{ type: 'task-cancelled' as const, v: 1 as const, at: pointer + suffix, reason: `branch ${winner} won the fork` }]
+      : [],
+  );
+  const principalId = interpreter.record.started.principalId;
+  const disposed: WorkflowEvent[] = [];
+  for (const [at, child] of openChildrenOf(interpreter.record, losing))
+    disposed.push(await dispose(interpreter.deps.invocations, principalId, run.at, at, child));
+  const events = [...cancelled, ...disposed];
+  if (events.length > 0) await interpreter.propose({ command: 'fork-cancel-losers', events });
 }
 
 /** try/catch with retry: a caught error is retried (after a recorded delay), handled by catch.do, or swallowed. */
@@ -262,28 +288,48 @@ async function retryDelay(
 }
 
 /**
- * emit: the CloudEvent (specversion 1.0) built from `emit.event.with`, handed to the executor's
- * event sink and recorded as the task's answer. Its id is derived from the instance and the task
- * execution (the same event on recovery), its time is the instant it was emitted.
+ * emit: the CloudEvent (specversion 1.0) built from `emit.event.with` is recorded first (step
+ * `>emitted`), then published through the executor's sink (step `>published`, recorded once the
+ * sink has it). Its id is derived from the instance and the task execution (pointer and frame:
+ * loop iteration, retry attempt, branch), so a worker that dies between the two publishes the
+ * same event — the same id — again on recovery, and consumers drop the duplicate. Its time is the
+ * instant it was recorded. The task's output is the event.
  */
 async function runEmit(interpreter: Interpreter, run: TaskRun): Promise<JsonValue> {
+  const ref = run.entry.pointer;
   const spec = run.entry.task.emit as JsonObject;
   const attributes = isObject(spec.event) && isObject(spec.event.with) ? spec.event.with : undefined;
-  if (!attributes) throw raise('validation', 400, 'Invalid emit', run.entry.pointer, 'emit.event.with is required');
-  const values = await interpreter.evaluateValue(`${run.at}>emit`, attributes, run.input, run.frame, { input: run.input }, run.entry.pointer);
+  if (!attributes) throw raise('validation', 400, 'Invalid emit', ref, 'emit.event.with is required');
+  const values = await interpreter.evaluateValue(`${run.at}>emit`, attributes, run.input, run.frame, { input: run.input }, ref);
   if (!isObject(values) || typeof values.source !== 'string' || typeof values.type !== 'string')
-    throw raise('validation', 400, 'Invalid event', run.entry.pointer, 'an emitted event needs a string source and type');
-  return interpreter.step(`${run.at}>emitted`, run.frame, 'call', async () => {
+    throw raise('validation', 400, 'Invalid event', ref, 'an emitted event needs a string source and type');
+  const event = await interpreter.step(`${run.at}>emitted`, run.frame, 'call', async () => {
     const digest = sha256Hex(`${interpreter.record.instanceId}\u0000${run.at}`);
     const id = `${digest.slice(0, 8)}-${digest.slice(8, 12)}-${digest.slice(12, 16)}-${digest.slice(16, 20)}-${digest.slice(20, 32)}`;
-    const event: JsonObject = {
+    const built: JsonObject = {
       specversion: '1.0',
       id,
       time: new Date(interpreter.deps.journal.nowMs()).toISOString(),
       datacontenttype: 'application/json',
       ...values,
     };
-    await interpreter.deps.emit(event);
-    return event;
+    const problem = cloudEventProblem(built);
+    if (problem !== undefined) throw raise('validation', 400, 'Invalid event', ref, problem);
+    return built;
   });
+  const sink = interpreter.deps.events;
+  if (sink) await interpreter.step(`${run.at}>published`, run.frame, 'call', () => publish(sink, event as CloudEvent, ref));
+  return event;
+}
+
+/** The sink's refusals as DSL errors; an unavailable sink is thrown as it is (the instance is driven again, the same event published again). */
+async function publish(sink: CloudEventSink, event: CloudEvent, ref: string): Promise<JsonValue> {
+  try {
+    await sink.publish(event);
+    return { id: event.id };
+  } catch (error) {
+    if (error instanceof AdapterError && error.kind === 'denied') throw raise('authorization', 403, 'Event publication denied', ref, error.message);
+    if (error instanceof AdapterError && error.kind === 'invalid-input') throw raise('validation', 400, 'Invalid event', ref, error.message);
+    throw error;
+  }
 }

@@ -1,0 +1,108 @@
+/**
+ * POST /workflow-events: a CloudEvent for the workflows' waiting `listen` tasks, in structured
+ * mode (`content-type: application/cloudevents+json`, the event is the JSON body), authenticated
+ * like every route. The event reaches only the caller's own instances. It is answered after the
+ * appends that took it committed: 202 `{status: "accepted", matched: [instance ids]}`; 404
+ * `{status: "no-match", matched: []}` when no waiting listen took it (nothing was stored). Sending
+ * an event again (same source and id) after a lost answer is answered as taken and appends
+ * nothing.
+ *
+ * The content-type parser lives in this route's own scope: no other route accepts the media type.
+ */
+import type { FastifyInstance, FastifyRequest } from 'fastify';
+import { cloudEventProblem, type CloudEvent, type CloudEventIntake } from '../contract/cloudevents.js';
+import { AssertionFailure, invalidInput } from '../contract/errors.js';
+import { parseStrictBytes } from '../contract/ijson.js';
+import type { JsonValue } from '../contract/json.js';
+import { limits } from '../contract/limits.js';
+import type { Caller } from '../runtime/service.js';
+import type { Authenticate } from './auth.js';
+import { UnsupportedMediaType } from './errors.js';
+import { errorResponseSchemas } from './schemas.js';
+
+export const cloudEventsMediaType = 'application/cloudevents+json';
+
+export interface WorkflowEventRoutesOptions {
+  intake: CloudEventIntake;
+  authenticate: Authenticate;
+}
+
+const deliverySchema = {
+  type: 'object',
+  required: ['status', 'matched'],
+  additionalProperties: false,
+  properties: { status: { enum: ['accepted', 'no-match'] }, matched: { type: 'array', items: { type: 'string' } } },
+} as const;
+
+const postWorkflowEventSchema = {
+  headers: { type: 'object', required: ['content-type'], properties: { 'content-type': { type: 'string' } } },
+  body: { type: 'object' },
+  response: { ...errorResponseSchemas, 202: deliverySchema, 404: deliverySchema },
+} as const;
+
+/** The route in the OpenAPI document (openapi.ts); served where the app was given a workflow executor. */
+export const workflowEventPaths = {
+  '/workflow-events': {
+    post: {
+      operationId: 'deliverWorkflowEvent',
+      description:
+        "A CloudEvent (structured mode) for the caller's own workflow instances waiting in a `listen` task. Answered once every append that took it has committed; " +
+        'an event no waiting listen takes is not stored (404 no-match). Sending the same event (source and id) again is answered as taken and appends nothing.',
+      requestBody: { required: true, content: { [cloudEventsMediaType]: { schema: { type: 'object', required: ['specversion', 'id', 'source', 'type'] } } } },
+      responses: {
+        '202': { description: 'taken by the listed instances', content: { 'application/json': { schema: deliverySchema } } },
+        '404': { description: 'no waiting listen took it; nothing was stored', content: { 'application/json': { schema: deliverySchema } } },
+        '400': { description: 'not a CloudEvent this runtime takes' },
+        '401': { description: 'not authenticated' },
+        '413': { description: 'larger than limits.cloudEventBytesMax' },
+        '415': { description: 'content-type must be application/cloudevents+json' },
+        '503': { description: 'unavailable; send it again' },
+      },
+    },
+  },
+};
+
+export function registerWorkflowEventRoutes(app: FastifyInstance, options: WorkflowEventRoutesOptions): void {
+  void app.register(async (scope) => {
+    const callers = new WeakMap<FastifyRequest, Caller>();
+    scope.addContentTypeParser(cloudEventsMediaType, { parseAs: 'buffer', bodyLimit: limits.cloudEventBytesMax }, (request, body, done) => {
+      try {
+        if (!mediaTypeOf(request)) throw new UnsupportedMediaType();
+        done(null, parseStrictBytes(body as Buffer, 'CloudEvent'));
+      } catch (error) {
+        done(error as Error, undefined);
+      }
+    });
+    scope.post(
+      '/workflow-events',
+      {
+        schema: postWorkflowEventSchema,
+        // Authentication runs before the body is read, as on every route.
+        onRequest: async (request) => void callers.set(request, await options.authenticate(request.headers.authorization)),
+        preValidation: async (request) => {
+          if (!mediaTypeOf(request)) throw new UnsupportedMediaType();
+        },
+      },
+      async (request, reply) => {
+        const caller = callers.get(request);
+        if (!caller) throw new AssertionFailure('the onRequest hook authenticated this request');
+        const problem = cloudEventProblem(request.body as JsonValue);
+        if (problem !== undefined) throw invalidInput(`not a CloudEvent this runtime takes: ${problem}`);
+        const { matched } = await options.intake.deliver(request.body as CloudEvent, caller.principalId);
+        return reply.code(matched.length > 0 ? 202 : 404).send({ status: matched.length > 0 ? 'accepted' : 'no-match', matched });
+      },
+    );
+  });
+}
+
+/** Structured mode only; JSON is UTF-8. */
+function mediaTypeOf(request: FastifyRequest): boolean {
+  const header = request.headers['content-type'] ?? '';
+  const [type, ...parameters] = header.split(';').map((part) => part.trim().toLowerCase());
+  if (type !== cloudEventsMediaType) return false;
+  const charset = parameters
+    .find((p) => p.startsWith('charset='))
+    ?.slice('charset='.length)
+    .replace(/"/g, '');
+  return charset === undefined || charset === 'utf-8' || charset === 'utf8';
+}

@@ -1,0 +1,211 @@
+/**
+ * listen: the consumption strategy (DSL 1.0.3 `listen.to`: `one`, `any`, `all`, `any` + `until`)
+ * and how a delivered CloudEvent is matched against a waiting listen.
+ *
+ * - Matching a filter (`with`): every attribute it names must be on the event; a runtime
+ *   expression is a predicate over the attribute's value (`.`; `$event` is the whole event), a
+ *   string is a regular expression the whole attribute must match (jq's `test`, so it runs under
+ *   the evaluator's deadline), any other value must be equal.
+ * - Correlation: `correlate.<name>.from` extracts a value from the event (`.` is the event); it
+ *   must equal the expectation — `expect` (evaluated against the task's input when the listen
+ *   started, and recorded with it), or else the first value the listen took under that name.
+ * - The jq work happens where the event arrives (`matchFilters`); the decision to take it is pure
+ *   (`decideListenEvent`) and is made on the record at its revision under the kernel's guarded
+ *   append, so two deliveries of one event (two workers, a publisher's retry) take it once.
+ * - Until: events matching an `until` strategy count for it and are left out of the output; an
+ *   `until` expression is evaluated by the interpreter after each event (recorded), and once one
+ *   is true — or the strategy is satisfied — the listen takes nothing more.
+ */
+import { openEndedMs } from '../../events/guard.js';
+import { jsonEquals, type JsonObject, type JsonValue } from '../../contract/json.js';
+import type { CloudEvent } from '../../contract/cloudevents.js';
+import { taskTimeoutKey } from './decide.js';
+import { isObject } from './document.js';
+import { isExpression, programOf } from './expressions.js';
+import type { ExpressionEvaluator } from './jq.js';
+import type { WorkflowTransition } from './events.js';
+import type { ListenRecord, WorkflowRecord } from './record.js';
+
+export type ListenGroup = 'to' | 'until';
+
+/** The filters of a strategy, in order (`one` is a list of one). */
+export function filtersOf(strategy: JsonValue | undefined): JsonObject[] {
+  if (!isObject(strategy)) return [];
+  if (isObject(strategy.one)) return [strategy.one];
+  const list = Array.isArray(strategy.all) ? strategy.all : Array.isArray(strategy.any) ? strategy.any : [];
+  return list.filter(isObject);
+}
+
+const untilOf = (to: JsonValue): JsonValue | undefined => (isObject(to) && Array.isArray(to.any) ? to.until : undefined);
+
+/** `correlate.<name>.expect` of every filter, keyed `<group>/<filter>/<name>` (the value recorded when the listen starts). */
+export function expectsOf(to: JsonValue): Record<string, JsonValue> {
+  const out: Record<string, JsonValue> = {};
+  const groups: [ListenGroup, JsonValue | undefined][] = [
+    ['to', to],
+    ['until', untilOf(to)],
+  ];
+  for (const [group, strategy] of groups)
+    filtersOf(strategy).forEach((filter, index) => {
+      const correlate = isObject(filter.correlate) ? filter.correlate : {};
+      for (const [name, spec] of Object.entries(correlate)) if (isObject(spec) && spec.expect !== undefined) out[`${group}/${index}/${name}`] = spec.expect;
+    });
+  return out;
+}
+
+/** The strategy with its expectations replaced by their evaluated values. */
+export function withExpects(to: JsonValue, values: Readonly<Record<string, JsonValue>>): JsonValue {
+  const copy = structuredClone(to) as JsonObject;
+  const groups: [ListenGroup, JsonValue | undefined][] = [
+    ['to', copy],
+    ['until', untilOf(copy)],
+  ];
+  for (const [group, strategy] of groups)
+    filtersOf(strategy).forEach((filter, index) => {
+      const correlate = isObject(filter.correlate) ? filter.correlate : {};
+      for (const [name, spec] of Object.entries(correlate)) {
+        const key = `${group}/${index}/${name}`;
+        if (isObject(spec) && Object.hasOwn(values, key)) spec.expect = values[key] as JsonValue;
+      }
+    });
+  return copy;
+}
+
+/** Declared expectations by correlation name (the first filter declaring a name wins). */
+export function declaredExpectations(to: JsonValue): Record<string, JsonValue> {
+  const out: Record<string, JsonValue> = {};
+  for (const [key, value] of Object.entries(expectsOf(to))) {
+    const name = key.split('/').slice(2).join('/');
+    if (!Object.hasOwn(out, name)) out[name] = value;
+  }
+  return out;
+}
+
+/** Whether a strategy is satisfied by the filters (of its group) that events matched. */
+function strategySatisfied(strategy: JsonValue | undefined, matched: readonly number[]): boolean {
+  if (!isObject(strategy)) return false;
+  if (Array.isArray(strategy.all)) return strategy.all.every((_filter, index) => matched.includes(index));
+  return matched.length > 0;
+}
+
+/** Whether the first `count` events taken end the listen (an `until` expression is the interpreter's to decide). */
+export function listenSatisfied(listen: ListenRecord, count: number): boolean {
+  const taken = listen.events.slice(0, count);
+  const until = untilOf(listen.to);
+  const matched = (group: ListenGroup) => taken.filter((e) => e.group === group).map((e) => e.filter);
+  if (typeof until === 'string') return false;
+  if (until !== undefined) return strategySatisfied(until, matched('until'));
+  return strategySatisfied(listen.to, matched('to'));
+}
+
+export const untilKey = (at: string, index: number): string => `${at}>until[${index}]`;
+
+/** Whether the listen takes no more events: its task ended, its strategy is satisfied, or an `until` expression held. */
+export function listenClosed(record: WorkflowRecord, at: string): boolean {
+  const listen = record.listens[at];
+  if (!listen || record.tasks[at]?.state !== 'running') return true;
+  if (listenSatisfied(listen, listen.events.length)) return true;
+  return listen.events.some((_e, index) => {
+    const step = record.steps[untilKey(at, index)];
+    return step !== undefined && 'ok' in step && step.ok !== false && step.ok !== null;
+  });
+}
+
+/** A filter an event matched, with the correlation values it extracted. */
+export interface Candidate {
+  group: ListenGroup;
+  filter: number;
+  correlation: Record<string, JsonValue>;
+}
+
+const truthy = (value: JsonValue): boolean => value !== false && value !== null;
+
+async function attributeMatches(evaluator: ExpressionEvaluator, expected: JsonValue, actual: JsonValue | undefined, event: CloudEvent): Promise<boolean> {
+  if (actual === undefined) return false;
+  if (isExpression(expected)) return truthy(await evaluator.evaluate(programOf(expected), actual, { event }));
+  if (typeof expected === 'string') {
+    if (actual === expected) return true;
+    if (typeof actual !== 'string') return false;
+    return truthy(await evaluator.evaluate('test("^(?:" + $re + ")$")', actual, { re: expected }));
+  }
+  return jsonEquals(expected, actual);
+}
+
+/** The filter's correlation values, or undefined when it does not match the event. */
+async function matchFilter(evaluator: ExpressionEvaluator, filter: JsonObject, event: CloudEvent): Promise<Record<string, JsonValue> | undefined> {
+  const attributes = isObject(filter.with) ? filter.with : {};
+  try {
+    for (const [name, expected] of Object.entries(attributes)) if (!(await attributeMatches(evaluator, expected, event[name], event))) return undefined;
+    const correlation: Record<string, JsonValue> = {};
+    const correlate = isObject(filter.correlate) ? filter.correlate : {};
+    for (const [name, spec] of Object.entries(correlate)) {
+      if (!isObject(spec) || typeof spec.from !== 'string') return undefined;
+      correlation[name] = await evaluator.evaluate(programOf(spec.from), event, { event });
+    }
+    return correlation;
+  } catch {
+    // A predicate or an extraction that fails on this event (a bad regex, a type error) does not match it.
+    return undefined;
+  }
+}
+
+/** Every filter of the waiting listen the event matches (until's first), with what each extracted. */
+export async function matchFilters(evaluator: ExpressionEvaluator, listen: ListenRecord, event: CloudEvent): Promise<Candidate[]> {
+  const candidates: Candidate[] = [];
+  const until = untilOf(listen.to);
+  const groups: [ListenGroup, JsonValue | undefined][] = [
+    ['until', typeof until === 'string' ? undefined : until],
+    ['to', listen.to],
+  ];
+  for (const [group, strategy] of groups) {
+    const filters = filtersOf(strategy);
+    // `any: []` listens to every event.
+    if (isObject(strategy) && Array.isArray(strategy.any) && filters.length === 0) candidates.push({ group, filter: 0, correlation: {} });
+    for (const [index, filter] of filters.entries()) {
+      const correlation = await matchFilter(evaluator, filter, event);
+      if (correlation) candidates.push({ group, filter: index, correlation });
+    }
+  }
+  return candidates;
+}
+
+const sameEvent = (a: JsonValue, b: CloudEvent): boolean => isObject(a) && a.id === b.id && a.source === b.source;
+
+/** Whether the listen already took this event (source + id): delivering it again appends nothing. */
+export function listenTook(record: WorkflowRecord, at: string, event: CloudEvent): boolean {
+  return record.listens[at]?.events.some((taken) => sameEvent(taken.event, event)) ?? false;
+}
+
+/**
+ * The transition taking an event, or undefined: the listen is closed, the event was taken already,
+ * or no candidate fits — an `all` filter already satisfied is passed over, a correlation value
+ * that differs from its expectation refuses the filter.
+ */
+export function decideListenEvent(record: WorkflowRecord, at: string, event: CloudEvent, candidates: readonly Candidate[]): WorkflowTransition | undefined {
+  if (record.status !== 'running' || listenClosed(record, at) || listenTook(record, at, event)) return undefined;
+  const listen = record.listens[at] as ListenRecord;
+  const strategyOf = (group: ListenGroup) => (group === 'to' ? listen.to : untilOf(listen.to));
+  const expected = { ...listen.expected, ...declaredExpectations(listen.to) };
+  const fits = (candidate: Candidate): boolean => {
+    const strategy = strategyOf(candidate.group);
+    const all = isObject(strategy) && Array.isArray(strategy.all);
+    if (all && listen.events.some((e) => e.group === candidate.group && e.filter === candidate.filter)) return false;
+    return Object.entries(candidate.correlation).every(([name, value]) => !Object.hasOwn(expected, name) || jsonEquals(expected[name], value));
+  };
+  const chosen = candidates.find(fits);
+  if (!chosen) return undefined;
+  // Taken before the workflow's deadline and the task's own timeout, like any step of the task.
+  const notAfterMs = Math.min(record.started.deadlineMs ?? openEndedMs, record.timers[taskTimeoutKey(at)]?.dueAtMs ?? openEndedMs);
+  return {
+    events: [{ type: 'listen-event-received', v: 1, at, event, group: chosen.group, filter: chosen.filter, correlation: chosen.correlation }],
+    timeGuard: { notBeforeMs: Number.MIN_SAFE_INTEGER, notAfterMs },
+    causation: { command: 'listen-event' },
+  };
+}
+
+/** An event as the listen reads it (`read`). */
+export function readEvent(event: JsonValue, read: ListenRecord['read']): JsonValue {
+  if (read === 'envelope') return event;
+  const data = isObject(event) ? event.data : undefined;
+  return data === undefined ? null : data;
+}

@@ -1,0 +1,58 @@
+/**
+ * listen (interpreter side): the task records that it waits (`listen-started`, with its strategy
+ * and each correlation's expectation evaluated against its input), then follows its record as
+ * delivered events are appended (intake.ts, under the kernel's guarded append) until the strategy
+ * is satisfied — or an `until` expression, evaluated after each event and recorded, holds. Its
+ * output is the events of `to` it took, in log order, read as `read` says (`data` by default,
+ * `envelope`, `raw`). The task's `timeout` ends the wait like any task's. Replay reads every event
+ * and every `until` result from the log.
+ */
+import type { JsonObject, JsonValue } from '../../contract/json.js';
+import { isObject } from './document.js';
+import { raise } from './dsl-errors.js';
+import { hasExpression } from './expressions.js';
+import { Halted } from './journal.js';
+import { expectsOf, listenSatisfied, readEvent, untilKey, withExpects } from './listen-match.js';
+import type { ListenRecord, WorkflowRecord } from './record.js';
+import type { Interpreting as Interpreter, TaskRun } from './run.js';
+
+const reads = new Set(['data', 'envelope', 'raw']);
+
+export async function runListen(interpreter: Interpreter, run: TaskRun): Promise<JsonValue> {
+  const at = run.at;
+  const spec = run.entry.task.listen as JsonObject;
+  const read = spec.read ?? 'data';
+  if (typeof read !== 'string' || !reads.has(read)) throw raise('validation', 400, 'Invalid listen', run.entry.pointer, 'listen.read is data, envelope or raw');
+  if (!interpreter.record.listens[at]) {
+    const expects = expectsOf(spec.to ?? null);
+    const values = hasExpression(expects)
+      ? await interpreter.evaluateValue(`${at}>listen.expect`, expects, run.input, run.frame, { input: run.input }, run.entry.pointer)
+      : expects;
+    const to = withExpects(spec.to ?? null, isObject(values) ? values : {});
+    await interpreter.propose({ command: 'listen-started', events: [{ type: 'listen-started', v: 1, at, to, read: read as ListenRecord['read'] }] });
+  }
+  for (let count = 1; ; count++) {
+    const record = await interpreter.deps.journal.until((r) => taken(r, at) >= count || r.tasks[at]?.state !== 'running', run.frame.signal);
+    interpreter.alive(run.frame);
+    if (taken(record, at) < count) throw new Halted(`listen ${at} ended while waiting`);
+    if (await ends(interpreter, run, record.listens[at] as ListenRecord, count)) return outputOf(interpreter.record.listens[at] as ListenRecord, count);
+  }
+}
+
+const taken = (record: WorkflowRecord, at: string): number => record.listens[at]?.events.length ?? 0;
+
+/** Whether the first `count` events end the listen: the strategy, or the `until` expression over the events of `to` read so far. */
+async function ends(interpreter: Interpreter, run: TaskRun, listen: ListenRecord, count: number): Promise<boolean> {
+  const until = isObject(listen.to) ? listen.to.until : undefined;
+  if (typeof until !== 'string' || !isObject(listen.to) || !Array.isArray(listen.to.any)) return listenSatisfied(listen, count);
+  const consumed = outputOf(listen, count);
+  const value = await interpreter.evaluate(untilKey(run.at, count - 1), until, consumed, run.frame, { input: run.input }, run.entry.pointer);
+  return value !== false && value !== null;
+}
+
+function outputOf(listen: ListenRecord, count: number): JsonValue[] {
+  return listen.events
+    .slice(0, count)
+    .filter((taken) => taken.group === 'to')
+    .map((taken) => readEvent(taken.event, listen.read));
+}

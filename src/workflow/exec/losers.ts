@@ -1,0 +1,54 @@
+/**
+ * A competing fork's losing branches and their child operations. Once the winner's `fork-won`
+ * has committed, every contract call a losing branch bound (child-bound) is released: cancelled
+ * through the coordinator's caller-cancellation path as the instance's principal where its
+ * interaction declares `cancellation: "caller"`, otherwise detached (it runs on to its own
+ * decision, and nothing waits for it). The disposition is recorded (`child-disposed`) in the same
+ * transition that records the losing branches cancelled, before the fork task completes; replay
+ * reads it from the log and never asks the runtime again.
+ *
+ * A recovered worker that finds a child bound but not yet disposed asks again: cancelling an
+ * operation already cancelled answers its decision (reason cancelled), so the disposition is the
+ * same.
+ */
+import { AdapterError } from '../../contract/errors.js';
+import { isNotFound } from '../../runtime/errors.js';
+import type { ContractCalls } from './http-contracts.js';
+import type { ChildDisposed, ChildDisposition } from './events.js';
+import type { ChildRecord, WorkflowRecord } from './record.js';
+
+/** The children bound inside the branch executions `branchAts` (each a branch's pointer + frame suffix) not yet disposed. */
+export function openChildrenOf(record: WorkflowRecord, branchAts: readonly { pointer: string; suffix: string }[]): [string, ChildRecord][] {
+  return Object.entries(record.children).filter(
+    ([at, child]) =>
+      child.disposition === undefined &&
+      branchAts.some(
+        (branch) => (child.ref === branch.pointer || child.ref.startsWith(`${branch.pointer}/`)) && at.slice(child.ref.length).startsWith(branch.suffix),
+      ),
+  );
+}
+
+/** One child's disposition, asked of the runtime (the only I/O); an unavailable runtime is thrown (the instance is driven again). */
+export async function dispose(service: ContractCalls | undefined, principalId: string, fork: string, at: string, child: ChildRecord): Promise<ChildDisposed> {
+  const event = (disposition: ChildDisposition, detail: string): ChildDisposed => ({
+    type: 'child-disposed',
+    v: 1,
+    at,
+    fork,
+    operationId: child.operationId,
+    disposition,
+    detail: detail.slice(0, 4000),
+  });
+  if (!service) return event('not-admitted', 'no contract runtime: the call was never made');
+  try {
+    const current = await service.get(principalId, child.operationId);
+    if (current.decision !== null && current.decision.reason !== 'cancelled')
+      return event('already-closed', `decided ${current.decision.outcome} (${current.decision.reason}) before the fork was won`);
+    const cancelled = await service.cancel(principalId, child.operationId);
+    return event('cancelled', `cancelled by the caller; decision ${cancelled.decision?.outcome ?? 'pending'} (${cancelled.decision?.reason ?? 'none'})`);
+  } catch (error) {
+    if (isNotFound(error)) return event('not-admitted', 'the runtime holds no operation under the bound key');
+    if (error instanceof AdapterError && (error.kind === 'unsupported' || error.kind === 'denied')) return event('detached', error.message);
+    throw error;
+  }
+}

@@ -1,0 +1,134 @@
+/**
+ * fork with `compete: true` and contract calls in the losing branches: once the winner's
+ * `fork-won` commits, a losing branch's open child operation is cancelled through the
+ * coordinator's caller-cancellation path where its interaction declares it, detached where it
+ * does not, and the disposition is recorded (child-disposed) before the fork task completes.
+ */
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { MemoryEventStore } from '../../src/adapters/store/memory.js';
+import { SystemClock } from '../../src/contract/clock.js';
+import type { JsonObject } from '../../src/contract/json.js';
+import { createEmbedded, type Embedded } from '../../src/deployment/embedded.js';
+import { peerIds, reviewBundle } from '../../src/deployment/examples.js';
+import type { WorkflowEvent } from '../../src/workflow/exec/events.js';
+import { harness, runToEnd, yaml } from './support.js';
+
+/** One contract, two interactions: `review` declares caller cancellation, `hold` does not. Peers answer only when cancelled (or after holdMs). */
+async function deployment(clock: SystemClock, store: MemoryEventStore, holdMs: number): Promise<Embedded> {
+  const bundle = reviewBundle({ completion: { mode: 'quorum', count: 2 }, timeoutMs: 8000, cancellation: 'caller' });
+  const interactions = bundle.interactions as JsonObject;
+  interactions.hold = { ...(interactions.review as JsonObject), cancellation: 'none' };
+  const peers = peerIds(3);
+  const embedded = await createEmbedded({ clock, store, bundle, groups: { reviewers: peers } });
+  const slow = (_input: unknown, context: { signal: AbortSignal }) =>
+    new Promise<{ verdict: 'approve' }>((resolve) => {
+      const timer = setTimeout(() => resolve({ verdict: 'approve' }), holdMs);
+      context.signal.addEventListener('abort', () => {
+        clearTimeout(timer);
+        resolve({ verdict: 'approve' });
+      });
+    });
+  for (const peerId of peers) await embedded.addPeer(peerId, { review: slow, hold: slow });
+  return embedded;
+}
+
+const race = (digest: string) => `document: { dsl: '1.0.3', namespace: test, name: race, version: '1.0.0' }
+do:
+  - race:
+      fork:
+        compete: true
+        branches:
+          - quick:
+              do:
+                - pause: { wait: { milliseconds: 600 } }
+                - answer: { set: { winner: quick } }
+          - cancellable:
+              call: invoke-contract
+              with:
+                contract: { id: lab.review, version: '1.0.0', digest: '${digest}' }
+                interaction: review
+                input: { document: a }
+          - uncancellable:
+              call: invoke-contract
+              with:
+                contract: { id: lab.review, version: '1.0.0', digest: '${digest}' }
+                interaction: hold
+                input: { document: b }
+`;
+
+test('compete: a losing child operation is cancelled where its interaction declares caller cancellation, detached where not, and recorded', async () => {
+  const clock = new SystemClock();
+  const store = new MemoryEventStore({ clock });
+  const embedded = await deployment(clock, store, 3000);
+  const h = harness({ store, clock, invocations: embedded.coordinator });
+  try {
+    const record = await runToEnd(h, yaml(race(embedded.bundle.ref.digest)), {}, 'race-1');
+    assert.equal(record.status, 'completed', JSON.stringify(record.error));
+    assert.deepEqual(record.output, { winner: 'quick' });
+    assert.equal(record.winners['/do/0/race'], 0);
+
+    const cancellable = record.children['/do/0/race/fork/branches/1/cancellable{1}'];
+    const uncancellable = record.children['/do/0/race/fork/branches/2/uncancellable{2}'];
+    assert.ok(cancellable && uncancellable, 'both losing branches bound their child operation');
+    assert.equal(cancellable.disposition?.disposition, 'cancelled', cancellable.disposition?.detail);
+    assert.equal(cancellable.disposition?.fork, '/do/0/race');
+    assert.equal(uncancellable.disposition?.disposition, 'detached', uncancellable.disposition?.detail);
+
+    const cancelled = await embedded.coordinator.get('alice', cancellable.operationId);
+    assert.equal(cancelled.decision?.reason, 'cancelled', 'the coordinator closed the cancellable child as cancelled');
+    const detached = await embedded.coordinator.get('alice', uncancellable.operationId);
+    assert.notEqual(detached.decision?.reason, 'cancelled', 'the detached child was not cancelled');
+
+    // The dispositions are in the log before (or with) the fork's completion.
+    const log = await store.read(record.instanceId);
+    assert.equal(log.kind, 'ok');
+    const events = log.kind === 'ok' ? log.transitions.flatMap((t) => t.transition.events as unknown as WorkflowEvent[]) : [];
+    const disposedAt = events.findIndex((e) => e.type === 'child-disposed');
+    const forkDoneAt = events.findIndex((e) => e.type === 'task-completed' && e.at === '/do/0/race');
+    assert.ok(disposedAt >= 0 && disposedAt < forkDoneAt, 'child-disposed precedes the fork task-completed');
+    assert.equal(events.filter((e) => e.type === 'child-disposed').length, 2);
+  } finally {
+    await h.close();
+    await embedded.close();
+  }
+});
+
+test('compete: a losing child already decided before the win is recorded already-closed, and nothing is cancelled', async () => {
+  const clock = new SystemClock();
+  const store = new MemoryEventStore({ clock });
+  const embedded = await deployment(clock, store, 50);
+  const h = harness({ store, clock, invocations: embedded.coordinator });
+  const digest = embedded.bundle.ref.digest;
+  const document = `document: { dsl: '1.0.3', namespace: test, name: decided-loser, version: '1.0.0' }
+do:
+  - race:
+      fork:
+        compete: true
+        branches:
+          - quick:
+              do:
+                - pause: { wait: { milliseconds: 1500 } }
+                - answer: { set: { winner: quick } }
+          - slowAfterCall:
+              do:
+                - review:
+                    call: invoke-contract
+                    with:
+                      contract: { id: lab.review, version: '1.0.0', digest: '${digest}' }
+                      interaction: review
+                      input: { document: c }
+                - linger: { wait: { seconds: 20 } }
+`;
+  try {
+    const record = await runToEnd(h, yaml(document), {}, 'race-2');
+    assert.equal(record.status, 'completed', JSON.stringify(record.error));
+    const child = record.children['/do/0/race/fork/branches/1/slowAfterCall/do/0/review{1}'];
+    assert.equal(child?.disposition?.disposition, 'already-closed', child?.disposition?.detail);
+    const operation = await embedded.coordinator.get('alice', child.operationId);
+    assert.equal(operation.decision?.reason, 'threshold');
+  } finally {
+    await h.close();
+    await embedded.close();
+  }
+});

@@ -1,0 +1,142 @@
+/**
+ * Events reaching waiting listens over their two transports, with real parts: the HTTP CloudEvents
+ * endpoint (POST /workflow-events, structured mode, over a real socket, authenticated) and a NATS
+ * subscription on `<prefix>.>` (a real nats-server, request/reply). Either way the answer comes
+ * only after the append that took the event; an event nothing takes is answered as such and not
+ * stored; and a workflow's `emit` reaches another workflow's `listen` through NATS.
+ */
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { connect } from '@nats-io/transport-node';
+import { MemoryEventStore } from '../../src/adapters/store/memory.js';
+import { NatsCloudEventSink, serveCloudEvents } from '../../src/adapters/transport/nats-cloudevents.js';
+import type { CloudEvent } from '../../src/contract/cloudevents.js';
+import { SystemClock } from '../../src/contract/clock.js';
+import type { JsonValue } from '../../src/contract/json.js';
+import { buildFixtureApp, writeHttpFixture } from '../support/http-fixtures.js';
+import { startNatsServer } from '../support/nats-server.js';
+import { assertReplayEqual, harness, yaml, type Harness } from './support.js';
+
+process.env.PATH = `${process.env.PATH ?? ''}:/usr/sbin`;
+
+const approved = (id: string, data: JsonValue = { ok: true }, type = 'com.example.approved'): CloudEvent => ({
+  specversion: '1.0',
+  id,
+  source: 'https://convoke.dev/test',
+  type,
+  data,
+});
+
+const waitFor = (type: string) =>
+  yaml(`document: { dsl: '1.0.3', namespace: test, name: wait-${type.replace(/\./g, '-')}, version: '1.0.0' }
+do:
+  - wait:
+      listen:
+        to:
+          one: { with: { type: ${type}, data: '\${ .ok == true }' } }
+`);
+
+async function waiting(h: Harness, key: string, type = 'com.example.approved'): Promise<string> {
+  const { instanceId } = await h.executor.start({ principalId: 'alice', invocationKey: key, document: waitFor(type), input: {} });
+  while (!(await h.executor.get(instanceId))?.listens['/do/0/wait']) await new Promise((r) => setTimeout(r, 5));
+  return instanceId;
+}
+
+test('POST /workflow-events: authenticated, structured mode only, the caller’s own instances, 202 after the append, 404 when nothing took it', async () => {
+  const fixture = await writeHttpFixture();
+  const h = harness();
+  const built = await buildFixtureApp(fixture, new SystemClock(), { workflowEvents: h.executor });
+  try {
+    const address = await built.http.app.listen({ host: '127.0.0.1', port: 0 });
+    const post = (body: unknown, token: string | undefined, contentType = 'application/cloudevents+json') =>
+      fetch(`${address}/workflow-events`, {
+        method: 'POST',
+        headers: { 'content-type': contentType, ...(token ? { authorization: `Bearer ${token}` } : {}) },
+        body: JSON.stringify(body),
+      });
+    const id = await waiting(h, 'http-1');
+    const revision = (await h.executor.get(id))!.revision;
+
+    assert.equal((await post(approved('a1'), undefined)).status, 401);
+    assert.equal((await post(approved('a2'), fixture.tokens.alice, 'application/json')).status, 415);
+    const invalid = await post({ specversion: '1.0', source: 'x', type: 'com.example.approved' }, fixture.tokens.alice);
+    assert.equal(invalid.status, 400);
+    assert.match(((await invalid.json()) as { description: string }).description, /id/);
+    const bobs = await post(approved('a3'), fixture.tokens.bob);
+    assert.equal(bobs.status, 404, 'another principal’s event reaches none of alice’s instances');
+    assert.deepEqual(await bobs.json(), { status: 'no-match', matched: [] });
+    assert.equal((await post(approved('a4', { ok: false }), fixture.tokens.alice)).status, 404);
+    assert.equal((await h.executor.get(id))!.revision, revision, 'nothing stored for events nothing took');
+
+    const taken = await post(approved('a5'), fixture.tokens.alice);
+    assert.equal(taken.status, 202);
+    assert.deepEqual(await taken.json(), { status: 'accepted', matched: [id] });
+    assert.equal((await h.executor.get(id))!.listens['/do/0/wait']!.events.length, 1, 'appended before the answer');
+    const record = await h.executor.wait(id, 5000);
+    assert.equal(record.status, 'completed', JSON.stringify(record.error));
+    assert.deepEqual(record.output, [{ ok: true }]);
+    await assertReplayEqual(h, id);
+  } finally {
+    await built.close();
+    await h.close();
+    await fixture.dispose();
+  }
+});
+
+test('NATS <prefix>.>: request/reply answered after the append; wrong subject, garbage and unmatched events answered as such', async () => {
+  const server = await startNatsServer();
+  const nc = await connect({ servers: server.url });
+  const h = harness();
+  const subscription = serveCloudEvents(nc, 'test.events', h.executor);
+  const ask = async (subject: string, body: unknown) =>
+    (await nc.request(subject, typeof body === 'string' ? body : JSON.stringify(body), { timeout: 5000 })).json<{
+      status: string;
+      matched?: string[];
+      error?: { kind: string };
+    }>();
+  try {
+    const id = await waiting(h, 'nats-1');
+    assert.deepEqual(await ask('test.events.com.example.approved', approved('n1', { ok: false })), { status: 'no-match' });
+    const wrong = await ask('test.events.com.example.other', approved('n2'));
+    assert.equal(wrong.status, 'rejected');
+    assert.equal(wrong.error?.kind, 'invalid-input', 'an event travels on its own type’s subject');
+    assert.equal((await ask('test.events.com.example.approved', 'not json')).error?.kind, 'invalid-input');
+    const accepted = await ask('test.events.com.example.approved', approved('n3'));
+    assert.deepEqual(accepted, { status: 'accepted', matched: [id] });
+    assert.equal((await h.executor.get(id))!.listens['/do/0/wait']!.events.length, 1, 'appended before the reply');
+    const record = await h.executor.wait(id, 5000);
+    assert.equal(record.status, 'completed', JSON.stringify(record.error));
+    await assertReplayEqual(h, id);
+  } finally {
+    await subscription.close();
+    await h.close();
+    await nc.close();
+    await server.dispose();
+  }
+});
+
+test('one workflow’s emit reaches another’s listen through NATS', async () => {
+  const server = await startNatsServer();
+  const nc = await connect({ servers: server.url });
+  const store = new MemoryEventStore({ clock: new SystemClock() });
+  const h = harness({ store, events: new NatsCloudEventSink(nc, { subjectPrefix: 'test.events' }) });
+  const subscription = serveCloudEvents(nc, 'test.events', h.executor);
+  try {
+    const listener = await waiting(h, 'ping-listener', 'com.example.ping');
+    const emitter = yaml(`document: { dsl: '1.0.3', namespace: test, name: ping, version: '1.0.0' }
+do:
+  - ping:
+      emit: { event: { with: { source: https://convoke.dev/test, type: com.example.ping, data: { ok: true } } } }
+`);
+    await h.executor.start({ principalId: 'alice', invocationKey: 'ping-emitter', document: emitter, input: {} });
+    const record = await h.executor.wait(listener, 5000);
+    assert.equal(record.status, 'completed', JSON.stringify(record.error));
+    assert.deepEqual(record.output, [{ ok: true }]);
+    await assertReplayEqual(h, listener);
+  } finally {
+    await subscription.close();
+    await h.close();
+    await nc.close();
+    await server.dispose();
+  }
+});

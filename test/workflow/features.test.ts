@@ -1,0 +1,177 @@
+/**
+ * convoke's own feature files (test/workflow/features), in the conformance kit's Gherkin format,
+ * for what the kit lacks: a competing fork releasing its losers' child operations, and listen.
+ * Parsed with @cucumber/gherkin like the kit (ctk.test.ts); one test per scenario; every
+ * finished instance is also checked against the one rebuilt from its log.
+ */
+import assert from 'node:assert/strict';
+import { readFileSync, readdirSync } from 'node:fs';
+import { join } from 'node:path';
+import { test } from 'node:test';
+import { AstBuilder, GherkinClassicTokenMatcher, Parser, compile } from '@cucumber/gherkin';
+import { IdGenerator, type Pickle } from '@cucumber/messages';
+import { MemoryEventStore } from '../../src/adapters/store/memory.js';
+import type { CloudEvent, CloudEventDelivery } from '../../src/contract/cloudevents.js';
+import { SystemClock } from '../../src/contract/clock.js';
+import type { JsonObject, JsonValue } from '../../src/contract/json.js';
+import { createEmbedded, type Embedded } from '../../src/deployment/embedded.js';
+import { peerIds, reviewBundle } from '../../src/deployment/examples.js';
+import type { WorkflowEvent } from '../../src/workflow/exec/events.js';
+import type { WorkflowRecord } from '../../src/workflow/exec/record.js';
+import { repoRoot } from '../support/assertions.js';
+import { assertReplayEqual, harness, runToEnd, yaml, type Harness } from './support.js';
+
+interface World {
+  clock: SystemClock;
+  store: MemoryEventStore;
+  embedded?: Embedded;
+  h?: Harness;
+  document?: string;
+  input: JsonValue;
+  instanceId?: string;
+  record?: WorkflowRecord;
+  delivery?: CloudEventDelivery;
+}
+
+let scenarioKey = 0;
+
+function executor(w: World): Harness {
+  w.h ??= harness({ store: w.store, clock: w.clock, invocations: w.embedded?.coordinator });
+  return w.h;
+}
+
+function documentOf(w: World): JsonValue {
+  assert.ok(w.document, 'a workflow was given');
+  return yaml(w.embedded ? w.document.replaceAll('<digest>', w.embedded.bundle.ref.digest) : w.document);
+}
+
+async function finished(w: World): Promise<WorkflowRecord> {
+  if (!w.record) {
+    assert.ok(w.instanceId, 'the workflow was started');
+    w.record = await executor(w).executor.wait(w.instanceId, 10_000);
+    assert.notEqual(w.record.status, 'running', 'the instance finished');
+    await assertReplayEqual(executor(w), w.instanceId);
+  }
+  return w.record;
+}
+
+/** One contract, two interactions: `review` declares caller cancellation, `hold` does not; peers answer when cancelled or after 3 s. */
+async function deployment(w: World): Promise<void> {
+  const bundle = reviewBundle({ completion: { mode: 'quorum', count: 2 }, timeoutMs: 8000, cancellation: 'caller' });
+  const interactions = bundle.interactions as JsonObject;
+  interactions.hold = { ...(interactions.review as JsonObject), cancellation: 'none' };
+  const peers = peerIds(3);
+  w.embedded = await createEmbedded({ clock: w.clock, store: w.store, bundle, groups: { reviewers: peers } });
+  const slow = (_input: unknown, context: { signal: AbortSignal }) =>
+    new Promise<{ verdict: 'approve' }>((resolve) => {
+      const timer = setTimeout(() => resolve({ verdict: 'approve' }), 3000);
+      context.signal.addEventListener('abort', () => {
+        clearTimeout(timer);
+        resolve({ verdict: 'approve' });
+      });
+    });
+  for (const peerId of peers) await w.embedded.addPeer(peerId, { review: slow, hold: slow });
+}
+
+function childOf(record: WorkflowRecord, name: string) {
+  const child = Object.entries(record.children).find(([, c]) => c.ref.endsWith(`/${name}`));
+  assert.ok(child, `task ${name} bound a child operation`);
+  return child[1];
+}
+
+type Step = [RegExp, (world: World, match: RegExpExecArray, doc: string | undefined) => Promise<void> | void];
+
+const steps: Step[] = [
+  [/^a contract deployment where review declares caller cancellation and hold does not$/, (w) => deployment(w)],
+  [/^a workflow with definition:$/, (w, _m, doc) => void (w.document = doc ?? '')],
+  [/^(?:given )?the workflow input is:$/, (w, _m, doc) => void (w.input = yaml(doc ?? ''))],
+  [
+    /^the workflow is executed$/,
+    async (w) => {
+      w.record = await runToEnd(executor(w), documentOf(w), w.input, `feature-${++scenarioKey}`);
+      w.instanceId = w.record.instanceId;
+    },
+  ],
+  [
+    /^the workflow is started$/,
+    async (w) => {
+      const h = executor(w);
+      const { instanceId } = await h.executor.start({
+        principalId: 'alice',
+        invocationKey: `feature-${++scenarioKey}`,
+        document: documentOf(w),
+        input: w.input,
+      });
+      w.instanceId = instanceId;
+      // Started means waiting: its listen is recorded before anything is delivered.
+      while (Object.keys((await h.executor.get(instanceId))?.listens ?? {}).length === 0) await new Promise((r) => setTimeout(r, 5));
+    },
+  ],
+  [/^the event is delivered:$/, async (w, _m, doc) => void (w.delivery = await executor(w).executor.deliver(yaml(doc ?? '') as CloudEvent, 'alice'))],
+  [/^the delivery should be accepted$/, (w) => assert.deepEqual(w.delivery, { matched: [w.instanceId] })],
+  [/^the delivery should match nothing$/, (w) => assert.deepEqual(w.delivery, { matched: [] })],
+  [
+    /^the workflow should complete with output:$/,
+    async (w, _m, doc) => {
+      const record = await finished(w);
+      assert.equal(record.status, 'completed', JSON.stringify(record.error));
+      assert.deepEqual(record.output, yaml(doc ?? ''));
+    },
+  ],
+  [
+    /^the workflow should fault with status (\d+)$/,
+    async (w, m) => {
+      const record = await finished(w);
+      assert.equal(record.status, 'faulted');
+      assert.equal(record.error?.status, Number(m[1]));
+    },
+  ],
+  [
+    /^the child operation of (\w+) should be (cancelled|detached|already-closed|not-admitted)$/,
+    async (w, m) => {
+      const child = childOf(await finished(w), m[1]!);
+      assert.equal(child.disposition?.disposition, m[2], child.disposition?.detail);
+      if (m[2] === 'cancelled') assert.equal((await w.embedded!.coordinator.get('alice', child.operationId)).decision?.reason, 'cancelled');
+    },
+  ],
+  [
+    /^the child dispositions should be recorded before the fork completed$/,
+    async (w) => {
+      const record = await finished(w);
+      const log = await w.store.read(record.instanceId);
+      const events = log.kind === 'ok' ? log.transitions.flatMap((t) => t.transition.events as unknown as WorkflowEvent[]) : [];
+      const lastDisposed = events.findLastIndex((e) => e.type === 'child-disposed');
+      const forkDone = events.findIndex((e) => e.type === 'task-completed' && e.at === '/do/0/race');
+      assert.ok(lastDisposed >= 0 && lastDisposed < forkDone, 'child-disposed precedes the fork task-completed');
+    },
+  ],
+];
+
+async function runPickle(pickle: Pickle): Promise<void> {
+  const clock = new SystemClock();
+  const world: World = { clock, store: new MemoryEventStore({ clock }), input: {} };
+  try {
+    for (const step of pickle.steps) {
+      const text = step.text.trim();
+      const found = steps.map(([pattern, run]) => [pattern.exec(text), run] as const).find(([match]) => match !== null);
+      if (!found || !found[0]) assert.fail(`no step definition for "${text}"`);
+      await found[1](world, found[0], step.argument?.docString?.content);
+    }
+  } finally {
+    await world.h?.close();
+    await world.embedded?.close();
+  }
+}
+
+const featuresDir = join(repoRoot(), 'test', 'workflow', 'features');
+const pickles: Pickle[] = [];
+for (const file of readdirSync(featuresDir)
+  .filter((name) => name.endsWith('.feature'))
+  .sort()) {
+  const parser = new Parser(new AstBuilder(IdGenerator.incrementing()), new GherkinClassicTokenMatcher());
+  pickles.push(...compile(parser.parse(readFileSync(join(featuresDir, file), 'utf8')), file, IdGenerator.incrementing()));
+}
+
+test('convoke’s feature files hold their scenarios', () => assert.equal(pickles.length, 6));
+
+for (const pickle of pickles) test(`feature ${pickle.uri}: ${pickle.name}`, () => runPickle(pickle));

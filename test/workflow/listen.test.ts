@@ -1,0 +1,160 @@
+/**
+ * listen (`one`, `all`, `any` + `until`, correlation, read, timeout) against the executor's
+ * intake: an instance records that it waits, a delivered event is matched and appended under the
+ * guarded append before `deliver` resolves, an event no listen takes is stored nowhere, and the
+ * instance rebuilt from its log equals the live one.
+ */
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import type { CloudEvent } from '../../src/contract/cloudevents.js';
+import type { JsonValue } from '../../src/contract/json.js';
+import { assertReplayEqual, harness, yaml, type Harness } from './support.js';
+
+let sequence = 0;
+const event = (type: string, data: JsonValue, extra: Record<string, JsonValue> = {}): CloudEvent => ({
+  specversion: '1.0',
+  id: `e-${++sequence}`,
+  source: 'https://convoke.dev/test',
+  type,
+  data,
+  ...extra,
+});
+
+const head = (name: string) => `document: { dsl: '1.0.3', namespace: test, name: ${name}, version: '1.0.0' }\n`;
+
+/** Starts an instance and waits until its listen at `at` is recorded. */
+async function waiting(h: Harness, document: string, input: JsonValue, key: string, at = '/do/0/wait'): Promise<string> {
+  const { instanceId } = await h.executor.start({ principalId: 'alice', invocationKey: key, document: yaml(document), input });
+  while (!(await h.executor.get(instanceId))?.listens[at]) await new Promise((r) => setTimeout(r, 5));
+  return instanceId;
+}
+
+test('listen one with correlation: only the matching, correlated event is taken, once; others are answered unmatched and not stored', async () => {
+  const h = harness();
+  try {
+    const document = `${head('one')}do:
+  - wait:
+      listen:
+        to:
+          one:
+            with: { type: com.example.order.paid, source: 'https://convoke\\.dev/.*' }
+            correlate:
+              order: { from: '\${ .data.orderId }', expect: '\${ .orderId }' }
+`;
+    const id = await waiting(h, document, { orderId: 'o-1' }, 'listen-one');
+    const recorded = (await h.executor.get(id))!.listens['/do/0/wait']!;
+    assert.deepEqual(
+      (recorded.to as { one: { correlate: { order: { expect: JsonValue } } } }).one.correlate.order.expect,
+      'o-1',
+      'the expectation is recorded evaluated',
+    );
+    const revision = (await h.executor.get(id))!.revision;
+
+    assert.deepEqual(await h.executor.deliver(event('com.example.order.shipped', { orderId: 'o-1' }), null), { matched: [] });
+    assert.deepEqual(await h.executor.deliver(event('com.example.order.paid', { orderId: 'o-2' }), null), { matched: [] }, 'another order');
+    assert.deepEqual(await h.executor.deliver(event('com.example.order.paid', { orderId: 'o-1' }, { source: 'https://elsewhere' }), null), { matched: [] });
+    assert.deepEqual(await h.executor.deliver(event('com.example.order.paid', { orderId: 'o-1' }), 'bob'), { matched: [] }, 'another principal');
+    assert.equal((await h.executor.get(id))!.revision, revision, 'nothing was stored for unmatched events');
+
+    const paid = event('com.example.order.paid', { orderId: 'o-1', amount: 5 });
+    assert.deepEqual(await h.executor.deliver(paid, 'alice'), { matched: [id] });
+    assert.equal((await h.executor.get(id))!.listens['/do/0/wait']!.events.length, 1, 'appended before deliver resolved');
+    const record = await h.executor.wait(id, 5000);
+    assert.equal(record.status, 'completed', JSON.stringify(record.error));
+    assert.deepEqual(record.output, [{ orderId: 'o-1', amount: 5 }]);
+    assert.deepEqual(await h.executor.deliver(paid, null), { matched: [id] }, 'a redelivery (a publisher retrying) is answered as taken');
+    assert.equal((await h.executor.get(id))!.listens['/do/0/wait']!.events.length, 1, 'and not taken twice');
+    assert.deepEqual(await h.executor.deliver(event('com.example.order.paid', { orderId: 'o-1' }), null), { matched: [] }, 'the listen has ended');
+    await assertReplayEqual(h, id);
+  } finally {
+    await h.close();
+  }
+});
+
+test('listen all: each filter once, in any order; output in log order; read envelope', async () => {
+  const h = harness();
+  try {
+    const document = `${head('all')}do:
+  - wait:
+      listen:
+        read: envelope
+        to:
+          all:
+            - with: { type: com.example.temperature, data: '\${ .value > 38 }' }
+            - with: { type: com.example.bpm, data: '\${ .value > 100 }' }
+`;
+    const id = await waiting(h, document, {}, 'listen-all');
+    const bpm = event('com.example.bpm', { value: 120 });
+    assert.deepEqual(await h.executor.deliver(event('com.example.temperature', { value: 37 }), null), { matched: [] }, 'the predicate is false');
+    assert.deepEqual(await h.executor.deliver(bpm, null), { matched: [id] });
+    assert.deepEqual(await h.executor.deliver(event('com.example.bpm', { value: 130 }), null), { matched: [] }, 'that filter is satisfied already');
+    const temperature = event('com.example.temperature', { value: 39 });
+    assert.deepEqual(await h.executor.deliver(temperature, null), { matched: [id] });
+    const record = await h.executor.wait(id, 5000);
+    assert.equal(record.status, 'completed', JSON.stringify(record.error));
+    assert.deepEqual(record.output, [bpm, temperature]);
+    await assertReplayEqual(h, id);
+  } finally {
+    await h.close();
+  }
+});
+
+test('listen any until: events matching until end the wait and are left out; an until expression is evaluated after each event', async () => {
+  const h = harness();
+  try {
+    const consumed = `${head('until-consumed')}do:
+  - wait:
+      listen:
+        to:
+          any:
+            - with: { type: com.example.reading }
+          until:
+            one: { with: { type: com.example.done } }
+`;
+    const a = await waiting(h, consumed, {}, 'until-consumed');
+    for (const n of [1, 2]) assert.deepEqual(await h.executor.deliver(event('com.example.reading', { n }), null), { matched: [a] });
+    assert.deepEqual(await h.executor.deliver(event('com.example.done', {}), null), { matched: [a] });
+    const first = await h.executor.wait(a, 5000);
+    assert.deepEqual(first.output, [{ n: 1 }, { n: 2 }]);
+    await assertReplayEqual(h, a);
+
+    const condition = `${head('until-condition')}do:
+  - wait:
+      listen:
+        to:
+          any: []
+          until: ( . | length ) > 2
+`;
+    const b = await waiting(h, condition, {}, 'until-condition');
+    for (const n of [1, 2, 3]) assert.deepEqual(await h.executor.deliver(event('com.example.anything', { n }), null), { matched: [b] });
+    const second = await h.executor.wait(b, 5000);
+    assert.equal(second.status, 'completed', JSON.stringify(second.error));
+    assert.deepEqual(second.output, [{ n: 1 }, { n: 2 }, { n: 3 }]);
+    assert.deepEqual(second.steps['/do/0/wait>until[1]'], { ok: false });
+    assert.deepEqual(second.steps['/do/0/wait>until[2]'], { ok: true });
+    await assertReplayEqual(h, b);
+  } finally {
+    await h.close();
+  }
+});
+
+test('listen with a task timeout: no event in time faults the task with a timeout; a later event is not taken', async () => {
+  const h = harness();
+  try {
+    const document = `${head('timeout')}do:
+  - wait:
+      listen:
+        to:
+          one: { with: { type: com.example.late } }
+      timeout: { after: { milliseconds: 300 } }
+`;
+    const id = await waiting(h, document, {}, 'listen-timeout');
+    const record = await h.executor.wait(id, 5000);
+    assert.equal(record.status, 'faulted');
+    assert.equal(record.error?.status, 408);
+    assert.deepEqual(await h.executor.deliver(event('com.example.late', {}), null), { matched: [] });
+    await assertReplayEqual(h, id);
+  } finally {
+    await h.close();
+  }
+});
