@@ -23,7 +23,17 @@ export interface Harness {
   close(): Promise<void>;
 }
 
-export function harness(options: { store?: EventStore; clock?: Clock; fetch?: typeof fetch; invocations?: InvocationService; seed?: number } = {}): Harness {
+export interface HarnessOptions {
+  store?: EventStore;
+  clock?: Clock;
+  fetch?: typeof fetch;
+  invocations?: InvocationService;
+  seed?: number;
+  worker?: string;
+  leaseMs?: number;
+}
+
+export function harness(options: HarnessOptions = {}): Harness {
   const clock = options.clock ?? new SystemClock();
   const store = options.store ?? new MemoryEventStore({ clock });
   const evaluator = new JqWorkerEvaluator({ deadlineMs: 5000 });
@@ -34,6 +44,8 @@ export function harness(options: { store?: EventStore; clock?: Clock; fetch?: ty
     evaluator,
     fetch: options.fetch,
     invocations: options.invocations,
+    worker: options.worker,
+    leaseMs: options.leaseMs,
   });
   return {
     executor,

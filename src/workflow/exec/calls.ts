@@ -26,12 +26,23 @@ export async function runCall(interpreter: Interpreter, run: TaskRun): Promise<J
   const task = run.entry.task;
   const args = await interpreter.evaluateValue(`${run.at}>with`, task.with ?? {}, run.input, run.frame, { input: run.input }, run.entry.pointer);
   if (!isObject(args)) throw raise('validation', 400, 'Invalid call arguments', run.entry.pointer, 'with must be an object');
-  if (task.call === 'http') return interpreter.step(`${run.at}>http`, run.frame, 'call', () => sendHttp(interpreter, run, args));
+  if (task.call === 'http') return interpreter.step(`${run.at}>http`, run.frame, 'call', () => sendHttp(interpreter, run, args), httpRerunnable(args));
   if (task.call === contractFunction) return callContract(interpreter, run, args);
   throw raise('configuration', 400, 'Unsupported call', run.entry.pointer, `call ${JSON.stringify(task.call)} is not supported`);
 }
 
 // ── HTTP ─────────────────────────────────────────────────────────────────
+
+const idempotentMethods: ReadonlySet<string> = new Set(['GET', 'HEAD', 'OPTIONS', 'TRACE', 'PUT', 'DELETE']);
+
+/**
+ * Whether an HTTP call found started but unanswered may be made again: its method is idempotent
+ * (RFC 9110 §9.2.2) or it carries an `Idempotency-Key` header (the server dedupes it).
+ */
+export function httpRerunnable(args: JsonObject): boolean {
+  if (typeof args.method === 'string' && idempotentMethods.has(args.method.toUpperCase())) return true;
+  return isObject(args.headers) && Object.keys(args.headers).some((name) => name.toLowerCase() === 'idempotency-key');
+}
 
 /** RFC 6570 simple string expansion from the task input's top-level members. */
 function expandUri(template: string, input: JsonValue, ref: string): string {

@@ -49,6 +49,8 @@ function reflected(record: WorkflowRecord, event: WorkflowEvent): boolean {
       return record.timers[event.at]?.state !== 'armed';
     case 'fork-won':
       return Object.hasOwn(record.winners, event.at);
+    case 'call-started':
+      return record.calls[event.at]?.epoch === event.epoch;
     default:
       return false;
   }

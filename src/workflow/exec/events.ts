@@ -106,6 +106,36 @@ export interface TimerFired {
   v: 1;
   at: string;
 }
+/**
+ * The worker lease (lease.ts): the one worker that drives the instance and alone makes its
+ * external calls. Acquired by a worker (epoch + 1; a takeover commits no earlier than the
+ * previous lease's end), renewed by its holder, released on a clean shutdown.
+ */
+export interface LeaseAcquired {
+  type: 'lease-acquired';
+  v: 1;
+  worker: string;
+  epoch: number;
+  untilMs: number;
+}
+export interface LeaseRenewed {
+  type: 'lease-renewed';
+  v: 1;
+  epoch: number;
+  untilMs: number;
+}
+export interface LeaseReleased {
+  type: 'lease-released';
+  v: 1;
+  epoch: number;
+}
+/** An external call (HTTP, a contract invocation, an emitted event) is about to be made under the lease's epoch. */
+export interface CallStarted {
+  type: 'call-started';
+  v: 1;
+  at: string;
+  epoch: number;
+}
 /** The winning branch of a competing fork; every other branch of it is cancelled. */
 export interface ForkWon {
   type: 'fork-won';
@@ -141,6 +171,10 @@ export type WorkflowEvent =
   | TimerSet
   | TimerFired
   | ForkWon
+  | LeaseAcquired
+  | LeaseRenewed
+  | LeaseReleased
+  | CallStarted
   | WorkflowCompleted
   | WorkflowFaulted
   | WorkflowCancelled;
@@ -213,6 +247,10 @@ export const workflowEventSchemas = [
   event('timer-set', { at, dueAtMs: ms, purpose: { enum: ['wait', 'retry', 'task-timeout', 'workflow-timeout'] } }),
   event('timer-fired', { at }),
   event('fork-won', { at, branch: { type: 'integer', minimum: 0 } }),
+  event('lease-acquired', { worker: { type: 'string', minLength: 1, maxLength: 256 }, epoch: { type: 'integer', minimum: 1 }, untilMs: ms }),
+  event('lease-renewed', { epoch: { type: 'integer', minimum: 1 }, untilMs: ms }),
+  event('lease-released', { epoch: { type: 'integer', minimum: 1 } }),
+  event('call-started', { at, epoch: { type: 'integer', minimum: 0 } }),
   event('workflow-completed', { output: json }),
   event('workflow-faulted', { error: errorSchema }),
   event('workflow-cancelled', { reason: text }),

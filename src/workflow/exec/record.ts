@@ -10,8 +10,18 @@ import { AssertionFailure } from '../../contract/errors.js';
 import type { JsonValue } from '../../contract/json.js';
 import { appliesOnFold } from '../../events/guard.js';
 import type { Stored } from '../../kernel/types.js';
-import type { StepResult, TimerPurpose, WorkflowError, WorkflowEvent, WorkflowStarted, WorkflowTransition } from './events.js';
-import { stepInstance, stepTask, stepTimer, type InstanceState, type TaskState, type TimerState } from './machines.js';
+import type {
+  LeaseAcquired,
+  LeaseReleased,
+  LeaseRenewed,
+  StepResult,
+  TimerPurpose,
+  WorkflowError,
+  WorkflowEvent,
+  WorkflowStarted,
+  WorkflowTransition,
+} from './events.js';
+import { stepInstance, stepLease, stepTask, stepTimer, type InstanceState, type TaskState, type TimerState } from './machines.js';
 
 export interface TaskRecord {
   ref: string;
@@ -40,6 +50,19 @@ export interface ChildRecord {
   attempt: number;
 }
 
+/** The worker that drives the instance (lease.ts): it alone makes external calls while it holds the lease. */
+export interface LeaseRecord {
+  worker: string;
+  epoch: number;
+  untilMs: number;
+}
+
+/** An external call recorded as started (call-started): under which lease epoch, how many times. */
+export interface CallRecord {
+  epoch: number;
+  starts: number;
+}
+
 export interface WorkflowRecord {
   instanceId: string;
   revision: string;
@@ -54,6 +77,12 @@ export interface WorkflowRecord {
   children: Readonly<Record<string, ChildRecord>>;
   timers: Readonly<Record<string, TimerRecord>>;
   winners: Readonly<Record<string, number>>;
+  /** The current lease, null when none was taken or it was released. */
+  lease: LeaseRecord | null;
+  /** The epoch of the last lease acquired (0 before any). */
+  leaseEpoch: number;
+  /** External calls recorded as started, by step key: one without a recorded answer may have happened. */
+  calls: Readonly<Record<string, CallRecord>>;
   /** Task starts and ends counted in log order. */
   seq: number;
   output: JsonValue | null;
@@ -134,6 +163,14 @@ function applyEvent(record: WorkflowRecord, event: WorkflowEvent, atMs: number):
     case 'fork-won':
       once(record.winners, event.at, 'fork winner');
       return { ...record, winners: withEntry(record.winners, event.at, event.branch) };
+    case 'lease-acquired':
+    case 'lease-renewed':
+    case 'lease-released':
+      return applyLease(record, event);
+    case 'call-started': {
+      const starts = (record.calls[event.at]?.starts ?? 0) + 1;
+      return { ...record, calls: withEntry(record.calls, event.at, { epoch: event.epoch, starts }) };
+    }
     case 'workflow-completed':
       return { ...record, status: stepInstance(record.status, 'COMPLETE'), output: event.output, endedAtMs: atMs };
     case 'workflow-faulted':
@@ -141,6 +178,19 @@ function applyEvent(record: WorkflowRecord, event: WorkflowEvent, atMs: number):
     case 'workflow-cancelled':
       return { ...record, status: stepInstance(record.status, 'CANCEL'), endedAtMs: atMs };
   }
+}
+
+/** The lease machine asserts the step; the epochs assert the fence (a takeover is the next epoch, a renewal or release the holder's). */
+function applyLease(record: WorkflowRecord, event: LeaseAcquired | LeaseRenewed | LeaseReleased): WorkflowRecord {
+  const lease = record.lease;
+  if (event.type === 'lease-acquired') {
+    stepLease(lease ? 'held' : 'free', 'ACQUIRE');
+    if (event.epoch !== record.leaseEpoch + 1) throw new AssertionFailure(`lease epoch ${event.epoch} acquired after epoch ${record.leaseEpoch}`);
+    return { ...record, lease: { worker: event.worker, epoch: event.epoch, untilMs: event.untilMs }, leaseEpoch: event.epoch };
+  }
+  const state = stepLease(lease ? 'held' : 'free', event.type === 'lease-renewed' ? 'RENEW' : 'RELEASE');
+  if (!lease || event.epoch !== lease.epoch) throw new AssertionFailure(`${event.type} for epoch ${event.epoch}, the lease is at ${lease?.epoch ?? 'none'}`);
+  return { ...record, lease: state === 'held' && event.type === 'lease-renewed' ? { ...lease, untilMs: event.untilMs } : null };
 }
 
 function created(stored: Stored<WorkflowTransition>): WorkflowRecord {
@@ -159,6 +209,9 @@ function created(stored: Stored<WorkflowTransition>): WorkflowRecord {
     children: {},
     timers: {},
     winners: {},
+    lease: null,
+    leaseEpoch: 0,
+    calls: {},
     seq: 0,
     output: null,
     error: null,
