@@ -70,7 +70,7 @@ export function decideProposal(record: WorkflowRecord, proposal: Proposal, retry
 }
 
 export const taskTimeoutKey = (at: string): string => `${at}@timeout`;
-export const workflowTimeoutKey = '@workflow-timeout';
+export { workflowTimeoutKey } from './record.js';
 
 export function timeoutError(instance: string, what: string): WorkflowError {
   return { type: errorTypes.timeout, status: 408, title: 'Timeout', detail: `${what} timed out`, instance };

@@ -36,8 +36,13 @@ export interface WorkflowStarted {
   bundleDigest: string;
   document: JsonValue;
   input: JsonValue;
-  /** The workflow's deadline (`timeout.after` from the start), or null. */
-  deadlineMs: number | null;
+  /**
+   * The workflow's timeout (`timeout.after`), or null: its deadline counts from the instant the
+   * store committed this event — the instance's startedAtMs — and is derived in the record.
+   */
+  timeoutMs?: number | null;
+  /** Logs written before timeoutMs: the deadline as the start decided it (from its decision instant). */
+  deadlineMs?: number | null;
 }
 
 /** `at` names a task execution: its JSON Pointer and the frame (loop index, retry attempt, branch) it ran in. */
@@ -219,17 +224,29 @@ function event(type: string, properties: Record<string, object>) {
   };
 }
 
+/** workflow-started: timeoutMs (or, in older logs, deadlineMs) — the one or the other. */
+function startedSchema(schema: ReturnType<typeof event>) {
+  return {
+    ...schema,
+    required: schema.required.filter((name) => name !== 'timeoutMs' && name !== 'deadlineMs'),
+    oneOf: [{ required: ['timeoutMs'] }, { required: ['deadlineMs'] }],
+  };
+}
+
 export const workflowEventSchemas = [
-  event('workflow-started', {
-    instanceId: { type: 'string', pattern: '^wf[0-9a-f]{64}$' },
-    principalId: { type: 'string', minLength: 1, maxLength: 256 },
-    invocationKey: { type: 'string', maxLength: 256 },
-    workflowName: { type: 'string', minLength: 1, maxLength: 256 },
-    bundleDigest: { type: 'string', pattern: '^sha256:[0-9a-f]{64}$' },
-    document: { type: 'object' },
-    input: json,
-    deadlineMs: { anyOf: [{ type: 'null' }, ms] },
-  }),
+  startedSchema(
+    event('workflow-started', {
+      instanceId: { type: 'string', pattern: '^wf[0-9a-f]{64}$' },
+      principalId: { type: 'string', minLength: 1, maxLength: 256 },
+      invocationKey: { type: 'string', maxLength: 256 },
+      workflowName: { type: 'string', minLength: 1, maxLength: 256 },
+      bundleDigest: { type: 'string', pattern: '^sha256:[0-9a-f]{64}$' },
+      document: { type: 'object' },
+      input: json,
+      timeoutMs: { anyOf: [{ type: 'null' }, { type: 'integer', minimum: 0, maximum: Number.MAX_SAFE_INTEGER }] },
+      deadlineMs: { anyOf: [{ type: 'null' }, ms] },
+    }),
+  ),
   event('task-started', { at, ref: at, name: { type: 'string', maxLength: 256 }, input: json }),
   event('task-completed', { at, output: json }),
   event('task-faulted', { at, error: errorSchema }),

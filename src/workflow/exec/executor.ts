@@ -15,7 +15,7 @@ import type { Random } from '../../runtime/random.js';
 import type { InvocationService } from '../../runtime/service.js';
 import { workflowInstanceId } from '../ids.js';
 import { workflowAggregate } from './aggregate.js';
-import { decideCancel, decideDue, decideProposal, workflowTimeoutKey, type Proposal } from './decide.js';
+import { decideCancel, decideDue, decideProposal, type Proposal } from './decide.js';
 import { checkDocument, isObject, timeoutMsOf } from './document.js';
 import { workflowTransitionProblem, type WorkflowEvent, type WorkflowTransition } from './events.js';
 import { Interpreter } from './interpreter.js';
@@ -107,11 +107,10 @@ export class WorkflowExecutor {
     const workflowName = checkDocument(request.document);
     const bundleDigest = request.bundleDigest ?? `sha256:${sha256Hex(canonicalJson(request.document))}`;
     const instanceId = workflowInstanceId(request.principalId, bundleDigest, workflowName, request.invocationKey);
-    const nowMs = this.options.clock.nowMs();
     const declared = isObject(request.document) ? request.document.timeout : undefined;
     const timeout = timeoutMsOf(request.document, declared);
     if (declared !== undefined && timeout === undefined) throw invalidInput('/timeout: not a timeout ({after: duration} or a name in use.timeouts)');
-    const deadlineMs = timeout === undefined ? null : nowMs + timeout;
+    // The deadline counts from the start's commit instant (the record's startedAtMs), which the store decides.
     const events: WorkflowEvent[] = [
       {
         type: 'workflow-started',
@@ -123,10 +122,9 @@ export class WorkflowExecutor {
         bundleDigest,
         document: request.document,
         input: request.input,
-        deadlineMs,
+        timeoutMs: timeout ?? null,
       },
     ];
-    if (deadlineMs !== null) events.push({ type: 'timer-set', v: 1, at: workflowTimeoutKey, dueAtMs: deadlineMs, purpose: 'workflow-timeout' });
     const transition: WorkflowTransition = {
       events,
       timeGuard: { notBeforeMs: Number.MIN_SAFE_INTEGER, notAfterMs: Number.MAX_SAFE_INTEGER },

@@ -67,7 +67,8 @@ export interface WorkflowRecord {
   instanceId: string;
   revision: string;
   status: InstanceState;
-  started: Omit<WorkflowStarted, 'type' | 'v'>;
+  /** The start; `deadlineMs` is startedAtMs + timeoutMs (the store's commit instant of the start), or null. */
+  started: Omit<WorkflowStarted, 'type' | 'v' | 'deadlineMs'> & { deadlineMs: number | null };
   startedAtMs: number;
   /** committedAtMs of the last applied transition (the guard-on-fold rule). */
   lastAppliedAtMs: number;
@@ -89,6 +90,9 @@ export interface WorkflowRecord {
   error: WorkflowError | null;
   endedAtMs: number | null;
 }
+
+/** The workflow timeout's timer: armed by the start itself, at startedAtMs + timeoutMs. */
+export const workflowTimeoutKey = '@workflow-timeout';
 
 const withEntry = <V>(map: Readonly<Record<string, V>>, key: string, value: V): Record<string, V> => ({ ...map, [key]: value });
 
@@ -196,7 +200,14 @@ function applyLease(record: WorkflowRecord, event: LeaseAcquired | LeaseRenewed 
 function created(stored: Stored<WorkflowTransition>): WorkflowRecord {
   const [first, ...rest] = stored.transition.events;
   if (first?.type !== 'workflow-started') throw new AssertionFailure('a workflow stream begins with workflow-started');
-  const { type: _type, v: _v, ...started } = first;
+  const { type: _type, v: _v, ...fields } = first;
+  // The deadline counts from the commit instant, the instance's startedAtMs (older logs: as recorded).
+  const deadlineMs = typeof first.timeoutMs === 'number' ? stored.committedAtMs + first.timeoutMs : (first.deadlineMs ?? null);
+  const started = { ...fields, deadlineMs };
+  const timers: Record<string, TimerRecord> =
+    typeof first.timeoutMs === 'number' && deadlineMs !== null
+      ? { [workflowTimeoutKey]: { dueAtMs: deadlineMs, purpose: 'workflow-timeout', state: stepTimer('idle', 'SET') } }
+      : {};
   const record: WorkflowRecord = {
     instanceId: first.instanceId,
     revision: stored.revision,
@@ -207,7 +218,7 @@ function created(stored: Stored<WorkflowTransition>): WorkflowRecord {
     tasks: {},
     steps: {},
     children: {},
-    timers: {},
+    timers,
     winners: {},
     lease: null,
     leaseEpoch: 0,
