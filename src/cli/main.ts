@@ -9,7 +9,7 @@ import { addWorkflowDslCommands } from './commands/workflow-dsl.js';
 import { exitCodeOfError, exitCodes } from './exit-codes.js';
 import { processIo, type CliIo } from './io.js';
 import { packageVersion } from './version.js';
-import { addWorkflowRunCommand } from './commands/workflow-run.js';
+import { addWorkflowInspectCommand, addWorkflowRunCommand } from './commands/workflow-run.js';
 
 // Each command's module is imported when that command runs: `convoke peer` never loads Fastify,
 // `convoke canonicalize` never loads NATS, and `--help` loads neither.
@@ -45,6 +45,7 @@ export function buildProgram(io: CliIo, setExit: (code: number) => void): Comman
   addStoreCommands(program, io, setExit);
   addWorkflowDslCommands(program, io, setExit);
   addWorkflowRunCommand(program, io, setExit);
+  addWorkflowInspectCommand(program, io, setExit);
   return program;
 }
 

@@ -21,6 +21,7 @@ import { OperationNotFound } from '../../runtime/errors.js';
 import type { CliIo } from '../io.js';
 import { describeEvent } from '../describe.js';
 import { fitText, heading, renderTable, widthOf } from '../table.js';
+import { isWorkflowInstanceId } from '../../workflow/ids.js';
 
 /**
  * Opens an existing store for an operator tool: a missing SQLite file is an error (never
@@ -100,6 +101,7 @@ async function readExistingLog(store: EventStore, operationId: string): Promise<
 }
 
 export async function inspectCommand(typedId: string, options: { store: string; json: boolean }, io: CliIo): Promise<number> {
+  if (isWorkflowInstanceId(typedId)) return (await import('./workflow-ops.js')).workflowInspectCommand(typedId, options, io, withStore);
   parseTypedId(typedId);
   return withStore(options.store, async (store) => {
     const operationId = await resolveOperationId(store, typedId);
@@ -268,6 +270,8 @@ export async function replayCommand(
   options: { store: string; json: boolean; fixIndex?: boolean },
   io: CliIo,
 ): Promise<number> {
+  if (operationId !== undefined && isWorkflowInstanceId(operationId))
+    return (await import('./workflow-ops.js')).workflowReplayCommand(operationId, { store: options.store, json: options.json }, io, withStore);
   if (operationId !== undefined) parseTypedId(operationId);
   return withStore(options.store, async (store) => {
     const ids: string[] = [];
