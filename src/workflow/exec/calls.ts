@@ -190,9 +190,13 @@ async function callContract(interpreter: Interpreter, run: TaskRun, raw: JsonObj
     const attempt = same.length + 1;
     const invocationKey = args.invocationKey ?? stageInvocationKey(started.invocationKey, { pointer: ref, iterations: run.frame.iterations, attempt });
     const id = operationId(started.principalId, args.contract.digest, invocationKey);
+    // The call's start goes with its binding: one transition (the step below finds it recorded).
     await interpreter.propose({
       command: 'child-bound',
-      events: [{ type: 'child-bound', v: 1, at: run.at, ref, operationId: id, invocationKey, iterations: [...run.frame.iterations], attempt }],
+      events: [
+        { type: 'child-bound', v: 1, at: run.at, ref, operationId: id, invocationKey, iterations: [...run.frame.iterations], attempt },
+        { type: 'call-started', v: 1, at: `${run.at}>invoke`, epoch: interpreter.record.lease?.epoch ?? 0 },
+      ],
     });
   }
   const child = interpreter.record.children[run.at];
