@@ -11,7 +11,7 @@ import { addContextCommands } from './commands/context.js';
 import { requireNats, requireStore, resolveConnection, type ConnectionFlags, type StoreAuth } from './connection.js';
 import { processIo, type CliIo } from './io.js';
 import { packageVersion } from './version.js';
-import { addWorkflowRunCommand } from './commands/workflow-run.js';
+import { addWorkflowInspectCommand, addWorkflowRunCommand } from './commands/workflow-run.js';
 import { addWorkflowFacadeCommands } from './commands/workflow-facade.js';
 
 // Each command's module is imported when that command runs: `convoke peer` never loads Fastify,
@@ -58,6 +58,7 @@ export function buildProgram(io: CliIo, setExit: (code: number) => void): Comman
   addWorkflowDslCommands(program, io, setExit);
   addWorkflowRunCommand(program, io, setExit);
   addWorkflowFacadeCommands(program, io, setExit);
+  addWorkflowInspectCommand(program, io, setExit);
   return program;
 }
 

@@ -38,8 +38,9 @@ export class CrashChild {
     this.exited = new Promise((resolve) => child.once('exit', (code, signal) => (this.notify(), resolve({ code, signal }))));
   }
 
-  static start(args: string[]): CrashChild {
-    const entry = join(here, compiled ? 'crash-child.js' : 'crash-child.ts');
+  /** Runs `name` (a module of test/support, by default crash-child) with args. */
+  static start(args: string[], name = 'crash-child'): CrashChild {
+    const entry = join(here, compiled ? `${name}.js` : `${name}.ts`);
     const execArgv = compiled ? [] : ['--import', 'tsx'];
     return new CrashChild(spawn(process.execPath, [...execArgv, entry, ...args], { cwd: root, stdio: ['ignore', 'pipe', 'pipe'] }));
   }

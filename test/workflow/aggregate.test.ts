@@ -16,7 +16,11 @@ import {
   instanceEvents,
   instanceMachine,
   instanceStates,
+  leaseEvents,
+  leaseMachine,
+  leaseStates,
   stepInstance,
+  stepLease,
   stepTask,
   stepTimer,
   taskEvents,
@@ -49,6 +53,24 @@ const stored = (revision: number, events: WorkflowEvent[], committedAtMs = 1000 
   transition: { events, timeGuard, causation: { command: 'test' } },
 });
 
+test('the lease: a takeover is the next epoch; a renewal or release names the current one', () => {
+  const acquired = (epoch: number, worker = 'w1'): WorkflowEvent => ({ type: 'lease-acquired', v: 1, worker, epoch, untilMs: 5000 });
+  const record = foldWorkflow([stored(1, [started]), stored(2, [acquired(1)]), stored(3, [{ type: 'lease-renewed', v: 1, epoch: 1, untilMs: 6000 }])])!;
+  assert.deepEqual(record.lease, { worker: 'w1', epoch: 1, untilMs: 6000 });
+  const taken = applyWorkflow(record, stored(4, [acquired(2, 'w2')]))!;
+  assert.deepEqual(taken.lease, { worker: 'w2', epoch: 2, untilMs: 5000 });
+  assert.throws(() => applyWorkflow(record, stored(4, [acquired(1, 'w2')])), AssertionFailure, 'an epoch taken twice');
+  assert.throws(() => applyWorkflow(taken, stored(5, [{ type: 'lease-renewed', v: 1, epoch: 1, untilMs: 9000 }])), AssertionFailure);
+  const released = applyWorkflow(taken, stored(5, [{ type: 'lease-released', v: 1, epoch: 2 }]))!;
+  assert.equal(released.lease, null);
+  assert.throws(
+    () => applyWorkflow(released, stored(6, [{ type: 'lease-renewed', v: 1, epoch: 2, untilMs: 9000 }])),
+    AssertionFailure,
+    'no renewal of a free lease',
+  );
+  assert.equal(applyWorkflow(released, stored(6, [acquired(3, 'w1')]))!.leaseEpoch, 3);
+});
+
 function base(): WorkflowRecord {
   return foldWorkflow([stored(1, [started]), stored(2, [{ type: 'task-started', v: 1, at: '/do/0/a', ref: '/do/0/a', name: 'a', input: {} }])])!;
 }
@@ -58,6 +80,7 @@ test('the derived tables take exactly the steps the XState machines take', () =>
     [instanceMachine, instanceStates, instanceEvents, stepInstance],
     [taskMachine, taskStates, taskEvents, stepTask],
     [timerMachine, timerStates, timerEvents, stepTimer],
+    [leaseMachine, leaseStates, leaseEvents, stepLease],
   ] as const;
   for (const [machine, states, events, step] of cases) {
     for (const state of states) {

@@ -11,6 +11,7 @@ import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
+import { MemoryEventStore } from '../../src/adapters/store/memory.js';
 import { SqliteEventStore } from '../../src/adapters/store/sqlite.js';
 import { SystemClock } from '../../src/contract/clock.js';
 import { AdapterError } from '../../src/contract/errors.js';
@@ -200,12 +201,36 @@ test('a task timeout faults the task with a timeout error (408) that try/catch c
     );
     assert.equal(whole.status, 'faulted');
     assert.equal(whole.error?.status, 408);
-    // The deadline is the start's decision instant + 150 ms (recorded in workflow-started); the
-    // start commits at or after that instant, so the fault is due no later than 150 ms after the
-    // recorded start, and never commits before the deadline.
+    // The deadline counts from the start's commit instant, the instance's startedAtMs.
     const deadlineMs = whole.started.deadlineMs!;
-    assert.ok(deadlineMs - whole.startedAtMs <= 150 && deadlineMs > whole.startedAtMs - 1_000, `deadline ${deadlineMs}, started ${whole.startedAtMs}`);
+    assert.equal(deadlineMs - whole.startedAtMs, 150, `deadline ${deadlineMs}, started ${whole.startedAtMs}`);
     assert.ok(whole.endedAtMs! >= deadlineMs, `faulted at ${whole.endedAtMs}, before the deadline ${deadlineMs}`);
+  } finally {
+    await h.close();
+  }
+});
+
+test('the workflow timeout counts from the start commit instant (startedAtMs), even when the store clock is behind the worker', async () => {
+  const system = new SystemClock();
+  const lagMs = 1000;
+  // The store's clock (its serialization instants) is a second behind the worker's.
+  const storeClock = { nowMs: () => system.nowMs() - lagMs, at: (atMs: number, fn: () => void) => system.at(atMs + lagMs, fn) };
+  const h = harness({ store: new MemoryEventStore({ clock: storeClock }), clock: system });
+  try {
+    const record = await runToEnd(
+      h,
+      yaml(`${head('lagging')}timeout: { after: { milliseconds: 150 } }\ndo:\n  - slow:\n      wait: { seconds: 30 }\n`),
+      {},
+      'lag',
+    );
+    assert.equal(record.status, 'faulted');
+    assert.equal(record.error?.status, 408);
+    assert.equal(record.started.deadlineMs, record.startedAtMs + 150, 'deadline = startedAtMs + timeout');
+    assert.ok(record.endedAtMs! >= record.startedAtMs + 150, 'not before the deadline');
+    assert.ok(
+      record.endedAtMs! < record.startedAtMs + lagMs,
+      `faulted ${record.endedAtMs! - record.startedAtMs} ms after the start: near its timeout, not after the clocks' lag`,
+    );
   } finally {
     await h.close();
   }

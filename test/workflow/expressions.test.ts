@@ -5,6 +5,8 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { isAdapterError } from '../../src/contract/errors.js';
+import { JqWorkerEvaluator, pathValue } from '../../src/workflow/exec/jq.js';
+import type { JsonValue } from '../../src/contract/json.js';
 import { checkDeterministicJq, checkDeterministicText, embeddedExpressions, nondeterministicJq, refusedInJq } from '../../src/workflow/dsl/expressions.js';
 
 test('each refused builtin is found in code, alone or in a pipe', () => {
@@ -68,4 +70,36 @@ test('a refusal is invalid-input naming the pointer and the builtin', () => {
     (e: unknown) => isAdapterError(e) && (e.description ?? '').includes('"input"'),
   );
   assert.doesNotThrow(() => checkDeterministicJq('.customer.age < 18', '/if'));
+});
+
+test('a plain path program is answered without the worker, exactly as jq answers it; anything else goes to jq', async () => {
+  const jq = new JqWorkerEvaluator({ deadlineMs: 5000 });
+  try {
+    const answered: [string, JsonValue][] = [
+      [' .doc ', { doc: 'x' }],
+      ['.a.b', { a: { b: [1, 2] } }],
+      ['.a.b', { a: null }],
+      ['.missing', { a: 1 }],
+      ['.a', null],
+      ['.a.b.c', { a: {} }],
+      ['.__proto__', {}],
+    ];
+    for (const [query, input] of answered) {
+      const direct = pathValue(query, input);
+      assert.notEqual(direct, undefined, `${query} is answered directly`);
+      assert.deepEqual(direct, await jq.evaluate(`${query} | . as $x | $x`, input, {}), `${query} on ${JSON.stringify(input)} as jq answers it`);
+    }
+    for (const [query, input] of [
+      ['.a', [1]],
+      ['.a', 'text'],
+      ['.a.b', { a: 3 }],
+      ['.a | .b', { a: { b: 1 } }],
+      ['.[0]', [1]],
+      ['.a?', 1],
+      ['$x', {}],
+    ] as [string, JsonValue][])
+      assert.equal(pathValue(query, input), undefined, `${query} on ${JSON.stringify(input)} goes to jq`);
+  } finally {
+    await jq.close();
+  }
 });

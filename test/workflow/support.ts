@@ -31,6 +31,8 @@ export interface HarnessOptions {
   invocations?: ContractCalls;
   seed?: number;
   events?: CloudEventSink;
+  worker?: string;
+  leaseMs?: number;
 }
 
 export function harness(options: HarnessOptions = {}): Harness {
@@ -45,6 +47,8 @@ export function harness(options: HarnessOptions = {}): Harness {
     fetch: options.fetch,
     invocations: options.invocations,
     events: options.events,
+    worker: options.worker,
+    leaseMs: options.leaseMs,
   });
   return {
     executor,

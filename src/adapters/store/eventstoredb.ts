@@ -71,7 +71,7 @@ export interface EventStoreDbOptions {
   connectionString?: string;
   /** An existing client (left open on close). */
   client?: EventStoreDBClient;
-  /** Default 'convoke': streams `<prefix>-op-<id>`, `<prefix>-tomb-<id>`, `<prefix>-admissions`. */
+  /** Default 'convoke': streams `<prefix>-op-<id>`, `<prefix>-wf-<instanceId>`, `<prefix>-tomb-<id>`, `<prefix>-admissions`. */
   streamPrefix?: string;
   limits?: Partial<StoreLimits>;
   /** gRPC deadline per call before answering `unavailable`. */
@@ -227,13 +227,14 @@ export class EventStoreDbStore implements EventStore {
 
   async follow(listener: AppendListener): Promise<{ close(): Promise<void> }> {
     if (this.closed) throw unavailable('store is closed');
-    const opPrefix = `${this.prefix}-op-`;
-    const subscription = this.client.subscribeToAll({ fromPosition: END, filter: streamNameFilter({ prefixes: [opPrefix] }) });
+    const prefixes = [`${this.prefix}-op-`, `${this.prefix}-wf-`];
+    const subscription = this.client.subscribeToAll({ fromPosition: END, filter: streamNameFilter({ prefixes }) });
     subscription.on('data', (resolved: AllStreamResolvedEvent) => {
       const event = resolved.event;
-      if (!event || !event.streamId.startsWith(opPrefix)) return;
+      const prefix = event && prefixes.find((candidate) => event.streamId.startsWith(candidate));
+      if (!event || prefix === undefined) return;
       const stored = storedOf(event as RecordedEvent);
-      if (!isStoreFailure(stored)) notifyAll([listener], event.streamId.slice(opPrefix.length), stored);
+      if (!isStoreFailure(stored)) notifyAll([listener], event.streamId.slice(prefix.length), stored);
     });
     subscription.on('error', () => undefined); // A dropped subscription ends the follow; tail re-follows.
     // Resolve only once the server confirmed the subscription: an append made after follow()
@@ -274,8 +275,9 @@ export class EventStoreDbStore implements EventStore {
 
   // -------------------------------------------------------------------------------------------
 
+  /** An operation's stream, or a workflow instance's (`wf…` ids): `<prefix>-wf-<instanceId>`, beside operations. */
   private opStream(operationId: string): string {
-    return `${this.prefix}-op-${operationId}`;
+    return `${this.prefix}-${streamFamily(operationId)}-${operationId}`;
   }
 
   private tombStream(operationId: string): string {
@@ -306,7 +308,8 @@ export class EventStoreDbStore implements EventStore {
       if (!(error instanceof WrongExpectedVersionError)) throw error;
       return this.rejected(operationId, String(expected), write);
     }
-    if (expected === NO_STREAM) await this.countAdmission(operationId);
+    // The admissions index lists operations only (operationIds()); workflow instances are not counted in it.
+    if (expected === NO_STREAM && streamFamily(operationId) === 'op') await this.countAdmission(operationId);
     return this.answerStored(operationId, revision, known, write);
   }
 
@@ -329,7 +332,7 @@ export class EventStoreDbStore implements EventStore {
     }
     const outcome = answerStoredAt(this.fold, operationId, Number(revision), stored.committedAtMs, before, transition.timeGuard);
     // Stored either way (applied, or void on fold): the index row follows the log.
-    if (outcome.kind === 'ok' || outcome.kind === 'expired') {
+    if ((outcome.kind === 'ok' || outcome.kind === 'expired') && streamFamily(operationId) === 'op') {
       // The written transition itself beside the stored instant: the committing side folds that object.
       const written = { revision: stored.revision, committedAtMs: stored.committedAtMs, transition };
       await this.index.appended(operationId, before.revision < 0 ? undefined : String(before.revision), written, write.after);
@@ -442,4 +445,9 @@ export class EventStoreDbStore implements EventStore {
     }
     return ids;
   }
+}
+
+/** Workflow instance streams (`wf…` ids) have their own stream name family; every other stream is an operation's. */
+function streamFamily(streamId: string): 'op' | 'wf' {
+  return /^wf[0-9a-f]{64}$/.test(streamId) ? 'wf' : 'op';
 }

@@ -23,6 +23,7 @@ import type { StoreAuth } from '../connection.js';
 import { readPassword } from '../secrets.js';
 import { describeEvent } from '../describe.js';
 import { fitText, heading, renderTable, widthOf } from '../table.js';
+import { isWorkflowInstanceId } from '../../workflow/ids.js';
 
 /** A store command's store: its URL and, from a context, the user and password it logs in with. */
 export interface StoreOptions {
@@ -114,6 +115,7 @@ async function readExistingLog(store: EventStore, operationId: string): Promise<
 }
 
 export async function inspectCommand(typedId: string, options: StoreOptions & { json: boolean }, io: CliIo): Promise<number> {
+  if (isWorkflowInstanceId(typedId)) return (await import('./workflow-ops.js')).workflowInspectCommand(typedId, options, io, withStore);
   parseTypedId(typedId);
   return withStore(options, async (store) => {
     const operationId = await resolveOperationId(store, typedId);
@@ -283,6 +285,8 @@ export async function replayCommand(
   options: StoreOptions & { json: boolean; fixIndex?: boolean },
   io: CliIo,
 ): Promise<number> {
+  if (operationId !== undefined && isWorkflowInstanceId(operationId))
+    return (await import('./workflow-ops.js')).workflowReplayCommand(operationId, { store: options.store, json: options.json }, io, withStore);
   if (operationId !== undefined) parseTypedId(operationId);
   return withStore(options, async (store) => {
     const ids: string[] = [];

@@ -12,6 +12,7 @@ import type { Command } from 'commander';
 import { isAdapterError, invalidInput } from '../../contract/errors.js';
 import type { CliIo } from '../io.js';
 import { exitCodeOfError, exitCodes } from '../exit-codes.js';
+import { isWorkflowInstanceId } from '../../workflow/ids.js';
 
 export interface WorkflowRunOptions {
   input: string;
@@ -154,4 +155,20 @@ export function addWorkflowRunCommand(program: Command, io: CliIo, setExit: (cod
         ),
       ),
     );
+}
+
+/** `convoke workflow inspect ID --store URL`: the same as `convoke inspect wf…`. */
+export function addWorkflowInspectCommand(program: Command, io: CliIo, setExit: (code: number) => void): void {
+  const workflow =
+    program.commands.find((command) => command.name() === 'workflow') ?? program.command('workflow').description('Serverless Workflow 1.0.3 documents');
+  workflow
+    .command('inspect')
+    .argument('<instanceId>', 'workflow instance id (wf…)')
+    .requiredOption('--store <url>', 'store URL: sqlite:PATH, jetstream:nats://HOST:PORT')
+    .option('--json', 'machine-readable output', false)
+    .description("show a workflow instance's stored transitions (guard, applied or void), its record, and whether it replays through the machines")
+    .action(async (instanceId: string, o) => {
+      if (!isWorkflowInstanceId(instanceId)) throw invalidInput(`not a workflow instance id: ${JSON.stringify(instanceId.slice(0, 80))}`);
+      setExit(await (await import('./ops.js')).inspectCommand(instanceId, { store: o.store, json: o.json }, io));
+    });
 }

@@ -26,12 +26,23 @@ export async function runCall(interpreter: Interpreter, run: TaskRun): Promise<J
   const task = run.entry.task;
   const args = await interpreter.evaluateValue(`${run.at}>with`, task.with ?? {}, run.input, run.frame, { input: run.input }, run.entry.pointer);
   if (!isObject(args)) throw raise('validation', 400, 'Invalid call arguments', run.entry.pointer, 'with must be an object');
-  if (task.call === 'http') return interpreter.step(`${run.at}>http`, run.frame, 'call', () => sendHttp(interpreter, run, args));
+  if (task.call === 'http') return interpreter.step(`${run.at}>http`, run.frame, 'call', () => sendHttp(interpreter, run, args), httpRerunnable(args));
   if (task.call === contractFunction) return callContract(interpreter, run, args);
   throw raise('configuration', 400, 'Unsupported call', run.entry.pointer, `call ${JSON.stringify(task.call)} is not supported`);
 }
 
 // ── HTTP ─────────────────────────────────────────────────────────────────
+
+const idempotentMethods: ReadonlySet<string> = new Set(['GET', 'HEAD', 'OPTIONS', 'TRACE', 'PUT', 'DELETE']);
+
+/**
+ * Whether an HTTP call found started but unanswered may be made again: its method is idempotent
+ * (RFC 9110 §9.2.2) or it carries an `Idempotency-Key` header (the server dedupes it).
+ */
+export function httpRerunnable(args: JsonObject): boolean {
+  if (typeof args.method === 'string' && idempotentMethods.has(args.method.toUpperCase())) return true;
+  return isObject(args.headers) && Object.keys(args.headers).some((name) => name.toLowerCase() === 'idempotency-key');
+}
 
 /** RFC 6570 simple string expansion from the task input's top-level members. */
 function expandUri(template: string, input: JsonValue, ref: string): string {
@@ -179,9 +190,13 @@ async function callContract(interpreter: Interpreter, run: TaskRun, raw: JsonObj
     const attempt = same.length + 1;
     const invocationKey = args.invocationKey ?? stageInvocationKey(started.invocationKey, { pointer: ref, iterations: run.frame.iterations, attempt });
     const id = operationId(started.principalId, args.contract.digest, invocationKey);
+    // The call's start goes with its binding: one transition (the step below finds it recorded).
     await interpreter.propose({
       command: 'child-bound',
-      events: [{ type: 'child-bound', v: 1, at: run.at, ref, operationId: id, invocationKey, iterations: [...run.frame.iterations], attempt }],
+      events: [
+        { type: 'child-bound', v: 1, at: run.at, ref, operationId: id, invocationKey, iterations: [...run.frame.iterations], attempt },
+        { type: 'call-started', v: 1, at: `${run.at}>invoke`, epoch: interpreter.record.lease?.epoch ?? 0 },
+      ],
     });
   }
   const child = interpreter.record.children[run.at];

@@ -53,6 +53,8 @@ function reflected(record: WorkflowRecord, event: WorkflowEvent): boolean {
       return Object.hasOwn(record.listens, event.at);
     case 'child-disposed':
       return record.children[event.at]?.disposition !== undefined;
+    case 'call-started':
+      return record.calls[event.at]?.epoch === event.epoch;
     default:
       return false;
   }
@@ -72,7 +74,7 @@ export function decideProposal(record: WorkflowRecord, proposal: Proposal, retry
 }
 
 export const taskTimeoutKey = (at: string): string => `${at}@timeout`;
-export const workflowTimeoutKey = '@workflow-timeout';
+export { workflowTimeoutKey } from './record.js';
 
 export function timeoutError(instance: string, what: string): WorkflowError {
   return { type: errorTypes.timeout, status: 408, title: 'Timeout', detail: `${what} timed out`, instance };

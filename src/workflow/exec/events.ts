@@ -36,8 +36,13 @@ export interface WorkflowStarted {
   bundleDigest: string;
   document: JsonValue;
   input: JsonValue;
-  /** The workflow's deadline (`timeout.after` from the start), or null. */
-  deadlineMs: number | null;
+  /**
+   * The workflow's timeout (`timeout.after`), or null: its deadline counts from the instant the
+   * store committed this event — the instance's startedAtMs — and is derived in the record.
+   */
+  timeoutMs?: number | null;
+  /** Logs written before timeoutMs: the deadline as the start decided it (from its decision instant). */
+  deadlineMs?: number | null;
 }
 
 /** `at` names a task execution: its JSON Pointer and the frame (loop index, retry attempt, branch) it ran in. */
@@ -105,6 +110,36 @@ export interface TimerFired {
   type: 'timer-fired';
   v: 1;
   at: string;
+}
+/**
+ * The worker lease (lease.ts): the one worker that drives the instance and alone makes its
+ * external calls. Acquired by a worker (epoch + 1; a takeover commits no earlier than the
+ * previous lease's end), renewed by its holder, released on a clean shutdown.
+ */
+export interface LeaseAcquired {
+  type: 'lease-acquired';
+  v: 1;
+  worker: string;
+  epoch: number;
+  untilMs: number;
+}
+export interface LeaseRenewed {
+  type: 'lease-renewed';
+  v: 1;
+  epoch: number;
+  untilMs: number;
+}
+export interface LeaseReleased {
+  type: 'lease-released';
+  v: 1;
+  epoch: number;
+}
+/** An external call (HTTP, a contract invocation, an emitted event) is about to be made under the lease's epoch. */
+export interface CallStarted {
+  type: 'call-started';
+  v: 1;
+  at: string;
+  epoch: number;
 }
 /** The winning branch of a competing fork; every other branch of it is cancelled. */
 export interface ForkWon {
@@ -183,6 +218,10 @@ export type WorkflowEvent =
   | ChildDisposed
   | ListenStarted
   | ListenEventReceived
+  | LeaseAcquired
+  | LeaseRenewed
+  | LeaseReleased
+  | CallStarted
   | WorkflowCompleted
   | WorkflowFaulted
   | WorkflowCancelled;
@@ -227,17 +266,29 @@ function event(type: string, properties: Record<string, object>) {
   };
 }
 
+/** workflow-started: timeoutMs (or, in older logs, deadlineMs) — the one or the other. */
+function startedSchema(schema: ReturnType<typeof event>) {
+  return {
+    ...schema,
+    required: schema.required.filter((name) => name !== 'timeoutMs' && name !== 'deadlineMs'),
+    oneOf: [{ required: ['timeoutMs'] }, { required: ['deadlineMs'] }],
+  };
+}
+
 export const workflowEventSchemas = [
-  event('workflow-started', {
-    instanceId: { type: 'string', pattern: '^wf[0-9a-f]{64}$' },
-    principalId: { type: 'string', minLength: 1, maxLength: 256 },
-    invocationKey: { type: 'string', maxLength: 256 },
-    workflowName: { type: 'string', minLength: 1, maxLength: 256 },
-    bundleDigest: { type: 'string', pattern: '^sha256:[0-9a-f]{64}$' },
-    document: { type: 'object' },
-    input: json,
-    deadlineMs: { anyOf: [{ type: 'null' }, ms] },
-  }),
+  startedSchema(
+    event('workflow-started', {
+      instanceId: { type: 'string', pattern: '^wf[0-9a-f]{64}$' },
+      principalId: { type: 'string', minLength: 1, maxLength: 256 },
+      invocationKey: { type: 'string', maxLength: 256 },
+      workflowName: { type: 'string', minLength: 1, maxLength: 256 },
+      bundleDigest: { type: 'string', pattern: '^sha256:[0-9a-f]{64}$' },
+      document: { type: 'object' },
+      input: json,
+      timeoutMs: { anyOf: [{ type: 'null' }, { type: 'integer', minimum: 0, maximum: Number.MAX_SAFE_INTEGER }] },
+      deadlineMs: { anyOf: [{ type: 'null' }, ms] },
+    }),
+  ),
   event('task-started', { at, ref: at, name: { type: 'string', maxLength: 256 }, input: json }),
   event('task-completed', { at, output: json }),
   event('task-faulted', { at, error: errorSchema }),
@@ -270,6 +321,10 @@ export const workflowEventSchemas = [
     filter: { type: 'integer', minimum: 0 },
     correlation: { type: 'object' },
   }),
+  event('lease-acquired', { worker: { type: 'string', minLength: 1, maxLength: 256 }, epoch: { type: 'integer', minimum: 1 }, untilMs: ms }),
+  event('lease-renewed', { epoch: { type: 'integer', minimum: 1 }, untilMs: ms }),
+  event('lease-released', { epoch: { type: 'integer', minimum: 1 } }),
+  event('call-started', { at, epoch: { type: 'integer', minimum: 0 } }),
   event('workflow-completed', { output: json }),
   event('workflow-faulted', { error: errorSchema }),
   event('workflow-cancelled', { reason: text }),

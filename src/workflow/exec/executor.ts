@@ -6,7 +6,8 @@
  * resumes any running instance it loads — on restart, or on another worker sharing the store.
  */
 import { canonicalJson, sha256Hex } from '../../contract/canonical.js';
-import type { Clock } from '../../contract/clock.js';
+import { hostname } from 'node:os';
+import type { Clock, TimerHandle } from '../../contract/clock.js';
 import type { CloudEvent, CloudEventDelivery, CloudEventIntake, CloudEventSink } from '../../contract/cloudevents.js';
 import { AdapterError, conflict, invalidInput } from '../../contract/errors.js';
 import { jsonEquals, type JsonObject, type JsonValue } from '../../contract/json.js';
@@ -15,13 +16,14 @@ import type { Random } from '../../runtime/random.js';
 import type { ContractCalls } from './http-contracts.js';
 import { workflowInstanceId } from '../ids.js';
 import { workflowAggregate } from './aggregate.js';
-import { decideCancel, decideDue, decideProposal, workflowTimeoutKey } from './decide.js';
+import { decideCancel, decideDue, decideProposal, type Proposal } from './decide.js';
 import { checkDocument, isObject, timeoutMsOf } from './document.js';
 import { workflowTransitionProblem, type WorkflowEvent, type WorkflowTransition } from './events.js';
 import { deliverEvent } from './intake.js';
 import { Interpreter } from './interpreter.js';
 import type { ExpressionEvaluator } from './jq.js';
 import { Halted, type Journal } from './journal.js';
+import { decideAcquire, decideRelease, decideRenew, holderLease, LeaseLost } from './lease.js';
 import { foldWorkflow, type WorkflowRecord } from './record.js';
 
 export interface WorkflowExecutorOptions {
@@ -41,6 +43,10 @@ export interface WorkflowExecutorOptions {
   httpTimeoutMs?: number;
   tasksMax?: number;
   finishedCacheMax?: number;
+  /** This worker's name in the instances' leases; unique among the workers sharing the store (default: host/pid/n). */
+  worker?: string;
+  /** How long a lease lasts unless renewed (renewed every third of it): how long a takeover waits after a crash. */
+  leaseMs?: number;
 }
 
 export interface StartRequest {
@@ -56,15 +62,29 @@ type Instance = Stream<WorkflowRecord>;
 
 /** How long after an interpreter stopped on a store failure it runs the instance again. */
 const redriveDelayMs = 1000;
+/** How long after an interpreter halted (its lease lost, a step refused) it tries the lease again. */
+const haltedRedriveMs = 100;
+/** A lease held elsewhere is tried again this long after its end (the store's clock may lag a little). */
+const takeoverSlackMs = 5;
+export const defaultLeaseMs = 10_000;
+
+let workersMade = 0;
+const defaultWorker = (): string => `${hostname()}/${process.pid}/${++workersMade}`;
 
 export class WorkflowExecutor implements CloudEventIntake {
   readonly kernel: Kernel<WorkflowRecord, WorkflowTransition, Instance>;
   private readonly running = new Map<string, Promise<void>>();
   private readonly stopping = new AbortController();
   private readonly options: WorkflowExecutorOptions;
+  private readonly retries = new Map<string, TimerHandle>();
+  /** This worker's name in leases. */
+  readonly worker: string;
+  readonly leaseMs: number;
 
   constructor(options: WorkflowExecutorOptions) {
     this.options = options;
+    this.worker = options.worker ?? defaultWorker();
+    this.leaseMs = options.leaseMs ?? defaultLeaseMs;
     this.kernel = new Kernel<WorkflowRecord, WorkflowTransition, Instance>({
       aggregate: workflowAggregate,
       store: () => options.store,
@@ -91,11 +111,10 @@ export class WorkflowExecutor implements CloudEventIntake {
     const workflowName = checkDocument(request.document);
     const bundleDigest = request.bundleDigest ?? `sha256:${sha256Hex(canonicalJson(request.document))}`;
     const instanceId = workflowInstanceId(request.principalId, bundleDigest, workflowName, request.invocationKey);
-    const nowMs = this.options.clock.nowMs();
     const declared = isObject(request.document) ? request.document.timeout : undefined;
     const timeout = timeoutMsOf(request.document, declared);
     if (declared !== undefined && timeout === undefined) throw invalidInput('/timeout: not a timeout ({after: duration} or a name in use.timeouts)');
-    const deadlineMs = timeout === undefined ? null : nowMs + timeout;
+    // The deadline counts from the start's commit instant (the record's startedAtMs), which the store decides.
     const events: WorkflowEvent[] = [
       {
         type: 'workflow-started',
@@ -107,10 +126,9 @@ export class WorkflowExecutor implements CloudEventIntake {
         bundleDigest,
         document: request.document,
         input: request.input,
-        deadlineMs,
+        timeoutMs: timeout ?? null,
       },
     ];
-    if (deadlineMs !== null) events.push({ type: 'timer-set', v: 1, at: workflowTimeoutKey, dueAtMs: deadlineMs, purpose: 'workflow-timeout' });
     const transition: WorkflowTransition = {
       events,
       timeGuard: { notBeforeMs: Number.MIN_SAFE_INTEGER, notAfterMs: Number.MAX_SAFE_INTEGER },
@@ -172,11 +190,80 @@ export class WorkflowExecutor implements CloudEventIntake {
     return foldWorkflow(read.transitions);
   }
 
-  /** Runs the instance's interpreter once per process while it is running. */
+  /**
+   * Drives the instance while it runs: takes its lease (or waits for the lease held elsewhere to
+   * end) and runs its interpreter under it, one per process; after a failure or a lost lease it
+   * tries again.
+   */
   private drive(instance: Instance): void {
     if (this.stopping.signal.aborted || instance.record.status !== 'running' || this.running.has(instance.id)) return;
-    const interpreter = new Interpreter({
-      journal: this.journal(instance),
+    this.retries.get(instance.id)?.cancel();
+    this.retries.delete(instance.id);
+    const run = this.lead(instance)
+      .catch((error: unknown) => {
+        // The store refused (unavailable, too many writers): the instance is still running; try again shortly.
+        this.failures.push(error);
+        return this.options.clock.nowMs() + redriveDelayMs;
+      })
+      .then((againAtMs) => {
+        this.running.delete(instance.id);
+        if (againAtMs === undefined || this.stopping.signal.aborted || instance.record.status !== 'running') return;
+        this.retries.set(
+          instance.id,
+          this.options.clock.at(againAtMs, () => this.drive(instance)),
+        );
+      });
+    this.running.set(instance.id, run);
+  }
+
+  /** Takes the lease and runs the interpreter under it; answers when to try again (undefined: nothing left to do). */
+  private async lead(instance: Instance): Promise<number | undefined> {
+    const clock = this.options.clock;
+    const terms = { worker: this.worker, nowMs: clock.nowMs(), leaseMs: this.leaseMs };
+    // A takeover the store serialized before the old lease's end (its clock behind ours) is not retried as late: try later.
+    await this.kernel.enqueue(instance, () => this.kernel.commit(instance, (record, late) => (late ? undefined : decideAcquire(record, terms))));
+    if (instance.record.status !== 'running') return undefined;
+    const lease = instance.record.lease;
+    if (lease?.worker !== this.worker) return Math.max(lease?.untilMs ?? 0, clock.nowMs()) + takeoverSlackMs;
+    const controller = new AbortController();
+    const stop = () => controller.abort();
+    this.stopping.signal.addEventListener('abort', stop);
+    const renewal = this.renew(instance, controller);
+    try {
+      await this.interpreter(instance, lease.epoch).run(controller.signal);
+    } catch (error) {
+      if (!(error instanceof Halted)) throw error;
+    } finally {
+      renewal.cancel();
+      this.stopping.signal.removeEventListener('abort', stop);
+      controller.abort();
+    }
+    return instance.record.status === 'running' ? clock.nowMs() + haltedRedriveMs : undefined;
+  }
+
+  /** Renews the lease every third of its length while the interpreter runs; a lost lease stops the interpreter. */
+  private renew(instance: Instance, controller: AbortController): TimerHandle {
+    const clock = this.options.clock;
+    let timer: TimerHandle;
+    const tick = () => {
+      const terms = { worker: this.worker, nowMs: clock.nowMs(), leaseMs: this.leaseMs };
+      void this.kernel
+        .enqueue(instance, () => this.kernel.commit(instance, (record) => decideRenew(record, terms)))
+        .catch((error: unknown) => {
+          if (error instanceof LeaseLost) controller.abort();
+          // Any other failure: the next tick tries again; an ended lease is lost at the next append.
+        })
+        .then(() => {
+          if (!controller.signal.aborted && instance.record.status === 'running') timer = clock.at(clock.nowMs() + this.leaseMs / 3, tick);
+        });
+    };
+    timer = clock.at(clock.nowMs() + this.leaseMs / 3, tick);
+    return { cancel: () => timer.cancel() };
+  }
+
+  private interpreter(instance: Instance, epoch: number): Interpreter {
+    return new Interpreter({
+      journal: this.journal(instance, epoch),
       evaluator: this.options.evaluator,
       random: this.options.random,
       fetch: this.options.fetch ?? fetch,
@@ -187,27 +274,23 @@ export class WorkflowExecutor implements CloudEventIntake {
       events: this.options.events ?? (this.options.emit ? { publish: this.options.emit } : undefined),
       tasksMax: this.options.tasksMax ?? 10_000,
     });
-    const run = interpreter
-      .run(this.stopping.signal)
-      .catch((error: unknown) => {
-        if (error instanceof Halted) return;
-        this.failures.push(error);
-        // The store refused (unavailable, too many writers): the instance is still running; try again shortly.
-        if (!this.stopping.signal.aborted) this.options.clock.at(this.options.clock.nowMs() + redriveDelayMs, () => this.drive(instance));
-      })
-      .finally(() => this.running.delete(instance.id));
-    this.running.set(instance.id, run);
   }
 
   /** Errors that stopped an interpreter without finishing its instance; it is driven again after redriveDelayMs. */
   readonly failures: unknown[] = [];
 
-  private journal(instance: Instance): Journal {
+  /** The interpreter's view of its instance: every proposal fenced by the lease it runs under. */
+  private journal(instance: Instance, epoch: number): Journal {
     const kernel = this.kernel;
+    const worker = this.worker;
+    const fenced = (record: WorkflowRecord, proposal: Proposal, late: boolean) => {
+      if (record.status === 'running') holderLease(record, worker, epoch);
+      return decideProposal(record, proposal, late);
+    };
     return {
       record: () => instance.record,
       propose: async (proposal) => {
-        await kernel.enqueue(instance, () => kernel.commit(instance, (record, late) => decideProposal(record, proposal, late)));
+        await kernel.enqueue(instance, () => kernel.commit(instance, (record, late) => fenced(record, proposal, late)));
         return instance.record;
       },
       until: async (until, signal) => {
@@ -224,7 +307,16 @@ export class WorkflowExecutor implements CloudEventIntake {
   /** Stops the interpreters (their instances stay as recorded), the timers and the watch. */
   async close(): Promise<void> {
     this.stopping.abort();
+    for (const retry of this.retries.values()) retry.cancel();
+    this.retries.clear();
     await Promise.allSettled([...this.running.values()]);
+    await Promise.allSettled(this.kernel.held().map((instance) => this.release(instance)));
     await this.kernel.close();
+  }
+
+  /** Ends this worker's lease of a running instance, so that another worker takes it over at once. */
+  private async release(instance: Instance): Promise<void> {
+    if (instance.record.status !== 'running' || instance.record.lease?.worker !== this.worker) return;
+    await this.kernel.enqueue(instance, () => this.kernel.commit(instance, (record) => decideRelease(record, this.worker)));
   }
 }

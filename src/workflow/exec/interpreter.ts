@@ -73,23 +73,37 @@ export class Interpreter implements Interpreting {
     if (this.record.status !== 'running') throw new Halted(`workflow instance is ${this.record.status}`);
   }
 
-  /** A step's value: recorded already, or computed now and recorded before it is used. */
-  async step(at: string, frame: Frame, kind: 'expression' | 'call', compute: () => Promise<JsonValue>): Promise<JsonValue> {
+  /**
+   * A step's value: recorded already, or computed now and recorded before it is used. A call is
+   * recorded as started (under the lease's epoch) before it is made: a call found started without
+   * an answer may have happened, and is made again only when `rerun` says that is safe (a
+   * contract call under its recorded key, an emitted event under its id, an idempotent HTTP
+   * request); otherwise its answer is an `uncertain` communication error.
+   */
+  async step(at: string, frame: Frame, kind: 'expression' | 'call', compute: () => Promise<JsonValue>, rerun = true): Promise<JsonValue> {
     const recorded = this.record.steps[at];
     if (recorded) return replayed(recorded);
     this.alive(frame);
     let result: StepResult;
-    try {
-      result = { ok: await compute() };
-    } catch (error) {
-      if (!(error instanceof WorkflowRaise)) throw error;
-      result = { error: error.error };
+    if (kind === 'call' && !rerun && this.record.calls[at]) result = { error: uncertainCall(at) };
+    else {
+      if (kind === 'call') await this.propose({ command: 'call-started', events: [{ type: 'call-started', v: 1, at, epoch: this.record.lease?.epoch ?? 0 }] });
+      result = await this.computed(compute);
     }
     const type = kind === 'call' ? 'call-answered' : 'expression-evaluated';
     await this.propose({ command: type, events: [{ type, v: 1, at, result }] });
     const stored = this.record.steps[at];
     if (!stored) throw new Halted(`step ${at} was not recorded`);
     return replayed(stored);
+  }
+
+  private async computed(compute: () => Promise<JsonValue>): Promise<StepResult> {
+    try {
+      return { ok: await compute() };
+    } catch (error) {
+      if (!(error instanceof WorkflowRaise)) throw error;
+      return { error: error.error };
+    }
   }
 
   /** The variables every expression sees ($context, $workflow, $runtime, $task, the frame's). */
@@ -287,6 +301,18 @@ function faultOf(error: unknown): WorkflowError | undefined {
       instance: '/',
     };
   return undefined;
+}
+
+/** A call recorded as started, never answered, that is not safe to make again: it may or may not have happened. */
+function uncertainCall(at: string): WorkflowError {
+  const ref = at.split('>')[0] ?? at;
+  return {
+    type: 'https://serverlessworkflow.io/spec/1.0.0/errors/communication',
+    status: 503,
+    title: 'Call outcome unknown',
+    detail: `the call ${at} was started by a worker that stopped before its answer was recorded; it is not idempotent (no Idempotency-Key, method not idempotent), so it is not made again`,
+    instance: ref.replace(/[[({~].*$/, ''),
+  };
 }
 
 export function dateTime(ms: number): JsonValue {

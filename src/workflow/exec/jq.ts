@@ -21,6 +21,26 @@ export class ExpressionFailure extends Error {
   override readonly name = 'ExpressionFailure';
 }
 
+const simplePath = /^\s*((?:\.[A-Za-z_][A-Za-z0-9_]*)+)\s*$/;
+
+/**
+ * A program that is only a path of identifiers (`.a`, `.a.b`), answered without a round trip to
+ * the worker, exactly as jq answers it where that is certain: a member of an object (null when
+ * absent), null on null. Anything else — another program, a path through an array, a string or a
+ * number (a jq error) — is undefined and goes to jq.
+ */
+export function pathValue(query: string, input: JsonValue): JsonValue | undefined {
+  const match = simplePath.exec(query);
+  if (!match) return undefined;
+  let value: JsonValue = input;
+  for (const name of (match[1] as string).slice(1).split('.')) {
+    if (value === null) continue;
+    if (typeof value !== 'object' || Array.isArray(value)) return undefined;
+    value = Object.hasOwn(value, name) ? (value[name] as JsonValue) : null;
+  }
+  return value;
+}
+
 interface Pending {
   resolve: (value: JsonValue) => void;
   reject: (error: Error) => void;
@@ -37,6 +57,8 @@ export class JqWorkerEvaluator implements ExpressionEvaluator {
   constructor(private readonly options: { deadlineMs: number } = { deadlineMs: 2000 }) {}
 
   evaluate(query: string, input: JsonValue, vars: Readonly<Record<string, JsonValue>>): Promise<JsonValue> {
+    const direct = pathValue(query, input);
+    if (direct !== undefined) return Promise.resolve(direct);
     const run = this.queue.then(() => this.once(query, input, vars));
     this.queue = run.catch(() => undefined);
     return run;

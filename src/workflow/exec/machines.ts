@@ -7,6 +7,7 @@
  *   instance: running ─COMPLETE▶ completed | ─FAULT▶ faulted | ─CANCEL▶ cancelled (running takes STEP)
  *   task:     idle ─START▶ running ─COMPLETE▶ completed | ─FAULT▶ faulted | ─CANCEL▶ cancelled
  *   timer:    idle ─SET▶ armed ─FIRE▶ fired
+ *   lease:    free ─ACQUIRE▶ held ─RENEW | ACQUIRE (a takeover)▶ held ─RELEASE▶ free
  */
 import { setup } from 'xstate';
 import { deriveTable, step, type Table } from '../../machines/table.js';
@@ -53,19 +54,35 @@ export const timerMachine = setup({ types: { events: {} as { type: TimerEvent } 
   },
 });
 
+export type LeaseState = 'free' | 'held';
+export type LeaseEvent = 'ACQUIRE' | 'RENEW' | 'RELEASE';
+
+export const leaseMachine = setup({ types: { events: {} as { type: LeaseEvent } } }).createMachine({
+  id: 'workflow-lease',
+  initial: 'free',
+  states: {
+    free: { on: { ACQUIRE: { target: 'held' } } },
+    held: { on: { ACQUIRE: { target: 'held' }, RENEW: { target: 'held' }, RELEASE: { target: 'free' } } },
+  },
+});
+
 export const instanceStates: readonly InstanceState[] = ['running', 'completed', 'faulted', 'cancelled'];
 export const instanceEvents: readonly InstanceEvent[] = ['STEP', 'COMPLETE', 'FAULT', 'CANCEL'];
 export const taskStates: readonly TaskState[] = ['idle', 'running', 'completed', 'faulted', 'cancelled'];
 export const taskEvents: readonly TaskEvent[] = ['START', 'COMPLETE', 'FAULT', 'CANCEL'];
 export const timerStates: readonly TimerState[] = ['idle', 'armed', 'fired'];
 export const timerEvents: readonly TimerEvent[] = ['SET', 'FIRE'];
+export const leaseStates: readonly LeaseState[] = ['free', 'held'];
+export const leaseEvents: readonly LeaseEvent[] = ['ACQUIRE', 'RENEW', 'RELEASE'];
 
 const instanceTable: Table<InstanceState, InstanceEvent> = deriveTable(instanceMachine, instanceStates, instanceEvents);
 const taskTable: Table<TaskState, TaskEvent> = deriveTable(taskMachine, taskStates, taskEvents);
 const timerTable: Table<TimerState, TimerEvent> = deriveTable(timerMachine, timerStates, timerEvents);
+const leaseTable: Table<LeaseState, LeaseEvent> = deriveTable(leaseMachine, leaseStates, leaseEvents);
 
 export const stepInstance = (state: InstanceState, event: InstanceEvent): InstanceState => step(instanceTable, 'workflow-instance', state, event);
 export const stepTask = (state: TaskState, event: TaskEvent): TaskState => step(taskTable, 'workflow-task', state, event);
 export const stepTimer = (state: TimerState, event: TimerEvent): TimerState => step(timerTable, 'workflow-timer', state, event);
+export const stepLease = (state: LeaseState, event: LeaseEvent): LeaseState => step(leaseTable, 'workflow-lease', state, event);
 
 export const isTaskEnded = (state: TaskState): boolean => state === 'completed' || state === 'faulted' || state === 'cancelled';

@@ -16,6 +16,9 @@ import type {
   ChildDisposition,
   ListenEventReceived,
   ListenStarted,
+  LeaseAcquired,
+  LeaseReleased,
+  LeaseRenewed,
   StepResult,
   TimerPurpose,
   WorkflowError,
@@ -23,7 +26,7 @@ import type {
   WorkflowStarted,
   WorkflowTransition,
 } from './events.js';
-import { stepInstance, stepTask, stepTimer, type InstanceState, type TaskState, type TimerState } from './machines.js';
+import { stepInstance, stepLease, stepTask, stepTimer, type InstanceState, type TaskState, type TimerState } from './machines.js';
 
 export interface TaskRecord {
   ref: string;
@@ -63,11 +66,25 @@ export interface ListenRecord {
   expected: Readonly<Record<string, JsonValue>>;
 }
 
+/** The worker that drives the instance (lease.ts): it alone makes external calls while it holds the lease. */
+export interface LeaseRecord {
+  worker: string;
+  epoch: number;
+  untilMs: number;
+}
+
+/** An external call recorded as started (call-started): under which lease epoch, how many times. */
+export interface CallRecord {
+  epoch: number;
+  starts: number;
+}
+
 export interface WorkflowRecord {
   instanceId: string;
   revision: string;
   status: InstanceState;
-  started: Omit<WorkflowStarted, 'type' | 'v'>;
+  /** The start; `deadlineMs` is startedAtMs + timeoutMs (the store's commit instant of the start), or null. */
+  started: Omit<WorkflowStarted, 'type' | 'v' | 'deadlineMs'> & { deadlineMs: number | null };
   startedAtMs: number;
   /** committedAtMs of the last applied transition (the guard-on-fold rule). */
   lastAppliedAtMs: number;
@@ -79,12 +96,21 @@ export interface WorkflowRecord {
   winners: Readonly<Record<string, number>>;
   /** Listen tasks that waited or wait, by task execution. */
   listens: Readonly<Record<string, ListenRecord>>;
+  /** The current lease, null when none was taken or it was released. */
+  lease: LeaseRecord | null;
+  /** The epoch of the last lease acquired (0 before any). */
+  leaseEpoch: number;
+  /** External calls recorded as started, by step key: one without a recorded answer may have happened. */
+  calls: Readonly<Record<string, CallRecord>>;
   /** Task starts and ends counted in log order. */
   seq: number;
   output: JsonValue | null;
   error: WorkflowError | null;
   endedAtMs: number | null;
 }
+
+/** The workflow timeout's timer: armed by the start itself, at startedAtMs + timeoutMs. */
+export const workflowTimeoutKey = '@workflow-timeout';
 
 const withEntry = <V>(map: Readonly<Record<string, V>>, key: string, value: V): Record<string, V> => ({ ...map, [key]: value });
 
@@ -153,6 +179,14 @@ function applyEvent(record: WorkflowRecord, event: WorkflowEvent, atMs: number):
     case 'listen-started':
     case 'listen-event-received':
       return applyListen(record, event);
+    case 'lease-acquired':
+    case 'lease-renewed':
+    case 'lease-released':
+      return applyLease(record, event);
+    case 'call-started': {
+      const starts = (record.calls[event.at]?.starts ?? 0) + 1;
+      return { ...record, calls: withEntry(record.calls, event.at, { epoch: event.epoch, starts }) };
+    }
     case 'workflow-completed':
       return { ...record, status: stepInstance(record.status, 'COMPLETE'), output: event.output, endedAtMs: atMs };
     case 'workflow-faulted':
@@ -189,10 +223,30 @@ function applyListen(record: WorkflowRecord, event: ListenStarted | ListenEventR
   return { ...record, listens: withEntry(record.listens, event.at, next) };
 }
 
+/** The lease machine asserts the step; the epochs assert the fence (a takeover is the next epoch, a renewal or release the holder's). */
+function applyLease(record: WorkflowRecord, event: LeaseAcquired | LeaseRenewed | LeaseReleased): WorkflowRecord {
+  const lease = record.lease;
+  if (event.type === 'lease-acquired') {
+    stepLease(lease ? 'held' : 'free', 'ACQUIRE');
+    if (event.epoch !== record.leaseEpoch + 1) throw new AssertionFailure(`lease epoch ${event.epoch} acquired after epoch ${record.leaseEpoch}`);
+    return { ...record, lease: { worker: event.worker, epoch: event.epoch, untilMs: event.untilMs }, leaseEpoch: event.epoch };
+  }
+  const state = stepLease(lease ? 'held' : 'free', event.type === 'lease-renewed' ? 'RENEW' : 'RELEASE');
+  if (!lease || event.epoch !== lease.epoch) throw new AssertionFailure(`${event.type} for epoch ${event.epoch}, the lease is at ${lease?.epoch ?? 'none'}`);
+  return { ...record, lease: state === 'held' && event.type === 'lease-renewed' ? { ...lease, untilMs: event.untilMs } : null };
+}
+
 function created(stored: Stored<WorkflowTransition>): WorkflowRecord {
   const [first, ...rest] = stored.transition.events;
   if (first?.type !== 'workflow-started') throw new AssertionFailure('a workflow stream begins with workflow-started');
-  const { type: _type, v: _v, ...started } = first;
+  const { type: _type, v: _v, ...fields } = first;
+  // The deadline counts from the commit instant, the instance's startedAtMs (older logs: as recorded).
+  const deadlineMs = typeof first.timeoutMs === 'number' ? stored.committedAtMs + first.timeoutMs : (first.deadlineMs ?? null);
+  const started = { ...fields, deadlineMs };
+  const timers: Record<string, TimerRecord> =
+    typeof first.timeoutMs === 'number' && deadlineMs !== null
+      ? { [workflowTimeoutKey]: { dueAtMs: deadlineMs, purpose: 'workflow-timeout', state: stepTimer('idle', 'SET') } }
+      : {};
   const record: WorkflowRecord = {
     instanceId: first.instanceId,
     revision: stored.revision,
@@ -203,9 +257,12 @@ function created(stored: Stored<WorkflowTransition>): WorkflowRecord {
     tasks: {},
     steps: {},
     children: {},
-    timers: {},
+    timers,
     winners: {},
     listens: {},
+    lease: null,
+    leaseEpoch: 0,
+    calls: {},
     seq: 0,
     output: null,
     error: null,

@@ -59,7 +59,8 @@ export interface Interpreting {
   propose(proposal: Proposal): Promise<WorkflowRecord>;
   /** Throws Halted when the frame was stopped or the instance is no longer running. */
   alive(frame: Frame): void;
-  step(at: string, frame: Frame, kind: 'expression' | 'call', compute: () => Promise<JsonValue>): Promise<JsonValue>;
+  /** `rerun`: whether a call found started but unanswered (its worker stopped) may be made again. */
+  step(at: string, frame: Frame, kind: 'expression' | 'call', compute: () => Promise<JsonValue>, rerun?: boolean): Promise<JsonValue>;
   evaluate(at: string, expression: string, input: JsonValue, frame: Frame, extra: Readonly<Record<string, JsonValue>>, ref: string): Promise<JsonValue>;
   evaluateValue(at: string, value: JsonValue, input: JsonValue, frame: Frame, extra: Readonly<Record<string, JsonValue>>, ref: string): Promise<JsonValue>;
   runList(list: JsonValue | undefined, base: string, input: JsonValue, frame: Frame): Promise<{ output: JsonValue; ended: boolean }>;

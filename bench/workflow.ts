@@ -1,0 +1,133 @@
+/**
+ * `npm run bench -- workflow`: a three-stage pipeline of contract calls run by the workflow
+ * executor (embedded: the calls go in-process through the coordinator), against the same three
+ * calls made back to back by a client (invoke, wait for the decision, next) in the same run and
+ * process, samples interleaved so both see the same machine. Prints p50/p95 of both, the ratio
+ * of the p50s (target ≤ 1.3) and the CPU per instance (process.cpuUsage: every thread, the jq
+ * worker's included) next to the CPU of the client's three calls.
+ *
+ * Memory store, three in-process peers that approve at once, quorum 2 of 3.
+ */
+import { parse as parseYaml } from 'yaml';
+import { MemoryEventStore } from '../src/adapters/store/memory.js';
+import { SystemClock } from '../src/contract/clock.js';
+import type { JsonValue } from '../src/contract/json.js';
+import type { ContractRef } from '../src/contract/types.js';
+import { createEmbedded, type Embedded } from '../src/deployment/embedded.js';
+import { peerIds, reviewBundle } from '../src/deployment/examples.js';
+import { seededRandom } from '../src/runtime/random.js';
+import { WorkflowExecutor } from '../src/workflow/exec/executor.js';
+import { JqWorkerEvaluator } from '../src/workflow/exec/jq.js';
+import { workflowStreams } from '../src/workflow/exec/streams.js';
+import { fixed, percentile, printRows } from './stats.js';
+
+const caller = { principalId: 'bench', senderPeerId: null };
+
+function pipeline(ref: ContractRef): JsonValue {
+  const stage = (name: string, document: string) => `  - ${name}:
+      call: invoke-contract
+      with:
+        contract: { id: ${ref.id}, version: '${ref.version}', digest: '${ref.digest}' }
+        interaction: review
+        input: { document: '${document}' }`;
+  return parseYaml(`document: { dsl: '1.0.3', namespace: bench, name: three-stages, version: '1.0.0' }
+do:
+${stage('review', '${ .doc }')}
+${stage('publish', '${ .operationId }')}
+${stage('notify', '${ .operationId }')}
+`) as JsonValue;
+}
+
+/** The client's three calls: each invoked, its decision awaited, then the next (its input the previous operation's id). */
+async function clientTriple(embedded: Embedded, key: string): Promise<void> {
+  let document = `doc-${key}`;
+  for (const stage of ['review', 'publish', 'notify']) {
+    const request = { contract: embedded.bundle.ref, interaction: 'review', invocationKey: `${key}-${stage}`, input: { document } };
+    const { result } = await embedded.coordinator.invoke(caller, request);
+    const decided = await embedded.coordinator.wait('bench', result.operationId, 'decision', 30_000);
+    if (decided.result.decision?.outcome !== 'success') throw new Error(`client stage ${stage}: ${decided.result.decision?.outcome ?? 'no decision'}`);
+    document = result.operationId;
+  }
+}
+
+async function pipelineRun(executor: WorkflowExecutor, document: JsonValue, key: string): Promise<void> {
+  const { instanceId } = await executor.start({ principalId: 'bench', invocationKey: key, document, input: { doc: `doc-${key}` } });
+  const record = await executor.wait(instanceId, 30_000);
+  if (record.status !== 'completed') throw new Error(`pipeline ${key}: ${record.status} ${JSON.stringify(record.error)}`);
+}
+
+interface Sampled {
+  ms: number[];
+  cpuUs: number[];
+}
+
+async function sample(into: Sampled, run: () => Promise<void>): Promise<void> {
+  const cpu = process.cpuUsage();
+  const start = performance.now();
+  await run();
+  into.ms.push(performance.now() - start);
+  const used = process.cpuUsage(cpu);
+  into.cpuUs.push(used.user + used.system);
+}
+
+const median = (values: number[]) =>
+  percentile(
+    [...values].sort((a, b) => a - b),
+    50,
+  );
+
+export async function workflowBench(options: { json: boolean; seconds?: number }): Promise<void> {
+  const clock = new SystemClock();
+  const store = new MemoryEventStore({ clock });
+  const peers = peerIds(3);
+  const embedded = await createEmbedded({
+    clock,
+    store,
+    bundle: reviewBundle({ completion: { mode: 'quorum', count: 2 }, timeoutMs: 30_000 }),
+    groups: { reviewers: peers },
+  });
+  for (const peerId of peers) await embedded.addPeer(peerId, { review: () => ({ verdict: 'approve' }) });
+  const evaluator = new JqWorkerEvaluator({ deadlineMs: 5000 });
+  const executor = new WorkflowExecutor({ store: workflowStreams(store), clock, random: seededRandom(1), evaluator, invocations: embedded.coordinator });
+  const document = pipeline(embedded.bundle.ref);
+  const client: Sampled = { ms: [], cpuUs: [] };
+  const flow: Sampled = { ms: [], cpuUs: [] };
+  try {
+    for (let i = 0; i < 30; i++) {
+      await clientTriple(embedded, `warm-c${i}`);
+      await pipelineRun(executor, document, `warm-p${i}`);
+    }
+    const endMs = Date.now() + (options.seconds ?? 20) * 1000;
+    for (let i = 0; Date.now() < endMs; i++) {
+      // Alternate which goes first, so neither always runs right after the other's garbage.
+      const pair = [() => sample(client, () => clientTriple(embedded, `c${i}`)), () => sample(flow, () => pipelineRun(executor, document, `p${i}`))];
+      for (const run of i % 2 === 0 ? pair : pair.reverse()) await run();
+    }
+  } finally {
+    await executor.close();
+    await evaluator.close();
+    await embedded.close();
+  }
+  report(options.json, client, flow);
+}
+
+function report(json: boolean, client: Sampled, flow: Sampled): void {
+  const stats = (s: Sampled) => {
+    const sorted = [...s.ms].sort((a, b) => a - b);
+    return { samples: s.ms.length, p50Ms: percentile(sorted, 50), p95Ms: percentile(sorted, 95), cpuUsMedian: median(s.cpuUs) };
+  };
+  const c = stats(client);
+  const w = stats(flow);
+  const ratio = w.p50Ms / c.p50Ms;
+  const data = { client: c, pipeline: w, p50Ratio: ratio, target: 1.3, cpuPerInstanceUs: w.cpuUsMedian };
+  printRows(
+    json,
+    `three contract calls: a workflow pipeline vs a client calling back to back (p50 ratio ${fixed(ratio)}, target ≤ 1.3)`,
+    ['run', 'samples', 'p50 ms', 'p95 ms', 'cpu µs (median, all threads)'],
+    [
+      ['client, 3 calls back to back', c.samples, fixed(c.p50Ms), fixed(c.p95Ms), fixed(c.cpuUsMedian, 0)],
+      ['workflow pipeline, 3 stages', w.samples, fixed(w.p50Ms), fixed(w.p95Ms), fixed(w.cpuUsMedian, 0)],
+    ],
+    data,
+  );
+}

@@ -1,0 +1,135 @@
+/**
+ * Operator tools over workflow instance streams (`wf…` ids): `convoke inspect wf…` (also
+ * `convoke workflow inspect`) shows an instance's stored transitions and its record; `convoke
+ * replay wf…` rebuilds it from its log and checks the record against the machines' own replay
+ * (workflow/exec/replay.ts). Exit 1 on any difference, 9 when the instance is unknown.
+ */
+import type { EventStore } from '../../adapters/store/types.js';
+import type { Stored } from '../../kernel/types.js';
+import type { WorkflowEvent, WorkflowTransition } from '../../workflow/exec/events.js';
+import type { WorkflowRecord } from '../../workflow/exec/record.js';
+import { replayWorkflowLog } from '../../workflow/exec/replay.js';
+import { workflowStreams } from '../../workflow/exec/streams.js';
+import { exitCodes } from '../exit-codes.js';
+import type { CliIo } from '../io.js';
+import { fitText, renderTable, widthOf } from '../table.js';
+
+/** Opens the store an operator names (ops.ts withStore: an existing durable store, closed after). */
+export type WithStore = <T>(url: string, run: (store: EventStore) => Promise<T>) => Promise<T>;
+
+async function readInstance(store: EventStore, instanceId: string): Promise<Stored<WorkflowTransition>[] | undefined> {
+  const read = await workflowStreams(store).read(instanceId);
+  if (read.kind === 'not-found') return undefined;
+  if (read.kind !== 'ok') throw new Error(`read ${instanceId}: ${read.description}`);
+  return read.transitions.length === 0 ? undefined : read.transitions;
+}
+
+const short = (value: unknown, max = 60): string => {
+  const text = JSON.stringify(value) ?? 'null';
+  return text.length > max ? `${text.slice(0, max - 1)}…` : text;
+};
+
+function describe(event: WorkflowEvent, originMs: number): string {
+  switch (event.type) {
+    case 'workflow-started':
+      return `${event.workflowName} key ${JSON.stringify(event.invocationKey)} by ${event.principalId}, input ${short(event.input)}`;
+    case 'task-started':
+      return `${event.at} (${event.name})`;
+    case 'task-completed':
+      return `${event.at} → ${short(event.output)}`;
+    case 'task-faulted':
+      return `${event.at}: ${event.error.title ?? event.error.type} (${event.error.status})`;
+    case 'task-cancelled':
+      return `${event.at}: ${event.reason}`;
+    case 'expression-evaluated':
+    case 'call-answered':
+      return `${event.at} → ${'ok' in event.result ? short(event.result.ok) : `error ${event.result.error.status} ${event.result.error.title ?? ''}`}`;
+    case 'child-bound':
+      return `${event.at}: operation ${event.operationId.slice(0, 12)}… key ${event.invocationKey.slice(0, 16)}… attempt ${event.attempt}`;
+    case 'timer-set':
+      return `${event.at} ${event.purpose} due +${event.dueAtMs - originMs}`;
+    case 'timer-fired':
+    case 'call-started':
+      return event.at;
+    case 'fork-won':
+      return `${event.at}: branch ${event.branch}`;
+    case 'child-disposed':
+      return `${event.at}: operation ${event.operationId.slice(0, 12)}… ${event.disposition} (fork ${event.fork})`;
+    case 'listen-started':
+      return `${event.at}: waits (${event.read}) for ${short(event.to)}`;
+    case 'listen-event-received':
+      return `${event.at}: took ${short(event.event)} (${event.group} filter ${event.filter})`;
+    case 'lease-acquired':
+      return `${event.worker} epoch ${event.epoch} until +${event.untilMs - originMs}`;
+    case 'lease-renewed':
+      return `epoch ${event.epoch} until +${event.untilMs - originMs}`;
+    case 'lease-released':
+      return `epoch ${event.epoch}`;
+    case 'workflow-completed':
+      return short(event.output);
+    case 'workflow-faulted':
+      return `${event.error.title ?? event.error.type} (${event.error.status}) at ${event.error.instance ?? '/'}`;
+    case 'workflow-cancelled':
+      return event.reason;
+  }
+}
+
+function renderSummary(record: WorkflowRecord): string {
+  const lines = [
+    `status ${record.status}${record.endedAtMs !== null ? ` after ${record.endedAtMs - record.startedAtMs} ms` : ''}`,
+    record.status === 'completed' ? `output ${short(record.output, 200)}` : record.error ? `error ${short(record.error, 200)}` : '',
+    record.lease ? `lease ${record.lease.worker} epoch ${record.lease.epoch}` : `lease free (last epoch ${record.leaseEpoch})`,
+    ...Object.entries(record.children).map(([at, child]) => `child ${at}: operation ${child.operationId}`),
+  ];
+  return `\n${lines.filter((line) => line !== '').join('\n')}\n`;
+}
+
+export async function workflowInspectCommand(instanceId: string, options: { store: string; json: boolean }, io: CliIo, withStore: WithStore): Promise<number> {
+  return withStore(options.store, async (store) => {
+    const log = await readInstance(store, instanceId);
+    if (!log) {
+      io.stderr.write(`no workflow instance ${instanceId}\n`);
+      return exitCodes.notFound;
+    }
+    const { record, applied, problem } = replayWorkflowLog(log);
+    if (options.json) {
+      io.stdout.write(JSON.stringify({ instanceId, transitions: log.map((t, i) => ({ ...t, applied: applied[i] })), record, problem }, null, 2) + '\n');
+      return problem === null ? 0 : 1;
+    }
+    const originMs = log[0]?.committedAtMs ?? 0;
+    const guard = (t: Stored<WorkflowTransition>) =>
+      `[${t.transition.timeGuard.notBeforeMs <= Number.MIN_SAFE_INTEGER ? '-∞' : t.transition.timeGuard.notBeforeMs - originMs}, ${t.transition.timeGuard.notAfterMs >= Number.MAX_SAFE_INTEGER ? '∞' : t.transition.timeGuard.notAfterMs - originMs})`;
+    const rows = log.flatMap((t, i) =>
+      t.transition.events.map((e, j) => [
+        ...(j === 0
+          ? [t.revision, `+${t.committedAtMs - originMs}`, t.transition.causation.command, guard(t), applied[i] ? 'applied' : 'void']
+          : ['', '', '', '', '']),
+        e.type,
+        describe(e, originMs),
+      ]),
+    );
+    io.stdout.write(fitText(`workflow instance ${instanceId} — ${log.length} transitions (instants relative to its start, ms)`, widthOf(io)) + '\n');
+    io.stdout.write(renderTable(['rev', '+ms', 'command', 'guard', 'state', 'event', 'detail'], rows, widthOf(io)));
+    if (record) io.stdout.write(renderSummary(record));
+    if (problem !== null) io.stdout.write(`\nproblem: ${problem}\n`);
+    return problem === null ? 0 : 1;
+  });
+}
+
+export async function workflowReplayCommand(instanceId: string, options: { store: string; json: boolean }, io: CliIo, withStore: WithStore): Promise<number> {
+  return withStore(options.store, async (store) => {
+    const log = await readInstance(store, instanceId);
+    if (!log) {
+      io.stderr.write(`no workflow instance ${instanceId}\n`);
+      return exitCodes.notFound;
+    }
+    const { record, problem } = replayWorkflowLog(log);
+    const row = { instanceId, transitions: log.length, status: record?.status ?? '-', problem };
+    if (options.json) io.stdout.write(JSON.stringify({ replayed: 1, differences: problem === null ? 0 : 1, rows: [row] }, null, 2) + '\n');
+    else {
+      io.stdout.write(renderTable(['instance', 'transitions', 'status', 'result'], [[instanceId, log.length, row.status, problem ?? 'ok']], widthOf(io)));
+      io.stdout.write(`\nreplayed 1 workflow instance: ${problem === null ? '1 ok' : '1 with differences'}\n`);
+    }
+    return problem === null ? 0 : 1;
+  });
+}

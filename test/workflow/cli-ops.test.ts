@@ -1,0 +1,98 @@
+/** `convoke inspect`, `convoke workflow inspect` and `convoke replay` over workflow instance streams (`wf…` ids). */
+import assert from 'node:assert/strict';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { test } from 'node:test';
+import type { CliIo } from '../../src/cli/io.js';
+import { exitCodes } from '../../src/cli/exit-codes.js';
+import { main } from '../../src/cli/main.js';
+import type { Stored } from '../../src/kernel/types.js';
+import type { WorkflowEvent, WorkflowTransition } from '../../src/workflow/exec/events.js';
+import { replayWorkflowLog } from '../../src/workflow/exec/replay.js';
+import { workflowInstanceId } from '../../src/workflow/ids.js';
+
+function captureIo(): CliIo & { out: () => string; err: () => string } {
+  let out = '';
+  let err = '';
+  return {
+    stdout: { write: (s: string) => (out += s) },
+    stderr: { write: (s: string) => (err += s) },
+    readStdin: async () => new Uint8Array(),
+    out: () => out,
+    err: () => err,
+  };
+}
+
+test('convoke inspect, workflow inspect and replay read a workflow instance from the store', async () => {
+  const dir = await mkdtemp(join(tmpdir(), 'convoke-wf-ops-'));
+  try {
+    const file = join(dir, 'wf.yaml');
+    await writeFile(
+      file,
+      `document: { dsl: '1.0.3', namespace: test, name: ops, version: '1.0.0' }\ndo:\n  - pause:\n      wait: { milliseconds: 20 }\n  - add:\n      set: { n: '\${ .n + 1 }' }\n`,
+    );
+    const store = `sqlite:${join(dir, 'wf.db')}`;
+    const run = captureIo();
+    assert.equal(await main(['node', 'convoke', 'workflow', 'run', file, '--input', '{"n":1}', '--store', store, '--json'], run), exitCodes.ok, run.err());
+    const instanceId = JSON.parse(run.out()).instanceId as string;
+
+    const inspect = captureIo();
+    assert.equal(await main(['node', 'convoke', 'inspect', instanceId, '--store', store], inspect), 0, inspect.err());
+    for (const expected of ['workflow-started', 'lease-acquired', 'timer-fired', 'task-completed', 'workflow-completed', 'status completed'])
+      assert.ok(inspect.out().includes(expected), `inspect shows ${expected}:\n${inspect.out()}`);
+    const alias = captureIo();
+    assert.equal(await main(['node', 'convoke', 'workflow', 'inspect', instanceId, '--store', store, '--json'], alias), 0, alias.err());
+    const shown = JSON.parse(alias.out());
+    assert.equal(shown.record.status, 'completed');
+    assert.deepEqual(shown.record.output, { n: 2 });
+    assert.equal(shown.problem, null);
+
+    const replay = captureIo();
+    assert.equal(await main(['node', 'convoke', 'replay', instanceId, '--store', store, '--json'], replay), 0, replay.err());
+    assert.deepEqual(JSON.parse(replay.out()).rows[0], { instanceId, transitions: shown.transitions.length, status: 'completed', problem: null });
+
+    const unknown = workflowInstanceId('nobody', `sha256:${'0'.repeat(64)}`, 'ops', 'none');
+    const missing = captureIo();
+    assert.equal(await main(['node', 'convoke', 'replay', unknown, '--store', store], missing), exitCodes.notFound);
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+});
+
+test('replay reports a log the machines refuse, a transition that fails its schema, and void transitions', () => {
+  const id = workflowInstanceId('alice', `sha256:${'0'.repeat(64)}`, 'w', 'k');
+  const open = { notBeforeMs: Number.MIN_SAFE_INTEGER, notAfterMs: Number.MAX_SAFE_INTEGER };
+  const stored = (revision: number, events: WorkflowEvent[], timeGuard = open): Stored<WorkflowTransition> => ({
+    revision: String(revision),
+    committedAtMs: 1000 + revision,
+    transition: { events, timeGuard, causation: { command: 'test' } },
+  });
+  const started: WorkflowEvent = {
+    type: 'workflow-started',
+    v: 1,
+    instanceId: id,
+    principalId: 'alice',
+    invocationKey: 'k',
+    workflowName: 'w',
+    bundleDigest: `sha256:${'0'.repeat(64)}`,
+    document: { do: [] },
+    input: {},
+    timeoutMs: 500,
+  };
+  const good = replayWorkflowLog([stored(1, [started]), stored(2, [{ type: 'task-started', v: 1, at: '/do/0/a', ref: '/do/0/a', name: 'a', input: {} }])]);
+  assert.equal(good.problem, null);
+  assert.equal(good.record?.started.deadlineMs, 1001 + 500);
+
+  const illegal = replayWorkflowLog([stored(1, [started]), stored(2, [{ type: 'task-completed', v: 1, at: '/do/0/a', output: null }])]);
+  assert.match(illegal.problem ?? '', /fold failed/);
+
+  const bad = stored(2, [{ type: 'timer-fired', v: 1, at: '' }]);
+  assert.match(replayWorkflowLog([stored(1, [started]), bad]).problem ?? '', /revision 2 fails its schema/);
+
+  const late = stored(2, [{ type: 'workflow-completed', v: 1, output: null }], { notBeforeMs: 0, notAfterMs: 500 });
+  const voided = replayWorkflowLog([stored(1, [started]), late]);
+  assert.deepEqual(voided.applied, [true, false]);
+  assert.equal(voided.record?.status, 'running');
+  assert.equal(voided.problem, null);
+});
