@@ -14,23 +14,11 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { demoCommand } from '../../src/cli/commands/demo.js';
 import { exitCodes } from '../../src/cli/exit-codes.js';
-import type { CliIo } from '../../src/cli/io.js';
 import { main } from '../../src/cli/main.js';
 import { carriesPassword, chooseContext, contextsFilePath } from '../../src/cli/contexts.js';
 import { resolveConnection } from '../../src/cli/connection.js';
 import { startJetStreamServer } from '../support/jetstream-server.js';
-
-function captureIo(): CliIo & { out: () => string; err: () => string } {
-  let out = '';
-  let err = '';
-  return {
-    stdout: { write: (s: string) => (out += s) },
-    stderr: { write: (s: string) => (err += s) },
-    readStdin: async () => new Uint8Array(),
-    out: () => out,
-    err: () => err,
-  };
-}
+import { captureIo } from '../support/cli-io.js';
 
 let dir: string;
 let file: string;

@@ -17,7 +17,6 @@ import { fileURLToPath } from 'node:url';
 import { demoCommand } from '../../src/cli/commands/demo.js';
 import { inspectCommand, replayCommand, resolveOperationId, tailCommand } from '../../src/cli/commands/ops.js';
 import { exitCodeOfError, exitCodes } from '../../src/cli/exit-codes.js';
-import type { CliIo } from '../../src/cli/io.js';
 import { main } from '../../src/cli/main.js';
 import { renderTable } from '../../src/cli/table.js';
 import { adapterErrorKinds, AdapterError, isAdapterError } from '../../src/contract/errors.js';
@@ -28,21 +27,9 @@ import { createEmbedded } from '../../src/deployment/embedded.js';
 import { peerIds, reviewBundle } from '../../src/deployment/examples.js';
 import { OperationNotFound } from '../../src/runtime/errors.js';
 import { startJetStreamServer } from '../support/jetstream-server.js';
+import { captureIo } from '../support/cli-io.js';
 
 const repoRoot = fileURLToPath(new URL('../../../', import.meta.url));
-
-function captureIo(extra: Partial<CliIo> = {}): CliIo & { out: () => string; err: () => string } {
-  let out = '';
-  let err = '';
-  return {
-    stdout: { write: (s: string) => (out += s) },
-    stderr: { write: (s: string) => (err += s) },
-    readStdin: async () => new Uint8Array(),
-    out: () => out,
-    err: () => err,
-    ...extra,
-  };
-}
 
 async function withDir<T>(run: (dir: string) => Promise<T>): Promise<T> {
   const dir = await mkdtemp(join(tmpdir(), 'convoke-cli-'));

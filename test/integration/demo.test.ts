@@ -10,12 +10,7 @@ import { readdir } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { demoCommand } from '../../src/cli/commands/demo.js';
 import { isAdapterError } from '../../src/contract/errors.js';
-import type { CliIo } from '../../src/cli/io.js';
-
-function captureIo(): CliIo & { out: () => string } {
-  let out = '';
-  return { stdout: { write: (s: string) => (out += s) }, stderr: { write: () => true }, readStdin: async () => new Uint8Array(), out: () => out };
-}
+import { captureIo } from '../support/cli-io.js';
 
 const demoDirs = async () => (await readdir(tmpdir())).filter((name) => name.startsWith('convoke-demo-'));
 

@@ -7,19 +7,7 @@ import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { demoCommand } from '../../src/cli/commands/demo.js';
 import { inspectCommand, replayCommand } from '../../src/cli/commands/ops.js';
-import type { CliIo } from '../../src/cli/io.js';
-
-function captureIo(): CliIo & { out: () => string; err: () => string } {
-  let out = '';
-  let err = '';
-  return {
-    stdout: { write: (s: string) => (out += s) },
-    stderr: { write: (s: string) => (err += s) },
-    readStdin: async () => new Uint8Array(),
-    out: () => out,
-    err: () => err,
-  };
-}
+import { captureIo } from '../support/cli-io.js';
 
 test('inspect shows every stored transition and the projected record; replay rebuilds through the machines', async () => {
   const dir = await mkdtemp(join(tmpdir(), 'convoke-ops-'));

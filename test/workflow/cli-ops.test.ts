@@ -4,25 +4,13 @@ import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
-import type { CliIo } from '../../src/cli/io.js';
 import { exitCodes } from '../../src/cli/exit-codes.js';
 import { main } from '../../src/cli/main.js';
 import type { Stored } from '../../src/kernel/types.js';
 import type { WorkflowEvent, WorkflowTransition } from '../../src/workflow/exec/events.js';
 import { replayWorkflowLog } from '../../src/workflow/exec/replay.js';
 import { workflowInstanceId } from '../../src/workflow/ids.js';
-
-function captureIo(): CliIo & { out: () => string; err: () => string } {
-  let out = '';
-  let err = '';
-  return {
-    stdout: { write: (s: string) => (out += s) },
-    stderr: { write: (s: string) => (err += s) },
-    readStdin: async () => new Uint8Array(),
-    out: () => out,
-    err: () => err,
-  };
-}
+import { captureIo } from '../support/cli-io.js';
 
 test('convoke inspect, workflow inspect and replay read a workflow instance from the store', async () => {
   const dir = await mkdtemp(join(tmpdir(), 'convoke-wf-ops-'));

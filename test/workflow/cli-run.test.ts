@@ -4,21 +4,9 @@ import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
-import type { CliIo } from '../../src/cli/io.js';
 import { main } from '../../src/cli/main.js';
 import { exitCodes } from '../../src/cli/exit-codes.js';
-
-function captureIo(): CliIo & { out: () => string; err: () => string } {
-  let out = '';
-  let err = '';
-  return {
-    stdout: { write: (s: string) => (out += s) },
-    stderr: { write: (s: string) => (err += s) },
-    readStdin: async () => new Uint8Array(),
-    out: () => out,
-    err: () => err,
-  };
-}
+import { captureIo } from '../support/cli-io.js';
 
 const head = `document: { dsl: '1.0.3', namespace: test, name: cli, version: '1.0.0' }\n`;
 
