@@ -211,6 +211,9 @@ describe('HTTP facade (inject)', () => {
       '/metrics',
       '/openapi.json',
       '/workflow-events',
+      '/workflow-instances',
+      '/workflow-instances/{instanceId}',
+      '/workflow-instances/{instanceId}/cancel',
     ]);
     assert.deepEqual(doc.components.schemas.InvocationRequest.required, ['contract', 'interaction', 'invocationKey', 'input']);
     for (const status of ['200', '202', '400', '401', '403', '409', '410', '413', '415', '422', '503'])

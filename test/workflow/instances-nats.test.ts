@@ -164,5 +164,10 @@ test('convoke workflow start and get over the command API: exit 0 when completed
   const ref = `${f.contract.id}@${f.contract.version}@${f.contract.digest}`;
   const running = await cli(['workflow', 'start', ref, ...as('billing'), '--workflow', 'slow', '--key', 'cli-2']);
   assert.equal(running.code, exitCodes.pending, running.output);
-  assert.match(running.output, /status +running \(running pause at \/do\/0\/pause\)/);
+  assert.match(running.output, /status +running/);
+  // The start answers at once; the worker takes its lease before the first task starts, so the
+  // current task shows on a later read (a bounded wait: the 60 s pause never completes in it).
+  const later = await cli(['workflow', 'get', running.output.match(/instance +(wf[0-9a-f]{64})/)?.[1] ?? 'missing', ...as('billing'), '--wait-ms', '1000']);
+  assert.equal(later.code, exitCodes.pending, later.output);
+  assert.match(later.output, /status +running \(running pause at \/do\/0\/pause\)/);
 });
