@@ -32,7 +32,8 @@ import { NatsDeploymentFixture, approve, e2eBundle, e2eNamespace, eventually, re
 
 /**
  * Invokes `allok` under `key` until answered, at most `retries` retries 250 ms apart: right after a
- * broker restart a command or its reply can be lost, and the key makes a retry safe.
+ * broker restart a command or its reply can be lost, and admissions are refused (503) until the
+ * coordinator has reconnected and proven its streams again; the key makes a retry safe.
  */
 async function invokeUntilAnswered(client: CommandClient, key: string, waitMs: number, retries: number) {
   for (let tries = 0; ; tries++) {
@@ -66,7 +67,7 @@ describe('NATS durable: a broker that lost acknowledged stream writes', { timeou
   });
   after(() => f?.dispose());
 
-  const decide = (key: string, waitMs = 10_000) => invokeUntilAnswered(client, key, waitMs, 20);
+  const decide = (key: string, waitMs = 10_000) => invokeUntilAnswered(client, key, waitMs, 120);
 
   it('a consumer ahead of its stream is detected and recreated, and an operation whose stored request was lost closes indeterminate (durability-lost), never failed', async () => {
     const stream = f.streams('alfa').requests;
