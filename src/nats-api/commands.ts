@@ -40,22 +40,18 @@ import { parseListParameters, type ListPage } from '../runtime/operation-list.js
 import { adapterErrorStatus, internalErrorBody } from '../runtime/errors.js';
 import { contractBoundary, effectiveBoundary } from '../runtime/boundary.js';
 import type { WorkflowInstanceService } from '../runtime/workflow-service.js';
+import { commandSubject, commandSubjectPrefix, requestCommand } from './request.js';
+
+export { commandSubject, commandSubjectPrefix };
 import { handleWorkflowCommand, isWorkflowCommandVerb, workflowCommandVerbs, type WorkflowCommandVerb, type WorkflowReply } from './workflow-commands.js';
 
 export const commandVerbs = ['invoke', 'get', 'cancel', 'list'] as const;
 export type CommandVerb = (typeof commandVerbs)[number];
 
-export const commandSubjectPrefix = 'convoke.cmd';
 /** The default queue group: every coordinator of a deployment shares the command load. */
 export const commandQueueDefault = 'convoke-coordinators';
 
 const encoder = new TextEncoder();
-
-export function commandSubject(principalId: string, verb: CommandVerb): string {
-  if (!tokenPattern.test(principalId))
-    throw invalidInput(`a command principal must be a NATS-token-safe id (${tokenPattern.source}), got ${JSON.stringify(principalId)}`);
-  return `${commandSubjectPrefix}.${principalId}.${verb}`;
-}
 
 export type CommandReply = { status: 200 | 202; result: InvocationResult } | { status: number; error: AdapterErrorBody };
 /** The `list` command's reply: a page of the operations index (as GET /contract-invocations answers). */
@@ -362,12 +358,7 @@ export async function sendCommand(
   body: unknown,
   timeoutMs: number,
 ): Promise<CommandReply> {
-  if (!transport.request) throw new AdapterError('unsupported', `transport ${transport.identity} has no request/reply`);
-  const data = await transport.request(commandSubject(principalId, verb), new TextEncoder().encode(JSON.stringify(body)), timeoutMs);
-  const reply = parseStrictBytes(data, `${verb} reply`);
-  if (!validateReply(reply))
-    throw new AdapterError('protocol-conflict', `${verb} reply does not match the command reply schema: ${describeErrors(validateReply.errors)}`);
-  return reply as CommandReply;
+  return requestCommand<CommandReply>(transport, principalId, verb, body, timeoutMs, validateReply, 'command reply');
 }
 
 /** Sends a `list` command (list parameters as JSON values) and checks the reply's shape. */
@@ -377,12 +368,7 @@ export async function sendListCommand(
   parameters: Record<string, string | number | boolean>,
   timeoutMs: number,
 ): Promise<ListReply> {
-  if (!transport.request) throw new AdapterError('unsupported', `transport ${transport.identity} has no request/reply`);
-  const data = await transport.request(commandSubject(principalId, 'list'), new TextEncoder().encode(JSON.stringify(parameters)), timeoutMs);
-  const reply = parseStrictBytes(data, 'list reply');
-  if (!validateListReply(reply))
-    throw new AdapterError('protocol-conflict', `list reply does not match the list reply schema: ${describeErrors(validateListReply.errors)}`);
-  return reply as ListReply;
+  return requestCommand<ListReply>(transport, principalId, 'list', parameters, timeoutMs, validateListReply, 'list reply');
 }
 
 /** The reply timeout for a command that asks the coordinator to wait waitMs. */

@@ -11,13 +11,13 @@
  * `{"status": <HTTP status>, "error": AdapterError}`.
  */
 import { Ajv, type ValidateFunction } from 'ajv';
-import { AdapterError, invalidInput, type AdapterErrorBody } from '../contract/errors.js';
+import { invalidInput, type AdapterErrorBody } from '../contract/errors.js';
 import { parseStrictBytes } from '../contract/ijson.js';
-import { tokenPattern } from '../contract/ids.js';
 import { limits } from '../contract/limits.js';
 import { adapterErrorSchema } from '../contract/schemas.js';
 import { describeErrors } from '../contract/validation.js';
 import type { Transport } from '../adapters/transport/types.js';
+import { requestCommand } from './request.js';
 import {
   workflowInstanceSchema,
   workflowStartRequestSchema,
@@ -134,12 +134,6 @@ export async function handleWorkflowCommand(
 
 // ── the client side ─────────────────────────────────────────────────────────
 
-export function workflowCommandSubject(principalId: string, verb: WorkflowCommandVerb): string {
-  if (!tokenPattern.test(principalId))
-    throw invalidInput(`a command principal must be a NATS-token-safe id (${tokenPattern.source}), got ${JSON.stringify(principalId)}`);
-  return `convoke.cmd.${principalId}.${verb}`;
-}
-
 /**
  * Sends one workflow command and checks the reply's shape. A transport failure is thrown as an
  * AdapterError ('unavailable'): a start's outcome is then unknown, and the caller sends it again
@@ -152,10 +146,5 @@ export async function sendWorkflowCommand(
   body: unknown,
   timeoutMs: number,
 ): Promise<WorkflowReply> {
-  if (!transport.request) throw new AdapterError('unsupported', `transport ${transport.identity} has no request/reply`);
-  const data = await transport.request(workflowCommandSubject(principalId, verb), new TextEncoder().encode(JSON.stringify(body)), timeoutMs);
-  const reply = parseStrictBytes(data, `${verb} reply`);
-  if (!validateReply(reply))
-    throw new AdapterError('protocol-conflict', `${verb} reply does not match the workflow reply schema: ${describeErrors(validateReply.errors)}`);
-  return reply as WorkflowReply;
+  return requestCommand<WorkflowReply>(transport, principalId, verb, body, timeoutMs, validateReply, 'workflow reply');
 }

@@ -21,6 +21,7 @@ import { readBundleFile } from '../../deployment/files.js';
 import type { InvocationRequest, WaitFor } from '../../contract/types.js';
 import { inboxPrefixFor } from '../../adapters/transport/nats-names.js';
 import { NatsTransport } from '../../adapters/transport/nats.js';
+import type { Transport } from '../../adapters/transport/types.js';
 import type { InvocationResult } from '../../projections/views.js';
 import { commandTimeoutMs, sendCommand, type CommandReply, type CommandVerb } from '../../nats-api/commands.js';
 import type { CliIo } from '../io.js';
@@ -73,23 +74,9 @@ export async function sendAndReport(
   timeoutMs: number,
   report: { json: boolean; failOnOutcome: boolean; unknown: string },
 ): Promise<number> {
-  const pass = await readPassword(options.password ?? { kind: 'env', name: passwordEnvDefault }, options.env);
-  const principal = options.principal ?? options.user;
-  const transport = await NatsTransport.connect(
-    { servers: options.nats, user: options.user, pass, name: `convoke-${verb}-${principal}`, inboxPrefix: inboxPrefixFor('cmd', principal) },
-    { identity: options.user },
-  );
-  let reply: CommandReply;
-  try {
-    reply = await sendCommand(transport, principal, verb, body, timeoutMs);
-  } catch (error) {
-    if (!(error instanceof AdapterError) || error.kind === 'invalid-input') throw error;
-    // No answer is not an answer: the command may or may not have been carried out.
-    io.stderr.write(`${JSON.stringify({ kind: error.kind, description: `${error.description ?? error.kind}; ${report.unknown}` })}\n`);
-    return exitCodeOfKind(error.kind);
-  } finally {
-    await transport.close();
-  }
+  const sent = await requestAsClient(options, io, verb, report.unknown, (transport, principal) => sendCommand(transport, principal, verb, body, timeoutMs));
+  if ('exitCode' in sent) return sent.exitCode;
+  const reply: CommandReply = sent.reply;
   if (!('result' in reply)) {
     if (report.json) io.stdout.write(JSON.stringify(reply, null, 2) + '\n');
     io.stderr.write(`status ${reply.status}: ${JSON.stringify(reply.error)}\n`);
@@ -98,6 +85,36 @@ export async function sendAndReport(
   if (report.json) io.stdout.write(JSON.stringify(reply, null, 2) + '\n');
   else io.stdout.write(renderResult(reply.status, reply.result, widthOf(io)));
   return resultExitCode(reply.status, reply.result, report.failOnOutcome);
+}
+
+/**
+ * Connects as the principal's command client (the password from its source, never the command
+ * line) and makes one request. No answer is not an answer: the command may or may not have been
+ * carried out, so that is written to stderr as its AdapterError with `unknown` (what to do next)
+ * and answered as its exit code.
+ */
+export async function requestAsClient<R>(
+  options: NatsClientOptions,
+  io: CliIo,
+  verb: string,
+  unknown: string,
+  send: (transport: Transport, principal: string) => Promise<R>,
+): Promise<{ reply: R } | { exitCode: number }> {
+  const pass = await readPassword(options.password ?? { kind: 'env', name: passwordEnvDefault }, options.env);
+  const principal = options.principal ?? options.user;
+  const transport = await NatsTransport.connect(
+    { servers: options.nats, user: options.user, pass, name: `convoke-${verb}-${principal}`, inboxPrefix: inboxPrefixFor('cmd', principal) },
+    { identity: options.user },
+  );
+  try {
+    return { reply: await send(transport, principal) };
+  } catch (error) {
+    if (!(error instanceof AdapterError) || error.kind === 'invalid-input') throw error;
+    io.stderr.write(`${JSON.stringify({ kind: error.kind, description: `${error.description ?? error.kind}; ${unknown}` })}\n`);
+    return { exitCode: exitCodeOfKind(error.kind) };
+  } finally {
+    await transport.close();
+  }
 }
 
 /** 202 is pending whatever the flag; a decided result fails only under --fail-on-outcome. */

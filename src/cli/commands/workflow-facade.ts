@@ -13,11 +13,11 @@
  * Registered by `addWorkflowFacadeCommands` under `convoke workflow` (created here when absent).
  */
 import type { Command } from 'commander';
-import { AdapterError, invalidInput } from '../../contract/errors.js';
+import { invalidInput } from '../../contract/errors.js';
 import type { ContractRef } from '../../contract/types.js';
 import type { WorkflowInstance } from '../../runtime/workflow-service.js';
 import type { CliIo } from '../io.js';
-import { exitCodeOfKind, exitCodeOfReplyError, exitCodes } from '../exit-codes.js';
+import { exitCodeOfReplyError, exitCodes } from '../exit-codes.js';
 
 export interface WorkflowClientOptions {
   nats: string;
@@ -35,7 +35,6 @@ export interface WorkflowStartOptions extends WorkflowClientOptions {
   input: string;
 }
 
-const replyMarginMs = 5_000;
 const refPattern = /^([^@]+)@([^@]+)@(sha256:[0-9a-f]{64})$/;
 
 async function bundleRef(argument: string): Promise<ContractRef> {
@@ -68,30 +67,23 @@ async function sendAndReport(
   body: object,
   unknown: string,
 ): Promise<number> {
-  const [{ NatsTransport }, { inboxPrefixFor }, { sendWorkflowCommand }, { passwordEnvDefault }] = await Promise.all([
-    import('../../adapters/transport/nats.js'),
-    import('../../adapters/transport/nats-names.js'),
+  const [{ requestAsClient }, { sendWorkflowCommand }, { commandTimeoutMs }] = await Promise.all([
+    import('./invoke.js'),
     import('../../nats-api/workflow-commands.js'),
-    import('../connection.js'),
+    import('../../nats-api/commands.js'),
   ]);
-  const passwordEnv = options.passwordEnv ?? passwordEnvDefault;
-  const pass = (options.env ?? process.env)[passwordEnv];
-  if (pass === undefined || pass === '') throw invalidInput(`environment variable ${passwordEnv} (the NATS password) is not set`);
-  const principal = options.principal ?? options.user;
-  const transport = await NatsTransport.connect(
-    { servers: options.nats, user: options.user, pass, name: `convoke-${verb}-${principal}`, inboxPrefix: inboxPrefixFor('cmd', principal) },
-    { identity: options.user },
+  const client = {
+    nats: options.nats,
+    user: options.user,
+    ...(options.passwordEnv === undefined ? {} : { password: { kind: 'env' as const, name: options.passwordEnv } }),
+    ...(options.principal === undefined ? {} : { principal: options.principal }),
+    ...(options.env === undefined ? {} : { env: options.env }),
+  };
+  const sent = await requestAsClient(client, io, verb, unknown, (transport, principal) =>
+    sendWorkflowCommand(transport, principal, verb, body, commandTimeoutMs(options.waitMs)),
   );
-  let reply;
-  try {
-    reply = await sendWorkflowCommand(transport, principal, verb, body, options.waitMs + replyMarginMs);
-  } catch (error) {
-    if (!(error instanceof AdapterError) || error.kind === 'invalid-input') throw error;
-    io.stderr.write(`${JSON.stringify({ kind: error.kind, description: `${error.description ?? error.kind}; ${unknown}` })}\n`);
-    return exitCodeOfKind(error.kind);
-  } finally {
-    await transport.close();
-  }
+  if ('exitCode' in sent) return sent.exitCode;
+  const reply = sent.reply;
   if (options.json) io.stdout.write(JSON.stringify(reply, null, 2) + '\n');
   if (!('instance' in reply)) {
     io.stderr.write(`status ${reply.status}: ${JSON.stringify(reply.error)}\n`);
