@@ -16,6 +16,7 @@ import { createServer, connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { strictTscArgs } from '../support/typecheck.js';
 
 const repoRoot = fileURLToPath(new URL('../../../', import.meta.url));
 const stepTimeoutMs = 60_000;
@@ -207,28 +208,11 @@ describe('examples/README.md, run as documented', { timeout: 240_000 }, () => {
   it("the README's peer snippet type-checks and, run as alfa instead of `convoke peer`, answers", async () => {
     const readme = localize(await readFile(join(repoRoot, 'README.md'), 'utf8'));
     await writeFile(join(work, 'readme-peer.mts'), fencedBlock(readme, 'ts', '### Writing a peer'));
-    const tsc = join(repoRoot, 'node_modules', 'typescript', 'bin', 'tsc');
-    const typeRoots = join(await realpath(join(repoRoot, 'node_modules')), '@types');
-    const checked = spawnSync(
-      process.execPath,
-      [
-        tsc,
-        '--noEmit',
-        '--strict',
-        '--module',
-        'nodenext',
-        '--moduleResolution',
-        'nodenext',
-        '--target',
-        'es2022',
-        '--typeRoots',
-        typeRoots,
-        '--types',
-        'node',
-        'readme-peer.mts',
-      ],
-      { cwd: work, encoding: 'utf8', timeout: stepTimeoutMs },
-    );
+    const checked = spawnSync(process.execPath, await strictTscArgs(repoRoot, 'readme-peer.mts'), {
+      cwd: work,
+      encoding: 'utf8',
+      timeout: stepTimeoutMs,
+    });
     assert.equal(checked.status, 0, checked.stdout + checked.stderr);
 
     const alfa = background.find((b) => b.command.includes('peer.alfa.json'));

@@ -13,6 +13,7 @@ import { cp, mkdir, mkdtemp, readFile, realpath, rm, symlink, writeFile } from '
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { strictTscArgs } from '../support/typecheck.js';
 
 const repoRoot = fileURLToPath(new URL('../../../', import.meta.url));
 const commandTimeoutMs = 240_000;
@@ -201,31 +202,7 @@ test(
           '',
         ].join('\n'),
       );
-      const typeRoots = join(await realpath(join(repoRoot, 'node_modules')), '@types');
-      const tsc = join(repoRoot, 'node_modules', 'typescript', 'bin', 'tsc');
-      ok(
-        run(
-          process.execPath,
-          [
-            tsc,
-            '--noEmit',
-            '--strict',
-            '--module',
-            'nodenext',
-            '--moduleResolution',
-            'nodenext',
-            '--target',
-            'es2022',
-            '--typeRoots',
-            typeRoots,
-            '--types',
-            'node',
-            'check.ts',
-          ],
-          app,
-        ),
-        'tsc on an import of convoke/peer',
-      );
+      ok(run(process.execPath, await strictTscArgs(repoRoot, 'check.ts'), app), 'tsc on an import of convoke/peer');
     } finally {
       await rm(work, { recursive: true, force: true });
     }
