@@ -23,47 +23,33 @@ import { dirname, join } from 'node:path';
 import { invalidInput } from '../contract/errors.js';
 import { compileChecker } from '../contract/validation.js';
 import { readJsonFile } from '../deployment/files.js';
-
-/** One context: every field optional; a command takes what it needs and says what is missing. */
-export interface CliContext {
-  description?: string;
-  /** Store URL for the operator commands (inspect, list, tail, replay, get/cancel ids); no password in it. */
-  store?: string;
-  /** NATS server URL(s), comma-separated, for invoke, get and cancel; no password in them. */
-  nats?: string;
-  /** NATS user: the command principal (unless `principal`), and the store's user on jetstream:/esdb: when its URL names none. */
-  user?: string;
-  principal?: string;
-  /** The environment variable holding the password (its name, never its value). */
-  passwordEnv?: string;
-  /** A file holding the password (one line), readable by its owner only. */
-  passwordFile?: string;
-}
-
-export interface ContextsFile {
-  selected?: string;
-  contexts: Record<string, CliContext>;
-}
+import type { FromSchema } from 'json-schema-to-ts';
 
 export const contextNamePattern = '^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$';
 export const contextsMax = 256;
 const textMax = 4096;
 
+/** One context: every field optional; a command takes what it needs and says what is missing. */
 const contextSchema = {
   type: 'object',
   additionalProperties: false,
   properties: {
     description: { type: 'string', maxLength: 200 },
+    /** Store URL for the operator commands (inspect, list, tail, replay, get/cancel ids); no password in it. */
     store: { type: 'string', minLength: 1, maxLength: textMax },
+    /** NATS server URL(s), comma-separated, for invoke, get and cancel; no password in them. */
     nats: { type: 'string', minLength: 1, maxLength: textMax },
+    /** NATS user: the command principal (unless `principal`), and the store's user on jetstream:/esdb: when its URL names none. */
     user: { type: 'string', minLength: 1, maxLength: 256 },
     principal: { type: 'string', minLength: 1, maxLength: 256 },
+    /** The environment variable holding the password (its name, never its value). */
     passwordEnv: { type: 'string', pattern: '^[A-Za-z_][A-Za-z0-9_]{0,127}$' },
+    /** A file holding the password (one line), readable by its owner only. */
     passwordFile: { type: 'string', minLength: 1, maxLength: textMax },
   },
   // Two places for one password would leave which one wins to be guessed.
   not: { required: ['passwordEnv', 'passwordFile'] },
-};
+} as const;
 
 export const contextsFileSchema = {
   type: 'object',
@@ -78,7 +64,11 @@ export const contextsFileSchema = {
       additionalProperties: contextSchema,
     },
   },
-};
+} as const;
+
+/** The types are derived from the schemas: a field added to a schema is a field of the type (`not` is checked by the schema only). */
+export type CliContext = FromSchema<typeof contextSchema>;
+export type ContextsFile = FromSchema<typeof contextsFileSchema>;
 
 const checkShape = compileChecker<ContextsFile>(contextsFileSchema, 'contexts file');
 

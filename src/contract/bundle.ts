@@ -34,7 +34,7 @@ export function loadBundle(document: JsonValue): CompiledBundle {
   const digest = digestOf(document);
   const interactions = new Map<string, CompiledInteraction>();
   for (const [id, raw] of Object.entries(bundle.interactions)) {
-    const spec = { ...interactionDefaults, ...raw } as Interaction;
+    const spec: Interaction = { ...interactionDefaults, ...raw };
     checkInteractionSemantics(id, spec);
     interactions.set(id, {
       id,

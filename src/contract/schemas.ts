@@ -1,12 +1,14 @@
 /**
  * JSON Schemas (draft 2020-12 subset understood by ajv) for everything that crosses a boundary:
  * the contract bundle, InvocationRequest, InvocationResult, AdapterError. Event schemas live in
- * src/events/schemas.ts. Types in ./types.ts mirror these.
+ * src/events/schemas.ts. The types in ./types.ts and
+ * projections/views.ts are checked against these at compile time (test/unit/schema-types.test.ts).
  */
 import { adapterErrorKinds } from './errors.js';
 import { limits } from './limits.js';
 import { namespaceSchema, tokenSchema } from './ids.js';
 import { completionSchema } from './completion.js';
+import type { Interaction, InteractionDefaulted } from './types.js';
 
 const token = tokenSchema;
 const ms = (max: number, min = 0) => ({ type: 'integer', minimum: min, maximum: max }) as const;
@@ -59,7 +61,7 @@ export const interactionDefaults = {
   offline: 'deliver',
   effects: 'unfenced',
   cancellation: 'none',
-} as const;
+} as const satisfies Pick<Interaction, InteractionDefaulted>;
 
 export const interactionSchema = {
   type: 'object',
@@ -245,7 +247,7 @@ export const adapterErrorSchema = {
   },
 } as const;
 
-const nullable = (schema: object) => ({ anyOf: [{ type: 'null' }, schema] });
+const nullable = <const S extends object>(schema: S) => ({ anyOf: [{ type: 'null' }, schema] }) as const;
 
 export const invocationResultSchema = {
   $id: 'https://convoke.dev/schemas/invocation-result.json',

@@ -1,21 +1,18 @@
 /**
  * The contract bundle (the "profile reference" the spec names but does not supply): its shapes,
- * as TypeScript types. The JSON Schema in ./schemas.ts is the authority; these types mirror it.
+ * as TypeScript types. The JSON Schema in ./schemas.ts is the authority; these types are written
+ * out with their documentation and checked at compile time to be exactly what it accepts
+ * (test/unit/schema-types.test.ts), with application data (`{}` in a schema) as JsonValue.
  */
+import type { Completion } from './completion.js';
 import type { JsonObject, JsonValue } from './json.js';
+
+export type { Completion, CompletionMode } from './completion.js';
 
 export type DeliveryMode = 'independent' | 'one-eligible' | 'explicit' | 'gather';
 export type VoteMode = 'distinct-branches' | 'distinct-peers';
-export type CompletionMode = 'first-success' | 'quorum' | 'all-successful' | 'all-terminal';
 export type WaitFor = 'decision' | 'settled';
 export type SiblingPolicy = 'detach' | 'cancel';
-
-export type Completion =
-  | { mode: 'first-success' }
-  | { mode: 'quorum'; count: number }
-  | { mode: 'quorum'; fraction: { num: number; den: number } }
-  | { mode: 'all-successful' }
-  | { mode: 'all-terminal' };
 
 /** A typed equality predicate over the application result: the value at `pointer` equals `equals`. */
 export interface Predicate {
@@ -32,7 +29,9 @@ export interface ExplicitBranch {
 
 export type Aggregate = { kind: 'collect' } | { kind: 'tally'; pointer: string } | { kind: 'first-success' };
 
+/** An interaction with every default applied (bundle.ts); as declared in a bundle it is an InteractionDeclaration. */
 export interface Interaction {
+  description?: string;
   input: JsonObject;
   result: JsonObject;
   output?: JsonObject;
@@ -67,6 +66,30 @@ export interface Interaction {
   cancellation: 'none' | 'caller';
   aggregate?: Aggregate;
 }
+
+/** The fields an interaction may leave out: bundle.ts fills them from `interactionDefaults` (schemas.ts). */
+export type InteractionDefaulted =
+  | 'delivery'
+  | 'votes'
+  | 'onTimeout'
+  | 'attempts'
+  | 'retryBackoffMs'
+  | 'leaseMs'
+  | 'renewIntervalMs'
+  | 'siblings'
+  | 'cancelTimeoutMs'
+  | 'settlementGraceMs'
+  | 'waitFor'
+  | 'sender'
+  | 'offline'
+  | 'effects'
+  | 'cancellation';
+
+/** An interaction as a bundle declares it: the defaulted fields optional. */
+export type InteractionDeclaration = Omit<Interaction, InteractionDefaulted> & Partial<Pick<Interaction, InteractionDefaulted>>;
+
+/** A Serverless Workflow DSL document: a JSON object with `document` and `do` (the DSL's schema governs the rest, src/workflow/dsl). */
+export type WorkflowSource = JsonObject & { document: JsonObject; do: JsonValue[] };
 
 /** A named input transform of a pipeline: a jq expression between two declared schemas. */
 export interface PipelineTransform {
@@ -112,10 +135,11 @@ export interface ContractBundle {
   profile: '0.2';
   contract: { id: string; version: string };
   subjectNamespace: string;
-  interactions: Record<string, Interaction>;
+  /** As declared: bundle.ts applies the defaults (CompiledInteraction.spec is the Interaction). */
+  interactions: Record<string, InteractionDeclaration>;
   pipelines?: Record<string, Pipeline>;
-  /** Serverless Workflow DSL documents by name, as JSON objects (the DSL's schema governs them). */
-  workflows?: Record<string, JsonObject>;
+  /** Serverless Workflow DSL documents by name. */
+  workflows?: Record<string, WorkflowSource>;
   /** Which pipelines and workflows (by name) the caller that started an instance may cancel; absent: none. */
   workflowCancellation?: Record<string, 'none' | 'caller'>;
 }
@@ -148,7 +172,7 @@ export interface InvocationRequest {
   waitFor?: WaitFor;
   waitMs?: number;
   /** Prohibited (refused as denied): the expected result set never comes from the caller. */
-  manifest?: unknown;
-  expected?: unknown;
-  branches?: unknown;
+  manifest?: JsonValue;
+  expected?: JsonValue;
+  branches?: JsonValue;
 }

@@ -19,12 +19,11 @@ import type { WorkflowInstanceService } from '../runtime/workflow-service.js';
 
 // ── the file's shape ─────────────────────────────────────────────────────────
 
-export interface ExamplePeerConfig {
+/** Every key but `delayMs` is an interaction id; its value is the fixed result the peer returns. */
+export type ExamplePeerConfig = { [interaction: string]: JsonValue } & {
   /** How long the peer "works" before answering, on the deployment clock. */
   delayMs?: number;
-  /** Every other key is an interaction id; its value is the fixed result the peer returns. */
-  [interaction: string]: JsonValue | undefined;
-}
+};
 
 export type TransportConfig = { kind: 'memory'; examplePeers?: Record<string, ExamplePeerConfig> } | NatsTransportConfig;
 
@@ -51,20 +50,19 @@ export interface NatsDurableSettings {
 }
 
 /**
- * `{"kind":"nats", …}`. The schema requires servers, user, passwordEnv and mode; they are optional
- * in this type only because configs built in code skip the schema, so buildDeployment checks the
- * transport again (nats/settings.ts `checkNatsTransport`) before using it.
+ * `{"kind":"nats", …}`. Configs built in code skip the file's schema, so buildDeployment checks
+ * the transport again (nats/settings.ts `checkNatsTransport`) before using it.
  */
 export interface NatsTransportConfig {
   kind: 'nats';
   /** One URL or a comma-separated list. */
-  servers?: string;
+  servers: string;
   /** The coordinator's NATS user. */
-  user?: string;
+  user: string;
   /** The NAME of the environment variable that holds the password: no secret lives in the file. */
-  passwordEnv?: string;
+  passwordEnv: string;
   /** core: best-effort core NATS, one attempt's worth of promises; durable: JetStream streams and consumers. */
-  mode?: 'core' | 'durable';
+  mode: 'core' | 'durable';
   /** Names the coordinator's inbox prefix and durable consumers; defaults to `user` (which must then be token-safe). */
   coordinatorId?: string;
   durable?: NatsDurableSettings;

@@ -1,13 +1,10 @@
 /**
- * The decision side of each completion mode, as one table keyed by mode (the syntax side is
- * src/contract/completion.ts): the threshold the manifest freezes at admission, and the rule that
- * closes a decision from the tally of votes. Two closing rules exist today: a threshold of success
- * votes (closed early as impossible when the open units cannot reach it) and collection (every
- * unit terminal). Exact integer arithmetic throughout.
+ * The closing rules of completion modes, keyed by name: each mode's entry in the one table of
+ * modes (src/contract/completion.ts) names its threshold and which of these closes it. Two exist
+ * today: a threshold of success votes (closed early as impossible when the open units cannot
+ * reach it) and collection (every unit terminal). Exact integer arithmetic throughout.
  */
-import { assert } from '../contract/errors.js';
-import type { CompletionOf } from '../contract/completion.js';
-import type { Completion, CompletionMode } from '../contract/types.js';
+import { closingRuleOf, type ClosingRuleName, type Completion } from '../contract/completion.js';
 import type { DecisionClosed, DecisionOutcome } from '../events/types.js';
 
 export interface Tally {
@@ -30,11 +27,6 @@ export interface ClosingRule {
   couldClose(t: Tally, results: number): boolean;
 }
 
-interface CompletionRule<M extends CompletionMode> extends ClosingRule {
-  /** The success votes needed among `units` units. */
-  threshold(completion: CompletionOf<M>, units: number): number;
-}
-
 /** Closes at `threshold` success votes, or as impossible when the open units cannot reach it. */
 const byThreshold: ClosingRule = {
   closes: (t) => {
@@ -51,31 +43,11 @@ const byCollection: ClosingRule = {
   couldClose: (t, results) => t.terminalUnits + results >= t.units,
 };
 
-/**
- * Quorum threshold as an exact integer: count as given; a fraction num/den of the units needs
- * ceil(units·num/den) votes. Inputs are bounded (units ≤ branchesMax, den ≤ 10^6), so the
- * product stays far below 2^53; asserted anyway.
- */
-function quorumThreshold(completion: CompletionOf<'quorum'>, units: number): number {
-  if ('count' in completion) return completion.count;
-  const { num, den } = completion.fraction;
-  const product = units * num;
-  assert(Number.isSafeInteger(product + den), 'quorum arithmetic stays within safe integers');
-  return Math.floor((product + den - 1) / den);
+export const closingRules: { readonly [N in ClosingRuleName]: ClosingRule } = { threshold: byThreshold, collection: byCollection };
+
+/** The closing rule of a completion's mode. */
+export function completionRuleOf(completion: Completion): ClosingRule {
+  return closingRules[closingRuleOf(completion)];
 }
 
-export const completionRules: { readonly [M in CompletionMode]: CompletionRule<M> } = {
-  'first-success': { threshold: () => 1, ...byThreshold },
-  quorum: { threshold: quorumThreshold, ...byThreshold },
-  'all-successful': { threshold: (_, units) => units, ...byThreshold },
-  'all-terminal': { threshold: (_, units) => units, ...byCollection },
-};
-
-/** The rule of a completion's mode, typed for it (the lookup TypeScript cannot correlate itself). */
-export function completionRuleOf<M extends CompletionMode>(completion: CompletionOf<M>): CompletionRule<M> {
-  return completionRules[completion.mode as M] as CompletionRule<M>;
-}
-
-export function thresholdFor(completion: Completion, units: number): number {
-  return completionRuleOf(completion).threshold(completion, units);
-}
+export { thresholdFor } from '../contract/completion.js';

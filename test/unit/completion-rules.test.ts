@@ -201,11 +201,13 @@ test('distinct-branches counts each branch of a peer as its own unit; distinct-p
   }
 });
 
-test('the two completion tables name the same modes, and the bundle schema accepts exactly their shapes', async () => {
+test("every mode of the completion table has a closing rule, and the bundle schema accepts exactly the modes' shapes", async () => {
   const { completionModes, completionSchema, describeCompletion, completionProblem } = await import('../../src/contract/completion.js');
-  const { completionRules } = await import('../../src/projections/completion-rules.js');
+  const { closingRules } = await import('../../src/projections/completion-rules.js');
   const { compileChecker } = await import('../../src/contract/validation.js');
-  assert.deepEqual(Object.keys(completionRules).sort(), Object.keys(completionModes).sort());
+  assert.deepEqual(Object.keys(completionModes), ['first-success', 'quorum', 'all-successful', 'all-terminal']);
+  for (const entry of Object.values(completionModes)) assert.ok(Object.hasOwn(closingRules, entry.closes), `${entry.name} closes by ${entry.closes}`);
+  assert.equal(completionSchema.oneOf.length, 5, 'one closed schema per shape: quorum has two');
   const check = compileChecker(completionSchema, 'completion');
   const shapes: Completion[] = [
     { mode: 'first-success' },

@@ -18,6 +18,7 @@ import { createEmbedded } from '../../src/deployment/embedded.js';
 import { SystemClock } from '../../src/contract/clock.js';
 import { buildFixtureApp, fixtureBundle, requestBody, storedOperationIds, writeHttpFixture, type HttpFixture } from '../support/http-fixtures.js';
 import { minimalServeConfig } from '../support/config-fixtures.js';
+import type { NatsTransportConfig } from '../../src/deployment/types.js';
 
 type Built = Awaited<ReturnType<typeof buildFixtureApp>>;
 
@@ -393,7 +394,8 @@ describe('deployment config', () => {
         (e: unknown) => isAdapterError(e) && /examplePeers\.alfa\.review/.test(e.description ?? '') && /examplePeers\.bravo\.nope/.test(e.description ?? ''),
       );
       await assert.rejects(
-        buildDeployment({ ...config, transport: { kind: 'nats' } }, { clock }),
+        // A config built in code skips the file's schema (a JavaScript caller, or a cast): the transport is checked again.
+        buildDeployment({ ...config, transport: { kind: 'nats' } as unknown as NatsTransportConfig }, { clock }),
         (e: unknown) => isAdapterError(e) && e.kind === 'invalid-input' && /servers/.test(e.description ?? ''),
       );
       await assert.rejects(buildDeployment({ ...config, store: 'postgres://x' }, { clock }), (e: unknown) => isAdapterError(e) && e.kind === 'invalid-input');

@@ -69,10 +69,7 @@ export const natsTransportSchema = {
   },
 } as const;
 
-const checkTransportShape = compileChecker<NatsTransportConfig & Required<Pick<NatsTransportConfig, 'servers' | 'user' | 'passwordEnv' | 'mode'>>>(
-  natsTransportSchema,
-  'transport',
-);
+const checkTransportShape = compileChecker<NatsTransportConfig>(natsTransportSchema, 'transport');
 
 /**
  * Checks a nats transport (again: configs built in code skip the file's schema) and fills in the
