@@ -6,9 +6,9 @@
  * revision of the stream's last event for append; WrongExpectedVersionError writes nothing and
  * answers `conflict`. The opaque revision handed out is that event revision (0-based, decimal).
  *
- * Guard-on-fold, exactly as the JetStream adapter (see jetstream.ts and on-fold.ts): the server
- * stamps each event (`RecordedEvent.created`, its own clock, in stream order); the adapter reads
- * the stored event back after the append and answers what the fold decides.
+ * Guard-on-fold, exactly as the JetStream adapter, through the same base (replay-stamped.ts): the
+ * server stamps each event (`RecordedEvent.created`, its own clock, in stream order); the adapter
+ * reads the stored event back after the append and answers what the fold decides.
  *
  * Tombstones: a key record on `convoke-tomb-<operationId>` plus a line in `convoke-tombstones`,
  * then the operation stream is hard-deleted (`tombstoneStream`), which EventStoreDB itself never
@@ -42,29 +42,14 @@ import {
   type JSONType,
   type RecordedEvent,
 } from '@eventstore/db-client';
-import type { StoredTransition, Transition } from '../../events/types.js';
+import type { StoredTransition } from '../../events/types.js';
 import { AssertionFailure, unavailable } from '../../contract/errors.js';
 import { limits as contractLimits } from '../../contract/limits.js';
-import { decodeStored, isStoreFailure, logFullFailure, notifyAll, revisionsOnly } from './codec.js';
+import { decodeStored, isStoreFailure, notifyAll, revisionsOnly } from './codec.js';
 import { resolveStoreLimits } from './limits.js';
-import { IndexStates, logOfRead } from './index-states.js';
 import { EventStoreDbOperationIndex } from './eventstoredb-index.js';
-import {
-  FoldTracker,
-  answerStoredAt,
-  classifyRejection,
-  closedFailure,
-  expiredOf,
-  foldPoint,
-  noAppliedYetMs,
-  notFoundOf,
-  precheckWrite,
-  readAnswer,
-  type FoldPoint,
-  type LogState,
-  type PendingWrite,
-} from './on-fold.js';
-import type { AppendListener, AppendOutcome, EventStore, ReadOutcome, RecordAfter, RevisionListener, StoreFailure, StoreLimits } from './types.js';
+import { ReplayStampedStore, closedFailure, expiredOf, notFoundOf, streamFamily, type LogState, type WriteOutcome } from './replay-stamped.js';
+import type { AppendListener, AppendOutcome, RevisionListener, StoreFailure, StoreLimits } from './types.js';
 
 export interface EventStoreDbOptions {
   /** `esdb://host:2113?tls=false` (the client's own connection-string syntax), or a client. */
@@ -89,9 +74,11 @@ export function esdbFailure(error: unknown): StoreFailure {
   return { kind: 'unavailable', description: `eventstoredb: ${detail}` };
 }
 
-/** Canonical decimal event revision (0-based); undefined for anything else. */
-export function parseEsdbRevision(revision: string): bigint | undefined {
-  return /^(0|[1-9][0-9]{0,18})$/.test(revision) ? BigInt(revision) : undefined;
+/** Canonical decimal event revision (0-based, a safe integer); undefined for anything else. */
+export function parseEsdbRevision(revision: string): number | undefined {
+  if (!/^(0|[1-9][0-9]{0,15})$/.test(revision)) return undefined;
+  const value = Number(revision);
+  return Number.isSafeInteger(value) ? value : undefined;
 }
 
 /** A deterministic event id per attempted write, so a retry is idempotent on the server. */
@@ -110,77 +97,29 @@ function storedOf(event: RecordedEvent): StoredTransition | StoreFailure {
   return decodeStored(String(event.revision), committedAtMs, JSON.stringify(event.data));
 }
 
-export class EventStoreDbStore implements EventStore {
+export class EventStoreDbStore extends ReplayStampedStore {
   readonly name = 'eventstoredb';
-  readonly capabilities = { durable: true, guard: 'on-fold' } as const;
-  private readonly fold = new FoldTracker();
-  private readonly followers = new Set<() => Promise<void>>();
   private readonly client: EventStoreDBClient;
   private readonly ownsClient: boolean;
   private readonly prefix: string;
-  private readonly limits: StoreLimits;
   private readonly deadline: number;
-  private closed = false;
   /** The operations index (eventstoredb-index.ts): a row per operation, written after each stored append. */
   readonly index: EventStoreDbOperationIndex;
 
   constructor(options: EventStoreDbOptions) {
+    // Event revisions are 0-based: a stream with no event is at -1 (NO_STREAM to the client).
+    super(resolveStoreLimits(options.limits), -1);
     if (options.client) this.client = options.client;
     else if (options.connectionString) this.client = EventStoreDBClient.connectionString(options.connectionString);
     else throw unavailable('an EventStoreDB store needs `client` or `connectionString`');
     this.ownsClient = !options.client;
     this.prefix = options.streamPrefix ?? 'convoke';
-    this.limits = resolveStoreLimits(options.limits);
     this.deadline = options.requestTimeoutMs ?? 5000;
-    this.index = new EventStoreDbOperationIndex({
-      client: this.client,
-      prefix: this.prefix,
-      deadline: this.deadline,
-      states: new IndexStates(),
-      closed: () => this.closed,
-      logOf: logOfRead((operationId) => this.read(operationId)),
-      operationIds: () => this.operationIds(),
-    });
-  }
-
-  async create(operationId: string, transition: Transition, after?: RecordAfter): Promise<AppendOutcome> {
-    const body = this.precheck(transition);
-    if (typeof body !== 'string') return body;
-    try {
-      const [tombstoned, full] = await Promise.all([this.exists(this.tombStream(operationId)), this.capacityFailure()]);
-      if (tombstoned) return { kind: 'expired', description: `operation ${operationId} is tombstoned; its key is never recreated` };
-      if (full) return full;
-      const empty: FoldPoint = { revision: -1, lastAppliedAtMs: noAppliedYetMs, anyApplied: false, count: 0 };
-      return await this.appendAt(operationId, NO_STREAM, empty, { transition, body, mode: 'create', attempt: 0, after });
-    } catch (error) {
-      return esdbFailure(error);
-    }
-  }
-
-  async append(operationId: string, expectedRevision: string, transition: Transition, after?: RecordAfter): Promise<AppendOutcome> {
-    const body = this.precheck(transition);
-    if (typeof body !== 'string') return body;
-    try {
-      const expected = parseEsdbRevision(expectedRevision);
-      const write: PendingWrite = { transition, body, mode: 'append', attempt: 0, after };
-      if (expected === undefined) return await this.rejected(operationId, expectedRevision, write);
-      return await this.appendAt(operationId, expected, this.fold.at(operationId, Number(expected)), write);
-    } catch (error) {
-      return esdbFailure(error);
-    }
-  }
-
-  async read(operationId: string): Promise<ReadOutcome> {
-    if (this.closed) return closedFailure;
-    try {
-      return readAnswer(operationId, await this.streamState(operationId), this.fold);
-    } catch (error) {
-      return esdbFailure(error) as { kind: 'unavailable'; description: string };
-    }
+    this.index = new EventStoreDbOperationIndex({ client: this.client, prefix: this.prefix, deadline: this.deadline, ...this.indexHost() });
   }
 
   async *operationIds(): AsyncIterable<string> {
-    if (this.closed) throw unavailable('store is closed');
+    this.throwIfClosed();
     let admitted: string[];
     let tombstoned: Set<string>;
     try {
@@ -195,7 +134,7 @@ export class EventStoreDbStore implements EventStore {
   async tombstone(operationId: string): Promise<AppendOutcome | StoreFailure> {
     if (this.closed) return closedFailure;
     try {
-      const state = await this.streamState(operationId);
+      const state = await this.logState(operationId);
       if (state.kind === 'missing') return notFoundOf(operationId);
       if (state.kind !== 'live' && state.kind !== 'tombstoned') return state;
       // Key record first: from here on a create answers expired even if we stop half-way.
@@ -226,7 +165,7 @@ export class EventStoreDbStore implements EventStore {
   }
 
   async follow(listener: AppendListener): Promise<{ close(): Promise<void> }> {
-    if (this.closed) throw unavailable('store is closed');
+    this.throwIfClosed();
     const prefixes = [`${this.prefix}-op-`, `${this.prefix}-wf-`];
     const subscription = this.client.subscribeToAll({ fromPosition: END, filter: streamNameFilter({ prefixes }) });
     subscription.on('data', (resolved: AllStreamResolvedEvent) => {
@@ -253,23 +192,12 @@ export class EventStoreDbStore implements EventStore {
       await subscription.unsubscribe().catch(() => undefined);
       throw error;
     });
-    const stop = async () => {
+    return this.followed(async () => {
       await subscription.unsubscribe().catch(() => undefined);
-    };
-    this.followers.add(stop);
-    return {
-      close: async () => {
-        if (this.followers.delete(stop)) await stop();
-      },
-    };
+    });
   }
 
-  async close(): Promise<void> {
-    if (this.closed) return;
-    this.closed = true;
-    const stops = [...this.followers];
-    this.followers.clear();
-    await Promise.all(stops.map((stop) => stop()));
+  protected async closeClient(): Promise<void> {
     if (this.ownsClient) await this.client.dispose().catch(() => undefined);
   }
 
@@ -284,81 +212,59 @@ export class EventStoreDbStore implements EventStore {
     return `${this.prefix}-tomb-${operationId}`;
   }
 
-  private precheck(transition: Transition): string | StoreFailure {
-    return precheckWrite(this.closed, transition, this.limits.transitionBytesMax);
+  protected parseRevision(revision: string): number | undefined {
+    return parseEsdbRevision(revision);
   }
 
-  /** The CAS append. `known` is the fold point at `expected` when this client has it. */
-  private async appendAt(operationId: string, expected: AppendExpectedRevision, known: FoldPoint | undefined, write: PendingWrite): Promise<AppendOutcome> {
-    // A stream holds only this adapter's events, 0-based: at revision r it holds r + 1. The CAS
-    // makes the check exact (the append lands only on the stream this count describes).
-    const count = typeof expected === 'bigint' ? Number(expected) + 1 : 0;
-    if (count >= this.limits.transitionsMax) return logFullFailure(operationId, count, this.limits.transitionsMax);
+  protected failure(error: unknown): StoreFailure {
+    return esdbFailure(error);
+  }
+
+  /** A deleted stream refuses every later write, but a create checks the key record first (the admission count is the capacity). */
+  protected async beforeCreate(operationId: string): Promise<StoreFailure | undefined> {
+    const [tombstoned, full] = await Promise.all([this.exists(this.tombStream(operationId)), this.capacityFailure()]);
+    if (tombstoned) return { kind: 'expired', description: `operation ${operationId} is tombstoned; its key is never recreated` };
+    return full;
+  }
+
+  /** The CAS append: NO_STREAM for a create, else the event revision of the stream's last event. */
+  protected async writeAt(operationId: string, expected: number, body: string): Promise<WriteOutcome> {
+    const expectedRevision: AppendExpectedRevision = expected < 0 ? NO_STREAM : BigInt(expected);
     let revision: bigint;
     try {
-      const event = jsonEvent({
-        id: eventIdOf(operationId, String(expected), write.body),
-        type: transitionType,
-        data: JSON.parse(write.body) as JSONType,
-      });
-      const result = await this.client.appendToStream(this.opStream(operationId), event, { expectedRevision: expected, deadline: this.deadline });
+      const event = jsonEvent({ id: eventIdOf(operationId, String(expectedRevision), body), type: transitionType, data: JSON.parse(body) as JSONType });
+      const result = await this.client.appendToStream(this.opStream(operationId), event, { expectedRevision, deadline: this.deadline });
       revision = result.nextExpectedRevision;
     } catch (error) {
       if (error instanceof StreamDeletedError) return expiredOf(operationId);
       if (!(error instanceof WrongExpectedVersionError)) throw error;
-      return this.rejected(operationId, String(expected), write);
+      return { kind: 'rejected' };
     }
     // The admissions index lists operations only (operationIds()); workflow instances are not counted in it.
-    if (expected === NO_STREAM && streamFamily(operationId) === 'op') await this.countAdmission(operationId);
-    return this.answerStored(operationId, revision, known, write);
+    if (expectedRevision === NO_STREAM && streamFamily(operationId) === 'op') await this.countAdmission(operationId);
+    return { kind: 'stored', revision: Number(revision) };
   }
 
-  /** Reads the stored event back for its server stamp and answers what the fold will decide. */
-  private async answerStored(operationId: string, revision: bigint, known: FoldPoint | undefined, write: PendingWrite): Promise<AppendOutcome> {
-    const { transition } = write;
-    const events = await this.readEvents(this.opStream(operationId), revision, 1);
+  /** Reads the stored event back for its server stamp. */
+  protected async stampAt(operationId: string, revision: number): Promise<number | StoreFailure> {
+    const events = await this.readEvents(this.opStream(operationId), BigInt(revision), 1);
     if (events.kind !== 'events')
       return events.kind === 'tombstoned' ? expiredOf(operationId) : { kind: 'unavailable', description: 'stored event could not be read back' };
     const event = events.events[0];
-    if (!event || event.revision !== revision) return { kind: 'unavailable', description: `stored event ${revision} could not be read back` };
+    if (!event || event.revision !== BigInt(revision)) return { kind: 'unavailable', description: `stored event ${revision} could not be read back` };
     const stored = storedOf(event);
-    if (isStoreFailure(stored)) return { kind: 'unavailable', description: stored.description };
-    let before = known;
-    if (!before) {
-      const prefix = await this.streamStateUpTo(operationId, revision);
-      if (prefix.kind === 'tombstoned') return expiredOf(operationId);
-      if (prefix.kind !== 'live') return { kind: 'unavailable', description: prefix.kind === 'missing' ? 'stream vanished' : prefix.description };
-      before = foldPoint(prefix.transitions.slice(0, -1), Number(revision) - 1);
-    }
-    const outcome = answerStoredAt(this.fold, operationId, Number(revision), stored.committedAtMs, before, transition.timeGuard);
-    // Stored either way (applied, or void on fold): the index row follows the log.
-    if ((outcome.kind === 'ok' || outcome.kind === 'expired') && streamFamily(operationId) === 'op') {
-      // The written transition itself beside the stored instant: the committing side folds that object.
-      const written = { revision: stored.revision, committedAtMs: stored.committedAtMs, transition };
-      await this.index.appended(operationId, before.revision < 0 ? undefined : String(before.revision), written, write.after);
-    }
-    return outcome;
-  }
-
-  /** A CAS rejection (or an unusable revision): nothing was written; say why, precisely. */
-  private async rejected(operationId: string, expectedRevision: string, write: PendingWrite): Promise<AppendOutcome> {
-    const answer = classifyRejection(operationId, expectedRevision, write, await this.streamState(operationId), this.fold);
-    return 'retryAt' in answer ? this.appendAt(operationId, BigInt(answer.retryAt), answer.point, { ...write, attempt: write.attempt + 1 }) : answer;
-  }
-
-  private async streamState(operationId: string): Promise<LogState> {
-    return this.streamStateUpTo(operationId, undefined);
+    return isStoreFailure(stored) ? { kind: 'unavailable', description: stored.description } : stored.committedAtMs;
   }
 
   /**
-   * The stream's transitions from the start (through `untilRevision` when given), validated, read
+   * The stream's transitions from the start, validated, read
    * in pages of contractLimits.eventStoreDbReadPageMax events (one server-streamed read each). At most
    * limits.transitionsStoredMax: a longer stream (written before that limit) answers unavailable,
    * never a silently shortened log.
    */
-  private async streamStateUpTo(operationId: string, untilRevision: bigint | undefined): Promise<LogState> {
+  protected async logState(operationId: string): Promise<LogState> {
     const readMax = contractLimits.transitionsStoredMax;
-    const countMax = untilRevision === undefined ? readMax + 1 : Math.min(readMax + 1, Number(untilRevision) + 1);
+    const countMax = readMax + 1;
     const transitions: StoredTransition[] = [];
     let last: bigint | undefined;
     while (transitions.length < countMax) {
@@ -445,9 +351,4 @@ export class EventStoreDbStore implements EventStore {
     }
     return ids;
   }
-}
-
-/** Workflow instance streams (`wf…` ids) have their own stream name family; every other stream is an operation's. */
-function streamFamily(streamId: string): 'op' | 'wf' {
-  return /^wf[0-9a-f]{64}$/.test(streamId) ? 'wf' : 'op';
 }

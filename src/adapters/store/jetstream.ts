@@ -18,7 +18,9 @@
  * the message back by sequence — and answers exactly what the fold decides: ok, `expired`
  * (guard) or `unavailable` (rollback).
  * Caveat, documented: a void transition is *recorded* (it advances the revision, it is returned
- * by read) but changes no state; readers must fold with `appliesOnFold`.
+ * by read) but changes no state; readers must fold with `appliesOnFold`. That protocol (the CAS
+ * write and its retries, the answer from the stamp, reading back, the index row) is the base
+ * shared with EventStoreDB, replay-stamped.ts; this file holds the JetStream client calls.
  *
  * Tombstones: a minimal key record on `convoke.tomb.<operationId>` (its own stream), then a
  * marker message CAS-appended to the operation subject, then a purge of that subject keeping
@@ -44,30 +46,16 @@ import {
   type MsgRequest,
   type StoredMsg,
 } from '@nats-io/jetstream';
-import type { StoredTransition, Transition } from '../../events/types.js';
+import type { StoredTransition } from '../../events/types.js';
 import { AssertionFailure, unavailable, unsupported } from '../../contract/errors.js';
 import { limits as contractLimits } from '../../contract/limits.js';
-import { decodeStored, isStoreFailure, logFullFailure, notifyAll, parseRevision, revisionsOnly } from './codec.js';
+import { decodeStored, isStoreFailure, notifyAll, parseRevision, revisionsOnly } from './codec.js';
 import { resolveStoreLimits } from './limits.js';
 import { StampFeed } from './stamp-feed.js';
-import { IndexStates, logOfRead } from './index-states.js';
 import { JetStreamOperationIndex, ensureIndexStream } from './jetstream-index.js';
 import { PubAckMux } from '../transport/nats-pubacks.js';
-import {
-  FoldTracker,
-  answerStoredAt,
-  classifyRejection,
-  closedFailure,
-  foldPoint,
-  noAppliedYetMs,
-  notFoundOf,
-  precheckWrite,
-  readAnswer,
-  type FoldPoint,
-  type LogState,
-  type PendingWrite,
-} from './on-fold.js';
-import type { AppendListener, AppendOutcome, EventStore, ReadOutcome, RecordAfter, RevisionListener, StoreFailure, StoreLimits } from './types.js';
+import { ReplayStampedStore, closedFailure, notFoundOf, streamFamily, type LogState, type WriteOutcome } from './replay-stamped.js';
+import type { AppendListener, AppendOutcome, RevisionListener, StoreFailure, StoreLimits } from './types.js';
 
 export interface JetStreamStoreOptions {
   /** An existing connection (left open on close), or `servers` to connect to (closed on close). */
@@ -130,14 +118,10 @@ function publicationId(operationId: string, expectedSeq: number, body: Uint8Arra
 
 const isMarker = (msg: StoredMsg) => msg.header?.get(tombstoneHeader) === '1';
 
-export class JetStreamEventStore implements EventStore {
+export class JetStreamEventStore extends ReplayStampedStore {
   readonly name = 'jetstream';
-  readonly capabilities = { durable: true, guard: 'on-fold' } as const;
-  private readonly fold = new FoldTracker();
-  private readonly followers = new Set<() => Promise<void>>();
   /** The last operation count read from the server, and creates this client made since. */
   private capacitySeen = { count: 0, createsSince: 0, atMs: Number.NEGATIVE_INFINITY };
-  private closed = false;
   /** How appends learned their server stamps: from the stamp feed, or by reading the message back. */
   readonly stampSources = { fed: 0, readBack: 0 };
   /** The connection's PubAck mux, shared with any transport on the same connection. */
@@ -152,25 +136,17 @@ export class JetStreamEventStore implements EventStore {
     private readonly jsm: JetStreamManager,
     private readonly streamName: string,
     private readonly prefix: string,
-    private readonly limits: StoreLimits,
+    limits: StoreLimits,
     private readonly requestTimeoutMs: number,
     /** Whether the stream answers direct gets (allow_direct): the cheaper read-back path. */
     private readonly directGet: boolean,
     private readonly stamps: StampFeed | undefined,
     private readonly stampWaitMs: number,
   ) {
+    // A subject's sequence before its first message is 0: the create CAS expects it.
+    super(limits, 0);
     this.pubAcks = PubAckMux.of(nc);
-    this.index = new JetStreamOperationIndex({
-      js,
-      jsm,
-      streamName,
-      prefix,
-      requestTimeoutMs,
-      states: new IndexStates(),
-      closed: () => this.closed,
-      logOf: logOfRead((operationId) => this.read(operationId)),
-      operationIds: () => this.operationIds(),
-    });
+    this.index = new JetStreamOperationIndex({ js, jsm, streamName, prefix, requestTimeoutMs, ...this.indexHost() });
   }
 
   static async open(options: JetStreamStoreOptions): Promise<JetStreamEventStore> {
@@ -202,56 +178,8 @@ export class JetStreamEventStore implements EventStore {
     }
   }
 
-  async create(operationId: string, transition: Transition, after?: RecordAfter): Promise<AppendOutcome> {
-    const refused = this.precheck(transition);
-    if (typeof refused !== 'string') return refused;
-    try {
-      // No tombstone lookup: a tombstoned subject keeps its marker, so the create CAS refuses it
-      // and `rejected` answers expired.
-      const full = await this.capacityFailure();
-      if (full) return full;
-      // An empty subject has nothing applied: the point before a create needs no read.
-      const empty: FoldPoint = { revision: 0, lastAppliedAtMs: noAppliedYetMs, anyApplied: false, count: 0 };
-      return await this.publishAt(operationId, 0, empty, { transition, body: refused, mode: 'create', attempt: 0, after });
-    } catch (error) {
-      return natsFailure(error);
-    }
-  }
-
-  async append(operationId: string, expectedRevision: string, transition: Transition, after?: RecordAfter): Promise<AppendOutcome> {
-    const refused = this.precheck(transition);
-    if (typeof refused !== 'string') return refused;
-    try {
-      const expectedSeq = parseRevision(expectedRevision);
-      // A revision that is not a stream sequence can never match: classify without writing.
-      const write: PendingWrite = { transition, body: refused, mode: 'append', attempt: 0, after };
-      if (expectedSeq === undefined) return await this.rejected(operationId, expectedRevision, write);
-      const known = this.fold.at(operationId, expectedSeq);
-      if (known) return await this.publishAt(operationId, expectedSeq, known, write);
-      // This client has not seen the log at expectedSeq: read it first, for the fold point and
-      // the transition count the limit is checked against. When expectedSeq is one of its
-      // messages the publish still runs (a retried append dedupes to the message it stored);
-      // otherwise no publish could match and the log says why.
-      const state = await this.subjectState(operationId);
-      const index = state.kind === 'live' ? state.transitions.findIndex((t) => t.revision === String(expectedSeq)) : -1;
-      if (state.kind !== 'live' || index < 0) return this.classified(operationId, expectedRevision, write, state);
-      return await this.publishAt(operationId, expectedSeq, foldPoint(state.transitions.slice(0, index + 1), expectedSeq), write);
-    } catch (error) {
-      return natsFailure(error);
-    }
-  }
-
-  async read(operationId: string): Promise<ReadOutcome> {
-    if (this.closed) return closedFailure;
-    try {
-      return readAnswer(operationId, await this.subjectState(operationId), this.fold);
-    } catch (error) {
-      return natsFailure(error) as { kind: 'unavailable'; description: string };
-    }
-  }
-
   async *operationIds(): AsyncIterable<string> {
-    if (this.closed) throw unavailable('store is closed');
+    this.throwIfClosed();
     let ops: string[];
     let tombs: Set<string>;
     try {
@@ -293,7 +221,7 @@ export class JetStreamEventStore implements EventStore {
    * revision): no second consumer, no message bodies. Without a feed, from follow.
    */
   async watch(listener: RevisionListener): Promise<{ close(): Promise<void> }> {
-    if (this.closed) throw unavailable('store is closed');
+    this.throwIfClosed();
     if (!this.stamps) return this.follow(revisionsOnly(listener));
     const prefixes = [`${this.prefix}.op.`, `${this.prefix}.wf.`];
     const stop = this.stamps.watch((subject, seq) => {
@@ -304,7 +232,7 @@ export class JetStreamEventStore implements EventStore {
   }
 
   async follow(listener: AppendListener): Promise<{ close(): Promise<void> }> {
-    if (this.closed) throw unavailable('store is closed');
+    this.throwIfClosed();
     let messages: Awaited<ReturnType<Awaited<ReturnType<JetStreamClient['consumers']['get']>>['consume']>>;
     try {
       // Start right after the current end (not DeliverPolicy.New, which is fixed only when the
@@ -322,24 +250,13 @@ export class JetStreamEventStore implements EventStore {
     const pump = (async () => {
       for await (const msg of messages) this.deliver(msg, listener);
     })().catch(() => undefined);
-    const stop = async () => {
+    return this.followed(async () => {
       await messages.close();
       await pump;
-    };
-    this.followers.add(stop);
-    return {
-      close: async () => {
-        if (this.followers.delete(stop)) await stop();
-      },
-    };
+    });
   }
 
-  async close(): Promise<void> {
-    if (this.closed) return;
-    this.closed = true;
-    const stops = [...this.followers];
-    this.followers.clear();
-    await Promise.all(stops.map((stop) => stop().catch(() => undefined)));
+  protected async closeClient(): Promise<void> {
     await this.stamps?.close();
     if (this.ownsConnection) await this.nc.close().catch(() => undefined);
   }
@@ -354,18 +271,23 @@ export class JetStreamEventStore implements EventStore {
     return `${this.prefix}.tomb.${operationId}`;
   }
 
-  /** The encoded body, or why nothing may be written. */
-  private precheck(transition: Transition): string | StoreFailure {
-    return precheckWrite(this.closed, transition, this.limits.transitionBytesMax);
+  protected parseRevision(revision: string): number | undefined {
+    return parseRevision(revision);
   }
 
-  /** The CAS publish at the fold point `known` (the log at expectedSeq). */
-  private async publishAt(operationId: string, expectedSeq: number, known: FoldPoint, write: PendingWrite): Promise<AppendOutcome> {
-    // The CAS makes this check exact: the append lands only on the log this count describes.
-    if (known.count >= this.limits.transitionsMax) return logFullFailure(operationId, known.count, this.limits.transitionsMax);
-    let seq: number;
+  protected failure(error: unknown): StoreFailure {
+    return natsFailure(error);
+  }
+
+  /** No tombstone lookup: a tombstoned subject keeps its marker, so the create CAS refuses it (see the header). */
+  protected beforeCreate(): Promise<StoreFailure | undefined> {
+    return this.capacityFailure();
+  }
+
+  /** The CAS publish: the expected revision *is* the stream sequence of the subject's last message. */
+  protected async writeAt(operationId: string, expectedSeq: number, text: string): Promise<WriteOutcome> {
     // Encoded once: hashed for the publication identity and published as these bytes.
-    const body = Buffer.from(write.body, 'utf8');
+    const body = Buffer.from(text, 'utf8');
     try {
       const ack = await this.pubAcks.publish(this.opSubject(operationId), body, {
         msgID: publicationId(operationId, expectedSeq, body),
@@ -374,32 +296,19 @@ export class JetStreamEventStore implements EventStore {
       });
       // ack.duplicate: this exact write (same expected sequence, same bytes) was stored before;
       // answering from the stored message makes the retry of an uncertain append idempotent.
-      seq = ack.seq;
+      return { kind: 'stored', revision: ack.seq };
     } catch (error) {
       if (!isWrongSequence(error)) throw error;
-      return this.rejected(operationId, String(expectedSeq), write);
+      return { kind: 'rejected' };
     }
-    return this.answerStored(operationId, seq, known, write);
   }
 
-  /** Learns the stored message's server stamp and answers what the fold will decide. */
-  private async answerStored(operationId: string, seq: number, known: FoldPoint, write: PendingWrite): Promise<AppendOutcome> {
-    const { transition } = write;
+  protected async stampAt(operationId: string, seq: number): Promise<number | StoreFailure> {
     const stamp = await this.stampOf(seq);
     if (!stamp || stamp.subject !== this.opSubject(operationId)) {
       return { kind: 'unavailable', description: `stored message ${seq} could not be read back; its fold outcome is unknown` };
     }
-    const outcome = answerStoredAt(this.fold, operationId, seq, stamp.committedAtMs, known, transition.timeGuard);
-    // Stored either way (applied, or void on fold): the index row follows the log (operations only, not workflow instances).
-    if ((outcome.kind === 'ok' || outcome.kind === 'expired') && streamFamily(operationId) === 'op') {
-      await this.index.appended(
-        operationId,
-        known.revision === 0 ? undefined : String(known.revision),
-        { revision: String(seq), committedAtMs: stamp.committedAtMs, transition },
-        write.after,
-      );
-    }
-    return outcome;
+    return stamp.committedAtMs;
   }
 
   /** The server stamp of stored message `seq`: from the stamp feed, or else read back. */
@@ -427,17 +336,7 @@ export class JetStreamEventStore implements EventStore {
     return this.jsm.streams.getMessage(this.streamName, { seq });
   }
 
-  /** A CAS rejection (or an unusable revision): nothing was written; say why, precisely. */
-  private async rejected(operationId: string, expectedRevision: string, write: PendingWrite): Promise<AppendOutcome> {
-    return this.classified(operationId, expectedRevision, write, await this.subjectState(operationId));
-  }
-
-  private async classified(operationId: string, expectedRevision: string, write: PendingWrite, state: LogState): Promise<AppendOutcome> {
-    const answer = classifyRejection(operationId, expectedRevision, write, state, this.fold);
-    return 'retryAt' in answer ? this.publishAt(operationId, answer.retryAt, answer.point, { ...write, attempt: write.attempt + 1 }) : answer;
-  }
-
-  private async subjectState(operationId: string): Promise<LogState> {
+  protected async logState(operationId: string): Promise<LogState> {
     const last = await this.jsm.streams.getMessage(this.streamName, { last_by_subj: this.opSubject(operationId) });
     // An empty subject was never created: a tombstone keeps its marker (see the header).
     if (!last) return { kind: 'missing' };
@@ -662,11 +561,6 @@ async function ensureStream(jsm: JetStreamManager, name: string, subject: string
     if (!(error instanceof JetStreamApiError && error.code === 10058)) throw error;
     return false;
   }
-}
-
-/** Workflow instance streams (`wf…` ids) have their own subject token; every other stream is an operation's. */
-function streamFamily(streamId: string): 'op' | 'wf' {
-  return /^wf[0-9a-f]{64}$/.test(streamId) ? 'wf' : 'op';
 }
 
 async function subjectsOf(jsm: JetStreamManager, stream: string, filter: string): Promise<string[]> {

@@ -1,0 +1,308 @@
+/**
+ * The base of every replay-stamped store (jetstream, eventstoredb): a server that cannot check a
+ * time guard inside its write, but stamps each stored transition with its own clock, in stream
+ * order (`StoreCapabilities.guard` 'on-fold', docs/design.md §2). Everything of that protocol
+ * that does not depend on the backend lives here, once:
+ *
+ * - create and append as a compare-and-swap on the log's own revision, with the transition
+ *   limit checked against the fold point the CAS makes exact, and a create retried over a log
+ *   that holds only void transitions (classifyRejection);
+ * - the answer of a stored write: the server's stamp of it, folded after the point before it
+ *   (on-fold.ts), so the append answers exactly what the fold will decide — ok, `expired`
+ *   (guard) or `unavailable` (the stamp went back);
+ * - reading a log back with its stamps, remembering its fold point;
+ * - the operations index row after each stored transition (operations only, not workflow
+ *   instances), and the followers closed with the store.
+ *
+ * A backend writes only its client calls: the log's state, the CAS write, the stamp of a stored
+ * revision, what a create checks first (capacity, tombstones), its errors, and its tombstones,
+ * listing and following.
+ */
+import { unavailable } from '../../contract/errors.js';
+import { limits } from '../../contract/limits.js';
+import type { StoredTransition, TimeGuard, Transition } from '../../events/types.js';
+import { checkGuardShape } from '../../events/guard.js';
+import { bodyBytes, checkTransitionShape, encodeTransition, isStoreFailure, logFullFailure, sizeFailure } from './codec.js';
+import { IndexStates, logOfRead } from './index-states.js';
+import { FoldTracker, advance, answerOnFold, foldPoint, noAppliedYetMs, type FoldPoint } from './on-fold.js';
+import type {
+  AppendListener,
+  AppendOutcome,
+  EventStore,
+  OperationIndexStore,
+  ReadOutcome,
+  RecordAfter,
+  RevisionListener,
+  StoreFailure,
+  StoreLimits,
+} from './types.js';
+
+/** What the backend's log says about one stream. `lastRevision` is the backend's own position. */
+export type LogState = { kind: 'missing' } | { kind: 'tombstoned' } | { kind: 'live'; lastRevision: number; transitions: StoredTransition[] } | StoreFailure;
+
+/** One attempted write, carried through CAS retries. */
+export interface PendingWrite {
+  transition: Transition;
+  body: string;
+  mode: 'create' | 'append';
+  /** CAS retries so far (a create over a log holding only void transitions retries). */
+  attempt: number;
+  /** The committing side's record after the transition, for the index row (index-states.ts). */
+  after?: RecordAfter;
+}
+
+/** A CAS write's answer from the backend: the revision it stored at, a wrong expected revision (nothing written), or a failure. */
+export type WriteOutcome = { kind: 'stored'; revision: number } | { kind: 'rejected' } | StoreFailure;
+
+/** The index a replay-stamped store keeps: written after each stored transition, since no transaction spans the log and the row. */
+export interface StampedIndex extends OperationIndexStore {
+  appended(operationId: string, previousRevision: string | undefined, stored: StoredTransition, after?: RecordAfter): Promise<void>;
+  remove(operationId: string): Promise<void>;
+}
+
+/** What an index over a replay-stamped store reads of it (each index's host adds its client). */
+export interface StampedIndexHost {
+  states: IndexStates;
+  closed(): boolean;
+  /** The operation's log, or undefined when it has none (missing, tombstoned). */
+  logOf(operationId: string): Promise<StoredTransition[] | undefined>;
+  operationIds(): AsyncIterable<string>;
+}
+
+export const expiredOf = (operationId: string) => ({ kind: 'expired' as const, description: `operation ${operationId} is tombstoned` });
+export const notFoundOf = (operationId: string) => ({ kind: 'not-found' as const, description: `operation ${operationId} does not exist` });
+export const closedFailure: { kind: 'unavailable'; description: string } = { kind: 'unavailable', description: 'store is closed' };
+
+/** Workflow instance streams (`wf…` ids) have their own name family beside operations'; every other stream is an operation's. */
+export function streamFamily(streamId: string): 'op' | 'wf' {
+  return /^wf[0-9a-f]{64}$/.test(streamId) ? 'wf' : 'op';
+}
+
+/** The encoded body of a transition this store may write, or why nothing may be written. */
+export function precheckWrite(closed: boolean, transition: Transition, transitionBytesMax: number): string | StoreFailure {
+  if (closed) return closedFailure;
+  const shape = checkTransitionShape(transition) ?? checkGuardShape(transition.timeGuard);
+  if (shape) return shape;
+  const body = encodeTransition(transition);
+  const bytes = bodyBytes(body);
+  if (bytes > transitionBytesMax) return sizeFailure(bytes, transitionBytesMax);
+  return body;
+}
+
+/** A read's answer from the log's state; a live log's fold point is remembered. */
+export function readAnswer(operationId: string, state: LogState, fold: FoldTracker): ReadOutcome {
+  switch (state.kind) {
+    case 'missing':
+      return notFoundOf(operationId);
+    case 'tombstoned':
+      return expiredOf(operationId);
+    case 'live':
+      fold.remember(operationId, foldPoint(state.transitions, state.lastRevision));
+      return { kind: 'ok', revision: String(state.lastRevision), transitions: state.transitions };
+    default:
+      return { kind: 'unavailable', description: state.description };
+  }
+}
+
+/**
+ * A CAS rejection (or an unusable revision) wrote nothing; says why, precisely, from the log's
+ * state. A log holding only void transitions (an expired admission) is absent to the fold, so a
+ * create may write after them, still as a CAS: the answer is then where to retry.
+ */
+export function classifyRejection(
+  operationId: string,
+  expectedRevision: string,
+  write: PendingWrite,
+  state: LogState,
+  fold: FoldTracker,
+): AppendOutcome | { retryAt: number; point: FoldPoint } {
+  switch (state.kind) {
+    case 'tombstoned':
+      return expiredOf(operationId);
+    case 'missing':
+      return write.mode === 'append'
+        ? notFoundOf(operationId)
+        : { kind: 'unavailable', description: `create of ${operationId} was refused but its log reads empty` };
+    case 'live':
+      break;
+    default:
+      return { kind: 'unavailable', description: state.description };
+  }
+  const point = foldPoint(state.transitions, state.lastRevision);
+  fold.remember(operationId, point);
+  if (write.mode === 'create' && !point.anyApplied && write.attempt < limits.storeCasAttemptsMax) return { retryAt: state.lastRevision, point };
+  return write.mode === 'create'
+    ? { kind: 'conflict', description: `operation ${operationId} already exists` }
+    : { kind: 'conflict', description: `expected revision ${expectedRevision}, stream is at ${state.lastRevision}` };
+}
+
+/** The answer for a write stored at `revision` with the server's `committedAtMs`; the fold point moves on. */
+export function answerStoredAt(
+  fold: FoldTracker,
+  operationId: string,
+  revision: number,
+  committedAtMs: number,
+  before: FoldPoint,
+  guard: TimeGuard,
+): AppendOutcome {
+  const outcome = answerOnFold(guard, String(revision), committedAtMs, before);
+  fold.remember(operationId, advance(before, revision, guard, committedAtMs));
+  return outcome;
+}
+
+export abstract class ReplayStampedStore implements EventStore {
+  abstract readonly name: string;
+  readonly capabilities = { durable: true, guard: 'on-fold' } as const;
+  abstract readonly index: StampedIndex;
+  /** The fold point this client last saw per stream: the common single-writer path needs no read before its write. */
+  protected readonly fold = new FoldTracker();
+  protected closed = false;
+  private readonly followers = new Set<() => Promise<void>>();
+
+  /**
+   * `emptyRevision`: the backend's position of a stream with nothing in it, which a create
+   * expects (JetStream: subject sequence 0; EventStoreDB: no stream, -1 here).
+   */
+  protected constructor(
+    protected readonly limits: StoreLimits,
+    private readonly emptyRevision: number,
+  ) {}
+
+  // ── the backend's client calls ─────────────────────────────────────────────────────────────
+
+  /** The whole log of a stream with its server stamps, validated; at most limits.transitionsStoredMax transitions. */
+  protected abstract logState(streamId: string): Promise<LogState>;
+  /** The CAS write of `body` at `expected` (emptyRevision: the stream must not exist). */
+  protected abstract writeAt(streamId: string, expected: number, body: string): Promise<WriteOutcome>;
+  /** The server's stamp of the transition stored at `revision` of this stream, or why it cannot be learned. */
+  protected abstract stampAt(streamId: string, revision: number): Promise<number | StoreFailure>;
+  /** What a create checks before writing (capacity; tombstones, where the CAS alone does not refuse them). */
+  protected abstract beforeCreate(streamId: string): Promise<StoreFailure | undefined>;
+  /** The backend's revision string as a number, or undefined when it can never match. */
+  protected abstract parseRevision(revision: string): number | undefined;
+  /** A thrown client error as a store failure (an assertion is rethrown). */
+  protected abstract failure(error: unknown): StoreFailure;
+  /** Closes the client after the followers are stopped. */
+  protected abstract closeClient(): Promise<void>;
+
+  abstract operationIds(): AsyncIterable<string>;
+  abstract tombstone(operationId: string): Promise<AppendOutcome | StoreFailure>;
+  abstract follow(listener: AppendListener): Promise<{ close(): Promise<void> }>;
+  abstract watch(listener: RevisionListener): Promise<{ close(): Promise<void> }>;
+
+  // ── the protocol ───────────────────────────────────────────────────────────────────────────
+
+  async create(operationId: string, transition: Transition, after?: RecordAfter): Promise<AppendOutcome> {
+    const body = precheckWrite(this.closed, transition, this.limits.transitionBytesMax);
+    if (typeof body !== 'string') return body;
+    try {
+      const refused = await this.beforeCreate(operationId);
+      if (refused) return refused;
+      // An empty stream has nothing applied: the point before a create needs no read.
+      const empty: FoldPoint = { revision: this.emptyRevision, lastAppliedAtMs: noAppliedYetMs, anyApplied: false, count: 0 };
+      return await this.writeFrom(operationId, empty, { transition, body, mode: 'create', attempt: 0, after });
+    } catch (error) {
+      return this.failure(error);
+    }
+  }
+
+  async append(operationId: string, expectedRevision: string, transition: Transition, after?: RecordAfter): Promise<AppendOutcome> {
+    const body = precheckWrite(this.closed, transition, this.limits.transitionBytesMax);
+    if (typeof body !== 'string') return body;
+    try {
+      const expected = this.parseRevision(expectedRevision);
+      const write: PendingWrite = { transition, body, mode: 'append', attempt: 0, after };
+      // A revision that is not one of the backend's can never match: classify without writing.
+      if (expected === undefined) return await this.rejected(operationId, expectedRevision, write);
+      const known = this.fold.at(operationId, expected);
+      if (known) return await this.writeFrom(operationId, known, write);
+      // This client has not seen the log at `expected`: read it first, for the fold point and
+      // the transition count the limit is checked against. When `expected` is one of its
+      // transitions the write still runs (a retried append dedupes to what it stored);
+      // otherwise no write could match and the log says why.
+      const state = await this.logState(operationId);
+      const index = state.kind === 'live' ? state.transitions.findIndex((t) => t.revision === String(expected)) : -1;
+      if (state.kind !== 'live' || index < 0) return await this.classified(operationId, expectedRevision, write, state);
+      return await this.writeFrom(operationId, foldPoint(state.transitions.slice(0, index + 1), expected), write);
+    } catch (error) {
+      return this.failure(error);
+    }
+  }
+
+  async read(operationId: string): Promise<ReadOutcome> {
+    if (this.closed) return closedFailure;
+    try {
+      return readAnswer(operationId, await this.logState(operationId), this.fold);
+    } catch (error) {
+      return { kind: 'unavailable', description: this.failure(error).description };
+    }
+  }
+
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    const stops = [...this.followers];
+    this.followers.clear();
+    await Promise.all(stops.map((stop) => stop().catch(() => undefined)));
+    await this.closeClient();
+  }
+
+  /** A follower stopped by its handle or when the store closes. */
+  protected followed(stop: () => Promise<void>): { close(): Promise<void> } {
+    this.followers.add(stop);
+    return {
+      close: async () => {
+        if (this.followers.delete(stop)) await stop();
+      },
+    };
+  }
+
+  /** What an index over this store reads of it. */
+  protected indexHost(): StampedIndexHost {
+    return {
+      states: new IndexStates(),
+      closed: () => this.closed,
+      logOf: logOfRead((operationId) => this.read(operationId)),
+      operationIds: () => this.operationIds(),
+    };
+  }
+
+  protected throwIfClosed(): void {
+    if (this.closed) throw unavailable('store is closed');
+  }
+
+  /** The CAS write at the fold point `before` (the log at the expected revision). */
+  private async writeFrom(operationId: string, before: FoldPoint, write: PendingWrite): Promise<AppendOutcome> {
+    // The CAS makes this check exact: the write lands only on the log this count describes.
+    if (before.count >= this.limits.transitionsMax) return logFullFailure(operationId, before.count, this.limits.transitionsMax);
+    const written = await this.writeAt(operationId, before.revision, write.body);
+    if (written.kind === 'rejected') return this.rejected(operationId, String(before.revision), write);
+    if (written.kind !== 'stored') return written;
+    return this.answerStored(operationId, written.revision, before, write);
+  }
+
+  /** Learns the stored transition's server stamp and answers what the fold will decide; the index row follows. */
+  private async answerStored(operationId: string, revision: number, before: FoldPoint, write: PendingWrite): Promise<AppendOutcome> {
+    const { transition } = write;
+    const committedAtMs = await this.stampAt(operationId, revision);
+    if (isStoreFailure(committedAtMs)) return committedAtMs;
+    const outcome = answerStoredAt(this.fold, operationId, revision, committedAtMs, before, transition.timeGuard);
+    // Stored either way (applied, or void on fold): the index row follows the log (operations only, not workflow instances).
+    if ((outcome.kind === 'ok' || outcome.kind === 'expired') && streamFamily(operationId) === 'op') {
+      // The written transition itself beside the stored instant: the committing side folds that object.
+      const stored = { revision: String(revision), committedAtMs, transition };
+      await this.index.appended(operationId, before.count === 0 ? undefined : String(before.revision), stored, write.after);
+    }
+    return outcome;
+  }
+
+  /** A CAS rejection (or an unusable revision): nothing was written; say why, precisely. */
+  private async rejected(operationId: string, expectedRevision: string, write: PendingWrite): Promise<AppendOutcome> {
+    return this.classified(operationId, expectedRevision, write, await this.logState(operationId));
+  }
+
+  private async classified(operationId: string, expectedRevision: string, write: PendingWrite, state: LogState): Promise<AppendOutcome> {
+    const answer = classifyRejection(operationId, expectedRevision, write, state, this.fold);
+    return 'retryAt' in answer ? this.writeFrom(operationId, answer.point, { ...write, attempt: write.attempt + 1 }) : answer;
+  }
+}
