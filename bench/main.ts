@@ -1,5 +1,5 @@
 /** `npm run bench -- <core|stores|nats|http|list|workflow|all> [--json] [--seconds N] [--rounds N (nats)] [--warmup S (nats)] [--rates R,R,… (nats)] [--concurrency N (nats)] [--result-batch-ms N (nats)]`. */
-import { resultBatchMsMax } from '../src/runtime/host.js';
+import { limits } from '../src/contract/limits.js';
 import { parseRates } from './stats.js';
 
 const args = process.argv.slice(2);
@@ -24,8 +24,8 @@ const warmupSeconds = numberOption('--warmup', (n) => Number.isFinite(n) && n >=
 const concurrency = numberOption('--concurrency', positiveInteger, 'a positive integer');
 const resultBatchMs = numberOption(
   '--result-batch-ms',
-  (n) => Number.isSafeInteger(n) && n >= 0 && n <= resultBatchMsMax,
-  `an integer from 0 to ${resultBatchMsMax}`,
+  (n) => Number.isSafeInteger(n) && n >= 0 && n <= limits.resultBatchMsMax,
+  `an integer from 0 to ${limits.resultBatchMsMax}`,
 );
 const ratesArg = args.indexOf('--rates');
 let rates: number[] | undefined;

@@ -24,10 +24,10 @@ import { invalidInput } from '../contract/errors.js';
 import { compileChecker } from '../contract/validation.js';
 import { readJsonFile } from '../deployment/files.js';
 import type { FromSchema } from 'json-schema-to-ts';
+import { limits } from '../contract/limits.js';
 
 export const contextNamePattern = '^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$';
-export const contextsMax = 256;
-const textMax = 4096;
+const textMax = limits.cliContextTextCharsMax;
 
 /** One context: every field optional; a command takes what it needs and says what is missing. */
 const contextSchema = {
@@ -59,7 +59,7 @@ export const contextsFileSchema = {
     selected: { type: 'string', pattern: contextNamePattern },
     contexts: {
       type: 'object',
-      maxProperties: contextsMax,
+      maxProperties: limits.cliContextsMax,
       propertyNames: { pattern: contextNamePattern },
       additionalProperties: contextSchema,
     },

@@ -6,11 +6,9 @@
 import { readFile, stat } from 'node:fs/promises';
 import { invalidInput } from '../contract/errors.js';
 import { octal } from './contexts.js';
+import { limits } from '../contract/limits.js';
 
 export type PasswordSource = { kind: 'env'; name: string } | { kind: 'file'; path: string };
-
-/** A password file holds one line; a longer file is not a password file. */
-export const passwordFileBytesMax = 4096;
 
 export function describeSource(source: PasswordSource): string {
   return source.kind === 'env' ? `environment variable ${source.name}` : `password file ${source.path}`;
@@ -35,7 +33,7 @@ async function readPasswordFile(path: string): Promise<string> {
   if (!info.isFile()) throw invalidInput(`password file ${path} is not a regular file`);
   if (process.platform !== 'win32' && (info.mode & 0o077) !== 0)
     throw invalidInput(`password file ${path} is readable or writable by group or others (mode ${octal(info.mode)}): chmod 600 it`);
-  if (info.size > passwordFileBytesMax) throw invalidInput(`password file ${path} is ${info.size} bytes, more than ${passwordFileBytesMax}`);
+  if (info.size > limits.passwordFileBytesMax) throw invalidInput(`password file ${path} is ${info.size} bytes, more than ${limits.passwordFileBytesMax}`);
   const text = (await readFile(path, 'utf8')).replace(/\r?\n$/, '');
   if (text === '') throw invalidInput(`password file ${path} is empty`);
   if (/[\r\n]/.test(text)) throw invalidInput(`password file ${path} holds more than one line`);

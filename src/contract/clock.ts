@@ -18,7 +18,8 @@ export class SystemClock implements Clock {
   }
 
   at(atMs: number, fn: () => void): TimerHandle {
-    // setTimeout's delay is a signed 32-bit int; long waits re-arm.
+    // setTimeout's delay is a signed 32-bit int; long waits re-arm. A platform fact, not a policy
+    // bound, so it stays here rather than in limits.ts.
     const delayMsMax = 2 ** 31 - 1;
     let timer: NodeJS.Timeout;
     const arm = () => {

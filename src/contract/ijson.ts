@@ -24,6 +24,7 @@ import { assert, invalidInput } from './errors.js';
 import { setMember, type JsonObject, type JsonValue } from './json.js';
 import { limits } from './limits.js';
 
+// Facts of the number format and of V8, not policy bounds: they stay here rather than in limits.ts.
 /** 2^53: the first integer a double cannot tell from its neighbour. */
 const unsafeIntegerMin = 2 ** 53;
 /** From here on ECMAScript (so RFC 8785) prints numbers in exponent form. */

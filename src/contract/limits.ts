@@ -1,6 +1,8 @@
 /**
  * Every bound convoke enforces, in one place. Units are in the names, last. Relations between
- * bounds are asserted at load so a bad edit fails at start-up, not in production.
+ * bounds are asserted at load so a bad edit fails at start-up, not in production. Facts of the
+ * platform (setTimeout's 2^31−1 ms in clock.ts, the number format's 2^53 and V8's sliced-string
+ * length in ijson.ts) stay where they are used, said so there.
  */
 import { assert } from './errors.js';
 
@@ -90,6 +92,21 @@ export const limits = {
   presenceObservationTtlMs: 1_000,
   /** NATS deployment: max-delivery advisory sequences remembered, so a re-emitted advisory is not recorded twice. */
   exhaustedAdvisoriesSeenMax: 10_000,
+  // ── bounds of the coordinator core ──
+  /** Memory mode's one attempt (runtime/mode.ts): a lost message or log takes what a later attempt was fenced against. */
+  memoryModeAttemptsMax: 1,
+  /** Commands one transition may carry when decided together (group commit, domain/decide.ts). */
+  commandsPerTransitionMax: 16,
+  /** Message bytes one group-committed transition may carry: well inside transitionBytesMax with event overhead. */
+  groupCommitBatchBytesMax: 512 * 1024,
+  /** The longest result batching window a deployment may configure (config `resultBatchMs`). */
+  resultBatchMsMax: 1_000,
+  /** How often one command is decided again after CAS conflicts before giving up (too many writers; kernel). */
+  conflictRetriesMax: 8,
+  /** Rows one page of the operations list may ask for (HTTP `limit`, NATS `list`). */
+  listLimitMax: 500,
+  /** CloudEvents delivered at once by the NATS event intake; past it an event is answered unavailable (the publisher retries). */
+  cloudEventsInFlightMax: 256,
   // ── bounds of the adapters, facades and wiring (each read where its name says) ──
   /** HTTP: the largest request body a deployment may allow (http.bodyLimitBytes). */
   httpBodyLimitBytesMax: 16 * 1024 * 1024,
@@ -102,6 +119,23 @@ export const limits = {
   httpEventHeartbeatMsMax: 60_000,
   /** The longest delay of a config's example peers (transport.examplePeers.*.delayMs). */
   examplePeerDelayMsMax: 60_000,
+  /** Deployment config: bundle files, publisher attestations and their exceptions, policy rules and the names one rule lists, HTTP principals, operators. */
+  configBundlesMax: 64,
+  configAttestationsMax: 256,
+  configAttestationExceptionsMax: 1024,
+  configPolicyRulesMax: 4096,
+  configPolicyRuleNamesMax: 1024,
+  configPrincipalsMax: 4096,
+  configOperatorsMax: 256,
+  /** NATS deployment config: command principals that speak as a peer (transport.commandSenders). */
+  natsCommandSendersMax: 4096,
+  /** NATS deployment config: the most broker deliveries of one message (transport.durable.maxDeliver). */
+  natsMaxDeliverMax: 1000,
+  /** NATS deployment config: the shortest ack_wait (transport.durable.ackWaitMs; the longest is leaseMsMax). */
+  natsAckWaitMsMin: 100,
+  /** NATS deployment config: bounds of how often durable resources are re-verified (transport.durabilityCheckIntervalMs). */
+  durabilityCheckIntervalMsMin: 100,
+  durabilityCheckIntervalMsMax: 600_000,
   /** HTTP: the longest bearer token read; anything longer is not a credential convoke could hold. */
   bearerTokenCharsMax: 8192,
   /**
@@ -122,8 +156,23 @@ export const limits = {
   describedPointerCharsMax: 256,
   /** Peer SDK: branches remembered per peer (their newest fence and result); the oldest are forgotten beyond this. */
   peerBranchesRememberedMax: 10_000,
+  /** Peer SDK: keys (and applied effects) the in-process effect sink remembers; older ones are forgotten with their fence. */
+  effectSinkKeysMax: 100_000,
   /** `convoke peer`: the longest delay a peer config's rules may name. */
   examplePeerRuleDelayMsMax: 600_000,
+  /** `convoke peer`: interactions one peer config serves, and rules per interaction. */
+  examplePeerInteractionsMax: 64,
+  examplePeerRulesMax: 64,
+  /** `convoke peer`: the most keys a peer config may give its in-process effect sink (effectSinkKeys), and its longest provisioning wait. */
+  examplePeerEffectSinkKeysMax: 10_000_000,
+  examplePeerProvisionWaitMsMax: 3_600_000,
+  /** CLI: contexts one contexts file may hold, and the characters of one of its URLs or paths. */
+  cliContextsMax: 256,
+  cliContextTextCharsMax: 4096,
+  /** CLI: a password file holds one line; a longer file is not a password file. */
+  passwordFileBytesMax: 4096,
+  /** Workflow documents in YAML: aliases one document may expand (the `yaml` package's own default, named here). */
+  yamlAliasesMax: 100,
   /** Recovery: operations read from the store at once when a coordinator starts (their round trips overlap). */
   recoveryReadsMax: 16,
   /** SQLite store: transitions read per follow (tail) query. */
@@ -132,8 +181,16 @@ export const limits = {
   sqliteOperationIdsPageMax: 256,
   /** Stores: how many times a create retries over a log that holds only void transitions. */
   storeCasAttemptsMax: 8,
+  /** Stores: operation records kept per store client to derive index rows without reading the log (index-states.ts). */
+  indexStatesKeptMax: 1024,
+  /** Replay-stamped stores: fold points remembered per store client, so the single-writer path needs no read (on-fold.ts). */
+  foldPointsKeptMax: 10_000,
+  /** JetStream store: how old a reading of the operation count may be before a create asks the server again. */
+  jetstreamCapacityReadingAgeMsMax: 1_000,
   /** EventStoreDB store: events per readStream call when reading an operation's log. */
   eventStoreDbReadPageMax: 1024,
+  /** EventStoreDB store: index row reads in flight at once while listing. */
+  eventStoreDbListReadsInFlightMax: 32,
   /**
    * JetStream store: a read takes the first messages of a subject one STREAM.MSG.GET at a time (most logs are a few
    * transitions: no consumer to create), and the rest of a longer log in batches pulled from an
@@ -159,6 +216,9 @@ export const limits = {
 } as const;
 
 assert(limits.attemptsMax >= 1 && limits.attemptsMax <= 16, 'attemptsMax within the profile range 1..16');
+assert(limits.memoryModeAttemptsMax >= 1 && limits.memoryModeAttemptsMax <= limits.attemptsMax, 'memory mode caps attempts within the profile range');
+assert(limits.groupCommitBatchBytesMax * 2 <= limits.transitionBytesMax, 'a group-committed batch leaves half a transition for its events');
+assert(limits.resultBatchMsMax < limits.admissionBudgetMs, 'a result batching window is short beside any deadline');
 assert(limits.inputBytesMax < limits.transitionBytesMax, 'an input must fit in its admission transition');
 assert(limits.resultBytesMax < limits.transitionBytesMax, 'a result must fit in its transition');
 assert(limits.transitionBytesMax <= limits.recordBytesMax, 'a transition fits in a record');

@@ -29,7 +29,6 @@ import { createPeer, type Handler, type Peer } from '../peer/peer.js';
 import type { Clock } from '../contract/clock.js';
 import { Coordinator } from '../runtime/coordinator.js';
 import { attestedEffectFencing } from '../runtime/capabilities.js';
-import { resultBatchMsMax } from '../runtime/host.js';
 import { budgetBytesMin, budgetProblems } from '../runtime/log-budget.js';
 import { coordinatorBusPermissions, peerBusPermissions } from './embedded.js';
 import { observeStampSources } from '../runtime/metrics.js';
@@ -44,7 +43,7 @@ import { listingDeps } from './listing.js';
 const token = tokenSchema;
 const name = { type: 'string', minLength: 1, maxLength: 256 } as const;
 const path = { type: 'string', minLength: 1, maxLength: 4096 } as const;
-const names = { type: 'array', items: name, maxItems: 1024 } as const;
+const names = { type: 'array', items: name, maxItems: limits.configPolicyRuleNamesMax } as const;
 /** Receiving a request's headers, and the whole request, from a slow client. */
 export const headersTimeoutMsDefault = 10_000;
 export const requestTimeoutMsDefault = 30_000;
@@ -103,7 +102,7 @@ const attestationSchema = {
     effectFencing: { type: 'boolean' },
     exceptions: {
       type: 'array',
-      maxItems: 1024,
+      maxItems: limits.configAttestationExceptionsMax,
       items: {
         type: 'object',
         required: ['principal', 'attested'],
@@ -136,7 +135,7 @@ const httpSchema = {
     },
     principals: {
       type: 'array',
-      maxItems: 4096,
+      maxItems: limits.configPrincipalsMax,
       items: {
         type: 'object',
         required: ['principalId', 'tokenSha256'],
@@ -166,7 +165,7 @@ export const deploymentConfigSchema = {
   additionalProperties: false,
   properties: {
     store: { type: 'string', minLength: 1, maxLength: 4096 },
-    resultBatchMs: { type: 'integer', minimum: 0, maximum: resultBatchMsMax },
+    resultBatchMs: { type: 'integer', minimum: 0, maximum: limits.resultBatchMsMax },
     limits: {
       type: 'object',
       additionalProperties: false,
@@ -177,7 +176,7 @@ export const deploymentConfigSchema = {
       },
     },
     transport: transportSchema,
-    bundles: { type: 'array', minItems: 1, maxItems: 64, items: path },
+    bundles: { type: 'array', minItems: 1, maxItems: limits.configBundlesMax, items: path },
     directory: {
       type: 'object',
       required: ['groups'],
@@ -188,9 +187,12 @@ export const deploymentConfigSchema = {
       type: 'object',
       required: ['rules'],
       additionalProperties: false,
-      properties: { rules: { type: 'array', items: ruleSchema, maxItems: 4096 }, ttlMs: { type: 'integer', minimum: 1, maximum: limits.leaseMsMax } },
+      properties: {
+        rules: { type: 'array', items: ruleSchema, maxItems: limits.configPolicyRulesMax },
+        ttlMs: { type: 'integer', minimum: 1, maximum: limits.leaseMsMax },
+      },
     },
-    attestations: { type: 'array', items: attestationSchema, maxItems: 256 },
+    attestations: { type: 'array', items: attestationSchema, maxItems: limits.configAttestationsMax },
     deployment: {
       type: 'object',
       required: ['account', 'system', 'domain'],
@@ -199,7 +201,7 @@ export const deploymentConfigSchema = {
     },
     http: httpSchema,
     /** Principals that list every principal's operations (HTTP and NATS `list`); everyone else lists their own. */
-    operators: { type: 'array', items: name, maxItems: 256, uniqueItems: true },
+    operators: { type: 'array', items: name, maxItems: limits.configOperatorsMax, uniqueItems: true },
     /** When open work counts as stuck (docs/operations.md "Stuck work"); absent fields take the defaults. */
     stuck: {
       type: 'object',

@@ -32,9 +32,6 @@ const isCancellingBranch = (b: BranchRecord | undefined) => b !== undefined && i
 
 // ── commands decided together ──────────────────────────────────────────────
 
-/** Commands one transition may carry. */
-export const commandsPerTransitionMax = 16;
-
 /**
  * Several commands as one transition (spec: per-operation serialization makes votes, outbox
  * state and closure "one logical record transition"). Each is decided against the record as the

@@ -5,7 +5,7 @@
  */
 import { limits } from '../contract/limits.js';
 import { errorSchema, errorStatuses, healthSchema, inspectionSchema, listPageSchema, requestBodySchema, resultSchema } from './schemas.js';
-import { listLimitDefault, listLimitMax } from '../runtime/operation-list.js';
+import { listLimitDefault } from '../runtime/operation-list.js';
 import { workflowInstanceOpenApi } from './workflow-instances.js';
 import { workflowEventPaths } from './workflow-events.js';
 
@@ -62,7 +62,7 @@ const listInvocations = {
     { name: 'interaction', in: 'query', required: false, schema: { type: 'string', pattern: '^[A-Za-z0-9_-]{1,64}$' } },
     { name: 'since', in: 'query', required: false, description: 'admitted at or after: ms since the epoch or RFC 3339', schema: { type: 'string' } },
     { name: 'until', in: 'query', required: false, description: 'admitted before: ms since the epoch or RFC 3339', schema: { type: 'string' } },
-    { name: 'limit', in: 'query', required: false, schema: { type: 'integer', minimum: 1, maximum: listLimitMax, default: listLimitDefault } },
+    { name: 'limit', in: 'query', required: false, schema: { type: 'integer', minimum: 1, maximum: limits.listLimitMax, default: listLimitDefault } },
     { name: 'cursor', in: 'query', required: false, description: 'nextCursor of the previous page, unchanged', schema: { type: 'string' } },
     {
       name: 'stuck',

@@ -19,10 +19,9 @@
 import { BoundedMap } from '../contract/bounded-map.js';
 import type { Clock, TimerHandle } from '../contract/clock.js';
 import { AdapterError, AssertionFailure } from '../contract/errors.js';
+import { limits } from '../contract/limits.js';
 import type { Aggregate, AppendOutcome, Decide, GuardedTransition, ReadOutcome, RecordAfter, Stored, StoreFailure, StreamStore, Waiter } from './types.js';
 
-/** How often one command is decided again after CAS conflicts before giving up (too many writers). */
-export const conflictRetriesMax = 8;
 /** When a due command could not be committed, it is tried again after this long. */
 export const dueRetryMs = 100;
 
@@ -201,7 +200,7 @@ export class Kernel<R, T extends GuardedTransition, S extends Stream<R> = Stream
    */
   async commit(stream: S, decide: Decide<R, T>): Promise<void> {
     let retryAsLate = false;
-    for (let tries = 0; tries < conflictRetriesMax; tries++) {
+    for (let tries = 0; tries < limits.conflictRetriesMax; tries++) {
       const transition = decide(stream.record, retryAsLate);
       if (!transition) return;
       const outcome = await this.append(stream, transition);

@@ -8,6 +8,7 @@
 import { BoundedMap } from '../contract/bounded-map.js';
 import { AdapterError } from '../contract/errors.js';
 import type { JsonValue } from '../contract/json.js';
+import { limits } from '../contract/limits.js';
 
 export interface EffectKey {
   operationId: string;
@@ -65,7 +66,7 @@ export class MemoryEffectSink implements EffectSink {
   private readonly log: (EffectKey & EffectRecord)[] = [];
   private readonly inFlight = new Map<string, Promise<unknown>>();
 
-  constructor(private readonly keysMax = 100_000) {
+  constructor(private readonly keysMax: number = limits.effectSinkKeysMax) {
     this.committed = new BoundedMap(keysMax);
   }
 

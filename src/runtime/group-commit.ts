@@ -7,14 +7,11 @@
 import type { Clock } from '../contract/clock.js';
 import { limits } from '../contract/limits.js';
 import type { Transition } from '../events/types.js';
-import { commandsPerTransitionMax, decideTogether, resultGuardEndMs } from '../domain/decide.js';
-import { conflictRetriesMax, storeError, type Kernel } from '../kernel/kernel.js';
+import { decideTogether, resultGuardEndMs } from '../domain/decide.js';
+import { storeError, type Kernel } from '../kernel/kernel.js';
 import { couldClose } from '../projections/decision.js';
 import type { OperationRecord } from '../projections/record.js';
 import type { Arrival, Decider, OpEntry, SubmitOptions } from './host.js';
-
-/** Message bytes one shared transition may carry: well inside transitionBytesMax with event overhead. */
-const batchBytesMax = limits.transitionBytesMax / 2;
 
 /** What a batch was found to append when it was probed: reusable while record and instant are unchanged. */
 interface Probe {
@@ -147,7 +144,7 @@ export class GroupCommit {
     let bytes = 0;
     let taken = 0;
     for (const arrival of entry.arrivals) {
-      if (taken === commandsPerTransitionMax || (taken > 0 && bytes + arrival.weightBytes > batchBytesMax)) break;
+      if (taken === limits.commandsPerTransitionMax || (taken > 0 && bytes + arrival.weightBytes > limits.groupCommitBatchBytesMax)) break;
       bytes += arrival.weightBytes;
       taken++;
     }
@@ -187,7 +184,7 @@ export class GroupCommit {
   private async commitTogether(entry: OpEntry, deciders: Decider[], probe?: Probe): Promise<void> {
     const [only] = deciders;
     if (deciders.length === 1 && only !== undefined && probe === undefined) return this.kernel.commit(entry, only);
-    for (let tries = 0; tries < conflictRetriesMax; tries++) {
+    for (let tries = 0; tries < limits.conflictRetriesMax; tries++) {
       // A probe of this very record at this very instant is what deciding again would answer.
       const transition =
         tries === 0 && probe !== undefined && probe.record === entry.record && probe.atMs === this.clock.nowMs()

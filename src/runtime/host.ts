@@ -75,8 +75,7 @@ export interface CoordinatorDeps {
 
 /** A quorum's early votes usually ride with the vote that closes it: one append instead of several. */
 export const resultBatchMsDefault = 50;
-/** The longest batching window a deployment may configure. */
-export const resultBatchMsMax = 1000;
+/** The longest batching window a deployment may configure is limits.resultBatchMsMax. */
 
 export interface Caller {
   principalId: string;

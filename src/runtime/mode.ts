@@ -21,14 +21,11 @@ import { limits } from '../contract/limits.js';
 import type { StoreCapabilities } from '../adapters/store/types.js';
 import type { TransportCapabilities } from '../adapters/transport/types.js';
 
-/** Memory mode's one attempt. */
-export const memoryModeAttemptsMax = 1;
-
 export function isMemoryMode(store: { capabilities: StoreCapabilities }, transport: { capabilities: TransportCapabilities }): boolean {
   return !store.capabilities.durable || !(transport.capabilities.durable || transport.capabilities.inProcess === true);
 }
 
 /** The application attempts any branch may have in this deployment: the contract's own budget is capped by it. */
 export function deploymentAttemptsMax(store: { capabilities: StoreCapabilities }, transport: { capabilities: TransportCapabilities }): number {
-  return isMemoryMode(store, transport) ? memoryModeAttemptsMax : limits.attemptsMax;
+  return isMemoryMode(store, transport) ? limits.memoryModeAttemptsMax : limits.attemptsMax;
 }

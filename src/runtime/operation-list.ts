@@ -17,9 +17,9 @@ import {
 } from '../events/operation-index.js';
 import type { DecisionOutcome, OperationPhase, SettlementStatus } from '../events/types.js';
 import type { OperationIndexStore } from '../adapters/store/types.js';
+import { limits } from '../contract/limits.js';
 
 export const listLimitDefault = 50;
-export const listLimitMax = 500;
 
 const phases: readonly OperationPhase[] = ['admitted', 'active', 'closed', 'settled'];
 const outcomes: readonly (DecisionOutcome | 'open')[] = ['open', 'success', 'partial', 'failed', 'indeterminate'];
@@ -79,8 +79,8 @@ export function parseListParameters(raw: Raw): ListRequest {
   assign('untilMs', instantOf('until', raw.until, problems));
   if (request.sinceMs !== undefined && request.untilMs !== undefined && request.sinceMs >= request.untilMs) problems.push('since must be before until');
   const limit = integerOf(raw.limit);
-  if (raw.limit !== undefined && (limit === undefined || limit < 1 || limit > listLimitMax))
-    problems.push(`limit must be an integer from 1 to ${listLimitMax} (got ${JSON.stringify(raw.limit)})`);
+  if (raw.limit !== undefined && (limit === undefined || limit < 1 || limit > limits.listLimitMax))
+    problems.push(`limit must be an integer from 1 to ${limits.listLimitMax} (got ${JSON.stringify(raw.limit)})`);
   else if (limit !== undefined) request.limit = limit;
   if (raw.cursor !== undefined) {
     if (typeof raw.cursor === 'string' && decodeCursor(raw.cursor) !== undefined) request.cursor = raw.cursor;

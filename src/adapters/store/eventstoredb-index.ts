@@ -39,8 +39,6 @@ import type { IndexStates } from './index-states.js';
 import type { OperationIndexStore, RecordAfter } from './types.js';
 
 const rowType = 'convoke.index-row';
-/** Row reads in flight at once while listing. */
-const listReadsInFlightMax = 32;
 
 export interface EventStoreDbIndexHost {
   client: EventStoreDBClient;
@@ -161,7 +159,7 @@ export class EventStoreDbOperationIndex implements OperationIndexStore {
       };
       for await (const id of this.host.operationIds()) {
         batch.push(id);
-        if (batch.length >= listReadsInFlightMax) await flush();
+        if (batch.length >= contractLimits.eventStoreDbListReadsInFlightMax) await flush();
       }
       await flush();
       return rows;

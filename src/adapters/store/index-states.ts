@@ -23,9 +23,7 @@ import type { ReadOutcome, RecordAfter } from './types.js';
 import { indexRow } from '../../projections/operation-index.js';
 import { applyStored, fold, type OperationRecord } from '../../projections/record.js';
 import { isSettled } from '../../machines/index.js';
-
-/** Records kept per store client. */
-const statesKeptMax = 1024;
+import { limits } from '../../contract/limits.js';
 
 /**
  * Held per operation: its record, or `none` — the log has no row and never will (nothing applied
@@ -35,7 +33,7 @@ const statesKeptMax = 1024;
 type Held = OperationRecord | 'none';
 
 export class IndexStates {
-  private readonly states = new BoundedMap<string, Held>(statesKeptMax);
+  private readonly states = new BoundedMap<string, Held>(limits.indexStatesKeptMax);
 
   /**
    * The row after `stored`, appended at `previousRevision` (undefined for a create). `after` is

@@ -82,7 +82,6 @@ export interface JetStreamStoreOptions {
 /** Bytes reserved for the headers the adapter adds (Nats-Msg-Id, expected sequence). */
 const headerBytesAllowance = 512;
 const tombstoneHeader = 'Convoke-Tombstone';
-const capacityReadingAgeMaxMs = 1000;
 const defaultStampWaitMs = 250;
 const decoder = new TextDecoder('utf-8', { fatal: true });
 
@@ -464,7 +463,7 @@ export class JetStreamEventStore extends ReplayStampedStore {
   private async capacityFailure(): Promise<StoreFailure | undefined> {
     const seen = this.capacitySeen;
     const estimate = seen.count + seen.createsSince;
-    const fresh = performance.now() - seen.atMs < capacityReadingAgeMaxMs;
+    const fresh = performance.now() - seen.atMs < contractLimits.jetstreamCapacityReadingAgeMsMax;
     if (!(fresh && estimate < this.limits.operationsMax * 0.9)) {
       const info = await this.jsm.streams.info(this.streamName);
       this.capacitySeen = { count: info.state.num_subjects ?? 0, createsSince: 0, atMs: performance.now() };

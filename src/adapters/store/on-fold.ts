@@ -11,6 +11,7 @@ import { BoundedMap } from '../../contract/bounded-map.js';
 import type { StoredTransition, TimeGuard } from '../../events/types.js';
 import { appliesOnFold, guardAdmits, guardFailure, rollbackFailure } from '../../events/guard.js';
 import type { AppendOutcome } from './types.js';
+import { limits } from '../../contract/limits.js';
 
 /** Before any applied transition, every timestamp is "not going back". */
 export const noAppliedYetMs = Number.MIN_SAFE_INTEGER;
@@ -59,7 +60,7 @@ export function advance(before: FoldPoint, revision: number, guard: TimeGuard, c
 export class FoldTracker {
   private readonly points: BoundedMap<string, FoldPoint>;
 
-  constructor(entriesMax = 10_000) {
+  constructor(entriesMax: number = limits.foldPointsKeptMax) {
     this.points = new BoundedMap(entriesMax);
   }
 

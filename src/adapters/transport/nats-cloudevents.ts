@@ -72,9 +72,6 @@ export interface CloudEventSubscription {
   close(): Promise<void>;
 }
 
-/** Messages being delivered at once; past it an event is answered unavailable (the publisher retries). */
-const inFlightMax = 256;
-
 /** Subscribes `<prefix>.>` and delivers each event to the intake; answers after the append. */
 export function serveCloudEvents(nc: NatsConnection, subjectPrefix: string, intake: CloudEventIntake): CloudEventSubscription {
   checkPrefix(subjectPrefix);
@@ -84,7 +81,7 @@ export function serveCloudEvents(nc: NatsConnection, subjectPrefix: string, inta
   const subscription: Subscription = nc.subscribe(subject, {
     callback: (error, msg) => {
       if (error) return;
-      if (inFlight >= inFlightMax) return answer(msg, rejected(new AdapterError('unavailable', 'too many events in flight; publish again')));
+      if (inFlight >= limits.cloudEventsInFlightMax) return answer(msg, rejected(new AdapterError('unavailable', 'too many events in flight; publish again')));
       inFlight++;
       const work = receive(msg, subjectPrefix, intake)
         .then((reply) => answer(msg, reply))

@@ -11,7 +11,6 @@ import {
   checkContext,
   contextNamePattern,
   contextsFilePath,
-  contextsMax,
   namesOf,
   octal,
   readContextsFile,
@@ -22,6 +21,7 @@ import {
 import type { CliIo } from '../io.js';
 import { describeSource, readPassword } from '../secrets.js';
 import { renderTable, widthOf } from '../table.js';
+import { limits } from '../../contract/limits.js';
 
 export interface ContextAddOptions extends CliContext {
   contexts?: string;
@@ -39,8 +39,8 @@ export async function contextAddCommand(name: string, options: ContextAddOptions
   const { path } = contextsFilePath(options.contexts);
   const file: ContextsFile = (await readContextsFile(path)) ?? { contexts: {} };
   if (file.contexts[name] !== undefined && options.force !== true) throw conflict(`context "${name}" exists in ${path}: give --force to replace it`);
-  if (file.contexts[name] === undefined && Object.keys(file.contexts).length >= contextsMax)
-    throw invalidInput(`${path} holds ${contextsMax} contexts already`);
+  if (file.contexts[name] === undefined && Object.keys(file.contexts).length >= limits.cliContextsMax)
+    throw invalidInput(`${path} holds ${limits.cliContextsMax} contexts already`);
   file.contexts[name] = context;
   if (options.select === true || file.selected === undefined) file.selected = name;
   await writeContextsFile(path, file);

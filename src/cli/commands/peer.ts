@@ -124,12 +124,12 @@ export const peerConfigSchema = {
     },
     durable: { type: 'boolean' },
     effectSink: { type: 'string', pattern: '^(memory:|sqlite:.+)$', maxLength: 4096 },
-    effectSinkKeys: { type: 'integer', minimum: 1, maximum: 10_000_000 },
-    provisionWaitMs: { type: 'integer', minimum: 0, maximum: 3_600_000 },
+    effectSinkKeys: { type: 'integer', minimum: 1, maximum: limits.examplePeerEffectSinkKeysMax },
+    provisionWaitMs: { type: 'integer', minimum: 0, maximum: limits.examplePeerProvisionWaitMsMax },
     interactions: {
       type: 'object',
       minProperties: 1,
-      maxProperties: 64,
+      maxProperties: limits.examplePeerInteractionsMax,
       propertyNames: token,
       additionalProperties: {
         type: 'object',
@@ -140,7 +140,7 @@ export const peerConfigSchema = {
           delayMs: delay,
           rules: {
             type: 'array',
-            maxItems: 64,
+            maxItems: limits.examplePeerRulesMax,
             items: {
               type: 'object',
               required: ['when', 'result'],

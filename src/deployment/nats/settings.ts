@@ -58,14 +58,14 @@ export const natsTransportSchema = {
         maxMsgBytes: { type: 'integer', minimum: 1, maximum: Number.MAX_SAFE_INTEGER },
         // Accepted by the schema only to be refused with its reason (checkNatsTransport).
         maxBytes: { type: 'integer', minimum: 1, maximum: Number.MAX_SAFE_INTEGER },
-        maxDeliver: { type: 'integer', minimum: 1, maximum: 1000 },
-        ackWaitMs: positiveMs(limits.leaseMsMax, 100),
+        maxDeliver: { type: 'integer', minimum: 1, maximum: limits.natsMaxDeliverMax },
+        ackWaitMs: positiveMs(limits.leaseMsMax, limits.natsAckWaitMsMin),
       },
     },
     manageStreams: { type: 'boolean' },
-    durabilityCheckIntervalMs: positiveMs(600_000, 100),
+    durabilityCheckIntervalMs: positiveMs(limits.durabilityCheckIntervalMsMax, limits.durabilityCheckIntervalMsMin),
     commandQueue: tokenSchema,
-    commandSenders: { type: 'object', propertyNames: tokenSchema, maxProperties: 4096, additionalProperties: tokenSchema },
+    commandSenders: { type: 'object', propertyNames: tokenSchema, maxProperties: limits.natsCommandSendersMax, additionalProperties: tokenSchema },
   },
 } as const;
 

@@ -12,9 +12,6 @@ import { parseStrict, parseStrictBytes } from '../../contract/ijson.js';
 import type { JsonValue } from '../../contract/json.js';
 import { limits } from '../../contract/limits.js';
 
-/** Aliases one YAML document may expand (the `yaml` package's own default, named here). */
-const yamlAliasesMax = 100;
-
 export type TextFormat = 'json' | 'yaml';
 
 /** The format a file name implies, else the one the text looks like (`{` or `[` first: JSON). */
@@ -33,7 +30,7 @@ export function parseDocumentText(text: string, what: string, fileName?: string)
   if (problem) throw invalidInput(`${what}: not valid YAML: ${problem.message.split('\n')[0] ?? problem.code}`);
   let value: unknown;
   try {
-    value = document.toJS({ maxAliasCount: yamlAliasesMax });
+    value = document.toJS({ maxAliasCount: limits.yamlAliasesMax });
   } catch (error) {
     throw invalidInput(`${what}: ${(error as Error).message}`, error);
   }
