@@ -24,7 +24,7 @@ const firstTests = {
   decision: ['completion-rules', 'quorum-fractions', 'results'],
   'completion-rules': ['completion-rules', 'quorum-fractions', 'results'],
   admission: ['admission-plan', 'admission', 'admission-record-budget', 'offline', 'authorization', 'quorum-fractions'],
-  intake: ['fence-zero', 'results', 'authorization', 'lifecycle'],
+  intake: ['intake', 'fence-zero', 'results', 'authorization', 'lifecycle'],
   record: ['record', 'results', 'lifecycle', 'settlement', 'recovery'],
   decide: ['results', 'lifecycle', 'settlement', 'authorization'],
 };
