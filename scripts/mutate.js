@@ -25,7 +25,7 @@ const firstTests = {
   'completion-rules': ['completion-rules', 'quorum-fractions', 'results'],
   admission: ['admission-plan', 'admission', 'admission-record-budget', 'offline', 'authorization', 'quorum-fractions'],
   intake: ['intake', 'fence-zero', 'results', 'authorization', 'lifecycle'],
-  record: ['record', 'results', 'lifecycle', 'settlement', 'recovery'],
+  record: ['record', 'record-fold', 'results', 'lifecycle', 'settlement', 'recovery'],
   decide: ['results', 'lifecycle', 'settlement', 'authorization'],
 };
 
