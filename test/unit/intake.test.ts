@@ -492,3 +492,33 @@ test('a result the store serializes after the deadline is rejected as late, thou
   );
   assert.ok(s.clock.nowMs() < deadlineMs);
 });
+
+const cancellingSiblings = { completion: { mode: 'first-success' }, siblings: 'cancel', timeoutMs: 10_000, leaseMs: 10_000, renewIntervalMs: 1000 };
+
+test('a late fact the store serializes after the settlement grace is rejected as late, not a store error, though the coordinator decided it inside the grace', async () => {
+  // The cancel timeout ends before the grace: only the grace bounds a sibling's late result.
+  const { s, op, storeClock } = await storeAhead({ ...cancellingSiblings, cancelTimeoutMs: 1000, settlementGraceMs: 3000 });
+  assert.deepEqual(await deliver(s, 'result', op, 'alfa', result(op, 'alfa')), ['ack']);
+  const decision = (await s.coordinator.record(op))!.decision!;
+  storeClock.set(decision.graceEndMs + 1);
+  assert.deepEqual(await deliver(s, 'result', op, 'bravo', result(op, 'bravo')), ['ack']);
+  assert.deepEqual(
+    of(await s.events(op), 'result-rejected').map((e) => [e.branchId, e.reason]),
+    [['bravo', 'late']],
+  );
+  assert.equal(await storeErrorsAt(s, 'admit-result'), 0);
+  assert.ok(s.clock.nowMs() < decision.graceEndMs);
+});
+
+test('a cancel result the store serializes after the cancel deadline is rejected for that, not a store error, though the coordinator decided it in time', async () => {
+  // The grace ends before the cancel timeout: only the cancel deadline bounds a cancel reply.
+  const { s, op, storeClock } = await storeAhead({ ...cancellingSiblings, cancelTimeoutMs: 3000, settlementGraceMs: 1000 });
+  assert.deepEqual(await deliver(s, 'result', op, 'alfa', result(op, 'alfa')), ['ack']);
+  const decision = (await s.coordinator.record(op))!.decision!;
+  storeClock.set(decision.cancelDeadlineMs + 1);
+  const reply = { kind: 'cancel-result', operationId: op, branchId: 'bravo', peerId: 'bravo', attempt: 1, fence: 1, outcome: 'stopped' };
+  assert.deepEqual(await deliver(s, 'cancel-result', op, 'bravo', reply), ['ack']);
+  assert.equal(await counted(s, 'cancel-cancel-timeout'), 1);
+  assert.equal(of(await s.events(op), 'cancel-result-accepted').length, 0);
+  assert.equal(await storeErrorsAt(s, 'admit-cancel-result'), 0);
+});
