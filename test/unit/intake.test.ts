@@ -522,3 +522,14 @@ test('a cancel result the store serializes after the cancel deadline is rejected
   assert.equal(of(await s.events(op), 'cancel-result-accepted').length, 0);
   assert.equal(await storeErrorsAt(s, 'admit-cancel-result'), 0);
 });
+
+test('a result the store serializes after its authorization expired is handed back for a fresh decision, not rejected as late or expired-lease', async () => {
+  const storeClock = new VirtualClock();
+  const review = { leaseMs: 5000, renewIntervalMs: 1000, timeoutMs: 10_000 };
+  const { s, op } = await opened({ review, embedded: { store: new MemoryEventStore({ clock: storeClock }), policyTtlMs: 100 } });
+  storeClock.set(s.clock.nowMs() + 150); // past the admit-result decision's validity, inside lease and deadline
+  assert.deepEqual(await deliver(s, 'result', op, 'alfa', result(op, 'alfa')), ['nak']);
+  assert.equal(await counted(s, 'authorization-expired'), 1);
+  assert.deepEqual(of(await s.events(op), 'result-rejected'), [], 'not rejected: only the authorization ran out');
+  assert.equal(of(await s.events(op), 'result-accepted').length, 0);
+});
