@@ -13,6 +13,8 @@ const describingFrom = new Map([
   ['AdapterError', 1],
   ['AssertionFailure', 0],
   ['LogBudgetExhausted', 0],
+  // The label its parse errors name the input by.
+  ['parseStrictBytes', 1],
 ]);
 /** Object properties and variables that hold a description. */
 const describingNames = new Set(['detail', 'description']);

@@ -533,3 +533,87 @@ test('a result the store serializes after its authorization expired is handed ba
   assert.deepEqual(of(await s.events(op), 'result-rejected'), [], 'not rejected: only the authorization ran out');
   assert.equal(of(await s.events(op), 'result-accepted').length, 0);
 });
+
+// ── the result budget's boundary, rejection counts and log lines ───────────
+
+test('a result of exactly the result budget is admitted; one byte more is oversized', async () => {
+  const { s, op } = await opened({ embedded: smallResults });
+  const sized = (bytes: number) => {
+    const base = { verdict: 'approve', note: '' };
+    return { ...base, note: 'z'.repeat(bytes - Buffer.byteLength(JSON.stringify(base))) };
+  };
+  assert.equal(Buffer.byteLength(JSON.stringify(sized(1024))), 1024);
+  assert.deepEqual(await deliver(s, 'result', op, 'alfa', result(op, 'alfa', { result: sized(1024) })), ['ack']);
+  assert.deepEqual(await deliver(s, 'result', op, 'bravo', result(op, 'bravo', { result: sized(1025) })), ['ack']);
+  const events = await s.events(op);
+  assert.deepEqual(
+    of(events, 'result-accepted').map((e) => e.branchId),
+    ['alfa'],
+  );
+  assert.deepEqual(
+    of(events, 'result-rejected').map((e) => [e.branchId, e.reason]),
+    [['bravo', 'oversized']],
+  );
+});
+
+test('an admitted result counts no rejection; a rejection decided in the queue and one answered from a settled record are logged with the message kind, peer and operation', async () => {
+  const { logger, lines } = capturingLogger();
+  const { s, op } = await opened({ review: { completion: { mode: 'first-success' } }, embedded: { logger } });
+  // A stale fence, decided in the operation's queue.
+  assert.deepEqual(await deliver(s, 'result', op, 'bravo', result(op, 'bravo', { fence: 5 })), ['ack']);
+  const rejectionsBefore = (await s.coordinator.metrics.rejections.get()).values.reduce((n, v) => n + v.value, 0);
+  assert.deepEqual(await deliver(s, 'result', op, 'alfa', result(op, 'alfa')), ['ack']);
+  assert.equal((await s.get(op)).phase, 'settled');
+  const rejectionsAfter = (await s.coordinator.metrics.rejections.get()).values.reduce((n, v) => n + v.value, 0);
+  assert.equal(rejectionsAfter, rejectionsBefore, 'the admitted result is no rejection');
+  // charlie answers after the decision: answered from the settled record.
+  assert.deepEqual(await deliver(s, 'result', op, 'charlie', result(op, 'charlie')), ['ack']);
+  const fields = (reason: string) => {
+    const line = lines.find((l) => l.event === 'message-rejected' && l.reason === reason);
+    return { messageKind: line?.messageKind, peer: line?.peer, operationId: line?.operationId, principal: line?.principal };
+  };
+  assert.deepEqual(fields('stale-fence'), { messageKind: 'result', peer: 'bravo', operationId: op, principal: 'svc-a' });
+  assert.deepEqual(fields('closed'), { messageKind: 'result', peer: 'charlie', operationId: op, principal: 'svc-a' });
+});
+
+test('a result from a peer the policy no longer allows revokes its branch and is counted as revoked; a renewal from it revokes the branch and is no rejection', async () => {
+  const review = { leaseMs: 1000, renewIntervalMs: 400, timeoutMs: 10_000 };
+  // Three of five: two revoked branches leave the rule open.
+  const { s, op } = await opened({ review, peers: 5 });
+  s.policy.revoke({ peerId: 'alfa' });
+  s.policy.revoke({ peerId: 'bravo' });
+  assert.deepEqual(await deliver(s, 'result', op, 'alfa', result(op, 'alfa')), ['ack']);
+  await s.clock.advance(400);
+  assert.deepEqual(await deliver(s, 'claim', op, 'bravo', claim(op, 'bravo', 'renew')), ['ack']);
+  assert.deepEqual(
+    of(await s.events(op), 'branch-revoked').map((e) => e.branchId),
+    ['alfa', 'bravo'],
+  );
+  assert.equal(await counted(s, 'revoked'), 1, "only the result's");
+  assert.equal(await counted(s, 'claim-revoked'), 0);
+});
+
+test('the largest attempt, 16, is an authorization attempt', async () => {
+  const { s, op } = await opened();
+  const asked: (number | null)[] = [];
+  const authorize = s.policy.authorize.bind(s.policy);
+  s.policy.authorize = (input) => (asked.push(input.attempt), authorize(input));
+  assert.deepEqual(await deliver(s, 'result', op, 'alfa', result(op, 'alfa', { attempt: limits.attemptsMax })), ['ack']);
+  assert.deepEqual(asked, [limits.attemptsMax]);
+});
+
+test('while the operation is open, a result is decided in its turn after the authorization recheck: a revoked peer loses its branch even when its result is past its lease and no more rejections are recorded', async () => {
+  const review = { leaseMs: 1000, renewIntervalMs: 400, timeoutMs: 10_000 };
+  const { s, op } = await opened({ review });
+  for (let k = 0; k < limits.rejectionsRecordedMax; k++) await deliver(s, 'result', op, 'bravo', result(op, 'bravo', { fence: 9 }));
+  assert.equal((await s.coordinator.record(op))!.rejectionsRecorded, limits.rejectionsRecordedMax);
+  s.policy.revoke({ peerId: 'alfa' });
+  const leaseUntilMs = (await s.coordinator.record(op))!.branches['alfa']!.leaseUntilMs;
+  s.clock.set(leaseUntilMs + 1); // the lease has ended; its expiry is not processed yet
+  assert.deepEqual(await deliver(s, 'result', op, 'alfa', result(op, 'alfa')), ['ack']);
+  assert.deepEqual(
+    of(await s.events(op), 'branch-revoked').map((e) => e.branchId),
+    ['alfa'],
+  );
+  assert.equal(await counted(s, 'expired-lease'), 0);
+});
