@@ -493,7 +493,8 @@ test('a result the store serializes after the deadline is rejected as late, thou
   assert.ok(s.clock.nowMs() < deadlineMs);
 });
 
-const cancellingSiblings = { completion: { mode: 'first-success' }, siblings: 'cancel', timeoutMs: 10_000, leaseMs: 10_000, renewIntervalMs: 1000 };
+// The leases end before the grace and the cancel deadline: no bound of the open operation decides what comes after the decision.
+const cancellingSiblings = { completion: { mode: 'first-success' }, siblings: 'cancel', timeoutMs: 10_000, leaseMs: 2000, renewIntervalMs: 500 };
 
 test('a late fact the store serializes after the settlement grace is rejected as late, not a store error, though the coordinator decided it inside the grace', async () => {
   // The cancel timeout ends before the grace: only the grace bounds a sibling's late result.
