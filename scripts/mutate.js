@@ -26,7 +26,7 @@ const firstTests = {
   admission: ['admission-plan', 'admission', 'admission-record-budget', 'offline', 'authorization', 'quorum-fractions'],
   intake: ['intake', 'fence-zero', 'results', 'authorization', 'lifecycle'],
   record: ['record', 'record-fold', 'results', 'lifecycle', 'settlement', 'recovery'],
-  decide: ['results', 'lifecycle', 'settlement', 'authorization'],
+  decide: ['decide', 'intake', 'results', 'lifecycle', 'settlement', 'authorization'],
 };
 
 /** The config for one file's run: stryker.config.json with that file's test order (written under reports/). */
