@@ -24,9 +24,9 @@ const firstTests = {
   decision: ['completion-rules', 'quorum-fractions', 'results'],
   'completion-rules': ['completion-rules', 'quorum-fractions', 'results'],
   admission: ['admission-plan', 'admission', 'admission-record-budget', 'offline', 'authorization', 'quorum-fractions'],
-  intake: ['fence-zero', 'results', 'authorization', 'lifecycle'],
-  record: ['record', 'results', 'lifecycle', 'settlement', 'recovery'],
-  decide: ['results', 'lifecycle', 'settlement', 'authorization'],
+  intake: ['intake', 'fence-zero', 'results', 'authorization', 'lifecycle'],
+  record: ['record', 'record-fold', 'results', 'lifecycle', 'settlement', 'recovery'],
+  decide: ['decide', 'intake', 'results', 'lifecycle', 'settlement', 'authorization'],
 };
 
 /** The config for one file's run: stryker.config.json with that file's test order (written under reports/). */

@@ -13,6 +13,8 @@ const describingFrom = new Map([
   ['AdapterError', 1],
   ['AssertionFailure', 0],
   ['LogBudgetExhausted', 0],
+  // The label its parse errors name the input by.
+  ['parseStrictBytes', 1],
 ]);
 /** Object properties and variables that hold a description. */
 const describingNames = new Set(['detail', 'description']);
@@ -23,8 +25,27 @@ function calleeName(callee) {
   return undefined;
 }
 
-function isDescription(path) {
-  if (!path.isStringLiteral() && !path.isTemplateLiteral()) return false;
+/**
+ * The expression a description string is part of: a string that is one branch of a conditional
+ * (`cond ? 'text' : \`text\``), an operand of `+`, `??` or `||`, or a value inside a template
+ * literal is description text exactly when the whole expression is.
+ */
+function describedExpression(path) {
+  let current = path;
+  for (;;) {
+    const parent = current.parentPath;
+    if (!parent) return current;
+    const node = current.node;
+    const branch = parent.isConditionalExpression() && (parent.node.consequent === node || parent.node.alternate === node);
+    const operand = (parent.isBinaryExpression() && parent.node.operator === '+') || parent.isLogicalExpression();
+    if (!branch && !operand && !parent.isTemplateLiteral()) return current;
+    current = parent;
+  }
+}
+
+function isDescription(stringPath) {
+  if (!stringPath.isStringLiteral() && !stringPath.isTemplateLiteral()) return false;
+  const path = describedExpression(stringPath);
   const parent = path.parentPath;
   if (!parent) return false;
   if (parent.isCallExpression() || parent.isNewExpression()) {

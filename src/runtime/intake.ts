@@ -200,7 +200,7 @@ async function prepare(
   }
   return (current, retryAsLate, rejected) => {
     // A message the store serializes at or after its guard is late, whatever the socket saw.
-    const nowMs = retryAsLate ? Math.max(host.deps.clock.nowMs(), lateInstant(current, message.branchId, authorizedUntilMs)) : host.deps.clock.nowMs();
+    const nowMs = retryAsLate ? Math.max(host.deps.clock.nowMs(), lateInstant(current, kind, message.branchId, authorizedUntilMs)) : host.deps.clock.nowMs();
     const reject = rejected
       ? (reason: string) => void rejected.push(reason)
       : (reason: string) => host.rejected(reason, { kind, peerId: subjectPeerId, record: current });
@@ -286,13 +286,20 @@ async function recheckAuthorization(
 
 /**
  * The earliest instant at which the guard of this message's transition could have ended — the
- * store answered that it was serialized at or after it, and which bound it was is not known.
+ * store answered that it was serialized at or after it, and which of its bounds it was is not
+ * known. Only that transition's own bounds count (decide.ts): the end of the authorization's
+ * validity, and before the decision the deadline and the branch's lease; after it, the settlement
+ * grace for a result (a late fact) and the cancel deadline for a cancel result. A bound of another
+ * transition could be earlier than the one that passed and would decide the message as if it had
+ * still been in time: taken again, it would fail its guard again.
  */
-function lateInstant(record: OperationRecord, branchId: string, authorizedUntilMs: number): number {
-  const branch = findBranch(record, branchId);
-  const limitsMs = [record.deadlineMs, authorizedUntilMs];
-  if (branch) limitsMs.push(branch.leaseUntilMs);
-  if (record.decision) limitsMs.push(record.decision.cancelDeadlineMs, record.decision.graceEndMs);
+function lateInstant(record: OperationRecord, kind: Kind, branchId: string, authorizedUntilMs: number): number {
+  const limitsMs = [authorizedUntilMs];
+  if (record.decision === null) {
+    limitsMs.push(record.deadlineMs);
+    const branch = findBranch(record, branchId);
+    if (branch) limitsMs.push(branch.leaseUntilMs);
+  } else limitsMs.push(kind === 'cancel-result' ? record.decision.cancelDeadlineMs : record.decision.graceEndMs);
   return Math.min(...limitsMs);
 }
 
