@@ -4,7 +4,9 @@
  * calls made back to back by a client (invoke, wait for the decision, next) in the same run and
  * process, samples interleaved so both see the same machine. Prints p50/p95 of both, the ratio
  * of the p50s (target ≤ 1.3) and the CPU per instance (process.cpuUsage: every thread, the jq
- * worker's included) next to the CPU of the client's three calls.
+ * worker's included) next to the CPU of the client's three calls, and what each instance wrote to
+ * its own stream (appends and events, besides its three operations' logs, which the client's
+ * calls write too).
  *
  * Memory store, three in-process peers that approve at once, quorum 2 of 3.
  */
@@ -50,10 +52,25 @@ async function clientTriple(embedded: Embedded, key: string): Promise<void> {
   }
 }
 
-async function pipelineRun(executor: WorkflowExecutor, document: JsonValue, key: string): Promise<void> {
+async function pipelineRun(executor: WorkflowExecutor, document: JsonValue, key: string): Promise<string> {
   const { instanceId } = await executor.start({ principalId: 'bench', invocationKey: key, document, input: { doc: `doc-${key}` } });
   const record = await executor.wait(instanceId, 30_000);
   if (record.status !== 'completed') throw new Error(`pipeline ${key}: ${record.status} ${JSON.stringify(record.error)}`);
+  return instanceId;
+}
+
+/** What the pipeline's instances wrote to their own streams: stored transitions (appends) and events per instance. */
+async function instanceLogs(store: MemoryEventStore, ids: readonly string[]): Promise<{ appends: number; events: number }> {
+  let appends = 0;
+  let events = 0;
+  const streams = workflowStreams(store);
+  for (const id of ids) {
+    const read = await streams.read(id);
+    if (read.kind !== 'ok') throw new Error(`pipeline instance ${id}: ${read.kind}`);
+    appends += read.transitions.length;
+    for (const stored of read.transitions) events += stored.transition.events.length;
+  }
+  return { appends: appends / ids.length, events: events / ids.length };
 }
 
 interface Sampled {
@@ -61,7 +78,7 @@ interface Sampled {
   cpuUs: number[];
 }
 
-async function sample(into: Sampled, run: () => Promise<void>): Promise<void> {
+async function sample(into: Sampled, run: () => Promise<unknown>): Promise<void> {
   const cpu = process.cpuUsage();
   const start = performance.now();
   await run();
@@ -92,6 +109,8 @@ export async function workflowBench(options: { json: boolean; seconds?: number }
   const document = pipeline(embedded.bundle.ref);
   const client: Sampled = { ms: [], cpuUs: [] };
   const flow: Sampled = { ms: [], cpuUs: [] };
+  const instances: string[] = [];
+  let logs = { appends: Number.NaN, events: Number.NaN };
   try {
     for (let i = 0; i < 30; i++) {
       await clientTriple(embedded, `warm-c${i}`);
@@ -100,18 +119,22 @@ export async function workflowBench(options: { json: boolean; seconds?: number }
     const endMs = Date.now() + (options.seconds ?? 20) * 1000;
     for (let i = 0; Date.now() < endMs; i++) {
       // Alternate which goes first, so neither always runs right after the other's garbage.
-      const pair = [() => sample(client, () => clientTriple(embedded, `c${i}`)), () => sample(flow, () => pipelineRun(executor, document, `p${i}`))];
+      const pair = [
+        () => sample(client, () => clientTriple(embedded, `c${i}`)),
+        () => sample(flow, async () => instances.push(await pipelineRun(executor, document, `p${i}`))),
+      ];
       for (const run of i % 2 === 0 ? pair : pair.reverse()) await run();
     }
+    logs = await instanceLogs(store, instances.slice(-100));
   } finally {
     await executor.close();
     await evaluator.close();
     await embedded.close();
   }
-  report(options.json, client, flow);
+  report(options.json, client, flow, logs);
 }
 
-function report(json: boolean, client: Sampled, flow: Sampled): void {
+function report(json: boolean, client: Sampled, flow: Sampled, logs: { appends: number; events: number }): void {
   const stats = (s: Sampled) => {
     const sorted = [...s.ms].sort((a, b) => a - b);
     return { samples: s.ms.length, p50Ms: percentile(sorted, 50), p95Ms: percentile(sorted, 95), cpuUsMedian: median(s.cpuUs) };
@@ -119,10 +142,19 @@ function report(json: boolean, client: Sampled, flow: Sampled): void {
   const c = stats(client);
   const w = stats(flow);
   const ratio = w.p50Ms / c.p50Ms;
-  const data = { client: c, pipeline: w, p50Ratio: ratio, target: 1.3, cpuPerInstanceUs: w.cpuUsMedian };
+  const data = {
+    client: c,
+    pipeline: w,
+    p50Ratio: ratio,
+    target: 1.3,
+    cpuPerInstanceUs: w.cpuUsMedian,
+    appendsPerInstance: logs.appends,
+    eventsPerInstance: logs.events,
+  };
   printRows(
     json,
-    `three contract calls: a workflow pipeline vs a client calling back to back (p50 ratio ${fixed(ratio)}, target ≤ 1.3)`,
+    `three contract calls: a workflow pipeline vs a client calling back to back (p50 ratio ${fixed(ratio)}, target ≤ 1.3; ` +
+      `the instance's own stream: ${fixed(logs.appends, 1)} appends, ${fixed(logs.events, 1)} events)`,
     ['run', 'samples', 'p50 ms', 'p95 ms', 'cpu µs (median, all threads)'],
     [
       ['client, 3 calls back to back', c.samples, fixed(c.p50Ms), fixed(c.p95Ms), fixed(c.cpuUsMedian, 0)],

@@ -250,11 +250,13 @@ const errorSchema = {
     instance: text,
   },
 } as const;
+/** `{ok: value}` or `{error: …}`: exactly one of the two (said without oneOf, which checks both and builds the failing one's errors). */
 const stepResult = {
-  oneOf: [
-    { type: 'object', required: ['ok'], additionalProperties: false, properties: { ok: json } },
-    { type: 'object', required: ['error'], additionalProperties: false, properties: { error: errorSchema } },
-  ],
+  type: 'object',
+  minProperties: 1,
+  maxProperties: 1,
+  additionalProperties: false,
+  properties: { ok: json, error: errorSchema },
 } as const;
 
 function event(type: string, properties: Record<string, object>) {

@@ -68,6 +68,9 @@ const haltedRedriveMs = 100;
 const takeoverSlackMs = 5;
 export const defaultLeaseMs = 10_000;
 
+/** Why an interpreter's signal aborts once it has returned (an abort reason made once: none is built per run). */
+const interpreterEnded = new Halted('the interpreter ended');
+
 let workersMade = 0;
 const defaultWorker = (): string => `${hostname()}/${process.pid}/${++workersMade}`;
 
@@ -115,6 +118,7 @@ export class WorkflowExecutor implements CloudEventIntake {
     const timeout = timeoutMsOf(request.document, declared);
     if (declared !== undefined && timeout === undefined) throw invalidInput('/timeout: not a timeout ({after: duration} or a name in use.timeouts)');
     // The deadline counts from the start's commit instant (the record's startedAtMs), which the store decides.
+    // The worker that creates the instance takes its lease (epoch 1) in the same transition: it drives it from here.
     const events: WorkflowEvent[] = [
       {
         type: 'workflow-started',
@@ -128,6 +132,7 @@ export class WorkflowExecutor implements CloudEventIntake {
         input: request.input,
         timeoutMs: timeout ?? null,
       },
+      { type: 'lease-acquired', v: 1, worker: this.worker, epoch: 1, untilMs: this.options.clock.nowMs() + this.leaseMs },
     ];
     const transition: WorkflowTransition = {
       events,
@@ -220,8 +225,12 @@ export class WorkflowExecutor implements CloudEventIntake {
   private async lead(instance: Instance): Promise<number | undefined> {
     const clock = this.options.clock;
     const terms = { worker: this.worker, nowMs: clock.nowMs(), leaseMs: this.leaseMs };
-    // A takeover the store serialized before the old lease's end (its clock behind ours) is not retried as late: try later.
-    await this.kernel.enqueue(instance, () => this.kernel.commit(instance, (record, late) => (late ? undefined : decideAcquire(record, terms))));
+    // A lease this worker holds with at least two thirds of its length left (taken with the start, or just renewed)
+    // needs no append: the renewals below keep it. Otherwise acquire (or renew) it. A takeover the store serialized
+    // before the old lease's end (its clock behind ours) is not retried as late: try later.
+    const held = instance.record.lease;
+    if (held?.worker !== this.worker || held.untilMs - terms.nowMs < (this.leaseMs * 2) / 3)
+      await this.kernel.enqueue(instance, () => this.kernel.commit(instance, (record, late) => (late ? undefined : decideAcquire(record, terms))));
     if (instance.record.status !== 'running') return undefined;
     const lease = instance.record.lease;
     if (lease?.worker !== this.worker) return Math.max(lease?.untilMs ?? 0, clock.nowMs()) + takeoverSlackMs;
@@ -236,7 +245,7 @@ export class WorkflowExecutor implements CloudEventIntake {
     } finally {
       renewal.cancel();
       this.stopping.signal.removeEventListener('abort', stop);
-      controller.abort();
+      controller.abort(interpreterEnded);
     }
     return instance.record.status === 'running' ? clock.nowMs() + haltedRedriveMs : undefined;
   }

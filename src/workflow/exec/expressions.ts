@@ -60,9 +60,10 @@ export function escapePointer(token: string): string {
   return token.replace(/~/g, '~0').replace(/\//g, '~1');
 }
 
-/** A value with every enclosed expression replaced by its result (`evaluate` runs one program). */
+/** A value with every enclosed expression replaced by its result (`evaluate` runs one program); a part without any is kept as it is. */
 export async function evaluateValue(value: JsonValue, evaluate: (program: string) => Promise<JsonValue>): Promise<JsonValue> {
   if (isExpression(value)) return evaluate(programOf(value));
+  if (!hasExpression(value)) return value;
   if (Array.isArray(value)) {
     const out: JsonValue[] = [];
     for (const item of value) out.push(await evaluateValue(item, evaluate));
@@ -78,5 +79,10 @@ export async function evaluateValue(value: JsonValue, evaluate: (program: string
 
 /** Whether a value holds any expression (a constant needs no step in the log). */
 export function hasExpression(value: unknown): boolean {
-  return expressionsIn(value, '').length > 0;
+  if (typeof value === 'string') return enclosed.test(value);
+  if (Array.isArray(value)) return value.some(hasExpression);
+  if (typeof value === 'object' && value !== null) {
+    for (const item of Object.values(value)) if (hasExpression(item)) return true;
+  }
+  return false;
 }

@@ -6,6 +6,17 @@
  * a crash, on another worker) it takes every recorded value from the log instead of computing it,
  * and so walks the same path to the same point, then carries on from there.
  *
+ * What is recorded, and when: a fact nothing outside the instance depends on yet — a task's start,
+ * an expression's result, the answer of a call that may safely be made again, a task's completion
+ * without a timeout — is held and carried by the next transition that must commit before the
+ * interpreter goes on: a call's start (before the call is made), a child binding, a timer, a
+ * listen, a fork's win, a fault, the end. So every value an external call or a wait depends on is
+ * in the log before the call or the wait, as when each fact had a transition of its own, and a
+ * pipeline stage costs one append before its call instead of five. A worker that dies holding
+ * facts has made no call that depended on them: its successor computes them again (jq is
+ * deterministic) or makes the call again under the same identity, as after a death just before
+ * the fact's own append.
+ *
  * Task kinds are in tasks.ts; calls in calls.ts.
  */
 import { AdapterError } from '../../contract/errors.js';
@@ -13,7 +24,7 @@ import type { JsonObject, JsonValue } from '../../contract/json.js';
 import { taskTimeoutKey, timeoutError, type Proposal } from './decide.js';
 import { entriesOf, isObject, kindOf, timeoutMsOf, type TaskEntry, type TaskKind } from './document.js';
 import { WorkflowRaise, raise } from './dsl-errors.js';
-import type { StepResult, WorkflowError } from './events.js';
+import type { StepResult, WorkflowError, WorkflowEvent } from './events.js';
 import { evaluateValue, hasExpression, programOf } from './expressions.js';
 import { ExpressionFailure } from './jq.js';
 import { Halted, replayed } from './journal.js';
@@ -25,9 +36,15 @@ export type { Frame, InterpreterDeps, Outcome, TaskRun } from './run.js';
 
 const leafKinds: ReadonlySet<TaskKind> = new Set(['set', 'raise', 'call', 'wait', 'emit', 'listen']);
 
+/** The facts the interpreter may hold until the next transition that must commit (see above). */
+type Held = Extract<WorkflowEvent, { type: 'task-started' | 'task-completed' | 'expression-evaluated' | 'call-answered' }>;
+
 export class Interpreter implements Interpreting {
   private context: JsonValue = {};
   private tasksRun = 0;
+  /** Facts held for the next transition, in the order they happened. */
+  private held: Held[] = [];
+  private fixedVars: { workflow: JsonValue; runtime: JsonValue } | undefined;
 
   constructor(readonly deps: InterpreterDeps) {}
 
@@ -50,11 +67,12 @@ export class Interpreter implements Interpreting {
         isObject(document.output) && typeof document.output.as === 'string'
           ? await this.evaluate('/output/as', document.output.as, output, frame, {}, '/')
           : output;
-      await this.propose({ command: 'complete', events: [{ type: 'workflow-completed', v: 1, output: final }] });
+      // The end: a record that is no longer running afterwards is what this proposal asked for (nothing to unwind).
+      await this.commit({ command: 'complete', events: [{ type: 'workflow-completed', v: 1, output: final }] });
     } catch (error) {
       const fault = faultOf(error);
       if (fault === undefined) throw error;
-      await this.propose({ command: 'fault', events: [{ type: 'workflow-faulted', v: 1, error: fault }] }).catch((again: unknown) => {
+      await this.commit({ command: 'fault', events: [{ type: 'workflow-faulted', v: 1, error: fault }] }).catch((again: unknown) => {
         if (!(again instanceof Halted)) throw again;
       });
     }
@@ -62,10 +80,46 @@ export class Interpreter implements Interpreting {
 
   // ── recording ──────────────────────────────────────────────────────────
 
+  /** Commits the proposal with the facts held before it; Halted when the instance is no longer running afterwards. */
   async propose(proposal: Proposal): Promise<WorkflowRecord> {
-    const record = await this.deps.journal.propose(proposal);
+    const record = await this.commit(proposal);
     if (record.status !== 'running') throw new Halted(`workflow instance ${record.instanceId} is ${record.status}`);
     return record;
+  }
+
+  /** Commits the proposal, carrying the facts held before it (in its `late` alternative too). */
+  private commit(proposal: Proposal): Promise<WorkflowRecord> {
+    const carried = this.held;
+    this.held = [];
+    return carried.length === 0 ? this.deps.journal.propose(proposal) : this.carrying(carried, proposal);
+  }
+
+  /** Commits what is held, if anything (before reading what only the log knows: a task's start instant). */
+  async flush(): Promise<void> {
+    if (this.held.length > 0) await this.propose({ command: 'steps', events: [] });
+  }
+
+  /** Holds a fact for the next transition. */
+  hold(event: Held): void {
+    this.held.push(event);
+  }
+
+  private async carrying(carried: Held[], proposal: Proposal): Promise<WorkflowRecord> {
+    const late = proposal.late && { ...proposal.late, events: [...carried, ...proposal.late.events] };
+    try {
+      return await this.deps.journal.propose({ ...proposal, events: [...carried, ...proposal.events], late });
+    } catch (error) {
+      // Together too large for one transition (or one of them refused): each as it would be alone.
+      if (!(error instanceof AdapterError) || error.kind !== 'invalid-input') throw error;
+      for (const event of carried) await this.deps.journal.propose({ command: event.type, events: [event] });
+      return proposal.events.length === 0 ? this.record : this.deps.journal.propose(proposal);
+    }
+  }
+
+  /** A step's result held for the next transition, if any. */
+  private heldStep(at: string): StepResult | undefined {
+    for (const event of this.held) if ((event.type === 'expression-evaluated' || event.type === 'call-answered') && event.at === at) return event.result;
+    return undefined;
   }
 
   alive(frame: Frame): void {
@@ -74,23 +128,33 @@ export class Interpreter implements Interpreting {
   }
 
   /**
-   * A step's value: recorded already, or computed now and recorded before it is used. A call is
-   * recorded as started (under the lease's epoch) before it is made: a call found started without
-   * an answer may have happened, and is made again only when `rerun` says that is safe (a
-   * contract call under its recorded key, an emitted event under its id, an idempotent HTTP
-   * request); otherwise its answer is an `uncertain` communication error.
+   * A step's value: recorded already, or computed now and recorded before anything outside
+   * depends on it. A call is recorded as started (under the lease's epoch) before it is made,
+   * carrying the facts held so far: a call found started without an answer may have happened,
+   * and is made again only when `rerun` says that is safe (a contract call under its recorded
+   * key, an emitted event under its id, an idempotent HTTP request); otherwise its answer is an
+   * `uncertain` communication error. An expression's result, and the answer of a call that may
+   * be made again, are held for the next transition; the answer of one that may not is
+   * recorded at once.
    */
   async step(at: string, frame: Frame, kind: 'expression' | 'call', compute: () => Promise<JsonValue>, rerun = true): Promise<JsonValue> {
-    const recorded = this.record.steps[at];
+    const recorded = this.record.steps[at] ?? this.heldStep(at);
     if (recorded) return replayed(recorded);
     this.alive(frame);
     let result: StepResult;
     if (kind === 'call' && !rerun && this.record.calls[at]) result = { error: uncertainCall(at) };
     else {
-      if (kind === 'call') await this.propose({ command: 'call-started', events: [{ type: 'call-started', v: 1, at, epoch: this.record.lease?.epoch ?? 0 }] });
+      const epoch = this.record.lease?.epoch ?? 0;
+      // Started already under this epoch (a contract call's start goes with its binding): nothing to propose.
+      if (kind === 'call' && this.record.calls[at]?.epoch !== epoch)
+        await this.propose({ command: 'call-started', events: [{ type: 'call-started', v: 1, at, epoch }] });
       result = await this.computed(compute);
     }
     const type = kind === 'call' ? 'call-answered' : 'expression-evaluated';
+    if (kind === 'expression' || rerun) {
+      this.hold({ type, v: 1, at, result });
+      return replayed(result);
+    }
     await this.propose({ command: type, events: [{ type, v: 1, at, result }] });
     const stored = this.record.steps[at];
     if (!stored) throw new Halted(`step ${at} was not recorded`);
@@ -108,9 +172,16 @@ export class Interpreter implements Interpreting {
 
   /** The variables every expression sees ($context, $workflow, $runtime, $task, the frame's). */
   vars(frame: Frame, extra: Readonly<Record<string, JsonValue>>): Record<string, JsonValue> {
+    return { context: this.context, ...this.constants(), ...frame.vars, ...extra };
+  }
+
+  /** $workflow and $runtime: the same for the whole run (the start and the runtime do not change). */
+  private constants(): { workflow: JsonValue; runtime: JsonValue } {
+    if (this.fixedVars) return this.fixedVars;
     const started = this.record.started;
     const workflow = { id: started.instanceId, definition: started.document, input: started.input, startedAt: dateTime(this.record.startedAtMs) };
-    return { context: this.context, workflow, runtime: { ...this.deps.runtime, metadata: {} }, ...frame.vars, ...extra };
+    this.fixedVars = { workflow, runtime: { ...this.deps.runtime, metadata: {} } };
+    return this.fixedVars;
   }
 
   /** An expression field's value (with or without `${ }`), recorded under `at`. */
@@ -176,9 +247,8 @@ export class Interpreter implements Interpreting {
       throw raise('runtime', 500, 'Task budget exhausted', entry.pointer, `an instance runs at most ${this.deps.tasksMax} tasks`);
     const task = entry.task;
     const kind = kindOf(task) as TaskKind;
-    const descriptor = this.taskDescriptor(entry, at, rawInput);
     if (typeof task.if === 'string') {
-      const go = await this.evaluate(`${at}>if`, task.if, rawInput, frame, { task: descriptor }, entry.pointer);
+      const go = await this.evaluate(`${at}>if`, task.if, rawInput, frame, { task: this.taskDescriptor(entry, at, rawInput) }, entry.pointer);
       if (go === false || go === null) return { output: rawInput, then: undefined, ended: false };
     }
     const existing = this.record.tasks[at];
@@ -186,7 +256,7 @@ export class Interpreter implements Interpreting {
     if (existing?.state === 'faulted' && existing.error) throw new WorkflowRaise(existing.error);
     if (existing?.state === 'completed' && leafKinds.has(kind) && !this.exports(task))
       return { output: existing.output, then: typeof task.then === 'string' ? task.then : undefined, ended: false };
-    await this.propose({ command: 'task-started', events: [{ type: 'task-started', v: 1, at, ref: entry.pointer, name: entry.name, input: rawInput }] });
+    this.hold({ type: 'task-started', v: 1, at, ref: entry.pointer, name: entry.name, input: rawInput });
     try {
       const outcome = await this.withTimeout(entry, at, frame, (inner) => this.body(entry, at, rawInput, inner));
       await this.complete(entry, at, outcome.output);
@@ -215,25 +285,29 @@ export class Interpreter implements Interpreting {
   /** input.from, the kind's work, output.as, export.as (the DSL's data flow). */
   private async body(entry: TaskEntry, at: string, rawInput: JsonValue, frame: Frame): Promise<Outcome> {
     const task = entry.task;
-    const taskVar = { task: this.taskDescriptor(entry, at, rawInput) };
-    const input =
-      isObject(task.input) && typeof task.input.from === 'string'
-        ? await this.evaluate(`${at}>input.from`, task.input.from, rawInput, frame, taskVar, entry.pointer)
-        : rawInput;
+    const from = isObject(task.input) && typeof task.input.from === 'string' ? task.input.from : undefined;
+    const as = isObject(task.output) && typeof task.output.as === 'string' ? task.output.as : undefined;
+    const exported = isObject(task.export) && typeof task.export.as === 'string' ? task.export.as : undefined;
+    const transforms = from !== undefined || as !== undefined || exported !== undefined;
+    // $task.startedAt is the instant the store committed the task's start: commit it first.
+    if (transforms) await this.flush();
+    const taskVar: Record<string, JsonValue> = transforms ? { task: this.taskDescriptor(entry, at, rawInput) } : {};
+    const input = from !== undefined ? await this.evaluate(`${at}>input.from`, from, rawInput, frame, taskVar, entry.pointer) : rawInput;
     const result = await runKind(this, { entry, at, input, frame });
-    const output =
-      isObject(task.output) && typeof task.output.as === 'string'
-        ? await this.evaluate(`${at}>output.as`, task.output.as, result.output, frame, { ...taskVar, input }, entry.pointer)
-        : result.output;
-    if (isObject(task.export) && typeof task.export.as === 'string') {
-      this.context = await this.evaluate(`${at}>export.as`, task.export.as, output, frame, { ...taskVar, input, output }, entry.pointer);
+    const output = as !== undefined ? await this.evaluate(`${at}>output.as`, as, result.output, frame, { ...taskVar, input }, entry.pointer) : result.output;
+    if (exported !== undefined) {
+      this.context = await this.evaluate(`${at}>export.as`, exported, output, frame, { ...taskVar, input, output }, entry.pointer);
     }
     return { output, then: result.then ?? (typeof task.then === 'string' ? task.then : undefined), ended: result.ended };
   }
 
-  /** Records the completion (before the task's timeout); a completion too late becomes the timeout's fault. */
+  /**
+   * Records the completion: without a timeout it is held for the next transition; under one it
+   * commits before the timeout, and a completion too late becomes the timeout's fault.
+   */
   private async complete(entry: TaskEntry, at: string, output: JsonValue): Promise<void> {
     const timer = this.record.timers[taskTimeoutKey(at)];
+    if (!timer) return this.hold({ type: 'task-completed', v: 1, at, output });
     const late: Proposal | undefined = timer && {
       command: 'task-timed-out',
       events: [
@@ -261,8 +335,11 @@ export class Interpreter implements Interpreting {
   /** Runs `work` against the task's timeout, a timer recorded at the task's start instant + after. */
   private async withTimeout(entry: TaskEntry, at: string, frame: Frame, work: (frame: Frame) => Promise<Outcome>): Promise<Outcome> {
     const afterMs = timeoutMsOf(this.record.started.document, entry.task.timeout);
+    if (afterMs === undefined) return work(frame);
+    // The timeout counts from the committed start.
+    await this.flush();
     const started = this.record.tasks[at];
-    if (afterMs === undefined || !started) return work(frame);
+    if (!started) return work(frame);
     const key = taskTimeoutKey(at);
     await this.propose({
       command: 'timer-set',
@@ -283,11 +360,14 @@ export class Interpreter implements Interpreting {
       this.ended(at);
       throw new Halted(`task ${at} ended elsewhere`);
     } finally {
-      controller.abort();
+      controller.abort(taskEnded);
       frame.signal.removeEventListener('abort', stop);
     }
   }
 }
+
+/** Why a task's timeout watch stops once the task's work is over (an abort reason made once: none is built per task). */
+const taskEnded = new Halted('the task ended');
 
 /** What ends an instance as faulted: a DSL error, or a transition the store refuses as invalid (too large). */
 function faultOf(error: unknown): WorkflowError | undefined {

@@ -32,6 +32,8 @@ export async function runListen(interpreter: Interpreter, run: TaskRun): Promise
     await interpreter.propose({ command: 'listen-started', events: [{ type: 'listen-started', v: 1, at, to, read: read as ListenRecord['read'] }] });
   }
   for (let count = 1; ; count++) {
+    // What the listen evaluated so far (its `until` results) is in the log before it waits.
+    await interpreter.flush();
     const record = await interpreter.deps.journal.until((r) => taken(r, at) >= count || r.tasks[at]?.state !== 'running', run.frame.signal);
     interpreter.alive(run.frame);
     if (taken(record, at) < count) throw new Halted(`listen ${at} ended while waiting`);

@@ -21,8 +21,11 @@ import type {
   LeaseRenewed,
   StepResult,
   TimerPurpose,
+  WorkflowCancelled,
+  WorkflowCompleted,
   WorkflowError,
   WorkflowEvent,
+  WorkflowFaulted,
   WorkflowStarted,
   WorkflowTransition,
 } from './events.js';
@@ -112,26 +115,51 @@ export interface WorkflowRecord {
 /** The workflow timeout's timer: armed by the start itself, at startedAtMs + timeoutMs. */
 export const workflowTimeoutKey = '@workflow-timeout';
 
-const withEntry = <V>(map: Readonly<Record<string, V>>, key: string, value: V): Record<string, V> => ({ ...map, [key]: value });
+/** The record's maps, by name. */
+type MapName = 'tasks' | 'steps' | 'children' | 'timers' | 'winners' | 'listens' | 'calls';
+type Mutable<T extends WorkflowRecord> = Omit<T, MapName> & { [M in MapName]: Record<string, T[M][string]> };
 
-function task(record: WorkflowRecord, at: string): TaskRecord {
+/**
+ * The record one transition is changing: copied once when the transition starts, each of its maps
+ * copied on its first change. A record handed out is never changed again (the fold stays pure);
+ * a transition of several events costs one copy, not one per event.
+ */
+interface Draft {
+  record: Mutable<WorkflowRecord>;
+  copied: Set<MapName>;
+}
+
+const draftOf = (record: WorkflowRecord): Draft => ({ record: { ...record } as Mutable<WorkflowRecord>, copied: new Set() });
+
+/** Sets `map[key]` in the draft, copying the map the first time this transition changes it. */
+function put<M extends MapName>(draft: Draft, map: M, key: string, value: WorkflowRecord[M][string]): void {
+  if (!draft.copied.has(map)) {
+    (draft.record[map] as Record<string, unknown>) = { ...draft.record[map] };
+    draft.copied.add(map);
+  }
+  (draft.record[map] as Record<string, unknown>)[key] = value;
+}
+
+function task(record: Mutable<WorkflowRecord>, at: string): TaskRecord {
   const found = record.tasks[at];
   if (!found) throw new AssertionFailure(`workflow ${record.instanceId}: no task ${at}`);
   return found;
 }
 
-function endTask(record: WorkflowRecord, at: string, change: Partial<TaskRecord>, event: 'COMPLETE' | 'FAULT' | 'CANCEL'): WorkflowRecord {
+function endTask(draft: Draft, at: string, change: Partial<TaskRecord>, event: 'COMPLETE' | 'FAULT' | 'CANCEL'): void {
+  const record = draft.record;
   const current = task(record, at);
-  const next = { ...current, ...change, state: stepTask(current.state, event), endedSeq: record.seq };
-  return { ...record, tasks: withEntry(record.tasks, at, next), seq: record.seq + 1 };
+  put(draft, 'tasks', at, { ...current, ...change, state: stepTask(current.state, event), endedSeq: record.seq });
+  record.seq += 1;
 }
 
 function once<V>(map: Readonly<Record<string, V>>, key: string, what: string): void {
   if (Object.hasOwn(map, key)) throw new AssertionFailure(`${what} ${key} recorded twice`);
 }
 
-/** One event applied; the machines assert legality. */
-function applyEvent(record: WorkflowRecord, event: WorkflowEvent, atMs: number): WorkflowRecord {
+/** One event applied to the draft; the machines assert legality. */
+function applyEvent(draft: Draft, event: WorkflowEvent, atMs: number): void {
+  const record = draft.record;
   switch (event.type) {
     case 'workflow-started':
       throw new AssertionFailure('workflow-started is only the first event of a stream');
@@ -149,91 +177,107 @@ function applyEvent(record: WorkflowRecord, event: WorkflowEvent, atMs: number):
         startedSeq: record.seq,
         endedSeq: null,
       };
-      return { ...record, tasks: withEntry(record.tasks, event.at, entry), seq: record.seq + 1 };
+      put(draft, 'tasks', event.at, entry);
+      record.seq += 1;
+      return;
     }
     case 'task-completed':
-      return endTask(record, event.at, { output: event.output }, 'COMPLETE');
+      return endTask(draft, event.at, { output: event.output }, 'COMPLETE');
     case 'task-faulted':
-      return endTask(record, event.at, { error: event.error }, 'FAULT');
+      return endTask(draft, event.at, { error: event.error }, 'FAULT');
     case 'task-cancelled':
-      return endTask(record, event.at, {}, 'CANCEL');
+      return endTask(draft, event.at, {}, 'CANCEL');
     case 'expression-evaluated':
     case 'call-answered':
       once(record.steps, event.at, 'step');
-      return { ...record, steps: withEntry(record.steps, event.at, event.result) };
+      return put(draft, 'steps', event.at, event.result);
     case 'child-bound':
     case 'child-disposed':
-      return applyChild(record, event);
+      return applyChild(draft, event);
     case 'timer-set': {
       const state = stepTimer(record.timers[event.at]?.state ?? 'idle', 'SET');
-      return { ...record, timers: withEntry(record.timers, event.at, { dueAtMs: event.dueAtMs, purpose: event.purpose, state }) };
+      return put(draft, 'timers', event.at, { dueAtMs: event.dueAtMs, purpose: event.purpose, state });
     }
     case 'timer-fired': {
       const timer = record.timers[event.at];
       if (!timer) throw new AssertionFailure(`timer ${event.at} fired without being set`);
-      return { ...record, timers: withEntry(record.timers, event.at, { ...timer, state: stepTimer(timer.state, 'FIRE') }) };
+      return put(draft, 'timers', event.at, { ...timer, state: stepTimer(timer.state, 'FIRE') });
     }
     case 'fork-won':
       once(record.winners, event.at, 'fork winner');
-      return { ...record, winners: withEntry(record.winners, event.at, event.branch) };
+      return put(draft, 'winners', event.at, event.branch);
     case 'listen-started':
     case 'listen-event-received':
-      return applyListen(record, event);
+      return applyListen(draft, event);
     case 'lease-acquired':
     case 'lease-renewed':
     case 'lease-released':
       return applyLease(record, event);
     case 'call-started': {
       const starts = (record.calls[event.at]?.starts ?? 0) + 1;
-      return { ...record, calls: withEntry(record.calls, event.at, { epoch: event.epoch, starts }) };
+      return put(draft, 'calls', event.at, { epoch: event.epoch, starts });
     }
     case 'workflow-completed':
-      return { ...record, status: stepInstance(record.status, 'COMPLETE'), output: event.output, endedAtMs: atMs };
     case 'workflow-faulted':
-      return { ...record, status: stepInstance(record.status, 'FAULT'), error: event.error, endedAtMs: atMs };
     case 'workflow-cancelled':
-      return { ...record, status: stepInstance(record.status, 'CANCEL'), endedAtMs: atMs };
+      return endInstance(record, event, atMs);
   }
 }
 
+/** The instance's end: completed with its output, faulted with its error, or cancelled. */
+function endInstance(record: Mutable<WorkflowRecord>, event: WorkflowCompleted | WorkflowFaulted | WorkflowCancelled, atMs: number): void {
+  if (event.type === 'workflow-completed') {
+    record.status = stepInstance(record.status, 'COMPLETE');
+    record.output = event.output;
+  } else if (event.type === 'workflow-faulted') {
+    record.status = stepInstance(record.status, 'FAULT');
+    record.error = event.error;
+  } else record.status = stepInstance(record.status, 'CANCEL');
+  record.endedAtMs = atMs;
+}
+
 /** A contract call's child operation: bound before the call, disposed when a competing fork's win released it. */
-function applyChild(record: WorkflowRecord, event: ChildBound | ChildDisposed): WorkflowRecord {
+function applyChild(draft: Draft, event: ChildBound | ChildDisposed): void {
+  const record = draft.record;
   if (event.type === 'child-bound') {
     once(record.children, event.at, 'child operation');
     const { ref, iterations, operationId, invocationKey, attempt } = event;
-    return { ...record, children: withEntry(record.children, event.at, { ref, iterations, operationId, invocationKey, attempt }) };
+    return put(draft, 'children', event.at, { ref, iterations, operationId, invocationKey, attempt });
   }
   const child = record.children[event.at];
   if (!child || child.operationId !== event.operationId)
     throw new AssertionFailure(`child operation ${event.operationId} at ${event.at} disposed without being bound`);
   if (child.disposition) throw new AssertionFailure(`child operation ${event.operationId} disposed twice`);
   const disposition = { fork: event.fork, disposition: event.disposition, detail: event.detail };
-  return { ...record, children: withEntry(record.children, event.at, { ...child, disposition }) };
+  put(draft, 'children', event.at, { ...child, disposition });
 }
 
-function applyListen(record: WorkflowRecord, event: ListenStarted | ListenEventReceived): WorkflowRecord {
+function applyListen(draft: Draft, event: ListenStarted | ListenEventReceived): void {
+  const record = draft.record;
   if (event.type === 'listen-started') {
     once(record.listens, event.at, 'listen');
-    return { ...record, listens: withEntry(record.listens, event.at, { to: event.to, read: event.read, events: [], expected: {} }) };
+    return put(draft, 'listens', event.at, { to: event.to, read: event.read, events: [], expected: {} });
   }
   const listen = record.listens[event.at];
   if (!listen || task(record, event.at).state !== 'running') throw new AssertionFailure(`listen ${event.at} took an event while not waiting`);
   const taken = { event: event.event, group: event.group, filter: event.filter, correlation: event.correlation };
   const next: ListenRecord = { ...listen, events: [...listen.events, taken], expected: { ...event.correlation, ...listen.expected } };
-  return { ...record, listens: withEntry(record.listens, event.at, next) };
+  put(draft, 'listens', event.at, next);
 }
 
 /** The lease machine asserts the step; the epochs assert the fence (a takeover is the next epoch, a renewal or release the holder's). */
-function applyLease(record: WorkflowRecord, event: LeaseAcquired | LeaseRenewed | LeaseReleased): WorkflowRecord {
+function applyLease(record: Mutable<WorkflowRecord>, event: LeaseAcquired | LeaseRenewed | LeaseReleased): void {
   const lease = record.lease;
   if (event.type === 'lease-acquired') {
     stepLease(lease ? 'held' : 'free', 'ACQUIRE');
     if (event.epoch !== record.leaseEpoch + 1) throw new AssertionFailure(`lease epoch ${event.epoch} acquired after epoch ${record.leaseEpoch}`);
-    return { ...record, lease: { worker: event.worker, epoch: event.epoch, untilMs: event.untilMs }, leaseEpoch: event.epoch };
+    record.lease = { worker: event.worker, epoch: event.epoch, untilMs: event.untilMs };
+    record.leaseEpoch = event.epoch;
+    return;
   }
   const state = stepLease(lease ? 'held' : 'free', event.type === 'lease-renewed' ? 'RENEW' : 'RELEASE');
   if (!lease || event.epoch !== lease.epoch) throw new AssertionFailure(`${event.type} for epoch ${event.epoch}, the lease is at ${lease?.epoch ?? 'none'}`);
-  return { ...record, lease: state === 'held' && event.type === 'lease-renewed' ? { ...lease, untilMs: event.untilMs } : null };
+  record.lease = state === 'held' && event.type === 'lease-renewed' ? { ...lease, untilMs: event.untilMs } : null;
 }
 
 function created(stored: Stored<WorkflowTransition>): WorkflowRecord {
@@ -247,7 +291,7 @@ function created(stored: Stored<WorkflowTransition>): WorkflowRecord {
     typeof first.timeoutMs === 'number' && deadlineMs !== null
       ? { [workflowTimeoutKey]: { dueAtMs: deadlineMs, purpose: 'workflow-timeout', state: stepTimer('idle', 'SET') } }
       : {};
-  const record: WorkflowRecord = {
+  const record: Mutable<WorkflowRecord> = {
     instanceId: first.instanceId,
     revision: stored.revision,
     status: 'running',
@@ -268,7 +312,10 @@ function created(stored: Stored<WorkflowTransition>): WorkflowRecord {
     error: null,
     endedAtMs: null,
   };
-  return rest.reduce((r, event) => applyEvent(r, event, stored.committedAtMs), record);
+  // A new record: its own draft, its maps its own.
+  const draft: Draft = { record, copied: new Set(['tasks', 'steps', 'children', 'timers', 'winners', 'listens', 'calls']) };
+  for (const event of rest) applyEvent(draft, event, stored.committedAtMs);
+  return record;
 }
 
 /** The record after one stored transition (undefined while nothing has applied). */
@@ -280,8 +327,11 @@ export function applyWorkflow(record: WorkflowRecord | undefined, stored: Stored
     // Only the instance machine's STEP (running) admits more events: a finished instance takes none.
     stepInstance(record.status, 'STEP');
   }
-  const next = stored.transition.events.reduce((r, event) => applyEvent(r, event, stored.committedAtMs), record);
-  return { ...next, revision: stored.revision, lastAppliedAtMs: stored.committedAtMs };
+  const draft = draftOf(record);
+  for (const event of stored.transition.events) applyEvent(draft, event, stored.committedAtMs);
+  draft.record.revision = stored.revision;
+  draft.record.lastAppliedAtMs = stored.committedAtMs;
+  return draft.record;
 }
 
 export function foldWorkflow(log: readonly Stored<WorkflowTransition>[]): WorkflowRecord | undefined {

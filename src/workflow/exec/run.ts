@@ -56,7 +56,10 @@ export interface TaskRun {
 export interface Interpreting {
   readonly deps: InterpreterDeps;
   readonly record: WorkflowRecord;
+  /** Commits the proposal with the facts held before it (interpreter.ts: what is recorded, and when). */
   propose(proposal: Proposal): Promise<WorkflowRecord>;
+  /** Commits the facts held, if any: before reading what only the log knows (a task's start instant) or waiting. */
+  flush(): Promise<void>;
   /** Throws Halted when the frame was stopped or the instance is no longer running. */
   alive(frame: Frame): void;
   /** `rerun`: whether a call found started but unanswered (its worker stopped) may be made again. */

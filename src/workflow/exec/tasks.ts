@@ -73,6 +73,8 @@ async function runWait(interpreter: Interpreter, run: TaskRun): Promise<KindOutc
       : wait,
   );
   if (ms === undefined) throw raise('validation', 400, 'Invalid duration', run.entry.pointer, 'wait must be a duration');
+  // The wait counts from the committed start.
+  await interpreter.flush();
   const started = interpreter.record.tasks[run.at];
   const dueAtMs = (started?.startedAtMs ?? interpreter.deps.journal.nowMs()) + ms;
   await sleepUntil(interpreter, `${run.at}>wait`, dueAtMs, 'wait', run.frame);
@@ -183,6 +185,8 @@ async function releaseLosers(
   winner: number,
   frameOf: (index: number, signal: AbortSignal) => Frame,
 ): Promise<void> {
+  // The losers' last facts first: a task a loser started is in the record, and recorded cancelled below.
+  await interpreter.flush();
   const losing = branches.flatMap((branch, index) => (index === winner ? [] : [{ pointer: branch.pointer, suffix: frameOf(index, run.frame.signal).suffix }]));
   const cancelled = losing.flatMap(({ pointer, suffix }) =>
     interpreter.record.tasks[pointer + suffix]?.state === 'running'
@@ -256,6 +260,8 @@ async function retryDelay(
 ): Promise<number | undefined> {
   const policy = resolveNamed(interpreter.record.started.document, 'retries', spec.retry);
   if (!isObject(policy)) return undefined;
+  // The retry's duration limit counts from the try's committed start.
+  await interpreter.flush();
   const timer = interpreter.record.timers[`${run.at}(${attempt})>retry`];
   if (timer) return timer.dueAtMs;
   const limit = isObject(policy.limit) ? policy.limit : {};

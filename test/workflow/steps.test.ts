@@ -1,0 +1,276 @@
+/**
+ * What an instance's log holds and when (interpreter.ts, "What is recorded, and when"): a step's
+ * facts are carried by the next transition that must commit — so a three-stage contract pipeline
+ * is five transitions — yet everything a call depends on is in the log before the call is made;
+ * what only the log knows ($task.startedAt) is read after it committed; facts too large to travel
+ * together are appended one by one; and logs written one event per transition (before) still
+ * fold, replay and resume.
+ */
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { MemoryEventStore } from '../../src/adapters/store/memory.js';
+import { SystemClock } from '../../src/contract/clock.js';
+import type { JsonValue } from '../../src/contract/json.js';
+import { createEmbedded, type Embedded } from '../../src/deployment/embedded.js';
+import { peerIds, reviewBundle } from '../../src/deployment/examples.js';
+import type { WorkflowEvent, WorkflowTransition } from '../../src/workflow/exec/events.js';
+import { foldWorkflow, type WorkflowRecord } from '../../src/workflow/exec/record.js';
+import { replayWorkflowLog } from '../../src/workflow/exec/replay.js';
+import { workflowStreams } from '../../src/workflow/exec/streams.js';
+import { assertReplayEqual, harness, runToEnd, yaml } from './support.js';
+
+async function deployment(clock: SystemClock, store: MemoryEventStore): Promise<Embedded> {
+  const peers = peerIds(3);
+  const embedded = await createEmbedded({
+    clock,
+    store,
+    bundle: reviewBundle({ completion: { mode: 'quorum', count: 2 }, timeoutMs: 4000 }),
+    groups: { reviewers: peers },
+  });
+  for (const peerId of peers) await embedded.addPeer(peerId, { review: async () => ({ verdict: 'approve' }) });
+  return embedded;
+}
+
+const threeStages = (digest: string) => {
+  const stage = (name: string, document: string) => `  - ${name}:
+      call: invoke-contract
+      with:
+        contract: { id: lab.review, version: '1.0.0', digest: '${digest}' }
+        interaction: review
+        input: { document: '${document}' }`;
+  return yaml(`document: { dsl: '1.0.3', namespace: test, name: three-stages, version: '1.0.0' }
+do:
+${stage('review', '${ .doc }')}
+${stage('publish', '${ .operationId }')}
+${stage('notify', '${ .operationId }')}
+`);
+};
+
+type Stored = { revision: string; committedAtMs: number; transition: WorkflowTransition };
+
+async function logOf(store: MemoryEventStore, instanceId: string): Promise<Stored[]> {
+  const read = await workflowStreams(store).read(instanceId);
+  assert.equal(read.kind, 'ok');
+  return read.kind === 'ok' ? (read.transitions as Stored[]) : [];
+}
+
+const described = (event: WorkflowEvent): string => ('at' in event ? `${event.type} ${event.at}` : event.type);
+
+test('a three-stage contract pipeline is five transitions: the start with its lease, one per call carrying what came before it, the end', async () => {
+  const clock = new SystemClock();
+  const store = new MemoryEventStore({ clock });
+  const embedded = await deployment(clock, store);
+  const h = harness({ store, clock, invocations: embedded.coordinator, worker: 'worker-a' });
+  try {
+    const record = await runToEnd(h, threeStages(embedded.bundle.ref.digest), { doc: 'RFC 1' }, 'five');
+    assert.equal(record.status, 'completed', JSON.stringify(record.error));
+    const log = await logOf(store, record.instanceId);
+    const stage = (name: string) => [
+      `task-started /do/${name}`,
+      `expression-evaluated /do/${name}>with`,
+      `child-bound /do/${name}`,
+      `call-started /do/${name}>invoke`,
+    ];
+    const answered = (name: string) => [`call-answered /do/${name}>invoke`, `task-completed /do/${name}`];
+    assert.deepEqual(
+      log.map((stored) => stored.transition.events.map(described)),
+      [
+        ['workflow-started', 'lease-acquired'],
+        stage('0/review'),
+        [...answered('0/review'), ...stage('1/publish')],
+        [...answered('1/publish'), ...stage('2/notify')],
+        [...answered('2/notify'), 'workflow-completed'],
+      ],
+    );
+    const lease = log[0]?.transition.events[1];
+    assert.deepEqual(lease && { type: lease.type, worker: (lease as { worker: string }).worker, epoch: (lease as { epoch: number }).epoch }, {
+      type: 'lease-acquired',
+      worker: 'worker-a',
+      epoch: 1,
+    });
+    assert.deepEqual(record.lease && { worker: record.lease.worker, epoch: record.lease.epoch }, { worker: 'worker-a', epoch: 1 });
+    // Each task started when the transition carrying its start committed.
+    for (const stored of log)
+      for (const event of stored.transition.events) if (event.type === 'task-started') assert.equal(record.tasks[event.at]?.startedAtMs, stored.committedAtMs);
+  } finally {
+    await h.close();
+    await embedded.close();
+  }
+});
+
+/** A fetch that answers JSON and notes, at each request, what the instance's log held when it was made. */
+function recordingFetch(store: MemoryEventStore, body: (url: string) => JsonValue) {
+  const seen: { url: string; logged: string[] }[] = [];
+  let instanceId = '';
+  const fetcher = (async (input: string | URL | Request) => {
+    const url = String(input);
+    const log = await logOf(store, instanceId);
+    seen.push({ url, logged: log.flatMap((stored) => stored.transition.events.map(described)) });
+    return new Response(JSON.stringify(body(url)), { status: 200, headers: { 'content-type': 'application/json' } });
+  }) as typeof fetch;
+  return { fetcher, seen, watch: (id: string) => (instanceId = id) };
+}
+
+test('everything a call depends on is in the log before the call is made: the task start, its arguments, the previous answer', async () => {
+  const clock = new SystemClock();
+  const store = new MemoryEventStore({ clock });
+  const recording = recordingFetch(store, (url) => ({ seen: url }));
+  const h = harness({ store, clock, fetch: recording.fetcher });
+  try {
+    const document = yaml(`document: { dsl: '1.0.3', namespace: test, name: two-gets, version: '1.0.0' }
+do:
+  - first:
+      call: http
+      with: { method: get, endpoint: 'http://stub.test/{key}/first', headers: { x-key: '\${ .key }' } }
+  - second:
+      call: http
+      with: { method: get, endpoint: 'http://stub.test/second', query: { previous: '\${ .seen }' } }
+`);
+    const { instanceId } = await h.executor.start({ principalId: 'alice', invocationKey: 'ordered', document, input: { key: 'k1' } });
+    recording.watch(instanceId);
+    const record = await h.executor.wait(instanceId, 10_000);
+    assert.equal(record.status, 'completed', JSON.stringify(record.error));
+    assert.equal(recording.seen.length, 2);
+    const [first, second] = recording.seen;
+    assert.ok(first && second);
+    for (const needed of ['task-started /do/0/first', 'expression-evaluated /do/0/first>with', 'call-started /do/0/first>http'])
+      assert.ok(first.logged.includes(needed), `before the first call: ${needed} (log: ${first.logged.join(', ')})`);
+    for (const needed of [
+      'call-answered /do/0/first>http',
+      'task-completed /do/0/first',
+      'task-started /do/1/second',
+      'expression-evaluated /do/1/second>with',
+      'call-started /do/1/second>http',
+    ])
+      assert.ok(second.logged.includes(needed), `before the second call: ${needed} (log: ${second.logged.join(', ')})`);
+    await assertReplayEqual(h, instanceId);
+  } finally {
+    await h.close();
+  }
+});
+
+test('$task.startedAt is the instant the store committed the task start', async () => {
+  const h = harness();
+  try {
+    const record = await runToEnd(
+      h,
+      yaml(`document: { dsl: '1.0.3', namespace: test, name: started-at, version: '1.0.0' }
+do:
+  - first:
+      set: { a: 1 }
+  - stamp:
+      set: { b: 2 }
+      output:
+        as: '\${ { startedAt: $task.startedAt.epoch.milliseconds, b } }'
+`),
+      {},
+      'stamped',
+    );
+    assert.equal(record.status, 'completed', JSON.stringify(record.error));
+    const startedAtMs = record.tasks['/do/1/stamp']?.startedAtMs;
+    assert.equal(typeof startedAtMs, 'number');
+    assert.deepEqual(record.output, { startedAt: startedAtMs, b: 2 } as JsonValue);
+  } finally {
+    await h.close();
+  }
+});
+
+test('facts too large to travel in one transition are appended one by one, each as large as it was alone', async () => {
+  const clock = new SystemClock();
+  const store = new MemoryEventStore({ clock, limits: { transitionBytesMax: 8 * 1024 } });
+  const big = 'x'.repeat(3 * 1024);
+  const h = harness({
+    store,
+    clock,
+    fetch: (async () => new Response(JSON.stringify({ big }), { headers: { 'content-type': 'application/json' } })) as typeof fetch,
+  });
+  try {
+    const record = await runToEnd(
+      h,
+      yaml(`document: { dsl: '1.0.3', namespace: test, name: big-answer, version: '1.0.0' }
+do:
+  - fetch:
+      call: http
+      with: { method: get, endpoint: 'http://stub.test/big' }
+`),
+      {},
+      'big',
+    );
+    assert.equal(record.status, 'completed', JSON.stringify(record.error));
+    assert.deepEqual(record.output, { big } as JsonValue);
+    const log = await logOf(store, record.instanceId);
+    assert.deepEqual(
+      log.slice(-3).map((stored) => stored.transition.events.map((event) => event.type)),
+      [['call-answered'], ['task-completed'], ['workflow-completed']],
+      'the answer, the completion and the end, each alone',
+    );
+  } finally {
+    await h.close();
+  }
+});
+
+/** The same events, one per transition, as the executor wrote them before steps were carried (the lease in its own transition). */
+function oneEventPerTransition(log: Stored[]): { committedAtMs: number; transition: WorkflowTransition }[] {
+  return log.flatMap((stored) =>
+    stored.transition.events.map((event) => ({
+      committedAtMs: stored.committedAtMs,
+      transition: { events: [event], timeGuard: stored.transition.timeGuard, causation: { command: event.type } },
+    })),
+  );
+}
+
+const comparable = (record: WorkflowRecord) => ({
+  status: record.status,
+  output: record.output,
+  steps: record.steps,
+  children: record.children,
+  tasks: Object.fromEntries(Object.entries(record.tasks).map(([at, task]) => [at, { state: task.state, input: task.input, output: task.output }])),
+  calls: record.calls,
+  lease: record.lease && { worker: record.lease.worker, epoch: record.lease.epoch },
+});
+
+test('a log written one event per transition folds and replays to the same instance, and a running one resumes', async () => {
+  const clock = new SystemClock();
+  const store = new MemoryEventStore({ clock });
+  const embedded = await deployment(clock, store);
+  const a = harness({ store, clock, invocations: embedded.coordinator, worker: 'worker-a' });
+  const document = threeStages(embedded.bundle.ref.digest);
+  let b: ReturnType<typeof harness> | undefined;
+  try {
+    const done = await runToEnd(a, document, { doc: 'RFC 2' }, 'old-layout');
+    const current = await logOf(store, done.instanceId);
+    const old = oneEventPerTransition(current).map((entry, index) => ({ ...entry, revision: String(index + 1) }));
+    assert.ok(old.length > current.length);
+    const folded = foldWorkflow(old);
+    assert.ok(folded);
+    assert.deepEqual(comparable(folded), comparable(done));
+    assert.equal(replayWorkflowLog(old).problem, null);
+
+    // The same instance, stopped in the old layout just after its first call started (its worker gone, its lease ended):
+    // written to another store, another worker resumes it from there and finishes it.
+    const elsewhere = new MemoryEventStore({ clock });
+    const upTo = old.findIndex((entry) => entry.transition.events[0]?.type === 'call-started') + 1;
+    const stopped = old.slice(0, upTo).map((entry) => {
+      const [event] = entry.transition.events;
+      if (event?.type !== 'lease-acquired') return entry;
+      return { ...entry, transition: { ...entry.transition, events: [{ ...event, untilMs: clock.nowMs() - 1 }] } };
+    });
+    const streams = workflowStreams(elsewhere);
+    const [first, ...rest] = stopped;
+    assert.ok(first);
+    assert.equal((await streams.create(done.instanceId, first.transition)).kind, 'ok');
+    for (const [index, entry] of rest.entries()) assert.equal((await streams.append(done.instanceId, String(index + 1), entry.transition)).kind, 'ok');
+    b = harness({ store: elsewhere, clock, invocations: embedded.coordinator, worker: 'worker-b' });
+    const resumed = await b.executor.wait(done.instanceId, 10_000);
+    assert.equal(resumed.status, 'completed', JSON.stringify(resumed.error));
+    assert.deepEqual(resumed.output, done.output, 'the stages answered as before: the same operations under the same keys');
+    assert.deepEqual(resumed.children, done.children);
+    assert.equal(resumed.lease?.worker, 'worker-b');
+    assert.equal(resumed.lease?.epoch, 2, 'worker-b took the ended lease over');
+    await assertReplayEqual(b, done.instanceId);
+  } finally {
+    await a.close();
+    await b?.close();
+    await embedded.close();
+  }
+});
