@@ -52,6 +52,7 @@ import { resolveStoreLimits } from './limits.js';
 import { StampFeed } from './stamp-feed.js';
 import { IndexStates, logOfRead } from './index-states.js';
 import { JetStreamOperationIndex, ensureIndexStream } from './jetstream-index.js';
+import { JetStreamOpenSet, ensureOpenSetStream } from './jetstream-open-set.js';
 import { PubAckMux } from '../transport/nats-pubacks.js';
 import {
   FoldTracker,
@@ -144,6 +145,8 @@ export class JetStreamEventStore implements EventStore {
   private readonly pubAcks: PubAckMux;
   /** The operations index (jetstream-index.ts): a row per operation, written after each stored append. */
   readonly index: JetStreamOperationIndex;
+  /** The operations that may be open (jetstream-open-set.ts): marked before their admission is written. */
+  private readonly openSet: JetStreamOpenSet;
 
   private constructor(
     private readonly nc: NatsConnection,
@@ -160,6 +163,12 @@ export class JetStreamEventStore implements EventStore {
     private readonly stampWaitMs: number,
   ) {
     this.pubAcks = PubAckMux.of(nc);
+    this.openSet = new JetStreamOpenSet({
+      publish: (subject, data) => this.pubAcks.publish(subject, data, { timeout: requestTimeoutMs }),
+      jsm,
+      streamName,
+      prefix,
+    });
     this.index = new JetStreamOperationIndex({
       js,
       jsm,
@@ -170,6 +179,7 @@ export class JetStreamEventStore implements EventStore {
       closed: () => this.closed,
       logOf: logOfRead((operationId) => this.read(operationId)),
       operationIds: () => this.operationIds(),
+      openSet: this.openSet,
     });
   }
 
@@ -189,13 +199,16 @@ export class JetStreamEventStore implements EventStore {
       const directGet = await ensureStream(jsm, streamName, `${prefix}.op.>`, limits.transitionBytesMax + headerBytesAllowance, bytesMax, `${prefix}.wf.>`);
       await ensureStream(jsm, `${streamName}_TOMBS`, `${prefix}.tomb.>`, 4096, -1);
       await ensureIndexStream(jsm, streamName, prefix);
+      const openSetCreated = await ensureOpenSetStream(jsm, streamName, prefix);
       const stampWaitMs = options.stampWaitMs ?? defaultStampWaitMs;
       let stamps: StampFeed | undefined;
       if (stampWaitMs > 0) {
         const info = await jsm.streams.info(streamName);
         stamps = await StampFeed.start(js, streamName, info.state.last_seq + 1);
       }
-      return new JetStreamEventStore(nc, !options.connection, js, jsm, streamName, prefix, limits, requestTimeoutMs, directGet, stamps, stampWaitMs);
+      const store = new JetStreamEventStore(nc, !options.connection, js, jsm, streamName, prefix, limits, requestTimeoutMs, directGet, stamps, stampWaitMs);
+      if (openSetCreated) await store.openSet.completeIfNew();
+      return store;
     } catch (error) {
       if (!options.connection) await nc.close().catch(() => undefined);
       throw error;
@@ -210,9 +223,16 @@ export class JetStreamEventStore implements EventStore {
       // and `rejected` answers expired.
       const full = await this.capacityFailure();
       if (full) return full;
+      // Marked before it is written: a stored admission is in the open set even if its writer dies
+      // before its index row (jetstream-open-set.ts). Workflow instances are not recovered from it.
+      const marked = streamFamily(operationId) === 'op';
+      if (marked) await this.openSet.add(operationId);
       // An empty subject has nothing applied: the point before a create needs no read.
       const empty: FoldPoint = { revision: 0, lastAppliedAtMs: noAppliedYetMs, anyApplied: false, count: 0 };
-      return await this.publishAt(operationId, 0, empty, { transition, body: refused, mode: 'create', attempt: 0, after });
+      const outcome = await this.publishAt(operationId, 0, empty, { transition, body: refused, mode: 'create', attempt: 0, after });
+      // Tombstoned, or an admission void on its guard: this operation can never be open.
+      if (marked && outcome.kind === 'expired') await this.openSet.remove(operationId).catch(() => undefined);
+      return outcome;
     } catch (error) {
       return natsFailure(error);
     }
