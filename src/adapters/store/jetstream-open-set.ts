@@ -14,6 +14,10 @@
  *     advance), when the operation is tombstoned, or when recovery finds the row settled. A
  *     marker that outlives its operation's settling (a failed purge, a crash) only costs recovery
  *     one row read, after which it is removed.
+ *   - A broker that loses acknowledged writes (nats-server 2.9 SIGKILLed, no fsync) can lose a
+ *     marker while the admission after it survives. A store that published to the set sees its
+ *     sequence go back at its next publish and removes the completeness record (below). Only a
+ *     store that published before and after the loss can tell.
  *   - A store written before the open set existed has operations without markers: until the
  *     record is there, recovery lists as before (every live operation without a settled row),
  *     gives each listed operation its marker, then writes the record. Every coordinator sharing the
@@ -23,8 +27,8 @@ import { DiscardPolicy, JetStreamApiError, RetentionPolicy, StorageType, type Je
 import { unavailable } from '../../contract/errors.js';
 
 export interface JetStreamOpenSetHost {
-  /** A JetStream publish awaiting its PubAck (the store's PubAck mux). */
-  publish(subject: string, data: Uint8Array): Promise<unknown>;
+  /** A JetStream publish awaiting its PubAck (the store's PubAck mux): the stored sequence. */
+  publish(subject: string, data: Uint8Array): Promise<{ seq: number }>;
   jsm: JetStreamManager;
   /** The operations stream's name; the open set's stream is `<name>_OPEN`. */
   streamName: string;
@@ -71,6 +75,9 @@ function openSetSubjects(prefix: string): string[] {
 }
 
 export class JetStreamOpenSet {
+  /** The highest sequence this client's publishes to the set's stream were stored at. */
+  private storedSeqMax = 0;
+
   constructor(private readonly host: JetStreamOpenSetHost) {}
 
   private get stream(): string {
@@ -83,7 +90,26 @@ export class JetStreamOpenSet {
 
   /** Stores the operation's marker; throws (the admission must not be written) when it cannot. */
   async add(operationId: string): Promise<void> {
-    await this.host.publish(this.subject(operationId), new Uint8Array(0));
+    await this.publish(this.subject(operationId));
+  }
+
+  /**
+   * A stream's sequence never goes back: a publish sent after this client saw a sequence stored
+   * is stored above it, unless the server lost acknowledged writes to the set (a SIGKILLed
+   * nats-server without fsync) or the stream was recreated — and then markers of admissions that
+   * survived may be gone. The set is no longer complete: the record goes, so the next listing
+   * reads the history again and marks what it finds. (Publishes under way at once may be stored
+   * in any order; each is compared with what was seen before it was sent.)
+   */
+  private async publish(subject: string): Promise<void> {
+    const seenMax = this.storedSeqMax;
+    const { seq } = await this.host.publish(subject, new Uint8Array(0));
+    if (seq <= seenMax) {
+      await this.host.jsm.streams.purge(this.stream, { filter: `${this.host.prefix}.openset` });
+      this.storedSeqMax = seq;
+    } else {
+      this.storedSeqMax = Math.max(this.storedSeqMax, seq);
+    }
   }
 
   async remove(operationId: string): Promise<void> {
@@ -113,6 +139,6 @@ export class JetStreamOpenSet {
   }
 
   async markComplete(): Promise<void> {
-    await this.host.publish(`${this.host.prefix}.openset`, new Uint8Array(0));
+    await this.publish(`${this.host.prefix}.openset`);
   }
 }
