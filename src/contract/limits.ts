@@ -166,6 +166,8 @@ export const limits = {
   /** `convoke peer`: the most keys a peer config may give its in-process effect sink (effectSinkKeys), and its longest provisioning wait. */
   examplePeerEffectSinkKeysMax: 10_000_000,
   examplePeerProvisionWaitMsMax: 3_600_000,
+  /** The longest an example peer waits for its SQLite effect sink to open (`convoke peer` config effectSinkWaitMs). */
+  examplePeerEffectSinkWaitMsMax: 3_600_000,
   /** CLI: contexts one contexts file may hold, and the characters of one of its URLs or paths. */
   cliContextsMax: 256,
   cliContextTextCharsMax: 4096,

@@ -31,7 +31,11 @@ import { openSqliteDatabase } from '../adapters/store/sqlite-open.js';
 export interface SqliteEffectSinkOptions {
   /** A file path shared by every process that commits effects for the same keys. */
   path: string;
-  /** How long a commit waits for another connection's write lock before answering `unavailable`. */
+  /**
+   * How long opening and each commit wait for another connection's lock before answering
+   * `unavailable` (default 5000). Opening retries even where SQLite answers SQLITE_BUSY without
+   * waiting (src/adapters/store/sqlite-open.ts).
+   */
   busyTimeoutMs?: number;
   /** 'full' fsyncs every commit; 'normal' (WAL) survives a process crash but not power loss. */
   synchronous?: 'full' | 'normal';
@@ -97,7 +101,7 @@ function openDatabase(options: SqliteEffectSinkOptions): Database.Database {
   return openSqliteDatabase({ ...options, schema, schemaVersion, what: 'effect sink' });
 }
 
-/** Busy beyond the timeout, I/O errors and a closed handle are `unavailable`: the commit may be retried. */
+/** Busy beyond the timeout, I/O errors and a closed handle are `unavailable`: the commit (or open) may be retried. */
 function sqliteFailure(error: unknown): Error {
   if (error instanceof AdapterError || error instanceof AssertionFailure) return error;
   const code = (error as { code?: unknown }).code;

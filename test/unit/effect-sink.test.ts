@@ -96,6 +96,11 @@ test('a peer config bounds the memory sink with effectSinkKeys: the oldest key i
       (e: unknown) => e instanceof AdapterError && e.kind === 'invalid-input' && /effectSinkKeys/.test(e.message),
     );
     await assert.rejects(readPeerConfig(await write({ effectSinkKeys: 0 })), (e: unknown) => e instanceof AdapterError && e.kind === 'invalid-input');
+    await assert.rejects(
+      readPeerConfig(await write({ effectSink: 'memory:', effectSinkWaitMs: 1000 })),
+      (e: unknown) => e instanceof AdapterError && e.kind === 'invalid-input' && /effectSinkWaitMs/.test(e.message),
+    );
+    assert.equal((await readPeerConfig(await write({ effectSink: 'sqlite:x.db', effectSinkWaitMs: 1000 }))).effectSinkWaitMs, 1000);
   } finally {
     await rm(dir, { recursive: true, force: true });
   }

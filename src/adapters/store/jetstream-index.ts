@@ -9,7 +9,8 @@
  * racing on one operation cannot leave the older row last. A crash between the append and its
  * row leaves the row one revision behind (what the log said at that revision), or an admission
  * with no row, until the operation's next append or `convoke replay --fix-index`; recovery still
- * finds such an operation (openOperationIds lists live operations without a row).
+ * finds such an operation: its create marked it in the open set first (jetstream-open-set.ts),
+ * and openOperationIds reads the marked operations, not every row.
  *
  * Listing reads every operation's last row (an ephemeral consumer, last per subject) and filters
  * and sorts in memory: a page costs O(n) in the operations stored (docs/operations.md gives the
@@ -40,7 +41,9 @@ import {
   type StuckCounts,
 } from '../../events/operation-index.js';
 import type { StoredTransition } from '../../events/types.js';
+import { isSettled } from '../../machines/index.js';
 import { mayBeOpen, type IndexStates } from './index-states.js';
+import type { JetStreamOpenSet } from './jetstream-open-set.js';
 import type { OperationIndexStore, RecordAfter } from './types.js';
 
 const wrongSequenceCodes = new Set([10071, 10164]);
@@ -59,6 +62,8 @@ export interface JetStreamIndexHost {
   logOf(operationId: string): Promise<StoredTransition[] | undefined>;
   /** Every live operation id (the store's operationIds). */
   operationIds(): AsyncIterable<string>;
+  /** The operations that may be open (jetstream-open-set.ts): what recovery reads. */
+  openSet: JetStreamOpenSet;
 }
 
 /** Creates the index stream, or checks an existing one is a last-per-subject stream of the index subjects. */
@@ -110,7 +115,8 @@ export class JetStreamOperationIndex implements OperationIndexStore {
   async appended(operationId: string, previousRevision: string | undefined, stored: StoredTransition, after?: RecordAfter): Promise<void> {
     try {
       const row = await this.host.states.rowAfterStored(operationId, previousRevision, stored, () => this.host.logOf(operationId), after);
-      if (row) await this.publish(operationId, row);
+      // A settled log is final: its marker can go (in parallel; one left behind costs recovery a row read).
+      if (row) await Promise.all([this.publish(operationId, row), isSettled(row.phase) ? this.unmark(operationId) : undefined]);
     } catch {
       // Behind, never wrong: see the header.
     }
@@ -137,11 +143,12 @@ export class JetStreamOperationIndex implements OperationIndexStore {
     }
   }
 
-  /** Removes the operation's row (a tombstone). */
+  /** Removes the operation's row and its open-set marker (a tombstone). */
   async remove(operationId: string): Promise<void> {
     this.host.states.forget(operationId);
     this.written.delete(operationId);
     await this.host.jsm.streams.purge(this.stream, { filter: this.subject(operationId) });
+    await this.host.openSet.remove(operationId);
   }
 
   async list(query: IndexQuery): Promise<IndexPage> {
@@ -174,6 +181,7 @@ export class JetStreamOperationIndex implements OperationIndexStore {
         timeout: this.host.requestTimeoutMs,
       });
       this.written.set(operationId, { seq: ack.seq, revision: Number(row.revision) });
+      await (isSettled(row.phase) ? this.host.openSet.remove(operationId) : this.host.openSet.add(operationId));
       return row;
     } catch (error) {
       throw unavailable(`jetstream index: ${error instanceof Error ? error.message : String(error)}`, error);
@@ -185,13 +193,70 @@ export class JetStreamOperationIndex implements OperationIndexStore {
   }
 
   /**
-   * The live operations (the operations stream's subjects, tombstones left out) less those whose
-   * row is settled: every row is read (small messages, in batches), no operation's log is. An
-   * admission whose row was never written (a crash between the two publishes) has no row and so
-   * is listed.
+   * The operations the open set marks (jetstream-open-set.ts), less those whose row is settled:
+   * one row read per marked operation, whatever the history. An admission whose row was never
+   * written (a crash between the two publishes) is marked, has no row, and is listed (its row
+   * written from its log). Until the open set is complete — a store written before it existed —
+   * as before: the live operations less those whose row is settled, every row read; each listed
+   * operation is then marked and the set recorded complete.
    */
   async *openOperationIds(): AsyncIterable<string> {
-    yield* mayBeOpen(this.host.operationIds(), await this.allRows());
+    this.assertOpen();
+    let complete: boolean;
+    try {
+      complete = await this.host.openSet.complete();
+    } catch (error) {
+      throw unavailable(`jetstream open set: ${error instanceof Error ? error.message : String(error)}`, error);
+    }
+    yield* complete ? await this.openFromMarkers() : await this.openFromHistory();
+  }
+
+  /** The marked operations that may still be open; markers of settled operations are removed. */
+  private async openFromMarkers(): Promise<string[]> {
+    try {
+      const marked = await this.host.openSet.ids();
+      const open = await inBatches(marked, contractLimits.recoveryReadsMax, (operationId) => this.stillOpen(operationId));
+      return marked.filter((_, i) => open[i]);
+    } catch (error) {
+      throw unavailable(`jetstream open set: ${error instanceof Error ? error.message : String(error)}`, error);
+    }
+  }
+
+  /**
+   * Whether a marked operation may be open: its row, or without one (an admission whose row was
+   * never written) the row its log gives, written now. No log yet: listed (a create may be under
+   * way; the coordinator finds nothing to resume). Settled, or a log with no admission applied:
+   * the marker goes.
+   */
+  private async stillOpen(operationId: string): Promise<boolean> {
+    let row = await this.get(operationId);
+    if (row === undefined) {
+      const log = await this.host.logOf(operationId);
+      if (log === undefined) return true;
+      row = this.host.states.rowOfLog(operationId, log);
+      if (row) await this.publish(operationId, row);
+    }
+    if (row && !isSettled(row.phase)) return true;
+    await this.host.openSet.remove(operationId);
+    return false;
+  }
+
+  /** Before the open set is complete: every live operation without a settled row, each then marked. */
+  private async openFromHistory(): Promise<string[]> {
+    const open: string[] = [];
+    for await (const operationId of mayBeOpen(this.host.operationIds(), await this.allRows())) open.push(operationId);
+    try {
+      await inBatches(open, contractLimits.recoveryReadsMax, (operationId) => this.host.openSet.add(operationId));
+      await this.host.openSet.markComplete();
+    } catch (error) {
+      throw unavailable(`jetstream open set: ${error instanceof Error ? error.message : String(error)}`, error);
+    }
+    return open;
+  }
+
+  /** Removes a settled operation's marker; a failure leaves it for recovery to remove. */
+  private async unmark(operationId: string): Promise<void> {
+    await this.host.openSet.remove(operationId).catch(() => undefined);
   }
 
   private assertOpen(): void {
@@ -236,6 +301,13 @@ export class JetStreamOperationIndex implements OperationIndexStore {
     }
     return rows;
   }
+}
+
+/** `fn` over `items`, at most `width` at a time, answers in order. */
+async function inBatches<T, R>(items: readonly T[], width: number, fn: (item: T) => Promise<R>): Promise<R[]> {
+  const answers: R[] = [];
+  for (let at = 0; at < items.length; at += width) answers.push(...(await Promise.all(items.slice(at, at + width).map(fn))));
+  return answers;
 }
 
 /** A stored row, or undefined for bytes that are not one (a damaged row is never listed as a guess). */

@@ -46,16 +46,17 @@ import {
   type MsgRequest,
   type StoredMsg,
 } from '@nats-io/jetstream';
-import type { StoredTransition } from '../../events/types.js';
+import type { StoredTransition, Transition } from '../../events/types.js';
 import { AssertionFailure, unavailable, unsupported } from '../../contract/errors.js';
 import { limits as contractLimits } from '../../contract/limits.js';
 import { decodeStored, isStoreFailure, notifyAll, parseRevision, revisionsOnly } from './codec.js';
 import { resolveStoreLimits } from './limits.js';
 import { StampFeed } from './stamp-feed.js';
 import { JetStreamOperationIndex, ensureIndexStream } from './jetstream-index.js';
+import { JetStreamOpenSet, ensureOpenSetStream } from './jetstream-open-set.js';
 import { PubAckMux } from '../transport/nats-pubacks.js';
 import { ReplayStampedStore, closedFailure, notFoundOf, streamFamily, type LogState, type WriteOutcome } from './replay-stamped.js';
-import type { AppendListener, AppendOutcome, RevisionListener, StoreFailure, StoreLimits } from './types.js';
+import type { AppendListener, AppendOutcome, RecordAfter, RevisionListener, StoreFailure, StoreLimits } from './types.js';
 
 export interface JetStreamStoreOptions {
   /** An existing connection (left open on close), or `servers` to connect to (closed on close). */
@@ -127,6 +128,8 @@ export class JetStreamEventStore extends ReplayStampedStore {
   private readonly pubAcks: PubAckMux;
   /** The operations index (jetstream-index.ts): a row per operation, written after each stored append. */
   readonly index: JetStreamOperationIndex;
+  /** The operations that may be open (jetstream-open-set.ts): marked before their admission is written. */
+  private readonly openSet: JetStreamOpenSet;
 
   private constructor(
     private readonly nc: NatsConnection,
@@ -145,7 +148,13 @@ export class JetStreamEventStore extends ReplayStampedStore {
     // A subject's sequence before its first message is 0: the create CAS expects it.
     super(limits, 0);
     this.pubAcks = PubAckMux.of(nc);
-    this.index = new JetStreamOperationIndex({ js, jsm, streamName, prefix, requestTimeoutMs, ...this.indexHost() });
+    this.openSet = new JetStreamOpenSet({
+      publish: (subject, data) => this.pubAcks.publish(subject, data, { timeout: requestTimeoutMs }),
+      jsm,
+      streamName,
+      prefix,
+    });
+    this.index = new JetStreamOperationIndex({ js, jsm, streamName, prefix, requestTimeoutMs, ...this.indexHost(), openSet: this.openSet });
   }
 
   static async open(options: JetStreamStoreOptions): Promise<JetStreamEventStore> {
@@ -164,17 +173,32 @@ export class JetStreamEventStore extends ReplayStampedStore {
       const directGet = await ensureStream(jsm, streamName, `${prefix}.op.>`, limits.transitionBytesMax + headerBytesAllowance, bytesMax, `${prefix}.wf.>`);
       await ensureStream(jsm, `${streamName}_TOMBS`, `${prefix}.tomb.>`, 4096, -1);
       await ensureIndexStream(jsm, streamName, prefix);
+      const openSetCreated = await ensureOpenSetStream(jsm, streamName, prefix);
       const stampWaitMs = options.stampWaitMs ?? defaultStampWaitMs;
       let stamps: StampFeed | undefined;
       if (stampWaitMs > 0) {
         const info = await jsm.streams.info(streamName);
         stamps = await StampFeed.start(js, streamName, info.state.last_seq + 1);
       }
-      return new JetStreamEventStore(nc, !options.connection, js, jsm, streamName, prefix, limits, requestTimeoutMs, directGet, stamps, stampWaitMs);
+      const store = new JetStreamEventStore(nc, !options.connection, js, jsm, streamName, prefix, limits, requestTimeoutMs, directGet, stamps, stampWaitMs);
+      if (openSetCreated) await store.openSet.completeIfNew();
+      return store;
     } catch (error) {
       if (!options.connection) await nc.close().catch(() => undefined);
       throw error;
     }
+  }
+
+  /**
+   * A create of an operation is marked in the open set before it is written: a stored admission is
+   * in the open set even if its writer dies before its index row (jetstream-open-set.ts). Workflow
+   * instances are not recovered from it.
+   */
+  override async create(operationId: string, transition: Transition, after?: RecordAfter): Promise<AppendOutcome> {
+    const outcome = await super.create(operationId, transition, after);
+    // Tombstoned, or an admission void on its guard: this operation can never be open.
+    if (outcome.kind === 'expired' && streamFamily(operationId) === 'op') await this.openSet.remove(operationId).catch(() => undefined);
+    return outcome;
   }
 
   async *operationIds(): AsyncIterable<string> {
@@ -279,8 +303,11 @@ export class JetStreamEventStore extends ReplayStampedStore {
   }
 
   /** No tombstone lookup: a tombstoned subject keeps its marker, so the create CAS refuses it (see the header). */
-  protected beforeCreate(): Promise<StoreFailure | undefined> {
-    return this.capacityFailure();
+  protected async beforeCreate(operationId: string): Promise<StoreFailure | undefined> {
+    const full = await this.capacityFailure();
+    if (full) return full;
+    if (streamFamily(operationId) === 'op') await this.openSet.add(operationId);
+    return undefined;
   }
 
   /** The CAS publish: the expected revision *is* the stream sequence of the subject's last message. */

@@ -33,7 +33,7 @@ export interface SqliteStoreOptions {
   path: string;
   clock: Clock;
   limits?: Partial<StoreLimits>;
-  /** How long a write waits for another connection's lock before answering `unavailable`. */
+  /** How long opening, and each write, waits for another connection's lock before answering `unavailable`. */
   busyTimeoutMs?: number;
   /** 'full' fsyncs every commit (acknowledged appends survive power loss); 'normal' survives a process crash only. */
   synchronous?: 'full' | 'normal';

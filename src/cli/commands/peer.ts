@@ -25,7 +25,10 @@
  *   }
  *
  * `effectSink` is `memory:` (the default; `effectSinkKeys` bounds how many operation/branch keys
- * it remembers, 100 000 unless set) or `sqlite:PATH`, which keeps every key across restarts.
+ * it remembers, 100 000 unless set) or `sqlite:PATH`, which keeps every key across restarts. A
+ * sqlite sink another process keeps locked is waited for: each open waits up to the sink's busy
+ * timeout (5 s), and the peer tries again until `effectSinkWaitMs` (60 s unless set) has passed
+ * before it exits with the `unavailable` error; any other failure to open exits at once.
  *
  * The first rule whose `when` holds answers, else `result`. `when` is `{pointer, equals}` (the
  * input value at the pointer equals the value), `{pointer, contains}` (a string containing the
@@ -53,6 +56,7 @@ import { MemoryEffectSink, type EffectSink } from '../../peer/effect-sink.js';
 import { createNatsPeer } from '../../peer/nats-peer.js';
 import type { Handler, HandlerContext, Peer } from '../../peer/peer.js';
 import { SqliteEffectSink } from '../../peer/sqlite-effect-sink.js';
+import { isSqliteBusy } from '../../adapters/store/sqlite-open.js';
 import { SystemClock, type Clock } from '../../contract/clock.js';
 import type { CliIo } from '../io.js';
 import { limits } from '../../contract/limits.js';
@@ -82,6 +86,8 @@ export interface PeerConfig {
   effectSink?: string;
   /** The memory sink's bound: how many operation/branch keys it remembers (default 100 000). */
   effectSinkKeys?: number;
+  /** The sqlite sink: how long the peer keeps trying to open a file another process keeps locked (default 60 000). */
+  effectSinkWaitMs?: number;
   interactions: Record<string, PeerInteractionConfig>;
   /** How long durable mode waits for its consumers to be provisioned before giving up. */
   provisionWaitMs?: number;
@@ -125,6 +131,7 @@ export const peerConfigSchema = {
     durable: { type: 'boolean' },
     effectSink: { type: 'string', pattern: '^(memory:|sqlite:.+)$', maxLength: 4096 },
     effectSinkKeys: { type: 'integer', minimum: 1, maximum: limits.examplePeerEffectSinkKeysMax },
+    effectSinkWaitMs: { type: 'integer', minimum: 0, maximum: limits.examplePeerEffectSinkWaitMsMax },
     provisionWaitMs: { type: 'integer', minimum: 0, maximum: limits.examplePeerProvisionWaitMsMax },
     interactions: {
       type: 'object',
@@ -164,6 +171,8 @@ export async function readPeerConfig(file: string): Promise<PeerConfig> {
     if (config.effectSinkKeys !== undefined) throw invalidInput('peer config: effectSinkKeys bounds the memory effect sink; the sqlite sink keeps every key');
     const path = config.effectSink.slice('sqlite:'.length);
     config.effectSink = `sqlite:${isAbsolute(path) ? path : resolve(dirname(resolve(file)), path)}`;
+  } else if (config.effectSinkWaitMs !== undefined) {
+    throw invalidInput('peer config: effectSinkWaitMs bounds waiting for a locked sqlite effect sink; the memory sink never waits');
   }
   return config;
 }
@@ -251,8 +260,13 @@ export async function peerCommand(options: PeerCommandOptions, io: CliIo): Promi
   let sink: EffectSink | undefined;
   let peer: Peer | undefined;
   try {
-    sink = openEffectSink(config);
     const clock = new SystemClock();
+    sink = await openEffectSinkWaiting(config, {
+      clock,
+      waitMs: config.effectSinkWaitMs ?? effectSinkWaitMsDefault,
+      onWaiting: (message) => io.stderr.write(`convoke peer ${config.peerId}: ${message}\n`),
+      ...(options.signal === undefined ? {} : { signal: options.signal }),
+    });
     const handlers = Object.fromEntries(
       Object.entries(config.interactions).map(([id, c]) => [id, handlerFor(c, config.peerId, clock, config.faults?.crashAfterEffect === true)]),
     );
@@ -286,10 +300,64 @@ export async function peerCommand(options: PeerCommandOptions, io: CliIo): Promi
 }
 
 /** The sink a peer config names: memory (bounded by effectSinkKeys) or sqlite. */
-export function openEffectSink(config: Pick<PeerConfig, 'effectSink' | 'effectSinkKeys'>): EffectSink {
+export function openEffectSink(config: Pick<PeerConfig, 'effectSink' | 'effectSinkKeys'>, busyTimeoutMs?: number): EffectSink {
   const url = config.effectSink;
   if (url === undefined || url === 'memory:') return new MemoryEffectSink(config.effectSinkKeys);
-  return new SqliteEffectSink({ path: url.slice('sqlite:'.length) });
+  return new SqliteEffectSink({ path: url.slice('sqlite:'.length), ...(busyTimeoutMs === undefined ? {} : { busyTimeoutMs }) });
+}
+
+const effectSinkWaitMsDefault = 60_000;
+/** Between two attempts to open a locked sqlite sink (each attempt itself waits up to the busy timeout). */
+const effectSinkRetryPauseMs = 1000;
+
+export interface EffectSinkWait {
+  clock: Clock;
+  /** Keep trying while the file stays locked until this much time has passed (an attempt under way finishes). */
+  waitMs: number;
+  /** Told once, when the first attempt finds the file locked. */
+  onWaiting?: (message: string) => void;
+  /** Stops waiting: the last attempt's error is thrown. */
+  signal?: AbortSignal;
+  /** The sink's busy timeout (tests shorten it); the sink's default otherwise. */
+  busyTimeoutMs?: number;
+}
+
+/**
+ * Opens the configured sink, waiting (bounded) while another process keeps a sqlite sink locked:
+ * a peer restarted next to siblings that share its file, or started with them on a new file, must
+ * not exit on a lock they release a moment later. Any other failure to open is thrown at once.
+ */
+export async function openEffectSinkWaiting(config: Pick<PeerConfig, 'effectSink' | 'effectSinkKeys'>, wait: EffectSinkWait): Promise<EffectSink> {
+  const deadlineMs = wait.clock.nowMs() + wait.waitMs;
+  for (let attempt = 0; ; attempt++) {
+    try {
+      return openEffectSink(config, wait.busyTimeoutMs);
+    } catch (error) {
+      if (!(error instanceof AdapterError) || error.kind !== 'unavailable' || !isSqliteBusy(error.cause)) throw error;
+      if (wait.signal?.aborted) throw error;
+      const nowMs = wait.clock.nowMs();
+      if (nowMs >= deadlineMs)
+        throw new AdapterError('unavailable', `the effect sink stayed locked for ${wait.waitMs} ms (effectSinkWaitMs): ${error.description ?? ''}`, {
+          cause: error,
+        });
+      if (attempt === 0) wait.onWaiting?.(`waiting for the effect sink, locked by another process: ${error.description ?? ''}`);
+      await pause(wait.clock, Math.min(effectSinkRetryPauseMs, deadlineMs - nowMs), wait.signal);
+    }
+  }
+}
+
+/** Resolves after `ms` on the clock, or at once when the signal aborts. */
+function pause(clock: Clock, ms: number, signal: AbortSignal | undefined): Promise<void> {
+  return new Promise((resolvePause) => {
+    const done = () => {
+      timer.cancel();
+      signal?.removeEventListener('abort', done);
+      resolvePause();
+    };
+    const timer = clock.at(clock.nowMs() + ms, done);
+    if (signal?.aborted) done();
+    else signal?.addEventListener('abort', done, { once: true });
+  });
 }
 
 const stopSignals = ['SIGINT', 'SIGTERM'] as const;

@@ -24,9 +24,9 @@ export interface JetStreamStoreNames {
 export function jetstreamStorePermissions(names: JetStreamStoreNames = {}, options: { manageStreams?: boolean } = {}): NatsPermissions {
   const stream = names.stream ?? 'CONVOKE_OPS';
   const prefix = names.prefix ?? 'convoke';
-  const publish = [`${prefix}.op.>`, `${prefix}.wf.>`, `${prefix}.tomb.>`, `${prefix}.idx.>`, '$JS.API.INFO'];
-  // The operations stream, its tombstones and its operations index (jetstream-index.ts).
-  for (const s of [stream, `${stream}_TOMBS`, `${stream}_INDEX`]) {
+  const publish = [`${prefix}.op.>`, `${prefix}.wf.>`, `${prefix}.tomb.>`, `${prefix}.idx.>`, `${prefix}.open.>`, `${prefix}.openset`, '$JS.API.INFO'];
+  // The operations stream, its tombstones, its operations index (jetstream-index.ts) and its open set (jetstream-open-set.ts).
+  for (const s of [stream, `${stream}_TOMBS`, `${stream}_INDEX`, `${stream}_OPEN`]) {
     publish.push(
       `$JS.API.STREAM.INFO.${s}`,
       `$JS.API.STREAM.MSG.GET.${s}`,

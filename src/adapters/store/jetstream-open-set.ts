@@ -1,0 +1,144 @@
+/**
+ * The JetStream store's open set: what recovery reads at start-up instead of the whole history.
+ * Stream `<stream>_OPEN` holds one empty marker per operation that may be open
+ * (`<prefix>.open.<operationId>`, max_msgs_per_subject 1), and a record `<prefix>.openset` once
+ * the set is complete: at once for a new deployment (no operation stored when the stream was
+ * created), else after the first listing.
+ *
+ * The invariant, once complete: every live operation whose log is not settled has a marker.
+ *   - A create publishes its marker before the admission (jetstream.ts create): an admission that
+ *     is stored has its marker, even if its writer dies before the index row is written — the case
+ *     that made recovery read every operation. A writer that dies between the marker and the
+ *     admission leaves a marker with no operation: listed, read, found missing.
+ *   - The marker goes when the operation's row is settled (settled is final: phases only
+ *     advance), when the operation is tombstoned, or when recovery finds the row settled. A
+ *     marker that outlives its operation's settling (a failed purge, a crash) only costs recovery
+ *     one row read, after which it is removed.
+ *   - A broker that loses acknowledged writes (nats-server 2.9 SIGKILLed, no fsync) can lose a
+ *     marker while the admission after it survives. A store that published to the set sees its
+ *     sequence go back at its next publish and removes the completeness record (below). Only a
+ *     store that published before and after the loss can tell.
+ *   - A store written before the open set existed has operations without markers: until the
+ *     record is there, recovery lists as before (every live operation without a settled row),
+ *     gives each listed operation its marker, then writes the record. Every coordinator sharing the
+ *     store must run a build that writes markers by then (docs/operations.md, "Start-up").
+ */
+import { DiscardPolicy, JetStreamApiError, RetentionPolicy, StorageType, type JetStreamManager } from '@nats-io/jetstream';
+import { unavailable } from '../../contract/errors.js';
+
+export interface JetStreamOpenSetHost {
+  /** A JetStream publish awaiting its PubAck (the store's PubAck mux): the stored sequence. */
+  publish(subject: string, data: Uint8Array): Promise<{ seq: number }>;
+  jsm: JetStreamManager;
+  /** The operations stream's name; the open set's stream is `<name>_OPEN`. */
+  streamName: string;
+  prefix: string;
+}
+
+/**
+ * Creates the open set's stream, or checks an existing one is a last-per-subject stream of its
+ * subjects. Answers whether this call created it.
+ */
+export async function ensureOpenSetStream(jsm: JetStreamManager, streamName: string, prefix: string): Promise<boolean> {
+  const name = openSetStreamName(streamName);
+  const subjects = openSetSubjects(prefix);
+  try {
+    const info = await jsm.streams.info(name);
+    if (info.config.max_msgs_per_subject !== 1 || !subjects.every((s) => info.config.subjects.includes(s)))
+      throw unavailable(`stream ${name} exists without max_msgs_per_subject 1 and subjects ${subjects.join(', ')}`);
+    return false;
+  } catch (error) {
+    if (!(error instanceof JetStreamApiError && error.code === 10059)) throw error;
+  }
+  try {
+    await jsm.streams.add({
+      name,
+      subjects,
+      storage: StorageType.File,
+      retention: RetentionPolicy.Limits,
+      discard: DiscardPolicy.Old,
+      max_msgs_per_subject: 1,
+    });
+    return true;
+  } catch (error) {
+    if (!(error instanceof JetStreamApiError && error.code === 10058)) throw error;
+    return false;
+  }
+}
+
+export function openSetStreamName(streamName: string): string {
+  return `${streamName}_OPEN`;
+}
+
+function openSetSubjects(prefix: string): string[] {
+  return [`${prefix}.open.>`, `${prefix}.openset`];
+}
+
+export class JetStreamOpenSet {
+  /** The highest sequence this client's publishes to the set's stream were stored at. */
+  private storedSeqMax = 0;
+
+  constructor(private readonly host: JetStreamOpenSetHost) {}
+
+  private get stream(): string {
+    return openSetStreamName(this.host.streamName);
+  }
+
+  private subject(operationId: string): string {
+    return `${this.host.prefix}.open.${operationId}`;
+  }
+
+  /** Stores the operation's marker; throws (the admission must not be written) when it cannot. */
+  async add(operationId: string): Promise<void> {
+    await this.publish(this.subject(operationId));
+  }
+
+  /**
+   * A stream's sequence never goes back: a publish sent after this client saw a sequence stored
+   * is stored above it, unless the server lost acknowledged writes to the set (a SIGKILLed
+   * nats-server without fsync) or the stream was recreated — and then markers of admissions that
+   * survived may be gone. The set is no longer complete: the record goes, so the next listing
+   * reads the history again and marks what it finds. (Publishes under way at once may be stored
+   * in any order; each is compared with what was seen before it was sent.)
+   */
+  private async publish(subject: string): Promise<void> {
+    const seenMax = this.storedSeqMax;
+    const { seq } = await this.host.publish(subject, new Uint8Array(0));
+    if (seq <= seenMax) {
+      await this.host.jsm.streams.purge(this.stream, { filter: `${this.host.prefix}.openset` });
+      this.storedSeqMax = seq;
+    } else {
+      this.storedSeqMax = Math.max(this.storedSeqMax, seq);
+    }
+  }
+
+  async remove(operationId: string): Promise<void> {
+    await this.host.jsm.streams.purge(this.stream, { filter: this.subject(operationId) });
+  }
+
+  /** Every marked operation: the stream's subjects (markers only, so O(open), whatever the history). */
+  async ids(): Promise<string[]> {
+    const info = await this.host.jsm.streams.info(this.stream, { subjects_filter: `${this.host.prefix}.open.>` });
+    const markerPrefix = `${this.host.prefix}.open.`;
+    return Object.keys(info.state.subjects ?? {}).map((subject) => subject.slice(markerPrefix.length));
+  }
+
+  /** Whether every operation that may be open is known to have its marker (the record exists). */
+  async complete(): Promise<boolean> {
+    return (await this.host.jsm.streams.getMessage(this.stream, { last_by_subj: `${this.host.prefix}.openset` })) !== null;
+  }
+
+  /**
+   * Right after this client created the set's stream: complete at once when the operations stream
+   * holds no operation yet (a new deployment), since from the stream's creation on every create
+   * marks its operation first. Otherwise the first listing completes it from the history.
+   */
+  async completeIfNew(): Promise<void> {
+    const info = await this.host.jsm.streams.info(this.host.streamName, { subjects_filter: `${this.host.prefix}.op.>` });
+    if (Object.keys(info.state.subjects ?? {}).length === 0) await this.markComplete();
+  }
+
+  async markComplete(): Promise<void> {
+    await this.publish(`${this.host.prefix}.openset`);
+  }
+}

@@ -1,0 +1,156 @@
+/**
+ * The JetStream store's open set (src/adapters/store/jetstream-open-set.ts): recovery's listing
+ * (openOperationIds) reads the operations that may be open, not the history, and still finds an
+ * admission whose index row was never written; a store written before the open set existed is
+ * listed from its history once, then from its markers.
+ */
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { connect, type NatsConnection } from '@nats-io/transport-node';
+import { jetstream, jetstreamManager } from '@nats-io/jetstream';
+import { JetStreamEventStore } from '../../src/adapters/store/jetstream.js';
+import { startJetStreamServer } from '../support/jetstream-server.js';
+
+type JetStreamServer = Awaited<ReturnType<typeof startJetStreamServer>>;
+import { expectOk, newOperationId } from './store.js';
+import { admission, lifecycle } from './index.js';
+
+process.env.PATH = `${process.env.PATH ?? ''}:/usr/sbin`;
+
+const requestTimeoutMs = 1500;
+const guard = { notBeforeMs: 0, notAfterMs: Number.MAX_SAFE_INTEGER };
+
+async function admit(store: JetStreamEventStore, label: string): Promise<string> {
+  const id = newOperationId(label);
+  expectOk(await store.create(id, admission(id, guard)), `create ${label}`);
+  return id;
+}
+
+async function admitAndSettle(store: JetStreamEventStore, label: string): Promise<string> {
+  const id = newOperationId(label);
+  let outcome = await store.create(id, admission(id, guard));
+  for (const next of lifecycle(guard)) {
+    expectOk(outcome, `settle ${label}`);
+    outcome = await store.append(id, outcome.revision, next);
+  }
+  expectOk(outcome, `settle ${label}`);
+  return id;
+}
+
+async function listed(store: JetStreamEventStore): Promise<string[]> {
+  const ids: string[] = [];
+  for await (const id of store.index.openOperationIds()) ids.push(id);
+  return ids.sort();
+}
+
+/** The open listing of a store on its own connection, and how many messages that connection received for it. */
+async function listedCounting(server: JetStreamServer): Promise<{ ids: string[]; messagesIn: number }> {
+  const nc = await connect({ servers: server.url });
+  const store = await JetStreamEventStore.open({ connection: nc, requestTimeoutMs, stampWaitMs: 0 });
+  try {
+    const before = nc.stats().inMsgs;
+    const ids = await listed(store);
+    return { ids, messagesIn: nc.stats().inMsgs - before };
+  } finally {
+    await store.close();
+    await nc.close();
+  }
+}
+
+async function markers(nc: NatsConnection): Promise<string[]> {
+  const info = await (await jetstreamManager(nc)).streams.info('CONVOKE_OPS_OPEN', { subjects_filter: 'convoke.open.>' });
+  return Object.keys(info.state.subjects ?? {})
+    .map((s) => s.slice('convoke.open.'.length))
+    .sort();
+}
+
+async function withServer(fn: (server: JetStreamServer, store: JetStreamEventStore, nc: NatsConnection) => Promise<void>): Promise<void> {
+  const server = await startJetStreamServer();
+  const store = await JetStreamEventStore.open({ servers: server.url, requestTimeoutMs });
+  const nc = await connect({ servers: server.url });
+  try {
+    await fn(server, store, nc);
+  } finally {
+    await store.close();
+    await nc.close();
+    await server.dispose();
+  }
+}
+
+test('jetstream: recovery lists the open operations from the open set: what it receives does not grow with the settled history', async () => {
+  await withServer(async (server, store, nc) => {
+    // A new deployment: the open set is complete from the start, so even the first listing reads markers only.
+    const open = [await admit(store, 'open-a'), await admit(store, 'open-b')].sort();
+    const settled: string[] = [];
+    for (let i = 0; i < 150; i++) settled.push(await admitAndSettle(store, `settled-${i}`));
+    assert.deepEqual(await markers(nc), open, 'settled operations leave the open set');
+    const { ids, messagesIn } = await listedCounting(server);
+    assert.deepEqual(ids, open);
+    // A few requests (the record, the markers, one row each), not one message per operation stored.
+    assert.ok(messagesIn < 30, `the listing received ${messagesIn} messages for ${open.length} open operations among ${settled.length + open.length}`);
+  });
+});
+
+test('jetstream: once the open set is complete, an admission whose index row was never written is still listed, and its row is written from its log', async () => {
+  await withServer(async (server, store, nc) => {
+    assert.deepEqual(await listed(store), []);
+    // The row's publish fails as if its writer had died after the append: the index stream is gone.
+    await (await jetstreamManager(nc)).streams.delete('CONVOKE_OPS_INDEX');
+    const orphan = await admit(store, 'orphan');
+    const second = await JetStreamEventStore.open({ servers: server.url, requestTimeoutMs });
+    try {
+      assert.equal(await second.index.get(orphan), undefined, 'no row was written');
+      const settled = await admitAndSettle(second, 'settled');
+      assert.equal((await second.index.get(settled))?.phase, 'settled');
+      assert.deepEqual(await listed(second), [orphan], 'the admission without a row, not the settled operation');
+      assert.equal((await second.index.get(orphan))?.phase, 'admitted', 'the listing wrote the missing row from the log');
+    } finally {
+      await second.close();
+    }
+  });
+});
+
+test('jetstream: a store written before the open set existed is listed from its history once, then from the markers that listing wrote', async () => {
+  await withServer(async (server, store, nc) => {
+    const open = [await admit(store, 'old-open-a'), await admit(store, 'old-open-b')].sort();
+    for (let i = 0; i < 20; i++) await admitAndSettle(store, `old-settled-${i}`);
+    // As before the open set: no markers, no record that the set is complete.
+    await (await jetstreamManager(nc)).streams.delete('CONVOKE_OPS_OPEN');
+    const upgraded = await JetStreamEventStore.open({ servers: server.url, requestTimeoutMs });
+    try {
+      assert.deepEqual(await markers(nc), []);
+      assert.deepEqual(await listed(upgraded), open, 'from the history');
+      assert.deepEqual(await markers(nc), open, 'each listed operation marked');
+      const later = await listedCounting(server);
+      assert.deepEqual(later.ids, open, 'from the markers');
+      assert.ok(later.messagesIn < 30, `the second listing received ${later.messagesIn} messages`);
+    } finally {
+      await upgraded.close();
+    }
+  });
+});
+
+test('jetstream: a marker left behind by a settled or tombstoned operation is not listed, and the listing removes the settled one', async () => {
+  await withServer(async (server, store, nc) => {
+    assert.deepEqual(await listed(store), []);
+    const open = await admit(store, 'open');
+    const settled = await admitAndSettle(store, 'settled');
+    const tombstoned = await admit(store, 'tombstoned');
+    expectOk(await store.tombstone(tombstoned), 'tombstone');
+    assert.deepEqual(await markers(nc), [open]);
+    // As if the settled operation's marker purge had failed.
+    await jetstream(nc).publish(`convoke.open.${settled}`, new Uint8Array(0));
+    assert.deepEqual(await listed(store), [open]);
+    assert.deepEqual(await markers(nc), [open]);
+  });
+});
+
+test('jetstream: a create whose marker cannot be written writes no admission', async () => {
+  await withServer(async (server, store, nc) => {
+    await (await jetstreamManager(nc)).streams.delete('CONVOKE_OPS_OPEN');
+    const id = newOperationId('unmarked');
+    const outcome = await store.create(id, admission(id, guard));
+    assert.equal(outcome.kind, 'unavailable');
+    assert.equal((await store.read(id)).kind, 'not-found');
+  });
+});

@@ -1,0 +1,76 @@
+/**
+ * The JetStream store's open set (src/adapters/store/jetstream-open-set.ts) when the broker loses
+ * acknowledged writes to it (nats-server 2.9 after a SIGKILL, reproduced by restoring an older copy
+ * of the stream's messages while the server is stopped, test/support/lost-writes.ts): a marker is
+ * gone while the admission it preceded survived. The store that published the lost marker sees
+ * the stream's sequence go back at its next marker, takes the set's completeness record away, and
+ * the next listing reads the history again: the admission is still listed.
+ */
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { JetStreamEventStore } from '../../src/adapters/store/jetstream.js';
+import { startNatsServer } from '../support/nats-server.js';
+import { restoreStreamPart, snapshotStreamPart, type StoreSnapshot } from '../support/lost-writes.js';
+import { eventually } from '../support/nats-deployment-fixture.js';
+import { expectOk, newOperationId } from '../conformance/store.js';
+import { admission } from '../conformance/index.js';
+
+process.env.PATH = `${process.env.PATH ?? ''}:/usr/sbin`;
+
+const guard = { notBeforeMs: 0, notAfterMs: Number.MAX_SAFE_INTEGER };
+
+async function admit(store: JetStreamEventStore, label: string): Promise<string> {
+  const id = newOperationId(label);
+  // Right after a broker restart the store's connection may still be coming back.
+  let outcome = await store.create(id, admission(id, guard));
+  for (let tries = 0; outcome.kind === 'unavailable' && tries < 40; tries++) {
+    await new Promise((r) => setTimeout(r, 250));
+    outcome = await store.create(id, admission(id, guard));
+  }
+  expectOk(outcome, `create ${label}`);
+  return id;
+}
+
+async function listed(store: JetStreamEventStore): Promise<string[]> {
+  const ids: string[] = [];
+  for await (const id of store.index.openOperationIds()) ids.push(id);
+  return ids.sort();
+}
+
+test('jetstream: an admission whose open-set marker the broker lost is still listed for recovery', { timeout: 120_000 }, async () => {
+  const storeDir = await mkdtemp(join(tmpdir(), 'convoke-lost-marker-'));
+  let server = await startNatsServer({ jetstream: true, storeDir });
+  const port = server.port;
+  const store = await JetStreamEventStore.open({ servers: server.url, requestTimeoutMs: 2000 });
+  let snapshot: StoreSnapshot | undefined;
+  try {
+    const kept = await admit(store, 'kept');
+    // The open set as it is now (the record, kept's marker) is what the broker will come back with.
+    await server.stop();
+    snapshot = await snapshotStreamPart(storeDir, 'CONVOKE_OPS_OPEN', 'msgs');
+    server = await startNatsServer({ jetstream: true, storeDir, port });
+    const lost = await admit(store, 'lost-marker');
+    // The broker loses lost's marker; its admission (in the operations stream) survives.
+    await server.stop();
+    await restoreStreamPart(storeDir, 'CONVOKE_OPS_OPEN', snapshot);
+    server = await startNatsServer({ jetstream: true, storeDir, port });
+    await eventually(async () => (await store.read(lost)).kind === 'ok', 'the store reachable again', 30_000);
+    // The next admission's marker is stored at a sequence the store saw before: the loss shows.
+    const later = await admit(store, 'later');
+    const restarted = await JetStreamEventStore.open({ servers: server.url, requestTimeoutMs: 2000 });
+    try {
+      assert.deepEqual(await listed(restarted), [kept, later, lost].sort());
+      assert.deepEqual(await listed(restarted), [kept, later, lost].sort(), 'and from the markers the history listing wrote');
+    } finally {
+      await restarted.close();
+    }
+  } finally {
+    await store.close();
+    await snapshot?.dispose();
+    await server.dispose();
+    await rm(storeDir, { recursive: true, force: true });
+  }
+});
