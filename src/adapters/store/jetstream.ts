@@ -28,7 +28,7 @@
  * create is then classified (expired when the marker or key record is found).
  */
 import { hash } from 'node:crypto';
-import { connect, headers as natsHeaders, nanos, type NatsConnection } from '@nats-io/transport-node';
+import { connect, errors, headers as natsHeaders, nanos, type NatsConnection } from '@nats-io/transport-node';
 import {
   AckPolicy,
   DeliverPolicy,
@@ -45,7 +45,7 @@ import {
   type StoredMsg,
 } from '@nats-io/jetstream';
 import type { StoredTransition, Transition } from '../../events/types.js';
-import { AssertionFailure, unavailable, unsupported } from '../../contract/errors.js';
+import { AdapterError, AssertionFailure, unavailable, unsupported } from '../../contract/errors.js';
 import { limits as contractLimits } from '../../contract/limits.js';
 import { decodeStored, isStoreFailure, logFullFailure, notifyAll, parseRevision, revisionsOnly } from './codec.js';
 import { resolveStoreLimits } from './limits.js';
@@ -53,6 +53,7 @@ import { StampFeed } from './stamp-feed.js';
 import { IndexStates, logOfRead } from './index-states.js';
 import { JetStreamOperationIndex, ensureIndexStream } from './jetstream-index.js';
 import { PubAckMux } from '../transport/nats-pubacks.js';
+import { loginOptions } from '../transport/nats-creds.js';
 import {
   FoldTracker,
   answerStoredAt,
@@ -75,6 +76,8 @@ export interface JetStreamStoreOptions {
   servers?: string | string[];
   user?: string;
   pass?: string;
+  /** A NATS credentials file's contents (user JWT and nkey seed), in place of user and password. */
+  creds?: Uint8Array;
   /** Default CONVOKE_OPS; the tombstone records live in `<streamName>_TOMBS`. */
   streamName?: string;
   /** Default 'convoke': subjects `<prefix>.op.<id>` and `<prefix>.tomb.<id>`. */
@@ -614,8 +617,7 @@ async function connectFor(options: JetStreamStoreOptions, requestTimeoutMs: numb
   try {
     return await connect({
       servers: options.servers,
-      user: options.user,
-      pass: options.pass,
+      ...loginOptions(options),
       name: 'convoke-store',
       timeout: requestTimeoutMs,
       // Keep reconnecting: while the server is away every call answers `unavailable`.
@@ -623,6 +625,9 @@ async function connectFor(options: JetStreamStoreOptions, requestTimeoutMs: numb
       noAsyncTraces: true,
     });
   } catch (error) {
+    // A refused login is the server's answer, not an outage: denied, as connectNats says it.
+    if (error instanceof errors.AuthorizationError)
+      throw new AdapterError('denied', `connecting to ${String(options.servers)}: ${error.message}`, { cause: error });
     throw unavailable(natsFailure(error).description, error);
   }
 }
