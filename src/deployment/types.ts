@@ -51,7 +51,7 @@ export interface NatsDurableSettings {
 }
 
 /**
- * `{"kind":"nats", …}`. The schema requires servers, user, passwordEnv and mode; they are optional
+ * `{"kind":"nats", …}`. The schema requires servers, user and mode; they are optional
  * in this type only because configs built in code skip the schema, so buildDeployment checks the
  * transport again (nats/settings.ts `checkNatsTransport`) before using it.
  */
@@ -61,7 +61,10 @@ export interface NatsTransportConfig {
   servers?: string;
   /** The coordinator's NATS user. */
   user?: string;
-  /** The NAME of the environment variable that holds the password: no secret lives in the file. */
+  /**
+   * The NAME of the environment variable that holds the password: no secret lives in the file.
+   * Needed unless `convoke serve` is given the login (--creds, or a context's password or credentials).
+   */
   passwordEnv?: string;
   /** core: best-effort core NATS, one attempt's worth of promises; durable: JetStream streams and consumers. */
   mode?: 'core' | 'durable';

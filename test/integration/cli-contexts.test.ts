@@ -191,8 +191,8 @@ test('which file and which context: the flag, then the environment, then the XDG
   assert.equal((await chooseContext({ context: 'envd' }, { CONVOKE_CONTEXTS: file, CONVOKE_CONTEXT: 'filed' })).name, 'envd');
   const connection = await resolveConnection({ contexts: file, context: 'envd', user: 'someone-else', passwordEnv: 'OTHER' }, {});
   assert.equal(connection.user, 'someone-else');
-  assert.deepEqual(connection.password, { kind: 'env', name: 'OTHER' });
-  assert.deepEqual(connection.storeAuth, { user: 'ops', password: { kind: 'env', name: 'CONVOKE_TEST_CONTEXT_PASSWORD' } });
+  assert.deepEqual(connection.login, { kind: 'env', name: 'OTHER' });
+  assert.deepEqual(connection.storeAuth, { user: 'ops', login: { kind: 'env', name: 'CONVOKE_TEST_CONTEXT_PASSWORD' } });
   for (const url of ['nats://a:b@h:4222', 'nats://h:4222,nats://a:b@h2:4222', 'jetstream:nats://h:4222?password=x']) assert.ok(carriesPassword(url), url);
   for (const url of ['nats://a@h:4222', 'jetstream:nats://h:4222?user=ops&stream=S', 'sqlite:/p:q@r.db']) assert.ok(!carriesPassword(url), url);
 });

@@ -15,6 +15,7 @@ import { JetStreamEventStore } from './jetstream.js';
 import { MemoryEventStore } from './memory.js';
 import { SqliteEventStore } from './sqlite.js';
 import { sqliteTables } from './sqlite-open.js';
+import type { NatsLogin } from '../transport/nats-creds.js';
 import type { EventStore, StoreLimits } from './types.js';
 
 export interface OpenStoreDeps {
@@ -30,7 +31,7 @@ export interface OpenStoreDeps {
   credentials?: StoreCredentials;
 }
 
-export type StoreCredentials = { user: string; pass: string } | { creds: Uint8Array };
+export type StoreCredentials = NatsLogin;
 
 export async function openStore(url: string, deps: OpenStoreDeps): Promise<EventStore> {
   const scheme = /^([a-z][a-z0-9+.-]*):/i.exec(url)?.[1]?.toLowerCase();
