@@ -15,7 +15,7 @@
  * a principal's invoke, get and cancel (with a store to resolve short ids) and an operator's list.
  */
 import { invalidInput } from '../contract/errors.js';
-import { chooseContext, type CliContext, type ContextField } from './contexts.js';
+import { chooseContext, contextFields, type CliContext, type ContextField } from './contexts.js';
 import type { NatsLogin } from '../adapters/transport/nats-creds.js';
 import { readLogin, type LoginSource, type PasswordSource } from './secrets.js';
 
@@ -118,7 +118,7 @@ async function contextFor(flags: ConnectionFlags, env: NodeJS.ProcessEnv, who: {
 
 function refuseUnusable(ctx: CliContext, name: string, who: { command: string; user: ContextUser }): void {
   const usable = contextFieldsOf[who.user];
-  const unusable = (Object.keys(ctx) as ContextField[]).filter((field) => field !== 'description' && !usable.includes(field));
+  const unusable = contextFields.filter((field) => ctx[field] !== undefined && field !== 'description' && !usable.includes(field));
   if (unusable.length === 0) return;
   throw invalidInput(
     `context "${name}" has ${unusable.join(', ')}, which ${who.command} cannot use (it uses ${usable.join(', ')}): use a context for ${who.command}, or give flags instead`,
