@@ -152,6 +152,8 @@ test("a user of an account the server does not trust is denied (exit 3), --creds
   assert.match(invoked.output, /"kind":"denied"/);
   const listed = await cli(['list', '--context', 'ops', '--creds', nats.strangerCreds]);
   assert.equal(listed.code, exitCodes.denied, listed.output);
+  const peerRefused = await cli(['peer', '--config', join(dir, 'peer-alfa.json'), '--context', 'alfa', '--creds', nats.strangerCreds]);
+  assert.equal(peerRefused.code, exitCodes.denied, peerRefused.output);
 });
 
 test('a credentials file others may read, or that is not one, is refused before connecting (exit 2), the seed never shown', { timeout: 120_000 }, async () => {
