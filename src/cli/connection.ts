@@ -17,7 +17,7 @@
 import { invalidInput } from '../contract/errors.js';
 import { chooseContext, contextFields, type CliContext, type ContextField } from './contexts.js';
 import type { NatsLogin } from '../adapters/transport/nats-creds.js';
-import { readLogin, type LoginSource, type PasswordSource } from './secrets.js';
+import { readLogin, type LoginSource } from './secrets.js';
 
 export const passwordEnvDefault = 'CONVOKE_NATS_PASSWORD';
 
@@ -147,11 +147,6 @@ function loginOfContext(ctx: CliContext): LoginSource | undefined {
 export async function storeLogin(url: string, auth: StoreAuth | undefined, env: NodeJS.ProcessEnv = process.env): Promise<NatsLogin | undefined> {
   if (auth === undefined || !/^(jetstream|esdb|esdb\+discover|eventstoredb):/i.test(url)) return undefined;
   return readLogin(auth.login, auth.user, 'the store', env);
-}
-
-/** The password's source, when the login is a password (for callers that only ever use one). */
-export function passwordOf(login: LoginSource): PasswordSource | undefined {
-  return login.kind === 'creds' ? undefined : login;
 }
 
 /** The store URL a store command needs: from --store or the context. */
