@@ -14,8 +14,11 @@
  *
  * Trust: the file decides which secret is read and where it is sent, so a contexts file writable
  * by group or others, or in a directory anyone may write (without the sticky bit), is refused; a
- * password file readable by group or others is refused (like ssh's keys). The file itself may be
- * world-readable: it holds no secret.
+ * password, credentials or token file readable by group or others is refused (like ssh's keys).
+ * The file itself may be world-readable: it holds no secret.
+ *
+ * Which command may use which field is connection.ts's `contextFieldsOf`: a context naming a
+ * field the command cannot use is an error naming it.
  */
 import { chmod, mkdir, rename, stat, writeFile } from 'node:fs/promises';
 import { homedir } from 'node:os';
@@ -28,6 +31,24 @@ import { limits } from '../contract/limits.js';
 
 export const contextNamePattern = '^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$';
 const textMax = limits.cliContextTextCharsMax;
+
+/** Every field of a context, in the order `show` prints them. */
+export const contextFields = [
+  'description',
+  'store',
+  'nats',
+  'user',
+  'principal',
+  'passwordEnv',
+  'passwordFile',
+  'creds',
+  'endpoint',
+  'tokenEnv',
+  'tokenFile',
+] as const;
+export type ContextField = (typeof contextFields)[number];
+
+const variablePattern = '^[A-Za-z_][A-Za-z0-9_]{0,127}$';
 
 /** One context: every field optional; a command takes what it needs and says what is missing. */
 const contextSchema = {
@@ -43,12 +64,27 @@ const contextSchema = {
     user: { type: 'string', minLength: 1, maxLength: 256 },
     principal: { type: 'string', minLength: 1, maxLength: 256 },
     /** The environment variable holding the password (its name, never its value). */
-    passwordEnv: { type: 'string', pattern: '^[A-Za-z_][A-Za-z0-9_]{0,127}$' },
+    passwordEnv: { type: 'string', pattern: variablePattern },
     /** A file holding the password (one line), readable by its owner only. */
     passwordFile: { type: 'string', minLength: 1, maxLength: textMax },
+    /** A NATS credentials file (user JWT and nkey seed, as nsc writes it), readable by its owner only: instead of a password. */
+    creds: { type: 'string', minLength: 1, maxLength: textMax },
+    /** A convoke HTTP facade for `workflow run`'s contract calls; no credential in it. */
+    endpoint: { type: 'string', pattern: '^https?://', maxLength: textMax },
+    /** The environment variable holding the bearer token for `endpoint` (its name). */
+    tokenEnv: { type: 'string', pattern: variablePattern },
+    /** A file holding the bearer token for `endpoint`, readable by its owner only. */
+    tokenFile: { type: 'string', minLength: 1, maxLength: textMax },
   },
-  // Two places for one password would leave which one wins to be guessed.
-  not: { required: ['passwordEnv', 'passwordFile'] },
+  // Two places for one secret would leave which one wins to be guessed.
+  not: {
+    anyOf: [
+      { required: ['passwordEnv', 'passwordFile'] },
+      { required: ['passwordEnv', 'creds'] },
+      { required: ['passwordFile', 'creds'] },
+      { required: ['tokenEnv', 'tokenFile'] },
+    ],
+  },
 } as const;
 
 export const contextsFileSchema = {
@@ -88,16 +124,18 @@ export function checkContextsFile(value: unknown, file: string): ContextsFile {
 
 /** A context's URLs carry no password: it belongs in passwordEnv or passwordFile. */
 export function checkContext(context: CliContext, where: string): void {
-  for (const field of ['store', 'nats'] as const) {
+  for (const field of ['store', 'nats', 'endpoint'] as const) {
     const value = context[field];
     if (value !== undefined && carriesPassword(value))
-      throw invalidInput(`${where}/${field} carries a password: remove it from the URL and name it with passwordEnv or passwordFile`);
+      throw invalidInput(
+        `${where}/${field} carries a ${field === 'endpoint' ? 'credential' : 'password'}: remove it from the URL and name it with ${field === 'endpoint' ? 'tokenEnv or tokenFile' : 'passwordEnv, passwordFile or creds'}`,
+      );
   }
 }
 
-/** `pass=`/`password=` in a query, or `user:password@` in any of the comma-separated URLs. */
+/** `pass=`/`password=`/`token=` in a query, or `user:password@` in any of the comma-separated URLs. */
 export function carriesPassword(url: string): boolean {
-  return /[?&]pass(word)?=/i.test(url) || url.split(',').some((part) => /^[a-z][a-z0-9+.-]*:\/\/[^/@]*:[^/@]*@/i.test(part.trim()));
+  return /[?&](pass(word)?|(access_)?token)=/i.test(url) || url.split(',').some((part) => /^[a-z][a-z0-9+.-]*:\/\/[^/@]*:[^/@]*@/i.test(part.trim()));
 }
 
 /** Where the contexts file is: the flag, $CONVOKE_CONTEXTS, else the XDG config directory. `named`: not the default. */

@@ -4,11 +4,21 @@
  * 10 pending, 11 a decision that is not success under --fail-on-outcome, 1 anything unexpected.
  */
 import { Command, CommanderError, InvalidArgumentError, Option } from 'commander';
-import { isAdapterError } from '../contract/errors.js';
+import { invalidInput, isAdapterError } from '../contract/errors.js';
 import { addWorkflowDslCommands } from './commands/workflow-dsl.js';
 import { exitCodeOfError, exitCodes } from './exit-codes.js';
 import { addContextCommands } from './commands/context.js';
-import { requireNats, requireStore, resolveConnection, type ConnectionFlags, type StoreAuth } from './connection.js';
+import {
+  contextOptions,
+  credsHelp,
+  getClientOf,
+  natsClientOf,
+  natsPrincipalOptions,
+  startConnectionOf,
+  startContextOptions,
+  storeCredsOption,
+  storeOf,
+} from './options.js';
 import { processIo, type CliIo } from './io.js';
 import { packageVersion } from './version.js';
 import { addWorkflowInspectCommand, addWorkflowRunCommand } from './commands/workflow-run.js';
@@ -62,48 +72,6 @@ export function buildProgram(io: CliIo, setExit: (code: number) => void): Comman
   return program;
 }
 
-/**
- * How a command principal reaches the coordinators over NATS: servers, user, where the password is
- * and the principal; each from the flag, else the context (connection.ts).
- */
-function natsPrincipalOptions(command: Command): Command {
-  return contextOptions(command)
-    .option('--nats <url>', "NATS server URL(s), comma-separated (default: the context's)")
-    .option('--user <user>', "NATS user, the command principal unless --principal (default: the context's)")
-    .option('--password-env <name>', "environment variable holding the NATS password (default: the context's password, else CONVOKE_NATS_PASSWORD)")
-    .option('--principal <id>', 'command principal (subject token); defaults to the user');
-}
-
-/** --context and --contexts, on every command that connects to a store or to NATS. */
-function contextOptions(command: Command): Command {
-  return command
-    .option('--context <name>', 'the named connection settings to use (default $CONVOKE_CONTEXT, else the selected context)')
-    .option('--contexts <file>', 'contexts file (default $CONVOKE_CONTEXTS, else contexts.json in $XDG_CONFIG_HOME/convoke)');
-}
-
-/** A store command's --store, from the flag or the context, with the context's store credentials. */
-async function storeOf(o: ConnectionFlags, command: string): Promise<{ store: string; storeAuth?: StoreAuth }> {
-  const connection = await resolveConnection(o);
-  return { store: requireStore(connection, command), storeAuth: connection.storeAuth };
-}
-
-/** The NATS client of invoke and cancel (from the flags or the context), and the store that resolves short ids. */
-async function clientOf(o: ConnectionFlags, command: 'invoke' | 'cancel') {
-  const c = await resolveConnection(o);
-  return { ...requireNats(c, command), password: c.password, principal: c.principal, store: c.store, storeAuth: c.storeAuth };
-}
-
-/**
- * get's: over NATS when --nats is given or the context has servers, except that `get --store URL`
- * alone reads that store as an operator, as it did before contexts.
- */
-async function getClientOf(o: ConnectionFlags) {
-  const c = await resolveConnection(o);
-  const operatorRead = o.nats === undefined && (o.store !== undefined || c.nats === undefined);
-  const client = { password: c.password, principal: c.principal, store: c.store, storeAuth: c.storeAuth };
-  return operatorRead ? client : { ...client, ...requireNats(c, 'get') };
-}
-
 /** Resolves on SIGINT or SIGTERM. */
 function interrupted(): Promise<void> {
   return new Promise((resolve) => {
@@ -131,11 +99,13 @@ export async function main(argv: string[], io: CliIo = processIo): Promise<numbe
 
 /** Commands that need nothing running: demo, canonicalize, bundle check, id. */
 function addLocalCommands(program: Command, io: CliIo, setExit: (code: number) => void): void {
-  program
-    .command('demo')
-    .description(
-      'run a review interaction end to end in one process (memory store, in-process bus and peers; scenarios that show a retry use a temporary SQLite store)',
-    )
+  startContextOptions(
+    program
+      .command('demo')
+      .description(
+        'run a review interaction end to end in one process (memory store, in-process bus and peers; scenarios that show a retry use a temporary SQLite store)',
+      ),
+  )
     .option('--scenario <name>', 'default | one-eligible-failover | lease-expiry | cancel-siblings | revocation | pipeline', 'default')
     .option('--peers <n>', 'number of in-process peers', integer, 5)
     .option('--quorum <k>', 'approvals needed', integer, 3)
@@ -143,16 +113,18 @@ function addLocalCommands(program: Command, io: CliIo, setExit: (code: number) =
     .option('--approve-rate <p>', 'probability that a peer approves', Number, 0.75)
     .option(
       '--store <url>',
-      'store URL (memory:, sqlite:PATH, jetstream:nats://HOST:PORT); default memory:, or a temporary SQLite file for a scenario that shows a retry',
+      "store URL (memory:, sqlite:PATH, jetstream:nats://HOST:PORT); default the --context's, else memory:, or a temporary SQLite file for a scenario that shows a retry",
     )
     .option('--json', 'machine-readable output', false)
-    .action(async (o) =>
-      setExit(
-        await (
-          await commands.demo()
-        ).demoCommand({ scenario: o.scenario, store: o.store, peers: o.peers, quorum: o.quorum, json: o.json, seed: o.seed, approveRate: o.approveRate }, io),
-      ),
-    );
+    .action(async (o) => {
+      // A demo takes a context for its store (and that store's login) only when --context names it.
+      const c = await startConnectionOf({ context: o.context, contexts: o.contexts, store: o.store }, 'demo', 'demo');
+      if (c.contextName !== undefined && c.store === undefined)
+        throw invalidInput(`demo --context writes the context's store: context "${c.contextName}" has none`);
+      const store = { ...(c.store === undefined ? {} : { store: c.store }), ...(c.storeAuth === undefined ? {} : { storeAuth: c.storeAuth }) };
+      const run = { scenario: o.scenario, peers: o.peers, quorum: o.quorum, json: o.json, seed: o.seed, approveRate: o.approveRate };
+      setExit(await (await commands.demo()).demoCommand({ ...run, ...store }, io));
+    });
 
   program
     .command('canonicalize')
@@ -189,22 +161,28 @@ function addLocalCommands(program: Command, io: CliIo, setExit: (code: number) =
 
 /** Commands that serve, or talk to, a deployment over NATS: serve, peer, invoke. */
 function addNatsCommands(program: Command, io: CliIo, setExit: (code: number) => void): void {
-  program
-    .command('serve')
-    .description('serve the HTTP facade (and the coordinator) for the deployment a config file describes')
+  startContextOptions(program.command('serve').description('serve the HTTP facade (and the coordinator) for the deployment a config file describes'))
     .requiredOption('--config <file>', 'deployment config (JSON)')
+    .option('--creds <file>', `${credsHelp}; with a nats transport, in place of transport.passwordEnv`)
     .addOption(
       new Option('--log-level <level>', 'least severe log line written (JSON lines on stderr)')
         .choices(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'])
         .default('info'),
     )
-    .action(async (o) => setExit(await (await commands.serve()).serveCommand({ config: o.config, logLevel: o.logLevel }, io)));
+    .action(async (o) =>
+      setExit(
+        await (await commands.serve()).serveCommand({ config: o.config, logLevel: o.logLevel, context: o.context, contexts: o.contexts, creds: o.creds }, io),
+      ),
+    );
 
-  program
-    .command('peer')
-    .description('run an example peer process on NATS (fixed results, delays, deterministic rules; fenced effect sink)')
+  startContextOptions(
+    program.command('peer').description('run an example peer process on NATS (fixed results, delays, deterministic rules; fenced effect sink)'),
+  )
     .requiredOption('--config <file>', 'peer config (JSON)')
-    .action(async (o) => setExit(await (await commands.peer()).peerCommand({ config: o.config }, io)));
+    .option('--creds <file>', `${credsHelp}; in place of nats.passwordEnv`)
+    .action(async (o) =>
+      setExit(await (await commands.peer()).peerCommand({ config: o.config, context: o.context, contexts: o.contexts, creds: o.creds }, io)),
+    );
 
   natsPrincipalOptions(program.command('invoke').description('invoke a contract interaction over the NATS command API and print the InvocationResult'))
     .requiredOption('--contract <file>', 'contract bundle file (its id, version and digest are sent)')
@@ -216,7 +194,7 @@ function addNatsCommands(program: Command, io: CliIo, setExit: (code: number) =>
     .option('--json', 'print the reply as JSON', false)
     .option('--fail-on-outcome', `exit ${exitCodes.outcomeNotSuccess} when the decision is not success`, false)
     .action(async (o) => {
-      const client = await clientOf(o, 'invoke');
+      const client = await natsClientOf(o, 'invoke');
       const { invokeCommand } = await commands.invoke();
       const request = { contract: o.contract, interaction: o.interaction, key: o.key, input: o.input, waitFor: o.waitFor, waitMs: o.waitMs };
       setExit(await invokeCommand({ ...client, ...request, json: o.json, failOnOutcome: o.failOnOutcome }, io));
@@ -257,14 +235,14 @@ function addActCommands(program: Command, io: CliIo, setExit: (code: number) => 
     .option('--store <url>', 'resolve a short id or prefix with this store')
     .option('--json', 'print the reply as JSON', false)
     .action(async (operationId: string, o) => {
-      const client = await clientOf(o, 'cancel');
+      const client = await natsClientOf(o, 'cancel');
       setExit(await (await commands.act()).cancelCommand(operationId, { ...client, json: o.json }, io));
     });
 }
 
 /** `inspect`, `list`, `tail`, `replay`: an operator reading a store. */
 function addReadCommands(program: Command, io: CliIo, setExit: (code: number) => void): void {
-  contextOptions(program.command('inspect'))
+  storeCredsOption(contextOptions(program.command('inspect')))
     .argument('<operationId>', 'operation id, the short id tail prints, or a unique prefix')
     .option('--store <url>', "store URL: sqlite:PATH, jetstream:nats://HOST:PORT, esdb://… (default: the context's)")
     .option('--json', 'machine-readable output', false)
@@ -276,7 +254,7 @@ function addReadCommands(program: Command, io: CliIo, setExit: (code: number) =>
 
   addListCommand(program, io, setExit);
 
-  contextOptions(program.command('tail'))
+  storeCredsOption(contextOptions(program.command('tail')))
     .option('--store <url>', "store URL (default: the context's)")
     .option('--json', 'one JSON object per transition', false)
     .description('follow new transitions as they are appended, until interrupted')
@@ -285,7 +263,7 @@ function addReadCommands(program: Command, io: CliIo, setExit: (code: number) =>
       setExit(await (await commands.ops()).tailCommand({ ...target, json: o.json }, io, interrupted()));
     });
 
-  contextOptions(program.command('replay'))
+  storeCredsOption(contextOptions(program.command('replay')))
     .argument('[operationId]', 'one operation: id, short id or unique prefix (all when absent)')
     .option('--store <url>', "store URL (default: the context's)")
     .option('--json', 'machine-readable output', false)
@@ -299,7 +277,7 @@ function addReadCommands(program: Command, io: CliIo, setExit: (code: number) =>
 
 /** `list`: the operations index as an operator sees it. */
 function addListCommand(program: Command, io: CliIo, setExit: (code: number) => void): void {
-  contextOptions(program.command('list'))
+  storeCredsOption(contextOptions(program.command('list')))
     .description("list operations from the operations index, newest admission first, as an operator (every principal's); filters as GET /contract-invocations")
     .option('--store <url>', "store URL: sqlite:PATH, jetstream:nats://HOST:PORT, esdb://… (default: the context's)")
     .option('--principal <id>', "only this principal's operations")

@@ -23,6 +23,7 @@ import { StaticDirectory } from '../adapters/directory/static.js';
 import { StaticPolicy } from '../adapters/policy/static.js';
 import { openStore } from '../adapters/store/open.js';
 import type { EventStore } from '../adapters/store/types.js';
+import type { NatsLogin } from '../adapters/transport/nats-creds.js';
 import { MemoryBus, type MemoryTransport } from '../adapters/transport/memory.js';
 import { SubjectNamespaceVerifier, type NamespaceAttestation } from '../adapters/verification/subject.js';
 import { createPeer, type Handler, type Peer } from '../peer/peer.js';
@@ -294,6 +295,12 @@ export interface BuildOptions {
   logger?: Logger;
   /** Where `passwordEnv` names are looked up; process.env by default. */
   env?: NodeJS.ProcessEnv;
+  /**
+   * The coordinator's NATS login, when the caller resolved it (serve's --creds, a context's password
+   * file or credentials): used in place of transport.passwordEnv, and by a jetstream: store that
+   * borrows the transport's login.
+   */
+  natsLogin?: NatsLogin;
   /** Hosts workflow instances beside the coordinator (HTTP /workflow-instances, the NATS workflow commands); none without it. */
   workflows?: WorkflowHostFactory;
 }
@@ -321,6 +328,7 @@ export async function buildDeployment(config: DeploymentConfig, options: BuildOp
       http,
       log: options.log ?? (() => {}),
       env: options.env ?? process.env,
+      ...(options.natsLogin ? { login: options.natsLogin } : {}),
       ...(options.logger ? { logger: options.logger } : {}),
       ...(options.workflows ? { workflows: options.workflows } : {}),
     });

@@ -59,8 +59,11 @@ export interface NatsTransportConfig {
   servers: string;
   /** The coordinator's NATS user. */
   user: string;
-  /** The NAME of the environment variable that holds the password: no secret lives in the file. */
-  passwordEnv: string;
+  /**
+   * The NAME of the environment variable that holds the password: no secret lives in the file.
+   * Needed unless `convoke serve` is given the login (--creds, or a context's password or credentials).
+   */
+  passwordEnv?: string;
   /** core: best-effort core NATS, one attempt's worth of promises; durable: JetStream streams and consumers. */
   mode: 'core' | 'durable';
   /** Names the coordinator's inbox prefix and durable consumers; defaults to `user` (which must then be token-safe). */

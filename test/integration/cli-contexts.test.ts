@@ -19,6 +19,10 @@ import { carriesPassword, chooseContext, contextsFilePath } from '../../src/cli/
 import { resolveConnection } from '../../src/cli/connection.js';
 import { startJetStreamServer } from '../support/jetstream-server.js';
 import { captureIo } from '../support/cli-io.js';
+import { minimalServeConfig } from '../support/config-fixtures.js';
+import { fileURLToPath } from 'node:url';
+
+const reviewBundle = join(fileURLToPath(new URL('../../../', import.meta.url)), 'examples', 'review.bundle.json');
 
 let dir: string;
 let file: string;
@@ -191,8 +195,161 @@ test('which file and which context: the flag, then the environment, then the XDG
   assert.equal((await chooseContext({ context: 'envd' }, { CONVOKE_CONTEXTS: file, CONVOKE_CONTEXT: 'filed' })).name, 'envd');
   const connection = await resolveConnection({ contexts: file, context: 'envd', user: 'someone-else', passwordEnv: 'OTHER' }, {});
   assert.equal(connection.user, 'someone-else');
-  assert.deepEqual(connection.password, { kind: 'env', name: 'OTHER' });
-  assert.deepEqual(connection.storeAuth, { user: 'ops', password: { kind: 'env', name: 'CONVOKE_TEST_CONTEXT_PASSWORD' } });
+  assert.deepEqual(connection.login, { kind: 'env', name: 'OTHER' });
+  assert.deepEqual(connection.storeAuth, { user: 'ops', login: { kind: 'env', name: 'CONVOKE_TEST_CONTEXT_PASSWORD' } });
   for (const url of ['nats://a:b@h:4222', 'nats://h:4222,nats://a:b@h2:4222', 'jetstream:nats://h:4222?password=x']) assert.ok(carriesPassword(url), url);
   for (const url of ['nats://a@h:4222', 'jetstream:nats://h:4222?user=ops&stream=S', 'sqlite:/p:q@r.db']) assert.ok(!carriesPassword(url), url);
+});
+
+/** A contexts file of its own for the commands that start something (serve, peer, demo, workflow run). */
+async function startersFile(): Promise<string> {
+  const path = join(dir, 'starters.json');
+  const contexts = {
+    everything: { store: `sqlite:${db}`, nats: 'nats://127.0.0.1:1', user: 'ops', principal: 'ops', passwordEnv: 'CONVOKE_TEST_UNSET' },
+    demostore: { store: `sqlite:${join(dir, 'demo-from-context.db')}` },
+    peerish: { nats: 'nats://127.0.0.1:1', user: 'alfa', passwordEnv: 'CONVOKE_TEST_UNSET' },
+    principal: { nats: 'nats://127.0.0.1:1', principal: 'billing' },
+    remote: { endpoint: 'http://127.0.0.1:1', tokenEnv: 'CONVOKE_TEST_UNSET', store: `sqlite:${db}` },
+    bare: { description: 'nothing to connect with' },
+  };
+  await writeFile(path, JSON.stringify({ selected: 'everything', contexts }), { mode: 0o600 });
+  return path;
+}
+
+test('serve, peer, demo and workflow run take only the context --context names, never the selected one or $CONVOKE_CONTEXT', async () => {
+  const starters = await startersFile();
+  const before = JSON.parse((await run('list', '--store', `sqlite:${db}`, '--json')).out).operations.length as number;
+  process.env.CONVOKE_CONTEXTS = starters;
+  process.env.CONVOKE_CONTEXT = 'everything';
+  try {
+    const demo = await run('demo', '--json');
+    assert.equal(demo.code, 0, demo.err);
+    assert.equal(
+      JSON.parse((await run('list', '--store', `sqlite:${db}`, '--json')).out).operations.length,
+      before,
+      "the selected context's store got nothing",
+    );
+    const unnamed = await run('demo', '--contexts', starters, '--context', 'demostore', '--json');
+    assert.equal(unnamed.code, 0, unnamed.err);
+    const written = await run('list', '--store', `sqlite:${join(dir, 'demo-from-context.db')}`, '--json');
+    assert.equal(JSON.parse(written.out).operations.length, 1, "the named context's store holds the demo");
+  } finally {
+    delete process.env.CONVOKE_CONTEXT;
+    delete process.env.CONVOKE_CONTEXTS;
+  }
+  const serveConfig = join(dir, 'serve-memory.json');
+  await writeFile(serveConfig, JSON.stringify(minimalServeConfig({ bundles: [reviewBundle] })));
+  const fileOnly = await run('serve', '--config', serveConfig, '--contexts', starters);
+  assert.equal(fileOnly.code, exitCodes.invalidInput);
+  assert.match(fileOnly.err, /serve takes a context only by name: give --context NAME/);
+});
+
+test('a context field a command cannot use is an error naming it, never ignored', async () => {
+  const starters = await startersFile();
+  const peerConfig = join(dir, 'peer.json');
+  await writeFile(
+    peerConfig,
+    JSON.stringify({
+      peerId: 'alfa',
+      namespace: 'lab.v1.x',
+      nats: { servers: 'nats://127.0.0.1:1' },
+      durable: false,
+      interactions: { review: { result: {} } },
+    }),
+  );
+  const serveConfig = join(dir, 'serve-memory.json');
+  await writeFile(serveConfig, JSON.stringify(minimalServeConfig({ bundles: [reviewBundle] })));
+  const workflow = join(dir, 'noop.yaml');
+  await writeFile(workflow, "document: { dsl: '1.0.3', namespace: test, name: noop, version: '1.0.0' }\ndo:\n  - done: { set: { ok: true } }\n");
+  const refused: [string[], RegExp][] = [
+    [['demo', '--context', 'everything'], /context \\"everything\\" has nats, principal, which demo cannot use/],
+    [['demo', '--context', 'bare'], /demo --context writes the context's store: context \\"bare\\" has none/],
+    [['peer', '--config', peerConfig, '--context', 'everything'], /has store, principal, which peer cannot use/],
+    [['peer', '--config', peerConfig, '--context', 'remote'], /has store, endpoint, tokenEnv, which peer cannot use/],
+    [['workflow', 'run', workflow, '--context', 'peerish'], /has nats, which workflow run cannot use/],
+    [['serve', '--config', serveConfig, '--context', 'principal'], /has principal, which serve cannot use/],
+    [['serve', '--config', serveConfig, '--context', 'peerish'], /gives nats, user, a password, but the config's transport is memory/],
+    [['list', '--context', 'remote'], /has endpoint, tokenEnv, which list cannot use/],
+    [['get', 'op1234', '--context', 'remote'], /has endpoint, tokenEnv, which get cannot use/],
+    [['workflow', 'start', reviewBundle, '--workflow', 'w', '--key', 'k', '--context', 'remote'], /has endpoint, tokenEnv, which workflow start cannot use/],
+  ];
+  for (const [args, why] of refused) {
+    const { code, err } = await run(...args, '--contexts', starters);
+    assert.equal(code, exitCodes.invalidInput, `${args.join(' ')} → ${code}: ${err}`);
+    assert.match(err, why, args.join(' '));
+  }
+  // Without a context, a missing login is named where it would have come from.
+  const noLogin = await run('peer', '--config', peerConfig);
+  assert.equal(noLogin.code, exitCodes.invalidInput);
+  assert.match(noLogin.err, /nats.passwordEnv is needed \(or give convoke peer --creds, or a context with a password or credentials\)/);
+  const workflowRun = await run('workflow', 'run', workflow, '--contexts', starters, '--context', 'demostore', '--json');
+  assert.equal(workflowRun.code, 0, workflowRun.err);
+  assert.equal(JSON.parse(workflowRun.out).status, 'completed');
+});
+
+test('the NATS clients share one set of options: workflow start and get take a context and say what it lacks, as invoke does', async () => {
+  const starters = await startersFile();
+  for (const command of [
+    ['invoke', '--contract', reviewBundle, '--interaction', 'review', '--key', 'k', '--input', '{}'],
+    ['workflow', 'start', reviewBundle, '--workflow', 'w', '--key', 'k'],
+    ['workflow', 'get', `wf${'0'.repeat(64)}`],
+  ]) {
+    const named = command[0] === 'workflow' ? `workflow ${command[1]}` : command[0];
+    const lacking = await run(...command, '--contexts', starters, '--context', 'bare');
+    assert.equal(lacking.code, exitCodes.invalidInput, lacking.err);
+    assert.match(lacking.err, new RegExp(`${named} needs --nats and --user, or a context with nats and user \\(context \\\\"bare\\\\" has none\\)`));
+    // The selected context's servers are used: nothing listens there, so the NATS connection is unavailable.
+    process.env.CONVOKE_TEST_UNSET = 'not-a-real-password';
+    try {
+      const unreachable = await run(...command, '--contexts', starters, '--context', 'peerish');
+      assert.equal(unreachable.code, exitCodes.unavailable, unreachable.err);
+      assert.match(unreachable.err, /127\.0\.0\.1:1/);
+    } finally {
+      delete process.env.CONVOKE_TEST_UNSET;
+    }
+  }
+});
+
+test('a context holds a credentials file or a token file only if its owner alone may read it; show never prints what is in them', async () => {
+  const creds = join(dir, 'user.creds');
+  const { formatCreds } = await import('../support/nats-jwt.js');
+  const { nkeys } = await import('@nats-io/transport-node');
+  const user = nkeys.createUser();
+  // A syntactically complete JWT: the server would judge its signature; the file check reads its claims.
+  const claims = Buffer.from(JSON.stringify({ sub: user.getPublicKey(), name: 'ops', nats: { type: 'user' } })).toString('base64url');
+  await writeFile(creds, formatCreds(`eyJ0eXAiOiJKV1QiLCJhbGciOiJlZDI1NTE5LW5rZXkifQ.${claims}.c2ln`, user), { mode: 0o644 });
+  const open = await ctx('add', 'jwt', '--nats', 'nats://127.0.0.1:1', '--creds', creds);
+  assert.equal(open.code, exitCodes.invalidInput);
+  assert.match(open.err, /credentials file .*user\.creds is readable or writable by group or others \(mode 0644\)/);
+  await chmod(creds, 0o600);
+  assert.equal((await ctx('add', 'jwt', '--nats', 'nats://127.0.0.1:1', '--creds', creds)).code, 0);
+  const both = await ctx('add', 'two', '--creds', creds, '--password-env', 'X');
+  assert.equal(both.code, exitCodes.invalidInput);
+  assert.match(both.err, /give one of --password-env, --password-file and --creds/);
+  const seed = new TextDecoder().decode(user.getSeed());
+  const shown = [await ctx('show', 'jwt'), await ctx('show', 'jwt', '--json'), await ctx('ls')];
+  for (const o of shown) assert.doesNotMatch(o.out + o.err, new RegExp(seed));
+  assert.match(shown[0]!.out, /credentials file .*user\.creds: mode 0600 \(value not shown\)/);
+
+  const token = join(dir, 'endpoint.token');
+  await writeFile(token, 'a-bearer-token\n', { mode: 0o640 });
+  const readable = await ctx('add', 'wf', '--endpoint', 'http://127.0.0.1:1', '--token-file', token);
+  assert.equal(readable.code, exitCodes.invalidInput);
+  assert.match(readable.err, /token file .*endpoint\.token is readable or writable by group or others \(mode 0640\)/);
+  const inUrl = await ctx('add', 'wf', '--endpoint', 'http://u:a-bearer-token@127.0.0.1:1');
+  assert.equal(inUrl.code, exitCodes.invalidInput);
+  assert.match(inUrl.err, /endpoint carries a credential: .* tokenEnv or tokenFile/);
+  const notCreds = join(dir, 'wrong.creds');
+  await writeFile(
+    notCreds,
+    `-----BEGIN NATS USER JWT-----\nnot.a.jwt!\n------END NATS USER JWT------\n\n-----BEGIN USER NKEY SEED-----\n${seed}\n------END USER NKEY SEED------\n`,
+    { mode: 0o600 },
+  );
+  const malformed = await ctx('add', 'bad', '--creds', notCreds);
+  assert.equal(malformed.code, exitCodes.invalidInput);
+  assert.match(malformed.err, /the JWT block is not a JWT/);
+  assert.doesNotMatch(malformed.err, new RegExp(seed));
+  const schema = join(dir, 'creds-and-password.json');
+  await writeFile(schema, JSON.stringify({ contexts: { ops: { creds, passwordEnv: 'X' } } }), { mode: 0o600 });
+  assert.match((await run('list', '--contexts', schema)).err, /\/contexts\/ops must NOT be valid/);
 });

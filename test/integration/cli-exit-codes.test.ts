@@ -8,7 +8,8 @@
  */
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdtemp, rm } from 'node:fs/promises';
+import { mkdtemp, rm, stat, writeFile } from 'node:fs/promises';
+import Database from 'better-sqlite3';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -114,6 +115,44 @@ test('store commands: 0, and 2 for a missing store file or a bad id, 4 for an un
   await expectCode(exitCodes.invalidInput, ['tail', '--store', 'memory:']);
   await expectCode(exitCodes.unavailable, ['tail', '--store', unreachable]);
   await expectCode(exitCodes.invalidInput, ['inspect', failedId]);
+});
+
+test('a store file that is not a convoke store is 2, like a missing one, and is left as it was; a locked one is 4', async () => {
+  const text = join(dir, 'notes.txt');
+  const empty = join(dir, 'empty.db');
+  const other = join(dir, 'other.db');
+  await writeFile(text, 'not a database\n');
+  await writeFile(empty, '');
+  const foreign = new Database(other);
+  foreign.exec('CREATE TABLE things (x)');
+  foreign.close();
+  for (const [path, why] of [
+    [text, /is not a SQLite database/],
+    [empty, /is not a convoke store \(it holds no tables\)/],
+    [other, /is not a convoke store \(it has no operations table\)/],
+  ] as const) {
+    for (const args of [['list'], ['tail'], ['replay'], ['inspect', failedId], ['get', failedId]]) {
+      const { code, err } = await run(...args, '--store', `sqlite:${path}`);
+      assert.equal(code, exitCodes.invalidInput, `${args[0]} ${path} → ${code}: ${err}`);
+      assert.match(err, why);
+    }
+  }
+  assert.equal((await stat(empty)).size, 0, 'the empty file is still empty');
+  const reread = new Database(other, { readonly: true });
+  assert.deepEqual(reread.prepare("SELECT name FROM sqlite_master WHERE type = 'table'").all(), [{ name: 'things' }]);
+  reread.close();
+  // demo and serve write a store: a file that is not SQLite is the argument's fault there too.
+  await expectCode(exitCodes.invalidInput, ['demo', '--store', `sqlite:${text}`]);
+  // A convoke store another process holds locked past the busy timeout is unavailable: it is a store, just not now.
+  const locker = new Database(db);
+  locker.exec('BEGIN EXCLUSIVE');
+  try {
+    const { code, err } = await run('list', '--store', `sqlite:${db}`);
+    assert.equal(code, exitCodes.unavailable, err);
+  } finally {
+    locker.exec('ROLLBACK');
+    locker.close();
+  }
 });
 
 test('a decision that is not success: 0, or 11 with --fail-on-outcome', async () => {

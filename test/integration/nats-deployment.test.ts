@@ -108,7 +108,7 @@ describe('NATS deployment', { timeout: 50_000 }, () => {
   it('the transport config is checked: required fields, mode, durable settings, the password variable', async () => {
     assert.throws(
       () => parse({ kind: 'nats', servers: server.url }),
-      (e: unknown) => isAdapterError(e) && /user/.test(e.description ?? '') && /passwordEnv/.test(e.description ?? '') && /mode/.test(e.description ?? ''),
+      (e: unknown) => isAdapterError(e) && /user/.test(e.description ?? '') && /mode/.test(e.description ?? ''),
     );
     assert.throws(() => parse(nats({ password: 'inline-secret' })), rejectsAs('invalid-input', /password/));
     const core = { clock: new SystemClock(), env };
@@ -119,6 +119,11 @@ describe('NATS deployment', { timeout: 50_000 }, () => {
     await assert.rejects(
       buildDeployment(parse(nats()), { clock: new SystemClock(), env: {} }),
       rejectsAs('invalid-input', /CONVOKE_NATS_PASSWORD_COORDINATOR.*not set/),
+    );
+    // No password variable is the CLI's to fill (serve --creds, a context's login); without one it is named.
+    await assert.rejects(
+      buildDeployment(parse(nats({ passwordEnv: undefined as unknown as string })), core),
+      rejectsAs('invalid-input', /transport\.passwordEnv is needed \(or give convoke serve --creds, or a context with a password or credentials\)/),
     );
   });
 

@@ -8,10 +8,11 @@ import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { SystemClock } from '../../src/contract/clock.js';
 import type { JsonObject } from '../../src/contract/json.js';
-import { writeFile } from 'node:fs/promises';
+import { chmod, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { stringify } from 'yaml';
 import { main } from '../../src/cli/main.js';
+import { captureIo } from '../support/cli-io.js';
 import { HttpContracts } from '../../src/workflow/exec/http-contracts.js';
 import { harness, runToEnd, yaml } from './support.js';
 import { serveWorkflowFixture, writeWorkflowFixture, type HostedWorkflows, type WorkflowFixture } from './instances-fixture.js';
@@ -150,5 +151,53 @@ test('convoke workflow run --endpoint --token-env: the contract calls of a docum
     assert.equal(without, 2, 'a credential reference without an endpoint is refused');
   } finally {
     delete process.env.CONVOKE_WF_CLI_TOKEN;
+  }
+});
+
+test("convoke workflow run --context: the context's endpoint, token file and principal; a token file others may read is refused", async () => {
+  const file = join(fixture.dir, 'remote-context.yaml');
+  await writeFile(file, stringify(document(fixture.bundle.digest)));
+  const token = join(fixture.dir, 'alice.token');
+  await writeFile(token, `${fixture.tokens.alice}\n`, { mode: 0o600 });
+  const contexts = join(fixture.dir, 'contexts.json');
+  const remote = { endpoint: hosted.server.url, tokenFile: token, principal: 'alice', store: `sqlite:${join(fixture.dir, 'remote-context.db')}` };
+  await writeFile(contexts, JSON.stringify({ contexts: { remote } }), { mode: 0o600 });
+  const run = async (...args: string[]) => {
+    const io = captureIo();
+    const named = args.includes('--context') ? ['--contexts', contexts] : [];
+    const code = await main(['node', 'convoke', 'workflow', 'run', file, '--input', '{"doc":"RFC 15"}', ...named, ...args], io);
+    return { code, out: io.out(), err: io.err() };
+  };
+  const done = await run('--context', 'remote', '--key', 'ctx-remote');
+  assert.equal(done.code, 0, done.err);
+  assert.equal((JSON.parse(done.out) as JsonObject).outcome, 'success');
+  // The context's store holds the instance: the same key runs nothing again.
+  const again = await run('--context', 'remote', '--key', 'ctx-remote', '--json');
+  assert.equal(again.code, 0, again.err);
+  assert.equal((JSON.parse(again.out) as JsonObject).status, 'completed');
+  // A flag wins over the context: bob's token is not the principal alice's.
+  process.env.CONVOKE_WF_BOB_TOKEN = fixture.tokens.bob;
+  try {
+    const flagged = await run('--context', 'remote', '--key', 'ctx-remote-bob', '--token-env', 'CONVOKE_WF_BOB_TOKEN', '--json');
+    assert.equal(flagged.code, 11, flagged.err);
+    // The facade answered as bob (the flag's token), not as the context's principal alice.
+    assert.match(flagged.out, /the runtime answered operation op[0-9a-f]{64}, expected op[0-9a-f]{64}/);
+  } finally {
+    delete process.env.CONVOKE_WF_BOB_TOKEN;
+  }
+  await chmod(token, 0o644);
+  const readable = await run('--context', 'remote', '--key', 'ctx-remote-2');
+  assert.equal(readable.code, 2, readable.err);
+  assert.match(readable.err, /token file .*alice\.token is readable or writable by group or others \(mode 0644\)/);
+  // Without --context the context is not used, even as $CONVOKE_CONTEXT: no endpoint, so the contract call faults.
+  process.env.CONVOKE_CONTEXTS = contexts;
+  process.env.CONVOKE_CONTEXT = 'remote';
+  try {
+    const unnamed = await run('--key', 'ctx-remote-3', '--json');
+    assert.equal(unnamed.code, 11, unnamed.err);
+    assert.match(unnamed.out, /configuration/);
+  } finally {
+    delete process.env.CONVOKE_CONTEXTS;
+    delete process.env.CONVOKE_CONTEXT;
   }
 });

@@ -15,6 +15,7 @@ import type { WorkflowInstance } from '../../src/runtime/workflow-service.js';
 import type { WorkflowTransition } from '../../src/workflow/exec/events.js';
 import { foldWorkflow } from '../../src/workflow/exec/record.js';
 import { join } from 'node:path';
+import { writeFile } from 'node:fs/promises';
 import { exitCodes } from '../../src/cli/exit-codes.js';
 import { passwordVariableOf } from '../../src/deployment/nats/permissions.js';
 import { NatsDeploymentFixture, e2eBundle, spawnCli, type CommandClient } from '../support/nats-deployment-fixture.js';
@@ -170,4 +171,45 @@ test('convoke workflow start and get over the command API: exit 0 when completed
   const later = await cli(['workflow', 'get', running.output.match(/instance +(wf[0-9a-f]{64})/)?.[1] ?? 'missing', ...as('billing'), '--wait-ms', '1000']);
   assert.equal(later.code, exitCodes.pending, later.output);
   assert.match(later.output, /status +running \(running pause at \/do\/0\/pause\)/);
+});
+
+test('convoke workflow start and get through a context: its servers, user and password variable, a flag winning over it', async () => {
+  const cli = async (args: string[]) => {
+    const child = spawnCli(args, { ...f.env(), CONVOKE_CONTEXTS: join(f.dir, 'contexts.json') });
+    const { code } = await child.exited;
+    return { code, output: child.output() };
+  };
+  const billing = { nats: f.url, user: 'billing', passwordEnv: passwordVariableOf('billing') };
+  await writeFile(
+    join(f.dir, 'contexts.json'),
+    JSON.stringify({ selected: 'billing', contexts: { billing, nowhere: { ...billing, nats: 'nats://127.0.0.1:1' } } }),
+    {
+      mode: 0o600,
+    },
+  );
+  const started = await cli([
+    'workflow',
+    'start',
+    join(f.dir, 'bundle.json'),
+    '--workflow',
+    'checked',
+    '--key',
+    'ctx-1',
+    '--input',
+    '{"document":"c9"}',
+    '--wait-ms',
+    '20000',
+    '--json',
+  ]);
+  assert.equal(started.code, exitCodes.ok, started.output);
+  const id = (JSON.parse(started.output.slice(started.output.indexOf('{'))) as { instance: WorkflowInstance }).instance.instanceId;
+  const got = await cli(['workflow', 'get', id]);
+  assert.equal(got.code, exitCodes.ok, got.output);
+  assert.match(got.output, /status +completed/);
+  const nowhere = await cli(['workflow', 'get', id, '--context', 'nowhere']);
+  assert.equal(nowhere.code, exitCodes.unavailable, nowhere.output);
+  const flagged = await cli(['workflow', 'get', id, '--context', 'nowhere', '--nats', f.url]);
+  assert.equal(flagged.code, exitCodes.ok, flagged.output);
+  const other = await cli(['workflow', 'get', id, '--user', 'shipping', '--password-env', passwordVariableOf('shipping')]);
+  assert.equal(other.code, exitCodes.notFound, other.output);
 });

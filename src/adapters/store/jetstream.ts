@@ -30,7 +30,7 @@
  * create is then classified (expired when the marker or key record is found).
  */
 import { hash } from 'node:crypto';
-import { connect, headers as natsHeaders, nanos, type NatsConnection } from '@nats-io/transport-node';
+import { connect, errors, headers as natsHeaders, nanos, type NatsConnection } from '@nats-io/transport-node';
 import {
   AckPolicy,
   DeliverPolicy,
@@ -47,7 +47,7 @@ import {
   type StoredMsg,
 } from '@nats-io/jetstream';
 import type { StoredTransition, Transition } from '../../events/types.js';
-import { AssertionFailure, unavailable, unsupported } from '../../contract/errors.js';
+import { AdapterError, AssertionFailure, unavailable, unsupported } from '../../contract/errors.js';
 import { limits as contractLimits } from '../../contract/limits.js';
 import { decodeStored, isStoreFailure, notifyAll, parseRevision, revisionsOnly } from './codec.js';
 import { resolveStoreLimits } from './limits.js';
@@ -57,6 +57,7 @@ import { JetStreamOpenSet, ensureOpenSetStream } from './jetstream-open-set.js';
 import { PubAckMux } from '../transport/nats-pubacks.js';
 import { ReplayStampedStore, closedFailure, notFoundOf, streamFamily, type LogState, type WriteOutcome } from './replay-stamped.js';
 import type { AppendListener, AppendOutcome, RecordAfter, RevisionListener, StoreFailure, StoreLimits } from './types.js';
+import { loginOptions } from '../transport/nats-creds.js';
 
 export interface JetStreamStoreOptions {
   /** An existing connection (left open on close), or `servers` to connect to (closed on close). */
@@ -64,6 +65,8 @@ export interface JetStreamStoreOptions {
   servers?: string | string[];
   user?: string;
   pass?: string;
+  /** A NATS credentials file's contents (user JWT and nkey seed), in place of user and password. */
+  creds?: Uint8Array;
   /** Default CONVOKE_OPS; the tombstone records live in `<streamName>_TOMBS`. */
   streamName?: string;
   /** Default 'convoke': subjects `<prefix>.op.<id>` and `<prefix>.tomb.<id>`. */
@@ -539,8 +542,7 @@ async function connectFor(options: JetStreamStoreOptions, requestTimeoutMs: numb
   try {
     return await connect({
       servers: options.servers,
-      user: options.user,
-      pass: options.pass,
+      ...loginOptions(options),
       name: 'convoke-store',
       timeout: requestTimeoutMs,
       // Keep reconnecting: while the server is away every call answers `unavailable`.
@@ -548,6 +550,9 @@ async function connectFor(options: JetStreamStoreOptions, requestTimeoutMs: numb
       noAsyncTraces: true,
     });
   } catch (error) {
+    // A refused login is the server's answer, not an outage: denied, as connectNats says it.
+    if (error instanceof errors.AuthorizationError)
+      throw new AdapterError('denied', `connecting to ${String(options.servers)}: ${error.message}`, { cause: error });
     throw unavailable(natsFailure(error).description, error);
   }
 }

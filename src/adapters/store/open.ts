@@ -14,6 +14,8 @@ import type { Clock } from '../../contract/clock.js';
 import { JetStreamEventStore } from './jetstream.js';
 import { MemoryEventStore } from './memory.js';
 import { SqliteEventStore } from './sqlite.js';
+import { sqliteTables } from './sqlite-open.js';
+import type { NatsLogin } from '../transport/nats-creds.js';
 import type { EventStore, StoreLimits } from './types.js';
 
 export interface OpenStoreDeps {
@@ -23,10 +25,13 @@ export interface OpenStoreDeps {
   mustExist?: boolean;
   /**
    * A user and password for jetstream: and esdb: when the URL names no user (a CLI context's, read
-   * from an environment variable or a password file): the password never has to be in the URL.
+   * from an environment variable or a password file): the password never has to be in the URL. Or,
+   * for jetstream: only, a NATS credentials file's contents (user JWT and nkey seed).
    */
-  credentials?: { user: string; pass: string };
+  credentials?: StoreCredentials;
 }
+
+export type StoreCredentials = NatsLogin;
 
 export async function openStore(url: string, deps: OpenStoreDeps): Promise<EventStore> {
   const scheme = /^([a-z][a-z0-9+.-]*):/i.exec(url)?.[1]?.toLowerCase();
@@ -53,12 +58,43 @@ export async function openStore(url: string, deps: OpenStoreDeps): Promise<Event
 function openSqlite(rest: string, deps: OpenStoreDeps): EventStore {
   const path = rest.startsWith('//') ? rest.slice(2) : rest;
   if (path.length === 0) throw invalidInput('sqlite: store URL needs a path (sqlite:PATH)');
-  if (deps.mustExist && !existsSync(path)) throw invalidInput(`no sqlite store at ${path}: the file does not exist`);
+  if (deps.mustExist) {
+    if (!existsSync(path)) throw invalidInput(`no sqlite store at ${path}: the file does not exist`);
+    checkIsConvokeStore(path);
+  }
   try {
     return new SqliteEventStore({ path, clock: deps.clock, limits: deps.limits });
   } catch (error) {
-    throw unavailable(`cannot open sqlite store at ${path}: ${error instanceof Error ? error.message : String(error)}`, error);
+    throw sqliteOpenError(path, error);
   }
+}
+
+/**
+ * A file the URL names that is not a SQLite database is the argument's fault (invalid-input, like
+ * a missing file); only a database that cannot be opened now (locked, an I/O error) is unavailable.
+ */
+function sqliteOpenError(path: string, error: unknown): AdapterError {
+  const detail = error instanceof Error ? error.message : String(error);
+  if ((error as { code?: unknown }).code === 'SQLITE_NOTADB')
+    return invalidInput(`${path} is not a SQLite database (${detail}): point the store URL at a convoke store`, error);
+  return unavailable(`cannot open sqlite store at ${path}: ${detail}`, error);
+}
+
+/**
+ * Before an operator tool opens a file as a store (which would create convoke's tables in it):
+ * a SQLite database without them, or an empty file, is not a store, and is left as it was.
+ */
+function checkIsConvokeStore(path: string): void {
+  let tables: string[];
+  try {
+    tables = sqliteTables(path);
+  } catch (error) {
+    throw sqliteOpenError(path, error);
+  }
+  if (!tables.includes('operations'))
+    throw invalidInput(
+      `${path} is not a convoke store (${tables.length === 0 ? 'it holds no tables' : 'it has no operations table'}): point --store at the file a deployment writes`,
+    );
 }
 
 async function openJetStream(rest: string, deps: OpenStoreDeps): Promise<EventStore> {
@@ -73,15 +109,12 @@ async function openJetStream(rest: string, deps: OpenStoreDeps): Promise<EventSt
   const urlUser = query.get('user') ?? (parsed.username ? decodeURIComponent(parsed.username) : undefined);
   const urlPass = query.get('pass') ?? (parsed.password ? decodeURIComponent(parsed.password) : undefined);
   // The URL's own user (and password) wins; separate credentials fill in a URL that names none.
-  const fromDeps = urlUser === undefined && deps.credentials !== undefined;
-  const user = fromDeps ? deps.credentials?.user : urlUser;
-  const pass = fromDeps ? deps.credentials?.pass : urlPass;
+  const login = urlUser === undefined && deps.credentials !== undefined ? deps.credentials : { user: urlUser, pass: urlPass };
   const servers = `${parsed.protocol}//${parsed.host}`;
   try {
     return await JetStreamEventStore.open({
       servers,
-      user,
-      pass,
+      ...login,
       streamName: query.get('stream') ?? undefined,
       subjectPrefix: query.get('prefix') ?? undefined,
       limits: deps.limits,
@@ -95,6 +128,7 @@ async function openJetStream(rest: string, deps: OpenStoreDeps): Promise<EventSt
 /** An EventStoreDB connection string with `user:pass@` added, unless it names a user already. */
 function withEsdbCredentials(url: string, credentials: OpenStoreDeps['credentials']): string {
   if (credentials === undefined || /^[a-z+]+:\/\/[^/]*@/i.test(url)) return url;
+  if ('creds' in credentials) throw invalidInput('an esdb: store logs in with a user and password; NATS credentials (creds) are for nats and jetstream: only');
   return url.replace(/^([a-z+]+:\/\/)/i, `$1${encodeURIComponent(credentials.user)}:${encodeURIComponent(credentials.pass)}@`);
 }
 

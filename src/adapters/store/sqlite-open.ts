@@ -103,3 +103,19 @@ const sleepCell = new Int32Array(new SharedArrayBuffer(4));
 function sleepBlocking(ms: number): void {
   if (ms > 0) Atomics.wait(sleepCell, 0, 0, ms);
 }
+
+/**
+ * The tables of an existing SQLite file, read through a read-only connection: nothing is created
+ * or written (a file that is not a database throws SQLITE_NOTADB, as opening it would).
+ */
+export function sqliteTables(path: string): string[] {
+  const db = new Database(path, { readonly: true, fileMustExist: true });
+  try {
+    return db
+      .prepare<[], { name: string }>("SELECT name FROM sqlite_master WHERE type = 'table'")
+      .all()
+      .map((row) => row.name);
+  } finally {
+    db.close();
+  }
+}

@@ -20,6 +20,7 @@ import { fromNatsHeaders, toNatsHeaders } from './nats-codec.js';
 import { PubAckMux, type PubAckPublishOptions } from './nats-pubacks.js';
 import { ensureConsumer, subscribeDurable, type JetStreamContext } from './nats-consumers.js';
 import { classifyNatsError, toAdapterError, type NatsFailure } from './nats-errors.js';
+import { loginOptions } from './nats-creds.js';
 import {
   assertNamespace,
   assertToken,
@@ -63,6 +64,8 @@ export interface NatsConnectOptions {
   servers: string;
   user?: string;
   pass?: string;
+  /** A credentials file's contents (user JWT and nkey seed), in place of user and password. */
+  creds?: Uint8Array;
   /** Connection name shown by the server (monitoring, logs). */
   name?: string;
   timeoutMs?: number;
@@ -79,8 +82,7 @@ export async function connectNats(options: NatsConnectOptions): Promise<NatsConn
   try {
     return await connect({
       servers: options.servers.split(',').map((s) => s.trim()),
-      user: options.user,
-      pass: options.pass,
+      ...loginOptions(options),
       name: options.name,
       timeout: options.timeoutMs ?? connectTimeoutMsDefault,
       inboxPrefix: options.inboxPrefix,

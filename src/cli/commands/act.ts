@@ -77,8 +77,8 @@ export async function cancelCommand(typedId: string, options: CancelOptions, io:
 }
 
 function natsClient(options: Partial<NatsClientOptions>): NatsClientOptions {
-  if (options.nats === undefined || options.user === undefined) throw invalidInput('--nats and --user are both needed');
-  return { nats: options.nats, user: options.user, password: options.password, principal: options.principal, env: options.env };
+  if (options.nats === undefined || (options.user ?? options.principal) === undefined) throw invalidInput('--nats and --user are both needed');
+  return { nats: options.nats, user: options.user, login: options.login, principal: options.principal, env: options.env };
 }
 
 /** The NATS commands take a full id: a short one is resolved through the store, if one is named. */

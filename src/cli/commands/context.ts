@@ -9,6 +9,7 @@ import { conflict, invalidInput } from '../../contract/errors.js';
 import { redactStoreUrl } from '../../adapters/store/open.js';
 import {
   checkContext,
+  contextFields,
   contextNamePattern,
   contextsFilePath,
   namesOf,
@@ -19,7 +20,7 @@ import {
   type ContextsFile,
 } from '../contexts.js';
 import type { CliIo } from '../io.js';
-import { describeSource, readPassword } from '../secrets.js';
+import { checkSecretFile, describeSource, readCredsFile, readPassword } from '../secrets.js';
 import { renderTable, widthOf } from '../table.js';
 import { limits } from '../../contract/limits.js';
 
@@ -34,8 +35,10 @@ export async function contextAddCommand(name: string, options: ContextAddOptions
   if (!new RegExp(contextNamePattern).test(name)) throw invalidInput(`context name ${JSON.stringify(name)} must match ${contextNamePattern}`);
   const context = contextOf(options);
   checkContext(context, `context ${name}`);
-  // Checked now, not at first use: a password file that is missing or readable by others is an error.
+  // Checked now, not at first use: a secret file that is missing, readable by others or not what it says is an error.
   if (context.passwordFile !== undefined) await readPassword({ kind: 'file', path: context.passwordFile });
+  if (context.creds !== undefined) await readCredsFile(context.creds);
+  if (context.tokenFile !== undefined) await checkSecretFile(context.tokenFile, 'token file', limits.tokenFileBytesMax);
   const { path } = contextsFilePath(options.contexts);
   const file: ContextsFile = (await readContextsFile(path)) ?? { contexts: {} };
   if (file.contexts[name] !== undefined && options.force !== true) throw conflict(`context "${name}" exists in ${path}: give --force to replace it`);
@@ -49,9 +52,11 @@ export async function contextAddCommand(name: string, options: ContextAddOptions
 }
 
 function contextOf(options: ContextAddOptions): CliContext {
-  if (options.passwordEnv !== undefined && options.passwordFile !== undefined) throw invalidInput('give --password-env or --password-file, not both');
+  const logins = [options.passwordEnv, options.passwordFile, options.creds].filter((v) => v !== undefined);
+  if (logins.length > 1) throw invalidInput('give one of --password-env, --password-file and --creds');
+  if (options.tokenEnv !== undefined && options.tokenFile !== undefined) throw invalidInput('give --token-env or --token-file, not both');
   const context: CliContext = {};
-  for (const field of ['description', 'store', 'nats', 'user', 'principal', 'passwordEnv', 'passwordFile'] as const) {
+  for (const field of contextFields) {
     const value = options[field];
     if (value !== undefined) context[field] = value;
   }
@@ -102,7 +107,14 @@ export async function contextListCommand(options: { contexts?: string; json: boo
   return 0;
 }
 
-const passwordCell = (c: CliContext) => (c.passwordEnv !== undefined ? `env ${c.passwordEnv}` : c.passwordFile !== undefined ? `file ${c.passwordFile}` : null);
+const passwordCell = (c: CliContext) =>
+  c.passwordEnv !== undefined
+    ? `env ${c.passwordEnv}`
+    : c.passwordFile !== undefined
+      ? `file ${c.passwordFile}`
+      : c.creds !== undefined
+        ? `creds ${c.creds}`
+        : null;
 
 export async function contextShowCommand(
   name: string | undefined,
@@ -115,8 +127,9 @@ export async function contextShowCommand(
   if (shown === undefined) throw invalidInput(`no context is selected in ${path}: name one (it has ${namesOf(file)})`);
   const context = requireContext(file, path, shown);
   const password = await passwordState(context, env);
+  const token = await tokenState(context, env);
   if (options.json) {
-    io.stdout.write(JSON.stringify({ file: path, name: shown, selected: shown === file.selected, ...context, password }, null, 2) + '\n');
+    io.stdout.write(JSON.stringify({ file: path, name: shown, selected: shown === file.selected, ...context, password, token }, null, 2) + '\n');
     return 0;
   }
   const rows: [string, string | undefined][] = [
@@ -128,21 +141,33 @@ export async function contextShowCommand(
     ['user', context.user],
     ['principal', context.principal ?? (context.user === undefined ? undefined : `${context.user} (the user)`)],
     ['password', password === null ? undefined : `${password.source}: ${password.state}`],
+    ['endpoint', context.endpoint === undefined ? undefined : redactStoreUrl(context.endpoint)],
+    ['token', token === null ? undefined : `${token.source}: ${token.state}`],
   ];
   io.stdout.write(renderTable(['field', 'value'], rows, widthOf(io)));
   return 0;
 }
 
-/** Where the password is and whether it is there: never the value. */
+/** Where the password (or the credentials file) is and whether it is there: never the value. */
 async function passwordState(context: CliContext, env: NodeJS.ProcessEnv): Promise<{ source: string; state: string } | null> {
-  if (context.passwordEnv !== undefined) {
-    const source = describeSource({ kind: 'env', name: context.passwordEnv });
-    return { source, state: env[context.passwordEnv] ? 'set (value not shown)' : 'not set' };
-  }
-  if (context.passwordFile === undefined) return null;
-  const source = describeSource({ kind: 'file', path: context.passwordFile });
+  if (context.passwordEnv !== undefined) return variableState(describeSource({ kind: 'env', name: context.passwordEnv }), context.passwordEnv, env);
+  if (context.passwordFile !== undefined) return fileState(describeSource({ kind: 'file', path: context.passwordFile }), context.passwordFile);
+  if (context.creds !== undefined) return fileState(describeSource({ kind: 'creds', path: context.creds }), context.creds);
+  return null;
+}
+
+/** Where the endpoint's bearer token is and whether it is there: never the value. */
+async function tokenState(context: CliContext, env: NodeJS.ProcessEnv): Promise<{ source: string; state: string } | null> {
+  if (context.tokenEnv !== undefined) return variableState(`environment variable ${context.tokenEnv}`, context.tokenEnv, env);
+  if (context.tokenFile !== undefined) return fileState(`token file ${context.tokenFile}`, context.tokenFile);
+  return null;
+}
+
+const variableState = (source: string, name: string, env: NodeJS.ProcessEnv) => ({ source, state: env[name] ? 'set (value not shown)' : 'not set' });
+
+async function fileState(source: string, path: string): Promise<{ source: string; state: string }> {
   try {
-    const info = await stat(context.passwordFile);
+    const info = await stat(path);
     const open = (info.mode & 0o077) !== 0;
     return { source, state: `mode ${octal(info.mode)}${open ? ', readable by others: refused until chmod 600' : ''} (value not shown)` };
   } catch (error) {
@@ -171,7 +196,11 @@ export async function contextSelectCommand(name: string, options: { contexts?: s
 
 /** Registers `convoke context …`. */
 export function addContextCommands(program: Command, io: CliIo, setExit: (code: number) => void): void {
-  const context = program.command('context').description('named connection settings (store, NATS servers, user, where the password is), like nats context');
+  const context = program
+    .command('context')
+    .description(
+      'named connection settings (store, NATS servers, user, where the password or credentials are; an HTTP endpoint and its token), like nats context',
+    );
   const fileOption = '--contexts <file>';
   const fileHelp = 'contexts file (default $CONVOKE_CONTEXTS, else contexts.json in $XDG_CONFIG_HOME/convoke)';
   context
@@ -184,6 +213,10 @@ export function addContextCommands(program: Command, io: CliIo, setExit: (code: 
     .option('--principal <id>', 'command principal; defaults to the user')
     .option('--password-env <name>', 'the environment variable that holds the password (its name is stored, not its value)')
     .option('--password-file <path>', 'a file holding the password (mode 0600)')
+    .option('--creds <path>', 'a NATS credentials file (user JWT and nkey seed, mode 0600), instead of a password')
+    .option('--endpoint <url>', "a convoke HTTP facade for workflow run's contract calls, without a credential")
+    .option('--token-env <name>', 'the environment variable that holds the bearer token for the endpoint')
+    .option('--token-file <path>', 'a file holding the bearer token for the endpoint (mode 0600)')
     .option('--description <text>', 'a note for ls and show')
     .option('--select', 'select it', false)
     .option('--force', 'replace a context of the same name', false)

@@ -13,6 +13,7 @@ import { peerIds, reviewBundle } from '../../deployment/examples.js';
 import { seededRandom } from '../../runtime/random.js';
 import type { WorkflowInstance } from '../../runtime/workflow-service.js';
 import type { CliIo } from '../io.js';
+import type { EventStore } from '../../adapters/store/types.js';
 import { exitCodes } from '../exit-codes.js';
 import { createWorkflowHost } from '../workflow-host.js';
 import { renderInstance } from './workflow-facade.js';
@@ -75,11 +76,23 @@ export function pipelineBundle(quorum: number): JsonObject {
   return bundle;
 }
 
-export async function pipelineDemo(options: PipelineDemoOptions, io: CliIo): Promise<number> {
+/** `store`: the one --store names (closed with the demo); a memory store without it. */
+export async function pipelineDemo(options: PipelineDemoOptions, io: CliIo, store?: EventStore): Promise<number> {
   const clock = new SystemClock();
   const random = seededRandom(options.seed);
   const reviewers = peerIds(options.peers);
-  const embedded = await createEmbedded({ clock, bundle: pipelineBundle(options.quorum), groups: { reviewers, publishers: [publisher] } });
+  let embedded;
+  try {
+    embedded = await createEmbedded({
+      clock,
+      bundle: pipelineBundle(options.quorum),
+      groups: { reviewers, publishers: [publisher] },
+      ...(store ? { store } : {}),
+    });
+  } catch (error) {
+    await store?.close();
+    throw error;
+  }
   const bundles = new BundleRegistry();
   bundles.add(embedded.bundle);
   const host = await createWorkflowHost({ coordinator: embedded.coordinator, bundles, store: embedded.store, clock, seed: options.seed });
@@ -102,7 +115,7 @@ export async function pipelineDemo(options: PipelineDemoOptions, io: CliIo): Pro
     const read = await embedded.store.read(instance.instanceId);
     const log = read.kind === 'ok' ? read.transitions : [];
     if (options.json) io.stdout.write(JSON.stringify({ instance: ended, log }, null, 2) + '\n');
-    else io.stdout.write(renderPipelineDemo(ended, log, options));
+    else io.stdout.write(renderPipelineDemo(ended, log, options, embedded.store.name));
     if (ended.status === 'running') return exitCodes.pending;
     return ended.status === 'completed' ? exitCodes.ok : exitCodes.outcomeNotSuccess;
   } finally {
@@ -119,8 +132,8 @@ interface LoggedTransition {
   transition: { events: readonly unknown[] };
 }
 
-function renderPipelineDemo(instance: WorkflowInstance, log: readonly LoggedTransition[], options: PipelineDemoOptions): string {
-  let out = `convoke demo pipeline — ${options.peers} reviewers (quorum ${options.quorum}), then one publisher, seed ${options.seed} (embedded: memory store, in-process bus)\n\n`;
+function renderPipelineDemo(instance: WorkflowInstance, log: readonly LoggedTransition[], options: PipelineDemoOptions, storeName: string): string {
+  let out = `convoke demo pipeline — ${options.peers} reviewers (quorum ${options.quorum}), then one publisher, seed ${options.seed} (embedded: ${storeName} store, in-process bus)\n\n`;
   out += renderInstance(instance);
   out += `\nthe workflow's log (stream of ${instance.instanceId}): ${log.length} transitions\n`;
   const startedAt = log[0]?.committedAtMs ?? 0;

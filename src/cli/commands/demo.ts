@@ -24,11 +24,14 @@ import { openStore } from '../../adapters/store/open.js';
 import { SqliteEventStore } from '../../adapters/store/sqlite.js';
 import type { EventStore } from '../../adapters/store/types.js';
 import type { Clock } from '../../contract/clock.js';
+import { storeLogin, type StoreAuth } from '../connection.js';
 
 export interface DemoOptions {
   scenario: string;
   /** A store URL (default memory:); with sqlite:PATH the log outlives the demo for `inspect`/`replay`. */
   store?: string;
+  /** How a jetstream: or esdb: store logs in (a context's, when its URL names no user). */
+  storeAuth?: StoreAuth;
   peers: number;
   quorum: number;
   json: boolean;
@@ -42,7 +45,10 @@ export async function demoCommand(options: DemoOptions, io: CliIo): Promise<numb
   if (!Number.isInteger(options.peers) || options.peers < 1 || options.peers > 16) throw new AdapterError('invalid-input', '--peers must be 1..16');
   if (!Number.isInteger(options.quorum) || options.quorum < 1 || options.quorum > options.peers)
     throw new AdapterError('invalid-input', `--quorum must be 1..${options.peers}`);
-  if (options.scenario === 'pipeline') return (await import('./demo-pipeline.js')).pipelineDemo(options, io);
+  if (options.scenario === 'pipeline') {
+    const store = options.store === undefined ? undefined : await openGivenStore(options.store, options, new SystemClock());
+    return (await import('./demo-pipeline.js')).pipelineDemo(options, io, store);
+  }
   const scenario = scenarios[options.scenario];
   if (!scenario)
     throw new AdapterError('invalid-input', `unknown scenario "${options.scenario}"; choose one of: ${[...Object.keys(scenarios), 'pipeline'].join(', ')}`);
@@ -87,7 +93,7 @@ export async function demoCommand(options: DemoOptions, io: CliIo): Promise<numb
  */
 async function demoStore(scenario: DemoScenario, options: DemoOptions, clock: Clock): Promise<{ store: EventStore; remove(): Promise<void> }> {
   if (options.store !== undefined) {
-    const store = await openStore(options.store, { clock });
+    const store = await openGivenStore(options.store, options, clock);
     // The demo's bus is in-process, so memory mode is the store's (src/runtime/mode.ts).
     if (scenario.retries && !store.capabilities.durable) {
       await store.close();
@@ -109,6 +115,12 @@ async function demoStore(scenario: DemoScenario, options: DemoOptions, clock: Cl
     await rm(dir, { recursive: true, force: true });
     throw error;
   }
+}
+
+/** The store --store (or the context) names, logged in with the context's login when it is a jetstream: or esdb: store. */
+async function openGivenStore(url: string, options: DemoOptions, clock: Clock): Promise<EventStore> {
+  const credentials = await storeLogin(url, options.storeAuth);
+  return openStore(url, { clock, ...(credentials ? { credentials } : {}) });
 }
 
 function describeStore(store: EventStore, options: DemoOptions): string {

@@ -1,13 +1,14 @@
 /**
  * `convoke invoke --nats URL --user U --contract FILE --interaction I --key K --input JSON
- *   [--wait-for decision|settled] [--wait-ms N] [--principal P] [--password-env NAME] [--json]
+ *   [--wait-for decision|settled] [--wait-ms N] [--principal P] [--password-env NAME | --creds FILE] [--json]
  *   [--fail-on-outcome]`
  *
  * A command client over NATS (src/nats-api/commands.ts): sends an InvocationRequest on
  * `convoke.cmd.<principal>.invoke` and prints the InvocationResult as tables (or the reply as
- * JSON). The password is read from the environment variable --password-env names (default
- * CONVOKE_NATS_PASSWORD) or the context's password file, never from the command line. The principal is the NATS user unless
- * --principal says otherwise; the server proves it by the user's publish permission.
+ * JSON). It logs in with the credentials file --creds names, or with the password in the
+ * environment variable --password-env names (default CONVOKE_NATS_PASSWORD), or the context's
+ * credentials or password file; never a secret on the command line. The principal is the NATS
+ * user unless --principal says otherwise; the server proves it by the user's publish permission.
  *
  * Exit codes (exit-codes.ts): 0 the boundary was reached (a failed decision too, unless
  * --fail-on-outcome: then 11); 10 still pending when the wait ended (get it later); the
@@ -26,16 +27,20 @@ import type { InvocationResult } from '../../projections/views.js';
 import { commandTimeoutMs, sendCommand, type CommandReply, type CommandVerb } from '../../nats-api/commands.js';
 import type { CliIo } from '../io.js';
 import { passwordEnvDefault } from '../connection.js';
-import { readPassword, type PasswordSource } from '../secrets.js';
+import { readLogin, type LoginSource } from '../secrets.js';
 import { exitCodeOfKind, exitCodeOfReplyError, exitCodes } from '../exit-codes.js';
 import { heading, renderTable, widthOf } from '../table.js';
 
-/** How a command client reaches the coordinators: NATS servers, user, and where the password is. */
+/** How a command client reaches the coordinators: NATS servers, user, and how it logs in. */
 export interface NatsClientOptions {
   nats: string;
-  user: string;
-  /** Where the password is: an environment variable (by name) or a password file; $CONVOKE_NATS_PASSWORD by default. */
-  password?: PasswordSource;
+  /** The NATS user; with credentials only a name (the principal's default), since the credentials identify the connection. */
+  user?: string;
+  /**
+   * How it logs in: a password's source (an environment variable by name, or a password file) with
+   * the user, or a credentials file; the password in $CONVOKE_NATS_PASSWORD by default.
+   */
+  login?: LoginSource;
   /** The command principal (subject token); the user by default. */
   principal?: string;
   env?: NodeJS.ProcessEnv;
@@ -100,11 +105,12 @@ export async function requestAsClient<R>(
   unknown: string,
   send: (transport: Transport, principal: string) => Promise<R>,
 ): Promise<{ reply: R } | { exitCode: number }> {
-  const pass = await readPassword(options.password ?? { kind: 'env', name: passwordEnvDefault }, options.env);
   const principal = options.principal ?? options.user;
+  if (principal === undefined) throw invalidInput(`convoke ${verb} needs a principal: --principal, or --user`);
+  const login = await readLogin(options.login ?? { kind: 'env', name: passwordEnvDefault }, options.user, `convoke ${verb}`, options.env);
   const transport = await NatsTransport.connect(
-    { servers: options.nats, user: options.user, pass, name: `convoke-${verb}-${principal}`, inboxPrefix: inboxPrefixFor('cmd', principal) },
-    { identity: options.user },
+    { servers: options.nats, ...login, name: `convoke-${verb}-${principal}`, inboxPrefix: inboxPrefixFor('cmd', principal) },
+    { identity: options.user ?? principal },
   );
   try {
     return { reply: await send(transport, principal) };

@@ -19,13 +19,12 @@ import type { OperationIndexRow } from '../../events/operation-index.js';
 import { SystemClock } from '../../contract/clock.js';
 import { OperationNotFound } from '../../runtime/errors.js';
 import type { CliIo } from '../io.js';
-import type { StoreAuth } from '../connection.js';
-import { readPassword } from '../secrets.js';
+import { storeLogin, type StoreAuth } from '../connection.js';
 import { describeEvent } from '../describe.js';
 import { fitText, heading, renderTable, widthOf } from '../table.js';
 import { isWorkflowInstanceId } from '../../workflow/ids.js';
 
-/** A store command's store: its URL and, from a context, the user and password it logs in with. */
+/** A store command's store: its URL and, from a context or --creds, how it logs in. */
 export interface StoreOptions {
   store: string;
   storeAuth?: StoreAuth;
@@ -42,11 +41,7 @@ export async function withStore<T>(target: string | StoreOptions, run: (store: E
     throw invalidInput(
       'a memory: store lives inside the process that holds it; another process sees it empty. Point --store at the store a deployment writes (sqlite:PATH, jetstream:nats://HOST:PORT, esdb://…)',
     );
-  // A context's password is read only for a store that logs in with one.
-  const credentials =
-    auth !== undefined && /^(jetstream|esdb|esdb\+discover|eventstoredb):/i.test(url)
-      ? { user: auth.user, pass: await readPassword(auth.password) }
-      : undefined;
+  const credentials = await storeLogin(url, auth);
   const store = await openStore(url, { clock: new SystemClock(), mustExist: true, ...(credentials ? { credentials } : {}) });
   try {
     return await run(store);

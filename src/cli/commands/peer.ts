@@ -1,5 +1,5 @@
 /**
- * `convoke peer --config FILE`: an example peer process on NATS, built on the peer SDK
+ * `convoke peer --config FILE [--context NAME] [--creds FILE]`: an example peer process on NATS, built on the peer SDK
  * (src/peer/peer.ts). It answers one subject namespace's requests with fixed results, optional
  * delays and optional deterministic rules, commits each answer through a fenced effect sink, and
  * acknowledges a request only after its result is stored (durable) or sent (core).
@@ -52,6 +52,9 @@ import { namespaceSchema, tokenSchema } from '../../contract/ids.js';
 import { compileChecker } from '../../contract/validation.js';
 import { inboxPrefixFor } from '../../adapters/transport/nats-names.js';
 import { connectNats } from '../../adapters/transport/nats.js';
+import type { NatsLogin } from '../../adapters/transport/nats-creds.js';
+import { resolveConnection } from '../connection.js';
+import { readLogin } from '../secrets.js';
 import { MemoryEffectSink, type EffectSink } from '../../peer/effect-sink.js';
 import { createNatsPeer } from '../../peer/nats-peer.js';
 import type { Handler, HandlerContext, Peer } from '../../peer/peer.js';
@@ -80,7 +83,8 @@ export interface PeerInteractionConfig {
 export interface PeerConfig {
   peerId: string;
   namespace: string;
-  nats: { servers: string; user?: string; passwordEnv: string };
+  /** passwordEnv is needed unless the login is given by --creds or --context. */
+  nats: { servers: string; user?: string; passwordEnv?: string };
   durable: boolean;
   /** `sqlite:PATH` (shared across processes, survives restarts) or `memory:` (the default). */
   effectSink?: string;
@@ -120,7 +124,7 @@ export const peerConfigSchema = {
     namespace: namespaceSchema,
     nats: {
       type: 'object',
-      required: ['servers', 'passwordEnv'],
+      required: ['servers'],
       additionalProperties: false,
       properties: {
         servers: { type: 'string', minLength: 1, maxLength: 4096 },
@@ -239,6 +243,11 @@ function sleepUnlessAborted(clock: Clock, delayMs: number, context: HandlerConte
 
 export interface PeerCommandOptions {
   config: string;
+  /** A context (only one named here: peer never takes the selected one) and its file. */
+  context?: string;
+  contexts?: string;
+  /** A NATS credentials file the peer logs in with (wins over the context's login and nats.passwordEnv). */
+  creds?: string;
   /** Stops the peer like a signal would (in-process use and tests). */
   signal?: AbortSignal;
   env?: NodeJS.ProcessEnv;
@@ -246,14 +255,10 @@ export interface PeerCommandOptions {
 
 export async function peerCommand(options: PeerCommandOptions, io: CliIo): Promise<number> {
   const config = await readPeerConfig(options.config);
-  const env = options.env ?? process.env;
-  const pass = env[config.nats.passwordEnv];
-  if (pass === undefined || pass === '') throw invalidInput(`peer config: environment variable ${config.nats.passwordEnv} (nats.passwordEnv) is not set`);
-  const user = config.nats.user ?? config.peerId;
+  const { servers, user, login } = await peerConnection(config, options);
   const nc = await connectNats({
-    servers: config.nats.servers,
-    user,
-    pass,
+    servers,
+    ...login,
     name: `convoke-peer-${config.peerId}`,
     inboxPrefix: inboxPrefixFor('peer', config.peerId),
   });
@@ -297,6 +302,25 @@ export async function peerCommand(options: PeerCommandOptions, io: CliIo): Promi
     if (!nc.isClosed()) await nc.drain().catch(() => nc.close());
     (sink as { close?: () => void } | undefined)?.close?.();
   }
+}
+
+/**
+ * Where the peer connects and how it logs in: --creds, else the context --context names (its
+ * servers, user, password or credentials), else the config's nats block; a flag or context value
+ * wins over the config's. `user` names the peer's connection (the config's, else the peer id).
+ */
+async function peerConnection(config: PeerConfig, options: PeerCommandOptions): Promise<{ servers: string; user: string; login: NatsLogin }> {
+  const env = options.env ?? process.env;
+  const c = await resolveConnection({ context: options.context, contexts: options.contexts, creds: options.creds }, env, { command: 'peer', user: 'peer' });
+  const servers = c.nats ?? config.nats.servers;
+  const user = c.user ?? config.nats.user ?? config.peerId;
+  if (c.loginNamed) return { servers, user, login: await readLogin(c.login, user, 'peer', env) };
+  const variable = config.nats.passwordEnv;
+  if (variable === undefined)
+    throw invalidInput('peer config: nats.passwordEnv is needed (or give convoke peer --creds, or a context with a password or credentials)');
+  const pass = env[variable];
+  if (pass === undefined || pass === '') throw invalidInput(`peer config: environment variable ${variable} (nats.passwordEnv) is not set`);
+  return { servers, user, login: { user, pass } };
 }
 
 /** The sink a peer config names: memory (bounded by effectSinkKeys) or sqlite. */

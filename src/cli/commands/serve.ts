@@ -1,5 +1,5 @@
 /**
- * `convoke serve --config FILE`: builds the deployment the config describes (with a nats
+ * `convoke serve --config FILE [--context NAME] [--creds FILE]`: builds the deployment the config describes (with a nats
  * transport: the NATS connection, durable resources and the command API too), serves the HTTP
  * facade, prints one line with the listening URL (tests read the port from it when the config
  * asks for port 0), and shuts down gracefully on SIGINT/SIGTERM. A second signal stops waiting
@@ -11,6 +11,11 @@
 import { pino, type Logger as Pino } from 'pino';
 import { SystemClock } from '../../contract/clock.js';
 import { buildDeployment, readDeploymentConfig } from '../../deployment/config.js';
+import type { DeploymentConfig } from '../../deployment/types.js';
+import type { NatsLogin } from '../../adapters/transport/nats-creds.js';
+import { invalidInput } from '../../contract/errors.js';
+import { resolveConnection } from '../connection.js';
+import { readLogin } from '../secrets.js';
 import { startHttpServer } from '../../http/server.js';
 import { observeProcess } from '../../runtime/metrics.js';
 import type { CliIo } from '../io.js';
@@ -22,6 +27,12 @@ export type LogLevel = (typeof logLevels)[number];
 
 export interface ServeOptions {
   config: string;
+  /** A context (only one named here: serve never takes the selected one) and its file. */
+  context?: string;
+  contexts?: string;
+  /** A NATS credentials file the coordinator logs in with (wins over the context's login and transport.passwordEnv). */
+  creds?: string;
+  env?: NodeJS.ProcessEnv;
   /** The least severe level written (default info). */
   logLevel?: LogLevel;
   /** Stops the server like a signal would (in-process use and tests); signals still work. */
@@ -47,8 +58,38 @@ export function serveLogger(io: CliIo, level: LogLevel = 'info'): Pino {
   );
 }
 
+/**
+ * The config with what --context and --creds give in place of its own: the context's store, and
+ * for a nats transport its servers, user and login (a password file or credentials, read now).
+ * On a memory transport a NATS setting is an error naming it, not ignored.
+ */
+export async function connectedConfig(options: ServeOptions, config: DeploymentConfig): Promise<{ config: DeploymentConfig; natsLogin?: NatsLogin }> {
+  const flags = { context: options.context, contexts: options.contexts, creds: options.creds };
+  const c = await resolveConnection(flags, options.env ?? process.env, { command: 'serve', user: 'serve' });
+  const next: DeploymentConfig = c.store === undefined ? config : { ...config, store: c.store };
+  const given = [
+    c.nats === undefined ? undefined : 'nats',
+    c.user === undefined ? undefined : 'user',
+    c.loginNamed ? (c.login.kind === 'creds' ? 'creds' : 'a password') : undefined,
+  ].filter((field): field is string => field !== undefined);
+  if (next.transport.kind !== 'nats') {
+    if (given.length > 0)
+      throw invalidInput(
+        `serve: ${sourceOf(c.contextName, options.creds)} gives ${given.join(', ')}, but the config's transport is memory: a NATS login needs a nats transport`,
+      );
+    return { config: next };
+  }
+  const transport = { ...next.transport, ...(c.nats === undefined ? {} : { servers: c.nats }), ...(c.user === undefined ? {} : { user: c.user }) };
+  if (!c.loginNamed) return { config: { ...next, transport } };
+  const natsLogin = await readLogin(c.login, transport.user, 'serve', options.env ?? process.env);
+  return { config: { ...next, transport }, natsLogin };
+}
+
+const sourceOf = (contextName: string | undefined, creds: string | undefined) =>
+  [contextName === undefined ? undefined : `context "${contextName}"`, creds === undefined ? undefined : '--creds'].filter(Boolean).join(' with ');
+
 export async function serveCommand(options: ServeOptions, io: CliIo): Promise<number> {
-  const config = await readDeploymentConfig(options.config);
+  const { config, natsLogin } = await connectedConfig(options, await readDeploymentConfig(options.config));
   const logger = serveLogger(io, options.logLevel);
   const notices = logger.child({ event: 'deployment' });
   const log = (line: string, level: 'info' | 'warn' | 'error' = 'warn') => notices[level](line);
@@ -60,6 +101,8 @@ export async function serveCommand(options: ServeOptions, io: CliIo): Promise<nu
     logger: logger.child({ component: 'coordinator' }),
     // Workflow instances on the deployment's store; their contract calls go in-process.
     workflows: (parts) => createWorkflowHost(parts),
+    ...(natsLogin ? { natsLogin } : {}),
+    ...(options.env ? { env: options.env } : {}),
   });
   observeProcess(deployment.coordinator.metrics, buildInfo());
   let server;

@@ -1,8 +1,8 @@
 /**
  * `convoke workflow start BUNDLE --workflow NAME --key K --input JSON` and `convoke workflow get ID`
  * against a running `convoke serve`, over the NATS command API as `convoke invoke` and `get` are
- * (the same --nats, --user, --password-env and --principal options): workflow-start and
- * workflow-get on `convoke.cmd.<principal>.*` (src/nats-api/workflow-commands.ts).
+ * (the same options: --nats, --user, --password-env or --creds, --principal, or a context):
+ * workflow-start and workflow-get on `convoke.cmd.<principal>.*` (src/nats-api/workflow-commands.ts).
  *
  * BUNDLE is a bundle file (its id, version and digest are read from it) or `ID@VERSION@sha256:…`.
  * Exit codes: 0 the instance completed; 11 it faulted or was cancelled; 10 still running when the
@@ -18,15 +18,12 @@ import type { ContractRef } from '../../contract/types.js';
 import type { WorkflowInstance } from '../../runtime/workflow-service.js';
 import type { CliIo } from '../io.js';
 import { exitCodeOfReplyError, exitCodes } from '../exit-codes.js';
+import { natsClientOf, natsPrincipalOptions } from '../options.js';
+import type { NatsClientOptions } from './invoke.js';
 
-export interface WorkflowClientOptions {
-  nats: string;
-  user: string;
-  passwordEnv?: string;
-  principal?: string;
+export interface WorkflowClientOptions extends NatsClientOptions {
   waitMs: number;
   json: boolean;
-  env?: NodeJS.ProcessEnv;
 }
 
 export interface WorkflowStartOptions extends WorkflowClientOptions {
@@ -72,14 +69,7 @@ async function sendAndReport(
     import('../../nats-api/workflow-commands.js'),
     import('../../nats-api/commands.js'),
   ]);
-  const client = {
-    nats: options.nats,
-    user: options.user,
-    ...(options.passwordEnv === undefined ? {} : { password: { kind: 'env' as const, name: options.passwordEnv } }),
-    ...(options.principal === undefined ? {} : { principal: options.principal }),
-    ...(options.env === undefined ? {} : { env: options.env }),
-  };
-  const sent = await requestAsClient(client, io, verb, unknown, (transport, principal) =>
+  const sent = await requestAsClient(options, io, verb, unknown, (transport, principal) =>
     sendWorkflowCommand(transport, principal, verb, body, commandTimeoutMs(options.waitMs)),
   );
   if ('exitCode' in sent) return sent.exitCode;
@@ -116,24 +106,17 @@ const integer = (value: string): number => {
   return Number(value);
 };
 
+/** The CLI's shared NATS client options (options.ts: servers, user, login, principal; from the flags or the context), and these. */
 function natsOptions(command: Command): Command {
-  return command
-    .requiredOption('--nats <url>', 'NATS server URL(s), comma-separated')
-    .requiredOption('--user <user>', 'NATS user (the command principal unless --principal)')
-    .option('--password-env <name>', 'environment variable holding the NATS password', 'CONVOKE_NATS_PASSWORD')
-    .option('--principal <id>', 'command principal (subject token); defaults to --user')
+  return natsPrincipalOptions(command)
     .option('--wait-ms <n>', 'how long the coordinator may wait for the instance to end', integer, 0)
     .option('--json', 'print the reply as JSON', false);
 }
 
-const clientOf = (o: Record<string, unknown>): WorkflowClientOptions => ({
-  nats: o.nats as string,
-  user: o.user as string,
-  ...(o.passwordEnv === undefined ? {} : { passwordEnv: o.passwordEnv as string }),
-  ...(o.principal === undefined ? {} : { principal: o.principal as string }),
-  waitMs: o.waitMs as number,
-  json: o.json as boolean,
-});
+async function clientOf(o: Record<string, unknown>, command: string): Promise<WorkflowClientOptions> {
+  const { store: _store, storeAuth: _auth, ...client } = await natsClientOf(o, command);
+  return { ...client, waitMs: o.waitMs as number, json: o.json as boolean };
+}
 
 /** `convoke workflow start|get`, under the `workflow` command (created when no other module made it). */
 export function addWorkflowFacadeCommands(program: Command, io: CliIo, setExit: (code: number) => void): void {
@@ -147,11 +130,13 @@ export function addWorkflowFacadeCommands(program: Command, io: CliIo, setExit: 
       .requiredOption('--workflow <name>', 'pipeline or workflow name')
       .requiredOption('--key <key>', 'invocation key (the same key and input find the same instance)')
       .option('--input <json>', 'the workflow input (strictly parsed JSON)', '{}'),
-  ).action(async (bundle: string, o) => setExit(await workflowStartCommand(bundle, { ...clientOf(o), workflow: o.workflow, key: o.key, input: o.input }, io)));
+  ).action(async (bundle: string, o) =>
+    setExit(await workflowStartCommand(bundle, { ...(await clientOf(o, 'workflow start')), workflow: o.workflow, key: o.key, input: o.input }, io)),
+  );
   natsOptions(
     workflow
       .command('get')
       .argument('<instanceId>', 'workflow instance id (wf…)')
       .description('read a workflow instance from a running convoke serve (NATS command API)'),
-  ).action(async (instanceId: string, o) => setExit(await workflowGetCommand(instanceId, clientOf(o), io)));
+  ).action(async (instanceId: string, o) => setExit(await workflowGetCommand(instanceId, await clientOf(o, 'workflow get'), io)));
 }

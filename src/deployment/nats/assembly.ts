@@ -34,6 +34,7 @@ import { JetStreamEventStore } from '../../adapters/store/jetstream.js';
 import { openStore } from '../../adapters/store/open.js';
 import type { EventStore } from '../../adapters/store/types.js';
 import { connectNats, NatsTransport } from '../../adapters/transport/nats.js';
+import type { NatsLogin } from '../../adapters/transport/nats-creds.js';
 import { coordinatorConsumerName, inboxPrefixFor } from '../../adapters/transport/nats-names.js';
 import { ConsumerMuxTransport, coordinatorKinds, coordinatorRoute } from '../../adapters/transport/nats-mux.js';
 import type { StreamContinuity, ExhaustedInfo, Transport } from '../../adapters/transport/types.js';
@@ -61,6 +62,8 @@ export interface NatsParts {
   /** Where the coordinator logs the operation lifecycle; silent without one. */
   logger?: Logger;
   env: NodeJS.ProcessEnv;
+  /** The coordinator's login when handed in (BuildOptions.natsLogin); else the password in transport.passwordEnv. */
+  login?: NatsLogin;
   /** Hosts workflow instances beside the coordinator (and their NATS commands); none without it. */
   workflows?: WorkflowHostFactory;
 }
@@ -78,22 +81,30 @@ class Closers {
 
 export async function buildNatsDeployment(config: DeploymentConfig, transportConfig: NatsTransportConfig, parts: NatsParts): Promise<RunningDeployment> {
   const settings = checkNatsTransport(transportConfig, parts.compiled);
-  const pass = parts.env[settings.passwordEnv];
-  if (pass === undefined || pass === '')
-    throw invalidInput(`deployment config: environment variable ${settings.passwordEnv} (transport.passwordEnv) is not set`);
+  const login = parts.login ?? passwordLogin(settings, parts.env);
   const closers = new Closers();
   try {
-    return await assembleNats(config, settings, pass, parts, closers);
+    return await assembleNats(config, settings, login, parts, closers);
   } catch (error) {
     await closers.closeAll();
     throw error;
   }
 }
 
+/** The transport's user with the password in the environment variable transport.passwordEnv names. */
+function passwordLogin(settings: ResolvedNatsTransport, env: NodeJS.ProcessEnv): NatsLogin {
+  if (settings.passwordEnv === undefined)
+    throw invalidInput('deployment config: transport.passwordEnv is needed (or give convoke serve --creds, or a context with a password or credentials)');
+  const pass = env[settings.passwordEnv];
+  if (pass === undefined || pass === '')
+    throw invalidInput(`deployment config: environment variable ${settings.passwordEnv} (transport.passwordEnv) is not set`);
+  return { user: settings.user, pass };
+}
+
 async function assembleNats(
   config: DeploymentConfig,
   settings: ResolvedNatsTransport,
-  pass: string,
+  login: NatsLogin,
   parts: NatsParts,
   closers: Closers,
 ): Promise<RunningDeployment> {
@@ -103,8 +114,7 @@ async function assembleNats(
   const connect = (role: string, servers = settings.servers) =>
     connectNats({
       servers,
-      user: settings.user,
-      pass,
+      ...login,
       name: `convoke-${role}-${settings.coordinatorId}`,
       inboxPrefix: inboxPrefixFor('coord', settings.coordinatorId),
     });

@@ -22,7 +22,8 @@ export const durabilityCheckIntervalMsDefault = 5_000;
 export interface ResolvedNatsTransport {
   servers: string;
   user: string;
-  passwordEnv: string;
+  /** Absent when the login is handed in (BuildOptions.natsLogin: serve's --creds or context). */
+  passwordEnv?: string;
   mode: 'core' | 'durable';
   coordinatorId: string;
   durable: Required<Pick<NatsDurableSettings, 'duplicateWindowMs' | 'maxDeliver' | 'ackWaitMs'>> & Pick<NatsDurableSettings, 'maxMsgs' | 'maxMsgBytes'>;
@@ -40,7 +41,7 @@ const positiveMs = (max: number, min = 1) => ({ type: 'integer', minimum: min, m
  */
 export const natsTransportSchema = {
   type: 'object',
-  required: ['kind', 'servers', 'user', 'passwordEnv', 'mode'],
+  required: ['kind', 'servers', 'user', 'mode'],
   additionalProperties: false,
   properties: {
     kind: { const: 'nats' },
@@ -99,7 +100,7 @@ export function checkNatsTransport(transport: NatsTransportConfig, compiled: Com
   return {
     servers: t.servers,
     user: t.user,
-    passwordEnv: t.passwordEnv,
+    ...(t.passwordEnv === undefined ? {} : { passwordEnv: t.passwordEnv }),
     mode: t.mode,
     coordinatorId,
     durable,
