@@ -341,6 +341,7 @@ export class JetStreamEventStore implements EventStore {
     this.followers.clear();
     await Promise.all(stops.map((stop) => stop().catch(() => undefined)));
     await this.stamps?.close();
+    await this.index.close();
     if (this.ownsConnection) await this.nc.close().catch(() => undefined);
   }
 
