@@ -270,6 +270,7 @@ export class EventStoreDbStore implements EventStore {
     const stops = [...this.followers];
     this.followers.clear();
     await Promise.all(stops.map((stop) => stop()));
+    await this.index.close();
     if (this.ownsClient) await this.client.dispose().catch(() => undefined);
   }
 
