@@ -29,35 +29,36 @@ export class SortedList<T> {
 
   /** Adds `item`, or replaces the item it ties with. */
   insert(item: T): void {
-    if (this.chunks.length === 0) {
+    const last = this.chunks.length - 1;
+    if (last < 0) {
       this.chunks.push([item]);
       this.items = 1;
       return;
     }
     // The first chunk whose last item is not before `item`; past the end, the last chunk.
-    const c = Math.min(
-      this.chunkAt((last) => this.compare(last, item) < 0),
-      this.chunks.length - 1,
-    );
+    const c = Math.min(this.chunkFor(item), last);
     const chunk = this.chunks[c] as T[];
-    const i = firstIndex(chunk, (x) => this.compare(x, item) < 0);
+    const i = this.indexIn(chunk, item);
     if (i < chunk.length && this.compare(chunk[i] as T, item) === 0) {
       chunk[i] = item;
       return;
     }
-    chunk.splice(i, 0, item);
+    // Appending (the common case: newer items sort last) moves nothing.
+    if (i === chunk.length) chunk.push(item);
+    else chunk.splice(i, 0, item);
     this.items++;
     if (chunk.length > this.chunkItemsMax) this.chunks.splice(c + 1, 0, chunk.splice(chunk.length >> 1));
   }
 
   /** Removes the item that ties with `item`; answers whether there was one. */
   delete(item: T): boolean {
-    const c = this.chunkAt((last) => this.compare(last, item) < 0);
+    const c = this.chunkFor(item);
     const chunk = this.chunks[c];
     if (chunk === undefined) return false;
-    const i = firstIndex(chunk, (x) => this.compare(x, item) < 0);
+    const i = this.indexIn(chunk, item);
     if (i >= chunk.length || this.compare(chunk[i] as T, item) !== 0) return false;
-    chunk.splice(i, 1);
+    if (i === chunk.length - 1) chunk.pop();
+    else chunk.splice(i, 1);
     this.items--;
     if (chunk.length === 0) this.chunks.splice(c, 1);
     else if (chunk.length < this.chunkItemsMax >> 2) this.mergeWithNext(c);
@@ -74,6 +75,24 @@ export class SortedList<T> {
     if (first === undefined) return;
     for (let i = firstIndex(first, before); i < first.length; i++) yield first[i] as T;
     for (let k = c + 1; k < this.chunks.length; k++) yield* this.chunks[k] as T[];
+  }
+
+  /**
+   * The items for which `after` is false, last first: from the last one before the first item
+   * `after` holds for, back to the first item. `after` must be false for a prefix and true after it.
+   */
+  *backFrom(after: (item: T) => boolean): Generator<T, void, undefined> {
+    const c = Math.min(
+      this.chunkAt((last) => !after(last)),
+      this.chunks.length - 1,
+    );
+    const first = this.chunks[c];
+    if (first === undefined) return;
+    for (let i = firstIndex(first, (x) => !after(x)) - 1; i >= 0; i--) yield first[i] as T;
+    for (let k = c - 1; k >= 0; k--) {
+      const chunk = this.chunks[k] as T[];
+      for (let i = chunk.length - 1; i >= 0; i--) yield chunk[i] as T;
+    }
   }
 
   /** How many items `before` holds for (the prefix `from` skips). */
@@ -97,6 +116,31 @@ export class SortedList<T> {
       const mid = (lo + hi) >> 1;
       const chunk = this.chunks[mid] as T[];
       if (before(chunk[chunk.length - 1] as T)) lo = mid + 1;
+      else hi = mid;
+    }
+    return lo;
+  }
+
+  /** chunkAt for "sorts before `item`", without a closure per call (inserts and deletes are the hot path). */
+  private chunkFor(item: T): number {
+    let lo = 0;
+    let hi = this.chunks.length;
+    while (lo < hi) {
+      const mid = (lo + hi) >> 1;
+      const chunk = this.chunks[mid] as T[];
+      if (this.compare(chunk[chunk.length - 1] as T, item) < 0) lo = mid + 1;
+      else hi = mid;
+    }
+    return lo;
+  }
+
+  /** The first index of `chunk` whose item does not sort before `item`. */
+  private indexIn(chunk: readonly T[], item: T): number {
+    let lo = 0;
+    let hi = chunk.length;
+    while (lo < hi) {
+      const mid = (lo + hi) >> 1;
+      if (this.compare(chunk[mid] as T, item) < 0) lo = mid + 1;
       else hi = mid;
     }
     return lo;

@@ -12,7 +12,7 @@ const command: fc.Arbitrary<Command> = fc.oneof(
   { weight: 2, arbitrary: fc.record({ op: fc.constant('seek' as const), value }) },
 );
 
-test('a sorted list holds its items sorted and unique, seeks and counts like a sorted array (fast-check against a model)', () => {
+test('a sorted list holds its items sorted and unique, seeks (both ways) and counts like a sorted array (fast-check against a model)', () => {
   fc.assert(
     fc.property(fc.integer({ min: 4, max: 9 }), fc.array(command, { minLength: 50, maxLength: 500 }), (chunk, commands) => {
       // Small chunks: splits and merges happen within a few dozen items.
@@ -33,6 +33,8 @@ test('a sorted list holds its items sorted and unique, seeks and counts like a s
             `from ${c.value}`,
           );
           assert.equal(list.countBefore(before), model.filter(before).length, `count before ${c.value}`);
+          const after = (v: number) => v >= c.value;
+          assert.deepEqual([...list.backFrom(after)], model.filter((v) => !after(v)).reverse(), `back from ${c.value}`);
         }
         assert.equal(list.size, model.length);
       }

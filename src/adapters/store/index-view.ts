@@ -27,25 +27,25 @@ import {
   type StuckCounts,
 } from '../../events/operation-index.js';
 
-interface Slot {
-  readonly operationId: string;
-  readonly admittedAtMs: number;
-  row: OperationIndexRow;
-  /** The keyed lists the slot is in (see keysOf). */
-  keys: readonly string[];
-  deadline: Instant | undefined;
-  lease: Instant | undefined;
-  outbox: Instant | undefined;
-}
+const byId = (a: OperationIndexRow, b: OperationIndexRow): number => (a.operationId < b.operationId ? -1 : a.operationId > b.operationId ? 1 : 0);
 
-/** A slot's place in one stuck reason's list: the instant, then the operation id. */
-interface Instant {
-  readonly atMs: number;
-  readonly operationId: string;
-}
+/** Oldest admission first: the reverse of list order, so that a new admission is appended, never inserted. */
+const oldestFirst = (a: OperationIndexRow, b: OperationIndexRow): number => compareListOrder(b, a);
 
-const byInstant = (a: Instant, b: Instant): number =>
-  a.atMs !== b.atMs ? a.atMs - b.atMs : a.operationId < b.operationId ? -1 : a.operationId > b.operationId ? 1 : 0;
+/** Each stuck reason's instant, for the rows that have one (null: not in that reason's list). */
+const instants = {
+  deadline: (row: OperationIndexRow): number | null => (row.outcome === null ? row.deadlineMs : null),
+  lease: (row: OperationIndexRow): number | null => row.leaseExpiresAtMs,
+  outbox: (row: OperationIndexRow): number | null => row.outboxPendingSinceMs,
+} as const;
+type InstantKind = keyof typeof instants;
+const instantKinds = Object.keys(instants) as InstantKind[];
+
+/** Rows by one instant, then operation id (only rows that have that instant are in its list). */
+const byInstant =
+  (kind: InstantKind) =>
+  (a: OperationIndexRow, b: OperationIndexRow): number =>
+    (instants[kind](a) as number) - (instants[kind](b) as number) || byId(a, b);
 
 /**
  * The rows that can be stuck at some instant: undecided, a lease held, a publication waiting for
@@ -87,78 +87,76 @@ function candidateKeys(query: IndexQuery): string[] {
 }
 
 export class IndexView {
-  private readonly slots = new Map<string, Slot>();
-  private readonly all = new SortedList<Slot>(compareListOrder);
-  private readonly keyed = new Map<string, SortedList<Slot>>();
-  private readonly deadlines = new SortedList<Instant>(byInstant);
-  private readonly leases = new SortedList<Instant>(byInstant);
-  private readonly outboxes = new SortedList<Instant>(byInstant);
+  /**
+   * The rows themselves are the lists' items: an update takes the old row out of the lists it
+   * leaves (its fields still say where it is) and puts the new one in, where a tie replaces it.
+   */
+  private readonly rows = new Map<string, OperationIndexRow>();
+  private readonly all = new SortedList<OperationIndexRow>(oldestFirst);
+  private readonly keyed = new Map<string, SortedList<OperationIndexRow>>();
+  private readonly stuckInstants: Record<InstantKind, SortedList<OperationIndexRow>> = {
+    deadline: new SortedList(byInstant('deadline')),
+    lease: new SortedList(byInstant('lease')),
+    outbox: new SortedList(byInstant('outbox')),
+  };
   /** Rows a page has looked at since the view was made (the cost of pages, for tests and benches). */
   rowsWalked = 0;
 
   get size(): number {
-    return this.slots.size;
+    return this.rows.size;
   }
 
   get(operationId: string): OperationIndexRow | undefined {
-    const row = this.slots.get(operationId)?.row;
+    const row = this.rows.get(operationId);
     return row && copyOf(row);
   }
 
   /** Sets the operation's row (a newer one replaces what the view holds). */
   apply(row: OperationIndexRow): void {
-    const slot = this.slots.get(row.operationId);
-    if (slot && slot.admittedAtMs === row.admittedAtMs) {
-      slot.row = row;
-      this.rekey(slot, keysOf(row));
-      this.reinstant(slot);
-      return;
+    let old = this.rows.get(row.operationId);
+    if (old && old.admittedAtMs !== row.admittedAtMs) {
+      // A row whose place in the order differs (a damaged row replaced): placed afresh.
+      this.remove(row.operationId);
+      old = undefined;
     }
-    // New, or a row whose place in the order differs (a damaged row replaced): placed afresh.
-    if (slot) this.remove(row.operationId);
-    const fresh: Slot = {
-      operationId: row.operationId,
-      admittedAtMs: row.admittedAtMs,
-      row,
-      keys: [],
-      deadline: undefined,
-      lease: undefined,
-      outbox: undefined,
-    };
-    this.slots.set(row.operationId, fresh);
-    this.all.insert(fresh);
-    this.rekey(fresh, keysOf(row));
-    this.reinstant(fresh);
+    this.rows.set(row.operationId, row);
+    this.all.insert(row);
+    const keys = keysOf(row);
+    if (old) for (const key of keysOf(old)) if (!keys.includes(key)) this.unlist(key, old);
+    for (const key of keys) this.listed(key).insert(row);
+    for (const kind of instantKinds) {
+      const [was, is] = [old ? instants[kind](old) : null, instants[kind](row)];
+      if (was !== null && was !== is) this.stuckInstants[kind].delete(old as OperationIndexRow);
+      if (is !== null) this.stuckInstants[kind].insert(row);
+    }
   }
 
   remove(operationId: string): void {
-    const slot = this.slots.get(operationId);
-    if (!slot) return;
-    this.slots.delete(operationId);
-    this.all.delete(slot);
-    this.rekey(slot, []);
-    // Each list on its own: a deadline and a lease end may be the same instant of the same operation.
-    if (slot.deadline) this.deadlines.delete(slot.deadline);
-    if (slot.lease) this.leases.delete(slot.lease);
-    if (slot.outbox) this.outboxes.delete(slot.outbox);
+    const row = this.rows.get(operationId);
+    if (!row) return;
+    this.rows.delete(operationId);
+    this.all.delete(row);
+    for (const key of keysOf(row)) this.unlist(key, row);
+    for (const kind of instantKinds) if (instants[kind](row) !== null) this.stuckInstants[kind].delete(row);
   }
 
   /** One page for `query`: what pageOf answers over every row, walking only the rows it needs. */
   page(query: IndexQuery): IndexPage {
-    let list: SortedList<Slot> | undefined = this.all;
+    let list: SortedList<OperationIndexRow> | undefined = this.all;
     for (const key of candidateKeys(query)) {
       const candidate = this.keyed.get(key);
       if (candidate === undefined || candidate.size < (list?.size ?? 0)) list = candidate;
       if (list === undefined) return { rows: [] }; // no row holds that value
     }
     const { after, untilMs, sinceMs } = query;
-    const beforeStart = (slot: Slot): boolean => (after !== undefined && !isAfter(slot, after)) || (untilMs !== undefined && slot.admittedAtMs >= untilMs);
+    // Newer than where the page starts: the cursor's row and those before it in list order, and those admitted at or after `until`.
+    const newer = (row: OperationIndexRow): boolean => (after !== undefined && !isAfter(row, after)) || (untilMs !== undefined && row.admittedAtMs >= untilMs);
     const matching: OperationIndexRow[] = [];
-    for (const slot of list.from(beforeStart)) {
-      if (sinceMs !== undefined && slot.admittedAtMs < sinceMs) break;
+    for (const row of list.backFrom(newer)) {
+      if (sinceMs !== undefined && row.admittedAtMs < sinceMs) break;
       this.rowsWalked++;
-      if (!matchesQuery(slot.row, query)) continue;
-      matching.push(slot.row);
+      if (!matchesQuery(row, query)) continue;
+      matching.push(row);
       if (matching.length > query.limit) break;
     }
     const rows = matching.slice(0, query.limit).map(copyOf);
@@ -168,46 +166,27 @@ export class IndexView {
 
   /** Rows stuck at `nowMs` per reason (what countStuck answers over every row): a seek per reason. */
   countStuck(nowMs: number, bounds: StuckBounds): StuckCounts {
+    const { deadline, lease, outbox } = this.stuckInstants;
     return {
-      'open-past-deadline': this.deadlines.countBefore((i) => i.atMs + bounds.deadlineGraceMs < nowMs),
-      'lease-expired': this.leases.countBefore((i) => i.atMs + bounds.leaseGraceMs < nowMs),
-      'outbox-pending': this.outboxes.countBefore((i) => i.atMs + bounds.outboxPendingMs < nowMs),
+      'open-past-deadline': deadline.countBefore((r) => r.deadlineMs + bounds.deadlineGraceMs < nowMs),
+      'lease-expired': lease.countBefore((r) => (r.leaseExpiresAtMs as number) + bounds.leaseGraceMs < nowMs),
+      'outbox-pending': outbox.countBefore((r) => (r.outboxPendingSinceMs as number) + bounds.outboxPendingMs < nowMs),
       'settlement-indeterminate': this.keyed.get('s\u0000indeterminate')?.size ?? 0,
     };
   }
 
-  /** Moves the slot between keyed lists: out of those it left, into those it joined. */
-  private rekey(slot: Slot, keys: readonly string[]): void {
-    for (const key of slot.keys) {
-      if (keys.includes(key)) continue;
-      const list = this.keyed.get(key);
-      list?.delete(slot);
-      if (list?.size === 0) this.keyed.delete(key);
-    }
-    for (const key of keys) {
-      if (slot.keys.includes(key)) continue;
-      let list = this.keyed.get(key);
-      if (!list) this.keyed.set(key, (list = new SortedList<Slot>(compareListOrder)));
-      list.insert(slot);
-    }
-    slot.keys = keys;
+  private listed(key: string): SortedList<OperationIndexRow> {
+    let list = this.keyed.get(key);
+    if (!list) this.keyed.set(key, (list = new SortedList(oldestFirst)));
+    return list;
   }
 
-  /** Places the slot's stuck instants (undecided deadline, lease end, pending since) where they now are. */
-  private reinstant(slot: Slot): void {
-    const { row } = slot;
-    slot.deadline = this.replace(this.deadlines, slot.deadline, row.outcome === null ? row.deadlineMs : null, slot.operationId);
-    slot.lease = this.replace(this.leases, slot.lease, row.leaseExpiresAtMs, slot.operationId);
-    slot.outbox = this.replace(this.outboxes, slot.outbox, row.outboxPendingSinceMs, slot.operationId);
-  }
-
-  private replace(list: SortedList<Instant>, held: Instant | undefined, atMs: number | null, operationId: string): Instant | undefined {
-    if (held?.atMs === atMs) return held;
-    if (held) list.delete(held);
-    if (atMs === null) return undefined;
-    const instant = { atMs, operationId };
-    list.insert(instant);
-    return instant;
+  /** Takes `row` out of the keyed list `key`, and drops the list when it empties. */
+  private unlist(key: string, row: OperationIndexRow): void {
+    const list = this.keyed.get(key);
+    if (!list) return;
+    list.delete(row);
+    if (list.size === 0) this.keyed.delete(key);
   }
 }
 
