@@ -2,7 +2,8 @@
  * A sorted sequence kept as a list of sorted chunks of at most `chunkItemsMax` items each (the
  * layout of Python's sortedcontainers): an insert or delete is a binary search over the chunks'
  * last items, a binary search inside one chunk and a splice of at most `chunkItemsMax` slots; a
- * seek is the same two searches, and reading on from it walks the items in order. So an update
+ * seek is the same two searches, and reading on from it walks the items in order (`from`) or
+ * back (`backFrom`). So an update
  * costs O(log n + chunkItemsMax) and a seek O(log n), where one sorted array would move up to n
  * slots per update. Counting the items before a position (`countBefore`) adds the sizes of the
  * chunks before it: O(n / chunkItemsMax).
