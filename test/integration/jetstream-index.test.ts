@@ -4,7 +4,8 @@
  * the rows it walks, whatever the number of operations stored; pages are exact after another
  * client writes (rows, appends, tombstones) and stable while another client writes during
  * paging; a tombstoned operation's row never comes back; the view follows an index stream made
- * again; nothing a peer can publish lands in the index.
+ * again; nothing a peer can publish lands in the index; all of it under the least-privilege
+ * store permissions.
  */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
@@ -14,6 +15,9 @@ import { JetStreamEventStore } from '../../src/adapters/store/jetstream.js';
 import { JetStreamIndexFeed } from '../../src/adapters/store/jetstream-index-feed.js';
 import { stuckBoundsDefault, type IndexQuery, type OperationIndexRow } from '../../src/events/operation-index.js';
 import { startJetStreamServer } from '../support/jetstream-server.js';
+import { connectNats } from '../../src/adapters/transport/nats.js';
+import { jetstreamStorePermissions } from '../../src/deployment/nats/permissions.js';
+import { randomBytes } from 'node:crypto';
 import { admission, lifecycle } from '../conformance/index.js';
 import { expectOk, newOperationId, readOk } from '../conformance/store.js';
 import { applyStored, fold } from '../../src/projections/record.js';
@@ -103,7 +107,7 @@ const inListOrder = (rows: OperationIndexRow[]) =>
       i === 0 || rows[i - 1]!.admittedAtMs > r.admittedAtMs || (rows[i - 1]!.admittedAtMs === r.admittedAtMs && rows[i - 1]!.operationId > r.operationId),
   );
 
-test('jetstream index: a page costs one request and walks only its rows, the same at 60 and at 600 operations', async () => {
+test('jetstream index: a page costs one request and walks only its rows, at 60 and at 600 operations alike', async () => {
   const server = await startJetStreamServer();
   const nc = await connect({ servers: server.url });
   const writer = await JetStreamEventStore.open({ servers: server.url, requestTimeoutMs });
@@ -341,6 +345,33 @@ test('jetstream index: nothing a peer can publish lands in the index', async () 
     }
   } finally {
     await nc.close();
+    await server.dispose();
+  }
+});
+
+test('jetstream index: under the least-privilege store permissions a view starts, follows another client and answers pages', async () => {
+  const password = randomBytes(9).toString('hex');
+  const permissions = jetstreamStorePermissions({}, { manageStreams: true });
+  const server = await startJetStreamServer({ users: [{ user: 'store', password, publish: permissions.publish, subscribe: ['_INBOX.store.>'] }] });
+  const open = async () => {
+    const nc = await connectNats({ servers: server.url, user: 'store', pass: password, inboxPrefix: '_INBOX.store' });
+    return { nc, store: await JetStreamEventStore.open({ connection: nc, requestTimeoutMs }) };
+  };
+  const reader = await open();
+  const writer = await open();
+  try {
+    const ids = await admit(writer.store, 20, 'least');
+    const page = await reader.store.index.list({ limit: 50 });
+    assert.deepEqual(new Set(page.rows.map((r) => r.operationId)), new Set(ids));
+    const [more] = await admit(writer.store, 1, 'least-more');
+    assert.equal((await reader.store.index.list({ limit: 1 })).rows[0]?.operationId, more);
+    expectOk(await writer.store.tombstone(more!), 'tombstone');
+    assert.equal((await reader.store.index.countStuck(Date.now() + 3_600_000, stuckBoundsDefault))['outbox-pending'], 20);
+  } finally {
+    await reader.store.close();
+    await writer.store.close();
+    await reader.nc.close();
+    await writer.nc.close();
     await server.dispose();
   }
 });
