@@ -4,7 +4,7 @@
  * the rows it walks, whatever the number of operations stored; pages are exact after another
  * client writes (rows, appends, tombstones) and stable while another client writes during
  * paging; a tombstoned operation's row never comes back; the view follows an index stream made
- * again; nothing a peer can publish lands in the index; all of it under the least-privilege
+ * again; nothing a peer can publish lands in the index; a view works under the least-privilege
  * store permissions.
  */
 import assert from 'node:assert/strict';
