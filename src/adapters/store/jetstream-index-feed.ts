@@ -55,7 +55,8 @@ export class JetStreamIndexFeed {
   /** Messages applied since the feed started (each a row or a removal). */
   messagesApplied = 0;
   private readonly waiters = new Set<Waiter>();
-  private ended: Error | undefined;
+  /** Why the feed stopped (its consumer ended, an update failed, it was closed): it is not current again. */
+  private failure: Error | undefined;
   private stopConsumer: () => Promise<void> = async () => undefined;
   /**
    * One string per distinct principal, contract, version and interaction: the rows share them
@@ -91,11 +92,16 @@ export class JetStreamIndexFeed {
    * delivering for requestTimeoutMs while behind.
    */
   async current(): Promise<void> {
-    if (this.ended) throw unavailable(`jetstream index: ${this.ended.message}`, this.ended);
+    if (this.failure) throw unavailable(`jetstream index: ${this.failure.message}`, this.failure);
     const info = await this.host.jsm.streams.info(this.host.stream);
     if (info.created !== this.created) throw new StaleFeed(`stream ${this.host.stream} was created again at ${info.created}`);
     if (this.appliedSeq >= info.state.last_seq) return;
     await this.reach(info.state.last_seq);
+  }
+
+  /** Whether the feed stopped for good (a new one must start); a failed `current()` alone does not say so. */
+  get ended(): boolean {
+    return this.failure !== undefined;
   }
 
   async close(): Promise<void> {
@@ -144,7 +150,7 @@ export class JetStreamIndexFeed {
         reject(error);
       };
       const timer = setInterval(() => {
-        if (this.ended) return fail(unavailable(`jetstream index: ${this.ended.message}`, this.ended));
+        if (this.failure) return fail(unavailable(`jetstream index: ${this.failure.message}`, this.failure));
         if (this.messagesApplied !== seen || checking) {
           seen = this.messagesApplied;
           stalledMs = 0;
@@ -177,7 +183,7 @@ export class JetStreamIndexFeed {
   }
 
   private end(error: Error): void {
-    this.ended ??= error;
+    this.failure ??= error;
   }
 
   private intern(row: OperationIndexRow): OperationIndexRow {

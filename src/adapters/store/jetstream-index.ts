@@ -104,6 +104,8 @@ export class JetStreamOperationIndex implements OperationIndexStore {
   /** The view's feed, from the first list or stuck count on; `started` once it runs. */
   private feed: Promise<JetStreamIndexFeed> | undefined;
   private started: JetStreamIndexFeed | undefined;
+  /** Messages applied by views this client started and dropped. */
+  private retiredDeliveries = 0;
 
   constructor(private readonly host: JetStreamIndexHost) {}
 
@@ -210,9 +212,9 @@ export class JetStreamOperationIndex implements OperationIndexStore {
     return (await this.view()).countStuck(nowMs, bounds);
   }
 
-  /** Messages the view has applied since this client started it (0 before): what its upkeep has read. */
+  /** Messages the views of this client have applied (each one started again counts anew): what their upkeep has read. */
   get rowsDelivered(): number {
-    return this.started?.messagesApplied ?? 0;
+    return this.retiredDeliveries + (this.started?.messagesApplied ?? 0);
   }
 
   /** Rows pages have walked in the view (their cost in memory), for tests and benches. */
@@ -230,8 +232,9 @@ export class JetStreamOperationIndex implements OperationIndexStore {
 
   /**
    * The view, holding every row stored before this call. Started by the first call; started again
-   * when its feed ended (the connection's consumer could not be recreated) or the index stream was
-   * created again since (StaleFeed).
+   * when its feed ended (its consumer could not be recreated) or the index stream was created
+   * again since (StaleFeed). A request that failed (the server unreachable, a wait that timed
+   * out) leaves the feed running: its consumer resumes where it stopped.
    */
   private async view(): Promise<IndexView> {
     this.assertOpen();
@@ -243,18 +246,21 @@ export class JetStreamOperationIndex implements OperationIndexStore {
         subjectPrefix: `${this.host.prefix}.idx.`,
         requestTimeoutMs: this.host.requestTimeoutMs,
       }));
+      let feed: JetStreamIndexFeed | undefined;
       try {
-        const feed = await starting;
+        feed = await starting;
         this.started = feed;
         await feed.current();
         return feed.view;
       } catch (error) {
-        if (this.feed === starting) {
+        const stale = error instanceof StaleFeed;
+        if (this.feed === starting && (feed === undefined || feed.ended || stale)) {
           this.feed = undefined;
           this.started = undefined;
-          void starting.then((feed) => feed.close()).catch(() => undefined);
+          this.retiredDeliveries += feed?.messagesApplied ?? 0;
+          void feed?.close();
         }
-        if (error instanceof StaleFeed && attempt === 0) continue;
+        if (stale && attempt === 0) continue;
         if (error instanceof AdapterError) throw error;
         throw unavailable(`jetstream index: ${error instanceof Error ? error.message : String(error)}`, error);
       }
