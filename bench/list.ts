@@ -1,12 +1,16 @@
 /**
- * `npm run bench -- list [--json] [--sizes 1000,100000] [--jetstream-sizes 1000,10000]`: the time
- * of one page (50 rows) of the operations index on SQLite at each size — the first page, a page
- * deep in the list (by cursor), one principal's page, a phase's page and the stuck page — so that
- * a page's cost can be seen not to grow with the number of stored operations. Operations are
- * admitted through the store itself (each create maintains its row, as in a deployment) into a
- * temporary file with synchronous=normal to fill it faster; reads are what is timed. With
- * `--jetstream-sizes` the same on a JetStream store (a nats-server on free ports), whose index
- * reads every row per page.
+ * `npm run bench -- list [--json] [--sizes 1000,100000] [--stores sqlite,jetstream] [--jetstream-sizes N,…]`:
+ * the time of one page (50 rows) of the operations index at each size — the first page, a page
+ * deep in the list (by cursor), one principal's page, a principal's phase, the stuck page — and
+ * of the stuck counts (the gauge's countStuck), so that a page's cost can be seen not to grow
+ * with the number of stored operations. Operations are admitted through the store itself (each
+ * create maintains its row, as in a deployment); reads are what is timed.
+ *
+ * SQLite: a temporary file with synchronous=normal to fill it faster. JetStream: a nats-server on
+ * free ports, filled by one client; the pages are read by a second, fresh client, whose first
+ * page starts its in-memory view of the index (jetstream-index-feed.ts) — that start is timed on
+ * its own, with the heap it added (run node with --expose-gc for a settled figure), and every
+ * page after it reads from the view. `--jetstream-sizes` overrides `--sizes` for JetStream.
  */
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -20,6 +24,7 @@ import { stuckBoundsDefault, type IndexQuery } from '../src/events/operation-ind
 import { renderTable } from '../src/cli/table.js';
 import { admission } from '../test/conformance/index.js';
 import { startJetStreamServer } from '../test/support/jetstream-server.js';
+import { connect } from '@nats-io/transport-node';
 
 const principals = 16;
 const pageRows = 50;
@@ -58,29 +63,48 @@ const cases: Case[] = [
 
 const idOf = (i: number) => 'op' + createHash('sha256').update(`bench-list-${i}`).digest('hex');
 
-async function fill(store: EventStore, count: number, setTime?: (i: number) => void): Promise<void> {
-  for (let i = 0; i < count; i++) {
+/** Admits `count` operations, `inFlight` at a time (the SQLite store serializes them anyway). */
+async function fill(store: EventStore, count: number, inFlight: number, setTime?: (i: number) => void): Promise<void> {
+  const createOne = async (i: number) => {
     setTime?.(i);
     const outcome = await store.create(
       idOf(i),
       admission(idOf(i), guard, { principalId: `svc-${i % principals}`, interaction: i % 2 === 0 ? 'review' : 'quick', timeoutMs: 60_000 }),
     );
     if (outcome.kind !== 'ok') throw new Error(`create ${i}: ${outcome.kind} ${outcome.description}`);
-  }
+  };
+  for (let i = 0; i < count; i += inFlight) await Promise.all(Array.from({ length: Math.min(inFlight, count - i) }, (_, k) => createOne(i + k)));
 }
 
-/** Median and 95th percentile of `runs` timed pages, in ms. */
-async function timePages(store: EventStore, query: IndexQuery, runs: number): Promise<{ medianMs: number; p95Ms: number; rows: number }> {
+/** Median and 95th percentile of `runs` timed reads, in ms, and the rows the last one answered. */
+async function timeReads(runs: number, read: () => Promise<number>): Promise<{ medianMs: number; p95Ms: number; rows: number }> {
   const times: number[] = [];
   let rows = 0;
   for (let i = 0; i < runs; i++) {
     const started = performance.now();
-    const page = await store.index.list(query);
+    rows = await read();
     times.push(performance.now() - started);
-    rows = page.rows.length;
   }
   times.sort((a, b) => a - b);
   return { medianMs: times[Math.floor(times.length / 2)] ?? 0, p95Ms: times[Math.floor(times.length * 0.95)] ?? 0, rows };
+}
+
+const runsPerCase = 200;
+
+/** Every case's page, then the stuck counts, on `store`. */
+async function measureCases(storeName: string, store: EventStore, size: number, nowMs: number): Promise<Measurement[]> {
+  const out: Measurement[] = [];
+  for (const c of cases) {
+    const query = await c.query(store, nowMs);
+    const t = await timeReads(runsPerCase, async () => (await store.index.list(query)).rows.length);
+    out.push({ store: storeName, operations: size, case: c.name, ...t });
+    progress(out.at(-1));
+  }
+  const later = nowMs + 3_600_000;
+  const t = await timeReads(runsPerCase, async () => Object.values(await store.index.countStuck(later, stuckBoundsDefault)).reduce((a, b) => a + b, 0));
+  out.push({ store: storeName, operations: size, case: 'stuck counts (countStuck, every reason)', ...t });
+  progress(out.at(-1));
+  return out;
 }
 
 interface Measurement {
@@ -98,16 +122,9 @@ async function measureSqlite(size: number): Promise<Measurement[]> {
   const store = new SqliteEventStore({ path: join(dir, 'ops.db'), clock, synchronous: 'normal', limits: { operationsMax: Math.max(size, 1000) } });
   try {
     const filling = performance.now();
-    await fill(store, size, () => clock.set(clock.nowMs() + 1));
+    await fill(store, size, 1, () => clock.set(clock.nowMs() + 1));
     process.stderr.write(`sqlite: ${size} operations admitted in ${((performance.now() - filling) / 1000).toFixed(1)} s\n`);
-    const out: Measurement[] = [];
-    for (const c of cases) {
-      const query = await c.query(store, clock.nowMs());
-      const t = await timePages(store, query, 200);
-      out.push({ store: 'sqlite', operations: size, case: c.name, ...t });
-      progress(out.at(-1));
-    }
-    return out;
+    return await measureCases('sqlite', store, size, clock.nowMs());
   } finally {
     await store.close();
     await rm(dir, { recursive: true, force: true });
@@ -116,21 +133,41 @@ async function measureSqlite(size: number): Promise<Measurement[]> {
 
 async function measureJetStream(size: number): Promise<Measurement[]> {
   const server = await startJetStreamServer();
-  const store = await JetStreamEventStore.open({ servers: server.url, limits: { operationsMax: Math.max(size, 1000) } });
+  const limits = { operationsMax: Math.max(size, 1000) };
+  const writer = await JetStreamEventStore.open({ servers: server.url, limits });
+  let reader: JetStreamEventStore | undefined;
   try {
     const filling = performance.now();
-    await fill(store, size);
+    await fill(writer, size, 32);
     process.stderr.write(`jetstream: ${size} operations admitted in ${((performance.now() - filling) / 1000).toFixed(1)} s\n`);
-    const out: Measurement[] = [];
-    for (const c of cases) {
-      const query = await c.query(store, new SystemClock().nowMs());
-      const t = await timePages(store, query, 5);
-      out.push({ store: 'jetstream', operations: size, case: c.name, ...t });
-      progress(out.at(-1));
-    }
+    const nc = await connect({ servers: server.url });
+    reader = await JetStreamEventStore.open({ connection: nc, limits });
+    // The fresh client's first page starts its view: every row read once.
+    const gc = (globalThis as { gc?: () => void }).gc;
+    gc?.();
+    const heapBefore = process.memoryUsage().heapUsed;
+    const started = performance.now();
+    const rows = (await reader.index.list({ limit: pageRows })).rows.length;
+    const startMs = performance.now() - started;
+    gc?.();
+    const heapMiB = (process.memoryUsage().heapUsed - heapBefore) / (1024 * 1024);
+    const start: Measurement = {
+      store: 'jetstream',
+      operations: size,
+      case: `view start: a fresh client's first page (heap +${heapMiB.toFixed(0)} MiB${gc ? '' : ', no gc'})`,
+      rows,
+      medianMs: startMs,
+      p95Ms: startMs,
+    };
+    progress(start);
+    const out = [start, ...(await measureCases('jetstream', reader, size, new SystemClock().nowMs()))];
+    process.stderr.write(`jetstream ${size}: the view read ${reader.index.rowsDelivered} rows from the stream in all (its start included)\n`);
+    await reader.close();
+    await nc.close();
     return out;
   } finally {
-    await store.close();
+    await reader?.close();
+    await writer.close();
     await server.dispose();
   }
 }
@@ -151,13 +188,17 @@ function sizesOption(args: string[], name: string, fallback: number[]): number[]
 
 export async function listBench(options: { json: boolean; args: string[] }): Promise<void> {
   const results: Measurement[] = [];
-  for (const size of sizesOption(options.args, '--sizes', [1_000, 100_000])) results.push(...(await measureSqlite(size)));
-  for (const size of sizesOption(options.args, '--jetstream-sizes', [])) results.push(...(await measureJetStream(size)));
+  const sizes = sizesOption(options.args, '--sizes', [1_000, 100_000]);
+  const storesAt = options.args.indexOf('--stores');
+  const stores = storesAt < 0 ? ['sqlite', 'jetstream'] : (options.args[storesAt + 1] ?? '').split(',');
+  if (!stores.every((s) => s === 'sqlite' || s === 'jetstream')) throw new Error('--stores takes sqlite, jetstream or both (comma-separated)');
+  if (stores.includes('sqlite')) for (const size of sizes) results.push(...(await measureSqlite(size)));
+  if (stores.includes('jetstream')) for (const size of sizesOption(options.args, '--jetstream-sizes', sizes)) results.push(...(await measureJetStream(size)));
   if (options.json) {
     process.stdout.write(JSON.stringify(results, null, 2) + '\n');
     return;
   }
-  process.stdout.write(`\nOne page (${pageRows} rows) of the operations index; median and p95 over 200 reads (SQLite) or 5 (JetStream)\n`);
+  process.stdout.write(`\nOne page (${pageRows} rows) of the operations index, and the stuck counts; median and p95 over ${runsPerCase} reads\n`);
   process.stdout.write(
     renderTable(
       ['store', 'operations', 'page', 'rows', 'median ms', 'p95 ms'],

@@ -1,17 +1,21 @@
 /**
  * The EventStoreDB store's operations index: one stream per operation, `<prefix>-idx-<id>`, whose
- * last event (type `convoke.index-row`) is its row; the stream's metadata keeps only that one
- * (maxCount 1). As on JetStream (jetstream-index.ts) the row is written right after the append it
- * follows is stored and its fold outcome known, with the stream's revision as a compare-and-swap
- * and never over a row of a later log revision; a crash in between leaves it behind until the
- * next append or `convoke replay --fix-index`.
+ * last event is its row (type `convoke.index-row`), or once the operation is tombstoned a removal
+ * marker (type `convoke.index-removed`) that no later row replaces; the stream's metadata keeps
+ * only the last event (maxCount 1). As on JetStream (jetstream-index.ts) the row is written right
+ * after the append it follows is stored and its fold outcome known, with the stream's revision as
+ * a compare-and-swap and never over a row of a later log revision; a crash in between leaves it
+ * behind until the next append or `convoke replay --fix-index`.
  *
- * Listing reads the live operation ids (the admissions index) and each one's row: O(n) reads in
- * the operations stored. No EventStoreDB server runs on the development machines; this module is
- * type-checked and its conformance run (test/conformance/store-eventstoredb.test.ts) needs
- * CONVOKE_ESDB_URL.
+ * Listing and the stuck counts read an in-memory view of the index streams, kept by a filtered
+ * subscription to `$all` and made current before each read (eventstoredb-index-feed.ts): a page
+ * costs one read of `$all`'s last position (and, when the subscription lags, a bounded read of
+ * the gap) plus the rows it walks in memory. No EventStoreDB server runs on the development
+ * machines; this module is type-checked and its conformance run
+ * (test/conformance/store-eventstoredb.test.ts) needs CONVOKE_ESDB_URL.
  */
 import {
+  ANY,
   BACKWARDS,
   END,
   NO_STREAM,
@@ -23,22 +27,15 @@ import {
   type JSONType,
 } from '@eventstore/db-client';
 import { BoundedMap } from '../../contract/bounded-map.js';
-import { unavailable } from '../../contract/errors.js';
+import { AdapterError, unavailable } from '../../contract/errors.js';
 import { limits as contractLimits } from '../../contract/limits.js';
-import {
-  countStuck,
-  pageOf,
-  type IndexPage,
-  type IndexQuery,
-  type OperationIndexRow,
-  type StuckBounds,
-  type StuckCounts,
-} from '../../events/operation-index.js';
+import { type IndexPage, type IndexQuery, type OperationIndexRow, type StuckBounds, type StuckCounts } from '../../events/operation-index.js';
 import type { StoredTransition } from '../../events/types.js';
 import type { IndexStates } from './index-states.js';
+import { indexRowOf } from './index-row.js';
+import type { IndexView } from './index-view.js';
+import { EventStoreDbIndexFeed, indexRemovedType, indexRowType } from './eventstoredb-index-feed.js';
 import type { OperationIndexStore, RecordAfter } from './types.js';
-
-const rowType = 'convoke.index-row';
 
 export interface EventStoreDbIndexHost {
   client: EventStoreDBClient;
@@ -55,6 +52,8 @@ export interface EventStoreDbIndexHost {
 export class EventStoreDbOperationIndex implements OperationIndexStore {
   /** The index stream's last event revision and that row's log revision, per operation, as this client knows them. */
   private readonly written = new BoundedMap<string, { eventRevision: bigint; revision: number }>(4096);
+  /** The view's feed, from the first list or stuck count on. */
+  private feed: EventStoreDbIndexFeed | undefined;
 
   constructor(private readonly host: EventStoreDbIndexHost) {}
 
@@ -78,7 +77,7 @@ export class EventStoreDbOperationIndex implements OperationIndexStore {
     for (let attempt = 0; attempt < contractLimits.storeCasAttemptsMax; attempt++) {
       if (known && known.revision >= revision && !replace) return;
       try {
-        const result = await this.host.client.appendToStream(this.stream(operationId), jsonEvent({ type: rowType, data: row as unknown as JSONType }), {
+        const result = await this.host.client.appendToStream(this.stream(operationId), jsonEvent({ type: indexRowType, data: row as unknown as JSONType }), {
           expectedRevision: known ? known.eventRevision : NO_STREAM,
           deadline: this.host.deadline,
         });
@@ -92,7 +91,8 @@ export class EventStoreDbOperationIndex implements OperationIndexStore {
     }
   }
 
-  private async last(operationId: string): Promise<{ eventRevision: bigint; revision: number; row: OperationIndexRow } | undefined> {
+  /** The index stream's last event: its row, or (a removal marker) a revision no row passes. */
+  private async last(operationId: string): Promise<{ eventRevision: bigint; revision: number; row?: OperationIndexRow } | undefined> {
     try {
       for await (const resolved of this.host.client.readStream(this.stream(operationId), {
         direction: BACKWARDS,
@@ -101,8 +101,10 @@ export class EventStoreDbOperationIndex implements OperationIndexStore {
         deadline: this.host.deadline,
       })) {
         const event = resolved.event;
-        const row = event?.type === rowType ? (event.data as unknown as OperationIndexRow) : undefined;
-        if (event && row && typeof row.revision === 'string') return { eventRevision: event.revision, revision: Number(row.revision), row };
+        if (!event) continue;
+        if (event.type === indexRemovedType) return { eventRevision: event.revision, revision: Number.POSITIVE_INFINITY };
+        const row = event.type === indexRowType && event.isJson ? indexRowOf(event.data) : undefined;
+        return { eventRevision: event.revision, revision: Number(row?.revision ?? 0), ...(row && row.operationId === operationId ? { row } : {}) };
       }
     } catch (error) {
       if (error instanceof StreamNotFoundError || error instanceof StreamDeletedError) return undefined;
@@ -111,18 +113,25 @@ export class EventStoreDbOperationIndex implements OperationIndexStore {
     return undefined;
   }
 
+  /**
+   * Removes the operation's row (a tombstone, or a log that has none): a removal marker follows
+   * it, so every process's view sees it go, and no row is written after it.
+   */
   async remove(operationId: string): Promise<void> {
     this.host.states.forget(operationId);
     this.written.delete(operationId);
-    try {
-      await this.host.client.deleteStream(this.stream(operationId), { deadline: this.host.deadline });
-    } catch (error) {
-      if (!(error instanceof StreamNotFoundError || error instanceof StreamDeletedError)) throw error;
-    }
+    const stream = this.stream(operationId);
+    const existed = (await this.last(operationId)) !== undefined;
+    await this.host.client.appendToStream(stream, jsonEvent({ type: indexRemovedType, data: { operationId } }), {
+      expectedRevision: ANY,
+      deadline: this.host.deadline,
+    });
+    if (!existed) await this.host.client.setStreamMetadata(stream, { maxCount: 1 }, { deadline: this.host.deadline });
   }
 
+  /** One page from the view, made current first (docs/design.md §11). */
   async list(query: IndexQuery): Promise<IndexPage> {
-    return pageOf(await this.allRows(), query);
+    return (await this.view()).page(query);
   }
 
   async get(operationId: string): Promise<OperationIndexRow | undefined> {
@@ -139,8 +148,35 @@ export class EventStoreDbOperationIndex implements OperationIndexStore {
     });
   }
 
+  /** Counted in the view: a seek per reason (index-view.ts). */
   async countStuck(nowMs: number, bounds: StuckBounds): Promise<StuckCounts> {
-    return countStuck(await this.allRows(), nowMs, bounds);
+    return (await this.view()).countStuck(nowMs, bounds);
+  }
+
+  /** Stops the view's subscription (the store is closing). */
+  async close(): Promise<void> {
+    const feed = this.feed;
+    this.feed = undefined;
+    await feed?.close();
+  }
+
+  /** The view, holding every row stored before this call; started by the first call, again after its subscription ended. */
+  private async view(): Promise<IndexView> {
+    return this.guarded(async () => {
+      const feed = (this.feed ??= EventStoreDbIndexFeed.start({
+        client: this.host.client,
+        streamPrefix: `${this.host.prefix}-idx-`,
+        deadline: this.host.deadline,
+      }));
+      try {
+        await feed.current();
+        return feed.view;
+      } catch (error) {
+        if (this.feed === feed) this.feed = undefined;
+        await feed.close();
+        throw error;
+      }
+    });
   }
 
   /** Every live operation: a row here costs a read per operation, as the operation's own log does. */
@@ -148,29 +184,12 @@ export class EventStoreDbOperationIndex implements OperationIndexStore {
     return this.host.operationIds();
   }
 
-  private async allRows(): Promise<OperationIndexRow[]> {
-    return this.guarded(async () => {
-      const rows: OperationIndexRow[] = [];
-      let batch: string[] = [];
-      const flush = async () => {
-        const read = await Promise.all(batch.map(async (id) => (await this.last(id))?.row));
-        for (const row of read) if (row) rows.push(row);
-        batch = [];
-      };
-      for await (const id of this.host.operationIds()) {
-        batch.push(id);
-        if (batch.length >= contractLimits.eventStoreDbListReadsInFlightMax) await flush();
-      }
-      await flush();
-      return rows;
-    });
-  }
-
   private async guarded<T>(work: () => Promise<T>): Promise<T> {
     if (this.host.closed()) throw unavailable('store is closed');
     try {
       return await work();
     } catch (error) {
+      if (error instanceof AdapterError) throw error;
       throw unavailable(`eventstoredb index: ${error instanceof Error ? error.message : String(error)}`, error);
     }
   }

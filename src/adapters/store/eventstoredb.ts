@@ -198,6 +198,7 @@ export class EventStoreDbStore extends ReplayStampedStore {
   }
 
   protected async closeClient(): Promise<void> {
+    await this.index.close();
     if (this.ownsClient) await this.client.dispose().catch(() => undefined);
   }
 

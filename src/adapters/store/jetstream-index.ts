@@ -1,6 +1,8 @@
 /**
  * The JetStream store's operations index: a last-per-subject stream `<stream>_INDEX`, one subject
- * per operation (`<prefix>.idx.<operationId>`, max_msgs_per_subject 1) holding its row as JSON.
+ * per operation (`<prefix>.idx.<operationId>`, max_msgs_per_subject 1) holding its row as JSON,
+ * or once the operation is tombstoned a removal marker (header `Convoke-Index-Removed`, no body)
+ * that no later row replaces.
  *
  * JetStream has no transaction spanning two subjects, so the row is written right after the
  * append it follows is stored and its fold outcome known (jetstream.ts answerStored). Each row
@@ -12,10 +14,15 @@
  * finds such an operation: its create marked it in the open set first (jetstream-open-set.ts),
  * and openOperationIds reads the marked operations, not every row.
  *
- * Listing reads every operation's last row (an ephemeral consumer, last per subject) and filters
- * and sorts in memory: a page costs O(n) in the operations stored (docs/operations.md gives the
- * figure). A deployment that lists often keeps its operations on SQLite, or lists through the
- * coordinators' own SQLite index — not provided here.
+ * Listing and the stuck counts read an in-memory view of the stream (jetstream-index-feed.ts,
+ * index-view.ts), started by the first of them and kept current by an ordered consumer: a page
+ * costs one request (the stream's last sequence, so rows any process stored before it are in it)
+ * and the rows it walks in memory, whatever the number of operations; the view's start reads
+ * every row once (docs/decisions/jetstream-list-view.md). `get` reads the one subject.
+ *
+ * Only the store's user writes rows: the stream takes `<prefix>.idx.*` (one token after `idx`),
+ * and a peer's subjects have at least five tokens with a result, claim or cancel-result kind
+ * where a row subject has `idx`, so nothing a peer may publish lands in the index.
  */
 import {
   AckPolicy,
@@ -27,27 +34,22 @@ import {
   type JetStreamClient,
   type JetStreamManager,
 } from '@nats-io/jetstream';
-import { nanos } from '@nats-io/transport-node';
+import { headers as natsHeaders, nanos } from '@nats-io/transport-node';
 import { BoundedMap } from '../../contract/bounded-map.js';
-import { unavailable } from '../../contract/errors.js';
+import { AdapterError, unavailable } from '../../contract/errors.js';
 import { limits as contractLimits } from '../../contract/limits.js';
-import {
-  countStuck,
-  pageOf,
-  type IndexPage,
-  type IndexQuery,
-  type OperationIndexRow,
-  type StuckBounds,
-  type StuckCounts,
-} from '../../events/operation-index.js';
+import { type IndexPage, type IndexQuery, type OperationIndexRow, type StuckBounds, type StuckCounts } from '../../events/operation-index.js';
 import type { StoredTransition } from '../../events/types.js';
 import { isSettled } from '../../machines/index.js';
 import { mayBeOpen, type IndexStates } from './index-states.js';
 import type { JetStreamOpenSet } from './jetstream-open-set.js';
+import { parseIndexRow } from './index-row.js';
+import { JetStreamIndexFeed, StaleFeed } from './jetstream-index-feed.js';
+import type { IndexView } from './index-view.js';
 import type { OperationIndexStore, RecordAfter } from './types.js';
 
 const wrongSequenceCodes = new Set([10071, 10164]);
-const decoder = new TextDecoder();
+const removedHeader = 'Convoke-Index-Removed';
 
 export interface JetStreamIndexHost {
   js: JetStreamClient;
@@ -66,14 +68,22 @@ export interface JetStreamIndexHost {
   openSet: JetStreamOpenSet;
 }
 
-/** Creates the index stream, or checks an existing one is a last-per-subject stream of the index subjects. */
+/**
+ * Creates the index stream, or checks an existing one is a last-per-subject stream of the index
+ * subjects. A stream made before the subjects narrowed to `<prefix>.idx.*` (it took
+ * `<prefix>.idx.>`) is narrowed where the client may update streams; either way only row
+ * subjects are read from it.
+ */
 export async function ensureIndexStream(jsm: JetStreamManager, streamName: string, prefix: string): Promise<void> {
   const name = `${streamName}_INDEX`;
-  const subject = `${prefix}.idx.>`;
+  const subject = `${prefix}.idx.*`;
+  const earlier = `${prefix}.idx.>`;
   try {
     const info = await jsm.streams.info(name);
-    if (info.config.max_msgs_per_subject !== 1 || !info.config.subjects.includes(subject))
+    const subjects = info.config.subjects;
+    if (info.config.max_msgs_per_subject !== 1 || !(subjects.includes(subject) || subjects.includes(earlier)))
       throw unavailable(`stream ${name} exists without max_msgs_per_subject 1 and subject ${subject}`);
+    if (subjects.includes(earlier)) await jsm.streams.update(name, { subjects: subjects.map((s) => (s === earlier ? subject : s)) }).catch(() => undefined);
     return;
   } catch (error) {
     if (!(error instanceof JetStreamApiError && error.code === 10059)) throw error;
@@ -96,6 +106,11 @@ export async function ensureIndexStream(jsm: JetStreamManager, streamName: strin
 export class JetStreamOperationIndex implements OperationIndexStore {
   /** The index subject's last sequence and row revision this client wrote or read, per operation. */
   private readonly written = new BoundedMap<string, { seq: number; revision: number }>(4096);
+  /** The view's feed, from the first list or stuck count on; `started` once it runs. */
+  private feed: Promise<JetStreamIndexFeed> | undefined;
+  private started: JetStreamIndexFeed | undefined;
+  /** Messages applied by views this client started and dropped. */
+  private retiredDeliveries = 0;
 
   constructor(private readonly host: JetStreamIndexHost) {}
 
@@ -122,7 +137,10 @@ export class JetStreamOperationIndex implements OperationIndexStore {
     }
   }
 
-  /** Publishes `row` unless the subject already holds a row of the same or a later revision. */
+  /**
+   * Publishes `row` unless the subject already holds a row of the same or a later revision, or a
+   * removal marker (a tombstoned operation's row never comes back).
+   */
   private async publish(operationId: string, row: OperationIndexRow): Promise<void> {
     const revision = Number(row.revision);
     let known = this.written.get(operationId);
@@ -139,27 +157,36 @@ export class JetStreamOperationIndex implements OperationIndexStore {
         if (!(error instanceof JetStreamApiError && wrongSequenceCodes.has(error.code))) throw error;
       }
       const last = await this.host.jsm.streams.getMessage(this.stream, { last_by_subj: this.subject(operationId) });
-      known = last ? { seq: last.seq, revision: Number(parseRow(last.data)?.revision ?? 0) } : undefined;
+      known = last
+        ? { seq: last.seq, revision: last.header?.get(removedHeader) === '1' ? Number.POSITIVE_INFINITY : Number(parseIndexRow(last.data)?.revision ?? 0) }
+        : undefined;
     }
   }
 
-  /** Removes the operation's row and its open-set marker (a tombstone). */
+  /**
+   * Removes the operation's row and its open-set marker (a tombstone, or a log that has none): a removal marker replaces
+   * it, so every process's view (jetstream-index-feed.ts) sees it go, and no row is written over it.
+   */
   async remove(operationId: string): Promise<void> {
     this.host.states.forget(operationId);
     this.written.delete(operationId);
-    await this.host.jsm.streams.purge(this.stream, { filter: this.subject(operationId) });
+    const marker = natsHeaders();
+    marker.set(removedHeader, '1');
+    await this.host.js.publish(this.subject(operationId), new Uint8Array(0), { headers: marker, timeout: this.host.requestTimeoutMs });
     await this.host.openSet.remove(operationId);
   }
 
+  /** One page from the view, made current first (docs/design.md §11). */
   async list(query: IndexQuery): Promise<IndexPage> {
-    return pageOf(await this.allRows(), query);
+    return (await this.view()).page(query);
   }
 
   async get(operationId: string): Promise<OperationIndexRow | undefined> {
     this.assertOpen();
     try {
       const last = await this.host.jsm.streams.getMessage(this.stream, { last_by_subj: this.subject(operationId) });
-      return last ? parseRow(last.data) : undefined;
+      const row = last ? parseIndexRow(last.data) : undefined;
+      return row?.operationId === operationId ? row : undefined;
     } catch (error) {
       throw unavailable(`jetstream index: ${error instanceof Error ? error.message : String(error)}`, error);
     }
@@ -188,8 +215,64 @@ export class JetStreamOperationIndex implements OperationIndexStore {
     }
   }
 
+  /** Counted in the view: a seek per reason (index-view.ts). */
   async countStuck(nowMs: number, bounds: StuckBounds): Promise<StuckCounts> {
-    return countStuck(await this.allRows(), nowMs, bounds);
+    return (await this.view()).countStuck(nowMs, bounds);
+  }
+
+  /** Messages the views of this client have applied (each one started again counts anew): what their upkeep has read. */
+  get rowsDelivered(): number {
+    return this.retiredDeliveries + (this.started?.messagesApplied ?? 0);
+  }
+
+  /** Rows pages have walked in the view (their cost in memory), for tests and benches. */
+  get rowsWalked(): number {
+    return this.started?.view.rowsWalked ?? 0;
+  }
+
+  /** Stops the view's consumer (the store is closing). */
+  async close(): Promise<void> {
+    const feed = this.feed;
+    this.feed = undefined;
+    this.started = undefined;
+    await (await feed?.catch(() => undefined))?.close();
+  }
+
+  /**
+   * The view, holding every row stored before this call. Started by the first call; started again
+   * when its feed ended (its consumer could not be recreated) or the index stream was created
+   * again since (StaleFeed). A request that failed (the server unreachable, a wait that timed
+   * out) leaves the feed running: its consumer resumes where it stopped.
+   */
+  private async view(): Promise<IndexView> {
+    this.assertOpen();
+    for (let attempt = 0; ; attempt++) {
+      const starting = (this.feed ??= JetStreamIndexFeed.start({
+        js: this.host.js,
+        jsm: this.host.jsm,
+        stream: this.stream,
+        subjectPrefix: `${this.host.prefix}.idx.`,
+        requestTimeoutMs: this.host.requestTimeoutMs,
+      }));
+      let feed: JetStreamIndexFeed | undefined;
+      try {
+        feed = await starting;
+        this.started = feed;
+        await feed.current();
+        return feed.view;
+      } catch (error) {
+        const stale = error instanceof StaleFeed;
+        if (this.feed === starting && (feed === undefined || feed.ended || stale)) {
+          this.feed = undefined;
+          this.started = undefined;
+          this.retiredDeliveries += feed?.messagesApplied ?? 0;
+          void feed?.close();
+        }
+        if (stale && attempt === 0) continue;
+        if (error instanceof AdapterError) throw error;
+        throw unavailable(`jetstream index: ${error instanceof Error ? error.message : String(error)}`, error);
+      }
+    }
   }
 
   /**
@@ -289,7 +372,7 @@ export class JetStreamOperationIndex implements OperationIndexStore {
         const before = delivered;
         for await (const msg of batch) {
           delivered++;
-          const row = parseRow(msg.data);
+          const row = parseIndexRow(msg.data);
           if (row) rows.push(row);
         }
         if (delivered === before) throw new Error(`the index read stopped after ${delivered} of ${info.num_pending} rows`);
@@ -308,16 +391,4 @@ async function inBatches<T, R>(items: readonly T[], width: number, fn: (item: T)
   const answers: R[] = [];
   for (let at = 0; at < items.length; at += width) answers.push(...(await Promise.all(items.slice(at, at + width).map(fn))));
   return answers;
-}
-
-/** A stored row, or undefined for bytes that are not one (a damaged row is never listed as a guess). */
-function parseRow(data: Uint8Array): OperationIndexRow | undefined {
-  try {
-    const value = JSON.parse(decoder.decode(data)) as Partial<OperationIndexRow> | null;
-    return value && typeof value.operationId === 'string' && typeof value.admittedAtMs === 'number' && typeof value.revision === 'string'
-      ? (value as OperationIndexRow)
-      : undefined;
-  } catch {
-    return undefined;
-  }
 }

@@ -284,6 +284,7 @@ export class JetStreamEventStore extends ReplayStampedStore {
 
   protected async closeClient(): Promise<void> {
     await this.stamps?.close();
+    await this.index.close();
     if (this.ownsConnection) await this.nc.close().catch(() => undefined);
   }
 

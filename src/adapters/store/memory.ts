@@ -24,8 +24,9 @@ import type {
 } from './types.js';
 import { resolveStoreLimits } from './limits.js';
 import { unavailable } from '../../contract/errors.js';
-import { countStuck, pageOf, type OperationIndexRow } from '../../events/operation-index.js';
+import type { OperationIndexRow } from '../../events/operation-index.js';
 import { IndexStates } from './index-states.js';
+import { IndexView } from './index-view.js';
 import { isOperationId } from '../../contract/ids.js';
 import { isSettled } from '../../machines/index.js';
 
@@ -67,31 +68,28 @@ export class MemoryEventStore implements EventStore {
   private closed = false;
   /** The operations index: one row per live operation, written with each append. */
   private readonly rows = new Map<string, OperationIndexRow>();
+  /** The same rows sorted every way a list narrows (index-view.ts): a page walks only its own rows. */
+  private readonly view = new IndexView();
   private readonly indexStates = new IndexStates();
-  /**
-   * Rows are filtered and sorted per query (no secondary index): a page costs O(n log n) in the
-   * operations held. Memory mode holds one process's operations; a deployment lists from SQLite.
-   */
   readonly index: OperationIndexStore = {
     list: async (query) => {
       this.assertOpen();
-      return pageOf(this.rows.values(), query);
+      return this.view.page(query);
     },
     get: async (operationId) => {
       this.assertOpen();
-      return this.rows.get(operationId);
+      return this.view.get(operationId);
     },
     rebuild: async (operationId) => {
       this.assertOpen();
       const stream = this.streams.get(operationId);
       const row = stream && !stream.tombstoned ? this.indexStates.rowOfLog(operationId, stream.transitions.map(decode)) : undefined;
-      if (row) this.rows.set(operationId, row);
-      else this.rows.delete(operationId);
+      this.setRow(operationId, row);
       return row;
     },
     countStuck: async (nowMs, bounds) => {
       this.assertOpen();
-      return countStuck(this.rows.values(), nowMs, bounds);
+      return this.view.countStuck(nowMs, bounds);
     },
     // Rows are written with their transition: an operation has a row from its admission on.
     openOperationIds: () => this.openOperationIds(),
@@ -154,7 +152,7 @@ export class MemoryEventStore implements EventStore {
     if (!stream) return { kind: 'not-found', description: `operation ${operationId} does not exist` };
     stream.tombstoned = true;
     stream.transitions = [];
-    this.rows.delete(operationId);
+    this.setRow(operationId, undefined);
     this.indexStates.forget(operationId);
     return { kind: 'ok', revision: '0', committedAtMs: this.clock.nowMs() };
   }
@@ -191,8 +189,17 @@ export class MemoryEventStore implements EventStore {
       () => stream.transitions.slice(0, previous).map(decode),
       after,
     );
-    if (row) this.rows.set(operationId, row);
-    else this.rows.delete(operationId);
+    this.setRow(operationId, row);
+  }
+
+  private setRow(operationId: string, row: OperationIndexRow | undefined): void {
+    if (row) {
+      this.rows.set(operationId, row);
+      this.view.apply(row);
+    } else {
+      this.rows.delete(operationId);
+      this.view.remove(operationId);
+    }
   }
 
   /** The serialized write: checks, then commits with the one clock reading it checked against. */

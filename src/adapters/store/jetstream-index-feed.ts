@@ -1,0 +1,202 @@
+/**
+ * The JetStream operations index held in memory (index-view.ts), fed by an ordered push consumer
+ * over the index stream (docs/decisions/jetstream-list-view.md).
+ *
+ * The index stream keeps one message per operation subject (max_msgs_per_subject 1): the row, or
+ * a removal marker once the operation is tombstoned. So delivering every message of the stream
+ * in sequence order, then every new one as it is stored, gives each operation's latest row;
+ * applied in that order the view is, at every moment, the index as the stream held it at the
+ * last sequence applied. The consumer filters on `<prefix>.idx.*`: one token after `idx`, the
+ * subjects only the store's user can publish (see ensureIndexStream).
+ *
+ * Exact after any process writes: `current()` asks the stream its last sequence (one request)
+ * and waits until the view has applied it, so a page reflects every row stored before it was
+ * asked for, whoever stored it. A stream created again since the feed started (deleted and
+ * recreated: its sequences restart) is reported stale and the caller starts a new feed.
+ *
+ * The cost moves to the start and to memory: a new feed reads every row once (about 2 s and
+ * 60 MB of heap at 100 000 operations, docs/performance.md), after which a page costs the one
+ * request plus the rows it walks in memory.
+ */
+import { DeliverPolicy, type JetStreamClient, type JetStreamManager, type JsMsg } from '@nats-io/jetstream';
+import { unavailable } from '../../contract/errors.js';
+import type { OperationIndexRow } from '../../events/operation-index.js';
+import { IndexView } from './index-view.js';
+import { parseIndexRow } from './index-row.js';
+
+/** How often a wait for the view checks that deliveries still come. */
+const progressCheckMs = 25;
+
+export interface IndexFeedHost {
+  js: JetStreamClient;
+  jsm: JetStreamManager;
+  /** The index stream. */
+  stream: string;
+  /** Row subjects are `<subjectPrefix><operationId>` (`<prefix>.idx.`). */
+  subjectPrefix: string;
+  /** How long a wait may go without a delivery before the view is reported unavailable. */
+  requestTimeoutMs: number;
+}
+
+/** The index stream was created again since the feed started: its view is of a stream that is gone. */
+export class StaleFeed extends Error {
+  override readonly name = 'StaleFeed';
+}
+
+interface Waiter {
+  seq: number;
+  resolve(): void;
+}
+
+export class JetStreamIndexFeed {
+  readonly view = new IndexView();
+  /** The stream sequence of the last message applied. */
+  private appliedSeq = 0;
+  /** Messages applied since the feed started (each a row or a removal). */
+  messagesApplied = 0;
+  private readonly waiters = new Set<Waiter>();
+  /** Why the feed stopped (its consumer ended, an update failed, it was closed): it is not current again. */
+  private failure: Error | undefined;
+  private stopConsumer: () => Promise<void> = async () => undefined;
+  /**
+   * One string per distinct principal, contract, version and interaction: the rows share them
+   * instead of each holding its own copy. Few distinct values (they are what lists filter by).
+   */
+  private readonly interned = new Map<string, string>();
+
+  private constructor(
+    private readonly host: IndexFeedHost,
+    /** The stream's creation instant as the server reported it when the feed started. */
+    private readonly created: string,
+  ) {}
+
+  static async start(host: IndexFeedHost): Promise<JetStreamIndexFeed> {
+    const info = await host.jsm.streams.info(host.stream);
+    const feed = new JetStreamIndexFeed(host, info.created);
+    const consumer = await host.js.consumers.getPushConsumer(host.stream, {
+      filter_subjects: `${host.subjectPrefix}*`,
+      deliver_policy: DeliverPolicy.All,
+    });
+    const messages = await consumer.consume({ callback: (msg) => feed.deliver(msg) });
+    feed.stopConsumer = async () => void (await messages.close());
+    messages.closed().then(
+      () => feed.end(new Error('the index feed ended')),
+      (error: unknown) => feed.end(error instanceof Error ? error : new Error(String(error))),
+    );
+    return feed;
+  }
+
+  /**
+   * Resolves once the view holds every row the stream held when called; throws StaleFeed when
+   * the stream was created again, an AdapterError `unavailable` when the feed ended or stopped
+   * delivering for requestTimeoutMs while behind.
+   */
+  async current(): Promise<void> {
+    if (this.failure) throw unavailable(`jetstream index: ${this.failure.message}`, this.failure);
+    const info = await this.host.jsm.streams.info(this.host.stream);
+    if (info.created !== this.created) throw new StaleFeed(`stream ${this.host.stream} was created again at ${info.created}`);
+    if (this.appliedSeq >= info.state.last_seq) return;
+    await this.reach(info.state.last_seq);
+  }
+
+  /** Whether the feed stopped for good (a new one must start); a failed `current()` alone does not say so. */
+  get ended(): boolean {
+    return this.failure !== undefined;
+  }
+
+  async close(): Promise<void> {
+    this.end(new Error('the index feed was closed'));
+    await this.stopConsumer().catch(() => undefined);
+  }
+
+  /** One stored message, in stream order: the operation's row, or (a removal marker, a damaged row) none. */
+  deliver(msg: Pick<JsMsg, 'seq' | 'subject' | 'data'>): void {
+    const operationId = msg.subject.slice(this.host.subjectPrefix.length);
+    const row = parseIndexRow(msg.data);
+    try {
+      if (row !== undefined && row.operationId === operationId) this.view.apply(this.intern(row));
+      else this.view.remove(operationId);
+    } catch (error) {
+      // A view that failed half-way through an update is not trusted again: the next read starts a new feed.
+      this.end(error instanceof Error ? error : new Error(String(error)));
+      return;
+    }
+    this.messagesApplied++;
+    if (msg.seq > this.appliedSeq) this.appliedSeq = msg.seq;
+    if (this.waiters.size > 0) for (const w of this.waiters) if (w.seq <= this.appliedSeq) this.settle(w);
+  }
+
+  /**
+   * Waits until `seq` is applied. While deliveries come the wait goes on (a new feed reads the
+   * whole stream first); when none came for a while, the stream's last message that still
+   * exists is asked for: a target removed before it was delivered (purged) is then already
+   * passed. No delivery for requestTimeoutMs while behind is `unavailable`.
+   */
+  private reach(seq: number): Promise<void> {
+    return new Promise<void>((resolve, reject) => {
+      let seen = this.messagesApplied;
+      let stalledMs = 0;
+      let checking = false;
+      const waiter: Waiter = {
+        seq,
+        resolve: () => {
+          clearInterval(timer);
+          resolve();
+        },
+      };
+      const fail = (error: Error) => {
+        this.waiters.delete(waiter);
+        clearInterval(timer);
+        reject(error);
+      };
+      const timer = setInterval(() => {
+        if (this.failure) return fail(unavailable(`jetstream index: ${this.failure.message}`, this.failure));
+        if (this.messagesApplied !== seen || checking) {
+          seen = this.messagesApplied;
+          stalledMs = 0;
+          return;
+        }
+        stalledMs += progressCheckMs;
+        if (stalledMs > this.host.requestTimeoutMs)
+          return fail(unavailable(`jetstream index: no row delivered for ${stalledMs} ms, ${seq - this.appliedSeq} behind`));
+        checking = true;
+        this.lastStoredSeq()
+          .then((last) => {
+            if (last <= this.appliedSeq) this.settle(waiter);
+          })
+          .catch(() => undefined)
+          .finally(() => (checking = false));
+      }, progressCheckMs);
+      this.waiters.add(waiter);
+      if (seq <= this.appliedSeq) this.settle(waiter);
+    });
+  }
+
+  /** The sequence of the stream's last row or marker that still exists (0 when none). */
+  private async lastStoredSeq(): Promise<number> {
+    const last = await this.host.jsm.streams.getMessage(this.host.stream, { last_by_subj: `${this.host.subjectPrefix}*` });
+    return last?.seq ?? 0;
+  }
+
+  private settle(waiter: Waiter): void {
+    if (this.waiters.delete(waiter)) waiter.resolve();
+  }
+
+  private end(error: Error): void {
+    this.failure ??= error;
+  }
+
+  private intern(row: OperationIndexRow): OperationIndexRow {
+    const one = (s: string): string => {
+      const held = this.interned.get(s);
+      if (held !== undefined) return held;
+      this.interned.set(s, s);
+      return s;
+    };
+    row.principalId = one(row.principalId);
+    row.contractId = one(row.contractId);
+    row.contractVersion = one(row.contractVersion);
+    row.interaction = one(row.interaction);
+    return row;
+  }
+}

@@ -1,0 +1,193 @@
+/**
+ * The in-memory operations index (src/adapters/store/index-view.ts) answers exactly what the
+ * reference answers over every row — pageOf and countStuck of src/events/operation-index.ts —
+ * through any sequence of row updates and removals, for any query; and a page of one filter walks
+ * only the rows it returns.
+ */
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import fc from 'fast-check';
+import { IndexView } from '../../src/adapters/store/index-view.js';
+import { countStuck, pageOf, stuckReasons, type IndexQuery, type OperationIndexRow, type StuckBounds } from '../../src/events/operation-index.js';
+
+const ids = Array.from({ length: 24 }, (_, i) => `op${i.toString(16).padStart(2, '0').repeat(32)}`);
+const instant = fc.integer({ min: 1_000, max: 1_040 });
+const maybeInstant = fc.option(instant, { nil: null });
+
+const rowArb: fc.Arbitrary<OperationIndexRow> = fc
+  .record({
+    operationId: fc.constantFrom(...ids),
+    principalId: fc.constantFrom('alice', 'bob', 'carol'),
+    contractId: fc.constant('example.review'),
+    contractVersion: fc.constant('1.0.0'),
+    interaction: fc.constantFrom('review', 'quick'),
+    phase: fc.constantFrom('admitted', 'active', 'closed', 'settled'),
+    outcome: fc.constantFrom(null, 'success', 'partial', 'failed', 'indeterminate'),
+    settlement: fc.constantFrom('pending', 'complete', 'indeterminate'),
+    // Few instants: ties in the order are common.
+    admittedAtMs: fc.integer({ min: 1_000, max: 1_010 }),
+    decidedAtMs: maybeInstant,
+    settledAtMs: maybeInstant,
+    deadlineMs: instant,
+    nextDueMs: maybeInstant,
+    openBranches: fc.integer({ min: 0, max: 3 }),
+    // A plain object, as JSON.parse and the projection make (fast-check's records have no prototype).
+    lastRejection: fc.option(
+      instant.map((atMs) => ({ reason: 'stale-fence' as const, atMs })),
+      { nil: null },
+    ),
+    leaseExpiresAtMs: maybeInstant,
+    outboxPendingSinceMs: maybeInstant,
+    revision: fc.integer({ min: 1, max: 99 }).map(String),
+  })
+  .map((row) => ({ ...row }));
+
+type Change = { kind: 'row'; row: OperationIndexRow } | { kind: 'remove'; operationId: string };
+const changeArb: fc.Arbitrary<Change> = fc.oneof(
+  { weight: 5, arbitrary: rowArb.map((row) => ({ kind: 'row' as const, row })) },
+  { weight: 1, arbitrary: fc.constantFrom(...ids).map((operationId) => ({ kind: 'remove' as const, operationId })) },
+);
+
+const bounds: StuckBounds = { deadlineGraceMs: 5, leaseGraceMs: 3, outboxPendingMs: 7 };
+
+const queryArb: fc.Arbitrary<Omit<IndexQuery, 'after'>> = fc
+  .record(
+    {
+      principalId: fc.constantFrom('alice', 'bob', 'carol', 'dave'),
+      phase: fc.constantFrom('admitted', 'active', 'closed', 'settled'),
+      outcome: fc.constantFrom('open', 'success', 'partial', 'failed', 'indeterminate'),
+      settlement: fc.constantFrom('pending', 'complete', 'indeterminate'),
+      interaction: fc.constantFrom('review', 'quick', 'other'),
+      sinceMs: fc.integer({ min: 999, max: 1_011 }),
+      untilMs: fc.integer({ min: 999, max: 1_011 }),
+      stuck: fc
+        .record({ nowMs: fc.integer({ min: 990, max: 1_060 }), bounds: fc.constant(bounds) }, { requiredKeys: ['nowMs', 'bounds'] })
+        .chain((s) => fc.option(fc.constantFrom(...stuckReasons), { nil: undefined }).map((reason) => (reason === undefined ? s : { ...s, reason }))),
+    },
+    { requiredKeys: [] },
+  )
+  .chain((filters) => fc.integer({ min: 1, max: 4 }).map((limit) => ({ ...filters, limit }) as Omit<IndexQuery, 'after'>));
+
+test('every page and every stuck count of the view equals the reference over all rows, through any updates (fast-check)', () => {
+  fc.assert(
+    fc.property(fc.array(changeArb, { minLength: 1, maxLength: 80 }), fc.array(queryArb, { minLength: 1, maxLength: 6 }), (changes, queries) => {
+      const view = new IndexView();
+      const rows = new Map<string, OperationIndexRow>();
+      for (const change of changes) {
+        if (change.kind === 'row') {
+          view.apply(change.row);
+          rows.set(change.row.operationId, change.row);
+        } else {
+          view.remove(change.operationId);
+          rows.delete(change.operationId);
+        }
+      }
+      assert.equal(view.size, rows.size);
+      for (const query of queries) {
+        // Every page, following the cursor: each must be the reference's page at that cursor.
+        let after: IndexQuery['after'];
+        for (let page = 0; page < 30; page++) {
+          const q: IndexQuery = { ...query, ...(after ? { after } : {}) };
+          const got = view.page(q);
+          assert.deepEqual(got, pageOf(rows.values(), q), `page ${page} of ${JSON.stringify(q)}`);
+          if (!got.next) break;
+          after = got.next;
+        }
+        if (query.stuck) assert.deepEqual(view.countStuck(query.stuck.nowMs, bounds), countStuck(rows.values(), query.stuck.nowMs, bounds));
+      }
+    }),
+    { numRuns: 300 },
+  );
+});
+
+test('rows a caller gets are copies: changing them changes nothing the view holds', () => {
+  const view = new IndexView();
+  const row: OperationIndexRow = {
+    operationId: ids[0]!,
+    principalId: 'alice',
+    contractId: 'example.review',
+    contractVersion: '1.0.0',
+    interaction: 'review',
+    phase: 'admitted',
+    outcome: null,
+    settlement: 'pending',
+    admittedAtMs: 1_000,
+    decidedAtMs: null,
+    settledAtMs: null,
+    deadlineMs: 2_000,
+    nextDueMs: 2_000,
+    openBranches: 1,
+    lastRejection: { reason: 'stale-fence', atMs: 1_001 },
+    leaseExpiresAtMs: null,
+    outboxPendingSinceMs: null,
+    revision: '1',
+  };
+  view.apply({ ...row, lastRejection: { reason: 'stale-fence', atMs: 1_001 } });
+  const listed = view.page({ limit: 1 }).rows[0]!;
+  listed.phase = 'settled';
+  listed.lastRejection!.atMs = 0;
+  assert.deepEqual(view.get(row.operationId), row);
+});
+
+/** Rows of many principals, interactions and phases; a tenth stuck-able. */
+function manyRows(count: number): OperationIndexRow[] {
+  const phases = ['admitted', 'active', 'closed', 'settled'] as const;
+  return Array.from({ length: count }, (_, i) => {
+    const phase = phases[i % 10 === 0 ? i % 3 : 3]!;
+    const settled = phase === 'settled';
+    const decided = phase === 'closed' || settled;
+    return {
+      operationId: `op${i.toString(16).padStart(64, '0')}`,
+      principalId: `svc-${i % 16}`,
+      contractId: 'example.review',
+      contractVersion: '1.0.0',
+      interaction: i % 2 === 0 ? 'review' : 'quick',
+      phase,
+      outcome: decided ? (i % 7 === 0 ? 'failed' : 'success') : null,
+      settlement: settled ? (i % 50 === 0 ? 'indeterminate' : 'complete') : 'pending',
+      admittedAtMs: 1_000_000 + Math.floor(i / 3),
+      decidedAtMs: decided ? 1_000_000 + i : null,
+      settledAtMs: settled ? 1_000_000 + i : null,
+      deadlineMs: 1_060_000 + i,
+      nextDueMs: decided ? null : 1_060_000 + i,
+      openBranches: decided ? 0 : 2,
+      lastRejection: null,
+      leaseExpiresAtMs: decided ? null : 1_030_000 + i,
+      outboxPendingSinceMs: decided ? null : 1_000_000 + i,
+      revision: '3',
+    };
+  });
+}
+
+test('a page of one filter walks only the rows it returns (and the one that says there is more), at any size', () => {
+  const limit = 50;
+  const queries: Array<Omit<IndexQuery, 'limit'>> = [
+    {},
+    { principalId: 'svc-7' },
+    { interaction: 'quick' },
+    { phase: 'active' },
+    { principalId: 'svc-3', phase: 'settled' },
+    { outcome: 'failed' },
+    { outcome: 'open' },
+    { settlement: 'indeterminate' },
+    { sinceMs: 1_000_100, untilMs: 1_000_300 },
+    { stuck: { nowMs: 3_000_000, bounds } },
+    { stuck: { nowMs: 3_000_000, bounds, reason: 'settlement-indeterminate' } },
+  ];
+  for (const size of [2_000, 20_000]) {
+    const view = new IndexView();
+    for (const row of manyRows(size)) view.apply(row);
+    for (const query of queries) {
+      // The first page and one deep in the list (by cursor).
+      let after: IndexQuery['after'];
+      for (let page = 0; page < 6; page++) {
+        const before = view.rowsWalked;
+        const result = view.page({ ...query, limit, ...(after ? { after } : {}) });
+        const walked = view.rowsWalked - before;
+        assert.ok(walked <= limit + 1, `${size} rows, ${JSON.stringify(query)}, page ${page}: walked ${walked} rows for a page of ${result.rows.length}`);
+        if (!result.next) break;
+        after = result.next;
+      }
+    }
+  }
+});
