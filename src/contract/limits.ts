@@ -193,8 +193,6 @@ export const limits = {
   jetstreamCapacityReadingAgeMsMax: 1_000,
   /** EventStoreDB store: events per readStream call when reading an operation's log. */
   eventStoreDbReadPageMax: 1024,
-  /** EventStoreDB store: index row reads in flight at once while listing. */
-  eventStoreDbListReadsInFlightMax: 32,
   /**
    * JetStream store: a read takes the first messages of a subject one STREAM.MSG.GET at a time (most logs are a few
    * transitions: no consumer to create), and the rest of a longer log in batches pulled from an
