@@ -298,7 +298,8 @@ export class JetStreamOperationIndex implements OperationIndexStore {
   private async openFromMarkers(): Promise<string[]> {
     try {
       const marked = await this.host.openSet.ids();
-      const open = await inBatches(marked, contractLimits.recoveryReadsMax, (operationId) => this.stillOpen(operationId));
+      // A marked operation that cannot be checked is listed: the coordinator's read of it decides.
+      const open = await inBatches(marked, contractLimits.recoveryReadsMax, (operationId) => this.stillOpen(operationId).catch(() => true));
       return marked.filter((_, i) => open[i]);
     } catch (error) {
       throw unavailable(`jetstream open set: ${error instanceof Error ? error.message : String(error)}`, error);
