@@ -258,6 +258,45 @@ test('jetstream index: a view answers only once it has applied the last row stor
   }
 });
 
+test('jetstream index: a view waiting for a row that was purged before its delivery goes on; one whose rows stop coming is unavailable', async () => {
+  const server = await startJetStreamServer();
+  const nc = await connect({ servers: server.url });
+  try {
+    const jsm = await jetstreamManager(nc);
+    const js = jetstream(nc);
+    await jsm.streams.add({ name: 'CONVOKE_OPS_INDEX', subjects: ['convoke.idx.*'], max_msgs_per_subject: 1, allow_direct: true });
+    const shortTimeoutMs = 400;
+    const feed = await JetStreamIndexFeed.start({ js, jsm, stream: 'CONVOKE_OPS_INDEX', subjectPrefix: 'convoke.idx.', requestTimeoutMs: shortTimeoutMs });
+    try {
+      const [kept, purged, held] = [newOperationId('kept'), newOperationId('purged'), newOperationId('held')];
+      const deliver = feed.deliver.bind(feed);
+      // The purged row never reaches the view, as when an earlier build purges it before delivery.
+      feed.deliver = (msg) => {
+        if (msg.subject.endsWith(purged) || msg.subject.endsWith(held)) return;
+        deliver(msg);
+      };
+      await js.publish(`convoke.idx.${kept}`, JSON.stringify(rowFor(kept, Date.now())));
+      await js.publish(`convoke.idx.${purged}`, JSON.stringify(rowFor(purged, Date.now())));
+      await jsm.streams.purge('CONVOKE_OPS_INDEX', { filter: `convoke.idx.${purged}` });
+      const startedMs = Date.now();
+      await feed.current();
+      assert.ok(Date.now() - startedMs < shortTimeoutMs, 'the stream was asked for its last stored row, not waited out');
+      assert.deepEqual(
+        feed.view.page({ limit: 10 }).rows.map((r) => r.operationId),
+        [kept],
+      );
+      // A row that exists but never arrives: the wait ends, unavailable, after the timeout.
+      await js.publish(`convoke.idx.${held}`, JSON.stringify(rowFor(held, Date.now())));
+      await assert.rejects(feed.current(), (error: Error) => error.name === 'AdapterError' && /no row delivered/.test(error.message));
+    } finally {
+      await feed.close();
+    }
+  } finally {
+    await nc.close();
+    await server.dispose();
+  }
+});
+
 test('jetstream index: paging is stable while another client admits and appends during it', async () => {
   const server = await startJetStreamServer();
   const reader = await JetStreamEventStore.open({ servers: server.url, requestTimeoutMs });

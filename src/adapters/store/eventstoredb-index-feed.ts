@@ -62,7 +62,8 @@ export class EventStoreDbIndexFeed {
   /** Per operation, the position of the event applied last. */
   private readonly appliedAt = new Map<string, Position>();
   messagesApplied = 0;
-  private ended: Error | undefined;
+  /** Why the feed stopped (its subscription ended, an update failed, it was closed). */
+  private failure: Error | undefined;
   private stopSubscription: () => Promise<void> = async () => undefined;
 
   private constructor(private readonly host: EsdbIndexFeedHost) {}
@@ -102,6 +103,11 @@ export class EventStoreDbIndexFeed {
       if (nowMs - startedMs >= gapWaitMs && (await this.readGap(target))) return;
       if (nowMs - progressAtMs > this.host.deadline) throw unavailable('eventstoredb index: the index subscription stopped short of the last position');
     }
+  }
+
+  /** Whether the feed stopped for good (a new one must start); a failed `current()` alone does not say so. */
+  get ended(): boolean {
+    return this.failure !== undefined;
   }
 
   async close(): Promise<void> {
@@ -165,10 +171,10 @@ export class EventStoreDbIndexFeed {
   }
 
   private assertRunning(): void {
-    if (this.ended) throw unavailable(`eventstoredb index: ${this.ended.message}`, this.ended);
+    if (this.failure) throw unavailable(`eventstoredb index: ${this.failure.message}`, this.failure);
   }
 
   private end(error: Error): void {
-    this.ended ??= error;
+    this.failure ??= error;
   }
 }

@@ -160,7 +160,11 @@ export class EventStoreDbOperationIndex implements OperationIndexStore {
     await feed?.close();
   }
 
-  /** The view, holding every row stored before this call; started by the first call, again after its subscription ended. */
+  /**
+   * The view, holding every row stored before this call; started by the first call, again after
+   * its subscription ended. A read that failed (the server unreachable, a wait that timed out)
+   * leaves the feed running.
+   */
   private async view(): Promise<IndexView> {
     return this.guarded(async () => {
       const feed = (this.feed ??= EventStoreDbIndexFeed.start({
@@ -172,8 +176,10 @@ export class EventStoreDbOperationIndex implements OperationIndexStore {
         await feed.current();
         return feed.view;
       } catch (error) {
-        if (this.feed === feed) this.feed = undefined;
-        await feed.close();
+        if (feed.ended && this.feed === feed) {
+          this.feed = undefined;
+          await feed.close();
+        }
         throw error;
       }
     });
