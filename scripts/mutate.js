@@ -5,7 +5,7 @@
 // incremental file and JSON report (reports/mutation/<file>.json), so a finished file keeps its
 // result when a later one is interrupted; then the score per file and overall, from those
 // reports, with the wall time. Not part of npm test (it takes tens of minutes).
-import { copyFileSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { spawnSync } from 'node:child_process';
 import { basename, dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -34,7 +34,12 @@ function configFor(file) {
   const name = basename(file, '.ts');
   const path = (test) => config.tap.testFiles.find((f) => basename(f) === `${test}.test.js`);
   const first = (firstTests[name] ?? []).map(path).filter((f) => f !== undefined);
-  const ordered = { ...config, tap: { ...config.tap, testFiles: [...first, ...config.tap.testFiles.filter((f) => !first.includes(f))] } };
+  const ordered = {
+    ...config,
+    tap: { ...config.tap, testFiles: [...first, ...config.tap.testFiles.filter((f) => !first.includes(f))] },
+    // Each file's report is its own: runs of two files at once do not overwrite each other's.
+    jsonReporter: { fileName: join('reports', 'mutation', `${name}.json`) },
+  };
   const configPath = join(root, 'reports', `stryker-${name}.config.json`);
   writeFileSync(configPath, `${JSON.stringify(ordered, null, 2)}\n`);
   return configPath;
@@ -101,7 +106,6 @@ function main(args) {
       console.error(`stryker failed on ${file} (exit ${run.status ?? run.signal})`);
       process.exit(run.status ?? 1);
     }
-    copyFileSync(join(reportDir, 'mutation.json'), reportOf(file));
     console.log(`${file}: ${Math.round((Date.now() - fileStartMs) / 1000)} s`);
   }
   const wallS = Math.round((Date.now() - startMs) / 1000);

@@ -24,6 +24,7 @@ import {
   decideDispatchRecorded,
   decideDue,
   decideDurabilityLost,
+  decideLogBudgetExhausted,
   decideResult,
   decideRevocations,
   decideTogether,
@@ -533,4 +534,32 @@ test('a recorded rejection keeps the branch and peer it names and a bounded deta
   assert.ok(rejected?.type === 'result-rejected');
   assert.equal(rejected.detail.length, 1024);
   assert.equal(rejected.branchId, long);
+});
+
+test('an operation whose log has no room left closes as indeterminate (log-budget-exhausted) before its deadline; a closed one is left alone', async () => {
+  const { record } = await admitted();
+  const at = record.admittedAtMs + 10;
+  const closing = decideLogBudgetExhausted(record, at)!;
+  const closed = closing.events[0];
+  assert.ok(closed?.type === 'decision-closed');
+  assert.deepEqual([closed.outcome, closed.reason], ['indeterminate', 'log-budget-exhausted']);
+  assert.deepEqual(closing.timeGuard, { notBeforeMs: record.admittedAtMs, notAfterMs: record.deadlineMs });
+  assert.equal(closing.causation.command, 'log-budget-exhausted');
+  assert.equal(decideLogBudgetExhausted(applyEvents(record, closing.events, at), at), undefined);
+});
+
+test('after the decision a retryable late result asks for no retry, and a protocol conflict is recorded as part of result admission', async () => {
+  const { record: closed } = await cancelling();
+  const { interaction } = await admitted();
+  const durable: OperationRecord = { ...closed, manifest: { ...closed.manifest, attemptsMax: 3 } };
+  const at = closed.decision!.closedAtMs + 1;
+  const late = decideResult(durable, interaction, peerCommand(durable, 'result', resultOf(durable, 'bravo', { verdict: 'retry' }), at));
+  assert.ok(late.kind === 'accept');
+  const event = late.transition.events[0];
+  assert.ok(event?.type === 'result-accepted');
+  assert.deepEqual([event.status, event.retryable, event.retryAtMs], ['failure', true, null]);
+  // alfa's accepted result, answered again differently.
+  const conflict = decideResult(closed, interaction, peerCommand(closed, 'result', resultOf(closed, 'alfa', { verdict: 'reject' }), at));
+  assert.ok(conflict.kind === 'protocol-conflict' && conflict.transition !== undefined);
+  assert.equal(conflict.transition.causation.command, 'admit-result');
 });

@@ -618,3 +618,16 @@ test('while the operation is open, a result is decided in its turn after the aut
   );
   assert.equal(await counted(s, 'expired-lease'), 0);
 });
+
+test('a result is not held for company when a lease it could need ends within the batching window: it is committed at once', async () => {
+  const review = { leaseMs: 1000, renewIntervalMs: 400, timeoutMs: 10_000 };
+  const { s, op } = await opened({ review, peers: 5, embedded: { resultBatchMs: 50 } });
+  const leaseUntilMs = (await s.coordinator.record(op))!.branches['alfa']!.leaseUntilMs;
+  await s.clock.advance(leaseUntilMs - s.clock.nowMs() - 30);
+  const before = (await transitionsOf(s, op)).length;
+  const answer = deliver(s, 'result', op, 'alfa', result(op, 'alfa'));
+  await flushMicrotasks();
+  assert.equal((await transitionsOf(s, op)).length, before + 1, 'committed without waiting');
+  assert.deepEqual(await answer, ['ack']);
+  assert.equal(of(await s.events(op), 'result-accepted').length, 1);
+});

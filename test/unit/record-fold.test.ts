@@ -8,7 +8,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { scenario } from '../support/scenario.js';
-import { fold, machineSteps } from '../../src/projections/record.js';
+import { applyEvents, fold, machineSteps } from '../../src/projections/record.js';
 import type { StoredTransition } from '../../src/events/types.js';
 import { AssertionFailure } from '../../src/contract/errors.js';
 
@@ -72,4 +72,69 @@ test('the operation index carries the last recorded rejection with the store ins
   assert.deepEqual(fold(log)!.lastRejection, { reason: 'stale-fence', atMs: rejected.committedAtMs });
   const row = await s.store.index.get(op);
   assert.deepEqual(row?.lastRejection, { reason: 'stale-fence', atMs: rejected.committedAtMs });
+});
+
+test('a delivery receipt of another attempt or fence changes nothing; one recorded after the branch moved on changes only its outbox', async () => {
+  const { log } = await shortLog();
+  const admittedRecord = fold(log.slice(0, 1))!;
+  const at = admittedRecord.admittedAtMs + 1;
+  const receipt = (attempt: number, fence: number) => ({ type: 'dispatch-recorded', v: 1, branchId: 'alfa', attempt, fence, receipt: 'stored' }) as const;
+  assert.deepEqual(applyEvents(admittedRecord, [receipt(2, 2)], at), admittedRecord);
+  assert.deepEqual(applyEvents(admittedRecord, [receipt(1, 2)], at), admittedRecord);
+  const dispatched = applyEvents(admittedRecord, [receipt(1, 1)], at);
+  assert.equal(dispatched.branches['alfa']!.state, 'dispatched');
+  assert.equal(dispatched.branches['alfa']!.outbox.receipt, 'stored');
+  // alfa's result raced its receipt: the branch stays where the result took it.
+  const answered = fold(log)!;
+  assert.equal(answered.branches['alfa']!.state, 'success');
+  const late = applyEvents(answered, [{ ...receipt(1, 1), receipt: 'already-stored' }], at + 100);
+  assert.equal(late.branches['alfa']!.state, 'success');
+  assert.equal(late.branches['alfa']!.outbox.receipt, 'already-stored');
+});
+
+test("a failed result excludes its peer from the branch's later selection; a successful one does not", async () => {
+  const { log } = await shortLog();
+  const record = fold(log.slice(0, 2))!;
+  const at = record.admittedAtMs + 1;
+  const accepted = (branchId: string, status: 'success' | 'failure') =>
+    ({
+      type: 'result-accepted',
+      v: 1,
+      branchId,
+      peerId: branchId,
+      attempt: 1,
+      fence: 1,
+      status,
+      retryable: false,
+      retryAtMs: null,
+      result: { verdict: status === 'success' ? 'approve' : 'reject' },
+      subject: 's',
+    }) as const;
+  const after = applyEvents(record, [accepted('alfa', 'failure'), accepted('bravo', 'success')], at);
+  assert.deepEqual(after.branches['alfa']!.excluded, ['alfa']);
+  assert.deepEqual(after.branches['bravo']!.excluded, []);
+});
+
+test('an admission whose branches do not start at attempt 1 and fence 1 is refused; an event naming a branch outside the manifest is refused', async () => {
+  const { log } = await shortLog();
+  const admission = log[0]!.transition.events[0]!;
+  assert.ok(admission.type === 'operation-admitted');
+  for (const [attempt, fence] of [
+    [1, 2],
+    [2, 1],
+    [0, 0],
+  ]) {
+    const damaged = {
+      ...admission,
+      outbox: admission.outbox.map((intent, i) => (i === 0 ? ({ ...intent, attempt, fence } as unknown as typeof intent) : intent)),
+    };
+    const stored: StoredTransition = { ...log[0]!, transition: { ...log[0]!.transition, events: [damaged] } };
+    assert.throws(() => fold([stored]), AssertionFailure, `attempt ${attempt} fence ${fence}`);
+  }
+  const record = fold(log)!;
+  assert.throws(
+    () =>
+      applyEvents(record, [{ type: 'lease-renewed', v: 1, branchId: 'zulu', attempt: 1, fence: 1, leaseUntilMs: record.deadlineMs }], record.admittedAtMs + 1),
+    AssertionFailure,
+  );
 });
