@@ -8,10 +8,13 @@
  * its own stream (appends and events, besides its three operations' logs, which the client's
  * calls write too).
  *
- * Memory store, three in-process peers that approve at once, quorum 2 of 3.
+ * Memory store, three in-process peers that approve at once, quorum 2 of 3. Instances start as
+ * convoke serve starts them (under a digest of the document computed once, as a deployment's
+ * bundle digest is), through the executor's start and wait.
  */
 import { parse as parseYaml } from 'yaml';
 import { MemoryEventStore } from '../src/adapters/store/memory.js';
+import { digestOf } from '../src/contract/canonical.js';
 import { SystemClock } from '../src/contract/clock.js';
 import type { JsonValue } from '../src/contract/json.js';
 import type { ContractRef } from '../src/contract/types.js';
@@ -24,6 +27,11 @@ import { workflowStreams } from '../src/workflow/exec/streams.js';
 import { fixed, percentile, printRows } from './stats.js';
 
 const caller = { principalId: 'bench', senderPeerId: null };
+
+interface Pinned {
+  document: JsonValue;
+  bundleDigest: string;
+}
 
 function pipeline(ref: ContractRef): JsonValue {
   const stage = (name: string, document: string) => `  - ${name}:
@@ -52,8 +60,14 @@ async function clientTriple(embedded: Embedded, key: string): Promise<void> {
   }
 }
 
-async function pipelineRun(executor: WorkflowExecutor, document: JsonValue, key: string): Promise<string> {
-  const { instanceId } = await executor.start({ principalId: 'bench', invocationKey: key, document, input: { doc: `doc-${key}` } });
+/**
+ * One instance, started as convoke serve starts a deployed bundle's workflow (WorkflowInstances):
+ * under a digest computed once, when the document is loaded. Without one, each start would digest
+ * the document itself (canonical JSON and SHA-256: what `convoke workflow run` does, once per process).
+ */
+async function pipelineRun(executor: WorkflowExecutor, pinned: Pinned, key: string): Promise<string> {
+  const { document, bundleDigest } = pinned;
+  const { instanceId } = await executor.start({ principalId: 'bench', bundleDigest, invocationKey: key, document, input: { doc: `doc-${key}` } });
   const record = await executor.wait(instanceId, 30_000);
   if (record.status !== 'completed') throw new Error(`pipeline ${key}: ${record.status} ${JSON.stringify(record.error)}`);
   return instanceId;
@@ -107,6 +121,7 @@ export async function workflowBench(options: { json: boolean; seconds?: number }
   const evaluator = new JqWorkerEvaluator({ deadlineMs: 5000 });
   const executor = new WorkflowExecutor({ store: workflowStreams(store), clock, random: seededRandom(1), evaluator, invocations: embedded.coordinator });
   const document = pipeline(embedded.bundle.ref);
+  const pinned: Pinned = { document, bundleDigest: digestOf(document) };
   const client: Sampled = { ms: [], cpuUs: [] };
   const flow: Sampled = { ms: [], cpuUs: [] };
   const instances: string[] = [];
@@ -114,14 +129,14 @@ export async function workflowBench(options: { json: boolean; seconds?: number }
   try {
     for (let i = 0; i < 30; i++) {
       await clientTriple(embedded, `warm-c${i}`);
-      await pipelineRun(executor, document, `warm-p${i}`);
+      await pipelineRun(executor, pinned, `warm-p${i}`);
     }
     const endMs = Date.now() + (options.seconds ?? 20) * 1000;
     for (let i = 0; Date.now() < endMs; i++) {
       // Alternate which goes first, so neither always runs right after the other's garbage.
       const pair = [
         () => sample(client, () => clientTriple(embedded, `c${i}`)),
-        () => sample(flow, async () => instances.push(await pipelineRun(executor, document, `p${i}`))),
+        () => sample(flow, async () => instances.push(await pipelineRun(executor, pinned, `p${i}`))),
       ];
       for (const run of i % 2 === 0 ? pair : pair.reverse()) await run();
     }

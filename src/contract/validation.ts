@@ -29,6 +29,30 @@ export function compileChecker<T>(schema: object, what: string): (value: unknown
   };
 }
 
+/**
+ * The same options but stopping at the first error: for valid data (the common case of a check
+ * that guards our own output) it accepts exactly what the shared ajv accepts, several times
+ * faster, because an all-errors validator cannot stop early inside a keyword.
+ */
+const firstErrorAjv = new Ajv({ allErrors: false, strict: false, allowUnionTypes: true, discriminator: true });
+
+/**
+ * Why `value` fails `schema` (every error, from the shared ajv), or undefined when it passes: the
+ * pass/fail answer comes from a first-error validator of the same schema, compiled on first use;
+ * only a failure pays for the all-errors description.
+ */
+export function lazyProblem(schema: object): (value: unknown) => string | undefined {
+  let passes: ValidateFunction | undefined;
+  const describe = lazyValidator(schema);
+  return (value) => {
+    passes ??= firstErrorAjv.compile(schema);
+    if (passes(value)) return undefined;
+    const validate = describe();
+    validate(value);
+    return describeErrors(validate.errors);
+  };
+}
+
 /** The shared ajv's validator for `schema`, compiled on the first call and kept. */
 export function lazyValidator(schema: object): () => ValidateFunction {
   let compiled: ValidateFunction | undefined;

@@ -8,7 +8,7 @@ import { AdapterError, invalidInput, unsupported } from '../../contract/errors.j
 import type { JsonObject, JsonValue } from '../../contract/json.js';
 import { workflowDslVersion } from '../version.js';
 import { durationMs } from './duration.js';
-import { escapePointer, expressionsIn, isExpression, nondeterminismProblem, programOf } from './expressions.js';
+import { escapePointer, forEachExpression, isExpression, nondeterminismProblem, pointerOf, programOf } from './expressions.js';
 
 export type TaskKind = 'call' | 'do' | 'fork' | 'for' | 'raise' | 'set' | 'switch' | 'try' | 'wait' | 'emit' | 'listen' | 'run';
 
@@ -74,7 +74,10 @@ export function checkDocument(document: JsonValue): string {
   if ((evaluate.language ?? 'jq') !== 'jq' || (evaluate.mode ?? 'strict') !== 'strict')
     throw unsupported('/evaluate: only strict jq expressions are supported');
   checkList(document.do, '/do');
-  for (const { pointer, program } of expressionsIn(document, '')) checkProgram(program, pointer);
+  // A pointer is built only to name a refused expression.
+  forEachExpression(document, (program, path) => {
+    if (nondeterminismProblem(program)) checkProgram(program, pointerOf(path));
+  });
   for (const field of ['input', 'output', 'export']) checkTransforms(document[field], `/${field}`);
   return head.name;
 }

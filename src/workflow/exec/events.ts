@@ -8,7 +8,7 @@
  * result — is an event, so rebuilding the instance never evaluates or calls anything.
  */
 import type { JsonValue } from '../../contract/json.js';
-import { describeErrors, lazyValidator } from '../../contract/validation.js';
+import { lazyProblem } from '../../contract/validation.js';
 import type { TimeGuard } from '../../events/types.js';
 
 /** A DSL error (RFC 7807 problem details); `instance` is the JSON Pointer of the task that raised it. */
@@ -344,10 +344,9 @@ export const workflowTransitionSchema = {
   },
 } as const;
 
-const validator = lazyValidator(workflowTransitionSchema);
+const problem = lazyProblem(workflowTransitionSchema);
 
 /** Undefined when valid; otherwise every schema error. */
 export function workflowTransitionProblem(transition: unknown): string | undefined {
-  const validate = validator();
-  return validate(transition) ? undefined : describeErrors(validate.errors);
+  return problem(transition);
 }

@@ -47,31 +47,54 @@ export function nondeterminismProblem(program: string): string | undefined {
   return found === undefined ? undefined : `uses ${found}, whose result is not a function of the input`;
 }
 
-/** Every expression inside a value, with where it sits, for validation. */
-export function expressionsIn(value: unknown, pointer: string, out: { pointer: string; program: string }[] = []): { pointer: string; program: string }[] {
-  if (isExpression(value)) out.push({ pointer, program: programOf(value) });
-  else if (Array.isArray(value)) value.forEach((item, index) => expressionsIn(item, `${pointer}/${index}`, out));
-  else if (typeof value === 'object' && value !== null)
-    for (const [key, item] of Object.entries(value)) expressionsIn(item, `${pointer}/${escapePointer(key)}`, out);
-  return out;
+/**
+ * Calls `visit` with every expression inside a value and the path to it; the path array is the
+ * walk's own (push and pop), so a caller builds a pointer from it only when it needs one.
+ */
+export function forEachExpression(value: unknown, visit: (program: string, path: readonly string[]) => void, path: string[] = []): void {
+  if (typeof value === 'string') {
+    if (isExpression(value)) visit(programOf(value), path);
+  } else if (Array.isArray(value)) {
+    for (let index = 0; index < value.length; index++) {
+      path.push(String(index));
+      forEachExpression(value[index], visit, path);
+      path.pop();
+    }
+  } else if (typeof value === 'object' && value !== null) {
+    for (const key in value) {
+      if (!Object.hasOwn(value, key)) continue;
+      path.push(key);
+      forEachExpression((value as Record<string, unknown>)[key], visit, path);
+      path.pop();
+    }
+  }
 }
+
+/** The JSON Pointer (RFC 6901) of a path. */
+export const pointerOf = (path: readonly string[]): string => path.map((token) => `/${escapePointer(token)}`).join('');
 
 export function escapePointer(token: string): string {
   return token.replace(/~/g, '~0').replace(/\//g, '~1');
 }
 
-/** A value with every enclosed expression replaced by its result (`evaluate` runs one program); a part without any is kept as it is. */
+/**
+ * A value with every enclosed expression replaced by its result (`evaluate` runs one program);
+ * a part without any is kept as it is (not copied).
+ */
 export async function evaluateValue(value: JsonValue, evaluate: (program: string) => Promise<JsonValue>): Promise<JsonValue> {
   if (isExpression(value)) return evaluate(programOf(value));
-  if (!hasExpression(value)) return value;
   if (Array.isArray(value)) {
     const out: JsonValue[] = [];
-    for (const item of value) out.push(await evaluateValue(item, evaluate));
+    for (const item of value) out.push(hasExpression(item) ? await evaluateValue(item, evaluate) : item);
     return out;
   }
   if (typeof value === 'object' && value !== null) {
     const out: Record<string, JsonValue> = {};
-    for (const [key, item] of Object.entries(value)) out[key] = await evaluateValue(item, evaluate);
+    for (const key in value) {
+      if (!Object.hasOwn(value, key)) continue;
+      const item = value[key] as JsonValue;
+      out[key] = hasExpression(item) ? await evaluateValue(item, evaluate) : item;
+    }
     return out;
   }
   return value;
@@ -79,10 +102,11 @@ export async function evaluateValue(value: JsonValue, evaluate: (program: string
 
 /** Whether a value holds any expression (a constant needs no step in the log). */
 export function hasExpression(value: unknown): boolean {
-  if (typeof value === 'string') return enclosed.test(value);
-  if (Array.isArray(value)) return value.some(hasExpression);
-  if (typeof value === 'object' && value !== null) {
-    for (const item of Object.values(value)) if (hasExpression(item)) return true;
+  if (typeof value === 'string') return isExpression(value);
+  if (Array.isArray(value)) {
+    for (const item of value) if (hasExpression(item)) return true;
+  } else if (typeof value === 'object' && value !== null) {
+    for (const key in value) if (Object.hasOwn(value, key) && hasExpression((value as Record<string, unknown>)[key])) return true;
   }
   return false;
 }

@@ -148,7 +148,12 @@ export class Interpreter implements Interpreting {
       // Started already under this epoch (a contract call's start goes with its binding): nothing to propose.
       if (kind === 'call' && this.record.calls[at]?.epoch !== epoch)
         await this.propose({ command: 'call-started', events: [{ type: 'call-started', v: 1, at, epoch }] });
-      result = await this.computed(compute);
+      try {
+        result = { ok: await compute() };
+      } catch (error) {
+        if (!(error instanceof WorkflowRaise)) throw error;
+        result = { error: error.error };
+      }
     }
     const type = kind === 'call' ? 'call-answered' : 'expression-evaluated';
     if (kind === 'expression' || rerun) {
@@ -159,15 +164,6 @@ export class Interpreter implements Interpreting {
     const stored = this.record.steps[at];
     if (!stored) throw new Halted(`step ${at} was not recorded`);
     return replayed(stored);
-  }
-
-  private async computed(compute: () => Promise<JsonValue>): Promise<StepResult> {
-    try {
-      return { ok: await compute() };
-    } catch (error) {
-      if (!(error instanceof WorkflowRaise)) throw error;
-      return { error: error.error };
-    }
   }
 
   /** The variables every expression sees ($context, $workflow, $runtime, $task, the frame's). */
@@ -189,18 +185,13 @@ export class Interpreter implements Interpreting {
     return this.step(at, frame, 'expression', () => this.jq(programOf(expression), input, this.vars(frame, extra), ref));
   }
 
-  /** A value with its enclosed expressions evaluated, recorded under `at` as one step. */
-  async evaluateValue(
-    at: string,
-    value: JsonValue,
-    input: JsonValue,
-    frame: Frame,
-    extra: Readonly<Record<string, JsonValue>>,
-    ref: string,
-  ): Promise<JsonValue> {
-    if (!hasExpression(value)) return value;
-    const vars = this.vars(frame, extra);
-    return this.step(at, frame, 'expression', () => evaluateValue(value, (program) => this.jq(program, input, vars, ref)));
+  /** A value with its enclosed expressions evaluated, recorded under `at` as one step (a constant is no step). */
+  evaluateValue(at: string, value: JsonValue, input: JsonValue, frame: Frame, extra: Readonly<Record<string, JsonValue>>, ref: string): Promise<JsonValue> {
+    if (!hasExpression(value)) return Promise.resolve(value);
+    return this.step(at, frame, 'expression', () => {
+      const vars = this.vars(frame, extra);
+      return evaluateValue(value, (program) => this.jq(program, input, vars, ref));
+    });
   }
 
   private async jq(program: string, input: JsonValue, vars: Record<string, JsonValue>, ref: string): Promise<JsonValue> {
@@ -332,10 +323,14 @@ export class Interpreter implements Interpreting {
     if (task?.state === 'cancelled') throw new Halted(`task ${at} was cancelled`);
   }
 
-  /** Runs `work` against the task's timeout, a timer recorded at the task's start instant + after. */
-  private async withTimeout(entry: TaskEntry, at: string, frame: Frame, work: (frame: Frame) => Promise<Outcome>): Promise<Outcome> {
+  /** Runs `work` against the task's timeout, if it has one. */
+  private withTimeout(entry: TaskEntry, at: string, frame: Frame, work: (frame: Frame) => Promise<Outcome>): Promise<Outcome> {
     const afterMs = timeoutMsOf(this.record.started.document, entry.task.timeout);
-    if (afterMs === undefined) return work(frame);
+    return afterMs === undefined ? work(frame) : this.timed(at, afterMs, frame, work);
+  }
+
+  /** Runs `work` against a timer recorded at the task's start instant + afterMs. */
+  private async timed(at: string, afterMs: number, frame: Frame, work: (frame: Frame) => Promise<Outcome>): Promise<Outcome> {
     // The timeout counts from the committed start.
     await this.flush();
     const started = this.record.tasks[at];
