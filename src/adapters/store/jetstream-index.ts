@@ -130,8 +130,9 @@ export class JetStreamOperationIndex implements OperationIndexStore {
   async appended(operationId: string, previousRevision: string | undefined, stored: StoredTransition, after?: RecordAfter): Promise<void> {
     try {
       const row = await this.host.states.rowAfterStored(operationId, previousRevision, stored, () => this.host.logOf(operationId), after);
-      // A settled log is final: its marker can go (in parallel; one left behind costs recovery a row read).
-      if (row) await Promise.all([this.publish(operationId, row), isSettled(row.phase) ? this.unmark(operationId) : undefined]);
+      // A settled log is final: its marker can go, off the append's path (one left behind costs recovery a row read).
+      if (row && isSettled(row.phase)) void this.unmark(operationId);
+      if (row) await this.publish(operationId, row);
     } catch {
       // Behind, never wrong: see the header.
     }
