@@ -238,14 +238,18 @@ export class WorkflowExecutor implements CloudEventIntake {
     const stop = () => controller.abort();
     this.stopping.signal.addEventListener('abort', stop);
     const renewal = this.renew(instance, controller);
+    let returned = false;
     try {
       await this.interpreter(instance, lease.epoch).run(controller.signal);
+      returned = true;
     } catch (error) {
       if (!(error instanceof Halted)) throw error;
     } finally {
       renewal.cancel();
       this.stopping.signal.removeEventListener('abort', stop);
-      controller.abort(interpreterEnded);
+      // A run that returned has settled everything it started (every branch awaited): nothing is left to stop,
+      // and an abort's event dispatch costs more than a short step. One that threw may leave work behind: stop it.
+      if (!returned) controller.abort(interpreterEnded);
     }
     return instance.record.status === 'running' ? clock.nowMs() + haltedRedriveMs : undefined;
   }
