@@ -74,7 +74,7 @@ export function forEachExpression(value: unknown, visit: (program: string, path:
 export const pointerOf = (path: readonly string[]): string => path.map((token) => `/${escapePointer(token)}`).join('');
 
 export function escapePointer(token: string): string {
-  return token.replace(/~/g, '~0').replace(/\//g, '~1');
+  return token.includes('~') || token.includes('/') ? token.replace(/~/g, '~0').replace(/\//g, '~1') : token;
 }
 
 /**

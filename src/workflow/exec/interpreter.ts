@@ -26,7 +26,7 @@ import { entriesOf, isObject, kindOf, timeoutMsOf, type TaskEntry, type TaskKind
 import { WorkflowRaise, raise } from './dsl-errors.js';
 import type { StepResult, WorkflowError, WorkflowEvent } from './events.js';
 import { evaluateValue, hasExpression, programOf } from './expressions.js';
-import { ExpressionFailure } from './jq.js';
+import { ExpressionFailure, pathValue } from './jq.js';
 import { Halted, replayed } from './journal.js';
 import type { WorkflowRecord } from './record.js';
 import { runKind } from './tasks.js';
@@ -182,21 +182,27 @@ export class Interpreter implements Interpreting {
 
   /** An expression field's value (with or without `${ }`), recorded under `at`. */
   evaluate(at: string, expression: string, input: JsonValue, frame: Frame, extra: Readonly<Record<string, JsonValue>>, ref: string): Promise<JsonValue> {
-    return this.step(at, frame, 'expression', () => this.jq(programOf(expression), input, this.vars(frame, extra), ref));
+    return this.step(at, frame, 'expression', () => this.jq(programOf(expression), input, () => this.vars(frame, extra), ref));
   }
 
   /** A value with its enclosed expressions evaluated, recorded under `at` as one step (a constant is no step). */
   evaluateValue(at: string, value: JsonValue, input: JsonValue, frame: Frame, extra: Readonly<Record<string, JsonValue>>, ref: string): Promise<JsonValue> {
     if (!hasExpression(value)) return Promise.resolve(value);
     return this.step(at, frame, 'expression', () => {
-      const vars = this.vars(frame, extra);
-      return evaluateValue(value, (program) => this.jq(program, input, vars, ref));
+      let vars: Record<string, JsonValue> | undefined;
+      return evaluateValue(value, (program) => this.jq(program, input, () => (vars ??= this.vars(frame, extra)), ref));
     });
   }
 
-  private async jq(program: string, input: JsonValue, vars: Record<string, JsonValue>, ref: string): Promise<JsonValue> {
+  /**
+   * One jq program's first output. A plain path of identifiers is answered in-process, exactly as
+   * jq answers it (pathValue), without building the variables only jq would read.
+   */
+  private async jq(program: string, input: JsonValue, vars: () => Record<string, JsonValue>, ref: string): Promise<JsonValue> {
+    const direct = pathValue(program, input);
+    if (direct !== undefined) return direct;
     try {
-      return await this.deps.evaluator.evaluate(program, input, vars);
+      return await this.deps.evaluator.evaluate(program, input, vars());
     } catch (error) {
       if (error instanceof ExpressionFailure) throw raise('expression', 400, 'Expression evaluation failed', ref, error.message);
       throw error;

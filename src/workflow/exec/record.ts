@@ -283,10 +283,21 @@ function applyLease(record: Mutable<WorkflowRecord>, event: LeaseAcquired | Leas
 function created(stored: Stored<WorkflowTransition>): WorkflowRecord {
   const [first, ...rest] = stored.transition.events;
   if (first?.type !== 'workflow-started') throw new AssertionFailure('a workflow stream begins with workflow-started');
-  const { type: _type, v: _v, ...fields } = first;
   // The deadline counts from the commit instant, the instance's startedAtMs (older logs: as recorded).
   const deadlineMs = typeof first.timeoutMs === 'number' ? stored.committedAtMs + first.timeoutMs : (first.deadlineMs ?? null);
-  const started = { ...fields, deadlineMs };
+  // Named field by field: object rest over the event takes the engine's generic (slow) copy.
+  const started: WorkflowRecord['started'] = {
+    instanceId: first.instanceId,
+    principalId: first.principalId,
+    invocationKey: first.invocationKey,
+    workflowName: first.workflowName,
+    bundleDigest: first.bundleDigest,
+    document: first.document,
+    input: first.input,
+    deadlineMs,
+  };
+  // Older logs have no timeoutMs (their deadlineMs is the one above).
+  if (first.timeoutMs !== undefined) started.timeoutMs = first.timeoutMs;
   const timers: Record<string, TimerRecord> =
     typeof first.timeoutMs === 'number' && deadlineMs !== null
       ? { [workflowTimeoutKey]: { dueAtMs: deadlineMs, purpose: 'workflow-timeout', state: stepTimer('idle', 'SET') } }
