@@ -138,3 +138,21 @@ test('an admission whose branches do not start at attempt 1 and fence 1 is refus
     AssertionFailure,
   );
 });
+
+test('a reassignment must start the next attempt with a higher fence: any other is refused', async () => {
+  const { log } = await shortLog();
+  const admittedRecord = fold(log.slice(0, 1))!;
+  const record = { ...admittedRecord, manifest: { ...admittedRecord.manifest, attemptsMax: 3 } };
+  const at = record.admittedAtMs + 1;
+  const retrying = applyEvents(record, [{ type: 'claim-ended', v: 1, branchId: 'bravo', attempt: 1, fence: 1, cause: 'released', retryAtMs: at + 100 }], at);
+  const reassigned = (attempt: number, fence: number) =>
+    applyEvents(retrying, [{ type: 'branch-reassigned', v: 1, branchId: 'bravo', peerId: 'bravo', attempt, fence, publicationId: 'p2' }], at + 100);
+  assert.equal(reassigned(2, 2).branches['bravo']!.attempt, 2);
+  for (const [attempt, fence] of [
+    [2, 1],
+    [3, 2],
+    [1, 2],
+  ]) {
+    assert.throws(() => reassigned(attempt!, fence!), AssertionFailure, `attempt ${attempt} fence ${fence}`);
+  }
+});
