@@ -3,7 +3,19 @@
  * effect (connection.ts): so that every command that connects takes the same flags, the same way.
  */
 import type { Command } from 'commander';
+import { invalidInput } from '../contract/errors.js';
 import { requireNats, requireStore, resolveConnection, type ConnectionFlags, type ContextUser, type StoreAuth } from './connection.js';
+
+/** The `workflow` command: found when another module made it, else made here (its subcommands are added by several modules). */
+export function workflowCommand(program: Command): Command {
+  return program.commands.find((command) => command.name() === 'workflow') ?? program.command('workflow').description('Serverless Workflow 1.0.3 documents');
+}
+
+/** A non-negative integer option's parser (--wait-ms, --seed). */
+export function nonNegativeInteger(value: string): number {
+  if (!/^[0-9]+$/.test(value)) throw invalidInput(`expected a non-negative integer, got ${JSON.stringify(value)}`);
+  return Number(value);
+}
 
 const contextsHelp = 'contexts file (default $CONVOKE_CONTEXTS, else contexts.json in $XDG_CONFIG_HOME/convoke)';
 

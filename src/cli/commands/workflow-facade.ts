@@ -13,12 +13,11 @@
  * Registered by `addWorkflowFacadeCommands` under `convoke workflow` (created here when absent).
  */
 import type { Command } from 'commander';
-import { invalidInput } from '../../contract/errors.js';
 import type { ContractRef } from '../../contract/types.js';
 import type { WorkflowInstance } from '../../runtime/workflow-service.js';
 import type { CliIo } from '../io.js';
 import { exitCodeOfReplyError, exitCodes } from '../exit-codes.js';
-import { natsClientOf, natsPrincipalOptions } from '../options.js';
+import { natsClientOf, natsPrincipalOptions, nonNegativeInteger, workflowCommand } from '../options.js';
 import type { NatsClientOptions } from './invoke.js';
 
 export interface WorkflowClientOptions extends NatsClientOptions {
@@ -101,15 +100,10 @@ export function renderInstance(instance: WorkflowInstance): string {
   return lines.join('\n') + '\n';
 }
 
-const integer = (value: string): number => {
-  if (!/^[0-9]+$/.test(value)) throw invalidInput(`expected a non-negative integer, got ${JSON.stringify(value)}`);
-  return Number(value);
-};
-
 /** The CLI's shared NATS client options (options.ts: servers, user, login, principal; from the flags or the context), and these. */
 function natsOptions(command: Command): Command {
   return natsPrincipalOptions(command)
-    .option('--wait-ms <n>', 'how long the coordinator may wait for the instance to end', integer, 0)
+    .option('--wait-ms <n>', 'how long the coordinator may wait for the instance to end', nonNegativeInteger, 0)
     .option('--json', 'print the reply as JSON', false);
 }
 
@@ -120,8 +114,7 @@ async function clientOf(o: Record<string, unknown>, command: string): Promise<Wo
 
 /** `convoke workflow start|get`, under the `workflow` command (created when no other module made it). */
 export function addWorkflowFacadeCommands(program: Command, io: CliIo, setExit: (code: number) => void): void {
-  const workflow =
-    program.commands.find((command) => command.name() === 'workflow') ?? program.command('workflow').description('Serverless Workflow 1.0.3 documents');
+  const workflow = workflowCommand(program);
   natsOptions(
     workflow
       .command('start')

@@ -14,7 +14,7 @@ import type { CliIo } from '../io.js';
 import { exitCodeOfError, exitCodes } from '../exit-codes.js';
 import { isWorkflowInstanceId } from '../../workflow/ids.js';
 import { storeLogin, type StoreAuth } from '../connection.js';
-import { contextOptions, startConnectionOf, startContextOptions, storeCredsOption, storeOf } from '../options.js';
+import { contextOptions, nonNegativeInteger, startConnectionOf, startContextOptions, storeCredsOption, storeOf, workflowCommand } from '../options.js';
 import { checkSecretFile } from '../secrets.js';
 import { limits } from '../../contract/limits.js';
 
@@ -121,15 +121,9 @@ async function contractCalls(options: WorkflowRunOptions, clock: import('../../c
   return new HttpContracts({ endpoint: options.endpoint, credential, clock });
 }
 
-const integer = (value: string): number => {
-  if (!/^[0-9]+$/.test(value)) throw invalidInput(`expected a non-negative integer, got ${JSON.stringify(value)}`);
-  return Number(value);
-};
-
 /** `convoke workflow run`, under the `workflow` command (created when no other module made it). */
 export function addWorkflowRunCommand(program: Command, io: CliIo, setExit: (code: number) => void): void {
-  const workflow =
-    program.commands.find((command) => command.name() === 'workflow') ?? program.command('workflow').description('Serverless Workflow 1.0.3 documents');
+  const workflow = workflowCommand(program);
   startContextOptions(
     workflow
       .command('run')
@@ -143,8 +137,8 @@ export function addWorkflowRunCommand(program: Command, io: CliIo, setExit: (cod
     )
     .option('--key <key>', 'invocation key of the instance', 'run')
     .option('--principal <id>', "principal the instance runs as (default: the context's, else local)")
-    .option('--wait-ms <n>', 'how long to wait for the instance to finish', integer, 600_000)
-    .option('--seed <n>', 'seed of the retry jitter source', integer)
+    .option('--wait-ms <n>', 'how long to wait for the instance to finish', nonNegativeInteger, 600_000)
+    .option('--seed <n>', 'seed of the retry jitter source', nonNegativeInteger)
     .option('--json', 'print the instance (status, output, error, tasks) as JSON', false)
     .option(
       '--endpoint <url>',
@@ -187,8 +181,7 @@ async function runOptionsOf(o: Record<string, unknown>): Promise<WorkflowRunOpti
 
 /** `convoke workflow inspect ID --store URL`: the same as `convoke inspect wf…`. */
 export function addWorkflowInspectCommand(program: Command, io: CliIo, setExit: (code: number) => void): void {
-  const workflow =
-    program.commands.find((command) => command.name() === 'workflow') ?? program.command('workflow').description('Serverless Workflow 1.0.3 documents');
+  const workflow = workflowCommand(program);
   storeCredsOption(contextOptions(workflow.command('inspect')))
     .argument('<instanceId>', 'workflow instance id (wf…)')
     .option('--store <url>', "store URL: sqlite:PATH, jetstream:nats://HOST:PORT (default: the context's)")
