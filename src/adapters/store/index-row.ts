@@ -65,3 +65,14 @@ export function parseIndexRow(data: Uint8Array): OperationIndexRow | undefined {
     return undefined;
   }
 }
+
+/**
+ * The row stored on one row subject (`<subjectPrefix><operationId>`): the operation the subject
+ * names, and its row only when the stored row names that same operation (a removal marker, a
+ * damaged row or a row naming another operation is none).
+ */
+export function indexRowOnSubject(subjectPrefix: string, subject: string, data: Uint8Array): { operationId: string; row: OperationIndexRow | undefined } {
+  const operationId = subject.slice(subjectPrefix.length);
+  const row = parseIndexRow(data);
+  return { operationId, row: row?.operationId === operationId ? row : undefined };
+}

@@ -22,7 +22,7 @@ import { DeliverPolicy, type JetStreamClient, type JetStreamManager, type JsMsg 
 import { unavailable } from '../../contract/errors.js';
 import type { OperationIndexRow } from '../../events/operation-index.js';
 import { IndexView } from './index-view.js';
-import { parseIndexRow } from './index-row.js';
+import { indexRowOnSubject } from './index-row.js';
 
 /** How often a wait for the view checks that deliveries still come. */
 const progressCheckMs = 25;
@@ -113,10 +113,9 @@ export class JetStreamIndexFeed {
 
   /** One stored message, in stream order: the operation's row, or (a removal marker, a damaged row) none. */
   deliver(msg: Pick<JsMsg, 'seq' | 'subject' | 'data'>): void {
-    const operationId = msg.subject.slice(this.host.subjectPrefix.length);
-    const row = parseIndexRow(msg.data);
+    const { operationId, row } = indexRowOnSubject(this.host.subjectPrefix, msg.subject, msg.data);
     try {
-      if (row !== undefined && row.operationId === operationId) this.view.apply(this.intern(row));
+      if (row !== undefined) this.view.apply(this.intern(row));
       else this.view.remove(operationId);
     } catch (error) {
       // A view that failed half-way through an update is not trusted again: the next read starts a new feed.

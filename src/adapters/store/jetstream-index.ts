@@ -43,7 +43,7 @@ import type { StoredTransition } from '../../events/types.js';
 import { isSettled } from '../../machines/index.js';
 import { mayBeOpen, type IndexStates } from './index-states.js';
 import type { JetStreamOpenSet } from './jetstream-open-set.js';
-import { parseIndexRow } from './index-row.js';
+import { indexRowOnSubject, parseIndexRow } from './index-row.js';
 import { JetStreamIndexFeed, StaleFeed } from './jetstream-index-feed.js';
 import type { IndexView } from './index-view.js';
 import type { OperationIndexStore, RecordAfter } from './types.js';
@@ -118,8 +118,13 @@ export class JetStreamOperationIndex implements OperationIndexStore {
     return `${this.host.streamName}_INDEX`;
   }
 
+  /** Row subjects are `<prefix>.idx.<operationId>`. */
+  private get rowSubjectPrefix(): string {
+    return `${this.host.prefix}.idx.`;
+  }
+
   private subject(operationId: string): string {
-    return `${this.host.prefix}.idx.${operationId}`;
+    return `${this.rowSubjectPrefix}${operationId}`;
   }
 
   /**
@@ -252,7 +257,7 @@ export class JetStreamOperationIndex implements OperationIndexStore {
         js: this.host.js,
         jsm: this.host.jsm,
         stream: this.stream,
-        subjectPrefix: `${this.host.prefix}.idx.`,
+        subjectPrefix: this.rowSubjectPrefix,
         requestTimeoutMs: this.host.requestTimeoutMs,
       }));
       let feed: JetStreamIndexFeed | undefined;
@@ -356,7 +361,8 @@ export class JetStreamOperationIndex implements OperationIndexStore {
     let name: string | undefined;
     try {
       const info = await jsm.consumers.add(this.stream, {
-        filter_subject: `${this.host.prefix}.idx.>`,
+        // Row subjects only, as the view reads them (jetstream-index-feed.ts): one token after `idx`.
+        filter_subject: `${this.host.prefix}.idx.*`,
         deliver_policy: DeliverPolicy.LastPerSubject,
         ack_policy: AckPolicy.None,
         mem_storage: true,
@@ -374,7 +380,7 @@ export class JetStreamOperationIndex implements OperationIndexStore {
         const before = delivered;
         for await (const msg of batch) {
           delivered++;
-          const row = parseIndexRow(msg.data);
+          const { row } = indexRowOnSubject(this.rowSubjectPrefix, msg.subject, msg.data);
           if (row) rows.push(row);
         }
         if (delivered === before) throw new Error(`the index read stopped after ${delivered} of ${info.num_pending} rows`);
