@@ -64,8 +64,8 @@ async function readPasswordFile(path: string): Promise<string> {
 /** A NATS credentials file's contents, checked: owner-only, and a user JWT with its user seed. */
 export async function readCredsFile(path: string): Promise<Uint8Array> {
   // Loaded when used: it brings the NATS client, which commands that never connect do not load.
-  const { checkCreds, credsFileBytesMax } = await import('../adapters/transport/nats-creds.js');
-  await checkSecretFile(path, 'credentials file', credsFileBytesMax);
+  const { checkCreds } = await import('../adapters/transport/nats-creds.js');
+  await checkSecretFile(path, 'credentials file', limits.credsFileBytesMax);
   const bytes = new Uint8Array(await readFile(path));
   checkCreds(bytes, `credentials file ${path}`);
   return bytes;

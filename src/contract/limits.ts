@@ -173,6 +173,8 @@ export const limits = {
   cliContextTextCharsMax: 4096,
   /** CLI: a password file holds one line; a longer file is not a password file. */
   passwordFileBytesMax: 4096,
+  /** CLI: a NATS .creds file is a JWT of a few kilobytes and a 58-character seed; anything much larger is not one. */
+  credsFileBytesMax: 64 * 1024,
   /** CLI: a bearer token file holds one token; anything larger is not one. */
   tokenFileBytesMax: 16 * 1024,
   /** Workflow documents in YAML: aliases one document may expand (the `yaml` package's own default, named here). */

@@ -8,9 +8,6 @@
 import { credsAuthenticator, nkeys, type Authenticator } from '@nats-io/transport-node';
 import { invalidInput } from '../../contract/errors.js';
 
-/** A .creds file is a JWT of a few kilobytes and a 58-character seed; anything much larger is not one. */
-export const credsFileBytesMax = 64 * 1024;
-
 /** How a NATS connection logs in: a user and password, or a credentials file's contents (JWT + seed). */
 export type NatsLogin = { user: string; pass: string } | { creds: Uint8Array };
 
