@@ -41,33 +41,30 @@ const untilOf = (to: JsonValue): JsonValue | undefined => (isObject(to) && Array
 /** `correlate.<name>.expect` of every filter, keyed `<group>/<filter>/<name>` (the value recorded when the listen starts). */
 export function expectsOf(to: JsonValue): Record<string, JsonValue> {
   const out: Record<string, JsonValue> = {};
+  for (const { key, spec } of correlations(to)) if (spec.expect !== undefined) out[key] = spec.expect;
+  return out;
+}
+
+/** Every `correlate.<name>` object of the strategy's filters and of its `until`, with its key `<group>/<filter>/<name>`. */
+function* correlations(to: JsonValue): Generator<{ key: string; spec: JsonObject }> {
   const groups: [ListenGroup, JsonValue | undefined][] = [
     ['to', to],
     ['until', untilOf(to)],
   ];
-  for (const [group, strategy] of groups)
-    filtersOf(strategy).forEach((filter, index) => {
-      const correlate = isObject(filter.correlate) ? filter.correlate : {};
-      for (const [name, spec] of Object.entries(correlate)) if (isObject(spec) && spec.expect !== undefined) out[`${group}/${index}/${name}`] = spec.expect;
-    });
-  return out;
+  for (const [group, strategy] of groups) {
+    const filters = filtersOf(strategy);
+    for (let index = 0; index < filters.length; index++) {
+      const correlate = filters[index]?.correlate;
+      if (!isObject(correlate)) continue;
+      for (const [name, spec] of Object.entries(correlate)) if (isObject(spec)) yield { key: `${group}/${index}/${name}`, spec };
+    }
+  }
 }
 
 /** The strategy with its expectations replaced by their evaluated values. */
 export function withExpects(to: JsonValue, values: Readonly<Record<string, JsonValue>>): JsonValue {
   const copy = structuredClone(to) as JsonObject;
-  const groups: [ListenGroup, JsonValue | undefined][] = [
-    ['to', copy],
-    ['until', untilOf(copy)],
-  ];
-  for (const [group, strategy] of groups)
-    filtersOf(strategy).forEach((filter, index) => {
-      const correlate = isObject(filter.correlate) ? filter.correlate : {};
-      for (const [name, spec] of Object.entries(correlate)) {
-        const key = `${group}/${index}/${name}`;
-        if (isObject(spec) && Object.hasOwn(values, key)) spec.expect = values[key] as JsonValue;
-      }
-    });
+  for (const { key, spec } of correlations(copy)) if (Object.hasOwn(values, key)) spec.expect = values[key] as JsonValue;
   return copy;
 }
 
