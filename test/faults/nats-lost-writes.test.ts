@@ -46,6 +46,18 @@ async function invokeUntilAnswered(client: CommandClient, key: string, waitMs: n
   }
 }
 
+/** Reads an operation, asking again while a command or its reply is lost to a reconnect. */
+async function getUntilAnswered(client: CommandClient, operationId: string) {
+  for (let tries = 0; ; tries++) {
+    try {
+      return resultOf(await client.get(operationId, { waitMs: 0 }));
+    } catch (error) {
+      if (tries >= 40) throw error;
+      await new Promise((r) => setTimeout(r, 250));
+    }
+  }
+}
+
 describe('NATS durable: a broker that lost acknowledged stream writes', { timeout: 150_000 }, () => {
   let f: NatsDeploymentFixture;
   let client: CommandClient;
@@ -95,11 +107,18 @@ describe('NATS durable: a broker that lost acknowledged stream writes', { timeou
       const jsmAfter = await jetstreamManager(await f.adminConnection());
       await f.startPeer('alfa');
 
-      const closed = await eventually(
-        async () => resultOf(await client.get(lost, { waitMs: 0 })).decision !== null,
+      // Right after the restart a command or its reply can be lost (the client is reconnecting):
+      // such a get answers nothing yet, and is asked again.
+      await eventually(
+        () =>
+          client.get(lost, { waitMs: 0 }).then(
+            (r) => resultOf(r).decision !== null,
+            () => false,
+          ),
         'the operation whose request was lost closed',
-        8_000,
-      ).then(async () => resultOf(await client.get(lost, { waitMs: 0 })));
+        30_000,
+      );
+      const closed = await getUntilAnswered(client, lost);
       assert.deepEqual(
         [closed.decision?.outcome, closed.decision?.reason, closed.settlement.status],
         ['indeterminate', 'durability-lost', 'indeterminate'],
