@@ -6,6 +6,7 @@ import type { ValidateFunction } from 'ajv';
 import { digestOf } from './canonical.js';
 import { completionProblem } from './completion.js';
 import { invalidInput } from './errors.js';
+import { reservedNamespaceProblem } from './ids.js';
 import type { JsonObject, JsonValue } from './json.js';
 import { bundleSchema, interactionDefaults } from './schemas.js';
 import type { ContractBundle, ContractRef, Interaction } from './types.js';
@@ -31,6 +32,8 @@ export interface CompiledBundle {
 /** Validates a strictly parsed bundle document and compiles it. Throws AdapterError('invalid-input'). */
 export function loadBundle(document: JsonValue): CompiledBundle {
   const bundle = checkBundle(structuredClone(document));
+  const reserved = reservedNamespaceProblem(bundle.subjectNamespace);
+  if (reserved !== undefined) throw invalidInput(`contract bundle: subjectNamespace: ${reserved}`);
   const digest = digestOf(document);
   const interactions = new Map<string, CompiledInteraction>();
   for (const [id, raw] of Object.entries(bundle.interactions)) {

@@ -53,6 +53,33 @@ export function publicationId(contractDigest: string, operationId: string, branc
 export const tokenPattern = /^[A-Za-z0-9_-]{1,64}$/;
 /** A subject namespace: one to eight such tokens, dot-separated. */
 export const namespacePattern = /^[A-Za-z0-9_-]{1,64}(\.[A-Za-z0-9_-]{1,64}){0,7}$/;
+/**
+ * Subject roots a bundle's namespace may not start with: `convoke` carries the command API
+ * (`convoke.cmd.<principal>.<verb>`) and the JetStream store's default subjects (`convoke.op.>`,
+ * `convoke.wf.>`, `convoke.idx.*`, …), `_INBOX` every principal's replies. A peer's permissions
+ * cover `<ns>.*.*.result.<peer>`: under such a namespace they would reach into one of those
+ * (a namespace `convoke` with an interaction `op` would store a peer's message in the operations
+ * stream). NATS subjects are case-sensitive; the roots are refused in any case all the same.
+ */
+export const reservedSubjectRoots: readonly string[] = ['convoke', '_INBOX'];
+
+/** Why `namespace` may not be a bundle's subject namespace given the extra reserved roots, or undefined. */
+export function reservedNamespaceProblem(namespace: string, extraRoots: readonly string[] = []): string | undefined {
+  const root = namespace.split('.', 1)[0] ?? '';
+  const taken = [...reservedSubjectRoots, ...extraRoots].find((r) => r.toLowerCase() === root.toLowerCase());
+  if (taken === undefined) return undefined;
+  return `subject namespace ${JSON.stringify(namespace)} starts with the reserved subject root "${taken}" (convoke's commands, stores and inboxes live under ${[...new Set([...reservedSubjectRoots, ...extraRoots])].map((r) => `"${r}"`).join(', ')}): a peer's result subjects there would reach them`;
+}
+
+/** Whether two dot-separated subject spaces overlap: one's tokens are a prefix of the other's. */
+export function subjectSpacesOverlap(a: string, b: string): boolean {
+  const x = a.split('.');
+  const y = b.split('.');
+  const n = Math.min(x.length, y.length);
+  for (let i = 0; i < n; i++) if (x[i] !== y[i]) return false;
+  return true;
+}
+
 /** The same two rules as JSON Schema fragments, for every schema that names a token or a namespace. */
 export const tokenSchema = { type: 'string', pattern: tokenPattern.source } as const;
 export const namespaceSchema = { type: 'string', pattern: namespacePattern.source } as const;

@@ -15,13 +15,13 @@ import { BundleRegistry, type CompiledBundle } from '../contract/bundle.js';
 import { readBundleFile, readFileBytes, readJsonFile } from './files.js';
 import { invalidInput, isAdapterError } from '../contract/errors.js';
 import { parseStrictBytes } from '../contract/ijson.js';
-import { tokenSchema } from '../contract/ids.js';
+import { subjectSpacesOverlap, tokenSchema } from '../contract/ids.js';
 import { deepFrozen, type JsonObject, type JsonValue } from '../contract/json.js';
 import { limits } from '../contract/limits.js';
 import { describeErrors, compileChecker } from '../contract/validation.js';
 import { StaticDirectory } from '../adapters/directory/static.js';
 import { StaticPolicy } from '../adapters/policy/static.js';
-import { openStore } from '../adapters/store/open.js';
+import { jetstreamStorePrefix, openStore } from '../adapters/store/open.js';
 import type { EventStore } from '../adapters/store/types.js';
 import type { NatsLogin } from '../adapters/transport/nats-creds.js';
 import { MemoryBus, type MemoryTransport } from '../adapters/transport/memory.js';
@@ -316,7 +316,11 @@ export async function buildDeployment(config: DeploymentConfig, options: BuildOp
   const bundles = new BundleRegistry();
   for (const b of compiled) bundles.add(b);
   const examplePeers = transport.kind === 'memory' ? (transport.examplePeers ?? {}) : {};
-  const problems = [...attestationProblems(compiled, config.attestations), ...examplePeerProblems(compiled, examplePeers)];
+  const problems = [
+    ...attestationProblems(compiled, config.attestations),
+    ...examplePeerProblems(compiled, examplePeers),
+    ...storeSubjectProblems(compiled, config.store),
+  ];
   if (problems.length > 0) throw invalidInput(`deployment config: ${problems.join('; ')}`);
   const http = await resolveHttp(config.http);
   if (transport.kind === 'nats') {
@@ -431,6 +435,19 @@ function attestationProblems(bundles: CompiledBundle[], attestations: NamespaceA
   return [...new Set(bundles.map((b) => b.bundle.subjectNamespace))]
     .filter((ns) => !attested.has(ns))
     .map((ns) => `subject namespace "${ns}" has no publisher attestation, so every result on it would be rejected`);
+}
+
+/**
+ * A jetstream: store's subjects (`<prefix>.op.>` and its siblings) must not overlap a bundle's
+ * namespace: a peer may publish `<ns>.*.*.result.<peer>`, and a stream captures whatever lands on
+ * its subjects, whoever published it.
+ */
+function storeSubjectProblems(bundles: CompiledBundle[], store: string): string[] {
+  const prefix = jetstreamStorePrefix(store);
+  if (prefix === undefined) return [];
+  return [...new Set(bundles.map((b) => b.bundle.subjectNamespace))]
+    .filter((ns) => subjectSpacesOverlap(ns, prefix))
+    .map((ns) => `subject namespace "${ns}" overlaps the jetstream store's subjects under "${prefix}": a peer's results could land in the store's streams`);
 }
 
 /** Each example result must name a deployed interaction and match its result schema in every bundle that has it. */

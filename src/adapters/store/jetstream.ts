@@ -47,7 +47,8 @@ import {
   type StoredMsg,
 } from '@nats-io/jetstream';
 import type { StoredTransition, Transition } from '../../events/types.js';
-import { AdapterError, AssertionFailure, unavailable, unsupported } from '../../contract/errors.js';
+import { AdapterError, AssertionFailure, invalidInput, unavailable, unsupported } from '../../contract/errors.js';
+import { namespacePattern } from '../../contract/ids.js';
 import { limits as contractLimits } from '../../contract/limits.js';
 import { decodeStored, isStoreFailure, notifyAll, parseRevision, revisionsOnly } from './codec.js';
 import { resolveStoreLimits } from './limits.js';
@@ -162,6 +163,7 @@ export class JetStreamEventStore extends ReplayStampedStore {
 
   static async open(options: JetStreamStoreOptions): Promise<JetStreamEventStore> {
     const requestTimeoutMs = options.requestTimeoutMs ?? 5000;
+    checkSubjectPrefix(options.subjectPrefix ?? 'convoke');
     const nc = options.connection ?? (await connectFor(options, requestTimeoutMs));
     try {
       const jsm = await jetstreamManager(nc, { timeout: requestTimeoutMs });
@@ -598,4 +600,16 @@ async function ensureStream(jsm: JetStreamManager, name: string, subject: string
 async function subjectsOf(jsm: JetStreamManager, stream: string, filter: string): Promise<string[]> {
   const info = await jsm.streams.info(stream, { subjects_filter: filter });
   return Object.keys(info.state.subjects ?? {});
+}
+
+/**
+ * The store's subjects live under its prefix: token-safe NATS tokens (no wildcard, no `$`), and
+ * not under `_INBOX`, where every principal's replies go.
+ */
+function checkSubjectPrefix(prefix: string): void {
+  if (!namespacePattern.test(prefix))
+    throw invalidInput(`jetstream store: prefix ${JSON.stringify(prefix.slice(0, 80))} must be one to eight dot-separated tokens of [A-Za-z0-9_-]`);
+  const root = prefix.split('.', 1)[0] ?? '';
+  if (root.toLowerCase() === '_inbox')
+    throw invalidInput(`jetstream store: prefix ${JSON.stringify(prefix)} lies under _INBOX, where every principal's replies go`);
 }

@@ -97,6 +97,17 @@ function checkIsConvokeStore(path: string): void {
     );
 }
 
+/** The subject prefix of a `jetstream:` store URL (default `convoke`); undefined for another store. */
+export function jetstreamStorePrefix(url: string): string | undefined {
+  const rest = /^jetstream:(.*)$/i.exec(url)?.[1];
+  if (rest === undefined) return undefined;
+  try {
+    return new URL(rest).searchParams.get('prefix') ?? 'convoke';
+  } catch {
+    return 'convoke';
+  }
+}
+
 async function openJetStream(rest: string, deps: OpenStoreDeps): Promise<EventStore> {
   let parsed: URL;
   try {
