@@ -10,8 +10,8 @@ import { ForkedSqliteClient } from '../support/forked-sqlite.js';
 import { expectOk, makeTransition, newOperationId, storeConformance, type StoreFactory } from './store.js';
 import { admission, indexConformance, lifecycle } from './index.js';
 import { indexRowOfLog } from '../../src/projections/operation-index.js';
-import { listStatement } from '../../src/adapters/store/sqlite-index.js';
-import { stuckBoundsDefault, type IndexQuery } from '../../src/events/operation-index.js';
+import { listStatement, stuckCountQuery } from '../../src/adapters/store/sqlite-index.js';
+import { stuckBoundsDefault, stuckReasons, type IndexQuery } from '../../src/events/operation-index.js';
 
 const sqliteFactory: StoreFactory = async (options = {}) => {
   const dir = await mkdtemp(join(tmpdir(), 'convoke-sqlite-'));
@@ -133,6 +133,27 @@ test('sqlite: a stuck page walks the rows that can be stuck in list order and st
         `${what}: walks a stuckable index (${plan.join('; ')})`,
       );
       assert.ok(!plan.some((d) => /TEMP B-TREE|MULTI-INDEX OR/.test(d)), `${what}: no sort and no union of every stuck row (${plan.join('; ')})`);
+    }
+  } finally {
+    db.close();
+    await store.close();
+    await rm(dir, { recursive: true, force: true });
+  }
+});
+
+test('sqlite: each stuck count is a range of one covering index, never a read of every open row from the table', async () => {
+  const dir = await mkdtemp(join(tmpdir(), 'convoke-sqlite-'));
+  const path = join(dir, 'store.db');
+  const store = new SqliteEventStore({ path, clock: new VirtualClock() });
+  const db = new Database(path, { readonly: true });
+  try {
+    for (const reason of stuckReasons) {
+      const { sql, params } = stuckCountQuery(reason, 1_000_000, stuckBoundsDefault);
+      const plan = db
+        .prepare<unknown[], { detail: string }>(`EXPLAIN QUERY PLAN ${sql}`)
+        .all(...params)
+        .map((step) => step.detail);
+      assert.ok(plan.length > 0 && plan.every((d) => /USING COVERING INDEX/.test(d)), `${reason}: ${plan.join('; ')}`);
     }
   } finally {
     db.close();

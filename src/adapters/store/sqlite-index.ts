@@ -68,7 +68,8 @@ CREATE INDEX IF NOT EXISTS operation_index_outcome ON operation_index (outcome, 
 CREATE INDEX IF NOT EXISTS operation_index_settlement ON operation_index (settlement, admitted_at_ms, operation_id);
 CREATE INDEX IF NOT EXISTS operation_index_interaction ON operation_index (interaction, admitted_at_ms, operation_id);
 CREATE INDEX IF NOT EXISTS operation_index_principal_phase ON operation_index (principal_id, phase, admitted_at_ms, operation_id);
-CREATE INDEX IF NOT EXISTS operation_index_open_deadline ON operation_index (deadline_ms) WHERE outcome IS NULL;
+DROP INDEX IF EXISTS operation_index_open_deadline;
+CREATE INDEX IF NOT EXISTS operation_index_open_deadline_outcome ON operation_index (deadline_ms, outcome) WHERE outcome IS NULL;
 CREATE INDEX IF NOT EXISTS operation_index_not_settled ON operation_index (operation_id) WHERE ${notSettled};
 CREATE INDEX IF NOT EXISTS operation_index_stuckable ON operation_index (admitted_at_ms, operation_id) WHERE ${stuckable};
 CREATE INDEX IF NOT EXISTS operation_index_principal_stuckable ON operation_index (principal_id, admitted_at_ms, operation_id) WHERE ${stuckable};
@@ -172,6 +173,25 @@ function stuckCondition(reason: StuckReason, nowMs: number, bounds: StuckBounds)
       return unreachable;
     }
   }
+}
+
+/** The index each stuck count reads (a covering range in each). */
+const stuckCountIndex: Record<StuckReason, string> = {
+  'open-past-deadline': 'operation_index_open_deadline_outcome',
+  'lease-expired': 'operation_index_lease',
+  'outbox-pending': 'operation_index_outbox',
+  'settlement-indeterminate': 'operation_index_settlement',
+};
+
+/**
+ * The count of one stuck reason. The index is named: without statistics SQLite takes the outcome
+ * index for `outcome IS NULL` and reads every open row from the table (0.7 s at 100 000 open
+ * rows), where each of these indexes covers its condition (the deadline index carries `outcome`
+ * for that) and the count is a range of the index alone.
+ */
+export function stuckCountQuery(reason: StuckReason, nowMs: number, bounds: StuckBounds): { sql: string; params: (string | number)[] } {
+  const c = stuckCondition(reason, nowMs, bounds);
+  return { sql: `SELECT count(*) AS n FROM operation_index INDEXED BY ${stuckCountIndex[reason]} WHERE ${c.sql}`, params: c.params };
 }
 
 /** The WHERE clause and parameters of a list query (principal first: it picks the narrowest index). */
@@ -298,9 +318,8 @@ export class SqliteOperationIndex implements OperationIndexStore {
     const counts = {} as StuckCounts;
     this.read(() => {
       for (const reason of stuckReasons) {
-        const c = stuckCondition(reason, nowMs, bounds);
-        const sql = `SELECT count(*) AS n FROM operation_index WHERE ${c.sql}`;
-        counts[reason] = this.db.prepare<(string | number)[], { n: number }>(sql).get(...c.params)?.n ?? 0;
+        const c = stuckCountQuery(reason, nowMs, bounds);
+        counts[reason] = this.db.prepare<(string | number)[], { n: number }>(c.sql).get(...c.params)?.n ?? 0;
       }
     });
     return counts;
