@@ -234,6 +234,8 @@ export function parseDeploymentConfig(bytes: Uint8Array, baseDir: string): Deplo
   const resolved: DeploymentConfig = { ...config, bundles: config.bundles.map(at), http: { ...config.http } };
   if (config.store.startsWith('sqlite:')) resolved.store = `sqlite:${at(config.store.slice('sqlite:'.length))}`;
   if (config.http.jwt) resolved.http.jwt = { ...config.http.jwt, jwksFile: at(config.http.jwt.jwksFile) };
+  if (config.transport.kind === 'nats' && config.transport.credsFile !== undefined)
+    resolved.transport = { ...config.transport, credsFile: at(config.transport.credsFile) };
   return resolved;
 }
 

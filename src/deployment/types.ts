@@ -64,6 +64,11 @@ export interface NatsTransportConfig {
    * Needed unless `convoke serve` is given the login (--creds, or a context's password or credentials).
    */
   passwordEnv?: string;
+  /**
+   * A NATS credentials file (user JWT and seed; owner-only, read by `convoke serve` at start),
+   * relative to the config file: the login of an operator-mode server. Not with passwordEnv.
+   */
+  credsFile?: string;
   /** core: best-effort core NATS, one attempt's worth of promises; durable: JetStream streams and consumers. */
   mode: 'core' | 'durable';
   /** Names the coordinator's inbox prefix and durable consumers; defaults to `user` (which must then be token-safe). */

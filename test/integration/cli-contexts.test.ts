@@ -281,7 +281,7 @@ test('a context field a command cannot use is an error naming it, never ignored'
   // Without a context, a missing login is named where it would have come from.
   const noLogin = await run('peer', '--config', peerConfig);
   assert.equal(noLogin.code, exitCodes.invalidInput);
-  assert.match(noLogin.err, /nats.passwordEnv is needed \(or give convoke peer --creds, or a context with a password or credentials\)/);
+  assert.match(noLogin.err, /nats.passwordEnv or nats.credsFile is needed \(or give convoke peer --creds, or a context with a password or credentials\)/);
   const workflowRun = await run('workflow', 'run', workflow, '--contexts', starters, '--context', 'demostore', '--json');
   assert.equal(workflowRun.code, 0, workflowRun.err);
   assert.equal(JSON.parse(workflowRun.out).status, 'completed');

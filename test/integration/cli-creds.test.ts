@@ -4,13 +4,14 @@
  * carry the deployment's permission plan. `convoke serve` logs in with the coordinator's .creds
  * from a context (its jetstream: store borrowing that login), `convoke peer` with its own, and the
  * command principal invokes and gets with its .creds from the selected context or from --creds;
+ * a peer config and a serve config can name their own .creds file instead;
  * an operator lists the JetStream store with an operator's .creds. A user of an account the server
  * does not trust is refused (exit 3, denied); a credentials file others may read, or one that is
  * not a credentials file, is refused before anything connects (exit 2).
  */
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { chmod, copyFile, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { chmod, copyFile, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createHash } from 'node:crypto';
@@ -62,15 +63,18 @@ async function writeDeployment(): Promise<void> {
     JSON.stringify({
       peerId: 'alfa',
       namespace,
-      nats: { servers: 'nats://127.0.0.1:1' },
+      nats: { servers: 'nats://127.0.0.1:1', credsFile: 'alfa.creds' },
       durable: false,
       interactions: { allok: { result: { verdict: 'approve' } } },
     }),
   );
   const c = nats.creds;
+  // The peer's config names its own credentials file (relative to the config); the context gives the servers.
+  await copyFile(c.alfa!, join(dir, 'alfa.creds'));
+  await chmod(join(dir, 'alfa.creds'), 0o600);
   const named = {
     coord: { nats: nats.url, creds: c.coordinator },
-    alfa: { nats: nats.url, creds: c.alfa },
+    alfa: { nats: nats.url },
     billing: { nats: nats.url, user: 'billing', creds: c.billing },
     ops: { store: `jetstream:${nats.url}`, creds: c.ops },
   };
@@ -154,6 +158,29 @@ test("a user of an account the server does not trust is denied (exit 3), --creds
   assert.equal(listed.code, exitCodes.denied, listed.output);
   const peerRefused = await cli(['peer', '--config', join(dir, 'peer-alfa.json'), '--context', 'alfa', '--creds', nats.strangerCreds]);
   assert.equal(peerRefused.code, exitCodes.denied, peerRefused.output);
+});
+
+test("a serve config that names its credentials file logs in with it, and one naming a stranger's is denied (exit 3)", { timeout: 120_000 }, async () => {
+  await copyFile(nats.creds.coordinator!, join(dir, 'coord.creds'));
+  await copyFile(nats.strangerCreds, join(dir, 'stranger.creds'));
+  await chmod(join(dir, 'coord.creds'), 0o600);
+  await chmod(join(dir, 'stranger.creds'), 0o600);
+  const withCreds = async (credsFile: string) => {
+    const config = JSON.parse(await readFile(join(dir, 'serve.json'), 'utf8')) as { transport: Record<string, unknown> };
+    config.transport = { ...config.transport, servers: nats.url, credsFile };
+    const path = join(dir, `serve-${credsFile}.json`);
+    await writeFile(path, JSON.stringify(config));
+    return path;
+  };
+  const own = await startServe(await withCreds('coord.creds'), { readyTimeoutMs: 90_000, env: noPasswords });
+  try {
+    const invoked = await cli(invokeArgs('creds-own'));
+    assert.equal(invoked.code, exitCodes.ok, invoked.output);
+  } finally {
+    await own.stop(5_000);
+  }
+  const stranger = await cli(['serve', '--config', await withCreds('stranger.creds')]);
+  assert.equal(stranger.code, exitCodes.denied, stranger.output);
 });
 
 test('a credentials file others may read, or that is not one, is refused before connecting (exit 2), the seed never shown', { timeout: 120_000 }, async () => {

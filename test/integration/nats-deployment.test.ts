@@ -123,7 +123,10 @@ describe('NATS deployment', { timeout: 50_000 }, () => {
     // No password variable is the CLI's to fill (serve --creds, a context's login); without one it is named.
     await assert.rejects(
       buildDeployment(parse(nats({ passwordEnv: undefined as unknown as string })), core),
-      rejectsAs('invalid-input', /transport\.passwordEnv is needed \(or give convoke serve --creds, or a context with a password or credentials\)/),
+      rejectsAs(
+        'invalid-input',
+        /transport\.passwordEnv or transport\.credsFile is needed \(or give convoke serve --creds, or a context with a password or credentials\)/,
+      ),
     );
   });
 

@@ -54,7 +54,7 @@ import { inboxPrefixFor } from '../../adapters/transport/nats-names.js';
 import { connectNats } from '../../adapters/transport/nats.js';
 import type { NatsLogin } from '../../adapters/transport/nats-creds.js';
 import { resolveConnection } from '../connection.js';
-import { readLogin } from '../secrets.js';
+import { readCredsFile, readLogin } from '../secrets.js';
 import { MemoryEffectSink, type EffectSink } from '../../peer/effect-sink.js';
 import { createNatsPeer } from '../../peer/nats-peer.js';
 import type { Handler, HandlerContext, Peer } from '../../peer/peer.js';
@@ -83,8 +83,8 @@ export interface PeerInteractionConfig {
 export interface PeerConfig {
   peerId: string;
   namespace: string;
-  /** passwordEnv is needed unless the login is given by --creds or --context. */
-  nats: { servers: string; user?: string; passwordEnv?: string };
+  /** passwordEnv or credsFile (relative to the config file) is needed unless the login is given by --creds or --context. */
+  nats: { servers: string; user?: string; passwordEnv?: string; credsFile?: string };
   durable: boolean;
   /** `sqlite:PATH` (shared across processes, survives restarts) or `memory:` (the default). */
   effectSink?: string;
@@ -130,6 +130,8 @@ export const peerConfigSchema = {
         servers: { type: 'string', minLength: 1, maxLength: 4096 },
         user: { type: 'string', minLength: 1, maxLength: 256 },
         passwordEnv: { type: 'string', pattern: '^[A-Za-z_][A-Za-z0-9_]{0,127}$' },
+        // A NATS credentials file, relative to the config file; not with passwordEnv.
+        credsFile: { type: 'string', minLength: 1, maxLength: 4096 },
       },
     },
     durable: { type: 'boolean' },
@@ -171,6 +173,10 @@ const checkPeerConfig = compileChecker<PeerConfig>(peerConfigSchema, 'peer confi
 /** Reads, strictly parses and validates a peer config; a relative sqlite path comes back absolute. */
 export async function readPeerConfig(file: string): Promise<PeerConfig> {
   const config = checkPeerConfig(await readJsonFile(file, 'peer config'));
+  if (config.nats.credsFile !== undefined) {
+    if (config.nats.passwordEnv !== undefined) throw invalidInput('peer config: nats.passwordEnv and nats.credsFile name two logins; keep one');
+    config.nats.credsFile = isAbsolute(config.nats.credsFile) ? config.nats.credsFile : resolve(dirname(resolve(file)), config.nats.credsFile);
+  }
   if (config.effectSink?.startsWith('sqlite:')) {
     if (config.effectSinkKeys !== undefined) throw invalidInput('peer config: effectSinkKeys bounds the memory effect sink; the sqlite sink keeps every key');
     const path = config.effectSink.slice('sqlite:'.length);
@@ -315,9 +321,10 @@ async function peerConnection(config: PeerConfig, options: PeerCommandOptions): 
   const servers = c.nats ?? config.nats.servers;
   const user = c.user ?? config.nats.user ?? config.peerId;
   if (c.loginNamed) return { servers, user, login: await readLogin(c.login, user, 'peer', env) };
+  if (config.nats.credsFile !== undefined) return { servers, user, login: { creds: await readCredsFile(config.nats.credsFile) } };
   const variable = config.nats.passwordEnv;
   if (variable === undefined)
-    throw invalidInput('peer config: nats.passwordEnv is needed (or give convoke peer --creds, or a context with a password or credentials)');
+    throw invalidInput('peer config: nats.passwordEnv or nats.credsFile is needed (or give convoke peer --creds, or a context with a password or credentials)');
   const pass = env[variable];
   if (pass === undefined || pass === '') throw invalidInput(`peer config: environment variable ${variable} (nats.passwordEnv) is not set`);
   return { servers, user, login: { user, pass } };

@@ -15,7 +15,7 @@ import type { DeploymentConfig } from '../../deployment/types.js';
 import type { NatsLogin } from '../../adapters/transport/nats-creds.js';
 import { invalidInput } from '../../contract/errors.js';
 import { resolveConnection } from '../connection.js';
-import { readLogin } from '../secrets.js';
+import { readCredsFile, readLogin } from '../secrets.js';
 import { startHttpServer } from '../../http/server.js';
 import { observeProcess } from '../../runtime/metrics.js';
 import type { CliIo } from '../io.js';
@@ -80,7 +80,11 @@ export async function connectedConfig(options: ServeOptions, config: DeploymentC
     return { config: next };
   }
   const transport = { ...next.transport, ...(c.nats === undefined ? {} : { servers: c.nats }), ...(c.user === undefined ? {} : { user: c.user }) };
-  if (!c.loginNamed) return { config: { ...next, transport } };
+  if (!c.loginNamed) {
+    // The config's own credentials file, when neither a flag nor a context names a login.
+    if (transport.credsFile === undefined) return { config: { ...next, transport } };
+    return { config: { ...next, transport }, natsLogin: { creds: await readCredsFile(transport.credsFile) } };
+  }
   const natsLogin = await readLogin(c.login, transport.user, 'serve', options.env ?? process.env);
   return { config: { ...next, transport }, natsLogin };
 }

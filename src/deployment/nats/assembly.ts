@@ -81,7 +81,7 @@ class Closers {
 
 export async function buildNatsDeployment(config: DeploymentConfig, transportConfig: NatsTransportConfig, parts: NatsParts): Promise<RunningDeployment> {
   const settings = checkNatsTransport(transportConfig, parts.compiled);
-  const login = parts.login ?? passwordLogin(settings, parts.env);
+  const login = parts.login ?? passwordLogin(settings, parts.env, transportConfig.credsFile);
   const closers = new Closers();
   try {
     return await assembleNats(config, settings, login, parts, closers);
@@ -92,9 +92,15 @@ export async function buildNatsDeployment(config: DeploymentConfig, transportCon
 }
 
 /** The transport's user with the password in the environment variable transport.passwordEnv names. */
-function passwordLogin(settings: ResolvedNatsTransport, env: NodeJS.ProcessEnv): NatsLogin {
+function passwordLogin(settings: ResolvedNatsTransport, env: NodeJS.ProcessEnv, credsFile: string | undefined): NatsLogin {
+  if (credsFile !== undefined)
+    throw invalidInput(
+      `deployment config: transport.credsFile ${credsFile} is read by convoke serve; a deployment built in code is handed its login (natsLogin)`,
+    );
   if (settings.passwordEnv === undefined)
-    throw invalidInput('deployment config: transport.passwordEnv is needed (or give convoke serve --creds, or a context with a password or credentials)');
+    throw invalidInput(
+      'deployment config: transport.passwordEnv or transport.credsFile is needed (or give convoke serve --creds, or a context with a password or credentials)',
+    );
   const pass = env[settings.passwordEnv];
   if (pass === undefined || pass === '')
     throw invalidInput(`deployment config: environment variable ${settings.passwordEnv} (transport.passwordEnv) is not set`);

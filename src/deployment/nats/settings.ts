@@ -48,6 +48,7 @@ export const natsTransportSchema = {
     servers: { type: 'string', minLength: 1, maxLength: 4096 },
     user: { type: 'string', minLength: 1, maxLength: 256 },
     passwordEnv: { type: 'string', pattern: '^[A-Za-z_][A-Za-z0-9_]{0,127}$' },
+    credsFile: { type: 'string', minLength: 1, maxLength: 4096 },
     mode: { enum: ['core', 'durable'] },
     coordinatorId: tokenSchema,
     durable: {
@@ -81,6 +82,7 @@ export function checkNatsTransport(transport: NatsTransportConfig, compiled: Com
   const problems: string[] = [];
   const coordinatorId = t.coordinatorId ?? t.user;
   if (!tokenPattern.test(coordinatorId)) problems.push(`transport.coordinatorId is needed: user ${JSON.stringify(t.user)} is not a token-safe id`);
+  if (t.passwordEnv !== undefined && t.credsFile !== undefined) problems.push('transport: passwordEnv and credsFile name two logins; keep one');
   if (t.mode === 'core' && t.durable !== undefined) problems.push('transport.durable is only for mode "durable"');
   const requiredWindowMs = requiredDuplicateWindowMs(compiled);
   const durable = {
