@@ -75,8 +75,20 @@ import { NatsDeploymentFixture, approve, e2eBundle, e2eNamespace, resultOf, type
 const seed = Number(process.env.CONVOKE_CHAOS_SEED ?? randomInt(1, 1_000_000));
 const faultCount = Number(process.env.CONVOKE_CHAOS_FAULTS ?? 8);
 const logsDir = process.env.CONVOKE_CHAOS_LOGS;
-/** 300 s for the default 8 faults; a longer run gets 25 s more per fault (a restart under load can take 40 s). */
-const runTimeoutMs = Math.max(300_000, 100_000 + 25_000 * faultCount);
+/**
+ * 600 s for the default 8 faults, 50 s more per fault beyond: a generous bound, not a rule. The
+ * run waits for events (each restarted process ready, each operation admitted and decided), and
+ * on a loaded 2-core machine a restart with recovery has taken a minute.
+ */
+const runTimeoutMs = Math.max(600_000, 200_000 + 50_000 * faultCount);
+/** How long the caller keeps asking for one admission or one settled read across faults before reporting it. */
+const retryForMs = 180_000;
+/**
+ * The caller keeps at most this many operations open (admitted, not yet seen decided): its load
+ * follows what the deployment gets through. A caller invoking at a fixed rate piles up work
+ * without bound on a slow machine, and every restart then recovers more open operations.
+ */
+const openMax = 32;
 const reviewers = ['alfa', 'bravo', 'charlie', 'delta', 'echo'];
 const interactionsUsed = ['allok', 'first'] as const;
 type Interaction = (typeof interactionsUsed)[number];
@@ -106,8 +118,12 @@ function invocation(i: number): { key: string; interaction: Interaction } {
   return { key: `chaos-${seed}-${i}`, interaction: interactionsUsed[i % interactionsUsed.length]! };
 }
 
-/** Deadlines far beyond the run, so every operation must close by its rule, never by time. */
-const lasting = { timeoutMs: 120_000, leaseMs: 30_000, renewIntervalMs: 5_000, settlementGraceMs: 10_000, cancelTimeoutMs: 5_000 };
+/**
+ * Deadlines and leases beyond the run, so every operation must close by its rule, never by time:
+ * a request can wait in its stream through restarts and a starved consumer's repair (tens of
+ * seconds on a loaded machine) before its peer takes it, and no lease runs until then.
+ */
+const lasting = { timeoutMs: runTimeoutMs, leaseMs: runTimeoutMs, renewIntervalMs: 5_000, settlementGraceMs: 10_000, cancelTimeoutMs: 5_000 };
 
 /**
  * Mallory is in `first`'s audience (first-success: its vote may close it, its silence cannot stop it),
@@ -366,7 +382,7 @@ const show = (m: Map<string, number>) =>
 
 /** Invokes until admitted: across a fault the command or its reply can be lost, and the key makes a retry safe. */
 async function admit(client: CommandClient, interaction: Interaction, key: string): Promise<string> {
-  const deadlineMs = Date.now() + 90_000;
+  const deadlineMs = Date.now() + retryForMs;
   let last = '';
   while (Date.now() < deadlineMs) {
     try {
@@ -394,7 +410,7 @@ async function eachBounded<T>(items: readonly T[], limit: number, work: (item: T
 
 /** Reads the operation until it is settled (bounded), retrying lost commands. */
 async function settled(client: CommandClient, operationId: string): Promise<InvocationResult | undefined> {
-  const deadlineMs = Date.now() + 90_000;
+  const deadlineMs = Date.now() + retryForMs;
   let last: InvocationResult | undefined;
   while (Date.now() < deadlineMs) {
     try {
@@ -406,6 +422,18 @@ async function settled(client: CommandClient, operationId: string): Promise<Invo
     }
   }
   return last;
+}
+
+/** Waits until the operation is decided, while `going()`, asking again across faults (the caller's bound on open operations). */
+async function decided(client: CommandClient, operationId: string, going: () => boolean): Promise<void> {
+  const deadlineMs = Date.now() + retryForMs;
+  while (going() && Date.now() < deadlineMs) {
+    try {
+      if ((await client.get(operationId, { waitFor: 'decision', waitMs: 2_000 })).status === 200) return;
+    } catch {
+      await sleep(200);
+    }
+  }
 }
 
 /** Set when the run's assertions all passed. */
@@ -451,9 +479,11 @@ test(
       const client = await f.client('billing');
       watch.start(500);
 
-      // The caller: a new invocation every 30–90 ms, alternating the two interactions, each retried until admitted.
+      // The caller: a new invocation every 30–90 ms while fewer than openMax are open, alternating
+      // the two interactions, each retried until admitted.
       const admitted: Promise<{ key: string; interaction: Interaction; operationId: string }>[] = [];
       let calling = true;
+      let open = 0;
       // Mallory draws from its own stream of the seed, so the fault schedule stays what the seed made it.
       hostile = await HostilePeer.start({
         peerId: mallory,
@@ -473,6 +503,8 @@ test(
       });
       const caller = (async () => {
         for (let i = 0; calling; i++) {
+          while (open >= openMax && calling) await sleep(50);
+          if (!calling) break;
           const { key, interaction } = invocation(i);
           const admission = admit(client, interaction, key).then(
             (operationId) => (interactionOf.set(operationId, interaction), { key, interaction, operationId }),
@@ -480,6 +512,11 @@ test(
           // Awaited together after the faults: a failure then fails the run's assertions, not the process as an unhandled rejection.
           admission.catch(() => undefined);
           admitted.push(admission);
+          open++;
+          void admission
+            .then((o) => decided(client, o.operationId, () => calling))
+            .catch(() => undefined)
+            .finally(() => open--);
           await sleep(30 + random.int(60));
         }
       })();

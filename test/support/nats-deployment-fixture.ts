@@ -79,7 +79,12 @@ export interface PeerProcess {
   stop(): Promise<void>;
 }
 
-const serveReadyTimeoutMs = 90_000;
+/**
+ * How long a starting `convoke serve` may take to be ready: a generous bound, not a rule. A
+ * restarted one recovers every open operation from the store first, which has taken over a
+ * minute on a loaded 2-core machine with hundreds open.
+ */
+const serveReadyTimeoutMs = 180_000;
 
 export class NatsDeploymentFixture {
   server!: NatsServer;

@@ -24,7 +24,13 @@ import { assertReplayEqual, harness, yaml } from './support.js';
 
 process.env.PATH = `${process.env.PATH ?? ''}:/usr/sbin`;
 
-const leaseMs = 600;
+/**
+ * While both workers live, a lease far longer than the test: the holder's renewals (every third of
+ * it) cannot come late enough for the other to take over, however loaded the machine, so only the
+ * lease rule decides who drives. The takeover test needs a lease that ends soon after the kill.
+ */
+const liveLeaseMs = 60_000;
+const takeoverLeaseMs = 2_000;
 
 /** A loopback HTTP stub counting requests by method and path; a held path is answered only when released. */
 async function stub() {
@@ -116,8 +122,8 @@ const eventsOf = async (store: EventStore, id: string): Promise<WorkflowEvent[]>
 async function bothLive(stores: Stores) {
   const clock = new SystemClock();
   const http = await stub();
-  const a = harness({ store: stores.a, clock, worker: 'worker-a', leaseMs });
-  const b = harness({ store: stores.b, clock, worker: 'worker-b', leaseMs });
+  const a = harness({ store: stores.a, clock, worker: 'worker-a', leaseMs: liveLeaseMs });
+  const b = harness({ store: stores.b, clock, worker: 'worker-b', leaseMs: liveLeaseMs });
   try {
     await a.executor.watch();
     await b.executor.watch();
@@ -162,8 +168,8 @@ async function oneKilled(stores: Stores) {
   const http = await stub();
   http.hold('GET /get/first');
   http.hold('POST /post/first');
-  const a = harness({ store: stores.a, clock, worker: 'worker-a', leaseMs });
-  const b = harness({ store: stores.b, clock, worker: 'worker-b', leaseMs });
+  const a = harness({ store: stores.a, clock, worker: 'worker-a', leaseMs: takeoverLeaseMs });
+  const b = harness({ store: stores.b, clock, worker: 'worker-b', leaseMs: takeoverLeaseMs });
   try {
     await b.executor.watch();
     const started = await Promise.all(
