@@ -12,7 +12,7 @@ import type { StreamContinuity, Subscription, Transport } from '../adapters/tran
 import type { PublisherVerifier } from '../adapters/verification/subject.js';
 import type { ManifestSource } from '../adapters/manifest/types.js';
 import type { Clock } from '../contract/clock.js';
-import { newStream, type Stream } from '../kernel/kernel.js';
+import type { Stream } from '../kernel/kernel.js';
 import type { Metrics } from './metrics.js';
 import type { Logger, OperationLog, RejectionContext } from './operation-log.js';
 import type { BudgetOverrides, Budgets, LogSize } from './log-budget.js';
@@ -102,8 +102,16 @@ export interface OpEntry extends Stream<OperationRecord> {
 }
 
 export function newEntry(record: OperationRecord, interaction: CompiledInteraction): OpEntry {
+  // The stream's fields named one by one (newStream's, in its order): a spread of another
+  // object's fields takes the engine's generic copy, once per operation.
   return {
-    ...newStream(record.operationId, record, record.revision),
+    id: record.operationId,
+    record,
+    queue: Promise.resolve(),
+    waiters: new Set(),
+    dueTimer: undefined,
+    dueAtMs: undefined,
+    known: new Set([record.revision]),
     interaction,
     unsent: new Set(),
     arrivals: [],

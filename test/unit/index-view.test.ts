@@ -100,6 +100,83 @@ test('every page and every stuck count of the view equals the reference over all
   );
 });
 
+test('updates that keep an operation in its place (its admission instant) answer as the reference, whichever fields change (fast-check)', () => {
+  // Each operation has one admission instant, so every row after its first is an update in place:
+  // some keep every list the operation is in, some change one key (phase, outcome, settlement,
+  // stuck-ability) or one instant, as appends do.
+  const admittedOf = (operationId: string): number => 1_000 + (ids.indexOf(operationId) % 4);
+  const updateArb = rowArb.map((row) => ({ ...row, admittedAtMs: admittedOf(row.operationId), operationId: ids[ids.indexOf(row.operationId) % 6]! }));
+  fc.assert(
+    fc.property(
+      fc.array(
+        fc.tuple(updateArb, fc.subarray(['phase', 'outcome', 'settlement', 'deadlineMs', 'leaseExpiresAtMs', 'outboxPendingSinceMs', 'revision'] as const)),
+        { minLength: 1, maxLength: 60 },
+      ),
+      fc.array(queryArb, { minLength: 1, maxLength: 6 }),
+      (updates, queries) => {
+        const view = new IndexView();
+        const rows = new Map<string, OperationIndexRow>();
+        for (const [drawn, changed] of updates) {
+          // Only the drawn fields change from the operation's current row; the rest are kept.
+          const current = rows.get(drawn.operationId);
+          const row: OperationIndexRow = current ? { ...current } : drawn;
+          if (current) for (const field of changed) Object.assign(row, { [field]: drawn[field] });
+          view.apply(row);
+          rows.set(row.operationId, row);
+        }
+        for (const query of queries) {
+          let after: IndexQuery['after'];
+          for (let page = 0; page < 30; page++) {
+            const q: IndexQuery = { ...query, ...(after ? { after } : {}) };
+            const got = view.page(q);
+            assert.deepEqual(got, pageOf(rows.values(), q), `page ${page} of ${JSON.stringify(q)}`);
+            if (!got.next) break;
+            after = got.next;
+          }
+        }
+        for (const nowMs of [990, 1_010, 1_030, 1_060]) assert.deepEqual(view.countStuck(nowMs, bounds), countStuck(rows.values(), nowMs, bounds));
+      },
+    ),
+    { numRuns: 500 },
+  );
+});
+
+test('a row that becomes stuck-able with nothing else of its lists changed is found by stuck pages', () => {
+  const view = new IndexView();
+  const row: OperationIndexRow = {
+    operationId: ids[1]!,
+    principalId: 'alice',
+    contractId: 'example.review',
+    contractVersion: '1.0.0',
+    interaction: 'review',
+    phase: 'closed',
+    outcome: 'success',
+    settlement: 'complete',
+    admittedAtMs: 1_000,
+    decidedAtMs: 1_005,
+    settledAtMs: null,
+    deadlineMs: 2_000,
+    nextDueMs: null,
+    openBranches: 0,
+    lastRejection: null,
+    leaseExpiresAtMs: null,
+    outboxPendingSinceMs: null,
+    revision: '3',
+  };
+  view.apply(row);
+  // The same lists but one: a lease now held makes it stuck-able (the 'st' lists).
+  view.apply({ ...row, leaseExpiresAtMs: 1_010, revision: '4' });
+  const stuck = { nowMs: 1_100, bounds };
+  for (const query of [{ stuck }, { stuck, principalId: 'alice' }, { stuck: { ...stuck, reason: 'lease-expired' as const } }]) {
+    assert.deepEqual(
+      view.page({ ...query, limit: 5 }).rows.map((r) => r.revision),
+      ['4'],
+      JSON.stringify(query),
+    );
+  }
+  assert.equal(view.countStuck(1_100, bounds)['lease-expired'], 1);
+});
+
 test('rows a caller gets are copies: changing them changes nothing the view holds', () => {
   const view = new IndexView();
   const row: OperationIndexRow = {

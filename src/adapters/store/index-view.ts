@@ -27,10 +27,21 @@ import {
   type StuckCounts,
 } from '../../events/operation-index.js';
 
-const byId = (a: OperationIndexRow, b: OperationIndexRow): number => (a.operationId < b.operationId ? -1 : a.operationId > b.operationId ? 1 : 0);
+/**
+ * An operation's place in the lists. The lists hold entries, not rows: an update whose row keeps
+ * its lists (the common case: most appends change neither phase, outcome nor settlement) swaps
+ * the entry's row and moves nothing, where lists of rows would each be searched for the old row.
+ * `keys` are the keyed lists the entry is in (keysOf its row).
+ */
+interface Entry {
+  row: OperationIndexRow;
+  keys: readonly string[];
+}
+
+const byId = (a: Entry, b: Entry): number => (a.row.operationId < b.row.operationId ? -1 : a.row.operationId > b.row.operationId ? 1 : 0);
 
 /** Oldest admission first: the reverse of list order, so that a new admission is appended, never inserted. */
-const oldestFirst = (a: OperationIndexRow, b: OperationIndexRow): number => compareListOrder(b, a);
+const oldestFirst = (a: Entry, b: Entry): number => compareListOrder(b.row, a.row);
 
 /** Each stuck reason's instant, for the rows that have one (null: not in that reason's list). */
 const instants = {
@@ -41,11 +52,11 @@ const instants = {
 type InstantKind = keyof typeof instants;
 const instantKinds = Object.keys(instants) as InstantKind[];
 
-/** Rows by one instant, then operation id (only rows that have that instant are in its list). */
+/** Entries by one instant, then operation id (only rows that have that instant are in its list). */
 const byInstant =
   (kind: InstantKind) =>
-  (a: OperationIndexRow, b: OperationIndexRow): number =>
-    (instants[kind](a) as number) - (instants[kind](b) as number) || byId(a, b);
+  (a: Entry, b: Entry): number =>
+    (instants[kind](a.row) as number) - (instants[kind](b.row) as number) || byId(a, b);
 
 /**
  * The rows that can be stuck at some instant: undecided, a lease held, a publication waiting for
@@ -69,6 +80,18 @@ function keysOf(row: OperationIndexRow): string[] {
   return keys;
 }
 
+/** Whether two rows of one operation belong to the same keyed lists (keysOf answers the same). */
+function sameKeys(a: OperationIndexRow, b: OperationIndexRow): boolean {
+  return (
+    a.principalId === b.principalId &&
+    a.interaction === b.interaction &&
+    a.phase === b.phase &&
+    a.outcome === b.outcome &&
+    a.settlement === b.settlement &&
+    isStuckable(a) === isStuckable(b)
+  );
+}
+
 /** The keyed lists a query may walk instead of every row: each holds every row the query can match. */
 function candidateKeys(query: IndexQuery): string[] {
   const keys: string[] = [];
@@ -87,14 +110,11 @@ function candidateKeys(query: IndexQuery): string[] {
 }
 
 export class IndexView {
-  /**
-   * The rows themselves are the lists' items: an update takes the old row out of the lists it
-   * leaves (its fields still say where it is) and puts the new one in, where a tie replaces it.
-   */
-  private readonly rows = new Map<string, OperationIndexRow>();
-  private readonly all = new SortedList<OperationIndexRow>(oldestFirst);
-  private readonly keyed = new Map<string, SortedList<OperationIndexRow>>();
-  private readonly stuckInstants: Record<InstantKind, SortedList<OperationIndexRow>> = {
+  /** Rows handed to `apply` are kept as they are (in their entries); an update swaps the entry's row. */
+  private readonly entries = new Map<string, Entry>();
+  private readonly all = new SortedList<Entry>(oldestFirst);
+  private readonly keyed = new Map<string, SortedList<Entry>>();
+  private readonly stuckInstants: Record<InstantKind, SortedList<Entry>> = {
     deadline: new SortedList(byInstant('deadline')),
     lease: new SortedList(byInstant('lease')),
     outbox: new SortedList(byInstant('outbox')),
@@ -103,46 +123,54 @@ export class IndexView {
   rowsWalked = 0;
 
   get size(): number {
-    return this.rows.size;
+    return this.entries.size;
   }
 
   get(operationId: string): OperationIndexRow | undefined {
-    const row = this.rows.get(operationId);
-    return row && copyOf(row);
+    const entry = this.entries.get(operationId);
+    return entry && copyOf(entry.row);
   }
 
   /** Sets the operation's row (a newer one replaces what the view holds). */
   apply(row: OperationIndexRow): void {
-    let old = this.rows.get(row.operationId);
-    if (old && old.admittedAtMs !== row.admittedAtMs) {
-      // A row whose place in the order differs (a damaged row replaced): placed afresh.
-      this.remove(row.operationId);
-      old = undefined;
+    const entry = this.entries.get(row.operationId);
+    if (entry === undefined || entry.row.admittedAtMs !== row.admittedAtMs) {
+      // New, or a row whose place in the order differs (a damaged row replaced): placed afresh.
+      if (entry) this.remove(row.operationId);
+      this.add(row);
+      return;
     }
-    this.rows.set(row.operationId, row);
-    this.all.insert(row);
-    const keys = keysOf(row);
-    if (old) for (const key of keysOf(old)) if (!keys.includes(key)) this.unlist(key, old);
-    for (const key of keys) this.listed(key).insert(row);
+    const old = entry.row;
+    const keys = sameKeys(old, row) ? entry.keys : keysOf(row);
+    // Out of the lists it leaves while the entry still sorts as the old row does.
+    if (keys !== entry.keys) for (const key of entry.keys) if (!keys.includes(key)) this.unlist(key, entry);
     for (const kind of instantKinds) {
-      const [was, is] = [old ? instants[kind](old) : null, instants[kind](row)];
-      if (was !== null && was !== is) this.stuckInstants[kind].delete(old as OperationIndexRow);
-      if (is !== null) this.stuckInstants[kind].insert(row);
+      const was = instants[kind](old);
+      if (was !== null && was !== instants[kind](row)) this.stuckInstants[kind].delete(entry);
+    }
+    entry.row = row;
+    if (keys !== entry.keys) {
+      for (const key of keys) if (!entry.keys.includes(key)) this.listed(key).insert(entry);
+      entry.keys = keys;
+    }
+    for (const kind of instantKinds) {
+      const is = instants[kind](row);
+      if (is !== null && is !== instants[kind](old)) this.stuckInstants[kind].insert(entry);
     }
   }
 
   remove(operationId: string): void {
-    const row = this.rows.get(operationId);
-    if (!row) return;
-    this.rows.delete(operationId);
-    this.all.delete(row);
-    for (const key of keysOf(row)) this.unlist(key, row);
-    for (const kind of instantKinds) if (instants[kind](row) !== null) this.stuckInstants[kind].delete(row);
+    const entry = this.entries.get(operationId);
+    if (!entry) return;
+    this.entries.delete(operationId);
+    this.all.delete(entry);
+    for (const key of entry.keys) this.unlist(key, entry);
+    for (const kind of instantKinds) if (instants[kind](entry.row) !== null) this.stuckInstants[kind].delete(entry);
   }
 
   /** One page for `query`: what pageOf answers over every row, walking only the rows it needs. */
   page(query: IndexQuery): IndexPage {
-    let list: SortedList<OperationIndexRow> | undefined = this.all;
+    let list: SortedList<Entry> | undefined = this.all;
     for (const key of candidateKeys(query)) {
       const candidate = this.keyed.get(key);
       if (candidate === undefined || candidate.size < (list?.size ?? 0)) list = candidate;
@@ -150,9 +178,9 @@ export class IndexView {
     }
     const { after, untilMs, sinceMs } = query;
     // Newer than where the page starts: the cursor's row and those before it in list order, and those admitted at or after `until`.
-    const newer = (row: OperationIndexRow): boolean => (after !== undefined && !isAfter(row, after)) || (untilMs !== undefined && row.admittedAtMs >= untilMs);
+    const newer = ({ row }: Entry): boolean => (after !== undefined && !isAfter(row, after)) || (untilMs !== undefined && row.admittedAtMs >= untilMs);
     const matching: OperationIndexRow[] = [];
-    for (const row of list.backFrom(newer)) {
+    for (const { row } of list.backFrom(newer)) {
       if (sinceMs !== undefined && row.admittedAtMs < sinceMs) break;
       this.rowsWalked++;
       if (!matchesQuery(row, query)) continue;
@@ -168,24 +196,32 @@ export class IndexView {
   countStuck(nowMs: number, bounds: StuckBounds): StuckCounts {
     const { deadline, lease, outbox } = this.stuckInstants;
     return {
-      'open-past-deadline': deadline.countBefore((r) => r.deadlineMs + bounds.deadlineGraceMs < nowMs),
-      'lease-expired': lease.countBefore((r) => (r.leaseExpiresAtMs as number) + bounds.leaseGraceMs < nowMs),
-      'outbox-pending': outbox.countBefore((r) => (r.outboxPendingSinceMs as number) + bounds.outboxPendingMs < nowMs),
+      'open-past-deadline': deadline.countBefore(({ row }) => row.deadlineMs + bounds.deadlineGraceMs < nowMs),
+      'lease-expired': lease.countBefore(({ row }) => (row.leaseExpiresAtMs as number) + bounds.leaseGraceMs < nowMs),
+      'outbox-pending': outbox.countBefore(({ row }) => (row.outboxPendingSinceMs as number) + bounds.outboxPendingMs < nowMs),
       'settlement-indeterminate': this.keyed.get('s\u0000indeterminate')?.size ?? 0,
     };
   }
 
-  private listed(key: string): SortedList<OperationIndexRow> {
+  private add(row: OperationIndexRow): void {
+    const entry: Entry = { row, keys: keysOf(row) };
+    this.entries.set(row.operationId, entry);
+    this.all.insert(entry);
+    for (const key of entry.keys) this.listed(key).insert(entry);
+    for (const kind of instantKinds) if (instants[kind](row) !== null) this.stuckInstants[kind].insert(entry);
+  }
+
+  private listed(key: string): SortedList<Entry> {
     let list = this.keyed.get(key);
     if (!list) this.keyed.set(key, (list = new SortedList(oldestFirst)));
     return list;
   }
 
-  /** Takes `row` out of the keyed list `key`, and drops the list when it empties. */
-  private unlist(key: string, row: OperationIndexRow): void {
+  /** Takes `entry` out of the keyed list `key`, and drops the list when it empties. */
+  private unlist(key: string, entry: Entry): void {
     const list = this.keyed.get(key);
     if (!list) return;
-    list.delete(row);
+    list.delete(entry);
     if (list.size === 0) this.keyed.delete(key);
   }
 }
