@@ -8,6 +8,12 @@
  * embedded demo's.
  */
 import { randomInt } from 'node:crypto';
+import type { NatsConnection } from '@nats-io/transport-node';
+import { JetStreamApiError, RetentionPolicy, StorageType, jetstreamManager } from '@nats-io/jetstream';
+import { NatsCloudEventSink, serveCloudEvents } from '../adapters/transport/nats-cloudevents.js';
+import { inboxPrefixFor } from '../adapters/transport/nats-names.js';
+import type { CloudEventSink } from '../contract/cloudevents.js';
+import { invalidInput, unavailable } from '../contract/errors.js';
 import type { EventStore } from '../adapters/store/types.js';
 import type { BundleRegistry } from '../contract/bundle.js';
 import type { Clock } from '../contract/clock.js';
@@ -15,7 +21,7 @@ import type { JsonObject, JsonValue } from '../contract/json.js';
 import type { ContractRef } from '../contract/types.js';
 import { seededRandom } from '../runtime/random.js';
 import type { InvocationService } from '../runtime/service.js';
-import type { WorkflowHosting } from '../runtime/workflow-service.js';
+import { workflowEventsDefaults, type WorkflowHosting, type WorkflowsConfig } from '../runtime/workflow-service.js';
 import { workflowDocuments } from '../workflow/dsl/bundle.js';
 import { contractFunctionName, contractFunctionSecret } from '../workflow/dsl/contract-function.js';
 import { WorkflowExecutor } from '../workflow/exec/executor.js';
@@ -32,6 +38,10 @@ export interface WorkflowHostParts {
   seed?: number;
   /** Where emitted CloudEvents go (recorded in the instance's log either way). */
   emit?: (event: JsonObject) => Promise<void>;
+  /** The serve config's `workflows` section. */
+  settings?: WorkflowsConfig;
+  /** The coordinator's NATS connection: event transports (workflows.events) need it. */
+  nats?: NatsConnection;
 }
 
 export interface WorkflowHost extends WorkflowHosting {
@@ -40,6 +50,12 @@ export interface WorkflowHost extends WorkflowHosting {
 }
 
 export async function createWorkflowHost(parts: WorkflowHostParts): Promise<WorkflowHost> {
+  const events = parts.settings?.events ?? {};
+  const subjectPrefix = events.subjectPrefix ?? workflowEventsDefaults.subjectPrefix;
+  const emit = events.emit ?? 'none';
+  if ((emit !== 'none' || events.listen) && !parts.nats)
+    throw invalidInput('workflows.events: emit over NATS and listen need a nats transport (POST /workflow-events works with any)');
+  const sink = emit === 'none' || !parts.nats ? undefined : await eventSink(parts.nats, subjectPrefix, emit, events.stream ?? workflowEventsDefaults.stream);
   const definitions = new Map<string, Map<string, WorkflowDefinition>>();
   const refs = new Map<string, ContractRef>();
   for (const compiled of parts.bundles.all()) {
@@ -57,7 +73,28 @@ export async function createWorkflowHost(parts: WorkflowHostParts): Promise<Work
     evaluator,
     invocations: parts.coordinator,
     ...(parts.emit ? { emit: parts.emit } : {}),
+    ...(sink ? { events: sink } : {}),
+    ...(parts.settings?.leaseMs === undefined ? {} : { leaseMs: parts.settings.leaseMs }),
   });
+  // Every instance a previous process left running is driven again now, not when next read; and
+  // instances other workers left (their lease ended unrenewed) are picked up once per lease.
+  try {
+    await executor.resume();
+  } catch (error) {
+    await executor.close();
+    await evaluator.close();
+    throw error;
+  }
+  executor.resumeEvery(executor.leaseMs);
+  // Other serve processes on the store append to instances held here too (a listen they started, a lease they took): follow them.
+  await executor.watch();
+  const subscription =
+    events.listen && parts.nats
+      ? serveCloudEvents(parts.nats, subjectPrefix, executor, {
+          queue: events.listen.queue ?? workflowEventsDefaults.queue,
+          answers: answersFor(subjectPrefix, events.publishers),
+        })
+      : undefined;
   const service = new WorkflowInstances({
     executor,
     bundleOf: (digest) => refs.get(digest),
@@ -67,7 +104,9 @@ export async function createWorkflowHost(parts: WorkflowHostParts): Promise<Work
   return {
     service,
     executor,
+    ...(events.http ? { events: executor } : {}),
     close: async () => {
+      await subscription?.close();
       await executor.close();
       await evaluator.close();
     },
@@ -96,4 +135,38 @@ export function executable(document: JsonObject): JsonValue {
   if (Array.isArray(rest.secrets) && rest.secrets.every((name) => name === contractFunctionSecret)) delete rest.secrets;
   const { use: _declared, ...body } = document;
   return Object.keys(rest).length === 0 ? body : { ...body, use: rest };
+}
+
+/** Emitted events on core NATS, or on JetStream into the stream capturing the prefix (made here when missing, where permitted). */
+async function eventSink(nc: NatsConnection, subjectPrefix: string, emit: 'nats' | 'jetstream', stream: string): Promise<CloudEventSink> {
+  if (emit === 'jetstream') {
+    const jsm = await jetstreamManager(nc, { checkAPI: false });
+    try {
+      await jsm.streams.info(stream);
+    } catch (error) {
+      if (!(error instanceof JetStreamApiError && error.code === 10059)) throw error;
+      try {
+        await jsm.streams.add({ name: stream, subjects: [`${subjectPrefix}.>`], storage: StorageType.File, retention: RetentionPolicy.Limits });
+      } catch (cause) {
+        throw unavailable(
+          `workflows.events: stream ${stream} for ${subjectPrefix}.> is missing and could not be created (transport.manageStreams grants it)`,
+          cause,
+        );
+      }
+    }
+  }
+  return new NatsCloudEventSink(nc, { subjectPrefix, jetstream: emit === 'jetstream' });
+}
+
+/**
+ * Where an answer to an event sent as a request may go: the inbox of a publisher the config
+ * allows that event's type (the broker proved the sender may publish it), or, without
+ * publishers configured, any event publisher's inbox (all the coordinator's user may answer into).
+ */
+function answersFor(subjectPrefix: string, publishers: Record<string, string[]> | undefined): (subject: string, reply: string) => boolean {
+  if (!publishers) return (_subject, reply) => reply.startsWith('_INBOX.evt.');
+  const bySubject = new Map<string, string[]>();
+  for (const [principal, types] of Object.entries(publishers))
+    for (const type of types) bySubject.set(`${subjectPrefix}.${type}`, [...(bySubject.get(`${subjectPrefix}.${type}`) ?? []), principal]);
+  return (subject, reply) => (bySubject.get(subject) ?? []).some((principal) => reply.startsWith(`${inboxPrefixFor('evt', principal)}.`));
 }

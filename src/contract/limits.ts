@@ -75,6 +75,11 @@ export const limits = {
   /** One CloudEvent emitted or received (its JSON), and the instances one event may wake. */
   cloudEventBytesMax: 256 * 1024,
   cloudEventMatchesMax: 1024,
+  /** A deployment's workflow lease (config workflows.leaseMs): renewed every third of it, waited out after a crash. */
+  workflowLeaseMsMin: 300,
+  workflowLeaseMsMax: 600_000,
+  /** Event types one event publisher may be allowed (config workflows.events.publishers): one subject permission each. */
+  workflowEventTypesPerPublisherMax: 64,
   /** Characters of one runtime expression (a transform's, or one `${ … }` in a workflow). */
   expressionCharsMax: 16 * 1024,
   quorumDenominatorMax: 1_000_000,

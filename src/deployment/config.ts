@@ -45,6 +45,8 @@ const token = tokenSchema;
 const name = { type: 'string', minLength: 1, maxLength: 256 } as const;
 const path = { type: 'string', minLength: 1, maxLength: 4096 } as const;
 const names = { type: 'array', items: name, maxItems: limits.configPolicyRuleNamesMax } as const;
+/** A CloudEvent type, and a subject prefix: dot-separated subject tokens (src/contract/cloudevents.ts). */
+const subjectTokens = '^[A-Za-z0-9_-]+(\\.[A-Za-z0-9_-]+)*$';
 /** Receiving a request's headers, and the whole request, from a slow client. */
 export const headersTimeoutMsDefault = 10_000;
 export const requestTimeoutMsDefault = 30_000;
@@ -203,6 +205,40 @@ export const deploymentConfigSchema = {
     http: httpSchema,
     /** Principals that list every principal's operations (HTTP and NATS `list`); everyone else lists their own. */
     operators: { type: 'array', items: name, maxItems: limits.configOperatorsMax, uniqueItems: true },
+    workflows: {
+      type: 'object',
+      additionalProperties: false,
+      properties: {
+        leaseMs: { type: 'integer', minimum: limits.workflowLeaseMsMin, maximum: limits.workflowLeaseMsMax },
+        events: {
+          type: 'object',
+          additionalProperties: false,
+          properties: {
+            subjectPrefix: { type: 'string', maxLength: 200, pattern: subjectTokens },
+            emit: { enum: ['none', 'nats', 'jetstream'] },
+            stream: { type: 'string', minLength: 1, maxLength: 64, pattern: '^[A-Za-z0-9_-]+$' },
+            listen: {
+              type: 'object',
+              additionalProperties: false,
+              properties: { queue: { type: 'string', minLength: 1, maxLength: 64, pattern: '^[A-Za-z0-9_-]+$' } },
+            },
+            http: { type: 'boolean' },
+            publishers: {
+              type: 'object',
+              propertyNames: token,
+              maxProperties: limits.configPrincipalsMax,
+              additionalProperties: {
+                type: 'array',
+                minItems: 1,
+                maxItems: limits.workflowEventTypesPerPublisherMax,
+                uniqueItems: true,
+                items: { type: 'string', maxLength: 200, pattern: subjectTokens },
+              },
+            },
+          },
+        },
+      },
+    },
     /** When open work counts as stuck (docs/operations.md "Stuck work"); absent fields take the defaults. */
     stuck: {
       type: 'object',
@@ -258,6 +294,10 @@ function semanticProblems(config: DeploymentConfig): string[] {
     problems.push(`http: headersTimeoutMs (${headersTimeoutMs}) exceeds requestTimeoutMs (${requestTimeoutMs}): the headers are part of the request`);
   if (config.store === 'sqlite:') problems.push('store "sqlite:" needs a path');
   if (config.limits) problems.push(...budgetProblems(config.limits));
+  const events = config.workflows?.events;
+  if (events && config.transport.kind !== 'nats' && ((events.emit ?? 'none') !== 'none' || events.listen))
+    problems.push('workflows.events: emit over NATS and listen need a nats transport');
+  if (events?.publishers && !events.listen) problems.push('workflows.events.publishers: publishers need listen (nothing would take their events)');
   return problems;
 }
 
@@ -394,7 +434,7 @@ async function assemble(config: DeploymentConfig, parts: Parts): Promise<Running
   await coordinator.watchStore();
   // A durable store may hold operations a previous process left open: resume them before serving.
   await coordinator.recover();
-  const workflows = parts.workflows ? await parts.workflows({ coordinator, bundles, store, clock }) : undefined;
+  const workflows = parts.workflows ? await parts.workflows({ coordinator, bundles, store, clock, settings: config.workflows ?? {} }) : undefined;
   return {
     coordinator,
     bundles,
@@ -404,6 +444,7 @@ async function assemble(config: DeploymentConfig, parts: Parts): Promise<Running
     bus,
     peers: peers.map((p) => p.peer),
     ...(workflows ? { workflows: workflows.service } : {}),
+    ...(workflows?.events ? { workflowEvents: workflows.events } : {}),
     close: async () => {
       await workflows?.close();
       await coordinator.close();

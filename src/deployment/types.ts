@@ -15,7 +15,8 @@ import type { Coordinator, Deployment as DeploymentBinding } from '../runtime/co
 import type { BudgetOverrides } from '../runtime/log-budget.js';
 import type { HttpSettings } from '../http/settings.js';
 import type { StuckBounds } from '../events/operation-index.js';
-import type { WorkflowInstanceService } from '../runtime/workflow-service.js';
+import type { WorkflowInstanceService, WorkflowsConfig } from '../runtime/workflow-service.js';
+import type { CloudEventIntake } from '../contract/cloudevents.js';
 
 // ── the file's shape ─────────────────────────────────────────────────────────
 
@@ -166,6 +167,8 @@ export interface DeploymentConfig {
   operators?: string[];
   /** When open work counts as stuck (docs/operations.md "Stuck work"); absent fields take stuckBoundsDefault. */
   stuck?: Partial<StuckBounds>;
+  /** How the workflow instances beside the coordinator run (docs/reference.md "workflows"). */
+  workflows?: WorkflowsConfig;
 }
 
 /** What a NATS deployment exposes beyond RunningDeployment (diagnostics, tests). */
@@ -203,6 +206,8 @@ export interface RunningDeployment {
   peers: Peer[];
   /** Workflow instances on the deployment's store (when the deployment was built with a WorkflowHostFactory). */
   workflows?: WorkflowInstanceService;
+  /** Where POST /workflow-events delivers (workflows.events.http). */
+  workflowEvents?: CloudEventIntake;
   /** Closes the coordinator (after its queued appends), the example peers, the transport and the store. */
   close(): Promise<void>;
 }

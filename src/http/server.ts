@@ -10,6 +10,7 @@ import type { BundleRegistry } from '../contract/bundle.js';
 import type { Clock } from '../contract/clock.js';
 import type { InvocationService } from '../runtime/service.js';
 import type { WorkflowInstanceService } from '../runtime/workflow-service.js';
+import type { CloudEventIntake } from '../contract/cloudevents.js';
 import { createHttpApp, type HttpAppOptions } from './app.js';
 import type { HttpSettings } from './settings.js';
 
@@ -21,6 +22,8 @@ export interface HttpHost {
   http: HttpSettings;
   /** Workflow instances served at /workflow-instances (a deployment built with a WorkflowHostFactory). */
   workflows?: WorkflowInstanceService;
+  /** Where POST /workflow-events delivers (the route is registered only with it). */
+  workflowEvents?: CloudEventIntake;
   /** Closes the coordinator, transport and store once the listener has stopped. */
   close(): Promise<void>;
 }
@@ -37,6 +40,7 @@ export interface RunningServer {
 export async function startHttpServer(deployment: HttpHost, options: Pick<HttpAppOptions, 'onInternalError' | 'logger'> = {}): Promise<RunningServer> {
   const appOptions: HttpAppOptions = { coordinator: deployment.coordinator, bundles: deployment.bundles, clock: deployment.clock, settings: deployment.http };
   if (deployment.workflows) appOptions.workflows = deployment.workflows;
+  if (deployment.workflowEvents) appOptions.workflowEvents = deployment.workflowEvents;
   if (options.onInternalError) appOptions.onInternalError = options.onInternalError;
   if (options.logger) appOptions.logger = options.logger;
   const { app, beginShutdown } = createHttpApp(appOptions);

@@ -7,7 +7,9 @@
  * A WorkflowInstance is a view of the instance's log: its status, the task running now, each
  * contract call (a stage) with its operation id, decision and settlement, and the output or error.
  */
+import type { NatsConnection } from '@nats-io/transport-node';
 import type { EventStore } from '../adapters/store/types.js';
+import type { CloudEventIntake } from '../contract/cloudevents.js';
 import type { BundleRegistry } from '../contract/bundle.js';
 import type { Clock } from '../contract/clock.js';
 import type { JsonValue } from '../contract/json.js';
@@ -85,9 +87,37 @@ export interface WorkflowInstanceService {
   cancel(principalId: string, instanceId: string): Promise<WorkflowInstance>;
 }
 
+/** The serve config's `workflows` section (docs/reference.md). */
+export interface WorkflowsConfig {
+  /** The worker lease of each instance (default 10 000): renewed every third of it; after a crash another worker takes over once it ends. */
+  leaseMs?: number;
+  /** How CloudEvents reach `listen` tasks and leave `emit` tasks. */
+  events?: WorkflowEventsConfig;
+}
+
+/** The serve config's `workflows.events`: the event transports of emit and listen (docs/workflows-executor.md "Events"). */
+export interface WorkflowEventsConfig {
+  /** Events of type T travel on `<subjectPrefix>.T` (default convoke.events). */
+  subjectPrefix?: string;
+  /** Where emitted events are published once recorded: none (recorded only; the default), nats (core, flushed), jetstream (the stream's acknowledgment; Nats-Msg-Id = the event id). */
+  emit?: 'none' | 'nats' | 'jetstream';
+  /** The stream capturing `<subjectPrefix>.>` that emit jetstream publishes to (default CONVOKE_EVENTS; created at start with transport.manageStreams). */
+  stream?: string;
+  /** Subscribes `<subjectPrefix>.>` in this queue group (default convoke-workflow-events): each event is taken by one serve process. */
+  listen?: { queue?: string };
+  /** POST /workflow-events on the HTTP facade (default false). */
+  http?: boolean;
+  /** NATS principals that publish events to listens: each may publish only the event types listed (their users' permissions) and reads answers in its own inbox. */
+  publishers?: Record<string, string[]>;
+}
+
+export const workflowEventsDefaults = { subjectPrefix: 'convoke.events', stream: 'CONVOKE_EVENTS', queue: 'convoke-workflow-events' } as const;
+
 /** Workflow instances hosted beside a deployment's coordinator, on its store. */
 export interface WorkflowHosting {
   service: WorkflowInstanceService;
+  /** Where POST /workflow-events delivers (when the config's workflows.events.http enables it). */
+  events?: CloudEventIntake;
   /** Stops the instances' interpreters (they stay as recorded) before the coordinator closes. */
   close(): Promise<void>;
 }
@@ -101,6 +131,10 @@ export type WorkflowHostFactory = (parts: {
   bundles: BundleRegistry;
   store: EventStore;
   clock: Clock;
+  /** The serve config's `workflows` section. */
+  settings: WorkflowsConfig;
+  /** The coordinator's NATS connection (a nats transport): where events are emitted and listened for. */
+  nats?: NatsConnection;
 }) => Promise<WorkflowHosting>;
 
 // ── schemas (shared by the HTTP facade, the NATS commands and OpenAPI) ─────────────

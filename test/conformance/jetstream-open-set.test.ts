@@ -6,6 +6,7 @@
  */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
+import { isOperationId } from '../../src/contract/ids.js';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { jetstream, jetstreamManager } from '@nats-io/jetstream';
 import { JetStreamEventStore } from '../../src/adapters/store/jetstream.js';
@@ -57,10 +58,12 @@ async function listedCounting(server: JetStreamServer): Promise<{ ids: string[];
   }
 }
 
+/** The operations' markers (the stream also holds workflow instances' markers and their record, `convoke.open.workflows`). */
 async function markers(nc: NatsConnection): Promise<string[]> {
   const info = await (await jetstreamManager(nc)).streams.info('CONVOKE_OPS_OPEN', { subjects_filter: 'convoke.open.>' });
   return Object.keys(info.state.subjects ?? {})
     .map((s) => s.slice('convoke.open.'.length))
+    .filter(isOperationId)
     .sort();
 }
 

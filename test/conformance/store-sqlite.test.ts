@@ -3,6 +3,8 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
+import { createHash } from 'node:crypto';
+import type { Transition } from '../../src/events/types.js';
 import Database from 'better-sqlite3';
 import { SqliteEventStore } from '../../src/adapters/store/sqlite.js';
 import { VirtualClock } from '../../src/contract/clock.js';
@@ -103,6 +105,36 @@ test('sqlite: a file written before the operations index (schema 1) is indexed o
     assert.deepEqual(await reopened.index.get(id), read.kind === 'ok' ? indexRowOfLog(read.transitions) : undefined);
     assert.equal((await reopened.index.get(id))?.phase, 'active');
     await reopened.close();
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+});
+
+test('sqlite: a file written before the running-instances table (schema 2) lists its running workflow instances once opened', async () => {
+  const dir = await mkdtemp(join(tmpdir(), 'convoke-sqlite-'));
+  const path = join(dir, 'store.db');
+  const clock = new VirtualClock();
+  const wf = (label: string) => `wf${createHash('sha256').update(label).digest('hex')}`;
+  const step = (type: string) =>
+    ({ events: [{ type, v: 1 }], timeGuard: { notBeforeMs: 0, notAfterMs: Number.MAX_SAFE_INTEGER }, causation: { command: type } }) as unknown as Transition;
+  try {
+    const first = new SqliteEventStore({ path, clock });
+    const [running, ended] = [wf('running'), wf('ended')];
+    for (const id of [running, ended]) expectOk(await first.create(id, step('workflow-started')), `start ${id}`);
+    expectOk(await first.append(ended, '1', step('workflow-faulted')), 'end');
+    await first.close();
+    // What a schema-2 file looks like: no running-instances tables.
+    const db = new Database(path);
+    db.exec('DROP TABLE workflow_running; DROP TABLE workflow_meta; PRAGMA user_version = 2;');
+    db.close();
+    const reopened = new SqliteEventStore({ path, clock });
+    const listed: string[] = [];
+    for await (const id of reopened.runningWorkflowIds()) listed.push(id);
+    assert.deepEqual(listed, [running]);
+    await reopened.close();
+    const check = new Database(path, { readonly: true });
+    assert.equal(check.pragma('user_version', { simple: true }), 3);
+    check.close();
   } finally {
     await rm(dir, { recursive: true, force: true });
   }

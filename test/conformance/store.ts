@@ -566,6 +566,40 @@ const readsBackWhatItAccepts: Rule = (factory) =>
     assert.deepEqual(read.transitions.map(tagOf), tags, 'every accepted transition reads back, in order');
   });
 
+/** A workflow transition of the stored shape: the store reads only its event types. */
+function workflowTransition(h: StoreHarness, type: string): Transition {
+  return { events: [{ type, v: 1 }], timeGuard: wideGuard(h), causation: { command: type } } as unknown as Transition;
+}
+
+async function runningOf(store: EventStore): Promise<string[]> {
+  const ids: string[] = [];
+  for await (const id of store.runningWorkflowIds()) ids.push(id);
+  return ids.sort();
+}
+
+const runningWorkflows: Rule = (factory) =>
+  withHarness(factory, {}, async (h) => {
+    const [a, b, c] = ['a', 'b', 'c'].map((label) => 'wf' + createHash('sha256').update(`${label}:${randomUUID()}`).digest('hex')) as [string, string, string];
+    for (const id of [a, b, c]) expectOk(await h.store.create(id, workflowTransition(h, 'workflow-started')), `start ${id}`);
+    const op = newOperationId('beside');
+    expectOk(await h.store.create(op, makeTransition(wideGuard(h), 'op')), 'an operation beside them');
+    assert.deepEqual(await runningOf(h.store), [a, b, c].sort(), 'every started instance is listed, no operation');
+    expectOk(await h.store.append(a, (await readOk(h.store, a)).revision, workflowTransition(h, 'task-started')), 'a step');
+    expectOk(await h.store.append(b, (await readOk(h.store, b)).revision, workflowTransition(h, 'workflow-completed')), 'b completes');
+    expectOk(await h.store.append(c, (await readOk(h.store, c)).revision, workflowTransition(h, 'workflow-cancelled')), 'c is cancelled');
+    // What a writer that died before unmarking would leave is removed by workflowEnded; on an exact store it is a no-op.
+    await h.store.workflowEnded(b);
+    assert.deepEqual(await runningOf(h.store), [a], 'ended instances are no longer listed; a running one with more steps still is');
+    const second = await h.openSecondClient?.();
+    if (second) {
+      try {
+        assert.deepEqual(await runningOf(second), [a], 'another client of the store lists the same');
+      } finally {
+        await second.close();
+      }
+    }
+  });
+
 const rules: Array<[string, Rule]> = [
   ['create-if-absent: a second create answers conflict and the stream is unchanged', createIfAbsent],
   ['append with the expected revision succeeds and advances the revision', appendAtRevision],
@@ -585,6 +619,7 @@ const rules: Array<[string, Rule]> = [
   ['watch names the revision of every append, from every client', watchRule],
   ['read after append returns exactly what was appended, valid after read', roundTrip],
   ['a store accepts only what it reads back: appends past its log limit are refused and the whole log reads back', readsBackWhatItAccepts],
+  ['running workflow instances are listed from their start to their end, without operations, to every client', runningWorkflows],
 ];
 
 export function storeConformance(name: string, factory: StoreFactory, options: ConformanceOptions = {}): void {

@@ -96,6 +96,18 @@ export class ForkedSqliteClient implements EventStore {
     yield* (await this.call('operationIds', [])) as string[];
   }
 
+  async *runningWorkflowIds(): AsyncIterable<string> {
+    yield* (await this.call('runningWorkflowIds', [])) as string[];
+  }
+
+  async workflowEnded(instanceId: string): Promise<void> {
+    await this.call('workflowEnded', [instanceId]);
+  }
+
+  async *workflowInstanceIds(): AsyncIterable<string> {
+    yield* (await this.call('workflowInstanceIds', [])) as string[];
+  }
+
   tombstone(operationId: string): Promise<AppendOutcome | StoreFailure> {
     return this.call('tombstone', [operationId]) as Promise<AppendOutcome | StoreFailure>;
   }

@@ -34,6 +34,7 @@ import { natsPrincipalPlan, passwordVariableOf, type NatsPrincipalPlan } from '.
 import type { InvocationResult } from '../../src/projections/views.js';
 import type { PeerConfig, PeerInteractionConfig } from '../../src/cli/commands/peer.js';
 import { startServe, repoRoot, type ServeProcess } from './http-server.js';
+import type { WorkflowEventsConfig } from '../../src/runtime/workflow-service.js';
 import { startNatsServer, type NatsServer, type NatsUser } from './nats-server.js';
 
 const here = dirname(fileURLToPath(import.meta.url));
@@ -65,6 +66,8 @@ export interface NatsFixtureOptions {
   operators?: string[];
   /** Start nats-server with its monitoring endpoints (server.monitorUrl); benches read /varz. */
   monitoring?: boolean;
+  /** The serve config's `workflows` section (absent: the defaults). */
+  workflows?: JsonObject;
   /**
    * Bundles of other subject namespaces deployed beside `bundle` (each attested peer-exclusive):
    * their audience peers get publish rights there too, as a peer that belongs to two deployments.
@@ -127,6 +130,7 @@ export class NatsDeploymentFixture {
       coordinator: { user: 'coordinator', coordinatorId: 'coordinator', manageStreams: true, ...(options.store === 'jetstream' ? { jetstreamStore: {} } : {}) },
       peers: Object.fromEntries([...namespacesOf].map(([p, namespaces]) => [p, [...namespaces]])),
       commandClients: options.commandClients,
+      ...(options.workflows?.events ? { events: options.workflows.events as WorkflowEventsConfig } : {}),
     });
     for (const p of this.plan) this.passwords.set(p.user, randomBytes(12).toString('hex'));
   }
@@ -254,6 +258,7 @@ export class NatsDeploymentFixture {
       ...(o.resultBatchMs === undefined ? {} : { resultBatchMs: o.resultBatchMs }),
       ...(o.limits === undefined ? {} : { limits: o.limits as JsonObject }),
       ...(o.operators === undefined ? {} : { operators: o.operators }),
+      ...(o.workflows === undefined ? {} : { workflows: o.workflows }),
     };
   }
 

@@ -13,7 +13,21 @@ import { VirtualClock } from '../../src/contract/clock.js';
 export interface ChildRequest {
   id: number;
   nowMs: number;
-  method: 'create' | 'append' | 'read' | 'tombstone' | 'operationIds' | 'close' | 'indexList' | 'indexGet' | 'indexRebuild' | 'indexStuck' | 'indexOpenIds';
+  method:
+    | 'create'
+    | 'append'
+    | 'read'
+    | 'tombstone'
+    | 'operationIds'
+    | 'runningWorkflowIds'
+    | 'workflowEnded'
+    | 'workflowInstanceIds'
+    | 'close'
+    | 'indexList'
+    | 'indexGet'
+    | 'indexRebuild'
+    | 'indexStuck'
+    | 'indexOpenIds';
   args: unknown[];
 }
 
@@ -59,6 +73,19 @@ async function handle(store: SqliteEventStore, request: ChildRequest): Promise<u
       for await (const id of store.operationIds()) ids.push(id);
       return ids;
     }
+    case 'runningWorkflowIds': {
+      const ids: string[] = [];
+      for await (const id of store.runningWorkflowIds()) ids.push(id);
+      return ids;
+    }
+    case 'workflowInstanceIds': {
+      const ids: string[] = [];
+      for await (const id of store.workflowInstanceIds()) ids.push(id);
+      return ids;
+    }
+    case 'workflowEnded':
+      await store.workflowEnded(a[0]);
+      return null;
     case 'close':
       await store.close();
       return null;

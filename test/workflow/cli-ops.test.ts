@@ -40,6 +40,16 @@ test('convoke inspect, workflow inspect and replay read a workflow instance from
     assert.equal(await main(['node', 'convoke', 'replay', instanceId, '--store', store, '--json'], replay), 0, replay.err());
     assert.deepEqual(JSON.parse(replay.out()).rows[0], { instanceId, transitions: shown.transitions.length, status: 'completed', problem: null });
 
+    // Without an id, the whole store: its operations (none here) and its workflow instances.
+    const all = captureIo();
+    assert.equal(await main(['node', 'convoke', 'replay', '--store', store, '--json'], all), 0, all.err());
+    const whole = JSON.parse(all.out()) as { replayed: number; differences: number; rows: { operationId: string; phase: string; problem: string | null }[] };
+    assert.deepEqual(
+      whole.rows.map((r) => [r.operationId, r.phase, r.problem]),
+      [[instanceId, 'completed', null]],
+    );
+    assert.equal(whole.differences, 0);
+
     const unknown = workflowInstanceId('nobody', `sha256:${'0'.repeat(64)}`, 'ops', 'none');
     const missing = captureIo();
     assert.equal(await main(['node', 'convoke', 'replay', unknown, '--store', store], missing), exitCodes.notFound);

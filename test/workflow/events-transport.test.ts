@@ -55,7 +55,6 @@ test('POST /workflow-events: authenticated, structured mode only, the caller’s
         body: JSON.stringify(body),
       });
     const id = await waiting(h, 'http-1');
-    const revision = (await h.executor.get(id))!.revision;
 
     assert.equal((await post(approved('a1'), undefined)).status, 401);
     assert.equal((await post(approved('a2'), fixture.tokens.alice, 'application/json')).status, 415);
@@ -66,7 +65,8 @@ test('POST /workflow-events: authenticated, structured mode only, the caller’s
     assert.equal(bobs.status, 404, 'another principal’s event reaches none of alice’s instances');
     assert.deepEqual(await bobs.json(), { status: 'no-match', matched: [] });
     assert.equal((await post(approved('a4', { ok: false }), fixture.tokens.alice)).status, 404);
-    assert.equal((await h.executor.get(id))!.revision, revision, 'nothing stored for events nothing took');
+    // The lease's own transitions (a renewal, a park) may move the revision meanwhile: what matters is that no event was taken.
+    assert.equal((await h.executor.get(id))!.listens['/do/0/wait']!.events.length, 0, 'nothing stored for events nothing took');
 
     const taken = await post(approved('a5'), fixture.tokens.alice);
     assert.equal(taken.status, 202);

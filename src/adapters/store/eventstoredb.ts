@@ -131,6 +131,55 @@ export class EventStoreDbStore extends ReplayStampedStore {
     for (const id of new Set(admitted)) if (!tombstoned.has(id)) yield id;
   }
 
+  /**
+   * `<prefix>-wf-running` gets one event per instance marked before its creation is written,
+   * `<prefix>-wf-ended` one per instance whose end was stored: the first less the second, as
+   * operationIds() reads admissions less tombstones.
+   */
+  async *runningWorkflowIds(): AsyncIterable<string> {
+    this.throwIfClosed();
+    let marked: string[];
+    let ended: Set<string>;
+    try {
+      marked = await this.indexIds(`${this.prefix}-wf-running`, 'instanceId');
+      ended = new Set(await this.indexIds(`${this.prefix}-wf-ended`, 'instanceId'));
+    } catch (error) {
+      throw unavailable(esdbFailure(error).description, error);
+    }
+    for (const id of new Set(marked)) if (!ended.has(id)) yield id;
+  }
+
+  /** Every instance was marked running before its creation was written: the marks are the instances (one listed whose creation failed reads not-found). */
+  async *workflowInstanceIds(): AsyncIterable<string> {
+    this.throwIfClosed();
+    let marked: string[];
+    try {
+      marked = await this.indexIds(`${this.prefix}-wf-running`, 'instanceId');
+    } catch (error) {
+      throw unavailable(esdbFailure(error).description, error);
+    }
+    yield* new Set(marked);
+  }
+
+  async workflowEnded(instanceId: string): Promise<void> {
+    this.throwIfClosed();
+    try {
+      await this.client.appendToStream(`${this.prefix}-wf-ended`, jsonEvent({ type: 'convoke.workflow-ended', data: { instanceId } }), {
+        expectedRevision: ANY,
+        deadline: this.deadline,
+      });
+    } catch (error) {
+      throw unavailable(esdbFailure(error).description, error);
+    }
+  }
+
+  protected async markWorkflowRunning(instanceId: string): Promise<void> {
+    await this.client.appendToStream(`${this.prefix}-wf-running`, jsonEvent({ type: 'convoke.workflow-running', data: { instanceId } }), {
+      expectedRevision: ANY,
+      deadline: this.deadline,
+    });
+  }
+
   async tombstone(operationId: string): Promise<AppendOutcome | StoreFailure> {
     if (this.closed) return closedFailure;
     try {
@@ -340,12 +389,13 @@ export class EventStoreDbStore extends ReplayStampedStore {
     };
   }
 
-  private async indexIds(stream: string): Promise<string[]> {
+  private async indexIds(stream: string, field: 'operationId' | 'instanceId' = 'operationId'): Promise<string[]> {
     const ids: string[] = [];
     try {
       for await (const resolved of this.client.readStream(stream, { fromRevision: START, deadline: this.deadline })) {
-        const data = resolved.event?.data as { operationId?: unknown } | undefined;
-        if (typeof data?.operationId === 'string') ids.push(data.operationId);
+        const data = resolved.event?.data as Record<string, unknown> | undefined;
+        const id = data?.[field];
+        if (typeof id === 'string') ids.push(id);
       }
     } catch (error) {
       if (!(error instanceof StreamNotFoundError)) throw error;

@@ -395,7 +395,7 @@ export class JetStreamOperationIndex implements OperationIndexStore {
 }
 
 /** `fn` over `items`, at most `width` at a time, answers in order. */
-async function inBatches<T, R>(items: readonly T[], width: number, fn: (item: T) => Promise<R>): Promise<R[]> {
+export async function inBatches<T, R>(items: readonly T[], width: number, fn: (item: T) => Promise<R>): Promise<R[]> {
   const answers: R[] = [];
   for (let at = 0; at < items.length; at += width) answers.push(...(await Promise.all(items.slice(at, at + width).map(fn))));
   return answers;

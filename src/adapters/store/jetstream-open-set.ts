@@ -22,9 +22,17 @@
  *     record is there, recovery lists as before (every live operation without a settled row),
  *     gives each listed operation its marker, then writes the record. Every coordinator sharing the
  *     store must run a build that writes markers by then (docs/operations.md, "Start-up").
+ *
+ * Workflow instances that may be running (workflow-running.ts) have their markers in the same
+ * stream (`<prefix>.open.wf<hex>`), published before the instance's creation and removed after
+ * its end is stored, and their own completeness record, `<prefix>.open.workflows`: a store from
+ * before it gets a marker for each of its instances (ended ones included: the executor reads
+ * each and has the ended ones' markers removed), then the record.
  */
 import { DiscardPolicy, JetStreamApiError, RetentionPolicy, StorageType, type JetStreamManager } from '@nats-io/jetstream';
 import { unavailable } from '../../contract/errors.js';
+import { isOperationId } from '../../contract/ids.js';
+import { streamFamily } from './workflow-running.js';
 
 export interface JetStreamOpenSetHost {
   /** A JetStream publish awaiting its PubAck (the store's PubAck mux): the stored sequence. */
@@ -106,6 +114,7 @@ export class JetStreamOpenSet {
     const { seq } = await this.host.publish(subject, new Uint8Array(0));
     if (seq <= seenMax) {
       await this.host.jsm.streams.purge(this.stream, { filter: `${this.host.prefix}.openset` });
+      await this.host.jsm.streams.purge(this.stream, { filter: this.workflowsRecord });
       this.storedSeqMax = seq;
     } else {
       this.storedSeqMax = Math.max(this.storedSeqMax, seq);
@@ -116,11 +125,31 @@ export class JetStreamOpenSet {
     await this.host.jsm.streams.purge(this.stream, { filter: this.subject(operationId) });
   }
 
-  /** Every marked operation: the stream's subjects (markers only, so O(open), whatever the history). */
-  async ids(): Promise<string[]> {
+  /**
+   * Every marked operation (`family` op) or workflow instance (wf): the stream's subjects (markers
+   * only, so O(open), whatever the history). Both share the stream; the ids tell them apart.
+   */
+  async ids(family: 'op' | 'wf' = 'op'): Promise<string[]> {
     const info = await this.host.jsm.streams.info(this.stream, { subjects_filter: `${this.host.prefix}.open.>` });
     const markerPrefix = `${this.host.prefix}.open.`;
-    return Object.keys(info.state.subjects ?? {}).map((subject) => subject.slice(markerPrefix.length));
+    const ids = Object.keys(info.state.subjects ?? {}).map((subject) => subject.slice(markerPrefix.length));
+    return ids.filter(family === 'op' ? isOperationId : (id) => streamFamily(id) === 'wf');
+  }
+
+  /**
+   * The record that every running workflow instance has its marker (`<prefix>.open.workflows`):
+   * written once the instances of a store from before the markers were marked (workflowsFromHistory).
+   */
+  private get workflowsRecord(): string {
+    return `${this.host.prefix}.open.workflows`;
+  }
+
+  async workflowsComplete(): Promise<boolean> {
+    return (await this.host.jsm.streams.getMessage(this.stream, { last_by_subj: this.workflowsRecord })) !== null;
+  }
+
+  async markWorkflowsComplete(): Promise<void> {
+    await this.publish(this.workflowsRecord);
   }
 
   /** Whether every operation that may be open is known to have its marker (the record exists). */
@@ -136,6 +165,8 @@ export class JetStreamOpenSet {
   async completeIfNew(): Promise<void> {
     const info = await this.host.jsm.streams.info(this.host.streamName, { subjects_filter: `${this.host.prefix}.op.>` });
     if (Object.keys(info.state.subjects ?? {}).length === 0) await this.markComplete();
+    const instances = await this.host.jsm.streams.info(this.host.streamName, { subjects_filter: `${this.host.prefix}.wf.>` });
+    if (Object.keys(instances.state.subjects ?? {}).length === 0) await this.markWorkflowsComplete();
   }
 
   async markComplete(): Promise<void> {

@@ -53,7 +53,7 @@ import { limits as contractLimits } from '../../contract/limits.js';
 import { decodeStored, isStoreFailure, notifyAll, parseRevision, revisionsOnly } from './codec.js';
 import { resolveStoreLimits } from './limits.js';
 import { StampFeed } from './stamp-feed.js';
-import { JetStreamOperationIndex, ensureIndexStream } from './jetstream-index.js';
+import { JetStreamOperationIndex, ensureIndexStream, inBatches } from './jetstream-index.js';
 import { JetStreamOpenSet, ensureOpenSetStream } from './jetstream-open-set.js';
 import { PubAckMux } from '../transport/nats-pubacks.js';
 import { ReplayStampedStore, closedFailure, notFoundOf, streamFamily, type LogState, type WriteOutcome } from './replay-stamped.js';
@@ -201,9 +201,54 @@ export class JetStreamEventStore extends ReplayStampedStore {
    */
   override async create(operationId: string, transition: Transition, after?: RecordAfter): Promise<AppendOutcome> {
     const outcome = await super.create(operationId, transition, after);
-    // Tombstoned, or an admission void on its guard: this operation can never be open.
-    if (outcome.kind === 'expired' && streamFamily(operationId) === 'op') await this.openSet.remove(operationId).catch(() => undefined);
+    // Tombstoned, or an admission void on its guard: this operation (or instance) can never be open.
+    if (outcome.kind === 'expired') await this.openSet.remove(operationId).catch(() => undefined);
     return outcome;
+  }
+
+  /**
+   * The workflow instances marked in the open set (jetstream-open-set.ts). Until its workflows
+   * record is there (a store from before the markers), every instance subject of the operations
+   * stream is marked first — ended ones too: the executor reads each and has those unmarked.
+   */
+  async *runningWorkflowIds(): AsyncIterable<string> {
+    this.throwIfClosed();
+    try {
+      if (!(await this.openSet.workflowsComplete())) {
+        const wfPrefix = `${this.prefix}.wf.`;
+        const instances = (await subjectsOf(this.jsm, this.streamName, `${wfPrefix}>`)).map((subject) => subject.slice(wfPrefix.length));
+        await inBatches(instances, contractLimits.recoveryReadsMax, (instanceId) => this.openSet.add(instanceId));
+        await this.openSet.markWorkflowsComplete();
+      }
+      yield* await this.openSet.ids('wf');
+    } catch (error) {
+      throw unavailable(`jetstream open set: ${natsFailure(error).description}`, error);
+    }
+  }
+
+  async *workflowInstanceIds(): AsyncIterable<string> {
+    this.throwIfClosed();
+    const wfPrefix = `${this.prefix}.wf.`;
+    let subjects: string[];
+    try {
+      subjects = await subjectsOf(this.jsm, this.streamName, `${wfPrefix}>`);
+    } catch (error) {
+      throw unavailable(natsFailure(error).description, error);
+    }
+    for (const subject of subjects) yield subject.slice(wfPrefix.length);
+  }
+
+  async workflowEnded(instanceId: string): Promise<void> {
+    this.throwIfClosed();
+    try {
+      await this.openSet.remove(instanceId);
+    } catch (error) {
+      throw unavailable(`jetstream open set: ${natsFailure(error).description}`, error);
+    }
+  }
+
+  protected async markWorkflowRunning(instanceId: string): Promise<void> {
+    await this.openSet.add(instanceId);
   }
 
   async *operationIds(): AsyncIterable<string> {

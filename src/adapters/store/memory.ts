@@ -29,6 +29,7 @@ import { IndexStates } from './index-states.js';
 import { IndexView } from './index-view.js';
 import { isOperationId } from '../../contract/ids.js';
 import { isSettled } from '../../machines/index.js';
+import { endsWorkflow, startsWorkflow, streamFamily } from './workflow-running.js';
 
 /**
  * A stored transition is kept as its serialized body, as a durable store keeps bytes: reads decode
@@ -71,6 +72,8 @@ export class MemoryEventStore implements EventStore {
   /** The same rows sorted every way a list narrows (index-view.ts): a page walks only its own rows. */
   private readonly view = new IndexView();
   private readonly indexStates = new IndexStates();
+  /** Workflow instances started and not ended (workflow-running.ts), kept with each write. */
+  private readonly runningWorkflows = new Set<string>();
   readonly index: OperationIndexStore = {
     list: async (query) => {
       this.assertOpen();
@@ -146,6 +149,19 @@ export class MemoryEventStore implements EventStore {
     for (const id of ids) if (isOperationId(id) && this.streams.get(id)?.tombstoned === false) yield id;
   }
 
+  async *runningWorkflowIds(): AsyncIterable<string> {
+    this.assertOpen();
+    yield* [...this.runningWorkflows];
+  }
+
+  async *workflowInstanceIds(): AsyncIterable<string> {
+    this.assertOpen();
+    yield* [...this.streams.keys()].filter((id) => streamFamily(id) === 'wf');
+  }
+
+  /** The set is exact: nothing is left to remove. */
+  async workflowEnded(_instanceId: string): Promise<void> {}
+
   async tombstone(operationId: string): Promise<AppendOutcome | StoreFailure> {
     if (this.closed) return closedFailure;
     const stream = this.streams.get(operationId);
@@ -192,6 +208,11 @@ export class MemoryEventStore implements EventStore {
     this.setRow(operationId, row);
   }
 
+  private noteWorkflow(instanceId: string, transition: Transition): void {
+    if (endsWorkflow(transition)) this.runningWorkflows.delete(instanceId);
+    else if (startsWorkflow(transition)) this.runningWorkflows.add(instanceId);
+  }
+
   private setRow(operationId: string, row: OperationIndexRow | undefined): void {
     if (row) {
       this.rows.set(operationId, row);
@@ -227,6 +248,7 @@ export class MemoryEventStore implements EventStore {
     const revision = String(target.transitions.length);
     // The caller's transition itself (as the SQLite store): transitions are never changed once decided.
     this.indexAppended(operationId, target, previous, { revision, committedAtMs: nowMs, transition }, after);
+    if (streamFamily(operationId) === 'wf') this.noteWorkflow(operationId, transition);
     if (this.listeners.size > 0) notifyAll(this.listeners, operationId, decode(stored, target.transitions.length - 1));
     if (this.watchers.size > 0) notifyAll(this.watchers, operationId, revision);
     return { kind: 'ok', revision, committedAtMs: nowMs };

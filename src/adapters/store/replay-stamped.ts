@@ -24,6 +24,7 @@ import type { StoredTransition, TimeGuard, Transition } from '../../events/types
 import { checkGuardShape } from '../../events/guard.js';
 import { bodyBytes, checkTransitionShape, encodeTransition, isStoreFailure, logFullFailure, sizeFailure } from './codec.js';
 import { IndexStates, logOfRead } from './index-states.js';
+import { endsWorkflow, streamFamily } from './workflow-running.js';
 import { FoldTracker, advance, answerOnFold, foldPoint, noAppliedYetMs, type FoldPoint } from './on-fold.js';
 import type {
   AppendListener,
@@ -73,10 +74,7 @@ export const expiredOf = (operationId: string) => ({ kind: 'expired' as const, d
 export const notFoundOf = (operationId: string) => ({ kind: 'not-found' as const, description: `operation ${operationId} does not exist` });
 export const closedFailure: { kind: 'unavailable'; description: string } = { kind: 'unavailable', description: 'store is closed' };
 
-/** Workflow instance streams (`wf…` ids) have their own name family beside operations'; every other stream is an operation's. */
-export function streamFamily(streamId: string): 'op' | 'wf' {
-  return /^wf[0-9a-f]{64}$/.test(streamId) ? 'wf' : 'op';
-}
+export { streamFamily };
 
 /** The encoded body of a transition this store may write, or why nothing may be written. */
 export function precheckWrite(closed: boolean, transition: Transition, transitionBytesMax: number): string | StoreFailure {
@@ -186,6 +184,13 @@ export abstract class ReplayStampedStore implements EventStore {
   protected abstract closeClient(): Promise<void>;
 
   abstract operationIds(): AsyncIterable<string>;
+  /** The instances marked running (workflow-running.ts): marked before their creation is written, unmarked after their end. */
+  abstract runningWorkflowIds(): AsyncIterable<string>;
+  abstract workflowInstanceIds(): AsyncIterable<string>;
+  /** Removes the instance's running mark, if any. */
+  abstract workflowEnded(instanceId: string): Promise<void>;
+  /** Marks a workflow instance running; throws (its creation must not be written) when it cannot. */
+  protected abstract markWorkflowRunning(instanceId: string): Promise<void>;
   abstract tombstone(operationId: string): Promise<AppendOutcome | StoreFailure>;
   abstract follow(listener: AppendListener): Promise<{ close(): Promise<void> }>;
   abstract watch(listener: RevisionListener): Promise<{ close(): Promise<void> }>;
@@ -198,6 +203,8 @@ export abstract class ReplayStampedStore implements EventStore {
     try {
       const refused = await this.beforeCreate(operationId);
       if (refused) return refused;
+      // Marked before it is written: a stored creation is listed even if its writer dies now.
+      if (streamFamily(operationId) === 'wf') await this.markWorkflowRunning(operationId);
       // An empty stream has nothing applied: the point before a create needs no read.
       const empty: FoldPoint = { revision: this.emptyRevision, lastAppliedAtMs: noAppliedYetMs, anyApplied: false, count: 0 };
       return await this.writeFrom(operationId, empty, { transition, body, mode: 'create', attempt: 0, after });
@@ -287,6 +294,8 @@ export abstract class ReplayStampedStore implements EventStore {
     const committedAtMs = await this.stampAt(operationId, revision);
     if (isStoreFailure(committedAtMs)) return committedAtMs;
     const outcome = answerStoredAt(this.fold, operationId, revision, committedAtMs, before, transition.timeGuard);
+    // An applied end unmarks its instance; a failure leaves the mark for the executor to remove when it finds the instance ended.
+    if (outcome.kind === 'ok' && streamFamily(operationId) === 'wf' && endsWorkflow(transition)) await this.workflowEnded(operationId).catch(() => undefined);
     // Stored either way (applied, or void on fold): the index row follows the log (operations only, not workflow instances).
     if ((outcome.kind === 'ok' || outcome.kind === 'expired') && streamFamily(operationId) === 'op') {
       // The written transition itself beside the stored instant: the committing side folds that object.

@@ -27,6 +27,7 @@ import { limits as contractLimits } from '../../contract/limits.js';
 import { IndexStates } from './index-states.js';
 import { SqliteOperationIndex, indexSchema } from './sqlite-index.js';
 import { isOperationId } from '../../contract/ids.js';
+import { endsWorkflow, runningOfLog, startsWorkflow, streamFamily } from './workflow-running.js';
 
 export interface SqliteStoreOptions {
   /** A file path (or ':memory:' for a throwaway store in tests). */
@@ -41,8 +42,12 @@ export interface SqliteStoreOptions {
   followIntervalMs?: number;
 }
 
-/** 2: the operations index (operation_index, index_meta). A file of schema 1 gets the tables and is indexed once at open. */
-const schemaVersion = 2;
+/**
+ * 2: the operations index (operation_index, index_meta). A file of schema 1 gets the tables and is indexed once at open.
+ * 3: the running workflow instances (workflow_running, workflow_meta). A file of schema 2 or less gets the tables, filled
+ * once at open from its instances' logs.
+ */
+const schemaVersion = 3;
 
 const schema = `
 CREATE TABLE IF NOT EXISTS operations (
@@ -64,7 +69,13 @@ CREATE TABLE IF NOT EXISTS meta (
   operations_count INTEGER NOT NULL
 );
 INSERT OR IGNORE INTO meta (id, last_committed_at_ms, last_rowid, operations_count) VALUES (1, ${Number.MIN_SAFE_INTEGER}, 0, 0);
-${indexSchema}`;
+${indexSchema}
+CREATE TABLE IF NOT EXISTS workflow_running (id TEXT PRIMARY KEY) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS workflow_meta (
+  id INTEGER PRIMARY KEY CHECK (id = 1),
+  built INTEGER NOT NULL
+);
+INSERT OR IGNORE INTO workflow_meta (id, built) VALUES (1, 0);`;
 
 interface OperationRow {
   tombstoned: number;
@@ -117,6 +128,9 @@ function prepareStatements(db: Database.Database) {
     ),
     tombstone: db.prepare('UPDATE operations SET tombstoned = 1 WHERE id = ?'),
     deleteTransitions: db.prepare('DELETE FROM transitions WHERE operation_id = ?'),
+    runningWorkflowsAfter: db.prepare<[string, number], { id: string }>('SELECT id FROM workflow_running WHERE id > ? ORDER BY id LIMIT ?'),
+    addRunningWorkflow: db.prepare('INSERT OR IGNORE INTO workflow_running (id) VALUES (?)'),
+    removeRunningWorkflow: db.prepare('DELETE FROM workflow_running WHERE id = ?'),
     liveIdsAfter: db.prepare<[string, number], { id: string }>('SELECT id FROM operations WHERE tombstoned = 0 AND id > ? ORDER BY id LIMIT ?'),
   };
 }
@@ -166,6 +180,7 @@ export class SqliteEventStore implements EventStore {
       states: this.indexStates,
     });
     this.writeTransaction = this.db.transaction((request: WriteRequest) => this.writeLocked(request));
+    this.listRunningWorkflowsOnce();
     // One read transaction: the operation row and its transitions come from the same snapshot.
     this.readTransaction = this.db.transaction((operationId: string): ReadRows | undefined => {
       const operation = this.statements.operation.get(operationId);
@@ -221,6 +236,45 @@ export class SqliteEventStore implements EventStore {
       afterId = last.id;
     }
   }
+
+  async *runningWorkflowIds(): AsyncIterable<string> {
+    // Paged like operationIds: the caller writes between yields.
+    let afterId = '';
+    for (;;) {
+      if (this.closed) throw unavailable('store is closed');
+      let page: { id: string }[];
+      try {
+        page = this.statements.runningWorkflowsAfter.all(afterId, contractLimits.sqliteOperationIdsPageMax);
+      } catch (error) {
+        throw unavailable(sqliteFailure(error).description, error);
+      }
+      for (const row of page) yield row.id;
+      const last = page.at(-1);
+      if (page.length < contractLimits.sqliteOperationIdsPageMax || last === undefined) return;
+      afterId = last.id;
+    }
+  }
+
+  async *workflowInstanceIds(): AsyncIterable<string> {
+    let afterId = 'wf';
+    for (;;) {
+      if (this.closed) throw unavailable('store is closed');
+      let page: { id: string }[];
+      try {
+        page = this.statements.liveIdsAfter.all(afterId, contractLimits.sqliteOperationIdsPageMax);
+      } catch (error) {
+        throw unavailable(sqliteFailure(error).description, error);
+      }
+      // Ids sort by family: the pages start at the first `wf…` and stop past the last.
+      for (const row of page) if (streamFamily(row.id) === 'wf') yield row.id;
+      const last = page.at(-1);
+      if (page.length < contractLimits.sqliteOperationIdsPageMax || last === undefined || !last.id.startsWith('wf')) return;
+      afterId = last.id;
+    }
+  }
+
+  /** The table is written with each transition: nothing is left to remove. */
+  async workflowEnded(_instanceId: string): Promise<void> {}
 
   async tombstone(operationId: string): Promise<AppendOutcome | StoreFailure> {
     if (this.closed) return closedFailure;
@@ -349,10 +403,31 @@ export class SqliteEventStore implements EventStore {
       : undefined;
     this.statements.insertTransition.run(rowid, operationId, revision, nowMs, body);
     if (indexed) this.index.write(operationId, row);
+    else if (streamFamily(operationId) === 'wf') this.noteWorkflow(operationId, transition);
     if (operation) this.statements.updateOperation.run(revision, operationId);
     else this.statements.insertOperation.run(operationId, revision);
     this.statements.updateMeta.run(nowMs, rowid, meta.operations_count + (operation ? 0 : 1));
     return { kind: 'ok', revision: String(revision), committedAtMs: nowMs };
+  }
+
+  /** Keeps workflow_running in the write's transaction: an instance is listed exactly while it runs. */
+  private noteWorkflow(instanceId: string, transition: Transition): void {
+    if (endsWorkflow(transition)) this.statements.removeRunningWorkflow.run(instanceId);
+    else if (startsWorkflow(transition)) this.statements.addRunningWorkflow.run(instanceId);
+  }
+
+  /** A file from before workflow_running (schema 2 or less): every instance still running, once, in one transaction. */
+  private listRunningWorkflowsOnce(): void {
+    const built = this.db.prepare<[], { built: number }>('SELECT built FROM workflow_meta WHERE id = 1');
+    if (built.get()?.built === 1) return;
+    this.db
+      .transaction(() => {
+        if (built.get()?.built === 1) return; // another process listed them while this one waited for the lock
+        const ids = this.db.prepare<[], { id: string }>("SELECT id FROM operations WHERE tombstoned = 0 AND id LIKE 'wf%'").all();
+        for (const { id } of ids) if (streamFamily(id) === 'wf' && runningOfLog(this.logInTransaction(id))) this.statements.addRunningWorkflow.run(id);
+        this.db.prepare('UPDATE workflow_meta SET built = 1 WHERE id = 1').run();
+      })
+      .immediate();
   }
 
   /** The operation's transitions as the current transaction sees them (corruption throws: the write rolls back). */

@@ -102,6 +102,17 @@ export interface EventStore {
   /** Every operation id with a live stream, in no particular order. */
   operationIds(): AsyncIterable<string>;
   /**
+   * Every workflow instance (`wf…` stream) that may still be running — started, its end not
+   * stored — without reading any history (workflow-running.ts): what a worker resumes at start-up.
+   * Memory and SQLite answer exactly; a replay-stamped store may list an instance too many (a
+   * writer died between its end and the mark's removal), never one too few. In no particular order.
+   */
+  runningWorkflowIds(): AsyncIterable<string>;
+  /** The instance was read and found ended (or absent): whatever mark of it is left goes. */
+  workflowEnded(instanceId: string): Promise<void>;
+  /** Every workflow instance stored, running or ended, in no particular order (`convoke replay` of a whole store). */
+  workflowInstanceIds(): AsyncIterable<string>;
+  /**
    * Drops an operation's payload and keeps a minimal tombstone of its key: later reads answer
    * `expired` and a create under the same id answers `expired`, never recreating it.
    */

@@ -72,13 +72,32 @@ export interface CloudEventSubscription {
   close(): Promise<void>;
 }
 
+export interface ServeCloudEventsOptions {
+  /** A queue group: each event goes to one subscriber of the group (several hosts take it once). */
+  queue?: string;
+  /**
+   * Whether an answer may go to this reply subject for an event received on `subject`; refused
+   * ones are delivered but not answered (the default answers any).
+   */
+  answers?: (subject: string, reply: string) => boolean;
+}
+
 /** Subscribes `<prefix>.>` and delivers each event to the intake; answers after the append. */
-export function serveCloudEvents(nc: NatsConnection, subjectPrefix: string, intake: CloudEventIntake): CloudEventSubscription {
+export function serveCloudEvents(
+  nc: NatsConnection,
+  subjectPrefix: string,
+  intake: CloudEventIntake,
+  options: ServeCloudEventsOptions = {},
+): CloudEventSubscription {
   checkPrefix(subjectPrefix);
   const subject = `${subjectPrefix}.>`;
   let inFlight = 0;
   const pending = new Set<Promise<void>>();
+  const answer = (msg: Msg, reply: JsonValue) => {
+    if (msg.reply && (options.answers?.(msg.subject, msg.reply) ?? true)) msg.respond(new TextEncoder().encode(JSON.stringify(reply)));
+  };
   const subscription: Subscription = nc.subscribe(subject, {
+    ...(options.queue === undefined ? {} : { queue: options.queue }),
     callback: (error, msg) => {
       if (error) return;
       if (inFlight >= limits.cloudEventsInFlightMax) return answer(msg, rejected(new AdapterError('unavailable', 'too many events in flight; publish again')));
@@ -99,10 +118,6 @@ export function serveCloudEvents(nc: NatsConnection, subjectPrefix: string, inta
       await Promise.allSettled([...pending]);
     },
   };
-}
-
-function answer(msg: Msg, reply: JsonValue): void {
-  if (msg.reply) msg.respond(new TextEncoder().encode(JSON.stringify(reply)));
 }
 
 function rejected(error: unknown): JsonValue {

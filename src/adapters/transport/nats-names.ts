@@ -164,7 +164,7 @@ export function coordinatorConsumerName(coordinatorId: string, kind: Coordinator
   return `convoke-coord-${coordinatorId}-${kind}`;
 }
 
-export type InboxRole = 'peer' | 'coord' | 'cmd';
+export type InboxRole = 'peer' | 'coord' | 'cmd' | 'evt';
 
 /**
  * Each principal gets its own inbox prefix (`_INBOX.<role>.<id>`), so its subscribe permission
@@ -178,6 +178,9 @@ export function inboxPrefixFor(role: InboxRole, id: string): string {
 
 /** Every command client's inbox: where a coordinator publishes command replies. */
 export const commandReplyInboxes = '_INBOX.cmd.*.>';
+
+/** Every event publisher's inbox: where a workflow host answers an event sent as a request. */
+export const eventReplyInboxes = '_INBOX.evt.*.>';
 
 /** Published by the server when a message reaches max_deliver on a consumer. */
 export function maxDeliveriesAdvisorySubject(stream: string, consumer: string): string {

@@ -39,6 +39,7 @@ import {
   assertNamespace,
   assertToken,
   commandReplyInboxes,
+  eventReplyInboxes,
   coordinatorConsumerName,
   durableStreamNames,
   inboxPrefixFor,
@@ -147,4 +148,41 @@ export function coordinatorPermissions(
 export function commandClientPermissions(principalId: string): NatsPermissions {
   assertToken(principalId, 'principal id');
   return { publish: [`convoke.cmd.${principalId}.>`], subscribe: [`${inboxPrefixFor('cmd', principalId)}.>`] };
+}
+
+/**
+ * An event publisher: publishes CloudEvents of the listed types only (`<prefix>.<type>`, one
+ * subject each: the broker is what proves a publisher may send a type), and reads the answers to
+ * the events it sends as requests in its own inbox (`_INBOX.evt.<principal>`), nothing else.
+ */
+export function eventPublisherPermissions(principalId: string, subjects: readonly string[]): NatsPermissions {
+  assertToken(principalId, 'principal id');
+  return { publish: [...subjects], subscribe: [`${inboxPrefixFor('evt', principalId)}.>`] };
+}
+
+/**
+ * What a workflow host adds to its coordinator's user for `workflows.events`: publish on the event
+ * subjects when it emits (JetStream: the stream's info, and its creation with manageStreams),
+ * subscribe to them when it listens, and answer event requests inside event publishers' inboxes.
+ */
+export function workflowEventHostPermissions(options: {
+  subjectPrefix: string;
+  emit: 'none' | 'nats' | 'jetstream';
+  stream: string;
+  listen: boolean;
+  manageStreams?: boolean;
+}): NatsPermissions {
+  const all = `${options.subjectPrefix}.>`;
+  const publish: string[] = [];
+  const subscribe: string[] = [];
+  if (options.emit !== 'none') publish.push(all);
+  if (options.emit === 'jetstream') {
+    publish.push(`$JS.API.STREAM.INFO.${options.stream}`);
+    if (options.manageStreams) publish.push(`$JS.API.STREAM.CREATE.${options.stream}`);
+  }
+  if (options.listen) {
+    subscribe.push(all);
+    publish.push(eventReplyInboxes);
+  }
+  return { publish, subscribe };
 }

@@ -297,6 +297,21 @@ export async function replayCommand(
     }
     if (progress) io.stderr.write('\n');
     if (operationId === undefined) rows.push(...(await orphanIndexRows(store, new Set(ids), options.fixIndex === true)));
+    // A whole store's replay covers its workflow instances too: each rebuilt and checked through the machines.
+    if (operationId === undefined) {
+      const { replayInstance } = await import('./workflow-ops.js');
+      for await (const instanceId of store.workflowInstanceIds()) {
+        const replayed = await replayInstance(store, instanceId);
+        rows.push({
+          operationId: instanceId,
+          transitions: replayed.transitions,
+          phase: replayed.status,
+          outcome: '-',
+          problem: replayed.problem,
+          repaired: false,
+        });
+      }
+    }
     const failed = rows.filter((r) => r.problem !== null && !r.repaired);
     const repaired = rows.filter((r) => r.repaired);
     if (options.json) io.stdout.write(JSON.stringify({ replayed: rows.length, differences: failed.length, repaired: repaired.length, rows }, null, 2) + '\n');
@@ -311,7 +326,7 @@ export async function replayCommand(
       );
       if (failed.length === 0 && rows.length > shown.length) io.stdout.write(`… and ${rows.length - shown.length} more, all ok\n`);
       io.stdout.write(
-        `\nreplayed ${rows.length} operations in ${Date.now() - startedMs} ms: ${rows.length - failed.length - repaired.length} ok, ${failed.length} with differences${repaired.length > 0 ? `, ${repaired.length} index rows rebuilt` : ''}\n`,
+        `\nreplayed ${rows.length} operations and workflow instances in ${Date.now() - startedMs} ms: ${rows.length - failed.length - repaired.length} ok, ${failed.length} with differences${repaired.length > 0 ? `, ${repaired.length} index rows rebuilt` : ''}\n`,
       );
     }
     return failed.length === 0 ? 0 : 1;

@@ -116,6 +116,18 @@ export async function workflowInspectCommand(instanceId: string, options: { stor
   });
 }
 
+/** One stored instance rebuilt and checked (`convoke replay` of a whole store): its status, or the problem. */
+export async function replayInstance(store: EventStore, instanceId: string): Promise<{ transitions: number; status: string; problem: string | null }> {
+  try {
+    const log = await readInstance(store, instanceId);
+    if (!log) return { transitions: 0, status: '-', problem: 'no transitions stored' };
+    const { record, problem } = replayWorkflowLog(log);
+    return { transitions: log.length, status: record?.status ?? '-', problem };
+  } catch (error) {
+    return { transitions: 0, status: '-', problem: `replay failed: ${(error as Error).message}` };
+  }
+}
+
 export async function workflowReplayCommand(instanceId: string, options: { store: string; json: boolean }, io: CliIo, withStore: WithStore): Promise<number> {
   return withStore(options.store, async (store) => {
     const log = await readInstance(store, instanceId);

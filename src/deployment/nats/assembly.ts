@@ -41,7 +41,7 @@ import type { StreamContinuity, ExhaustedInfo, Transport } from '../../adapters/
 import { SubjectNamespaceVerifier } from '../../adapters/verification/subject.js';
 import type { Clock } from '../../contract/clock.js';
 import { startCommandServer, type CommandServer } from '../../nats-api/commands.js';
-import type { WorkflowHostFactory, WorkflowInstanceService } from '../../runtime/workflow-service.js';
+import type { WorkflowHostFactory, WorkflowHosting } from '../../runtime/workflow-service.js';
 import type { RunningDeployment, DeploymentConfig, DeploymentLog, NatsRuntime, NatsTransportConfig } from '../types.js';
 import type { Logger } from '../../runtime/operation-log.js';
 import type { HttpSettings } from '../../http/settings.js';
@@ -154,8 +154,7 @@ async function assembleNats(
     closers.push(() => monitor.stop());
   }
   watchConnection(nc, log, durable ? monitor : undefined);
-  const workflows = parts.workflows ? await parts.workflows({ coordinator, bundles: parts.bundles, store, clock }) : undefined;
-  if (workflows) closers.push(() => workflows.close());
+  const workflows = await hostWorkflows(config, parts, { coordinator, store, nc, closers });
   const commands = await startCommandServer({
     transport,
     coordinator,
@@ -172,7 +171,7 @@ async function assembleNats(
   phases.done('command server');
   log(phases.summary(), 'info');
   const runtime = runtimeOf(settings, namespaces, durable ? peers : new Map(), commands, monitor);
-  return deploymentOf({ coordinator, store, parts, closers, runtime, ...(workflows ? { workflows: workflows.service } : {}) });
+  return deploymentOf({ coordinator, store, parts, closers, runtime, workflows });
 }
 
 /** The coordinator of a NATS deployment: its store, transport, directory, policy and attestations. */
@@ -367,13 +366,26 @@ function runtimeOf(
   };
 }
 
+/** Workflow instances beside the coordinator (when the deployment hosts them), on its store and NATS connection. */
+async function hostWorkflows(
+  config: DeploymentConfig,
+  parts: NatsParts,
+  wiring: { coordinator: Coordinator; store: EventStore; nc: NatsConnection; closers: Closers },
+): Promise<WorkflowHosting | undefined> {
+  if (!parts.workflows) return undefined;
+  const { coordinator, store, nc, closers } = wiring;
+  const workflows = await parts.workflows({ coordinator, bundles: parts.bundles, store, clock: parts.clock, settings: config.workflows ?? {}, nats: nc });
+  closers.push(() => workflows.close());
+  return workflows;
+}
+
 function deploymentOf(args: {
   coordinator: Coordinator;
   store: EventStore;
   parts: NatsParts;
   closers: Closers;
   runtime: NatsRuntime;
-  workflows?: WorkflowInstanceService;
+  workflows: WorkflowHosting | undefined;
 }): RunningDeployment {
   const { parts } = args;
   let closing: Promise<void> | undefined;
@@ -386,7 +398,8 @@ function deploymentOf(args: {
     bus: undefined,
     peers: [],
     nats: args.runtime,
-    ...(args.workflows ? { workflows: args.workflows } : {}),
+    ...(args.workflows ? { workflows: args.workflows.service } : {}),
+    ...(args.workflows?.events ? { workflowEvents: args.workflows.events } : {}),
     // Commands stop first (waits answered), then the coordinator's queued appends, then transport and store.
     close: () => (closing ??= args.closers.closeAll()),
   };

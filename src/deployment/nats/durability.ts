@@ -50,6 +50,18 @@ export class AdmissionGatedStore implements EventStore {
     return this.inner.operationIds();
   }
 
+  runningWorkflowIds(): AsyncIterable<string> {
+    return this.inner.runningWorkflowIds();
+  }
+
+  workflowEnded(instanceId: string): Promise<void> {
+    return this.inner.workflowEnded(instanceId);
+  }
+
+  workflowInstanceIds(): AsyncIterable<string> {
+    return this.inner.workflowInstanceIds();
+  }
+
   tombstone(operationId: string): Promise<AppendOutcome | StoreFailure> {
     return this.inner.tombstone(operationId);
   }

@@ -5,7 +5,16 @@
 import type { CompiledBundle } from '../../contract/bundle.js';
 import { invalidInput } from '../../contract/errors.js';
 import { inboxPrefixFor } from '../../adapters/transport/nats-names.js';
-import { commandClientPermissions, coordinatorPermissions, peerPermissions, type NatsPermissions } from '../../adapters/transport/nats-permissions.js';
+import {
+  commandClientPermissions,
+  coordinatorPermissions,
+  eventPublisherPermissions,
+  peerPermissions,
+  workflowEventHostPermissions,
+  type NatsPermissions,
+} from '../../adapters/transport/nats-permissions.js';
+import { cloudEventSubject } from '../../contract/cloudevents.js';
+import { workflowEventsDefaults, type WorkflowEventsConfig } from '../../runtime/workflow-service.js';
 import type { DeploymentConfig } from '../types.js';
 import { checkNatsTransport, peersByNamespace, safeUrl } from './settings.js';
 
@@ -54,7 +63,7 @@ export function mergePermissions(...blocks: NatsPermissions[]): NatsPermissions 
 
 export interface NatsPrincipalPlan {
   user: string;
-  role: 'coordinator' | 'peer' | 'command';
+  role: 'coordinator' | 'peer' | 'command' | 'events';
   permissions: NatsPermissions;
   /** The inbox prefix the principal's connections must use (its subscribe permission allows only that). */
   inboxPrefix: string;
@@ -66,6 +75,8 @@ export interface NatsPlanOptions {
   /** peer id -> the namespaces it serves. */
   peers: Map<string, string[]> | Record<string, string[]>;
   commandClients: string[];
+  /** The serve config's workflows.events: the coordinator's event permissions, and one user per event publisher. */
+  events?: WorkflowEventsConfig;
 }
 
 /**
@@ -85,6 +96,18 @@ export function natsPrincipalPlan(options: NatsPlanOptions): NatsPrincipalPlan[]
     coordinatorPermissions(ns, c.coordinatorId, peersOf(ns), { manageStreams: c.manageStreams ?? false }),
   );
   if (c.jetstreamStore) coordinatorBlocks.push(jetstreamStorePermissions(c.jetstreamStore, { manageStreams: c.manageStreams ?? false }));
+  const events = options.events;
+  const subjectPrefix = events?.subjectPrefix ?? workflowEventsDefaults.subjectPrefix;
+  if (events)
+    coordinatorBlocks.push(
+      workflowEventHostPermissions({
+        subjectPrefix,
+        emit: events.emit ?? 'none',
+        stream: events.stream ?? workflowEventsDefaults.stream,
+        listen: events.listen !== undefined,
+        manageStreams: c.manageStreams ?? false,
+      }),
+    );
   const plan: NatsPrincipalPlan[] = [
     { user: c.user, role: 'coordinator', permissions: mergePermissions(...coordinatorBlocks), inboxPrefix: inboxPrefixFor('coord', c.coordinatorId) },
   ];
@@ -98,6 +121,10 @@ export function natsPrincipalPlan(options: NatsPlanOptions): NatsPrincipalPlan[]
   }
   for (const principal of options.commandClients) {
     plan.push({ user: principal, role: 'command', permissions: commandClientPermissions(principal), inboxPrefix: inboxPrefixFor('cmd', principal) });
+  }
+  for (const [principal, types] of Object.entries(events?.publishers ?? {})) {
+    const subjects = types.map((type) => cloudEventSubject(subjectPrefix, type));
+    plan.push({ user: principal, role: 'events', permissions: eventPublisherPermissions(principal, subjects), inboxPrefix: inboxPrefixFor('evt', principal) });
   }
   return plan;
 }
@@ -161,6 +188,7 @@ export function natsPlanFor(config: DeploymentConfig, compiled: CompiledBundle[]
     },
     peers: namespacesByPeer(peersByNamespace(compiled, config.directory.groups)),
     commandClients,
+    ...(config.workflows?.events ? { events: config.workflows.events } : {}),
   });
 }
 

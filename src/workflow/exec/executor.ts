@@ -11,7 +11,7 @@ import type { Clock, TimerHandle } from '../../contract/clock.js';
 import type { CloudEvent, CloudEventDelivery, CloudEventIntake, CloudEventSink } from '../../contract/cloudevents.js';
 import { AdapterError, conflict, invalidInput } from '../../contract/errors.js';
 import { jsonEquals, type JsonObject, type JsonValue } from '../../contract/json.js';
-import { Kernel, newStream, type Stream, type StreamStore } from '../../kernel/index.js';
+import { Kernel, newStream, type Stream } from '../../kernel/index.js';
 import type { Random } from '../../runtime/random.js';
 import type { ContractCalls } from './http-contracts.js';
 import { workflowInstanceId } from '../ids.js';
@@ -23,11 +23,13 @@ import { deliverEvent } from './intake.js';
 import { Interpreter } from './interpreter.js';
 import type { ExpressionEvaluator } from './jq.js';
 import { Halted, type Journal } from './journal.js';
-import { decideAcquire, decideRelease, decideRenew, holderLease, LeaseLost } from './lease.js';
+import { decideAcquire, decidePark, decideRelease, decideRenew, holderLease, LeaseLost } from './lease.js';
 import { foldWorkflow, type WorkflowRecord } from './record.js';
+import type { WorkflowStore } from './streams.js';
 
 export interface WorkflowExecutorOptions {
-  store: StreamStore<WorkflowTransition>;
+  /** The instances' streams; `resume` reads the running ones from `runningIds` (workflowStreams gives it). */
+  store: WorkflowStore;
   clock: Clock;
   random: Random;
   evaluator: ExpressionEvaluator;
@@ -67,9 +69,21 @@ const haltedRedriveMs = 100;
 /** A lease held elsewhere is tried again this long after its end (the store's clock may lag a little). */
 const takeoverSlackMs = 5;
 export const defaultLeaseMs = 10_000;
+/** Instances read at once by `resume`. */
+const resumeReadsMax = 16;
 
 /** Why an interpreter's signal aborts once it has returned (an abort reason made once: none is built per run). */
 const interpreterEnded = new Halted('the interpreter ended');
+const leaseParked = new Halted('the lease was parked while the instance waits');
+
+/** One interpreter run under a lease: what the renewal reads to tell a run that only waits. */
+interface LeaseRun {
+  epoch: number;
+  /** The instant of its last recorded step. */
+  lastStepMs: number;
+  /** The revision its lease was parked at, once parked. */
+  parkedAt?: string;
+}
 
 let workersMade = 0;
 const defaultWorker = (): string => `${hostname()}/${process.pid}/${++workersMade}`;
@@ -80,6 +94,7 @@ export class WorkflowExecutor implements CloudEventIntake {
   private readonly stopping = new AbortController();
   private readonly options: WorkflowExecutorOptions;
   private readonly retries = new Map<string, TimerHandle>();
+  private rescan: TimerHandle | undefined;
   /** This worker's name in leases. */
   readonly worker: string;
   readonly leaseMs: number;
@@ -96,6 +111,10 @@ export class WorkflowExecutor implements CloudEventIntake {
       hooks: {
         due: async () => (record) => decideDue(record, options.clock.nowMs()),
         loaded: (stream) => this.drive(stream),
+        // A parked (or released) lease: the instance's next move — its timer fired, an event taken — drives it again.
+        moved: (stream) => {
+          if (stream.record.status === 'running' && stream.record.lease === null) this.drive(stream);
+        },
       },
     });
   }
@@ -103,6 +122,53 @@ export class WorkflowExecutor implements CloudEventIntake {
   /** Follows other workers' appends to instances this one holds (their timers, their steps). */
   async watch(): Promise<void> {
     await this.kernel.watch();
+  }
+
+  /**
+   * Resumes every instance the store lists as running (EventStore.runningWorkflowIds) that this
+   * worker does not hold yet: each is read and driven — its lease taken, or the lease another
+   * worker holds waited out (a takeover once it ends unrenewed). An instance the store listed but
+   * that has ended is dropped from its list. Answers how many it found running; an instance that
+   * could not be read is left to the next call (its error in `failures`).
+   */
+  async resume(): Promise<number> {
+    const listed = this.options.store.runningIds?.();
+    if (!listed || this.stopping.signal.aborted) return 0;
+    const ids: string[] = [];
+    for await (const id of listed) if (!this.kernel.cached(id)) ids.push(id);
+    let running = 0;
+    for (let at = 0; at < ids.length && !this.stopping.signal.aborted; at += resumeReadsMax) {
+      const found = await Promise.all(ids.slice(at, at + resumeReadsMax).map((id) => this.resumeOne(id)));
+      running += found.filter(Boolean).length;
+    }
+    return running;
+  }
+
+  /**
+   * Calls `resume` every `intervalMs` until close: instances started by other workers, or left by
+   * a worker that died, are picked up here once their holder's lease has ended.
+   */
+  resumeEvery(intervalMs: number): void {
+    const tick = () => {
+      void this.resume()
+        .catch((error: unknown) => this.failures.push(error))
+        .then(() => {
+          if (!this.stopping.signal.aborted) this.rescan = this.options.clock.at(this.options.clock.nowMs() + intervalMs, tick);
+        });
+    };
+    this.rescan?.cancel();
+    this.rescan = this.options.clock.at(this.options.clock.nowMs() + intervalMs, tick);
+  }
+
+  private async resumeOne(instanceId: string): Promise<boolean> {
+    try {
+      const instance = await this.load(instanceId);
+      if (instance?.record.status === 'running') return true;
+      await this.options.store.ended?.(instanceId);
+    } catch (error) {
+      this.failures.push(error);
+    }
+    return false;
   }
 
   /**
@@ -184,7 +250,11 @@ export class WorkflowExecutor implements CloudEventIntake {
    * executor holds — only the principal's own when `principalId` is given; resolves once every
    * append that took it has committed (intake.ts).
    */
-  deliver(event: CloudEvent, principalId: string | null): Promise<CloudEventDelivery> {
+  async deliver(event: CloudEvent, principalId: string | null): Promise<CloudEventDelivery> {
+    const delivered = await deliverEvent({ kernel: this.kernel, evaluator: this.options.evaluator }, event, principalId);
+    if (delivered.matched.length > 0 || !this.options.store.runningIds) return delivered;
+    // An instance another worker started since this one last looked may be waiting for it: look again, once.
+    if ((await this.resume()) === 0) return delivered;
     return deliverEvent({ kernel: this.kernel, evaluator: this.options.evaluator }, event, principalId);
   }
 
@@ -237,10 +307,11 @@ export class WorkflowExecutor implements CloudEventIntake {
     const controller = new AbortController();
     const stop = () => controller.abort();
     this.stopping.signal.addEventListener('abort', stop);
-    const renewal = this.renew(instance, controller);
+    const run: LeaseRun = { epoch: lease.epoch, lastStepMs: clock.nowMs() };
+    const renewal = this.renew(instance, controller, run);
     let returned = false;
     try {
-      await this.interpreter(instance, lease.epoch).run(controller.signal);
+      await this.interpreter(instance, run).run(controller.signal);
       returned = true;
     } catch (error) {
       if (!(error instanceof Halted)) throw error;
@@ -251,32 +322,58 @@ export class WorkflowExecutor implements CloudEventIntake {
       // and an abort's event dispatch costs more than a short step. One that threw may leave work behind: stop it.
       if (!returned) controller.abort(interpreterEnded);
     }
-    return instance.record.status === 'running' ? clock.nowMs() + haltedRedriveMs : undefined;
+    if (instance.record.status !== 'running') return undefined;
+    // Parked: its next move drives it again (the moved hook); one that came while this run stopped drives it now.
+    if (run.parkedAt !== undefined) return instance.record.revision === run.parkedAt && instance.record.lease === null ? undefined : clock.nowMs();
+    return clock.nowMs() + haltedRedriveMs;
   }
 
-  /** Renews the lease every third of its length while the interpreter runs; a lost lease stops the interpreter. */
-  private renew(instance: Instance, controller: AbortController): TimerHandle {
+  /**
+   * Renews the lease every third of its length while the interpreter runs; a lost lease stops the
+   * interpreter. A run that only waits — every innermost running task a wait on its timer or a
+   * listen, no step recorded for a third of the lease, no external call open, nothing due within
+   * the lease — parks it instead (decidePark): one transition, however long the wait.
+   */
+  private renew(instance: Instance, controller: AbortController, run: LeaseRun): TimerHandle {
     const clock = this.options.clock;
     let timer: TimerHandle;
+    const again = () => {
+      if (!controller.signal.aborted && instance.record.status === 'running') timer = clock.at(clock.nowMs() + this.leaseMs / 3, tick);
+    };
     const tick = () => {
-      const terms = { worker: this.worker, nowMs: clock.nowMs(), leaseMs: this.leaseMs };
+      const nowMs = clock.nowMs();
+      const park = this.onlyWaits(instance.record, run, nowMs);
+      const decide = park
+        ? (record: WorkflowRecord) => decidePark(record, this.worker, run.epoch)
+        : (record: WorkflowRecord) => decideRenew(record, { worker: this.worker, nowMs, leaseMs: this.leaseMs });
       void this.kernel
-        .enqueue(instance, () => this.kernel.commit(instance, (record) => decideRenew(record, terms)))
+        .enqueue(instance, () => this.kernel.commit(instance, decide))
+        .then(() => {
+          if (park && instance.record.lease === null) {
+            run.parkedAt = instance.record.revision;
+            controller.abort(leaseParked);
+          }
+        })
         .catch((error: unknown) => {
           if (error instanceof LeaseLost) controller.abort();
           // Any other failure: the next tick tries again; an ended lease is lost at the next append.
         })
-        .then(() => {
-          if (!controller.signal.aborted && instance.record.status === 'running') timer = clock.at(clock.nowMs() + this.leaseMs / 3, tick);
-        });
+        .then(again);
     };
     timer = clock.at(clock.nowMs() + this.leaseMs / 3, tick);
     return { cancel: () => timer.cancel() };
   }
 
-  private interpreter(instance: Instance, epoch: number): Interpreter {
+  /** Whether the run does nothing but wait for longer than its lease (renewing it would only cost transitions). */
+  private onlyWaits(record: WorkflowRecord, run: LeaseRun, nowMs: number): boolean {
+    if (nowMs - run.lastStepMs < this.leaseMs / 3 || !waitsOnly(record)) return false;
+    const dueMs = workflowAggregate.nextDueMs(record);
+    return dueMs === undefined || dueMs > nowMs + this.leaseMs;
+  }
+
+  private interpreter(instance: Instance, run: LeaseRun): Interpreter {
     return new Interpreter({
-      journal: this.journal(instance, epoch),
+      journal: this.journal(instance, run),
       evaluator: this.options.evaluator,
       random: this.options.random,
       fetch: this.options.fetch ?? fetch,
@@ -293,17 +390,19 @@ export class WorkflowExecutor implements CloudEventIntake {
   readonly failures: unknown[] = [];
 
   /** The interpreter's view of its instance: every proposal fenced by the lease it runs under. */
-  private journal(instance: Instance, epoch: number): Journal {
+  private journal(instance: Instance, run: LeaseRun): Journal {
     const kernel = this.kernel;
     const worker = this.worker;
+    const clock = this.options.clock;
     const fenced = (record: WorkflowRecord, proposal: Proposal, late: boolean) => {
-      if (record.status === 'running') holderLease(record, worker, epoch);
+      if (record.status === 'running') holderLease(record, worker, run.epoch);
       return decideProposal(record, proposal, late);
     };
     return {
       record: () => instance.record,
       propose: async (proposal) => {
         await kernel.enqueue(instance, () => kernel.commit(instance, (record, late) => fenced(record, proposal, late)));
+        run.lastStepMs = clock.nowMs();
         return instance.record;
       },
       until: async (until, signal) => {
@@ -320,6 +419,7 @@ export class WorkflowExecutor implements CloudEventIntake {
   /** Stops the interpreters (their instances stay as recorded), the timers and the watch. */
   async close(): Promise<void> {
     this.stopping.abort();
+    this.rescan?.cancel();
     for (const retry of this.retries.values()) retry.cancel();
     this.retries.clear();
     await Promise.allSettled([...this.running.values()]);
@@ -332,4 +432,16 @@ export class WorkflowExecutor implements CloudEventIntake {
     if (instance.record.status !== 'running' || instance.record.lease?.worker !== this.worker) return;
     await this.kernel.enqueue(instance, () => this.kernel.commit(instance, (record) => decideRelease(record, this.worker)));
   }
+}
+
+/**
+ * Whether the instance only waits: no external call open (started, not answered), and each
+ * innermost running task waits — a listen, or a task with its wait or retry timer armed.
+ */
+function waitsOnly(record: WorkflowRecord): boolean {
+  if (Object.keys(record.calls).some((step) => record.steps[step] === undefined)) return false;
+  const running = Object.keys(record.tasks).filter((at) => record.tasks[at]?.state === 'running');
+  const innermost = running.filter((at) => !running.some((other) => other !== at && other.startsWith(at)));
+  const armed = Object.entries(record.timers).filter(([, timer]) => timer.state === 'armed' && (timer.purpose === 'wait' || timer.purpose === 'retry'));
+  return innermost.length > 0 && innermost.every((at) => record.listens[at] !== undefined || armed.some(([key]) => key.startsWith(at)));
 }

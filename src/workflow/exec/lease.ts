@@ -60,6 +60,18 @@ export function decideRenew(record: WorkflowRecord, terms: LeaseTerms): Workflow
   return { events: [{ type: 'lease-renewed', v: 1, epoch: lease.epoch, untilMs }], timeGuard: unbounded, causation: { command: 'lease-renew' } };
 }
 
+/**
+ * Parks the lease: its holder, whose interpreter only waits (a timer, an event), gives it up with
+ * one transition instead of renewing it every third of its length for as long as the wait lasts.
+ * The instance's next move (its timer fired, an event taken) has any worker that holds it acquire
+ * the lease again at once (no holder: no takeover to wait out). Nothing when the record no longer
+ * names this holder at this epoch.
+ */
+export function decidePark(record: WorkflowRecord, worker: string, epoch: number): WorkflowTransition | undefined {
+  if (record.status !== 'running' || record.lease?.worker !== worker || record.lease.epoch !== epoch) return undefined;
+  return { events: [{ type: 'lease-released', v: 1, epoch }], timeGuard: unbounded, causation: { command: 'lease-park' } };
+}
+
 /** Ends the holder's lease (a clean shutdown); nothing when it holds none. */
 export function decideRelease(record: WorkflowRecord, worker: string): WorkflowTransition | undefined {
   if (record.status !== 'running' || record.lease?.worker !== worker) return undefined;

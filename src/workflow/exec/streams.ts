@@ -24,8 +24,20 @@ function checked(id: string): string {
 /** The stored form: the store's interface names the operation transition, whose shape this shares. */
 const stored = (transition: WorkflowTransition): Transition => transition as unknown as Transition;
 
-export function workflowStreams(store: EventStore): StreamStore<WorkflowTransition> & { readonly name: string; readonly durable: boolean } {
+/** The instance streams of a store, with the instances it lists as running (what a worker resumes at start-up). */
+export interface WorkflowStore extends StreamStore<WorkflowTransition> {
+  /** Every instance that may be running (EventStore.runningWorkflowIds): a superset, never missing one. */
+  runningIds?(): AsyncIterable<string>;
+  /** The instance was read and found ended: the store drops what it kept of it as running. */
+  ended?(instanceId: string): Promise<void>;
+}
+
+export function workflowStreams(store: EventStore): WorkflowStore & { readonly name: string; readonly durable: boolean } {
   return {
+    runningIds: async function* () {
+      for await (const id of store.runningWorkflowIds()) if (isWorkflowInstanceId(id)) yield id;
+    },
+    ended: (instanceId) => store.workflowEnded(checked(instanceId)),
     name: store.name,
     durable: store.capabilities.durable,
     create: (id, transition) => store.create(checked(id), stored(transition)),

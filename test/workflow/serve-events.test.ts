@@ -1,0 +1,125 @@
+/**
+ * Event transports wired by the serve config (`workflows.events`), over a real nats-server whose
+ * users have the permissions the deployment's plan generates: a workflow in `convoke serve`
+ * emits an event on core NATS; another listens and is woken by an event published by an event
+ * publisher principal, answered in that principal's own inbox; a principal without the
+ * permission — a command client, or the publisher on a type it is not allowed — is refused by
+ * the broker, and the refused event wakes nothing.
+ */
+import assert from 'node:assert/strict';
+import { after, before, test } from 'node:test';
+import { errors, type NatsConnection } from '@nats-io/transport-node';
+import { connectNats } from '../../src/adapters/transport/nats.js';
+import { inboxPrefixFor } from '../../src/adapters/transport/nats-names.js';
+import type { JsonObject } from '../../src/contract/json.js';
+import type { StoredTransition } from '../../src/events/types.js';
+import { sendWorkflowCommand, type WorkflowReply } from '../../src/nats-api/workflow-commands.js';
+import { NatsDeploymentFixture, e2eBundle, eventually, type CommandClient } from '../support/nats-deployment-fixture.js';
+
+process.env.PATH = `${process.env.PATH ?? ''}:/usr/sbin`;
+
+const prefix = 'shop.events';
+const paid = 'com.example.order.paid';
+
+function bundle(): JsonObject {
+  const b = e2eBundle();
+  b.workflows = {
+    announce: {
+      document: { dsl: '1.0.3', namespace: 'e2e', name: 'announce', version: '1.0.0' },
+      do: [{ placed: { emit: { event: { with: { source: 'https://shop.example', type: 'com.example.order.placed', data: '${ {orderId: .orderId} }' } } } } }],
+    },
+    await: {
+      document: { dsl: '1.0.3', namespace: 'e2e', name: 'await', version: '1.0.0' },
+      do: [
+        {
+          payment: {
+            listen: { to: { one: { with: { type: paid }, correlate: { order: { from: '${ .data.orderId }', expect: '${ .orderId }' } } } } },
+          },
+        },
+      ],
+    },
+  };
+  return b;
+}
+
+let f: NatsDeploymentFixture;
+let billing: CommandClient;
+const connections: NatsConnection[] = [];
+
+before(async () => {
+  f = await NatsDeploymentFixture.start({
+    mode: 'core',
+    store: 'sqlite',
+    bundle: bundle(),
+    groups: { reviewers: ['alfa'] },
+    peers: {},
+    commandClients: ['billing'],
+    workflows: { events: { subjectPrefix: prefix, emit: 'nats', listen: {}, publishers: { shop: [paid] } } },
+  });
+  await f.startServe();
+  billing = await f.client('billing');
+});
+
+after(async () => {
+  for (const nc of connections) await nc.close().catch(() => undefined);
+  await f?.dispose();
+});
+
+async function connectAs(user: string, inboxPrefix: string): Promise<NatsConnection> {
+  const nc = await connectNats({ servers: f.url, user, pass: f.password(user), inboxPrefix });
+  connections.push(nc);
+  return nc;
+}
+
+async function start(workflow: string, key: string, input: JsonObject): Promise<string> {
+  const reply: WorkflowReply = await sendWorkflowCommand(
+    billing.transport,
+    'billing',
+    'workflow-start',
+    { bundle: { ...f.contract }, workflow, invocationKey: key, input },
+    10_000,
+  );
+  assert.ok('instance' in reply, JSON.stringify(reply));
+  return reply.instance.instanceId;
+}
+
+const typesIn = (log: StoredTransition[]) => log.flatMap((s) => s.transition.events.map((e) => e.type as string));
+const paidEvent = (orderId: string, id: string) =>
+  new TextEncoder().encode(JSON.stringify({ specversion: '1.0', id, source: 'https://pay.example', type: paid, data: { orderId } }));
+const isPermissionViolation = (error: unknown) => error instanceof Error && error.cause instanceof errors.PermissionViolationError;
+
+test('emit: a workflow in serve publishes its event on <prefix>.<type> once it is recorded', async () => {
+  const admin = await connectNats({ servers: f.url, user: 'admin', pass: f.adminSecret() });
+  connections.push(admin);
+  const seen: JsonObject[] = [];
+  const sub = admin.subscribe(`${prefix}.>`, {
+    callback: (_e, msg) => void seen.push({ subject: msg.subject, ...(JSON.parse(new TextDecoder().decode(msg.data)) as JsonObject) }),
+  });
+  await admin.flush();
+  const id = await start('announce', 'emit-1', { orderId: 'o-1' });
+  await eventually(() => seen.length > 0, 'the emitted event on NATS', 20_000);
+  sub.unsubscribe();
+  assert.equal(seen[0]?.subject, `${prefix}.com.example.order.placed`);
+  assert.deepEqual(seen[0]?.data, { orderId: 'o-1' });
+  await eventually(async () => typesIn(await f.log(id)).includes('workflow-completed'), 'the emit task completed', 20_000);
+});
+
+test('listen: an event publisher wakes a waiting instance; others are refused by the broker', async () => {
+  const id = await start('await', 'listen-1', { orderId: 'o-7' });
+  await eventually(async () => typesIn(await f.log(id)).includes('listen-started'), 'the listen waits', 20_000);
+
+  // A command client has no publish permission on event subjects.
+  const intruder = await connectAs('billing', inboxPrefixFor('cmd', 'billing'));
+  await assert.rejects(intruder.request(`${prefix}.${paid}`, paidEvent('o-7', 'forged-1'), { timeout: 3_000 }), isPermissionViolation);
+  // The publisher may send only its own types.
+  const shop = await connectAs('shop', inboxPrefixFor('evt', 'shop'));
+  await assert.rejects(shop.request(`${prefix}.com.example.order.refunded`, paidEvent('o-7', 'forged-2'), { timeout: 3_000 }), isPermissionViolation);
+  assert.ok(!typesIn(await f.log(id)).includes('listen-event-received'), 'nothing refused reached the listen');
+
+  const answer = await shop.request(`${prefix}.${paid}`, paidEvent('o-7', 'pay-1'), { timeout: 10_000 });
+  assert.deepEqual(JSON.parse(new TextDecoder().decode(answer.data)), { status: 'accepted', matched: [id] });
+  await eventually(async () => typesIn(await f.log(id)).includes('workflow-completed'), 'the woken instance completed', 20_000);
+  const log = await f.log(id);
+  const completed = log.flatMap((s) => s.transition.events).find((e) => (e.type as string) === 'workflow-completed') as unknown as { output: unknown };
+  assert.deepEqual(completed.output, [{ orderId: 'o-7' }]);
+});
