@@ -18,6 +18,7 @@ import type { InvocationService } from '../../runtime/service.js';
 import type { WorkflowInstance, WorkflowInstanceService, WorkflowStage, WorkflowStartRequest } from '../../runtime/workflow-service.js';
 import { isObject } from './document.js';
 import type { WorkflowExecutor } from './executor.js';
+import { currentTask } from './index-row.js';
 import type { WorkflowRecord } from './record.js';
 
 export interface WorkflowDefinition {
@@ -167,13 +168,4 @@ export class WorkflowInstances implements WorkflowInstanceService {
 function stageOf(at: string): string | undefined {
   const match = /^\/do\/[0-9]+\/([^/[({~>]+)/.exec(at);
   return match?.[1]?.replace(/~1/g, '/').replace(/~0/g, '~');
-}
-
-/** The innermost task running now (the one started last among the running). */
-function currentTask(record: WorkflowRecord): { at: string; name: string } | null {
-  if (record.status !== 'running') return null;
-  let found: { at: string; name: string; seq: number } | undefined;
-  for (const [at, task] of Object.entries(record.tasks))
-    if (task.state === 'running' && (found === undefined || task.startedSeq > found.seq)) found = { at, name: task.name, seq: task.startedSeq };
-  return found ? { at: found.at, name: found.name } : null;
 }
