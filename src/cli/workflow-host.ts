@@ -16,6 +16,7 @@ import type { ContractRef } from '../contract/types.js';
 import { seededRandom } from '../runtime/random.js';
 import type { InvocationService } from '../runtime/service.js';
 import type { WorkflowHosting } from '../runtime/workflow-service.js';
+import type { WorkflowStuckBounds } from '../events/workflow-index.js';
 import { workflowDocuments } from '../workflow/dsl/bundle.js';
 import { contractFunctionName, contractFunctionSecret } from '../workflow/dsl/contract-function.js';
 import { WorkflowExecutor } from '../workflow/exec/executor.js';
@@ -32,6 +33,8 @@ export interface WorkflowHostParts {
   seed?: number;
   /** Where emitted CloudEvents go (recorded in the instance's log either way). */
   emit?: (event: JsonObject) => Promise<void>;
+  /** Who lists every principal's instances, and when a running instance counts as stuck. */
+  listing?: { operators: ReadonlySet<string>; stuckBounds?: WorkflowStuckBounds };
 }
 
 export interface WorkflowHost extends WorkflowHosting {
@@ -63,6 +66,7 @@ export async function createWorkflowHost(parts: WorkflowHostParts): Promise<Work
     bundleOf: (digest) => refs.get(digest),
     definition: (digest, name) => definitions.get(digest)?.get(name),
     operations: parts.coordinator,
+    listing: { store: parts.store, clock: parts.clock, operators: parts.listing?.operators ?? new Set(), ...(parts.listing?.stuckBounds ? { stuckBounds: parts.listing.stuckBounds } : {}) },
   });
   return {
     service,
