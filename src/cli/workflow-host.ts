@@ -66,7 +66,12 @@ export async function createWorkflowHost(parts: WorkflowHostParts): Promise<Work
     bundleOf: (digest) => refs.get(digest),
     definition: (digest, name) => definitions.get(digest)?.get(name),
     operations: parts.coordinator,
-    listing: { store: parts.store, clock: parts.clock, operators: parts.listing?.operators ?? new Set(), ...(parts.listing?.stuckBounds ? { stuckBounds: parts.listing.stuckBounds } : {}) },
+    listing: {
+      store: parts.store,
+      clock: parts.clock,
+      operators: parts.listing?.operators ?? new Set(),
+      ...(parts.listing?.stuckBounds ? { stuckBounds: parts.listing.stuckBounds } : {}),
+    },
   });
   return {
     service,

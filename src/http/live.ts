@@ -121,16 +121,17 @@ const instanceParamsSchema = {
   properties: { instanceId: { type: 'string', minLength: 1, maxLength: 100 } },
 } as const;
 
-function registerWorkflowLiveRoutes(app: FastifyInstance, options: LiveRoutesOptions, workflows: WorkflowInstanceService, held: ReturnType<typeof heldStreams>) {
-  app.get<{ Params: InstanceParams }>(
-    '/workflow-instances/:instanceId/transitions',
-    { schema: { params: instanceParamsSchema } },
-    async (request, reply) => {
-      const caller = await options.authenticate(request.headers.authorization);
-      reply.header('cache-control', 'no-store');
-      return workflows.inspect(caller.principalId, request.params.instanceId);
-    },
-  );
+function registerWorkflowLiveRoutes(
+  app: FastifyInstance,
+  options: LiveRoutesOptions,
+  workflows: WorkflowInstanceService,
+  held: ReturnType<typeof heldStreams>,
+) {
+  app.get<{ Params: InstanceParams }>('/workflow-instances/:instanceId/transitions', { schema: { params: instanceParamsSchema } }, async (request, reply) => {
+    const caller = await options.authenticate(request.headers.authorization);
+    reply.header('cache-control', 'no-store');
+    return workflows.inspect(caller.principalId, request.params.instanceId);
+  });
 
   app.get<{ Params: InstanceParams }>('/workflow-instances/:instanceId/events', { schema: { params: instanceParamsSchema } }, async (request, reply) => {
     const { principalId } = await options.authenticate(request.headers.authorization);

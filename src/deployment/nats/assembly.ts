@@ -148,7 +148,9 @@ async function assembleNats(
     closers.push(() => monitor.stop());
   }
   watchConnection(nc, log, durable ? monitor : undefined);
-  const workflows = parts.workflows ? await parts.workflows({ coordinator, bundles: parts.bundles, store, clock, listing: { operators: new Set(config.operators ?? []) } }) : undefined;
+  const workflows = parts.workflows
+    ? await parts.workflows({ coordinator, bundles: parts.bundles, store, clock, listing: { operators: new Set(config.operators ?? []) } })
+    : undefined;
   if (workflows) closers.push(() => workflows.close());
   const commands = await startCommandServer({
     transport,

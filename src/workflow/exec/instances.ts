@@ -15,13 +15,7 @@ import type { ContractRef } from '../../contract/types.js';
 import type { DecisionView, SettlementView } from '../../projections/views.js';
 import { WorkflowInstanceNotFound } from '../../runtime/errors.js';
 import type { InvocationService } from '../../runtime/service.js';
-import type {
-  WorkflowInspection,
-  WorkflowInstance,
-  WorkflowInstanceService,
-  WorkflowStage,
-  WorkflowStartRequest,
-} from '../../runtime/workflow-service.js';
+import type { WorkflowInspection, WorkflowInstance, WorkflowInstanceService, WorkflowStage, WorkflowStartRequest } from '../../runtime/workflow-service.js';
 import type { EventStore } from '../../adapters/store/types.js';
 import type { Clock } from '../../contract/clock.js';
 import { appliesOnFold } from '../../events/guard.js';
@@ -127,7 +121,14 @@ export class WorkflowInstances implements WorkflowInstanceService {
       const applied = appliesOnFold(stored, record?.lastAppliedAtMs ?? Number.MIN_SAFE_INTEGER);
       record = applyWorkflow(record, stored);
       const { transition } = stored;
-      timeline.push({ index, revision: stored.revision, committedAtMs: stored.committedAtMs, command: transition.causation.command, applied, events: transition.events as unknown as JsonValue[] });
+      timeline.push({
+        index,
+        revision: stored.revision,
+        committedAtMs: stored.committedAtMs,
+        command: transition.causation.command,
+        applied,
+        events: transition.events as unknown as JsonValue[],
+      });
     }
     if (!record || (record.started.principalId !== principalId && !listing.operators.has(principalId))) throw new WorkflowInstanceNotFound(instanceId);
     const done = record;
