@@ -63,7 +63,7 @@ after(async () => {
   await f?.dispose();
 });
 
-const send = (who: string, verb: WorkflowCommandVerb, body: JsonObject, waitMs = 0) =>
+const send = (who: string, verb: Exclude<WorkflowCommandVerb, 'workflow-list'>, body: JsonObject, waitMs = 0) =>
   sendWorkflowCommand(clients[who]!.transport, who, verb, body, waitMs + 10_000);
 const start = (who: string, workflow: string, invocationKey: string, input: JsonObject, waitMs = 0) =>
   send(who, 'workflow-start', { bundle: { ...f.contract }, workflow, invocationKey, input, waitMs }, waitMs);
