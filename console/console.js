@@ -42,6 +42,7 @@
     return text === undefined ? '' : text;
   };
   const operationHref = (id) => `./?operation=${encodeURIComponent(id)}`;
+  const instanceHref = (id) => `./?instance=${encodeURIComponent(id)}`;
 
   // ── authentication ──────────────────────────────────────────────────────
   const token = () => sessionStorage.getItem(tokenKey);
@@ -406,6 +407,246 @@
     stopLive = live(`/contract-invocations/${encodeURIComponent(operationId)}/events`, render, `Operation ${short(operationId)}`);
   }
 
+  // ── workflow instances ──────────────────────────────────────────────────
+  const instanceFilterFields = [
+    ['status', ['', 'running', 'completed', 'faulted', 'cancelled']],
+    ['stuck', ['', 'true', 'past-timeout', 'timer-overdue', 'lease-expired']],
+  ];
+
+  function instanceFilterForm(params) {
+    const form = el('form', { class: 'filters', method: 'get', action: './', role: 'search', 'aria-label': 'Filter workflow instances' });
+    for (const [name, values] of instanceFilterFields) {
+      const select = el(
+        'select',
+        { name, id: `wf-${name}` },
+        values.map((v) => el('option', { value: v, selected: params.get(name) === v }, v === '' ? 'any' : v)),
+      );
+      form.append(el('label', { for: `wf-${name}` }, name, select));
+    }
+    for (const [name, hint] of [
+      ['workflow', 'workflow name'],
+      ['since', 'RFC 3339 or ms'],
+      ['until', 'RFC 3339 or ms'],
+    ]) {
+      form.append(
+        el(
+          'label',
+          { for: `wf-${name}` },
+          name,
+          el('input', { name, id: `wf-${name}`, value: params.get(name) || '', placeholder: hint, size: name === 'workflow' ? 16 : 22 }),
+        ),
+      );
+    }
+    form.append(el('button', { type: 'submit' }, 'Apply'));
+    form.addEventListener('submit', (event) => {
+      event.preventDefault();
+      const next = new URLSearchParams([['view', 'workflows']]);
+      for (const [name, value] of new FormData(form)) if (value !== '') next.set(name, String(value));
+      navigate(`./?${next}`);
+    });
+    return form;
+  }
+
+  function instancesTable(page) {
+    const rows = page.instances.map((wf) =>
+      el(
+        'tr',
+        {},
+        el('td', { class: 'mono' }, el('a', { href: instanceHref(wf.instanceId), title: wf.instanceId }, short(wf.instanceId))),
+        el('td', {}, wf.workflowName),
+        el('td', {}, wf.principalId),
+        el('td', { class: `st-${wf.status}` }, wf.status),
+        el('td', { class: 'mono' }, wf.currentTask ? wf.currentTask.name : ''),
+        el('td', { class: 'mono' }, iso(wf.startedAtMs)),
+        el('td', { class: 'mono' }, wf.endedAtMs === null ? '' : iso(wf.endedAtMs)),
+        el('td', { class: 'mono' }, wf.nextDueMs === null ? '' : iso(wf.nextDueMs)),
+        el('td', { class: 'num' }, wf.childOperations),
+        el('td', {}, wf.lastError ? `${wf.lastError.status} ${wf.lastError.title || wf.lastError.type}` : ''),
+        el('td', { class: 'stuck' }, (wf.stuck || []).join(', ')),
+      ),
+    );
+    const head = ['instance', 'workflow', 'principal', 'status', 'task', 'started', 'ended', 'next due', 'children', 'last error', 'stuck'];
+    return el(
+      'table',
+      { id: 'instances' },
+      el('caption', {}, `${page.instances.length} instance${page.instances.length === 1 ? '' : 's'}${page.nextCursor ? ' (more on the next page)' : ''}`),
+      el(
+        'thead',
+        {},
+        el(
+          'tr',
+          {},
+          head.map((h) => el('th', { scope: 'col', class: h === 'children' ? 'num' : undefined }, h)),
+        ),
+      ),
+      el('tbody', {}, rows),
+    );
+  }
+
+  function instancesPage(params) {
+    const query = new URLSearchParams();
+    for (const [name, value] of params) if (name !== 'view' && value !== '') query.set(name, value);
+    const results = el('div', { id: 'results' });
+    main.replaceChildren(el('h2', {}, 'Workflow instances'), instanceFilterForm(params), results);
+    const render = (page) => {
+      const next = page.nextCursor
+        ? el(
+            'p',
+            {},
+            el('a', { href: `./?${new URLSearchParams([['view', 'workflows'], ...query, ['cursor', page.nextCursor]])}`, id: 'next-page' }, 'Next page'),
+          )
+        : null;
+      results.replaceChildren(instancesTable(page), next || '');
+      say(`Workflow instances: live, updated ${new Date().toLocaleTimeString()}`);
+    };
+    stopLive = live(`/workflow-instances/events?${query}`, (name, data) => name === 'page' && render(data), 'Workflow instances');
+  }
+
+  function tableSection(id, title, head, rows, caption) {
+    return el(
+      'section',
+      { 'aria-labelledby': `h-${id}` },
+      el('h2', { id: `h-${id}` }, title),
+      el(
+        'div',
+        { class: 'scroll', tabindex: 0, role: 'region', 'aria-label': `${title} table` },
+        el(
+          'table',
+          { id },
+          caption ? el('caption', {}, caption) : null,
+          el(
+            'thead',
+            {},
+            el(
+              'tr',
+              {},
+              head.map((h) => el('th', { scope: 'col' }, h)),
+            ),
+          ),
+          el('tbody', {}, rows),
+        ),
+      ),
+    );
+  }
+
+  function instanceSummary(inspection) {
+    const wf = inspection.instance;
+    const origin = wf.startedAtMs;
+    const lease = inspection.lease;
+    return el(
+      'section',
+      { 'aria-labelledby': 'h-instance' },
+      el('h2', { id: 'h-instance' }, 'Workflow instance ', el('code', {}, wf.instanceId)),
+      facts([
+        ['status', el('strong', { class: `st-${wf.status}`, id: 'instance-status' }, wf.status)],
+        ['workflow', wf.workflow],
+        ['bundle', `${wf.bundle.id}@${wf.bundle.version} (${wf.bundle.digest})`],
+        ['principal', inspection.principalId],
+        ['invocation key', wf.invocationKey],
+        ['started', iso(wf.startedAtMs)],
+        ['ended', wf.endedAtMs === null ? 'running' : `${iso(wf.endedAtMs)} (${rel(wf.endedAtMs, origin)} ms)`],
+        ['timeout', inspection.deadlineMs === null ? 'none' : `${iso(inspection.deadlineMs)} (${rel(inspection.deadlineMs, origin)} ms)`],
+        ['current task', wf.currentTask ? `${wf.currentTask.name} (${wf.currentTask.at})` : 'none'],
+        ['lease', lease ? `${lease.worker}, epoch ${lease.epoch}, until ${iso(lease.untilMs)}` : 'none held'],
+      ]),
+      el('h3', {}, 'Input'),
+      el('pre', { id: 'instance-input' }, JSON.stringify(inspection.input, null, 2)),
+      wf.error
+        ? el('div', {}, el('h3', {}, 'Error'), el('pre', { id: 'instance-error', class: 'void' }, JSON.stringify(wf.error, null, 2)))
+        : el('div', {}, el('h3', {}, 'Output'), el('pre', { id: 'instance-output' }, wf.status === 'completed' ? JSON.stringify(wf.output, null, 2) : '—')),
+    );
+  }
+
+  /** Task executions as a tree: each indented under the pointer of the task it runs inside. */
+  function tasksSection(inspection) {
+    const origin = inspection.instance.startedAtMs;
+    const rows = inspection.tasks.map((t) => {
+      const depth = Math.max(0, t.at.split('/').filter((part, i, all) => part === 'do' && i < all.length - 1).length - 1);
+      return el(
+        'tr',
+        { 'data-at': t.at },
+        el('td', { class: 'mono' }, el('span', { class: 'indent', style: undefined }, '\u00a0\u00a0'.repeat(depth)), t.at),
+        el('td', {}, t.name),
+        el('td', { class: `st-${t.state}` }, t.state),
+        el('td', { class: 'num' }, rel(t.startedAtMs, origin)),
+        el('td', {}, t.error ? `${t.error.status} ${t.error.title || t.error.type}` : t.output === null ? '' : el('code', { class: 'result' }, json(t.output))),
+      );
+    });
+    return tableSection('tasks', `Tasks (${inspection.tasks.length})`, ['task (pointer)', 'name', 'state', 'started (+ms)', 'output or error'], rows);
+  }
+
+  function timersSection(inspection) {
+    const origin = inspection.instance.startedAtMs;
+    const rows = inspection.timers.map((t) =>
+      el(
+        'tr',
+        {},
+        el('td', { class: 'mono' }, t.key),
+        el('td', {}, t.purpose),
+        el('td', { class: 'mono' }, `${iso(t.dueAtMs)} (${rel(t.dueAtMs, origin)})`),
+        el('td', {}, t.state),
+      ),
+    );
+    return tableSection('timers', `Timers (${inspection.timers.length})`, ['timer', 'purpose', 'due (+ms)', 'state'], rows);
+  }
+
+  function childrenSection(inspection) {
+    const rows = inspection.children.map((c) =>
+      el(
+        'tr',
+        {},
+        el('td', { class: 'mono' }, c.at),
+        el('td', { class: 'mono' }, el('a', { href: operationHref(c.operationId), title: c.operationId }, short(c.operationId))),
+        el('td', { class: 'mono' }, short(c.invocationKey)),
+        el('td', { class: 'num' }, c.attempt),
+        el('td', {}, c.disposition || ''),
+      ),
+    );
+    return tableSection(
+      'children',
+      `Child operations (${inspection.children.length})`,
+      ['task', 'operation', 'invocation key', 'attempt', 'disposition'],
+      rows,
+    );
+  }
+
+  function instanceTimelineRow(t, origin) {
+    return el(
+      'tr',
+      { 'data-index': t.index },
+      el('td', { class: 'num' }, t.index),
+      el('td', { class: 'mono' }, t.revision),
+      el('td', { class: 'mono' }, `${iso(t.committedAtMs)} (${rel(t.committedAtMs, origin)})`),
+      el('td', { class: t.applied ? 'applied' : 'void' }, t.applied ? 'applied' : 'void'),
+      el('td', {}, t.command),
+      el('td', { class: 'events' }, t.events.map(eventCell)),
+    );
+  }
+
+  function instancePage(instanceId) {
+    const top = el('div', { id: 'instance' });
+    const timeline = tableSection(
+      'timeline',
+      'Event stream',
+      ['#', 'revision', 'committed (+ms)', 'state', 'command', 'events'],
+      [],
+      "Every stored transition of the instance's stream; times relative to its start",
+    );
+    const body = timeline.querySelector('tbody');
+    main.replaceChildren(el('p', {}, el('a', { href: './?view=workflows' }, '← Workflow instances')), top);
+    say(`Loading ${short(instanceId)}…`);
+    const render = (name, inspection) => {
+      if (name !== 'snapshot' && name !== 'update') return;
+      if (name === 'snapshot') body.replaceChildren();
+      if (!timeline.isConnected) main.append(timeline);
+      top.replaceChildren(instanceSummary(inspection), tasksSection(inspection), timersSection(inspection), childrenSection(inspection));
+      const origin = inspection.instance.startedAtMs;
+      for (const t of inspection.timeline) body.append(instanceTimelineRow(t, origin));
+      say(`Workflow instance ${short(instanceId)}: live, ${body.children.length} transitions, updated ${new Date().toLocaleTimeString()}`);
+    };
+    stopLive = live(`/workflow-instances/${encodeURIComponent(instanceId)}/events`, render, `Workflow instance ${short(instanceId)}`);
+  }
+
   // ── routing ─────────────────────────────────────────────────────────────
   function navigate(href) {
     history.pushState(null, '', href);
@@ -424,7 +665,10 @@
     showSignedIn(true);
     const params = new URLSearchParams(location.search);
     const operationId = params.get('operation');
+    const instanceId = params.get('instance');
     if (operationId) operationPage(operationId);
+    else if (instanceId) instancePage(instanceId);
+    else if (params.get('view') === 'workflows') instancesPage(params);
     else listPage(params);
   }
 

@@ -23,6 +23,7 @@ import { processIo, type CliIo } from './io.js';
 import { packageVersion } from './version.js';
 import { addWorkflowInspectCommand, addWorkflowRunCommand } from './commands/workflow-run.js';
 import { addWorkflowFacadeCommands } from './commands/workflow-facade.js';
+import { addWorkflowListCommand } from './commands/workflow-list.js';
 
 // Each command's module is imported when that command runs: `convoke peer` never loads Fastify,
 // `convoke canonicalize` never loads NATS, and `--help` loads neither.
@@ -69,6 +70,7 @@ export function buildProgram(io: CliIo, setExit: (code: number) => void): Comman
   addWorkflowRunCommand(program, io, setExit);
   addWorkflowFacadeCommands(program, io, setExit);
   addWorkflowInspectCommand(program, io, setExit);
+  addWorkflowListCommand(program, io, setExit);
   return program;
 }
 

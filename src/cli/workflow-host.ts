@@ -22,6 +22,7 @@ import type { ContractRef } from '../contract/types.js';
 import { seededRandom } from '../runtime/random.js';
 import type { InvocationService } from '../runtime/service.js';
 import { workflowEventsDefaults, type WorkflowHosting, type WorkflowsConfig } from '../runtime/workflow-service.js';
+import type { WorkflowStuckBounds } from '../events/workflow-index.js';
 import { workflowDocuments } from '../workflow/dsl/bundle.js';
 import { contractFunctionName, contractFunctionSecret } from '../workflow/dsl/contract-function.js';
 import { WorkflowExecutor } from '../workflow/exec/executor.js';
@@ -42,6 +43,8 @@ export interface WorkflowHostParts {
   settings?: WorkflowsConfig;
   /** The coordinator's NATS connection: event transports (workflows.events) need it. */
   nats?: NatsConnection;
+  /** Who lists every principal's instances, and when a running instance counts as stuck. */
+  listing?: { operators: ReadonlySet<string>; stuckBounds?: WorkflowStuckBounds };
 }
 
 export interface WorkflowHost extends WorkflowHosting {
@@ -100,6 +103,12 @@ export async function createWorkflowHost(parts: WorkflowHostParts): Promise<Work
     bundleOf: (digest) => refs.get(digest),
     definition: (digest, name) => definitions.get(digest)?.get(name),
     operations: parts.coordinator,
+    listing: {
+      store: parts.store,
+      clock: parts.clock,
+      operators: parts.listing?.operators ?? new Set(),
+      ...(parts.listing?.stuckBounds ? { stuckBounds: parts.listing.stuckBounds } : {}),
+    },
   });
   return {
     service,

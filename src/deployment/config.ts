@@ -434,7 +434,9 @@ async function assemble(config: DeploymentConfig, parts: Parts): Promise<Running
   await coordinator.watchStore();
   // A durable store may hold operations a previous process left open: resume them before serving.
   await coordinator.recover();
-  const workflows = parts.workflows ? await parts.workflows({ coordinator, bundles, store, clock, settings: config.workflows ?? {} }) : undefined;
+  const workflows = parts.workflows
+    ? await parts.workflows({ coordinator, bundles, store, clock, settings: config.workflows ?? {}, listing: { operators: new Set(config.operators ?? []) } })
+    : undefined;
   return {
     coordinator,
     bundles,

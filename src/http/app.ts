@@ -130,7 +130,14 @@ function registerRoutes(
     waitMsMax: settings.waitMsMax,
     releaseFor: release,
   });
-  registerLiveRoutes(app, { coordinator: options.coordinator, authenticate, clock: options.clock, events: settings.events, streams });
+  registerLiveRoutes(app, {
+    coordinator: options.coordinator,
+    authenticate,
+    clock: options.clock,
+    events: settings.events,
+    streams,
+    ...(options.workflows ? { workflows: options.workflows } : {}),
+  });
   registerConsoleRoutes(app);
   if (options.workflowEvents) registerWorkflowEventRoutes(app, { intake: options.workflowEvents, authenticate });
   if (options.workflows)

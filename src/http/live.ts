@@ -13,6 +13,12 @@
  *   again whenever an append changes it. Another principal's appends cause a query, never an
  *   event: the caller learns only what its own page shows.
  *
+ * - The same for workflow instances, where the runtime hosts them: GET
+ *   /workflow-instances/{id}/transitions (the record and every stored transition, for the
+ *   instance's principal or an operator), /workflow-instances/{id}/events (`snapshot`, then an
+ *   `update` after each append with the timeline entries not sent yet) and
+ *   /workflow-instances/events?<list filters> (`page` events, as GET /workflow-instances answers).
+ *
  * Idle streams get a comment line (the heartbeat). A principal holds a bounded number of streams
  * (503 unavailable beyond it); shutdown ends every stream.
  */
@@ -23,6 +29,8 @@ import type { Clock, TimerHandle } from '../contract/clock.js';
 import type { OperationInspection } from '../projections/inspection.js';
 import { parseListParameters } from '../runtime/operation-list.js';
 import type { InvocationService } from '../runtime/service.js';
+import type { WorkflowInspection, WorkflowInstanceService } from '../runtime/workflow-service.js';
+import { parseWorkflowListParameters } from '../runtime/workflow-list.js';
 import type { Authenticate } from './auth.js';
 import { errorResponseSchemas, inspectionSchema, operationParamsSchema } from './schemas.js';
 
@@ -33,6 +41,8 @@ export interface LiveRoutesOptions {
   events: { heartbeatMs: number; streamsPerPrincipal: number };
   /** Open streams, ended by the app on shutdown. */
   streams: Set<() => void>;
+  /** Workflow instances, when the runtime hosts them: their routes exist only then. */
+  workflows?: WorkflowInstanceService;
 }
 
 interface Params {
@@ -88,6 +98,73 @@ export function registerLiveRoutes(app: FastifyInstance, options: LiveRoutesOpti
       (listener) => coordinator.followOperations(listener),
       async () => {
         const page = await coordinator.list(principalId, query);
+        if (isDeepStrictEqual(page, last)) return;
+        last = page;
+        stream.send('page', page);
+      },
+      listRefreshMs,
+    );
+  });
+
+  if (options.workflows) registerWorkflowLiveRoutes(app, options, options.workflows, held);
+}
+
+interface InstanceParams {
+  instanceId: string;
+}
+
+const instanceParamsSchema = {
+  type: 'object',
+  required: ['instanceId'],
+  additionalProperties: false,
+  // No pattern: a malformed id is simply not visible, so it gets the same 404 as an unknown one.
+  properties: { instanceId: { type: 'string', minLength: 1, maxLength: 100 } },
+} as const;
+
+function registerWorkflowLiveRoutes(
+  app: FastifyInstance,
+  options: LiveRoutesOptions,
+  workflows: WorkflowInstanceService,
+  held: ReturnType<typeof heldStreams>,
+) {
+  app.get<{ Params: InstanceParams }>('/workflow-instances/:instanceId/transitions', { schema: { params: instanceParamsSchema } }, async (request, reply) => {
+    const caller = await options.authenticate(request.headers.authorization);
+    reply.header('cache-control', 'no-store');
+    return workflows.inspect(caller.principalId, request.params.instanceId);
+  });
+
+  app.get<{ Params: InstanceParams }>('/workflow-instances/:instanceId/events', { schema: { params: instanceParamsSchema } }, async (request, reply) => {
+    const { principalId } = await options.authenticate(request.headers.authorization);
+    const { instanceId } = request.params;
+    // Visibility before anything is held: someone else's instance is 404, as for GET.
+    const first = await workflows.inspect(principalId, instanceId);
+    let sent = 0;
+    const stream = openStream(reply, options, held.take(principalId));
+    const send = (event: 'snapshot' | 'update', inspection: WorkflowInspection) => {
+      const fresh = inspection.timeline.slice(sent);
+      sent = inspection.timeline.length;
+      stream.send(event, { ...inspection, timeline: fresh });
+    };
+    send('snapshot', first);
+    stream.follow(
+      (listener) => workflows.follow((id) => id === instanceId && listener()),
+      async () => {
+        const inspection = await workflows.inspect(principalId, instanceId);
+        if (inspection.timeline.length > sent) send('update', inspection);
+      },
+    );
+  });
+
+  app.get<{ Querystring: Record<string, string> }>('/workflow-instances/events', async (request, reply) => {
+    const { principalId } = await options.authenticate(request.headers.authorization);
+    const query = parseWorkflowListParameters(request.query);
+    let last = await workflows.list(principalId, query);
+    const stream = openStream(reply, options, held.take(principalId));
+    stream.send('page', last);
+    stream.follow(
+      (listener) => workflows.follow(() => listener()),
+      async () => {
+        const page = await workflows.list(principalId, query);
         if (isDeepStrictEqual(page, last)) return;
         last = page;
         stream.send('page', page);

@@ -1,5 +1,6 @@
 /**
- * POST /workflow-instances, GET /workflow-instances/{instanceId}?waitMs= and POST
+ * POST /workflow-instances, GET /workflow-instances?<filters> (a page of the workflow instances
+ * index: the caller's own, every principal's for an operator), GET /workflow-instances/{instanceId}?waitMs= and POST
  * /workflow-instances/{instanceId}/cancel: thin handlers over the workflow instance service
  * (runtime/workflow-service.ts), authenticated as /contract-invocations is. 200 when the instance
  * has ended within the wait (completed, faulted or cancelled: read `status`), 202 while it is still
@@ -14,6 +15,7 @@ import type { Authenticate } from './auth.js';
 import { requireJsonContentType } from './body.js';
 import { callerHooks } from './invocations.js';
 import { errorResponseSchemas, waitQuerySchema } from './schemas.js';
+import { parseWorkflowListParameters } from '../runtime/workflow-list.js';
 
 export interface WorkflowInstanceRoutesOptions {
   workflows: WorkflowInstanceService;
@@ -69,6 +71,11 @@ export function registerWorkflowInstanceRoutes(app: FastifyInstance, options: Wo
     return waitAndAnswer(reply, principalId, instance, clampWaitMs(waitMs));
   });
 
+  // The caller's own instances (every principal's for an operator), from the workflow instances index.
+  app.get<{ Querystring: Record<string, string> }>('/workflow-instances', { onRequest: authenticate }, async (request) =>
+    workflows.list(callerOf(request).principalId, parseWorkflowListParameters(request.query)),
+  );
+
   app.get<{ Params: InstanceParams; Querystring: { waitMs?: string } }>(
     '/workflow-instances/:instanceId',
     { schema: getSchema, onRequest: authenticate },
@@ -112,6 +119,31 @@ export function workflowInstanceOpenApi(errorResponses: (statuses: (400 | 401 | 
     schemas: { WorkflowStartRequest: workflowStartRequestSchema, WorkflowInstance: workflowInstanceSchema },
     paths: {
       '/workflow-instances': {
+        get: {
+          operationId: 'listWorkflowInstances',
+          description:
+            "A page of the workflow instances index, newest start first: the caller's own instances (an operator principal sees every principal's). " +
+            'Each row: status, workflow, bundle digest, principal, key, started/ended instants, current task, next timer, lease, last error, child operation ids, and its stuck reasons now. ' +
+            'Pass nextCursor as cursor for the next page; the cursor is stable under concurrent starts.',
+          parameters: [
+            { name: 'status', in: 'query', required: false, schema: { type: 'string', enum: ['running', 'completed', 'faulted', 'cancelled'] } },
+            { name: 'workflow', in: 'query', required: false, schema: { type: 'string', maxLength: 128 } },
+            { name: 'since', in: 'query', required: false, schema: { type: 'string' }, description: 'started at or after: ms since the epoch or RFC 3339' },
+            { name: 'until', in: 'query', required: false, schema: { type: 'string' }, description: 'started before: ms since the epoch or RFC 3339' },
+            { name: 'limit', in: 'query', required: false, schema: { type: 'integer', minimum: 1, maximum: 500 } },
+            { name: 'cursor', in: 'query', required: false, schema: { type: 'string' } },
+            {
+              name: 'stuck',
+              in: 'query',
+              required: false,
+              schema: { type: 'string', enum: ['true', 'false', 'past-timeout', 'timer-overdue', 'lease-expired'] },
+            },
+          ],
+          responses: {
+            '200': { description: 'one page: { instances: [row & { stuck }], nextCursor }', content: json({ type: 'object' }) },
+            ...errorResponses([400, 401, 500, 503]),
+          },
+        },
         post: {
           operationId: 'startWorkflow',
           description:

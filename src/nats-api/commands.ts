@@ -43,7 +43,14 @@ import type { WorkflowInstanceService } from '../runtime/workflow-service.js';
 import { commandSubject, commandSubjectPrefix, requestCommand } from './request.js';
 
 export { commandSubject, commandSubjectPrefix };
-import { handleWorkflowCommand, isWorkflowCommandVerb, workflowCommandVerbs, type WorkflowCommandVerb, type WorkflowReply } from './workflow-commands.js';
+import {
+  handleWorkflowCommand,
+  isWorkflowCommandVerb,
+  workflowCommandVerbs,
+  type WorkflowCommandVerb,
+  type WorkflowListReply,
+  type WorkflowReply,
+} from './workflow-commands.js';
 
 export const commandVerbs = ['invoke', 'get', 'cancel', 'list'] as const;
 export type CommandVerb = (typeof commandVerbs)[number];
@@ -56,7 +63,7 @@ const encoder = new TextEncoder();
 export type CommandReply = { status: 200 | 202; result: InvocationResult } | { status: number; error: AdapterErrorBody };
 /** The `list` command's reply: a page of the operations index (as GET /contract-invocations answers). */
 export type ListReply = { status: 200; page: ListPage } | { status: number; error: AdapterErrorBody };
-type AnyReply = CommandReply | ListReply | WorkflowReply;
+type AnyReply = CommandReply | ListReply | WorkflowReply | WorkflowListReply;
 
 export interface GetCommand {
   operationId: string;
@@ -257,7 +264,12 @@ async function answer(state: ServerState, verb: CommandVerb | WorkflowCommandVer
 }
 
 /** One workflow command: the same gates as the others (shutdown, principal token, body size), then workflow-commands.ts. */
-async function handleWorkflow(state: ServerState, verb: WorkflowCommandVerb, principalId: string, data: Uint8Array): Promise<WorkflowReply> {
+async function handleWorkflow(
+  state: ServerState,
+  verb: WorkflowCommandVerb,
+  principalId: string,
+  data: Uint8Array,
+): Promise<WorkflowReply | WorkflowListReply> {
   if (state.closing) throw unavailable('the coordinator is shutting down; retry against another instance or later');
   if (!tokenPattern.test(principalId)) throw invalidInput(`command principal ${JSON.stringify(principalId)} is not a token-safe id`);
   const { workflows, bodyLimitBytes, waitMsMax } = state.options;

@@ -7,7 +7,10 @@
  * principal's instance or none, 409 a different input under the key, 422 unsupported cancel).
  *
  * Bodies: workflow-start is POST /workflow-instances' body; workflow-get `{instanceId, waitMs?}`;
- * workflow-cancel `{instanceId}`. Replies: `{"status": 200|202, "instance": WorkflowInstance}` or
+ * workflow-cancel `{instanceId}`; workflow-list GET /workflow-instances' parameters as a JSON
+ * object (`{status?, workflow?, since?, until?, limit?, cursor?, stuck?}`: the caller's own
+ * instances, every principal's for an operator). Replies: `{"status": 200|202, "instance":
+ * WorkflowInstance}`, for workflow-list `{"status": 200, "page": {instances, nextCursor}}`, or
  * `{"status": <HTTP status>, "error": AdapterError}`.
  */
 import { Ajv, type ValidateFunction } from 'ajv';
@@ -17,6 +20,7 @@ import { limits } from '../contract/limits.js';
 import { adapterErrorSchema } from '../contract/schemas.js';
 import { describeErrors } from '../contract/validation.js';
 import type { Transport } from '../adapters/transport/types.js';
+import { parseWorkflowListParameters, type WorkflowListPage } from '../runtime/workflow-list.js';
 import { requestCommand } from './request.js';
 import {
   workflowInstanceSchema,
@@ -26,10 +30,12 @@ import {
   type WorkflowStartRequest,
 } from '../runtime/workflow-service.js';
 
-export const workflowCommandVerbs = ['workflow-start', 'workflow-get', 'workflow-cancel'] as const;
+export const workflowCommandVerbs = ['workflow-start', 'workflow-get', 'workflow-cancel', 'workflow-list'] as const;
 export type WorkflowCommandVerb = (typeof workflowCommandVerbs)[number];
 
 export type WorkflowReply = { status: 200 | 202; instance: WorkflowInstance } | { status: number; error: AdapterErrorBody };
+/** The `workflow-list` command's reply: a page of the workflow instances index (as GET /workflow-instances answers). */
+export type WorkflowListReply = { status: 200; page: WorkflowListPage } | { status: number; error: AdapterErrorBody };
 
 export interface WorkflowGetCommand {
   instanceId: string;
@@ -75,8 +81,29 @@ const validators: Record<WorkflowCommandVerb, ValidateFunction> = {
   'workflow-start': ajv.compile(workflowStartRequestSchema),
   'workflow-get': ajv.compile(workflowGetCommandSchema),
   'workflow-cancel': ajv.compile(workflowCancelCommandSchema),
+  // The parameters themselves are checked by the one parser every facade uses.
+  'workflow-list': ajv.compile({ type: 'object' }),
 };
 const validateReply = ajv.compile(workflowReplySchema);
+const validateListReply = ajv.compile({
+  oneOf: [
+    {
+      type: 'object',
+      required: ['status', 'page'],
+      additionalProperties: false,
+      properties: {
+        status: { const: 200 },
+        page: {
+          type: 'object',
+          required: ['instances', 'nextCursor'],
+          additionalProperties: false,
+          properties: { instances: { type: 'array', items: { type: 'object' } }, nextCursor: { type: ['string', 'null'] } },
+        },
+      },
+    },
+    workflowReplySchema.oneOf[1],
+  ],
+});
 
 export const isWorkflowCommandVerb = (verb: string): verb is WorkflowCommandVerb => (workflowCommandVerbs as readonly string[]).includes(verb);
 
@@ -101,9 +128,9 @@ export async function handleWorkflowCommand(
   verb: WorkflowCommandVerb,
   principalId: string,
   data: Uint8Array,
-): Promise<WorkflowReply> {
+): Promise<WorkflowReply | WorkflowListReply> {
   const { workflows } = context;
-  const waitFor = async (instance: WorkflowInstance, waitMs: number | undefined): Promise<WorkflowReply> => {
+  const waitFor = async (instance: WorkflowInstance, waitMs: number | undefined): Promise<WorkflowReply | WorkflowListReply> => {
     const bounded = Math.min(waitMs ?? 0, context.waitMsMax);
     const current =
       instance.status === 'running' && bounded > 0 && !context.signal.aborted
@@ -125,6 +152,11 @@ export async function handleWorkflowCommand(
       const instance = await workflows.cancel(principalId, body.instanceId);
       return { status: instance.status === 'running' ? 202 : 200, instance };
     }
+    case 'workflow-list': {
+      // Visibility is the service's: its own instances, or every one for an operator principal.
+      const body = checkBody<Record<string, unknown>>(verb, data);
+      return { status: 200, page: await workflows.list(principalId, parseWorkflowListParameters(body)) };
+    }
     default: {
       const unreachable: never = verb;
       return unreachable;
@@ -142,9 +174,19 @@ export async function handleWorkflowCommand(
 export async function sendWorkflowCommand(
   transport: Transport,
   principalId: string,
-  verb: WorkflowCommandVerb,
+  verb: Exclude<WorkflowCommandVerb, 'workflow-list'>,
   body: unknown,
   timeoutMs: number,
 ): Promise<WorkflowReply> {
   return requestCommand<WorkflowReply>(transport, principalId, verb, body, timeoutMs, validateReply, 'workflow reply');
+}
+
+/** Sends `workflow-list` with list parameters (GET /workflow-instances' names) and checks the reply's shape. */
+export async function sendWorkflowList(
+  transport: Transport,
+  principalId: string,
+  parameters: Record<string, unknown>,
+  timeoutMs: number,
+): Promise<WorkflowListReply> {
+  return requestCommand<WorkflowListReply>(transport, principalId, 'workflow-list', parameters, timeoutMs, validateListReply, 'workflow-list reply');
 }

@@ -91,7 +91,7 @@ export function parseListParameters(raw: Raw): ListRequest {
   return request;
 }
 
-function integerOf(value: unknown): number | undefined {
+export function integerOf(value: unknown): number | undefined {
   if (typeof value === 'number') return Number.isSafeInteger(value) ? value : undefined;
   if (typeof value === 'string' && /^-?(0|[1-9][0-9]{0,15})$/.test(value)) {
     const n = Number(value);
@@ -102,8 +102,8 @@ function integerOf(value: unknown): number | undefined {
 
 const rfc3339 = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,9})?(Z|[+-]\d{2}:\d{2})$/i;
 
-/** An instant: milliseconds since the epoch (integer or digits) or an RFC 3339 timestamp with its offset. */
-function instantOf(name: string, value: unknown, problems: string[]): number | undefined {
+/** An instant (a list parameter): milliseconds since the epoch (integer or digits) or an RFC 3339 timestamp with its offset. */
+export function instantOf(name: string, value: unknown, problems: string[]): number | undefined {
   if (value === undefined) return undefined;
   const ms = integerOf(value) ?? (typeof value === 'string' && rfc3339.test(value) ? Date.parse(value) : undefined);
   if (ms === undefined || !Number.isSafeInteger(ms)) {

@@ -18,6 +18,8 @@ import { limits } from '../contract/limits.js';
 import type { ContractRef } from '../contract/types.js';
 import type { DecisionView, SettlementView } from '../projections/views.js';
 import type { InvocationService } from './service.js';
+import type { WorkflowListPage, WorkflowListRequest } from './workflow-list.js';
+import type { WorkflowStuckBounds } from '../events/workflow-index.js';
 
 export interface WorkflowStartRequest {
   /** The bundle that pins the workflow (its digest names the exact version). */
@@ -73,6 +75,38 @@ export interface WorkflowInstance {
   endedAtMs: number | null;
 }
 
+/** One task execution of an instance, as recorded. */
+export interface WorkflowTaskView {
+  /** The execution's JSON Pointer and frame. */
+  at: string;
+  name: string;
+  state: 'running' | 'completed' | 'faulted' | 'cancelled';
+  startedAtMs: number;
+  /** Order of its start among every task start and end of the instance. */
+  startedSeq: number;
+  endedSeq: number | null;
+  input: JsonValue;
+  output: JsonValue | null;
+  error: WorkflowInstanceError | null;
+}
+
+/** An instance's whole record and log, for an operator's console (GET /workflow-instances/{id}/transitions). */
+export interface WorkflowInspection {
+  instance: WorkflowInstance;
+  principalId: string;
+  input: JsonValue;
+  /** startedAtMs + the workflow's timeout; null when it has none. */
+  deadlineMs: number | null;
+  lease: { worker: string; epoch: number; untilMs: number } | null;
+  /** Every task execution in the order it started. */
+  tasks: WorkflowTaskView[];
+  timers: { key: string; purpose: string; dueAtMs: number; state: string }[];
+  /** Every child operation bound, in the order its call started. */
+  children: { at: string; operationId: string; invocationKey: string; attempt: number; disposition: string | null }[];
+  /** Every stored transition (a page of them when sent as an update). */
+  timeline: { index: number; revision: string; committedAtMs: number; command: string; applied: boolean; events: JsonValue[] }[];
+}
+
 export interface WorkflowInstanceService {
   /**
    * Starts an instance of the bundle's workflow, or finds the one the same principal, bundle,
@@ -85,6 +119,12 @@ export interface WorkflowInstanceService {
   wait(principalId: string, instanceId: string, waitMs: number, signal?: AbortSignal): Promise<{ instance: WorkflowInstance; finished: boolean }>;
   /** Cancels a running instance whose workflow declares caller cancellation (else unsupported). */
   cancel(principalId: string, instanceId: string): Promise<WorkflowInstance>;
+  /** A page of the workflow instances index: the caller's own instances, every principal's for an operator. */
+  list(principalId: string, request: WorkflowListRequest): Promise<WorkflowListPage>;
+  /** The instance's record and log, for its principal or an operator (anyone else: not found). */
+  inspect(principalId: string, instanceId: string): Promise<WorkflowInspection>;
+  /** Notice of each append to any instance's stream, by any client of the store. */
+  follow(listener: (instanceId: string) => void): Promise<{ close(): Promise<void> }>;
 }
 
 /** The serve config's `workflows` section (docs/reference.md). */
@@ -135,6 +175,8 @@ export type WorkflowHostFactory = (parts: {
   settings: WorkflowsConfig;
   /** The coordinator's NATS connection (a nats transport): where events are emitted and listened for. */
   nats?: NatsConnection;
+  /** Who lists every principal's instances, and when a running instance counts as stuck. */
+  listing?: { operators: ReadonlySet<string>; stuckBounds?: WorkflowStuckBounds };
 }) => Promise<WorkflowHosting>;
 
 // ── schemas (shared by the HTTP facade, the NATS commands and OpenAPI) ─────────────

@@ -56,6 +56,7 @@ function slowDispatchStore(inner: EventStore, delayMs: number): EventStore {
     name: inner.name,
     capabilities: inner.capabilities,
     index: inner.index,
+    workflowIndex: inner.workflowIndex,
     create: (operationId, transition) => inner.create(operationId, transition),
     append: async (operationId: string, expectedRevision: string, transition: Transition) => {
       if (transition.causation.command === 'record-dispatch') await sleep(delayMs);

@@ -12,6 +12,7 @@ import type {
   AppendOutcome,
   EventStore,
   OperationIndexStore,
+  WorkflowIndexStore,
   ReadOutcome,
   RevisionListener,
   StoreFailure,
@@ -38,6 +39,12 @@ export class ForkedSqliteClient implements EventStore {
     rebuild: async (operationId) => ((await this.call('indexRebuild', [operationId])) as OperationIndexRow | null) ?? undefined,
     countStuck: (nowMs, bounds) => this.call('indexStuck', [nowMs, bounds]) as Promise<StuckCounts>,
     openOperationIds: () => this.openIds(),
+  };
+  /** Not forwarded to the child: the tests that fork a client exercise operations only. */
+  readonly workflowIndex: WorkflowIndexStore = {
+    list: () => Promise.reject(new Error('the forked SQLite client does not forward the workflow index')),
+    get: () => Promise.reject(new Error('the forked SQLite client does not forward the workflow index')),
+    put: () => Promise.reject(new Error('the forked SQLite client does not forward the workflow index')),
   };
 
   private async *openIds(): AsyncIterable<string> {

@@ -47,7 +47,8 @@ export interface WorkflowFixture {
   dir: string;
   configPath: string;
   bundle: ContractRef;
-  tokens: { alice: string; bob: string };
+  /** ops is an operator principal (it lists and inspects every principal's instances). */
+  tokens: { alice: string; bob: string; ops: string };
   dispose(): Promise<void>;
 }
 
@@ -55,7 +56,11 @@ export async function writeWorkflowFixture(options: { store?: string; http?: Jso
   const dir = await mkdtemp(join(tmpdir(), 'convoke-wf-'));
   const bundle = workflowBundle();
   await writeFile(join(dir, 'bundle.json'), JSON.stringify(bundle, null, 2));
-  const tokens = { alice: `alice-${randomBytes(16).toString('hex')}`, bob: `bob-${randomBytes(16).toString('hex')}` };
+  const tokens = {
+    alice: `alice-${randomBytes(16).toString('hex')}`,
+    bob: `bob-${randomBytes(16).toString('hex')}`,
+    ops: `ops-${randomBytes(16).toString('hex')}`,
+  };
   const reviewer = { delayMs: 20, review: { verdict: 'approve' } };
   const config: JsonObject = {
     store: options.store ?? 'memory:',
@@ -73,6 +78,7 @@ export async function writeWorkflowFixture(options: { store?: string; http?: Jso
     policy: { rules: [{ effect: 'allow' }], ttlMs: 60_000 },
     attestations: [{ namespace: 'demo.v1.lab', exclusivePeerPublishers: true }],
     deployment: { account: 'test', system: 'convoke', domain: 'workflow-tests' },
+    operators: ['ops'],
     http: {
       host: '127.0.0.1',
       port: 0,
@@ -81,6 +87,7 @@ export async function writeWorkflowFixture(options: { store?: string; http?: Jso
       principals: [
         { principalId: 'alice', tokenSha256: sha256Hex(tokens.alice) },
         { principalId: 'bob', tokenSha256: sha256Hex(tokens.bob) },
+        { principalId: 'ops', tokenSha256: sha256Hex(tokens.ops) },
       ],
       ...options.http,
     },

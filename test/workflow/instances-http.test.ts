@@ -176,3 +176,53 @@ test('the OpenAPI document lists the workflow instance routes', async () => {
   for (const path of ['/workflow-instances', '/workflow-instances/{instanceId}', '/workflow-instances/{instanceId}/cancel']) assert.ok(paths[path], path);
   assert.ok(((document.body.components as JsonObject).schemas as JsonObject).WorkflowInstance);
 });
+
+test('GET /workflow-instances lists the caller its own instances and an operator every one; filters, cursor, stuck; /transitions shows the record and log to its principal or an operator', async () => {
+  const mine = await start(fixture.tokens.alice, 'review-then-publish', 'listed-1', { document: 'RFC 30' }, 10_000);
+  const theirs = await start(fixture.tokens.bob, 'review-then-publish', 'listed-2', { document: 'RFC 31' }, 10_000);
+  assert.equal(mine.status, 200);
+  assert.equal(theirs.status, 200);
+  const mineId = (mine.body as unknown as WorkflowInstance).instanceId;
+  const theirsId = (theirs.body as unknown as WorkflowInstance).instanceId;
+
+  const alice = await call('GET', '/workflow-instances?limit=500', fixture.tokens.alice);
+  assert.equal(alice.status, 200, JSON.stringify(alice.body));
+  const aliceRows = alice.body.instances as JsonObject[];
+  assert.ok(aliceRows.length >= 1 && aliceRows.every((row) => row.principalId === 'alice'), 'a caller sees only its own');
+  assert.equal(aliceRows[0]?.instanceId, mineId, 'newest start first');
+  assert.equal(aliceRows[0]?.status, 'completed');
+  assert.equal(aliceRows[0]?.workflowName, 'review-then-publish');
+  assert.equal((aliceRows[0]?.childOperationIds as string[]).length, 2, 'the two stages are its child operations');
+  assert.deepEqual(aliceRows[0]?.stuck, []);
+
+  const ops = await call('GET', '/workflow-instances?limit=500', fixture.tokens.ops);
+  const opsIds = (ops.body.instances as JsonObject[]).map((row) => row.instanceId);
+  assert.ok(opsIds.includes(mineId) && opsIds.includes(theirsId), 'an operator sees every principal');
+
+  const firstPage = await call('GET', '/workflow-instances?limit=1&status=completed', fixture.tokens.ops);
+  assert.equal((firstPage.body.instances as JsonObject[])[0]?.instanceId, theirsId);
+  const cursor = firstPage.body.nextCursor as string;
+  const secondPage = await call('GET', `/workflow-instances?limit=1&status=completed&cursor=${cursor}`, fixture.tokens.ops);
+  assert.equal((secondPage.body.instances as JsonObject[])[0]?.instanceId, mineId, 'the cursor continues after the last row');
+
+  assert.deepEqual((await call('GET', '/workflow-instances?stuck=true', fixture.tokens.ops)).body.instances, []);
+  const bad = await call('GET', '/workflow-instances?status=done&color=red', fixture.tokens.alice);
+  assert.equal(bad.status, 400);
+  assert.match(String(bad.body.description), /status must be one of/);
+  assert.match(String(bad.body.description), /unknown parameter "color"/);
+  assert.equal((await call('GET', '/workflow-instances', undefined)).status, 401);
+
+  assert.equal((await call('GET', `/workflow-instances/${mineId}/transitions`, fixture.tokens.bob)).status, 404, "another principal's instance is not found");
+  for (const token of [fixture.tokens.alice, fixture.tokens.ops]) {
+    const inspection = await call('GET', `/workflow-instances/${mineId}/transitions`, token);
+    assert.equal(inspection.status, 200);
+    assert.equal((inspection.body.instance as JsonObject).status, 'completed');
+    assert.deepEqual(
+      (inspection.body.children as JsonObject[]).map((c) => c.at),
+      ['/do/0/review/do/0/invoke', '/do/1/publish/do/1/invoke'],
+    );
+    const timeline = inspection.body.timeline as JsonObject[];
+    assert.equal((timeline[0]?.events as JsonObject[])[0]?.type, 'workflow-started');
+    assert.ok((inspection.body.tasks as JsonObject[]).some((t) => t.name === 'review' && t.state === 'completed'));
+  }
+});

@@ -10,7 +10,7 @@ import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import type { JsonObject } from '../../src/contract/json.js';
 import type { Stored } from '../../src/kernel/types.js';
-import { sendWorkflowCommand, type WorkflowCommandVerb, type WorkflowReply } from '../../src/nats-api/workflow-commands.js';
+import { sendWorkflowCommand, sendWorkflowList, type WorkflowCommandVerb, type WorkflowReply } from '../../src/nats-api/workflow-commands.js';
 import type { WorkflowInstance } from '../../src/runtime/workflow-service.js';
 import type { WorkflowTransition } from '../../src/workflow/exec/events.js';
 import { foldWorkflow } from '../../src/workflow/exec/record.js';
@@ -63,7 +63,7 @@ after(async () => {
   await f?.dispose();
 });
 
-const send = (who: string, verb: WorkflowCommandVerb, body: JsonObject, waitMs = 0) =>
+const send = (who: string, verb: Exclude<WorkflowCommandVerb, 'workflow-list'>, body: JsonObject, waitMs = 0) =>
   sendWorkflowCommand(clients[who]!.transport, who, verb, body, waitMs + 10_000);
 const start = (who: string, workflow: string, invocationKey: string, input: JsonObject, waitMs = 0) =>
   send(who, 'workflow-start', { bundle: { ...f.contract }, workflow, invocationKey, input, waitMs }, waitMs);
@@ -106,6 +106,20 @@ test("workflow-get answers the original principal only: another principal's inst
   const unknown = await send('shipping', 'workflow-get', { instanceId: `wf${'0'.repeat(64)}` });
   assert.equal(unknown.status, 404);
   const bad = await send('shipping', 'workflow-get', { instanceId: instance.instanceId, extra: 1 });
+  assert.equal(bad.status, 400);
+});
+
+test('workflow-list answers the caller its own instances from the workflow instances index; a wrong parameter is 400', async () => {
+  const instance = instanceOf(await start('billing', 'checked', 'wf-list', { document: 'd9' }, 20_000));
+  const own = await sendWorkflowList(clients.billing!.transport, 'billing', { status: 'completed', limit: 50 }, 10_000);
+  assert.equal(own.status, 200, JSON.stringify(own));
+  const rows = 'page' in own ? own.page.instances : [];
+  assert.equal(rows[0]?.instanceId, instance.instanceId, 'newest start first');
+  assert.ok(rows.every((row) => row.principalId === 'billing' && row.status === 'completed'));
+  assert.deepEqual(rows[0]?.childOperationIds, [instance.stages[0]?.operationId]);
+  const other = await sendWorkflowList(clients.shipping!.transport, 'shipping', {}, 10_000);
+  assert.ok('page' in other && other.page.instances.every((row) => row.principalId === 'shipping'), "another principal's instances are not listed");
+  const bad = await sendWorkflowList(clients.billing!.transport, 'billing', { status: 'done' }, 10_000);
   assert.equal(bad.status, 400);
 });
 

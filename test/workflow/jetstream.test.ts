@@ -9,6 +9,8 @@ import { test } from 'node:test';
 import { JetStreamEventStore } from '../../src/adapters/store/jetstream.js';
 import { SystemClock } from '../../src/contract/clock.js';
 import { startJetStreamServer } from '../support/jetstream-server.js';
+import { workflowIndexRowOfLog } from '../../src/workflow/exec/index-row.js';
+import { workflowStreams } from '../../src/workflow/exec/streams.js';
 import { harness, runToEnd, yaml } from './support.js';
 
 process.env.PATH = `${process.env.PATH ?? ''}:/usr/sbin`;
@@ -42,6 +44,25 @@ test('workflow instances on JetStream: their own subject, replay equal, resumed 
     assert.equal(resumed.status, 'completed', JSON.stringify(resumed.error));
     assert.deepEqual(resumed.output, { ok: true });
     assert.deepEqual(await b.executor.replay(instanceId), resumed);
+
+    // The workflow instances index: each row is its log's projection, listed through either client.
+    for (const id of [record.instanceId, instanceId]) {
+      const read = await workflowStreams(storeB).read(id);
+      assert.equal(read.kind, 'ok');
+      assert.deepEqual(await storeA.workflowIndex.get(id), workflowIndexRowOfLog(read.kind === 'ok' ? read.transitions : []));
+    }
+    const page = await storeA.workflowIndex.list({ limit: 1, status: 'completed' });
+    assert.deepEqual(
+      page.rows.map((r) => r.instanceId),
+      [instanceId],
+      'newest start first, as the other client wrote it',
+    );
+    assert.ok(page.next);
+    const rest = await storeB.workflowIndex.list({ limit: 5, status: 'completed', after: page.next });
+    assert.deepEqual(
+      rest.rows.map((r) => r.instanceId),
+      [record.instanceId],
+    );
   } finally {
     await a.close();
     await b.close();

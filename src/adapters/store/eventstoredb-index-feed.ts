@@ -33,6 +33,8 @@ import {
 import { unavailable } from '../../contract/errors.js';
 import { IndexView } from './index-view.js';
 import { indexRowOf } from './index-row.js';
+import { WorkflowIndexView } from './workflow-index-view.js';
+import { isWorkflowStream, workflowIndexRowOf } from './workflow-rows.js';
 
 /** How long `current()` lets the subscription catch up before reading the gap itself. */
 const gapWaitMs = 50;
@@ -55,6 +57,8 @@ const before = (a: Position, b: Position): boolean => a.commit < b.commit || (a.
 
 export class EventStoreDbIndexFeed {
   readonly view = new IndexView();
+  /** Workflow instances' rows (`<prefix>-idx-wf…`), beside the operations'. */
+  readonly workflowView = new WorkflowIndexView();
   /** Every index event up to this position is applied. */
   private caught: Position | undefined;
   /** Where the subscription got (its events and checkpoints): a direct read of the gap starts here. */
@@ -122,10 +126,16 @@ export class EventStoreDbIndexFeed {
     const held = this.appliedAt.get(operationId);
     if (held !== undefined && !before(held, event.position)) return;
     this.appliedAt.set(operationId, event.position);
-    const row = event.type === indexRowType && event.isJson ? indexRowOf(event.data) : undefined;
     try {
-      if (row !== undefined && row.operationId === operationId) this.view.apply(row);
-      else this.view.remove(operationId);
+      if (isWorkflowStream(operationId)) {
+        const instanceRow = event.type === indexRowType && event.isJson ? workflowIndexRowOf(event.data) : undefined;
+        if (instanceRow?.instanceId === operationId) this.workflowView.apply(instanceRow);
+        else this.workflowView.remove(operationId);
+      } else {
+        const row = event.type === indexRowType && event.isJson ? indexRowOf(event.data) : undefined;
+        if (row !== undefined && row.operationId === operationId) this.view.apply(row);
+        else this.view.remove(operationId);
+      }
     } catch (error) {
       this.end(error instanceof Error ? error : new Error(String(error)));
       return;

@@ -7,6 +7,10 @@
  * a compare-and-swap and never over a row of a later log revision; a crash in between leaves it
  * behind until the next append or `convoke replay --fix-index`.
  *
+ * Workflow instances' rows (workflow-rows.ts) are index streams too, `<prefix>-idx-<instanceId>`
+ * (`wf…` ids), written from the committing side's row under the same compare-and-swap and held
+ * by the same feed in a view of their own (workflow-index-view.ts).
+ *
  * Listing and the stuck counts read an in-memory view of the index streams, kept by a filtered
  * subscription to `$all` and made current before each read (eventstoredb-index-feed.ts): a page
  * costs one read of `$all`'s last position (and, when the subscription lags, a bounded read of
@@ -35,7 +39,10 @@ import type { IndexStates } from './index-states.js';
 import { indexRowOf } from './index-row.js';
 import type { IndexView } from './index-view.js';
 import { EventStoreDbIndexFeed, indexRemovedType, indexRowType } from './eventstoredb-index-feed.js';
-import type { OperationIndexStore, RecordAfter } from './types.js';
+import type { IndexAfter, OperationIndexStore, WorkflowIndexStore } from './types.js';
+import type { WorkflowIndexRow } from '../../events/workflow-index.js';
+import type { WorkflowIndexView } from './workflow-index-view.js';
+import { committedWorkflowRow, workflowIndexRowOf } from './workflow-rows.js';
 
 export interface EventStoreDbIndexHost {
   client: EventStoreDBClient;
@@ -62,7 +69,7 @@ export class EventStoreDbOperationIndex implements OperationIndexStore {
   }
 
   /** After an append was stored: the row from the held state, or from the log read back. Failures leave the row behind. */
-  async appended(operationId: string, previousRevision: string | undefined, stored: StoredTransition, after?: RecordAfter): Promise<void> {
+  async appended(operationId: string, previousRevision: string | undefined, stored: StoredTransition, after?: IndexAfter): Promise<void> {
     try {
       const row = await this.host.states.rowAfterStored(operationId, previousRevision, stored, () => this.host.logOf(operationId), after);
       if (row) await this.publish(operationId, row, false);
@@ -71,7 +78,7 @@ export class EventStoreDbOperationIndex implements OperationIndexStore {
     }
   }
 
-  private async publish(operationId: string, row: OperationIndexRow, replace: boolean): Promise<void> {
+  private async publish(operationId: string, row: OperationIndexRow | WorkflowIndexRow, replace: boolean): Promise<void> {
     const revision = Number(row.revision);
     let known = this.written.get(operationId) ?? (await this.last(operationId));
     for (let attempt = 0; attempt < contractLimits.storeCasAttemptsMax; attempt++) {
@@ -92,7 +99,9 @@ export class EventStoreDbOperationIndex implements OperationIndexStore {
   }
 
   /** The index stream's last event: its row, or (a removal marker) a revision no row passes. */
-  private async last(operationId: string): Promise<{ eventRevision: bigint; revision: number; row?: OperationIndexRow } | undefined> {
+  private async last(
+    operationId: string,
+  ): Promise<{ eventRevision: bigint; revision: number; row?: OperationIndexRow; instanceRow?: WorkflowIndexRow } | undefined> {
     try {
       for await (const resolved of this.host.client.readStream(this.stream(operationId), {
         direction: BACKWARDS,
@@ -104,7 +113,13 @@ export class EventStoreDbOperationIndex implements OperationIndexStore {
         if (!event) continue;
         if (event.type === indexRemovedType) return { eventRevision: event.revision, revision: Number.POSITIVE_INFINITY };
         const row = event.type === indexRowType && event.isJson ? indexRowOf(event.data) : undefined;
-        return { eventRevision: event.revision, revision: Number(row?.revision ?? 0), ...(row && row.operationId === operationId ? { row } : {}) };
+        const instanceRow = event.type === indexRowType && event.isJson ? workflowIndexRowOf(event.data) : undefined;
+        return {
+          eventRevision: event.revision,
+          revision: Number(row?.revision ?? instanceRow?.revision ?? 0),
+          ...(row && row.operationId === operationId ? { row } : {}),
+          ...(instanceRow && instanceRow.instanceId === operationId ? { instanceRow } : {}),
+        };
       }
     } catch (error) {
       if (error instanceof StreamNotFoundError || error instanceof StreamDeletedError) return undefined;
@@ -131,8 +146,24 @@ export class EventStoreDbOperationIndex implements OperationIndexStore {
 
   /** One page from the view, made current first (docs/design.md §11). */
   async list(query: IndexQuery): Promise<IndexPage> {
-    return (await this.view()).page(query);
+    return (await this.view()).view.page(query);
   }
+
+  /** After a workflow instance's transition was stored: the committing side's row, when it gave one. Behind, never wrong. */
+  async workflowAppended(instanceId: string, stored: StoredTransition, after?: IndexAfter): Promise<void> {
+    const row = committedWorkflowRow(instanceId, stored, after);
+    if (row) await this.publish(instanceId, row, false).catch(() => undefined);
+  }
+
+  readonly workflow: WorkflowIndexStore = {
+    list: async (query) => (await this.view()).workflowView.page(query),
+    get: async (instanceId) => this.guarded(async () => (await this.last(instanceId))?.instanceRow),
+    put: async (instanceId, row) =>
+      this.guarded(async () => {
+        if (row?.instanceId === instanceId) await this.publish(instanceId, row, true);
+        else await this.remove(instanceId);
+      }),
+  };
 
   async get(operationId: string): Promise<OperationIndexRow | undefined> {
     return this.guarded(async () => (await this.last(operationId))?.row);
@@ -150,7 +181,7 @@ export class EventStoreDbOperationIndex implements OperationIndexStore {
 
   /** Counted in the view: a seek per reason (index-view.ts). */
   async countStuck(nowMs: number, bounds: StuckBounds): Promise<StuckCounts> {
-    return (await this.view()).countStuck(nowMs, bounds);
+    return (await this.view()).view.countStuck(nowMs, bounds);
   }
 
   /** Stops the view's subscription (the store is closing). */
@@ -165,7 +196,7 @@ export class EventStoreDbOperationIndex implements OperationIndexStore {
    * its subscription ended. A read that failed (the server unreachable, a wait that timed out)
    * leaves the feed running.
    */
-  private async view(): Promise<IndexView> {
+  private async view(): Promise<{ view: IndexView; workflowView: WorkflowIndexView }> {
     return this.guarded(async () => {
       const feed = (this.feed ??= EventStoreDbIndexFeed.start({
         client: this.host.client,
@@ -174,7 +205,7 @@ export class EventStoreDbOperationIndex implements OperationIndexStore {
       }));
       try {
         await feed.current();
-        return feed.view;
+        return feed;
       } catch (error) {
         if (feed.ended && this.feed === feed) {
           this.feed = undefined;

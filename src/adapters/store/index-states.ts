@@ -19,7 +19,7 @@ import { BoundedMap } from '../../contract/bounded-map.js';
 import type { OperationIndexRow } from '../../events/operation-index.js';
 import type { StoredTransition } from '../../events/types.js';
 import { unavailable } from '../../contract/errors.js';
-import type { ReadOutcome, RecordAfter } from './types.js';
+import type { IndexAfter, ReadOutcome } from './types.js';
 import { indexRow } from '../../projections/operation-index.js';
 import { applyStored, fold, type OperationRecord } from '../../projections/record.js';
 import { isSettled } from '../../machines/index.js';
@@ -45,7 +45,7 @@ export class IndexStates {
     previousRevision: string | undefined,
     stored: StoredTransition,
     log: () => readonly StoredTransition[],
-    after?: RecordAfter,
+    after?: IndexAfter,
   ): OperationIndexRow | undefined {
     const held = this.states.get(operationId);
     if (held === 'none' && previousRevision !== undefined) return undefined;
@@ -68,7 +68,7 @@ export class IndexStates {
     previousRevision: string | undefined,
     stored: StoredTransition,
     logOf: () => Promise<readonly StoredTransition[] | undefined>,
-    after?: RecordAfter,
+    after?: IndexAfter,
   ): Promise<OperationIndexRow | undefined> {
     if (previousRevision === undefined || this.holds(operationId, previousRevision) || committed(operationId, stored, after) !== undefined)
       return this.rowAfter(operationId, previousRevision, stored, () => [], after);
@@ -123,15 +123,15 @@ export class IndexStates {
  * revision stored; undefined otherwise (no record given, a void creation, or one that does not
  * match what was written — never trusted over the log).
  */
-function committed(operationId: string, stored: StoredTransition, after: RecordAfter | undefined): OperationRecord | undefined {
+function committed(operationId: string, stored: StoredTransition, after: IndexAfter | undefined): OperationRecord | undefined {
   if (after === undefined) return undefined;
-  let record: OperationRecord | undefined;
+  let record: ReturnType<IndexAfter>;
   try {
     record = after(stored);
   } catch {
     return undefined; // the log decides: the store folds it itself
   }
-  return record !== undefined && record.operationId === operationId && record.revision === stored.revision ? record : undefined;
+  return record !== undefined && 'operationId' in record && record.operationId === operationId && record.revision === stored.revision ? record : undefined;
 }
 
 /** A store's log for its index writer, as read() answers it: transitions, undefined when it has none, a throw when unreadable. */

@@ -23,6 +23,8 @@ import { unavailable } from '../../contract/errors.js';
 import type { OperationIndexRow } from '../../events/operation-index.js';
 import { IndexView } from './index-view.js';
 import { indexRowOnSubject } from './index-row.js';
+import { WorkflowIndexView } from './workflow-index-view.js';
+import { isWorkflowStream, parseWorkflowIndexRow } from './workflow-rows.js';
 
 /** How often a wait for the view checks that deliveries still come. */
 const progressCheckMs = 25;
@@ -52,6 +54,8 @@ interface Waiter {
 
 export class JetStreamIndexFeed {
   readonly view = new IndexView();
+  /** Workflow instances' rows (`<prefix>.idx.wf…`), beside the operations'. */
+  readonly workflowView = new WorkflowIndexView();
   /** The stream sequence of the last message applied. */
   private appliedSeq = 0;
   /** Messages applied since the feed started (each a row or a removal). */
@@ -115,7 +119,11 @@ export class JetStreamIndexFeed {
   deliver(msg: Pick<JsMsg, 'seq' | 'subject' | 'data'>): void {
     const { operationId, row } = indexRowOnSubject(this.host.subjectPrefix, msg.subject, msg.data);
     try {
-      if (row !== undefined) this.view.apply(this.intern(row));
+      if (isWorkflowStream(operationId)) {
+        const instanceRow = parseWorkflowIndexRow(msg.data);
+        if (instanceRow?.instanceId === operationId) this.workflowView.apply(instanceRow);
+        else this.workflowView.remove(operationId);
+      } else if (row !== undefined) this.view.apply(this.intern(row));
       else this.view.remove(operationId);
     } catch (error) {
       // A view that failed half-way through an update is not trusted again: the next read starts a new feed.

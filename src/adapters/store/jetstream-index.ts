@@ -20,6 +20,11 @@
  * and the rows it walks in memory, whatever the number of operations; the view's start reads
  * every row once (docs/decisions/jetstream-list-view.md). `get` reads the one subject.
  *
+ * Workflow instances' rows (workflow-rows.ts) share the stream, on `<prefix>.idx.<instanceId>`
+ * (`wf…` ids), written after each stored append from the committing side's row under the same
+ * revision compare-and-swap, and held by the same feed in a view of their own
+ * (workflow-index-view.ts).
+ *
  * Only the store's user writes rows: the stream takes `<prefix>.idx.*` (one token after `idx`),
  * and a peer's subjects have at least five tokens with a result, claim or cancel-result kind
  * where a row subject has `idx`, so nothing a peer may publish lands in the index.
@@ -46,7 +51,10 @@ import type { JetStreamOpenSet } from './jetstream-open-set.js';
 import { indexRowOnSubject, parseIndexRow } from './index-row.js';
 import { JetStreamIndexFeed, StaleFeed } from './jetstream-index-feed.js';
 import type { IndexView } from './index-view.js';
-import type { OperationIndexStore, RecordAfter } from './types.js';
+import type { IndexAfter, OperationIndexStore, WorkflowIndexStore } from './types.js';
+import type { WorkflowIndexRow } from '../../events/workflow-index.js';
+import type { WorkflowIndexView } from './workflow-index-view.js';
+import { committedWorkflowRow, parseWorkflowIndexRow } from './workflow-rows.js';
 
 const wrongSequenceCodes = new Set([10071, 10164]);
 const removedHeader = 'Convoke-Index-Removed';
@@ -132,7 +140,7 @@ export class JetStreamOperationIndex implements OperationIndexStore {
    * from the held state, or from the log read back. A failure here cannot undo the append; the
    * row stays behind (never ahead) and the next append or a rebuild writes it.
    */
-  async appended(operationId: string, previousRevision: string | undefined, stored: StoredTransition, after?: RecordAfter): Promise<void> {
+  async appended(operationId: string, previousRevision: string | undefined, stored: StoredTransition, after?: IndexAfter): Promise<void> {
     try {
       const row = await this.host.states.rowAfterStored(operationId, previousRevision, stored, () => this.host.logOf(operationId), after);
       // A settled log is final: its marker can go, off the append's path (one left behind costs recovery a row read).
@@ -147,7 +155,7 @@ export class JetStreamOperationIndex implements OperationIndexStore {
    * Publishes `row` unless the subject already holds a row of the same or a later revision, or a
    * removal marker (a tombstoned operation's row never comes back).
    */
-  private async publish(operationId: string, row: OperationIndexRow): Promise<void> {
+  private async publish(operationId: string, row: OperationIndexRow | WorkflowIndexRow): Promise<void> {
     const revision = Number(row.revision);
     let known = this.written.get(operationId);
     for (let attempt = 0; attempt < contractLimits.storeCasAttemptsMax; attempt++) {
@@ -164,7 +172,7 @@ export class JetStreamOperationIndex implements OperationIndexStore {
       }
       const last = await this.host.jsm.streams.getMessage(this.stream, { last_by_subj: this.subject(operationId) });
       known = last
-        ? { seq: last.seq, revision: last.header?.get(removedHeader) === '1' ? Number.POSITIVE_INFINITY : Number(parseIndexRow(last.data)?.revision ?? 0) }
+        ? { seq: last.seq, revision: last.header?.get(removedHeader) === '1' ? Number.POSITIVE_INFINITY : Number(storedRevision(last.data)) }
         : undefined;
     }
   }
@@ -184,8 +192,43 @@ export class JetStreamOperationIndex implements OperationIndexStore {
 
   /** One page from the view, made current first (docs/design.md §11). */
   async list(query: IndexQuery): Promise<IndexPage> {
-    return (await this.view()).page(query);
+    return (await this.view()).view.page(query);
   }
+
+  /** After a workflow instance's transition was stored: the committing side's row, when it gave one. Behind, never wrong. */
+  async workflowAppended(instanceId: string, stored: StoredTransition, after?: IndexAfter): Promise<void> {
+    const row = committedWorkflowRow(instanceId, stored, after);
+    if (row) await this.publish(instanceId, row).catch(() => undefined);
+  }
+
+  readonly workflow: WorkflowIndexStore = {
+    list: async (query) => (await this.view()).workflowView.page(query),
+    get: async (instanceId) => {
+      this.assertOpen();
+      try {
+        const last = await this.host.jsm.streams.getMessage(this.stream, { last_by_subj: this.subject(instanceId) });
+        const row = last ? parseWorkflowIndexRow(last.data) : undefined;
+        return row?.instanceId === instanceId ? row : undefined;
+      } catch (error) {
+        throw unavailable(`jetstream index: ${error instanceof Error ? error.message : String(error)}`, error);
+      }
+    },
+    put: async (instanceId, row) => {
+      this.assertOpen();
+      try {
+        if (row?.instanceId !== instanceId) return await this.remove(instanceId);
+        // A rebuild replaces whatever is there (a damaged row may claim a later revision).
+        const last = await this.host.jsm.streams.getMessage(this.stream, { last_by_subj: this.subject(instanceId) });
+        const ack = await this.host.js.publish(this.subject(instanceId), JSON.stringify(row), {
+          expect: { lastSubjectSequence: last?.seq ?? 0 },
+          timeout: this.host.requestTimeoutMs,
+        });
+        this.written.set(instanceId, { seq: ack.seq, revision: Number(row.revision) });
+      } catch (error) {
+        throw unavailable(`jetstream index: ${error instanceof Error ? error.message : String(error)}`, error);
+      }
+    },
+  };
 
   async get(operationId: string): Promise<OperationIndexRow | undefined> {
     this.assertOpen();
@@ -223,7 +266,7 @@ export class JetStreamOperationIndex implements OperationIndexStore {
 
   /** Counted in the view: a seek per reason (index-view.ts). */
   async countStuck(nowMs: number, bounds: StuckBounds): Promise<StuckCounts> {
-    return (await this.view()).countStuck(nowMs, bounds);
+    return (await this.view()).view.countStuck(nowMs, bounds);
   }
 
   /** Messages the views of this client have applied (each one started again counts anew): what their upkeep has read. */
@@ -250,7 +293,7 @@ export class JetStreamOperationIndex implements OperationIndexStore {
    * again since (StaleFeed). A request that failed (the server unreachable, a wait that timed
    * out) leaves the feed running: its consumer resumes where it stopped.
    */
-  private async view(): Promise<IndexView> {
+  private async view(): Promise<{ view: IndexView; workflowView: WorkflowIndexView }> {
     this.assertOpen();
     for (let attempt = 0; ; attempt++) {
       const starting = (this.feed ??= JetStreamIndexFeed.start({
@@ -265,7 +308,7 @@ export class JetStreamOperationIndex implements OperationIndexStore {
         feed = await starting;
         this.started = feed;
         await feed.current();
-        return feed.view;
+        return feed;
       } catch (error) {
         const stale = error instanceof StaleFeed;
         if (this.feed === starting && (feed === undefined || feed.ended || stale)) {
@@ -392,6 +435,11 @@ export class JetStreamOperationIndex implements OperationIndexStore {
     }
     return rows;
   }
+}
+
+/** The log revision a stored row (an operation's or an instance's) was derived at; 0 when the bytes are no row. */
+function storedRevision(data: Uint8Array): string {
+  return parseIndexRow(data)?.revision ?? parseWorkflowIndexRow(data)?.revision ?? '0';
 }
 
 /** `fn` over `items`, at most `width` at a time, answers in order. */

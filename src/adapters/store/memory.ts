@@ -15,12 +15,13 @@ import type {
   AppendListener,
   AppendOutcome,
   EventStore,
+  IndexAfter,
   OperationIndexStore,
   ReadOutcome,
-  RecordAfter,
   RevisionListener,
   StoreFailure,
   StoreLimits,
+  WorkflowIndexStore,
 } from './types.js';
 import { resolveStoreLimits } from './limits.js';
 import { unavailable } from '../../contract/errors.js';
@@ -30,6 +31,8 @@ import { IndexView } from './index-view.js';
 import { isOperationId } from '../../contract/ids.js';
 import { isSettled } from '../../machines/index.js';
 import { endsWorkflow, startsWorkflow, streamFamily } from './workflow-running.js';
+import { WorkflowIndexView } from './workflow-index-view.js';
+import { committedWorkflowRow, copyOfRow, isWorkflowStream } from './workflow-rows.js';
 
 /**
  * A stored transition is kept as its serialized body, as a durable store keeps bytes: reads decode
@@ -97,6 +100,23 @@ export class MemoryEventStore implements EventStore {
     // Rows are written with their transition: an operation has a row from its admission on.
     openOperationIds: () => this.openOperationIds(),
   };
+  /** The workflow instances index: one row per instance, from the committing side's row at each append. */
+  private readonly workflowRows = new WorkflowIndexView();
+  readonly workflowIndex: WorkflowIndexStore = {
+    list: async (query) => {
+      this.assertOpen();
+      return this.workflowRows.page(query);
+    },
+    get: async (instanceId) => {
+      this.assertOpen();
+      return this.workflowRows.get(instanceId);
+    },
+    put: async (instanceId, row) => {
+      this.assertOpen();
+      if (row && row.instanceId === instanceId && this.streams.get(instanceId)?.tombstoned === false) this.workflowRows.apply(copyOfRow(row));
+      else this.workflowRows.remove(instanceId);
+    },
+  };
 
   private async *openOperationIds(): AsyncIterable<string> {
     this.assertOpen();
@@ -109,7 +129,7 @@ export class MemoryEventStore implements EventStore {
     this.limits = resolveStoreLimits(options.limits);
   }
 
-  async create(operationId: string, transition: Transition, after?: RecordAfter): Promise<AppendOutcome> {
+  async create(operationId: string, transition: Transition, after?: IndexAfter): Promise<AppendOutcome> {
     if (this.closed) return closedFailure;
     const existing = this.streams.get(operationId);
     if (existing) {
@@ -126,7 +146,7 @@ export class MemoryEventStore implements EventStore {
     return this.write(operationId, undefined, transition, undefined, after);
   }
 
-  async append(operationId: string, expectedRevision: string, transition: Transition, after?: RecordAfter): Promise<AppendOutcome> {
+  async append(operationId: string, expectedRevision: string, transition: Transition, after?: IndexAfter): Promise<AppendOutcome> {
     if (this.closed) return closedFailure;
     const stream = this.streams.get(operationId);
     if (!stream) return { kind: 'not-found', description: `operation ${operationId} does not exist` };
@@ -169,6 +189,7 @@ export class MemoryEventStore implements EventStore {
     stream.tombstoned = true;
     stream.transitions = [];
     this.setRow(operationId, undefined);
+    this.workflowRows.remove(operationId);
     this.indexStates.forget(operationId);
     return { kind: 'ok', revision: '0', committedAtMs: this.clock.nowMs() };
   }
@@ -196,8 +217,13 @@ export class MemoryEventStore implements EventStore {
   }
 
   /** The operation's row after the transition just stored. */
-  private indexAppended(operationId: string, stream: Stream, previous: number, stored: StoredTransition, after: RecordAfter | undefined): void {
-    if (!isOperationId(operationId)) return; // a workflow instance's stream: the index lists operations
+  private indexAppended(operationId: string, stream: Stream, previous: number, stored: StoredTransition, after: IndexAfter | undefined): void {
+    if (isWorkflowStream(operationId)) {
+      const row = committedWorkflowRow(operationId, stored, after);
+      if (row) this.workflowRows.apply(row);
+      return;
+    }
+    if (!isOperationId(operationId)) return; // an opaque stream (the store's own tests): no row
     const row = this.indexStates.rowAfter(
       operationId,
       previous === 0 ? undefined : String(previous),
@@ -224,7 +250,7 @@ export class MemoryEventStore implements EventStore {
   }
 
   /** The serialized write: checks, then commits with the one clock reading it checked against. */
-  private write(operationId: string, stream: Stream | undefined, transition: Transition, expectedRevision?: string, after?: RecordAfter): AppendOutcome {
+  private write(operationId: string, stream: Stream | undefined, transition: Transition, expectedRevision?: string, after?: IndexAfter): AppendOutcome {
     const shape = checkTransitionShape(transition) ?? checkGuardShape(transition.timeGuard);
     if (shape) return shape;
     const body = encodeTransition(transition);

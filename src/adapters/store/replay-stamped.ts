@@ -11,8 +11,8 @@
  *   (on-fold.ts), so the append answers exactly what the fold will decide — ok, `expired`
  *   (guard) or `unavailable` (the stamp went back);
  * - reading a log back with its stamps, remembering its fold point;
- * - the operations index row after each stored transition (operations only, not workflow
- *   instances), and the followers closed with the store.
+ * - the index row after each stored transition (an operation's from its record, a workflow
+ *   instance's from the committing side's row), and the followers closed with the store.
  *
  * A backend writes only its client calls: the log's state, the CAS write, the stamp of a stored
  * revision, what a create checks first (capacity, tombstones), its errors, and its tombstones,
@@ -30,12 +30,13 @@ import type {
   AppendListener,
   AppendOutcome,
   EventStore,
+  IndexAfter,
   OperationIndexStore,
   ReadOutcome,
-  RecordAfter,
   RevisionListener,
   StoreFailure,
   StoreLimits,
+  WorkflowIndexStore,
 } from './types.js';
 
 /** What the backend's log says about one stream. `lastRevision` is the backend's own position. */
@@ -48,8 +49,8 @@ export interface PendingWrite {
   mode: 'create' | 'append';
   /** CAS retries so far (a create over a log holding only void transitions retries). */
   attempt: number;
-  /** The committing side's record after the transition, for the index row (index-states.ts). */
-  after?: RecordAfter;
+  /** The committing side's record (or instance row) after the transition, for the index row (index-states.ts, workflow-rows.ts). */
+  after?: IndexAfter;
 }
 
 /** A CAS write's answer from the backend: the revision it stored at, a wrong expected revision (nothing written), or a failure. */
@@ -57,8 +58,12 @@ export type WriteOutcome = { kind: 'stored'; revision: number } | { kind: 'rejec
 
 /** The index a replay-stamped store keeps: written after each stored transition, since no transaction spans the log and the row. */
 export interface StampedIndex extends OperationIndexStore {
-  appended(operationId: string, previousRevision: string | undefined, stored: StoredTransition, after?: RecordAfter): Promise<void>;
+  appended(operationId: string, previousRevision: string | undefined, stored: StoredTransition, after?: IndexAfter): Promise<void>;
   remove(operationId: string): Promise<void>;
+  /** The workflow instances index kept beside the operations'. */
+  readonly workflow: WorkflowIndexStore;
+  /** After a workflow instance's transition was stored: its row from the committing side (workflow-rows.ts), when it gave one. */
+  workflowAppended(instanceId: string, stored: StoredTransition, after?: IndexAfter): Promise<void>;
 }
 
 /** What an index over a replay-stamped store reads of it (each index's host adds its client). */
@@ -152,6 +157,10 @@ export abstract class ReplayStampedStore implements EventStore {
   abstract readonly name: string;
   readonly capabilities = { durable: true, guard: 'on-fold' } as const;
   abstract readonly index: StampedIndex;
+
+  get workflowIndex(): WorkflowIndexStore {
+    return this.index.workflow;
+  }
   /** The fold point this client last saw per stream: the common single-writer path needs no read before its write. */
   protected readonly fold = new FoldTracker();
   protected closed = false;
@@ -197,7 +206,7 @@ export abstract class ReplayStampedStore implements EventStore {
 
   // ── the protocol ───────────────────────────────────────────────────────────────────────────
 
-  async create(operationId: string, transition: Transition, after?: RecordAfter): Promise<AppendOutcome> {
+  async create(operationId: string, transition: Transition, after?: IndexAfter): Promise<AppendOutcome> {
     const body = precheckWrite(this.closed, transition, this.limits.transitionBytesMax);
     if (typeof body !== 'string') return body;
     try {
@@ -213,7 +222,7 @@ export abstract class ReplayStampedStore implements EventStore {
     }
   }
 
-  async append(operationId: string, expectedRevision: string, transition: Transition, after?: RecordAfter): Promise<AppendOutcome> {
+  async append(operationId: string, expectedRevision: string, transition: Transition, after?: IndexAfter): Promise<AppendOutcome> {
     const body = precheckWrite(this.closed, transition, this.limits.transitionBytesMax);
     if (typeof body !== 'string') return body;
     try {
@@ -296,11 +305,13 @@ export abstract class ReplayStampedStore implements EventStore {
     const outcome = answerStoredAt(this.fold, operationId, revision, committedAtMs, before, transition.timeGuard);
     // An applied end unmarks its instance; a failure leaves the mark for the executor to remove when it finds the instance ended.
     if (outcome.kind === 'ok' && streamFamily(operationId) === 'wf' && endsWorkflow(transition)) await this.workflowEnded(operationId).catch(() => undefined);
-    // Stored either way (applied, or void on fold): the index row follows the log (operations only, not workflow instances).
-    if ((outcome.kind === 'ok' || outcome.kind === 'expired') && streamFamily(operationId) === 'op') {
+    // Stored either way (applied, or void on fold): the index row follows the log.
+    if (outcome.kind === 'ok' || outcome.kind === 'expired') {
       // The written transition itself beside the stored instant: the committing side folds that object.
       const stored = { revision: String(revision), committedAtMs, transition };
-      await this.index.appended(operationId, before.count === 0 ? undefined : String(before.revision), stored, write.after);
+      if (streamFamily(operationId) === 'op')
+        await this.index.appended(operationId, before.count === 0 ? undefined : String(before.revision), stored, write.after);
+      else await this.index.workflowAppended(operationId, stored, write.after);
     }
     return outcome;
   }

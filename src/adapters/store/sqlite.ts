@@ -21,11 +21,13 @@ import { AssertionFailure, unavailable } from '../../contract/errors.js';
 import { checkGuardShape, guardAdmits, guardFailure, rollbackFailure } from '../../events/guard.js';
 import { bodyBytes, checkTransitionShape, decodeStored, encodeTransition, isStoreFailure, logFullFailure, notifyAll, sizeFailure } from './codec.js';
 import { resolveStoreLimits } from './limits.js';
-import type { AppendListener, AppendOutcome, EventStore, ReadOutcome, RecordAfter, RevisionListener, StoreFailure, StoreLimits } from './types.js';
+import type { AppendListener, AppendOutcome, EventStore, IndexAfter, ReadOutcome, RevisionListener, StoreFailure, StoreLimits } from './types.js';
 import { openSqliteDatabase } from './sqlite-open.js';
 import { limits as contractLimits } from '../../contract/limits.js';
 import { IndexStates } from './index-states.js';
 import { SqliteOperationIndex, indexSchema } from './sqlite-index.js';
+import { SqliteWorkflowIndex, workflowIndexSchema } from './sqlite-workflow-index.js';
+import { committedWorkflowRow, isWorkflowStream } from './workflow-rows.js';
 import { isOperationId } from '../../contract/ids.js';
 import { endsWorkflow, runningOfLog, startsWorkflow, streamFamily } from './workflow-running.js';
 
@@ -75,7 +77,8 @@ CREATE TABLE IF NOT EXISTS workflow_meta (
   id INTEGER PRIMARY KEY CHECK (id = 1),
   built INTEGER NOT NULL
 );
-INSERT OR IGNORE INTO workflow_meta (id, built) VALUES (1, 0);`;
+INSERT OR IGNORE INTO workflow_meta (id, built) VALUES (1, 0);
+${workflowIndexSchema}`;
 
 interface OperationRow {
   tombstoned: number;
@@ -105,8 +108,8 @@ interface WriteRequest {
   transition: Transition;
   /** The encoded transition: the bytes stored and the bytes the size budget counts. */
   body: string;
-  /** The committing side's record after the transition (the index row's source, index-states.ts). */
-  after: RecordAfter | undefined;
+  /** The committing side's record (or instance row) after the transition: the index row's source (index-states.ts, workflow-rows.ts). */
+  after: IndexAfter | undefined;
 }
 
 function prepareStatements(db: Database.Database) {
@@ -166,6 +169,7 @@ export class SqliteEventStore implements EventStore {
   private readonly indexStates = new IndexStates();
   /** The operations index, written in each append's transaction. */
   readonly index: SqliteOperationIndex;
+  readonly workflowIndex: SqliteWorkflowIndex;
 
   constructor(options: SqliteStoreOptions) {
     this.capabilities = { durable: options.path !== ':memory:', guard: 'in-write' };
@@ -179,6 +183,7 @@ export class SqliteEventStore implements EventStore {
       logOf: (operationId) => this.logInTransaction(operationId),
       states: this.indexStates,
     });
+    this.workflowIndex = new SqliteWorkflowIndex(this.db, () => this.closed);
     this.writeTransaction = this.db.transaction((request: WriteRequest) => this.writeLocked(request));
     this.listRunningWorkflowsOnce();
     // One read transaction: the operation row and its transitions come from the same snapshot.
@@ -194,15 +199,16 @@ export class SqliteEventStore implements EventStore {
       this.statements.tombstone.run(operationId);
       this.statements.deleteTransitions.run(operationId);
       this.index.remove(operationId);
+      this.workflowIndex.write(operationId, undefined);
       return { kind: 'ok', revision: String(operation.last_revision), committedAtMs: this.clock.nowMs() };
     });
   }
 
-  async create(operationId: string, transition: Transition, after?: RecordAfter): Promise<AppendOutcome> {
+  async create(operationId: string, transition: Transition, after?: IndexAfter): Promise<AppendOutcome> {
     return this.write(operationId, undefined, transition, after);
   }
 
-  async append(operationId: string, expectedRevision: string, transition: Transition, after?: RecordAfter): Promise<AppendOutcome> {
+  async append(operationId: string, expectedRevision: string, transition: Transition, after?: IndexAfter): Promise<AppendOutcome> {
     return this.write(operationId, expectedRevision, transition, after);
   }
 
@@ -358,7 +364,7 @@ export class SqliteEventStore implements EventStore {
     return cursor;
   }
 
-  private write(operationId: string, expectedRevision: string | undefined, transition: Transition, after: RecordAfter | undefined): AppendOutcome {
+  private write(operationId: string, expectedRevision: string | undefined, transition: Transition, after: IndexAfter | undefined): AppendOutcome {
     if (this.closed) return closedFailure;
     const shape = checkTransitionShape(transition) ?? checkGuardShape(transition.timeGuard);
     if (shape) return shape;
@@ -396,14 +402,16 @@ export class SqliteEventStore implements EventStore {
     // The caller's transition itself, not a decoded copy: transitions are never changed once
     // decided (the coordinator folds the same objects), and a parse would cost as much as the fold.
     const stored: StoredTransition = { revision: String(revision), committedAtMs: nowMs, transition };
-    // A workflow instance's stream (wf… id) has no row: the index lists operations.
+    // A workflow instance's stream (wf… id) has its row in the workflow index, from the committing side.
     const indexed = isOperationId(operationId);
+    const instanceRow = isWorkflowStream(operationId) ? committedWorkflowRow(operationId, stored, after) : undefined;
     const row = indexed
       ? this.indexStates.rowAfter(operationId, operation ? String(operation.last_revision) : undefined, stored, () => this.logInTransaction(operationId), after)
       : undefined;
     this.statements.insertTransition.run(rowid, operationId, revision, nowMs, body);
     if (indexed) this.index.write(operationId, row);
     else if (streamFamily(operationId) === 'wf') this.noteWorkflow(operationId, transition);
+    if (instanceRow) this.workflowIndex.write(operationId, instanceRow);
     if (operation) this.statements.updateOperation.run(revision, operationId);
     else this.statements.insertOperation.run(operationId, revision);
     this.statements.updateMeta.run(nowMs, rowid, meta.operations_count + (operation ? 0 : 1));

@@ -9,6 +9,7 @@
 import type { StoredTransition, Transition } from '../../events/types.js';
 import type { IndexPage, IndexQuery, OperationIndexRow, StuckBounds, StuckCounts } from '../../events/operation-index.js';
 import type { OperationRecord } from '../../projections/record.js';
+import type { WorkflowIndexPage, WorkflowIndexQuery, WorkflowIndexRow } from '../../events/workflow-index.js';
 
 export type StoreFailureKind = 'conflict' | 'expired' | 'unavailable' | 'not-found' | 'invalid-input';
 
@@ -55,6 +56,19 @@ export interface StoreLimits {
  */
 export type RecordAfter = (stored: StoredTransition) => OperationRecord | undefined;
 
+/**
+ * A workflow instance's index row after the transition a create or append stores, as the
+ * committing side derives it (src/workflow/exec/streams.ts: the row of its record after it). The
+ * store writes it only when it names the instance at the revision just written; a store cannot
+ * fold an instance's log itself (the workflow projection lives above the adapters), so a row
+ * missed (a crash between a log and a row written apart) stays behind until the instance's next
+ * append or `convoke replay wf… --fix-index`.
+ */
+export type WorkflowRowAfter = (stored: StoredTransition) => WorkflowIndexRow | undefined;
+
+/** What a create or append is handed for its index: an operation's record, or an instance's row (by the stream's family). */
+export type IndexAfter = RecordAfter | WorkflowRowAfter;
+
 export interface AppendListener {
   (operationId: string, stored: StoredTransition): void;
 }
@@ -87,17 +101,32 @@ export interface OperationIndexStore {
   openOperationIds(): AsyncIterable<string>;
 }
 
+/**
+ * The workflow instances index a store keeps beside its logs: one row per instance, written from
+ * the committing side's row with each append (WorkflowRowAfter). Failures throw an AdapterError
+ * (`unavailable`).
+ */
+export interface WorkflowIndexStore {
+  /** One page, newest start first, after `query.after`. */
+  list(query: WorkflowIndexQuery): Promise<WorkflowIndexPage>;
+  get(instanceId: string): Promise<WorkflowIndexRow | undefined>;
+  /** Writes the row derived from the instance's log (a rebuild: replaces whatever the store holds), or removes it when undefined. */
+  put(instanceId: string, row: WorkflowIndexRow | undefined): Promise<void>;
+}
+
 export interface EventStore {
   readonly name: string;
   readonly capabilities: StoreCapabilities;
   readonly index: OperationIndexStore;
+  readonly workflowIndex: WorkflowIndexStore;
   /**
    * Create-if-absent: the first transition of a new stream. `conflict` if the stream exists, `expired` if tombstoned.
-   * `after` (RecordAfter): the committing side's record after the transition, for the index row.
+   * `after`: the committing side's record after the transition (RecordAfter), or for a workflow
+   * instance its row (WorkflowRowAfter), for the index.
    */
-  create(operationId: string, transition: Transition, after?: RecordAfter): Promise<AppendOutcome>;
+  create(operationId: string, transition: Transition, after?: IndexAfter): Promise<AppendOutcome>;
   /** Append at expectedRevision (the revision returned by the last create/append/read). */
-  append(operationId: string, expectedRevision: string, transition: Transition, after?: RecordAfter): Promise<AppendOutcome>;
+  append(operationId: string, expectedRevision: string, transition: Transition, after?: IndexAfter): Promise<AppendOutcome>;
   read(operationId: string): Promise<ReadOutcome>;
   /** Every operation id with a live stream, in no particular order. */
   operationIds(): AsyncIterable<string>;

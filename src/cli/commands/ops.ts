@@ -281,7 +281,12 @@ export async function replayCommand(
   io: CliIo,
 ): Promise<number> {
   if (operationId !== undefined && isWorkflowInstanceId(operationId))
-    return (await import('./workflow-ops.js')).workflowReplayCommand(operationId, { store: options.store, json: options.json }, io, withStore);
+    return (await import('./workflow-ops.js')).workflowReplayCommand(
+      operationId,
+      { store: options.store, json: options.json, ...(options.fixIndex ? { fixIndex: true } : {}) },
+      io,
+      withStore,
+    );
   if (operationId !== undefined) parseTypedId(operationId);
   return withStore(options, async (store) => {
     const ids: string[] = [];

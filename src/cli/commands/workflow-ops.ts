@@ -2,13 +2,17 @@
  * Operator tools over workflow instance streams (`wf…` ids): `convoke inspect wf…` (also
  * `convoke workflow inspect`) shows an instance's stored transitions and its record; `convoke
  * replay wf…` rebuilds it from its log and checks the record against the machines' own replay
- * (workflow/exec/replay.ts). Exit 1 on any difference, 9 when the instance is unknown.
+ * (workflow/exec/replay.ts), and the store's workflow instances index row against the projection
+ * of the log (workflow/exec/index-row.ts); `--fix-index` writes the row again. Exit 1 on any
+ * difference (a row rewritten by --fix-index is not one), 9 when the instance is unknown.
  */
+import { isDeepStrictEqual } from 'node:util';
 import type { EventStore } from '../../adapters/store/types.js';
 import type { Stored } from '../../kernel/types.js';
 import type { WorkflowEvent, WorkflowTransition } from '../../workflow/exec/events.js';
 import type { WorkflowRecord } from '../../workflow/exec/record.js';
 import { replayWorkflowLog } from '../../workflow/exec/replay.js';
+import { workflowIndexRowOfLog } from '../../workflow/exec/index-row.js';
 import { workflowStreams } from '../../workflow/exec/streams.js';
 import { exitCodes } from '../exit-codes.js';
 import type { CliIo } from '../io.js';
@@ -128,14 +132,31 @@ export async function replayInstance(store: EventStore, instanceId: string): Pro
   }
 }
 
-export async function workflowReplayCommand(instanceId: string, options: { store: string; json: boolean }, io: CliIo, withStore: WithStore): Promise<number> {
+export async function workflowReplayCommand(
+  instanceId: string,
+  options: { store: string; json: boolean; fixIndex?: boolean },
+  io: CliIo,
+  withStore: WithStore,
+): Promise<number> {
   return withStore(options.store, async (store) => {
     const log = await readInstance(store, instanceId);
     if (!log) {
       io.stderr.write(`no workflow instance ${instanceId}\n`);
       return exitCodes.notFound;
     }
-    const { record, problem } = replayWorkflowLog(log);
+    const replayed = replayWorkflowLog(log);
+    const { record } = replayed;
+    let problem = replayed.problem;
+    if (problem === null) {
+      const expected = workflowIndexRowOfLog(log);
+      const stored = await store.workflowIndex.get(instanceId);
+      if (!isDeepStrictEqual(stored, expected)) {
+        if (options.fixIndex) {
+          await store.workflowIndex.put(instanceId, expected);
+          io.stderr.write(`workflow index row of ${instanceId} written again from its log\n`);
+        } else problem = `the workflow index row ${stored ? `(revision ${stored.revision})` : '(missing)'} differs from its log's; --fix-index writes it again`;
+      }
+    }
     const row = { instanceId, transitions: log.length, status: record?.status ?? '-', problem };
     if (options.json) io.stdout.write(JSON.stringify({ replayed: 1, differences: problem === null ? 0 : 1, rows: [row] }, null, 2) + '\n');
     else {

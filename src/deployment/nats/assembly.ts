@@ -374,7 +374,15 @@ async function hostWorkflows(
 ): Promise<WorkflowHosting | undefined> {
   if (!parts.workflows) return undefined;
   const { coordinator, store, nc, closers } = wiring;
-  const workflows = await parts.workflows({ coordinator, bundles: parts.bundles, store, clock: parts.clock, settings: config.workflows ?? {}, nats: nc });
+  const workflows = await parts.workflows({
+    coordinator,
+    bundles: parts.bundles,
+    store,
+    clock: parts.clock,
+    settings: config.workflows ?? {},
+    nats: nc,
+    listing: { operators: new Set(config.operators ?? []) },
+  });
   closers.push(() => workflows.close());
   return workflows;
 }

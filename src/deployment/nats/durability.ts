@@ -5,7 +5,7 @@
  */
 import type { NatsConnection } from '@nats-io/transport-node';
 import type { StoredTransition, Transition } from '../../events/types.js';
-import type { AppendOutcome, EventStore, ReadOutcome, RecordAfter, StoreFailure } from '../../adapters/store/types.js';
+import type { AppendOutcome, EventStore, IndexAfter, ReadOutcome, StoreFailure } from '../../adapters/store/types.js';
 import type { DurabilityCheck } from '../../adapters/transport/types.js';
 import type { DeploymentLog } from '../types.js';
 
@@ -32,13 +32,17 @@ export class AdmissionGatedStore implements EventStore {
     return this.inner.index;
   }
 
-  async create(operationId: string, transition: Transition, after?: RecordAfter): Promise<AppendOutcome> {
+  get workflowIndex() {
+    return this.inner.workflowIndex;
+  }
+
+  async create(operationId: string, transition: Transition, after?: IndexAfter): Promise<AppendOutcome> {
     const problem = this.problem();
     if (problem !== undefined) return { kind: 'unavailable', description: problem };
     return this.inner.create(operationId, transition, after);
   }
 
-  append(operationId: string, expectedRevision: string, transition: Transition, after?: RecordAfter): Promise<AppendOutcome> {
+  append(operationId: string, expectedRevision: string, transition: Transition, after?: IndexAfter): Promise<AppendOutcome> {
     return this.inner.append(operationId, expectedRevision, transition, after);
   }
 

@@ -15,9 +15,18 @@ import type { ContractRef } from '../../contract/types.js';
 import type { DecisionView, SettlementView } from '../../projections/views.js';
 import { WorkflowInstanceNotFound } from '../../runtime/errors.js';
 import type { InvocationService } from '../../runtime/service.js';
-import type { WorkflowInstance, WorkflowInstanceService, WorkflowStage, WorkflowStartRequest } from '../../runtime/workflow-service.js';
+import type { WorkflowInspection, WorkflowInstance, WorkflowInstanceService, WorkflowStage, WorkflowStartRequest } from '../../runtime/workflow-service.js';
+import type { EventStore } from '../../adapters/store/types.js';
+import type { Clock } from '../../contract/clock.js';
+import { appliesOnFold } from '../../events/guard.js';
+import { workflowStuckBoundsDefault, type WorkflowStuckBounds } from '../../events/workflow-index.js';
+import { listWorkflowInstances, type WorkflowListPage, type WorkflowListRequest } from '../../runtime/workflow-list.js';
+import { isWorkflowInstanceId } from '../ids.js';
+import { applyWorkflow } from './record.js';
+import { workflowStreams } from './streams.js';
 import { isObject } from './document.js';
 import type { WorkflowExecutor } from './executor.js';
+import { currentTask } from './index-row.js';
 import type { WorkflowRecord } from './record.js';
 
 export interface WorkflowDefinition {
@@ -34,6 +43,8 @@ export interface WorkflowInstancesOptions {
   definition(digest: string, workflow: string): WorkflowDefinition | undefined;
   /** Where stages' decisions and settlements are read, and a cancelled instance's open stages cancelled. */
   operations?: Pick<InvocationService, 'get' | 'cancel'>;
+  /** The store's workflow instances index and logs, for list, inspect and follow; without it they are unavailable. */
+  listing?: { store: EventStore; clock: Clock; operators: ReadonlySet<string>; stuckBounds?: WorkflowStuckBounds };
 }
 
 const cancelReason = 'cancelled by the caller that started it';
@@ -82,6 +93,87 @@ export class WorkflowInstances implements WorkflowInstanceService {
     const cancelled = await this.options.executor.cancel(instanceId, cancelReason);
     await this.cancelOpenStages(principalId, cancelled);
     return this.view(cancelled);
+  }
+
+  async list(principalId: string, request: WorkflowListRequest): Promise<WorkflowListPage> {
+    const listing = this.listing();
+    return listWorkflowInstances(
+      {
+        index: listing.store.workflowIndex,
+        nowMs: listing.clock.nowMs(),
+        bounds: listing.stuckBounds ?? workflowStuckBoundsDefault,
+        principalId: listing.operators.has(principalId) ? undefined : principalId,
+      },
+      request,
+    );
+  }
+
+  /** The record and the whole log as stored: every transition, applied or void (guard-on-fold stores). */
+  async inspect(principalId: string, instanceId: string): Promise<WorkflowInspection> {
+    const listing = this.listing();
+    if (!isWorkflowInstanceId(instanceId)) throw new WorkflowInstanceNotFound(instanceId);
+    const read = await workflowStreams(listing.store).read(instanceId);
+    if (read.kind === 'unavailable') throw new AdapterError('unavailable', read.description);
+    if (read.kind !== 'ok') throw new WorkflowInstanceNotFound(instanceId);
+    let record: WorkflowRecord | undefined;
+    const timeline: WorkflowInspection['timeline'] = [];
+    for (const [index, stored] of read.transitions.entries()) {
+      const applied = appliesOnFold(stored, record?.lastAppliedAtMs ?? Number.MIN_SAFE_INTEGER);
+      record = applyWorkflow(record, stored);
+      const { transition } = stored;
+      timeline.push({
+        index,
+        revision: stored.revision,
+        committedAtMs: stored.committedAtMs,
+        command: transition.causation.command,
+        applied,
+        events: transition.events as unknown as JsonValue[],
+      });
+    }
+    if (!record || (record.started.principalId !== principalId && !listing.operators.has(principalId))) throw new WorkflowInstanceNotFound(instanceId);
+    const done = record;
+    const order = (at: string) => done.tasks[at]?.startedSeq ?? Number.MAX_SAFE_INTEGER;
+    return {
+      instance: await this.view(done),
+      principalId: done.started.principalId,
+      input: done.started.input,
+      deadlineMs: done.started.deadlineMs,
+      lease: done.lease && { ...done.lease },
+      tasks: Object.entries(done.tasks)
+        .map(([at, task]) => ({
+          at,
+          name: task.name,
+          state: task.state === 'idle' ? 'running' : task.state,
+          startedAtMs: task.startedAtMs,
+          startedSeq: task.startedSeq,
+          endedSeq: task.endedSeq,
+          input: task.input,
+          output: task.output,
+          error: task.error,
+        }))
+        .sort((a, b) => a.startedSeq - b.startedSeq),
+      timers: Object.entries(done.timers).map(([key, timer]) => ({ key, purpose: timer.purpose, dueAtMs: timer.dueAtMs, state: timer.state })),
+      children: Object.entries(done.children)
+        .sort(([a], [b]) => order(a) - order(b))
+        .map(([at, child]) => ({
+          at,
+          operationId: child.operationId,
+          invocationKey: child.invocationKey,
+          attempt: child.attempt,
+          disposition: child.disposition?.disposition ?? null,
+        })),
+      timeline,
+    };
+  }
+
+  async follow(listener: (instanceId: string) => void): Promise<{ close(): Promise<void> }> {
+    return workflowStreams(this.listing().store).watch((instanceId) => listener(instanceId));
+  }
+
+  private listing(): NonNullable<WorkflowInstancesOptions['listing']> {
+    const listing = this.options.listing;
+    if (!listing) throw new AdapterError('unavailable', 'this runtime keeps no workflow instances index');
+    return listing;
   }
 
   /** The view of a record as stored (tests compare it for the live record and the replayed one). */
@@ -167,13 +259,4 @@ export class WorkflowInstances implements WorkflowInstanceService {
 function stageOf(at: string): string | undefined {
   const match = /^\/do\/[0-9]+\/([^/[({~>]+)/.exec(at);
   return match?.[1]?.replace(/~1/g, '/').replace(/~0/g, '~');
-}
-
-/** The innermost task running now (the one started last among the running). */
-function currentTask(record: WorkflowRecord): { at: string; name: string } | null {
-  if (record.status !== 'running') return null;
-  let found: { at: string; name: string; seq: number } | undefined;
-  for (const [at, task] of Object.entries(record.tasks))
-    if (task.state === 'running' && (found === undefined || task.startedSeq > found.seq)) found = { at, name: task.name, seq: task.startedSeq };
-  return found ? { at: found.at, name: found.name } : null;
 }

@@ -8,13 +8,19 @@
  *
  * Stream ids are instance ids (`wf` + 64 hex): the view refuses any other id, and tells its
  * watcher only of workflow streams.
+ *
+ * The store's workflow instances index is fed from here: each create and append hands the store
+ * the instance's index row after the transition (index-row.ts), from the record the kernel
+ * derives for it anyway (RecordAfter), so the store never folds an instance's log.
  */
 import { invalidInput } from '../../contract/errors.js';
 import type { Transition } from '../../events/types.js';
-import type { EventStore } from '../../adapters/store/types.js';
-import type { ReadOutcome, StreamStore } from '../../kernel/types.js';
+import type { EventStore, WorkflowRowAfter } from '../../adapters/store/types.js';
+import type { ReadOutcome, RecordAfter, StreamStore } from '../../kernel/types.js';
 import { isWorkflowInstanceId } from '../ids.js';
 import type { WorkflowTransition } from './events.js';
+import { workflowIndexRow } from './index-row.js';
+import type { WorkflowRecord } from './record.js';
 
 function checked(id: string): string {
   if (!isWorkflowInstanceId(id)) throw invalidInput(`not a workflow instance id: ${JSON.stringify(id.slice(0, 80))}`);
@@ -24,8 +30,17 @@ function checked(id: string): string {
 /** The stored form: the store's interface names the operation transition, whose shape this shares. */
 const stored = (transition: WorkflowTransition): Transition => transition as unknown as Transition;
 
+/** The index row after a stored transition, from the committing side's record after it. */
+function rowAfter(after: RecordAfter<WorkflowTransition, WorkflowRecord> | undefined): WorkflowRowAfter | undefined {
+  if (after === undefined) return undefined;
+  return (storedTransition) => {
+    const record = after(storedTransition as unknown as Parameters<typeof after>[0]);
+    return record && workflowIndexRow(record);
+  };
+}
+
 /** The instance streams of a store, with the instances it lists as running (what a worker resumes at start-up). */
-export interface WorkflowStore extends StreamStore<WorkflowTransition> {
+export interface WorkflowStore extends StreamStore<WorkflowTransition, WorkflowRecord> {
   /** Every instance that may be running (EventStore.runningWorkflowIds): a superset, never missing one. */
   runningIds?(): AsyncIterable<string>;
   /** The instance was read and found ended: the store drops what it kept of it as running. */
@@ -40,8 +55,8 @@ export function workflowStreams(store: EventStore): WorkflowStore & { readonly n
     ended: (instanceId) => store.workflowEnded(checked(instanceId)),
     name: store.name,
     durable: store.capabilities.durable,
-    create: (id, transition) => store.create(checked(id), stored(transition)),
-    append: (id, expectedRevision, transition) => store.append(checked(id), expectedRevision, stored(transition)),
+    create: (id, transition, after) => store.create(checked(id), stored(transition), rowAfter(after)),
+    append: (id, expectedRevision, transition, after) => store.append(checked(id), expectedRevision, stored(transition), rowAfter(after)),
     read: async (id) => (await store.read(checked(id))) as unknown as ReadOutcome<WorkflowTransition>,
     watch: (listener) =>
       store.watch((id, revision) => {

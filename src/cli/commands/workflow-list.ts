@@ -1,0 +1,100 @@
+/**
+ * `convoke workflow list --store URL [filters] [--stuck [REASON]] [--json]`: a page of the
+ * workflow instances index, read from the store as an operator (every principal's instances),
+ * newest start first. The same parameters, checks and cursor as GET /workflow-instances;
+ * `--principal` narrows to one principal. The table fits the terminal; the next page's cursor is
+ * printed under it.
+ */
+import type { Command } from 'commander';
+import { SystemClock } from '../../contract/clock.js';
+import { workflowStuckBoundsDefault } from '../../events/workflow-index.js';
+import { listWorkflowInstances, parseWorkflowListParameters, type ListedInstance } from '../../runtime/workflow-list.js';
+import type { CliIo } from '../io.js';
+import { contextOptions, storeCredsOption, storeOf, workflowCommand } from '../options.js';
+import { renderTable, widthOf } from '../table.js';
+import type { StoreOptions } from './ops.js';
+
+export interface WorkflowListOptions extends StoreOptions {
+  principal?: string;
+  status?: string;
+  workflow?: string;
+  since?: string;
+  until?: string;
+  limit?: string;
+  cursor?: string;
+  /** true (any reason) or a reason. */
+  stuck?: boolean | string;
+  json: boolean;
+}
+
+export async function workflowListCommand(options: WorkflowListOptions, io: CliIo): Promise<number> {
+  const raw: Record<string, string | boolean> = {};
+  for (const name of ['status', 'workflow', 'since', 'until', 'limit', 'cursor', 'stuck'] as const) {
+    const value = options[name];
+    if (value !== undefined) raw[name] = value;
+  }
+  // Checked before any store is opened: a typo is exit 2 whatever the store's state.
+  const request = parseWorkflowListParameters(raw);
+  const { withStore } = await import('./ops.js');
+  return withStore(options, async (store) => {
+    const clock = new SystemClock();
+    const page = await listWorkflowInstances(
+      { index: store.workflowIndex, nowMs: clock.nowMs(), bounds: workflowStuckBoundsDefault, principalId: options.principal },
+      request,
+    );
+    if (options.json) {
+      io.stdout.write(JSON.stringify(page, null, 2) + '\n');
+      return 0;
+    }
+    io.stdout.write(
+      renderTable(
+        ['instance', 'started', 'principal', 'workflow', 'status', 'task', 'next due', 'children', 'stuck'],
+        page.instances.map(rowCells),
+        widthOf(io),
+      ),
+    );
+    io.stdout.write(
+      `\n${page.instances.length} instance${page.instances.length === 1 ? '' : 's'}${page.nextCursor ? `; next page:\n--cursor ${page.nextCursor}` : ''}\n`,
+    );
+    return 0;
+  });
+}
+
+const instant = (ms: number | null) => (ms === null ? null : new Date(ms).toISOString().replace(/\.\d{3}Z$/, 'Z'));
+
+function rowCells(row: ListedInstance) {
+  return [
+    `${row.instanceId.slice(0, 14)}…`,
+    instant(row.startedAtMs),
+    row.principalId,
+    row.workflowName,
+    row.status,
+    row.currentTask?.name ?? (row.lastError ? `${row.lastError.status} ${row.lastError.title ?? row.lastError.type}` : ''),
+    instant(row.nextDueMs),
+    row.childOperations,
+    row.stuck.length === 0 ? '' : row.stuck.join(' '),
+  ];
+}
+
+/** `convoke workflow list`: the workflow instances index as an operator sees it. */
+export function addWorkflowListCommand(program: Command, io: CliIo, setExit: (code: number) => void): void {
+  storeCredsOption(contextOptions(workflowCommand(program).command('list')))
+    .description(
+      "list workflow instances from the workflow instances index, newest start first, as an operator (every principal's); filters as GET /workflow-instances",
+    )
+    .option('--store <url>', "store URL: sqlite:PATH, jetstream:nats://HOST:PORT, esdb://… (default: the context's)")
+    .option('--principal <id>', "only this principal's instances")
+    .option('--status <status>', 'running | completed | faulted | cancelled')
+    .option('--workflow <name>', 'workflow (or pipeline) name')
+    .option('--since <instant>', 'started at or after (RFC 3339 or ms since the epoch)')
+    .option('--until <instant>', 'started before (RFC 3339 or ms since the epoch)')
+    .option('--limit <n>', 'rows per page (1..500, default 50)')
+    .option('--cursor <cursor>', 'the next page, as the previous page printed it')
+    .option('--stuck [reason]', 'only stuck instances: any reason, or past-timeout | timer-overdue | lease-expired')
+    .option('--json', 'machine-readable output', false)
+    .action(async (o) => {
+      const target = await storeOf(o, 'workflow list');
+      const filters = { principal: o.principal, status: o.status, workflow: o.workflow, since: o.since, until: o.until };
+      setExit(await workflowListCommand({ ...target, ...filters, limit: o.limit, cursor: o.cursor, stuck: o.stuck, json: o.json }, io));
+    });
+}

@@ -1,0 +1,111 @@
+/**
+ * The console's workflow instance pages in a real headless Chromium (Debian's chromium through
+ * playwright-core) against a deployment hosting workflow instances, over a loopback socket: the
+ * instances list shows the caller's own instances and takes a new one without a reload (server-sent
+ * events); its filters narrow it; the instance page shows status, input and output, the task tree,
+ * the timers, the child operations linking to their operation pages, and the event stream; another
+ * principal's instance shows nothing.
+ */
+import assert from 'node:assert/strict';
+import { after, before, test } from 'node:test';
+import type { Page } from 'playwright-core';
+import type { JsonObject } from '../../src/contract/json.js';
+import type { WorkflowInstance } from '../../src/runtime/workflow-service.js';
+import { launchBrowser, type BrowserSession } from '../support/browser.js';
+import { serveWorkflowFixture, writeWorkflowFixture, type HostedWorkflows, type WorkflowFixture } from './instances-fixture.js';
+
+let fixture: WorkflowFixture;
+let hosted: HostedWorkflows;
+let browser: BrowserSession & { close(): Promise<void> };
+
+before(async () => {
+  fixture = await writeWorkflowFixture();
+  hosted = await serveWorkflowFixture(fixture);
+  browser = await launchBrowser();
+});
+
+after(async () => {
+  await browser?.close();
+  await hosted?.close();
+  await fixture?.dispose();
+});
+
+async function start(token: string, invocationKey: string, input: JsonObject, waitMs: number): Promise<WorkflowInstance> {
+  const response = await fetch(`${hosted.server.url}/workflow-instances`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+    body: JSON.stringify({ bundle: { ...fixture.bundle }, workflow: 'review-then-publish', invocationKey, input, waitMs }),
+  });
+  return (await response.json()) as WorkflowInstance;
+}
+
+async function signIn(page: Page, token: string, path: string): Promise<void> {
+  await page.goto(`${hosted.server.url}${path}`);
+  await page.fill('#token', token);
+  await page.click('#signin button[type=submit]');
+}
+
+test('the instances list shows the caller its own instances, takes a new one live, and filters', { timeout: 60_000 }, async () => {
+  const first = await start(fixture.tokens.alice, 'console-1', { document: 'RFC 40' }, 10_000);
+  assert.equal(first.status, 'completed');
+  const theirs = await start(fixture.tokens.bob, 'console-bob', { document: 'RFC 41' }, 10_000);
+  const page = await browser.page();
+  await signIn(page, fixture.tokens.alice, '/console/?view=workflows');
+  await page.waitForSelector(`#instances a[title="${first.instanceId}"]`);
+  assert.equal(await page.locator(`#instances a[title="${theirs.instanceId}"]`).count(), 0, "another principal's instance is not listed");
+  const row = await page.locator('#instances tbody tr').first().locator('td').allTextContents();
+  assert.deepEqual([row[1], row[2], row[3]], ['review-then-publish', 'alice', 'completed']);
+
+  // Started while the page is open: it appears without a reload.
+  const second = await start(fixture.tokens.alice, 'console-2', { document: 'RFC 42' }, 0);
+  await page.waitForSelector(`#instances a[title="${second.instanceId}"]`, { timeout: 15_000 });
+
+  await page.selectOption('#wf-status', 'faulted');
+  await page.click('form[aria-label="Filter workflow instances"] button[type=submit]');
+  await page.waitForFunction("document.querySelector('#instances caption')?.textContent?.startsWith('0 instances')");
+  assert.match(page.url(), /view=workflows&status=faulted/);
+  await page.close();
+});
+
+test(
+  'the instance page shows status, input, output, tasks, timers, children linking to their operations, and the event stream',
+  { timeout: 60_000 },
+  async () => {
+    const instance = await start(fixture.tokens.alice, 'console-3', { document: 'RFC 43' }, 10_000);
+    assert.equal(instance.status, 'completed');
+    const page = await browser.page();
+    await signIn(page, fixture.tokens.alice, `/console/?instance=${instance.instanceId}`);
+    await page.waitForSelector('#timeline tbody tr');
+    assert.equal((await page.textContent('#instance-status'))?.trim(), 'completed');
+    assert.match((await page.textContent('#h-instance')) ?? '', new RegExp(instance.instanceId));
+    assert.deepEqual(JSON.parse((await page.textContent('#instance-input')) ?? 'null'), { document: 'RFC 43' });
+    assert.match((await page.textContent('#instance-output')) ?? '', /published/);
+    const tasks = await page.locator('#tasks tbody tr').evaluateAll((rows) => rows.map((r) => [r.getAttribute('data-at'), r.children[2]?.textContent]));
+    assert.ok(
+      tasks.some(([at, state]) => at === '/do/0/review' && state === 'completed'),
+      JSON.stringify(tasks),
+    );
+    const timeline = await page.locator('#timeline tbody tr').first().textContent();
+    assert.match(timeline ?? '', /workflow-started/);
+
+    const links = await page.locator('#children a').evaluateAll((as) => as.map((a) => [a.getAttribute('href'), a.getAttribute('title')]));
+    assert.equal(links.length, 2, 'the two stages');
+    const [href, operationId] = links[0] as [string, string];
+    assert.equal(href, `./?operation=${operationId}`);
+    await page.click(`#children a[title="${operationId}"]`);
+    await page.waitForSelector('#h-summary');
+    assert.match((await page.textContent('#h-summary')) ?? '', new RegExp(operationId));
+    await page.close();
+  },
+);
+
+test("another principal's instance page shows nothing of it", { timeout: 60_000 }, async () => {
+  const instance = await start(fixture.tokens.alice, 'console-4', { document: 'RFC 44' }, 10_000);
+  const page = await browser.page();
+  await signIn(page, fixture.tokens.bob, `/console/?instance=${instance.instanceId}`);
+  await page.waitForFunction("document.getElementById('status')?.className === 'error'");
+  assert.match((await page.textContent('#status')) ?? '', /is visible to this principal/);
+  assert.equal(await page.locator('#instance-status').count(), 0);
+  assert.doesNotMatch((await page.content()) ?? '', /RFC 44/);
+  await page.close();
+});
