@@ -6,6 +6,7 @@
  */
 import { AdapterError, invalidInput, unsupported } from '../../contract/errors.js';
 import type { JsonObject, JsonValue } from '../../contract/json.js';
+import { documentSchemas } from '../schemas.js';
 import { workflowDslVersion } from '../version.js';
 import { durationMs } from './duration.js';
 import { escapePointer, forEachExpression, isExpression, nondeterminismProblem, pointerOf, programOf } from './expressions.js';
@@ -79,6 +80,8 @@ export function checkDocument(document: JsonValue): string {
     if (nondeterminismProblem(program)) checkProgram(program, pointerOf(path));
   });
   for (const field of ['input', 'output', 'export']) checkTransforms(document[field], `/${field}`);
+  // Every data schema compiles now (once for this document), or the document is refused naming it.
+  documentSchemas(document);
   return head.name;
 }
 
