@@ -32,6 +32,8 @@ export interface WorkflowHostParts {
   seed?: number;
   /** Where emitted CloudEvents go (recorded in the instance's log either way). */
   emit?: (event: JsonObject) => Promise<void>;
+  /** The secrets workflows may read (config workflowSecrets, read at start-up). */
+  secrets?: ReadonlyMap<string, JsonValue>;
 }
 
 export interface WorkflowHost extends WorkflowHosting {
@@ -57,6 +59,7 @@ export async function createWorkflowHost(parts: WorkflowHostParts): Promise<Work
     evaluator,
     invocations: parts.coordinator,
     ...(parts.emit ? { emit: parts.emit } : {}),
+    ...(parts.secrets ? { secrets: parts.secrets } : {}),
   });
   const service = new WorkflowInstances({
     executor,

@@ -167,6 +167,22 @@ export const deploymentConfigSchema = {
   properties: {
     store: { type: 'string', minLength: 1, maxLength: 4096 },
     resultBatchMs: { type: 'integer', minimum: 0, maximum: limits.resultBatchMsMax },
+    workflowSecrets: {
+      type: 'object',
+      maxProperties: limits.workflowSecretsMax,
+      propertyNames: { type: 'string', pattern: '^[A-Za-z_][A-Za-z0-9_]*$', maxLength: 128 },
+      additionalProperties: {
+        oneOf: [
+          {
+            type: 'object',
+            required: ['env'],
+            additionalProperties: false,
+            properties: { env: { type: 'string', pattern: '^[A-Za-z_][A-Za-z0-9_]*$', maxLength: 256 } },
+          },
+          { type: 'object', required: ['file'], additionalProperties: false, properties: { file: { type: 'string', minLength: 1, maxLength: 4096 } } },
+        ],
+      },
+    },
     limits: {
       type: 'object',
       additionalProperties: false,
@@ -234,6 +250,10 @@ export function parseDeploymentConfig(bytes: Uint8Array, baseDir: string): Deplo
   const resolved: DeploymentConfig = { ...config, bundles: config.bundles.map(at), http: { ...config.http } };
   if (config.store.startsWith('sqlite:')) resolved.store = `sqlite:${at(config.store.slice('sqlite:'.length))}`;
   if (config.http.jwt) resolved.http.jwt = { ...config.http.jwt, jwksFile: at(config.http.jwt.jwksFile) };
+  if (config.workflowSecrets)
+    resolved.workflowSecrets = Object.fromEntries(
+      Object.entries(config.workflowSecrets).map(([name, source]) => [name, 'file' in source ? { file: at(source.file) } : source]),
+    );
   return resolved;
 }
 

@@ -161,7 +161,15 @@ export interface DeploymentConfig {
   operators?: string[];
   /** When open work counts as stuck (docs/operations.md "Stuck work"); absent fields take stuckBoundsDefault. */
   stuck?: Partial<StuckBounds>;
+  /**
+   * The secrets workflows may read (`use.secrets`, docs/workflows-executor.md "Secrets"), by name:
+   * each read at start-up from an environment variable or an owner-only file, never stored.
+   */
+  workflowSecrets?: Record<string, WorkflowSecretSource>;
 }
+
+/** Where a workflow secret's value comes from: its text, parsed as JSON when it is JSON (an object for basic or bearer `use`). */
+export type WorkflowSecretSource = { env: string } | { file: string };
 
 /** What a NATS deployment exposes beyond RunningDeployment (diagnostics, tests). */
 export interface NatsRuntime {

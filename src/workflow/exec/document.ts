@@ -6,7 +6,9 @@
  */
 import { AdapterError, invalidInput, unsupported } from '../../contract/errors.js';
 import type { JsonObject, JsonValue } from '../../contract/json.js';
+import { limits } from '../../contract/limits.js';
 import { documentSchemas } from '../schemas.js';
+import { checkSecretUses } from '../secrets.js';
 import { workflowDslVersion } from '../version.js';
 import { durationMs } from './duration.js';
 import { escapePointer, forEachExpression, isExpression, nondeterminismProblem, pointerOf, programOf } from './expressions.js';
@@ -67,9 +69,16 @@ export function checkDocument(document: JsonValue): string {
   if (!isObject(head) || typeof head.name !== 'string' || typeof head.dsl !== 'string') throw invalidInput('the workflow needs document.dsl and document.name');
   if (head.dsl !== workflowDslVersion) throw unsupported(`document.dsl is ${JSON.stringify(head.dsl)}; this executor runs DSL ${workflowDslVersion}`);
   const use = isObject(document.use) ? document.use : {};
-  for (const refused of ['catalogs', 'extensions', 'functions', 'authentications', 'secrets']) {
+  for (const refused of ['catalogs', 'extensions', 'functions', 'authentications']) {
     if (use[refused] !== undefined) throw unsupported(`/use/${refused}: ${refused} are not supported by this executor`);
   }
+  if (
+    use.secrets !== undefined &&
+    (!Array.isArray(use.secrets) || use.secrets.length > limits.workflowSecretsMax || !use.secrets.every((name) => typeof name === 'string'))
+  )
+    throw invalidInput(`/use/secrets: a list of at most ${limits.workflowSecretsMax} secret names`);
+  // $secrets only where its value is never recorded (src/workflow/secrets.ts).
+  checkSecretUses(document);
   if (document.schedule !== undefined) throw unsupported('/schedule: scheduled workflows are not supported by this executor');
   const evaluate = isObject(document.evaluate) ? document.evaluate : {};
   if ((evaluate.language ?? 'jq') !== 'jq' || (evaluate.mode ?? 'strict') !== 'strict')

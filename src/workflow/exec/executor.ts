@@ -47,6 +47,8 @@ export interface WorkflowExecutorOptions {
   worker?: string;
   /** How long a lease lasts unless renewed (renewed every third of it): how long a takeover waits after a crash. */
   leaseMs?: number;
+  /** Secrets the deployment provides, by name: a workflow reads those it declares in use.secrets, where src/workflow/secrets.ts allows. */
+  secrets?: ReadonlyMap<string, JsonValue>;
 }
 
 export interface StartRequest {
@@ -70,6 +72,8 @@ export const defaultLeaseMs = 10_000;
 
 /** Why an interpreter's signal aborts once it has returned (an abort reason made once: none is built per run). */
 const interpreterEnded = new Halted('the interpreter ended');
+
+const noSecrets: ReadonlyMap<string, JsonValue> = new Map();
 
 let workersMade = 0;
 const defaultWorker = (): string => `${hostname()}/${process.pid}/${++workersMade}`;
@@ -286,6 +290,7 @@ export class WorkflowExecutor implements CloudEventIntake {
       contractWaitChunkMs: 5000,
       events: this.options.events ?? (this.options.emit ? { publish: this.options.emit } : undefined),
       tasksMax: this.options.tasksMax ?? 10_000,
+      secrets: this.options.secrets ?? noSecrets,
     });
   }
 

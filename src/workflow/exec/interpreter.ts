@@ -30,6 +30,7 @@ import { ExpressionFailure, pathValue } from './jq.js';
 import { Halted, replayed } from './journal.js';
 import type { WorkflowRecord } from './record.js';
 import { documentSchemas, type DocumentSchemas } from '../schemas.js';
+import { secretNames } from '../secrets.js';
 import { runKind } from './tasks.js';
 import type { Frame, Interpreting, InterpreterDeps, Outcome } from './run.js';
 
@@ -196,6 +197,37 @@ export class Interpreter implements Interpreting {
       let vars: Record<string, JsonValue> | undefined;
       return evaluateValue(value, (program) => this.jq(program, input, () => (vars ??= this.vars(frame, extra)), ref));
     });
+  }
+
+  evaluateSecret(expression: string, input: JsonValue, frame: Frame, extra: Readonly<Record<string, JsonValue>>, ref: string): Promise<JsonValue> {
+    const secrets: Record<string, JsonValue> = {};
+    for (const name of secretNames(expression)) secrets[name] = this.secret(name, ref);
+    return this.jq(programOf(expression), input, () => this.vars(frame, { ...extra, secrets }), ref).catch((error: unknown) => {
+      if (!(error instanceof WorkflowRaise)) throw error;
+      throw raise(
+        'expression',
+        400,
+        'Expression evaluation failed',
+        ref,
+        'an expression reading $secrets failed (its message is not kept: it could hold a secret)',
+      );
+    });
+  }
+
+  secret(name: string, ref: string): JsonValue {
+    const document = this.record.started.document;
+    const use = isObject(document) && isObject(document.use) ? document.use : {};
+    const declared = Array.isArray(use.secrets) && use.secrets.includes(name);
+    const value = this.deps.secrets.get(name);
+    if (!declared || value === undefined)
+      throw raise(
+        'authorization',
+        403,
+        'Secret not available',
+        ref,
+        `the secret "${name}" is ${declared ? 'not provided by this deployment' : 'not declared in use.secrets'}`,
+      );
+    return value;
   }
 
   /**
