@@ -147,11 +147,17 @@ function checkTask({ task, pointer }: TaskEntry): void {
   }
 }
 
-/** listen.to: exactly one of one, any, all (until only with any); filters with `with`; `foreach` is not run here. */
+/** listen.to: exactly one of one, any, all (until only with any); filters with `with`; `foreach`: its tasks, no export. */
 function checkListen(task: JsonObject, pointer: string): void {
   const listen = task.listen;
   if (!isObject(listen) || !isObject(listen.to)) throw invalidInput(`${pointer}/listen/to is required`);
-  if (listen.foreach !== undefined) throw unsupported(`${pointer}/listen/foreach: iterating consumed events is not supported by this executor`);
+  const foreach = task.foreach;
+  if (foreach !== undefined) {
+    if (!isObject(foreach)) throw invalidInput(`${pointer}/foreach must be an object`);
+    if (foreach.export !== undefined) throw unsupported(`${pointer}/foreach/export: exporting from a listen's iterations is not supported by this executor`);
+    if (isObject(foreach.output) && typeof foreach.output.as === 'string') checkProgram(programOf(foreach.output.as), `${pointer}/foreach/output/as`);
+    checkList(foreach.do ?? [], `${pointer}/foreach/do`);
+  }
   checkStrategy(listen.to, `${pointer}/listen/to`);
   const until = listen.to.until;
   if (until !== undefined && typeof until !== 'string') {

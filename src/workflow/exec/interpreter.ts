@@ -255,7 +255,7 @@ export class Interpreter implements Interpreting {
    * compiled when the document was checked; validation is a function of the value and the
    * schema, so a replay reaches the same verdict without recording it.
    */
-  private validate(pointer: string, value: JsonValue, instance: string, what: string): void {
+  validate(pointer: string, value: JsonValue, instance: string, what: string): void {
     if (this.schemas === undefined) {
       try {
         this.schemas = documentSchemas(this.record.started.document);
