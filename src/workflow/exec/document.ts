@@ -151,6 +151,7 @@ function checkTask({ task, pointer }: TaskEntry): void {
 function checkListen(task: JsonObject, pointer: string): void {
   const listen = task.listen;
   if (!isObject(listen) || !isObject(listen.to)) throw invalidInput(`${pointer}/listen/to is required`);
+  if (listen.foreach !== undefined) throw invalidInput(`${pointer}/listen/foreach: foreach sits beside listen in the task, not inside it`);
   const foreach = task.foreach;
   if (foreach !== undefined) {
     if (!isObject(foreach)) throw invalidInput(`${pointer}/foreach must be an object`);
