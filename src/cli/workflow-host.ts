@@ -45,6 +45,8 @@ export interface WorkflowHostParts {
   nats?: NatsConnection;
   /** Who lists every principal's instances, and when a running instance counts as stuck. */
   listing?: { operators: ReadonlySet<string>; stuckBounds?: WorkflowStuckBounds };
+  /** The secrets workflows may read (config workflowSecrets, read at start-up). */
+  secrets?: ReadonlyMap<string, JsonValue>;
 }
 
 export interface WorkflowHost extends WorkflowHosting {
@@ -78,6 +80,7 @@ export async function createWorkflowHost(parts: WorkflowHostParts): Promise<Work
     ...(parts.emit ? { emit: parts.emit } : {}),
     ...(sink ? { events: sink } : {}),
     ...(parts.settings?.leaseMs === undefined ? {} : { leaseMs: parts.settings.leaseMs }),
+    ...(parts.secrets ? { secrets: parts.secrets } : {}),
   });
   // Every instance a previous process left running is driven again now, not when next read; and
   // instances other workers left (their lease ended unrenewed) are picked up once per lease.

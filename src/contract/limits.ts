@@ -72,6 +72,12 @@ export const limits = {
   pipelineTransformsMax: 64,
   /** Tasks one workflow document may declare, nested ones and reusable functions included. */
   workflowTasksMax: 4096,
+  /** Data schemas (`input`/`output`/`export.schema`) one workflow document may declare, and the serialized size of one. */
+  workflowSchemasMax: 256,
+  workflowSchemaBytesMax: 64 * 1024,
+  /** Secrets a deployment provides to its workflows (config workflowSecrets) and one document may declare, and the bytes of one. */
+  workflowSecretsMax: 64,
+  workflowSecretBytesMax: 16 * 1024,
   /** One CloudEvent emitted or received (its JSON), and the instances one event may wake. */
   cloudEventBytesMax: 256 * 1024,
   cloudEventMatchesMax: 1024,

@@ -169,6 +169,22 @@ export const deploymentConfigSchema = {
   properties: {
     store: { type: 'string', minLength: 1, maxLength: 4096 },
     resultBatchMs: { type: 'integer', minimum: 0, maximum: limits.resultBatchMsMax },
+    workflowSecrets: {
+      type: 'object',
+      maxProperties: limits.workflowSecretsMax,
+      propertyNames: { type: 'string', pattern: '^[A-Za-z_][A-Za-z0-9_]*$', maxLength: 128 },
+      additionalProperties: {
+        oneOf: [
+          {
+            type: 'object',
+            required: ['env'],
+            additionalProperties: false,
+            properties: { env: { type: 'string', pattern: '^[A-Za-z_][A-Za-z0-9_]*$', maxLength: 256 } },
+          },
+          { type: 'object', required: ['file'], additionalProperties: false, properties: { file: { type: 'string', minLength: 1, maxLength: 4096 } } },
+        ],
+      },
+    },
     limits: {
       type: 'object',
       additionalProperties: false,
@@ -272,6 +288,10 @@ export function parseDeploymentConfig(bytes: Uint8Array, baseDir: string): Deplo
   if (config.http.jwt) resolved.http.jwt = { ...config.http.jwt, jwksFile: at(config.http.jwt.jwksFile) };
   if (config.transport.kind === 'nats' && config.transport.credsFile !== undefined)
     resolved.transport = { ...config.transport, credsFile: at(config.transport.credsFile) };
+  if (config.workflowSecrets)
+    resolved.workflowSecrets = Object.fromEntries(
+      Object.entries(config.workflowSecrets).map(([name, source]) => [name, 'file' in source ? { file: at(source.file) } : source]),
+    );
   return resolved;
 }
 

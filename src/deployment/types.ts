@@ -169,7 +169,15 @@ export interface DeploymentConfig {
   stuck?: Partial<StuckBounds>;
   /** How the workflow instances beside the coordinator run (docs/reference.md "workflows"). */
   workflows?: WorkflowsConfig;
+  /**
+   * The secrets workflows may read (`use.secrets`, docs/workflows-executor.md "Secrets"), by name:
+   * each read at start-up from an environment variable or an owner-only file, never stored.
+   */
+  workflowSecrets?: Record<string, WorkflowSecretSource>;
 }
+
+/** Where a workflow secret's value comes from: its text, parsed as JSON when it is JSON (an object for basic or bearer `use`). */
+export type WorkflowSecretSource = { env: string } | { file: string };
 
 /** What a NATS deployment exposes beyond RunningDeployment (diagnostics, tests). */
 export interface NatsRuntime {

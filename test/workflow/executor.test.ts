@@ -307,7 +307,12 @@ test('refused before anything runs: unsupported tasks and calls name their JSON 
   try {
     await refuse('do:\n  - ok: { set: { a: 1 } }\n  - sh:\n      run: { shell: { command: ls } }\n', '/do/1/sh: run tasks');
     await refuse('do:\n  - g:\n      call: grpc\n      with: { proto: { endpoint: x }, service: { name: s, host: h }, method: m }\n', '/do/0/g: call grpc');
-    await refuse('do:\n  - l:\n      listen: { to: { any: [] }, foreach: { do: [] } }\n', '/do/0/l/listen/foreach');
+    await refuse('do:\n  - l:\n      listen: { to: { any: [] } }\n      foreach: { export: { as: . } }\n', '/do/0/l/foreach/export');
+    await refuse(
+      'do:\n  - l:\n      listen: { to: { any: [] }, foreach: { do: [] } }\n',
+      '/do/0/l/listen/foreach: foreach sits beside listen',
+      'invalid-input',
+    );
     await refuse('do:\n  - t:\n      set: { at: "${ now }" }\n', 'uses now');
     await refuse('do:\n  - t:\n      set: { home: "${ $ENV.HOME }" }\n', 'ENV');
     await refuse('do:\n  - t:\n      call: myFunction\n', 'does not resolve');

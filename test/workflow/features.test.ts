@@ -73,6 +73,13 @@ async function deployment(w: World): Promise<void> {
   for (const peerId of peers) await w.embedded.addPeer(peerId, { review: slow, hold: slow });
 }
 
+/** The executions of the task named `name` (at least one unless `some` is false). */
+function executions(record: WorkflowRecord, name: string, some = true) {
+  const found = Object.values(record.tasks).filter((task) => task.name === name);
+  if (some) assert.ok(found.length > 0, `task ${name} ran`);
+  return found;
+}
+
 function childOf(record: WorkflowRecord, name: string) {
   const child = Object.entries(record.children).find(([, c]) => c.ref.endsWith(`/${name}`));
   assert.ok(child, `task ${name} bound a child operation`);
@@ -127,6 +134,30 @@ const steps: Step[] = [
     },
   ],
   [
+    /^the workflow should fault with error:$/,
+    async (w, _m, doc) => {
+      const record = await finished(w);
+      assert.equal(record.status, 'faulted');
+      const expected = yaml(doc ?? '') as JsonObject;
+      const actual = record.error as unknown as JsonObject;
+      for (const [name, value] of Object.entries(expected)) assert.deepEqual(actual[name], value, `error.${name} in ${JSON.stringify(actual)}`);
+    },
+  ],
+  [/^(\w+) should complete$/, async (w, m) => assert.ok(executions(await finished(w), m[1]!).every((t) => t.state === 'completed'))],
+  [/^(\w+) should fault$/, async (w, m) => assert.ok(executions(await finished(w), m[1]!).some((t) => t.state === 'faulted'))],
+  [/^(\w+) should not run$/, async (w, m) => assert.deepEqual(executions(await finished(w), m[1]!, false), [])],
+  [
+    /^starting the workflow should be refused as ([a-z-]+) naming (\S+)$/,
+    async (w, m) => {
+      const start = executor(w).executor.start({ principalId: 'alice', invocationKey: `feature-${++scenarioKey}`, document: documentOf(w), input: w.input });
+      await assert.rejects(start, (error: Error & { kind?: string; description?: string }) => {
+        assert.equal(error.kind, m[1]);
+        assert.ok(error.description?.startsWith(`${m[2]!}:`), error.message);
+        return true;
+      });
+    },
+  ],
+  [
     /^the child operation of (\w+) should be (cancelled|detached|already-closed|not-admitted)$/,
     async (w, m) => {
       const child = childOf(await finished(w), m[1]!);
@@ -172,6 +203,6 @@ for (const file of readdirSync(featuresDir)
   pickles.push(...compile(parser.parse(readFileSync(join(featuresDir, file), 'utf8')), file, IdGenerator.incrementing()));
 }
 
-test('convoke’s feature files hold their scenarios', () => assert.equal(pickles.length, 6));
+test('convoke’s feature files hold their scenarios', () => assert.equal(pickles.length, 13));
 
 for (const pickle of pickles) test(`feature ${pickle.uri}: ${pickle.name}`, () => runPickle(pickle));

@@ -158,3 +158,82 @@ test('listen with a task timeout: no event in time faults the task with a timeou
     await h.close();
   }
 });
+
+test('listen until races: an event matching both to and until ends the listen; concurrent deliveries are decided by the order the log records', async () => {
+  const h = harness();
+  try {
+    const document = (name: string) => `${head(name)}do:
+  - wait:
+      listen:
+        to:
+          any:
+            - with: { type: com.example.reading }
+          until:
+            one: { with: { type: com.example.reading, subject: last } }
+`;
+    // One event satisfying both: taken once, for until (its filters are tried first), and left out of the output.
+    const both = await waiting(h, document('until-both'), {}, 'until-both');
+    assert.deepEqual(await h.executor.deliver(event('com.example.reading', { n: 1 }), null), { matched: [both] });
+    const last = event('com.example.reading', { n: 2 }, { subject: 'last' });
+    assert.deepEqual(await h.executor.deliver(last, null), { matched: [both] });
+    const ended = await h.executor.wait(both, 5000);
+    assert.equal(ended.status, 'completed', JSON.stringify(ended.error));
+    assert.deepEqual(ended.output, [{ n: 1 }]);
+    assert.deepEqual(
+      ended.listens['/do/0/wait']!.events.map((taken) => [taken.group, (taken.event as { id: string }).id]),
+      [
+        ['to', `e-${sequence - 1}`],
+        ['until', last.id],
+      ],
+    );
+    await assertReplayEqual(h, both);
+
+    // The last `to` event and the `until` event at once: whichever the log records first decides.
+    for (let round = 0; round < 6; round++) {
+      const id = await waiting(h, document('until-race'), {}, `until-race-${round}`);
+      const reading = event('com.example.reading', { round });
+      const done = event('com.example.reading', {}, { subject: 'last' });
+      await Promise.all(
+        round % 2 === 0
+          ? [h.executor.deliver(reading, null), h.executor.deliver(done, null)]
+          : [h.executor.deliver(done, null), h.executor.deliver(reading, null)],
+      );
+      const record = await h.executor.wait(id, 5000);
+      assert.equal(record.status, 'completed', JSON.stringify(record.error));
+      const order = record.listens['/do/0/wait']!.events.map((taken) => (taken.event as { id: string }).id);
+      assert.equal(order.at(-1), done.id, 'nothing is taken after the until event');
+      assert.deepEqual(record.output, order.includes(reading.id) ? [{ round }] : [], `log order ${order.join(', ')}`);
+      await assertReplayEqual(h, id);
+    }
+  } finally {
+    await h.close();
+  }
+});
+
+test('listen until expression race: events delivered together end the listen at the first, in log order, whose until held', async () => {
+  const h = harness();
+  try {
+    const document = `${head('until-expression-race')}do:
+  - wait:
+      listen:
+        to:
+          any: []
+          until: ( . | length ) >= 1
+`;
+    for (let round = 0; round < 4; round++) {
+      const id = await waiting(h, document, {}, `until-expression-race-${round}`);
+      const first = event('com.example.anything', { n: 1 });
+      const second = event('com.example.anything', { n: 2 });
+      await Promise.all([h.executor.deliver(first, null), h.executor.deliver(second, null)]);
+      const record = await h.executor.wait(id, 5000);
+      assert.equal(record.status, 'completed', JSON.stringify(record.error));
+      const taken = record.listens['/do/0/wait']!.events;
+      assert.deepEqual(record.output, [(taken[0]!.event as { data: JsonValue }).data], 'the output is the events up to the first whose until held');
+      assert.deepEqual(record.steps['/do/0/wait>until[0]'], { ok: true });
+      assert.equal(record.steps['/do/0/wait>until[1]'], undefined, 'until is not evaluated past the event that ended the listen');
+      await assertReplayEqual(h, id);
+    }
+  } finally {
+    await h.close();
+  }
+});

@@ -21,6 +21,7 @@ import { observeProcess } from '../../runtime/metrics.js';
 import type { CliIo } from '../io.js';
 import { buildInfo } from '../version.js';
 import { createWorkflowHost } from '../workflow-host.js';
+import { readWorkflowSecrets } from '../workflow-secrets.js';
 
 export const logLevels = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
 export type LogLevel = (typeof logLevels)[number];
@@ -99,12 +100,14 @@ export async function serveCommand(options: ServeOptions, io: CliIo): Promise<nu
   const log = (line: string, level: 'info' | 'warn' | 'error' = 'warn') => notices[level](line);
   // What loading the program took before anything of the deployment ran (seconds on a loaded machine).
   notices.info({ sinceProcessStartMs: Math.round(process.uptime() * 1000) }, 'starting');
+  // Read once, before anything runs: a missing or unreadable secret stops the start.
+  const secrets = await readWorkflowSecrets(config.workflowSecrets, options.env ?? process.env);
   const deployment = await buildDeployment(config, {
     clock: new SystemClock(),
     log,
     logger: logger.child({ component: 'coordinator' }),
     // Workflow instances on the deployment's store; their contract calls go in-process.
-    workflows: (parts) => createWorkflowHost(parts),
+    workflows: (parts) => createWorkflowHost({ ...parts, secrets }),
     ...(natsLogin ? { natsLogin } : {}),
     ...(options.env ? { env: options.env } : {}),
   });

@@ -13,6 +13,8 @@ import { jsonEquals, type JsonObject, type JsonValue } from '../../contract/json
 import { limits } from '../../contract/limits.js';
 import type { Interaction } from '../../contract/types.js';
 import { compileApplicationSchema, describeErrors } from '../../contract/validation.js';
+import { documentSchemas } from '../schemas.js';
+import { checkSecretUses } from '../secrets.js';
 import { workflowDslVersion } from '../version.js';
 import { checkContractCallWith, contractFunctionDefinition, contractFunctionName } from './contract-function.js';
 import { checkDeterministicJq, checkDeterministicText, isRuntimeExpression } from './expressions.js';
@@ -78,6 +80,9 @@ export function checkWorkflowDocument(document: JsonObject, base = '', enclosing
   checkBareExpression(isObject(document.output) ? document.output.as : undefined, at(base, 'output', 'as'));
   checkStrings(document, base);
   checkReferences(walk);
+  documentSchemas(document, base);
+  // The contract function's declaration reads its secret for other engines; this executor never runs it.
+  checkSecretUses(document, base, (path) => path.length === 3 && path[0] === 'use' && path[1] === 'functions' && path[2] === contractFunctionName);
   return walk.facts;
 }
 

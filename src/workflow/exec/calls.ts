@@ -19,19 +19,112 @@ import { WorkflowRaise, raise } from './dsl-errors.js';
 import type { WorkflowError } from './events.js';
 import type { Interpreting as Interpreter, TaskRun } from './run.js';
 import { Halted } from './journal.js';
+import { mentionsSecrets, redacted, secretNames } from '../secrets.js';
 
 export const contractFunction = 'invoke-contract';
 
 export async function runCall(interpreter: Interpreter, run: TaskRun): Promise<JsonValue> {
   const task = run.entry.task;
-  const args = await interpreter.evaluateValue(`${run.at}>with`, task.with ?? {}, run.input, run.frame, { input: run.input }, run.entry.pointer);
+  const spec = task.with ?? {};
+  // Values that read secrets are recorded as [redacted], and evaluated only when the request is made.
+  const secret = task.call === 'http' ? secretValuesOf(spec) : [];
+  const shown = secret.length === 0 ? spec : redactAt(spec, secret);
+  const args = await interpreter.evaluateValue(`${run.at}>with`, shown, run.input, run.frame, { input: run.input }, run.entry.pointer);
   if (!isObject(args)) throw raise('validation', 400, 'Invalid call arguments', run.entry.pointer, 'with must be an object');
-  if (task.call === 'http') return interpreter.step(`${run.at}>http`, run.frame, 'call', () => sendHttp(interpreter, run, args), httpRerunnable(args));
+  if (task.call === 'http') return interpreter.step(`${run.at}>http`, run.frame, 'call', () => sendHttp(interpreter, run, args, secret), httpRerunnable(args));
   if (task.call === contractFunction) return callContract(interpreter, run, args);
   throw raise('configuration', 400, 'Unsupported call', run.entry.pointer, `call ${JSON.stringify(task.call)} is not supported`);
 }
 
 // ── HTTP ─────────────────────────────────────────────────────────────────
+
+/** A place under an HTTP call's `with` whose value reads a secret: an expression, or a secret-based authentication policy. */
+interface SecretValue {
+  path: string[];
+  /** The `${ }` expression reading `$secrets` (absent for a policy's `use`). */
+  expression?: string;
+  /** A secret-based policy (`basic: {use}`, `bearer: {use}`): the secret's name. */
+  use?: string;
+}
+
+/** Where the call's `with` reads secrets (the document check allowed only these places: src/workflow/secrets.ts). */
+function secretValuesOf(spec: JsonValue): SecretValue[] {
+  if (!isObject(spec)) return [];
+  const found: SecretValue[] = [];
+  if (isObject(spec.headers))
+    for (const [name, value] of Object.entries(spec.headers))
+      if (typeof value === 'string' && mentionsSecrets(value)) found.push({ path: ['headers', name], expression: value });
+  const auth = isObject(spec.endpoint) && isObject(spec.endpoint.authentication) ? spec.endpoint.authentication : undefined;
+  for (const scheme of ['basic', 'bearer'] as const) {
+    const policy = auth?.[scheme];
+    if (!isObject(policy)) continue;
+    if (typeof policy.use === 'string') found.push({ path: ['endpoint', 'authentication', scheme], use: policy.use });
+    else
+      for (const [field, value] of Object.entries(policy))
+        if (typeof value === 'string' && mentionsSecrets(value)) found.push({ path: ['endpoint', 'authentication', scheme, field], expression: value });
+  }
+  return found;
+}
+
+/** A copy of `value` with `[redacted]` at each path. */
+function redactAt(value: JsonValue, places: readonly SecretValue[]): JsonValue {
+  const copy = structuredClone(value);
+  for (const { path } of places) setAt(copy, path, redacted);
+  return copy;
+}
+
+function setAt(target: JsonValue, path: readonly string[], value: JsonValue): void {
+  let holder = target;
+  for (const key of path.slice(0, -1)) holder = isObject(holder) ? (holder[key] ?? null) : null;
+  if (isObject(holder)) holder[path[path.length - 1] as string] = value;
+}
+
+/**
+ * The call's arguments with its secret values in place (never recorded), and every string that
+ * must not appear in what is recorded: the values themselves, and the authorization built from them.
+ */
+async function withSecrets(
+  interpreter: Interpreter,
+  run: TaskRun,
+  args: JsonObject,
+  places: readonly SecretValue[],
+): Promise<{ args: JsonObject; hidden: string[] }> {
+  const full = structuredClone(args);
+  const hidden: string[] = [];
+  for (const place of places) {
+    const value =
+      place.use !== undefined
+        ? interpreter.secret(place.use, run.entry.pointer)
+        : await interpreter.evaluateSecret(place.expression as string, run.input, run.frame, { input: run.input }, run.entry.pointer);
+    setAt(full, place.path, value);
+    collectStrings(value, hidden);
+    // The secrets themselves too: an answer may echo a part of what was built from them.
+    for (const name of place.expression === undefined ? [] : secretNames(place.expression)) collectStrings(interpreter.secret(name, run.entry.pointer), hidden);
+  }
+  const auth = authorization(full.endpoint ?? null, run.entry.pointer);
+  if (auth) hidden.push(auth);
+  return { args: full, hidden: hidden.filter((text) => text !== '').sort((a, b) => b.length - a.length) };
+}
+
+function collectStrings(value: JsonValue, into: string[]): void {
+  if (typeof value === 'string') into.push(value);
+  else if (Array.isArray(value)) for (const item of value) collectStrings(item, into);
+  else if (isObject(value)) for (const item of Object.values(value)) collectStrings(item, into);
+  else if (value !== null) into.push(String(value));
+}
+
+/** `value` with every occurrence of a hidden string replaced by `[redacted]` (an answer that echoes a credential). */
+function scrub<T extends JsonValue>(value: T, hidden: readonly string[]): T {
+  if (hidden.length === 0) return value;
+  const clean = (text: string) => hidden.reduce((out, secret) => out.split(secret).join(redacted), text);
+  const walk = (item: JsonValue): JsonValue => {
+    if (typeof item === 'string') return clean(item);
+    if (Array.isArray(item)) return item.map(walk);
+    if (isObject(item)) return Object.fromEntries(Object.entries(item).map(([key, inner]) => [clean(key), walk(inner)]));
+    return item;
+  };
+  return walk(value) as T;
+}
 
 const idempotentMethods: ReadonlySet<string> = new Set(['GET', 'HEAD', 'OPTIONS', 'TRACE', 'PUT', 'DELETE']);
 
@@ -91,7 +184,23 @@ function requestOf(args: JsonObject, input: JsonValue, ref: string): HttpRequest
   return { method: args.method.toUpperCase(), uri: url.toString(), headers, body };
 }
 
-async function sendHttp(interpreter: Interpreter, run: TaskRun, args: JsonObject): Promise<JsonValue> {
+/**
+ * Makes the request, with the secrets it reads in place; nothing it answers (its content, an error's
+ * detail, the request shown by `output: response`) carries them: headers that read a secret, and
+ * `authorization`, are shown as `[redacted]`, and any echo of a secret's value is replaced.
+ */
+async function sendHttp(interpreter: Interpreter, run: TaskRun, recorded: JsonObject, secret: readonly SecretValue[]): Promise<JsonValue> {
+  if (secret.length === 0) return sendHttpAs(interpreter, run, recorded);
+  const { args, hidden } = await withSecrets(interpreter, run, recorded, secret);
+  try {
+    return scrub(await sendHttpAs(interpreter, run, args), hidden);
+  } catch (error) {
+    if (error instanceof WorkflowRaise) throw new WorkflowRaise(scrub(error.error as unknown as JsonObject, hidden) as unknown as WorkflowError);
+    throw error;
+  }
+}
+
+async function sendHttpAs(interpreter: Interpreter, run: TaskRun, args: JsonObject): Promise<JsonValue> {
   const ref = run.entry.pointer;
   const request = requestOf(args, run.input, ref);
   let response: Response;

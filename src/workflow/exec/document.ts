@@ -6,6 +6,9 @@
  */
 import { AdapterError, invalidInput, unsupported } from '../../contract/errors.js';
 import type { JsonObject, JsonValue } from '../../contract/json.js';
+import { limits } from '../../contract/limits.js';
+import { documentSchemas } from '../schemas.js';
+import { checkSecretUses } from '../secrets.js';
 import { workflowDslVersion } from '../version.js';
 import { durationMs } from './duration.js';
 import { escapePointer, forEachExpression, isExpression, nondeterminismProblem, pointerOf, programOf } from './expressions.js';
@@ -66,9 +69,16 @@ export function checkDocument(document: JsonValue): string {
   if (!isObject(head) || typeof head.name !== 'string' || typeof head.dsl !== 'string') throw invalidInput('the workflow needs document.dsl and document.name');
   if (head.dsl !== workflowDslVersion) throw unsupported(`document.dsl is ${JSON.stringify(head.dsl)}; this executor runs DSL ${workflowDslVersion}`);
   const use = isObject(document.use) ? document.use : {};
-  for (const refused of ['catalogs', 'extensions', 'functions', 'authentications', 'secrets']) {
+  for (const refused of ['catalogs', 'extensions', 'functions', 'authentications']) {
     if (use[refused] !== undefined) throw unsupported(`/use/${refused}: ${refused} are not supported by this executor`);
   }
+  if (
+    use.secrets !== undefined &&
+    (!Array.isArray(use.secrets) || use.secrets.length > limits.workflowSecretsMax || !use.secrets.every((name) => typeof name === 'string'))
+  )
+    throw invalidInput(`/use/secrets: a list of at most ${limits.workflowSecretsMax} secret names`);
+  // $secrets only where its value is never recorded (src/workflow/secrets.ts).
+  checkSecretUses(document);
   if (document.schedule !== undefined) throw unsupported('/schedule: scheduled workflows are not supported by this executor');
   const evaluate = isObject(document.evaluate) ? document.evaluate : {};
   if ((evaluate.language ?? 'jq') !== 'jq' || (evaluate.mode ?? 'strict') !== 'strict')
@@ -79,6 +89,8 @@ export function checkDocument(document: JsonValue): string {
     if (nondeterminismProblem(program)) checkProgram(program, pointerOf(path));
   });
   for (const field of ['input', 'output', 'export']) checkTransforms(document[field], `/${field}`);
+  // Every data schema compiles now (once for this document), or the document is refused naming it.
+  documentSchemas(document);
   return head.name;
 }
 
@@ -135,11 +147,18 @@ function checkTask({ task, pointer }: TaskEntry): void {
   }
 }
 
-/** listen.to: exactly one of one, any, all (until only with any); filters with `with`; `foreach` is not run here. */
+/** listen.to: exactly one of one, any, all (until only with any); filters with `with`; `foreach`: its tasks, no export. */
 function checkListen(task: JsonObject, pointer: string): void {
   const listen = task.listen;
   if (!isObject(listen) || !isObject(listen.to)) throw invalidInput(`${pointer}/listen/to is required`);
-  if (listen.foreach !== undefined) throw unsupported(`${pointer}/listen/foreach: iterating consumed events is not supported by this executor`);
+  if (listen.foreach !== undefined) throw invalidInput(`${pointer}/listen/foreach: foreach sits beside listen in the task, not inside it`);
+  const foreach = task.foreach;
+  if (foreach !== undefined) {
+    if (!isObject(foreach)) throw invalidInput(`${pointer}/foreach must be an object`);
+    if (foreach.export !== undefined) throw unsupported(`${pointer}/foreach/export: exporting from a listen's iterations is not supported by this executor`);
+    if (isObject(foreach.output) && typeof foreach.output.as === 'string') checkProgram(programOf(foreach.output.as), `${pointer}/foreach/output/as`);
+    checkList(foreach.do ?? [], `${pointer}/foreach/do`);
+  }
   checkStrategy(listen.to, `${pointer}/listen/to`);
   const until = listen.to.until;
   if (until !== undefined && typeof until !== 'string') {

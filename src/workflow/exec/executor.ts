@@ -49,6 +49,8 @@ export interface WorkflowExecutorOptions {
   worker?: string;
   /** How long a lease lasts unless renewed (renewed every third of it): how long a takeover waits after a crash. */
   leaseMs?: number;
+  /** Secrets the deployment provides, by name: a workflow reads those it declares in use.secrets, where src/workflow/secrets.ts allows. */
+  secrets?: ReadonlyMap<string, JsonValue>;
 }
 
 export interface StartRequest {
@@ -84,6 +86,8 @@ interface LeaseRun {
   /** The revision its lease was parked at, once parked. */
   parkedAt?: string;
 }
+
+const noSecrets: ReadonlyMap<string, JsonValue> = new Map();
 
 let workersMade = 0;
 const defaultWorker = (): string => `${hostname()}/${process.pid}/${++workersMade}`;
@@ -383,6 +387,7 @@ export class WorkflowExecutor implements CloudEventIntake {
       contractWaitChunkMs: 5000,
       events: this.options.events ?? (this.options.emit ? { publish: this.options.emit } : undefined),
       tasksMax: this.options.tasksMax ?? 10_000,
+      secrets: this.options.secrets ?? noSecrets,
     });
   }
 

@@ -29,6 +29,8 @@ import { evaluateValue, hasExpression, programOf } from './expressions.js';
 import { ExpressionFailure, pathValue } from './jq.js';
 import { Halted, replayed } from './journal.js';
 import type { WorkflowRecord } from './record.js';
+import { documentSchemas, type DocumentSchemas } from '../schemas.js';
+import { secretNames } from '../secrets.js';
 import { runKind } from './tasks.js';
 import type { Frame, Interpreting, InterpreterDeps, Outcome } from './run.js';
 
@@ -58,6 +60,8 @@ export class Interpreter implements Interpreting {
     const frame: Frame = { suffix: '', iterations: [], vars: {}, signal };
     try {
       const raw = this.record.started.input;
+      // The raw input is validated before anything runs: an invalid one faults the instance before its first task.
+      this.validate('/input/schema', raw, '/', 'the workflow input');
       const input =
         isObject(document.input) && typeof document.input.from === 'string'
           ? await this.evaluate('/input/from', document.input.from, raw, frame, {}, '/')
@@ -67,6 +71,7 @@ export class Interpreter implements Interpreting {
         isObject(document.output) && typeof document.output.as === 'string'
           ? await this.evaluate('/output/as', document.output.as, output, frame, {}, '/')
           : output;
+      this.validate('/output/schema', final, '/', 'the workflow output');
       // The end: a record that is no longer running afterwards is what this proposal asked for (nothing to unwind).
       await this.commit({ command: 'complete', events: [{ type: 'workflow-completed', v: 1, output: final }] });
     } catch (error) {
@@ -194,6 +199,37 @@ export class Interpreter implements Interpreting {
     });
   }
 
+  evaluateSecret(expression: string, input: JsonValue, frame: Frame, extra: Readonly<Record<string, JsonValue>>, ref: string): Promise<JsonValue> {
+    const secrets: Record<string, JsonValue> = {};
+    for (const name of secretNames(expression)) secrets[name] = this.secret(name, ref);
+    return this.jq(programOf(expression), input, () => this.vars(frame, { ...extra, secrets }), ref).catch((error: unknown) => {
+      if (!(error instanceof WorkflowRaise)) throw error;
+      throw raise(
+        'expression',
+        400,
+        'Expression evaluation failed',
+        ref,
+        'an expression reading $secrets failed (its message is not kept: it could hold a secret)',
+      );
+    });
+  }
+
+  secret(name: string, ref: string): JsonValue {
+    const document = this.record.started.document;
+    const use = isObject(document) && isObject(document.use) ? document.use : {};
+    const declared = Array.isArray(use.secrets) && use.secrets.includes(name);
+    const value = this.deps.secrets.get(name);
+    if (!declared || value === undefined)
+      throw raise(
+        'authorization',
+        403,
+        'Secret not available',
+        ref,
+        `the secret "${name}" is ${declared ? 'not provided by this deployment' : 'not declared in use.secrets'}`,
+      );
+    return value;
+  }
+
   /**
    * One jq program's first output. A plain path of identifiers is answered in-process, exactly as
    * jq answers it (pathValue), without building the variables only jq would read.
@@ -207,6 +243,30 @@ export class Interpreter implements Interpreting {
       if (error instanceof ExpressionFailure) throw raise('expression', 400, 'Expression evaluation failed', ref, error.message);
       throw error;
     }
+  }
+
+  // ── data schemas ──────────────────────────────────────────────────────
+
+  private schemas: DocumentSchemas | undefined;
+
+  /**
+   * Validates a value against the document's data schema at `pointer` (if it declares one there):
+   * a value that fails it raises the DSL's validation error (400) at `instance`. The schemas were
+   * compiled when the document was checked; validation is a function of the value and the
+   * schema, so a replay reaches the same verdict without recording it.
+   */
+  validate(pointer: string, value: JsonValue, instance: string, what: string): void {
+    if (this.schemas === undefined) {
+      try {
+        this.schemas = documentSchemas(this.record.started.document);
+      } catch (error) {
+        if (!(error instanceof AdapterError)) throw error;
+        throw raise('configuration', 400, 'Invalid data schema', instance, error.message);
+      }
+    }
+    const problem = this.schemas.problem(pointer, value);
+    if (problem !== undefined)
+      throw raise('validation', 400, 'Schema validation failed', instance, `${what} does not match the schema at ${pointer}: ${problem}`);
   }
 
   // ── task lists and tasks ───────────────────────────────────────────────
@@ -285,6 +345,8 @@ export class Interpreter implements Interpreting {
     const from = isObject(task.input) && typeof task.input.from === 'string' ? task.input.from : undefined;
     const as = isObject(task.output) && typeof task.output.as === 'string' ? task.output.as : undefined;
     const exported = isObject(task.export) && typeof task.export.as === 'string' ? task.export.as : undefined;
+    // The raw input is validated before it is transformed (DSL data flow: validate, then input.from).
+    this.validate(`${entry.pointer}/input/schema`, rawInput, entry.pointer, `the input of task ${entry.name}`);
     const transforms = from !== undefined || as !== undefined || exported !== undefined;
     // $task.startedAt is the instant the store committed the task's start: commit it first.
     if (transforms) await this.flush();
@@ -292,8 +354,11 @@ export class Interpreter implements Interpreting {
     const input = from !== undefined ? await this.evaluate(`${at}>input.from`, from, rawInput, frame, taskVar, entry.pointer) : rawInput;
     const result = await runKind(this, { entry, at, input, frame });
     const output = as !== undefined ? await this.evaluate(`${at}>output.as`, as, result.output, frame, { ...taskVar, input }, entry.pointer) : result.output;
+    this.validate(`${entry.pointer}/output/schema`, output, entry.pointer, `the output of task ${entry.name}`);
     if (exported !== undefined) {
-      this.context = await this.evaluate(`${at}>export.as`, exported, output, frame, { ...taskVar, input, output }, entry.pointer);
+      const context = await this.evaluate(`${at}>export.as`, exported, output, frame, { ...taskVar, input, output }, entry.pointer);
+      this.validate(`${entry.pointer}/export/schema`, context, entry.pointer, `the context exported by task ${entry.name}`);
+      this.context = context;
     }
     return { output, then: result.then ?? (typeof task.then === 'string' ? task.then : undefined), ended: result.ended };
   }

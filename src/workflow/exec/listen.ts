@@ -31,14 +31,44 @@ export async function runListen(interpreter: Interpreter, run: TaskRun): Promise
     const to = withExpects(spec.to ?? null, isObject(values) ? values : {});
     await interpreter.propose({ command: 'listen-started', events: [{ type: 'listen-started', v: 1, at, to, read: read as ListenRecord['read'] }] });
   }
+  const foreach = isObject(run.entry.task.foreach) ? run.entry.task.foreach : undefined;
+  const outputs: JsonValue[] = [];
   for (let count = 1; ; count++) {
     // What the listen evaluated so far (its `until` results) is in the log before it waits.
     await interpreter.flush();
     const record = await interpreter.deps.journal.until((r) => taken(r, at) >= count || r.tasks[at]?.state !== 'running', run.frame.signal);
     interpreter.alive(run.frame);
     if (taken(record, at) < count) throw new Halted(`listen ${at} ended while waiting`);
-    if (await ends(interpreter, run, record.listens[at] as ListenRecord, count)) return outputOf(interpreter.record.listens[at] as ListenRecord, count);
+    const listen = record.listens[at] as ListenRecord;
+    const took = listen.events[count - 1];
+    if (foreach && took?.group === 'to') outputs.push(await iterate(interpreter, run, foreach, readEvent(took.event, listen.read), outputs.length));
+    if (await ends(interpreter, run, listen, count)) return foreach ? outputs : outputOf(interpreter.record.listens[at] as ListenRecord, count);
   }
+}
+
+/**
+ * One iteration of `foreach` over an event the listen took for `to`, as it is taken: its tasks run
+ * on the event (as read) under the frame `[k]`, with the event as `$<item>` (default `$item`) and
+ * k as `$<at>` (default `$index`); `foreach.output.as` shapes the iteration's output, validated
+ * against `foreach.output.schema`. The listen's output is then the iterations' outputs in log order.
+ */
+async function iterate(interpreter: Interpreter, run: TaskRun, foreach: JsonObject, item: JsonValue, index: number): Promise<JsonValue> {
+  const ref = run.entry.pointer;
+  const frame = {
+    ...run.frame,
+    suffix: `${run.frame.suffix}[${index}]`,
+    iterations: [...run.frame.iterations, index],
+    vars: {
+      ...run.frame.vars,
+      [typeof foreach.item === 'string' ? foreach.item : 'item']: item,
+      [typeof foreach.at === 'string' ? foreach.at : 'index']: index,
+    },
+  };
+  const { output } = await interpreter.runList(foreach.do ?? [], `${ref}/foreach/do`, item, frame);
+  const as = isObject(foreach.output) && typeof foreach.output.as === 'string' ? foreach.output.as : undefined;
+  const shaped = as === undefined ? output : await interpreter.evaluate(`${run.at}[${index}]>foreach.output.as`, as, output, frame, { input: run.input }, ref);
+  interpreter.validate(`${ref}/foreach/output/schema`, shaped, ref, `the output of iteration ${index} of task ${run.entry.name}`);
+  return shaped;
 }
 
 const taken = (record: WorkflowRecord, at: string): number => record.listens[at]?.events.length ?? 0;

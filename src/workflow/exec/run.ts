@@ -27,6 +27,8 @@ export interface InterpreterDeps {
   events: CloudEventSink | undefined;
   /** Task executions one instance may make (a flow directive can loop). */
   tasksMax: number;
+  /** The secrets the deployment provides, by name (a workflow reads those its `use.secrets` declares: src/workflow/secrets.ts). */
+  secrets: ReadonlyMap<string, JsonValue>;
 }
 
 /** Where a task runs: its key suffix (loop index, retry attempt, branch, revisit), loop indexes, variables, cancellation. */
@@ -56,6 +58,17 @@ export interface TaskRun {
 export interface Interpreting {
   readonly deps: InterpreterDeps;
   readonly record: WorkflowRecord;
+  /**
+   * An expression that reads `$secrets`, evaluated for an outgoing request and never recorded;
+   * a secret the document does not declare, or the deployment does not provide, raises an
+   * authorization error (403), and an evaluation error is raised without its message (it could
+   * hold a secret's value).
+   */
+  evaluateSecret(expression: string, input: JsonValue, frame: Frame, extra: Readonly<Record<string, JsonValue>>, ref: string): Promise<JsonValue>;
+  /** Validates a value against the document's data schema at `pointer`, if any (a validation error, 400, at `instance`). */
+  validate(pointer: string, value: JsonValue, instance: string, what: string): void;
+  /** A secret the document declares and the deployment provides, for a secret-based authentication policy (403 otherwise). */
+  secret(name: string, ref: string): JsonValue;
   /** Commits the proposal with the facts held before it (interpreter.ts: what is recorded, and when). */
   propose(proposal: Proposal): Promise<WorkflowRecord>;
   /** Commits the facts held, if any: before reading what only the log knows (a task's start instant) or waiting. */

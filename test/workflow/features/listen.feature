@@ -206,3 +206,55 @@ Feature: Listen Task
     """
     When the workflow is executed
     Then the workflow should fault with status 408
+
+  Scenario: Listen With Foreach Runs Its Tasks On Each Event As It Is Taken
+    Given a workflow with definition:
+    """yaml
+    document:
+      dsl: '1.0.3'
+      namespace: convoke
+      name: listen-foreach
+      version: '1.0.0'
+    do:
+      - readings:
+          listen:
+            to:
+              any:
+                - with:
+                    type: com.example.reading
+              until: ( . | length ) >= 2
+          foreach:
+            item: reading
+            at: i
+            do:
+              - scale:
+                  set:
+                    value: ${ $reading.n * 10 }
+                    at: ${ $i }
+            output:
+              as: .value
+    """
+    When the workflow is started
+    And the event is delivered:
+    """yaml
+    specversion: '1.0'
+    id: r1
+    source: https://sensors.example
+    type: com.example.reading
+    data: { n: 1 }
+    """
+    Then the delivery should be accepted
+    When the event is delivered:
+    """yaml
+    specversion: '1.0'
+    id: r2
+    source: https://sensors.example
+    type: com.example.reading
+    data: { n: 2 }
+    """
+    Then the delivery should be accepted
+    And the workflow should complete with output:
+    """yaml
+    [ 10, 20 ]
+    """
+    And scale should complete

@@ -1,0 +1,79 @@
+/**
+ * Where a workflow may read its secrets. An instance's log records every expression's result (so
+ * a replay never evaluates anything), so a secret may only be read where its value goes nowhere
+ * but into an outgoing request and never into a recorded value:
+ *
+ * - `$secrets.<name>` inside a `${ }` that is the whole value of an HTTP call's header
+ *   (`with.headers.<header>`) or of its authentication's credential
+ *   (`with.endpoint.authentication.basic.username|password`, `…bearer.token`);
+ * - a secret-based authentication policy: `basic: {use: <name>}` (the secret holds `{username,
+ *   password}`), `bearer: {use: <name>}` (it holds `{token}`).
+ *
+ * Those values are evaluated when the request is made, never recorded: the recorded `with` holds
+ * `[redacted]` in their place, and a recorded request (`output: response`) shows those headers
+ * and `authorization` as `[redacted]`. A worker that makes the call again (after a crash) reads
+ * the secrets again; a replay of the log needs none. Anywhere else — `input.from` included, which
+ * the DSL allows but whose result is the task's recorded input — `$secrets` is refused as
+ * unsupported, as is a name not declared in `use.secrets`.
+ */
+import { invalidInput, unsupported } from '../contract/errors.js';
+import { jsonPointer } from '../contract/ijson.js';
+import type { JsonObject, JsonValue } from '../contract/json.js';
+
+/** What a recorded value shows in place of a secret's. */
+export const redacted = '[redacted]';
+
+const mention = /\$secrets\b/;
+const named = /\$secrets\.([A-Za-z_][A-Za-z0-9_]*)/g;
+const wholeExpression = /^\s*\$\{[\s\S]*\}\s*$/;
+
+const isObject = (value: JsonValue | undefined): value is JsonObject => typeof value === 'object' && value !== null && !Array.isArray(value);
+
+/** The secret names an expression reads (`$secrets.<name>`). */
+export function secretNames(expression: string): string[] {
+  return [...expression.matchAll(named)].map((match) => match[1] as string);
+}
+
+export const mentionsSecrets = (value: string): boolean => mention.test(value);
+
+/** Where, under an HTTP call's `with`, a secret may be read: `headers.<h>`, `endpoint.authentication.basic.username|password`, `endpoint.authentication.bearer.token`. */
+export function isSecretPlace(path: readonly (string | number)[]): boolean {
+  if (path.length === 2 && path[0] === 'headers' && typeof path[1] === 'string') return true;
+  if (path.length !== 4 || path[0] !== 'endpoint' || path[1] !== 'authentication') return false;
+  return (path[2] === 'basic' && (path[3] === 'username' || path[3] === 'password')) || (path[2] === 'bearer' && path[3] === 'token');
+}
+
+/**
+ * Refuses a document that reads `$secrets` anywhere but where it may (above), or names a secret
+ * `use.secrets` does not declare. `skip` leaves a subtree out (the contract function's
+ * declaration, written for other engines). Pointers are `base` + the document's.
+ */
+export function checkSecretUses(document: JsonObject, base = '', skip: (path: readonly (string | number)[]) => boolean = () => false): void {
+  const use = isObject(document.use) ? document.use : {};
+  const declared = new Set(Array.isArray(use.secrets) ? use.secrets.filter((s): s is string => typeof s === 'string') : []);
+  // `within`: the path length where the enclosing HTTP call's `with` starts (a place is judged relative to it).
+  const stack: { value: JsonValue; path: (string | number)[]; within: number | undefined }[] = [{ value: document, path: [], within: undefined }];
+  for (let entry = stack.pop(); entry !== undefined; entry = stack.pop()) {
+    const { value, path, within } = entry;
+    if (skip(path)) continue;
+    if (typeof value === 'string') {
+      if (mentionsSecrets(value)) checkUse(value, path, within, declared, base);
+    } else if (Array.isArray(value)) {
+      value.forEach((item, index) => stack.push({ value: item, path: [...path, index], within }));
+    } else if (isObject(value)) {
+      const http = value.call === 'http';
+      for (const [key, item] of Object.entries(value))
+        stack.push({ value: item, path: [...path, key], within: http ? (key === 'with' ? path.length + 1 : undefined) : within });
+    }
+  }
+}
+
+function checkUse(value: string, path: (string | number)[], within: number | undefined, declared: ReadonlySet<string>, base: string): void {
+  const where = base + jsonPointer(path);
+  const place = within === undefined ? undefined : path.slice(within);
+  if (place === undefined || !isSecretPlace(place) || !wholeExpression.test(value))
+    throw unsupported(
+      `${where}: $secrets is read only in a \${ } that is an HTTP call's header value or its basic or bearer credential: every other expression's result is recorded in the instance's log, and a secret must never be`,
+    );
+  for (const name of secretNames(value)) if (!declared.has(name)) throw invalidInput(`${where}: the secret "${name}" is not declared in use.secrets`);
+}
