@@ -46,6 +46,21 @@ async function invokeUntilAnswered(client: CommandClient, key: string, waitMs: n
   }
 }
 
+/**
+ * Asks the broker again while a request right after its restart fails (timed out, or JetStream
+ * still loading its streams): what is asked is read-only, so asking again is safe.
+ */
+async function askAgain<T>(ask: () => Promise<T>): Promise<T> {
+  for (let tries = 0; ; tries++) {
+    try {
+      return await ask();
+    } catch (error) {
+      if (tries >= 40) throw error;
+      await new Promise((r) => setTimeout(r, 250));
+    }
+  }
+}
+
 /** Reads an operation, asking again while a command or its reply is lost to a reconnect. */
 async function getUntilAnswered(client: CommandClient, operationId: string) {
   for (let tries = 0; ; tries++) {
@@ -104,7 +119,7 @@ describe('NATS durable: a broker that lost acknowledged stream writes', { timeou
       const deliveredBefore = (await jsm.consumers.info(stream, consumer)).delivered.stream_seq;
 
       await f.restartServer(() => restoreStreamPart(f.storeDir, stream, older!));
-      const jsmAfter = await jetstreamManager(await f.adminConnection());
+      const jsmAfter = await askAgain(async () => jetstreamManager(await f.adminConnection()));
       await f.startPeer('alfa');
 
       // Right after the restart a command or its reply can be lost (the client is reconnecting):
@@ -192,8 +207,8 @@ describe('NATS durable: a consumer starved by redeliveries of removed messages',
       jsm = await admin();
       await eventually(async () => (await jsm.streams.info(stream)).state.messages === 1, 'the work queue removed every answered request');
       await f.restartServer(() => restoreStreamPart(f.storeDir, stream, held!));
-      jsm = await admin();
-      const restored = await jsm.consumers.info(stream, consumer);
+      jsm = await askAgain(admin);
+      const restored = await askAgain(() => jsm.consumers.info(stream, consumer));
       assert.equal(restored.num_ack_pending, inFlight, `the consumer holds deliveries of removed messages: ${JSON.stringify(restored)}`);
 
       const reply = await invoke('waiting', 20_000);

@@ -20,6 +20,11 @@ import { strictTscArgs } from '../support/typecheck.js';
 
 const repoRoot = fileURLToPath(new URL('../../../', import.meta.url));
 const stepTimeoutMs = 60_000;
+/**
+ * tsc over the snippet checks Node's and convoke's types too: seconds of CPU alone, a minute and
+ * more on a loaded 2-core machine. A generous bound, not a rule (as the packed package's tsc has).
+ */
+const typecheckTimeoutMs = 240_000;
 
 async function freePort(): Promise<number> {
   const server = createServer();
@@ -101,7 +106,7 @@ const tcpOpen = (port: number) =>
     socket.once('error', () => resolve(false));
   });
 
-describe('examples/README.md, run as documented', { timeout: 240_000 }, () => {
+describe('examples/README.md, run as documented', { timeout: 600_000 }, () => {
   let dir: string;
   let work: string;
   let natsPort: number;
@@ -211,9 +216,9 @@ describe('examples/README.md, run as documented', { timeout: 240_000 }, () => {
     const checked = spawnSync(process.execPath, await strictTscArgs(repoRoot, 'readme-peer.mts'), {
       cwd: work,
       encoding: 'utf8',
-      timeout: stepTimeoutMs,
+      timeout: typecheckTimeoutMs,
     });
-    assert.equal(checked.status, 0, checked.stdout + checked.stderr);
+    assert.equal(checked.status, 0, `${checked.error?.message ?? ''}\n${checked.stdout}${checked.stderr}`);
 
     const alfa = background.find((b) => b.command.includes('peer.alfa.json'));
     assert.ok(alfa, 'the block started alfa');

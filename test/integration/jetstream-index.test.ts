@@ -265,7 +265,8 @@ test('jetstream index: a view waiting for a row that was purged before its deliv
     const jsm = await jetstreamManager(nc);
     const js = jetstream(nc);
     await jsm.streams.add({ name: 'CONVOKE_OPS_INDEX', subjects: ['convoke.idx.*'], max_msgs_per_subject: 1, allow_direct: true });
-    const shortTimeoutMs = 400;
+    // Long enough for any request on a loaded machine; "asked, not waited out" is still told from it.
+    const shortTimeoutMs = 5_000;
     const feed = await JetStreamIndexFeed.start({ js, jsm, stream: 'CONVOKE_OPS_INDEX', subjectPrefix: 'convoke.idx.', requestTimeoutMs: shortTimeoutMs });
     try {
       const [kept, purged, held] = [newOperationId('kept'), newOperationId('purged'), newOperationId('held')];

@@ -24,12 +24,28 @@ import {
   eventually,
   resultOf,
   reviewerPeers,
+  reviewerSpec,
   spawnCli,
   type CommandClient,
 } from '../support/nats-deployment-fixture.js';
 
 const reviewers = ['alfa', 'bravo', 'charlie'];
-const fileTimeoutMs = 50_000;
+/** A generous bound on the whole file, not a rule: both deployments start and run their tests at once. */
+const fileTimeoutMs = 150_000;
+
+/**
+ * In first-success, a slow sibling holds its approval far longer than any test runs, so only the
+ * cancel ends its wait: with a short delay, a loaded machine could let it answer first or before
+ * the cancel reached it. And the cancel has far longer to be answered than it takes.
+ */
+const untilCancelledMs = 120_000;
+const cancelTimeoutMs = 30_000;
+
+function peers() {
+  const specs = reviewerPeers(reviewers);
+  for (const peer of reviewers) specs[peer]!.interactions.first = reviewerSpec(peer, untilCancelledMs);
+  return specs;
+}
 
 const modes = [
   { mode: 'durable', store: 'jetstream' },
@@ -46,9 +62,9 @@ describe('NATS end to end', { concurrency: true, timeout: fileTimeoutMs }, () =>
         f = await NatsDeploymentFixture.start({
           mode,
           store,
-          bundle: e2eBundle(),
+          bundle: e2eBundle({ cancelTimeoutMs }),
           groups: { reviewers },
-          peers: reviewerPeers(reviewers),
+          peers: peers(),
           commandClients: ['billing', 'mallory'],
         });
         // Durable peers wait for the coordinator to provision their consumers: start everything at once.
@@ -68,7 +84,7 @@ describe('NATS end to end', { concurrency: true, timeout: fileTimeoutMs }, () =>
       });
 
       it('first-success: the first approval decides; cancelled siblings answer stopped and settlement completes', async () => {
-        const r = resultOf(await client.invoke('first', { document: 'd', slow: ['bravo', 'charlie'] }, { waitFor: 'settled' }));
+        const r = resultOf(await client.invoke('first', { document: 'd', slow: ['bravo', 'charlie'] }, { waitFor: 'settled', waitMs: 30_000 }));
         assert.ok(checkResultShape(r));
         assert.equal(r.decision?.outcome, 'success');
         assert.equal(r.decision?.reason, 'threshold');

@@ -82,12 +82,13 @@ describe('PubAckMux (JetStream publishes over one PubAck subscription)', { timeo
   });
 
   it('a subject no stream captures answers no-responders at once', async () => {
+    // "At once" is told from "at the timeout" with a timeout far beyond any round trip on a loaded machine.
     const started = Date.now();
     await assert.rejects(
-      PubAckMux.of(nc).publish('elsewhere.x', bytes('x'), { timeout: 5000 }),
+      PubAckMux.of(nc).publish('elsewhere.x', bytes('x'), { timeout: 60_000 }),
       (e: unknown) => e instanceof errors.NoRespondersError && classifyNatsError(e).kind === 'no-responders',
     );
-    assert.ok(Date.now() - started < 2000);
+    assert.ok(Date.now() - started < 30_000, 'answered, not timed out');
   });
 
   it('a denied publish is a permission violation for that publish only, and the connection stays usable', async () => {
@@ -105,10 +106,10 @@ describe('PubAckMux (JetStream publishes over one PubAck subscription)', { timeo
   it('a PubAck inbox it may not subscribe to fails its publishes at once as uncertain: the message may be stored', async () => {
     const started = Date.now();
     await assert.rejects(
-      PubAckMux.of(deaf).publish('mux.allowed.deaf', bytes('x'), { timeout: 10_000 }),
+      PubAckMux.of(deaf).publish('mux.allowed.deaf', bytes('x'), { timeout: 60_000 }),
       (e: unknown) => classifyNatsError(e).kind === 'uncertain',
     );
-    assert.ok(Date.now() - started < 5000, 'failed with the subscription, not at the timeout');
+    assert.ok(Date.now() - started < 30_000, 'failed with the subscription, not at the timeout');
     // It was stored: a permission answer here would have claimed otherwise.
     const stored = await (await jetstreamManager(nc)).streams.getMessage('MUX', { last_by_subj: 'mux.allowed.deaf' });
     assert.ok(stored);
