@@ -37,7 +37,7 @@ import { buildNatsDeployment } from './nats/assembly.js';
 import { natsTransportSchema } from './nats/settings.js';
 import type { DeploymentConfig, DeploymentLog, ExamplePeerConfig, HttpConfig, JwtConfig, RunningDeployment } from './types.js';
 import type { Logger } from '../runtime/operation-log.js';
-import type { WorkflowHostFactory } from '../runtime/workflow-service.js';
+import { workflowEventsDefaults, type WorkflowHostFactory } from '../runtime/workflow-service.js';
 import type { HttpSettings } from '../http/settings.js';
 import { listingDeps } from './listing.js';
 
@@ -382,6 +382,7 @@ export async function buildDeployment(config: DeploymentConfig, options: BuildOp
     ...attestationProblems(compiled, config.attestations),
     ...examplePeerProblems(compiled, examplePeers),
     ...storeSubjectProblems(compiled, config.store),
+    ...eventSubjectProblems(compiled, config),
   ];
   if (problems.length > 0) throw invalidInput(`deployment config: ${problems.join('; ')}`);
   const http = await resolveHttp(config.http);
@@ -513,6 +514,26 @@ function storeSubjectProblems(bundles: CompiledBundle[], store: string): string[
   return [...new Set(bundles.map((b) => b.bundle.subjectNamespace))]
     .filter((ns) => subjectSpacesOverlap(ns, prefix))
     .map((ns) => `subject namespace "${ns}" overlaps the jetstream store's subjects under "${prefix}": a peer's results could land in the store's streams`);
+}
+
+/**
+ * Workflow events travel on `<subjectPrefix>.<type>`, and their publishers may publish there: the
+ * prefix must not reach a bundle's namespace (a publisher could forge a peer's result), the
+ * store's subjects, the command API or the inboxes.
+ */
+function eventSubjectProblems(bundles: CompiledBundle[], config: DeploymentConfig): string[] {
+  if (config.workflows?.events === undefined) return [];
+  const prefix = config.workflows.events.subjectPrefix ?? workflowEventsDefaults.subjectPrefix;
+  const store = jetstreamStorePrefix(config.store) ?? 'convoke';
+  const taken = [
+    ...new Set(bundles.map((b) => b.bundle.subjectNamespace)),
+    ...['op', 'wf', 'tomb', 'idx', 'open', 'openset'].map((t) => `${store}.${t}`),
+    'convoke.cmd',
+    '_INBOX',
+  ];
+  return taken
+    .filter((subjects) => subjectSpacesOverlap(subjects, prefix))
+    .map((subjects) => `workflows.events.subjectPrefix "${prefix}" overlaps "${subjects}": an event publisher could publish there`);
 }
 
 /** Each example result must name a deployed interaction and match its result schema in every bundle that has it. */

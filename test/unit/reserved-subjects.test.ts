@@ -112,3 +112,38 @@ test('a jetstream store prefix must be token-safe and outside _INBOX (checked be
     await assert.rejects(JetStreamEventStore.open({ servers: 'nats://127.0.0.1:9', subjectPrefix: prefix }), invalid(/jetstream store: prefix/), prefix);
   }
 });
+
+test('workflow events whose subject prefix reaches a namespace, the store or the command API are refused', async () => {
+  const dir = await mkdtemp(join(tmpdir(), 'convoke-reserved-'));
+  try {
+    await writeFile(join(dir, 'b.json'), JSON.stringify(withNamespace('acme.orders')));
+    const build = (events: Record<string, unknown>) =>
+      buildDeployment(
+        parseDeploymentConfig(
+          new TextEncoder().encode(
+            JSON.stringify(minimalServeConfig({ workflows: { events }, attestations: [{ namespace: 'acme.orders', exclusivePeerPublishers: true }] })),
+          ),
+          dir,
+        ),
+        { clock: new VirtualClock() },
+      );
+    for (const [prefix, reached] of [
+      ['acme.orders.review', 'acme.orders'],
+      ['acme', 'acme.orders'],
+      ['convoke', 'convoke.op'],
+      ['convoke.cmd.billing', 'convoke.cmd'],
+    ] as const) {
+      await assert.rejects(
+        build({ subjectPrefix: prefix }),
+        invalid(new RegExp(`subjectPrefix "${prefix.replace(/\./g, '\\.')}" overlaps "${reached.replace(/\./g, '\\.')}"`)),
+        prefix,
+      );
+    }
+    for (const events of [{}, { subjectPrefix: 'acme.events' }]) {
+      const deployment = await build(events);
+      await deployment.close();
+    }
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+});
