@@ -224,58 +224,47 @@ export class SqliteEventStore implements EventStore {
     }
   }
 
-  async *operationIds(): AsyncIterable<string> {
-    // Paged, never an open cursor: the caller may write between yields on this same connection.
-    let afterId = '';
-    for (;;) {
-      if (this.closed) throw unavailable('store is closed');
-      let page: { id: string }[];
-      try {
-        page = this.statements.liveIdsAfter.all(afterId, contractLimits.sqliteOperationIdsPageMax);
-      } catch (error) {
-        throw unavailable(sqliteFailure(error).description, error);
-      }
-      // Workflow instance streams (`wf…`) share the tables; only operations are listed here.
-      for (const row of page) if (isOperationId(row.id)) yield row.id;
-      const last = page.at(-1);
-      if (page.length < contractLimits.sqliteOperationIdsPageMax || last === undefined) return;
-      afterId = last.id;
-    }
+  operationIds(): AsyncIterable<string> {
+    // Workflow instance streams (`wf…`) share the tables; only operations are listed here.
+    return this.pagedIds(this.statements.liveIdsAfter, '', isOperationId);
   }
 
-  async *runningWorkflowIds(): AsyncIterable<string> {
-    // Paged like operationIds: the caller writes between yields.
-    let afterId = '';
-    for (;;) {
-      if (this.closed) throw unavailable('store is closed');
-      let page: { id: string }[];
-      try {
-        page = this.statements.runningWorkflowsAfter.all(afterId, contractLimits.sqliteOperationIdsPageMax);
-      } catch (error) {
-        throw unavailable(sqliteFailure(error).description, error);
-      }
-      for (const row of page) yield row.id;
-      const last = page.at(-1);
-      if (page.length < contractLimits.sqliteOperationIdsPageMax || last === undefined) return;
-      afterId = last.id;
-    }
+  runningWorkflowIds(): AsyncIterable<string> {
+    return this.pagedIds(this.statements.runningWorkflowsAfter, '', () => true);
   }
 
-  async *workflowInstanceIds(): AsyncIterable<string> {
-    let afterId = 'wf';
-    for (;;) {
+  workflowInstanceIds(): AsyncIterable<string> {
+    // Ids sort by family: the pages start at the first `wf…` and stop past the last.
+    return this.pagedIds(
+      this.statements.liveIdsAfter,
+      'wf',
+      (id) => streamFamily(id) === 'wf',
+      (lastId) => !lastId.startsWith('wf'),
+    );
+  }
+
+  /**
+   * Ids from `statement` (`id > ? ORDER BY id LIMIT ?`) after `afterId`, those `keep` accepts.
+   * Paged, never an open cursor: the caller may write between yields on this same connection.
+   */
+  private async *pagedIds(
+    statement: Database.Statement<[string, number], { id: string }>,
+    afterId: string,
+    keep: (id: string) => boolean,
+    pastEnd: (lastId: string) => boolean = () => false,
+  ): AsyncIterable<string> {
+    for (let after = afterId; ;) {
       if (this.closed) throw unavailable('store is closed');
       let page: { id: string }[];
       try {
-        page = this.statements.liveIdsAfter.all(afterId, contractLimits.sqliteOperationIdsPageMax);
+        page = statement.all(after, contractLimits.sqliteOperationIdsPageMax);
       } catch (error) {
         throw unavailable(sqliteFailure(error).description, error);
       }
-      // Ids sort by family: the pages start at the first `wf…` and stop past the last.
-      for (const row of page) if (streamFamily(row.id) === 'wf') yield row.id;
+      for (const row of page) if (keep(row.id)) yield row.id;
       const last = page.at(-1);
-      if (page.length < contractLimits.sqliteOperationIdsPageMax || last === undefined || !last.id.startsWith('wf')) return;
-      afterId = last.id;
+      if (page.length < contractLimits.sqliteOperationIdsPageMax || last === undefined || pastEnd(last.id)) return;
+      after = last.id;
     }
   }
 
