@@ -331,7 +331,10 @@ export async function replayCommand(
       );
       if (failed.length === 0 && rows.length > shown.length) io.stdout.write(`… and ${rows.length - shown.length} more, all ok\n`);
       io.stdout.write(
-        `\nreplayed ${rows.length} operations and workflow instances in ${Date.now() - startedMs} ms: ${rows.length - failed.length - repaired.length} ok, ${failed.length} with differences${repaired.length > 0 ? `, ${repaired.length} index rows rebuilt` : ''}\n`,
+        heading(
+          `replayed ${rows.length} operations and workflow instances in ${Date.now() - startedMs} ms: ${rows.length - failed.length - repaired.length} ok, ${failed.length} with differences${repaired.length > 0 ? `, ${repaired.length} index rows rebuilt` : ''}`,
+          widthOf(io),
+        ),
       );
     }
     return failed.length === 0 ? 0 : 1;
