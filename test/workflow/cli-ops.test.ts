@@ -94,3 +94,47 @@ test('replay reports a log the machines refuse, a transition that fails its sche
   assert.equal(voided.record?.status, 'running');
   assert.equal(voided.problem, null);
 });
+
+test('convoke workflow list reads the instances index from the store: a table with the count, --json with every row, filters', async () => {
+  const dir = await mkdtemp(join(tmpdir(), 'convoke-wf-list-'));
+  try {
+    const file = join(dir, 'wf.yaml');
+    await writeFile(file, `document: { dsl: '1.0.3', namespace: test, name: listed, version: '1.0.0' }\ndo:\n  - add:\n      set: { n: '\${ .n + 1 }' }\n`);
+    const failing = join(dir, 'fail.yaml');
+    await writeFile(
+      failing,
+      `document: { dsl: '1.0.3', namespace: test, name: failing, version: '1.0.0' }\ndo:\n  - boom:\n      raise:\n        error: { type: 'https://example.com/boom', status: 500 }\n`,
+    );
+    const store = `sqlite:${join(dir, 'wf.db')}`;
+    const ids: string[] = [];
+    for (const [doc, key] of [
+      [file, 'a'],
+      [file, 'b'],
+      [failing, 'c'],
+    ] as const) {
+      const run = captureIo();
+      await main(['node', 'convoke', 'workflow', 'run', doc, '--input', '{"n":1}', '--store', store, '--key', key, '--json'], run);
+      ids.push((JSON.parse(run.out() || run.err().slice(run.err().indexOf('{'))) as { instanceId: string }).instanceId);
+    }
+
+    const json = captureIo();
+    assert.equal(await main(['node', 'convoke', 'workflow', 'list', '--store', store, '--json'], json), 0, json.err());
+    const page = JSON.parse(json.out()) as { instances: { instanceId: string; status: string; workflowName: string }[] };
+    assert.deepEqual(page.instances.map((r) => r.instanceId).sort(), [...ids].sort());
+
+    const faulted = captureIo();
+    assert.equal(await main(['node', 'convoke', 'workflow', 'list', '--store', store, '--status', 'faulted', '--json'], faulted), 0, faulted.err());
+    assert.deepEqual(
+      (JSON.parse(faulted.out()) as typeof page).instances.map((r) => [r.instanceId, r.workflowName]),
+      [[ids[2], 'failing']],
+    );
+
+    const table = captureIo();
+    assert.equal(await main(['node', 'convoke', 'workflow', 'list', '--store', store, '--workflow', 'listed'], table), 0, table.err());
+    assert.match(table.out(), /instance/);
+    assert.match(table.out(), /\n2 instances\n/);
+    assert.equal((table.out().match(/completed/g) ?? []).length, 2, table.out());
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+});

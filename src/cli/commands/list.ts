@@ -8,7 +8,7 @@ import { SystemClock } from '../../contract/clock.js';
 import { stuckBoundsDefault } from '../../events/operation-index.js';
 import { listOperations, parseListParameters, type ListedOperation } from '../../runtime/operation-list.js';
 import type { CliIo } from '../io.js';
-import { renderTable, widthOf } from '../table.js';
+import { renderTable, widthOf, type Cell } from '../table.js';
 import { withStore, type StoreOptions } from './ops.js';
 
 export interface ListOptions extends StoreOptions {
@@ -37,21 +37,30 @@ export async function listCommand(options: ListOptions, io: CliIo): Promise<numb
   return withStore(options, async (store) => {
     const clock = new SystemClock();
     const page = await listOperations({ index: store.index, nowMs: clock.nowMs(), bounds: stuckBoundsDefault, principalId: options.principal }, request);
-    if (options.json) {
-      io.stdout.write(JSON.stringify(page, null, 2) + '\n');
-      return 0;
-    }
-    io.stdout.write(
-      renderTable(['operation', 'admitted', 'principal', 'interaction', 'state', 'open', 'next due', 'stuck'], page.operations.map(rowCells), widthOf(io)),
-    );
-    io.stdout.write(
-      `\n${page.operations.length} operation${page.operations.length === 1 ? '' : 's'}${page.nextCursor ? `; next page:\n--cursor ${page.nextCursor}` : ''}\n`,
-    );
+    const headers = ['operation', 'admitted', 'principal', 'interaction', 'state', 'open', 'next due', 'stuck'];
+    writeListPage(io, options.json, page, { headers, rows: page.operations.map(rowCells), noun: 'operation' });
     return 0;
   });
 }
 
-const instant = (ms: number | null) => (ms === null ? null : new Date(ms).toISOString().replace(/\.\d{3}Z$/, 'Z'));
+/** A page as JSON, or as a table fitting the terminal with its count and the next page's cursor. */
+export function writeListPage(
+  io: CliIo,
+  json: boolean,
+  page: { nextCursor?: string | null },
+  table: { headers: string[]; rows: Cell[][]; noun: string },
+): void {
+  if (json) {
+    io.stdout.write(JSON.stringify(page, null, 2) + '\n');
+    return;
+  }
+  io.stdout.write(renderTable(table.headers, table.rows, widthOf(io)));
+  const count = table.rows.length;
+  io.stdout.write(`\n${count} ${table.noun}${count === 1 ? '' : 's'}${page.nextCursor ? `; next page:\n--cursor ${page.nextCursor}` : ''}\n`);
+}
+
+/** An instant in a table cell: ISO 8601 to the second. */
+export const instant = (ms: number | null) => (ms === null ? null : new Date(ms).toISOString().replace(/\.\d{3}Z$/, 'Z'));
 
 function rowCells(row: ListedOperation) {
   return [

@@ -11,7 +11,7 @@ import { workflowStuckBoundsDefault } from '../../events/workflow-index.js';
 import { listWorkflowInstances, parseWorkflowListParameters, type ListedInstance } from '../../runtime/workflow-list.js';
 import type { CliIo } from '../io.js';
 import { contextOptions, storeCredsOption, storeOf, workflowCommand } from '../options.js';
-import { renderTable, widthOf } from '../table.js';
+import { instant, writeListPage } from './list.js';
 import type { StoreOptions } from './ops.js';
 
 export interface WorkflowListOptions extends StoreOptions {
@@ -42,25 +42,11 @@ export async function workflowListCommand(options: WorkflowListOptions, io: CliI
       { index: store.workflowIndex, nowMs: clock.nowMs(), bounds: workflowStuckBoundsDefault, principalId: options.principal },
       request,
     );
-    if (options.json) {
-      io.stdout.write(JSON.stringify(page, null, 2) + '\n');
-      return 0;
-    }
-    io.stdout.write(
-      renderTable(
-        ['instance', 'started', 'principal', 'workflow', 'status', 'task', 'next due', 'children', 'stuck'],
-        page.instances.map(rowCells),
-        widthOf(io),
-      ),
-    );
-    io.stdout.write(
-      `\n${page.instances.length} instance${page.instances.length === 1 ? '' : 's'}${page.nextCursor ? `; next page:\n--cursor ${page.nextCursor}` : ''}\n`,
-    );
+    const headers = ['instance', 'started', 'principal', 'workflow', 'status', 'task', 'next due', 'children', 'stuck'];
+    writeListPage(io, options.json, page, { headers, rows: page.instances.map(rowCells), noun: 'instance' });
     return 0;
   });
 }
-
-const instant = (ms: number | null) => (ms === null ? null : new Date(ms).toISOString().replace(/\.\d{3}Z$/, 'Z'));
 
 function rowCells(row: ListedInstance) {
   return [
