@@ -194,42 +194,69 @@ export function stuckCountQuery(reason: StuckReason, nowMs: number, bounds: Stuc
   return { sql: `SELECT count(*) AS n FROM operation_index INDEXED BY ${stuckCountIndex[reason]} WHERE ${c.sql}`, params: c.params };
 }
 
+/**
+ * The conditions of a list page, both indexes' (operations and workflow instances): equalities,
+ * the instant's window, the cursor (rows before it in the list's newest-first order), and stuck
+ * reasons behind the partial index's own condition.
+ */
+export class PageConditions {
+  readonly parts: string[] = [];
+  readonly params: (string | number)[] = [];
+
+  equal(column: string, value: string | undefined): void {
+    if (value === undefined) return;
+    this.parts.push(`${column} = ?`);
+    this.params.push(value);
+  }
+
+  /** `instantColumn` in [sinceMs, untilMs), and (instant, id) before the cursor. */
+  window(instantColumn: string, idColumn: string, query: { sinceMs?: number; untilMs?: number }, after: readonly [number, string] | undefined): void {
+    if (query.sinceMs !== undefined) {
+      this.parts.push(`${instantColumn} >= ?`);
+      this.params.push(query.sinceMs);
+    }
+    if (query.untilMs !== undefined) {
+      this.parts.push(`${instantColumn} < ?`);
+      this.params.push(query.untilMs);
+    }
+    if (after !== undefined) {
+      this.parts.push(`(${instantColumn}, ${idColumn}) < (?, ?)`);
+      this.params.push(...after);
+    }
+  }
+
+  /**
+   * Any of the stuck conditions, beside the partial index's own WHERE stated literally (SQLite
+   * matches a partial index's WHERE by its terms).
+   */
+  anyOf(partialWhere: string, conditions: { sql: string; params: (string | number)[] }[]): void {
+    this.parts.push(partialWhere, `(${conditions.map((c) => `(${c.sql})`).join(' OR ')})`);
+    for (const c of conditions) this.params.push(...c.params);
+  }
+
+  where(): string {
+    return this.parts.length === 0 ? '' : `WHERE ${this.parts.join(' AND ')}`;
+  }
+}
+
 /** The WHERE clause and parameters of a list query (principal first: it picks the narrowest index). */
 function whereOf(query: IndexQuery): { sql: string; params: (string | number)[] } {
-  const parts: string[] = [];
-  const params: (string | number)[] = [];
-  const equal = (column: string, value: string | undefined) => {
-    if (value === undefined) return;
-    parts.push(`${column} = ?`);
-    params.push(value);
-  };
-  equal('principal_id', query.principalId);
-  equal('phase', query.phase);
-  if (query.outcome === 'open') parts.push('outcome IS NULL');
-  else equal('outcome', query.outcome);
-  equal('settlement', query.settlement);
-  equal('interaction', query.interaction);
-  if (query.sinceMs !== undefined) {
-    parts.push('admitted_at_ms >= ?');
-    params.push(query.sinceMs);
-  }
-  if (query.untilMs !== undefined) {
-    parts.push('admitted_at_ms < ?');
-    params.push(query.untilMs);
-  }
-  if (query.after !== undefined) {
-    parts.push('(admitted_at_ms, operation_id) < (?, ?)');
-    params.push(query.after.admittedAtMs, query.after.operationId);
-  }
+  const c = new PageConditions();
+  c.equal('principal_id', query.principalId);
+  c.equal('phase', query.phase);
+  if (query.outcome === 'open') c.parts.push('outcome IS NULL');
+  else c.equal('outcome', query.outcome);
+  c.equal('settlement', query.settlement);
+  c.equal('interaction', query.interaction);
+  c.window('admitted_at_ms', 'operation_id', query, query.after && [query.after.admittedAtMs, query.after.operationId]);
   if (query.stuck) {
     const { nowMs, bounds, reason } = query.stuck;
-    const conditions = (reason === undefined ? stuckReasons : [reason]).map((r) => stuckCondition(r, nowMs, bounds));
-    // Stated literally, so the stuckable partial indexes apply (SQLite matches their WHERE by its terms).
-    parts.push(stuckable);
-    parts.push(`(${conditions.map((c) => `(${c.sql})`).join(' OR ')})`);
-    for (const c of conditions) params.push(...c.params);
+    c.anyOf(
+      stuckable,
+      (reason === undefined ? stuckReasons : [reason]).map((r) => stuckCondition(r, nowMs, bounds)),
+    );
   }
-  return { sql: parts.length === 0 ? '' : `WHERE ${parts.join(' AND ')}`, params };
+  return { sql: c.where(), params: c.params };
 }
 
 /**

@@ -21,6 +21,7 @@ import {
   type WorkflowStuckReason,
 } from '../../events/workflow-index.js';
 import type { WorkflowIndexStore } from './types.js';
+import { PageConditions } from './sqlite-index.js';
 import { parseWorkflowIndexRow } from './workflow-rows.js';
 
 const running = "status = 'running'";
@@ -67,40 +68,23 @@ function stuckCondition(reason: WorkflowStuckReason, nowMs: number, bounds: Work
 
 /** The statement one page runs: `limit + 1` rows from the position on, in list order. */
 export function workflowListStatement(query: WorkflowIndexQuery): { sql: string; params: (string | number)[] } {
-  const parts: string[] = [];
-  const params: (string | number)[] = [];
-  const equal = (column: string, value: string | undefined) => {
-    if (value === undefined) return;
-    parts.push(`${column} = ?`);
-    params.push(value);
-  };
-  equal('principal_id', query.principalId);
-  equal('status', query.status);
-  equal('workflow_name', query.workflowName);
-  if (query.sinceMs !== undefined) {
-    parts.push('started_at_ms >= ?');
-    params.push(query.sinceMs);
-  }
-  if (query.untilMs !== undefined) {
-    parts.push('started_at_ms < ?');
-    params.push(query.untilMs);
-  }
-  if (query.after !== undefined) {
-    parts.push('(started_at_ms, instance_id) < (?, ?)');
-    params.push(query.after.startedAtMs, query.after.instanceId);
-  }
+  const c = new PageConditions();
+  c.equal('principal_id', query.principalId);
+  c.equal('status', query.status);
+  c.equal('workflow_name', query.workflowName);
+  c.window('started_at_ms', 'instance_id', query, query.after && [query.after.startedAtMs, query.after.instanceId]);
   let indexed = '';
   if (query.stuck) {
     const { nowMs, bounds, reason } = query.stuck;
-    const conditions = (reason === undefined ? workflowStuckReasons : [reason]).map((r) => stuckCondition(r, nowMs, bounds));
-    // Stated literally, so the running partial indexes apply (SQLite matches their WHERE by its terms).
-    parts.push(running, `(${conditions.map((c) => `(${c.sql})`).join(' OR ')})`);
-    for (const c of conditions) params.push(...c.params);
+    // The running partial indexes: the running condition is stated beside the reasons.
+    c.anyOf(
+      running,
+      (reason === undefined ? workflowStuckReasons : [reason]).map((r) => stuckCondition(r, nowMs, bounds)),
+    );
     indexed = query.principalId === undefined ? 'INDEXED BY workflow_index_running' : 'INDEXED BY workflow_index_principal_running';
   }
-  const where = parts.length === 0 ? '' : `WHERE ${parts.join(' AND ')}`;
-  const sql = `SELECT row FROM workflow_index ${indexed} ${where} ORDER BY started_at_ms DESC, instance_id DESC LIMIT ?`;
-  return { sql, params: [...params, query.limit + 1] };
+  const sql = `SELECT row FROM workflow_index ${indexed} ${c.where()} ORDER BY started_at_ms DESC, instance_id DESC LIMIT ?`;
+  return { sql, params: [...c.params, query.limit + 1] };
 }
 
 export class SqliteWorkflowIndex implements WorkflowIndexStore {
