@@ -138,39 +138,52 @@
     ['stuck', ['', 'true', 'open-past-deadline', 'lease-expired', 'outbox-pending', 'settlement-indeterminate']],
   ];
 
-  function filterForm(params) {
-    const form = el('form', { class: 'filters', method: 'get', action: './', role: 'search', 'aria-label': 'Filter operations' });
-    for (const [name, values] of filterFields) {
+  /**
+   * A list's filter form (operations, workflow instances): selects, then text inputs, then Apply,
+   * which navigates to the list with the filled fields (beside `base`, the list's own parameters).
+   */
+  function listFilterForm(params, { label, idPrefix, selects, inputs, base = [] }) {
+    const form = el('form', { class: 'filters', method: 'get', action: './', role: 'search', 'aria-label': label });
+    for (const [name, values] of selects) {
       const select = el(
         'select',
-        { name, id: `f-${name}` },
+        { name, id: `${idPrefix}${name}` },
         values.map((v) => el('option', { value: v, selected: params.get(name) === v }, v === '' ? 'any' : v)),
       );
-      form.append(el('label', { for: `f-${name}` }, name, select));
+      form.append(el('label', { for: `${idPrefix}${name}` }, name, select));
     }
-    for (const [name, hint] of [
-      ['interaction', 'interaction id'],
-      ['since', 'RFC 3339 or ms'],
-      ['until', 'RFC 3339 or ms'],
-    ]) {
+    for (const [name, hint, size] of inputs) {
       form.append(
         el(
           'label',
-          { for: `f-${name}` },
+          { for: `${idPrefix}${name}` },
           name,
-          el('input', { name, id: `f-${name}`, value: params.get(name) || '', placeholder: hint, size: name === 'interaction' ? 16 : 22 }),
+          el('input', { name, id: `${idPrefix}${name}`, value: params.get(name) || '', placeholder: hint, size }),
         ),
       );
     }
     form.append(el('button', { type: 'submit' }, 'Apply'));
     form.addEventListener('submit', (event) => {
       event.preventDefault();
-      const next = new URLSearchParams();
+      const next = new URLSearchParams(base);
       for (const [name, value] of new FormData(form)) if (value !== '') next.set(name, String(value));
-      history.pushState(null, '', `./${next.toString() ? '?' + next : ''}`);
-      route();
+      navigate(`./${next.toString() ? '?' + next : ''}`);
     });
     return form;
+  }
+
+  const timeInputs = [
+    ['since', 'RFC 3339 or ms', 22],
+    ['until', 'RFC 3339 or ms', 22],
+  ];
+
+  function filterForm(params) {
+    return listFilterForm(params, {
+      label: 'Filter operations',
+      idPrefix: 'f-',
+      selects: filterFields,
+      inputs: [['interaction', 'interaction id', 16], ...timeInputs],
+    });
   }
 
   function listTable(page) {
@@ -414,37 +427,13 @@
   ];
 
   function instanceFilterForm(params) {
-    const form = el('form', { class: 'filters', method: 'get', action: './', role: 'search', 'aria-label': 'Filter workflow instances' });
-    for (const [name, values] of instanceFilterFields) {
-      const select = el(
-        'select',
-        { name, id: `wf-${name}` },
-        values.map((v) => el('option', { value: v, selected: params.get(name) === v }, v === '' ? 'any' : v)),
-      );
-      form.append(el('label', { for: `wf-${name}` }, name, select));
-    }
-    for (const [name, hint] of [
-      ['workflow', 'workflow name'],
-      ['since', 'RFC 3339 or ms'],
-      ['until', 'RFC 3339 or ms'],
-    ]) {
-      form.append(
-        el(
-          'label',
-          { for: `wf-${name}` },
-          name,
-          el('input', { name, id: `wf-${name}`, value: params.get(name) || '', placeholder: hint, size: name === 'workflow' ? 16 : 22 }),
-        ),
-      );
-    }
-    form.append(el('button', { type: 'submit' }, 'Apply'));
-    form.addEventListener('submit', (event) => {
-      event.preventDefault();
-      const next = new URLSearchParams([['view', 'workflows']]);
-      for (const [name, value] of new FormData(form)) if (value !== '') next.set(name, String(value));
-      navigate(`./?${next}`);
+    return listFilterForm(params, {
+      label: 'Filter workflow instances',
+      idPrefix: 'wf-',
+      selects: instanceFilterFields,
+      inputs: [['workflow', 'workflow name', 16], ...timeInputs],
+      base: [['view', 'workflows']],
     });
-    return form;
   }
 
   function instancesTable(page) {
