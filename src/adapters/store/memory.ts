@@ -32,7 +32,7 @@ import { isOperationId } from '../../contract/ids.js';
 import { isSettled } from '../../machines/index.js';
 import { endsWorkflow, startsWorkflow, streamFamily } from './workflow-running.js';
 import { WorkflowIndexView } from './workflow-index-view.js';
-import { committedWorkflowRow, copyOfRow, isWorkflowStream } from './workflow-rows.js';
+import { committedWorkflowRow, detachedRow, isWorkflowStream } from './workflow-rows.js';
 
 /**
  * A stored transition is kept as its serialized body, as a durable store keeps bytes: reads decode
@@ -113,7 +113,7 @@ export class MemoryEventStore implements EventStore {
     },
     put: async (instanceId, row) => {
       this.assertOpen();
-      if (row && row.instanceId === instanceId && this.streams.get(instanceId)?.tombstoned === false) this.workflowRows.apply(copyOfRow(row));
+      if (row && row.instanceId === instanceId && this.streams.get(instanceId)?.tombstoned === false) this.workflowRows.apply(detachedRow(row));
       else this.workflowRows.remove(instanceId);
     },
   };

@@ -62,9 +62,25 @@ const contractFunction = 'invoke-contract';
 const refusedCalls = new Set(['grpc', 'openapi', 'asyncapi', 'a2a', 'mcp']);
 const expressionFields = ['if'];
 
-/** Refuses (throws) a document this executor cannot run; answers the workflow's name. */
+/** Documents already checked, with their workflow's name: kept per document object, as its compiled schemas are (schemas.ts). */
+const checked = new WeakMap<object, string>();
+
+/**
+ * Refuses (throws) a document this executor cannot run; answers the workflow's name. A document
+ * object passes the check once: starting the same (unchanged: documents are never modified once
+ * handed over) document again answers from a WeakMap, as `convoke serve` starts a deployed
+ * workflow's one loaded document for every instance.
+ */
 export function checkDocument(document: JsonValue): string {
   if (!isObject(document)) throw invalidInput('a workflow document must be an object');
+  const known = checked.get(document);
+  if (known !== undefined) return known;
+  const name = checkWhole(document);
+  checked.set(document, name);
+  return name;
+}
+
+function checkWhole(document: JsonObject): string {
   const head = document.document;
   if (!isObject(head) || typeof head.name !== 'string' || typeof head.dsl !== 'string') throw invalidInput('the workflow needs document.dsl and document.name');
   if (head.dsl !== workflowDslVersion) throw unsupported(`document.dsl is ${JSON.stringify(head.dsl)}; this executor runs DSL ${workflowDslVersion}`);

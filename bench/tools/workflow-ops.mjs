@@ -1,0 +1,139 @@
+// node bench/tools/workflow-ops.mjs <checkout root> <pipeline|client|executor> <warm> <count>
+// The workload of `npm run bench -- workflow`, one side at a time and a fixed number of times, one
+// after the other: `pipeline` runs the three-stage contract pipeline through the workflow
+// executor (embedded, memory store, quorum 2 of 3), `client` the same three calls made back to
+// back, `executor` the pipeline with its contract calls answered at once by a stub (the same
+// answer a decided operation gives, no coordinator): the executor's own cost alone, with no timer
+// or peer whose timing a slowed process (valgrind) changes. Built for profiles (`node --cpu-prof`) and instruction counts (callgrind), which the
+// interleaved bench cannot attribute to one side: under `valgrind --tool=callgrind
+// --instr-atstart=no`, CONVOKE_CALLGRIND=1 counts the measured runs alone (instrumentation on after
+// the warm-up, off before shutdown). Prints the time, the CPU per run (every thread) and, for
+// `pipeline`, the appends, events and jq worker evaluations per instance.
+import { execFileSync } from 'node:child_process';
+import { parse as parseYaml } from 'yaml';
+
+const [root, mode, warmArg, countArg] = process.argv.slice(2);
+if (!['pipeline', 'client', 'executor'].includes(mode)) throw new Error('usage: workflow-ops.mjs <root> <pipeline|client|executor> <warm> <count>');
+const mod = (p) => import(`${root}/dist/src/${p}`);
+const { MemoryEventStore } = await mod('adapters/store/memory.js');
+const { digestOf } = await mod('contract/canonical.js');
+const { operationId } = await mod('contract/ids.js');
+const { SystemClock } = await mod('contract/clock.js');
+const { createEmbedded } = await mod('deployment/embedded.js');
+const { peerIds, reviewBundle } = await mod('deployment/examples.js');
+const { seededRandom } = await mod('runtime/random.js');
+const { WorkflowExecutor } = await mod('workflow/exec/executor.js');
+const { JqWorkerEvaluator } = await mod('workflow/exec/jq.js');
+const { workflowStreams } = await mod('workflow/exec/streams.js');
+
+const clock = new SystemClock();
+const store = new MemoryEventStore({ clock });
+const peers = peerIds(3);
+const embedded = await createEmbedded({
+  clock,
+  store,
+  bundle: reviewBundle({ completion: { mode: 'quorum', count: 2 }, timeoutMs: 30_000 }),
+  groups: { reviewers: peers },
+});
+for (const peerId of peers) await embedded.addPeer(peerId, { review: () => ({ verdict: 'approve' }) });
+// Counts what reaches the jq worker (a path answered in-process never does).
+const jq = new JqWorkerEvaluator({ deadlineMs: 5000 });
+let jqCalls = 0;
+const evaluator = { evaluate: (...args) => (jqCalls++, jq.evaluate(...args)), close: () => jq.close() };
+/** A contract runtime that decides every call at once, as the coordinator answers a decided operation. */
+const decided = (principalId, request) => ({
+  operationId: operationId(principalId, request.contract.digest, request.invocationKey),
+  decision: { outcome: 'success', reason: 'threshold', closedAtMs: clock.nowMs(), successVotes: 2, failedUnits: 0, units: 3, threshold: 2 },
+  settlement: { status: 'complete', siblings: [{ branchId: 'charlie', disposition: 'detached' }] },
+  output: { counts: { approve: 2 }, total: 2 },
+});
+const stub = {
+  invoke: async (caller, request) => ({ result: decided(caller.principalId, request) }),
+  wait: async () => {
+    throw new Error('the stub decides every call at once');
+  },
+  get: async () => undefined,
+  cancel: async () => {
+    throw new Error('the stub cancels nothing');
+  },
+};
+const invocations = mode === 'executor' ? stub : embedded.coordinator;
+const executor = new WorkflowExecutor({ store: workflowStreams(store), clock, random: seededRandom(1), evaluator, invocations });
+const ref = embedded.bundle.ref;
+const stage = (name, document) => `  - ${name}:
+      call: invoke-contract
+      with:
+        contract: { id: ${ref.id}, version: '${ref.version}', digest: '${ref.digest}' }
+        interaction: review
+        input: { document: '${document}' }`;
+const document = parseYaml(`document: { dsl: '1.0.3', namespace: bench, name: three-stages, version: '1.0.0' }
+do:
+${stage('review', '${ .doc }')}
+${stage('publish', '${ .operationId }')}
+${stage('notify', '${ .operationId }')}
+`);
+const bundleDigest = digestOf(document);
+const caller = { principalId: 'bench', senderPeerId: null };
+const ids = [];
+
+const pipeline = async (key) => {
+  const { instanceId } = await executor.start({ principalId: 'bench', bundleDigest, invocationKey: key, document, input: { doc: `doc-${key}` } });
+  const record = await executor.wait(instanceId, 30_000);
+  if (record.status !== 'completed') throw new Error(`${key}: ${record.status} ${JSON.stringify(record.error)}`);
+  ids.push(instanceId);
+};
+const client = async (key) => {
+  let input = `doc-${key}`;
+  for (const name of ['review', 'publish', 'notify']) {
+    const request = { contract: ref, interaction: 'review', invocationKey: `${key}-${name}`, input: { document: input } };
+    const { result } = await embedded.coordinator.invoke(caller, request);
+    const decided = await embedded.coordinator.wait('bench', result.operationId, 'decision', 30_000);
+    if (decided.result.decision?.outcome !== 'success') throw new Error(`${key} ${name}: ${JSON.stringify(decided.result.decision)}`);
+    input = result.operationId;
+  }
+};
+const one = mode === 'client' ? client : pipeline;
+const callgrind = (state) => {
+  if (process.env.CONVOKE_CALLGRIND === '1') execFileSync('callgrind_control', ['-i', state, String(process.pid)], { stdio: 'ignore' });
+};
+
+const warm = Number(warmArg);
+const count = Number(countArg);
+for (let i = 0; i < warm; i++) await one(`warm-${i}`);
+ids.length = 0;
+const jqBefore = jqCalls;
+callgrind('on');
+const elu = performance.eventLoopUtilization();
+const cpu = process.cpuUsage();
+const t0 = process.hrtime.bigint();
+for (let i = 0; i < count; i++) await one(`run-${i}`);
+const ms = Number(process.hrtime.bigint() - t0) / 1e6;
+const used = process.cpuUsage(cpu);
+const busy = performance.eventLoopUtilization(elu).utilization;
+callgrind('off');
+let appends = 0;
+let events = 0;
+for (const id of ids) {
+  const read = await workflowStreams(store).read(id);
+  appends += read.transitions.length;
+  for (const stored of read.transitions) events += stored.transition.events.length;
+}
+const per = (n) => (ids.length === 0 ? null : n / ids.length);
+console.log(
+  JSON.stringify({
+    mode,
+    count,
+    ms: Math.round(ms),
+    msPerRun: count === 0 ? null : ms / count,
+    cpuUsPerRun: count === 0 ? null : Math.round((used.user + used.system) / count),
+    systemUsPerRun: count === 0 ? null : Math.round(used.system / count),
+    appendsPerInstance: per(appends),
+    eventsPerInstance: per(events),
+    jqPerInstance: per(jqCalls - jqBefore),
+    eventLoopUtilization: Number(busy.toFixed(3)),
+  }),
+);
+await executor.close();
+await evaluator.close();
+await embedded.close();
+process.exit(0);
