@@ -4,6 +4,7 @@
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
+import fc from 'fast-check';
 import { isAdapterError } from '../../src/contract/errors.js';
 import { JqWorkerEvaluator, pathValue } from '../../src/workflow/exec/jq.js';
 import type { JsonValue } from '../../src/contract/json.js';
@@ -97,9 +98,54 @@ test('a plain path program is answered without the worker, exactly as jq answers
       ['.[0]', [1]],
       ['.a?', 1],
       ['$x', {}],
+      ['$__loc__', {}],
+      ['"null"', {}],
+      ['.a // 1', {}],
     ] as [string, JsonValue][])
       assert.equal(pathValue(query, input), undefined, `${query} on ${JSON.stringify(input)} goes to jq`);
   } finally {
     await jq.close();
   }
+});
+
+/** Field and variable names for generated paths: plain ones, and jq's keywords and builtins as names. */
+const names = ['a', 'b', 'doc', 'operationId', '_x1', 'if', 'then', 'and', 'or', 'not', 'as', 'def', 'reduce', 'null', 'true', 'empty', 'input', '__proto__'];
+
+test('property: whatever pathValue answers without the worker, jq answers the same (as recorded: JSON)', async () => {
+  const jq = new JqWorkerEvaluator({ deadlineMs: 5000 });
+  const name = fc.constantFrom(...names);
+  // Values that paths walk into and out of: objects keyed by the same names, arrays, strings, numbers, null.
+  const value: fc.Arbitrary<JsonValue> = fc.letrec<{ value: JsonValue }>((tie) => ({
+    value: fc.oneof(
+      { depthSize: 'small', withCrossShrink: true },
+      fc.constantFrom<JsonValue>(null, true, false, 0, -1.5, 1e21, 'text', ''),
+      fc.array(tie('value'), { maxLength: 2 }),
+      fc.dictionary(name, tie('value'), { maxKeys: 4 }),
+    ),
+  })).value;
+  const path = fc.array(name, { maxLength: 3 }).map((parts) => parts.map((part) => `.${part}`).join(''));
+  // Variables: the bound ones mostly, an unbound one ($b) and one jq defines itself ($__loc__).
+  const root = fc.oneof(fc.constant('.'), fc.constantFrom('$a', '$doc', '$input', '$context', '$if', '$b', '$__loc__'));
+  const query = fc.oneof(
+    { weight: 6, arbitrary: fc.tuple(root, path).map(([r, p]) => (r === '.' && p !== '' ? p : `${r}${p}`)) },
+    { weight: 1, arbitrary: fc.constantFrom('null', 'true', 'false', ' . ', '.a.b ') },
+  );
+  // Variables bound as the interpreter binds them, under names jq also uses as builtins or keywords.
+  const vars = fc.dictionary(fc.constantFrom('a', 'doc', 'input', 'context', 'if'), value, { maxKeys: 3 });
+  let answered = 0;
+  try {
+    await fc.assert(
+      fc.asyncProperty(query, value, vars, async (program, input, bound) => {
+        const direct = pathValue(program, input, () => bound);
+        if (direct === undefined) return;
+        answered++;
+        const byJq = await jq.evaluate(`${program} | . as $result | $result`, input, bound);
+        assert.equal(JSON.stringify(direct), JSON.stringify(byJq), `${program} on ${JSON.stringify(input)} with ${JSON.stringify(bound)}`);
+      }),
+      { numRuns: 400, seed: 20261205 },
+    );
+  } finally {
+    await jq.close();
+  }
+  assert.ok(answered > 150, `most generated programs are answered directly (${answered} of 400)`);
 });

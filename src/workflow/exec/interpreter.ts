@@ -231,14 +231,17 @@ export class Interpreter implements Interpreting {
   }
 
   /**
-   * One jq program's first output. A plain path of identifiers is answered in-process, exactly as
-   * jq answers it (pathValue), without building the variables only jq would read.
+   * One jq program's first output. A plain path of identifiers from the input or a variable (or
+   * `null`, `true`, `false`) is answered in-process, exactly as jq answers it (pathValue); the
+   * variables are built only when the program names one or goes to jq.
    */
   private async jq(program: string, input: JsonValue, vars: () => Record<string, JsonValue>, ref: string): Promise<JsonValue> {
-    const direct = pathValue(program, input);
+    let built: Record<string, JsonValue> | undefined;
+    const bound = () => (built ??= vars());
+    const direct = pathValue(program, input, bound);
     if (direct !== undefined) return direct;
     try {
-      return await this.deps.evaluator.evaluate(program, input, vars());
+      return await this.deps.evaluator.evaluate(program, input, bound());
     } catch (error) {
       if (error instanceof ExpressionFailure) throw raise('expression', 400, 'Expression evaluation failed', ref, error.message);
       throw error;

@@ -21,19 +21,41 @@ export class ExpressionFailure extends Error {
   override readonly name = 'ExpressionFailure';
 }
 
-const simplePath = /^\s*((?:\.[A-Za-z_][A-Za-z0-9_]*)+)\s*$/;
+/** `.a.b` on the input (group 1), `$name.a.b` on a variable (groups 2 and 3), `.` the input itself. */
+const simplePath = /^\s*(?:((?:\.[A-Za-z_][A-Za-z0-9_]*)+)|(\$[A-Za-z_][A-Za-z0-9_]*)((?:\.[A-Za-z_][A-Za-z0-9_]*)*)|\.)\s*$/;
+const literals: ReadonlyMap<string, JsonValue> = new Map([
+  ['null', null],
+  ['true', true],
+  ['false', false],
+]);
+/** Variables jq itself defines, whatever is bound under their names: always asked of jq. */
+const jqVariables = new Set(['$__loc__', '$ENV']);
 
 /**
- * A program that is only a path of identifiers (`.a`, `.a.b`), answered without a round trip to
- * the worker, exactly as jq answers it where that is certain: a member of an object (null when
- * absent), null on null. Anything else — another program, a path through an array, a string or a
- * number (a jq error) — is undefined and goes to jq.
+ * A program answered without a round trip to the worker, exactly as jq answers it where that is
+ * certain: `null`, `true`, `false`; the input itself (`.`); a path of identifiers from the input
+ * (`.a`, `.a.b`) or from a bound variable (`$input.a`, `$context`): a member of an object (null
+ * when absent), null on null. Anything else — another program, an unbound variable, a path
+ * through an array, a string or a number (a jq error) — is undefined and goes to jq. `vars` is
+ * read only for a program that names one.
  */
-export function pathValue(query: string, input: JsonValue): JsonValue | undefined {
+export function pathValue(query: string, input: JsonValue, vars?: () => Readonly<Record<string, JsonValue>>): JsonValue | undefined {
+  const literal = literals.get(query.trim());
+  if (literal !== undefined) return literal;
   const match = simplePath.exec(query);
   if (!match) return undefined;
-  let value: JsonValue = input;
-  for (const name of (match[1] as string).slice(1).split('.')) {
+  const [, inputPath, variable, variablePath] = match;
+  let value: JsonValue | undefined = input;
+  if (variable !== undefined) {
+    if (vars === undefined || jqVariables.has(variable)) return undefined;
+    const bound = vars();
+    const name = variable.slice(1);
+    value = Object.hasOwn(bound, name) ? bound[name] : undefined;
+    if (value === undefined) return undefined;
+  }
+  const path = inputPath ?? variablePath ?? '';
+  if (path === '') return value;
+  for (const name of path.slice(1).split('.')) {
     if (value === null) continue;
     if (typeof value !== 'object' || Array.isArray(value)) return undefined;
     value = Object.hasOwn(value, name) ? (value[name] as JsonValue) : null;
@@ -57,7 +79,7 @@ export class JqWorkerEvaluator implements ExpressionEvaluator {
   constructor(private readonly options: { deadlineMs: number } = { deadlineMs: 2000 }) {}
 
   evaluate(query: string, input: JsonValue, vars: Readonly<Record<string, JsonValue>>): Promise<JsonValue> {
-    const direct = pathValue(query, input);
+    const direct = pathValue(query, input, () => vars);
     if (direct !== undefined) return Promise.resolve(direct);
     const run = this.queue.then(() => this.once(query, input, vars));
     this.queue = run.catch(() => undefined);
