@@ -155,6 +155,7 @@ export class JetStreamEventStore extends ReplayStampedStore {
     this.openSet = new JetStreamOpenSet({
       publish: (subject, data) => this.pubAcks.publish(subject, data, { timeout: requestTimeoutMs }),
       jsm,
+      connectionBreaks: () => this.pubAcks.connectionBreaks,
       streamName,
       prefix,
     });
