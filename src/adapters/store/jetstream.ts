@@ -159,7 +159,16 @@ export class JetStreamEventStore extends ReplayStampedStore {
       streamName,
       prefix,
     });
-    this.index = new JetStreamOperationIndex({ js, jsm, streamName, prefix, requestTimeoutMs, ...this.indexHost(), openSet: this.openSet });
+    this.index = new JetStreamOperationIndex({
+      js,
+      jsm,
+      streamName,
+      prefix,
+      requestTimeoutMs,
+      publishRow: (subject, data, lastSubjectSequence) => this.pubAcks.publish(subject, data, { expect: { lastSubjectSequence }, timeout: requestTimeoutMs }),
+      ...this.indexHost(),
+      openSet: this.openSet,
+    });
   }
 
   static async open(options: JetStreamStoreOptions): Promise<JetStreamEventStore> {
