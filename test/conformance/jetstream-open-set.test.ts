@@ -7,10 +7,14 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { isOperationId } from '../../src/contract/ids.js';
+import { randomBytes } from 'node:crypto';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { jetstream, jetstreamManager } from '@nats-io/jetstream';
 import { JetStreamEventStore } from '../../src/adapters/store/jetstream.js';
+import { connectNats } from '../../src/adapters/transport/nats.js';
+import { jetstreamStorePermissions } from '../../src/deployment/nats/permissions.js';
 import { startJetStreamServer } from '../support/jetstream-server.js';
+import { eventually } from '../support/nats-deployment-fixture.js';
 
 type JetStreamServer = Awaited<ReturnType<typeof startJetStreamServer>>;
 import { expectOk, newOperationId } from './store.js';
@@ -157,5 +161,55 @@ test('jetstream: a create whose marker cannot be written writes no admission', a
     const outcome = await store.create(id, admission(id, guard));
     assert.equal(outcome.kind, 'unavailable');
     assert.equal((await store.read(id)).kind, 'not-found');
+  });
+});
+
+test("jetstream: a settled operation's marker is deleted by its sequence: a store principal not allowed to purge the open set removes it", async () => {
+  const password = randomBytes(9).toString('hex');
+  const denied = '$JS.API.STREAM.PURGE.CONVOKE_OPS_OPEN';
+  const permissions = jetstreamStorePermissions({}, { manageStreams: true });
+  assert.ok(permissions.publish.includes(denied));
+  const publish = permissions.publish.filter((subject) => subject !== denied);
+  const server = await startJetStreamServer({
+    users: [
+      { user: 'store', password, publish, subscribe: ['_INBOX.store.>'] },
+      { user: 'admin', password },
+    ],
+  });
+  const nc = await connectNats({ servers: server.url, user: 'store', pass: password, inboxPrefix: '_INBOX.store' });
+  const admin = await connect({ servers: server.url, user: 'admin', pass: password });
+  const store = await JetStreamEventStore.open({ connection: nc, requestTimeoutMs });
+  try {
+    const open = await admit(store, 'open');
+    const settled = await admitAndSettle(store, 'settled');
+    const tombstoned = await admit(store, 'tombstoned');
+    expectOk(await store.tombstone(tombstoned), 'tombstone');
+    // The settling append removes its marker off the append's path.
+    await eventually(async () => (await markers(admin)).length === 1, 'the settled marker removed');
+    assert.deepEqual(await markers(admin), [open]);
+    assert.ok(!(await markers(admin)).includes(settled));
+  } finally {
+    await store.close();
+    await nc.close();
+    await admin.close();
+    await server.dispose();
+  }
+});
+
+test('jetstream: a marker written again since (another sequence) is still removed when its operation settles', async () => {
+  await withServer(async (server, store, nc) => {
+    const open = await admit(store, 'open');
+    const id = newOperationId('marked-again');
+    let outcome = await store.create(id, admission(id, guard));
+    // Another process marks it again (recovery's rebuild of a row still open): the marker this
+    // store stored is replaced (one per subject) by one at a later sequence.
+    await jetstream(nc).publish(`convoke.open.${id}`, new Uint8Array(0));
+    for (const next of lifecycle(guard)) {
+      expectOk(outcome, 'settle');
+      outcome = await store.append(id, outcome.revision, next);
+    }
+    expectOk(outcome, 'settle');
+    await eventually(async () => (await markers(nc)).length === 1, 'the marker written again removed');
+    assert.deepEqual(await markers(nc), [open]);
   });
 });

@@ -74,3 +74,42 @@ test('jetstream: an admission whose open-set marker the broker lost is still lis
     await rm(storeDir, { recursive: true, force: true });
   }
 });
+
+test(
+  'jetstream: after the broker lost a marker, its sequence given to another marker is not deleted by the store that remembers it',
+  { timeout: 120_000 },
+  async () => {
+    const storeDir = await mkdtemp(join(tmpdir(), 'convoke-reused-seq-'));
+    let server = await startNatsServer({ jetstream: true, storeDir });
+    const port = server.port;
+    const store = await JetStreamEventStore.open({ servers: server.url, requestTimeoutMs: 2000 });
+    let snapshot: StoreSnapshot | undefined;
+    try {
+      const kept = await admit(store, 'kept');
+      await server.stop();
+      snapshot = await snapshotStreamPart(storeDir, 'CONVOKE_OPS_OPEN', 'msgs');
+      server = await startNatsServer({ jetstream: true, storeDir, port });
+      // This store remembers the sequence lost's marker was stored at; the broker then loses it.
+      const lost = await admit(store, 'lost-marker');
+      await server.stop();
+      await restoreStreamPart(storeDir, 'CONVOKE_OPS_OPEN', snapshot);
+      server = await startNatsServer({ jetstream: true, storeDir, port });
+      await eventually(async () => (await store.read(lost)).kind === 'ok', 'the store reachable again', 30_000);
+      // Another store's marker is stored at the sequence lost's marker had.
+      const other = await JetStreamEventStore.open({ servers: server.url, requestTimeoutMs: 2000 });
+      try {
+        const reused = await admit(other, 'reused-seq');
+        // lost is tombstoned by the store that remembers its marker's sequence, before it marks anything again.
+        expectOk(await store.tombstone(lost), 'tombstone lost');
+        assert.deepEqual(await listed(other), [kept, reused].sort());
+      } finally {
+        await other.close();
+      }
+    } finally {
+      await store.close();
+      await snapshot?.dispose();
+      await server.dispose();
+      await rm(storeDir, { recursive: true, force: true });
+    }
+  },
+);

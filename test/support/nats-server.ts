@@ -109,7 +109,10 @@ export async function startNatsServer(options: NatsServerOptions = {}): Promise<
   await import('node:fs/promises').then((fs) => fs.mkdir(portsDir, { recursive: true }));
   const configPath = join(workDir, 'nats.conf');
   await writeFile(configPath, renderConfig(options, storeDir, portsDir));
-  const child = spawn('nats-server', ['-c', configPath], { stdio: ['ignore', 'ignore', 'pipe'] });
+  // In its own work dir: nats-server 2.9 can write a consumer's meta.inf into its working directory
+  // when a concurrent delete removed the consumer's directory (seen recreating one consumer at once
+  // from several connections).
+  const child = spawn('nats-server', ['-c', configPath], { cwd: workDir, stdio: ['ignore', 'ignore', 'pipe'] });
   let stderr = '';
   child.stderr?.on('data', (chunk: Buffer) => {
     stderr = (stderr + chunk.toString()).slice(-8192);

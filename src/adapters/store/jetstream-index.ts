@@ -66,6 +66,11 @@ export interface JetStreamIndexHost {
   streamName: string;
   prefix: string;
   requestTimeoutMs: number;
+  /**
+   * A row's compare-and-swap publish (expected last subject sequence), through the store's PubAck
+   * mux: one after every stored append, so not a nats.js request each. Fails as js.publish does.
+   */
+  publishRow(subject: string, data: string, lastSubjectSequence: number): Promise<{ seq: number }>;
   states: IndexStates;
   closed(): boolean;
   /** The operation's log as read() answers it: transitions, or undefined when it has none (missing, tombstoned). */
@@ -161,10 +166,7 @@ export class JetStreamOperationIndex implements OperationIndexStore {
     for (let attempt = 0; attempt < contractLimits.storeCasAttemptsMax; attempt++) {
       if (known && known.revision >= revision) return;
       try {
-        const ack = await this.host.js.publish(this.subject(operationId), JSON.stringify(row), {
-          expect: { lastSubjectSequence: known?.seq ?? 0 },
-          timeout: this.host.requestTimeoutMs,
-        });
+        const ack = await this.host.publishRow(this.subject(operationId), JSON.stringify(row), known?.seq ?? 0);
         this.written.set(operationId, { seq: ack.seq, revision });
         return;
       } catch (error) {

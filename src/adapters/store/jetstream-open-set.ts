@@ -12,8 +12,14 @@
  *     admission leaves a marker with no operation: listed, read, found missing.
  *   - The marker goes when the operation's row is settled (settled is final: phases only
  *     advance), when the operation is tombstoned, or when recovery finds the row settled. A
- *     marker that outlives its operation's settling (a failed purge, a crash) only costs recovery
- *     one row read, after which it is removed.
+ *     marker that outlives its operation's settling (a failed removal, a crash) only costs
+ *     recovery one row read, after which it is removed.
+ *   - Removal deletes the marker by the sequence its PubAck gave this client (STREAM.MSG.DELETE,
+ *     no erase): a purge filtered by subject made nats-server 2.9 search the stream and cost it
+ *     about twice the CPU. A sequence is only trusted while the connection has not dropped since
+ *     (a restarted server may have lost it and given it to another marker). Otherwise — a marker
+ *     another process wrote, one this client no longer remembers, one deleted or replaced since,
+ *     a principal not allowed the delete — the filtered purge removes it, as before.
  *   - A broker that loses acknowledged writes (nats-server 2.9 SIGKILLed, no fsync) can lose a
  *     marker while the admission after it survives. A store that published to the set sees its
  *     sequence go back at its next publish and removes the completeness record (below). Only a
@@ -30,6 +36,8 @@
  * each and has the ended ones' markers removed), then the record.
  */
 import { DiscardPolicy, JetStreamApiError, RetentionPolicy, StorageType, type JetStreamManager } from '@nats-io/jetstream';
+import { errors } from '@nats-io/transport-node';
+import { BoundedMap } from '../../contract/bounded-map.js';
 import { unavailable } from '../../contract/errors.js';
 import { isOperationId } from '../../contract/ids.js';
 import { streamFamily } from './workflow-running.js';
@@ -38,6 +46,8 @@ export interface JetStreamOpenSetHost {
   /** A JetStream publish awaiting its PubAck (the store's PubAck mux): the stored sequence. */
   publish(subject: string, data: Uint8Array): Promise<{ seq: number }>;
   jsm: JetStreamManager;
+  /** How many times the connection dropped or came back (PubAckMux.connectionBreaks). */
+  connectionBreaks(): number;
   /** The operations stream's name; the open set's stream is `<name>_OPEN`. */
   streamName: string;
   prefix: string;
@@ -82,9 +92,16 @@ function openSetSubjects(prefix: string): string[] {
   return [`${prefix}.open.>`, `${prefix}.openset`];
 }
 
+/** Marker sequences remembered for removal by sequence; beyond it the oldest are purged by subject. */
+const markersRememberedMax = 16_384;
+
 export class JetStreamOpenSet {
   /** The highest sequence this client's publishes to the set's stream were stored at. */
   private storedSeqMax = 0;
+  /** Where this client's markers were stored, and the connection's breaks before each was published. */
+  private stored = new BoundedMap<string, { seq: number; breaks: number }>(markersRememberedMax);
+  /** Set once the server refused a delete (a principal from before deletes were allowed): purges only. */
+  private deleteRefused = false;
 
   constructor(private readonly host: JetStreamOpenSetHost) {}
 
@@ -98,7 +115,9 @@ export class JetStreamOpenSet {
 
   /** Stores the operation's marker; throws (the admission must not be written) when it cannot. */
   async add(operationId: string): Promise<void> {
-    await this.publish(this.subject(operationId));
+    const breaks = this.host.connectionBreaks();
+    const seq = await this.publish(this.subject(operationId));
+    this.stored.set(operationId, { seq, breaks });
   }
 
   /**
@@ -109,20 +128,44 @@ export class JetStreamOpenSet {
    * reads the history again and marks what it finds. (Publishes under way at once may be stored
    * in any order; each is compared with what was seen before it was sent.)
    */
-  private async publish(subject: string): Promise<void> {
+  private async publish(subject: string): Promise<number> {
     const seenMax = this.storedSeqMax;
     const { seq } = await this.host.publish(subject, new Uint8Array(0));
     if (seq <= seenMax) {
+      // Sequences this client remembers may now name other markers: none is deleted by sequence.
+      this.stored = new BoundedMap(markersRememberedMax);
       await this.host.jsm.streams.purge(this.stream, { filter: `${this.host.prefix}.openset` });
       await this.host.jsm.streams.purge(this.stream, { filter: this.workflowsRecord });
       this.storedSeqMax = seq;
     } else {
       this.storedSeqMax = Math.max(this.storedSeqMax, seq);
     }
+    return seq;
   }
 
+  /**
+   * Removes the marker: deleted at the sequence this client stored it at when that is still known
+   * to be its (see the class comment), else purged by subject. Throws when neither could be done.
+   */
   async remove(operationId: string): Promise<void> {
+    const stored = this.stored.get(operationId);
+    this.stored.delete(operationId);
+    if (stored !== undefined && stored.breaks === this.host.connectionBreaks() && (await this.deleteAt(stored.seq))) return;
     await this.host.jsm.streams.purge(this.stream, { filter: this.subject(operationId) });
+  }
+
+  /**
+   * Deletes the message at `seq` (no erase: a marker is empty). False when it could not: gone
+   * already or replaced by a later marker of the subject, refused, unreachable.
+   */
+  private async deleteAt(seq: number): Promise<boolean> {
+    if (this.deleteRefused) return false;
+    try {
+      return await this.host.jsm.streams.deleteMessage(this.stream, seq, false);
+    } catch (error) {
+      if (error instanceof errors.PermissionViolationError) this.deleteRefused = true;
+      return false;
+    }
   }
 
   /**

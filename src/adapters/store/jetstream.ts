@@ -155,10 +155,20 @@ export class JetStreamEventStore extends ReplayStampedStore {
     this.openSet = new JetStreamOpenSet({
       publish: (subject, data) => this.pubAcks.publish(subject, data, { timeout: requestTimeoutMs }),
       jsm,
+      connectionBreaks: () => this.pubAcks.connectionBreaks,
       streamName,
       prefix,
     });
-    this.index = new JetStreamOperationIndex({ js, jsm, streamName, prefix, requestTimeoutMs, ...this.indexHost(), openSet: this.openSet });
+    this.index = new JetStreamOperationIndex({
+      js,
+      jsm,
+      streamName,
+      prefix,
+      requestTimeoutMs,
+      publishRow: (subject, data, lastSubjectSequence) => this.pubAcks.publish(subject, data, { expect: { lastSubjectSequence }, timeout: requestTimeoutMs }),
+      ...this.indexHost(),
+      openSet: this.openSet,
+    });
   }
 
   static async open(options: JetStreamStoreOptions): Promise<JetStreamEventStore> {

@@ -28,7 +28,7 @@
  * (nats.js consume) find it again after the delete's notice or a missed heartbeat. A consumer
  * recreated since it was observed (another coordinator repaired it) is left alone.
  */
-import type { ConsumerInfo, JetStreamManager } from '@nats-io/jetstream';
+import { JetStreamApiError, type ConsumerInfo, type JetStreamManager } from '@nats-io/jetstream';
 import { desiredConsumerConfig } from './nats-consumers.js';
 import type { DurableConfig } from './nats-durable-config.js';
 
@@ -96,15 +96,37 @@ export class StarvationWatch {
   }
 }
 
+/** JSConsumerNotFoundErr. */
+const consumerNotFoundCode = 10014;
+
 /**
  * Deletes the consumer and creates it again with the declared config, unless it was recreated
  * since `observed` (its creation instant changed): another coordinator repaired it already.
  * Answers whether this call recreated it.
+ *
+ * Coordinators that observed the same broken consumer repair it at once: their deletes and creates
+ * interleave, and nats-server 2.9 answers the loser "consumer not found" for its delete, or an
+ * error for its create (a file error such as "meta.inf: no such file" when the other's delete
+ * removed the directory under it). A consumer gone before this delete is created all the same,
+ * and a failed create is done when a consumer of another creation instant than `observed` is
+ * there after it: the other coordinator's repair.
  */
 export async function recreateConsumer(jsm: JetStreamManager, owned: OwnedConsumer, observed: ConsumerInfo, config: DurableConfig): Promise<boolean> {
   const current = await jsm.consumers.info(owned.stream, owned.durable).catch(() => undefined);
   if (current !== undefined && current.created !== observed.created) return false;
-  if (current !== undefined) await jsm.consumers.delete(owned.stream, owned.durable);
-  await jsm.consumers.add(owned.stream, desiredConsumerConfig(owned.durable, owned.filter, config));
-  return true;
+  try {
+    if (current !== undefined) await jsm.consumers.delete(owned.stream, owned.durable).catch(unlessNotFound);
+    await jsm.consumers.add(owned.stream, desiredConsumerConfig(owned.durable, owned.filter, config));
+    return true;
+  } catch (error) {
+    const after = await jsm.consumers.info(owned.stream, owned.durable).catch(() => undefined);
+    if (after !== undefined && after.created !== observed.created) return false;
+    throw error;
+  }
+}
+
+/** A delete that found no consumer: another coordinator deleted it first. */
+function unlessNotFound(error: unknown): boolean {
+  if (error instanceof JetStreamApiError && error.code === consumerNotFoundCode) return false;
+  throw error;
 }

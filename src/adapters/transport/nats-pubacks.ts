@@ -51,6 +51,8 @@ export class PubAckMux {
   private nextToken = 0;
   private sweeper: ReturnType<typeof setInterval> | undefined;
   private watching = false;
+  /** Disconnects and reconnects seen since the first publish. */
+  private breaks = 0;
 
   private constructor(private readonly nc: NatsConnection) {}
 
@@ -82,6 +84,14 @@ export class PubAckMux {
       this.waiting.set(token, { subject, deadlineMs: Date.now() + options.timeout, resolve, reject });
       this.sweeper ??= setInterval(() => this.sweep(), sweepMs);
     });
+  }
+
+  /**
+   * How many times the connection was seen to drop or come back since this mux's first publish: a
+   * sequence a PubAck gave before a break may have been lost by a restarted server and reused since.
+   */
+  get connectionBreaks(): number {
+    return this.breaks;
   }
 
   private replySubject(): string {
@@ -122,6 +132,7 @@ export class PubAckMux {
   /** The server reports a denied publish asynchronously, naming only its subject. */
   private async watchStatus(): Promise<void> {
     for await (const status of this.nc.status()) {
+      if (status.type === 'disconnect' || status.type === 'reconnect') this.breaks++;
       if (status.type !== 'error' || !(status.error instanceof errors.PermissionViolationError)) continue;
       // A denied subscription of the mux reaches its callback (nats.js closes it with the error).
       const denied = status.error;
