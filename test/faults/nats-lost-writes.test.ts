@@ -158,6 +158,19 @@ describe('NATS durable: a broker that lost acknowledged stream writes', { timeou
       await older?.dispose();
     }
   });
+
+  it('a request consumer deleted under the deployment is created again, and the request stored meanwhile is delivered and decides', async () => {
+    const stream = f.streams('alfa').requests;
+    const consumer = peerConsumerName('alfa', 'request');
+    const jsm = await askAgain(async () => jetstreamManager(await f.adminConnection()));
+    await askAgain(() => jsm.consumers.delete(stream, consumer));
+    const reply = await invokeUntilAnswered(client, 'after-delete', 30_000, 40);
+    assert.deepEqual([reply.decision?.outcome, reply.decision?.successVotes], ['success', 1], JSON.stringify(reply));
+    assert.match(
+      f.serve!.stdout() + f.serve!.stderr(),
+      new RegExp(`durable consumer repaired: ${stream}: consumer ${consumer} was missing; it was created again`),
+    );
+  });
 });
 
 describe('NATS durable: a consumer starved by redeliveries of removed messages', { timeout: 150_000 }, () => {

@@ -125,6 +125,28 @@ export async function recreateConsumer(jsm: JetStreamManager, owned: OwnedConsum
   }
 }
 
+/**
+ * An owned consumer's info, `'missing'` when the server answers that it does not exist (deleted by
+ * an operator or a principal allowed to, or a repair whose create failed after its delete), or
+ * undefined when it could not be read (then nothing is concluded from it).
+ */
+export async function ownedConsumerInfo(jsm: JetStreamManager, owned: OwnedConsumer): Promise<ConsumerInfo | 'missing' | undefined> {
+  try {
+    return await jsm.consumers.info(owned.stream, owned.durable);
+  } catch (error) {
+    return error instanceof JetStreamApiError && error.code === consumerNotFoundCode ? 'missing' : undefined;
+  }
+}
+
+/**
+ * Creates a missing owned consumer again with its declared config (deliver all: every message the
+ * work queue still holds is delivered, as after a repair). Creating one that another coordinator
+ * created meanwhile with the same config is no change on the server.
+ */
+export async function createMissingConsumer(jsm: JetStreamManager, owned: OwnedConsumer, config: DurableConfig): Promise<void> {
+  await jsm.consumers.add(owned.stream, desiredConsumerConfig(owned.durable, owned.filter, config));
+}
+
 /** A delete that found no consumer: another coordinator deleted it first. */
 function unlessNotFound(error: unknown): boolean {
   if (error instanceof JetStreamApiError && error.code === consumerNotFoundCode) return false;

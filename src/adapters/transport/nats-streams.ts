@@ -28,7 +28,7 @@ import { JetStreamApiCodes, JetStreamApiError, type JetStreamClient, type JetStr
 import { AdapterError } from '../../contract/errors.js';
 import { limits } from '../../contract/limits.js';
 import { msToNanos } from './nats-codec.js';
-import { consumerAhead, recreateConsumer, type OwnedConsumer, type StarvationWatch } from './nats-consumer-health.js';
+import { consumerAhead, createMissingConsumer, ownedConsumerInfo, recreateConsumer, type OwnedConsumer, type StarvationWatch } from './nats-consumer-health.js';
 import { toAdapterError } from './nats-errors.js';
 import { durableStreamNames, durableStreamSubjects, streamAnchorSubject } from './nats-names.js';
 import type { DurabilityCheck } from './types.js';
@@ -260,7 +260,7 @@ async function consumerFindings(
   health: ConsumerHealthState | undefined,
 ): Promise<{ read: () => Promise<StreamInfo | undefined>; judge: (info: StreamInfo) => Promise<StreamFindings> }> {
   const owned = health?.owned().filter((c) => c.stream === stream.name) ?? [];
-  const infos = await Promise.all(owned.map(async (c) => ({ owned: c, info: await jsm.consumers.info(c.stream, c.durable).catch(() => undefined) })));
+  const infos = await Promise.all(owned.map(async (c) => ({ owned: c, info: await ownedConsumerInfo(jsm, c) })));
   return {
     read: () => streamInfoOrUndefined(jsm, stream.name),
     judge: async (info) => {
@@ -275,6 +275,10 @@ async function consumerFindings(
       health.lastSeqSeen.set(stream.name, { created: info.created, lastSeq });
       for (const { owned: c, info: consumer } of infos) {
         if (consumer === undefined) continue;
+        if (consumer === 'missing') {
+          await repairMissing(jsm, c, config, findings);
+          continue;
+        }
         const ahead = consumerAhead(consumer, lastSeq);
         const starved = ahead === undefined ? health.watch.observe(c, consumer) : undefined;
         if (ahead === undefined && starved === undefined) continue;
@@ -292,6 +296,18 @@ async function consumerFindings(
       return findings;
     },
   };
+}
+
+/** An owned consumer the server does not have: created again, or reported unverified when that fails. */
+async function repairMissing(jsm: JetStreamManager, c: OwnedConsumer, config: DurableConfig, findings: StreamFindings): Promise<void> {
+  try {
+    await createMissingConsumer(jsm, c, config);
+    findings.repaired.push(`${c.stream}: consumer ${c.durable} was missing; it was created again`);
+  } catch (error) {
+    findings.unverified.push(
+      `${c.stream}: consumer ${c.durable} is missing and creating it failed (${toAdapterError(error, 'consumer create').description ?? 'unknown error'})`,
+    );
+  }
 }
 
 /**
