@@ -158,6 +158,27 @@ describe('NATS durable: a broker that lost acknowledged stream writes', { timeou
       await older?.dispose();
     }
   });
+});
+
+describe('NATS durable: an owned consumer deleted under the deployment', { timeout: 90_000 }, () => {
+  let f: NatsDeploymentFixture;
+  let client: CommandClient;
+
+  before(async () => {
+    f = await NatsDeploymentFixture.start({
+      mode: 'durable',
+      store: 'sqlite',
+      bundle: e2eBundle(),
+      groups: { reviewers: ['alfa'] },
+      peers: { alfa: { interactions: { allok: { result: approve } } } },
+      commandClients: ['billing'],
+      durable: { ackWaitMs: 1_000 },
+      durabilityCheckIntervalMs: 300,
+    });
+    await Promise.all([f.startServe(), f.startPeer('alfa')]);
+    client = await f.client('billing');
+  });
+  after(() => f?.dispose());
 
   it('a request consumer deleted under the deployment is created again, and the request stored meanwhile is delivered and decides', async () => {
     const stream = f.streams('alfa').requests;
