@@ -36,6 +36,14 @@ export class SortedList<T> {
       this.items = 1;
       return;
     }
+    const tail = this.chunks[last] as T[];
+    if (this.compare(tail[tail.length - 1] as T, item) < 0) {
+      // After every item (the common case: newer items sort last): one comparison, nothing moves.
+      tail.push(item);
+      this.items++;
+      if (tail.length > this.chunkItemsMax) this.chunks.push(tail.splice(tail.length >> 1));
+      return;
+    }
     // The first chunk whose last item is not before `item`; past the end, the last chunk.
     const c = Math.min(this.chunkFor(item), last);
     const chunk = this.chunks[c] as T[];

@@ -5,6 +5,7 @@
  * deciders check their output against the same table before it is appended (domain/legal.ts),
  * so a decided event the machines do not allow is an assertion before it is a stored fact.
  */
+import { AssertionFailure } from '../contract/errors.js';
 import type { DomainEvent } from '../events/types.js';
 import { isClaimed as isClaimedState, type BranchMachineEvent, type BranchMachineState, type OperationMachineEvent } from './index.js';
 
@@ -61,7 +62,49 @@ export const machineEventTable: { readonly [K in DomainEvent['type']]: Mapper<K>
   'settlement-completed': () => ({ operation: 'SETTLED', branches: [] }),
 };
 
-/** The machine events of one domain event, given the branches as they stand before it. */
+/**
+ * The machine events of one domain event, given the branches as they stand before it. A switch
+ * onto the table's entries: each case reads one fixed property (every fold and legality check
+ * runs this per event), where indexing the table by the event's type is a generic lookup.
+ */
 export function machineMoves(event: DomainEvent, branch: BranchLookup): MachineMoves {
-  return (machineEventTable[event.type] as (event: DomainEvent, branch: BranchLookup) => MachineMoves)(event, branch);
+  const t = machineEventTable;
+  switch (event.type) {
+    case 'operation-admitted':
+      return t['operation-admitted'](event, branch);
+    case 'dispatch-recorded':
+      return t['dispatch-recorded'](event, branch);
+    case 'result-accepted':
+      return t['result-accepted'](event, branch);
+    case 'lease-renewed':
+      return t['lease-renewed'](event, branch);
+    case 'claim-ended':
+      return t['claim-ended'](event, branch);
+    case 'branch-reassigned':
+      return t['branch-reassigned'](event, branch);
+    case 'branch-failed':
+      return t['branch-failed'](event, branch);
+    case 'branch-revoked':
+      return t['branch-revoked'](event, branch);
+    case 'cancel-dispatched':
+      return t['cancel-dispatched'](event, branch);
+    case 'cancel-result-accepted':
+      return t['cancel-result-accepted'](event, branch);
+    case 'cancel-withdrawn':
+      return t['cancel-withdrawn'](event, branch);
+    case 'cancel-timed-out':
+      return t['cancel-timed-out'](event, branch);
+    case 'result-rejected':
+      return t['result-rejected'](event, branch);
+    case 'protocol-conflict-recorded':
+      return t['protocol-conflict-recorded'](event, branch);
+    case 'decision-closed':
+      return t['decision-closed'](event, branch);
+    case 'settlement-completed':
+      return t['settlement-completed'](event, branch);
+    default: {
+      const unknown: never = event;
+      throw new AssertionFailure(`unknown event ${(unknown as DomainEvent).type}`);
+    }
+  }
 }

@@ -23,33 +23,52 @@ export function indexRowOfLog(transitions: readonly StoredTransition[]): Operati
  * deadline. Undefined when nothing is due.
  */
 export function nextDueMs(record: OperationRecord): number | undefined {
-  const instants: number[] = [];
   if (record.decision === null) {
-    instants.push(record.deadlineMs);
+    let due = record.deadlineMs;
     for (const b of branchList(record)) {
-      if (isClaimed(b.state)) instants.push(b.leaseUntilMs);
-      if (isRetrying(b.state) && b.retryAtMs !== null) instants.push(b.retryAtMs);
+      if (isClaimed(b.state) && b.leaseUntilMs < due) due = b.leaseUntilMs;
+      if (isRetrying(b.state) && b.retryAtMs !== null && b.retryAtMs < due) due = b.retryAtMs;
     }
-  } else if (branchList(record).some((b) => isCancelling(b.state))) {
-    instants.push(record.decision.cancelDeadlineMs);
+    return due;
   }
-  return instants.length === 0 ? undefined : Math.min(...instants);
+  for (const b of branchList(record)) if (isCancelling(b.state)) return record.decision.cancelDeadlineMs;
+  return undefined;
 }
 
-const minOf = (values: number[]): number | null => (values.length === 0 ? null : Math.min(...values));
+/**
+ * The next due instant indexRow computed last, for the commit pipeline's timer (takeNextDueMs):
+ * a store derives the row of the record it just wrote and the kernel then arms that record's
+ * timer, so an append computes it once. Taken once; a record is never changed once folded.
+ */
+let lastDue: { record: OperationRecord; dueMs: number | undefined } | undefined;
+
+/** nextDueMs of `record`, from indexRow's computation of it when that was the last. */
+export function takeNextDueMs(record: OperationRecord): number | undefined {
+  const held = lastDue;
+  if (held !== undefined && held.record === record) {
+    lastDue = undefined;
+    return held.dueMs;
+  }
+  return nextDueMs(record);
+}
 
 export function indexRow(record: OperationRecord): OperationIndexRow {
-  const branches = branchList(record);
   const undecided = record.decision === null;
-  const leases: number[] = [];
-  const pending: number[] = [];
-  for (const b of branches) {
+  let leaseExpiresAtMs: number | null = null;
+  let outboxPendingSinceMs: number | null = null;
+  let openBranches = 0;
+  for (const b of branchList(record)) {
+    if (branchStatusOf(b.state) === 'pending') openBranches++;
+    let pendingSinceMs: number | undefined;
     if (undecided && isClaimed(b.state)) {
-      leases.push(b.leaseUntilMs);
-      if (b.outbox.receipt === 'pending') pending.push(b.attemptStartedAtMs);
+      if (leaseExpiresAtMs === null || b.leaseUntilMs < leaseExpiresAtMs) leaseExpiresAtMs = b.leaseUntilMs;
+      if (b.outbox.receipt === 'pending') pendingSinceMs = b.attemptStartedAtMs;
     }
-    if (record.decision !== null && isCancelling(b.state) && b.cancel?.receipt === 'pending') pending.push(record.decision.closedAtMs);
+    if (record.decision !== null && isCancelling(b.state) && b.cancel?.receipt === 'pending') pendingSinceMs = record.decision.closedAtMs;
+    if (pendingSinceMs !== undefined && (outboxPendingSinceMs === null || pendingSinceMs < outboxPendingSinceMs)) outboxPendingSinceMs = pendingSinceMs;
   }
+  const dueMs = nextDueMs(record);
+  lastDue = { record, dueMs };
   return {
     operationId: record.operationId,
     principalId: record.principalId,
@@ -63,11 +82,11 @@ export function indexRow(record: OperationRecord): OperationIndexRow {
     decidedAtMs: record.decision?.closedAtMs ?? null,
     settledAtMs: record.settlement.completedAtMs,
     deadlineMs: record.deadlineMs,
-    nextDueMs: nextDueMs(record) ?? null,
-    openBranches: branches.filter((b) => branchStatusOf(b.state) === 'pending').length,
+    nextDueMs: dueMs ?? null,
+    openBranches,
     lastRejection: record.lastRejection,
-    leaseExpiresAtMs: minOf(leases),
-    outboxPendingSinceMs: minOf(pending),
+    leaseExpiresAtMs,
+    outboxPendingSinceMs,
     revision: record.revision,
   };
 }

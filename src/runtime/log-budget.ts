@@ -24,6 +24,7 @@ import { AdapterError, assert } from '../contract/errors.js';
 import { limits } from '../contract/limits.js';
 import type { Transition } from '../events/types.js';
 import type { OperationRecord } from '../projections/record.js';
+import { measureTransition } from '../adapters/store/codec.js';
 
 /** The byte budgets a deployment may lower (never raise) in its config, and the transition budget. */
 export interface Budgets {
@@ -157,7 +158,11 @@ export function logSizeOf(transitions: readonly { transition: Transition }[]): L
   return { transitions: transitions.length, bytes };
 }
 
-/** The serialized size of a transition: exactly what stores encode and check (codec.encodeTransition). */
+/**
+ * The serialized size of a transition: exactly what stores encode and check. Measured with the
+ * stores' codec, which keeps the body for the store's write of the same transition (one
+ * serialization per append, codec.measureTransition).
+ */
 export function transitionBytes(transition: Transition): number {
-  return Buffer.byteLength(JSON.stringify(transition), 'utf8');
+  return measureTransition(transition).bytes;
 }

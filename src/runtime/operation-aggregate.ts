@@ -1,6 +1,6 @@
 /**
  * The operation aggregate as the kernel sees it (src/kernel): its projection (projections/record.ts),
- * its timers (decide.ts nextDueMs), when it is finished (settled), and the checks a decided
+ * its timers (operation-index.ts nextDueMs), when it is finished (settled), and the checks a decided
  * transition passes before it is appended — its schema and the machines' legality (legal.ts).
  */
 import { AdapterError, AssertionFailure } from '../contract/errors.js';
@@ -9,7 +9,7 @@ import type { StoredTransition, Transition } from '../events/types.js';
 import type { Aggregate } from '../kernel/types.js';
 import { isSettled } from '../machines/index.js';
 import { applyStored, fold, type OperationRecord } from '../projections/record.js';
-import { nextDueMs } from '../domain/decide.js';
+import { takeNextDueMs } from '../projections/operation-index.js';
 import { assertLegal } from '../domain/legal.js';
 
 export const operationAggregate: Aggregate<OperationRecord, Transition> = {
@@ -17,7 +17,8 @@ export const operationAggregate: Aggregate<OperationRecord, Transition> = {
   apply: (record, stored) => applyStored(record, stored),
   fold: (log) => fold(log),
   revision: (record) => record.revision,
-  nextDueMs,
+  // The store's index row of the record just committed computed it already (operation-index.ts).
+  nextDueMs: takeNextDueMs,
   finished: (record) => isSettled(record.phase),
   commandOf: (transition) => transition.causation.command,
   check: (record, transition) => {

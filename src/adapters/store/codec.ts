@@ -41,13 +41,40 @@ export function checkTransitionShape(transition: Transition): StoreFailure | und
   return problem === undefined ? undefined : { kind: 'invalid-input', description: problem };
 }
 
+/**
+ * The body of the transition last measured for a size check ahead of its store (the log budget,
+ * runtime/log-budget.ts), until a store encodes that transition: the commit pipeline measures a
+ * transition and hands it to the store in the same turn, so it is serialized once, not twice. A
+ * transition is never changed once decided; the slot is taken by the first encoding of the same
+ * object and holds at most one body.
+ */
+let measured: { transition: Transition; body: string } | undefined;
+
+/** The stored body of `transition` and its size in bytes, kept for the store's encoding of the same transition. */
+export function measureTransition(transition: Transition): { body: string; bytes: number } {
+  const body = JSON.stringify(transition);
+  measured = { transition, body };
+  return { body, bytes: bodyBytes(body) };
+}
+
 /** The stored body: exactly the bytes the size budget is checked against. */
 export function encodeTransition(transition: Transition): string {
+  const held = measured;
+  if (held !== undefined && held.transition === transition) {
+    measured = undefined;
+    return held.body;
+  }
   return JSON.stringify(transition);
 }
 
+/** The last body measured: a store asks the size of the body the budget check just measured. */
+let sized: { body: string; bytes: number } = { body: '', bytes: 0 };
+
 export function bodyBytes(body: string): number {
-  return Buffer.byteLength(body, 'utf8');
+  if (sized.body === body) return sized.bytes;
+  const bytes = Buffer.byteLength(body, 'utf8');
+  sized = { body, bytes };
+  return bytes;
 }
 
 export function sizeFailure(bytes: number, bytesMax: number): StoreFailure {

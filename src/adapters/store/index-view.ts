@@ -17,7 +17,6 @@
  */
 import { SortedList } from '../../contract/sorted-list.js';
 import {
-  compareListOrder,
   isAfter,
   matchesQuery,
   type IndexPage,
@@ -40,8 +39,17 @@ interface Entry {
 
 const byId = (a: Entry, b: Entry): number => (a.row.operationId < b.row.operationId ? -1 : a.row.operationId > b.row.operationId ? 1 : 0);
 
-/** Oldest admission first: the reverse of list order, so that a new admission is appended, never inserted. */
-const oldestFirst = (a: Entry, b: Entry): number => compareListOrder(b.row, a.row);
+/**
+ * Oldest admission first: the reverse of list order (compareListOrder), so that a new admission
+ * is appended, never inserted. Spelled out: it is every list's comparison on every write.
+ */
+const oldestFirst = (a: Entry, b: Entry): number => {
+  if (a === b) return 0;
+  const x = a.row;
+  const y = b.row;
+  if (x.admittedAtMs !== y.admittedAtMs) return x.admittedAtMs - y.admittedAtMs;
+  return x.operationId < y.operationId ? -1 : x.operationId > y.operationId ? 1 : 0;
+};
 
 /** Each stuck reason's instant, for the rows that have one (null: not in that reason's list). */
 const instants = {
@@ -52,11 +60,13 @@ const instants = {
 type InstantKind = keyof typeof instants;
 const instantKinds = Object.keys(instants) as InstantKind[];
 
-/** Entries by one instant, then operation id (only rows that have that instant are in its list). */
-const byInstant =
-  (kind: InstantKind) =>
-  (a: Entry, b: Entry): number =>
-    (instants[kind](a.row) as number) - (instants[kind](b.row) as number) || byId(a, b);
+/**
+ * Entries by one instant, then operation id (only rows that have that instant are in its list, so
+ * the comparators read the instant directly): one comparator per list, no lookup by kind.
+ */
+const byDeadline = (a: Entry, b: Entry): number => a.row.deadlineMs - b.row.deadlineMs || byId(a, b);
+const byLease = (a: Entry, b: Entry): number => (a.row.leaseExpiresAtMs as number) - (b.row.leaseExpiresAtMs as number) || byId(a, b);
+const byOutbox = (a: Entry, b: Entry): number => (a.row.outboxPendingSinceMs as number) - (b.row.outboxPendingSinceMs as number) || byId(a, b);
 
 /**
  * The rows that can be stuck at some instant: undecided, a lease held, a publication waiting for
@@ -66,7 +76,11 @@ export function isStuckable(row: OperationIndexRow): boolean {
   return row.outcome === null || row.leaseExpiresAtMs !== null || row.outboxPendingSinceMs !== null || row.settlement === 'indeterminate';
 }
 
-/** The keyed lists a row belongs to. A separator no principal or interaction holds keeps pairs apart. */
+/**
+ * The keyed lists a row belongs to. A separator no principal or interaction holds keeps pairs
+ * apart. Each position holds one kind of key (its own prefix), so two rows' keys differ exactly
+ * where their positions differ.
+ */
 function keysOf(row: OperationIndexRow): string[] {
   const keys = [
     `p\u0000${row.principalId}`,
@@ -115,9 +129,9 @@ export class IndexView {
   private readonly all = new SortedList<Entry>(oldestFirst);
   private readonly keyed = new Map<string, SortedList<Entry>>();
   private readonly stuckInstants: Record<InstantKind, SortedList<Entry>> = {
-    deadline: new SortedList(byInstant('deadline')),
-    lease: new SortedList(byInstant('lease')),
-    outbox: new SortedList(byInstant('outbox')),
+    deadline: new SortedList(byDeadline),
+    lease: new SortedList(byLease),
+    outbox: new SortedList(byOutbox),
   };
   /** Rows a page has looked at since the view was made (the cost of pages, for tests and benches). */
   rowsWalked = 0;
@@ -143,20 +157,23 @@ export class IndexView {
     const old = entry.row;
     const keys = sameKeys(old, row) ? entry.keys : keysOf(row);
     // Out of the lists it leaves while the entry still sorts as the old row does.
-    if (keys !== entry.keys) for (const key of entry.keys) if (!keys.includes(key)) this.unlist(key, entry);
-    for (const kind of instantKinds) {
-      const was = instants[kind](old);
-      if (was !== null && was !== instants[kind](row)) this.stuckInstants[kind].delete(entry);
-    }
+    const was = entry.keys;
+    if (keys !== was) for (let k = 0; k < was.length; k++) if (keys[k] !== was[k]) this.unlist(was[k] as string, entry);
+    // Each instant list spelled out (the hot path of every append): out while the entry sorts as the old row.
+    const { deadline, lease, outbox } = this.stuckInstants;
+    const deadlineWas = instants.deadline(old);
+    const deadlineIs = instants.deadline(row);
+    if (deadlineWas !== null && deadlineWas !== deadlineIs) deadline.delete(entry);
+    if (old.leaseExpiresAtMs !== null && old.leaseExpiresAtMs !== row.leaseExpiresAtMs) lease.delete(entry);
+    if (old.outboxPendingSinceMs !== null && old.outboxPendingSinceMs !== row.outboxPendingSinceMs) outbox.delete(entry);
     entry.row = row;
-    if (keys !== entry.keys) {
-      for (const key of keys) if (!entry.keys.includes(key)) this.listed(key).insert(entry);
+    if (keys !== was) {
+      for (let k = 0; k < keys.length; k++) if (keys[k] !== was[k]) this.listed(keys[k] as string).insert(entry);
       entry.keys = keys;
     }
-    for (const kind of instantKinds) {
-      const is = instants[kind](row);
-      if (is !== null && is !== instants[kind](old)) this.stuckInstants[kind].insert(entry);
-    }
+    if (deadlineIs !== null && deadlineIs !== deadlineWas) deadline.insert(entry);
+    if (row.leaseExpiresAtMs !== null && row.leaseExpiresAtMs !== old.leaseExpiresAtMs) lease.insert(entry);
+    if (row.outboxPendingSinceMs !== null && row.outboxPendingSinceMs !== old.outboxPendingSinceMs) outbox.insert(entry);
   }
 
   remove(operationId: string): void {
@@ -208,7 +225,10 @@ export class IndexView {
     this.entries.set(row.operationId, entry);
     this.all.insert(entry);
     for (const key of entry.keys) this.listed(key).insert(entry);
-    for (const kind of instantKinds) if (instants[kind](row) !== null) this.stuckInstants[kind].insert(entry);
+    const { deadline, lease, outbox } = this.stuckInstants;
+    if (instants.deadline(row) !== null) deadline.insert(entry);
+    if (row.leaseExpiresAtMs !== null) lease.insert(entry);
+    if (row.outboxPendingSinceMs !== null) outbox.insert(entry);
   }
 
   private listed(key: string): SortedList<Entry> {

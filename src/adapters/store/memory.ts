@@ -48,6 +48,16 @@ interface StoredBody {
 interface Stream {
   transitions: StoredBody[];
   tombstoned: boolean;
+  /** What the stream id names, told once at its creation rather than at every write. */
+  family: StreamKind;
+}
+
+/** A workflow instance, an operation (which has an index row), or an opaque stream (the store's own tests): no row. */
+type StreamKind = 'workflow' | 'operation' | 'opaque';
+
+function streamKindOf(streamId: string): StreamKind {
+  if (isWorkflowStream(streamId)) return 'workflow';
+  return isOperationId(streamId) ? 'operation' : 'opaque';
 }
 
 function decode(stored: StoredBody, index: number): StoredTransition {
@@ -218,12 +228,12 @@ export class MemoryEventStore implements EventStore {
 
   /** The operation's row after the transition just stored. */
   private indexAppended(operationId: string, stream: Stream, previous: number, stored: StoredTransition, after: IndexAfter | undefined): void {
-    if (isWorkflowStream(operationId)) {
+    if (stream.family === 'workflow') {
       const row = committedWorkflowRow(operationId, stored, after);
       if (row) this.workflowRows.apply(row);
       return;
     }
-    if (!isOperationId(operationId)) return; // an opaque stream (the store's own tests): no row
+    if (stream.family === 'opaque') return; // the store's own tests: no row
     const row = this.indexStates.rowAfter(
       operationId,
       previous === 0 ? undefined : String(previous),
@@ -265,7 +275,7 @@ export class MemoryEventStore implements EventStore {
     const nowMs = this.clock.nowMs();
     if (nowMs < this.lastCommittedAtMs) return rollbackFailure(nowMs, this.lastCommittedAtMs);
     if (!guardAdmits(transition.timeGuard, nowMs)) return guardFailure(transition.timeGuard, nowMs);
-    const target = stream ?? { transitions: [], tombstoned: false };
+    const target = stream ?? { transitions: [], tombstoned: false, family: streamKindOf(operationId) };
     if (!stream) this.streams.set(operationId, target);
     const stored: StoredBody = { committedAtMs: nowMs, body };
     const previous = target.transitions.length;
@@ -274,7 +284,7 @@ export class MemoryEventStore implements EventStore {
     const revision = String(target.transitions.length);
     // The caller's transition itself (as the SQLite store): transitions are never changed once decided.
     this.indexAppended(operationId, target, previous, { revision, committedAtMs: nowMs, transition }, after);
-    if (streamFamily(operationId) === 'wf') this.noteWorkflow(operationId, transition);
+    if (target.family === 'workflow') this.noteWorkflow(operationId, transition);
     if (this.listeners.size > 0) notifyAll(this.listeners, operationId, decode(stored, target.transitions.length - 1));
     if (this.watchers.size > 0) notifyAll(this.watchers, operationId, revision);
     return { kind: 'ok', revision, committedAtMs: nowMs };
