@@ -10,7 +10,11 @@
  * free ports, filled by one client; the pages are read by a second, fresh client, whose first
  * page starts its in-memory view of the index (jetstream-index-feed.ts) — that start is timed on
  * its own, with the heap it added (run node with --expose-gc for a settled figure), and every
- * page after it reads from the view. `--jetstream-sizes` overrides `--sizes` for JetStream.
+ * page after it reads from the view. That first view writes a snapshot of itself
+ * (jetstream-index-snapshot.ts); then 1 % more operations are admitted and a third client's
+ * first page is timed the same way: its view starts from the snapshot plus that tail. Both
+ * starts are in the same run, on the same server. `--jetstream-sizes` overrides `--sizes` for
+ * JetStream.
  */
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -64,7 +68,7 @@ const cases: Case[] = [
 const idOf = (i: number) => 'op' + createHash('sha256').update(`bench-list-${i}`).digest('hex');
 
 /** Admits `count` operations, `inFlight` at a time (the SQLite store serializes them anyway). */
-async function fill(store: EventStore, count: number, inFlight: number, setTime?: (i: number) => void): Promise<void> {
+async function fill(store: EventStore, count: number, inFlight: number, setTime?: (i: number) => void, from = 0): Promise<void> {
   const createOne = async (i: number) => {
     setTime?.(i);
     const outcome = await store.create(
@@ -73,7 +77,8 @@ async function fill(store: EventStore, count: number, inFlight: number, setTime?
     );
     if (outcome.kind !== 'ok') throw new Error(`create ${i}: ${outcome.kind} ${outcome.description}`);
   };
-  for (let i = 0; i < count; i += inFlight) await Promise.all(Array.from({ length: Math.min(inFlight, count - i) }, (_, k) => createOne(i + k)));
+  for (let i = from; i < from + count; i += inFlight)
+    await Promise.all(Array.from({ length: Math.min(inFlight, from + count - i) }, (_, k) => createOne(i + k)));
 }
 
 /** Median and 95th percentile of `runs` timed reads, in ms, and the rows the last one answered. */
@@ -133,7 +138,7 @@ async function measureSqlite(size: number): Promise<Measurement[]> {
 
 async function measureJetStream(size: number): Promise<Measurement[]> {
   const server = await startJetStreamServer();
-  const limits = { operationsMax: Math.max(size, 1000) };
+  const limits = { operationsMax: Math.max(size + Math.ceil(size / 100), 1000) };
   const writer = await JetStreamEventStore.open({ servers: server.url, limits });
   let reader: JetStreamEventStore | undefined;
   try {
@@ -143,24 +148,19 @@ async function measureJetStream(size: number): Promise<Measurement[]> {
     const nc = await connect({ servers: server.url });
     reader = await JetStreamEventStore.open({ connection: nc, limits });
     // The fresh client's first page starts its view: every row read once.
-    const gc = (globalThis as { gc?: () => void }).gc;
-    gc?.();
-    const heapBefore = process.memoryUsage().heapUsed;
-    const started = performance.now();
-    const rows = (await reader.index.list({ limit: pageRows })).rows.length;
-    const startMs = performance.now() - started;
-    gc?.();
-    const heapMiB = (process.memoryUsage().heapUsed - heapBefore) / (1024 * 1024);
-    const start: Measurement = {
-      store: 'jetstream',
-      operations: size,
-      case: `view start: a fresh client's first page (heap +${heapMiB.toFixed(0)} MiB${gc ? '' : ', no gc'})`,
-      rows,
-      medianMs: startMs,
-      p95Ms: startMs,
-    };
-    progress(start);
-    const out = [start, ...(await measureCases('jetstream', reader, size, new SystemClock().nowMs()))];
+    const start = await timeViewStart(reader, size, "view start, no snapshot: a fresh client's first page");
+    await reader.index.snapshotIdle();
+    const tail = Math.max(1, Math.floor(size / 100));
+    await fill(writer, tail, 32, undefined, size);
+    const nc2 = await connect({ servers: server.url });
+    const second = await JetStreamEventStore.open({ connection: nc2, limits });
+    const fromSnapshot = await timeViewStart(second, size + tail, `view start from the snapshot + ${tail} rows after it`);
+    process.stderr.write(
+      `jetstream ${size}: the snapshot's view read ${second.index.rowsFromSnapshot} rows from the snapshot and ${second.index.rowsDelivered} from the stream\n`,
+    );
+    await second.close();
+    await nc2.close();
+    const out = [start, fromSnapshot, ...(await measureCases('jetstream', reader, size + tail, new SystemClock().nowMs()))];
     process.stderr.write(`jetstream ${size}: the view read ${reader.index.rowsDelivered} rows from the stream in all (its start included)\n`);
     await reader.close();
     await nc.close();
@@ -170,6 +170,28 @@ async function measureJetStream(size: number): Promise<Measurement[]> {
     await writer.close();
     await server.dispose();
   }
+}
+
+/** A fresh client's first page: its view's start, timed with the heap it added. */
+async function timeViewStart(store: JetStreamEventStore, size: number, name: string): Promise<Measurement> {
+  const gc = (globalThis as { gc?: () => void }).gc;
+  gc?.();
+  const heapBefore = process.memoryUsage().heapUsed;
+  const started = performance.now();
+  const rows = (await store.index.list({ limit: pageRows })).rows.length;
+  const startMs = performance.now() - started;
+  gc?.();
+  const heapMiB = (process.memoryUsage().heapUsed - heapBefore) / (1024 * 1024);
+  const m = {
+    store: 'jetstream',
+    operations: size,
+    case: `${name} (heap +${heapMiB.toFixed(0)} MiB${gc ? '' : ', no gc'})`,
+    rows,
+    medianMs: startMs,
+    p95Ms: startMs,
+  };
+  progress(m);
+  return m;
 }
 
 /** Each figure as soon as it is measured (a long run stopped early keeps what it measured). */

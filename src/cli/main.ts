@@ -269,7 +269,7 @@ function addReadCommands(program: Command, io: CliIo, setExit: (code: number) =>
     .argument('[operationId]', 'one operation: id, short id or unique prefix (all when absent)')
     .option('--store <url>', "store URL (default: the context's)")
     .option('--json', 'machine-readable output', false)
-    .option('--fix-index', 'write every operations index row that differs from its log again (and remove rows without a log)', false)
+    .option('--fix-index', 'write every operations and workflow instances index row that differs from its log again (and remove rows without a log)', false)
     .description('rebuild records from their logs through the XState machines and check the operations index against them; exit 1 on any difference')
     .action(async (operationId: string | undefined, o) => {
       const target = await storeOf(o, 'replay');

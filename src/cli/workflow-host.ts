@@ -22,7 +22,9 @@ import type { ContractRef } from '../contract/types.js';
 import { seededRandom } from '../runtime/random.js';
 import type { InvocationService } from '../runtime/service.js';
 import { workflowEventsDefaults, type WorkflowHosting, type WorkflowsConfig } from '../runtime/workflow-service.js';
-import type { WorkflowStuckBounds } from '../events/workflow-index.js';
+import { workflowStuckBoundsDefault, type WorkflowStuckBounds } from '../events/workflow-index.js';
+import { observeStuckWorkflowInstances } from '../runtime/workflow-stuck-metrics.js';
+import type { Registry } from 'prom-client';
 import { workflowDocuments } from '../workflow/dsl/bundle.js';
 import { contractFunctionName, contractFunctionSecret } from '../workflow/dsl/contract-function.js';
 import { WorkflowExecutor } from '../workflow/exec/executor.js';
@@ -43,8 +45,10 @@ export interface WorkflowHostParts {
   settings?: WorkflowsConfig;
   /** The coordinator's NATS connection: event transports (workflows.events) need it. */
   nats?: NatsConnection;
-  /** Who lists every principal's instances, and when a running instance counts as stuck. */
+  /** Who lists every principal's instances, and when a running instance counts as stuck (else settings.stuck, then the defaults). */
   listing?: { operators: ReadonlySet<string>; stuckBounds?: WorkflowStuckBounds };
+  /** Where the stuck instances gauge is registered (none: no gauge). */
+  metrics?: Registry;
   /** The secrets workflows may read (config workflowSecrets, read at start-up). */
   secrets?: ReadonlyMap<string, JsonValue>;
 }
@@ -52,6 +56,17 @@ export interface WorkflowHostParts {
 export interface WorkflowHost extends WorkflowHosting {
   service: WorkflowInstances;
   executor: WorkflowExecutor;
+}
+
+/**
+ * Who lists every principal's instances and when a running instance counts as stuck (the
+ * listing's bounds, else the config's workflows.stuck, then the defaults); the stuck instances
+ * gauge counts with the same bounds.
+ */
+function instanceListing(parts: WorkflowHostParts) {
+  const stuckBounds = parts.listing?.stuckBounds ?? { ...workflowStuckBoundsDefault, ...parts.settings?.stuck };
+  if (parts.metrics) observeStuckWorkflowInstances(parts.metrics, () => parts.store.workflowIndex, parts.clock, stuckBounds);
+  return { store: parts.store, clock: parts.clock, operators: parts.listing?.operators ?? new Set<string>(), stuckBounds };
 }
 
 export async function createWorkflowHost(parts: WorkflowHostParts): Promise<WorkflowHost> {
@@ -106,12 +121,7 @@ export async function createWorkflowHost(parts: WorkflowHostParts): Promise<Work
     bundleOf: (digest) => refs.get(digest),
     definition: (digest, name) => definitions.get(digest)?.get(name),
     operations: parts.coordinator,
-    listing: {
-      store: parts.store,
-      clock: parts.clock,
-      operators: parts.listing?.operators ?? new Set(),
-      ...(parts.listing?.stuckBounds ? { stuckBounds: parts.listing.stuckBounds } : {}),
-    },
+    listing: instanceListing(parts),
   });
   return {
     service,

@@ -59,6 +59,19 @@ export class SortedList<T> {
     if (chunk.length > this.chunkItemsMax) this.chunks.splice(c + 1, 0, chunk.splice(chunk.length >> 1));
   }
 
+  /**
+   * Fills an empty list with `items` at once: sorted (a sequence already in order costs one pass)
+   * and cut into half-full chunks, in place of one insert per item. Items must be unique under
+   * `compare`.
+   */
+  load(items: readonly T[]): void {
+    assert(this.items === 0, 'a SortedList is loaded only while empty');
+    const sorted = items.slice().sort(this.compare);
+    const width = Math.max(1, this.chunkItemsMax >> 1);
+    for (let at = 0; at < sorted.length; at += width) this.chunks.push(sorted.slice(at, at + width));
+    this.items = sorted.length;
+  }
+
   /** Removes the item that ties with `item`; answers whether there was one. */
   delete(item: T): boolean {
     const c = this.chunkFor(item);

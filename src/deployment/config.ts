@@ -226,6 +226,16 @@ export const deploymentConfigSchema = {
       additionalProperties: false,
       properties: {
         leaseMs: { type: 'integer', minimum: limits.workflowLeaseMsMin, maximum: limits.workflowLeaseMsMax },
+        /** When a running instance counts as stuck (docs/workflows-executor.md "Listing instances"); absent fields take the defaults. */
+        stuck: {
+          type: 'object',
+          additionalProperties: false,
+          properties: {
+            timeoutGraceMs: { type: 'integer', minimum: 0, maximum: limits.timeoutMsMax },
+            timerGraceMs: { type: 'integer', minimum: 0, maximum: limits.timeoutMsMax },
+            leaseGraceMs: { type: 'integer', minimum: 0, maximum: limits.timeoutMsMax },
+          },
+        },
         events: {
           type: 'object',
           additionalProperties: false,
@@ -456,7 +466,15 @@ async function assemble(config: DeploymentConfig, parts: Parts): Promise<Running
   // A durable store may hold operations a previous process left open: resume them before serving.
   await coordinator.recover();
   const workflows = parts.workflows
-    ? await parts.workflows({ coordinator, bundles, store, clock, settings: config.workflows ?? {}, listing: { operators: new Set(config.operators ?? []) } })
+    ? await parts.workflows({
+        coordinator,
+        bundles,
+        store,
+        clock,
+        settings: config.workflows ?? {},
+        listing: { operators: new Set(config.operators ?? []) },
+        metrics: coordinator.metrics.registry,
+      })
     : undefined;
   return {
     coordinator,

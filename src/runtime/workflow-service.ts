@@ -20,6 +20,7 @@ import type { DecisionView, SettlementView } from '../projections/views.js';
 import type { InvocationService } from './service.js';
 import type { WorkflowListPage, WorkflowListRequest } from './workflow-list.js';
 import type { WorkflowStuckBounds } from '../events/workflow-index.js';
+import type { Registry } from 'prom-client';
 
 export interface WorkflowStartRequest {
   /** The bundle that pins the workflow (its digest names the exact version). */
@@ -133,6 +134,8 @@ export interface WorkflowsConfig {
   leaseMs?: number;
   /** How CloudEvents reach `listen` tasks and leave `emit` tasks. */
   events?: WorkflowEventsConfig;
+  /** When a running instance counts as stuck (docs/workflows-executor.md "Listing instances"); absent fields take the defaults. */
+  stuck?: Partial<WorkflowStuckBounds>;
 }
 
 /** The serve config's `workflows.events`: the event transports of emit and listen (docs/workflows-executor.md "Events"). */
@@ -177,6 +180,8 @@ export type WorkflowHostFactory = (parts: {
   nats?: NatsConnection;
   /** Who lists every principal's instances, and when a running instance counts as stuck. */
   listing?: { operators: ReadonlySet<string>; stuckBounds?: WorkflowStuckBounds };
+  /** Where the stuck instances gauge is registered (the coordinator's registry, served at /metrics). */
+  metrics?: Registry;
 }) => Promise<WorkflowHosting>;
 
 // ── schemas (shared by the HTTP facade, the NATS commands and OpenAPI) ─────────────

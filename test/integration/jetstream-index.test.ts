@@ -354,6 +354,53 @@ test('jetstream index: a view follows the index stream when it is created again'
   }
 });
 
+test('jetstream index: a view starts from the newest snapshot and reads only the rows stored after it, answering what a view of every row answers', async () => {
+  const server = await startJetStreamServer();
+  const writer = await JetStreamEventStore.open({ servers: server.url, requestTimeoutMs });
+  const first = await JetStreamEventStore.open({ servers: server.url, requestTimeoutMs, indexSnapshotTailMin: 1 });
+  let second: JetStreamEventStore | undefined;
+  let whole: JetStreamEventStore | undefined;
+  try {
+    const ids = await admit(writer, 30, 'snap');
+    for (const id of ids.slice(0, 5)) await advance(writer, id, 4);
+    await first.index.list({ limit: 1 }); // the first view reads every row and writes a snapshot of them
+    await first.index.snapshotIdle();
+    assert.equal(first.index.rowsFromSnapshot, 0, 'no snapshot existed for the first view');
+    // After the snapshot: new operations first (the tail's first message), rows it holds superseded, a tombstone.
+    const added = await admit(writer, 6, 'snap-after');
+    for (const id of ids.slice(3, 8)) await advance(writer, id, 5);
+    expectOk(await writer.tombstone(ids[10]!), 'tombstone');
+    expectOk(await writer.tombstone(added[2]!), 'tombstone');
+    second = await JetStreamEventStore.open({ servers: server.url, requestTimeoutMs });
+    whole = await JetStreamEventStore.open({ servers: server.url, requestTimeoutMs, indexSnapshotTailMin: 0 });
+    await second.index.list({ limit: 1 });
+    assert.equal(second.index.rowsFromSnapshot, 30, 'the second view started from the snapshot');
+    // The stream keeps each subject's last message: 6 new subjects (one now a removal marker), 5 settled rows, 1 more marker.
+    assert.equal(second.index.rowsDelivered, 12, 'the second view read only the tail from the stream');
+    const later = Date.now() + 3_600_000;
+    const queries: Array<Omit<IndexQuery, 'after'>> = [
+      { limit: 7 },
+      { limit: 5, principalId: 'svc-1' },
+      { limit: 5, phase: 'settled' },
+      { limit: 5, outcome: 'open' },
+      { limit: 5, stuck: { nowMs: later, bounds: stuckBoundsDefault } },
+    ];
+    for (const query of queries) {
+      const expected = await allPages(whole, query);
+      assert.deepEqual(await allPages(second, query), expected, `${JSON.stringify(query)}: as a view of every row`);
+      assert.deepEqual(await allPages(first, query), expected, `${JSON.stringify(query)}: as the view that wrote the snapshot`);
+    }
+    assert.equal((await allPages(second, { limit: 50 })).length, 34);
+    assert.deepEqual(await second.index.countStuck(later, stuckBoundsDefault), await whole.index.countStuck(later, stuckBoundsDefault));
+  } finally {
+    await whole?.close();
+    await second?.close();
+    await first.close();
+    await writer.close();
+    await server.dispose();
+  }
+});
+
 test('jetstream index: nothing a peer can publish lands in the index', async () => {
   const server = await startJetStreamServer();
   const nc = await connect({ servers: server.url });

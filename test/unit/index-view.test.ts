@@ -100,6 +100,43 @@ test('every page and every stuck count of the view equals the reference over all
   );
 });
 
+test('a view loaded at once (a snapshot), then updated, answers every page and stuck count as the reference, and its held rows load the same view (fast-check)', () => {
+  fc.assert(
+    fc.property(fc.array(changeArb, { minLength: 1, maxLength: 80 }), fc.nat(), fc.array(queryArb, { minLength: 1, maxLength: 6 }), (changes, cut, queries) => {
+      const at = cut % (changes.length + 1);
+      const rows = new Map<string, OperationIndexRow>();
+      const change = (view: IndexView | undefined, c: Change) => {
+        if (c.kind === 'row') rows.set(c.row.operationId, c.row);
+        else rows.delete(c.operationId);
+        if (view && c.kind === 'row') view.apply(c.row);
+        else if (view && c.kind === 'remove') view.remove(c.operationId);
+      };
+      for (const c of changes.slice(0, at)) change(undefined, c);
+      const view = new IndexView();
+      // Any order: load sorts every list.
+      view.load([...rows.values()].reverse());
+      for (const c of changes.slice(at)) change(view, c);
+      const again = new IndexView();
+      again.load(view.heldRows());
+      for (const v of [view, again]) {
+        assert.equal(v.size, rows.size);
+        for (const query of queries) {
+          let after: IndexQuery['after'];
+          for (let page = 0; page < 30; page++) {
+            const q: IndexQuery = { ...query, ...(after ? { after } : {}) };
+            const got = v.page(q);
+            assert.deepEqual(got, pageOf(rows.values(), q), `page ${page} of ${JSON.stringify(q)}`);
+            if (!got.next) break;
+            after = got.next;
+          }
+          if (query.stuck) assert.deepEqual(v.countStuck(query.stuck.nowMs, bounds), countStuck(rows.values(), query.stuck.nowMs, bounds));
+        }
+      }
+    }),
+    { numRuns: 300 },
+  );
+});
+
 test('updates that keep an operation in its place (its admission instant) answer as the reference, whichever fields change (fast-check)', () => {
   // Each operation has one admission instant, so every row after its first is an update in place:
   // some keep every list the operation is in, some change one key (phase, outcome, settlement,

@@ -44,6 +44,34 @@ test('a sorted list holds its items sorted and unique, seeks (both ways) and cou
   );
 });
 
+test('a list loaded at once from items in any order holds and updates them like one built by inserts (fast-check against a model)', () => {
+  fc.assert(
+    fc.property(fc.integer({ min: 4, max: 9 }), fc.uniqueArray(value), fc.array(command, { maxLength: 200 }), (chunk, items, commands) => {
+      const list = new SortedList<number>((a, b) => a - b, chunk);
+      list.load(items);
+      let model = [...items].sort((a, b) => a - b);
+      assert.deepEqual([...list], model);
+      for (const c of commands) {
+        if (c.op === 'insert') {
+          list.insert(c.value);
+          if (!model.includes(c.value)) model = [...model, c.value].sort((a, b) => a - b);
+        } else if (c.op === 'delete') {
+          assert.equal(list.delete(c.value), model.includes(c.value), `delete ${c.value}`);
+          model = model.filter((v) => v !== c.value);
+        }
+        assert.equal(list.size, model.length);
+        assert.equal(
+          list.countBefore((v) => v < 30),
+          model.filter((v) => v < 30).length,
+        );
+      }
+      assert.deepEqual([...list], model);
+      assert.deepEqual([...list.backFrom(() => false)], [...model].reverse());
+    }),
+    { numRuns: 200 },
+  );
+});
+
 test('a tie replaces the item it ties with', () => {
   const list = new SortedList<{ key: number; label: string }>((a, b) => a.key - b.key);
   list.insert({ key: 1, label: 'first' });

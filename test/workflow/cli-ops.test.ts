@@ -11,6 +11,7 @@ import type { WorkflowEvent, WorkflowTransition } from '../../src/workflow/exec/
 import { replayWorkflowLog } from '../../src/workflow/exec/replay.js';
 import { workflowInstanceId } from '../../src/workflow/ids.js';
 import { captureIo } from '../support/cli-io.js';
+import Database from 'better-sqlite3';
 
 test('convoke inspect, workflow inspect and replay read a workflow instance from the store', async () => {
   const dir = await mkdtemp(join(tmpdir(), 'convoke-wf-ops-'));
@@ -134,6 +135,56 @@ test('convoke workflow list reads the instances index from the store: a table wi
     assert.match(table.out(), /instance/);
     assert.match(table.out(), /\n2 instances\n/);
     assert.equal((table.out().match(/completed/g) ?? []).length, 2, table.out());
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+});
+
+test('convoke replay --fix-index without an id rebuilds every workflow instance index row from its log, SQLite: a tampered, a missing and an orphan row; progress on a terminal only', async () => {
+  const dir = await mkdtemp(join(tmpdir(), 'convoke-wf-fix-'));
+  try {
+    const file = join(dir, 'wf.yaml');
+    await writeFile(file, `document: { dsl: '1.0.3', namespace: test, name: fixed, version: '1.0.0' }\ndo:\n  - add:\n      set: { n: '\${ .n + 1 }' }\n`);
+    const path = join(dir, 'wf.db');
+    const store = `sqlite:${path}`;
+    const ids: string[] = [];
+    for (const key of ['a', 'b', 'c']) {
+      const run = captureIo();
+      assert.equal(await main(['node', 'convoke', 'workflow', 'run', file, '--input', '{"n":1}', '--store', store, '--key', key, '--json'], run), 0, run.err());
+      ids.push((JSON.parse(run.out()) as { instanceId: string }).instanceId);
+    }
+    const [tampered, dropped, copied] = ids as [string, string, string];
+    const orphan = `wf${'e'.repeat(64)}`;
+    const db = new Database(path);
+    db.prepare("UPDATE workflow_index SET status = 'running', row = json_set(row, '$.status', 'running') WHERE instance_id = ?").run(tampered);
+    db.prepare('DELETE FROM workflow_index WHERE instance_id = ?').run(dropped);
+    db.prepare(
+      "INSERT INTO workflow_index SELECT ?, principal_id, workflow_name, status, started_at_ms, deadline_ms, next_due_ms, lease_until_ms, json_set(row, '$.instanceId', ?) FROM workflow_index WHERE instance_id = ?",
+    ).run(orphan, orphan, copied);
+    db.close();
+
+    const check = captureIo();
+    assert.equal(await main(['node', 'convoke', 'replay', '--store', store, '--json'], check), 1, check.err());
+    const report = JSON.parse(check.out()) as { differences: number; repaired: number; rows: { operationId: string; problem: string | null }[] };
+    const problem = (id: string) => report.rows.find((r) => r.operationId === id)?.problem ?? '';
+    assert.match(problem(tampered), /workflow index row \(revision \d+\) differs from its log's; --fix-index writes it again/);
+    assert.match(problem(dropped), /workflow index row \(missing\) differs/);
+    assert.match(problem(orphan), /a workflow index row without a live log/);
+    assert.equal(problem(copied), '');
+    assert.equal(report.differences, 3);
+    assert.equal(check.err(), '', 'no progress drawn off a terminal');
+
+    const fix = captureIo({ stderrIsTerminal: true });
+    assert.equal(await main(['node', 'convoke', 'replay', '--store', store, '--fix-index'], fix), 0, fix.out() + fix.err());
+    assert.match(fix.out(), /3 index rows rebuilt/);
+    assert.match(fix.err(), /\r\[#+\] 3\/3 workflow instances\n/, 'progress on a terminal');
+    const fixedJson = captureIo();
+    assert.equal(await main(['node', 'convoke', 'replay', '--store', store, '--json'], fixedJson), 0, fixedJson.out());
+    assert.equal((JSON.parse(fixedJson.out()) as { differences: number }).differences, 0);
+    const listed = captureIo();
+    assert.equal(await main(['node', 'convoke', 'workflow', 'list', '--store', store, '--json'], listed), 0, listed.err());
+    const page = JSON.parse(listed.out()) as { instances: { instanceId: string; status: string }[] };
+    assert.deepEqual(page.instances.map((r) => [r.instanceId, r.status]).sort(), ids.map((id) => [id, 'completed']).sort());
   } finally {
     await rm(dir, { recursive: true, force: true });
   }

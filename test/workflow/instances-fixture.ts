@@ -52,7 +52,7 @@ export interface WorkflowFixture {
   dispose(): Promise<void>;
 }
 
-export async function writeWorkflowFixture(options: { store?: string; http?: JsonObject } = {}): Promise<WorkflowFixture> {
+export async function writeWorkflowFixture(options: { store?: string; http?: JsonObject; workflows?: JsonObject } = {}): Promise<WorkflowFixture> {
   const dir = await mkdtemp(join(tmpdir(), 'convoke-wf-'));
   const bundle = workflowBundle();
   await writeFile(join(dir, 'bundle.json'), JSON.stringify(bundle, null, 2));
@@ -79,6 +79,7 @@ export async function writeWorkflowFixture(options: { store?: string; http?: Jso
     attestations: [{ namespace: 'demo.v1.lab', exclusivePeerPublishers: true }],
     deployment: { account: 'test', system: 'convoke', domain: 'workflow-tests' },
     operators: ['ops'],
+    ...(options.workflows ? { workflows: options.workflows } : {}),
     http: {
       host: '127.0.0.1',
       port: 0,

@@ -145,6 +145,37 @@ export class IndexView {
     return entry && copyOf(entry.row);
   }
 
+  /** Every row held, oldest admission first, as held (not copies: a snapshot's body, jetstream-index-snapshot.ts). */
+  heldRows(): OperationIndexRow[] {
+    return Array.from(this.all, (entry) => entry.row);
+  }
+
+  /**
+   * Fills an empty view with `rows` (one per operation) at once, each list sorted in one pass:
+   * what applying each row answers, at a fraction of the cost for a view started from a snapshot.
+   */
+  load(rows: readonly OperationIndexRow[]): void {
+    if (this.entries.size > 0) throw new Error('an IndexView is loaded only while empty');
+    const all: Entry[] = [];
+    const keyed = new Map<string, Entry[]>();
+    const timed: Record<InstantKind, Entry[]> = { deadline: [], lease: [], outbox: [] };
+    for (const row of rows) {
+      const entry: Entry = { row, keys: keysOf(row) };
+      if (this.entries.has(row.operationId)) throw new Error(`two rows of ${row.operationId}`);
+      this.entries.set(row.operationId, entry);
+      all.push(entry);
+      for (const key of entry.keys) {
+        const list = keyed.get(key);
+        if (list) list.push(entry);
+        else keyed.set(key, [entry]);
+      }
+      for (const kind of instantKinds) if (instants[kind](row) !== null) timed[kind].push(entry);
+    }
+    this.all.load(all);
+    for (const [key, entries] of keyed) this.listed(key).load(entries);
+    for (const kind of instantKinds) this.stuckInstants[kind].load(timed[kind]);
+  }
+
   /** Sets the operation's row (a newer one replaces what the view holds). */
   apply(row: OperationIndexRow): void {
     const entry = this.entries.get(row.operationId);

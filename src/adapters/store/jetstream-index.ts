@@ -79,6 +79,8 @@ export interface JetStreamIndexHost {
   operationIds(): AsyncIterable<string>;
   /** The operations that may be open (jetstream-open-set.ts): what recovery reads. */
   openSet: JetStreamOpenSet;
+  /** Snapshots of the view (jetstream-index-snapshot.ts); none when the snapshot stream could not be had. */
+  snapshots?: { tailMin: number };
 }
 
 /**
@@ -276,6 +278,16 @@ export class JetStreamOperationIndex implements OperationIndexStore {
     return this.retiredDeliveries + (this.started?.messagesApplied ?? 0);
   }
 
+  /** Rows the current view started from, read from a snapshot (0: it read every row). */
+  get rowsFromSnapshot(): number {
+    return this.started?.rowsFromSnapshot ?? 0;
+  }
+
+  /** Resolves when the view writes no snapshot (tests and benches wait for one to be stored). */
+  async snapshotIdle(): Promise<void> {
+    await this.started?.snapshotIdle();
+  }
+
   /** Rows pages have walked in the view (their cost in memory), for tests and benches. */
   get rowsWalked(): number {
     return this.started?.view.rowsWalked ?? 0;
@@ -304,12 +316,25 @@ export class JetStreamOperationIndex implements OperationIndexStore {
         stream: this.stream,
         subjectPrefix: this.rowSubjectPrefix,
         requestTimeoutMs: this.host.requestTimeoutMs,
+        ...(this.host.snapshots
+          ? {
+              snapshots: {
+                js: this.host.js,
+                jsm: this.host.jsm,
+                stream: `${this.host.streamName}_INDEX_SNAP`,
+                subjectPrefix: `${this.host.prefix}.isnap.`,
+                requestTimeoutMs: this.host.requestTimeoutMs,
+                tailMin: this.host.snapshots.tailMin,
+              },
+            }
+          : {}),
       }));
       let feed: JetStreamIndexFeed | undefined;
       try {
         feed = await starting;
         this.started = feed;
         await feed.current();
+        feed.maybeSnapshot();
         return feed;
       } catch (error) {
         const stale = error instanceof StaleFeed;

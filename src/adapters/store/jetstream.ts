@@ -55,6 +55,7 @@ import { resolveStoreLimits } from './limits.js';
 import { StampFeed } from './stamp-feed.js';
 import { JetStreamOperationIndex, ensureIndexStream, inBatches } from './jetstream-index.js';
 import { JetStreamOpenSet, ensureOpenSetStream } from './jetstream-open-set.js';
+import { ensureSnapshotStream } from './jetstream-index-snapshot.js';
 import { PubAckMux } from '../transport/nats-pubacks.js';
 import { ReplayStampedStore, closedFailure, notFoundOf, streamFamily, type LogState, type WriteOutcome } from './replay-stamped.js';
 import type { AppendListener, AppendOutcome, RecordAfter, RevisionListener, StoreFailure, StoreLimits } from './types.js';
@@ -82,7 +83,15 @@ export interface JetStreamStoreOptions {
    * (default 250 ms); 0 turns the feed off (every append reads back).
    */
   stampWaitMs?: number;
+  /**
+   * Snapshots of the index view (jetstream-index-snapshot.ts): a view that has applied this many
+   * rows since the last snapshot (and a tenth of the rows it holds) writes a new one (default
+   * 1000); 0 turns snapshots off (every view start reads every row).
+   */
+  indexSnapshotTailMin?: number;
 }
+
+const defaultSnapshotTailMin = 1000;
 
 /** Bytes reserved for the headers the adapter adds (Nats-Msg-Id, expected sequence). */
 const headerBytesAllowance = 512;
@@ -148,6 +157,7 @@ export class JetStreamEventStore extends ReplayStampedStore {
     private readonly directGet: boolean,
     private readonly stamps: StampFeed | undefined,
     private readonly stampWaitMs: number,
+    snapshots: { tailMin: number } | undefined,
   ) {
     // A subject's sequence before its first message is 0: the create CAS expects it.
     super(limits, 0);
@@ -168,6 +178,7 @@ export class JetStreamEventStore extends ReplayStampedStore {
       publishRow: (subject, data, lastSubjectSequence) => this.pubAcks.publish(subject, data, { expect: { lastSubjectSequence }, timeout: requestTimeoutMs }),
       ...this.indexHost(),
       openSet: this.openSet,
+      ...(snapshots ? { snapshots } : {}),
     });
   }
 
@@ -189,13 +200,28 @@ export class JetStreamEventStore extends ReplayStampedStore {
       await ensureStream(jsm, `${streamName}_TOMBS`, `${prefix}.tomb.>`, 4096, -1);
       await ensureIndexStream(jsm, streamName, prefix);
       const openSetCreated = await ensureOpenSetStream(jsm, streamName, prefix);
+      const tailMin = options.indexSnapshotTailMin ?? defaultSnapshotTailMin;
+      const snapshots = tailMin > 0 && (await ensureSnapshotStream(jsm, streamName, prefix)) ? { tailMin } : undefined;
       const stampWaitMs = options.stampWaitMs ?? defaultStampWaitMs;
       let stamps: StampFeed | undefined;
       if (stampWaitMs > 0) {
         const info = await jsm.streams.info(streamName);
         stamps = await StampFeed.start(js, streamName, info.state.last_seq + 1);
       }
-      const store = new JetStreamEventStore(nc, !options.connection, js, jsm, streamName, prefix, limits, requestTimeoutMs, directGet, stamps, stampWaitMs);
+      const store = new JetStreamEventStore(
+        nc,
+        !options.connection,
+        js,
+        jsm,
+        streamName,
+        prefix,
+        limits,
+        requestTimeoutMs,
+        directGet,
+        stamps,
+        stampWaitMs,
+        snapshots,
+      );
       if (openSetCreated) await store.openSet.completeIfNew();
       return store;
     } catch (error) {

@@ -62,6 +62,28 @@ export class WorkflowIndexView {
     return row && copyOfRow(row);
   }
 
+  /** Every row held, oldest start first, as held (not copies: a snapshot's body, jetstream-index-snapshot.ts). */
+  heldRows(): WorkflowIndexRow[] {
+    return Array.from(this.all);
+  }
+
+  /** Fills an empty view with `rows` (one per instance) at once: what applying each answers (index-view.ts `load`). */
+  load(rows: readonly WorkflowIndexRow[]): void {
+    if (this.rows.size > 0) throw new Error('a WorkflowIndexView is loaded only while empty');
+    const keyed = new Map<string, WorkflowIndexRow[]>();
+    for (const row of rows) {
+      if (this.rows.has(row.instanceId)) throw new Error(`two rows of ${row.instanceId}`);
+      this.rows.set(row.instanceId, row);
+      for (const key of keysOf(row)) {
+        const list = keyed.get(key);
+        if (list) list.push(row);
+        else keyed.set(key, [row]);
+      }
+    }
+    this.all.load(rows);
+    for (const [key, list] of keyed) this.listed(key).load(list);
+  }
+
   /** Sets the instance's row (it replaces what the view holds). */
   apply(row: WorkflowIndexRow): void {
     let old = this.rows.get(row.instanceId);

@@ -293,7 +293,8 @@ export async function replayCommand(
     if (operationId !== undefined) ids.push(await resolveOperationId(store, operationId));
     else for await (const id of store.operationIds()) ids.push(id);
     // A progress bar redraws its line with \r: only a terminal shows that as intended.
-    const progress = !options.json && ids.length > 50 && io.stderrIsTerminal === true;
+    const progressShown = !options.json && io.stderrIsTerminal === true;
+    const progress = progressShown && ids.length > 50;
     const rows: ReplayRow[] = [];
     const startedMs = Date.now();
     for (const [i, id] of ids.entries()) {
@@ -304,18 +305,16 @@ export async function replayCommand(
     if (operationId === undefined) rows.push(...(await orphanIndexRows(store, new Set(ids), options.fixIndex === true)));
     // A whole store's replay covers its workflow instances too: each rebuilt and checked through the machines.
     if (operationId === undefined) {
-      const { replayInstance } = await import('./workflow-ops.js');
-      for await (const instanceId of store.workflowInstanceIds()) {
-        const replayed = await replayInstance(store, instanceId);
-        rows.push({
-          operationId: instanceId,
-          transitions: replayed.transitions,
-          phase: replayed.status,
-          outcome: '-',
-          problem: replayed.problem,
-          repaired: false,
-        });
-      }
+      const { replayInstances } = await import('./workflow-ops.js');
+      let drawn = false;
+      const shown = (done: number, total: number) => {
+        drawn = true;
+        if (done % 100 === 0 || done === total) io.stderr.write(`\r${progressBar(done, total)} ${done}/${total} workflow instances`);
+      };
+      const instances = await replayInstances(store, options.fixIndex === true, progressShown ? shown : undefined);
+      if (drawn) io.stderr.write('\n');
+      for (const r of instances)
+        rows.push({ operationId: r.instanceId, transitions: r.transitions, phase: r.status, outcome: '-', problem: r.problem, repaired: r.repaired });
     }
     const failed = rows.filter((r) => r.problem !== null && !r.repaired);
     const repaired = rows.filter((r) => r.repaired);

@@ -5,9 +5,12 @@
  * (workflow/exec/replay.ts), and the store's workflow instances index row against the projection
  * of the log (workflow/exec/index-row.ts); `--fix-index` writes the row again. Exit 1 on any
  * difference (a row rewritten by --fix-index is not one), 9 when the instance is unknown.
+ * `convoke replay` without an id does the same for every instance (replayInstances), and reports
+ * (with --fix-index removes) index rows of instances with no live log.
  */
 import { isDeepStrictEqual } from 'node:util';
 import type { EventStore } from '../../adapters/store/types.js';
+import type { WorkflowIndexPosition } from '../../events/workflow-index.js';
 import type { Stored } from '../../kernel/types.js';
 import type { WorkflowEvent, WorkflowTransition } from '../../workflow/exec/events.js';
 import type { WorkflowRecord } from '../../workflow/exec/record.js';
@@ -121,15 +124,74 @@ export async function workflowInspectCommand(instanceId: string, options: { stor
 }
 
 /** One stored instance rebuilt and checked (`convoke replay` of a whole store): its status, or the problem. */
-export async function replayInstance(store: EventStore, instanceId: string): Promise<{ transitions: number; status: string; problem: string | null }> {
+/** One instance replayed (a row of `convoke replay`'s report). */
+export interface InstanceReplay {
+  instanceId: string;
+  transitions: number;
+  status: string;
+  problem: string | null;
+  /** The problem was the instance's index row, written again from its log (--fix-index). */
+  repaired: boolean;
+}
+
+/**
+ * The instance's workflow index row against the row its log projects to: no problem when they
+ * agree; with `fix`, a differing row is written again.
+ */
+async function checkWorkflowIndexRow(
+  store: EventStore,
+  instanceId: string,
+  log: readonly Stored<WorkflowTransition>[],
+  fix: boolean,
+): Promise<{ problem: string | null; repaired: boolean }> {
+  const expected = workflowIndexRowOfLog(log);
+  const stored = await store.workflowIndex.get(instanceId);
+  if (isDeepStrictEqual(stored, expected)) return { problem: null, repaired: false };
+  const differs = `the workflow index row ${stored ? `(revision ${stored.revision})` : '(missing)'} differs from its log's`;
+  if (!fix) return { problem: `${differs}; --fix-index writes it again`, repaired: false };
+  await store.workflowIndex.put(instanceId, expected);
+  return { problem: `${differs} (rebuilt)`, repaired: true };
+}
+
+/** Rebuilds one instance from its log through the machines, then checks (with `fixIndex`, repairs) its index row. */
+export async function replayInstance(store: EventStore, instanceId: string, fixIndex = false): Promise<InstanceReplay> {
   try {
     const log = await readInstance(store, instanceId);
-    if (!log) return { transitions: 0, status: '-', problem: 'no transitions stored' };
+    if (!log) return { instanceId, transitions: 0, status: '-', problem: 'no transitions stored', repaired: false };
     const { record, problem } = replayWorkflowLog(log);
-    return { transitions: log.length, status: record?.status ?? '-', problem };
+    const index = problem === null ? await checkWorkflowIndexRow(store, instanceId, log, fixIndex) : { problem, repaired: false };
+    return { instanceId, transitions: log.length, status: record?.status ?? '-', ...index };
   } catch (error) {
-    return { transitions: 0, status: '-', problem: `replay failed: ${(error as Error).message}` };
+    return { instanceId, transitions: 0, status: '-', problem: `replay failed: ${(error as Error).message}`, repaired: false };
   }
+}
+
+/**
+ * Every workflow instance of the store replayed (its index row checked, with `fixIndex` written
+ * again), then the index rows of instances with no live log (with `fixIndex` removed).
+ * `progress` is told after each instance.
+ */
+export async function replayInstances(store: EventStore, fixIndex: boolean, progress?: (done: number, total: number) => void): Promise<InstanceReplay[]> {
+  const ids: string[] = [];
+  for await (const instanceId of store.workflowInstanceIds()) ids.push(instanceId);
+  const rows: InstanceReplay[] = [];
+  for (const [i, instanceId] of ids.entries()) {
+    rows.push(await replayInstance(store, instanceId, fixIndex));
+    progress?.(i + 1, ids.length);
+  }
+  const live = new Set(ids);
+  let after: WorkflowIndexPosition | undefined;
+  do {
+    const page = await store.workflowIndex.list({ limit: 500, ...(after ? { after } : {}) });
+    for (const row of page.rows) {
+      if (live.has(row.instanceId)) continue;
+      if (fixIndex) await store.workflowIndex.put(row.instanceId, undefined);
+      const problem = `a workflow index row without a live log${fixIndex ? ' (removed)' : ''}`;
+      rows.push({ instanceId: row.instanceId, transitions: 0, status: row.status, problem, repaired: fixIndex });
+    }
+    after = page.next;
+  } while (after);
+  return rows;
 }
 
 export async function workflowReplayCommand(
@@ -144,20 +206,10 @@ export async function workflowReplayCommand(
       io.stderr.write(`no workflow instance ${instanceId}\n`);
       return exitCodes.notFound;
     }
-    const replayed = replayWorkflowLog(log);
-    const { record } = replayed;
-    let problem = replayed.problem;
-    if (problem === null) {
-      const expected = workflowIndexRowOfLog(log);
-      const stored = await store.workflowIndex.get(instanceId);
-      if (!isDeepStrictEqual(stored, expected)) {
-        if (options.fixIndex) {
-          await store.workflowIndex.put(instanceId, expected);
-          io.stderr.write(`workflow index row of ${instanceId} written again from its log\n`);
-        } else problem = `the workflow index row ${stored ? `(revision ${stored.revision})` : '(missing)'} differs from its log's; --fix-index writes it again`;
-      }
-    }
-    const row = { instanceId, transitions: log.length, status: record?.status ?? '-', problem };
+    const replayed = await replayInstance(store, instanceId, options.fixIndex === true);
+    if (replayed.repaired) io.stderr.write(`workflow index row of ${instanceId} written again from its log\n`);
+    const problem = replayed.repaired ? null : replayed.problem;
+    const row = { instanceId, transitions: log.length, status: replayed.status, problem };
     if (options.json) io.stdout.write(JSON.stringify({ replayed: 1, differences: problem === null ? 0 : 1, rows: [row] }, null, 2) + '\n');
     else {
       io.stdout.write(renderTable(['instance', 'transitions', 'status', 'result'], [[instanceId, log.length, row.status, problem ?? 'ok']], widthOf(io)));

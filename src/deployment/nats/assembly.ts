@@ -382,6 +382,7 @@ async function hostWorkflows(
     settings: config.workflows ?? {},
     nats: nc,
     listing: { operators: new Set(config.operators ?? []) },
+    metrics: coordinator.metrics.registry,
   });
   closers.push(() => workflows.close());
   return workflows;

@@ -33,11 +33,21 @@ export interface JetStreamStoreNames {
 export function jetstreamStorePermissions(names: JetStreamStoreNames = {}, options: { manageStreams?: boolean } = {}): NatsPermissions {
   const stream = names.stream ?? 'CONVOKE_OPS';
   const prefix = names.prefix ?? 'convoke';
-  const publish = [`${prefix}.op.>`, `${prefix}.wf.>`, `${prefix}.tomb.>`, `${prefix}.idx.>`, `${prefix}.open.>`, `${prefix}.openset`, '$JS.API.INFO'];
-  // The operations stream, its tombstones, its operations index (jetstream-index.ts) and its open set (jetstream-open-set.ts).
+  const publish = [
+    `${prefix}.op.>`,
+    `${prefix}.wf.>`,
+    `${prefix}.tomb.>`,
+    `${prefix}.idx.>`,
+    `${prefix}.open.>`,
+    `${prefix}.openset`,
+    `${prefix}.isnap.>`,
+    '$JS.API.INFO',
+  ];
+  // The operations stream, its tombstones, its operations index (jetstream-index.ts), the index view's snapshots
+  // (jetstream-index-snapshot.ts) and its open set (jetstream-open-set.ts).
   // A marker of the open set is deleted by its sequence (STREAM.MSG.DELETE; a filtered purge costs the server more).
   publish.push(`$JS.API.STREAM.MSG.DELETE.${stream}_OPEN`);
-  for (const s of [stream, `${stream}_TOMBS`, `${stream}_INDEX`, `${stream}_OPEN`]) {
+  for (const s of [stream, `${stream}_TOMBS`, `${stream}_INDEX`, `${stream}_INDEX_SNAP`, `${stream}_OPEN`]) {
     publish.push(
       `$JS.API.STREAM.INFO.${s}`,
       `$JS.API.STREAM.MSG.GET.${s}`,

@@ -1,0 +1,175 @@
+/**
+ * Snapshots of the JetStream index view (jetstream-index-feed.ts), so that a new view starts from
+ * one stored object plus the rows stored after it instead of reading every row of the index
+ * stream (docs/decisions/jetstream-list-view.md, "Snapshots").
+ *
+ * A snapshot is the view at one index stream sequence S: every operation's and workflow
+ * instance's row as the stream held them once the messages up to S were applied. The index
+ * stream keeps one message per subject, so applying, in sequence order, every message after S to
+ * that state gives the view the whole stream gives: a row superseded after S is delivered again
+ * in the tail, a tombstone's removal marker too. A snapshot of another incarnation of the stream
+ * (its creation instant differs) or past its last sequence (the server lost writes) is not used.
+ *
+ * Stored in stream `<stream>_INDEX_SNAP`, last message per subject: the body, gzipped JSON, in
+ * chunks on `<prefix>.isnap.<generation>.<n>`, then a head on `<prefix>.isnap.head` naming the
+ * generation, the sequence, the chunks and the body's SHA-256. A head is written only after all
+ * of its chunks, and older generations are purged after it, so a reader that finds a chunk
+ * missing or a digest wrong (a newer snapshot replaced it meanwhile) starts without a snapshot.
+ * Any process holding a view may write one; a slower writer's older snapshot replacing a newer
+ * one is still exact, only its tail is longer. Every failure here is quiet: without a snapshot a
+ * view reads every row, as before.
+ */
+import { createHash, randomUUID } from 'node:crypto';
+import { promisify } from 'node:util';
+import { gunzip as gunzipCb, gzip as gzipCb } from 'node:zlib';
+import { DiscardPolicy, JetStreamApiError, RetentionPolicy, StorageType, type JetStreamClient, type JetStreamManager } from '@nats-io/jetstream';
+import type { OperationIndexRow } from '../../events/operation-index.js';
+import type { WorkflowIndexRow } from '../../events/workflow-index.js';
+import { indexRowOf } from './index-row.js';
+import { workflowIndexRowOf } from './workflow-rows.js';
+
+const gzip = promisify(gzipCb);
+const gunzip = promisify(gunzipCb);
+
+/** Bytes per chunk message: well under nats-server's default max_payload of 1 MiB. */
+const chunkBytes = 512 * 1024;
+/** Chunk reads in flight while a snapshot is read. */
+const chunkReadsInFlight = 8;
+/** The body's layout; a head of another version is not read. */
+const snapshotVersion = 1;
+
+export interface SnapshotHost {
+  js: JetStreamClient;
+  jsm: JetStreamManager;
+  /** The snapshot stream (`<stream>_INDEX_SNAP`). */
+  stream: string;
+  /** Subjects are `<subjectPrefix>head` and `<subjectPrefix><generation>.<n>` (`<prefix>.isnap.`). */
+  subjectPrefix: string;
+  requestTimeoutMs: number;
+}
+
+/** The view at index stream sequence `seq`. */
+export interface IndexSnapshot {
+  seq: number;
+  operations: OperationIndexRow[];
+  workflows: WorkflowIndexRow[];
+}
+
+interface Head {
+  v: number;
+  /** The index stream's creation instant, as its info reported it. */
+  created: string;
+  seq: number;
+  generation: string;
+  chunks: number;
+  sha256: string;
+}
+
+/**
+ * Creates the snapshot stream unless it exists. False when it cannot be had (no permission to
+ * create it, a server that refuses): the store then runs without snapshots.
+ */
+export async function ensureSnapshotStream(jsm: JetStreamManager, streamName: string, prefix: string): Promise<boolean> {
+  const name = `${streamName}_INDEX_SNAP`;
+  try {
+    await jsm.streams.info(name);
+    return true;
+  } catch (error) {
+    if (!(error instanceof JetStreamApiError && error.code === 10059)) return false;
+  }
+  try {
+    await jsm.streams.add({
+      name,
+      subjects: [`${prefix}.isnap.>`],
+      storage: StorageType.File,
+      retention: RetentionPolicy.Limits,
+      discard: DiscardPolicy.Old,
+      max_msgs_per_subject: 1,
+      allow_direct: true,
+    });
+    return true;
+  } catch (error) {
+    return error instanceof JetStreamApiError && error.code === 10058;
+  }
+}
+
+/** The newest usable snapshot of the index stream created at `created` and holding up to `lastSeq`, or undefined. */
+export async function readSnapshot(host: SnapshotHost, created: string, lastSeq: number): Promise<IndexSnapshot | undefined> {
+  try {
+    const headMsg = await host.jsm.streams.getMessage(host.stream, { last_by_subj: `${host.subjectPrefix}head` });
+    const head = headMsg ? headOf(headMsg.json<unknown>()) : undefined;
+    if (!head || head.created !== created || head.seq > lastSeq) return undefined;
+    const chunks: Uint8Array[] = new Array<Uint8Array>(head.chunks);
+    for (let at = 0; at < head.chunks; at += chunkReadsInFlight) {
+      const reads = [];
+      for (let n = at; n < Math.min(head.chunks, at + chunkReadsInFlight); n++)
+        reads.push(
+          // A direct get answers the raw bytes (the stream API's answer carries them in base64 JSON).
+          host.jsm.direct.getMessage(host.stream, { last_by_subj: `${host.subjectPrefix}${head.generation}.${n}` }).then((m) => {
+            if (!m) throw new Error(`snapshot chunk ${n} is gone`);
+            chunks[n] = m.data;
+          }),
+        );
+      await Promise.all(reads);
+    }
+    const packed = Buffer.concat(chunks);
+    if (createHash('sha256').update(packed).digest('hex') !== head.sha256) return undefined;
+    return bodyOf(head.seq, (await gunzip(packed)).toString('utf8'));
+  } catch {
+    return undefined;
+  }
+}
+
+/** Stores `snapshot` as the newest one, then purges every older generation. Throws what failed. */
+export async function writeSnapshot(host: SnapshotHost, created: string, snapshot: IndexSnapshot): Promise<void> {
+  const packed = await gzip(Buffer.from(JSON.stringify({ operations: snapshot.operations, workflows: snapshot.workflows }), 'utf8'));
+  const generation = randomUUID().replaceAll('-', '');
+  const chunks = Math.max(1, Math.ceil(packed.length / chunkBytes));
+  for (let n = 0; n < chunks; n++)
+    await host.js.publish(`${host.subjectPrefix}${generation}.${n}`, packed.subarray(n * chunkBytes, (n + 1) * chunkBytes), { timeout: host.requestTimeoutMs });
+  const head: Head = { v: snapshotVersion, created, seq: snapshot.seq, generation, chunks, sha256: createHash('sha256').update(packed).digest('hex') };
+  await host.js.publish(`${host.subjectPrefix}head`, JSON.stringify(head), { timeout: host.requestTimeoutMs });
+  // Older generations' chunks: every chunk subject but this generation's (the head is kept).
+  const info = await host.jsm.streams.info(host.stream, { subjects_filter: `${host.subjectPrefix}*.*` });
+  const old = new Set(
+    Object.keys(info.state.subjects ?? {})
+      .map((s) => s.slice(host.subjectPrefix.length).split('.')[0] as string)
+      .filter((g) => g !== generation),
+  );
+  for (const g of old) await host.jsm.streams.purge(host.stream, { filter: `${host.subjectPrefix}${g}.*` });
+}
+
+function headOf(value: unknown): Head | undefined {
+  if (typeof value !== 'object' || value === null) return undefined;
+  const h = value as Record<string, unknown>;
+  const ok =
+    h.v === snapshotVersion &&
+    typeof h.created === 'string' &&
+    Number.isSafeInteger(h.seq) &&
+    (h.seq as number) >= 0 &&
+    typeof h.generation === 'string' &&
+    /^[0-9a-f]{32}$/.test(h.generation) &&
+    Number.isSafeInteger(h.chunks) &&
+    (h.chunks as number) > 0 &&
+    typeof h.sha256 === 'string';
+  return ok ? (h as unknown as Head) : undefined;
+}
+
+/** The snapshot's rows, each checked as a stored row is (a body with one row that is not one is no snapshot). */
+function bodyOf(seq: number, text: string): IndexSnapshot | undefined {
+  const body = JSON.parse(text) as { operations?: unknown; workflows?: unknown };
+  if (!Array.isArray(body.operations) || !Array.isArray(body.workflows)) return undefined;
+  const operations: OperationIndexRow[] = [];
+  for (const value of body.operations as unknown[]) {
+    const row = indexRowOf(value);
+    if (!row) return undefined;
+    operations.push(row);
+  }
+  const workflows: WorkflowIndexRow[] = [];
+  for (const value of body.workflows as unknown[]) {
+    const row = workflowIndexRowOf(value);
+    if (!row) return undefined;
+    workflows.push(row);
+  }
+  return { seq, operations, workflows };
+}
