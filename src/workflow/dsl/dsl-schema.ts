@@ -37,7 +37,9 @@ export async function validateDslDocument(document: JsonObject, where: string): 
   const subject = where === '' ? 'workflow' : where;
   const dsl = (document.document as JsonObject | undefined)?.dsl;
   if (dsl !== workflowDslVersion) {
-    throw invalidInput(`${subject}: not a valid Serverless Workflow ${workflowDslVersion} document: document.dsl is ${JSON.stringify(dsl)}, not '${workflowDslVersion}'`);
+    throw invalidInput(
+      `${subject}: not a valid Serverless Workflow ${workflowDslVersion} document: document.dsl is ${JSON.stringify(dsl)}, not '${workflowDslVersion}'`,
+    );
   }
   const validate = await (compiled ??= compile());
   if (!validate(document)) {
@@ -47,7 +49,7 @@ export async function validateDslDocument(document: JsonObject, where: string): 
 
 /** Each error as "pointer message", the `oneOf`/`anyOf` noise of the task union dropped when something else is left, bounded. */
 export function summarize(errors: readonly ErrorObject[]): string {
-  const lines = errors.map((e) => `${e.instancePath} ${e.message ?? 'is invalid'}`);
+  const lines = errors.map((e) => `${e.instancePath === '' ? 'the document' : e.instancePath} ${e.message ?? 'is invalid'}`);
   const useful = lines.filter((l) => !/must have required property|must match exactly one schema in oneOf|must match a schema in anyOf/.test(l));
   const kept = useful.length > 0 ? useful : lines;
   const shown = kept.slice(0, schemaErrorLinesMax);
