@@ -3,12 +3,14 @@
  * dist/src afresh there, so the suite's own dist/ is never touched), then the tarball installed
  * into a fresh project from the local npm cache only (`npm ci --offline`, with a lockfile made
  * from this repository's, as an application's own lockfile would pin the same versions). There:
- * `npx convoke --version`, `npx convoke demo`, `import('convoke/peer')` and a tsc check of its
- * types.
+ * `npx convoke --version`, `npx convoke demo`, `convoke workflow validate` and `graph`,
+ * `import('convoke/peer')` and a tsc check of its types. The install prints no npm warning (no
+ * EBADENGINE on Node 20) and brings no development dependency.
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
+import { existsSync } from 'node:fs';
 import { cp, mkdir, mkdtemp, readFile, realpath, rm, symlink, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
@@ -39,6 +41,12 @@ function ok(r: Run, what: string): Run {
   return r;
 }
 
+/** The dependencies a package.json declares for installation (not its devDependencies). */
+function installedDependencies(manifest: string): Record<string, string> {
+  const parsed = JSON.parse(manifest) as { dependencies?: Record<string, string>; optionalDependencies?: Record<string, string> };
+  return { ...parsed.dependencies, ...parsed.optionalDependencies };
+}
+
 interface LockEntry {
   version?: string;
   dev?: boolean;
@@ -65,22 +73,16 @@ function applicationLock(repoLock: { packages: Record<string, LockEntry> }, tarb
 }
 
 /**
- * npm's messages worth failing on; none are expected from a clean install on a supported Node but
- * one: @serverlessworkflow/sdk 1.0.3-alpha1, the only release whose validation accepts DSL 1.0.3,
- * declares `engines: node >= 22` while it runs on Node 20 (the workflow tests run it there), so on
- * Node 20 npm's EBADENGINE warning is tolerated for that package and no other.
+ * npm's warnings and errors: none at all from a clean install on a supported Node, Node 20
+ * included — in particular no EBADENGINE (@serverlessworkflow/sdk 1.0.3-alpha1, which declares
+ * `engines: node >= 22`, is a development dependency only; the package depends on 1.0.1).
  */
-const engineExempt = '@serverlessworkflow/sdk@1.0.3-alpha1';
 function npmWarnings(text: string): string[] {
-  const lines = text.split('\n').filter((line) => /^npm (warn|WARN|error|ERR)/.test(line));
-  const engine = lines.filter((line) => /EBADENGINE/.test(line));
-  const packages = engine.filter((line) => /package:/.test(line));
-  const exempt = Number(process.versions.node.split('.')[0]) < 22 && packages.length > 0 && packages.every((line) => line.includes(`'${engineExempt}'`));
-  return exempt ? lines.filter((line) => !/EBADENGINE/.test(line)) : lines;
+  return text.split('\n').filter((line) => /^npm (warn|WARN|error|ERR)|EBADENGINE/.test(line));
 }
 
 test(
-  'npm pack ships dist/src, bin, README and LICENSE only; the tarball installs offline, runs `convoke --version` and `convoke demo`, and convoke/peer imports with its types',
+  'npm pack ships dist/src, bin, README and LICENSE only; the tarball installs offline with no npm warning and no development dependency, runs `convoke --version`, `convoke demo` and `convoke workflow validate|graph`, and convoke/peer imports with its types',
   { timeout: 600_000 },
   async () => {
     const work = await mkdtemp(join(tmpdir(), 'convoke-package-'));
@@ -119,6 +121,8 @@ test(
         'console/index.html',
         'console/console.js',
         'console/console.css',
+        'dist/src/workflow/dsl/schema/workflow-1.0.3.js',
+        'dist/src/workflow/dsl/schema/LICENSE',
       ]) {
         assert.ok(files.includes(required), `the tarball has ${required}`);
       }
@@ -126,7 +130,8 @@ test(
         (f) =>
           !/^(LICENSE|README\.md|package\.json|bin\/convoke\.js|console\/(index\.html|console\.js|console\.css))$/.test(f) &&
           !/^dist\/src\/.+\.(js|d\.ts)$/.test(f) &&
-          f !== 'dist/src/build-info.json',
+          f !== 'dist/src/build-info.json' &&
+          f !== 'dist/src/workflow/dsl/schema/LICENSE',
       );
       assert.deepEqual(stray, [], 'nothing else (no test/, bench/, src/, source maps)');
       const license = await readFile(join(checkout, 'LICENSE'), 'utf8');
@@ -157,6 +162,14 @@ test(
       await writeFile(join(app, 'package-lock.json'), JSON.stringify(applicationLock(repoLock, tarball), null, 2));
       const installed = ok(run('npm', ['ci', '--offline'], app), 'npm ci --offline');
       assert.deepEqual(npmWarnings(installed.stdout + installed.stderr), [], 'the install prints no warning on this Node');
+      const sdkManifest = JSON.parse(await readFile(join(app, 'node_modules', '@serverlessworkflow', 'sdk', 'package.json'), 'utf8')) as { version: string };
+      assert.equal(sdkManifest.version, '1.0.1', 'the runtime SDK is 1.0.1 (engines node >= 20)');
+      assert.equal(existsSync(join(app, 'node_modules', '@serverlessworkflow', 'sdk-1.0.3')), false, 'the development-only SDK 1.0.3 alias is not installed');
+      assert.equal(
+        '@serverlessworkflow/sdk-1.0.3' in installedDependencies(await readFile(join(app, 'node_modules', 'convoke', 'package.json'), 'utf8')),
+        false,
+        'the packed package.json does not depend on the development-only SDK',
+      );
       const addon = join('node_modules', 'better-sqlite3', 'build', 'Release', 'better_sqlite3.node');
       await mkdir(dirname(join(app, addon)), { recursive: true });
       await cp(join(await realpath(join(repoRoot, 'node_modules')), 'better-sqlite3', 'build', 'Release', 'better_sqlite3.node'), join(app, addon));
@@ -172,6 +185,12 @@ test(
         'convoke demo on SQLite',
       );
       assert.match(sqliteDemo.stdout, /"outcome": "success"/);
+      // The workflow commands from the tarball: the vendored DSL schema validates, SDK 1.0.1 draws.
+      await cp(join(repoRoot, 'test', 'workflow', 'fixtures', 'review-publish.bundle.json'), join(app, 'bundle.json'));
+      const validated = ok(run('npx', ['--offline', 'convoke', 'workflow', 'validate', 'bundle.json'], app), 'convoke workflow validate');
+      assert.match(validated.stdout, /valid +pipeline +review-then-publish/);
+      const graph = ok(run('npx', ['--offline', 'convoke', 'workflow', 'graph', 'bundle.json', 'review-then-publish'], app), 'convoke workflow graph');
+      assert.match(graph.stdout, /^flowchart TD\n/);
 
       const imported = ok(
         run(

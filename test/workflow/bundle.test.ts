@@ -15,7 +15,7 @@ import { parseStrict } from '../../src/contract/ijson.js';
 import type { JsonObject } from '../../src/contract/json.js';
 import { checkBundleWorkflows, workflowDocuments } from '../../src/workflow/dsl/bundle.js';
 import { contractFunctionDefinition } from '../../src/workflow/dsl/contract-function.js';
-import { validateWithSdk } from '../../src/workflow/dsl/sdk.js';
+import { validateDslDocument } from '../../src/workflow/dsl/dsl-schema.js';
 import { parseDocumentText } from '../../src/workflow/dsl/text.js';
 import { repoRoot } from '../support/assertions.js';
 
@@ -72,7 +72,7 @@ test('lowering is deterministic, matches the golden document and validates with 
   assert.equal(first, second, 'byte-identical twice');
   assert.equal(first + '\n', golden, 'the golden lowered document');
   const lowered = parseStrict(first) as JsonObject;
-  await validateWithSdk(lowered, '');
+  await validateDslDocument(lowered, '');
   const header = lowered.document as JsonObject;
   assert.equal(header.dsl, '1.0.3');
   assert.deepEqual((header.metadata as JsonObject).convoke, { contract: loadBundle(fresh()).ref, pipeline: 'review-then-publish' });

@@ -12,7 +12,7 @@ import { join } from 'node:path';
 import { isAdapterError } from '../../src/contract/errors.js';
 import type { JsonObject } from '../../src/contract/json.js';
 import { checkWorkflowDocument } from '../../src/workflow/dsl/document.js';
-import { validateWithSdk } from '../../src/workflow/dsl/sdk.js';
+import { validateDslDocument } from '../../src/workflow/dsl/dsl-schema.js';
 import { parseDocumentText } from '../../src/workflow/dsl/text.js';
 import { repoRoot } from '../support/assertions.js';
 
@@ -96,7 +96,7 @@ const refused: Record<string, { pointer: string; says: string }> = {
 async function check(file: string): Promise<void> {
   const document = parseDocumentText(readFileSync(join(examples, file), 'utf8'), file) as JsonObject;
   checkWorkflowDocument(document);
-  await validateWithSdk(document, '');
+  await validateDslDocument(document, '');
 }
 
 test('every official example is listed in exactly one category', () => {

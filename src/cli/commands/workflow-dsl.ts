@@ -2,24 +2,24 @@
  * `convoke workflow validate BUNDLE [NAME]`, `convoke workflow lower BUNDLE NAME [--json]` and
  * `convoke workflow graph BUNDLE NAME`: a bundle's pipelines and workflows checked, lowered to
  * standalone Serverless Workflow 1.0.3 documents (YAML, or RFC 8785 canonical JSON) and drawn as
- * Mermaid flowcharts by the SDK's converter. Nothing runs and nothing is contacted.
+ * Mermaid flowcharts by the Serverless Workflow SDK's converter. Nothing runs and nothing is contacted.
  */
 import type { Command } from 'commander';
 import type { CliIo } from '../io.js';
 
 // Loaded when a workflow command runs (main.ts registers these commands on every start).
 const load = async () => {
-  const [files, bundle, sdk, canonical, yaml] = await Promise.all([
+  const [files, bundle, mermaid, canonical, yaml] = await Promise.all([
     import('../../deployment/files.js'),
     import('../../workflow/dsl/bundle.js'),
-    import('../../workflow/dsl/sdk.js'),
+    import('../../workflow/dsl/mermaid.js'),
     import('../../contract/canonical.js'),
     import('yaml'),
   ]);
   return {
     readBundleFile: files.readBundleFile,
     checkBundleWorkflows: bundle.checkBundleWorkflows,
-    mermaidOf: sdk.mermaidOf,
+    mermaidOf: mermaid.mermaidOf,
     canonicalJson: canonical.canonicalJson,
     stringify: yaml.stringify,
   };
@@ -75,7 +75,7 @@ export function addWorkflowDslCommands(program: Command, io: CliIo, setExit: (co
     .argument('[name]', 'one pipeline or workflow (all when absent)')
     .option('--json', 'machine-readable output', false)
     .description(
-      "check the bundle's pipelines and workflows (supported tasks, resolved calls, compatible stage schemas, deterministic expressions) and validate each standalone document with the Serverless Workflow SDK",
+      "check the bundle's pipelines and workflows (supported tasks, resolved calls, compatible stage schemas, deterministic expressions) and validate each standalone document against the Serverless Workflow DSL 1.0.3 JSON Schema",
     )
     .action(async (file: string, name: string | undefined, o) => setExit(await workflowValidateCommand(file, name, { json: o.json }, io)));
   workflow

@@ -1,10 +1,11 @@
 /**
  * A bundle's pipelines and workflows, checked and made standalone: each name gives one Serverless
  * Workflow 1.0.3 document — a pipeline lowered (lower.ts), a workflow with the contract function
- * declared and its own-contract calls given the bundle's digest — that the SDK validates.
+ * declared and its own-contract calls given the bundle's digest — that the DSL's JSON Schema validates.
  *
  * `workflowDocuments` is synchronous and pure (the checks of document.ts and pipeline.ts, and the
- * lowering); `checkBundleWorkflows` adds the SDK's schema validation of every document.
+ * lowering); `checkBundleWorkflows` adds the DSL 1.0.3 schema validation of every
+ * document (dsl-schema.ts).
  */
 import { valueAt, type CompiledBundle } from '../../contract/bundle.js';
 import { invalidInput } from '../../contract/errors.js';
@@ -13,7 +14,7 @@ import type { JsonObject } from '../../contract/json.js';
 import { contractFunctionDefinition, contractFunctionName, contractFunctionSecret } from './contract-function.js';
 import { checkWorkflowDocument } from './document.js';
 import { lowerPipeline } from './lower.js';
-import { validateWithSdk } from './sdk.js';
+import { validateDslDocument } from './dsl-schema.js';
 
 export interface BundleWorkflow {
   name: string;
@@ -63,7 +64,7 @@ function standaloneWorkflow(compiled: CompiledBundle, source: JsonObject, pointe
   return document;
 }
 
-/** Checks, lowers and SDK-validates every pipeline and workflow (or only `name`); throws the first problem. */
+/** Checks, lowers and schema-validates every pipeline and workflow (or only `name`); throws the first problem. */
 export async function checkBundleWorkflows(compiled: CompiledBundle, name?: string): Promise<Map<string, BundleWorkflow>> {
   const all = workflowDocuments(compiled);
   if (name !== undefined && !all.has(name)) {
@@ -74,6 +75,6 @@ export async function checkBundleWorkflows(compiled: CompiledBundle, name?: stri
   }
   const selected = name === undefined ? all : new Map([[name, all.get(name) as BundleWorkflow]]);
   for (const workflow of selected.values())
-    await validateWithSdk(workflow.document, workflow.kind === 'pipeline' ? `${workflow.pointer} (lowered)` : workflow.pointer);
+    await validateDslDocument(workflow.document, workflow.kind === 'pipeline' ? `${workflow.pointer} (lowered)` : workflow.pointer);
   return selected;
 }

@@ -1,6 +1,6 @@
 /**
- * What convoke checks in a Serverless Workflow document beyond the DSL's schema (which the SDK
- * checks, src/workflow/dsl/sdk.ts): the task types and features the executor runs, every call and
+ * What convoke checks in a Serverless Workflow document beyond the DSL's schema (checked by
+ * src/workflow/dsl/dsl-schema.ts): the task types and features the executor runs, every call and
  * reference resolving, contract calls naming a contract the bundle can vouch for, flow directives
  * naming a task of their own list, and runtime expressions free of non-deterministic jq.
  *
