@@ -294,6 +294,7 @@ test('listen until expression held: an event delivered while the verdict is bein
     assert.equal(record.listens['/do/0/wait']!.events.length, 1);
     await assertReplayEqual(h, id);
   } finally {
+    gate.release(); // Whatever failed, the held evaluation ends and the executor can close.
     await h.close();
   }
 });
@@ -319,6 +320,7 @@ test('listen until expression held: an event waiting for the verdict that ends t
     assert.equal(record.steps['/do/0/wait>until[1]'], undefined);
     await assertReplayEqual(h, id);
   } finally {
+    gate.release(); // Whatever failed, the held evaluation ends and the executor can close.
     await h.close();
   }
 });
@@ -350,6 +352,7 @@ test('listen until expression false: an event waiting for a verdict that does no
     assert.deepEqual(record.steps['/do/0/wait>until[1]'], { ok: true });
     await assertReplayEqual(h, id);
   } finally {
+    gate.release(); // Whatever failed, the held evaluation ends and the executor can close.
     await h.close();
   }
 });
