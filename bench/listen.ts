@@ -1,10 +1,12 @@
 /**
  * `npm run bench -- listen`: events delivered one after another to a waiting `listen` (memory
  * store, jq in its worker), each awaited (taken and appended) before the next. Two forms,
- * instances interleaved so both see the same machine: `until` as a strategy (`one` filter: no
- * verdict to wait for — the baseline) and `until` as an expression (`length >= N`, evaluated and
- * recorded after each event; the next event is taken only once that verdict is recorded). Prints
- * p50/p95 of one delivery for each and the ratio of the p50s.
+ * instances interleaved so both see the same machine: `until` as a strategy (`one` filter on
+ * `type`: no verdict to wait for, but the filter's string is a regular expression, so each event
+ * costs one jq evaluation where it arrives — the baseline) and `until` as an expression
+ * (`length >= N`, evaluated by the interpreter and recorded after each event; the next event is
+ * taken only once that verdict is recorded, so a delivery following another waits for one jq
+ * evaluation and one append). Prints p50/p95 of one delivery for each and the ratio of the p50s.
  */
 import { parse as parseYaml } from 'yaml';
 import { MemoryEventStore } from '../src/adapters/store/memory.js';
