@@ -1,4 +1,4 @@
-/** `npm run bench -- <core|stores|nats|http|list|workflow|json|all> [--json] [--seconds N] [--rounds N (nats)] [--warmup S (nats)] [--rates R,R,… (nats)] [--concurrency N (nats)] [--result-batch-ms N (nats)]`. */
+/** `npm run bench -- <core|stores|nats|http|list|workflow|listen|json|all> [--json] [--seconds N] [--rounds N (nats)] [--warmup S (nats)] [--rates R,R,… (nats)] [--concurrency N (nats)] [--result-batch-ms N (nats)]`. */
 import { limits } from '../src/contract/limits.js';
 import { parseRates } from './stats.js';
 
@@ -55,6 +55,7 @@ const suites: Record<string, () => Promise<void>> = {
   http: async () => (await import('./http.js')).httpBench(options),
   list: async () => (await import('./list.js')).listBench({ json, args }),
   workflow: async () => (await import('./workflow.js')).workflowBench(options),
+  listen: async () => (await import('./listen.js')).listenBench(options),
   json: async () => (await import('./json.js')).jsonBench({ json }),
 };
 

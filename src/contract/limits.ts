@@ -81,6 +81,13 @@ export const limits = {
   /** One CloudEvent emitted or received (its JSON), and the instances one event may wake. */
   cloudEventBytesMax: 256 * 1024,
   cloudEventMatchesMax: 1024,
+  /**
+   * How long one delivered CloudEvent waits, in all, for `until` expressions' verdicts on the
+   * events before it (a listen takes nothing while one is missing); past it the event is answered
+   * unavailable and the publisher sends it again. Inside the admission budget, so a publisher
+   * waiting on an answer gets one.
+   */
+  listenUntilWaitMsMax: 5_000,
   /** A deployment's workflow lease (config workflows.leaseMs): renewed every third of it, waited out after a crash. */
   workflowLeaseMsMin: 300,
   workflowLeaseMsMax: 600_000,
@@ -234,6 +241,7 @@ assert(limits.attemptsMax >= 1 && limits.attemptsMax <= 16, 'attemptsMax within 
 assert(limits.memoryModeAttemptsMax >= 1 && limits.memoryModeAttemptsMax <= limits.attemptsMax, 'memory mode caps attempts within the profile range');
 assert(limits.groupCommitBatchBytesMax * 2 <= limits.transitionBytesMax, 'a group-committed batch leaves half a transition for its events');
 assert(limits.resultBatchMsMax < limits.admissionBudgetMs, 'a result batching window is short beside any deadline');
+assert(limits.listenUntilWaitMsMax < limits.admissionBudgetMs, 'an event waits for until verdicts within the admission budget');
 assert(limits.inputBytesMax < limits.transitionBytesMax, 'an input must fit in its admission transition');
 assert(limits.resultBytesMax < limits.transitionBytesMax, 'a result must fit in its transition');
 assert(limits.transitionBytesMax <= limits.recordBytesMax, 'a transition fits in a record');

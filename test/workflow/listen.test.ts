@@ -7,7 +7,9 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import type { CloudEvent } from '../../src/contract/cloudevents.js';
+import { AdapterError } from '../../src/contract/errors.js';
 import type { JsonValue } from '../../src/contract/json.js';
+import type { ExpressionEvaluator } from '../../src/workflow/exec/jq.js';
 import { assertReplayEqual, harness, yaml, type Harness } from './support.js';
 
 let sequence = 0;
@@ -234,6 +236,123 @@ test('listen until expression race: events delivered together end the listen at 
       await assertReplayEqual(h, id);
     }
   } finally {
+    await h.close();
+  }
+});
+
+/** A jq evaluator whose answers to the programs `holds` picks are held until `release()`: `reached` resolves once one is held. */
+function holding(holds: (query: string) => boolean) {
+  let release!: () => void;
+  const released = new Promise<void>((resolve) => (release = resolve));
+  let reach!: () => void;
+  const reached = new Promise<void>((resolve) => (reach = resolve));
+  const wrap = (jq: ExpressionEvaluator): ExpressionEvaluator => ({
+    evaluate: async (query, input, vars) => {
+      const answer = await jq.evaluate(query, input, vars);
+      if (holds(query)) {
+        reach();
+        await released;
+      }
+      return answer;
+    },
+    close: () => jq.close(),
+  });
+  return { wrap, reached, release };
+}
+
+const untilHeldDocument = `${head('until-expression-held')}do:
+  - wait:
+      listen:
+        to:
+          any: []
+          until: ( . | length ) >= 1
+`;
+
+test('listen until expression held: an event delivered while the verdict is being evaluated waits for it; past the bound it is answered unavailable and not taken', async () => {
+  const gate = holding((query) => query.includes('length'));
+  const h = harness({ evaluator: gate.wrap, listenUntilWaitMs: 200 });
+  try {
+    const id = await waiting(h, untilHeldDocument, {}, 'until-held-bound');
+    const first = event('com.example.anything', { n: 1 });
+    assert.deepEqual(await h.executor.deliver(first, null), { matched: [id] });
+    await gate.reached; // The interpreter is evaluating until[0] on the first event; its verdict (true) is held.
+    const second = event('com.example.anything', { n: 2 });
+    const answer = await h.executor.deliver(second, null).then(
+      (delivery) => ({ delivery }),
+      (error: unknown) => ({ error }),
+    );
+    assert.ok('error' in answer, `the event was answered ${JSON.stringify(answer)} while the verdict before it was unknown`);
+    assert.ok(answer.error instanceof AdapterError && answer.error.kind === 'unavailable', String(answer.error));
+    assert.equal((await h.executor.get(id))!.listens['/do/0/wait']!.events.length, 1, 'nothing was taken while the verdict was unknown');
+
+    gate.release();
+    const record = await h.executor.wait(id, 5000);
+    assert.equal(record.status, 'completed', JSON.stringify(record.error));
+    assert.deepEqual(record.output, [{ n: 1 }]);
+    assert.deepEqual(record.steps['/do/0/wait>until[0]'], { ok: true });
+    assert.deepEqual(await h.executor.deliver(second, null), { matched: [] }, 'sent again, it finds the listen ended, as for a satisfied one');
+    assert.equal(record.listens['/do/0/wait']!.events.length, 1);
+    await assertReplayEqual(h, id);
+  } finally {
+    gate.release(); // Whatever failed, the held evaluation ends and the executor can close.
+    await h.close();
+  }
+});
+
+test('listen until expression held: an event waiting for the verdict that ends the listen is not taken and answered no-match', async () => {
+  const gate = holding((query) => query.includes('length'));
+  const h = harness({ evaluator: gate.wrap });
+  try {
+    const id = await waiting(h, untilHeldDocument, {}, 'until-held-ends');
+    assert.deepEqual(await h.executor.deliver(event('com.example.anything', { n: 1 }), null), { matched: [id] });
+    await gate.reached;
+    let settled = false;
+    const late = h.executor.deliver(event('com.example.anything', { n: 2 }), null).finally(() => (settled = true));
+    // Release the verdict once the late delivery waits on the instance (a waiter on its stream), or has been answered.
+    const stream = h.executor.kernel.held().find((held) => held.id === id)!;
+    while (!settled && stream.waiters.size === 0) await new Promise((resolve) => setImmediate(resolve));
+    gate.release();
+    assert.deepEqual(await late, { matched: [] }, 'the verdict before it ended the listen: taken nothing');
+    const record = await h.executor.wait(id, 5000);
+    assert.equal(record.status, 'completed', JSON.stringify(record.error));
+    assert.deepEqual(record.output, [{ n: 1 }]);
+    assert.equal(record.listens['/do/0/wait']!.events.length, 1, 'the log holds no event after the one that ended the listen');
+    assert.equal(record.steps['/do/0/wait>until[1]'], undefined);
+    await assertReplayEqual(h, id);
+  } finally {
+    gate.release(); // Whatever failed, the held evaluation ends and the executor can close.
+    await h.close();
+  }
+});
+
+test('listen until expression false: an event waiting for a verdict that does not end the listen is taken after it', async () => {
+  const gate = holding((query) => query.includes('length'));
+  const h = harness({ evaluator: gate.wrap });
+  try {
+    const document = `${head('until-expression-later')}do:
+  - wait:
+      listen:
+        to:
+          any: []
+          until: ( . | length ) >= 2
+`;
+    const id = await waiting(h, document, {}, 'until-held-later');
+    assert.deepEqual(await h.executor.deliver(event('com.example.anything', { n: 1 }), null), { matched: [id] });
+    await gate.reached;
+    let settled = false;
+    const later = h.executor.deliver(event('com.example.anything', { n: 2 }), null).finally(() => (settled = true));
+    const stream = h.executor.kernel.held().find((held) => held.id === id)!;
+    while (!settled && stream.waiters.size === 0) await new Promise((resolve) => setImmediate(resolve));
+    gate.release();
+    assert.deepEqual(await later, { matched: [id] });
+    const record = await h.executor.wait(id, 5000);
+    assert.equal(record.status, 'completed', JSON.stringify(record.error));
+    assert.deepEqual(record.output, [{ n: 1 }, { n: 2 }]);
+    assert.deepEqual(record.steps['/do/0/wait>until[0]'], { ok: false });
+    assert.deepEqual(record.steps['/do/0/wait>until[1]'], { ok: true });
+    await assertReplayEqual(h, id);
+  } finally {
+    gate.release(); // Whatever failed, the held evaluation ends and the executor can close.
     await h.close();
   }
 });

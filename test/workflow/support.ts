@@ -13,7 +13,7 @@ import { MemoryEventStore } from '../../src/adapters/store/memory.js';
 import { seededRandom } from '../../src/runtime/random.js';
 import type { ContractCalls } from '../../src/workflow/exec/http-contracts.js';
 import { WorkflowExecutor } from '../../src/workflow/exec/executor.js';
-import { JqWorkerEvaluator } from '../../src/workflow/exec/jq.js';
+import { JqWorkerEvaluator, type ExpressionEvaluator } from '../../src/workflow/exec/jq.js';
 import type { WorkflowRecord } from '../../src/workflow/exec/record.js';
 import { workflowStreams } from '../../src/workflow/exec/streams.js';
 
@@ -33,6 +33,9 @@ export interface HarnessOptions {
   events?: CloudEventSink;
   worker?: string;
   leaseMs?: number;
+  /** Wraps the harness's jq evaluator (a test that holds an evaluation's answer). */
+  evaluator?: (jq: ExpressionEvaluator) => ExpressionEvaluator;
+  listenUntilWaitMs?: number;
 }
 
 export function harness(options: HarnessOptions = {}): Harness {
@@ -43,12 +46,13 @@ export function harness(options: HarnessOptions = {}): Harness {
     store: workflowStreams(store),
     clock,
     random: seededRandom(options.seed ?? 7),
-    evaluator,
+    evaluator: options.evaluator ? options.evaluator(evaluator) : evaluator,
     fetch: options.fetch,
     invocations: options.invocations,
     events: options.events,
     worker: options.worker,
     leaseMs: options.leaseMs,
+    listenUntilWaitMs: options.listenUntilWaitMs,
   });
   return {
     executor,

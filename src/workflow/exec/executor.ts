@@ -19,7 +19,7 @@ import { workflowAggregate } from './aggregate.js';
 import { decideCancel, decideDue, decideProposal, type Proposal } from './decide.js';
 import { checkDocument, isObject, timeoutMsOf } from './document.js';
 import { workflowTransitionProblem, type WorkflowEvent, type WorkflowTransition } from './events.js';
-import { deliverEvent } from './intake.js';
+import { deliverEvent, untilWaitEnd } from './intake.js';
 import { Interpreter } from './interpreter.js';
 import type { ExpressionEvaluator } from './jq.js';
 import { Halted, type Journal } from './journal.js';
@@ -49,6 +49,11 @@ export interface WorkflowExecutorOptions {
   worker?: string;
   /** How long a lease lasts unless renewed (renewed every third of it): how long a takeover waits after a crash. */
   leaseMs?: number;
+  /**
+   * How long a delivered event waits, in all, for the `until` expressions' verdicts on the events
+   * the listens took before it (intake.ts; default and most: limits.listenUntilWaitMsMax).
+   */
+  listenUntilWaitMs?: number;
   /** Secrets the deployment provides, by name: a workflow reads those it declares in use.secrets, where src/workflow/secrets.ts allows. */
   secrets?: ReadonlyMap<string, JsonValue>;
 }
@@ -255,11 +260,14 @@ export class WorkflowExecutor implements CloudEventIntake {
    * append that took it has committed (intake.ts).
    */
   async deliver(event: CloudEvent, principalId: string | null): Promise<CloudEventDelivery> {
-    const delivered = await deliverEvent({ kernel: this.kernel, evaluator: this.options.evaluator }, event, principalId);
+    const { evaluator, clock, listenUntilWaitMs } = this.options;
+    // One bound for the whole delivery, the second look included.
+    const deps = { kernel: this.kernel, evaluator, clock, waitUntilMs: untilWaitEnd(clock, listenUntilWaitMs) };
+    const delivered = await deliverEvent(deps, event, principalId);
     if (delivered.matched.length > 0 || !this.options.store.runningIds) return delivered;
     // An instance another worker started since this one last looked may be waiting for it: look again, once.
     if ((await this.resume()) === 0) return delivered;
-    return deliverEvent({ kernel: this.kernel, evaluator: this.options.evaluator }, event, principalId);
+    return deliverEvent(deps, event, principalId);
   }
 
   /** The record rebuilt from the stored log alone (replay): what every test compares with the live one. */

@@ -5,14 +5,17 @@
  * the instances whose log holds the event once this returns — the caller acknowledges only then;
  * a redelivery of an event already taken (same source and id: a publisher retrying after a lost
  * acknowledgment) is answered the same, and appends nothing. An event no waiting listen takes is
- * stored nowhere.
+ * stored nowhere. A listen with an `until` expression takes an event only once the verdict on the
+ * events before it is recorded and did not end it (`take`, below).
  */
+import type { Clock } from '../../contract/clock.js';
 import type { CloudEvent, CloudEventDelivery } from '../../contract/cloudevents.js';
+import { unavailable } from '../../contract/errors.js';
 import { limits } from '../../contract/limits.js';
 import type { Kernel, Stream } from '../../kernel/index.js';
 import type { WorkflowTransition } from './events.js';
 import type { ExpressionEvaluator } from './jq.js';
-import { decideListenEvent, listenClosed, listenTook, matchFilters } from './listen-match.js';
+import { decideListenEvent, listenClosed, listenTook, matchFilters, untilPending, type Candidate } from './listen-match.js';
 import type { WorkflowRecord } from './record.js';
 
 type Instance = Stream<WorkflowRecord>;
@@ -20,7 +23,14 @@ type Instance = Stream<WorkflowRecord>;
 export interface IntakeDeps {
   kernel: Kernel<WorkflowRecord, WorkflowTransition, Instance>;
   evaluator: ExpressionEvaluator;
+  clock: Clock;
+  /** Until when (the clock's ms) this delivery may wait for `until` verdicts, in all. */
+  waitUntilMs: number;
 }
+
+/** The instant until which a delivery starting now may wait for `until` verdicts: `waitMs` (default and most: limits.listenUntilWaitMsMax) from now. */
+export const untilWaitEnd = (clock: Clock, waitMs: number | undefined): number =>
+  clock.nowMs() + Math.max(0, Math.min(waitMs ?? limits.listenUntilWaitMsMax, limits.listenUntilWaitMsMax));
 
 export async function deliverEvent(deps: IntakeDeps, event: CloudEvent, principalId: string | null): Promise<CloudEventDelivery> {
   const matched: string[] = [];
@@ -45,11 +55,30 @@ async function deliverTo(deps: IntakeDeps, instance: Instance, event: CloudEvent
     const listen = instance.record.listens[at];
     if (!listen || listenClosed(instance.record, at)) continue;
     const candidates = await matchFilters(deps.evaluator, listen, event);
-    if (candidates.length === 0) continue;
+    if (candidates.length > 0 && (await take(deps, instance, at, event, candidates))) holds = true;
+  }
+  return holds;
+}
+
+/**
+ * Takes the event for the listen at `at` through the kernel's guarded append; true when its log
+ * holds it. While the listen's `until` expression has no recorded verdict on the last event it
+ * took, the decision takes nothing: the intake waits for the verdict (until `deps.waitUntilMs`) and
+ * decides again — a verdict that ended the listen leaves the event untaken, answered as for any
+ * closed listen. A verdict still missing then (its interpreter busy, or on a worker
+ * that died) is `unavailable`: nothing was taken, and the publisher sends the event again.
+ */
+async function take(deps: IntakeDeps, instance: Instance, at: string, event: CloudEvent, candidates: readonly Candidate[]): Promise<boolean> {
+  for (;;) {
     await deps.kernel.enqueue(instance, () =>
       deps.kernel.commit(instance, (record, late) => (late ? undefined : decideListenEvent(record, at, event, candidates))),
     );
-    if (listenTook(instance.record, at, event)) holds = true;
+    if (listenTook(instance.record, at, event)) return true;
+    if (!untilPending(instance.record, at)) return false;
+    const decided = await deps.kernel.wait(instance, (record) => !untilPending(record, at), deps.waitUntilMs - deps.clock.nowMs());
+    if (!decided)
+      throw unavailable(
+        `workflow instance ${instance.id}: the listen ${at} has not yet recorded whether its until expression held after the event it took last; nothing was taken, publish the event again`,
+      );
   }
-  return holds;
 }

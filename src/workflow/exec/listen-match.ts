@@ -14,7 +14,9 @@
  *   append, so two deliveries of one event (two workers, a publisher's retry) take it once.
  * - Until: events matching an `until` strategy count for it and are left out of the output; an
  *   `until` expression is evaluated by the interpreter after each event (recorded), and once one
- *   is true — or the strategy is satisfied — the listen takes nothing more.
+ *   is true — or the strategy is satisfied — the listen takes nothing more. With an expression, an
+ *   event is taken only once the verdict on the events before it is recorded (`untilPending`): the
+ *   log never holds an event after the one that ended the listen.
  */
 import { openEndedMs } from '../../events/guard.js';
 import { jsonEquals, type JsonObject, type JsonValue } from '../../contract/json.js';
@@ -95,17 +97,34 @@ export function listenSatisfied(listen: ListenRecord, count: number): boolean {
   return strategySatisfied(listen.to, matched('to'));
 }
 
+const truthy = (value: JsonValue): boolean => value !== false && value !== null;
+
 export const untilKey = (at: string, index: number): string => `${at}>until[${index}]`;
 
-/** Whether the listen takes no more events: its task ended, its strategy is satisfied, or an `until` expression held. */
+/**
+ * Whether the listen takes no more events: its task ended, its strategy is satisfied, or an
+ * `until` expression held (or failed: the task faults on it).
+ */
 export function listenClosed(record: WorkflowRecord, at: string): boolean {
   const listen = record.listens[at];
-  if (!listen || record.tasks[at]?.state !== 'running') return true;
+  if (!listen || record.status !== 'running' || record.tasks[at]?.state !== 'running') return true;
   if (listenSatisfied(listen, listen.events.length)) return true;
   return listen.events.some((_e, index) => {
     const step = record.steps[untilKey(at, index)];
-    return step !== undefined && 'ok' in step && step.ok !== false && step.ok !== null;
+    return step !== undefined && (!('ok' in step) || truthy(step.ok));
   });
+}
+
+/**
+ * Whether the open listen waits for its `until` expression's verdict on the events it took: the
+ * last one taken has no recorded verdict yet. Each take waits for the verdict before it, so the
+ * last one's is the only one that can be missing. While it is, the listen takes nothing: the
+ * verdict may end it.
+ */
+export function untilPending(record: WorkflowRecord, at: string): boolean {
+  const listen = record.listens[at];
+  if (!listen || typeof untilOf(listen.to) !== 'string' || listen.events.length === 0 || listenClosed(record, at)) return false;
+  return record.steps[untilKey(at, listen.events.length - 1)] === undefined;
 }
 
 /** A filter an event matched, with the correlation values it extracted. */
@@ -114,8 +133,6 @@ export interface Candidate {
   filter: number;
   correlation: Record<string, JsonValue>;
 }
-
-const truthy = (value: JsonValue): boolean => value !== false && value !== null;
 
 async function attributeMatches(evaluator: ExpressionEvaluator, expected: JsonValue, actual: JsonValue | undefined, event: CloudEvent): Promise<boolean> {
   if (actual === undefined) return false;
@@ -174,12 +191,13 @@ export function listenTook(record: WorkflowRecord, at: string, event: CloudEvent
 }
 
 /**
- * The transition taking an event, or undefined: the listen is closed, the event was taken already,
- * or no candidate fits — an `all` filter already satisfied is passed over, a correlation value
- * that differs from its expectation refuses the filter.
+ * The transition taking an event, or undefined: the listen is closed, its `until` expression's
+ * verdict on the last event it took is not recorded yet (the intake waits for it and decides
+ * again), the event was taken already, or no candidate fits — an `all` filter already satisfied
+ * is passed over, a correlation value that differs from its expectation refuses the filter.
  */
 export function decideListenEvent(record: WorkflowRecord, at: string, event: CloudEvent, candidates: readonly Candidate[]): WorkflowTransition | undefined {
-  if (record.status !== 'running' || listenClosed(record, at) || listenTook(record, at, event)) return undefined;
+  if (listenClosed(record, at) || untilPending(record, at) || listenTook(record, at, event)) return undefined;
   const listen = record.listens[at] as ListenRecord;
   const strategyOf = (group: ListenGroup) => (group === 'to' ? listen.to : untilOf(listen.to));
   const expected = { ...listen.expected, ...declaredExpectations(listen.to) };
