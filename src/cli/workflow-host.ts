@@ -24,6 +24,7 @@ import type { InvocationService } from '../runtime/service.js';
 import { workflowEventsDefaults, type WorkflowHosting, type WorkflowsConfig } from '../runtime/workflow-service.js';
 import type { WorkflowStuckBounds } from '../events/workflow-index.js';
 import { workflowDocuments } from '../workflow/dsl/bundle.js';
+import { isWorkflowNamed } from '../workflow/exec/document.js';
 import { contractFunctionName, contractFunctionSecret } from '../workflow/dsl/contract-function.js';
 import { WorkflowExecutor } from '../workflow/exec/executor.js';
 import { WorkflowInstances, type WorkflowDefinition } from '../workflow/exec/instances.js';
@@ -81,6 +82,8 @@ export async function createWorkflowHost(parts: WorkflowHostParts): Promise<Work
     ...(sink ? { events: sink } : {}),
     ...(parts.settings?.leaseMs === undefined ? {} : { leaseMs: parts.settings.leaseMs }),
     ...(parts.secrets ? { secrets: parts.secrets } : {}),
+    // run: workflow names a pipeline or workflow of the same bundle (by its namespace, its bundle name and version).
+    workflows: (digest, ref) => [...(definitions.get(digest)?.values() ?? [])].find((definition) => isWorkflowNamed(definition.document, ref))?.document,
   });
   // Every instance a previous process left running is driven again now, not when next read; and
   // instances other workers left (their lease ended unrenewed) are picked up once per lease.
