@@ -3,10 +3,12 @@
  * (`endpoint.authentication: {use: name}`, the policy in `use.authentications`), or secret-based
  * (`basic: {use: secret}`). A credential always comes from the deployment's secrets — a
  * `${ … $secrets.<name> … }` credential or a secret-based policy — and is never recorded
- * (src/workflow/secrets.ts). A literal credential is refused (`invalid-input`: a bundle never
- * holds a raw credential); one computed from the workflow's data (`${ .token }`) is refused as
- * `unsupported` (that data is recorded in the instance's log). basic and bearer are supported;
- * digest, oauth2, oidc and certificate are refused as `unsupported`.
+ * (src/workflow/secrets.ts); an inline policy may also compute it from the workflow's data (the
+ * caller's input: `${ .password }`, as the conformance kit does), which is recorded with that
+ * data. A literal credential is refused (`invalid-input`: a bundle never holds a raw credential),
+ * and so is a named policy whose credential does not read `$secrets` (`unsupported`: a policy
+ * shared by a document's calls stands for the deployment's credential, never the data's). basic
+ * and bearer are supported; digest, oauth2, oidc and certificate are refused as `unsupported`.
  */
 import { invalidInput, unsupported } from '../contract/errors.js';
 import type { JsonObject, JsonValue } from '../contract/json.js';
@@ -53,11 +55,11 @@ export function checkCallAuthentication(document: JsonValue, authentication: Jso
       throw invalidInput(`${where}/use: ${JSON.stringify(authentication.use)} names no entry of use.authentications`);
     return;
   }
-  checkAuthenticationPolicy(authentication, where);
+  checkAuthenticationPolicy(authentication, where, false);
 }
 
-/** Checks one policy (inline, or an entry of use.authentications at `where`). */
-export function checkAuthenticationPolicy(policy: JsonValue, where: string): void {
+/** Checks one policy: inline, or (`named`) an entry of use.authentications at `where`. */
+export function checkAuthenticationPolicy(policy: JsonValue, where: string, named: boolean): void {
   const present = isObject(policy) ? schemes.filter((scheme) => policy[scheme] !== undefined) : [];
   if (!isObject(policy) || present.length !== 1 || Object.keys(policy).length !== 1)
     throw invalidInput(`${where}: an authentication policy has exactly one of ${schemes.join(', ')} (or is {use: <name of a policy in use.authentications>})`);
@@ -67,22 +69,24 @@ export function checkAuthenticationPolicy(policy: JsonValue, where: string): voi
   const body = policy[scheme];
   if (!isObject(body)) throw invalidInput(`${where}/${scheme}: must be an object`);
   if (body.use !== undefined) {
-    if (typeof body.use !== 'string' || Object.keys(body).length !== 1) throw invalidInput(`${where}/${scheme}/use: the name of a secret, and nothing beside it`);
+    if (typeof body.use !== 'string' || Object.keys(body).length !== 1)
+      throw invalidInput(`${where}/${scheme}/use: the name of a secret, and nothing beside it`);
     return;
   }
-  for (const field of credentials[scheme]) checkCredential(body[field], `${where}/${scheme}/${field}`);
+  for (const field of credentials[scheme]) checkCredential(body[field], `${where}/${scheme}/${field}`, named);
   for (const field of Object.keys(body))
     if (!credentials[scheme].includes(field)) throw invalidInput(`${where}/${scheme}/${field}: not a ${scheme} credential (${credentials[scheme].join(', ')})`);
 }
 
-function checkCredential(value: JsonValue | undefined, where: string): void {
+function checkCredential(value: JsonValue | undefined, where: string, named: boolean): void {
   if (typeof value !== 'string') throw invalidInput(`${where}: required, a \${ } expression reading $secrets`);
   if (!value.includes('${'))
     throw invalidInput(
       `${where}: a literal credential; a document (and the bundle that pins it) never holds a raw credential: read it from $secrets (\${ $secrets.<name>.<field> }) or use a secret-based policy ({use: <secret>})`,
     );
-  if (!wholeExpression.test(value) || !mentionsSecrets(value))
+  if (!wholeExpression.test(value)) throw invalidInput(`${where}: a credential is one \${ } expression`);
+  if (named && !mentionsSecrets(value))
     throw unsupported(
-      `${where}: a credential must come from $secrets (\${ $secrets.<name>.<field> }): one computed from the workflow's data would be recorded in the instance's log`,
+      `${where}: a named policy's credential must come from $secrets (\${ $secrets.<name>.<field> }): it stands for the deployment's credential, and one computed from the workflow's data is recorded in the instance's log`,
     );
 }

@@ -82,7 +82,7 @@ export function checkWorkflowDocument(document: JsonObject, base = '', enclosing
   const use = isObject(document.use) ? document.use : {};
   if (use.authentications !== undefined) {
     if (!isObject(use.authentications)) throw invalidInput(`${at(base, 'use', 'authentications')}: must map names to authentication policies`);
-    for (const [name, policy] of Object.entries(use.authentications)) checkAuthenticationPolicy(policy, at(base, 'use', 'authentications', name));
+    for (const [name, policy] of Object.entries(use.authentications)) checkAuthenticationPolicy(policy, at(base, 'use', 'authentications', name), true);
   }
   if (isObject(use.functions)) {
     for (const [name, task] of Object.entries(use.functions)) {

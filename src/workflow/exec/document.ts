@@ -103,7 +103,7 @@ export function checkDocument(document: JsonValue, resolves?: ResolvesWorkflow):
   }
   if (use.authentications !== undefined) {
     if (!isObject(use.authentications)) throw invalidInput('/use/authentications must map names to authentication policies');
-    for (const [name, policy] of Object.entries(use.authentications)) checkAuthenticationPolicy(policy, `/use/authentications/${escapePointer(name)}`);
+    for (const [name, policy] of Object.entries(use.authentications)) checkAuthenticationPolicy(policy, `/use/authentications/${escapePointer(name)}`, true);
   }
   if (
     use.secrets !== undefined &&
