@@ -38,7 +38,13 @@ export function workflowDocuments(compiled: CompiledBundle): Map<string, BundleW
   for (const [name, source] of Object.entries(compiled.bundle.workflows ?? {})) {
     const pointer = jsonPointer(['workflows', name]);
     if (out.has(name)) throw invalidInput(`${pointer}: the name "${name}" is also a pipeline's; a bundle's pipelines and workflows share one namespace`);
-    out.set(name, { name, kind: 'workflow', pointer, document: standaloneWorkflow(compiled, source, pointer, runs), cancellation: cancellationOf(compiled, name) });
+    out.set(name, {
+      name,
+      kind: 'workflow',
+      pointer,
+      document: standaloneWorkflow(compiled, source, pointer, runs),
+      cancellation: cancellationOf(compiled, name),
+    });
   }
   // run: workflow names a pipeline or workflow of this bundle: its namespace, its name in the bundle, its version.
   for (const run of runs)

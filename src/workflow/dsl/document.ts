@@ -226,7 +226,8 @@ function checkRun(walk: Walk, name: string, task: JsonObject, where: string): vo
     typeof workflow.name === 'string' &&
     (workflow.version === undefined || typeof workflow.version === 'string') &&
     (workflow.input === undefined || isObject(workflow.input));
-  if (!valid) throw invalidInput(`${at(where, 'run', 'workflow')}: task "${name}" names a workflow by namespace, name and version (strings), with an input object`);
+  if (!valid)
+    throw invalidInput(`${at(where, 'run', 'workflow')}: task "${name}" names a workflow by namespace, name and version (strings), with an input object`);
   const version = workflow.version === undefined || workflow.version === 'latest' ? undefined : (workflow.version as string);
   walk.facts.runs.push({ where: at(where, 'run', 'workflow'), ref: { namespace: workflow.namespace as string, name: workflow.name as string, version } });
 }

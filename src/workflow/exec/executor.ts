@@ -509,12 +509,9 @@ export class WorkflowExecutor implements CloudEventIntake {
 function waitsOnly(record: WorkflowRecord): boolean {
   // A child workflow's run is a call left open while the parent waits for the child's end (which drives it again).
   const waitsForChild = (at: string) => record.subworkflows[at] !== undefined && record.steps[`${at}>run`] === undefined;
-  if (Object.keys(record.calls).some((step) => record.steps[step] === undefined && !(step.endsWith('>run') && waitsForChild(step.slice(0, -4)))))
-    return false;
+  if (Object.keys(record.calls).some((step) => record.steps[step] === undefined && !(step.endsWith('>run') && waitsForChild(step.slice(0, -4))))) return false;
   const running = Object.keys(record.tasks).filter((at) => record.tasks[at]?.state === 'running');
   const innermost = running.filter((at) => !running.some((other) => other !== at && other.startsWith(at)));
   const armed = Object.entries(record.timers).filter(([, timer]) => timer.state === 'armed' && (timer.purpose === 'wait' || timer.purpose === 'retry'));
-  return (
-    innermost.length > 0 && innermost.every((at) => record.listens[at] !== undefined || waitsForChild(at) || armed.some(([key]) => key.startsWith(at)))
-  );
+  return innermost.length > 0 && innermost.every((at) => record.listens[at] !== undefined || waitsForChild(at) || armed.some(([key]) => key.startsWith(at)));
 }

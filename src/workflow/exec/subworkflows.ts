@@ -41,7 +41,13 @@ export async function runSubworkflow(interpreter: Interpreter, run: TaskRun): Pr
     throw raise('configuration', 400, 'Unknown workflow', ref, `the workflow ${target.namespace}/${target.name} is not pinned beside this one`);
   const depth = (interpreter.record.started.parent?.depth ?? 0) + 1;
   if (depth > limits.workflowDepthMax)
-    throw raise('runtime', 500, 'Workflow nesting too deep', ref, `a child workflow would run at depth ${depth}; at most ${limits.workflowDepthMax} are nested`);
+    throw raise(
+      'runtime',
+      500,
+      'Workflow nesting too deep',
+      ref,
+      `a child workflow would run at depth ${depth}; at most ${limits.workflowDepthMax} are nested`,
+    );
   const workflow = spec.workflow as JsonObject;
   const input =
     workflow.input === undefined
