@@ -377,3 +377,38 @@ Feature: Run Workflow
     """
     Then starting the workflow should be refused as unsupported naming /do/0/delegate/run/workflow
     And the workflow instances should number 0
+
+  Scenario: A Parent Faulted By Its Timeout Cancels Its Running Child
+    Given a workflow with definition:
+    """yaml
+    document:
+      dsl: '1.0.3'
+      namespace: convoke
+      name: impatient
+      version: '1.0.0'
+    timeout:
+      after:
+        milliseconds: 300
+    do:
+      - delegate:
+          run:
+            workflow:
+              namespace: convoke
+              name: forever
+              version: '1.0.0'
+    """
+    And a child workflow with definition:
+    """yaml
+    document:
+      dsl: '1.0.3'
+      namespace: convoke
+      name: forever
+      version: '1.0.0'
+    do:
+      - pause:
+          wait:
+            hours: 1
+    """
+    When the workflow is executed
+    Then the workflow should fault with status 408
+    And the child instance of delegate should be cancelled
