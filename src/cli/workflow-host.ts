@@ -15,7 +15,7 @@ import { inboxPrefixFor } from '../adapters/transport/nats-names.js';
 import type { CloudEventSink } from '../contract/cloudevents.js';
 import { invalidInput, unavailable } from '../contract/errors.js';
 import type { EventStore } from '../adapters/store/types.js';
-import type { BundleRegistry } from '../contract/bundle.js';
+import type { BundleRegistry, CompiledBundle } from '../contract/bundle.js';
 import type { Clock } from '../contract/clock.js';
 import type { JsonObject, JsonValue } from '../contract/json.js';
 import type { ContractRef } from '../contract/types.js';
@@ -26,6 +26,7 @@ import { workflowStuckBoundsDefault, type WorkflowStuckBounds } from '../events/
 import { observeStuckWorkflowInstances } from '../runtime/workflow-stuck-metrics.js';
 import type { Registry } from 'prom-client';
 import { workflowDocuments } from '../workflow/dsl/bundle.js';
+import { isWorkflowNamed } from '../workflow/exec/document.js';
 import { contractFunctionName, contractFunctionSecret } from '../workflow/dsl/contract-function.js';
 import { WorkflowExecutor } from '../workflow/exec/executor.js';
 import { WorkflowInstances, type WorkflowDefinition } from '../workflow/exec/instances.js';
@@ -76,15 +77,7 @@ export async function createWorkflowHost(parts: WorkflowHostParts): Promise<Work
   if ((emit !== 'none' || events.listen) && !parts.nats)
     throw invalidInput('workflows.events: emit over NATS and listen need a nats transport (POST /workflow-events works with any)');
   const sink = emit === 'none' || !parts.nats ? undefined : await eventSink(parts.nats, subjectPrefix, emit, events.stream ?? workflowEventsDefaults.stream);
-  const definitions = new Map<string, Map<string, WorkflowDefinition>>();
-  const refs = new Map<string, ContractRef>();
-  for (const compiled of parts.bundles.all()) {
-    refs.set(compiled.digest, compiled.ref);
-    const byName = new Map<string, WorkflowDefinition>();
-    for (const [name, workflow] of workflowDocuments(compiled))
-      byName.set(name, { document: executable(named(workflow.document, name)), cancellation: workflow.cancellation });
-    definitions.set(compiled.digest, byName);
-  }
+  const { definitions, refs } = definitionsOf(parts.bundles.all());
   const evaluator = new JqWorkerEvaluator({ deadlineMs: 2000 });
   const executor = new WorkflowExecutor({
     store: workflowStreams(parts.store),
@@ -96,6 +89,8 @@ export async function createWorkflowHost(parts: WorkflowHostParts): Promise<Work
     ...(sink ? { events: sink } : {}),
     ...(parts.settings?.leaseMs === undefined ? {} : { leaseMs: parts.settings.leaseMs }),
     ...(parts.secrets ? { secrets: parts.secrets } : {}),
+    // run: workflow names a pipeline or workflow of the same bundle (by its namespace, its bundle name and version).
+    workflows: (digest, ref) => [...(definitions.get(digest)?.values() ?? [])].find((definition) => isWorkflowNamed(definition.document, ref))?.document,
   });
   // Every instance a previous process left running is driven again now, not when next read; and
   // instances other workers left (their lease ended unrenewed) are picked up once per lease.
@@ -133,6 +128,23 @@ export async function createWorkflowHost(parts: WorkflowHostParts): Promise<Work
       await evaluator.close();
     },
   };
+}
+
+/** Each deployed bundle's pipelines and workflows as instances run them, by digest and name; and each bundle's ref. */
+function definitionsOf(bundles: Iterable<CompiledBundle>): {
+  definitions: Map<string, Map<string, WorkflowDefinition>>;
+  refs: Map<string, ContractRef>;
+} {
+  const definitions = new Map<string, Map<string, WorkflowDefinition>>();
+  const refs = new Map<string, ContractRef>();
+  for (const compiled of bundles) {
+    refs.set(compiled.digest, compiled.ref);
+    const byName = new Map<string, WorkflowDefinition>();
+    for (const [name, workflow] of workflowDocuments(compiled))
+      byName.set(name, { document: executable(named(workflow.document, name)), cancellation: workflow.cancellation });
+    definitions.set(compiled.digest, byName);
+  }
+  return { definitions, refs };
 }
 
 /** An instance is named by its bundle's name for the workflow (the DSL document's own name may differ). */

@@ -78,6 +78,8 @@ export const limits = {
   /** Secrets a deployment provides to its workflows (config workflowSecrets) and one document may declare, and the bytes of one. */
   workflowSecretsMax: 64,
   workflowSecretBytesMax: 16 * 1024,
+  /** How deep `run: workflow` may nest: a top-level instance is depth 0, its child 1, …; a deeper child is refused (a workflow running itself). */
+  workflowDepthMax: 8,
   /** One CloudEvent emitted or received (its JSON), and the instances one event may wake. */
   cloudEventBytesMax: 256 * 1024,
   cloudEventMatchesMax: 1024,

@@ -7,7 +7,9 @@
  *   (`with.headers.<header>`) or of its authentication's credential
  *   (`with.endpoint.authentication.basic.username|password`, `…bearer.token`);
  * - a secret-based authentication policy: `basic: {use: <name>}` (the secret holds `{username,
- *   password}`), `bearer: {use: <name>}` (it holds `{token}`).
+ *   password}`), `bearer: {use: <name>}` (it holds `{token}`);
+ * - the same credentials in a named policy (`use.authentications.<name>.basic.password`), read
+ *   when a call that names it (`authentication: {use: <name>}`) makes its request.
  *
  * Those values are evaluated when the request is made, never recorded: the recorded `with` holds
  * `[redacted]` in their place, and a recorded request (`output: response`) shows those headers
@@ -70,10 +72,12 @@ export function checkSecretUses(document: JsonObject, base = '', skip: (path: re
 
 function checkUse(value: string, path: (string | number)[], within: number | undefined, declared: ReadonlySet<string>, base: string): void {
   const where = base + jsonPointer(path);
-  const place = within === undefined ? undefined : path.slice(within);
+  // A named policy's credential (`use.authentications.<name>.basic.password`) is read where a call that names it reads an inline one.
+  const named = path.length === 5 && path[0] === 'use' && path[1] === 'authentications' ? ['endpoint', 'authentication', ...path.slice(3)] : undefined;
+  const place = named ?? (within === undefined ? undefined : path.slice(within));
   if (place === undefined || !isSecretPlace(place) || !wholeExpression.test(value))
     throw unsupported(
-      `${where}: $secrets is read only in a \${ } that is an HTTP call's header value or its basic or bearer credential: every other expression's result is recorded in the instance's log, and a secret must never be`,
+      `${where}: $secrets is read only in a \${ } that is an HTTP call's header value or a basic or bearer credential (inline or in use.authentications): every other expression's result is recorded in the instance's log, and a secret must never be`,
     );
   for (const name of secretNames(value)) if (!declared.has(name)) throw invalidInput(`${where}: the secret "${name}" is not declared in use.secrets`);
 }

@@ -170,9 +170,27 @@ test('workflows: unsupported task types and features are refused naming the task
     ['container', { container: { image: 'alpine' } }],
     ['shell', { shell: { command: 'ls' } }],
     ['script', { script: { language: 'javascript', code: '1' } }],
-    ['workflow', { workflow: { namespace: 'x', name: 'y', version: '1.0.0' } }],
   ];
   for (const [kind, run] of runs) await assertRefused(withTask({ run }), 'unsupported', `${w}/do/1/odd`, new RegExp(`task "odd" is run \\(${kind}\\)`));
+  // run: workflow names a pipeline or workflow of the same bundle; anything else is refused naming the reference.
+  await assertRefused(
+    withTask({ run: { workflow: { namespace: 'x', name: 'y', version: '1.0.0' } } }),
+    'unsupported',
+    `${w}/do/1/odd/run/workflow`,
+    /the workflow x\/y@1\.0\.0 is not in bundle lab\.review@1\.0\.0/,
+  );
+  await assertRefused(
+    withTask({ run: { workflow: { namespace: 'lab-review', name: 'review-then-publish', version: '2.0.0' } } }),
+    'unsupported',
+    `${w}/do/1/odd/run/workflow`,
+    /is not in bundle/,
+  );
+  await assertRefused(withTask({ run: { workflow: { name: 'y' } } }), 'invalid-input', `${w}/do/1/odd/run/workflow`, /namespace, name and version/);
+  const runsPipeline = fresh();
+  withTask({ run: { workflow: { namespace: 'lab-review', name: 'review-then-publish', version: '1.0.0', input: { document: '${ .document }' } } } })(
+    runsPipeline,
+  );
+  await assert.doesNotReject(checkBundleWorkflows(loadBundle(runsPipeline)), 'a run of the bundle’s own pipeline resolves');
   for (const call of ['grpc', 'openapi', 'asyncapi', 'a2a', 'mcp'])
     await assertRefused(withTask({ call, with: {} }), 'unsupported', `${w}/do/1/odd`, new RegExp(`task "odd" is call ${call}`));
   await assertRefused(withTask({ call: 'log:1.0.0@default' }), 'unsupported', `${w}/do/1/odd`, /external catalogs/);

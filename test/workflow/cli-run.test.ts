@@ -46,7 +46,7 @@ test('convoke workflow run prints the output (0), a fault (11), a refusal (7); t
     await writeFile(shell, `${head}do:\n  - sh:\n      run: { shell: { command: 'rm -rf /' } }\n`);
     const refused = captureIo();
     assert.equal(await main(['node', 'convoke', 'workflow', 'run', shell], refused), exitCodes.unsupported);
-    assert.match(refused.err(), /\/do\/0\/sh: run tasks are not supported/);
+    assert.match(refused.err(), /\/do\/0\/sh: run \(shell\) is not supported/);
   } finally {
     await rm(dir, { recursive: true, force: true });
   }

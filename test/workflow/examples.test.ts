@@ -22,11 +22,6 @@ const examples = join(repoRoot(), 'test', 'workflow', 'examples');
 const valid = [
   'authentication-bearer-uri-format.yaml',
   'authentication-bearer.yaml',
-  'authentication-oauth2-secret.yaml',
-  'authentication-oauth2.yaml',
-  'authentication-oidc-secret.yaml',
-  'authentication-oidc.yaml',
-  'authentication-reusable.yaml',
   'call-custom-function-inline.yaml',
   'call-http-endpoint-interpolation-shorthand.yaml',
   'call-http-endpoint-interpolation.yaml',
@@ -61,6 +56,12 @@ const valid = [
 
 /** Refused as unsupported: the pointer and the words the description must contain. */
 const refused: Record<string, { pointer: string; says: string }> = {
+  // A named policy's credential comes from $secrets; oauth2 and oidc make token requests convoke does not.
+  'authentication-oauth2-secret.yaml': { pointer: '/do/0/getPet/with/endpoint/authentication/oauth2', says: 'oauth2 needs a token request' },
+  'authentication-oauth2.yaml': { pointer: '/do/0/getPet/with/endpoint/authentication/oauth2', says: 'oauth2 needs a token request' },
+  'authentication-oidc-secret.yaml': { pointer: '/do/0/getPet/with/endpoint/authentication/oidc', says: 'oidc needs a token request' },
+  'authentication-oidc.yaml': { pointer: '/do/0/getPet/with/endpoint/authentication/oidc', says: 'oidc needs a token request' },
+  'authentication-reusable.yaml': { pointer: '/use/authentications/petStoreAuth/bearer/token', says: "a named policy's credential must come from $secrets" },
   'accumulate-room-readings.yaml': { pointer: '/do/1/logReading/do/0/callOrderService', says: 'task "callOrderService" is call openapi' },
   'call-asyncapi-publish.yaml': { pointer: '/do/0/findPet', says: 'task "findPet" is call asyncapi' },
   'call-asyncapi-subscribe-consume-amount.yaml': { pointer: '/do/0/getNotifications', says: 'task "getNotifications" is call asyncapi' },
@@ -85,7 +86,8 @@ const refused: Record<string, { pointer: string; says: string }> = {
   'run-return-stderr.yaml': { pointer: '/do/0/runContainer', says: 'task "runContainer" is run (container)' },
   'run-script-with-stdin-and-arguments.yaml': { pointer: '/do/0/runScript', says: 'task "runScript" is run (script)' },
   'run-shell-stdin-and-arguments.yaml': { pointer: '/do/1/runShell', says: 'task "runShell" is run (shell)' },
-  'run-subflow.yaml': { pointer: '/do/0/registerCustomer', says: 'task "registerCustomer" is run (workflow)' },
+  // A standalone document runs only itself: register-customer is not beside it.
+  'run-subflow.yaml': { pointer: '/do/0/registerCustomer/run/workflow', says: 'the workflow test/register-customer@0.1.0 is not this document' },
   // Schedules: a convoke instance starts when a caller starts it.
   'schedule-cron.yaml': { pointer: '/schedule', says: 'schedules are not supported' },
   'schedule-event-driven.yaml': { pointer: '/schedule', says: 'schedules are not supported' },

@@ -305,7 +305,11 @@ test('refused before anything runs: unsupported tasks and calls name their JSON 
     );
   };
   try {
-    await refuse('do:\n  - ok: { set: { a: 1 } }\n  - sh:\n      run: { shell: { command: ls } }\n', '/do/1/sh: run tasks');
+    await refuse('do:\n  - ok: { set: { a: 1 } }\n  - sh:\n      run: { shell: { command: ls } }\n', '/do/1/sh: run \\(shell\\) is not supported');
+    await refuse(
+      'do:\n  - w:\n      run: { workflow: { namespace: t, name: elsewhere, version: 1.0.0 } }\n',
+      '/do/0/w/run/workflow: the workflow t/elsewhere@1.0.0 is not pinned',
+    );
     await refuse('do:\n  - g:\n      call: grpc\n      with: { proto: { endpoint: x }, service: { name: s, host: h }, method: m }\n', '/do/0/g: call grpc');
     await refuse('do:\n  - l:\n      listen: { to: { any: [] } }\n      foreach: { export: { as: . } }\n', '/do/0/l/foreach/export');
     await refuse(

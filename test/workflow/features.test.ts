@@ -18,6 +18,7 @@ import { createEmbedded, type Embedded } from '../../src/deployment/embedded.js'
 import { peerIds, reviewBundle } from '../../src/deployment/examples.js';
 import type { WorkflowEvent } from '../../src/workflow/exec/events.js';
 import type { WorkflowRecord } from '../../src/workflow/exec/record.js';
+import { isWorkflowNamed } from '../../src/workflow/exec/document.js';
 import { repoRoot } from '../support/assertions.js';
 import { assertReplayEqual, harness, runToEnd, yaml, type Harness } from './support.js';
 
@@ -31,13 +32,79 @@ interface World {
   instanceId?: string;
   record?: WorkflowRecord;
   delivery?: CloudEventDelivery;
+  /** Documents `run: workflow` may name beside the workflow. */
+  children: string[];
+  /** While set, the store refuses to create child instances (a worker that stops between binding a child and starting it). */
+  gate: boolean;
 }
 
 let scenarioKey = 0;
 
 function executor(w: World): Harness {
-  w.h ??= harness({ store: w.store, clock: w.clock, invocations: w.embedded?.coordinator });
+  w.h ??= harness({
+    store: gated(w),
+    clock: w.clock,
+    invocations: w.embedded?.coordinator,
+    workflows: (_digest, ref) => w.children.map((text) => yaml(text)).find((document) => isWorkflowNamed(document, ref)),
+  });
   return w.h;
+}
+
+/** The world's store, refusing (unavailable) to create a child instance while the gate is set. */
+function gated(w: World): MemoryEventStore {
+  return new Proxy(w.store, {
+    get(target, property) {
+      if (property === 'create')
+        return (id: string, transition: { events: JsonObject[] }, ...rest: unknown[]) =>
+          w.gate && transition.events[0]?.parent !== undefined
+            ? Promise.resolve({ kind: 'unavailable', description: 'the worker stops before the child starts' })
+            : (target.create as (...args: unknown[]) => unknown)(id, transition, ...rest);
+      const value: unknown = Reflect.get(target, property, target);
+      return typeof value === 'function' ? (value as (...args: unknown[]) => unknown).bind(target) : value;
+    },
+  });
+}
+
+/** The child instance a task bound (`run: workflow`). */
+function boundChild(record: WorkflowRecord, name: string): string {
+  const child = Object.values(record.subworkflows).find((bound) => bound.ref.endsWith(`/${name}`));
+  assert.ok(child, `task ${name} bound a child workflow instance`);
+  return child.instanceId;
+}
+
+async function until<T>(what: string, probe: () => Promise<T | undefined>): Promise<T> {
+  for (let tries = 0; tries < 2000; tries++) {
+    const found = await probe();
+    if (found !== undefined) return found;
+    await new Promise((resolve) => setTimeout(resolve, 5));
+  }
+  assert.fail(`timed out waiting for ${what}`);
+}
+
+/** Stops the worker (its leases released, its interpreters stopped) and starts another on the same store, which resumes what runs. */
+async function reload(w: World): Promise<void> {
+  await w.h?.close();
+  w.h = undefined;
+  w.gate = false;
+  await executor(w).executor.resume();
+}
+
+async function instanceIds(store: MemoryEventStore): Promise<string[]> {
+  const ids: string[] = [];
+  for await (const id of store.workflowInstanceIds()) ids.push(id);
+  return ids.sort();
+}
+
+/** Starts the workflow (no waiting for a listen). */
+async function startWorkflow(w: World): Promise<string> {
+  const { instanceId } = await executor(w).executor.start({
+    principalId: 'alice',
+    invocationKey: `feature-${++scenarioKey}`,
+    document: documentOf(w),
+    input: w.input,
+  });
+  w.instanceId = instanceId;
+  return instanceId;
 }
 
 function documentOf(w: World): JsonValue {
@@ -87,6 +154,67 @@ function childOf(record: WorkflowRecord, name: string) {
 }
 
 type Step = [RegExp, (world: World, match: RegExpExecArray, doc: string | undefined) => Promise<void> | void];
+
+/** run: workflow — child instances (features/run-workflow.feature). */
+const childSteps: Step[] = [
+  [/^a child workflow with definition:$/, (w, _m, doc) => void w.children.push(doc ?? '')],
+  [
+    /^the workflow is started and (\w+) has started its child$/,
+    async (w, m) => {
+      const id = await startWorkflow(w);
+      const h = executor(w);
+      await until('the child instance', async () => {
+        const record = await h.executor.get(id);
+        const bound = record && Object.values(record.subworkflows).find((child) => child.ref.endsWith(`/${m[1]!}`));
+        return bound && (await h.executor.get(bound.instanceId))?.status === 'running' ? true : undefined;
+      });
+    },
+  ],
+  [
+    /^the worker stops after (\w+) bound its child, before the child started$/,
+    async (w, m) => {
+      w.gate = true;
+      const id = await startWorkflow(w);
+      const h = executor(w);
+      // The child's id is in the parent's log, and its start was refused: the worker stops there.
+      const childId = await until('the child binding', async () => {
+        const record = await h.executor.get(id);
+        return record?.subworkflows && Object.keys(record.subworkflows).length > 0 && h.executor.failures.length > 0 ? boundChild(record, m[1]!) : undefined;
+      });
+      assert.equal((await w.store.read(childId)).kind, 'not-found', 'the child was not started');
+      await reload(w);
+    },
+  ],
+  [/^the worker is reloaded$/, (w) => reload(w)],
+  [/^the workflow is cancelled$/, async (w) => void (await executor(w).executor.cancel(w.instanceId!, 'the test cancels it'))],
+  [
+    /^there should be exactly one child instance, bound by (\w+)$/,
+    async (w, m) => {
+      const record = await finished(w);
+      assert.deepEqual(await instanceIds(w.store), [record.instanceId, boundChild(record, m[1]!)].sort());
+    },
+  ],
+  [
+    /^the child instance of (\w+) should be (completed|faulted|cancelled|running)$/,
+    async (w, m) => {
+      const h = executor(w);
+      const childId = boundChild((await h.executor.get(w.instanceId!))!, m[1]!);
+      const child = m[2] === 'running' ? await h.executor.get(childId) : await h.executor.wait(childId, 10_000);
+      assert.equal(child?.status, m[2], JSON.stringify(child?.error));
+      assert.deepEqual(child?.started.parent?.instanceId, w.instanceId, 'the child names its parent');
+      if (m[2] !== 'running') await assertReplayEqual(h, childId);
+    },
+  ],
+  [
+    /^the workflow should be cancelled$/,
+    async (w) => {
+      const record = await executor(w).executor.wait(w.instanceId!, 10_000);
+      assert.equal(record.status, 'cancelled');
+      await assertReplayEqual(executor(w), record.instanceId);
+    },
+  ],
+  [/^the workflow instances should number (\d+)$/, async (w, m) => assert.equal((await instanceIds(w.store)).length, Number(m[1]))],
+];
 
 const steps: Step[] = [
   [/^a contract deployment where review declares caller cancellation and hold does not$/, (w) => deployment(w)],
@@ -178,9 +306,11 @@ const steps: Step[] = [
   ],
 ];
 
+steps.push(...childSteps);
+
 async function runPickle(pickle: Pickle): Promise<void> {
   const clock = new SystemClock();
-  const world: World = { clock, store: new MemoryEventStore({ clock }), input: {} };
+  const world: World = { clock, store: new MemoryEventStore({ clock }), input: {}, children: [], gate: false };
   try {
     for (const step of pickle.steps) {
       const text = step.text.trim();
@@ -203,6 +333,6 @@ for (const file of readdirSync(featuresDir)
   pickles.push(...compile(parser.parse(readFileSync(join(featuresDir, file), 'utf8')), file, IdGenerator.incrementing()));
 }
 
-test('convoke’s feature files hold their scenarios', () => assert.equal(pickles.length, 13));
+test('convoke’s feature files hold their scenarios', () => assert.equal(pickles.length, 24));
 
 for (const pickle of pickles) test(`feature ${pickle.uri}: ${pickle.name}`, () => runPickle(pickle));

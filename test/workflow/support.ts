@@ -12,7 +12,7 @@ import type { EventStore } from '../../src/adapters/store/types.js';
 import { MemoryEventStore } from '../../src/adapters/store/memory.js';
 import { seededRandom } from '../../src/runtime/random.js';
 import type { ContractCalls } from '../../src/workflow/exec/http-contracts.js';
-import { WorkflowExecutor } from '../../src/workflow/exec/executor.js';
+import { WorkflowExecutor, type WorkflowExecutorOptions } from '../../src/workflow/exec/executor.js';
 import { JqWorkerEvaluator, type ExpressionEvaluator } from '../../src/workflow/exec/jq.js';
 import type { WorkflowRecord } from '../../src/workflow/exec/record.js';
 import { workflowStreams } from '../../src/workflow/exec/streams.js';
@@ -36,6 +36,8 @@ export interface HarnessOptions {
   /** Wraps the harness's jq evaluator (a test that holds an evaluation's answer). */
   evaluator?: (jq: ExpressionEvaluator) => ExpressionEvaluator;
   listenUntilWaitMs?: number;
+  /** The documents `run: workflow` may name beside an instance's own. */
+  workflows?: WorkflowExecutorOptions['workflows'];
 }
 
 export function harness(options: HarnessOptions = {}): Harness {
@@ -53,6 +55,7 @@ export function harness(options: HarnessOptions = {}): Harness {
     worker: options.worker,
     leaseMs: options.leaseMs,
     listenUntilWaitMs: options.listenUntilWaitMs,
+    workflows: options.workflows,
   });
   return {
     executor,

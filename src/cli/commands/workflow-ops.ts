@@ -39,7 +39,7 @@ const short = (value: unknown, max = 60): string => {
 function describe(event: WorkflowEvent, originMs: number): string {
   switch (event.type) {
     case 'workflow-started':
-      return `${event.workflowName} key ${JSON.stringify(event.invocationKey)} by ${event.principalId}, input ${short(event.input)}`;
+      return `${event.workflowName} key ${JSON.stringify(event.invocationKey)} by ${event.principalId}, input ${short(event.input)}${event.parent ? `, child of ${event.parent.instanceId.slice(0, 14)}… at ${event.parent.at}` : ''}`;
     case 'task-started':
       return `${event.at} (${event.name})`;
     case 'task-completed':
@@ -53,6 +53,8 @@ function describe(event: WorkflowEvent, originMs: number): string {
       return `${event.at} → ${'ok' in event.result ? short(event.result.ok) : `error ${event.result.error.status} ${event.result.error.title ?? ''}`}`;
     case 'child-bound':
       return `${event.at}: operation ${event.operationId.slice(0, 12)}… key ${event.invocationKey.slice(0, 16)}… attempt ${event.attempt}`;
+    case 'subworkflow-bound':
+      return `${event.at}: workflow ${event.workflow} instance ${event.instanceId.slice(0, 14)}… attempt ${event.attempt}`;
     case 'timer-set':
       return `${event.at} ${event.purpose} due +${event.dueAtMs - originMs}`;
     case 'timer-fired':

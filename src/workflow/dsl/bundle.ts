@@ -12,7 +12,8 @@ import { invalidInput } from '../../contract/errors.js';
 import { jsonPointer } from '../../contract/ijson.js';
 import type { JsonObject } from '../../contract/json.js';
 import { contractFunctionDefinition, contractFunctionName, contractFunctionSecret } from './contract-function.js';
-import { checkWorkflowDocument } from './document.js';
+import { checkWorkflowDocument, namesWorkflow, unresolvedRun, type DocumentFacts } from './document.js';
+import { unsupported } from '../../contract/errors.js';
 import { lowerPipeline } from './lower.js';
 import { validateDslDocument } from './dsl-schema.js';
 
@@ -30,6 +31,7 @@ export interface BundleWorkflow {
 /** Every pipeline and workflow of the bundle, by name, in declaration order (pipelines first). */
 export function workflowDocuments(compiled: CompiledBundle): Map<string, BundleWorkflow> {
   const out = new Map<string, BundleWorkflow>();
+  const runs: DocumentFacts['runs'] = [];
   for (const [name, pipeline] of Object.entries(compiled.bundle.pipelines ?? {})) {
     const pointer = jsonPointer(['pipelines', name]);
     out.set(name, { name, kind: 'pipeline', pointer, document: lowerPipeline(compiled, name, pipeline), cancellation: cancellationOf(compiled, name) });
@@ -37,8 +39,18 @@ export function workflowDocuments(compiled: CompiledBundle): Map<string, BundleW
   for (const [name, source] of Object.entries(compiled.bundle.workflows ?? {})) {
     const pointer = jsonPointer(['workflows', name]);
     if (out.has(name)) throw invalidInput(`${pointer}: the name "${name}" is also a pipeline's; a bundle's pipelines and workflows share one namespace`);
-    out.set(name, { name, kind: 'workflow', pointer, document: standaloneWorkflow(compiled, source, pointer), cancellation: cancellationOf(compiled, name) });
+    out.set(name, {
+      name,
+      kind: 'workflow',
+      pointer,
+      document: standaloneWorkflow(compiled, source, pointer, runs),
+      cancellation: cancellationOf(compiled, name),
+    });
   }
+  // run: workflow names a pipeline or workflow of this bundle: its namespace, its name in the bundle, its version.
+  for (const run of runs)
+    if (![...out.values()].some((workflow) => namesWorkflow(workflow.document, run.ref, workflow.name)))
+      throw unsupported(unresolvedRun(run.where, run.ref, `in bundle ${compiled.ref.id}@${compiled.ref.version}`));
   for (const name of Object.keys(compiled.bundle.workflowCancellation ?? {}))
     if (!out.has(name)) throw invalidInput(`${jsonPointer(['workflowCancellation', name])}: the bundle has no pipeline or workflow "${name}"`);
   return out;
@@ -47,9 +59,10 @@ export function workflowDocuments(compiled: CompiledBundle): Map<string, BundleW
 const cancellationOf = (compiled: CompiledBundle, name: string): 'none' | 'caller' => compiled.bundle.workflowCancellation?.[name] ?? 'none';
 
 /** The workflow checked, with the contract function declared and its own-contract calls digested. */
-function standaloneWorkflow(compiled: CompiledBundle, source: JsonObject, pointer: string): JsonObject {
+function standaloneWorkflow(compiled: CompiledBundle, source: JsonObject, pointer: string, runs: DocumentFacts['runs']): JsonObject {
   const enclosing = { id: compiled.ref.id, version: compiled.ref.version, interactions: new Map([...compiled.interactions].map(([id, i]) => [id, i.spec])) };
   const facts = checkWorkflowDocument(source, pointer, enclosing);
+  runs.push(...facts.runs);
   if (!facts.callsContract) return source;
   const document = structuredClone(source);
   for (const call of facts.contractCalls) {

@@ -14,6 +14,7 @@ import { limits } from '../../contract/limits.js';
 import type { Interaction } from '../../contract/types.js';
 import { compileApplicationSchema, describeErrors } from '../../contract/validation.js';
 import { documentSchemas } from '../schemas.js';
+import { checkAuthenticationPolicy, checkCallAuthentication } from '../authentication.js';
 import { checkSecretUses } from '../secrets.js';
 import { workflowDslVersion } from '../version.js';
 import { checkContractCallWith, contractFunctionDefinition, contractFunctionName } from './contract-function.js';
@@ -39,7 +40,26 @@ export interface DocumentFacts {
   /** The JSON Pointers (in the document) of the tasks that call it. */
   contractCalls: string[];
   tasks: number;
+  /** The `run: workflow` tasks: where (the bundle's pointer of `run/workflow`) and the workflow each names. */
+  runs: { where: string; ref: WorkflowRef }[];
 }
+
+/** The workflow a `run: workflow` task names (`version` undefined for `latest`). */
+export interface WorkflowRef {
+  namespace: string;
+  name: string;
+  version: string | undefined;
+}
+
+/** Whether a document header is the workflow a reference names (`name` its name in the bundle, when given). */
+export function namesWorkflow(document: JsonObject, ref: WorkflowRef, name?: string): boolean {
+  const head = isObject(document.document) ? document.document : {};
+  return head.namespace === ref.namespace && (name ?? head.name) === ref.name && (ref.version === undefined || head.version === ref.version);
+}
+
+/** The message of a `run: workflow` reference that resolves to nothing beside it. */
+export const unresolvedRun = (where: string, ref: WorkflowRef, beside: string): string =>
+  `${where}: the workflow ${ref.namespace}/${ref.name}@${ref.version ?? 'latest'} is not ${beside}; a child workflow runs from the bundle that pins its parent`;
 
 interface Walk {
   base: string;
@@ -57,9 +77,13 @@ const names = (v: JsonValue | undefined): Set<string> => new Set(isObject(v) ? O
  * convoke does not run, `invalid-input` for anything else, each naming its JSON Pointer.
  */
 export function checkWorkflowDocument(document: JsonObject, base = '', enclosing?: EnclosingContract): DocumentFacts {
-  const walk: Walk = { base, document, enclosing, facts: { callsContract: false, contractCalls: [], tasks: 0 } };
+  const walk: Walk = { base, document, enclosing, facts: { callsContract: false, contractCalls: [], tasks: 0, runs: [] } };
   checkTopLevel(walk);
   const use = isObject(document.use) ? document.use : {};
+  if (use.authentications !== undefined) {
+    if (!isObject(use.authentications)) throw invalidInput(`${at(base, 'use', 'authentications')}: must map names to authentication policies`);
+    for (const [name, policy] of Object.entries(use.authentications)) checkAuthenticationPolicy(policy, at(base, 'use', 'authentications', name), true);
+  }
   if (isObject(use.functions)) {
     for (const [name, task] of Object.entries(use.functions)) {
       const where = at(base, 'use', 'functions', name);
@@ -83,6 +107,9 @@ export function checkWorkflowDocument(document: JsonObject, base = '', enclosing
   documentSchemas(document, base);
   // The contract function's declaration reads its secret for other engines; this executor never runs it.
   checkSecretUses(document, base, (path) => path.length === 3 && path[0] === 'use' && path[1] === 'functions' && path[2] === contractFunctionName);
+  // A standalone document runs only itself; a bundle's runs are resolved against the bundle (bundle.ts).
+  if (enclosing === undefined)
+    for (const run of walk.facts.runs) if (!namesWorkflow(document, run.ref)) throw unsupported(unresolvedRun(run.where, run.ref, 'this document'));
   return walk.facts;
 }
 
@@ -152,12 +179,8 @@ function checkTask(walk: Walk, name: string, task: JsonValue, where: string, sib
 
 function checkTaskBody(walk: Walk, name: string, type: (typeof taskTypes)[number], task: JsonObject, where: string): void {
   switch (type) {
-    case 'run': {
-      const kind = isObject(task.run) ? Object.keys(task.run).find((k) => ['container', 'shell', 'script', 'workflow'].includes(k)) : undefined;
-      throw unsupported(
-        `${where}: task "${name}" is run${kind ? ` (${kind})` : ''}: convoke runs no processes, containers, scripts or sub-workflows; call a contract or an HTTP service instead`,
-      );
-    }
+    case 'run':
+      return checkRun(walk, name, task, where);
     case 'call':
       return checkCall(walk, name, task, where);
     case 'do':
@@ -188,10 +211,36 @@ function checkTaskBody(walk: Walk, name: string, type: (typeof taskTypes)[number
   }
 }
 
+/** `run: workflow` (a child instance of a workflow the bundle pins); processes are refused. */
+function checkRun(walk: Walk, name: string, task: JsonObject, where: string): void {
+  const run = isObject(task.run) ? task.run : {};
+  const kind = ['container', 'shell', 'script', 'workflow'].find((k) => run[k] !== undefined);
+  if (kind !== 'workflow')
+    throw unsupported(
+      `${where}: task "${name}" is run${kind ? ` (${kind})` : ''}: convoke runs no processes, containers or scripts; call a contract or an HTTP service, or run a workflow of the bundle`,
+    );
+  const workflow = run.workflow;
+  const valid =
+    isObject(workflow) &&
+    typeof workflow.namespace === 'string' &&
+    typeof workflow.name === 'string' &&
+    (workflow.version === undefined || typeof workflow.version === 'string') &&
+    (workflow.input === undefined || isObject(workflow.input));
+  if (!valid)
+    throw invalidInput(`${at(where, 'run', 'workflow')}: task "${name}" names a workflow by namespace, name and version (strings), with an input object`);
+  const version = workflow.version === undefined || workflow.version === 'latest' ? undefined : (workflow.version as string);
+  walk.facts.runs.push({ where: at(where, 'run', 'workflow'), ref: { namespace: workflow.namespace as string, name: workflow.name as string, version } });
+}
+
 function checkCall(walk: Walk, name: string, task: JsonObject, where: string): void {
   const call = task.call;
   if (typeof call !== 'string') throw invalidInput(`${at(where, 'call')}: task "${name}" must name the function it calls`);
-  if (call === 'http') return;
+  if (call === 'http') {
+    const endpoint = isObject(task.with) ? task.with.endpoint : undefined;
+    if (isObject(endpoint) && endpoint.authentication !== undefined)
+      checkCallAuthentication(walk.document, endpoint.authentication, at(where, 'with', 'endpoint', 'authentication'));
+    return;
+  }
   if (refusedCalls.has(call)) {
     throw unsupported(
       `${where}: task "${name}" is call ${call}: convoke calls HTTP services and contracts only (grpc, openapi, asyncapi, a2a and mcp are not supported)`,

@@ -20,12 +20,13 @@ import type { WorkflowError } from './events.js';
 import type { Interpreting as Interpreter, TaskRun } from './run.js';
 import { Halted } from './journal.js';
 import { mentionsSecrets, redacted, secretNames } from '../secrets.js';
+import { resolveAuthentication } from '../authentication.js';
 
 export const contractFunction = 'invoke-contract';
 
 export async function runCall(interpreter: Interpreter, run: TaskRun): Promise<JsonValue> {
   const task = run.entry.task;
-  const spec = task.with ?? {};
+  const spec = task.call === 'http' ? withNamedPolicy(interpreter.record.started.document, task.with ?? {}) : (task.with ?? {});
   // Values that read secrets are recorded as [redacted], and evaluated only when the request is made.
   const secret = task.call === 'http' ? secretValuesOf(spec) : [];
   const shown = secret.length === 0 ? spec : redactAt(spec, secret);
@@ -37,6 +38,16 @@ export async function runCall(interpreter: Interpreter, run: TaskRun): Promise<J
 }
 
 // ── HTTP ─────────────────────────────────────────────────────────────────
+
+/** The call's `with` with a named authentication policy (`authentication: {use: name}`) in place of its reference. */
+function withNamedPolicy(document: JsonValue, spec: JsonValue): JsonValue {
+  const endpoint = isObject(spec) && isObject(spec.endpoint) ? spec.endpoint : undefined;
+  const reference = endpoint?.authentication;
+  const policy = resolveAuthentication(document, reference);
+  if (!endpoint || policy === reference) return spec;
+  if (policy === undefined) return spec; // refused when the document was checked
+  return { ...(spec as JsonObject), endpoint: { ...endpoint, authentication: structuredClone(policy) } };
+}
 
 /** A place under an HTTP call's `with` whose value reads a secret: an expression, or a secret-based authentication policy. */
 interface SecretValue {

@@ -43,6 +43,8 @@ function reflected(record: WorkflowRecord, event: WorkflowEvent): boolean {
       return Object.hasOwn(record.steps, event.at);
     case 'child-bound':
       return Object.hasOwn(record.children, event.at);
+    case 'subworkflow-bound':
+      return Object.hasOwn(record.subworkflows, event.at);
     case 'timer-set':
       return Object.hasOwn(record.timers, event.at);
     case 'timer-fired':

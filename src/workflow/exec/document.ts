@@ -8,6 +8,7 @@ import { AdapterError, invalidInput, unsupported } from '../../contract/errors.j
 import type { JsonObject, JsonValue } from '../../contract/json.js';
 import { limits } from '../../contract/limits.js';
 import { documentSchemas } from '../schemas.js';
+import { checkAuthenticationPolicy, checkCallAuthentication } from '../authentication.js';
 import { checkSecretUses } from '../secrets.js';
 import { workflowDslVersion } from '../version.js';
 import { durationMs } from './duration.js';
@@ -58,35 +59,66 @@ export function entriesOf(list: JsonValue | undefined, base: string): TaskEntry[
   });
 }
 
+/** What a `run: workflow` task names: the workflow (`version` absent or `latest`: whichever version the bundle pins). */
+export interface SubworkflowRef {
+  namespace: string;
+  name: string;
+  version: string | undefined;
+}
+
+/** Whether a `run: workflow` reference names a workflow the instance can run (the bundle's, or the document itself). */
+export type ResolvesWorkflow = (ref: SubworkflowRef) => boolean;
+
+/** The workflow a `run` task names, or undefined when its `run` is not a well-formed `workflow`. */
+export function subworkflowRefOf(task: JsonObject): SubworkflowRef | undefined {
+  const run = isObject(task.run) ? task.run : undefined;
+  const workflow = run && isObject(run.workflow) ? run.workflow : undefined;
+  if (!workflow || typeof workflow.namespace !== 'string' || typeof workflow.name !== 'string') return undefined;
+  if (workflow.version !== undefined && typeof workflow.version !== 'string') return undefined;
+  return { namespace: workflow.namespace, name: workflow.name, version: workflow.version === 'latest' ? undefined : workflow.version };
+}
+
+/** Whether a document is the workflow a reference names (its header's namespace, name and, unless `latest`, version). */
+export function isWorkflowNamed(document: JsonValue, ref: SubworkflowRef): boolean {
+  const head = isObject(document) && isObject(document.document) ? document.document : undefined;
+  return !!head && head.namespace === ref.namespace && head.name === ref.name && (ref.version === undefined || head.version === ref.version);
+}
+
 const contractFunction = 'invoke-contract';
 const refusedCalls = new Set(['grpc', 'openapi', 'asyncapi', 'a2a', 'mcp']);
 const expressionFields = ['if'];
 
-/** Documents already checked, with their workflow's name: kept per document object, as its compiled schemas are (schemas.ts). */
+/** Documents already checked against themselves alone, with their workflow's name: kept per document object, as its compiled schemas are (schemas.ts). */
 const checked = new WeakMap<object, string>();
 
 /**
- * Refuses (throws) a document this executor cannot run; answers the workflow's name. A document
- * object passes the check once: starting the same (unchanged: documents are never modified once
- * handed over) document again answers from a WeakMap, as `convoke serve` starts a deployed
- * workflow's one loaded document for every instance.
+ * Refuses (throws) a document this executor cannot run; answers the workflow's name. `resolves`
+ * says which `run: workflow` references resolve (by default: the document itself only). Checked
+ * against itself alone, a document object passes the check once: starting the same (unchanged:
+ * documents are never modified once handed over) document again answers from a WeakMap. With
+ * `resolves`, the caller keeps what it checked (the executor: per bundle digest).
  */
-export function checkDocument(document: JsonValue): string {
+export function checkDocument(document: JsonValue, resolves?: ResolvesWorkflow): string {
   if (!isObject(document)) throw invalidInput('a workflow document must be an object');
+  if (resolves !== undefined) return checkWhole(document, resolves);
   const known = checked.get(document);
   if (known !== undefined) return known;
-  const name = checkWhole(document);
+  const name = checkWhole(document, undefined);
   checked.set(document, name);
   return name;
 }
 
-function checkWhole(document: JsonObject): string {
+function checkWhole(document: JsonObject, resolves: ResolvesWorkflow | undefined): string {
   const head = document.document;
   if (!isObject(head) || typeof head.name !== 'string' || typeof head.dsl !== 'string') throw invalidInput('the workflow needs document.dsl and document.name');
   if (head.dsl !== workflowDslVersion) throw unsupported(`document.dsl is ${JSON.stringify(head.dsl)}; this executor runs DSL ${workflowDslVersion}`);
   const use = isObject(document.use) ? document.use : {};
-  for (const refused of ['catalogs', 'extensions', 'functions', 'authentications']) {
+  for (const refused of ['catalogs', 'extensions', 'functions']) {
     if (use[refused] !== undefined) throw unsupported(`/use/${refused}: ${refused} are not supported by this executor`);
+  }
+  if (use.authentications !== undefined) {
+    if (!isObject(use.authentications)) throw invalidInput('/use/authentications must map names to authentication policies');
+    for (const [name, policy] of Object.entries(use.authentications)) checkAuthenticationPolicy(policy, `/use/authentications/${escapePointer(name)}`, true);
   }
   if (
     use.secrets !== undefined &&
@@ -99,7 +131,8 @@ function checkWhole(document: JsonObject): string {
   const evaluate = isObject(document.evaluate) ? document.evaluate : {};
   if ((evaluate.language ?? 'jq') !== 'jq' || (evaluate.mode ?? 'strict') !== 'strict')
     throw unsupported('/evaluate: only strict jq expressions are supported');
-  checkList(document.do, '/do');
+  const self = document;
+  checkList(document.do, '/do', { document, resolves: resolves ?? ((ref) => isWorkflowNamed(self, ref)) });
   // A pointer is built only to name a refused expression.
   forEachExpression(document, (program, path) => {
     if (nondeterminismProblem(program)) checkProgram(program, pointerOf(path));
@@ -123,11 +156,17 @@ function checkTransforms(value: JsonValue | undefined, pointer: string): void {
   }
 }
 
-function checkList(list: JsonValue | undefined, base: string): void {
-  for (const entry of entriesOf(list, base)) checkTask(entry);
+/** What a task's check needs beyond the task: the document (its named policies) and which workflows resolve. */
+interface Checking {
+  document: JsonObject;
+  resolves: ResolvesWorkflow;
 }
 
-function checkTask({ task, pointer }: TaskEntry): void {
+function checkList(list: JsonValue | undefined, base: string, checking: Checking): void {
+  for (const entry of entriesOf(list, base)) checkTask(entry, checking);
+}
+
+function checkTask({ task, pointer }: TaskEntry, checking: Checking): void {
   const kind = kindOf(task);
   if (kind === undefined) throw invalidInput(`${pointer}: not a task (none of call, do, fork, for, raise, set, switch, try, wait, emit, listen, run)`);
   for (const field of expressionFields) if (typeof task[field] === 'string') checkProgram(programOf(task[field]), `${pointer}/${field}`);
@@ -137,24 +176,24 @@ function checkTask({ task, pointer }: TaskEntry): void {
       if (!isObject(task.emit) || !isObject(task.emit.event) || !isObject(task.emit.event.with)) throw invalidInput(`${pointer}/emit/event/with is required`);
       return;
     case 'listen':
-      return checkListen(task, pointer);
+      return checkListen(task, pointer, checking);
     case 'run':
-      throw unsupported(`${pointer}: ${kind} tasks are not supported by this executor`);
+      return checkRun(task, pointer, checking);
     case 'call':
-      return checkCall(task, pointer);
+      return checkCall(task, pointer, checking);
     case 'do':
-      return checkList(task.do, `${pointer}/do`);
+      return checkList(task.do, `${pointer}/do`, checking);
     case 'for':
       if (!isObject(task.for) || typeof task.for.in !== 'string') throw invalidInput(`${pointer}/for/in must be an expression`);
       checkProgram(programOf(task.for.in), `${pointer}/for/in`);
       if (typeof task.while === 'string') checkProgram(programOf(task.while), `${pointer}/while`);
-      return checkList(task.do, `${pointer}/do`);
+      return checkList(task.do, `${pointer}/do`, checking);
     case 'fork':
       if (!isObject(task.fork)) throw invalidInput(`${pointer}/fork must be an object`);
-      return checkList(task.fork.branches ?? [], `${pointer}/fork/branches`);
+      return checkList(task.fork.branches ?? [], `${pointer}/fork/branches`, checking);
     case 'try':
-      checkList(task.try, `${pointer}/try`);
-      if (isObject(task.catch) && task.catch.do !== undefined) checkList(task.catch.do, `${pointer}/catch/do`);
+      checkList(task.try, `${pointer}/try`, checking);
+      if (isObject(task.catch) && task.catch.do !== undefined) checkList(task.catch.do, `${pointer}/catch/do`, checking);
       return;
     case 'switch':
       return checkSwitch(task, pointer);
@@ -164,7 +203,7 @@ function checkTask({ task, pointer }: TaskEntry): void {
 }
 
 /** listen.to: exactly one of one, any, all (until only with any); filters with `with`; `foreach`: its tasks, no export. */
-function checkListen(task: JsonObject, pointer: string): void {
+function checkListen(task: JsonObject, pointer: string, checking: Checking): void {
   const listen = task.listen;
   if (!isObject(listen) || !isObject(listen.to)) throw invalidInput(`${pointer}/listen/to is required`);
   if (listen.foreach !== undefined) throw invalidInput(`${pointer}/listen/foreach: foreach sits beside listen in the task, not inside it`);
@@ -173,7 +212,7 @@ function checkListen(task: JsonObject, pointer: string): void {
     if (!isObject(foreach)) throw invalidInput(`${pointer}/foreach must be an object`);
     if (foreach.export !== undefined) throw unsupported(`${pointer}/foreach/export: exporting from a listen's iterations is not supported by this executor`);
     if (isObject(foreach.output) && typeof foreach.output.as === 'string') checkProgram(programOf(foreach.output.as), `${pointer}/foreach/output/as`);
-    checkList(foreach.do ?? [], `${pointer}/foreach/do`);
+    checkList(foreach.do ?? [], `${pointer}/foreach/do`, checking);
   }
   checkStrategy(listen.to, `${pointer}/listen/to`);
   const until = listen.to.until;
@@ -214,10 +253,29 @@ function checkSwitch(task: JsonObject, pointer: string): void {
   });
 }
 
-function checkCall(task: JsonObject, pointer: string): void {
+/** `run: workflow` only (no processes), naming a workflow that resolves; `await` a boolean. */
+function checkRun(task: JsonObject, pointer: string, checking: Checking): void {
+  const run = isObject(task.run) ? task.run : {};
+  const kind = ['container', 'shell', 'script'].find((key) => run[key] !== undefined);
+  if (kind !== undefined) throw unsupported(`${pointer}: run (${kind}) is not supported by this executor: it runs no processes, containers or scripts`);
+  const ref = subworkflowRefOf(task);
+  if (!ref) throw invalidInput(`${pointer}/run/workflow: needs namespace, name and version (strings)`);
+  if (run.await !== undefined && typeof run.await !== 'boolean') throw invalidInput(`${pointer}/run/await must be a boolean`);
+  const workflow = run.workflow as JsonObject;
+  if (workflow.input !== undefined && !isObject(workflow.input)) throw invalidInput(`${pointer}/run/workflow/input must be an object`);
+  if (!checking.resolves(ref))
+    throw unsupported(
+      `${pointer}/run/workflow: the workflow ${ref.namespace}/${ref.name}@${ref.version ?? 'latest'} is not pinned beside this one (a child workflow runs from the same bundle)`,
+    );
+}
+
+function checkCall(task: JsonObject, pointer: string, checking: Checking): void {
   const call = task.call;
   if (call === 'http' || call === contractFunction) {
     if (!isObject(task.with)) throw invalidInput(`${pointer}/with: a ${call} call needs its arguments`);
+    const endpoint = task.with.endpoint;
+    if (call === 'http' && isObject(endpoint) && endpoint.authentication !== undefined)
+      checkCallAuthentication(checking.document, endpoint.authentication, `${pointer}/with/endpoint/authentication`);
     return;
   }
   if (typeof call === 'string' && refusedCalls.has(call)) throw unsupported(`${pointer}: call ${call} is not supported by this executor`);

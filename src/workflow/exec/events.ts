@@ -43,6 +43,15 @@ export interface WorkflowStarted {
   timeoutMs?: number | null;
   /** Logs written before timeoutMs: the deadline as the start decided it (from its decision instant). */
   deadlineMs?: number | null;
+  /** Set when a `run: workflow` task of another instance started this one: that instance, its task execution, and this one's depth (1 for a child of a top-level instance). */
+  parent?: WorkflowParent;
+}
+
+/** The instance and task execution whose `run: workflow` started a child instance. */
+export interface WorkflowParent {
+  instanceId: string;
+  at: string;
+  depth: number;
 }
 
 /** `at` names a task execution: its JSON Pointer and the frame (loop index, retry attempt, branch) it ran in. */
@@ -86,6 +95,24 @@ export interface CallAnswered {
   at: string;
   result: StepResult;
 }
+/**
+ * A `run: workflow` task's child instance, recorded before the child is started: recovery starts
+ * the same child again (create-if-absent under its id) and finds it.
+ */
+export interface SubworkflowBound {
+  type: 'subworkflow-bound';
+  v: 1;
+  at: string;
+  ref: string;
+  instanceId: string;
+  /** The child's invocation key (derived like a stage's: src/workflow/ids.ts stageInvocationKey). */
+  invocationKey: string;
+  /** The child's document name (the workflow it runs). */
+  workflow: string;
+  iterations: number[];
+  attempt: number;
+}
+
 /** A contract call's identity, recorded before the call: recovery calls again under this key. */
 export interface ChildBound {
   type: 'child-bound';
@@ -212,6 +239,7 @@ export type WorkflowEvent =
   | ExpressionEvaluated
   | CallAnswered
   | ChildBound
+  | SubworkflowBound
   | TimerSet
   | TimerFired
   | ForkWon
@@ -272,7 +300,7 @@ function event(type: string, properties: Record<string, object>) {
 function startedSchema(schema: ReturnType<typeof event>) {
   return {
     ...schema,
-    required: schema.required.filter((name) => name !== 'timeoutMs' && name !== 'deadlineMs'),
+    required: schema.required.filter((name) => name !== 'timeoutMs' && name !== 'deadlineMs' && name !== 'parent'),
     oneOf: [{ required: ['timeoutMs'] }, { required: ['deadlineMs'] }],
   };
 }
@@ -289,6 +317,12 @@ export const workflowEventSchemas = [
       input: json,
       timeoutMs: { anyOf: [{ type: 'null' }, { type: 'integer', minimum: 0, maximum: Number.MAX_SAFE_INTEGER }] },
       deadlineMs: { anyOf: [{ type: 'null' }, ms] },
+      parent: {
+        type: 'object',
+        required: ['instanceId', 'at', 'depth'],
+        additionalProperties: false,
+        properties: { instanceId: { type: 'string', pattern: '^wf[0-9a-f]{64}$' }, at, depth: { type: 'integer', minimum: 1 } },
+      },
     }),
   ),
   event('task-started', { at, ref: at, name: { type: 'string', maxLength: 256 }, input: json }),
@@ -302,6 +336,15 @@ export const workflowEventSchemas = [
     ref: at,
     operationId: { type: 'string', pattern: '^op[0-9a-f]{64}$' },
     invocationKey: { type: 'string', minLength: 1, maxLength: 256 },
+    iterations: { type: 'array', items: { type: 'integer', minimum: 0 } },
+    attempt: { type: 'integer', minimum: 1 },
+  }),
+  event('subworkflow-bound', {
+    at,
+    ref: at,
+    instanceId: { type: 'string', pattern: '^wf[0-9a-f]{64}$' },
+    invocationKey: { type: 'string', minLength: 1, maxLength: 256 },
+    workflow: { type: 'string', minLength: 1, maxLength: 256 },
     iterations: { type: 'array', items: { type: 'integer', minimum: 0 } },
     attempt: { type: 'integer', minimum: 1 },
   }),

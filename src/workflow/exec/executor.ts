@@ -17,8 +17,8 @@ import type { ContractCalls } from './http-contracts.js';
 import { workflowInstanceId } from '../ids.js';
 import { workflowAggregate } from './aggregate.js';
 import { decideCancel, decideDue, decideProposal, type Proposal } from './decide.js';
-import { checkDocument, isObject, timeoutMsOf } from './document.js';
-import { workflowTransitionProblem, type WorkflowEvent, type WorkflowTransition } from './events.js';
+import { checkDocument, isObject, isWorkflowNamed, timeoutMsOf, type SubworkflowRef } from './document.js';
+import { workflowTransitionProblem, type WorkflowEvent, type WorkflowParent, type WorkflowTransition } from './events.js';
 import { deliverEvent, untilWaitEnd } from './intake.js';
 import { Interpreter } from './interpreter.js';
 import type { ExpressionEvaluator } from './jq.js';
@@ -26,6 +26,8 @@ import { Halted, type Journal } from './journal.js';
 import { decideAcquire, decidePark, decideRelease, decideRenew, holderLease, LeaseLost } from './lease.js';
 import { foldWorkflow, type WorkflowRecord } from './record.js';
 import type { WorkflowStore } from './streams.js';
+import type { SubworkflowHost } from './run.js';
+import { limits } from '../../contract/limits.js';
 
 export interface WorkflowExecutorOptions {
   /** The instances' streams; `resume` reads the running ones from `runningIds` (workflowStreams gives it). */
@@ -56,6 +58,11 @@ export interface WorkflowExecutorOptions {
   listenUntilWaitMs?: number;
   /** Secrets the deployment provides, by name: a workflow reads those it declares in use.secrets, where src/workflow/secrets.ts allows. */
   secrets?: ReadonlyMap<string, JsonValue>;
+  /**
+   * The documents `run: workflow` may name beside an instance's own: those pinned by the bundle
+   * with this digest (the deployment's bundles). Without it a document runs only itself.
+   */
+  workflows?: (bundleDigest: string, ref: SubworkflowRef) => JsonValue | undefined;
 }
 
 export interface StartRequest {
@@ -65,6 +72,8 @@ export interface StartRequest {
   invocationKey: string;
   document: JsonValue;
   input: JsonValue;
+  /** Set when a `run: workflow` task starts this instance as its child. */
+  parent?: WorkflowParent;
 }
 
 type Instance = Stream<WorkflowRecord>;
@@ -103,6 +112,8 @@ export class WorkflowExecutor implements CloudEventIntake {
   private readonly stopping = new AbortController();
   private readonly options: WorkflowExecutorOptions;
   private readonly retries = new Map<string, TimerHandle>();
+  /** Documents this executor accepted, per bundle digest, with their workflow names (checkedName). */
+  private readonly checkedDocuments = new WeakMap<object, Map<string, string>>();
   private rescan: TimerHandle | undefined;
   /** This worker's name in leases. */
   readonly worker: string;
@@ -122,7 +133,9 @@ export class WorkflowExecutor implements CloudEventIntake {
         loaded: (stream) => this.drive(stream),
         // A parked (or released) lease: the instance's next move — its timer fired, an event taken — drives it again.
         moved: (stream) => {
-          if (stream.record.status === 'running' && stream.record.lease === null) this.drive(stream);
+          const record = stream.record;
+          if (record.status === 'running' && record.lease === null) this.drive(stream);
+          if (record.status !== 'running') this.ended(record);
         },
       },
     });
@@ -186,8 +199,10 @@ export class WorkflowExecutor implements CloudEventIntake {
    * is refused before anything is recorded.
    */
   async start(request: StartRequest): Promise<{ instanceId: string; created: boolean }> {
-    const workflowName = checkDocument(request.document);
     const bundleDigest = request.bundleDigest ?? `sha256:${sha256Hex(canonicalJson(request.document))}`;
+    const workflowName = this.checkedName(request.document, bundleDigest);
+    if (request.parent !== undefined && request.parent.depth > limits.workflowDepthMax)
+      throw invalidInput(`a child workflow at depth ${request.parent.depth}: at most ${limits.workflowDepthMax} are nested`);
     const instanceId = workflowInstanceId(request.principalId, bundleDigest, workflowName, request.invocationKey);
     const declared = isObject(request.document) ? request.document.timeout : undefined;
     const timeout = timeoutMsOf(request.document, declared);
@@ -206,6 +221,7 @@ export class WorkflowExecutor implements CloudEventIntake {
         document: request.document,
         input: request.input,
         timeoutMs: timeout ?? null,
+        ...(request.parent ? { parent: request.parent } : {}),
       },
       { type: 'lease-acquired', v: 1, worker: this.worker, epoch: 1, untilMs: this.options.clock.nowMs() + this.leaseMs },
     ];
@@ -247,12 +263,76 @@ export class WorkflowExecutor implements CloudEventIntake {
     return instance.record;
   }
 
+  /** Cancels the instance, and then (recursively) each child workflow instance of it still running. */
   async cancel(instanceId: string, reason: string): Promise<WorkflowRecord> {
     const instance = await this.load(instanceId);
     if (!instance) throw invalidInput(`no workflow instance ${instanceId}`);
     await this.kernel.enqueue(instance, () => this.kernel.commit(instance, (record) => decideCancel(record, reason)));
+    await this.cancelChildren(instance.record);
     return instance.record;
   }
+
+  /** The children (`run: workflow`) of an instance that did not complete, cancelled where still running. */
+  private async cancelChildren(record: WorkflowRecord): Promise<void> {
+    if (record.status === 'running' || record.status === 'completed') return;
+    for (const child of Object.values(record.subworkflows)) {
+      const held = await this.load(child.instanceId);
+      if (held?.record.status === 'running') await this.cancel(child.instanceId, `its parent ${record.instanceId} is ${record.status}`);
+    }
+  }
+
+  /**
+   * An instance ended: a child's end drives its parent (parked while it waited for it), and a
+   * parent that faulted or was cancelled cancels its running children.
+   */
+  private ended(record: WorkflowRecord): void {
+    if (this.stopping.signal.aborted) return;
+    const parent = record.started.parent;
+    if (parent !== undefined)
+      void this.load(parent.instanceId)
+        .then((held) => {
+          if (held?.record.status === 'running' && held.record.lease === null) this.drive(held);
+        })
+        .catch((error: unknown) => this.failures.push(error));
+    if (Object.keys(record.subworkflows).length > 0) void this.cancelChildren(record).catch((error: unknown) => this.failures.push(error));
+  }
+
+  /** The document a `run: workflow` reference names for an instance of `bundleDigest` running `own`: itself, or one its bundle pins. */
+  /**
+   * The document's workflow name once checkDocument accepted it with this executor's `run:
+   * workflow` resolution under `bundleDigest`: an accepted document object is checked once per
+   * digest (documents are never modified once handed over; refusals are not kept).
+   */
+  private checkedName(document: JsonValue, bundleDigest: string): string {
+    const known = isObject(document) ? this.checkedDocuments.get(document)?.get(bundleDigest) : undefined;
+    if (known !== undefined) return known;
+    const name = checkDocument(document, (ref) => this.resolveWorkflow(bundleDigest, document, ref) !== undefined);
+    if (isObject(document)) {
+      const names = this.checkedDocuments.get(document) ?? new Map<string, string>();
+      this.checkedDocuments.set(document, names.set(bundleDigest, name));
+    }
+    return name;
+  }
+
+  private resolveWorkflow(bundleDigest: string, own: JsonValue, ref: SubworkflowRef): JsonValue | undefined {
+    if (isWorkflowNamed(own, ref)) return own;
+    return this.options.workflows?.(bundleDigest, ref);
+  }
+
+  /** What the interpreters ask of this executor for `run: workflow`. */
+  private readonly subworkflows: SubworkflowHost = {
+    resolve: (parent, ref) => this.resolveWorkflow(parent.started.bundleDigest, parent.started.document, ref),
+    start: (request) => this.start(request),
+    wait: async (instanceId, waitMs, signal) => {
+      const instance = await this.load(instanceId);
+      if (!instance) return undefined;
+      await this.kernel.wait(instance, (record) => record.status !== 'running', waitMs, signal);
+      return instance.record;
+    },
+    cancel: async (instanceId, reason) => {
+      await this.cancel(instanceId, reason);
+    },
+  };
 
   /**
    * A received CloudEvent (over NATS or HTTP) offered to the waiting listens of the instances this
@@ -396,6 +476,7 @@ export class WorkflowExecutor implements CloudEventIntake {
       events: this.options.events ?? (this.options.emit ? { publish: this.options.emit } : undefined),
       tasksMax: this.options.tasksMax ?? 10_000,
       secrets: this.options.secrets ?? noSecrets,
+      subworkflows: this.subworkflows,
     });
   }
 
@@ -452,9 +533,11 @@ export class WorkflowExecutor implements CloudEventIntake {
  * innermost running task waits — a listen, or a task with its wait or retry timer armed.
  */
 function waitsOnly(record: WorkflowRecord): boolean {
-  if (Object.keys(record.calls).some((step) => record.steps[step] === undefined)) return false;
+  // A child workflow's run is a call left open while the parent waits for the child's end (which drives it again).
+  const waitsForChild = (at: string) => record.subworkflows[at] !== undefined && record.steps[`${at}>run`] === undefined;
+  if (Object.keys(record.calls).some((step) => record.steps[step] === undefined && !(step.endsWith('>run') && waitsForChild(step.slice(0, -4))))) return false;
   const running = Object.keys(record.tasks).filter((at) => record.tasks[at]?.state === 'running');
   const innermost = running.filter((at) => !running.some((other) => other !== at && other.startsWith(at)));
   const armed = Object.entries(record.timers).filter(([, timer]) => timer.state === 'armed' && (timer.purpose === 'wait' || timer.purpose === 'retry'));
-  return innermost.length > 0 && innermost.every((at) => record.listens[at] !== undefined || armed.some(([key]) => key.startsWith(at)));
+  return innermost.length > 0 && innermost.every((at) => record.listens[at] !== undefined || waitsForChild(at) || armed.some(([key]) => key.startsWith(at)));
 }

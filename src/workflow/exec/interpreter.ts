@@ -36,7 +36,7 @@ import type { Frame, Interpreting, InterpreterDeps, Outcome } from './run.js';
 
 export type { Frame, InterpreterDeps, Outcome, TaskRun } from './run.js';
 
-const leafKinds: ReadonlySet<TaskKind> = new Set(['set', 'raise', 'call', 'wait', 'emit', 'listen']);
+const leafKinds: ReadonlySet<TaskKind> = new Set(['set', 'raise', 'call', 'wait', 'emit', 'listen', 'run']);
 
 /** The facts the interpreter may hold until the next transition that must commit (see above). */
 type Held = Extract<WorkflowEvent, { type: 'task-started' | 'task-completed' | 'expression-evaluated' | 'call-answered' }>;

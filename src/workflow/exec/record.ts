@@ -20,6 +20,7 @@ import type {
   LeaseReleased,
   LeaseRenewed,
   StepResult,
+  SubworkflowBound,
   TimerPurpose,
   WorkflowCancelled,
   WorkflowCompleted,
@@ -60,6 +61,16 @@ export interface ChildRecord {
   disposition?: { fork: string; disposition: ChildDisposition; detail: string };
 }
 
+/** A `run: workflow` task's child instance, bound before it was started. */
+export interface SubworkflowRecord {
+  ref: string;
+  iterations: number[];
+  instanceId: string;
+  invocationKey: string;
+  workflow: string;
+  attempt: number;
+}
+
 export interface ListenRecord {
   to: JsonValue;
   read: 'data' | 'envelope' | 'raw';
@@ -95,6 +106,8 @@ export interface WorkflowRecord {
   /** Recorded results of expressions and calls, by step key. */
   steps: Readonly<Record<string, StepResult>>;
   children: Readonly<Record<string, ChildRecord>>;
+  /** Child workflow instances (`run: workflow`), by task execution. */
+  subworkflows: Readonly<Record<string, SubworkflowRecord>>;
   timers: Readonly<Record<string, TimerRecord>>;
   winners: Readonly<Record<string, number>>;
   /** Listen tasks that waited or wait, by task execution. */
@@ -116,7 +129,7 @@ export interface WorkflowRecord {
 export const workflowTimeoutKey = '@workflow-timeout';
 
 /** The record's maps, by name. */
-type MapName = 'tasks' | 'steps' | 'children' | 'timers' | 'winners' | 'listens' | 'calls';
+type MapName = 'tasks' | 'steps' | 'children' | 'subworkflows' | 'timers' | 'winners' | 'listens' | 'calls';
 type Mutable<T extends WorkflowRecord> = Omit<T, MapName> & { [M in MapName]: Record<string, T[M][string]> };
 
 /**
@@ -194,6 +207,8 @@ function applyEvent(draft: Draft, event: WorkflowEvent, atMs: number): void {
     case 'child-bound':
     case 'child-disposed':
       return applyChild(draft, event);
+    case 'subworkflow-bound':
+      return applySubworkflow(draft, event);
     case 'timer-set': {
       const state = stepTimer(record.timers[event.at]?.state ?? 'idle', 'SET');
       return put(draft, 'timers', event.at, { dueAtMs: event.dueAtMs, purpose: event.purpose, state });
@@ -252,6 +267,12 @@ function applyChild(draft: Draft, event: ChildBound | ChildDisposed): void {
   put(draft, 'children', event.at, { ...child, disposition });
 }
 
+function applySubworkflow(draft: Draft, event: SubworkflowBound): void {
+  once(draft.record.subworkflows, event.at, 'child workflow instance');
+  const { ref, iterations, instanceId, invocationKey, workflow, attempt } = event;
+  put(draft, 'subworkflows', event.at, { ref, iterations, instanceId, invocationKey, workflow, attempt });
+}
+
 function applyListen(draft: Draft, event: ListenStarted | ListenEventReceived): void {
   const record = draft.record;
   if (event.type === 'listen-started') {
@@ -298,6 +319,7 @@ function created(stored: Stored<WorkflowTransition>): WorkflowRecord {
   };
   // Older logs have no timeoutMs (their deadlineMs is the one above).
   if (first.timeoutMs !== undefined) started.timeoutMs = first.timeoutMs;
+  if (first.parent !== undefined) started.parent = first.parent;
   const timers: Record<string, TimerRecord> =
     typeof first.timeoutMs === 'number' && deadlineMs !== null
       ? { [workflowTimeoutKey]: { dueAtMs: deadlineMs, purpose: 'workflow-timeout', state: stepTimer('idle', 'SET') } }
@@ -312,6 +334,7 @@ function created(stored: Stored<WorkflowTransition>): WorkflowRecord {
     tasks: {},
     steps: {},
     children: {},
+    subworkflows: {},
     timers,
     winners: {},
     listens: {},
@@ -324,7 +347,7 @@ function created(stored: Stored<WorkflowTransition>): WorkflowRecord {
     endedAtMs: null,
   };
   // A new record: its own draft, its maps its own.
-  const draft: Draft = { record, copied: new Set(['tasks', 'steps', 'children', 'timers', 'winners', 'listens', 'calls']) };
+  const draft: Draft = { record, copied: new Set(['tasks', 'steps', 'children', 'subworkflows', 'timers', 'winners', 'listens', 'calls']) };
   for (const event of rest) applyEvent(draft, event, stored.committedAtMs);
   return record;
 }

@@ -8,10 +8,11 @@ import type { JsonValue } from '../../contract/json.js';
 import type { Random } from '../../runtime/random.js';
 import type { ContractCalls } from './http-contracts.js';
 import type { Proposal } from './decide.js';
-import type { TaskEntry } from './document.js';
+import type { SubworkflowRef, TaskEntry } from './document.js';
 import type { ExpressionEvaluator } from './jq.js';
 import type { Journal } from './journal.js';
 import type { WorkflowRecord } from './record.js';
+import type { WorkflowParent } from './events.js';
 
 export interface InterpreterDeps {
   journal: Journal;
@@ -29,6 +30,28 @@ export interface InterpreterDeps {
   tasksMax: number;
   /** The secrets the deployment provides, by name (a workflow reads those its `use.secrets` declares: src/workflow/secrets.ts). */
   secrets: ReadonlyMap<string, JsonValue>;
+  /** Runs `run: workflow` children (the executor); without it such a task raises a configuration error. */
+  subworkflows: SubworkflowHost | undefined;
+}
+
+/** What the interpreter asks of the executor to run child instances. */
+export interface SubworkflowHost {
+  /** The document a reference names for the parent (its bundle's, or its own), or undefined. */
+  resolve(parent: WorkflowRecord, ref: SubworkflowRef): JsonValue | undefined;
+  /** Starts the child, or finds it (create-if-absent under its id); answers its id. */
+  start(request: ChildStart): Promise<{ instanceId: string }>;
+  /** Waits up to waitMs for the child to end (in memory: nothing is recorded); its record, or undefined when unknown. */
+  wait(instanceId: string, waitMs: number, signal: AbortSignal): Promise<WorkflowRecord | undefined>;
+  cancel(instanceId: string, reason: string): Promise<void>;
+}
+
+export interface ChildStart {
+  principalId: string;
+  bundleDigest: string;
+  invocationKey: string;
+  document: JsonValue;
+  input: JsonValue;
+  parent: WorkflowParent;
 }
 
 /** Where a task runs: its key suffix (loop index, retry attempt, branch, revisit), loop indexes, variables, cancellation. */

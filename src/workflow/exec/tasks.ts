@@ -15,6 +15,7 @@ import { runListen } from './listen.js';
 import { dispose, openChildrenOf } from './losers.js';
 import { Halted } from './journal.js';
 import { runCall } from './calls.js';
+import { runSubworkflow } from './subworkflows.js';
 import { entriesOf } from './document.js';
 import type { Frame, Interpreting as Interpreter, TaskRun } from './run.js';
 
@@ -39,6 +40,7 @@ export async function runKind(interpreter: Interpreter, run: TaskRun): Promise<K
   if (task.wait !== undefined) return runWait(interpreter, run);
   if (task.emit !== undefined) return { output: await runEmit(interpreter, run), ended: false };
   if (task.listen !== undefined) return { output: await runListen(interpreter, run), ended: false };
+  if (task.run !== undefined) return { output: await runSubworkflow(interpreter, run), ended: false };
   if (task.do !== undefined) return interpreter.runList(task.do, `${run.entry.pointer}/do`, run.input, run.frame);
   throw raise('configuration', 400, 'Unsupported task', run.entry.pointer, 'this task kind is not supported');
 }

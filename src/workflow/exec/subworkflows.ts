@@ -1,0 +1,124 @@
+/**
+ * `run: workflow`: a task that runs another workflow pinned beside this one (the same bundle, or
+ * the document itself) as a child instance — its own aggregate, its own stream and id.
+ *
+ * - Identity: the child's invocation key is derived like a stage's (src/workflow/ids.ts
+ *   stageInvocationKey: the parent's key, the task's JSON Pointer, the loop indexes, the attempt),
+ *   and its id is the workflow instance id of (the parent's principal, the parent's bundle digest,
+ *   the child's name, that key). Both are recorded (`subworkflow-bound`, with the call's start)
+ *   before the child is started, so a worker that dies in between starts the same child on
+ *   recovery, and one that dies after finds it (the start is create-if-absent under the id).
+ * - The parent waits for the child's end in memory (no step is recorded while it waits; a parent
+ *   that only waits parks its lease, and the child's end drives it again); the child's output is
+ *   the task's raw output, a faulted child's error is raised at the task (catchable), a cancelled
+ *   child raises a runtime error. With `run.await: false` the child is started and the task's
+ *   output is its input.
+ * - A DSL retry of the task is a new logical invocation: a new attempt, a new child.
+ * - Depth: the child records its parent (instance, task execution, depth); a child deeper than
+ *   limits.workflowDepthMax is refused with a runtime error at the task, before it is bound.
+ */
+import type { JsonObject, JsonValue } from '../../contract/json.js';
+import { limits } from '../../contract/limits.js';
+import { stageInvocationKey, workflowInstanceId } from '../ids.js';
+import { isObject, subworkflowRefOf } from './document.js';
+import { WorkflowRaise, raise } from './dsl-errors.js';
+import { Halted } from './journal.js';
+import type { WorkflowRecord } from './record.js';
+import type { ChildStart, Interpreting as Interpreter, SubworkflowHost, TaskRun } from './run.js';
+
+const headerName = (document: JsonValue): string =>
+  isObject(document) && isObject(document.document) && typeof document.document.name === 'string' ? document.document.name : '';
+
+/** Runs the task's child workflow; answers the task's raw output. */
+export async function runSubworkflow(interpreter: Interpreter, run: TaskRun): Promise<JsonValue> {
+  const ref = run.entry.pointer;
+  const spec = run.entry.task.run as JsonObject;
+  const target = subworkflowRefOf(run.entry.task);
+  const host = interpreter.deps.subworkflows;
+  if (!target || !host) throw raise('configuration', 400, 'No workflow runtime', ref, 'this executor cannot run child workflows');
+  const document = host.resolve(interpreter.record, target);
+  if (document === undefined)
+    throw raise('configuration', 400, 'Unknown workflow', ref, `the workflow ${target.namespace}/${target.name} is not pinned beside this one`);
+  const depth = (interpreter.record.started.parent?.depth ?? 0) + 1;
+  if (depth > limits.workflowDepthMax)
+    throw raise(
+      'runtime',
+      500,
+      'Workflow nesting too deep',
+      ref,
+      `a child workflow would run at depth ${depth}; at most ${limits.workflowDepthMax} are nested`,
+    );
+  const workflow = spec.workflow as JsonObject;
+  const input =
+    workflow.input === undefined
+      ? run.input
+      : await interpreter.evaluateValue(`${run.at}>run.input`, workflow.input, run.input, run.frame, { input: run.input }, ref);
+  await bind(interpreter, run, headerName(document));
+  const child = interpreter.record.subworkflows[run.at];
+  if (!child) throw new Halted(`child workflow of ${run.at} was not recorded`);
+  const started = interpreter.record.started;
+  const request: ChildStart = {
+    principalId: started.principalId,
+    bundleDigest: started.bundleDigest,
+    invocationKey: child.invocationKey,
+    document,
+    input,
+    parent: { instanceId: interpreter.record.instanceId, at: run.at, depth },
+  };
+  const awaited = spec.await !== false;
+  const answer = await interpreter.step(`${run.at}>run`, run.frame, 'call', () => startAndWait(interpreter, run, host, request, child.instanceId, awaited));
+  return awaited ? answer : run.input;
+}
+
+/** Records the child's key and id (with the call's start) before it is started: one transition. */
+async function bind(interpreter: Interpreter, run: TaskRun, workflow: string): Promise<void> {
+  const record = interpreter.record;
+  if (record.subworkflows[run.at]) return;
+  const ref = run.entry.pointer;
+  const iterations = run.frame.iterations.join('/');
+  const attempt = Object.values(record.subworkflows).filter((bound) => bound.ref === ref && bound.iterations.join('/') === iterations).length + 1;
+  const { started } = record;
+  const invocationKey = stageInvocationKey(started.invocationKey, { pointer: ref, iterations: run.frame.iterations, attempt });
+  const instanceId = workflowInstanceId(started.principalId, started.bundleDigest, workflow, invocationKey);
+  await interpreter.propose({
+    command: 'subworkflow-bound',
+    events: [
+      { type: 'subworkflow-bound', v: 1, at: run.at, ref, instanceId, invocationKey, workflow, iterations: [...run.frame.iterations], attempt },
+      { type: 'call-started', v: 1, at: `${run.at}>run`, epoch: record.lease?.epoch ?? 0 },
+    ],
+  });
+}
+
+async function startAndWait(
+  interpreter: Interpreter,
+  run: TaskRun,
+  host: SubworkflowHost,
+  request: ChildStart,
+  expectedId: string,
+  awaited: boolean,
+): Promise<JsonValue> {
+  const ref = run.entry.pointer;
+  const { instanceId } = await host.start(request);
+  if (instanceId !== expectedId) throw raise('runtime', 500, 'Child workflow mismatch', ref, `started ${instanceId}, expected ${expectedId}`);
+  // Cancelled while the child was being started: the cancellation found no child to cancel, so cancel it here.
+  if (interpreter.record.status !== 'running') {
+    await host.cancel(instanceId, `its parent ${interpreter.record.instanceId} is ${interpreter.record.status}`);
+    throw new Halted(`workflow instance is ${interpreter.record.status}`);
+  }
+  if (!awaited) return { instanceId };
+  for (;;) {
+    const child = await host.wait(instanceId, interpreter.deps.contractWaitChunkMs, run.frame.signal);
+    if (run.frame.signal.aborted) throw new Halted('the child workflow wait was stopped');
+    if (!child) throw raise('runtime', 500, 'Child workflow missing', ref, `workflow instance ${instanceId} is not in the store`);
+    if (child.status === 'completed') return child.output;
+    if (child.status === 'faulted') throw new WorkflowRaise(childError(child, ref));
+    if (child.status === 'cancelled') throw raise('runtime', 500, 'Child workflow cancelled', ref, `workflow instance ${instanceId} was cancelled`);
+  }
+}
+
+/** The child's error, raised at the parent's task: its type, status and title kept (a catch filters on them), the child named in the detail. */
+function childError(child: WorkflowRecord, ref: string): WorkflowRaise['error'] {
+  const error = child.error ?? { type: 'https://serverlessworkflow.io/spec/1.0.0/errors/runtime', status: 500 };
+  const where = `workflow ${child.started.workflowName} (instance ${child.instanceId}) faulted at ${error.instance ?? '/'}`;
+  return { ...error, detail: `${where}${error.detail ? `: ${error.detail}` : ''}`.slice(0, 16000), instance: ref };
+}
