@@ -73,24 +73,35 @@ async function getUntilAnswered(client: CommandClient, operationId: string) {
   }
 }
 
+/**
+ * A durable deployment on a SQLite store where allok goes to alfa alone, its durability checked
+ * every 300 ms, with serve and alfa started, and billing's command client.
+ */
+async function startAlfaDeployment(
+  allok: { result: typeof approve; delayMs?: number },
+  durable: { ackWaitMs: number; maxDeliver?: number },
+): Promise<{ f: NatsDeploymentFixture; client: CommandClient }> {
+  const f = await NatsDeploymentFixture.start({
+    mode: 'durable',
+    store: 'sqlite',
+    bundle: e2eBundle(),
+    groups: { reviewers: ['alfa'] },
+    peers: { alfa: { interactions: { allok } } },
+    commandClients: ['billing'],
+    durable,
+    durabilityCheckIntervalMs: 300,
+  });
+  await Promise.all([f.startServe(), f.startPeer('alfa')]);
+  return { f, client: await f.client('billing') };
+}
+
 describe('NATS durable: a broker that lost acknowledged stream writes', { timeout: 150_000 }, () => {
   let f: NatsDeploymentFixture;
   let client: CommandClient;
 
   before(async () => {
     // allok goes to alfa alone (attempts 1, lease 10 s): a lost request would fail it at its lease.
-    f = await NatsDeploymentFixture.start({
-      mode: 'durable',
-      store: 'sqlite',
-      bundle: e2eBundle(),
-      groups: { reviewers: ['alfa'] },
-      peers: { alfa: { interactions: { allok: { result: approve } } } },
-      commandClients: ['billing'],
-      durable: { ackWaitMs: 1_000 },
-      durabilityCheckIntervalMs: 300,
-    });
-    await Promise.all([f.startServe(), f.startPeer('alfa')]);
-    client = await f.client('billing');
+    ({ f, client } = await startAlfaDeployment({ result: approve }, { ackWaitMs: 1_000 }));
   });
   after(() => f?.dispose());
 
@@ -165,18 +176,7 @@ describe('NATS durable: an owned consumer deleted under the deployment', { timeo
   let client: CommandClient;
 
   before(async () => {
-    f = await NatsDeploymentFixture.start({
-      mode: 'durable',
-      store: 'sqlite',
-      bundle: e2eBundle(),
-      groups: { reviewers: ['alfa'] },
-      peers: { alfa: { interactions: { allok: { result: approve } } } },
-      commandClients: ['billing'],
-      durable: { ackWaitMs: 1_000 },
-      durabilityCheckIntervalMs: 300,
-    });
-    await Promise.all([f.startServe(), f.startPeer('alfa')]);
-    client = await f.client('billing');
+    ({ f, client } = await startAlfaDeployment({ result: approve }, { ackWaitMs: 1_000 }));
   });
   after(() => f?.dispose());
 
@@ -202,18 +202,7 @@ describe('NATS durable: a consumer starved by redeliveries of removed messages',
   before(async () => {
     // alfa takes 3 s per answer, so requests stay delivered and unacknowledged while the broker
     // restarts; max_deliver is high, so the starvation could not end by exhaustion within the lease.
-    f = await NatsDeploymentFixture.start({
-      mode: 'durable',
-      store: 'sqlite',
-      bundle: e2eBundle(),
-      groups: { reviewers: ['alfa'] },
-      peers: { alfa: { interactions: { allok: { result: approve, delayMs: 3_000 } } } },
-      commandClients: ['billing'],
-      durable: { ackWaitMs: 1_000, maxDeliver: 50 },
-      durabilityCheckIntervalMs: 300,
-    });
-    await Promise.all([f.startServe(), f.startPeer('alfa')]);
-    client = await f.client('billing');
+    ({ f, client } = await startAlfaDeployment({ result: approve, delayMs: 3_000 }, { ackWaitMs: 1_000, maxDeliver: 50 }));
   });
   after(() => f?.dispose());
 
