@@ -6,8 +6,6 @@
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { createServer, type IncomingHttpHeaders } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { MemoryEventStore } from '../../src/adapters/store/memory.js';
@@ -24,7 +22,7 @@ import { JqWorkerEvaluator } from '../../src/workflow/exec/jq.js';
 import { workflowStreams } from '../../src/workflow/exec/streams.js';
 import { seededRandom } from '../../src/runtime/random.js';
 import { repoRoot } from '../support/assertions.js';
-import { assertReplayEqual, yaml } from './support.js';
+import { assertReplayEqual, headerEchoServer, yaml } from './support.js';
 
 const token = 'tok-named-5be0c1';
 const password = 'pw-named-7e2a90';
@@ -34,17 +32,7 @@ const secrets = new Map<string, JsonValue>([
 ]);
 
 /** A loopback service that echoes the Authorization header it got. */
-async function echoServer(): Promise<{ url: string; seen: IncomingHttpHeaders[]; close(): Promise<void> }> {
-  const seen: IncomingHttpHeaders[] = [];
-  const server = createServer((request, response) => {
-    seen.push(request.headers);
-    response.setHeader('content-type', 'application/json');
-    response.end(JSON.stringify({ authorization: request.headers.authorization ?? null }));
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as AddressInfo;
-  return { url: `http://127.0.0.1:${port}`, seen, close: () => new Promise((resolve) => server.close(() => resolve())) };
-}
+const echoServer = () => headerEchoServer((headers) => ({ authorization: headers.authorization ?? null }));
 
 const document = (url: string) =>
   yaml(`

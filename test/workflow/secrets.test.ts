@@ -6,8 +6,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { chmod, mkdtemp, writeFile } from 'node:fs/promises';
-import { createServer, type IncomingHttpHeaders } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { MemoryEventStore } from '../../src/adapters/store/memory.js';
@@ -25,7 +23,7 @@ import { workflowStreams } from '../../src/workflow/exec/streams.js';
 import { seededRandom } from '../../src/runtime/random.js';
 import { readFileSync } from 'node:fs';
 import { repoRoot } from '../support/assertions.js';
-import { assertReplayEqual, yaml } from './support.js';
+import { assertReplayEqual, headerEchoServer, yaml } from './support.js';
 
 const token = 'tok-3f9a1c77e2';
 const password = 'pw-81d0b4';
@@ -35,17 +33,7 @@ const secrets = new Map<string, JsonValue>([
 ]);
 
 /** A loopback service that echoes the headers it got (as a careless service might). */
-async function echoServer(): Promise<{ url: string; seen: IncomingHttpHeaders[]; close(): Promise<void> }> {
-  const seen: IncomingHttpHeaders[] = [];
-  const server = createServer((request, response) => {
-    seen.push(request.headers);
-    response.setHeader('content-type', 'application/json');
-    response.end(JSON.stringify({ youSent: request.headers.authorization ?? null, key: request.headers['x-api-key'] ?? null }));
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as AddressInfo;
-  return { url: `http://127.0.0.1:${port}`, seen, close: () => new Promise((resolve) => server.close(() => resolve())) };
-}
+const echoServer = () => headerEchoServer((headers) => ({ youSent: headers.authorization ?? null, key: headers['x-api-key'] ?? null }));
 
 function executorWith(store: MemoryEventStore, clock: SystemClock, provided: ReadonlyMap<string, JsonValue>) {
   const evaluator = new JqWorkerEvaluator({ deadlineMs: 5000 });

@@ -4,6 +4,8 @@
  * from its stored log equals the live one.
  */
 import assert from 'node:assert/strict';
+import { createServer, type IncomingHttpHeaders } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { parse as parseYaml } from 'yaml';
 import { SystemClock, type Clock } from '../../src/contract/clock.js';
 import type { CloudEventSink } from '../../src/contract/cloudevents.js';
@@ -91,4 +93,19 @@ export function startOrder(record: WorkflowRecord): string[] {
   return Object.values(record.tasks)
     .sort((a, b) => a.startedSeq - b.startedSeq)
     .map((task) => task.name);
+}
+
+/** A loopback HTTP service that records the headers of every request and answers `answer(headers)` as JSON. */
+export async function headerEchoServer(
+  answer: (headers: IncomingHttpHeaders) => JsonValue,
+): Promise<{ url: string; seen: IncomingHttpHeaders[]; close(): Promise<void> }> {
+  const seen: IncomingHttpHeaders[] = [];
+  const server = createServer((request, response) => {
+    seen.push(request.headers);
+    response.setHeader('content-type', 'application/json');
+    response.end(JSON.stringify(answer(request.headers)));
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as AddressInfo;
+  return { url: `http://127.0.0.1:${port}`, seen, close: () => new Promise((resolve) => server.close(() => resolve())) };
 }
