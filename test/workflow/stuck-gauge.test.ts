@@ -18,6 +18,7 @@ import { workflowStuckBoundsDefault, workflowStuckReasonsOf, workflowStuckReason
 import { namingProblems } from '../../src/runtime/metrics.js';
 import { countStuckWorkflowInstances, observeStuckWorkflowInstances, workflowStuckGaugeName } from '../../src/runtime/workflow-stuck-metrics.js';
 import { serveWorkflowFixture, writeWorkflowFixture } from './instances-fixture.js';
+import { minimalServeConfig } from '../support/config-fixtures.js';
 
 function runningRow(i: number, fields: Partial<WorkflowIndexRow>): WorkflowIndexRow {
   return {
@@ -80,17 +81,7 @@ test('the stuck instances gauge counts each reason exactly as the reference does
 });
 
 test('workflows.stuck in the serve config is validated by its schema; absent fields keep the defaults', () => {
-  const base = {
-    store: 'memory:',
-    transport: { kind: 'memory' },
-    bundles: ['b.json'],
-    directory: { groups: {} },
-    policy: { rules: [] },
-    attestations: [],
-    deployment: { account: 'a', system: 's', domain: 'd' },
-    http: { host: '127.0.0.1', port: 0, bodyLimitBytes: 65536, waitMsMax: 1000, principals: [{ principalId: 'ops', tokenSha256: '0'.repeat(64) }] },
-  };
-  const parse = (workflows: object) => parseDeploymentConfig(Buffer.from(JSON.stringify({ ...base, workflows })), '/tmp');
+  const parse = (workflows: object) => parseDeploymentConfig(Buffer.from(JSON.stringify(minimalServeConfig({ workflows }))), '/tmp');
   assert.deepEqual(parse({ stuck: { timerGraceMs: 5_000 } }).workflows?.stuck, { timerGraceMs: 5_000 });
   for (const bad of [{ timerGraceMs: -1 }, { timeoutGraceMs: 1.5 }, { leaseGraceMs: '30s' }, { graceMs: 1 }])
     assert.throws(
