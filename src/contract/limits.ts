@@ -207,6 +207,8 @@ export const limits = {
   sqliteOperationIdsPageMax: 256,
   /** Stores: how many times a create retries over a log that holds only void transitions. */
   storeCasAttemptsMax: 8,
+  /** NATS durability check: how many times a consumer being repaired is looked at before its repair is reported failed. */
+  consumerRecreateAttemptsMax: 3,
   /** Stores: operation records kept per store client to derive index rows without reading the log (index-states.ts). */
   indexStatesKeptMax: 1024,
   /** Replay-stamped stores: fold points remembered per store client, so the single-writer path needs no read (on-fold.ts). */

@@ -62,7 +62,8 @@ test('the instances list shows the caller its own instances, takes a new one liv
 
   await page.selectOption('#wf-status', 'faulted');
   await page.click('form[aria-label="Filter workflow instances"] button[type=submit]');
-  await page.waitForFunction("document.querySelector('#instances caption')?.textContent?.startsWith('0 instances')");
+  // Locator waits: the console's CSP forbids eval, which a string predicate needs.
+  await page.locator('#instances caption', { hasText: /^0 instances/ }).waitFor();
   assert.match(page.url(), /view=workflows&status=faulted/);
   await page.close();
 });
@@ -103,7 +104,7 @@ test("another principal's instance page shows nothing of it", { timeout: 60_000 
   const instance = await start(fixture.tokens.alice, 'console-4', { document: 'RFC 44' }, 10_000);
   const page = await browser.page();
   await signIn(page, fixture.tokens.bob, `/console/?instance=${instance.instanceId}`);
-  await page.waitForFunction("document.getElementById('status')?.className === 'error'");
+  await page.locator('#status.error').waitFor();
   assert.match((await page.textContent('#status')) ?? '', /is visible to this principal/);
   assert.equal(await page.locator('#instance-status').count(), 0);
   assert.doesNotMatch((await page.content()) ?? '', /RFC 44/);

@@ -29,6 +29,7 @@
  * recreated since it was observed (another coordinator repaired it) is left alone.
  */
 import { JetStreamApiError, type ConsumerInfo, type JetStreamManager } from '@nats-io/jetstream';
+import { limits } from '../../contract/limits.js';
 import { desiredConsumerConfig } from './nats-consumers.js';
 import type { DurableConfig } from './nats-durable-config.js';
 
@@ -108,20 +109,26 @@ const consumerNotFoundCode = 10014;
  * interleave, and nats-server 2.9 answers the loser "consumer not found" for its delete, or an
  * error for its create (a file error such as "meta.inf: no such file" when the other's delete
  * removed the directory under it). A consumer gone before this delete is created all the same,
- * and a failed create is done when a consumer of another creation instant than `observed` is
- * there after it: the other coordinator's repair.
+ * and a failed step is looked at again (up to limits.consumerRecreateAttemptsMax times): a consumer of another
+ * creation instant than `observed` is the other coordinator's repair, and ends this one.
  */
 export async function recreateConsumer(jsm: JetStreamManager, owned: OwnedConsumer, observed: ConsumerInfo, config: DurableConfig): Promise<boolean> {
-  const current = await jsm.consumers.info(owned.stream, owned.durable).catch(() => undefined);
-  if (current !== undefined && current.created !== observed.created) return false;
-  try {
-    if (current !== undefined) await jsm.consumers.delete(owned.stream, owned.durable).catch(unlessNotFound);
-    await jsm.consumers.add(owned.stream, desiredConsumerConfig(owned.durable, owned.filter, config));
-    return true;
-  } catch (error) {
-    const after = await jsm.consumers.info(owned.stream, owned.durable).catch(() => undefined);
-    if (after !== undefined && after.created !== observed.created) return false;
-    throw error;
+  for (let attempt = 1; ; attempt++) {
+    const current = await jsm.consumers.info(owned.stream, owned.durable).catch(() => undefined);
+    if (current !== undefined && current.created !== observed.created) return false;
+    try {
+      if (current !== undefined) await jsm.consumers.delete(owned.stream, owned.durable).catch(unlessNotFound);
+      await jsm.consumers.add(owned.stream, desiredConsumerConfig(owned.durable, owned.filter, config));
+      return true;
+    } catch (error) {
+      // A racing delete can fail half-way on the server's files ("directory not empty"): look again
+      // (another's consumer now, nothing, or the observed one still there) and go on from there.
+      if (attempt >= limits.consumerRecreateAttemptsMax) {
+        const after = await jsm.consumers.info(owned.stream, owned.durable).catch(() => undefined);
+        if (after !== undefined && after.created !== observed.created) return false;
+        throw error;
+      }
+    }
   }
 }
 
