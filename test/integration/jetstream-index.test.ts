@@ -18,6 +18,7 @@ import { startJetStreamServer } from '../support/jetstream-server.js';
 import { connectNats } from '../../src/adapters/transport/nats.js';
 import { jetstreamStorePermissions } from '../../src/deployment/nats/permissions.js';
 import { randomBytes } from 'node:crypto';
+import { gunzipSync, gzipSync } from 'node:zlib';
 import { admission, lifecycle } from '../conformance/index.js';
 import { expectOk, newOperationId, readOk } from '../conformance/store.js';
 import { applyStored, fold } from '../../src/projections/record.js';
@@ -490,6 +491,59 @@ test('jetstream index: a view outlives a broker restart: pages fail while it is 
   } finally {
     await store.close();
     await again?.dispose();
+    await server.dispose();
+  }
+});
+
+test('jetstream index: a snapshot of an index stream since created again, or whose chunk was replaced, is not used; the view reads every row', async () => {
+  const server = await startJetStreamServer();
+  const nc = await connect({ servers: server.url });
+  const opened: JetStreamEventStore[] = [];
+  const open = async (indexSnapshotTailMin?: number) => {
+    const store = await JetStreamEventStore.open({
+      servers: server.url,
+      requestTimeoutMs,
+      ...(indexSnapshotTailMin === undefined ? {} : { indexSnapshotTailMin }),
+    });
+    opened.push(store);
+    return store;
+  };
+  /** A fresh client's view, started, and with its snapshot written when it writes one. */
+  const started = async (indexSnapshotTailMin?: number) => {
+    const store = await open(indexSnapshotTailMin);
+    await store.index.list({ limit: 1 });
+    await store.index.snapshotIdle();
+    return store;
+  };
+  try {
+    const jsm = await jetstreamManager(nc);
+    await admit(await open(), 20, 'old');
+    await started(1);
+    assert.equal((await started()).index.rowsFromSnapshot, 20, 'the snapshot is used');
+    // The index stream deleted and created again, and filled past the snapshot's sequence.
+    await jsm.streams.delete('CONVOKE_OPS_INDEX');
+    const ids = await admit(await open(), 25, 'new');
+    const recreated = await started(1); // reads every row (the old snapshot is not of this stream) and writes one
+    assert.deepEqual([recreated.index.rowsFromSnapshot, recreated.index.rowsDelivered], [0, 25], 'a snapshot of the stream before is not read');
+    assert.equal((await started()).index.rowsFromSnapshot, 25, "the new stream's snapshot is used");
+    // A publisher allowed on the snapshot subjects replaces the snapshot's one chunk with a well-formed one that drops a row.
+    const head = (await jsm.streams.getMessage('CONVOKE_OPS_INDEX_SNAP', { last_by_subj: 'convoke.isnap.head' }))!.json<{
+      generation: number;
+      chunks: number;
+    }>();
+    assert.equal(head.chunks, 1);
+    const chunk = `convoke.isnap.${head.generation}.0`;
+    const body = JSON.parse(gunzipSync((await jsm.streams.getMessage('CONVOKE_OPS_INDEX_SNAP', { last_by_subj: chunk }))!.data).toString('utf8')) as {
+      operations: unknown[];
+    };
+    body.operations.pop();
+    await jetstream(nc).publish(chunk, gzipSync(JSON.stringify(body)));
+    const tampered = await started();
+    assert.deepEqual([tampered.index.rowsFromSnapshot, tampered.index.rowsDelivered], [0, 25], 'a snapshot that fails its hash is not read');
+    assert.deepEqual((await allPages(tampered, { limit: 7 })).map((r) => r.operationId).sort(), [...ids].sort());
+  } finally {
+    for (const store of opened) await store.close();
+    await nc.close();
     await server.dispose();
   }
 });
