@@ -27,13 +27,8 @@ export interface ListOptions extends StoreOptions {
 }
 
 export async function listCommand(options: ListOptions, io: CliIo): Promise<number> {
-  const raw: Record<string, string | boolean> = {};
-  for (const name of ['phase', 'outcome', 'settlement', 'interaction', 'since', 'until', 'limit', 'cursor', 'stuck'] as const) {
-    const value = options[name];
-    if (value !== undefined) raw[name] = value;
-  }
   // Checked before any store is opened: a typo is exit 2 whatever the store's state.
-  const request = parseListParameters(raw);
+  const request = parseListParameters(givenOptions(options, ['phase', 'outcome', 'settlement', 'interaction', 'since', 'until', 'limit', 'cursor', 'stuck']));
   return withStore(options, async (store) => {
     const clock = new SystemClock();
     const page = await listOperations({ index: store.index, nowMs: clock.nowMs(), bounds: stuckBoundsDefault, principalId: options.principal }, request);
@@ -60,6 +55,16 @@ export function writeListPage(
 }
 
 /** An instant in a table cell: ISO 8601 to the second. */
+/** The named options a command was given, as the list parameters a query string would carry. */
+export function givenOptions<O, K extends keyof O>(options: O, names: readonly K[]): Record<string, string | boolean> {
+  const raw: Record<string, string | boolean> = {};
+  for (const name of names) {
+    const value = options[name];
+    if (typeof value === 'string' || typeof value === 'boolean') raw[String(name)] = value;
+  }
+  return raw;
+}
+
 export const instant = (ms: number | null) => (ms === null ? null : new Date(ms).toISOString().replace(/\.\d{3}Z$/, 'Z'));
 
 function rowCells(row: ListedOperation) {

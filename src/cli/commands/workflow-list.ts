@@ -11,7 +11,7 @@ import { workflowStuckBoundsDefault } from '../../events/workflow-index.js';
 import { listWorkflowInstances, parseWorkflowListParameters, type ListedInstance } from '../../runtime/workflow-list.js';
 import type { CliIo } from '../io.js';
 import { contextOptions, storeCredsOption, storeOf, workflowCommand } from '../options.js';
-import { instant, writeListPage } from './list.js';
+import { givenOptions, instant, writeListPage } from './list.js';
 import type { StoreOptions } from './ops.js';
 
 export interface WorkflowListOptions extends StoreOptions {
@@ -28,13 +28,8 @@ export interface WorkflowListOptions extends StoreOptions {
 }
 
 export async function workflowListCommand(options: WorkflowListOptions, io: CliIo): Promise<number> {
-  const raw: Record<string, string | boolean> = {};
-  for (const name of ['status', 'workflow', 'since', 'until', 'limit', 'cursor', 'stuck'] as const) {
-    const value = options[name];
-    if (value !== undefined) raw[name] = value;
-  }
   // Checked before any store is opened: a typo is exit 2 whatever the store's state.
-  const request = parseWorkflowListParameters(raw);
+  const request = parseWorkflowListParameters(givenOptions(options, ['status', 'workflow', 'since', 'until', 'limit', 'cursor', 'stuck']));
   const { withStore } = await import('./ops.js');
   return withStore(options, async (store) => {
     const clock = new SystemClock();
