@@ -204,17 +204,22 @@
       ),
     );
     const head = ['operation', 'interaction', 'contract', 'principal', 'phase', 'outcome', 'settlement', 'admitted', 'open branches', 'stuck'];
+    return pageTable({ id: 'operations', noun: 'operation', head, numeric: 'open branches', rows, nextCursor: page.nextCursor });
+  }
+
+  /** One page of a list as a table: its count and whether more follow in the caption, one numeric column. */
+  function pageTable({ id, noun, head, numeric, rows, nextCursor }) {
     return el(
       'table',
-      { id: 'operations' },
-      el('caption', {}, `${page.operations.length} operation${page.operations.length === 1 ? '' : 's'}${page.nextCursor ? ' (more on the next page)' : ''}`),
+      { id },
+      el('caption', {}, `${rows.length} ${noun}${rows.length === 1 ? '' : 's'}${nextCursor ? ' (more on the next page)' : ''}`),
       el(
         'thead',
         {},
         el(
           'tr',
           {},
-          head.map((h) => el('th', { scope: 'col', class: h === 'open branches' ? 'num' : undefined }, h)),
+          head.map((h) => el('th', { scope: 'col', class: h === numeric ? 'num' : undefined }, h)),
         ),
       ),
       el('tbody', {}, rows),
@@ -455,21 +460,7 @@
       ),
     );
     const head = ['instance', 'workflow', 'principal', 'status', 'task', 'started', 'ended', 'next due', 'children', 'last error', 'stuck'];
-    return el(
-      'table',
-      { id: 'instances' },
-      el('caption', {}, `${page.instances.length} instance${page.instances.length === 1 ? '' : 's'}${page.nextCursor ? ' (more on the next page)' : ''}`),
-      el(
-        'thead',
-        {},
-        el(
-          'tr',
-          {},
-          head.map((h) => el('th', { scope: 'col', class: h === 'children' ? 'num' : undefined }, h)),
-        ),
-      ),
-      el('tbody', {}, rows),
-    );
+    return pageTable({ id: 'instances', noun: 'instance', head, numeric: 'children', rows, nextCursor: page.nextCursor });
   }
 
   function instancesPage(params) {
