@@ -239,6 +239,8 @@ export const limits = {
   /** The chars of a namespace and of a peer id kept readable in a stream name; everything is also hashed. */
   streamNameNamespaceCharsMax: 20,
   streamNamePeerCharsMax: 16,
+  /** (namespace, peer) pairs whose stream names a process keeps computed (nats-names.ts); more are hashed again. */
+  streamNamesCachedMax: 4096,
 } as const;
 
 assert(limits.attemptsMax >= 1 && limits.attemptsMax <= 16, 'attemptsMax within the profile range 1..16');

@@ -154,6 +154,27 @@ test('jetstream: a marker left behind by a settled or tombstoned operation is no
   });
 });
 
+test('jetstream: recovery finds a settled operation whose row was left at its admission and whose marker stayed (a crash between the settling append and its row): the row is written from the log and the marker removed', async () => {
+  await withServer(async (server, store, nc) => {
+    const settled = await admitAndSettle(store, 'row-behind');
+    const settledRow = await store.index.get(settled);
+    assert.equal(settledRow?.phase, 'settled');
+    // The state a crash leaves: the admission's row last on its subject, and the marker.
+    const admitted = { ...settledRow, phase: 'admitted', outcome: null, settlement: 'pending', decidedAtMs: null, settledAtMs: null, revision: '1' };
+    await jetstream(nc).publish(`convoke.idx.${settled}`, JSON.stringify(admitted));
+    await jetstream(nc).publish(`convoke.open.${settled}`, new Uint8Array(0));
+    assert.equal((await store.index.get(settled))?.phase, 'admitted');
+    const fresh = await JetStreamEventStore.open({ servers: server.url, requestTimeoutMs });
+    try {
+      assert.deepEqual(await listed(fresh), [], 'not listed as open');
+      assert.equal((await fresh.index.get(settled))?.phase, 'settled', 'its row written from the log');
+      assert.deepEqual(await markers(nc), [], 'its marker removed');
+    } finally {
+      await fresh.close();
+    }
+  });
+});
+
 test('jetstream: a create whose marker cannot be written writes no admission', async () => {
   await withServer(async (server, store, nc) => {
     await (await jetstreamManager(nc)).streams.delete('CONVOKE_OPS_OPEN');

@@ -26,6 +26,8 @@ import { applyStored, fold } from '../../src/projections/record.js';
 process.env.PATH = `${process.env.PATH ?? ''}:/usr/sbin`;
 
 const requestTimeoutMs = 2_000;
+/** Rows are published as each append is stored (no wait for a later row), except where a test is about that wait. */
+const indexRowDelayMs = 0;
 const guard = { notBeforeMs: 0, notAfterMs: Number.MAX_SAFE_INTEGER };
 
 /** Counts the JetStream API requests a connection publishes (each request publishes once). */
@@ -111,8 +113,8 @@ const inListOrder = (rows: OperationIndexRow[]) =>
 test('jetstream index: a page costs one request and walks only its rows, at 60 and at 600 operations alike', async () => {
   const server = await startJetStreamServer();
   const nc = await connect({ servers: server.url });
-  const writer = await JetStreamEventStore.open({ servers: server.url, requestTimeoutMs });
-  const reader = await JetStreamEventStore.open({ connection: nc, requestTimeoutMs, stampWaitMs: 0 });
+  const writer = await JetStreamEventStore.open({ servers: server.url, requestTimeoutMs, indexRowDelayMs });
+  const reader = await JetStreamEventStore.open({ connection: nc, requestTimeoutMs, indexRowDelayMs, stampWaitMs: 0 });
   try {
     const limit = 20;
     const later = Date.now() + 3_600_000; // every undecided operation is stuck by then
@@ -165,8 +167,8 @@ test('jetstream index: a page costs one request and walks only its rows, at 60 a
 
 test("jetstream index: a page holds every row, append and tombstone another client stored before it, and a tombstoned operation's row never comes back", async () => {
   const server = await startJetStreamServer();
-  const first = await JetStreamEventStore.open({ servers: server.url, requestTimeoutMs });
-  const second = await JetStreamEventStore.open({ servers: server.url, requestTimeoutMs });
+  const first = await JetStreamEventStore.open({ servers: server.url, requestTimeoutMs, indexRowDelayMs });
+  const second = await JetStreamEventStore.open({ servers: server.url, requestTimeoutMs, indexRowDelayMs });
   try {
     const [kept, gone] = await admit(first, 2, 'exact');
     assert.equal((await second.index.list({ limit: 10 })).rows.length, 2, 'the second client sees the first client’s rows');
@@ -207,7 +209,7 @@ test("jetstream index: a page holds every row, append and tombstone another clie
 test('jetstream index: a page waits for every row stored before it, even while its view is behind a burst of rows', async () => {
   const server = await startJetStreamServer();
   const nc = await connect({ servers: server.url });
-  const reader = await JetStreamEventStore.open({ servers: server.url, requestTimeoutMs });
+  const reader = await JetStreamEventStore.open({ servers: server.url, requestTimeoutMs, indexRowDelayMs });
   try {
     assert.deepEqual((await reader.index.list({ limit: 10 })).rows, [], 'the view runs, empty');
     // Thousands of rows published at once (as the store's user would write them): the view
@@ -301,8 +303,8 @@ test('jetstream index: a view waiting for a row that was purged before its deliv
 
 test('jetstream index: paging is stable while another client admits and appends during it', async () => {
   const server = await startJetStreamServer();
-  const reader = await JetStreamEventStore.open({ servers: server.url, requestTimeoutMs });
-  const writer = await JetStreamEventStore.open({ servers: server.url, requestTimeoutMs });
+  const reader = await JetStreamEventStore.open({ servers: server.url, requestTimeoutMs, indexRowDelayMs });
+  const writer = await JetStreamEventStore.open({ servers: server.url, requestTimeoutMs, indexRowDelayMs });
   try {
     const existing = await admit(writer, 40, 'stable');
     let writing = true;
@@ -334,13 +336,13 @@ test('jetstream index: paging is stable while another client admits and appends 
 test('jetstream index: a view follows the index stream when it is created again', async () => {
   const server = await startJetStreamServer();
   const nc = await connect({ servers: server.url });
-  const first = await JetStreamEventStore.open({ servers: server.url, requestTimeoutMs });
+  const first = await JetStreamEventStore.open({ servers: server.url, requestTimeoutMs, indexRowDelayMs });
   let second: JetStreamEventStore | undefined;
   try {
     const [before] = await admit(first, 1, 'again');
     assert.equal((await first.index.list({ limit: 10 })).rows[0]?.operationId, before);
     await (await jetstreamManager(nc)).streams.delete('CONVOKE_OPS_INDEX');
-    second = await JetStreamEventStore.open({ servers: server.url, requestTimeoutMs }); // creates it again, empty
+    second = await JetStreamEventStore.open({ servers: server.url, requestTimeoutMs, indexRowDelayMs }); // creates it again, empty
     const [after] = await admit(second, 1, 'again-after');
     assert.deepEqual(
       (await first.index.list({ limit: 10 })).rows.map((r) => r.operationId),
@@ -357,8 +359,8 @@ test('jetstream index: a view follows the index stream when it is created again'
 
 test('jetstream index: a view starts from the newest snapshot and reads only the rows stored after it, answering what a view of every row answers', async () => {
   const server = await startJetStreamServer();
-  const writer = await JetStreamEventStore.open({ servers: server.url, requestTimeoutMs });
-  const first = await JetStreamEventStore.open({ servers: server.url, requestTimeoutMs, indexSnapshotTailMin: 1 });
+  const writer = await JetStreamEventStore.open({ servers: server.url, requestTimeoutMs, indexRowDelayMs });
+  const first = await JetStreamEventStore.open({ servers: server.url, requestTimeoutMs, indexRowDelayMs, indexSnapshotTailMin: 1 });
   let second: JetStreamEventStore | undefined;
   let whole: JetStreamEventStore | undefined;
   try {
@@ -372,8 +374,8 @@ test('jetstream index: a view starts from the newest snapshot and reads only the
     for (const id of ids.slice(3, 8)) await advance(writer, id, 5);
     expectOk(await writer.tombstone(ids[10]!), 'tombstone');
     expectOk(await writer.tombstone(added[2]!), 'tombstone');
-    second = await JetStreamEventStore.open({ servers: server.url, requestTimeoutMs });
-    whole = await JetStreamEventStore.open({ servers: server.url, requestTimeoutMs, indexSnapshotTailMin: 0 });
+    second = await JetStreamEventStore.open({ servers: server.url, requestTimeoutMs, indexRowDelayMs });
+    whole = await JetStreamEventStore.open({ servers: server.url, requestTimeoutMs, indexRowDelayMs, indexSnapshotTailMin: 0 });
     await second.index.list({ limit: 1 });
     assert.equal(second.index.rowsFromSnapshot, 30, 'the second view started from the snapshot');
     // The stream keeps each subject's last message: 6 new subjects (one now a removal marker), 5 settled rows, 1 more marker.
@@ -422,7 +424,7 @@ test('jetstream index: nothing a peer can publish lands in the index', async () 
       await feed.close();
     }
     // A store narrows the stream to row subjects: the peer's subject is no longer taken at all.
-    const store = await JetStreamEventStore.open({ connection: nc, requestTimeoutMs });
+    const store = await JetStreamEventStore.open({ connection: nc, requestTimeoutMs, indexRowDelayMs });
     try {
       assert.deepEqual((await jsm.streams.info('CONVOKE_OPS_INDEX')).config.subjects, ['convoke.idx.*']);
       await assert.rejects(js.publish(`convoke.idx.${id}.result.bravo`, JSON.stringify(forged), { timeout: 1_000 }), 'no stream stores it');
@@ -443,7 +445,7 @@ test('jetstream index: under the least-privilege store permissions a view starts
   const server = await startJetStreamServer({ users: [{ user: 'store', password, publish: permissions.publish, subscribe: ['_INBOX.store.>'] }] });
   const open = async () => {
     const nc = await connectNats({ servers: server.url, user: 'store', pass: password, inboxPrefix: '_INBOX.store' });
-    return { nc, store: await JetStreamEventStore.open({ connection: nc, requestTimeoutMs }) };
+    return { nc, store: await JetStreamEventStore.open({ connection: nc, requestTimeoutMs, indexRowDelayMs }) };
   };
   const reader = await open();
   const writer = await open();
@@ -466,7 +468,7 @@ test('jetstream index: under the least-privilege store permissions a view starts
 
 test('jetstream index: a view outlives a broker restart: pages fail while it is away, then go on without reading every row again', async () => {
   const server = await startJetStreamServer();
-  const store = await JetStreamEventStore.open({ servers: server.url, requestTimeoutMs });
+  const store = await JetStreamEventStore.open({ servers: server.url, requestTimeoutMs, indexRowDelayMs });
   let again: Awaited<ReturnType<typeof startJetStreamServer>> | undefined;
   try {
     await admit(store, 30, 'restart');
@@ -503,6 +505,7 @@ test('jetstream index: a snapshot of an index stream since created again, or who
     const store = await JetStreamEventStore.open({
       servers: server.url,
       requestTimeoutMs,
+      indexRowDelayMs,
       ...(indexSnapshotTailMin === undefined ? {} : { indexSnapshotTailMin }),
     });
     opened.push(store);
@@ -543,6 +546,36 @@ test('jetstream index: a snapshot of an index stream since created again, or who
     assert.deepEqual((await allPages(tampered, { limit: 7 })).map((r) => r.operationId).sort(), [...ids].sort());
   } finally {
     for (const store of opened) await store.close();
+    await nc.close();
+    await server.dispose();
+  }
+});
+
+test("jetstream index: an open operation's row waits for a later one: one settled within the wait publishes one row; its own client's pages see a waiting row, others once written, and close writes what waits", async () => {
+  const server = await startJetStreamServer();
+  const nc = await connect({ servers: server.url });
+  const jsm = await jetstreamManager(nc);
+  // Long enough that nothing is written by the timer while the test runs.
+  const writer = await JetStreamEventStore.open({ servers: server.url, requestTimeoutMs, indexRowDelayMs: 600_000 });
+  const reader = await JetStreamEventStore.open({ connection: nc, requestTimeoutMs, indexRowDelayMs, stampWaitMs: 0 });
+  const rowsPublished = async () => (await jsm.streams.info('CONVOKE_OPS_INDEX')).state.last_seq;
+  const ids = (rows: OperationIndexRow[]) => rows.map((r) => r.operationId).sort();
+  try {
+    const [settled, open] = await admit(writer, 2, 'wait');
+    await advance(writer, settled!, 5);
+    // Six rows for `settled` (admitted, then one per transition): only the settled one was published.
+    assert.equal(await rowsPublished(), 1, 'one row published: the settled one');
+    assert.deepEqual(ids((await reader.index.list({ limit: 10 })).rows), [settled], 'the other client sees what was published, not the waiting row');
+    assert.deepEqual(ids((await writer.index.list({ limit: 10 })).rows), [open, settled].sort(), "the writer's own page writes its waiting rows first");
+    assert.deepEqual(ids((await reader.index.list({ limit: 10 })).rows), [open, settled].sort(), 'then the other client sees it too');
+    const [late] = await admit(writer, 1, 'late');
+    assert.equal((await writer.index.get(late!))?.phase, 'admitted', 'get answers a waiting row (written first)');
+    const [last] = await admit(writer, 1, 'last');
+    await writer.close();
+    assert.ok(ids((await reader.index.list({ limit: 10 })).rows).includes(last!), 'close wrote the waiting row');
+  } finally {
+    await writer.close().catch(() => undefined);
+    await reader.close();
     await nc.close();
     await server.dispose();
   }

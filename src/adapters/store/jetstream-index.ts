@@ -79,6 +79,8 @@ export interface JetStreamIndexHost {
   operationIds(): AsyncIterable<string>;
   /** The operations that may be open (jetstream-open-set.ts): what recovery reads. */
   openSet: JetStreamOpenSet;
+  /** How long an open operation's row may wait to be replaced by a later one before it is published (0: at once). */
+  rowDelayMs: number;
   /** Snapshots of the view (jetstream-index-snapshot.ts); none when the snapshot stream could not be had. */
   snapshots?: { tailMin: number };
 }
@@ -126,6 +128,9 @@ export class JetStreamOperationIndex implements OperationIndexStore {
   private started: JetStreamIndexFeed | undefined;
   /** Messages applied by views this client started and dropped. */
   private retiredDeliveries = 0;
+  /** Open operations' rows not yet published, the newest of each (appended). */
+  private readonly waiting = new Map<string, OperationIndexRow>();
+  private waitingTimer: ReturnType<typeof setTimeout> | undefined;
 
   constructor(private readonly host: JetStreamIndexHost) {}
 
@@ -146,16 +151,48 @@ export class JetStreamOperationIndex implements OperationIndexStore {
    * After an append was stored at `stored.revision` on the log at `previousRevision`: the row
    * from the held state, or from the log read back. A failure here cannot undo the append; the
    * row stays behind (never ahead) and the next append or a rebuild writes it.
+   *
+   * A settled row is published at once, then the operation's open-set marker removed (in that
+   * order: a crash between them leaves a marker, and recovery finds the settled row and removes
+   * it). An open operation's row waits up to `rowDelayMs`, replaced by any later row: an
+   * operation decided within that time writes one row, not two. A row that waits is what this
+   * process's pages and counts see (they write the waiting rows first); other processes see it
+   * once written. A crash before it is written leaves the operation with the row of an earlier
+   * revision or none, as a failed publish does, and its marker: recovery writes the row from the
+   * log (stillOpen).
    */
   async appended(operationId: string, previousRevision: string | undefined, stored: StoredTransition, after?: IndexAfter): Promise<void> {
     try {
       const row = await this.host.states.rowAfterStored(operationId, previousRevision, stored, () => this.host.logOf(operationId), after);
+      if (row === undefined) return;
+      if (!isSettled(row.phase) && this.host.rowDelayMs > 0) return this.hold(operationId, row);
+      this.waiting.delete(operationId);
+      await this.publish(operationId, row);
       // A settled log is final: its marker can go, off the append's path (one left behind costs recovery a row read).
-      if (row && isSettled(row.phase)) void this.unmark(operationId);
-      if (row) await this.publish(operationId, row);
+      if (isSettled(row.phase)) void this.unmark(operationId);
     } catch {
       // Behind, never wrong: see the header.
     }
+  }
+
+  /** Holds an open operation's row (the newest replaces an older) until the next write of waiting rows. */
+  private hold(operationId: string, row: OperationIndexRow): void {
+    const held = this.waiting.get(operationId);
+    if (held !== undefined && Number(held.revision) > Number(row.revision)) return;
+    this.waiting.set(operationId, row);
+    if (this.waitingTimer !== undefined) return;
+    this.waitingTimer = setTimeout(() => void this.writeWaiting(), this.host.rowDelayMs);
+    this.waitingTimer.unref();
+  }
+
+  /** Publishes every waiting row (failures leave them behind, as in appended). */
+  async writeWaiting(): Promise<void> {
+    clearTimeout(this.waitingTimer);
+    this.waitingTimer = undefined;
+    if (this.waiting.size === 0) return;
+    const rows = [...this.waiting];
+    this.waiting.clear();
+    await inBatches(rows, contractLimits.recoveryReadsMax, ([operationId, row]) => this.publish(operationId, row).catch(() => undefined));
   }
 
   /**
@@ -188,14 +225,16 @@ export class JetStreamOperationIndex implements OperationIndexStore {
   async remove(operationId: string): Promise<void> {
     this.host.states.forget(operationId);
     this.written.delete(operationId);
+    this.waiting.delete(operationId);
     const marker = natsHeaders();
     marker.set(removedHeader, '1');
     await this.host.js.publish(this.subject(operationId), new Uint8Array(0), { headers: marker, timeout: this.host.requestTimeoutMs });
     await this.host.openSet.remove(operationId);
   }
 
-  /** One page from the view, made current first (docs/design.md §11). */
+  /** One page from the view, made current first (docs/design.md §11), with this process's waiting rows in it. */
   async list(query: IndexQuery): Promise<IndexPage> {
+    await this.writeWaiting();
     return (await this.view()).view.page(query);
   }
 
@@ -236,6 +275,11 @@ export class JetStreamOperationIndex implements OperationIndexStore {
 
   async get(operationId: string): Promise<OperationIndexRow | undefined> {
     this.assertOpen();
+    const waiting = this.waiting.get(operationId);
+    if (waiting !== undefined) {
+      this.waiting.delete(operationId);
+      await this.publish(operationId, waiting).catch(() => undefined);
+    }
     try {
       const last = await this.host.jsm.streams.getMessage(this.stream, { last_by_subj: this.subject(operationId) });
       const row = last ? parseIndexRow(last.data) : undefined;
@@ -248,6 +292,7 @@ export class JetStreamOperationIndex implements OperationIndexStore {
   async rebuild(operationId: string): Promise<OperationIndexRow | undefined> {
     this.assertOpen();
     try {
+      this.waiting.delete(operationId);
       const log = await this.host.logOf(operationId);
       const row = log === undefined ? undefined : this.host.states.rowOfLog(operationId, log);
       if (row === undefined) {
@@ -270,6 +315,7 @@ export class JetStreamOperationIndex implements OperationIndexStore {
 
   /** Counted in the view: a seek per reason (index-view.ts). */
   async countStuck(nowMs: number, bounds: StuckBounds): Promise<StuckCounts> {
+    await this.writeWaiting();
     return (await this.view()).view.countStuck(nowMs, bounds);
   }
 
@@ -293,8 +339,9 @@ export class JetStreamOperationIndex implements OperationIndexStore {
     return this.started?.view.rowsWalked ?? 0;
   }
 
-  /** Stops the view's consumer (the store is closing). */
+  /** Writes the waiting rows and stops the view's consumer (the store is closing). */
   async close(): Promise<void> {
+    await this.writeWaiting();
     const feed = this.feed;
     this.feed = undefined;
     this.started = undefined;
@@ -383,20 +430,21 @@ export class JetStreamOperationIndex implements OperationIndexStore {
   }
 
   /**
-   * Whether a marked operation may be open: its row, or without one (an admission whose row was
-   * never written) the row its log gives, written now. No log yet: listed (a create may be under
-   * way; the coordinator finds nothing to resume). Settled, or a log with no admission applied:
-   * the marker goes.
+   * Whether a marked operation may be open. A settled row says no. Otherwise (no row, or an open
+   * one, which may be behind: a crash after a settled append, before its row) the log decides,
+   * and its row is written when it is newer. No log yet: listed (a create may be under way; the
+   * coordinator finds nothing to resume). Settled, or a log with no admission applied: the
+   * marker goes.
    */
   private async stillOpen(operationId: string): Promise<boolean> {
-    let row = await this.get(operationId);
-    if (row === undefined) {
+    const stored = await this.get(operationId);
+    if (stored === undefined || !isSettled(stored.phase)) {
       const log = await this.host.logOf(operationId);
       if (log === undefined) return true;
-      row = this.host.states.rowOfLog(operationId, log);
+      const row = this.host.states.rowOfLog(operationId, log);
       if (row) await this.publish(operationId, row);
+      if (row && !isSettled(row.phase)) return true;
     }
-    if (row && !isSettled(row.phase)) return true;
     await this.host.openSet.remove(operationId);
     return false;
   }

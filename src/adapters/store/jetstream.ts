@@ -89,7 +89,15 @@ export interface JetStreamStoreOptions {
    * 1000); 0 turns snapshots off (every view start reads every row).
    */
   indexSnapshotTailMin?: number;
+  /**
+   * How long an open operation's index row may wait for a later one to replace it before it is
+   * published (jetstream-index.ts `appended`; default 100 ms): an operation decided within it
+   * writes one row. 0 publishes every row at once.
+   */
+  indexRowDelayMs?: number;
 }
+
+const defaultIndexRowDelayMs = 100;
 
 const defaultSnapshotTailMin = 1000;
 
@@ -158,6 +166,7 @@ export class JetStreamEventStore extends ReplayStampedStore {
     private readonly stamps: StampFeed | undefined,
     private readonly stampWaitMs: number,
     snapshots: { tailMin: number } | undefined,
+    indexRowDelayMs: number,
   ) {
     // A subject's sequence before its first message is 0: the create CAS expects it.
     super(limits, 0);
@@ -178,6 +187,7 @@ export class JetStreamEventStore extends ReplayStampedStore {
       publishRow: (subject, data, lastSubjectSequence) => this.pubAcks.publish(subject, data, { expect: { lastSubjectSequence }, timeout: requestTimeoutMs }),
       ...this.indexHost(),
       openSet: this.openSet,
+      rowDelayMs: indexRowDelayMs,
       ...(snapshots ? { snapshots } : {}),
     });
   }
@@ -221,6 +231,7 @@ export class JetStreamEventStore extends ReplayStampedStore {
         stamps,
         stampWaitMs,
         snapshots,
+        options.indexRowDelayMs ?? defaultIndexRowDelayMs,
       );
       if (openSetCreated) await store.openSet.completeIfNew();
       return store;

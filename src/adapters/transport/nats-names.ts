@@ -5,6 +5,7 @@
  * user is permitted and the subjects the transport uses cannot drift apart.
  */
 import { createHash } from 'node:crypto';
+import { BoundedMap } from '../../contract/bounded-map.js';
 import { assert } from '../../contract/errors.js';
 import { namespacePattern, tokenPattern } from '../../contract/ids.js';
 import { limits } from '../../contract/limits.js';
@@ -43,11 +44,21 @@ export interface DurableStreamNames {
  * still give a name of at most 64 chars (a stream's store is a directory named after it).
  */
 export function durableStreamNames(namespace: string, peerId: string): DurableStreamNames {
+  const key = `${namespace}\n${peerId}`;
+  let names = namesOf.get(key);
+  if (names === undefined) namesOf.set(key, (names = streamNamesOf(namespace, peerId)));
+  return names;
+}
+
+/** Asked for on every publish and durability check: each pair's names are hashed once (a deployment has few pairs). */
+const namesOf = new BoundedMap<string, Readonly<DurableStreamNames>>(limits.streamNamesCachedMax);
+
+function streamNamesOf(namespace: string, peerId: string): Readonly<DurableStreamNames> {
   assertNamespace(namespace);
   assertToken(peerId, 'peer id');
   const readable = `${namespace.replaceAll('.', '_').slice(0, limits.streamNameNamespaceCharsMax)}_${peerId.slice(0, limits.streamNamePeerCharsMax)}`;
   const hash = createHash('sha256').update(`${namespace}\n${peerId}`, 'utf8').digest('hex').slice(0, hashHexChars);
-  return { requests: `CONVOKE_REQ_${readable}_${hash}`, results: `CONVOKE_RES_${readable}_${hash}` };
+  return Object.freeze({ requests: `CONVOKE_REQ_${readable}_${hash}`, results: `CONVOKE_RES_${readable}_${hash}` });
 }
 
 /** The work subjects captured by a peer's two streams (docs/design.md §5); each stream also captures its anchor. */

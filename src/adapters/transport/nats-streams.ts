@@ -44,7 +44,21 @@ export interface DurableStream {
   anchor: string;
 }
 
-export function durableStreams(namespace: string, peers: readonly string[]): DurableStream[] {
+/**
+ * A namespace's streams, computed once per peer list (a transport asks with its config's list on
+ * every admission and durability check). Read-only: callers share it.
+ */
+export function durableStreams(namespace: string, peers: readonly string[]): readonly DurableStream[] {
+  let byNamespace = streamsOfPeers.get(peers);
+  if (byNamespace === undefined) streamsOfPeers.set(peers, (byNamespace = new Map()));
+  let streams = byNamespace.get(namespace);
+  if (streams === undefined) byNamespace.set(namespace, (streams = Object.freeze(streamsOf(namespace, peers))));
+  return streams;
+}
+
+const streamsOfPeers = new WeakMap<readonly string[], Map<string, readonly DurableStream[]>>();
+
+function streamsOf(namespace: string, peers: readonly string[]): DurableStream[] {
   return peers.flatMap((peerId) => {
     const names = durableStreamNames(namespace, peerId);
     const subjects = durableStreamSubjects(namespace, peerId);

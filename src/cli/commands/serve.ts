@@ -8,12 +8,13 @@
  * Everything else it says is a JSON log line (pino) on standard error: requests, the operation
  * lifecycle, the deployment's notices, start and stop (docs/operations.md "Logs").
  */
-import { pino, type Logger as Pino } from 'pino';
+import { pino, type DestinationStream, type Logger as Pino } from 'pino';
 import { SystemClock } from '../../contract/clock.js';
 import { buildDeployment, readDeploymentConfig } from '../../deployment/config.js';
 import type { DeploymentConfig } from '../../deployment/types.js';
 import type { NatsLogin } from '../../adapters/transport/nats-creds.js';
 import { invalidInput } from '../../contract/errors.js';
+import { LineWriter } from '../line-writer.js';
 import { resolveConnection } from '../connection.js';
 import { readCredsFile, readLogin } from '../secrets.js';
 import { startHttpServer } from '../../http/server.js';
@@ -43,20 +44,30 @@ export interface ServeOptions {
 const shutdownSignals = ['SIGINT', 'SIGTERM'] as const;
 
 /**
- * The server's logger: JSON lines on the CLI's standard error, written synchronously (nothing is
- * lost at exit). Credentials never reach a log call; the redaction below is a second guard for
+ * The server's logger: JSON lines on the CLI's standard error, the lines of one event-loop turn in
+ * one write (line-writer.ts: nothing is lost at exit; `logger.flush()` writes what is held). Credentials never reach a log call; the redaction below is a second guard for
  * fields that could carry one if a future line passed a whole object.
  */
-export function serveLogger(io: CliIo, level: LogLevel = 'info'): Pino {
-  return pino(
+export function serveLogger(io: CliIo, level: LogLevel = 'info'): { logger: Pino; close(): void } {
+  const writer = new LineWriter((text) => io.stderr.write(text));
+  // pino calls a destination's flush from logger.flush() (its type declares only write).
+  const destination: DestinationStream & { flush(done?: () => void): void } = {
+    write: (line: string) => writer.line(line),
+    flush: (done?: () => void) => {
+      writer.flush();
+      done?.();
+    },
+  };
+  const logger = pino(
     {
       level,
       base: { pid: process.pid },
       // Top-level paths only: every line is a flat object, and wildcard paths double the cost of a line.
       redact: { paths: ['password', 'pass', 'token', 'authorization', 'headers', 'input'], censor: '[redacted]' },
     },
-    { write: (line: string) => void io.stderr.write(line) },
+    destination,
   );
+  return { logger, close: () => writer.close() };
 }
 
 /**
@@ -95,7 +106,7 @@ const sourceOf = (contextName: string | undefined, creds: string | undefined) =>
 
 export async function serveCommand(options: ServeOptions, io: CliIo): Promise<number> {
   const { config, natsLogin } = await connectedConfig(options, await readDeploymentConfig(options.config));
-  const logger = serveLogger(io, options.logLevel);
+  const { logger, close: closeLog } = serveLogger(io, options.logLevel);
   const notices = logger.child({ event: 'deployment' });
   const log = (line: string, level: 'info' | 'warn' | 'error' = 'warn') => notices[level](line);
   // What loading the program took before anything of the deployment ran (seconds on a loaded machine).
@@ -150,6 +161,7 @@ export async function serveCommand(options: ServeOptions, io: CliIo): Promise<nu
   if (code !== 0) void graceful.catch(() => undefined);
   if (code === 0) logger.info({ event: 'serve-stopped' }, 'stopped');
   else logger.warn({ event: 'serve-stopped', forced: true }, 'second signal: connections dropped, stopped');
+  closeLog();
   return code;
 }
 
