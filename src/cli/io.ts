@@ -4,6 +4,8 @@ export interface CliIo {
   stderr: { write(text: string): unknown };
   /** Reads all of standard input. */
   readStdin(): Promise<Uint8Array>;
+  /** Standard error's file descriptor, when it is the process's own (the server log writes it asynchronously). */
+  stderrFd?: number;
   /** Whether standard error is a terminal: progress (with `\r`) is drawn only there. Absent: not a terminal. */
   stderrIsTerminal?: boolean;
   /** The width tables are fitted to (unbounded when absent; processIo gives the terminal's). */
@@ -25,6 +27,7 @@ export function outputColumns(stream: { isTTY?: boolean; columns?: number }, env
 export const processIo: CliIo = {
   stdout: process.stdout,
   stderr: process.stderr,
+  stderrFd: process.stderr.fd,
   readStdin: async () => {
     const chunks: Buffer[] = [];
     for await (const chunk of process.stdin) chunks.push(chunk as Buffer);

@@ -91,13 +91,13 @@ export interface JetStreamStoreOptions {
   indexSnapshotTailMin?: number;
   /**
    * How long an open operation's index row may wait for a later one to replace it before it is
-   * published (jetstream-index.ts `appended`; default 100 ms): an operation decided within it
+   * published (jetstream-index.ts `appended`; default 1 s): an operation decided within it
    * writes one row. 0 publishes every row at once.
    */
   indexRowDelayMs?: number;
 }
 
-const defaultIndexRowDelayMs = 100;
+const defaultIndexRowDelayMs = 1000;
 
 const defaultSnapshotTailMin = 1000;
 

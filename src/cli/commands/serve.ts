@@ -8,13 +8,12 @@
  * Everything else it says is a JSON log line (pino) on standard error: requests, the operation
  * lifecycle, the deployment's notices, start and stop (docs/operations.md "Logs").
  */
-import { pino, type DestinationStream, type Logger as Pino } from 'pino';
+import { pino, type Logger as Pino } from 'pino';
 import { SystemClock } from '../../contract/clock.js';
 import { buildDeployment, readDeploymentConfig } from '../../deployment/config.js';
 import type { DeploymentConfig } from '../../deployment/types.js';
 import type { NatsLogin } from '../../adapters/transport/nats-creds.js';
 import { invalidInput } from '../../contract/errors.js';
-import { LineWriter } from '../line-writer.js';
 import { resolveConnection } from '../connection.js';
 import { readCredsFile, readLogin } from '../secrets.js';
 import { startHttpServer } from '../../http/server.js';
@@ -44,30 +43,24 @@ export interface ServeOptions {
 const shutdownSignals = ['SIGINT', 'SIGTERM'] as const;
 
 /**
- * The server's logger: JSON lines on the CLI's standard error, the lines of one event-loop turn in
- * one write (line-writer.ts: nothing is lost at exit; `logger.flush()` writes what is held). Credentials never reach a log call; the redaction below is a second guard for
- * fields that could carry one if a future line passed a whole object.
+ * The server's logger: JSON lines on the CLI's standard error. A process's own standard error is
+ * written asynchronously (pino's destination: lines written while a write is under way go out
+ * together after it; the event loop never waits on a pipe whose reader is slow), and flushed
+ * synchronously at exit, so nothing is lost by an exit however it comes; a process killed outright
+ * loses at most the lines of its last write. An injected stream (tests, in-process use) is
+ * written line by line. Credentials never reach a log call; the redaction below is a second
+ * guard for fields that could carry one if a future line passed a whole object.
  */
-export function serveLogger(io: CliIo, level: LogLevel = 'info'): { logger: Pino; close(): void } {
-  const writer = new LineWriter((text) => io.stderr.write(text));
-  // pino calls a destination's flush from logger.flush() (its type declares only write).
-  const destination: DestinationStream & { flush(done?: () => void): void } = {
-    write: (line: string) => writer.line(line),
-    flush: (done?: () => void) => {
-      writer.flush();
-      done?.();
-    },
-  };
-  const logger = pino(
+export function serveLogger(io: CliIo, level: LogLevel = 'info'): Pino {
+  return pino(
     {
       level,
       base: { pid: process.pid },
       // Top-level paths only: every line is a flat object, and wildcard paths double the cost of a line.
       redact: { paths: ['password', 'pass', 'token', 'authorization', 'headers', 'input'], censor: '[redacted]' },
     },
-    destination,
+    io.stderrFd === undefined ? { write: (line: string) => void io.stderr.write(line) } : pino.destination({ dest: io.stderrFd, sync: false }),
   );
-  return { logger, close: () => writer.close() };
 }
 
 /**
@@ -106,7 +99,7 @@ const sourceOf = (contextName: string | undefined, creds: string | undefined) =>
 
 export async function serveCommand(options: ServeOptions, io: CliIo): Promise<number> {
   const { config, natsLogin } = await connectedConfig(options, await readDeploymentConfig(options.config));
-  const { logger, close: closeLog } = serveLogger(io, options.logLevel);
+  const logger = serveLogger(io, options.logLevel);
   const notices = logger.child({ event: 'deployment' });
   const log = (line: string, level: 'info' | 'warn' | 'error' = 'warn') => notices[level](line);
   // What loading the program took before anything of the deployment ran (seconds on a loaded machine).
@@ -161,7 +154,7 @@ export async function serveCommand(options: ServeOptions, io: CliIo): Promise<nu
   if (code !== 0) void graceful.catch(() => undefined);
   if (code === 0) logger.info({ event: 'serve-stopped' }, 'stopped');
   else logger.warn({ event: 'serve-stopped', forced: true }, 'second signal: connections dropped, stopped');
-  closeLog();
+  logger.flush();
   return code;
 }
 
