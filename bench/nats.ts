@@ -16,6 +16,10 @@
  * event log, no leases, fences or decision record. Baseline and convoke phases alternate for
  * `--rounds N` rounds (default 5); the reported ratio is the median of the rounds' ratios.
  *
+ * `convoke serve` logs at its default level (info: admissions, decisions, settlements) into a
+ * file, as a service manager would take its standard error: a pipe read by this busy process
+ * would fill and make the server wait on it, which measures this process, not the server.
+ *
  * Before the first round each contender runs its closed loop unmeasured for `--warmup S` seconds
  * (default 10). Measured from a cold start, both ramp up over several seconds on this 2-core
  * machine (optimizing compilation competes with the load for the cores; caches and buffers
@@ -339,6 +343,8 @@ async function startDeployment(resultBatchMs: number | undefined): Promise<NatsD
     commandClients: ['bench'],
     waitMsMax: 30_000,
     monitoring: true,
+    // Its log (info: a line per admission, decision and settlement) goes to a file, as a service manager sends it.
+    serveLogToFile: true,
     ...(resultBatchMs === undefined ? {} : { resultBatchMs }),
   });
   try {

@@ -9,7 +9,7 @@
  * Readiness is bounded; disposal always ends the child (SIGTERM, then SIGKILL).
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { existsSync } from 'node:fs';
+import { closeSync, existsSync, openSync, readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -44,25 +44,29 @@ function entryArgs(): string[] {
 
 export async function startServe(
   configPath: string,
-  options: { readyTimeoutMs?: number; env?: NodeJS.ProcessEnv; args?: string[] } = {},
+  options: {
+    readyTimeoutMs?: number;
+    env?: NodeJS.ProcessEnv;
+    args?: string[];
+    /** Standard error (the server's log) goes to this file, as a service manager would send it, instead of a pipe this process reads. */
+    stderrFile?: string;
+  } = {},
 ): Promise<ServeProcess> {
+  const stderrFd = options.stderrFile === undefined ? undefined : openSync(options.stderrFile, 'a');
   const child = spawn(process.execPath, [...entryArgs(), 'serve', '--config', configPath, ...(options.args ?? [])], {
     cwd: repoRoot(),
     env: { ...process.env, ...options.env },
-    stdio: ['ignore', 'pipe', 'pipe'],
+    stdio: ['ignore', 'pipe', stderrFd ?? 'pipe'],
   });
+  if (stderrFd !== undefined) closeSync(stderrFd);
   let out = '';
-  let err = '';
+  let piped = '';
+  const stderrFile = options.stderrFile;
+  const err = stderrFile === undefined ? () => piped : () => readFileSync(stderrFile, 'utf8');
   child.stdout!.setEncoding('utf8').on('data', (s: string) => (out += s));
-  child.stderr!.setEncoding('utf8').on('data', (s: string) => (err += s));
+  child.stderr?.setEncoding('utf8').on('data', (s: string) => (piped += s));
   const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
-  const url = await readUrl(
-    child,
-    () => out,
-    () => err,
-    exited,
-    options.readyTimeoutMs ?? 20_000,
-  );
+  const url = await readUrl(child, () => out, err, exited, options.readyTimeoutMs ?? 20_000);
   const stop = async (killAfterMs = 10_000) => {
     if (child.exitCode !== null || child.signalCode !== null) return child.exitCode;
     child.kill('SIGTERM');
@@ -71,7 +75,7 @@ export async function startServe(
     clearTimeout(timer);
     return code;
   };
-  return { url, child, stdout: () => out, stderr: () => err, stop, exited };
+  return { url, child, stdout: () => out, stderr: err, stop, exited };
 }
 
 async function readUrl(child: ChildProcess, out: () => string, err: () => string, exited: Promise<number | null>, timeoutMs: number): Promise<string> {

@@ -66,6 +66,8 @@ export interface NatsFixtureOptions {
   operators?: string[];
   /** Start nats-server with its monitoring endpoints (server.monitorUrl); benches read /varz. */
   monitoring?: boolean;
+  /** `serve` writes its log (standard error) to serve.log in the fixture's directory, not to a pipe this process reads (benches). */
+  serveLogToFile?: boolean;
   /** The serve config's `workflows` section (absent: the defaults). */
   workflows?: JsonObject;
   /**
@@ -303,7 +305,11 @@ export class NatsDeploymentFixture {
    */
   async startServe(): Promise<ServeProcess> {
     await writeFile(this.serveConfigPath, JSON.stringify(this.serveConfig(), null, 2));
-    this.serve = await startServe(this.serveConfigPath, { env: this.env(), readyTimeoutMs: serveReadyTimeoutMs });
+    this.serve = await startServe(this.serveConfigPath, {
+      env: this.env(),
+      readyTimeoutMs: serveReadyTimeoutMs,
+      ...(this.options.serveLogToFile ? { stderrFile: join(this.dir, 'serve.log') } : {}),
+    });
     return this.serve;
   }
 
