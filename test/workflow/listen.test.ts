@@ -10,7 +10,8 @@ import type { CloudEvent } from '../../src/contract/cloudevents.js';
 import { AdapterError } from '../../src/contract/errors.js';
 import type { JsonValue } from '../../src/contract/json.js';
 import type { ExpressionEvaluator } from '../../src/workflow/exec/jq.js';
-import { assertReplayEqual, harness, yaml, type Harness } from './support.js';
+import type { WorkflowRecord } from '../../src/workflow/exec/record.js';
+import { assertReplayEqual, harness, yaml, type Harness, type HarnessOptions } from './support.js';
 
 let sequence = 0;
 const event = (type: string, data: JsonValue, extra: Record<string, JsonValue> = {}): CloudEvent => ({
@@ -31,18 +32,53 @@ async function waiting(h: Harness, document: string, input: JsonValue, key: stri
   return instanceId;
 }
 
-test('listen one with correlation: only the matching, correlated event is taken, once; others are answered unmatched and not stored', async () => {
-  const h = harness();
-  try {
-    const document = `${head('one')}do:
+/** A document whose one task, `wait`, listens `to` (YAML lines indented under `to:`) with the `extra` lines of the listen task after it. */
+const listenDocument = (name: string, to: string, extra = '') => `${head(name)}do:
   - wait:
       listen:
-        to:
-          one:
+${extra}        to:
+${to}`;
+
+/** Runs `fn` on a new harness (its options, and a held evaluator released whatever happened), closed after. */
+async function withHarness(fn: (h: Harness) => Promise<void>, options: HarnessOptions = {}, gate?: { release(): void }): Promise<void> {
+  const h = harness(options);
+  try {
+    await fn(h);
+  } finally {
+    gate?.release(); // Whatever failed, a held evaluation ends and the executor can close.
+    await h.close();
+  }
+}
+
+/** Waits for the instance to end, asserts it completed (with `output` when given) and that replay rebuilds it. */
+async function completed(h: Harness, id: string, output?: JsonValue): Promise<WorkflowRecord> {
+  const record = await h.executor.wait(id, 5000);
+  assert.equal(record.status, 'completed', JSON.stringify(record.error));
+  if (output !== undefined) assert.deepEqual(record.output, output);
+  await assertReplayEqual(h, id);
+  return record;
+}
+
+/** Delivers `late` while the gate holds a verdict, releases the verdict once the delivery waits on the instance (or was answered), and answers the delivery. */
+async function deliveredAfterVerdict(h: Harness, id: string, gate: { release(): void }, late: CloudEvent): Promise<{ matched: string[] }> {
+  let settled = false;
+  const delivery = h.executor.deliver(late, null).finally(() => (settled = true));
+  const stream = h.executor.kernel.held().find((held) => held.id === id)!;
+  while (!settled && stream.waiters.size === 0) await new Promise((resolve) => setImmediate(resolve));
+  gate.release();
+  return delivery;
+}
+
+test('listen one with correlation: only the matching, correlated event is taken, once; others are answered unmatched and not stored', () =>
+  withHarness(async (h) => {
+    const document = listenDocument(
+      'one',
+      `          one:
             with: { type: com.example.order.paid, source: 'https://convoke\\.dev/.*' }
             correlate:
               order: { from: '\${ .data.orderId }', expect: '\${ .orderId }' }
-`;
+`,
+    );
     const id = await waiting(h, document, { orderId: 'o-1' }, 'listen-one');
     const recorded = (await h.executor.get(id))!.listens['/do/0/wait']!;
     assert.deepEqual(
@@ -61,30 +97,23 @@ test('listen one with correlation: only the matching, correlated event is taken,
     const paid = event('com.example.order.paid', { orderId: 'o-1', amount: 5 });
     assert.deepEqual(await h.executor.deliver(paid, 'alice'), { matched: [id] });
     assert.equal((await h.executor.get(id))!.listens['/do/0/wait']!.events.length, 1, 'appended before deliver resolved');
-    const record = await h.executor.wait(id, 5000);
-    assert.equal(record.status, 'completed', JSON.stringify(record.error));
-    assert.deepEqual(record.output, [{ orderId: 'o-1', amount: 5 }]);
+    await completed(h, id, [{ orderId: 'o-1', amount: 5 }]);
     assert.deepEqual(await h.executor.deliver(paid, null), { matched: [id] }, 'a redelivery (a publisher retrying) is answered as taken');
     assert.equal((await h.executor.get(id))!.listens['/do/0/wait']!.events.length, 1, 'and not taken twice');
     assert.deepEqual(await h.executor.deliver(event('com.example.order.paid', { orderId: 'o-1' }), null), { matched: [] }, 'the listen has ended');
     await assertReplayEqual(h, id);
-  } finally {
-    await h.close();
-  }
-});
+  }));
 
-test('listen all: each filter once, in any order; output in log order; read envelope', async () => {
-  const h = harness();
-  try {
-    const document = `${head('all')}do:
-  - wait:
-      listen:
-        read: envelope
-        to:
-          all:
+test('listen all: each filter once, in any order; output in log order; read envelope', () =>
+  withHarness(async (h) => {
+    const document = listenDocument(
+      'all',
+      `          all:
             - with: { type: com.example.temperature, data: '\${ .value > 38 }' }
             - with: { type: com.example.bpm, data: '\${ .value > 100 }' }
-`;
+`,
+      '        read: envelope\n',
+    );
     const id = await waiting(h, document, {}, 'listen-all');
     const bpm = event('com.example.bpm', { value: 120 });
     assert.deepEqual(await h.executor.deliver(event('com.example.temperature', { value: 37 }), null), { matched: [] }, 'the predicate is false');
@@ -92,95 +121,60 @@ test('listen all: each filter once, in any order; output in log order; read enve
     assert.deepEqual(await h.executor.deliver(event('com.example.bpm', { value: 130 }), null), { matched: [] }, 'that filter is satisfied already');
     const temperature = event('com.example.temperature', { value: 39 });
     assert.deepEqual(await h.executor.deliver(temperature, null), { matched: [id] });
-    const record = await h.executor.wait(id, 5000);
-    assert.equal(record.status, 'completed', JSON.stringify(record.error));
-    assert.deepEqual(record.output, [bpm, temperature]);
-    await assertReplayEqual(h, id);
-  } finally {
-    await h.close();
-  }
-});
+    await completed(h, id, [bpm, temperature]);
+  }));
 
-test('listen any until: events matching until end the wait and are left out; an until expression is evaluated after each event', async () => {
-  const h = harness();
-  try {
-    const consumed = `${head('until-consumed')}do:
-  - wait:
-      listen:
-        to:
-          any:
+test('listen any until: events matching until end the wait and are left out; an until expression is evaluated after each event', () =>
+  withHarness(async (h) => {
+    const consumed = listenDocument(
+      'until-consumed',
+      `          any:
             - with: { type: com.example.reading }
           until:
             one: { with: { type: com.example.done } }
-`;
+`,
+    );
     const a = await waiting(h, consumed, {}, 'until-consumed');
     for (const n of [1, 2]) assert.deepEqual(await h.executor.deliver(event('com.example.reading', { n }), null), { matched: [a] });
     assert.deepEqual(await h.executor.deliver(event('com.example.done', {}), null), { matched: [a] });
-    const first = await h.executor.wait(a, 5000);
-    assert.deepEqual(first.output, [{ n: 1 }, { n: 2 }]);
-    await assertReplayEqual(h, a);
+    await completed(h, a, [{ n: 1 }, { n: 2 }]);
 
-    const condition = `${head('until-condition')}do:
-  - wait:
-      listen:
-        to:
-          any: []
-          until: ( . | length ) > 2
-`;
+    const condition = listenDocument('until-condition', `          any: []\n          until: ( . | length ) > 2\n`);
     const b = await waiting(h, condition, {}, 'until-condition');
     for (const n of [1, 2, 3]) assert.deepEqual(await h.executor.deliver(event('com.example.anything', { n }), null), { matched: [b] });
-    const second = await h.executor.wait(b, 5000);
-    assert.equal(second.status, 'completed', JSON.stringify(second.error));
-    assert.deepEqual(second.output, [{ n: 1 }, { n: 2 }, { n: 3 }]);
+    const second = await completed(h, b, [{ n: 1 }, { n: 2 }, { n: 3 }]);
     assert.deepEqual(second.steps['/do/0/wait>until[1]'], { ok: false });
     assert.deepEqual(second.steps['/do/0/wait>until[2]'], { ok: true });
-    await assertReplayEqual(h, b);
-  } finally {
-    await h.close();
-  }
-});
+  }));
 
-test('listen with a task timeout: no event in time faults the task with a timeout; a later event is not taken', async () => {
-  const h = harness();
-  try {
-    const document = `${head('timeout')}do:
-  - wait:
-      listen:
-        to:
-          one: { with: { type: com.example.late } }
-      timeout: { after: { milliseconds: 300 } }
-`;
+test('listen with a task timeout: no event in time faults the task with a timeout; a later event is not taken', () =>
+  withHarness(async (h) => {
+    const document = `${listenDocument('timeout', '          one: { with: { type: com.example.late } }\n')}      timeout: { after: { milliseconds: 300 } }\n`;
     const id = await waiting(h, document, {}, 'listen-timeout');
     const record = await h.executor.wait(id, 5000);
     assert.equal(record.status, 'faulted');
     assert.equal(record.error?.status, 408);
     assert.deepEqual(await h.executor.deliver(event('com.example.late', {}), null), { matched: [] });
     await assertReplayEqual(h, id);
-  } finally {
-    await h.close();
-  }
-});
+  }));
 
-test('listen until races: an event matching both to and until ends the listen; concurrent deliveries are decided by the order the log records', async () => {
-  const h = harness();
-  try {
-    const document = (name: string) => `${head(name)}do:
-  - wait:
-      listen:
-        to:
-          any:
+test('listen until races: an event matching both to and until ends the listen; concurrent deliveries are decided by the order the log records', () =>
+  withHarness(async (h) => {
+    const document = (name: string) =>
+      listenDocument(
+        name,
+        `          any:
             - with: { type: com.example.reading }
           until:
             one: { with: { type: com.example.reading, subject: last } }
-`;
+`,
+      );
     // One event satisfying both: taken once, for until (its filters are tried first), and left out of the output.
     const both = await waiting(h, document('until-both'), {}, 'until-both');
     assert.deepEqual(await h.executor.deliver(event('com.example.reading', { n: 1 }), null), { matched: [both] });
     const last = event('com.example.reading', { n: 2 }, { subject: 'last' });
     assert.deepEqual(await h.executor.deliver(last, null), { matched: [both] });
-    const ended = await h.executor.wait(both, 5000);
-    assert.equal(ended.status, 'completed', JSON.stringify(ended.error));
-    assert.deepEqual(ended.output, [{ n: 1 }]);
+    const ended = await completed(h, both, [{ n: 1 }]);
     assert.deepEqual(
       ended.listens['/do/0/wait']!.events.map((taken) => [taken.group, (taken.event as { id: string }).id]),
       [
@@ -188,7 +182,6 @@ test('listen until races: an event matching both to and until ends the listen; c
         ['until', last.id],
       ],
     );
-    await assertReplayEqual(h, both);
 
     // The last `to` event and the `until` event at once: whichever the log records first decides.
     for (let round = 0; round < 6; round++) {
@@ -200,45 +193,28 @@ test('listen until races: an event matching both to and until ends the listen; c
           ? [h.executor.deliver(reading, null), h.executor.deliver(done, null)]
           : [h.executor.deliver(done, null), h.executor.deliver(reading, null)],
       );
-      const record = await h.executor.wait(id, 5000);
-      assert.equal(record.status, 'completed', JSON.stringify(record.error));
+      const record = await completed(h, id);
       const order = record.listens['/do/0/wait']!.events.map((taken) => (taken.event as { id: string }).id);
       assert.equal(order.at(-1), done.id, 'nothing is taken after the until event');
       assert.deepEqual(record.output, order.includes(reading.id) ? [{ round }] : [], `log order ${order.join(', ')}`);
-      await assertReplayEqual(h, id);
     }
-  } finally {
-    await h.close();
-  }
-});
+  }));
 
-test('listen until expression race: events delivered together end the listen at the first, in log order, whose until held', async () => {
-  const h = harness();
-  try {
-    const document = `${head('until-expression-race')}do:
-  - wait:
-      listen:
-        to:
-          any: []
-          until: ( . | length ) >= 1
-`;
+test('listen until expression race: events delivered together end the listen at the first, in log order, whose until held', () =>
+  withHarness(async (h) => {
+    const document = listenDocument('until-expression-race', `          any: []\n          until: ( . | length ) >= 1\n`);
     for (let round = 0; round < 4; round++) {
       const id = await waiting(h, document, {}, `until-expression-race-${round}`);
       const first = event('com.example.anything', { n: 1 });
       const second = event('com.example.anything', { n: 2 });
       await Promise.all([h.executor.deliver(first, null), h.executor.deliver(second, null)]);
-      const record = await h.executor.wait(id, 5000);
-      assert.equal(record.status, 'completed', JSON.stringify(record.error));
+      const record = await completed(h, id);
       const taken = record.listens['/do/0/wait']!.events;
       assert.deepEqual(record.output, [(taken[0]!.event as { data: JsonValue }).data], 'the output is the events up to the first whose until held');
       assert.deepEqual(record.steps['/do/0/wait>until[0]'], { ok: true });
       assert.equal(record.steps['/do/0/wait>until[1]'], undefined, 'until is not evaluated past the event that ended the listen');
-      await assertReplayEqual(h, id);
     }
-  } finally {
-    await h.close();
-  }
-});
+  }));
 
 /** A jq evaluator whose answers to the programs `holds` picks are held until `release()`: `reached` resolves once one is held. */
 function holding(holds: (query: string) => boolean) {
@@ -260,99 +236,69 @@ function holding(holds: (query: string) => boolean) {
   return { wrap, reached, release };
 }
 
-const untilHeldDocument = `${head('until-expression-held')}do:
-  - wait:
-      listen:
-        to:
-          any: []
-          until: ( . | length ) >= 1
-`;
+const untilHeldDocument = listenDocument('until-expression-held', `          any: []\n          until: ( . | length ) >= 1\n`);
 
 test('listen until expression held: an event delivered while the verdict is being evaluated waits for it; past the bound it is answered unavailable and not taken', async () => {
   const gate = holding((query) => query.includes('length'));
-  const h = harness({ evaluator: gate.wrap, listenUntilWaitMs: 200 });
-  try {
-    const id = await waiting(h, untilHeldDocument, {}, 'until-held-bound');
-    const first = event('com.example.anything', { n: 1 });
-    assert.deepEqual(await h.executor.deliver(first, null), { matched: [id] });
-    await gate.reached; // The interpreter is evaluating until[0] on the first event; its verdict (true) is held.
-    const second = event('com.example.anything', { n: 2 });
-    const answer = await h.executor.deliver(second, null).then(
-      (delivery) => ({ delivery }),
-      (error: unknown) => ({ error }),
-    );
-    assert.ok('error' in answer, `the event was answered ${JSON.stringify(answer)} while the verdict before it was unknown`);
-    assert.ok(answer.error instanceof AdapterError && answer.error.kind === 'unavailable', String(answer.error));
-    assert.equal((await h.executor.get(id))!.listens['/do/0/wait']!.events.length, 1, 'nothing was taken while the verdict was unknown');
+  await withHarness(
+    async (h) => {
+      const id = await waiting(h, untilHeldDocument, {}, 'until-held-bound');
+      const first = event('com.example.anything', { n: 1 });
+      assert.deepEqual(await h.executor.deliver(first, null), { matched: [id] });
+      await gate.reached; // The interpreter is evaluating until[0] on the first event; its verdict (true) is held.
+      const second = event('com.example.anything', { n: 2 });
+      const answer = await h.executor.deliver(second, null).then(
+        (delivery) => ({ delivery }),
+        (error: unknown) => ({ error }),
+      );
+      assert.ok('error' in answer, `the event was answered ${JSON.stringify(answer)} while the verdict before it was unknown`);
+      assert.ok(answer.error instanceof AdapterError && answer.error.kind === 'unavailable', String(answer.error));
+      assert.equal((await h.executor.get(id))!.listens['/do/0/wait']!.events.length, 1, 'nothing was taken while the verdict was unknown');
 
-    gate.release();
-    const record = await h.executor.wait(id, 5000);
-    assert.equal(record.status, 'completed', JSON.stringify(record.error));
-    assert.deepEqual(record.output, [{ n: 1 }]);
-    assert.deepEqual(record.steps['/do/0/wait>until[0]'], { ok: true });
-    assert.deepEqual(await h.executor.deliver(second, null), { matched: [] }, 'sent again, it finds the listen ended, as for a satisfied one');
-    assert.equal(record.listens['/do/0/wait']!.events.length, 1);
-    await assertReplayEqual(h, id);
-  } finally {
-    gate.release(); // Whatever failed, the held evaluation ends and the executor can close.
-    await h.close();
-  }
+      gate.release();
+      const record = await completed(h, id, [{ n: 1 }]);
+      assert.deepEqual(record.steps['/do/0/wait>until[0]'], { ok: true });
+      assert.deepEqual(await h.executor.deliver(second, null), { matched: [] }, 'sent again, it finds the listen ended, as for a satisfied one');
+      assert.equal(record.listens['/do/0/wait']!.events.length, 1);
+      await assertReplayEqual(h, id);
+    },
+    { evaluator: gate.wrap, listenUntilWaitMs: 200 },
+    gate,
+  );
 });
 
 test('listen until expression held: an event waiting for the verdict that ends the listen is not taken and answered no-match', async () => {
   const gate = holding((query) => query.includes('length'));
-  const h = harness({ evaluator: gate.wrap });
-  try {
-    const id = await waiting(h, untilHeldDocument, {}, 'until-held-ends');
-    assert.deepEqual(await h.executor.deliver(event('com.example.anything', { n: 1 }), null), { matched: [id] });
-    await gate.reached;
-    let settled = false;
-    const late = h.executor.deliver(event('com.example.anything', { n: 2 }), null).finally(() => (settled = true));
-    // Release the verdict once the late delivery waits on the instance (a waiter on its stream), or has been answered.
-    const stream = h.executor.kernel.held().find((held) => held.id === id)!;
-    while (!settled && stream.waiters.size === 0) await new Promise((resolve) => setImmediate(resolve));
-    gate.release();
-    assert.deepEqual(await late, { matched: [] }, 'the verdict before it ended the listen: taken nothing');
-    const record = await h.executor.wait(id, 5000);
-    assert.equal(record.status, 'completed', JSON.stringify(record.error));
-    assert.deepEqual(record.output, [{ n: 1 }]);
-    assert.equal(record.listens['/do/0/wait']!.events.length, 1, 'the log holds no event after the one that ended the listen');
-    assert.equal(record.steps['/do/0/wait>until[1]'], undefined);
-    await assertReplayEqual(h, id);
-  } finally {
-    gate.release(); // Whatever failed, the held evaluation ends and the executor can close.
-    await h.close();
-  }
+  await withHarness(
+    async (h) => {
+      const id = await waiting(h, untilHeldDocument, {}, 'until-held-ends');
+      assert.deepEqual(await h.executor.deliver(event('com.example.anything', { n: 1 }), null), { matched: [id] });
+      await gate.reached;
+      const late = await deliveredAfterVerdict(h, id, gate, event('com.example.anything', { n: 2 }));
+      assert.deepEqual(late, { matched: [] }, 'the verdict before it ended the listen: taken nothing');
+      const record = await completed(h, id, [{ n: 1 }]);
+      assert.equal(record.listens['/do/0/wait']!.events.length, 1, 'the log holds no event after the one that ended the listen');
+      assert.equal(record.steps['/do/0/wait>until[1]'], undefined);
+    },
+    { evaluator: gate.wrap },
+    gate,
+  );
 });
 
 test('listen until expression false: an event waiting for a verdict that does not end the listen is taken after it', async () => {
   const gate = holding((query) => query.includes('length'));
-  const h = harness({ evaluator: gate.wrap });
-  try {
-    const document = `${head('until-expression-later')}do:
-  - wait:
-      listen:
-        to:
-          any: []
-          until: ( . | length ) >= 2
-`;
-    const id = await waiting(h, document, {}, 'until-held-later');
-    assert.deepEqual(await h.executor.deliver(event('com.example.anything', { n: 1 }), null), { matched: [id] });
-    await gate.reached;
-    let settled = false;
-    const later = h.executor.deliver(event('com.example.anything', { n: 2 }), null).finally(() => (settled = true));
-    const stream = h.executor.kernel.held().find((held) => held.id === id)!;
-    while (!settled && stream.waiters.size === 0) await new Promise((resolve) => setImmediate(resolve));
-    gate.release();
-    assert.deepEqual(await later, { matched: [id] });
-    const record = await h.executor.wait(id, 5000);
-    assert.equal(record.status, 'completed', JSON.stringify(record.error));
-    assert.deepEqual(record.output, [{ n: 1 }, { n: 2 }]);
-    assert.deepEqual(record.steps['/do/0/wait>until[0]'], { ok: false });
-    assert.deepEqual(record.steps['/do/0/wait>until[1]'], { ok: true });
-    await assertReplayEqual(h, id);
-  } finally {
-    gate.release(); // Whatever failed, the held evaluation ends and the executor can close.
-    await h.close();
-  }
+  await withHarness(
+    async (h) => {
+      const document = listenDocument('until-expression-later', `          any: []\n          until: ( . | length ) >= 2\n`);
+      const id = await waiting(h, document, {}, 'until-held-later');
+      assert.deepEqual(await h.executor.deliver(event('com.example.anything', { n: 1 }), null), { matched: [id] });
+      await gate.reached;
+      assert.deepEqual(await deliveredAfterVerdict(h, id, gate, event('com.example.anything', { n: 2 })), { matched: [id] });
+      const record = await completed(h, id, [{ n: 1 }, { n: 2 }]);
+      assert.deepEqual(record.steps['/do/0/wait>until[0]'], { ok: false });
+      assert.deepEqual(record.steps['/do/0/wait>until[1]'], { ok: true });
+    },
+    { evaluator: gate.wrap },
+    gate,
+  );
 });
