@@ -268,7 +268,8 @@ function checkCall(walk: Walk, name: string, task: JsonObject, where: string): v
 function checkOpenApiCall(walk: Walk, name: string, args: JsonValue | undefined, where: string): void {
   if (!isObject(args) || !isObject(args.document) || args.document.endpoint === undefined)
     throw invalidInput(`${at(where, 'with', 'document')}: task "${name}" is call openapi: with.document.endpoint names the OpenAPI document`);
-  if (typeof args.operationId !== 'string') throw invalidInput(`${at(where, 'with', 'operationId')}: task "${name}" is call openapi: with.operationId is required`);
+  if (typeof args.operationId !== 'string')
+    throw invalidInput(`${at(where, 'with', 'operationId')}: task "${name}" is call openapi: with.operationId is required`);
   for (const place of authenticationPlaces('openapi')) {
     const policy = valueAt(args, place);
     if (policy !== undefined) checkCallAuthentication(walk.document, policy, at(where, 'with', ...place));

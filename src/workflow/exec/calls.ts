@@ -361,7 +361,13 @@ async function callOpenApi(interpreter: Interpreter, run: TaskRun, args: JsonObj
   if (args.output !== undefined) call.output = args.output;
   if (args.redirect !== undefined) call.redirect = args.redirect;
   const send = (full: JsonObject) => sendHttpAs(interpreter, run, full, undefined);
-  return interpreter.step(`${run.at}>http`, run.frame, 'call', () => sendHttp(interpreter, run, call, movedSecrets(secret, ['authentication'], ['endpoint', 'authentication']), send), httpRerunnable(call));
+  return interpreter.step(
+    `${run.at}>http`,
+    run.frame,
+    'call',
+    () => sendHttp(interpreter, run, call, movedSecrets(secret, ['authentication'], ['endpoint', 'authentication']), send),
+    httpRerunnable(call),
+  );
 }
 
 /** Fetches (or finds kept) the document `args` GETs, and answers what the call uses of it. */

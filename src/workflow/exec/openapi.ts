@@ -300,15 +300,14 @@ export interface OperationRequest {
   body: string | undefined;
 }
 
-const scalarText = (value: JsonValue): string => (typeof value === 'string' ? value : value === null ? '' : typeof value === 'object' ? JSON.stringify(value) : String(value));
+const scalarText = (value: JsonValue): string =>
+  typeof value === 'string' ? value : value === null ? '' : typeof value === 'object' ? JSON.stringify(value) : String(value);
 
 /** A value's pieces, each encoded: an array's items, an object's keys and values (or `key=value` exploded), a scalar. */
 function pieces(value: JsonValue, explode: boolean, encode: (text: string) => string): string[] {
   if (Array.isArray(value)) return value.map((item) => encode(scalarText(item)));
   if (isObject(value))
-    return Object.entries(value).flatMap(([key, item]) =>
-      explode ? [`${encode(key)}=${encode(scalarText(item))}`] : [encode(key), encode(scalarText(item))],
-    );
+    return Object.entries(value).flatMap(([key, item]) => (explode ? [`${encode(key)}=${encode(scalarText(item))}`] : [encode(key), encode(scalarText(item))]));
   return [encode(scalarText(value))];
 }
 
@@ -436,7 +435,13 @@ function bodyValue(operation: ResolvedOperation, parameters: JsonObject, used: S
   }
   if (!given(value)) {
     if (body.required)
-      throw raise('validation', 400, 'Missing OpenAPI body', ref, `operation ${operation.operationId} needs a body (${body.name ?? 'body'}), which parameters does not give`);
+      throw raise(
+        'validation',
+        400,
+        'Missing OpenAPI body',
+        ref,
+        `operation ${operation.operationId} needs a body (${body.name ?? 'body'}), which parameters does not give`,
+      );
     return undefined;
   }
   return value;
