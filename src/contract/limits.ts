@@ -199,6 +199,12 @@ export const limits = {
   tokenFileBytesMax: 16 * 1024,
   /** Workflow documents in YAML: aliases one document may expand (the `yaml` package's own default, named here). */
   yamlAliasesMax: 100,
+  /**
+   * `call: openapi`: the bytes of an OpenAPI document a workflow fetches (a larger one is refused
+   * unread), and the parsed documents one executor keeps per URI between instances.
+   */
+  openApiDocumentBytesMax: 4 * 1024 * 1024,
+  openApiDocumentsCachedMax: 32,
   /** Recovery: operations read from the store at once when a coordinator starts (their round trips overlap). */
   recoveryReadsMax: 16,
   /** SQLite store: transitions read per follow (tail) query. */

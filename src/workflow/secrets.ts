@@ -5,7 +5,9 @@
  *
  * - `$secrets.<name>` inside a `${ }` that is the whole value of an HTTP call's header
  *   (`with.headers.<header>`) or of its authentication's credential
- *   (`with.endpoint.authentication.basic.username|password`, `…bearer.token`);
+ *   (`with.endpoint.authentication.basic.username|password`, `…bearer.token`), or of an OpenAPI
+ *   call's credential (`with.authentication.…` for the operation,
+ *   `with.document.endpoint.authentication.…` for fetching its document);
  * - a secret-based authentication policy: `basic: {use: <name>}` (the secret holds `{username,
  *   password}`), `bearer: {use: <name>}` (it holds `{token}`);
  * - the same credentials in a named policy (`use.authentications.<name>.basic.password`), read
@@ -38,11 +40,38 @@ export function secretNames(expression: string): string[] {
 
 export const mentionsSecrets = (value: string): boolean => mention.test(value);
 
-/** Where, under an HTTP call's `with`, a secret may be read: `headers.<h>`, `endpoint.authentication.basic.username|password`, `endpoint.authentication.bearer.token`. */
-export function isSecretPlace(path: readonly (string | number)[]): boolean {
-  if (path.length === 2 && path[0] === 'headers' && typeof path[1] === 'string') return true;
-  if (path.length !== 4 || path[0] !== 'endpoint' || path[1] !== 'authentication') return false;
-  return (path[2] === 'basic' && (path[3] === 'username' || path[3] === 'password')) || (path[2] === 'bearer' && path[3] === 'token');
+/**
+ * Where a call's authentication policies sit under its `with`: an HTTP call's endpoint; an OpenAPI
+ * call's operation (`authentication`) and the endpoint of its document.
+ */
+export function authenticationPlaces(call: JsonValue | undefined): readonly (readonly string[])[] {
+  if (call === 'http') return [['endpoint', 'authentication']];
+  if (call === 'openapi') return [['authentication'], ['document', 'endpoint', 'authentication']];
+  return [];
+}
+
+/** The value at `path` under a call's `with` (one of its authentication places), if any. */
+export function valueAt(value: JsonValue | undefined, path: readonly string[]): JsonValue | undefined {
+  let current = value;
+  for (const key of path) current = isObject(current) && Object.hasOwn(current, key) ? current[key] : undefined;
+  return current;
+}
+
+/** Calls whose `with` may read secrets (where isSecretPlace says). */
+const readsSecrets = (call: JsonValue | undefined): boolean => call === 'http' || call === 'openapi';
+
+/**
+ * Where, under a call's `with`, a secret may be read: an HTTP call's `headers.<h>`; a basic
+ * credential (`…basic.username|password`) or a bearer token (`…bearer.token`) of one of its
+ * authentication places.
+ */
+export function isSecretPlace(path: readonly (string | number)[], call: JsonValue | undefined = 'http'): boolean {
+  if (call === 'http' && path.length === 2 && path[0] === 'headers' && typeof path[1] === 'string') return true;
+  return authenticationPlaces(call).some((place) => {
+    if (path.length !== place.length + 2 || !place.every((key, index) => path[index] === key)) return false;
+    const [scheme, field] = path.slice(place.length);
+    return (scheme === 'basic' && (field === 'username' || field === 'password')) || (scheme === 'bearer' && field === 'token');
+  });
 }
 
 /**
@@ -53,8 +82,9 @@ export function isSecretPlace(path: readonly (string | number)[]): boolean {
 export function checkSecretUses(document: JsonObject, base = '', skip: (path: readonly (string | number)[]) => boolean = () => false): void {
   const use = isObject(document.use) ? document.use : {};
   const declared = new Set(Array.isArray(use.secrets) ? use.secrets.filter((s): s is string => typeof s === 'string') : []);
-  // `within`: the path length where the enclosing HTTP call's `with` starts (a place is judged relative to it).
-  const stack: { value: JsonValue; path: (string | number)[]; within: number | undefined }[] = [{ value: document, path: [], within: undefined }];
+  // `within`: where the enclosing HTTP or OpenAPI call's `with` starts (its path length) and which call it is (a place is judged relative to it).
+  type Within = { at: number; call: JsonValue } | undefined;
+  const stack: { value: JsonValue; path: (string | number)[]; within: Within }[] = [{ value: document, path: [], within: undefined }];
   for (let entry = stack.pop(); entry !== undefined; entry = stack.pop()) {
     const { value, path, within } = entry;
     if (skip(path)) continue;
@@ -63,21 +93,27 @@ export function checkSecretUses(document: JsonObject, base = '', skip: (path: re
     } else if (Array.isArray(value)) {
       value.forEach((item, index) => stack.push({ value: item, path: [...path, index], within }));
     } else if (isObject(value)) {
-      const http = value.call === 'http';
+      const call = readsSecrets(value.call) ? value.call : undefined;
       for (const [key, item] of Object.entries(value))
-        stack.push({ value: item, path: [...path, key], within: http ? (key === 'with' ? path.length + 1 : undefined) : within });
+        stack.push({ value: item, path: [...path, key], within: call !== undefined ? (key === 'with' ? { at: path.length + 1, call } : undefined) : within });
     }
   }
 }
 
-function checkUse(value: string, path: (string | number)[], within: number | undefined, declared: ReadonlySet<string>, base: string): void {
+function checkUse(
+  value: string,
+  path: (string | number)[],
+  within: { at: number; call: JsonValue } | undefined,
+  declared: ReadonlySet<string>,
+  base: string,
+): void {
   const where = base + jsonPointer(path);
   // A named policy's credential (`use.authentications.<name>.basic.password`) is read where a call that names it reads an inline one.
   const named = path.length === 5 && path[0] === 'use' && path[1] === 'authentications' ? ['endpoint', 'authentication', ...path.slice(3)] : undefined;
-  const place = named ?? (within === undefined ? undefined : path.slice(within));
-  if (place === undefined || !isSecretPlace(place) || !wholeExpression.test(value))
+  const place = named ?? (within === undefined ? undefined : path.slice(within.at));
+  if (place === undefined || !isSecretPlace(place, named ? 'http' : within?.call) || !wholeExpression.test(value))
     throw unsupported(
-      `${where}: $secrets is read only in a \${ } that is an HTTP call's header value or a basic or bearer credential (inline or in use.authentications): every other expression's result is recorded in the instance's log, and a secret must never be`,
+      `${where}: $secrets is read only in a \${ } that is an HTTP call's header value or a basic or bearer credential (inline or in use.authentications, of an HTTP call or an OpenAPI call or its document): every other expression's result is recorded in the instance's log, and a secret must never be`,
     );
   for (const name of secretNames(value)) if (!declared.has(name)) throw invalidInput(`${where}: the secret "${name}" is not declared in use.secrets`);
 }

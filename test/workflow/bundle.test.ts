@@ -191,8 +191,22 @@ test('workflows: unsupported task types and features are refused naming the task
     runsPipeline,
   );
   await assert.doesNotReject(checkBundleWorkflows(loadBundle(runsPipeline)), 'a run of the bundle’s own pipeline resolves');
-  for (const call of ['grpc', 'openapi', 'asyncapi', 'a2a', 'mcp'])
+  for (const call of ['grpc', 'asyncapi', 'a2a', 'mcp'])
     await assertRefused(withTask({ call, with: {} }), 'unsupported', `${w}/do/1/odd`, new RegExp(`task "odd" is call ${call}`));
+  // An OpenAPI call runs; without its document or operation it is refused as invalid, naming what is missing.
+  await assertRefused(withTask({ call: 'openapi', with: {} }), 'invalid-input', `${w}/do/1/odd/with/document`, /document\.endpoint names the OpenAPI document/);
+  await assertRefused(
+    withTask({ call: 'openapi', with: { document: { endpoint: 'https://x.example/openapi.json' } } }),
+    'invalid-input',
+    `${w}/do/1/odd/with/operationId`,
+    /operationId is required/,
+  );
+  await assertRefused(
+    withTask({ call: 'openapi', with: { document: { endpoint: 'https://x.example/openapi.json' }, operationId: 'op', authentication: { use: 'nowhere' } } }),
+    'invalid-input',
+    `${w}/do/1/odd/with/authentication/use`,
+    /names no entry of use\.authentications/,
+  );
   await assertRefused(withTask({ call: 'log:1.0.0@default' }), 'unsupported', `${w}/do/1/odd`, /external catalogs/);
   await assertRefused(
     (b) => (workflowOf(b).use = { catalogs: { default: { endpoint: 'https://x.example' } } }),

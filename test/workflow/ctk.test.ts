@@ -20,10 +20,7 @@ import { repoRoot } from '../support/assertions.js';
 import { startStub, type Stub } from './ctk/stub.js';
 import { harness, runToEnd, startOrder, yaml, type Harness } from './support.js';
 
-const knownFailures: Record<string, string> = {
-  'Call OpenAPI With Content Output': 'call: openapi is not supported (refused before the instance starts)',
-  'Call OpenAPI With Response Output': 'call: openapi is not supported (refused before the instance starts)',
-};
+const knownFailures: Record<string, string> = {};
 
 interface World {
   document?: JsonValue;

@@ -20,6 +20,7 @@ const examples = join(repoRoot(), 'test', 'workflow', 'examples');
 
 /** Checked by convoke and validated by the SDK. */
 const valid = [
+  'accumulate-room-readings.yaml',
   'authentication-bearer-uri-format.yaml',
   'authentication-bearer.yaml',
   'call-custom-function-inline.yaml',
@@ -28,6 +29,8 @@ const valid = [
   'call-http-query-headers-expressions.yaml',
   'call-http-query-parameters.yaml',
   'call-http-redirect.yaml',
+  'call-openapi-redirect.yaml',
+  'call-openapi.yaml',
   'conditional-task.yaml',
   'do-multiple.yaml',
   'do-single.yaml',
@@ -62,7 +65,6 @@ const refused: Record<string, { pointer: string; says: string }> = {
   'authentication-oidc-secret.yaml': { pointer: '/do/0/getPet/with/endpoint/authentication/oidc', says: 'oidc needs a token request' },
   'authentication-oidc.yaml': { pointer: '/do/0/getPet/with/endpoint/authentication/oidc', says: 'oidc needs a token request' },
   'authentication-reusable.yaml': { pointer: '/use/authentications/petStoreAuth/bearer/token', says: "a named policy's credential must come from $secrets" },
-  'accumulate-room-readings.yaml': { pointer: '/do/1/logReading/do/0/callOrderService', says: 'task "callOrderService" is call openapi' },
   'call-asyncapi-publish.yaml': { pointer: '/do/0/findPet', says: 'task "findPet" is call asyncapi' },
   'call-asyncapi-subscribe-consume-amount.yaml': { pointer: '/do/0/getNotifications', says: 'task "getNotifications" is call asyncapi' },
   'call-asyncapi-subscribe-consume-forever-foreach.yaml': { pointer: '/do/0/getNotifications', says: 'task "getNotifications" is call asyncapi' },
@@ -71,8 +73,6 @@ const refused: Record<string, { pointer: string; says: string }> = {
   'call-custom-function-cataloged.yaml': { pointer: '/do/0/log', says: 'external catalogs are not supported' },
   'call-grpc.yaml': { pointer: '/do/0/greet', says: 'task "greet" is call grpc' },
   'call-mcp.yaml': { pointer: '/do/0/publishMessageToSlack', says: 'task "publishMessageToSlack" is call mcp' },
-  'call-openapi-redirect.yaml': { pointer: '/do/0/findPet', says: 'task "findPet" is call openapi' },
-  'call-openapi.yaml': { pointer: '/do/0/findPet', says: 'task "findPet" is call openapi' },
   'mock-service-extension.yaml': { pointer: '/use/extensions', says: 'extensions' },
   'run-container-cleanup-always.yaml': { pointer: '/do/0/runContainer', says: 'task "runContainer" is run (container)' },
   'run-container-cleanup-eventually.yaml': { pointer: '/do/0/runContainer', says: 'task "runContainer" is run (container)' },

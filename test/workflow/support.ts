@@ -40,6 +40,8 @@ export interface HarnessOptions {
   listenUntilWaitMs?: number;
   /** The documents `run: workflow` may name beside an instance's own. */
   workflows?: WorkflowExecutorOptions['workflows'];
+  secrets?: WorkflowExecutorOptions['secrets'];
+  openApiDocumentKeepMs?: number;
 }
 
 export function harness(options: HarnessOptions = {}): Harness {
@@ -58,6 +60,8 @@ export function harness(options: HarnessOptions = {}): Harness {
     leaseMs: options.leaseMs,
     listenUntilWaitMs: options.listenUntilWaitMs,
     workflows: options.workflows,
+    secrets: options.secrets,
+    openApiDocumentKeepMs: options.openApiDocumentKeepMs,
   });
   return {
     executor,

@@ -15,7 +15,7 @@ import type { Interaction } from '../../contract/types.js';
 import { compileApplicationSchema, describeErrors } from '../../contract/validation.js';
 import { documentSchemas } from '../schemas.js';
 import { checkAuthenticationPolicy, checkCallAuthentication } from '../authentication.js';
-import { checkSecretUses } from '../secrets.js';
+import { authenticationPlaces, checkSecretUses, valueAt } from '../secrets.js';
 import { workflowDslVersion } from '../version.js';
 import { checkContractCallWith, contractFunctionDefinition, contractFunctionName } from './contract-function.js';
 import { checkDeterministicJq, checkDeterministicText, isRuntimeExpression } from './expressions.js';
@@ -30,7 +30,7 @@ export interface EnclosingContract {
 /** Task types the executor runs (the first wave); `run` is the one the DSL has beyond these. */
 export const supportedTaskTypes = ['call', 'do', 'fork', 'emit', 'for', 'listen', 'raise', 'set', 'switch', 'try', 'wait'] as const;
 const taskTypes = [...supportedTaskTypes, 'run'] as const;
-const refusedCalls = new Set(['grpc', 'openapi', 'asyncapi', 'a2a', 'mcp']);
+const refusedCalls = new Set(['grpc', 'asyncapi', 'a2a', 'mcp']);
 const flowKeywords = new Set(['continue', 'exit', 'end']);
 
 /** What the walk learned about a document. */
@@ -241,9 +241,10 @@ function checkCall(walk: Walk, name: string, task: JsonObject, where: string): v
       checkCallAuthentication(walk.document, endpoint.authentication, at(where, 'with', 'endpoint', 'authentication'));
     return;
   }
+  if (call === 'openapi') return checkOpenApiCall(walk, name, task.with, where);
   if (refusedCalls.has(call)) {
     throw unsupported(
-      `${where}: task "${name}" is call ${call}: convoke calls HTTP services and contracts only (grpc, openapi, asyncapi, a2a and mcp are not supported)`,
+      `${where}: task "${name}" is call ${call}: convoke calls HTTP services (directly or through their OpenAPI document) and contracts only (grpc, asyncapi, a2a and mcp are not supported)`,
     );
   }
   if (call === contractFunctionName) {
@@ -261,6 +262,18 @@ function checkCall(walk: Walk, name: string, task: JsonObject, where: string): v
   throw invalidInput(
     `${at(where, 'call')}: task "${name}" calls ${JSON.stringify(call)}, which is neither http, ${contractFunctionName} nor a function in use.functions`,
   );
+}
+
+/** An OpenAPI call: its document's endpoint and the operation's id, and the authentication policies it names resolve. */
+function checkOpenApiCall(walk: Walk, name: string, args: JsonValue | undefined, where: string): void {
+  if (!isObject(args) || !isObject(args.document) || args.document.endpoint === undefined)
+    throw invalidInput(`${at(where, 'with', 'document')}: task "${name}" is call openapi: with.document.endpoint names the OpenAPI document`);
+  if (typeof args.operationId !== 'string')
+    throw invalidInput(`${at(where, 'with', 'operationId')}: task "${name}" is call openapi: with.operationId is required`);
+  for (const place of authenticationPlaces('openapi')) {
+    const policy = valueAt(args, place);
+    if (policy !== undefined) checkCallAuthentication(walk.document, policy, at(where, 'with', ...place));
+  }
 }
 
 /** A contract call: its `with` shape, and, for the enclosing bundle's contract, the interaction and boundary. */

@@ -1,6 +1,8 @@
 /**
- * Calls: `call: http` (a real HTTP request through the injected fetch) and `call: invoke-contract`
- * (a contract invocation through the InvocationService, in-process when embedded).
+ * Calls: `call: http` (a real HTTP request through the injected fetch), `call: openapi` (the
+ * operation an OpenAPI document describes, made as an HTTP request by the same code: openapi.ts)
+ * and `call: invoke-contract` (a contract invocation through the InvocationService, in-process
+ * when embedded).
  *
  * A call's answer is recorded (call-answered) before the workflow uses it, so a replayed instance
  * never calls again. A call in flight when a worker dies is made again on recovery: an HTTP call
@@ -9,8 +11,10 @@
  * with the operation it already admitted.
  */
 import { AdapterError } from '../../contract/errors.js';
+import { sha256Hex } from '../../contract/canonical.js';
 import { operationId } from '../../contract/ids.js';
 import type { JsonObject, JsonValue } from '../../contract/json.js';
+import { limits } from '../../contract/limits.js';
 import type { ContractRef, WaitFor } from '../../contract/types.js';
 import type { InvocationResult } from '../../projections/views.js';
 import { stageInvocationKey } from '../ids.js';
@@ -19,37 +23,42 @@ import { WorkflowRaise, raise } from './dsl-errors.js';
 import type { WorkflowError } from './events.js';
 import type { Interpreting as Interpreter, TaskRun } from './run.js';
 import { Halted } from './journal.js';
-import { mentionsSecrets, redacted, secretNames } from '../secrets.js';
+import { authenticationPlaces, mentionsSecrets, redacted, secretNames, valueAt } from '../secrets.js';
 import { resolveAuthentication } from '../authentication.js';
+import { buildRequest, parseOpenApi, resolveOperation, type ResolvedOperation } from './openapi.js';
 
 export const contractFunction = 'invoke-contract';
 
 export async function runCall(interpreter: Interpreter, run: TaskRun): Promise<JsonValue> {
   const task = run.entry.task;
-  const spec = task.call === 'http' ? withNamedPolicy(interpreter.record.started.document, task.with ?? {}) : (task.with ?? {});
+  const spec = withNamedPolicies(interpreter.record.started.document, task.with ?? {}, authenticationPlaces(task.call));
   // Values that read secrets are recorded as [redacted], and evaluated only when the request is made.
-  const secret = task.call === 'http' ? secretValuesOf(spec) : [];
+  const secret = secretValuesOf(spec, task.call);
   const shown = secret.length === 0 ? spec : redactAt(spec, secret);
   const args = await interpreter.evaluateValue(`${run.at}>with`, shown, run.input, run.frame, { input: run.input }, run.entry.pointer);
   if (!isObject(args)) throw raise('validation', 400, 'Invalid call arguments', run.entry.pointer, 'with must be an object');
   if (task.call === 'http') return interpreter.step(`${run.at}>http`, run.frame, 'call', () => sendHttp(interpreter, run, args, secret), httpRerunnable(args));
+  if (task.call === 'openapi') return callOpenApi(interpreter, run, args, secret);
   if (task.call === contractFunction) return callContract(interpreter, run, args);
   throw raise('configuration', 400, 'Unsupported call', run.entry.pointer, `call ${JSON.stringify(task.call)} is not supported`);
 }
 
 // ── HTTP ─────────────────────────────────────────────────────────────────
 
-/** The call's `with` with a named authentication policy (`authentication: {use: name}`) in place of its reference. */
-function withNamedPolicy(document: JsonValue, spec: JsonValue): JsonValue {
-  const endpoint = isObject(spec) && isObject(spec.endpoint) ? spec.endpoint : undefined;
-  const reference = endpoint?.authentication;
-  const policy = resolveAuthentication(document, reference);
-  if (!endpoint || policy === reference) return spec;
-  if (policy === undefined) return spec; // refused when the document was checked
-  return { ...(spec as JsonObject), endpoint: { ...endpoint, authentication: structuredClone(policy) } };
+/** The call's `with` with each named authentication policy (`authentication: {use: name}`) in place of its reference. */
+function withNamedPolicies(document: JsonValue, spec: JsonValue, places: readonly (readonly string[])[]): JsonValue {
+  let resolved = spec;
+  for (const place of places) {
+    const reference = valueAt(resolved, place);
+    const policy = resolveAuthentication(document, reference);
+    if (reference === undefined || policy === reference || policy === undefined) continue; // undefined: refused when the document was checked
+    if (resolved === spec) resolved = structuredClone(spec);
+    setAt(resolved, place, structuredClone(policy));
+  }
+  return resolved;
 }
 
-/** A place under an HTTP call's `with` whose value reads a secret: an expression, or a secret-based authentication policy. */
+/** A place under a call's `with` whose value reads a secret: an expression, or a secret-based authentication policy. */
 interface SecretValue {
   path: string[];
   /** The `${ }` expression reading `$secrets` (absent for a policy's `use`). */
@@ -59,22 +68,31 @@ interface SecretValue {
 }
 
 /** Where the call's `with` reads secrets (the document check allowed only these places: src/workflow/secrets.ts). */
-function secretValuesOf(spec: JsonValue): SecretValue[] {
+function secretValuesOf(spec: JsonValue, call: JsonValue | undefined): SecretValue[] {
   if (!isObject(spec)) return [];
   const found: SecretValue[] = [];
-  if (isObject(spec.headers))
+  if (call === 'http' && isObject(spec.headers))
     for (const [name, value] of Object.entries(spec.headers))
       if (typeof value === 'string' && mentionsSecrets(value)) found.push({ path: ['headers', name], expression: value });
-  const auth = isObject(spec.endpoint) && isObject(spec.endpoint.authentication) ? spec.endpoint.authentication : undefined;
-  for (const scheme of ['basic', 'bearer'] as const) {
-    const policy = auth?.[scheme];
-    if (!isObject(policy)) continue;
-    if (typeof policy.use === 'string') found.push({ path: ['endpoint', 'authentication', scheme], use: policy.use });
-    else
-      for (const [field, value] of Object.entries(policy))
-        if (typeof value === 'string' && mentionsSecrets(value)) found.push({ path: ['endpoint', 'authentication', scheme, field], expression: value });
+  for (const place of authenticationPlaces(call)) {
+    const auth = valueAt(spec, place);
+    for (const scheme of ['basic', 'bearer'] as const) {
+      const policy = isObject(auth) ? auth[scheme] : undefined;
+      if (!isObject(policy)) continue;
+      if (typeof policy.use === 'string') found.push({ path: [...place, scheme], use: policy.use });
+      else
+        for (const [field, value] of Object.entries(policy))
+          if (typeof value === 'string' && mentionsSecrets(value)) found.push({ path: [...place, scheme, field], expression: value });
+    }
   }
   return found;
+}
+
+/** The secret places under `from` (a prefix of their paths), moved under `to`: an OpenAPI call's policies as the HTTP request's. */
+function movedSecrets(places: readonly SecretValue[], from: readonly string[], to: readonly string[]): SecretValue[] {
+  return places
+    .filter((place) => from.every((key, index) => place.path[index] === key))
+    .map((place) => ({ ...place, path: [...to, ...place.path.slice(from.length)] }));
 }
 
 /** A copy of `value` with `[redacted]` at each path. */
@@ -173,12 +191,19 @@ interface HttpRequest {
   body: string | undefined;
 }
 
-function requestOf(args: JsonObject, input: JsonValue, ref: string): HttpRequest {
+/** The request `args` describe; `input` expands the endpoint's URI template (undefined: the URI is taken as it is). */
+function requestOf(args: JsonObject, input: JsonValue | undefined, ref: string): HttpRequest {
   const endpoint = args.endpoint;
   const template = typeof endpoint === 'string' ? endpoint : isObject(endpoint) && typeof endpoint.uri === 'string' ? endpoint.uri : undefined;
   if (template === undefined || typeof args.method !== 'string')
     throw raise('validation', 400, 'Invalid HTTP call', ref, 'with.method and with.endpoint are required');
-  const url = new URL(expandUri(template, input, ref));
+  const uri = input === undefined ? template : expandUri(template, input, ref);
+  let url: URL;
+  try {
+    url = new URL(uri);
+  } catch {
+    throw raise('validation', 400, 'Invalid HTTP call', ref, `the endpoint ${JSON.stringify(uri)} is not an absolute URI`);
+  }
   if (isObject(args.query))
     for (const [name, value] of Object.entries(args.query)) url.searchParams.append(name, typeof value === 'string' ? value : JSON.stringify(value));
   const headers: Record<string, string> = {};
@@ -196,36 +221,54 @@ function requestOf(args: JsonObject, input: JsonValue, ref: string): HttpRequest
 }
 
 /**
- * Makes the request, with the secrets it reads in place; nothing it answers (its content, an error's
- * detail, the request shown by `output: response`) carries them: headers that read a secret, and
- * `authorization`, are shown as `[redacted]`, and any echo of a secret's value is replaced.
+ * Makes the request `use` makes of the call's arguments, with the secrets it reads in place;
+ * nothing it answers (its content, an error's detail, the request shown by `output: response`)
+ * carries them: headers that read a secret, and `authorization`, are shown as `[redacted]`, and any
+ * echo of a secret's value is replaced.
  */
-async function sendHttp(interpreter: Interpreter, run: TaskRun, recorded: JsonObject, secret: readonly SecretValue[]): Promise<JsonValue> {
-  if (secret.length === 0) return sendHttpAs(interpreter, run, recorded);
+async function sendHttp(
+  interpreter: Interpreter,
+  run: TaskRun,
+  recorded: JsonObject,
+  secret: readonly SecretValue[],
+  use: (args: JsonObject) => Promise<JsonValue> = (args) => sendHttpAs(interpreter, run, args, run.input),
+): Promise<JsonValue> {
+  if (secret.length === 0) return use(recorded);
   const { args, hidden } = await withSecrets(interpreter, run, recorded, secret);
   try {
-    return scrub(await sendHttpAs(interpreter, run, args), hidden);
+    return scrub(await use(args), hidden);
   } catch (error) {
     if (error instanceof WorkflowRaise) throw new WorkflowRaise(scrub(error.error as unknown as JsonObject, hidden) as unknown as WorkflowError);
     throw error;
   }
 }
 
-async function sendHttpAs(interpreter: Interpreter, run: TaskRun, args: JsonObject): Promise<JsonValue> {
+/** The request made and its answer: a 2xx (to 3xx with `redirect`) status, the content read whole (up to `bytesMax`). */
+interface Exchange {
+  request: HttpRequest;
+  response: Response;
+  bytes: Buffer;
+}
+
+/**
+ * Makes one request: a failure to reach the service is a communication error (503), an answer
+ * outside 200–299 (200–399 with `redirect`) a communication error with its status, content over
+ * `bytesMax` a communication error (502) read no further.
+ */
+async function exchange(interpreter: Interpreter, run: TaskRun, request: HttpRequest, options: { redirect: boolean; bytesMax?: number }): Promise<Exchange> {
   const ref = run.entry.pointer;
-  const request = requestOf(args, run.input, ref);
   let response: Response;
+  let bytes: Buffer;
   try {
     const signal = AbortSignal.any([run.frame.signal, AbortSignal.timeout(interpreter.deps.httpTimeoutMs)]);
     response = await interpreter.deps.fetch(request.uri, { method: request.method, headers: request.headers, body: request.body, signal });
+    bytes = await readContent(response, options.bytesMax, ref);
   } catch (error) {
     if (run.frame.signal.aborted) throw new Halted('the call was stopped');
+    if (error instanceof WorkflowRaise) throw error;
     throw raise('communication', 503, 'HTTP request failed', ref, error instanceof Error ? error.message : String(error));
   }
-  const bytes = Buffer.from(await response.arrayBuffer());
-  const contentType = response.headers.get('content-type') ?? '';
-  const content = decodeContent(bytes, contentType);
-  const okMax = args.redirect === true ? 399 : 299;
+  const okMax = options.redirect ? 399 : 299;
   if (response.status < 200 || response.status > okMax) {
     throw new WorkflowRaise({
       type: 'https://serverlessworkflow.io/spec/1.0.0/errors/communication',
@@ -235,6 +278,35 @@ async function sendHttpAs(interpreter: Interpreter, run: TaskRun, args: JsonObje
       instance: ref,
     });
   }
+  return { request, response, bytes };
+}
+
+async function readContent(response: Response, bytesMax: number | undefined, ref: string): Promise<Buffer> {
+  if (bytesMax === undefined || !response.body) return Buffer.from(await response.arrayBuffer());
+  const tooLarge = () => raise('communication', 502, 'HTTP content too large', ref, `${response.url || 'the answer'} is larger than ${bytesMax} bytes`);
+  if (Number(response.headers.get('content-length') ?? 0) > bytesMax) {
+    await response.body.cancel();
+    throw tooLarge();
+  }
+  const reader = response.body.getReader();
+  const chunks: Uint8Array[] = [];
+  let total = 0;
+  for (let read = await reader.read(); !read.done; read = await reader.read()) {
+    total += read.value.byteLength;
+    if (total > bytesMax) {
+      await reader.cancel();
+      throw tooLarge();
+    }
+    chunks.push(read.value);
+  }
+  return Buffer.concat(chunks);
+}
+
+/** A `call: http` request and its answer in the call's `output` form (content, response, raw). */
+async function sendHttpAs(interpreter: Interpreter, run: TaskRun, args: JsonObject, input: JsonValue | undefined): Promise<JsonValue> {
+  const request = requestOf(args, input, run.entry.pointer);
+  const { response, bytes } = await exchange(interpreter, run, request, { redirect: args.redirect === true });
+  const content = decodeContent(bytes, response.headers.get('content-type') ?? '');
   const output = typeof args.output === 'string' ? args.output : 'content';
   if (output === 'raw') return bytes.toString('base64');
   if (output === 'response') {
@@ -256,6 +328,62 @@ function decodeContent(bytes: Buffer, contentType: string): JsonValue {
   }
   if (/^text\/|xml/i.test(contentType)) return bytes.toString('utf8');
   return bytes.toString('base64');
+}
+
+// ── OpenAPI ──────────────────────────────────────────────────────────────
+
+/**
+ * `call: openapi`: two recorded steps. `>openapi` fetches the document (as `call: http` would GET
+ * it, with `document.endpoint`'s authentication) unless this executor keeps it already, and
+ * records what the call uses of it — the document's URI, size and SHA-256, and the operation
+ * resolved from it. `>http` then makes the operation's request, built from that record and the
+ * call's parameters, through the same path as `call: http` (authentication, output, redirect,
+ * errors); its answer is the task's. A replay, or a worker resuming the call, fetches nothing.
+ */
+async function callOpenApi(interpreter: Interpreter, run: TaskRun, args: JsonObject, secret: readonly SecretValue[]): Promise<JsonValue> {
+  const ref = run.entry.pointer;
+  const { document, operationId, parameters = {} } = args;
+  if (!isObject(document) || document.endpoint === undefined || typeof operationId !== 'string' || !isObject(parameters))
+    throw raise('validation', 400, 'Invalid OpenAPI call', ref, 'with needs document {endpoint} and operationId, and parameters is a map of names to values');
+  const fetching: JsonObject = { method: 'get', endpoint: document.endpoint };
+  const used = await interpreter.step(
+    `${run.at}>openapi`,
+    run.frame,
+    'call',
+    () => sendHttp(interpreter, run, fetching, movedSecrets(secret, ['document'], []), (full) => loadOperation(interpreter, run, full, operationId)),
+    true,
+  );
+  const operation = (used as { operation: JsonValue }).operation as unknown as ResolvedOperation;
+  const request = buildRequest(operation, parameters, ref);
+  const endpoint: JsonObject = { uri: request.uri, ...(args.authentication === undefined ? {} : { authentication: args.authentication }) };
+  const call: JsonObject = { method: request.method, endpoint, headers: request.headers };
+  if (request.body !== undefined) call.body = request.body;
+  if (args.output !== undefined) call.output = args.output;
+  if (args.redirect !== undefined) call.redirect = args.redirect;
+  const send = (full: JsonObject) => sendHttpAs(interpreter, run, full, undefined);
+  return interpreter.step(
+    `${run.at}>http`,
+    run.frame,
+    'call',
+    () => sendHttp(interpreter, run, call, movedSecrets(secret, ['authentication'], ['endpoint', 'authentication']), send),
+    httpRerunnable(call),
+  );
+}
+
+/** Fetches (or finds kept) the document `args` GETs, and answers what the call uses of it. */
+async function loadOperation(interpreter: Interpreter, run: TaskRun, args: JsonObject, operationId: string): Promise<JsonValue> {
+  const ref = run.entry.pointer;
+  const request = requestOf(args, run.input, ref);
+  // Kept per URI and credential: a document one credential may read is never answered to another.
+  const key = `${request.uri}\n${sha256Hex(request.headers.authorization ?? '')}`;
+  const documents = interpreter.deps.openApiDocuments;
+  let kept = documents?.get(key);
+  if (!kept) {
+    const { bytes } = await exchange(interpreter, run, request, { redirect: false, bytesMax: limits.openApiDocumentBytesMax });
+    kept = { document: parseOpenApi(bytes, request.uri, ref), used: { uri: request.uri, bytes: bytes.length, sha256: sha256Hex(bytes) } };
+    documents?.set(key, kept);
+  }
+  return { document: { ...kept.used }, operation: resolveOperation(kept.document, request.uri, operationId, ref) as unknown as JsonValue };
 }
 
 // ── contracts ────────────────────────────────────────────────────────────

@@ -9,7 +9,7 @@ import type { JsonObject, JsonValue } from '../../contract/json.js';
 import { limits } from '../../contract/limits.js';
 import { documentSchemas } from '../schemas.js';
 import { checkAuthenticationPolicy, checkCallAuthentication } from '../authentication.js';
-import { checkSecretUses } from '../secrets.js';
+import { authenticationPlaces, checkSecretUses, valueAt } from '../secrets.js';
 import { workflowDslVersion } from '../version.js';
 import { durationMs } from './duration.js';
 import { escapePointer, forEachExpression, isExpression, nondeterminismProblem, pointerOf, programOf } from './expressions.js';
@@ -85,7 +85,7 @@ export function isWorkflowNamed(document: JsonValue, ref: SubworkflowRef): boole
 }
 
 const contractFunction = 'invoke-contract';
-const refusedCalls = new Set(['grpc', 'openapi', 'asyncapi', 'a2a', 'mcp']);
+const refusedCalls = new Set(['grpc', 'asyncapi', 'a2a', 'mcp']);
 const expressionFields = ['if'];
 
 /** Documents already checked against themselves alone, with their workflow's name: kept per document object, as its compiled schemas are (schemas.ts). */
@@ -278,8 +278,18 @@ function checkCall(task: JsonObject, pointer: string, checking: Checking): void 
       checkCallAuthentication(checking.document, endpoint.authentication, `${pointer}/with/endpoint/authentication`);
     return;
   }
+  if (call === 'openapi') {
+    const args = task.with;
+    if (!isObject(args) || !isObject(args.document) || args.document.endpoint === undefined || typeof args.operationId !== 'string')
+      throw invalidInput(`${pointer}/with: an openapi call needs document.endpoint and operationId`);
+    for (const place of authenticationPlaces(call)) {
+      const policy = valueAt(args, place);
+      if (policy !== undefined) checkCallAuthentication(checking.document, policy, `${pointer}/with/${place.join('/')}`);
+    }
+    return;
+  }
   if (typeof call === 'string' && refusedCalls.has(call)) throw unsupported(`${pointer}: call ${call} is not supported by this executor`);
-  throw unsupported(`${pointer}: call ${JSON.stringify(call)} does not resolve (this executor calls http and ${contractFunction})`);
+  throw unsupported(`${pointer}: call ${JSON.stringify(call)} does not resolve (this executor calls http, openapi and ${contractFunction})`);
 }
 
 /** The JSON Pointer of a task entry is what errors name; `isExpression` decides what a value evaluates. */

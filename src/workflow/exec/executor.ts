@@ -27,6 +27,7 @@ import { decideAcquire, decidePark, decideRelease, decideRenew, holderLease, Lea
 import { foldWorkflow, type WorkflowRecord } from './record.js';
 import type { WorkflowStore } from './streams.js';
 import type { SubworkflowHost } from './run.js';
+import { OpenApiDocuments } from './openapi.js';
 import { limits } from '../../contract/limits.js';
 
 export interface WorkflowExecutorOptions {
@@ -45,6 +46,8 @@ export interface WorkflowExecutorOptions {
   emit?: (event: JsonObject) => Promise<void>;
   runtime?: { name: string; version: string };
   httpTimeoutMs?: number;
+  /** How long a fetched OpenAPI document is kept for later `call: openapi` tasks (default 60 s; 0: every call fetches its own). */
+  openApiDocumentKeepMs?: number;
   tasksMax?: number;
   finishedCacheMax?: number;
   /** This worker's name in the instances' leases; unique among the workers sharing the store (default: host/pid/n). */
@@ -115,6 +118,8 @@ export class WorkflowExecutor implements CloudEventIntake {
   /** Documents this executor accepted, per bundle digest, with their workflow names (checkedName). */
   private readonly checkedDocuments = new WeakMap<object, Map<string, string>>();
   private rescan: TimerHandle | undefined;
+  /** OpenAPI documents fetched by this executor's calls, kept per URI for the next ones. */
+  private readonly openApiDocuments: OpenApiDocuments;
   /** This worker's name in leases. */
   readonly worker: string;
   readonly leaseMs: number;
@@ -123,6 +128,7 @@ export class WorkflowExecutor implements CloudEventIntake {
     this.options = options;
     this.worker = options.worker ?? defaultWorker();
     this.leaseMs = options.leaseMs ?? defaultLeaseMs;
+    this.openApiDocuments = new OpenApiDocuments(() => options.clock.nowMs(), options.openApiDocumentKeepMs ?? 60_000);
     this.kernel = new Kernel<WorkflowRecord, WorkflowTransition, Instance>({
       aggregate: workflowAggregate,
       store: () => options.store,
@@ -472,6 +478,7 @@ export class WorkflowExecutor implements CloudEventIntake {
       invocations: this.options.invocations,
       runtime: this.options.runtime ?? { name: 'convoke', version: '0.1.0' },
       httpTimeoutMs: this.options.httpTimeoutMs ?? 30_000,
+      openApiDocuments: this.openApiDocuments,
       contractWaitChunkMs: 5000,
       events: this.options.events ?? (this.options.emit ? { publish: this.options.emit } : undefined),
       tasksMax: this.options.tasksMax ?? 10_000,

@@ -11,6 +11,7 @@ import type { Proposal } from './decide.js';
 import type { SubworkflowRef, TaskEntry } from './document.js';
 import type { ExpressionEvaluator } from './jq.js';
 import type { Journal } from './journal.js';
+import type { OpenApiDocuments } from './openapi.js';
 import type { WorkflowRecord } from './record.js';
 import type { WorkflowParent } from './events.js';
 
@@ -22,6 +23,8 @@ export interface InterpreterDeps {
   invocations: ContractCalls | undefined;
   runtime: { name: string; version: string };
   httpTimeoutMs: number;
+  /** OpenAPI documents kept between calls (openapi.ts); without it each call fetches its document. */
+  openApiDocuments: OpenApiDocuments | undefined;
   /** How long one wait on a child operation lasts before it is asked again. */
   contractWaitChunkMs: number;
   /** Where emitted CloudEvents are published once recorded; without one they are only recorded. */

@@ -1,7 +1,9 @@
 /**
  * The public services the conformance kit calls (petstore.swagger.io, httpbin.org), as a stub
  * HTTP server on loopback, and a fetch that sends every request for a public host to it over a
- * real socket (the URL the workflow built stays what it recorded).
+ * real socket (the URL the workflow built stays what it recorded). The petstore also serves its
+ * Swagger 2.0 document (the operations the kit's `call: openapi` scenarios use) at
+ * /v2/swagger.json.
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -10,6 +12,42 @@ const pets: Record<string, { id: number; name: string; status: string }> = {
   '1': { id: 1, name: 'milou', status: 'available' },
   '2': { id: 2, name: 'rantanplan', status: 'pending' },
   '3': { id: 3, name: 'idefix', status: 'available' },
+};
+
+/** A small Swagger 2.0 petstore: the two operations the kit calls, as the public document declares them. */
+export const petstoreSwagger = {
+  swagger: '2.0',
+  info: { title: 'Swagger Petstore', version: '1.0.7' },
+  host: 'petstore.swagger.io',
+  basePath: '/v2',
+  schemes: ['https', 'http'],
+  paths: {
+    '/pet/findByStatus': {
+      get: {
+        operationId: 'findPetsByStatus',
+        produces: ['application/json', 'application/xml'],
+        parameters: [
+          {
+            name: 'status',
+            in: 'query',
+            required: true,
+            type: 'array',
+            items: { type: 'string', enum: ['available', 'pending', 'sold'], default: 'available' },
+            collectionFormat: 'multi',
+          },
+        ],
+        responses: { '200': { description: 'successful operation' }, '400': { description: 'Invalid status value' } },
+      },
+    },
+    '/pet/{petId}': {
+      get: {
+        operationId: 'getPetById',
+        produces: ['application/json', 'application/xml'],
+        parameters: [{ name: 'petId', in: 'path', required: true, type: 'integer', format: 'int64' }],
+        responses: { '200': { description: 'successful operation' }, '404': { description: 'Pet not found' } },
+      },
+    },
+  },
 };
 
 function json(res: ServerResponse, status: number, body: unknown): void {
@@ -21,6 +59,7 @@ function route(req: IncomingMessage, res: ServerResponse): void {
   const host = req.headers['x-stubbed-host'];
   const url = new URL(req.url ?? '/', 'http://stub');
   const path = url.pathname;
+  if (host === 'petstore.swagger.io' && path === '/v2/swagger.json') return json(res, 200, petstoreSwagger);
   if (host === 'petstore.swagger.io' && path === '/v2/pet/findByStatus') {
     return json(
       res,
