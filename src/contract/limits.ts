@@ -204,6 +204,8 @@ export const limits = {
    * unread), and the parsed documents one executor keeps per URI between instances.
    */
   openApiDocumentBytesMax: 4 * 1024 * 1024,
+  /** The content a workflow's `call: http` (or an OpenAPI operation) reads of an answer; more is a communication error (502), read no further. */
+  httpContentBytesMax: 256 * 1024,
   openApiDocumentsCachedMax: 32,
   /** Recovery: operations read from the store at once when a coordinator starts (their round trips overlap). */
   recoveryReadsMax: 16,
@@ -256,6 +258,10 @@ assert(limits.resultBatchMsMax < limits.admissionBudgetMs, 'a result batching wi
 assert(limits.listenUntilWaitMsMax < limits.admissionBudgetMs, 'an event waits for until verdicts within the admission budget');
 assert(limits.inputBytesMax < limits.transitionBytesMax, 'an input must fit in its admission transition');
 assert(limits.resultBytesMax < limits.transitionBytesMax, 'a result must fit in its transition');
+assert(
+  Math.ceil(limits.httpContentBytesMax / 3) * 4 + limits.transitionOverheadBytesMax <= limits.transitionBytesMax,
+  "an HTTP call's content, even as base64 (output: raw), fits its transition",
+);
 assert(limits.transitionBytesMax <= limits.recordBytesMax, 'a transition fits in a record');
 assert(
   limits.rejectionsRecordedMax + limits.protocolConflictsRecordedMax < limits.transitionsPerOperationMax / 2,

@@ -305,7 +305,8 @@ async function readContent(response: Response, bytesMax: number | undefined, ref
 /** A `call: http` request and its answer in the call's `output` form (content, response, raw). */
 async function sendHttpAs(interpreter: Interpreter, run: TaskRun, args: JsonObject, input: JsonValue | undefined): Promise<JsonValue> {
   const request = requestOf(args, input, run.entry.pointer);
-  const { response, bytes } = await exchange(interpreter, run, request, { redirect: args.redirect === true });
+  // The answer is recorded in the instance's log: its content is bounded like a peer's result.
+  const { response, bytes } = await exchange(interpreter, run, request, { redirect: args.redirect === true, bytesMax: limits.httpContentBytesMax });
   const content = decodeContent(bytes, response.headers.get('content-type') ?? '');
   const output = typeof args.output === 'string' ? args.output : 'content';
   if (output === 'raw') return bytes.toString('base64');
