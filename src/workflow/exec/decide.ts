@@ -95,18 +95,33 @@ function withReferences(record: WorkflowRecord, events: WorkflowEvent[]): Workfl
   return written ?? events;
 }
 
+/** The event with its value or its reference (each event spelled out: object rest would copy it the engine's slow way). */
 function writtenValue(record: WorkflowRecord, events: readonly WorkflowEvent[], index: number, event: WorkflowEvent): WorkflowEvent {
-  if (event.type === 'task-started') {
-    if (event.inputFrom === undefined || event.input === undefined) return event;
-    const { input, inputFrom, ...rest } = event;
-    return referredValue(record, events, index, inputFrom) === input ? { ...rest, inputFrom } : { ...rest, input };
+  switch (event.type) {
+    case 'task-started': {
+      const { at, ref, name, input, inputFrom } = event;
+      if (inputFrom === undefined || input === undefined) return event;
+      return referredValue(record, events, index, inputFrom) === input
+        ? { type: 'task-started', v: 1, at, ref, name, inputFrom }
+        : { type: 'task-started', v: 1, at, ref, name, input };
+    }
+    case 'task-completed': {
+      const { at, output, outputFrom } = event;
+      if (outputFrom === undefined || output === undefined) return event;
+      return referredValue(record, events, index, outputFrom) === output
+        ? { type: 'task-completed', v: 1, at, outputFrom }
+        : { type: 'task-completed', v: 1, at, output };
+    }
+    case 'workflow-completed': {
+      const { output, outputFrom } = event;
+      if (outputFrom === undefined || output === undefined) return event;
+      return referredValue(record, events, index, outputFrom) === output
+        ? { type: 'workflow-completed', v: 1, outputFrom }
+        : { type: 'workflow-completed', v: 1, output };
+    }
+    default:
+      return event;
   }
-  if (event.type === 'task-completed' || event.type === 'workflow-completed') {
-    if (event.outputFrom === undefined || event.output === undefined) return event;
-    const { output, outputFrom, ...rest } = event;
-    return referredValue(record, events, index, outputFrom) === output ? { ...rest, outputFrom } : { ...rest, output };
-  }
-  return event;
 }
 
 /** The value `ref` names once the events before `index` are applied to the record; undefined when it names none. */

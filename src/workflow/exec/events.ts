@@ -8,7 +8,7 @@
  * result — is an event, so rebuilding the instance never evaluates or calls anything.
  */
 import type { JsonValue } from '../../contract/json.js';
-import { lazyProblem } from '../../contract/validation.js';
+import { describedProblem, lazyPasses } from '../../contract/validation.js';
 import type { TimeGuard } from '../../events/types.js';
 
 /** A DSL error (RFC 7807 problem details); `instance` is the JSON Pointer of the task that raised it. */
@@ -421,7 +421,30 @@ export const workflowTransitionSchema = {
   },
 } as const;
 
-const problem = lazyProblem(workflowTransitionSchema);
+/**
+ * The pass/fail check, event by event: the transition's envelope, then each event against its own
+ * type's schema (what the discriminator picks), each compiled on first use. One validator of the
+ * whole vocabulary is too large a function for V8 to optimize, and every check of a decided
+ * transition would run it unoptimized; these are small. A failure is described by the whole
+ * schema's validator (every error, with its pointer into the transition).
+ */
+const envelopePasses = lazyPasses({
+  ...workflowTransitionSchema,
+  $id: undefined,
+  properties: { ...workflowTransitionSchema.properties, events: { type: 'array', minItems: 1, items: { type: 'object', required: ['type'] } } },
+});
+const eventPasses = new Map(workflowEventSchemas.map((schema) => [schema.properties.type.const, lazyPasses(schema)]));
+
+function transitionPasses(value: unknown): boolean {
+  if (!envelopePasses(value)) return false;
+  for (const event of (value as { events: { type: unknown }[] }).events) {
+    const passes = typeof event.type === 'string' ? eventPasses.get(event.type) : undefined;
+    if (passes === undefined || !passes(event)) return false;
+  }
+  return true;
+}
+
+const problem = describedProblem(transitionPasses, workflowTransitionSchema);
 
 /** Undefined when valid; otherwise every schema error. */
 export function workflowTransitionProblem(transition: unknown): string | undefined {
