@@ -53,6 +53,27 @@ export function lazyProblem(schema: object): (value: unknown) => string | undefi
   };
 }
 
+/** A first-error validator of `schema` (as lazyProblem's), compiled on the first call: whether `value` passes. */
+export function lazyPasses(schema: object): (value: unknown) => boolean {
+  let passes: ValidateFunction | undefined;
+  return (value) => (passes ??= firstErrorAjv.compile(schema))(value);
+}
+
+/**
+ * Why `value` fails `schema`, or undefined when `passes` accepts it: `passes` must accept exactly
+ * what `schema` accepts (a cheaper check of the same rules); only a failure pays for the shared
+ * ajv's every-error description against the schema itself.
+ */
+export function describedProblem(passes: (value: unknown) => boolean, schema: object): (value: unknown) => string | undefined {
+  const describe = lazyValidator(schema);
+  return (value) => {
+    if (passes(value)) return undefined;
+    const validate = describe();
+    validate(value);
+    return describeErrors(validate.errors);
+  };
+}
+
 /** The shared ajv's validator for `schema`, compiled on the first call and kept. */
 export function lazyValidator(schema: object): () => ValidateFunction {
   let compiled: ValidateFunction | undefined;

@@ -11,7 +11,9 @@ import { AssertionFailure } from '../../src/contract/errors.js';
 import { stepWithMachine } from '../../src/machines/table.js';
 import type { Stored } from '../../src/kernel/types.js';
 import { decideDue, decideProposal, taskTimeoutKey } from '../../src/workflow/exec/decide.js';
-import type { WorkflowEvent, WorkflowTransition } from '../../src/workflow/exec/events.js';
+import { workflowTransitionProblem, workflowTransitionSchema, type WorkflowEvent, type WorkflowTransition } from '../../src/workflow/exec/events.js';
+import { ajv } from '../../src/contract/validation.js';
+import type { JsonValue } from '../../src/contract/json.js';
 import {
   instanceEvents,
   instanceMachine,
@@ -138,6 +140,82 @@ test('proposals are idempotent and end at the deadline; a late completion become
   assert.deepEqual(decideProposal(record, completion, false)?.timeGuard, { notBeforeMs: Number.MIN_SAFE_INTEGER, notAfterMs: 500 });
   assert.equal(decideProposal(record, completion, true)?.events[0]?.type, 'task-faulted');
   assert.equal(decideProposal(record, { ...proposal, notBeforeMs: 20_000 }, false), undefined, 'a window the deadline closes appends nothing');
+});
+
+test('an event names a recorded value only where the record, or an earlier event of its transition, holds that very value; else it writes the value', () => {
+  const answer = { operationId: 'x', verdict: 'approve' };
+  const record = applyWorkflow(base(), stored(3, [{ type: 'call-answered', v: 1, at: '/do/0/a>invoke', result: { ok: answer } }]))!;
+  const held = record.steps['/do/0/a>invoke'];
+  const value = held && 'ok' in held ? held.ok : null;
+  const completion = (output: JsonValue, step: string): WorkflowEvent => ({ type: 'task-completed', v: 1, at: '/do/0/a', output, outputFrom: { step } });
+  const decided = (events: WorkflowEvent[]) => decideProposal(record, { command: 'c', events }, false)?.events.at(-1);
+  assert.deepEqual(decided([completion(value, '/do/0/a>invoke')]), { type: 'task-completed', v: 1, at: '/do/0/a', outputFrom: { step: '/do/0/a>invoke' } });
+  assert.deepEqual(
+    decided([completion({ ...answer }, '/do/0/a>invoke')]),
+    { type: 'task-completed', v: 1, at: '/do/0/a', output: answer },
+    'an equal value that is not the one recorded there is written',
+  );
+  assert.deepEqual(decided([completion(value, '/do/0/a>other')]), { type: 'task-completed', v: 1, at: '/do/0/a', output: answer }, 'nothing recorded there');
+  const fresh = { n: 1 };
+  assert.deepEqual(
+    decided([{ type: 'expression-evaluated', v: 1, at: 'e', result: { ok: fresh } }, completion(fresh, 'e')]),
+    { type: 'task-completed', v: 1, at: '/do/0/a', outputFrom: { step: 'e' } },
+    'a value recorded earlier in the same transition',
+  );
+  // Whichever it writes, the record is the one the value in full gives.
+  for (const events of [[completion(value, '/do/0/a>invoke')], [completion({ ...answer }, '/do/0/a>other')]]) {
+    const transition = decideProposal(record, { command: 'c', events }, false)!;
+    assert.equal(workflowTransitionProblem(transition), undefined);
+    assert.deepEqual(applyWorkflow(record, stored(4, transition.events))?.tasks['/do/0/a']?.output, answer);
+  }
+  assert.throws(
+    () => applyWorkflow(record, stored(4, [{ type: 'task-completed', v: 1, at: '/do/0/a', outputFrom: { task: '/do/9/none' } }])),
+    AssertionFailure,
+    'a reference to nothing recorded is refused by the fold',
+  );
+  assert.notEqual(
+    workflowTransitionProblem({ events: [completion(value, '/do/0/a>invoke')], timeGuard: open, causation: { command: 'c' } }),
+    undefined,
+    'a value and a reference together fail the schema',
+  );
+});
+
+test('the event-by-event check of a transition accepts exactly what the whole schema accepts, and describes what it refuses (fast-check)', () => {
+  const whole = ajv.compile(workflowTransitionSchema);
+  const answer = { ok: { operationId: 'x' } };
+  const valid: WorkflowEvent[] = [
+    started,
+    { type: 'task-started', v: 1, at: '/do/0/a', ref: '/do/0/a', name: 'a', input: {} },
+    { type: 'task-started', v: 1, at: '/do/1/b', ref: '/do/1/b', name: 'b', inputFrom: { task: '/do/0/a' } },
+    { type: 'call-answered', v: 1, at: '/do/0/a>invoke', result: answer },
+    { type: 'task-completed', v: 1, at: '/do/0/a', outputFrom: { step: '/do/0/a>invoke' } },
+    { type: 'workflow-completed', v: 1, output: 1 },
+    { type: 'call-started', v: 1, at: '/do/0/a>invoke', epoch: 1 },
+    { type: 'lease-acquired', v: 1, worker: 'w', epoch: 1, untilMs: 5 },
+  ];
+  // Each mutation: a field dropped, one added, one's value replaced (by another type, a wrong one, or a reference).
+  const mutated = fc
+    .tuple(fc.constantFrom(...valid), fc.nat(), fc.constantFrom<JsonValue>(null, 'x', -1, 0, 1.5, {}, { step: 'e' }, { task: '' }, [], 'task-started', 2))
+    .map(([event, pick, value]) => {
+      const copy: Record<string, unknown> = { ...event };
+      const keys = [...Object.keys(copy), 'extra', 'inputFrom', 'outputFrom', 'output'];
+      const key = keys[pick % keys.length] as string;
+      if (pick % 3 === 0) delete copy[key];
+      else copy[key] = value;
+      return copy;
+    });
+  fc.assert(
+    fc.property(fc.array(fc.oneof(fc.constantFrom(...valid), mutated), { minLength: 0, maxLength: 3 }), (events) => {
+      const transition = { events, timeGuard: open, causation: { command: 'c' } };
+      const problem = workflowTransitionProblem(transition);
+      assert.equal(problem === undefined, whole(transition), problem);
+    }),
+    { numRuns: 2000 },
+  );
+  assert.match(
+    workflowTransitionProblem({ events: [{ type: 'task-completed', v: 1, at: '/do/0/a' }], timeGuard: open, causation: { command: 'c' } }) ?? '',
+    /\/events\/0 must have required property 'output'/,
+  );
 });
 
 test('timers as data: the earliest armed timer is due; firing faults a running task at its timeout and the instance at its deadline', () => {

@@ -177,7 +177,7 @@ do:
 
 test('facts too large to travel in one transition are appended one by one, each as large as it was alone', async () => {
   const clock = new SystemClock();
-  const store = new MemoryEventStore({ clock, limits: { transitionBytesMax: 8 * 1024 } });
+  const store = new MemoryEventStore({ clock, limits: { transitionBytesMax: 5 * 1024 } });
   const big = 'x'.repeat(3 * 1024);
   const h = harness({
     store,
@@ -185,6 +185,7 @@ test('facts too large to travel in one transition are appended one by one, each 
     fetch: (async () => new Response(JSON.stringify({ big }), { headers: { 'content-type': 'application/json' } })) as typeof fetch,
   });
   try {
+    // Two large values (the answer, and the copy the set task makes of it): together past the limit.
     const record = await runToEnd(
       h,
       yaml(`document: { dsl: '1.0.3', namespace: test, name: big-answer, version: '1.0.0' }
@@ -192,18 +193,21 @@ do:
   - fetch:
       call: http
       with: { method: get, endpoint: 'http://stub.test/big' }
+  - copy:
+      set: { again: '\${ .big }' }
 `),
       {},
       'big',
     );
     assert.equal(record.status, 'completed', JSON.stringify(record.error));
-    assert.deepEqual(record.output, { big } as JsonValue);
+    assert.deepEqual(record.output, { again: big } as JsonValue);
     const log = await logOf(store, record.instanceId);
     assert.deepEqual(
-      log.slice(-3).map((stored) => stored.transition.events.map((event) => event.type)),
-      [['call-answered'], ['task-completed'], ['workflow-completed']],
-      'the answer, the completion and the end, each alone',
+      log.slice(-6).map((stored) => stored.transition.events.map((event) => event.type)),
+      [['call-answered'], ['task-completed'], ['task-started'], ['expression-evaluated'], ['task-completed'], ['workflow-completed']],
+      'each fact alone',
     );
+    assert.deepEqual(await h.executor.replay(record.instanceId), record);
   } finally {
     await h.close();
   }
@@ -267,6 +271,116 @@ test('a log written one event per transition folds and replays to the same insta
     assert.deepEqual(resumed.children, done.children);
     assert.equal(resumed.lease?.worker, 'worker-b');
     assert.equal(resumed.lease?.epoch, 2, 'worker-b took the ended lease over');
+    await assertReplayEqual(b, done.instanceId);
+  } finally {
+    await a.close();
+    await b?.close();
+    await embedded.close();
+  }
+});
+
+test("a stage's answer is written once: its task's output, the next task's input and the workflow's output name it", async () => {
+  const clock = new SystemClock();
+  const store = new MemoryEventStore({ clock });
+  const embedded = await deployment(clock, store);
+  const h = harness({ store, clock, invocations: embedded.coordinator });
+  try {
+    const record = await runToEnd(h, threeStages(embedded.bundle.ref.digest), { doc: 'RFC 3' }, 'once');
+    assert.equal(record.status, 'completed', JSON.stringify(record.error));
+    const events = (await logOf(store, record.instanceId)).flatMap((stored) => stored.transition.events);
+    const carried = events.flatMap((event) => {
+      if (event.type === 'task-started') return [{ event: `${event.type} ${event.at}`, value: 'input' in event, from: event.inputFrom }];
+      if (event.type === 'task-completed') return [{ event: `${event.type} ${event.at}`, value: 'output' in event, from: event.outputFrom }];
+      if (event.type === 'workflow-completed') return [{ event: event.type, value: 'output' in event, from: event.outputFrom }];
+      return [];
+    });
+    const answer = (name: string) => ({ step: `/do/${name}>invoke` });
+    assert.deepEqual(carried, [
+      { event: 'task-started /do/0/review', value: true, from: undefined },
+      { event: 'task-completed /do/0/review', value: false, from: answer('0/review') },
+      { event: 'task-started /do/1/publish', value: false, from: answer('0/review') },
+      { event: 'task-completed /do/1/publish', value: false, from: answer('1/publish') },
+      { event: 'task-started /do/2/notify', value: false, from: answer('1/publish') },
+      { event: 'task-completed /do/2/notify', value: false, from: answer('2/notify') },
+      { event: 'workflow-completed', value: false, from: answer('2/notify') },
+    ]);
+    // The record holds the values themselves, as the answers were recorded.
+    const ok = (at: string) => {
+      const result = record.steps[at];
+      return result && 'ok' in result ? result.ok : undefined;
+    };
+    assert.deepEqual(record.tasks['/do/1/publish']?.input, ok('/do/0/review>invoke'));
+    assert.deepEqual(record.tasks['/do/2/notify']?.output, ok('/do/2/notify>invoke'));
+    assert.deepEqual(record.output, ok('/do/2/notify>invoke'));
+  } finally {
+    await h.close();
+    await embedded.close();
+  }
+});
+
+/** The log with every value written in full, as the executor wrote it before values were referred to. */
+function inFull(log: Stored[], record: WorkflowRecord): Stored[] {
+  const full = (event: WorkflowEvent): WorkflowEvent => {
+    if (event.type === 'task-started' && event.inputFrom) {
+      const { inputFrom: _from, ...rest } = event;
+      return { ...rest, input: record.tasks[event.at]?.input ?? null };
+    }
+    if (event.type === 'task-completed' && event.outputFrom) {
+      const { outputFrom: _from, ...rest } = event;
+      return { ...rest, output: record.tasks[event.at]?.output ?? null };
+    }
+    if (event.type === 'workflow-completed' && event.outputFrom) {
+      const { outputFrom: _from, ...rest } = event;
+      return { ...rest, output: record.output };
+    }
+    return event;
+  };
+  return log.map((stored) => ({ ...stored, transition: { ...stored.transition, events: stored.transition.events.map(full) } }));
+}
+
+test('a log written with every value in full (before values were referred to) folds and replays to the same instance, and a running one resumes', async () => {
+  const clock = new SystemClock();
+  const store = new MemoryEventStore({ clock });
+  const embedded = await deployment(clock, store);
+  const a = harness({ store, clock, invocations: embedded.coordinator, worker: 'worker-a' });
+  let b: ReturnType<typeof harness> | undefined;
+  try {
+    const done = await runToEnd(a, threeStages(embedded.bundle.ref.digest), { doc: 'RFC 4' }, 'in-full');
+    const current = await logOf(store, done.instanceId);
+    const old = inFull(current, done);
+    assert.ok(JSON.stringify(old).length > JSON.stringify(current).length, 'the full log writes the answers again');
+    assert.ok(!JSON.stringify(old).includes('From'));
+    assert.equal(replayWorkflowLog(old).problem, null);
+    assert.deepEqual(foldWorkflow(old), foldWorkflow(current));
+
+    // Stopped in the old shape after its second call started (its lease ended): another worker resumes it, and
+    // what it writes next refers to values the old part of the log wrote in full.
+    const elsewhere = new MemoryEventStore({ clock });
+    const upTo = old.findIndex((stored) => stored.transition.events.some((event) => event.type === 'child-bound' && event.at === '/do/1/publish')) + 1;
+    const stopped = old.slice(0, upTo).map((stored, index) => {
+      if (index > 0) return stored;
+      const events = stored.transition.events.map((event) => (event.type === 'lease-acquired' ? { ...event, untilMs: clock.nowMs() - 1 } : event));
+      return { ...stored, transition: { ...stored.transition, events } };
+    });
+    const streams = workflowStreams(elsewhere);
+    const [first, ...rest] = stopped;
+    assert.ok(first);
+    assert.equal((await streams.create(done.instanceId, first.transition)).kind, 'ok');
+    for (const [index, stored] of rest.entries()) assert.equal((await streams.append(done.instanceId, String(index + 1), stored.transition)).kind, 'ok');
+    b = harness({ store: elsewhere, clock, invocations: embedded.coordinator, worker: 'worker-b' });
+    const resumed = await b.executor.wait(done.instanceId, 10_000);
+    assert.equal(resumed.status, 'completed', JSON.stringify(resumed.error));
+    assert.deepEqual(resumed.output, done.output);
+    // The same tasks with the same values, the same children (the call in flight made again under its key, epoch 2).
+    const { tasks, steps, children } = comparable(resumed);
+    assert.deepEqual({ tasks, steps, children }, { tasks: comparable(done).tasks, steps: done.steps, children: done.children });
+    const resumedLog = await logOf(elsewhere, done.instanceId);
+    const next = resumedLog.slice(upTo).flatMap((stored) => stored.transition.events);
+    assert.deepEqual(
+      next.find((event) => event.type === 'task-started' && event.at === '/do/2/notify'),
+      { type: 'task-started', v: 1, at: '/do/2/notify', ref: '/do/2/notify', name: 'notify', inputFrom: { step: '/do/1/publish>invoke' } },
+      'the resumed worker names the answer it reads from the old part',
+    );
     await assertReplayEqual(b, done.instanceId);
   } finally {
     await a.close();

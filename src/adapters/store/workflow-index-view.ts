@@ -25,8 +25,19 @@ import {
 } from '../../events/workflow-index.js';
 import { copyOfRow } from './workflow-rows.js';
 
+/**
+ * An instance's place in the lists. The lists hold entries, not rows (as index-view.ts does for
+ * operations): an update whose row keeps its lists (every append but the start and the end: the
+ * status is what moves a row between lists) swaps the entry's row and moves nothing. `keys` are
+ * the keyed lists the entry is in (keysOf its row).
+ */
+interface Entry {
+  row: WorkflowIndexRow;
+  keys: readonly string[];
+}
+
 /** Oldest start first: the reverse of list order, so that a new instance is appended, never inserted. */
-const oldestFirst = (a: WorkflowIndexRow, b: WorkflowIndexRow): number => compareWorkflowOrder(b, a);
+const oldestFirst = (a: Entry, b: Entry): number => (a === b ? 0 : compareWorkflowOrder(b.row, a.row));
 
 /** The keyed lists a row belongs to. A separator no principal or name holds keeps pairs apart. */
 function keysOf(row: WorkflowIndexRow): string[] {
@@ -34,6 +45,10 @@ function keysOf(row: WorkflowIndexRow): string[] {
   if (row.status === 'running') keys.push('run', `prun\u0000${row.principalId}`);
   return keys;
 }
+
+/** Whether two rows of one instance belong to the same keyed lists (keysOf answers the same). */
+const sameKeys = (a: WorkflowIndexRow, b: WorkflowIndexRow): boolean =>
+  a.principalId === b.principalId && a.status === b.status && a.workflowName === b.workflowName;
 
 /** The keyed lists a query may walk instead of every row: each holds every row the query can match. */
 function candidateKeys(query: WorkflowIndexQuery): string[] {
@@ -47,79 +62,96 @@ function candidateKeys(query: WorkflowIndexQuery): string[] {
 }
 
 export class WorkflowIndexView {
-  private readonly rows = new Map<string, WorkflowIndexRow>();
-  private readonly all = new SortedList<WorkflowIndexRow>(oldestFirst);
-  private readonly keyed = new Map<string, SortedList<WorkflowIndexRow>>();
+  /** Rows handed to `apply` are kept as they are (in their entries); an update swaps the entry's row. */
+  private readonly entries = new Map<string, Entry>();
+  private readonly all = new SortedList<Entry>(oldestFirst);
+  private readonly keyed = new Map<string, SortedList<Entry>>();
   /** Rows pages have looked at since the view was made (the cost of pages, for tests and benches). */
   rowsWalked = 0;
 
   get size(): number {
-    return this.rows.size;
+    return this.entries.size;
   }
 
   get(instanceId: string): WorkflowIndexRow | undefined {
-    const row = this.rows.get(instanceId);
-    return row && copyOfRow(row);
+    const entry = this.entries.get(instanceId);
+    return entry && copyOfRow(entry.row);
   }
 
   /** Every row held, oldest start first, as held (not copies: a snapshot's body, jetstream-index-snapshot.ts). */
   heldRows(): WorkflowIndexRow[] {
-    return Array.from(this.all);
+    return Array.from(this.all, (entry) => entry.row);
   }
 
   /** Fills an empty view with `rows` (one per instance) at once: what applying each answers (index-view.ts `load`). */
   load(rows: readonly WorkflowIndexRow[]): void {
-    if (this.rows.size > 0) throw new Error('a WorkflowIndexView is loaded only while empty');
-    const keyed = new Map<string, WorkflowIndexRow[]>();
+    if (this.entries.size > 0) throw new Error('a WorkflowIndexView is loaded only while empty');
+    const all: Entry[] = [];
+    const keyed = new Map<string, Entry[]>();
     for (const row of rows) {
-      if (this.rows.has(row.instanceId)) throw new Error(`two rows of ${row.instanceId}`);
-      this.rows.set(row.instanceId, row);
-      for (const key of keysOf(row)) {
+      if (this.entries.has(row.instanceId)) throw new Error(`two rows of ${row.instanceId}`);
+      const entry: Entry = { row, keys: keysOf(row) };
+      this.entries.set(row.instanceId, entry);
+      all.push(entry);
+      for (const key of entry.keys) {
         const list = keyed.get(key);
-        if (list) list.push(row);
-        else keyed.set(key, [row]);
+        if (list) list.push(entry);
+        else keyed.set(key, [entry]);
       }
     }
-    this.all.load(rows);
+    this.all.load(all);
     for (const [key, list] of keyed) this.listed(key).load(list);
   }
 
   /** Sets the instance's row (it replaces what the view holds). */
   apply(row: WorkflowIndexRow): void {
-    let old = this.rows.get(row.instanceId);
-    if (old && old.startedAtMs !== row.startedAtMs) {
-      // A row whose place in the order differs (a damaged row replaced): placed afresh.
-      this.remove(row.instanceId);
-      old = undefined;
+    const entry = this.entries.get(row.instanceId);
+    if (entry === undefined || entry.row.startedAtMs !== row.startedAtMs) {
+      // New, or a row whose place in the order differs (a damaged row replaced): placed afresh.
+      if (entry) this.remove(row.instanceId);
+      this.add(row);
+      return;
     }
-    this.rows.set(row.instanceId, row);
-    this.all.insert(row);
+    const was = entry.keys;
+    if (sameKeys(entry.row, row)) {
+      entry.row = row;
+      return;
+    }
     const keys = keysOf(row);
-    if (old) for (const key of keysOf(old)) if (!keys.includes(key)) this.unlist(key, old);
-    for (const key of keys) this.listed(key).insert(row);
+    // Out of the lists it leaves, into those it joins: its place in each (start, id) is the same.
+    for (const key of was) if (!keys.includes(key)) this.unlist(key, entry);
+    entry.row = row;
+    for (const key of keys) if (!was.includes(key)) this.listed(key).insert(entry);
+    entry.keys = keys;
+  }
+
+  private add(row: WorkflowIndexRow): void {
+    const entry: Entry = { row, keys: keysOf(row) };
+    this.entries.set(row.instanceId, entry);
+    this.all.insert(entry);
+    for (const key of entry.keys) this.listed(key).insert(entry);
   }
 
   remove(instanceId: string): void {
-    const row = this.rows.get(instanceId);
-    if (!row) return;
-    this.rows.delete(instanceId);
-    this.all.delete(row);
-    for (const key of keysOf(row)) this.unlist(key, row);
+    const entry = this.entries.get(instanceId);
+    if (!entry) return;
+    this.entries.delete(instanceId);
+    this.all.delete(entry);
+    for (const key of entry.keys) this.unlist(key, entry);
   }
 
   /** One page for `query`: what workflowPageOf answers over every row, walking only the rows it needs. */
   page(query: WorkflowIndexQuery): WorkflowIndexPage {
-    let list: SortedList<WorkflowIndexRow> | undefined = this.all;
+    let list: SortedList<Entry> | undefined = this.all;
     for (const key of candidateKeys(query)) {
       const candidate = this.keyed.get(key);
       if (candidate === undefined || candidate.size < (list?.size ?? 0)) list = candidate;
       if (list === undefined) return { rows: [] }; // no row holds that value
     }
     const { after, untilMs, sinceMs } = query;
-    const newer = (row: WorkflowIndexRow): boolean =>
-      (after !== undefined && !isAfterPosition(row, after)) || (untilMs !== undefined && row.startedAtMs >= untilMs);
+    const newer = ({ row }: Entry): boolean => (after !== undefined && !isAfterPosition(row, after)) || (untilMs !== undefined && row.startedAtMs >= untilMs);
     const matching: WorkflowIndexRow[] = [];
-    for (const row of list.backFrom(newer)) {
+    for (const { row } of list.backFrom(newer)) {
       if (sinceMs !== undefined && row.startedAtMs < sinceMs) break;
       this.rowsWalked++;
       if (!matchesWorkflowQuery(row, query)) continue;
@@ -131,16 +163,16 @@ export class WorkflowIndexView {
     return matching.length > query.limit && last ? { rows, next: { startedAtMs: last.startedAtMs, instanceId: last.instanceId } } : { rows };
   }
 
-  private listed(key: string): SortedList<WorkflowIndexRow> {
+  private listed(key: string): SortedList<Entry> {
     let list = this.keyed.get(key);
     if (!list) this.keyed.set(key, (list = new SortedList(oldestFirst)));
     return list;
   }
 
-  private unlist(key: string, row: WorkflowIndexRow): void {
+  private unlist(key: string, entry: Entry): void {
     const list = this.keyed.get(key);
     if (!list) return;
-    list.delete(row);
+    list.delete(entry);
     if (list.size === 0) this.keyed.delete(key);
   }
 }

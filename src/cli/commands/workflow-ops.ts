@@ -12,7 +12,7 @@ import { isDeepStrictEqual } from 'node:util';
 import type { EventStore } from '../../adapters/store/types.js';
 import type { WorkflowIndexPosition } from '../../events/workflow-index.js';
 import type { Stored } from '../../kernel/types.js';
-import type { WorkflowEvent, WorkflowTransition } from '../../workflow/exec/events.js';
+import type { ValueRef, WorkflowEvent, WorkflowTransition } from '../../workflow/exec/events.js';
 import type { WorkflowRecord } from '../../workflow/exec/record.js';
 import { replayWorkflowLog } from '../../workflow/exec/replay.js';
 import { workflowIndexRowOfLog } from '../../workflow/exec/index-row.js';
@@ -36,6 +36,9 @@ const short = (value: unknown, max = 60): string => {
   return text.length > max ? `${text.slice(0, max - 1)}…` : text;
 };
 
+/** A value written once and named by a later event (events.ts ValueRef). */
+const referenceText = (ref: ValueRef): string => ('step' in ref ? `the result of ${ref.step}` : `the output of ${ref.task}`);
+
 function describe(event: WorkflowEvent, originMs: number): string {
   switch (event.type) {
     case 'workflow-started':
@@ -43,7 +46,7 @@ function describe(event: WorkflowEvent, originMs: number): string {
     case 'task-started':
       return `${event.at} (${event.name})`;
     case 'task-completed':
-      return `${event.at} → ${short(event.output)}`;
+      return `${event.at} → ${event.outputFrom ? referenceText(event.outputFrom) : short(event.output)}`;
     case 'task-faulted':
       return `${event.at}: ${event.error.title ?? event.error.type} (${event.error.status})`;
     case 'task-cancelled':
@@ -75,7 +78,7 @@ function describe(event: WorkflowEvent, originMs: number): string {
     case 'lease-released':
       return `epoch ${event.epoch}`;
     case 'workflow-completed':
-      return short(event.output);
+      return event.outputFrom ? referenceText(event.outputFrom) : short(event.output);
     case 'workflow-faulted':
       return `${event.error.title ?? event.error.type} (${event.error.status}) at ${event.error.instance ?? '/'}`;
     case 'workflow-cancelled':

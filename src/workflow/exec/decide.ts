@@ -14,7 +14,8 @@
  */
 import { openEndedMs } from '../../events/guard.js';
 import { errorTypes } from './dsl-errors.js';
-import type { WorkflowError, WorkflowEvent, WorkflowTransition } from './events.js';
+import type { JsonValue } from '../../contract/json.js';
+import type { ValueRef, WorkflowError, WorkflowEvent, WorkflowTransition } from './events.js';
 import { isTaskEnded } from './machines.js';
 import type { WorkflowRecord } from './record.js';
 
@@ -65,7 +66,10 @@ function reflected(record: WorkflowRecord, event: WorkflowEvent): boolean {
 export function decideProposal(record: WorkflowRecord, proposal: Proposal, retryAsLate: boolean): WorkflowTransition | undefined {
   if (record.status !== 'running') return undefined;
   if (retryAsLate) return proposal.late ? decideProposal(record, proposal.late, false) : undefined;
-  const events = proposal.events.filter((event) => !reflected(record, event));
+  const events = withReferences(
+    record,
+    proposal.events.filter((event) => !reflected(record, event)),
+  );
   if (events.length === 0) return undefined;
   const deadline = record.started.deadlineMs ?? openEndedMs;
   const notAfterMs = Math.min(proposal.notAfterMs ?? openEndedMs, deadline);
@@ -73,6 +77,68 @@ export function decideProposal(record: WorkflowRecord, proposal: Proposal, retry
   // A window closed by the deadline before it opens: nothing to append; the deadline's timer ends the instance.
   if (notBeforeMs >= notAfterMs) return undefined;
   return { events, timeGuard: { notBeforeMs, notAfterMs }, causation: { command: proposal.command } };
+}
+
+/**
+ * The events as they are written: an event that carries a value and names where it was recorded
+ * (`inputFrom`/`outputFrom`, events.ts ValueRef) keeps the reference alone when the record, or an
+ * earlier event of the same transition, holds that very value there — the fold then puts the same
+ * value in the record — and the value alone otherwise.
+ */
+function withReferences(record: WorkflowRecord, events: WorkflowEvent[]): WorkflowEvent[] {
+  let written: WorkflowEvent[] | undefined;
+  for (let index = 0; index < events.length; index++) {
+    const event = events[index] as WorkflowEvent;
+    const decided = writtenValue(record, written ?? events, index, event);
+    if (decided !== event) (written ??= events.slice())[index] = decided;
+  }
+  return written ?? events;
+}
+
+/** The event with its value or its reference (each event spelled out: object rest would copy it the engine's slow way). */
+function writtenValue(record: WorkflowRecord, events: readonly WorkflowEvent[], index: number, event: WorkflowEvent): WorkflowEvent {
+  switch (event.type) {
+    case 'task-started': {
+      const { at, ref, name, input, inputFrom } = event;
+      if (inputFrom === undefined || input === undefined) return event;
+      return referredValue(record, events, index, inputFrom) === input
+        ? { type: 'task-started', v: 1, at, ref, name, inputFrom }
+        : { type: 'task-started', v: 1, at, ref, name, input };
+    }
+    case 'task-completed': {
+      const { at, output, outputFrom } = event;
+      if (outputFrom === undefined || output === undefined) return event;
+      return referredValue(record, events, index, outputFrom) === output
+        ? { type: 'task-completed', v: 1, at, outputFrom }
+        : { type: 'task-completed', v: 1, at, output };
+    }
+    case 'workflow-completed': {
+      const { output, outputFrom } = event;
+      if (outputFrom === undefined || output === undefined) return event;
+      return referredValue(record, events, index, outputFrom) === output
+        ? { type: 'workflow-completed', v: 1, outputFrom }
+        : { type: 'workflow-completed', v: 1, output };
+    }
+    default:
+      return event;
+  }
+}
+
+/** The value `ref` names once the events before `index` are applied to the record; undefined when it names none. */
+function referredValue(record: WorkflowRecord, events: readonly WorkflowEvent[], index: number, ref: ValueRef): JsonValue | undefined {
+  for (let at = index - 1; at >= 0; at--) {
+    const event = events[at] as WorkflowEvent;
+    if ('step' in ref && (event.type === 'expression-evaluated' || event.type === 'call-answered') && event.at === ref.step)
+      return 'ok' in event.result ? event.result.ok : undefined;
+    if ('task' in ref && event.type === 'task-completed' && event.at === ref.task)
+      return event.outputFrom === undefined ? event.output : referredValue(record, events, at, event.outputFrom);
+  }
+  if ('step' in ref) {
+    const result = record.steps[ref.step];
+    return result !== undefined && 'ok' in result ? result.ok : undefined;
+  }
+  const task = record.tasks[ref.task];
+  return task?.state === 'completed' ? task.output : undefined;
 }
 
 export const taskTimeoutKey = (at: string): string => `${at}@timeout`;

@@ -8,7 +8,7 @@
  * result — is an event, so rebuilding the instance never evaluates or calls anything.
  */
 import type { JsonValue } from '../../contract/json.js';
-import { lazyProblem } from '../../contract/validation.js';
+import { describedProblem, lazyPasses } from '../../contract/validation.js';
 import type { TimeGuard } from '../../events/types.js';
 
 /** A DSL error (RFC 7807 problem details); `instance` is the JSON Pointer of the task that raised it. */
@@ -22,6 +22,16 @@ export interface WorkflowError {
 
 /** A step's recorded result: a value, or the error it raised. */
 export type StepResult = { ok: JsonValue } | { error: WorkflowError };
+
+/**
+ * A value recorded earlier in the same log, named instead of written again: the value a step
+ * recorded (`{step}`: its `ok` result), or the output of a completed task (`{task}`). A stage's
+ * answer is written once (its call-answered) and its task's output, the next task's input and the
+ * workflow's output refer to it; the fold puts the referenced value in the record, so the record
+ * (live or replayed) is the one the values written in full would give. Logs written before refs
+ * carry the values themselves, and still fold.
+ */
+export type ValueRef = { step: string } | { task: string };
 
 export type TimerPurpose = 'wait' | 'retry' | 'task-timeout' | 'workflow-timeout';
 
@@ -61,13 +71,17 @@ export interface TaskStarted {
   at: string;
   ref: string;
   name: string;
-  input: JsonValue;
+  /** The task's raw input, or (`inputFrom`) where it was recorded already: exactly one of the two. */
+  input?: JsonValue;
+  inputFrom?: ValueRef;
 }
 export interface TaskCompleted {
   type: 'task-completed';
   v: 1;
   at: string;
-  output: JsonValue;
+  /** The task's output, or (`outputFrom`) where it was recorded already: exactly one of the two. */
+  output?: JsonValue;
+  outputFrom?: ValueRef;
 }
 export interface TaskFaulted {
   type: 'task-faulted';
@@ -217,7 +231,9 @@ export interface ListenEventReceived {
 export interface WorkflowCompleted {
   type: 'workflow-completed';
   v: 1;
-  output: JsonValue;
+  /** The workflow's output, or (`outputFrom`) where it was recorded already: exactly one of the two. */
+  output?: JsonValue;
+  outputFrom?: ValueRef;
 }
 export interface WorkflowFaulted {
   type: 'workflow-faulted';
@@ -296,6 +312,24 @@ function event(type: string, properties: Record<string, object>) {
   };
 }
 
+/** A ValueRef: `{step}` or `{task}`, one of the two. */
+const valueRef = {
+  type: 'object',
+  minProperties: 1,
+  maxProperties: 1,
+  additionalProperties: false,
+  properties: { step: at, task: at },
+} as const;
+
+/** An event whose value `field` is written in full or referred to (`<field>From`): exactly one of the two. */
+function valueOrRef(schema: ReturnType<typeof event>, field: 'input' | 'output') {
+  return {
+    ...schema,
+    required: schema.required.filter((name) => name !== field && name !== `${field}From`),
+    oneOf: [{ required: [field] }, { required: [`${field}From`] }],
+  };
+}
+
 /** workflow-started: timeoutMs (or, in older logs, deadlineMs) — the one or the other. */
 function startedSchema(schema: ReturnType<typeof event>) {
   return {
@@ -325,8 +359,8 @@ export const workflowEventSchemas = [
       },
     }),
   ),
-  event('task-started', { at, ref: at, name: { type: 'string', maxLength: 256 }, input: json }),
-  event('task-completed', { at, output: json }),
+  valueOrRef(event('task-started', { at, ref: at, name: { type: 'string', maxLength: 256 }, input: json, inputFrom: valueRef }), 'input'),
+  valueOrRef(event('task-completed', { at, output: json, outputFrom: valueRef }), 'output'),
   event('task-faulted', { at, error: errorSchema }),
   event('task-cancelled', { at, reason: text }),
   event('expression-evaluated', { at, result: stepResult }),
@@ -370,7 +404,7 @@ export const workflowEventSchemas = [
   event('lease-renewed', { epoch: { type: 'integer', minimum: 1 }, untilMs: ms }),
   event('lease-released', { epoch: { type: 'integer', minimum: 1 } }),
   event('call-started', { at, epoch: { type: 'integer', minimum: 0 } }),
-  event('workflow-completed', { output: json }),
+  valueOrRef(event('workflow-completed', { output: json, outputFrom: valueRef }), 'output'),
   event('workflow-faulted', { error: errorSchema }),
   event('workflow-cancelled', { reason: text }),
 ];
@@ -387,7 +421,30 @@ export const workflowTransitionSchema = {
   },
 } as const;
 
-const problem = lazyProblem(workflowTransitionSchema);
+/**
+ * The pass/fail check, event by event: the transition's envelope, then each event against its own
+ * type's schema (what the discriminator picks), each compiled on first use. One validator of the
+ * whole vocabulary is too large a function for V8 to optimize, and every check of a decided
+ * transition would run it unoptimized; these are small. A failure is described by the whole
+ * schema's validator (every error, with its pointer into the transition).
+ */
+const envelopePasses = lazyPasses({
+  ...workflowTransitionSchema,
+  $id: undefined,
+  properties: { ...workflowTransitionSchema.properties, events: { type: 'array', minItems: 1, items: { type: 'object', required: ['type'] } } },
+});
+const eventPasses = new Map(workflowEventSchemas.map((schema) => [schema.properties.type.const, lazyPasses(schema)]));
+
+function transitionPasses(value: unknown): boolean {
+  if (!envelopePasses(value)) return false;
+  for (const event of (value as { events: { type: unknown }[] }).events) {
+    const passes = typeof event.type === 'string' ? eventPasses.get(event.type) : undefined;
+    if (passes === undefined || !passes(event)) return false;
+  }
+  return true;
+}
+
+const problem = describedProblem(transitionPasses, workflowTransitionSchema);
 
 /** Undefined when valid; otherwise every schema error. */
 export function workflowTransitionProblem(transition: unknown): string | undefined {

@@ -24,7 +24,7 @@ import type { JsonObject, JsonValue } from '../../contract/json.js';
 import { taskTimeoutKey, timeoutError, type Proposal } from './decide.js';
 import { entriesOf, isObject, kindOf, timeoutMsOf, type TaskEntry, type TaskKind } from './document.js';
 import { WorkflowRaise, raise } from './dsl-errors.js';
-import type { StepResult, WorkflowError, WorkflowEvent } from './events.js';
+import type { StepResult, TaskCompleted, ValueRef, WorkflowError, WorkflowEvent } from './events.js';
 import { evaluateValue, hasExpression, programOf } from './expressions.js';
 import { ExpressionFailure, pathValue } from './jq.js';
 import { Halted, replayed } from './journal.js';
@@ -47,6 +47,12 @@ export class Interpreter implements Interpreting {
   /** Facts held for the next transition, in the order they happened. */
   private held: Held[] = [];
   private fixedVars: { workflow: JsonValue; runtime: JsonValue } | undefined;
+  /**
+   * Where each object value this run holds was recorded first (a step's result, a task's output):
+   * an event carrying the same value names the place too, and the decider writes the reference
+   * instead of the value when the record holds that very value there (decide.ts).
+   */
+  private readonly origins = new WeakMap<object, ValueRef>();
 
   constructor(readonly deps: InterpreterDeps) {}
 
@@ -73,7 +79,11 @@ export class Interpreter implements Interpreting {
           : output;
       this.validate('/output/schema', final, '/', 'the workflow output');
       // The end: a record that is no longer running afterwards is what this proposal asked for (nothing to unwind).
-      await this.commit({ command: 'complete', events: [{ type: 'workflow-completed', v: 1, output: final }] });
+      const from = this.originOf(final);
+      const completed: WorkflowEvent = from
+        ? { type: 'workflow-completed', v: 1, output: final, outputFrom: from }
+        : { type: 'workflow-completed', v: 1, output: final };
+      await this.commit({ command: 'complete', events: [completed] });
     } catch (error) {
       const fault = faultOf(error);
       if (fault === undefined) throw error;
@@ -144,7 +154,7 @@ export class Interpreter implements Interpreting {
    */
   async step(at: string, frame: Frame, kind: 'expression' | 'call', compute: () => Promise<JsonValue>, rerun = true): Promise<JsonValue> {
     const recorded = this.record.steps[at] ?? this.heldStep(at);
-    if (recorded) return replayed(recorded);
+    if (recorded) return this.replayedAt(at, recorded);
     this.alive(frame);
     let result: StepResult;
     if (kind === 'call' && !rerun && this.record.calls[at]) result = { error: uncertainCall(at) };
@@ -163,12 +173,27 @@ export class Interpreter implements Interpreting {
     const type = kind === 'call' ? 'call-answered' : 'expression-evaluated';
     if (kind === 'expression' || rerun) {
       this.hold({ type, v: 1, at, result });
-      return replayed(result);
+      return this.replayedAt(at, result);
     }
     await this.propose({ command: type, events: [{ type, v: 1, at, result }] });
     const stored = this.record.steps[at];
     if (!stored) throw new Halted(`step ${at} was not recorded`);
-    return replayed(stored);
+    return this.replayedAt(at, stored);
+  }
+
+  /** A step's value (its error raised again), noted as recorded by that step. */
+  private replayedAt(at: string, result: StepResult): JsonValue {
+    if ('ok' in result) this.noteOrigin(result.ok, { step: at });
+    return replayed(result);
+  }
+
+  /** Notes where an object value was recorded first (a later place does not replace it). */
+  private noteOrigin(value: JsonValue, from: ValueRef): void {
+    if (typeof value === 'object' && value !== null && !this.origins.has(value)) this.origins.set(value, from);
+  }
+
+  private originOf(value: JsonValue): ValueRef | undefined {
+    return typeof value === 'object' && value !== null ? this.origins.get(value) : undefined;
   }
 
   /** The variables every expression sees ($context, $workflow, $runtime, $task, the frame's). */
@@ -314,9 +339,16 @@ export class Interpreter implements Interpreting {
     const existing = this.record.tasks[at];
     if (existing?.state === 'cancelled') throw new Halted(`task ${at} was cancelled`);
     if (existing?.state === 'faulted' && existing.error) throw new WorkflowRaise(existing.error);
-    if (existing?.state === 'completed' && leafKinds.has(kind) && !this.exports(task))
+    if (existing?.state === 'completed' && leafKinds.has(kind) && !this.exports(task)) {
+      this.noteOrigin(existing.output, { task: at });
       return { output: existing.output, then: typeof task.then === 'string' ? task.then : undefined, ended: false };
-    this.hold({ type: 'task-started', v: 1, at, ref: entry.pointer, name: entry.name, input: rawInput });
+    }
+    const from = this.originOf(rawInput);
+    this.hold(
+      from
+        ? { type: 'task-started', v: 1, at, ref: entry.pointer, name: entry.name, input: rawInput, inputFrom: from }
+        : { type: 'task-started', v: 1, at, ref: entry.pointer, name: entry.name, input: rawInput },
+    );
     try {
       const outcome = await this.withTimeout(entry, at, frame, (inner) => this.body(entry, at, rawInput, inner));
       await this.complete(entry, at, outcome.output);
@@ -372,7 +404,10 @@ export class Interpreter implements Interpreting {
    */
   private async complete(entry: TaskEntry, at: string, output: JsonValue): Promise<void> {
     const timer = this.record.timers[taskTimeoutKey(at)];
-    if (!timer) return this.hold({ type: 'task-completed', v: 1, at, output });
+    const from = this.originOf(output);
+    const completed: TaskCompleted = from ? { type: 'task-completed', v: 1, at, output, outputFrom: from } : { type: 'task-completed', v: 1, at, output };
+    this.noteOrigin(output, { task: at });
+    if (!timer) return this.hold(completed);
     const late: Proposal | undefined = timer && {
       command: 'task-timed-out',
       events: [
@@ -381,7 +416,7 @@ export class Interpreter implements Interpreting {
       ],
       notBeforeMs: timer.dueAtMs,
     };
-    await this.propose({ command: 'task-completed', events: [{ type: 'task-completed', v: 1, at, output }], notAfterMs: timer?.dueAtMs, late });
+    await this.propose({ command: 'task-completed', events: [completed], notAfterMs: timer?.dueAtMs, late });
     this.ended(at);
   }
 

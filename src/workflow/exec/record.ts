@@ -22,6 +22,7 @@ import type {
   StepResult,
   SubworkflowBound,
   TimerPurpose,
+  ValueRef,
   WorkflowCancelled,
   WorkflowCompleted,
   WorkflowError,
@@ -166,6 +167,25 @@ function endTask(draft: Draft, at: string, change: Partial<TaskRecord>, event: '
   record.seq += 1;
 }
 
+/**
+ * A value an event names by reference (events.ts ValueRef): a recorded step's `ok` result, or a
+ * completed task's output. A reference to nothing recorded is a log this fold cannot trust.
+ */
+function referred(record: Mutable<WorkflowRecord>, ref: ValueRef): JsonValue {
+  if ('step' in ref) {
+    const result = record.steps[ref.step];
+    if (result === undefined || !('ok' in result)) throw new AssertionFailure(`workflow ${record.instanceId}: no value recorded by step ${ref.step}`);
+    return result.ok;
+  }
+  const found = record.tasks[ref.task];
+  if (found?.state !== 'completed') throw new AssertionFailure(`workflow ${record.instanceId}: no output of a completed task ${ref.task}`);
+  return found.output;
+}
+
+/** The value an event carries in full (`value`) or by reference (`from`). */
+const valueOf = (record: Mutable<WorkflowRecord>, value: JsonValue | undefined, from: ValueRef | undefined): JsonValue =>
+  from === undefined ? (value as JsonValue) : referred(record, from);
+
 function once<V>(map: Readonly<Record<string, V>>, key: string, what: string): void {
   if (Object.hasOwn(map, key)) throw new AssertionFailure(`${what} ${key} recorded twice`);
 }
@@ -183,7 +203,7 @@ function applyEvent(draft: Draft, event: WorkflowEvent, atMs: number): void {
         ref: event.ref,
         name: event.name,
         state,
-        input: event.input,
+        input: valueOf(record, event.input, event.inputFrom),
         output: null,
         error: null,
         startedAtMs: atMs,
@@ -195,7 +215,7 @@ function applyEvent(draft: Draft, event: WorkflowEvent, atMs: number): void {
       return;
     }
     case 'task-completed':
-      return endTask(draft, event.at, { output: event.output }, 'COMPLETE');
+      return endTask(draft, event.at, { output: valueOf(record, event.output, event.outputFrom) }, 'COMPLETE');
     case 'task-faulted':
       return endTask(draft, event.at, { error: event.error }, 'FAULT');
     case 'task-cancelled':
@@ -243,7 +263,7 @@ function applyEvent(draft: Draft, event: WorkflowEvent, atMs: number): void {
 function endInstance(record: Mutable<WorkflowRecord>, event: WorkflowCompleted | WorkflowFaulted | WorkflowCancelled, atMs: number): void {
   if (event.type === 'workflow-completed') {
     record.status = stepInstance(record.status, 'COMPLETE');
-    record.output = event.output;
+    record.output = valueOf(record, event.output, event.outputFrom);
   } else if (event.type === 'workflow-faulted') {
     record.status = stepInstance(record.status, 'FAULT');
     record.error = event.error;
