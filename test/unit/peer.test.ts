@@ -20,6 +20,57 @@ const namespace = 'demo.v1.lab';
 const operationId = `op${'a'.repeat(64)}`;
 const decode = (data: Uint8Array) => JSON.parse(new TextDecoder().decode(data)) as unknown;
 
+/** The review request of attempt `attempt` under `fence` to peer alfa. */
+const reviewRequest = (attempt = 1, fence = 1): RequestMessage => ({
+  kind: 'request',
+  operationId,
+  contract: { id: 'lab.review', version: '1.0.0', digest: `sha256:${'b'.repeat(64)}` },
+  interaction: 'review',
+  branchId: 'alfa',
+  peerId: 'alfa',
+  attempt,
+  fence,
+  deadlineMs: Date.now() + 60_000,
+  leaseUntilMs: Date.now() + 60_000,
+  renewIntervalMs: 10_000,
+  publicationId: `${attempt}`.padStart(64, '0'),
+  input: { document: 'd' },
+});
+
+/** The cancel of that attempt after the decision closed. */
+const decisionCancel = (attempt = 1, fence = 1): CancelRequest => ({
+  kind: 'cancel',
+  operationId,
+  branchId: 'alfa',
+  peerId: 'alfa',
+  attempt,
+  fence,
+  reason: 'decision-closed',
+});
+
+/**
+ * Delivers `message` on `subject` to the handler a peer subscribed for `kind` (through a transport
+ * that handed the test its handlers) and answers how the message was settled (ack or nak).
+ */
+async function deliverTo(
+  handlers: ReadonlyMap<string, (m: InboundMessage) => void | Promise<void>>,
+  kind: 'request' | 'cancel',
+  subject: string,
+  message: RequestMessage | CancelRequest,
+): Promise<string[]> {
+  const answered: string[] = [];
+  const inbound: InboundMessage = {
+    subject,
+    data: encodeWire(message),
+    headers: {},
+    redelivered: false,
+    ack: async () => void answered.push('ack'),
+    nak: async () => void answered.push('nak'),
+  };
+  await handlers.get(subjectFor(namespace, 'review', '*', kind, 'alfa'))!(inbound);
+  return answered;
+}
+
 /** `gate`, when given, holds every handler run until it resolves. */
 async function harness(gate?: Promise<void>) {
   const bus = new MemoryBus();
@@ -44,27 +95,11 @@ async function harness(gate?: Promise<void>) {
   await coordinator.subscribe(`${namespace}.review.*.result.*`, (m) => void results.push(decode(m.data) as ResultMessage));
   await coordinator.subscribe(`${namespace}.review.*.cancel-result.*`, (m) => void cancelResults.push(decode(m.data) as CancelResult));
   const request = async (attempt: number, fence: number) => {
-    const message: RequestMessage = {
-      kind: 'request',
-      operationId,
-      contract: { id: 'lab.review', version: '1.0.0', digest: `sha256:${'b'.repeat(64)}` },
-      interaction: 'review',
-      branchId: 'alfa',
-      peerId: 'alfa',
-      attempt,
-      fence,
-      deadlineMs: Date.now() + 60_000,
-      leaseUntilMs: Date.now() + 60_000,
-      renewIntervalMs: 10_000,
-      publicationId: `${attempt}`.padStart(64, '0'),
-      input: { document: 'd' },
-    };
-    await coordinator.publish(subjectFor(namespace, 'review', operationId, 'request', 'alfa'), encodeWire(message));
+    await coordinator.publish(subjectFor(namespace, 'review', operationId, 'request', 'alfa'), encodeWire(reviewRequest(attempt, fence)));
     await flushMicrotasks();
   };
   const cancel = async (attempt: number, fence: number) => {
-    const message: CancelRequest = { kind: 'cancel', operationId, branchId: 'alfa', peerId: 'alfa', attempt, fence, reason: 'decision-closed' };
-    await coordinator.publish(subjectFor(namespace, 'review', operationId, 'cancel', 'alfa'), encodeWire(message));
+    await coordinator.publish(subjectFor(namespace, 'review', operationId, 'cancel', 'alfa'), encodeWire(decisionCancel(attempt, fence)));
     await flushMicrotasks();
   };
   return { peer, runs, results, cancelResults, request, cancel };
@@ -171,38 +206,12 @@ test('a cancel whose answer could not be stored is handed back, and delivered ag
       review: (_input, { signal }) => new Promise((_resolve, reject) => signal.addEventListener('abort', () => (stopped(), reject(new Error('stopped'))))),
     },
   });
-  const deliver = async (kind: 'request' | 'cancel', message: object) => {
-    const answered: string[] = [];
-    const inbound: InboundMessage = {
-      subject: subjectFor(namespace, 'review', operationId, kind, 'alfa'),
-      data: encodeWire(message as RequestMessage),
-      headers: {},
-      redelivered: false,
-      ack: async () => void answered.push('ack'),
-      nak: async () => void answered.push('nak'),
-    };
-    await handlers.get(subjectFor(namespace, 'review', '*', kind, 'alfa'))!(inbound);
-    return answered;
-  };
-  const request: RequestMessage = {
-    kind: 'request',
-    operationId,
-    contract: { id: 'lab.review', version: '1.0.0', digest: `sha256:${'b'.repeat(64)}` },
-    interaction: 'review',
-    branchId: 'alfa',
-    peerId: 'alfa',
-    attempt: 1,
-    fence: 1,
-    deadlineMs: Date.now() + 60_000,
-    leaseUntilMs: Date.now() + 60_000,
-    renewIntervalMs: 10_000,
-    publicationId: '1'.padStart(64, '0'),
-    input: { document: 'd' },
-  };
-  const running = deliver('request', request);
+  const deliver = (kind: 'request' | 'cancel', message: RequestMessage | CancelRequest) =>
+    deliverTo(handlers, kind, subjectFor(namespace, 'review', operationId, kind, 'alfa'), message);
+  const running = deliver('request', reviewRequest());
   const whenStopped = new Promise<void>((resolve) => (stopped = resolve));
   await flushMicrotasks();
-  const cancel: CancelRequest = { kind: 'cancel', operationId, branchId: 'alfa', peerId: 'alfa', attempt: 1, fence: 1, reason: 'decision-closed' };
+  const cancel = decisionCancel();
   failNext = true;
   assert.deepEqual(await deliver('cancel', cancel), ['nak'], 'the answer was not stored: the cancel is handed back');
   await whenStopped;
@@ -234,35 +243,9 @@ test('a request or cancel whose subject is not its own (operation, namespace, in
     handlers: { review: (_input, { request }) => (runs.push(request.operationId), { verdict: 'approve' }) },
   });
   const other = `op${'c'.repeat(64)}`;
-  const request: RequestMessage = {
-    kind: 'request',
-    operationId,
-    contract: { id: 'lab.review', version: '1.0.0', digest: `sha256:${'b'.repeat(64)}` },
-    interaction: 'review',
-    branchId: 'alfa',
-    peerId: 'alfa',
-    attempt: 1,
-    fence: 1,
-    deadlineMs: Date.now() + 60_000,
-    leaseUntilMs: Date.now() + 60_000,
-    renewIntervalMs: 10_000,
-    publicationId: '1'.padStart(64, '0'),
-    input: { document: 'd' },
-  };
-  const cancel: CancelRequest = { kind: 'cancel', operationId, branchId: 'alfa', peerId: 'alfa', attempt: 1, fence: 1, reason: 'decision-closed' };
-  const deliver = async (kind: 'request' | 'cancel', subject: string, message: object) => {
-    const answered: string[] = [];
-    const inbound: InboundMessage = {
-      subject,
-      data: encodeWire(message as RequestMessage),
-      headers: {},
-      redelivered: false,
-      ack: async () => void answered.push('ack'),
-      nak: async () => void answered.push('nak'),
-    };
-    await handlers.get(subjectFor(namespace, 'review', '*', kind, 'alfa'))!(inbound);
-    return answered;
-  };
+  const request = reviewRequest();
+  const cancel = decisionCancel();
+  const deliver = (kind: 'request' | 'cancel', subject: string, message: RequestMessage | CancelRequest) => deliverTo(handlers, kind, subject, message);
   const misaddressed = [
     subjectFor(namespace, 'review', other, 'request', 'alfa'), // another operation's subject
     subjectFor('demo.v1.other', 'review', operationId, 'request', 'alfa'), // another namespace
