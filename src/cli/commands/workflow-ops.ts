@@ -55,6 +55,8 @@ function describe(event: WorkflowEvent, originMs: number): string {
       return `${event.at}: operation ${event.operationId.slice(0, 12)}… key ${event.invocationKey.slice(0, 16)}… attempt ${event.attempt}`;
     case 'subworkflow-bound':
       return `${event.at}: workflow ${event.workflow} instance ${event.instanceId.slice(0, 14)}… attempt ${event.attempt}`;
+    case 'subworkflow-disposed':
+      return `${event.at}: workflow instance ${event.instanceId.slice(0, 14)}… ${event.disposition} (released by ${event.by})`;
     case 'timer-set':
       return `${event.at} ${event.purpose} due +${event.dueAtMs - originMs}`;
     case 'timer-fired':
