@@ -188,7 +188,13 @@ export function openSubworkflowsOf(record: WorkflowRecord, within: readonly Rele
  * first), or not started (no instance under its id). An unavailable store is thrown: the parent
  * is driven again and releases it then.
  */
-export async function disposeSubworkflow(host: SubworkflowHost, parentId: string, by: string, at: string, child: SubworkflowRecord): Promise<SubworkflowDisposed> {
+export async function disposeSubworkflow(
+  host: SubworkflowHost,
+  parentId: string,
+  by: string,
+  at: string,
+  child: SubworkflowRecord,
+): Promise<SubworkflowDisposed> {
   const event = (disposition: SubworkflowDisposition, detail: string): SubworkflowDisposed => ({
     type: 'subworkflow-disposed',
     v: 1,

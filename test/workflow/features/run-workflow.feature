@@ -562,7 +562,7 @@ Feature: Run Workflow
     And the child instance of delegate should be cancelled
     And the child instance of delegate should be released as cancelled by outer
 
-  Scenario: A Child Not Awaited Runs On After Its Task, And Is Cancelled With Its Parent
+  Scenario: A Child Not Awaited Runs On After Its Task Timed Out, And Is Cancelled With Its Parent
     Given a workflow with definition:
     """yaml
     document:
@@ -571,16 +571,31 @@ Feature: Run Workflow
       name: fire-and-wait
       version: '1.0.0'
     do:
-      - delegate:
-          run:
-            workflow:
-              namespace: convoke
-              name: forever
-              version: '1.0.0'
-            await: false
-      - linger:
-          wait:
-            hours: 1
+      - guarded:
+          try:
+            - outer:
+                timeout:
+                  after:
+                    milliseconds: 300
+                do:
+                  - delegate:
+                      run:
+                        workflow:
+                          namespace: convoke
+                          name: forever
+                          version: '1.0.0'
+                        await: false
+                  - linger:
+                      wait:
+                        hours: 1
+          catch:
+            errors:
+              with:
+                type: https://serverlessworkflow.io/spec/1.0.0/errors/timeout
+            do:
+              - hold:
+                  wait:
+                    hours: 1
     """
     And a child workflow with definition:
     """yaml
@@ -595,7 +610,7 @@ Feature: Run Workflow
             hours: 1
     """
     When the workflow is started and delegate has started its child
-    And the workflow is waiting in linger
+    And the workflow is waiting in hold
     Then the child instance of delegate should be running
     And the workflow is cancelled
     Then the workflow should be cancelled
