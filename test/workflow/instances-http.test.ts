@@ -10,6 +10,7 @@ import { after, before, test } from 'node:test';
 import { Ajv } from 'ajv';
 import type { JsonObject } from '../../src/contract/json.js';
 import { workflowInstanceSchema, type WorkflowInstance } from '../../src/runtime/workflow-service.js';
+import { renderInstance } from '../../src/cli/commands/workflow-facade.js';
 import { serveWorkflowFixture, writeWorkflowFixture, type HostedWorkflows, type WorkflowFixture } from './instances-fixture.js';
 
 let fixture: WorkflowFixture;
@@ -247,6 +248,9 @@ test('a child instance names its parent (view and index row), and the parent lis
   assert.ok(checkInstance(read.body), JSON.stringify(checkInstance.errors));
   assert.deepEqual(read.body.parent, { instanceId: parentId, at: '/do/0/delegate' });
   assert.deepEqual(read.body.childInstances, []);
+  // convoke workflow get draws the same links.
+  assert.match(renderInstance(parent), new RegExp(`\\nchild +/do/0/delegate: ${child.instanceId} \\(slow\\) running\\n`));
+  assert.match(renderInstance(read.body as unknown as WorkflowInstance), new RegExp(`\\nparent +${parentId} at /do/0/delegate\\n`));
   const rows = (await call('GET', '/workflow-instances?workflow=slow&status=running&limit=500', fixture.tokens.alice)).body.instances as JsonObject[];
   assert.deepEqual(
     rows.find((row) => row.instanceId === child.instanceId)?.parent,
