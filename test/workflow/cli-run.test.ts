@@ -52,32 +52,33 @@ test('convoke workflow run prints the output (0), a fault (11), a refusal (7); t
   }
 });
 
+/** order.yaml runs shop/double as its child; double.yaml and triple.yaml are workflows it may be given beside it. */
+async function shopDocuments(dir: string): Promise<{ order: string; double: string; triple: string }> {
+  const order = join(dir, 'order.yaml');
+  const double = join(dir, 'double.yaml');
+  const triple = join(dir, 'triple.yaml');
+  await writeFile(
+    order,
+    `document: { dsl: '1.0.3', namespace: shop, name: order, version: '1.0.0' }\ndo:\n` +
+      `  - price:\n      run:\n        workflow: { namespace: shop, name: double, version: '1.0.0', input: { n: '\${ .quantity }' } }\n` +
+      `  - total:\n      set: { total: '\${ .doubled + 1 }' }\n`,
+  );
+  await writeFile(
+    double,
+    `document: { dsl: '1.0.3', namespace: shop, name: double, version: '1.0.0' }\ndo:\n  - twice:\n      set: { doubled: '\${ .n * 2 }' }\n`,
+  );
+  await writeFile(
+    triple,
+    `document: { dsl: '1.0.3', namespace: shop, name: triple, version: '1.0.0' }\ndo:\n  - thrice:\n      set: { tripled: '\${ .n * 3 }' }\n`,
+  );
+
+  return { order, double, triple };
+}
+
 test('convoke workflow run --with: a run: workflow task runs another document by its namespace, name and version as a child instance', async () => {
   const dir = await mkdtemp(join(tmpdir(), 'convoke-wf-cli-with-'));
   try {
-    const order = join(dir, 'order.yaml');
-    const double = join(dir, 'double.yaml');
-    const triple = join(dir, 'triple.yaml');
-    await writeFile(
-      order,
-      `document: { dsl: '1.0.3', namespace: shop, name: order, version: '1.0.0' }\ndo:\n` +
-        `  - price:\n      run:\n        workflow: { namespace: shop, name: double, version: '1.0.0', input: { n: '\${ .quantity }' } }\n` +
-        `  - total:\n      set: { total: '\${ .doubled + 1 }' }\n`,
-    );
-    await writeFile(
-      double,
-      `document: { dsl: '1.0.3', namespace: shop, name: double, version: '1.0.0' }\ndo:\n  - twice:\n      set: { doubled: '\${ .n * 2 }' }\n`,
-    );
-    await writeFile(
-      triple,
-      `document: { dsl: '1.0.3', namespace: shop, name: triple, version: '1.0.0' }\ndo:\n  - thrice:\n      set: { tripled: '\${ .n * 3 }' }\n`,
-    );
-
-    // Without the child's document the reference resolves to nothing: refused before anything runs.
-    const alone = captureIo();
-    assert.equal(await main(['node', 'convoke', 'workflow', 'run', order, '--input', '{"quantity":3}'], alone), exitCodes.unsupported, alone.out());
-    assert.match(alone.err(), /\/do\/0\/price\/run\/workflow: the workflow shop\/double@1\.0\.0 is not pinned beside this one/);
-
+    const { order, double, triple } = await shopDocuments(dir);
     const store = `sqlite:${join(dir, 'wf.db')}`;
     const run = captureIo();
     const args = ['node', 'convoke', 'workflow', 'run', order, '--with', triple, '--with', double, '--input', '{"quantity":3}', '--store', store, '--json'];
@@ -109,6 +110,19 @@ test('convoke workflow run --with: a run: workflow task runs another document by
       exitCodes.ok,
     );
     assert.notEqual((JSON.parse(other.out()) as { instanceId: string }).instanceId, shown.instanceId);
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+});
+
+test('convoke workflow run --with refuses, before anything runs, a reference to no given document, the same workflow twice, and a given document that is not valid', async () => {
+  const dir = await mkdtemp(join(tmpdir(), 'convoke-wf-cli-with-'));
+  try {
+    const { order, double } = await shopDocuments(dir);
+    // Without the child's document the reference resolves to nothing: refused before anything runs.
+    const alone = captureIo();
+    assert.equal(await main(['node', 'convoke', 'workflow', 'run', order, '--input', '{"quantity":3}'], alone), exitCodes.unsupported, alone.out());
+    assert.match(alone.err(), /\/do\/0\/price\/run\/workflow: the workflow shop\/double@1\.0\.0 is not pinned beside this one/);
 
     // The same workflow twice, and a --with document that is not a valid workflow, are refused naming the file.
     const twice = captureIo();

@@ -16,6 +16,8 @@ import type { Command } from 'commander';
 import { AdapterError, isAdapterError, invalidInput } from '../../contract/errors.js';
 import type { JsonValue } from '../../contract/json.js';
 import type { SubworkflowRef } from '../../workflow/exec/document.js';
+import type { WorkflowExecutor } from '../../workflow/exec/executor.js';
+import type { WorkflowRecord } from '../../workflow/exec/record.js';
 import type { CliIo } from '../io.js';
 import { exitCodeOfError, exitCodes } from '../exit-codes.js';
 import { isWorkflowInstanceId } from '../../workflow/ids.js';
@@ -100,30 +102,7 @@ export async function workflowRunCommand(file: string, options: WorkflowRunOptio
         input,
         ...(bundleDigest ? { bundleDigest } : {}),
       });
-      const record = await executor.wait(instanceId, options.waitMs);
-      if (options.json) {
-        const tasks = Object.entries(record.tasks).map(([at, task]) => ({ at, name: task.name, state: task.state }));
-        const childInstances = await Promise.all(
-          Object.entries(record.subworkflows).map(async ([at, child]) => ({
-            at,
-            instanceId: child.instanceId,
-            workflow: child.workflow,
-            status: (await executor.get(child.instanceId))?.status ?? null,
-            disposition: child.disposition?.disposition ?? null,
-          })),
-        );
-        const shown = { instanceId, status: record.status, output: record.output, error: record.error, tasks, children: record.children, childInstances };
-        io.stdout.write(JSON.stringify(shown, null, 2) + '\n');
-      } else if (record.status === 'completed') io.stdout.write(JSON.stringify(record.output, null, 2) + '\n');
-      if (record.status === 'running') {
-        io.stderr.write(`workflow instance ${instanceId} is still running after ${options.waitMs} ms\n`);
-        return exitCodes.pending;
-      }
-      if (record.status !== 'completed') {
-        io.stderr.write(JSON.stringify({ instanceId, status: record.status, error: record.error }) + '\n');
-        return exitCodes.outcomeNotSuccess;
-      }
-      return exitCodes.ok;
+      return await report(instanceId, await executor.wait(instanceId, options.waitMs), executor, options, io);
     } finally {
       await executor.close();
       await evaluator.close();
@@ -134,6 +113,39 @@ export async function workflowRunCommand(file: string, options: WorkflowRunOptio
     io.stderr.write(JSON.stringify(error.toJSON()) + '\n');
     return exitCodeOfError(error);
   }
+}
+
+/** Prints the instance as it stands (its output, or with --json the instance and its child instances) and answers the exit code. */
+async function report(
+  instanceId: string,
+  record: WorkflowRecord,
+  executor: Pick<WorkflowExecutor, 'get'>,
+  options: WorkflowRunOptions,
+  io: CliIo,
+): Promise<number> {
+  if (options.json) {
+    const tasks = Object.entries(record.tasks).map(([at, task]) => ({ at, name: task.name, state: task.state }));
+    const childInstances = await Promise.all(
+      Object.entries(record.subworkflows).map(async ([at, child]) => ({
+        at,
+        instanceId: child.instanceId,
+        workflow: child.workflow,
+        status: (await executor.get(child.instanceId))?.status ?? null,
+        disposition: child.disposition?.disposition ?? null,
+      })),
+    );
+    const shown = { instanceId, status: record.status, output: record.output, error: record.error, tasks, children: record.children, childInstances };
+    io.stdout.write(JSON.stringify(shown, null, 2) + '\n');
+  } else if (record.status === 'completed') io.stdout.write(JSON.stringify(record.output, null, 2) + '\n');
+  if (record.status === 'running') {
+    io.stderr.write(`workflow instance ${instanceId} is still running after ${options.waitMs} ms\n`);
+    return exitCodes.pending;
+  }
+  if (record.status !== 'completed') {
+    io.stderr.write(JSON.stringify({ instanceId, status: record.status, error: record.error }) + '\n');
+    return exitCodes.outcomeNotSuccess;
+  }
+  return exitCodes.ok;
 }
 
 /**
