@@ -527,6 +527,17 @@
         ['ended', wf.endedAtMs === null ? 'running' : `${iso(wf.endedAtMs)} (${rel(wf.endedAtMs, origin)} ms)`],
         ['timeout', inspection.deadlineMs === null ? 'none' : `${iso(inspection.deadlineMs)} (${rel(inspection.deadlineMs, origin)} ms)`],
         ['current task', wf.currentTask ? `${wf.currentTask.name} (${wf.currentTask.at})` : 'none'],
+        [
+          'parent',
+          wf.parent
+            ? el(
+                'span',
+                {},
+                el('a', { href: instanceHref(wf.parent.instanceId), title: wf.parent.instanceId, id: 'instance-parent' }, short(wf.parent.instanceId)),
+                ` at ${wf.parent.at}`,
+              )
+            : 'none (started on its own)',
+        ],
         ['lease', lease ? `${lease.worker}, epoch ${lease.epoch}, until ${iso(lease.untilMs)}` : 'none held'],
       ]),
       el('h3', {}, 'Input'),
@@ -590,6 +601,23 @@
     );
   }
 
+  /** The child workflow instances its `run: workflow` tasks started, each linked to its own page. */
+  function childInstancesSection(inspection) {
+    const children = inspection.instance.childInstances || [];
+    const rows = children.map((c) =>
+      el(
+        'tr',
+        {},
+        el('td', { class: 'mono' }, c.at),
+        el('td', { class: 'mono' }, el('a', { href: instanceHref(c.instanceId), title: c.instanceId }, short(c.instanceId))),
+        el('td', {}, c.workflow),
+        el('td', { class: c.status ? `st-${c.status}` : '' }, c.status || 'not started'),
+        el('td', {}, c.disposition || ''),
+      ),
+    );
+    return tableSection('child-instances', `Child workflow instances (${children.length})`, ['task', 'instance', 'workflow', 'status', 'disposition'], rows);
+  }
+
   function instanceTimelineRow(t, origin) {
     return el(
       'tr',
@@ -619,7 +647,13 @@
       if (name !== 'snapshot' && name !== 'update') return;
       if (name === 'snapshot') body.replaceChildren();
       if (!timeline.isConnected) main.append(timeline);
-      top.replaceChildren(instanceSummary(inspection), tasksSection(inspection), timersSection(inspection), childrenSection(inspection));
+      top.replaceChildren(
+        instanceSummary(inspection),
+        tasksSection(inspection),
+        timersSection(inspection),
+        childrenSection(inspection),
+        childInstancesSection(inspection),
+      );
       const origin = inspection.instance.startedAtMs;
       for (const t of inspection.timeline) body.append(instanceTimelineRow(t, origin));
       say(`Workflow instance ${short(instanceId)}: live, ${body.children.length} transitions, updated ${new Date().toLocaleTimeString()}`);

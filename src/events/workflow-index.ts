@@ -18,6 +18,12 @@ export interface WorkflowRowError {
   instance?: string;
 }
 
+/** The parent of a child workflow instance, as its row names it. */
+export interface WorkflowRowParent {
+  instanceId: string;
+  at: string;
+}
+
 /** How many child operation ids a row carries (the first bound); `childOperations` counts them all. */
 export const workflowRowChildrenMax = 32;
 
@@ -46,6 +52,12 @@ export interface WorkflowIndexRow {
   childOperationIds: string[];
   /** How many child operations were bound in all. */
   childOperations: number;
+  /**
+   * The instance whose `run: workflow` task started this one (its id, and the task execution:
+   * JSON Pointer and frame); null for an instance started on its own. Rows written before this
+   * field existed are read with null (workflow-rows.ts).
+   */
+  parent: WorkflowRowParent | null;
   /** The log revision the row was derived at (void transitions included). */
   revision: string;
 }

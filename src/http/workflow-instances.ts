@@ -123,7 +123,7 @@ export function workflowInstanceOpenApi(errorResponses: (statuses: (400 | 401 | 
           operationId: 'listWorkflowInstances',
           description:
             "A page of the workflow instances index, newest start first: the caller's own instances (an operator principal sees every principal's). " +
-            'Each row: status, workflow, bundle digest, principal, key, started/ended instants, current task, next timer, lease, last error, child operation ids, and its stuck reasons now. ' +
+            'Each row: status, workflow, bundle digest, principal, key, started/ended instants, current task, next timer, lease, last error, child operation ids, parent (for a child instance, the id and task execution of the instance that started it; else null), and its stuck reasons now. ' +
             'Pass nextCursor as cursor for the next page; the cursor is stable under concurrent starts.',
           parameters: [
             { name: 'status', in: 'query', required: false, schema: { type: 'string', enum: ['running', 'completed', 'faulted', 'cancelled'] } },
@@ -156,7 +156,9 @@ export function workflowInstanceOpenApi(errorResponses: (statuses: (400 | 401 | 
       '/workflow-instances/{instanceId}': {
         get: {
           operationId: 'getWorkflowInstance',
-          description: 'The instance, for the principal that started it only (anyone else gets 404, as for an unknown id); waits up to waitMs for it to end.',
+          description:
+            'The instance, for the principal that started it only (anyone else gets 404, as for an unknown id); waits up to waitMs for it to end. ' +
+            'A child instance (run: workflow) names its parent; a parent lists its childInstances with their status now.',
           parameters: [instanceIdParameter, { name: 'waitMs', in: 'query', required: false, schema: { type: 'integer', minimum: 0 } }],
           responses: { ...instanceProgress, ...errorResponses([400, 401, 404, 500, 503]) },
         },

@@ -74,6 +74,23 @@ export interface WorkflowInstance {
   cancellation: 'none' | 'caller';
   startedAtMs: number;
   endedAtMs: number | null;
+  /** The instance whose `run: workflow` task started this one, and that task's execution (JSON Pointer and frame); null for a top-level instance. */
+  parent: { instanceId: string; at: string } | null;
+  /** The child instances its `run: workflow` tasks started, in the order their tasks started. */
+  childInstances: WorkflowChildInstance[];
+}
+
+/** A child instance as its parent's view lists it. */
+export interface WorkflowChildInstance {
+  /** The `run: workflow` task execution that bound it. */
+  at: string;
+  instanceId: string;
+  /** The workflow it runs (its document's name). */
+  workflow: string;
+  /** Its status now, from the workflow instances index (else its log); null when it was bound but never started. */
+  status: WorkflowInstanceStatus | null;
+  /** What its parent made of it when the task awaiting it stopped waiting (cancelled, already-closed, not-started); null otherwise. */
+  disposition: string | null;
 }
 
 /** One task execution of an instance, as recorded. */
@@ -262,5 +279,27 @@ export const workflowInstanceSchema = {
     cancellation: { enum: ['none', 'caller'] },
     startedAtMs: { type: 'integer' },
     endedAtMs: nullable({ type: 'integer' }),
+    // Present in every answer since child instances were linked (not required: older servers' answers lack them).
+    parent: nullable({
+      type: 'object',
+      required: ['instanceId', 'at'],
+      additionalProperties: false,
+      properties: { instanceId: instanceIdSchema, at: { type: 'string' } },
+    }),
+    childInstances: {
+      type: 'array',
+      items: {
+        type: 'object',
+        required: ['at', 'instanceId', 'workflow', 'status', 'disposition'],
+        additionalProperties: false,
+        properties: {
+          at: { type: 'string' },
+          instanceId: instanceIdSchema,
+          workflow: { type: 'string' },
+          status: nullable({ enum: ['running', 'completed', 'faulted', 'cancelled'] }),
+          disposition: nullable({ enum: ['cancelled', 'already-closed', 'not-started'] }),
+        },
+      },
+    },
   },
 } as const;

@@ -7,6 +7,7 @@
 import { randomUUID } from 'node:crypto';
 import { EventStoreDbStore } from '../../src/adapters/store/eventstoredb.js';
 import { storeConformance, type StoreFactory } from './store.js';
+import { workflowConformance } from './workflow.js';
 import { indexConformance } from './index.js';
 
 const url = process.env.CONVOKE_ESDB_URL;
@@ -35,3 +36,4 @@ const eventStoreDbFactory: StoreFactory = async (options = {}) => {
 
 storeConformance('eventstoredb', eventStoreDbFactory, url ? {} : { skip: 'CONVOKE_ESDB_URL not set' });
 indexConformance('eventstoredb', eventStoreDbFactory, url ? {} : { skip: 'CONVOKE_ESDB_URL not set' });
+workflowConformance('eventstoredb', eventStoreDbFactory, url ? {} : { skip: 'CONVOKE_ESDB_URL not set' });

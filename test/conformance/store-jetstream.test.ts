@@ -9,6 +9,7 @@ import { jetstreamStorePermissions } from '../../src/deployment/nats/permissions
 import { startJetStreamServer } from '../support/jetstream-server.js';
 import type { Transition } from '../../src/events/types.js';
 import { expectOk, makeTransition, newOperationId, readOk, storeConformance, type StoreFactory } from './store.js';
+import { workflowConformance } from './workflow.js';
 import { admission, indexConformance, lifecycle } from './index.js';
 
 process.env.PATH = `${process.env.PATH ?? ''}:/usr/sbin`;
@@ -54,6 +55,7 @@ const jetstreamFactory =
 storeConformance('jetstream', jetstreamFactory(), { timeoutMs: 60_000 });
 storeConformance('jetstream, stamps read back', jetstreamFactory(0), { timeoutMs: 60_000 });
 indexConformance('jetstream', jetstreamFactory(), { timeoutMs: 60_000 });
+workflowConformance('jetstream', jetstreamFactory(), { timeoutMs: 60_000 });
 
 test('jetstream: appends learn their server stamps from the stamp feed, equal to what a read returns', async () => {
   const server = await startJetStreamServer();

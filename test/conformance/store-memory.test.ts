@@ -1,6 +1,7 @@
 import { MemoryEventStore } from '../../src/adapters/store/memory.js';
 import { VirtualClock } from '../../src/contract/clock.js';
 import { storeConformance, type StoreFactory } from './store.js';
+import { workflowConformance } from './workflow.js';
 import { indexConformance } from './index.js';
 
 const memoryFactory: StoreFactory = async (options = {}) => {
@@ -17,3 +18,4 @@ const memoryFactory: StoreFactory = async (options = {}) => {
 
 storeConformance('memory', memoryFactory);
 indexConformance('memory', memoryFactory);
+workflowConformance('memory', memoryFactory);

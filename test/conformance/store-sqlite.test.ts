@@ -10,6 +10,7 @@ import { SqliteEventStore } from '../../src/adapters/store/sqlite.js';
 import { VirtualClock } from '../../src/contract/clock.js';
 import { ForkedSqliteClient } from '../support/forked-sqlite.js';
 import { expectOk, makeTransition, newOperationId, storeConformance, type StoreFactory } from './store.js';
+import { workflowConformance } from './workflow.js';
 import { admission, indexConformance, lifecycle } from './index.js';
 import { indexRowOfLog } from '../../src/projections/operation-index.js';
 import { listStatement, stuckCountQuery } from '../../src/adapters/store/sqlite-index.js';
@@ -35,6 +36,7 @@ const sqliteFactory: StoreFactory = async (options = {}) => {
 
 storeConformance('sqlite', sqliteFactory);
 indexConformance('sqlite', sqliteFactory);
+workflowConformance('sqlite', sqliteFactory);
 
 test('sqlite: a write lock held past busy_timeout answers unavailable, then the store recovers', async () => {
   const dir = await mkdtemp(join(tmpdir(), 'convoke-sqlite-'));

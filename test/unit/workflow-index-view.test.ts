@@ -43,6 +43,7 @@ const rowArb: fc.Arbitrary<WorkflowIndexRow> = fc
     ),
     lastError: fc.constant(null),
     childOperationIds: fc.constant<string[]>([]),
+    parent: fc.constant(null),
     childOperations: fc.integer({ min: 0, max: 3 }),
     revision: fc.integer({ min: 1, max: 99 }).map(String),
   })

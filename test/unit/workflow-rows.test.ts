@@ -35,6 +35,7 @@ const row: fc.Arbitrary<WorkflowIndexRow> = fc.record({
     { maxLength: 3 },
   ),
   childOperations: fc.integer({ min: 3, max: 9 }),
+  parent: fc.option(fc.record({ instanceId: hex64.map((h) => `wf${h}`), at: text.filter((t) => t.length > 0) }), { nil: null }),
   revision: fc.nat().map(String),
 }) as fc.Arbitrary<WorkflowIndexRow>;
 
@@ -46,7 +47,7 @@ test('property: copyOfRow of a row workflowIndexRowOf accepts is its JSON round 
       assert.deepEqual(copy, detachedRow(given));
       assert.equal(JSON.stringify(copy), JSON.stringify(given), 'the same fields in the same order');
       assert.ok(workflowIndexRowOf(copy), 'the copy is a row');
-      for (const key of ['currentTask', 'lease', 'lastError', 'childOperationIds'] as const)
+      for (const key of ['currentTask', 'lease', 'lastError', 'childOperationIds', 'parent'] as const)
         if (given[key] !== null) assert.notEqual(copy[key], given[key], `${key} is copied, not shared`);
     }),
     { numRuns: 500, seed: 20261205 },
@@ -58,4 +59,17 @@ test("an error's absent fields are left out of the copy, as JSON leaves them out
   const withHoles = { ...given, lastError: { type: 't', status: 500, title: undefined, detail: 'd' } };
   assert.ok(workflowIndexRowOf(withHoles));
   assert.deepEqual(Object.keys(copyOfRow(withHoles).lastError ?? {}), ['type', 'status', 'detail']);
+});
+
+test('a row written before parent existed is read with parent null; a parent that is not one, or a row missing another field, is refused', () => {
+  const given = fc.sample(row, { numRuns: 1, seed: 11 })[0] as WorkflowIndexRow;
+  const { parent: _parent, ...older } = given;
+  assert.deepEqual(workflowIndexRowOf(older), { ...older, parent: null });
+  const stored = JSON.parse(JSON.stringify(older)) as object;
+  assert.deepEqual(workflowIndexRowOf(stored), { ...stored, parent: null }, 'as stored JSON too');
+  const { revision: _revision, ...missing } = given;
+  assert.equal(workflowIndexRowOf(missing), undefined, 'only parent may be absent');
+  assert.equal(workflowIndexRowOf({ ...given, parent: { instanceId: 'op1', at: '/do/0/x' } }), undefined);
+  assert.equal(workflowIndexRowOf({ ...given, parent: { instanceId: `wf${'a'.repeat(64)}`, at: '' } }), undefined);
+  assert.equal(workflowIndexRowOf({ ...given, parent: { instanceId: `wf${'a'.repeat(64)}`, at: '/x', depth: 1 } }), undefined);
 });

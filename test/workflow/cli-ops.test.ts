@@ -189,3 +189,63 @@ test('convoke replay --fix-index without an id rebuilds every workflow instance 
     await rm(dir, { recursive: true, force: true });
   }
 });
+
+test('a child instance’s index row names its parent; replay --fix-index writes the same row the live path wrote, and a row from before parent existed still reads', async () => {
+  const dir = await mkdtemp(join(tmpdir(), 'convoke-wf-fix-parent-'));
+  try {
+    const parentFile = join(dir, 'parent.yaml');
+    const childFile = join(dir, 'child.yaml');
+    await writeFile(
+      parentFile,
+      `document: { dsl: '1.0.3', namespace: test, name: parent, version: '1.0.0' }\ndo:\n  - delegate:\n      run:\n        workflow: { namespace: test, name: child, version: '1.0.0' }\n`,
+    );
+    await writeFile(childFile, `document: { dsl: '1.0.3', namespace: test, name: child, version: '1.0.0' }\ndo:\n  - add:\n      set: { n: '\${ .n + 1 }' }\n`);
+    const path = join(dir, 'wf.db');
+    const store = `sqlite:${path}`;
+    const run = captureIo();
+    assert.equal(
+      await main(['node', 'convoke', 'workflow', 'run', parentFile, '--with', childFile, '--input', '{"n":1}', '--store', store, '--json'], run),
+      0,
+      run.err(),
+    );
+    const shown = JSON.parse(run.out()) as { instanceId: string; childInstances: { instanceId: string }[] };
+    const parentId = shown.instanceId;
+    const childId = shown.childInstances[0]?.instanceId as string;
+    const rowOf = (db: Database.Database, id: string) => (db.prepare('SELECT row FROM workflow_index WHERE instance_id = ?').get(id) as { row: string }).row;
+    let db = new Database(path);
+    const liveChild = JSON.parse(rowOf(db, childId)) as { parent: unknown };
+    const liveParent = JSON.parse(rowOf(db, parentId)) as { parent: unknown };
+    assert.deepEqual(liveChild.parent, { instanceId: parentId, at: '/do/0/delegate' });
+    assert.equal(liveParent.parent, null);
+    // Rows as written before `parent` existed: the parent's still agrees with its log, the child's no longer does.
+    db.prepare("UPDATE workflow_index SET row = json_remove(row, '$.parent')").run();
+    db.close();
+
+    const inspect = captureIo();
+    assert.equal(await main(['node', 'convoke', 'workflow', 'inspect', parentId, '--store', store, '--json'], inspect), 0, inspect.err());
+    const inspected = JSON.parse(inspect.out()) as { parent: unknown; childInstances: unknown[] };
+    assert.equal(inspected.parent, null);
+    assert.deepEqual(inspected.childInstances, [{ at: '/do/0/delegate', instanceId: childId, workflow: 'child', status: 'completed', disposition: null }]);
+    const text = captureIo();
+    assert.equal(await main(['node', 'convoke', 'workflow', 'inspect', parentId, '--store', store], text), 0, text.err());
+    assert.match(text.out(), new RegExp(`child /do/0/delegate: workflow instance ${childId} \\(child\\) completed`));
+
+    const check = captureIo();
+    assert.equal(await main(['node', 'convoke', 'replay', '--store', store, '--json'], check), 1, check.err());
+    const report = JSON.parse(check.out()) as { differences: number; rows: { operationId: string; problem: string | null }[] };
+    assert.deepEqual(
+      report.rows.filter((r) => r.problem !== null).map((r) => r.operationId),
+      [childId],
+      'only the child’s older row differs from its log (the parent’s reads with parent null)',
+    );
+    const fix = captureIo();
+    assert.equal(await main(['node', 'convoke', 'replay', childId, '--store', store, '--fix-index'], fix), 0, fix.out() + fix.err());
+    db = new Database(path);
+    assert.deepEqual(JSON.parse(rowOf(db, childId)), liveChild, 'the rebuilt row is the row the live path wrote');
+    db.close();
+    const clean = captureIo();
+    assert.equal(await main(['node', 'convoke', 'replay', '--store', store, '--json'], clean), 0, clean.out());
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+});

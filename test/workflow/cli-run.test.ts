@@ -51,3 +51,92 @@ test('convoke workflow run prints the output (0), a fault (11), a refusal (7); t
     await rm(dir, { recursive: true, force: true });
   }
 });
+
+/** order.yaml runs shop/double as its child; double.yaml and triple.yaml are workflows it may be given beside it. */
+async function shopDocuments(dir: string): Promise<{ order: string; double: string; triple: string }> {
+  const order = join(dir, 'order.yaml');
+  const double = join(dir, 'double.yaml');
+  const triple = join(dir, 'triple.yaml');
+  await writeFile(
+    order,
+    `document: { dsl: '1.0.3', namespace: shop, name: order, version: '1.0.0' }\ndo:\n` +
+      `  - price:\n      run:\n        workflow: { namespace: shop, name: double, version: '1.0.0', input: { n: '\${ .quantity }' } }\n` +
+      `  - total:\n      set: { total: '\${ .doubled + 1 }' }\n`,
+  );
+  await writeFile(
+    double,
+    `document: { dsl: '1.0.3', namespace: shop, name: double, version: '1.0.0' }\ndo:\n  - twice:\n      set: { doubled: '\${ .n * 2 }' }\n`,
+  );
+  await writeFile(
+    triple,
+    `document: { dsl: '1.0.3', namespace: shop, name: triple, version: '1.0.0' }\ndo:\n  - thrice:\n      set: { tripled: '\${ .n * 3 }' }\n`,
+  );
+
+  return { order, double, triple };
+}
+
+test('convoke workflow run --with: a run: workflow task runs another document by its namespace, name and version as a child instance', async () => {
+  const dir = await mkdtemp(join(tmpdir(), 'convoke-wf-cli-with-'));
+  try {
+    const { order, double, triple } = await shopDocuments(dir);
+    const store = `sqlite:${join(dir, 'wf.db')}`;
+    const run = captureIo();
+    const args = ['node', 'convoke', 'workflow', 'run', order, '--with', triple, '--with', double, '--input', '{"quantity":3}', '--store', store, '--json'];
+    assert.equal(await main(args, run), exitCodes.ok, run.err());
+    const shown = JSON.parse(run.out()) as {
+      instanceId: string;
+      output: unknown;
+      childInstances: { at: string; instanceId: string; workflow: string; status: string }[];
+    };
+    assert.deepEqual(shown.output, { total: 7 });
+    assert.equal(shown.childInstances.length, 1);
+    assert.deepEqual(
+      { ...shown.childInstances[0], instanceId: '' },
+      { at: '/do/0/price', instanceId: '', workflow: 'double', status: 'completed', disposition: null },
+    );
+
+    // The child is an instance of its own, naming its parent.
+    const child = captureIo();
+    assert.equal(await main(['node', 'convoke', 'workflow', 'inspect', shown.childInstances[0]!.instanceId, '--store', store], child), 0, child.err());
+    assert.match(child.out(), new RegExp(`parent ${shown.instanceId} at /do/0/price`));
+
+    // The same documents and key find the same instance; other documents under the key are another bundle, another instance.
+    const again = captureIo();
+    assert.equal(await main(args, again), exitCodes.ok, again.err());
+    assert.equal((JSON.parse(again.out()) as { instanceId: string }).instanceId, shown.instanceId);
+    const other = captureIo();
+    assert.equal(
+      await main(['node', 'convoke', 'workflow', 'run', order, '--with', double, '--input', '{"quantity":3}', '--store', store, '--json'], other),
+      exitCodes.ok,
+    );
+    assert.notEqual((JSON.parse(other.out()) as { instanceId: string }).instanceId, shown.instanceId);
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+});
+
+test('convoke workflow run --with refuses, before anything runs, a reference to no given document, the same workflow twice, and a given document that is not valid', async () => {
+  const dir = await mkdtemp(join(tmpdir(), 'convoke-wf-cli-with-'));
+  try {
+    const { order, double } = await shopDocuments(dir);
+    // Without the child's document the reference resolves to nothing: refused before anything runs.
+    const alone = captureIo();
+    assert.equal(await main(['node', 'convoke', 'workflow', 'run', order, '--input', '{"quantity":3}'], alone), exitCodes.unsupported, alone.out());
+    assert.match(alone.err(), /\/do\/0\/price\/run\/workflow: the workflow shop\/double@1\.0\.0 is not pinned beside this one/);
+
+    // The same workflow twice, and a --with document that is not a valid workflow, are refused naming the file.
+    const twice = captureIo();
+    assert.equal(await main(['node', 'convoke', 'workflow', 'run', order, '--with', double, '--with', double], twice), exitCodes.invalidInput);
+    assert.match(twice.err(), /--with .*double\.yaml: shop\/double\/1\.0\.0 is also --with/);
+    const broken = join(dir, 'broken.yaml');
+    await writeFile(
+      broken,
+      `document: { dsl: '1.0.3', namespace: shop, name: broken, version: '1.0.0' }\ndo:\n  - nowhere:\n      run:\n        workflow: { namespace: shop, name: missing, version: '1.0.0' }\n`,
+    );
+    const refused = captureIo();
+    assert.equal(await main(['node', 'convoke', 'workflow', 'run', order, '--with', double, '--with', broken], refused), exitCodes.unsupported);
+    assert.match(refused.err(), /--with .*broken\.yaml: \/do\/0\/nowhere\/run\/workflow/);
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+});

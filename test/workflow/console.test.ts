@@ -3,8 +3,9 @@
  * playwright-core) against a deployment hosting workflow instances, over a loopback socket: the
  * instances list shows the caller's own instances and takes a new one without a reload (server-sent
  * events); its filters narrow it; the instance page shows status, input and output, the task tree,
- * the timers, the child operations linking to their operation pages, and the event stream; another
- * principal's instance shows nothing.
+ * the timers, the child operations linking to their operation pages, and the event stream; a
+ * parent's page links its child instances and a child's its parent; another principal's instance
+ * shows nothing.
  */
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
@@ -30,11 +31,11 @@ after(async () => {
   await fixture?.dispose();
 });
 
-async function start(token: string, invocationKey: string, input: JsonObject, waitMs: number): Promise<WorkflowInstance> {
+async function start(token: string, invocationKey: string, input: JsonObject, waitMs: number, workflow = 'review-then-publish'): Promise<WorkflowInstance> {
   const response = await fetch(`${hosted.server.url}/workflow-instances`, {
     method: 'POST',
     headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
-    body: JSON.stringify({ bundle: { ...fixture.bundle }, workflow: 'review-then-publish', invocationKey, input, waitMs }),
+    body: JSON.stringify({ bundle: { ...fixture.bundle }, workflow, invocationKey, input, waitMs }),
   });
   return (await response.json()) as WorkflowInstance;
 }
@@ -99,6 +100,32 @@ test(
     await page.close();
   },
 );
+
+test('a parent instance page links its child instances, and a child instance page links its parent', { timeout: 60_000 }, async () => {
+  const parent = await start(fixture.tokens.alice, 'console-parent', {}, 0, 'delegating');
+  assert.equal(parent.status, 'running');
+  const page = await browser.page();
+  await signIn(page, fixture.tokens.alice, `/console/?instance=${parent.instanceId}`);
+  // The child appears once the parent's task has bound and started it (the page is live).
+  const link = page.locator('#child-instances tbody a');
+  await link.waitFor();
+  const childId = await link.getAttribute('title');
+  assert.ok(childId && childId !== parent.instanceId);
+  assert.equal(await link.getAttribute('href'), `./?instance=${childId}`);
+  const cells = await page.locator('#child-instances tbody tr').first().locator('td').allTextContents();
+  assert.deepEqual([cells[0], cells[2]], ['/do/0/delegate', 'slow']);
+  assert.match((await page.textContent('#h-instance')) ?? '', new RegExp(parent.instanceId));
+  await link.click();
+  await page.locator('#h-instance', { hasText: childId }).waitFor();
+  const back = page.locator('#instance-parent');
+  assert.equal(await back.getAttribute('title'), parent.instanceId);
+  assert.equal(await back.getAttribute('href'), `./?instance=${parent.instanceId}`);
+  assert.equal(await page.locator('#child-instances tbody tr').count(), 0, 'the child has no children of its own');
+  await back.click();
+  await page.locator('#h-instance', { hasText: parent.instanceId }).waitFor();
+  await page.close();
+  await hosted.host.service.cancel('alice', parent.instanceId);
+});
 
 test("another principal's instance page shows nothing of it", { timeout: 60_000 }, async () => {
   const instance = await start(fixture.tokens.alice, 'console-4', { document: 'RFC 44' }, 10_000);

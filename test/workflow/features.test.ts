@@ -36,6 +36,8 @@ interface World {
   children: string[];
   /** While set, the store refuses to create child instances (a worker that stops between binding a child and starting it). */
   gate: boolean;
+  /** While set, the store refuses to record any instance cancelled (a worker that stops between abandoning a child and cancelling it). */
+  cancelGate: boolean;
 }
 
 let scenarioKey = 0;
@@ -59,6 +61,11 @@ function gated(w: World): MemoryEventStore {
           w.gate && transition.events[0]?.parent !== undefined
             ? Promise.resolve({ kind: 'unavailable', description: 'the worker stops before the child starts' })
             : (target.create as (...args: unknown[]) => unknown)(id, transition, ...rest);
+      if (property === 'append')
+        return (id: string, revision: string, transition: { causation: { command: string } }, ...rest: unknown[]) =>
+          w.cancelGate && transition.causation.command === 'cancel'
+            ? Promise.resolve({ kind: 'unavailable', description: 'the worker stops before the child is cancelled' })
+            : (target.append as (...args: unknown[]) => unknown)(id, revision, transition, ...rest);
       const value: unknown = Reflect.get(target, property, target);
       return typeof value === 'function' ? (value as (...args: unknown[]) => unknown).bind(target) : value;
     },
@@ -67,9 +74,13 @@ function gated(w: World): MemoryEventStore {
 
 /** The child instance a task bound (`run: workflow`). */
 function boundChild(record: WorkflowRecord, name: string): string {
+  return boundRecord(record, name).instanceId;
+}
+
+function boundRecord(record: WorkflowRecord, name: string): WorkflowRecord['subworkflows'][string] {
   const child = Object.values(record.subworkflows).find((bound) => bound.ref.endsWith(`/${name}`));
   assert.ok(child, `task ${name} bound a child workflow instance`);
-  return child.instanceId;
+  return child;
 }
 
 async function until<T>(what: string, probe: () => Promise<T | undefined>): Promise<T> {
@@ -86,6 +97,7 @@ async function reload(w: World): Promise<void> {
   await w.h?.close();
   w.h = undefined;
   w.gate = false;
+  w.cancelGate = false;
   await executor(w).executor.resume();
 }
 
@@ -183,6 +195,39 @@ const childSteps: Step[] = [
       });
       assert.equal((await w.store.read(childId)).kind, 'not-found', 'the child was not started');
       await reload(w);
+    },
+  ],
+  [
+    /^the worker stops after (\w+) timed out, before the child of (\w+) was cancelled$/,
+    async (w, m) => {
+      w.cancelGate = true;
+      const id = await startWorkflow(w);
+      const h = executor(w);
+      // The timeout's fault is in the parent's log, and the child's cancel was refused: the worker stops there.
+      const childId = await until('the timeout and the refused cancel', async () => {
+        const record = await h.executor.get(id);
+        const timedOut = record && Object.values(record.tasks).some((task) => task.name === m[1] && task.state === 'faulted');
+        return timedOut && h.executor.failures.length > 0 ? boundChild(record, m[2]!) : undefined;
+      });
+      assert.equal((await h.executor.get(childId))?.status, 'running', 'the child was not cancelled');
+      assert.equal(boundRecord((await h.executor.get(id))!, m[2]!).disposition, undefined, 'no disposition was recorded');
+      await reload(w);
+    },
+  ],
+  [
+    /^the workflow is waiting in (\w+)$/,
+    async (w, m) =>
+      void (await until(`task ${m[1]!} running`, async () => {
+        const record = await executor(w).executor.get(w.instanceId!);
+        return record && Object.values(record.tasks).some((task) => task.name === m[1] && task.state === 'running') ? true : undefined;
+      })),
+  ],
+  [
+    /^the child instance of (\w+) should be released as (cancelled|already-closed|not-started) by (\w+)$/,
+    async (w, m) => {
+      const child = boundRecord(await finished(w), m[1]!);
+      assert.equal(child.disposition?.disposition, m[2], JSON.stringify(child.disposition));
+      assert.ok(child.disposition?.by.endsWith(`/${m[3]!}`), `released by ${m[3]!}: ${JSON.stringify(child.disposition)}`);
     },
   ],
   [/^the worker is reloaded$/, (w) => reload(w)],
@@ -310,7 +355,7 @@ steps.push(...childSteps);
 
 async function runPickle(pickle: Pickle): Promise<void> {
   const clock = new SystemClock();
-  const world: World = { clock, store: new MemoryEventStore({ clock }), input: {}, children: [], gate: false };
+  const world: World = { clock, store: new MemoryEventStore({ clock }), input: {}, children: [], gate: false, cancelGate: false };
   try {
     for (const step of pickle.steps) {
       const text = step.text.trim();
@@ -333,6 +378,6 @@ for (const file of readdirSync(featuresDir)
   pickles.push(...compile(parser.parse(readFileSync(join(featuresDir, file), 'utf8')), file, IdGenerator.incrementing()));
 }
 
-test('convoke’s feature files hold their scenarios', () => assert.equal(pickles.length, 24));
+test('convoke’s feature files hold their scenarios', () => assert.equal(pickles.length, 28));
 
 for (const pickle of pickles) test(`feature ${pickle.uri}: ${pickle.name}`, () => runPickle(pickle));

@@ -173,6 +173,7 @@ test('the in-memory view answers every query as the reference page does, and a f
       lastError: null,
       childOperationIds: [],
       childOperations: 0,
+      parent: null,
       revision: '1',
     };
     rows.push(row);

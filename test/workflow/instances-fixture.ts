@@ -1,7 +1,7 @@
 /**
  * A deployment hosting workflow instances, written to a temp dir: the review-then-publish bundle
- * (test/workflow/fixtures) plus two workflows the caller may cancel — `slow` (a long wait) and
- * `held` (a contract call nobody answers) — with in-process example peers (three reviewers approve, one publisher
+ * (test/workflow/fixtures) plus three workflows the caller may cancel — `slow` (a long wait),
+ * `held` (a contract call nobody answers) and `delegating` (runs `slow` as its child instance) — with in-process example peers (three reviewers approve, one publisher
  * publishes), and two bearer principals (alice, bob).
  */
 import { createHash, randomBytes } from 'node:crypto';
@@ -39,7 +39,12 @@ export function workflowBundle(): JsonObject {
       },
     ],
   };
-  bundle.workflowCancellation = { slow: 'caller', held: 'caller' };
+  // `delegating`: runs `slow` as its child instance (run: workflow, the same bundle).
+  (bundle.workflows as JsonObject).delegating = {
+    document: { dsl: '1.0.3', namespace: 'lab', name: 'delegating', version: '1.0.0' },
+    do: [{ delegate: { run: { workflow: { namespace: 'lab', name: 'slow', version: '1.0.0' } } } }],
+  };
+  bundle.workflowCancellation = { slow: 'caller', held: 'caller', delegating: 'caller' };
   return bundle;
 }
 

@@ -10,6 +10,7 @@ import { after, before, test } from 'node:test';
 import { Ajv } from 'ajv';
 import type { JsonObject } from '../../src/contract/json.js';
 import { workflowInstanceSchema, type WorkflowInstance } from '../../src/runtime/workflow-service.js';
+import { renderInstance } from '../../src/cli/commands/workflow-facade.js';
 import { serveWorkflowFixture, writeWorkflowFixture, type HostedWorkflows, type WorkflowFixture } from './instances-fixture.js';
 
 let fixture: WorkflowFixture;
@@ -225,4 +226,50 @@ test('GET /workflow-instances lists the caller its own instances and an operator
     assert.equal((timeline[0]?.events as JsonObject[])[0]?.type, 'workflow-started');
     assert.ok((inspection.body.tasks as JsonObject[]).some((t) => t.name === 'review' && t.state === 'completed'));
   }
+});
+
+test('a child instance names its parent (view and index row), and the parent lists its children with their status; cancelling the parent cancels the child', async () => {
+  const started = await start(fixture.tokens.alice, 'delegating', 'delegating-1', {}, 0);
+  assert.equal(started.status, 202, JSON.stringify(started.body));
+  const parentId = started.body.instanceId as string;
+  let parent = started.body as unknown as WorkflowInstance;
+  for (let tries = 0; tries < 400 && parent.childInstances[0]?.status !== 'running'; tries++) {
+    await new Promise((resolve) => setTimeout(resolve, 10));
+    parent = (await call('GET', `/workflow-instances/${parentId}`, fixture.tokens.alice)).body as unknown as WorkflowInstance;
+  }
+  assert.ok(checkInstance(parent), JSON.stringify(checkInstance.errors));
+  assert.equal(parent.parent, null, 'a top-level instance has no parent');
+  const [child] = parent.childInstances;
+  assert.ok(child);
+  assert.deepEqual({ ...child, instanceId: '' }, { at: '/do/0/delegate', instanceId: '', workflow: 'slow', status: 'running', disposition: null });
+
+  const read = await call('GET', `/workflow-instances/${child.instanceId}`, fixture.tokens.alice);
+  assert.equal(read.status, 202);
+  assert.ok(checkInstance(read.body), JSON.stringify(checkInstance.errors));
+  assert.deepEqual(read.body.parent, { instanceId: parentId, at: '/do/0/delegate' });
+  assert.deepEqual(read.body.childInstances, []);
+  // convoke workflow get draws the same links.
+  assert.match(renderInstance(parent), new RegExp(`\\nchild +/do/0/delegate: ${child.instanceId} \\(slow\\) running\\n`));
+  assert.match(renderInstance(read.body as unknown as WorkflowInstance), new RegExp(`\\nparent +${parentId} at /do/0/delegate\\n`));
+  const rows = (await call('GET', '/workflow-instances?workflow=slow&status=running&limit=500', fixture.tokens.alice)).body.instances as JsonObject[];
+  assert.deepEqual(
+    rows.find((row) => row.instanceId === child.instanceId)?.parent,
+    { instanceId: parentId, at: '/do/0/delegate' },
+    'the child’s index row names its parent',
+  );
+  const parentRow = ((await call('GET', '/workflow-instances?workflow=delegating&limit=500', fixture.tokens.alice)).body.instances as JsonObject[]).find(
+    (row) => row.instanceId === parentId,
+  );
+  assert.equal(parentRow?.parent, null);
+
+  const cancelled = await call('POST', `/workflow-instances/${parentId}/cancel`, fixture.tokens.alice);
+  assert.equal(cancelled.body.status, 'cancelled');
+  let after = cancelled.body as unknown as WorkflowInstance;
+  for (let tries = 0; tries < 400 && after.childInstances[0]?.status !== 'cancelled'; tries++) {
+    await new Promise((resolve) => setTimeout(resolve, 10));
+    after = (await call('GET', `/workflow-instances/${parentId}`, fixture.tokens.alice)).body as unknown as WorkflowInstance;
+  }
+  assert.equal(after.childInstances[0]?.status, 'cancelled', 'the child was cancelled with its parent');
+  await assertReplayEqual(parentId);
+  await assertReplayEqual(child.instanceId);
 });

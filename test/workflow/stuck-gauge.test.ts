@@ -37,6 +37,7 @@ function runningRow(i: number, fields: Partial<WorkflowIndexRow>): WorkflowIndex
     lastError: null,
     childOperationIds: [],
     childOperations: 0,
+    parent: null,
     revision: '1',
     ...fields,
   };

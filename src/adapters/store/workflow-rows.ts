@@ -13,7 +13,8 @@ import type { IndexAfter } from './types.js';
 const decoder = new TextDecoder('utf-8', { fatal: true });
 const instanceIdPattern = /^wf[0-9a-f]{64}$/;
 const statuses = new Set<string>(workflowStatuses);
-const rowKeys = 16;
+/** The row's fields; a row written before `parent` existed has one fewer (and is read with parent null). */
+const rowKeys = 17;
 const errorKeys = new Set(['type', 'status', 'title', 'detail', 'instance']);
 
 /** Whether the stream is a workflow instance's (`wf…` id) rather than an operation's. */
@@ -32,6 +33,10 @@ function isLease(v: unknown): boolean {
   return v === null || (isRecord(v) && Object.keys(v).length === 3 && typeof v.worker === 'string' && isInstant(v.epoch) && isInstant(v.untilMs));
 }
 
+function isParent(v: unknown): boolean {
+  return v === null || (isRecord(v) && Object.keys(v).length === 2 && typeof v.instanceId === 'string' && instanceIdPattern.test(v.instanceId) && isText(v.at));
+}
+
 function isError(v: unknown): boolean {
   if (v === null) return true;
   if (!isRecord(v) || !Object.keys(v).every((k) => errorKeys.has(k))) return false;
@@ -39,10 +44,13 @@ function isError(v: unknown): boolean {
   return typeof v.type === 'string' && Number.isSafeInteger(v.status) && optionalText(v.title) && optionalText(v.detail) && optionalText(v.instance);
 }
 
-/** The row `value` is, or undefined when it is not exactly one. */
+/** The row `value` is, or undefined when it is not exactly one. A row written before `parent` existed is answered with parent null. */
 export function workflowIndexRowOf(value: unknown): WorkflowIndexRow | undefined {
-  if (!isRecord(value) || Object.keys(value).length !== rowKeys) return undefined;
-  const r = value;
+  if (!isRecord(value)) return undefined;
+  const keys = Object.keys(value).length;
+  const older = keys === rowKeys - 1 && !('parent' in value);
+  if (keys !== rowKeys && !older) return undefined;
+  const r = older ? { ...value, parent: null } : value;
   const ok =
     typeof r.instanceId === 'string' &&
     instanceIdPattern.test(r.instanceId) &&
@@ -64,6 +72,7 @@ export function workflowIndexRowOf(value: unknown): WorkflowIndexRow | undefined
     r.childOperationIds.every((id) => typeof id === 'string' && isOperationId(id)) &&
     Number.isSafeInteger(r.childOperations) &&
     (r.childOperations as number) >= r.childOperationIds.length &&
+    isParent(r.parent) &&
     typeof r.revision === 'string' &&
     /^(0|[1-9][0-9]{0,19})$/.test(r.revision);
   return ok ? (r as unknown as WorkflowIndexRow) : undefined;
@@ -102,9 +111,10 @@ export function committedWorkflowRow(instanceId: string, stored: StoredTransitio
  * tenth of its cost (each append writes a row).
  */
 export function copyOfRow(row: WorkflowIndexRow): WorkflowIndexRow {
-  const { currentTask, lease, lastError } = row;
+  const { currentTask, lease, lastError, parent } = row;
   return {
     ...row,
+    parent: parent && { instanceId: parent.instanceId, at: parent.at },
     currentTask: currentTask && { at: currentTask.at, name: currentTask.name },
     lease: lease && { worker: lease.worker, epoch: lease.epoch, untilMs: lease.untilMs },
     lastError: lastError && copyOfError(lastError),

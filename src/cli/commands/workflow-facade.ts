@@ -95,6 +95,12 @@ export function renderInstance(instance: WorkflowInstance): string {
     const decision = d ? `${d.outcome} (${d.reason}: ${d.successVotes} of ${d.threshold} needed, ${d.units} asked)` : 'undecided';
     lines.push(`stage      ${stage.stage}: ${stage.operationId} decision ${decision}, settlement ${stage.settlement?.status ?? 'unknown'}`);
   }
+  // Older servers' answers lack the links.
+  if (instance.parent) lines.push(`parent     ${instance.parent.instanceId} at ${instance.parent.at}`);
+  for (const child of instance.childInstances ?? [])
+    lines.push(
+      `child      ${child.at}: ${child.instanceId} (${child.workflow}) ${child.status ?? 'not started'}${child.disposition ? `, ${child.disposition} by its parent` : ''}`,
+    );
   if (instance.status === 'completed') lines.push(`output     ${JSON.stringify(instance.output)}`);
   if (instance.error) lines.push(`error      ${JSON.stringify(instance.error)}`);
   return lines.join('\n') + '\n';

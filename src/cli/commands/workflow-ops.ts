@@ -13,7 +13,8 @@ import type { EventStore } from '../../adapters/store/types.js';
 import type { WorkflowIndexPosition } from '../../events/workflow-index.js';
 import type { Stored } from '../../kernel/types.js';
 import type { ValueRef, WorkflowEvent, WorkflowTransition } from '../../workflow/exec/events.js';
-import type { WorkflowRecord } from '../../workflow/exec/record.js';
+import { foldWorkflow, type WorkflowRecord } from '../../workflow/exec/record.js';
+import type { WorkflowChildInstance } from '../../runtime/workflow-service.js';
 import { replayWorkflowLog } from '../../workflow/exec/replay.js';
 import { workflowIndexRowOfLog } from '../../workflow/exec/index-row.js';
 import { workflowStreams } from '../../workflow/exec/streams.js';
@@ -58,6 +59,8 @@ function describe(event: WorkflowEvent, originMs: number): string {
       return `${event.at}: operation ${event.operationId.slice(0, 12)}… key ${event.invocationKey.slice(0, 16)}… attempt ${event.attempt}`;
     case 'subworkflow-bound':
       return `${event.at}: workflow ${event.workflow} instance ${event.instanceId.slice(0, 14)}… attempt ${event.attempt}`;
+    case 'subworkflow-disposed':
+      return `${event.at}: workflow instance ${event.instanceId.slice(0, 14)}… ${event.disposition} (released by ${event.by})`;
     case 'timer-set':
       return `${event.at} ${event.purpose} due +${event.dueAtMs - originMs}`;
     case 'timer-fired':
@@ -86,12 +89,32 @@ function describe(event: WorkflowEvent, originMs: number): string {
   }
 }
 
-function renderSummary(record: WorkflowRecord): string {
+/** The child workflow instances of a record (`run: workflow`) in the order their tasks started, each with its status in the store now (null: never started). */
+async function childInstancesOf(store: EventStore, record: WorkflowRecord): Promise<WorkflowChildInstance[]> {
+  const order = (at: string) => record.tasks[at]?.startedSeq ?? Number.MAX_SAFE_INTEGER;
+  const children = Object.entries(record.subworkflows).sort(([a], [b]) => order(a) - order(b));
+  return Promise.all(
+    children.map(async ([at, child]) => {
+      const row = await store.workflowIndex.get(child.instanceId);
+      const log = row ? undefined : await readInstance(store, child.instanceId);
+      const status = row?.status ?? (log && foldWorkflow(log)?.status) ?? null;
+      return { at, instanceId: child.instanceId, workflow: child.workflow, status, disposition: child.disposition?.disposition ?? null };
+    }),
+  );
+}
+
+function renderSummary(record: WorkflowRecord, childInstances: readonly WorkflowChildInstance[]): string {
+  const parent = record.started.parent;
   const lines = [
     `status ${record.status}${record.endedAtMs !== null ? ` after ${record.endedAtMs - record.startedAtMs} ms` : ''}`,
     record.status === 'completed' ? `output ${short(record.output, 200)}` : record.error ? `error ${short(record.error, 200)}` : '',
     record.lease ? `lease ${record.lease.worker} epoch ${record.lease.epoch}` : `lease free (last epoch ${record.leaseEpoch})`,
+    parent ? `parent ${parent.instanceId} at ${parent.at}` : '',
     ...Object.entries(record.children).map(([at, child]) => `child ${at}: operation ${child.operationId}`),
+    ...childInstances.map(
+      (child) =>
+        `child ${child.at}: workflow instance ${child.instanceId} (${child.workflow}) ${child.status ?? 'not started'}${child.disposition ? `, ${child.disposition} by its parent` : ''}`,
+    ),
   ];
   return `\n${lines.filter((line) => line !== '').join('\n')}\n`;
 }
@@ -104,8 +127,11 @@ export async function workflowInspectCommand(instanceId: string, options: { stor
       return exitCodes.notFound;
     }
     const { record, applied, problem } = replayWorkflowLog(log);
+    const childInstances = record ? await childInstancesOf(store, record) : [];
     if (options.json) {
-      io.stdout.write(JSON.stringify({ instanceId, transitions: log.map((t, i) => ({ ...t, applied: applied[i] })), record, problem }, null, 2) + '\n');
+      const parent = record?.started.parent ? { instanceId: record.started.parent.instanceId, at: record.started.parent.at } : null;
+      const transitions = log.map((t, i) => ({ ...t, applied: applied[i] }));
+      io.stdout.write(JSON.stringify({ instanceId, transitions, record, parent, childInstances, problem }, null, 2) + '\n');
       return problem === null ? 0 : 1;
     }
     const originMs = log[0]?.committedAtMs ?? 0;
@@ -122,7 +148,7 @@ export async function workflowInspectCommand(instanceId: string, options: { stor
     );
     io.stdout.write(fitText(`workflow instance ${instanceId} — ${log.length} transitions (instants relative to its start, ms)`, widthOf(io)) + '\n');
     io.stdout.write(renderTable(['rev', '+ms', 'command', 'guard', 'state', 'event', 'detail'], rows, widthOf(io)));
-    if (record) io.stdout.write(renderSummary(record));
+    if (record) io.stdout.write(renderSummary(record, childInstances));
     if (problem !== null) io.stdout.write(`\nproblem: ${problem}\n`);
     return problem === null ? 0 : 1;
   });

@@ -1,7 +1,11 @@
 /**
- * `convoke workflow run FILE --input JSON [--store URL] [--context NAME] [--json]`: runs a Serverless Workflow
+ * `convoke workflow run FILE [--with FILE]… --input JSON [--store URL] [--context NAME] [--json]`: runs a Serverless Workflow
  * 1.0.3 document (YAML or JSON) embedded — no server — on the given store (memory by default) and
- * prints its output. Exit 0 when the instance completed, 11 when it faulted or was cancelled (the
+ * prints its output. Each `--with` document is pinned beside it as a bundle's would be: a `run:
+ * workflow` task names one by its `document.namespace`, `name` and `version` (the document itself
+ * always resolves). With `--with`, the instance's bundle digest is that of all the documents
+ * (FILE first, then each `--with` in order), so the same --store and --key resume the instance
+ * only with the same documents. Exit 0 when the instance completed, 11 when it faulted or was cancelled (the
  * error on stderr), 10 when it was still running at the end of --wait-ms (its id on stderr: run
  * the same command again with the same --key and --store to resume it), or the AdapterError's
  * code when it could not start (an unsupported task: 7).
@@ -9,7 +13,11 @@
  * Registered by `addWorkflowRunCommand` under `convoke workflow` (created here when absent).
  */
 import type { Command } from 'commander';
-import { isAdapterError, invalidInput } from '../../contract/errors.js';
+import { AdapterError, isAdapterError, invalidInput } from '../../contract/errors.js';
+import type { JsonValue } from '../../contract/json.js';
+import type { SubworkflowRef } from '../../workflow/exec/document.js';
+import type { WorkflowExecutor } from '../../workflow/exec/executor.js';
+import type { WorkflowRecord } from '../../workflow/exec/record.js';
 import type { CliIo } from '../io.js';
 import { exitCodeOfError, exitCodes } from '../exit-codes.js';
 import { isWorkflowInstanceId } from '../../workflow/ids.js';
@@ -20,6 +28,8 @@ import { limits } from '../../contract/limits.js';
 
 export interface WorkflowRunOptions {
   input: string;
+  /** Documents a `run: workflow` task may name beside the run's own (`--with`, repeatable). */
+  with: string[];
   store: string;
   key: string;
   principal: string;
@@ -48,6 +58,8 @@ export async function workflowRunCommand(file: string, options: WorkflowRunOptio
     { WorkflowExecutor },
     { JqWorkerEvaluator },
     { workflowStreams },
+    { checkDocument, isWorkflowNamed },
+    { canonicalJson, sha256Hex },
   ] = await Promise.all([
     import('node:crypto'),
     import('../../deployment/files.js'),
@@ -60,9 +72,12 @@ export async function workflowRunCommand(file: string, options: WorkflowRunOptio
     import('../../workflow/exec/executor.js'),
     import('../../workflow/exec/jq.js'),
     import('../../workflow/exec/streams.js'),
+    import('../../workflow/exec/document.js'),
+    import('../../contract/canonical.js'),
   ]);
   try {
     const document = parseDocumentBytes(await readFileBytes(file), file, file);
+    const pinned = await pinnedDocuments(options.with, document, { readFileBytes, parseDocumentBytes, checkDocument, isWorkflowNamed });
     const input = parseStrictBytes(Buffer.from(options.input, 'utf8'), '--input');
     const clock = new SystemClock();
     const invocations = await contractCalls(options, clock);
@@ -75,25 +90,19 @@ export async function workflowRunCommand(file: string, options: WorkflowRunOptio
       random: seededRandom(options.seed ?? randomInt(2 ** 31)),
       evaluator,
       ...(invocations ? { invocations } : {}),
+      ...(pinned.length > 0 ? { workflows: (_digest, ref) => pinned.find((other) => isWorkflowNamed(other, ref)) } : {}),
     });
+    // Documents run together are one bundle: their digest names the instance (FILE alone: its own digest, the executor's default).
+    const bundleDigest = pinned.length > 0 ? `sha256:${sha256Hex(canonicalJson([document, ...pinned]))}` : undefined;
     try {
-      const { instanceId } = await executor.start({ principalId: options.principal, invocationKey: options.key, document, input });
-      const record = await executor.wait(instanceId, options.waitMs);
-      if (options.json) {
-        const tasks = Object.entries(record.tasks).map(([at, task]) => ({ at, name: task.name, state: task.state }));
-        io.stdout.write(
-          JSON.stringify({ instanceId, status: record.status, output: record.output, error: record.error, tasks, children: record.children }, null, 2) + '\n',
-        );
-      } else if (record.status === 'completed') io.stdout.write(JSON.stringify(record.output, null, 2) + '\n');
-      if (record.status === 'running') {
-        io.stderr.write(`workflow instance ${instanceId} is still running after ${options.waitMs} ms\n`);
-        return exitCodes.pending;
-      }
-      if (record.status !== 'completed') {
-        io.stderr.write(JSON.stringify({ instanceId, status: record.status, error: record.error }) + '\n');
-        return exitCodes.outcomeNotSuccess;
-      }
-      return exitCodes.ok;
+      const { instanceId } = await executor.start({
+        principalId: options.principal,
+        invocationKey: options.key,
+        document,
+        input,
+        ...(bundleDigest ? { bundleDigest } : {}),
+      });
+      return await report(instanceId, await executor.wait(instanceId, options.waitMs), executor, options, io);
     } finally {
       await executor.close();
       await evaluator.close();
@@ -104,6 +113,84 @@ export async function workflowRunCommand(file: string, options: WorkflowRunOptio
     io.stderr.write(JSON.stringify(error.toJSON()) + '\n');
     return exitCodeOfError(error);
   }
+}
+
+/** Prints the instance as it stands (its output, or with --json the instance and its child instances) and answers the exit code. */
+async function report(
+  instanceId: string,
+  record: WorkflowRecord,
+  executor: Pick<WorkflowExecutor, 'get'>,
+  options: WorkflowRunOptions,
+  io: CliIo,
+): Promise<number> {
+  if (options.json) {
+    const tasks = Object.entries(record.tasks).map(([at, task]) => ({ at, name: task.name, state: task.state }));
+    const childInstances = await Promise.all(
+      Object.entries(record.subworkflows).map(async ([at, child]) => ({
+        at,
+        instanceId: child.instanceId,
+        workflow: child.workflow,
+        status: (await executor.get(child.instanceId))?.status ?? null,
+        disposition: child.disposition?.disposition ?? null,
+      })),
+    );
+    const shown = { instanceId, status: record.status, output: record.output, error: record.error, tasks, children: record.children, childInstances };
+    io.stdout.write(JSON.stringify(shown, null, 2) + '\n');
+  } else if (record.status === 'completed') io.stdout.write(JSON.stringify(record.output, null, 2) + '\n');
+  if (record.status === 'running') {
+    io.stderr.write(`workflow instance ${instanceId} is still running after ${options.waitMs} ms\n`);
+    return exitCodes.pending;
+  }
+  if (record.status !== 'completed') {
+    io.stderr.write(JSON.stringify({ instanceId, status: record.status, error: record.error }) + '\n');
+    return exitCodes.outcomeNotSuccess;
+  }
+  return exitCodes.ok;
+}
+
+/**
+ * The `--with` documents, each read like FILE and checked as the executor would check it beside
+ * the others (its own `run: workflow` references resolved among them); two naming the same
+ * workflow (namespace, name and version) are refused, as is one naming the run's own.
+ */
+async function pinnedDocuments(
+  files: readonly string[],
+  own: JsonValue,
+  parts: {
+    readFileBytes: (path: string) => Promise<Uint8Array>;
+    parseDocumentBytes: (bytes: Uint8Array, source: string, name: string) => JsonValue;
+    checkDocument: (document: JsonValue, resolves?: (ref: SubworkflowRef) => boolean) => string;
+    isWorkflowNamed: (document: JsonValue, ref: SubworkflowRef) => boolean;
+  },
+): Promise<JsonValue[]> {
+  const documents: JsonValue[] = [];
+  for (const path of files) documents.push(parts.parseDocumentBytes(await parts.readFileBytes(path), path, path));
+  const all = [own, ...documents];
+  const seen = new Map<string, string>();
+  for (const [index, document] of all.entries()) {
+    const path = index === 0 ? 'the workflow' : (files[index - 1] as string);
+    const header = headerOf(document);
+    const key = JSON.stringify(header);
+    const earlier = seen.get(key);
+    if (earlier !== undefined) throw invalidInput(`--with ${path}: ${header.join('/')} is also ${earlier}; each workflow is given once`);
+    seen.set(key, index === 0 ? 'the workflow run' : `--with ${path}`);
+    if (index === 0) continue;
+    try {
+      parts.checkDocument(document, (ref) => all.some((other) => parts.isWorkflowNamed(other, ref)));
+    } catch (error) {
+      if (!isAdapterError(error)) throw error;
+      throw new AdapterError(error.kind, `--with ${path}: ${error.description ?? error.kind}`);
+    }
+  }
+  return documents;
+}
+
+/** A document's namespace, name and version, as a `run: workflow` reference names it. */
+function headerOf(document: JsonValue): [string, string, string] {
+  const head = typeof document === 'object' && document !== null && !Array.isArray(document) ? document.document : undefined;
+  const field = (name: string) =>
+    typeof head === 'object' && head !== null && !Array.isArray(head) && typeof head[name] === 'string' ? (head[name] as string) : '?';
+  return [field('namespace'), field('name'), field('version')];
 }
 
 /** Contract calls over HTTP to --endpoint, authenticated by the credential --token-env or --token-file names. */
@@ -130,6 +217,12 @@ export function addWorkflowRunCommand(program: Command, io: CliIo, setExit: (cod
       .argument('<file>', 'workflow document (YAML or JSON)')
       .description('run a workflow document embedded (no server) and print its output'),
   )
+    .option(
+      '--with <file>',
+      'a workflow document its run: workflow tasks may name (by document namespace, name and version); repeat for more',
+      (value: string, previous: string[]) => [...previous, value],
+      [] as string[],
+    )
     .option('--input <json>', 'the workflow input (strictly parsed JSON)', '{}')
     .option(
       '--store <url>',
@@ -165,6 +258,7 @@ async function runOptionsOf(o: Record<string, unknown>): Promise<WorkflowRunOpti
         : { tokenFile: c.token.file };
   const options: WorkflowRunOptions = {
     input: o.input as string,
+    with: o.with as string[],
     store: flag('store') ?? c.store ?? 'memory:',
     key: o.key as string,
     principal: flag('principal') ?? c.principal ?? 'local',

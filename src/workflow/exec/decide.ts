@@ -46,6 +46,8 @@ function reflected(record: WorkflowRecord, event: WorkflowEvent): boolean {
       return Object.hasOwn(record.children, event.at);
     case 'subworkflow-bound':
       return Object.hasOwn(record.subworkflows, event.at);
+    case 'subworkflow-disposed':
+      return record.subworkflows[event.at]?.disposition !== undefined;
     case 'timer-set':
       return Object.hasOwn(record.timers, event.at);
     case 'timer-fired':

@@ -127,6 +127,24 @@ export interface SubworkflowBound {
   attempt: number;
 }
 
+/**
+ * What became of an awaited child instance once the task awaiting it stopped waiting — its own
+ * timeout or an enclosing task's fired, or it was in a competing fork's losing branch: cancelled
+ * by its parent (which owns it), already closed (it had ended on its own), or never started (the
+ * start did not happen before the task was abandoned). `at` is the `run: workflow` task
+ * execution; `by` the execution whose end released it (the timed-out task, or the fork).
+ */
+export type SubworkflowDisposition = 'cancelled' | 'already-closed' | 'not-started';
+export interface SubworkflowDisposed {
+  type: 'subworkflow-disposed';
+  v: 1;
+  at: string;
+  instanceId: string;
+  by: string;
+  disposition: SubworkflowDisposition;
+  detail: string;
+}
+
 /** A contract call's identity, recorded before the call: recovery calls again under this key. */
 export interface ChildBound {
   type: 'child-bound';
@@ -256,6 +274,7 @@ export type WorkflowEvent =
   | CallAnswered
   | ChildBound
   | SubworkflowBound
+  | SubworkflowDisposed
   | TimerSet
   | TimerFired
   | ForkWon
@@ -381,6 +400,13 @@ export const workflowEventSchemas = [
     workflow: { type: 'string', minLength: 1, maxLength: 256 },
     iterations: { type: 'array', items: { type: 'integer', minimum: 0 } },
     attempt: { type: 'integer', minimum: 1 },
+  }),
+  event('subworkflow-disposed', {
+    at,
+    instanceId: { type: 'string', pattern: '^wf[0-9a-f]{64}$' },
+    by: at,
+    disposition: { enum: ['cancelled', 'already-closed', 'not-started'] },
+    detail: text,
   }),
   event('timer-set', { at, dueAtMs: ms, purpose: { enum: ['wait', 'retry', 'task-timeout', 'workflow-timeout'] } }),
   event('timer-fired', { at }),

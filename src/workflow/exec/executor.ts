@@ -335,9 +335,7 @@ export class WorkflowExecutor implements CloudEventIntake {
       await this.kernel.wait(instance, (record) => record.status !== 'running', waitMs, signal);
       return instance.record;
     },
-    cancel: async (instanceId, reason) => {
-      await this.cancel(instanceId, reason);
-    },
+    cancel: async (instanceId, reason) => ((await this.load(instanceId)) ? this.cancel(instanceId, reason) : undefined),
   };
 
   /**

@@ -35,6 +35,7 @@ export function workflowIndexRow(record: WorkflowRecord): WorkflowIndexRow {
     lastError: errorOf(record.error ?? lastTaskFault(record)),
     childOperationIds: children.slice(0, workflowRowChildrenMax).map(([, child]) => child.operationId),
     childOperations: children.length,
+    parent: started.parent ? { instanceId: started.parent.instanceId, at: started.parent.at } : null,
     revision: record.revision,
   };
 }

@@ -15,7 +15,15 @@ import type { ContractRef } from '../../contract/types.js';
 import type { DecisionView, SettlementView } from '../../projections/views.js';
 import { WorkflowInstanceNotFound } from '../../runtime/errors.js';
 import type { InvocationService } from '../../runtime/service.js';
-import type { WorkflowInspection, WorkflowInstance, WorkflowInstanceService, WorkflowStage, WorkflowStartRequest } from '../../runtime/workflow-service.js';
+import type {
+  WorkflowChildInstance,
+  WorkflowInspection,
+  WorkflowInstance,
+  WorkflowInstanceService,
+  WorkflowInstanceStatus,
+  WorkflowStage,
+  WorkflowStartRequest,
+} from '../../runtime/workflow-service.js';
 import type { EventStore } from '../../adapters/store/types.js';
 import type { Clock } from '../../contract/clock.js';
 import { appliesOnFold } from '../../events/guard.js';
@@ -192,7 +200,32 @@ export class WorkflowInstances implements WorkflowInstanceService {
       cancellation: this.cancellationOf(record),
       startedAtMs: record.startedAtMs,
       endedAtMs: record.endedAtMs,
+      parent: record.started.parent ? { instanceId: record.started.parent.instanceId, at: record.started.parent.at } : null,
+      childInstances: await this.childInstances(record),
     };
+  }
+
+  /** The child instances (`run: workflow`) in the order their tasks started, each with its status now. */
+  private async childInstances(record: WorkflowRecord): Promise<WorkflowChildInstance[]> {
+    const order = (at: string) => record.tasks[at]?.startedSeq ?? Number.MAX_SAFE_INTEGER;
+    const children = Object.entries(record.subworkflows).sort(([a], [b]) => order(a) - order(b));
+    return Promise.all(
+      children.map(async ([at, child]) => ({
+        at,
+        instanceId: child.instanceId,
+        workflow: child.workflow,
+        status: await this.statusOf(child.instanceId),
+        disposition: child.disposition?.disposition ?? null,
+      })),
+    );
+  }
+
+  /** An instance's status now: its index row (no instance is loaded to read it), else its record; null when there is none. */
+  private async statusOf(instanceId: string): Promise<WorkflowInstanceStatus | null> {
+    const index = this.options.listing?.store.workflowIndex;
+    const row = index ? await index.get(instanceId) : undefined;
+    if (row) return row.status;
+    return (await this.options.executor.get(instanceId))?.status ?? null;
   }
 
   private cancellationOf(record: WorkflowRecord): 'none' | 'caller' {

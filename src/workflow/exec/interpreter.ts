@@ -32,6 +32,7 @@ import type { WorkflowRecord } from './record.js';
 import { documentSchemas, type DocumentSchemas } from '../schemas.js';
 import { secretNames } from '../secrets.js';
 import { runKind } from './tasks.js';
+import { releaseSubworkflows } from './subworkflows.js';
 import type { Frame, Interpreting, InterpreterDeps, Outcome } from './run.js';
 
 export type { Frame, InterpreterDeps, Outcome, TaskRun } from './run.js';
@@ -338,7 +339,11 @@ export class Interpreter implements Interpreting {
     }
     const existing = this.record.tasks[at];
     if (existing?.state === 'cancelled') throw new Halted(`task ${at} was cancelled`);
-    if (existing?.state === 'faulted' && existing.error) throw new WorkflowRaise(existing.error);
+    if (existing?.state === 'faulted' && existing.error) {
+      // Faulted while a child it awaited ran on (its timeout fired): a worker that stopped before releasing it releases it now.
+      await this.releaseChildren(entry.pointer, frame.suffix, at);
+      throw new WorkflowRaise(existing.error);
+    }
     if (existing?.state === 'completed' && leafKinds.has(kind) && !this.exports(task)) {
       this.noteOrigin(existing.output, { task: at });
       return { output: existing.output, then: typeof task.then === 'string' ? task.then : undefined, ended: false };
@@ -432,6 +437,17 @@ export class Interpreter implements Interpreting {
     if (task?.state === 'cancelled') throw new Halted(`task ${at} was cancelled`);
   }
 
+  /**
+   * The awaited child instances still open inside the ended task execution (pointer + suffix)
+   * cancelled, and what became of each recorded (subworkflows.ts).
+   */
+  private async releaseChildren(pointer: string, suffix: string, at: string): Promise<void> {
+    if (Object.keys(this.record.subworkflows).length === 0) return;
+    const endedSeq = this.record.tasks[at]?.endedSeq ?? null;
+    const disposed = await releaseSubworkflows(this, at, [{ pointer, suffix, endedSeq }]);
+    if (disposed.length > 0) await this.propose({ command: 'subworkflows-released', events: disposed });
+  }
+
   /** Runs `work` against the task's timeout, if it has one. */
   private withTimeout(entry: TaskEntry, at: string, frame: Frame, work: (frame: Frame) => Promise<Outcome>): Promise<Outcome> {
     const afterMs = timeoutMsOf(this.record.started.document, entry.task.timeout);
@@ -459,8 +475,15 @@ export class Interpreter implements Interpreting {
         () => 'stopped' as const,
       );
     try {
-      const first = await Promise.race([work({ ...frame, signal: controller.signal }).then((outcome) => ({ outcome })), timedOut]);
+      const working = work({ ...frame, signal: controller.signal }).then((outcome) => ({ outcome }));
+      const first = await Promise.race([working, timedOut]);
       if (first !== 'ended' && first !== 'stopped') return first.outcome;
+      if (first === 'ended' && this.record.tasks[at]?.state === 'faulted') {
+        // Timed out: its work stops (a child being started is started or not before it is released), and the children it awaited are released.
+        controller.abort(taskEnded);
+        await working.catch(() => undefined);
+        await this.releaseChildren(at.slice(0, at.length - frame.suffix.length), frame.suffix, at);
+      }
       this.ended(at);
       throw new Halted(`task ${at} ended elsewhere`);
     } finally {

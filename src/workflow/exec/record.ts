@@ -21,6 +21,8 @@ import type {
   LeaseRenewed,
   StepResult,
   SubworkflowBound,
+  SubworkflowDisposed,
+  SubworkflowDisposition,
   TimerPurpose,
   ValueRef,
   WorkflowCancelled,
@@ -70,6 +72,8 @@ export interface SubworkflowRecord {
   invocationKey: string;
   workflow: string;
   attempt: number;
+  /** Set when the task awaiting it stopped waiting (a timeout, a lost fork) and the parent released it. */
+  disposition?: { by: string; disposition: SubworkflowDisposition; detail: string };
 }
 
 export interface ListenRecord {
@@ -228,6 +232,7 @@ function applyEvent(draft: Draft, event: WorkflowEvent, atMs: number): void {
     case 'child-disposed':
       return applyChild(draft, event);
     case 'subworkflow-bound':
+    case 'subworkflow-disposed':
       return applySubworkflow(draft, event);
     case 'timer-set': {
       const state = stepTimer(record.timers[event.at]?.state ?? 'idle', 'SET');
@@ -287,10 +292,19 @@ function applyChild(draft: Draft, event: ChildBound | ChildDisposed): void {
   put(draft, 'children', event.at, { ...child, disposition });
 }
 
-function applySubworkflow(draft: Draft, event: SubworkflowBound): void {
-  once(draft.record.subworkflows, event.at, 'child workflow instance');
-  const { ref, iterations, instanceId, invocationKey, workflow, attempt } = event;
-  put(draft, 'subworkflows', event.at, { ref, iterations, instanceId, invocationKey, workflow, attempt });
+/** A child workflow instance: bound before it is started, disposed when the task awaiting it stopped waiting. */
+function applySubworkflow(draft: Draft, event: SubworkflowBound | SubworkflowDisposed): void {
+  const record = draft.record;
+  if (event.type === 'subworkflow-bound') {
+    once(record.subworkflows, event.at, 'child workflow instance');
+    const { ref, iterations, instanceId, invocationKey, workflow, attempt } = event;
+    return put(draft, 'subworkflows', event.at, { ref, iterations, instanceId, invocationKey, workflow, attempt });
+  }
+  const child = record.subworkflows[event.at];
+  if (!child || child.instanceId !== event.instanceId)
+    throw new AssertionFailure(`child workflow instance ${event.instanceId} at ${event.at} disposed without being bound`);
+  if (child.disposition) throw new AssertionFailure(`child workflow instance ${event.instanceId} disposed twice`);
+  put(draft, 'subworkflows', event.at, { ...child, disposition: { by: event.by, disposition: event.disposition, detail: event.detail } });
 }
 
 function applyListen(draft: Draft, event: ListenStarted | ListenEventReceived): void {

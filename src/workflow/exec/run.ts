@@ -45,7 +45,8 @@ export interface SubworkflowHost {
   start(request: ChildStart): Promise<{ instanceId: string }>;
   /** Waits up to waitMs for the child to end (in memory: nothing is recorded); its record, or undefined when unknown. */
   wait(instanceId: string, waitMs: number, signal: AbortSignal): Promise<WorkflowRecord | undefined>;
-  cancel(instanceId: string, reason: string): Promise<void>;
+  /** Cancels the child where it still runs; its record afterwards, or undefined when no instance has its id. */
+  cancel(instanceId: string, reason: string): Promise<WorkflowRecord | undefined>;
 }
 
 export interface ChildStart {

@@ -16,14 +16,26 @@
  * - A DSL retry of the task is a new logical invocation: a new attempt, a new child.
  * - Depth: the child records its parent (instance, task execution, depth); a child deeper than
  *   limits.workflowDepthMax is refused with a runtime error at the task, before it is bound.
+ * - Abandoned children: when the task awaiting a child stops waiting without its answer — its own
+ *   timeout or an enclosing task's fired, or it was in a competing fork's losing branch — the
+ *   child is no longer awaited, and its parent (which owns it) cancels it, then records what
+ *   became of it (`subworkflow-disposed`: cancelled, already closed, not started) while still
+ *   running. The decision is the end already recorded (the timeout's fault, the fork's win): a
+ *   worker that stops before the disposition is recorded leaves it to the next, which meets the
+ *   ended task again on its way and cancels again (cancelling an ended instance changes nothing,
+ *   and the disposition is read from the child as it is). A child started with `await: false` was
+ *   never awaited and is not released with its task (it is cancelled with its parent, as every
+ *   child is when the parent faults or is cancelled).
  */
 import type { JsonObject, JsonValue } from '../../contract/json.js';
+import { AdapterError } from '../../contract/errors.js';
 import { limits } from '../../contract/limits.js';
 import { stageInvocationKey, workflowInstanceId } from '../ids.js';
 import { isObject, subworkflowRefOf } from './document.js';
 import { WorkflowRaise, raise } from './dsl-errors.js';
+import type { SubworkflowDisposed, SubworkflowDisposition } from './events.js';
 import { Halted } from './journal.js';
-import type { WorkflowRecord } from './record.js';
+import type { SubworkflowRecord, WorkflowRecord } from './record.js';
 import type { ChildStart, Interpreting as Interpreter, SubworkflowHost, TaskRun } from './run.js';
 
 const headerName = (document: JsonValue): string =>
@@ -121,4 +133,94 @@ function childError(child: WorkflowRecord, ref: string): WorkflowRaise['error'] 
   const error = child.error ?? { type: 'https://serverlessworkflow.io/spec/1.0.0/errors/runtime', status: 500 };
   const where = `workflow ${child.started.workflowName} (instance ${child.instanceId}) faulted at ${error.instance ?? '/'}`;
   return { ...error, detail: `${where}${error.detail ? `: ${error.detail}` : ''}`.slice(0, 16000), instance: ref };
+}
+
+/** A task execution that stopped waiting: its pointer, its frame suffix, and its endedSeq once its end is recorded. */
+export interface Released {
+  pointer: string;
+  suffix: string;
+  endedSeq: number | null;
+}
+
+/** The value at a JSON Pointer of the document (undefined when there is none). */
+function atPointer(document: JsonValue, pointer: string): JsonValue | undefined {
+  let value: JsonValue | undefined = document;
+  for (const token of pointer.split('/').slice(1)) {
+    const key = token.replace(/~1/g, '/').replace(/~0/g, '~');
+    if (Array.isArray(value)) value = /^(0|[1-9][0-9]*)$/.test(key) ? value[Number(key)] : undefined;
+    else value = isObject(value) ? value[key] : undefined;
+    if (value === undefined) return undefined;
+  }
+  return value;
+}
+
+/** Whether the `run: workflow` task at `ref` awaits its child (`run.await` is not false). */
+export function awaitsChild(document: JsonValue, ref: string): boolean {
+  const task = atPointer(document, ref);
+  return !(isObject(task) && isObject(task.run) && task.run.await === false);
+}
+
+/**
+ * The awaited children bound inside the task executions `within` and still open: no answer
+ * recorded for the task's run, no disposition yet. A child counts as inside an execution when its
+ * task is the execution's task or one nested in it, in the execution's frame, and started before
+ * the execution ended (a later visit of the same task is another execution).
+ */
+export function openSubworkflowsOf(record: WorkflowRecord, within: readonly Released[]): [string, SubworkflowRecord][] {
+  const document = record.started.document;
+  return Object.entries(record.subworkflows).filter(
+    ([at, child]) =>
+      child.disposition === undefined &&
+      record.steps[`${at}>run`] === undefined &&
+      awaitsChild(document, child.ref) &&
+      within.some(
+        (execution) =>
+          (child.ref === execution.pointer || child.ref.startsWith(`${execution.pointer}/`)) &&
+          at.slice(child.ref.length).startsWith(execution.suffix) &&
+          (execution.endedSeq === null || (record.tasks[at]?.startedSeq ?? Number.MAX_SAFE_INTEGER) < execution.endedSeq),
+      ),
+  );
+}
+
+/**
+ * Cancels one abandoned child (the only I/O) and answers its disposition as the child's log now
+ * says: cancelled (by this release, or before it), already closed (it completed or faulted
+ * first), or not started (no instance under its id). An unavailable store is thrown: the parent
+ * is driven again and releases it then.
+ */
+export async function disposeSubworkflow(
+  host: SubworkflowHost,
+  parentId: string,
+  by: string,
+  at: string,
+  child: SubworkflowRecord,
+): Promise<SubworkflowDisposed> {
+  const event = (disposition: SubworkflowDisposition, detail: string): SubworkflowDisposed => ({
+    type: 'subworkflow-disposed',
+    v: 1,
+    at,
+    instanceId: child.instanceId,
+    by,
+    disposition,
+    detail: detail.slice(0, 4000),
+  });
+  const after = await host.cancel(child.instanceId, `its parent ${parentId} no longer awaits it: ${by} ended`);
+  if (after === undefined) return event('not-started', 'the task stopped waiting before the child instance was started');
+  if (after.status === 'cancelled') return event('cancelled', `cancelled by its parent when ${by} ended`);
+  if (after.status === 'running') throw new AdapterError('unavailable', `child workflow instance ${child.instanceId} is still running after its cancel`);
+  return event('already-closed', `it had ${after.status} before ${by} ended`);
+}
+
+/**
+ * Releases the awaited children still open inside the task executions `within` (which ended, or
+ * are being recorded as cancelled with the answer): each is cancelled, and its disposition
+ * answered, for the caller to record.
+ */
+export async function releaseSubworkflows(interpreter: Interpreter, by: string, within: readonly Released[]): Promise<SubworkflowDisposed[]> {
+  const host = interpreter.deps.subworkflows;
+  if (!host) return [];
+  const disposed: SubworkflowDisposed[] = [];
+  for (const [at, child] of openSubworkflowsOf(interpreter.record, within))
+    disposed.push(await disposeSubworkflow(host, interpreter.record.instanceId, by, at, child));
+  return disposed;
 }

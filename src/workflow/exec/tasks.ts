@@ -15,7 +15,7 @@ import { runListen } from './listen.js';
 import { dispose, openChildrenOf } from './losers.js';
 import { Halted } from './journal.js';
 import { runCall } from './calls.js';
-import { runSubworkflow } from './subworkflows.js';
+import { releaseSubworkflows, runSubworkflow } from './subworkflows.js';
 import { entriesOf } from './document.js';
 import type { Frame, Interpreting as Interpreter, TaskRun } from './run.js';
 
@@ -178,7 +178,8 @@ async function compete(
 
 /**
  * Records the losing branches cancelled and, with them, what became of each child operation they
- * bound (losers.ts): one transition, before the fork task completes.
+ * bound (losers.ts) and of each child workflow instance they awaited (subworkflows.ts): one
+ * transition, before the fork task completes.
  */
 async function releaseLosers(
   interpreter: Interpreter,
@@ -199,7 +200,13 @@ async function releaseLosers(
   const disposed: WorkflowEvent[] = [];
   for (const [at, child] of openChildrenOf(interpreter.record, losing))
     disposed.push(await dispose(interpreter.deps.invocations, principalId, run.at, at, child));
-  const events = [...cancelled, ...disposed];
+  // The child workflow instances the losers awaited: cancelled by this parent, which owns them.
+  const released = await releaseSubworkflows(
+    interpreter,
+    run.at,
+    losing.map(({ pointer, suffix }) => ({ pointer, suffix, endedSeq: interpreter.record.tasks[pointer + suffix]?.endedSeq ?? null })),
+  );
+  const events = [...cancelled, ...disposed, ...released];
   if (events.length > 0) await interpreter.propose({ command: 'fork-cancel-losers', events });
 }
 

@@ -412,3 +412,206 @@ Feature: Run Workflow
     When the workflow is executed
     Then the workflow should fault with status 408
     And the child instance of delegate should be cancelled
+
+  Scenario: A Task Timeout Cancels The Child It Awaited
+    Given a workflow with definition:
+    """yaml
+    document:
+      dsl: '1.0.3'
+      namespace: convoke
+      name: hurried
+      version: '1.0.0'
+    do:
+      - guarded:
+          try:
+            - delegate:
+                timeout:
+                  after:
+                    milliseconds: 300
+                run:
+                  workflow:
+                    namespace: convoke
+                    name: forever
+                    version: '1.0.0'
+          catch:
+            errors:
+              with:
+                type: https://serverlessworkflow.io/spec/1.0.0/errors/timeout
+            do:
+              - fallback:
+                  set:
+                    fallback: true
+    """
+    And a child workflow with definition:
+    """yaml
+    document:
+      dsl: '1.0.3'
+      namespace: convoke
+      name: forever
+      version: '1.0.0'
+    do:
+      - pause:
+          wait:
+            hours: 1
+    """
+    When the workflow is executed
+    Then the workflow should complete with output:
+    """yaml
+    fallback: true
+    """
+    And the child instance of delegate should be cancelled
+    And the child instance of delegate should be released as cancelled by delegate
+
+  Scenario: A Competing Fork's Losing Branch Cancels The Child It Awaited
+    Given a workflow with definition:
+    """yaml
+    document:
+      dsl: '1.0.3'
+      namespace: convoke
+      name: racing
+      version: '1.0.0'
+    do:
+      - race:
+          fork:
+            compete: true
+            branches:
+              - quick:
+                  do:
+                    - pause:
+                        wait:
+                          milliseconds: 300
+                    - answer:
+                        set:
+                          winner: quick
+              - delegate:
+                  run:
+                    workflow:
+                      namespace: convoke
+                      name: forever
+                      version: '1.0.0'
+    """
+    And a child workflow with definition:
+    """yaml
+    document:
+      dsl: '1.0.3'
+      namespace: convoke
+      name: forever
+      version: '1.0.0'
+    do:
+      - pause:
+          wait:
+            hours: 1
+    """
+    When the workflow is executed
+    Then the workflow should complete with output:
+    """yaml
+    winner: quick
+    """
+    And the child instance of delegate should be cancelled
+    And the child instance of delegate should be released as cancelled by race
+
+  Scenario: Worker Stops Between An Enclosing Timeout And The Child's Cancel
+    Given a workflow with definition:
+    """yaml
+    document:
+      dsl: '1.0.3'
+      namespace: convoke
+      name: hurried-outer
+      version: '1.0.0'
+    do:
+      - guarded:
+          try:
+            - outer:
+                timeout:
+                  after:
+                    milliseconds: 300
+                do:
+                  - delegate:
+                      run:
+                        workflow:
+                          namespace: convoke
+                          name: forever
+                          version: '1.0.0'
+          catch:
+            errors:
+              with:
+                type: https://serverlessworkflow.io/spec/1.0.0/errors/timeout
+            do:
+              - fallback:
+                  set:
+                    fallback: true
+    """
+    And a child workflow with definition:
+    """yaml
+    document:
+      dsl: '1.0.3'
+      namespace: convoke
+      name: forever
+      version: '1.0.0'
+    do:
+      - pause:
+          wait:
+            hours: 1
+    """
+    When the worker stops after outer timed out, before the child of delegate was cancelled
+    Then the workflow should complete with output:
+    """yaml
+    fallback: true
+    """
+    And there should be exactly one child instance, bound by delegate
+    And the child instance of delegate should be cancelled
+    And the child instance of delegate should be released as cancelled by outer
+
+  Scenario: A Child Not Awaited Runs On After Its Task Timed Out, And Is Cancelled With Its Parent
+    Given a workflow with definition:
+    """yaml
+    document:
+      dsl: '1.0.3'
+      namespace: convoke
+      name: fire-and-wait
+      version: '1.0.0'
+    do:
+      - guarded:
+          try:
+            - outer:
+                timeout:
+                  after:
+                    milliseconds: 300
+                do:
+                  - delegate:
+                      run:
+                        workflow:
+                          namespace: convoke
+                          name: forever
+                          version: '1.0.0'
+                        await: false
+                  - linger:
+                      wait:
+                        hours: 1
+          catch:
+            errors:
+              with:
+                type: https://serverlessworkflow.io/spec/1.0.0/errors/timeout
+            do:
+              - hold:
+                  wait:
+                    hours: 1
+    """
+    And a child workflow with definition:
+    """yaml
+    document:
+      dsl: '1.0.3'
+      namespace: convoke
+      name: forever
+      version: '1.0.0'
+    do:
+      - pause:
+          wait:
+            hours: 1
+    """
+    When the workflow is started and delegate has started its child
+    And the workflow is waiting in hold
+    Then the child instance of delegate should be running
+    And the workflow is cancelled
+    Then the workflow should be cancelled
+    And the child instance of delegate should be cancelled

@@ -1,0 +1,147 @@
+/**
+ * The workflow instance streams conformance suite: real workflow instances — the executor on the
+ * store, through workflowStreams — run by every store's test file beside the EventStore and
+ * operations index suites, against the same factories (EventStoreDB's only when CONVOKE_ESDB_URL
+ * names a server, reported as skipped otherwise). Each test names the rule it checks: an instance
+ * runs to its end through a timer and a child instance, and its record rebuilt from the stored
+ * log equals the live one; each instance's index row is its log's projection, a child's naming
+ * its parent; an abandoned child is cancelled and its disposition recorded; another client of
+ * the store reads the same logs.
+ */
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import type { Clock } from '../../src/contract/clock.js';
+import type { JsonValue } from '../../src/contract/json.js';
+import type { EventStore } from '../../src/adapters/store/types.js';
+import { isWorkflowNamed } from '../../src/workflow/exec/document.js';
+import { workflowIndexRowOfLog } from '../../src/workflow/exec/index-row.js';
+import { foldWorkflow, type WorkflowRecord } from '../../src/workflow/exec/record.js';
+import { workflowStreams } from '../../src/workflow/exec/streams.js';
+import { assertReplayEqual, harness, yaml, type Harness } from '../workflow/support.js';
+import type { StoreFactory, StoreHarness } from './store.js';
+
+const header = (name: string) => `document: { dsl: '1.0.3', namespace: conformance, name: ${name}, version: '1.0.0' }\n`;
+const run = (name: string) => `run:\n        workflow: { namespace: conformance, name: ${name}, version: '1.0.0' }`;
+
+const parent = yaml(
+  `${header('parent')}do:\n  - pause:\n      wait: { milliseconds: 50 }\n  - delegate:\n      ${run('child')}\n  - total:\n      set: { total: '\${ .doubled + 1 }' }\n`,
+);
+const child = yaml(`${header('child')}do:\n  - twice:\n      set: { doubled: '\${ .n * 2 }' }\n`);
+const forever = yaml(`${header('forever')}do:\n  - pause:\n      wait: { hours: 1 }\n`);
+const impatient = yaml(
+  `${header('impatient')}do:\n  - guarded:\n      try:\n        - delegate:\n            timeout: { after: { milliseconds: 200 } }\n            ${run('forever').replace('\n        ', '\n              ')}\n` +
+    `      catch:\n        errors:\n          with: { type: https://serverlessworkflow.io/spec/1.0.0/errors/timeout }\n        do:\n          - fallback:\n              set: { fallback: true }\n`,
+);
+const documents: JsonValue[] = [child, forever];
+
+/**
+ * The executor's clock: the store's. A store whose clock the harness sets is moved to each timer's
+ * instant when it fires (time only moves forward), so timers and the store's guards agree.
+ */
+function storeClock(h: StoreHarness): Clock {
+  return {
+    nowMs: () => h.nowMs(),
+    at: (atMs, fn) => {
+      const timer = setTimeout(
+        () => {
+          if (h.setTimeMs && h.nowMs() < atMs) h.setTimeMs(atMs);
+          fn();
+        },
+        Math.min(Math.max(0, atMs - h.nowMs()), 2 ** 31 - 1),
+      );
+      return { cancel: () => clearTimeout(timer) };
+    },
+  };
+}
+
+async function finished(w: Harness, instanceId: string): Promise<WorkflowRecord> {
+  const record = await w.executor.wait(instanceId, 20_000);
+  assert.notEqual(record.status, 'running', `instance ${instanceId} finished`);
+  return record;
+}
+
+/** The index row the store keeps is the projection of the instance's log (asked again for a while: some stores write it after the append). */
+async function assertRowIsProjection(store: EventStore, instanceId: string): Promise<void> {
+  let stored: unknown;
+  let expected: unknown;
+  for (let tries = 0; tries < 200; tries++) {
+    const read = await workflowStreams(store).read(instanceId);
+    assert.equal(read.kind, 'ok', `the log of ${instanceId} reads`);
+    expected = workflowIndexRowOfLog(read.kind === 'ok' ? read.transitions : []);
+    stored = await store.workflowIndex.get(instanceId);
+    if (JSON.stringify(stored) === JSON.stringify(expected)) break;
+    await new Promise((resolve) => setTimeout(resolve, 10));
+  }
+  assert.deepEqual(stored, expected, `the index row of ${instanceId} is its log's projection`);
+}
+
+type Rule = (h: StoreHarness, w: Harness) => Promise<void>;
+
+const rules: Record<string, Rule> = {
+  'an instance runs to its end through a timer and a child instance; both rebuilt from their logs equal the live ones; each row is its log’s projection, the child’s naming its parent':
+    async (h, w) => {
+      const { instanceId } = await w.executor.start({ principalId: 'alice', invocationKey: 'conformance-1', document: parent, input: { n: 3 } });
+      const record = await finished(w, instanceId);
+      assert.equal(record.status, 'completed', JSON.stringify(record.error));
+      assert.deepEqual(record.output, { total: 7 });
+      const [bound] = Object.values(record.subworkflows);
+      assert.ok(bound, 'the child was bound');
+      assert.equal((await finished(w, bound.instanceId)).status, 'completed');
+      for (const id of [instanceId, bound.instanceId]) {
+        await assertReplayEqual(w, id);
+        await assertRowIsProjection(h.store, id);
+      }
+      assert.deepEqual((await h.store.workflowIndex.get(bound.instanceId))?.parent, { instanceId, at: '/do/1/delegate' });
+      assert.equal((await h.store.workflowIndex.get(instanceId))?.parent, null);
+    },
+  'a child whose task timed out is cancelled by its parent, its disposition recorded in the parent’s log': async (h, w) => {
+    const { instanceId } = await w.executor.start({ principalId: 'alice', invocationKey: 'conformance-2', document: impatient, input: {} });
+    const record = await finished(w, instanceId);
+    assert.equal(record.status, 'completed', JSON.stringify(record.error));
+    assert.deepEqual(record.output, { fallback: true });
+    const [bound] = Object.values(record.subworkflows);
+    assert.equal(bound?.disposition?.disposition, 'cancelled', JSON.stringify(bound?.disposition));
+    assert.equal((await finished(w, bound.instanceId)).status, 'cancelled');
+    for (const id of [instanceId, bound.instanceId]) {
+      await assertReplayEqual(w, id);
+      await assertRowIsProjection(h.store, id);
+    }
+  },
+  'another client of the store reads the same logs, and lists neither as running once ended': async (h, w) => {
+    const { instanceId } = await w.executor.start({ principalId: 'alice', invocationKey: 'conformance-3', document: parent, input: { n: 1 } });
+    const record = await finished(w, instanceId);
+    const childId = Object.values(record.subworkflows)[0]?.instanceId;
+    assert.ok(childId);
+    const second = await h.openSecondClient?.();
+    if (!second) return;
+    try {
+      for (const id of [instanceId, childId]) {
+        const read = await workflowStreams(second).read(id);
+        assert.equal(read.kind, 'ok');
+        assert.deepEqual(foldWorkflow(read.kind === 'ok' ? read.transitions : []), await w.executor.get(id), 'the same record from the other client');
+      }
+      const running: string[] = [];
+      for await (const id of second.runningWorkflowIds()) running.push(id);
+      assert.ok(!running.includes(instanceId) && !running.includes(childId), 'ended instances are not listed as running');
+    } finally {
+      await second.close();
+    }
+  },
+};
+
+export function workflowConformance(name: string, factory: StoreFactory, options: { skip?: string; timeoutMs?: number } = {}): void {
+  describe(`workflow instance streams conformance: ${name}`, () => {
+    for (const [rule, body] of Object.entries(rules)) {
+      it(rule, { skip: options.skip ?? false, timeout: options.timeoutMs ?? 60_000 }, async () => {
+        const h = await factory();
+        const w = harness({ store: h.store, clock: storeClock(h), workflows: (_digest, ref) => documents.find((document) => isWorkflowNamed(document, ref)) });
+        try {
+          await body(h, w);
+        } finally {
+          await w.close();
+          await h.dispose();
+        }
+      });
+    }
+  });
+}
