@@ -44,13 +44,20 @@ function entryArgs(): string[] {
 
 export async function startServe(
   configPath: string,
-  options: { readyTimeoutMs?: number; env?: NodeJS.ProcessEnv; args?: string[] } = {},
+  options: {
+    readyTimeoutMs?: number;
+    env?: NodeJS.ProcessEnv;
+    args?: string[];
+    /** Handed the child as soon as it is spawned (to watch its output before it is ready, or to end it). */
+    onSpawn?: (child: ChildProcess) => void;
+  } = {},
 ): Promise<ServeProcess> {
   const child = spawn(process.execPath, [...entryArgs(), 'serve', '--config', configPath, ...(options.args ?? [])], {
     cwd: repoRoot(),
     env: { ...process.env, ...options.env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
+  options.onSpawn?.(child);
   let out = '';
   let err = '';
   child.stdout!.setEncoding('utf8').on('data', (s: string) => (out += s));

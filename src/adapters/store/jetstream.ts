@@ -60,6 +60,7 @@ import { PubAckMux } from '../transport/nats-pubacks.js';
 import { ReplayStampedStore, closedFailure, notFoundOf, streamFamily, type LogState, type WriteOutcome } from './replay-stamped.js';
 import type { AppendListener, AppendOutcome, RecordAfter, RevisionListener, StoreFailure, StoreLimits } from './types.js';
 import { loginOptions } from '../transport/nats-creds.js';
+import { jetStreamNotAnswering, retryWhileStarting, serverNotListening, startupWait, type StartupWait } from '../transport/nats-startup.js';
 
 export interface JetStreamStoreOptions {
   /** An existing connection (left open on close), or `servers` to connect to (closed on close). */
@@ -89,6 +90,13 @@ export interface JetStreamStoreOptions {
    * 1000); 0 turns snapshots off (every view start reads every row).
    */
   indexSnapshotTailMin?: number;
+  /**
+   * How long a JetStream that does not answer yet (a server still starting: "jetstream is not
+   * enabled") is waited out before opening fails as unavailable (nats-startup.ts); by default
+   * limits.natsStartupWaitMsMax from the start of the open. Given, it also waits out a server that
+   * does not listen yet when the store makes its own connection (`servers`).
+   */
+  startup?: StartupWait;
 }
 
 const defaultSnapshotTailMin = 1000;
@@ -187,7 +195,14 @@ export class JetStreamEventStore extends ReplayStampedStore {
     checkSubjectPrefix(options.subjectPrefix ?? 'convoke');
     const nc = options.connection ?? (await connectFor(options, requestTimeoutMs));
     try {
-      const jsm = await jetstreamManager(nc, { timeout: requestTimeoutMs });
+      // The account-info request ($JS.API.INFO) answers once the server's JetStream is up.
+      await retryWhileStarting(
+        'JetStream account info',
+        () => jetstreamManager(nc, { timeout: contractLimits.natsStartupProbeMsMax }),
+        jetStreamNotAnswering,
+        options.startup ?? startupWait(),
+      );
+      const jsm = await jetstreamManager(nc, { timeout: requestTimeoutMs, checkAPI: false });
       const js = jetstream(nc, { timeout: requestTimeoutMs });
       const configured = resolveStoreLimits(options.limits);
       // A message (body plus our headers) must fit the server's max_payload; never claim more.
@@ -622,6 +637,13 @@ function decodeMessage(seq: number, committedAtMs: number, data: Uint8Array): St
 }
 
 async function connectFor(options: JetStreamStoreOptions, requestTimeoutMs: number): Promise<NatsConnection> {
+  if (options.servers === undefined) throw unsupported('a JetStream store needs `connection` or `servers`');
+  const { startup } = options;
+  if (startup === undefined) return connectOnce(options, requestTimeoutMs);
+  return retryWhileStarting(`connecting to ${String(options.servers)}`, () => connectOnce(options, requestTimeoutMs), serverNotListening, startup);
+}
+
+async function connectOnce(options: JetStreamStoreOptions, requestTimeoutMs: number): Promise<NatsConnection> {
   if (options.servers === undefined) throw unsupported('a JetStream store needs `connection` or `servers`');
   try {
     return await connect({
