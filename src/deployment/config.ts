@@ -413,7 +413,11 @@ export async function buildDeployment(config: DeploymentConfig, options: BuildOp
   }
   // The store is opened last among the checks: nothing above can leave it open.
   // A jetstream: store's server may still be starting: waited out within the start-up wait.
-  const store = await openStore(config.store, { clock, startup: startupWait(() => clock.nowMs()) });
+  const store = await openStore(config.store, {
+    clock,
+    startup: startupWait(() => clock.nowMs()),
+    ...(options.log ? { notice: (line: string) => options.log?.(line) } : {}),
+  });
   try {
     return await assemble(config, {
       clock,

@@ -46,6 +46,12 @@ export interface SnapshotHost {
   /** Subjects are `<subjectPrefix>head` and `<subjectPrefix><generation>.<n>` (`<prefix>.isnap.`). */
   subjectPrefix: string;
   requestTimeoutMs: number;
+  /**
+   * Told when reading or writing a snapshot failed for another reason than there being none (a
+   * user whose permissions do not include the snapshot stream, a server that refuses): the view
+   * goes on without it.
+   */
+  onFailure?: (doing: 'reading' | 'writing', error: unknown) => void;
 }
 
 /** The view at index stream sequence `seq`. */
@@ -65,17 +71,20 @@ interface Head {
   sha256: string;
 }
 
+const describe = (error: unknown) => (error instanceof Error ? error.message : String(error));
+
 /**
- * Creates the snapshot stream unless it exists. False when it cannot be had (no permission to
- * create it, a server that refuses): the store then runs without snapshots.
+ * Creates the snapshot stream unless it exists. Undefined when it is there; else why it cannot be
+ * had (no permission to read or create it — the generated permissions of a deployment from before
+ * snapshots — or a server that refuses): the store then runs without snapshots.
  */
-export async function ensureSnapshotStream(jsm: JetStreamManager, streamName: string, prefix: string): Promise<boolean> {
+export async function ensureSnapshotStream(jsm: JetStreamManager, streamName: string, prefix: string): Promise<string | undefined> {
   const name = `${streamName}_INDEX_SNAP`;
   try {
     await jsm.streams.info(name);
-    return true;
+    return undefined;
   } catch (error) {
-    if (!(error instanceof JetStreamApiError && error.code === 10059)) return false;
+    if (!(error instanceof JetStreamApiError && error.code === 10059)) return `stream ${name} cannot be read (${describe(error)})`;
   }
   try {
     await jsm.streams.add({
@@ -87,9 +96,9 @@ export async function ensureSnapshotStream(jsm: JetStreamManager, streamName: st
       max_msgs_per_subject: 1,
       allow_direct: true,
     });
-    return true;
+    return undefined;
   } catch (error) {
-    return error instanceof JetStreamApiError && error.code === 10058;
+    return error instanceof JetStreamApiError && error.code === 10058 ? undefined : `stream ${name} is missing and cannot be created (${describe(error)})`;
   }
 }
 
@@ -100,22 +109,26 @@ export async function readSnapshot(host: SnapshotHost, created: string, lastSeq:
     const head = headMsg ? headOf(headMsg.json<unknown>()) : undefined;
     if (!head || head.created !== created || head.seq > lastSeq) return undefined;
     const chunks: Uint8Array[] = new Array<Uint8Array>(head.chunks);
-    for (let at = 0; at < head.chunks; at += chunkReadsInFlight) {
+    let gone = false;
+    for (let at = 0; at < head.chunks && !gone; at += chunkReadsInFlight) {
       const reads = [];
       for (let n = at; n < Math.min(head.chunks, at + chunkReadsInFlight); n++)
         reads.push(
           // A direct get answers the raw bytes (the stream API's answer carries them in base64 JSON).
           host.jsm.direct.getMessage(host.stream, { last_by_subj: `${host.subjectPrefix}${head.generation}.${n}` }).then((m) => {
-            if (!m) throw new Error(`snapshot chunk ${n} is gone`);
-            chunks[n] = m.data;
+            if (m) chunks[n] = m.data;
+            else gone = true;
           }),
         );
       await Promise.all(reads);
     }
+    // A chunk gone: a newer snapshot replaced this one meanwhile.
+    if (gone) return undefined;
     const packed = Buffer.concat(chunks);
     if (createHash('sha256').update(packed).digest('hex') !== head.sha256) return undefined;
     return bodyOf(head.seq, (await gunzip(packed)).toString('utf8'));
-  } catch {
+  } catch (error) {
+    host.onFailure?.('reading', error);
     return undefined;
   }
 }

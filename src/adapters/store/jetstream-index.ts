@@ -80,7 +80,7 @@ export interface JetStreamIndexHost {
   /** The operations that may be open (jetstream-open-set.ts): what recovery reads. */
   openSet: JetStreamOpenSet;
   /** Snapshots of the view (jetstream-index-snapshot.ts); none when the snapshot stream could not be had. */
-  snapshots?: { tailMin: number };
+  snapshots?: { tailMin: number; onFailure?: (doing: 'reading' | 'writing', error: unknown) => void };
 }
 
 /**
@@ -325,6 +325,7 @@ export class JetStreamOperationIndex implements OperationIndexStore {
                 subjectPrefix: `${this.host.prefix}.isnap.`,
                 requestTimeoutMs: this.host.requestTimeoutMs,
                 tailMin: this.host.snapshots.tailMin,
+                ...(this.host.snapshots.onFailure ? { onFailure: this.host.snapshots.onFailure } : {}),
               },
             }
           : {}),

@@ -97,6 +97,13 @@ export interface JetStreamStoreOptions {
    * does not listen yet when the store makes its own connection (`servers`).
    */
   startup?: StartupWait;
+  /**
+   * Told, once per store client, what the operator should know that does not stop the store:
+   * index snapshots off because the store user cannot use the snapshot stream (the generated
+   * permissions of a deployment from before snapshots), or a snapshot that could not be read or
+   * written. Silent without it (`indexSnapshotProblem` holds the same line).
+   */
+  onNotice?: (line: string) => void;
 }
 
 const defaultSnapshotTailMin = 1000;
@@ -165,7 +172,8 @@ export class JetStreamEventStore extends ReplayStampedStore {
     private readonly directGet: boolean,
     private readonly stamps: StampFeed | undefined,
     private readonly stampWaitMs: number,
-    snapshots: { tailMin: number } | undefined,
+    snapshots: { tailMin: number; onFailure: (doing: 'reading' | 'writing', error: unknown) => void } | undefined,
+    private readonly snapshotReport: SnapshotReport,
   ) {
     // A subject's sequence before its first message is 0: the create CAS expects it.
     super(limits, 0);
@@ -216,7 +224,10 @@ export class JetStreamEventStore extends ReplayStampedStore {
       await ensureIndexStream(jsm, streamName, prefix);
       const openSetCreated = await ensureOpenSetStream(jsm, streamName, prefix);
       const tailMin = options.indexSnapshotTailMin ?? defaultSnapshotTailMin;
-      const snapshots = tailMin > 0 && (await ensureSnapshotStream(jsm, streamName, prefix)) ? { tailMin } : undefined;
+      const snapshotReport = new SnapshotReport(`${streamName}_INDEX_SNAP`, options.onNotice);
+      const unusable = tailMin > 0 ? await ensureSnapshotStream(jsm, streamName, prefix) : undefined;
+      if (unusable !== undefined) snapshotReport.off(unusable);
+      const snapshots = tailMin > 0 && unusable === undefined ? { tailMin, onFailure: snapshotReport.failed } : undefined;
       const stampWaitMs = options.stampWaitMs ?? defaultStampWaitMs;
       let stamps: StampFeed | undefined;
       if (stampWaitMs > 0) {
@@ -236,6 +247,7 @@ export class JetStreamEventStore extends ReplayStampedStore {
         stamps,
         stampWaitMs,
         snapshots,
+        snapshotReport,
       );
       if (openSetCreated) await store.openSet.completeIfNew();
       return store;
@@ -243,6 +255,11 @@ export class JetStreamEventStore extends ReplayStampedStore {
       if (!options.connection) await nc.close().catch(() => undefined);
       throw error;
     }
+  }
+
+  /** Why index snapshots are off or failed, as told to onNotice (once); undefined while they work. */
+  get indexSnapshotProblem(): string | undefined {
+    return this.snapshotReport.problem;
   }
 
   /**
@@ -634,6 +651,37 @@ function decodeMessage(seq: number, committedAtMs: number, data: Uint8Array): St
     return { kind: 'unavailable', description: `stored message ${seq} is not UTF-8` };
   }
   return decodeStored(String(seq), committedAtMs, body);
+}
+
+/**
+ * What became of the index snapshots, told once per store client: a user that cannot use the
+ * snapshot stream lists every row at each view start, which an operator should hear about once,
+ * not at every page.
+ */
+class SnapshotReport {
+  problem: string | undefined;
+
+  constructor(
+    private readonly stream: string,
+    private readonly onNotice: ((line: string) => void) | undefined,
+  ) {}
+
+  off(why: string): void {
+    this.tell(
+      `jetstream store: index snapshots are off: ${why}; every list view starts by reading every index row (the store user needs the permissions jetstreamStorePermissions gives on ${this.stream})`,
+    );
+  }
+
+  readonly failed = (doing: 'reading' | 'writing', error: unknown): void => {
+    const why = error instanceof AdapterError ? (error.description ?? error.message) : error instanceof Error ? error.message : String(error);
+    this.tell(`jetstream store: ${doing} an index snapshot in ${this.stream} failed (${why}); list views go on without it`);
+  };
+
+  private tell(line: string): void {
+    if (this.problem !== undefined) return;
+    this.problem = line;
+    this.onNotice?.(line);
+  }
 }
 
 async function connectFor(options: JetStreamStoreOptions, requestTimeoutMs: number): Promise<NatsConnection> {

@@ -32,6 +32,8 @@ export interface OpenStoreDeps {
   credentials?: StoreCredentials;
   /** jetstream: only: wait out a server still starting within this start-up wait (JetStreamStoreOptions.startup). */
   startup?: StartupWait;
+  /** jetstream: only: what the store tells once that does not stop it (JetStreamStoreOptions.onNotice). */
+  notice?: (line: string) => void;
 }
 
 export type StoreCredentials = NatsLogin;
@@ -133,6 +135,7 @@ async function openJetStream(rest: string, deps: OpenStoreDeps): Promise<EventSt
       subjectPrefix: query.get('prefix') ?? undefined,
       limits: deps.limits,
       ...(deps.startup ? { startup: deps.startup } : {}),
+      ...(deps.notice ? { onNotice: deps.notice } : {}),
     });
   } catch (error) {
     if (error instanceof AdapterError) throw error;

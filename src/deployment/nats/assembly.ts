@@ -134,7 +134,7 @@ async function assembleNats(
   if (durable) await prepareDurable(settings, { byNamespace, peers, transport, startup }, phases);
 
   const monitor = new DurabilityMonitor(() => transport.checkDurability(), log);
-  const inner = await openDeploymentStore(config.store, { clock, startup }, closers, connect);
+  const inner = await openDeploymentStore(config.store, { clock, startup, log }, closers, connect);
   phases.done('store');
   const store = durable ? new AdmissionGatedStore(inner, () => monitor.problem()) : inner;
   let jsm: Promise<JetStreamManager> | undefined;
@@ -338,7 +338,7 @@ class StartupPhases {
  */
 async function openDeploymentStore(
   url: string,
-  { clock, startup }: { clock: Clock; startup: StartupWait },
+  { clock, startup, log }: { clock: Clock; startup: StartupWait; log: DeploymentLog },
   closers: Closers,
   connect: (role: string, servers?: string) => Promise<NatsConnection>,
 ): Promise<EventStore> {
@@ -346,7 +346,7 @@ async function openDeploymentStore(
   const parsed = jetstreamUrl === undefined ? undefined : safeUrl(jetstreamUrl);
   const credentialed = parsed !== undefined && (parsed.username !== '' || parsed.searchParams.has('user') || parsed.searchParams.has('pass'));
   if (parsed === undefined || credentialed) {
-    const store = await openStore(url, { clock, startup });
+    const store = await openStore(url, { clock, startup, notice: (line) => log(line) });
     closers.push(() => store.close());
     return store;
   }
@@ -357,6 +357,7 @@ async function openDeploymentStore(
     streamName: parsed.searchParams.get('stream') ?? undefined,
     subjectPrefix: parsed.searchParams.get('prefix') ?? undefined,
     startup,
+    onNotice: (line) => log(line),
   });
   closers.push(() => store.close());
   return store;
