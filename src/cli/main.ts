@@ -24,6 +24,7 @@ import { packageVersion } from './version.js';
 import { addWorkflowInspectCommand, addWorkflowRunCommand } from './commands/workflow-run.js';
 import { addWorkflowFacadeCommands } from './commands/workflow-facade.js';
 import { addWorkflowListCommand } from './commands/workflow-list.js';
+import { stuckConfigOption } from './stuck-bounds.js';
 
 // Each command's module is imported when that command runs: `convoke peer` never loads Fastify,
 // `convoke canonicalize` never loads NATS, and `--help` loads neither.
@@ -279,7 +280,7 @@ function addReadCommands(program: Command, io: CliIo, setExit: (code: number) =>
 
 /** `list`: the operations index as an operator sees it. */
 function addListCommand(program: Command, io: CliIo, setExit: (code: number) => void): void {
-  storeCredsOption(contextOptions(program.command('list')))
+  stuckConfigOption(storeCredsOption(contextOptions(program.command('list'))))
     .description("list operations from the operations index, newest admission first, as an operator (every principal's); filters as GET /contract-invocations")
     .option('--store <url>', "store URL: sqlite:PATH, jetstream:nats://HOST:PORT, esdb://… (default: the context's)")
     .option('--principal <id>', "only this principal's operations")
@@ -296,7 +297,7 @@ function addListCommand(program: Command, io: CliIo, setExit: (code: number) => 
     .action(async (o) => {
       const target = await storeOf(o, 'list');
       const filters = { principal: o.principal, phase: o.phase, outcome: o.outcome, settlement: o.settlement, interaction: o.interaction };
-      const page = { since: o.since, until: o.until, limit: o.limit, cursor: o.cursor, stuck: o.stuck };
+      const page = { since: o.since, until: o.until, limit: o.limit, cursor: o.cursor, stuck: o.stuck, config: o.config };
       setExit(await (await commands.list()).listCommand({ ...target, ...filters, ...page, json: o.json }, io));
     });
 }

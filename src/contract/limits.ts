@@ -156,6 +156,17 @@ export const limits = {
   /** NATS deployment config: bounds of how often durable resources are re-verified (transport.durabilityCheckIntervalMs). */
   durabilityCheckIntervalMsMin: 100,
   durabilityCheckIntervalMsMax: 600_000,
+  /**
+   * Start-up (`convoke serve`, and any opening of a JetStream store): how long a server that is not
+   * listening yet, or whose JetStream does not answer yet ("jetstream is not enabled" while it
+   * starts), is waited out before the start fails as unavailable; tried again after a backoff that
+   * doubles from natsStartupBackoffMsMin up to natsStartupBackoffMsMax.
+   */
+  natsStartupWaitMsMax: 10_000,
+  natsStartupBackoffMsMin: 50,
+  natsStartupBackoffMsMax: 1_000,
+  /** Start-up: how long one probe of JetStream waits for its answer (a request sent while reconnecting waits it out). */
+  natsStartupProbeMsMax: 1_000,
   /** HTTP: the longest bearer token read; anything longer is not a credential convoke could hold. */
   bearerTokenCharsMax: 8192,
   /**

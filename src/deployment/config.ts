@@ -24,6 +24,7 @@ import { StaticPolicy } from '../adapters/policy/static.js';
 import { jetstreamStorePrefix, openStore } from '../adapters/store/open.js';
 import type { EventStore } from '../adapters/store/types.js';
 import type { NatsLogin } from '../adapters/transport/nats-creds.js';
+import { startupWait } from '../adapters/transport/nats-startup.js';
 import { MemoryBus, type MemoryTransport } from '../adapters/transport/memory.js';
 import { SubjectNamespaceVerifier, type NamespaceAttestation } from '../adapters/verification/subject.js';
 import { createPeer, type Handler, type Peer } from '../peer/peer.js';
@@ -411,7 +412,12 @@ export async function buildDeployment(config: DeploymentConfig, options: BuildOp
     });
   }
   // The store is opened last among the checks: nothing above can leave it open.
-  const store = await openStore(config.store, { clock });
+  // A jetstream: store's server may still be starting: waited out within the start-up wait.
+  const store = await openStore(config.store, {
+    clock,
+    startup: startupWait(() => clock.nowMs()),
+    ...(options.log ? { notice: (line: string) => options.log?.(line) } : {}),
+  });
   try {
     return await assemble(config, {
       clock,

@@ -466,6 +466,66 @@ test('jetstream index: under the least-privilege store permissions a view starts
   }
 });
 
+test('jetstream index: a store user whose permissions predate the snapshot stream lists every row, writes no snapshot, and tells it once', async () => {
+  const password = randomBytes(9).toString('hex');
+  const current = jetstreamStorePermissions({}, { manageStreams: true });
+  // What a deployment generated before index snapshots: everything but the snapshot stream and its subjects.
+  const older = current.publish.filter((subject) => !subject.includes('_INDEX_SNAP') && !subject.includes('.isnap.'));
+  assert.ok(older.length < current.publish.length);
+  const server = await startJetStreamServer({
+    users: [
+      { user: 'store', password, publish: current.publish, subscribe: ['_INBOX.store.>'] },
+      { user: 'older', password, publish: older, subscribe: ['_INBOX.older.>'] },
+    ],
+  });
+  const opened: { nc: NatsConnection; store: JetStreamEventStore; notices: string[] }[] = [];
+  const open = async (user: 'store' | 'older') => {
+    const nc = await connectNats({ servers: server.url, user, pass: password, inboxPrefix: `_INBOX.${user}` });
+    const notices: string[] = [];
+    // A snapshot after every row: a view that may write one does at once.
+    const store = await JetStreamEventStore.open({ connection: nc, requestTimeoutMs, indexSnapshotTailMin: 1, onNotice: (line) => notices.push(line) });
+    opened.push({ nc, store, notices });
+    return { nc, store, notices };
+  };
+  const listed = async (store: JetStreamEventStore) => {
+    const rows = (await store.index.list({ limit: 100 })).rows.map((r) => r.operationId);
+    await store.index.snapshotIdle();
+    return new Set(rows);
+  };
+  try {
+    // No snapshot stream yet, and the older user may not create it.
+    const first = await open('older');
+    const ids = await admit(first.store, 20, 'older');
+    assert.deepEqual(await listed(first.store), new Set(ids));
+    ids.push(...(await admit(first.store, 5, 'older-more')));
+    assert.deepEqual(await listed(first.store), new Set(ids));
+    assert.equal(first.store.index.rowsFromSnapshot, 0);
+    assert.equal(first.notices.length, 1, first.notices.join('\n'));
+    assert.match(first.notices[0]!, /index snapshots are off: stream CONVOKE_OPS_INDEX_SNAP .*every list view starts by reading every index row/);
+    assert.equal(first.store.indexSnapshotProblem, first.notices[0]);
+    // A current user's view creates the stream and writes a snapshot; the older user's views still read every row and write none.
+    const newer = await open('store');
+    assert.deepEqual(await listed(newer.store), new Set(ids));
+    const jsm = await jetstreamManager(newer.nc, { checkAPI: false });
+    const head = async () => (await jsm.streams.getMessage('CONVOKE_OPS_INDEX_SNAP', { last_by_subj: 'convoke.isnap.head' }))?.seq;
+    const written = await head();
+    assert.ok(written !== undefined, 'the current user wrote a snapshot');
+    assert.equal(newer.notices.length, 0, newer.notices.join('\n'));
+    const second = await open('older');
+    ids.push(...(await admit(second.store, 3, 'older-after')));
+    assert.deepEqual(await listed(second.store), new Set(ids));
+    assert.deepEqual([second.store.index.rowsFromSnapshot, second.store.index.rowsDelivered], [0, ids.length], 'the older view read every row');
+    assert.equal(second.notices.length, 1, second.notices.join('\n'));
+    assert.equal(await head(), written, 'no older view wrote a snapshot');
+  } finally {
+    for (const { store, nc } of opened) {
+      await store.close();
+      await nc.close();
+    }
+    await server.dispose();
+  }
+});
+
 test('jetstream index: a view outlives a broker restart: pages fail while it is away, then go on without reading every row again', async () => {
   const server = await startJetStreamServer();
   const store = await JetStreamEventStore.open({ servers: server.url, requestTimeoutMs, indexRowDelayMs });
@@ -537,9 +597,10 @@ test('jetstream index: a snapshot of an index stream since created again, or who
     assert.equal(head.chunks, 1);
     const chunk = `convoke.isnap.${head.generation}.0`;
     const body = JSON.parse(gunzipSync((await jsm.streams.getMessage('CONVOKE_OPS_INDEX_SNAP', { last_by_subj: chunk }))!.data).toString('utf8')) as {
-      operations: unknown[];
+      operations: Record<string, unknown[]>;
     };
-    body.operations.pop();
+    // The operations' rows are kept by column: the last row leaves every column.
+    for (const column of Object.values(body.operations)) column.pop();
     await jetstream(nc).publish(chunk, gzipSync(JSON.stringify(body)));
     const tampered = await started();
     assert.deepEqual([tampered.index.rowsFromSnapshot, tampered.index.rowsDelivered], [0, 25], 'a snapshot that fails its hash is not read');

@@ -8,7 +8,7 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { mkdtemp, rm } from 'node:fs/promises';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
@@ -17,6 +17,7 @@ import { SystemClock } from '../../src/contract/clock.js';
 import { createEmbedded } from '../../src/deployment/embedded.js';
 import { peerIds, reviewBundle } from '../../src/deployment/examples.js';
 import { repoRoot } from '../support/http-server.js';
+import { minimalServeConfig } from '../support/config-fixtures.js';
 
 let dir = '';
 let path = '';
@@ -112,6 +113,27 @@ test('list: the table fits the terminal width and names the next page', () => {
   const stuck = convoke(['list', '--store', `sqlite:${path}`, '--stuck', '--json']);
   assert.equal(stuck.code, 0, stuck.err);
   assert.equal((JSON.parse(stuck.out) as Page).operations.length, 0, 'settled work is not stuck');
+});
+
+test("list: stuck counts by the deployment's stuck bounds given with --config, and by the defaults without", async () => {
+  // A copy whose one operation waits 20 s for a delivery receipt: stuck past a 1 s bound, not yet past the default 60 s.
+  const copy = join(dir, 'stuck.db');
+  const source = new Database(path, { readonly: true });
+  source.exec(`VACUUM INTO '${copy}'`);
+  source.close();
+  const db = new Database(copy);
+  const { operation_id: id } = db.prepare('SELECT operation_id FROM operation_index LIMIT 1').get() as { operation_id: string };
+  db.prepare('UPDATE operation_index SET outbox_pending_since_ms = ? WHERE operation_id = ?').run(Date.now() - 20_000, id);
+  db.close();
+  const config = join(dir, 'serve.json');
+  await writeFile(config, JSON.stringify(minimalServeConfig({ store: `sqlite:${copy}`, stuck: { outboxPendingMs: 1_000 } })));
+  const stuck = (...extra: string[]) => {
+    const run = convoke(['list', '--store', `sqlite:${copy}`, '--stuck', '--json', ...extra]);
+    assert.equal(run.code, 0, run.err);
+    return (JSON.parse(run.out) as Page).operations.map((o) => [o.operationId, o.stuck]);
+  };
+  assert.deepEqual(stuck(), [], 'not stuck by the default bounds');
+  assert.deepEqual(stuck('--config', config), [[id, ['outbox-pending']]], "stuck by the config's bounds");
 });
 
 test('list: invalid parameters exit 2 naming each problem; a missing store is an error, not created', () => {

@@ -50,6 +50,8 @@ export async function startServe(
     args?: string[];
     /** Standard error (the server's log) goes to this file, as a service manager would send it, instead of a pipe this process reads. */
     stderrFile?: string;
+    /** Handed the child as soon as it is spawned (to watch its output before it is ready, or to end it). */
+    onSpawn?: (child: ChildProcess) => void;
   } = {},
 ): Promise<ServeProcess> {
   const stderrFd = options.stderrFile === undefined ? undefined : openSync(options.stderrFile, 'a');
@@ -59,6 +61,7 @@ export async function startServe(
     stdio: ['ignore', 'pipe', stderrFd ?? 'pipe'],
   });
   if (stderrFd !== undefined) closeSync(stderrFd);
+  options.onSpawn?.(child);
   let out = '';
   let piped = '';
   const stderrFile = options.stderrFile;

@@ -303,12 +303,13 @@ export class NatsDeploymentFixture {
    * "Start-up"): in a long chaos run on a loaded two-core machine that took up to 83 s, hence the
    * generous bound.
    */
-  async startServe(): Promise<ServeProcess> {
+  async startServe(options: { onSpawn?: (child: ChildProcess) => void } = {}): Promise<ServeProcess> {
     await writeFile(this.serveConfigPath, JSON.stringify(this.serveConfig(), null, 2));
     this.serve = await startServe(this.serveConfigPath, {
       env: this.env(),
       readyTimeoutMs: serveReadyTimeoutMs,
       ...(this.options.serveLogToFile ? { stderrFile: join(this.dir, 'serve.log') } : {}),
+      ...options,
     });
     return this.serve;
   }

@@ -10,9 +10,9 @@
  * issuer's key.
  */
 import { createHash } from 'node:crypto';
-import { writeFile } from 'node:fs/promises';
+import { readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { nkeys } from '@nats-io/transport-node';
+import { credsAuthenticator, nkeys } from '@nats-io/transport-node';
 import type { NatsPermissions } from '../../src/adapters/transport/nats-permissions.js';
 import { startNatsServer, type NatsServer } from './nats-server.js';
 
@@ -88,7 +88,9 @@ export async function startOperatorModeServer(dir: string, users: JwtUser[]): Pr
     'resolver: MEMORY',
     `resolver_preload: {\n  ${system.getPublicKey()}: ${JSON.stringify(systemJwt)}\n  ${app.getPublicKey()}: ${JSON.stringify(appJwt)}\n}`,
   ].join('\n');
-  const server = await startNatsServer({ jetstream: true, extraConfig });
+  // The readiness wait asks JetStream for its account info as a user of the application account.
+  const probeCreds = await readFile(await writeUser(dir, app, { name: 'convoke-ready-probe' }));
+  const server = await startNatsServer({ jetstream: true, extraConfig, readyLogin: { authenticator: credsAuthenticator(probeCreds) } });
   return { server, url: server.url, creds, strangerCreds, dispose: () => server.dispose() };
 }
 

@@ -5,6 +5,8 @@
  * running on the machine.
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { connect, type ConnectionOptions } from '@nats-io/transport-node';
 import { mkdtemp, readFile, readdir, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -28,6 +30,12 @@ export interface NatsServerOptions {
   readyTimeoutMs?: number;
   /** Serve the monitoring endpoints (/varz, /connz, …) on a random loopback port (benches read them). */
   monitoring?: boolean;
+  /**
+   * How the readiness wait logs in to ask JetStream for its account info. Absent: anonymously on a
+   * server without users, else as a probe user added to `users` with no restrictions. A server in
+   * operator mode (its users live in JWTs) must be given one.
+   */
+  readyLogin?: Partial<ConnectionOptions>;
 }
 
 export interface NatsServer {
@@ -44,6 +52,9 @@ export interface NatsServer {
 }
 
 const quote = (s: string) => JSON.stringify(s);
+
+/** The user the readiness wait logs in as when the server has users (no restrictions). */
+const probeUser = 'convoke-ready-probe';
 
 /**
  * `sync_interval: always` (fsync before every JetStream ack; Jepsen 2025 lost acknowledged writes
@@ -84,6 +95,37 @@ interface Ports {
   monitorUrl?: string;
 }
 
+/** Whether the server runs JetStream: the helper's own block, or one in the extra config. */
+function jetstreamConfigured(options: NatsServerOptions): boolean {
+  return (options.jetstream ?? true) || /(^|\n)\s*jetstream\s*[{:]/.test(options.extraConfig ?? '');
+}
+
+/**
+ * Waits until JetStream answers an account-info request ($JS.API.INFO) without an error: a
+ * server writes its ports file as it starts listening, a moment before its JetStream answers
+ * (until then every JetStream request finds no responder: "jetstream is not enabled").
+ */
+async function waitForJetStream(url: string, login: Partial<ConnectionOptions>, deadlineMs: number): Promise<void> {
+  let last = 'no answer';
+  const nc = await connect({ servers: url, ...login, timeout: Math.max(deadlineMs - Date.now(), 1) });
+  try {
+    while (Date.now() < deadlineMs) {
+      try {
+        const reply = await nc.request('$JS.API.INFO', undefined, { timeout: 1_000 });
+        const body = JSON.parse(new TextDecoder().decode(reply.data)) as { error?: { description?: string } };
+        if (body.error === undefined) return;
+        last = body.error.description ?? JSON.stringify(body.error);
+      } catch (error) {
+        last = (error as Error).message;
+      }
+      await new Promise((r) => setTimeout(r, 25));
+    }
+    throw new Error(`nats-server's JetStream did not answer in time (${last})`);
+  } finally {
+    await nc.close();
+  }
+}
+
 async function waitForPortsFile(dir: string, pid: number, monitoring: boolean, deadlineMs: number): Promise<Ports> {
   while (Date.now() < deadlineMs) {
     const names = await readdir(dir).catch(() => [] as string[]);
@@ -108,7 +150,10 @@ export async function startNatsServer(options: NatsServerOptions = {}): Promise<
   const portsDir = join(workDir, 'ports');
   await import('node:fs/promises').then((fs) => fs.mkdir(portsDir, { recursive: true }));
   const configPath = join(workDir, 'nats.conf');
-  await writeFile(configPath, renderConfig(options, storeDir, portsDir));
+  const probe = { user: probeUser, password: randomBytes(12).toString('hex') };
+  const probing = options.readyLogin === undefined && options.users !== undefined && options.users.length > 0;
+  const rendered = probing ? { ...options, users: [...(options.users ?? []), probe] } : options;
+  await writeFile(configPath, renderConfig(rendered, storeDir, portsDir));
   // In its own work dir: nats-server 2.9 can write a consumer's meta.inf into its working directory
   // when a concurrent delete removed the consumer's directory (seen recreating one consumer at once
   // from several connections).
@@ -119,9 +164,18 @@ export async function startNatsServer(options: NatsServerOptions = {}): Promise<
   });
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
   let ports: Ports;
+  const deadlineMs = Date.now() + (options.readyTimeoutMs ?? 10_000);
+  const ready = async () => {
+    const found = await waitForPortsFile(portsDir, child.pid ?? -1, options.monitoring ?? false, deadlineMs);
+    if (jetstreamConfigured(options)) {
+      const login = options.readyLogin ?? (probing ? { user: probe.user, pass: probe.password } : {});
+      await waitForJetStream(`nats://127.0.0.1:${found.port}`, login, deadlineMs);
+    }
+    return found;
+  };
   try {
     ports = await Promise.race([
-      waitForPortsFile(portsDir, child.pid ?? -1, options.monitoring ?? false, Date.now() + (options.readyTimeoutMs ?? 10_000)),
+      ready(),
       exited.then(() => {
         throw new Error(`nats-server exited during start: ${stderr}`);
       }),

@@ -11,6 +11,7 @@ import type { WorkflowEvent, WorkflowTransition } from '../../src/workflow/exec/
 import { replayWorkflowLog } from '../../src/workflow/exec/replay.js';
 import { workflowInstanceId } from '../../src/workflow/ids.js';
 import { captureIo } from '../support/cli-io.js';
+import { minimalServeConfig } from '../support/config-fixtures.js';
 import Database from 'better-sqlite3';
 
 test('convoke inspect, workflow inspect and replay read a workflow instance from the store', async () => {
@@ -135,6 +136,43 @@ test('convoke workflow list reads the instances index from the store: a table wi
     assert.match(table.out(), /instance/);
     assert.match(table.out(), /\n2 instances\n/);
     assert.equal((table.out().match(/completed/g) ?? []).length, 2, table.out());
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+});
+
+test("convoke workflow list counts stuck by the deployment's workflows.stuck bounds given with --config, and by the defaults without", async () => {
+  const dir = await mkdtemp(join(tmpdir(), 'convoke-wf-stuck-'));
+  try {
+    const file = join(dir, 'wf.yaml');
+    await writeFile(file, `document: { dsl: '1.0.3', namespace: test, name: waiting, version: '1.0.0' }\ndo:\n  - add:\n      set: { n: 1 }\n`);
+    const path = join(dir, 'wf.db');
+    const store = `sqlite:${path}`;
+    const run = captureIo();
+    assert.equal(await main(['node', 'convoke', 'workflow', 'run', file, '--store', store, '--key', 'a', '--json'], run), 0, run.err());
+    const instanceId = (JSON.parse(run.out()) as { instanceId: string }).instanceId;
+    // Its row as a running instance whose timer was due 20 s ago, no worker holding it: stuck
+    // past a 1 s timer grace, not yet past the default 60 s.
+    const dueMs = Date.now() - 20_000;
+    const db = new Database(path);
+    db.prepare(
+      "UPDATE workflow_index SET status = 'running', next_due_ms = ?, lease_until_ms = NULL, row = json_set(row, '$.status', 'running', '$.endedAtMs', json('null'), '$.nextDueMs', ?, '$.lease', json('null')) WHERE instance_id = ?",
+    ).run(dueMs, dueMs, instanceId);
+    db.close();
+    const config = join(dir, 'serve.json');
+    await writeFile(config, JSON.stringify(minimalServeConfig({ store, workflows: { stuck: { timerGraceMs: 1_000 } } })));
+    const stuckIds = async (...extra: string[]) => {
+      const io = captureIo();
+      assert.equal(await main(['node', 'convoke', 'workflow', 'list', '--store', store, '--stuck', '--json', ...extra], io), 0, io.err());
+      return (JSON.parse(io.out()) as { instances: { instanceId: string; stuck: string[] }[] }).instances.map((r) => [r.instanceId, r.stuck]);
+    };
+    assert.deepEqual(await stuckIds(), [], 'not stuck by the default bounds');
+    assert.deepEqual(await stuckIds('--config', config), [[instanceId, ['timer-overdue']]], "stuck by the config's bounds");
+    // A config that is not one is exit 2, before any store is read.
+    await writeFile(config, JSON.stringify(minimalServeConfig({ workflows: { stuck: { timerGraceMs: -1 } } })));
+    const bad = captureIo();
+    assert.equal(await main(['node', 'convoke', 'workflow', 'list', '--store', store, '--config', config], bad), exitCodes.invalidInput, bad.out());
+    assert.match(bad.err(), /timerGraceMs/);
   } finally {
     await rm(dir, { recursive: true, force: true });
   }

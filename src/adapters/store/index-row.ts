@@ -24,6 +24,15 @@ export function indexRowOf(value: unknown): OperationIndexRow | undefined {
   if (typeof value !== 'object' || value === null || Array.isArray(value)) return undefined;
   const r = value as Record<string, unknown>;
   if (Object.keys(r).length !== rowKeys) return undefined;
+  return indexRowFieldsOf(r);
+}
+
+/**
+ * The row an object that has exactly the row's fields and nothing else (built so, as a snapshot
+ * builds its rows) is, or undefined when a field is not what the row's is: indexRowOf without
+ * counting the fields again.
+ */
+export function indexRowFieldsOf(r: Record<string, unknown>): OperationIndexRow | undefined {
   const rejection = r.lastRejection;
   const ok =
     typeof r.operationId === 'string' &&

@@ -157,19 +157,28 @@ export class IndexView {
   load(rows: readonly OperationIndexRow[]): void {
     if (this.entries.size > 0) throw new Error('an IndexView is loaded only while empty');
     const all: Entry[] = [];
+    // Rows of one principal, interaction, phase, outcome, settlement and stuckability share their
+    // keys (one array) and the keyed lists they go to: one lookup per row, not one per key.
+    const groups = new Map<string, { keys: readonly string[]; lists: Entry[][] }>();
     const keyed = new Map<string, Entry[]>();
     const timed: Record<InstantKind, Entry[]> = { deadline: [], lease: [], outbox: [] };
     for (const row of rows) {
-      const entry: Entry = { row, keys: keysOf(row) };
+      const same = `${row.principalId}\u0000${row.interaction}\u0000${row.phase}\u0000${row.outcome}\u0000${row.settlement}\u0000${isStuckable(row)}`;
+      let group = groups.get(same);
+      if (group === undefined) {
+        const keys = keysOf(row);
+        const lists = keys.map((key) => keyed.get(key) ?? (keyed.set(key, []).get(key) as Entry[]));
+        groups.set(same, (group = { keys, lists }));
+      }
+      const entry: Entry = { row, keys: group.keys };
       if (this.entries.has(row.operationId)) throw new Error(`two rows of ${row.operationId}`);
       this.entries.set(row.operationId, entry);
       all.push(entry);
-      for (const key of entry.keys) {
-        const list = keyed.get(key);
-        if (list) list.push(entry);
-        else keyed.set(key, [entry]);
-      }
-      for (const kind of instantKinds) if (instants[kind](row) !== null) timed[kind].push(entry);
+      // In the order given (a snapshot's is the lists' own): each keyed list is then sorted already.
+      for (const list of group.lists) list.push(entry);
+      if (row.outcome === null) timed.deadline.push(entry);
+      if (row.leaseExpiresAtMs !== null) timed.lease.push(entry);
+      if (row.outboxPendingSinceMs !== null) timed.outbox.push(entry);
     }
     this.all.load(all);
     for (const [key, entries] of keyed) this.listed(key).load(entries);

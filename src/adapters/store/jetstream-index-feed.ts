@@ -141,7 +141,7 @@ export class JetStreamIndexFeed {
     // A failed write is tried again only after as many rows again.
     this.snapshotSeq = snapshot.seq;
     this.snapshotting = writeSnapshot(snapshots, this.created, snapshot)
-      .catch(() => undefined)
+      .catch((error: unknown) => snapshots.onFailure?.('writing', error))
       .finally(() => (this.snapshotting = undefined));
   }
 

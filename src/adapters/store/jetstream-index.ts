@@ -82,7 +82,7 @@ export interface JetStreamIndexHost {
   /** How long an open operation's row may wait to be replaced by a later one before it is published (0: at once). */
   rowDelayMs: number;
   /** Snapshots of the view (jetstream-index-snapshot.ts); none when the snapshot stream could not be had. */
-  snapshots?: { tailMin: number };
+  snapshots?: { tailMin: number; onFailure?: (doing: 'reading' | 'writing', error: unknown) => void };
 }
 
 /**
@@ -372,6 +372,7 @@ export class JetStreamOperationIndex implements OperationIndexStore {
                 subjectPrefix: `${this.host.prefix}.isnap.`,
                 requestTimeoutMs: this.host.requestTimeoutMs,
                 tailMin: this.host.snapshots.tailMin,
+                ...(this.host.snapshots.onFailure ? { onFailure: this.host.snapshots.onFailure } : {}),
               },
             }
           : {}),

@@ -60,6 +60,7 @@ import { PubAckMux } from '../transport/nats-pubacks.js';
 import { ReplayStampedStore, closedFailure, notFoundOf, streamFamily, type LogState, type WriteOutcome } from './replay-stamped.js';
 import type { AppendListener, AppendOutcome, RecordAfter, RevisionListener, StoreFailure, StoreLimits } from './types.js';
 import { loginOptions } from '../transport/nats-creds.js';
+import { jetStreamNotAnswering, retryWhileStarting, serverNotListening, startupWait, type StartupWait } from '../transport/nats-startup.js';
 
 export interface JetStreamStoreOptions {
   /** An existing connection (left open on close), or `servers` to connect to (closed on close). */
@@ -95,6 +96,20 @@ export interface JetStreamStoreOptions {
    * writes one row. 0 publishes every row at once.
    */
   indexRowDelayMs?: number;
+  /**
+   * How long a JetStream that does not answer yet (a server still starting: "jetstream is not
+   * enabled") is waited out before opening fails as unavailable (nats-startup.ts); by default
+   * limits.natsStartupWaitMsMax from the start of the open. Given, it also waits out a server that
+   * does not listen yet when the store makes its own connection (`servers`).
+   */
+  startup?: StartupWait;
+  /**
+   * Told, once per store client, what the operator should know that does not stop the store:
+   * index snapshots off because the store user cannot use the snapshot stream (the generated
+   * permissions of a deployment from before snapshots), or a snapshot that could not be read or
+   * written. Silent without it (`indexSnapshotProblem` holds the same line).
+   */
+  onNotice?: (line: string) => void;
 }
 
 const defaultIndexRowDelayMs = 1000;
@@ -165,7 +180,8 @@ export class JetStreamEventStore extends ReplayStampedStore {
     private readonly directGet: boolean,
     private readonly stamps: StampFeed | undefined,
     private readonly stampWaitMs: number,
-    snapshots: { tailMin: number } | undefined,
+    snapshots: { tailMin: number; onFailure: (doing: 'reading' | 'writing', error: unknown) => void } | undefined,
+    private readonly snapshotReport: SnapshotReport,
     indexRowDelayMs: number,
   ) {
     // A subject's sequence before its first message is 0: the create CAS expects it.
@@ -197,7 +213,14 @@ export class JetStreamEventStore extends ReplayStampedStore {
     checkSubjectPrefix(options.subjectPrefix ?? 'convoke');
     const nc = options.connection ?? (await connectFor(options, requestTimeoutMs));
     try {
-      const jsm = await jetstreamManager(nc, { timeout: requestTimeoutMs });
+      // The account-info request ($JS.API.INFO) answers once the server's JetStream is up.
+      await retryWhileStarting(
+        'JetStream account info',
+        () => jetstreamManager(nc, { timeout: contractLimits.natsStartupProbeMsMax }),
+        jetStreamNotAnswering,
+        options.startup ?? startupWait(),
+      );
+      const jsm = await jetstreamManager(nc, { timeout: requestTimeoutMs, checkAPI: false });
       const js = jetstream(nc, { timeout: requestTimeoutMs });
       const configured = resolveStoreLimits(options.limits);
       // A message (body plus our headers) must fit the server's max_payload; never claim more.
@@ -211,7 +234,10 @@ export class JetStreamEventStore extends ReplayStampedStore {
       await ensureIndexStream(jsm, streamName, prefix);
       const openSetCreated = await ensureOpenSetStream(jsm, streamName, prefix);
       const tailMin = options.indexSnapshotTailMin ?? defaultSnapshotTailMin;
-      const snapshots = tailMin > 0 && (await ensureSnapshotStream(jsm, streamName, prefix)) ? { tailMin } : undefined;
+      const snapshotReport = new SnapshotReport(`${streamName}_INDEX_SNAP`, options.onNotice);
+      const unusable = tailMin > 0 ? await ensureSnapshotStream(jsm, streamName, prefix) : undefined;
+      if (unusable !== undefined) snapshotReport.off(unusable);
+      const snapshots = tailMin > 0 && unusable === undefined ? { tailMin, onFailure: snapshotReport.failed } : undefined;
       const stampWaitMs = options.stampWaitMs ?? defaultStampWaitMs;
       let stamps: StampFeed | undefined;
       if (stampWaitMs > 0) {
@@ -231,6 +257,7 @@ export class JetStreamEventStore extends ReplayStampedStore {
         stamps,
         stampWaitMs,
         snapshots,
+        snapshotReport,
         options.indexRowDelayMs ?? defaultIndexRowDelayMs,
       );
       if (openSetCreated) await store.openSet.completeIfNew();
@@ -239,6 +266,11 @@ export class JetStreamEventStore extends ReplayStampedStore {
       if (!options.connection) await nc.close().catch(() => undefined);
       throw error;
     }
+  }
+
+  /** Why index snapshots are off or failed, as told to onNotice (once); undefined while they work. */
+  get indexSnapshotProblem(): string | undefined {
+    return this.snapshotReport.problem;
   }
 
   /**
@@ -632,7 +664,45 @@ function decodeMessage(seq: number, committedAtMs: number, data: Uint8Array): St
   return decodeStored(String(seq), committedAtMs, body);
 }
 
+/**
+ * What became of the index snapshots, told once per store client: a user that cannot use the
+ * snapshot stream lists every row at each view start, which an operator should hear about once,
+ * not at every page.
+ */
+class SnapshotReport {
+  problem: string | undefined;
+
+  constructor(
+    private readonly stream: string,
+    private readonly onNotice: ((line: string) => void) | undefined,
+  ) {}
+
+  off(why: string): void {
+    this.tell(
+      `jetstream store: index snapshots are off: ${why}; every list view starts by reading every index row (the store user needs the permissions jetstreamStorePermissions gives on ${this.stream})`,
+    );
+  }
+
+  readonly failed = (doing: 'reading' | 'writing', error: unknown): void => {
+    const why = error instanceof AdapterError ? (error.description ?? error.message) : error instanceof Error ? error.message : String(error);
+    this.tell(`jetstream store: ${doing} an index snapshot in ${this.stream} failed (${why}); list views go on without it`);
+  };
+
+  private tell(line: string): void {
+    if (this.problem !== undefined) return;
+    this.problem = line;
+    this.onNotice?.(line);
+  }
+}
+
 async function connectFor(options: JetStreamStoreOptions, requestTimeoutMs: number): Promise<NatsConnection> {
+  if (options.servers === undefined) throw unsupported('a JetStream store needs `connection` or `servers`');
+  const { startup } = options;
+  if (startup === undefined) return connectOnce(options, requestTimeoutMs);
+  return retryWhileStarting(`connecting to ${String(options.servers)}`, () => connectOnce(options, requestTimeoutMs), serverNotListening, startup);
+}
+
+async function connectOnce(options: JetStreamStoreOptions, requestTimeoutMs: number): Promise<NatsConnection> {
   if (options.servers === undefined) throw unsupported('a JetStream store needs `connection` or `servers`');
   try {
     return await connect({

@@ -16,6 +16,7 @@ import { MemoryEventStore } from './memory.js';
 import { SqliteEventStore } from './sqlite.js';
 import { sqliteTables } from './sqlite-open.js';
 import type { NatsLogin } from '../transport/nats-creds.js';
+import type { StartupWait } from '../transport/nats-startup.js';
 import type { EventStore, StoreLimits } from './types.js';
 
 export interface OpenStoreDeps {
@@ -29,6 +30,10 @@ export interface OpenStoreDeps {
    * for jetstream: only, a NATS credentials file's contents (user JWT and nkey seed).
    */
   credentials?: StoreCredentials;
+  /** jetstream: only: wait out a server still starting within this start-up wait (JetStreamStoreOptions.startup). */
+  startup?: StartupWait;
+  /** jetstream: only: what the store tells once that does not stop it (JetStreamStoreOptions.onNotice). */
+  notice?: (line: string) => void;
 }
 
 export type StoreCredentials = NatsLogin;
@@ -129,6 +134,8 @@ async function openJetStream(rest: string, deps: OpenStoreDeps): Promise<EventSt
       streamName: query.get('stream') ?? undefined,
       subjectPrefix: query.get('prefix') ?? undefined,
       limits: deps.limits,
+      ...(deps.startup ? { startup: deps.startup } : {}),
+      ...(deps.notice ? { onNotice: deps.notice } : {}),
     });
   } catch (error) {
     if (error instanceof AdapterError) throw error;

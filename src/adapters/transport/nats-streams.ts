@@ -161,6 +161,12 @@ function anchorOf(jsm: JetStreamManager, stream: DurableStream) {
   });
 }
 
+/** JetStream answers an info request on the namespace's first stream (not found is an answer); throws what the request threw otherwise. */
+export async function durableStreamsAnswer(jsm: JetStreamManager, config: DurableConfig): Promise<void> {
+  const first = durableStreams(config.namespace, config.peers)[0];
+  if (first !== undefined) await streamInfoOrUndefined(jsm, first.name);
+}
+
 /**
  * Creates every peer's streams when absent and verifies them when present. An existing stream
  * that breaks the guarantee is reported, never silently reconfigured: someone changed it, and

@@ -14,6 +14,7 @@
 import { jetstream, jetstreamManager, type JetStreamClient, type JetStreamManager, type PubAck } from '@nats-io/jetstream';
 import { connect, errors, type Msg, type NatsConnection } from '@nats-io/transport-node';
 import { AdapterError } from '../../contract/errors.js';
+import { limits } from '../../contract/limits.js';
 import type { DeliveryReceipt } from '../../events/types.js';
 import { headers as wireHeaders } from '../../events/wire.js';
 import { fromNatsHeaders, toNatsHeaders } from './nats-codec.js';
@@ -21,6 +22,7 @@ import { PubAckMux, type PubAckPublishOptions } from './nats-pubacks.js';
 import { ensureConsumer, subscribeDurable, type JetStreamContext } from './nats-consumers.js';
 import { classifyNatsError, toAdapterError, type NatsFailure } from './nats-errors.js';
 import { loginOptions } from './nats-creds.js';
+import { jetStreamNotAnswering, retryWhileStarting, serverNotListening, type StartupWait } from './nats-startup.js';
 import {
   assertNamespace,
   assertToken,
@@ -34,6 +36,7 @@ import {
 import { StarvationWatch, type OwnedConsumer } from './nats-consumer-health.js';
 import {
   checkDurableStreams,
+  durableStreamsAnswer,
   ensureDurableStreams,
   streamsCreatedUntilMs,
   streamsRecreatedSince,
@@ -72,13 +75,21 @@ export interface NatsConnectOptions {
   /** Must match the user's inbox permission (inboxPrefixFor in nats-names.ts). */
   inboxPrefix?: string;
   reconnectTimeWaitMs?: number;
+  /** Wait out a server that is not listening yet (nats-startup.ts); without it, the first refusal fails. */
+  startup?: StartupWait;
 }
 
 /**
  * Opens a connection. It reconnects forever: a durable runtime outlives broker restarts, and
- * work in flight is protected by storage and idempotent publication, not by the socket.
+ * work in flight is protected by storage and idempotent publication, not by the socket. With
+ * `startup`, a server that does not listen yet is tried again until the start-up wait ends.
  */
 export async function connectNats(options: NatsConnectOptions): Promise<NatsConnection> {
+  if (options.startup === undefined) return connectOnce(options);
+  return retryWhileStarting(`connecting to ${options.servers}`, () => connectOnce(options), serverNotListening, options.startup);
+}
+
+async function connectOnce(options: NatsConnectOptions): Promise<NatsConnection> {
   try {
     return await connect({
       servers: options.servers.split(',').map((s) => s.trim()),
@@ -287,6 +298,18 @@ export class NatsTransport implements Transport {
     } catch (error) {
       throw toAdapterError(error, `request on ${subject}`);
     }
+  }
+
+  /**
+   * Waits until JetStream answers a stream-info request on one of this namespace's streams (a
+   * stream not found is an answer): a server still starting has no responder on its API yet.
+   */
+  async awaitJetStream(startup: StartupWait): Promise<void> {
+    const config = this.requireDurable('awaitJetStream');
+    // Its own short request timeout: a request sent while the connection is re-established waits it out.
+    const jsm = await jetstreamManager(this.nc, { checkAPI: false, timeout: limits.natsStartupProbeMsMax });
+    const answer = () => durableStreamsAnswer(jsm, config).catch((error: unknown) => Promise.reject(toAdapterError(error, `JetStream (${config.namespace})`)));
+    await retryWhileStarting(`JetStream (${config.namespace})`, answer, jetStreamNotAnswering, startup);
   }
 
   /** Creates (or verifies) the streams of every configured peer; needs stream-create permission. */

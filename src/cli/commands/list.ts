@@ -5,7 +5,7 @@
  * principal. The table fits the terminal; the next page's command is printed under it.
  */
 import { SystemClock } from '../../contract/clock.js';
-import { stuckBoundsDefault } from '../../events/operation-index.js';
+import { listingBounds } from '../stuck-bounds.js';
 import { listOperations, parseListParameters, type ListedOperation } from '../../runtime/operation-list.js';
 import type { CliIo } from '../io.js';
 import { renderTable, widthOf, type Cell } from '../table.js';
@@ -23,15 +23,18 @@ export interface ListOptions extends StoreOptions {
   cursor?: string;
   /** true (any reason) or a reason. */
   stuck?: boolean | string;
+  /** The deployment config whose stuck bounds apply (stuck-bounds.ts); the defaults without one. */
+  config?: string;
   json: boolean;
 }
 
 export async function listCommand(options: ListOptions, io: CliIo): Promise<number> {
   // Checked before any store is opened: a typo is exit 2 whatever the store's state.
   const request = parseListParameters(givenOptions(options, ['phase', 'outcome', 'settlement', 'interaction', 'since', 'until', 'limit', 'cursor', 'stuck']));
-  return withStore(options, async (store) => {
+  const bounds = (await listingBounds(options.config)).operations;
+  return withStore({ ...options, notice: (line) => io.stderr.write(`convoke list: ${line}\n`) }, async (store) => {
     const clock = new SystemClock();
-    const page = await listOperations({ index: store.index, nowMs: clock.nowMs(), bounds: stuckBoundsDefault, principalId: options.principal }, request);
+    const page = await listOperations({ index: store.index, nowMs: clock.nowMs(), bounds, principalId: options.principal }, request);
     const headers = ['operation', 'admitted', 'principal', 'interaction', 'state', 'open', 'next due', 'stuck'];
     writeListPage(io, options.json, page, { headers, rows: page.operations.map(rowCells), noun: 'operation' });
     return 0;

@@ -28,6 +28,8 @@ import { isWorkflowInstanceId } from '../../workflow/ids.js';
 export interface StoreOptions {
   store: string;
   storeAuth?: StoreAuth;
+  /** Where the store tells what does not stop it (a jetstream: store's index snapshots off), once. */
+  notice?: (line: string) => void;
 }
 
 /**
@@ -36,13 +38,13 @@ export interface StoreOptions {
  * would only ever see it empty.
  */
 export async function withStore<T>(target: string | StoreOptions, run: (store: EventStore) => Promise<T>): Promise<T> {
-  const { store: url, storeAuth: auth } = typeof target === 'string' ? { store: target, storeAuth: undefined } : target;
+  const { store: url, storeAuth: auth, notice } = typeof target === 'string' ? { store: target, storeAuth: undefined, notice: undefined } : target;
   if (/^memory:/i.test(url))
     throw invalidInput(
       'a memory: store lives inside the process that holds it; another process sees it empty. Point --store at the store a deployment writes (sqlite:PATH, jetstream:nats://HOST:PORT, esdb://…)',
     );
   const credentials = await storeLogin(url, auth);
-  const store = await openStore(url, { clock: new SystemClock(), mustExist: true, ...(credentials ? { credentials } : {}) });
+  const store = await openStore(url, { clock: new SystemClock(), mustExist: true, ...(credentials ? { credentials } : {}), ...(notice ? { notice } : {}) });
   try {
     return await run(store);
   } finally {

@@ -126,6 +126,9 @@ export async function serveCommand(options: ServeOptions, io: CliIo): Promise<nu
     await deployment.close();
     throw error;
   }
+  // Listening for the stop signals before saying it listens: whoever reads that line may signal
+  // at once, and a signal that comes before its listener ends the process without a shutdown.
+  const stopping = nextStop(options.signal);
   const nats = deployment.nats;
   if (nats) {
     const peers = [...nats.peers].map(([ns, ids]) => `${ns}: ${ids.join(' ')}`).join('; ');
@@ -136,7 +139,7 @@ export async function serveCommand(options: ServeOptions, io: CliIo): Promise<nu
   io.stdout.write(`convoke serve listening on ${server.url}\n`);
   // Module loading and config reading come before the deployment's own start-up lines.
   logger.info({ event: 'serve-started', url: server.url, sinceProcessStartMs: Math.round(process.uptime() * 1000) }, 'listening');
-  const stop = await nextStop(options.signal);
+  const stop = await stopping;
   logger.info({ event: 'serve-stopping', signal: stop }, 'shutting down');
   const running = server;
   let stopListening = () => {};

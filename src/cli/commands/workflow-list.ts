@@ -7,7 +7,7 @@
  */
 import type { Command } from 'commander';
 import { SystemClock } from '../../contract/clock.js';
-import { workflowStuckBoundsDefault } from '../../events/workflow-index.js';
+import { listingBounds, stuckConfigOption } from '../stuck-bounds.js';
 import { listWorkflowInstances, parseWorkflowListParameters, type ListedInstance } from '../../runtime/workflow-list.js';
 import type { CliIo } from '../io.js';
 import { contextOptions, storeCredsOption, storeOf, workflowCommand } from '../options.js';
@@ -24,19 +24,19 @@ export interface WorkflowListOptions extends StoreOptions {
   cursor?: string;
   /** true (any reason) or a reason. */
   stuck?: boolean | string;
+  /** The deployment config whose workflows.stuck bounds apply (stuck-bounds.ts); the defaults without one. */
+  config?: string;
   json: boolean;
 }
 
 export async function workflowListCommand(options: WorkflowListOptions, io: CliIo): Promise<number> {
   // Checked before any store is opened: a typo is exit 2 whatever the store's state.
   const request = parseWorkflowListParameters(givenOptions(options, ['status', 'workflow', 'since', 'until', 'limit', 'cursor', 'stuck']));
+  const bounds = (await listingBounds(options.config)).workflows;
   const { withStore } = await import('./ops.js');
-  return withStore(options, async (store) => {
+  return withStore({ ...options, notice: (line) => io.stderr.write(`convoke workflow list: ${line}\n`) }, async (store) => {
     const clock = new SystemClock();
-    const page = await listWorkflowInstances(
-      { index: store.workflowIndex, nowMs: clock.nowMs(), bounds: workflowStuckBoundsDefault, principalId: options.principal },
-      request,
-    );
+    const page = await listWorkflowInstances({ index: store.workflowIndex, nowMs: clock.nowMs(), bounds, principalId: options.principal }, request);
     const headers = ['instance', 'started', 'principal', 'workflow', 'status', 'task', 'next due', 'children', 'stuck'];
     writeListPage(io, options.json, page, { headers, rows: page.instances.map(rowCells), noun: 'instance' });
     return 0;
@@ -59,7 +59,7 @@ function rowCells(row: ListedInstance) {
 
 /** `convoke workflow list`: the workflow instances index as an operator sees it. */
 export function addWorkflowListCommand(program: Command, io: CliIo, setExit: (code: number) => void): void {
-  storeCredsOption(contextOptions(workflowCommand(program).command('list')))
+  stuckConfigOption(storeCredsOption(contextOptions(workflowCommand(program).command('list'))))
     .description(
       "list workflow instances from the workflow instances index, newest start first, as an operator (every principal's); filters as GET /workflow-instances",
     )
@@ -76,6 +76,7 @@ export function addWorkflowListCommand(program: Command, io: CliIo, setExit: (co
     .action(async (o) => {
       const target = await storeOf(o, 'workflow list');
       const filters = { principal: o.principal, status: o.status, workflow: o.workflow, since: o.since, until: o.until };
-      setExit(await workflowListCommand({ ...target, ...filters, limit: o.limit, cursor: o.cursor, stuck: o.stuck, json: o.json }, io));
+      const page = { limit: o.limit, cursor: o.cursor, stuck: o.stuck, config: o.config };
+      setExit(await workflowListCommand({ ...target, ...filters, ...page, json: o.json }, io));
     });
 }

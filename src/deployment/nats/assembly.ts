@@ -35,6 +35,7 @@ import { openStore } from '../../adapters/store/open.js';
 import type { EventStore } from '../../adapters/store/types.js';
 import { connectNats, NatsTransport } from '../../adapters/transport/nats.js';
 import type { NatsLogin } from '../../adapters/transport/nats-creds.js';
+import { startupWait, type StartupWait } from '../../adapters/transport/nats-startup.js';
 import { coordinatorConsumerName, inboxPrefixFor } from '../../adapters/transport/nats-names.js';
 import { ConsumerMuxTransport, coordinatorKinds, coordinatorRoute } from '../../adapters/transport/nats-mux.js';
 import type { StreamContinuity, ExhaustedInfo, Transport } from '../../adapters/transport/types.js';
@@ -117,13 +118,12 @@ async function assembleNats(
   const { clock, log } = parts;
   const phases = new StartupPhases(clock, log);
   const namespaces = [...new Set(parts.compiled.map((b) => b.bundle.subjectNamespace))];
-  const connect = (role: string, servers = settings.servers) =>
-    connectNats({
-      servers,
-      ...login,
-      name: `convoke-${role}-${settings.coordinatorId}`,
-      inboxPrefix: inboxPrefixFor('coord', settings.coordinatorId),
-    });
+  // One start-up wait for everything: a server that does not listen yet, a JetStream that does not answer yet.
+  const startup = startupWait(
+    () => clock.nowMs(),
+    (what, detail, waitMs) => log(`start-up: ${what} not ready (${detail}); trying again in ${waitMs} ms`),
+  );
+  const connect = connector(settings, login, startup);
   const nc = await connect('coordinator');
   closers.push(() => nc.drain().catch(() => nc.close()));
   phases.done('connect');
@@ -131,10 +131,10 @@ async function assembleNats(
   const peers = peersByNamespace(parts.compiled, config.directory.groups);
   const { transport, byNamespace } = coordinatorTransport(nc, settings, durable ? peers : new Map(), log);
   closers.push(() => transport.close());
-  if (durable) await prepareDurable(settings, byNamespace, peers, transport, phases);
+  if (durable) await prepareDurable(settings, { byNamespace, peers, transport, startup }, phases);
 
   const monitor = new DurabilityMonitor(() => transport.checkDurability(), log);
-  const inner = await openDeploymentStore(config.store, clock, closers, connect);
+  const inner = await openDeploymentStore(config.store, { clock, startup, log }, closers, connect);
   phases.done('store');
   const store = durable ? new AdmissionGatedStore(inner, () => monitor.problem()) : inner;
   let jsm: Promise<JetStreamManager> | undefined;
@@ -172,6 +172,18 @@ async function assembleNats(
   log(phases.summary(), 'info');
   const runtime = runtimeOf(settings, namespaces, durable ? peers : new Map(), commands, monitor);
   return deploymentOf({ coordinator, store, parts, closers, runtime, workflows });
+}
+
+/** The coordinator's connections (one name per role), waiting out a server that does not listen yet. */
+function connector(settings: ResolvedNatsTransport, login: NatsLogin, startup: StartupWait) {
+  return (role: string, servers = settings.servers) =>
+    connectNats({
+      servers,
+      ...login,
+      name: `convoke-${role}-${settings.coordinatorId}`,
+      inboxPrefix: inboxPrefixFor('coord', settings.coordinatorId),
+      startup,
+    });
 }
 
 /** The coordinator of a NATS deployment: its store, transport, directory, policy and attestations. */
@@ -265,17 +277,18 @@ function streamContinuity(byNamespace: Map<string, NatsTransport>): StreamContin
 }
 
 /**
- * Streams (created when managed), the guarantee checked (start fails if not proven), then the
+ * JetStream answering (within the start-up wait), streams (created when managed), the guarantee checked (start fails if not proven), then the
  * consumers provisioned to the configured max_deliver and ack_wait — every known peer's and the
  * coordinator's own result paths — so a changed setting updates them instead of failing the bind.
  */
 async function prepareDurable(
   settings: ResolvedNatsTransport,
-  byNamespace: Map<string, NatsTransport>,
-  peers: Map<string, string[]>,
-  transport: NatsDeploymentTransport,
+  wiring: { byNamespace: Map<string, NatsTransport>; peers: Map<string, string[]>; transport: NatsDeploymentTransport; startup: StartupWait },
   phases: StartupPhases,
 ): Promise<void> {
+  const { byNamespace, peers, transport, startup } = wiring;
+  // A server still starting answers no JetStream request for a moment: waited out here.
+  for (const t of byNamespace.values()) await t.awaitJetStream(startup);
   if (settings.manageStreams) for (const t of byNamespace.values()) await t.ensureStreams();
   phases.done('streams');
   const check = await transport.checkDurability();
@@ -325,7 +338,7 @@ class StartupPhases {
  */
 async function openDeploymentStore(
   url: string,
-  clock: Clock,
+  { clock, startup, log }: { clock: Clock; startup: StartupWait; log: DeploymentLog },
   closers: Closers,
   connect: (role: string, servers?: string) => Promise<NatsConnection>,
 ): Promise<EventStore> {
@@ -333,7 +346,7 @@ async function openDeploymentStore(
   const parsed = jetstreamUrl === undefined ? undefined : safeUrl(jetstreamUrl);
   const credentialed = parsed !== undefined && (parsed.username !== '' || parsed.searchParams.has('user') || parsed.searchParams.has('pass'));
   if (parsed === undefined || credentialed) {
-    const store = await openStore(url, { clock });
+    const store = await openStore(url, { clock, startup, notice: (line) => log(line) });
     closers.push(() => store.close());
     return store;
   }
@@ -343,6 +356,8 @@ async function openDeploymentStore(
     connection: nc,
     streamName: parsed.searchParams.get('stream') ?? undefined,
     subjectPrefix: parsed.searchParams.get('prefix') ?? undefined,
+    startup,
+    onNotice: (line) => log(line),
   });
   closers.push(() => store.close());
   return store;

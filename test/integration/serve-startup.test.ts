@@ -1,0 +1,111 @@
+/**
+ * `convoke serve` (durable mode, jetstream: store) started beside a nats-server that is still
+ * starting waits it out within limits.natsStartupWaitMsMax: a server that does not listen yet,
+ * and one that listens but whose JetStream does not answer yet ("jetstream is not enabled", as a
+ * freshly started server answers for a moment). A JetStream that never answers ends the start as
+ * unavailable (exit 4) once the wait is over.
+ *
+ * The server "still starting" is played by stopping the fixture's server, and by a plain
+ * nats-server without JetStream on the same port, replaced by the real one a moment later.
+ */
+import assert from 'node:assert/strict';
+import type { ChildProcess } from 'node:child_process';
+import { after, before, describe, it } from 'node:test';
+import { limits } from '../../src/contract/limits.js';
+import { NatsDeploymentFixture, e2eBundle } from '../support/nats-deployment-fixture.js';
+import { startNatsServer, type NatsServer } from '../support/nats-server.js';
+
+/** Resolves once the child's standard error matches `pattern` (serve logged that it is waiting). */
+function whenLogged(child: ChildProcess, pattern: RegExp): Promise<void> {
+  let text = '';
+  return new Promise((resolve, reject) => {
+    const onData = (chunk: Buffer | string) => {
+      text += String(chunk);
+      if (!pattern.test(text)) return;
+      child.stderr!.off('data', onData);
+      resolve();
+    };
+    child.stderr!.on('data', onData);
+    child.once('exit', (code) => reject(new Error(`convoke serve exited (${code}) before logging ${pattern}:\n${text}`)));
+  });
+}
+
+/** Every serve process started here: one that never got ready is not the fixture's to stop. */
+const children: ChildProcess[] = [];
+
+/** Starts serve; `waiting` resolves once it logged that it waits for `pattern`. */
+function startServe(f: NatsDeploymentFixture, pattern: RegExp) {
+  let spawned!: (child: ChildProcess) => void;
+  const child = new Promise<ChildProcess>((resolve) => (spawned = resolve));
+  const waiting = child.then((c) => whenLogged(c, pattern));
+  const serving = f.startServe({
+    onSpawn: (c) => {
+      children.push(c);
+      spawned(c);
+    },
+  });
+  return { serving, waiting };
+}
+
+describe('convoke serve waits out a NATS server that is still starting', { timeout: 180_000 }, () => {
+  let f: NatsDeploymentFixture;
+  const plain: NatsServer[] = [];
+
+  before(async () => {
+    f = await NatsDeploymentFixture.start({
+      mode: 'durable',
+      store: 'jetstream',
+      bundle: e2eBundle(),
+      groups: { reviewers: ['alfa', 'bravo'] },
+      peers: {},
+      commandClients: [],
+    });
+  });
+
+  after(async () => {
+    for (const child of children) if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+    for (const server of plain) await server.dispose();
+    await f?.dispose();
+  });
+
+  /** Stops the fixture's server and, when asked, starts one without JetStream on its port. */
+  async function withoutJetStream(listening: boolean): Promise<{ port: number; server?: NatsServer }> {
+    const port = f.server.port;
+    await f.server.stop();
+    if (!listening) return { port };
+    const server = await startNatsServer({ users: f.users(), jetstream: false, port });
+    plain.push(server);
+    return { port, server };
+  }
+
+  it('a server that does not listen yet: serve connects once it does', async () => {
+    const { port } = await withoutJetStream(false);
+    const { serving, waiting } = startServe(f, /start-up: connecting to nats:\/\/127\.0\.0\.1:\d+ not ready \(.*connection refused/);
+    await waiting;
+    await f.startServer(port);
+    const serve = await serving;
+    assert.equal(await serve.stop(), 0);
+  });
+
+  it('a server whose JetStream does not answer yet: serve creates its streams once it does', async () => {
+    const { port, server } = await withoutJetStream(true);
+    const { serving, waiting } = startServe(f, /start-up: JetStream \(e2e\.v1\.lab\) not ready \(.*jetstream is not enabled/);
+    await waiting;
+    await server!.stop();
+    await f.startServer(port);
+    const serve = await serving;
+    assert.equal(await serve.stop(), 0);
+  });
+
+  it('a JetStream that never answers: serve exits unavailable (4) at the end of the wait', async () => {
+    const { server } = await withoutJetStream(true);
+    await assert.rejects(f.startServe({ onSpawn: (child) => children.push(child) }), (error: Error) => {
+      assert.match(error.message, /exited \(4\) before listening/);
+      const waited = /jetstream is not enabled.*still so after waiting (\d+) ms at start-up/.exec(error.message);
+      assert.ok(waited, error.message);
+      assert.ok(Number(waited[1]) >= limits.natsStartupWaitMsMax, `it gave up only at the end of the wait: ${waited[0]}`);
+      return true;
+    });
+    await server!.stop();
+  });
+});
