@@ -31,6 +31,7 @@ import { parseListParameters } from '../runtime/operation-list.js';
 import type { InvocationService } from '../runtime/service.js';
 import type { WorkflowInspection, WorkflowInstanceService } from '../runtime/workflow-service.js';
 import { parseWorkflowListParameters } from '../runtime/workflow-list.js';
+import { instanceParamsSchema } from './workflow-instances.js';
 import type { Authenticate } from './auth.js';
 import { errorResponseSchemas, inspectionSchema, operationParamsSchema } from './schemas.js';
 
@@ -112,14 +113,6 @@ export function registerLiveRoutes(app: FastifyInstance, options: LiveRoutesOpti
 interface InstanceParams {
   instanceId: string;
 }
-
-const instanceParamsSchema = {
-  type: 'object',
-  required: ['instanceId'],
-  additionalProperties: false,
-  // No pattern: a malformed id is simply not visible, so it gets the same 404 as an unknown one.
-  properties: { instanceId: { type: 'string', minLength: 1, maxLength: 100 } },
-} as const;
 
 function registerWorkflowLiveRoutes(
   app: FastifyInstance,

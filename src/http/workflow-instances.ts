@@ -25,7 +25,8 @@ export interface WorkflowInstanceRoutesOptions {
   releaseFor(reply: FastifyReply): { signal: AbortSignal; dispose(): void };
 }
 
-const instanceParamsSchema = {
+/** An instance id in a route's path (the live routes take it too). */
+export const instanceParamsSchema = {
   type: 'object',
   required: ['instanceId'],
   additionalProperties: false,

@@ -17,9 +17,9 @@ import {
 } from '../events/operation-index.js';
 import type { DecisionOutcome, OperationPhase, SettlementStatus } from '../events/types.js';
 import type { OperationIndexStore } from '../adapters/store/types.js';
-import { limits } from '../contract/limits.js';
+import { commonListParameters, cursorCodec, type CommonListRequest } from './list-parameters.js';
 
-export const listLimitDefault = 50;
+export { instantOf, integerOf, listLimitDefault } from './list-parameters.js';
 
 const phases: readonly OperationPhase[] = ['admitted', 'active', 'closed', 'settled'];
 const outcomes: readonly (DecisionOutcome | 'open')[] = ['open', 'success', 'partial', 'failed', 'indeterminate'];
@@ -30,11 +30,7 @@ const settlements: readonly SettlementStatus[] = ['pending', 'complete', 'indete
  * the caller's principal (not asked for), an opaque cursor for the position, and stuck work named
  * without the instant and bounds the coordinator supplies.
  */
-export interface ListRequest extends Omit<IndexQuery, 'principalId' | 'stuck' | 'after'> {
-  cursor?: string;
-  /** true: stuck for any reason; a reason: stuck for that one. */
-  stuck?: true | StuckReason;
-}
+export interface ListRequest extends Omit<IndexQuery, 'principalId' | 'stuck' | 'after'>, CommonListRequest<StuckReason> {}
 
 export type ListedOperation = OperationIndexRow & { stuck: StuckReason[] };
 
@@ -47,17 +43,13 @@ export interface ListPage {
 /** The parameters every facade accepts; their values may be query-string text or JSON. */
 export const listParameterNames = ['phase', 'outcome', 'settlement', 'interaction', 'since', 'until', 'limit', 'cursor', 'stuck'] as const;
 
-type Raw = Readonly<Record<string, unknown>>;
-
 /**
  * Checks list parameters (query-string text or JSON values) and answers the request, or throws
  * invalid-input naming every problem at once.
  */
-export function parseListParameters(raw: Raw): ListRequest {
+export function parseListParameters(raw: Readonly<Record<string, unknown>>): ListRequest {
   const problems: string[] = [];
-  for (const name of Object.keys(raw))
-    if (!(listParameterNames as readonly string[]).includes(name)) problems.push(`unknown parameter "${name}" (known: ${listParameterNames.join(', ')})`);
-  const request: ListRequest = { limit: listLimitDefault };
+  const request: ListRequest = commonListParameters(raw, listParameterNames, stuckReasons, (cursor) => decodeCursor(cursor) !== undefined, problems);
   const oneOf = <T extends string>(name: string, allowed: readonly T[]): T | undefined => {
     const value = raw[name];
     if (value === undefined) return undefined;
@@ -75,77 +67,23 @@ export function parseListParameters(raw: Raw): ListRequest {
     if (typeof raw.interaction === 'string' && tokenPattern.test(raw.interaction)) request.interaction = raw.interaction;
     else problems.push(`interaction must be an interaction id (${tokenPattern.source})`);
   }
-  assign('sinceMs', instantOf('since', raw.since, problems));
-  assign('untilMs', instantOf('until', raw.until, problems));
-  if (request.sinceMs !== undefined && request.untilMs !== undefined && request.sinceMs >= request.untilMs) problems.push('since must be before until');
-  const limit = integerOf(raw.limit);
-  if (raw.limit !== undefined && (limit === undefined || limit < 1 || limit > limits.listLimitMax))
-    problems.push(`limit must be an integer from 1 to ${limits.listLimitMax} (got ${JSON.stringify(raw.limit)})`);
-  else if (limit !== undefined) request.limit = limit;
-  if (raw.cursor !== undefined) {
-    if (typeof raw.cursor === 'string' && decodeCursor(raw.cursor) !== undefined) request.cursor = raw.cursor;
-    else problems.push('cursor is not one a list page returned (pass nextCursor unchanged)');
-  }
-  assign('stuck', stuckOf(raw.stuck, problems));
   if (problems.length > 0) throw invalidInput(`list parameters: ${problems.join('; ')}`);
   return request;
 }
 
-export function integerOf(value: unknown): number | undefined {
-  if (typeof value === 'number') return Number.isSafeInteger(value) ? value : undefined;
-  if (typeof value === 'string' && /^-?(0|[1-9][0-9]{0,15})$/.test(value)) {
-    const n = Number(value);
-    return Number.isSafeInteger(n) ? n : undefined;
-  }
-  return undefined;
-}
-
-const rfc3339 = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,9})?(Z|[+-]\d{2}:\d{2})$/i;
-
-/** An instant (a list parameter): milliseconds since the epoch (integer or digits) or an RFC 3339 timestamp with its offset. */
-export function instantOf(name: string, value: unknown, problems: string[]): number | undefined {
-  if (value === undefined) return undefined;
-  const ms = integerOf(value) ?? (typeof value === 'string' && rfc3339.test(value) ? Date.parse(value) : undefined);
-  if (ms === undefined || !Number.isSafeInteger(ms)) {
-    problems.push(`${name} must be milliseconds since the epoch or an RFC 3339 timestamp such as 2026-01-31T12:00:00Z (got ${JSON.stringify(value)})`);
-    return undefined;
-  }
-  return ms;
-}
-
-function stuckOf(value: unknown, problems: string[]): true | StuckReason | undefined {
-  if (value === undefined || value === false || value === 'false') return undefined;
-  if (value === true || value === 'true') return true;
-  if (typeof value === 'string' && (stuckReasons as readonly string[]).includes(value)) return value as StuckReason;
-  problems.push(`stuck must be true, false or a reason (${stuckReasons.join(', ')}) (got ${JSON.stringify(value)})`);
-  return undefined;
-}
-
 // ── the cursor ──────────────────────────────────────────────────────────────
 
-/** Cursor bytes: a version, the admission instant (a signed 64-bit integer), the operation id's 32 bytes. */
-const cursorVersion = 1;
-const cursorBytes = 1 + 8 + 32;
+/** Version 1: an operation's position (its admission instant and id). */
+const cursors = cursorCodec(1, 'op', isOperationId);
 
 /** Opaque to callers: the position of the last row of a page (admission instant and id, neither of which changes). */
 export function encodeCursor(position: IndexPosition): string {
-  const bytes = Buffer.alloc(cursorBytes);
-  bytes.writeUInt8(cursorVersion, 0);
-  bytes.writeBigInt64BE(BigInt(position.admittedAtMs), 1);
-  Buffer.from(position.operationId.slice(2), 'hex').copy(bytes, 9);
-  return bytes.toString('base64url');
+  return cursors.encode({ atMs: position.admittedAtMs, id: position.operationId });
 }
 
 export function decodeCursor(cursor: string): IndexPosition | undefined {
-  if (!/^[A-Za-z0-9_-]{55}$/.test(cursor)) return undefined;
-  const bytes = Buffer.from(cursor, 'base64url');
-  if (bytes.length !== cursorBytes || bytes.readUInt8(0) !== cursorVersion) return undefined;
-  const admittedAtMs = Number(bytes.readBigInt64BE(1));
-  const operationId = `op${bytes.subarray(9).toString('hex')}`;
-  // Re-encoding must give the same text: no second spelling of one position.
-  if (!Number.isSafeInteger(admittedAtMs) || !isOperationId(operationId)) return undefined;
-  const position = { admittedAtMs, operationId };
-  return encodeCursor(position) === cursor ? position : undefined;
+  const position = cursors.decode(cursor);
+  return position && { admittedAtMs: position.atMs, operationId: position.id };
 }
 
 // ── the page ────────────────────────────────────────────────────────────────
