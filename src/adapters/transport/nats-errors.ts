@@ -20,7 +20,7 @@ export type NatsFailure =
   | { kind: 'uncertain'; detail: string };
 
 /** The error and its causes, outermost first (bounded: cause chains can be cyclic in theory). */
-function causeChain(error: unknown): unknown[] {
+export function causeChain(error: unknown): unknown[] {
   const chain: unknown[] = [];
   let current: unknown = error;
   for (let depth = 0; depth < 8 && current !== undefined && current !== null; depth++) {

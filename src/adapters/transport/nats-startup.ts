@@ -12,17 +12,7 @@
 import { errors } from '@nats-io/transport-node';
 import { AdapterError } from '../../contract/errors.js';
 import { limits } from '../../contract/limits.js';
-
-/** The error and its causes, outermost first (bounded). */
-function causes(error: unknown): unknown[] {
-  const chain: unknown[] = [];
-  let current: unknown = error;
-  for (let depth = 0; depth < 8 && current !== undefined && current !== null; depth++) {
-    chain.push(current);
-    current = current instanceof Error ? current.cause : undefined;
-  }
-  return chain;
-}
+import { causeChain } from './nats-errors.js';
 
 /**
  * JetStream does not answer (yet): no responder on its API, the server's "not enabled" answer, or
@@ -31,14 +21,14 @@ function causes(error: unknown): unknown[] {
  * point; its name is what identifies it here.
  */
 export function jetStreamNotAnswering(error: unknown): boolean {
-  return causes(error).some(
+  return causeChain(error).some(
     (e) => (e instanceof Error && e.name === 'JetStreamNotEnabled') || e instanceof errors.NoRespondersError || e instanceof errors.TimeoutError,
   );
 }
 
 /** The server could not be reached (yet): anything but a refused login or a bad option. */
 export function serverNotListening(error: unknown): boolean {
-  const chain = causes(error);
+  const chain = causeChain(error);
   if (chain.some((e) => e instanceof errors.AuthorizationError || e instanceof errors.InvalidArgumentError)) return false;
   return chain.some((e) => e instanceof errors.ConnectionError || (e instanceof Error && 'code' in e && e.code === 'ECONNREFUSED'));
 }
