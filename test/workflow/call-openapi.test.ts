@@ -21,7 +21,7 @@ import { SystemClock } from '../../src/contract/clock.js';
 import type { JsonObject, JsonValue } from '../../src/contract/json.js';
 import { limits } from '../../src/contract/limits.js';
 import { checkDocument } from '../../src/workflow/exec/document.js';
-import { assertReplayEqual, harness, runToEnd, yaml } from './support.js';
+import { assertReplayEqual, harness, runToEnd, yaml, type Harness, type HarnessOptions } from './support.js';
 
 interface Seen {
   method: string;
@@ -51,6 +51,22 @@ async function service(handle: (seen: Seen, res: ServerResponse) => void) {
     to: (prefix: string) => seen.filter((request) => request.url.startsWith(prefix)),
     close: () => new Promise<void>((resolve) => (server.closeAllConnections(), server.close(() => resolve()))),
   };
+}
+
+/** Runs `fn` with a loopback service answering as `handle` and a harness (with `options`), both closed after. */
+async function withService(
+  handle: (seen: Seen, res: ServerResponse) => void,
+  fn: (svc: Awaited<ReturnType<typeof service>>, h: Harness) => Promise<void>,
+  options?: HarnessOptions,
+): Promise<void> {
+  const svc = await service(handle);
+  const h = harness(options);
+  try {
+    await fn(svc, h);
+  } finally {
+    await h.close();
+    await svc.close();
+  }
 }
 
 function send(res: ServerResponse, status: number, body: JsonValue | string, type = 'application/json'): void {
@@ -97,13 +113,13 @@ components:
 `;
 
 test('an OpenAPI 3 document: its server (relative, variables at their defaults), path, query and header parameters, and the requestBody from the remaining parameters or `body`', async () => {
-  const svc = await service((request, res) => {
-    if (request.url === '/specs/orders.yaml') return send(res, 200, ordersYaml, 'application/yaml');
-    return send(res, request.method === 'POST' ? 201 : 200, { got: JSON.parse(request.body) as JsonValue });
-  });
-  const h = harness();
-  try {
-    const document = yaml(`${head('orders')}do:
+  await withService(
+    (request, res) => {
+      if (request.url === '/specs/orders.yaml') return send(res, 200, ordersYaml, 'application/yaml');
+      return send(res, request.method === 'POST' ? 201 : 200, { got: JSON.parse(request.body) as JsonValue });
+    },
+    async (svc, h) => {
+      const document = yaml(`${head('orders')}do:
   - create:
       call: openapi
       with:
@@ -124,28 +140,26 @@ test('an OpenAPI 3 document: its server (relative, variables at their defaults),
           body: { whole: '\${ .got.item }' }
         output: response
 `);
-    const record = await runToEnd(h, document, { shop: 'east', item: 'pen' });
-    assert.equal(record.status, 'completed', JSON.stringify(record.error));
-    const [create, put] = svc.seen.filter((request) => !request.url.startsWith('/specs/'));
-    assert.equal(create?.method, 'POST');
-    assert.equal(create?.url, '/api/v2/shops/east/orders?tags=a&tags=b%20c');
-    assert.equal(create?.headers['x-request-id'], 'r-1');
-    assert.equal(create?.headers['content-type'], 'application/json');
-    assert.equal(create?.headers.accept, 'application/json');
-    assert.deepEqual(JSON.parse(create?.body ?? ''), { item: 'pen', quantity: 2 }, 'the parameters no other location takes are the body');
-    assert.equal(put?.method, 'PUT');
-    assert.equal(put?.url, '/api/v2/things');
-    assert.deepEqual(JSON.parse(put?.body ?? ''), { whole: 'pen' }, 'a parameter named body is the whole body');
-    const output = record.output as JsonObject;
-    assert.equal(output.statusCode, 200);
-    assert.deepEqual(output.content, { got: { whole: 'pen' } });
-    assert.deepEqual((output.request as JsonObject).method, 'put');
-    assert.equal((output.request as JsonObject).uri, `${svc.base}/api/v2/things`);
-    assert.equal(svc.to('/specs/').length, 1, 'the document was fetched once for both calls (kept by the executor)');
-  } finally {
-    await h.close();
-    await svc.close();
-  }
+      const record = await runToEnd(h, document, { shop: 'east', item: 'pen' });
+      assert.equal(record.status, 'completed', JSON.stringify(record.error));
+      const [create, put] = svc.seen.filter((request) => !request.url.startsWith('/specs/'));
+      assert.equal(create?.method, 'POST');
+      assert.equal(create?.url, '/api/v2/shops/east/orders?tags=a&tags=b%20c');
+      assert.equal(create?.headers['x-request-id'], 'r-1');
+      assert.equal(create?.headers['content-type'], 'application/json');
+      assert.equal(create?.headers.accept, 'application/json');
+      assert.deepEqual(JSON.parse(create?.body ?? ''), { item: 'pen', quantity: 2 }, 'the parameters no other location takes are the body');
+      assert.equal(put?.method, 'PUT');
+      assert.equal(put?.url, '/api/v2/things');
+      assert.deepEqual(JSON.parse(put?.body ?? ''), { whole: 'pen' }, 'a parameter named body is the whole body');
+      const output = record.output as JsonObject;
+      assert.equal(output.statusCode, 200);
+      assert.deepEqual(output.content, { got: { whole: 'pen' } });
+      assert.deepEqual((output.request as JsonObject).method, 'put');
+      assert.equal((output.request as JsonObject).uri, `${svc.base}/api/v2/things`);
+      assert.equal(svc.to('/specs/').length, 1, 'the document was fetched once for both calls (kept by the executor)');
+    },
+  );
 });
 
 const swagger = (basePath: string): JsonObject => ({
@@ -177,13 +191,13 @@ const swagger = (basePath: string): JsonObject => ({
 });
 
 test('a Swagger 2.0 document: path parameters percent-encoded into the path, arrays as csv, the body parameter as JSON; host and scheme from the document’s URI', async () => {
-  const svc = await service((request, res) => {
-    if (request.url === '/swagger.json') return send(res, 200, swagger('/v1'));
-    return send(res, 200, { url: request.url });
-  });
-  const h = harness();
-  try {
-    const document = yaml(`${head('pets')}do:
+  await withService(
+    (request, res) => {
+      if (request.url === '/swagger.json') return send(res, 200, swagger('/v1'));
+      return send(res, 200, { url: request.url });
+    },
+    async (svc, h) => {
+      const document = yaml(`${head('pets')}do:
   - photo:
       call: openapi
       with:
@@ -197,116 +211,110 @@ test('a Swagger 2.0 document: path parameters percent-encoded into the path, arr
         operationId: addPet
         parameters: { pet: { name: rex } }
 `);
-    const record = await runToEnd(h, document, { id: 'a b/c?d#e%f' });
-    assert.equal(record.status, 'completed', JSON.stringify(record.error));
-    const [photo, add] = svc.seen.filter((request) => request.url !== '/swagger.json');
-    assert.equal(photo?.url, '/v1/pets/a%20b%2Fc%3Fd%23e%25f/photos/%C3%BCn%C3%AF%20c%C3%B6d%C3%A9.png?sizes=1,2');
-    assert.equal(add?.method, 'POST');
-    assert.equal(add?.url, '/v1/pets');
-    assert.deepEqual(JSON.parse(add?.body ?? ''), { name: 'rex' });
-    assert.deepEqual(record.steps['/do/0/photo>http'], { ok: { url: '/v1/pets/a%20b%2Fc%3Fd%23e%25f/photos/%C3%BCn%C3%AF%20c%C3%B6d%C3%A9.png?sizes=1,2' } });
-  } finally {
-    await h.close();
-    await svc.close();
-  }
+      const record = await runToEnd(h, document, { id: 'a b/c?d#e%f' });
+      assert.equal(record.status, 'completed', JSON.stringify(record.error));
+      const [photo, add] = svc.seen.filter((request) => request.url !== '/swagger.json');
+      assert.equal(photo?.url, '/v1/pets/a%20b%2Fc%3Fd%23e%25f/photos/%C3%BCn%C3%AF%20c%C3%B6d%C3%A9.png?sizes=1,2');
+      assert.equal(add?.method, 'POST');
+      assert.equal(add?.url, '/v1/pets');
+      assert.deepEqual(JSON.parse(add?.body ?? ''), { name: 'rex' });
+      assert.deepEqual(record.steps['/do/0/photo>http'], { ok: { url: '/v1/pets/a%20b%2Fc%3Fd%23e%25f/photos/%C3%BCn%C3%AF%20c%C3%B6d%C3%A9.png?sizes=1,2' } });
+    },
+  );
 });
 
 test('an unknown operationId faults the task with a validation error (400) naming it; no operation is called', async () => {
-  const svc = await service((request, res) => (request.url === '/swagger.json' ? send(res, 200, swagger('/')) : send(res, 200, {})));
-  const h = harness();
-  try {
-    const document = yaml(`${head('unknown')}do:
+  await withService(
+    (request, res) => (request.url === '/swagger.json' ? send(res, 200, swagger('/')) : send(res, 200, {})),
+    async (svc, h) => {
+      const document = yaml(`${head('unknown')}do:
   - find:
       call: openapi
       with:
         document: { endpoint: '${svc.base}/swagger.json' }
         operationId: findPetsByColour
 `);
-    const record = await runToEnd(h, document);
-    assert.equal(record.status, 'faulted');
-    assert.equal(record.error?.type, validation);
-    assert.equal(record.error?.status, 400);
-    assert.equal(record.error?.instance, '/do/0/find');
-    assert.match(record.error?.detail ?? '', /no operation with operationId "findPetsByColour"/);
-    assert.deepEqual(
-      svc.seen.map((request) => request.url),
-      ['/swagger.json'],
-    );
-  } finally {
-    await h.close();
-    await svc.close();
-  }
+      const record = await runToEnd(h, document);
+      assert.equal(record.status, 'faulted');
+      assert.equal(record.error?.type, validation);
+      assert.equal(record.error?.status, 400);
+      assert.equal(record.error?.instance, '/do/0/find');
+      assert.match(record.error?.detail ?? '', /no operation with operationId "findPetsByColour"/);
+      assert.deepEqual(
+        svc.seen.map((request) => request.url),
+        ['/swagger.json'],
+      );
+    },
+  );
 });
 
 test('a missing required parameter, or one the operation does not declare, is a validation error (400) before any request', async () => {
-  const svc = await service((request, res) => (request.url === '/swagger.json' ? send(res, 200, swagger('/')) : send(res, 200, {})));
-  const h = harness();
-  try {
-    const call = (parameters: string) =>
-      yaml(
-        `${head('params')}do:\n  - photo:\n      call: openapi\n      with:\n        document: { endpoint: '${svc.base}/swagger.json' }\n        operationId: getPhoto\n        parameters: ${parameters}\n`,
+  await withService(
+    (request, res) => (request.url === '/swagger.json' ? send(res, 200, swagger('/')) : send(res, 200, {})),
+    async (svc, h) => {
+      const call = (parameters: string) =>
+        yaml(
+          `${head('params')}do:\n  - photo:\n      call: openapi\n      with:\n        document: { endpoint: '${svc.base}/swagger.json' }\n        operationId: getPhoto\n        parameters: ${parameters}\n`,
+        );
+      const missing = await runToEnd(h, call('{ petId: p1 }'), {}, 'missing');
+      assert.equal(missing.error?.type, validation);
+      assert.match(missing.error?.detail ?? '', /needs the path parameter name/);
+      const unknown = await runToEnd(h, call('{ petId: p1, name: n, colour: red }'), {}, 'unknown');
+      assert.equal(unknown.error?.type, validation);
+      assert.match(unknown.error?.detail ?? '', /has no parameter "colour"/);
+      assert.deepEqual(
+        svc.seen.map((request) => request.url),
+        ['/swagger.json'],
+        'only the document was fetched (once: kept for the second instance)',
       );
-    const missing = await runToEnd(h, call('{ petId: p1 }'), {}, 'missing');
-    assert.equal(missing.error?.type, validation);
-    assert.match(missing.error?.detail ?? '', /needs the path parameter name/);
-    const unknown = await runToEnd(h, call('{ petId: p1, name: n, colour: red }'), {}, 'unknown');
-    assert.equal(unknown.error?.type, validation);
-    assert.match(unknown.error?.detail ?? '', /has no parameter "colour"/);
-    assert.deepEqual(
-      svc.seen.map((request) => request.url),
-      ['/swagger.json'],
-      'only the document was fetched (once: kept for the second instance)',
-    );
-  } finally {
-    await h.close();
-    await svc.close();
-  }
+    },
+  );
 });
 
 test('a document that cannot be fetched or used faults the task with a communication error: its status, 503 unreachable, 502 not OpenAPI or too large', async () => {
   const big = Buffer.alloc(limits.openApiDocumentBytesMax + 1, 0x20);
-  const svc = await service((request, res) => {
-    if (request.url === '/missing.json') return send(res, 404, { message: 'no such document' });
-    if (request.url === '/not-openapi.json') return send(res, 200, { hello: 'world' });
-    if (request.url === '/broken.json') return send(res, 200, '{"openapi": "3.0.0", "paths": {');
-    if (request.url === '/big.yaml') {
-      // Chunked, without a content-length: the bound is counted as the content arrives.
-      res.writeHead(200, { 'content-type': 'application/yaml' });
-      res.write('openapi: 3.0.0\npaths: {}\n');
-      for (let at = 0; at < big.length; at += 64 * 1024) res.write(big.subarray(at, at + 64 * 1024));
-      return res.end();
-    }
-    return send(res, 200, {});
-  });
   const closed = await service(() => undefined);
   const unreachable = closed.base;
   await closed.close();
-  const h = harness();
-  try {
-    const faultOf = async (endpoint: string, key: string) => {
-      const document = yaml(
-        `${head('failing')}do:\n  - find:\n      call: openapi\n      with:\n        document: { endpoint: '${endpoint}' }\n        operationId: any\n`,
-      );
-      const record = await runToEnd(h, document, {}, key);
-      assert.equal(record.status, 'faulted', key);
-      assert.equal(record.error?.type, communication, key);
-      assert.equal(record.error?.instance, '/do/0/find', key);
-      return record.error;
-    };
-    assert.equal((await faultOf(`${svc.base}/missing.json`, 'missing'))?.status, 404);
-    assert.equal((await faultOf(`${unreachable}/gone.json`, 'unreachable'))?.status, 503);
-    const notOpenApi = await faultOf(`${svc.base}/not-openapi.json`, 'not-openapi');
-    assert.equal(notOpenApi?.status, 502);
-    assert.match(notOpenApi?.detail ?? '', /neither a Swagger 2\.0 document .* nor an OpenAPI 3 one/);
-    const broken = await faultOf(`${svc.base}/broken.json`, 'broken');
-    assert.equal(broken?.status, 502);
-    assert.match(broken?.detail ?? '', /not valid JSON/);
-    const tooLarge = await faultOf(`${svc.base}/big.yaml`, 'big');
-    assert.equal(tooLarge?.status, 502);
-    assert.match(tooLarge?.detail ?? '', new RegExp(`larger than ${limits.openApiDocumentBytesMax} bytes`));
+  await withService(
+    (request, res) => {
+      if (request.url === '/missing.json') return send(res, 404, { message: 'no such document' });
+      if (request.url === '/not-openapi.json') return send(res, 200, { hello: 'world' });
+      if (request.url === '/broken.json') return send(res, 200, '{"openapi": "3.0.0", "paths": {');
+      if (request.url === '/big.yaml') {
+        // Chunked, without a content-length: the bound is counted as the content arrives.
+        res.writeHead(200, { 'content-type': 'application/yaml' });
+        res.write('openapi: 3.0.0\npaths: {}\n');
+        for (let at = 0; at < big.length; at += 64 * 1024) res.write(big.subarray(at, at + 64 * 1024));
+        return res.end();
+      }
+      return send(res, 200, {});
+    },
+    async (svc, h) => {
+      const faultOf = async (endpoint: string, key: string) => {
+        const document = yaml(
+          `${head('failing')}do:\n  - find:\n      call: openapi\n      with:\n        document: { endpoint: '${endpoint}' }\n        operationId: any\n`,
+        );
+        const record = await runToEnd(h, document, {}, key);
+        assert.equal(record.status, 'faulted', key);
+        assert.equal(record.error?.type, communication, key);
+        assert.equal(record.error?.instance, '/do/0/find', key);
+        return record.error;
+      };
+      assert.equal((await faultOf(`${svc.base}/missing.json`, 'missing'))?.status, 404);
+      assert.equal((await faultOf(`${unreachable}/gone.json`, 'unreachable'))?.status, 503);
+      const notOpenApi = await faultOf(`${svc.base}/not-openapi.json`, 'not-openapi');
+      assert.equal(notOpenApi?.status, 502);
+      assert.match(notOpenApi?.detail ?? '', /neither a Swagger 2\.0 document .* nor an OpenAPI 3 one/);
+      const broken = await faultOf(`${svc.base}/broken.json`, 'broken');
+      assert.equal(broken?.status, 502);
+      assert.match(broken?.detail ?? '', /not valid JSON/);
+      const tooLarge = await faultOf(`${svc.base}/big.yaml`, 'big');
+      assert.equal(tooLarge?.status, 502);
+      assert.match(tooLarge?.detail ?? '', new RegExp(`larger than ${limits.openApiDocumentBytesMax} bytes`));
 
-    // The DSL's error shape: a try/catch on the communication type catches it.
-    const caught = yaml(`${head('caught')}do:
+      // The DSL's error shape: a try/catch on the communication type catches it.
+      const caught = yaml(`${head('caught')}do:
   - attempt:
       try:
         - find:
@@ -320,13 +328,11 @@ test('a document that cannot be fetched or used faults the task with a communica
         do:
           - note: { set: { caught: '\${ $problem.status }' } }
 `);
-    const record = await runToEnd(h, caught, {}, 'caught');
-    assert.equal(record.status, 'completed', JSON.stringify(record.error));
-    assert.deepEqual(record.output, { caught: 404 });
-  } finally {
-    await h.close();
-    await svc.close();
-  }
+      const record = await runToEnd(h, caught, {}, 'caught');
+      assert.equal(record.status, 'completed', JSON.stringify(record.error));
+      assert.deepEqual(record.output, { caught: 404 });
+    },
+  );
 });
 
 async function until(check: () => boolean | Promise<boolean>, timeoutMs = 10_000): Promise<void> {
@@ -420,23 +426,17 @@ test('an executor keeps a fetched document for later calls (per URI, for openApi
 test('secrets in the operation’s and the document’s authentication reach the requests and never the log', async () => {
   const token = 'tok-9b1e22c4';
   const password = 'pw-5a77f0';
-  const svc = await service((request, res) => {
-    if (request.url === '/swagger.json')
-      return request.headers.authorization === `Basic ${Buffer.from(`docs:${password}`).toString('base64')}`
-        ? send(res, 200, swagger('/'))
-        : send(res, 401, { message: 'who are you' });
-    send(res, 200, { youSent: request.headers.authorization ?? null });
-  });
   const store = new MemoryEventStore({ clock: new SystemClock() });
-  const h = harness({
-    store,
-    secrets: new Map<string, JsonValue>([
-      ['api', { token }],
-      ['docs', { username: 'docs', password }],
-    ]),
-  });
-  try {
-    const document = yaml(`${head('secret-openapi')}use:
+  await withService(
+    (request, res) => {
+      if (request.url === '/swagger.json')
+        return request.headers.authorization === `Basic ${Buffer.from(`docs:${password}`).toString('base64')}`
+          ? send(res, 200, swagger('/'))
+          : send(res, 401, { message: 'who are you' });
+      send(res, 200, { youSent: request.headers.authorization ?? null });
+    },
+    async (svc, h) => {
+      const document = yaml(`${head('secret-openapi')}use:
   secrets: [ api, docs ]
 do:
   - photo:
@@ -453,22 +453,27 @@ do:
             token: \${ $secrets.api.token }
         output: response
 `);
-    const { instanceId } = await h.executor.start({ principalId: 'alice', invocationKey: 'k', document, input: {} });
-    const record = await h.executor.wait(instanceId, 10_000);
-    assert.equal(record.status, 'completed', JSON.stringify(record.error));
-    await assertReplayEqual(h, instanceId);
-    assert.equal(svc.to('/pets/')[0]?.headers.authorization, `Bearer ${token}`);
-    const output = record.output as JsonObject;
-    assert.deepEqual(output.content, { youSent: '[redacted]' });
-    assert.equal(((output.request as JsonObject).headers as JsonObject).authorization, '[redacted]');
-    const read = await store.read(instanceId);
-    assert.equal(read.kind, 'ok');
-    const log = JSON.stringify(read.kind === 'ok' ? read.transitions : []);
-    for (const value of [token, password]) assert.ok(!log.includes(value), `the log holds no ${value}`);
-  } finally {
-    await h.close();
-    await svc.close();
-  }
+      const { instanceId } = await h.executor.start({ principalId: 'alice', invocationKey: 'k', document, input: {} });
+      const record = await h.executor.wait(instanceId, 10_000);
+      assert.equal(record.status, 'completed', JSON.stringify(record.error));
+      await assertReplayEqual(h, instanceId);
+      assert.equal(svc.to('/pets/')[0]?.headers.authorization, `Bearer ${token}`);
+      const output = record.output as JsonObject;
+      assert.deepEqual(output.content, { youSent: '[redacted]' });
+      assert.equal(((output.request as JsonObject).headers as JsonObject).authorization, '[redacted]');
+      const read = await store.read(instanceId);
+      assert.equal(read.kind, 'ok');
+      const log = JSON.stringify(read.kind === 'ok' ? read.transitions : []);
+      for (const value of [token, password]) assert.ok(!log.includes(value), `the log holds no ${value}`);
+    },
+    {
+      store,
+      secrets: new Map<string, JsonValue>([
+        ['api', { token }],
+        ['docs', { username: 'docs', password }],
+      ]),
+    },
+  );
 });
 
 test('the checks: call openapi is accepted with its document and operationId; $secrets in its parameters is refused', () => {
