@@ -180,6 +180,48 @@ test('an event names a recorded value only where the record, or an earlier event
   );
 });
 
+test("the workflow's input is named, not written again, where an event carries that very value; the fold puts it back", () => {
+  const input = { doc: 'RFC 9', pages: [1, 2] };
+  const record = foldWorkflow([stored(1, [{ ...started, input } as WorkflowEvent])])!;
+  const begun = (value: JsonValue): WorkflowEvent => ({
+    type: 'task-started',
+    v: 1,
+    at: '/do/0/a',
+    ref: '/do/0/a',
+    name: 'a',
+    input: value,
+    inputFrom: { input: true },
+  });
+  const decided = (value: JsonValue) => decideProposal(record, { command: 'c', events: [begun(value)] }, false)?.events[0];
+  assert.deepEqual(decided(record.started.input), { type: 'task-started', v: 1, at: '/do/0/a', ref: '/do/0/a', name: 'a', inputFrom: { input: true } });
+  assert.deepEqual(
+    decided({ ...input }),
+    { type: 'task-started', v: 1, at: '/do/0/a', ref: '/do/0/a', name: 'a', input },
+    'an equal value that is not the recorded input is written',
+  );
+  // Carried by the start itself (one transition), and appended after it: the same record as the input in full.
+  const named: WorkflowEvent = { type: 'task-started', v: 1, at: '/do/0/a', ref: '/do/0/a', name: 'a', inputFrom: { input: true } };
+  const full: WorkflowEvent = { type: 'task-started', v: 1, at: '/do/0/a', ref: '/do/0/a', name: 'a', input };
+  assert.equal(
+    workflowTransitionProblem({ events: [{ ...started, input } as WorkflowEvent, named], timeGuard: open, causation: { command: 'start' } }),
+    undefined,
+  );
+  assert.deepEqual(
+    foldWorkflow([stored(1, [{ ...started, input } as WorkflowEvent, named])]),
+    foldWorkflow([stored(1, [{ ...started, input } as WorkflowEvent, full])]),
+  );
+  assert.deepEqual(applyWorkflow(record, stored(2, [named]))?.tasks['/do/0/a']?.input, input);
+  assert.notEqual(
+    workflowTransitionProblem({
+      events: [{ ...named, inputFrom: { input: false } } as unknown as WorkflowEvent],
+      timeGuard: open,
+      causation: { command: 'c' },
+    }),
+    undefined,
+    'the input is named by {input: true} alone',
+  );
+});
+
 test('the event-by-event check of a transition accepts exactly what the whole schema accepts, and describes what it refuses (fast-check)', () => {
   const whole = ajv.compile(workflowTransitionSchema);
   const answer = { ok: { operationId: 'x' } };
