@@ -665,8 +665,12 @@ interface Led {
  */
 const withStart = (proposal: Proposal): boolean => proposal.notBeforeMs === undefined && proposal.notAfterMs === undefined && proposal.late === undefined;
 
-/** The start carrying the first transition's events, or undefined when their schema refuses them as one. */
+/**
+ * The start carrying the first transition's events, or undefined when the first fails its schema
+ * (then it is appended after the start, whose check asserts it). The schema checks each event on
+ * its own, so the start (checked by start) and the first together pass when each does.
+ */
 function joined(start: WorkflowTransition, first: WorkflowTransition): WorkflowTransition | undefined {
-  const together: WorkflowTransition = { ...start, events: [...start.events, ...first.events] };
-  return workflowTransitionProblem(together) === undefined ? together : undefined;
+  if (workflowTransitionProblem(first) !== undefined) return undefined;
+  return { ...start, events: [...start.events, ...first.events] };
 }
