@@ -30,11 +30,17 @@ export const workflowAggregate: Aggregate<WorkflowRecord, WorkflowTransition> = 
       transition: { ...transition, timeGuard: { notBeforeMs: Number.MIN_SAFE_INTEGER, notAfterMs: Number.MAX_SAFE_INTEGER } },
     });
     // Stored at that instant and applied there (its guard admits it), the record after it is the one checked, at the
-    // stored revision: nothing else of a record depends on the stamp. At any other instant, applied afresh.
-    return (stored) =>
-      applied !== undefined && stored.committedAtMs === checkedAtMs && appliesOnFold(stored, record.lastAppliedAtMs)
-        ? { ...applied, revision: stored.revision }
-        : applyWorkflow(record, stored);
+    // stored revision: nothing else of a record depends on the stamp. At any other instant, applied afresh. The
+    // checked record is nobody else's: it is handed out once, its revision set in place (a spread of a record
+    // takes the engine's slow copy).
+    let unused = applied;
+    return (stored) => {
+      if (unused === undefined || stored.committedAtMs !== checkedAtMs || !appliesOnFold(stored, record.lastAppliedAtMs)) return applyWorkflow(record, stored);
+      const after = unused;
+      unused = undefined;
+      after.revision = stored.revision;
+      return after;
+    };
   },
   checkLog: (instanceId, log) => checkedWorkflowLog(log, instanceId),
 };

@@ -12,7 +12,8 @@
  * interpreter goes on: a call's start (before the call is made), a child binding, a timer, a
  * listen, a fork's win, a fault, the end. So every value an external call or a wait depends on is
  * in the log before the call or the wait, as when each fact had a transition of its own, and a
- * pipeline stage costs one append before its call instead of five. A worker that dies holding
+ * pipeline stage costs one append before its call instead of five (the first stage's goes with
+ * the instance's start: executor.ts create). A worker that dies holding
  * facts has made no call that depended on them: its successor computes them again (jq is
  * deterministic) or makes the call again under the same identity, as after a death just before
  * the fact's own append.
