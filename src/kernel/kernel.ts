@@ -222,13 +222,15 @@ export class Kernel<R, T extends GuardedTransition, S extends Stream<R> = Stream
    * the record's revision (the CAS): applied when ok, the record reloaded on conflict.
    */
   async append(stream: S, transition: T): Promise<AppendOutcome> {
-    this.aggregate.check?.(stream.record, transition);
+    const checked = stream.record;
+    const prepared = this.aggregate.check?.(checked, transition, this.clock.nowMs());
     // Awaited only when the hook has asynchronous work: the common append takes no extra turn.
     const answer = this.hooks.beforeAppend?.(stream, transition);
     const refused = answer instanceof Promise ? await answer : answer;
     if (refused !== undefined) return refused;
     const before = stream.record;
-    const applied = this.applyOnce(before);
+    // The check's own application is reused when the record it checked is still the one appended to.
+    const applied = this.applyOnce(before, prepared && before === checked ? prepared : undefined);
     const outcome = await this.store().append(stream.id, this.aggregate.revision(before), transition, applied);
     if (outcome.kind === 'ok') {
       const stored: Stored<T> = { revision: outcome.revision, committedAtMs: outcome.committedAtMs, transition };
@@ -241,15 +243,16 @@ export class Kernel<R, T extends GuardedTransition, S extends Stream<R> = Stream
    * `before` with a stored transition applied, computed once per stored revision and instant: the
    * store may ask for it inside its write (RecordAfter) and the kernel asks after the store
    * answers; the second asking of the same stored transition (the same object at the same
-   * revision and instant) costs nothing.
+   * revision and instant) costs nothing. `prepared`: what the aggregate's check answered, asked
+   * instead of `apply` (it reuses the application the check made).
    */
-  private applyOnce(before: R | undefined): RecordAfter<T, R> {
+  private applyOnce(before: R | undefined, prepared?: RecordAfter<T, R>): RecordAfter<T, R> {
     let last: { stored: Stored<T>; record: R | undefined } | undefined;
     return (stored) => {
       const held = last?.stored;
       if (last && held?.transition === stored.transition && held.revision === stored.revision && held.committedAtMs === stored.committedAtMs)
         return last.record;
-      const record = this.aggregate.apply(before, stored);
+      const record = prepared ? prepared(stored) : this.aggregate.apply(before, stored);
       last = { stored, record };
       return record;
     };

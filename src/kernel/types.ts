@@ -69,8 +69,14 @@ export interface Aggregate<R, T extends GuardedTransition> {
   commandOf(transition: T): string;
   /** Whether nothing more will happen to it (a finished instance may leave the cache). */
   finished(record: R): boolean;
-  /** A decided transition that breaks the aggregate's rules (schema, machines): throws an assertion. */
-  check?(record: R, transition: T): void;
+  /**
+   * A decided transition that breaks the aggregate's rules (schema, machines): throws an assertion.
+   * An aggregate that checks by applying the transition (at `atMs`, the instant the kernel expects
+   * the store to stamp) may answer how to derive the record after it from that work: the kernel
+   * then asks it, not `apply`, for the committed record (RecordAfter), and it must answer exactly
+   * what `apply` would for the stamp the store gave.
+   */
+  check?(record: R, transition: T, atMs: number): RecordAfter<T, R> | void;
   /** A log read back from the store that fails its schema: throws (corruption is never folded). */
   checkLog?(streamId: string, log: readonly Stored<T>[]): void;
 }

@@ -18,7 +18,7 @@ import { VirtualClock } from '../../src/contract/clock.js';
 import { AssertionFailure } from '../../src/contract/errors.js';
 import { openEndedMs } from '../../src/events/guard.js';
 import { Kernel, type Stream } from '../../src/kernel/index.js';
-import type { AppendOutcome, RecordAfter, StreamStore } from '../../src/kernel/index.js';
+import type { Aggregate, AppendOutcome, RecordAfter, StreamStore } from '../../src/kernel/index.js';
 import { newStream } from '../../src/kernel/kernel.js';
 import {
   approvalAggregate,
@@ -254,6 +254,47 @@ test('kernel: a committed transition is applied once, when the store asks for th
     await approve(kernel, stream, clock, 'b');
     assert.equal(applies, 3, 'a store that does not ask: the kernel applies it itself, once');
     assert.deepEqual(stream.record.approvers, ['a', 'b']);
+  } finally {
+    await kernel.close();
+    await store.close();
+  }
+});
+
+test('kernel: a check that applied the transition answers the record after it, and the kernel does not apply it again', async () => {
+  const clock = new VirtualClock();
+  const store = new MemoryEventStore({ clock });
+  let applies = 0;
+  let answered = 0;
+  const preparing: Aggregate<ApprovalRecord, ApprovalTransition> = {
+    ...approvalAggregate,
+    apply: (...args: Parameters<typeof approvalAggregate.apply>) => (applies++, approvalAggregate.apply(...args)),
+    // Checks by applying at the instant the kernel expects, as the workflow aggregate does, and answers from that.
+    check: (record, transition, atMs) => {
+      approvalAggregate.check?.(record, transition, atMs);
+      const applied = approvalAggregate.apply(record, { revision: record.revision, committedAtMs: atMs, transition });
+      return (stored) => {
+        answered++;
+        return applied && stored.committedAtMs === atMs ? { ...applied, revision: stored.revision } : approvalAggregate.apply(record, stored);
+      };
+    },
+  };
+  const kernel = new Kernel<ApprovalRecord, ApprovalTransition>({
+    aggregate: preparing,
+    store: () => approvalStore(store),
+    clock,
+    finishedCacheMax: 16,
+    hooks: { due: async () => undefined },
+  });
+  try {
+    const stream = await created(kernel, clock, 'prepared', 3, 60_000);
+    assert.equal(applies, 1, 'the creation (nothing to check it against): applied');
+    await approve(kernel, stream, clock, 'a');
+    await approve(kernel, stream, clock, 'b');
+    assert.equal(applies, 1, 'each append: the check answered the record, apply was not asked again');
+    assert.equal(answered, 2);
+    const read = await approvalStore(store).read(stream.id);
+    assert.equal(read.kind, 'ok');
+    if (read.kind === 'ok') assert.deepEqual(stream.record, approvalAggregate.fold(read.transitions), 'the record is the fold of its log');
   } finally {
     await kernel.close();
     await store.close();

@@ -33,6 +33,7 @@ import {
   timerStates,
 } from '../../src/workflow/exec/machines.js';
 import { applyWorkflow, foldWorkflow, nextWorkflowDueMs, type WorkflowRecord } from '../../src/workflow/exec/record.js';
+import { workflowAggregate } from '../../src/workflow/exec/aggregate.js';
 import { workflowInstanceId } from '../../src/workflow/ids.js';
 
 const open = { notBeforeMs: Number.MIN_SAFE_INTEGER, notAfterMs: Number.MAX_SAFE_INTEGER };
@@ -177,6 +178,81 @@ test('an event names a recorded value only where the record, or an earlier event
     workflowTransitionProblem({ events: [completion(value, '/do/0/a>invoke')], timeGuard: open, causation: { command: 'c' } }),
     undefined,
     'a value and a reference together fail the schema',
+  );
+});
+
+test("the workflow's input is named, not written again, where an event carries that very value; the fold puts it back", () => {
+  const input = { doc: 'RFC 9', pages: [1, 2] };
+  const record = foldWorkflow([stored(1, [{ ...started, input } as WorkflowEvent])])!;
+  const begun = (value: JsonValue): WorkflowEvent => ({
+    type: 'task-started',
+    v: 1,
+    at: '/do/0/a',
+    ref: '/do/0/a',
+    name: 'a',
+    input: value,
+    inputFrom: { input: true },
+  });
+  const decided = (value: JsonValue) => decideProposal(record, { command: 'c', events: [begun(value)] }, false)?.events[0];
+  assert.deepEqual(decided(record.started.input), { type: 'task-started', v: 1, at: '/do/0/a', ref: '/do/0/a', name: 'a', inputFrom: { input: true } });
+  assert.deepEqual(
+    decided({ ...input }),
+    { type: 'task-started', v: 1, at: '/do/0/a', ref: '/do/0/a', name: 'a', input },
+    'an equal value that is not the recorded input is written',
+  );
+  // Carried by the start itself (one transition), and appended after it: the same record as the input in full.
+  const named: WorkflowEvent = { type: 'task-started', v: 1, at: '/do/0/a', ref: '/do/0/a', name: 'a', inputFrom: { input: true } };
+  const full: WorkflowEvent = { type: 'task-started', v: 1, at: '/do/0/a', ref: '/do/0/a', name: 'a', input };
+  assert.equal(
+    workflowTransitionProblem({ events: [{ ...started, input } as WorkflowEvent, named], timeGuard: open, causation: { command: 'start' } }),
+    undefined,
+  );
+  assert.deepEqual(
+    foldWorkflow([stored(1, [{ ...started, input } as WorkflowEvent, named])]),
+    foldWorkflow([stored(1, [{ ...started, input } as WorkflowEvent, full])]),
+  );
+  assert.deepEqual(applyWorkflow(record, stored(2, [named]))?.tasks['/do/0/a']?.input, input);
+  assert.notEqual(
+    workflowTransitionProblem({
+      events: [{ ...named, inputFrom: { input: false } } as unknown as WorkflowEvent],
+      timeGuard: open,
+      causation: { command: 'c' },
+    }),
+    undefined,
+    'the input is named by {input: true} alone',
+  );
+});
+
+test('the record the check derives is exactly the one applying the stored transition gives, whatever instant and guard it was stored at (fast-check)', () => {
+  const record = base();
+  const transitions: WorkflowEvent[][] = [
+    [{ type: 'task-completed', v: 1, at: '/do/0/a', output: { n: 1 } }],
+    [
+      { type: 'expression-evaluated', v: 1, at: '/do/1/b>set', result: { ok: 2 } },
+      { type: 'task-started', v: 1, at: '/do/1/b', ref: '/do/1/b', name: 'b', input: {} },
+      { type: 'timer-set', v: 1, at: '/do/1/b@timeout', dueAtMs: 9000, purpose: 'task-timeout' },
+    ],
+    [
+      { type: 'task-completed', v: 1, at: '/do/0/a', output: 1 },
+      { type: 'workflow-completed', v: 1, outputFrom: { task: '/do/0/a' } },
+    ],
+  ];
+  fc.assert(
+    fc.property(
+      fc.constantFrom(...transitions),
+      fc.integer({ min: 900, max: 1100 }),
+      fc.integer({ min: -2, max: 2 }),
+      fc.constantFrom(open, { notBeforeMs: 0, notAfterMs: 1000 }, { notBeforeMs: 1005, notAfterMs: open.notAfterMs }),
+      (events, atMs, offsetMs, timeGuard) => {
+        const transition: WorkflowTransition = { events, timeGuard, causation: { command: 'c' } };
+        const after = workflowAggregate.check?.(record, transition, atMs);
+        assert.ok(after);
+        // The store stamps at the instant the kernel expected, or near it.
+        const stamp = { revision: '3', committedAtMs: Math.max(atMs, record.lastAppliedAtMs) + offsetMs, transition };
+        assert.deepEqual(after(stamp), applyWorkflow(record, stamp));
+      },
+    ),
+    { numRuns: 500 },
   );
 });
 

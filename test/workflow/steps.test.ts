@@ -1,7 +1,8 @@
 /**
  * What an instance's log holds and when (interpreter.ts, "What is recorded, and when"): a step's
- * facts are carried by the next transition that must commit — so a three-stage contract pipeline
- * is five transitions — yet everything a call depends on is in the log before the call is made;
+ * facts are carried by the next transition that must commit, the start by the first of them
+ * (executor.ts create) — so a three-stage contract pipeline is four transitions — yet everything a
+ * call depends on is in the log before the call is made;
  * what only the log knows ($task.startedAt) is read after it committed; facts too large to travel
  * together are appended one by one; and logs written one event per transition (before) still
  * fold, replay and resume.
@@ -9,11 +10,13 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { MemoryEventStore } from '../../src/adapters/store/memory.js';
+import { canonicalJson, sha256Hex } from '../../src/contract/canonical.js';
 import { SystemClock } from '../../src/contract/clock.js';
 import type { JsonValue } from '../../src/contract/json.js';
 import { createEmbedded, type Embedded } from '../../src/deployment/embedded.js';
 import { peerIds, reviewBundle } from '../../src/deployment/examples.js';
 import type { WorkflowEvent, WorkflowTransition } from '../../src/workflow/exec/events.js';
+import { workflowInstanceId } from '../../src/workflow/ids.js';
 import { foldWorkflow, type WorkflowRecord } from '../../src/workflow/exec/record.js';
 import { replayWorkflowLog } from '../../src/workflow/exec/replay.js';
 import { workflowStreams } from '../../src/workflow/exec/streams.js';
@@ -56,13 +59,13 @@ async function logOf(store: MemoryEventStore, instanceId: string): Promise<Store
 
 const described = (event: WorkflowEvent): string => ('at' in event ? `${event.type} ${event.at}` : event.type);
 
-test('a three-stage contract pipeline is five transitions: the start with its lease, one per call carrying what came before it, the end', async () => {
+test('a three-stage contract pipeline is four transitions: the start with its lease and the first call, one per later call carrying what came before it, the end', async () => {
   const clock = new SystemClock();
   const store = new MemoryEventStore({ clock });
   const embedded = await deployment(clock, store);
   const h = harness({ store, clock, invocations: embedded.coordinator, worker: 'worker-a' });
   try {
-    const record = await runToEnd(h, threeStages(embedded.bundle.ref.digest), { doc: 'RFC 1' }, 'five');
+    const record = await runToEnd(h, threeStages(embedded.bundle.ref.digest), { doc: 'RFC 1' }, 'four');
     assert.equal(record.status, 'completed', JSON.stringify(record.error));
     const log = await logOf(store, record.instanceId);
     const stage = (name: string) => [
@@ -75,8 +78,7 @@ test('a three-stage contract pipeline is five transitions: the start with its le
     assert.deepEqual(
       log.map((stored) => stored.transition.events.map(described)),
       [
-        ['workflow-started', 'lease-acquired'],
-        stage('0/review'),
+        ['workflow-started', 'lease-acquired', ...stage('0/review')],
         [...answered('0/review'), ...stage('1/publish')],
         [...answered('1/publish'), ...stage('2/notify')],
         [...answered('2/notify'), 'workflow-completed'],
@@ -126,8 +128,10 @@ do:
       call: http
       with: { method: get, endpoint: 'http://stub.test/second', query: { previous: '\${ .seen }' } }
 `);
-    const { instanceId } = await h.executor.start({ principalId: 'alice', invocationKey: 'ordered', document, input: { key: 'k1' } });
-    recording.watch(instanceId);
+    // The first call may be made before start answers (its start goes with the call's): watch the instance from before.
+    const bundleDigest = `sha256:${sha256Hex(canonicalJson(document))}`;
+    recording.watch(workflowInstanceId('alice', bundleDigest, 'two-gets', 'ordered'));
+    const { instanceId } = await h.executor.start({ principalId: 'alice', bundleDigest, invocationKey: 'ordered', document, input: { key: 'k1' } });
     const record = await h.executor.wait(instanceId, 10_000);
     assert.equal(record.status, 'completed', JSON.stringify(record.error));
     assert.equal(recording.seen.length, 2);
@@ -170,6 +174,51 @@ do:
     const startedAtMs = record.tasks['/do/1/stamp']?.startedAtMs;
     assert.equal(typeof startedAtMs, 'number');
     assert.deepEqual(record.output, { startedAt: startedAtMs, b: 2 } as JsonValue);
+  } finally {
+    await h.close();
+  }
+});
+
+/** The system clock, a few milliseconds later at each reading: no two instants the executor or the store read are equal. */
+class TickingClock extends SystemClock {
+  private offsetMs = 0;
+  override nowMs(): number {
+    this.offsetMs += 3;
+    return super.nowMs() + this.offsetMs;
+  }
+}
+
+test('$workflow.startedAt in the first task is the instant the store committed the start, though the start waits for the first commit', async () => {
+  const clock = new TickingClock();
+  const store = new MemoryEventStore({ clock });
+  const h = harness({ store, clock });
+  try {
+    // In-process (a path), through jq, and through $ARGS (every variable is a named argument): each an instance of its own.
+    const expressions = {
+      path: '$workflow.startedAt.epoch.milliseconds',
+      jq: '$workflow.startedAt.epoch.milliseconds + 0',
+      named: '$ARGS.named.workflow.startedAt.epoch.milliseconds',
+    };
+    for (const [name, expression] of Object.entries(expressions)) {
+      const record = await runToEnd(
+        h,
+        yaml(`document: { dsl: '1.0.3', namespace: test, name: workflow-started-at, version: '1.0.0' }
+do:
+  - first:
+      set: { at: '\${ ${expression} }' }
+`),
+        {},
+        `workflow-stamped-${name}`,
+      );
+      assert.equal(record.status, 'completed', JSON.stringify(record.error));
+      assert.deepEqual(record.output, { at: record.startedAtMs }, name);
+      const log = await logOf(store, record.instanceId);
+      assert.deepEqual(
+        log[0]?.transition.events.map(described),
+        ['workflow-started', 'lease-acquired'],
+        `${name}: the start committed alone, before the expression read it`,
+      );
+    }
   } finally {
     await h.close();
   }
@@ -279,7 +328,7 @@ test('a log written one event per transition folds and replays to the same insta
   }
 });
 
-test("a stage's answer is written once: its task's output, the next task's input and the workflow's output name it", async () => {
+test("a stage's answer is written once: its task's output, the next task's input and the workflow's output name it; the first task's input names the workflow's", async () => {
   const clock = new SystemClock();
   const store = new MemoryEventStore({ clock });
   const embedded = await deployment(clock, store);
@@ -296,7 +345,7 @@ test("a stage's answer is written once: its task's output, the next task's input
     });
     const answer = (name: string) => ({ step: `/do/${name}>invoke` });
     assert.deepEqual(carried, [
-      { event: 'task-started /do/0/review', value: true, from: undefined },
+      { event: 'task-started /do/0/review', value: false, from: { input: true } },
       { event: 'task-completed /do/0/review', value: false, from: answer('0/review') },
       { event: 'task-started /do/1/publish', value: false, from: answer('0/review') },
       { event: 'task-completed /do/1/publish', value: false, from: answer('1/publish') },
@@ -304,7 +353,8 @@ test("a stage's answer is written once: its task's output, the next task's input
       { event: 'task-completed /do/2/notify', value: false, from: answer('2/notify') },
       { event: 'workflow-completed', value: false, from: answer('2/notify') },
     ]);
-    // The record holds the values themselves, as the answers were recorded.
+    // The record holds the values themselves, as the answers and the input were recorded.
+    assert.deepEqual(record.tasks['/do/0/review']?.input, { doc: 'RFC 3' });
     const ok = (at: string) => {
       const result = record.steps[at];
       return result && 'ok' in result ? result.ok : undefined;
@@ -385,6 +435,76 @@ test('a log written with every value in full (before values were referred to) fo
   } finally {
     await a.close();
     await b?.close();
+    await embedded.close();
+  }
+});
+
+/** The log as the executor wrote it before its start carried the first call: the start and its lease alone, the first task's facts next. */
+function startApart(log: Stored[]): Stored[] {
+  const [first, ...rest] = log;
+  assert.ok(first);
+  const { events, ...transition } = first.transition;
+  const split = events.findIndex((event) => event.type !== 'workflow-started' && event.type !== 'lease-acquired');
+  assert.ok(split > 0, 'the start carries the first task');
+  return [
+    { ...first, transition: { ...transition, events: events.slice(0, split) } },
+    {
+      revision: 'apart',
+      committedAtMs: first.committedAtMs,
+      transition: { ...transition, events: events.slice(split), causation: { command: 'child-bound' } },
+    },
+    ...rest,
+  ].map((stored, index) => ({ ...stored, revision: String(index + 1) }));
+}
+
+test('a log whose start does not carry the first task (before the two were one append) folds and replays to the same instance, and a running one resumes', async () => {
+  const clock = new SystemClock();
+  const store = new MemoryEventStore({ clock });
+  const embedded = await deployment(clock, store);
+  const a = harness({ store, clock, invocations: embedded.coordinator, worker: 'worker-a' });
+  const resumed: ReturnType<typeof harness>[] = [];
+  try {
+    const done = await runToEnd(a, threeStages(embedded.bundle.ref.digest), { doc: 'RFC 5' }, 'start-apart');
+    const current = await logOf(store, done.instanceId);
+    assert.equal(current.length, 4);
+    const old = startApart(current);
+    assert.deepEqual(
+      old.slice(0, 2).map((stored) => stored.transition.events.map(described)),
+      [
+        ['workflow-started', 'lease-acquired'],
+        ['task-started /do/0/review', 'expression-evaluated /do/0/review>with', 'child-bound /do/0/review', 'call-started /do/0/review>invoke'],
+      ],
+    );
+    assert.equal(replayWorkflowLog(old).problem, null);
+    assert.deepEqual({ ...foldWorkflow(old), revision: 'last' }, { ...foldWorkflow(current), revision: 'last' });
+
+    // Stopped in the old shape after its start alone, and after its first call's binding (its worker gone, its lease
+    // ended): another worker resumes each and finishes it with the same operations under the same keys.
+    for (const upTo of [1, 2]) {
+      const elsewhere = new MemoryEventStore({ clock });
+      const stopped = old.slice(0, upTo).map((stored, index) => {
+        if (index > 0) return stored;
+        const events = stored.transition.events.map((event) => (event.type === 'lease-acquired' ? { ...event, untilMs: clock.nowMs() - 1 } : event));
+        return { ...stored, transition: { ...stored.transition, events } };
+      });
+      const streams = workflowStreams(elsewhere);
+      const [first, ...rest] = stopped;
+      assert.ok(first);
+      assert.equal((await streams.create(done.instanceId, first.transition)).kind, 'ok');
+      for (const [index, stored] of rest.entries()) assert.equal((await streams.append(done.instanceId, String(index + 1), stored.transition)).kind, 'ok');
+      const b = harness({ store: elsewhere, clock, invocations: embedded.coordinator, worker: `worker-b${upTo}` });
+      resumed.push(b);
+      const record = await b.executor.wait(done.instanceId, 10_000);
+      assert.equal(record.status, 'completed', JSON.stringify(record.error));
+      assert.deepEqual(record.output, done.output);
+      const { tasks, steps, children } = comparable(record);
+      assert.deepEqual({ tasks, steps, children }, { tasks: comparable(done).tasks, steps: done.steps, children: done.children });
+      assert.equal(record.lease?.epoch, 2, 'the ended lease taken over');
+      await assertReplayEqual(b, done.instanceId);
+    }
+  } finally {
+    await a.close();
+    for (const b of resumed) await b.close();
     await embedded.close();
   }
 });

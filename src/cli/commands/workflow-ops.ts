@@ -38,7 +38,8 @@ const short = (value: unknown, max = 60): string => {
 };
 
 /** A value written once and named by a later event (events.ts ValueRef). */
-const referenceText = (ref: ValueRef): string => ('step' in ref ? `the result of ${ref.step}` : `the output of ${ref.task}`);
+const referenceText = (ref: ValueRef): string =>
+  'input' in ref ? "the workflow's input" : 'step' in ref ? `the result of ${ref.step}` : `the output of ${ref.task}`;
 
 function describe(event: WorkflowEvent, originMs: number): string {
   switch (event.type) {

@@ -128,6 +128,7 @@ function writtenValue(record: WorkflowRecord, events: readonly WorkflowEvent[], 
 
 /** The value `ref` names once the events before `index` are applied to the record; undefined when it names none. */
 function referredValue(record: WorkflowRecord, events: readonly WorkflowEvent[], index: number, ref: ValueRef): JsonValue | undefined {
+  if ('input' in ref) return record.started.input;
   for (let at = index - 1; at >= 0; at--) {
     const event = events[at] as WorkflowEvent;
     if ('step' in ref && (event.type === 'expression-evaluated' || event.type === 'call-answered') && event.at === ref.step)

@@ -25,13 +25,14 @@ export type StepResult = { ok: JsonValue } | { error: WorkflowError };
 
 /**
  * A value recorded earlier in the same log, named instead of written again: the value a step
- * recorded (`{step}`: its `ok` result), or the output of a completed task (`{task}`). A stage's
- * answer is written once (its call-answered) and its task's output, the next task's input and the
- * workflow's output refer to it; the fold puts the referenced value in the record, so the record
- * (live or replayed) is the one the values written in full would give. Logs written before refs
- * carry the values themselves, and still fold.
+ * recorded (`{step}`: its `ok` result), the output of a completed task (`{task}`), or the
+ * workflow's input (`{input: true}`: workflow-started's). A stage's answer is written once (its
+ * call-answered) and its task's output, the next task's input and the workflow's output refer to
+ * it; the first task's input is the workflow's. The fold puts the referenced value in the record,
+ * so the record (live or replayed) is the one the values written in full would give. Logs written
+ * before refs carry the values themselves, and still fold.
  */
-export type ValueRef = { step: string } | { task: string };
+export type ValueRef = { step: string } | { task: string } | { input: true };
 
 export type TimerPurpose = 'wait' | 'retry' | 'task-timeout' | 'workflow-timeout';
 
@@ -331,13 +332,13 @@ function event(type: string, properties: Record<string, object>) {
   };
 }
 
-/** A ValueRef: `{step}` or `{task}`, one of the two. */
+/** A ValueRef: `{step}`, `{task}` or `{input: true}`, one of the three. */
 const valueRef = {
   type: 'object',
   minProperties: 1,
   maxProperties: 1,
   additionalProperties: false,
-  properties: { step: at, task: at },
+  properties: { step: at, task: at, input: { const: true } },
 } as const;
 
 /** An event whose value `field` is written in full or referred to (`<field>From`): exactly one of the two. */

@@ -9,9 +9,9 @@ import { canonicalJson, sha256Hex } from '../../contract/canonical.js';
 import { hostname } from 'node:os';
 import type { Clock, TimerHandle } from '../../contract/clock.js';
 import type { CloudEvent, CloudEventDelivery, CloudEventIntake, CloudEventSink } from '../../contract/cloudevents.js';
-import { AdapterError, conflict, invalidInput } from '../../contract/errors.js';
+import { AdapterError, AssertionFailure, conflict, invalidInput } from '../../contract/errors.js';
 import { jsonEquals, type JsonObject, type JsonValue } from '../../contract/json.js';
-import { Kernel, newStream, type Stream } from '../../kernel/index.js';
+import { Kernel, newStream, type Stored, type StoreFailure, type Stream } from '../../kernel/index.js';
 import type { Random } from '../../runtime/random.js';
 import type { ContractCalls } from './http-contracts.js';
 import { workflowInstanceId } from '../ids.js';
@@ -24,7 +24,7 @@ import { Interpreter } from './interpreter.js';
 import type { ExpressionEvaluator } from './jq.js';
 import { Halted, type Journal } from './journal.js';
 import { decideAcquire, decidePark, decideRelease, decideRenew, holderLease, LeaseLost } from './lease.js';
-import { foldWorkflow, type WorkflowRecord } from './record.js';
+import { applyWorkflow, foldWorkflow, type WorkflowRecord } from './record.js';
 import type { WorkflowStore } from './streams.js';
 import type { SubworkflowHost } from './run.js';
 import { OpenApiDocuments } from './openapi.js';
@@ -238,17 +238,84 @@ export class WorkflowExecutor implements CloudEventIntake {
     };
     const problem = workflowTransitionProblem(transition);
     if (problem !== undefined) throw invalidInput(`the workflow cannot start: ${problem}`);
-    const created = await this.kernel.create(instanceId, transition, (record, stored) => newStream(instanceId, record, stored.revision));
-    if (created.kind === 'ok') {
-      this.drive(created.stream);
-      return { instanceId, created: true };
-    }
+    const created = await this.create(instanceId, transition);
+    if (created.kind === 'ok') return { instanceId, created: true };
     if (created.kind !== 'conflict') throw new AdapterError(created.kind === 'not-found' ? 'unavailable' : created.kind, `start: ${created.description}`);
     const existing = await this.load(instanceId);
     if (!existing || !jsonEquals(existing.record.started.input, request.input) || !jsonEquals(existing.record.started.document, request.document)) {
       throw conflict(`workflow instance ${instanceId} exists with a different input or document under invocation key ${JSON.stringify(request.invocationKey)}`);
     }
     return { instanceId, created: false };
+  }
+
+  /**
+   * Creates the instance and drives it, its start carried by its first commit: the interpreter
+   * runs first on the record the start gives (nothing is committed, so nothing outside happens
+   * yet: a call, a wait, a listen, an emit each commit before they act), and the transition it
+   * commits first — with the facts it holds, a contract call's binding and start — is appended
+   * with the start as the stream's creation. A pipeline's start and first call are one append.
+   * Until then the record's instants are not the store's: what reads them ($workflow.startedAt,
+   * settle) commits the start alone first, as does a first proposal under a time guard of its
+   * own, or one too large to go with the start. A run that ends before it commits anything (a
+   * stop) leaves the start to commit alone, then the instance is driven as any other.
+   */
+  private async create(instanceId: string, start: WorkflowTransition): Promise<{ kind: 'ok' } | StoreFailure> {
+    const clock = this.options.clock;
+    const provisional = applyWorkflow(undefined, { revision: '', committedAtMs: clock.nowMs(), transition: start });
+    if (provisional === undefined) throw new AssertionFailure('a workflow start yields a record');
+    const instance: Instance = newStream(instanceId, provisional, '');
+    // The stream the kernel holds once created is the one the interpreter already reads.
+    const made = (record: WorkflowRecord, stored: Stored<WorkflowTransition>): Instance => {
+      instance.record = record;
+      instance.known = new Set([stored.revision]);
+      return instance;
+    };
+    const run: LeaseRun = { epoch: 1, lastStepMs: clock.nowMs() };
+    const controller = new AbortController();
+    let tried: Promise<Creation> | undefined;
+    let firstTry!: (creation: Promise<Creation>) => void;
+    const firstTried = new Promise<Creation>((resolve) => (firstTry = resolve));
+    let interpreting: Promise<void> = Promise.resolve();
+    const opening: Opening = {
+      open: () => tried === undefined,
+      create: (first) => {
+        if (tried) return tried;
+        tried = (async (): Promise<Creation> => {
+          const together = first && joined(start, first);
+          let outcome = await this.kernel.create(instanceId, together ?? start, made);
+          let carried = together !== undefined;
+          // Too large together: the start alone, the proposal committed after it.
+          if (together && outcome.kind === 'invalid-input') {
+            outcome = await this.kernel.create(instanceId, start, made);
+            carried = false;
+          }
+          if (outcome.kind !== 'ok') return outcome;
+          this.drive(instance, { run, controller, interpreting: () => interpreting });
+          return { kind: 'ok', carried };
+        })();
+        firstTry(tried);
+        return tried;
+      },
+    };
+    interpreting = this.interpreter(instance, run, opening).run(controller.signal);
+    let stopped: unknown;
+    const ended = interpreting.then(
+      () => undefined,
+      (error: unknown) => void (stopped = error),
+    );
+    if (this.stopping.signal.aborted) controller.abort();
+    await Promise.race([firstTried, ended]);
+    if (tried === undefined) {
+      // The run ended before its first commit: the start alone, driven as any instance is.
+      if (stopped !== undefined && !(stopped instanceof Halted)) this.failures.push(stopped);
+      tried = this.kernel.create(instanceId, start, made).then((outcome): Creation => (outcome.kind === 'ok' ? { kind: 'ok', carried: false } : outcome));
+      const outcome = await tried;
+      if (outcome.kind === 'ok') this.drive(instance);
+      return outcome;
+    }
+    const outcome = await tried;
+    if (outcome.kind !== 'ok') controller.abort(interpreterEnded);
+    return outcome;
   }
 
   /** The instance held or read from the store (a running one is resumed); undefined when unknown. */
@@ -364,13 +431,16 @@ export class WorkflowExecutor implements CloudEventIntake {
   /**
    * Drives the instance while it runs: takes its lease (or waits for the lease held elsewhere to
    * end) and runs its interpreter under it, one per process; after a failure or a lost lease it
-   * tries again.
+   * tries again. `led`: the run that created the instance (create), taken under its lease as it is.
    */
-  private drive(instance: Instance): void {
-    if (this.stopping.signal.aborted || instance.record.status !== 'running' || this.running.has(instance.id)) return;
+  private drive(instance: Instance, led?: Led): void {
+    if (this.stopping.signal.aborted || instance.record.status !== 'running' || this.running.has(instance.id)) {
+      if (this.stopping.signal.aborted) led?.controller.abort(interpreterEnded);
+      return;
+    }
     this.retries.get(instance.id)?.cancel();
     this.retries.delete(instance.id);
-    const run = this.lead(instance)
+    const run = (led ? this.supervise(instance, led.run, led.controller, led.interpreting) : this.lead(instance))
       .catch((error: unknown) => {
         // The store refused (unavailable, too many writers): the instance is still running; try again shortly.
         this.failures.push(error);
@@ -401,13 +471,19 @@ export class WorkflowExecutor implements CloudEventIntake {
     const lease = instance.record.lease;
     if (lease?.worker !== this.worker) return Math.max(lease?.untilMs ?? 0, clock.nowMs()) + takeoverSlackMs;
     const controller = new AbortController();
+    const run: LeaseRun = { epoch: lease.epoch, lastStepMs: clock.nowMs() };
+    return this.supervise(instance, run, controller, () => this.interpreter(instance, run).run(controller.signal));
+  }
+
+  /** Runs the interpreter under the lease `run` names, renewing it; answers when to try again (undefined: nothing left to do). */
+  private async supervise(instance: Instance, run: LeaseRun, controller: AbortController, interpret: () => Promise<void>): Promise<number | undefined> {
+    const clock = this.options.clock;
     const stop = () => controller.abort();
     this.stopping.signal.addEventListener('abort', stop);
-    const run: LeaseRun = { epoch: lease.epoch, lastStepMs: clock.nowMs() };
     const renewal = this.renew(instance, controller, run);
     let returned = false;
     try {
-      await this.interpreter(instance, run).run(controller.signal);
+      await interpret();
       returned = true;
     } catch (error) {
       if (!(error instanceof Halted)) throw error;
@@ -467,9 +543,9 @@ export class WorkflowExecutor implements CloudEventIntake {
     return dueMs === undefined || dueMs > nowMs + this.leaseMs;
   }
 
-  private interpreter(instance: Instance, run: LeaseRun): Interpreter {
+  private interpreter(instance: Instance, run: LeaseRun, opening?: Opening): Interpreter {
     return new Interpreter({
-      journal: this.journal(instance, run),
+      journal: this.journal(instance, run, opening),
       evaluator: this.options.evaluator,
       random: this.options.random,
       fetch: this.options.fetch ?? fetch,
@@ -488,8 +564,11 @@ export class WorkflowExecutor implements CloudEventIntake {
   /** Errors that stopped an interpreter without finishing its instance; it is driven again after redriveDelayMs. */
   readonly failures: unknown[] = [];
 
-  /** The interpreter's view of its instance: every proposal fenced by the lease it runs under. */
-  private journal(instance: Instance, run: LeaseRun): Journal {
+  /**
+   * The interpreter's view of its instance: every proposal fenced by the lease it runs under.
+   * `opening`: the instance is not created yet (create); its first proposal goes with the start.
+   */
+  private journal(instance: Instance, run: LeaseRun, opening?: Opening): Journal {
     const kernel = this.kernel;
     const worker = this.worker;
     const clock = this.options.clock;
@@ -497,10 +576,23 @@ export class WorkflowExecutor implements CloudEventIntake {
       if (record.status === 'running') holderLease(record, worker, run.epoch);
       return decideProposal(record, proposal, late);
     };
+    const commit = (proposal: Proposal) => kernel.enqueue(instance, () => kernel.commit(instance, (record, late) => fenced(record, proposal, late)));
+    /** Creates the instance, carrying `proposal` when it may go with the start (no time guard of its own); Halted when not created. */
+    const open = async (pending: Opening, proposal: Proposal | undefined): Promise<void> => {
+      const first = proposal && withStart(proposal) ? fenced(instance.record, proposal, false) : undefined;
+      const created = await pending.create(first);
+      if (created.kind !== 'ok') throw new Halted(`workflow instance ${instance.id} was not created (${created.kind})`);
+      if (proposal && !created.carried) await commit(proposal);
+    };
     return {
       record: () => instance.record,
+      pending: () => opening?.open() === true,
+      settle: async () => {
+        if (opening?.open()) await open(opening, undefined);
+      },
       propose: async (proposal) => {
-        await kernel.enqueue(instance, () => kernel.commit(instance, (record, late) => fenced(record, proposal, late)));
+        if (opening?.open()) await open(opening, proposal);
+        else await commit(proposal);
         run.lastStepMs = clock.nowMs();
         return instance.record;
       },
@@ -545,4 +637,38 @@ function waitsOnly(record: WorkflowRecord): boolean {
   const innermost = running.filter((at) => !running.some((other) => other !== at && other.startsWith(at)));
   const armed = Object.entries(record.timers).filter(([, timer]) => timer.state === 'armed' && (timer.purpose === 'wait' || timer.purpose === 'retry'));
   return innermost.length > 0 && innermost.every((at) => record.listens[at] !== undefined || waitsForChild(at) || armed.some(([key]) => key.startsWith(at)));
+}
+
+/** An instance whose start is not committed yet (WorkflowExecutor.create): its first commit carries it. */
+interface Opening {
+  /** Whether the creation has not been tried yet. */
+  open(): boolean;
+  /** Creates the stream (once): with `first` when given and it fits, else the start alone. */
+  create(first: WorkflowTransition | undefined): Promise<Creation>;
+}
+
+/** The creation's outcome: `carried` when the first transition went with the start. */
+type Creation = { kind: 'ok'; carried: boolean } | StoreFailure;
+
+/** A run already under way (create), taken over by drive. */
+interface Led {
+  run: LeaseRun;
+  controller: AbortController;
+  interpreting: () => Promise<void>;
+}
+
+/**
+ * Whether a proposal may commit with the start: no time guard or late alternative of its own (the
+ * workflow's deadline counts from the start's commit instant, so the start's instant meets it).
+ */
+const withStart = (proposal: Proposal): boolean => proposal.notBeforeMs === undefined && proposal.notAfterMs === undefined && proposal.late === undefined;
+
+/**
+ * The start carrying the first transition's events, or undefined when the first fails its schema
+ * (then it is appended after the start, whose check asserts it). The schema checks each event on
+ * its own, so the start (checked by start) and the first together pass when each does.
+ */
+function joined(start: WorkflowTransition, first: WorkflowTransition): WorkflowTransition | undefined {
+  if (workflowTransitionProblem(first) !== undefined) return undefined;
+  return { ...start, events: [...start.events, ...first.events] };
 }

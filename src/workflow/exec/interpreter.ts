@@ -12,7 +12,8 @@
  * interpreter goes on: a call's start (before the call is made), a child binding, a timer, a
  * listen, a fork's win, a fault, the end. So every value an external call or a wait depends on is
  * in the log before the call or the wait, as when each fact had a transition of its own, and a
- * pipeline stage costs one append before its call instead of five. A worker that dies holding
+ * pipeline stage costs one append before its call instead of five (the first stage's goes with
+ * the instance's start: executor.ts create). A worker that dies holding
  * facts has made no call that depended on them: its successor computes them again (jq is
  * deterministic) or makes the call again under the same identity, as after a death just before
  * the fact's own append.
@@ -67,6 +68,7 @@ export class Interpreter implements Interpreting {
     const frame: Frame = { suffix: '', iterations: [], vars: {}, signal };
     try {
       const raw = this.record.started.input;
+      this.noteOrigin(raw, { input: true });
       // The raw input is validated before anything runs: an invalid one faults the instance before its first task.
       this.validate('/input/schema', raw, '/', 'the workflow input');
       const input =
@@ -202,13 +204,18 @@ export class Interpreter implements Interpreting {
     return { context: this.context, ...this.constants(), ...frame.vars, ...extra };
   }
 
-  /** $workflow and $runtime: the same for the whole run (the start and the runtime do not change). */
+  /**
+   * $workflow and $runtime: the same for the whole run (the start and the runtime do not change),
+   * kept once the start has committed (before, its instant is not the store's: jq settles it
+   * first for a program that can read $workflow).
+   */
   private constants(): { workflow: JsonValue; runtime: JsonValue } {
     if (this.fixedVars) return this.fixedVars;
     const started = this.record.started;
     const workflow = { id: started.instanceId, definition: started.document, input: started.input, startedAt: dateTime(this.record.startedAtMs) };
-    this.fixedVars = { workflow, runtime: { ...this.deps.runtime, metadata: {} } };
-    return this.fixedVars;
+    const constants = { workflow, runtime: { ...this.deps.runtime, metadata: {} } };
+    if (!this.deps.journal.pending()) this.fixedVars = constants;
+    return constants;
   }
 
   /** An expression field's value (with or without `${ }`), recorded under `at`. */
@@ -262,6 +269,8 @@ export class Interpreter implements Interpreting {
    * variables are built only when the program names one or goes to jq.
    */
   private async jq(program: string, input: JsonValue, vars: () => Record<string, JsonValue>, ref: string): Promise<JsonValue> {
+    // $workflow.startedAt is the start's commit instant: a program that can read it runs once the start has committed.
+    if (readsWorkflow(program) && this.deps.journal.pending()) await this.deps.journal.settle();
     let built: Record<string, JsonValue> | undefined;
     const bound = () => (built ??= vars());
     const direct = pathValue(program, input, bound);
@@ -492,6 +501,9 @@ export class Interpreter implements Interpreting {
     }
   }
 }
+
+/** Whether a jq program can read $workflow: by its name, or through $ARGS (every variable is bound as a named argument). */
+const readsWorkflow = (program: string): boolean => program.includes('$workflow') || program.includes('$ARGS');
 
 /** Why a task's timeout watch stops once the task's work is over (an abort reason made once: none is built per task). */
 const taskEnded = new Halted('the task ended');

@@ -11,6 +11,13 @@ import type { WorkflowRecord } from './record.js';
 
 export interface Journal {
   record(): WorkflowRecord;
+  /**
+   * Whether the instance's start is not committed yet: its first commit carries it (executor.ts
+   * create), and until then the record's instants (startedAtMs) are not the store's.
+   */
+  pending(): boolean;
+  /** Commits the start alone when it is still pending. */
+  settle(): Promise<void>;
   propose(proposal: Proposal): Promise<WorkflowRecord>;
   /** Resolves when `until` holds for the record; rejects with Halted when the signal aborts first. */
   until(until: (record: WorkflowRecord) => boolean, signal: AbortSignal): Promise<WorkflowRecord>;

@@ -172,10 +172,12 @@ function endTask(draft: Draft, at: string, change: Partial<TaskRecord>, event: '
 }
 
 /**
- * A value an event names by reference (events.ts ValueRef): a recorded step's `ok` result, or a
- * completed task's output. A reference to nothing recorded is a log this fold cannot trust.
+ * A value an event names by reference (events.ts ValueRef): a recorded step's `ok` result, a
+ * completed task's output, or the workflow's input. A reference to nothing recorded is a log this
+ * fold cannot trust.
  */
 function referred(record: Mutable<WorkflowRecord>, ref: ValueRef): JsonValue {
+  if ('input' in ref) return record.started.input;
   if ('step' in ref) {
     const result = record.steps[ref.step];
     if (result === undefined || !('ok' in result)) throw new AssertionFailure(`workflow ${record.instanceId}: no value recorded by step ${ref.step}`);
