@@ -127,7 +127,11 @@ test('new instances record key scheme 2 in their start; the start event schema a
     const start = await startOf(h.store as MemoryEventStore, record.instanceId);
     assert.equal(workflowTransitionProblem(start), undefined);
     const { keys: _keys, ...old } = start.events[0] as unknown as JsonObject;
-    assert.equal(workflowTransitionProblem({ ...start, events: [old as unknown as WorkflowEvent, ...start.events.slice(1)] }), undefined, 'a start without keys (scheme 1)');
+    assert.equal(
+      workflowTransitionProblem({ ...start, events: [old as unknown as WorkflowEvent, ...start.events.slice(1)] }),
+      undefined,
+      'a start without keys (scheme 1)',
+    );
     assert.match(
       workflowTransitionProblem({ ...start, events: [{ ...old, keys: 3 } as unknown as WorkflowEvent, ...start.events.slice(1)] }) ?? '',
       /keys/,
