@@ -112,7 +112,7 @@ do:
 }
 
 test('an ended task releases the awaited children open inside it, and not one started with await: false', () => {
-  const within = (record: WorkflowRecord) => [{ pointer: '/do/0/outer', suffix: '', endedSeq: record.tasks['/do/0/outer']?.endedSeq ?? null }];
+  const within = (record: WorkflowRecord) => [{ pointer: '/do/0/outer', at: '/do/0/outer', endedSeq: record.tasks['/do/0/outer']?.endedSeq ?? null }];
   const awaited = foldWorkflow(abandonedLog(true));
   assert.ok(awaited);
   assert.deepEqual(
@@ -120,10 +120,10 @@ test('an ended task releases the awaited children open inside it, and not one st
     ['/do/0/outer/do/0/delegate'],
   );
   // Not inside another execution of the task, nor inside a sibling.
-  assert.deepEqual(openSubworkflowsOf(awaited, [{ pointer: '/do/0/outer', suffix: '~1', endedSeq: null }]), []);
-  assert.deepEqual(openSubworkflowsOf(awaited, [{ pointer: '/do/0/out', suffix: '', endedSeq: null }]), []);
+  assert.deepEqual(openSubworkflowsOf(awaited, [{ pointer: '/do/0/outer', at: '/do/0/outer~1', endedSeq: null }]), []);
+  assert.deepEqual(openSubworkflowsOf(awaited, [{ pointer: '/do/0/out', at: '/do/0/out', endedSeq: null }]), []);
   // Nor inside an execution of the task that ended before the child's task started (delegate started at seq 1).
-  assert.deepEqual(openSubworkflowsOf(awaited, [{ pointer: '/do/0/outer', suffix: '', endedSeq: 1 }]), []);
+  assert.deepEqual(openSubworkflowsOf(awaited, [{ pointer: '/do/0/outer', at: '/do/0/outer', endedSeq: 1 }]), []);
   // A child its task did not await is not released with the task, even before the task's answer is recorded.
   const fired = foldWorkflow(abandonedLog(false));
   assert.ok(fired);

@@ -56,6 +56,8 @@ export interface WorkflowStarted {
   deadlineMs?: number | null;
   /** Set when a `run: workflow` task of another instance started this one: that instance, its task execution, and this one's depth (1 for a child of a top-level instance). */
   parent?: WorkflowParent;
+  /** The scheme of its task execution keys (keys.ts); absent in logs written before it: scheme 1. */
+  keys?: 2;
 }
 
 /** The instance and task execution whose `run: workflow` started a child instance. */
@@ -354,7 +356,7 @@ function valueOrRef(schema: ReturnType<typeof event>, field: 'input' | 'output')
 function startedSchema(schema: ReturnType<typeof event>) {
   return {
     ...schema,
-    required: schema.required.filter((name) => name !== 'timeoutMs' && name !== 'deadlineMs' && name !== 'parent'),
+    required: schema.required.filter((name) => name !== 'timeoutMs' && name !== 'deadlineMs' && name !== 'parent' && name !== 'keys'),
     oneOf: [{ required: ['timeoutMs'] }, { required: ['deadlineMs'] }],
   };
 }
@@ -377,6 +379,7 @@ export const workflowEventSchemas = [
         additionalProperties: false,
         properties: { instanceId: { type: 'string', pattern: '^wf[0-9a-f]{64}$' }, at, depth: { type: 'integer', minimum: 1 } },
       },
+      keys: { const: 2 },
     }),
   ),
   valueOrRef(event('task-started', { at, ref: at, name: { type: 'string', maxLength: 256 }, input: json, inputFrom: valueRef }), 'input'),

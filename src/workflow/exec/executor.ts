@@ -23,6 +23,7 @@ import { deliverEvent, untilWaitEnd } from './intake.js';
 import { Interpreter } from './interpreter.js';
 import type { ExpressionEvaluator } from './jq.js';
 import { Halted, type Journal } from './journal.js';
+import { keyScheme } from './keys.js';
 import { decideAcquire, decidePark, decideRelease, decideRenew, holderLease, LeaseLost } from './lease.js';
 import { applyWorkflow, foldWorkflow, type WorkflowRecord } from './record.js';
 import type { WorkflowStore } from './streams.js';
@@ -228,6 +229,7 @@ export class WorkflowExecutor implements CloudEventIntake {
         input: request.input,
         timeoutMs: timeout ?? null,
         ...(request.parent ? { parent: request.parent } : {}),
+        keys: keyScheme,
       },
       { type: 'lease-acquired', v: 1, worker: this.worker, epoch: 1, untilMs: this.options.clock.nowMs() + this.leaseMs },
     ];

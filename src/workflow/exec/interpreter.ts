@@ -29,6 +29,7 @@ import type { StepResult, TaskCompleted, ValueRef, WorkflowError, WorkflowEvent 
 import { evaluateValue, hasExpression, programOf } from './expressions.js';
 import { ExpressionFailure, pathValue } from './jq.js';
 import { Halted, replayed } from './journal.js';
+import { schemeOf, taskKey } from './keys.js';
 import type { WorkflowRecord } from './record.js';
 import { documentSchemas, type DocumentSchemas } from '../schemas.js';
 import { secretNames } from '../secrets.js';
@@ -160,7 +161,7 @@ export class Interpreter implements Interpreting {
     if (recorded) return this.replayedAt(at, recorded);
     this.alive(frame);
     let result: StepResult;
-    if (kind === 'call' && !rerun && this.record.calls[at]) result = { error: uncertainCall(at) };
+    if (kind === 'call' && !rerun && this.record.calls[at]) result = { error: uncertainCall(at, this.record) };
     else {
       const epoch = this.record.lease?.epoch ?? 0;
       // Started already under this epoch (a contract call's start goes with its binding): nothing to propose.
@@ -319,8 +320,7 @@ export class Interpreter implements Interpreting {
       const entry = entries[index] as TaskEntry;
       const visit = visits.get(index) ?? 0;
       visits.set(index, visit + 1);
-      const taskFrame = visit === 0 ? frame : { ...frame, suffix: `${frame.suffix}~${visit}` };
-      const outcome = await this.runTask(entry, data, taskFrame);
+      const outcome = await this.runTask(entry, data, frame, visit);
       data = outcome.output;
       if (outcome.ended) return { output: data, ended: true };
       const directive = outcome.then ?? 'continue';
@@ -335,9 +335,10 @@ export class Interpreter implements Interpreting {
     return { output: data, ended: false };
   }
 
-  async runTask(entry: TaskEntry, rawInput: JsonValue, frame: Frame): Promise<Outcome> {
-    this.alive(frame);
-    const at = entry.pointer + frame.suffix;
+  async runTask(entry: TaskEntry, rawInput: JsonValue, outer: Frame, visit = 0): Promise<Outcome> {
+    this.alive(outer);
+    // The execution's key, and the frame its body runs in (keys.ts).
+    const { at, frame } = taskKey(schemeOf(this.record.started), entry.pointer, outer, visit);
     if (++this.tasksRun > this.deps.tasksMax)
       throw raise('runtime', 500, 'Task budget exhausted', entry.pointer, `an instance runs at most ${this.deps.tasksMax} tasks`);
     const task = entry.task;
@@ -350,7 +351,7 @@ export class Interpreter implements Interpreting {
     if (existing?.state === 'cancelled') throw new Halted(`task ${at} was cancelled`);
     if (existing?.state === 'faulted' && existing.error) {
       // Faulted while a child it awaited ran on (its timeout fired): a worker that stopped before releasing it releases it now.
-      await this.releaseChildren(entry.pointer, frame.suffix, at);
+      await this.releaseChildren(entry.pointer, at);
       throw new WorkflowRaise(existing.error);
     }
     if (existing?.state === 'completed' && leafKinds.has(kind) && !this.exports(task)) {
@@ -447,24 +448,24 @@ export class Interpreter implements Interpreting {
   }
 
   /**
-   * The awaited child instances still open inside the ended task execution (pointer + suffix)
-   * cancelled, and what became of each recorded (subworkflows.ts).
+   * The awaited child instances still open inside the ended task execution (its task's pointer,
+   * its key) cancelled, and what became of each recorded (subworkflows.ts).
    */
-  private async releaseChildren(pointer: string, suffix: string, at: string): Promise<void> {
+  private async releaseChildren(pointer: string, at: string): Promise<void> {
     if (Object.keys(this.record.subworkflows).length === 0) return;
     const endedSeq = this.record.tasks[at]?.endedSeq ?? null;
-    const disposed = await releaseSubworkflows(this, at, [{ pointer, suffix, endedSeq }]);
+    const disposed = await releaseSubworkflows(this, at, [{ pointer, at, endedSeq }]);
     if (disposed.length > 0) await this.propose({ command: 'subworkflows-released', events: disposed });
   }
 
   /** Runs `work` against the task's timeout, if it has one. */
   private withTimeout(entry: TaskEntry, at: string, frame: Frame, work: (frame: Frame) => Promise<Outcome>): Promise<Outcome> {
     const afterMs = timeoutMsOf(this.record.started.document, entry.task.timeout);
-    return afterMs === undefined ? work(frame) : this.timed(at, afterMs, frame, work);
+    return afterMs === undefined ? work(frame) : this.timed(entry.pointer, at, afterMs, frame, work);
   }
 
   /** Runs `work` against a timer recorded at the task's start instant + afterMs. */
-  private async timed(at: string, afterMs: number, frame: Frame, work: (frame: Frame) => Promise<Outcome>): Promise<Outcome> {
+  private async timed(pointer: string, at: string, afterMs: number, frame: Frame, work: (frame: Frame) => Promise<Outcome>): Promise<Outcome> {
     // The timeout counts from the committed start.
     await this.flush();
     const started = this.record.tasks[at];
@@ -491,7 +492,7 @@ export class Interpreter implements Interpreting {
         // Timed out: its work stops (a child being started is started or not before it is released), and the children it awaited are released.
         controller.abort(taskEnded);
         await working.catch(() => undefined);
-        await this.releaseChildren(at.slice(0, at.length - frame.suffix.length), frame.suffix, at);
+        await this.releaseChildren(pointer, at);
       }
       this.ended(at);
       throw new Halted(`task ${at} ended elsewhere`);
@@ -523,14 +524,14 @@ function faultOf(error: unknown): WorkflowError | undefined {
 }
 
 /** A call recorded as started, never answered, that is not safe to make again: it may or may not have happened. */
-function uncertainCall(at: string): WorkflowError {
-  const ref = at.split('>')[0] ?? at;
+function uncertainCall(at: string, record: WorkflowRecord): WorkflowError {
+  const execution = at.split('>')[0] ?? at;
   return {
     type: 'https://serverlessworkflow.io/spec/1.0.0/errors/communication',
     status: 503,
     title: 'Call outcome unknown',
     detail: `the call ${at} was started by a worker that stopped before its answer was recorded; it is not idempotent (no Idempotency-Key, method not idempotent), so it is not made again`,
-    instance: ref.replace(/[[({~].*$/, ''),
+    instance: record.tasks[execution]?.ref ?? execution.replace(/[[({~].*$/, ''),
   };
 }
 

@@ -14,17 +14,15 @@
 import { AdapterError } from '../../contract/errors.js';
 import { isNotFound } from '../../runtime/errors.js';
 import type { ContractCalls } from './http-contracts.js';
+import { ranInside, schemeOf, type Execution } from './keys.js';
 import type { ChildDisposed, ChildDisposition } from './events.js';
 import type { ChildRecord, WorkflowRecord } from './record.js';
 
-/** The children bound inside the branch executions `branchAts` (each a branch's pointer + frame suffix) not yet disposed. */
-export function openChildrenOf(record: WorkflowRecord, branchAts: readonly { pointer: string; suffix: string }[]): [string, ChildRecord][] {
+/** The children bound inside the branch executions `branches` (each a branch's pointer and key) not yet disposed. */
+export function openChildrenOf(record: WorkflowRecord, branches: readonly Execution[]): [string, ChildRecord][] {
+  const scheme = schemeOf(record.started);
   return Object.entries(record.children).filter(
-    ([at, child]) =>
-      child.disposition === undefined &&
-      branchAts.some(
-        (branch) => (child.ref === branch.pointer || child.ref.startsWith(`${branch.pointer}/`)) && at.slice(child.ref.length).startsWith(branch.suffix),
-      ),
+    ([at, child]) => child.disposition === undefined && branches.some((branch) => ranInside(scheme, branch, child.ref, at)),
   );
 }
 

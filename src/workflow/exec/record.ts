@@ -356,6 +356,7 @@ function created(stored: Stored<WorkflowTransition>): WorkflowRecord {
   // Older logs have no timeoutMs (their deadlineMs is the one above).
   if (first.timeoutMs !== undefined) started.timeoutMs = first.timeoutMs;
   if (first.parent !== undefined) started.parent = first.parent;
+  if (first.keys !== undefined) started.keys = first.keys;
   const timers: Record<string, TimerRecord> =
     typeof first.timeoutMs === 'number' && deadlineMs !== null
       ? { [workflowTimeoutKey]: { dueAtMs: deadlineMs, purpose: 'workflow-timeout', state: stepTimer('idle', 'SET') } }

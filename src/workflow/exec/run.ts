@@ -11,6 +11,7 @@ import type { Proposal } from './decide.js';
 import type { SubworkflowRef, TaskEntry } from './document.js';
 import type { ExpressionEvaluator } from './jq.js';
 import type { Journal } from './journal.js';
+import type { KeyScope } from './keys.js';
 import type { OpenApiDocuments } from './openapi.js';
 import type { WorkflowRecord } from './record.js';
 import type { WorkflowParent } from './events.js';
@@ -58,9 +59,11 @@ export interface ChildStart {
   parent: WorkflowParent;
 }
 
-/** Where a task runs: its key suffix (loop index, retry attempt, branch, revisit), loop indexes, variables, cancellation. */
+/** Where a task runs: its key's markers (keys.ts), loop indexes, variables, cancellation. */
 export interface Frame {
   suffix: string;
+  /** Key scheme 2: the task execution whose body the frame runs in (keys.ts). */
+  scope?: KeyScope;
   iterations: readonly number[];
   vars: Readonly<Record<string, JsonValue>>;
   signal: AbortSignal;
@@ -107,5 +110,6 @@ export interface Interpreting {
   evaluate(at: string, expression: string, input: JsonValue, frame: Frame, extra: Readonly<Record<string, JsonValue>>, ref: string): Promise<JsonValue>;
   evaluateValue(at: string, value: JsonValue, input: JsonValue, frame: Frame, extra: Readonly<Record<string, JsonValue>>, ref: string): Promise<JsonValue>;
   runList(list: JsonValue | undefined, base: string, input: JsonValue, frame: Frame): Promise<{ output: JsonValue; ended: boolean }>;
-  runTask(entry: TaskEntry, rawInput: JsonValue, frame: Frame): Promise<Outcome>;
+  /** Runs one execution of a task: `visit` is its revisit in its list (0: the first visit). */
+  runTask(entry: TaskEntry, rawInput: JsonValue, frame: Frame, visit?: number): Promise<Outcome>;
 }

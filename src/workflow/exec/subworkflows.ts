@@ -35,6 +35,7 @@ import { isObject, subworkflowRefOf } from './document.js';
 import { WorkflowRaise, raise } from './dsl-errors.js';
 import type { SubworkflowDisposed, SubworkflowDisposition } from './events.js';
 import { Halted } from './journal.js';
+import { ranInside, schemeOf } from './keys.js';
 import type { SubworkflowRecord, WorkflowRecord } from './record.js';
 import type { ChildStart, Interpreting as Interpreter, SubworkflowHost, TaskRun } from './run.js';
 
@@ -135,10 +136,10 @@ function childError(child: WorkflowRecord, ref: string): WorkflowRaise['error'] 
   return { ...error, detail: `${where}${error.detail ? `: ${error.detail}` : ''}`.slice(0, 16000), instance: ref };
 }
 
-/** A task execution that stopped waiting: its pointer, its frame suffix, and its endedSeq once its end is recorded. */
+/** A task execution that stopped waiting: its task's pointer, its key, and its endedSeq once its end is recorded. */
 export interface Released {
   pointer: string;
-  suffix: string;
+  at: string;
   endedSeq: number | null;
 }
 
@@ -168,6 +169,7 @@ export function awaitsChild(document: JsonValue, ref: string): boolean {
  */
 export function openSubworkflowsOf(record: WorkflowRecord, within: readonly Released[]): [string, SubworkflowRecord][] {
   const document = record.started.document;
+  const scheme = schemeOf(record.started);
   return Object.entries(record.subworkflows).filter(
     ([at, child]) =>
       child.disposition === undefined &&
@@ -175,8 +177,7 @@ export function openSubworkflowsOf(record: WorkflowRecord, within: readonly Rele
       awaitsChild(document, child.ref) &&
       within.some(
         (execution) =>
-          (child.ref === execution.pointer || child.ref.startsWith(`${execution.pointer}/`)) &&
-          at.slice(child.ref.length).startsWith(execution.suffix) &&
+          ranInside(scheme, execution, child.ref, at) &&
           (execution.endedSeq === null || (record.tasks[at]?.startedSeq ?? Number.MAX_SAFE_INTEGER) < execution.endedSeq),
       ),
   );

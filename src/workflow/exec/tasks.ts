@@ -12,6 +12,7 @@ import { durationMs } from './duration.js';
 import { WorkflowRaise, errorFrom, errorMatches, errorValue, raise } from './dsl-errors.js';
 import type { WorkflowError, WorkflowEvent } from './events.js';
 import { runListen } from './listen.js';
+import { schemeOf, taskKey } from './keys.js';
 import { dispose, openChildrenOf } from './losers.js';
 import { Halted } from './journal.js';
 import { runCall } from './calls.js';
@@ -167,7 +168,8 @@ async function compete(
     await Promise.allSettled(runs.filter((_run, index) => index !== winner));
     await releaseLosers(interpreter, run, branches, winner, frameOf);
     const winning = branches[winner] as TaskEntry;
-    const output = interpreter.record.tasks[winning.pointer + frameOf(winner, run.frame.signal).suffix]?.output ?? null;
+    const winningAt = taskKey(schemeOf(interpreter.record.started), winning.pointer, frameOf(winner, run.frame.signal), 0).at;
+    const output = interpreter.record.tasks[winningAt]?.output ?? null;
     return { output, ended: false };
   } finally {
     run.frame.signal.removeEventListener('abort', stopAll);
@@ -190,11 +192,12 @@ async function releaseLosers(
 ): Promise<void> {
   // The losers' last facts first: a task a loser started is in the record, and recorded cancelled below.
   await interpreter.flush();
-  const losing = branches.flatMap((branch, index) => (index === winner ? [] : [{ pointer: branch.pointer, suffix: frameOf(index, run.frame.signal).suffix }]));
-  const cancelled = losing.flatMap(({ pointer, suffix }) =>
-    interpreter.record.tasks[pointer + suffix]?.state === 'running'
-      ? [{ type: 'task-cancelled' as const, v: 1 as const, at: pointer + suffix, reason: `branch ${winner} won the fork` }]
-      : [],
+  const scheme = schemeOf(interpreter.record.started);
+  const losing = branches.flatMap((branch, index) =>
+    index === winner ? [] : [{ pointer: branch.pointer, at: taskKey(scheme, branch.pointer, frameOf(index, run.frame.signal), 0).at }],
+  );
+  const cancelled = losing.flatMap(({ at }) =>
+    interpreter.record.tasks[at]?.state === 'running' ? [{ type: 'task-cancelled' as const, v: 1 as const, at, reason: `branch ${winner} won the fork` }] : [],
   );
   const principalId = interpreter.record.started.principalId;
   const disposed: WorkflowEvent[] = [];
@@ -204,7 +207,7 @@ async function releaseLosers(
   const released = await releaseSubworkflows(
     interpreter,
     run.at,
-    losing.map(({ pointer, suffix }) => ({ pointer, suffix, endedSeq: interpreter.record.tasks[pointer + suffix]?.endedSeq ?? null })),
+    losing.map(({ pointer, at }) => ({ pointer, at, endedSeq: interpreter.record.tasks[at]?.endedSeq ?? null })),
   );
   const events = [...cancelled, ...disposed, ...released];
   if (events.length > 0) await interpreter.propose({ command: 'fork-cancel-losers', events });
