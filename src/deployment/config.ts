@@ -412,10 +412,11 @@ export async function buildDeployment(config: DeploymentConfig, options: BuildOp
     });
   }
   // The store is opened last among the checks: nothing above can leave it open.
-  // A jetstream: store's server may still be starting: waited out within the start-up wait.
+  // A jetstream: store's server may still be starting: waited out within the start-up wait, in
+  // real time (it waits on a real server; an injected clock that stands still must not make it endless).
   const store = await openStore(config.store, {
     clock,
-    startup: startupWait(() => clock.nowMs()),
+    startup: startupWait(),
     ...(options.log ? { notice: (line: string) => options.log?.(line) } : {}),
   });
   try {

@@ -78,7 +78,8 @@ test('a bundle in a reserved namespace is refused with the root named', () => {
   assert.equal(loadBundle(withNamespace('convoker.v1')).bundle.subjectNamespace, 'convoker.v1');
 });
 
-test('a deployment whose jetstream store prefix overlaps a bundle namespace is refused before anything is opened', async () => {
+// Bounded: with the injected clock standing still, a start-up wait measured by that clock never ended.
+test('a deployment whose jetstream store prefix overlaps a bundle namespace is refused before anything is opened', { timeout: 60_000 }, async () => {
   const dir = await mkdtemp(join(tmpdir(), 'convoke-reserved-'));
   try {
     await writeFile(join(dir, 'b.json'), JSON.stringify(withNamespace('acme.orders')));

@@ -119,10 +119,8 @@ async function assembleNats(
   const phases = new StartupPhases(clock, log);
   const namespaces = [...new Set(parts.compiled.map((b) => b.bundle.subjectNamespace))];
   // One start-up wait for everything: a server that does not listen yet, a JetStream that does not answer yet.
-  const startup = startupWait(
-    () => clock.nowMs(),
-    (what, detail, waitMs) => log(`start-up: ${what} not ready (${detail}); trying again in ${waitMs} ms`),
-  );
+  // In real time, as its sleeps are: an injected clock that stands still must not make it endless.
+  const startup = startupWait(Date.now, (what, detail, waitMs) => log(`start-up: ${what} not ready (${detail}); trying again in ${waitMs} ms`));
   const connect = connector(settings, login, startup);
   const nc = await connect('coordinator');
   closers.push(() => nc.drain().catch(() => nc.close()));
