@@ -2,6 +2,9 @@ export type JsonPrimitive = string | number | boolean | null;
 export type JsonValue = JsonPrimitive | JsonValue[] | { [key: string]: JsonValue };
 export type JsonObject = { [key: string]: JsonValue };
 
+/** Whether a value is a JSON object (not null, not an array). */
+export const isObject = (value: unknown): value is JsonObject => typeof value === 'object' && value !== null && !Array.isArray(value);
+
 /** Structural equality of JSON values (object key order ignored). */
 export function jsonEquals(a: JsonValue | undefined, b: JsonValue | undefined): boolean {
   if (a === b) return true;

@@ -11,10 +11,8 @@
  * and bearer are supported; digest, oauth2, oidc and certificate are refused as `unsupported`.
  */
 import { invalidInput, unsupported } from '../contract/errors.js';
-import type { JsonObject, JsonValue } from '../contract/json.js';
+import { isObject, type JsonObject, type JsonValue } from '../contract/json.js';
 import { mentionsSecrets } from './secrets.js';
-
-const isObject = (value: JsonValue | undefined): value is JsonObject => typeof value === 'object' && value !== null && !Array.isArray(value);
 
 const schemes = ['basic', 'bearer', 'digest', 'oauth2', 'oidc', 'certificate'] as const;
 /** The credential fields of each supported scheme. */

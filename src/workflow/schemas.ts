@@ -14,7 +14,7 @@
 import { Ajv, type ValidateFunction } from 'ajv';
 import { invalidInput, unsupported } from '../contract/errors.js';
 import { jsonPointer } from '../contract/ijson.js';
-import type { JsonObject, JsonValue } from '../contract/json.js';
+import { isObject, type JsonObject, type JsonValue } from '../contract/json.js';
 import { limits } from '../contract/limits.js';
 import { describeErrors } from '../contract/validation.js';
 
@@ -33,8 +33,6 @@ export interface DocumentSchemas {
 const ajv = new Ajv({ allErrors: true, strict: false, allowUnionTypes: true, addUsedSchema: false });
 
 const compiled = new WeakMap<object, DocumentSchemas>();
-
-const isObject = (value: JsonValue | undefined): value is JsonObject => typeof value === 'object' && value !== null && !Array.isArray(value);
 
 /** The description of a failed validation, bounded (it goes into a recorded error). */
 const problemBytesMax = 2048;

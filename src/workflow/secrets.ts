@@ -22,7 +22,7 @@
  */
 import { invalidInput, unsupported } from '../contract/errors.js';
 import { jsonPointer } from '../contract/ijson.js';
-import type { JsonObject, JsonValue } from '../contract/json.js';
+import { isObject, type JsonObject, type JsonValue } from '../contract/json.js';
 
 /** What a recorded value shows in place of a secret's. */
 export const redacted = '[redacted]';
@@ -30,8 +30,6 @@ export const redacted = '[redacted]';
 const mention = /\$secrets\b/;
 const named = /\$secrets\.([A-Za-z_][A-Za-z0-9_]*)/g;
 const wholeExpression = /^\s*\$\{[\s\S]*\}\s*$/;
-
-const isObject = (value: JsonValue | undefined): value is JsonObject => typeof value === 'object' && value !== null && !Array.isArray(value);
 
 /** The secret names an expression reads (`$secrets.<name>`). */
 export function secretNames(expression: string): string[] {

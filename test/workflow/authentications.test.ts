@@ -22,7 +22,7 @@ import { JqWorkerEvaluator } from '../../src/workflow/exec/jq.js';
 import { workflowStreams } from '../../src/workflow/exec/streams.js';
 import { seededRandom } from '../../src/runtime/random.js';
 import { repoRoot } from '../support/assertions.js';
-import { assertReplayEqual, headerEchoServer, yaml } from './support.js';
+import { assertReplayEqual, headerEchoServer, yaml, refused } from './support.js';
 
 const token = 'tok-named-5be0c1';
 const password = 'pw-named-7e2a90';
@@ -91,19 +91,6 @@ test('named policies: the request carries the credential from the secrets; the l
     await server.close();
   }
 });
-
-function refused(run: () => unknown, kind: AdapterErrorKind, pointer: string, says: RegExp): void {
-  try {
-    run();
-  } catch (error) {
-    assert.ok(isAdapterError(error), String(error));
-    assert.equal(error.kind, kind, error.message);
-    assert.ok(error.description?.startsWith(`${pointer}:`), `names ${pointer}: ${error.message}`);
-    assert.match(error.description ?? '', says);
-    return;
-  }
-  assert.fail('accepted');
-}
 
 const withPolicy = (authentications: string, authentication = '{ use: p }') =>
   yaml(`

@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { loadBundle } from '../../src/contract/bundle.js';
-import { isAdapterError, type AdapterErrorKind } from '../../src/contract/errors.js';
+import { isAdapterError } from '../../src/contract/errors.js';
 import { parseStrict } from '../../src/contract/ijson.js';
 import type { JsonObject, JsonValue } from '../../src/contract/json.js';
 import { limits } from '../../src/contract/limits.js';
@@ -16,21 +16,9 @@ import { checkBundleWorkflows } from '../../src/workflow/dsl/bundle.js';
 import { checkDocument } from '../../src/workflow/exec/document.js';
 import { documentSchemas } from '../../src/workflow/schemas.js';
 import { repoRoot } from '../support/assertions.js';
-import { yaml } from './support.js';
+import { yaml, refused } from './support.js';
 
 const schema = (document: JsonValue): JsonObject => ({ format: 'json', document });
-
-function refused(run: () => unknown, kind: AdapterErrorKind, pointer: string): string {
-  try {
-    run();
-  } catch (error) {
-    assert.ok(isAdapterError(error), String(error));
-    assert.equal(error.kind, kind, error.message);
-    assert.ok(error.description?.startsWith(`${pointer}:`), `names ${pointer}: ${error.message}`);
-    return error.description ?? '';
-  }
-  assert.fail('accepted');
-}
 
 const everywhere = yaml(`
 document: { dsl: '1.0.3', namespace: t, name: everywhere, version: '1.0.0' }

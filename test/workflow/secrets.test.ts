@@ -11,7 +11,7 @@ import { join } from 'node:path';
 import { MemoryEventStore } from '../../src/adapters/store/memory.js';
 import { loadBundle } from '../../src/contract/bundle.js';
 import { SystemClock } from '../../src/contract/clock.js';
-import { isAdapterError, type AdapterErrorKind } from '../../src/contract/errors.js';
+import { isAdapterError } from '../../src/contract/errors.js';
 import { parseStrict } from '../../src/contract/ijson.js';
 import type { JsonObject, JsonValue } from '../../src/contract/json.js';
 import { readWorkflowSecrets } from '../../src/cli/workflow-secrets.js';
@@ -23,7 +23,7 @@ import { workflowStreams } from '../../src/workflow/exec/streams.js';
 import { seededRandom } from '../../src/runtime/random.js';
 import { readFileSync } from 'node:fs';
 import { repoRoot } from '../support/assertions.js';
-import { assertReplayEqual, headerEchoServer, yaml } from './support.js';
+import { assertReplayEqual, headerEchoServer, yaml, refused } from './support.js';
 
 const token = 'tok-3f9a1c77e2';
 const password = 'pw-81d0b4';
@@ -114,18 +114,6 @@ test('a secret the deployment does not provide faults the call with an authoriza
     await server.close();
   }
 });
-
-function refused(run: () => unknown, kind: AdapterErrorKind, pointer: string): void {
-  try {
-    run();
-  } catch (error) {
-    assert.ok(isAdapterError(error), String(error));
-    assert.equal(error.kind, kind, error.message);
-    assert.ok(error.description?.startsWith(`${pointer}:`), `names ${pointer}: ${error.message}`);
-    return;
-  }
-  assert.fail('accepted');
-}
 
 test('$secrets anywhere its result would be recorded is refused as unsupported; an undeclared name is invalid', () => {
   const base = (task: string) =>

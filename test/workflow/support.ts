@@ -9,6 +9,7 @@ import type { AddressInfo } from 'node:net';
 import { parse as parseYaml } from 'yaml';
 import { SystemClock, type Clock } from '../../src/contract/clock.js';
 import type { CloudEventSink } from '../../src/contract/cloudevents.js';
+import { isAdapterError, type AdapterErrorKind } from '../../src/contract/errors.js';
 import type { JsonValue } from '../../src/contract/json.js';
 import type { EventStore } from '../../src/adapters/store/types.js';
 import { MemoryEventStore } from '../../src/adapters/store/memory.js';
@@ -112,4 +113,21 @@ export async function headerEchoServer(
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const { port } = server.address() as AddressInfo;
   return { url: `http://127.0.0.1:${port}`, seen, close: () => new Promise((resolve) => server.close(() => resolve())) };
+}
+
+/**
+ * Asserts that `run` throws an AdapterError of `kind` whose description names `pointer` first
+ * (and matches `says`, when given); answers the description.
+ */
+export function refused(run: () => unknown, kind: AdapterErrorKind, pointer: string, says?: RegExp): string {
+  try {
+    run();
+  } catch (error) {
+    assert.ok(isAdapterError(error), String(error));
+    assert.equal(error.kind, kind, error.message);
+    assert.ok(error.description?.startsWith(`${pointer}:`), `names ${pointer}: ${error.message}`);
+    if (says) assert.match(error.description ?? '', says);
+    return error.description ?? '';
+  }
+  assert.fail('accepted');
 }

@@ -9,13 +9,14 @@
  */
 import { assert, invalidInput, unsupported } from '../../contract/errors.js';
 import { jsonPointer } from '../../contract/ijson.js';
-import { jsonEquals, type JsonObject, type JsonValue } from '../../contract/json.js';
+import { isObject, jsonEquals, type JsonObject, type JsonValue } from '../../contract/json.js';
 import { limits } from '../../contract/limits.js';
 import type { Interaction } from '../../contract/types.js';
 import { compileApplicationSchema, describeErrors } from '../../contract/validation.js';
 import { documentSchemas } from '../schemas.js';
 import { checkAuthenticationPolicy, checkCallAuthentication } from '../authentication.js';
 import { authenticationPlaces, checkSecretUses, valueAt } from '../secrets.js';
+import { namesWorkflow, refusedCallTypes, type WorkflowRef } from '../refs.js';
 import { workflowDslVersion } from '../version.js';
 import { checkContractCallWith, contractFunctionDefinition, contractFunctionName } from './contract-function.js';
 import { checkDeterministicJq, checkDeterministicText, isRuntimeExpression } from './expressions.js';
@@ -30,7 +31,6 @@ export interface EnclosingContract {
 /** Task types the executor runs (the first wave); `run` is the one the DSL has beyond these. */
 export const supportedTaskTypes = ['call', 'do', 'fork', 'emit', 'for', 'listen', 'raise', 'set', 'switch', 'try', 'wait'] as const;
 const taskTypes = [...supportedTaskTypes, 'run'] as const;
-const refusedCalls = new Set(['grpc', 'asyncapi', 'a2a', 'mcp']);
 const flowKeywords = new Set(['continue', 'exit', 'end']);
 
 /** What the walk learned about a document. */
@@ -44,18 +44,7 @@ export interface DocumentFacts {
   runs: { where: string; ref: WorkflowRef }[];
 }
 
-/** The workflow a `run: workflow` task names (`version` undefined for `latest`). */
-export interface WorkflowRef {
-  namespace: string;
-  name: string;
-  version: string | undefined;
-}
-
-/** Whether a document header is the workflow a reference names (`name` its name in the bundle, when given). */
-export function namesWorkflow(document: JsonObject, ref: WorkflowRef, name?: string): boolean {
-  const head = isObject(document.document) ? document.document : {};
-  return head.namespace === ref.namespace && (name ?? head.name) === ref.name && (ref.version === undefined || head.version === ref.version);
-}
+export { namesWorkflow, type WorkflowRef };
 
 /** The message of a `run: workflow` reference that resolves to nothing beside it. */
 export const unresolvedRun = (where: string, ref: WorkflowRef, beside: string): string =>
@@ -68,7 +57,6 @@ interface Walk {
   facts: DocumentFacts;
 }
 
-const isObject = (v: JsonValue | undefined): v is JsonObject => typeof v === 'object' && v !== null && !Array.isArray(v);
 const at = (base: string, ...segments: (string | number)[]) => base + jsonPointer(segments);
 const names = (v: JsonValue | undefined): Set<string> => new Set(isObject(v) ? Object.keys(v) : []);
 
@@ -242,7 +230,7 @@ function checkCall(walk: Walk, name: string, task: JsonObject, where: string): v
     return;
   }
   if (call === 'openapi') return checkOpenApiCall(walk, name, task.with, where);
-  if (refusedCalls.has(call)) {
+  if (refusedCallTypes.has(call)) {
     throw unsupported(
       `${where}: task "${name}" is call ${call}: convoke calls HTTP services (directly or through their OpenAPI document) and contracts only (grpc, asyncapi, a2a and mcp are not supported)`,
     );

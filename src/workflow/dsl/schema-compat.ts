@@ -22,7 +22,7 @@
  *     incompatible unless the schemas are equal. Keywords in `from` only narrow its values, so an
  *     unknown one there is ignored (treating `from` as wider than it is: still sound).
  */
-import { jsonEquals, type JsonObject, type JsonValue } from '../../contract/json.js';
+import { isObject, jsonEquals, type JsonObject, type JsonValue } from '../../contract/json.js';
 
 /** Why a schema is not proven compatible: a path into the schemas and a reason; undefined when compatible. */
 export interface Incompatibility {
@@ -58,7 +58,6 @@ const lowerBounds = ['minimum', 'exclusiveMinimum', 'minLength', 'minItems', 'mi
 const upperBounds = ['maximum', 'exclusiveMaximum', 'maxLength', 'maxItems', 'maxProperties'] as const;
 const sameValue = ['pattern', 'format', 'multipleOf'] as const;
 
-const isObject = (v: JsonValue | undefined): v is JsonObject => typeof v === 'object' && v !== null && !Array.isArray(v);
 const escape = (key: string) => key.replace(/~/g, '~0').replace(/\//g, '~1');
 
 /** The schema without annotations; `true` is `{}`. */

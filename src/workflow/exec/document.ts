@@ -5,11 +5,12 @@
  * naming the task and its JSON Pointer — an instance never starts to fail half-way for it.
  */
 import { AdapterError, invalidInput, unsupported } from '../../contract/errors.js';
-import type { JsonObject, JsonValue } from '../../contract/json.js';
+import { isObject, type JsonObject, type JsonValue } from '../../contract/json.js';
 import { limits } from '../../contract/limits.js';
 import { documentSchemas } from '../schemas.js';
 import { checkAuthenticationPolicy, checkCallAuthentication } from '../authentication.js';
 import { authenticationPlaces, checkSecretUses, valueAt } from '../secrets.js';
+import { namesWorkflow, refusedCallTypes, type WorkflowRef } from '../refs.js';
 import { workflowDslVersion } from '../version.js';
 import { durationMs } from './duration.js';
 import { escapePointer, forEachExpression, isExpression, nondeterminismProblem, pointerOf, programOf } from './expressions.js';
@@ -23,7 +24,7 @@ export interface TaskEntry {
   pointer: string;
 }
 
-export const isObject = (value: unknown): value is JsonObject => typeof value === 'object' && value !== null && !Array.isArray(value);
+export { isObject };
 
 /**
  * A reusable component: `value` itself, or — when it is a string — the component of that name in
@@ -60,11 +61,8 @@ export function entriesOf(list: JsonValue | undefined, base: string): TaskEntry[
 }
 
 /** What a `run: workflow` task names: the workflow (`version` absent or `latest`: whichever version the bundle pins). */
-export interface SubworkflowRef {
-  namespace: string;
-  name: string;
-  version: string | undefined;
-}
+/** A `run: workflow` reference (refs.ts). */
+export type SubworkflowRef = WorkflowRef;
 
 /** Whether a `run: workflow` reference names a workflow the instance can run (the bundle's, or the document itself). */
 export type ResolvesWorkflow = (ref: SubworkflowRef) => boolean;
@@ -80,12 +78,10 @@ export function subworkflowRefOf(task: JsonObject): SubworkflowRef | undefined {
 
 /** Whether a document is the workflow a reference names (its header's namespace, name and, unless `latest`, version). */
 export function isWorkflowNamed(document: JsonValue, ref: SubworkflowRef): boolean {
-  const head = isObject(document) && isObject(document.document) ? document.document : undefined;
-  return !!head && head.namespace === ref.namespace && head.name === ref.name && (ref.version === undefined || head.version === ref.version);
+  return namesWorkflow(document, ref);
 }
 
 const contractFunction = 'invoke-contract';
-const refusedCalls = new Set(['grpc', 'asyncapi', 'a2a', 'mcp']);
 const expressionFields = ['if'];
 
 /** Documents already checked against themselves alone, with their workflow's name: kept per document object, as its compiled schemas are (schemas.ts). */
@@ -288,7 +284,7 @@ function checkCall(task: JsonObject, pointer: string, checking: Checking): void 
     }
     return;
   }
-  if (typeof call === 'string' && refusedCalls.has(call)) throw unsupported(`${pointer}: call ${call} is not supported by this executor`);
+  if (typeof call === 'string' && refusedCallTypes.has(call)) throw unsupported(`${pointer}: call ${call} is not supported by this executor`);
   throw unsupported(`${pointer}: call ${JSON.stringify(call)} does not resolve (this executor calls http, openapi and ${contractFunction})`);
 }
 

@@ -18,11 +18,9 @@
  */
 import { parseDocument } from 'yaml';
 import { BoundedMap } from '../../contract/bounded-map.js';
-import type { JsonObject, JsonValue } from '../../contract/json.js';
+import { isObject, type JsonObject, type JsonValue } from '../../contract/json.js';
 import { limits } from '../../contract/limits.js';
 import { raise, type WorkflowRaise } from './dsl-errors.js';
-
-const isObject = (value: JsonValue | undefined): value is JsonObject => typeof value === 'object' && value !== null && !Array.isArray(value);
 
 export type ParameterLocation = 'path' | 'query' | 'header' | 'cookie' | 'formData';
 
