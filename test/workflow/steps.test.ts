@@ -59,6 +59,26 @@ async function logOf(store: MemoryEventStore, instanceId: string): Promise<Store
 
 const described = (event: WorkflowEvent): string => ('at' in event ? `${event.type} ${event.at}` : event.type);
 
+/**
+ * A new memory store holding the first `upTo` transitions of `log` for `instanceId`, as a worker
+ * that stopped there left them: its lease already ended, so another worker takes the instance
+ * over at once.
+ */
+async function storeStoppedAt(log: { transition: WorkflowTransition }[], upTo: number, instanceId: string, clock: SystemClock): Promise<MemoryEventStore> {
+  const store = new MemoryEventStore({ clock });
+  const stopped = log.slice(0, upTo).map((stored) => {
+    if (!stored.transition.events.some((event) => event.type === 'lease-acquired')) return stored;
+    const events = stored.transition.events.map((event) => (event.type === 'lease-acquired' ? { ...event, untilMs: clock.nowMs() - 1 } : event));
+    return { ...stored, transition: { ...stored.transition, events } };
+  });
+  const streams = workflowStreams(store);
+  const [first, ...rest] = stopped;
+  assert.ok(first);
+  assert.equal((await streams.create(instanceId, first.transition)).kind, 'ok');
+  for (const [index, stored] of rest.entries()) assert.equal((await streams.append(instanceId, String(index + 1), stored.transition)).kind, 'ok');
+  return store;
+}
+
 test('a three-stage contract pipeline is four transitions: the start with its lease and the first call, one per later call carrying what came before it, the end', async () => {
   const clock = new SystemClock();
   const store = new MemoryEventStore({ clock });
@@ -301,18 +321,8 @@ test('a log written one event per transition folds and replays to the same insta
 
     // The same instance, stopped in the old layout just after its first call started (its worker gone, its lease ended):
     // written to another store, another worker resumes it from there and finishes it.
-    const elsewhere = new MemoryEventStore({ clock });
     const upTo = old.findIndex((entry) => entry.transition.events[0]?.type === 'call-started') + 1;
-    const stopped = old.slice(0, upTo).map((entry) => {
-      const [event] = entry.transition.events;
-      if (event?.type !== 'lease-acquired') return entry;
-      return { ...entry, transition: { ...entry.transition, events: [{ ...event, untilMs: clock.nowMs() - 1 }] } };
-    });
-    const streams = workflowStreams(elsewhere);
-    const [first, ...rest] = stopped;
-    assert.ok(first);
-    assert.equal((await streams.create(done.instanceId, first.transition)).kind, 'ok');
-    for (const [index, entry] of rest.entries()) assert.equal((await streams.append(done.instanceId, String(index + 1), entry.transition)).kind, 'ok');
+    const elsewhere = await storeStoppedAt(old, upTo, done.instanceId, clock);
     b = harness({ store: elsewhere, clock, invocations: embedded.coordinator, worker: 'worker-b' });
     const resumed = await b.executor.wait(done.instanceId, 10_000);
     assert.equal(resumed.status, 'completed', JSON.stringify(resumed.error));
@@ -405,18 +415,8 @@ test('a log written with every value in full (before values were referred to) fo
 
     // Stopped in the old shape after its second call started (its lease ended): another worker resumes it, and
     // what it writes next refers to values the old part of the log wrote in full.
-    const elsewhere = new MemoryEventStore({ clock });
     const upTo = old.findIndex((stored) => stored.transition.events.some((event) => event.type === 'child-bound' && event.at === '/do/1/publish')) + 1;
-    const stopped = old.slice(0, upTo).map((stored, index) => {
-      if (index > 0) return stored;
-      const events = stored.transition.events.map((event) => (event.type === 'lease-acquired' ? { ...event, untilMs: clock.nowMs() - 1 } : event));
-      return { ...stored, transition: { ...stored.transition, events } };
-    });
-    const streams = workflowStreams(elsewhere);
-    const [first, ...rest] = stopped;
-    assert.ok(first);
-    assert.equal((await streams.create(done.instanceId, first.transition)).kind, 'ok');
-    for (const [index, stored] of rest.entries()) assert.equal((await streams.append(done.instanceId, String(index + 1), stored.transition)).kind, 'ok');
+    const elsewhere = await storeStoppedAt(old, upTo, done.instanceId, clock);
     b = harness({ store: elsewhere, clock, invocations: embedded.coordinator, worker: 'worker-b' });
     const resumed = await b.executor.wait(done.instanceId, 10_000);
     assert.equal(resumed.status, 'completed', JSON.stringify(resumed.error));
@@ -481,17 +481,7 @@ test('a log whose start does not carry the first task (before the two were one a
     // Stopped in the old shape after its start alone, and after its first call's binding (its worker gone, its lease
     // ended): another worker resumes each and finishes it with the same operations under the same keys.
     for (const upTo of [1, 2]) {
-      const elsewhere = new MemoryEventStore({ clock });
-      const stopped = old.slice(0, upTo).map((stored, index) => {
-        if (index > 0) return stored;
-        const events = stored.transition.events.map((event) => (event.type === 'lease-acquired' ? { ...event, untilMs: clock.nowMs() - 1 } : event));
-        return { ...stored, transition: { ...stored.transition, events } };
-      });
-      const streams = workflowStreams(elsewhere);
-      const [first, ...rest] = stopped;
-      assert.ok(first);
-      assert.equal((await streams.create(done.instanceId, first.transition)).kind, 'ok');
-      for (const [index, stored] of rest.entries()) assert.equal((await streams.append(done.instanceId, String(index + 1), stored.transition)).kind, 'ok');
+      const elsewhere = await storeStoppedAt(old, upTo, done.instanceId, clock);
       const b = harness({ store: elsewhere, clock, invocations: embedded.coordinator, worker: `worker-b${upTo}` });
       resumed.push(b);
       const record = await b.executor.wait(done.instanceId, 10_000);
