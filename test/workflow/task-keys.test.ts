@@ -1,8 +1,10 @@
 /**
  * Task execution keys (src/workflow/exec/keys.ts): two executions of the same task never share a
- * key, whatever flow directives revisit it or its enclosing tasks; logs written under the first
- * key scheme still fold, replay and resume under it; documents without revisits keep the keys
- * they always had. Every finished instance is checked against its replay.
+ * key, whatever flow directives revisit it or its enclosing tasks, and whatever tries retry it or
+ * its enclosing tasks; logs written under the earlier key schemes still fold, replay and resume
+ * under theirs; documents without revisits or retries keep the keys they always had. Every
+ * finished instance is checked against its replay. The property over generated nestings is in
+ * task-keys-property.test.ts.
  */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
@@ -15,7 +17,7 @@ import type { WorkflowRecord } from '../../src/workflow/exec/record.js';
 import { workflowStreams } from '../../src/workflow/exec/streams.js';
 import { ranInside, splitKey } from '../../src/workflow/exec/keys.js';
 import { workflowInstanceId } from '../../src/workflow/ids.js';
-import { assertReplayEqual, harness, runToEnd, yaml } from './support.js';
+import { assertReplayEqual, harness, headerEchoServer, runToEnd, yaml } from './support.js';
 
 const head = (name: string) => `document: { dsl: '1.0.3', namespace: test, name: ${name}, version: '1.0.0' }\n`;
 
@@ -77,16 +79,29 @@ test('a task revisited inside each execution of a revisited task: every executio
 });
 
 /**
- * Starts an instance as an executor did before key schemes were recorded: its start carries no
- * `keys` (scheme 1). The start's lease has already ended, so the next worker to resume takes it.
+ * Starts an instance as an earlier executor did: its start carries no `keys` (scheme 1, before
+ * key schemes were recorded) or `keys: 2`. The start's lease has already ended, so the next
+ * worker to resume takes it.
  */
-async function startBeforeSchemes(store: MemoryEventStore, document: JsonValue, input: JsonValue, key: string): Promise<string> {
+async function startUnder(scheme: 1 | 2, store: MemoryEventStore, document: JsonValue, input: JsonValue, key: string): Promise<string> {
   const bundleDigest = `sha256:${sha256Hex(canonicalJson(document))}`;
   const workflowName = String(((document as JsonObject).document as JsonObject).name);
   const instanceId = workflowInstanceId('alice', bundleDigest, workflowName, key);
   const transition: WorkflowTransition = {
     events: [
-      { type: 'workflow-started', v: 1, instanceId, principalId: 'alice', invocationKey: key, workflowName, bundleDigest, document, input, timeoutMs: null },
+      {
+        type: 'workflow-started',
+        v: 1,
+        instanceId,
+        principalId: 'alice',
+        invocationKey: key,
+        workflowName,
+        bundleDigest,
+        document,
+        input,
+        timeoutMs: null,
+        ...(scheme === 2 ? { keys: 2 as const } : {}),
+      },
       { type: 'lease-acquired', v: 1, worker: 'an-older-executor', epoch: 1, untilMs: Date.now() - 1000 },
     ],
     timeGuard: { notBeforeMs: Number.MIN_SAFE_INTEGER, notAfterMs: Number.MAX_SAFE_INTEGER },
@@ -119,11 +134,11 @@ async function until(what: string, check: () => Promise<boolean>): Promise<void>
   assert.fail(`timed out waiting for ${what}`);
 }
 
-test('new instances record key scheme 2 in their start; the start event schema accepts it, and no other value', async () => {
+test('new instances record key scheme 3 in their start; the start event schema accepts it, 2 and none, and no other value', async () => {
   const h = harness();
   try {
     const record = await runToEnd(h, yaml(`${head('scheme')}do:\n  - one:\n      set: { a: 1 }\n`), {}, 'scheme');
-    assert.equal(record.started.keys, 2);
+    assert.equal(record.started.keys, 3);
     const start = await startOf(h.store as MemoryEventStore, record.instanceId);
     assert.equal(workflowTransitionProblem(start), undefined);
     const { keys: _keys, ...old } = start.events[0] as unknown as JsonObject;
@@ -132,11 +147,17 @@ test('new instances record key scheme 2 in their start; the start event schema a
       undefined,
       'a start without keys (scheme 1)',
     );
-    assert.match(
-      workflowTransitionProblem({ ...start, events: [{ ...old, keys: 3 } as unknown as WorkflowEvent, ...start.events.slice(1)] }) ?? '',
-      /keys/,
-      'an unknown scheme is refused',
+    assert.equal(
+      workflowTransitionProblem({ ...start, events: [{ ...old, keys: 2 } as unknown as WorkflowEvent, ...start.events.slice(1)] }),
+      undefined,
+      'a start with keys 2 (scheme 2)',
     );
+    for (const keys of [1, 4, '3'])
+      assert.match(
+        workflowTransitionProblem({ ...start, events: [{ ...old, keys } as unknown as WorkflowEvent, ...start.events.slice(1)] }) ?? '',
+        /keys/,
+        `an unknown scheme (${JSON.stringify(keys)}) is refused`,
+      );
   } finally {
     await h.close();
   }
@@ -177,7 +198,7 @@ test('a log written before key schemes (scheme 1): it folds, replays equal, and 
   const clock = new SystemClock();
   const store = new MemoryEventStore({ clock });
   const counting = countingFetch();
-  const instanceId = await startBeforeSchemes(store, waitsInRevisit, { calls: [] }, 'old-log');
+  const instanceId = await startUnder(1, store, waitsInRevisit, { calls: [] }, 'old-log');
   const a = harness({ store, clock, fetch: counting.fetcher });
   try {
     await a.executor.resume();
@@ -205,7 +226,7 @@ test('a log written before key schemes (scheme 1): it folds, replays equal, and 
   }
 });
 
-test('the same document started now (scheme 2): the revisit marker on the segment of the task revisited', async () => {
+test('the same document started now (scheme 3, as under scheme 2): the revisit marker on the segment of the task revisited', async () => {
   const counting = countingFetch();
   const h = harness({ fetch: counting.fetcher });
   try {
@@ -279,29 +300,109 @@ const withoutRevisits = [
 `,
 ];
 
-test('documents that revisit nothing: the same keys under both schemes, byte for byte', async () => {
+/**
+ * The third document's retries under scheme 3: each `(n)` on the try's segment, not after the
+ * key of the task the attempt ran (its retry timers, `${at}(n)>retry`, as under every scheme).
+ */
+const attemptOnSegment = (key: string): string => key.replace(/^(\/do\/0\/attempt)(\/try\/[^(>]*)(\([0-9]+\))/, '$1$3$2');
+
+test('documents that revisit nothing: the same keys under the three schemes, byte for byte, but for retried attempts under scheme 3', async () => {
   for (const [index, text] of withoutRevisits.entries()) {
     const document = yaml(`${head(`plain-${index}`)}${text}`);
     const input = { items: [1, 2, 3] };
     const runs: string[][] = [];
-    for (const old of [true, false]) {
+    for (const scheme of [1, 2, 3] as const) {
       const h = harness({ fetch: countingFetch().fetcher });
       try {
         let record: WorkflowRecord;
-        if (old) {
-          const instanceId = await startBeforeSchemes(h.store as MemoryEventStore, document, input, `plain-${index}`);
+        if (scheme !== 3) {
+          const instanceId = await startUnder(scheme, h.store as MemoryEventStore, document, input, `plain-${index}`);
           await h.executor.resume();
           record = await h.executor.wait(instanceId, 10_000);
           await assertReplayEqual(h, instanceId);
         } else record = await runToEnd(h, document, input, `plain-${index}`);
         assert.equal(record.status, 'completed', JSON.stringify(record.error));
-        assert.equal(record.started.keys, old ? undefined : 2);
+        assert.equal(record.started.keys, scheme === 1 ? undefined : scheme);
         runs.push(keysOf(record));
       } finally {
         await h.close();
       }
     }
-    assert.deepEqual(runs[1], runs[0], `document ${index}: the same keys`);
+    const [one, two, three] = runs as [string[], string[], string[]];
+    assert.deepEqual(two, one, `document ${index}: the same keys under schemes 1 and 2`);
+    assert.deepEqual(three, two.map(attemptOnSegment).sort(), `document ${index}: scheme 3 moves only the attempt markers`);
+    if (index === 2) {
+      assert.notDeepEqual(three, two, 'the retried attempts are keyed differently');
+      assert.ok(three.includes('/do/0/attempt(3)/try/0/flaky') && two.includes('/do/0/attempt/try/0/flaky(3)'));
+    } else assert.deepEqual(three, two);
+  }
+});
+
+/**
+ * A try whose first attempt fails (the first request answers n = 1) and whose second waits long
+ * after its request, so a worker can be stopped there: under scheme 2 the second attempt's
+ * request is `/do/0/attempt/try/0/ping(2)`, under scheme 3 `/do/0/attempt(2)/try/0/ping`.
+ */
+const retriesThenWaits = yaml(`${head('scheme-2-log')}do:
+  - attempt:
+      try:
+        - ping:
+            call: http
+            with: { method: get, endpoint: 'http://counter.test/ping' }
+        - check:
+            switch:
+              - first: { when: '\${ .n == 1 }', then: fail }
+              - later: { then: pause }
+        - fail:
+            raise:
+              error: { type: 'https://example.test/first', status: 503 }
+        - pause:
+            wait: { milliseconds: 400 }
+      catch:
+        errors: { with: { status: 503 } }
+        retry:
+          delay: { milliseconds: 1 }
+          limit: { attempt: { count: 2 } }
+`);
+
+test('a log written under scheme 2: it folds, replays equal, and a worker resuming it finds its facts under the scheme 2 keys', async () => {
+  const clock = new SystemClock();
+  const store = new MemoryEventStore({ clock });
+  const counting = countingFetch();
+  const instanceId = await startUnder(2, store, retriesThenWaits, {}, 'scheme-2-log');
+  const a = harness({ store, clock, fetch: counting.fetcher });
+  try {
+    await a.executor.resume();
+    // The worker stops in the try's second attempt, waiting, its ping answered (under its scheme 2 key).
+    await until('the second ping answered', async () => (await a.executor.get(instanceId))?.steps['/do/0/attempt/try/0/ping(2)>http'] !== undefined);
+  } finally {
+    await a.close();
+  }
+  const stopped = await a.executor.replay(instanceId);
+  assert.ok(stopped);
+  assert.equal(stopped.started.keys, 2);
+  assert.equal(stopped.status, 'running');
+
+  const b = harness({ store, clock, fetch: counting.fetcher });
+  try {
+    await b.executor.resume();
+    const record = await b.executor.wait(instanceId, 10_000);
+    assert.equal(record.status, 'completed', JSON.stringify(record.error));
+    assert.equal(counting.calls.length, 2, 'the resumed worker found the second answer recorded: no request made again');
+    assert.deepEqual(record.output, { n: 2 });
+    assert.deepEqual(Object.keys(record.tasks).sort(), [
+      '/do/0/attempt',
+      '/do/0/attempt/try/0/ping',
+      '/do/0/attempt/try/0/ping(2)',
+      '/do/0/attempt/try/1/check',
+      '/do/0/attempt/try/1/check(2)',
+      '/do/0/attempt/try/2/fail',
+      '/do/0/attempt/try/3/pause(2)',
+    ]);
+    assert.deepEqual(Object.keys(record.timers).sort(), ['/do/0/attempt(1)>retry', '/do/0/attempt/try/3/pause(2)>wait']);
+    await assertReplayEqual(b, instanceId);
+  } finally {
+    await b.close();
   }
 });
 
@@ -324,4 +425,94 @@ test('which executions ran inside which: scheme 2 tells the revisits of an enclo
   assert.deepEqual(splitKey(2, '/do/0/a~1b/do/1/x', '/do/0/a~1b~2/do/1/x~1[3](2)'), { marked: '/do/0/a~1b~2/do/1/x~1', suffix: '[3](2)' });
   assert.deepEqual(splitKey(1, '/do/0/a~1b/do/1/x', '/do/0/a~1b/do/1/x~2~1[3]'), { marked: '/do/0/a~1b/do/1/x', suffix: '~2~1[3]' });
   assert.throws(() => splitKey(2, '/do/0/a/do/1/x', '/do/0/b/do/1/x'), /not a key of task/);
+});
+
+test('which executions ran inside which under scheme 3: a try execution holds every one of its attempts; the attempt marker sits on its segment', () => {
+  const outer = { pointer: '/do/0/T', at: '/do/0/T' };
+  const outerAgain = { pointer: '/do/0/T', at: '/do/0/T~1' };
+  const inner = '/do/0/T/try/0/I';
+  const ref = '/do/0/T/try/0/I/try/0/x';
+  for (const at of ['/do/0/T/try/0/I/try/0/x', '/do/0/T(2)/try/0/I/try/0/x', '/do/0/T/try/0/I(3)/try/0/x', '/do/0/T(2)/try/0/I(2)/try/0/x'])
+    assert.equal(ranInside(3, outer, ref, at), true, at);
+  assert.equal(ranInside(3, outerAgain, ref, '/do/0/T(2)/try/0/I/try/0/x'), false, "outer's first execution's attempt 2 is not in its second execution");
+  assert.equal(ranInside(3, outerAgain, ref, '/do/0/T~1(2)/try/0/I/try/0/x'), true);
+  assert.equal(ranInside(3, { pointer: inner, at: '/do/0/T(2)/try/0/I' }, ref, '/do/0/T(2)/try/0/I(2)/try/0/x'), true);
+  assert.equal(
+    ranInside(3, { pointer: inner, at: '/do/0/T(2)/try/0/I' }, ref, '/do/0/T/try/0/I(2)/try/0/x'),
+    false,
+    "the inner try in the outer's first attempt",
+  );
+  assert.equal(
+    ranInside(3, { pointer: inner, at: '/do/0/T/try/0/I' }, ref, '/do/0/T(2)/try/0/I/try/0/x'),
+    false,
+    "the inner try in the outer's second attempt",
+  );
+  assert.equal(ranInside(3, outer, '/do/0/T', '/do/0/T'), true, 'an execution is inside itself');
+  // A task named "a(2)" is its segment, escaped or not: the marker is what follows the known segment.
+  assert.deepEqual(splitKey(3, '/do/0/a(2)/try/1/x', '/do/0/a(2)~1(3)/try/1/x~2[0]{1}'), { marked: '/do/0/a(2)~1(3)/try/1/x~2', suffix: '[0]{1}' });
+  assert.deepEqual(splitKey(3, '/do/0/a~1b/try/1/x', '/do/0/a~1b(2)/try/1/x'), { marked: '/do/0/a~1b(2)/try/1/x', suffix: '' });
+  assert.equal(ranInside(3, { pointer: '/do/0/a(2)', at: '/do/0/a(2)' }, '/do/0/a(2)/try/1/x', '/do/0/a(2)(2)/try/1/x'), true);
+});
+
+/**
+ * A `try` directly in another `try`'s list. The loopback service answers each request with its
+ * number n. The inner try fails its first attempt (n = 1) and succeeds in its second (n = 2);
+ * the outer then fails once (n = 2) and retries once. So `ping` runs in the inner's second attempt
+ * within the outer's first, and in the inner's first attempt within the outer's second: two
+ * executions that scheme 2 both keyed `…/ping(2)`, the second finding the first's answer (n = 2,
+ * the outer failing again, no retry left).
+ */
+const nestedTries = (url: string) =>
+  yaml(`${head('nested-tries')}do:
+  - outer:
+      try:
+        - inner:
+            try:
+              - ping:
+                  call: http
+                  with: { method: get, endpoint: '${url}/ping' }
+              - innerCheck:
+                  switch:
+                    - first: { when: '\${ .n == 1 }', then: innerFail }
+                    - later: { then: exit }
+              - innerFail:
+                  raise:
+                    error: { type: 'https://example.test/inner', status: 503 }
+            catch:
+              errors: { with: { status: 503 } }
+              retry:
+                delay: { milliseconds: 1 }
+                limit: { attempt: { count: 1 } }
+        - outerCheck:
+            switch:
+              - second: { when: '\${ .n == 2 }', then: outerFail }
+              - later: { then: exit }
+        - outerFail:
+            raise:
+              error: { type: 'https://example.test/outer', status: 500 }
+      catch:
+        errors: { with: { status: 500 } }
+        retry:
+          delay: { milliseconds: 1 }
+          limit: { attempt: { count: 1 } }
+`);
+
+test('a try directly in a try: the inner attempt 2 within the outer attempt 1 and the inner attempt 1 within the outer attempt 2 both run, their calls made (scheme 3)', async () => {
+  const service = await headerEchoServer(() => ({ n: service.seen.length }));
+  const h = harness();
+  try {
+    const record = await runToEnd(h, nestedTries(service.url), {}, 'nested-tries');
+    assert.equal(service.seen.length, 3, 'ping made its request in each of its three executions');
+    assert.equal(record.status, 'completed', JSON.stringify(record.error));
+    assert.deepEqual(record.output, { n: 3 });
+    assert.equal(record.started.keys, 3);
+    const pings = Object.entries(record.tasks)
+      .filter(([, task]) => task.name === 'ping')
+      .map(([at]) => at)
+      .sort();
+    assert.deepEqual(pings, ['/do/0/outer(2)/try/0/inner/try/0/ping', '/do/0/outer/try/0/inner(2)/try/0/ping', '/do/0/outer/try/0/inner/try/0/ping']);
+  } finally {
+    await h.close();
+    await service.close();
+  }
 });

@@ -57,7 +57,7 @@ export interface WorkflowStarted {
   /** Set when a `run: workflow` task of another instance started this one: that instance, its task execution, and this one's depth (1 for a child of a top-level instance). */
   parent?: WorkflowParent;
   /** The scheme of its task execution keys (keys.ts); absent in logs written before it: scheme 1. */
-  keys?: 2;
+  keys?: 2 | 3;
 }
 
 /** The instance and task execution whose `run: workflow` started a child instance. */
@@ -379,7 +379,7 @@ export const workflowEventSchemas = [
         additionalProperties: false,
         properties: { instanceId: { type: 'string', pattern: '^wf[0-9a-f]{64}$' }, at, depth: { type: 'integer', minimum: 1 } },
       },
-      keys: { const: 2 },
+      keys: { enum: [2, 3] },
     }),
   ),
   valueOrRef(event('task-started', { at, ref: at, name: { type: 'string', maxLength: 256 }, input: json, inputFrom: valueRef }), 'input'),

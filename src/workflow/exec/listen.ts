@@ -12,6 +12,7 @@ import { isObject } from './document.js';
 import { raise } from './dsl-errors.js';
 import { hasExpression } from './expressions.js';
 import { Halted } from './journal.js';
+import { iterationFrame } from './keys.js';
 import { expectsOf, listenSatisfied, readEvent, untilKey, withExpects } from './listen-match.js';
 import type { ListenRecord, WorkflowRecord } from './record.js';
 import type { Interpreting as Interpreter, TaskRun } from './run.js';
@@ -55,8 +56,7 @@ export async function runListen(interpreter: Interpreter, run: TaskRun): Promise
 async function iterate(interpreter: Interpreter, run: TaskRun, foreach: JsonObject, item: JsonValue, index: number): Promise<JsonValue> {
   const ref = run.entry.pointer;
   const frame = {
-    ...run.frame,
-    suffix: `${run.frame.suffix}[${index}]`,
+    ...iterationFrame(run.frame, index),
     iterations: [...run.frame.iterations, index],
     vars: {
       ...run.frame.vars,

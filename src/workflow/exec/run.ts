@@ -62,7 +62,7 @@ export interface ChildStart {
 /** Where a task runs: its key's markers (keys.ts), loop indexes, variables, cancellation. */
 export interface Frame {
   suffix: string;
-  /** Key scheme 2: the task execution whose body the frame runs in (keys.ts). */
+  /** Key schemes 2 and 3: the task execution whose body the frame runs in (keys.ts). */
   scope?: KeyScope;
   iterations: readonly number[];
   vars: Readonly<Record<string, JsonValue>>;

@@ -12,7 +12,7 @@ import { durationMs } from './duration.js';
 import { WorkflowRaise, errorFrom, errorMatches, errorValue, raise } from './dsl-errors.js';
 import type { WorkflowError, WorkflowEvent } from './events.js';
 import { runListen } from './listen.js';
-import { schemeOf, taskKey } from './keys.js';
+import { attemptFrame, attemptStepKey, branchFrame, iterationFrame, schemeOf, taskKey } from './keys.js';
 import { dispose, openChildrenOf } from './losers.js';
 import { Halted } from './journal.js';
 import { runCall } from './calls.js';
@@ -102,8 +102,7 @@ async function runFor(interpreter: Interpreter, run: TaskRun): Promise<KindOutco
   let data = run.input;
   for (const [index, item] of list.entries()) {
     const frame: Frame = {
-      ...run.frame,
-      suffix: `${run.frame.suffix}[${index}]`,
+      ...iterationFrame(run.frame, index),
       iterations: [...run.frame.iterations, index],
       vars: { ...run.frame.vars, [each]: item, [atName]: index },
     };
@@ -123,7 +122,7 @@ async function runFor(interpreter: Interpreter, run: TaskRun): Promise<KindOutco
 async function runFork(interpreter: Interpreter, run: TaskRun): Promise<KindOutcome> {
   const spec = run.entry.task.fork as JsonObject;
   const branches = entriesOf(spec.branches ?? [], `${run.entry.pointer}/fork/branches`);
-  const frameOf = (index: number, signal: AbortSignal): Frame => ({ ...run.frame, suffix: `${run.frame.suffix}{${index}}`, signal });
+  const frameOf = (index: number, signal: AbortSignal): Frame => ({ ...branchFrame(run.frame, index), signal });
   if (spec.compete !== true) {
     const settled = await Promise.allSettled(branches.map((branch, index) => interpreter.runTask(branch, run.input, frameOf(index, run.frame.signal))));
     const failed = settled.find((result) => result.status === 'rejected');
@@ -217,16 +216,18 @@ async function releaseLosers(
 async function runTry(interpreter: Interpreter, run: TaskRun): Promise<KindOutcome> {
   const task = run.entry.task;
   const spec = isObject(task.catch) ? task.catch : {};
+  const scheme = schemeOf(interpreter.record.started);
   for (let attempt = 1; ; attempt++) {
-    const frame: Frame = attempt === 1 ? run.frame : { ...run.frame, suffix: `${run.frame.suffix}(${attempt})` };
+    const frame = attemptFrame(scheme, run.frame, attempt);
+    const handling = attemptStepKey(scheme, run.at, frame, attempt);
     try {
       return await interpreter.runList(task.try, `${run.entry.pointer}/try`, run.input, frame);
     } catch (error) {
       if (!(error instanceof WorkflowRaise)) throw error;
-      const caught = await catches(interpreter, run, frame, spec, error.error);
+      const caught = await catches(interpreter, run, frame, handling, spec, error.error);
       if (!caught) throw error;
       const errorVar = { [typeof spec.as === 'string' ? spec.as : 'error']: errorValue(error.error) };
-      const retryAtMs = await retryDelay(interpreter, run, frame, spec, attempt, errorVar);
+      const retryAtMs = await retryDelay(interpreter, run, frame, handling, spec, attempt, errorVar);
       if (retryAtMs !== undefined) {
         await sleepUntil(interpreter, `${run.at}(${attempt})>retry`, retryAtMs, 'retry', run.frame);
         continue;
@@ -238,19 +239,16 @@ async function runTry(interpreter: Interpreter, run: TaskRun): Promise<KindOutco
   }
 }
 
-async function catches(interpreter: Interpreter, run: TaskRun, frame: Frame, spec: JsonObject, error: WorkflowError): Promise<boolean> {
+async function catches(interpreter: Interpreter, run: TaskRun, frame: Frame, handling: string, spec: JsonObject, error: WorkflowError): Promise<boolean> {
   const filter = isObject(spec.errors) && isObject(spec.errors.with) ? spec.errors.with : undefined;
   if (!errorMatches(error, filter)) return false;
   const vars = { [typeof spec.as === 'string' ? spec.as : 'error']: errorValue(error), input: run.input };
   const withVars: Frame = { ...frame, vars: { ...frame.vars, ...vars } };
-  if (
-    typeof spec.when === 'string' &&
-    !truthy(await interpreter.evaluate(`${run.at}${frame.suffix}>catch.when`, spec.when, run.input, withVars, {}, run.entry.pointer))
-  )
+  if (typeof spec.when === 'string' && !truthy(await interpreter.evaluate(`${handling}>catch.when`, spec.when, run.input, withVars, {}, run.entry.pointer)))
     return false;
   if (
     typeof spec.exceptWhen === 'string' &&
-    truthy(await interpreter.evaluate(`${run.at}${frame.suffix}>catch.exceptWhen`, spec.exceptWhen, run.input, withVars, {}, run.entry.pointer))
+    truthy(await interpreter.evaluate(`${handling}>catch.exceptWhen`, spec.exceptWhen, run.input, withVars, {}, run.entry.pointer))
   )
     return false;
   return true;
@@ -266,6 +264,7 @@ async function retryDelay(
   interpreter: Interpreter,
   run: TaskRun,
   frame: Frame,
+  handling: string,
   spec: JsonObject,
   attempt: number,
   errorVar: Record<string, JsonValue>,
@@ -280,14 +279,11 @@ async function retryDelay(
   const count = isObject(limit.attempt) && typeof limit.attempt.count === 'number' ? limit.attempt.count : Number.POSITIVE_INFINITY;
   if (attempt > count) return undefined;
   const withVars: Frame = { ...frame, vars: { ...frame.vars, ...errorVar } };
-  if (
-    typeof policy.when === 'string' &&
-    !truthy(await interpreter.evaluate(`${run.at}${frame.suffix}>retry.when`, policy.when, run.input, withVars, {}, run.entry.pointer))
-  )
+  if (typeof policy.when === 'string' && !truthy(await interpreter.evaluate(`${handling}>retry.when`, policy.when, run.input, withVars, {}, run.entry.pointer)))
     return undefined;
   if (
     typeof policy.exceptWhen === 'string' &&
-    truthy(await interpreter.evaluate(`${run.at}${frame.suffix}>retry.exceptWhen`, policy.exceptWhen, run.input, withVars, {}, run.entry.pointer))
+    truthy(await interpreter.evaluate(`${handling}>retry.exceptWhen`, policy.exceptWhen, run.input, withVars, {}, run.entry.pointer))
   )
     return undefined;
   const nowMs = interpreter.deps.journal.nowMs();
