@@ -56,7 +56,7 @@
  * attempt. Under scheme 2 the argument breaks where an appended `(n)` cannot be told from the
  * `(n)` of a neighbouring try, which it can be when one try runs directly in another (a loop or
  * fork between them puts a `[i]` or `{i}` between the two markers); under scheme 1 likewise for
- * `~v`. test/workflow/task-keys.test.ts checks the property over generated nestings.
+ * `~v`. test/workflow/task-keys-property.test.ts checks this over generated nestings.
  *
  * A `~` after a pointer segment is always a revisit marker and a `(` an attempt marker: the
  * pointer escapes a `~` in a task name as `~0` and a `/` as `~1` inside the segment, and the
