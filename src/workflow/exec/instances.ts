@@ -247,7 +247,7 @@ export class WorkflowInstances implements WorkflowInstanceService {
       children.map(async ([at, child]) => {
         const known = await this.operationState(record, at, child.operationId);
         const task = record.tasks[at]?.name ?? '';
-        return { at, stage: stageOf(at) ?? task, task, operationId: child.operationId, invocationKey: child.invocationKey, ...known };
+        return { at, stage: stageOf(child.ref) ?? task, task, operationId: child.operationId, invocationKey: child.invocationKey, ...known };
       }),
     );
   }
@@ -288,8 +288,12 @@ export class WorkflowInstances implements WorkflowInstanceService {
   }
 }
 
-/** The name of the top-level task a task execution is part of (a pipeline's stage): `/do/1/publish/do/1/invoke` → publish. */
-function stageOf(at: string): string | undefined {
-  const match = /^\/do\/[0-9]+\/([^/[({~>]+)/.exec(at);
+/**
+ * The name of the top-level task a task is part of (a pipeline's stage), from the task's pointer
+ * (its `ref`, which carries none of its key's markers): `/do/1/publish/do/1/invoke` → publish,
+ * `/do/0/a~0b` → a~b, `/do/0/a~1b` → a/b.
+ */
+function stageOf(ref: string): string | undefined {
+  const match = /^\/do\/[0-9]+\/([^/]+)/.exec(ref);
   return match?.[1]?.replace(/~1/g, '/').replace(/~0/g, '~');
 }
