@@ -9,6 +9,9 @@ import { main } from '../../src/cli/main.js';
 import type { Stored } from '../../src/kernel/types.js';
 import type { WorkflowEvent, WorkflowTransition } from '../../src/workflow/exec/events.js';
 import { replayWorkflowLog } from '../../src/workflow/exec/replay.js';
+import { workflowStreams } from '../../src/workflow/exec/streams.js';
+import { SqliteEventStore } from '../../src/adapters/store/sqlite.js';
+import { SystemClock } from '../../src/contract/clock.js';
 import { workflowInstanceId } from '../../src/workflow/ids.js';
 import { captureIo } from '../support/cli-io.js';
 import { minimalServeConfig } from '../support/config-fixtures.js';
@@ -31,6 +34,11 @@ test('convoke inspect, workflow inspect and replay read a workflow instance from
     assert.equal(await main(['node', 'convoke', 'inspect', instanceId, '--store', store], inspect), 0, inspect.err());
     for (const expected of ['workflow-started', 'lease-acquired', 'timer-fired', 'task-completed', 'workflow-completed', 'status completed'])
       assert.ok(inspect.out().includes(expected), `inspect shows ${expected}:\n${inspect.out()}`);
+    const startLine = inspect
+      .out()
+      .split('\n')
+      .find((line) => line.includes('workflow-started'));
+    assert.match(startLine ?? '', /ops key "[^"]+" by [^,]+, input \{"n":1\}, keys 3$/, 'the start shows its task key scheme');
     const alias = captureIo();
     assert.equal(await main(['node', 'convoke', 'workflow', 'inspect', instanceId, '--store', store, '--json'], alias), 0, alias.err());
     const shown = JSON.parse(alias.out());
@@ -55,6 +63,51 @@ test('convoke inspect, workflow inspect and replay read a workflow instance from
     const unknown = workflowInstanceId('nobody', `sha256:${'0'.repeat(64)}`, 'ops', 'none');
     const missing = captureIo();
     assert.equal(await main(['node', 'convoke', 'replay', unknown, '--store', store], missing), exitCodes.notFound);
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+});
+
+test('inspect shows the task key scheme a start records: keys 2, and for a start written before schemes were recorded keys 1 (not recorded)', async () => {
+  const dir = await mkdtemp(join(tmpdir(), 'convoke-wf-keys-'));
+  try {
+    const path = join(dir, 'wf.db');
+    const store = new SqliteEventStore({ path, clock: new SystemClock() });
+    const ids: string[] = [];
+    for (const keys of [undefined, 2 as const]) {
+      const id = workflowInstanceId('alice', `sha256:${'0'.repeat(64)}`, 'w', `k${keys ?? 1}`);
+      const started: WorkflowEvent = {
+        type: 'workflow-started',
+        v: 1,
+        instanceId: id,
+        principalId: 'alice',
+        invocationKey: `k${keys ?? 1}`,
+        workflowName: 'w',
+        bundleDigest: `sha256:${'0'.repeat(64)}`,
+        document: { do: [] },
+        input: {},
+        timeoutMs: null,
+        ...(keys ? { keys } : {}),
+      };
+      const open = { notBeforeMs: Number.MIN_SAFE_INTEGER, notAfterMs: Number.MAX_SAFE_INTEGER };
+      const created = await workflowStreams(store).create(id, { events: [started], timeGuard: open, causation: { command: 'start' } });
+      assert.equal(created.kind, 'ok');
+      ids.push(id);
+    }
+    await store.close();
+    const lines: string[] = [];
+    for (const id of ids) {
+      const inspect = captureIo();
+      assert.equal(await main(['node', 'convoke', 'inspect', id, '--store', `sqlite:${path}`], inspect), 0, inspect.err());
+      lines.push(
+        inspect
+          .out()
+          .split('\n')
+          .find((line) => line.includes('workflow-started')) ?? '',
+      );
+    }
+    assert.match(lines[0] ?? '', /, keys 1 \(not recorded\)$/);
+    assert.match(lines[1] ?? '', /, keys 2$/);
   } finally {
     await rm(dir, { recursive: true, force: true });
   }
