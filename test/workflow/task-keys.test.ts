@@ -516,3 +516,46 @@ test('a try directly in a try: the inner attempt 2 within the outer attempt 1 an
     await service.close();
   }
 });
+
+/**
+ * A try whose `catch.when` is evaluated after each attempt and answers differently: true for the
+ * first attempt's error (503, retried), false for the second's (500, not caught). Each evaluation
+ * is a step of the try's handling of that attempt (`${at}(n)>catch.when` under scheme 3): the
+ * second may not find the first's result.
+ */
+const catchWhenPerAttempt = yaml(`${head('catch-when')}do:
+  - attempt:
+      try:
+        - ping:
+            call: http
+            with: { method: get, endpoint: 'http://counter.test/ping' }
+        - fail:
+            raise:
+              error:
+                type: 'https://example.test/fail'
+                status: '\${ if .n == 1 then 503 else 500 end }'
+      catch:
+        when: '\${ $error.status == 503 }'
+        retry:
+          delay: { milliseconds: 1 }
+          limit: { attempt: { count: 3 } }
+`);
+
+test("a try's catch.when is evaluated for each attempt's error under its own key (scheme 3): the second attempt's 500 is not caught", async () => {
+  const counting = countingFetch();
+  const h = harness({ fetch: counting.fetcher });
+  try {
+    const record = await runToEnd(h, catchWhenPerAttempt, {}, 'catch-when');
+    assert.equal(record.status, 'faulted');
+    assert.equal(record.error?.status, 500);
+    assert.equal(counting.calls.length, 2);
+    assert.deepEqual(
+      Object.keys(record.steps)
+        .filter((key) => key.includes('catch.when'))
+        .sort(),
+      ['/do/0/attempt(1)>catch.when', '/do/0/attempt(2)>catch.when'],
+    );
+  } finally {
+    await h.close();
+  }
+});
