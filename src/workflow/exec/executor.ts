@@ -114,6 +114,8 @@ export class WorkflowExecutor implements CloudEventIntake {
   readonly kernel: Kernel<WorkflowRecord, WorkflowTransition, Instance>;
   private readonly running = new Map<string, Promise<void>>();
   private readonly stopping = new AbortController();
+  /** The controllers of the interpreter runs under way (supervise): close aborts each. */
+  private readonly supervised = new Set<AbortController>();
   private readonly options: WorkflowExecutorOptions;
   private readonly retries = new Map<string, TimerHandle>();
   /** Documents this executor accepted, per bundle digest, with their workflow names (checkedName). */
@@ -480,8 +482,8 @@ export class WorkflowExecutor implements CloudEventIntake {
   /** Runs the interpreter under the lease `run` names, renewing it; answers when to try again (undefined: nothing left to do). */
   private async supervise(instance: Instance, run: LeaseRun, controller: AbortController, interpret: () => Promise<void>): Promise<number | undefined> {
     const clock = this.options.clock;
-    const stop = () => controller.abort();
-    this.stopping.signal.addEventListener('abort', stop);
+    // Stopped by close (which aborts every supervised run): a set entry costs less than a listener on the stopping signal.
+    this.supervised.add(controller);
     const renewal = this.renew(instance, controller, run);
     let returned = false;
     try {
@@ -491,7 +493,7 @@ export class WorkflowExecutor implements CloudEventIntake {
       if (!(error instanceof Halted)) throw error;
     } finally {
       renewal.cancel();
-      this.stopping.signal.removeEventListener('abort', stop);
+      this.supervised.delete(controller);
       // A run that returned has settled everything it started (every branch awaited): nothing is left to stop,
       // and an abort's event dispatch costs more than a short step. One that threw may leave work behind: stop it.
       if (!returned) controller.abort(interpreterEnded);
@@ -612,6 +614,7 @@ export class WorkflowExecutor implements CloudEventIntake {
   /** Stops the interpreters (their instances stay as recorded), the timers and the watch. */
   async close(): Promise<void> {
     this.stopping.abort();
+    for (const controller of this.supervised) controller.abort();
     this.rescan?.cancel();
     for (const retry of this.retries.values()) retry.cancel();
     this.retries.clear();

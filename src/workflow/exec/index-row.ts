@@ -8,7 +8,7 @@
 import { workflowRowChildrenMax, type WorkflowIndexRow, type WorkflowRowError } from '../../events/workflow-index.js';
 import type { Stored } from '../../kernel/types.js';
 import type { WorkflowError, WorkflowTransition } from './events.js';
-import { foldWorkflow, nextWorkflowDueMs, type WorkflowRecord } from './record.js';
+import { foldWorkflow, nextWorkflowDueMs, type ChildRecord, type TaskRecord, type WorkflowRecord } from './record.js';
 
 /** The row of a whole log; undefined when nothing was applied. */
 export function workflowIndexRowOfLog(log: readonly Stored<WorkflowTransition>[]): WorkflowIndexRow | undefined {
@@ -18,7 +18,8 @@ export function workflowIndexRowOfLog(log: readonly Stored<WorkflowTransition>[]
 
 export function workflowIndexRow(record: WorkflowRecord): WorkflowIndexRow {
   const { started } = record;
-  const children = Object.entries(record.children).sort(([a], [b]) => startOrder(record, a) - startOrder(record, b));
+  const children = childrenInStartOrder(record);
+  const { current, fault } = taskSummary(record);
   return {
     instanceId: record.instanceId,
     principalId: started.principalId,
@@ -29,11 +30,11 @@ export function workflowIndexRow(record: WorkflowRecord): WorkflowIndexRow {
     startedAtMs: record.startedAtMs,
     endedAtMs: record.endedAtMs,
     deadlineMs: started.deadlineMs,
-    currentTask: currentTask(record),
+    currentTask: current,
     nextDueMs: nextWorkflowDueMs(record) ?? null,
     lease: record.status === 'running' && record.lease ? { worker: record.lease.worker, epoch: record.lease.epoch, untilMs: record.lease.untilMs } : null,
-    lastError: errorOf(record.error ?? lastTaskFault(record)),
-    childOperationIds: children.slice(0, workflowRowChildrenMax).map(([, child]) => child.operationId),
+    lastError: errorOf(record.error ?? fault),
+    childOperationIds: children.slice(0, workflowRowChildrenMax).map((child) => child.operationId),
     childOperations: children.length,
     parent: started.parent ? { instanceId: started.parent.instanceId, at: started.parent.at } : null,
     revision: record.revision,
@@ -42,22 +43,51 @@ export function workflowIndexRow(record: WorkflowRecord): WorkflowIndexRow {
 
 const startOrder = (record: WorkflowRecord, at: string): number => record.tasks[at]?.startedSeq ?? Number.MAX_SAFE_INTEGER;
 
-/** The innermost task running now (the one started last among the running); null once the instance ended. */
-export function currentTask(record: WorkflowRecord): { at: string; name: string } | null {
-  if (record.status !== 'running') return null;
-  let found: { at: string; name: string; seq: number } | undefined;
-  for (const [at, task] of Object.entries(record.tasks))
-    if (task.state === 'running' && (found === undefined || task.startedSeq > found.seq)) found = { at, name: task.name, seq: task.startedSeq };
-  return found ? { at: found.at, name: found.name } : null;
+/**
+ * The child operations in the order their tasks started (a stable sort of the bound order). The
+ * record binds them as their tasks run, so the bound order is nearly always that order already:
+ * it is checked in one pass, and sorted only when it is not.
+ */
+function childrenInStartOrder(record: WorkflowRecord): ChildRecord[] {
+  const ats: string[] = [];
+  const children: ChildRecord[] = [];
+  let sorted = true;
+  let last = Number.MIN_SAFE_INTEGER;
+  for (const at in record.children) {
+    const child = record.children[at] as ChildRecord;
+    const order = startOrder(record, at);
+    if (order < last) sorted = false;
+    last = order;
+    ats.push(at);
+    children.push(child);
+  }
+  if (sorted) return children;
+  const indexes = ats.map((_, index) => index).sort((a, b) => startOrder(record, ats[a] as string) - startOrder(record, ats[b] as string));
+  return indexes.map((index) => children[index] as ChildRecord);
 }
 
-/** The error of the task execution that faulted last (a caught fault included). */
-function lastTaskFault(record: WorkflowRecord): WorkflowError | null {
-  let found: { error: WorkflowError; seq: number } | undefined;
-  for (const task of Object.values(record.tasks))
-    if (task.state === 'faulted' && task.error && task.endedSeq !== null && (found === undefined || task.endedSeq > found.seq))
-      found = { error: task.error, seq: task.endedSeq };
-  return found?.error ?? null;
+/**
+ * In one pass over the tasks: the innermost task running now (the one started last among the
+ * running; null once the instance ended) and the error of the task execution that faulted last
+ * (a caught fault included).
+ */
+function taskSummary(record: WorkflowRecord): { current: { at: string; name: string } | null; fault: WorkflowError | null } {
+  const running = record.status === 'running';
+  let current: { at: string; name: string; seq: number } | undefined;
+  let fault: { error: WorkflowError; seq: number } | undefined;
+  for (const at in record.tasks) {
+    const task = record.tasks[at] as TaskRecord;
+    if (running && task.state === 'running' && (current === undefined || task.startedSeq > current.seq))
+      current = { at, name: task.name, seq: task.startedSeq };
+    else if (task.state === 'faulted' && task.error && task.endedSeq !== null && (fault === undefined || task.endedSeq > fault.seq))
+      fault = { error: task.error, seq: task.endedSeq };
+  }
+  return { current: current ? { at: current.at, name: current.name } : null, fault: fault?.error ?? null };
+}
+
+/** The innermost task running now (the one started last among the running); null once the instance ended. */
+export function currentTask(record: WorkflowRecord): { at: string; name: string } | null {
+  return taskSummary(record).current;
 }
 
 /** The error's own fields only, in a fixed order (a row is compared as JSON). */
