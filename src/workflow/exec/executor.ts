@@ -627,7 +627,7 @@ export class WorkflowExecutor implements CloudEventIntake {
     const commit = (proposal: Proposal) => kernel.enqueue(instance, () => kernel.commit(instance, (record, late) => fenced(record, proposal, late)));
     /** Creates the instance, carrying `proposal` when it may go with the start (no time guard of its own); Halted when not created. */
     const open = async (pending: Opening, proposal: Proposal | undefined): Promise<void> => {
-      const first = proposal && withStart(proposal) ? fenced(instance.record, proposal, false) : undefined;
+      const first = proposal && withStart(proposal, instance.record) ? fenced(instance.record, proposal, false) : undefined;
       const created = await pending.create(first);
       if (created.kind !== 'ok') throw new Halted(`workflow instance ${instance.id} was not created (${created.kind})`);
       if (proposal && !created.carried) await commit(proposal);
@@ -707,10 +707,18 @@ interface Led {
 }
 
 /**
- * Whether a proposal may commit with the start: no time guard or late alternative of its own (the
- * workflow's deadline counts from the start's commit instant, so the start's instant meets it).
+ * Whether a proposal may commit with the start: no time guard or late alternative of its own, and
+ * a workflow deadline after the start's instant. Every proposal commits before the deadline
+ * (decideProposal), which counts from the start's commit instant: a timeout longer than 0 ms is
+ * met at that instant, a timeout of 0 ms never is (the guard's upper bound is exclusive) — then
+ * the start commits alone, the proposal expires, and the workflow's timer faults the instance.
+ * (`started` is the provisional record, whose deadline is its start's instant plus the timeout.)
  */
-const withStart = (proposal: Proposal): boolean => proposal.notBeforeMs === undefined && proposal.notAfterMs === undefined && proposal.late === undefined;
+const withStart = (proposal: Proposal, { started, startedAtMs }: WorkflowRecord): boolean =>
+  proposal.notBeforeMs === undefined &&
+  proposal.notAfterMs === undefined &&
+  proposal.late === undefined &&
+  (started.deadlineMs === null || started.deadlineMs > startedAtMs);
 
 /**
  * The start carrying the first transition's events, or undefined when the first fails its schema
