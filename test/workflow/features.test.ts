@@ -43,6 +43,8 @@ interface World {
   parentEnded: boolean;
   /** Set once the gate refused a child's cancel after the parent's end was recorded. */
   refusedAfterEnd: boolean;
+  /** The child a stopped worker left running under its ended parent. */
+  abandoned?: string;
 }
 
 let scenarioKey = 0;
@@ -252,6 +254,7 @@ const childSteps: Step[] = [
       assert.notEqual(record.status, 'running');
       assert.equal((await h.executor.get(boundChild(record, m[1]!)))?.status, 'running', 'the child was not cancelled');
       assert.equal(boundRecord(record, m[1]!).disposition, undefined, 'no disposition was recorded');
+      w.abandoned = boundChild(record, m[1]!);
       await reload(w);
     },
   ],
@@ -272,7 +275,21 @@ const childSteps: Step[] = [
       assert.equal(record.status, 'cancelled');
       assert.equal((await h.executor.get(boundChild(record, m[2]!)))?.status, 'running', 'the child was not cancelled');
       assert.equal(boundRecord(record, m[2]!).disposition, undefined, 'no disposition was recorded');
+      w.abandoned = boundChild(record, m[2]!);
       await reload(w);
+    },
+  ],
+  [
+    // Read from the store only: the next worker resumed the running child alone, and settles its ended parent by itself.
+    /^the next worker cancels the abandoned child and records it in the ended parent's log$/,
+    async (w) => {
+      const h = executor(w);
+      const childId = w.abandoned!;
+      await until('the abandoned child cancelled', async () => ((await h.executor.replay(childId))?.status === 'cancelled' ? true : undefined));
+      await until('its disposition in the parent', async () => {
+        const parent = await h.executor.replay(w.instanceId!);
+        return Object.values(parent?.subworkflows ?? {}).some((child) => child.instanceId === childId && child.disposition) ? true : undefined;
+      });
     },
   ],
   [

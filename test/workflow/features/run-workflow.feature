@@ -656,7 +656,8 @@ Feature: Run Workflow
             hours: 1
     """
     When the worker stops after the workflow ended, before the child of delegate was cancelled
-    Then the workflow should fault with status 408
+    Then the next worker cancels the abandoned child and records it in the ended parent's log
+    And the workflow should fault with status 408
     And there should be exactly one child instance, bound by delegate
     And the child instance of delegate should be cancelled
     And the child instance of delegate should be released as cancelled by outer
@@ -695,7 +696,8 @@ Feature: Run Workflow
             hours: 1
     """
     When the worker stops after outer timed out and the workflow was cancelled, before the child of delegate was cancelled
-    Then the workflow should be cancelled
+    Then the next worker cancels the abandoned child and records it in the ended parent's log
+    And the workflow should be cancelled
     And there should be exactly one child instance, bound by delegate
     And the child instance of delegate should be cancelled
     And the child instance of delegate should be released as cancelled by outer
