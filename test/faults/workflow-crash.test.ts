@@ -96,8 +96,14 @@ function stagesRun(key: string, record: WorkflowRecord): readonly string[] {
   const answer = record.steps[`${stagePointers[failed]!}>invoke`];
   assert.ok(answer && 'error' in answer && answer.error.type === decisionErrorType, `${key}: the failed stage's answer is its decision error`);
   const ran = stagePointers.slice(0, failed + 1);
-  const later = Object.values(record.tasks).filter((task) => !ran.some((pointer) => task.ref === pointer) && task.startedSeq > record.tasks[stagePointers[failed]!]!.startedSeq);
-  assert.deepEqual(later.map((task) => task.ref), [], `${key}: nothing ran after the failed stage`);
+  const later = Object.values(record.tasks).filter(
+    (task) => !ran.some((pointer) => task.ref === pointer) && task.startedSeq > record.tasks[stagePointers[failed]!]!.startedSeq,
+  );
+  assert.deepEqual(
+    later.map((task) => task.ref),
+    [],
+    `${key}: nothing ran after the failed stage`,
+  );
   return ran;
 }
 
@@ -143,7 +149,9 @@ async function checkStore(store: EventStore): Promise<void> {
     }
     const takeovers = events.filter((e) => e.type === 'lease-acquired').length;
     const outcome = record.status === 'completed' ? 'completed' : `faulted at ${record.error?.instance ?? '?'} (${record.error?.detail ?? ''})`;
-    console.log(`${key}: ${outcome}, ${log.length} transitions, ${takeovers} lease(s), calls started ${events.filter((e) => e.type === 'call-started').length}`);
+    console.log(
+      `${key}: ${outcome}, ${log.length} transitions, ${takeovers} lease(s), calls started ${events.filter((e) => e.type === 'call-started').length}`,
+    );
   }
   const operations: string[] = [];
   for await (const id of store.operationIds()) operations.push(id);

@@ -441,7 +441,16 @@ steps.push(...childSteps);
 
 async function runPickle(pickle: Pickle): Promise<void> {
   const clock = new SystemClock();
-  const world: World = { clock, store: new MemoryEventStore({ clock }), input: {}, children: [], gate: false, cancelGate: false, parentEnded: false, refusedAfterEnd: false };
+  const world: World = {
+    clock,
+    store: new MemoryEventStore({ clock }),
+    input: {},
+    children: [],
+    gate: false,
+    cancelGate: false,
+    parentEnded: false,
+    refusedAfterEnd: false,
+  };
   try {
     for (const step of pickle.steps) {
       const text = step.text.trim();
