@@ -238,7 +238,7 @@ export interface OwedChild {
  * fault, a losing branch's cancel) when it was awaited, else the instance's end ('/').
  */
 export function owedDisposals(record: WorkflowRecord): OwedChild[] {
-  if (record.status === 'running') return [];
+  if (record.status === 'running' || Object.keys(record.subworkflows).length === 0) return [];
   const document = record.started.document;
   const scheme = schemeOf(record.started);
   const ended = Object.entries(record.tasks).filter(([, task]) => task.state === 'faulted' || task.state === 'cancelled');
