@@ -210,6 +210,33 @@ test('a task timeout faults the task with a timeout error (408) that try/catch c
   }
 });
 
+test('a workflow timeout of 0 ms times the instance out at its start: no task is recorded, not even with the start', async () => {
+  const h = harness();
+  try {
+    // A document whose whole run is one transition (its end carried with the start), one that waits, and one that calls.
+    const documents = {
+      set: `${head('zero-set')}timeout: { after: PT0S }\ndo:\n  - quick:\n      set: { done: true }\n`,
+      wait: `${head('zero-wait')}timeout: { after: { milliseconds: 0 } }\ndo:\n  - pause:\n      wait: { milliseconds: 50 }\n`,
+      raise: `${head('zero-raise')}timeout: { after: PT0S }\ndo:\n  - fail:\n      raise: { error: { type: https://convoke.dev/errors/test/refused, status: 418 } }\n`,
+    };
+    for (const [name, text] of Object.entries(documents)) {
+      const record = await runToEnd(h, yaml(text), { n: 1 }, `zero-${name}`);
+      assert.equal(record.status, 'faulted', `${name}: ${JSON.stringify(record.output)}`);
+      assert.deepEqual(
+        record.error && { type: record.error.type, status: record.error.status, instance: record.error.instance },
+        { type: 'https://serverlessworkflow.io/spec/1.0.0/errors/timeout', status: 408, instance: '/' },
+        name,
+      );
+      assert.equal(record.started.deadlineMs, record.startedAtMs, `${name}: the deadline is the start's instant`);
+      // Every step commits before the deadline: with none after the start, nothing of the first task is in the log.
+      assert.deepEqual(Object.keys(record.tasks), [], `${name}: no task recorded`);
+      assert.ok(record.endedAtMs! >= record.startedAtMs);
+    }
+  } finally {
+    await h.close();
+  }
+});
+
 test('the workflow timeout counts from the start commit instant (startedAtMs), even when the store clock is behind the worker', async () => {
   const system = new SystemClock();
   const lagMs = 1000;

@@ -6,7 +6,7 @@
  * - A proposal is idempotent: events the record already reflects (a step already recorded, a task
  *   already ended, a timer already set) are dropped, so a recovered executor that proposes a step
  *   again appends nothing.
- * - A finished instance takes nothing.
+ * - A finished instance takes nothing but the dispositions of its child workflows (decideDisposals).
  * - Guards: every step commits before the workflow's deadline (notAfterMs); a task's completion
  *   commits before its own timeout; a timer fires no earlier than its due instant (notBeforeMs).
  *   When the store answers that a proposal came too late, its `late` alternative (if any) is
@@ -15,7 +15,7 @@
 import { openEndedMs } from '../../events/guard.js';
 import { errorTypes } from './dsl-errors.js';
 import type { JsonValue } from '../../contract/json.js';
-import type { ValueRef, WorkflowError, WorkflowEvent, WorkflowTransition } from './events.js';
+import type { SubworkflowDisposed, ValueRef, WorkflowError, WorkflowEvent, WorkflowTransition } from './events.js';
 import { isTaskEnded } from './machines.js';
 import type { WorkflowRecord } from './record.js';
 
@@ -174,6 +174,23 @@ export function decideDue(record: WorkflowRecord, nowMs: number): WorkflowTransi
   if (events.length === 0) return undefined;
   if (workflowTimedOut) events.push({ type: 'workflow-faulted', v: 1, error: timeoutError('/', `workflow ${record.started.workflowName}`) });
   return { events, timeGuard: { notBeforeMs, notAfterMs: openEndedMs }, causation: { command: 'timers-due' } };
+}
+
+/**
+ * The dispositions of child workflow instances found after their parent's end (subworkflows.ts
+ * endedDisposals): the only events an ended instance takes (its machine's DISPOSE). Each is
+ * dropped when the record already holds that child's disposition — another worker recorded it
+ * first, under the same CAS — so every child is disposed once. Unfenced: the instance ended, no
+ * lease drives it any more; the time guard is open (no deadline binds an ended instance).
+ */
+export function decideDisposals(record: WorkflowRecord, disposed: readonly SubworkflowDisposed[]): WorkflowTransition | undefined {
+  const events = disposed.filter((event) => !reflected(record, event) && record.subworkflows[event.at]?.instanceId === event.instanceId);
+  if (events.length === 0) return undefined;
+  return {
+    events,
+    timeGuard: { notBeforeMs: Number.MIN_SAFE_INTEGER, notAfterMs: openEndedMs },
+    causation: { command: 'subworkflows-disposed' },
+  };
 }
 
 export function decideCancel(record: WorkflowRecord, reason: string): WorkflowTransition | undefined {

@@ -16,7 +16,7 @@ import type { Random } from '../../runtime/random.js';
 import type { ContractCalls } from './http-contracts.js';
 import { workflowInstanceId } from '../ids.js';
 import { workflowAggregate } from './aggregate.js';
-import { decideCancel, decideDue, decideProposal, type Proposal } from './decide.js';
+import { decideCancel, decideDisposals, decideDue, decideProposal, type Proposal } from './decide.js';
 import { checkDocument, isObject, isWorkflowNamed, timeoutMsOf, type SubworkflowRef } from './document.js';
 import { workflowTransitionProblem, type WorkflowEvent, type WorkflowParent, type WorkflowTransition } from './events.js';
 import { deliverEvent, untilWaitEnd } from './intake.js';
@@ -28,6 +28,7 @@ import { decideAcquire, decidePark, decideRelease, decideRenew, holderLease, Lea
 import { applyWorkflow, foldWorkflow, type WorkflowRecord } from './record.js';
 import type { WorkflowStore } from './streams.js';
 import type { SubworkflowHost } from './run.js';
+import { disposeOwed, owedDisposals } from './subworkflows.js';
 import { OpenApiDocuments } from './openapi.js';
 import { limits } from '../../contract/limits.js';
 
@@ -118,6 +119,9 @@ export class WorkflowExecutor implements CloudEventIntake {
   private readonly supervised = new Set<AbortController>();
   private readonly options: WorkflowExecutorOptions;
   private readonly retries = new Map<string, TimerHandle>();
+  /** Ended instances recording their children's dispositions (disposeChildren), one at a time each; and their retries. */
+  private readonly disposing = new Map<string, Promise<void>>();
+  private readonly disposeRetries = new Map<string, TimerHandle>();
   /** Documents this executor accepted, per bundle digest, with their workflow names (checkedName). */
   private readonly checkedDocuments = new WeakMap<object, Map<string, string>>();
   private rescan: TimerHandle | undefined;
@@ -139,12 +143,17 @@ export class WorkflowExecutor implements CloudEventIntake {
       finishedCacheMax: options.finishedCacheMax ?? 1000,
       hooks: {
         due: async () => (record) => decideDue(record, options.clock.nowMs()),
-        loaded: (stream) => this.drive(stream),
+        loaded: (stream) => {
+          this.drive(stream);
+          // A running child read from the store: its parent may have ended owing it a disposition (a worker stopped first).
+          const parent = stream.record.started.parent;
+          if (parent !== undefined && stream.record.status === 'running') this.parentOf(parent.instanceId, false);
+        },
         // A parked (or released) lease: the instance's next move — its timer fired, an event taken — drives it again.
         moved: (stream) => {
           const record = stream.record;
           if (record.status === 'running' && record.lease === null) this.drive(stream);
-          if (record.status !== 'running') this.ended(record);
+          if (record.status !== 'running') this.ended(stream);
         },
       },
     });
@@ -340,38 +349,75 @@ export class WorkflowExecutor implements CloudEventIntake {
     return instance.record;
   }
 
-  /** Cancels the instance, and then (recursively) each child workflow instance of it still running. */
+  /**
+   * Cancels the instance, and then (recursively) each child workflow instance it still owes a
+   * disposition, recording it (disposeChildren); a child that could not be cancelled is thrown
+   * (the instance stays cancelled: asking again cancels the rest).
+   */
   async cancel(instanceId: string, reason: string): Promise<WorkflowRecord> {
     const instance = await this.load(instanceId);
     if (!instance) throw invalidInput(`no workflow instance ${instanceId}`);
     await this.kernel.enqueue(instance, () => this.kernel.commit(instance, (record) => decideCancel(record, reason)));
-    await this.cancelChildren(instance.record);
+    if (instance.record.status !== 'running') await this.disposeChildren(instance);
     return instance.record;
   }
 
-  /** The children (`run: workflow`) of an instance that did not complete, cancelled where still running. */
-  private async cancelChildren(record: WorkflowRecord): Promise<void> {
-    if (record.status === 'running' || record.status === 'completed') return;
-    for (const child of Object.values(record.subworkflows)) {
-      const held = await this.load(child.instanceId);
-      if (held?.record.status === 'running') await this.cancel(child.instanceId, `its parent ${record.instanceId} is ${record.status}`);
-    }
+  /**
+   * Records what became of the children an ended instance still owes a disposition
+   * (subworkflows.ts owedDisposals): each is cancelled (recursively), then the dispositions are
+   * appended to the ended instance's log — the only events it takes (decideDisposals), under the
+   * CAS: one another worker recorded first is dropped. One at a time per instance.
+   */
+  private disposeChildren(instance: Instance): Promise<void> {
+    const running = this.disposing.get(instance.id);
+    if (running) return running;
+    if (owedDisposals(instance.record).length === 0) return Promise.resolve();
+    const work = (async () => {
+      const disposed = await disposeOwed(this.subworkflows, instance.record);
+      await this.kernel.enqueue(instance, () => this.kernel.commit(instance, (record) => decideDisposals(record, disposed)));
+    })().finally(() => this.disposing.delete(instance.id));
+    this.disposing.set(instance.id, work);
+    return work;
+  }
+
+  /** disposeChildren in the background: a failure (the store unavailable) is tried again after redriveDelayMs. */
+  private settle(instance: Instance): void {
+    if (this.stopping.signal.aborted || owedDisposals(instance.record).length === 0) return;
+    this.disposeChildren(instance).catch((error: unknown) => {
+      this.failures.push(error);
+      if (this.stopping.signal.aborted) return;
+      this.disposeRetries.get(instance.id)?.cancel();
+      const again = this.options.clock.at(this.options.clock.nowMs() + redriveDelayMs, () => {
+        this.disposeRetries.delete(instance.id);
+        this.settle(instance);
+      });
+      this.disposeRetries.set(instance.id, again);
+    });
   }
 
   /**
-   * An instance ended: a child's end drives its parent (parked while it waited for it), and a
-   * parent that faulted or was cancelled cancels its running children.
+   * A child's parent, loaded: driven when `drive` (a child ended) and its lease is parked (it
+   * waited for the child), and settled when it has ended (it may owe its children dispositions).
    */
-  private ended(record: WorkflowRecord): void {
+  private parentOf(parentId: string, drive: boolean): void {
+    void this.load(parentId)
+      .then((held) => {
+        if (drive && held?.record.status === 'running' && held.record.lease === null) this.drive(held);
+        if (held !== undefined && held.record.status !== 'running') this.settle(held);
+      })
+      .catch((error: unknown) => this.failures.push(error));
+  }
+
+  /**
+   * An instance ended: a child's end drives its parent (parked while it waited for it), and an
+   * instance that owes its children dispositions (it faulted or was cancelled with children
+   * running, or abandoned one) cancels them and records them.
+   */
+  private ended(instance: Instance): void {
     if (this.stopping.signal.aborted) return;
-    const parent = record.started.parent;
-    if (parent !== undefined)
-      void this.load(parent.instanceId)
-        .then((held) => {
-          if (held?.record.status === 'running' && held.record.lease === null) this.drive(held);
-        })
-        .catch((error: unknown) => this.failures.push(error));
-    if (Object.keys(record.subworkflows).length > 0) void this.cancelChildren(record).catch((error: unknown) => this.failures.push(error));
+    const parent = instance.record.started.parent;
+    if (parent !== undefined) this.parentOf(parent.instanceId, true);
+    this.settle(instance);
   }
 
   /** The document a `run: workflow` reference names for an instance of `bundleDigest` running `own`: itself, or one its bundle pins. */
@@ -583,7 +629,7 @@ export class WorkflowExecutor implements CloudEventIntake {
     const commit = (proposal: Proposal) => kernel.enqueue(instance, () => kernel.commit(instance, (record, late) => fenced(record, proposal, late)));
     /** Creates the instance, carrying `proposal` when it may go with the start (no time guard of its own); Halted when not created. */
     const open = async (pending: Opening, proposal: Proposal | undefined): Promise<void> => {
-      const first = proposal && withStart(proposal) ? fenced(instance.record, proposal, false) : undefined;
+      const first = proposal && withStart(proposal, instance.record) ? fenced(instance.record, proposal, false) : undefined;
       const created = await pending.create(first);
       if (created.kind !== 'ok') throw new Halted(`workflow instance ${instance.id} was not created (${created.kind})`);
       if (proposal && !created.carried) await commit(proposal);
@@ -616,9 +662,10 @@ export class WorkflowExecutor implements CloudEventIntake {
     this.stopping.abort();
     for (const controller of this.supervised) controller.abort();
     this.rescan?.cancel();
-    for (const retry of this.retries.values()) retry.cancel();
+    for (const retry of [...this.retries.values(), ...this.disposeRetries.values()]) retry.cancel();
     this.retries.clear();
-    await Promise.allSettled([...this.running.values()]);
+    this.disposeRetries.clear();
+    await Promise.allSettled([...this.running.values(), ...this.disposing.values()]);
     await Promise.allSettled(this.kernel.held().map((instance) => this.release(instance)));
     await this.kernel.close();
   }
@@ -663,10 +710,18 @@ interface Led {
 }
 
 /**
- * Whether a proposal may commit with the start: no time guard or late alternative of its own (the
- * workflow's deadline counts from the start's commit instant, so the start's instant meets it).
+ * Whether a proposal may commit with the start: no time guard or late alternative of its own, and
+ * a workflow deadline after the start's instant. Every proposal commits before the deadline
+ * (decideProposal), which counts from the start's commit instant: a timeout longer than 0 ms is
+ * met at that instant, a timeout of 0 ms never is (the guard's upper bound is exclusive) — then
+ * the start commits alone, the proposal expires, and the workflow's timer faults the instance.
+ * (`started` is the provisional record, whose deadline is its start's instant plus the timeout.)
  */
-const withStart = (proposal: Proposal): boolean => proposal.notBeforeMs === undefined && proposal.notAfterMs === undefined && proposal.late === undefined;
+const withStart = (proposal: Proposal, { started, startedAtMs }: WorkflowRecord): boolean =>
+  proposal.notBeforeMs === undefined &&
+  proposal.notAfterMs === undefined &&
+  proposal.late === undefined &&
+  (started.deadlineMs === null || started.deadlineMs > startedAtMs);
 
 /**
  * The start carrying the first transition's events, or undefined when the first fails its schema

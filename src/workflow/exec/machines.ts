@@ -5,6 +5,8 @@
  * a decided event a machine cannot take is a bug, asserted, never dropped.
  *
  *   instance: running ─COMPLETE▶ completed | ─FAULT▶ faulted | ─CANCEL▶ cancelled (running takes STEP)
+ *             every state takes DISPOSE (a child workflow's disposition, subworkflow-disposed): an
+ *             ended instance still records what became of the children it started, and nothing else
  *   task:     idle ─START▶ running ─COMPLETE▶ completed | ─FAULT▶ faulted | ─CANCEL▶ cancelled
  *   timer:    idle ─SET▶ armed ─FIRE▶ fired
  *   lease:    free ─ACQUIRE▶ held ─RENEW | ACQUIRE (a takeover)▶ held ─RELEASE▶ free
@@ -13,16 +15,24 @@ import { setup } from 'xstate';
 import { deriveTable, step, type Table } from '../../machines/table.js';
 
 export type InstanceState = 'running' | 'completed' | 'faulted' | 'cancelled';
-export type InstanceEvent = 'STEP' | 'COMPLETE' | 'FAULT' | 'CANCEL';
+export type InstanceEvent = 'STEP' | 'COMPLETE' | 'FAULT' | 'CANCEL' | 'DISPOSE';
 
 export const instanceMachine = setup({ types: { events: {} as { type: InstanceEvent } } }).createMachine({
   id: 'workflow-instance',
   initial: 'running',
   states: {
-    running: { on: { STEP: { target: 'running' }, COMPLETE: { target: 'completed' }, FAULT: { target: 'faulted' }, CANCEL: { target: 'cancelled' } } },
-    completed: { type: 'final' },
-    faulted: { type: 'final' },
-    cancelled: { type: 'final' },
+    running: {
+      on: {
+        STEP: { target: 'running' },
+        DISPOSE: { target: 'running' },
+        COMPLETE: { target: 'completed' },
+        FAULT: { target: 'faulted' },
+        CANCEL: { target: 'cancelled' },
+      },
+    },
+    completed: { type: 'final', on: { DISPOSE: { target: 'completed' } } },
+    faulted: { type: 'final', on: { DISPOSE: { target: 'faulted' } } },
+    cancelled: { type: 'final', on: { DISPOSE: { target: 'cancelled' } } },
   },
 });
 
@@ -67,7 +77,7 @@ export const leaseMachine = setup({ types: { events: {} as { type: LeaseEvent } 
 });
 
 export const instanceStates: readonly InstanceState[] = ['running', 'completed', 'faulted', 'cancelled'];
-export const instanceEvents: readonly InstanceEvent[] = ['STEP', 'COMPLETE', 'FAULT', 'CANCEL'];
+export const instanceEvents: readonly InstanceEvent[] = ['STEP', 'COMPLETE', 'FAULT', 'CANCEL', 'DISPOSE'];
 export const taskStates: readonly TaskState[] = ['idle', 'running', 'completed', 'faulted', 'cancelled'];
 export const taskEvents: readonly TaskEvent[] = ['START', 'COMPLETE', 'FAULT', 'CANCEL'];
 export const timerStates: readonly TimerState[] = ['idle', 'armed', 'fired'];
@@ -84,5 +94,8 @@ export const stepInstance = (state: InstanceState, event: InstanceEvent): Instan
 export const stepTask = (state: TaskState, event: TaskEvent): TaskState => step(taskTable, 'workflow-task', state, event);
 export const stepTimer = (state: TimerState, event: TimerEvent): TimerState => step(timerTable, 'workflow-timer', state, event);
 export const stepLease = (state: LeaseState, event: LeaseEvent): LeaseState => step(leaseTable, 'workflow-lease', state, event);
+
+/** The instance machine's event for a logged event: a child workflow's disposition is DISPOSE, any other STEP. */
+export const instanceEventOf = (type: string): InstanceEvent => (type === 'subworkflow-disposed' ? 'DISPOSE' : 'STEP');
 
 export const isTaskEnded = (state: TaskState): boolean => state === 'completed' || state === 'faulted' || state === 'cancelled';

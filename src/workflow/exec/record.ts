@@ -33,7 +33,7 @@ import type {
   WorkflowStarted,
   WorkflowTransition,
 } from './events.js';
-import { stepInstance, stepLease, stepTask, stepTimer, type InstanceState, type TaskState, type TimerState } from './machines.js';
+import { instanceEventOf, stepInstance, stepLease, stepTask, stepTimer, type InstanceState, type TaskState, type TimerState } from './machines.js';
 
 export interface TaskRecord {
   ref: string;
@@ -395,8 +395,9 @@ export function applyWorkflow(record: WorkflowRecord | undefined, stored: Stored
   if (!appliesOnFold(stored, lastAppliedAtMs)) return record === undefined ? undefined : { ...record, revision: stored.revision };
   if (record === undefined) return created(stored);
   if (record.status !== 'running') {
-    // Only the instance machine's STEP (running) admits more events: a finished instance takes none.
-    stepInstance(record.status, 'STEP');
+    // Only the instance machine's STEP (running) admits most events; a finished instance takes only DISPOSE: what
+    // became of a child workflow it started (its disposition, recorded after the end when the end came first).
+    for (const event of stored.transition.events) stepInstance(record.status, instanceEventOf(event.type));
   }
   const draft = draftOf(record);
   for (const event of stored.transition.events) applyEvent(draft, event, stored.committedAtMs);

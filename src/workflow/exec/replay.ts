@@ -10,7 +10,7 @@ import { appliesOnFold } from '../../events/guard.js';
 import type { Stored } from '../../kernel/types.js';
 import { stepWithMachine } from '../../machines/table.js';
 import { workflowTransitionProblem, type WorkflowEvent, type WorkflowTransition } from './events.js';
-import { instanceMachine, leaseMachine, taskMachine, timerMachine } from './machines.js';
+import { instanceEventOf, instanceMachine, leaseMachine, taskMachine, timerMachine } from './machines.js';
 import { foldWorkflow, workflowTimeoutKey, type WorkflowRecord } from './record.js';
 
 export interface MachineStates {
@@ -38,7 +38,7 @@ function stepped(machine: Machine, state: string, event: string, what: string): 
 /** One event through XState's own machines. */
 function machineStep(states: MachineStates, event: WorkflowEvent): void {
   const task = (at: string, type: string) => (states.tasks[at] = stepped(taskMachine, states.tasks[at] ?? 'idle', type, `task ${at}`));
-  if (event.type !== 'workflow-started') states.status = stepped(instanceMachine, states.status, 'STEP', 'instance');
+  if (event.type !== 'workflow-started') states.status = stepped(instanceMachine, states.status, instanceEventOf(event.type), 'instance');
   switch (event.type) {
     case 'task-started':
       return void task(event.at, 'START');

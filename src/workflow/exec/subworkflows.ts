@@ -26,6 +26,13 @@
  *   and the disposition is read from the child as it is). A child started with `await: false` was
  *   never awaited and is not released with its task (it is cancelled with its parent, as every
  *   child is when the parent faults or is cancelled).
+ * - After the parent's end: a child it still owes a disposition — the parent ended (faulted,
+ *   cancelled) while awaiting it or with it started `await: false`, or a worker stopped between
+ *   a task's timeout and the child's cancel and the parent ended before another drove it — is
+ *   cancelled, and its disposition recorded in the ended parent's log: the one event an ended
+ *   instance takes (its machine's DISPOSE), under the same CAS, once per child (owedDisposals,
+ *   disposeOwed; the executor asks when the parent ends, when it is cancelled, and when it loads
+ *   the parent or a running child of it).
  */
 import type { JsonObject, JsonValue } from '../../contract/json.js';
 import { AdapterError } from '../../contract/errors.js';
@@ -195,6 +202,7 @@ export async function disposeSubworkflow(
   by: string,
   at: string,
   child: SubworkflowRecord,
+  what = by,
 ): Promise<SubworkflowDisposed> {
   const event = (disposition: SubworkflowDisposition, detail: string): SubworkflowDisposed => ({
     type: 'subworkflow-disposed',
@@ -205,11 +213,66 @@ export async function disposeSubworkflow(
     disposition,
     detail: detail.slice(0, 4000),
   });
-  const after = await host.cancel(child.instanceId, `its parent ${parentId} no longer awaits it: ${by} ended`);
-  if (after === undefined) return event('not-started', 'the task stopped waiting before the child instance was started');
-  if (after.status === 'cancelled') return event('cancelled', `cancelled by its parent when ${by} ended`);
+  const after = await host.cancel(child.instanceId, `its parent ${parentId} no longer awaits it: ${what} ended`);
+  if (after === undefined) return event('not-started', `${what} ended before the child instance was started`);
+  if (after.status === 'cancelled') return event('cancelled', `cancelled by its parent when ${what} ended`);
   if (after.status === 'running') throw new AdapterError('unavailable', `child workflow instance ${child.instanceId} is still running after its cancel`);
-  return event('already-closed', `it had ${after.status} before ${by} ended`);
+  return event('already-closed', `it had ${after.status} before ${what} ended`);
+}
+
+/** A child an ended instance still owes a disposition: its task execution, its record, and what stopped awaiting it. */
+export interface OwedChild {
+  at: string;
+  child: SubworkflowRecord;
+  /** The ended task execution that stopped awaiting it, or '/' (the instance's own end). */
+  by: string;
+}
+
+/**
+ * The children an ended instance still owes a disposition (pure): every bound child with none
+ * recorded whose end the parent did not see — an awaited one with no answer recorded for its
+ * run, and, when the instance faulted or was cancelled, one started with `await: false` (it is
+ * cancelled with its parent). A completed instance leaves its `await: false` children running:
+ * they were never awaited, and owe nothing. `by` is the decision the log already holds: the
+ * first to end of the faulted or cancelled task executions the child ran inside (a timeout's
+ * fault, a losing branch's cancel) when it was awaited, else the instance's end ('/').
+ */
+export function owedDisposals(record: WorkflowRecord): OwedChild[] {
+  if (record.status === 'running' || Object.keys(record.subworkflows).length === 0) return [];
+  const document = record.started.document;
+  const scheme = schemeOf(record.started);
+  const ended = Object.entries(record.tasks).filter(([, task]) => task.state === 'faulted' || task.state === 'cancelled');
+  const owed: OwedChild[] = [];
+  for (const [at, child] of Object.entries(record.subworkflows)) {
+    if (child.disposition !== undefined) continue;
+    const awaited = awaitsChild(document, child.ref);
+    if (awaited ? record.steps[`${at}>run`] !== undefined : record.status === 'completed') continue;
+    const startedSeq = record.tasks[at]?.startedSeq ?? Number.MAX_SAFE_INTEGER;
+    let by = '/';
+    let firstEndedSeq = Number.MAX_SAFE_INTEGER;
+    for (const [execution, task] of awaited ? ended : []) {
+      const endedSeq = task.endedSeq ?? Number.MAX_SAFE_INTEGER;
+      if (startedSeq < endedSeq && endedSeq < firstEndedSeq && ranInside(scheme, { pointer: task.ref, at: execution }, child.ref, at)) {
+        by = execution;
+        firstEndedSeq = endedSeq;
+      }
+    }
+    owed.push({ at, child, by });
+  }
+  return owed;
+}
+
+/**
+ * Cancels each child an ended instance still owes a disposition (owedDisposals) and answers the
+ * dispositions, for the caller to record after the end (decideDisposals). An unavailable store is
+ * thrown: the dispositions are asked again (by this worker later, or by the next to load the
+ * parent or one of its running children).
+ */
+export async function disposeOwed(host: SubworkflowHost, record: WorkflowRecord): Promise<SubworkflowDisposed[]> {
+  const disposed: SubworkflowDisposed[] = [];
+  for (const { at, child, by } of owedDisposals(record))
+    disposed.push(await disposeSubworkflow(host, record.instanceId, by, at, child, by === '/' ? `the instance (${record.status})` : by));
+  return disposed;
 }
 
 /**

@@ -251,6 +251,7 @@ Feature: Run Workflow
     And the workflow is cancelled
     Then the workflow should be cancelled
     And the child instance of delegate should be cancelled
+    And the child instance of delegate should be released as cancelled by the workflow
 
   Scenario: Not Awaited Child Runs On
     Given a workflow with definition:
@@ -412,6 +413,7 @@ Feature: Run Workflow
     When the workflow is executed
     Then the workflow should fault with status 408
     And the child instance of delegate should be cancelled
+    And the child instance of delegate should be released as cancelled by the workflow
 
   Scenario: A Task Timeout Cancels The Child It Awaited
     Given a workflow with definition:
@@ -615,3 +617,87 @@ Feature: Run Workflow
     And the workflow is cancelled
     Then the workflow should be cancelled
     And the child instance of delegate should be cancelled
+    And the child instance of delegate should be released as cancelled by the workflow
+
+  Scenario: Worker Stops After The Parent Faulted, Before Its Abandoned Child Was Cancelled
+    Given a workflow with definition:
+    """yaml
+    document:
+      dsl: '1.0.3'
+      namespace: convoke
+      name: hurried-then-late
+      version: '1.0.0'
+    timeout:
+      after:
+        milliseconds: 900
+    do:
+      - outer:
+          timeout:
+            after:
+              milliseconds: 300
+          do:
+            - delegate:
+                run:
+                  workflow:
+                    namespace: convoke
+                    name: forever
+                    version: '1.0.0'
+    """
+    And a child workflow with definition:
+    """yaml
+    document:
+      dsl: '1.0.3'
+      namespace: convoke
+      name: forever
+      version: '1.0.0'
+    do:
+      - pause:
+          wait:
+            hours: 1
+    """
+    When the worker stops after the workflow ended, before the child of delegate was cancelled
+    Then the next worker cancels the abandoned child and records it in the ended parent's log
+    And the workflow should fault with status 408
+    And there should be exactly one child instance, bound by delegate
+    And the child instance of delegate should be cancelled
+    And the child instance of delegate should be released as cancelled by outer
+
+  Scenario: Worker Stops After The Parent Was Cancelled, Before Its Abandoned Child Was Cancelled
+    Given a workflow with definition:
+    """yaml
+    document:
+      dsl: '1.0.3'
+      namespace: convoke
+      name: hurried-then-cancelled
+      version: '1.0.0'
+    do:
+      - outer:
+          timeout:
+            after:
+              milliseconds: 300
+          do:
+            - delegate:
+                run:
+                  workflow:
+                    namespace: convoke
+                    name: forever
+                    version: '1.0.0'
+    """
+    And a child workflow with definition:
+    """yaml
+    document:
+      dsl: '1.0.3'
+      namespace: convoke
+      name: forever
+      version: '1.0.0'
+    do:
+      - pause:
+          wait:
+            hours: 1
+    """
+    When the worker stops after outer timed out and the workflow was cancelled, before the child of delegate was cancelled
+    Then the next worker cancels the abandoned child and records it in the ended parent's log
+    And the workflow should be cancelled
+    And there should be exactly one child instance, bound by delegate
+    And the child instance of delegate should be cancelled
+    And the child instance of delegate should be released as cancelled by outer
