@@ -67,6 +67,11 @@ async function advance(store: JetStreamEventStore, id: string, steps: number): P
   }
 }
 
+/** Starts the client's view (a list before it reads the paged snapshot instead): the stuck counts always read the view. */
+async function startView(store: JetStreamEventStore): Promise<void> {
+  await store.index.countStuck(Date.now(), stuckBoundsDefault);
+}
+
 async function allPages(store: JetStreamEventStore, query: Omit<IndexQuery, 'after'>, between?: () => Promise<void>): Promise<OperationIndexRow[]> {
   const rows: OperationIndexRow[] = [];
   let after: IndexQuery['after'];
@@ -376,7 +381,7 @@ test('jetstream index: a view starts from the newest snapshot and reads only the
     expectOk(await writer.tombstone(added[2]!), 'tombstone');
     second = await JetStreamEventStore.open({ servers: server.url, requestTimeoutMs, indexRowDelayMs });
     whole = await JetStreamEventStore.open({ servers: server.url, requestTimeoutMs, indexRowDelayMs, indexSnapshotTailMin: 0 });
-    await second.index.list({ limit: 1 });
+    await startView(second);
     assert.equal(second.index.rowsFromSnapshot, 30, 'the second view started from the snapshot');
     // The stream keeps each subject's last message: 6 new subjects (one now a removal marker), 5 settled rows, 1 more marker.
     assert.equal(second.index.rowsDelivered, 12, 'the second view read only the tail from the stream');
@@ -507,7 +512,7 @@ test('jetstream index: a store user whose permissions predate the snapshot strea
     const newer = await open('store');
     assert.deepEqual(await listed(newer.store), new Set(ids));
     const jsm = await jetstreamManager(newer.nc, { checkAPI: false });
-    const head = async () => (await jsm.streams.getMessage('CONVOKE_OPS_INDEX_SNAP', { last_by_subj: 'convoke.isnap.head' }))?.seq;
+    const head = async () => (await jsm.streams.getMessage('CONVOKE_OPS_INDEX_SNAP', { last_by_subj: 'convoke.isnap.dir' }))?.seq;
     const written = await head();
     assert.ok(written !== undefined, 'the current user wrote a snapshot');
     assert.equal(newer.notices.length, 0, newer.notices.join('\n'));
@@ -574,7 +579,7 @@ test('jetstream index: a snapshot of an index stream since created again, or who
   /** A fresh client's view, started, and with its snapshot written when it writes one. */
   const started = async (indexSnapshotTailMin?: number) => {
     const store = await open(indexSnapshotTailMin);
-    await store.index.list({ limit: 1 });
+    await startView(store);
     await store.index.snapshotIdle();
     return store;
   };
@@ -589,13 +594,12 @@ test('jetstream index: a snapshot of an index stream since created again, or who
     const recreated = await started(1); // reads every row (the old snapshot is not of this stream) and writes one
     assert.deepEqual([recreated.index.rowsFromSnapshot, recreated.index.rowsDelivered], [0, 25], 'a snapshot of the stream before is not read');
     assert.equal((await started()).index.rowsFromSnapshot, 25, "the new stream's snapshot is used");
-    // A publisher allowed on the snapshot subjects replaces the snapshot's one chunk with a well-formed one that drops a row.
-    const head = (await jsm.streams.getMessage('CONVOKE_OPS_INDEX_SNAP', { last_by_subj: 'convoke.isnap.head' }))!.json<{
-      generation: number;
-      chunks: number;
-    }>();
-    assert.equal(head.chunks, 1);
-    const chunk = `convoke.isnap.${head.generation}.0`;
+    // A publisher allowed on the snapshot subjects replaces the snapshot's one page with a well-formed one that drops a row.
+    const directory = JSON.parse(
+      gunzipSync((await jsm.streams.getMessage('CONVOKE_OPS_INDEX_SNAP', { last_by_subj: 'convoke.isnap.dir' }))!.data).toString('utf8'),
+    ) as { operations: { id: string }[] };
+    assert.equal(directory.operations.length, 1);
+    const chunk = `convoke.isnap.p.${directory.operations[0]!.id}`;
     const body = JSON.parse(gunzipSync((await jsm.streams.getMessage('CONVOKE_OPS_INDEX_SNAP', { last_by_subj: chunk }))!.data).toString('utf8')) as {
       operations: Record<string, unknown[]>;
     };
