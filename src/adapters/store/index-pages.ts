@@ -67,7 +67,11 @@ export function rowKey<Row>(shape: RowShape<Row, never, unknown>, row: Row): Pag
 }
 
 /** The summary of a page's rows (any order; at least one). */
-export function summarize<Row, Query extends PagedQuery<Position>, Position>(kind: PagedKind<Row, Query, Position>, rows: readonly Row[]): PageSummary {
+export function summarize<Row, Query extends PagedQuery<Position>, Position>(
+  kind: PagedKind<Row, Query, Position>,
+  rows: readonly Row[],
+  valuesMax = keyValuesMax,
+): PageSummary {
   const shape = kind.shape as unknown as RowShape<Row, never, unknown>;
   let first = rowKey(shape, rows[0] as Row);
   let last = first;
@@ -88,7 +92,7 @@ export function summarize<Row, Query extends PagedQuery<Position>, Position>(kin
       if (at !== null && (earliest[name] === undefined || at < earliest[name])) earliest[name] = at;
     }
   }
-  const many = [...values].filter(([, n]) => n > keyValuesMax).map(([k]) => k);
+  const many = [...values].filter(([, n]) => n > valuesMax).map(([k]) => k);
   if (many.length > 0) for (const k of Object.keys(keys)) if (many.includes(kindOf(k))) delete keys[k];
   return { rows: rows.length, first, last, keys, many, earliest };
 }
