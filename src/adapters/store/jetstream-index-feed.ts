@@ -80,6 +80,8 @@ export class JetStreamIndexFeed {
   private snapshotting: Promise<void> | undefined;
   /** The pages of the generation this feed started from or last wrote: unchanged pages are named again, not written. */
   private written: WrittenPages | undefined;
+  /** The stored directory names a page that is gone: the next generation replaces it whoever wrote it. */
+  private directoryBroken = false;
   private readonly waiters = new Set<Waiter>();
   /** Why the feed stopped (its consumer ended, an update failed, it was closed): it is not current again. */
   private failure: Error | undefined;
@@ -127,7 +129,8 @@ export class JetStreamIndexFeed {
         return snapshot;
       }
     } catch (error) {
-      if (!(error instanceof Error && error.name === 'PageGone')) host.onFailure?.('reading', error);
+      if (error instanceof Error && error.name === 'PageGone') this.directoryBroken = true;
+      else host.onFailure?.('reading', error);
       return undefined;
     }
     return readSnapshot(host, created, lastSeq);
@@ -166,8 +169,12 @@ export class JetStreamIndexFeed {
     const snapshot = { seq: this.appliedSeq, operations: this.view.heldRows(), workflows: this.workflowView.heldRows() };
     // A failed write is tried again only after as many rows again.
     this.snapshotSeq = snapshot.seq;
-    this.snapshotting = writePages(snapshots, this.created, snapshot, this.written, snapshots)
-      .then((written) => void (written && (this.written = written)))
+    this.snapshotting = writePages(snapshots, this.created, snapshot, this.written, { ...snapshots, replace: this.directoryBroken })
+      .then((written) => {
+        if (!written) return;
+        this.written = written;
+        this.directoryBroken = false;
+      })
       .catch((error: unknown) => snapshots.onFailure?.('writing', error))
       .finally(() => (this.snapshotting = undefined));
   }

@@ -117,18 +117,19 @@ export async function readAllPages(host: SnapshotHost, directory: Directory): Pr
  * Writes the view at `seq` (its rows oldest first) as a new generation: the pages that changed
  * since `previous` (this writer's last generation, while the stored directory is still it), then
  * the directory, then purges what no directory names. Undefined when it did not write: another
- * writer's directory is less than `tailMin` rows behind `seq`. Throws what failed.
+ * writer's directory is less than `tailMin` rows behind `seq` (unless `replace`). Throws what failed.
  */
 export async function writePages(
   host: SnapshotHost,
   created: string,
   view: IndexSnapshot,
   previous: WrittenPages | undefined,
-  options: { pageRows: number; tailMin: number },
+  /** `replace`: write even over a recent directory of another writer (its pages are found gone). */
+  options: { pageRows: number; tailMin: number; replace?: boolean },
 ): Promise<WrittenPages | undefined> {
   const stored = await storedDirectory(host).catch(() => undefined);
   const own = stored !== undefined && previous !== undefined && stored.generation === previous.generation;
-  if (stored && !own && stored.created === created && view.seq - stored.seq < options.tailMin) return undefined;
+  if (stored && !own && !options.replace && stored.created === created && view.seq - stored.seq < options.tailMin) return undefined;
   const generation = randomUUID().replaceAll('-', '');
   const named = new Map((own ? [...stored.operations, ...stored.workflows] : []).map((page) => [page.id, page]));
   const cutKind = async <Row, Q, P>(which: PageKind, kind: PagedKind<Row, Q & { limit: number }, P>, rows: Row[], earlier: { id: string; rows: Row[] }[]) => {

@@ -344,6 +344,12 @@ export class JetStreamOperationIndex implements OperationIndexStore {
     }
   }
 
+  /** Starts the view (a list before it reads the paged snapshot instead) and makes it current. */
+  async startView(): Promise<void> {
+    await this.writeWaiting();
+    await this.view();
+  }
+
   /** Counted in the view: a seek per reason (index-view.ts). */
   async countStuck(nowMs: number, bounds: StuckBounds): Promise<StuckCounts> {
     await this.writeWaiting();
