@@ -144,20 +144,27 @@ export async function pageOfPages<Row, Query extends PagedQuery<Position>, Posit
     if (after !== undefined && !keyAfter(page.last, after)) continue;
     // Wholly older than `since`, and so is every page after it.
     if (query.sinceMs !== undefined && page.first[0] < query.sinceMs) break;
+    // The rows newer than this page are all known (the pages before it and the overlay): enough of them, and it is not read.
+    if (found.length + countWhile(changed, (row) => keyAfter(page.first, keyOf(row))) > query.limit) break;
     if (!mayHold(kind, page, query)) walked.skipped++;
     else {
       walked.read++;
       for (const row of await fetch(n)) if (!overlay.has(shape.idOf(row)) && takes(row)) found.push(row);
     }
     // Every row taken at or before this page's last place is known: the pages' and the overlay's.
-    let known = found.length;
-    for (const row of changed) if (!keyAfter(keyOf(row), page.last)) known++;
-    if (known > query.limit) break;
+    if (found.length + countWhile(changed, (row) => !keyAfter(keyOf(row), page.last)) > query.limit) break;
   }
   const matching = [...found, ...changed].sort((a, b) => compareKeys(keyOf(a), keyOf(b))).slice(0, query.limit + 1);
   const rows = matching.slice(0, query.limit).map((row) => shape.copy(row));
   const last = rows.at(-1);
   return matching.length > query.limit && last ? { rows, next: shape.positionOf(last) } : { rows };
+}
+
+/** How many of `sorted`'s first items pass `test` (it holds for a prefix of them). */
+function countWhile<T>(sorted: readonly T[], test: (item: T) => boolean): number {
+  let n = 0;
+  while (n < sorted.length && test(sorted[n] as T)) n++;
+  return n;
 }
 
 /** A page a generation writes: its rows (oldest first), and the id of an earlier page it repeats exactly, if any. */
