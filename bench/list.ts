@@ -235,7 +235,13 @@ async function measureJetStream(size: number): Promise<Measurement[]> {
       oneShotOpen,
       new SystemClock().nowMs(),
     );
-    const out = [start, fromSnapshot, ...oneShot, ...oneShotTailed, ...(await measureCases('jetstream', reader, size + tail + oneShotTail, new SystemClock().nowMs()))];
+    const out = [
+      start,
+      fromSnapshot,
+      ...oneShot,
+      ...oneShotTailed,
+      ...(await measureCases('jetstream', reader, size + tail + oneShotTail, new SystemClock().nowMs())),
+    ];
     process.stderr.write(`jetstream ${size}: the view read ${reader.index.rowsDelivered} rows from the stream in all (its start included)\n`);
     await reader.close();
     await nc.close();

@@ -720,7 +720,13 @@ test('jetstream index: a one-shot first page costs the same requests and pages a
   for (const count of [60, 600]) {
     const server = await startJetStreamServer();
     const writer = await JetStreamEventStore.open({ servers: server.url, requestTimeoutMs, indexRowDelayMs });
-    const pager = await JetStreamEventStore.open({ servers: server.url, requestTimeoutMs, indexRowDelayMs, indexSnapshotTailMin: 1, indexSnapshotPageRows: 20 });
+    const pager = await JetStreamEventStore.open({
+      servers: server.url,
+      requestTimeoutMs,
+      indexRowDelayMs,
+      indexSnapshotTailMin: 1,
+      indexSnapshotPageRows: 20,
+    });
     const nc = await connect({ servers: server.url });
     const reader = await JetStreamEventStore.open({ connection: nc, requestTimeoutMs, indexRowDelayMs });
     try {
@@ -771,7 +777,11 @@ test('jetstream index: a one-shot list does not take a directory of an index str
     const ids = await admit(again, 25, 'stale-new');
     const recreated = await open({ indexSnapshotTailMin: 1 });
     assert.deepEqual((await recreated.index.list({ limit: 50 })).rows.map((r) => r.operationId).sort(), [...ids].sort());
-    assert.deepEqual([recreated.index.paged.lists, recreated.index.rowsDelivered], [0, 25], 'the directory of the stream before is not taken: a view read every row');
+    assert.deepEqual(
+      [recreated.index.paged.lists, recreated.index.rowsDelivered],
+      [0, 25],
+      'the directory of the stream before is not taken: a view read every row',
+    );
     await recreated.index.snapshotIdle();
     assert.notEqual((await storedDirectory(nc)).created, stale.created, 'the view wrote a generation of the new stream');
     // A page of the directory gone (a writer purged it): the one-shot list starts a view instead.
@@ -791,7 +801,11 @@ test('jetstream index: a one-shot list does not take a directory of an index str
     await bounded.close();
     const after = await open();
     assert.equal((await after.index.list({ limit: 50 })).rows.length, 34);
-    assert.deepEqual([after.index.paged.lists, after.index.paged.tailRows, after.index.rowsDelivered], [1, 0, 0], 'the view wrote the generation the next list reads');
+    assert.deepEqual(
+      [after.index.paged.lists, after.index.paged.tailRows, after.index.rowsDelivered],
+      [1, 0, 0],
+      'the view wrote the generation the next list reads',
+    );
   } finally {
     for (const store of opened) await store.close();
     await nc.close();

@@ -376,7 +376,11 @@ test('pages of the rows at a snapshot plus an overlay of the changes after it an
           next.flatMap((page) => page.rows),
           view.heldRows(),
         );
-        if (at === changes.length) assert.ok(next.every((page) => page.same !== undefined), 'nothing changed: every page is named again');
+        if (at === changes.length)
+          assert.ok(
+            next.every((page) => page.same !== undefined),
+            'nothing changed: every page is named again',
+          );
         // A page named again is read as it was stored (the earlier generation's rows), summary and all.
         const nextPages = directory(next.map((page) => (page.same === undefined ? page : (first.find((p) => p.id === page.same) as (typeof first)[number]))));
         for (const query of queries)
@@ -434,7 +438,14 @@ test('a filtered page reads only the pages whose summary may hold a match', asyn
   ];
   for (const [query, read] of cases) {
     const walked = { read: 0, skipped: 0 };
-    const got = await pageOfPages(operationPages, pages.map((p) => p.summary), new Map(), { ...query }, async (n) => pages[n]!.rows, walked);
+    const got = await pageOfPages(
+      operationPages,
+      pages.map((p) => p.summary),
+      new Map(),
+      { ...query },
+      async (n) => pages[n]!.rows,
+      walked,
+    );
     assert.deepEqual(got, pageOf(rows.values(), query));
     assert.equal(walked.read, read, `${JSON.stringify(query)} read ${walked.read} pages`);
   }

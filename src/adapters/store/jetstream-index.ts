@@ -410,7 +410,8 @@ export class JetStreamOperationIndex implements OperationIndexStore {
       let page: IndexPage | WorkflowIndexPage;
       if (kind === 'operations') {
         const overlay = new Map<string, OperationIndexRow | null>();
-        for (const { id, data } of tail) if (!isWorkflowStream(id)) overlay.set(id, indexRowOnSubject(this.rowSubjectPrefix, this.subject(id), data).row ?? null);
+        for (const { id, data } of tail)
+          if (!isWorkflowStream(id)) overlay.set(id, indexRowOnSubject(this.rowSubjectPrefix, this.subject(id), data).row ?? null);
         page = await pageOfPages(operationPages, pages, overlay, query as IndexQuery, read<OperationIndexRow>, this.paged);
       } else {
         const overlay = new Map<string, WorkflowIndexRow | null>();
