@@ -14,6 +14,7 @@ import { jetstream, jetstreamManager } from '@nats-io/jetstream';
 import { JetStreamEventStore } from '../../src/adapters/store/jetstream.js';
 import { JetStreamIndexFeed } from '../../src/adapters/store/jetstream-index-feed.js';
 import { stuckBoundsDefault, type IndexQuery, type OperationIndexRow } from '../../src/events/operation-index.js';
+import { workflowStuckBoundsDefault, type WorkflowIndexQuery, type WorkflowIndexRow } from '../../src/events/workflow-index.js';
 import { startJetStreamServer } from '../support/jetstream-server.js';
 import { connectNats } from '../../src/adapters/transport/nats.js';
 import { jetstreamStorePermissions } from '../../src/deployment/nats/permissions.js';
@@ -854,6 +855,75 @@ test('jetstream index: a new generation writes only the pages whose rows changed
     await pager.close();
     await writer.close();
     await nc.close();
+    await server.dispose();
+  }
+});
+
+test('jetstream index: a fresh client lists workflow instances from the paged snapshot and the rows after it, as a view of every row does', async () => {
+  const server = await startJetStreamServer();
+  const writer = await JetStreamEventStore.open({ servers: server.url, requestTimeoutMs, indexRowDelayMs });
+  const pager = await JetStreamEventStore.open({ servers: server.url, requestTimeoutMs, indexRowDelayMs, indexSnapshotTailMin: 1, indexSnapshotPageRows: 8 });
+  const opened: JetStreamEventStore[] = [];
+  const instance = (n: number, status: WorkflowIndexRow['status'], startedAtMs: number): WorkflowIndexRow => ({
+    instanceId: `wf${n.toString(16).padStart(64, '0')}`,
+    principalId: `svc-${n % 3}`,
+    workflowName: n % 4 === 0 ? 'rare' : 'common',
+    bundleDigest: 'sha256:' + '0'.repeat(64),
+    invocationKey: `k${n}`,
+    status,
+    startedAtMs,
+    endedAtMs: status === 'running' ? null : startedAtMs + 10,
+    deadlineMs: startedAtMs + 60_000,
+    currentTask: null,
+    nextDueMs: null,
+    lease: null,
+    lastError: null,
+    childOperationIds: [],
+    childOperations: 0,
+    parent: null,
+    revision: '3',
+  });
+  try {
+    const startMs = Date.now() - 600_000;
+    for (let n = 0; n < 30; n++) await writer.index.workflow.put(instance(n, 'running', startMs + n).instanceId, instance(n, 'running', startMs + n));
+    await startView(pager);
+    await pager.index.snapshotIdle();
+    // After the snapshot: new instances, instances it holds completed, one removed.
+    for (let n = 30; n < 34; n++) await writer.index.workflow.put(instance(n, 'running', startMs + n).instanceId, instance(n, 'running', startMs + n));
+    for (const n of [2, 17, 31]) await writer.index.workflow.put(instance(n, 'completed', startMs + n).instanceId, instance(n, 'completed', startMs + n));
+    await writer.index.workflow.put(instance(5, 'running', 0).instanceId, undefined);
+    const whole = await JetStreamEventStore.open({ servers: server.url, requestTimeoutMs, indexRowDelayMs, indexSnapshotTailMin: 0 });
+    opened.push(whole);
+    const queries: Omit<WorkflowIndexQuery, 'after'>[] = [
+      { limit: 4 },
+      { limit: 3, status: 'completed' },
+      { limit: 3, workflowName: 'rare' },
+      { limit: 3, principalId: 'svc-1', status: 'running' },
+      { limit: 5, stuck: { nowMs: Date.now() + 3_600_000, bounds: workflowStuckBoundsDefault } },
+    ];
+    const pagesOf = async (store: JetStreamEventStore, query: Omit<WorkflowIndexQuery, 'after'>) => {
+      const rows: WorkflowIndexRow[] = [];
+      let after: WorkflowIndexQuery['after'];
+      for (let page = 0; page < 100; page++) {
+        const result = await store.index.workflow.list({ ...query, ...(after ? { after } : {}) });
+        rows.push(...result.rows);
+        if (!result.next) return rows;
+        after = result.next;
+      }
+      throw new Error('paging did not end');
+    };
+    for (const query of queries) {
+      const oneShot = await JetStreamEventStore.open({ servers: server.url, requestTimeoutMs, indexRowDelayMs });
+      opened.push(oneShot);
+      assert.deepEqual(await pagesOf(oneShot, query), await pagesOf(whole, query), `${JSON.stringify(query)}: as a view of every row`);
+      assert.equal(oneShot.index.rowsDelivered, 0, 'no view was started');
+      assert.ok(oneShot.index.paged.lists > 0);
+    }
+    assert.equal((await pagesOf(whole, { limit: 100 })).length, 33);
+  } finally {
+    for (const store of opened) await store.close();
+    await pager.close();
+    await writer.close();
     await server.dispose();
   }
 });
