@@ -445,18 +445,37 @@ test('jetstream index: nothing a peer can publish lands in the index', async () 
   }
 });
 
-test('jetstream index: under the least-privilege store permissions a view starts, follows another client and answers pages', async () => {
+test('jetstream index: under the least-privilege store permissions a view starts, follows another client and answers pages; a view writes a paged snapshot and a one-shot client lists from it', async () => {
   const password = randomBytes(9).toString('hex');
   const permissions = jetstreamStorePermissions({}, { manageStreams: true });
   const server = await startJetStreamServer({ users: [{ user: 'store', password, publish: permissions.publish, subscribe: ['_INBOX.store.>'] }] });
-  const open = async () => {
+  const open = async (indexSnapshotTailMin?: number) => {
     const nc = await connectNats({ servers: server.url, user: 'store', pass: password, inboxPrefix: '_INBOX.store' });
-    return { nc, store: await JetStreamEventStore.open({ connection: nc, requestTimeoutMs, indexRowDelayMs }) };
+    const notices: string[] = [];
+    const options = { connection: nc, requestTimeoutMs, indexRowDelayMs, indexSnapshotPageRows: 5, onNotice: (line: string) => notices.push(line) };
+    return { nc, notices, store: await JetStreamEventStore.open({ ...options, ...(indexSnapshotTailMin === undefined ? {} : { indexSnapshotTailMin }) }) };
   };
   const reader = await open();
   const writer = await open();
+  const pager = await open(1);
+  const oneShot = await open();
   try {
     const ids = await admit(writer.store, 20, 'least');
+    await startView(pager.store);
+    await pager.store.index.snapshotIdle();
+    assert.deepEqual(new Set((await allPages(oneShot.store, { limit: 7 })).map((r) => r.operationId)), new Set(ids));
+    assert.deepEqual([oneShot.store.index.paged.lists > 0, oneShot.store.index.rowsDelivered], [true, 0], 'the one-shot client read the pages');
+    assert.deepEqual([...pager.notices, ...oneShot.notices], []);
+  } finally {
+    await pager.store.close();
+    await oneShot.store.close();
+    await pager.nc.close();
+    await oneShot.nc.close();
+  }
+  try {
+    const ids = (await allPages(reader.store, { limit: 50 })).map((r) => r.operationId);
+    assert.equal(ids.length, 20);
+    await startView(reader.store);
     const page = await reader.store.index.list({ limit: 50 });
     assert.deepEqual(new Set(page.rows.map((r) => r.operationId)), new Set(ids));
     const [more] = await admit(writer.store, 1, 'least-more');
