@@ -15,6 +15,12 @@
  * first page is timed the same way: its view starts from the snapshot plus that tail. Both
  * starts are in the same run, on the same server. `--jetstream-sizes` overrides `--sizes` for
  * JetStream.
+ *
+ * One-shot first pages (what `convoke list` pays): a fresh client per read, whose first page
+ * (unfiltered, one principal, one interaction, an outcome no operation has, the stuck page) is
+ * timed — on JetStream from the paged snapshot (jetstream-index-pages.ts) right after a
+ * generation is written and again with a tail of `oneShotTail` rows stored after it, on SQLite
+ * a second store client of the same file.
  */
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -79,6 +85,8 @@ async function fill(store: EventStore, count: number, inFlight: number, setTime?
   };
   for (let i = from; i < from + count; i += inFlight)
     await Promise.all(Array.from({ length: Math.min(inFlight, from + count - i) }, (_, k) => createOne(i + k)));
+  // An open operation's row waits for a later one (indexRowDelayMs): written now, as a deployment's would be within a second.
+  if (store instanceof JetStreamEventStore) await store.index.writeWaiting();
 }
 
 /** Median and 95th percentile of `runs` timed reads, in ms, and the rows the last one answered. */
@@ -95,6 +103,54 @@ async function timeReads(runs: number, read: () => Promise<number>): Promise<{ m
 }
 
 const runsPerCase = 200;
+/** Fresh clients per one-shot case. */
+const oneShotRuns = 7;
+/** Rows stored after the paged snapshot for the second round of one-shot pages (the tail bound with a view running is tailMin, 1 000). */
+const oneShotTail = 1000;
+
+const oneShotCases: { name: string; query: (nowMs: number) => IndexQuery }[] = [
+  { name: 'first page', query: () => ({ limit: pageRows }) },
+  { name: 'one principal', query: () => ({ limit: pageRows, principalId: 'svc-7' }) },
+  { name: 'one interaction', query: () => ({ limit: pageRows, interaction: 'review' }) },
+  { name: 'outcome failed (none)', query: () => ({ limit: pageRows, outcome: 'failed' }) },
+  { name: 'stuck', query: (nowMs) => ({ limit: pageRows, stuck: { nowMs: nowMs + 3_600_000, bounds: stuckBoundsDefault } }) },
+];
+
+/** Each one-shot case: a fresh client from `open` per read, its first page timed (the open is not). */
+async function measureOneShot(storeName: string, size: number, label: string, open: () => Promise<EventStore>, nowMs: number): Promise<Measurement[]> {
+  const out: Measurement[] = [];
+  for (const c of oneShotCases) {
+    const times: number[] = [];
+    let rows = 0;
+    let pagesRead = 0;
+    for (let i = 0; i < oneShotRuns; i++) {
+      const store = await open();
+      try {
+        const started = performance.now();
+        rows = (await store.index.list(c.query(nowMs))).rows.length;
+        times.push(performance.now() - started);
+        if (store instanceof JetStreamEventStore) {
+          if (store.index.rowsDelivered > 0) throw new Error('a one-shot page started a view');
+          pagesRead = store.index.paged.read;
+        }
+      } finally {
+        await store.close();
+      }
+    }
+    times.sort((a, b) => a - b);
+    const pages = storeName === 'jetstream' ? `, ${pagesRead} pages read` : '';
+    out.push({
+      store: storeName,
+      operations: size,
+      case: `one-shot ${label}: ${c.name}${pages}`,
+      rows,
+      medianMs: times[Math.floor(times.length / 2)] ?? 0,
+      p95Ms: times.at(-1) ?? 0,
+    });
+    progress(out.at(-1));
+  }
+  return out;
+}
 
 /** Every case's page, then the stuck counts, on `store`. */
 async function measureCases(storeName: string, store: EventStore, size: number, nowMs: number): Promise<Measurement[]> {
@@ -129,7 +185,14 @@ async function measureSqlite(size: number): Promise<Measurement[]> {
     const filling = performance.now();
     await fill(store, size, 1, () => clock.set(clock.nowMs() + 1));
     process.stderr.write(`sqlite: ${size} operations admitted in ${((performance.now() - filling) / 1000).toFixed(1)} s\n`);
-    return await measureCases('sqlite', store, size, clock.nowMs());
+    const oneShot = await measureOneShot(
+      'sqlite',
+      size,
+      'a fresh client',
+      async () => new SqliteEventStore({ path: join(dir, 'ops.db'), clock, limits: { operationsMax: Math.max(size, 1000) } }),
+      clock.nowMs(),
+    );
+    return [...oneShot, ...(await measureCases('sqlite', store, size, clock.nowMs()))];
   } finally {
     await store.close();
     await rm(dir, { recursive: true, force: true });
@@ -138,7 +201,7 @@ async function measureSqlite(size: number): Promise<Measurement[]> {
 
 async function measureJetStream(size: number): Promise<Measurement[]> {
   const server = await startJetStreamServer();
-  const limits = { operationsMax: Math.max(size + Math.ceil(size / 100), 1000) };
+  const limits = { operationsMax: Math.max(size + Math.ceil(size / 100) + oneShotTail, 1000) };
   const writer = await JetStreamEventStore.open({ servers: server.url, limits });
   let reader: JetStreamEventStore | undefined;
   try {
@@ -158,9 +221,27 @@ async function measureJetStream(size: number): Promise<Measurement[]> {
     process.stderr.write(
       `jetstream ${size}: the snapshot's view read ${second.index.rowsFromSnapshot} rows from the snapshot and ${second.index.rowsDelivered} from the stream\n`,
     );
+    // Its view writes a generation of pages (its tail reached tailMin) before it closes, or the first view's is the newest.
     await second.close();
     await nc2.close();
-    const out = [start, fromSnapshot, ...(await measureCases('jetstream', reader, size + tail, new SystemClock().nowMs()))];
+    const oneShotOpen = async () =>
+      JetStreamEventStore.open({ servers: server.url, limits, onNotice: (line) => process.stderr.write(`one-shot client: ${line}\n`) });
+    const oneShot = await measureOneShot('jetstream', size + tail, 'from the pages, no tail', oneShotOpen, new SystemClock().nowMs());
+    await fill(writer, oneShotTail, 32, undefined, size + tail);
+    const oneShotTailed = await measureOneShot(
+      'jetstream',
+      size + tail + oneShotTail,
+      `from the pages + ${oneShotTail} rows after them`,
+      oneShotOpen,
+      new SystemClock().nowMs(),
+    );
+    const out = [
+      start,
+      fromSnapshot,
+      ...oneShot,
+      ...oneShotTailed,
+      ...(await measureCases('jetstream', reader, size + tail + oneShotTail, new SystemClock().nowMs())),
+    ];
     process.stderr.write(`jetstream ${size}: the view read ${reader.index.rowsDelivered} rows from the stream in all (its start included)\n`);
     await reader.close();
     await nc.close();
@@ -178,6 +259,8 @@ async function timeViewStart(store: JetStreamEventStore, size: number, name: str
   gc?.();
   const heapBefore = process.memoryUsage().heapUsed;
   const started = performance.now();
+  // The view itself (a list before it would read the paged snapshot instead), then its first page.
+  await store.index.startView();
   const rows = (await store.index.list({ limit: pageRows })).rows.length;
   const startMs = performance.now() - started;
   gc?.();

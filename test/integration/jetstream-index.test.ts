@@ -14,6 +14,7 @@ import { jetstream, jetstreamManager } from '@nats-io/jetstream';
 import { JetStreamEventStore } from '../../src/adapters/store/jetstream.js';
 import { JetStreamIndexFeed } from '../../src/adapters/store/jetstream-index-feed.js';
 import { stuckBoundsDefault, type IndexQuery, type OperationIndexRow } from '../../src/events/operation-index.js';
+import { workflowStuckBoundsDefault, type WorkflowIndexQuery, type WorkflowIndexRow } from '../../src/events/workflow-index.js';
 import { startJetStreamServer } from '../support/jetstream-server.js';
 import { connectNats } from '../../src/adapters/transport/nats.js';
 import { jetstreamStorePermissions } from '../../src/deployment/nats/permissions.js';
@@ -65,6 +66,11 @@ async function advance(store: JetStreamEventStore, id: string, steps: number): P
     expectOk(outcome, next.causation.command);
     revision = outcome.revision;
   }
+}
+
+/** Starts the client's view (a list before it reads the paged snapshot instead). */
+async function startView(store: JetStreamEventStore): Promise<void> {
+  await store.index.startView();
 }
 
 async function allPages(store: JetStreamEventStore, query: Omit<IndexQuery, 'after'>, between?: () => Promise<void>): Promise<OperationIndexRow[]> {
@@ -376,7 +382,7 @@ test('jetstream index: a view starts from the newest snapshot and reads only the
     expectOk(await writer.tombstone(added[2]!), 'tombstone');
     second = await JetStreamEventStore.open({ servers: server.url, requestTimeoutMs, indexRowDelayMs });
     whole = await JetStreamEventStore.open({ servers: server.url, requestTimeoutMs, indexRowDelayMs, indexSnapshotTailMin: 0 });
-    await second.index.list({ limit: 1 });
+    await startView(second);
     assert.equal(second.index.rowsFromSnapshot, 30, 'the second view started from the snapshot');
     // The stream keeps each subject's last message: 6 new subjects (one now a removal marker), 5 settled rows, 1 more marker.
     assert.equal(second.index.rowsDelivered, 12, 'the second view read only the tail from the stream');
@@ -439,18 +445,37 @@ test('jetstream index: nothing a peer can publish lands in the index', async () 
   }
 });
 
-test('jetstream index: under the least-privilege store permissions a view starts, follows another client and answers pages', async () => {
+test('jetstream index: under the least-privilege store permissions a view starts, follows another client and answers pages; a view writes a paged snapshot and a one-shot client lists from it', async () => {
   const password = randomBytes(9).toString('hex');
   const permissions = jetstreamStorePermissions({}, { manageStreams: true });
   const server = await startJetStreamServer({ users: [{ user: 'store', password, publish: permissions.publish, subscribe: ['_INBOX.store.>'] }] });
-  const open = async () => {
+  const open = async (indexSnapshotTailMin?: number) => {
     const nc = await connectNats({ servers: server.url, user: 'store', pass: password, inboxPrefix: '_INBOX.store' });
-    return { nc, store: await JetStreamEventStore.open({ connection: nc, requestTimeoutMs, indexRowDelayMs }) };
+    const notices: string[] = [];
+    const options = { connection: nc, requestTimeoutMs, indexRowDelayMs, indexSnapshotPageRows: 5, onNotice: (line: string) => notices.push(line) };
+    return { nc, notices, store: await JetStreamEventStore.open({ ...options, ...(indexSnapshotTailMin === undefined ? {} : { indexSnapshotTailMin }) }) };
   };
   const reader = await open();
   const writer = await open();
+  const pager = await open(1);
+  const oneShot = await open();
   try {
     const ids = await admit(writer.store, 20, 'least');
+    await startView(pager.store);
+    await pager.store.index.snapshotIdle();
+    assert.deepEqual(new Set((await allPages(oneShot.store, { limit: 7 })).map((r) => r.operationId)), new Set(ids));
+    assert.deepEqual([oneShot.store.index.paged.lists > 0, oneShot.store.index.rowsDelivered], [true, 0], 'the one-shot client read the pages');
+    assert.deepEqual([...pager.notices, ...oneShot.notices], []);
+  } finally {
+    await pager.store.close();
+    await oneShot.store.close();
+    await pager.nc.close();
+    await oneShot.nc.close();
+  }
+  try {
+    const ids = (await allPages(reader.store, { limit: 50 })).map((r) => r.operationId);
+    assert.equal(ids.length, 20);
+    await startView(reader.store);
     const page = await reader.store.index.list({ limit: 50 });
     assert.deepEqual(new Set(page.rows.map((r) => r.operationId)), new Set(ids));
     const [more] = await admit(writer.store, 1, 'least-more');
@@ -507,7 +532,7 @@ test('jetstream index: a store user whose permissions predate the snapshot strea
     const newer = await open('store');
     assert.deepEqual(await listed(newer.store), new Set(ids));
     const jsm = await jetstreamManager(newer.nc, { checkAPI: false });
-    const head = async () => (await jsm.streams.getMessage('CONVOKE_OPS_INDEX_SNAP', { last_by_subj: 'convoke.isnap.head' }))?.seq;
+    const head = async () => (await jsm.streams.getMessage('CONVOKE_OPS_INDEX_SNAP', { last_by_subj: 'convoke.isnap.dir' }))?.seq;
     const written = await head();
     assert.ok(written !== undefined, 'the current user wrote a snapshot');
     assert.equal(newer.notices.length, 0, newer.notices.join('\n'));
@@ -574,7 +599,7 @@ test('jetstream index: a snapshot of an index stream since created again, or who
   /** A fresh client's view, started, and with its snapshot written when it writes one. */
   const started = async (indexSnapshotTailMin?: number) => {
     const store = await open(indexSnapshotTailMin);
-    await store.index.list({ limit: 1 });
+    await startView(store);
     await store.index.snapshotIdle();
     return store;
   };
@@ -589,13 +614,12 @@ test('jetstream index: a snapshot of an index stream since created again, or who
     const recreated = await started(1); // reads every row (the old snapshot is not of this stream) and writes one
     assert.deepEqual([recreated.index.rowsFromSnapshot, recreated.index.rowsDelivered], [0, 25], 'a snapshot of the stream before is not read');
     assert.equal((await started()).index.rowsFromSnapshot, 25, "the new stream's snapshot is used");
-    // A publisher allowed on the snapshot subjects replaces the snapshot's one chunk with a well-formed one that drops a row.
-    const head = (await jsm.streams.getMessage('CONVOKE_OPS_INDEX_SNAP', { last_by_subj: 'convoke.isnap.head' }))!.json<{
-      generation: number;
-      chunks: number;
-    }>();
-    assert.equal(head.chunks, 1);
-    const chunk = `convoke.isnap.${head.generation}.0`;
+    // A publisher allowed on the snapshot subjects replaces the snapshot's one page with a well-formed one that drops a row.
+    const directory = JSON.parse(
+      gunzipSync((await jsm.streams.getMessage('CONVOKE_OPS_INDEX_SNAP', { last_by_subj: 'convoke.isnap.dir' }))!.data).toString('utf8'),
+    ) as { operations: { id: string }[] };
+    assert.equal(directory.operations.length, 1);
+    const chunk = `convoke.isnap.p.${directory.operations[0]!.id}`;
     const body = JSON.parse(gunzipSync((await jsm.streams.getMessage('CONVOKE_OPS_INDEX_SNAP', { last_by_subj: chunk }))!.data).toString('utf8')) as {
       operations: Record<string, unknown[]>;
     };
@@ -638,6 +662,287 @@ test("jetstream index: an open operation's row waits for a later one: one settle
     await writer.close().catch(() => undefined);
     await reader.close();
     await nc.close();
+    await server.dispose();
+  }
+});
+
+/** The directory of the paged snapshot as stored (jetstream-index-pages.ts). */
+async function storedDirectory(nc: NatsConnection): Promise<{ seq: number; created: string; operations: { id: string; rows: number }[] }> {
+  const jsm = await jetstreamManager(nc);
+  const msg = await jsm.streams.getMessage('CONVOKE_OPS_INDEX_SNAP', { last_by_subj: 'convoke.isnap.dir' });
+  assert.ok(msg, 'a directory is stored');
+  return JSON.parse(gunzipSync(msg.data).toString('utf8')) as { seq: number; created: string; operations: { id: string; rows: number }[] };
+}
+
+test('jetstream index: a fresh client lists from the paged snapshot and the rows after it, starting no view, reading only the pages a page needs, and answers what a view of every row answers', async () => {
+  const server = await startJetStreamServer();
+  const nc = await connect({ servers: server.url });
+  const writer = await JetStreamEventStore.open({ servers: server.url, requestTimeoutMs, indexRowDelayMs });
+  const pager = await JetStreamEventStore.open({ servers: server.url, requestTimeoutMs, indexRowDelayMs, indexSnapshotTailMin: 1, indexSnapshotPageRows: 10 });
+  const opened: JetStreamEventStore[] = [];
+  try {
+    const ids = await admit(writer, 60, 'paged');
+    for (const id of ids.slice(0, 5)) await advance(writer, id, 4);
+    // The view writes a generation of pages (10 rows each) of everything it holds.
+    await startView(pager);
+    await pager.index.snapshotIdle();
+    const directory = await storedDirectory(nc);
+    assert.equal(directory.operations.length, 6);
+    // After the snapshot: new operations, rows it holds superseded, a tombstone of a row it holds and of a new one.
+    const added = await admit(writer, 6, 'paged-after');
+    for (const id of ids.slice(3, 8)) await advance(writer, id, 5);
+    expectOk(await writer.tombstone(ids[10]!), 'tombstone');
+    expectOk(await writer.tombstone(added[2]!), 'tombstone');
+    const whole = await JetStreamEventStore.open({ servers: server.url, requestTimeoutMs, indexRowDelayMs, indexSnapshotTailMin: 0 });
+    opened.push(whole);
+    const later = Date.now() + 3_600_000;
+    const queries: Array<Omit<IndexQuery, 'after'>> = [
+      { limit: 7 },
+      { limit: 5, principalId: 'svc-1' },
+      { limit: 5, phase: 'settled' },
+      { limit: 5, outcome: 'open' },
+      { limit: 3, outcome: 'success' },
+      { limit: 5, interaction: 'quick' },
+      { limit: 5, stuck: { nowMs: later, bounds: stuckBoundsDefault } },
+      { limit: 5, stuck: { nowMs: Date.now() - 3_600_000, bounds: stuckBoundsDefault } },
+    ];
+    for (const query of queries) {
+      const oneShot = await JetStreamEventStore.open({ servers: server.url, requestTimeoutMs, indexRowDelayMs });
+      opened.push(oneShot);
+      assert.deepEqual(await allPages(oneShot, query), await allPages(whole, query), `${JSON.stringify(query)}: as a view of every row`);
+      assert.equal(oneShot.index.rowsDelivered, 0, 'no view was started');
+      assert.ok(oneShot.index.paged.lists > 0);
+      // The tail: 6 new subjects (one now a removal marker), 5 superseded rows, 1 more marker; read once per page listed.
+      assert.equal(oneShot.index.paged.tailRows, 12 * oneShot.index.paged.lists);
+    }
+    assert.equal((await allPages(whole, { limit: 100 })).length, 64);
+    // The settled rows are in one page of the snapshot (and the tail): a settled page reads one page of six.
+    const settled = await JetStreamEventStore.open({ servers: server.url, requestTimeoutMs, indexRowDelayMs });
+    opened.push(settled);
+    await settled.index.list({ limit: 50, phase: 'settled' });
+    assert.deepEqual([settled.index.paged.read, settled.index.paged.skipped], [0, 6], 'no page of the snapshot holds a settled row');
+    // A decided outcome is in the oldest page only.
+    const decided = await JetStreamEventStore.open({ servers: server.url, requestTimeoutMs, indexRowDelayMs });
+    opened.push(decided);
+    await decided.index.list({ limit: 50, outcome: 'success' });
+    assert.deepEqual([decided.index.paged.read, decided.index.paged.skipped], [1, 5]);
+  } finally {
+    for (const store of opened) await store.close();
+    await pager.close();
+    await writer.close();
+    await nc.close();
+    await server.dispose();
+  }
+});
+
+test('jetstream index: a one-shot first page costs the same requests and pages at 60 and at 600 operations', async () => {
+  const costs: { requests: number; pages: number }[] = [];
+  for (const count of [60, 600]) {
+    const server = await startJetStreamServer();
+    const writer = await JetStreamEventStore.open({ servers: server.url, requestTimeoutMs, indexRowDelayMs });
+    const pager = await JetStreamEventStore.open({
+      servers: server.url,
+      requestTimeoutMs,
+      indexRowDelayMs,
+      indexSnapshotTailMin: 1,
+      indexSnapshotPageRows: 20,
+    });
+    const nc = await connect({ servers: server.url });
+    const reader = await JetStreamEventStore.open({ connection: nc, requestTimeoutMs, indexRowDelayMs });
+    try {
+      await admit(writer, count, `cost-${count}`);
+      await startView(pager);
+      await pager.index.snapshotIdle();
+      await admit(writer, 5, `cost-${count}-after`);
+      const requests = countApiRequests(nc);
+      const rows = (await reader.index.list({ limit: 10 })).rows;
+      assert.equal(rows.length, 10);
+      costs.push({ requests: requests.count, pages: reader.index.paged.read });
+      assert.equal(reader.index.rowsDelivered, 0);
+    } finally {
+      await reader.close();
+      await nc.close();
+      await pager.close();
+      await writer.close();
+      await server.dispose();
+    }
+  }
+  assert.deepEqual(costs[0], costs[1]);
+  assert.equal(costs[0]!.pages, 1);
+});
+
+test('jetstream index: a one-shot list does not take a directory of an index stream since created again, nor one whose page is gone, nor a tail past its bound: it starts a view, which writes a new generation', async () => {
+  const server = await startJetStreamServer();
+  const nc = await connect({ servers: server.url });
+  const opened: JetStreamEventStore[] = [];
+  const open = async (options: { indexSnapshotTailMin?: number } = {}) => {
+    const store = await JetStreamEventStore.open({ servers: server.url, requestTimeoutMs, indexRowDelayMs, indexSnapshotPageRows: 5, ...options });
+    opened.push(store);
+    return store;
+  };
+  try {
+    const jsm = await jetstreamManager(nc);
+    const writer = await open();
+    await admit(writer, 20, 'stale-old');
+    const first = await open({ indexSnapshotTailMin: 1 });
+    await startView(first);
+    await first.index.snapshotIdle();
+    const fresh = await open();
+    assert.equal((await fresh.index.list({ limit: 50 })).rows.length, 20);
+    assert.deepEqual([fresh.index.paged.lists, fresh.index.rowsDelivered], [1, 0], 'the pages answer');
+    // The index stream deleted and created again, and filled past the directory's sequence.
+    const stale = await storedDirectory(nc);
+    await jsm.streams.delete('CONVOKE_OPS_INDEX');
+    const again = await open();
+    const ids = await admit(again, 25, 'stale-new');
+    const recreated = await open({ indexSnapshotTailMin: 1 });
+    assert.deepEqual((await recreated.index.list({ limit: 50 })).rows.map((r) => r.operationId).sort(), [...ids].sort());
+    assert.deepEqual(
+      [recreated.index.paged.lists, recreated.index.rowsDelivered],
+      [0, 25],
+      'the directory of the stream before is not taken: a view read every row',
+    );
+    await recreated.index.snapshotIdle();
+    assert.notEqual((await storedDirectory(nc)).created, stale.created, 'the view wrote a generation of the new stream');
+    // A page of the directory gone (a writer purged it): the one-shot list starts a view instead.
+    const directory = await storedDirectory(nc);
+    await jsm.streams.purge('CONVOKE_OPS_INDEX_SNAP', { filter: `convoke.isnap.p.${directory.operations.at(-1)!.id}` });
+    const missing = await open();
+    assert.equal((await allPages(missing, { limit: 50 })).length, 25);
+    assert.equal(missing.index.rowsDelivered, 25, 'a view read every row');
+    // A tail longer than 4 times tailMin: a view starts from the pages and the tail and writes a new generation.
+    const rewrite = await open({ indexSnapshotTailMin: 1 });
+    await startView(rewrite);
+    await rewrite.index.snapshotIdle();
+    await admit(again, 9, 'stale-tail');
+    const bounded = await open({ indexSnapshotTailMin: 2 });
+    assert.equal((await bounded.index.list({ limit: 50 })).rows.length, 34);
+    assert.deepEqual([bounded.index.paged.lists, bounded.index.rowsFromSnapshot, bounded.index.rowsDelivered], [0, 25, 9], 'the tail of 9 is past 4 × 2');
+    await bounded.close();
+    const after = await open();
+    assert.equal((await after.index.list({ limit: 50 })).rows.length, 34);
+    assert.deepEqual(
+      [after.index.paged.lists, after.index.paged.tailRows, after.index.rowsDelivered],
+      [1, 0, 0],
+      'the view wrote the generation the next list reads',
+    );
+  } finally {
+    for (const store of opened) await store.close();
+    await nc.close();
+    await server.dispose();
+  }
+});
+
+test('jetstream index: a new generation writes only the pages whose rows changed and names the others again; pages no directory names are purged', async () => {
+  const server = await startJetStreamServer();
+  const nc = await connect({ servers: server.url });
+  const writer = await JetStreamEventStore.open({ servers: server.url, requestTimeoutMs, indexRowDelayMs });
+  const pager = await JetStreamEventStore.open({ servers: server.url, requestTimeoutMs, indexRowDelayMs, indexSnapshotTailMin: 1, indexSnapshotPageRows: 10 });
+  try {
+    const jsm = await jetstreamManager(nc);
+    const ids = await admit(writer, 45, 'gen');
+    await startView(pager);
+    await pager.index.snapshotIdle();
+    const first = await storedDirectory(nc);
+    // Pages cut oldest first: 10, 10, 10, 10 and the newest 5.
+    assert.deepEqual(
+      first.operations.map((p) => p.rows),
+      [5, 10, 10, 10, 10],
+    );
+    // New admissions land in the newest page; one update in the oldest page.
+    await admit(writer, 3, 'gen-after');
+    await advance(writer, ids[0]!, 1);
+    await startView(pager);
+    await pager.index.snapshotIdle();
+    const second = await storedDirectory(nc);
+    assert.deepEqual(
+      second.operations.map((p) => p.rows),
+      [8, 10, 10, 10, 10],
+    );
+    const kept = second.operations.filter((p) => first.operations.some((q) => q.id === p.id)).length;
+    assert.equal(kept, 3, 'the three pages whose rows did not change are named again');
+    // Another generation: the first generation's rewritten pages are no longer named by the last two directories, and are purged.
+    await advance(writer, ids[20]!, 1);
+    await startView(pager);
+    await pager.index.snapshotIdle();
+    const third = await storedDirectory(nc);
+    const info = await jsm.streams.info('CONVOKE_OPS_INDEX_SNAP', { subjects_filter: 'convoke.isnap.p.*' });
+    const stored = new Set(Object.keys(info.state.subjects ?? {}));
+    const named = new Set([...second.operations, ...third.operations].map((p) => `convoke.isnap.p.${p.id}`));
+    assert.deepEqual(stored, named);
+  } finally {
+    await pager.close();
+    await writer.close();
+    await nc.close();
+    await server.dispose();
+  }
+});
+
+test('jetstream index: a fresh client lists workflow instances from the paged snapshot and the rows after it, as a view of every row does', async () => {
+  const server = await startJetStreamServer();
+  const writer = await JetStreamEventStore.open({ servers: server.url, requestTimeoutMs, indexRowDelayMs });
+  const pager = await JetStreamEventStore.open({ servers: server.url, requestTimeoutMs, indexRowDelayMs, indexSnapshotTailMin: 1, indexSnapshotPageRows: 8 });
+  const opened: JetStreamEventStore[] = [];
+  const instance = (n: number, status: WorkflowIndexRow['status'], startedAtMs: number): WorkflowIndexRow => ({
+    instanceId: `wf${n.toString(16).padStart(64, '0')}`,
+    principalId: `svc-${n % 3}`,
+    workflowName: n % 4 === 0 ? 'rare' : 'common',
+    bundleDigest: 'sha256:' + '0'.repeat(64),
+    invocationKey: `k${n}`,
+    status,
+    startedAtMs,
+    endedAtMs: status === 'running' ? null : startedAtMs + 10,
+    deadlineMs: startedAtMs + 60_000,
+    currentTask: null,
+    nextDueMs: null,
+    lease: null,
+    lastError: null,
+    childOperationIds: [],
+    childOperations: 0,
+    parent: null,
+    revision: '3',
+  });
+  try {
+    const startMs = Date.now() - 600_000;
+    for (let n = 0; n < 30; n++) await writer.index.workflow.put(instance(n, 'running', startMs + n).instanceId, instance(n, 'running', startMs + n));
+    await startView(pager);
+    await pager.index.snapshotIdle();
+    // After the snapshot: new instances, instances it holds completed, one removed.
+    for (let n = 30; n < 34; n++) await writer.index.workflow.put(instance(n, 'running', startMs + n).instanceId, instance(n, 'running', startMs + n));
+    for (const n of [2, 17, 31]) await writer.index.workflow.put(instance(n, 'completed', startMs + n).instanceId, instance(n, 'completed', startMs + n));
+    await writer.index.workflow.put(instance(5, 'running', 0).instanceId, undefined);
+    const whole = await JetStreamEventStore.open({ servers: server.url, requestTimeoutMs, indexRowDelayMs, indexSnapshotTailMin: 0 });
+    opened.push(whole);
+    const queries: Omit<WorkflowIndexQuery, 'after'>[] = [
+      { limit: 4 },
+      { limit: 3, status: 'completed' },
+      { limit: 3, workflowName: 'rare' },
+      { limit: 3, principalId: 'svc-1', status: 'running' },
+      { limit: 5, stuck: { nowMs: Date.now() + 3_600_000, bounds: workflowStuckBoundsDefault } },
+    ];
+    const pagesOf = async (store: JetStreamEventStore, query: Omit<WorkflowIndexQuery, 'after'>) => {
+      const rows: WorkflowIndexRow[] = [];
+      let after: WorkflowIndexQuery['after'];
+      for (let page = 0; page < 100; page++) {
+        const result = await store.index.workflow.list({ ...query, ...(after ? { after } : {}) });
+        rows.push(...result.rows);
+        if (!result.next) return rows;
+        after = result.next;
+      }
+      throw new Error('paging did not end');
+    };
+    for (const query of queries) {
+      const oneShot = await JetStreamEventStore.open({ servers: server.url, requestTimeoutMs, indexRowDelayMs });
+      opened.push(oneShot);
+      assert.deepEqual(await pagesOf(oneShot, query), await pagesOf(whole, query), `${JSON.stringify(query)}: as a view of every row`);
+      assert.equal(oneShot.index.rowsDelivered, 0, 'no view was started');
+      assert.ok(oneShot.index.paged.lists > 0);
+    }
+    assert.equal((await pagesOf(whole, { limit: 100 })).length, 33);
+  } finally {
+    for (const store of opened) await store.close();
+    await pager.close();
+    await writer.close();
     await server.dispose();
   }
 });

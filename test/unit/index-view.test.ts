@@ -2,12 +2,15 @@
  * The in-memory operations index (src/adapters/store/index-view.ts) answers exactly what the
  * reference answers over every row — pageOf and countStuck of src/events/operation-index.ts —
  * through any sequence of row updates and removals, for any query; and a page of one filter walks
- * only the rows it returns.
+ * only the rows it returns. The paged index a one-shot reader reads (index-pages.ts: the rows cut
+ * into pages with summaries, and an overlay of the rows changed since) answers the same.
  */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import fc from 'fast-check';
-import { IndexView } from '../../src/adapters/store/index-view.js';
+import { IndexView, operationPages, operationShape } from '../../src/adapters/store/index-view.js';
+import { pageOfPages, paginate, summarize, type PagesWalked } from '../../src/adapters/store/index-pages.js';
+import type { RowShape } from '../../src/adapters/store/row-view.js';
 import { countStuck, pageOf, stuckReasons, type IndexQuery, type OperationIndexRow, type StuckBounds } from '../../src/events/operation-index.js';
 
 const ids = Array.from({ length: 24 }, (_, i) => `op${i.toString(16).padStart(2, '0').repeat(32)}`);
@@ -303,5 +306,156 @@ test('a page of one filter walks only the rows it returns (and the one that says
         after = result.next;
       }
     }
+  }
+});
+
+/**
+ * The query, the query without its filters and with each one of them alone: a drawn query has most
+ * filters and usually matches nothing, while its parts match rows spread over several pages.
+ */
+function withParts<Q extends { limit: number }>(query: Q): Q[] {
+  const filters = Object.entries(query).filter(([key]) => key !== 'limit');
+  return [query, { limit: query.limit } as Q, ...filters.map(([key, value]) => ({ limit: query.limit, [key]: value }) as Q)];
+}
+
+/** Every page of `query` following the cursor from pages and an overlay, each checked against the reference over `rows`. */
+async function assertPagedPages(
+  pages: readonly ReturnType<typeof summarize>[],
+  rowsOf: (n: number) => readonly OperationIndexRow[],
+  overlay: ReadonlyMap<string, OperationIndexRow | null>,
+  rows: ReadonlyMap<string, OperationIndexRow>,
+  query: Omit<IndexQuery, 'after'>,
+  walked?: PagesWalked,
+): Promise<void> {
+  let after: IndexQuery['after'];
+  for (let page = 0; page < 30; page++) {
+    const q: IndexQuery = { ...query, ...(after ? { after } : {}) };
+    const got = await pageOfPages(operationPages, pages, overlay, q, async (n) => rowsOf(n), walked);
+    assert.deepEqual(got, pageOf(rows.values(), q), `page ${page} of ${JSON.stringify(q)}`);
+    if (!got.next) break;
+    after = got.next;
+  }
+}
+
+test('pages of the rows at a snapshot plus an overlay of the changes after it answer every page as the reference over the rows now; a next generation names unchanged pages again and answers the same (fast-check)', async () => {
+  const shape = operationShape as unknown as RowShape<OperationIndexRow, never, unknown>;
+  await fc.assert(
+    fc.asyncProperty(
+      fc.array(changeArb, { minLength: 1, maxLength: 80 }),
+      fc.nat(),
+      fc.integer({ min: 1, max: 6 }),
+      fc.integer({ min: 1, max: 4 }),
+      fc.array(queryArb, { minLength: 1, maxLength: 6 }),
+      async (changes, cut, pageRows, valuesMax, queries) => {
+        const at = cut % (changes.length + 1);
+        const view = new IndexView();
+        const rows = new Map<string, OperationIndexRow>();
+        const apply = (c: Change) => {
+          if (c.kind === 'row') {
+            rows.set(c.row.operationId, c.row);
+            view.apply(c.row);
+          } else {
+            rows.delete(c.operationId);
+            view.remove(c.operationId);
+          }
+        };
+        for (const c of changes.slice(0, at)) apply(c);
+        // The snapshot: the view's rows cut into pages, oldest first; the directory lists them newest first.
+        const first = paginate(shape, view.heldRows(), [], pageRows).map((page, n) => ({ id: `g1-${n}`, rows: page.rows }));
+        const directory = (generation: readonly { rows: readonly OperationIndexRow[] }[]) =>
+          [...generation].reverse().map((page) => ({ summary: summarize(operationPages, page.rows, valuesMax), rows: page.rows }));
+        const firstPages = directory(first);
+        // The tail: each change after the snapshot replaces the row of its id, or removes it.
+        const overlay = new Map<string, OperationIndexRow | null>();
+        for (const c of changes.slice(at)) {
+          apply(c);
+          overlay.set(c.kind === 'row' ? c.row.operationId : c.operationId, c.kind === 'row' ? c.row : null);
+        }
+        for (const query of queries.flatMap(withParts))
+          await assertPagedPages(
+            firstPages.map((p) => p.summary),
+            (n) => firstPages[n]!.rows,
+            overlay,
+            rows,
+            query,
+          );
+        // The next generation from the view now: a page named again holds the very rows it held.
+        const next = paginate(shape, view.heldRows(), first, pageRows);
+        assert.deepEqual(
+          next.flatMap((page) => page.rows),
+          view.heldRows(),
+        );
+        if (at === changes.length)
+          assert.ok(
+            next.every((page) => page.same !== undefined),
+            'nothing changed: every page is named again',
+          );
+        // A page named again is read as it was stored (the earlier generation's rows), summary and all.
+        const nextPages = directory(next.map((page) => (page.same === undefined ? page : (first.find((p) => p.id === page.same) as (typeof first)[number]))));
+        for (const query of queries.flatMap(withParts))
+          await assertPagedPages(
+            nextPages.map((p) => p.summary),
+            (n) => nextPages[n]!.rows,
+            new Map(),
+            rows,
+            query,
+          );
+      },
+    ),
+    { numRuns: 400 },
+  );
+});
+
+test('a filtered page reads only the pages whose summary may hold a match', async () => {
+  // 40 operations, pages of 5: one interaction only in the oldest page, a failed outcome only in the newest.
+  const rows = new Map<string, OperationIndexRow>();
+  for (let i = 0; i < 40; i++) {
+    const operationId = `op${i.toString(16).padStart(64, '0')}`;
+    rows.set(operationId, {
+      operationId,
+      principalId: 'alice',
+      contractId: 'example.review',
+      contractVersion: '1.0.0',
+      interaction: i < 5 ? 'rare' : 'review',
+      phase: 'settled',
+      outcome: i >= 35 ? 'failed' : 'success',
+      settlement: 'complete',
+      admittedAtMs: 1_000 + i,
+      decidedAtMs: 1_000 + i,
+      settledAtMs: 1_000 + i,
+      deadlineMs: 2_000 + i,
+      nextDueMs: null,
+      openBranches: 0,
+      lastRejection: null,
+      leaseExpiresAtMs: null,
+      outboxPendingSinceMs: null,
+      revision: '5',
+    });
+  }
+  const held = [...rows.values()];
+  const pages = paginate(operationShape as unknown as RowShape<OperationIndexRow, never, unknown>, held, [], 5)
+    .reverse()
+    .map((page) => ({ summary: summarize(operationPages, page.rows), rows: page.rows }));
+  assert.equal(pages.length, 8);
+  const cases: [Omit<IndexQuery, 'after'>, number][] = [
+    [{ limit: 3, interaction: 'rare' }, 1],
+    [{ limit: 3, outcome: 'failed' }, 1],
+    [{ limit: 50, outcome: 'failed' }, 1],
+    [{ limit: 3, interaction: 'other' }, 0],
+    [{ limit: 3, stuck: { nowMs: 10_000, bounds } }, 0],
+    [{ limit: 3 }, 1],
+  ];
+  for (const [query, read] of cases) {
+    const walked = { read: 0, skipped: 0 };
+    const got = await pageOfPages(
+      operationPages,
+      pages.map((p) => p.summary),
+      new Map(),
+      { ...query },
+      async (n) => pages[n]!.rows,
+      walked,
+    );
+    assert.deepEqual(got, pageOf(rows.values(), query));
+    assert.equal(walked.read, read, `${JSON.stringify(query)} read ${walked.read} pages`);
   }
 });

@@ -4,12 +4,15 @@
  * src/events/workflow-index.ts — through any sequence of row updates and removals, for any query:
  * an update that keeps the instance's lists swaps its row in place, one whose status (or
  * principal, or name) changes moves it between lists, one whose start instant changes places it
- * afresh; and a view loaded at once from held rows answers the same.
+ * afresh; and a view loaded at once from held rows answers the same, as do the pages a one-shot
+ * reader reads (index-pages.ts) with an overlay of the changes after them.
  */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import fc from 'fast-check';
-import { WorkflowIndexView } from '../../src/adapters/store/workflow-index-view.js';
+import { WorkflowIndexView, instancePages, instanceShape } from '../../src/adapters/store/workflow-index-view.js';
+import { pageOfPages, paginate, summarize } from '../../src/adapters/store/index-pages.js';
+import type { RowShape } from '../../src/adapters/store/row-view.js';
 import {
   workflowPageOf,
   workflowStatuses,
@@ -131,5 +134,68 @@ test('a workflow view loaded at once, then updated, answers as the reference, an
       assertPages(again, rows, queries);
     }),
     { numRuns: 200 },
+  );
+});
+
+test('workflow pages at a snapshot plus an overlay of the changes after it answer every page as the reference over the rows now (fast-check)', async () => {
+  const shape = instanceShape as unknown as RowShape<WorkflowIndexRow, never, unknown>;
+  await fc.assert(
+    fc.asyncProperty(
+      fc.array(changeArb, { minLength: 1, maxLength: 60 }),
+      fc.nat(),
+      fc.integer({ min: 1, max: 3 }),
+      fc.integer({ min: 1, max: 3 }),
+      fc.array(queryArb, { minLength: 1, maxLength: 6 }),
+      async (changes, cut, pageRows, valuesMax, queries) => {
+        const at = cut % (changes.length + 1);
+        const view = new WorkflowIndexView();
+        const rows = new Map<string, WorkflowIndexRow>();
+        const overlay = new Map<string, WorkflowIndexRow | null>();
+        let pages: { summary: ReturnType<typeof summarize>; rows: WorkflowIndexRow[] }[] = [];
+        changes.forEach((c, n) => {
+          if (n === at)
+            pages = paginate(shape, view.heldRows(), [], pageRows)
+              .reverse()
+              .map((page) => ({ summary: summarize(instancePages, page.rows, valuesMax), rows: page.rows }));
+          if (c.kind === 'row') {
+            rows.set(c.row.instanceId, c.row);
+            view.apply(c.row);
+          } else {
+            rows.delete(c.instanceId);
+            view.remove(c.instanceId);
+          }
+          if (n >= at) overlay.set(c.kind === 'row' ? c.row.instanceId : c.instanceId, c.kind === 'row' ? c.row : null);
+        });
+        if (at === changes.length)
+          pages = paginate(shape, view.heldRows(), [], pageRows)
+            .reverse()
+            .map((page) => ({ summary: summarize(instancePages, page.rows, valuesMax), rows: page.rows }));
+        // The query, without its filters, and with each alone: a drawn query has most filters and usually matches nothing.
+        const parts = (query: Omit<WorkflowIndexQuery, 'after'>) => [
+          query,
+          { limit: query.limit },
+          ...Object.entries(query)
+            .filter(([key]) => key !== 'limit')
+            .map(([key, value]) => ({ limit: query.limit, [key]: value })),
+        ];
+        for (const query of queries.flatMap(parts)) {
+          let after: WorkflowIndexQuery['after'];
+          for (let page = 0; page < 30; page++) {
+            const q: WorkflowIndexQuery = { ...query, ...(after ? { after } : {}) };
+            const got = await pageOfPages(
+              instancePages,
+              pages.map((p) => p.summary),
+              overlay,
+              q,
+              async (k) => pages[k]!.rows,
+            );
+            assert.deepEqual(got, workflowPageOf(rows.values(), q), `page ${page} of ${JSON.stringify(q)}`);
+            if (!got.next) break;
+            after = got.next;
+          }
+        }
+      },
+    ),
+    { numRuns: 300 },
   );
 });

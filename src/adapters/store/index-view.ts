@@ -29,6 +29,7 @@ import {
   type StuckCounts,
 } from '../../events/operation-index.js';
 import { RowView, type RowShape, type ViewEntry } from './row-view.js';
+import type { PagedKind } from './index-pages.js';
 
 /** An operation's place in the lists (row-view.ts). */
 type Entry = ViewEntry<OperationIndexRow>;
@@ -120,7 +121,7 @@ function candidateKeys(query: IndexQuery): string[] {
 }
 
 /** The operations index's rows as row-view.ts keeps them. */
-const operationShape: RowShape<OperationIndexRow, IndexQuery, IndexPosition> = {
+export const operationShape: RowShape<OperationIndexRow, IndexQuery, IndexPosition> = {
   name: 'operations index',
   idOf: (row) => row.operationId,
   atMsOf: (row) => row.admittedAtMs,
@@ -133,6 +134,24 @@ const operationShape: RowShape<OperationIndexRow, IndexQuery, IndexPosition> = {
   matches: matchesQuery,
   copy: copyOf,
   positionOf: (row) => ({ admittedAtMs: row.admittedAtMs, operationId: row.operationId }),
+};
+
+/** The operations index as pages keep it (index-pages.ts): each stuck reason's instant summarised by its earliest. */
+export const operationPages: PagedKind<OperationIndexRow, IndexQuery, IndexPosition> = {
+  shape: operationShape,
+  keyOfPosition: (position) => [position.admittedAtMs, position.operationId],
+  instants,
+  stuckMayHold: ({ earliest, keys, many }, query) => {
+    const { nowMs, bounds, reason } = query.stuck as NonNullable<IndexQuery['stuck']>;
+    const before = (at: number | undefined, graceMs: number) => at !== undefined && at + graceMs < nowMs;
+    const may = {
+      'open-past-deadline': () => before(earliest.deadline, bounds.deadlineGraceMs),
+      'lease-expired': () => before(earliest.lease, bounds.leaseGraceMs),
+      'outbox-pending': () => before(earliest.outbox, bounds.outboxPendingMs),
+      'settlement-indeterminate': () => many.includes('s') || (keys['s\u0000indeterminate'] ?? 0) > 0,
+    };
+    return reason === undefined ? Object.values(may).some((m) => m()) : may[reason]();
+  },
 };
 
 export class IndexView extends RowView<OperationIndexRow, IndexQuery, IndexPosition> {

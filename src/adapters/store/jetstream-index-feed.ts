@@ -27,7 +27,8 @@ import type { OperationIndexRow } from '../../events/operation-index.js';
 import { IndexView } from './index-view.js';
 import { indexRowOnSubject } from './index-row.js';
 import { WorkflowIndexView } from './workflow-index-view.js';
-import { readSnapshot, writeSnapshot, type IndexSnapshot, type SnapshotHost } from './jetstream-index-snapshot.js';
+import { readSnapshot, type IndexSnapshot, type SnapshotHost } from './jetstream-index-snapshot.js';
+import { readAllPages, readDirectory, writePages, type WrittenPages } from './jetstream-index-pages.js';
 import { isWorkflowStream, parseWorkflowIndexRow } from './workflow-rows.js';
 
 /** How often a wait for the view checks that deliveries still come. */
@@ -46,8 +47,10 @@ export interface IndexFeedHost {
   requestTimeoutMs: number;
   /** Where snapshots are read and written; none: every start reads every row. */
   snapshots?: SnapshotHost & {
-    /** Rows applied since the last snapshot before a new one is written (and at least a tenth of the rows held). */
+    /** Rows applied since the last snapshot before a new one is written: what bounds a one-shot reader's tail. */
     tailMin: number;
+    /** Rows per page of a paged snapshot (jetstream-index-pages.ts). */
+    pageRows: number;
   };
 }
 
@@ -75,6 +78,10 @@ export class JetStreamIndexFeed {
   private snapshotSeq = 0;
   /** A snapshot being written, if any. */
   private snapshotting: Promise<void> | undefined;
+  /** The pages of the generation this feed started from or last wrote: unchanged pages are named again, not written. */
+  private written: WrittenPages | undefined;
+  /** The stored directory names a page that is gone: the next generation replaces it whoever wrote it. */
+  private directoryBroken = false;
   private readonly waiters = new Set<Waiter>();
   /** Why the feed stopped (its consumer ended, an update failed, it was closed): it is not current again. */
   private failure: Error | undefined;
@@ -94,7 +101,7 @@ export class JetStreamIndexFeed {
   static async start(host: IndexFeedHost): Promise<JetStreamIndexFeed> {
     const info = await host.jsm.streams.info(host.stream);
     const feed = new JetStreamIndexFeed(host, info.created);
-    const snapshot = host.snapshots ? await readSnapshot(host.snapshots, info.created, info.state.last_seq) : undefined;
+    const snapshot = host.snapshots ? await feed.readSnapshot(host.snapshots, info.created, info.state.last_seq) : undefined;
     if (snapshot) feed.startFrom(snapshot);
     const consumer = await host.js.consumers.getPushConsumer(host.stream, {
       filter_subjects: `${host.subjectPrefix}*`,
@@ -107,6 +114,26 @@ export class JetStreamIndexFeed {
       (error: unknown) => feed.end(error instanceof Error ? error : new Error(String(error))),
     );
     return feed;
+  }
+
+  /**
+   * The newest snapshot: a paged one (its pages kept for the next generation), else a version 2
+   * body; undefined when there is none usable (a page gone: a newer generation replaced it).
+   */
+  private async readSnapshot(host: SnapshotHost, created: string, lastSeq: number): Promise<IndexSnapshot | undefined> {
+    try {
+      const directory = await readDirectory(host, created, lastSeq);
+      if (directory) {
+        const { snapshot, written } = await readAllPages(host, directory);
+        this.written = written;
+        return snapshot;
+      }
+    } catch (error) {
+      if (error instanceof Error && error.name === 'PageGone') this.directoryBroken = true;
+      else host.onFailure?.('reading', error);
+      return undefined;
+    }
+    return readSnapshot(host, created, lastSeq);
   }
 
   /**
@@ -128,19 +155,26 @@ export class JetStreamIndexFeed {
   }
 
   /**
-   * Writes a snapshot of the view in the background when it has applied enough rows since the
-   * last one (the host's tailMin, and a tenth of the rows held). The rows and the sequence are
-   * taken together, between two deliveries, so the snapshot is the view at that sequence.
+   * Writes a snapshot of the view (a generation of pages, jetstream-index-pages.ts) in the
+   * background when it has applied the host's tailMin rows since the last one: a one-shot
+   * reader's tail is bounded by the rows applied, not by the rows held (pages whose rows did not
+   * change are not written again). The rows and the sequence are taken together, between two
+   * deliveries, so the snapshot is the view at that sequence.
    */
   maybeSnapshot(): void {
     const snapshots = this.host.snapshots;
     if (!snapshots || this.snapshotting || this.failure) return;
     const tail = this.appliedSeq - this.snapshotSeq;
-    if (tail < Math.max(snapshots.tailMin, Math.floor((this.view.size + this.workflowView.size) / 10))) return;
+    if (tail < snapshots.tailMin) return;
     const snapshot = { seq: this.appliedSeq, operations: this.view.heldRows(), workflows: this.workflowView.heldRows() };
     // A failed write is tried again only after as many rows again.
     this.snapshotSeq = snapshot.seq;
-    this.snapshotting = writeSnapshot(snapshots, this.created, snapshot)
+    this.snapshotting = writePages(snapshots, this.created, snapshot, this.written, { ...snapshots, replace: this.directoryBroken })
+      .then((written) => {
+        if (!written) return;
+        this.written = written;
+        this.directoryBroken = false;
+      })
       .catch((error: unknown) => snapshots.onFailure?.('writing', error))
       .finally(() => (this.snapshotting = undefined));
   }

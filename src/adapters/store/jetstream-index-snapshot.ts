@@ -192,7 +192,7 @@ function headOf(value: unknown): Head | undefined {
 }
 
 /** The body: the distinct texts, the operations' rows by column over them, the workflow instances' rows as they are. */
-function encodeBody(snapshot: IndexSnapshot): { texts: string[]; operations: Columns; workflows: WorkflowIndexRow[] } {
+export function encodeBody(snapshot: IndexSnapshot): { texts: string[]; operations: Columns; workflows: WorkflowIndexRow[] } {
   const texts: string[] = [];
   const at = new Map<string, number>();
   const text = (value: string | null): number | null => {
@@ -255,7 +255,7 @@ function rowsOfColumns(columns: unknown, texts: readonly string[]): OperationInd
 }
 
 /** The snapshot's rows, each checked as a stored row is (a body with one row that is not one is no snapshot). */
-function bodyOf(seq: number, text: string): IndexSnapshot | undefined {
+export function bodyOf(seq: number, text: string): IndexSnapshot | undefined {
   const body = JSON.parse(text) as { texts?: unknown; operations?: unknown; workflows?: unknown };
   if (!Array.isArray(body.texts) || !body.texts.every((t) => typeof t === 'string')) return undefined;
   if (!Array.isArray(body.workflows)) return undefined;

@@ -54,9 +54,22 @@ import type { IndexView } from './index-view.js';
 import type { IndexAfter, OperationIndexStore, WorkflowIndexStore } from './types.js';
 import type { WorkflowIndexRow } from '../../events/workflow-index.js';
 import type { WorkflowIndexView } from './workflow-index-view.js';
-import { committedWorkflowRow, parseWorkflowIndexRow } from './workflow-rows.js';
+import { committedWorkflowRow, isWorkflowStream, parseWorkflowIndexRow } from './workflow-rows.js';
+import type { WorkflowIndexPage, WorkflowIndexQuery } from '../../events/workflow-index.js';
+import { operationPages } from './index-view.js';
+import { instancePages } from './workflow-index-view.js';
+import { pageOfPages } from './index-pages.js';
+import { PageGone, readDirectory, readPage, type DirectoryPage } from './jetstream-index-pages.js';
+import type { SnapshotHost } from './jetstream-index-snapshot.js';
 
 const wrongSequenceCodes = new Set([10071, 10164]);
+/**
+ * A one-shot page reads a tail of at most this many times tailMin rows; beyond, it starts a
+ * view (which writes a new generation of pages): the bound when no view runs to write them.
+ */
+export const tailReadsPerTailMin = 4;
+/** Pages a client keeps once read (about 1 000 rows each). */
+const pagesCached = 16;
 const removedHeader = 'Convoke-Index-Removed';
 
 export interface JetStreamIndexHost {
@@ -82,7 +95,7 @@ export interface JetStreamIndexHost {
   /** How long an open operation's row may wait to be replaced by a later one before it is published (0: at once). */
   rowDelayMs: number;
   /** Snapshots of the view (jetstream-index-snapshot.ts); none when the snapshot stream could not be had. */
-  snapshots?: { tailMin: number; onFailure?: (doing: 'reading' | 'writing', error: unknown) => void };
+  snapshots?: { tailMin: number; pageRows: number; onFailure?: (doing: 'reading' | 'writing', error: unknown) => void };
 }
 
 /**
@@ -128,6 +141,10 @@ export class JetStreamOperationIndex implements OperationIndexStore {
   private started: JetStreamIndexFeed | undefined;
   /** Messages applied by views this client started and dropped. */
   private retiredDeliveries = 0;
+  /** Lists answered from the paged snapshot (fromPages), the pages they read and skipped, the tail rows they read. */
+  readonly paged = { lists: 0, read: 0, skipped: 0, tailRows: 0 };
+  /** Pages read by fromPages, by id (a page's rows never change). */
+  private readonly pageCache = new BoundedMap<string, readonly unknown[]>(pagesCached);
   /** Open operations' rows not yet published, the newest of each (appended). */
   private readonly waiting = new Map<string, OperationIndexRow>();
   private waitingTimer: ReturnType<typeof setTimeout> | undefined;
@@ -232,9 +249,17 @@ export class JetStreamOperationIndex implements OperationIndexStore {
     await this.host.openSet.remove(operationId);
   }
 
-  /** One page from the view, made current first (docs/design.md §11), with this process's waiting rows in it. */
+  /**
+   * One page, with this process's waiting rows in it: from the view, made current first
+   * (docs/design.md §11), once one runs; before, from the paged snapshot and the rows after it
+   * (fromPages), and from a view started then when the pages cannot answer.
+   */
   async list(query: IndexQuery): Promise<IndexPage> {
     await this.writeWaiting();
+    if (this.feed === undefined) {
+      const page = await this.fromPages('operations', query);
+      if (page) return page;
+    }
     return (await this.view()).view.page(query);
   }
 
@@ -245,7 +270,13 @@ export class JetStreamOperationIndex implements OperationIndexStore {
   }
 
   readonly workflow: WorkflowIndexStore = {
-    list: async (query) => (await this.view()).workflowView.page(query),
+    list: async (query) => {
+      if (this.feed === undefined) {
+        const page = await this.fromPages('workflows', query);
+        if (page) return page;
+      }
+      return (await this.view()).workflowView.page(query);
+    },
     get: async (instanceId) => {
       this.assertOpen();
       try {
@@ -313,6 +344,12 @@ export class JetStreamOperationIndex implements OperationIndexStore {
     }
   }
 
+  /** Starts the view (a list before it reads the paged snapshot instead) and makes it current. */
+  async startView(): Promise<void> {
+    await this.writeWaiting();
+    await this.view();
+  }
+
   /** Counted in the view: a seek per reason (index-view.ts). */
   async countStuck(nowMs: number, bounds: StuckBounds): Promise<StuckCounts> {
     await this.writeWaiting();
@@ -322,6 +359,109 @@ export class JetStreamOperationIndex implements OperationIndexStore {
   /** Messages the views of this client have applied (each one started again counts anew): what their upkeep has read. */
   get rowsDelivered(): number {
     return this.retiredDeliveries + (this.started?.messagesApplied ?? 0);
+  }
+
+  /** Where snapshots are read and written (jetstream-index-snapshot.ts, jetstream-index-pages.ts); none when off. */
+  private get snapshotHost(): (SnapshotHost & { tailMin: number; pageRows: number }) | undefined {
+    const snapshots = this.host.snapshots;
+    if (!snapshots) return undefined;
+    return {
+      js: this.host.js,
+      jsm: this.host.jsm,
+      stream: `${this.host.streamName}_INDEX_SNAP`,
+      subjectPrefix: `${this.host.prefix}.isnap.`,
+      requestTimeoutMs: this.host.requestTimeoutMs,
+      tailMin: snapshots.tailMin,
+      pageRows: snapshots.pageRows,
+      ...(snapshots.onFailure ? { onFailure: snapshots.onFailure } : {}),
+    };
+  }
+
+  /**
+   * One page from the paged snapshot (jetstream-index-pages.ts) without a view: the directory,
+   * every index message stored after it (the tail, at most tailReadMax; each replaces the pages'
+   * row of its id, a removal marker removes it), and the pages whose summary may hold a match,
+   * from the cursor on. Undefined when it cannot answer — no snapshot of this stream, a tail
+   * longer than the bound, a page gone meanwhile, a failure — and the caller reads the view.
+   */
+  private async fromPages(kind: 'operations', query: IndexQuery): Promise<IndexPage | undefined>;
+  private async fromPages(kind: 'workflows', query: WorkflowIndexQuery): Promise<WorkflowIndexPage | undefined>;
+  private async fromPages(kind: 'operations' | 'workflows', query: IndexQuery | WorkflowIndexQuery): Promise<IndexPage | WorkflowIndexPage | undefined> {
+    const host = this.snapshotHost;
+    if (!host) return undefined;
+    this.assertOpen();
+    try {
+      const info = await this.host.jsm.streams.info(this.stream);
+      const directory = await readDirectory(host, info.created, info.state.last_seq);
+      if (!directory) return undefined;
+      const tail = await this.storedRows(directory.seq + 1, tailReadsPerTailMin * host.tailMin);
+      if (!tail) return undefined;
+      this.paged.tailRows += tail.length;
+      const pages = directory[kind];
+      const read = <Row>(n: number): Promise<Row[]> => {
+        const page = pages[n] as DirectoryPage;
+        const cached = this.pageCache.get(page.id);
+        if (cached) return Promise.resolve(cached as Row[]);
+        return readPage(host, kind as 'operations', page).then((rows) => {
+          this.pageCache.set(page.id, rows);
+          return rows as unknown as Row[];
+        });
+      };
+      let page: IndexPage | WorkflowIndexPage;
+      if (kind === 'operations') {
+        const overlay = new Map<string, OperationIndexRow | null>();
+        for (const { id, data } of tail)
+          if (!isWorkflowStream(id)) overlay.set(id, indexRowOnSubject(this.rowSubjectPrefix, this.subject(id), data).row ?? null);
+        page = await pageOfPages(operationPages, pages, overlay, query as IndexQuery, read<OperationIndexRow>, this.paged);
+      } else {
+        const overlay = new Map<string, WorkflowIndexRow | null>();
+        for (const { id, data } of tail) {
+          if (!isWorkflowStream(id)) continue;
+          const row = parseWorkflowIndexRow(data);
+          overlay.set(id, row?.instanceId === id ? row : null);
+        }
+        page = await pageOfPages(instancePages, pages, overlay, query as WorkflowIndexQuery, read<WorkflowIndexRow>, this.paged);
+      }
+      this.paged.lists++;
+      return page;
+    } catch (error) {
+      if (!(error instanceof PageGone)) host.onFailure?.('reading', error);
+      return undefined;
+    }
+  }
+
+  /**
+   * The index messages stored from `startSeq` on (each subject's last: its row, or a removal
+   * marker), through an ephemeral consumer; undefined when there are more than `max`.
+   */
+  private async storedRows(startSeq: number, max: number): Promise<{ id: string; data: Uint8Array }[] | undefined> {
+    const { jsm, js } = this.host;
+    const messages: { id: string; data: Uint8Array }[] = [];
+    const info = await jsm.consumers.add(this.stream, {
+      filter_subject: `${this.host.prefix}.idx.*`,
+      deliver_policy: DeliverPolicy.StartSequence,
+      opt_start_seq: startSeq,
+      ack_policy: AckPolicy.None,
+      mem_storage: true,
+      num_replicas: 1,
+      inactive_threshold: nanos(Math.max(10_000, 4 * this.host.requestTimeoutMs)),
+    });
+    try {
+      if (info.num_pending > max) return undefined;
+      const consumer = await js.consumers.get(this.stream, info.name);
+      while (messages.length < info.num_pending) {
+        const batch = await consumer.fetch({
+          max_messages: Math.min(contractLimits.jetstreamScanBatchMax, info.num_pending - messages.length),
+          expires: Math.max(1000, this.host.requestTimeoutMs),
+        });
+        const before = messages.length;
+        for await (const msg of batch) messages.push({ id: msg.subject.slice(this.rowSubjectPrefix.length), data: msg.data });
+        if (messages.length === before) throw new Error(`the index read stopped after ${messages.length} of ${info.num_pending} rows`);
+      }
+      return messages;
+    } finally {
+      void jsm.consumers.delete(this.stream, info.name).catch(() => undefined);
+    }
   }
 
   /** Rows the current view started from, read from a snapshot (0: it read every row). */
@@ -357,25 +497,14 @@ export class JetStreamOperationIndex implements OperationIndexStore {
   private async view(): Promise<{ view: IndexView; workflowView: WorkflowIndexView }> {
     this.assertOpen();
     for (let attempt = 0; ; attempt++) {
+      const snapshots = this.snapshotHost;
       const starting = (this.feed ??= JetStreamIndexFeed.start({
         js: this.host.js,
         jsm: this.host.jsm,
         stream: this.stream,
         subjectPrefix: this.rowSubjectPrefix,
         requestTimeoutMs: this.host.requestTimeoutMs,
-        ...(this.host.snapshots
-          ? {
-              snapshots: {
-                js: this.host.js,
-                jsm: this.host.jsm,
-                stream: `${this.host.streamName}_INDEX_SNAP`,
-                subjectPrefix: `${this.host.prefix}.isnap.`,
-                requestTimeoutMs: this.host.requestTimeoutMs,
-                tailMin: this.host.snapshots.tailMin,
-                ...(this.host.snapshots.onFailure ? { onFailure: this.host.snapshots.onFailure } : {}),
-              },
-            }
-          : {}),
+        ...(snapshots ? { snapshots } : {}),
       }));
       let feed: JetStreamIndexFeed | undefined;
       try {

@@ -56,6 +56,7 @@ import { StampFeed } from './stamp-feed.js';
 import { JetStreamOperationIndex, ensureIndexStream, inBatches } from './jetstream-index.js';
 import { JetStreamOpenSet, ensureOpenSetStream } from './jetstream-open-set.js';
 import { ensureSnapshotStream } from './jetstream-index-snapshot.js';
+import { pageRowsDefault } from './jetstream-index-pages.js';
 import { PubAckMux } from '../transport/nats-pubacks.js';
 import { ReplayStampedStore, closedFailure, notFoundOf, streamFamily, type LogState, type WriteOutcome } from './replay-stamped.js';
 import type { AppendListener, AppendOutcome, RecordAfter, RevisionListener, StoreFailure, StoreLimits } from './types.js';
@@ -85,11 +86,14 @@ export interface JetStreamStoreOptions {
    */
   stampWaitMs?: number;
   /**
-   * Snapshots of the index view (jetstream-index-snapshot.ts): a view that has applied this many
-   * rows since the last snapshot (and a tenth of the rows it holds) writes a new one (default
-   * 1000); 0 turns snapshots off (every view start reads every row).
+   * Snapshots of the index view (jetstream-index-pages.ts): a view that has applied this many
+   * rows since the last snapshot writes a new generation of pages (default 1000); a one-shot
+   * list reads at most 4 times as many rows after it before it starts a view instead. 0 turns
+   * snapshots off (every list starts a view, which reads every row).
    */
   indexSnapshotTailMin?: number;
+  /** Rows per page of the paged snapshot (default 1000). */
+  indexSnapshotPageRows?: number;
   /**
    * How long an open operation's index row may wait for a later one to replace it before it is
    * published (jetstream-index.ts `appended`; default 1 s): an operation decided within it
@@ -180,7 +184,7 @@ export class JetStreamEventStore extends ReplayStampedStore {
     private readonly directGet: boolean,
     private readonly stamps: StampFeed | undefined,
     private readonly stampWaitMs: number,
-    snapshots: { tailMin: number; onFailure: (doing: 'reading' | 'writing', error: unknown) => void } | undefined,
+    snapshots: { tailMin: number; pageRows: number; onFailure: (doing: 'reading' | 'writing', error: unknown) => void } | undefined,
     private readonly snapshotReport: SnapshotReport,
     indexRowDelayMs: number,
   ) {
@@ -237,7 +241,8 @@ export class JetStreamEventStore extends ReplayStampedStore {
       const snapshotReport = new SnapshotReport(`${streamName}_INDEX_SNAP`, options.onNotice);
       const unusable = tailMin > 0 ? await ensureSnapshotStream(jsm, streamName, prefix) : undefined;
       if (unusable !== undefined) snapshotReport.off(unusable);
-      const snapshots = tailMin > 0 && unusable === undefined ? { tailMin, onFailure: snapshotReport.failed } : undefined;
+      const pageRows = options.indexSnapshotPageRows ?? pageRowsDefault;
+      const snapshots = tailMin > 0 && unusable === undefined ? { tailMin, pageRows, onFailure: snapshotReport.failed } : undefined;
       const stampWaitMs = options.stampWaitMs ?? defaultStampWaitMs;
       let stamps: StampFeed | undefined;
       if (stampWaitMs > 0) {

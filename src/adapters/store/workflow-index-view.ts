@@ -25,6 +25,7 @@ import {
   type WorkflowIndexRow,
 } from '../../events/workflow-index.js';
 import { RowView, type RowShape, type ViewEntry } from './row-view.js';
+import type { PagedKind } from './index-pages.js';
 import { copyOfRow } from './workflow-rows.js';
 
 /** An instance's place in the lists (row-view.ts): only a change of status, principal or name (the start and the end) moves it. */
@@ -52,7 +53,7 @@ function candidateKeys(query: WorkflowIndexQuery): string[] {
 }
 
 /** The workflow instances index's rows as row-view.ts keeps them. */
-const instanceShape: RowShape<WorkflowIndexRow, WorkflowIndexQuery, WorkflowIndexPosition> = {
+export const instanceShape: RowShape<WorkflowIndexRow, WorkflowIndexQuery, WorkflowIndexPosition> = {
   name: 'workflow instances index',
   idOf: (row) => row.instanceId,
   atMsOf: (row) => row.startedAtMs,
@@ -65,6 +66,31 @@ const instanceShape: RowShape<WorkflowIndexRow, WorkflowIndexQuery, WorkflowInde
   matches: matchesWorkflowQuery,
   copy: copyOfRow,
   positionOf: (row) => ({ startedAtMs: row.startedAtMs, instanceId: row.instanceId }),
+};
+
+/**
+ * The workflow instances index as pages keep it (index-pages.ts): the running rows' timeout,
+ * timer and lease instants summarised by their earliest (a timer overdue also needs no live
+ * lease, which a summary does not tell: the page is read).
+ */
+export const instancePages: PagedKind<WorkflowIndexRow, WorkflowIndexQuery, WorkflowIndexPosition> = {
+  shape: instanceShape,
+  keyOfPosition: (position) => [position.startedAtMs, position.instanceId],
+  instants: {
+    timeout: (row) => (row.status === 'running' ? row.deadlineMs : null),
+    timer: (row) => (row.status === 'running' ? row.nextDueMs : null),
+    lease: (row) => (row.status === 'running' ? (row.lease?.untilMs ?? null) : null),
+  },
+  stuckMayHold: ({ earliest }, query) => {
+    const { nowMs, bounds, reason } = query.stuck as NonNullable<WorkflowIndexQuery['stuck']>;
+    const before = (at: number | undefined, graceMs: number) => at !== undefined && at + graceMs < nowMs;
+    const may = {
+      'past-timeout': () => before(earliest.timeout, bounds.timeoutGraceMs),
+      'timer-overdue': () => before(earliest.timer, bounds.timerGraceMs),
+      'lease-expired': () => before(earliest.lease, bounds.leaseGraceMs),
+    };
+    return reason === undefined ? Object.values(may).some((m) => m()) : may[reason]();
+  },
 };
 
 export class WorkflowIndexView extends RowView<WorkflowIndexRow, WorkflowIndexQuery, WorkflowIndexPosition> {
