@@ -11,8 +11,9 @@
 import assert from 'node:assert/strict';
 import type { ChildProcess } from 'node:child_process';
 import { after, before, describe, it } from 'node:test';
+import { jetstreamManager } from '@nats-io/jetstream';
 import { limits } from '../../src/contract/limits.js';
-import { NatsDeploymentFixture, e2eBundle } from '../support/nats-deployment-fixture.js';
+import { NatsDeploymentFixture, e2eBundle, eventually } from '../support/nats-deployment-fixture.js';
 import { startNatsServer, type NatsServer } from '../support/nats-server.js';
 
 /** Resolves once the child's standard error matches `pattern` (serve logged that it is waiting). */
@@ -28,6 +29,23 @@ function whenLogged(child: ChildProcess, pattern: RegExp): Promise<void> {
     child.stderr!.on('data', onData);
     child.once('exit', (code) => reject(new Error(`convoke serve exited (${code}) before logging ${pattern}:\n${text}`)));
   });
+}
+
+/** The consumers on the deployment's one index stream (`<stream>_INDEX`). */
+async function indexConsumers(f: NatsDeploymentFixture): Promise<number> {
+  const nc = await f.adminConnection();
+  try {
+    const jsm = await jetstreamManager(nc);
+    const names: string[] = [];
+    for await (const name of jsm.streams.names()) if (name.endsWith('_INDEX')) names.push(name);
+    assert.equal(names.length, 1, `one index stream: ${names.join(', ')}`);
+    let count = 0;
+    for await (const consumer of jsm.consumers.list(names[0]!))
+      if (consumer.config.filter_subject !== undefined || consumer.config.filter_subjects !== undefined) count++;
+    return count;
+  } finally {
+    await nc.close();
+  }
 }
 
 /** Every serve process started here: one that never got ready is not the fixture's to stop. */
@@ -94,6 +112,13 @@ describe('convoke serve waits out a NATS server that is still starting', { timeo
     await server!.stop();
     await f.startServer(port);
     const serve = await serving;
+    assert.equal(await serve.stop(), 0);
+  });
+
+  it('serve starts the index view at start-up, before any list or scrape asks for it', async () => {
+    const serve = await f.startServe({ onSpawn: (child) => children.push(child) });
+    // The view is an ordered consumer on the index stream; nothing else reads it while serve idles.
+    await eventually(async () => (await indexConsumers(f)) > 0, 'a consumer on the index stream');
     assert.equal(await serve.stop(), 0);
   });
 

@@ -350,6 +350,11 @@ export class JetStreamOperationIndex implements OperationIndexStore {
     await this.view();
   }
 
+  /** A long-running process's view, started before its first page or scrape asks (OperationIndexStore.warm). */
+  warm(): Promise<void> {
+    return this.startView();
+  }
+
   /** Counted in the view: a seek per reason (index-view.ts). */
   async countStuck(nowMs: number, bounds: StuckBounds): Promise<StuckCounts> {
     await this.writeWaiting();

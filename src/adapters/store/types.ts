@@ -99,6 +99,12 @@ export interface OperationIndexStore {
    * Settled operations are left out, which is what makes a restart cheap. In no particular order.
    */
   openOperationIds(): AsyncIterable<string>;
+  /**
+   * Starts what a long-running process keeps to answer pages and stuck counts, so that its first
+   * ones do not wait for it (JetStream: its view, which also writes the paged snapshots one-shot
+   * clients read). Absent where pages need nothing started.
+   */
+  warm?(): Promise<void>;
 }
 
 /**

@@ -137,6 +137,11 @@ export async function serveCommand(options: ServeOptions, io: CliIo): Promise<nu
     );
   }
   io.stdout.write(`convoke serve listening on ${server.url}\n`);
+  // The index's view (JetStream) is started now rather than by the first page or scrape, which
+  // would wait for it; until it runs, pages are read from the paged snapshot.
+  deployment.store.index
+    .warm?.()
+    .catch((error: unknown) => notices.warn({ error: String(error) }, 'operations index view did not start; lists read the paged snapshot'));
   // Module loading and config reading come before the deployment's own start-up lines.
   logger.info({ event: 'serve-started', url: server.url, sinceProcessStartMs: Math.round(process.uptime() * 1000) }, 'listening');
   const stop = await stopping;
