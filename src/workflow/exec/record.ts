@@ -357,6 +357,7 @@ function created(stored: Stored<WorkflowTransition>): WorkflowRecord {
   if (first.timeoutMs !== undefined) started.timeoutMs = first.timeoutMs;
   if (first.parent !== undefined) started.parent = first.parent;
   if (first.keys !== undefined) started.keys = first.keys;
+  if (first.format !== undefined) started.format = first.format;
   const timers: Record<string, TimerRecord> =
     typeof first.timeoutMs === 'number' && deadlineMs !== null
       ? { [workflowTimeoutKey]: { dueAtMs: deadlineMs, purpose: 'workflow-timeout', state: stepTimer('idle', 'SET') } }
