@@ -214,6 +214,35 @@ test('parseStrict(JSON.stringify(v)) deep-equals v (fast-check)', () => {
   );
 });
 
+test('hasLoneSurrogate answers whether UTF-8 would change the string (fast-check)', () => {
+  // Independent of its definition: encoding to UTF-8 replaces each lone surrogate with U+FFFD and keeps pairs.
+  const unit = fc.oneof(
+    fc.integer({ min: 0, max: 0x7f }),
+    fc.integer({ min: 0x80, max: 0xffff }),
+    fc.integer({ min: 0xd800, max: 0xdbff }),
+    fc.integer({ min: 0xdc00, max: 0xdfff }),
+  );
+  fc.assert(
+    fc.property(fc.array(unit, { maxLength: 40 }), fc.string({ maxLength: 80 }), (codes, ascii) => {
+      const s = String.fromCharCode(...codes);
+      for (const text of [s, ascii + s, s + ascii, ascii])
+        assert.equal(hasLoneSurrogate(text), Buffer.from(text, 'utf8').toString('utf8') !== text, JSON.stringify(text));
+    }),
+    { numRuns: 3000 },
+  );
+  for (const [text, lone] of [
+    ['', false],
+    ['\ud800', true],
+    ['\udc00', true],
+    ['\ud800\udc00', false],
+    ['\udc00\ud800', true],
+    ['\ud800\ud800\udc00', true],
+    ['\ud800\udc00\udc00', true],
+    ['a\udbff\udfffb', false],
+  ] as const)
+    assert.equal(hasLoneSurrogate(text), lone, JSON.stringify(text));
+});
+
 test('a string parses exactly when it has no lone surrogate (fast-check)', () => {
   const units = fc.array(fc.oneof(fc.integer({ min: 0, max: 0xffff }), fc.integer({ min: 0xd800, max: 0xdfff })), { maxLength: 12 });
   fc.assert(

@@ -321,3 +321,16 @@ test('timers as data: the earliest armed timer is due; firing faults a running t
   assert.equal(deadline.events.at(-1)?.type, 'workflow-faulted');
   assert.equal(applyWorkflow(record, stored(6, deadline.events))!.status, 'faulted');
 });
+
+test('applying a transition copies every field of the record and changes only what its events change', () => {
+  // The record the start creates has every field; each application after it keeps them all.
+  const created = foldWorkflow([stored(1, [started])])!;
+  const before = applyWorkflow(created, stored(2, [{ type: 'task-started', v: 1, at: '/do/0/a', ref: '/do/0/a', name: 'a', input: {} }]))!;
+  assert.deepEqual(Object.keys(before), Object.keys(created), 'the same fields, in the same order');
+  const after = applyWorkflow(before, stored(3, [{ type: 'task-completed', v: 1, at: '/do/0/a', output: { done: true } }]))!;
+  assert.notEqual(after, before);
+  assert.deepEqual(Object.keys(after), Object.keys(created), 'the same fields, in the same order');
+  const changed = Object.keys(before).filter((key) => !Object.is((before as never)[key], (after as never)[key]));
+  assert.deepEqual(changed.sort(), ['lastAppliedAtMs', 'revision', 'seq', 'tasks']);
+  assert.equal(before.tasks['/do/0/a']?.state, 'running', 'the record applied to is left as it was');
+});

@@ -38,7 +38,7 @@ test('convoke inspect, workflow inspect and replay read a workflow instance from
       .out()
       .split('\n')
       .find((line) => line.includes('workflow-started'));
-    assert.match(startLine ?? '', /ops key "[^"]+" by [^,]+, input \{"n":1\}, keys 3$/, 'the start shows its task key scheme');
+    assert.match(startLine ?? '', /ops key "[^"]+" by [^,]+, input \{"n":1\}, keys 3, format 2$/, 'the start shows its task key scheme');
     const alias = captureIo();
     assert.equal(await main(['node', 'convoke', 'workflow', 'inspect', instanceId, '--store', store, '--json'], alias), 0, alias.err());
     const shown = JSON.parse(alias.out());
@@ -106,8 +106,8 @@ test('inspect shows the task key scheme a start records: keys 2, and for a start
           .find((line) => line.includes('workflow-started')) ?? '',
       );
     }
-    assert.match(lines[0] ?? '', /, keys 1 \(not recorded\)$/);
-    assert.match(lines[1] ?? '', /, keys 2$/);
+    assert.match(lines[0] ?? '', /, keys 1 \(not recorded\), format 1$/);
+    assert.match(lines[1] ?? '', /, keys 2, format 1$/);
   } finally {
     await rm(dir, { recursive: true, force: true });
   }

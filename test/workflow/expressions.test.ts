@@ -8,6 +8,7 @@ import fc from 'fast-check';
 import { isAdapterError } from '../../src/contract/errors.js';
 import { JqWorkerEvaluator, pathValue } from '../../src/workflow/exec/jq.js';
 import type { JsonValue } from '../../src/contract/json.js';
+import { evaluateValue, expressionResults, withResults } from '../../src/workflow/exec/expressions.js';
 import { checkDeterministicJq, checkDeterministicText, embeddedExpressions, nondeterministicJq, refusedInJq } from '../../src/workflow/dsl/expressions.js';
 
 test('each refused builtin is found in code, alone or in a pipe', () => {
@@ -148,4 +149,37 @@ test('property: whatever pathValue answers without the worker, jq answers the sa
     await jq.close();
   }
   assert.ok(answered > 150, `most generated programs are answered directly (${answered} of 400)`);
+});
+
+test("property: a value's expression results put back into it give what evaluating it whole gives, built alike; a wrong count gives nothing", async () => {
+  const expression = fc.constantFrom('${ .a }', '${ .b }', ' ${ [.a, .b] } ', '${ . }');
+  const template = fc.letrec((tie) => ({
+    value: fc.oneof(
+      { depthSize: 'small' },
+      expression,
+      fc.jsonValue({ maxDepth: 1 }),
+      fc.array(tie('value'), { maxLength: 4 }),
+      fc.dictionary(fc.string({ maxLength: 4 }), tie('value'), { maxKeys: 4 }),
+    ),
+  })).value as fc.Arbitrary<JsonValue>;
+  await fc.assert(
+    fc.asyncProperty(template, fc.jsonValue({ maxDepth: 2 }) as fc.Arbitrary<JsonValue>, async (value, input) => {
+      // Each evaluation answers a value of its own (its program and a count), so an order or a count that differs shows.
+      let calls = 0;
+      const evaluate = async (program: string): Promise<JsonValue> => ({ program, n: calls++, input });
+      const whole = await evaluateValue(value, evaluate);
+      calls = 0;
+      const results = await expressionResults(value, evaluate);
+      const filled = withResults(value, results);
+      // A value without any expression is kept as it is (a call's arguments without one are no step at all).
+      if (results.length === 0) assert.equal(filled, value);
+      else {
+        assert.equal(JSON.stringify(filled), JSON.stringify(whole));
+        assert.deepEqual(filled, whole);
+      }
+      if (results.length > 0) assert.equal(withResults(value, results.slice(1)), undefined);
+      assert.equal(withResults(value, [...results, null]), undefined);
+    }),
+    { numRuns: 500 },
+  );
 });

@@ -498,3 +498,74 @@ test('a log whose start does not carry the first task (before the two were one a
     await embedded.close();
   }
 });
+
+/** A stage's arguments as the document writes them, its one expression replaced by `value` (what evaluating them whole gives). */
+function stageArgs(document: JsonValue, index: number, value: JsonValue): JsonValue {
+  const entry = ((document as { do: Record<string, { with: JsonValue }>[] }).do[index] ?? {}) as Record<string, { with: JsonValue }>;
+  const template = Object.values(entry)[0]?.with;
+  return JSON.parse(JSON.stringify(template).replace(/"\$\{[^"]*\}"/, JSON.stringify(value))) as JsonValue;
+}
+
+/** The log as format 1 wrote it: no format in the start, each call's `with` recorded whole. */
+function argsWhole(log: Stored[], document: JsonValue): Stored[] {
+  const whole = (event: WorkflowEvent): WorkflowEvent => {
+    if (event.type === 'workflow-started') {
+      const { format: _format, ...rest } = event;
+      return rest;
+    }
+    if (event.type !== 'expression-evaluated' || !event.at.endsWith('>with') || !('ok' in event.result)) return event;
+    const parts = event.result.ok as JsonValue[];
+    assert.equal(parts.length, 1);
+    const index = Number(/^\/do\/(\d+)\//.exec(event.at)?.[1]);
+    return { ...event, result: { ok: stageArgs(document, index, parts[0] ?? null) } };
+  };
+  return log.map((stored) => ({ ...stored, transition: { ...stored.transition, events: stored.transition.events.map(whole) } }));
+}
+
+test("a call's arguments are recorded as their expressions' results (format 2); a log that recorded them whole folds and replays to the same instance, and a running one resumes writing them whole", async () => {
+  const clock = new SystemClock();
+  const store = new MemoryEventStore({ clock });
+  const embedded = await deployment(clock, store);
+  const a = harness({ store, clock, invocations: embedded.coordinator, worker: 'worker-a' });
+  const document = threeStages(embedded.bundle.ref.digest);
+  let b: ReturnType<typeof harness> | undefined;
+  try {
+    const done = await runToEnd(a, document, { doc: 'RFC 6' }, 'args-parts');
+    assert.equal(done.status, 'completed', JSON.stringify(done.error));
+    assert.equal(done.started.format, 2);
+    const review = done.children['/do/0/review']?.operationId;
+    const publish = done.children['/do/1/publish']?.operationId;
+    assert.ok(review !== undefined && publish !== undefined);
+    assert.deepEqual(done.steps['/do/0/review>with'], { ok: ['RFC 6'] });
+    assert.deepEqual(done.steps['/do/1/publish>with'], { ok: [review] });
+    assert.deepEqual(done.steps['/do/2/notify>with'], { ok: [publish] });
+    const current = await logOf(store, done.instanceId);
+    assert.equal(replayWorkflowLog(current).problem, null);
+    await assertReplayEqual(a, done.instanceId);
+
+    const old = argsWhole(current, document);
+    assert.ok(JSON.stringify(old).length > JSON.stringify(current).length + 3 * 150, 'the whole arguments write the contract reference again');
+    assert.equal(replayWorkflowLog(old).problem, null);
+    const folded = foldWorkflow(old);
+    assert.ok(folded);
+    assert.equal(folded.started.format, undefined);
+    assert.deepEqual(folded.steps['/do/1/publish>with'], { ok: stageArgs(document, 1, review) });
+    assert.deepEqual({ ...comparable(folded), steps: undefined }, { ...comparable(done), steps: undefined });
+
+    // Stopped in format 1 after its second call's binding (its lease ended): another worker makes that call again with
+    // the arguments recorded whole, and records the third call's arguments whole too (the start's format, not its own).
+    const upTo = old.findIndex((stored) => stored.transition.events.some((event) => event.type === 'child-bound' && event.at === '/do/1/publish')) + 1;
+    const elsewhere = await storeStoppedAt(old, upTo, done.instanceId, clock);
+    b = harness({ store: elsewhere, clock, invocations: embedded.coordinator, worker: 'worker-b' });
+    const resumed = await b.executor.wait(done.instanceId, 10_000);
+    assert.equal(resumed.status, 'completed', JSON.stringify(resumed.error));
+    assert.deepEqual(resumed.output, done.output);
+    assert.deepEqual(resumed.children, done.children, 'the same operations under the same keys');
+    assert.deepEqual(resumed.steps['/do/2/notify>with'], { ok: stageArgs(document, 2, publish) });
+    await assertReplayEqual(b, done.instanceId);
+  } finally {
+    await a.close();
+    await b?.close();
+    await embedded.close();
+  }
+});

@@ -264,8 +264,11 @@ export class MemoryEventStore implements EventStore {
     const shape = checkTransitionShape(transition) ?? checkGuardShape(transition.timeGuard);
     if (shape) return shape;
     const body = encodeTransition(transition);
-    const bytes = bodyBytes(body);
-    if (bytes > this.limits.transitionBytesMax) return sizeFailure(bytes, this.limits.transitionBytesMax);
+    // UTF-8 takes at most 3 bytes per UTF-16 unit: a body that short cannot pass the limit, and is not measured.
+    if (body.length * 3 > this.limits.transitionBytesMax) {
+      const bytes = bodyBytes(body);
+      if (bytes > this.limits.transitionBytesMax) return sizeFailure(bytes, this.limits.transitionBytesMax);
+    }
     const currentRevision = String(stream?.transitions.length ?? 0);
     if (expectedRevision !== undefined && expectedRevision !== currentRevision) {
       return { kind: 'conflict', description: `expected revision ${expectedRevision}, stream is at ${currentRevision}` };

@@ -35,7 +35,7 @@ export async function runCall(interpreter: Interpreter, run: TaskRun): Promise<J
   // Values that read secrets are recorded as [redacted], and evaluated only when the request is made.
   const secret = secretValuesOf(spec, task.call);
   const shown = secret.length === 0 ? spec : redactAt(spec, secret);
-  const args = await interpreter.evaluateValue(`${run.at}>with`, shown, run.input, run.frame, { input: run.input }, run.entry.pointer);
+  const args = await interpreter.evaluateArgs(`${run.at}>with`, shown, run.input, run.frame, { input: run.input }, run.entry.pointer);
   if (!isObject(args)) throw raise('validation', 400, 'Invalid call arguments', run.entry.pointer, 'with must be an object');
   if (task.call === 'http') return interpreter.step(`${run.at}>http`, run.frame, 'call', () => sendHttp(interpreter, run, args, secret), httpRerunnable(args));
   if (task.call === 'openapi') return callOpenApi(interpreter, run, args, secret);

@@ -58,6 +58,12 @@ export interface WorkflowStarted {
   parent?: WorkflowParent;
   /** The scheme of its task execution keys (keys.ts); absent in logs written before it: scheme 1. */
   keys?: 2 | 3;
+  /**
+   * The log's format: 2 records a call's evaluated `with` (its `>with` step) as the results of its
+   * expressions alone, in document order; absent in logs written before it (format 1: the whole
+   * evaluated value, the document's constant parts included).
+   */
+  format?: 2;
 }
 
 /** The instance and task execution whose `run: workflow` started a child instance. */
@@ -356,7 +362,7 @@ function valueOrRef(schema: ReturnType<typeof event>, field: 'input' | 'output')
 function startedSchema(schema: ReturnType<typeof event>) {
   return {
     ...schema,
-    required: schema.required.filter((name) => name !== 'timeoutMs' && name !== 'deadlineMs' && name !== 'parent' && name !== 'keys'),
+    required: schema.required.filter((name) => name !== 'timeoutMs' && name !== 'deadlineMs' && name !== 'parent' && name !== 'keys' && name !== 'format'),
     oneOf: [{ required: ['timeoutMs'] }, { required: ['deadlineMs'] }],
   };
 }
@@ -380,6 +386,7 @@ export const workflowEventSchemas = [
         properties: { instanceId: { type: 'string', pattern: '^wf[0-9a-f]{64}$' }, at, depth: { type: 'integer', minimum: 1 } },
       },
       keys: { enum: [2, 3] },
+      format: { const: 2 },
     }),
   ),
   valueOrRef(event('task-started', { at, ref: at, name: { type: 'string', maxLength: 256 }, input: json, inputFrom: valueRef }), 'input'),

@@ -92,6 +92,8 @@ const takeoverSlackMs = 5;
 export const defaultLeaseMs = 10_000;
 /** Instances read at once by `resume`. */
 const resumeReadsMax = 16;
+/** The log format a new instance records (events.ts WorkflowStarted.format): a call's `with` by its expressions' results. */
+const logFormat = 2;
 
 /** Why an interpreter's signal aborts once it has returned (an abort reason made once: none is built per run). */
 const interpreterEnded = new Halted('the interpreter ended');
@@ -241,6 +243,7 @@ export class WorkflowExecutor implements CloudEventIntake {
         timeoutMs: timeout ?? null,
         ...(request.parent ? { parent: request.parent } : {}),
         keys: keyScheme,
+        format: logFormat,
       },
       { type: 'lease-acquired', v: 1, worker: this.worker, epoch: 1, untilMs: this.options.clock.nowMs() + this.leaseMs },
     ];

@@ -110,3 +110,99 @@ export function hasExpression(value: unknown): boolean {
   }
   return false;
 }
+
+/**
+ * Where a value's expressions are: null for a part without any (kept as it is), a program for an
+ * expression, and for an object or array that holds some, each member's plan in evaluateValue's
+ * order. Made once per object and kept (a WeakMap): a call's `with` is the document's, which
+ * nothing changes once it is checked (a copy made per call — secrets redacted, a named policy in
+ * place — is a new object, planned anew).
+ */
+type Plan = null | string | { items: Plan[] } | { members: [string, Plan][] };
+
+const plans = new WeakMap<object, Plan>();
+
+function planOf(value: JsonValue): Plan {
+  if (typeof value === 'string') return isExpression(value) ? programOf(value) : null;
+  if (typeof value !== 'object' || value === null) return null;
+  const known = plans.get(value);
+  if (known !== undefined) return known;
+  let any = false;
+  let plan: Plan;
+  if (Array.isArray(value)) {
+    const items: Plan[] = [];
+    for (const item of value) {
+      const inner = planOf(item);
+      if (inner !== null) any = true;
+      items.push(inner);
+    }
+    plan = any ? { items } : null;
+  } else {
+    const members: [string, Plan][] = [];
+    for (const key in value) {
+      if (!Object.hasOwn(value, key)) continue;
+      const inner = planOf(value[key] as JsonValue);
+      if (inner !== null) any = true;
+      members.push([key, inner]);
+    }
+    plan = any ? { members } : null;
+  }
+  plans.set(value, plan);
+  return plan;
+}
+
+/** Whether a value holds an expression, from its kept plan (a call's `with`: the same object every call). */
+export const plannedExpression = (value: JsonValue): boolean => planOf(value) !== null;
+
+/**
+ * The results of a value's enclosed expressions, in the order evaluateValue evaluates them: what a
+ * call's `with` records (log format 2) — the rest of the value is the document's, which the start
+ * holds. `withResults` puts them back.
+ */
+export async function expressionResults(value: JsonValue, evaluate: (program: string) => Promise<JsonValue>): Promise<JsonValue[]> {
+  const results: JsonValue[] = [];
+  await collectResults(planOf(value), evaluate, results);
+  return results;
+}
+
+async function collectResults(plan: Plan, evaluate: (program: string) => Promise<JsonValue>, results: JsonValue[]): Promise<void> {
+  if (plan === null) return;
+  if (typeof plan === 'string') results.push(await evaluate(plan));
+  else if ('items' in plan) {
+    for (const inner of plan.items) if (inner !== null) await collectResults(inner, evaluate, results);
+  } else for (const [, inner] of plan.members) if (inner !== null) await collectResults(inner, evaluate, results);
+}
+
+/**
+ * What evaluateValue answers for `value` when its expressions evaluate to `results` (in its order),
+ * built alike — each part without an expression kept as it is; undefined when `results` are not
+ * exactly one per expression.
+ */
+export function withResults(value: JsonValue, results: readonly JsonValue[]): JsonValue | undefined {
+  const next = { at: 0 };
+  const filled = fillResults(planOf(value), value, results, next);
+  return filled === undefined || next.at !== results.length ? undefined : filled;
+}
+
+function fillResults(plan: Plan, value: JsonValue, results: readonly JsonValue[], next: { at: number }): JsonValue | undefined {
+  if (plan === null) return value;
+  if (typeof plan === 'string') return next.at < results.length ? results[next.at++] : undefined;
+  if ('items' in plan) {
+    const items = value as JsonValue[];
+    const out: JsonValue[] = [];
+    for (let index = 0; index < plan.items.length; index++) {
+      const filled = fillResults(plan.items[index] as Plan, items[index] as JsonValue, results, next);
+      if (filled === undefined) return undefined;
+      out.push(filled);
+    }
+    return out;
+  }
+  const members = value as Record<string, JsonValue>;
+  const out: Record<string, JsonValue> = {};
+  for (const [key, inner] of plan.members) {
+    const filled = fillResults(inner, members[key] as JsonValue, results, next);
+    if (filled === undefined) return undefined;
+    out[key] = filled;
+  }
+  return out;
+}

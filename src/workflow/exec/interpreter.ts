@@ -20,13 +20,13 @@
  *
  * Task kinds are in tasks.ts; calls in calls.ts.
  */
-import { AdapterError } from '../../contract/errors.js';
+import { AdapterError, AssertionFailure } from '../../contract/errors.js';
 import type { JsonObject, JsonValue } from '../../contract/json.js';
 import { taskTimeoutKey, timeoutError, type Proposal } from './decide.js';
 import { entriesOf, isObject, kindOf, timeoutMsOf, type TaskEntry, type TaskKind } from './document.js';
 import { WorkflowRaise, raise } from './dsl-errors.js';
 import type { StepResult, TaskCompleted, ValueRef, WorkflowError, WorkflowEvent } from './events.js';
-import { evaluateValue, hasExpression, programOf } from './expressions.js';
+import { evaluateValue, expressionResults, hasExpression, plannedExpression, programOf, withResults } from './expressions.js';
 import { ExpressionFailure, pathValue } from './jq.js';
 import { Halted, replayed } from './journal.js';
 import { schemeOf, taskKey } from './keys.js';
@@ -217,6 +217,31 @@ export class Interpreter implements Interpreting {
     const constants = { workflow, runtime: { ...this.deps.runtime, metadata: {} } };
     if (!this.deps.journal.pending()) this.fixedVars = constants;
     return constants;
+  }
+
+  /**
+   * A call's arguments: its `with` with the enclosed expressions evaluated, recorded under `at` as
+   * the expressions' results alone (log format 2: the rest is the document's, which the start
+   * holds) — or, in a log written before, the whole value as it was recorded.
+   */
+  async evaluateArgs(
+    at: string,
+    value: JsonValue,
+    input: JsonValue,
+    frame: Frame,
+    extra: Readonly<Record<string, JsonValue>>,
+    ref: string,
+  ): Promise<JsonValue> {
+    if (this.record.started.format !== 2) return this.evaluateValue(at, value, input, frame, extra, ref);
+    if (!plannedExpression(value)) return value;
+    const results = await this.step(at, frame, 'expression', () => {
+      let vars: Record<string, JsonValue> | undefined;
+      return expressionResults(value, (program) => this.jq(program, input, () => (vars ??= this.vars(frame, extra)), ref));
+    });
+    const args = Array.isArray(results) ? withResults(value, results) : undefined;
+    if (args === undefined)
+      throw new AssertionFailure(`workflow ${this.record.instanceId}: step ${at} does not hold one result per expression of its arguments`);
+    return args;
   }
 
   /** An expression field's value (with or without `${ }`), recorded under `at`. */

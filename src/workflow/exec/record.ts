@@ -147,7 +147,38 @@ interface Draft {
   copied: Set<MapName>;
 }
 
-const draftOf = (record: WorkflowRecord): Draft => ({ record: { ...record } as Mutable<WorkflowRecord>, copied: new Set() });
+const draftOf = (record: WorkflowRecord): Draft => ({ record: copyOfRecord(record), copied: new Set() });
+
+/**
+ * A shallow copy of the record, field by field in the order `created` makes them (so every record
+ * shares one shape): a spread of a record takes the engine's generic copy, several times slower,
+ * and a record is copied at every application. Every field of WorkflowRecord is required, so one
+ * left out here does not compile.
+ */
+function copyOfRecord(record: WorkflowRecord): Mutable<WorkflowRecord> {
+  return {
+    instanceId: record.instanceId,
+    revision: record.revision,
+    status: record.status,
+    started: record.started,
+    startedAtMs: record.startedAtMs,
+    lastAppliedAtMs: record.lastAppliedAtMs,
+    tasks: record.tasks,
+    steps: record.steps,
+    children: record.children,
+    subworkflows: record.subworkflows,
+    timers: record.timers,
+    winners: record.winners,
+    listens: record.listens,
+    lease: record.lease,
+    leaseEpoch: record.leaseEpoch,
+    calls: record.calls,
+    seq: record.seq,
+    output: record.output,
+    error: record.error,
+    endedAtMs: record.endedAtMs,
+  };
+}
 
 /** Sets `map[key]` in the draft, copying the map the first time this transition changes it. */
 function put<M extends MapName>(draft: Draft, map: M, key: string, value: WorkflowRecord[M][string]): void {
@@ -164,10 +195,21 @@ function task(record: Mutable<WorkflowRecord>, at: string): TaskRecord {
   return found;
 }
 
-function endTask(draft: Draft, at: string, change: Partial<TaskRecord>, event: 'COMPLETE' | 'FAULT' | 'CANCEL'): void {
+function endTask(draft: Draft, at: string, change: Pick<Partial<TaskRecord>, 'output' | 'error'>, event: 'COMPLETE' | 'FAULT' | 'CANCEL'): void {
   const record = draft.record;
   const current = task(record, at);
-  put(draft, 'tasks', at, { ...current, ...change, state: stepTask(current.state, event), endedSeq: record.seq });
+  // Field by field, in the order task-started makes them (a spread takes the engine's generic copy).
+  put(draft, 'tasks', at, {
+    ref: current.ref,
+    name: current.name,
+    state: stepTask(current.state, event),
+    input: current.input,
+    output: 'output' in change ? (change.output as JsonValue | null) : current.output,
+    error: 'error' in change ? (change.error as WorkflowError | null) : current.error,
+    startedAtMs: current.startedAtMs,
+    startedSeq: current.startedSeq,
+    endedSeq: record.seq,
+  });
   record.seq += 1;
 }
 
@@ -357,6 +399,7 @@ function created(stored: Stored<WorkflowTransition>): WorkflowRecord {
   if (first.timeoutMs !== undefined) started.timeoutMs = first.timeoutMs;
   if (first.parent !== undefined) started.parent = first.parent;
   if (first.keys !== undefined) started.keys = first.keys;
+  if (first.format !== undefined) started.format = first.format;
   const timers: Record<string, TimerRecord> =
     typeof first.timeoutMs === 'number' && deadlineMs !== null
       ? { [workflowTimeoutKey]: { dueAtMs: deadlineMs, purpose: 'workflow-timeout', state: stepTimer('idle', 'SET') } }

@@ -109,6 +109,7 @@ export interface Interpreting {
   step(at: string, frame: Frame, kind: 'expression' | 'call', compute: () => Promise<JsonValue>, rerun?: boolean): Promise<JsonValue>;
   evaluate(at: string, expression: string, input: JsonValue, frame: Frame, extra: Readonly<Record<string, JsonValue>>, ref: string): Promise<JsonValue>;
   evaluateValue(at: string, value: JsonValue, input: JsonValue, frame: Frame, extra: Readonly<Record<string, JsonValue>>, ref: string): Promise<JsonValue>;
+  evaluateArgs(at: string, value: JsonValue, input: JsonValue, frame: Frame, extra: Readonly<Record<string, JsonValue>>, ref: string): Promise<JsonValue>;
   runList(list: JsonValue | undefined, base: string, input: JsonValue, frame: Frame): Promise<{ output: JsonValue; ended: boolean }>;
   /** Runs one execution of a task: `visit` is its revisit in its list (0: the first visit). */
   runTask(entry: TaskEntry, rawInput: JsonValue, frame: Frame, visit?: number): Promise<Outcome>;
