@@ -93,6 +93,16 @@ export function heading(title: string, widthMax = Number.POSITIVE_INFINITY): str
   return `\n${fitText(title, widthMax)}`;
 }
 
+/**
+ * `label` then `text`, wrapped at spaces to the width with every further line indented to the
+ * text's column (the label's length), so a labelled line of any length reads within the width.
+ */
+export function labelled(label: string, text: string, widthMax = Number.POSITIVE_INFINITY): string {
+  const indent = ' '.repeat(label.length);
+  const lines = wrap(text, Math.max(20, widthMax - label.length));
+  return lines.map((line, i) => (i === 0 ? label : indent) + line).join('\n');
+}
+
 /** A line of prose wrapped at spaces to the width (a word longer than the width is cut across lines). */
 export function fitText(text: string, widthMax = Number.POSITIVE_INFINITY): string {
   return text

@@ -48,3 +48,21 @@ test('demo --scenario pipeline prints the stages and the log; the default demo s
   const plain = await run(['demo']);
   assert.equal(plain.code, 0, plain.stderr);
 });
+
+test('demo --scenario pipeline fits its lines to the terminal: stages and log wrapped under their labels', async () => {
+  let stdout = '';
+  const io = { columns: 72, stdout: { write: (s: string) => ((stdout += s), true) }, stderr: { write: () => true } };
+  const code = await main(['node', 'convoke', 'demo', '--scenario', 'pipeline', '--approve-rate', '1'], io as never);
+  assert.equal(code, 0);
+  const lines = stdout.split('\n');
+  const wide = lines.filter((line) => line.length > 72);
+  assert.deepEqual(wide, [], 'every line within 72 columns');
+  // Wrapped lines keep their label's column: a stage's decision continues under its operation id.
+  const stage = lines.findIndex((line) => line.startsWith('stage      review:'));
+  assert.ok(stage >= 0 && /^ {11}\S/.test(lines[stage + 1] ?? ''), lines.slice(stage, stage + 2).join('\n'));
+  assert.ok(
+    lines.some((line) => /^ {16}\S/.test(line)),
+    'a log line continues under its events',
+  );
+  assert.match(stdout, /workflow-completed/);
+});

@@ -13,6 +13,7 @@ import { peerIds, reviewBundle } from '../../deployment/examples.js';
 import { seededRandom } from '../../runtime/random.js';
 import type { WorkflowInstance } from '../../runtime/workflow-service.js';
 import type { CliIo } from '../io.js';
+import { fitText, labelled, widthOf } from '../table.js';
 import type { EventStore } from '../../adapters/store/types.js';
 import { exitCodes } from '../exit-codes.js';
 import { createWorkflowHost } from '../workflow-host.js';
@@ -115,7 +116,7 @@ export async function pipelineDemo(options: PipelineDemoOptions, io: CliIo, stor
     const read = await embedded.store.read(instance.instanceId);
     const log = read.kind === 'ok' ? read.transitions : [];
     if (options.json) io.stdout.write(JSON.stringify({ instance: ended, log }, null, 2) + '\n');
-    else io.stdout.write(renderPipelineDemo(ended, log, options, embedded.store.name));
+    else io.stdout.write(renderPipelineDemo(ended, log, options, embedded.store.name, widthOf(io)));
     if (ended.status === 'running') return exitCodes.pending;
     return ended.status === 'completed' ? exitCodes.ok : exitCodes.outcomeNotSuccess;
   } finally {
@@ -132,14 +133,24 @@ interface LoggedTransition {
   transition: { events: readonly unknown[] };
 }
 
-function renderPipelineDemo(instance: WorkflowInstance, log: readonly LoggedTransition[], options: PipelineDemoOptions, storeName: string): string {
-  let out = `convoke demo pipeline — ${options.peers} reviewers (quorum ${options.quorum}), then one publisher, seed ${options.seed} (embedded: ${storeName} store, in-process bus)\n\n`;
-  out += renderInstance(instance);
-  out += `\nthe workflow's log (stream of ${instance.instanceId}): ${log.length} transitions\n`;
+/** The demo's report, every line within `widthMax` (the terminal's width; unbounded for a pipe without $COLUMNS). */
+function renderPipelineDemo(
+  instance: WorkflowInstance,
+  log: readonly LoggedTransition[],
+  options: PipelineDemoOptions,
+  storeName: string,
+  widthMax: number,
+): string {
+  let out = fitText(
+    `convoke demo pipeline — ${options.peers} reviewers (quorum ${options.quorum}), then one publisher, seed ${options.seed} (embedded: ${storeName} store, in-process bus)`,
+    widthMax,
+  );
+  out += '\n' + renderInstance(instance, widthMax);
+  out += '\n' + fitText(`the workflow's log (stream of ${instance.instanceId}): ${log.length} transitions`, widthMax);
   const startedAt = log[0]?.committedAtMs ?? 0;
   log.forEach((stored, index) => {
     const events = stored.transition.events.map((event) => describe(event as { type: string; at?: string })).join(', ');
-    out += `  #${String(index + 1).padStart(2)} +${String(stored.committedAtMs - startedAt).padStart(4)} ms  ${events}\n`;
+    out += labelled(`  #${String(index + 1).padStart(2)} +${String(stored.committedAtMs - startedAt).padStart(4)} ms  `, events, widthMax) + '\n';
   });
   return out;
 }

@@ -19,6 +19,7 @@ import type { CliIo } from '../io.js';
 import { exitCodeOfReplyError, exitCodes } from '../exit-codes.js';
 import { natsClientOf, natsPrincipalOptions, nonNegativeInteger, workflowCommand } from '../options.js';
 import type { NatsClientOptions } from './invoke.js';
+import { labelled, widthOf } from '../table.js';
 
 export interface WorkflowClientOptions extends NatsClientOptions {
   waitMs: number;
@@ -78,32 +79,36 @@ async function sendAndReport(
     io.stderr.write(`status ${reply.status}: ${JSON.stringify(reply.error)}\n`);
     return exitCodeOfReplyError(reply.status, reply.error.kind);
   }
-  if (!options.json) io.stdout.write(renderInstance(reply.instance));
+  if (!options.json) io.stdout.write(renderInstance(reply.instance, widthOf(io)));
   if (reply.instance.status === 'running') return exitCodes.pending;
   return reply.instance.status === 'completed' ? exitCodes.ok : exitCodes.outcomeNotSuccess;
 }
 
-/** The instance as a few lines: identity, status, each stage's operation and decision, the output or error. */
-export function renderInstance(instance: WorkflowInstance): string {
-  const lines = [
-    `instance   ${instance.instanceId}`,
-    `workflow   ${instance.workflow} (${instance.bundle.id}@${instance.bundle.version})`,
-    `status     ${instance.status}${instance.currentTask ? ` (running ${instance.currentTask.name} at ${instance.currentTask.at})` : ''}`,
+/**
+ * The instance as a few labelled lines: identity, status, each stage's operation and decision,
+ * the output or error; each wrapped to `widthMax` under its label.
+ */
+export function renderInstance(instance: WorkflowInstance, widthMax = Number.POSITIVE_INFINITY): string {
+  const lines: [string, string][] = [
+    ['instance', instance.instanceId],
+    ['workflow', `${instance.workflow} (${instance.bundle.id}@${instance.bundle.version})`],
+    ['status', `${instance.status}${instance.currentTask ? ` (running ${instance.currentTask.name} at ${instance.currentTask.at})` : ''}`],
   ];
   for (const stage of instance.stages) {
     const d = stage.decision;
     const decision = d ? `${d.outcome} (${d.reason}: ${d.successVotes} of ${d.threshold} needed, ${d.units} asked)` : 'undecided';
-    lines.push(`stage      ${stage.stage}: ${stage.operationId} decision ${decision}, settlement ${stage.settlement?.status ?? 'unknown'}`);
+    lines.push(['stage', `${stage.stage}: ${stage.operationId} decision ${decision}, settlement ${stage.settlement?.status ?? 'unknown'}`]);
   }
   // Older servers' answers lack the links.
-  if (instance.parent) lines.push(`parent     ${instance.parent.instanceId} at ${instance.parent.at}`);
+  if (instance.parent) lines.push(['parent', `${instance.parent.instanceId} at ${instance.parent.at}`]);
   for (const child of instance.childInstances ?? [])
-    lines.push(
-      `child      ${child.at}: ${child.instanceId} (${child.workflow}) ${child.status ?? 'not started'}${child.disposition ? `, ${child.disposition} by its parent` : ''}`,
-    );
-  if (instance.status === 'completed') lines.push(`output     ${JSON.stringify(instance.output)}`);
-  if (instance.error) lines.push(`error      ${JSON.stringify(instance.error)}`);
-  return lines.join('\n') + '\n';
+    lines.push([
+      'child',
+      `${child.at}: ${child.instanceId} (${child.workflow}) ${child.status ?? 'not started'}${child.disposition ? `, ${child.disposition} by its parent` : ''}`,
+    ]);
+  if (instance.status === 'completed') lines.push(['output', JSON.stringify(instance.output)]);
+  if (instance.error) lines.push(['error', JSON.stringify(instance.error)]);
+  return lines.map(([label, text]) => labelled(label.padEnd(11), text, widthMax)).join('\n') + '\n';
 }
 
 /** The CLI's shared NATS client options (options.ts: servers, user, login, principal; from the flags or the context), and these. */
