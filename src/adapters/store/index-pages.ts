@@ -132,8 +132,8 @@ export async function pageOfPages<Row, Query extends PagedQuery<Position>, Posit
 ): Promise<{ rows: Row[]; next?: Position }> {
   const { shape } = kind;
   const after = query.after === undefined ? undefined : kind.keyOfPosition(query.after);
-  const takes = (row: Row): boolean => shape.matches(row, query) && (after === undefined || keyAfter([shape.atMsOf(row), shape.idOf(row)], after));
-  const keyOf = (row: Row): PageKey => [shape.atMsOf(row), shape.idOf(row)];
+  const keyOf = (row: Row): PageKey => rowKey(shape as unknown as RowShape<Row, never, unknown>, row);
+  const takes = (row: Row): boolean => shape.matches(row, query) && (after === undefined || keyAfter(keyOf(row), after));
   const changed: Row[] = [];
   for (const row of overlay.values()) if (row !== null && takes(row)) changed.push(row);
   changed.sort((a, b) => compareKeys(keyOf(a), keyOf(b)));
@@ -202,21 +202,25 @@ export function paginate<Row>(
     (g < bounds.length ? (groups[g] as Row[]) : open).push(row);
   }
   const byNewest = new Map(previous.map((page) => [page.rows.at(-1), page]));
+  /** The earlier page whose rows are exactly `group`'s (the same objects, in order), if any. */
+  const sameAs = (group: Row[]) => {
+    const earlier = byNewest.get(group.at(-1));
+    return earlier && earlier.rows.length === group.length && group.every((row, i) => row === earlier.rows[i]) ? earlier : undefined;
+  };
   const cut: CutPage<Row>[] = [];
   const split = (group: Row[]) => {
     for (let at = 0; at < group.length; at += pageRows) cut.push({ rows: group.slice(at, at + pageRows) });
   };
   for (const group of groups) {
     if (group.length === 0) continue;
-    const earlier = byNewest.get(group.at(-1));
-    if (earlier && earlier.rows.length === group.length && group.every((row, i) => row === earlier.rows[i])) cut.push({ rows: group, same: earlier.id });
+    const earlier = sameAs(group);
+    if (earlier) cut.push({ rows: group, same: earlier.id });
     else if (group.length > 2 * pageRows) split(group);
     else cut.push({ rows: group });
   }
   if (open.length > 0) {
-    const earlier = byNewest.get(open.at(-1));
-    if (open.length <= pageRows && earlier && earlier.rows.length === open.length && open.every((row, i) => row === earlier.rows[i]))
-      cut.push({ rows: open, same: earlier.id });
+    const earlier = open.length <= pageRows ? sameAs(open) : undefined;
+    if (earlier) cut.push({ rows: open, same: earlier.id });
     else split(open);
   }
   return cut;

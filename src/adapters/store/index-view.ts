@@ -168,12 +168,7 @@ export class IndexView extends RowView<OperationIndexRow, IndexQuery, IndexPosit
   override load(rows: readonly OperationIndexRow[]): void {
     super.load(rows);
     const timed: Record<InstantKind, Entry[]> = { deadline: [], lease: [], outbox: [] };
-    for (const entry of this.entries.values()) {
-      const { row } = entry;
-      if (row.outcome === null) timed.deadline.push(entry);
-      if (row.leaseExpiresAtMs !== null) timed.lease.push(entry);
-      if (row.outboxPendingSinceMs !== null) timed.outbox.push(entry);
-    }
+    for (const entry of this.entries.values()) for (const kind of instantKinds) if (instants[kind](entry.row) !== null) timed[kind].push(entry);
     for (const kind of instantKinds) this.stuckInstants[kind].load(timed[kind]);
   }
 

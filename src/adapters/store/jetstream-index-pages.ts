@@ -29,6 +29,7 @@ import { instancePages } from './workflow-index-view.js';
 import { paginate, summarize, type PageKey, type PageSummary, type PagedKind } from './index-pages.js';
 import { bodyOf, encodeBody, type IndexSnapshot, type SnapshotHost } from './jetstream-index-snapshot.js';
 import type { RowShape } from './row-view.js';
+import { inBatches } from './in-batches.js';
 
 const gzip = promisify(gzipCb);
 const gunzip = promisify(gunzipCb);
@@ -104,7 +105,10 @@ export async function readPage(host: SnapshotHost, kind: PageKind, page: Directo
 /** Every page of `directory`: the snapshot a view starts from, and the pages as its writer keeps them. Throws PageGone. */
 export async function readAllPages(host: SnapshotHost, directory: Directory): Promise<{ snapshot: IndexSnapshot; written: WrittenPages }> {
   const oldestFirst = <T>(kind: PageKind, pages: DirectoryPage[]) =>
-    inFlight([...pages].reverse(), async (page) => ({ id: page.id, rows: (await readPage(host, kind as 'operations', page)) as unknown as T[] }));
+    inBatches([...pages].reverse(), pagesInFlight, async (page) => ({
+      id: page.id,
+      rows: (await readPage(host, kind as 'operations', page)) as unknown as T[],
+    }));
   const operations = await oldestFirst<OperationIndexRow>('operations', directory.operations);
   const workflows = await oldestFirst<WorkflowIndexRow>('workflows', directory.workflows);
   return {
@@ -134,7 +138,7 @@ export async function writePages(
   const named = new Map((own ? [...stored.operations, ...stored.workflows] : []).map((page) => [page.id, page]));
   const cutKind = async <Row, Q, P>(which: PageKind, kind: PagedKind<Row, Q & { limit: number }, P>, rows: Row[], earlier: { id: string; rows: Row[] }[]) => {
     const cut = paginate(kind.shape as unknown as RowShape<Row, never, unknown>, rows, own ? earlier : [], options.pageRows);
-    return inFlight(cut, async ({ rows: pageRows, same }) => {
+    return inBatches(cut, pagesInFlight, async ({ rows: pageRows, same }) => {
       const again = same === undefined ? undefined : named.get(same);
       if (again) return { id: again.id, rows: pageRows, entry: again };
       const id = randomUUID().replaceAll('-', '');
@@ -176,7 +180,7 @@ async function purgeUnnamed(host: SnapshotHost, directory: Directory, replaced: 
     const [first] = subject.slice(host.subjectPrefix.length).split('.');
     filters.add(first === 'p' ? subject : `${host.subjectPrefix}${first}.*`);
   }
-  await inFlight([...filters], (filter) => host.jsm.streams.purge(host.stream, { filter }));
+  await inBatches([...filters], pagesInFlight, (filter) => host.jsm.streams.purge(host.stream, { filter }));
 }
 
 const isKey = (value: unknown): value is PageKey =>
@@ -219,11 +223,4 @@ function directoryOf(value: unknown): Directory | undefined {
     Array.isArray(d.workflows) &&
     d.workflows.every(pageOf);
   return ok ? (d as unknown as Directory) : undefined;
-}
-
-/** `fn` over `items`, at most pagesInFlight at a time, answers in order. */
-async function inFlight<T, R>(items: readonly T[], fn: (item: T) => Promise<R>): Promise<R[]> {
-  const answers: R[] = [];
-  for (let at = 0; at < items.length; at += pagesInFlight) answers.push(...(await Promise.all(items.slice(at, at + pagesInFlight).map(fn))));
-  return answers;
 }

@@ -10,29 +10,26 @@
  * in the tail, a tombstone's removal marker too. A snapshot of another incarnation of the stream
  * (its creation instant differs) or past its last sequence (the server lost writes) is not used.
  *
- * Stored in stream `<stream>_INDEX_SNAP`, last message per subject: the body, gzipped JSON, in
- * chunks on `<prefix>.isnap.<generation>.<n>`, then a head on `<prefix>.isnap.head` naming the
- * generation, the sequence, the chunks and the body's SHA-256. A head is written only after all
- * of its chunks, and older generations are purged after it, so a reader that finds a chunk
- * missing or a digest wrong (a newer snapshot replaced it meanwhile) starts without a snapshot.
- * Any process holding a view may write one; a slower writer's older snapshot replacing a newer
- * one is still exact, only its tail is longer. Every failure here is quiet: without a snapshot a
- * view reads every row, as before.
+ * Snapshots are now written as pages (jetstream-index-pages.ts), in this module's body layout
+ * (encodeBody, bodyOf). This module still creates the stream and reads a version 2 snapshot an
+ * earlier build wrote, so that the first view after an upgrade need not read every row: the body,
+ * gzipped JSON, in chunks on `<prefix>.isnap.<generation>.<n>`, and a head on
+ * `<prefix>.isnap.head` naming the generation, the sequence, the chunks and the body's SHA-256. A
+ * chunk missing or a digest wrong (a newer snapshot replaced it meanwhile) starts the view
+ * without it; the first generation of pages purges the chunks. Every failure here is quiet:
+ * without a snapshot a view reads every row.
  */
-import { createHash, randomUUID } from 'node:crypto';
+import { createHash } from 'node:crypto';
 import { promisify } from 'node:util';
-import { gunzip as gunzipCb, gzip as gzipCb } from 'node:zlib';
+import { gunzip as gunzipCb } from 'node:zlib';
 import { DiscardPolicy, JetStreamApiError, RetentionPolicy, StorageType, type JetStreamClient, type JetStreamManager } from '@nats-io/jetstream';
 import type { OperationIndexRow } from '../../events/operation-index.js';
 import type { WorkflowIndexRow } from '../../events/workflow-index.js';
 import { indexRowFieldsOf } from './index-row.js';
 import { workflowIndexRowOf } from './workflow-rows.js';
 
-const gzip = promisify(gzipCb);
 const gunzip = promisify(gunzipCb);
 
-/** Bytes per chunk message: well under nats-server's default max_payload of 1 MiB. */
-const chunkBytes = 512 * 1024;
 /** Chunk reads in flight while a snapshot is read. */
 const chunkReadsInFlight = 8;
 /**
@@ -154,25 +151,6 @@ export async function readSnapshot(host: SnapshotHost, created: string, lastSeq:
     host.onFailure?.('reading', error);
     return undefined;
   }
-}
-
-/** Stores `snapshot` as the newest one, then purges every older generation. Throws what failed. */
-export async function writeSnapshot(host: SnapshotHost, created: string, snapshot: IndexSnapshot): Promise<void> {
-  const packed = await gzip(Buffer.from(JSON.stringify(encodeBody(snapshot)), 'utf8'));
-  const generation = randomUUID().replaceAll('-', '');
-  const chunks = Math.max(1, Math.ceil(packed.length / chunkBytes));
-  for (let n = 0; n < chunks; n++)
-    await host.js.publish(`${host.subjectPrefix}${generation}.${n}`, packed.subarray(n * chunkBytes, (n + 1) * chunkBytes), { timeout: host.requestTimeoutMs });
-  const head: Head = { v: snapshotVersion, created, seq: snapshot.seq, generation, chunks, sha256: createHash('sha256').update(packed).digest('hex') };
-  await host.js.publish(`${host.subjectPrefix}head`, JSON.stringify(head), { timeout: host.requestTimeoutMs });
-  // Older generations' chunks: every chunk subject but this generation's (the head is kept).
-  const info = await host.jsm.streams.info(host.stream, { subjects_filter: `${host.subjectPrefix}*.*` });
-  const old = new Set(
-    Object.keys(info.state.subjects ?? {})
-      .map((s) => s.slice(host.subjectPrefix.length).split('.')[0] as string)
-      .filter((g) => g !== generation),
-  );
-  for (const g of old) await host.jsm.streams.purge(host.stream, { filter: `${host.subjectPrefix}${g}.*` });
 }
 
 function headOf(value: unknown): Head | undefined {

@@ -41,6 +41,7 @@ import {
 } from '@nats-io/jetstream';
 import { headers as natsHeaders, nanos } from '@nats-io/transport-node';
 import { BoundedMap } from '../../contract/bounded-map.js';
+import { inBatches } from './in-batches.js';
 import { AdapterError, unavailable } from '../../contract/errors.js';
 import { limits as contractLimits } from '../../contract/limits.js';
 import { type IndexPage, type IndexQuery, type OperationIndexRow, type StuckBounds, type StuckCounts } from '../../events/operation-index.js';
@@ -437,33 +438,53 @@ export class JetStreamOperationIndex implements OperationIndexStore {
 
   /**
    * The index messages stored from `startSeq` on (each subject's last: its row, or a removal
-   * marker), through an ephemeral consumer; undefined when there are more than `max`.
+   * marker); undefined when there are more than `max`.
    */
   private async storedRows(startSeq: number, max: number): Promise<{ id: string; data: Uint8Array }[] | undefined> {
-    const { jsm, js } = this.host;
     const messages: { id: string; data: Uint8Array }[] = [];
+    const read = await this.scanRows({ deliver_policy: DeliverPolicy.StartSequence, opt_start_seq: startSeq }, max, (subject, data) =>
+      messages.push({ id: subject.slice(this.rowSubjectPrefix.length), data }),
+    );
+    return read ? messages : undefined;
+  }
+
+  /**
+   * Every message on the row subjects an ephemeral consumer starting at `from` delivers, pulled in
+   * batches and handed to `each`, the consumer deleted afterwards; false, with nothing pulled,
+   * when more than `max` are pending. Throws what failed.
+   */
+  private async scanRows(
+    from: { deliver_policy: DeliverPolicy; opt_start_seq?: number },
+    max: number,
+    each: (subject: string, data: Uint8Array) => void,
+  ): Promise<boolean> {
+    const { jsm, js } = this.host;
     const info = await jsm.consumers.add(this.stream, {
+      // Row subjects only, as the view reads them (jetstream-index-feed.ts): one token after `idx`.
       filter_subject: `${this.host.prefix}.idx.*`,
-      deliver_policy: DeliverPolicy.StartSequence,
-      opt_start_seq: startSeq,
+      ...from,
       ack_policy: AckPolicy.None,
       mem_storage: true,
       num_replicas: 1,
       inactive_threshold: nanos(Math.max(10_000, 4 * this.host.requestTimeoutMs)),
     });
     try {
-      if (info.num_pending > max) return undefined;
+      if (info.num_pending > max) return false;
       const consumer = await js.consumers.get(this.stream, info.name);
-      while (messages.length < info.num_pending) {
+      let delivered = 0;
+      while (delivered < info.num_pending) {
         const batch = await consumer.fetch({
-          max_messages: Math.min(contractLimits.jetstreamScanBatchMax, info.num_pending - messages.length),
+          max_messages: Math.min(contractLimits.jetstreamScanBatchMax, info.num_pending - delivered),
           expires: Math.max(1000, this.host.requestTimeoutMs),
         });
-        const before = messages.length;
-        for await (const msg of batch) messages.push({ id: msg.subject.slice(this.rowSubjectPrefix.length), data: msg.data });
-        if (messages.length === before) throw new Error(`the index read stopped after ${messages.length} of ${info.num_pending} rows`);
+        const before = delivered;
+        for await (const msg of batch) {
+          delivered++;
+          each(msg.subject, msg.data);
+        }
+        if (delivered === before) throw new Error(`the index read stopped after ${delivered} of ${info.num_pending} rows`);
       }
-      return messages;
+      return true;
     } finally {
       void jsm.consumers.delete(this.stream, info.name).catch(() => undefined);
     }
@@ -609,39 +630,14 @@ export class JetStreamOperationIndex implements OperationIndexStore {
   /** Every operation's last row: an ephemeral consumer, last per subject, pulled in batches. */
   private async allRows(): Promise<OperationIndexRow[]> {
     this.assertOpen();
-    const { jsm, js } = this.host;
     const rows: OperationIndexRow[] = [];
-    let name: string | undefined;
     try {
-      const info = await jsm.consumers.add(this.stream, {
-        // Row subjects only, as the view reads them (jetstream-index-feed.ts): one token after `idx`.
-        filter_subject: `${this.host.prefix}.idx.*`,
-        deliver_policy: DeliverPolicy.LastPerSubject,
-        ack_policy: AckPolicy.None,
-        mem_storage: true,
-        num_replicas: 1,
-        inactive_threshold: nanos(Math.max(10_000, 4 * this.host.requestTimeoutMs)),
+      await this.scanRows({ deliver_policy: DeliverPolicy.LastPerSubject }, Number.POSITIVE_INFINITY, (subject, data) => {
+        const { row } = indexRowOnSubject(this.rowSubjectPrefix, subject, data);
+        if (row) rows.push(row);
       });
-      name = info.name;
-      const consumer = await js.consumers.get(this.stream, info.name);
-      let delivered = 0;
-      while (delivered < info.num_pending) {
-        const batch = await consumer.fetch({
-          max_messages: Math.min(contractLimits.jetstreamScanBatchMax, info.num_pending - delivered),
-          expires: Math.max(1000, this.host.requestTimeoutMs),
-        });
-        const before = delivered;
-        for await (const msg of batch) {
-          delivered++;
-          const { row } = indexRowOnSubject(this.rowSubjectPrefix, msg.subject, msg.data);
-          if (row) rows.push(row);
-        }
-        if (delivered === before) throw new Error(`the index read stopped after ${delivered} of ${info.num_pending} rows`);
-      }
     } catch (error) {
       throw unavailable(`jetstream index: ${error instanceof Error ? error.message : String(error)}`, error);
-    } finally {
-      if (name !== undefined) void jsm.consumers.delete(this.stream, name).catch(() => undefined);
     }
     return rows;
   }
@@ -650,11 +646,4 @@ export class JetStreamOperationIndex implements OperationIndexStore {
 /** The log revision a stored row (an operation's or an instance's) was derived at; 0 when the bytes are no row. */
 function storedRevision(data: Uint8Array): string {
   return parseIndexRow(data)?.revision ?? parseWorkflowIndexRow(data)?.revision ?? '0';
-}
-
-/** `fn` over `items`, at most `width` at a time, answers in order. */
-export async function inBatches<T, R>(items: readonly T[], width: number, fn: (item: T) => Promise<R>): Promise<R[]> {
-  const answers: R[] = [];
-  for (let at = 0; at < items.length; at += width) answers.push(...(await Promise.all(items.slice(at, at + width).map(fn))));
-  return answers;
 }
