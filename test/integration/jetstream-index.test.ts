@@ -44,12 +44,12 @@ function countApiRequests(nc: NatsConnection): { count: number } {
 }
 
 /** Admits `count` operations, 16 at a time: principals svc-0..3, two interactions. */
-async function admit(store: JetStreamEventStore, count: number, label: string): Promise<string[]> {
-  const ids = Array.from({ length: count }, (_, i) => newOperationId(`${label}-${i}`));
+async function admit(store: JetStreamEventStore, count: number, label: string, from = 0): Promise<string[]> {
+  const ids = Array.from({ length: count }, (_, i) => newOperationId(`${label}-${from + i}`));
   for (let i = 0; i < ids.length; i += 16) {
     await Promise.all(
       ids.slice(i, i + 16).map(async (id, k) => {
-        const n = i + k;
+        const n = from + i + k;
         const outcome = await store.create(id, admission(id, guard, { principalId: `svc-${n % 4}`, interaction: n % 2 === 0 ? 'review' : 'quick' }));
         expectOk(outcome, `create ${n}`);
       }),
@@ -681,7 +681,11 @@ test('jetstream index: a fresh client lists from the paged snapshot and the rows
   const pager = await JetStreamEventStore.open({ servers: server.url, requestTimeoutMs, indexRowDelayMs, indexSnapshotTailMin: 1, indexSnapshotPageRows: 10 });
   const opened: JetStreamEventStore[] = [];
   try {
-    const ids = await admit(writer, 60, 'paged');
+    // The oldest page (10 rows) is exactly the first ten admitted: admitted concurrently, rows of one
+    // millisecond are ordered by id, so the rest are admitted once the server's clock has moved on.
+    const oldest = await admit(writer, 10, 'paged');
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    const ids = [...oldest, ...(await admit(writer, 50, 'paged', 10))];
     for (const id of ids.slice(0, 5)) await advance(writer, id, 4);
     // The view writes a generation of pages (10 rows each) of everything it holds.
     await startView(pager);
