@@ -26,6 +26,10 @@
  *   and the disposition is read from the child as it is). A child started with `await: false` was
  *   never awaited and is not released with its task (it is cancelled with its parent, as every
  *   child is when the parent faults or is cancelled).
+ * - A start in flight: a child bound but not created yet when its parent cancels it is created
+ *   cancelled before its start (workflow-cancelled-before-start, under the start's own
+ *   create-if-absent: disposeSubworkflow), so the start, stored later on whichever worker, finds it
+ *   and never runs it, and `not-started` is true once recorded; a start stored first is cancelled.
  * - After the parent's end: a child it still owes a disposition — the parent ended (faulted,
  *   cancelled) while awaiting it or with it started `await: false`, or a worker stopped between
  *   a task's timeout and the child's cancel and the parent ended before another drove it — is
