@@ -15,7 +15,9 @@ import type { JsonObject, JsonValue } from '../../src/contract/json.js';
 import { workflowTransitionProblem, type WorkflowEvent, type WorkflowTransition } from '../../src/workflow/exec/events.js';
 import type { WorkflowRecord } from '../../src/workflow/exec/record.js';
 import { workflowStreams } from '../../src/workflow/exec/streams.js';
-import { ranInside, splitKey } from '../../src/workflow/exec/keys.js';
+import { pointerOfKey, ranInside, splitKey } from '../../src/workflow/exec/keys.js';
+import { uncertainCall } from '../../src/workflow/exec/interpreter.js';
+import { foldWorkflow } from '../../src/workflow/exec/record.js';
 import { workflowInstanceId } from '../../src/workflow/ids.js';
 import { assertReplayEqual, harness, headerEchoServer, runToEnd, yaml } from './support.js';
 
@@ -558,4 +560,75 @@ test("a try's catch.when is evaluated for each attempt's error under its own key
   } finally {
     await h.close();
   }
+});
+
+/** Task names holding every character a key uses: `~` (revisits, and `~0`/`~1` in a pointer), `(`, `[`, `{`, `/` and `>`. */
+const oddNames = yaml(`${head('odd-names')}do:
+  - 'a>b':
+      call: http
+      with: { method: post, endpoint: 'http://127.0.0.1:1/a' }
+  - 'outer~(x)':
+      for: { in: '\${ [1, 2] }' }
+      do:
+        - 'p[0]{1}/q':
+            try:
+              - 'r~1':
+                  call: http
+                  with: { method: post, endpoint: 'http://127.0.0.1:1/r' }
+            catch: {}
+`);
+
+test('the pointer of a key, read with the document: task names holding key markers are read whole, the markers on segments skipped', () => {
+  const r = '/do/1/outer~0(x)/do/0/p[0]{1}~1q/try/0/r~01';
+  // Scheme 3: outer's second revisit, the try's second attempt, the loop's iteration 1.
+  assert.equal(pointerOfKey(3, oddNames, '/do/1/outer~0(x)~2/do/0/p[0]{1}~1q(2)/try/0/r~01[1]>http'), r);
+  assert.equal(pointerOfKey(3, oddNames, '/do/1/outer~0(x)/do/0/p[0]{1}~1q/try/0/r~01~3[0]'), r);
+  assert.equal(pointerOfKey(3, oddNames, '/do/1/outer~0(x)/do/0/p[0]{1}~1q[0]'), '/do/1/outer~0(x)/do/0/p[0]{1}~1q');
+  // Scheme 2: the attempt appended; scheme 1: every marker appended.
+  assert.equal(pointerOfKey(2, oddNames, '/do/1/outer~0(x)~1/do/0/p[0]{1}~1q/try/0/r~01[1](2)>http'), r);
+  assert.equal(pointerOfKey(1, oddNames, `${r}~1[1](2)>http`), r);
+  assert.equal(pointerOfKey(3, oddNames, '/do/0/a>b>http'), '/do/0/a>b');
+  assert.equal(pointerOfKey(3, oddNames, '/do/0/a>b'), '/do/0/a>b');
+  // A key naming no task of the document.
+  assert.equal(pointerOfKey(3, oddNames, '/do/7/a>b>http'), undefined);
+  assert.equal(pointerOfKey(3, oddNames, '/do/0/c>http'), undefined);
+});
+
+test("an uncertain call's error names its task's pointer whatever the task's name holds", () => {
+  const instanceId = workflowInstanceId('alice', 'sha256:' + '0'.repeat(64), 'odd-names', 'k');
+  const guard = { notBeforeMs: Number.MIN_SAFE_INTEGER, notAfterMs: Number.MAX_SAFE_INTEGER };
+  const events: WorkflowEvent[][] = [
+    [
+      {
+        type: 'workflow-started',
+        v: 1,
+        instanceId,
+        principalId: 'alice',
+        invocationKey: 'k',
+        workflowName: 'odd-names',
+        bundleDigest: 'sha256:' + '0'.repeat(64),
+        document: oddNames,
+        input: {},
+        timeoutMs: null,
+        keys: 3,
+      },
+    ],
+    [
+      { type: 'task-started', v: 1, at: '/do/0/a>b', ref: '/do/0/a>b', name: 'a>b', input: {} },
+      { type: 'call-started', v: 1, at: '/do/0/a>b>http', epoch: 0 },
+    ],
+    // A call whose task's start the record does not hold: its pointer is read from the key.
+    [{ type: 'call-started', v: 1, at: '/do/1/outer~0(x)~1/do/0/p[0]{1}~1q(2)/try/0/r~01[1]>http', epoch: 0 }],
+  ];
+  const record = foldWorkflow(
+    events.map((batch, index) => ({
+      revision: String(index + 1),
+      committedAtMs: 1000 + index,
+      transition: { events: batch, timeGuard: guard, causation: { command: 'test' } },
+    })),
+  );
+  assert.ok(record);
+  assert.equal(uncertainCall('/do/0/a>b>http', record).instance, '/do/0/a>b');
+  assert.equal(uncertainCall('/do/1/outer~0(x)~1/do/0/p[0]{1}~1q(2)/try/0/r~01[1]>http', record).instance, '/do/1/outer~0(x)/do/0/p[0]{1}~1q/try/0/r~01');
+  assert.equal(uncertainCall('/do/9/gone>http', record).instance, undefined);
 });

@@ -3,7 +3,8 @@
  * that a restarted worker resumes them at start-up without reading every instance's history.
  *
  * An instance is running from the transition that records `workflow-started` until one that
- * records its end (`workflow-completed`, `workflow-faulted`, `workflow-cancelled`). A store reads
+ * records its end (`workflow-completed`, `workflow-faulted`, `workflow-cancelled`); one created by
+ * `workflow-cancelled-before-start` (a child cancelled before its start) never runs. A store reads
  * only those event types of a transition it stores under a `wf…` id; nothing else of the
  * workflow's events is interpreted here.
  *
@@ -20,7 +21,13 @@ export function streamFamily(streamId: string): 'op' | 'wf' {
   return /^wf[0-9a-f]{64}$/.test(streamId) ? 'wf' : 'op';
 }
 
-export const workflowEndTypes: ReadonlySet<string> = new Set(['workflow-completed', 'workflow-faulted', 'workflow-cancelled']);
+/** An instance's end — and the first event of one cancelled before its start, which is never running. */
+export const workflowEndTypes: ReadonlySet<string> = new Set([
+  'workflow-completed',
+  'workflow-faulted',
+  'workflow-cancelled',
+  'workflow-cancelled-before-start',
+]);
 
 /** A stored transition's event types: the store's interface names the operation's, whose shape ({type, v}) a workflow's shares. */
 const typesOf = (transition: Transition): string[] => transition.events.map((event) => event.type as string);

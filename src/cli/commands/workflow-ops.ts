@@ -45,6 +45,8 @@ function describe(event: WorkflowEvent, originMs: number): string {
   switch (event.type) {
     case 'workflow-started':
       return `${event.workflowName} key ${JSON.stringify(event.invocationKey)} by ${event.principalId}, input ${short(event.input)}${event.parent ? `, child of ${event.parent.instanceId.slice(0, 14)}… at ${event.parent.at}` : ''}, keys ${event.keys ?? '1 (not recorded)'}, format ${event.format ?? 1}`;
+    case 'workflow-cancelled-before-start':
+      return `${event.workflowName} key ${JSON.stringify(event.invocationKey)} by ${event.principalId}, child of ${event.parent.instanceId.slice(0, 14)}… at ${event.parent.at}, never started: ${event.reason}`;
     case 'task-started':
       return `${event.at} (${event.name})`;
     case 'task-completed':

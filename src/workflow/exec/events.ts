@@ -66,6 +66,26 @@ export interface WorkflowStarted {
   format?: 2;
 }
 
+/**
+ * The first event of a child instance its parent cancelled before the child's start was stored
+ * (subworkflows.ts disposeSubworkflow): the stream is created with it under the same
+ * create-if-absent a start uses, so whichever of the two is stored first wins and the other finds
+ * it. Such an instance never ran and never will: a start of its id finds it (created: false) and
+ * answers it, cancelled. It names what the parent bound — the child's identity and the parent —
+ * and nothing of the start it forestalled (no document, no input: the start was never made).
+ */
+export interface WorkflowCancelledBeforeStart {
+  type: 'workflow-cancelled-before-start';
+  v: 1;
+  instanceId: string;
+  principalId: string;
+  invocationKey: string;
+  workflowName: string;
+  bundleDigest: string;
+  parent: WorkflowParent;
+  reason: string;
+}
+
 /** The instance and task execution whose `run: workflow` started a child instance. */
 export interface WorkflowParent {
   instanceId: string;
@@ -142,6 +162,11 @@ export interface SubworkflowBound {
  * by its parent (which owns it), already closed (it had ended on its own), or never started (the
  * start did not happen before the task was abandoned). `at` is the `run: workflow` task
  * execution; `by` the execution whose end released it (the timed-out task, or the fork).
+ *
+ * `not-started` is recorded only once the child's id holds an instance cancelled before its start
+ * (workflow-cancelled-before-start): no start of that id can succeed afterwards. (Logs written
+ * before that event recorded `not-started` when the cancel found no instance under the id, which a
+ * start still in flight could then create.)
  */
 export type SubworkflowDisposition = 'cancelled' | 'already-closed' | 'not-started';
 export interface SubworkflowDisposed {
@@ -275,6 +300,7 @@ export interface WorkflowCancelled {
 
 export type WorkflowEvent =
   | WorkflowStarted
+  | WorkflowCancelledBeforeStart
   | TaskStarted
   | TaskCompleted
   | TaskFaulted
@@ -358,6 +384,13 @@ function valueOrRef(schema: ReturnType<typeof event>, field: 'input' | 'output')
   };
 }
 
+const parentSchema = {
+  type: 'object',
+  required: ['instanceId', 'at', 'depth'],
+  additionalProperties: false,
+  properties: { instanceId: { type: 'string', pattern: '^wf[0-9a-f]{64}$' }, at, depth: { type: 'integer', minimum: 1 } },
+} as const;
+
 /** workflow-started: timeoutMs (or, in older logs, deadlineMs) — the one or the other. */
 function startedSchema(schema: ReturnType<typeof event>) {
   return {
@@ -379,16 +412,20 @@ export const workflowEventSchemas = [
       input: json,
       timeoutMs: { anyOf: [{ type: 'null' }, { type: 'integer', minimum: 0, maximum: Number.MAX_SAFE_INTEGER }] },
       deadlineMs: { anyOf: [{ type: 'null' }, ms] },
-      parent: {
-        type: 'object',
-        required: ['instanceId', 'at', 'depth'],
-        additionalProperties: false,
-        properties: { instanceId: { type: 'string', pattern: '^wf[0-9a-f]{64}$' }, at, depth: { type: 'integer', minimum: 1 } },
-      },
+      parent: parentSchema,
       keys: { enum: [2, 3] },
       format: { const: 2 },
     }),
   ),
+  event('workflow-cancelled-before-start', {
+    instanceId: { type: 'string', pattern: '^wf[0-9a-f]{64}$' },
+    principalId: { type: 'string', minLength: 1, maxLength: 256 },
+    invocationKey: { type: 'string', maxLength: 256 },
+    workflowName: { type: 'string', minLength: 1, maxLength: 256 },
+    bundleDigest: { type: 'string', pattern: '^sha256:[0-9a-f]{64}$' },
+    parent: parentSchema,
+    reason: text,
+  }),
   valueOrRef(event('task-started', { at, ref: at, name: { type: 'string', maxLength: 256 }, input: json, inputFrom: valueRef }), 'input'),
   valueOrRef(event('task-completed', { at, output: json, outputFrom: valueRef }), 'output'),
   event('task-faulted', { at, error: errorSchema }),

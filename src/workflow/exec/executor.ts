@@ -18,7 +18,7 @@ import { workflowInstanceId } from '../ids.js';
 import { workflowAggregate } from './aggregate.js';
 import { decideCancel, decideDisposals, decideDue, decideProposal, type Proposal } from './decide.js';
 import { checkDocument, isObject, isWorkflowNamed, timeoutMsOf, type SubworkflowRef } from './document.js';
-import { workflowTransitionProblem, type WorkflowEvent, type WorkflowParent, type WorkflowTransition } from './events.js';
+import { workflowTransitionProblem, type WorkflowCancelledBeforeStart, type WorkflowEvent, type WorkflowParent, type WorkflowTransition } from './events.js';
 import { deliverEvent, untilWaitEnd } from './intake.js';
 import { Interpreter } from './interpreter.js';
 import type { ExpressionEvaluator } from './jq.js';
@@ -258,6 +258,8 @@ export class WorkflowExecutor implements CloudEventIntake {
     if (created.kind === 'ok') return { instanceId, created: true };
     if (created.kind !== 'conflict') throw new AdapterError(created.kind === 'not-found' ? 'unavailable' : created.kind, `start: ${created.description}`);
     const existing = await this.load(instanceId);
+    // A child its parent cancelled before this start was stored: its id is taken by that instance, which never runs.
+    if (existing?.record.started.cancelledBeforeStart === true) return { instanceId, created: false };
     if (!existing || !jsonEquals(existing.record.started.input, request.input) || !jsonEquals(existing.record.started.document, request.document)) {
       throw conflict(`workflow instance ${instanceId} exists with a different input or document under invocation key ${JSON.stringify(request.invocationKey)}`);
     }
@@ -455,8 +457,36 @@ export class WorkflowExecutor implements CloudEventIntake {
       await this.kernel.wait(instance, (record) => record.status !== 'running', waitMs, signal);
       return instance.record;
     },
-    cancel: async (instanceId, reason) => ((await this.load(instanceId)) ? this.cancel(instanceId, reason) : undefined),
+    cancel: async (instanceId, reason, unstarted) => {
+      if (await this.load(instanceId)) return this.cancel(instanceId, reason);
+      if (unstarted === undefined) return undefined;
+      const forestalled = await this.cancelBeforeStart(unstarted);
+      if (forestalled !== undefined) return forestalled;
+      // Its start was stored first (the create-if-absent refused this one): it is cancelled as any running child.
+      if (await this.load(instanceId)) return this.cancel(instanceId, reason);
+      throw new AdapterError('unavailable', `child workflow instance ${instanceId} exists and cannot be read`);
+    },
   };
+
+  /**
+   * Creates a child instance cancelled before its start (its stream's first event
+   * workflow-cancelled-before-start), under the create-if-absent a start uses: the first of the two
+   * stored wins, on any worker sharing the store. Answers its record, or undefined when the stream
+   * exists (the start was stored first). An unavailable store is thrown.
+   */
+  private async cancelBeforeStart(event: WorkflowCancelledBeforeStart): Promise<WorkflowRecord | undefined> {
+    const transition: WorkflowTransition = {
+      events: [event],
+      timeGuard: { notBeforeMs: Number.MIN_SAFE_INTEGER, notAfterMs: Number.MAX_SAFE_INTEGER },
+      causation: { command: 'cancel-before-start' },
+    };
+    const problem = workflowTransitionProblem(transition);
+    if (problem !== undefined) throw new AssertionFailure(`decided an invalid workflow transition (cancel-before-start): ${problem}`);
+    const created = await this.kernel.create(event.instanceId, transition, (record, stored) => newStream(event.instanceId, record, stored.revision));
+    if (created.kind === 'ok') return created.stream.record;
+    if (created.kind === 'conflict') return undefined;
+    throw new AdapterError(created.kind === 'not-found' ? 'unavailable' : created.kind, `cancel before start: ${created.description}`);
+  }
 
   /**
    * A received CloudEvent (over NATS or HTTP) offered to the waiting listens of the instances this

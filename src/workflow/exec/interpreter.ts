@@ -29,7 +29,7 @@ import type { StepResult, TaskCompleted, ValueRef, WorkflowError, WorkflowEvent 
 import { evaluateValue, expressionResults, hasExpression, plannedExpression, programOf, withResults } from './expressions.js';
 import { ExpressionFailure, pathValue } from './jq.js';
 import { Halted, replayed } from './journal.js';
-import { schemeOf, taskKey } from './keys.js';
+import { pointerOfKey, schemeOf, taskKey } from './keys.js';
 import type { WorkflowRecord } from './record.js';
 import { documentSchemas, type DocumentSchemas } from '../schemas.js';
 import { secretNames } from '../secrets.js';
@@ -549,14 +549,22 @@ function faultOf(error: unknown): WorkflowError | undefined {
 }
 
 /** A call recorded as started, never answered, that is not safe to make again: it may or may not have happened. */
-function uncertainCall(at: string, record: WorkflowRecord): WorkflowError {
-  const execution = at.split('>')[0] ?? at;
+/**
+ * The error of a call started by a worker that stopped before its answer was recorded. Its
+ * `instance` is the pointer of the task whose step `at` is: its recorded `ref` (the step key's
+ * task execution is the key before its phase, `>call`, `>run`…), or else the pointer the key
+ * names, read with the document (keys.ts pointerOfKey: a task name may hold `~`, `(`, `[`, `{`,
+ * `/`, even `>`); none when the key names no task of the document.
+ */
+export function uncertainCall(at: string, record: WorkflowRecord): WorkflowError {
+  const execution = at.slice(0, Math.max(0, at.lastIndexOf('>'))) || at;
+  const instance = record.tasks[execution]?.ref ?? pointerOfKey(schemeOf(record.started), record.started.document, at);
   return {
     type: 'https://serverlessworkflow.io/spec/1.0.0/errors/communication',
     status: 503,
     title: 'Call outcome unknown',
     detail: `the call ${at} was started by a worker that stopped before its answer was recorded; it is not idempotent (no Idempotency-Key, method not idempotent), so it is not made again`,
-    instance: record.tasks[execution]?.ref ?? execution.replace(/[[({~].*$/, ''),
+    ...(instance === undefined ? {} : { instance }),
   };
 }
 

@@ -180,3 +180,60 @@ export function ranInside(scheme: KeyScheme, execution: Execution, ref: string, 
 
 /** What follows an execution's marked pointer in the marked pointer of one inside it: nothing, or its attempt (scheme 3) and the next level. */
 const nestedRest = /^(?:$|(?:\([1-9][0-9]*\))?\/)/;
+
+/** A JSON Pointer token (RFC 6901): `~` as `~0`, `/` as `~1`. */
+const tokenOf = (name: string): string => name.replace(/~/g, '~0').replace(/\//g, '~1');
+/** What may follow a pointer token in a key: the next level, a marker, a step's phase, or the end. */
+const afterToken = /^(?:$|[/>([{]|~[1-9])/;
+const listIndex = /\/(0|[1-9][0-9]*)/y;
+
+/**
+ * The JSON Pointer of the task a key names — a task execution key or a step key (`${at}>phase`) —
+ * read with the document, as the header above says a key reads: each pointer token is one the
+ * document has at that place (an index in a task list, the one name of its entry, a keyword of a
+ * task), so a task name holding `~`, `/`, `(`, `[`, `{` or `>` is read whole, and the markers on
+ * a task's segment (schemes 2 and 3) are skipped. Answers the innermost task read (a task: the
+ * one value of a task list's entry); undefined when the key names none of the document's tasks.
+ */
+export function pointerOfKey(scheme: KeyScheme, document: unknown, key: string): string | undefined {
+  const markers = scheme === 1 ? undefined : scheme === 2 ? revisitMarker : segmentMarkers;
+  let value: unknown = document;
+  let index = 0;
+  let pointer = '';
+  let task: string | undefined;
+  let entry = false;
+  while (key.startsWith('/', index)) {
+    if (Array.isArray(value)) {
+      listIndex.lastIndex = index;
+      const found = listIndex.exec(key);
+      const at = found ? Number(found[1]) : value.length;
+      if (!found || at >= value.length) break;
+      pointer += found[0];
+      index = listIndex.lastIndex;
+      value = value[at];
+      entry = true;
+      continue;
+    }
+    if (typeof value !== 'object' || value === null) break;
+    // The longest of the object's keys whose token is read here and ends where a token may end.
+    let name: string | undefined;
+    for (const candidate of Object.keys(value)) {
+      const token = `/${tokenOf(candidate)}`;
+      if (key.startsWith(token, index) && afterToken.test(key.slice(index + token.length)) && (name === undefined || candidate.length > name.length))
+        name = candidate;
+    }
+    if (name === undefined) break;
+    pointer += `/${tokenOf(name)}`;
+    index += tokenOf(name).length + 1;
+    value = (value as Record<string, unknown>)[name];
+    if (entry) {
+      task = pointer;
+      if (markers) {
+        markers.lastIndex = index;
+        if (markers.test(key)) index = markers.lastIndex;
+      }
+    }
+    entry = false;
+  }
+  return task;
+}

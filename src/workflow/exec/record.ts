@@ -26,6 +26,7 @@ import type {
   TimerPurpose,
   ValueRef,
   WorkflowCancelled,
+  WorkflowCancelledBeforeStart,
   WorkflowCompleted,
   WorkflowError,
   WorkflowEvent,
@@ -102,8 +103,14 @@ export interface WorkflowRecord {
   instanceId: string;
   revision: string;
   status: InstanceState;
-  /** The start; `deadlineMs` is startedAtMs + timeoutMs (the store's commit instant of the start), or null. */
-  started: Omit<WorkflowStarted, 'type' | 'v' | 'deadlineMs'> & { deadlineMs: number | null };
+  /**
+   * The start; `deadlineMs` is startedAtMs + timeoutMs (the store's commit instant of the start), or
+   * null. `cancelledBeforeStart`: the stream began with workflow-cancelled-before-start — a child
+   * its parent cancelled before its start was stored, which never ran (its document and input
+   * null: the start was never made; status cancelled, no tasks, startedAtMs and endedAtMs the
+   * instant of that event).
+   */
+  started: Omit<WorkflowStarted, 'type' | 'v' | 'deadlineMs'> & { deadlineMs: number | null; cancelledBeforeStart?: true };
   startedAtMs: number;
   /** committedAtMs of the last applied transition (the guard-on-fold rule). */
   lastAppliedAtMs: number;
@@ -238,12 +245,19 @@ function once<V>(map: Readonly<Record<string, V>>, key: string, what: string): v
   if (Object.hasOwn(map, key)) throw new AssertionFailure(`${what} ${key} recorded twice`);
 }
 
+/** A stream's first event anywhere else (created applies it): the instance machine refuses it, as an assertion. */
+function notFirst(record: Mutable<WorkflowRecord>, type: 'workflow-started' | 'workflow-cancelled-before-start'): never {
+  stepInstance(record.status, instanceEventOf(type));
+  throw new AssertionFailure(`${type} is only the first event of a stream`);
+}
+
 /** One event applied to the draft; the machines assert legality. */
 function applyEvent(draft: Draft, event: WorkflowEvent, atMs: number): void {
   const record = draft.record;
   switch (event.type) {
     case 'workflow-started':
-      throw new AssertionFailure('workflow-started is only the first event of a stream');
+    case 'workflow-cancelled-before-start':
+      return notFirst(record, event.type);
     case 'task-started': {
       const previous = record.tasks[event.at];
       const state = stepTask(previous?.state ?? 'idle', 'START');
@@ -381,6 +395,7 @@ function applyLease(record: Mutable<WorkflowRecord>, event: LeaseAcquired | Leas
 
 function created(stored: Stored<WorkflowTransition>): WorkflowRecord {
   const [first, ...rest] = stored.transition.events;
+  if (first?.type === 'workflow-cancelled-before-start') return cancelledBeforeStart(stored, first, rest);
   if (first?.type !== 'workflow-started') throw new AssertionFailure('a workflow stream begins with workflow-started');
   // The deadline counts from the commit instant, the instance's startedAtMs (older logs: as recorded).
   const deadlineMs = typeof first.timeoutMs === 'number' ? stored.committedAtMs + first.timeoutMs : (first.deadlineMs ?? null);
@@ -407,7 +422,7 @@ function created(stored: Stored<WorkflowTransition>): WorkflowRecord {
   const record: Mutable<WorkflowRecord> = {
     instanceId: first.instanceId,
     revision: stored.revision,
-    status: 'running',
+    status: stepInstance('unstarted', 'START'),
     started,
     startedAtMs: stored.committedAtMs,
     lastAppliedAtMs: stored.committedAtMs,
@@ -427,6 +442,54 @@ function created(stored: Stored<WorkflowTransition>): WorkflowRecord {
     endedAtMs: null,
   };
   // A new record: its own draft, its maps its own.
+  const draft: Draft = { record, copied: new Set(['tasks', 'steps', 'children', 'subworkflows', 'timers', 'winners', 'listens', 'calls']) };
+  for (const event of rest) applyEvent(draft, event, stored.committedAtMs);
+  return record;
+}
+
+/**
+ * The record of a stream that began with workflow-cancelled-before-start: cancelled from its first
+ * event on (the machine's CANCEL_BEFORE_START), no document, no input, nothing run. What the same
+ * transition carries after it steps the instance machine from there (only DISPOSE is legal, and
+ * it has no children to dispose: the fold asserts that too).
+ */
+function cancelledBeforeStart(stored: Stored<WorkflowTransition>, first: WorkflowCancelledBeforeStart, rest: readonly WorkflowEvent[]): WorkflowRecord {
+  const status = stepInstance('unstarted', 'CANCEL_BEFORE_START');
+  for (const event of rest) stepInstance(status, instanceEventOf(event.type));
+  const started: WorkflowRecord['started'] = {
+    instanceId: first.instanceId,
+    principalId: first.principalId,
+    invocationKey: first.invocationKey,
+    workflowName: first.workflowName,
+    bundleDigest: first.bundleDigest,
+    document: null,
+    input: null,
+    deadlineMs: null,
+    parent: first.parent,
+    cancelledBeforeStart: true,
+  };
+  const record: Mutable<WorkflowRecord> = {
+    instanceId: first.instanceId,
+    revision: stored.revision,
+    status,
+    started,
+    startedAtMs: stored.committedAtMs,
+    lastAppliedAtMs: stored.committedAtMs,
+    tasks: {},
+    steps: {},
+    children: {},
+    subworkflows: {},
+    timers: {},
+    winners: {},
+    listens: {},
+    lease: null,
+    leaseEpoch: 0,
+    calls: {},
+    seq: 0,
+    output: null,
+    error: null,
+    endedAtMs: stored.committedAtMs,
+  };
   const draft: Draft = { record, copied: new Set(['tasks', 'steps', 'children', 'subworkflows', 'timers', 'winners', 'listens', 'calls']) };
   for (const event of rest) applyEvent(draft, event, stored.committedAtMs);
   return record;

@@ -38,7 +38,8 @@ function stepped(machine: Machine, state: string, event: string, what: string): 
 /** One event through XState's own machines. */
 function machineStep(states: MachineStates, event: WorkflowEvent): void {
   const task = (at: string, type: string) => (states.tasks[at] = stepped(taskMachine, states.tasks[at] ?? 'idle', type, `task ${at}`));
-  if (event.type !== 'workflow-started') states.status = stepped(instanceMachine, states.status, instanceEventOf(event.type), 'instance');
+  // A stream's first event steps the machine out of `unstarted` (START, or CANCEL_BEFORE_START); every other its own.
+  states.status = stepped(instanceMachine, states.status, instanceEventOf(event.type), 'instance');
   switch (event.type) {
     case 'task-started':
       return void task(event.at, 'START');
@@ -74,7 +75,7 @@ function machineStep(states: MachineStates, event: WorkflowEvent): void {
 
 /** The machines' states after the log, each event stepped with XState's transition(). */
 export function machineReplay(log: readonly Stored<WorkflowTransition>[]): MachineStates {
-  const states: MachineStates = { status: 'running', tasks: {}, timers: {}, lease: 'free' };
+  const states: MachineStates = { status: 'unstarted', tasks: {}, timers: {}, lease: 'free' };
   let lastAppliedAtMs = Number.MIN_SAFE_INTEGER;
   for (const stored of log) {
     if (!appliesOnFold(stored, lastAppliedAtMs)) continue;

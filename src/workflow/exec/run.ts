@@ -14,7 +14,7 @@ import type { Journal } from './journal.js';
 import type { KeyScope } from './keys.js';
 import type { OpenApiDocuments } from './openapi.js';
 import type { WorkflowRecord } from './record.js';
-import type { WorkflowParent } from './events.js';
+import type { WorkflowCancelledBeforeStart, WorkflowParent } from './events.js';
 
 export interface InterpreterDeps {
   journal: Journal;
@@ -46,8 +46,14 @@ export interface SubworkflowHost {
   start(request: ChildStart): Promise<{ instanceId: string }>;
   /** Waits up to waitMs for the child to end (in memory: nothing is recorded); its record, or undefined when unknown. */
   wait(instanceId: string, waitMs: number, signal: AbortSignal): Promise<WorkflowRecord | undefined>;
-  /** Cancels the child where it still runs; its record afterwards, or undefined when no instance has its id. */
-  cancel(instanceId: string, reason: string): Promise<WorkflowRecord | undefined>;
+  /**
+   * Cancels the child where it still runs; its record afterwards. When no instance has its id yet
+   * and `unstarted` is given, the child's stream is created cancelled before its start (that first
+   * event, under the create-if-absent a start uses): a start still in flight then finds it, and
+   * never runs the child; a start stored first is cancelled as any running child. Without
+   * `unstarted`, undefined when no instance has its id.
+   */
+  cancel(instanceId: string, reason: string, unstarted?: WorkflowCancelledBeforeStart): Promise<WorkflowRecord | undefined>;
 }
 
 export interface ChildStart {

@@ -26,6 +26,10 @@
  *   and the disposition is read from the child as it is). A child started with `await: false` was
  *   never awaited and is not released with its task (it is cancelled with its parent, as every
  *   child is when the parent faults or is cancelled).
+ * - A start in flight: a child bound but not created yet when its parent cancels it is created
+ *   cancelled before its start (workflow-cancelled-before-start, under the start's own
+ *   create-if-absent: disposeSubworkflow), so the start, stored later on whichever worker, finds it
+ *   and never runs it, and `not-started` is true once recorded; a start stored first is cancelled.
  * - After the parent's end: a child it still owes a disposition — the parent ended (faulted,
  *   cancelled) while awaiting it or with it started `await: false`, or a worker stopped between
  *   a task's timeout and the child's cancel and the parent ended before another drove it — is
@@ -35,12 +39,12 @@
  *   the parent or a running child of it).
  */
 import type { JsonObject, JsonValue } from '../../contract/json.js';
-import { AdapterError } from '../../contract/errors.js';
+import { AdapterError, AssertionFailure } from '../../contract/errors.js';
 import { limits } from '../../contract/limits.js';
 import { stageInvocationKey, workflowInstanceId } from '../ids.js';
 import { isObject, subworkflowRefOf } from './document.js';
 import { WorkflowRaise, raise } from './dsl-errors.js';
-import type { SubworkflowDisposed, SubworkflowDisposition } from './events.js';
+import type { SubworkflowDisposed, SubworkflowDisposition, WorkflowCancelledBeforeStart } from './events.js';
 import { Halted } from './journal.js';
 import { ranInside, schemeOf } from './keys.js';
 import type { SubworkflowRecord, WorkflowRecord } from './record.js';
@@ -132,7 +136,14 @@ async function startAndWait(
     if (!child) throw raise('runtime', 500, 'Child workflow missing', ref, `workflow instance ${instanceId} is not in the store`);
     if (child.status === 'completed') return child.output;
     if (child.status === 'faulted') throw new WorkflowRaise(childError(child, ref));
-    if (child.status === 'cancelled') throw raise('runtime', 500, 'Child workflow cancelled', ref, `workflow instance ${instanceId} was cancelled`);
+    if (child.status === 'cancelled')
+      throw raise(
+        'runtime',
+        500,
+        'Child workflow cancelled',
+        ref,
+        `workflow instance ${instanceId} was cancelled${child.started.cancelledBeforeStart === true ? ' before its start' : ''}`,
+      );
   }
 }
 
@@ -193,17 +204,21 @@ export function openSubworkflowsOf(record: WorkflowRecord, within: readonly Rele
 /**
  * Cancels one abandoned child (the only I/O) and answers its disposition as the child's log now
  * says: cancelled (by this release, or before it), already closed (it completed or faulted
- * first), or not started (no instance under its id). An unavailable store is thrown: the parent
- * is driven again and releases it then.
+ * first), or not started. A child with no instance under its id yet — its start not stored, maybe
+ * in flight on this worker or another — is created cancelled before its start
+ * (workflow-cancelled-before-start, under the create-if-absent the start uses), so `not-started`
+ * is recorded only once no start of that id can succeed; a start stored first is cancelled as it
+ * is. An unavailable store is thrown: the parent is driven again and releases it then.
  */
 export async function disposeSubworkflow(
   host: SubworkflowHost,
-  parentId: string,
+  parent: WorkflowRecord,
   by: string,
   at: string,
   child: SubworkflowRecord,
   what = by,
 ): Promise<SubworkflowDisposed> {
+  const parentId = parent.instanceId;
   const event = (disposition: SubworkflowDisposition, detail: string): SubworkflowDisposed => ({
     type: 'subworkflow-disposed',
     v: 1,
@@ -213,11 +228,32 @@ export async function disposeSubworkflow(
     disposition,
     detail: detail.slice(0, 4000),
   });
-  const after = await host.cancel(child.instanceId, `its parent ${parentId} no longer awaits it: ${what} ended`);
-  if (after === undefined) return event('not-started', `${what} ended before the child instance was started`);
+  const reason = `its parent ${parentId} no longer awaits it: ${what} ended`;
+  const after = await host.cancel(child.instanceId, reason, unstartedChild(parent, at, child, reason));
+  if (after === undefined) throw new AdapterError('unavailable', `child workflow instance ${child.instanceId} was neither found nor created`);
+  if (after.started.cancelledBeforeStart === true)
+    return event('not-started', `${what} ended before the child instance was started; it was cancelled before its start`);
   if (after.status === 'cancelled') return event('cancelled', `cancelled by its parent when ${what} ended`);
   if (after.status === 'running') throw new AdapterError('unavailable', `child workflow instance ${child.instanceId} is still running after its cancel`);
   return event('already-closed', `it had ${after.status} before ${what} ended`);
+}
+
+/** The first event of the bound child's stream when its parent cancels it before its start was stored. */
+function unstartedChild(parent: WorkflowRecord, at: string, child: SubworkflowRecord, reason: string): WorkflowCancelledBeforeStart {
+  const { principalId, bundleDigest } = parent.started;
+  if (workflowInstanceId(principalId, bundleDigest, child.workflow, child.invocationKey) !== child.instanceId)
+    throw new AssertionFailure(`child workflow instance ${child.instanceId} at ${at} is not the one its binding names`);
+  return {
+    type: 'workflow-cancelled-before-start',
+    v: 1,
+    instanceId: child.instanceId,
+    principalId,
+    invocationKey: child.invocationKey,
+    workflowName: child.workflow,
+    bundleDigest,
+    parent: { instanceId: parent.instanceId, at, depth: (parent.started.parent?.depth ?? 0) + 1 },
+    reason: reason.slice(0, 4000),
+  };
 }
 
 /** A child an ended instance still owes a disposition: its task execution, its record, and what stopped awaiting it. */
@@ -271,7 +307,7 @@ export function owedDisposals(record: WorkflowRecord): OwedChild[] {
 export async function disposeOwed(host: SubworkflowHost, record: WorkflowRecord): Promise<SubworkflowDisposed[]> {
   const disposed: SubworkflowDisposed[] = [];
   for (const { at, child, by } of owedDisposals(record))
-    disposed.push(await disposeSubworkflow(host, record.instanceId, by, at, child, by === '/' ? `the instance (${record.status})` : by));
+    disposed.push(await disposeSubworkflow(host, record, by, at, child, by === '/' ? `the instance (${record.status})` : by));
   return disposed;
 }
 
@@ -284,7 +320,6 @@ export async function releaseSubworkflows(interpreter: Interpreter, by: string, 
   const host = interpreter.deps.subworkflows;
   if (!host) return [];
   const disposed: SubworkflowDisposed[] = [];
-  for (const [at, child] of openSubworkflowsOf(interpreter.record, within))
-    disposed.push(await disposeSubworkflow(host, interpreter.record.instanceId, by, at, child));
+  for (const [at, child] of openSubworkflowsOf(interpreter.record, within)) disposed.push(await disposeSubworkflow(host, interpreter.record, by, at, child));
   return disposed;
 }
