@@ -25,10 +25,10 @@
  *
  * CPU: the serve process's user + system time (/proc/<pid>/stat, all its threads) read before and
  * after each sample. It moves in 10 ms ticks, coarser than a sample, so the report gives the mean
- * per sample over the run (each side's total over its samples), not a median. It also counts what
- * the serve process does between a sample's end and the next one's start only as far as that work
- * falls inside a sample: the third peer's late answer to a call decided by two is stored after the
- * decision, often during the next sample, which the alternation shares between the sides.
+ * per sample over the run (each side's total over its samples), not a median. Work the serve
+ * process does outside every sample is not counted; work left over from one sample (the third
+ * peer's late answer to a call decided by two, stored after the decision) may fall into the next,
+ * which the alternation shares between the sides. The peers and nats-server are not counted.
  */
 import { randomBytes } from 'node:crypto';
 import type { ContractRef } from '../src/contract/types.js';

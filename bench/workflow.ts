@@ -138,7 +138,7 @@ export async function interleave(seconds: number, client: (i: number) => Promise
   }
 }
 
-export const median = (values: number[]) =>
+const median = (values: number[]) =>
   percentile(
     [...values].sort((a, b) => a - b),
     50,
