@@ -42,6 +42,7 @@ import {
   type JetStreamManager,
 } from '@nats-io/jetstream';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
+import type { JsonObject } from '../src/contract/json.js';
 import { peerIds, reviewBundle } from '../src/deployment/examples.js';
 import { NatsDeploymentFixture, resultOf } from '../test/support/nats-deployment-fixture.js';
 import { closedLoop, fixed, parseRates, percentile, printRows, summarize } from './stats.js';
@@ -127,8 +128,8 @@ function storedPer(before: Map<string, number>, after: Map<string, number>, oper
 
 // ── CPU per operation ───────────────────────────────────────────────────────
 
-/** Cumulative user + system CPU ms of a process, from /proc (Linux); undefined elsewhere. */
-function cpuMsOf(pid: number | undefined): number | undefined {
+/** Cumulative user + system CPU ms of a process (all its threads), from /proc (Linux; 10 ms ticks); undefined elsewhere. */
+export function cpuMsOf(pid: number | undefined): number | undefined {
   if (pid === undefined) return undefined;
   try {
     const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
@@ -334,16 +335,32 @@ function reportMedianRound(medianRound: Round): void {
 async function startDeployment(resultBatchMs: number | undefined): Promise<NatsDeploymentFixture> {
   const peers = peerIds(peerCount);
   const bundle = reviewBundle({ completion: { mode: 'quorum', count: quorum }, timeoutMs: 30_000, leaseMs: 30_000, renewIntervalMs: 10_000 });
+  return startBenchDeployment({ bundle, peers, store: 'jetstream', ...(resultBatchMs === undefined ? {} : { resultBatchMs }) });
+}
+
+/**
+ * A durable-mode deployment for a bench, started and ready: nats-server (JetStream, monitoring,
+ * the deployment's permissions), `convoke serve` on `store` and one `convoke peer` process per peer
+ * that approves `review` at once, and the command principal `bench`. The serve process's log
+ * (info: a line per admission, decision and settlement) goes to a file, as a service manager sends
+ * it: a pipe read by this busy process would fill and make the server wait on it.
+ */
+export async function startBenchDeployment(options: {
+  bundle: JsonObject;
+  peers: string[];
+  store: 'jetstream' | 'sqlite';
+  resultBatchMs?: number;
+}): Promise<NatsDeploymentFixture> {
+  const { bundle, peers, store, resultBatchMs } = options;
   const fixture = await NatsDeploymentFixture.start({
     mode: 'durable',
-    store: 'jetstream',
+    store,
     bundle,
     groups: { reviewers: peers },
     peers: Object.fromEntries(peers.map((p) => [p, { interactions: { review: { result: { verdict: 'approve' } } } }])),
     commandClients: ['bench'],
     waitMsMax: 30_000,
     monitoring: true,
-    // Its log (info: a line per admission, decision and settlement) goes to a file, as a service manager sends it.
     serveLogToFile: true,
     ...(resultBatchMs === undefined ? {} : { resultBatchMs }),
   });

@@ -11,6 +11,10 @@
  * Memory store, three in-process peers that approve at once, quorum 2 of 3. Instances start as
  * convoke serve starts them (under a digest of the document computed once, as a deployment's
  * bundle digest is), through the executor's start and wait.
+ *
+ * `--setup nats` measures the same comparison as a deployment runs it (bench/workflow-nats.ts);
+ * this file holds what both settings share: the pipeline document, the interleaved samples and
+ * the report.
  */
 import { parse as parseYaml } from 'yaml';
 import { MemoryEventStore } from '../src/adapters/store/memory.js';
@@ -33,14 +37,22 @@ interface Pinned {
   bundleDigest: string;
 }
 
-function pipeline(ref: ContractRef): JsonValue {
+/** The pipeline's name, as its document and a bundle's `workflows` section name it. */
+export const pipelineName = 'three-stages';
+
+/**
+ * Three stages, each a review of the previous stage's operation id (the first reviews the input's
+ * `doc`). Inside a bundle a call of the bundle's own contract names no digest (`ref` without one).
+ */
+export function pipeline(ref: Pick<ContractRef, 'id' | 'version'> & { digest?: string }): JsonValue {
+  const digest = ref.digest === undefined ? '' : `, digest: '${ref.digest}'`;
   const stage = (name: string, document: string) => `  - ${name}:
       call: invoke-contract
       with:
-        contract: { id: ${ref.id}, version: '${ref.version}', digest: '${ref.digest}' }
+        contract: { id: ${ref.id}, version: '${ref.version}'${digest} }
         interaction: review
         input: { document: '${document}' }`;
-  return parseYaml(`document: { dsl: '1.0.3', namespace: bench, name: three-stages, version: '1.0.0' }
+  return parseYaml(`document: { dsl: '1.0.3', namespace: bench, name: ${pipelineName}, version: '1.0.0' }
 do:
 ${stage('review', '${ .doc }')}
 ${stage('publish', '${ .operationId }')}
@@ -87,18 +99,43 @@ async function instanceLogs(store: MemoryEventStore, ids: readonly string[]): Pr
   return { appends: appends / ids.length, events: events / ids.length };
 }
 
-interface Sampled {
+/** One side's samples: the wall time of each and the CPU (µs) its `sample` meter read across it. */
+export interface Sampled {
   ms: number[];
   cpuUs: number[];
 }
 
-async function sample(into: Sampled, run: () => Promise<unknown>): Promise<void> {
-  const cpu = process.cpuUsage();
+/** CPU µs (user + system) this process has used so far, every thread (the jq worker's included). */
+const processCpuUs = (): number => {
+  const used = process.cpuUsage();
+  return used.user + used.system;
+};
+
+/** Runs one sample: its wall time, and what the cumulative CPU meter `cpuUs` moved across it. */
+export async function sample(into: Sampled, run: () => Promise<unknown>, cpuUs: () => number = processCpuUs): Promise<void> {
+  const cpu = cpuUs();
   const start = performance.now();
   await run();
   into.ms.push(performance.now() - start);
-  const used = process.cpuUsage(cpu);
-  into.cpuUs.push(used.user + used.system);
+  into.cpuUs.push(cpuUs() - cpu);
+}
+
+/**
+ * Pairs of samples, one of each side, until `seconds` pass. Which side goes first alternates, so
+ * that neither always runs right after the other's garbage (or, distributed, the late answers of
+ * the other's calls).
+ */
+export async function interleave(seconds: number, client: (i: number) => Promise<void>, flow: (i: number) => Promise<void>): Promise<void> {
+  const endMs = Date.now() + seconds * 1000;
+  for (let i = 0; Date.now() < endMs; i++) {
+    if (i % 2 === 0) {
+      await client(i);
+      await flow(i);
+    } else {
+      await flow(i);
+      await client(i);
+    }
+  }
 }
 
 const median = (values: number[]) =>
@@ -106,6 +143,11 @@ const median = (values: number[]) =>
     [...values].sort((a, b) => a - b),
     50,
   );
+
+/** Measured seconds of interleaved samples, in either setting, unless `--seconds` says otherwise. */
+export const defaultSeconds = 20;
+/** The p50 ratio aimed at: the pipeline at most 30 % slower than the client's three calls. */
+export const target = 1.3;
 
 export async function workflowBench(options: { json: boolean; seconds?: number }): Promise<void> {
   const clock = new SystemClock();
@@ -131,15 +173,11 @@ export async function workflowBench(options: { json: boolean; seconds?: number }
       await clientTriple(embedded, `warm-c${i}`);
       await pipelineRun(executor, pinned, `warm-p${i}`);
     }
-    const endMs = Date.now() + (options.seconds ?? 20) * 1000;
-    for (let i = 0; Date.now() < endMs; i++) {
-      // Alternate which goes first, so neither always runs right after the other's garbage.
-      const pair = [
-        () => sample(client, () => clientTriple(embedded, `c${i}`)),
-        () => sample(flow, async () => instances.push(await pipelineRun(executor, pinned, `p${i}`))),
-      ];
-      for (const run of i % 2 === 0 ? pair : pair.reverse()) await run();
-    }
+    await interleave(
+      options.seconds ?? defaultSeconds,
+      (i) => sample(client, () => clientTriple(embedded, `c${i}`)),
+      (i) => sample(flow, async () => instances.push(await pipelineRun(executor, pinned, `p${i}`))),
+    );
     logs = await instanceLogs(store, instances.slice(-100));
   } finally {
     await executor.close();
@@ -149,27 +187,38 @@ export async function workflowBench(options: { json: boolean; seconds?: number }
   report(options.json, client, flow, logs);
 }
 
+/** A side's latency: its number of samples and their p50 and p95. */
+export function latency(s: Sampled): { samples: number; p50Ms: number; p95Ms: number } {
+  const sorted = [...s.ms].sort((a, b) => a - b);
+  return { samples: s.ms.length, p50Ms: percentile(sorted, 50), p95Ms: percentile(sorted, 95) };
+}
+
+/** The report's title line: the setting, the comparison, its p50 ratio against the target and what an instance wrote to its own stream. */
+export function title(setting: string, ratio: number, logs: { appends: number; events: number }): string {
+  return (
+    `${setting} — three contract calls: a workflow pipeline vs a client calling back to back (p50 ratio ${fixed(ratio)}, target ≤ ${target}; ` +
+    `the instance's own stream: ${fixed(logs.appends, 1)} appends, ${fixed(logs.events, 1)} events)`
+  );
+}
+
 function report(json: boolean, client: Sampled, flow: Sampled, logs: { appends: number; events: number }): void {
-  const stats = (s: Sampled) => {
-    const sorted = [...s.ms].sort((a, b) => a - b);
-    return { samples: s.ms.length, p50Ms: percentile(sorted, 50), p95Ms: percentile(sorted, 95), cpuUsMedian: median(s.cpuUs) };
-  };
+  const stats = (s: Sampled) => ({ ...latency(s), cpuUsMedian: median(s.cpuUs) });
   const c = stats(client);
   const w = stats(flow);
   const ratio = w.p50Ms / c.p50Ms;
   const data = {
+    setup: 'embedded',
     client: c,
     pipeline: w,
     p50Ratio: ratio,
-    target: 1.3,
+    target,
     cpuPerInstanceUs: w.cpuUsMedian,
     appendsPerInstance: logs.appends,
     eventsPerInstance: logs.events,
   };
   printRows(
     json,
-    `three contract calls: a workflow pipeline vs a client calling back to back (p50 ratio ${fixed(ratio)}, target ≤ 1.3; ` +
-      `the instance's own stream: ${fixed(logs.appends, 1)} appends, ${fixed(logs.events, 1)} events)`,
+    title('embedded (memory store, in-process peers)', ratio, logs),
     ['run', 'samples', 'p50 ms', 'p95 ms', 'cpu µs (median, all threads)'],
     [
       ['client, 3 calls back to back', c.samples, fixed(c.p50Ms), fixed(c.p95Ms), fixed(c.cpuUsMedian, 0)],
