@@ -36,15 +36,19 @@ export type ValueRef = { step: string } | { task: string } | { input: true };
 
 export type TimerPurpose = 'wait' | 'retry' | 'task-timeout' | 'workflow-timeout';
 
-export interface WorkflowStarted {
-  type: 'workflow-started';
-  v: 1;
+/** What names an instance (its id is derived from the rest: ids.ts workflowInstanceId). */
+export interface InstanceIdentity {
   instanceId: string;
   principalId: string;
   invocationKey: string;
   workflowName: string;
   /** The digest of the bundle that pins the document, or of the document itself when run from a file. */
   bundleDigest: string;
+}
+
+export interface WorkflowStarted extends InstanceIdentity {
+  type: 'workflow-started';
+  v: 1;
   document: JsonValue;
   input: JsonValue;
   /**
@@ -74,14 +78,9 @@ export interface WorkflowStarted {
  * answers it, cancelled. It names what the parent bound — the child's identity and the parent —
  * and nothing of the start it forestalled (no document, no input: the start was never made).
  */
-export interface WorkflowCancelledBeforeStart {
+export interface WorkflowCancelledBeforeStart extends InstanceIdentity {
   type: 'workflow-cancelled-before-start';
   v: 1;
-  instanceId: string;
-  principalId: string;
-  invocationKey: string;
-  workflowName: string;
-  bundleDigest: string;
   parent: WorkflowParent;
   reason: string;
 }

@@ -419,32 +419,7 @@ function created(stored: Stored<WorkflowTransition>): WorkflowRecord {
     typeof first.timeoutMs === 'number' && deadlineMs !== null
       ? { [workflowTimeoutKey]: { dueAtMs: deadlineMs, purpose: 'workflow-timeout', state: stepTimer('idle', 'SET') } }
       : {};
-  const record: Mutable<WorkflowRecord> = {
-    instanceId: first.instanceId,
-    revision: stored.revision,
-    status: stepInstance('unstarted', 'START'),
-    started,
-    startedAtMs: stored.committedAtMs,
-    lastAppliedAtMs: stored.committedAtMs,
-    tasks: {},
-    steps: {},
-    children: {},
-    subworkflows: {},
-    timers,
-    winners: {},
-    listens: {},
-    lease: null,
-    leaseEpoch: 0,
-    calls: {},
-    seq: 0,
-    output: null,
-    error: null,
-    endedAtMs: null,
-  };
-  // A new record: its own draft, its maps its own.
-  const draft: Draft = { record, copied: new Set(['tasks', 'steps', 'children', 'subworkflows', 'timers', 'winners', 'listens', 'calls']) };
-  for (const event of rest) applyEvent(draft, event, stored.committedAtMs);
-  return record;
+  return newRecord(stored, stepInstance('unstarted', 'START'), started, timers, null, rest);
 }
 
 /**
@@ -468,8 +443,20 @@ function cancelledBeforeStart(stored: Stored<WorkflowTransition>, first: Workflo
     parent: first.parent,
     cancelledBeforeStart: true,
   };
+  return newRecord(stored, status, started, {}, stored.committedAtMs, rest);
+}
+
+/** A stream's first record: nothing run yet but what the rest of its first transition applies. */
+function newRecord(
+  stored: Stored<WorkflowTransition>,
+  status: WorkflowRecord['status'],
+  started: WorkflowRecord['started'],
+  timers: Record<string, TimerRecord>,
+  endedAtMs: number | null,
+  rest: readonly WorkflowEvent[],
+): WorkflowRecord {
   const record: Mutable<WorkflowRecord> = {
-    instanceId: first.instanceId,
+    instanceId: started.instanceId,
     revision: stored.revision,
     status,
     started,
@@ -479,7 +466,7 @@ function cancelledBeforeStart(stored: Stored<WorkflowTransition>, first: Workflo
     steps: {},
     children: {},
     subworkflows: {},
-    timers: {},
+    timers,
     winners: {},
     listens: {},
     lease: null,
@@ -488,8 +475,9 @@ function cancelledBeforeStart(stored: Stored<WorkflowTransition>, first: Workflo
     seq: 0,
     output: null,
     error: null,
-    endedAtMs: stored.committedAtMs,
+    endedAtMs,
   };
+  // A new record: its own draft, its maps its own.
   const draft: Draft = { record, copied: new Set(['tasks', 'steps', 'children', 'subworkflows', 'timers', 'winners', 'listens', 'calls']) };
   for (const event of rest) applyEvent(draft, event, stored.committedAtMs);
   return record;
