@@ -1,11 +1,14 @@
-// node bench/tools/workflow-ops.mjs <checkout root> <pipeline|client|executor> <warm> <count>
+// node bench/tools/workflow-ops.mjs <checkout root> <pipeline|client|executor|both> <warm> <count>
 // The workload of `npm run bench -- workflow`, one side at a time and a fixed number of times, one
 // after the other: `pipeline` runs the three-stage contract pipeline through the workflow
 // executor (embedded, memory store, quorum 2 of 3), `client` the same three calls made back to
 // back, `executor` the pipeline with its contract calls answered at once by a stub (the same
 // answer a decided operation gives, no coordinator): the executor's own cost alone, with no timer
-// or peer whose timing a slowed process (valgrind) changes. Built for profiles (`node --cpu-prof`) and instruction counts (callgrind), which the
-// interleaved bench cannot attribute to one side: under `valgrind --tool=callgrind
+// or peer whose timing a slowed process (valgrind) changes; `both` runs `client` then `executor`
+// each time, the two sharing nothing but the process and its memory store: their cost together
+// against the sum of each alone is what each costs the other in one process (caches, branch
+// history, garbage collection). Built for profiles (`node --cpu-prof`) and instruction counts
+// (callgrind), which the interleaved bench cannot attribute to one side: under `valgrind --tool=callgrind
 // --instr-atstart=no`, CONVOKE_CALLGRIND=1 counts the measured runs alone (instrumentation on after
 // the warm-up, off before shutdown). Prints the time, the CPU per run (every thread) and, for
 // `pipeline`, the appends, events and jq worker evaluations per instance.
@@ -13,7 +16,8 @@ import { execFileSync } from 'node:child_process';
 import { parse as parseYaml } from 'yaml';
 
 const [root, mode, warmArg, countArg] = process.argv.slice(2);
-if (!['pipeline', 'client', 'executor'].includes(mode)) throw new Error('usage: workflow-ops.mjs <root> <pipeline|client|executor> <warm> <count>');
+if (!['pipeline', 'client', 'executor', 'both'].includes(mode))
+  throw new Error('usage: workflow-ops.mjs <root> <pipeline|client|executor|both> <warm> <count>');
 const mod = (p) => import(`${root}/dist/src/${p}`);
 const { MemoryEventStore } = await mod('adapters/store/memory.js');
 const { digestOf } = await mod('contract/canonical.js');
@@ -57,7 +61,7 @@ const stub = {
     throw new Error('the stub cancels nothing');
   },
 };
-const invocations = mode === 'executor' ? stub : embedded.coordinator;
+const invocations = mode === 'executor' || mode === 'both' ? stub : embedded.coordinator;
 const executor = new WorkflowExecutor({ store: workflowStreams(store), clock, random: seededRandom(1), evaluator, invocations });
 const ref = embedded.bundle.ref;
 const stage = (name, document) => `  - ${name}:
@@ -92,7 +96,7 @@ const client = async (key) => {
     input = result.operationId;
   }
 };
-const one = mode === 'client' ? client : pipeline;
+const one = mode === 'client' ? client : mode === 'both' ? async (key) => (await client(key), await pipeline(`${key}-executor`)) : pipeline;
 const callgrind = (state) => {
   if (process.env.CONVOKE_CALLGRIND === '1') execFileSync('callgrind_control', ['-i', state, String(process.pid)], { stdio: 'ignore' });
 };
