@@ -72,6 +72,72 @@ test('workflow instances on JetStream: their own subject, replay equal, resumed 
   }
 });
 
+test("workflow instances on JetStream: a running instance's rows after its start wait and are replaced, its start's and its end's are written at once; a reader elsewhere sees a row behind, never wrong", async () => {
+  const server = await startJetStreamServer();
+  const clock = new SystemClock();
+  // A row delay no run here outlasts: what waits is written only by a later row, a get or a list.
+  const storeA = await JetStreamEventStore.open({ servers: server.url, requestTimeoutMs: 2000, indexRowDelayMs: 60_000 });
+  const storeB = await JetStreamEventStore.open({ servers: server.url, requestTimeoutMs: 2000 });
+  const a = harness({ store: storeA, clock });
+  try {
+    const head = `document: { dsl: '1.0.3', namespace: test, name: rows, version: '1.0.0' }\n`;
+    const steps = ['one', 'two', 'three'].map((name) => `  - ${name}:\n      wait: { milliseconds: 20 }\n`).join('');
+    const before = await indexLastSeq(server.url);
+    const record = await runToEnd(a, yaml(`${head}do:\n${steps}  - done:\n      set: { ok: true }\n`), {}, 'rows-1');
+    assert.equal(record.status, 'completed', JSON.stringify(record.error));
+    const log = await workflowStreams(storeB).read(record.instanceId);
+    assert.ok(log.kind === 'ok' && log.transitions.length >= 4, 'each wait commits its timer and its firing');
+    assert.equal((await indexLastSeq(server.url)) - before, 2, 'one row for the start, one for the end');
+    assert.deepEqual(await storeB.workflowIndex.get(record.instanceId), workflowIndexRowOfLog(log.kind === 'ok' ? log.transitions : []));
+
+    // Parked in a long wait after a short one: the row after its start waits in storeA.
+    const park = async (key: string) => {
+      const { instanceId } = await a.executor.start({
+        principalId: 'alice',
+        invocationKey: key,
+        document: yaml(`${head}do:\n  - short:\n      wait: { milliseconds: 1 }\n  - long:\n      wait: { seconds: 60 }\n`),
+        input: {},
+      });
+      while ((await a.executor.get(instanceId))?.tasks['/do/1/long'] === undefined) await new Promise((r) => setTimeout(r, 10));
+      const parked = await workflowStreams(storeB).read(instanceId);
+      assert.ok(parked.kind === 'ok' && parked.transitions.length >= 2);
+      const current = workflowIndexRowOfLog(parked.kind === 'ok' ? parked.transitions : []);
+      const elsewhere = await storeB.workflowIndex.get(instanceId);
+      assert.equal(elsewhere?.status, 'running');
+      assert.ok(Number(elsewhere.revision) < Number(current?.revision), 'another client reads the start row, behind the log');
+      return { instanceId, current };
+    };
+    const got = await park('rows-2');
+    assert.deepEqual(await storeA.workflowIndex.get(got.instanceId), got.current, 'the holder answers the current row (writing it first)');
+    assert.deepEqual(await storeB.workflowIndex.get(got.instanceId), got.current, 'written: every client reads it now');
+    const listed = await park('rows-3');
+    const page = await storeA.workflowIndex.list({ limit: 10, status: 'running' });
+    assert.deepEqual(
+      page.rows.find((row) => row.instanceId === listed.instanceId),
+      listed.current,
+      "the holder's list answers the current row (writing the waiting rows first)",
+    );
+    assert.deepEqual(await storeB.workflowIndex.get(listed.instanceId), listed.current);
+  } finally {
+    await a.close();
+    await storeA.close();
+    await storeB.close();
+    await server.dispose();
+  }
+});
+
+/** The operations index stream's last sequence: how many rows were ever published to it. */
+async function indexLastSeq(url: string): Promise<number> {
+  const { connect } = await import('@nats-io/transport-node');
+  const { jetstreamManager } = await import('@nats-io/jetstream');
+  const nc = await connect({ servers: url });
+  try {
+    return (await (await jetstreamManager(nc)).streams.info('CONVOKE_OPS_INDEX')).state.last_seq;
+  } finally {
+    await nc.close();
+  }
+}
+
 async function storeSubjects(url: string): Promise<string[]> {
   const { connect } = await import('@nats-io/transport-node');
   const { jetstreamManager } = await import('@nats-io/jetstream');

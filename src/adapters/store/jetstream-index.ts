@@ -56,6 +56,7 @@ import type { IndexAfter, OperationIndexStore, WorkflowIndexStore } from './type
 import type { WorkflowIndexRow } from '../../events/workflow-index.js';
 import type { WorkflowIndexView } from './workflow-index-view.js';
 import { committedWorkflowRow, isWorkflowStream, parseWorkflowIndexRow } from './workflow-rows.js';
+import { startsWorkflow } from './workflow-running.js';
 import type { WorkflowIndexPage, WorkflowIndexQuery } from '../../events/workflow-index.js';
 import { operationPages } from './index-view.js';
 import { instancePages } from './workflow-index-view.js';
@@ -147,7 +148,7 @@ export class JetStreamOperationIndex implements OperationIndexStore {
   /** Pages read by fromPages, by id (a page's rows never change). */
   private readonly pageCache = new BoundedMap<string, readonly unknown[]>(pagesCached);
   /** Open operations' rows not yet published, the newest of each (appended). */
-  private readonly waiting = new Map<string, OperationIndexRow>();
+  private readonly waiting = new Map<string, OperationIndexRow | WorkflowIndexRow>();
   private waitingTimer: ReturnType<typeof setTimeout> | undefined;
 
   constructor(private readonly host: JetStreamIndexHost) {}
@@ -193,14 +194,22 @@ export class JetStreamOperationIndex implements OperationIndexStore {
     }
   }
 
-  /** Holds an open operation's row (the newest replaces an older) until the next write of waiting rows. */
-  private hold(operationId: string, row: OperationIndexRow): void {
+  /** Holds an open operation's or a running instance's row (the newest replaces an older) until the next write of waiting rows. */
+  private hold(operationId: string, row: OperationIndexRow | WorkflowIndexRow): void {
     const held = this.waiting.get(operationId);
     if (held !== undefined && Number(held.revision) > Number(row.revision)) return;
     this.waiting.set(operationId, row);
     if (this.waitingTimer !== undefined) return;
     this.waitingTimer = setTimeout(() => void this.writeWaiting(), this.host.rowDelayMs);
     this.waitingTimer.unref();
+  }
+
+  /** Publishes the row waiting for `id`, if one is (a failure leaves it behind, as in appended). */
+  private async writeHeld(id: string): Promise<void> {
+    const waiting = this.waiting.get(id);
+    if (waiting === undefined) return;
+    this.waiting.delete(id);
+    await this.publish(id, waiting).catch(() => undefined);
   }
 
   /** Publishes every waiting row (failures leave them behind, as in appended). */
@@ -264,14 +273,24 @@ export class JetStreamOperationIndex implements OperationIndexStore {
     return (await this.view()).view.page(query);
   }
 
-  /** After a workflow instance's transition was stored: the committing side's row, when it gave one. Behind, never wrong. */
+  /**
+   * After a workflow instance's transition was stored: the committing side's row, when it gave one.
+   * Behind, never wrong. The start's row is published at once (a worker that dies holding a later
+   * one leaves the instance listed, as running), and so is an ended instance's; a running
+   * instance's row after its start waits up to `rowDelayMs` as an open operation's does (appended),
+   * replaced by any later one: a pipeline's stages write one row each, not one per append.
+   */
   async workflowAppended(instanceId: string, stored: StoredTransition, after?: IndexAfter): Promise<void> {
     const row = committedWorkflowRow(instanceId, stored, after);
-    if (row) await this.publish(instanceId, row).catch(() => undefined);
+    if (!row) return;
+    if (row.status === 'running' && !startsWorkflow(stored.transition) && this.host.rowDelayMs > 0) return this.hold(instanceId, row);
+    this.waiting.delete(instanceId);
+    await this.publish(instanceId, row).catch(() => undefined);
   }
 
   readonly workflow: WorkflowIndexStore = {
     list: async (query) => {
+      await this.writeWaiting();
       if (this.feed === undefined) {
         const page = await this.fromPages('workflows', query);
         if (page) return page;
@@ -280,6 +299,7 @@ export class JetStreamOperationIndex implements OperationIndexStore {
     },
     get: async (instanceId) => {
       this.assertOpen();
+      await this.writeHeld(instanceId);
       try {
         const last = await this.host.jsm.streams.getMessage(this.stream, { last_by_subj: this.subject(instanceId) });
         const row = last ? parseWorkflowIndexRow(last.data) : undefined;
@@ -292,6 +312,7 @@ export class JetStreamOperationIndex implements OperationIndexStore {
       this.assertOpen();
       try {
         if (row?.instanceId !== instanceId) return await this.remove(instanceId);
+        this.waiting.delete(instanceId);
         // A rebuild replaces whatever is there (a damaged row may claim a later revision).
         const last = await this.host.jsm.streams.getMessage(this.stream, { last_by_subj: this.subject(instanceId) });
         const ack = await this.host.js.publish(this.subject(instanceId), JSON.stringify(row), {
@@ -307,11 +328,7 @@ export class JetStreamOperationIndex implements OperationIndexStore {
 
   async get(operationId: string): Promise<OperationIndexRow | undefined> {
     this.assertOpen();
-    const waiting = this.waiting.get(operationId);
-    if (waiting !== undefined) {
-      this.waiting.delete(operationId);
-      await this.publish(operationId, waiting).catch(() => undefined);
-    }
+    await this.writeHeld(operationId);
     try {
       const last = await this.host.jsm.streams.getMessage(this.stream, { last_by_subj: this.subject(operationId) });
       const row = last ? parseIndexRow(last.data) : undefined;
