@@ -5,7 +5,8 @@
  * client writes (rows, appends, tombstones) and stable while another client writes during
  * paging; a tombstoned operation's row never comes back; the view follows an index stream made
  * again; nothing a peer can publish lands in the index; a view works under the least-privilege
- * store permissions.
+ * store permissions; a view starts from a snapshot (paged, or version 2 as an earlier build wrote
+ * it) plus the rows after it, and one that is broken or stale is not used.
  */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
@@ -16,6 +17,8 @@ import { JetStreamIndexFeed } from '../../src/adapters/store/jetstream-index-fee
 import { stuckBoundsDefault, type IndexQuery, type OperationIndexRow } from '../../src/events/operation-index.js';
 import { workflowStuckBoundsDefault, type WorkflowIndexQuery, type WorkflowIndexRow } from '../../src/events/workflow-index.js';
 import { startJetStreamServer } from '../support/jetstream-server.js';
+import { viewOfEveryRow, writeV2Snapshot, type V2Snapshot } from '../support/v2-index-snapshot.js';
+import { encodeBody } from '../../src/adapters/store/jetstream-index-snapshot.js';
 import { connectNats } from '../../src/adapters/transport/nats.js';
 import { jetstreamStorePermissions } from '../../src/deployment/nats/permissions.js';
 import { randomBytes } from 'node:crypto';
@@ -82,6 +85,41 @@ async function allPages(store: JetStreamEventStore, query: Omit<IndexQuery, 'aft
     if (!result.next) return rows;
     after = result.next;
     await between?.();
+  }
+  throw new Error('paging did not end');
+}
+
+/** Workflow instance n's row: principals svc-0..2, every fourth one named `rare`. */
+function workflowInstance(n: number, status: WorkflowIndexRow['status'], startedAtMs: number): WorkflowIndexRow {
+  return {
+    instanceId: `wf${n.toString(16).padStart(64, '0')}`,
+    principalId: `svc-${n % 3}`,
+    workflowName: n % 4 === 0 ? 'rare' : 'common',
+    bundleDigest: 'sha256:' + '0'.repeat(64),
+    invocationKey: `k${n}`,
+    status,
+    startedAtMs,
+    endedAtMs: status === 'running' ? null : startedAtMs + 10,
+    deadlineMs: startedAtMs + 60_000,
+    currentTask: null,
+    nextDueMs: null,
+    lease: null,
+    lastError: null,
+    childOperationIds: [],
+    childOperations: 0,
+    parent: null,
+    revision: '3',
+  };
+}
+
+async function allWorkflowPages(store: JetStreamEventStore, query: Omit<WorkflowIndexQuery, 'after'>): Promise<WorkflowIndexRow[]> {
+  const rows: WorkflowIndexRow[] = [];
+  let after: WorkflowIndexQuery['after'];
+  for (let page = 0; page < 100; page++) {
+    const result = await store.index.workflow.list({ ...query, ...(after ? { after } : {}) });
+    rows.push(...result.rows);
+    if (!result.next) return rows;
+    after = result.next;
   }
   throw new Error('paging did not end');
 }
@@ -887,34 +925,18 @@ test('jetstream index: a fresh client lists workflow instances from the paged sn
   const writer = await JetStreamEventStore.open({ servers: server.url, requestTimeoutMs, indexRowDelayMs });
   const pager = await JetStreamEventStore.open({ servers: server.url, requestTimeoutMs, indexRowDelayMs, indexSnapshotTailMin: 1, indexSnapshotPageRows: 8 });
   const opened: JetStreamEventStore[] = [];
-  const instance = (n: number, status: WorkflowIndexRow['status'], startedAtMs: number): WorkflowIndexRow => ({
-    instanceId: `wf${n.toString(16).padStart(64, '0')}`,
-    principalId: `svc-${n % 3}`,
-    workflowName: n % 4 === 0 ? 'rare' : 'common',
-    bundleDigest: 'sha256:' + '0'.repeat(64),
-    invocationKey: `k${n}`,
-    status,
-    startedAtMs,
-    endedAtMs: status === 'running' ? null : startedAtMs + 10,
-    deadlineMs: startedAtMs + 60_000,
-    currentTask: null,
-    nextDueMs: null,
-    lease: null,
-    lastError: null,
-    childOperationIds: [],
-    childOperations: 0,
-    parent: null,
-    revision: '3',
-  });
   try {
     const startMs = Date.now() - 600_000;
-    for (let n = 0; n < 30; n++) await writer.index.workflow.put(instance(n, 'running', startMs + n).instanceId, instance(n, 'running', startMs + n));
+    for (let n = 0; n < 30; n++)
+      await writer.index.workflow.put(workflowInstance(n, 'running', startMs + n).instanceId, workflowInstance(n, 'running', startMs + n));
     await startView(pager);
     await pager.index.snapshotIdle();
     // After the snapshot: new instances, instances it holds completed, one removed.
-    for (let n = 30; n < 34; n++) await writer.index.workflow.put(instance(n, 'running', startMs + n).instanceId, instance(n, 'running', startMs + n));
-    for (const n of [2, 17, 31]) await writer.index.workflow.put(instance(n, 'completed', startMs + n).instanceId, instance(n, 'completed', startMs + n));
-    await writer.index.workflow.put(instance(5, 'running', 0).instanceId, undefined);
+    for (let n = 30; n < 34; n++)
+      await writer.index.workflow.put(workflowInstance(n, 'running', startMs + n).instanceId, workflowInstance(n, 'running', startMs + n));
+    for (const n of [2, 17, 31])
+      await writer.index.workflow.put(workflowInstance(n, 'completed', startMs + n).instanceId, workflowInstance(n, 'completed', startMs + n));
+    await writer.index.workflow.put(workflowInstance(5, 'running', 0).instanceId, undefined);
     const whole = await JetStreamEventStore.open({ servers: server.url, requestTimeoutMs, indexRowDelayMs, indexSnapshotTailMin: 0 });
     opened.push(whole);
     const queries: Omit<WorkflowIndexQuery, 'after'>[] = [
@@ -924,29 +946,225 @@ test('jetstream index: a fresh client lists workflow instances from the paged sn
       { limit: 3, principalId: 'svc-1', status: 'running' },
       { limit: 5, stuck: { nowMs: Date.now() + 3_600_000, bounds: workflowStuckBoundsDefault } },
     ];
-    const pagesOf = async (store: JetStreamEventStore, query: Omit<WorkflowIndexQuery, 'after'>) => {
-      const rows: WorkflowIndexRow[] = [];
-      let after: WorkflowIndexQuery['after'];
-      for (let page = 0; page < 100; page++) {
-        const result = await store.index.workflow.list({ ...query, ...(after ? { after } : {}) });
-        rows.push(...result.rows);
-        if (!result.next) return rows;
-        after = result.next;
-      }
-      throw new Error('paging did not end');
-    };
     for (const query of queries) {
       const oneShot = await JetStreamEventStore.open({ servers: server.url, requestTimeoutMs, indexRowDelayMs });
       opened.push(oneShot);
-      assert.deepEqual(await pagesOf(oneShot, query), await pagesOf(whole, query), `${JSON.stringify(query)}: as a view of every row`);
+      assert.deepEqual(await allWorkflowPages(oneShot, query), await allWorkflowPages(whole, query), `${JSON.stringify(query)}: as a view of every row`);
       assert.equal(oneShot.index.rowsDelivered, 0, 'no view was started');
       assert.ok(oneShot.index.paged.lists > 0);
     }
-    assert.equal((await pagesOf(whole, { limit: 100 })).length, 33);
+    assert.equal((await allWorkflowPages(whole, { limit: 100 })).length, 33);
   } finally {
     for (const store of opened) await store.close();
     await pager.close();
     await writer.close();
     await server.dispose();
+  }
+});
+
+/** The subjects the snapshot stream holds a message on, sorted. */
+async function snapshotSubjects(nc: NatsConnection): Promise<string[]> {
+  const jsm = await jetstreamManager(nc);
+  const info = await jsm.streams.info('CONVOKE_OPS_INDEX_SNAP', { subjects_filter: 'convoke.isnap.>' });
+  return Object.keys(info.state.subjects ?? {}).sort();
+}
+
+/** A server, a connection to it, and stores opened on it with their notices collected; `close` ends them all. */
+async function v2Setting() {
+  const server = await startJetStreamServer();
+  const nc = await connect({ servers: server.url });
+  const notices: string[] = [];
+  const opened: JetStreamEventStore[] = [];
+  const open = async (options: { indexSnapshotTailMin?: number } = {}) => {
+    const store = await JetStreamEventStore.open({
+      servers: server.url,
+      requestTimeoutMs,
+      indexRowDelayMs,
+      onNotice: (line) => notices.push(line),
+      ...options,
+    });
+    opened.push(store);
+    return store;
+  };
+  const close = async () => {
+    for (const store of opened) await store.close();
+    await nc.close();
+    await server.dispose();
+  };
+  return { nc, notices, open, close };
+}
+
+/**
+ * 30 operations (5 of them decided) and 6 running workflow instances; a version 2 snapshot of them,
+ * written as the earlier build wrote it; then 16 index messages after it: 6 new operations, 5 rows
+ * it holds superseded, a tombstone of a row it holds and of a new one (each subject's last message
+ * is a removal marker), 2 new instances, one it holds completed, one removed. No paged directory.
+ */
+async function storedWithV2Snapshot(nc: NatsConnection, writer: JetStreamEventStore): Promise<V2Snapshot> {
+  const ids = await admit(writer, 30, 'v2');
+  for (const id of ids.slice(0, 5)) await advance(writer, id, 4);
+  const startMs = Date.now() - 600_000;
+  const put = (n: number, status: WorkflowIndexRow['status']) =>
+    writer.index.workflow.put(workflowInstance(n, status, startMs + n).instanceId, workflowInstance(n, status, startMs + n));
+  for (let n = 0; n < 6; n++) await put(n, 'running');
+  const { created, snapshot } = await viewOfEveryRow(nc, { requestTimeoutMs });
+  assert.deepEqual([snapshot.operations.length, snapshot.workflows.length], [30, 6]);
+  // The earlier build cut the body in 512 KiB chunks, which a body of these rows fits in one of:
+  // cut finer, the reader joins more chunks than it reads at once.
+  const v2 = await writeV2Snapshot(nc, created, snapshot, { chunkBytes: 64 });
+  assert.ok(v2.chunks > 8, `${v2.chunks} chunks`);
+  const added = await admit(writer, 6, 'v2-after');
+  for (const id of ids.slice(3, 8)) await advance(writer, id, 5);
+  expectOk(await writer.tombstone(ids[10]!), 'tombstone');
+  expectOk(await writer.tombstone(added[2]!), 'tombstone');
+  for (const n of [6, 7]) await put(n, 'running');
+  await put(2, 'completed');
+  await writer.index.workflow.put(workflowInstance(4, 'running', 0).instanceId, undefined);
+  assert.deepEqual(await snapshotSubjects(nc), [...v2.chunkSubjects, v2.headSubject].sort(), 'the version 2 snapshot, no directory of pages');
+  return v2;
+}
+
+/** Queries over the rows the version 2 tests store (operations of principals svc-0..3, instances of svc-0..2). */
+function v2Queries(): { operations: Omit<IndexQuery, 'after'>[]; workflows: Omit<WorkflowIndexQuery, 'after'>[] } {
+  const later = Date.now() + 3_600_000;
+  return {
+    operations: [
+      { limit: 7 },
+      { limit: 5, principalId: 'svc-1' },
+      { limit: 5, phase: 'settled' },
+      { limit: 5, outcome: 'open' },
+      { limit: 3, outcome: 'success' },
+      { limit: 5, interaction: 'quick' },
+      { limit: 5, stuck: { nowMs: later, bounds: stuckBoundsDefault } },
+    ],
+    workflows: [{ limit: 3 }, { limit: 2, status: 'completed' }, { limit: 2, principalId: 'svc-1', status: 'running' }, { limit: 5, workflowName: 'rare' }],
+  };
+}
+
+/** Every page of every v2 query, from `store` and from `whole` (a view of every row), is the same. */
+async function answersAsWhole(store: JetStreamEventStore, whole: JetStreamEventStore, what: string): Promise<void> {
+  const { operations, workflows } = v2Queries();
+  for (const query of operations)
+    assert.deepEqual(await allPages(store, query), await allPages(whole, query), `${what}: ${JSON.stringify(query)} as a view of every row`);
+  for (const query of workflows)
+    assert.deepEqual(await allWorkflowPages(store, query), await allWorkflowPages(whole, query), `${what}: ${JSON.stringify(query)} as a view of every row`);
+}
+
+test('jetstream index: a view starts from a version 2 snapshot an earlier build wrote and reads only the rows after it, answering what a view of every row answers', async () => {
+  const { nc, notices, open, close } = await v2Setting();
+  try {
+    const writer = await open(); // creates the snapshot stream
+    const v2 = await storedWithV2Snapshot(nc, writer);
+    const whole = await open({ indexSnapshotTailMin: 0 });
+    // A view that writes no pages (its tail is far below tailMin).
+    const fromV2 = await open();
+    await startView(fromV2);
+    assert.equal(fromV2.index.rowsFromSnapshot, 36, 'the view started from the version 2 snapshot');
+    assert.equal(fromV2.index.rowsDelivered, 16, 'the view read only the tail from the stream');
+    await answersAsWhole(fromV2, whole, 'the view from the version 2 snapshot');
+    assert.equal((await allPages(fromV2, { limit: 100 })).length, 34);
+    assert.equal((await allWorkflowPages(fromV2, { limit: 100 })).length, 7);
+    const later = Date.now() + 3_600_000;
+    assert.deepEqual(await fromV2.index.countStuck(later, stuckBoundsDefault), await whole.index.countStuck(later, stuckBoundsDefault));
+    assert.deepEqual(await snapshotSubjects(nc), [...v2.chunkSubjects, v2.headSubject].sort(), 'nothing written');
+    assert.deepEqual(notices, []);
+  } finally {
+    await close();
+  }
+});
+
+test('jetstream index: the first paged generation, written by a view started from a version 2 snapshot, purges its chunks; a fresh client then lists from the pages', async () => {
+  const { nc, notices, open, close } = await v2Setting();
+  try {
+    const jsm = await jetstreamManager(nc);
+    const v2 = await storedWithV2Snapshot(nc, await open());
+    const whole = await open({ indexSnapshotTailMin: 0 });
+    // A view that writes a generation at once.
+    const upgraded = await open({ indexSnapshotTailMin: 1 });
+    await startView(upgraded);
+    await upgraded.index.snapshotIdle();
+    assert.deepEqual([upgraded.index.rowsFromSnapshot, upgraded.index.rowsDelivered], [36, 16], 'the view started from the version 2 snapshot');
+    const directory = await storedDirectory(nc);
+    assert.equal(directory.seq, (await jsm.streams.info('CONVOKE_OPS_INDEX')).state.last_seq, 'the generation holds every row stored');
+    assert.equal(
+      directory.operations.reduce((sum, p) => sum + p.rows, 0),
+      34,
+    );
+    // The purge takes the chunks (`<generation>.<n>`); the head stays, naming chunks that are gone,
+    // and is read only by a view start that finds no usable directory (it then reads every row).
+    const stored = await snapshotSubjects(nc);
+    assert.deepEqual(
+      stored.filter((s) => s.startsWith(`convoke.isnap.${v2.generation}.`)),
+      [],
+      'the version 2 chunks are purged',
+    );
+    assert.deepEqual(
+      stored.filter((s) => s !== 'convoke.isnap.dir' && s !== v2.headSubject && !s.startsWith('convoke.isnap.p.')),
+      [],
+      'the stream holds the directory, its pages and, of the version 2 snapshot, only its head',
+    );
+    // A fresh client lists from the pages: no view, no tail.
+    const oneShot = await open();
+    await answersAsWhole(oneShot, whole, 'the one-shot client');
+    assert.equal(oneShot.index.rowsDelivered, 0, 'no view was started');
+    assert.ok(oneShot.index.paged.lists > 0);
+    assert.equal(oneShot.index.paged.tailRows, 0);
+    assert.deepEqual(notices, []);
+  } finally {
+    await close();
+  }
+});
+
+test('jetstream index: a version 2 snapshot with a chunk gone or chunks that do not match its digest is not used: the view reads every row, quietly, and answers exactly', async () => {
+  const { nc, notices, open, close } = await v2Setting();
+  /** A fresh client's view, started (it writes no pages: its tail is far below tailMin). */
+  const started = async () => {
+    const store = await open();
+    await startView(store);
+    return store;
+  };
+  try {
+    const jsm = await jetstreamManager(nc);
+    const writer = await open();
+    const ids = await admit(writer, 20, 'v2-broken');
+    for (const id of ids.slice(0, 4)) await advance(writer, id, 4);
+    const startMs = Date.now() - 600_000;
+    for (let n = 0; n < 3; n++)
+      await writer.index.workflow.put(workflowInstance(n, 'running', startMs + n).instanceId, workflowInstance(n, 'running', startMs + n));
+    const { created, snapshot } = await viewOfEveryRow(nc, { requestTimeoutMs });
+    // After it: 3 new operations, one it holds settled, one it holds tombstoned.
+    await admit(writer, 3, 'v2-broken-after');
+    await advance(writer, ids[5]!, 5);
+    expectOk(await writer.tombstone(ids[6]!), 'tombstone');
+    const whole = await open({ indexSnapshotTailMin: 0 });
+    const everyRowRead = [0, (await jsm.streams.info('CONVOKE_OPS_INDEX')).state.messages];
+
+    // Intact, in several chunks: used.
+    const split = await writeV2Snapshot(nc, created, snapshot, { chunkBytes: 256 });
+    assert.ok(split.chunks >= 3, `${split.chunks} chunks`);
+    const intact = await started();
+    assert.deepEqual([intact.index.rowsFromSnapshot, intact.index.rowsDelivered], [23, 5], 'the intact snapshot is used');
+    await answersAsWhole(intact, whole, 'the intact snapshot');
+
+    // One chunk gone (a newer snapshot's writer purged it): not used.
+    await jsm.streams.purge('CONVOKE_OPS_INDEX_SNAP', { filter: split.chunkSubjects[1]! });
+    const gone = await started();
+    assert.deepEqual([gone.index.rowsFromSnapshot, gone.index.rowsDelivered], everyRowRead, 'a snapshot with a chunk gone is not read');
+    await answersAsWhole(gone, whole, 'a chunk gone');
+
+    // Written again whole (one chunk, the earlier build's size), then its chunk replaced by a
+    // well-formed body without one row the tail does not touch: the digest the head names no longer matches.
+    const single = await writeV2Snapshot(nc, created, snapshot);
+    assert.equal(single.chunks, 1);
+    const dropped = { ...snapshot, operations: snapshot.operations.filter((row) => row.operationId !== ids[0]) };
+    assert.equal(dropped.operations.length, snapshot.operations.length - 1);
+    await jetstream(nc).publish(single.chunkSubjects[0]!, gzipSync(JSON.stringify(encodeBody(dropped))));
+    const tampered = await started();
+    assert.deepEqual([tampered.index.rowsFromSnapshot, tampered.index.rowsDelivered], everyRowRead, 'a snapshot that fails its digest is not read');
+    await answersAsWhole(tampered, whole, 'a digest that does not match');
+    assert.ok((await tampered.index.get(ids[0]!)) !== undefined, 'the row the replaced chunk lacks');
+    assert.deepEqual(notices, [], 'a snapshot not used is no failure');
+  } finally {
+    await close();
   }
 });
