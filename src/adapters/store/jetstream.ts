@@ -271,7 +271,7 @@ export class JetStreamEventStore extends ReplayStampedStore {
     } catch (error) {
       if (!options.connection) await nc.close().catch(() => undefined);
       // A stream's info or create refused to this user: denied, as the account-info probe says it.
-      throw deniedByNats(error, 'opening the JetStream store') ?? error;
+      throw error instanceof AdapterError ? error : (deniedByNats(error, 'opening the JetStream store') ?? error);
     }
   }
 
