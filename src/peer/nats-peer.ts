@@ -13,6 +13,7 @@ import { jetstreamManager } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { AdapterError } from '../contract/errors.js';
 import { nanosToMs } from '../adapters/transport/nats-codec.js';
+import { deniedByNats } from '../adapters/transport/nats-startup.js';
 import { ConsumerMuxTransport, peerRoute } from '../adapters/transport/nats-mux.js';
 import { durableStreamNames, peerConsumerName } from '../adapters/transport/nats-names.js';
 import { NatsTransport, type DurableConfig } from '../adapters/transport/nats.js';
@@ -109,6 +110,9 @@ async function provisionedConsumerSettings(
       return { namespace, peers: [peerId], duplicateWindowMs: 1, maxDeliver, ackWaitMs };
     } catch (error) {
       if (error instanceof AdapterError) throw error;
+      // Not waited on: the consumers may well exist, this user may not look at them.
+      const refused = deniedByNats(error, `reading the consumers of peer ${peerId} on ${stream}`);
+      if (refused !== undefined) throw refused;
       if (Date.now() >= deadlineMs)
         throw new AdapterError(
           'unavailable',

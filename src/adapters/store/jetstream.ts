@@ -62,7 +62,7 @@ import { PubAckMux } from '../transport/nats-pubacks.js';
 import { ReplayStampedStore, closedFailure, notFoundOf, streamFamily, type LogState, type WriteOutcome } from './replay-stamped.js';
 import type { AppendListener, AppendOutcome, RecordAfter, RevisionListener, StoreFailure, StoreLimits } from './types.js';
 import { loginOptions } from '../transport/nats-creds.js';
-import { jetStreamNotAnswering, retryWhileStarting, serverNotListening, startupWait, type StartupWait } from '../transport/nats-startup.js';
+import { deniedByNats, jetStreamNotAnswering, retryWhileStarting, serverNotListening, startupWait, type StartupWait } from '../transport/nats-startup.js';
 
 export interface JetStreamStoreOptions {
   /** An existing connection (left open on close), or `servers` to connect to (closed on close). */
@@ -270,7 +270,8 @@ export class JetStreamEventStore extends ReplayStampedStore {
       return store;
     } catch (error) {
       if (!options.connection) await nc.close().catch(() => undefined);
-      throw error;
+      // A stream's info or create refused to this user: denied, as the account-info probe says it.
+      throw error instanceof AdapterError ? error : (deniedByNats(error, 'opening the JetStream store') ?? error);
     }
   }
 

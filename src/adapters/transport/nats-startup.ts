@@ -7,7 +7,9 @@
  * (limits.natsStartupWaitMsMax), and only then fails as unavailable.
  *
  * Only these two cases are waited out: a refused login, a permission, a stream that breaks the
- * guarantee or any other answer from a running JetStream fails at once.
+ * guarantee or any other answer from a running JetStream fails at once. A subject the user may not
+ * use (the server's `-ERR 'Permissions Violation for Publish to "$JS.API.INFO"'`, which nats.js
+ * rejects the request with, as a PermissionViolationError) fails as denied, naming the subject.
  */
 import { errors } from '@nats-io/transport-node';
 import { AdapterError } from '../../contract/errors.js';
@@ -21,8 +23,25 @@ import { causeChain } from './nats-errors.js';
  * point; its name is what identifies it here.
  */
 export function jetStreamNotAnswering(error: unknown): boolean {
-  return causeChain(error).some(
+  const chain = causeChain(error);
+  if (chain.some((e) => e instanceof errors.PermissionViolationError)) return false;
+  return chain.some(
     (e) => (e instanceof Error && e.name === 'JetStreamNotEnabled') || e instanceof errors.NoRespondersError || e instanceof errors.TimeoutError,
+  );
+}
+
+/**
+ * The server refused this user a subject (a permission violation anywhere in the cause chain): an
+ * AdapterError `denied` naming the subject and the fix; undefined for any other failure.
+ */
+export function deniedByNats(error: unknown, doing: string): AdapterError | undefined {
+  const refused = causeChain(error).find((e) => e instanceof errors.PermissionViolationError);
+  if (refused === undefined) return undefined;
+  const to = refused.operation === 'publish' ? 'publish to' : 'subscribe to';
+  return new AdapterError(
+    'denied',
+    `${doing}: permissions violation: this NATS user may not ${to} "${refused.subject}"; grant it to the user, as the deployment's rendered permissions do (natsPrincipalPlan in src/deployment/nats/permissions.ts)`,
+    { cause: error },
   );
 }
 
@@ -54,8 +73,9 @@ const describe = (error: unknown) =>
 /**
  * Runs `attempt` until it succeeds, fails in a way `retryable` does not accept, or `wait.untilMs`
  * has passed; the last failure then ends it as unavailable (an AdapterError of another kind is
- * kept). The backoff doubles from natsStartupBackoffMsMin to natsStartupBackoffMsMax and never
- * sleeps past the bound.
+ * kept); a subject the server refused this user ends it at once as denied (deniedByNats). The
+ * backoff doubles from natsStartupBackoffMsMin to natsStartupBackoffMsMax and never sleeps past
+ * the bound.
  */
 export async function retryWhileStarting<T>(what: string, attempt: () => Promise<T>, retryable: (error: unknown) => boolean, wait: StartupWait): Promise<T> {
   let backoffMs: number = limits.natsStartupBackoffMsMin;
@@ -63,6 +83,8 @@ export async function retryWhileStarting<T>(what: string, attempt: () => Promise
     try {
       return await attempt();
     } catch (error) {
+      const refused = deniedByNats(error, what);
+      if (refused !== undefined) throw refused;
       const leftMs = wait.untilMs - wait.nowMs();
       if (!retryable(error)) throw error;
       if (leftMs <= 0) {
