@@ -170,15 +170,20 @@ export async function writePages(
   };
 }
 
-/** Purges every page neither directory names, and a version 2 snapshot's chunks (`<generation>.<n>`). */
+/**
+ * Purges every page neither directory names, and a version 2 snapshot: its chunks
+ * (`<generation>.<n>`) and its head (`head`), which would otherwise send every view start that
+ * finds no usable directory to read chunks that are gone.
+ */
 async function purgeUnnamed(host: SnapshotHost, directory: Directory, replaced: Directory | undefined): Promise<void> {
   const keep = new Set([directory, ...(replaced ? [replaced] : [])].flatMap((d) => [...d.operations, ...d.workflows].map((p) => pageSubject(host, p.id))));
-  const info = await host.jsm.streams.info(host.stream, { subjects_filter: `${host.subjectPrefix}*.*` });
+  keep.add(directorySubject(host));
+  const info = await host.jsm.streams.info(host.stream, { subjects_filter: `${host.subjectPrefix}>` });
   const filters = new Set<string>();
   for (const subject of Object.keys(info.state.subjects ?? {})) {
     if (keep.has(subject)) continue;
     const [first] = subject.slice(host.subjectPrefix.length).split('.');
-    filters.add(first === 'p' ? subject : `${host.subjectPrefix}${first}.*`);
+    filters.add(first === 'p' || first === 'head' ? subject : `${host.subjectPrefix}${first}.*`);
   }
   await inBatches([...filters], pagesInFlight, (filter) => host.jsm.streams.purge(host.stream, { filter }));
 }

@@ -16,7 +16,7 @@
  * gzipped JSON, in chunks on `<prefix>.isnap.<generation>.<n>`, and a head on
  * `<prefix>.isnap.head` naming the generation, the sequence, the chunks and the body's SHA-256. A
  * chunk missing or a digest wrong (a newer snapshot replaced it meanwhile) starts the view
- * without it; the first generation of pages purges the chunks. Every failure here is quiet:
+ * without it; the first generation of pages purges the chunks and the head. Every failure here is quiet:
  * without a snapshot a view reads every row.
  */
 import { createHash } from 'node:crypto';
