@@ -40,7 +40,7 @@ export function deniedByNats(error: unknown, doing: string): AdapterError | unde
   const to = refused.operation === 'publish' ? 'publish to' : 'subscribe to';
   return new AdapterError(
     'denied',
-    `${doing}: permissions violation: this NATS user may not ${to} "${refused.subject}"; grant it to the user, as the deployment's rendered permissions do (natsPrincipalPlan in src/deployment/nats/permissions.ts)`,
+    `${doing}: permissions violation: this NATS user may not ${to} "${refused.subject}"; grant it to the user, as the permissions natsPrincipalPlan renders from the deployment do (docs/operations.md, "NATS users and inboxes")`,
     { cause: error },
   );
 }
