@@ -31,6 +31,17 @@ test('workflow instances on JetStream: their own subject, replay equal, resumed 
     const operations: string[] = [];
     for await (const id of storeA.operationIds()) operations.push(id);
     assert.deepEqual(operations, []);
+    // A start repeated under its key finds the ended instance and leaves no running mark behind.
+    const again = await a.executor.start({
+      principalId: 'alice',
+      invocationKey: 'js-1',
+      document: yaml(`${head}do:\n  - add:\n      set: { n: '\${ .n + 1 }' }\n`),
+      input: { n: 1 },
+    });
+    assert.deepEqual(again, { instanceId: record.instanceId, created: false });
+    const running: string[] = [];
+    for await (const id of storeB.runningWorkflowIds()) running.push(id);
+    assert.deepEqual(running, [], 'no instance is marked running');
 
     const { instanceId } = await a.executor.start({
       principalId: 'alice',
