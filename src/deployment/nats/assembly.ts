@@ -35,7 +35,7 @@ import { openStore } from '../../adapters/store/open.js';
 import type { EventStore } from '../../adapters/store/types.js';
 import { connectNats, NatsTransport } from '../../adapters/transport/nats.js';
 import type { NatsLogin } from '../../adapters/transport/nats-creds.js';
-import { startupWait, type StartupWait } from '../../adapters/transport/nats-startup.js';
+import { jetStreamNotAnswering, retryWhileStarting, startupWait, type StartupWait } from '../../adapters/transport/nats-startup.js';
 import { coordinatorConsumerName, inboxPrefixFor } from '../../adapters/transport/nats-names.js';
 import { ConsumerMuxTransport, coordinatorKinds, coordinatorRoute } from '../../adapters/transport/nats-mux.js';
 import type { StreamContinuity, ExhaustedInfo, Transport } from '../../adapters/transport/types.js';
@@ -285,9 +285,11 @@ async function prepareDurable(
   phases: StartupPhases,
 ): Promise<void> {
   const { byNamespace, peers, transport, startup } = wiring;
-  // A server still starting answers no JetStream request for a moment: waited out here.
+  // A server still starting answers no JetStream request for a moment: waited out here, and again
+  // while the streams are made (a server restarted meanwhile is starting again).
   for (const t of byNamespace.values()) await t.awaitJetStream(startup);
-  if (settings.manageStreams) for (const t of byNamespace.values()) await t.ensureStreams();
+  if (settings.manageStreams)
+    for (const [namespace, t] of byNamespace) await retryWhileStarting(`the streams of ${namespace}`, () => t.ensureStreams(), jetStreamNotAnswering, startup);
   phases.done('streams');
   const check = await transport.checkDurability();
   if (!check.ok) throw unavailable(`durable NATS resources do not give the delivery guarantee: ${check.description}`);
