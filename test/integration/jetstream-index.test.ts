@@ -737,15 +737,8 @@ test('jetstream index: a fresh client lists from the paged snapshot and the rows
     expectOk(await writer.tombstone(added[2]!), 'tombstone');
     const whole = await JetStreamEventStore.open({ servers: server.url, requestTimeoutMs, indexRowDelayMs, indexSnapshotTailMin: 0 });
     opened.push(whole);
-    const later = Date.now() + 3_600_000;
     const queries: Array<Omit<IndexQuery, 'after'>> = [
-      { limit: 7 },
-      { limit: 5, principalId: 'svc-1' },
-      { limit: 5, phase: 'settled' },
-      { limit: 5, outcome: 'open' },
-      { limit: 3, outcome: 'success' },
-      { limit: 5, interaction: 'quick' },
-      { limit: 5, stuck: { nowMs: later, bounds: stuckBoundsDefault } },
+      ...indexQueries().operations,
       { limit: 5, stuck: { nowMs: Date.now() - 3_600_000, bounds: stuckBoundsDefault } },
     ];
     for (const query of queries) {
@@ -1025,7 +1018,7 @@ async function storedWithV2Snapshot(nc: NatsConnection, writer: JetStreamEventSt
 }
 
 /** Queries over the rows the version 2 tests store (operations of principals svc-0..3, instances of svc-0..2). */
-function v2Queries(): { operations: Omit<IndexQuery, 'after'>[]; workflows: Omit<WorkflowIndexQuery, 'after'>[] } {
+function indexQueries(): { operations: Omit<IndexQuery, 'after'>[]; workflows: Omit<WorkflowIndexQuery, 'after'>[] } {
   const later = Date.now() + 3_600_000;
   return {
     operations: [
@@ -1043,7 +1036,7 @@ function v2Queries(): { operations: Omit<IndexQuery, 'after'>[]; workflows: Omit
 
 /** Every page of every v2 query, from `store` and from `whole` (a view of every row), is the same. */
 async function answersAsWhole(store: JetStreamEventStore, whole: JetStreamEventStore, what: string): Promise<void> {
-  const { operations, workflows } = v2Queries();
+  const { operations, workflows } = indexQueries();
   for (const query of operations)
     assert.deepEqual(await allPages(store, query), await allPages(whole, query), `${what}: ${JSON.stringify(query)} as a view of every row`);
   for (const query of workflows)
