@@ -399,14 +399,19 @@ function startedSchema(schema: ReturnType<typeof event>) {
   };
 }
 
+/** InstanceIdentity's fields. */
+const instanceIdentity = {
+  instanceId: { type: 'string', pattern: '^wf[0-9a-f]{64}$' },
+  principalId: { type: 'string', minLength: 1, maxLength: 256 },
+  invocationKey: { type: 'string', maxLength: 256 },
+  workflowName: { type: 'string', minLength: 1, maxLength: 256 },
+  bundleDigest: { type: 'string', pattern: '^sha256:[0-9a-f]{64}$' },
+} as const;
+
 export const workflowEventSchemas = [
   startedSchema(
     event('workflow-started', {
-      instanceId: { type: 'string', pattern: '^wf[0-9a-f]{64}$' },
-      principalId: { type: 'string', minLength: 1, maxLength: 256 },
-      invocationKey: { type: 'string', maxLength: 256 },
-      workflowName: { type: 'string', minLength: 1, maxLength: 256 },
-      bundleDigest: { type: 'string', pattern: '^sha256:[0-9a-f]{64}$' },
+      ...instanceIdentity,
       document: { type: 'object' },
       input: json,
       timeoutMs: { anyOf: [{ type: 'null' }, { type: 'integer', minimum: 0, maximum: Number.MAX_SAFE_INTEGER }] },
@@ -417,11 +422,7 @@ export const workflowEventSchemas = [
     }),
   ),
   event('workflow-cancelled-before-start', {
-    instanceId: { type: 'string', pattern: '^wf[0-9a-f]{64}$' },
-    principalId: { type: 'string', minLength: 1, maxLength: 256 },
-    invocationKey: { type: 'string', maxLength: 256 },
-    workflowName: { type: 'string', minLength: 1, maxLength: 256 },
-    bundleDigest: { type: 'string', pattern: '^sha256:[0-9a-f]{64}$' },
+    ...instanceIdentity,
     parent: parentSchema,
     reason: text,
   }),
