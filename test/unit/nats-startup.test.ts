@@ -3,6 +3,7 @@ import { test } from 'node:test';
 import { errors } from '@nats-io/transport-node';
 import { AdapterError } from '../../src/contract/errors.js';
 import { deniedByNats, jetStreamNotAnswering, retryWhileStarting, type StartupWait } from '../../src/adapters/transport/nats-startup.js';
+import { ensureStreamsWhileStarting } from '../../src/deployment/nats/assembly.js';
 
 /** What nats.js rejects a request with when the server refuses the user its subject. */
 function refused(line: string): Error {
@@ -69,4 +70,18 @@ test('retryWhileStarting: a JetStream that does not answer yet is still tried ag
   const attempt = () => (++attempts < 3 ? Promise.reject(notEnabled(noResponders())) : Promise.resolve('answered'));
   assert.equal(await retryWhileStarting('JetStream account info', attempt, jetStreamNotAnswering, longWait()), 'answered');
   assert.equal(attempts, 3);
+});
+
+test('ensureStreamsWhileStarting: a server starting again while the streams are made is waited out; any other failure ends the start', async () => {
+  let attempts = 0;
+  const restarting = { ensureStreams: () => (++attempts < 3 ? Promise.reject(notEnabled(noResponders())) : Promise.resolve()) };
+  await ensureStreamsWhileStarting(new Map([['e2e.v1', restarting]]), longWait());
+  assert.equal(attempts, 3);
+  let conflicts = 0;
+  const broken = { ensureStreams: () => (conflicts++, Promise.reject(new AdapterError('conflict', 'stream CONVOKE_REQ_x: max_deliver changed'))) };
+  await assert.rejects(
+    ensureStreamsWhileStarting(new Map([['e2e.v1', broken]]), longWait()),
+    (error: unknown) => error instanceof AdapterError && error.kind === 'conflict',
+  );
+  assert.equal(conflicts, 1, 'a stream that breaks the guarantee is not tried again');
 });

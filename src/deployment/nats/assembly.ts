@@ -275,6 +275,15 @@ function streamContinuity(byNamespace: Map<string, NatsTransport>): StreamContin
 }
 
 /**
+ * Creates (or verifies) each namespace's streams within the start-up wait: a server restarted
+ * after JetStream first answered ("jetstream is not enabled" while it starts again) is waited out
+ * as at the first probe, instead of ending the start.
+ */
+export async function ensureStreamsWhileStarting(byNamespace: ReadonlyMap<string, Pick<NatsTransport, 'ensureStreams'>>, startup: StartupWait): Promise<void> {
+  for (const [namespace, t] of byNamespace) await retryWhileStarting(`the streams of ${namespace}`, () => t.ensureStreams(), jetStreamNotAnswering, startup);
+}
+
+/**
  * JetStream answering (within the start-up wait), streams (created when managed), the guarantee checked (start fails if not proven), then the
  * consumers provisioned to the configured max_deliver and ack_wait — every known peer's and the
  * coordinator's own result paths — so a changed setting updates them instead of failing the bind.
@@ -288,8 +297,7 @@ async function prepareDurable(
   // A server still starting answers no JetStream request for a moment: waited out here, and again
   // while the streams are made (a server restarted meanwhile is starting again).
   for (const t of byNamespace.values()) await t.awaitJetStream(startup);
-  if (settings.manageStreams)
-    for (const [namespace, t] of byNamespace) await retryWhileStarting(`the streams of ${namespace}`, () => t.ensureStreams(), jetStreamNotAnswering, startup);
+  if (settings.manageStreams) await ensureStreamsWhileStarting(byNamespace, startup);
   phases.done('streams');
   const check = await transport.checkDurability();
   if (!check.ok) throw unavailable(`durable NATS resources do not give the delivery guarantee: ${check.description}`);
