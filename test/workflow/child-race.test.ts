@@ -1,8 +1,9 @@
 /**
  * A parent cancelled while its child's start is in flight (the child bound in the parent's log,
  * its stream not created yet), on the memory store and on SQLite (and JetStream, on a nats-server
- * of the test's own), by the worker driving the parent or by another worker on the same store. Store wrappers hold a creation until the test lets it
- * through, so each order is driven, not hoped for:
+ * of the test's own), by the worker driving the parent or by another worker on the same store.
+ * Store wrappers hold a creation until the test lets it through, so each order is driven, not
+ * hoped for:
  *
  * - the cancel first: the child's creation is held until the parent's cancel has answered. The
  *   parent records `not-started`, and that must be true of the child's own log: its id holds an
