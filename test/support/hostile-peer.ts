@@ -314,9 +314,12 @@ export class HostilePeer {
     const [minMs, maxMs] = this.o.pauseMs ?? [80, 200];
     const floodKinds = Object.keys(this.remaining) as Exclude<HostileKind, 'legit'>[];
     while (!this.stopping) {
-      const open = floodKinds.filter((k) => this.remaining[k] > 0);
-      if (open.length === 0) return;
-      // Weighted by what is left, so every kind is spread over the run.
+      const left = floodKinds.filter((k) => this.remaining[k] > 0);
+      if (left.length === 0) return;
+      // Each kind once first (a run too short for a small budget's turn would leave it untried),
+      // then weighted by what is left, so every kind is spread over the run.
+      const untried = left.filter((k) => this.tallies[k].published === 0);
+      const open = untried.length > 0 ? untried : left;
       let draw = this.o.random.int(open.reduce((n, k) => n + this.remaining[k], 0));
       const kind = open.find((k) => (draw -= this.remaining[k]) < 0)!;
       await this.act(kind).catch(() => undefined);
