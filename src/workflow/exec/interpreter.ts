@@ -548,10 +548,9 @@ function faultOf(error: unknown): WorkflowError | undefined {
   return undefined;
 }
 
-/** A call recorded as started, never answered, that is not safe to make again: it may or may not have happened. */
 /**
- * The error of a call started by a worker that stopped before its answer was recorded. Its
- * `instance` is the pointer of the task whose step `at` is: its recorded `ref` (the step key's
+ * The error of a call recorded as started, never answered, and not safe to make again: a worker
+ * stopped before its answer was recorded, so it may or may not have happened. Its `instance` is the pointer of the task whose step `at` is: its recorded `ref` (the step key's
  * task execution is the key before its phase, `>call`, `>run`…), or else the pointer the key
  * names, read with the document (keys.ts pointerOfKey: a task name may hold `~`, `(`, `[`, `{`,
  * `/`, even `>`); none when the key names no task of the document.

@@ -64,6 +64,7 @@
  * records next to its key.
  */
 import { AssertionFailure } from '../../contract/errors.js';
+import { escapePointer } from './expressions.js';
 
 /**
  * 1: every marker after the pointer (logs written before schemes were recorded); 2: `~v` on the
@@ -181,8 +182,6 @@ export function ranInside(scheme: KeyScheme, execution: Execution, ref: string, 
 /** What follows an execution's marked pointer in the marked pointer of one inside it: nothing, or its attempt (scheme 3) and the next level. */
 const nestedRest = /^(?:$|(?:\([1-9][0-9]*\))?\/)/;
 
-/** A JSON Pointer token (RFC 6901): `~` as `~0`, `/` as `~1`. */
-const tokenOf = (name: string): string => name.replace(/~/g, '~0').replace(/\//g, '~1');
 /** What may follow a pointer token in a key: the next level, a marker, a step's phase, or the end. */
 const afterToken = /^(?:$|[/>([{]|~[1-9])/;
 const listIndex = /\/(0|[1-9][0-9]*)/y;
@@ -217,14 +216,17 @@ export function pointerOfKey(scheme: KeyScheme, document: unknown, key: string):
     if (typeof value !== 'object' || value === null) break;
     // The longest of the object's keys whose token is read here and ends where a token may end.
     let name: string | undefined;
+    let token = '';
     for (const candidate of Object.keys(value)) {
-      const token = `/${tokenOf(candidate)}`;
-      if (key.startsWith(token, index) && afterToken.test(key.slice(index + token.length)) && (name === undefined || candidate.length > name.length))
+      const read = `/${escapePointer(candidate)}`;
+      if (key.startsWith(read, index) && afterToken.test(key.slice(index + read.length)) && (name === undefined || candidate.length > name.length)) {
         name = candidate;
+        token = read;
+      }
     }
     if (name === undefined) break;
-    pointer += `/${tokenOf(name)}`;
-    index += tokenOf(name).length + 1;
+    pointer += token;
+    index += token.length;
     value = (value as Record<string, unknown>)[name];
     if (entry) {
       task = pointer;
