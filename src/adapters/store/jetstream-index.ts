@@ -184,14 +184,19 @@ export class JetStreamOperationIndex implements OperationIndexStore {
     try {
       const row = await this.host.states.rowAfterStored(operationId, previousRevision, stored, () => this.host.logOf(operationId), after);
       if (row === undefined) return;
-      if (!isSettled(row.phase) && this.host.rowDelayMs > 0) return this.hold(operationId, row);
-      this.waiting.delete(operationId);
-      await this.publish(operationId, row);
+      await this.write(operationId, row, !isSettled(row.phase));
       // A settled log is final: its marker can go, off the append's path (one left behind costs recovery a row read).
       if (isSettled(row.phase)) void this.unmark(operationId);
     } catch {
       // Behind, never wrong: see the header.
     }
+  }
+
+  /** Holds a row that may wait (`waits`, and a row delay is set), else publishes it at once in place of any that waits. */
+  private async write(id: string, row: OperationIndexRow | WorkflowIndexRow, waits: boolean): Promise<void> {
+    if (waits && this.host.rowDelayMs > 0) return this.hold(id, row);
+    this.waiting.delete(id);
+    await this.publish(id, row);
   }
 
   /** Holds an open operation's or a running instance's row (the newest replaces an older) until the next write of waiting rows. */
@@ -278,14 +283,11 @@ export class JetStreamOperationIndex implements OperationIndexStore {
    * Behind, never wrong. The start's row is published at once (a worker that dies holding a later
    * one leaves the instance listed, as running), and so is an ended instance's; a running
    * instance's row after its start waits up to `rowDelayMs` as an open operation's does (appended),
-   * replaced by any later one: a pipeline's stages write one row each, not one per append.
+   * replaced by any later one: an instance that ends within it writes two rows, its start's and its end's.
    */
   async workflowAppended(instanceId: string, stored: StoredTransition, after?: IndexAfter): Promise<void> {
     const row = committedWorkflowRow(instanceId, stored, after);
-    if (!row) return;
-    if (row.status === 'running' && !startsWorkflow(stored.transition) && this.host.rowDelayMs > 0) return this.hold(instanceId, row);
-    this.waiting.delete(instanceId);
-    await this.publish(instanceId, row).catch(() => undefined);
+    if (row) await this.write(instanceId, row, row.status === 'running' && !startsWorkflow(stored.transition)).catch(() => undefined);
   }
 
   readonly workflow: WorkflowIndexStore = {
