@@ -216,23 +216,10 @@ export abstract class ReplayStampedStore implements EventStore {
       if (streamFamily(operationId) === 'wf') await this.markWorkflowRunning(operationId);
       // An empty stream has nothing applied: the point before a create needs no read.
       const empty: FoldPoint = { revision: this.emptyRevision, lastAppliedAtMs: noAppliedYetMs, anyApplied: false, count: 0 };
-      const outcome = await this.writeFrom(operationId, empty, { transition, body, mode: 'create', attempt: 0, after });
-      if (outcome.kind === 'conflict' && streamFamily(operationId) === 'wf') await this.unmarkEnded(operationId);
-      return outcome;
+      return await this.writeFrom(operationId, empty, { transition, body, mode: 'create', attempt: 0, after });
     } catch (error) {
       return this.failure(error);
     }
-  }
-
-  /**
-   * A refused creation of an instance that exists (a start repeated under its key): the mark this
-   * create wrote is removed when the instance has ended, whose own mark its end removed. A running
-   * one keeps it. Quiet: a mark left behind lists an instance too many, never too few.
-   */
-  private async unmarkEnded(instanceId: string): Promise<void> {
-    const state = await this.logState(instanceId).catch(() => undefined);
-    if (state?.kind === 'live' && state.transitions.some((stored) => endsWorkflow(stored.transition)))
-      await this.workflowEnded(instanceId).catch(() => undefined);
   }
 
   async append(operationId: string, expectedRevision: string, transition: Transition, after?: IndexAfter): Promise<AppendOutcome> {
@@ -336,6 +323,12 @@ export abstract class ReplayStampedStore implements EventStore {
 
   private async classified(operationId: string, expectedRevision: string, write: PendingWrite, state: LogState): Promise<AppendOutcome> {
     const answer = classifyRejection(operationId, expectedRevision, write, state, this.fold);
-    return 'retryAt' in answer ? this.writeFrom(operationId, answer.point, { ...write, attempt: write.attempt + 1 }) : answer;
+    if ('retryAt' in answer) return this.writeFrom(operationId, answer.point, { ...write, attempt: write.attempt + 1 });
+    // A workflow creation refused by an instance that exists (a start repeated under its key): the mark this create
+    // wrote goes when that instance has ended, whose own mark its end removed; a running one keeps it. Quiet: a mark
+    // left behind lists an instance too many, never too few.
+    const refusedCreate = answer.kind === 'conflict' && write.mode === 'create' && state.kind === 'live' && streamFamily(operationId) === 'wf';
+    if (refusedCreate && state.transitions.some((stored) => endsWorkflow(stored.transition))) await this.workflowEnded(operationId).catch(() => undefined);
+    return answer;
   }
 }
