@@ -6,6 +6,7 @@
  * jq programs whose result is not a function of their input are refused before anything runs:
  * their results could not be replayed from the log as the same values.
  */
+import { AssertionFailure } from '../../contract/errors.js';
 import type { JsonValue } from '../../contract/json.js';
 
 const enclosed = /^\s*\$\{([\s\S]*)\}\s*$/;
@@ -78,38 +79,17 @@ export function escapePointer(token: string): string {
 }
 
 /**
- * A value with every enclosed expression replaced by its result (`evaluate` runs one program);
- * a part without any is kept as it is (not copied).
+ * A value with every enclosed expression replaced by its result (`evaluate` runs one program, in
+ * document order); a part without any is kept as it is (not copied).
  */
 export async function evaluateValue(value: JsonValue, evaluate: (program: string) => Promise<JsonValue>): Promise<JsonValue> {
-  if (isExpression(value)) return evaluate(programOf(value));
-  if (Array.isArray(value)) {
-    const out: JsonValue[] = [];
-    for (const item of value) out.push(hasExpression(item) ? await evaluateValue(item, evaluate) : item);
-    return out;
-  }
-  if (typeof value === 'object' && value !== null) {
-    const out: Record<string, JsonValue> = {};
-    for (const key in value) {
-      if (!Object.hasOwn(value, key)) continue;
-      const item = value[key] as JsonValue;
-      out[key] = hasExpression(item) ? await evaluateValue(item, evaluate) : item;
-    }
-    return out;
-  }
-  return value;
+  const filled = withResults(value, await expressionResults(value, evaluate));
+  if (filled === undefined) throw new AssertionFailure("a value filled with its own expressions' results has one result per expression");
+  return filled;
 }
 
-/** Whether a value holds any expression (a constant needs no step in the log). */
-export function hasExpression(value: unknown): boolean {
-  if (typeof value === 'string') return isExpression(value);
-  if (Array.isArray(value)) {
-    for (const item of value) if (hasExpression(item)) return true;
-  } else if (typeof value === 'object' && value !== null) {
-    for (const key in value) if (Object.hasOwn(value, key) && hasExpression((value as Record<string, unknown>)[key])) return true;
-  }
-  return false;
-}
+/** Whether a value holds any expression (a constant needs no step in the log); its plan is kept (planOf). */
+export const hasExpression = (value: JsonValue): boolean => planOf(value) !== null;
 
 /**
  * Where a value's expressions are: null for a part without any (kept as it is), a program for an
@@ -150,9 +130,6 @@ function planOf(value: JsonValue): Plan {
   plans.set(value, plan);
   return plan;
 }
-
-/** Whether a value holds an expression, from its kept plan (a call's `with`: the same object every call). */
-export const plannedExpression = (value: JsonValue): boolean => planOf(value) !== null;
 
 /**
  * The results of a value's enclosed expressions, in the order evaluateValue evaluates them: what a

@@ -26,7 +26,7 @@ import { taskTimeoutKey, timeoutError, type Proposal } from './decide.js';
 import { entriesOf, isObject, kindOf, timeoutMsOf, type TaskEntry, type TaskKind } from './document.js';
 import { WorkflowRaise, raise } from './dsl-errors.js';
 import type { StepResult, TaskCompleted, ValueRef, WorkflowError, WorkflowEvent } from './events.js';
-import { evaluateValue, expressionResults, hasExpression, plannedExpression, programOf, withResults } from './expressions.js';
+import { evaluateValue, expressionResults, hasExpression, programOf, withResults } from './expressions.js';
 import { ExpressionFailure, pathValue } from './jq.js';
 import { Halted, replayed } from './journal.js';
 import { pointerOfKey, schemeOf, taskKey } from './keys.js';
@@ -233,7 +233,7 @@ export class Interpreter implements Interpreting {
     ref: string,
   ): Promise<JsonValue> {
     if (this.record.started.format !== 2) return this.evaluateValue(at, value, input, frame, extra, ref);
-    if (!plannedExpression(value)) return value;
+    if (!hasExpression(value)) return value;
     const results = await this.step(at, frame, 'expression', () => {
       let vars: Record<string, JsonValue> | undefined;
       return expressionResults(value, (program) => this.jq(program, input, () => (vars ??= this.vars(frame, extra)), ref));
