@@ -41,6 +41,7 @@
 import type { JsonObject, JsonValue } from '../../contract/json.js';
 import { AdapterError, AssertionFailure } from '../../contract/errors.js';
 import { limits } from '../../contract/limits.js';
+import { valueAt } from '../../contract/bundle.js';
 import { stageInvocationKey, workflowInstanceId } from '../ids.js';
 import { isObject, subworkflowRefOf } from './document.js';
 import { WorkflowRaise, raise } from './dsl-errors.js';
@@ -161,21 +162,9 @@ export interface Released {
   endedSeq: number | null;
 }
 
-/** The value at a JSON Pointer of the document (undefined when there is none). */
-function atPointer(document: JsonValue, pointer: string): JsonValue | undefined {
-  let value: JsonValue | undefined = document;
-  for (const token of pointer.split('/').slice(1)) {
-    const key = token.replace(/~1/g, '/').replace(/~0/g, '~');
-    if (Array.isArray(value)) value = /^(0|[1-9][0-9]*)$/.test(key) ? value[Number(key)] : undefined;
-    else value = isObject(value) ? value[key] : undefined;
-    if (value === undefined) return undefined;
-  }
-  return value;
-}
-
 /** Whether the `run: workflow` task at `ref` awaits its child (`run.await` is not false). */
 export function awaitsChild(document: JsonValue, ref: string): boolean {
-  const task = atPointer(document, ref);
+  const task = valueAt(document, ref);
   return !(isObject(task) && isObject(task.run) && task.run.await === false);
 }
 
