@@ -1,4 +1,4 @@
-// node bench/tools/workflow-ops.mjs <checkout root> <pipeline|client|executor|both> <warm> <count>
+// node bench/tools/workflow-ops.mjs <checkout root> <pipeline|client|executor|both|interleaved> <warm> <count>
 // The workload of `npm run bench -- workflow`, one side at a time and a fixed number of times, one
 // after the other: `pipeline` runs the three-stage contract pipeline through the workflow
 // executor (embedded, memory store, quorum 2 of 3), `client` the same three calls made back to
@@ -7,7 +7,9 @@
 // or peer whose timing a slowed process (valgrind) changes; `both` runs `client` then `executor`
 // each time, the two sharing nothing but the process and its memory store: their cost together
 // against the sum of each alone is what each costs the other in one process (caches, branch
-// history, garbage collection). Built for profiles (`node --cpu-prof`) and instruction counts
+// history, garbage collection); `interleaved` runs the stub instance with one of the client's
+// calls made inside each of its contract calls (the real call's work, in the pipeline's order,
+// its answer still the stub's): against `both`, what taking turns at every stage costs. Built for profiles (`node --cpu-prof`) and instruction counts
 // (callgrind), which the interleaved bench cannot attribute to one side: under `valgrind --tool=callgrind
 // --instr-atstart=no`, CONVOKE_CALLGRIND=1 counts the measured runs alone (instrumentation on after
 // the warm-up, off before shutdown). Prints the time, the CPU per run (every thread) and, for
@@ -16,8 +18,8 @@ import { execFileSync } from 'node:child_process';
 import { parse as parseYaml } from 'yaml';
 
 const [root, mode, warmArg, countArg] = process.argv.slice(2);
-if (!['pipeline', 'client', 'executor', 'both'].includes(mode))
-  throw new Error('usage: workflow-ops.mjs <root> <pipeline|client|executor|both> <warm> <count>');
+if (!['pipeline', 'client', 'executor', 'both', 'interleaved'].includes(mode))
+  throw new Error('usage: workflow-ops.mjs <root> <pipeline|client|executor|both|interleaved> <warm> <count>');
 const mod = (p) => import(`${root}/dist/src/${p}`);
 const { MemoryEventStore } = await mod('adapters/store/memory.js');
 const { digestOf } = await mod('contract/canonical.js');
@@ -51,8 +53,19 @@ const decided = (principalId, request) => ({
   settlement: { status: 'complete', siblings: [{ branchId: 'charlie', disposition: 'detached' }] },
   output: { counts: { approve: 2 }, total: 2 },
 });
+/** One of the client's calls: invoked, its decision awaited (the `interleaved` mode makes one inside each stub call). */
+const clientCall = async (request) => {
+  const { result } = await embedded.coordinator.invoke(caller, request);
+  const waited = await embedded.coordinator.wait('bench', result.operationId, 'decision', 30_000);
+  if (waited.result.decision?.outcome !== 'success') throw new Error(`${request.invocationKey}: ${JSON.stringify(waited.result.decision)}`);
+  return result.operationId;
+};
 const stub = {
-  invoke: async (caller, request) => ({ result: decided(caller.principalId, request) }),
+  invoke: async (caller, request) => {
+    if (mode === 'interleaved')
+      await clientCall({ contract: ref, interaction: 'review', invocationKey: `client-${request.invocationKey}`, input: request.input });
+    return { result: decided(caller.principalId, request) };
+  },
   wait: async () => {
     throw new Error('the stub decides every call at once');
   },
@@ -61,7 +74,7 @@ const stub = {
     throw new Error('the stub cancels nothing');
   },
 };
-const invocations = mode === 'executor' || mode === 'both' ? stub : embedded.coordinator;
+const invocations = mode === 'executor' || mode === 'both' || mode === 'interleaved' ? stub : embedded.coordinator;
 const executor = new WorkflowExecutor({ store: workflowStreams(store), clock, random: seededRandom(1), evaluator, invocations });
 const ref = embedded.bundle.ref;
 const stage = (name, document) => `  - ${name}:
@@ -89,11 +102,7 @@ const pipeline = async (key) => {
 const client = async (key) => {
   let input = `doc-${key}`;
   for (const name of ['review', 'publish', 'notify']) {
-    const request = { contract: ref, interaction: 'review', invocationKey: `${key}-${name}`, input: { document: input } };
-    const { result } = await embedded.coordinator.invoke(caller, request);
-    const decided = await embedded.coordinator.wait('bench', result.operationId, 'decision', 30_000);
-    if (decided.result.decision?.outcome !== 'success') throw new Error(`${key} ${name}: ${JSON.stringify(decided.result.decision)}`);
-    input = result.operationId;
+    input = await clientCall({ contract: ref, interaction: 'review', invocationKey: `${key}-${name}`, input: { document: input } });
   }
 };
 const one = mode === 'client' ? client : mode === 'both' ? async (key) => (await client(key), await pipeline(`${key}-executor`)) : pipeline;
