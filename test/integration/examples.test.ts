@@ -16,6 +16,7 @@ import { createServer, connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { shellCommands } from '../support/markdown.js';
 import { strictTscArgs } from '../support/typecheck.js';
 
 const repoRoot = fileURLToPath(new URL('../../../', import.meta.url));
@@ -42,47 +43,6 @@ function fencedBlock(markdown: string, language: string, after = ''): string {
   assert.ok(open >= 0, `a \`\`\`${language} block after ${after || 'the start'}`);
   const start = open + language.length + 4;
   return markdown.slice(start, markdown.indexOf('\n```', start) + 1);
-}
-
-/**
- * Splits a shell block into its commands as bash reads them: lines joined by a trailing `\`,
- * newlines inside quotes or `$( … )` kept, comments dropped.
- */
-export function shellCommands(block: string): string[] {
-  const commands: string[] = [];
-  let current = '';
-  let quote: string | null = null;
-  let depth = 0;
-  for (let i = 0; i < block.length; i++) {
-    const ch = block[i]!;
-    if (quote !== null) {
-      current += ch;
-      if (ch === '\\' && quote === '"') current += block[++i] ?? '';
-      else if (ch === quote) quote = null;
-      continue;
-    }
-    if (ch === "'" || ch === '"') {
-      quote = ch;
-      current += ch;
-    } else if (ch === '\\' && block[i + 1] === '\n') {
-      i++;
-      current += ' ';
-    } else if (ch === '$' && block[i + 1] === '(') {
-      depth++;
-      current += '$(';
-      i++;
-    } else if (ch === ')' && depth > 0) {
-      depth--;
-      current += ch;
-    } else if (ch === '#' && depth === 0 && (current.trim() === '' || /\s$/.test(current))) {
-      while (i + 1 < block.length && block[i + 1] !== '\n') i++;
-    } else if (ch === '\n' && depth === 0) {
-      if (current.trim() !== '') commands.push(current.trim());
-      current = '';
-    } else current += ch;
-  }
-  if (current.trim() !== '') commands.push(current.trim());
-  return commands;
 }
 
 interface Background {
