@@ -115,6 +115,48 @@ test('NATS <prefix>.>: request/reply answered after the append; wrong subject, g
   }
 });
 
+test('NATS <prefix>.>: an event that is not I-JSON is rejected invalid-input and taken nowhere, as POST /workflow-events refuses it', async () => {
+  const server = await startNatsServer();
+  const nc = await connect({ servers: server.url });
+  const h = harness();
+  const subscription = serveCloudEvents(nc, 'test.events', h.executor);
+  const subject = 'test.events.com.example.approved';
+  const event = (id: string, data: string) =>
+    `{"specversion":"1.0","id":"${id}","source":"https://convoke.dev/test","type":"com.example.approved","data":${data}}`;
+  const ask = async (body: string) =>
+    (await nc.request(subject, body, { timeout: 5000 })).json<{ status: string; matched?: string[]; error?: { kind: string; message: string } }>();
+  try {
+    const id = await waiting(h, 'nats-strict');
+    const hostile: [string, string][] = [
+      // The last of two keys would win in one reader, the first in another: the stored event would not be the one sent.
+      ['a duplicate key', `{"specversion":"1.0","id":"s1","id":"s1b","source":"https://convoke.dev/test","type":"com.example.approved","data":{"ok":true}}`],
+      // JSON.parse reads these as Infinity and as a rounded integer: the log would hold null and another number.
+      ['a number that overflows', event('s2', '{"ok":true,"n":1e400}')],
+      ['an unsafe integer', event('s3', '{"ok":true,"n":12345678901234567890}')],
+      ['a lone surrogate', event('s4', '{"ok":true,"s":"\\ud800"}')],
+      ['nesting beyond the limit', event('s5', `{"ok":true,"deep":${'['.repeat(65)}${']'.repeat(65)}}`)],
+      // Deep enough to exhaust the call stack of a recursive reader: still a bad event, never "unavailable, send it again".
+      ['nesting that exhausts a recursive reader', event('s6', `{"ok":true,"deep":${'['.repeat(100_000)}${']'.repeat(100_000)}}`)],
+      ['a byte order mark', `\ufeff${event('s7', '{"ok":true}')}`],
+    ];
+    for (const [what, body] of hostile) {
+      const answer = await ask(body);
+      assert.equal(answer.status, 'rejected', `${what}: ${JSON.stringify(answer)}`);
+      assert.equal(answer.error?.kind, 'invalid-input', `${what}: ${JSON.stringify(answer)}`);
+    }
+    assert.equal((await h.executor.get(id))!.listens['/do/0/wait']!.events.length, 0, 'no refused event was taken');
+    assert.deepEqual(await ask(event('s8', '{"ok":true}')), { status: 'accepted', matched: [id] });
+    const record = await h.executor.wait(id, 5000);
+    assert.equal(record.status, 'completed', JSON.stringify(record.error));
+    await assertReplayEqual(h, id);
+  } finally {
+    await subscription.close();
+    await h.close();
+    await nc.close();
+    await server.dispose();
+  }
+});
+
 test('one workflow’s emit reaches another’s listen through NATS', async () => {
   const server = await startNatsServer();
   const nc = await connect({ servers: server.url });
