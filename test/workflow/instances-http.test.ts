@@ -105,6 +105,22 @@ test("GET answers the original principal only: another principal's instance is 4
   assert.equal(anonymous.status, 401);
 });
 
+test('an id that is not an instance id is 404 on get, wait and cancel, exactly like an unknown one', async () => {
+  const unknown = await call('GET', `/workflow-instances/wf${'0'.repeat(64)}`, fixture.tokens.alice);
+  assert.equal(unknown.status, 404);
+  for (const id of ['abc', `WF${'A'.repeat(64)}`, `wf${'0'.repeat(63)}`, `wf${'0'.repeat(64)}0`, 'constructor', '__proto__']) {
+    for (const [method, path] of [
+      ['GET', `/workflow-instances/${encodeURIComponent(id)}`],
+      ['GET', `/workflow-instances/${encodeURIComponent(id)}?waitMs=50`],
+      ['POST', `/workflow-instances/${encodeURIComponent(id)}/cancel`],
+    ] as const) {
+      const answer = await call(method, path, fixture.tokens.alice);
+      assert.equal(answer.status, 404, `${method} ${path}: ${JSON.stringify(answer.body)}`);
+      assert.equal(answer.body.kind, unknown.body.kind, `${method} ${path}`);
+    }
+  }
+});
+
 test('a running instance is 202 with its current task; GET ?waitMs= waits; cancel where declared ends it cancelled', async () => {
   const started = await start(fixture.tokens.alice, 'slow', 'slow-1', {}, 0);
   assert.equal(started.status, 202, JSON.stringify(started.body));

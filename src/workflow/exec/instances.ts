@@ -232,8 +232,12 @@ export class WorkflowInstances implements WorkflowInstanceService {
     return this.options.definition(record.started.bundleDigest, record.started.workflowName)?.cancellation ?? 'none';
   }
 
-  /** The record, when this principal started it; not found otherwise, exactly like an unknown id. */
+  /**
+   * The record, when this principal started it; not found otherwise, exactly like an unknown id —
+   * an id that is no instance id included (the store would refuse it as invalid input).
+   */
   private async visible(principalId: string, instanceId: string): Promise<WorkflowRecord> {
+    if (!isWorkflowInstanceId(instanceId)) throw new WorkflowInstanceNotFound(instanceId);
     const record = await this.options.executor.get(instanceId);
     if (!record || record.started.principalId !== principalId) throw new WorkflowInstanceNotFound(instanceId);
     return record;
