@@ -105,6 +105,23 @@ test("GET answers the original principal only: another principal's instance is 4
   assert.equal(anonymous.status, 401);
 });
 
+test('an invocation key is at most invocationKeyBytesMax bytes of UTF-8, as an operation’s: 257 bytes in 129 characters is 400', async () => {
+  const fits = await start(fixture.tokens.alice, 'slow', '\u{1F600}'.repeat(64), {}, 0);
+  assert.equal(fits.status, 202, JSON.stringify(fits.body));
+  const over = await start(fixture.tokens.alice, 'slow', `${'\u{1F600}'.repeat(64)}x`, {}, 0);
+  assert.equal(over.status, 400, JSON.stringify(over.body));
+  assert.equal(over.body.kind, 'invalid-input');
+  assert.match(over.body.description as string, /invocationKey must be 1\.\.256 bytes \(got 257\)/);
+  const operation = await call('POST', '/contract-invocations', fixture.tokens.alice, {
+    contract: { ...fixture.bundle },
+    interaction: 'review',
+    invocationKey: `${'\u{1F600}'.repeat(64)}x`,
+    input: { document: 'RFC 9' },
+  });
+  assert.equal(operation.status, 400, 'the same key is refused for an operation');
+  assert.equal(operation.body.description, over.body.description);
+});
+
 test('an id that is not an instance id is 404 on get, wait and cancel, exactly like an unknown one', async () => {
   const unknown = await call('GET', `/workflow-instances/wf${'0'.repeat(64)}`, fixture.tokens.alice);
   assert.equal(unknown.status, 404);
