@@ -12,6 +12,7 @@ import { MemoryEventStore } from '../../src/adapters/store/memory.js';
 import { NatsCloudEventSink, serveCloudEvents } from '../../src/adapters/transport/nats-cloudevents.js';
 import type { CloudEvent } from '../../src/contract/cloudevents.js';
 import { SystemClock } from '../../src/contract/clock.js';
+import { limits } from '../../src/contract/limits.js';
 import type { JsonValue } from '../../src/contract/json.js';
 import { buildFixtureApp, writeHttpFixture } from '../support/http-fixtures.js';
 import { startNatsServer } from '../support/nats-server.js';
@@ -76,6 +77,40 @@ test('POST /workflow-events: authenticated, structured mode only, the caller’s
     assert.equal(record.status, 'completed', JSON.stringify(record.error));
     assert.deepEqual(record.output, [{ ok: true }]);
     await assertReplayEqual(h, id);
+  } finally {
+    await built.close();
+    await h.close();
+    await fixture.dispose();
+  }
+});
+
+test('POST /workflow-events: its refusals name its own media type and its own size bound (cloudEventBytesMax), not the JSON routes’', async () => {
+  const bodyLimitBytes = 64 * 1024;
+  const fixture = await writeHttpFixture({ bodyLimitBytes });
+  const h = harness();
+  const built = await buildFixtureApp(fixture, new SystemClock(), { workflowEvents: h.executor });
+  try {
+    const address = await built.http.app.listen({ host: '127.0.0.1', port: 0 });
+    const post = async (body: string, contentType: string) => {
+      const response = await fetch(`${address}/workflow-events`, {
+        method: 'POST',
+        headers: { 'content-type': contentType, authorization: `Bearer ${fixture.tokens.alice}` },
+        body,
+      });
+      return { status: response.status, body: (await response.json()) as { kind: string; description: string } };
+    };
+    const event = JSON.stringify(approved('m1'));
+    for (const contentType of ['application/json', 'application/cloudevents+json; charset=latin1']) {
+      const refused = await post(event, contentType);
+      assert.equal(refused.status, 415, contentType);
+      assert.equal(refused.body.description, 'content-type must be application/cloudevents+json', contentType);
+    }
+    // Over the JSON routes' bodyLimitBytes, within the event bound: taken as an event (nothing waits for it).
+    const between = JSON.stringify(approved('m2', 'x'.repeat(bodyLimitBytes)));
+    assert.equal((await post(between, 'application/cloudevents+json')).status, 404);
+    const over = await post(JSON.stringify(approved('m3', 'x'.repeat(limits.cloudEventBytesMax))), 'application/cloudevents+json');
+    assert.equal(over.status, 413);
+    assert.equal(over.body.description, `body exceeds ${limits.cloudEventBytesMax} bytes`);
   } finally {
     await built.close();
     await h.close();
