@@ -35,6 +35,7 @@ import { budgetBytesMin, budgetProblems } from '../runtime/log-budget.js';
 import { coordinatorBusPermissions, peerBusPermissions } from './embedded.js';
 import { observeStampSources } from '../runtime/metrics.js';
 import { buildNatsDeployment } from './nats/assembly.js';
+import { jetstreamStorePermissions } from './nats/permissions.js';
 import { natsTransportSchema } from './nats/settings.js';
 import type { DeploymentConfig, DeploymentLog, ExamplePeerConfig, HttpConfig, JwtConfig, RunningDeployment } from './types.js';
 import type { Logger } from '../runtime/operation-log.js';
@@ -552,7 +553,10 @@ function eventSubjectProblems(bundles: CompiledBundle[], config: DeploymentConfi
   const store = jetstreamStorePrefix(config.store) ?? 'convoke';
   const taken = [
     ...new Set(bundles.map((b) => b.bundle.subjectNamespace)),
-    ...['op', 'wf', 'tomb', 'idx', 'open', 'openset'].map((t) => `${store}.${t}`),
+    // Every subject the store writes, from the one list its user's permissions are made of.
+    ...jetstreamStorePermissions({ prefix: store })
+      .publish.filter((subject) => !subject.startsWith('$'))
+      .map((subject) => subject.replace(/\.>$/, '')),
     'convoke.cmd',
     '_INBOX',
   ];

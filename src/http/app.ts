@@ -61,8 +61,9 @@ export function createHttpApp(options: HttpAppOptions): HttpApp {
   const { settings } = options;
   const onInternalError = options.onInternalError ?? (() => {});
   const reply = (target: FastifyReply, r: ErrorReply) => target.code(r.statusCode).headers(r.headers).send(r.body);
+  // A route may bound its body otherwise (POST /workflow-events: limits.cloudEventBytesMax); a 413 names the route's bound.
   const mapError = (error: unknown, target: FastifyReply) => {
-    const r = errorReply(error, settings.bodyLimitBytes);
+    const r = errorReply(error, target.request?.routeOptions.bodyLimit ?? settings.bodyLimitBytes);
     if (r.statusCode === 500) onInternalError(error);
     return reply(target, r);
   };

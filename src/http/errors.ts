@@ -16,11 +16,11 @@ export class AuthenticationRequired extends Error {
   }
 }
 
-/** The body is not application/json (or declares a charset other than UTF-8). */
+/** The body is not of the route's media type (application/json unless named), or declares a charset other than UTF-8. */
 export class UnsupportedMediaType extends Error {
   override readonly name = 'UnsupportedMediaType';
-  constructor() {
-    super('content-type must be application/json');
+  constructor(mediaType = 'application/json') {
+    super(`content-type must be ${mediaType}`);
   }
 }
 
@@ -42,7 +42,7 @@ interface FrameworkError {
   validationContext?: string;
 }
 
-/** Maps anything a route can throw to a status and an AdapterError body. */
+/** Maps anything a route can throw to a status and an AdapterError body; `bodyLimitBytes` is the route's bound. */
 export function errorReply(error: unknown, bodyLimitBytes: number): ErrorReply {
   if (error instanceof AuthenticationRequired) {
     const challenge = error.reason === 'invalid' ? 'Bearer realm="convoke", error="invalid_token"' : 'Bearer realm="convoke"';
@@ -57,7 +57,7 @@ export function errorReply(error: unknown, bodyLimitBytes: number): ErrorReply {
   }
   const known = adapterErrorStatus(error);
   if (known) return { statusCode: known.status, body: known.body, headers: {} };
-  if (error instanceof UnsupportedMediaType) return unsupportedMediaType();
+  if (error instanceof UnsupportedMediaType) return unsupportedMediaType(error.message);
   const framework = (error ?? {}) as FrameworkError;
   if (framework.code === bodyTooLarge) {
     return { statusCode: 413, body: { kind: 'invalid-input', description: `body exceeds ${bodyLimitBytes} bytes` }, headers: { connection: 'close' } };
@@ -78,8 +78,8 @@ export function errorReply(error: unknown, bodyLimitBytes: number): ErrorReply {
   return { statusCode: 500, body: internalErrorBody, headers: {} };
 }
 
-function unsupportedMediaType(): ErrorReply {
-  return { statusCode: 415, body: { kind: 'invalid-input', description: 'content-type must be application/json' }, headers: { connection: 'close' } };
+function unsupportedMediaType(description = 'content-type must be application/json'): ErrorReply {
+  return { statusCode: 415, body: { kind: 'invalid-input', description }, headers: { connection: 'close' } };
 }
 
 function boundedMessage(message: string | undefined): string {

@@ -67,7 +67,7 @@ export function registerWorkflowEventRoutes(app: FastifyInstance, options: Workf
     const callers = new WeakMap<FastifyRequest, Caller>();
     scope.addContentTypeParser(cloudEventsMediaType, { parseAs: 'buffer', bodyLimit: limits.cloudEventBytesMax }, (request, body, done) => {
       try {
-        if (!mediaTypeOf(request)) throw new UnsupportedMediaType();
+        if (!mediaTypeOf(request)) throw new UnsupportedMediaType(cloudEventsMediaType);
         done(null, parseStrictBytes(body as Buffer, 'CloudEvent'));
       } catch (error) {
         done(error as Error, undefined);
@@ -77,10 +77,11 @@ export function registerWorkflowEventRoutes(app: FastifyInstance, options: Workf
       '/workflow-events',
       {
         schema: postWorkflowEventSchema,
+        bodyLimit: limits.cloudEventBytesMax,
         // Authentication runs before the body is read, as on every route.
         onRequest: async (request) => void callers.set(request, await options.authenticate(request.headers.authorization)),
         preValidation: async (request) => {
-          if (!mediaTypeOf(request)) throw new UnsupportedMediaType();
+          if (!mediaTypeOf(request)) throw new UnsupportedMediaType(cloudEventsMediaType);
         },
       },
       async (request, reply) => {

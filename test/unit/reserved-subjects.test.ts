@@ -140,6 +140,12 @@ test('workflow events whose subject prefix reaches a namespace, the store or the
         prefix,
       );
     }
+    // Every subject the store writes (its index snapshots too): an event publisher allowed a type
+    // there, or a workflow emitting one, would write into the store's streams.
+    for (const subject of jetstreamStorePermissions().publish.filter((s) => !s.startsWith('$'))) {
+      const prefix = subject.replace(/\.>$/, '');
+      await assert.rejects(build({ subjectPrefix: prefix }), invalid(new RegExp(`subjectPrefix "${prefix.replace(/\./g, '\\.')}" overlaps`)), prefix);
+    }
     for (const events of [{}, { subjectPrefix: 'acme.events' }]) {
       const deployment = await build(events);
       await deployment.close();

@@ -12,6 +12,7 @@ import { MemoryEventStore } from '../../src/adapters/store/memory.js';
 import { NatsCloudEventSink, serveCloudEvents } from '../../src/adapters/transport/nats-cloudevents.js';
 import type { CloudEvent } from '../../src/contract/cloudevents.js';
 import { SystemClock } from '../../src/contract/clock.js';
+import { limits } from '../../src/contract/limits.js';
 import type { JsonValue } from '../../src/contract/json.js';
 import { buildFixtureApp, writeHttpFixture } from '../support/http-fixtures.js';
 import { startNatsServer } from '../support/nats-server.js';
@@ -83,6 +84,40 @@ test('POST /workflow-events: authenticated, structured mode only, the caller’s
   }
 });
 
+test('POST /workflow-events: its refusals name its own media type and its own size bound (cloudEventBytesMax), not the JSON routes’', async () => {
+  const bodyLimitBytes = 64 * 1024;
+  const fixture = await writeHttpFixture({ bodyLimitBytes });
+  const h = harness();
+  const built = await buildFixtureApp(fixture, new SystemClock(), { workflowEvents: h.executor });
+  try {
+    const address = await built.http.app.listen({ host: '127.0.0.1', port: 0 });
+    const post = async (body: string, contentType: string) => {
+      const response = await fetch(`${address}/workflow-events`, {
+        method: 'POST',
+        headers: { 'content-type': contentType, authorization: `Bearer ${fixture.tokens.alice}` },
+        body,
+      });
+      return { status: response.status, body: (await response.json()) as { kind: string; description: string } };
+    };
+    const event = JSON.stringify(approved('m1'));
+    for (const contentType of ['application/json', 'application/cloudevents+json; charset=latin1']) {
+      const refused = await post(event, contentType);
+      assert.equal(refused.status, 415, contentType);
+      assert.equal(refused.body.description, 'content-type must be application/cloudevents+json', contentType);
+    }
+    // Over the JSON routes' bodyLimitBytes, within the event bound: taken as an event (nothing waits for it).
+    const between = JSON.stringify(approved('m2', 'x'.repeat(bodyLimitBytes)));
+    assert.equal((await post(between, 'application/cloudevents+json')).status, 404);
+    const over = await post(JSON.stringify(approved('m3', 'x'.repeat(limits.cloudEventBytesMax))), 'application/cloudevents+json');
+    assert.equal(over.status, 413);
+    assert.equal(over.body.description, `body exceeds ${limits.cloudEventBytesMax} bytes`);
+  } finally {
+    await built.close();
+    await h.close();
+    await fixture.dispose();
+  }
+});
+
 test('NATS <prefix>.>: request/reply answered after the append; wrong subject, garbage and unmatched events answered as such', async () => {
   const server = await startNatsServer();
   const nc = await connect({ servers: server.url });
@@ -104,6 +139,48 @@ test('NATS <prefix>.>: request/reply answered after the append; wrong subject, g
     const accepted = await ask('test.events.com.example.approved', approved('n3'));
     assert.deepEqual(accepted, { status: 'accepted', matched: [id] });
     assert.equal((await h.executor.get(id))!.listens['/do/0/wait']!.events.length, 1, 'appended before the reply');
+    const record = await h.executor.wait(id, 5000);
+    assert.equal(record.status, 'completed', JSON.stringify(record.error));
+    await assertReplayEqual(h, id);
+  } finally {
+    await subscription.close();
+    await h.close();
+    await nc.close();
+    await server.dispose();
+  }
+});
+
+test('NATS <prefix>.>: an event that is not I-JSON is rejected invalid-input and taken nowhere, as POST /workflow-events refuses it', async () => {
+  const server = await startNatsServer();
+  const nc = await connect({ servers: server.url });
+  const h = harness();
+  const subscription = serveCloudEvents(nc, 'test.events', h.executor);
+  const subject = 'test.events.com.example.approved';
+  const event = (id: string, data: string) =>
+    `{"specversion":"1.0","id":"${id}","source":"https://convoke.dev/test","type":"com.example.approved","data":${data}}`;
+  const ask = async (body: string) =>
+    (await nc.request(subject, body, { timeout: 5000 })).json<{ status: string; matched?: string[]; error?: { kind: string; message: string } }>();
+  try {
+    const id = await waiting(h, 'nats-strict');
+    const hostile: [string, string][] = [
+      // The last of two keys would win in one reader, the first in another: the stored event would not be the one sent.
+      ['a duplicate key', `{"specversion":"1.0","id":"s1","id":"s1b","source":"https://convoke.dev/test","type":"com.example.approved","data":{"ok":true}}`],
+      // JSON.parse reads these as Infinity and as a rounded integer: the log would hold null and another number.
+      ['a number that overflows', event('s2', '{"ok":true,"n":1e400}')],
+      ['an unsafe integer', event('s3', '{"ok":true,"n":12345678901234567890}')],
+      ['a lone surrogate', event('s4', '{"ok":true,"s":"\\ud800"}')],
+      ['nesting beyond the limit', event('s5', `{"ok":true,"deep":${'['.repeat(65)}${']'.repeat(65)}}`)],
+      // Deep enough to exhaust the call stack of a recursive reader: still a bad event, never "unavailable, send it again".
+      ['nesting that exhausts a recursive reader', event('s6', `{"ok":true,"deep":${'['.repeat(100_000)}${']'.repeat(100_000)}}`)],
+      ['a byte order mark', `\ufeff${event('s7', '{"ok":true}')}`],
+    ];
+    for (const [what, body] of hostile) {
+      const answer = await ask(body);
+      assert.equal(answer.status, 'rejected', `${what}: ${JSON.stringify(answer)}`);
+      assert.equal(answer.error?.kind, 'invalid-input', `${what}: ${JSON.stringify(answer)}`);
+    }
+    assert.equal((await h.executor.get(id))!.listens['/do/0/wait']!.events.length, 0, 'no refused event was taken');
+    assert.deepEqual(await ask(event('s8', '{"ok":true}')), { status: 'accepted', matched: [id] });
     const record = await h.executor.wait(id, 5000);
     assert.equal(record.status, 'completed', JSON.stringify(record.error));
     await assertReplayEqual(h, id);

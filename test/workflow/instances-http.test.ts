@@ -105,6 +105,39 @@ test("GET answers the original principal only: another principal's instance is 4
   assert.equal(anonymous.status, 401);
 });
 
+test('an invocation key is at most invocationKeyBytesMax bytes of UTF-8, as an operation’s: 257 bytes in 129 characters is 400', async () => {
+  const fits = await start(fixture.tokens.alice, 'slow', '\u{1F600}'.repeat(64), {}, 0);
+  assert.equal(fits.status, 202, JSON.stringify(fits.body));
+  const over = await start(fixture.tokens.alice, 'slow', `${'\u{1F600}'.repeat(64)}x`, {}, 0);
+  assert.equal(over.status, 400, JSON.stringify(over.body));
+  assert.equal(over.body.kind, 'invalid-input');
+  assert.match(over.body.description as string, /invocationKey must be 1\.\.256 bytes \(got 257\)/);
+  const operation = await call('POST', '/contract-invocations', fixture.tokens.alice, {
+    contract: { ...fixture.bundle },
+    interaction: 'review',
+    invocationKey: `${'\u{1F600}'.repeat(64)}x`,
+    input: { document: 'RFC 9' },
+  });
+  assert.equal(operation.status, 400, 'the same key is refused for an operation');
+  assert.equal(operation.body.description, over.body.description);
+});
+
+test('an id that is not an instance id is 404 on get, wait and cancel, exactly like an unknown one', async () => {
+  const unknown = await call('GET', `/workflow-instances/wf${'0'.repeat(64)}`, fixture.tokens.alice);
+  assert.equal(unknown.status, 404);
+  for (const id of ['abc', `WF${'A'.repeat(64)}`, `wf${'0'.repeat(63)}`, `wf${'0'.repeat(64)}0`, 'constructor', '__proto__']) {
+    for (const [method, path] of [
+      ['GET', `/workflow-instances/${encodeURIComponent(id)}`],
+      ['GET', `/workflow-instances/${encodeURIComponent(id)}?waitMs=50`],
+      ['POST', `/workflow-instances/${encodeURIComponent(id)}/cancel`],
+    ] as const) {
+      const answer = await call(method, path, fixture.tokens.alice);
+      assert.equal(answer.status, 404, `${method} ${path}: ${JSON.stringify(answer.body)}`);
+      assert.equal(answer.body.kind, unknown.body.kind, `${method} ${path}`);
+    }
+  }
+});
+
 test('a running instance is 202 with its current task; GET ?waitMs= waits; cancel where declared ends it cancelled', async () => {
   const started = await start(fixture.tokens.alice, 'slow', 'slow-1', {}, 0);
   assert.equal(started.status, 202, JSON.stringify(started.body));

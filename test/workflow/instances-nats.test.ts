@@ -109,6 +109,15 @@ test("workflow-get answers the original principal only: another principal's inst
   assert.equal(bad.status, 400);
 });
 
+test('workflow-get and workflow-cancel of an id that is not an instance id are 404, like an unknown one', async () => {
+  for (const verb of ['workflow-get', 'workflow-cancel'] as const) {
+    for (const instanceId of ['abc', `wf${'0'.repeat(63)}`, '__proto__']) {
+      const answer = await send('billing', verb, { instanceId });
+      assert.equal(answer.status, 404, `${verb} ${instanceId}: ${JSON.stringify(answer)}`);
+    }
+  }
+});
+
 test('workflow-list answers the caller its own instances from the workflow instances index; a wrong parameter is 400', async () => {
   const instance = instanceOf(await start('billing', 'checked', 'wf-list', { document: 'd9' }, 20_000));
   const own = await sendWorkflowList(clients.billing!.transport, 'billing', { status: 'completed', limit: 50 }, 10_000);

@@ -6,16 +6,18 @@
  *   JetStream with `Nats-Msg-Id` = the event's id, so a republish after a crash is dropped by the
  *   stream's duplicate window and, past it, by any consumer that keys on the id.
  * - The intake subscription takes events for waiting `listen` tasks on `<prefix>.>`: an event is
- *   parsed and checked (its subject must be its type's subject: a publisher allowed one subject
- *   cannot pass for another type), handed to the intake, and answered — when the message has a
- *   reply subject — only after the intake's append committed: `{status: "accepted", matched}`,
- *   `{status: "no-match"}` (nothing stored), or `{status: "rejected", error}`.
+ *   parsed strictly (I-JSON, as POST /workflow-events parses it) and checked (its subject must be
+ *   its type's subject: a publisher allowed one subject cannot pass for another type), handed to
+ *   the intake, and answered — when the message has a reply subject — only after the intake's
+ *   append committed: `{status: "accepted", matched}`, `{status: "no-match"}` (nothing stored),
+ *   or `{status: "rejected", error}`.
  */
 import type { Msg, NatsConnection, Subscription } from '@nats-io/transport-node';
 import { headers as natsHeaders } from '@nats-io/transport-node';
 import { jetstream, type JetStreamClient } from '@nats-io/jetstream';
 import { cloudEventProblem, cloudEventSubject, type CloudEvent, type CloudEventIntake, type CloudEventSink } from '../../contract/cloudevents.js';
 import { AdapterError, invalidInput, isAdapterError } from '../../contract/errors.js';
+import { parseStrictBytes } from '../../contract/ijson.js';
 import type { JsonValue } from '../../contract/json.js';
 import { limits } from '../../contract/limits.js';
 import { classifyNatsError } from './nats-errors.js';
@@ -129,12 +131,11 @@ function rejected(error: unknown): JsonValue {
 async function receive(msg: Msg, prefix: string, intake: CloudEventIntake): Promise<JsonValue> {
   try {
     if (msg.data.length > limits.cloudEventBytesMax) throw invalidInput(`the event is ${msg.data.length} bytes; at most ${limits.cloudEventBytesMax}`);
-    let event: JsonValue;
-    try {
-      event = JSON.parse(new TextDecoder('utf-8', { fatal: true }).decode(msg.data)) as JsonValue;
-    } catch {
-      throw invalidInput('the message is not a structured CloudEvent (JSON)');
-    }
+    // The strict I-JSON parser, as POST /workflow-events: JSON.parse would keep the last of two
+    // duplicate keys, read 1e400 as Infinity (stored as null) and round unsafe integers, so the
+    // log would hold another event than the one taken, and a deep enough nesting would exhaust a
+    // recursive reader later and be answered "unavailable" instead of refused.
+    const event = parseStrictBytes(msg.data, 'CloudEvent');
     const problem = cloudEventProblem(event);
     if (problem !== undefined) throw invalidInput(`not a CloudEvent: ${problem}`);
     const typed = event as CloudEvent;

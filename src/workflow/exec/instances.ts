@@ -11,6 +11,7 @@
  */
 import { AdapterError, unsupported } from '../../contract/errors.js';
 import type { JsonValue } from '../../contract/json.js';
+import { limits } from '../../contract/limits.js';
 import type { ContractRef } from '../../contract/types.js';
 import type { DecisionView, SettlementView } from '../../projections/views.js';
 import { WorkflowInstanceNotFound } from '../../runtime/errors.js';
@@ -68,6 +69,10 @@ export class WorkflowInstances implements WorkflowInstanceService {
         'invalid-input',
         `bundle digest ${request.bundle.digest} is ${deployed.id}@${deployed.version}, not ${request.bundle.id}@${request.bundle.version}`,
       );
+    // The schema counts characters; the bound, as an operation's (admit.ts), is the key's UTF-8 bytes.
+    const keyBytes = Buffer.byteLength(request.invocationKey, 'utf8');
+    if (keyBytes > limits.invocationKeyBytesMax)
+      throw new AdapterError('invalid-input', `invocationKey must be 1..${limits.invocationKeyBytesMax} bytes (got ${keyBytes})`);
     const definition = this.options.definition(request.bundle.digest, request.workflow);
     if (!definition) throw new AdapterError('invalid-input', `bundle ${deployed.id}@${deployed.version} has no pipeline or workflow "${request.workflow}"`);
     const { instanceId, created } = await this.options.executor.start({
@@ -232,8 +237,12 @@ export class WorkflowInstances implements WorkflowInstanceService {
     return this.options.definition(record.started.bundleDigest, record.started.workflowName)?.cancellation ?? 'none';
   }
 
-  /** The record, when this principal started it; not found otherwise, exactly like an unknown id. */
+  /**
+   * The record, when this principal started it; not found otherwise, exactly like an unknown id —
+   * an id that is no instance id included (the store would refuse it as invalid input).
+   */
   private async visible(principalId: string, instanceId: string): Promise<WorkflowRecord> {
+    if (!isWorkflowInstanceId(instanceId)) throw new WorkflowInstanceNotFound(instanceId);
     const record = await this.options.executor.get(instanceId);
     if (!record || record.started.principalId !== principalId) throw new WorkflowInstanceNotFound(instanceId);
     return record;
