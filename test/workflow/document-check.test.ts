@@ -26,3 +26,30 @@ test('a refused document is refused each time it is checked', () => {
       (e: unknown) => isAdapterError(e) && e.kind === 'unsupported' && (e.description ?? '').includes('now'),
     );
 });
+
+test("the executor's check refuses what the bundle's refuses: non-deterministic jq inside string interpolation, module loading, the program's arguments", () => {
+  const refused: [string, string][] = [
+    ['${ "at \\(now)" }', 'now'],
+    ['${ "\\(env.HOME)" }', 'env'],
+    ['${ import "m" as m; 1 }', 'import'],
+    ['${ include "m"; 1 }', 'include'],
+    ['${ $__prog_args }', '$__prog_args'],
+    ['${ get_jq_origin }', 'get_jq_origin'],
+    ['${ [limit(1; inputs)] }', 'inputs'],
+  ];
+  for (const [expression, name] of refused) {
+    const document: JsonValue = { document: head, do: [{ stamp: { set: { at: expression } } }] };
+    assert.throws(
+      () => checkDocument(document),
+      (e: unknown) =>
+        isAdapterError(e) &&
+        e.kind === 'unsupported' &&
+        (e.description ?? '').startsWith('/do/0/stamp/set/at: ') &&
+        (e.description ?? '').includes(`"${name}"`),
+      expression,
+    );
+  }
+  // Names that only look like the builtins run: a field, an object key, text in a string.
+  for (const expression of ['${ .now }', '${ {now: .a} }', '${ "now or never" }', '${ . as $now | $now }'])
+    assert.equal(checkDocument({ document: head, do: [{ stamp: { set: { at: expression } } }] }), 'greet', expression);
+});

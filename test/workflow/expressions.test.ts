@@ -62,10 +62,10 @@ test('every ${ … } of a string is scanned, and its end found through braces an
   assert.deepEqual(embeddedExpressions('no expression, just now'), []);
 });
 
-test('a refusal is invalid-input naming the pointer and the builtin', () => {
+test('a refusal is unsupported naming the pointer and the builtin', () => {
   assert.throws(
     () => checkDeterministicText('${ .a + (now | floor) }', '/do/0/stamp/set/at'),
-    (e: unknown) => isAdapterError(e) && e.kind === 'invalid-input' && /^\/do\/0\/stamp\/set\/at: the expression uses "now"/.test(e.description ?? ''),
+    (e: unknown) => isAdapterError(e) && e.kind === 'unsupported' && /^\/do\/0\/stamp\/set\/at: the expression uses "now"/.test(e.description ?? ''),
   );
   assert.throws(
     () => checkDeterministicJq('input', '/if'),

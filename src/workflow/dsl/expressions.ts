@@ -11,7 +11,7 @@
  * (`{now: 1}`, the shorthand `{input}`) and variables is all the check needs. It errs towards refusing: a user function
  * that shadows a refused name is refused too.
  */
-import { invalidInput } from '../../contract/errors.js';
+import { invalidInput, unsupported } from '../../contract/errors.js';
 import { limits } from '../../contract/limits.js';
 
 /** Builtins whose result depends on the clock, the environment, the process's inputs or its streams. */
@@ -150,22 +150,26 @@ export function isRuntimeExpression(text: string): boolean {
   return /^\s*\$\{[\s\S]+\}\s*$/.test(text);
 }
 
-/** Throws invalid-input naming `where` when a jq program is too long or uses a refused builtin. */
+/**
+ * Throws naming `where` when a jq program is too long (invalid-input) or uses a refused builtin
+ * (unsupported: valid jq that convoke does not run). The one check of both the bundle's documents
+ * and the executor's.
+ */
 export function checkDeterministicJq(program: string, where: string): void {
   if (program.length > limits.expressionCharsMax) {
     throw invalidInput(`${where}: an expression of ${program.length} characters exceeds ${limits.expressionCharsMax}`);
   }
   const refused = refusedInJq(program);
-  if (refused.length > 0) throw invalidInput(nondeterministicMessage(where, refused));
+  if (refused.length > 0) throw unsupported(nondeterministicMessage(where, refused));
 }
 
-/** Throws invalid-input naming `where` when any `${ … }` in the string uses a refused builtin. */
+/** Throws naming `where` when any `${ … }` in the string is too long (invalid-input) or uses a refused builtin (unsupported). */
 export function checkDeterministicText(text: string, where: string): void {
   for (const expression of embeddedExpressions(text)) {
     if (expression.source.length > limits.expressionCharsMax) {
       throw invalidInput(`${where}: an expression of ${expression.source.length} characters exceeds ${limits.expressionCharsMax}`);
     }
-    if (expression.refused.length > 0) throw invalidInput(nondeterministicMessage(where, expression.refused));
+    if (expression.refused.length > 0) throw unsupported(nondeterministicMessage(where, expression.refused));
   }
 }
 

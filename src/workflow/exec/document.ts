@@ -13,7 +13,8 @@ import { authenticationPlaces, checkSecretUses, valueAt } from '../secrets.js';
 import { namesWorkflow, refusedCallTypes, type WorkflowRef } from '../refs.js';
 import { workflowDslVersion } from '../version.js';
 import { durationMs } from './duration.js';
-import { escapePointer, forEachExpression, isExpression, nondeterminismProblem, pointerOf, programOf } from './expressions.js';
+import { checkDeterministicJq, refusedInJq } from '../dsl/expressions.js';
+import { escapePointer, forEachExpression, isExpression, pointerOf, programOf } from './expressions.js';
 
 export type TaskKind = 'call' | 'do' | 'fork' | 'for' | 'raise' | 'set' | 'switch' | 'try' | 'wait' | 'emit' | 'listen' | 'run';
 
@@ -131,7 +132,7 @@ function checkWhole(document: JsonObject, resolves: ResolvesWorkflow | undefined
   checkList(document.do, '/do', { document, resolves: resolves ?? ((ref) => isWorkflowNamed(self, ref)) });
   // A pointer is built only to name a refused expression.
   forEachExpression(document, (program, path) => {
-    if (nondeterminismProblem(program)) checkProgram(program, pointerOf(path));
+    if (program.length > limits.expressionCharsMax || refusedInJq(program).length > 0) checkDeterministicJq(program, pointerOf(path));
   });
   for (const field of ['input', 'output', 'export']) checkTransforms(document[field], `/${field}`);
   // Every data schema compiles now (once for this document), or the document is refused naming it.
@@ -139,16 +140,11 @@ function checkWhole(document: JsonObject, resolves: ResolvesWorkflow | undefined
   return head.name;
 }
 
-function checkProgram(program: string, pointer: string): void {
-  const problem = nondeterminismProblem(program);
-  if (problem) throw unsupported(`${pointer}: the expression ${problem}; it cannot be replayed from the log`);
-}
-
 function checkTransforms(value: JsonValue | undefined, pointer: string): void {
   if (!isObject(value)) return;
   for (const key of ['from', 'as']) {
     const expression = value[key];
-    if (typeof expression === 'string') checkProgram(programOf(expression), `${pointer}/${key}`);
+    if (typeof expression === 'string') checkDeterministicJq(programOf(expression), `${pointer}/${key}`);
   }
 }
 
@@ -165,7 +161,7 @@ function checkList(list: JsonValue | undefined, base: string, checking: Checking
 function checkTask({ task, pointer }: TaskEntry, checking: Checking): void {
   const kind = kindOf(task);
   if (kind === undefined) throw invalidInput(`${pointer}: not a task (none of call, do, fork, for, raise, set, switch, try, wait, emit, listen, run)`);
-  for (const field of expressionFields) if (typeof task[field] === 'string') checkProgram(programOf(task[field]), `${pointer}/${field}`);
+  for (const field of expressionFields) if (typeof task[field] === 'string') checkDeterministicJq(programOf(task[field]), `${pointer}/${field}`);
   for (const field of ['input', 'output', 'export']) checkTransforms(task[field], `${pointer}/${field}`);
   switch (kind) {
     case 'emit':
@@ -181,8 +177,8 @@ function checkTask({ task, pointer }: TaskEntry, checking: Checking): void {
       return checkList(task.do, `${pointer}/do`, checking);
     case 'for':
       if (!isObject(task.for) || typeof task.for.in !== 'string') throw invalidInput(`${pointer}/for/in must be an expression`);
-      checkProgram(programOf(task.for.in), `${pointer}/for/in`);
-      if (typeof task.while === 'string') checkProgram(programOf(task.while), `${pointer}/while`);
+      checkDeterministicJq(programOf(task.for.in), `${pointer}/for/in`);
+      if (typeof task.while === 'string') checkDeterministicJq(programOf(task.while), `${pointer}/while`);
       return checkList(task.do, `${pointer}/do`, checking);
     case 'fork':
       if (!isObject(task.fork)) throw invalidInput(`${pointer}/fork must be an object`);
@@ -207,7 +203,7 @@ function checkListen(task: JsonObject, pointer: string, checking: Checking): voi
   if (foreach !== undefined) {
     if (!isObject(foreach)) throw invalidInput(`${pointer}/foreach must be an object`);
     if (foreach.export !== undefined) throw unsupported(`${pointer}/foreach/export: exporting from a listen's iterations is not supported by this executor`);
-    if (isObject(foreach.output) && typeof foreach.output.as === 'string') checkProgram(programOf(foreach.output.as), `${pointer}/foreach/output/as`);
+    if (isObject(foreach.output) && typeof foreach.output.as === 'string') checkDeterministicJq(programOf(foreach.output.as), `${pointer}/foreach/output/as`);
     checkList(foreach.do ?? [], `${pointer}/foreach/do`, checking);
   }
   checkStrategy(listen.to, `${pointer}/listen/to`);
@@ -217,7 +213,7 @@ function checkListen(task: JsonObject, pointer: string, checking: Checking): voi
     if (!isObject(until) || until.until !== undefined) throw invalidInput(`${pointer}/listen/to/until is an expression or a strategy without until`);
     checkStrategy(until, `${pointer}/listen/to/until`);
   }
-  if (typeof until === 'string') checkProgram(programOf(until), `${pointer}/listen/to/until`);
+  if (typeof until === 'string') checkDeterministicJq(programOf(until), `${pointer}/listen/to/until`);
 }
 
 function checkStrategy(strategy: JsonObject, pointer: string): void {
@@ -234,7 +230,7 @@ function checkStrategy(strategy: JsonObject, pointer: string): void {
     if (!isObject(correlate)) throw invalidInput(`${at}/correlate must be a map of correlations`);
     for (const [name, spec] of Object.entries(correlate)) {
       if (!isObject(spec) || typeof spec.from !== 'string') throw invalidInput(`${at}/correlate/${name}/from must be an expression`);
-      checkProgram(programOf(spec.from), `${at}/correlate/${name}/from`);
+      checkDeterministicJq(programOf(spec.from), `${at}/correlate/${name}/from`);
     }
   });
 }
@@ -245,7 +241,7 @@ function checkSwitch(task: JsonObject, pointer: string): void {
     const [name] = isObject(item) ? Object.keys(item) : [];
     const branch = name !== undefined && isObject(item) ? item[name] : undefined;
     if (!isObject(branch)) throw invalidInput(`${pointer}/switch/${index} must be one named case`);
-    if (typeof branch.when === 'string') checkProgram(programOf(branch.when), `${pointer}/switch/${index}/${name}/when`);
+    if (typeof branch.when === 'string') checkDeterministicJq(programOf(branch.when), `${pointer}/switch/${index}/${name}/when`);
   });
 }
 

@@ -20,34 +20,6 @@ export function programOf(expression: string): string {
   return enclosed.exec(expression)?.[1] ?? expression;
 }
 
-/** jq builtins whose result depends on the clock, the environment or the process's input. */
-const nondeterministic = [
-  'now',
-  'env',
-  'input',
-  'inputs',
-  'debug',
-  'halt',
-  'halt_error',
-  'input_filename',
-  'input_line_number',
-  'stderr',
-  'get_search_list',
-  'localtime',
-  'strflocaltime',
-  'mktime_local',
-];
-const builtinPattern = new RegExp(`(^|[^.$\\w])(${nondeterministic.join('|')})(?![\\w])`);
-
-/** Why a jq program may not run here (a non-deterministic builtin), or undefined. */
-export function nondeterminismProblem(program: string): string | undefined {
-  // String literals (with their escapes) cannot name a builtin: leave them out of the scan.
-  const code = program.replace(/"(?:[^"\\]|\\.)*"/g, '""');
-  if (/\$ENV\b/.test(code)) return 'uses $ENV (the environment is not part of the instance)';
-  const found = builtinPattern.exec(code)?.[2];
-  return found === undefined ? undefined : `uses ${found}, whose result is not a function of the input`;
-}
-
 /**
  * Calls `visit` with every expression inside a value and the path to it; the path array is the
  * walk's own (push and pop), so a caller builds a pointer from it only when it needs one.
