@@ -9,7 +9,7 @@ import { isAdapterError } from '../../src/contract/errors.js';
 import { JqWorkerEvaluator, pathValue } from '../../src/workflow/exec/jq.js';
 import type { JsonValue } from '../../src/contract/json.js';
 import { evaluateValue, expressionResults, withResults } from '../../src/workflow/exec/expressions.js';
-import { checkDeterministicJq, checkDeterministicText, embeddedExpressions, nondeterministicJq, refusedInJq } from '../../src/workflow/dsl/expressions.js';
+import { checkDeterministicJq, checkDeterministicText, embeddedExpressions, nondeterministicJq, refusedInJq } from '../../src/workflow/jq-determinism.js';
 
 test('each refused builtin is found in code, alone or in a pipe', () => {
   for (const name of ['now', 'env', 'input', 'inputs', 'debug', 'stderr', 'halt', 'halt_error', 'input_filename', 'input_line_number']) {

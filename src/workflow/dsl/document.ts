@@ -19,7 +19,7 @@ import { authenticationPlaces, checkSecretUses, valueAt } from '../secrets.js';
 import { namesWorkflow, refusedCallTypes, type WorkflowRef } from '../refs.js';
 import { workflowDslVersion } from '../version.js';
 import { checkContractCallWith, contractFunctionDefinition, contractFunctionName } from './contract-function.js';
-import { checkDeterministicJq, checkDeterministicText, isRuntimeExpression } from './expressions.js';
+import { checkDeterministicJq, checkDeterministicText, isRuntimeExpression } from '../jq-determinism.js';
 
 /** The bundle a document is pinned in: what its contract calls may name without a digest. */
 export interface EnclosingContract {

@@ -16,7 +16,7 @@ import { jsonPointer } from '../../contract/ijson.js';
 import type { JsonObject, JsonValue } from '../../contract/json.js';
 import type { Pipeline, PipelineStage, WaitFor } from '../../contract/types.js';
 import { compileApplicationSchema } from '../../contract/validation.js';
-import { checkDeterministicJq } from './expressions.js';
+import { checkDeterministicJq } from '../jq-determinism.js';
 import { schemaAt, schemaIncompatibility } from './schema-compat.js';
 
 /** What a planned stage does. */

@@ -13,7 +13,7 @@ import { authenticationPlaces, checkSecretUses, valueAt } from '../secrets.js';
 import { namesWorkflow, refusedCallTypes, type WorkflowRef } from '../refs.js';
 import { workflowDslVersion } from '../version.js';
 import { durationMs } from './duration.js';
-import { checkDeterministicJq, refusedInJq } from '../dsl/expressions.js';
+import { checkDeterministicJq, refusedInJq } from '../jq-determinism.js';
 import { escapePointer, forEachExpression, isExpression, pointerOf, programOf } from './expressions.js';
 
 export type TaskKind = 'call' | 'do' | 'fork' | 'for' | 'raise' | 'set' | 'switch' | 'try' | 'wait' | 'emit' | 'listen' | 'run';

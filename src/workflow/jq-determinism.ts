@@ -11,8 +11,8 @@
  * (`{now: 1}`, the shorthand `{input}`) and variables is all the check needs. It errs towards refusing: a user function
  * that shadows a refused name is refused too.
  */
-import { invalidInput, unsupported } from '../../contract/errors.js';
-import { limits } from '../../contract/limits.js';
+import { invalidInput, unsupported } from '../contract/errors.js';
+import { limits } from '../contract/limits.js';
 
 /** Builtins whose result depends on the clock, the environment, the process's inputs or its streams. */
 export const nondeterministicJq = new Set([
