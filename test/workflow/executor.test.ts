@@ -344,7 +344,7 @@ test('refused before anything runs: unsupported tasks and calls name their JSON 
       '/do/0/l/listen/foreach: foreach sits beside listen',
       'invalid-input',
     );
-    await refuse('do:\n  - t:\n      set: { at: "${ now }" }\n', 'uses now');
+    await refuse('do:\n  - t:\n      set: { at: "${ now }" }\n', 'uses "now"');
     await refuse('do:\n  - t:\n      set: { home: "${ $ENV.HOME }" }\n', 'ENV');
     await refuse('do:\n  - t:\n      call: myFunction\n', 'does not resolve');
     assert.equal(await h.executor.get('wf' + '0'.repeat(64)), undefined);
