@@ -114,7 +114,7 @@ test('a jetstream store prefix must be token-safe and outside _INBOX (checked be
   }
 });
 
-test('workflow events whose subject prefix reaches a namespace, the store or the command API are refused', async () => {
+test('workflow events whose subject prefix or emitted subject prefix reaches a namespace, the store, the command API or the other are refused', async () => {
   const dir = await mkdtemp(join(tmpdir(), 'convoke-reserved-'));
   try {
     await writeFile(join(dir, 'b.json'), JSON.stringify(withNamespace('acme.orders')));
@@ -146,7 +146,38 @@ test('workflow events whose subject prefix reaches a namespace, the store or the
       const prefix = subject.replace(/\.>$/, '');
       await assert.rejects(build({ subjectPrefix: prefix }), invalid(new RegExp(`subjectPrefix "${prefix.replace(/\./g, '\\.')}" overlaps`)), prefix);
     }
-    for (const events of [{}, { subjectPrefix: 'acme.events' }]) {
+    // The emitted events' space: the same roots, and the publishers' space in either direction.
+    for (const [emitSubjectPrefix, reached] of [
+      ['acme.orders.emitted', '"acme.orders"'],
+      ['convoke', '"convoke.op"'],
+      ['convoke.cmd', '"convoke.cmd"'],
+      ['_INBOX.emitted', '"_INBOX"'],
+      ['convoke.events.emitted', 'workflows.events.subjectPrefix "convoke.events"'],
+      ['convoke.events', 'workflows.events.subjectPrefix "convoke.events"'],
+    ] as const) {
+      await assert.rejects(
+        build({ emitSubjectPrefix }),
+        invalid(new RegExp(`emitSubjectPrefix "${emitSubjectPrefix.replace(/\./g, '\\.')}" overlaps ${reached.replace(/\./g, '\\.')}`)),
+        emitSubjectPrefix,
+      );
+    }
+    await assert.rejects(
+      build({ subjectPrefix: 'acme.events', emitSubjectPrefix: 'acme.events.emitted' }),
+      invalid(/emitSubjectPrefix "acme\.events\.emitted" overlaps workflows\.events\.subjectPrefix "acme\.events"/),
+    );
+    await assert.rejects(
+      build({ subjectPrefix: 'acme.events.outside', emitSubjectPrefix: 'acme.events' }),
+      invalid(/emitSubjectPrefix "acme\.events" overlaps workflows\.events\.subjectPrefix "acme\.events\.outside"/),
+    );
+    for (const subject of jetstreamStorePermissions().publish.filter((s) => !s.startsWith('$'))) {
+      const emitSubjectPrefix = subject.replace(/\.>$/, '');
+      await assert.rejects(
+        build({ emitSubjectPrefix }),
+        invalid(new RegExp(`emitSubjectPrefix "${emitSubjectPrefix.replace(/\./g, '\\.')}" overlaps`)),
+        emitSubjectPrefix,
+      );
+    }
+    for (const events of [{}, { subjectPrefix: 'acme.events' }, { subjectPrefix: 'acme.events', emitSubjectPrefix: 'acme.emitted' }]) {
       const deployment = await build(events);
       await deployment.close();
     }

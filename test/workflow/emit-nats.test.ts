@@ -7,10 +7,11 @@
  */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { jetstreamManager } from '@nats-io/jetstream';
+import { DiscardPolicy, jetstreamManager } from '@nats-io/jetstream';
 import { connect, type Msg } from '@nats-io/transport-node';
 import { MemoryEventStore } from '../../src/adapters/store/memory.js';
-import { NatsCloudEventSink, cloudEventsContentType } from '../../src/adapters/transport/nats-cloudevents.js';
+import { NatsCloudEventSink, cloudEventsContentType, emittedStreamBounds, ensureEmittedEventStream } from '../../src/adapters/transport/nats-cloudevents.js';
+import { AdapterError } from '../../src/contract/errors.js';
 import { emittedMessageId, type CloudEvent, type EmitOrigin } from '../../src/contract/cloudevents.js';
 import { SystemClock } from '../../src/contract/clock.js';
 import type { JsonObject } from '../../src/contract/json.js';
@@ -133,6 +134,45 @@ do:
     assert.notEqual(emittedMessageId(origins[0]!), published[0]);
   } finally {
     await recovering.close();
+    await nc.close();
+    await server.dispose();
+  }
+});
+
+test('the emitted events’ stream captures the emitted space alone, with bounded retention: made, moved from the former space, or refused', async () => {
+  const server = await startJetStreamServer();
+  const nc = await connect({ servers: server.url });
+  const jsm = await jetstreamManager(nc);
+  const bounded = { max_age: emittedStreamBounds.maxAgeMs * 1_000_000, max_bytes: emittedStreamBounds.maxBytes };
+  try {
+    // Missing: made, bounded.
+    await ensureEmittedEventStream(jsm, { emitSubjectPrefix: 'test.emitted', subjectPrefix: 'test.events', stream: 'MADE' });
+    const made = (await jsm.streams.info('MADE')).config;
+    assert.deepEqual(made.subjects, ['test.emitted.>']);
+    assert.deepEqual({ max_age: made.max_age, max_bytes: made.max_bytes, discard: made.discard }, { ...bounded, discard: DiscardPolicy.Old });
+
+    // What convoke made before: the publishers' space, unbounded. Moved, and bounded.
+    await jsm.streams.add({ name: 'FORMER', subjects: ['former.events.>'] });
+    await ensureEmittedEventStream(jsm, { emitSubjectPrefix: 'former.emitted', subjectPrefix: 'former.events', stream: 'FORMER' });
+    const moved = (await jsm.streams.info('FORMER')).config;
+    assert.deepEqual(moved.subjects, ['former.emitted.>']);
+    assert.deepEqual({ max_age: moved.max_age, max_bytes: moved.max_bytes }, bounded);
+
+    // Bounds an operator set are kept.
+    await jsm.streams.add({ name: 'TUNED', subjects: ['tuned.emitted.>'], max_age: 60_000_000_000, max_bytes: 1_000_000 });
+    await ensureEmittedEventStream(jsm, { emitSubjectPrefix: 'tuned.emitted', subjectPrefix: 'tuned.events', stream: 'TUNED' });
+    const tuned = (await jsm.streams.info('TUNED')).config;
+    assert.deepEqual({ max_age: tuned.max_age, max_bytes: tuned.max_bytes }, { max_age: 60_000_000_000, max_bytes: 1_000_000 });
+
+    // Anything else is not touched: refused.
+    await jsm.streams.add({ name: 'OTHER', subjects: ['other.emitted.>', 'other.events.>'] });
+    await assert.rejects(
+      ensureEmittedEventStream(jsm, { emitSubjectPrefix: 'other.emitted', subjectPrefix: 'other.events', stream: 'OTHER' }),
+      (error: unknown) =>
+        error instanceof AdapterError && error.kind === 'conflict' && /stream OTHER captures .*not other\.emitted\.> alone/.test(error.message),
+    );
+    assert.deepEqual((await jsm.streams.info('OTHER')).config.subjects, ['other.emitted.>', 'other.events.>']);
+  } finally {
     await nc.close();
     await server.dispose();
   }

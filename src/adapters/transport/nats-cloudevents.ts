@@ -254,7 +254,8 @@ export async function ensureEmittedEventStream(jsm: JetStreamManager, options: E
   try {
     info = await jsm.streams.info(options.stream);
   } catch (error) {
-    if (!(error instanceof JetStreamApiError && error.code === JetStreamApiCodes.StreamNotFound)) throw toAdapterError(error, `reading stream ${options.stream}`);
+    if (!(error instanceof JetStreamApiError && error.code === JetStreamApiCodes.StreamNotFound))
+      throw toAdapterError(error, `reading stream ${options.stream}`);
     try {
       await jsm.streams.add({
         name: options.stream,
@@ -266,7 +267,10 @@ export async function ensureEmittedEventStream(jsm: JetStreamManager, options: E
       });
       return;
     } catch (cause) {
-      throw unavailable(`workflows.events: stream ${options.stream} for ${wanted} is missing and could not be created (transport.manageStreams grants it)`, cause);
+      throw unavailable(
+        `workflows.events: stream ${options.stream} for ${wanted} is missing and could not be created (transport.manageStreams grants it): ${classifyNatsError(cause).detail}`,
+        cause,
+      );
     }
   }
   const subjects = info.config.subjects ?? [];
@@ -288,7 +292,7 @@ export async function ensureEmittedEventStream(jsm: JetStreamManager, options: E
   } catch (cause) {
     throw unavailable(
       `workflows.events: stream ${options.stream} must capture ${wanted} alone, with an age and a byte bound (it captures ${JSON.stringify(subjects)}, ` +
-        `max_age ${info.config.max_age} ns, max_bytes ${info.config.max_bytes}), and could not be updated (transport.manageStreams grants it)`,
+        `max_age ${info.config.max_age} ns, max_bytes ${info.config.max_bytes}), and could not be updated (transport.manageStreams grants it): ${classifyNatsError(cause).detail}`,
       cause,
     );
   }
