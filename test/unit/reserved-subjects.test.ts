@@ -114,39 +114,55 @@ test('a jetstream store prefix must be token-safe and outside _INBOX (checked be
   }
 });
 
-test('workflow events whose subject prefix or emitted subject prefix reaches a namespace, the store, the command API or the other are refused', async () => {
+/** A deployment with a bundle in `acme.orders` and these workflow events settings, built in `dir`. */
+const buildWithEvents = (dir: string) => (events: Record<string, unknown>) =>
+  buildDeployment(
+    parseDeploymentConfig(
+      new TextEncoder().encode(
+        JSON.stringify(minimalServeConfig({ workflows: { events }, attestations: [{ namespace: 'acme.orders', exclusivePeerPublishers: true }] })),
+      ),
+      dir,
+    ),
+    { clock: new VirtualClock() },
+  );
+
+async function inBundleDir(run: (build: ReturnType<typeof buildWithEvents>) => Promise<void>): Promise<void> {
   const dir = await mkdtemp(join(tmpdir(), 'convoke-reserved-'));
   try {
     await writeFile(join(dir, 'b.json'), JSON.stringify(withNamespace('acme.orders')));
-    const build = (events: Record<string, unknown>) =>
-      buildDeployment(
-        parseDeploymentConfig(
-          new TextEncoder().encode(
-            JSON.stringify(minimalServeConfig({ workflows: { events }, attestations: [{ namespace: 'acme.orders', exclusivePeerPublishers: true }] })),
-          ),
-          dir,
-        ),
-        { clock: new VirtualClock() },
-      );
+    await run(buildWithEvents(dir));
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+}
+
+const escaped = (text: string) => text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+
+test('workflow events whose subject prefix reaches a namespace, the store or the command API are refused', () =>
+  inBundleDir(async (build) => {
     for (const [prefix, reached] of [
       ['acme.orders.review', 'acme.orders'],
       ['acme', 'acme.orders'],
       ['convoke', 'convoke.op'],
       ['convoke.cmd.billing', 'convoke.cmd'],
     ] as const) {
-      await assert.rejects(
-        build({ subjectPrefix: prefix }),
-        invalid(new RegExp(`subjectPrefix "${prefix.replace(/\./g, '\\.')}" overlaps "${reached.replace(/\./g, '\\.')}"`)),
-        prefix,
-      );
+      await assert.rejects(build({ subjectPrefix: prefix }), invalid(new RegExp(`subjectPrefix "${escaped(prefix)}" overlaps "${escaped(reached)}"`)), prefix);
     }
     // Every subject the store writes (its index snapshots too): an event publisher allowed a type
     // there, or a workflow emitting one, would write into the store's streams.
     for (const subject of jetstreamStorePermissions().publish.filter((s) => !s.startsWith('$'))) {
       const prefix = subject.replace(/\.>$/, '');
-      await assert.rejects(build({ subjectPrefix: prefix }), invalid(new RegExp(`subjectPrefix "${prefix.replace(/\./g, '\\.')}" overlaps`)), prefix);
+      await assert.rejects(build({ subjectPrefix: prefix }), invalid(new RegExp(`subjectPrefix "${escaped(prefix)}" overlaps`)), prefix);
     }
-    // The emitted events' space: the same roots, and the publishers' space in either direction.
+    for (const events of [{}, { subjectPrefix: 'acme.events' }]) {
+      const deployment = await build(events);
+      await deployment.close();
+    }
+  }));
+
+test('workflow events whose emitted subject prefix reaches a namespace, the store, the command API, an inbox or the publishers’ space are refused', () =>
+  inBundleDir(async (build) => {
+    // The same roots, and the publishers' space in either direction.
     for (const [emitSubjectPrefix, reached] of [
       ['acme.orders.emitted', '"acme.orders"'],
       ['convoke', '"convoke.op"'],
@@ -157,7 +173,7 @@ test('workflow events whose subject prefix or emitted subject prefix reaches a n
     ] as const) {
       await assert.rejects(
         build({ emitSubjectPrefix }),
-        invalid(new RegExp(`emitSubjectPrefix "${emitSubjectPrefix.replace(/\./g, '\\.')}" overlaps ${reached.replace(/\./g, '\\.')}`)),
+        invalid(new RegExp(`emitSubjectPrefix "${escaped(emitSubjectPrefix)}" overlaps ${escaped(reached)}`)),
         emitSubjectPrefix,
       );
     }
@@ -171,17 +187,8 @@ test('workflow events whose subject prefix or emitted subject prefix reaches a n
     );
     for (const subject of jetstreamStorePermissions().publish.filter((s) => !s.startsWith('$'))) {
       const emitSubjectPrefix = subject.replace(/\.>$/, '');
-      await assert.rejects(
-        build({ emitSubjectPrefix }),
-        invalid(new RegExp(`emitSubjectPrefix "${emitSubjectPrefix.replace(/\./g, '\\.')}" overlaps`)),
-        emitSubjectPrefix,
-      );
+      await assert.rejects(build({ emitSubjectPrefix }), invalid(new RegExp(`emitSubjectPrefix "${escaped(emitSubjectPrefix)}" overlaps`)), emitSubjectPrefix);
     }
-    for (const events of [{}, { subjectPrefix: 'acme.events' }, { subjectPrefix: 'acme.events', emitSubjectPrefix: 'acme.emitted' }]) {
-      const deployment = await build(events);
-      await deployment.close();
-    }
-  } finally {
-    await rm(dir, { recursive: true, force: true });
-  }
-});
+    const deployment = await build({ subjectPrefix: 'acme.events', emitSubjectPrefix: 'acme.emitted' });
+    await deployment.close();
+  }));
