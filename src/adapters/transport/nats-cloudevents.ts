@@ -132,7 +132,10 @@ export interface ServeCloudEventsOptions {
 }
 
 /** Where an event received on a subject goes: every principal's instances (outside), or one principal's (emitted). */
-type Space = { kind: 'outside'; prefix: string } | { kind: 'emitted'; prefix: string };
+interface Space {
+  kind: 'outside' | 'emitted';
+  prefix: string;
+}
 
 /** Subscribes `<prefix>.>` (and `<emitPrefix>.>`) and delivers each event to the intake; answers outside events after the append. */
 export function serveCloudEvents(
