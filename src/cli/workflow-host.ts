@@ -9,11 +9,11 @@
  */
 import { randomInt } from 'node:crypto';
 import type { NatsConnection } from '@nats-io/transport-node';
-import { JetStreamApiError, RetentionPolicy, StorageType, jetstreamManager } from '@nats-io/jetstream';
-import { NatsCloudEventSink, serveCloudEvents } from '../adapters/transport/nats-cloudevents.js';
+import { jetstreamManager } from '@nats-io/jetstream';
+import { NatsCloudEventSink, ensureEmittedEventStream, serveCloudEvents, type EmittedStreamOptions } from '../adapters/transport/nats-cloudevents.js';
 import { inboxPrefixFor } from '../adapters/transport/nats-names.js';
 import type { CloudEventSink } from '../contract/cloudevents.js';
-import { invalidInput, unavailable } from '../contract/errors.js';
+import { invalidInput } from '../contract/errors.js';
 import type { EventStore } from '../adapters/store/types.js';
 import type { BundleRegistry, CompiledBundle } from '../contract/bundle.js';
 import type { Clock } from '../contract/clock.js';
@@ -73,10 +73,14 @@ function instanceListing(parts: WorkflowHostParts) {
 export async function createWorkflowHost(parts: WorkflowHostParts): Promise<WorkflowHost> {
   const events = parts.settings?.events ?? {};
   const subjectPrefix = events.subjectPrefix ?? workflowEventsDefaults.subjectPrefix;
+  const emitSubjectPrefix = events.emitSubjectPrefix ?? workflowEventsDefaults.emitSubjectPrefix;
   const emit = events.emit ?? 'none';
   if ((emit !== 'none' || events.listen) && !parts.nats)
     throw invalidInput('workflows.events: emit over NATS and listen need a nats transport (POST /workflow-events works with any)');
-  const sink = emit === 'none' || !parts.nats ? undefined : await eventSink(parts.nats, subjectPrefix, emit, events.stream ?? workflowEventsDefaults.stream);
+  const sink =
+    emit === 'none' || !parts.nats
+      ? undefined
+      : await eventSink(parts.nats, emit, { subjectPrefix, emitSubjectPrefix, stream: events.stream ?? workflowEventsDefaults.stream });
   const { definitions, refs } = definitionsOf(parts.bundles.all());
   const evaluator = new JqWorkerEvaluator({ deadlineMs: 2000 });
   const executor = new WorkflowExecutor({
@@ -107,6 +111,7 @@ export async function createWorkflowHost(parts: WorkflowHostParts): Promise<Work
   const subscription =
     events.listen && parts.nats
       ? serveCloudEvents(parts.nats, subjectPrefix, executor, {
+          emitSubjectPrefix,
           queue: events.listen.queue ?? workflowEventsDefaults.queue,
           answers: answersFor(subjectPrefix, events.publishers),
         })
@@ -171,25 +176,10 @@ export function executable(document: JsonObject): JsonValue {
   return Object.keys(rest).length === 0 ? body : { ...body, use: rest };
 }
 
-/** Emitted events on core NATS, or on JetStream into the stream capturing the prefix (made here when missing, where permitted). */
-async function eventSink(nc: NatsConnection, subjectPrefix: string, emit: 'nats' | 'jetstream', stream: string): Promise<CloudEventSink> {
-  if (emit === 'jetstream') {
-    const jsm = await jetstreamManager(nc, { checkAPI: false });
-    try {
-      await jsm.streams.info(stream);
-    } catch (error) {
-      if (!(error instanceof JetStreamApiError && error.code === 10059)) throw error;
-      try {
-        await jsm.streams.add({ name: stream, subjects: [`${subjectPrefix}.>`], storage: StorageType.File, retention: RetentionPolicy.Limits });
-      } catch (cause) {
-        throw unavailable(
-          `workflows.events: stream ${stream} for ${subjectPrefix}.> is missing and could not be created (transport.manageStreams grants it)`,
-          cause,
-        );
-      }
-    }
-  }
-  return new NatsCloudEventSink(nc, { subjectPrefix, jetstream: emit === 'jetstream' });
+/** Emitted events on core NATS, or on JetStream into the stream capturing the emitted space (made or moved here, where permitted: ensureEmittedEventStream). */
+async function eventSink(nc: NatsConnection, emit: 'nats' | 'jetstream', options: EmittedStreamOptions): Promise<CloudEventSink> {
+  if (emit === 'jetstream') await ensureEmittedEventStream(await jetstreamManager(nc, { checkAPI: false }), options);
+  return new NatsCloudEventSink(nc, { emitSubjectPrefix: options.emitSubjectPrefix, jetstream: emit === 'jetstream' });
 }
 
 /**

@@ -3,8 +3,11 @@
  * interfaces the layers share: where emitted events go (a sink: NATS core or JetStream) and where
  * received events are delivered (an intake: the workflow executor, fed by a NATS subscription or
  * the HTTP CloudEvents endpoint). An event's subject on NATS is `<prefix>.<type>`: the type's
- * dot-separated tokens become subject tokens, so a type must be made of subject-safe tokens.
+ * dot-separated tokens become subject tokens, so a type must be made of subject-safe tokens. An
+ * event a workflow emits travels on `<emitPrefix>.<principal token>.<type>` instead, a space only
+ * the coordinator may publish to: its subject proves whose workflow emitted it.
  */
+import { sha256Hex } from './canonical.js';
 import type { JsonObject, JsonValue } from './json.js';
 import { limits } from './limits.js';
 import { describeErrors, lazyValidator } from './validation.js';
@@ -16,9 +19,20 @@ export interface CloudEvent extends JsonObject {
   type: string;
 }
 
-/** Where emitted CloudEvents are published, after their record has committed. Publishing the same id again is a duplicate consumers can drop. */
+/** The task execution that emitted an event: whose instance, and where in it (the task's pointer and frame). */
+export interface EmitOrigin {
+  principalId: string;
+  instanceId: string;
+  /** The task execution (`TaskRun.at`: pointer, loop iterations, retry attempt, branch). */
+  at: string;
+}
+
+/**
+ * Where emitted CloudEvents are published, after their record has committed. The same task
+ * execution publishes the same event again after a crash: a duplicate consumers can drop.
+ */
 export interface CloudEventSink {
-  publish(event: CloudEvent): Promise<void>;
+  publish(event: CloudEvent, origin: EmitOrigin): Promise<void>;
 }
 
 /** What became of a received event: the instances whose waiting listen took it (its append committed), or none. */
@@ -65,3 +79,38 @@ export const isCloudEvent = (value: JsonValue): value is CloudEvent => cloudEven
 
 /** The NATS subject an event of this type is published on. */
 export const cloudEventSubject = (prefix: string, type: string): string => `${prefix}.${type}`;
+
+/** A principal id as it stands as a subject token: itself when token-safe and not starting with `_`; otherwise `_` + base64url of its UTF-8. */
+const literalPrincipal = /^[A-Za-z0-9-][A-Za-z0-9_-]*$/;
+
+/**
+ * The subject token of a principal id. Principal ids are not all subject tokens (an HTTP
+ * principal is any name, a JWT principal `jwt:<issuer>:<sub>`), so those are encoded; the
+ * encoding is injective (a literal never starts with `_`, an encoded one always does), and
+ * `principalOfSubjectToken` inverts it.
+ */
+export function principalSubjectToken(principalId: string): string {
+  return literalPrincipal.test(principalId) ? principalId : `_${Buffer.from(principalId, 'utf8').toString('base64url')}`;
+}
+
+/** The principal id a subject token stands for; undefined for a token `principalSubjectToken` never makes. */
+export function principalOfSubjectToken(token: string): string | undefined {
+  if (literalPrincipal.test(token)) return token;
+  if (!/^_[A-Za-z0-9_-]+$/.test(token)) return undefined;
+  const principalId = Buffer.from(token.slice(1), 'base64url').toString('utf8');
+  // Only the canonical encoding of valid UTF-8 round-trips (padding bits, replaced bytes and literal-safe ids do not).
+  return principalId.length > 0 && principalSubjectToken(principalId) === token ? principalId : undefined;
+}
+
+/** The NATS subject an event of this type emitted by a workflow of this principal is published on. */
+export const emittedEventSubject = (emitPrefix: string, principalId: string, type: string): string =>
+  `${emitPrefix}.${principalSubjectToken(principalId)}.${type}`;
+
+/**
+ * The JetStream `Nats-Msg-Id` of an emitted event: lowercase hex SHA-256 of the instance id and
+ * the task execution, under its own label. Derived from the execution, never from the event (whose
+ * `id` a document may set), so no document chooses it, and a republish after a crash carries the
+ * same one.
+ */
+export const emittedMessageId = (origin: Pick<EmitOrigin, 'instanceId' | 'at'>): string =>
+  sha256Hex(`convoke-emitted\u0000${origin.instanceId}\u0000${origin.at}`);

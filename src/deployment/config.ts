@@ -243,6 +243,7 @@ export const deploymentConfigSchema = {
           additionalProperties: false,
           properties: {
             subjectPrefix: { type: 'string', maxLength: 200, pattern: subjectTokens },
+            emitSubjectPrefix: { type: 'string', maxLength: 200, pattern: subjectTokens },
             emit: { enum: ['none', 'nats', 'jetstream'] },
             stream: { type: 'string', minLength: 1, maxLength: 64, pattern: '^[A-Za-z0-9_-]+$' },
             listen: {
@@ -545,11 +546,15 @@ function storeSubjectProblems(bundles: CompiledBundle[], store: string): string[
 /**
  * Workflow events travel on `<subjectPrefix>.<type>`, and their publishers may publish there: the
  * prefix must not reach a bundle's namespace (a publisher could forge a peer's result), the
- * store's subjects, the command API or the inboxes.
+ * store's subjects, the command API or the inboxes. Emitted events travel on
+ * `<emitSubjectPrefix>.<principal>.<type>`, where the coordinator publishes them: that prefix must
+ * not reach those either (a workflow could write there), nor the publishers' space in either
+ * direction (a publisher could pass for a principal's workflow, or a workflow for a publisher).
  */
 function eventSubjectProblems(bundles: CompiledBundle[], config: DeploymentConfig): string[] {
   if (config.workflows?.events === undefined) return [];
   const prefix = config.workflows.events.subjectPrefix ?? workflowEventsDefaults.subjectPrefix;
+  const emitPrefix = config.workflows.events.emitSubjectPrefix ?? workflowEventsDefaults.emitSubjectPrefix;
   const store = jetstreamStorePrefix(config.store) ?? 'convoke';
   const taken = [
     ...new Set(bundles.map((b) => b.bundle.subjectNamespace)),
@@ -560,9 +565,19 @@ function eventSubjectProblems(bundles: CompiledBundle[], config: DeploymentConfi
     'convoke.cmd',
     '_INBOX',
   ];
-  return taken
+  const problems = taken
     .filter((subjects) => subjectSpacesOverlap(subjects, prefix))
     .map((subjects) => `workflows.events.subjectPrefix "${prefix}" overlaps "${subjects}": an event publisher could publish there`);
+  problems.push(
+    ...taken
+      .filter((subjects) => subjectSpacesOverlap(subjects, emitPrefix))
+      .map((subjects) => `workflows.events.emitSubjectPrefix "${emitPrefix}" overlaps "${subjects}": a workflow's emitted event could be published there`),
+  );
+  if (subjectSpacesOverlap(prefix, emitPrefix))
+    problems.push(
+      `workflows.events.emitSubjectPrefix "${emitPrefix}" overlaps workflows.events.subjectPrefix "${prefix}": an event publisher could pass for a principal's workflow, or a workflow for an event publisher`,
+    );
+  return problems;
 }
 
 /** Each example result must name a deployed interaction and match its result schema in every bundle that has it. */

@@ -157,13 +157,19 @@ export interface WorkflowsConfig {
 
 /** The serve config's `workflows.events`: the event transports of emit and listen (docs/workflows-executor.md "Events"). */
 export interface WorkflowEventsConfig {
-  /** Events of type T travel on `<subjectPrefix>.T` (default convoke.events). */
+  /** Events of type T from outside (event publishers) travel on `<subjectPrefix>.T` (default convoke.events) and reach every principal's listens. */
   subjectPrefix?: string;
-  /** Where emitted events are published once recorded: none (recorded only; the default), nats (core, flushed), jetstream (the stream's acknowledgment; Nats-Msg-Id = the event id). */
+  /**
+   * Events of type T that a workflow of principal P emits travel on `<emitSubjectPrefix>.<P>.T`
+   * (default convoke.emitted; P as principalSubjectToken writes it), which only the coordinator may
+   * publish to, and reach only P's listens.
+   */
+  emitSubjectPrefix?: string;
+  /** Where emitted events are published once recorded: none (recorded only; the default), nats (core, flushed), jetstream (the stream's acknowledgment; Nats-Msg-Id from the task execution). */
   emit?: 'none' | 'nats' | 'jetstream';
-  /** The stream capturing `<subjectPrefix>.>` that emit jetstream publishes to (default CONVOKE_EVENTS; created at start with transport.manageStreams). */
+  /** The stream capturing `<emitSubjectPrefix>.>` that emit jetstream publishes to (default CONVOKE_EVENTS; created, or moved from `<subjectPrefix>.>`, at start with transport.manageStreams). */
   stream?: string;
-  /** Subscribes `<subjectPrefix>.>` in this queue group (default convoke-workflow-events): each event is taken by one serve process. */
+  /** Subscribes `<subjectPrefix>.>` and `<emitSubjectPrefix>.>` in this queue group (default convoke-workflow-events): each event is taken by one serve process. */
   listen?: { queue?: string };
   /** POST /workflow-events on the HTTP facade (default false). */
   http?: boolean;
@@ -171,7 +177,12 @@ export interface WorkflowEventsConfig {
   publishers?: Record<string, string[]>;
 }
 
-export const workflowEventsDefaults = { subjectPrefix: 'convoke.events', stream: 'CONVOKE_EVENTS', queue: 'convoke-workflow-events' } as const;
+export const workflowEventsDefaults = {
+  subjectPrefix: 'convoke.events',
+  emitSubjectPrefix: 'convoke.emitted',
+  stream: 'CONVOKE_EVENTS',
+  queue: 'convoke-workflow-events',
+} as const;
 
 /** Workflow instances hosted beside a deployment's coordinator, on its store. */
 export interface WorkflowHosting {

@@ -103,7 +103,8 @@ export class NatsDeploymentFixture {
   private readonly adminPassword = randomBytes(12).toString('hex');
   /** The bearer token of the HTTP principal `web` (the config holds only its hash). */
   readonly webToken = `web-${randomBytes(12).toString('hex')}`;
-  private readonly plan: NatsPrincipalPlan[];
+  /** The NATS users the server was started with (the deployment's principal plan). */
+  readonly plan: NatsPrincipalPlan[];
   private readonly open: { close(): Promise<unknown> }[] = [];
   private readonly servers: NatsServer[] = [];
   private readonly otherServes: ServeProcess[] = [];

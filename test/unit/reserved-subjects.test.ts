@@ -114,43 +114,81 @@ test('a jetstream store prefix must be token-safe and outside _INBOX (checked be
   }
 });
 
-test('workflow events whose subject prefix reaches a namespace, the store or the command API are refused', async () => {
+/** A deployment with a bundle in `acme.orders` and these workflow events settings, built in `dir`. */
+const buildWithEvents = (dir: string) => (events: Record<string, unknown>) =>
+  buildDeployment(
+    parseDeploymentConfig(
+      new TextEncoder().encode(
+        JSON.stringify(minimalServeConfig({ workflows: { events }, attestations: [{ namespace: 'acme.orders', exclusivePeerPublishers: true }] })),
+      ),
+      dir,
+    ),
+    { clock: new VirtualClock() },
+  );
+
+async function inBundleDir(run: (build: ReturnType<typeof buildWithEvents>) => Promise<void>): Promise<void> {
   const dir = await mkdtemp(join(tmpdir(), 'convoke-reserved-'));
   try {
     await writeFile(join(dir, 'b.json'), JSON.stringify(withNamespace('acme.orders')));
-    const build = (events: Record<string, unknown>) =>
-      buildDeployment(
-        parseDeploymentConfig(
-          new TextEncoder().encode(
-            JSON.stringify(minimalServeConfig({ workflows: { events }, attestations: [{ namespace: 'acme.orders', exclusivePeerPublishers: true }] })),
-          ),
-          dir,
-        ),
-        { clock: new VirtualClock() },
-      );
+    await run(buildWithEvents(dir));
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+}
+
+const escaped = (text: string) => text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+
+test('workflow events whose subject prefix reaches a namespace, the store or the command API are refused', () =>
+  inBundleDir(async (build) => {
     for (const [prefix, reached] of [
       ['acme.orders.review', 'acme.orders'],
       ['acme', 'acme.orders'],
       ['convoke', 'convoke.op'],
       ['convoke.cmd.billing', 'convoke.cmd'],
     ] as const) {
-      await assert.rejects(
-        build({ subjectPrefix: prefix }),
-        invalid(new RegExp(`subjectPrefix "${prefix.replace(/\./g, '\\.')}" overlaps "${reached.replace(/\./g, '\\.')}"`)),
-        prefix,
-      );
+      await assert.rejects(build({ subjectPrefix: prefix }), invalid(new RegExp(`subjectPrefix "${escaped(prefix)}" overlaps "${escaped(reached)}"`)), prefix);
     }
     // Every subject the store writes (its index snapshots too): an event publisher allowed a type
     // there, or a workflow emitting one, would write into the store's streams.
     for (const subject of jetstreamStorePermissions().publish.filter((s) => !s.startsWith('$'))) {
       const prefix = subject.replace(/\.>$/, '');
-      await assert.rejects(build({ subjectPrefix: prefix }), invalid(new RegExp(`subjectPrefix "${prefix.replace(/\./g, '\\.')}" overlaps`)), prefix);
+      await assert.rejects(build({ subjectPrefix: prefix }), invalid(new RegExp(`subjectPrefix "${escaped(prefix)}" overlaps`)), prefix);
     }
     for (const events of [{}, { subjectPrefix: 'acme.events' }]) {
       const deployment = await build(events);
       await deployment.close();
     }
-  } finally {
-    await rm(dir, { recursive: true, force: true });
-  }
-});
+  }));
+
+test('workflow events whose emitted subject prefix reaches a namespace, the store, the command API, an inbox or the publishers’ space are refused', () =>
+  inBundleDir(async (build) => {
+    // The same roots, and the publishers' space in either direction.
+    for (const [emitSubjectPrefix, reached] of [
+      ['acme.orders.emitted', '"acme.orders"'],
+      ['convoke', '"convoke.op"'],
+      ['convoke.cmd', '"convoke.cmd"'],
+      ['_INBOX.emitted', '"_INBOX"'],
+      ['convoke.events.emitted', 'workflows.events.subjectPrefix "convoke.events"'],
+      ['convoke.events', 'workflows.events.subjectPrefix "convoke.events"'],
+    ] as const) {
+      await assert.rejects(
+        build({ emitSubjectPrefix }),
+        invalid(new RegExp(`emitSubjectPrefix "${escaped(emitSubjectPrefix)}" overlaps ${escaped(reached)}`)),
+        emitSubjectPrefix,
+      );
+    }
+    await assert.rejects(
+      build({ subjectPrefix: 'acme.events', emitSubjectPrefix: 'acme.events.emitted' }),
+      invalid(/emitSubjectPrefix "acme\.events\.emitted" overlaps workflows\.events\.subjectPrefix "acme\.events"/),
+    );
+    await assert.rejects(
+      build({ subjectPrefix: 'acme.events.outside', emitSubjectPrefix: 'acme.events' }),
+      invalid(/emitSubjectPrefix "acme\.events" overlaps workflows\.events\.subjectPrefix "acme\.events\.outside"/),
+    );
+    for (const subject of jetstreamStorePermissions().publish.filter((s) => !s.startsWith('$'))) {
+      const emitSubjectPrefix = subject.replace(/\.>$/, '');
+      await assert.rejects(build({ emitSubjectPrefix }), invalid(new RegExp(`emitSubjectPrefix "${escaped(emitSubjectPrefix)}" overlaps`)), emitSubjectPrefix);
+    }
+    const deployment = await build({ subjectPrefix: 'acme.events', emitSubjectPrefix: 'acme.emitted' });
+    await deployment.close();
+  }));

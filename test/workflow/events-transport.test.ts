@@ -3,14 +3,15 @@
  * endpoint (POST /workflow-events, structured mode, over a real socket, authenticated) and a NATS
  * subscription on `<prefix>.>` (a real nats-server, request/reply). Either way the answer comes
  * only after the append that took the event; an event nothing takes is answered as such and not
- * stored; and a workflow's `emit` reaches another workflow's `listen` through NATS.
+ * stored; and a workflow's `emit` reaches, through NATS (`<emitPrefix>.<principal>.<type>`), the
+ * `listen` of another workflow of the same principal, and no other principal's.
  */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { connect } from '@nats-io/transport-node';
 import { MemoryEventStore } from '../../src/adapters/store/memory.js';
 import { NatsCloudEventSink, serveCloudEvents } from '../../src/adapters/transport/nats-cloudevents.js';
-import type { CloudEvent } from '../../src/contract/cloudevents.js';
+import { principalSubjectToken, type CloudEvent } from '../../src/contract/cloudevents.js';
 import { SystemClock } from '../../src/contract/clock.js';
 import { limits } from '../../src/contract/limits.js';
 import type { JsonValue } from '../../src/contract/json.js';
@@ -37,8 +38,8 @@ do:
           one: { with: { type: ${type}, data: '\${ .ok == true }' } }
 `);
 
-async function waiting(h: Harness, key: string, type = 'com.example.approved'): Promise<string> {
-  const { instanceId } = await h.executor.start({ principalId: 'alice', invocationKey: key, document: waitFor(type), input: {} });
+async function waiting(h: Harness, key: string, type = 'com.example.approved', principalId = 'alice'): Promise<string> {
+  const { instanceId } = await h.executor.start({ principalId, invocationKey: key, document: waitFor(type), input: {} });
   while (!(await h.executor.get(instanceId))?.listens['/do/0/wait']) await new Promise((r) => setTimeout(r, 5));
   return instanceId;
 }
@@ -192,13 +193,16 @@ test('NATS <prefix>.>: an event that is not I-JSON is rejected invalid-input and
   }
 });
 
-test('one workflow’s emit reaches another’s listen through NATS', async () => {
+test('one workflow’s emit reaches another’s listen through NATS: its own principal’s only', async () => {
   const server = await startNatsServer();
   const nc = await connect({ servers: server.url });
   const store = new MemoryEventStore({ clock: new SystemClock() });
-  const h = harness({ store, events: new NatsCloudEventSink(nc, { subjectPrefix: 'test.events' }) });
-  const subscription = serveCloudEvents(nc, 'test.events', h.executor);
+  const h = harness({ store, events: new NatsCloudEventSink(nc, { emitSubjectPrefix: 'test.emitted' }) });
+  const subscription = serveCloudEvents(nc, 'test.events', h.executor, { emitSubjectPrefix: 'test.emitted' });
   try {
+    // Bob's listen first: the intake offers an event to the instances in the order it holds them,
+    // so a delivery that reached Bob would have appended to his log before Alice's.
+    const other = await waiting(h, 'ping-other', 'com.example.ping', 'bob');
     const listener = await waiting(h, 'ping-listener', 'com.example.ping');
     const emitter = yaml(`document: { dsl: '1.0.3', namespace: test, name: ping, version: '1.0.0' }
 do:
@@ -210,6 +214,56 @@ do:
     assert.equal(record.status, 'completed', JSON.stringify(record.error));
     assert.deepEqual(record.output, [{ ok: true }]);
     await assertReplayEqual(h, listener);
+    // Every delivery under way has ended once the subscription is closed.
+    await subscription.close();
+    const bob = await h.executor.get(other);
+    assert.equal(bob?.status, 'running');
+    assert.equal(bob?.listens['/do/0/wait']?.events.length, 0, 'another principal’s listen took nothing an emitted event carried');
+  } finally {
+    await subscription.close();
+    await h.close();
+    await nc.close();
+    await server.dispose();
+  }
+});
+
+test('NATS <emitPrefix>.>: an emitted event reaches the principal its subject names, on its own type’s subject only; it is never answered', async () => {
+  const server = await startNatsServer();
+  const nc = await connect({ servers: server.url });
+  const h = harness();
+  let subscription = serveCloudEvents(nc, 'test.events', h.executor, { emitSubjectPrefix: 'test.emitted' });
+  // A principal id that is not a subject token travels encoded (principalSubjectToken).
+  const web = 'jwt:https://idp.example/:u.1';
+  try {
+    assert.throws(() => serveCloudEvents(nc, 'test.events', h.executor, { emitSubjectPrefix: 'test.events.x' }), /overlap/);
+    const bob = await waiting(h, 'emitted-bob', 'com.example.approved', 'bob');
+    const jwt = await waiting(h, 'emitted-jwt', 'com.example.approved', web);
+    const send = (subject: string, event: CloudEvent) => nc.publish(subject, JSON.stringify(event));
+    send('test.emitted.bob.com.example.other', approved('x1')); // another type's subject
+    send('test.emitted.com.example.approved', approved('x2')); // no principal token
+    send(`test.emitted._${Buffer.from('bob').toString('base64url')}.com.example.approved`, approved('x3')); // not the canonical token of bob
+    send(`test.emitted.${web}.com.example.approved`, approved('x4')); // not a token at all: another subject
+    send('test.emitted.alice.com.example.approved', approved('x5')); // another principal
+    const answer = await nc.request('test.emitted.carol.com.example.approved', JSON.stringify(approved('x6')), { timeout: 500 }).catch((e: unknown) => e);
+    assert.ok(answer instanceof Error, 'an emitted event is not answered');
+    await nc.flush();
+    await subscription.close();
+    for (const id of [bob, jwt]) assert.equal((await h.executor.get(id))!.listens['/do/0/wait']!.events.length, 0, id);
+
+    subscription = serveCloudEvents(nc, 'test.events', h.executor, { emitSubjectPrefix: 'test.emitted' });
+    send('test.emitted.bob.com.example.approved', approved('y1'));
+    send(`test.emitted.${principalSubjectToken(web)}.com.example.approved`, approved('y2'));
+    for (const [id, event] of [
+      [bob, 'y1'],
+      [jwt, 'y2'],
+    ] as const) {
+      const record = await h.executor.wait(id, 5000);
+      assert.equal(record.status, 'completed', JSON.stringify(record.error));
+      assert.deepEqual(
+        record.listens['/do/0/wait']!.events.map((e) => (e.event as CloudEvent).id),
+        [event],
+      );
+    }
   } finally {
     await subscription.close();
     await h.close();

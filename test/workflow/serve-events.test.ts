@@ -1,7 +1,7 @@
 /**
  * Event transports wired by the serve config (`workflows.events`), over a real nats-server whose
  * users have the permissions the deployment's plan generates: a workflow in `convoke serve`
- * emits an event on core NATS; another listens and is woken by an event published by an event
+ * emits an event on core NATS, in the emitted space (serve-emit-trust.test.ts: whom it reaches); another listens and is woken by an event published by an event
  * publisher principal, answered in that principal's own inbox; a principal without the
  * permission — a command client, or the publisher on a type it is not allowed — is refused by
  * the broker, and the refused event wakes nothing.
@@ -91,18 +91,22 @@ const paidEvent = (orderId: string, id: string) =>
   new TextEncoder().encode(JSON.stringify({ specversion: '1.0', id, source: 'https://pay.example', type: paid, data: { orderId } }));
 const isPermissionViolation = (error: unknown) => error instanceof Error && error.cause instanceof errors.PermissionViolationError;
 
-test('emit: a workflow in serve publishes its event on <prefix>.<type> once it is recorded', async () => {
+test('emit: a workflow in serve publishes its event on <emitPrefix>.<principal>.<type> once it is recorded', async () => {
   const admin = await connectNats({ servers: f.url, user: 'admin', pass: f.adminSecret() });
   connections.push(admin);
   const seen: JsonObject[] = [];
-  const sub = admin.subscribe(`${prefix}.>`, {
+  const sub = admin.subscribe('convoke.emitted.>', {
     callback: (_e, msg) => void seen.push({ subject: msg.subject, ...(JSON.parse(new TextDecoder().decode(msg.data)) as JsonObject) }),
   });
   await admin.flush();
   const id = await start('announce', 'emit-1', { orderId: 'o-1' });
   await eventually(() => seen.length > 0, 'the emitted event on NATS', 20_000);
   sub.unsubscribe();
-  assert.equal(seen[0]?.subject, `${prefix}.com.example.order.placed`);
+  assert.equal(
+    seen[0]?.subject,
+    'convoke.emitted.billing.com.example.order.placed',
+    'the default emitted space, under the principal whose workflow emitted it',
+  );
   assert.deepEqual(seen[0]?.data, { orderId: 'o-1' });
   await eventually(async () => typesIn(await f.log(id)).includes('workflow-completed'), 'the emit task completed', 20_000);
 });

@@ -1,26 +1,60 @@
 /**
  * CloudEvents on NATS, structured mode (the JSON event is the payload, `content-type:
- * application/cloudevents+json`), on the subject `<prefix>.<type>`.
+ * application/cloudevents+json`), in two subject spaces:
+ *
+ * - `<prefix>.<type>`: events from outside. Their publishers are authorized per type by the broker
+ *   (one subject each), and an event there reaches every principal's waiting listens.
+ * - `<emitPrefix>.<principal>.<type>` (`emittedEventSubject`): events workflows emit. Only the
+ *   coordinator may publish there, on behalf of the principal whose instance emitted the event; an
+ *   event there reaches only that principal's instances, as POST /workflow-events reaches only the
+ *   caller's. A workflow cannot pass an event to another principal's listens, nor for an outside
+ *   publisher's type.
  *
  * - The sink publishes an emitted event: on core NATS (flushed: the server has it), or on
- *   JetStream with `Nats-Msg-Id` = the event's id, so a republish after a crash is dropped by the
- *   stream's duplicate window and, past it, by any consumer that keys on the id.
- * - The intake subscription takes events for waiting `listen` tasks on `<prefix>.>`: an event is
- *   parsed strictly (I-JSON, as POST /workflow-events parses it) and checked (its subject must be
- *   its type's subject: a publisher allowed one subject cannot pass for another type), handed to
- *   the intake, and answered — when the message has a reply subject — only after the intake's
- *   append committed: `{status: "accepted", matched}`, `{status: "no-match"}` (nothing stored),
- *   or `{status: "rejected", error}`.
+ *   JetStream with `Nats-Msg-Id` derived from the task execution that emitted it
+ *   (`emittedMessageId`), so a republish after a crash is dropped by the stream's duplicate window
+ *   and, past it, by any consumer that keys on the event's id. The stream captures only the
+ *   emitted space, which nobody else can publish to: no one can take a message id in it first.
+ * - The intake subscriptions take events for waiting `listen` tasks on `<prefix>.>` and, when
+ *   given, `<emitPrefix>.>`: an event is parsed strictly (I-JSON, as POST /workflow-events parses
+ *   it) and checked (its subject must be its type's subject in its space: a publisher allowed one
+ *   subject cannot pass for another type), handed to the intake, and answered — when the message
+ *   has a reply subject and comes from outside — only after the intake's append committed:
+ *   `{status: "accepted", matched}`, `{status: "no-match"}` (nothing stored), or
+ *   `{status: "rejected", error}`. Emitted events are never answered: their publisher is the
+ *   coordinator, whose reply subject (a JetStream publish) awaits the stream's acknowledgment.
  */
 import type { Msg, NatsConnection, Subscription } from '@nats-io/transport-node';
 import { headers as natsHeaders } from '@nats-io/transport-node';
-import { jetstream, type JetStreamClient } from '@nats-io/jetstream';
-import { cloudEventProblem, cloudEventSubject, type CloudEvent, type CloudEventIntake, type CloudEventSink } from '../../contract/cloudevents.js';
-import { AdapterError, invalidInput, isAdapterError } from '../../contract/errors.js';
+import {
+  DiscardPolicy,
+  JetStreamApiCodes,
+  JetStreamApiError,
+  RetentionPolicy,
+  StorageType,
+  jetstream,
+  type JetStreamClient,
+  type JetStreamManager,
+  type StreamInfo,
+} from '@nats-io/jetstream';
+import {
+  cloudEventProblem,
+  cloudEventSubject,
+  emittedEventSubject,
+  emittedMessageId,
+  principalOfSubjectToken,
+  type CloudEvent,
+  type CloudEventIntake,
+  type CloudEventSink,
+  type EmitOrigin,
+} from '../../contract/cloudevents.js';
+import { AdapterError, conflict, invalidInput, isAdapterError, unavailable } from '../../contract/errors.js';
+import { subjectSpacesOverlap } from '../../contract/ids.js';
 import { parseStrictBytes } from '../../contract/ijson.js';
 import type { JsonValue } from '../../contract/json.js';
 import { limits } from '../../contract/limits.js';
-import { classifyNatsError } from './nats-errors.js';
+import { msToNanos } from './nats-codec.js';
+import { classifyNatsError, toAdapterError } from './nats-errors.js';
 
 export const cloudEventsContentType = 'application/cloudevents+json';
 
@@ -31,9 +65,16 @@ function checkPrefix(prefix: string): void {
   if (!prefixPattern.test(prefix)) throw invalidInput(`CloudEvents subject prefix ${JSON.stringify(prefix)} is not a sequence of subject tokens`);
 }
 
+/** Neither space may contain the other: an outside publisher could otherwise publish into the emitted space, or the reverse. */
+function checkSpaces(subjectPrefix: string, emitSubjectPrefix: string): void {
+  if (subjectSpacesOverlap(subjectPrefix, emitSubjectPrefix))
+    throw invalidInput(`CloudEvents subject prefixes ${JSON.stringify(subjectPrefix)} and ${JSON.stringify(emitSubjectPrefix)} overlap`);
+}
+
 export interface NatsCloudEventSinkOptions {
-  subjectPrefix: string;
-  /** Publish through JetStream (a stream must capture `<prefix>.>`), with Nats-Msg-Id = event id. */
+  /** Emitted events travel on `<emitSubjectPrefix>.<principal>.<type>`. */
+  emitSubjectPrefix: string;
+  /** Publish through JetStream (a stream must capture `<emitSubjectPrefix>.>`), with Nats-Msg-Id from the task execution. */
   jetstream?: boolean;
 }
 
@@ -44,19 +85,19 @@ export class NatsCloudEventSink implements CloudEventSink {
     private readonly nc: NatsConnection,
     private readonly options: NatsCloudEventSinkOptions,
   ) {
-    checkPrefix(options.subjectPrefix);
+    checkPrefix(options.emitSubjectPrefix);
     this.js = options.jetstream ? jetstream(nc) : undefined;
   }
 
-  async publish(event: CloudEvent): Promise<void> {
+  async publish(event: CloudEvent, origin: EmitOrigin): Promise<void> {
     const problem = cloudEventProblem(event);
     if (problem !== undefined) throw invalidInput(`not a publishable CloudEvent: ${problem}`);
-    const subject = cloudEventSubject(this.options.subjectPrefix, event.type);
+    const subject = emittedEventSubject(this.options.emitSubjectPrefix, origin.principalId, event.type);
     const data = new TextEncoder().encode(JSON.stringify(event));
     const headers = natsHeaders();
     headers.set('content-type', cloudEventsContentType);
     try {
-      if (this.js) await this.js.publish(subject, data, { msgID: event.id, headers });
+      if (this.js) await this.js.publish(subject, data, { msgID: emittedMessageId(origin), headers });
       else {
         this.nc.publish(subject, data, { headers });
         await this.nc.flush();
@@ -70,21 +111,33 @@ export class NatsCloudEventSink implements CloudEventSink {
 }
 
 export interface CloudEventSubscription {
-  readonly subject: string;
+  /** The subjects subscribed: `<prefix>.>`, and `<emitPrefix>.>` when the emitted space is taken too. */
+  readonly subjects: readonly string[];
   close(): Promise<void>;
 }
 
 export interface ServeCloudEventsOptions {
+  /**
+   * Also take the events workflows emit, on `<emitSubjectPrefix>.<principal>.<type>`: each
+   * reaches only that principal's instances.
+   */
+  emitSubjectPrefix?: string;
   /** A queue group: each event goes to one subscriber of the group (several hosts take it once). */
   queue?: string;
   /**
-   * Whether an answer may go to this reply subject for an event received on `subject`; refused
-   * ones are delivered but not answered (the default answers any).
+   * Whether an answer may go to this reply subject for an event received on `subject` (outside
+   * events only); refused ones are delivered but not answered (the default answers any).
    */
   answers?: (subject: string, reply: string) => boolean;
 }
 
-/** Subscribes `<prefix>.>` and delivers each event to the intake; answers after the append. */
+/** Where an event received on a subject goes: every principal's instances (outside), or one principal's (emitted). */
+interface Space {
+  kind: 'outside' | 'emitted';
+  prefix: string;
+}
+
+/** Subscribes `<prefix>.>` (and `<emitPrefix>.>`) and delivers each event to the intake; answers outside events after the append. */
 export function serveCloudEvents(
   nc: NatsConnection,
   subjectPrefix: string,
@@ -92,31 +145,40 @@ export function serveCloudEvents(
   options: ServeCloudEventsOptions = {},
 ): CloudEventSubscription {
   checkPrefix(subjectPrefix);
-  const subject = `${subjectPrefix}.>`;
+  const spaces: Space[] = [{ kind: 'outside', prefix: subjectPrefix }];
+  if (options.emitSubjectPrefix !== undefined) {
+    checkPrefix(options.emitSubjectPrefix);
+    checkSpaces(subjectPrefix, options.emitSubjectPrefix);
+    spaces.push({ kind: 'emitted', prefix: options.emitSubjectPrefix });
+  }
   let inFlight = 0;
   const pending = new Set<Promise<void>>();
-  const answer = (msg: Msg, reply: JsonValue) => {
-    if (msg.reply && (options.answers?.(msg.subject, msg.reply) ?? true)) msg.respond(new TextEncoder().encode(JSON.stringify(reply)));
+  const answer = (space: Space, msg: Msg, reply: JsonValue) => {
+    if (space.kind === 'outside' && msg.reply && (options.answers?.(msg.subject, msg.reply) ?? true))
+      msg.respond(new TextEncoder().encode(JSON.stringify(reply)));
   };
-  const subscription: Subscription = nc.subscribe(subject, {
-    ...(options.queue === undefined ? {} : { queue: options.queue }),
-    callback: (error, msg) => {
-      if (error) return;
-      if (inFlight >= limits.cloudEventsInFlightMax) return answer(msg, rejected(new AdapterError('unavailable', 'too many events in flight; publish again')));
-      inFlight++;
-      const work = receive(msg, subjectPrefix, intake)
-        .then((reply) => answer(msg, reply))
-        .finally(() => {
-          inFlight--;
-          pending.delete(work);
-        });
-      pending.add(work);
-    },
-  });
+  const subscriptions: Subscription[] = spaces.map((space) =>
+    nc.subscribe(`${space.prefix}.>`, {
+      ...(options.queue === undefined ? {} : { queue: options.queue }),
+      callback: (error, msg) => {
+        if (error) return;
+        if (inFlight >= limits.cloudEventsInFlightMax)
+          return answer(space, msg, rejected(new AdapterError('unavailable', 'too many events in flight; publish again')));
+        inFlight++;
+        const work = receive(msg, space, intake)
+          .then((reply) => answer(space, msg, reply))
+          .finally(() => {
+            inFlight--;
+            pending.delete(work);
+          });
+        pending.add(work);
+      },
+    }),
+  );
   return {
-    subject,
+    subjects: spaces.map((space) => `${space.prefix}.>`),
     close: async () => {
-      subscription.unsubscribe();
+      for (const subscription of subscriptions) subscription.unsubscribe();
       await Promise.allSettled([...pending]);
     },
   };
@@ -128,7 +190,25 @@ function rejected(error: unknown): JsonValue {
   return { status: 'rejected', error: { kind, message: message.slice(0, 2048) } };
 }
 
-async function receive(msg: Msg, prefix: string, intake: CloudEventIntake): Promise<JsonValue> {
+/**
+ * Whose instances an event on this subject may reach (null: every principal's), once its subject
+ * is its type's subject in its space; an emitted event names its principal in its subject.
+ */
+function addressee(space: Space, subject: string, type: string): string | null {
+  if (space.kind === 'outside') {
+    const expected = cloudEventSubject(space.prefix, type);
+    if (subject !== expected) throw invalidInput(`an event of type ${type} belongs on ${expected}, not ${subject}`);
+    return null;
+  }
+  const [token = ''] = subject.slice(space.prefix.length + 1).split('.', 1);
+  const principalId = principalOfSubjectToken(token);
+  if (principalId === undefined) throw invalidInput(`${subject} does not name a principal after ${space.prefix}`);
+  const expected = emittedEventSubject(space.prefix, principalId, type);
+  if (subject !== expected) throw invalidInput(`an emitted event of type ${type} belongs on ${expected}, not ${subject}`);
+  return principalId;
+}
+
+async function receive(msg: Msg, space: Space, intake: CloudEventIntake): Promise<JsonValue> {
   try {
     if (msg.data.length > limits.cloudEventBytesMax) throw invalidInput(`the event is ${msg.data.length} bytes; at most ${limits.cloudEventBytesMax}`);
     // The strict I-JSON parser, as POST /workflow-events: JSON.parse would keep the last of two
@@ -139,11 +219,84 @@ async function receive(msg: Msg, prefix: string, intake: CloudEventIntake): Prom
     const problem = cloudEventProblem(event);
     if (problem !== undefined) throw invalidInput(`not a CloudEvent: ${problem}`);
     const typed = event as CloudEvent;
-    if (msg.subject !== cloudEventSubject(prefix, typed.type))
-      throw invalidInput(`an event of type ${typed.type} belongs on ${cloudEventSubject(prefix, typed.type)}, not ${msg.subject}`);
-    const delivery = await intake.deliver(typed, null);
+    const delivery = await intake.deliver(typed, addressee(space, msg.subject, typed.type));
     return delivery.matched.length === 0 ? { status: 'no-match' } : { status: 'accepted', matched: delivery.matched };
   } catch (error) {
     return rejected(error);
+  }
+}
+
+/**
+ * The bounds of the stream convoke makes for emitted events: it holds them for their consumers
+ * for a day at most, within a gibibyte, the oldest dropped first (discard old: an emit is never
+ * refused for a full stream, so no principal's flood stalls another's workflows).
+ */
+export const emittedStreamBounds = { maxAgeMs: 24 * 60 * 60 * 1000, maxBytes: 1024 ** 3 } as const;
+
+export interface EmittedStreamOptions {
+  stream: string;
+  emitSubjectPrefix: string;
+  /** The outside events' prefix: a stream capturing `<subjectPrefix>.>` alone is one convoke made before emitted events had their own space, and is moved. */
+  subjectPrefix: string;
+}
+
+/**
+ * Makes sure the stream emit jetstream publishes to captures `<emitSubjectPrefix>.>` alone, with
+ * bounded retention. Missing, it is made (`emittedStreamBounds`). One capturing
+ * `<subjectPrefix>.>` alone — what convoke made before — is moved to the emitted space, and a
+ * stream without an age or a byte bound gets ours (bounds already set are kept). Either needs
+ * the stream create/update permission (transport.manageStreams); without it, or for a stream
+ * capturing anything else, this refuses and says why: its messages would otherwise share a
+ * duplicate window with subjects others may publish to.
+ */
+export async function ensureEmittedEventStream(jsm: JetStreamManager, options: EmittedStreamOptions): Promise<void> {
+  checkPrefix(options.emitSubjectPrefix);
+  const wanted = `${options.emitSubjectPrefix}.>`;
+  const bounds = { max_age: msToNanos(emittedStreamBounds.maxAgeMs), max_bytes: emittedStreamBounds.maxBytes };
+  let info: StreamInfo;
+  try {
+    info = await jsm.streams.info(options.stream);
+  } catch (error) {
+    if (!(error instanceof JetStreamApiError && error.code === JetStreamApiCodes.StreamNotFound))
+      throw toAdapterError(error, `reading stream ${options.stream}`);
+    try {
+      await jsm.streams.add({
+        name: options.stream,
+        subjects: [wanted],
+        storage: StorageType.File,
+        retention: RetentionPolicy.Limits,
+        discard: DiscardPolicy.Old,
+        ...bounds,
+      });
+      return;
+    } catch (cause) {
+      throw unavailable(
+        `workflows.events: stream ${options.stream} for ${wanted} is missing and could not be created (transport.manageStreams grants it): ${classifyNatsError(cause).detail}`,
+        cause,
+      );
+    }
+  }
+  const subjects = info.config.subjects ?? [];
+  const captures = (subject: string) => subjects.length === 1 && subjects[0] === subject;
+  if (!captures(wanted) && !captures(`${options.subjectPrefix}.>`))
+    throw conflict(
+      `workflows.events: stream ${options.stream} captures ${JSON.stringify(subjects)}, not ${wanted} alone: emitted events must not share a stream ` +
+        'with subjects anyone else may publish to (its message ids would be theirs to take); name another workflows.events.stream, or change its subjects',
+    );
+  const bounded = info.config.max_age > 0 && info.config.max_bytes > 0;
+  if (captures(wanted) && bounded) return;
+  try {
+    await jsm.streams.update(options.stream, {
+      ...info.config,
+      subjects: [wanted],
+      ...(info.config.max_age > 0 ? {} : { max_age: bounds.max_age }),
+      ...(info.config.max_bytes > 0 ? {} : { max_bytes: bounds.max_bytes }),
+    });
+  } catch (cause) {
+    throw unavailable(
+      `workflows.events: stream ${options.stream} must capture ${wanted} alone, with an age and a byte bound (it captures ${JSON.stringify(subjects)}, ` +
+        `max_age ${info.config.max_age} ns, max_bytes ${info.config.max_bytes}), and could not be updated (transport.manageStreams grants it): ${classifyNatsError(cause).detail}`,
+      cause,
+    );
   }
 }

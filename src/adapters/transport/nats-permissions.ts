@@ -153,7 +153,8 @@ export function commandClientPermissions(principalId: string): NatsPermissions {
 /**
  * An event publisher: publishes CloudEvents of the listed types only (`<prefix>.<type>`, one
  * subject each: the broker is what proves a publisher may send a type), and reads the answers to
- * the events it sends as requests in its own inbox (`_INBOX.evt.<principal>`), nothing else.
+ * the events it sends as requests in its own inbox (`_INBOX.evt.<principal>`), nothing else —
+ * never the emitted events' space, which the config keeps apart from `<prefix>`.
  */
 export function eventPublisherPermissions(principalId: string, subjects: readonly string[]): NatsPermissions {
   assertToken(principalId, 'principal id');
@@ -161,27 +162,30 @@ export function eventPublisherPermissions(principalId: string, subjects: readonl
 }
 
 /**
- * What a workflow host adds to its coordinator's user for `workflows.events`: publish on the event
- * subjects when it emits (JetStream: the stream's info, and its creation with manageStreams),
- * subscribe to them when it listens, and answer event requests inside event publishers' inboxes.
+ * What a workflow host adds to its coordinator's user for `workflows.events`: publish on the
+ * emitted events' space (`<emitSubjectPrefix>.>`, where no other user may publish) when it emits
+ * (JetStream: the stream's info, and its creation and update with manageStreams), subscribe to
+ * both spaces when it listens, and answer event requests inside event publishers' inboxes. It
+ * never publishes on the outside events' space: an emitted event cannot pass for a publisher's.
  */
 export function workflowEventHostPermissions(options: {
   subjectPrefix: string;
+  emitSubjectPrefix: string;
   emit: 'none' | 'nats' | 'jetstream';
   stream: string;
   listen: boolean;
   manageStreams?: boolean;
 }): NatsPermissions {
-  const all = `${options.subjectPrefix}.>`;
+  const emitted = `${options.emitSubjectPrefix}.>`;
   const publish: string[] = [];
   const subscribe: string[] = [];
-  if (options.emit !== 'none') publish.push(all);
+  if (options.emit !== 'none') publish.push(emitted);
   if (options.emit === 'jetstream') {
     publish.push(`$JS.API.STREAM.INFO.${options.stream}`);
-    if (options.manageStreams) publish.push(`$JS.API.STREAM.CREATE.${options.stream}`);
+    if (options.manageStreams) publish.push(`$JS.API.STREAM.CREATE.${options.stream}`, `$JS.API.STREAM.UPDATE.${options.stream}`);
   }
   if (options.listen) {
-    subscribe.push(all);
+    subscribe.push(`${options.subjectPrefix}.>`, emitted);
     publish.push(eventReplyInboxes);
   }
   return { publish, subscribe };

@@ -14,6 +14,7 @@ import {
   type NatsPermissions,
 } from '../../adapters/transport/nats-permissions.js';
 import { cloudEventSubject } from '../../contract/cloudevents.js';
+import { subjectSpacesOverlap } from '../../contract/ids.js';
 import { workflowEventsDefaults, type WorkflowEventsConfig } from '../../runtime/workflow-service.js';
 import type { DeploymentConfig } from '../types.js';
 import { checkNatsTransport, peersByNamespace, safeUrl } from './settings.js';
@@ -110,10 +111,15 @@ export function natsPrincipalPlan(options: NatsPlanOptions): NatsPrincipalPlan[]
   if (c.jetstreamStore) coordinatorBlocks.push(jetstreamStorePermissions(c.jetstreamStore, { manageStreams: c.manageStreams ?? false }));
   const events = options.events;
   const subjectPrefix = events?.subjectPrefix ?? workflowEventsDefaults.subjectPrefix;
+  const emitSubjectPrefix = events?.emitSubjectPrefix ?? workflowEventsDefaults.emitSubjectPrefix;
+  // An event publisher allowed a type whose subject lies in the emitted space could pass for a principal's workflow.
+  if (events && subjectSpacesOverlap(subjectPrefix, emitSubjectPrefix))
+    throw invalidInput(`workflows.events: subjectPrefix "${subjectPrefix}" and emitSubjectPrefix "${emitSubjectPrefix}" overlap`);
   if (events)
     coordinatorBlocks.push(
       workflowEventHostPermissions({
         subjectPrefix,
+        emitSubjectPrefix,
         emit: events.emit ?? 'none',
         stream: events.stream ?? workflowEventsDefaults.stream,
         listen: events.listen !== undefined,

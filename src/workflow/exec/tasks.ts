@@ -4,7 +4,7 @@
  * raw output, and for switch the flow directive it chose.
  */
 import { sha256Hex } from '../../contract/canonical.js';
-import { cloudEventProblem, type CloudEvent, type CloudEventSink } from '../../contract/cloudevents.js';
+import { cloudEventProblem, type CloudEvent, type CloudEventSink, type EmitOrigin } from '../../contract/cloudevents.js';
 import { AdapterError } from '../../contract/errors.js';
 import type { JsonObject, JsonValue } from '../../contract/json.js';
 import { isObject, resolveNamed, type TaskEntry } from './document.js';
@@ -307,7 +307,8 @@ async function retryDelay(
  * sink has it). Its id is derived from the instance and the task execution (pointer and frame:
  * loop iteration, retry attempt, branch), so a worker that dies between the two publishes the
  * same event — the same id — again on recovery, and consumers drop the duplicate. Its time is the
- * instant it was recorded. The task's output is the event.
+ * instant it was recorded. The sink is told whose instance and which execution emitted it (the
+ * subject it goes on, the JetStream message id). The task's output is the event.
  */
 async function runEmit(interpreter: Interpreter, run: TaskRun): Promise<JsonValue> {
   const ref = run.entry.pointer;
@@ -332,14 +333,15 @@ async function runEmit(interpreter: Interpreter, run: TaskRun): Promise<JsonValu
     return built;
   });
   const sink = interpreter.deps.events;
-  if (sink) await interpreter.step(`${run.at}>published`, run.frame, 'call', () => publish(sink, event as CloudEvent, ref));
+  const origin = { principalId: interpreter.record.started.principalId, instanceId: interpreter.record.instanceId, at: run.at };
+  if (sink) await interpreter.step(`${run.at}>published`, run.frame, 'call', () => publish(sink, event as CloudEvent, origin, ref));
   return event;
 }
 
 /** The sink's refusals as DSL errors; an unavailable sink is thrown as it is (the instance is driven again, the same event published again). */
-async function publish(sink: CloudEventSink, event: CloudEvent, ref: string): Promise<JsonValue> {
+async function publish(sink: CloudEventSink, event: CloudEvent, origin: EmitOrigin, ref: string): Promise<JsonValue> {
   try {
-    await sink.publish(event);
+    await sink.publish(event, origin);
     return { id: event.id };
   } catch (error) {
     if (error instanceof AdapterError && error.kind === 'denied') throw raise('authorization', 403, 'Event publication denied', ref, error.message);

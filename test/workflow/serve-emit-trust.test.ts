@@ -1,0 +1,193 @@
+/**
+ * Whom an emitted event reaches, and whether it lands in its stream, over a real nats-server whose
+ * users have the permissions the deployment's plan generates (`convoke serve` as a child process,
+ * emit jetstream, listen):
+ *
+ * - an event a principal's workflow emits travels on `<emitPrefix>.<principal>.<type>` and wakes
+ *   that principal's listens only; another principal's listen on the type keeps waiting, and is
+ *   woken by an event publisher's event of the type (which reaches every principal);
+ * - nobody but the coordinator may publish into the emitted space: not an event publisher
+ *   allowed the type, not a command client (the broker refuses); and the coordinator no longer
+ *   publishes on the publishers' space;
+ * - no one can take the JetStream message id of another principal's emitted event first: not a
+ *   workflow emitting an event under that event's id (`emit.event.with.id`), not a publisher
+ *   sending a message with that id as `Nats-Msg-Id` — the event still lands in the stream.
+ */
+import assert from 'node:assert/strict';
+import { after, before, test } from 'node:test';
+import { jetstreamManager } from '@nats-io/jetstream';
+import { errors, headers as natsHeaders, type NatsConnection } from '@nats-io/transport-node';
+import { connectNats } from '../../src/adapters/transport/nats.js';
+import { inboxPrefixFor } from '../../src/adapters/transport/nats-names.js';
+import { sha256Hex } from '../../src/contract/canonical.js';
+import { emittedMessageId, type CloudEvent } from '../../src/contract/cloudevents.js';
+import { subjectSpacesOverlap } from '../../src/contract/ids.js';
+import type { JsonObject } from '../../src/contract/json.js';
+import type { StoredTransition } from '../../src/events/types.js';
+import { sendWorkflowCommand, type WorkflowReply } from '../../src/nats-api/workflow-commands.js';
+import { workflowInstanceId } from '../../src/workflow/ids.js';
+import { NatsDeploymentFixture, e2eBundle, eventually, type CommandClient } from '../support/nats-deployment-fixture.js';
+
+process.env.PATH = `${process.env.PATH ?? ''}:/usr/sbin`;
+
+const prefix = 'shop.events';
+const emitPrefix = 'shop.emitted';
+const stream = 'SHOP_EMITTED';
+const placed = 'com.example.order.placed';
+
+function bundle(): JsonObject {
+  const b = e2eBundle();
+  b.workflows = {
+    announce: {
+      document: { dsl: '1.0.3', namespace: 'e2e', name: 'announce', version: '1.0.0' },
+      do: [{ placed: { emit: { event: { with: { source: 'https://shop.example', type: placed, data: '${ {orderId: .orderId} }' } } } } }],
+    },
+    // Emits under an id of its input's choosing.
+    squat: {
+      document: { dsl: '1.0.3', namespace: 'e2e', name: 'squat', version: '1.0.0' },
+      do: [{ placed: { emit: { event: { with: { id: '${ .id }', source: 'https://shop.example', type: placed, data: { squat: true } } } } } }],
+    },
+    await: {
+      document: { dsl: '1.0.3', namespace: 'e2e', name: 'await', version: '1.0.0' },
+      do: [{ placed: { listen: { to: { one: { with: { type: placed } } } } } }],
+    },
+  };
+  return b;
+}
+
+let f: NatsDeploymentFixture;
+const clients = new Map<string, CommandClient>();
+const connections: NatsConnection[] = [];
+
+before(async () => {
+  f = await NatsDeploymentFixture.start({
+    mode: 'core',
+    store: 'sqlite',
+    bundle: bundle(),
+    groups: { reviewers: ['alfa'] },
+    peers: {},
+    commandClients: ['billing', 'sales'],
+    workflows: { events: { subjectPrefix: prefix, emitSubjectPrefix: emitPrefix, emit: 'jetstream', stream, listen: {}, publishers: { shop: [placed] } } },
+  });
+  await f.startServe();
+  for (const principal of ['billing', 'sales']) clients.set(principal, await f.client(principal));
+});
+
+after(async () => {
+  for (const nc of connections) await nc.close().catch(() => undefined);
+  await f?.dispose();
+});
+
+async function connectAs(user: string, inboxPrefix: string): Promise<NatsConnection> {
+  const nc = await connectNats({ servers: f.url, user, pass: f.password(user), inboxPrefix });
+  connections.push(nc);
+  return nc;
+}
+
+async function admin(): Promise<NatsConnection> {
+  const nc = await connectNats({ servers: f.url, user: 'admin', pass: f.adminSecret() });
+  connections.push(nc);
+  return nc;
+}
+
+async function start(principal: string, workflow: string, key: string, input: JsonObject): Promise<string> {
+  const client = clients.get(principal)!;
+  const reply: WorkflowReply = await sendWorkflowCommand(
+    client.transport,
+    principal,
+    'workflow-start',
+    { bundle: { ...f.contract }, workflow, invocationKey: key, input },
+    10_000,
+  );
+  assert.ok('instance' in reply, JSON.stringify(reply));
+  return reply.instance.instanceId;
+}
+
+const typesIn = (log: StoredTransition[]) => log.flatMap((s) => s.transition.events.map((e) => e.type as string));
+const finished = async (id: string) => typesIn(await f.log(id)).includes('workflow-completed');
+const event = (id: string, data: JsonObject) =>
+  new TextEncoder().encode(JSON.stringify({ specversion: '1.0', id, source: 'https://pay.example', type: placed, data }));
+const isPermissionViolation = (error: unknown) => error instanceof Error && error.cause instanceof errors.PermissionViolationError;
+
+test('an emitted event wakes its own principal’s listens only; an event publisher’s reaches every principal’s', async () => {
+  // Sales' listen first: the intake offers an event to the instances in the order it holds them,
+  // so an emitted event delivered to every principal would reach sales' listen before billing's.
+  const theirs = await start('sales', 'await', 'a-sales', {});
+  const own = await start('billing', 'await', 'a-billing', {});
+  for (const id of [theirs, own]) await eventually(async () => typesIn(await f.log(id)).includes('listen-started'), 'the listen waits', 20_000);
+
+  await start('billing', 'announce', 'a-announce', { orderId: 'o-1' });
+  await eventually(() => finished(own), 'billing’s listen is woken by billing’s emitted event', 20_000);
+  assert.ok(!typesIn(await f.log(theirs)).includes('listen-event-received'), 'sales’ listen took nothing from billing’s workflow');
+
+  // Sales' listen was waiting all along: an event publisher's event of the type reaches it.
+  const shop = await connectAs('shop', inboxPrefixFor('evt', 'shop'));
+  const answer = await shop.request(`${prefix}.${placed}`, event('pub-1', { orderId: 'o-2' }), { timeout: 10_000 });
+  assert.deepEqual(JSON.parse(new TextDecoder().decode(answer.data)), { status: 'accepted', matched: [theirs] });
+  await eventually(() => finished(theirs), 'sales’ listen is woken by the publisher’s event', 20_000);
+});
+
+test('only the coordinator publishes into the emitted space: a publisher allowed the type and a command client are refused by the broker', async () => {
+  const shop = await connectAs('shop', inboxPrefixFor('evt', 'shop'));
+  const billing = await connectAs('billing', inboxPrefixFor('cmd', 'billing'));
+  for (const [who, nc] of [
+    ['shop', shop],
+    ['billing', billing],
+  ] as const) {
+    await assert.rejects(nc.request(`${emitPrefix}.sales.${placed}`, event(`forged-${who}`, {}), { timeout: 3_000 }), isPermissionViolation, who);
+  }
+  // The generated users: the coordinator publishes emitted events, and nothing on the publishers'
+  // space; no other user may publish anything the emitted space holds.
+  for (const user of f.plan) {
+    const into = user.permissions.publish.filter((subject) => subjectSpacesOverlap(subject.replace(/\.>$/, ''), emitPrefix));
+    if (user.role === 'coordinator') {
+      assert.deepEqual(into, [`${emitPrefix}.>`]);
+      assert.ok(
+        !user.permissions.publish.some((subject) => subjectSpacesOverlap(subject.replace(/\.>$/, ''), prefix)),
+        'the coordinator publishes no outside event',
+      );
+      for (const space of [`${prefix}.>`, `${emitPrefix}.>`]) assert.ok(user.permissions.subscribe.includes(space), space);
+    } else assert.deepEqual(into, [], user.user);
+  }
+});
+
+test('nobody takes the message id of another principal’s emitted event first: it still lands in the stream', async () => {
+  const nc = await admin();
+  const jsm = await jetstreamManager(nc);
+  const info = await jsm.streams.info(stream);
+  assert.deepEqual(info.config.subjects, [`${emitPrefix}.>`], 'the stream captures the emitted space only');
+  assert.ok(info.config.max_age > 0 && info.config.max_bytes > 0, 'its retention is bounded');
+  const onSubject = async (subject: string) => (await jsm.streams.info(stream, { subjects_filter: subject })).state.subjects?.[subject] ?? 0;
+  const billingBefore = await onSubject(`${emitPrefix}.billing.${placed}`);
+
+  // The instance sales is about to start, its emitted event's id and its JetStream message id: all computable.
+  const victim = workflowInstanceId('sales', f.contract.digest, 'announce', 'c-victim');
+  const digest = sha256Hex(`${victim}\u0000/do/0/placed`);
+  const victimEventId = `${digest.slice(0, 8)}-${digest.slice(8, 12)}-${digest.slice(12, 16)}-${digest.slice(16, 20)}-${digest.slice(20, 32)}`;
+  const victimMessageId = emittedMessageId({ instanceId: victim, at: '/do/0/placed' });
+
+  // A publisher sends messages under those ids where it may publish...
+  const shop = await connectAs('shop', inboxPrefixFor('evt', 'shop'));
+  for (const msgID of [victimEventId, victimMessageId]) {
+    const h = natsHeaders();
+    h.set('Nats-Msg-Id', msgID);
+    h.set('content-type', 'application/cloudevents+json');
+    shop.publish(`${prefix}.${placed}`, event(msgID, { squat: true }), { headers: h });
+  }
+  await shop.flush();
+  // ...and billing's workflow emits an event under the id sales' event will carry.
+  const squatter = await start('billing', 'squat', 'c-squat', { id: victimEventId });
+  await eventually(() => finished(squatter), 'the squatting workflow published', 20_000);
+
+  assert.equal(await start('sales', 'announce', 'c-victim', { orderId: 'o-3' }), victim);
+  await eventually(() => finished(victim), 'sales’ workflow published', 20_000);
+  assert.equal(await onSubject(`${emitPrefix}.sales.${placed}`), 1, 'sales’ event is in the stream');
+  assert.equal(await onSubject(`${emitPrefix}.billing.${placed}`), billingBefore + 1, 'billing’s too, under its own subject');
+  const stored = await jsm.streams.getMessage(stream, { last_by_subj: `${emitPrefix}.sales.${placed}` });
+  assert.ok(stored);
+  const landed = stored.json<CloudEvent>();
+  assert.equal(landed.id, victimEventId);
+  assert.deepEqual(landed.data, { orderId: 'o-3' });
+  assert.equal(stored.header.get('Nats-Msg-Id'), victimMessageId);
+  assert.equal((await jsm.streams.info(stream)).state.messages, info.state.messages + 2, 'nothing the publisher sent is in the stream');
+});
