@@ -43,8 +43,8 @@ export function originPattern(text: string): OriginPattern | { problem: string }
   const host = bracketed ? url.hostname.slice(1, -1) : url.hostname;
   if (host.endsWith('.')) return refused('a host without a trailing dot');
   if (star) {
+    // (A domain after *. that reads as an address is no valid host: the URL parser refused it above.)
     const domain = host.slice(2);
-    if (bracketed || ipVersion(domain) !== 0) return refused('*. goes before a domain name, not an address');
     if (!domain.includes('.')) return refused(`*.${domain} is too wide: give a domain of two labels or more`);
     return { protocol: url.protocol as OriginPattern['protocol'], host: domain, wildcard: true, port: url.port || defaultPort(url.protocol) };
   }

@@ -39,7 +39,7 @@ export function originPatterns(allow: readonly string[], where: string): OriginP
 
 const privateRule = 'the egress policy refuses those (privateNetworks is off)';
 
-/** A fetch under the policy, and how to close its connections. */
+/** A fetch under the policy, and how to close its connections (once; again is the same). */
 export interface EgressFetch {
   fetch: typeof fetch;
   close(): Promise<void>;
@@ -74,5 +74,6 @@ export function egressFetch(options: EgressOptions): EgressFetch {
   const agent = new Agent({ connect });
   const call = (input: Parameters<typeof fetch>[0], init?: RequestInit) =>
     undiciFetch(input as Parameters<typeof undiciFetch>[0], { ...(init as Parameters<typeof undiciFetch>[1]), dispatcher: agent });
-  return { fetch: call as unknown as typeof fetch, close: () => agent.close() };
+  let closed: Promise<void> | undefined;
+  return { fetch: call as unknown as typeof fetch, close: () => (closed ??= agent.close()) };
 }
