@@ -1,6 +1,6 @@
 /**
- * The egress policy's rules, as pure functions (src/workflow/exec/egress.ts enforces them where connections are
- * made): which origins a workflow's HTTP calls may reach (`allow`), and which addresses are private
+ * The egress policy's rules, as pure functions (src/workflow/exec/egress.ts enforces them where
+ * connections are made): which origins a workflow's HTTP calls may reach (`allow`), and which addresses are private
  * or special-purpose (refused unless `privateNetworks`).
  *
  * An allow entry is an origin written exactly as a URL parser writes one: `http://` or `https://`,
@@ -10,6 +10,7 @@
  * elsewhere). An entry matches a request with the same scheme, host and port (an absent port is the
  * scheme's default).
  */
+import { invalidInput } from './errors.js';
 
 export interface OriginPattern {
   protocol: 'http:' | 'https:';
@@ -38,7 +39,8 @@ export function originPattern(text: string): OriginPattern | { problem: string }
     return refused('not a valid host and port');
   }
   const written = `${url.protocol}//${star ? `*.${url.host.slice(2)}` : url.host}`;
-  if (written !== text) return refused(`write it as ${written} (lower case, the port only when it is not the scheme's default, an IP address in its usual form)`);
+  if (written !== text)
+    return refused(`write it as ${written} (lower case, the port only when it is not the scheme's default, an IP address in its usual form)`);
   const bracketed = url.hostname.startsWith('[');
   const host = bracketed ? url.hostname.slice(1, -1) : url.hostname;
   if (host.endsWith('.')) return refused('a host without a trailing dot');
@@ -51,6 +53,14 @@ export function originPattern(text: string): OriginPattern | { problem: string }
   return { protocol: url.protocol as OriginPattern['protocol'], host, wildcard: false, port: url.port || defaultPort(url.protocol) };
 }
 
+/** The allow entries read, or an invalid-input error listing every refused one (`where`: how the entries are named). */
+export function originPatterns(allow: readonly string[], where: string): OriginPattern[] {
+  const read = allow.map((entry) => originPattern(entry));
+  const problems = read.flatMap((entry, index) => ('problem' in entry ? [`${where}[${index}] ${entry.problem}`] : []));
+  if (problems.length > 0) throw invalidInput(problems.join('; '));
+  return read as OriginPattern[];
+}
+
 /**
  * Whether a request to this origin matches an allow entry. `hostname` is the URL's host (an IPv6
  * address without brackets); a trailing dot is the same name; `port` '' is the scheme's default.
@@ -59,8 +69,7 @@ export function originMatches(patterns: readonly OriginPattern[], protocol: stri
   const host = hostname.toLowerCase().replace(/\.$/, '');
   const actualPort = port || defaultPort(protocol);
   return patterns.some(
-    (pattern) =>
-      pattern.protocol === protocol && pattern.port === actualPort && (pattern.wildcard ? host.endsWith(`.${pattern.host}`) : host === pattern.host),
+    (pattern) => pattern.protocol === protocol && pattern.port === actualPort && (pattern.wildcard ? host.endsWith(`.${pattern.host}`) : host === pattern.host),
   );
 }
 

@@ -8,9 +8,8 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { isAdapterError } from '../../src/contract/errors.js';
 import { limits } from '../../src/contract/limits.js';
-import { originMatches, originPattern, specialAddress, type OriginPattern } from '../../src/contract/origins.js';
+import { originMatches, originPattern, originPatterns, specialAddress, type OriginPattern } from '../../src/contract/origins.js';
 import { parseDeploymentConfig } from '../../src/deployment/config.js';
-import { originPatterns } from '../../src/workflow/exec/egress.js';
 import { minimalServeConfig } from '../support/config-fixtures.js';
 
 test('private and special-purpose addresses, IPv4 and IPv6, and the IPv6 forms of IPv4 ones, are told from public ones', () => {
@@ -140,11 +139,23 @@ test('bad allow entries are refused, each with its reason, by the serve config a
       /workflows\.http\.allow\[2\] "http:\/\/x\.example\.com\/path"/.test(e.message) &&
       !/allow\[0\]/.test(e.message),
   );
-  for (const shape of [{ privateNetworks: 'yes' }, { allow: 'https://api.example.com' }, { allow: ['https://a.example.com', 'https://a.example.com'] }, { deny: [] }])
-    assert.throws(() => parse(shape), (e: unknown) => isAdapterError(e) && e.kind === 'invalid-input', JSON.stringify(shape));
+  for (const shape of [
+    { privateNetworks: 'yes' },
+    { allow: 'https://api.example.com' },
+    { allow: ['https://a.example.com', 'https://a.example.com'] },
+    { deny: [] },
+  ])
+    assert.throws(
+      () => parse(shape),
+      (e: unknown) => isAdapterError(e) && e.kind === 'invalid-input',
+      JSON.stringify(shape),
+    );
   const many = Array.from({ length: limits.workflowHttpAllowMax + 1 }, (_, i) => `https://h${i}.example.com`);
   assert.doesNotThrow(() => parse({ allow: many.slice(1) }));
-  assert.throws(() => parse({ allow: many }), (e: unknown) => isAdapterError(e) && (e.description ?? '').includes('/workflows/http/allow'));
+  assert.throws(
+    () => parse({ allow: many }),
+    (e: unknown) => isAdapterError(e) && (e.description ?? '').includes('/workflows/http/allow'),
+  );
   assert.throws(
     () => originPatterns(['https://ok.example.com', 'https://*.com'], '--http-allow'),
     (e: unknown) => isAdapterError(e) && e.kind === 'invalid-input' && /--http-allow\[1\] "https:\/\/\*\.com": \*\.com is too wide/.test(e.message),

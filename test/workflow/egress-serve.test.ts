@@ -30,7 +30,11 @@ async function startCallback(fixture: WorkflowFixture, hosted: HostedWorkflows, 
   const instance = body as unknown as WorkflowInstance;
   const replayed = await hosted.host.executor.replay(instance.instanceId);
   assert.ok(replayed);
-  assert.deepEqual(await hosted.host.service.view(replayed), await hosted.host.service.get('alice', instance.instanceId), 'the instance replays to the live view');
+  assert.deepEqual(
+    await hosted.host.service.view(replayed),
+    await hosted.host.service.get('alice', instance.instanceId),
+    'the instance replays to the live view',
+  );
   return instance;
 }
 

@@ -26,6 +26,7 @@ import { contextOptions, nonNegativeInteger, startConnectionOf, startContextOpti
 import { checkSecretFile } from '../secrets.js';
 import { limits } from '../../contract/limits.js';
 import type { EgressOptions } from '../../workflow/exec/egress.js';
+import { originPatterns } from '../../contract/origins.js';
 
 export interface WorkflowRunOptions {
   input: string;
@@ -65,7 +66,6 @@ export async function workflowRunCommand(file: string, options: WorkflowRunOptio
     { workflowStreams },
     { checkDocument, isWorkflowNamed },
     { canonicalJson, sha256Hex },
-    { originPatterns },
   ] = await Promise.all([
     import('node:crypto'),
     import('../../deployment/files.js'),
@@ -80,10 +80,9 @@ export async function workflowRunCommand(file: string, options: WorkflowRunOptio
     import('../../workflow/exec/streams.js'),
     import('../../workflow/exec/document.js'),
     import('../../contract/canonical.js'),
-    import('../../workflow/exec/egress.js'),
   ]);
   try {
-    const egress = egressOf(options, originPatterns);
+    const egress = egressOf(options);
     const document = parseDocumentBytes(await readFileBytes(file), file, file);
     const pinned = await pinnedDocuments(options.with, document, { readFileBytes, parseDocumentBytes, checkDocument, isWorkflowNamed });
     const input = parseStrictBytes(Buffer.from(options.input, 'utf8'), '--input');
@@ -207,13 +206,13 @@ function headerOf(document: JsonValue): [string, string, string] {
  * their own machine calls what they choose (local services included), so without --http-allow
  * there is none; with it, the rules of `convoke serve` (workflows.http) hold.
  */
-function egressOf(options: WorkflowRunOptions, check: (allow: readonly string[], where: string) => unknown): EgressOptions | undefined {
+function egressOf(options: WorkflowRunOptions): EgressOptions | undefined {
   const allow = options.httpAllow ?? [];
   if (allow.length === 0) {
     if (options.httpPrivate) throw invalidInput('--http-private goes with --http-allow (without --http-allow, HTTP calls may go anywhere)');
     return undefined;
   }
-  check(allow, '--http-allow');
+  originPatterns(allow, '--http-allow');
   return { allow, privateNetworks: options.httpPrivate === true };
 }
 

@@ -14,8 +14,7 @@
 import { lookup as dnsLookup, type LookupAddress } from 'node:dns';
 import { isIP, type LookupFunction } from 'node:net';
 import { Agent, buildConnector, fetch as undiciFetch } from 'undici';
-import { invalidInput } from '../../contract/errors.js';
-import { EgressRefused, ipVersion, originMatches, originPattern, originText, specialAddress, type OriginPattern } from '../../contract/origins.js';
+import { EgressRefused, ipVersion, originMatches, originPatterns, originText, specialAddress } from '../../contract/origins.js';
 
 export interface EgressPolicy {
   /** The origins calls may reach (origins.ts: the pattern syntax); absent: any origin. */
@@ -27,14 +26,6 @@ export interface EgressPolicy {
 export interface EgressOptions extends EgressPolicy {
   /** Resolves names (dns.lookup by default; tests resolve a name of their own to loopback). */
   lookup?: LookupFunction;
-}
-
-/** The allow entries read, or an invalid-input error listing every refused one. */
-export function originPatterns(allow: readonly string[], where: string): OriginPattern[] {
-  const read = allow.map((entry) => originPattern(entry));
-  const problems = read.flatMap((entry, index) => ('problem' in entry ? [`${where}[${index}] ${entry.problem}`] : []));
-  if (problems.length > 0) throw invalidInput(problems.join('; '));
-  return read as OriginPattern[];
 }
 
 const privateRule = 'the egress policy refuses those (privateNetworks is off)';
