@@ -21,7 +21,7 @@ import type { JsonObject, JsonValue } from '../contract/json.js';
 import type { ContractRef } from '../contract/types.js';
 import { seededRandom } from '../runtime/random.js';
 import type { InvocationService } from '../runtime/service.js';
-import { workflowEventsDefaults, type WorkflowHosting, type WorkflowsConfig } from '../runtime/workflow-service.js';
+import { workflowEventsDefaults, type WorkflowHosting, type WorkflowHttpConfig, type WorkflowsConfig } from '../runtime/workflow-service.js';
 import { workflowStuckBoundsDefault, type WorkflowStuckBounds } from '../events/workflow-index.js';
 import { observeStuckWorkflowInstances } from '../runtime/workflow-stuck-metrics.js';
 import type { Registry } from 'prom-client';
@@ -29,6 +29,7 @@ import { workflowDocuments } from '../workflow/dsl/bundle.js';
 import { isWorkflowNamed } from '../workflow/exec/document.js';
 import { contractFunctionName, contractFunctionSecret } from '../workflow/dsl/contract-function.js';
 import { WorkflowExecutor } from '../workflow/exec/executor.js';
+import type { EgressOptions } from '../workflow/exec/egress.js';
 import { WorkflowInstances, type WorkflowDefinition } from '../workflow/exec/instances.js';
 import { JqWorkerEvaluator } from '../workflow/exec/jq.js';
 import { workflowStreams } from '../workflow/exec/streams.js';
@@ -89,6 +90,8 @@ export async function createWorkflowHost(parts: WorkflowHostParts): Promise<Work
     random: seededRandom(parts.seed ?? randomInt(2 ** 31)),
     evaluator,
     invocations: parts.coordinator,
+    // Any principal allowed to start a workflow chooses where its HTTP calls go (an endpoint from its input): the deployment's policy bounds them.
+    egress: egressOf(parts.settings?.http),
     ...(parts.emit ? { emit: parts.emit } : {}),
     ...(sink ? { events: sink } : {}),
     ...(parts.settings?.leaseMs === undefined ? {} : { leaseMs: parts.settings.leaseMs }),
@@ -133,6 +136,11 @@ export async function createWorkflowHost(parts: WorkflowHostParts): Promise<Work
       await evaluator.close();
     },
   };
+}
+
+/** The egress policy of the config's workflows.http: any public origin, or only those in allow; private addresses only with privateNetworks. */
+function egressOf(http: WorkflowHttpConfig | undefined): EgressOptions {
+  return { privateNetworks: http?.privateNetworks ?? false, ...(http?.allow ? { allow: http.allow } : {}) };
 }
 
 /** Each deployed bundle's pipelines and workflows as instances run them, by digest and name; and each bundle's ref. */

@@ -95,6 +95,9 @@ export const limits = {
   workflowLeaseMsMax: 600_000,
   /** Event types one event publisher may be allowed (config workflows.events.publishers): one subject permission each. */
   workflowEventTypesPerPublisherMax: 64,
+  /** Origins a deployment's workflow HTTP calls may be allowed (config workflows.http.allow), and the characters of one. */
+  workflowHttpAllowMax: 256,
+  workflowHttpOriginCharsMax: 300,
   /** Characters of one runtime expression (a transform's, or one `${ … }` in a workflow). */
   expressionCharsMax: 16 * 1024,
   quorumDenominatorMax: 1_000_000,

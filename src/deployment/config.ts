@@ -34,6 +34,7 @@ import { attestedEffectFencing } from '../runtime/capabilities.js';
 import { budgetBytesMin, budgetProblems } from '../runtime/log-budget.js';
 import { coordinatorBusPermissions, peerBusPermissions } from './embedded.js';
 import { observeStampSources } from '../runtime/metrics.js';
+import { originPattern } from '../contract/origins.js';
 import { buildNatsDeployment } from './nats/assembly.js';
 import { jetstreamStorePermissions } from './nats/permissions.js';
 import { natsTransportSchema } from './nats/settings.js';
@@ -238,6 +239,20 @@ export const deploymentConfigSchema = {
             leaseGraceMs: { type: 'integer', minimum: 0, maximum: limits.timeoutMsMax },
           },
         },
+        /** The egress policy of workflow HTTP calls (each allow entry read by origins.ts: semanticProblems). */
+        http: {
+          type: 'object',
+          additionalProperties: false,
+          properties: {
+            allow: {
+              type: 'array',
+              maxItems: limits.workflowHttpAllowMax,
+              uniqueItems: true,
+              items: { type: 'string', minLength: 1, maxLength: limits.workflowHttpOriginCharsMax },
+            },
+            privateNetworks: { type: 'boolean' },
+          },
+        },
         events: {
           type: 'object',
           additionalProperties: false,
@@ -331,6 +346,10 @@ function semanticProblems(config: DeploymentConfig): string[] {
   if (events && config.transport.kind !== 'nats' && ((events.emit ?? 'none') !== 'none' || events.listen))
     problems.push('workflows.events: emit over NATS and listen need a nats transport');
   if (events?.publishers && !events.listen) problems.push('workflows.events.publishers: publishers need listen (nothing would take their events)');
+  for (const [index, entry] of (config.workflows?.http?.allow ?? []).entries()) {
+    const read = originPattern(entry);
+    if ('problem' in read) problems.push(`workflows.http.allow[${index}] ${read.problem}`);
+  }
   return problems;
 }
 

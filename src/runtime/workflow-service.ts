@@ -153,6 +153,16 @@ export interface WorkflowsConfig {
   events?: WorkflowEventsConfig;
   /** When a running instance counts as stuck (docs/workflows-executor.md "Listing instances"); absent fields take the defaults. */
   stuck?: Partial<WorkflowStuckBounds>;
+  /** Where the workflows' HTTP calls may go (docs/workflows-executor.md "Egress"). */
+  http?: WorkflowHttpConfig;
+}
+
+/** The serve config's `workflows.http`: the egress policy of `call: http` and `call: openapi`. */
+export interface WorkflowHttpConfig {
+  /** The only origins calls may reach (`https://api.example.com`, `https://*.example.com`, `http://10.1.2.3:8080`); absent: any. */
+  allow?: string[];
+  /** Whether calls may reach private and special-purpose addresses (loopback, RFC 1918, link-local, …; default false). */
+  privateNetworks?: boolean;
 }
 
 /** The serve config's `workflows.events`: the event transports of emit and listen (docs/workflows-executor.md "Events"). */

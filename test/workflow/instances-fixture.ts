@@ -57,9 +57,12 @@ export interface WorkflowFixture {
   dispose(): Promise<void>;
 }
 
-export async function writeWorkflowFixture(options: { store?: string; http?: JsonObject; workflows?: JsonObject } = {}): Promise<WorkflowFixture> {
+export async function writeWorkflowFixture(
+  options: { store?: string; http?: JsonObject; workflows?: JsonObject; bundleWorkflows?: JsonObject } = {},
+): Promise<WorkflowFixture> {
   const dir = await mkdtemp(join(tmpdir(), 'convoke-wf-'));
   const bundle = workflowBundle();
+  Object.assign(bundle.workflows as JsonObject, options.bundleWorkflows ?? {});
   await writeFile(join(dir, 'bundle.json'), JSON.stringify(bundle, null, 2));
   const tokens = {
     alice: `alice-${randomBytes(16).toString('hex')}`,

@@ -43,6 +43,8 @@ export interface HarnessOptions {
   workflows?: WorkflowExecutorOptions['workflows'];
   secrets?: WorkflowExecutorOptions['secrets'];
   openApiDocumentKeepMs?: number;
+  /** The egress policy of HTTP calls (exclusive with fetch). */
+  egress?: WorkflowExecutorOptions['egress'];
 }
 
 export function harness(options: HarnessOptions = {}): Harness {
@@ -63,6 +65,7 @@ export function harness(options: HarnessOptions = {}): Harness {
     workflows: options.workflows,
     secrets: options.secrets,
     openApiDocumentKeepMs: options.openApiDocumentKeepMs,
+    egress: options.egress,
   });
   return {
     executor,

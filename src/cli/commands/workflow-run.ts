@@ -25,6 +25,8 @@ import { storeLogin, type StoreAuth } from '../connection.js';
 import { contextOptions, nonNegativeInteger, startConnectionOf, startContextOptions, storeCredsOption, storeOf, workflowCommand } from '../options.js';
 import { checkSecretFile } from '../secrets.js';
 import { limits } from '../../contract/limits.js';
+import type { EgressOptions } from '../../workflow/exec/egress.js';
+import { originPatterns } from '../../contract/origins.js';
 
 export interface WorkflowRunOptions {
   input: string;
@@ -43,6 +45,10 @@ export interface WorkflowRunOptions {
   tokenFile?: string;
   /** How a jetstream: or esdb: store logs in (a context's, when its URL names no user). */
   storeAuth?: StoreAuth;
+  /** `--http-allow`: the only origins HTTP calls may reach (then private addresses only with `httpPrivate`); none: calls go anywhere, as they always have. */
+  httpAllow?: string[];
+  /** `--http-private`: with --http-allow, the listed origins may be private or special-purpose addresses. */
+  httpPrivate?: boolean;
 }
 
 /** main.ts imports this module to register the command: everything else loads when it runs. */
@@ -76,6 +82,7 @@ export async function workflowRunCommand(file: string, options: WorkflowRunOptio
     import('../../contract/canonical.js'),
   ]);
   try {
+    const egress = egressOf(options);
     const document = parseDocumentBytes(await readFileBytes(file), file, file);
     const pinned = await pinnedDocuments(options.with, document, { readFileBytes, parseDocumentBytes, checkDocument, isWorkflowNamed });
     const input = parseStrictBytes(Buffer.from(options.input, 'utf8'), '--input');
@@ -90,6 +97,7 @@ export async function workflowRunCommand(file: string, options: WorkflowRunOptio
       random: seededRandom(options.seed ?? randomInt(2 ** 31)),
       evaluator,
       ...(invocations ? { invocations } : {}),
+      ...(egress ? { egress } : {}),
       ...(pinned.length > 0 ? { workflows: (_digest, ref) => pinned.find((other) => isWorkflowNamed(other, ref)) } : {}),
     });
     // Documents run together are one bundle: their digest names the instance (FILE alone: its own digest, the executor's default).
@@ -193,6 +201,21 @@ function headerOf(document: JsonValue): [string, string, string] {
   return [field('namespace'), field('name'), field('version')];
 }
 
+/**
+ * The egress policy --http-allow and --http-private ask for. One user running their own workflow on
+ * their own machine calls what they choose (local services included), so without --http-allow
+ * there is none; with it, the rules of `convoke serve` (workflows.http) hold.
+ */
+function egressOf(options: WorkflowRunOptions): EgressOptions | undefined {
+  const allow = options.httpAllow ?? [];
+  if (allow.length === 0) {
+    if (options.httpPrivate) throw invalidInput('--http-private goes with --http-allow (without --http-allow, HTTP calls may go anywhere)');
+    return undefined;
+  }
+  originPatterns(allow, '--http-allow');
+  return { allow, privateNetworks: options.httpPrivate === true };
+}
+
 /** Contract calls over HTTP to --endpoint, authenticated by the credential --token-env or --token-file names. */
 async function contractCalls(options: WorkflowRunOptions, clock: import('../../contract/clock.js').Clock) {
   if (options.endpoint === undefined) {
@@ -239,6 +262,13 @@ export function addWorkflowRunCommand(program: Command, io: CliIo, setExit: (cod
     )
     .option('--token-env <name>', "environment variable holding the bearer token for --endpoint (default: the context's)")
     .option('--token-file <path>', "file holding the bearer token for --endpoint, mode 0600 (default: the context's)")
+    .option(
+      '--http-allow <origin>',
+      'an origin HTTP calls may reach (https://api.example.com, https://*.example.com, http://10.1.2.3:8080); repeat for more; given, no other origin and no private address (see --http-private)',
+      (value: string, previous: string[]) => [...previous, value],
+      [] as string[],
+    )
+    .option('--http-private', 'with --http-allow: the listed origins may be private or special-purpose addresses (loopback, RFC 1918, link-local, …)', false)
     .action(async (file: string, o) => setExit(await workflowRunCommand(file, await runOptionsOf(o), io)));
 }
 
@@ -265,6 +295,8 @@ async function runOptionsOf(o: Record<string, unknown>): Promise<WorkflowRunOpti
     waitMs: o.waitMs as number,
     seed: o.seed as number | undefined,
     json: o.json as boolean,
+    httpAllow: o.httpAllow as string[],
+    httpPrivate: o.httpPrivate as boolean,
     ...(endpoint === undefined ? {} : { endpoint }),
     ...(c.storeAuth === undefined ? {} : { storeAuth: c.storeAuth }),
   };

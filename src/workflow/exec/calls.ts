@@ -25,6 +25,7 @@ import type { Interpreting as Interpreter, TaskRun } from './run.js';
 import { Halted } from './journal.js';
 import { authenticationPlaces, mentionsSecrets, redacted, secretNames, valueAt } from '../secrets.js';
 import { resolveAuthentication } from '../authentication.js';
+import { egressRefusalOf } from '../../contract/origins.js';
 import { buildRequest, parseOpenApi, resolveOperation, type ResolvedOperation } from './openapi.js';
 
 export const contractFunction = 'invoke-contract';
@@ -266,6 +267,9 @@ async function exchange(interpreter: Interpreter, run: TaskRun, request: HttpReq
   } catch (error) {
     if (run.frame.signal.aborted) throw new Halted('the call was stopped');
     if (error instanceof WorkflowRaise) throw error;
+    // Refused by the egress policy (egress.ts): not a failure to reach the service, and never one to try again.
+    const refused = egressRefusalOf(error);
+    if (refused) throw raise('authorization', 403, 'HTTP call refused', ref, refused.message);
     throw raise('communication', 503, 'HTTP request failed', ref, error instanceof Error ? error.message : String(error));
   }
   const okMax = options.redirect ? 399 : 299;

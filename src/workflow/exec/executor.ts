@@ -30,6 +30,7 @@ import type { WorkflowStore } from './streams.js';
 import type { SubworkflowHost } from './run.js';
 import { disposeOwed, owedDisposals } from './subworkflows.js';
 import { OpenApiDocuments } from './openapi.js';
+import { egressFetch, type EgressFetch, type EgressOptions } from './egress.js';
 import { limits } from '../../contract/limits.js';
 
 export interface WorkflowExecutorOptions {
@@ -38,8 +39,13 @@ export interface WorkflowExecutorOptions {
   clock: Clock;
   random: Random;
   evaluator: ExpressionEvaluator;
-  /** HTTP calls go through this (tests route public hosts to a loopback stub). */
+  /** HTTP calls go through this (tests route public hosts to a loopback stub); exclusive with `egress`. */
   fetch?: typeof fetch;
+  /**
+   * The egress policy of HTTP calls (egress.ts: which origins, whether private addresses), enforced
+   * on each connection; without it (and without `fetch`) calls go through the global fetch, anywhere.
+   */
+  egress?: EgressOptions;
   /** Contract calls go through this (the coordinator in-process, or HttpContracts); without it they raise a configuration error. */
   invocations?: ContractCalls;
   /** Where emitted CloudEvents are published after their record commits (NatsCloudEventSink); by default they are only recorded. */
@@ -129,6 +135,8 @@ export class WorkflowExecutor implements CloudEventIntake {
   private rescan: TimerHandle | undefined;
   /** OpenAPI documents fetched by this executor's calls, kept per URI for the next ones. */
   private readonly openApiDocuments: OpenApiDocuments;
+  /** The policed fetch `egress` makes (its connections closed with the executor). */
+  private readonly egress: EgressFetch | undefined;
   /** This worker's name in leases. */
   readonly worker: string;
   readonly leaseMs: number;
@@ -137,6 +145,8 @@ export class WorkflowExecutor implements CloudEventIntake {
     this.options = options;
     this.worker = options.worker ?? defaultWorker();
     this.leaseMs = options.leaseMs ?? defaultLeaseMs;
+    if (options.fetch && options.egress) throw invalidInput('a workflow executor takes fetch or an egress policy, not both');
+    this.egress = options.egress ? egressFetch(options.egress) : undefined;
     this.openApiDocuments = new OpenApiDocuments(() => options.clock.nowMs(), options.openApiDocumentKeepMs ?? 60_000);
     this.kernel = new Kernel<WorkflowRecord, WorkflowTransition, Instance>({
       aggregate: workflowAggregate,
@@ -631,7 +641,7 @@ export class WorkflowExecutor implements CloudEventIntake {
       journal: this.journal(instance, run, opening),
       evaluator: this.options.evaluator,
       random: this.options.random,
-      fetch: this.options.fetch ?? fetch,
+      fetch: this.options.fetch ?? this.egress?.fetch ?? fetch,
       invocations: this.options.invocations,
       runtime: this.options.runtime ?? { name: 'convoke', version: '0.1.0' },
       httpTimeoutMs: this.options.httpTimeoutMs ?? 30_000,
@@ -701,6 +711,7 @@ export class WorkflowExecutor implements CloudEventIntake {
     await Promise.allSettled([...this.running.values(), ...this.disposing.values()]);
     await Promise.allSettled(this.kernel.held().map((instance) => this.release(instance)));
     await this.kernel.close();
+    await this.egress?.close();
   }
 
   /** Ends this worker's lease of a running instance, so that another worker takes it over at once. */
