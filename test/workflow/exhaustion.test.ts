@@ -11,6 +11,7 @@ import { test } from 'node:test';
 import { SystemClock } from '../../src/contract/clock.js';
 import { limits } from '../../src/contract/limits.js';
 import { MemoryEventStore } from '../../src/adapters/store/memory.js';
+import { durationMs } from '../../src/workflow/exec/duration.js';
 import { harness, runToEnd, yaml } from './support.js';
 
 const runtimeError = 'https://serverlessworkflow.io/spec/1.0.0/errors/runtime';
@@ -116,4 +117,35 @@ do:
   } finally {
     await h.close();
   }
+});
+
+test('a wait whose duration from the input ends past what a timer records faults with a validation error', async () => {
+  const h = harness();
+  try {
+    const document = yaml(`document: { dsl: '1.0.3', namespace: test, name: nap, version: '1.0.0' }
+do:
+  - nap:
+      wait: '\${ .d }'
+`);
+    // 10^12 days: past 2^53 ms as an ISO duration; just under it as milliseconds, then past it from the start's instant.
+    for (const [key, d] of [
+      ['iso', 'P999999999999D'],
+      ['ms', { milliseconds: Number.MAX_SAFE_INTEGER - 1 }],
+    ] as const) {
+      const record = await runToEnd(h, document, { d }, key, 10_000);
+      assert.equal(record.status, 'faulted', key);
+      assert.equal(record.error?.type, 'https://serverlessworkflow.io/spec/1.0.0/errors/validation', key);
+      assert.equal(record.error?.title, 'Invalid duration', key);
+    }
+    assert.deepEqual(h.executor.failures, []);
+  } finally {
+    await h.close();
+  }
+});
+
+test('a duration longer than a safe integer of milliseconds is no duration, in either form', () => {
+  assert.equal(durationMs('P999999999999D'), undefined);
+  assert.equal(durationMs({ days: 1e12 }), undefined);
+  assert.equal(durationMs('P1D'), 86_400_000);
+  assert.equal(durationMs('P99999999D'), 99_999_999 * 86_400_000);
 });
