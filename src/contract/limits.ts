@@ -301,7 +301,10 @@ assert(
   'rejections and conflicts cannot exhaust a stream',
 );
 assert(limits.transitionsStoredMax >= limits.transitionsPerOperationMax, 'every store reads back at least the per-operation budget');
-assert(limits.workflowTransitionsMax * 2 <= limits.transitionsStoredMax, "a workflow instance's running budget leaves half of what a store reads back for its closing");
+assert(
+  limits.workflowTransitionsMax * 2 <= limits.transitionsStoredMax,
+  "a workflow instance's running budget leaves half of what a store reads back for its closing",
+);
 assert(limits.resultBytesMax + limits.transitionOverheadBytesMax <= limits.transitionBytesMax, 'a result and its transition overhead fit a transition');
 assert(
   limits.transitionBytesMax + limits.closingBytesPerBranch * limits.branchesMax <= limits.recordBytesMax,

@@ -107,11 +107,16 @@ do:
     assert.equal(record.error?.status, 400);
     assert.match(record.error?.detail ?? '', new RegExp(`larger than ${limits.expressionResultBytesMax} bytes`));
     // Within the bound, a large result is taken as before.
-    const small = await runToEnd(h, yaml(`document: { dsl: '1.0.3', namespace: test, name: ok, version: '1.0.0' }
+    const small = await runToEnd(
+      h,
+      yaml(`document: { dsl: '1.0.3', namespace: test, name: ok, version: '1.0.0' }
 do:
   - grow:
       set: '\${ [range(.n)] | length }'
-`), { n: 50_000 }, 'ok');
+`),
+      { n: 50_000 },
+      'ok',
+    );
     assert.equal(small.status, 'completed');
     assert.equal(small.output, 50_000);
   } finally {

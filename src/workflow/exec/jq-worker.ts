@@ -26,7 +26,10 @@ if (port) {
       const ok = JSON.stringify(outputs.length === 0 ? null : outputs[0]);
       // Recorded once answered: a result larger than a transition carries is refused here, before the runtime parses it.
       if (ok.length > limits.expressionResultBytesMax || Buffer.byteLength(ok) > limits.expressionResultBytesMax)
-        port.postMessage({ id: request.id, error: `the result is larger than ${limits.expressionResultBytesMax} bytes of JSON, the most one recorded value may be` });
+        port.postMessage({
+          id: request.id,
+          error: `the result is larger than ${limits.expressionResultBytesMax} bytes of JSON, the most one recorded value may be`,
+        });
       else port.postMessage({ id: request.id, ok });
     } catch (error) {
       const detail = (error as { stderr?: unknown }).stderr;

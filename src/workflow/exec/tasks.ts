@@ -81,7 +81,8 @@ async function runWait(interpreter: Interpreter, run: TaskRun): Promise<KindOutc
   const started = interpreter.record.tasks[run.at];
   const dueAtMs = (started?.startedAtMs ?? interpreter.deps.journal.nowMs()) + ms;
   // An instant past what a timer records (a duration read from the input) is the DSL's error, not an invalid transition.
-  if (!Number.isSafeInteger(dueAtMs)) throw raise('validation', 400, 'Invalid duration', run.entry.pointer, 'the wait ends past the latest instant a timer records');
+  if (!Number.isSafeInteger(dueAtMs))
+    throw raise('validation', 400, 'Invalid duration', run.entry.pointer, 'the wait ends past the latest instant a timer records');
   await sleepUntil(interpreter, `${run.at}>wait`, dueAtMs, 'wait', run.frame);
   return { output: run.input, ended: false };
 }
