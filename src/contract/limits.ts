@@ -78,6 +78,15 @@ export const limits = {
   /** Secrets a deployment provides to its workflows (config workflowSecrets) and one document may declare, and the bytes of one. */
   workflowSecretsMax: 64,
   workflowSecretBytesMax: 16 * 1024,
+  /** Task executions one workflow instance may make (loops through `for`, `then`, `retry`, `listen.foreach` count each); past it a runtime error (500). */
+  workflowTaskExecutionsMax: 10_000,
+  /**
+   * Transitions one workflow instance may append while it runs: past it each further step is
+   * refused as a runtime error (500, "Log budget exhausted") and the instance faults. The rest of
+   * what a store reads back (transitionsStoredMax) is kept for what comes after: the fault or
+   * completion, lease renewals and releases, a cancellation, its children's dispositions.
+   */
+  workflowTransitionsMax: 4096,
   /** How deep `run: workflow` may nest: a top-level instance is depth 0, its child 1, …; a deeper child is refused (a workflow running itself). */
   workflowDepthMax: 8,
   /** One CloudEvent emitted or received (its JSON), and the instances one event may wake. */
@@ -100,6 +109,12 @@ export const limits = {
   workflowHttpOriginCharsMax: 300,
   /** Characters of one runtime expression (a transform's, or one `${ … }` in a workflow). */
   expressionCharsMax: 16 * 1024,
+  /**
+   * The JSON bytes of one jq result: it is recorded, so one larger than a transition can carry
+   * beside its overhead is refused in the jq worker (an expression error, 400) before the runtime
+   * parses or holds it.
+   */
+  expressionResultBytesMax: 1024 * 1024 - 64 * 1024,
   quorumDenominatorMax: 1_000_000,
   /** Durable mode: in-flight messages per peer stream when the deployment sets no maxMsgs (a full stream refuses new work). */
   durableStreamMsgsDefault: 10_000,
@@ -273,6 +288,10 @@ assert(limits.listenUntilWaitMsMax < limits.admissionBudgetMs, 'an event waits f
 assert(limits.inputBytesMax < limits.transitionBytesMax, 'an input must fit in its admission transition');
 assert(limits.resultBytesMax < limits.transitionBytesMax, 'a result must fit in its transition');
 assert(
+  limits.expressionResultBytesMax + limits.transitionOverheadBytesMax <= limits.transitionBytesMax,
+  "a jq result fits its transition beside the transition's overhead",
+);
+assert(
   Math.ceil(limits.httpContentBytesMax / 3) * 4 + limits.transitionOverheadBytesMax <= limits.transitionBytesMax,
   "an HTTP call's content, even as base64 (output: raw), fits its transition",
 );
@@ -282,6 +301,10 @@ assert(
   'rejections and conflicts cannot exhaust a stream',
 );
 assert(limits.transitionsStoredMax >= limits.transitionsPerOperationMax, 'every store reads back at least the per-operation budget');
+assert(
+  limits.workflowTransitionsMax * 2 <= limits.transitionsStoredMax,
+  "a workflow instance's running budget leaves half of what a store reads back for its closing",
+);
 assert(limits.resultBytesMax + limits.transitionOverheadBytesMax <= limits.transitionBytesMax, 'a result and its transition overhead fit a transition');
 assert(
   limits.transitionBytesMax + limits.closingBytesPerBranch * limits.branchesMax <= limits.recordBytesMax,

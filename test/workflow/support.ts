@@ -45,6 +45,9 @@ export interface HarnessOptions {
   openApiDocumentKeepMs?: number;
   /** The egress policy of HTTP calls (exclusive with fetch). */
   egress?: WorkflowExecutorOptions['egress'];
+  /** An instance's task executions and running transitions (below the limits, to reach them quickly). */
+  tasksMax?: number;
+  transitionsMax?: number;
 }
 
 export function harness(options: HarnessOptions = {}): Harness {
@@ -66,6 +69,8 @@ export function harness(options: HarnessOptions = {}): Harness {
     secrets: options.secrets,
     openApiDocumentKeepMs: options.openApiDocumentKeepMs,
     egress: options.egress,
+    tasksMax: options.tasksMax,
+    transitionsMax: options.transitionsMax,
   });
   return {
     executor,

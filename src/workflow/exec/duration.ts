@@ -7,13 +7,14 @@ const minuteMs = 60_000;
 const units: Readonly<Record<string, number>> = { days: dayMs, hours: hourMs, minutes: minuteMs, seconds: 1000, milliseconds: 1 };
 const iso = /^P(?:(\d+(?:\.\d+)?)D)?(?:T(?:(\d+(?:\.\d+)?)H)?(?:(\d+(?:\.\d+)?)M)?(?:(\d+(?:\.\d+)?)S)?)?$/;
 
-/** Milliseconds, or undefined when the value is not a duration. */
+/** Milliseconds, or undefined when the value is not a duration (or one longer than a safe integer of milliseconds). */
 export function durationMs(value: JsonValue | undefined): number | undefined {
   if (typeof value === 'string') {
     const match = iso.exec(value);
     if (!match || value === 'P' || value.endsWith('T')) return undefined;
     const [, d, h, m, s] = match;
-    return Math.round(Number(d ?? 0) * dayMs + Number(h ?? 0) * hourMs + Number(m ?? 0) * minuteMs + Number(s ?? 0) * 1000);
+    const total = Math.round(Number(d ?? 0) * dayMs + Number(h ?? 0) * hourMs + Number(m ?? 0) * minuteMs + Number(s ?? 0) * 1000);
+    return Number.isSafeInteger(total) ? total : undefined;
   }
   if (typeof value !== 'object' || value === null || Array.isArray(value)) return undefined;
   let total = 0;

@@ -21,6 +21,7 @@ import { checkDocument, isObject, isWorkflowNamed, timeoutMsOf, type Subworkflow
 import { workflowTransitionProblem, type WorkflowCancelledBeforeStart, type WorkflowEvent, type WorkflowParent, type WorkflowTransition } from './events.js';
 import { deliverEvent, untilWaitEnd } from './intake.js';
 import { Interpreter } from './interpreter.js';
+import { raise } from './dsl-errors.js';
 import type { ExpressionEvaluator } from './jq.js';
 import { Halted, type Journal } from './journal.js';
 import { keyScheme } from './keys.js';
@@ -56,7 +57,10 @@ export interface WorkflowExecutorOptions {
   httpTimeoutMs?: number;
   /** How long a fetched OpenAPI document is kept for later `call: openapi` tasks (default 60 s; 0: every call fetches its own). */
   openApiDocumentKeepMs?: number;
+  /** Task executions one instance may make (default and most: limits.workflowTaskExecutionsMax). */
   tasksMax?: number;
+  /** Transitions one instance may append while it runs (default and most: limits.workflowTransitionsMax); past it a step faults it. */
+  transitionsMax?: number;
   finishedCacheMax?: number;
   /** This worker's name in the instances' leases; unique among the workers sharing the store (default: host/pid/n). */
   worker?: string;
@@ -648,7 +652,7 @@ export class WorkflowExecutor implements CloudEventIntake {
       openApiDocuments: this.openApiDocuments,
       contractWaitChunkMs: 5000,
       events: this.options.events ?? (this.options.emit ? { publish: this.options.emit } : undefined),
-      tasksMax: this.options.tasksMax ?? 10_000,
+      tasksMax: Math.min(this.options.tasksMax ?? limits.workflowTaskExecutionsMax, limits.workflowTaskExecutionsMax),
       secrets: this.options.secrets ?? noSecrets,
       subworkflows: this.subworkflows,
     });
@@ -665,6 +669,7 @@ export class WorkflowExecutor implements CloudEventIntake {
     const kernel = this.kernel;
     const worker = this.worker;
     const clock = this.options.clock;
+    const transitionsMax = Math.min(this.options.transitionsMax ?? limits.workflowTransitionsMax, limits.workflowTransitionsMax);
     const fenced = (record: WorkflowRecord, proposal: Proposal, late: boolean) => {
       if (record.status === 'running') holderLease(record, worker, run.epoch);
       return decideProposal(record, proposal, late);
@@ -684,6 +689,9 @@ export class WorkflowExecutor implements CloudEventIntake {
         if (opening?.open()) await open(opening, undefined);
       },
       propose: async (proposal) => {
+        // The log's running budget: a step past it faults the instance (its fault or completion goes into the rest).
+        if (!closingCommands.has(proposal.command) && instance.known.size >= transitionsMax)
+          throw raise('runtime', 500, 'Log budget exhausted', '/', `a running workflow instance appends at most ${transitionsMax} transitions`);
         if (opening?.open()) await open(opening, proposal);
         else await commit(proposal);
         run.lastStepMs = clock.nowMs();
@@ -734,6 +742,9 @@ function waitsOnly(record: WorkflowRecord): boolean {
   const armed = Object.entries(record.timers).filter(([, timer]) => timer.state === 'armed' && (timer.purpose === 'wait' || timer.purpose === 'retry'));
   return innermost.length > 0 && innermost.every((at) => record.listens[at] !== undefined || waitsForChild(at) || armed.some(([key]) => key.startsWith(at)));
 }
+
+/** The interpreter's proposals that end an instance: accepted past its running log budget (executor.ts journal). */
+const closingCommands: ReadonlySet<string> = new Set(['fault', 'complete']);
 
 /** An instance whose start is not committed yet (WorkflowExecutor.create): its first commit carries it. */
 interface Opening {

@@ -80,6 +80,9 @@ async function runWait(interpreter: Interpreter, run: TaskRun): Promise<KindOutc
   await interpreter.flush();
   const started = interpreter.record.tasks[run.at];
   const dueAtMs = (started?.startedAtMs ?? interpreter.deps.journal.nowMs()) + ms;
+  // An instant past what a timer records (a duration read from the input) is the DSL's error, not an invalid transition.
+  if (!Number.isSafeInteger(dueAtMs))
+    throw raise('validation', 400, 'Invalid duration', run.entry.pointer, 'the wait ends past the latest instant a timer records');
   await sleepUntil(interpreter, `${run.at}>wait`, dueAtMs, 'wait', run.frame);
   return { output: run.input, ended: false };
 }
@@ -297,7 +300,8 @@ async function retryDelay(
   const toMs = durationMs(jitter?.to) ?? fromMs;
   const jitterMs = jitter ? fromMs + Math.floor(interpreter.deps.random.next() * Math.max(0, toMs - fromMs)) : 0;
   const dueAtMs = nowMs + baseMs * factor + jitterMs;
-  if (durationLimit !== undefined && dueAtMs > startedAtMs + durationLimit) return undefined;
+  // A backoff grown past what a timer records leaves no retry.
+  if (!Number.isSafeInteger(dueAtMs) || (durationLimit !== undefined && dueAtMs > startedAtMs + durationLimit)) return undefined;
   return dueAtMs;
 }
 
