@@ -12,12 +12,13 @@ import assert from 'node:assert/strict';
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { mkdir, mkdtemp, readFile, readdir, realpath, rm, symlink, writeFile } from 'node:fs/promises';
-import { createServer, connect } from 'node:net';
+import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { shellCommands } from '../support/markdown.js';
 import { strictTscArgs } from '../support/typecheck.js';
+import { freePort } from '../support/ports.js';
 
 const repoRoot = fileURLToPath(new URL('../../../', import.meta.url));
 const stepTimeoutMs = 60_000;
@@ -26,14 +27,6 @@ const stepTimeoutMs = 60_000;
  * more on a loaded 2-core machine. A generous bound, not a rule (as the packed package's tsc has).
  */
 const typecheckTimeoutMs = 240_000;
-
-async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const port = (server.address() as { port: number }).port;
-  await new Promise((resolve) => server.close(resolve));
-  return port;
-}
 
 /** A fenced block of a Markdown file: the first of `language` after `after` (a heading, or the start). */
 function fencedBlock(markdown: string, language: string, after = ''): string {

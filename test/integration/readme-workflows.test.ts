@@ -22,11 +22,11 @@ import assert from 'node:assert/strict';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
 import { mkdir, mkdtemp, readFile, readdir, rm, writeFile } from 'node:fs/promises';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { fencedBlocks, shellCommands, type FencedBlock } from '../support/markdown.js';
+import { freePort } from '../support/ports.js';
 
 const repoRoot = fileURLToPath(new URL('../../../', import.meta.url));
 const stepTimeoutMs = 60_000;
@@ -34,14 +34,6 @@ const stepTimeoutMs = 60_000;
 const settleMs = 30_000;
 
 type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
-
-async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const port = (server.address() as { port: number }).port;
-  await new Promise((resolve) => server.close(resolve));
-  return port;
-}
 
 /** The text of README.md's `## Workflows` section, up to the next `## ` heading. */
 function workflowsSection(readme: string): string {
