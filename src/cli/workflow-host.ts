@@ -53,6 +53,34 @@ export interface WorkflowHostParts {
   metrics?: Registry;
   /** The secrets workflows may read (config workflowSecrets, read at start-up). */
   secrets?: ReadonlyMap<string, JsonValue>;
+  /** Told each error that stopped driving an instance (WorkflowExecutorOptions.onFailure): serve logs them (failureNotices). */
+  onFailure?: (error: unknown) => void;
+}
+
+/** How often, at most, `failureNotices` writes a line while failures keep coming. */
+export const failureNoticeEveryMs = 10_000;
+
+/**
+ * The executor's failures as notices an operator can read without being flooded: the first at
+ * once, then at most one per `everyMs` while they keep coming (a store down for an hour with a
+ * thousand running instances is one line each `everyMs`, not a thousand a second), each naming
+ * how many failures it stands for and the latest one's message.
+ */
+export function failureNotices(
+  write: (notice: { failures: number; error: string }) => void,
+  clock: Clock,
+  everyMs = failureNoticeEveryMs,
+): (error: unknown) => void {
+  let unreported = 0;
+  let lastWrittenMs = Number.NEGATIVE_INFINITY;
+  return (error) => {
+    unreported++;
+    const nowMs = clock.nowMs();
+    if (nowMs - lastWrittenMs < everyMs) return;
+    write({ failures: unreported, error: error instanceof Error ? error.message : String(error) });
+    unreported = 0;
+    lastWrittenMs = nowMs;
+  };
 }
 
 export interface WorkflowHost extends WorkflowHosting {
@@ -96,6 +124,7 @@ export async function createWorkflowHost(parts: WorkflowHostParts): Promise<Work
     ...(sink ? { events: sink } : {}),
     ...(parts.settings?.leaseMs === undefined ? {} : { leaseMs: parts.settings.leaseMs }),
     ...(parts.secrets ? { secrets: parts.secrets } : {}),
+    ...(parts.onFailure ? { onFailure: parts.onFailure } : {}),
     // run: workflow names a pipeline or workflow of the same bundle (by its namespace, its bundle name and version).
     workflows: (digest, ref) => [...(definitions.get(digest)?.values() ?? [])].find((definition) => isWorkflowNamed(definition.document, ref))?.document,
   });

@@ -87,6 +87,8 @@ export const limits = {
    * completion, lease renewals and releases, a cancellation, its children's dispositions.
    */
   workflowTransitionsMax: 4096,
+  /** The latest errors a workflow executor keeps of those that stopped driving an instance (WorkflowExecutor.failures); each is also told to its onFailure. */
+  workflowFailuresKeptMax: 256,
   /** How deep `run: workflow` may nest: a top-level instance is depth 0, its child 1, …; a deeper child is refused (a workflow running itself). */
   workflowDepthMax: 8,
   /** One CloudEvent emitted or received (its JSON), and the instances one event may wake. */

@@ -48,6 +48,7 @@ export interface HarnessOptions {
   /** An instance's task executions and running transitions (below the limits, to reach them quickly). */
   tasksMax?: number;
   transitionsMax?: number;
+  onFailure?: WorkflowExecutorOptions['onFailure'];
 }
 
 export function harness(options: HarnessOptions = {}): Harness {
@@ -71,6 +72,7 @@ export function harness(options: HarnessOptions = {}): Harness {
     egress: options.egress,
     tasksMax: options.tasksMax,
     transitionsMax: options.transitionsMax,
+    onFailure: options.onFailure,
   });
   return {
     executor,

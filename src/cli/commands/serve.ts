@@ -9,7 +9,7 @@
  * lifecycle, the deployment's notices, start and stop (docs/operations.md "Logs").
  */
 import { pino, type Logger as Pino } from 'pino';
-import { SystemClock } from '../../contract/clock.js';
+import { SystemClock, type Clock } from '../../contract/clock.js';
 import { buildDeployment, readDeploymentConfig } from '../../deployment/config.js';
 import type { DeploymentConfig } from '../../deployment/types.js';
 import type { NatsLogin } from '../../adapters/transport/nats-creds.js';
@@ -20,7 +20,7 @@ import { startHttpServer } from '../../http/server.js';
 import { observeProcess } from '../../runtime/metrics.js';
 import type { CliIo } from '../io.js';
 import { buildInfo } from '../version.js';
-import { createWorkflowHost } from '../workflow-host.js';
+import { createWorkflowHost, failureNotices } from '../workflow-host.js';
 import { readWorkflowSecrets } from '../workflow-secrets.js';
 
 export const logLevels = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
@@ -97,6 +97,15 @@ export async function connectedConfig(options: ServeOptions, config: DeploymentC
 const sourceOf = (contextName: string | undefined, creds: string | undefined) =>
   [contextName === undefined ? undefined : `context "${contextName}"`, creds === undefined ? undefined : '--creds'].filter(Boolean).join(' with ');
 
+/** An instance whose driving stopped (the store unavailable, a refused append) is driven again shortly: said, without a flood. */
+function workflowFailureLog(logger: Pino, clock: Clock): (error: unknown) => void {
+  const workflows = logger.child({ component: 'workflows' });
+  return failureNotices(
+    (notice) => workflows.warn({ event: 'workflow-driving-failed', ...notice }, 'driving a workflow instance failed; it is driven again shortly'),
+    clock,
+  );
+}
+
 export async function serveCommand(options: ServeOptions, io: CliIo): Promise<number> {
   const { config, natsLogin } = await connectedConfig(options, await readDeploymentConfig(options.config));
   const logger = serveLogger(io, options.logLevel);
@@ -111,7 +120,7 @@ export async function serveCommand(options: ServeOptions, io: CliIo): Promise<nu
     log,
     logger: logger.child({ component: 'coordinator' }),
     // Workflow instances on the deployment's store; their contract calls go in-process.
-    workflows: (parts) => createWorkflowHost({ ...parts, secrets }),
+    workflows: (parts) => createWorkflowHost({ ...parts, secrets, onFailure: workflowFailureLog(logger, parts.clock) }),
     ...(natsLogin ? { natsLogin } : {}),
     ...(options.env ? { env: options.env } : {}),
   });

@@ -61,6 +61,11 @@ export interface WorkflowExecutorOptions {
   tasksMax?: number;
   /** Transitions one instance may append while it runs (default and most: limits.workflowTransitionsMax); past it a step faults it. */
   transitionsMax?: number;
+  /**
+   * Told each error that stopped driving an instance (the store unavailable, a refused append):
+   * the instance is still running and is driven again shortly. `convoke serve` logs them.
+   */
+  onFailure?: (error: unknown) => void;
   finishedCacheMax?: number;
   /** This worker's name in the instances' leases; unique among the workers sharing the store (default: host/pid/n). */
   worker?: string;
@@ -207,7 +212,7 @@ export class WorkflowExecutor implements CloudEventIntake {
   resumeEvery(intervalMs: number): void {
     const tick = () => {
       void this.resume()
-        .catch((error: unknown) => this.failures.push(error))
+        .catch((error: unknown) => this.noteFailure(error))
         .then(() => {
           if (!this.stopping.signal.aborted) this.rescan = this.options.clock.at(this.options.clock.nowMs() + intervalMs, tick);
         });
@@ -222,7 +227,7 @@ export class WorkflowExecutor implements CloudEventIntake {
       if (instance?.record.status === 'running') return true;
       await this.options.store.ended?.(instanceId);
     } catch (error) {
-      this.failures.push(error);
+      this.noteFailure(error);
     }
     return false;
   }
@@ -339,7 +344,7 @@ export class WorkflowExecutor implements CloudEventIntake {
     await Promise.race([firstTried, ended]);
     if (tried === undefined) {
       // The run ended before its first commit: the start alone, driven as any instance is.
-      if (stopped !== undefined && !(stopped instanceof Halted)) this.failures.push(stopped);
+      if (stopped !== undefined && !(stopped instanceof Halted)) this.noteFailure(stopped);
       tried = this.kernel.create(instanceId, start, made).then((outcome): Creation => (outcome.kind === 'ok' ? { kind: 'ok', carried: false } : outcome));
       const outcome = await tried;
       if (outcome.kind === 'ok') this.drive(instance);
@@ -403,7 +408,7 @@ export class WorkflowExecutor implements CloudEventIntake {
   private settle(instance: Instance): void {
     if (this.stopping.signal.aborted || owedDisposals(instance.record).length === 0) return;
     this.disposeChildren(instance).catch((error: unknown) => {
-      this.failures.push(error);
+      this.noteFailure(error);
       if (this.stopping.signal.aborted) return;
       this.disposeRetries.get(instance.id)?.cancel();
       const again = this.options.clock.at(this.options.clock.nowMs() + redriveDelayMs, () => {
@@ -424,7 +429,7 @@ export class WorkflowExecutor implements CloudEventIntake {
         if (drive && held?.record.status === 'running' && held.record.lease === null) this.drive(held);
         if (held !== undefined && held.record.status !== 'running') this.settle(held);
       })
-      .catch((error: unknown) => this.failures.push(error));
+      .catch((error: unknown) => this.noteFailure(error));
   }
 
   /**
@@ -540,7 +545,7 @@ export class WorkflowExecutor implements CloudEventIntake {
     const run = (led ? this.supervise(instance, led.run, led.controller, led.interpreting) : this.lead(instance))
       .catch((error: unknown) => {
         // The store refused (unavailable, too many writers): the instance is still running; try again shortly.
-        this.failures.push(error);
+        this.noteFailure(error);
         return this.options.clock.nowMs() + redriveDelayMs;
       })
       .then((againAtMs) => {
@@ -658,8 +663,22 @@ export class WorkflowExecutor implements CloudEventIntake {
     });
   }
 
-  /** Errors that stopped an interpreter without finishing its instance; it is driven again after redriveDelayMs. */
+  /**
+   * Errors that stopped an interpreter without finishing its instance (it is driven again after
+   * redriveDelayMs): the latest limits.workflowFailuresKeptMax, so a store that stays unavailable
+   * for days does not grow them without end.
+   */
   readonly failures: unknown[] = [];
+
+  private noteFailure(error: unknown): void {
+    this.failures.push(error);
+    if (this.failures.length > limits.workflowFailuresKeptMax) this.failures.splice(0, this.failures.length - limits.workflowFailuresKeptMax);
+    try {
+      this.options.onFailure?.(error);
+    } catch {
+      // A listener that throws changes nothing here: the instance is driven again either way.
+    }
+  }
 
   /**
    * The interpreter's view of its instance: every proposal fenced by the lease it runs under.
