@@ -32,6 +32,14 @@ export function lengthPrefixed(parts: readonly string[]): Buffer {
   return out;
 }
 
+/** An invocation key is 1 to limits.invocationKeyBytesMax bytes of UTF-8 (an operation's, and a workflow instance's). */
+export function checkInvocationKey(key: string): void {
+  const bytes = Buffer.byteLength(key, 'utf8');
+  if (bytes === 0 || bytes > limits.invocationKeyBytesMax) {
+    throw invalidInput(`invocationKey must be 1..${limits.invocationKeyBytesMax} bytes (got ${bytes})`);
+  }
+}
+
 /** `op` + lowercase hex SHA-256 of lengthPrefixed([principalId, contractDigest, invocationKey]): 66 chars. */
 export function operationId(principalId: string, contractDigest: string, invocationKey: string): string {
   return 'op' + sha256Hex(lengthPrefixed([principalId, contractDigest, invocationKey]));

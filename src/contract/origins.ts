@@ -10,6 +10,7 @@
  * elsewhere). An entry matches a request with the same scheme, host and port (an absent port is the
  * scheme's default).
  */
+import { isIPv6 } from 'node:net';
 import { invalidInput } from './errors.js';
 
 export interface OriginPattern {
@@ -75,16 +76,10 @@ export function originMatches(patterns: readonly OriginPattern[], protocol: stri
 
 /** The origin as a URL writes it (IPv6 bracketed, the port when given). */
 export function originText(protocol: string, hostname: string, port: string): string {
-  return `${protocol}//${ipVersion(hostname) === 6 ? `[${hostname}]` : hostname}${port ? `:${port}` : ''}`;
+  return `${protocol}//${isIPv6(hostname) ? `[${hostname}]` : hostname}${port ? `:${port}` : ''}`;
 }
 
 // ── addresses ────────────────────────────────────────────────────────────
-
-/** 4 or 6 for an IP address in its usual text form (an IPv6 zone allowed), 0 otherwise. */
-export function ipVersion(text: string): 0 | 4 | 6 {
-  if (ipv4Value(text) !== undefined) return 4;
-  return ipv6Value(text) !== undefined ? 6 : 0;
-}
 
 function ipv4Value(text: string): number | undefined {
   const parts = text.split('.');

@@ -584,13 +584,12 @@ function eventSubjectProblems(bundles: CompiledBundle[], config: DeploymentConfi
     'convoke.cmd',
     '_INBOX',
   ];
-  const problems = taken
-    .filter((subjects) => subjectSpacesOverlap(subjects, prefix))
-    .map((subjects) => `workflows.events.subjectPrefix "${prefix}" overlaps "${subjects}": an event publisher could publish there`);
-  problems.push(
-    ...taken
-      .filter((subjects) => subjectSpacesOverlap(subjects, emitPrefix))
-      .map((subjects) => `workflows.events.emitSubjectPrefix "${emitPrefix}" overlaps "${subjects}": a workflow's emitted event could be published there`),
+  const spaces = [
+    ['subjectPrefix', prefix, 'an event publisher could publish there'],
+    ['emitSubjectPrefix', emitPrefix, "a workflow's emitted event could be published there"],
+  ] as const;
+  const problems = spaces.flatMap(([key, space, why]) =>
+    taken.filter((subjects) => subjectSpacesOverlap(subjects, space)).map((subjects) => `workflows.events.${key} "${space}" overlaps "${subjects}": ${why}`),
   );
   if (subjectSpacesOverlap(prefix, emitPrefix))
     problems.push(

@@ -8,9 +8,8 @@ import type { CompiledBundle, CompiledInteraction } from '../contract/bundle.js'
 import { canonicalJson, sha256Hex } from '../contract/canonical.js';
 import { refusalError, type CheckedDecision } from '../contract/authorization.js';
 import { AdapterError } from '../contract/errors.js';
-import { operationId as deriveOperationId } from '../contract/ids.js';
+import { checkInvocationKey, operationId as deriveOperationId } from '../contract/ids.js';
 import type { JsonValue } from '../contract/json.js';
-import { limits } from '../contract/limits.js';
 import type { ContractRef, InvocationRequest, RuntimeContext } from '../contract/types.js';
 import type { Transition } from '../events/types.js';
 import { planAdmission, type PeerAuthorization } from '../domain/admission.js';
@@ -278,11 +277,4 @@ function rejectCallerManifest(request: InvocationRequest): void {
       'denied',
       `a caller may not supply the expected result set (${supplied.join(', ')}); gather manifests come from the deployment's manifest source`,
     );
-}
-
-function checkInvocationKey(key: string): void {
-  const bytes = Buffer.byteLength(key, 'utf8');
-  if (bytes === 0 || bytes > limits.invocationKeyBytesMax) {
-    throw new AdapterError('invalid-input', `invocationKey must be 1..${limits.invocationKeyBytesMax} bytes (got ${bytes})`);
-  }
 }

@@ -14,7 +14,7 @@
 import { lookup as dnsLookup, type LookupAddress } from 'node:dns';
 import { isIP, type LookupFunction } from 'node:net';
 import { Agent, buildConnector, fetch as undiciFetch } from 'undici';
-import { EgressRefused, ipVersion, originMatches, originPatterns, originText, specialAddress } from '../../contract/origins.js';
+import { EgressRefused, originMatches, originPatterns, originText, specialAddress } from '../../contract/origins.js';
 
 export interface EgressPolicy {
   /** The origins calls may reach (origins.ts: the pattern syntax); absent: any origin. */
@@ -44,7 +44,7 @@ export function egressFetch(options: EgressOptions): EgressFetch {
   const lookup: LookupFunction = (hostname, lookupOptions, callback) =>
     resolve(hostname, { ...lookupOptions, all: true }, (error, found) => {
       if (error) return callback(error, '', 0);
-      const addresses = (Array.isArray(found) ? found : [{ address: found, family: ipVersion(found) }]) as LookupAddress[];
+      const addresses = (Array.isArray(found) ? found : [{ address: found, family: isIP(found) }]) as LookupAddress[];
       if (!privateNetworks && addresses.some((entry) => specialAddress(entry.address) !== undefined))
         return callback(new EgressRefused(`${hostname} resolves to a private or special-purpose address: ${privateRule}`), '', 0);
       const first = addresses[0];

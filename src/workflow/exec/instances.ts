@@ -11,7 +11,6 @@
  */
 import { AdapterError, unsupported } from '../../contract/errors.js';
 import type { JsonValue } from '../../contract/json.js';
-import { limits } from '../../contract/limits.js';
 import type { ContractRef } from '../../contract/types.js';
 import type { DecisionView, SettlementView } from '../../projections/views.js';
 import { WorkflowInstanceNotFound } from '../../runtime/errors.js';
@@ -31,6 +30,7 @@ import { appliesOnFold } from '../../events/guard.js';
 import { workflowStuckBoundsDefault, type WorkflowStuckBounds } from '../../events/workflow-index.js';
 import { listWorkflowInstances, type WorkflowListPage, type WorkflowListRequest } from '../../runtime/workflow-list.js';
 import { isWorkflowInstanceId } from '../ids.js';
+import { checkInvocationKey } from '../../contract/ids.js';
 import { applyWorkflow } from './record.js';
 import { workflowStreams } from './streams.js';
 import { isObject } from './document.js';
@@ -69,10 +69,8 @@ export class WorkflowInstances implements WorkflowInstanceService {
         'invalid-input',
         `bundle digest ${request.bundle.digest} is ${deployed.id}@${deployed.version}, not ${request.bundle.id}@${request.bundle.version}`,
       );
-    // The schema counts characters; the bound, as an operation's (admit.ts), is the key's UTF-8 bytes.
-    const keyBytes = Buffer.byteLength(request.invocationKey, 'utf8');
-    if (keyBytes > limits.invocationKeyBytesMax)
-      throw new AdapterError('invalid-input', `invocationKey must be 1..${limits.invocationKeyBytesMax} bytes (got ${keyBytes})`);
+    // The schema counts characters; the bound, as an operation's, is the key's UTF-8 bytes.
+    checkInvocationKey(request.invocationKey);
     const definition = this.options.definition(request.bundle.digest, request.workflow);
     if (!definition) throw new AdapterError('invalid-input', `bundle ${deployed.id}@${deployed.version} has no pipeline or workflow "${request.workflow}"`);
     const { instanceId, created } = await this.options.executor.start({
