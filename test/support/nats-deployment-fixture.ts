@@ -347,6 +347,13 @@ export class NatsDeploymentFixture {
     return new CommandClient(transport, principal, this.contract);
   }
 
+  /** A connection as `user` with its own permissions and inbox prefix (an event publisher, a command principal); closed by dispose(). */
+  async userConnection(user: string, inboxPrefix: string): Promise<NatsConnection> {
+    const nc = await connectNats({ servers: this.url, user, pass: this.password(user), inboxPrefix });
+    this.open.push(nc);
+    return nc;
+  }
+
   /** An unrestricted connection (inspection of streams and consumers); closed by dispose(). */
   async adminConnection(): Promise<NatsConnection> {
     const nc = await connectNats({ servers: this.url, user: 'admin', pass: this.adminPassword });

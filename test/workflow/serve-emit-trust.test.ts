@@ -16,8 +16,7 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { jetstreamManager } from '@nats-io/jetstream';
-import { errors, headers as natsHeaders, type NatsConnection } from '@nats-io/transport-node';
-import { connectNats } from '../../src/adapters/transport/nats.js';
+import { errors, headers as natsHeaders } from '@nats-io/transport-node';
 import { inboxPrefixFor } from '../../src/adapters/transport/nats-names.js';
 import { sha256Hex } from '../../src/contract/canonical.js';
 import { emittedMessageId, type CloudEvent } from '../../src/contract/cloudevents.js';
@@ -57,7 +56,6 @@ function bundle(): JsonObject {
 
 let f: NatsDeploymentFixture;
 const clients = new Map<string, CommandClient>();
-const connections: NatsConnection[] = [];
 
 before(async () => {
   f = await NatsDeploymentFixture.start({
@@ -74,21 +72,8 @@ before(async () => {
 });
 
 after(async () => {
-  for (const nc of connections) await nc.close().catch(() => undefined);
   await f?.dispose();
 });
-
-async function connectAs(user: string, inboxPrefix: string): Promise<NatsConnection> {
-  const nc = await connectNats({ servers: f.url, user, pass: f.password(user), inboxPrefix });
-  connections.push(nc);
-  return nc;
-}
-
-async function admin(): Promise<NatsConnection> {
-  const nc = await connectNats({ servers: f.url, user: 'admin', pass: f.adminSecret() });
-  connections.push(nc);
-  return nc;
-}
 
 async function start(principal: string, workflow: string, key: string, input: JsonObject): Promise<string> {
   const client = clients.get(principal)!;
@@ -121,15 +106,15 @@ test('an emitted event wakes its own principal’s listens only; an event publis
   assert.ok(!typesIn(await f.log(theirs)).includes('listen-event-received'), 'sales’ listen took nothing from billing’s workflow');
 
   // Sales' listen was waiting all along: an event publisher's event of the type reaches it.
-  const shop = await connectAs('shop', inboxPrefixFor('evt', 'shop'));
+  const shop = await f.userConnection('shop', inboxPrefixFor('evt', 'shop'));
   const answer = await shop.request(`${prefix}.${placed}`, event('pub-1', { orderId: 'o-2' }), { timeout: 10_000 });
   assert.deepEqual(JSON.parse(new TextDecoder().decode(answer.data)), { status: 'accepted', matched: [theirs] });
   await eventually(() => finished(theirs), 'sales’ listen is woken by the publisher’s event', 20_000);
 });
 
 test('only the coordinator publishes into the emitted space: a publisher allowed the type and a command client are refused by the broker', async () => {
-  const shop = await connectAs('shop', inboxPrefixFor('evt', 'shop'));
-  const billing = await connectAs('billing', inboxPrefixFor('cmd', 'billing'));
+  const shop = await f.userConnection('shop', inboxPrefixFor('evt', 'shop'));
+  const billing = await f.userConnection('billing', inboxPrefixFor('cmd', 'billing'));
   for (const [who, nc] of [
     ['shop', shop],
     ['billing', billing],
@@ -152,7 +137,7 @@ test('only the coordinator publishes into the emitted space: a publisher allowed
 });
 
 test('nobody takes the message id of another principal’s emitted event first: it still lands in the stream', async () => {
-  const nc = await admin();
+  const nc = await f.adminConnection();
   const jsm = await jetstreamManager(nc);
   const info = await jsm.streams.info(stream);
   assert.deepEqual(info.config.subjects, [`${emitPrefix}.>`], 'the stream captures the emitted space only');
@@ -167,7 +152,7 @@ test('nobody takes the message id of another principal’s emitted event first: 
   const victimMessageId = emittedMessageId({ instanceId: victim, at: '/do/0/placed' });
 
   // A publisher sends messages under those ids where it may publish...
-  const shop = await connectAs('shop', inboxPrefixFor('evt', 'shop'));
+  const shop = await f.userConnection('shop', inboxPrefixFor('evt', 'shop'));
   for (const msgID of [victimEventId, victimMessageId]) {
     const h = natsHeaders();
     h.set('Nats-Msg-Id', msgID);

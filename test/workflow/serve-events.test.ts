@@ -8,8 +8,7 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
-import { errors, type NatsConnection } from '@nats-io/transport-node';
-import { connectNats } from '../../src/adapters/transport/nats.js';
+import { errors } from '@nats-io/transport-node';
 import { inboxPrefixFor } from '../../src/adapters/transport/nats-names.js';
 import type { JsonObject } from '../../src/contract/json.js';
 import type { StoredTransition } from '../../src/events/types.js';
@@ -47,7 +46,6 @@ function bundle(): JsonObject {
 
 let f: NatsDeploymentFixture;
 let billing: CommandClient;
-const connections: NatsConnection[] = [];
 
 before(async () => {
   f = await NatsDeploymentFixture.start({
@@ -64,15 +62,8 @@ before(async () => {
 });
 
 after(async () => {
-  for (const nc of connections) await nc.close().catch(() => undefined);
   await f?.dispose();
 });
-
-async function connectAs(user: string, inboxPrefix: string): Promise<NatsConnection> {
-  const nc = await connectNats({ servers: f.url, user, pass: f.password(user), inboxPrefix });
-  connections.push(nc);
-  return nc;
-}
 
 async function start(workflow: string, key: string, input: JsonObject): Promise<string> {
   const reply: WorkflowReply = await sendWorkflowCommand(
@@ -92,8 +83,7 @@ const paidEvent = (orderId: string, id: string) =>
 const isPermissionViolation = (error: unknown) => error instanceof Error && error.cause instanceof errors.PermissionViolationError;
 
 test('emit: a workflow in serve publishes its event on <emitPrefix>.<principal>.<type> once it is recorded', async () => {
-  const admin = await connectNats({ servers: f.url, user: 'admin', pass: f.adminSecret() });
-  connections.push(admin);
+  const admin = await f.adminConnection();
   const seen: JsonObject[] = [];
   const sub = admin.subscribe('convoke.emitted.>', {
     callback: (_e, msg) => void seen.push({ subject: msg.subject, ...(JSON.parse(new TextDecoder().decode(msg.data)) as JsonObject) }),
@@ -116,10 +106,10 @@ test('listen: an event publisher wakes a waiting instance; others are refused by
   await eventually(async () => typesIn(await f.log(id)).includes('listen-started'), 'the listen waits', 20_000);
 
   // A command client has no publish permission on event subjects.
-  const intruder = await connectAs('billing', inboxPrefixFor('cmd', 'billing'));
+  const intruder = await f.userConnection('billing', inboxPrefixFor('cmd', 'billing'));
   await assert.rejects(intruder.request(`${prefix}.${paid}`, paidEvent('o-7', 'forged-1'), { timeout: 3_000 }), isPermissionViolation);
   // The publisher may send only its own types.
-  const shop = await connectAs('shop', inboxPrefixFor('evt', 'shop'));
+  const shop = await f.userConnection('shop', inboxPrefixFor('evt', 'shop'));
   await assert.rejects(shop.request(`${prefix}.com.example.order.refunded`, paidEvent('o-7', 'forged-2'), { timeout: 3_000 }), isPermissionViolation);
   assert.ok(!typesIn(await f.log(id)).includes('listen-event-received'), 'nothing refused reached the listen');
 
