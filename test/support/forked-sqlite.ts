@@ -45,6 +45,7 @@ export class ForkedSqliteClient implements EventStore {
     list: () => Promise.reject(new Error('the forked SQLite client does not forward the workflow index')),
     get: () => Promise.reject(new Error('the forked SQLite client does not forward the workflow index')),
     put: () => Promise.reject(new Error('the forked SQLite client does not forward the workflow index')),
+    countRunning: () => Promise.reject(new Error('the forked SQLite client does not forward the workflow index')),
   };
 
   private async *openIds(): AsyncIterable<string> {
