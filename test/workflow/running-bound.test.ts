@@ -18,7 +18,7 @@ import { SqliteEventStore } from '../../src/adapters/store/sqlite.js';
 import type { EventStore } from '../../src/adapters/store/types.js';
 import { SystemClock } from '../../src/contract/clock.js';
 import { isAdapterError } from '../../src/contract/errors.js';
-import type { JsonValue } from '../../src/contract/json.js';
+import type { JsonObject, JsonValue } from '../../src/contract/json.js';
 import { limits } from '../../src/contract/limits.js';
 import { parseDeploymentConfig } from '../../src/deployment/config.js';
 import { seededRandom } from '../../src/runtime/random.js';
@@ -27,7 +27,9 @@ import { WorkflowExecutor } from '../../src/workflow/exec/executor.js';
 import { JqWorkerEvaluator } from '../../src/workflow/exec/jq.js';
 import { workflowStreams } from '../../src/workflow/exec/streams.js';
 import { RunningBoundReached } from '../../src/workflow/exec/running-bound.js';
+import type { WorkflowInstance } from '../../src/runtime/workflow-service.js';
 import { minimalServeConfig } from '../support/config-fixtures.js';
+import { serveWorkflowFixture, writeWorkflowFixture } from './instances-fixture.js';
 import { assertReplayEqual, harness, yaml } from './support.js';
 
 const waits = yaml(`
@@ -213,5 +215,53 @@ test('by default a principal may hold limits.workflowRunningPerPrincipalDefault 
   } finally {
     await executor.close();
     await evaluator.close();
+  }
+});
+
+test('over HTTP: a start past the bound is 503 unavailable naming it; another principal, the same start again and a start after a cancel are served; a refused child faults its parent', async () => {
+  const fixture = await writeWorkflowFixture({ workflows: { runningInstancesPerPrincipal: 2 } });
+  const hosted = await serveWorkflowFixture(fixture);
+  try {
+    const call = async (path: string, token: string, body?: JsonObject) => {
+      const response = await fetch(`${hosted.server.url}${path}`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${token}`, ...(body ? { 'content-type': 'application/json' } : {}) },
+        ...(body ? { body: JSON.stringify(body) } : {}),
+      });
+      return { status: response.status, body: (await response.json()) as JsonObject };
+    };
+    const start = (token: string, workflow: string, invocationKey: string, waitMs = 0) =>
+      call('/workflow-instances', token, { bundle: { ...fixture.bundle }, workflow, invocationKey, input: {}, waitMs });
+    const { alice, bob } = fixture.tokens;
+    const first = await start(alice, 'slow', 'q1');
+    const second = await start(alice, 'slow', 'q2');
+    assert.deepEqual([first.status, second.status], [202, 202]);
+    const refused = await start(alice, 'slow', 'q3');
+    assert.equal(refused.status, 503, JSON.stringify(refused.body));
+    assert.equal(refused.body.kind, 'unavailable');
+    assert.match(String(refused.body.description), /"alice" holds 2 running workflow instances, its bound \(2, workflows\.runningInstancesPerPrincipal\)/);
+    assert.equal((await start(bob, 'slow', 'q3')).status, 202, 'another principal is not affected');
+    const again = await start(alice, 'slow', 'q1');
+    assert.equal(again.status, 202);
+    assert.equal(again.body.instanceId, first.body.instanceId, 'the same start again answers its instance at the bound');
+
+    assert.equal((await call(`/workflow-instances/${String(first.body.instanceId)}/cancel`, alice)).body.status, 'cancelled');
+    const third = await start(alice, 'slow', 'q3');
+    assert.equal(third.status, 202, 'one ended: one more starts');
+    assert.equal((await start(alice, 'slow', 'q4')).status, 503);
+
+    // With one slot left, `delegating` starts and its child (`slow`) would be the third: the parent's task faults.
+    assert.equal((await call(`/workflow-instances/${String(second.body.instanceId)}/cancel`, alice)).body.status, 'cancelled');
+    const parent = await start(alice, 'delegating', 'd1', 10_000);
+    assert.equal(parent.status, 200, JSON.stringify(parent.body));
+    const instance = parent.body as unknown as WorkflowInstance;
+    assert.equal(instance.status, 'faulted');
+    assert.equal(instance.error?.status, 503);
+    assert.equal(instance.error?.title, 'Workflow instances bound reached');
+    assert.equal(instance.error?.instance, '/do/0/delegate');
+    assert.equal(instance.childInstances[0]?.status, null, 'the child was never started');
+  } finally {
+    await hosted.close();
+    await fixture.dispose();
   }
 });
