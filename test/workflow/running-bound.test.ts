@@ -130,6 +130,50 @@ test('a burst of concurrent starts on one worker admits exactly up to the bound;
   }
 });
 
+test('a start whose count began while another of the principal’s was under way (admitted, not stored) counts it: it waits for it, counts again and is refused', async () => {
+  const computes = yaml(`
+document: { dsl: '1.0.3', namespace: t, name: computes, version: '1.0.0' }
+do:
+  - compute:
+      set: { n: '\${ [.n] | length }' }
+  - hold:
+      wait: { minutes: 10 }
+`);
+  // The first evaluation is held: the first start is admitted and under way (its create waits for its first step).
+  let entered!: () => void;
+  const evaluating = new Promise<void>((resolve) => (entered = resolve));
+  let open!: () => void;
+  const gate = new Promise<void>((resolve) => (open = resolve));
+  let calls = 0;
+  const h = harness({
+    runningPerPrincipal: 1,
+    evaluator: (jq) => ({
+      evaluate: async (query, input, vars) => {
+        if (calls++ === 0) {
+          entered();
+          await gate;
+        }
+        return jq.evaluate(query, input, vars);
+      },
+      close: () => jq.close(),
+    }),
+  });
+  try {
+    const first = h.executor.start({ principalId: 'alice', invocationKey: 'first', document: computes, input: { n: 1 } });
+    await evaluating;
+    assert.equal(await h.store.workflowIndex.countRunning('alice', 10), 0, 'the first is not stored yet');
+    const second = h.executor.start({ principalId: 'alice', invocationKey: 'second', document: computes, input: { n: 2 } });
+    // Let the second's count run while the first is still held.
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    open();
+    assert.equal((await first).created, true);
+    await assert.rejects(second, refusedAt(1));
+    assert.equal(await storedInstances(h.store), 1);
+  } finally {
+    await h.close();
+  }
+});
+
 const parent = (awaited: boolean) =>
   yaml(`
 document: { dsl: '1.0.3', namespace: t, name: parent, version: '1.0.0' }
