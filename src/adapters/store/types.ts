@@ -121,9 +121,9 @@ export interface WorkflowIndexStore {
   /**
    * How many of the principal's instances the index holds as running, counted no further than
    * `atMost` (a start's bound: src/workflow/exec/running-bound.ts). It holds every row any
-   * client of the store wrote before the call, as a page does; its cost does not grow with the
-   * principal's instances (SQLite: a partial index walked at most `atMost` entries, without
-   * reading a row; the views: the size of one list).
+   * client of the store wrote before the call, as a page does. SQLite walks at most `atMost`
+   * entries of the principal's running partial index, reading no row; the views (memory,
+   * JetStream, EventStoreDB) read the size of the principal's running list.
    */
   countRunning(principalId: string, atMost: number): Promise<number>;
 }

@@ -9,8 +9,8 @@
  *   sharing the store writes an instance's row with its start and with its end, so it holds the
  *   other workers' instances, and a worker just started that has not resumed every running
  *   instance yet counts them all. The executor's memory would miss both (another worker's start
- *   is resumed here only at the next `resume`). One count per start; its cost does not grow with
- *   the principal's instances.
+ *   is resumed here only at the next `resume`). One count per start (WorkflowIndexStore.countRunning):
+ *   the size of a list in the views; on SQLite a walk of at most the bound's entries of an index.
  * - The index does not hold a start still under way (counted, not stored yet). This worker's are
  *   counted here: a count may miss every start of the principal under way when it began, or
  *   admitted while it ran, so the start is admitted when the index's running instances plus those
