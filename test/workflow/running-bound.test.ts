@@ -40,11 +40,13 @@ do:
 `);
 
 /** Whether the error is the bound's refusal, naming the bound and how many the principal holds. */
-const refusedAt = (most: number, held = most) => (error: unknown) =>
-  error instanceof RunningBoundReached &&
-  isAdapterError(error) &&
-  error.kind === 'unavailable' &&
-  (error.description ?? '').includes(`holds ${held} running workflow instances, its bound (${most}`);
+const refusedAt =
+  (most: number, held = most) =>
+  (error: unknown) =>
+    error instanceof RunningBoundReached &&
+    isAdapterError(error) &&
+    error.kind === 'unavailable' &&
+    (error.description ?? '').includes(`holds ${held} running workflow instances, its bound (${most}`);
 
 /** The instances the store holds (running or not), for "nothing was recorded". */
 async function storedInstances(store: EventStore): Promise<number> {
@@ -232,7 +234,10 @@ test("a child workflow counts against its parent's principal: refused at the bou
 test('the bound is configured in workflows.runningInstancesPerPrincipal: 1 to the most; a value past it, below 1 or not an integer is refused', () => {
   const parse = (workflows: object) => parseDeploymentConfig(Buffer.from(JSON.stringify(minimalServeConfig({ workflows }))), '/tmp');
   assert.equal(parse({ runningInstancesPerPrincipal: 25 }).workflows?.runningInstancesPerPrincipal, 25);
-  assert.equal(parse({ runningInstancesPerPrincipal: limits.workflowRunningPerPrincipalMax }).workflows?.runningInstancesPerPrincipal, limits.workflowRunningPerPrincipalMax);
+  assert.equal(
+    parse({ runningInstancesPerPrincipal: limits.workflowRunningPerPrincipalMax }).workflows?.runningInstancesPerPrincipal,
+    limits.workflowRunningPerPrincipalMax,
+  );
   for (const bad of [0, -1, 2.5, '10', limits.workflowRunningPerPrincipalMax + 1])
     assert.throws(
       () => parse({ runningInstancesPerPrincipal: bad }),
@@ -240,8 +245,14 @@ test('the bound is configured in workflows.runningInstancesPerPrincipal: 1 to th
       JSON.stringify(bad),
     );
   // The executor takes the same range (the default when absent).
-  assert.throws(() => harness({ runningPerPrincipal: limits.workflowRunningPerPrincipalMax + 1 }), (error: unknown) => isAdapterError(error) && error.kind === 'invalid-input');
-  assert.throws(() => harness({ runningPerPrincipal: 0 }), (error: unknown) => isAdapterError(error) && error.kind === 'invalid-input');
+  assert.throws(
+    () => harness({ runningPerPrincipal: limits.workflowRunningPerPrincipalMax + 1 }),
+    (error: unknown) => isAdapterError(error) && error.kind === 'invalid-input',
+  );
+  assert.throws(
+    () => harness({ runningPerPrincipal: 0 }),
+    (error: unknown) => isAdapterError(error) && error.kind === 'invalid-input',
+  );
 });
 
 test('by default a principal may hold limits.workflowRunningPerPrincipalDefault running instances; the count asks for no more', async () => {
@@ -253,7 +264,10 @@ test('by default a principal may hold limits.workflowRunningPerPrincipalDefault 
   const runningOf = async (principalId: string, atMost: number) => ((asked = atMost), principalId === 'full' ? atMost : streams.runningOf(principalId, atMost));
   const executor = new WorkflowExecutor({ store: { ...streams, runningOf }, clock, random: seededRandom(1), evaluator });
   try {
-    await assert.rejects(executor.start({ principalId: 'full', invocationKey: 'k', document: waits, input: {} }), refusedAt(limits.workflowRunningPerPrincipalDefault));
+    await assert.rejects(
+      executor.start({ principalId: 'full', invocationKey: 'k', document: waits, input: {} }),
+      refusedAt(limits.workflowRunningPerPrincipalDefault),
+    );
     assert.equal(asked, limits.workflowRunningPerPrincipalDefault);
     assert.equal((await executor.start({ principalId: 'alice', invocationKey: 'k', document: waits, input: {} })).created, true);
   } finally {
