@@ -123,6 +123,7 @@ export async function createWorkflowHost(parts: WorkflowHostParts): Promise<Work
     ...(parts.emit ? { emit: parts.emit } : {}),
     ...(sink ? { events: sink } : {}),
     ...(parts.settings?.leaseMs === undefined ? {} : { leaseMs: parts.settings.leaseMs }),
+    ...(parts.settings?.runningInstancesPerPrincipal === undefined ? {} : { runningPerPrincipal: parts.settings.runningInstancesPerPrincipal }),
     ...(parts.secrets ? { secrets: parts.secrets } : {}),
     ...(parts.onFailure ? { onFailure: parts.onFailure } : {}),
     // run: workflow names a pipeline or workflow of the same bundle (by its namespace, its bundle name and version).

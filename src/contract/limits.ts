@@ -91,6 +91,19 @@ export const limits = {
   workflowFailuresKeptMax: 256,
   /** How deep `run: workflow` may nest: a top-level instance is depth 0, its child 1, …; a deeper child is refused (a workflow running itself). */
   workflowDepthMax: 8,
+  /**
+   * Running workflow instances one principal may hold (its `run: workflow` children included):
+   * a start past it is refused before anything is recorded (unavailable, "retry after one ends").
+   * Every `convoke serve` holds every running instance in memory — about 18 KB each for a small
+   * waiting instance (measured), so the default keeps one principal at about 18 MB per worker
+   * before inputs and logs — and each running instance may wake, call and write at any time.
+   * A thousand is well above one caller's ordinary concurrent work (each instance is itself a
+   * long run: an approval, a pipeline), and far below the store's capacity, which every principal
+   * shares. A deployment lowers or raises it (config workflows.runningInstancesPerPrincipal) up to
+   * the most, where one principal alone fills ~180 MB of every worker: the bound cannot be turned off.
+   */
+  workflowRunningPerPrincipalDefault: 1000,
+  workflowRunningPerPrincipalMax: 10_000,
   /** One CloudEvent emitted or received (its JSON), and the instances one event may wake. */
   cloudEventBytesMax: 256 * 1024,
   cloudEventMatchesMax: 1024,
@@ -298,6 +311,10 @@ assert(
   "an HTTP call's content, even as base64 (output: raw), fits its transition",
 );
 assert(limits.transitionBytesMax <= limits.recordBytesMax, 'a transition fits in a record');
+assert(
+  limits.workflowRunningPerPrincipalDefault >= 1 && limits.workflowRunningPerPrincipalDefault <= limits.workflowRunningPerPrincipalMax,
+  "a principal's default bound of running workflow instances is within its most",
+);
 assert(
   limits.rejectionsRecordedMax + limits.protocolConflictsRecordedMax < limits.transitionsPerOperationMax / 2,
   'rejections and conflicts cannot exhaust a stream',

@@ -229,6 +229,8 @@ export const deploymentConfigSchema = {
       additionalProperties: false,
       properties: {
         leaseMs: { type: 'integer', minimum: limits.workflowLeaseMsMin, maximum: limits.workflowLeaseMsMax },
+        /** Running instances one principal may hold (default limits.workflowRunningPerPrincipalDefault); the bound cannot be turned off. */
+        runningInstancesPerPrincipal: { type: 'integer', minimum: 1, maximum: limits.workflowRunningPerPrincipalMax },
         /** When a running instance counts as stuck (docs/workflows-executor.md "Listing instances"); absent fields take the defaults. */
         stuck: {
           type: 'object',

@@ -155,6 +155,12 @@ export interface WorkflowsConfig {
   stuck?: Partial<WorkflowStuckBounds>;
   /** Where the workflows' HTTP calls may go (docs/workflows-executor.md "Egress"). */
   http?: WorkflowHttpConfig;
+  /**
+   * Running instances one principal may hold, its `run: workflow` children included (default
+   * limits.workflowRunningPerPrincipalDefault, 1000; at most limits.workflowRunningPerPrincipalMax,
+   * 10 000): a start past it is refused, 503 unavailable (docs/workflows-executor.md "Running instances per principal").
+   */
+  runningInstancesPerPrincipal?: number;
 }
 
 /** The serve config's `workflows.http`: the egress policy of `call: http` and `call: openapi`. */

@@ -6,7 +6,7 @@
  * runs to its end through a timer and a child instance, and its record rebuilt from the stored
  * log equals the live one; each instance's index row is its log's projection, a child's naming
  * its parent; an abandoned child is cancelled and its disposition recorded; another client of
- * the store reads the same logs.
+ * the store reads the same logs; a principal's running instances are counted in the index.
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
@@ -127,6 +127,26 @@ const rules: Record<string, Rule> = {
       await second.close();
     }
   },
+  'a principal’s running instances are counted in the index (what bounds its starts), as another client of the store counts them, never past the count asked; one ended counts no more':
+    async (h, w) => {
+      const ids: string[] = [];
+      for (const key of ['count-1', 'count-2'])
+        ids.push((await w.executor.start({ principalId: 'carol', invocationKey: key, document: forever, input: {} })).instanceId);
+      assert.equal(await h.store.workflowIndex.countRunning('carol', 10), 2);
+      assert.equal(await h.store.workflowIndex.countRunning('carol', 1), 1);
+      assert.equal(await h.store.workflowIndex.countRunning('dave', 10), 0);
+      const second = await h.openSecondClient?.();
+      if (second) {
+        try {
+          assert.equal(await second.workflowIndex.countRunning('carol', 10), 2, 'another client counts them');
+        } finally {
+          await second.close();
+        }
+      }
+      await w.executor.cancel(ids[0]!, 'counted no more');
+      assert.equal(await h.store.workflowIndex.countRunning('carol', 10), 1);
+      await w.executor.cancel(ids[1]!, 'counted no more');
+    },
 };
 
 export function workflowConformance(name: string, factory: StoreFactory, options: { skip?: string; timeoutMs?: number } = {}): void {

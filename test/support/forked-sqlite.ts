@@ -40,11 +40,12 @@ export class ForkedSqliteClient implements EventStore {
     countStuck: (nowMs, bounds) => this.call('indexStuck', [nowMs, bounds]) as Promise<StuckCounts>,
     openOperationIds: () => this.openIds(),
   };
-  /** Not forwarded to the child: the tests that fork a client exercise operations only. */
+  /** Not forwarded to the child but the running count (what bounds a principal's starts): the tests that fork a client exercise operations. */
   readonly workflowIndex: WorkflowIndexStore = {
     list: () => Promise.reject(new Error('the forked SQLite client does not forward the workflow index')),
     get: () => Promise.reject(new Error('the forked SQLite client does not forward the workflow index')),
     put: () => Promise.reject(new Error('the forked SQLite client does not forward the workflow index')),
+    countRunning: (principalId, atMost) => this.call('workflowCountRunning', [principalId, atMost]) as Promise<number>,
   };
 
   private async *openIds(): AsyncIterable<string> {

@@ -27,7 +27,8 @@ export interface ChildRequest {
     | 'indexGet'
     | 'indexRebuild'
     | 'indexStuck'
-    | 'indexOpenIds';
+    | 'indexOpenIds'
+    | 'workflowCountRunning';
   args: unknown[];
 }
 
@@ -97,6 +98,8 @@ async function handle(store: SqliteEventStore, request: ChildRequest): Promise<u
       return (await store.index.rebuild(a[0])) ?? null;
     case 'indexStuck':
       return store.index.countStuck(a[0] as never, a[1]);
+    case 'workflowCountRunning':
+      return store.workflowIndex.countRunning(a[0], a[1]);
     case 'indexOpenIds': {
       const ids: string[] = [];
       for await (const id of store.index.openOperationIds()) ids.push(id);

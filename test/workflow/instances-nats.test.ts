@@ -4,7 +4,8 @@
  * process): a workflow calling a contract runs to the end, the same key and input find the same
  * instance, a different input is 409, another principal gets 404, cancel is 422 where the bundle
  * does not declare caller cancellation and ends the instance where it does; the instance rebuilt
- * from the stored log agrees with what the command answered.
+ * from the stored log agrees with what the command answered; a start past the principal's bound of
+ * running instances is answered 503 unavailable.
  */
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
@@ -54,6 +55,8 @@ before(async () => {
     groups: { reviewers: ['alfa'] },
     peers: { alfa: { interactions: { allok: { result: { verdict: 'approve' } } } } },
     commandClients: ['billing', 'shipping'],
+    // Each principal's bound of running instances: billing never holds more than two at once here.
+    workflows: { runningInstancesPerPrincipal: 3 },
   });
   await Promise.all([f.startServe(), f.startPeer('alfa')]);
   for (const who of ['billing', 'shipping']) clients[who] = await f.client(who);
@@ -235,4 +238,21 @@ test('convoke workflow start and get through a context: its servers, user and pa
   assert.equal(flagged.code, exitCodes.ok, flagged.output);
   const other = await cli(['workflow', 'get', id, '--user', 'shipping', '--password-env', passwordVariableOf('shipping')]);
   assert.equal(other.code, exitCodes.notFound, other.output);
+});
+
+test("workflow-start past the principal's bound of running instances (workflows.runningInstancesPerPrincipal) is 503 unavailable; the same start again is answered", async () => {
+  const ids: string[] = [];
+  for (const key of ['bound-1', 'bound-2', 'bound-3']) {
+    const reply = await start('shipping', 'slow', key, {});
+    assert.equal(reply.status, 202, JSON.stringify(reply));
+    ids.push(instanceOf(reply).instanceId);
+  }
+  const refused = await start('shipping', 'slow', 'bound-4', {});
+  assert.equal(refused.status, 503, JSON.stringify(refused));
+  assert.equal('error' in refused && refused.error.kind, 'unavailable');
+  assert.match(('error' in refused && refused.error.description) || '', /"shipping" holds 3 running workflow instances, its bound \(3,/);
+  assert.equal(instanceOf(await start('shipping', 'slow', 'bound-2', {})).instanceId, ids[1]);
+  assert.equal((await send('shipping', 'workflow-cancel', { instanceId: ids[0]! })).status, 200);
+  assert.equal((await start('shipping', 'slow', 'bound-4', {})).status, 202, 'one ended: one more starts');
+  for (const id of ids.slice(1)) await send('shipping', 'workflow-cancel', { instanceId: id });
 });

@@ -49,6 +49,8 @@ export interface HarnessOptions {
   tasksMax?: number;
   transitionsMax?: number;
   onFailure?: WorkflowExecutorOptions['onFailure'];
+  /** Each principal's bound of running instances. */
+  runningPerPrincipal?: number;
 }
 
 export function harness(options: HarnessOptions = {}): Harness {
@@ -73,6 +75,7 @@ export function harness(options: HarnessOptions = {}): Harness {
     tasksMax: options.tasksMax,
     transitionsMax: options.transitionsMax,
     onFailure: options.onFailure,
+    runningPerPrincipal: options.runningPerPrincipal,
   });
   return {
     executor,

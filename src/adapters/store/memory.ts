@@ -121,6 +121,10 @@ export class MemoryEventStore implements EventStore {
       this.assertOpen();
       return this.workflowRows.get(instanceId);
     },
+    countRunning: async (principalId, atMost) => {
+      this.assertOpen();
+      return Math.min(this.workflowRows.runningOf(principalId), atMost);
+    },
     put: async (instanceId, row) => {
       this.assertOpen();
       if (row && row.instanceId === instanceId && this.streams.get(instanceId)?.tombstoned === false) this.workflowRows.apply(detachedRow(row));

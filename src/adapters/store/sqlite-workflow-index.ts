@@ -91,6 +91,7 @@ export class SqliteWorkflowIndex implements WorkflowIndexStore {
   private readonly upsert: Database.Statement;
   private readonly remover: Database.Statement;
   private readonly one: Database.Statement<[string], { row: string }>;
+  private readonly running: Database.Statement<[string, number], { n: number }>;
   private readonly prepared = new Map<string, Database.Statement<(string | number)[], { row: string }>>();
 
   constructor(
@@ -103,6 +104,10 @@ export class SqliteWorkflowIndex implements WorkflowIndexStore {
     );
     this.remover = db.prepare('DELETE FROM workflow_index WHERE instance_id = ?');
     this.one = db.prepare<[string], { row: string }>('SELECT row FROM workflow_index WHERE instance_id = ?');
+    // The principal's running partial index, walked no further than the bound: no row is read.
+    this.running = db.prepare<[string, number], { n: number }>(
+      `SELECT COUNT(*) AS n FROM (SELECT 1 FROM workflow_index INDEXED BY workflow_index_principal_running WHERE principal_id = ? AND ${running} LIMIT ?)`,
+    );
   }
 
   /** Writes the row, or removes it; runs inside the caller's transaction. */
@@ -135,6 +140,10 @@ export class SqliteWorkflowIndex implements WorkflowIndexStore {
   async get(instanceId: string): Promise<WorkflowIndexRow | undefined> {
     const data = this.read(() => this.one.get(instanceId));
     return data && parseWorkflowIndexRow(data.row);
+  }
+
+  async countRunning(principalId: string, atMost: number): Promise<number> {
+    return this.read(() => this.running.get(principalId, Math.max(0, atMost)))?.n ?? 0;
   }
 
   async put(instanceId: string, row: WorkflowIndexRow | undefined): Promise<void> {

@@ -118,6 +118,14 @@ export interface WorkflowIndexStore {
   get(instanceId: string): Promise<WorkflowIndexRow | undefined>;
   /** Writes the row derived from the instance's log (a rebuild: replaces whatever the store holds), or removes it when undefined. */
   put(instanceId: string, row: WorkflowIndexRow | undefined): Promise<void>;
+  /**
+   * How many of the principal's instances the index holds as running, counted no further than
+   * `atMost` (a start's bound: src/workflow/exec/running-bound.ts). It holds every row any
+   * client of the store wrote before the call, as a page does. SQLite walks at most `atMost`
+   * entries of the principal's running partial index, reading no row; the views (memory,
+   * JetStream, EventStoreDB) read the size of the principal's running list.
+   */
+  countRunning(principalId: string, atMost: number): Promise<number>;
 }
 
 export interface EventStore {

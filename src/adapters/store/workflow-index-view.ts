@@ -97,4 +97,9 @@ export class WorkflowIndexView extends RowView<WorkflowIndexRow, WorkflowIndexQu
   constructor() {
     super(instanceShape);
   }
+
+  /** How many of the principal's rows are running: the size of its running list. */
+  runningOf(principalId: string): number {
+    return this.keyed.get(`prun\u0000${principalId}`)?.size ?? 0;
+  }
 }

@@ -33,6 +33,7 @@ import { disposeOwed, owedDisposals } from './subworkflows.js';
 import { OpenApiDocuments } from './openapi.js';
 import { egressFetch, type EgressFetch, type EgressOptions } from './egress.js';
 import { limits } from '../../contract/limits.js';
+import { RunningBound } from './running-bound.js';
 
 export interface WorkflowExecutorOptions {
   /** The instances' streams; `resume` reads the running ones from `runningIds` (workflowStreams gives it). */
@@ -61,6 +62,12 @@ export interface WorkflowExecutorOptions {
   tasksMax?: number;
   /** Transitions one instance may append while it runs (default and most: limits.workflowTransitionsMax); past it a step faults it. */
   transitionsMax?: number;
+  /**
+   * Running instances one principal may hold, its children included (default
+   * limits.workflowRunningPerPrincipalDefault, at most limits.workflowRunningPerPrincipalMax):
+   * a start past it is refused before anything is recorded (running-bound.ts).
+   */
+  runningPerPrincipal?: number;
   /**
    * Told each error that stopped driving an instance (the store unavailable, a refused append):
    * the instance is still running and is driven again shortly. `convoke serve` logs them.
@@ -149,6 +156,8 @@ export class WorkflowExecutor implements CloudEventIntake {
   /** This worker's name in leases. */
   readonly worker: string;
   readonly leaseMs: number;
+  /** The bound on each principal's running instances, asked by every start. */
+  private readonly runningBound: RunningBound;
 
   constructor(options: WorkflowExecutorOptions) {
     this.options = options;
@@ -156,6 +165,10 @@ export class WorkflowExecutor implements CloudEventIntake {
     this.leaseMs = options.leaseMs ?? defaultLeaseMs;
     if (options.fetch && options.egress) throw invalidInput('a workflow executor takes fetch or an egress policy, not both');
     this.egress = options.egress ? egressFetch(options.egress) : undefined;
+    const runningMost = options.runningPerPrincipal ?? limits.workflowRunningPerPrincipalDefault;
+    if (!Number.isSafeInteger(runningMost) || runningMost < 1 || runningMost > limits.workflowRunningPerPrincipalMax)
+      throw invalidInput(`a principal's running workflow instances are bounded by 1 to ${limits.workflowRunningPerPrincipalMax}, not ${runningMost}`);
+    this.runningBound = new RunningBound((principalId, atMost) => options.store.runningOf(principalId, atMost), runningMost);
     this.openApiDocuments = new OpenApiDocuments(() => options.clock.nowMs(), options.openApiDocumentKeepMs ?? 60_000);
     this.kernel = new Kernel<WorkflowRecord, WorkflowTransition, Instance>({
       aggregate: workflowAggregate,
@@ -235,7 +248,8 @@ export class WorkflowExecutor implements CloudEventIntake {
   /**
    * Starts an instance (or finds the one its key names) and runs it in the background; answers
    * its id and whether this call created it. The document is checked first: an unsupported task
-   * is refused before anything is recorded.
+   * is refused before anything is recorded; so is a start past its principal's bound of running
+   * instances (RunningBoundReached, running-bound.ts), unless its instance exists already.
    */
   async start(request: StartRequest): Promise<{ instanceId: string; created: boolean }> {
     const bundleDigest = request.bundleDigest ?? `sha256:${sha256Hex(canonicalJson(request.document))}`;
@@ -273,9 +287,22 @@ export class WorkflowExecutor implements CloudEventIntake {
     };
     const problem = workflowTransitionProblem(transition);
     if (problem !== undefined) throw invalidInput(`the workflow cannot start: ${problem}`);
-    const created = await this.create(instanceId, transition);
+    // The principal's bound, before anything is recorded; at it, an instance stored under this id is answered (it creates nothing).
+    const admission = await this.runningBound.admit(request.principalId, async () => (await this.load(instanceId)) !== undefined);
+    if (admission === undefined) return this.found(instanceId, request);
+    let created: { kind: 'ok' } | StoreFailure;
+    try {
+      created = await this.create(instanceId, transition);
+    } finally {
+      admission.release();
+    }
     if (created.kind === 'ok') return { instanceId, created: true };
     if (created.kind !== 'conflict') throw new AdapterError(created.kind === 'not-found' ? 'unavailable' : created.kind, `start: ${created.description}`);
+    return this.found(instanceId, request);
+  }
+
+  /** The start's instance, stored already under its id: answered when it is the same start (input and document), else a conflict. */
+  private async found(instanceId: string, request: StartRequest): Promise<{ instanceId: string; created: boolean }> {
     const existing = await this.load(instanceId);
     // A child its parent cancelled before this start was stored: its id is taken by that instance, which never runs.
     if (existing?.record.started.cancelledBeforeStart === true) return { instanceId, created: false };

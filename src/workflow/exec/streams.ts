@@ -45,6 +45,12 @@ export interface WorkflowStore extends StreamStore<WorkflowTransition, WorkflowR
   runningIds?(): AsyncIterable<string>;
   /** The instance was read and found ended: the store drops what it kept of it as running. */
   ended?(instanceId: string): Promise<void>;
+  /**
+   * How many of the principal's instances are running, counted no further than `atMost`: from
+   * the store's workflow instances index (WorkflowIndexStore.countRunning), which every client of
+   * the store writes — what a start's bound counts (running-bound.ts).
+   */
+  runningOf(principalId: string, atMost: number): Promise<number>;
 }
 
 export function workflowStreams(store: EventStore): WorkflowStore & { readonly name: string; readonly durable: boolean } {
@@ -53,6 +59,7 @@ export function workflowStreams(store: EventStore): WorkflowStore & { readonly n
       for await (const id of store.runningWorkflowIds()) if (isWorkflowInstanceId(id)) yield id;
     },
     ended: (instanceId) => store.workflowEnded(checked(instanceId)),
+    runningOf: (principalId, atMost) => store.workflowIndex.countRunning(principalId, atMost),
     name: store.name,
     durable: store.capabilities.durable,
     create: (id, transition, after) => store.create(checked(id), stored(transition), rowAfter(after)),

@@ -16,6 +16,10 @@
  * - A DSL retry of the task is a new logical invocation: a new attempt, a new child.
  * - Depth: the child records its parent (instance, task execution, depth); a child deeper than
  *   limits.workflowDepthMax is refused with a runtime error at the task, before it is bound.
+ * - The principal's bound of running instances (running-bound.ts): a child counts against its
+ *   parent's principal (its root's); a start refused by it is a runtime error (503, "Workflow
+ *   instances bound reached") at the task, recorded as the call's answer, never retried as a
+ *   store failure is (which would leave the task waiting for as long as the principal stays at it).
  * - Abandoned children: when the task awaiting a child stops waiting without its answer — its own
  *   timeout or an enclosing task's fired, or it was in a competing fork's losing branch — the
  *   child is no longer awaited, and its parent (which owns it) cancels it, then records what
@@ -48,6 +52,7 @@ import { WorkflowRaise, raise } from './dsl-errors.js';
 import type { SubworkflowDisposed, SubworkflowDisposition, WorkflowCancelledBeforeStart } from './events.js';
 import { Halted } from './journal.js';
 import { ranInside, schemeOf } from './keys.js';
+import { RunningBoundReached } from './running-bound.js';
 import type { SubworkflowRecord, WorkflowRecord } from './record.js';
 import type { ChildStart, Interpreting as Interpreter, SubworkflowHost, TaskRun } from './run.js';
 
@@ -123,7 +128,12 @@ async function startAndWait(
   awaited: boolean,
 ): Promise<JsonValue> {
   const ref = run.entry.pointer;
-  const { instanceId } = await host.start(request);
+  const { instanceId } = await host.start(request).catch((error: unknown) => {
+    // Refused by the principal's bound of running instances (running-bound.ts): a runtime error at the task, recorded
+    // as the call's answer (catchable: a retry with a backoff waits for one of the principal's instances to end).
+    if (error instanceof RunningBoundReached) throw raise('runtime', 503, 'Workflow instances bound reached', ref, error.description ?? error.message);
+    throw error;
+  });
   if (instanceId !== expectedId) throw raise('runtime', 500, 'Child workflow mismatch', ref, `started ${instanceId}, expected ${expectedId}`);
   // Cancelled while the child was being started: the cancellation found no child to cancel, so cancel it here.
   if (interpreter.record.status !== 'running') {
