@@ -229,6 +229,8 @@ export const deploymentConfigSchema = {
       additionalProperties: false,
       properties: {
         leaseMs: { type: 'integer', minimum: limits.workflowLeaseMsMin, maximum: limits.workflowLeaseMsMax },
+        /** jq worker threads (jq.ts); default one per core beside the runtime's, at most 4. */
+        jqWorkers: { type: 'integer', minimum: 1, maximum: limits.jqWorkersMax },
         /** When a running instance counts as stuck (docs/workflows-executor.md "Listing instances"); absent fields take the defaults. */
         stuck: {
           type: 'object',

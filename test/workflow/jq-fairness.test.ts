@@ -9,8 +9,12 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import type { CloudEvent } from '../../src/contract/cloudevents.js';
+import { isAdapterError } from '../../src/contract/errors.js';
 import type { JsonValue } from '../../src/contract/json.js';
-import { ExpressionFailure, JqWorkerEvaluator } from '../../src/workflow/exec/jq.js';
+import { limits } from '../../src/contract/limits.js';
+import { parseDeploymentConfig } from '../../src/deployment/config.js';
+import { defaultJqWorkers, ExpressionFailure, JqWorkerEvaluator } from '../../src/workflow/exec/jq.js';
+import { minimalServeConfig } from '../support/config-fixtures.js';
 import { harness, yaml } from './support.js';
 
 /** Slow and deterministic: builds an array of 300 000 numbers (far longer than `fast`, far shorter than the deadline). */
@@ -21,8 +25,9 @@ const fast = '. + 1';
 async function withEvaluator(options: { workers: number; deadlineMs: number }, fn: (jq: JqWorkerEvaluator) => Promise<void>): Promise<void> {
   const jq = new JqWorkerEvaluator(options);
   try {
-    // The workers' start-up (jq-wasm) is not what the order below is about: each worker is loaded first.
-    await Promise.all(Array.from({ length: options.workers }, (_, i) => jq.evaluate(slow, null, {}, `warm-${i}`)));
+    // The workers' start-up (jq-wasm) is not what the order below is about: each worker is loaded first
+    // (an evaluation holds its worker while it starts, so the next goes to the next worker).
+    await Promise.all(Array.from({ length: options.workers }, (_, i) => jq.evaluate(fast, i, {}, `warm-${i}`)));
     await fn(jq);
   } finally {
     await jq.close();
@@ -71,7 +76,7 @@ test('one worker, three principals: each principal with work takes one evaluatio
 
 for (const workers of [1, 2]) {
   test(`${workers} worker(s): a program past its deadline fails alone; another principal's evaluations queued or running meanwhile answer`, () =>
-    withEvaluator({ workers, deadlineMs: 1500 }, async (jq) => {
+    withEvaluator({ workers, deadlineMs: 2500 }, async (jq) => {
       const order: string[] = [];
       // Runs for ever in constant memory: only the deadline ends it.
       const stuck = queue(jq, order, 'a-stuck', 'alice', 'last(range(1e15))');
@@ -138,4 +143,21 @@ test("the executor queues an instance's evaluations, and its listen's filters, u
   } finally {
     await h.close();
   }
+});
+
+test('the worker count: workflows.jqWorkers in the serve config is 1 to jqWorkersMax; the evaluator refuses any other', () => {
+  const parse = (workflows: object) => parseDeploymentConfig(Buffer.from(JSON.stringify(minimalServeConfig({ workflows }))), '/tmp');
+  assert.equal(parse({ jqWorkers: 2 }).workflows?.jqWorkers, 2);
+  for (const bad of [0, limits.jqWorkersMax + 1, 1.5, '2'])
+    assert.throws(
+      () => parse({ jqWorkers: bad }),
+      (error: Error) => error.name === 'AdapterError' && /workflows\/jqWorkers/.test(error.message),
+      JSON.stringify(bad),
+    );
+  for (const bad of [0, limits.jqWorkersMax + 1, 1.5])
+    assert.throws(
+      () => new JqWorkerEvaluator({ workers: bad }),
+      (error: unknown) => isAdapterError(error) && error.kind === 'invalid-input',
+    );
+  assert.ok(defaultJqWorkers() >= 1 && defaultJqWorkers() <= 4);
 });

@@ -105,8 +105,12 @@ interface Share {
   running: number;
 }
 
-/** Worker threads when none are asked for: one per core beside the runtime's own, at least one, at most jqWorkersMax. */
-export const defaultJqWorkers = (): number => Math.max(1, Math.min(limits.jqWorkersMax, availableParallelism() - 1));
+/**
+ * Worker threads when none are asked for: one per core beside the runtime's own event loop, at
+ * least one, at most 4 (each holds its own jq-wasm, about 30 MB, and costs its start-up, so a
+ * few suffice: the rotation, not the count, is what keeps one principal from delaying another).
+ */
+export const defaultJqWorkers = (): number => Math.max(1, Math.min(4, availableParallelism() - 1));
 
 export interface JqWorkerOptions {
   /** How long one evaluation may run (ms), start-up not counted. Default 2000. */
