@@ -107,7 +107,7 @@ interface Share {
 
 /**
  * Worker threads when none are asked for: one per core beside the runtime's own event loop, at
- * least one, at most 4 (each holds its own jq-wasm, about 30 MB, and costs its start-up, so a
+ * least one, at most 4 (each holds its own jq-wasm, about 35 MB, and costs its start-up, so a
  * few suffice: the rotation, not the count, is what keeps one principal from delaying another).
  */
 export const defaultJqWorkers = (): number => Math.max(1, Math.min(4, availableParallelism() - 1));
@@ -159,6 +159,8 @@ export class JqWorkerEvaluator implements ExpressionEvaluator {
       const job = this.nextJob();
       this.queued--;
       this.running++;
+      // The slot is taken from now, while its worker starts too: no other evaluation is sent to it meanwhile.
+      slot.running = { id: 0, job };
       void this.run(slot, job);
     }
   }
@@ -187,8 +189,11 @@ export class JqWorkerEvaluator implements ExpressionEvaluator {
     if (chosen === undefined) throw new AssertionFailure('jq: an evaluation is counted as queued but no principal holds one');
     const [principal, share] = chosen;
     const job = share.queued[share.head++] as Job;
-    if (share.head === share.queued.length) ((share.queued = []), (share.head = 0));
-    else if (share.head > 64 && share.head * 2 > share.queued.length) ((share.queued = share.queued.slice(share.head)), (share.head = 0));
+    // The taken front is dropped once the queue is empty, or once it is most of the array.
+    if (share.head === share.queued.length || (share.head > 64 && share.head * 2 > share.queued.length)) {
+      share.queued = share.queued.slice(share.head);
+      share.head = 0;
+    }
     share.running++;
     // Its turn taken, the principal goes to the back (or leaves the rotation with nothing queued).
     this.rotation.delete(principal);
@@ -221,8 +226,6 @@ export class JqWorkerEvaluator implements ExpressionEvaluator {
   }
 
   private async once(slot: Slot, job: Job): Promise<JsonValue> {
-    // The slot is taken while its worker starts: no other evaluation is sent to it meanwhile.
-    slot.running = { id: 0, job };
     const worker = await this.started(slot);
     const id = this.nextId++;
     const { query, input, vars } = job;
