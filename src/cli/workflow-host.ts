@@ -111,7 +111,7 @@ export async function createWorkflowHost(parts: WorkflowHostParts): Promise<Work
       ? undefined
       : await eventSink(parts.nats, emit, { subjectPrefix, emitSubjectPrefix, stream: events.stream ?? workflowEventsDefaults.stream });
   const { definitions, refs } = definitionsOf(parts.bundles.all());
-  const evaluator = new JqWorkerEvaluator({ deadlineMs: 2000 });
+  const evaluator = new JqWorkerEvaluator({ deadlineMs: 2000, ...(parts.settings?.jqWorkers === undefined ? {} : { workers: parts.settings.jqWorkers }) });
   const executor = new WorkflowExecutor({
     store: workflowStreams(parts.store),
     clock: parts.clock,

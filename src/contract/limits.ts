@@ -122,6 +122,8 @@ export const limits = {
   /** Origins a deployment's workflow HTTP calls may be allowed (config workflows.http.allow), and the characters of one. */
   workflowHttpAllowMax: 256,
   workflowHttpOriginCharsMax: 300,
+  /** jq worker threads of one executor (config workflows.jqWorkers; jq.ts): each holds a jq-wasm of its own (about 35 MB). */
+  jqWorkersMax: 8,
   /** Characters of one runtime expression (a transform's, or one `${ … }` in a workflow). */
   expressionCharsMax: 16 * 1024,
   /**

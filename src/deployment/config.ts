@@ -231,6 +231,8 @@ export const deploymentConfigSchema = {
         leaseMs: { type: 'integer', minimum: limits.workflowLeaseMsMin, maximum: limits.workflowLeaseMsMax },
         /** Running instances one principal may hold (default limits.workflowRunningPerPrincipalDefault); the bound cannot be turned off. */
         runningInstancesPerPrincipal: { type: 'integer', minimum: 1, maximum: limits.workflowRunningPerPrincipalMax },
+        /** jq worker threads (jq.ts); default one per core beside the runtime's, at most 4. */
+        jqWorkers: { type: 'integer', minimum: 1, maximum: limits.jqWorkersMax },
         /** When a running instance counts as stuck (docs/workflows-executor.md "Listing instances"); absent fields take the defaults. */
         stuck: {
           type: 'object',

@@ -149,6 +149,8 @@ export interface WorkflowInstanceService {
 export interface WorkflowsConfig {
   /** The worker lease of each instance (default 10 000): renewed every third of it; after a crash another worker takes over once it ends. */
   leaseMs?: number;
+  /** jq worker threads, shared between principals in rotation (docs/workflows-executor.md "Expressions"); default one per core beside the runtime's, at most 4. */
+  jqWorkers?: number;
   /** How CloudEvents reach `listen` tasks and leave `emit` tasks. */
   events?: WorkflowEventsConfig;
   /** When a running instance counts as stuck (docs/workflows-executor.md "Listing instances"); absent fields take the defaults. */

@@ -79,7 +79,7 @@ test('a stopped worker: another executor on the same store resumes the instance,
   const b = harness({ store: storeB, clock });
   const programs: string[] = [];
   const evaluate = b.evaluator.evaluate.bind(b.evaluator);
-  b.evaluator.evaluate = (program, input, vars) => (programs.push(program), evaluate(program, input, vars));
+  b.evaluator.evaluate = (program, input, vars, principal) => (programs.push(program), evaluate(program, input, vars, principal));
   try {
     const record = await b.executor.wait(instanceId, 10_000);
     assert.equal(record.status, 'completed');
@@ -306,8 +306,8 @@ test('a jq program past its deadline is an expression error (400); the runtime k
   const evaluator = new JqWorkerEvaluator({ deadlineMs: 2000 });
   try {
     // Runs for ever in constant memory (an allocating program would abort on memory first, on a fast machine before the deadline).
-    await assert.rejects(evaluator.evaluate('last(range(1e15))', null, {}), /deadline/);
-    assert.equal(await evaluator.evaluate('. + 1', 1, {}), 2, 'a fresh worker answers after the stuck one is terminated');
+    await assert.rejects(evaluator.evaluate('last(range(1e15))', null, {}, 'alice'), /deadline/);
+    assert.equal(await evaluator.evaluate('. + 1', 1, {}, 'alice'), 2, 'a fresh worker answers after the stuck one is terminated');
     const record = await runToEnd(h, yaml(`${head('bad-jq')}do:\n  - broken:\n      set: { v: '\${ .a | error("boom") }' }\n`), { a: 1 }, 'j1');
     assert.equal(record.status, 'faulted');
     assert.equal(record.error?.status, 400);

@@ -89,7 +89,7 @@ test('a plain path program is answered without the worker, exactly as jq answers
     for (const [query, input] of answered) {
       const direct = pathValue(query, input);
       assert.notEqual(direct, undefined, `${query} is answered directly`);
-      assert.deepEqual(direct, await jq.evaluate(`${query} | . as $x | $x`, input, {}), `${query} on ${JSON.stringify(input)} as jq answers it`);
+      assert.deepEqual(direct, await jq.evaluate(`${query} | . as $x | $x`, input, {}, 'test'), `${query} on ${JSON.stringify(input)} as jq answers it`);
     }
     for (const [query, input] of [
       ['.a', [1]],
@@ -140,7 +140,7 @@ test('property: whatever pathValue answers without the worker, jq answers the sa
         const direct = pathValue(program, input, () => bound);
         if (direct === undefined) return;
         answered++;
-        const byJq = await jq.evaluate(`${program} | . as $result | $result`, input, bound);
+        const byJq = await jq.evaluate(`${program} | . as $result | $result`, input, bound, 'test');
         assert.equal(JSON.stringify(direct), JSON.stringify(byJq), `${program} on ${JSON.stringify(input)} with ${JSON.stringify(bound)}`);
       }),
       { numRuns: 400, seed: 20261205 },

@@ -223,8 +223,8 @@ function holding(holds: (query: string) => boolean) {
   let reach!: () => void;
   const reached = new Promise<void>((resolve) => (reach = resolve));
   const wrap = (jq: ExpressionEvaluator): ExpressionEvaluator => ({
-    evaluate: async (query, input, vars) => {
-      const answer = await jq.evaluate(query, input, vars);
+    evaluate: async (query, input, vars, principal) => {
+      const answer = await jq.evaluate(query, input, vars, principal);
       if (holds(query)) {
         reach();
         await released;

@@ -54,7 +54,8 @@ async function deliverTo(deps: IntakeDeps, instance: Instance, event: CloudEvent
     }
     const listen = instance.record.listens[at];
     if (!listen || listenClosed(instance.record, at)) continue;
-    const candidates = await matchFilters(deps.evaluator, listen, event);
+    // The listening instance's principal: its filters are its jq work, whoever published the event.
+    const candidates = await matchFilters(deps.evaluator, instance.record.started.principalId, listen, event);
     if (candidates.length > 0 && (await take(deps, instance, at, event, candidates))) holds = true;
   }
   return holds;

@@ -302,7 +302,8 @@ export class Interpreter implements Interpreting {
     const direct = pathValue(program, input, bound);
     if (direct !== undefined) return direct;
     try {
-      return await this.deps.evaluator.evaluate(program, input, bound());
+      // Queued under the instance's principal: the evaluator shares its workers between principals (jq.ts).
+      return await this.deps.evaluator.evaluate(program, input, bound(), this.record.started.principalId);
     } catch (error) {
       if (error instanceof ExpressionFailure) throw raise('expression', 400, 'Expression evaluation failed', ref, error.message);
       throw error;

@@ -1,18 +1,32 @@
 /**
- * jq evaluation for runtime expressions: jq-wasm (pinned to 3.0.0-jq-1.8.2) in a worker thread,
+ * jq evaluation for runtime expressions: jq-wasm (pinned to 3.0.0-jq-1.8.2) in worker threads,
  * with a deadline per evaluation. A program that runs past its deadline (a recursive one, a huge
- * range) costs the worker: it is terminated and the next evaluation starts a fresh one; the
- * runtime's event loop is never blocked. Evaluations are queued one at a time per worker.
+ * range) costs its worker: it is terminated and the next evaluation on it starts a fresh one;
+ * the runtime's event loop is never blocked, and no other evaluation fails with it.
+ *
+ * Evaluations are queued per principal (the instance's) and served in rotation: when a worker is
+ * free, the principal with queued work and the fewest evaluations running goes next, among those
+ * the one whose turn is longest past (a principal goes to the back of the rotation when one of
+ * its evaluations starts and again when it ends); within a principal, in arrival order. So a
+ * principal with a long queue delays another's evaluation by the evaluations already running and
+ * at most one per other principal with work, never by its queue.
  *
  * The executor records every result in the instance's log (expression-evaluated), so a
  * recovered or replayed instance never evaluates an expression twice.
  */
+import { availableParallelism } from 'node:os';
 import { Worker } from 'node:worker_threads';
 import type { JsonValue } from '../../contract/json.js';
+import { AssertionFailure, invalidInput } from '../../contract/errors.js';
+import { limits } from '../../contract/limits.js';
 
 export interface ExpressionEvaluator {
-  /** The first output of `query` on `input` with `vars` bound as `$name`; null when it outputs nothing. */
-  evaluate(query: string, input: JsonValue, vars: Readonly<Record<string, JsonValue>>): Promise<JsonValue>;
+  /**
+   * The first output of `query` on `input` with `vars` bound as `$name`; null when it outputs
+   * nothing. `principal` is whose work it is (the instance's principal id): the evaluator shares
+   * its time between principals by it.
+   */
+  evaluate(query: string, input: JsonValue, vars: Readonly<Record<string, JsonValue>>, principal: string): Promise<JsonValue>;
   close(): Promise<void>;
 }
 
@@ -63,95 +77,222 @@ export function pathValue(query: string, input: JsonValue, vars?: () => Readonly
   return value;
 }
 
-interface Pending {
+/** One evaluation, queued or running. */
+interface Job {
+  query: string;
+  input: JsonValue;
+  vars: Readonly<Record<string, JsonValue>>;
+  principal: string;
   resolve: (value: JsonValue) => void;
   reject: (error: Error) => void;
 }
 
+/** One worker thread and what runs on it (one evaluation at a time). */
+interface Slot {
+  worker: Worker | undefined;
+  /** Resolves when the worker has loaded jq (the deadline counts evaluation, not start-up). */
+  ready: Promise<Worker> | undefined;
+  loaded: boolean;
+  /** The evaluation on the worker (id 0 while the worker starts: nothing was sent yet). */
+  running: { id: number; job: Job } | undefined;
+}
+
+/** A principal's queued evaluations, in arrival order, and how many of its evaluations run now. */
+interface Share {
+  queued: Job[];
+  /** Index of the first queued evaluation in `queued` (taken from the front without shifting the array each time). */
+  head: number;
+  running: number;
+}
+
+/**
+ * Worker threads when none are asked for: one per core beside the runtime's own event loop, at
+ * least one, at most 4 (each holds its own jq-wasm, about 35 MB, and costs its start-up, so a
+ * few suffice: the rotation, not the count, is what keeps one principal from delaying another).
+ */
+export const defaultJqWorkers = (): number => Math.max(1, Math.min(4, availableParallelism() - 1));
+
+export interface JqWorkerOptions {
+  /** How long one evaluation may run (ms), start-up not counted. Default 2000. */
+  deadlineMs?: number;
+  /** Worker threads, each started when an evaluation finds no other free (1..limits.jqWorkersMax); default defaultJqWorkers(). */
+  workers?: number;
+}
+
 export class JqWorkerEvaluator implements ExpressionEvaluator {
-  private worker: Worker | undefined;
-  /** Resolves when the current worker has loaded jq (the deadline counts evaluation, not start-up). */
-  private ready: Promise<Worker> | undefined;
-  private readonly pending = new Map<number, Pending>();
+  private readonly deadlineMs: number;
+  private readonly slots: Slot[];
+  private readonly shares = new Map<string, Share>();
+  /** The principals with queued evaluations: the rotation, front first (a Map keeps insertion order). */
+  private readonly rotation = new Map<string, Share>();
+  private queued = 0;
+  private running = 0;
   private nextId = 1;
-  private queue: Promise<unknown> = Promise.resolve();
+  private idle: (() => void)[] = [];
 
-  constructor(private readonly options: { deadlineMs: number } = { deadlineMs: 2000 }) {}
-
-  evaluate(query: string, input: JsonValue, vars: Readonly<Record<string, JsonValue>>): Promise<JsonValue> {
-    const direct = pathValue(query, input, () => vars);
-    if (direct !== undefined) return Promise.resolve(direct);
-    const run = this.queue.then(() => this.once(query, input, vars));
-    this.queue = run.catch(() => undefined);
-    return run;
+  constructor(options: JqWorkerOptions = {}) {
+    this.deadlineMs = options.deadlineMs ?? 2000;
+    const workers = options.workers ?? defaultJqWorkers();
+    if (!Number.isInteger(workers) || workers < 1 || workers > limits.jqWorkersMax)
+      throw invalidInput(`jq workers: ${workers} is not a whole number from 1 to ${limits.jqWorkersMax}`);
+    this.slots = Array.from({ length: workers }, () => ({ worker: undefined, ready: undefined, loaded: false, running: undefined }));
   }
 
-  private async once(query: string, input: JsonValue, vars: Readonly<Record<string, JsonValue>>): Promise<JsonValue> {
-    const worker = await this.started();
+  evaluate(query: string, input: JsonValue, vars: Readonly<Record<string, JsonValue>>, principal: string): Promise<JsonValue> {
+    const direct = pathValue(query, input, () => vars);
+    if (direct !== undefined) return Promise.resolve(direct);
+    return new Promise<JsonValue>((resolve, reject) => {
+      let share = this.shares.get(principal);
+      if (share === undefined) this.shares.set(principal, (share = { queued: [], head: 0, running: 0 }));
+      share.queued.push({ query, input, vars, principal, resolve, reject });
+      this.queued++;
+      if (!this.rotation.has(principal)) this.rotation.set(principal, share);
+      this.dispatch();
+    });
+  }
+
+  /** Starts queued evaluations on free workers, each time the principal whose turn it is. */
+  private dispatch(): void {
+    while (this.queued > 0) {
+      const slot = this.freeSlot();
+      if (slot === undefined) return;
+      const job = this.nextJob();
+      this.queued--;
+      this.running++;
+      // The slot is taken from now, while its worker starts too: no other evaluation is sent to it meanwhile.
+      slot.running = { id: 0, job };
+      void this.run(slot, job);
+    }
+  }
+
+  /** A free worker, one that has loaded jq first (a fresh one costs jq-wasm's start-up). */
+  private freeSlot(): Slot | undefined {
+    let fallback: Slot | undefined;
+    for (const slot of this.slots) {
+      if (slot.running !== undefined) continue;
+      if (slot.loaded) return slot;
+      fallback ??= slot;
+    }
+    return fallback;
+  }
+
+  /**
+   * The next evaluation: the first principal in the rotation with the fewest evaluations running.
+   * At most one principal per worker has any running, so the walk ends by the workers' count + 1.
+   */
+  private nextJob(): Job {
+    let chosen: [string, Share] | undefined;
+    for (const entry of this.rotation) {
+      if (chosen === undefined || entry[1].running < chosen[1].running) chosen = entry;
+      if (entry[1].running === 0) break;
+    }
+    if (chosen === undefined) throw new AssertionFailure('jq: an evaluation is counted as queued but no principal holds one');
+    const [principal, share] = chosen;
+    const job = share.queued[share.head++] as Job;
+    // The taken front is dropped once the queue is empty, or once it is most of the array.
+    if (share.head === share.queued.length || (share.head > 64 && share.head * 2 > share.queued.length)) {
+      share.queued = share.queued.slice(share.head);
+      share.head = 0;
+    }
+    share.running++;
+    // Its turn taken, the principal goes to the back (or leaves the rotation with nothing queued).
+    this.rotation.delete(principal);
+    if (share.queued.length > 0) this.rotation.set(principal, share);
+    return job;
+  }
+
+  private async run(slot: Slot, job: Job): Promise<void> {
+    try {
+      job.resolve(await this.once(slot, job));
+    } catch (error) {
+      job.reject(error instanceof Error ? error : new ExpressionFailure(String(error)));
+    } finally {
+      slot.running = undefined;
+      this.finished(job.principal);
+    }
+  }
+
+  private finished(principal: string): void {
+    this.running--;
+    const share = this.shares.get(principal);
+    if (share !== undefined) {
+      share.running--;
+      // Its evaluation ended: the principal goes to the back again, behind any that queued meanwhile.
+      if (this.rotation.delete(principal)) this.rotation.set(principal, share);
+      else if (share.running === 0) this.shares.delete(principal);
+    }
+    this.dispatch();
+    if (this.queued === 0 && this.running === 0) for (const done of this.idle.splice(0)) done();
+  }
+
+  private async once(slot: Slot, job: Job): Promise<JsonValue> {
+    const worker = await this.started(slot);
     const id = this.nextId++;
+    const { query, input, vars } = job;
     return new Promise<JsonValue>((resolve, reject) => {
       const timer = setTimeout(() => {
-        this.pending.delete(id);
-        this.stop();
-        reject(new ExpressionFailure(`jq evaluation of ${JSON.stringify(query.slice(0, 120))} ran past its ${this.options.deadlineMs} ms deadline`));
-      }, this.options.deadlineMs);
-      this.pending.set(id, {
-        resolve: (value) => (clearTimeout(timer), resolve(value)),
-        reject: (error) => (clearTimeout(timer), reject(error)),
-      });
+        // Only this evaluation fails: the worker is stopped, the next evaluation on this slot starts a fresh one.
+        this.stop(slot);
+        reject(new ExpressionFailure(`jq evaluation of ${JSON.stringify(query.slice(0, 120))} ran past its ${this.deadlineMs} ms deadline`));
+      }, this.deadlineMs);
+      slot.running = {
+        id,
+        job: { ...job, resolve: (value) => (clearTimeout(timer), resolve(value)), reject: (error) => (clearTimeout(timer), reject(error)) },
+      };
       const encoded = Object.entries(vars).map(([name, value]): [string, string] => [name, JSON.stringify(value)]);
       worker.postMessage({ id, query, input: JSON.stringify(input), vars: encoded });
     });
   }
 
-  private started(): Promise<Worker> {
-    if (this.worker && this.ready) return this.ready;
+  private started(slot: Slot): Promise<Worker> {
+    if (slot.worker && slot.ready) return slot.ready;
     // No inherited execArgv: a flag meant for the main program (--input-type, --eval) must not stop the worker.
     const worker = new Worker(new URL('./jq-worker.js', import.meta.url), { execArgv: [] });
     worker.unref();
     let loaded: (worker: Worker) => void = () => undefined;
     let failed: (error: Error) => void = () => undefined;
-    this.ready = new Promise<Worker>((resolve, reject) => ((loaded = resolve), (failed = reject)));
+    slot.ready = new Promise<Worker>((resolve, reject) => ((loaded = resolve), (failed = reject)));
+    slot.loaded = false;
     worker.on('message', (message: { id: number; ready?: true; ok?: string; error?: string }) => {
-      if (message.ready) return loaded(worker);
-      const pending = this.pending.get(message.id);
-      if (!pending) return;
-      this.pending.delete(message.id);
-      if (message.ok !== undefined) pending.resolve(JSON.parse(message.ok) as JsonValue);
-      else pending.reject(new ExpressionFailure(message.error ?? 'jq failed'));
+      if (slot.worker !== worker) return;
+      if (message.ready) return ((slot.loaded = true), loaded(worker));
+      const running = slot.running;
+      if (running === undefined || running.id !== message.id) return;
+      if (message.ok !== undefined) running.job.resolve(JSON.parse(message.ok) as JsonValue);
+      else running.job.reject(new ExpressionFailure(message.error ?? 'jq failed'));
     });
     // A worker stopped at its deadline exits later: its one evaluation was already answered, and
-    // what is pending now belongs to its successor.
+    // what runs on its slot now belongs to its successor.
     worker.on('error', (error) => {
       failed(new ExpressionFailure(`the jq worker failed: ${error.message}`));
-      if (this.worker === worker) this.failAll(error);
+      if (slot.worker === worker) this.lost(slot, new ExpressionFailure(`the jq worker failed: ${error.message}`));
     });
     worker.on('exit', () => {
       failed(new ExpressionFailure('the jq worker exited'));
-      if (this.worker !== worker) return;
-      this.worker = undefined;
-      this.failAll(new ExpressionFailure('the jq worker exited'));
+      if (slot.worker === worker) this.lost(slot, new ExpressionFailure('the jq worker exited'));
     });
-    this.worker = worker;
-    return this.ready;
+    slot.worker = worker;
+    return slot.ready;
   }
 
-  private failAll(error: Error): void {
-    for (const [id, pending] of this.pending) {
-      this.pending.delete(id);
-      pending.reject(error instanceof ExpressionFailure ? error : new ExpressionFailure(error.message));
-    }
+  /** The slot's worker failed or exited by itself: the evaluation running on it (only) fails; the next one starts a fresh worker. */
+  private lost(slot: Slot, error: ExpressionFailure): void {
+    const running = slot.running;
+    this.stop(slot);
+    if (running !== undefined && running.id !== 0) running.job.reject(error);
   }
 
-  private stop(): void {
-    const worker = this.worker;
-    this.worker = undefined;
-    this.ready = undefined;
+  private stop(slot: Slot): void {
+    const worker = slot.worker;
+    slot.worker = undefined;
+    slot.ready = undefined;
+    slot.loaded = false;
     void worker?.terminate();
   }
 
+  /** Waits until every evaluation queued or running has answered, then stops the workers. */
   async close(): Promise<void> {
-    await this.queue;
-    this.stop();
+    if (this.queued > 0 || this.running > 0) await new Promise<void>((resolve) => this.idle.push(resolve));
+    for (const slot of this.slots) this.stop(slot);
   }
 }

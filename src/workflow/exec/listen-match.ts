@@ -9,7 +9,8 @@
  * - Correlation: `correlate.<name>.from` extracts a value from the event (`.` is the event); it
  *   must equal the expectation — `expect` (evaluated against the task's input when the listen
  *   started, and recorded with it), or else the first value the listen took under that name.
- * - The jq work happens where the event arrives (`matchFilters`); the decision to take it is pure
+ * - The jq work happens where the event arrives (`matchFilters`), queued under the listening
+ *   instance's principal (jq.ts shares the workers between principals); the decision to take it is pure
  *   (`decideListenEvent`) and is made on the record at its revision under the kernel's guarded
  *   append, so two deliveries of one event (two workers, a publisher's retry) take it once.
  * - Until: events matching an `until` strategy count for it and are left out of the output; an
@@ -134,27 +135,39 @@ export interface Candidate {
   correlation: Record<string, JsonValue>;
 }
 
-async function attributeMatches(evaluator: ExpressionEvaluator, expected: JsonValue, actual: JsonValue | undefined, event: CloudEvent): Promise<boolean> {
+async function attributeMatches(
+  evaluator: ExpressionEvaluator,
+  principal: string,
+  expected: JsonValue,
+  actual: JsonValue | undefined,
+  event: CloudEvent,
+): Promise<boolean> {
   if (actual === undefined) return false;
-  if (isExpression(expected)) return truthy(await evaluator.evaluate(programOf(expected), actual, { event }));
+  if (isExpression(expected)) return truthy(await evaluator.evaluate(programOf(expected), actual, { event }, principal));
   if (typeof expected === 'string') {
     if (actual === expected) return true;
     if (typeof actual !== 'string') return false;
-    return truthy(await evaluator.evaluate('test("^(?:" + $re + ")$")', actual, { re: expected }));
+    return truthy(await evaluator.evaluate('test("^(?:" + $re + ")$")', actual, { re: expected }, principal));
   }
   return jsonEquals(expected, actual);
 }
 
 /** The filter's correlation values, or undefined when it does not match the event. */
-async function matchFilter(evaluator: ExpressionEvaluator, filter: JsonObject, event: CloudEvent): Promise<Record<string, JsonValue> | undefined> {
+async function matchFilter(
+  evaluator: ExpressionEvaluator,
+  principal: string,
+  filter: JsonObject,
+  event: CloudEvent,
+): Promise<Record<string, JsonValue> | undefined> {
   const attributes = isObject(filter.with) ? filter.with : {};
   try {
-    for (const [name, expected] of Object.entries(attributes)) if (!(await attributeMatches(evaluator, expected, event[name], event))) return undefined;
+    for (const [name, expected] of Object.entries(attributes))
+      if (!(await attributeMatches(evaluator, principal, expected, event[name], event))) return undefined;
     const correlation: Record<string, JsonValue> = {};
     const correlate = isObject(filter.correlate) ? filter.correlate : {};
     for (const [name, spec] of Object.entries(correlate)) {
       if (!isObject(spec) || typeof spec.from !== 'string') return undefined;
-      correlation[name] = await evaluator.evaluate(programOf(spec.from), event, { event });
+      correlation[name] = await evaluator.evaluate(programOf(spec.from), event, { event }, principal);
     }
     return correlation;
   } catch {
@@ -164,7 +177,7 @@ async function matchFilter(evaluator: ExpressionEvaluator, filter: JsonObject, e
 }
 
 /** Every filter of the waiting listen the event matches (until's first), with what each extracted. */
-export async function matchFilters(evaluator: ExpressionEvaluator, listen: ListenRecord, event: CloudEvent): Promise<Candidate[]> {
+export async function matchFilters(evaluator: ExpressionEvaluator, principal: string, listen: ListenRecord, event: CloudEvent): Promise<Candidate[]> {
   const candidates: Candidate[] = [];
   const until = untilOf(listen.to);
   const groups: [ListenGroup, JsonValue | undefined][] = [
@@ -176,7 +189,7 @@ export async function matchFilters(evaluator: ExpressionEvaluator, listen: Liste
     // `any: []` listens to every event.
     if (isObject(strategy) && Array.isArray(strategy.any) && filters.length === 0) candidates.push({ group, filter: 0, correlation: {} });
     for (const [index, filter] of filters.entries()) {
-      const correlation = await matchFilter(evaluator, filter, event);
+      const correlation = await matchFilter(evaluator, principal, filter, event);
       if (correlation) candidates.push({ group, filter: index, correlation });
     }
   }
