@@ -150,12 +150,12 @@ do:
   const h = harness({
     runningPerPrincipal: 1,
     evaluator: (jq) => ({
-      evaluate: async (query, input, vars) => {
+      evaluate: async (query, input, vars, principal) => {
         if (calls++ === 0) {
           entered();
           await gate;
         }
-        return jq.evaluate(query, input, vars);
+        return jq.evaluate(query, input, vars, principal);
       },
       close: () => jq.close(),
     }),
