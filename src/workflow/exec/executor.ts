@@ -117,8 +117,10 @@ interface Measured {
   bytes: number;
 }
 
+/** The kernel's new stream with its log's size, as one literal: every instance has one shape (spread from the stream, instances took many, and the kernel's reads of them went megamorphic). */
 function newInstance(id: string, record: WorkflowRecord, revision: string, logBytes: number): Instance {
-  return { ...newStream(id, record, revision), logBytes, appending: undefined };
+  const { queue, waiters, dueTimer, dueAtMs, known } = newStream(id, record, revision);
+  return { id, record, queue, waiters, dueTimer, dueAtMs, known, logBytes, appending: undefined };
 }
 
 /** The bytes a store writes for `transition` (its JSON body, codec.ts): workflow transitions are stored in the operations' shape (streams.ts). */
