@@ -87,6 +87,20 @@ export const limits = {
    * completion, lease renewals and releases, a cancellation, its children's dispositions.
    */
   workflowTransitionsMax: 4096,
+  /**
+   * Bytes a workflow instance's log may hold while it runs (each transition's JSON body as the
+   * store writes it, adapters/store/codec.ts; every transition counts): a step that would take it
+   * past is refused as a runtime error (500, "Log budget exhausted") and the instance faults.
+   * Every load of an instance (a resume, a takeover, a reload after another worker's append) reads
+   * and folds its whole log: a 64 MiB log is read back and folded in 1.3–1.6 s (SQLite, a busy
+   * two-core machine), where the transition budget alone let a loop write hundreds of MiB. It is
+   * 16 KiB per transition of workflowTransitionsMax on average, or 64 transitions of the largest
+   * size (transitionBytesMax): far more than a workflow passing values between its tasks writes.
+   * Kept out of it, as the transition budget keeps its own: the closing transitions, let through
+   * past it — the fault or completion (at most transitionBytesMax, with its output), and the
+   * small lease, cancel and disposal transitions (a lease fact, a reason, a line per child).
+   */
+  workflowLogBytesMax: 64 * 1024 * 1024,
   /** The latest errors a workflow executor keeps of those that stopped driving an instance (WorkflowExecutor.failures); each is also told to its onFailure. */
   workflowFailuresKeptMax: 256,
   /** How deep `run: workflow` may nest: a top-level instance is depth 0, its child 1, …; a deeper child is refused (a workflow running itself). */
@@ -325,6 +339,10 @@ assert(limits.transitionsStoredMax >= limits.transitionsPerOperationMax, 'every 
 assert(
   limits.workflowTransitionsMax * 2 <= limits.transitionsStoredMax,
   "a workflow instance's running budget leaves half of what a store reads back for its closing",
+);
+assert(
+  limits.workflowLogBytesMax >= 32 * limits.transitionBytesMax,
+  "a workflow instance's running byte budget holds many transitions of the largest size: its start and closing are small beside it",
 );
 assert(limits.resultBytesMax + limits.transitionOverheadBytesMax <= limits.transitionBytesMax, 'a result and its transition overhead fit a transition');
 assert(

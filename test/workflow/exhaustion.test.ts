@@ -2,17 +2,25 @@
  * What a caller's input can make one workflow instance spend is bounded, and each bound ends the
  * instance with a DSL error recorded in its log: task executions (limits.workflowTaskExecutionsMax,
  * whatever loops — `then`, `for`, `retry`), the transitions it appends while it runs
- * (limits.workflowTransitionsMax: the rest of what a store reads back is kept for its end), and
- * the size of a jq result (limits.expressionResultBytesMax, refused in the jq worker). The
- * harness sets the first two low, to reach them quickly.
+ * (limits.workflowTransitionsMax: the rest of what a store reads back is kept for its end), the
+ * bytes its log holds while it runs (limits.workflowLogBytesMax, counted across workers), and the
+ * size of a jq result (limits.expressionResultBytesMax, refused in the jq worker). The harness
+ * sets the first three low, to reach them quickly.
  */
 import assert from 'node:assert/strict';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { test } from 'node:test';
-import { SystemClock } from '../../src/contract/clock.js';
+import { SystemClock, type Clock } from '../../src/contract/clock.js';
+import type { CloudEvent } from '../../src/contract/cloudevents.js';
 import { limits } from '../../src/contract/limits.js';
 import { MemoryEventStore } from '../../src/adapters/store/memory.js';
+import { SqliteEventStore } from '../../src/adapters/store/sqlite.js';
+import type { EventStore } from '../../src/adapters/store/types.js';
 import { durationMs } from '../../src/workflow/exec/duration.js';
-import { harness, runToEnd, yaml } from './support.js';
+import type { WorkflowRecord } from '../../src/workflow/exec/record.js';
+import { assertReplayEqual, harness, runToEnd, yaml } from './support.js';
 
 const runtimeError = 'https://serverlessworkflow.io/spec/1.0.0/errors/runtime';
 
@@ -47,6 +55,150 @@ do:
     await h.close();
   }
 });
+
+/** A store of `kind`, and `reopen`: the same store as another process opens it once this one is closed (SQLite: the same file). */
+function openStore(kind: 'memory' | 'sqlite', clock: Clock): { store: EventStore; reopen(): Promise<EventStore>; dispose(): Promise<void> } {
+  if (kind === 'memory') {
+    const store = new MemoryEventStore({ clock });
+    return { store, reopen: async () => store, dispose: async () => undefined };
+  }
+  const dir = mkdtempSync(join(tmpdir(), 'convoke-wf-'));
+  const path = join(dir, 'wf.db');
+  let open = new SqliteEventStore({ path, clock });
+  return {
+    store: open,
+    reopen: async () => {
+      await open.close();
+      open = new SqliteEventStore({ path, clock });
+      return open;
+    },
+    dispose: async () => {
+      await open.close();
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+/** Each stored transition's bytes as the store wrote them (its JSON body: UTF-8, codec.ts), its event types, and the workers taking its lease. */
+async function storedLog(store: EventStore, instanceId: string): Promise<{ bytes: number; types: string[]; leasedBy: string[] }[]> {
+  const read = await store.read(instanceId);
+  assert.equal(read.kind, 'ok', 'the log is read back');
+  if (read.kind !== 'ok') return [];
+  return read.transitions.map(({ transition }) => ({
+    bytes: Buffer.byteLength(JSON.stringify(transition), 'utf8'),
+    types: transition.events.map((event) => event.type),
+    leasedBy: (transition.events as readonly { type: string; worker?: unknown }[]).flatMap((event) =>
+      event.type === 'lease-acquired' ? [String(event.worker)] : [],
+    ),
+  }));
+}
+
+const sumBytes = (log: readonly { bytes: number }[]): number => log.reduce((sum, { bytes }) => sum + bytes, 0);
+
+/** The lowered byte budget, and the value each iteration copies: multi-byte characters (UTF-8 bytes, not string length, are counted). */
+const logBytesMax = 400_000;
+const blob = '€'.repeat(7_000);
+const blobBytes = Buffer.byteLength(blob, 'utf8');
+const range = (n: number): number[] => Array.from({ length: n }, (_, index) => index);
+
+const copyLoop = (name: string, items: string) => `  - ${name}:
+      for: { in: '\${ ${items} }' }
+      do:
+        - copy:
+            set: { blob: '\${ $workflow.input.blob }' }
+`;
+
+/**
+ * Asserts the instance faulted on the byte budget with its fault the last transition of a readable
+ * log, the rest within the budget and filling it; answers the running bytes (all but the fault).
+ */
+async function assertByteBudgetFault(store: EventStore, record: WorkflowRecord): Promise<number> {
+  assert.equal(record.status, 'faulted');
+  assert.equal(record.error?.type, runtimeError);
+  assert.equal(record.error?.status, 500);
+  assert.equal(record.error?.title, 'Log budget exhausted');
+  assert.match(record.error?.detail ?? '', new RegExp(`log holds at most ${logBytesMax} bytes`));
+  const log = await storedLog(store, record.instanceId);
+  assert.ok(log.at(-1)?.types.includes('workflow-faulted'), 'the fault is the last transition');
+  const running = sumBytes(log.slice(0, -1));
+  assert.ok(running <= logBytesMax, `the log held ${running} bytes before its fault, past the budget of ${logBytesMax}`);
+  assert.ok(running > logBytesMax - 2 * blobBytes, `the log held ${running} bytes before its fault: the instance stopped short of its budget`);
+  // The count the budget was checked against (the fault's detail) is what the store wrote.
+  assert.equal(Number(/it holds (\d+)/.exec(record.error?.detail ?? '')?.[1]), running, record.error?.detail);
+  return running;
+}
+
+for (const kind of ['memory', 'sqlite'] as const) {
+  test(`a for loop copying a large value faults on the log's byte budget, its fault recorded and its log readable (${kind})`, async () => {
+    const clock = new SystemClock();
+    const opened = openStore(kind, clock);
+    const h = harness({ clock, store: opened.store, logBytesMax });
+    try {
+      const document = yaml(`document: { dsl: '1.0.3', namespace: test, name: copy, version: '1.0.0' }\ndo:\n${copyLoop('each', '.items')}`);
+      // Unbounded, the loop writes 100 copies: several times the budget.
+      assert.ok(100 * blobBytes > 4 * logBytesMax);
+      const record = await runToEnd(h, document, { items: range(100), blob }, 'copy');
+      await assertByteBudgetFault(opened.store, record);
+      assert.ok(Object.keys(record.tasks).length < 2 * 100, 'the loop did not run to its end');
+      assert.deepEqual(h.executor.failures, [], 'no append was refused');
+    } finally {
+      await h.close();
+      await opened.dispose();
+    }
+  });
+
+  test(`a worker resuming an instance counts the bytes its log already holds: it faults at the same total (${kind})`, async () => {
+    const clock = new SystemClock();
+    const opened = openStore(kind, clock);
+    const document = yaml(`document: { dsl: '1.0.3', namespace: test, name: resumed, version: '1.0.0' }
+do:
+${copyLoop('first', '$workflow.input.first')}  - pause:
+      listen:
+        to:
+          one:
+            with: { type: com.example.go }
+${copyLoop('second', '$workflow.input.second')}`);
+    const a = harness({ clock, store: opened.store, worker: 'a', logBytesMax });
+    let instanceId: string;
+    try {
+      ({ instanceId } = await a.executor.start({
+        principalId: 'alice',
+        invocationKey: 'resumed',
+        document,
+        input: { first: range(12), second: range(100), blob },
+      }));
+      while (!(await a.executor.get(instanceId))?.listens['/do/1/pause']) await new Promise((resolve) => setTimeout(resolve, 5));
+    } finally {
+      await a.close();
+    }
+    // The first worker wrote more than half the budget: counting only its own appends, the second would write a whole budget more.
+    const before = sumBytes(await storedLog(opened.store, instanceId));
+    assert.ok(before > logBytesMax / 2 && before < logBytesMax, `the first worker wrote ${before} bytes`);
+    const store = await opened.reopen();
+    const b = harness({ clock, store, worker: 'b', logBytesMax });
+    try {
+      assert.equal((await b.executor.get(instanceId))?.status, 'running');
+      const go: CloudEvent = { specversion: '1.0', id: 'go-1', source: 'https://convoke.dev/test', type: 'com.example.go', data: {} };
+      assert.deepEqual(await b.executor.deliver(go, null), { matched: [instanceId] });
+      const record = await b.executor.wait(instanceId, 20_000);
+      await assertByteBudgetFault(store, record);
+      const log = await storedLog(store, instanceId);
+      assert.ok(
+        log.some((transition) => transition.leasedBy.includes('b')),
+        'the second worker ran the rest',
+      );
+      assert.ok(
+        Object.keys(record.tasks).some((at) => at.startsWith('/do/2/second')),
+        'the second loop ran',
+      );
+      await assertReplayEqual(b, instanceId);
+      assert.deepEqual(b.executor.failures, []);
+    } finally {
+      await b.close();
+      await opened.dispose();
+    }
+  });
+}
 
 test('a then loop and a for over the input end on the task budget, as a runtime error', async () => {
   const h = harness({ tasksMax: 50 });

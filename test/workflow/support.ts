@@ -45,9 +45,10 @@ export interface HarnessOptions {
   openApiDocumentKeepMs?: number;
   /** The egress policy of HTTP calls (exclusive with fetch). */
   egress?: WorkflowExecutorOptions['egress'];
-  /** An instance's task executions and running transitions (below the limits, to reach them quickly). */
+  /** An instance's task executions, running transitions and running log bytes (below the limits, to reach them quickly). */
   tasksMax?: number;
   transitionsMax?: number;
+  logBytesMax?: number;
   onFailure?: WorkflowExecutorOptions['onFailure'];
   /** Each principal's bound of running instances. */
   runningPerPrincipal?: number;
@@ -74,6 +75,7 @@ export function harness(options: HarnessOptions = {}): Harness {
     egress: options.egress,
     tasksMax: options.tasksMax,
     transitionsMax: options.transitionsMax,
+    logBytesMax: options.logBytesMax,
     onFailure: options.onFailure,
     runningPerPrincipal: options.runningPerPrincipal,
   });

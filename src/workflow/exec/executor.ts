@@ -13,6 +13,8 @@ import { AdapterError, AssertionFailure, conflict, invalidInput } from '../../co
 import { jsonEquals, type JsonObject, type JsonValue } from '../../contract/json.js';
 import { Kernel, newStream, type Stored, type StoreFailure, type Stream } from '../../kernel/index.js';
 import type { Random } from '../../runtime/random.js';
+import { transitionBytes } from '../../runtime/log-budget.js';
+import type { Transition } from '../../events/types.js';
 import type { ContractCalls } from './http-contracts.js';
 import { workflowInstanceId } from '../ids.js';
 import { workflowAggregate } from './aggregate.js';
@@ -62,6 +64,8 @@ export interface WorkflowExecutorOptions {
   tasksMax?: number;
   /** Transitions one instance may append while it runs (default and most: limits.workflowTransitionsMax); past it a step faults it. */
   transitionsMax?: number;
+  /** Bytes one instance's log may hold while it runs (default and most: limits.workflowLogBytesMax); a step past it faults it. */
+  logBytesMax?: number;
   /**
    * Running instances one principal may hold, its children included (default
    * limits.workflowRunningPerPrincipalDefault, at most limits.workflowRunningPerPrincipalMax):
@@ -103,7 +107,55 @@ export interface StartRequest {
   parent?: WorkflowParent;
 }
 
-type Instance = Stream<WorkflowRecord>;
+/**
+ * A held instance: the kernel's stream, and the bytes its log holds as the store wrote them (the
+ * running byte budget, journal): set from the log at each read (the kernel's reread hook), from
+ * the creation's transition, and grown by each commit's transition, measured once ahead of its
+ * append (`appending`, whose body the store's encoding reuses: codec.measureTransition).
+ */
+interface Instance extends Stream<WorkflowRecord> {
+  logBytes: number;
+  /** The transition last measured ahead of its append, and its bytes: its commit adds them without measuring again. */
+  appending: Measured | undefined;
+}
+
+interface Measured {
+  transition: WorkflowTransition;
+  bytes: number;
+}
+
+/** The kernel's new stream with its log's size, as one literal: every instance has one shape (spread from the stream, instances took many, and the kernel's reads of them went megamorphic). */
+function newInstance(id: string, record: WorkflowRecord, revision: string, logBytes: number): Instance {
+  const { queue, waiters, dueTimer, dueAtMs, known } = newStream(id, record, revision);
+  return { id, record, queue, waiters, dueTimer, dueAtMs, known, logBytes, appending: undefined };
+}
+
+/** The bytes a store writes for `transition` (its JSON body, codec.ts): workflow transitions are stored in the operations' shape (streams.ts). */
+const bytesOf = (transition: WorkflowTransition): number => transitionBytes(transition as unknown as Transition);
+
+/** Measures `transition` ahead of its append (the store's encoding reuses the body), kept as the instance's `appending`. */
+function measure(instance: Instance, transition: WorkflowTransition): number {
+  const bytes = bytesOf(transition);
+  instance.appending = { transition, bytes };
+  return bytes;
+}
+
+/** The bytes of a transition the instance appended: as measured ahead of the append, or measured now. */
+function appendedBytes(instance: Instance, transition: WorkflowTransition): number {
+  const measured = instance.appending;
+  instance.appending = undefined;
+  return measured?.transition === transition ? measured.bytes : bytesOf(transition);
+}
+
+/**
+ * The bytes of a log read back from the store: each stored body is the serialization of the
+ * transition it decodes to, and serializing that again gives the same text.
+ */
+function logBytesOf(log: readonly Stored<WorkflowTransition>[]): number {
+  let bytes = 0;
+  for (const stored of log) bytes += bytesOf(stored.transition);
+  return bytes;
+}
 
 /** How long after an interpreter stopped on a store failure it runs the instance again. */
 const redriveDelayMs = 1000;
@@ -177,6 +229,13 @@ export class WorkflowExecutor implements CloudEventIntake {
       finishedCacheMax: options.finishedCacheMax ?? 1000,
       hooks: {
         due: async () => (record) => decideDue(record, options.clock.nowMs()),
+        // The log's bytes (the running byte budget): measured ahead of each append, counted at its commit, recounted at each read.
+        beforeAppend: (instance, transition) => {
+          if (instance.appending?.transition !== transition) measure(instance, transition);
+          return undefined;
+        },
+        committed: (instance, _before, stored) => void (instance.logBytes += appendedBytes(instance, stored.transition)),
+        reread: (instance, log) => void (instance.logBytes = logBytesOf(log)),
         loaded: (stream) => {
           this.drive(stream);
           // A running child read from the store: its parent may have ended owing it a disposition (a worker stopped first).
@@ -327,12 +386,18 @@ export class WorkflowExecutor implements CloudEventIntake {
     const clock = this.options.clock;
     const provisional = applyWorkflow(undefined, { revision: '', committedAtMs: clock.nowMs(), transition: start });
     if (provisional === undefined) throw new AssertionFailure('a workflow start yields a record');
-    const instance: Instance = newStream(instanceId, provisional, '');
+    const instance = newInstance(instanceId, provisional, '', 0);
     // The stream the kernel holds once created is the one the interpreter already reads.
     const made = (record: WorkflowRecord, stored: Stored<WorkflowTransition>): Instance => {
       instance.record = record;
       instance.known = new Set([stored.revision]);
+      instance.logBytes = appendedBytes(instance, stored.transition);
       return instance;
+    };
+    /** Creates the stream with `transition`, measured ahead (the store's encoding reuses the body). */
+    const createWith = (transition: WorkflowTransition) => {
+      measure(instance, transition);
+      return this.kernel.create(instanceId, transition, made);
     };
     const run: LeaseRun = { epoch: 1, lastStepMs: clock.nowMs() };
     const controller = new AbortController();
@@ -342,15 +407,17 @@ export class WorkflowExecutor implements CloudEventIntake {
     let interpreting: Promise<void> = Promise.resolve();
     const opening: Opening = {
       open: () => tried === undefined,
-      create: (first) => {
+      create: (first, bytesMax) => {
         if (tried) return tried;
         tried = (async (): Promise<Creation> => {
-          const together = first && joined(start, first);
-          let outcome = await this.kernel.create(instanceId, together ?? start, made);
+          let together = first && joined(start, first);
+          // Past the running byte budget together: the start alone, the proposal checked against the log as any other (journal).
+          if (together && measure(instance, together) > bytesMax) together = undefined;
+          let outcome = await (together ? this.kernel.create(instanceId, together, made) : createWith(start));
           let carried = together !== undefined;
           // Too large together: the start alone, the proposal committed after it.
           if (together && outcome.kind === 'invalid-input') {
-            outcome = await this.kernel.create(instanceId, start, made);
+            outcome = await createWith(start);
             carried = false;
           }
           if (outcome.kind !== 'ok') return outcome;
@@ -372,7 +439,7 @@ export class WorkflowExecutor implements CloudEventIntake {
     if (tried === undefined) {
       // The run ended before its first commit: the start alone, driven as any instance is.
       if (stopped !== undefined && !(stopped instanceof Halted)) this.noteFailure(stopped);
-      tried = this.kernel.create(instanceId, start, made).then((outcome): Creation => (outcome.kind === 'ok' ? { kind: 'ok', carried: false } : outcome));
+      tried = createWith(start).then((outcome): Creation => (outcome.kind === 'ok' ? { kind: 'ok', carried: false } : outcome));
       const outcome = await tried;
       if (outcome.kind === 'ok') this.drive(instance);
       return outcome;
@@ -384,7 +451,8 @@ export class WorkflowExecutor implements CloudEventIntake {
 
   /** The instance held or read from the store (a running one is resumed); undefined when unknown. */
   load(instanceId: string): Promise<Instance | undefined> {
-    return this.kernel.load(instanceId, (record) => newStream(instanceId, record, record.revision));
+    // Its log's bytes are counted as the kernel holds it (the reread hook).
+    return this.kernel.load(instanceId, (record) => newInstance(instanceId, record, record.revision, 0));
   }
 
   /** The current record, or undefined. */
@@ -528,7 +596,8 @@ export class WorkflowExecutor implements CloudEventIntake {
     };
     const problem = workflowTransitionProblem(transition);
     if (problem !== undefined) throw new AssertionFailure(`decided an invalid workflow transition (cancel-before-start): ${problem}`);
-    const created = await this.kernel.create(event.instanceId, transition, (record, stored) => newStream(event.instanceId, record, stored.revision));
+    const bytes = bytesOf(transition);
+    const created = await this.kernel.create(event.instanceId, transition, (record, stored) => newInstance(event.instanceId, record, stored.revision, bytes));
     if (created.kind === 'ok') return created.stream.record;
     if (created.kind === 'conflict') return undefined;
     throw new AdapterError(created.kind === 'not-found' ? 'unavailable' : created.kind, `cancel before start: ${created.description}`);
@@ -716,15 +785,35 @@ export class WorkflowExecutor implements CloudEventIntake {
     const worker = this.worker;
     const clock = this.options.clock;
     const transitionsMax = Math.min(this.options.transitionsMax ?? limits.workflowTransitionsMax, limits.workflowTransitionsMax);
+    const bytesMax = Math.min(this.options.logBytesMax ?? limits.workflowLogBytesMax, limits.workflowLogBytesMax);
     const fenced = (record: WorkflowRecord, proposal: Proposal, late: boolean) => {
       if (record.status === 'running') holderLease(record, worker, run.epoch);
       return decideProposal(record, proposal, late);
     };
-    const commit = (proposal: Proposal) => kernel.enqueue(instance, () => kernel.commit(instance, (record, late) => fenced(record, proposal, late)));
+    /**
+     * The proposal decided on the current record; one that would take the log past its running byte
+     * budget faults the instance (its fault or completion goes into the rest). Measured here, its
+     * size is counted at its commit without measuring it again (the beforeAppend hook keeps it).
+     */
+    const budgeted = (record: WorkflowRecord, proposal: Proposal, late: boolean) => {
+      const transition = fenced(record, proposal, late);
+      if (transition === undefined || closingCommands.has(proposal.command)) return transition;
+      const bytes = measure(instance, transition);
+      if (instance.logBytes + bytes > bytesMax)
+        throw raise(
+          'runtime',
+          500,
+          'Log budget exhausted',
+          '/',
+          `a running workflow instance's log holds at most ${bytesMax} bytes: it holds ${instance.logBytes}, and the next transition (${proposal.command}) is ${bytes}`,
+        );
+      return transition;
+    };
+    const commit = (proposal: Proposal) => kernel.enqueue(instance, () => kernel.commit(instance, (record, late) => budgeted(record, proposal, late)));
     /** Creates the instance, carrying `proposal` when it may go with the start (no time guard of its own); Halted when not created. */
     const open = async (pending: Opening, proposal: Proposal | undefined): Promise<void> => {
       const first = proposal && withStart(proposal, instance.record) ? fenced(instance.record, proposal, false) : undefined;
-      const created = await pending.create(first);
+      const created = await pending.create(first, proposal && !closingCommands.has(proposal.command) ? bytesMax : Number.POSITIVE_INFINITY);
       if (created.kind !== 'ok') throw new Halted(`workflow instance ${instance.id} was not created (${created.kind})`);
       if (proposal && !created.carried) await commit(proposal);
     };
@@ -796,8 +885,11 @@ const closingCommands: ReadonlySet<string> = new Set(['fault', 'complete']);
 interface Opening {
   /** Whether the creation has not been tried yet. */
   open(): boolean;
-  /** Creates the stream (once): with `first` when given and it fits, else the start alone. */
-  create(first: WorkflowTransition | undefined): Promise<Creation>;
+  /**
+   * Creates the stream (once): with `first` when given and it fits — in a transition, and with the
+   * start in `bytesMax` (the running byte budget; unbounded for a closing proposal) — else the start alone.
+   */
+  create(first: WorkflowTransition | undefined, bytesMax: number): Promise<Creation>;
 }
 
 /** The creation's outcome: `carried` when the first transition went with the start. */
