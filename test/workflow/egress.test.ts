@@ -1,10 +1,10 @@
 /**
  * The egress policy of workflow HTTP calls (src/workflow/exec/egress.ts), over real loopback
  * sockets: an endpoint taken from the instance's input cannot reach loopback — by address, by
- * name, by an IP literal in another form, or through a redirect — unless the policy allows private
- * networks, and with an allow list only the origins listed. A refusal is the DSL's authorization
- * error (403), recorded like any answer (the instance replays to the same record); the stub is
- * never reached; a `try` that retries communication errors does not retry it.
+ * name, by an IP literal in another form, or through a redirect (none is followed) — unless the
+ * policy allows private networks, and with an allow list only the origins listed. A refusal is
+ * the DSL's authorization error (403), recorded like any answer (the instance replays to the same
+ * record); the stub is never reached; a `try` that retries communication errors does not retry it.
  *
  * This machine has no external network, so names are resolved by a lookup the test injects
  * (`*.test` → 127.0.0.1; every other name by the system's resolver): a name that resolves to
@@ -142,19 +142,35 @@ test('allow: only the origins listed (scheme, host or *.domain, port), and priva
   }
 });
 
-test('each redirect hop is checked: a redirect from an allowed origin to one the policy refuses is refused, and its target never reached', async () => {
+test('a redirect is never followed: from an allowed origin, its target (inside the policy or not) is never reached; the 3xx is the error or, with redirect: true, the answer', async () => {
   const s = await stub();
   try {
     const p = s.port;
     const policy = { allow: [`http://allowed.test:${p}`], privateNetworks: true, lookup: testLookup };
-    const inside = await run(policy, `http://allowed.test:${p}/redirect?to=${encodeURIComponent(`http://allowed.test:${p}/inside`)}`);
-    assert.equal(inside.status, 'completed', JSON.stringify(inside.error));
-    assert.deepEqual(inside.output, { reached: '/inside' });
-    for (const target of [`http://127.0.0.1:${p}/outside`, `http://[::ffff:127.0.0.1]:${p}/outside`, `http://localhost:${p}/outside`]) {
-      const record = await run(policy, `http://allowed.test:${p}/redirect?to=${encodeURIComponent(target)}`);
-      assertRefused(record, new URL(target).origin.replace('[::ffff:127.0.0.1]', '[::ffff:7f00:1]'), /not in the egress policy's allow list/);
+    const redirecting = yaml(`document: { dsl: '1.0.3', namespace: test, name: redirecting, version: '1.0.0' }
+do:
+  - notify:
+      call: http
+      with: { method: get, endpoint: '\${ .callbackUrl }', redirect: true, output: response }
+`);
+    const targets = [
+      `http://allowed.test:${p}/inside`,
+      `http://127.0.0.1:${p}/outside`,
+      `http://[::ffff:127.0.0.1]:${p}/outside`,
+      `http://localhost:${p}/outside`,
+    ];
+    for (const target of targets) {
+      const url = `http://allowed.test:${p}/redirect?to=${encodeURIComponent(target)}`;
+      const record = await run(policy, url);
+      assert.equal(record.status, 'faulted', JSON.stringify(record.output));
+      assert.equal(record.error?.type, 'https://serverlessworkflow.io/spec/1.0.0/errors/communication', JSON.stringify(record.error));
+      assert.equal(record.error?.status, 302);
+      const answered = await run(policy, url, redirecting);
+      assert.equal(answered.status, 'completed', JSON.stringify(answered.error));
+      assert.equal((answered.output as JsonObject).statusCode, 302);
+      assert.equal(((answered.output as JsonObject).headers as JsonObject).location, target);
     }
-    assert.deepEqual(s.paths, ['/redirect', '/inside', '/redirect', '/redirect', '/redirect'], 'no redirect target outside the policy was reached');
+    assert.deepEqual(s.paths, Array<string>(targets.length * 2).fill('/redirect'), 'no redirect target was reached');
   } finally {
     await s.close();
   }

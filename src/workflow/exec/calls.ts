@@ -255,6 +255,11 @@ interface Exchange {
  * Makes one request: a failure to reach the service is a communication error (503), an answer
  * outside 200–299 (200–399 with `redirect`) a communication error with its status, content over
  * `bytesMax` a communication error (502) read no further.
+ *
+ * A redirect is never followed (`redirect: 'manual'`): the DSL's `redirect` says whether a 3xx
+ * answer is an error or the call's answer, not whether to go where it points, so a 3xx is the
+ * answer checked and taken, with its own status, headers and content. Node's fetch and undici's
+ * answer the 3xx itself under 'manual' (not the browser's opaque-redirect response, status 0).
  */
 async function exchange(interpreter: Interpreter, run: TaskRun, request: HttpRequest, options: { redirect: boolean; bytesMax?: number }): Promise<Exchange> {
   const ref = run.entry.pointer;
@@ -262,7 +267,7 @@ async function exchange(interpreter: Interpreter, run: TaskRun, request: HttpReq
   let bytes: Buffer;
   try {
     const signal = AbortSignal.any([run.frame.signal, AbortSignal.timeout(interpreter.deps.httpTimeoutMs)]);
-    response = await interpreter.deps.fetch(request.uri, { method: request.method, headers: request.headers, body: request.body, signal });
+    response = await interpreter.deps.fetch(request.uri, { method: request.method, headers: request.headers, body: request.body, signal, redirect: 'manual' });
     bytes = await readContent(response, options.bytesMax, ref);
   } catch (error) {
     if (run.frame.signal.aborted) throw new Halted('the call was stopped');

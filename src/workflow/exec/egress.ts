@@ -4,9 +4,11 @@
  * `allow` list does not name, an IP-literal host that is private or special-purpose, and a name
  * whose resolved addresses include one (origins.ts says which) — unless `privateNetworks`. The
  * address checked is the one connected to (the lookup is the connection's own), so a name that
- * resolves differently between a check and the connection (DNS rebinding) cannot pass, and every
- * redirect hop is a connection of its own, checked the same way. Calls go through undici's fetch
- * with this Agent (never the global fetch, whose bundled undici may be another version).
+ * resolves differently between a check and the connection (DNS rebinding) cannot pass. calls.ts
+ * follows no redirect (a 3xx is the call's answer or its error), and any connection this fetch
+ * made for one would be checked the same way. Calls go through undici's fetch with this Agent
+ * (never the global fetch, whose bundled undici may be another version); the caller's `redirect`
+ * option is passed through.
  *
  * A refusal is an EgressRefused error, the fetch failure's cause; calls.ts raises it as the DSL's
  * authorization error (403).

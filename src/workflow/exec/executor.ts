@@ -43,7 +43,10 @@ export interface WorkflowExecutorOptions {
   clock: Clock;
   random: Random;
   evaluator: ExpressionEvaluator;
-  /** HTTP calls go through this (tests route public hosts to a loopback stub); exclusive with `egress`. */
+  /**
+   * HTTP calls go through this (tests route public hosts to a loopback stub); exclusive with
+   * `egress`. Requests are made with `redirect: 'manual'`: it must answer a 3xx as it came.
+   */
   fetch?: typeof fetch;
   /**
    * The egress policy of HTTP calls (egress.ts: which origins, whether private addresses), enforced
