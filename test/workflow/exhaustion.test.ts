@@ -200,6 +200,65 @@ ${copyLoop('second', '$workflow.input.second')}`);
   });
 }
 
+test('a worker holding an instance while another appends to it counts what each read adds: it faults at the same total', async () => {
+  const clock = new SystemClock();
+  const store = new MemoryEventStore({ clock });
+  const document = yaml(`document: { dsl: '1.0.3', namespace: test, name: followed, version: '1.0.0' }
+do:
+  - ready:
+      listen:
+        to:
+          one:
+            with: { type: com.example.ready }
+${copyLoop('first', '$workflow.input.first')}  - pause:
+      listen:
+        to:
+          one:
+            with: { type: com.example.go }
+${copyLoop('second', '$workflow.input.second')}`);
+  const event = (type: string): CloudEvent => ({ specversion: '1.0', id: `${type}-1`, source: 'https://convoke.dev/test', type, data: {} });
+  const sleep = () => new Promise((resolve) => setTimeout(resolve, 5));
+  const a = harness({ clock, store, worker: 'a', logBytesMax });
+  const b = harness({ clock, store, worker: 'b', logBytesMax });
+  try {
+    await b.executor.watch();
+    const { instanceId } = await a.executor.start({
+      principalId: 'alice',
+      invocationKey: 'followed',
+      document,
+      input: { first: range(12), second: range(100), blob },
+    });
+    try {
+      while (!(await a.executor.get(instanceId))?.listens['/do/0/ready']) await sleep();
+      // The second worker holds the instance from here on: it counts the short log it reads now, then each read of the first's appends.
+      assert.equal((await b.executor.get(instanceId))?.status, 'running');
+      assert.ok(
+        sumBytes(await storedLog(store, instanceId)) < 2 * blobBytes,
+        'the second worker read the log before the copies (the start and its input alone)',
+      );
+      assert.deepEqual(await a.executor.deliver(event('com.example.ready'), null), { matched: [instanceId] });
+      while (!(await a.executor.get(instanceId))?.listens['/do/2/pause']) await sleep();
+    } finally {
+      await a.close();
+    }
+    const written = sumBytes(await storedLog(store, instanceId));
+    assert.ok(written > logBytesMax / 2 && written < logBytesMax, `the first worker wrote ${written} bytes`);
+    // The first worker's release reaches the second, which takes the lease and waits for the event.
+    while ((await b.executor.get(instanceId))?.lease?.worker !== 'b') await sleep();
+    assert.deepEqual(await b.executor.deliver(event('com.example.go'), null), { matched: [instanceId] });
+    const record = await b.executor.wait(instanceId, 20_000);
+    await assertByteBudgetFault(store, record);
+    assert.ok(
+      Object.keys(record.tasks).some((at) => at.startsWith('/do/3/second')),
+      'the second loop ran',
+    );
+    await assertReplayEqual(b, instanceId);
+    assert.deepEqual(b.executor.failures, []);
+  } finally {
+    await b.close();
+  }
+});
+
 test('a then loop and a for over the input end on the task budget, as a runtime error', async () => {
   const h = harness({ tasksMax: 50 });
   try {

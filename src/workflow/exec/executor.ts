@@ -112,12 +112,16 @@ export interface StartRequest {
 
 /**
  * A held instance: the kernel's stream, and the bytes its log holds as the store wrote them (the
- * running byte budget, journal): set from the log at each read (the kernel's reread hook), from
- * the creation's transition, and grown by each commit's transition, measured once ahead of its
- * append (`appending`, whose body the store's encoding reuses: codec.measureTransition).
+ * running byte budget, journal): set from the creation's transition, grown by each commit's
+ * transition, measured once ahead of its append (`appending`, whose body the store's encoding
+ * reuses: codec.measureTransition), and at each read of the log (the kernel's reread hook) grown
+ * by the transitions past those already counted (`counted`), or counted afresh when the log read
+ * does not begin with them.
  */
 interface Instance extends Stream<WorkflowRecord> {
   logBytes: number;
+  /** How many of the log's first transitions `logBytes` counts, and the revision of the last of them. */
+  counted: { transitions: number; revision: string };
   /** The transition last measured ahead of its append, and its bytes: its commit adds them without measuring again. */
   appending: Measured | undefined;
 }
@@ -128,10 +132,12 @@ interface Measured {
 }
 
 /** The kernel's new stream with its log's size, as one literal: every instance has one shape (spread from the stream, instances took many, and the kernel's reads of them went megamorphic). */
-function newInstance(id: string, record: WorkflowRecord, revision: string, logBytes: number): Instance {
+function newInstance(id: string, record: WorkflowRecord, revision: string, logBytes: number, counted = nothingCounted): Instance {
   const { queue, waiters, dueTimer, dueAtMs, known } = newStream(id, record, revision);
-  return { id, record, queue, waiters, dueTimer, dueAtMs, known, logBytes, appending: undefined };
+  return { id, record, queue, waiters, dueTimer, dueAtMs, known, logBytes, counted, appending: undefined };
 }
+
+const nothingCounted = { transitions: 0, revision: '' };
 
 /** The bytes a store writes for `transition` (its JSON body, codec.ts): workflow transitions are stored in the operations' shape (streams.ts). */
 const bytesOf = (transition: WorkflowTransition): number => transitionBytes(transition as unknown as Transition);
@@ -151,13 +157,32 @@ function appendedBytes(instance: Instance, transition: WorkflowTransition): numb
 }
 
 /**
- * The bytes of a log read back from the store: each stored body is the serialization of the
- * transition it decodes to, and serializing that again gives the same text.
+ * The bytes of the log's transitions from `from` on, as read back from the store: each stored
+ * body is the serialization of the transition it decodes to, and serializing that again gives the
+ * same text.
  */
-function logBytesOf(log: readonly Stored<WorkflowTransition>[]): number {
+function logBytesOf(log: readonly Stored<WorkflowTransition>[], from = 0): number {
   let bytes = 0;
-  for (const stored of log) bytes += bytesOf(stored.transition);
+  for (let at = from; at < log.length; at++) bytes += bytesOf((log[at] as Stored<WorkflowTransition>).transition);
   return bytes;
+}
+
+/** A transition the instance appended (its creation or a commit) counted: the log's next, at `revision`. */
+function countAppended(instance: Instance, transition: WorkflowTransition, revision: string): void {
+  instance.logBytes += appendedBytes(instance, transition);
+  instance.counted = { transitions: instance.counted.transitions + 1, revision };
+}
+
+/**
+ * The log read again: the transitions past those counted are measured (a log only grows, so one
+ * that still holds the last counted revision where it was begins with what was counted); a log
+ * that does not (the store lost writes: the kernel says so) is counted whole.
+ */
+function countRead(instance: Instance, log: readonly Stored<WorkflowTransition>[]): void {
+  const { transitions, revision } = instance.counted;
+  const continues = transitions > 0 && log.length >= transitions && log[transitions - 1]?.revision === revision;
+  instance.logBytes = continues ? instance.logBytes + logBytesOf(log, transitions) : logBytesOf(log);
+  instance.counted = { transitions: log.length, revision: log.at(-1)?.revision ?? '' };
 }
 
 /** How long after an interpreter stopped on a store failure it runs the instance again. */
@@ -237,8 +262,8 @@ export class WorkflowExecutor implements CloudEventIntake {
           if (instance.appending?.transition !== transition) measure(instance, transition);
           return undefined;
         },
-        committed: (instance, _before, stored) => void (instance.logBytes += appendedBytes(instance, stored.transition)),
-        reread: (instance, log) => void (instance.logBytes = logBytesOf(log)),
+        committed: (instance, _before, stored) => countAppended(instance, stored.transition, stored.revision),
+        reread: countRead,
         loaded: (stream) => {
           this.drive(stream);
           // A running child read from the store: its parent may have ended owing it a disposition (a worker stopped first).
@@ -394,7 +419,9 @@ export class WorkflowExecutor implements CloudEventIntake {
     const made = (record: WorkflowRecord, stored: Stored<WorkflowTransition>): Instance => {
       instance.record = record;
       instance.known = new Set([stored.revision]);
-      instance.logBytes = appendedBytes(instance, stored.transition);
+      instance.logBytes = 0;
+      instance.counted = nothingCounted;
+      countAppended(instance, stored.transition, stored.revision);
       return instance;
     };
     /** Creates the stream with `transition`, measured ahead (the store's encoding reuses the body). */
@@ -600,7 +627,9 @@ export class WorkflowExecutor implements CloudEventIntake {
     const problem = workflowTransitionProblem(transition);
     if (problem !== undefined) throw new AssertionFailure(`decided an invalid workflow transition (cancel-before-start): ${problem}`);
     const bytes = bytesOf(transition);
-    const created = await this.kernel.create(event.instanceId, transition, (record, stored) => newInstance(event.instanceId, record, stored.revision, bytes));
+    const created = await this.kernel.create(event.instanceId, transition, (record, stored) =>
+      newInstance(event.instanceId, record, stored.revision, bytes, { transitions: 1, revision: stored.revision }),
+    );
     if (created.kind === 'ok') return created.stream.record;
     if (created.kind === 'conflict') return undefined;
     throw new AdapterError(created.kind === 'not-found' ? 'unavailable' : created.kind, `cancel before start: ${created.description}`);
