@@ -20,7 +20,7 @@ import { SqliteEventStore } from '../../src/adapters/store/sqlite.js';
 import type { EventStore } from '../../src/adapters/store/types.js';
 import { durationMs } from '../../src/workflow/exec/duration.js';
 import type { WorkflowRecord } from '../../src/workflow/exec/record.js';
-import { assertReplayEqual, harness, runToEnd, yaml } from './support.js';
+import { assertReplayEqual, harness, runToEnd, yaml, type Harness } from './support.js';
 
 const runtimeError = 'https://serverlessworkflow.io/spec/1.0.0/errors/runtime';
 
@@ -108,6 +108,17 @@ const copyLoop = (name: string, items: string) => `  - ${name}:
             set: { blob: '\${ $workflow.input.blob }' }
 `;
 
+/** Two copy loops with a listen for `com.example.go` between them, after `before` (tasks of the same list). */
+const pausedCopies = (name: string, before = '') =>
+  yaml(`document: { dsl: '1.0.3', namespace: test, name: ${name}, version: '1.0.0' }
+do:
+${before}${copyLoop('first', '$workflow.input.first')}  - pause:
+      listen:
+        to:
+          one:
+            with: { type: com.example.go }
+${copyLoop('second', '$workflow.input.second')}`);
+
 /**
  * Asserts the instance faulted on the byte budget with its fault the last transition of a readable
  * log, the rest within the budget and filling it; answers the running bytes (all but the fault).
@@ -126,6 +137,17 @@ async function assertByteBudgetFault(store: EventStore, record: WorkflowRecord):
   // The count the budget was checked against (the fault's detail) is what the store wrote.
   assert.equal(Number(/it holds (\d+)/.exec(record.error?.detail ?? '')?.[1]), running, record.error?.detail);
   return running;
+}
+
+/** The second worker's end of an instance the first began: the byte budget's fault after the second loop (at `second`) ran, replay equal to live, nothing refused. */
+async function assertSecondFaulted(b: Harness, store: EventStore, record: WorkflowRecord, second: string): Promise<void> {
+  await assertByteBudgetFault(store, record);
+  assert.ok(
+    Object.keys(record.tasks).some((at) => at.startsWith(second)),
+    'the second loop ran',
+  );
+  await assertReplayEqual(b, record.instanceId);
+  assert.deepEqual(b.executor.failures, []);
 }
 
 for (const kind of ['memory', 'sqlite'] as const) {
@@ -150,14 +172,7 @@ for (const kind of ['memory', 'sqlite'] as const) {
   test(`a worker resuming an instance counts the bytes its log already holds: it faults at the same total (${kind})`, async () => {
     const clock = new SystemClock();
     const opened = openStore(kind, clock);
-    const document = yaml(`document: { dsl: '1.0.3', namespace: test, name: resumed, version: '1.0.0' }
-do:
-${copyLoop('first', '$workflow.input.first')}  - pause:
-      listen:
-        to:
-          one:
-            with: { type: com.example.go }
-${copyLoop('second', '$workflow.input.second')}`);
+    const document = pausedCopies('resumed');
     const a = harness({ clock, store: opened.store, worker: 'a', logBytesMax });
     let instanceId: string;
     try {
@@ -181,18 +196,12 @@ ${copyLoop('second', '$workflow.input.second')}`);
       const go: CloudEvent = { specversion: '1.0', id: 'go-1', source: 'https://convoke.dev/test', type: 'com.example.go', data: {} };
       assert.deepEqual(await b.executor.deliver(go, null), { matched: [instanceId] });
       const record = await b.executor.wait(instanceId, 20_000);
-      await assertByteBudgetFault(store, record);
+      await assertSecondFaulted(b, store, record, '/do/2/second');
       const log = await storedLog(store, instanceId);
       assert.ok(
         log.some((transition) => transition.leasedBy.includes('b')),
         'the second worker ran the rest',
       );
-      assert.ok(
-        Object.keys(record.tasks).some((at) => at.startsWith('/do/2/second')),
-        'the second loop ran',
-      );
-      await assertReplayEqual(b, instanceId);
-      assert.deepEqual(b.executor.failures, []);
     } finally {
       await b.close();
       await opened.dispose();
@@ -203,19 +212,15 @@ ${copyLoop('second', '$workflow.input.second')}`);
 test('a worker holding an instance while another appends to it counts what each read adds: it faults at the same total', async () => {
   const clock = new SystemClock();
   const store = new MemoryEventStore({ clock });
-  const document = yaml(`document: { dsl: '1.0.3', namespace: test, name: followed, version: '1.0.0' }
-do:
-  - ready:
+  const document = pausedCopies(
+    'followed',
+    `  - ready:
       listen:
         to:
           one:
             with: { type: com.example.ready }
-${copyLoop('first', '$workflow.input.first')}  - pause:
-      listen:
-        to:
-          one:
-            with: { type: com.example.go }
-${copyLoop('second', '$workflow.input.second')}`);
+`,
+  );
   const event = (type: string): CloudEvent => ({ specversion: '1.0', id: `${type}-1`, source: 'https://convoke.dev/test', type, data: {} });
   const sleep = () => new Promise((resolve) => setTimeout(resolve, 5));
   const a = harness({ clock, store, worker: 'a', logBytesMax });
@@ -246,14 +251,7 @@ ${copyLoop('second', '$workflow.input.second')}`);
     // The first worker's release reaches the second, which takes the lease and waits for the event.
     while ((await b.executor.get(instanceId))?.lease?.worker !== 'b') await sleep();
     assert.deepEqual(await b.executor.deliver(event('com.example.go'), null), { matched: [instanceId] });
-    const record = await b.executor.wait(instanceId, 20_000);
-    await assertByteBudgetFault(store, record);
-    assert.ok(
-      Object.keys(record.tasks).some((at) => at.startsWith('/do/3/second')),
-      'the second loop ran',
-    );
-    await assertReplayEqual(b, instanceId);
-    assert.deepEqual(b.executor.failures, []);
+    await assertSecondFaulted(b, store, await b.executor.wait(instanceId, 20_000), '/do/3/second');
   } finally {
     await b.close();
   }
