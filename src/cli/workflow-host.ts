@@ -24,6 +24,7 @@ import type { InvocationService } from '../runtime/service.js';
 import { workflowEventsDefaults, type WorkflowHosting, type WorkflowHttpConfig, type WorkflowsConfig } from '../runtime/workflow-service.js';
 import { workflowStuckBoundsDefault, type WorkflowStuckBounds } from '../events/workflow-index.js';
 import { observeStuckWorkflowInstances } from '../runtime/workflow-stuck-metrics.js';
+import { observeRefusedWorkflowStarts } from '../runtime/workflow-start-metrics.js';
 import type { Registry } from 'prom-client';
 import { workflowDocuments } from '../workflow/dsl/bundle.js';
 import { isWorkflowNamed } from '../workflow/exec/document.js';
@@ -126,6 +127,7 @@ export async function createWorkflowHost(parts: WorkflowHostParts): Promise<Work
     ...(parts.settings?.runningInstancesPerPrincipal === undefined ? {} : { runningPerPrincipal: parts.settings.runningInstancesPerPrincipal }),
     ...(parts.secrets ? { secrets: parts.secrets } : {}),
     ...(parts.onFailure ? { onFailure: parts.onFailure } : {}),
+    ...(parts.metrics ? { onStartRefused: observeRefusedWorkflowStarts(parts.metrics) } : {}),
     // run: workflow names a pipeline or workflow of the same bundle (by its namespace, its bundle name and version).
     workflows: (digest, ref) => [...(definitions.get(digest)?.values() ?? [])].find((definition) => isWorkflowNamed(definition.document, ref))?.document,
   });

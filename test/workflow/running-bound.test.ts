@@ -30,6 +30,8 @@ import { RunningBoundReached } from '../../src/workflow/exec/running-bound.js';
 import type { WorkflowInstance } from '../../src/runtime/workflow-service.js';
 import { minimalServeConfig } from '../support/config-fixtures.js';
 import { serveWorkflowFixture, writeWorkflowFixture } from './instances-fixture.js';
+import { namingProblems } from '../../src/runtime/metrics.js';
+import { workflowStartsRefusedName } from '../../src/runtime/workflow-start-metrics.js';
 import { assertReplayEqual, harness, yaml } from './support.js';
 
 const waits = yaml(`
@@ -318,6 +320,13 @@ test('over HTTP: a start past the bound is 503 unavailable naming it; another pr
     assert.equal(instance.error?.title, 'Workflow instances bound reached');
     assert.equal(instance.error?.instance, '/do/0/delegate');
     assert.equal(instance.childInstances[0]?.status, null, 'the child was never started');
+
+    // Counted for the operator: the two callers' starts refused (q3, q4) and the child's.
+    const text = await hosted.deployment.coordinator.metrics.registry.metrics();
+    const refusedBy = (starter: string) =>
+      new RegExp(`^${workflowStartsRefusedName}\\{reason="running-bound",starter="${starter}"\\} (\\d+)$`, 'm').exec(text)?.[1];
+    assert.deepEqual([refusedBy('caller'), refusedBy('workflow')], ['2', '1'], text);
+    assert.deepEqual(await namingProblems(hosted.deployment.coordinator.metrics.registry), []);
   } finally {
     await hosted.close();
     await fixture.dispose();

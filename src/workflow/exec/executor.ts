@@ -35,7 +35,7 @@ import { disposeOwed, owedDisposals } from './subworkflows.js';
 import { OpenApiDocuments } from './openapi.js';
 import { egressFetch, type EgressFetch, type EgressOptions } from './egress.js';
 import { limits } from '../../contract/limits.js';
-import { RunningBound } from './running-bound.js';
+import { RunningBound, RunningBoundReached } from './running-bound.js';
 
 export interface WorkflowExecutorOptions {
   /** The instances' streams; `resume` reads the running ones from `runningIds` (workflowStreams gives it). */
@@ -80,6 +80,8 @@ export interface WorkflowExecutorOptions {
    * the instance is still running and is driven again shortly. `convoke serve` logs them.
    */
   onFailure?: (error: unknown) => void;
+  /** Told each start the running bound refused (RunningBoundReached), by who asked: a caller, or a workflow's `run: workflow` task. `convoke serve` counts them. */
+  onStartRefused?: (starter: 'caller' | 'workflow') => void;
   finishedCacheMax?: number;
   /** This worker's name in the instances' leases; unique among the workers sharing the store (default: host/pid/n). */
   worker?: string;
@@ -375,7 +377,12 @@ export class WorkflowExecutor implements CloudEventIntake {
     const problem = workflowTransitionProblem(transition);
     if (problem !== undefined) throw invalidInput(`the workflow cannot start: ${problem}`);
     // The principal's bound, before anything is recorded; at it, an instance stored under this id is answered (it creates nothing).
-    const admission = await this.runningBound.admit(request.principalId, async () => (await this.load(instanceId)) !== undefined);
+    const admission = await this.runningBound
+      .admit(request.principalId, async () => (await this.load(instanceId)) !== undefined)
+      .catch((error: unknown) => {
+        if (error instanceof RunningBoundReached) this.noteRefused(request.parent === undefined ? 'caller' : 'workflow');
+        throw error;
+      });
     if (admission === undefined) return this.found(instanceId, request);
     let created: { kind: 'ok' } | StoreFailure;
     try {
@@ -797,6 +804,15 @@ export class WorkflowExecutor implements CloudEventIntake {
    * for days does not grow them without end.
    */
   readonly failures: unknown[] = [];
+
+  /** A start the running bound refused, told to onStartRefused (a listener that throws changes nothing). */
+  private noteRefused(starter: 'caller' | 'workflow'): void {
+    try {
+      this.options.onStartRefused?.(starter);
+    } catch {
+      // The start is refused either way.
+    }
+  }
 
   private noteFailure(error: unknown): void {
     this.failures.push(error);

@@ -1,0 +1,28 @@
+/**
+ * The refused workflow starts counter: `convoke_workflow_starts_refused_total{reason, starter}`,
+ * each start refused before anything was recorded — `reason` `running-bound` (the principal
+ * holds as many running instances as workflows.runningInstancesPerPrincipal allows;
+ * docs/workflows-executor.md "Running instances per principal") — by who asked: `caller` (HTTP,
+ * NATS, `convoke workflow run`) or `workflow` (a `run: workflow` task, whose parent's task
+ * faults). Callers see 503s; this tells an operator how many, and whether children are among them.
+ */
+import { Counter, type Registry } from 'prom-client';
+
+export const workflowStartsRefusedName = 'convoke_workflow_starts_refused_total';
+
+/** Who asked for a refused start. */
+export type WorkflowStarter = 'caller' | 'workflow';
+
+/** Registers the counter (once per registry) and answers what counts a refusal; both starters show from the first scrape, at 0. */
+export function observeRefusedWorkflowStarts(registry: Registry): (starter: WorkflowStarter) => void {
+  const counter =
+    (registry.getSingleMetric(workflowStartsRefusedName) as Counter<'reason' | 'starter'> | undefined) ??
+    new Counter({
+      name: workflowStartsRefusedName,
+      help: 'Workflow starts refused before anything was recorded, by reason (running-bound) and starter (caller, workflow)',
+      labelNames: ['reason', 'starter'],
+      registers: [registry],
+    });
+  for (const starter of ['caller', 'workflow'] as const) counter.inc({ reason: 'running-bound', starter }, 0);
+  return (starter) => counter.inc({ reason: 'running-bound', starter });
+}
