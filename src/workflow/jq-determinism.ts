@@ -153,14 +153,16 @@ export function isRuntimeExpression(text: string): boolean {
 /**
  * Throws naming `where` when a jq program is too long (invalid-input) or uses a refused builtin
  * (unsupported: valid jq that convoke does not run). The one check of both the bundle's documents
- * and the executor's.
+ * and the executor's. `where` may be a function, called only to name a refused program (a walk
+ * over every expression of a document builds no pointer for the ones that pass).
  */
-export function checkDeterministicJq(program: string, where: string): void {
+export function checkDeterministicJq(program: string, where: string | (() => string)): void {
+  const named = () => (typeof where === 'string' ? where : where());
   if (program.length > limits.expressionCharsMax) {
-    throw invalidInput(`${where}: an expression of ${program.length} characters exceeds ${limits.expressionCharsMax}`);
+    throw invalidInput(`${named()}: an expression of ${program.length} characters exceeds ${limits.expressionCharsMax}`);
   }
   const refused = refusedInJq(program);
-  if (refused.length > 0) throw unsupported(nondeterministicMessage(where, refused));
+  if (refused.length > 0) throw unsupported(nondeterministicMessage(named(), refused));
 }
 
 /** Throws naming `where` when any `${ … }` in the string is too long (invalid-input) or uses a refused builtin (unsupported). */

@@ -13,7 +13,7 @@ import { authenticationPlaces, checkSecretUses, valueAt } from '../secrets.js';
 import { namesWorkflow, refusedCallTypes, type WorkflowRef } from '../refs.js';
 import { workflowDslVersion } from '../version.js';
 import { durationMs } from './duration.js';
-import { checkDeterministicJq, refusedInJq } from '../jq-determinism.js';
+import { checkDeterministicJq } from '../jq-determinism.js';
 import { escapePointer, forEachExpression, isExpression, pointerOf, programOf } from './expressions.js';
 
 export type TaskKind = 'call' | 'do' | 'fork' | 'for' | 'raise' | 'set' | 'switch' | 'try' | 'wait' | 'emit' | 'listen' | 'run';
@@ -131,9 +131,7 @@ function checkWhole(document: JsonObject, resolves: ResolvesWorkflow | undefined
   const self = document;
   checkList(document.do, '/do', { document, resolves: resolves ?? ((ref) => isWorkflowNamed(self, ref)) });
   // A pointer is built only to name a refused expression.
-  forEachExpression(document, (program, path) => {
-    if (program.length > limits.expressionCharsMax || refusedInJq(program).length > 0) checkDeterministicJq(program, pointerOf(path));
-  });
+  forEachExpression(document, (program, path) => checkDeterministicJq(program, () => pointerOf(path)));
   for (const field of ['input', 'output', 'export']) checkTransforms(document[field], `/${field}`);
   // Every data schema compiles now (once for this document), or the document is refused naming it.
   documentSchemas(document);
