@@ -133,13 +133,11 @@ interface Measured {
   bytes: number;
 }
 
-/** The kernel's new stream with its log's size, as one literal: every instance has one shape (spread from the stream, instances took many, and the kernel's reads of them went megamorphic). */
-function newInstance(id: string, record: WorkflowRecord, revision: string, logBytes: number, counted = nothingCounted): Instance {
+/** The kernel's new stream with nothing of its log counted yet, as one literal: every instance has one shape (spread from the stream, instances took many, and the kernel's reads of them went megamorphic). */
+function newInstance(id: string, record: WorkflowRecord, revision: string): Instance {
   const { queue, waiters, dueTimer, dueAtMs, known } = newStream(id, record, revision);
-  return { id, record, queue, waiters, dueTimer, dueAtMs, known, logBytes, counted, appending: undefined };
+  return { id, record, queue, waiters, dueTimer, dueAtMs, known, logBytes: 0, counted: { transitions: 0, revision: '' }, appending: undefined };
 }
-
-const nothingCounted = { transitions: 0, revision: '' };
 
 /** The bytes a store writes for `transition` (its JSON body, codec.ts): workflow transitions are stored in the operations' shape (streams.ts). */
 const bytesOf = (transition: WorkflowTransition): number => transitionBytes(transition as unknown as Transition);
@@ -380,7 +378,7 @@ export class WorkflowExecutor implements CloudEventIntake {
     const admission = await this.runningBound
       .admit(request.principalId, async () => (await this.load(instanceId)) !== undefined)
       .catch((error: unknown) => {
-        if (error instanceof RunningBoundReached) this.noteRefused(request.parent === undefined ? 'caller' : 'workflow');
+        if (error instanceof RunningBoundReached) tell(this.options.onStartRefused, request.parent === undefined ? 'caller' : 'workflow');
         throw error;
       });
     if (admission === undefined) return this.found(instanceId, request);
@@ -421,13 +419,11 @@ export class WorkflowExecutor implements CloudEventIntake {
     const clock = this.options.clock;
     const provisional = applyWorkflow(undefined, { revision: '', committedAtMs: clock.nowMs(), transition: start });
     if (provisional === undefined) throw new AssertionFailure('a workflow start yields a record');
-    const instance = newInstance(instanceId, provisional, '', 0);
+    const instance = newInstance(instanceId, provisional, '');
     // The stream the kernel holds once created is the one the interpreter already reads.
     const made = (record: WorkflowRecord, stored: Stored<WorkflowTransition>): Instance => {
       instance.record = record;
       instance.known = new Set([stored.revision]);
-      instance.logBytes = 0;
-      instance.counted = nothingCounted;
       countAppended(instance, stored.transition, stored.revision);
       return instance;
     };
@@ -489,7 +485,7 @@ export class WorkflowExecutor implements CloudEventIntake {
   /** The instance held or read from the store (a running one is resumed); undefined when unknown. */
   load(instanceId: string): Promise<Instance | undefined> {
     // Its log's bytes are counted as the kernel holds it (the reread hook).
-    return this.kernel.load(instanceId, (record) => newInstance(instanceId, record, record.revision, 0));
+    return this.kernel.load(instanceId, (record) => newInstance(instanceId, record, record.revision));
   }
 
   /** The current record, or undefined. */
@@ -633,10 +629,11 @@ export class WorkflowExecutor implements CloudEventIntake {
     };
     const problem = workflowTransitionProblem(transition);
     if (problem !== undefined) throw new AssertionFailure(`decided an invalid workflow transition (cancel-before-start): ${problem}`);
-    const bytes = bytesOf(transition);
-    const created = await this.kernel.create(event.instanceId, transition, (record, stored) =>
-      newInstance(event.instanceId, record, stored.revision, bytes, { transitions: 1, revision: stored.revision }),
-    );
+    const created = await this.kernel.create(event.instanceId, transition, (record, stored) => {
+      const made = newInstance(event.instanceId, record, stored.revision);
+      countAppended(made, stored.transition, stored.revision);
+      return made;
+    });
     if (created.kind === 'ok') return created.stream.record;
     if (created.kind === 'conflict') return undefined;
     throw new AdapterError(created.kind === 'not-found' ? 'unavailable' : created.kind, `cancel before start: ${created.description}`);
@@ -805,23 +802,10 @@ export class WorkflowExecutor implements CloudEventIntake {
    */
   readonly failures: unknown[] = [];
 
-  /** A start the running bound refused, told to onStartRefused (a listener that throws changes nothing). */
-  private noteRefused(starter: 'caller' | 'workflow'): void {
-    try {
-      this.options.onStartRefused?.(starter);
-    } catch {
-      // The start is refused either way.
-    }
-  }
-
   private noteFailure(error: unknown): void {
     this.failures.push(error);
     if (this.failures.length > limits.workflowFailuresKeptMax) this.failures.splice(0, this.failures.length - limits.workflowFailuresKeptMax);
-    try {
-      this.options.onFailure?.(error);
-    } catch {
-      // A listener that throws changes nothing here: the instance is driven again either way.
-    }
+    tell(this.options.onFailure, error);
   }
 
   /**
@@ -924,6 +908,15 @@ function waitsOnly(record: WorkflowRecord): boolean {
   const innermost = running.filter((at) => !running.some((other) => other !== at && other.startsWith(at)));
   const armed = Object.entries(record.timers).filter(([, timer]) => timer.state === 'armed' && (timer.purpose === 'wait' || timer.purpose === 'retry'));
   return innermost.length > 0 && innermost.every((at) => record.listens[at] !== undefined || waitsForChild(at) || armed.some(([key]) => key.startsWith(at)));
+}
+
+/** Tells a listener (onFailure, onStartRefused) what happened; one that throws changes nothing: the instance is driven again, the start refused, either way. */
+function tell<T>(listener: ((value: T) => void) | undefined, value: T): void {
+  try {
+    listener?.(value);
+  } catch {
+    // Told, nothing more.
+  }
 }
 
 /** The interpreter's proposals that end an instance: accepted past its running log budget (executor.ts journal). */
