@@ -28,6 +28,7 @@ import { durableStreamNames, inboxPrefixFor } from '../../src/adapters/transport
 import { connectNats, NatsTransport, type DurableConfig, type NatsConnection } from '../../src/adapters/transport/nats.js';
 import { SystemClock } from '../../src/contract/clock.js';
 import { commandTimeoutMs, sendCommand, type CommandReply } from '../../src/nats-api/commands.js';
+import { sendWorkflowCommand, type WorkflowReply } from '../../src/nats-api/workflow-commands.js';
 import type { NatsDurableSettings } from '../../src/deployment/types.js';
 import { natsDurableDefaults } from '../../src/deployment/nats/settings.js';
 import { natsPrincipalPlan, passwordVariableOf, type NatsPrincipalPlan } from '../../src/deployment/nats/permissions.js';
@@ -449,7 +450,23 @@ export class CommandClient {
   send(verb: 'invoke' | 'get' | 'cancel', body: unknown, timeoutMs = 10_000): Promise<CommandReply> {
     return sendCommand(this.transport, this.principal, verb, body, timeoutMs);
   }
+
+  /** `workflow-start` of the bundle's `workflow` under `invocationKey`: the command's reply. */
+  startWorkflow(workflow: string, invocationKey: string, input: JsonObject): Promise<WorkflowReply> {
+    return sendWorkflowCommand(this.transport, this.principal, 'workflow-start', { bundle: { ...this.contract }, workflow, invocationKey, input }, 10_000);
+  }
+
+  /** startWorkflow's instance id; throws with the reply when it names none. */
+  async startedInstance(workflow: string, invocationKey: string, input: JsonObject): Promise<string> {
+    const reply = await this.startWorkflow(workflow, invocationKey, input);
+    if (!('instance' in reply)) throw new Error(`workflow-start of ${workflow}: ${JSON.stringify(reply)}`);
+    return reply.instance.instanceId;
+  }
 }
+
+/** The types of a log's events, in order. */
+export const eventTypes = (log: readonly StoredTransition[]): string[] =>
+  log.flatMap((stored) => stored.transition.events.map((event) => event.type as string));
 
 /** The InvocationResult of a 200/202 reply; throws with the error otherwise. */
 export function resultOf(reply: CommandReply): InvocationResult {

@@ -22,10 +22,8 @@ import { sha256Hex } from '../../src/contract/canonical.js';
 import { emittedMessageId, type CloudEvent } from '../../src/contract/cloudevents.js';
 import { subjectSpacesOverlap } from '../../src/contract/ids.js';
 import type { JsonObject } from '../../src/contract/json.js';
-import type { StoredTransition } from '../../src/events/types.js';
-import { sendWorkflowCommand, type WorkflowReply } from '../../src/nats-api/workflow-commands.js';
 import { workflowInstanceId } from '../../src/workflow/ids.js';
-import { NatsDeploymentFixture, e2eBundle, eventually, type CommandClient } from '../support/nats-deployment-fixture.js';
+import { NatsDeploymentFixture, e2eBundle, eventTypes, eventually, type CommandClient } from '../support/nats-deployment-fixture.js';
 
 process.env.PATH = `${process.env.PATH ?? ''}:/usr/sbin`;
 
@@ -75,21 +73,8 @@ after(async () => {
   await f?.dispose();
 });
 
-async function start(principal: string, workflow: string, key: string, input: JsonObject): Promise<string> {
-  const client = clients.get(principal)!;
-  const reply: WorkflowReply = await sendWorkflowCommand(
-    client.transport,
-    principal,
-    'workflow-start',
-    { bundle: { ...f.contract }, workflow, invocationKey: key, input },
-    10_000,
-  );
-  assert.ok('instance' in reply, JSON.stringify(reply));
-  return reply.instance.instanceId;
-}
-
-const typesIn = (log: StoredTransition[]) => log.flatMap((s) => s.transition.events.map((e) => e.type as string));
-const finished = async (id: string) => typesIn(await f.log(id)).includes('workflow-completed');
+const start = (principal: string, workflow: string, key: string, input: JsonObject) => clients.get(principal)!.startedInstance(workflow, key, input);
+const finished = async (id: string) => eventTypes(await f.log(id)).includes('workflow-completed');
 const event = (id: string, data: JsonObject) =>
   new TextEncoder().encode(JSON.stringify({ specversion: '1.0', id, source: 'https://pay.example', type: placed, data }));
 const isPermissionViolation = (error: unknown) => error instanceof Error && error.cause instanceof errors.PermissionViolationError;
@@ -99,11 +84,11 @@ test('an emitted event wakes its own principal’s listens only; an event publis
   // so an emitted event delivered to every principal would reach sales' listen before billing's.
   const theirs = await start('sales', 'await', 'a-sales', {});
   const own = await start('billing', 'await', 'a-billing', {});
-  for (const id of [theirs, own]) await eventually(async () => typesIn(await f.log(id)).includes('listen-started'), 'the listen waits', 20_000);
+  for (const id of [theirs, own]) await eventually(async () => eventTypes(await f.log(id)).includes('listen-started'), 'the listen waits', 20_000);
 
   await start('billing', 'announce', 'a-announce', { orderId: 'o-1' });
   await eventually(() => finished(own), 'billing’s listen is woken by billing’s emitted event', 20_000);
-  assert.ok(!typesIn(await f.log(theirs)).includes('listen-event-received'), 'sales’ listen took nothing from billing’s workflow');
+  assert.ok(!eventTypes(await f.log(theirs)).includes('listen-event-received'), 'sales’ listen took nothing from billing’s workflow');
 
   // Sales' listen was waiting all along: an event publisher's event of the type reaches it.
   const shop = await f.userConnection('shop', inboxPrefixFor('evt', 'shop'));

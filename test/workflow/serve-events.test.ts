@@ -11,12 +11,10 @@ import { after, before, test } from 'node:test';
 import { errors } from '@nats-io/transport-node';
 import { inboxPrefixFor } from '../../src/adapters/transport/nats-names.js';
 import type { JsonObject } from '../../src/contract/json.js';
-import type { StoredTransition } from '../../src/events/types.js';
 import type { Stored } from '../../src/kernel/types.js';
 import type { WorkflowTransition } from '../../src/workflow/exec/events.js';
 import { foldWorkflow } from '../../src/workflow/exec/record.js';
-import { sendWorkflowCommand, type WorkflowReply } from '../../src/nats-api/workflow-commands.js';
-import { NatsDeploymentFixture, e2eBundle, eventually, type CommandClient } from '../support/nats-deployment-fixture.js';
+import { NatsDeploymentFixture, e2eBundle, eventTypes, eventually, type CommandClient } from '../support/nats-deployment-fixture.js';
 
 process.env.PATH = `${process.env.PATH ?? ''}:/usr/sbin`;
 
@@ -65,19 +63,7 @@ after(async () => {
   await f?.dispose();
 });
 
-async function start(workflow: string, key: string, input: JsonObject): Promise<string> {
-  const reply: WorkflowReply = await sendWorkflowCommand(
-    billing.transport,
-    'billing',
-    'workflow-start',
-    { bundle: { ...f.contract }, workflow, invocationKey: key, input },
-    10_000,
-  );
-  assert.ok('instance' in reply, JSON.stringify(reply));
-  return reply.instance.instanceId;
-}
-
-const typesIn = (log: StoredTransition[]) => log.flatMap((s) => s.transition.events.map((e) => e.type as string));
+const start = (workflow: string, key: string, input: JsonObject) => billing.startedInstance(workflow, key, input);
 const paidEvent = (orderId: string, id: string) =>
   new TextEncoder().encode(JSON.stringify({ specversion: '1.0', id, source: 'https://pay.example', type: paid, data: { orderId } }));
 const isPermissionViolation = (error: unknown) => error instanceof Error && error.cause instanceof errors.PermissionViolationError;
@@ -98,12 +84,12 @@ test('emit: a workflow in serve publishes its event on <emitPrefix>.<principal>.
     'the default emitted space, under the principal whose workflow emitted it',
   );
   assert.deepEqual(seen[0]?.data, { orderId: 'o-1' });
-  await eventually(async () => typesIn(await f.log(id)).includes('workflow-completed'), 'the emit task completed', 20_000);
+  await eventually(async () => eventTypes(await f.log(id)).includes('workflow-completed'), 'the emit task completed', 20_000);
 });
 
 test('listen: an event publisher wakes a waiting instance; others are refused by the broker', async () => {
   const id = await start('await', 'listen-1', { orderId: 'o-7' });
-  await eventually(async () => typesIn(await f.log(id)).includes('listen-started'), 'the listen waits', 20_000);
+  await eventually(async () => eventTypes(await f.log(id)).includes('listen-started'), 'the listen waits', 20_000);
 
   // A command client has no publish permission on event subjects.
   const intruder = await f.userConnection('billing', inboxPrefixFor('cmd', 'billing'));
@@ -111,11 +97,11 @@ test('listen: an event publisher wakes a waiting instance; others are refused by
   // The publisher may send only its own types.
   const shop = await f.userConnection('shop', inboxPrefixFor('evt', 'shop'));
   await assert.rejects(shop.request(`${prefix}.com.example.order.refunded`, paidEvent('o-7', 'forged-2'), { timeout: 3_000 }), isPermissionViolation);
-  assert.ok(!typesIn(await f.log(id)).includes('listen-event-received'), 'nothing refused reached the listen');
+  assert.ok(!eventTypes(await f.log(id)).includes('listen-event-received'), 'nothing refused reached the listen');
 
   const answer = await shop.request(`${prefix}.${paid}`, paidEvent('o-7', 'pay-1'), { timeout: 10_000 });
   assert.deepEqual(JSON.parse(new TextDecoder().decode(answer.data)), { status: 'accepted', matched: [id] });
-  await eventually(async () => typesIn(await f.log(id)).includes('workflow-completed'), 'the woken instance completed', 20_000);
+  await eventually(async () => eventTypes(await f.log(id)).includes('workflow-completed'), 'the woken instance completed', 20_000);
   const log = await f.log(id);
   // The output as the log gives it (the event may name where it was recorded rather than carry it).
   assert.deepEqual(foldWorkflow(log as unknown as Stored<WorkflowTransition>[])?.output, [{ orderId: 'o-7' }]);

@@ -12,8 +12,7 @@ import type { StoredTransition } from '../../src/events/types.js';
 import type { Stored } from '../../src/kernel/types.js';
 import type { WorkflowTransition } from '../../src/workflow/exec/events.js';
 import { foldWorkflow } from '../../src/workflow/exec/record.js';
-import { sendWorkflowCommand, type WorkflowReply } from '../../src/nats-api/workflow-commands.js';
-import { NatsDeploymentFixture, e2eBundle, eventually, type StoreKind } from '../support/nats-deployment-fixture.js';
+import { NatsDeploymentFixture, e2eBundle, eventTypes, eventually, type StoreKind } from '../support/nats-deployment-fixture.js';
 
 process.env.PATH = `${process.env.PATH ?? ''}:/usr/sbin`;
 
@@ -36,7 +35,6 @@ after(async () => {
   for (const f of fixtures) await f.dispose();
 });
 
-const eventTypes = (log: StoredTransition[]) => log.flatMap((s) => s.transition.events.map((e) => e.type as string));
 const eventsOf = (log: StoredTransition[], type: string) =>
   log.flatMap((s) => s.transition.events.filter((e) => (e.type as string) === type).map((e) => ({ at: s.committedAtMs, event: e as unknown as JsonObject })));
 
@@ -53,13 +51,7 @@ async function killedAndRestarted(store: StoreKind): Promise<void> {
   fixtures.push(f);
   const first = await f.startServe();
   const client = await f.client('billing');
-  const reply: WorkflowReply = await sendWorkflowCommand(
-    client.transport,
-    'billing',
-    'workflow-start',
-    { bundle: { ...f.contract }, workflow: 'timed', invocationKey: `resume-${store}`, input: {} },
-    10_000,
-  );
+  const reply = await client.startWorkflow('timed', `resume-${store}`, {});
   assert.equal(reply.status, 202, JSON.stringify(reply));
   const id = 'instance' in reply ? reply.instance.instanceId : '';
   // The instance waits on its timer when its process dies.
