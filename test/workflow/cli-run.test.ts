@@ -140,3 +140,37 @@ test('convoke workflow run --with refuses, before anything runs, a reference to 
     await rm(dir, { recursive: true, force: true });
   }
 });
+
+test("convoke workflow run --running-bound: past the principal's running instances on the store nothing starts (4, naming the flag); an instance that exists is still answered", async () => {
+  const dir = await mkdtemp(join(tmpdir(), 'convoke-wf-cli-bound-'));
+  try {
+    const waiting = join(dir, 'wait.yaml');
+    await writeFile(waiting, `${head}do:\n  - hold:\n      wait: { hours: 1 }\n`);
+    const store = `sqlite:${join(dir, 'wf.db')}`;
+    const run = async (key: string, ...flags: string[]) => {
+      const io = captureIo();
+      const code = await main(['node', 'convoke', 'workflow', 'run', waiting, '--store', store, '--key', key, '--wait-ms', '0', ...flags], io);
+      return { code, err: io.err() };
+    };
+    // Left running (10): each holds a place under the bound.
+    assert.equal((await run('a')).code, exitCodes.pending);
+    assert.equal((await run('b', '--running-bound', '2')).code, exitCodes.pending);
+    const refused = await run('c', '--running-bound', '2');
+    assert.equal(refused.code, exitCodes.unavailable, refused.err);
+    assert.match(refused.err, /holds 2 running workflow instances, its bound \(2, --running-bound\): nothing was started/);
+    // At the bound, a run of an instance that exists is answered with it (it creates nothing).
+    assert.equal((await run('a', '--running-bound', '2')).code, exitCodes.pending);
+    // Nothing of the refused start was stored: with room, it starts as new.
+    assert.equal((await run('c', '--running-bound', '3')).code, exitCodes.pending);
+    const list = captureIo();
+    assert.equal(await main(['node', 'convoke', 'workflow', 'list', '--store', store, '--json'], list), exitCodes.ok, list.err());
+    assert.equal(JSON.parse(list.out()).instances.length, 3);
+    for (const bound of ['0', '10001']) {
+      const outOfRange = await run('d', '--running-bound', bound);
+      assert.equal(outOfRange.code, exitCodes.invalidInput, outOfRange.err);
+      assert.match(outOfRange.err, new RegExp(`bounded by 1 to 10000, not ${bound}`));
+    }
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+});

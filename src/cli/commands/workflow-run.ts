@@ -1,5 +1,5 @@
 /**
- * `convoke workflow run FILE [--with FILE]… --input JSON [--store URL] [--context NAME] [--json]`: runs a Serverless Workflow
+ * `convoke workflow run FILE [--with FILE]… --input JSON [--store URL] [--running-bound N] [--context NAME] [--json]`: runs a Serverless Workflow
  * 1.0.3 document (YAML or JSON) embedded — no server — on the given store (memory by default) and
  * prints its output. Each `--with` document is pinned beside it as a bundle's would be: a `run:
  * workflow` task names one by its `document.namespace`, `name` and `version` (the document itself
@@ -37,6 +37,8 @@ export interface WorkflowRunOptions {
   principal: string;
   waitMs: number;
   seed: number | undefined;
+  /** `--running-bound`: running instances the principal may hold on the store, this one included (default limits.workflowRunningPerPrincipalDefault). */
+  runningBound?: number;
   json: boolean;
   /** A convoke HTTP facade the workflow's contract calls go to (without it they raise a configuration error). */
   endpoint?: string;
@@ -99,17 +101,14 @@ export async function workflowRunCommand(file: string, options: WorkflowRunOptio
       ...(invocations ? { invocations } : {}),
       ...(egress ? { egress } : {}),
       ...(pinned.length > 0 ? { workflows: (_digest, ref) => pinned.find((other) => isWorkflowNamed(other, ref)) } : {}),
+      ...(options.runningBound === undefined ? {} : { runningPerPrincipal: options.runningBound }),
+      runningBoundSetting: '--running-bound',
     });
     // Documents run together are one bundle: their digest names the instance (FILE alone: its own digest, the executor's default).
     const bundleDigest = pinned.length > 0 ? `sha256:${sha256Hex(canonicalJson([document, ...pinned]))}` : undefined;
     try {
-      const { instanceId } = await executor.start({
-        principalId: options.principal,
-        invocationKey: options.key,
-        document,
-        input,
-        ...(bundleDigest ? { bundleDigest } : {}),
-      });
+      const start = { principalId: options.principal, invocationKey: options.key, document, input, ...(bundleDigest ? { bundleDigest } : {}) };
+      const { instanceId } = await executor.start(start);
       return await report(instanceId, await executor.wait(instanceId, options.waitMs), executor, options, io);
     } finally {
       await executor.close();
@@ -255,6 +254,11 @@ export function addWorkflowRunCommand(program: Command, io: CliIo, setExit: (cod
     .option('--principal <id>', "principal the instance runs as (default: the context's, else local)")
     .option('--wait-ms <n>', 'how long to wait for the instance to finish', nonNegativeInteger, 600_000)
     .option('--seed <n>', 'seed of the retry jitter source', nonNegativeInteger)
+    .option(
+      '--running-bound <n>',
+      `running instances the principal may hold on the store, this one included: past it nothing starts (1 to ${limits.workflowRunningPerPrincipalMax}, default ${limits.workflowRunningPerPrincipalDefault})`,
+      nonNegativeInteger,
+    )
     .option('--json', 'print the instance (status, output, error, tasks) as JSON', false)
     .option(
       '--endpoint <url>',
@@ -295,6 +299,7 @@ async function runOptionsOf(o: Record<string, unknown>): Promise<WorkflowRunOpti
     waitMs: o.waitMs as number,
     seed: o.seed as number | undefined,
     json: o.json as boolean,
+    ...(o.runningBound === undefined ? {} : { runningBound: o.runningBound as number }),
     httpAllow: o.httpAllow as string[],
     httpPrivate: o.httpPrivate as boolean,
     ...(endpoint === undefined ? {} : { endpoint }),

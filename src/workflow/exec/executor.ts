@@ -75,6 +75,8 @@ export interface WorkflowExecutorOptions {
    * a start past it is refused before anything is recorded (running-bound.ts).
    */
   runningPerPrincipal?: number;
+  /** What sets that bound where this executor runs, named in a refusal (default: serve's `workflows.runningInstancesPerPrincipal`). */
+  runningBoundSetting?: string;
   /**
    * Told each error that stopped driving an instance (the store unavailable, a refused append):
    * the instance is still running and is driven again shortly. `convoke serve` logs them.
@@ -248,7 +250,11 @@ export class WorkflowExecutor implements CloudEventIntake {
     const runningMost = options.runningPerPrincipal ?? limits.workflowRunningPerPrincipalDefault;
     if (!Number.isSafeInteger(runningMost) || runningMost < 1 || runningMost > limits.workflowRunningPerPrincipalMax)
       throw invalidInput(`a principal's running workflow instances are bounded by 1 to ${limits.workflowRunningPerPrincipalMax}, not ${runningMost}`);
-    this.runningBound = new RunningBound((principalId, atMost) => options.store.runningOf(principalId, atMost), runningMost);
+    this.runningBound = new RunningBound(
+      (principalId, atMost) => options.store.runningOf(principalId, atMost),
+      runningMost,
+      options.runningBoundSetting ?? 'workflows.runningInstancesPerPrincipal',
+    );
     this.openApiDocuments = new OpenApiDocuments(() => options.clock.nowMs(), options.openApiDocumentKeepMs ?? 60_000);
     this.kernel = new Kernel<WorkflowRecord, WorkflowTransition, Instance>({
       aggregate: workflowAggregate,

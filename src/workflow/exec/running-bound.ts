@@ -30,11 +30,12 @@ export class RunningBoundReached extends AdapterError {
     readonly principalId: string,
     readonly held: number,
     readonly most: number,
+    setting: string,
   ) {
     super(
       'unavailable',
       `principal ${JSON.stringify(principalId.slice(0, 80))} holds ${held} running workflow instances, its bound ` +
-        `(${most}, workflows.runningInstancesPerPrincipal): nothing was started; start it again after one of them ends`,
+        `(${most}, ${setting}): nothing was started; start it again after one of them ends`,
     );
   }
 }
@@ -60,6 +61,8 @@ export class RunningBound {
   constructor(
     private readonly count: (principalId: string, atMost: number) => Promise<number>,
     readonly most: number,
+    /** What sets the bound, named in a refusal (serve's config setting, or `convoke workflow run --running-bound`). */
+    private readonly setting: string,
   ) {}
 
   /**
@@ -84,7 +87,7 @@ export class RunningBound {
       const underWay = live + (starts.admitted - mark);
       if (running + underWay < this.most) return this.take(principalId);
       if (await exists()) return undefined;
-      if (underWay === 0 || round >= recountsMax) throw new RunningBoundReached(principalId, Math.min(running + underWay, this.most), this.most);
+      if (underWay === 0 || round >= recountsMax) throw new RunningBoundReached(principalId, Math.min(running + underWay, this.most), this.most, this.setting);
       // Some may be counted twice: once stored, they are in the index alone.
       await Promise.all(starts.live);
     }
