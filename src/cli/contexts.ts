@@ -133,9 +133,12 @@ export function checkContext(context: CliContext, where: string): void {
   }
 }
 
-/** `pass=`/`password=`/`token=` in a query, or `user:password@` in any of the comma-separated URLs. */
+/**
+ * `pass=`/`password=`/`token=` in a query, or `user:password@` in any of the comma-separated URLs,
+ * whose scheme may be nested (`jetstream:nats://user:password@host`).
+ */
 export function carriesPassword(url: string): boolean {
-  return /[?&](pass(word)?|(access_)?token)=/i.test(url) || url.split(',').some((part) => /^[a-z][a-z0-9+.-]*:\/\/[^/@]*:[^/@]*@/i.test(part.trim()));
+  return /[?&](pass(word)?|(access_)?token)=/i.test(url) || url.split(',').some((part) => /^([a-z][a-z0-9+.-]*:)+\/\/[^/@]*:[^/@]*@/i.test(part.trim()));
 }
 
 /** Where the contexts file is: the flag, $CONVOKE_CONTEXTS, else the XDG config directory. `named`: not the default. */

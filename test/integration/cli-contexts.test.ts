@@ -118,15 +118,24 @@ test('the file is validated with the field named; URLs with a password are refus
   assert.match(both.err, /\/contexts\/ops must NOT be valid/);
   const selected = await write({ selected: 'prod', contexts: {} });
   assert.match(selected.err, /\/selected names \\"prod\\"/);
-  for (const url of ['jetstream:nats://127.0.0.1:4222?user=ops&pass=hunter2', 'esdb://admin:hunter2@127.0.0.1:2113']) {
+  for (const url of [
+    'jetstream:nats://127.0.0.1:4222?user=ops&pass=hunter2',
+    'jetstream:nats://ops:hunter2@127.0.0.1:1',
+    'esdb://admin:hunter2@127.0.0.1:2113',
+  ]) {
     const leaked = await write({ contexts: { ops: { store: url } } });
     assert.equal(leaked.code, exitCodes.invalidInput);
     assert.match(leaked.err, /\/contexts\/ops\/store carries a password/);
     assert.doesNotMatch(leaked.err, /hunter2/);
   }
-  const added = await ctx('add', 'leaky', '--nats', 'nats://ops:hunter2@127.0.0.1:4222');
-  assert.equal(added.code, exitCodes.invalidInput);
-  assert.doesNotMatch(added.err, /hunter2/);
+  for (const flag of [
+    ['--nats', 'nats://ops:hunter2@127.0.0.1:4222'],
+    ['--store', 'jetstream:nats://ops:hunter2@127.0.0.1:1'],
+  ]) {
+    const added = await ctx('add', 'leaky', ...flag);
+    assert.equal(added.code, exitCodes.invalidInput, flag.join(' '));
+    assert.doesNotMatch(added.err, /hunter2/);
+  }
   const writable = await write({ contexts: { ops: { store: `sqlite:${db}` } } }, 0o620);
   assert.equal(writable.code, exitCodes.invalidInput);
   assert.match(writable.err, /writable by group or others \(mode 0620\)/);
@@ -197,7 +206,8 @@ test('which file and which context: the flag, then the environment, then the XDG
   assert.equal(connection.user, 'someone-else');
   assert.deepEqual(connection.login, { kind: 'env', name: 'OTHER' });
   assert.deepEqual(connection.storeAuth, { user: 'ops', login: { kind: 'env', name: 'CONVOKE_TEST_CONTEXT_PASSWORD' } });
-  for (const url of ['nats://a:b@h:4222', 'nats://h:4222,nats://a:b@h2:4222', 'jetstream:nats://h:4222?password=x']) assert.ok(carriesPassword(url), url);
+  for (const url of ['nats://a:b@h:4222', 'nats://h:4222,nats://a:b@h2:4222', 'jetstream:nats://h:4222?password=x', 'jetstream:nats://a:b@h:4222'])
+    assert.ok(carriesPassword(url), url);
   for (const url of ['nats://a@h:4222', 'jetstream:nats://h:4222?user=ops&stream=S', 'sqlite:/p:q@r.db']) assert.ok(!carriesPassword(url), url);
 });
 

@@ -1,14 +1,16 @@
 /**
  * Every command's exit code for every class of failure it can meet (exit-codes.ts, docs/cli.md):
  * local commands and store commands against real files, a real SQLite store and an unreachable
- * JetStream; invoke, get and cancel against a real nats-server whose command subjects are answered
+ * JetStream; workflow documents and bundles convoke does not run, a workflow instance still running,
+ * faulted or started again with another input; invoke, get, cancel and workflow start and get
+ * against a real nats-server whose command subjects are answered
  * by a stand-in coordinator that replies each AdapterError kind in turn (the real coordinator's
  * answers are in cli-nats.test.ts), a reply that breaks the schema, no coordinator at all, and a
  * wrong password.
  */
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdtemp, rm, stat, writeFile } from 'node:fs/promises';
+import { mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import Database from 'better-sqlite3';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -169,6 +171,39 @@ test('context: 0, 5 for adding a name that exists, 2 for a context or file that 
   await expectCode(exitCodes.invalidInput, ['list', '--context', 'a', '--contexts', join(dir, 'none.json')]);
 });
 
+test('workflow commands: 7 for what convoke does not run, 10 still running, 5 for a key reused with another input, 11 faulted, 9 for no such instance', async () => {
+  const released = await readFile(join(repoRoot, 'examples', 'review-publish.bundle.yaml'), 'utf8');
+  const shelled = released.replace('wait: { minutes: 10 }', "run: { shell: { command: 'sleep 600' } }");
+  assert.notEqual(shelled, released, 'the example bundle still waits in embargoed-release');
+  const shellBundle = join(dir, 'shell.bundle.yaml');
+  await writeFile(shellBundle, shelled);
+  for (const args of [
+    ['bundle', 'check', shellBundle],
+    ['workflow', 'validate', shellBundle],
+    ['workflow', 'lower', shellBundle, 'embargoed-release'],
+    ['workflow', 'graph', shellBundle, 'embargoed-release'],
+  ])
+    await expectCode(exitCodes.unsupported, args);
+  const document = (name: string, task: string) => `document: { dsl: 1.0.3, namespace: exit, name: ${name}, version: 1.0.0 }\ndo:\n  - only:\n      ${task}\n`;
+  const shell = join(dir, 'shell.yaml');
+  const waits = join(dir, 'waits.yaml');
+  const raises = join(dir, 'raises.yaml');
+  await writeFile(shell, document('shell', "run: { shell: { command: 'true' } }"));
+  await writeFile(waits, document('waits', 'wait: { minutes: 10 }'));
+  await writeFile(raises, document('raises', 'raise: { error: { type: https://example.org/failed, status: 500 } }'));
+  const store = `sqlite:${join(dir, 'workflows.db')}`;
+  await expectCode(exitCodes.unsupported, ['workflow', 'run', shell, '--store', store]);
+  await expectCode(exitCodes.pending, ['workflow', 'run', waits, '--store', store, '--key', 'w', '--wait-ms', '0']);
+  await expectCode(exitCodes.conflict, ['workflow', 'run', waits, '--store', store, '--key', 'w', '--wait-ms', '0', '--input', '{"other":1}']);
+  await expectCode(exitCodes.outcomeNotSuccess, ['workflow', 'run', raises, '--store', store]);
+  await expectCode(exitCodes.ok, ['workflow', 'list', '--store', store]);
+  await expectCode(exitCodes.invalidInput, ['workflow', 'list', '--store', store, '--status', 'nope']);
+  await expectCode(exitCodes.unavailable, ['workflow', 'list', '--store', unreachable]);
+  await expectCode(exitCodes.notFound, ['workflow', 'inspect', `wf${'0'.repeat(64)}`, '--store', store]);
+  await expectCode(exitCodes.invalidInput, ['workflow', 'inspect', `wf${'0'.repeat(64)}`, '--store', `sqlite:${join(dir, 'nowhere.db')}`]);
+  await expectCode(exitCodes.unavailable, ['workflow', 'inspect', `wf${'0'.repeat(64)}`, '--store', unreachable]);
+});
+
 /** The codes docs/cli.md promises, written out: a change to the table in exit-codes.ts must show here. */
 const documented: Record<AdapterErrorKind, number> = {
   'invalid-input': 2,
@@ -180,17 +215,19 @@ const documented: Record<AdapterErrorKind, number> = {
   'protocol-conflict': 8,
 };
 
-/** invoke, get and cancel as billing; `extra` changes the connection (a later flag wins). */
+/** invoke, get, cancel and workflow start and get as billing; `extra` changes the connection (a later flag wins). */
 const overNats = (...extra: string[]) => {
   const nats = ['--nats', server.url, '--user', 'billing', '--password-env', 'CONVOKE_TEST_BILLING', ...extra];
   return [
     ['invoke', ...nats, '--contract', bundle, '--interaction', 'review', '--key', 'k', '--input', '{"document":"x"}'],
     ['get', failedId, ...nats],
     ['cancel', failedId, ...nats],
+    ['workflow', 'start', bundle, '--workflow', 'review-then-publish', '--key', 'k', ...nats],
+    ['workflow', 'get', `wf${'0'.repeat(64)}`, ...nats],
   ];
 };
 
-test('invoke, get and cancel: each AdapterError kind the coordinator answers is its own code, and 404 is 9', async () => {
+test('invoke, get, cancel and workflow start and get: each AdapterError kind the coordinator answers is its own code, and 404 is 9', async () => {
   for (const args of overNats()) {
     for (const kind of adapterErrorKinds) {
       answer = { status: httpStatusOf(kind), error: { kind, description: `stand-in ${kind}` } };
@@ -201,7 +238,7 @@ test('invoke, get and cancel: each AdapterError kind the coordinator answers is 
   }
 });
 
-test('invoke, get and cancel: 8 for a reply that breaks the reply schema, 3 for a wrong password, 4 for no coordinator or no server, 2 without a password', async () => {
+test('invoke, get, cancel and workflow start and get: 8 for a reply that breaks the reply schema, 3 for a wrong password, 4 for no coordinator or no server, 2 without a password', async () => {
   answer = { status: 200, result: { nonsense: true } };
   for (const args of overNats()) await expectCode(exitCodes.protocolConflict, args);
   process.env.CONVOKE_TEST_BILLING = 'wrong';
