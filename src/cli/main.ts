@@ -116,7 +116,7 @@ function addLocalCommands(program: Command, io: CliIo, setExit: (code: number) =
     .option('--approve-rate <p>', 'probability that a peer approves', Number, 0.75)
     .option(
       '--store <url>',
-      "store URL (memory:, sqlite:PATH, jetstream:nats://HOST:PORT); default the --context's, else memory:, or a temporary SQLite file for a scenario that shows a retry",
+      "store URL: memory:, sqlite:PATH, jetstream:nats://HOST:PORT or esdb://… (a jetstream: or esdb: store logs in with the --context's login); default the --context's, else memory:, or a temporary SQLite file for a scenario that shows a retry",
     )
     .option('--json', 'machine-readable output', false)
     .action(async (o) => {
@@ -267,11 +267,13 @@ function addReadCommands(program: Command, io: CliIo, setExit: (code: number) =>
     });
 
   storeCredsOption(contextOptions(program.command('replay')))
-    .argument('[operationId]', 'one operation: id, short id or unique prefix (all when absent)')
+    .argument('[operationId]', 'one operation (id, short id or unique prefix) or workflow instance (wf… id); every one when absent')
     .option('--store <url>', "store URL (default: the context's)")
     .option('--json', 'machine-readable output', false)
     .option('--fix-index', 'write every operations and workflow instances index row that differs from its log again (and remove rows without a log)', false)
-    .description('rebuild records from their logs through the XState machines and check the operations index against them; exit 1 on any difference')
+    .description(
+      'rebuild records from their logs through the XState machines and check the operations and workflow instances indexes against them; exit 1 on any difference',
+    )
     .action(async (operationId: string | undefined, o) => {
       const target = await storeOf(o, 'replay');
       setExit(await (await commands.ops()).replayCommand(operationId, { ...target, json: o.json, fixIndex: o.fixIndex }, io));

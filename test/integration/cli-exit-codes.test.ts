@@ -162,6 +162,17 @@ test('a decision that is not success: 0, or 11 with --fail-on-outcome', async ()
   await expectCode(exitCodes.outcomeNotSuccess, ['get', failedId, '--store', `sqlite:${db}`, '--fail-on-outcome']);
 });
 
+test('demo: a decision that is not success is still 0; the pipeline scenario whose instance faulted is 11; docs/cli.md lists both, and 10', async () => {
+  // approve-rate 0: every reviewer rejects — the review is decided failed (still 0), and the pipeline's review stage faults its instance.
+  await expectCode(exitCodes.ok, ['demo', '--peers', '3', '--quorum', '2', '--approve-rate', '0']);
+  await expectCode(exitCodes.outcomeNotSuccess, ['demo', '--scenario', 'pipeline', '--peers', '3', '--quorum', '2', '--approve-rate', '0']);
+  const docs = await readFile(join(repoRoot, 'docs', 'cli.md'), 'utf8');
+  const row = /^\| `demo` +\| (0\b.*?) *\|$/m.exec(docs)?.[1] ?? '';
+  const codes = [...row.matchAll(/(?:^|, )(\d+)/g)].map((m) => Number(m[1]));
+  // 10: the operation (or the pipeline's instance) had not reached its end when the demo's wait ended — not provoked here.
+  assert.deepEqual(codes, [exitCodes.ok, exitCodes.invalidInput, exitCodes.denied, exitCodes.unavailable, exitCodes.pending, exitCodes.outcomeNotSuccess], row);
+});
+
 test('context: 0, 5 for adding a name that exists, 2 for a context or file that does not exist', async () => {
   const file = join(dir, 'contexts', 'contexts.json');
   await expectCode(exitCodes.ok, ['context', 'add', 'a', '--store', `sqlite:${db}`, '--contexts', file]);

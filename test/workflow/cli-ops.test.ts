@@ -48,17 +48,28 @@ test('convoke inspect, workflow inspect and replay read a workflow instance from
 
     const replay = captureIo();
     assert.equal(await main(['node', 'convoke', 'replay', instanceId, '--store', store, '--json'], replay), 0, replay.err());
-    assert.deepEqual(JSON.parse(replay.out()).rows[0], { instanceId, transitions: shown.transitions.length, status: 'completed', problem: null });
+    assert.deepEqual(JSON.parse(replay.out()).rows[0], {
+      kind: 'workflow-instance',
+      instanceId,
+      transitions: shown.transitions.length,
+      status: 'completed',
+      problem: null,
+    });
 
     // Without an id, the whole store: its operations (none here) and its workflow instances.
     const all = captureIo();
     assert.equal(await main(['node', 'convoke', 'replay', '--store', store, '--json'], all), 0, all.err());
-    const whole = JSON.parse(all.out()) as { replayed: number; differences: number; rows: { operationId: string; phase: string; problem: string | null }[] };
-    assert.deepEqual(
-      whole.rows.map((r) => [r.operationId, r.phase, r.problem]),
-      [[instanceId, 'completed', null]],
-    );
+    const whole = JSON.parse(all.out()) as { replayed: number; differences: number; rows: Record<string, unknown>[] };
+    assert.deepEqual(whole.rows, [
+      { kind: 'workflow-instance', instanceId, transitions: shown.transitions.length, status: 'completed', problem: null, repaired: false },
+    ]);
     assert.equal(whole.differences, 0);
+    // The table of a store holding only workflow instances names them and their status, no operation column.
+    const table = captureIo();
+    assert.equal(await main(['node', 'convoke', 'replay', '--store', store], table), 0, table.err());
+    assert.match(table.out(), /^workflow instance\s+transitions\s+status\s+result$/m);
+    assert.doesNotMatch(table.out(), /^operation\s|phase|outcome/m, table.out());
+    assert.match(table.out(), /replayed 0 operations and 1 workflow instance in \d+ ms: 1 ok, 0 with differences/);
 
     const unknown = workflowInstanceId('nobody', `sha256:${'0'.repeat(64)}`, 'ops', 'none');
     const missing = captureIo();
@@ -256,8 +267,8 @@ test('convoke replay --fix-index without an id rebuilds every workflow instance 
 
     const check = captureIo();
     assert.equal(await main(['node', 'convoke', 'replay', '--store', store, '--json'], check), 1, check.err());
-    const report = JSON.parse(check.out()) as { differences: number; repaired: number; rows: { operationId: string; problem: string | null }[] };
-    const problem = (id: string) => report.rows.find((r) => r.operationId === id)?.problem ?? '';
+    const report = JSON.parse(check.out()) as { differences: number; repaired: number; rows: { instanceId: string; problem: string | null }[] };
+    const problem = (id: string) => report.rows.find((r) => r.instanceId === id)?.problem ?? '';
     assert.match(problem(tampered), /workflow index row \(revision \d+\) differs from its log's; --fix-index writes it again/);
     assert.match(problem(dropped), /workflow index row \(missing\) differs/);
     assert.match(problem(orphan), /a workflow index row without a live log/);
@@ -323,9 +334,9 @@ test('a child instance’s index row names its parent; replay --fix-index writes
 
     const check = captureIo();
     assert.equal(await main(['node', 'convoke', 'replay', '--store', store, '--json'], check), 1, check.err());
-    const report = JSON.parse(check.out()) as { differences: number; rows: { operationId: string; problem: string | null }[] };
+    const report = JSON.parse(check.out()) as { differences: number; rows: { instanceId: string; problem: string | null }[] };
     assert.deepEqual(
-      report.rows.filter((r) => r.problem !== null).map((r) => r.operationId),
+      report.rows.filter((r) => r.problem !== null).map((r) => r.instanceId),
       [childId],
       'only the child’s older row differs from its log (the parent’s reads with parent null)',
     );
@@ -336,6 +347,73 @@ test('a child instance’s index row names its parent; replay --fix-index writes
     db.close();
     const clean = captureIo();
     assert.equal(await main(['node', 'convoke', 'replay', '--store', store, '--json'], clean), 0, clean.out());
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+});
+
+test('convoke replay of a store holding operations and workflow instances shows each kind under its own columns; workflow list names its child operations column', async () => {
+  const dir = await mkdtemp(join(tmpdir(), 'convoke-wf-mixed-'));
+  try {
+    const parentFile = join(dir, 'parent.yaml');
+    const childFile = join(dir, 'child.yaml');
+    await writeFile(
+      parentFile,
+      `document: { dsl: '1.0.3', namespace: test, name: parent, version: '1.0.0' }\ndo:\n  - delegate:\n      run:\n        workflow: { namespace: test, name: child, version: '1.0.0' }\n`,
+    );
+    await writeFile(childFile, `document: { dsl: '1.0.3', namespace: test, name: child, version: '1.0.0' }\ndo:\n  - add:\n      set: { n: '\${ .n + 1 }' }\n`);
+    const store = `sqlite:${join(dir, 'mixed.db')}`;
+    const demo = captureIo();
+    assert.equal(
+      await main(['node', 'convoke', 'demo', '--store', store, '--peers', '3', '--quorum', '2', '--approve-rate', '1', '--json'], demo),
+      0,
+      demo.err(),
+    );
+    const operationId = /"operationId":\s*"(op[0-9a-f]{64})"/.exec(demo.out())![1]!;
+    const run = captureIo();
+    assert.equal(
+      await main(['node', 'convoke', 'workflow', 'run', parentFile, '--with', childFile, '--input', '{"n":1}', '--store', store, '--json'], run),
+      0,
+      run.err(),
+    );
+    const ran = JSON.parse(run.out()) as { instanceId: string; childInstances: { instanceId: string }[] };
+    const [parentId, childId] = [ran.instanceId, ran.childInstances[0]!.instanceId];
+
+    const table = captureIo();
+    assert.equal(await main(['node', 'convoke', 'replay', '--store', store], table), 0, table.err());
+    const lines = table.out().split('\n');
+    const operations = lines.findIndex((line) => /^operation\s+transitions\s+phase\s+outcome\s+result$/.test(line));
+    const instances = lines.findIndex((line) => /^workflow instance\s+transitions\s+status\s+result$/.test(line));
+    assert.ok(operations >= 0 && instances > operations, table.out());
+    const at = (id: string) => lines.findIndex((line) => line.startsWith(id));
+    assert.ok(at(operationId) > operations && at(operationId) < instances, `the operation under the operations' columns:\n${table.out()}`);
+    assert.match(lines[at(operationId)] ?? '', /\ssettled\s+success\s+ok$/);
+    for (const id of [parentId, childId]) {
+      assert.ok(at(id) > instances, `${id} under the instances' columns:\n${table.out()}`);
+      assert.match(lines[at(id)] ?? '', /\scompleted\s+ok$/);
+    }
+    assert.match(table.out(), /replayed 1 operation and 2 workflow instances in \d+ ms: 3 ok, 0 with differences/);
+
+    const json = captureIo();
+    assert.equal(await main(['node', 'convoke', 'replay', '--store', store, '--json'], json), 0, json.err());
+    const rows = (JSON.parse(json.out()) as { rows: Record<string, unknown>[] }).rows;
+    assert.deepEqual(Object.keys(rows[0]!), ['kind', 'operationId', 'transitions', 'phase', 'outcome', 'problem', 'repaired']);
+    assert.deepEqual([rows[0]!.kind, rows[0]!.operationId, rows[0]!.phase, rows[0]!.outcome], ['operation', operationId, 'settled', 'success']);
+    for (const row of rows.slice(1)) assert.deepEqual(Object.keys(row), ['kind', 'instanceId', 'transitions', 'status', 'problem', 'repaired']);
+    assert.deepEqual(
+      rows
+        .slice(1)
+        .map((r) => [r.kind, r.instanceId, r.status])
+        .sort(),
+      [...[parentId, childId].map((id) => ['workflow-instance', id, 'completed']).sort()],
+    );
+
+    // workflow list: the count column says what it counts (the parent's child is an instance, listed as a row of its own).
+    const list = captureIo();
+    assert.equal(await main(['node', 'convoke', 'workflow', 'list', '--store', store], list), 0, list.err());
+    const header = list.out().split('\n')[0] ?? '';
+    assert.match(header, /\s{2}child ops\s{2}/, header);
+    assert.doesNotMatch(header, /children/, header);
   } finally {
     await rm(dir, { recursive: true, force: true });
   }

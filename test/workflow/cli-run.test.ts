@@ -174,3 +174,30 @@ test("convoke workflow run --running-bound: past the principal's running instanc
     await rm(dir, { recursive: true, force: true });
   }
 });
+
+test('convoke workflow run --store: the help names every store it opens, and it opens a jetstream: store as it does sqlite: (an unreachable one is 4, not a refused URL)', async () => {
+  const help = captureIo();
+  assert.equal(await main(['node', 'convoke', 'workflow', 'run', '--help'], help), exitCodes.ok, help.err());
+  const store = /--store <url>\s+([\s\S]*?)\n\s+--key/.exec(help.out())?.[1]?.replace(/\s+/g, ' ') ?? '';
+  for (const scheme of ['memory:', 'sqlite:PATH', 'jetstream:nats://HOST:PORT', 'esdb://'])
+    assert.ok(store.includes(scheme), `--store names ${scheme}: ${store}`);
+  assert.match(store, /jetstream: or esdb: store logs in with the --context's login/);
+
+  const dir = await mkdtemp(join(tmpdir(), 'convoke-wf-cli-store-'));
+  try {
+    const file = join(dir, 'wf.yaml');
+    await writeFile(file, `${head}do:\n  - add:\n      set: { n: 1 }\n`);
+    const run = async (url: string) => {
+      const io = captureIo();
+      return { code: await main(['node', 'convoke', 'workflow', 'run', file, '--store', url], io), err: io.err() };
+    };
+    const unreachable = await run('jetstream:nats://127.0.0.1:1');
+    assert.equal(unreachable.code, exitCodes.unavailable, unreachable.err);
+    assert.match(unreachable.err, /"kind":"unavailable","description":"jetstream: /);
+    const unknown = await run('nowhere:x');
+    assert.equal(unknown.code, exitCodes.invalidInput, unknown.err);
+    assert.match(unknown.err, /use memory:, sqlite:PATH, jetstream:nats:\/\/host:port or esdb:\/\/host:port/);
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+});

@@ -21,8 +21,9 @@ import { OperationNotFound } from '../../runtime/errors.js';
 import type { CliIo } from '../io.js';
 import { storeLogin, type StoreAuth } from '../connection.js';
 import { describeEvent } from '../describe.js';
-import { fitText, heading, renderTable, widthOf } from '../table.js';
+import { fitText, heading, renderTable, widthOf, type Cell } from '../table.js';
 import { isWorkflowInstanceId } from '../../workflow/ids.js';
+import type { InstanceReplay } from './workflow-ops.js';
 
 /** A store command's store: its URL and, from a context or --creds, how it logs in. */
 export interface StoreOptions {
@@ -198,6 +199,27 @@ interface ReplayRow {
 }
 
 /**
+ * A row of `convoke replay`'s report, named for its kind: an operation (its phase and outcome) or
+ * a workflow instance (its status, the fields `replay wf…` prints), so a store holding both reads
+ * each under its own columns.
+ */
+type ReplayReport = ({ kind: 'operation' } & ReplayRow) | ({ kind: 'workflow-instance' } & InstanceReplay);
+
+/** The rows shown: one table of operations, one of workflow instances, each only when it has rows. */
+function renderReplayTables(rows: readonly ReplayReport[], widthMax: number): string {
+  const operations: Cell[][] = [];
+  const instances: Cell[][] = [];
+  for (const r of rows) {
+    if (r.kind === 'operation') operations.push([r.operationId, r.transitions, r.phase, r.outcome, r.problem ?? 'ok']);
+    else instances.push([r.instanceId, r.transitions, r.status, r.problem ?? 'ok']);
+  }
+  const tables: string[] = [];
+  if (operations.length > 0) tables.push(renderTable(['operation', 'transitions', 'phase', 'outcome', 'result'], operations, widthMax));
+  if (instances.length > 0) tables.push(renderTable(['workflow instance', 'transitions', 'status', 'result'], instances, widthMax));
+  return tables.join('\n');
+}
+
+/**
  * The operation's index row against the row its log folds to: undefined when they agree, else
  * what differs. With `fix`, a differing row is written again from the log.
  */
@@ -297,14 +319,15 @@ export async function replayCommand(
     // A progress bar redraws its line with \r: only a terminal shows that as intended.
     const progressShown = !options.json && io.stderrIsTerminal === true;
     const progress = progressShown && ids.length > 50;
-    const rows: ReplayRow[] = [];
+    const operations: ReplayRow[] = [];
     const startedMs = Date.now();
     for (const [i, id] of ids.entries()) {
-      rows.push(await replayOne(store, id, options.fixIndex === true));
+      operations.push(await replayOne(store, id, options.fixIndex === true));
       if (progress && (i % 100 === 0 || i === ids.length - 1)) io.stderr.write(`\r${progressBar(i + 1, ids.length)} ${i + 1}/${ids.length}`);
     }
     if (progress) io.stderr.write('\n');
-    if (operationId === undefined) rows.push(...(await orphanIndexRows(store, new Set(ids), options.fixIndex === true)));
+    if (operationId === undefined) operations.push(...(await orphanIndexRows(store, new Set(ids), options.fixIndex === true)));
+    const rows: ReplayReport[] = operations.map((r) => ({ kind: 'operation', ...r }));
     // A whole store's replay covers its workflow instances too: each rebuilt and checked through the machines.
     if (operationId === undefined) {
       const { replayInstances } = await import('./workflow-ops.js');
@@ -315,25 +338,24 @@ export async function replayCommand(
       };
       const instances = await replayInstances(store, options.fixIndex === true, progressShown ? shown : undefined);
       if (drawn) io.stderr.write('\n');
-      for (const r of instances)
-        rows.push({ operationId: r.instanceId, transitions: r.transitions, phase: r.status, outcome: '-', problem: r.problem, repaired: r.repaired });
+      for (const r of instances) rows.push({ kind: 'workflow-instance', ...r });
     }
     const failed = rows.filter((r) => r.problem !== null && !r.repaired);
     const repaired = rows.filter((r) => r.repaired);
     if (options.json) io.stdout.write(JSON.stringify({ replayed: rows.length, differences: failed.length, repaired: repaired.length, rows }, null, 2) + '\n');
     else {
       const shown = failed.length + repaired.length > 0 ? [...failed, ...repaired] : rows.slice(0, 20);
-      io.stdout.write(
-        renderTable(
-          ['operation', 'transitions', 'phase', 'outcome', 'result'],
-          shown.map((r) => [r.operationId, r.transitions, r.phase, r.outcome, r.problem ?? 'ok']),
-          widthOf(io),
-        ),
-      );
+      io.stdout.write(renderReplayTables(shown, widthOf(io)));
       if (failed.length === 0 && rows.length > shown.length) io.stdout.write(`… and ${rows.length - shown.length} more, all ok\n`);
+      const counted = (n: number, noun: string) => `${n} ${noun}${n === 1 ? '' : 's'}`;
+      // One operation's replay reads no workflow instance; a whole store's counts both kinds.
+      const replayed =
+        operationId === undefined
+          ? `${counted(operations.length, 'operation')} and ${counted(rows.length - operations.length, 'workflow instance')}`
+          : counted(operations.length, 'operation');
       io.stdout.write(
         heading(
-          `replayed ${rows.length} operations and workflow instances in ${Date.now() - startedMs} ms: ${rows.length - failed.length - repaired.length} ok, ${failed.length} with differences${repaired.length > 0 ? `, ${repaired.length} index rows rebuilt` : ''}`,
+          `replayed ${replayed} in ${Date.now() - startedMs} ms: ${rows.length - failed.length - repaired.length} ok, ${failed.length} with differences${repaired.length > 0 ? `, ${repaired.length} index rows rebuilt` : ''}`,
           widthOf(io),
         ),
       );

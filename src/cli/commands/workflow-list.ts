@@ -37,7 +37,8 @@ export async function workflowListCommand(options: WorkflowListOptions, io: CliI
   return withStore({ ...options, notice: (line) => io.stderr.write(`convoke workflow list: ${line}\n`) }, async (store) => {
     const clock = new SystemClock();
     const page = await listWorkflowInstances({ index: store.workflowIndex, nowMs: clock.nowMs(), bounds, principalId: options.principal }, request);
-    const headers = ['instance', 'started', 'principal', 'workflow', 'status', 'task', 'next due', 'children', 'stuck'];
+    // `child ops` counts the contract calls the row records; child workflow instances are rows of their own (their `parent` in --json).
+    const headers = ['instance', 'started', 'principal', 'workflow', 'status', 'task', 'next due', 'child ops', 'stuck'];
     writeListPage(io, options.json, page, { headers, rows: page.instances.map(rowCells), noun: 'instance' });
     return 0;
   });

@@ -157,7 +157,6 @@ export async function workflowInspectCommand(instanceId: string, options: { stor
   });
 }
 
-/** One stored instance rebuilt and checked (`convoke replay` of a whole store): its status, or the problem. */
 /** One instance replayed (a row of `convoke replay`'s report). */
 export interface InstanceReplay {
   instanceId: string;
@@ -243,10 +242,12 @@ export async function workflowReplayCommand(
     const replayed = await replayInstance(store, instanceId, options.fixIndex === true);
     if (replayed.repaired) io.stderr.write(`workflow index row of ${instanceId} written again from its log\n`);
     const problem = replayed.repaired ? null : replayed.problem;
-    const row = { instanceId, transitions: log.length, status: replayed.status, problem };
+    const row = { kind: 'workflow-instance', instanceId, transitions: log.length, status: replayed.status, problem };
     if (options.json) io.stdout.write(JSON.stringify({ replayed: 1, differences: problem === null ? 0 : 1, rows: [row] }, null, 2) + '\n');
     else {
-      io.stdout.write(renderTable(['instance', 'transitions', 'status', 'result'], [[instanceId, log.length, row.status, problem ?? 'ok']], widthOf(io)));
+      io.stdout.write(
+        renderTable(['workflow instance', 'transitions', 'status', 'result'], [[instanceId, log.length, row.status, problem ?? 'ok']], widthOf(io)),
+      );
       io.stdout.write(`\nreplayed 1 workflow instance: ${problem === null ? '1 ok' : '1 with differences'}\n`);
     }
     return problem === null ? 0 : 1;

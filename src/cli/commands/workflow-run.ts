@@ -248,7 +248,7 @@ export function addWorkflowRunCommand(program: Command, io: CliIo, setExit: (cod
     .option('--input <json>', 'the workflow input (strictly parsed JSON)', '{}')
     .option(
       '--store <url>',
-      "store URL (memory:, sqlite:PATH); the same --store and --key resume an unfinished instance (default: the context's, else memory:)",
+      "store URL: memory:, sqlite:PATH, jetstream:nats://HOST:PORT or esdb://… (a jetstream: or esdb: store logs in with the --context's login); the same --store and --key resume an unfinished instance (default: the context's, else memory:)",
     )
     .option('--key <key>', 'invocation key of the instance', 'run')
     .option('--principal <id>', "principal the instance runs as (default: the context's, else local)")
@@ -315,7 +315,7 @@ export function addWorkflowInspectCommand(program: Command, io: CliIo, setExit: 
   const workflow = workflowCommand(program);
   storeCredsOption(contextOptions(workflow.command('inspect')))
     .argument('<instanceId>', 'workflow instance id (wf…)')
-    .option('--store <url>', "store URL: sqlite:PATH, jetstream:nats://HOST:PORT (default: the context's)")
+    .option('--store <url>', "store URL: sqlite:PATH, jetstream:nats://HOST:PORT, esdb://… (default: the context's)")
     .option('--json', 'machine-readable output', false)
     .description("show a workflow instance's stored transitions (guard, applied or void), its record, and whether it replays through the machines")
     .action(async (instanceId: string, o) => {
