@@ -150,6 +150,34 @@ test(
   },
 );
 
+test(
+  "a workflow instance on the JetStream store: workflow run writes it, inspect, workflow inspect and replay read it, each logging in with the context's credentials",
+  { timeout: 120_000 },
+  async () => {
+    const file = join(dir, 'greet.yaml');
+    await writeFile(
+      file,
+      `document: { dsl: '1.0.3', namespace: test, name: greet, version: '1.0.0' }\ndo:\n  - greet:\n      set: { greeting: '\${ "Hello \\(.name)" }' }\n`,
+    );
+    const ran = await cli(['workflow', 'run', file, '--input', '{"name":"Ada"}', '--key', 'creds-wf', '--context', 'ops', '--json']);
+    assert.equal(ran.code, exitCodes.ok, ran.output);
+    const run = JSON.parse(ran.output.slice(ran.output.indexOf('{'))) as { instanceId: string; output: unknown };
+    assert.deepEqual(run.output, { greeting: 'Hello Ada' });
+    for (const args of [
+      ['inspect', run.instanceId],
+      ['workflow', 'inspect', run.instanceId],
+      ['replay', run.instanceId],
+    ]) {
+      const read = await cli([...args, '--context', 'ops', '--json']);
+      assert.equal(read.code, exitCodes.ok, `${args.join(' ')}: ${read.output}`);
+      assert.match(read.output, new RegExp(run.instanceId), args.join(' '));
+    }
+    // The same reads with a stranger's credentials are denied: the login given is the one used.
+    const denied = await cli(['inspect', run.instanceId, '--context', 'ops', '--creds', nats.strangerCreds]);
+    assert.equal(denied.code, exitCodes.denied, denied.output);
+  },
+);
+
 test("a user of an account the server does not trust is denied (exit 3), --creds winning over the context's", { timeout: 120_000 }, async () => {
   const invoked = await cli([...invokeArgs('creds-2'), '--creds', nats.strangerCreds]);
   assert.equal(invoked.code, exitCodes.denied, invoked.output);

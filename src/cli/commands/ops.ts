@@ -307,7 +307,7 @@ export async function replayCommand(
   if (operationId !== undefined && isWorkflowInstanceId(operationId))
     return (await import('./workflow-ops.js')).workflowReplayCommand(
       operationId,
-      { store: options.store, json: options.json, ...(options.fixIndex ? { fixIndex: true } : {}) },
+      { ...options, ...(options.fixIndex ? { fixIndex: true } : {}) },
       io,
       withStore,
     );

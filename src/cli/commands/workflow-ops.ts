@@ -20,10 +20,11 @@ import { workflowIndexRowOfLog } from '../../workflow/exec/index-row.js';
 import { workflowStreams } from '../../workflow/exec/streams.js';
 import { exitCodes } from '../exit-codes.js';
 import type { CliIo } from '../io.js';
+import type { StoreOptions } from './ops.js';
 import { fitText, renderTable, widthOf } from '../table.js';
 
-/** Opens the store an operator names (ops.ts withStore: an existing durable store, closed after). */
-export type WithStore = <T>(url: string, run: (store: EventStore) => Promise<T>) => Promise<T>;
+/** Opens the store an operator names, logging in as it says (ops.ts withStore: an existing durable store, closed after). */
+export type WithStore = <T>(target: StoreOptions, run: (store: EventStore) => Promise<T>) => Promise<T>;
 
 async function readInstance(store: EventStore, instanceId: string): Promise<Stored<WorkflowTransition>[] | undefined> {
   const read = await workflowStreams(store).read(instanceId);
@@ -122,8 +123,8 @@ function renderSummary(record: WorkflowRecord, childInstances: readonly Workflow
   return `\n${lines.filter((line) => line !== '').join('\n')}\n`;
 }
 
-export async function workflowInspectCommand(instanceId: string, options: { store: string; json: boolean }, io: CliIo, withStore: WithStore): Promise<number> {
-  return withStore(options.store, async (store) => {
+export async function workflowInspectCommand(instanceId: string, options: StoreOptions & { json: boolean }, io: CliIo, withStore: WithStore): Promise<number> {
+  return withStore(options, async (store) => {
     const log = await readInstance(store, instanceId);
     if (!log) {
       io.stderr.write(`no workflow instance ${instanceId}\n`);
@@ -229,11 +230,11 @@ export async function replayInstances(store: EventStore, fixIndex: boolean, prog
 
 export async function workflowReplayCommand(
   instanceId: string,
-  options: { store: string; json: boolean; fixIndex?: boolean },
+  options: StoreOptions & { json: boolean; fixIndex?: boolean },
   io: CliIo,
   withStore: WithStore,
 ): Promise<number> {
-  return withStore(options.store, async (store) => {
+  return withStore(options, async (store) => {
     const log = await readInstance(store, instanceId);
     if (!log) {
       io.stderr.write(`no workflow instance ${instanceId}\n`);
