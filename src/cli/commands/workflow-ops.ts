@@ -20,11 +20,17 @@ import { workflowIndexRowOfLog } from '../../workflow/exec/index-row.js';
 import { workflowStreams } from '../../workflow/exec/streams.js';
 import { exitCodes } from '../exit-codes.js';
 import type { CliIo } from '../io.js';
-import type { StoreOptions } from './ops.js';
+import type { StoreAuth } from '../connection.js';
 import { fitText, renderTable, widthOf } from '../table.js';
 
+/** The store an operator names and how it logs in (ops.ts StoreOptions: from a context or --creds). */
+export interface StoreTarget {
+  store: string;
+  storeAuth?: StoreAuth;
+}
+
 /** Opens the store an operator names, logging in as it says (ops.ts withStore: an existing durable store, closed after). */
-export type WithStore = <T>(target: StoreOptions, run: (store: EventStore) => Promise<T>) => Promise<T>;
+export type WithStore = <T>(target: StoreTarget, run: (store: EventStore) => Promise<T>) => Promise<T>;
 
 async function readInstance(store: EventStore, instanceId: string): Promise<Stored<WorkflowTransition>[] | undefined> {
   const read = await workflowStreams(store).read(instanceId);
@@ -123,7 +129,7 @@ function renderSummary(record: WorkflowRecord, childInstances: readonly Workflow
   return `\n${lines.filter((line) => line !== '').join('\n')}\n`;
 }
 
-export async function workflowInspectCommand(instanceId: string, options: StoreOptions & { json: boolean }, io: CliIo, withStore: WithStore): Promise<number> {
+export async function workflowInspectCommand(instanceId: string, options: StoreTarget & { json: boolean }, io: CliIo, withStore: WithStore): Promise<number> {
   return withStore(options, async (store) => {
     const log = await readInstance(store, instanceId);
     if (!log) {
@@ -230,7 +236,7 @@ export async function replayInstances(store: EventStore, fixIndex: boolean, prog
 
 export async function workflowReplayCommand(
   instanceId: string,
-  options: StoreOptions & { json: boolean; fixIndex?: boolean },
+  options: StoreTarget & { json: boolean; fixIndex?: boolean },
   io: CliIo,
   withStore: WithStore,
 ): Promise<number> {
