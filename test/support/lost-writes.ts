@@ -5,7 +5,7 @@
  * newer consumer state (`obs`), or an older copy of one consumer's state under newer messages,
  * while the server is stopped. Only the server's own files change; nothing in convoke is told.
  */
-import { cp, mkdtemp, readdir, rm } from 'node:fs/promises';
+import { cp, mkdtemp, readFile, readdir, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
@@ -37,4 +37,42 @@ export async function restoreStreamPart(storeDir: string, stream: string, snapsh
   const target = join(await streamDir(storeDir, stream), snapshot.part);
   await rm(target, { recursive: true, force: true });
   await cp(snapshot.copy, target, { recursive: true });
+}
+
+/** nats-server's file store: the first byte of a consumer's state file (o.dat), and the version it writes (2.9 and later alike). */
+const consumerStateMagic = 22;
+const consumerStateVersion = 2;
+
+/** What a snapshot of a consumer's state holds: its deliveries awaiting acknowledgement, and how many of those were redelivered. */
+export interface ConsumerSnapshotState {
+  pending: number;
+  redelivered: number;
+}
+
+/**
+ * Reads a snapshot of a consumer's state (`obs/<consumer>`) from its o.dat as nats-server's file
+ * store writes it (version 2): magic and version, then varints — the ack floor (consumer, stream), the
+ * delivered sequences (consumer, stream), the number of pending deliveries, a base timestamp and
+ * three numbers per pending delivery when there are any, then the number of redelivered ones.
+ * A test reads it to know what the server will come back with.
+ */
+export async function consumerSnapshotState(snapshot: StoreSnapshot): Promise<ConsumerSnapshotState> {
+  const state = await readFile(join(snapshot.copy, 'o.dat'));
+  if (state[0] !== consumerStateMagic || state[1] !== consumerStateVersion)
+    throw new Error(`${snapshot.part}/o.dat is not a consumer state nats-server wrote (header ${state[0]} ${state[1]})`);
+  let offset = 2;
+  // An unsigned varint; a signed one (a timestamp) is only skipped, which reads the same bytes.
+  const varint = () => {
+    let value = 0;
+    for (let shift = 0; offset < state.length; shift += 7) {
+      const byte = state.readUInt8(offset++);
+      value += (byte & 0x7f) * 2 ** shift;
+      if (byte < 0x80) return value;
+    }
+    throw new Error(`${snapshot.part}/o.dat ends inside a number`);
+  };
+  for (let field = 0; field < 4; field++) varint();
+  const pending = varint();
+  if (pending > 0) for (let field = 0; field < 1 + 3 * pending; field++) varint();
+  return { pending, redelivered: varint() };
 }
