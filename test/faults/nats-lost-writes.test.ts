@@ -27,7 +27,7 @@ import { fold } from '../../src/projections/record.js';
 import { startNatsServer } from '../support/nats-server.js';
 import { peerConsumerName } from '../../src/adapters/transport/nats-names.js';
 import { subjectFor } from '../../src/adapters/transport/subjects.js';
-import { restoreStreamPart, snapshotStreamPart, type StoreSnapshot } from '../support/lost-writes.js';
+import { consumerSnapshotState, restoreStreamPart, snapshotRunningConsumer, snapshotStreamPart, type StoreSnapshot } from '../support/lost-writes.js';
 import { NatsDeploymentFixture, approve, e2eBundle, e2eNamespace, eventually, resultOf, type CommandClient } from '../support/nats-deployment-fixture.js';
 
 /**
@@ -74,17 +74,36 @@ async function getUntilAnswered(client: CommandClient, operationId: string) {
 }
 
 /**
+ * Waits until the command client's connection and the coordinator's command subscriptions are
+ * back after a broker restart: a command sent while the client reconnects is dropped by nats.js
+ * with its outgoing buffer when it dials again (NATS is at most once), and would wait out its
+ * whole reply timeout; this asks with a short one until a get is answered.
+ */
+async function commandsAnswered(client: CommandClient, operationId: string): Promise<void> {
+  for (let tries = 0; ; tries++) {
+    try {
+      resultOf(await client.send('get', { operationId, waitMs: 0 }, 1_000));
+      return;
+    } catch (error) {
+      if (tries >= 40) throw error;
+      await new Promise((r) => setTimeout(r, 250));
+    }
+  }
+}
+
+/**
  * A durable deployment on a SQLite store where allok goes to alfa alone, its durability checked
  * every 300 ms, with serve and alfa started, and billing's command client.
  */
 async function startAlfaDeployment(
   allok: { result: typeof approve; delayMs?: number },
   durable: { ackWaitMs: number; maxDeliver?: number },
+  bundle = e2eBundle(),
 ): Promise<{ f: NatsDeploymentFixture; client: CommandClient }> {
   const f = await NatsDeploymentFixture.start({
     mode: 'durable',
     store: 'sqlite',
-    bundle: e2eBundle(),
+    bundle,
     groups: { reviewers: ['alfa'] },
     peers: { alfa: { interactions: { allok } } },
     commandClients: ['billing'],
@@ -194,15 +213,60 @@ describe('NATS durable: an owned consumer deleted under the deployment', { timeo
   });
 });
 
+/** Whether the operation decided success; false while a get after a broker restart is lost. */
+const decided = (client: CommandClient, operationId: string) =>
+  client.get(operationId, { waitMs: 0 }).then(
+    (r) => resultOf(r).decision?.outcome === 'success',
+    () => false,
+  );
+
+/**
+ * Stores `count` requests for alfa, waits until alfa holds them all (delivered, none
+ * acknowledged), and copies the request consumer's state as the broker has saved it then; alfa
+ * crashes holding them. Answers the operations and that copy.
+ */
+async function crashAlfaHolding(f: NatsDeploymentFixture, client: CommandClient, count: number): Promise<{ ops: string[]; snapshot: StoreSnapshot }> {
+  const stream = f.streams('alfa').requests;
+  const consumer = peerConsumerName('alfa', 'request');
+  const ops = await Promise.all(Array.from({ length: count }, (_, i) => invokeUntilAnswered(client, `held-${i}`, 0, 40).then((r) => r.operationId)));
+  const jsm = await jetstreamManager(await f.adminConnection());
+  await eventually(async () => (await jsm.consumers.info(stream, consumer)).num_ack_pending === count, `alfa holds ${count} deliveries`);
+  let held: StoreSnapshot | undefined;
+  await eventually(async () => {
+    const copy = await snapshotRunningConsumer(f.storeDir, stream, consumer);
+    if (copy?.state.pending === count) held = copy.snapshot;
+    else await copy?.snapshot.dispose();
+    return held !== undefined;
+  }, `the broker's saved state of ${consumer} holding ${count} deliveries`);
+  const holding = f.peers.get('alfa')!;
+  holding.child.kill('SIGKILL');
+  await holding.exited;
+  return { ops, snapshot: held! };
+}
+
 describe('NATS durable: a consumer starved by redeliveries of removed messages', { timeout: 150_000 }, () => {
   let f: NatsDeploymentFixture;
   let client: CommandClient;
-  const inFlight = 8;
+  /**
+   * As many deliveries as one pull takes (nats.js asks for natsPullBatchMessagesMax). After its
+   * start the broker queues every one of them for redelivery, again once per ack wait, and each
+   * wake-up of the consumer (a pull arriving, a waiting pull's heartbeat or expiry, the redelivery
+   * timer) is spent failing to load one of them: with alfa's one pull waiting that is about three
+   * an ack wait, a handful more when a loaded alfa has pulled again after missed heartbeats. With
+   * eight held, those wake-ups could empty the queue within one ack wait, and the waiting request
+   * was delivered before the durability check's two ack waits had passed.
+   */
+  const held = 64;
 
   before(async () => {
-    // alfa takes 3 s per answer, so requests stay delivered and unacknowledged while the broker
-    // restarts; max_deliver is high, so the starvation could not end by exhaustion within the lease.
-    ({ f, client } = await startAlfaDeployment({ result: approve, delayMs: 3_000 }, { ackWaitMs: 1_000, maxDeliver: 50 }));
+    // alfa as started holds every request longer than the test runs. max_deliver is high, so
+    // the starvation could not end by exhaustion within the test, and the long lease keeps the
+    // held operations open through alfa's crash.
+    ({ f, client } = await startAlfaDeployment(
+      { result: approve, delayMs: 60_000 },
+      { ackWaitMs: 1_000, maxDeliver: 50 },
+      e2eBundle({ leaseMs: 30_000, timeoutMs: 60_000 }),
+    ));
   });
   after(() => f?.dispose());
 
@@ -212,27 +276,31 @@ describe('NATS durable: a consumer starved by redeliveries of removed messages',
     const stream = f.streams('alfa').requests;
     const consumer = peerConsumerName('alfa', 'request');
     const admin = async () => jetstreamManager(await f.adminConnection());
-    const ops = await Promise.all(Array.from({ length: inFlight }, (_, i) => invoke(`held-${i}`, 0).then((r) => r.operationId)));
-    let jsm = await admin();
-    await eventually(async () => (await jsm.consumers.info(stream, consumer)).num_ack_pending === inFlight, `alfa holds ${inFlight} deliveries`);
-    // The consumer state as it is now (those deliveries pending) is what the broker will come back with.
-    let held: StoreSnapshot | undefined;
-    await f.restartServer(async () => {
-      held = await snapshotStreamPart(f.storeDir, stream, `obs/${consumer}`);
-    });
+    const { ops, snapshot } = await crashAlfaHolding(f, client, held);
     try {
-      const decided = (op: string) =>
-        client.get(op, { waitMs: 0 }).then(
-          (r) => resultOf(r).decision?.outcome === 'success',
-          () => false,
-        );
-      for (const op of ops) await eventually(() => decided(op), `${op} decided`, 30_000);
-      jsm = await admin();
+      const saved = await consumerSnapshotState(snapshot);
+      assert.ok(saved.redelivered < held, `the saved state leaves deliveries not yet redelivered: ${JSON.stringify(saved)}`);
+      // An alfa that answers at once takes over: the held requests come to it once their ack
+      // wait has passed, are answered, and the work queue removes them.
+      await f.startPeer('alfa', await f.writePeerConfig('alfa', { interactions: { allok: { result: approve } } }, '-answering'));
+      for (const op of ops) await eventually(() => decided(client, op), `${op} decided`, 30_000);
+      let jsm = await admin();
       await eventually(async () => (await jsm.streams.info(stream)).state.messages === 1, 'the work queue removed every answered request');
-      await f.restartServer(() => restoreStreamPart(f.storeDir, stream, held!));
+
+      await f.restartServer(() => restoreStreamPart(f.storeDir, stream, snapshot));
       jsm = await askAgain(admin);
       const restored = await askAgain(() => jsm.consumers.info(stream, consumer));
-      assert.equal(restored.num_ack_pending, inFlight, `the consumer holds deliveries of removed messages: ${JSON.stringify(restored)}`);
+      assert.equal(restored.num_ack_pending, held, `the consumer holds deliveries of removed messages: ${JSON.stringify(restored)}`);
+      // The broker queues them for redelivery only at its first redelivery timer after starting:
+      // a request stored before then would be delivered at once. It is redelivering them once a
+      // wake-up of alfa's pull was spent on one not redelivered before (more are redelivered than
+      // saved: alfa kept them from redelivery until the copy, so few if any were).
+      await eventually(
+        async () => (await jsm.consumers.info(stream, consumer)).num_redelivered > saved.redelivered,
+        'the broker redelivering removed messages',
+        30_000,
+      );
+      await commandsAnswered(client, ops[0]!);
 
       const reply = await invoke('waiting', 20_000);
       assert.deepEqual([reply.decision?.outcome, reply.decision?.successVotes], ['success', 1], JSON.stringify(reply));
@@ -241,7 +309,7 @@ describe('NATS durable: a consumer starved by redeliveries of removed messages',
         new RegExp(`durable consumer repaired: ${stream}: consumer ${consumer} delivered nothing for \\d+ ms`),
       );
     } finally {
-      await held?.dispose();
+      await snapshot.dispose();
     }
   });
 });
