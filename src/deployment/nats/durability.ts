@@ -88,12 +88,19 @@ export class AdmissionGatedStore implements EventStore {
  * closes the gate immediately (nothing can be proven while disconnected). Logs each change.
  * A check that finds a namespace's streams provably broken (not merely unreachable) also hands
  * those namespaces to `onBroken`: the operations open there close as indeterminate.
+ *
+ * A check proves the connection it ran on. Each disconnect starts a new connection epoch: a check
+ * still running from an earlier one is neither joined nor heeded (its requests may have been
+ * dropped with the old connection, and its success would say nothing of the new one), and no
+ * check starts while disconnected.
  */
 export class DurabilityMonitor {
   private current: string | undefined;
-  private running: Promise<void> | undefined;
+  private running: { epoch: number; done: Promise<void> } | undefined;
   private timer: NodeJS.Timeout | undefined;
   private stopped = false;
+  private connected = true;
+  private epoch = 0;
   onBroken: ((namespaces: string[], description: string) => Promise<void>) | undefined;
 
   constructor(
@@ -113,24 +120,41 @@ export class DurabilityMonitor {
 
   /** The connection went away: nothing can be proven until it is back and checked. */
   disconnected(): void {
-    if (!this.stopped) this.set('the NATS connection is lost');
+    if (this.stopped) return;
+    this.connected = false;
+    this.epoch++;
+    this.set('the NATS connection is lost');
   }
 
-  /** Runs one check (or joins the one running) and updates the gate. */
+  /** The connection is back: checked at once, afresh (a check from before the disconnect proves nothing of it). */
+  reconnected(): Promise<void> {
+    this.connected = true;
+    return this.run();
+  }
+
+  /** Runs one check (or joins the one running on this connection) and updates the gate; nothing while disconnected. */
   run(): Promise<void> {
-    this.running ??= (async () => {
+    if (!this.connected) return Promise.resolve();
+    const epoch = this.epoch;
+    if (this.running?.epoch === epoch) return this.running.done;
+    const current = () => epoch === this.epoch;
+    const entry = { epoch, done: Promise.resolve() };
+    entry.done = (async () => {
       try {
         const result = await this.check();
+        // What it repaired is repaired whichever connection asked; only the gate waits for a check of this one.
         for (const line of result.repaired ?? []) this.log(`durable consumer repaired: ${line}`);
+        if (!current()) return;
         this.set(result.ok ? undefined : result.description);
         if (!result.ok && result.brokenNamespaces && result.brokenNamespaces.length > 0) await this.onBroken?.(result.brokenNamespaces, result.description);
       } catch (error) {
-        this.set(`cannot verify: ${(error as Error).message}`);
+        if (current()) this.set(`cannot verify: ${(error as Error).message}`);
       } finally {
-        this.running = undefined;
+        if (this.running === entry) this.running = undefined;
       }
     })();
-    return this.running;
+    this.running = entry;
+    return entry.done;
   }
 
   stop(): void {
@@ -162,7 +186,7 @@ export function watchConnection(nc: NatsConnection, log: DeploymentLog, monitor:
           break;
         case 'reconnect':
           log(`NATS: reconnected to ${status.server}`, 'info');
-          void monitor?.run();
+          void monitor?.reconnected();
           break;
         case 'error':
           log(`NATS: ${status.error.message}`);
