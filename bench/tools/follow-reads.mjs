@@ -101,7 +101,11 @@ async function writer() {
   const store = new SqliteEventStore({ path: file, clock, synchronous: 'normal' });
   const a = executorOn(store, 'a');
   const child = fork(new URL(import.meta.url), [root, mode, iterationsArg, 'follower', file]);
-  const next = () => new Promise((resolve) => child.once('message', resolve));
+  // Every message is kept from the start: B may report before A has seen the instance end.
+  const messages = [];
+  let waiting;
+  child.on('message', (message) => (waiting ? (waiting(message), (waiting = undefined)) : messages.push(message)));
+  const next = () => (messages.length > 0 ? Promise.resolve(messages.shift()) : new Promise((resolve) => (waiting = resolve)));
   try {
     await next(); // ready
     const { instanceId } = await a.executor.start({ principalId: 'bench', invocationKey: 'follow', document, input: { n: iterations } });

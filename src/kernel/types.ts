@@ -27,9 +27,7 @@ export type ReadOutcome<T> =
   | { kind: 'unavailable'; description: string };
 /** The transitions stored after a revision (StreamStore.readAfter), or that the log no longer continues from it. */
 export type TailOutcome<T> =
-  | { kind: 'ok'; revision: string; transitions: Stored<T>[] }
-  | { kind: 'diverged'; description: string }
-  | Exclude<ReadOutcome<T>, { kind: 'ok' }>;
+  { kind: 'ok'; revision: string; transitions: Stored<T>[] } | { kind: 'diverged'; description: string } | Exclude<ReadOutcome<T>, { kind: 'ok' }>;
 
 /**
  * The record after the transition being written, as the committing side derives it: its record at

@@ -302,7 +302,10 @@ test('kernel: a check that applied the transition answers the record after it, a
 });
 
 /** The approval streams of `store`, counting the transitions each whole read and each tail read returned. */
-function countingStreams(store: EventStore): { streams: StreamStore<ApprovalTransition>; counts: { read: number; readAfter: number; reads: number; tails: number } } {
+function countingStreams(store: EventStore): {
+  streams: StreamStore<ApprovalTransition>;
+  counts: { read: number; readAfter: number; reads: number; tails: number };
+} {
   const inner = approvalStore(store);
   const counts = { read: 0, readAfter: 0, reads: 0, tails: 0 };
   const readAfter = inner.readAfter;
@@ -327,7 +330,11 @@ function countingStreams(store: EventStore): { streams: StreamStore<ApprovalTran
   };
 }
 
-function approvalKernel(clock: VirtualClock, streams: StreamStore<ApprovalTransition>, hooks: Partial<KernelHooks<ApprovalRecord, ApprovalTransition, Stream<ApprovalRecord>>> = {}) {
+function approvalKernel(
+  clock: VirtualClock,
+  streams: StreamStore<ApprovalTransition>,
+  hooks: Partial<KernelHooks<ApprovalRecord, ApprovalTransition, Stream<ApprovalRecord>>> = {},
+) {
   return new Kernel<ApprovalRecord, ApprovalTransition>({
     aggregate: approvalAggregate,
     store: () => streams,
@@ -356,7 +363,11 @@ for (const backend of ['memory', 'sqlite'] as const) {
         // Every few appends the follower catches up, so it follows by many tails of one or more transitions.
         if (i % 3 === 2 || i === approvals - 1) {
           const revision = stream.record.revision;
-          await within(follower.wait(held, (record) => record.revision === revision, 60_000), 5000, `the follower at ${revision}`);
+          await within(
+            follower.wait(held, (record) => record.revision === revision, 60_000),
+            5000,
+            `the follower at ${revision}`,
+          );
         }
       }
       const whole = await approvalStore(r.store).read(stream.id);
@@ -365,7 +376,11 @@ for (const backend of ['memory', 'sqlite'] as const) {
       assert.deepEqual([...held.known].sort(), whole.transitions.map((s) => s.revision).sort(), 'every revision of the log is known');
       assert.deepEqual([counts.reads, counts.read], [1, 1], 'no whole log read again');
       assert.equal(counts.readAfter, approvals, 'each appended transition read once, in a tail');
-      assert.equal(extended.reduce((sum, n) => sum + n, 0), approvals, 'the extended hook saw every tail');
+      assert.equal(
+        extended.reduce((sum, n) => sum + n, 0),
+        approvals,
+        'the extended hook saw every tail',
+      );
     } finally {
       await follower.close();
       await r.close();
@@ -383,7 +398,11 @@ for (const backend of ['memory', 'sqlite'] as const) {
       store: () => current,
       clock: r.clock,
       finishedCacheMax: 16,
-      hooks: { due: async () => undefined, lostWrites: (_stream, revisions) => void lost.push([...revisions]), reread: (_stream, log) => void reread.push(log.length) },
+      hooks: {
+        due: async () => undefined,
+        lostWrites: (_stream, revisions) => void lost.push([...revisions]),
+        reread: (_stream, log) => void reread.push(log.length),
+      },
     });
     const restored = new MemoryEventStore({ clock: r.clock });
     try {
@@ -398,7 +417,8 @@ for (const backend of ['memory', 'sqlite'] as const) {
       const kept = log.transitions.slice(0, -1);
       let revision: string | undefined;
       for (const stored of kept) {
-        const outcome = revision === undefined ? await restored.create(stream.id, stored.transition) : await restored.append(stream.id, revision, stored.transition);
+        const outcome =
+          revision === undefined ? await restored.create(stream.id, stored.transition) : await restored.append(stream.id, revision, stored.transition);
         assert.equal(outcome.kind, 'ok');
         if (outcome.kind === 'ok') revision = outcome.revision;
       }

@@ -19,7 +19,17 @@ import type { StoredTransition, Transition } from '../../events/types.js';
 import type { Clock } from '../../contract/clock.js';
 import { AssertionFailure, unavailable } from '../../contract/errors.js';
 import { checkGuardShape, guardAdmits, guardFailure, rollbackFailure } from '../../events/guard.js';
-import { bodyBytes, checkTransitionShape, decodeStored, encodeTransition, isStoreFailure, logFullFailure, notifyAll, parseRevision, sizeFailure } from './codec.js';
+import {
+  bodyBytes,
+  checkTransitionShape,
+  decodeStored,
+  encodeTransition,
+  isStoreFailure,
+  logFullFailure,
+  notifyAll,
+  parseRevision,
+  sizeFailure,
+} from './codec.js';
 import { resolveStoreLimits } from './limits.js';
 import type { AppendListener, AppendOutcome, EventStore, IndexAfter, ReadOutcome, RevisionListener, StoreFailure, StoreLimits, TailOutcome } from './types.js';
 import { openSqliteDatabase } from './sqlite-open.js';
@@ -510,7 +520,10 @@ function decodeFrom(operationId: string, from: number, lastRevision: number, row
     transitions.push(stored);
   }
   if (transitions.length !== lastRevision - from + 1) {
-    return { kind: 'unavailable', description: `operation ${operationId} records revision ${lastRevision} but holds ${transitions.length + from - 1} transitions` };
+    return {
+      kind: 'unavailable',
+      description: `operation ${operationId} records revision ${lastRevision} but holds ${transitions.length + from - 1} transitions`,
+    };
   }
   return { kind: 'ok', revision: String(lastRevision), transitions };
 }

@@ -32,9 +32,7 @@ export type ReadOutcome =
  * stream cannot be read, as `read` answers it.
  */
 export type TailOutcome =
-  | { kind: 'ok'; revision: string; transitions: StoredTransition[] }
-  | { kind: 'diverged'; description: string }
-  | Exclude<ReadOutcome, { kind: 'ok' }>;
+  { kind: 'ok'; revision: string; transitions: StoredTransition[] } | { kind: 'diverged'; description: string } | Exclude<ReadOutcome, { kind: 'ok' }>;
 
 export interface StoreCapabilities {
   /** Survives the process. */

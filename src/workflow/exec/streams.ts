@@ -69,7 +69,9 @@ export function workflowStreams(store: EventStore): WorkflowStore & { readonly n
     // Only where the store reads tails: without it the kernel reads whole logs.
     ...(readAfter === undefined
       ? {}
-      : { readAfter: async (id: string, revision: string) => (await readAfter.call(store, checked(id), revision)) as unknown as TailOutcome<WorkflowTransition> }),
+      : {
+          readAfter: async (id: string, revision: string) => (await readAfter.call(store, checked(id), revision)) as unknown as TailOutcome<WorkflowTransition>,
+        }),
     watch: (listener) =>
       store.watch((id, revision) => {
         if (isWorkflowInstanceId(id)) listener(id, revision);
