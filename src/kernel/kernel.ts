@@ -10,7 +10,9 @@
  * - Timers are data: the record says its next due instant (Aggregate.nextDueMs); the kernel arms
  *   one timer per instance and, when it fires, turns it into a command in the queue.
  * - A store notice of a revision this process did not apply reloads the record, so waiters and
- *   timers follow other processes' appends as they follow this one's.
+ *   timers follow other processes' appends as they follow this one's. Where the store reads what
+ *   was stored after a revision (StreamStore.readAfter), a reload reads only that tail and
+ *   applies it to the record held; a log that no longer continues the record is read whole.
  * - Waiters are answered when the record reaches what they wait for.
  *
  * What an aggregate adds around this (an outbox, log budgets, batching) comes in through hooks;
@@ -62,6 +64,11 @@ export interface KernelHooks<R, T, S extends Stream<R>> {
   loaded?(stream: S, log: readonly Stored<T>[]): void;
   /** The log was read again (a reload, or a stream loaded from the store). */
   reread?(stream: S, log: readonly Stored<T>[]): void;
+  /**
+   * A reload read only the tail of the log, what was stored after `after` (the revision the
+   * record held), and applied it: `tail` is what the log holds past what this process had.
+   */
+  extended?(stream: S, tail: readonly Stored<T>[], after: string): void;
   /** The record moved (a commit, a reload, a load): effects follow here. `loaded` on a first load. */
   moved?(stream: S, loaded: boolean): void;
   /** Work that failed where nobody awaits it (a reload after a notice), counted by stage. */
@@ -270,8 +277,42 @@ export class Kernel<R, T extends GuardedTransition, S extends Stream<R> = Stream
   /**
    * Reads the record again: after a conflict, a void append, or a notice that another process
    * appended. What another wrote reaches this process's waiters and timers as its own commits do.
+   * Only what was stored after the record's revision is read where the store can say it; the
+   * whole log where it cannot, or where the log no longer continues the record.
    */
   async reload(stream: S): Promise<void> {
+    const store = this.store();
+    if (store.readAfter !== undefined && (await this.readTail(stream, store.readAfter.bind(store)))) return;
+    await this.rereadWhole(stream);
+  }
+
+  /**
+   * Applies to the record what its log holds after the record's revision; false when the log no
+   * longer holds that revision where this process saw it (`diverged`: the whole log is read).
+   */
+  private async readTail(stream: S, readAfter: NonNullable<StreamStore<T, R>['readAfter']>): Promise<boolean> {
+    const before = stream.record;
+    const after = this.aggregate.revision(before);
+    const read = await readAfter(stream.id, after);
+    if (read.kind === 'diverged') return false;
+    if (read.kind !== 'ok') throw storeError(read, 'reload');
+    if (read.transitions.length === 0) return true;
+    this.aggregate.checkLog?.(stream.id, read.transitions);
+    // Every aggregate's fold is apply, in order: the held record is the fold up to `after`.
+    let record: R | undefined = before;
+    for (const stored of read.transitions) {
+      record = this.aggregate.apply(record, stored);
+      stream.known.add(stored.revision);
+    }
+    if (record === undefined) throw new AssertionFailure(`a stored ${this.aggregate.name} folds to a record`);
+    this.hooks.extended?.(stream, read.transitions, after);
+    stream.record = record;
+    this.recordMoved(stream, before);
+    return true;
+  }
+
+  /** Reads the whole log again: every revision this process saw stored must still be in it. */
+  private async rereadWhole(stream: S): Promise<void> {
     const read = await this.readLog(stream.id);
     if (read.kind === 'empty') throw new AssertionFailure(`a stored ${this.aggregate.name} folds to a record`);
     if (read.kind !== 'ok') throw storeError(read, 'reload');

@@ -25,6 +25,9 @@ export type ReadOutcome<T> =
   | { kind: 'not-found'; description: string }
   | { kind: 'expired'; description: string }
   | { kind: 'unavailable'; description: string };
+/** The transitions stored after a revision (StreamStore.readAfter), or that the log no longer continues from it. */
+export type TailOutcome<T> =
+  { kind: 'ok'; revision: string; transitions: Stored<T>[] } | { kind: 'diverged'; description: string } | Exclude<ReadOutcome<T>, { kind: 'ok' }>;
 
 /**
  * The record after the transition being written, as the committing side derives it: its record at
@@ -45,6 +48,12 @@ export interface StreamStore<T, R = unknown> {
   create(streamId: string, transition: T, after?: RecordAfter<T, R>): Promise<AppendOutcome>;
   append(streamId: string, expectedRevision: string, transition: T, after?: RecordAfter<T, R>): Promise<AppendOutcome>;
   read(streamId: string): Promise<ReadOutcome<T>>;
+  /**
+   * The transitions stored after `revision` (one the caller saw stored), in order; `diverged` when
+   * the log no longer holds it where the caller saw it. Optional: without it a reload reads the
+   * whole log (EventStore.readAfter).
+   */
+  readAfter?(streamId: string, revision: string): Promise<TailOutcome<T>>;
   /** Notice of the revision each append reached, by any client of the store. */
   watch(listener: (streamId: string, revision: string) => void): Promise<{ close(): Promise<void> }>;
 }

@@ -92,6 +92,11 @@ export class Coordinator implements RuntimeHost {
         beforeAppend: (entry, transition) => this.checkLogRoom(entry, transition),
         committed: (entry, before, stored) => this.noteCommitted(entry, before, stored),
         reread: (entry, log) => void (entry.log = logSizeOf(log)),
+        // A tail read after the record's revision: the log is what was counted and the tail.
+        extended: (entry, tail) => {
+          const added = logSizeOf(tail);
+          entry.log = { transitions: entry.log.transitions + added.transitions, bytes: entry.log.bytes + added.bytes };
+        },
         // Queued first: nothing of the operation (its due timers, its outbox) runs before it.
         loaded: (entry, log) => this.checkContinuity(entry, log[0]?.transition.events[0]),
         moved: (entry, loaded) => this.afterCommit(entry, loaded),

@@ -279,3 +279,50 @@ test('jetstream: an admission whose index row was never written (the writer died
     await server.dispose();
   }
 });
+
+test("jetstream: readAfter of a sequence that is another subject's answers diverged, and a tail moves the reader's fold point so its next append reads no log", async () => {
+  const server = await startJetStreamServer();
+  const writer = await JetStreamEventStore.open({ servers: server.url, requestTimeoutMs });
+  const nc = await connect({ servers: server.url });
+  const reader = await JetStreamEventStore.open({ connection: nc, requestTimeoutMs, stampWaitMs: 10_000 });
+  try {
+    const guard = { notBeforeMs: 0, notAfterMs: Number.MAX_SAFE_INTEGER };
+    const id = newOperationId('tail-held');
+    const other = newOperationId('tail-beside');
+    let outcome = await writer.create(id, makeTransition(guard, 'create'));
+    expectOk(outcome, 'create');
+    const beside = await writer.create(other, makeTransition(guard, 'beside'));
+    expectOk(beside, 'create beside');
+    outcome = await writer.append(id, outcome.revision, makeTransition(guard, 'after-beside'));
+    expectOk(outcome, 'append');
+    // The other subject's sequence lies inside this log's range: the log does not hold it.
+    assert.ok(Number(beside.revision) < Number(outcome.revision));
+    const diverged = await reader.readAfter(id, beside.revision);
+    assert.equal(diverged.kind, 'diverged', JSON.stringify(diverged));
+    // The reader holds the whole log (its fold point at the last revision), then follows by tails only.
+    const held = await readOk(reader, id);
+    for (let k = 0; k < 3; k++) {
+      outcome = await writer.append(id, outcome.revision, makeTransition(guard, `w${k}`));
+      expectOk(outcome, `append ${k}`);
+    }
+    const tail = await reader.readAfter(id, held.revision);
+    expectOk(tail as never, 'tail');
+    assert.equal(tail.kind === 'ok' ? tail.transitions.length : 0, 3);
+    // The requests made before the append's publish (the index row after it may read the log: no record was given).
+    const counter = countApiRequests(nc as never);
+    let beforePublish: number | undefined;
+    const publish = nc.publish.bind(nc);
+    nc.publish = (subject, ...rest) => {
+      if (subject === `convoke.op.${id}`) beforePublish ??= counter.count;
+      publish(subject, ...rest);
+    };
+    const appended = await reader.append(id, outcome.revision, makeTransition(guard, 'reader'));
+    expectOk(appended, 'the reader appends at the tail');
+    assert.equal(beforePublish, 0, 'no log read before the append: its fold point followed the tail');
+  } finally {
+    await reader.close();
+    await nc.close();
+    await writer.close();
+    await server.dispose();
+  }
+});

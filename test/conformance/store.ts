@@ -452,6 +452,54 @@ const tombstoneRule: Rule = (factory) =>
     assert.ok(!ids.includes(id), 'a tombstoned operation is not live');
   });
 
+/**
+ * readAfter answers what a reader holding the log up to a revision lacks: exactly what `read`
+ * holds after it (revision, stamp, transition), nothing past the last revision, `diverged` for a
+ * revision the log does not hold, and what `read` answers for a missing or tombstoned stream.
+ * The longest tail here is past JetStream's per-message gets (contractLimits.jetstreamScanGetsMax),
+ * so its batched read is taken too.
+ */
+const readAfterRule: Rule = (factory, t) =>
+  withHarness(factory, {}, async (h) => {
+    const readAfter = h.store.readAfter?.bind(h.store);
+    if (readAfter === undefined) return t.skip('this store has no readAfter: readers read whole logs');
+    const id = newOperationId('tail');
+    const other = newOperationId('tail-other');
+    let revision = await seeded(h, id);
+    let otherRevision = await seeded(h, other);
+    const appends = limits.jetstreamScanGetsMax + 4;
+    // Another stream's appends interleave, as in any store shared by many streams.
+    for (let i = 0; i < appends; i++) {
+      const appended = await h.store.append(id, revision, makeTransition(wideGuard(h), `t${i}`));
+      expectOk(appended, `append ${i}`);
+      revision = appended.revision;
+      const beside = await h.store.append(other, otherRevision, makeTransition(wideGuard(h), `o${i}`));
+      expectOk(beside, `append beside ${i}`);
+      otherRevision = beside.revision;
+    }
+    const read = await readOk(h.store, id);
+    assert.equal(read.transitions.length, appends + 1);
+    for (const at of [0, 1, appends - 2, appends]) {
+      const after = read.transitions[at]?.revision ?? '';
+      const tail = await readAfter(id, after);
+      assert.equal(tail.kind, 'ok', `after ${after}: ${JSON.stringify(tail)}`);
+      if (tail.kind !== 'ok') continue;
+      assert.equal(tail.revision, read.revision, `after ${after}: the log's last revision`);
+      assert.deepStrictEqual(tail.transitions, read.transitions.slice(at + 1), `after ${after} (the ${at + 1}th): what read holds after it`);
+    }
+    // The other stream, longer and written last: its last revision is none of this log's.
+    const longer = await h.store.append(other, otherRevision, makeTransition(wideGuard(h), 'last'));
+    expectOk(longer, 'append to the longer stream');
+    for (const missing of [longer.revision, 'not-a-revision', '']) {
+      const tail = await readAfter(id, missing);
+      assert.equal(tail.kind, 'diverged', `after ${JSON.stringify(missing)}, which the log does not hold: ${JSON.stringify(tail)}`);
+    }
+    assert.equal((await readAfter(newOperationId('never'), read.revision)).kind, 'not-found');
+    expectOk(await h.store.tombstone(id), 'tombstone');
+    assert.equal((await readAfter(id, read.transitions[0]?.revision ?? '')).kind, 'expired', 'a tombstoned stream');
+    assert.equal((await readAfter(id, read.revision)).kind, 'expired', 'a tombstoned stream, after its last revision');
+  });
+
 const operationIdsRule: Rule = (factory) =>
   withHarness(factory, {}, async (h) => {
     const live = [newOperationId('l1'), newOperationId('l2'), newOperationId('l3')];
@@ -618,6 +666,7 @@ const rules: Array<[string, Rule]> = [
   ['follow sees appends from every client', followRule],
   ['watch names the revision of every append, from every client', watchRule],
   ['read after append returns exactly what was appended, valid after read', roundTrip],
+  ['readAfter answers exactly what read holds after a revision, diverged for one the log does not hold', readAfterRule],
   ['a store accepts only what it reads back: appends past its log limit are refused and the whole log reads back', readsBackWhatItAccepts],
   ['running workflow instances are listed from their start to their end, without operations, to every client', runningWorkflows],
 ];

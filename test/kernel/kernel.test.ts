@@ -17,7 +17,7 @@ import type { EventStore } from '../../src/adapters/store/types.js';
 import { VirtualClock } from '../../src/contract/clock.js';
 import { AssertionFailure } from '../../src/contract/errors.js';
 import { openEndedMs } from '../../src/events/guard.js';
-import { Kernel, type Stream } from '../../src/kernel/index.js';
+import { Kernel, type KernelHooks, type Stream } from '../../src/kernel/index.js';
 import type { Aggregate, AppendOutcome, RecordAfter, StreamStore } from '../../src/kernel/index.js';
 import { newStream } from '../../src/kernel/kernel.js';
 import {
@@ -300,3 +300,140 @@ test('kernel: a check that applied the transition answers the record after it, a
     await store.close();
   }
 });
+
+/** The approval streams of `store`, counting the transitions each whole read and each tail read returned. */
+function countingStreams(store: EventStore): {
+  streams: StreamStore<ApprovalTransition>;
+  counts: { read: number; readAfter: number; reads: number; tails: number };
+} {
+  const inner = approvalStore(store);
+  const counts = { read: 0, readAfter: 0, reads: 0, tails: 0 };
+  const readAfter = inner.readAfter;
+  assert.ok(readAfter, 'the store reads tails');
+  return {
+    counts,
+    streams: {
+      ...inner,
+      read: async (id) => {
+        const read = await inner.read(id);
+        counts.reads++;
+        if (read.kind === 'ok') counts.read += read.transitions.length;
+        return read;
+      },
+      readAfter: async (id, revision) => {
+        const read = await readAfter(id, revision);
+        counts.tails++;
+        if (read.kind === 'ok') counts.readAfter += read.transitions.length;
+        return read;
+      },
+    },
+  };
+}
+
+function approvalKernel(
+  clock: VirtualClock,
+  streams: StreamStore<ApprovalTransition>,
+  hooks: Partial<KernelHooks<ApprovalRecord, ApprovalTransition, Stream<ApprovalRecord>>> = {},
+) {
+  return new Kernel<ApprovalRecord, ApprovalTransition>({
+    aggregate: approvalAggregate,
+    store: () => streams,
+    clock,
+    finishedCacheMax: 16,
+    hooks: { due: async () => undefined, ...hooks },
+  });
+}
+
+for (const backend of ['memory', 'sqlite'] as const) {
+  test(`kernel (${backend}): a process following another's appends reads only what was stored after the record it holds, and holds the fold of the whole log`, async () => {
+    const r = await rig(backend);
+    const { streams, counts } = countingStreams(r.store);
+    const extended: number[] = [];
+    const follower = approvalKernel(r.clock, streams, { extended: (_stream, tail) => void extended.push(tail.length) });
+    try {
+      await follower.watch();
+      const writer = r.kernel();
+      const approvals = 40;
+      const stream = await created(writer, r.clock, 'follow', approvals + 1, 600_000);
+      const held = await follower.load(stream.id, make);
+      assert.ok(held);
+      assert.deepEqual([counts.reads, counts.read], [1, 1], 'loaded: the whole log, once');
+      for (let i = 0; i < approvals; i++) {
+        await approve(writer, stream, r.clock, `a${i}`);
+        // Every few appends the follower catches up, so it follows by many tails of one or more transitions.
+        if (i % 3 === 2 || i === approvals - 1) {
+          const revision = stream.record.revision;
+          await within(
+            follower.wait(held, (record) => record.revision === revision, 60_000),
+            5000,
+            `the follower at ${revision}`,
+          );
+        }
+      }
+      const whole = await approvalStore(r.store).read(stream.id);
+      assert.ok(whole.kind === 'ok');
+      assert.deepEqual(held.record, approvalAggregate.fold(whole.transitions), 'the fold of the whole log');
+      assert.deepEqual([...held.known].sort(), whole.transitions.map((s) => s.revision).sort(), 'every revision of the log is known');
+      assert.deepEqual([counts.reads, counts.read], [1, 1], 'no whole log read again');
+      assert.equal(counts.readAfter, approvals, 'each appended transition read once, in a tail');
+      assert.equal(
+        extended.reduce((sum, n) => sum + n, 0),
+        approvals,
+        'the extended hook saw every tail',
+      );
+    } finally {
+      await follower.close();
+      await r.close();
+    }
+  });
+
+  test(`kernel (${backend}): a log that no longer holds the record's revision (diverged) is read whole, and the writes it lost are told`, async () => {
+    const r = await rig(backend);
+    const { streams, counts } = countingStreams(r.store);
+    const lost: string[][] = [];
+    const reread: number[] = [];
+    let current = streams;
+    const follower = new Kernel<ApprovalRecord, ApprovalTransition>({
+      aggregate: approvalAggregate,
+      store: () => current,
+      clock: r.clock,
+      finishedCacheMax: 16,
+      hooks: {
+        due: async () => undefined,
+        lostWrites: (_stream, revisions) => void lost.push([...revisions]),
+        reread: (_stream, log) => void reread.push(log.length),
+      },
+    });
+    const restored = new MemoryEventStore({ clock: r.clock });
+    try {
+      const writer = r.kernel();
+      const stream = await created(writer, r.clock, 'diverged', 5, 600_000);
+      for (const by of ['a', 'b']) await approve(writer, stream, r.clock, by);
+      const held = await follower.load(stream.id, make);
+      assert.ok(held);
+      // The store comes back with the log as it was before the last append (its acknowledged write lost).
+      const log = await r.store.read(stream.id);
+      assert.ok(log.kind === 'ok');
+      const kept = log.transitions.slice(0, -1);
+      let revision: string | undefined;
+      for (const stored of kept) {
+        const outcome =
+          revision === undefined ? await restored.create(stream.id, stored.transition) : await restored.append(stream.id, revision, stored.transition);
+        assert.equal(outcome.kind, 'ok');
+        if (outcome.kind === 'ok') revision = outcome.revision;
+      }
+      const shorter = countingStreams(restored);
+      current = shorter.streams;
+      await assert.rejects(follower.reload(held), /lost acknowledged writes/);
+      assert.deepEqual([shorter.counts.tails, shorter.counts.reads], [1, 1], 'the tail answered diverged, then the whole log was read');
+      assert.deepEqual(lost, [[log.revision]], 'the revision the log no longer holds');
+      assert.deepEqual(reread.at(-1), kept.length);
+      assert.deepEqual(held.record.approvers, ['a'], 'the record is the shorter log');
+      assert.equal(counts.tails, 0);
+    } finally {
+      await follower.close();
+      await restored.close();
+      await r.close();
+    }
+  });
+}

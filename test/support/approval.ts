@@ -8,7 +8,7 @@ import { setup } from 'xstate';
 import { AssertionFailure } from '../../src/contract/errors.js';
 import type { EventStore } from '../../src/adapters/store/types.js';
 import { guardBetween, openEndedMs, appliesOnFold } from '../../src/events/guard.js';
-import type { TimeGuard, Transition } from '../../src/events/types.js';
+import type { StoredTransition, TimeGuard, Transition } from '../../src/events/types.js';
 import type { Aggregate, Stored, StreamStore } from '../../src/kernel/index.js';
 import { deriveTable, step } from '../../src/machines/table.js';
 
@@ -150,7 +150,14 @@ export const transitionOf = (decision: ApprovalDecision) => (decision.kind === '
  * interface names the operation's events. This view gives the toy aggregate its own types over
  * the same stores — the one cast, here, is only a change of name.
  */
+const asApproval = (s: StoredTransition): Stored<ApprovalTransition> => ({
+  revision: s.revision,
+  committedAtMs: s.committedAtMs,
+  transition: s.transition as unknown as ApprovalTransition,
+});
+
 export function approvalStore(store: EventStore): StreamStore<ApprovalTransition> {
+  const readAfter = store.readAfter;
   const asOperation = (t: ApprovalTransition) => t as unknown as Transition;
   return {
     create: (id, t) => store.create(id, asOperation(t)),
@@ -158,16 +165,17 @@ export function approvalStore(store: EventStore): StreamStore<ApprovalTransition
     read: async (id) => {
       const read = await store.read(id);
       if (read.kind !== 'ok') return read;
-      return {
-        kind: 'ok',
-        revision: read.revision,
-        transitions: read.transitions.map((s) => ({
-          revision: s.revision,
-          committedAtMs: s.committedAtMs,
-          transition: s.transition as unknown as ApprovalTransition,
-        })),
-      };
+      return { kind: 'ok', revision: read.revision, transitions: read.transitions.map(asApproval) };
     },
+    ...(readAfter === undefined
+      ? {}
+      : {
+          readAfter: async (id: string, revision: string) => {
+            const read = await readAfter.call(store, id, revision);
+            if (read.kind !== 'ok') return read;
+            return { kind: 'ok' as const, revision: read.revision, transitions: read.transitions.map(asApproval) };
+          },
+        }),
     watch: (listener) => store.watch(listener),
   };
 }

@@ -11,6 +11,7 @@ import { createEmbedded } from '../../src/deployment/embedded.js';
 import { peerIds, reviewBundle } from '../../src/deployment/examples.js';
 import { MemoryEventStore } from '../../src/adapters/store/memory.js';
 import { fold } from '../../src/projections/record.js';
+import { logSizeOf } from '../../src/runtime/log-budget.js';
 import { onPeerMessage } from '../../src/runtime/intake.js';
 import { subjectFor } from '../../src/adapters/transport/subjects.js';
 import { encodeWire, type ResultMessage } from '../../src/events/wire.js';
@@ -58,6 +59,47 @@ test('a decision committed by one coordinator answers the waiters and reads of a
     assert.equal(decisions.length, 1, 'one decision in the log');
     assert.deepEqual(fold(read.transitions)?.decision?.reason, 'cancelled');
     assert.deepEqual((await a.coordinator.get('p', result.operationId)).settlement, (await b.coordinator.get('p', result.operationId)).settlement);
+  } finally {
+    await a.close();
+    await b.close();
+  }
+});
+
+test("a coordinator following another's appends to an operation it holds reads only what they added, and counts its log's size exactly", async () => {
+  const clock = new VirtualClock();
+  const store = new MemoryEventStore({ clock });
+  // a reads the store through a view that counts the transitions each kind of read returned.
+  const counted = { read: 0, readAfter: 0 };
+  const view = Object.create(store) as MemoryEventStore;
+  view.read = async (operationId) => {
+    const read = await store.read(operationId);
+    if (read.kind === 'ok') counted.read += read.transitions.length;
+    return read;
+  };
+  view.readAfter = async (operationId, revision) => {
+    const read = await store.readAfter(operationId, revision);
+    if (read.kind === 'ok') counted.readAfter += read.transitions.length;
+    return read;
+  };
+  const a = await coordinatorOn(clock, view);
+  const b = await coordinatorOn(clock, store);
+  let own = 0;
+  a.coordinator.kernel.onCommitted(() => own++);
+  try {
+    const { result } = await a.coordinator.invoke(caller, { contract: a.bundle.ref, interaction: 'review', invocationKey: 'k', input: { document: 'd' } });
+    const op = result.operationId;
+    const waiting = a.coordinator.wait('p', op, 'decision', 50_000);
+    await b.coordinator.cancel('p', op);
+    assert.notEqual(await within(waiting, 2_000), 'pending', "a follows b's appends");
+    const read = await store.read(op);
+    assert.ok(read.kind === 'ok');
+    const entry = a.coordinator.kernel.cached(op);
+    assert.ok(entry);
+    assert.deepEqual(entry.record, fold(read.transitions), 'the fold of the whole log');
+    assert.deepEqual(entry.log, logSizeOf(read.transitions), "its log's size: what it held and what the tails added");
+    assert.equal(counted.read, 0, 'no whole log read');
+    assert.ok(own < read.transitions.length);
+    assert.equal(counted.readAfter, read.transitions.length - own, "b's appends, each read once");
   } finally {
     await a.close();
     await b.close();

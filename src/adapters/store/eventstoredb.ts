@@ -48,7 +48,7 @@ import { limits as contractLimits } from '../../contract/limits.js';
 import { decodeStored, isStoreFailure, notifyAll, revisionsOnly } from './codec.js';
 import { resolveStoreLimits } from './limits.js';
 import { EventStoreDbOperationIndex } from './eventstoredb-index.js';
-import { ReplayStampedStore, closedFailure, expiredOf, notFoundOf, streamFamily, type LogState, type WriteOutcome } from './replay-stamped.js';
+import { ReplayStampedStore, closedFailure, expiredOf, notFoundOf, streamFamily, type LogState, type TailState, type WriteOutcome } from './replay-stamped.js';
 import type { AppendListener, AppendOutcome, RevisionListener, StoreFailure, StoreLimits } from './types.js';
 
 export interface EventStoreDbOptions {
@@ -335,6 +335,46 @@ export class EventStoreDbStore extends ReplayStampedStore {
     if (transitions.length > readMax)
       return { kind: 'unavailable', description: `operation ${operationId} holds more than ${readMax} transitions, more than a store reads back` };
     if (last === undefined) return { kind: 'missing' };
+    return { kind: 'live', lastRevision: Number(last), transitions };
+  }
+
+  /**
+   * The events after `after`, read as logState reads the whole log (pages from `after` on): the
+   * first event read must be the one at `after`, else the stream no longer holds it (a stream
+   * that came back shorter, or was truncated before it) and nothing after it continues what the
+   * caller folded.
+   */
+  protected async logTail(operationId: string, after: number): Promise<TailState> {
+    const readMax = contractLimits.transitionsStoredMax;
+    const transitions: StoredTransition[] = [];
+    let next = BigInt(after);
+    let last: bigint | undefined;
+    while (transitions.length <= readMax) {
+      const pageMax = Math.min(contractLimits.eventStoreDbReadPageMax, readMax + 2 - transitions.length);
+      const page = await this.readEvents(this.opStream(operationId), next, pageMax);
+      if (page.kind === 'missing' && last === undefined)
+        return (await this.exists(this.tombStream(operationId))) ? { kind: 'tombstoned' } : { kind: 'missing' };
+      if (page.kind === 'tombstoned') return page;
+      if (page.kind !== 'events') return { kind: 'unavailable', description: `operation ${operationId} vanished while being read` };
+      for (const event of page.events) {
+        if (event.revision !== next)
+          return last === undefined
+            ? { kind: 'diverged', description: `operation ${operationId} no longer holds event ${after}` }
+            : { kind: 'unavailable', description: `operation ${operationId} has a gap at event ${next}` };
+        next += 1n;
+        // The first is the event the tail follows: the caller holds it.
+        if (last !== undefined) {
+          const stored = storedOf(event);
+          if (isStoreFailure(stored)) return stored;
+          transitions.push(stored);
+        }
+        last = event.revision;
+      }
+      if (page.events.length < pageMax) break;
+    }
+    if (last === undefined) return { kind: 'diverged', description: `operation ${operationId} no longer holds event ${after}` };
+    if (transitions.length > readMax)
+      return { kind: 'unavailable', description: `operation ${operationId} holds more than ${readMax} transitions, more than a store reads back` };
     return { kind: 'live', lastRevision: Number(last), transitions };
   }
 

@@ -59,7 +59,7 @@ import { JetStreamOpenSet, ensureOpenSetStream } from './jetstream-open-set.js';
 import { ensureSnapshotStream } from './jetstream-index-snapshot.js';
 import { pageRowsDefault } from './jetstream-index-pages.js';
 import { PubAckMux } from '../transport/nats-pubacks.js';
-import { ReplayStampedStore, closedFailure, notFoundOf, streamFamily, type LogState, type WriteOutcome } from './replay-stamped.js';
+import { ReplayStampedStore, closedFailure, notFoundOf, streamFamily, type LogState, type TailState, type WriteOutcome } from './replay-stamped.js';
 import type { AppendListener, AppendOutcome, RecordAfter, RevisionListener, StoreFailure, StoreLimits } from './types.js';
 import { loginOptions } from '../transport/nats-creds.js';
 import { deniedByNats, jetStreamNotAnswering, retryWhileStarting, serverNotListening, startupWait, type StartupWait } from '../transport/nats-startup.js';
@@ -504,20 +504,44 @@ export class JetStreamEventStore extends ReplayStampedStore {
     // An empty subject was never created: a tombstone keeps its marker (see the header).
     if (!last) return { kind: 'missing' };
     if (isMarker(last)) return { kind: 'tombstoned' };
-    return this.scan(operationId, last.seq);
+    return this.scan(operationId, 1, last.seq);
   }
 
   /**
-   * Every message of the operation's subject up to and including `untilSeq`, in order, read from
-   * the stream leader (never the direct-get API, whose replicas may answer stale): the first few by
-   * STREAM.MSG.GET `next_by_subj` (nats-server ≥ 2.9), a longer log's rest in pulled batches
-   * (scanBatched). A marker anywhere means tombstoned. At most limits.transitionsStoredMax
-   * transitions are read: the most any store accepts (older logs beyond it answer unavailable).
+   * The subject's messages after `after`, read as logState reads the whole log: its last message
+   * first (the tail's end, or a tombstone), then the message at `after`, which must be this
+   * subject's own (STREAM.MSG.GET `next_by_subj` from `after` answers it only when it is), then
+   * the scan from the next sequence on. A log whose last message is before `after` came back
+   * shorter; one whose message at `after` is gone or another subject's does not continue it.
    */
-  private async scan(operationId: string, untilSeq: number): Promise<LogState> {
+  protected async logTail(operationId: string, after: number): Promise<TailState> {
+    const subject = this.opSubject(operationId);
+    const last = await this.jsm.streams.getMessage(this.streamName, { last_by_subj: subject });
+    if (!last) return { kind: 'missing' };
+    if (isMarker(last)) return { kind: 'tombstoned' };
+    if (last.seq === after) return { kind: 'live', lastRevision: after, transitions: [] };
+    const diverged = { kind: 'diverged' as const, description: `operation ${operationId} no longer holds message ${after} (its last is ${last.seq})` };
+    if (last.seq < after) return diverged;
+    const held = await this.jsm.streams.getMessage(this.streamName, { seq: after, next_by_subj: subject } as unknown as MsgRequest);
+    if (!held || held.seq > last.seq) return this.gapOrTombstone(operationId, last.seq);
+    if (isMarker(held)) return { kind: 'tombstoned' };
+    if (held.seq !== after) return diverged;
+    return this.scan(operationId, after + 1, last.seq);
+  }
+
+  /**
+   * Every message of the operation's subject from `fromSeq` up to and including `untilSeq`, in
+   * order, read from the stream leader (never the direct-get API, whose replicas may answer
+   * stale): the first few by STREAM.MSG.GET `next_by_subj` (nats-server ≥ 2.9), a longer log's
+   * rest in pulled batches (scanBatched). A marker anywhere means tombstoned. At most
+   * limits.transitionsStoredMax transitions are read: the most any store accepts (older logs
+   * beyond it answer unavailable).
+   */
+  private async scan(operationId: string, fromSeq: number, untilSeq: number): Promise<LogState> {
     const subject = this.opSubject(operationId);
     const transitions: StoredTransition[] = [];
-    for (let from = 1; transitions.length < contractLimits.jetstreamScanGetsMax;) {
+    let from = fromSeq;
+    while (transitions.length < contractLimits.jetstreamScanGetsMax) {
       // The v3 typings list only seq/last_by_subj here; the server also takes next_by_subj.
       const query = { seq: from, next_by_subj: subject } as unknown as MsgRequest;
       const msg = await this.jsm.streams.getMessage(this.streamName, query);
@@ -527,17 +551,16 @@ export class JetStreamEventStore extends ReplayStampedStore {
       if (msg.seq === untilSeq) return { kind: 'live', lastRevision: untilSeq, transitions };
       from = msg.seq + 1;
     }
-    return this.scanBatched(operationId, transitions, untilSeq);
+    return this.scanBatched(operationId, transitions, from, untilSeq);
   }
 
   /**
-   * The rest of a long log: an ephemeral consumer filtered on the subject, starting after what
-   * was read, pulled in batches of contractLimits.jetstreamScanBatchMax (one request each) and deleted afterwards.
+   * The rest of a long log: an ephemeral consumer filtered on the subject, starting at `fromSeq`
+   * (after what was read into `transitions`), pulled in batches of contractLimits.jetstreamScanBatchMax (one request each) and deleted afterwards.
    * Deliveries must be consecutive; a gap is unavailable, never a shorter log.
    */
-  private async scanBatched(operationId: string, transitions: StoredTransition[], untilSeq: number): Promise<LogState> {
+  private async scanBatched(operationId: string, transitions: StoredTransition[], fromSeq: number, untilSeq: number): Promise<LogState> {
     const readMax = contractLimits.transitionsStoredMax;
-    const fromSeq = Number(transitions.at(-1)?.revision ?? 0) + 1;
     const info = await this.jsm.consumers.add(this.streamName, {
       filter_subject: this.opSubject(operationId),
       deliver_policy: DeliverPolicy.StartSequence,

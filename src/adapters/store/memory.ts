@@ -10,7 +10,7 @@
 import type { StoredTransition, Transition } from '../../events/types.js';
 import type { Clock } from '../../contract/clock.js';
 import { checkGuardShape, guardAdmits, guardFailure, rollbackFailure } from '../../events/guard.js';
-import { bodyBytes, checkTransitionShape, encodeTransition, logFullFailure, notifyAll, sizeFailure } from './codec.js';
+import { bodyBytes, checkTransitionShape, encodeTransition, logFullFailure, notifyAll, parseRevision, sizeFailure } from './codec.js';
 import type {
   AppendListener,
   AppendOutcome,
@@ -21,6 +21,7 @@ import type {
   RevisionListener,
   StoreFailure,
   StoreLimits,
+  TailOutcome,
   WorkflowIndexStore,
 } from './types.js';
 import { resolveStoreLimits } from './limits.js';
@@ -169,11 +170,32 @@ export class MemoryEventStore implements EventStore {
   }
 
   async read(operationId: string): Promise<ReadOutcome> {
+    const read = this.readable(operationId);
+    if (read.kind !== 'ok') return read;
+    const { transitions } = read.stream;
+    return { kind: 'ok', revision: String(transitions.length), transitions: transitions.map(decode) };
+  }
+
+  /** Revisions are positions ("1", "2", …): the tail is the slice after one, which a log that only grows still holds. */
+  async readAfter(operationId: string, revision: string): Promise<TailOutcome> {
+    const read = this.readable(operationId);
+    if (read.kind !== 'ok') return read;
+    const { transitions } = read.stream;
+    const position = parseRevision(revision);
+    if (position === undefined || position > transitions.length) {
+      return { kind: 'diverged', description: `operation ${operationId} holds ${transitions.length} transitions, not revision ${revision}` };
+    }
+    const tail: StoredTransition[] = [];
+    for (let index = position; index < transitions.length; index++) tail.push(decode(transitions[index] as StoredBody, index));
+    return { kind: 'ok', revision: String(transitions.length), transitions: tail };
+  }
+
+  private readable(operationId: string): { kind: 'ok'; stream: Stream } | Exclude<ReadOutcome, { kind: 'ok' }> {
     if (this.closed) return closedFailure;
     const stream = this.streams.get(operationId);
     if (!stream) return { kind: 'not-found', description: `operation ${operationId} does not exist` };
     if (stream.tombstoned) return { kind: 'expired', description: `operation ${operationId} is tombstoned` };
-    return { kind: 'ok', revision: String(stream.transitions.length), transitions: stream.transitions.map(decode) };
+    return { kind: 'ok', stream };
   }
 
   async *operationIds(): AsyncIterable<string> {

@@ -36,11 +36,20 @@ import type {
   RevisionListener,
   StoreFailure,
   StoreLimits,
+  TailOutcome,
   WorkflowIndexStore,
 } from './types.js';
 
 /** What the backend's log says about one stream. `lastRevision` is the backend's own position. */
-export type LogState = { kind: 'missing' } | { kind: 'tombstoned' } | { kind: 'live'; lastRevision: number; transitions: StoredTransition[] } | StoreFailure;
+export type LogState = { kind: 'missing' } | { kind: 'tombstoned' } | LiveLog | StoreFailure;
+
+/**
+ * What the backend's log holds after a revision (ReplayStampedStore.logTail): the transitions
+ * after it and the log's last position, or `diverged` when the log no longer holds that revision.
+ */
+export type TailState = { kind: 'missing' } | { kind: 'tombstoned' } | { kind: 'diverged'; description: string } | LiveLog | StoreFailure;
+
+type LiveLog = { kind: 'live'; lastRevision: number; transitions: StoredTransition[] };
 
 /** One attempted write, carried through CAS retries. */
 export interface PendingWrite {
@@ -179,6 +188,12 @@ export abstract class ReplayStampedStore implements EventStore {
 
   /** The whole log of a stream with its server stamps, validated; at most limits.transitionsStoredMax transitions. */
   protected abstract logState(streamId: string): Promise<LogState>;
+  /**
+   * The log's transitions after `after`, with their server stamps, validated as logState's; `diverged` unless the
+   * message at `after` is still this stream's (a log that came back shorter, or whose position `after` now holds
+   * another stream's message, does not continue what the caller folded).
+   */
+  protected abstract logTail(streamId: string, after: number): Promise<TailState>;
   /** The CAS write of `body` at `expected` (emptyRevision: the stream must not exist). */
   protected abstract writeAt(streamId: string, expected: number, body: string): Promise<WriteOutcome>;
   /** The server's stamp of the transition stored at `revision` of this stream, or why it cannot be learned. */
@@ -254,6 +269,30 @@ export abstract class ReplayStampedStore implements EventStore {
     }
   }
 
+  async readAfter(operationId: string, revision: string): Promise<TailOutcome> {
+    if (this.closed) return closedFailure;
+    const after = this.parseRevision(revision);
+    if (after === undefined) return { kind: 'diverged', description: `operation ${operationId} never held revision ${JSON.stringify(revision)}` };
+    try {
+      const state = await this.logTail(operationId, after);
+      switch (state.kind) {
+        case 'missing':
+          return notFoundOf(operationId);
+        case 'tombstoned':
+          return expiredOf(operationId);
+        case 'diverged':
+          return state;
+        case 'live':
+          this.followFold(operationId, after, state.transitions);
+          return { kind: 'ok', revision: String(state.lastRevision), transitions: state.transitions };
+        default:
+          return { kind: 'unavailable', description: state.description };
+      }
+    } catch (error) {
+      return { kind: 'unavailable', description: this.failure(error).description };
+    }
+  }
+
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
@@ -261,6 +300,18 @@ export abstract class ReplayStampedStore implements EventStore {
     this.followers.clear();
     await Promise.all(stops.map((stop) => stop().catch(() => undefined)));
     await this.closeClient();
+  }
+
+  /**
+   * A fold point this client holds at `after` moves over the tail read after it, exactly as a
+   * whole read would have set it (advance is foldPoint's step); without one the memo stays as
+   * it is, and an append at the tail's end reads the log first.
+   */
+  private followFold(operationId: string, after: number, tail: readonly StoredTransition[]): void {
+    let point = this.fold.at(operationId, after);
+    if (point === undefined || tail.length === 0) return;
+    for (const stored of tail) point = advance(point, Number(stored.revision), stored.transition.timeGuard, stored.committedAtMs);
+    this.fold.remember(operationId, point);
   }
 
   /** A follower stopped by its handle or when the store closes. */

@@ -19,9 +19,19 @@ import type { StoredTransition, Transition } from '../../events/types.js';
 import type { Clock } from '../../contract/clock.js';
 import { AssertionFailure, unavailable } from '../../contract/errors.js';
 import { checkGuardShape, guardAdmits, guardFailure, rollbackFailure } from '../../events/guard.js';
-import { bodyBytes, checkTransitionShape, decodeStored, encodeTransition, isStoreFailure, logFullFailure, notifyAll, sizeFailure } from './codec.js';
+import {
+  bodyBytes,
+  checkTransitionShape,
+  decodeStored,
+  encodeTransition,
+  isStoreFailure,
+  logFullFailure,
+  notifyAll,
+  parseRevision,
+  sizeFailure,
+} from './codec.js';
 import { resolveStoreLimits } from './limits.js';
-import type { AppendListener, AppendOutcome, EventStore, IndexAfter, ReadOutcome, RevisionListener, StoreFailure, StoreLimits } from './types.js';
+import type { AppendListener, AppendOutcome, EventStore, IndexAfter, ReadOutcome, RevisionListener, StoreFailure, StoreLimits, TailOutcome } from './types.js';
 import { openSqliteDatabase } from './sqlite-open.js';
 import { limits as contractLimits } from '../../contract/limits.js';
 import { IndexStates } from './index-states.js';
@@ -123,6 +133,9 @@ function prepareStatements(db: Database.Database) {
     transitionsOf: db.prepare<[string], TransitionRow>(
       'SELECT rowid, operation_id, revision, committed_at_ms, body FROM transitions WHERE operation_id = ? ORDER BY revision',
     ),
+    transitionsFrom: db.prepare<[string, number], TransitionRow>(
+      'SELECT rowid, operation_id, revision, committed_at_ms, body FROM transitions WHERE operation_id = ? AND revision >= ? ORDER BY revision',
+    ),
     transitionsAfter: db.prepare<[number, number], TransitionRow>(
       'SELECT rowid, operation_id, revision, committed_at_ms, body FROM transitions WHERE rowid > ? ORDER BY rowid LIMIT ?',
     ),
@@ -164,6 +177,7 @@ export class SqliteEventStore implements EventStore {
   private readonly followers = new Set<() => void>();
   private readonly writeTransaction: Database.Transaction<(request: WriteRequest) => AppendOutcome>;
   private readonly readTransaction: Database.Transaction<(operationId: string) => ReadRows | undefined>;
+  private readonly tailTransaction: Database.Transaction<(operationId: string, from: number) => ReadRows | undefined>;
   private readonly tombstoneTransaction: Database.Transaction<(operationId: string) => AppendOutcome | StoreFailure>;
   private closed = false;
   private readonly indexStates = new IndexStates();
@@ -192,6 +206,12 @@ export class SqliteEventStore implements EventStore {
       if (!operation || operation.tombstoned) return operation;
       return { ...operation, transitions: this.statements.transitionsOf.all(operationId) };
     });
+    // The same snapshot for a tail: the row at `from` (which the tail follows) and every row after it.
+    this.tailTransaction = this.db.transaction((operationId: string, from: number): ReadRows | undefined => {
+      const operation = this.statements.operation.get(operationId);
+      if (!operation || operation.tombstoned || operation.last_revision < from) return operation;
+      return { ...operation, transitions: this.statements.transitionsFrom.all(operationId, from) };
+    });
     this.tombstoneTransaction = this.db.transaction((operationId: string): AppendOutcome | StoreFailure => {
       const operation = this.statements.operation.get(operationId);
       if (!operation) return { kind: 'not-found', description: `operation ${operationId} does not exist` };
@@ -219,6 +239,21 @@ export class SqliteEventStore implements EventStore {
       if (!rows) return { kind: 'not-found', description: `operation ${operationId} does not exist` };
       if (rows.tombstoned || !rows.transitions) return { kind: 'expired', description: `operation ${operationId} is tombstoned` };
       return decodeRows(operationId, rows.last_revision, rows.transitions);
+    } catch (error) {
+      return sqliteFailure(error) as { kind: 'unavailable'; description: string };
+    }
+  }
+
+  async readAfter(operationId: string, revision: string): Promise<TailOutcome> {
+    if (this.closed) return closedFailure;
+    // Revisions are positions from 1; anything else was never stored here.
+    const from = parseRevision(revision);
+    try {
+      const rows: ReadRows | undefined = from === undefined ? this.statements.operation.get(operationId) : this.tailTransaction(operationId, from);
+      if (!rows) return { kind: 'not-found', description: `operation ${operationId} does not exist` };
+      if (rows.tombstoned) return { kind: 'expired', description: `operation ${operationId} is tombstoned` };
+      if (!rows.transitions) return { kind: 'diverged', description: `operation ${operationId} is at revision ${rows.last_revision}, not past ${revision}` };
+      return decodeTail(operationId, from ?? 0, rows.last_revision, rows.transitions);
     } catch (error) {
       return sqliteFailure(error) as { kind: 'unavailable'; description: string };
     }
@@ -464,17 +499,31 @@ const closedFailure: { kind: 'unavailable'; description: string } = { kind: 'una
 
 /** Rows must be exactly revisions 1..lastRevision; anything else is corruption, not a result. */
 function decodeRows(operationId: string, lastRevision: number, rows: TransitionRow[]): ReadOutcome {
+  return decodeFrom(operationId, 1, lastRevision, rows);
+}
+
+/** Rows must be exactly revisions from..lastRevision (the one the tail follows, then the tail); the tail is after the first. */
+function decodeTail(operationId: string, from: number, lastRevision: number, rows: TransitionRow[]): TailOutcome {
+  if (rows[0]?.revision !== from) return { kind: 'unavailable', description: `operation ${operationId} has a gap at revision ${from}` };
+  return decodeFrom(operationId, from + 1, lastRevision, rows.slice(1));
+}
+
+/** Rows must be exactly revisions from..lastRevision; anything else is corruption, not a result. */
+function decodeFrom(operationId: string, from: number, lastRevision: number, rows: TransitionRow[]): ReadOutcome {
   const transitions: StoredTransition[] = [];
   for (const [index, row] of rows.entries()) {
-    if (row.revision !== index + 1) {
-      return { kind: 'unavailable', description: `operation ${operationId} has a gap at revision ${index + 1}` };
+    if (row.revision !== from + index) {
+      return { kind: 'unavailable', description: `operation ${operationId} has a gap at revision ${from + index}` };
     }
     const stored = decodeStored(String(row.revision), row.committed_at_ms, row.body);
     if (isStoreFailure(stored)) return { kind: 'unavailable', description: stored.description };
     transitions.push(stored);
   }
-  if (transitions.length !== lastRevision) {
-    return { kind: 'unavailable', description: `operation ${operationId} records revision ${lastRevision} but holds ${transitions.length} transitions` };
+  if (transitions.length !== lastRevision - from + 1) {
+    return {
+      kind: 'unavailable',
+      description: `operation ${operationId} records revision ${lastRevision} but holds ${transitions.length + from - 1} transitions`,
+    };
   }
   return { kind: 'ok', revision: String(lastRevision), transitions };
 }

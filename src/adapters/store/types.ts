@@ -24,6 +24,16 @@ export type ReadOutcome =
   | { kind: 'expired'; description: string }
   | { kind: 'unavailable'; description: string };
 
+/**
+ * What a stream holds after a revision its reader saw stored (EventStore.readAfter): `ok` with the
+ * stored transitions after it, in order (possibly none), and the log's last revision; `diverged`
+ * when that revision is no longer where the reader saw it (the log came back shorter: the store
+ * lost writes), so nothing read after it may be folded onto what the reader holds; or why the
+ * stream cannot be read, as `read` answers it.
+ */
+export type TailOutcome =
+  { kind: 'ok'; revision: string; transitions: StoredTransition[] } | { kind: 'diverged'; description: string } | Exclude<ReadOutcome, { kind: 'ok' }>;
+
 export interface StoreCapabilities {
   /** Survives the process. */
   durable: boolean;
@@ -142,6 +152,13 @@ export interface EventStore {
   /** Append at expectedRevision (the revision returned by the last create/append/read). */
   append(operationId: string, expectedRevision: string, transition: Transition, after?: IndexAfter): Promise<AppendOutcome>;
   read(operationId: string): Promise<ReadOutcome>;
+  /**
+   * The stored transitions after `revision`, a revision this client saw stored, each as `read`
+   * returns it: what a reader holding the fold up to `revision` lacks. Never a transition of a log
+   * that does not hold `revision` where the reader saw it (`diverged`). Absent where a store cannot
+   * say so cheaper than `read`: the reader reads the whole log.
+   */
+  readAfter?(operationId: string, revision: string): Promise<TailOutcome>;
   /** Every operation id with a live stream, in no particular order. */
   operationIds(): AsyncIterable<string>;
   /**

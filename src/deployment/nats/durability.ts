@@ -5,7 +5,7 @@
  */
 import type { NatsConnection } from '@nats-io/transport-node';
 import type { StoredTransition, Transition } from '../../events/types.js';
-import type { AppendOutcome, EventStore, IndexAfter, ReadOutcome, StoreFailure } from '../../adapters/store/types.js';
+import type { AppendOutcome, EventStore, IndexAfter, ReadOutcome, StoreFailure, TailOutcome } from '../../adapters/store/types.js';
 import type { DurabilityCheck } from '../../adapters/transport/types.js';
 import type { DeploymentLog } from '../types.js';
 
@@ -15,10 +15,16 @@ import type { DeploymentLog } from '../types.js';
  * reconciled as usual). The coordinator answers the refusal as AdapterError('unavailable').
  */
 export class AdmissionGatedStore implements EventStore {
+  /** The inner store's, where it has one: reads are never gated. */
+  readonly readAfter?: (operationId: string, revision: string) => Promise<TailOutcome>;
+
   constructor(
     private readonly inner: EventStore,
     private readonly problem: () => string | undefined,
-  ) {}
+  ) {
+    const readAfter = inner.readAfter;
+    if (readAfter !== undefined) this.readAfter = (operationId, revision) => readAfter.call(inner, operationId, revision);
+  }
 
   get name(): string {
     return this.inner.name;

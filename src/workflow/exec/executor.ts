@@ -187,6 +187,18 @@ function countRead(instance: Instance, log: readonly Stored<WorkflowTransition>[
   instance.counted = { transitions: log.length, revision: log.at(-1)?.revision ?? '' };
 }
 
+/**
+ * The tail of the log read after `after` (the revision of the record held), applied: its
+ * transitions are measured onto the count, which ends at that same revision (the counts follow
+ * the record through every commit and read).
+ */
+function countExtended(instance: Instance, tail: readonly Stored<WorkflowTransition>[], after: string): void {
+  const { transitions, revision } = instance.counted;
+  if (revision !== after) throw new AssertionFailure(`instance ${instance.id}: its log's bytes are counted to revision ${revision}, the tail follows ${after}`);
+  instance.logBytes += logBytesOf(tail);
+  instance.counted = { transitions: transitions + tail.length, revision: tail.at(-1)?.revision ?? revision };
+}
+
 /** How long after an interpreter stopped on a store failure it runs the instance again. */
 const redriveDelayMs = 1000;
 /** How long after an interpreter halted (its lease lost, a step refused) it tries the lease again. */
@@ -270,6 +282,7 @@ export class WorkflowExecutor implements CloudEventIntake {
         },
         committed: (instance, _before, stored) => countAppended(instance, stored.transition, stored.revision),
         reread: countRead,
+        extended: countExtended,
         loaded: (stream) => {
           this.drive(stream);
           // A running child read from the store: its parent may have ended owing it a disposition (a worker stopped first).

@@ -16,7 +16,7 @@
 import { invalidInput } from '../../contract/errors.js';
 import type { Transition } from '../../events/types.js';
 import type { EventStore, WorkflowRowAfter } from '../../adapters/store/types.js';
-import type { ReadOutcome, RecordAfter, StreamStore } from '../../kernel/types.js';
+import type { ReadOutcome, RecordAfter, StreamStore, TailOutcome } from '../../kernel/types.js';
 import { isWorkflowInstanceId } from '../ids.js';
 import type { WorkflowTransition } from './events.js';
 import { workflowIndexRow } from './index-row.js';
@@ -54,6 +54,7 @@ export interface WorkflowStore extends StreamStore<WorkflowTransition, WorkflowR
 }
 
 export function workflowStreams(store: EventStore): WorkflowStore & { readonly name: string; readonly durable: boolean } {
+  const readAfter = store.readAfter;
   return {
     runningIds: async function* () {
       for await (const id of store.runningWorkflowIds()) if (isWorkflowInstanceId(id)) yield id;
@@ -65,6 +66,12 @@ export function workflowStreams(store: EventStore): WorkflowStore & { readonly n
     create: (id, transition, after) => store.create(checked(id), stored(transition), rowAfter(after)),
     append: (id, expectedRevision, transition, after) => store.append(checked(id), expectedRevision, stored(transition), rowAfter(after)),
     read: async (id) => (await store.read(checked(id))) as unknown as ReadOutcome<WorkflowTransition>,
+    // Only where the store reads tails: without it the kernel reads whole logs.
+    ...(readAfter === undefined
+      ? {}
+      : {
+          readAfter: async (id: string, revision: string) => (await readAfter.call(store, checked(id), revision)) as unknown as TailOutcome<WorkflowTransition>,
+        }),
     watch: (listener) =>
       store.watch((id, revision) => {
         if (isWorkflowInstanceId(id)) listener(id, revision);
