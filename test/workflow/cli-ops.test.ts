@@ -292,16 +292,22 @@ test('convoke replay --fix-index without an id rebuilds every workflow instance 
   }
 });
 
+/** test/parent runs test/child (adding 1 to its `n`) as a `run: workflow` task: the two documents' files in `dir`. */
+async function parentAndChild(dir: string): Promise<{ parentFile: string; childFile: string }> {
+  const parentFile = join(dir, 'parent.yaml');
+  const childFile = join(dir, 'child.yaml');
+  await writeFile(
+    parentFile,
+    `document: { dsl: '1.0.3', namespace: test, name: parent, version: '1.0.0' }\ndo:\n  - delegate:\n      run:\n        workflow: { namespace: test, name: child, version: '1.0.0' }\n`,
+  );
+  await writeFile(childFile, `document: { dsl: '1.0.3', namespace: test, name: child, version: '1.0.0' }\ndo:\n  - add:\n      set: { n: '\${ .n + 1 }' }\n`);
+  return { parentFile, childFile };
+}
+
 test('a child instance’s index row names its parent; replay --fix-index writes the same row the live path wrote, and a row from before parent existed still reads', async () => {
   const dir = await mkdtemp(join(tmpdir(), 'convoke-wf-fix-parent-'));
   try {
-    const parentFile = join(dir, 'parent.yaml');
-    const childFile = join(dir, 'child.yaml');
-    await writeFile(
-      parentFile,
-      `document: { dsl: '1.0.3', namespace: test, name: parent, version: '1.0.0' }\ndo:\n  - delegate:\n      run:\n        workflow: { namespace: test, name: child, version: '1.0.0' }\n`,
-    );
-    await writeFile(childFile, `document: { dsl: '1.0.3', namespace: test, name: child, version: '1.0.0' }\ndo:\n  - add:\n      set: { n: '\${ .n + 1 }' }\n`);
+    const { parentFile, childFile } = await parentAndChild(dir);
     const path = join(dir, 'wf.db');
     const store = `sqlite:${path}`;
     const run = captureIo();
@@ -355,13 +361,7 @@ test('a child instance’s index row names its parent; replay --fix-index writes
 test('convoke replay of a store holding operations and workflow instances shows each kind under its own columns; workflow list names its child operations column', async () => {
   const dir = await mkdtemp(join(tmpdir(), 'convoke-wf-mixed-'));
   try {
-    const parentFile = join(dir, 'parent.yaml');
-    const childFile = join(dir, 'child.yaml');
-    await writeFile(
-      parentFile,
-      `document: { dsl: '1.0.3', namespace: test, name: parent, version: '1.0.0' }\ndo:\n  - delegate:\n      run:\n        workflow: { namespace: test, name: child, version: '1.0.0' }\n`,
-    );
-    await writeFile(childFile, `document: { dsl: '1.0.3', namespace: test, name: child, version: '1.0.0' }\ndo:\n  - add:\n      set: { n: '\${ .n + 1 }' }\n`);
+    const { parentFile, childFile } = await parentAndChild(dir);
     const store = `sqlite:${join(dir, 'mixed.db')}`;
     const demo = captureIo();
     assert.equal(
