@@ -26,6 +26,8 @@ import type { Aggregate, AppendOutcome, Decide, GuardedTransition, ReadOutcome, 
 
 /** When a due command could not be committed, it is tried again after this long. */
 export const dueRetryMs = 100;
+/** How long after a notice's reload failed (the store unavailable) it is tried again. */
+export const reloadRetryMs = 1000;
 
 /** One aggregate instance in memory: the fold of its stream, its serial queue, waiters and due timer. */
 export interface Stream<R> {
@@ -99,6 +101,9 @@ export class Kernel<R, T extends GuardedTransition, S extends Stream<R> = Stream
   private readonly finished: BoundedMap<string, true>;
   private readonly committedListeners = new Set<(record: R, stored: Stored<T>) => void>();
   private watching: { close(): Promise<void> } | undefined;
+  /** Reloads after a notice that failed, waiting to be tried again: one per instance. */
+  private readonly reloadRetries = new Map<string, TimerHandle>();
+  private closed = false;
   private readonly aggregate: Aggregate<R, T>;
   private readonly hooks: KernelHooks<R, T, S>;
   private readonly clock: Clock;
@@ -398,16 +403,32 @@ export class Kernel<R, T extends GuardedTransition, S extends Stream<R> = Stream
   private onRevision(id: string, revision: string): void {
     const stream = this.streams.get(id);
     if (!stream || stream.known.has(revision)) return;
-    // Nothing to read once the revision is applied here, or the instance left the cache.
-    const settled = () => stream.known.has(revision) || this.streams.get(id) !== stream;
     // A notice of this process's own append can come before the append's answer (a store may
     // tell its watchers inside the write): look again once that answer has been applied.
-    setImmediate(() => {
-      if (settled()) return;
-      // Queued behind this process's own append in flight, which may be the one the notice is of.
-      void this.enqueue(stream, async () => {
-        if (!settled()) await this.reload(stream);
-      }).catch((error: unknown) => this.hooks.failed?.('reload', error));
+    setImmediate(() => this.follow(stream, revision));
+  }
+
+  /**
+   * Reads what a notice told of, unless it is applied already or the instance left the cache.
+   * A read that fails (the store unavailable) is tried again after reloadRetryMs, one retry per
+   * instance at a time: the notice may have been of the instance's last append, and no other
+   * would come to bring its waiters and timers up to date.
+   */
+  private follow(stream: S, revision: string): void {
+    // Nothing to read once the revision is applied here, or the instance left the cache.
+    const settled = () => this.closed || stream.known.has(revision) || this.streams.get(stream.id) !== stream;
+    if (settled()) return;
+    // Queued behind this process's own append in flight, which may be the one the notice is of.
+    void this.enqueue(stream, async () => {
+      if (!settled()) await this.reload(stream);
+    }).catch((error: unknown) => {
+      this.hooks.failed?.('reload', error);
+      if (settled() || this.reloadRetries.has(stream.id)) return;
+      const retry = this.clock.at(this.clock.nowMs() + reloadRetryMs, () => {
+        this.reloadRetries.delete(stream.id);
+        this.follow(stream, revision);
+      });
+      this.reloadRetries.set(stream.id, retry);
     });
   }
 
@@ -437,9 +458,12 @@ export class Kernel<R, T extends GuardedTransition, S extends Stream<R> = Stream
 
   /** Stops watching, lets queued work finish and cancels the timers. */
   async close(): Promise<void> {
+    this.closed = true;
     await this.watching?.close().catch(() => undefined);
     await Promise.all([...this.streams.values()].map((s) => s.queue));
     for (const stream of this.streams.values()) stream.dueTimer?.cancel();
+    for (const retry of this.reloadRetries.values()) retry.cancel();
+    this.reloadRetries.clear();
   }
 }
 

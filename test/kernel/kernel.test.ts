@@ -19,7 +19,7 @@ import { AssertionFailure } from '../../src/contract/errors.js';
 import { openEndedMs } from '../../src/events/guard.js';
 import { Kernel, type KernelHooks, type Stream } from '../../src/kernel/index.js';
 import type { Aggregate, AppendOutcome, RecordAfter, StreamStore } from '../../src/kernel/index.js';
-import { newStream } from '../../src/kernel/kernel.js';
+import { newStream, reloadRetryMs } from '../../src/kernel/kernel.js';
 import {
   approvalAggregate,
   approvalStore,
@@ -433,6 +433,54 @@ for (const backend of ['memory', 'sqlite'] as const) {
     } finally {
       await follower.close();
       await restored.close();
+      await r.close();
+    }
+  });
+}
+
+for (const backend of ['memory', 'sqlite'] as const) {
+  test(`kernel (${backend}): a reload after a notice that fails is tried again until it reads what the notice told of, though no other notice comes`, async () => {
+    const r = await rig(backend);
+    const inner = approvalStore(r.store);
+    const readAfter = inner.readAfter;
+    assert.ok(readAfter);
+    // The store refuses the follower's next `failing` reads, whole or tail.
+    let failing = 0;
+    const refused = { kind: 'unavailable' as const, description: 'the store is not answering' };
+    const flaky: StreamStore<ApprovalTransition> = {
+      ...inner,
+      read: async (id) => (failing > 0 ? (failing--, refused) : inner.read(id)),
+      readAfter: async (id, revision) => (failing > 0 ? (failing--, refused) : readAfter(id, revision)),
+    };
+    const failures: string[] = [];
+    const follower = approvalKernel(r.clock, flaky, { failed: (stage) => void failures.push(stage) });
+    try {
+      await follower.watch();
+      const writer = r.kernel();
+      const stream = await created(writer, r.clock, 'retry', 3, 600_000);
+      const held = await follower.load(stream.id, make);
+      assert.ok(held);
+      failing = 2;
+      // The writer's last append: its notice's reload fails, and nothing else will be told.
+      await approve(writer, stream, r.clock, 'p');
+      const revision = stream.record.revision;
+      const caughtUp = follower.wait(held, (record) => record.revision === revision, 600_000);
+      await within(
+        (async () => {
+          while (failures.length < 1) await new Promise((resolve) => setTimeout(resolve, 5));
+        })(),
+        5000,
+        'the failed reload',
+      );
+      assert.notEqual(held.record.revision, revision, 'still behind after the failure');
+      // Tried again after reloadRetryMs (and failing once more, again), then read.
+      await r.clock.advance(reloadRetryMs);
+      await r.clock.advance(reloadRetryMs);
+      assert.equal(await within(caughtUp, 5000, 'the retried reload'), true);
+      assert.deepEqual(failures, ['reload', 'reload']);
+      assert.deepEqual(held.record.approvers, ['p']);
+    } finally {
+      await follower.close();
       await r.close();
     }
   });
