@@ -26,8 +26,9 @@ import type { Aggregate, AppendOutcome, Decide, GuardedTransition, ReadOutcome, 
 
 /** When a due command could not be committed, it is tried again after this long. */
 export const dueRetryMs = 100;
-/** How long after a notice's reload failed (the store unavailable) it is tried again. */
+/** How long after a notice's reload failed (the store unavailable) it is tried again, doubling after each failure up to reloadRetryMaxMs. */
 export const reloadRetryMs = 1000;
+export const reloadRetryMaxMs = 30_000;
 
 /** One aggregate instance in memory: the fold of its stream, its serial queue, waiters and due timer. */
 export interface Stream<R> {
@@ -410,11 +411,12 @@ export class Kernel<R, T extends GuardedTransition, S extends Stream<R> = Stream
 
   /**
    * Reads what a notice told of, unless it is applied already or the instance left the cache.
-   * A read that fails (the store unavailable) is tried again after reloadRetryMs, one retry per
-   * instance at a time: the notice may have been of the instance's last append, and no other
-   * would come to bring its waiters and timers up to date.
+   * A read that fails (the store unavailable) is tried again, one retry per instance at a time,
+   * after reloadRetryMs doubling up to reloadRetryMaxMs (each failure is told to `failed`, which
+   * logs it): the notice may have been of the instance's last append, and no other would come to
+   * bring its waiters and timers up to date.
    */
-  private follow(stream: S, revision: string): void {
+  private follow(stream: S, revision: string, retries = 0): void {
     // Nothing to read once the revision is applied here, or the instance left the cache.
     const settled = () => this.closed || stream.known.has(revision) || this.streams.get(stream.id) !== stream;
     if (settled()) return;
@@ -424,9 +426,10 @@ export class Kernel<R, T extends GuardedTransition, S extends Stream<R> = Stream
     }).catch((error: unknown) => {
       this.hooks.failed?.('reload', error);
       if (settled() || this.reloadRetries.has(stream.id)) return;
-      const retry = this.clock.at(this.clock.nowMs() + reloadRetryMs, () => {
+      const delayMs = Math.min(reloadRetryMs * 2 ** retries, reloadRetryMaxMs);
+      const retry = this.clock.at(this.clock.nowMs() + delayMs, () => {
         this.reloadRetries.delete(stream.id);
-        this.follow(stream, revision);
+        this.follow(stream, revision, retries + 1);
       });
       this.reloadRetries.set(stream.id, retry);
     });

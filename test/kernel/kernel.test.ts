@@ -439,7 +439,7 @@ for (const backend of ['memory', 'sqlite'] as const) {
 }
 
 for (const backend of ['memory', 'sqlite'] as const) {
-  test(`kernel (${backend}): a reload after a notice that fails is tried again until it reads what the notice told of, though no other notice comes`, async () => {
+  test(`kernel (${backend}): a reload after a notice that fails is tried again, backing off, until it reads what the notice told of, though no other notice comes`, async () => {
     const r = await rig(backend);
     const inner = approvalStore(r.store);
     const readAfter = inner.readAfter;
@@ -473,8 +473,11 @@ for (const backend of ['memory', 'sqlite'] as const) {
         'the failed reload',
       );
       assert.notEqual(held.record.revision, revision, 'still behind after the failure');
-      // Tried again after reloadRetryMs (and failing once more, again), then read.
+      // Tried again after reloadRetryMs (failing once more), then after twice that, and read.
       await r.clock.advance(reloadRetryMs);
+      assert.deepEqual(failures, ['reload', 'reload'], 'the first retry, refused');
+      await r.clock.advance(reloadRetryMs);
+      assert.notEqual(held.record.revision, revision, 'the second retry waits twice as long');
       await r.clock.advance(reloadRetryMs);
       assert.equal(await within(caughtUp, 5000, 'the retried reload'), true);
       assert.deepEqual(failures, ['reload', 'reload']);
