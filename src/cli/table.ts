@@ -1,37 +1,73 @@
 /** Plain-text tables for what a person reads (inspect, demo, bench); `--json` is for machines. */
 import type { CliIo } from './io.js';
 
-export type Cell = string | number | boolean | null | undefined;
+export type Cell = string | number | boolean | null | undefined | ShortId;
 
 const gap = '  ';
 
+/** The fewest characters of an id a table shows before its `…`: the kind (op, wf) and 7 hex digits, as git's short hashes. */
+export const shortIdLengthMin = 9;
+
 /**
- * A table no wider than `widthMax`: when the natural width is more, the widest columns are
- * narrowed (to their longest header word first, to columnWidthMin if need be) and their cells and
- * headers wrap onto continuation lines, so nothing is cut off and no line outgrows the terminal.
- * Only more columns than the width can hold at columnWidthMin leave the table wider.
+ * An id shown as its first characters and `…`: `lengthMax` of them at ease, fewer (down to
+ * shortIdLengthMin) when the table must narrow. An operation's prefix is what get, inspect and
+ * replay resolve (resolveOperationId, an ambiguous one listing its candidates); every id is whole in
+ * `--json`.
+ */
+export class ShortId {
+  constructor(
+    readonly id: string,
+    readonly lengthMax = 14,
+  ) {}
+
+  /** The cell in a column `width` wide (never shorter than shortIdLengthMin and its `…`). */
+  text(width: number): string {
+    if (this.id.length <= Math.min(width, this.lengthMax)) return this.id;
+    const length = Math.max(shortIdLengthMin, Math.min(this.lengthMax, width - 1));
+    return `${this.id.slice(0, length)}…`;
+  }
+}
+
+/**
+ * A table no wider than `widthMax`. When the natural width is more, columns narrow in steps, each
+ * taking the widest column first and going on only if the table still does not fit: columns of
+ * words to their longest word (wrapping at spaces); instants to their date (the time below it, from
+ * its `T`) and ids to shortIdLengthMin; words broken after their hyphens; then headers broken
+ * mid-word; then words; last ids and instants, to columnWidthMin. So nothing is cut off, an id or
+ * instant breaks only when nothing else can give, and no line outgrows the terminal. Only more
+ * columns than the width can hold at columnWidthMin leave the table wider.
  */
 export function renderTable(headers: string[], rows: Cell[][], widthMax = Number.POSITIVE_INFINITY): string {
-  const text = rows.map((row) => headers.map((_, i) => cellText(row[i])));
-  const widths = fitWidths(headers, text, widthMax);
-  const line = (cells: string[]) =>
-    cells
+  const cells = rows.map((row) => headers.map((_, i) => row[i]));
+  const fitted = fitWidths(headers, cells, widthMax);
+  // A column empty on every row says nothing a note cannot: left out when words would break otherwise.
+  const empty = headers.map((_, i) => cells.length > 0 && cells.every((row) => isEmpty(row[i])));
+  if (fitted.steps <= wordsWholeSteps || !empty.includes(true)) return drawTable(headers, cells, fitted.widths);
+  const keep = <T>(row: T[]) => row.filter((_, i) => !empty[i]);
+  const note = `(${headers.filter((_, i) => empty[i]).join(', ')}: empty on every row, left out)`;
+  const kept = cells.map(keep);
+  return drawTable(keep(headers), kept, fitWidths(keep(headers), kept, widthMax).widths) + fitText(note, widthMax);
+}
+
+function drawTable(headers: string[], cells: Cell[][], widths: number[]): string {
+  const line = (texts: string[]) =>
+    texts
       .map((c, i) => c.padEnd(widths[i] ?? 0))
       .join(gap)
       .trimEnd();
   const lines: string[] = [];
-  const push = (row: string[]) => {
-    const wrapped = row.map((cell, i) => wrap(cell, widths[i] ?? cell.length));
+  const push = (row: Cell[]) => {
+    const wrapped = row.map((cell, i) => wrapCell(cell, widths[i] ?? Number.POSITIVE_INFINITY));
     const height = Math.max(1, ...wrapped.map((w) => w.length));
     for (let k = 0; k < height; k++) lines.push(line(wrapped.map((w) => w[k] ?? '')));
   };
   push(headers);
   lines.push(line(widths.map((w) => '-'.repeat(w))));
-  for (const row of text) push(row);
+  for (const row of cells) push(row);
   return lines.join('\n') + '\n';
 }
 
-function cellText(cell: Cell): string {
+function cellText(cell: Exclude<Cell, ShortId>): string {
   // A cell is one line: newlines in data would break the rows apart.
   return cell === null || cell === undefined ? '-' : String(cell).replace(/[\r\n\t]+/g, ' ');
 }
@@ -39,36 +75,118 @@ function cellText(cell: Cell): string {
 /** The narrowest a column gets when the table cannot fit otherwise: its header then wraps mid-word. */
 export const columnWidthMin = 4;
 
+/** An RFC 3339 instant in UTC, as tables show them: its date, then its time from the `T`. */
+const instantPattern = /^(\d{4}-\d{2}-\d{2})(T\d{2}:\d{2}:\d{2}(?:\.\d+)?Z)$/;
+
+/** An instant's date and its time from the `T`, the two lines it breaks into; undefined for any other text. */
+function instantParts(text: string): [string, string] | undefined {
+  const [, date, time] = instantPattern.exec(text) ?? [];
+  return date === undefined || time === undefined ? undefined : [date, time];
+}
+
+/** A cell in a column `width` wide, as the lines it takes. */
+function wrapCell(cell: Cell, width: number): string[] {
+  if (cell instanceof ShortId) return wrapWords(cell.text(width), width);
+  const text = cellText(cell);
+  const instant = instantParts(text);
+  if (text.length > width && instant !== undefined && instant.every((part) => part.length <= width)) return instant;
+  return wrapWords(text, width);
+}
+
+interface Column {
+  width: number;
+  floor: number;
+  /** The widths it narrows to at each step (fitWidths). */
+  floors: readonly number[];
+  /** The width its cells and header take when wrapped at `width` (at most `width`). */
+  used(width: number): number;
+}
+
 /**
- * Column widths: natural, then the widest narrowed one at a time until the table fits — first
- * down to each column's longest header word (never below 8), and only if that is still too wide,
- * down to columnWidthMin, so a table fits any width from tableWidthMin (io.ts) up.
+ * Column widths: natural, then narrowed a step at a time (renderTable) until the table fits, so a
+ * table fits any width from tableWidthMin (io.ts) up.
  */
-function fitWidths(headers: string[], text: string[][], widthMax: number): number[] {
-  const natural = headers.map((h, i) => Math.max(h.length, ...text.map((r) => (r[i] ?? '').length)));
-  const columns = headers.map((h, i) => {
-    const width = natural[i] ?? h.length;
-    return { width, floor: Math.min(width, Math.max(8, ...h.split(' ').map((word) => word.length))) };
+function fitWidths(headers: string[], cells: Cell[][], widthMax: number): { widths: number[]; steps: number } {
+  const columns = headers.map((header, i) =>
+    columnOf(
+      header,
+      cells.map((row) => row[i]),
+    ),
+  );
+  const steps = columns[0]?.floors.length ?? 0;
+  const total = () => columns.reduce((sum, c) => sum + c.width, 0) + gap.length * (columns.length - 1);
+  let step = 0;
+  for (; step < steps && total() > widthMax; step++) {
+    for (const c of columns) c.floor = Math.min(c.width, c.floors[step] ?? columnWidthMin);
+    narrow(columns, widthMax);
+  }
+  return { widths: columns.map((c) => c.width), steps: step };
+}
+
+/** How many narrowing steps (columnOf's floors) break no header, word, id or instant mid-token. */
+const wordsWholeSteps = 3;
+
+const isEmpty = (cell: Cell) => !(cell instanceof ShortId) && ['', '-'].includes(cellText(cell));
+
+/** A column's natural width and its floor at each narrowing step (renderTable). */
+function columnOf(header: string, cells: Cell[]): Column {
+  const texts = cells.map((cell) => (cell instanceof ShortId ? cell.text(Number.POSITIVE_INFINITY) : cellText(cell)));
+  const longest = (parts: string[]) => Math.max(0, ...parts.map((part) => part.length));
+  // The longest piece a cell breaks into cleanly: a word, an instant's date or time, an id's shortest prefix.
+  const pieces = cells.flatMap((cell, k) => {
+    if (cell instanceof ShortId) return [cell.text(0)];
+    const text = texts[k] ?? '';
+    return instantParts(text) ?? text.split(' ');
   });
-  narrow(columns, widthMax);
-  for (const c of columns) c.floor = Math.min(c.width, columnWidthMin);
-  narrow(columns, widthMax);
-  return columns.map((c) => c.width);
+  const piece = longest(pieces);
+  const headerWord = longest(header.split(' '));
+  const token = cells.some((cell) => cell instanceof ShortId) || texts.some((text) => instantParts(text) !== undefined);
+  const natural = Math.max(header.length, ...texts.map((text) => text.length));
+  const clean = Math.max(headerWord, piece);
+  const whole = Math.max(columnWidthMin, piece);
+  const hyphenated = longest(pieces.flatMap((p) => p.split(hyphenBreak)));
+  const floors = token
+    ? [natural, clean, clean, whole, whole, columnWidthMin]
+    : [clean, clean, Math.max(headerWord, hyphenated), Math.max(columnWidthMin, hyphenated), columnWidthMin, columnWidthMin];
+  const used = (width: number) => longest([header, ...cells].flatMap((cell) => wrapCell(cell, width)));
+  return { width: natural, floor: natural, floors, used };
 }
 
 /** Narrows the widest column above its floor, one at a time, until the columns fit or none can narrow. */
-function narrow(columns: { width: number; floor: number }[], widthMax: number): void {
+function narrow(columns: Column[], widthMax: number): void {
   const total = () => columns.reduce((sum, c) => sum + c.width, 0) + gap.length * (columns.length - 1);
   while (total() > widthMax) {
     const narrowable = columns.filter((c) => c.width > c.floor);
     if (narrowable.length === 0) return;
     const widest = narrowable.reduce((a, b) => (b.width > a.width ? b : a));
     const others = total() - widest.width;
-    widest.width = Math.max(widest.floor, Math.min(widest.width - 1, widthMax - others));
+    // What its cells take at that width: an instant narrower than itself takes its date's width.
+    widest.width = Math.max(widest.floor, widest.used(Math.max(widest.floor, Math.min(widest.width - 1, widthMax - others))));
   }
 }
 
-/** Breaks a cell into lines of at most `width` characters, at spaces where it can. */
+/** Where a word may break besides spaces: after a hyphen between letters (`review-` `then-publish`). */
+const hyphenBreak = /(?<=[A-Za-z]-)(?=[A-Za-z])/;
+
+/** Breaks a cell into lines of at most `width`: at spaces, else after a hyphen in a word, else (a piece longer than the width) within it. */
+function wrapWords(text: string, width: number): string[] {
+  if (text.length <= width) return [text];
+  const lines: string[] = [];
+  let line = '';
+  for (const word of text.split(' ').filter((w) => w !== '')) {
+    word.split(hyphenBreak).forEach((part, j) => {
+      const joined = line === '' ? part : j === 0 ? `${line} ${part}` : line + part;
+      if (joined.length <= width) return void (line = joined);
+      if (line !== '') lines.push(line);
+      line = part;
+      for (; line.length > width; line = line.slice(width)) lines.push(line.slice(0, width));
+    });
+  }
+  if (line !== '' || lines.length === 0) lines.push(line);
+  return lines;
+}
+
+/** Breaks prose into lines of at most `width` characters, at spaces where it can. */
 function wrap(cell: string, width: number): string[] {
   if (cell.length <= width) return [cell];
   const lines: string[] = [];

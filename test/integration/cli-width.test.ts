@@ -12,7 +12,7 @@ import { fileURLToPath } from 'node:url';
 import { demoCommand } from '../../src/cli/commands/demo.js';
 import { tableWidthMin, type CliIo } from '../../src/cli/io.js';
 import { main } from '../../src/cli/main.js';
-import { renderTable } from '../../src/cli/table.js';
+import { renderTable, ShortId } from '../../src/cli/table.js';
 
 const repoRoot = fileURLToPath(new URL('../../../', import.meta.url));
 let dir: string;
@@ -33,6 +33,7 @@ before(async () => {
   const io: CliIo = { stdout: { write: (s: string) => (text += s) }, stderr: { write: () => true }, readStdin: async () => new Uint8Array() };
   assert.equal(await demoCommand({ scenario: 'cancel-siblings', store, peers: 8, quorum: 1, json: true, seed: 2, approveRate: 1 }, io), 0);
   operationId = /"operationId":\s*"(op[0-9a-f]{64})"/.exec(text)![1]!;
+  assert.equal(await demoCommand({ scenario: 'pipeline', store, peers: 3, quorum: 1, json: true, seed: 2, approveRate: 1 }, io), 0);
   const contexts = join(dir, 'contexts.json');
   assert.equal(
     (await run(undefined, 'context', 'add', 'a-context-with-a-long-name', '--store', store, '--description', 'x '.repeat(40), '--contexts', contexts)).code,
@@ -68,7 +69,7 @@ test('every human-readable output and help fits 60 columns', async () => {
 
 test('a table narrower than its header words wraps its headers and keeps every character of every cell', () => {
   const headers = ['operation', 'admitted', 'principal', 'interaction', 'state', 'open branches', 'next due', 'stuck'];
-  const cells = ['op0123456789ab…', '2026-12-04T18:17:59Z', 'a-principal', 'review', 'settled success complete', 0, '-', ''];
+  const cells = ['op0123456789ab…', '2026-12-04T18:17:59Z', 'a-principal', 'review', 'settled success complete', 0, '2026-12-04T18:18:29Z', 'past-timeout'];
   const text = renderTable(headers, [cells], tableWidthMin);
   const lines = text.split('\n');
   for (const line of lines) assert.ok(line.length <= tableWidthMin, line);
@@ -84,4 +85,76 @@ test('--json is the same whatever the width', async () => {
   ]) {
     assert.equal((await run(tableWidthMin, ...args)).out, (await run(undefined, ...args)).out);
   }
+});
+
+/**
+ * What breaks a token: a piece of an instant that is not its whole, its date or its time from the
+ * `T`; an id (op/wf + hex) that is not whole nor a prefix of at least 7 hex digits and `…`.
+ */
+function brokenTokens(text: string): string[] {
+  return text
+    .split(/\s+/)
+    .filter((token) => /^\d{4}-|^T?\d{2}:|^(op|wf)[0-9a-f]+…?$/.test(token))
+    .filter((token) => !/^(\d{4}-\d{2}-\d{2}(T\d{2}:\d{2}:\d{2}Z)?|T\d{2}:\d{2}:\d{2}Z|(op|wf)[0-9a-f]{7,}…|(op|wf)[0-9a-f]{64})$/.test(token));
+}
+
+/** The words of a table's header lines (those above its rule) that are none of its headers' words. */
+function brokenHeaderWords(text: string, headers: string[]): string[] {
+  const words = new Set(headers.flatMap((h) => h.split(' ')));
+  const rule = text.split('\n').findIndex((line) => /^-+( +-+)*$/.test(line));
+  return text
+    .split('\n')
+    .slice(0, rule)
+    .flatMap((line) => line.split(/\s+/).filter((w) => w !== '' && !words.has(w)));
+}
+
+test('list and workflow list at 80 columns and at tableWidthMin break no id or instant; at 80 no header word', async () => {
+  const tables = [
+    { args: ['list', '--store', store], headers: ['operation', 'admitted', 'principal', 'interaction', 'state', 'open', 'next due', 'stuck'] },
+    {
+      args: ['workflow', 'list', '--store', store],
+      headers: ['instance', 'started', 'principal', 'workflow', 'status', 'task', 'next due', 'child ops', 'stuck'],
+    },
+  ];
+  for (const columns of [80, tableWidthMin]) {
+    for (const { args, headers } of tables) {
+      const { code, out } = await run(columns, ...args);
+      assert.equal(code, 0);
+      assert.match(out, /\b(op|wf)[0-9a-f]{7,}…/, out);
+      assert.match(out, /\d{4}-\d{2}-\d{2}/, out);
+      for (const line of out.split('\n')) assert.ok(line.length <= columns, `${args.join(' ')} at ${columns}: ${line}`);
+      assert.deepEqual(brokenTokens(out), [], `${args.join(' ')} at ${columns}:\n${out}`);
+      if (columns === 80) assert.deepEqual(brokenHeaderWords(out, headers), [], `${args.join(' ')} at ${columns}:\n${out}`);
+    }
+  }
+});
+
+test('rows of instants, ids and reasons at 80 columns: ids shorten and instants break at their T before anything else breaks', () => {
+  const headers = ['operation', 'admitted', 'principal', 'interaction', 'state', 'open', 'next due', 'stuck'];
+  const id = `op${'0123456789abcdef'.repeat(4)}`;
+  const row = [new ShortId(id), '2026-12-05T19:44:52Z', 'demo-user', 'review', 'active open pending', 2, '2026-12-05T19:45:00Z', ''];
+  const text = renderTable(headers, [row, row], 80);
+  for (const line of text.split('\n')) assert.ok(line.length <= 80, line);
+  assert.deepEqual(brokenTokens(text), [], text);
+  assert.deepEqual(brokenHeaderWords(text, headers), [], text);
+  assert.match(text, /^op0123456…? +2026-12-05 /m, text);
+  assert.match(text, /^ +T19:44:52Z /m, text);
+  // Unbounded, the id shows its 14 characters and the instants are whole, as before.
+  assert.match(renderTable(headers, [row]), /^op0123456789ab… +2026-12-05T19:44:52Z +demo-user +review +active open pending /m);
+  // Every column full: headers and words give way first; ids and instants still do not break.
+  const full = ['instance', 'started', 'principal', 'workflow', 'status', 'task', 'next due', 'child ops', 'stuck'];
+  const fullRow = [new ShortId(`wf${id.slice(2)}`), row[1], 'local', 'review-then-publish', 'running', 'approve', row[6], 3, 'timer-overdue'];
+  const fullText = renderTable(full, [fullRow], 80);
+  for (const line of fullText.split('\n')) assert.ok(line.length <= 80, line);
+  assert.deepEqual(brokenTokens(fullText), [], fullText);
+});
+
+test('at tableWidthMin a column empty on every row is left out, with a note naming it, rather than words breaking', () => {
+  const headers = ['operation', 'admitted', 'principal', 'interaction', 'state', 'open', 'next due', 'stuck'];
+  const row = [new ShortId(`op${'a'.repeat(64)}`), '2026-12-05T19:44:52Z', 'demo', 'review', 'settled success complete', 0, null, ''];
+  const text = renderTable(headers, [row], tableWidthMin);
+  assert.doesNotMatch(text.split('\n')[0]!, /next|stuck/);
+  assert.match(text, /\(next due, stuck: empty on every row, left out\)/);
+  // Wide enough, nothing is left out.
+  assert.match(renderTable(headers, [row], 120).split('\n')[0]!, /next due +stuck$/);
 });

@@ -8,7 +8,7 @@ import { SystemClock } from '../../contract/clock.js';
 import { listingBounds } from '../stuck-bounds.js';
 import { listOperations, parseListParameters, type ListedOperation } from '../../runtime/operation-list.js';
 import type { CliIo } from '../io.js';
-import { renderTable, widthOf, type Cell } from '../table.js';
+import { renderTable, ShortId, widthOf, type Cell } from '../table.js';
 import { withStore, type StoreOptions } from './ops.js';
 
 export interface ListOptions extends StoreOptions {
@@ -72,7 +72,7 @@ export const instant = (ms: number | null) => (ms === null ? null : new Date(ms)
 
 function rowCells(row: ListedOperation) {
   return [
-    `${row.operationId.slice(0, 14)}…`,
+    new ShortId(row.operationId),
     instant(row.admittedAtMs),
     row.principalId,
     row.interaction,

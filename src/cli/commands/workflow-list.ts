@@ -10,6 +10,7 @@ import { SystemClock } from '../../contract/clock.js';
 import { listingBounds, stuckConfigOption } from '../stuck-bounds.js';
 import { listWorkflowInstances, parseWorkflowListParameters, type ListedInstance } from '../../runtime/workflow-list.js';
 import type { CliIo } from '../io.js';
+import { ShortId } from '../table.js';
 import { contextOptions, storeCredsOption, storeOf, workflowCommand } from '../options.js';
 import { givenOptions, instant, writeListPage } from './list.js';
 import type { StoreOptions } from './ops.js';
@@ -46,7 +47,7 @@ export async function workflowListCommand(options: WorkflowListOptions, io: CliI
 
 function rowCells(row: ListedInstance) {
   return [
-    `${row.instanceId.slice(0, 14)}…`,
+    new ShortId(row.instanceId),
     instant(row.startedAtMs),
     row.principalId,
     row.workflowName,
