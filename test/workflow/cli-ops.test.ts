@@ -418,3 +418,43 @@ test('convoke replay of a store holding operations and workflow instances shows 
     await rm(dir, { recursive: true, force: true });
   }
 });
+
+test('inspect, workflow inspect and replay take a workflow instance by a unique prefix, as workflow list shows it; an unknown prefix is 9, a short one 2', async () => {
+  const dir = await mkdtemp(join(tmpdir(), 'convoke-wf-prefix-'));
+  try {
+    const file = join(dir, 'wf.yaml');
+    await writeFile(file, `document: { dsl: '1.0.3', namespace: test, name: prefix, version: '1.0.0' }\ndo:\n  - add:\n      set: { n: 1 }\n`);
+    const store = `sqlite:${join(dir, 'wf.db')}`;
+    const ids: string[] = [];
+    for (const key of ['a', 'b', 'c']) {
+      const run = captureIo();
+      assert.equal(await main(['node', 'convoke', 'workflow', 'run', file, '--key', key, '--store', store, '--json'], run), exitCodes.ok, run.err());
+      ids.push((JSON.parse(run.out()) as { instanceId: string }).instanceId);
+    }
+    const [id] = ids as [string];
+    // The shortest prefix naming one of the three: wf and as many hex as that takes (at least 4).
+    let length = 6;
+    while (ids.some((other) => other !== id && other.startsWith(id.slice(0, length)))) length++;
+    for (const typed of [`${id.slice(0, length)}…`, id.slice(0, length), id.slice(0, 20).toUpperCase()]) {
+      for (const args of [
+        ['inspect', typed],
+        ['workflow', 'inspect', typed],
+        ['replay', typed],
+      ]) {
+        const io = captureIo();
+        assert.equal(await main(['node', 'convoke', ...args, '--store', store, '--json'], io), exitCodes.ok, `${args.join(' ')}: ${io.err()}`);
+        assert.ok(io.out().includes(id), `${args.join(' ')} names ${id}`);
+        assert.ok(!ids.some((other) => other !== id && io.out().includes(other)), `${args.join(' ')} shows no other instance`);
+      }
+    }
+    const unknown = captureIo();
+    const absent = ids.some((other) => other.startsWith('wf0000')) ? 'wfffff0' : 'wf0000';
+    assert.equal(await main(['node', 'convoke', 'workflow', 'inspect', absent, '--store', store], unknown), exitCodes.notFound);
+    assert.match(unknown.err(), new RegExp(`no workflow instance ${absent}…`));
+    const short = captureIo();
+    assert.equal(await main(['node', 'convoke', 'workflow', 'inspect', 'wf12', '--store', store], short), exitCodes.invalidInput);
+    assert.match(short.err(), /nor a prefix of one \(wf \+ 4\.\.63 hex\)/);
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+});

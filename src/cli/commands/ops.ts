@@ -23,6 +23,7 @@ import { storeLogin, type StoreAuth } from '../connection.js';
 import { describeEvent } from '../describe.js';
 import { fitText, heading, renderTable, widthOf, type Cell } from '../table.js';
 import { isWorkflowInstanceId } from '../../workflow/ids.js';
+import { isIdPrefix, prefixHexMin, typedText, uniqueByPrefix } from '../typed-ids.js';
 import type { InstanceReplay } from './workflow-ops.js';
 
 /** A store command's store: its URL and, from a context or --creds, how it logs in. */
@@ -53,47 +54,34 @@ export async function withStore<T>(target: string | StoreOptions, run: (store: E
   }
 }
 
-/** How many candidates an ambiguous prefix lists. */
-const prefixCandidatesMax = 10;
-/** Shorter prefixes match too much to be meant: op + at least this many hex digits. */
-const prefixHexMin = 4;
-
 /**
- * An operation id from what a person typed: the full id, the short form `tail` prints
+ * An operation id from what a person typed: the full id, the short form `tail` and `list` print
  * (`op0123456789ab…`), or any unique prefix of op + hex (the `op` may be left out). A prefix that
  * matches nothing is not found; one that matches several is an error listing them.
  */
 export async function resolveOperationId(store: EventStore, text: string): Promise<string> {
   const typed = parseTypedId(text);
   if (typed.kind === 'full') return typed.operationId;
-  const matches: string[] = [];
-  for await (const id of store.operationIds()) {
-    if (!id.startsWith(typed.prefix)) continue;
-    matches.push(id);
-    if (matches.length > prefixCandidatesMax) break;
-  }
-  const [match] = matches;
+  const match = await uniqueByPrefix(store.operationIds(), typed.prefix);
   if (match === undefined) throw new OperationNotFound(typed.prefix);
-  if (matches.length > 1) {
-    const shown = matches.slice(0, prefixCandidatesMax);
-    const more = matches.length > prefixCandidatesMax ? ' and more' : '';
-    throw invalidInput(`${typed.prefix} is ambiguous: it starts ${shown.join(', ')}${more}; type more of the id`);
-  }
   return match;
 }
 
 /** Checks what was typed before any store is opened: a full id, or a prefix long enough to mean one. */
 export function parseTypedId(text: string): { kind: 'full'; operationId: string } | { kind: 'prefix'; prefix: string } {
-  const typed = text
-    .trim()
-    .replace(/(…|\.\.\.)$/, '')
-    .toLowerCase();
+  const typed = typedText(text);
   if (isOperationId(typed)) return { kind: 'full', operationId: typed };
   const prefix = typed.startsWith('op') ? typed : `op${typed}`;
-  if (!new RegExp(`^op[0-9a-f]{${prefixHexMin},63}$`).test(prefix)) {
+  if (!isIdPrefix(prefix, 'op')) {
     throw invalidInput(`${JSON.stringify(text)} is not an operation id (op + 64 hex) nor a prefix of one (op + ${prefixHexMin}..63 hex)`);
   }
   return { kind: 'prefix', prefix };
+}
+
+/** A workflow instance id or a prefix of one (wf + hex; the `wf` is required), as typed; undefined for anything else. */
+function typedInstanceId(text: string): string | undefined {
+  const typed = typedText(text);
+  return isWorkflowInstanceId(typed) || isIdPrefix(typed, 'wf') ? typed : undefined;
 }
 
 export async function readLog(store: EventStore, operationId: string): Promise<StoredTransition[]> {
@@ -113,7 +101,8 @@ async function readExistingLog(store: EventStore, operationId: string): Promise<
 }
 
 export async function inspectCommand(typedId: string, options: StoreOptions & { json: boolean }, io: CliIo): Promise<number> {
-  if (isWorkflowInstanceId(typedId)) return (await import('./workflow-ops.js')).workflowInspectCommand(typedId, options, io, withStore);
+  const instance = typedInstanceId(typedId);
+  if (instance !== undefined) return (await import('./workflow-ops.js')).workflowInspectCommand(instance, options, io, withStore);
   parseTypedId(typedId);
   return withStore(options, async (store) => {
     const operationId = await resolveOperationId(store, typedId);
@@ -304,13 +293,9 @@ export async function replayCommand(
   options: StoreOptions & { json: boolean; fixIndex?: boolean },
   io: CliIo,
 ): Promise<number> {
-  if (operationId !== undefined && isWorkflowInstanceId(operationId))
-    return (await import('./workflow-ops.js')).workflowReplayCommand(
-      operationId,
-      { ...options, ...(options.fixIndex ? { fixIndex: true } : {}) },
-      io,
-      withStore,
-    );
+  const instance = operationId === undefined ? undefined : typedInstanceId(operationId);
+  if (instance !== undefined)
+    return (await import('./workflow-ops.js')).workflowReplayCommand(instance, { ...options, ...(options.fixIndex ? { fixIndex: true } : {}) }, io, withStore);
   if (operationId !== undefined) parseTypedId(operationId);
   return withStore(options, async (store) => {
     const ids: string[] = [];

@@ -21,6 +21,8 @@ import { workflowStreams } from '../../workflow/exec/streams.js';
 import { exitCodes } from '../exit-codes.js';
 import type { CliIo } from '../io.js';
 import type { StoreAuth } from '../connection.js';
+import { uniqueByPrefix } from '../typed-ids.js';
+import { isWorkflowInstanceId } from '../../workflow/ids.js';
 import { fitText, renderTable, widthOf } from '../table.js';
 
 /** The store an operator names and how it logs in (ops.ts StoreOptions: from a context or --creds). */
@@ -31,6 +33,11 @@ export interface StoreTarget {
 
 /** Opens the store an operator names, logging in as it says (ops.ts withStore: an existing durable store, closed after). */
 export type WithStore = <T>(target: StoreTarget, run: (store: EventStore) => Promise<T>) => Promise<T>;
+
+/** The instance a full id or a unique prefix of one names (typed-ids.ts); undefined when none does. */
+async function resolvedInstance(store: EventStore, typed: string): Promise<string | undefined> {
+  return isWorkflowInstanceId(typed) ? typed : uniqueByPrefix(store.workflowInstanceIds(), typed);
+}
 
 async function readInstance(store: EventStore, instanceId: string): Promise<Stored<WorkflowTransition>[] | undefined> {
   const read = await workflowStreams(store).read(instanceId);
@@ -129,11 +136,13 @@ function renderSummary(record: WorkflowRecord, childInstances: readonly Workflow
   return `\n${lines.filter((line) => line !== '').join('\n')}\n`;
 }
 
-export async function workflowInspectCommand(instanceId: string, options: StoreTarget & { json: boolean }, io: CliIo, withStore: WithStore): Promise<number> {
+/** `typed`: a workflow instance id or a unique prefix of one (wf + hex). */
+export async function workflowInspectCommand(typed: string, options: StoreTarget & { json: boolean }, io: CliIo, withStore: WithStore): Promise<number> {
   return withStore(options, async (store) => {
-    const log = await readInstance(store, instanceId);
-    if (!log) {
-      io.stderr.write(`no workflow instance ${instanceId}\n`);
+    const instanceId = await resolvedInstance(store, typed);
+    const log = instanceId === undefined ? undefined : await readInstance(store, instanceId);
+    if (!log || instanceId === undefined) {
+      io.stderr.write(`no workflow instance ${instanceId ?? `${typed}…`}\n`);
       return exitCodes.notFound;
     }
     const { record, applied, problem } = replayWorkflowLog(log);
@@ -234,16 +243,18 @@ export async function replayInstances(store: EventStore, fixIndex: boolean, prog
   return rows;
 }
 
+/** `typed`: a workflow instance id or a unique prefix of one (wf + hex). */
 export async function workflowReplayCommand(
-  instanceId: string,
+  typed: string,
   options: StoreTarget & { json: boolean; fixIndex?: boolean },
   io: CliIo,
   withStore: WithStore,
 ): Promise<number> {
   return withStore(options, async (store) => {
-    const log = await readInstance(store, instanceId);
-    if (!log) {
-      io.stderr.write(`no workflow instance ${instanceId}\n`);
+    const instanceId = await resolvedInstance(store, typed);
+    const log = instanceId === undefined ? undefined : await readInstance(store, instanceId);
+    if (!log || instanceId === undefined) {
+      io.stderr.write(`no workflow instance ${instanceId ?? `${typed}…`}\n`);
       return exitCodes.notFound;
     }
     const replayed = await replayInstance(store, instanceId, options.fixIndex === true);

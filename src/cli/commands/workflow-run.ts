@@ -21,6 +21,7 @@ import type { WorkflowRecord } from '../../workflow/exec/record.js';
 import type { CliIo } from '../io.js';
 import { exitCodeOfError, exitCodes } from '../exit-codes.js';
 import { isWorkflowInstanceId } from '../../workflow/ids.js';
+import { isIdPrefix, prefixHexMin, typedText } from '../typed-ids.js';
 import { storeLogin, type StoreAuth } from '../connection.js';
 import { contextOptions, nonNegativeInteger, startConnectionOf, startContextOptions, storeCredsOption, storeOf, workflowCommand } from '../options.js';
 import { checkSecretFile } from '../secrets.js';
@@ -314,12 +315,16 @@ async function runOptionsOf(o: Record<string, unknown>): Promise<WorkflowRunOpti
 export function addWorkflowInspectCommand(program: Command, io: CliIo, setExit: (code: number) => void): void {
   const workflow = workflowCommand(program);
   storeCredsOption(contextOptions(workflow.command('inspect')))
-    .argument('<instanceId>', 'workflow instance id (wf…)')
+    .argument('<instanceId>', `workflow instance id (wf…), or a unique prefix of one (wf and at least ${prefixHexMin} hex, as workflow list shows it)`)
     .option('--store <url>', "store URL: sqlite:PATH, jetstream:nats://HOST:PORT, esdb://… (default: the context's)")
     .option('--json', 'machine-readable output', false)
     .description("show a workflow instance's stored transitions (guard, applied or void), its record, and whether it replays through the machines")
     .action(async (instanceId: string, o) => {
-      if (!isWorkflowInstanceId(instanceId)) throw invalidInput(`not a workflow instance id: ${JSON.stringify(instanceId.slice(0, 80))}`);
+      const typed = typedText(instanceId);
+      if (!isWorkflowInstanceId(typed) && !isIdPrefix(typed, 'wf'))
+        throw invalidInput(
+          `not a workflow instance id (wf + 64 hex) nor a prefix of one (wf + ${prefixHexMin}..63 hex): ${JSON.stringify(instanceId.slice(0, 80))}`,
+        );
       const target = await storeOf(o, 'workflow inspect');
       setExit(await (await import('./ops.js')).inspectCommand(instanceId, { ...target, json: o.json }, io));
     });
