@@ -57,7 +57,6 @@ export function writeListPage(
   io.stdout.write(`\n${count} ${table.noun}${count === 1 ? '' : 's'}${page.nextCursor ? `; next page:\n--cursor ${page.nextCursor}` : ''}\n`);
 }
 
-/** An instant in a table cell: ISO 8601 to the second. */
 /** The named options a command was given, as the list parameters a query string would carry. */
 export function givenOptions<O, K extends keyof O>(options: O, names: readonly K[]): Record<string, string | boolean> {
   const raw: Record<string, string | boolean> = {};
@@ -68,6 +67,7 @@ export function givenOptions<O, K extends keyof O>(options: O, names: readonly K
   return raw;
 }
 
+/** An instant in a table cell: ISO 8601 to the second. */
 export const instant = (ms: number | null) => (ms === null ? null : new Date(ms).toISOString().replace(/\.\d{3}Z$/, 'Z'));
 
 function rowCells(row: ListedOperation) {
