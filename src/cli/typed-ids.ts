@@ -4,6 +4,7 @@
  * looked up among the store's ids of that kind; one matching several is refused listing them.
  */
 import { invalidInput } from '../contract/errors.js';
+import { isWorkflowInstanceId } from '../workflow/ids.js';
 
 /** How many candidates an ambiguous prefix lists. */
 const prefixCandidatesMax = 10;
@@ -21,6 +22,12 @@ export function typedText(text: string): string {
 /** Whether `typed` (typedText) is `kind` and 4 to 63 hex digits: a prefix of one id of that kind. */
 export function isIdPrefix(typed: string, kind: 'op' | 'wf'): boolean {
   return new RegExp(`^${kind}[0-9a-f]{${prefixHexMin},63}$`).test(typed);
+}
+
+/** A workflow instance id or a prefix of one (wf + hex; the `wf` is required), as typed; undefined for anything else. */
+export function typedInstanceId(text: string): string | undefined {
+  const typed = typedText(text);
+  return isWorkflowInstanceId(typed) || isIdPrefix(typed, 'wf') ? typed : undefined;
 }
 
 /** The one id of `ids` that starts with `prefix`; undefined when none does; invalid-input naming them when several do. */

@@ -22,8 +22,7 @@ import type { CliIo } from '../io.js';
 import { storeLogin, type StoreAuth } from '../connection.js';
 import { describeEvent } from '../describe.js';
 import { fitText, heading, renderTable, widthOf, type Cell } from '../table.js';
-import { isWorkflowInstanceId } from '../../workflow/ids.js';
-import { isIdPrefix, prefixHexMin, typedText, uniqueByPrefix } from '../typed-ids.js';
+import { isIdPrefix, prefixHexMin, typedInstanceId, typedText, uniqueByPrefix } from '../typed-ids.js';
 import type { InstanceReplay } from './workflow-ops.js';
 
 /** A store command's store: its URL and, from a context or --creds, how it logs in. */
@@ -76,12 +75,6 @@ export function parseTypedId(text: string): { kind: 'full'; operationId: string 
     throw invalidInput(`${JSON.stringify(text)} is not an operation id (op + 64 hex) nor a prefix of one (op + ${prefixHexMin}..63 hex)`);
   }
   return { kind: 'prefix', prefix };
-}
-
-/** A workflow instance id or a prefix of one (wf + hex; the `wf` is required), as typed; undefined for anything else. */
-function typedInstanceId(text: string): string | undefined {
-  const typed = typedText(text);
-  return isWorkflowInstanceId(typed) || isIdPrefix(typed, 'wf') ? typed : undefined;
 }
 
 export async function readLog(store: EventStore, operationId: string): Promise<StoredTransition[]> {
@@ -294,8 +287,7 @@ export async function replayCommand(
   io: CliIo,
 ): Promise<number> {
   const instance = operationId === undefined ? undefined : typedInstanceId(operationId);
-  if (instance !== undefined)
-    return (await import('./workflow-ops.js')).workflowReplayCommand(instance, { ...options, ...(options.fixIndex ? { fixIndex: true } : {}) }, io, withStore);
+  if (instance !== undefined) return (await import('./workflow-ops.js')).workflowReplayCommand(instance, options, io, withStore);
   if (operationId !== undefined) parseTypedId(operationId);
   return withStore(options, async (store) => {
     const ids: string[] = [];

@@ -20,8 +20,7 @@ import type { WorkflowExecutor } from '../../workflow/exec/executor.js';
 import type { WorkflowRecord } from '../../workflow/exec/record.js';
 import type { CliIo } from '../io.js';
 import { exitCodeOfError, exitCodes } from '../exit-codes.js';
-import { isWorkflowInstanceId } from '../../workflow/ids.js';
-import { isIdPrefix, prefixHexMin, typedText } from '../typed-ids.js';
+import { prefixHexMin, typedInstanceId } from '../typed-ids.js';
 import { storeLogin, type StoreAuth } from '../connection.js';
 import { contextOptions, nonNegativeInteger, startConnectionOf, startContextOptions, storeCredsOption, storeOf, workflowCommand } from '../options.js';
 import { checkSecretFile } from '../secrets.js';
@@ -320,8 +319,7 @@ export function addWorkflowInspectCommand(program: Command, io: CliIo, setExit: 
     .option('--json', 'machine-readable output', false)
     .description("show a workflow instance's stored transitions (guard, applied or void), its record, and whether it replays through the machines")
     .action(async (instanceId: string, o) => {
-      const typed = typedText(instanceId);
-      if (!isWorkflowInstanceId(typed) && !isIdPrefix(typed, 'wf'))
+      if (typedInstanceId(instanceId) === undefined)
         throw invalidInput(
           `not a workflow instance id (wf + 64 hex) nor a prefix of one (wf + ${prefixHexMin}..63 hex): ${JSON.stringify(instanceId.slice(0, 80))}`,
         );
