@@ -34,9 +34,16 @@ export interface StoreTarget {
 /** Opens the store an operator names, logging in as it says (ops.ts withStore: an existing durable store, closed after). */
 export type WithStore = <T>(target: StoreTarget, run: (store: EventStore) => Promise<T>) => Promise<T>;
 
-/** The instance a full id or a unique prefix of one names (typed-ids.ts); undefined when none does. */
-async function resolvedInstance(store: EventStore, typed: string): Promise<string | undefined> {
-  return isWorkflowInstanceId(typed) ? typed : uniqueByPrefix(store.workflowInstanceIds(), typed);
+/**
+ * The instance a full id or a unique prefix of one names (typed-ids.ts) and its log; undefined,
+ * once "no workflow instance" is said on stderr, when none does or its log holds nothing.
+ */
+async function foundInstance(store: EventStore, typed: string, io: CliIo): Promise<{ instanceId: string; log: Stored<WorkflowTransition>[] } | undefined> {
+  const instanceId = isWorkflowInstanceId(typed) ? typed : await uniqueByPrefix(store.workflowInstanceIds(), typed);
+  const log = instanceId === undefined ? undefined : await readInstance(store, instanceId);
+  if (instanceId !== undefined && log !== undefined) return { instanceId, log };
+  io.stderr.write(`no workflow instance ${instanceId ?? `${typed}…`}\n`);
+  return undefined;
 }
 
 async function readInstance(store: EventStore, instanceId: string): Promise<Stored<WorkflowTransition>[] | undefined> {
@@ -139,12 +146,9 @@ function renderSummary(record: WorkflowRecord, childInstances: readonly Workflow
 /** `typed`: a workflow instance id or a unique prefix of one (wf + hex). */
 export async function workflowInspectCommand(typed: string, options: StoreTarget & { json: boolean }, io: CliIo, withStore: WithStore): Promise<number> {
   return withStore(options, async (store) => {
-    const instanceId = await resolvedInstance(store, typed);
-    const log = instanceId === undefined ? undefined : await readInstance(store, instanceId);
-    if (!log || instanceId === undefined) {
-      io.stderr.write(`no workflow instance ${instanceId ?? `${typed}…`}\n`);
-      return exitCodes.notFound;
-    }
+    const found = await foundInstance(store, typed, io);
+    if (!found) return exitCodes.notFound;
+    const { instanceId, log } = found;
     const { record, applied, problem } = replayWorkflowLog(log);
     const childInstances = record ? await childInstancesOf(store, record) : [];
     if (options.json) {
@@ -251,12 +255,9 @@ export async function workflowReplayCommand(
   withStore: WithStore,
 ): Promise<number> {
   return withStore(options, async (store) => {
-    const instanceId = await resolvedInstance(store, typed);
-    const log = instanceId === undefined ? undefined : await readInstance(store, instanceId);
-    if (!log || instanceId === undefined) {
-      io.stderr.write(`no workflow instance ${instanceId ?? `${typed}…`}\n`);
-      return exitCodes.notFound;
-    }
+    const found = await foundInstance(store, typed, io);
+    if (!found) return exitCodes.notFound;
+    const { instanceId, log } = found;
     const replayed = await replayInstance(store, instanceId, options.fixIndex === true);
     if (replayed.repaired) io.stderr.write(`workflow index row of ${instanceId} written again from its log\n`);
     const problem = replayed.repaired ? null : replayed.problem;
