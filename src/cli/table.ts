@@ -114,9 +114,8 @@ function fitWidths(headers: string[], cells: Cell[][], widthMax: number): { widt
     ),
   );
   const steps = columns[0]?.floors.length ?? 0;
-  const total = () => columns.reduce((sum, c) => sum + c.width, 0) + gap.length * (columns.length - 1);
   let step = 0;
-  for (; step < steps && total() > widthMax; step++) {
+  for (; step < steps && tableWidth(columns) > widthMax; step++) {
     for (const c of columns) c.floor = Math.min(c.width, c.floors[step] ?? columnWidthMin);
     narrow(columns, widthMax);
   }
@@ -152,14 +151,18 @@ function columnOf(header: string, cells: Cell[]): Column {
   return { width: natural, floor: natural, floors, used };
 }
 
+/** The width the columns take side by side, with the gaps between them. */
+function tableWidth(columns: readonly Column[]): number {
+  return columns.reduce((sum, c) => sum + c.width, 0) + gap.length * (columns.length - 1);
+}
+
 /** Narrows the widest column above its floor, one at a time, until the columns fit or none can narrow. */
 function narrow(columns: Column[], widthMax: number): void {
-  const total = () => columns.reduce((sum, c) => sum + c.width, 0) + gap.length * (columns.length - 1);
-  while (total() > widthMax) {
+  while (tableWidth(columns) > widthMax) {
     const narrowable = columns.filter((c) => c.width > c.floor);
     if (narrowable.length === 0) return;
     const widest = narrowable.reduce((a, b) => (b.width > a.width ? b : a));
-    const others = total() - widest.width;
+    const others = tableWidth(columns) - widest.width;
     // What its cells take at that width: an instant narrower than itself takes its date's width.
     widest.width = Math.max(widest.floor, widest.used(Math.max(widest.floor, Math.min(widest.width - 1, widthMax - others))));
   }

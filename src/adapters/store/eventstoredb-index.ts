@@ -157,7 +157,7 @@ export class EventStoreDbOperationIndex implements OperationIndexStore {
 
   readonly workflow: WorkflowIndexStore = {
     list: async (query) => (await this.view()).workflowView.page(query),
-    countRunning: async (principalId, atMost) => Math.min((await this.view()).workflowView.runningOf(principalId), atMost),
+    countRunning: async (principalId, atMost) => (await this.view()).workflowView.countRunning(principalId, atMost),
     get: async (instanceId) => this.guarded(async () => (await this.last(instanceId))?.instanceRow),
     put: async (instanceId, row) =>
       this.guarded(async () => {

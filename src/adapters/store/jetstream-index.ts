@@ -300,7 +300,7 @@ export class JetStreamOperationIndex implements OperationIndexStore {
       return (await this.view()).workflowView.page(query);
     },
     // From the view, made current first (as a page): a start's and an end's rows are written at once, never held back.
-    countRunning: async (principalId, atMost) => Math.min((await this.view()).workflowView.runningOf(principalId), atMost),
+    countRunning: async (principalId, atMost) => (await this.view()).workflowView.countRunning(principalId, atMost),
     get: async (instanceId) => {
       this.assertOpen();
       await this.writeHeld(instanceId);

@@ -124,7 +124,7 @@ export class MemoryEventStore implements EventStore {
     },
     countRunning: async (principalId, atMost) => {
       this.assertOpen();
-      return Math.min(this.workflowRows.runningOf(principalId), atMost);
+      return this.workflowRows.countRunning(principalId, atMost);
     },
     put: async (instanceId, row) => {
       this.assertOpen();

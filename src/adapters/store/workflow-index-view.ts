@@ -98,8 +98,8 @@ export class WorkflowIndexView extends RowView<WorkflowIndexRow, WorkflowIndexQu
     super(instanceShape);
   }
 
-  /** How many of the principal's rows are running: the size of its running list. */
-  runningOf(principalId: string): number {
-    return this.keyed.get(`prun\u0000${principalId}`)?.size ?? 0;
+  /** How many of the principal's rows are running, no more than `atMost` (WorkflowIndexStore.countRunning): the size of its running list. */
+  countRunning(principalId: string, atMost: number): number {
+    return Math.min(this.keyed.get(`prun\u0000${principalId}`)?.size ?? 0, atMost);
   }
 }
