@@ -246,10 +246,10 @@ function addActCommands(program: Command, io: CliIo, setExit: (code: number) => 
 /** `inspect`, `list`, `tail`, `replay`: an operator reading a store. */
 function addReadCommands(program: Command, io: CliIo, setExit: (code: number) => void): void {
   storeCredsOption(contextOptions(program.command('inspect')))
-    .argument('<operationId>', 'operation id, the short id tail prints, or a unique prefix')
+    .argument('<operationId>', 'operation id, the short id tail and list print, or a unique prefix; or a workflow instance (wf… id or unique prefix)')
     .option('--store <url>', "store URL: sqlite:PATH, jetstream:nats://HOST:PORT, esdb://… (default: the context's)")
     .option('--json', 'machine-readable output', false)
-    .description("show an operation's stored transitions (guard, applied or void) and its projected record")
+    .description("show an operation's (or a workflow instance's) stored transitions (guard, applied or void) and its projected record")
     .action(async (operationId: string, o) => {
       const target = await storeOf(o, 'inspect');
       setExit(await (await commands.ops()).inspectCommand(operationId, { ...target, json: o.json }, io));
@@ -267,7 +267,7 @@ function addReadCommands(program: Command, io: CliIo, setExit: (code: number) =>
     });
 
   storeCredsOption(contextOptions(program.command('replay')))
-    .argument('[operationId]', 'one operation (id, short id or unique prefix) or workflow instance (wf… id); every one when absent')
+    .argument('[operationId]', 'one operation (id, short id or unique prefix) or workflow instance (wf… id or unique prefix); every one when absent')
     .option('--store <url>', "store URL (default: the context's)")
     .option('--json', 'machine-readable output', false)
     .option('--fix-index', 'write every operations and workflow instances index row that differs from its log again (and remove rows without a log)', false)
