@@ -39,6 +39,7 @@ const commands = {
   invoke: () => import('./commands/invoke.js'),
   act: () => import('./commands/act.js'),
   list: () => import('./commands/list.js'),
+  prune: () => import('./commands/prune.js'),
 };
 
 const integer = (value: string) => {
@@ -256,6 +257,7 @@ function addReadCommands(program: Command, io: CliIo, setExit: (code: number) =>
     });
 
   addListCommand(program, io, setExit);
+  addPruneCommand(program, io, setExit);
 
   storeCredsOption(contextOptions(program.command('tail')))
     .option('--store <url>', "store URL (default: the context's)")
@@ -277,6 +279,22 @@ function addReadCommands(program: Command, io: CliIo, setExit: (code: number) =>
     .action(async (operationId: string | undefined, o) => {
       const target = await storeOf(o, 'replay');
       setExit(await (await commands.ops()).replayCommand(operationId, { ...target, json: o.json, fixIndex: o.fixIndex }, io));
+    });
+}
+
+/** `prune`: payload expiry of settled operations, as an operator. */
+function addPruneCommand(program: Command, io: CliIo, setExit: (code: number) => void): void {
+  storeCredsOption(contextOptions(program.command('prune')))
+    .description(
+      'payload expiry: tombstone every operation settled (complete) longer ago than --keep; its log goes, its key stays and answers expired (never admitted again)',
+    )
+    .requiredOption('--keep <period>', 'the replay/recovery period: a whole number and a unit (ms, s, m, h, d), at least 1h, e.g. 30d')
+    .option('--store <url>', "store URL: sqlite:PATH, jetstream:nats://HOST:PORT, esdb://… (default: the context's)")
+    .option('--dry-run', 'count what would be pruned, change nothing', false)
+    .option('--json', 'machine-readable output', false)
+    .action(async (o) => {
+      const target = await storeOf(o, 'prune');
+      setExit(await (await commands.prune()).pruneCommand({ ...target, keep: o.keep, dryRun: o.dryRun, json: o.json }, io, interrupted()));
     });
 }
 

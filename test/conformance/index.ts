@@ -12,6 +12,7 @@ import type { EventStore } from '../../src/adapters/store/types.js';
 import { stuckBoundsDefault, type IndexQuery, type OperationIndexRow } from '../../src/events/operation-index.js';
 import { indexRowOfLog } from '../../src/projections/operation-index.js';
 import { applyStored, type OperationRecord } from '../../src/projections/record.js';
+import { pruneOperations } from '../../src/runtime/retention.js';
 import { expectOk, newOperationId, readOk, type StoreFactory, type StoreHarness } from './store.js';
 
 // ---------------------------------------------------------------------------------------------
@@ -372,6 +373,33 @@ const rules: Record<string, (h: StoreHarness) => Promise<void>> = {
     expectOk(await h.store.tombstone(id!), 'tombstone');
     assert.equal(await h.store.index.get(id!), undefined);
     assert.equal(await h.store.index.rebuild(id!), undefined);
+  },
+
+  'payload expiry: a prune tombstones the settled operations and keeps the open ones; the rows follow': async (h) => {
+    const guard = wide(h);
+    const settled = newOperationId('expiry-settled');
+    const open = newOperationId('expiry-open');
+    let outcome = await h.store.create(settled, admission(settled, guard));
+    expectOk(outcome, 'create');
+    for (const next of lifecycle(guard)) {
+      outcome = await h.store.append(settled, outcome.revision, next);
+      expectOk(outcome, next.causation.command);
+    }
+    expectOk(await h.store.create(open, admission(open, guard)), 'create open');
+    const hour = 3_600_000;
+    // Now, plus the period, plus a minute a server's clock may be ahead of the test's.
+    const nowMs = h.nowMs() + hour + 60_000;
+    const dry = await pruneOperations({ store: h.store, nowMs, keepMs: hour, dryRun: true });
+    assert.ok(dry.pruned >= 1 && dry.open >= 1, JSON.stringify(dry));
+    expectOk(await h.store.read(settled), 'a dry run changes nothing');
+    const tally = await pruneOperations({ store: h.store, nowMs, keepMs: hour });
+    assert.deepEqual(tally.failures, []);
+    assert.equal((await h.store.read(settled)).kind, 'expired');
+    assert.equal(await h.store.index.get(settled), undefined, 'the pruned row goes');
+    assert.equal((await h.store.create(settled, admission(settled, guard))).kind, 'expired', 'the key is never admitted again');
+    await expectRowIsFold(h.store, open, 'the open operation is kept');
+    const listed = await allPages(h.store, { limit: 50, untilMs: nowMs });
+    assert.ok(!listed.some((r) => r.operationId === settled) && listed.some((r) => r.operationId === open));
   },
 
   'stuck work is counted and listed per reason': async (h) => {

@@ -117,6 +117,11 @@ test('store commands: 0, and 2 for a missing store file or a bad id, 4 for an un
   await expectCode(exitCodes.invalidInput, ['tail', '--store', 'memory:']);
   await expectCode(exitCodes.unavailable, ['tail', '--store', unreachable]);
   await expectCode(exitCodes.invalidInput, ['inspect', failedId]);
+  await expectCode(exitCodes.ok, ['prune', '--store', store, '--keep', '30d', '--dry-run']);
+  await expectCode(exitCodes.invalidInput, ['prune', '--store', nowhere, '--keep', '30d']);
+  await expectCode(exitCodes.invalidInput, ['prune', '--store', store, '--keep', '5m']);
+  await expectCode(exitCodes.invalidInput, ['prune', '--store', store]);
+  await expectCode(exitCodes.unavailable, ['prune', '--store', unreachable, '--keep', '30d']);
 });
 
 test('a store file that is not a convoke store is 2, like a missing one, and is left as it was; a locked one is 4', async () => {

@@ -458,7 +458,10 @@ export class JetStreamEventStore extends ReplayStampedStore {
         timeout: this.requestTimeoutMs,
       });
       // ack.duplicate: this exact write (same expected sequence, same bytes) was stored before;
-      // answering from the stored message makes the retry of an uncertain append idempotent.
+      // answering from the stored message makes the retry of an uncertain append idempotent —
+      // while that message is still there. A tombstone since purged it: the retry is refused
+      // like any write the subject no longer takes (the log, read, says tombstoned: expired).
+      if (ack.duplicate && (await this.readBack(ack.seq)) === null) return { kind: 'rejected' };
       return { kind: 'stored', revision: ack.seq };
     } catch (error) {
       if (!isWrongSequence(error)) throw error;

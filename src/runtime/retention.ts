@@ -1,0 +1,148 @@
+/**
+ * Payload expiry (the specification's retention rule): an operation settled longer ago than the
+ * declared replay/recovery period keeps its key and loses its payload. The store's tombstone does
+ * it — the log goes, a minimal tombstone of the key stays, and a read or a new admission under the
+ * same key answers `expired`, never recreating the operation. Capacity is never freed by deleting
+ * key history: tombstones still count against `operationsMax`.
+ *
+ * Only operations whose record is settled with a complete settlement are pruned: an open one is
+ * in-flight work, and an indeterminate settlement is kept for an operator to look at. The index
+ * says which operations may qualify; each one's log is read and folded, and only the fold decides.
+ * A settled record never changes phase again and its settlement instant never moves, so what the
+ * fold proved still holds at the tombstone: a late result recorded in between is lost with the
+ * rest of the payload, as it would be a moment later.
+ */
+import type { EventStore } from '../adapters/store/types.js';
+import { AdapterError, invalidInput } from '../contract/errors.js';
+import type { IndexPosition, OperationIndexRow } from '../events/operation-index.js';
+import { fold } from '../projections/record.js';
+
+/** The shortest replay/recovery period a prune accepts: an hour. */
+export const retentionKeepMsMin = 3_600_000;
+/** The longest: ten years (beyond it, nothing is pruned in practice and a typo is likelier). */
+export const retentionKeepMsMax = 10 * 366 * 86_400_000;
+
+/** How a prune went, by what became of each operation the index listed as admitted before the cutoff. */
+export interface PruneTally {
+  /** The cutoff: settled before this instant is pruned. */
+  cutoffMs: number;
+  /** Rows listed (admitted before the cutoff). */
+  examined: number;
+  /** Tombstoned; under a dry run, would be. */
+  pruned: number;
+  /** Not settled yet (in flight, or decided with branches still settling). */
+  open: number;
+  /** Settled with an indeterminate settlement: kept for an operator. */
+  indeterminate: number;
+  /** Settled at or after the cutoff. */
+  recent: number;
+  /** Listed, but already gone when read (tombstoned or removed meanwhile). */
+  gone: number;
+  /** A read or tombstone that failed; the next prune tries them again. */
+  failures: { operationId: string; kind: string; description: string }[];
+}
+
+export interface PruneRequest {
+  store: EventStore;
+  nowMs: number;
+  /** The replay/recovery period: operations settled at least this long before `nowMs` are pruned. */
+  keepMs: number;
+  /** Count what would be pruned, change nothing. */
+  dryRun?: boolean;
+  /** Rows per index page (1..500, default 500). */
+  pageSize?: number;
+  /** Told after each page with the tally so far. */
+  progress?: (tally: PruneTally) => void;
+  /** Checked between operations: a stop asked for ends the prune after the current one. */
+  stopped?: () => boolean;
+}
+
+/** Why `keepMs` is no replay/recovery period, or undefined when it is one. */
+export function keepMsProblem(keepMs: number): string | undefined {
+  if (!Number.isSafeInteger(keepMs)) return 'the retention period must be a whole number of milliseconds';
+  if (keepMs < retentionKeepMsMin) return `the retention period must be at least an hour (${retentionKeepMsMin} ms); it was ${keepMs} ms`;
+  if (keepMs > retentionKeepMsMax) return `the retention period must be at most ten years (${retentionKeepMsMax} ms); it was ${keepMs} ms`;
+  return undefined;
+}
+
+/**
+ * Tombstones every operation settled (complete) more than `keepMs` before `nowMs`, walking the
+ * operations index from the cutoff back, one page at a time. Read and tombstone failures are
+ * counted, not thrown: one unreadable operation does not stop the rest. An index that cannot be
+ * listed throws (`unavailable`).
+ */
+export async function pruneOperations(request: PruneRequest): Promise<PruneTally> {
+  const problem = keepMsProblem(request.keepMs);
+  if (problem !== undefined) throw invalidInput(problem);
+  const cutoffMs = request.nowMs - request.keepMs;
+  const tally: PruneTally = { cutoffMs, examined: 0, pruned: 0, open: 0, indeterminate: 0, recent: 0, gone: 0, failures: [] };
+  let after: IndexPosition | undefined;
+  do {
+    const page = await request.store.index.list({ untilMs: cutoffMs, limit: request.pageSize ?? 500, ...(after ? { after } : {}) });
+    for (const row of page.rows) {
+      if (request.stopped?.()) return tally;
+      tally.examined++;
+      await pruneOne(request, row, tally);
+    }
+    request.progress?.(tally);
+    after = page.next;
+  } while (after !== undefined);
+  return tally;
+}
+
+/** What the index row says of an operation, before its log is read: only a candidate is read. */
+function rowVerdict(row: OperationIndexRow, cutoffMs: number): 'candidate' | 'open' | 'indeterminate' | 'recent' {
+  if (row.phase !== 'settled') return 'open';
+  if (row.settlement === 'indeterminate') return 'indeterminate';
+  if (row.settlement !== 'complete' || row.settledAtMs === null) return 'open';
+  return row.settledAtMs < cutoffMs ? 'candidate' : 'recent';
+}
+
+async function pruneOne(request: PruneRequest, row: OperationIndexRow, tally: PruneTally): Promise<void> {
+  const cutoffMs = tally.cutoffMs;
+  const verdict = rowVerdict(row, cutoffMs);
+  if (verdict !== 'candidate') {
+    tally[verdict]++;
+    return;
+  }
+  const id = row.operationId;
+  const read = await request.store.read(id);
+  if (read.kind === 'not-found' || read.kind === 'expired') {
+    tally.gone++;
+    return;
+  }
+  if (read.kind !== 'ok') {
+    tally.failures.push({ operationId: id, kind: read.kind, description: read.description });
+    return;
+  }
+  // The log decides: an index row may lag it, never lead it (phases only advance).
+  const record = fold(read.transitions);
+  const completedAtMs = record?.settlement.completedAtMs ?? null;
+  if (record === undefined || record.phase !== 'settled' || record.settlement.status !== 'complete' || completedAtMs === null) {
+    tally[record?.settlement.status === 'indeterminate' ? 'indeterminate' : 'open']++;
+    return;
+  }
+  if (completedAtMs >= cutoffMs) {
+    tally.recent++;
+    return;
+  }
+  if (request.dryRun === true) {
+    tally.pruned++;
+    return;
+  }
+  const outcome = await tombstoneOf(request.store, id);
+  if (outcome === undefined) tally.pruned++;
+  else if (outcome.kind === 'not-found') tally.gone++;
+  else tally.failures.push({ operationId: id, ...outcome });
+}
+
+/** The store's tombstone: undefined when done, else its failure (an AdapterError a store throws answered as one). */
+async function tombstoneOf(store: EventStore, id: string): Promise<{ kind: string; description: string } | undefined> {
+  try {
+    const outcome = await store.tombstone(id);
+    return outcome.kind === 'ok' ? undefined : outcome;
+  } catch (error) {
+    if (error instanceof AdapterError) return { kind: error.kind, description: error.description ?? error.kind };
+    throw error;
+  }
+}

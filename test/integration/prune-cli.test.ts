@@ -1,0 +1,124 @@
+/**
+ * `convoke prune`, run as the built binary (bin/convoke.js over dist/) against a real SQLite store
+ * whose operations an embedded deployment settled on a clock set years back, and one it left open:
+ * a dry run changes nothing; a prune tombstones the settled ones, keeps the open one, prints what
+ * became of each as a table (or --json), and the pruned keys answer expired; a second prune finds
+ * nothing more; a period under an hour or without a unit is exit 2 before the store is opened.
+ */
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { SqliteEventStore } from '../../src/adapters/store/sqlite.js';
+import { SystemClock, VirtualClock } from '../../src/contract/clock.js';
+import { createEmbedded } from '../../src/deployment/embedded.js';
+import { peerIds, reviewBundle } from '../../src/deployment/examples.js';
+import { repoRoot } from '../support/http-server.js';
+
+let dir = '';
+let path = '';
+const settled: string[] = [];
+let open = '';
+
+function convoke(args: string[]) {
+  const run = spawnSync(process.execPath, [join(repoRoot(), 'bin', 'convoke.js'), ...args], {
+    encoding: 'utf8',
+    timeout: 60_000,
+    env: { ...process.env, COLUMNS: '100' },
+  });
+  return { code: run.status, out: run.stdout, err: run.stderr };
+}
+
+before(async () => {
+  dir = await mkdtemp(join(tmpdir(), 'convoke-prune-'));
+  path = join(dir, 'ops.db');
+  // November 2023: every settlement is years older than any period the test gives.
+  const clock = new VirtualClock(1_700_000_000_000);
+  const store = new SqliteEventStore({ path, clock });
+  const embedded = await createEmbedded({
+    clock,
+    bundle: reviewBundle({ completion: { mode: 'quorum', count: 2 } }),
+    groups: { reviewers: peerIds(3) },
+    store,
+    resultBatchMs: 0,
+  });
+  try {
+    const handler = (input: unknown) => ((input as { document: string }).document === 'open' ? new Promise<never>(() => {}) : { verdict: 'approve' });
+    for (const peer of peerIds(3)) await embedded.addPeer(peer, { review: handler });
+    const invoke = async (key: string, document: string) =>
+      (
+        await embedded.coordinator.invoke(
+          { principalId: 'svc-a', senderPeerId: null },
+          { contract: embedded.bundle.ref, interaction: 'review', invocationKey: key, input: { document } },
+        )
+      ).result.operationId;
+    for (let i = 0; i < 3; i++) settled.push(await invoke(`k-${i}`, `doc ${i}`));
+    open = await invoke('k-open', 'open');
+    await clock.advance(0);
+    for (const id of settled) assert.equal((await embedded.coordinator.get('svc-a', id)).phase, 'settled');
+  } finally {
+    await embedded.close();
+  }
+  assert.ok(new SystemClock().nowMs() > clock.nowMs());
+});
+
+after(async () => {
+  await rm(dir, { recursive: true, force: true });
+});
+
+interface Tally {
+  dryRun: boolean;
+  examined: number;
+  pruned: number;
+  open: number;
+  recent: number;
+  failures: unknown[];
+}
+
+test('prune: a dry run counts and changes nothing; a prune tombstones the settled operations and keeps the open one', () => {
+  const store = `sqlite:${path}`;
+  const dry = convoke(['prune', '--store', store, '--keep', '30d', '--dry-run', '--json']);
+  assert.equal(dry.code, 0, dry.err);
+  const counted = JSON.parse(dry.out) as Tally;
+  assert.deepEqual([counted.dryRun, counted.examined, counted.pruned, counted.open, counted.failures.length], [true, 4, 3, 1, 0]);
+  assert.equal(convoke(['inspect', settled[0]!, '--store', store]).code, 0, 'a dry run changes nothing');
+
+  const pruned = convoke(['prune', '--store', store, '--keep', '30d']);
+  assert.equal(pruned.code, 0, pruned.err);
+  assert.match(pruned.out, /operations settled before \d{4}-\d\d-\d\dT/);
+  assert.match(pruned.out, /pruned\s+│?\s*3\b/);
+  assert.match(pruned.out, /kept: open\s+│?\s*1\b/);
+  assert.match(pruned.out, /4 operations admitted before the cutoff examined/);
+  for (const line of pruned.out.split('\n')) assert.ok(line.length <= 100, `fits 100 columns: ${line}`);
+
+  for (const id of settled) {
+    const inspected = convoke(['inspect', id, '--store', store]);
+    assert.equal(inspected.code, 6, `${id}: expired, ${inspected.err}`);
+  }
+  const listed = JSON.parse(convoke(['list', '--store', store, '--json']).out) as { operations: { operationId: string }[] };
+  assert.deepEqual(
+    listed.operations.map((o) => o.operationId),
+    [open],
+  );
+  const replayed = convoke(['replay', '--store', store, '--json']);
+  assert.equal(replayed.code, 0, replayed.out);
+
+  const again = JSON.parse(convoke(['prune', '--store', store, '--keep', '30d', '--json']).out) as Tally;
+  assert.deepEqual([again.examined, again.pruned, again.open], [1, 0, 1], 'nothing more to prune');
+});
+
+test('prune: a period is a whole number and a unit, at least an hour; wrong ones are exit 2 naming the rule', () => {
+  const store = `sqlite:${path}`;
+  for (const [keep, why] of [
+    ['59m', /at least an hour/],
+    ['30', /a whole number and a unit/],
+    ['1.5h', /a whole number and a unit/],
+    ['-1d', /a whole number and a unit/],
+  ] as const) {
+    const run = convoke(['prune', '--store', store, '--keep', keep]);
+    assert.equal(run.code, 2, `${keep}: ${run.err}`);
+    assert.match(run.err, why);
+  }
+});
