@@ -15,12 +15,14 @@ import { SqliteEventStore } from '../../src/adapters/store/sqlite.js';
 import { SystemClock, VirtualClock } from '../../src/contract/clock.js';
 import { createEmbedded } from '../../src/deployment/embedded.js';
 import { peerIds, reviewBundle } from '../../src/deployment/examples.js';
+import Database from 'better-sqlite3';
 import { repoRoot } from '../support/http-server.js';
 
 let dir = '';
 let path = '';
 const settled: string[] = [];
 let open = '';
+let recent = '';
 
 function convoke(args: string[]) {
   const run = spawnSync(process.execPath, [join(repoRoot(), 'bin', 'convoke.js'), ...args], {
@@ -62,6 +64,22 @@ before(async () => {
     await embedded.close();
   }
   assert.ok(new SystemClock().nowMs() > clock.nowMs());
+  // And one settled today, admitted after any cutoff the test gives.
+  const today = new SystemClock();
+  const later = await createEmbedded({
+    clock: today,
+    bundle: reviewBundle({ completion: { mode: 'quorum', count: 2 } }),
+    groups: { reviewers: peerIds(3) },
+    store: new SqliteEventStore({ path, clock: today }),
+  });
+  try {
+    for (const peer of peerIds(3)) await later.addPeer(peer, { review: () => ({ verdict: 'approve' }) });
+    const request = { contract: later.bundle.ref, interaction: 'review', invocationKey: 'k-now', input: { document: 'now' } };
+    recent = (await later.coordinator.invoke({ principalId: 'svc-a', senderPeerId: null }, request)).result.operationId;
+    await later.coordinator.wait('svc-a', recent, 'settled', 10_000);
+  } finally {
+    await later.close();
+  }
 });
 
 after(async () => {
@@ -100,7 +118,7 @@ test('prune: a dry run counts and changes nothing; a prune tombstones the settle
   const listed = JSON.parse(convoke(['list', '--store', store, '--json']).out) as { operations: { operationId: string }[] };
   assert.deepEqual(
     listed.operations.map((o) => o.operationId),
-    [open],
+    [recent, open],
   );
   const replayed = convoke(['replay', '--store', store, '--json']);
   assert.equal(replayed.code, 0, replayed.out);
@@ -121,4 +139,24 @@ test('prune: a period is a whole number and a unit, at least an hour; wrong ones
     assert.equal(run.code, 2, `${keep}: ${run.err}`);
     assert.match(run.err, why);
   }
+});
+
+test("prune: the log decides, not the index: a row that says settled over an open log, or settled years ago over today's, is kept", () => {
+  const store = `sqlite:${path}`;
+  const db = new Database(path);
+  try {
+    db.prepare(
+      "UPDATE operation_index SET phase = 'settled', outcome = 'success', settlement = 'complete', settled_at_ms = admitted_at_ms WHERE operation_id = ?",
+    ).run(open);
+    // Today's operation, its row moved years back: listed before the cutoff and settled before it, by the row alone.
+    db.prepare('UPDATE operation_index SET admitted_at_ms = 1700000000000, settled_at_ms = 1700000000000 WHERE operation_id = ?').run(recent);
+  } finally {
+    db.close();
+  }
+  const run = convoke(['prune', '--store', store, '--keep', '30d', '--json']);
+  assert.equal(run.code, 0, run.err);
+  const tally = JSON.parse(run.out) as Tally;
+  assert.deepEqual([tally.examined, tally.pruned, tally.open, tally.recent], [2, 0, 1, 1]);
+  assert.equal(convoke(['inspect', recent, '--store', store]).code, 0, "today's operation keeps its log");
+  assert.equal(convoke(['inspect', open, '--store', store]).code, 0, 'the open operation keeps its log');
 });
