@@ -34,6 +34,7 @@ import { attestedEffectFencing } from '../runtime/capabilities.js';
 import { budgetBytesMin, budgetProblems } from '../runtime/log-budget.js';
 import { coordinatorBusPermissions, peerBusPermissions } from './embedded.js';
 import { observeStampSources } from '../runtime/metrics.js';
+import { retentionEveryMsMax, retentionEveryMsMin, retentionKeepMsMax, retentionKeepMsMin, scheduleRetention } from '../runtime/retention.js';
 import { originPattern } from '../contract/origins.js';
 import { buildNatsDeployment } from './nats/assembly.js';
 import { jetstreamStorePermissions } from './nats/permissions.js';
@@ -287,6 +288,16 @@ export const deploymentConfigSchema = {
         },
       },
     },
+    /** Payload expiry on a schedule (src/runtime/retention.ts). */
+    retention: {
+      type: 'object',
+      additionalProperties: false,
+      required: ['keepMs'],
+      properties: {
+        keepMs: { type: 'integer', minimum: retentionKeepMsMin, maximum: retentionKeepMsMax },
+        everyMs: { type: 'integer', minimum: retentionEveryMsMin, maximum: retentionEveryMsMax },
+      },
+    },
     /** When open work counts as stuck (docs/operations.md "Stuck work"); absent fields take the defaults. */
     stuck: {
       type: 'object',
@@ -424,7 +435,7 @@ export async function buildDeployment(config: DeploymentConfig, options: BuildOp
   const http = await resolveHttp(config.http);
   if (transport.kind === 'nats') {
     // The NATS assembly opens the store itself: a jetstream: store may share the transport's credentials.
-    return buildNatsDeployment(config, transport, {
+    const built = await buildNatsDeployment(config, transport, {
       clock,
       bundles,
       compiled,
@@ -435,6 +446,7 @@ export async function buildDeployment(config: DeploymentConfig, options: BuildOp
       ...(options.logger ? { logger: options.logger } : {}),
       ...(options.workflows ? { workflows: options.workflows } : {}),
     });
+    return withRetention(config, built, options.log);
   }
   // The store is opened last among the checks: nothing above can leave it open.
   // A jetstream: store's server may still be starting: waited out within the start-up wait, in
@@ -445,7 +457,7 @@ export async function buildDeployment(config: DeploymentConfig, options: BuildOp
     ...(options.log ? { notice: (line: string) => options.log?.(line) } : {}),
   });
   try {
-    return await assemble(config, {
+    const built = await assemble(config, {
       clock,
       bundles,
       compiled,
@@ -454,10 +466,50 @@ export async function buildDeployment(config: DeploymentConfig, options: BuildOp
       ...(options.logger ? { logger: options.logger } : {}),
       ...(options.workflows ? { workflows: options.workflows } : {}),
     });
+    return withRetention(config, built, options.log);
   } catch (error) {
     await store.close();
     throw error;
   }
+}
+
+/**
+ * The deployment with its scheduled payload expiry (config `retention`), stopped before the rest
+ * closes: a prune under way ends after the operation it is at, then the store closes. Each prune
+ * is one notice (warn when some operations could not be pruned) and counted in the metrics.
+ */
+function withRetention(config: DeploymentConfig, deployment: RunningDeployment, log: DeploymentLog | undefined): RunningDeployment {
+  const retention = config.retention;
+  if (retention === undefined) return deployment;
+  const metrics = deployment.coordinator.metrics;
+  const schedule = scheduleRetention({
+    store: deployment.store,
+    clock: deployment.clock,
+    keepMs: retention.keepMs,
+    ...(retention.everyMs === undefined ? {} : { everyMs: retention.everyMs }),
+    onPrune: (tally, stopped) => {
+      metrics.pruned.inc(tally.pruned);
+      metrics.pruneRuns.inc({ result: tally.failures.length > 0 ? 'failed' : 'ok' });
+      const kept = tally.open + tally.indeterminate + tally.recent;
+      const failed = tally.failures.length > 0 ? `; ${tally.failures.length} could not be (first: ${tally.failures[0]?.operationId} ${tally.failures[0]?.kind})` : '';
+      log?.(
+        `retention: ${tally.pruned} operations settled before ${new Date(tally.cutoffMs).toISOString()} pruned, ${kept} kept${failed}${stopped ? '; stopped by shutdown' : ''}`,
+        tally.failures.length > 0 ? 'warn' : 'info',
+      );
+    },
+    onError: (error) => {
+      metrics.pruneRuns.inc({ result: 'error' });
+      log?.(`retention: the scheduled prune could not run (${error instanceof Error ? error.message : String(error)}); the next runs on schedule`, 'warn');
+    },
+  });
+  const close = deployment.close;
+  return {
+    ...deployment,
+    close: async () => {
+      await schedule.close();
+      await close.call(deployment);
+    },
+  };
 }
 
 interface Parts {

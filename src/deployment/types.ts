@@ -167,6 +167,12 @@ export interface DeploymentConfig {
   operators?: string[];
   /** When open work counts as stuck (docs/operations.md "Stuck work"); absent fields take stuckBoundsDefault. */
   stuck?: Partial<StuckBounds>;
+  /**
+   * The deployment's own payload expiry (docs/operations.md "Retention: payload expiry"): every
+   * `everyMs` (default an hour) operations settled (complete) more than `keepMs` ago are
+   * tombstoned, as `convoke prune --keep` does. Absent: nothing is pruned but by that command.
+   */
+  retention?: { keepMs: number; everyMs?: number };
   /** How the workflow instances beside the coordinator run (docs/reference.md "workflows"). */
   workflows?: WorkflowsConfig;
   /**

@@ -47,6 +47,17 @@ export class Metrics {
     labelNames: ['stage'],
     registers: [this.registry],
   });
+  readonly pruned = new Counter({
+    name: 'convoke_operations_pruned_total',
+    help: "Operations whose payload this deployment's scheduled retention expired (tombstoned: the log gone, the key kept)",
+    registers: [this.registry],
+  });
+  readonly pruneRuns = new Counter({
+    name: 'convoke_retention_runs_total',
+    help: 'Scheduled retention prunes, by result (ok; failed: some operations could not be read or tombstoned; error: the index could not be listed)',
+    labelNames: ['result'],
+    registers: [this.registry],
+  });
   readonly decisionSeconds = new Histogram({
     name: 'convoke_decision_duration_seconds',
     help: 'Admission to decision, in store time, by outcome',

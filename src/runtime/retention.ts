@@ -13,6 +13,7 @@
  * rest of the payload, as it would be a moment later.
  */
 import type { EventStore } from '../adapters/store/types.js';
+import type { Clock, TimerHandle } from '../contract/clock.js';
 import { AdapterError, invalidInput } from '../contract/errors.js';
 import type { IndexPosition, OperationIndexRow } from '../events/operation-index.js';
 import { fold } from '../projections/record.js';
@@ -145,4 +146,60 @@ async function tombstoneOf(store: EventStore, id: string): Promise<{ kind: strin
     if (error instanceof AdapterError) return { kind: error.kind, description: error.description ?? error.kind };
     throw error;
   }
+}
+
+/** The shortest and longest interval between a deployment's scheduled prunes, and its default. */
+export const retentionEveryMsMin = 60_000;
+export const retentionEveryMsMax = 86_400_000;
+export const retentionEveryMsDefault = 3_600_000;
+
+export interface RetentionScheduleOptions {
+  store: EventStore;
+  clock: Clock;
+  keepMs: number;
+  /** Between the end of one prune and the start of the next; the first starts this long after the schedule (default an hour). */
+  everyMs?: number;
+  /** Told each prune's tally when it ended (it ran through, or it was stopped). */
+  onPrune?(tally: PruneTally, stopped: boolean): void;
+  /** Told a prune that could not run (the index could not be listed); the next goes on schedule. */
+  onError?(error: unknown): void;
+}
+
+/**
+ * A deployment's own payload expiry (config `retention`): a prune every `everyMs`, one at a time,
+ * on the injected clock. `close()` cancels the next and stops one under way after the operation
+ * it is at, and resolves when it has stopped: the store can then be closed under it.
+ */
+export function scheduleRetention(options: RetentionScheduleOptions): { close(): Promise<void> } {
+  const problem = keepMsProblem(options.keepMs);
+  if (problem !== undefined) throw invalidInput(problem);
+  const everyMs = options.everyMs ?? retentionEveryMsDefault;
+  let closed = false;
+  let timer: TimerHandle | undefined;
+  let running: Promise<void> | undefined;
+  const next = () => {
+    if (!closed) timer = options.clock.at(options.clock.nowMs() + everyMs, run);
+  };
+  const run = () => {
+    timer = undefined;
+    running = (async () => {
+      try {
+        const tally = await pruneOperations({ store: options.store, nowMs: options.clock.nowMs(), keepMs: options.keepMs, stopped: () => closed });
+        options.onPrune?.(tally, closed);
+      } catch (error) {
+        options.onError?.(error);
+      } finally {
+        running = undefined;
+        next();
+      }
+    })();
+  };
+  next();
+  return {
+    close: async () => {
+      closed = true;
+      timer?.cancel();
+      await running;
+    },
+  };
 }

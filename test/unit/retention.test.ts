@@ -7,7 +7,15 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { isAdapterError } from '../../src/contract/errors.js';
-import { keepMsProblem, pruneOperations, retentionKeepMsMin } from '../../src/runtime/retention.js';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { SqliteEventStore } from '../../src/adapters/store/sqlite.js';
+import { VirtualClock } from '../../src/contract/clock.js';
+import { buildDeployment, parseDeploymentConfig } from '../../src/deployment/config.js';
+import { reviewBundle } from '../../src/deployment/examples.js';
+import { keepMsProblem, pruneOperations, retentionKeepMsMin, scheduleRetention, type PruneTally } from '../../src/runtime/retention.js';
+import { minimalServeConfig } from '../support/config-fixtures.js';
 import type { EventStore } from '../../src/adapters/store/types.js';
 import type { Handler } from '../../src/peer/peer.js';
 import { answers, scenario, type Scenario } from '../support/scenario.js';
@@ -113,4 +121,88 @@ test('a retention period is at least an hour and at most ten years, in whole mil
     (error) => isAdapterError(error) && error.kind === 'invalid-input',
   );
   await s.close();
+});
+
+test('a schedule prunes every everyMs, one at a time, and stops at close', async () => {
+  const s = await scenario({ peers: 1, review: { completion: { mode: 'first-success' } } });
+  await s.addPeer('alfa', { review: answers('approve') });
+  const id = (await s.invoke('k')).result.operationId;
+  await s.settle();
+  assert.equal((await s.get(id)).settlement.status, 'complete');
+  const tallies: PruneTally[] = [];
+  const schedule = scheduleRetention({ store: s.store, clock: s.clock, keepMs: hour, everyMs: 10 * 60_000, onPrune: (tally) => tallies.push(tally) });
+  await s.clock.advance(10 * 60_000 - 1);
+  assert.equal(tallies.length, 0, 'the first prune waits everyMs');
+  await s.clock.advance(1);
+  assert.deepEqual([tallies.length, tallies[0]?.examined, tallies[0]?.pruned], [1, 0, 0], 'admitted ten minutes ago: after the cutoff');
+  await s.clock.advance(60 * 60_000);
+  assert.deepEqual(
+    tallies.map((t) => t.pruned),
+    [0, 0, 0, 0, 0, 0, 1],
+    'pruned by the first run more than an hour after its settlement',
+  );
+  assert.equal((await s.store.read(id)).kind, 'expired');
+  await schedule.close();
+  await s.clock.advance(60 * 60_000);
+  assert.equal(tallies.length, 7, 'nothing after close');
+  await s.close();
+});
+
+test('a deployment with config retention prunes on its own, says so, counts it, and stops before its store closes', async () => {
+  const dir = await mkdtemp(join(tmpdir(), 'convoke-retention-'));
+  try {
+    const path = join(dir, 'ops.db');
+    // Two operations settled on a clock, in a SQLite file the deployment then opens two hours later.
+    const clock = new VirtualClock();
+    const review = { completion: { mode: 'first-success' } };
+    const seeded = await scenario({ peers: 1, review, embedded: { store: new SqliteEventStore({ path, clock }), clock } });
+    await seeded.addPeer('alfa', { review: answers('approve') });
+    const ids = [(await seeded.invoke('k1')).result.operationId, (await seeded.invoke('k2')).result.operationId];
+    await seeded.settle();
+    await seeded.close();
+    await writeFile(join(dir, 'b.json'), JSON.stringify(reviewBundle(review)));
+    const config = minimalServeConfig({
+      store: 'sqlite:ops.db',
+      directory: { groups: { reviewers: ['alfa'] } },
+      attestations: [{ namespace: 'demo.v1.lab', exclusivePeerPublishers: true }],
+      retention: { keepMs: hour, everyMs: 60_000 },
+    });
+    const later = new VirtualClock(clock.nowMs() + 2 * hour);
+    const lines: [string, string | undefined][] = [];
+    const deployment = await buildDeployment(parseDeploymentConfig(new TextEncoder().encode(JSON.stringify(config)), dir), {
+      clock: later,
+      log: (line, level) => lines.push([line, level]),
+    });
+    await later.advance(60_000);
+    const said = lines.filter(([line]) => line.startsWith('retention:'));
+    assert.equal(said.length, 1, JSON.stringify(lines));
+    assert.match(said[0]![0], /^retention: 2 operations settled before \S+ pruned, 0 kept$/);
+    assert.equal(said[0]![1], 'info');
+    for (const id of ids) assert.equal((await deployment.store.read(id)).kind, 'expired');
+    const metrics = await deployment.coordinator.metrics.registry.getMetricsAsJSON();
+    const value = (name: string) => metrics.find((m) => m.name === name)?.values;
+    assert.deepEqual(
+      value('convoke_operations_pruned_total')?.map((v) => v.value),
+      [2],
+    );
+    assert.deepEqual(
+      value('convoke_retention_runs_total')?.map((v) => [v.labels.result, v.value]),
+      [['ok', 1]],
+    );
+    await deployment.close();
+    await later.advance(10 * 60_000);
+    assert.equal(lines.filter(([line]) => line.startsWith('retention:')).length, 1, 'nothing after close');
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+});
+
+test('config retention: keepMs at least an hour, everyMs between a minute and a day', () => {
+  const parse = (retention: unknown) => () => parseDeploymentConfig(new TextEncoder().encode(JSON.stringify(minimalServeConfig({ retention }))), '/tmp');
+  assert.throws(parse({ keepMs: hour - 1 }), /retention\/keepMs/);
+  assert.throws(parse({ keepMs: hour, everyMs: 59_999 }), /retention\/everyMs/);
+  assert.throws(parse({ keepMs: hour, everyMs: 86_400_001 }), /retention\/everyMs/);
+  assert.throws(parse({ everyMs: 60_000 }), /keepMs/);
+  assert.throws(parse({ keepMs: hour, other: 1 }), /other/);
+  assert.deepEqual(parse({ keepMs: hour })().retention, { keepMs: hour });
 });
