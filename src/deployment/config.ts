@@ -482,19 +482,27 @@ function withRetention(config: DeploymentConfig, deployment: RunningDeployment, 
   const retention = config.retention;
   if (retention === undefined) return deployment;
   const metrics = deployment.coordinator.metrics;
+  const workflows = deployment.workflows;
   const schedule = scheduleRetention({
     store: deployment.store,
     clock: deployment.clock,
     keepMs: retention.keepMs,
     ...(retention.everyMs === undefined ? {} : { everyMs: retention.everyMs }),
-    onPrune: (tally, stopped) => {
-      metrics.pruned.inc(tally.pruned);
-      metrics.pruneRuns.inc({ result: tally.failures.length > 0 ? 'failed' : 'ok' });
-      const kept = tally.open + tally.indeterminate + tally.recent;
-      const failed = tally.failures.length > 0 ? `; ${tally.failures.length} could not be (first: ${tally.failures[0]?.operationId} ${tally.failures[0]?.kind})` : '';
+    ...(workflows?.prune ? { instances: workflows.prune.bind(workflows) } : {}),
+    onPrune: ({ operations, instances }, stopped) => {
+      metrics.pruned.inc({ kind: 'operation' }, operations.pruned);
+      if (instances) metrics.pruned.inc({ kind: 'workflow-instance' }, instances.pruned);
+      const failures = [
+        ...operations.failures.map((f) => `${f.operationId} ${f.kind}`),
+        ...(instances?.failures ?? []).map((f) => `${f.instanceId} ${f.kind}`),
+      ];
+      metrics.pruneRuns.inc({ result: failures.length > 0 ? 'failed' : 'ok' });
+      const kept = operations.open + operations.indeterminate + operations.recent;
+      const ofInstances = instances ? `; ${instances.pruned} workflow instances pruned, ${instances.running + instances.recent + instances.needed} kept` : '';
+      const failed = failures.length > 0 ? `; ${failures.length} could not be (first: ${failures[0]})` : '';
       log?.(
-        `retention: ${tally.pruned} operations settled before ${new Date(tally.cutoffMs).toISOString()} pruned, ${kept} kept${failed}${stopped ? '; stopped by shutdown' : ''}`,
-        tally.failures.length > 0 ? 'warn' : 'info',
+        `retention: ${operations.pruned} operations settled before ${new Date(operations.cutoffMs).toISOString()} pruned, ${kept} kept${ofInstances}${failed}${stopped ? '; stopped by shutdown' : ''}`,
+        failures.length > 0 ? 'warn' : 'info',
       );
     },
     onError: (error) => {

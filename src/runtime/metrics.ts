@@ -48,8 +48,9 @@ export class Metrics {
     registers: [this.registry],
   });
   readonly pruned = new Counter({
-    name: 'convoke_operations_pruned_total',
-    help: "Operations whose payload this deployment's scheduled retention expired (tombstoned: the log gone, the key kept)",
+    name: 'convoke_pruned_total',
+    help: "Streams whose payload this deployment's scheduled retention expired (tombstoned: the log gone, the key kept), by kind",
+    labelNames: ['kind'],
     registers: [this.registry],
   });
   readonly pruneRuns = new Counter({

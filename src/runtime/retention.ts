@@ -43,7 +43,23 @@ export interface PruneTally {
   failures: { operationId: string; kind: string; description: string }[];
 }
 
-export interface PruneRequest {
+/** How a prune of workflow instances went (src/workflow/exec/retention.ts), as PruneTally is for operations. */
+export interface InstancePruneTally {
+  cutoffMs: number;
+  /** Rows listed (started before the cutoff). */
+  examined: number;
+  /** Tombstoned; under a dry run, would be. */
+  pruned: number;
+  running: number;
+  /** Ended at or after the cutoff. */
+  recent: number;
+  /** Ended before the cutoff, but a parent or a child of it still runs. */
+  needed: number;
+  gone: number;
+  failures: { instanceId: string; kind: string; description: string }[];
+}
+
+export interface PruneRequest<T = PruneTally> {
   store: EventStore;
   nowMs: number;
   /** The replay/recovery period: operations settled at least this long before `nowMs` are pruned. */
@@ -53,7 +69,7 @@ export interface PruneRequest {
   /** Rows per index page (1..500, default 500). */
   pageSize?: number;
   /** Told after each page with the tally so far. */
-  progress?: (tally: PruneTally) => void;
+  progress?: (tally: T) => void;
   /** Checked between operations: a stop asked for ends the prune after the current one. */
   stopped?: () => boolean;
 }
@@ -138,7 +154,7 @@ async function pruneOne(request: PruneRequest, row: OperationIndexRow, tally: Pr
 }
 
 /** The store's tombstone: undefined when done, else its failure (an AdapterError a store throws answered as one). */
-async function tombstoneOf(store: EventStore, id: string): Promise<{ kind: string; description: string } | undefined> {
+export async function tombstoneOf(store: EventStore, id: string): Promise<{ kind: string; description: string } | undefined> {
   try {
     const outcome = await store.tombstone(id);
     return outcome.kind === 'ok' ? undefined : outcome;
@@ -159,16 +175,18 @@ export interface RetentionScheduleOptions {
   keepMs: number;
   /** Between the end of one prune and the start of the next; the first starts this long after the schedule (default an hour). */
   everyMs?: number;
-  /** Told each prune's tally when it ended (it ran through, or it was stopped). */
-  onPrune?(tally: PruneTally, stopped: boolean): void;
-  /** Told a prune that could not run (the index could not be listed); the next goes on schedule. */
+  /** Prunes the workflow instances too, after the operations (src/workflow/exec/retention.ts, as the deployment's workflow service runs it). */
+  instances?(request: Omit<PruneRequest<InstancePruneTally>, 'store'>): Promise<InstancePruneTally>;
+  /** Told each prune's tallies when it ended (it ran through, or it was stopped). */
+  onPrune?(tallies: { operations: PruneTally; instances?: InstancePruneTally }, stopped: boolean): void;
+  /** Told a prune that could not run (an index could not be listed); the next goes on schedule. */
   onError?(error: unknown): void;
 }
 
 /**
  * A deployment's own payload expiry (config `retention`): a prune every `everyMs`, one at a time,
  * on the injected clock. `close()` cancels the next and stops one under way after the operation
- * it is at, and resolves when it has stopped: the store can then be closed under it.
+ * or instance it is at, and resolves when it has stopped: the store can then be closed under it.
  */
 export function scheduleRetention(options: RetentionScheduleOptions): { close(): Promise<void> } {
   const problem = keepMsProblem(options.keepMs);
@@ -180,19 +198,20 @@ export function scheduleRetention(options: RetentionScheduleOptions): { close():
   const next = () => {
     if (!closed) timer = options.clock.at(options.clock.nowMs() + everyMs, run);
   };
+  const prune = async () => {
+    const request = { nowMs: options.clock.nowMs(), keepMs: options.keepMs, stopped: () => closed };
+    const operations = await pruneOperations({ store: options.store, ...request });
+    const instances = options.instances && !closed ? await options.instances(request) : undefined;
+    options.onPrune?.(instances === undefined ? { operations } : { operations, instances }, closed);
+  };
   const run = () => {
     timer = undefined;
-    running = (async () => {
-      try {
-        const tally = await pruneOperations({ store: options.store, nowMs: options.clock.nowMs(), keepMs: options.keepMs, stopped: () => closed });
-        options.onPrune?.(tally, closed);
-      } catch (error) {
-        options.onError?.(error);
-      } finally {
+    running = prune()
+      .catch((error: unknown) => options.onError?.(error))
+      .finally(() => {
         running = undefined;
         next();
-      }
-    })();
+      });
   };
   next();
   return {

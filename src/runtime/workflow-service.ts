@@ -7,6 +7,7 @@
  * A WorkflowInstance is a view of the instance's log: its status, the task running now, each
  * contract call (a stage) with its operation id, decision and settlement, and the output or error.
  */
+import type { InstancePruneTally, PruneRequest } from './retention.js';
 import type { NatsConnection } from '@nats-io/transport-node';
 import type { EventStore } from '../adapters/store/types.js';
 import type { CloudEventIntake } from '../contract/cloudevents.js';
@@ -143,6 +144,8 @@ export interface WorkflowInstanceService {
   inspect(principalId: string, instanceId: string): Promise<WorkflowInspection>;
   /** Notice of each append to any instance's stream, by any client of the store. */
   follow(listener: (instanceId: string) => void): Promise<{ close(): Promise<void> }>;
+  /** Payload expiry of the store's ended instances (the config's `retention`, src/runtime/retention.ts). */
+  prune?(request: Omit<PruneRequest<InstancePruneTally>, 'store'>): Promise<InstancePruneTally>;
 }
 
 /** The serve config's `workflows` section (docs/reference.md). */

@@ -86,13 +86,17 @@ after(async () => {
   await rm(dir, { recursive: true, force: true });
 });
 
-interface Tally {
-  dryRun: boolean;
+interface Counts {
   examined: number;
   pruned: number;
   open: number;
   recent: number;
   failures: unknown[];
+}
+interface Tally {
+  dryRun: boolean;
+  operations: Counts;
+  workflowInstances: Counts & { running: number };
 }
 
 test('prune: a dry run counts and changes nothing; a prune tombstones the settled operations and keeps the open one', () => {
@@ -100,15 +104,17 @@ test('prune: a dry run counts and changes nothing; a prune tombstones the settle
   const dry = convoke(['prune', '--store', store, '--keep', '30d', '--dry-run', '--json']);
   assert.equal(dry.code, 0, dry.err);
   const counted = JSON.parse(dry.out) as Tally;
-  assert.deepEqual([counted.dryRun, counted.examined, counted.pruned, counted.open, counted.failures.length], [true, 4, 3, 1, 0]);
+  const ops = counted.operations;
+  assert.deepEqual([counted.dryRun, ops.examined, ops.pruned, ops.open, ops.failures.length], [true, 4, 3, 1, 0]);
+  assert.deepEqual([counted.workflowInstances.examined, counted.workflowInstances.pruned], [0, 0]);
   assert.equal(convoke(['inspect', settled[0]!, '--store', store]).code, 0, 'a dry run changes nothing');
 
   const pruned = convoke(['prune', '--store', store, '--keep', '30d']);
   assert.equal(pruned.code, 0, pruned.err);
-  assert.match(pruned.out, /operations settled before \d{4}-\d\d-\d\dT/);
-  assert.match(pruned.out, /pruned\s+│?\s*3\b/);
-  assert.match(pruned.out, /kept: open\s+│?\s*1\b/);
-  assert.match(pruned.out, /4 operations admitted before the cutoff examined/);
+  assert.match(pruned.out, /settled or ended before \d{4}-\d\d-\d\dT/);
+  assert.match(pruned.out, /\npruned\s+3\s+0\s/);
+  assert.match(pruned.out, /\nkept: open or running\s+1\s+0\s/);
+  assert.match(pruned.out, /4 operations and 0 workflow instances begun before the cutoff examined/);
   for (const line of pruned.out.split('\n')) assert.ok(line.length <= 100, `fits 100 columns: ${line}`);
 
   for (const id of settled) {
@@ -124,7 +130,7 @@ test('prune: a dry run counts and changes nothing; a prune tombstones the settle
   assert.equal(replayed.code, 0, replayed.out);
 
   const again = JSON.parse(convoke(['prune', '--store', store, '--keep', '30d', '--json']).out) as Tally;
-  assert.deepEqual([again.examined, again.pruned, again.open], [1, 0, 1], 'nothing more to prune');
+  assert.deepEqual([again.operations.examined, again.operations.pruned, again.operations.open], [1, 0, 1], 'nothing more to prune');
 });
 
 test('prune: a period is a whole number and a unit, at least an hour; wrong ones are exit 2 naming the rule', () => {
@@ -156,7 +162,8 @@ test("prune: the log decides, not the index: a row that says settled over an ope
   const run = convoke(['prune', '--store', store, '--keep', '30d', '--json']);
   assert.equal(run.code, 0, run.err);
   const tally = JSON.parse(run.out) as Tally;
-  assert.deepEqual([tally.examined, tally.pruned, tally.open, tally.recent], [2, 0, 1, 1]);
+  const ops = tally.operations;
+  assert.deepEqual([ops.examined, ops.pruned, ops.open, ops.recent], [2, 0, 1, 1]);
   assert.equal(convoke(['inspect', recent, '--store', store]).code, 0, "today's operation keeps its log");
   assert.equal(convoke(['inspect', open, '--store', store]).code, 0, 'the open operation keeps its log');
 });

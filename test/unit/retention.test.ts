@@ -16,6 +16,15 @@ import { buildDeployment, parseDeploymentConfig } from '../../src/deployment/con
 import { reviewBundle } from '../../src/deployment/examples.js';
 import { keepMsProblem, pruneOperations, retentionKeepMsMin, scheduleRetention, type PruneTally } from '../../src/runtime/retention.js';
 import { minimalServeConfig } from '../support/config-fixtures.js';
+import { createWorkflowHost } from '../../src/cli/workflow-host.js';
+import { harness, yaml } from '../workflow/support.js';
+
+const quickWorkflow = `
+document: { dsl: '1.0.3', namespace: t, name: quick, version: '1.0.0' }
+do:
+  - done:
+      set: { done: true }
+`;
 import type { EventStore } from '../../src/adapters/store/types.js';
 import type { Handler } from '../../src/peer/peer.js';
 import { answers, scenario, type Scenario } from '../support/scenario.js';
@@ -130,7 +139,13 @@ test('a schedule prunes every everyMs, one at a time, and stops at close', async
   await s.settle();
   assert.equal((await s.get(id)).settlement.status, 'complete');
   const tallies: PruneTally[] = [];
-  const schedule = scheduleRetention({ store: s.store, clock: s.clock, keepMs: hour, everyMs: 10 * 60_000, onPrune: (tally) => tallies.push(tally) });
+  const schedule = scheduleRetention({
+    store: s.store,
+    clock: s.clock,
+    keepMs: hour,
+    everyMs: 10 * 60_000,
+    onPrune: ({ operations }) => tallies.push(operations),
+  });
   await s.clock.advance(10 * 60_000 - 1);
   assert.equal(tallies.length, 0, 'the first prune waits everyMs');
   await s.clock.advance(1);
@@ -160,6 +175,12 @@ test('a deployment with config retention prunes on its own, says so, counts it, 
     const ids = [(await seeded.invoke('k1')).result.operationId, (await seeded.invoke('k2')).result.operationId];
     await seeded.settle();
     await seeded.close();
+    // And a workflow instance that ended then.
+    const workflows = harness({ store: new SqliteEventStore({ path, clock }), clock });
+    const instance = (await workflows.executor.start({ principalId: 'alice', invocationKey: 'w', document: yaml(quickWorkflow), input: {} })).instanceId;
+    await clock.advance(0);
+    assert.equal((await workflows.executor.get(instance))?.status, 'completed');
+    await workflows.close();
     await writeFile(join(dir, 'b.json'), JSON.stringify(reviewBundle(review)));
     const config = minimalServeConfig({
       store: 'sqlite:ops.db',
@@ -172,18 +193,22 @@ test('a deployment with config retention prunes on its own, says so, counts it, 
     const deployment = await buildDeployment(parseDeploymentConfig(new TextEncoder().encode(JSON.stringify(config)), dir), {
       clock: later,
       log: (line, level) => lines.push([line, level]),
+      workflows: (parts) => createWorkflowHost({ ...parts, seed: 7 }),
     });
     await later.advance(60_000);
     const said = lines.filter(([line]) => line.startsWith('retention:'));
     assert.equal(said.length, 1, JSON.stringify(lines));
-    assert.match(said[0]![0], /^retention: 2 operations settled before \S+ pruned, 0 kept$/);
+    assert.match(said[0]![0], /^retention: 2 operations settled before \S+ pruned, 0 kept; 1 workflow instances pruned, 0 kept$/);
     assert.equal(said[0]![1], 'info');
-    for (const id of ids) assert.equal((await deployment.store.read(id)).kind, 'expired');
+    for (const id of [...ids, instance]) assert.equal((await deployment.store.read(id)).kind, 'expired');
     const metrics = await deployment.coordinator.metrics.registry.getMetricsAsJSON();
     const value = (name: string) => metrics.find((m) => m.name === name)?.values;
     assert.deepEqual(
-      value('convoke_operations_pruned_total')?.map((v) => v.value),
-      [2],
+      value('convoke_pruned_total')?.map((v) => [v.labels.kind, v.value]),
+      [
+        ['operation', 2],
+        ['workflow-instance', 1],
+      ],
     );
     assert.deepEqual(
       value('convoke_retention_runs_total')?.map((v) => [v.labels.result, v.value]),

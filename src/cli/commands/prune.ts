@@ -2,6 +2,8 @@
  * `convoke prune --store URL --keep PERIOD [--dry-run] [--json]`: payload expiry. Every operation
  * settled (complete) longer than PERIOD ago loses its log and keeps a tombstone of its key
  * (src/runtime/retention.ts): `get`, `inspect` and a new admission under the key answer `expired`.
+ * Then every workflow instance that ended longer ago, unless a parent or child of it still runs
+ * (src/workflow/exec/retention.ts).
  * A terminal shows the count so far while it runs; a table of what became of each operation
  * listed (or `--json`) follows. Exit 0 when every operation was read and pruned or kept; when
  * some could not be, the exit code of the first failure's kind (4 for an unavailable store),
@@ -9,7 +11,7 @@
  */
 import { SystemClock } from '../../contract/clock.js';
 import { invalidInput, type AdapterErrorKind } from '../../contract/errors.js';
-import { keepMsProblem, pruneOperations, type PruneTally } from '../../runtime/retention.js';
+import { keepMsProblem, pruneOperations, type InstancePruneTally, type PruneTally } from '../../runtime/retention.js';
 import { exitCodeOfKind, exitCodes } from '../exit-codes.js';
 import type { CliIo } from '../io.js';
 import { heading, renderTable, ShortId, widthOf } from '../table.js';
@@ -36,59 +38,66 @@ export function periodMs(text: string): number {
 /** The exit code of a prune a SIGINT or SIGTERM stopped (after the operation it was at): the shell's own for an interrupt. */
 const interruptedExit = 130;
 
-/** `stop` resolves when the prune should end after the operation it is at (an interrupt). */
+/** `stop` resolves when the prune should end after the operation or instance it is at (an interrupt). */
 export async function pruneCommand(options: PruneOptions, io: CliIo, stop: Promise<void>): Promise<number> {
   // Checked before any store is opened: a typo is exit 2 whatever the store's state.
   const keepMs = periodMs(options.keep);
   return withStore({ ...options, notice: (line) => io.stderr.write(`convoke prune: ${line}\n`) }, async (store) => {
     const shown = !options.json && io.stderrIsTerminal === true;
-    const progress = (t: PruneTally) => io.stderr.write(`\r${t.examined} operations examined, ${t.pruned} ${options.dryRun ? 'to prune' : 'pruned'}`);
+    const verb = options.dryRun ? 'to prune' : 'pruned';
     let stopped = false;
     void stop.then(() => (stopped = true));
-    const tally = await pruneOperations({
-      store,
-      nowMs: new SystemClock().nowMs(),
-      keepMs,
-      dryRun: options.dryRun,
-      stopped: () => stopped,
-      ...(shown ? { progress } : {}),
+    const request = { store, nowMs: new SystemClock().nowMs(), keepMs, dryRun: options.dryRun, stopped: () => stopped };
+    const operations = await pruneOperations({
+      ...request,
+      ...(shown ? { progress: (t: PruneTally) => io.stderr.write(`\r${t.examined} operations examined, ${t.pruned} ${verb}`) } : {}),
     });
-    if (shown && tally.examined > 0) io.stderr.write('\n');
-    writeTally(io, options, tally, stopped);
+    if (shown && operations.examined > 0) io.stderr.write('\n');
+    const { pruneWorkflowInstances } = await import('../../workflow/exec/retention.js');
+    const instances = await pruneWorkflowInstances({
+      ...request,
+      ...(shown ? { progress: (t: InstancePruneTally) => io.stderr.write(`\r${t.examined} workflow instances examined, ${t.pruned} ${verb}`) } : {}),
+    });
+    if (shown && instances.examined > 0) io.stderr.write('\n');
+    writeTallies(io, options, { operations, instances }, stopped);
     if (stopped) return interruptedExit;
-    const first = tally.failures[0];
+    const first = operations.failures[0] ?? instances.failures[0];
     return first === undefined ? exitCodes.ok : exitCodeOfKind(first.kind === 'not-found' ? 'unavailable' : (first.kind as AdapterErrorKind));
   });
 }
 
-function writeTally(io: CliIo, options: PruneOptions, tally: PruneTally, interrupted: boolean): void {
+function writeTallies(io: CliIo, options: PruneOptions, tallies: { operations: PruneTally; instances: InstancePruneTally }, interrupted: boolean): void {
+  const { operations: ops, instances: wf } = tallies;
   if (options.json) {
-    io.stdout.write(JSON.stringify({ dryRun: options.dryRun, keep: options.keep, interrupted, ...tally }, null, 2) + '\n');
+    const body = { dryRun: options.dryRun, keep: options.keep, cutoffMs: ops.cutoffMs, interrupted, operations: ops, workflowInstances: wf };
+    io.stdout.write(JSON.stringify(body, null, 2) + '\n');
     return;
   }
   const width = widthOf(io);
-  const verb = options.dryRun ? 'would prune' : 'pruned';
-  const cutoff = new Date(tally.cutoffMs).toISOString();
-  io.stdout.write(heading(`${options.dryRun ? 'dry run: ' : ''}operations settled before ${cutoff} (${options.keep} ago)`, width));
+  const cutoff = new Date(ops.cutoffMs).toISOString();
+  io.stdout.write(heading(`${options.dryRun ? 'dry run: ' : ''}settled or ended before ${cutoff} (${options.keep} ago)`, width));
   const rows = [
-    [verb, tally.pruned, 'settled (complete) before the cutoff: the log goes, the key answers expired'],
-    ['kept: open', tally.open, 'not settled yet'],
-    ['kept: indeterminate', tally.indeterminate, 'settled indeterminate: left for an operator'],
-    ['kept: recent', tally.recent, 'settled after the cutoff'],
-    ['already gone', tally.gone, 'tombstoned or removed meanwhile'],
-    ['failed', tally.failures.length, 'read or tombstone failed: the next prune tries again'],
+    [options.dryRun ? 'would prune' : 'pruned', ops.pruned, wf.pruned, 'settled (complete) or ended before the cutoff: the log goes, the key answers expired'],
+    ['kept: open or running', ops.open, wf.running, 'not settled, or still running'],
+    ['kept: indeterminate', ops.indeterminate, '-', 'settled indeterminate: left for an operator'],
+    ['kept: needed', '-', wf.needed, 'its parent or a child it started still runs'],
+    ['kept: recent', ops.recent, wf.recent, 'settled or ended after the cutoff'],
+    ['already gone', ops.gone, wf.gone, 'tombstoned or removed meanwhile'],
+    ['failed', ops.failures.length, wf.failures.length, 'read, replay or tombstone failed: the next prune tries again'],
   ];
-  io.stdout.write(renderTable(['', 'operations', 'what'], rows, width));
-  if (tally.failures.length > 0) {
+  io.stdout.write(renderTable(['', 'operations', 'instances', 'what'], rows, width));
+  const failures = [...ops.failures.map((f) => ({ id: f.operationId, ...f })), ...wf.failures.map((f) => ({ id: f.instanceId, ...f }))];
+  if (failures.length > 0) {
     io.stdout.write('\n');
     io.stdout.write(
       renderTable(
-        ['operation', 'kind', 'description'],
-        tally.failures.slice(0, 20).map((f) => [new ShortId(f.operationId), f.kind, f.description]),
+        ['stream', 'kind', 'description'],
+        failures.slice(0, 20).map((f) => [new ShortId(f.id), f.kind, f.description]),
         width,
       ),
     );
-    if (tally.failures.length > 20) io.stdout.write(`… and ${tally.failures.length - 20} more (--json lists them all)\n`);
+    if (failures.length > 20) io.stdout.write(`… and ${failures.length - 20} more (--json lists them all)\n`);
   }
-  io.stdout.write(`\n${tally.examined} operations admitted before the cutoff examined${interrupted ? '; interrupted: the rest were not' : ''}\n`);
+  const examined = `${ops.examined} operations and ${wf.examined} workflow instances begun before the cutoff examined`;
+  io.stdout.write(`\n${examined}${interrupted ? '; interrupted: the rest were not' : ''}\n`);
 }

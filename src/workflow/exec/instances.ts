@@ -33,6 +33,8 @@ import { isWorkflowInstanceId } from '../ids.js';
 import { checkInvocationKey } from '../../contract/ids.js';
 import { applyWorkflow } from './record.js';
 import { workflowStreams } from './streams.js';
+import { pruneWorkflowInstances } from './retention.js';
+import type { InstancePruneTally, PruneRequest } from '../../runtime/retention.js';
 import { isObject } from './document.js';
 import type { WorkflowExecutor } from './executor.js';
 import { currentTask } from './index-row.js';
@@ -179,6 +181,10 @@ export class WorkflowInstances implements WorkflowInstanceService {
 
   async follow(listener: (instanceId: string) => void): Promise<{ close(): Promise<void> }> {
     return workflowStreams(this.listing().store).watch((instanceId) => listener(instanceId));
+  }
+
+  async prune(request: Omit<PruneRequest<InstancePruneTally>, 'store'>): Promise<InstancePruneTally> {
+    return pruneWorkflowInstances({ store: this.listing().store, ...request });
   }
 
   private listing(): NonNullable<WorkflowInstancesOptions['listing']> {

@@ -1,0 +1,116 @@
+/**
+ * Payload expiry of workflow instances, as src/runtime/retention.ts is for operations: an
+ * instance that ended longer ago than the retention period is tombstoned (its log and index row
+ * go; a start under the same key, a read and a lookup answer `expired`, never a new instance).
+ *
+ * The index says which instances may qualify; each one's log is read and replayed through the
+ * machines (replay.ts), and only that replay decides. Beside its own end, an instance is kept
+ * while another still needs its log:
+ *  - its parent (`run: workflow`) still runs: the parent learns of its child's end by reading it;
+ *  - a child it started still runs: an ended parent still records what became of its children
+ *    (subworkflow-disposed), an append the tombstone would refuse.
+ * An ended instance never runs again and its end instant never moves, so what the replay proved
+ * still holds at the tombstone; the two checks beside it are made from the index as it is then,
+ * and a parent or child that changes under them changes only towards ended.
+ */
+import type { EventStore } from '../../adapters/store/types.js';
+import { invalidInput } from '../../contract/errors.js';
+import type { WorkflowIndexPosition, WorkflowIndexRow } from '../../events/workflow-index.js';
+import type { Stored } from '../../kernel/types.js';
+import { keepMsProblem, tombstoneOf, type InstancePruneTally, type PruneRequest } from '../../runtime/retention.js';
+import type { WorkflowTransition } from './events.js';
+import { replayWorkflowLog } from './replay.js';
+
+/**
+ * Tombstones every workflow instance that ended more than `keepMs` before `nowMs` and that no
+ * running parent or child needs, walking the workflow instances index from the cutoff back. Read
+ * and tombstone failures are counted, not thrown; an index that cannot be listed throws.
+ */
+export async function pruneWorkflowInstances(request: PruneRequest<InstancePruneTally>): Promise<InstancePruneTally> {
+  const problem = keepMsProblem(request.keepMs);
+  if (problem !== undefined) throw invalidInput(problem);
+  const cutoffMs = request.nowMs - request.keepMs;
+  const tally: InstancePruneTally = { cutoffMs, examined: 0, pruned: 0, running: 0, recent: 0, needed: 0, gone: 0, failures: [] };
+  let after: WorkflowIndexPosition | undefined;
+  do {
+    const page = await request.store.workflowIndex.list({ untilMs: cutoffMs, limit: request.pageSize ?? 500, ...(after ? { after } : {}) });
+    for (const row of page.rows) {
+      if (request.stopped?.()) return tally;
+      tally.examined++;
+      await pruneOne(request, row, tally);
+    }
+    request.progress?.(tally);
+    after = page.next;
+  } while (after !== undefined);
+  return tally;
+}
+
+async function pruneOne(request: PruneRequest<InstancePruneTally>, row: WorkflowIndexRow, tally: InstancePruneTally): Promise<void> {
+  if (row.status === 'running' || row.endedAtMs === null) {
+    tally.running++;
+    return;
+  }
+  if (row.endedAtMs >= tally.cutoffMs) {
+    tally.recent++;
+    return;
+  }
+  const id = row.instanceId;
+  const read = await request.store.read(id);
+  if (read.kind === 'not-found' || read.kind === 'expired') {
+    tally.gone++;
+    return;
+  }
+  if (read.kind !== 'ok') {
+    tally.failures.push({ instanceId: id, kind: read.kind, description: read.description });
+    return;
+  }
+  // The stores keep a workflow transition in the operations' shape (streams.ts); the replay checks each against the workflow schema.
+  const replayed = replayWorkflowLog(read.transitions as unknown as Stored<WorkflowTransition>[]);
+  const record = replayed.record;
+  if (record === undefined || replayed.problem !== null) {
+    tally.failures.push({ instanceId: id, kind: 'invalid-input', description: `its log does not replay: ${replayed.problem ?? 'no record'}` });
+    return;
+  }
+  if (record.status === 'running' || record.endedAtMs === null) {
+    tally.running++;
+    return;
+  }
+  if (record.endedAtMs >= tally.cutoffMs) {
+    tally.recent++;
+    return;
+  }
+  if (await neededElsewhere(request.store, [record.started.parent?.instanceId, ...Object.values(record.subworkflows).map((s) => s.instanceId)])) {
+    tally.needed++;
+    return;
+  }
+  if (request.dryRun === true) {
+    tally.pruned++;
+    return;
+  }
+  const failure = await tombstoneOf(request.store, id);
+  if (failure === undefined) tally.pruned++;
+  else if (failure.kind === 'not-found') tally.gone++;
+  else tally.failures.push({ instanceId: id, ...failure });
+}
+
+/**
+ * Whether any of these instances (a parent, the children) still runs: by its index row, or, with
+ * none (a child bound but never started, or a row its writer never wrote), by its log. What cannot
+ * be read counts as running: an instance is never pruned on a guess.
+ */
+async function neededElsewhere(store: EventStore, ids: readonly (string | undefined)[]): Promise<boolean> {
+  for (const id of ids) {
+    if (id === undefined) continue;
+    const row = await store.workflowIndex.get(id);
+    if (row !== undefined) {
+      if (row.status === 'running') return true;
+      continue;
+    }
+    const read = await store.read(id);
+    if (read.kind === 'not-found' || read.kind === 'expired') continue;
+    if (read.kind !== 'ok') return true;
+    const record = replayWorkflowLog(read.transitions as unknown as Stored<WorkflowTransition>[]).record;
+    if (record === undefined || record.status === 'running') return true;
+  }
+  return false;
+}

@@ -1,0 +1,122 @@
+/**
+ * Payload expiry of workflow instances (src/workflow/exec/retention.ts) on the memory and SQLite
+ * stores: an instance that ended before the cutoff goes (its key answers expired: a start under it
+ * is refused, never a new instance), unless its parent or a child it started still runs; running
+ * and recently ended instances stay; a dry run changes nothing.
+ */
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { MemoryEventStore } from '../../src/adapters/store/memory.js';
+import { SqliteEventStore } from '../../src/adapters/store/sqlite.js';
+import type { EventStore } from '../../src/adapters/store/types.js';
+import { VirtualClock } from '../../src/contract/clock.js';
+import { isAdapterError } from '../../src/contract/errors.js';
+import type { JsonValue } from '../../src/contract/json.js';
+import { isWorkflowNamed } from '../../src/workflow/exec/document.js';
+import { pruneWorkflowInstances } from '../../src/workflow/exec/retention.js';
+import { harness, yaml } from './support.js';
+
+const hour = 3_600_000;
+
+const quick = yaml(`
+document: { dsl: '1.0.3', namespace: t, name: quick, version: '1.0.0' }
+do:
+  - done:
+      set: { done: true }
+`);
+const slow = yaml(`
+document: { dsl: '1.0.3', namespace: t, name: slow, version: '1.0.0' }
+do:
+  - pause:
+      wait: { minutes: 10 }
+`);
+/** Starts a slow child and ends at once, the child still running. */
+const leaves = yaml(`
+document: { dsl: '1.0.3', namespace: t, name: leaves, version: '1.0.0' }
+do:
+  - start:
+      run:
+        workflow: { namespace: t, name: slow, version: '1.0.0' }
+        await: false
+`);
+/** Runs a quick child to its end, then waits: a running parent of an ended child. */
+const stays = yaml(`
+document: { dsl: '1.0.3', namespace: t, name: stays, version: '1.0.0' }
+do:
+  - child:
+      run:
+        workflow: { namespace: t, name: quick, version: '1.0.0' }
+  - pause:
+      wait: { minutes: 10 }
+`);
+
+/** Ends 10 ms after its start. */
+const brief = yaml(`
+document: { dsl: '1.0.3', namespace: t, name: brief, version: '1.0.0' }
+do:
+  - pause:
+      wait: { milliseconds: 10 }
+`);
+
+for (const kind of ['memory', 'sqlite'] as const) {
+  test(`workflow instances (${kind}): ended ones go unless a parent or child still runs; running and recent ones stay`, async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'convoke-wf-retention-'));
+    const clock = new VirtualClock();
+    const store: EventStore = kind === 'memory' ? new MemoryEventStore({ clock }) : new SqliteEventStore({ path: join(dir, 'wf.db'), clock });
+    const documents: JsonValue[] = [quick, slow];
+    const h = harness({ store, clock, workflows: (_digest, ref) => documents.find((document) => isWorkflowNamed(document, ref)) });
+    const startMs = clock.nowMs();
+    const start = async (document: JsonValue, key: string) => {
+      const { instanceId } = await h.executor.start({ principalId: 'alice', invocationKey: key, document, input: {} });
+      await clock.advance(0);
+      return (await h.executor.get(instanceId))!;
+    };
+    try {
+      const ended = await start(quick, 'ended');
+      const running = await start(slow, 'running');
+      const leaver = await start(leaves, 'leaves');
+      const orphanChild = Object.values(leaver.subworkflows)[0]!.instanceId;
+      const parent = await start(stays, 'stays');
+      const endedChild = Object.values(parent.subworkflows)[0]!.instanceId;
+      const recent = await start(brief, 'recent');
+      await clock.advance(10);
+      const statuses = async (ids: string[]) => Promise.all(ids.map(async (id) => (await h.executor.get(id))?.status));
+      assert.deepEqual(
+        await statuses([ended.instanceId, running.instanceId, leaver.instanceId, orphanChild, parent.instanceId, endedChild, recent.instanceId]),
+        ['completed', 'running', 'completed', 'running', 'running', 'completed', 'completed'],
+      );
+      assert.equal((await h.executor.get(recent.instanceId))?.endedAtMs, startMs + 10);
+
+      // The cutoff falls after every start and before the brief instance's end.
+      const nowMs = startMs + 5 + hour;
+      const dry = await pruneWorkflowInstances({ store, nowMs, keepMs: hour, dryRun: true });
+      assert.deepEqual([dry.examined, dry.pruned, dry.running, dry.needed, dry.recent, dry.failures.length], [7, 1, 3, 2, 1, 0], JSON.stringify(dry));
+      assert.equal((await store.read(ended.instanceId)).kind, 'ok', 'a dry run changes nothing');
+
+      const tally = await pruneWorkflowInstances({ store, nowMs, keepMs: hour });
+      assert.deepEqual([tally.pruned, tally.running, tally.needed, tally.recent, tally.failures.length], [1, 3, 2, 1, 0], JSON.stringify(tally));
+      assert.equal((await store.read(ended.instanceId)).kind, 'expired');
+      assert.equal(await store.workflowIndex.get(ended.instanceId), undefined, 'its index row goes');
+      for (const kept of [running.instanceId, leaver.instanceId, orphanChild, parent.instanceId, endedChild, recent.instanceId])
+        assert.equal((await store.read(kept)).kind, 'ok', kept);
+
+      // The key is never started again: from another executor (one that never held the instance), the start is expired.
+      const other = harness({ store, clock });
+      try {
+        await assert.rejects(
+          other.executor.start({ principalId: 'alice', invocationKey: 'ended', document: quick, input: {} }),
+          (error) => isAdapterError(error) && error.kind === 'expired',
+        );
+      } finally {
+        await other.close();
+      }
+    } finally {
+      await h.close();
+      await store.close();
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+}
