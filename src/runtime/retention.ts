@@ -89,17 +89,37 @@ export function keepMsProblem(keepMs: number): string | undefined {
  * listed throws (`unavailable`).
  */
 export async function pruneOperations(request: PruneRequest): Promise<PruneTally> {
+  const cutoffMs = cutoffOf(request);
+  const tally: PruneTally = { cutoffMs, examined: 0, pruned: 0, open: 0, indeterminate: 0, recent: 0, gone: 0, failures: [] };
+  const list = (after: IndexPosition | undefined) =>
+    request.store.index.list({ untilMs: cutoffMs, limit: request.pageSize ?? 500, ...(after ? { after } : {}) });
+  return walkPages(request, tally, list, (row) => pruneOne(request, row, tally));
+}
+
+/** The cutoff of a prune (`nowMs` − `keepMs`), its period checked first. */
+export function cutoffOf(request: Pick<PruneRequest<unknown>, 'nowMs' | 'keepMs'>): number {
   const problem = keepMsProblem(request.keepMs);
   if (problem !== undefined) throw invalidInput(problem);
-  const cutoffMs = request.nowMs - request.keepMs;
-  const tally: PruneTally = { cutoffMs, examined: 0, pruned: 0, open: 0, indeterminate: 0, recent: 0, gone: 0, failures: [] };
-  let after: IndexPosition | undefined;
+  return request.nowMs - request.keepMs;
+}
+
+/**
+ * An index's pages from the cutoff back, each row counted as examined and handed to `each`, until
+ * the last page or a stop asked for (after the row under way); progress told after each page.
+ */
+export async function walkPages<T extends { examined: number }, R, P>(
+  request: Pick<PruneRequest<T>, 'stopped' | 'progress'>,
+  tally: T,
+  list: (after: P | undefined) => Promise<{ rows: R[]; next?: P }>,
+  each: (row: R) => Promise<void>,
+): Promise<T> {
+  let after: P | undefined;
   do {
-    const page = await request.store.index.list({ untilMs: cutoffMs, limit: request.pageSize ?? 500, ...(after ? { after } : {}) });
+    const page = await list(after);
     for (const row of page.rows) {
       if (request.stopped?.()) return tally;
       tally.examined++;
-      await pruneOne(request, row, tally);
+      await each(row);
     }
     request.progress?.(tally);
     after = page.next;

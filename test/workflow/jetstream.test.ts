@@ -12,6 +12,8 @@ import { startJetStreamServer } from '../support/jetstream-server.js';
 import { workflowIndexRowOfLog } from '../../src/workflow/exec/index-row.js';
 import { workflowStreams } from '../../src/workflow/exec/streams.js';
 import { harness, runToEnd, yaml } from './support.js';
+import { isAdapterError } from '../../src/contract/errors.js';
+import { pruneWorkflowInstances } from '../../src/workflow/exec/retention.js';
 
 process.env.PATH = `${process.env.PATH ?? ''}:/usr/sbin`;
 
@@ -160,3 +162,51 @@ async function storeSubjects(url: string): Promise<string[]> {
     await nc.close();
   }
 }
+
+test('workflow instances on JetStream expire: an ended one is tombstoned, its index row goes, its key is never started again', async () => {
+  const server = await startJetStreamServer();
+  const clock = new SystemClock();
+  const store = await JetStreamEventStore.open({ servers: server.url, requestTimeoutMs: 2000 });
+  const h = harness({ store, clock });
+  try {
+    const head = `document: { dsl: '1.0.3', namespace: test, name: expiring, version: '1.0.0' }\n`;
+    const document = yaml(`${head}do:\n  - done:\n      set: { done: true }\n`);
+    const record = await runToEnd(h, document, {}, 'expiring');
+    const running = await h.executor.start({
+      principalId: 'alice',
+      invocationKey: 'waits',
+      document: yaml(`${head}do:\n  - pause:\n      wait: { minutes: 10 }\n`),
+      input: {},
+    });
+    const hour = 3_600_000;
+    const tally = await pruneWorkflowInstances({ store, nowMs: Date.now() + hour + 60_000, keepMs: hour });
+    assert.deepEqual([tally.pruned, tally.running, tally.failures], [1, 1, []], JSON.stringify(tally));
+    assert.equal((await store.read(record.instanceId)).kind, 'expired');
+    assert.equal(await store.workflowIndex.get(record.instanceId), undefined, 'the row goes');
+    const listed = await store.workflowIndex.list({ limit: 10 });
+    assert.deepEqual(
+      listed.rows.map((row) => row.instanceId),
+      [running.instanceId],
+    );
+    // Another client (a fresh view of the index) sees the row gone as well.
+    const other = await JetStreamEventStore.open({ servers: server.url, requestTimeoutMs: 2000 });
+    try {
+      assert.equal(await other.workflowIndex.get(record.instanceId), undefined);
+      const fresh = harness({ store: other, clock });
+      try {
+        await assert.rejects(
+          fresh.executor.start({ principalId: 'alice', invocationKey: 'expiring', document, input: {} }),
+          (error) => isAdapterError(error) && error.kind === 'expired',
+        );
+      } finally {
+        await fresh.close();
+      }
+    } finally {
+      await other.close();
+    }
+  } finally {
+    await h.close();
+    await store.close();
+    await server.dispose();
+  }
+});

@@ -14,10 +14,9 @@
  * and a parent or child that changes under them changes only towards ended.
  */
 import type { EventStore } from '../../adapters/store/types.js';
-import { invalidInput } from '../../contract/errors.js';
 import type { WorkflowIndexPosition, WorkflowIndexRow } from '../../events/workflow-index.js';
 import type { Stored } from '../../kernel/types.js';
-import { keepMsProblem, tombstoneOf, type InstancePruneTally, type PruneRequest } from '../../runtime/retention.js';
+import { cutoffOf, tombstoneOf, walkPages, type InstancePruneTally, type PruneRequest } from '../../runtime/retention.js';
 import type { WorkflowTransition } from './events.js';
 import { replayWorkflowLog } from './replay.js';
 
@@ -27,22 +26,11 @@ import { replayWorkflowLog } from './replay.js';
  * and tombstone failures are counted, not thrown; an index that cannot be listed throws.
  */
 export async function pruneWorkflowInstances(request: PruneRequest<InstancePruneTally>): Promise<InstancePruneTally> {
-  const problem = keepMsProblem(request.keepMs);
-  if (problem !== undefined) throw invalidInput(problem);
-  const cutoffMs = request.nowMs - request.keepMs;
+  const cutoffMs = cutoffOf(request);
   const tally: InstancePruneTally = { cutoffMs, examined: 0, pruned: 0, running: 0, recent: 0, needed: 0, gone: 0, failures: [] };
-  let after: WorkflowIndexPosition | undefined;
-  do {
-    const page = await request.store.workflowIndex.list({ untilMs: cutoffMs, limit: request.pageSize ?? 500, ...(after ? { after } : {}) });
-    for (const row of page.rows) {
-      if (request.stopped?.()) return tally;
-      tally.examined++;
-      await pruneOne(request, row, tally);
-    }
-    request.progress?.(tally);
-    after = page.next;
-  } while (after !== undefined);
-  return tally;
+  const list = (after: WorkflowIndexPosition | undefined) =>
+    request.store.workflowIndex.list({ untilMs: cutoffMs, limit: request.pageSize ?? 500, ...(after ? { after } : {}) });
+  return walkPages(request, tally, list, (row) => pruneOne(request, row, tally));
 }
 
 async function pruneOne(request: PruneRequest<InstancePruneTally>, row: WorkflowIndexRow, tally: InstancePruneTally): Promise<void> {
