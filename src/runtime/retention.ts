@@ -16,6 +16,7 @@ import type { EventStore } from '../adapters/store/types.js';
 import type { Clock, TimerHandle } from '../contract/clock.js';
 import { AdapterError, invalidInput } from '../contract/errors.js';
 import type { IndexPosition, OperationIndexRow } from '../events/operation-index.js';
+import type { StoredTransition } from '../events/types.js';
 import { fold } from '../projections/record.js';
 
 /** The shortest replay/recovery period a prune accepts: an hour. */
@@ -143,17 +144,10 @@ async function pruneOne(request: PruneRequest, row: OperationIndexRow, tally: Pr
     return;
   }
   const id = row.operationId;
-  const read = await request.store.read(id);
-  if (read.kind === 'not-found' || read.kind === 'expired') {
-    tally.gone++;
-    return;
-  }
-  if (read.kind !== 'ok') {
-    tally.failures.push({ operationId: id, kind: read.kind, description: read.description });
-    return;
-  }
+  const log = await logToPrune(request.store, id, tally, (kind, description) => tally.failures.push({ operationId: id, kind, description }));
+  if (log === undefined) return;
   // The log decides: an index row may lag it, never lead it (phases only advance).
-  const record = fold(read.transitions);
+  const record = fold(log);
   const completedAtMs = record?.settlement.completedAtMs ?? null;
   if (record === undefined || record.phase !== 'settled' || record.settlement.status !== 'complete' || completedAtMs === null) {
     tally[record?.settlement.status === 'indeterminate' ? 'indeterminate' : 'open']++;
@@ -171,6 +165,20 @@ async function pruneOne(request: PruneRequest, row: OperationIndexRow, tally: Pr
   if (outcome === undefined) tally.pruned++;
   else if (outcome.kind === 'not-found') tally.gone++;
   else tally.failures.push({ operationId: id, ...outcome });
+}
+
+/** A candidate's log; undefined when it is gone already (counted) or could not be read (told to `failed`). */
+export async function logToPrune(
+  store: EventStore,
+  id: string,
+  tally: { gone: number },
+  failed: (kind: string, description: string) => void,
+): Promise<StoredTransition[] | undefined> {
+  const read = await store.read(id);
+  if (read.kind === 'ok') return read.transitions;
+  if (read.kind === 'not-found' || read.kind === 'expired') tally.gone++;
+  else failed(read.kind, read.description);
+  return undefined;
 }
 
 /** The store's tombstone: undefined when done, else its failure (an AdapterError a store throws answered as one). */

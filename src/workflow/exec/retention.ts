@@ -16,7 +16,7 @@
 import type { EventStore } from '../../adapters/store/types.js';
 import type { WorkflowIndexPosition, WorkflowIndexRow } from '../../events/workflow-index.js';
 import type { Stored } from '../../kernel/types.js';
-import { cutoffOf, tombstoneOf, walkPages, type InstancePruneTally, type PruneRequest } from '../../runtime/retention.js';
+import { cutoffOf, logToPrune, tombstoneOf, walkPages, type InstancePruneTally, type PruneRequest } from '../../runtime/retention.js';
 import type { WorkflowTransition } from './events.js';
 import { replayWorkflowLog } from './replay.js';
 
@@ -43,17 +43,10 @@ async function pruneOne(request: PruneRequest<InstancePruneTally>, row: Workflow
     return;
   }
   const id = row.instanceId;
-  const read = await request.store.read(id);
-  if (read.kind === 'not-found' || read.kind === 'expired') {
-    tally.gone++;
-    return;
-  }
-  if (read.kind !== 'ok') {
-    tally.failures.push({ instanceId: id, kind: read.kind, description: read.description });
-    return;
-  }
+  const log = await logToPrune(request.store, id, tally, (kind, description) => tally.failures.push({ instanceId: id, kind, description }));
+  if (log === undefined) return;
   // The stores keep a workflow transition in the operations' shape (streams.ts); the replay checks each against the workflow schema.
-  const replayed = replayWorkflowLog(read.transitions as unknown as Stored<WorkflowTransition>[]);
+  const replayed = replayWorkflowLog(log as unknown as Stored<WorkflowTransition>[]);
   const record = replayed.record;
   if (record === undefined || replayed.problem !== null) {
     tally.failures.push({ instanceId: id, kind: 'invalid-input', description: `its log does not replay: ${replayed.problem ?? 'no record'}` });
