@@ -17,6 +17,8 @@ import { isAdapterError } from '../../src/contract/errors.js';
 import type { JsonValue } from '../../src/contract/json.js';
 import { isWorkflowNamed } from '../../src/workflow/exec/document.js';
 import { pruneWorkflowInstances } from '../../src/workflow/exec/retention.js';
+import { WorkflowInstances } from '../../src/workflow/exec/instances.js';
+import { WorkflowInstanceNotFound } from '../../src/runtime/errors.js';
 import { harness, yaml } from './support.js';
 
 const hour = 3_600_000;
@@ -106,6 +108,9 @@ for (const kind of ['memory', 'sqlite'] as const) {
       // The key is never started again: from another executor (one that never held the instance), the start is expired.
       const other = harness({ store, clock });
       try {
+        // Looked up there, it is not found, as a pruned operation is (404), to its own principal too.
+        const instances = new WorkflowInstances({ executor: other.executor, bundleOf: () => undefined, definition: () => undefined });
+        await assert.rejects(instances.get('alice', ended.instanceId), (error) => error instanceof WorkflowInstanceNotFound);
         await assert.rejects(
           other.executor.start({ principalId: 'alice', invocationKey: 'ended', document: quick, input: {} }),
           (error) => isAdapterError(error) && error.kind === 'expired',

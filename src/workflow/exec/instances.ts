@@ -9,7 +9,7 @@
  * Which document a name runs is the wiring's: `definition` resolves a bundle's workflow (the
  * lowered pipeline, or the standalone workflow) — the workflow language lives outside this layer.
  */
-import { AdapterError, unsupported } from '../../contract/errors.js';
+import { AdapterError, isAdapterError, unsupported } from '../../contract/errors.js';
 import type { JsonValue } from '../../contract/json.js';
 import type { ContractRef } from '../../contract/types.js';
 import type { DecisionView, SettlementView } from '../../projections/views.js';
@@ -247,7 +247,11 @@ export class WorkflowInstances implements WorkflowInstanceService {
    */
   private async visible(principalId: string, instanceId: string): Promise<WorkflowRecord> {
     if (!isWorkflowInstanceId(instanceId)) throw new WorkflowInstanceNotFound(instanceId);
-    const record = await this.options.executor.get(instanceId);
+    const record = await this.options.executor.get(instanceId).catch((error: unknown) => {
+      // A pruned instance (tombstoned, src/workflow/exec/retention.ts) is gone, as a pruned operation is: not found, to anyone.
+      if (isAdapterError(error) && error.kind === 'expired') return undefined;
+      throw error;
+    });
     if (!record || record.started.principalId !== principalId) throw new WorkflowInstanceNotFound(instanceId);
     return record;
   }
