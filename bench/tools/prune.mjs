@@ -1,7 +1,8 @@
-// node bench/tools/prune.mjs <checkout root> <sqlite|memory> <settled> [open]
+// node bench/tools/prune.mjs <checkout root> <sqlite|memory|jetstream> <settled> [open]
 // What `convoke prune` costs: <settled> operations, each admitted and settled in six transitions
 // (the conformance suite's admission and lifecycle), and [open] (default a tenth of them) left
-// open, written to a fresh store on a virtual clock; then one prune two hours later with a period
+// open, written to a fresh store on a virtual clock (JetStream: a nats-server of its own, on a free
+// loopback port, stamping its own time); then one prune two hours later with a period
 // of an hour (every settled one goes, every open one stays), timed. Prints the seeding time, the
 // prune's time and rate, and for SQLite the file's pages in use before and after (a pruned log's
 // pages are free for reuse; the file shrinks only by VACUUM). Run from a built checkout
@@ -14,20 +15,29 @@ import Database from 'better-sqlite3';
 const [root, kind, settledArg, openArg] = process.argv.slice(2);
 const settled = Number(settledArg);
 const open = openArg === undefined ? Math.floor(settled / 10) : Number(openArg);
-if (!['sqlite', 'memory'].includes(kind) || !Number.isSafeInteger(settled) || !Number.isSafeInteger(open))
-  throw new Error('usage: prune.mjs <checkout root> <sqlite|memory> <settled> [open]');
+if (!['sqlite', 'memory', 'jetstream'].includes(kind) || !Number.isSafeInteger(settled) || !Number.isSafeInteger(open))
+  throw new Error('usage: prune.mjs <checkout root> <sqlite|memory|jetstream> <settled> [open]');
 const mod = (p) => import(`${root}/dist/${p}`);
 const { VirtualClock } = await mod('src/contract/clock.js');
 const { MemoryEventStore } = await mod('src/adapters/store/memory.js');
 const { SqliteEventStore } = await mod('src/adapters/store/sqlite.js');
+const { JetStreamEventStore } = await mod('src/adapters/store/jetstream.js');
+const { startJetStreamServer } = await mod('test/support/jetstream-server.js');
 const { pruneOperations } = await mod('src/runtime/retention.js');
 const { admission, lifecycle } = await mod('test/conformance/index.js');
 const { newOperationId } = await mod('test/conformance/store.js');
 
 const dir = mkdtempSync(join(tmpdir(), 'convoke-prune-bench-'));
 const path = join(dir, 'ops.db');
-const clock = new VirtualClock();
-const store = kind === 'sqlite' ? new SqliteEventStore({ path, clock, synchronous: 'normal' }) : new MemoryEventStore({ clock });
+const clock = new VirtualClock(Date.now());
+process.env.PATH = `${process.env.PATH ?? ''}:/usr/sbin`;
+const server = kind === 'jetstream' ? await startJetStreamServer() : undefined;
+const store =
+  kind === 'sqlite'
+    ? new SqliteEventStore({ path, clock, synchronous: 'normal' })
+    : server
+      ? await JetStreamEventStore.open({ servers: server.url, requestTimeoutMs: 5000 })
+      : new MemoryEventStore({ clock });
 const pagesInUse = () => {
   if (kind !== 'sqlite') return null;
   const db = new Database(path, { readonly: true });
@@ -73,5 +83,6 @@ try {
   );
 } finally {
   await store.close();
+  await server?.dispose();
   rmSync(dir, { recursive: true, force: true });
 }

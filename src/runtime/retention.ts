@@ -71,9 +71,13 @@ export interface PruneRequest<T = PruneTally> {
   pageSize?: number;
   /** Told after each page with the tally so far. */
   progress?: (tally: T) => void;
-  /** Checked between operations: a stop asked for ends the prune after the current one. */
+  /** Checked between operations: a stop asked for ends the prune after the ones under way. */
   stopped?: () => boolean;
+  /** Operations (or instances) read and tombstoned at once (default 8). */
+  concurrency?: number;
 }
+
+export const pruneConcurrencyDefault = 8;
 
 /** Why `keepMs` is no replay/recovery period, or undefined when it is one. */
 export function keepMsProblem(keepMs: number): string | undefined {
@@ -105,24 +109,36 @@ export function cutoffOf(request: Pick<PruneRequest<unknown>, 'nowMs' | 'keepMs'
 }
 
 /**
- * An index's pages from the cutoff back, each row counted as examined and handed to `each`, until
- * the last page or a stop asked for (after the row under way); progress told after each page.
+ * An index's pages from the cutoff back, each row counted as examined and handed to `each`, at
+ * most `concurrency` at a time (a remote store's tombstone is several round trips), until the last
+ * page or a stop asked for (no row is started after it; those under way finish); progress told
+ * after each page, once its rows are done.
  */
 export async function walkPages<T extends { examined: number }, R, P>(
-  request: Pick<PruneRequest<T>, 'stopped' | 'progress'>,
+  request: Pick<PruneRequest<T>, 'stopped' | 'progress' | 'concurrency'>,
   tally: T,
   list: (after: P | undefined) => Promise<{ rows: R[]; next?: P }>,
   each: (row: R) => Promise<void>,
 ): Promise<T> {
+  const concurrency = request.concurrency ?? pruneConcurrencyDefault;
   let after: P | undefined;
   do {
     const page = await list(after);
+    const underWay = new Set<Promise<void>>();
+    let failed: unknown;
     for (const row of page.rows) {
-      if (request.stopped?.()) return tally;
+      if (request.stopped?.() || failed !== undefined) break;
       tally.examined++;
-      await each(row);
+      const done: Promise<void> = each(row)
+        .catch((error: unknown) => void (failed ??= error))
+        .finally(() => underWay.delete(done));
+      underWay.add(done);
+      if (underWay.size >= concurrency) await Promise.race(underWay);
     }
+    await Promise.all(underWay);
+    if (failed !== undefined) throw failed;
     request.progress?.(tally);
+    if (request.stopped?.()) return tally;
     after = page.next;
   } while (after !== undefined);
   return tally;

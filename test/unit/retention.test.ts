@@ -231,3 +231,28 @@ test('config retention: keepMs at least an hour, everyMs between a minute and a 
   assert.throws(parse({ keepMs: hour, other: 1 }), /other/);
   assert.deepEqual(parse({ keepMs: hour })().retention, { keepMs: hour });
 });
+
+test('a prune tombstones at most `concurrency` operations at once, and more than one', async () => {
+  const s = await scenario({ peers: 1, review: { completion: { mode: 'first-success' } } });
+  await s.addPeer('alfa', { review: answers('approve') });
+  for (let i = 0; i < 20; i++) await s.invoke(`k${i}`);
+  await s.settle();
+  let underWay = 0;
+  let most = 0;
+  const store = new Proxy(s.store, {
+    get: (target, key) => {
+      if (key === 'tombstone')
+        return async (id: string) => {
+          most = Math.max(most, ++underWay);
+          await new Promise((resolve) => setTimeout(resolve, 5));
+          underWay--;
+          return target.tombstone(id);
+        };
+      const value: unknown = Reflect.get(target, key, target);
+      return typeof value === 'function' ? value.bind(target) : value;
+    },
+  });
+  const tally = await pruneOperations({ store, nowMs: s.clock.nowMs() + 2 * hour, keepMs: hour, concurrency: 4 });
+  assert.deepEqual([tally.pruned, most], [20, 4]);
+  await s.close();
+});
