@@ -286,7 +286,7 @@ function addReadCommands(program: Command, io: CliIo, setExit: (code: number) =>
 function addPruneCommand(program: Command, io: CliIo, setExit: (code: number) => void): void {
   storeCredsOption(contextOptions(program.command('prune')))
     .description(
-      'payload expiry: tombstone every operation settled (complete) longer ago than --keep; its log goes, its key stays and answers expired (never admitted again)',
+      'payload expiry: tombstone every operation settled (complete) and every workflow instance ended longer ago than --keep (an instance whose parent or child still runs is kept); the log goes, the key stays and answers expired (never admitted or started again)',
     )
     .requiredOption('--keep <period>', 'the replay/recovery period: a whole number and a unit (ms, s, m, h, d), at least 1h, e.g. 30d')
     .option('--store <url>', "store URL: sqlite:PATH, jetstream:nats://HOST:PORT, esdb://… (default: the context's)")
