@@ -34,6 +34,7 @@ import { attestedEffectFencing } from '../runtime/capabilities.js';
 import { budgetBytesMin, budgetProblems } from '../runtime/log-budget.js';
 import { coordinatorBusPermissions, peerBusPermissions } from './embedded.js';
 import { observeStampSources } from '../runtime/metrics.js';
+import { admissionRateBounds } from '../runtime/admission-rate.js';
 import { retentionEveryMsMax, retentionEveryMsMin, retentionKeepMsMax, retentionKeepMsMin, scheduleRetention } from '../runtime/retention.js';
 import { originPattern } from '../contract/origins.js';
 import { buildNatsDeployment } from './nats/assembly.js';
@@ -286,6 +287,16 @@ export const deploymentConfigSchema = {
             },
           },
         },
+      },
+    },
+    /** New admissions per principal (src/runtime/admission-rate.ts). */
+    admissionRate: {
+      type: 'object',
+      additionalProperties: false,
+      required: ['perSecond', 'burst'],
+      properties: {
+        perSecond: { type: 'number', minimum: admissionRateBounds.perSecondMin, maximum: admissionRateBounds.perSecondMax },
+        burst: { type: 'integer', minimum: admissionRateBounds.burstMin, maximum: admissionRateBounds.burstMax },
       },
     },
     /** Payload expiry on a schedule (src/runtime/retention.ts). */
@@ -548,6 +559,7 @@ async function assemble(config: DeploymentConfig, parts: Parts): Promise<Running
     deployment: { account: config.deployment.account, system: config.deployment.system, domain: config.deployment.domain },
     ...(config.resultBatchMs === undefined ? {} : { resultBatchMs: config.resultBatchMs }),
     ...(config.limits === undefined ? {} : { budgets: config.limits }),
+    ...(config.admissionRate === undefined ? {} : { admissionRate: config.admissionRate }),
     ...(parts.logger ? { logger: parts.logger } : {}),
     ...listingDeps(config),
   });

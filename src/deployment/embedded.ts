@@ -3,6 +3,7 @@
  * (memory by default), a static directory and policy, and the coordinator. Used by `convoke demo`,
  * by tests and by benchmarks; the same coordinator runs unchanged over NATS and durable stores.
  */
+import type { AdmissionRateConfig } from '../runtime/admission-rate.js';
 import type { Logger } from '../runtime/operation-log.js';
 import type { BudgetOverrides } from '../runtime/log-budget.js';
 import { BundleRegistry, loadBundle, type CompiledBundle } from '../contract/bundle.js';
@@ -35,6 +36,8 @@ export interface EmbeddedOptions {
   budgets?: BudgetOverrides;
   /** CoordinatorDeps.logger: where the operation lifecycle is logged. */
   logger?: Logger;
+  /** CoordinatorDeps.admissionRate: new admissions per principal. */
+  admissionRate?: AdmissionRateConfig;
 }
 
 export interface Embedded {
@@ -92,6 +95,7 @@ export async function createEmbedded(options: EmbeddedOptions): Promise<Embedded
     ...(options.resultBatchMs === undefined ? {} : { resultBatchMs: options.resultBatchMs }),
     ...(options.budgets === undefined ? {} : { budgets: options.budgets }),
     ...(options.logger === undefined ? {} : { logger: options.logger }),
+    ...(options.admissionRate === undefined ? {} : { admissionRate: options.admissionRate }),
   });
   // A store handed in may be shared (tests run several coordinators over one): follow the others'
   // appends. A store made here has no other client, and nothing to follow.

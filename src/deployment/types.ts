@@ -3,6 +3,7 @@
  * running deployment that buildDeployment returns. Types only, so the config reader and the NATS
  * assembly share them without importing each other.
  */
+import type { AdmissionRateConfig } from '../runtime/admission-rate.js';
 import type { BundleRegistry } from '../contract/bundle.js';
 import type { JsonValue } from '../contract/json.js';
 import type { PolicyRule } from '../adapters/policy/static.js';
@@ -167,6 +168,12 @@ export interface DeploymentConfig {
   operators?: string[];
   /** When open work counts as stuck (docs/operations.md "Stuck work"); absent fields take stuckBoundsDefault. */
   stuck?: Partial<StuckBounds>;
+  /**
+   * New admissions per principal, per coordinator (src/runtime/admission-rate.ts): a token bucket
+   * refilled at `perSecond` up to `burst`; past it a new invocation is 503 `unavailable`. Absent:
+   * unbounded.
+   */
+  admissionRate?: AdmissionRateConfig;
   /**
    * The deployment's own payload expiry (docs/operations.md "Retention: payload expiry"): every
    * `everyMs` (default an hour) operations settled (complete) more than `keepMs` ago are

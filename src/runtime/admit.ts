@@ -4,6 +4,7 @@
  * decided (domain/admission.ts) and the operation's stream created — or the operation the key
  * already names found, for the same whole invocation identity only.
  */
+import { AdmissionRate } from './admission-rate.js';
 import type { CompiledBundle, CompiledInteraction } from '../contract/bundle.js';
 import { canonicalJson, sha256Hex } from '../contract/canonical.js';
 import { refusalError, type CheckedDecision } from '../contract/authorization.js';
@@ -41,7 +42,12 @@ function admittedEntry(record: OperationRecord, interaction: CompiledInteraction
 }
 
 export class Admission {
-  constructor(private readonly host: AdmissionHost) {}
+  private readonly rate: AdmissionRate | undefined;
+
+  constructor(private readonly host: AdmissionHost) {
+    const rate = host.deps.admissionRate;
+    this.rate = rate === undefined ? undefined : new AdmissionRate(rate, host.deps.clock);
+  }
 
   /** Admits (or finds) an invocation. `created` is false when the key already named this operation. */
   async invoke(caller: Caller, request: InvocationRequest): Promise<{ result: InvocationResult; created: boolean }> {
@@ -62,6 +68,8 @@ export class Admission {
     for (;;) {
       let transition: Transition;
       try {
+        // The principal's rate: a refusal, like any below, still answers an operation this key already names.
+        this.rate?.take(caller.principalId);
         transition = await this.planWithinBudget(context, bundle, interaction, {
           operationId,
           caller,

@@ -1,4 +1,5 @@
 /** What the coordinator's parts share: its dependencies, the per-operation entry, and the commit loop. */
+import type { AdmissionRateConfig } from './admission-rate.js';
 import type { StuckBounds } from '../events/operation-index.js';
 import type { BundleRegistry, CompiledInteraction } from '../contract/bundle.js';
 import type { RuntimeContext } from '../contract/types.js';
@@ -71,6 +72,8 @@ export interface CoordinatorDeps {
   operators?: ReadonlySet<string>;
   /** When open work counts as stuck (config `stuck`); stuckBoundsDefault otherwise. */
   stuckBounds?: StuckBounds;
+  /** New admissions per principal (config `admissionRate`, admission-rate.ts); unbounded without it. */
+  admissionRate?: AdmissionRateConfig;
 }
 
 /** A quorum's early votes usually ride with the vote that closes it: one append instead of several. */

@@ -213,6 +213,7 @@ function natsCoordinator(
     deployment: { account: config.deployment.account, system: config.deployment.system, domain: config.deployment.domain },
     ...(config.resultBatchMs === undefined ? {} : { resultBatchMs: config.resultBatchMs }),
     ...(config.limits === undefined ? {} : { budgets: config.limits }),
+    ...(config.admissionRate === undefined ? {} : { admissionRate: config.admissionRate }),
     ...(parts.logger ? { logger: parts.logger } : {}),
     onLostWrites: (operationId, description) => log(`durability lost in operation ${operationId} (${description}): it closed as indeterminate`),
     ...listingDeps(config),

@@ -1,0 +1,100 @@
+/**
+ * The admission rate per principal (src/runtime/admission-rate.ts, config `admissionRate`): a
+ * token bucket on the injected clock; a new admission past it is `unavailable` with the wait in
+ * its description and nothing recorded; an invocation under a key that already names an
+ * operation is answered whatever the bucket holds; principals do not share a bucket.
+ */
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { VirtualClock } from '../../src/contract/clock.js';
+import { isAdapterError } from '../../src/contract/errors.js';
+import { parseDeploymentConfig } from '../../src/deployment/config.js';
+import { AdmissionRate } from '../../src/runtime/admission-rate.js';
+import { minimalServeConfig } from '../support/config-fixtures.js';
+import { answers, scenario } from '../support/scenario.js';
+
+const refused = (says: RegExp) => (error: unknown) => isAdapterError(error) && error.kind === 'unavailable' && says.test(error.message);
+
+test('a bucket: burst at once, then perSecond; each principal its own; a clock that goes back adds nothing', () => {
+  const clock = new VirtualClock();
+  const rate = new AdmissionRate({ perSecond: 2, burst: 3 }, clock);
+  for (let i = 0; i < 3; i++) rate.take('a');
+  assert.throws(() => rate.take('a'), refused(/principal "a" admits at most 2 operations a second here \(a burst of 3\); the next in 500 ms/));
+  rate.take('b');
+  clock.set(clock.nowMs() + 499);
+  assert.throws(() => rate.take('a'), refused(/the next in 1 ms/));
+  clock.set(clock.nowMs() + 1);
+  rate.take('a');
+  assert.throws(() => rate.take('a'), refused(/the next in 500 ms/));
+  // Back an hour: nothing refilled, and coming forward again counts from where the bucket was.
+  clock.set(clock.nowMs() - 3_600_000);
+  assert.throws(() => rate.take('a'), refused(/./));
+  clock.set(clock.nowMs() + 3_600_000 + 500);
+  rate.take('a');
+  assert.throws(() => rate.take('a'), refused(/./));
+});
+
+test('a bucket fills no further than its burst, and a fraction of a token a second is one admission every few seconds', () => {
+  const clock = new VirtualClock();
+  const rate = new AdmissionRate({ perSecond: 0.5, burst: 2 }, clock);
+  clock.set(clock.nowMs() + 3_600_000);
+  rate.take('a');
+  rate.take('a');
+  assert.throws(() => rate.take('a'), refused(/the next in 2000 ms/));
+  clock.set(clock.nowMs() + 2000);
+  rate.take('a');
+});
+
+test('a coordinator with admissionRate refuses new admissions past it, answers known keys, and admits again after the wait', async () => {
+  const s = await scenario({ peers: 1, review: { completion: { mode: 'first-success' } }, embedded: { admissionRate: { perSecond: 1, burst: 2 } } });
+  await s.addPeer('alfa', { review: answers('approve') });
+  const first = (await s.invoke('k1')).result.operationId;
+  await s.invoke('k2');
+  await assert.rejects(s.invoke('k3'), refused(/principal "svc-a" admits at most 1 operations a second/));
+  // Nothing was recorded for the refused key.
+  const refusedId = (await s.invoke('k1')).result.operationId;
+  assert.equal(refusedId, first, 'a known key is answered, not refused');
+  assert.deepEqual(await operationCount(s), 2);
+  // Another principal has its own bucket.
+  await s.invoke('k3', { document: 'hello' }, 'svc-b');
+  await s.clock.advance(1000);
+  await s.invoke('k3');
+  assert.deepEqual(await operationCount(s), 4);
+
+  // Another coordinator on the store, its bucket one token: keys it never held are found in the store, not refused.
+  const store = s.store;
+  const shared = new Proxy(store, {
+    get: (target, key) => {
+      if (key === 'close') return async () => {};
+      const value: unknown = Reflect.get(target, key, target);
+      return typeof value === 'function' ? value.bind(target) : value;
+    },
+  });
+  const other = await scenario({
+    peers: 1,
+    review: { completion: { mode: 'first-success' } },
+    embedded: { store: shared, admissionRate: { perSecond: 1, burst: 1 } },
+  });
+  other.clock.set(s.clock.nowMs());
+  assert.equal((await other.invoke('k1')).result.operationId, first);
+  assert.equal((await other.invoke('k2')).created, false, 'answered with its bucket empty');
+  await assert.rejects(other.invoke('k9'), refused(/admits at most 1 operations a second here \(a burst of 1\)/));
+  await other.close();
+  await s.close();
+});
+
+async function operationCount(s: { store: { operationIds(): AsyncIterable<string> } }): Promise<number> {
+  let count = 0;
+  for await (const _ of s.store.operationIds()) count++;
+  return count;
+}
+
+test('config admissionRate: perSecond from one a minute to a million, burst a whole number from 1', () => {
+  const parse = (admissionRate: unknown) => () =>
+    parseDeploymentConfig(new TextEncoder().encode(JSON.stringify(minimalServeConfig({ admissionRate }))), '/tmp');
+  assert.deepEqual(parse({ perSecond: 0.5, burst: 10 })().admissionRate, { perSecond: 0.5, burst: 10 });
+  assert.throws(parse({ perSecond: 0.01, burst: 10 }), /admissionRate\/perSecond/);
+  assert.throws(parse({ perSecond: 1, burst: 0 }), /admissionRate\/burst/);
+  assert.throws(parse({ perSecond: 1, burst: 1.5 }), /admissionRate\/burst/);
+  assert.throws(parse({ perSecond: 1 }), /burst/);
+});
