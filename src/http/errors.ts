@@ -2,11 +2,13 @@
  * The facade's one error mapping. Adapter error kinds take their status from httpStatusOf in
  * src/contract/errors.ts (the only kind→status map); this module adds only what HTTP itself
  * knows: 401 (no or bad credentials), 404 (missing or hidden operation, unknown route),
- * 413 (body over the limit) and 415 (not JSON). Every body is an AdapterError.
+ * 413 (body over the limit), 415 (not JSON) and Retry-After on a principal's admission rate.
+ * Every body is an AdapterError.
  */
 import { describeErrors } from '../contract/validation.js';
 import type { AdapterErrorBody } from '../contract/errors.js';
 import { adapterErrorStatus, internalErrorBody } from '../runtime/errors.js';
+import { RateLimited } from '../runtime/admission-rate.js';
 
 /** No credential, a malformed one, or one that matches no principal: one answer for all. */
 export class AuthenticationRequired extends Error {
@@ -56,6 +58,9 @@ export function errorReply(error: unknown, bodyLimitBytes: number): ErrorReply {
     };
   }
   const known = adapterErrorStatus(error);
+  // A principal's admission rate says when its next admission can come: in whole seconds, rounded up.
+  if (known && error instanceof RateLimited)
+    return { statusCode: known.status, body: known.body, headers: { 'retry-after': String(Math.ceil(error.retryAfterMs / 1000)) } };
   if (known) return { statusCode: known.status, body: known.body, headers: {} };
   if (error instanceof UnsupportedMediaType) return unsupportedMediaType(error.message);
   const framework = (error ?? {}) as FrameworkError;

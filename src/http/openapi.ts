@@ -20,14 +20,21 @@ const errorMeaning: Record<(typeof errorStatuses)[number], string> = {
   415: 'the body is not application/json (UTF-8)',
   422: 'unsupported (the contract digest is not deployed here, a capability is missing, or, for cancel, the interaction does not declare caller cancellation)',
   500: 'internal error; the outcome is unknown: retry with the same invocationKey or GET the operation',
-  503: 'unavailable (store or policy unavailable, or the server is shutting down); retry idempotently',
+  503: "unavailable (store or policy unavailable, the server shutting down, or a new invocation past the principal's admission rate, with Retry-After in seconds); retry idempotently",
 };
 
 const ref = (name: string) => ({ $ref: `#/components/schemas/${name}` });
 const json = (schema: object) => ({ 'application/json': { schema } });
 
+/** A 503 may say when to come back (a principal's admission rate: whole seconds). */
+const retryAfter = {
+  'Retry-After': { description: 'seconds until the next admission of this principal can be made', schema: { type: 'integer', minimum: 1 } },
+};
+
 function errorResponses(statuses: readonly (typeof errorStatuses)[number][]) {
-  return Object.fromEntries(statuses.map((s) => [String(s), { description: errorMeaning[s], content: json(ref('AdapterError')) }]));
+  return Object.fromEntries(
+    statuses.map((s) => [String(s), { description: errorMeaning[s], ...(s === 503 ? { headers: retryAfter } : {}), content: json(ref('AdapterError')) }]),
+  );
 }
 
 const progress = {

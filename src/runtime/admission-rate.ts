@@ -28,6 +28,16 @@ export interface AdmissionRateConfig {
 /** The config's bounds: at least one admission a minute, at most a million a second; a burst of 1 to a million. */
 export const admissionRateBounds = { perSecondMin: 1 / 60, perSecondMax: 1_000_000, burstMin: 1, burstMax: 1_000_000 } as const;
 
+/** A refusal by the rate: `unavailable`, with how long until the principal's next token (HTTP sends it as Retry-After). */
+export class RateLimited extends AdapterError {
+  constructor(
+    description: string,
+    readonly retryAfterMs: number,
+  ) {
+    super('unavailable', description);
+  }
+}
+
 interface Bucket {
   tokens: number;
   atMs: number;
@@ -55,9 +65,9 @@ export class AdmissionRate {
       this.buckets.set(principalId, { tokens, atMs: Math.max(nowMs, held?.atMs ?? nowMs) });
       // (Less a hair: 0.998 tokens at 2 a second is 1 ms away, not the 2 a float's residue would round to.)
       const waitMs = Math.max(1, Math.ceil(((1 - tokens) * 1000) / perSecond - 1e-6));
-      throw new AdapterError(
-        'unavailable',
+      throw new RateLimited(
         `principal ${JSON.stringify(principalId)} admits at most ${perSecond} operations a second here (a burst of ${burst}); the next in ${waitMs} ms`,
+        waitMs,
       );
     }
     this.buckets.set(principalId, { tokens: tokens - 1, atMs: Math.max(nowMs, held?.atMs ?? nowMs) });

@@ -405,3 +405,35 @@ describe('deployment config', () => {
     }
   });
 });
+
+describe('HTTP facade with an admission rate (inject)', () => {
+  test('past the principal’s bucket a new invocation is 503 with Retry-After; its known keys and other principals are answered', async () => {
+    const fixture = await writeHttpFixture({ peerDelayMs: 10 });
+    await writeFile(fixture.configPath, JSON.stringify({ ...fixture.config, admissionRate: { perSecond: 0.5, burst: 2 } }));
+    const built = await buildFixtureApp(fixture);
+    try {
+      const post = (body: unknown, token = fixture.tokens.alice) =>
+        built.http.app.inject({
+          method: 'POST',
+          url: '/contract-invocations',
+          headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+          payload: JSON.stringify(body),
+        });
+      const first = requestBody(fixture, { waitMs: 0 });
+      assert.equal((await post(first)).statusCode, 202);
+      assert.equal((await post(requestBody(fixture, { waitMs: 0 }))).statusCode, 202);
+      const refused = await post(requestBody(fixture, { waitMs: 0 }));
+      assert.equal(refused.statusCode, 503, refused.body);
+      assert.equal(refused.headers['retry-after'], '2');
+      assert.match(
+        (JSON.parse(refused.body) as { description: string }).description,
+        /principal "alice" admits at most 0.5 operations a second here \(a burst of 2\)/,
+      );
+      assert.ok([200, 202].includes((await post(first)).statusCode), 'a known key is answered');
+      assert.equal((await post(requestBody(fixture, { waitMs: 0 }), fixture.tokens.bob)).statusCode, 202, 'bob has his own bucket');
+    } finally {
+      await built.close();
+      await fixture.dispose();
+    }
+  });
+});
