@@ -125,6 +125,7 @@ export async function createWorkflowHost(parts: WorkflowHostParts): Promise<Work
     ...(sink ? { events: sink } : {}),
     ...(parts.settings?.leaseMs === undefined ? {} : { leaseMs: parts.settings.leaseMs }),
     ...(parts.settings?.runningInstancesPerPrincipal === undefined ? {} : { runningPerPrincipal: parts.settings.runningInstancesPerPrincipal }),
+    ...(parts.settings?.startRate === undefined ? {} : { startRate: parts.settings.startRate }),
     ...(parts.secrets ? { secrets: parts.secrets } : {}),
     ...(parts.onFailure ? { onFailure: parts.onFailure } : {}),
     ...(parts.metrics ? { onStartRefused: observeRefusedWorkflowStarts(parts.metrics) } : {}),

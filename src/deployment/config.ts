@@ -166,6 +166,17 @@ const httpSchema = {
   },
 } as const;
 
+/** A token bucket per principal (admissionRate, workflows.startRate). */
+const rateSchema = {
+  type: 'object',
+  additionalProperties: false,
+  required: ['perSecond', 'burst'],
+  properties: {
+    perSecond: { type: 'number', minimum: admissionRateBounds.perSecondMin, maximum: admissionRateBounds.perSecondMax },
+    burst: { type: 'integer', minimum: admissionRateBounds.burstMin, maximum: admissionRateBounds.burstMax },
+  },
+} as const;
+
 export const deploymentConfigSchema = {
   $id: 'https://convoke.dev/schemas/deployment-config.json',
   type: 'object',
@@ -233,6 +244,8 @@ export const deploymentConfigSchema = {
         leaseMs: { type: 'integer', minimum: limits.workflowLeaseMsMin, maximum: limits.workflowLeaseMsMax },
         /** Running instances one principal may hold (default limits.workflowRunningPerPrincipalDefault); the bound cannot be turned off. */
         runningInstancesPerPrincipal: { type: 'integer', minimum: 1, maximum: limits.workflowRunningPerPrincipalMax },
+        /** New instances a principal may start, per worker (src/runtime/admission-rate.ts); unbounded without it. */
+        startRate: rateSchema,
         /** jq worker threads (jq.ts); default one per core beside the runtime's, at most 4. */
         jqWorkers: { type: 'integer', minimum: 1, maximum: limits.jqWorkersMax },
         /** When a running instance counts as stuck (docs/workflows-executor.md "Listing instances"); absent fields take the defaults. */
@@ -290,15 +303,7 @@ export const deploymentConfigSchema = {
       },
     },
     /** New admissions per principal (src/runtime/admission-rate.ts). */
-    admissionRate: {
-      type: 'object',
-      additionalProperties: false,
-      required: ['perSecond', 'burst'],
-      properties: {
-        perSecond: { type: 'number', minimum: admissionRateBounds.perSecondMin, maximum: admissionRateBounds.perSecondMax },
-        burst: { type: 'integer', minimum: admissionRateBounds.burstMin, maximum: admissionRateBounds.burstMax },
-      },
-    },
+    admissionRate: rateSchema,
     /** Payload expiry on a schedule (src/runtime/retention.ts). */
     retention: {
       type: 'object',

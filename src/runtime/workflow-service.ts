@@ -8,6 +8,7 @@
  * contract call (a stage) with its operation id, decision and settlement, and the output or error.
  */
 import type { InstancePruneTally, PruneRequest } from './retention.js';
+import type { AdmissionRateConfig } from './admission-rate.js';
 import type { NatsConnection } from '@nats-io/transport-node';
 import type { EventStore } from '../adapters/store/types.js';
 import type { CloudEventIntake } from '../contract/cloudevents.js';
@@ -166,6 +167,12 @@ export interface WorkflowsConfig {
    * 10 000): a start past it is refused, 503 unavailable (docs/workflows-executor.md "Running instances per principal").
    */
   runningInstancesPerPrincipal?: number;
+  /**
+   * New instances a principal may start, per worker: a token bucket (admission-rate.ts); a start
+   * past it is refused 503 `unavailable` before anything is recorded, one under a key that already
+   * names an instance answered. Children (`run: workflow`) are bounded by the running bound instead.
+   */
+  startRate?: AdmissionRateConfig;
 }
 
 /** The serve config's `workflows.http`: the egress policy of `call: http` and `call: openapi`. */

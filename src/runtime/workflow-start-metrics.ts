@@ -2,7 +2,8 @@
  * The refused workflow starts counter: `convoke_workflow_starts_refused_total{reason, starter}`,
  * each start refused before anything was recorded — `reason` `running-bound` (the principal
  * holds as many running instances as workflows.runningInstancesPerPrincipal allows;
- * docs/workflows-executor.md "Running instances per principal") — by who asked: `caller` (HTTP,
+ * docs/workflows-executor.md "Running instances per principal") or `start-rate` (the principal's
+ * workflows.startRate bucket is empty; callers only) — by who asked: `caller` (HTTP,
  * NATS, `convoke workflow run`) or `workflow` (a `run: workflow` task, whose parent's task
  * faults). Callers see 503s; this tells an operator how many, and whether children are among them.
  */
@@ -12,17 +13,20 @@ export const workflowStartsRefusedName = 'convoke_workflow_starts_refused_total'
 
 /** Who asked for a refused start. */
 export type WorkflowStarter = 'caller' | 'workflow';
+/** Why it was refused. */
+export type WorkflowStartRefusal = 'running-bound' | 'start-rate';
 
 /** Registers the counter (once per registry) and answers what counts a refusal; both starters show from the first scrape, at 0. */
-export function observeRefusedWorkflowStarts(registry: Registry): (starter: WorkflowStarter) => void {
+export function observeRefusedWorkflowStarts(registry: Registry): (starter: WorkflowStarter, reason: WorkflowStartRefusal) => void {
   const counter =
     (registry.getSingleMetric(workflowStartsRefusedName) as Counter<'reason' | 'starter'> | undefined) ??
     new Counter({
       name: workflowStartsRefusedName,
-      help: 'Workflow starts refused before anything was recorded, by reason (running-bound) and starter (caller, workflow)',
+      help: 'Workflow starts refused before anything was recorded, by reason (running-bound, start-rate) and starter (caller, workflow)',
       labelNames: ['reason', 'starter'],
       registers: [registry],
     });
   for (const starter of ['caller', 'workflow'] as const) counter.inc({ reason: 'running-bound', starter }, 0);
-  return (starter) => counter.inc({ reason: 'running-bound', starter });
+  counter.inc({ reason: 'start-rate', starter: 'caller' }, 0);
+  return (starter, reason) => counter.inc({ reason, starter });
 }

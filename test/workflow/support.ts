@@ -52,6 +52,9 @@ export interface HarnessOptions {
   onFailure?: WorkflowExecutorOptions['onFailure'];
   /** Each principal's bound of running instances. */
   runningPerPrincipal?: number;
+  /** Each principal's rate of caller starts. */
+  startRate?: WorkflowExecutorOptions['startRate'];
+  onStartRefused?: WorkflowExecutorOptions['onStartRefused'];
 }
 
 export function harness(options: HarnessOptions = {}): Harness {
@@ -78,6 +81,8 @@ export function harness(options: HarnessOptions = {}): Harness {
     logBytesMax: options.logBytesMax,
     onFailure: options.onFailure,
     runningPerPrincipal: options.runningPerPrincipal,
+    startRate: options.startRate,
+    onStartRefused: options.onStartRefused,
   });
   return {
     executor,

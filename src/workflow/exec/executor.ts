@@ -5,6 +5,7 @@
  * under them is a conflict), runs its interpreter, fires its timers through guarded appends, and
  * resumes any running instance it loads — on restart, or on another worker sharing the store.
  */
+import { AdmissionRate, type AdmissionRateConfig } from '../../runtime/admission-rate.js';
 import { canonicalJson, sha256Hex } from '../../contract/canonical.js';
 import { hostname } from 'node:os';
 import type { Clock, TimerHandle } from '../../contract/clock.js';
@@ -82,8 +83,14 @@ export interface WorkflowExecutorOptions {
    * the instance is still running and is driven again shortly. `convoke serve` logs them.
    */
   onFailure?: (error: unknown) => void;
-  /** Told each start the running bound refused (RunningBoundReached), by who asked: a caller, or a workflow's `run: workflow` task. `convoke serve` counts them. */
-  onStartRefused?: (starter: 'caller' | 'workflow') => void;
+  /**
+   * Told each start refused before anything was recorded, by who asked (a caller, or a workflow's
+   * `run: workflow` task) and why: the running bound (RunningBoundReached) or the start rate.
+   * `convoke serve` counts them.
+   */
+  onStartRefused?: (starter: 'caller' | 'workflow', reason: 'running-bound' | 'start-rate') => void;
+  /** New instances a caller may start per principal (config workflows.startRate); unbounded without it. */
+  startRate?: AdmissionRateConfig;
   finishedCacheMax?: number;
   /** This worker's name in the instances' leases; unique among the workers sharing the store (default: host/pid/n). */
   worker?: string;
@@ -252,6 +259,8 @@ export class WorkflowExecutor implements CloudEventIntake {
   readonly leaseMs: number;
   /** The bound on each principal's running instances, asked by every start. */
   private readonly runningBound: RunningBound;
+  /** Each principal's bucket of caller starts (options.startRate). */
+  private readonly startRate: AdmissionRate | undefined;
 
   constructor(options: WorkflowExecutorOptions) {
     this.options = options;
@@ -259,6 +268,7 @@ export class WorkflowExecutor implements CloudEventIntake {
     this.leaseMs = options.leaseMs ?? defaultLeaseMs;
     if (options.fetch && options.egress) throw invalidInput('a workflow executor takes fetch or an egress policy, not both');
     this.egress = options.egress ? egressFetch(options.egress) : undefined;
+    this.startRate = options.startRate === undefined ? undefined : new AdmissionRate(options.startRate, options.clock);
     const runningMost = options.runningPerPrincipal ?? limits.workflowRunningPerPrincipalDefault;
     if (!Number.isSafeInteger(runningMost) || runningMost < 1 || runningMost > limits.workflowRunningPerPrincipalMax)
       throw invalidInput(`a principal's running workflow instances are bounded by 1 to ${limits.workflowRunningPerPrincipalMax}, not ${runningMost}`);
@@ -393,11 +403,22 @@ export class WorkflowExecutor implements CloudEventIntake {
     };
     const problem = workflowTransitionProblem(transition);
     if (problem !== undefined) throw invalidInput(`the workflow cannot start: ${problem}`);
+    // A caller's start rate, then the principal's bound, before anything is recorded; past either, an
+    // instance stored under this id is answered (it creates nothing).
+    if (request.parent === undefined && this.startRate !== undefined) {
+      try {
+        this.startRate.take(request.principalId);
+      } catch (refusal) {
+        if ((await this.load(instanceId)) !== undefined) return this.found(instanceId, request);
+        this.onStartRefused('caller', 'start-rate');
+        throw refusal;
+      }
+    }
     // The principal's bound, before anything is recorded; at it, an instance stored under this id is answered (it creates nothing).
     const admission = await this.runningBound
       .admit(request.principalId, async () => (await this.load(instanceId)) !== undefined)
       .catch((error: unknown) => {
-        if (error instanceof RunningBoundReached) tell(this.options.onStartRefused, request.parent === undefined ? 'caller' : 'workflow');
+        if (error instanceof RunningBoundReached) this.onStartRefused(request.parent === undefined ? 'caller' : 'workflow', 'running-bound');
         throw error;
       });
     if (admission === undefined) return this.found(instanceId, request);
@@ -820,6 +841,15 @@ export class WorkflowExecutor implements CloudEventIntake {
    * for days does not grow them without end.
    */
   readonly failures: unknown[] = [];
+
+  /** Tells onStartRefused; a listener that throws changes nothing (the start is refused either way). */
+  private onStartRefused(starter: 'caller' | 'workflow', reason: 'running-bound' | 'start-rate'): void {
+    try {
+      this.options.onStartRefused?.(starter, reason);
+    } catch {
+      // Told, nothing more.
+    }
+  }
 
   private noteFailure(error: unknown): void {
     this.failures.push(error);

@@ -1,0 +1,63 @@
+/**
+ * The start rate per principal (config workflows.startRate): a caller's new instance past the
+ * principal's bucket is refused `unavailable` before anything is recorded, and counted; a start
+ * under a key that already names an instance is answered whatever the bucket holds; principals
+ * have their own buckets; `run: workflow` children are not counted (the running bound bounds them).
+ */
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { VirtualClock } from '../../src/contract/clock.js';
+import { isAdapterError } from '../../src/contract/errors.js';
+import type { JsonValue } from '../../src/contract/json.js';
+import { isWorkflowNamed } from '../../src/workflow/exec/document.js';
+import { harness, yaml } from './support.js';
+
+const quick = yaml(`
+document: { dsl: '1.0.3', namespace: t, name: quick, version: '1.0.0' }
+do:
+  - done:
+      set: { done: true }
+`);
+const parent = yaml(`
+document: { dsl: '1.0.3', namespace: t, name: parent, version: '1.0.0' }
+do:
+  - child:
+      run:
+        workflow: { namespace: t, name: quick, version: '1.0.0' }
+`);
+
+test('past a principal’s start rate a new instance is refused and counted; known keys, other principals and children are not', async () => {
+  const clock = new VirtualClock();
+  const refusals: string[] = [];
+  const documents: JsonValue[] = [quick];
+  const h = harness({
+    clock,
+    startRate: { perSecond: 1, burst: 2 },
+    onStartRefused: (starter, reason) => refusals.push(`${starter} ${reason}`),
+    workflows: (_digest, ref) => documents.find((document) => isWorkflowNamed(document, ref)),
+  });
+  const start = (key: string, principalId = 'alice', document = quick) => h.executor.start({ principalId, invocationKey: key, document, input: {} });
+  try {
+    const first = await start('k1');
+    await start('k2');
+    await assert.rejects(
+      start('k3'),
+      (error) => isAdapterError(error) && error.kind === 'unavailable' && /principal "alice" admits at most 1 operations a second/.test(error.message),
+    );
+    assert.deepEqual(refusals, ['caller start-rate']);
+    assert.equal((await h.executor.get(first.instanceId))?.instanceId, first.instanceId);
+    assert.deepEqual(await start('k1'), { instanceId: first.instanceId, created: false }, 'a known key is answered with the bucket empty');
+    assert.equal((await start('k1', 'bob')).created, true, 'bob has his own bucket');
+    await clock.advance(1000);
+    // One token: the parent takes it; its child is started by the workflow, not counted.
+    const tree = await start('tree', 'alice', parent);
+    await clock.advance(0);
+    const record = await h.executor.wait(tree.instanceId, 5000);
+    assert.equal(record.status, 'completed', JSON.stringify(record.error));
+    assert.equal(Object.keys(record.subworkflows).length, 1);
+    await assert.rejects(start('k4'), (error) => isAdapterError(error) && error.kind === 'unavailable');
+    assert.deepEqual(refusals, ['caller start-rate', 'caller start-rate']);
+  } finally {
+    await h.close();
+  }
+});
