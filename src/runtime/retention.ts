@@ -173,14 +173,20 @@ async function pruneOne(request: PruneRequest, row: OperationIndexRow, tally: Pr
     tally.recent++;
     return;
   }
-  if (request.dryRun === true) {
-    tally.pruned++;
-    return;
-  }
-  const outcome = await tombstoneOf(request.store, id);
-  if (outcome === undefined) tally.pruned++;
-  else if (outcome.kind === 'not-found') tally.gone++;
-  else tally.failures.push({ operationId: id, ...outcome });
+  await pruneProved(request, id, tally, (failure) => tally.failures.push({ operationId: id, ...failure }));
+}
+
+/** The last step of a candidate its log proved prunable: counted under a dry run, else tombstoned (gone already, or a failure told). */
+export async function pruneProved(
+  request: Pick<PruneRequest<unknown>, 'store' | 'dryRun'>,
+  id: string,
+  tally: { pruned: number; gone: number },
+  failed: (failure: { kind: string; description: string }) => void,
+): Promise<void> {
+  const failure = request.dryRun === true ? undefined : await tombstoneOf(request.store, id);
+  if (failure === undefined) tally.pruned++;
+  else if (failure.kind === 'not-found') tally.gone++;
+  else failed(failure);
 }
 
 /** A candidate's log; undefined when it is gone already (counted) or could not be read (told to `failed`). */
@@ -198,7 +204,7 @@ export async function logToPrune(
 }
 
 /** The store's tombstone: undefined when done, else its failure (an AdapterError a store throws answered as one). */
-export async function tombstoneOf(store: EventStore, id: string): Promise<{ kind: string; description: string } | undefined> {
+async function tombstoneOf(store: EventStore, id: string): Promise<{ kind: string; description: string } | undefined> {
   try {
     const outcome = await store.tombstone(id);
     return outcome.kind === 'ok' ? undefined : outcome;

@@ -16,7 +16,7 @@
 import type { EventStore } from '../../adapters/store/types.js';
 import type { WorkflowIndexPosition, WorkflowIndexRow } from '../../events/workflow-index.js';
 import type { Stored } from '../../kernel/types.js';
-import { cutoffOf, logToPrune, tombstoneOf, walkPages, type InstancePruneTally, type PruneRequest } from '../../runtime/retention.js';
+import { cutoffOf, logToPrune, pruneProved, walkPages, type InstancePruneTally, type PruneRequest } from '../../runtime/retention.js';
 import type { WorkflowTransition } from './events.js';
 import { replayWorkflowLog } from './replay.js';
 
@@ -64,14 +64,7 @@ async function pruneOne(request: PruneRequest<InstancePruneTally>, row: Workflow
     tally.needed++;
     return;
   }
-  if (request.dryRun === true) {
-    tally.pruned++;
-    return;
-  }
-  const failure = await tombstoneOf(request.store, id);
-  if (failure === undefined) tally.pruned++;
-  else if (failure.kind === 'not-found') tally.gone++;
-  else tally.failures.push({ instanceId: id, ...failure });
+  await pruneProved(request, id, tally, (failure) => tally.failures.push({ instanceId: id, ...failure }));
 }
 
 /**
