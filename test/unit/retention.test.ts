@@ -17,14 +17,7 @@ import { reviewBundle } from '../../src/deployment/examples.js';
 import { keepMsProblem, pruneOperations, retentionKeepMsMin, scheduleRetention, type PruneTally } from '../../src/runtime/retention.js';
 import { minimalServeConfig } from '../support/config-fixtures.js';
 import { createWorkflowHost } from '../../src/cli/workflow-host.js';
-import { harness, yaml } from '../workflow/support.js';
-
-const quickWorkflow = `
-document: { dsl: '1.0.3', namespace: t, name: quick, version: '1.0.0' }
-do:
-  - done:
-      set: { done: true }
-`;
+import { harness, quickDocument } from '../workflow/support.js';
 import type { EventStore } from '../../src/adapters/store/types.js';
 import type { Handler } from '../../src/peer/peer.js';
 import { answers, scenario, type Scenario } from '../support/scenario.js';
@@ -177,7 +170,7 @@ test('a deployment with config retention prunes on its own, says so, counts it, 
     await seeded.close();
     // And a workflow instance that ended then.
     const workflows = harness({ store: new SqliteEventStore({ path, clock }), clock });
-    const instance = (await workflows.executor.start({ principalId: 'alice', invocationKey: 'w', document: yaml(quickWorkflow), input: {} })).instanceId;
+    const instance = (await workflows.executor.start({ principalId: 'alice', invocationKey: 'w', document: quickDocument, input: {} })).instanceId;
     await clock.advance(0);
     assert.equal((await workflows.executor.get(instance))?.status, 'completed');
     await workflows.close();

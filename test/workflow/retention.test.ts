@@ -19,16 +19,11 @@ import { isWorkflowNamed } from '../../src/workflow/exec/document.js';
 import { pruneWorkflowInstances } from '../../src/workflow/exec/retention.js';
 import { WorkflowInstances } from '../../src/workflow/exec/instances.js';
 import { WorkflowInstanceNotFound } from '../../src/runtime/errors.js';
-import { harness, yaml } from './support.js';
+import { harness, quickDocument, yaml } from './support.js';
 
 const hour = 3_600_000;
 
-const quick = yaml(`
-document: { dsl: '1.0.3', namespace: t, name: quick, version: '1.0.0' }
-do:
-  - done:
-      set: { done: true }
-`);
+const quick = quickDocument;
 const slow = yaml(`
 document: { dsl: '1.0.3', namespace: t, name: slow, version: '1.0.0' }
 do:

@@ -10,14 +10,9 @@ import { VirtualClock } from '../../src/contract/clock.js';
 import { isAdapterError } from '../../src/contract/errors.js';
 import type { JsonValue } from '../../src/contract/json.js';
 import { isWorkflowNamed } from '../../src/workflow/exec/document.js';
-import { harness, yaml } from './support.js';
+import { harness, quickDocument, yaml } from './support.js';
 
-const quick = yaml(`
-document: { dsl: '1.0.3', namespace: t, name: quick, version: '1.0.0' }
-do:
-  - done:
-      set: { done: true }
-`);
+const quick = quickDocument;
 const parent = yaml(`
 document: { dsl: '1.0.3', namespace: t, name: parent, version: '1.0.0' }
 do:

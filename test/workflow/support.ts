@@ -97,6 +97,14 @@ export function harness(options: HarnessOptions = {}): Harness {
 
 export const yaml = (text: string): JsonValue => parseYaml(text) as JsonValue;
 
+/** A workflow `t/quick` that sets `{done: true}` and ends: no expression, no timer, nothing outside. */
+export const quickDocument: JsonValue = yaml(`
+document: { dsl: '1.0.3', namespace: t, name: quick, version: '1.0.0' }
+do:
+  - done:
+      set: { done: true }
+`);
+
 /** Starts and waits for the instance to finish; asserts the replayed record equals the live one. */
 export async function runToEnd(h: Harness, document: JsonValue, input: JsonValue = {}, key = 'k1', waitMs = 20_000): Promise<WorkflowRecord> {
   const { instanceId } = await h.executor.start({ principalId: 'alice', invocationKey: key, document, input });
