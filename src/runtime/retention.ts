@@ -78,6 +78,8 @@ export interface PruneRequest<T = PruneTally> {
 }
 
 export const pruneConcurrencyDefault = 8;
+/** Index rows a prune lists at a time (the most a list page holds). */
+export const prunePageSizeDefault = 500;
 
 /** Why `keepMs` is no replay/recovery period, or undefined when it is one. */
 export function keepMsProblem(keepMs: number): string | undefined {
@@ -96,8 +98,7 @@ export function keepMsProblem(keepMs: number): string | undefined {
 export async function pruneOperations(request: PruneRequest): Promise<PruneTally> {
   const cutoffMs = cutoffOf(request);
   const tally: PruneTally = { cutoffMs, examined: 0, pruned: 0, open: 0, indeterminate: 0, recent: 0, gone: 0, failures: [] };
-  const list = (after: IndexPosition | undefined) =>
-    request.store.index.list({ untilMs: cutoffMs, limit: request.pageSize ?? 500, ...(after ? { after } : {}) });
+  const list = (after: IndexPosition | undefined, limit: number) => request.store.index.list({ untilMs: cutoffMs, limit, ...(after ? { after } : {}) });
   return walkPages(request, tally, list, (row) => pruneOne(request, row, tally));
 }
 
@@ -115,15 +116,16 @@ export function cutoffOf(request: Pick<PruneRequest<unknown>, 'nowMs' | 'keepMs'
  * after each page, once its rows are done.
  */
 export async function walkPages<T extends { examined: number }, R, P>(
-  request: Pick<PruneRequest<T>, 'stopped' | 'progress' | 'concurrency'>,
+  request: Pick<PruneRequest<T>, 'stopped' | 'progress' | 'concurrency' | 'pageSize'>,
   tally: T,
-  list: (after: P | undefined) => Promise<{ rows: R[]; next?: P }>,
+  list: (after: P | undefined, limit: number) => Promise<{ rows: R[]; next?: P }>,
   each: (row: R) => Promise<void>,
 ): Promise<T> {
   const concurrency = request.concurrency ?? pruneConcurrencyDefault;
+  const limit = request.pageSize ?? prunePageSizeDefault;
   let after: P | undefined;
   do {
-    const page = await list(after);
+    const page = await list(after, limit);
     const underWay = new Set<Promise<void>>();
     let failed: unknown;
     for (const row of page.rows) {

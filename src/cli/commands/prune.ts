@@ -62,7 +62,8 @@ export async function pruneCommand(options: PruneOptions, io: CliIo, stop: Promi
     writeTallies(io, options, { operations, instances }, stopped);
     if (stopped) return interruptedExit;
     const first = operations.failures[0] ?? instances.failures[0];
-    return first === undefined ? exitCodes.ok : exitCodeOfKind(first.kind === 'not-found' ? 'unavailable' : (first.kind as AdapterErrorKind));
+    // A failure's kind is an AdapterError kind: not-found is counted as gone, never as a failure.
+    return first === undefined ? exitCodes.ok : exitCodeOfKind(first.kind as AdapterErrorKind);
   });
 }
 

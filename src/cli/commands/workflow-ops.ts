@@ -207,9 +207,10 @@ async function checkWorkflowIndexRow(
 }
 
 /** Rebuilds one instance from its log through the machines, then checks (with `fixIndex`, repairs) its index row. */
-export async function replayInstance(store: EventStore, instanceId: string, fixIndex = false): Promise<InstanceReplay> {
+export async function replayInstance(store: EventStore, instanceId: string, fixIndex = false, read?: Stored<WorkflowTransition>[]): Promise<InstanceReplay> {
   try {
-    const log = await readInstance(store, instanceId);
+    // `read`: the log, when the caller holds it already.
+    const log = read ?? (await readInstance(store, instanceId));
     if (!log) return { instanceId, transitions: 0, status: '-', problem: 'no transitions stored', repaired: false };
     const { record, problem } = replayWorkflowLog(log);
     const index = problem === null ? await checkWorkflowIndexRow(store, instanceId, log, fixIndex) : { problem, repaired: false };
@@ -258,7 +259,7 @@ export async function workflowReplayCommand(
     const found = await foundInstance(store, typed, io);
     if (!found) return exitCodes.notFound;
     const { instanceId, log } = found;
-    const replayed = await replayInstance(store, instanceId, options.fixIndex === true);
+    const replayed = await replayInstance(store, instanceId, options.fixIndex === true, log);
     if (replayed.repaired) io.stderr.write(`workflow index row of ${instanceId} written again from its log\n`);
     const problem = replayed.repaired ? null : replayed.problem;
     const row = { kind: 'workflow-instance', instanceId, transitions: log.length, status: replayed.status, problem };

@@ -405,22 +405,20 @@ export class WorkflowExecutor implements CloudEventIntake {
     if (problem !== undefined) throw invalidInput(`the workflow cannot start: ${problem}`);
     // A caller's start rate, then the principal's bound, before anything is recorded; past either, an
     // instance stored under this id is answered (it creates nothing).
+    const stored = async () => (await this.load(instanceId)) !== undefined;
     if (request.parent === undefined && this.startRate !== undefined) {
       try {
         this.startRate.take(request.principalId);
       } catch (refusal) {
-        if ((await this.load(instanceId)) !== undefined) return this.found(instanceId, request);
+        if (await stored()) return this.found(instanceId, request);
         this.onStartRefused('caller', 'start-rate');
         throw refusal;
       }
     }
-    // The principal's bound, before anything is recorded; at it, an instance stored under this id is answered (it creates nothing).
-    const admission = await this.runningBound
-      .admit(request.principalId, async () => (await this.load(instanceId)) !== undefined)
-      .catch((error: unknown) => {
-        if (error instanceof RunningBoundReached) this.onStartRefused(request.parent === undefined ? 'caller' : 'workflow', 'running-bound');
-        throw error;
-      });
+    const admission = await this.runningBound.admit(request.principalId, stored).catch((error: unknown) => {
+      if (error instanceof RunningBoundReached) this.onStartRefused(request.parent === undefined ? 'caller' : 'workflow', 'running-bound');
+      throw error;
+    });
     if (admission === undefined) return this.found(instanceId, request);
     let created: { kind: 'ok' } | StoreFailure;
     try {

@@ -28,8 +28,8 @@ import { replayWorkflowLog } from './replay.js';
 export async function pruneWorkflowInstances(request: PruneRequest<InstancePruneTally>): Promise<InstancePruneTally> {
   const cutoffMs = cutoffOf(request);
   const tally: InstancePruneTally = { cutoffMs, examined: 0, pruned: 0, running: 0, recent: 0, needed: 0, gone: 0, failures: [] };
-  const list = (after: WorkflowIndexPosition | undefined) =>
-    request.store.workflowIndex.list({ untilMs: cutoffMs, limit: request.pageSize ?? 500, ...(after ? { after } : {}) });
+  const list = (after: WorkflowIndexPosition | undefined, limit: number) =>
+    request.store.workflowIndex.list({ untilMs: cutoffMs, limit, ...(after ? { after } : {}) });
   return walkPages(request, tally, list, (row) => pruneOne(request, row, tally));
 }
 
