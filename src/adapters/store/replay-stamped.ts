@@ -103,17 +103,16 @@ export function precheckWrite(closed: boolean, transition: Transition, transitio
 
 /** A read's answer from the log's state; a live log's fold point is remembered. */
 export function readAnswer(operationId: string, state: LogState, fold: FoldTracker): ReadOutcome {
-  switch (state.kind) {
-    case 'missing':
-      return notFoundOf(operationId);
-    case 'tombstoned':
-      return expiredOf(operationId);
-    case 'live':
-      fold.remember(operationId, foldPoint(state.transitions, state.lastRevision));
-      return { kind: 'ok', revision: String(state.lastRevision), transitions: state.transitions };
-    default:
-      return { kind: 'unavailable', description: state.description };
-  }
+  if (state.kind !== 'live') return absentAnswer(operationId, state);
+  fold.remember(operationId, foldPoint(state.transitions, state.lastRevision));
+  return { kind: 'ok', revision: String(state.lastRevision), transitions: state.transitions };
+}
+
+/** What a read (or a tail's read) answers for a log that holds no live stream, or could not be read. */
+function absentAnswer(operationId: string, state: Exclude<LogState, LiveLog>): Exclude<ReadOutcome, { kind: 'ok' }> {
+  if (state.kind === 'missing') return notFoundOf(operationId);
+  if (state.kind === 'tombstoned') return expiredOf(operationId);
+  return { kind: 'unavailable', description: state.description };
 }
 
 /**
@@ -275,19 +274,10 @@ export abstract class ReplayStampedStore implements EventStore {
     if (after === undefined) return { kind: 'diverged', description: `operation ${operationId} never held revision ${JSON.stringify(revision)}` };
     try {
       const state = await this.logTail(operationId, after);
-      switch (state.kind) {
-        case 'missing':
-          return notFoundOf(operationId);
-        case 'tombstoned':
-          return expiredOf(operationId);
-        case 'diverged':
-          return state;
-        case 'live':
-          this.followFold(operationId, after, state.transitions);
-          return { kind: 'ok', revision: String(state.lastRevision), transitions: state.transitions };
-        default:
-          return { kind: 'unavailable', description: state.description };
-      }
+      if (state.kind === 'diverged') return state;
+      if (state.kind !== 'live') return absentAnswer(operationId, state);
+      this.followFold(operationId, after, state.transitions);
+      return { kind: 'ok', revision: String(state.lastRevision), transitions: state.transitions };
     } catch (error) {
       return { kind: 'unavailable', description: this.failure(error).description };
     }
