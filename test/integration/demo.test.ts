@@ -6,22 +6,41 @@
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { readdir } from 'node:fs/promises';
+import { mkdtemp, readdir, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { demoCommand } from '../../src/cli/commands/demo.js';
 import { isAdapterError } from '../../src/contract/errors.js';
 import { captureIo } from '../support/cli-io.js';
 
-const demoDirs = async () => (await readdir(tmpdir())).filter((name) => name.startsWith('convoke-demo-'));
+/**
+ * The demo makes its store under os.tmpdir(), which reads TMPDIR at each call: pointed at a
+ * directory of this test's own, what is left there is the demo's alone (a demo run elsewhere on
+ * the machine at the same time cannot pass for it).
+ */
+async function inOwnTmpdir<T>(run: (dir: string) => Promise<T>): Promise<T> {
+  const dir = await mkdtemp(join(tmpdir(), 'convoke-demo-test-'));
+  const saved = process.env.TMPDIR;
+  process.env.TMPDIR = dir;
+  try {
+    return await run(dir);
+  } finally {
+    if (saved === undefined) delete process.env.TMPDIR;
+    else process.env.TMPDIR = saved;
+    await rm(dir, { recursive: true, force: true });
+  }
+}
 
 test('a demo scenario that shows a retry runs on a temporary SQLite store, removed afterwards, and shows attempt 2 with fence 2', async () => {
-  const before = await demoDirs();
-  const io = captureIo();
-  assert.equal(await demoCommand({ scenario: 'lease-expiry', peers: 3, quorum: 3, json: true, seed: 1, approveRate: 1 }, io), 0);
-  const { result } = JSON.parse(io.out()) as { result: { branches: { branchId: string; attempt: number; fence: number; status: string }[] } };
-  const charlie = result.branches.find((b) => b.branchId === 'charlie');
-  assert.ok(charlie && charlie.attempt >= 2 && charlie.fence === charlie.attempt && charlie.status === 'success', JSON.stringify(result.branches));
-  assert.deepEqual(await demoDirs(), before, 'the temporary store is removed');
+  await inOwnTmpdir(async (dir) => {
+    const io = captureIo();
+    assert.equal(await demoCommand({ scenario: 'lease-expiry', peers: 3, quorum: 3, json: true, seed: 1, approveRate: 1 }, io), 0);
+    const { result } = JSON.parse(io.out()) as { result: { branches: { branchId: string; attempt: number; fence: number; status: string }[] } };
+    const charlie = result.branches.find((b) => b.branchId === 'charlie');
+    assert.ok(charlie && charlie.attempt >= 2 && charlie.fence === charlie.attempt && charlie.status === 'success', JSON.stringify(result.branches));
+    assert.equal(tmpdir(), dir, 'the demo made its store here');
+    assert.deepEqual(await readdir(dir), [], 'the temporary store is removed');
+  });
 });
 
 test('a demo scenario that shows a retry is refused on a memory store: memory mode has one attempt', async () => {
