@@ -26,9 +26,8 @@ import { workflowStuckBoundsDefault, type WorkflowStuckBounds } from '../events/
 import { observeStuckWorkflowInstances } from '../runtime/workflow-stuck-metrics.js';
 import { observeRefusedWorkflowStarts } from '../runtime/workflow-start-metrics.js';
 import type { Registry } from 'prom-client';
-import { workflowDocuments } from '../workflow/dsl/bundle.js';
+import { runnableWorkflows } from './runnable.js';
 import { isWorkflowNamed } from '../workflow/exec/document.js';
-import { contractFunctionName, contractFunctionSecret } from '../workflow/dsl/contract-function.js';
 import { WorkflowExecutor } from '../workflow/exec/executor.js';
 import type { EgressOptions } from '../workflow/exec/egress.js';
 import { WorkflowInstances, type WorkflowDefinition } from '../workflow/exec/instances.js';
@@ -186,35 +185,10 @@ function definitionsOf(bundles: Iterable<CompiledBundle>): {
   for (const compiled of bundles) {
     refs.set(compiled.digest, compiled.ref);
     const byName = new Map<string, WorkflowDefinition>();
-    for (const [name, workflow] of workflowDocuments(compiled))
-      byName.set(name, { document: executable(named(workflow.document, name)), cancellation: workflow.cancellation });
+    for (const [name, workflow] of runnableWorkflows(compiled)) byName.set(name, { document: workflow.executable, cancellation: workflow.cancellation });
     definitions.set(compiled.digest, byName);
   }
   return { definitions, refs };
-}
-
-/** An instance is named by its bundle's name for the workflow (the DSL document's own name may differ). */
-function named(document: JsonObject, name: string): JsonObject {
-  const head = document.document;
-  if (head === null || typeof head !== 'object' || Array.isArray(head) || head.name === name) return document;
-  return { ...document, document: { ...head, name } };
-}
-
-/**
- * The document as the executor runs it: the contract function's declaration (`use.functions`
- * invoke-contract, `use.secrets` convoke) is there for other engines — convoke's executor calls
- * contracts itself — so it is left out; everything else is the standalone document.
- */
-export function executable(document: JsonObject): JsonValue {
-  const use = document.use;
-  if (use === null || typeof use !== 'object' || Array.isArray(use)) return document;
-  const rest: JsonObject = { ...use };
-  const functions = rest.functions;
-  if (functions && typeof functions === 'object' && !Array.isArray(functions) && Object.keys(functions).every((name) => name === contractFunctionName))
-    delete rest.functions;
-  if (Array.isArray(rest.secrets) && rest.secrets.every((name) => name === contractFunctionSecret)) delete rest.secrets;
-  const { use: _declared, ...body } = document;
-  return Object.keys(rest).length === 0 ? body : { ...body, use: rest };
 }
 
 /** Emitted events on core NATS, or on JetStream into the stream capturing the emitted space (made or moved here, where permitted: ensureEmittedEventStream). */

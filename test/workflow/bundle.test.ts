@@ -5,7 +5,8 @@
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { readFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { stringify } from 'yaml';
 import { loadBundle } from '../../src/contract/bundle.js';
@@ -17,6 +18,11 @@ import { checkBundleWorkflows, workflowDocuments } from '../../src/workflow/dsl/
 import { contractFunctionDefinition } from '../../src/workflow/dsl/contract-function.js';
 import { validateDslDocument } from '../../src/workflow/dsl/dsl-schema.js';
 import { parseDocumentText } from '../../src/workflow/dsl/text.js';
+import { runnableWorkflows } from '../../src/cli/runnable.js';
+import { workflowValidateCommand } from '../../src/cli/commands/workflow-dsl.js';
+import { bundleCheckCommand } from '../../src/cli/commands/bundle.js';
+import type { CliIo } from '../../src/cli/io.js';
+import { captureIo } from '../support/cli-io.js';
 import { repoRoot } from '../support/assertions.js';
 
 const fixtures = join(repoRoot(), 'test', 'workflow', 'fixtures');
@@ -303,4 +309,67 @@ test('workflowCancellation: part of the digest, read per workflow (default none)
     /no pipeline or workflow/,
   );
   await assertRefused((b) => (b.workflowCancellation = { 'review-or-escalate': 'always' }), 'invalid-input', '', /workflowCancellation/);
+});
+
+/** The refusal the executor's check gives a bundle's workflows (runnable.ts), or undefined when it takes them. */
+function executorRefusal(bundle: JsonObject): { kind: AdapterErrorKind; description: string } | undefined {
+  try {
+    runnableWorkflows(loadBundle(bundle));
+    return undefined;
+  } catch (error) {
+    assert.ok(isAdapterError(error), `an AdapterError, got ${String(error)}`);
+    return { kind: error.kind, description: error.description ?? '' };
+  }
+}
+
+test('a bundle is refused for what the executor would refuse at every start, naming the workflow and the pointer', async () => {
+  const declaresFunction = fresh();
+  withTask({ call: 'log' })(declaresFunction);
+  workflowOf(declaresFunction).use = { functions: { log: { call: 'http', with: { method: 'post', endpoint: 'https://logs.example/' } } } };
+  // The language's checks take it (the function is declared and called as the DSL allows) …
+  await assert.doesNotReject(checkBundleWorkflows(loadBundle(declaresFunction)));
+  // … the executor runs no declared function but its own: refused when the bundle is read, not at each start.
+  assert.deepEqual(executorRefusal(declaresFunction), {
+    kind: 'unsupported',
+    description: `${w}/use/functions: functions are not supported by this executor`,
+  });
+
+  const exportsFromListen = fresh();
+  withTask({
+    listen: { to: { any: [{ with: { type: 'com.example.note' } }] } },
+    foreach: { item: 'note', do: [{ keep: { set: { note: '${ $note }' } } }], export: { as: '.' } },
+  })(exportsFromListen);
+  await assert.doesNotReject(checkBundleWorkflows(loadBundle(exportsFromListen)));
+  const listenRefusal = executorRefusal(exportsFromListen);
+  assert.equal(listenRefusal?.kind, 'unsupported', listenRefusal?.description);
+  assert.match(listenRefusal?.description ?? '', new RegExp(`^${w}/do/1/odd/foreach/export: exporting from a listen's iterations is not supported`));
+
+  // The bundle as it is, and with its workflow calling its own pipeline (run: workflow resolves among the bundle's), is taken.
+  assert.equal(executorRefusal(fresh()), undefined);
+  const runsPipeline = fresh();
+  withTask({ run: { workflow: { namespace: 'lab-review', name: 'review-then-publish', version: '1.0.0', input: { document: '${ .document }' } } } })(
+    runsPipeline,
+  );
+  assert.equal(executorRefusal(runsPipeline), undefined);
+  // What serve deploys: named as the bundle names it, the contract function's declaration left out (convoke calls contracts itself).
+  const executable = runnableWorkflows(loadBundle(fresh())).get('review-or-escalate')?.executable as JsonObject;
+  assert.equal((executable.document as JsonObject).name, 'review-or-escalate');
+  assert.equal(executable.use, undefined);
+
+  // The commands that read a bundle refuse it too: validate (and lower, graph) and bundle check, exit code 7 (unsupported).
+  const dir = mkdtempSync(join(tmpdir(), 'convoke-bundle-'));
+  try {
+    const file = join(dir, 'bundle.json');
+    writeFileSync(file, JSON.stringify(declaresFunction));
+    for (const run of [
+      (io: CliIo) => workflowValidateCommand(file, undefined, { json: true }, io),
+      (io: CliIo) => bundleCheckCommand(file, { json: true }, io),
+    ])
+      await assert.rejects(
+        run(captureIo()),
+        (error: unknown) => isAdapterError(error) && error.kind === 'unsupported' && /\/use\/functions/.test(error.description ?? ''),
+      );
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
 });

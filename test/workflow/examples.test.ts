@@ -1,6 +1,7 @@
 /**
  * The official Serverless Workflow 1.0.3 examples (test/workflow/examples, Apache-2.0, copied from
- * the DSL release): every one either passes convoke's checks and the SDK's validation, or is
+ * the DSL release): every one either passes convoke's checks (the language's and the executor's)
+ * and the SDK's validation, or is
  * refused with `unsupported` naming the task (or the top-level feature) and its JSON Pointer. The
  * lists below are the categories; a file that changes category, or a new file in neither list,
  * fails the test.
@@ -12,6 +13,7 @@ import { join } from 'node:path';
 import { isAdapterError } from '../../src/contract/errors.js';
 import type { JsonObject } from '../../src/contract/json.js';
 import { checkWorkflowDocument } from '../../src/workflow/dsl/document.js';
+import { checkDocument } from '../../src/workflow/exec/document.js';
 import { validateDslDocument } from '../../src/workflow/dsl/dsl-schema.js';
 import { parseDocumentText } from '../../src/workflow/dsl/text.js';
 import { repoRoot } from '../support/assertions.js';
@@ -23,7 +25,6 @@ const valid = [
   'accumulate-room-readings.yaml',
   'authentication-bearer-uri-format.yaml',
   'authentication-bearer.yaml',
-  'call-custom-function-inline.yaml',
   'call-http-endpoint-interpolation-shorthand.yaml',
   'call-http-endpoint-interpolation.yaml',
   'call-http-query-headers-expressions.yaml',
@@ -71,6 +72,8 @@ const refused: Record<string, { pointer: string; says: string }> = {
   'call-asyncapi-subscribe-consume-until.yaml': { pointer: '/do/0/getNotifications', says: 'task "getNotifications" is call asyncapi' },
   'call-asyncapi-subscribe-consume-while.yaml': { pointer: '/do/0/getNotifications', says: 'task "getNotifications" is call asyncapi' },
   'call-custom-function-cataloged.yaml': { pointer: '/do/0/log', says: 'external catalogs are not supported' },
+  // A function declared in use.functions: the DSL allows it, convoke's executor runs no declared function but its own.
+  'call-custom-function-inline.yaml': { pointer: '/use/functions', says: 'functions are not supported by this executor' },
   'call-grpc.yaml': { pointer: '/do/0/greet', says: 'task "greet" is call grpc' },
   'call-mcp.yaml': { pointer: '/do/0/publishMessageToSlack', says: 'task "publishMessageToSlack" is call mcp' },
   'mock-service-extension.yaml': { pointer: '/use/extensions', says: 'extensions' },
@@ -99,6 +102,8 @@ async function check(file: string): Promise<void> {
   const document = parseDocumentText(readFileSync(join(examples, file), 'utf8'), file) as JsonObject;
   checkWorkflowDocument(document);
   await validateDslDocument(document, '');
+  // What the executor itself refuses before an instance starts.
+  checkDocument(document);
 }
 
 test('every official example is listed in exactly one category', () => {

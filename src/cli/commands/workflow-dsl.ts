@@ -9,15 +9,21 @@ import type { CliIo } from '../io.js';
 
 // Loaded when a workflow command runs (main.ts registers these commands on every start).
 const load = async () => {
-  const [files, bundle, mermaid, canonical, yaml] = await Promise.all([
+  const [files, runnable, bundle, mermaid, canonical, yaml] = await Promise.all([
     import('../../deployment/files.js'),
+    import('../runnable.js'),
     import('../../workflow/dsl/bundle.js'),
     import('../../workflow/dsl/mermaid.js'),
     import('../../contract/canonical.js'),
     import('yaml'),
   ]);
   return {
-    readBundleFile: files.readBundleFile,
+    // The bundle as the language checks it, and its workflows as the executor would run them.
+    readBundleFile: async (file: string) => {
+      const compiled = await files.readBundleFile(file);
+      runnable.runnableWorkflows(compiled);
+      return compiled;
+    },
     checkBundleWorkflows: bundle.checkBundleWorkflows,
     mermaidOf: mermaid.mermaidOf,
     canonicalJson: canonical.canonicalJson,

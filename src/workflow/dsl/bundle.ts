@@ -10,7 +10,7 @@
 import { valueAt, type CompiledBundle } from '../../contract/bundle.js';
 import { invalidInput } from '../../contract/errors.js';
 import { jsonPointer } from '../../contract/ijson.js';
-import type { JsonObject } from '../../contract/json.js';
+import { isObject, type JsonObject } from '../../contract/json.js';
 import { contractFunctionDefinition, contractFunctionName, contractFunctionSecret } from './contract-function.js';
 import { checkWorkflowDocument, namesWorkflow, unresolvedRun, type DocumentFacts } from './document.js';
 import { unsupported } from '../../contract/errors.js';
@@ -75,6 +75,25 @@ function standaloneWorkflow(compiled: CompiledBundle, source: JsonObject, pointe
   const secrets = (use.secrets ??= []) as string[];
   if (!secrets.includes(contractFunctionSecret)) secrets.push(contractFunctionSecret);
   return document;
+}
+
+/**
+ * The document as convoke's executor runs it: named as the bundle names it (the DSL document's own
+ * name may differ), without the contract function's declaration (`use.functions` invoke-contract,
+ * `use.secrets` convoke), which is there for other engines — the executor calls contracts itself.
+ */
+export function executableDocument(workflow: BundleWorkflow): JsonObject {
+  const { document, name } = workflow;
+  const head = document.document;
+  const named: JsonObject = isObject(head) && head.name !== name ? { ...document, document: { ...head, name } } : document;
+  const use = named.use;
+  if (!isObject(use)) return named;
+  const rest: JsonObject = { ...use };
+  const functions = rest.functions;
+  if (isObject(functions) && Object.keys(functions).every((declared) => declared === contractFunctionName)) delete rest.functions;
+  if (Array.isArray(rest.secrets) && rest.secrets.every((secret) => secret === contractFunctionSecret)) delete rest.secrets;
+  const { use: _declared, ...body } = named;
+  return Object.keys(rest).length === 0 ? body : { ...body, use: rest };
 }
 
 /** Checks, lowers and schema-validates every pipeline and workflow (or only `name`); throws the first problem. */
