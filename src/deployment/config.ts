@@ -96,7 +96,7 @@ const ruleSchema = {
     contracts: names,
     interactions: names,
     peers: names,
-    actions: { type: 'array', items: { enum: ['invoke', 'deliver', 'admit-result', 'cancel', 'renew', 'read'] } },
+    actions: { type: 'array', items: { enum: ['invoke', 'deliver', 'admit-result', 'cancel', 'renew'] } },
   },
 } as const;
 

@@ -20,6 +20,8 @@ import type { EventStore } from '../../src/adapters/store/types.js';
 import type { InboundMessage } from '../../src/adapters/transport/types.js';
 import type { Transition } from '../../src/events/types.js';
 import { onPeerMessage } from '../../src/runtime/intake.js';
+import { parseDeploymentConfig } from '../../src/deployment/config.js';
+import { minimalServeConfig } from '../support/config-fixtures.js';
 
 const of = <T extends DomainEvent['type']>(events: DomainEvent[], type: T) => events.filter((e): e is Extract<DomainEvent, { type: T }> => e.type === type);
 const rejects = (kind: AdapterError['kind']) => (error: unknown) => error instanceof AdapterError && error.kind === kind;
@@ -394,4 +396,21 @@ test('an authorization decision that has expired at the recheck is counted as au
   assert.deepEqual(await deliver(s, 'result', result.operationId, 'alfa', message), ['nak']);
   assert.equal(await counted(s, 'authorization-expired'), 1);
   assert.equal(await storeErrors(s), 0, 'no store error was counted');
+});
+
+test('a policy rule names only actions a policy decides: the five protected actions load, a read is refused when the config is read', () => {
+  const parse = (actions: string[]) => () =>
+    parseDeploymentConfig(new TextEncoder().encode(JSON.stringify(minimalServeConfig({ policy: { rules: [{ effect: 'allow', actions }] } }))), '/tmp');
+  assert.deepEqual(parse(['invoke', 'deliver', 'admit-result', 'renew', 'cancel'])().policy?.rules[0]?.actions, [
+    'invoke',
+    'deliver',
+    'admit-result',
+    'renew',
+    'cancel',
+  ]);
+  // No read is ever authorized (an operation is answered to its own principal only): a rule naming one would allow or deny nothing.
+  assert.throws(
+    parse(['read']),
+    (error: unknown) => error instanceof AdapterError && error.kind === 'invalid-input' && /\/policy\/rules\/0\/actions\/0/.test(error.message),
+  );
 });

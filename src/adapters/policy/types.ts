@@ -1,6 +1,10 @@
 import type { ContractRef, RuntimeContext } from '../../contract/types.js';
 
-export type ProtectedAction = 'invoke' | 'deliver' | 'admit-result' | 'cancel' | 'renew' | 'read';
+/**
+ * The actions a policy decides. Reads are not among them: an operation is answered to the
+ * principal that invoked it, and to nobody else (404), whatever a policy says.
+ */
+export type ProtectedAction = 'invoke' | 'deliver' | 'admit-result' | 'cancel' | 'renew';
 
 /** The original invocation context plus action, peer, branch and attempt (spec: AuthorizationInput). */
 export interface AuthorizationInput {
