@@ -367,7 +367,7 @@ export class Coordinator implements RuntimeHost {
         if (wasOpen && entry.record.decision?.reason === 'durability-lost')
           this.deps.onLostWrites?.(entry.id, `the server lost acknowledged writes to its log (revision(s) ${lost.join(', ')} are gone)`);
       })
-      .catch(() => this.metrics.storeErrors.inc({ stage: 'durability-lost' }));
+      .catch((error: unknown) => this.failed('store', 'durability-lost', error, entry.record));
   }
 
   // ── explicit cancellation ────────────────────────────────────────────────

@@ -31,7 +31,7 @@ export class Metrics {
   });
   readonly rejections = new Counter({
     name: 'convoke_result_rejections_total',
-    help: 'Result messages rejected, by reason',
+    help: 'Peer messages (results, claims, cancel results) rejected, by reason',
     labelNames: ['reason'],
     registers: [this.registry],
   });
@@ -55,7 +55,7 @@ export class Metrics {
   });
   readonly pruneRuns = new Counter({
     name: 'convoke_retention_runs_total',
-    help: 'Scheduled retention prunes, by result (ok; failed: some operations could not be read or tombstoned; error: the index could not be listed)',
+    help: 'Scheduled retention prunes, by result (ok; failed: some operations or workflow instances could not be read or tombstoned; error: the index could not be listed)',
     labelNames: ['result'],
     registers: [this.registry],
   });
