@@ -114,6 +114,17 @@ const instanceProgress = {
   },
 };
 
+/** The query of a page of the workflow instances index (GET /workflow-instances, and its event stream). */
+const listParameters = [
+  { name: 'status', in: 'query', required: false, schema: { type: 'string', enum: ['running', 'completed', 'faulted', 'cancelled'] } },
+  { name: 'workflow', in: 'query', required: false, schema: { type: 'string', maxLength: 128 } },
+  { name: 'since', in: 'query', required: false, schema: { type: 'string' }, description: 'started at or after: ms since the epoch or RFC 3339' },
+  { name: 'until', in: 'query', required: false, schema: { type: 'string' }, description: 'started before: ms since the epoch or RFC 3339' },
+  { name: 'limit', in: 'query', required: false, schema: { type: 'integer', minimum: 1, maximum: 500 } },
+  { name: 'cursor', in: 'query', required: false, schema: { type: 'string' } },
+  { name: 'stuck', in: 'query', required: false, schema: { type: 'string', enum: ['true', 'false', 'past-timeout', 'timer-overdue', 'lease-expired'] } },
+];
+
 /** The components and paths of the workflow instance routes, for openapi.ts. */
 export function workflowInstanceOpenApi(errorResponses: (statuses: (400 | 401 | 403 | 404 | 409 | 410 | 413 | 415 | 422 | 500 | 503)[]) => object) {
   return {
@@ -126,20 +137,7 @@ export function workflowInstanceOpenApi(errorResponses: (statuses: (400 | 401 | 
             "A page of the workflow instances index, newest start first: the caller's own instances (an operator principal sees every principal's). " +
             'Each row: status, workflow, bundle digest, principal, key, started/ended instants, current task, next timer, lease, last error, child operation ids, parent (for a child instance, the id and task execution of the instance that started it; else null), and its stuck reasons now. ' +
             'Pass nextCursor as cursor for the next page; the cursor is stable under concurrent starts.',
-          parameters: [
-            { name: 'status', in: 'query', required: false, schema: { type: 'string', enum: ['running', 'completed', 'faulted', 'cancelled'] } },
-            { name: 'workflow', in: 'query', required: false, schema: { type: 'string', maxLength: 128 } },
-            { name: 'since', in: 'query', required: false, schema: { type: 'string' }, description: 'started at or after: ms since the epoch or RFC 3339' },
-            { name: 'until', in: 'query', required: false, schema: { type: 'string' }, description: 'started before: ms since the epoch or RFC 3339' },
-            { name: 'limit', in: 'query', required: false, schema: { type: 'integer', minimum: 1, maximum: 500 } },
-            { name: 'cursor', in: 'query', required: false, schema: { type: 'string' } },
-            {
-              name: 'stuck',
-              in: 'query',
-              required: false,
-              schema: { type: 'string', enum: ['true', 'false', 'past-timeout', 'timer-overdue', 'lease-expired'] },
-            },
-          ],
+          parameters: listParameters,
           responses: {
             '200': { description: 'one page: { instances: [row & { stuck }], nextCursor }', content: json({ type: 'object' }) },
             ...errorResponses([400, 401, 500, 503]),
@@ -174,6 +172,45 @@ export function workflowInstanceOpenApi(errorResponses: (statuses: (400 | 401 | 
           parameters: [instanceIdParameter],
           responses: { '200': { description: 'the instance as it ended', content: json(instanceRef) }, ...errorResponses([400, 401, 404, 422, 500, 503]) },
         },
+      },
+      ...workflowConsolePaths(errorResponses),
+    },
+  };
+}
+
+const eventStream = (description: string) => ({ description, content: { 'text/event-stream': { schema: { type: 'string' } } } });
+
+/** What the web console (/console/) reads of workflow instances: one instance's record and log, and live updates as server-sent events. */
+function workflowConsolePaths(errorResponses: (statuses: (400 | 401 | 404 | 500 | 503)[]) => object): Record<string, object> {
+  return {
+    '/workflow-instances/{instanceId}/transitions': {
+      get: {
+        operationId: 'getWorkflowInstanceTransitions',
+        description:
+          'The instance (as GET answers it) with its principal, input, deadline, lease, every task execution in the order it started, its timers, every child operation bound, and its event-stream timeline: every stored transition with its index, revision, commit time, command, applied or void, and its events. ' +
+          'For the principal that started it or an operator principal (config `operators`); anyone else gets 404, as for GET.',
+        parameters: [instanceIdParameter],
+        responses: { '200': { description: 'the instance as stored', content: json({ type: 'object' }) }, ...errorResponses([400, 401, 404, 500, 503]) },
+      },
+    },
+    '/workflow-instances/{instanceId}/events': {
+      get: {
+        operationId: 'followWorkflowInstance',
+        description:
+          "Server-sent events: `snapshot` (the instance as /transitions answers it), then `update` after each append to the instance's stream by any worker (its timeline holding only the transitions not sent yet). " +
+          'A comment line keeps an idle stream alive (http.events.heartbeatMs). Visibility as for /transitions. A principal holds at most http.events.streamsPerPrincipal streams: beyond it, 503 unavailable.',
+        parameters: [instanceIdParameter],
+        responses: { '200': eventStream('the event stream; it ends on shutdown, or after an `error` event'), ...errorResponses([400, 401, 404, 500, 503]) },
+      },
+    },
+    '/workflow-instances/events': {
+      get: {
+        operationId: 'followWorkflowInstanceList',
+        description:
+          'Server-sent events: a `page` event (a page as GET /workflow-instances answers the same parameters) first, then again whenever an append changes that page. ' +
+          'Heartbeat and per-principal bound as for /{instanceId}/events.',
+        parameters: listParameters,
+        responses: { '200': eventStream('the event stream'), ...errorResponses([400, 401, 500, 503]) },
       },
     },
   };

@@ -204,10 +204,18 @@ test('bad requests: an unknown workflow is 400, an undeployed digest 422, a malf
   assert.equal(malformed.status, 400);
 });
 
-test('the OpenAPI document lists the workflow instance routes', async () => {
+test('the OpenAPI document lists the workflow instance routes, the console’s included', async () => {
   const document = await call('GET', '/openapi.json', undefined);
   const paths = document.body.paths as JsonObject;
-  for (const path of ['/workflow-instances', '/workflow-instances/{instanceId}', '/workflow-instances/{instanceId}/cancel']) assert.ok(paths[path], path);
+  const routes = [
+    '/workflow-instances',
+    '/workflow-instances/{instanceId}',
+    '/workflow-instances/{instanceId}/cancel',
+    '/workflow-instances/{instanceId}/transitions',
+    '/workflow-instances/{instanceId}/events',
+    '/workflow-instances/events',
+  ];
+  for (const path of routes) assert.ok(paths[path], path);
   assert.ok(((document.body.components as JsonObject).schemas as JsonObject).WorkflowInstance);
 });
 
