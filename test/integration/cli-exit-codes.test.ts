@@ -136,7 +136,7 @@ test('a store file that is not a convoke store is 2, like a missing one, and is 
   for (const [path, why] of [
     [text, /is not a SQLite database/],
     [empty, /is not a convoke store \(it holds no tables\)/],
-    [other, /is not a convoke store \(it has no operations table\)/],
+    [other, /is a SQLite database but not a convoke store: it has table things and no convoke meta table/],
   ] as const) {
     for (const args of [['list'], ['tail'], ['replay'], ['inspect', failedId], ['get', failedId]]) {
       const { code, err } = await run(...args, '--store', `sqlite:${path}`);
@@ -148,8 +148,19 @@ test('a store file that is not a convoke store is 2, like a missing one, and is 
   const reread = new Database(other, { readonly: true });
   assert.deepEqual(reread.prepare("SELECT name FROM sqlite_master WHERE type = 'table'").all(), [{ name: 'things' }]);
   reread.close();
-  // demo and serve write a store: a file that is not SQLite is the argument's fault there too.
-  await expectCode(exitCodes.invalidInput, ['demo', '--store', `sqlite:${text}`]);
+  // demo and serve write a store: a file that is not a convoke store is the argument's fault there too, and is
+  // left as it was; so is a directory that does not exist (no retry creates it).
+  const otherBytes = await readFile(other);
+  for (const [path, why] of [
+    [text, /is not a SQLite database/],
+    [other, /is a SQLite database but not a convoke store: it has table things/],
+    [join(dir, 'nodir', 'd.db'), /the directory .*nodir does not exist/],
+  ] as const) {
+    const { code, err } = await run('demo', '--store', `sqlite:${path}`);
+    assert.equal(code, exitCodes.invalidInput, `demo ${path} → ${code}: ${err}`);
+    assert.match(err, why);
+  }
+  assert.deepEqual(await readFile(other), otherBytes, "the other program's database is unchanged");
   // A convoke store another process holds locked past the busy timeout is unavailable: it is a store, just not now.
   const locker = new Database(db);
   locker.exec('BEGIN EXCLUSIVE');

@@ -6,15 +6,17 @@
  *   jetstream:nats://host:port[?user=&pass=&stream=&prefix=]
  *   esdb://host:2113?tls=false  |  eventstoredb://…   (EventStoreDB connection string)
  *
- * Anything else is invalid-input. A backend that cannot be reached at open is unavailable.
+ * Anything else is invalid-input. A backend that cannot be reached at open is unavailable. A
+ * sqlite: file is opened only if it is a convoke store or holds nothing yet (checkStoreFile).
  */
-import { existsSync } from 'node:fs';
+import { statSync } from 'node:fs';
+import { dirname } from 'node:path';
 import { AdapterError, invalidInput, unavailable } from '../../contract/errors.js';
 import type { Clock } from '../../contract/clock.js';
 import { JetStreamEventStore } from './jetstream.js';
 import { MemoryEventStore } from './memory.js';
-import { SqliteEventStore } from './sqlite.js';
-import { sqliteTables } from './sqlite-open.js';
+import { SqliteEventStore, sqliteStoreMarker } from './sqlite.js';
+import { readSqliteFile, type SqliteFileContents } from './sqlite-open.js';
 import type { NatsLogin } from '../transport/nats-creds.js';
 import type { StartupWait } from '../transport/nats-startup.js';
 import type { EventStore, StoreLimits } from './types.js';
@@ -63,10 +65,8 @@ export async function openStore(url: string, deps: OpenStoreDeps): Promise<Event
 function openSqlite(rest: string, deps: OpenStoreDeps): EventStore {
   const path = rest.startsWith('//') ? rest.slice(2) : rest;
   if (path.length === 0) throw invalidInput('sqlite: store URL needs a path (sqlite:PATH)');
-  if (deps.mustExist) {
-    if (!existsSync(path)) throw invalidInput(`no sqlite store at ${path}: the file does not exist`);
-    checkIsConvokeStore(path);
-  }
+  // sqlite::memory: is a throwaway database, no file; the read commands (mustExist) refuse it.
+  if (path !== ':memory:' || deps.mustExist) checkStoreFile(path, deps.mustExist === true);
   try {
     return new SqliteEventStore({ path, clock: deps.clock, limits: deps.limits });
   } catch (error) {
@@ -75,31 +75,101 @@ function openSqlite(rest: string, deps: OpenStoreDeps): EventStore {
 }
 
 /**
- * A file the URL names that is not a SQLite database is the argument's fault (invalid-input, like
- * a missing file); only a database that cannot be opened now (locked, an I/O error) is unavailable.
+ * Before a file is opened as a store (which creates convoke's tables in it), what is there decides,
+ * and a file that is refused is left as it was. A convoke store (of this schema or an older one)
+ * opens. A path where nothing is yet becomes a new store, unless `mustExist`; so does a file that
+ * holds nothing, zero-length or a SQLite database with no tables and no user_version (what a tool
+ * creating the file ahead leaves, or another process creating this store right now). Anything else
+ * is not a convoke store: a file that is not SQLite, another program's database.
  */
-function sqliteOpenError(path: string, error: unknown): AdapterError {
-  const detail = error instanceof Error ? error.message : String(error);
-  if ((error as { code?: unknown }).code === 'SQLITE_NOTADB')
-    return invalidInput(`${path} is not a SQLite database (${detail}): point the store URL at a convoke store`, error);
-  return unavailable(`cannot open sqlite store at ${path}: ${detail}`, error);
-}
-
-/**
- * Before an operator tool opens a file as a store (which would create convoke's tables in it):
- * a SQLite database without them, or an empty file, is not a store, and is left as it was.
- */
-function checkIsConvokeStore(path: string): void {
-  let tables: string[];
+function checkStoreFile(path: string, mustExist: boolean): void {
+  if (!fileExists(path)) {
+    if (mustExist) throw invalidInput(`no sqlite store at ${path}: the file does not exist`);
+    checkDirectory(path);
+    return;
+  }
+  let contents: SqliteFileContents;
   try {
-    tables = sqliteTables(path);
+    contents = readSqliteFile(path, ['meta']);
   } catch (error) {
     throw sqliteOpenError(path, error);
   }
-  if (!tables.includes('operations'))
-    throw invalidInput(
-      `${path} is not a convoke store (${tables.length === 0 ? 'it holds no tables' : 'it has no operations table'}): point --store at the file a deployment writes`,
-    );
+  const { tables, userVersion, columns } = contents;
+  const missingTables = sqliteStoreMarker.tables.filter((table) => !tables.includes(table));
+  const missingColumns = tables.includes('meta') ? sqliteStoreMarker.metaColumns.filter((column) => !columns.meta?.includes(column)) : [];
+  if (missingTables.length === 0 && missingColumns.length === 0 && userVersion > 0) return;
+  const hint = mustExist
+    ? 'point --store at the file a deployment writes'
+    : 'point the store URL at a convoke store, or at a path where no file is to create one';
+  if (tables.length === 0 && userVersion === 0) {
+    if (mustExist) throw invalidInput(`${path} is not a convoke store (it holds no tables): ${hint}`);
+    return;
+  }
+  throw invalidInput(`${path} is a SQLite database but not a convoke store: ${notAStore(contents, missingTables, missingColumns)}; ${hint}`);
+}
+
+/** Why a SQLite file's contents are not a convoke store's. */
+function notAStore({ tables, userVersion }: SqliteFileContents, missingTables: string[], missingColumns: string[]): string {
+  if (tables.length === 0) return `it has no tables, and user_version ${userVersion} (another program's)`;
+  const shown = tables.length > 10 ? `${tables.slice(0, 10).join(', ')} and ${tables.length - 10} more` : tables.join(', ');
+  const has = `it has ${tables.length === 1 ? 'table' : 'tables'} ${shown}`;
+  if (missingTables.includes('meta')) return `${has} and no convoke meta table`;
+  if (missingColumns.length > 0) return `${has}, and a meta table that is not convoke's (no ${missingColumns.join(', ')})`;
+  if (missingTables.length > 0) return `${has} but no ${missingTables.join(', ')}`;
+  return `${has} but no convoke schema version (user_version 0)`;
+}
+
+/** Whether something is at `path`; a path that cannot be looked at is the argument's fault unless the failure may pass. */
+function fileExists(path: string): boolean {
+  let isDirectory: boolean;
+  try {
+    isDirectory = statSync(path).isDirectory();
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code;
+    if (code === 'ENOENT' || code === 'ENOTDIR') return false;
+    throw sqliteOpenError(path, error);
+  }
+  if (isDirectory) throw invalidInput(`${path} is a directory: a sqlite store URL names a file`);
+  return true;
+}
+
+/** A new store's directory must exist: SQLite creates the file, never the directories above it. */
+function checkDirectory(path: string): void {
+  const directory = dirname(path);
+  let isDirectory: boolean;
+  try {
+    isDirectory = statSync(directory).isDirectory();
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code;
+    if (code === 'ENOENT' || code === 'ENOTDIR') throw invalidInput(`cannot create a sqlite store at ${path}: the directory ${directory} does not exist`);
+    throw sqliteOpenError(path, error);
+  }
+  if (!isDirectory) throw invalidInput(`cannot create a sqlite store at ${path}: ${directory} is not a directory`);
+}
+
+/**
+ * SQLite result codes (and errnos) that say the file named cannot be opened as a store however
+ * often it is tried: not a database, damaged, a directory, not readable or writable by this
+ * process, a path the system cannot resolve. SQLITE_CANTOPEN is almost always that (a directory,
+ * permissions); it also covers running out of file descriptors, which is rare enough to be told as
+ * the path's problem.
+ */
+const notAStoreCodes = /^(SQLITE_(NOTADB|CORRUPT|CANTOPEN|READONLY|PERM|AUTH)(_|$)|E(ACCES|PERM|ISDIR|NAMETOOLONG|LOOP)$)/;
+
+/**
+ * A file the URL names that cannot be a store is the argument's fault: invalid-input, like a
+ * missing file, since trying again cannot help. Whatever may pass (another connection's lock past
+ * the busy timeout, an I/O error, a full disk, anything not known to be the file's fault) is
+ * unavailable. An AdapterError is kept as it is (a schema newer than this build is unsupported).
+ */
+function sqliteOpenError(path: string, error: unknown): AdapterError {
+  if (error instanceof AdapterError) return error;
+  const code = (error as { code?: unknown } | null)?.code;
+  const detail = error instanceof Error ? error.message : String(error);
+  if (code === 'SQLITE_NOTADB') return invalidInput(`${path} is not a SQLite database (${detail}): point the store URL at a convoke store`, error);
+  if (typeof code === 'string' && notAStoreCodes.test(code))
+    return invalidInput(`cannot open sqlite store at ${path} (${code}: ${detail}): check the path and its permissions`, error);
+  return unavailable(`cannot open sqlite store at ${path}: ${detail}`, error);
 }
 
 /** The subject prefix of a `jetstream:` store URL (default `convoke`); undefined for another store. */

@@ -104,17 +104,39 @@ function sleepBlocking(ms: number): void {
   if (ms > 0) Atomics.wait(sleepCell, 0, 0, ms);
 }
 
+/** What an existing SQLite file holds, as far as telling whose file it is goes. */
+export interface SqliteFileContents {
+  /** Its tables' names (sqlite_master), sorted. */
+  tables: string[];
+  /** PRAGMA user_version: 0 until a program sets it (convoke's files hold their schema version there). */
+  userVersion: number;
+  /** The columns of each table asked for that the file has. */
+  columns: Record<string, string[]>;
+}
+
 /**
- * The tables of an existing SQLite file, read through a read-only connection: nothing is created
- * or written (a file that is not a database throws SQLITE_NOTADB, as opening it would).
+ * Reads an existing SQLite file through a read-only connection: nothing is created or written (a
+ * file that is not a database throws SQLITE_NOTADB, as opening it would; a zero-length file reads
+ * as a database with no tables). One read transaction: a process creating a store in the file
+ * right now is seen before its schema transaction or after it, never half-way (tables from before,
+ * user_version from after).
  */
-export function sqliteTables(path: string): string[] {
+export function readSqliteFile(path: string, columnsOf: readonly string[] = []): SqliteFileContents {
   const db = new Database(path, { readonly: true, fileMustExist: true });
   try {
-    return db
-      .prepare<[], { name: string }>("SELECT name FROM sqlite_master WHERE type = 'table'")
-      .all()
-      .map((row) => row.name);
+    return db.transaction(() => {
+      const tables = db
+        .prepare<[], { name: string }>("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")
+        .all()
+        .map((row) => row.name);
+      const columns: Record<string, string[]> = {};
+      for (const table of columnsOf.filter((name) => tables.includes(name)))
+        columns[table] = db
+          .prepare<[string], { name: string }>('SELECT name FROM pragma_table_info(?)')
+          .all(table)
+          .map((row) => row.name);
+      return { tables, userVersion: db.pragma('user_version', { simple: true }) as number, columns };
+    })();
   } finally {
     db.close();
   }

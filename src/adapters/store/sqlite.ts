@@ -90,6 +90,17 @@ CREATE TABLE IF NOT EXISTS workflow_meta (
 INSERT OR IGNORE INTO workflow_meta (id, built) VALUES (1, 0);
 ${workflowIndexSchema}`;
 
+/**
+ * What every convoke store file has held since schema 1, and another program's database has not:
+ * these tables, a meta table with these columns, and its schema version in user_version (set in
+ * the transaction that creates the tables). A file of an older schema is a store too: opening it
+ * adds the newer tables.
+ */
+export const sqliteStoreMarker = {
+  tables: ['meta', 'operations', 'transitions'],
+  metaColumns: ['last_committed_at_ms', 'last_rowid', 'operations_count'],
+} as const;
+
 interface OperationRow {
   tombstoned: number;
   last_revision: number;
