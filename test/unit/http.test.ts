@@ -213,8 +213,11 @@ describe('HTTP facade (inject)', () => {
       '/openapi.json',
       '/workflow-events',
       '/workflow-instances',
+      '/workflow-instances/events',
       '/workflow-instances/{instanceId}',
       '/workflow-instances/{instanceId}/cancel',
+      '/workflow-instances/{instanceId}/events',
+      '/workflow-instances/{instanceId}/transitions',
     ]);
     assert.deepEqual(doc.components.schemas.InvocationRequest.required, ['contract', 'interaction', 'invocationKey', 'input']);
     for (const status of ['200', '202', '400', '401', '403', '409', '410', '413', '415', '422', '503'])
@@ -427,7 +430,7 @@ describe('HTTP facade with an admission rate (inject)', () => {
       assert.equal(refused.headers['retry-after'], '2');
       assert.match(
         (JSON.parse(refused.body) as { description: string }).description,
-        /principal "alice" admits at most 0.5 operations a second here \(a burst of 2\)/,
+        /principal "alice" admits at most one operation every 2 s here \(a burst of 2\)/,
       );
       assert.ok([200, 202].includes((await post(first)).statusCode), 'a known key is answered');
       assert.equal((await post(requestBody(fixture, { waitMs: 0 }), fixture.tokens.bob)).statusCode, 202, 'bob has his own bucket');
