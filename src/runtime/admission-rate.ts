@@ -46,9 +46,11 @@ interface Bucket {
 export class AdmissionRate {
   private readonly buckets: BoundedMap<string, Bucket>;
 
+  /** `counted`: what a refusal says is counted ("principal "alice" admits at most 2 operations a second"). */
   constructor(
     private readonly config: AdmissionRateConfig,
     private readonly clock: Clock,
+    private readonly counted: RateWords = operationWords,
     principalsMax = 100_000,
   ) {
     this.buckets = new BoundedMap(principalsMax);
@@ -59,17 +61,45 @@ export class AdmissionRate {
     const nowMs = this.clock.nowMs();
     const { perSecond, burst } = this.config;
     const held = this.buckets.get(principalId);
-    // A clock that went back adds nothing (and takes nothing away).
+    // A clock that went back adds nothing and takes nothing away: the bucket counts from the instant it
+    // reads now (kept at a later one, a clock stepped back by an hour would refill nothing for that hour).
     const tokens = held === undefined ? burst : Math.min(burst, held.tokens + (Math.max(0, nowMs - held.atMs) * perSecond) / 1000);
     if (tokens < 1) {
-      this.buckets.set(principalId, { tokens, atMs: Math.max(nowMs, held?.atMs ?? nowMs) });
+      this.buckets.set(principalId, { tokens, atMs: nowMs });
       // (Less a hair: 0.998 tokens at 2 a second is 1 ms away, not the 2 a float's residue would round to.)
       const waitMs = Math.max(1, Math.ceil(((1 - tokens) * 1000) / perSecond - 1e-6));
       throw new RateLimited(
-        `principal ${JSON.stringify(principalId)} admits at most ${perSecond} operations a second here (a burst of ${burst}); the next in ${waitMs} ms`,
+        `principal ${JSON.stringify(principalId)} ${this.counted.verb} at most ${rateText(perSecond, this.counted)} here (a burst of ${burst}); the next in ${waitMs} ms`,
         waitMs,
       );
     }
-    this.buckets.set(principalId, { tokens: tokens - 1, atMs: Math.max(nowMs, held?.atMs ?? nowMs) });
+    this.buckets.set(principalId, { tokens: tokens - 1, atMs: nowMs });
   }
+
+  /**
+   * Gives back the token a take spent on what turned out not to be new (the key already named an
+   * operation or an instance) or was refused for another bound: a client's retries and a refused
+   * start do not use up what its new work needs.
+   */
+  refund(principalId: string): void {
+    const held = this.buckets.get(principalId);
+    if (held !== undefined) held.tokens = Math.min(this.config.burst, held.tokens + 1);
+  }
+}
+
+/** How a refusal names what a bucket counts. */
+export interface RateWords {
+  verb: string;
+  one: string;
+  many: string;
+}
+
+export const operationWords: RateWords = { verb: 'admits', one: 'operation', many: 'operations' };
+export const workflowStartWords: RateWords = { verb: 'starts', one: 'workflow instance', many: 'workflow instances' };
+
+/** A rate as a person reads it: "2 operations a second", "one operation a second", "one operation every 2 s" (three significant digits at most). */
+export function rateText(perSecond: number, words: RateWords): string {
+  const short = (value: number) => String(Number(value.toPrecision(3)));
+  if (perSecond === 1) return `one ${words.one} a second`;
+  return perSecond > 1 ? `${short(perSecond)} ${words.many} a second` : `one ${words.one} every ${short(1 / perSecond)} s`;
 }

@@ -67,9 +67,18 @@ export class Admission {
     const context = this.host.context(caller, requestStartMs, null);
     for (;;) {
       let transition: Transition;
+      let bytes: number;
+      // The principal's rate: a refusal, like any below, still answers an operation this key already names; and a
+      // token taken for what turns out to be such an operation is given back (a client's retries cost it nothing).
+      let taken = false;
+      const existingAnswer = async () => {
+        const existing = await this.findExisting(operationId, identity);
+        if (existing && taken) this.rate?.refund(caller.principalId);
+        return existing && { result: this.host.view(existing), created: false };
+      };
       try {
-        // The principal's rate: a refusal, like any below, still answers an operation this key already names.
         this.rate?.take(caller.principalId);
+        taken = true;
         transition = await this.planWithinBudget(context, bundle, interaction, {
           operationId,
           caller,
@@ -78,12 +87,12 @@ export class Admission {
           inputBytes: Buffer.byteLength(canonical),
           requestStartMs,
         });
+        bytes = this.admissionBytes(transition);
       } catch (refusal) {
-        const existing = await this.findExisting(operationId, identity);
-        if (existing) return { result: this.host.view(existing), created: false };
+        const answer = await existingAnswer();
+        if (answer) return answer;
         throw refusal;
       }
-      const bytes = this.admissionBytes(transition);
       const outcome = await this.host.kernel.create(operationId, transition, (record) => admittedEntry(record, interaction, bytes));
       if (outcome.kind === 'ok') {
         const entry = outcome.stream;
@@ -94,8 +103,9 @@ export class Admission {
       }
       if (outcome.kind === 'conflict') {
         // Another coordinator created it first: the same invocation identity returns that operation.
-        const raced = await this.findExisting(operationId, identity);
-        if (raced) return { result: this.host.view(raced), created: false };
+        const raced = await existingAnswer();
+        if (raced) return raced;
+        if (taken) this.rate?.refund(caller.principalId);
         continue;
       }
       throw storeError(outcome, 'admission');

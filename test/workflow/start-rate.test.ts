@@ -37,11 +37,18 @@ test('past a principal’s start rate a new instance is refused and counted; kno
     await start('k2');
     await assert.rejects(
       start('k3'),
-      (error) => isAdapterError(error) && error.kind === 'unavailable' && /principal "alice" admits at most 1 operations a second/.test(error.message),
+      (error) => isAdapterError(error) && error.kind === 'unavailable' && /principal "alice" starts at most one workflow instance a second/.test(error.message),
     );
     assert.deepEqual(refusals, ['caller start-rate']);
     assert.equal((await h.executor.get(first.instanceId))?.instanceId, first.instanceId);
     assert.deepEqual(await start('k1'), { instanceId: first.instanceId, created: false }, 'a known key is answered with the bucket empty');
+    // A start that finds its key taken gives its token back: a client's retries do not use up its rate.
+    await clock.advance(1000);
+    assert.deepEqual(await start('k1'), { instanceId: first.instanceId, created: false });
+    assert.deepEqual(await start('k2'), { instanceId: (await start('k2')).instanceId, created: false });
+    assert.equal((await start('k5')).created, true, 'the token the retries took back is there for a new instance');
+    await assert.rejects(start('k6'), (error) => isAdapterError(error) && error.kind === 'unavailable');
+    assert.deepEqual(refusals, ['caller start-rate', 'caller start-rate']);
     assert.equal((await start('k1', 'bob')).created, true, 'bob has his own bucket');
     await clock.advance(1000);
     // One token: the parent takes it; its child is started by the workflow, not counted.
@@ -51,7 +58,7 @@ test('past a principal’s start rate a new instance is refused and counted; kno
     assert.equal(record.status, 'completed', JSON.stringify(record.error));
     assert.equal(Object.keys(record.subworkflows).length, 1);
     await assert.rejects(start('k4'), (error) => isAdapterError(error) && error.kind === 'unavailable');
-    assert.deepEqual(refusals, ['caller start-rate', 'caller start-rate']);
+    assert.deepEqual(refusals, ['caller start-rate', 'caller start-rate', 'caller start-rate']);
   } finally {
     await h.close();
   }

@@ -5,7 +5,7 @@
  * under them is a conflict), runs its interpreter, fires its timers through guarded appends, and
  * resumes any running instance it loads — on restart, or on another worker sharing the store.
  */
-import { AdmissionRate, type AdmissionRateConfig } from '../../runtime/admission-rate.js';
+import { AdmissionRate, workflowStartWords, type AdmissionRateConfig } from '../../runtime/admission-rate.js';
 import { canonicalJson, sha256Hex } from '../../contract/canonical.js';
 import { hostname } from 'node:os';
 import type { Clock, TimerHandle } from '../../contract/clock.js';
@@ -268,7 +268,7 @@ export class WorkflowExecutor implements CloudEventIntake {
     this.leaseMs = options.leaseMs ?? defaultLeaseMs;
     if (options.fetch && options.egress) throw invalidInput('a workflow executor takes fetch or an egress policy, not both');
     this.egress = options.egress ? egressFetch(options.egress) : undefined;
-    this.startRate = options.startRate === undefined ? undefined : new AdmissionRate(options.startRate, options.clock);
+    this.startRate = options.startRate === undefined ? undefined : new AdmissionRate(options.startRate, options.clock, workflowStartWords);
     const runningMost = options.runningPerPrincipal ?? limits.workflowRunningPerPrincipalDefault;
     if (!Number.isSafeInteger(runningMost) || runningMost < 1 || runningMost > limits.workflowRunningPerPrincipalMax)
       throw invalidInput(`a principal's running workflow instances are bounded by 1 to ${limits.workflowRunningPerPrincipalMax}, not ${runningMost}`);
@@ -403,23 +403,8 @@ export class WorkflowExecutor implements CloudEventIntake {
     };
     const problem = workflowTransitionProblem(transition);
     if (problem !== undefined) throw invalidInput(`the workflow cannot start: ${problem}`);
-    // A caller's start rate, then the principal's bound, before anything is recorded; past either, an
-    // instance stored under this id is answered (it creates nothing).
-    const stored = async () => (await this.load(instanceId)) !== undefined;
-    if (request.parent === undefined && this.startRate !== undefined) {
-      try {
-        this.startRate.take(request.principalId);
-      } catch (refusal) {
-        if (await stored()) return this.found(instanceId, request);
-        this.onStartRefused('caller', 'start-rate');
-        throw refusal;
-      }
-    }
-    const admission = await this.runningBound.admit(request.principalId, stored).catch((error: unknown) => {
-      if (error instanceof RunningBoundReached) this.onStartRefused(request.parent === undefined ? 'caller' : 'workflow', 'running-bound');
-      throw error;
-    });
-    if (admission === undefined) return this.found(instanceId, request);
+    const admission = await this.admitStart(request, instanceId);
+    if (admission === 'found') return this.found(instanceId, request);
     let created: { kind: 'ok' } | StoreFailure;
     try {
       created = await this.create(instanceId, transition);
@@ -427,8 +412,41 @@ export class WorkflowExecutor implements CloudEventIntake {
       admission.release();
     }
     if (created.kind === 'ok') return { instanceId, created: true };
+    admission.createdNothing();
     if (created.kind !== 'conflict') throw new AdapterError(created.kind === 'not-found' ? 'unavailable' : created.kind, `start: ${created.description}`);
     return this.found(instanceId, request);
+  }
+
+  /**
+   * A caller's start rate, then the principal's running bound, before anything is recorded; past
+   * either, an instance stored under this id is answered (`found`: the start creates nothing). A
+   * caller's token is given back when the start creates nothing — its key names an instance
+   * already, or the running bound refuses it — so that a client retrying, or waiting for a place
+   * under the bound, keeps its rate for new work.
+   */
+  private async admitStart(request: StartRequest, instanceId: string): Promise<'found' | { release(): void; createdNothing(): void }> {
+    const stored = async () => (await this.load(instanceId)) !== undefined;
+    const rate = request.parent === undefined ? this.startRate : undefined;
+    if (rate !== undefined) {
+      try {
+        rate.take(request.principalId);
+      } catch (refusal) {
+        if (await stored()) return 'found';
+        this.onStartRefused('caller', 'start-rate');
+        throw refusal;
+      }
+    }
+    const createdNothing = () => rate?.refund(request.principalId);
+    const admission = await this.runningBound.admit(request.principalId, stored).catch((error: unknown) => {
+      createdNothing();
+      if (error instanceof RunningBoundReached) this.onStartRefused(request.parent === undefined ? 'caller' : 'workflow', 'running-bound');
+      throw error;
+    });
+    if (admission === undefined) {
+      createdNothing();
+      return 'found';
+    }
+    return { release: () => admission.release(), createdNothing };
   }
 
   /** The start's instance, stored already under its id: answered when it is the same start (input and document), else a conflict. */
