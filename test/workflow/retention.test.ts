@@ -120,3 +120,42 @@ for (const kind of ['memory', 'sqlite'] as const) {
     }
   });
 }
+
+test('a parent kept by retention stays readable after the child it ran is pruned: the child shows no status', async () => {
+  const clock = new VirtualClock();
+  const store = new MemoryEventStore({ clock });
+  const documents: JsonValue[] = [quick];
+  const h = harness({ store, clock, workflows: (_digest, ref) => documents.find((document) => isWorkflowNamed(document, ref)) });
+  const startMs = clock.nowMs();
+  const { instanceId: parent } = await h.executor.start({ principalId: 'alice', invocationKey: 'p', document: stays, input: {} });
+  await clock.advance(0);
+  const child = Object.values((await h.executor.get(parent))!.subworkflows)[0]!.instanceId;
+  // The child ends at once; the parent ten minutes later. A prune between the two cutoffs takes the child alone.
+  await clock.advance(10 * 60_000);
+  assert.deepEqual([(await h.executor.get(parent))?.status, (await h.executor.get(child))?.status], ['completed', 'completed']);
+  await h.close();
+  const tally = await pruneWorkflowInstances({ store, nowMs: startMs + hour + 5 * 60_000, keepMs: hour });
+  assert.deepEqual([tally.pruned, tally.recent], [1, 1], JSON.stringify(tally));
+  assert.deepEqual([(await store.read(child)).kind, (await store.read(parent)).kind], ['expired', 'ok']);
+
+  // Read by a process that never held either (its cache cannot answer for the pruned child).
+  const other = harness({ store, clock, workflows: (_digest, ref) => documents.find((document) => isWorkflowNamed(document, ref)) });
+  try {
+    const instances = new WorkflowInstances({
+      executor: other.executor,
+      bundleOf: () => undefined,
+      definition: () => undefined,
+      listing: { store, clock, operators: new Set() },
+    });
+    const view = await instances.get('alice', parent);
+    assert.equal(view.status, 'completed');
+    assert.deepEqual(
+      view.childInstances.map((c) => [c.instanceId, c.status]),
+      [[child, null]],
+    );
+    assert.equal((await instances.inspect('alice', parent)).instance.childInstances[0]?.status, null);
+  } finally {
+    await other.close();
+    await store.close();
+  }
+});

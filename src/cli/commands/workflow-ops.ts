@@ -14,7 +14,8 @@ import type { WorkflowIndexPosition } from '../../events/workflow-index.js';
 import type { Stored } from '../../kernel/types.js';
 import type { ValueRef, WorkflowEvent, WorkflowTransition } from '../../workflow/exec/events.js';
 import { foldWorkflow, type WorkflowRecord } from '../../workflow/exec/record.js';
-import type { WorkflowChildInstance } from '../../runtime/workflow-service.js';
+import type { WorkflowChildInstance, WorkflowInstanceStatus } from '../../runtime/workflow-service.js';
+import { AdapterError } from '../../contract/errors.js';
 import { replayWorkflowLog } from '../../workflow/exec/replay.js';
 import { workflowIndexRowOfLog } from '../../workflow/exec/index-row.js';
 import { workflowStreams } from '../../workflow/exec/streams.js';
@@ -113,18 +114,29 @@ function describe(event: WorkflowEvent, originMs: number): string {
   }
 }
 
-/** The child workflow instances of a record (`run: workflow`) in the order their tasks started, each with its status in the store now (null: never started). */
+/**
+ * The child workflow instances of a record (`run: workflow`) in the order their tasks started, each
+ * with its status in the store now (null: never started, or pruned since: a parent kept by retention
+ * outlives the child it ran).
+ */
 async function childInstancesOf(store: EventStore, record: WorkflowRecord): Promise<WorkflowChildInstance[]> {
   const order = (at: string) => record.tasks[at]?.startedSeq ?? Number.MAX_SAFE_INTEGER;
   const children = Object.entries(record.subworkflows).sort(([a], [b]) => order(a) - order(b));
   return Promise.all(
     children.map(async ([at, child]) => {
       const row = await store.workflowIndex.get(child.instanceId);
-      const log = row ? undefined : await readInstance(store, child.instanceId);
-      const status = row?.status ?? (log && foldWorkflow(log)?.status) ?? null;
+      const status = row?.status ?? (await childStatus(store, child.instanceId));
       return { at, instanceId: child.instanceId, workflow: child.workflow, status, disposition: child.disposition?.disposition ?? null };
     }),
   );
+}
+
+/** A child's status read from its log; null when it has none (never started, or pruned). */
+async function childStatus(store: EventStore, instanceId: string): Promise<WorkflowInstanceStatus | null> {
+  const read = await workflowStreams(store).read(instanceId);
+  if (read.kind === 'not-found' || read.kind === 'expired') return null;
+  if (read.kind !== 'ok') throw new AdapterError(read.kind, `read ${instanceId}: ${read.description}`);
+  return foldWorkflow(read.transitions)?.status ?? null;
 }
 
 function renderSummary(record: WorkflowRecord, childInstances: readonly WorkflowChildInstance[]): string {

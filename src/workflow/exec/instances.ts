@@ -229,12 +229,20 @@ export class WorkflowInstances implements WorkflowInstanceService {
     );
   }
 
-  /** An instance's status now: its index row (no instance is loaded to read it), else its record; null when there is none. */
+  /**
+   * An instance's status now: its index row (no instance is loaded to read it), else its record;
+   * null when there is none — never started, or pruned (a parent kept by retention outlives the
+   * child it ran: the parent stays readable, its child's status is gone with its log).
+   */
   private async statusOf(instanceId: string): Promise<WorkflowInstanceStatus | null> {
     const index = this.options.listing?.store.workflowIndex;
     const row = index ? await index.get(instanceId) : undefined;
     if (row) return row.status;
-    return (await this.options.executor.get(instanceId))?.status ?? null;
+    const record = await this.options.executor.get(instanceId).catch((error: unknown) => {
+      if (isAdapterError(error) && error.kind === 'expired') return undefined;
+      throw error;
+    });
+    return record?.status ?? null;
   }
 
   private cancellationOf(record: WorkflowRecord): 'none' | 'caller' {
