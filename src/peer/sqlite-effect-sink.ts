@@ -19,14 +19,30 @@
  * `effects` is append-only and deliberately has no unique index: it records what was applied,
  * and tests count duplicates in it. The guarantee comes from the keyed `effect_keys` row read and
  * written in the same transaction, not from a constraint turning a duplicate into an error.
+ *
+ * The sink opens a file only if it is an effect sink or holds nothing yet (no file, a zero-length
+ * file, a SQLite database with no tables and user_version 0); anything else (another program's
+ * database, a convoke event store, a file that is not SQLite) is refused with `invalid-input`
+ * before anything is written to it, and so is a path whose directory does not exist.
  */
 import Database from 'better-sqlite3';
-import { AdapterError, AssertionFailure } from '../contract/errors.js';
+import { AdapterError, AssertionFailure, invalidInput } from '../contract/errors.js';
 import { canonicalJson } from '../contract/canonical.js';
 import { parseStrict } from '../contract/ijson.js';
 import type { JsonValue } from '../contract/json.js';
 import { checkEffectIdentity, type EffectKey, type EffectRecord, type EffectSink, type EffectSinkCapabilities } from './effect-sink.js';
-import { openSqliteDatabase } from '../adapters/store/sqlite-open.js';
+import {
+  describeSqliteTables,
+  isSqliteBusy,
+  lookAtSqliteFile,
+  openSqliteDatabase,
+  sqliteBusyTimeoutMsDefault,
+  sqliteEffectSinkFile,
+  sqliteLockedTooLong,
+  sqliteOpenFault,
+  sqliteStoreFile,
+  type SqliteFileFound,
+} from '../adapters/store/sqlite-open.js';
 
 export interface SqliteEffectSinkOptions {
   /** A file path shared by every process that commits effects for the same keys. */
@@ -49,6 +65,7 @@ export interface AppliedEffect extends EffectKey, EffectRecord {
   writer: string;
 }
 
+/** Every schema keeps effect_keys and effects with their columns and sets user_version: that tells a sink file apart (sqliteEffectSinkFile). */
 const schemaVersion = 1;
 
 const schema = `
@@ -98,7 +115,67 @@ interface CommitRequest {
 type CommitAnswer = { kind: 'applied' } | { kind: 'repeated'; value: string } | { kind: 'older'; committedFence: number };
 
 function openDatabase(options: SqliteEffectSinkOptions): Database.Database {
-  return openSqliteDatabase({ ...options, schema, schemaVersion, what: 'effect sink' });
+  try {
+    checkSinkFile(options);
+    return openSqliteDatabase({ ...options, schema, schemaVersion, what: 'effect sink' });
+  } catch (error) {
+    throw openFailure(options, error);
+  }
+}
+
+const ownFileHint = 'give the effect sink a file of its own (an effect sink, or a path where no file is yet)';
+
+/**
+ * Before the file is opened (which creates the sink's tables in it), what is there decides, and a
+ * file that is refused is left as it was: an effect sink opens; nothing, or a file that holds
+ * nothing, becomes a new sink; anything else is invalid-input. `:memory:` is a throwaway database.
+ */
+function checkSinkFile(options: SqliteEffectSinkOptions): void {
+  const { path } = options;
+  if (path === ':memory:') return;
+  const found = lookAtSqliteFile(path, {
+    kind: sqliteEffectSinkFile,
+    others: [sqliteStoreFile],
+    create: true,
+    noun: 'an effect sink',
+    namedBy: 'an effect sink path',
+    busyTimeoutMs: options.busyTimeoutMs,
+  });
+  if (found.found !== 'other') return;
+  if (found.kind) throw invalidInput(`effect sink: ${path} is a ${found.kind.name}, not an effect sink: ${ownFileHint}`);
+  throw invalidInput(`effect sink: ${path} is a SQLite database but not an effect sink: ${notASink(found)}; ${ownFileHint}`);
+}
+
+/** Why a SQLite file's contents are not an effect sink's. */
+function notASink({ contents: { tables, userVersion }, missingTables, missingColumns }: Extract<SqliteFileFound, { found: 'other' }>): string {
+  if (tables.length === 0) return `it has no tables, and user_version ${userVersion} (another program's)`;
+  const has = describeSqliteTables(tables);
+  if (missingTables.length === sqliteEffectSinkFile.tables.length) return `${has} and no ${missingTables.join(' or ')} table`;
+  if (missingTables.length > 0) return `${has} but no ${missingTables.join(', ')}`;
+  const [table, columns] = Object.entries(missingColumns)[0] ?? [];
+  if (table !== undefined && columns !== undefined) return `${has}, and a ${table} table that is not an effect sink's (no ${columns.join(', ')})`;
+  return `${has} but no effect sink schema version (user_version 0)`;
+}
+
+/**
+ * A file that cannot be a sink is the path's fault (invalid-input: trying again cannot help);
+ * another connection's lock past the busy timeout is unavailable with the SQLite error as its cause
+ * (convoke peer waits for it); anything else is unavailable too (sqliteFailure).
+ */
+function openFailure(options: SqliteEffectSinkOptions, error: unknown): Error {
+  if (error instanceof AdapterError) return error;
+  const { path } = options;
+  if (isSqliteBusy(error)) return sqliteLockedTooLong('effect sink', path, options.busyTimeoutMs ?? sqliteBusyTimeoutMsDefault, error);
+  const code = (error as { code?: unknown } | null)?.code;
+  const detail = error instanceof Error ? error.message : String(error);
+  switch (sqliteOpenFault(error)) {
+    case 'not-a-database':
+      return invalidInput(`effect sink: ${path} is not a SQLite database (${detail}): ${ownFileHint}`, error);
+    case 'path':
+      return invalidInput(`effect sink: cannot open ${path} (${String(code)}: ${detail}): check the path and its permissions`, error);
+    default:
+      return sqliteFailure(error);
+  }
 }
 
 /** Busy beyond the timeout, I/O errors and a closed handle are `unavailable`: the commit (or open) may be retried. */
@@ -119,11 +196,7 @@ export class SqliteEffectSink implements EffectSink {
 
   constructor(options: SqliteEffectSinkOptions) {
     this.writer = options.writer ?? `pid:${process.pid}`;
-    try {
-      this.db = openDatabase(options);
-    } catch (error) {
-      throw sqliteFailure(error);
-    }
+    this.db = openDatabase(options);
     this.statements = prepare(this.db);
     this.commitTransaction = this.db.transaction((request: CommitRequest) => this.commitLocked(request));
   }

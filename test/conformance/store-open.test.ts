@@ -1,11 +1,11 @@
 /**
  * openStore: each scheme opens its adapter; an unknown scheme is invalid-input. A sqlite: URL opens
  * a convoke store (of any schema version) or creates one where nothing is yet, and refuses any other
- * file before writing to it.
+ * file before writing to it (another program's database, a peer's effect sink).
  */
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync, readFileSync, statSync } from 'node:fs';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -13,6 +13,7 @@ import { test, type TestContext } from 'node:test';
 import Database from 'better-sqlite3';
 import { AdapterError } from '../../src/contract/errors.js';
 import { openStore } from '../../src/adapters/store/open.js';
+import { SqliteEffectSink } from '../../src/peer/sqlite-effect-sink.js';
 import { VirtualClock } from '../../src/contract/clock.js';
 import { startJetStreamServer } from '../support/jetstream-server.js';
 import { expectOk, makeTransition, newOperationId } from './store.js';
@@ -190,6 +191,20 @@ test("openStore sqlite: a database with convoke's table names but not its meta c
     await refused(`sqlite:${path}`, 'invalid-input', why);
     assert.equal(sha256(path), before, path);
   }
+});
+
+test("openStore sqlite: a peer's effect sink file is refused as one, and left as it was", async (t) => {
+  const path = join(await tempDir(t), 'effects.db');
+  const sink = new SqliteEffectSink({ path });
+  await sink.commit({ operationId: 'op1', branchId: 'alfa' }, 1, 1, () => ({ applied: true }));
+  sink.close();
+  const before = sha256(path);
+  const why = new RegExp(`^${escaped(path)} is a convoke effect sink, not a convoke store: point`);
+  await refused(`sqlite:${path}`, 'invalid-input', why);
+  await refused(`sqlite:${path}`, 'invalid-input', why, true);
+  assert.equal(sha256(path), before);
+  // The sink is in WAL mode: looking at it read-only may leave an empty log beside it, never a write.
+  assert.ok(!existsSync(`${path}-wal`) || statSync(`${path}-wal`).size === 0, 'nothing was written to its log');
 });
 
 test('openStore sqlite: a file that is not SQLite is refused with invalid-input and left as it was', async (t) => {

@@ -10,6 +10,10 @@
  *   - `wal-writer`: the file in WAL mode, a write transaction open (the WAL write lock). Waiting for
  *     it goes through the busy handler.
  *
+ * The holder creates no table and writes nothing: the file holds nothing, as when another peer is
+ * creating the same sink, so the effect sink (which refuses a file holding another program's
+ * tables) opens it as a new one once the lock is gone.
+ *
  * The child sends {held: true} once it holds the lock, commits after `holdMs` (never when it is
  * `forever`), then keeps its connection open until the parent disconnects or kills it.
  */
@@ -63,9 +67,7 @@ function main(): void {
   if (!path || (mode !== 'rollback-writer' && mode !== 'wal-writer') || !hold) throw new Error('usage: sqlite-lock-holder <path> <mode> <holdMs|forever>');
   const db = new Database(path, { timeout: 10_000 });
   db.pragma(`journal_mode = ${mode === 'wal-writer' ? 'WAL' : 'DELETE'}`);
-  db.exec('CREATE TABLE IF NOT EXISTS holder (n INTEGER)');
   db.exec('BEGIN IMMEDIATE');
-  db.prepare('INSERT INTO holder (n) VALUES (1)').run();
   process.send?.({ held: true });
   if (hold !== 'forever')
     setTimeout(() => {

@@ -5,11 +5,15 @@
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { createHash } from 'node:crypto';
+import { existsSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import Database from 'better-sqlite3';
+import { VirtualClock } from '../../src/contract/clock.js';
 import { AdapterError } from '../../src/contract/errors.js';
 import type { JsonValue } from '../../src/contract/json.js';
+import { openStore } from '../../src/adapters/store/open.js';
 import { SqliteEffectSink } from '../../src/peer/sqlite-effect-sink.js';
 import { forkSinkChild, type SinkRaceAnswer, type SinkRaceCommit } from '../support/crash-sink-child.js';
 
@@ -176,4 +180,92 @@ test('two processes racing with different fences on one key never apply a fence 
     if ('error' in older![i]!) assert.deepEqual([older![i]!.error, fences], ['conflict', [2]], operationId);
     else assert.deepEqual(fences, [1, 2], operationId);
   }
+});
+
+function sha256(path: string): string {
+  return createHash('sha256').update(readFileSync(path)).digest('hex');
+}
+
+/** `text` matched literally in a RegExp. */
+function escaped(text: string): string {
+  return text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+}
+
+/** Opening a sink at `path` throws invalid-input whose description matches `why`. */
+function refused(path: string, why: RegExp): void {
+  assert.throws(
+    () => new SqliteEffectSink({ path }).close(),
+    (error: unknown) => {
+      assert.ok(error instanceof AdapterError, String(error));
+      assert.equal(error.kind, 'invalid-input', error.message);
+      assert.match(error.description ?? '', why);
+      return true;
+    },
+  );
+}
+
+test('a path where no file is, a zero-length file or an empty database becomes a new sink that works and reopens with its effects', async (t) => {
+  const files = tempSink(t);
+  const dir = join(files.path, '..');
+  const empty = join(dir, 'empty.db');
+  writeFileSync(empty, '');
+  const blank = join(dir, 'blank.db');
+  const fresh = new Database(blank);
+  fresh.exec('VACUUM');
+  fresh.close();
+  for (const path of [files.path, empty, blank]) {
+    const first = new SqliteEffectSink({ path, writer: 'first' });
+    assert.deepEqual(await first.commit(key, 1, 1, () => ({ at: path })), { value: { at: path }, repeated: false });
+    first.close();
+    const second = new SqliteEffectSink({ path, writer: 'second' });
+    t.after(() => second.close());
+    assert.deepEqual(await second.commit(key, 1, 1, () => 'again'), { value: { at: path }, repeated: true });
+    assert.deepEqual(
+      second.applied().map((e) => [e.writer, e.fence, e.value]),
+      [['first', 1, { at: path }]],
+    );
+  }
+});
+
+test("another program's SQLite database is refused with invalid-input naming it, and left byte for byte as it was", (t) => {
+  const { path } = tempSink(t);
+  const db = new Database(path);
+  db.exec("CREATE TABLE customers (id INTEGER PRIMARY KEY, name TEXT); INSERT INTO customers (name) VALUES ('Ada')");
+  db.close();
+  const before = sha256(path);
+  refused(
+    path,
+    new RegExp(`^effect sink: ${escaped(path)} is a SQLite database but not an effect sink: it has table customers and no effect_keys or effects table`),
+  );
+  assert.equal(sha256(path), before);
+  assert.ok(!existsSync(`${path}-wal`), 'no write-ahead log was started');
+  const reread = new Database(path, { readonly: true });
+  assert.deepEqual(reread.prepare('SELECT name FROM customers').all(), [{ name: 'Ada' }]);
+  reread.close();
+});
+
+test('a convoke event store file given as the sink is refused as one, and left as it was', async (t) => {
+  const { path } = tempSink(t);
+  const store = await openStore(`sqlite:${path}`, { clock: new VirtualClock() });
+  await store.close();
+  const before = sha256(path);
+  refused(path, new RegExp(`^effect sink: ${escaped(path)} is a convoke event store, not an effect sink`));
+  assert.equal(sha256(path), before);
+  // The store is in WAL mode: looking at it read-only may leave an empty log beside it, never a write.
+  assert.ok(!existsSync(`${path}-wal`) || statSync(`${path}-wal`).size === 0, 'nothing was written to its log');
+  // And the store still opens as one.
+  await (await openStore(`sqlite:${path}`, { clock: new VirtualClock(), mustExist: true })).close();
+});
+
+test('a file that is not SQLite, a directory, or a path whose directory does not exist is invalid-input', (t) => {
+  const { path } = tempSink(t);
+  const dir = join(path, '..');
+  writeFileSync(path, 'shopping list: milk, eggs\n'.repeat(200));
+  const before = sha256(path);
+  refused(path, new RegExp(`^effect sink: ${escaped(path)} is not a SQLite database`));
+  assert.equal(sha256(path), before);
+  const missing = join(dir, 'nodir', 'deeper');
+  refused(join(missing, 'effects.db'), new RegExp(`^cannot create an effect sink at .*: the directory ${escaped(missing)} does not exist`));
+  assert.ok(!existsSync(join(dir, 'nodir')), 'no directory was created');
+  refused(dir, /is a directory: an effect sink path names a file/);
 });

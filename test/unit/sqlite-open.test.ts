@@ -100,11 +100,17 @@ for (const mode of ['rollback-writer', 'wal-writer'] as const) {
   });
 }
 
-test('a file whose schema is newer than this build is unsupported, not a transient failure', (t) => {
-  const path = tempFile(t);
+/** An effect sink file as a build of schema 99 would leave it: the sink's tables, user_version 99. */
+function newerSink(path: string): void {
+  new SqliteEffectSink({ path }).close();
   const db = new Database(path);
   db.pragma('user_version = 99');
   db.close();
+}
+
+test('a file whose schema is newer than this build is unsupported, not a transient failure', (t) => {
+  const path = tempFile(t);
+  newerSink(path);
   assert.throws(
     () => new SqliteEffectSink({ path }),
     (error: unknown) => error instanceof AdapterError && error.kind === 'unsupported' && /schema 99 is newer than this build/.test(error.message),
@@ -146,13 +152,27 @@ test('convoke peer gives up on a sink still locked after effectSinkWaitMs with u
 
 test('convoke peer does not wait on a sink that fails to open for any other reason', async (t) => {
   const path = tempFile(t);
-  const db = new Database(path);
-  db.pragma('user_version = 99');
-  db.close();
+  newerSink(path);
   const told: string[] = [];
   await assert.rejects(
     openEffectSinkWaiting({ effectSink: `sqlite:${path}` }, { clock: new VirtualClock(), waitMs: 60_000, onWaiting: (message) => told.push(message) }),
     (error: unknown) => error instanceof AdapterError && error.kind === 'unsupported',
+  );
+  assert.deepEqual(told, []);
+});
+
+test("convoke peer refuses a sqlite: effectSink that is another program's database at once, with invalid-input, and does not wait", async (t) => {
+  const path = tempFile(t);
+  const db = new Database(path);
+  db.exec("CREATE TABLE customers (id INTEGER PRIMARY KEY, name TEXT); INSERT INTO customers (name) VALUES ('Ada')");
+  db.close();
+  const told: string[] = [];
+  await assert.rejects(
+    openEffectSinkWaiting({ effectSink: `sqlite:${path}` }, { clock: new VirtualClock(), waitMs: 60_000, onWaiting: (message) => told.push(message) }),
+    (error: unknown) =>
+      error instanceof AdapterError &&
+      error.kind === 'invalid-input' &&
+      error.description?.includes(`${path} is a SQLite database but not an effect sink`) === true,
   );
   assert.deepEqual(told, []);
 });

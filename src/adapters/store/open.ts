@@ -9,14 +9,12 @@
  * Anything else is invalid-input. A backend that cannot be reached at open is unavailable. A
  * sqlite: file is opened only if it is a convoke store or holds nothing yet (checkStoreFile).
  */
-import { statSync } from 'node:fs';
-import { dirname } from 'node:path';
-import { AdapterError, invalidInput, unavailable } from '../../contract/errors.js';
+import { AdapterError, AssertionFailure, invalidInput, unavailable } from '../../contract/errors.js';
 import type { Clock } from '../../contract/clock.js';
 import { JetStreamEventStore } from './jetstream.js';
 import { MemoryEventStore } from './memory.js';
-import { SqliteEventStore, sqliteStoreMarker } from './sqlite.js';
-import { readSqliteFile, type SqliteFileContents } from './sqlite-open.js';
+import { SqliteEventStore } from './sqlite.js';
+import { describeSqliteTables, lookAtSqliteFile, sqliteEffectSinkFile, sqliteOpenFault, sqliteStoreFile, type SqliteFileFound } from './sqlite-open.js';
 import type { NatsLogin } from '../transport/nats-creds.js';
 import type { StartupWait } from '../transport/nats-startup.js';
 import type { EventStore, StoreLimits } from './types.js';
@@ -80,81 +78,54 @@ function openSqlite(rest: string, deps: OpenStoreDeps): EventStore {
  * opens. A path where nothing is yet becomes a new store, unless `mustExist`; so does a file that
  * holds nothing, zero-length or a SQLite database with no tables and no user_version (what a tool
  * creating the file ahead leaves, or another process creating this store right now). Anything else
- * is not a convoke store: a file that is not SQLite, another program's database.
+ * is not a convoke store: a file that is not SQLite, another program's database, a peer's effect
+ * sink.
  */
 function checkStoreFile(path: string, mustExist: boolean): void {
-  if (!fileExists(path)) {
-    if (mustExist) throw invalidInput(`no sqlite store at ${path}: the file does not exist`);
-    checkDirectory(path);
-    return;
-  }
-  let contents: SqliteFileContents;
+  let found: SqliteFileFound;
   try {
-    contents = readSqliteFile(path, ['meta']);
+    found = lookAtSqliteFile(path, {
+      kind: sqliteStoreFile,
+      others: [sqliteEffectSinkFile],
+      create: !mustExist,
+      noun: 'a sqlite store',
+      namedBy: 'a sqlite store URL',
+    });
   } catch (error) {
     throw sqliteOpenError(path, error);
   }
-  const { tables, userVersion, columns } = contents;
-  const missingTables = sqliteStoreMarker.tables.filter((table) => !tables.includes(table));
-  const missingColumns = tables.includes('meta') ? sqliteStoreMarker.metaColumns.filter((column) => !columns.meta?.includes(column)) : [];
-  if (missingTables.length === 0 && missingColumns.length === 0 && userVersion > 0) return;
   const hint = mustExist
     ? 'point --store at the file a deployment writes'
     : 'point the store URL at a convoke store, or at a path where no file is to create one';
-  if (tables.length === 0 && userVersion === 0) {
-    if (mustExist) throw invalidInput(`${path} is not a convoke store (it holds no tables): ${hint}`);
-    return;
+  switch (found.found) {
+    case 'ours':
+      return;
+    case 'nothing':
+      if (mustExist) throw invalidInput(`no sqlite store at ${path}: the file does not exist`);
+      return;
+    case 'empty':
+      if (mustExist) throw invalidInput(`${path} is not a convoke store (it holds no tables): ${hint}`);
+      return;
+    case 'other':
+      if (found.kind) throw invalidInput(`${path} is a ${found.kind.name}, not a convoke store: ${hint}`);
+      throw invalidInput(`${path} is a SQLite database but not a convoke store: ${notAStore(found)}; ${hint}`);
+    default: {
+      const unreachable: never = found;
+      throw new AssertionFailure(`unknown sqlite file look ${JSON.stringify(unreachable)}`);
+    }
   }
-  throw invalidInput(`${path} is a SQLite database but not a convoke store: ${notAStore(contents, missingTables, missingColumns)}; ${hint}`);
 }
 
 /** Why a SQLite file's contents are not a convoke store's. */
-function notAStore({ tables, userVersion }: SqliteFileContents, missingTables: string[], missingColumns: string[]): string {
+function notAStore({ contents: { tables, userVersion }, missingTables, missingColumns }: Extract<SqliteFileFound, { found: 'other' }>): string {
   if (tables.length === 0) return `it has no tables, and user_version ${userVersion} (another program's)`;
-  const shown = tables.length > 10 ? `${tables.slice(0, 10).join(', ')} and ${tables.length - 10} more` : tables.join(', ');
-  const has = `it has ${tables.length === 1 ? 'table' : 'tables'} ${shown}`;
+  const has = describeSqliteTables(tables);
+  const missingMeta = missingColumns.meta ?? [];
   if (missingTables.includes('meta')) return `${has} and no convoke meta table`;
-  if (missingColumns.length > 0) return `${has}, and a meta table that is not convoke's (no ${missingColumns.join(', ')})`;
+  if (missingMeta.length > 0) return `${has}, and a meta table that is not convoke's (no ${missingMeta.join(', ')})`;
   if (missingTables.length > 0) return `${has} but no ${missingTables.join(', ')}`;
   return `${has} but no convoke schema version (user_version 0)`;
 }
-
-/** Whether something is at `path`; a path that cannot be looked at is the argument's fault unless the failure may pass. */
-function fileExists(path: string): boolean {
-  let isDirectory: boolean;
-  try {
-    isDirectory = statSync(path).isDirectory();
-  } catch (error) {
-    const code = (error as NodeJS.ErrnoException).code;
-    if (code === 'ENOENT' || code === 'ENOTDIR') return false;
-    throw sqliteOpenError(path, error);
-  }
-  if (isDirectory) throw invalidInput(`${path} is a directory: a sqlite store URL names a file`);
-  return true;
-}
-
-/** A new store's directory must exist: SQLite creates the file, never the directories above it. */
-function checkDirectory(path: string): void {
-  const directory = dirname(path);
-  let isDirectory: boolean;
-  try {
-    isDirectory = statSync(directory).isDirectory();
-  } catch (error) {
-    const code = (error as NodeJS.ErrnoException).code;
-    if (code === 'ENOENT' || code === 'ENOTDIR') throw invalidInput(`cannot create a sqlite store at ${path}: the directory ${directory} does not exist`);
-    throw sqliteOpenError(path, error);
-  }
-  if (!isDirectory) throw invalidInput(`cannot create a sqlite store at ${path}: ${directory} is not a directory`);
-}
-
-/**
- * SQLite result codes (and errnos) that say the file named cannot be opened as a store however
- * often it is tried: not a database, damaged, a directory, not readable or writable by this
- * process, a path the system cannot resolve. SQLITE_CANTOPEN is almost always that (a directory,
- * permissions); it also covers running out of file descriptors, which is rare enough to be told as
- * the path's problem.
- */
-const notAStoreCodes = /^(SQLITE_(NOTADB|CORRUPT|CANTOPEN|READONLY|PERM|AUTH)(_|$)|E(ACCES|PERM|ISDIR|NAMETOOLONG|LOOP)$)/;
 
 /**
  * A file the URL names that cannot be a store is the argument's fault: invalid-input, like a
@@ -166,10 +137,14 @@ function sqliteOpenError(path: string, error: unknown): AdapterError {
   if (error instanceof AdapterError) return error;
   const code = (error as { code?: unknown } | null)?.code;
   const detail = error instanceof Error ? error.message : String(error);
-  if (code === 'SQLITE_NOTADB') return invalidInput(`${path} is not a SQLite database (${detail}): point the store URL at a convoke store`, error);
-  if (typeof code === 'string' && notAStoreCodes.test(code))
-    return invalidInput(`cannot open sqlite store at ${path} (${code}: ${detail}): check the path and its permissions`, error);
-  return unavailable(`cannot open sqlite store at ${path}: ${detail}`, error);
+  switch (sqliteOpenFault(error)) {
+    case 'not-a-database':
+      return invalidInput(`${path} is not a SQLite database (${detail}): point the store URL at a convoke store`, error);
+    case 'path':
+      return invalidInput(`cannot open sqlite store at ${path} (${String(code)}: ${detail}): check the path and its permissions`, error);
+    default:
+      return unavailable(`cannot open sqlite store at ${path}: ${detail}`, error);
+  }
 }
 
 /** The subject prefix of a `jetstream:` store URL (default `convoke`); undefined for another store. */

@@ -61,6 +61,9 @@ export interface SqliteStoreOptions {
  */
 const schemaVersion = 3;
 
+// Every schema since 1 has operations, transitions and meta (with its three columns) and sets
+// user_version: that tells a store file apart (sqliteStoreFile in sqlite-open.ts). A new schema keeps them.
+
 const schema = `
 CREATE TABLE IF NOT EXISTS operations (
   id TEXT PRIMARY KEY,
@@ -89,17 +92,6 @@ CREATE TABLE IF NOT EXISTS workflow_meta (
 );
 INSERT OR IGNORE INTO workflow_meta (id, built) VALUES (1, 0);
 ${workflowIndexSchema}`;
-
-/**
- * What every convoke store file has held since schema 1, and another program's database has not:
- * these tables, a meta table with these columns, and its schema version in user_version (set in
- * the transaction that creates the tables). A file of an older schema is a store too: opening it
- * adds the newer tables.
- */
-export const sqliteStoreMarker = {
-  tables: ['meta', 'operations', 'transitions'],
-  metaColumns: ['last_committed_at_ms', 'last_rowid', 'operations_count'],
-} as const;
 
 interface OperationRow {
   tombstoned: number;

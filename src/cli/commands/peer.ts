@@ -28,7 +28,8 @@
  * it remembers, 100 000 unless set) or `sqlite:PATH`, which keeps every key across restarts. A
  * sqlite sink another process keeps locked is waited for: each open waits up to the sink's busy
  * timeout (5 s), and the peer tries again until `effectSinkWaitMs` (60 s unless set) has passed
- * before it exits with the `unavailable` error; any other failure to open exits at once.
+ * before it exits with the `unavailable` error; any other failure to open exits at once (a file
+ * that is not an effect sink and holds something, SqliteEffectSink, is `invalid-input`).
  *
  * The first rule whose `when` holds answers, else `result`. `when` is `{pointer, equals}` (the
  * input value at the pointer equals the value), `{pointer, contains}` (a string containing the
