@@ -124,6 +124,13 @@ export class Coordinator implements RuntimeHost {
     this.log.failed(layer, stage, error, record);
   }
 
+  async expiredInStore(operationId: string): Promise<boolean> {
+    if ((await this.deps.store.read(operationId)).kind !== 'expired') return false;
+    // Its payload is gone: a later command on it is answered as one on any tombstoned operation (load: expired).
+    this.kernel.forget(operationId);
+    return true;
+  }
+
   /** Set once the coordinator stops accepting work. */
   get closing(): boolean {
     return this.closed;

@@ -175,6 +175,11 @@ export interface RuntimeHost {
    */
   submit(entry: OpEntry, prepare: () => Promise<Decider>, weightBytes: number, options?: SubmitOptions): Promise<void>;
   load(operationId: string): Promise<OpEntry | undefined>;
+  /**
+   * Whether the operation's stream is tombstoned in the store (retention expired its payload): a
+   * command on an operation held in memory that meets it drops the operation from memory.
+   */
+  expiredInStore(operationId: string): Promise<boolean>;
   /** Fails closed: unavailable policy answers are errors, never allows; expired allows are refused (decisionAt). */
   authorize(input: AuthorizationInput): Promise<CheckedDecision>;
   context(caller: Caller, nowMs: number, deadlineMs: number | null): RuntimeContext;

@@ -93,6 +93,10 @@ export async function onPeerMessage(host: RuntimeHost, namespace: string, intera
     if (error instanceof LogBudgetExhausted) return drop(host, inbound, kind === 'result' ? 'log-budget' : `${kind}-log-budget`, known);
     if (isAdapterError(error) && error.kind === 'invalid-input') return drop(host, inbound, kind === 'result' ? 'oversized' : `${kind}-oversized`, known);
     if (error instanceof AuthorizationExpired) return handBack(host, inbound, known);
+    // Tombstoned since this process loaded it (retention expired a settled operation it still held): gone, as
+    // when the load meets the tombstone; a message about it will not change by waiting.
+    if (isAdapterError(error) && error.kind === 'expired' && (await host.expiredInStore(parsed.operationId).catch(() => false)))
+      return drop(host, inbound, 'unknown-operation', known);
     // The store could not answer: leave the message for redelivery rather than guess.
     host.failed('store', `admit-${kind}`, error, entry.record);
     return inbound.nak(250);

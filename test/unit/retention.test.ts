@@ -20,7 +20,10 @@ import { createWorkflowHost } from '../../src/cli/workflow-host.js';
 import { harness, quickDocument } from '../workflow/support.js';
 import type { EventStore } from '../../src/adapters/store/types.js';
 import type { Handler } from '../../src/peer/peer.js';
-import { answers, scenario, type Scenario } from '../support/scenario.js';
+import { answers, namespace, scenario, type Scenario } from '../support/scenario.js';
+import { onPeerMessage } from '../../src/runtime/intake.js';
+import { encodeWire } from '../../src/events/wire.js';
+import { subjectFor } from '../../src/adapters/transport/subjects.js';
 
 const hour = 3_600_000;
 
@@ -248,4 +251,40 @@ test('a prune tombstones at most `concurrency` operations at once, and more than
   const tally = await pruneOperations({ store, nowMs: s.clock.nowMs() + 2 * hour, keepMs: hour, concurrency: 4 });
   assert.deepEqual([tally.pruned, most], [20, 4]);
   await s.close();
+});
+
+test('a late peer message on a settled operation pruned while this coordinator still held it is dropped as unknown, not retried as a store failure', async () => {
+  const s = await scenario({ peers: 3, review: { completion: { mode: 'first-success' } } });
+  try {
+    const operationId = (await s.invoke('k')).result.operationId;
+    await s.settle();
+    const deliver = async (verdict: string) => {
+      const answered: string[] = [];
+      await onPeerMessage(s.coordinator, namespace, 'review', 'result', {
+        subject: subjectFor(namespace, 'review', operationId, 'result', 'alfa'),
+        data: encodeWire({ kind: 'result', operationId, branchId: 'alfa', peerId: 'alfa', attempt: 1, fence: 1, result: { verdict } }),
+        headers: {},
+        redelivered: false,
+        ack: async () => void answered.push('ack'),
+        nak: async () => void answered.push('nak'),
+      });
+      return answered;
+    };
+    assert.deepEqual(await deliver('approve'), ['ack']);
+    assert.equal((await s.get(operationId)).phase, 'settled');
+    const tally = await pruneOperations({ store: s.store, nowMs: s.clock.nowMs() + 2 * hour, keepMs: hour });
+    assert.equal(tally.pruned, 1);
+    // A conflicting result (one the settled record would still record) meets the tombstone at its append.
+    for (let delivery = 0; delivery < 2; delivery++) assert.deepEqual(await deliver('reject'), ['ack']);
+    const storeErrors = (await s.coordinator.metrics.storeErrors.get()).values;
+    assert.deepEqual(storeErrors, [], 'no store failure counted');
+    const rejections = (await s.coordinator.metrics.rejections.get()).values.map((v) => [v.labels.reason, v.value]);
+    // (The conflicting result is also counted as the protocol conflict it is, before its append meets the tombstone.)
+    assert.deepEqual(
+      rejections.filter(([reason]) => reason === 'unknown-operation'),
+      [['unknown-operation', 2]],
+    );
+  } finally {
+    await s.close();
+  }
 });
