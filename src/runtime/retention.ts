@@ -11,6 +11,12 @@
  * A settled record never changes phase again and its settlement instant never moves, so what the
  * fold proved still holds at the tombstone: a late result recorded in between is lost with the
  * rest of the payload, as it would be a moment later.
+ *
+ * A candidate the index still lists but whose read answers `expired` is a tombstone left
+ * half-done: a store that tombstones in several writes (JetStream: its marker, then the purge of
+ * the payload, then the index row's removal) may fail after the marker, and from then on reads
+ * answer `expired`. Its tombstone is done again — every store's tombstone is idempotent and
+ * finishes what is left — so running a prune again finishes what a failed one left.
  */
 import type { EventStore } from '../adapters/store/types.js';
 import type { Clock, TimerHandle } from '../contract/clock.js';
@@ -32,13 +38,19 @@ export interface PruneTally {
   examined: number;
   /** Tombstoned; under a dry run, would be. */
   pruned: number;
+  /**
+   * Of those pruned, found tombstoned already while the index still listed them (a tombstone an
+   * earlier prune left half-done, or one another prune was doing meanwhile): tombstoned again,
+   * which finished it.
+   */
+  finished: number;
   /** Not settled yet (in flight, or decided with branches still settling). */
   open: number;
   /** Settled with an indeterminate settlement: kept for an operator. */
   indeterminate: number;
   /** Settled at or after the cutoff. */
   recent: number;
-  /** Listed, but already gone when read (tombstoned or removed meanwhile). */
+  /** Listed, but already gone when read or tombstoned (removed meanwhile). */
   gone: number;
   /** A read or tombstone that failed; the next prune tries them again. */
   failures: { operationId: string; kind: string; description: string }[];
@@ -51,6 +63,8 @@ export interface InstancePruneTally {
   examined: number;
   /** Tombstoned; under a dry run, would be. */
   pruned: number;
+  /** Of those pruned, found tombstoned already while the index still listed them (as PruneTally's). */
+  finished: number;
   running: number;
   /** Ended at or after the cutoff. */
   recent: number;
@@ -97,7 +111,7 @@ export function keepMsProblem(keepMs: number): string | undefined {
  */
 export async function pruneOperations(request: PruneRequest): Promise<PruneTally> {
   const cutoffMs = cutoffOf(request);
-  const tally: PruneTally = { cutoffMs, examined: 0, pruned: 0, open: 0, indeterminate: 0, recent: 0, gone: 0, failures: [] };
+  const tally: PruneTally = { cutoffMs, examined: 0, pruned: 0, finished: 0, open: 0, indeterminate: 0, recent: 0, gone: 0, failures: [] };
   const list = (after: IndexPosition | undefined, limit: number) => request.store.index.list({ untilMs: cutoffMs, limit, ...(after ? { after } : {}) });
   return walkPages(request, tally, list, (row) => pruneOne(request, row, tally));
 }
@@ -162,7 +176,8 @@ async function pruneOne(request: PruneRequest, row: OperationIndexRow, tally: Pr
     return;
   }
   const id = row.operationId;
-  const log = await logToPrune(request.store, id, tally, (kind, description) => tally.failures.push({ operationId: id, kind, description }));
+  const failed = (failure: { kind: string; description: string }) => tally.failures.push({ operationId: id, ...failure });
+  const log = await logToPrune(request, id, tally, failed);
   if (log === undefined) return;
   // The log decides: an index row may lag it, never lead it (phases only advance).
   const record = fold(log);
@@ -175,33 +190,46 @@ async function pruneOne(request: PruneRequest, row: OperationIndexRow, tally: Pr
     tally.recent++;
     return;
   }
-  await pruneProved(request, id, tally, (failure) => tally.failures.push({ operationId: id, ...failure }));
+  await pruneProved(request, id, tally, failed);
 }
 
-/** The last step of a candidate its log proved prunable: counted under a dry run, else tombstoned (gone already, or a failure told). */
+/** The last step of a candidate its log proved prunable: counted under a dry run, else tombstoned (gone already, or a failure told); answers which. */
 export async function pruneProved(
   request: Pick<PruneRequest<unknown>, 'store' | 'dryRun'>,
   id: string,
   tally: { pruned: number; gone: number },
   failed: (failure: { kind: string; description: string }) => void,
-): Promise<void> {
+): Promise<'pruned' | 'gone' | 'failed'> {
   const failure = request.dryRun === true ? undefined : await tombstoneOf(request.store, id);
-  if (failure === undefined) tally.pruned++;
-  else if (failure.kind === 'not-found') tally.gone++;
-  else failed(failure);
+  if (failure === undefined) {
+    tally.pruned++;
+    return 'pruned';
+  }
+  if (failure.kind === 'not-found') {
+    tally.gone++;
+    return 'gone';
+  }
+  failed(failure);
+  return 'failed';
 }
 
-/** A candidate's log; undefined when it is gone already (counted) or could not be read (told to `failed`). */
+/**
+ * A candidate's log; undefined when there is none to decide on: gone (counted), tombstoned
+ * already (its tombstone done again and counted: the index still listing it means it may be
+ * half-done), or unreadable (told to `failed`).
+ */
 export async function logToPrune(
-  store: EventStore,
+  request: Pick<PruneRequest<unknown>, 'store' | 'dryRun'>,
   id: string,
-  tally: { gone: number },
-  failed: (kind: string, description: string) => void,
+  tally: { pruned: number; finished: number; gone: number },
+  failed: (failure: { kind: string; description: string }) => void,
 ): Promise<StoredTransition[] | undefined> {
-  const read = await store.read(id);
+  const read = await request.store.read(id);
   if (read.kind === 'ok') return read.transitions;
-  if (read.kind === 'not-found' || read.kind === 'expired') tally.gone++;
-  else failed(read.kind, read.description);
+  if (read.kind === 'not-found') tally.gone++;
+  else if (read.kind === 'expired') {
+    if ((await pruneProved(request, id, tally, failed)) === 'pruned') tally.finished++;
+  } else failed({ kind: read.kind, description: read.description });
   return undefined;
 }
 

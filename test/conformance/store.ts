@@ -459,6 +459,29 @@ const tombstoneRule: Rule = (factory) =>
   });
 
 /**
+ * A tombstone is done again when a prune finds a tombstoned key still listed (one left half-done,
+ * src/runtime/retention.ts): a second tombstone answers ok, finds nothing left to drop, and the
+ * key stays expired, never recreated.
+ */
+const tombstoneTwiceRule: Rule = (factory) =>
+  withHarness(factory, {}, async (h) => {
+    const id = newOperationId('tomb-twice');
+    const revision = await seeded(h, id);
+    expectOk(await h.store.append(id, revision, makeTransition(wideGuard(h), 'more')), 'append');
+    expectOk(await h.store.tombstone(id), 'tombstone');
+    expectOk(await h.store.tombstone(id), 'a second tombstone of the tombstoned stream');
+    assert.equal((await h.store.read(id)).kind, 'expired', 'still expired');
+    assert.equal(await h.store.index.get(id), undefined, 'no index row comes back');
+    const recreated = await h.store.create(id, makeTransition(wideGuard(h), 'again'));
+    assert.equal(recreated.kind, 'expired', `never recreated: ${JSON.stringify(recreated)}`);
+    expectOk(await h.store.tombstone(id), 'a third, after the refused create');
+    assert.equal((await h.store.read(id)).kind, 'expired', 'expired after all of them');
+    const ids: string[] = [];
+    for await (const listed of h.store.operationIds()) ids.push(listed);
+    assert.ok(!ids.includes(id), 'a tombstoned operation is not live');
+  });
+
+/**
  * readAfter answers what a reader holding the log up to a revision lacks: exactly what `read`
  * holds after it (revision, stamp, transition), nothing past the last revision, `diverged` for a
  * revision the log does not hold, and what `read` answers for a missing or tombstoned stream.
@@ -668,6 +691,7 @@ const rules: Array<[string, Rule]> = [
   ['the transition-size budget rejects before any write', sizeBudget],
   ['operationsMax capacity refuses new creates with unavailable; key history stays readable', capacity],
   ['tombstone: reads answer expired and the key is never recreated', tombstoneRule],
+  ['tombstone twice: the second answers ok and the key stays expired', tombstoneTwiceRule],
   ['operationIds lists live streams only', operationIdsRule],
   ['follow sees appends from every client', followRule],
   ['watch names the revision of every append, from every client', watchRule],

@@ -2,7 +2,8 @@
  * Payload expiry (src/runtime/retention.ts) on the memory and SQLite stores, on a virtual clock:
  * only operations settled (complete) before the cutoff lose their log; open, indeterminate and
  * recent ones are kept; a pruned key answers expired to a read and to a new admission, never
- * recreated; a dry run changes nothing; a second prune finds nothing more to do.
+ * recreated; a dry run changes nothing; a second prune finds nothing more to do; a key found
+ * tombstoned while the index still lists it is tombstoned again, which finishes it.
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -287,4 +288,31 @@ test('a late peer message on a settled operation pruned while this coordinator s
   } finally {
     await s.close();
   }
+});
+
+test('a candidate the index still lists but whose read answers expired (a tombstone left half-done) is tombstoned again, counted as finished', async () => {
+  const s = await scenario({ peers: 1, review: { completion: { mode: 'first-success' } } });
+  await s.addPeer('alfa', { review: answers('approve') });
+  const [half, whole] = [(await s.invoke('k-half')).result.operationId, (await s.invoke('k-whole')).result.operationId];
+  await s.settle();
+  // As a store whose tombstone stopped after its first write: reads answer expired, the log and the index row are still there.
+  const tombstoned: string[] = [];
+  const store = new Proxy(s.store, {
+    get: (target, key) => {
+      if (key === 'read') return async (id: string) => (id === half ? { kind: 'expired', description: `operation ${id} is tombstoned` } : target.read(id));
+      if (key === 'tombstone') return async (id: string) => (tombstoned.push(id), target.tombstone(id));
+      const value: unknown = Reflect.get(target, key, target);
+      return typeof value === 'function' ? value.bind(target) : value;
+    },
+  });
+  const nowMs = s.clock.nowMs() + 2 * hour;
+  const dry = await pruneOperations({ store, nowMs, keepMs: hour, dryRun: true });
+  assert.deepEqual([dry.examined, dry.pruned, dry.finished, dry.gone, tombstoned.length], [2, 2, 1, 0, 0], 'a dry run counts it and tombstones nothing');
+  const tally = await pruneOperations({ store, nowMs, keepMs: hour });
+  assert.deepEqual([tally.examined, tally.pruned, tally.finished, tally.gone, tally.failures], [2, 2, 1, 0, []]);
+  assert.deepEqual(tombstoned.sort(), [half, whole].sort());
+  assert.equal(await s.store.index.get(half), undefined, 'its index row is gone');
+  const again = await pruneOperations({ store, nowMs, keepMs: hour });
+  assert.deepEqual([again.examined, again.pruned], [0, 0], 'nothing more to do');
+  await s.close();
 });

@@ -77,13 +77,21 @@ function writeTallies(io: CliIo, options: PruneOptions, tallies: { operations: P
   const width = widthOf(io);
   const cutoff = new Date(ops.cutoffMs).toISOString();
   io.stdout.write(heading(`${options.dryRun ? 'dry run: ' : ''}settled or ended before ${cutoff} (${options.keep} ago)`, width));
+  // A tombstone left half-done (its payload or index row still there) is done again: a row only when there was one.
+  const finished = [
+    options.dryRun ? '  of them to finish' : '  of them finished',
+    ops.finished,
+    wf.finished,
+    'tombstoned already, yet still listed: finished now',
+  ];
   const rows = [
     [options.dryRun ? 'would prune' : 'pruned', ops.pruned, wf.pruned, 'settled (complete) or ended before the cutoff: the log goes, the key answers expired'],
+    ...(ops.finished + wf.finished > 0 ? [finished] : []),
     ['kept: open or running', ops.open, wf.running, 'not settled, or still running'],
     ['kept: indeterminate', ops.indeterminate, '-', 'settled indeterminate: left for an operator'],
     ['kept: needed', '-', wf.needed, 'its parent or a child it started still runs'],
     ['kept: recent', ops.recent, wf.recent, 'settled or ended after the cutoff'],
-    ['already gone', ops.gone, wf.gone, 'tombstoned or removed meanwhile'],
+    ['already gone', ops.gone, wf.gone, 'not found when read: removed meanwhile'],
     ['failed', ops.failures.length, wf.failures.length, 'read, replay or tombstone failed: the next prune tries again'],
   ];
   io.stdout.write(renderTable(['', 'operations', 'instances', 'what'], rows, width));

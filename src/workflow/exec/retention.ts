@@ -27,7 +27,7 @@ import { replayWorkflowLog } from './replay.js';
  */
 export async function pruneWorkflowInstances(request: PruneRequest<InstancePruneTally>): Promise<InstancePruneTally> {
   const cutoffMs = cutoffOf(request);
-  const tally: InstancePruneTally = { cutoffMs, examined: 0, pruned: 0, running: 0, recent: 0, needed: 0, gone: 0, failures: [] };
+  const tally: InstancePruneTally = { cutoffMs, examined: 0, pruned: 0, finished: 0, running: 0, recent: 0, needed: 0, gone: 0, failures: [] };
   const list = (after: WorkflowIndexPosition | undefined, limit: number) =>
     request.store.workflowIndex.list({ untilMs: cutoffMs, limit, ...(after ? { after } : {}) });
   return walkPages(request, tally, list, (row) => pruneOne(request, row, tally));
@@ -43,7 +43,8 @@ async function pruneOne(request: PruneRequest<InstancePruneTally>, row: Workflow
     return;
   }
   const id = row.instanceId;
-  const log = await logToPrune(request.store, id, tally, (kind, description) => tally.failures.push({ instanceId: id, kind, description }));
+  const failed = (failure: { kind: string; description: string }) => tally.failures.push({ instanceId: id, ...failure });
+  const log = await logToPrune(request, id, tally, failed);
   if (log === undefined) return;
   // The stores keep a workflow transition in the operations' shape (streams.ts); the replay checks each against the workflow schema.
   const replayed = replayWorkflowLog(log as unknown as Stored<WorkflowTransition>[]);
@@ -64,7 +65,7 @@ async function pruneOne(request: PruneRequest<InstancePruneTally>, row: Workflow
     tally.needed++;
     return;
   }
-  await pruneProved(request, id, tally, (failure) => tally.failures.push({ instanceId: id, ...failure }));
+  await pruneProved(request, id, tally, failed);
 }
 
 /**

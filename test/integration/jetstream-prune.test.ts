@@ -1,0 +1,89 @@
+/**
+ * Payload expiry on JetStream when a tombstone stops half-way. The store tombstones in several
+ * writes (key record, marker, purge of the payload below the marker, removal of the index row);
+ * once the marker is stored every read answers `expired`. A prune whose purge, or whose index row
+ * removal, failed after the marker leaves the operation listed: the next prune tombstones it
+ * again, which finishes it — the payload purged, the marker kept, the index row gone.
+ */
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import type { JetStreamManager } from '@nats-io/jetstream';
+import { JetStreamEventStore } from '../../src/adapters/store/jetstream.js';
+import { pruneOperations } from '../../src/runtime/retention.js';
+import { startJetStreamServer } from '../support/jetstream-server.js';
+import { expectOk, newOperationId } from '../conformance/store.js';
+import { admission, lifecycle } from '../conformance/index.js';
+
+process.env.PATH = `${process.env.PATH ?? ''}:/usr/sbin`;
+
+const hour = 3_600_000;
+const guard = { notBeforeMs: 0, notAfterMs: Number.MAX_SAFE_INTEGER };
+
+/** An operation admitted and settled (complete), as a coordinator writes it. */
+async function settled(store: JetStreamEventStore, label: string): Promise<string> {
+  const id = newOperationId(label);
+  let outcome = await store.create(id, admission(id, guard));
+  expectOk(outcome, `admit ${label}`);
+  for (const t of lifecycle(guard)) {
+    outcome = await store.append(id, outcome.revision, t);
+    expectOk(outcome, `${label} ${t.causation.command}`);
+  }
+  return id;
+}
+
+test('jetstream prune: a tombstone whose purge or index row removal failed after its marker is finished by the next prune', async () => {
+  const server = await startJetStreamServer();
+  const store = await JetStreamEventStore.open({ servers: server.url, requestTimeoutMs: 2000, indexRowDelayMs: 0 });
+  try {
+    const { jsm, streamName } = store as unknown as { jsm: JetStreamManager; streamName: string };
+    const [purgeFails, removeFails] = [await settled(store, 'purge-fails'), await settled(store, 'remove-fails')];
+    const messages = async (id: string) =>
+      (await jsm.streams.info(streamName, { subjects_filter: `convoke.op.${id}` })).state.subjects?.[`convoke.op.${id}`] ?? 0;
+    const listed = async () => (await store.index.list({ limit: 10 })).rows.map((row) => row.operationId).sort();
+    assert.deepEqual(await listed(), [purgeFails, removeFails].sort());
+    const held = await messages(purgeFails);
+    assert.equal(held, 1 + lifecycle(guard).length);
+
+    // Once each: the purge of one operation's payload and the removal of the other's index row fail.
+    const purge = jsm.streams.purge.bind(jsm.streams);
+    let purgeFailures = 1;
+    jsm.streams.purge = async (stream, options) => {
+      if (JSON.stringify(options).includes(purgeFails) && purgeFailures-- > 0) throw new Error('TIMEOUT (injected)');
+      return purge(stream, options);
+    };
+    const remove = store.index.remove.bind(store.index);
+    let removeFailures = 1;
+    store.index.remove = async (id) => {
+      if (id === removeFails && removeFailures-- > 0) throw new Error('TIMEOUT (injected)');
+      return remove(id);
+    };
+
+    const nowMs = Date.now() + 2 * hour;
+    const first = await pruneOperations({ store, nowMs, keepMs: hour });
+    assert.deepEqual([first.examined, first.pruned, first.failures.length], [2, 0, 2], JSON.stringify(first));
+    for (const id of [purgeFails, removeFails]) assert.equal((await store.read(id)).kind, 'expired', 'the marker is stored: reads answer expired');
+    assert.equal(await messages(purgeFails), held + 1, 'the payload is still there, the marker after it');
+    assert.equal(await messages(removeFails), 1, 'purged down to the marker');
+    assert.deepEqual(await listed(), [purgeFails, removeFails].sort(), 'both still listed');
+
+    const dry = await pruneOperations({ store, nowMs, keepMs: hour, dryRun: true });
+    assert.deepEqual([dry.examined, dry.pruned, dry.finished, dry.gone], [2, 2, 2, 0], 'a dry run counts what the prune would finish');
+    assert.equal(await messages(purgeFails), held + 1, 'and changes nothing');
+
+    const second = await pruneOperations({ store, nowMs, keepMs: hour });
+    assert.deepEqual([second.examined, second.pruned, second.finished, second.gone, second.failures], [2, 2, 2, 0, []], JSON.stringify(second));
+    for (const id of [purgeFails, removeFails]) {
+      assert.equal(await messages(id), 1, 'only the marker is left');
+      assert.equal((await store.read(id)).kind, 'expired');
+      assert.equal(await store.index.get(id), undefined, 'the index row is gone');
+      const again = await store.create(id, admission(id, guard));
+      assert.equal(again.kind, 'expired', `never recreated: ${JSON.stringify(again)}`);
+    }
+    assert.deepEqual(await listed(), []);
+    const third = await pruneOperations({ store, nowMs, keepMs: hour });
+    assert.deepEqual([third.examined, third.pruned], [0, 0], 'nothing more to do');
+  } finally {
+    await store.close();
+    await server.dispose();
+  }
+});
