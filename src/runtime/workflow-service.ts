@@ -89,8 +89,11 @@ export interface WorkflowChildInstance {
   instanceId: string;
   /** The workflow it runs (its document's name). */
   workflow: string;
-  /** Its status now, from the workflow instances index (else its log); null when it was bound but never started. */
-  status: WorkflowInstanceStatus | null;
+  /**
+   * Its status now, from the workflow instances index (else its log); null when it was bound but
+   * never started; `pruned` when retention expired its log (a parent kept outlives the child it ran).
+   */
+  status: WorkflowInstanceStatus | 'pruned' | null;
   /** What its parent made of it when the task awaiting it stopped waiting (cancelled, already-closed, not-started); null otherwise. */
   disposition: string | null;
 }
@@ -335,7 +338,7 @@ export const workflowInstanceSchema = {
           at: { type: 'string' },
           instanceId: instanceIdSchema,
           workflow: { type: 'string' },
-          status: nullable({ enum: ['running', 'completed', 'faulted', 'cancelled'] }),
+          status: nullable({ enum: ['running', 'completed', 'faulted', 'cancelled', 'pruned'] }),
           disposition: nullable({ enum: ['cancelled', 'already-closed', 'not-started'] }),
         },
       },

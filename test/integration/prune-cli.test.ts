@@ -4,6 +4,8 @@
  * a dry run changes nothing; a prune tombstones the settled ones, keeps the open one, prints what
  * became of each as a table (or --json), and the pruned keys answer expired; a second prune finds
  * nothing more; a period under an hour or without a unit is exit 2 before the store is opened.
+ * Workflow instances: a pruned one's `inspect` is exit 6 (`expired`) in one line, its kept
+ * parent's shows it pruned.
  */
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
@@ -15,8 +17,10 @@ import { SqliteEventStore } from '../../src/adapters/store/sqlite.js';
 import { SystemClock, VirtualClock } from '../../src/contract/clock.js';
 import { createEmbedded } from '../../src/deployment/embedded.js';
 import { peerIds, reviewBundle } from '../../src/deployment/examples.js';
+import { isWorkflowNamed } from '../../src/workflow/exec/document.js';
 import Database from 'better-sqlite3';
 import { repoRoot } from '../support/http-server.js';
+import { harness, quickDocument, yaml } from '../workflow/support.js';
 
 let dir = '';
 let path = '';
@@ -166,4 +170,57 @@ test("prune: the log decides, not the index: a row that says settled over an ope
   assert.deepEqual([ops.examined, ops.pruned, ops.open, ops.recent], [2, 0, 1, 1]);
   assert.equal(convoke(['inspect', recent, '--store', store]).code, 0, "today's operation keeps its log");
   assert.equal(convoke(['inspect', open, '--store', store]).code, 0, 'the open operation keeps its log');
+});
+
+/** A store whose parent instance ended 40 minutes ago and its child 90 minutes ago: a prune keeping an hour takes the child, keeps the parent. */
+async function workflowStore(): Promise<{ store: string; parent: string; child: string }> {
+  const file = join(dir, 'workflows.db');
+  const clock = new VirtualClock(new SystemClock().nowMs() - 90 * 60_000);
+  const sqlite = new SqliteEventStore({ path: file, clock });
+  const h = harness({ store: sqlite, clock, workflows: (_document, ref) => (isWorkflowNamed(quickDocument, ref) ? quickDocument : undefined) });
+  try {
+    const document = yaml(`
+document: { dsl: '1.0.3', namespace: t, name: stays, version: '1.0.0' }
+do:
+  - child:
+      run:
+        workflow: { namespace: t, name: quick, version: '1.0.0' }
+  - pause:
+      wait: { minutes: 50 }
+`);
+    const { instanceId: parent } = await h.executor.start({ principalId: 'alice', invocationKey: 'p', document, input: {} });
+    await clock.advance(0);
+    const child = Object.values((await h.executor.get(parent))!.subworkflows)[0]!.instanceId;
+    await clock.advance(50 * 60_000);
+    assert.deepEqual([(await h.executor.get(parent))?.status, (await h.executor.get(child))?.status], ['completed', 'completed']);
+    return { store: `sqlite:${file}`, parent, child };
+  } finally {
+    await h.close();
+  }
+}
+
+test('prune of workflow instances: a pruned one is exit 6 to inspect, in one line; its kept parent shows it pruned', async () => {
+  const { store, parent, child } = await workflowStore();
+  const pruned = convoke(['prune', '--store', store, '--keep', '1h', '--json']);
+  assert.equal(pruned.code, 0, pruned.err);
+  const instances = (JSON.parse(pruned.out) as Tally).workflowInstances;
+  assert.deepEqual([instances.examined, instances.pruned, instances.recent], [2, 1, 1]);
+
+  for (const command of [['inspect'], ['workflow', 'inspect']]) {
+    const inspected = convoke([...command, child, '--store', store]);
+    assert.equal(inspected.code, 6, `${command.join(' ')} of the pruned instance: expired, ${inspected.err}`);
+    assert.equal(inspected.err.trim().split('\n').length, 1, `one line, no stack: ${inspected.err}`);
+    assert.deepEqual(JSON.parse(inspected.err), { kind: 'expired', description: `workflow instance ${child} was pruned: its log is gone, its key is kept` });
+  }
+  const byPrefix = convoke(['inspect', child.slice(0, 20), '--store', store]);
+  assert.equal(byPrefix.code, 9, `a prefix names no instance stored: ${byPrefix.err}`);
+
+  const kept = convoke(['inspect', parent, '--store', store]);
+  assert.equal(kept.code, 0, kept.err);
+  assert.match(kept.out, new RegExp(`child /do/0/child: workflow instance ${child} \\(quick\\) pruned`));
+  const shown = JSON.parse(convoke(['inspect', parent, '--store', store, '--json']).out) as { childInstances: { instanceId: string; status: string }[] };
+  assert.deepEqual(
+    shown.childInstances.map((c) => [c.instanceId, c.status]),
+    [[child, 'pruned']],
+  );
 });

@@ -10,12 +10,12 @@
  */
 import { isDeepStrictEqual } from 'node:util';
 import type { EventStore } from '../../adapters/store/types.js';
+import { AdapterError, isAdapterError } from '../../contract/errors.js';
 import type { WorkflowIndexPosition } from '../../events/workflow-index.js';
 import type { Stored } from '../../kernel/types.js';
 import type { ValueRef, WorkflowEvent, WorkflowTransition } from '../../workflow/exec/events.js';
 import { foldWorkflow, type WorkflowRecord } from '../../workflow/exec/record.js';
-import type { WorkflowChildInstance, WorkflowInstanceStatus } from '../../runtime/workflow-service.js';
-import { AdapterError } from '../../contract/errors.js';
+import type { WorkflowChildInstance } from '../../runtime/workflow-service.js';
 import { replayWorkflowLog } from '../../workflow/exec/replay.js';
 import { workflowIndexRowOfLog } from '../../workflow/exec/index-row.js';
 import { workflowStreams } from '../../workflow/exec/streams.js';
@@ -47,11 +47,28 @@ async function foundInstance(store: EventStore, typed: string, io: CliIo): Promi
   return undefined;
 }
 
+/**
+ * The instance's log; undefined when it has none (not found, or no transitions). A pruned
+ * (tombstoned) instance is AdapterError `expired`, as a pruned operation is (exit 6); a store
+ * that cannot answer is `unavailable` (exit 4).
+ */
 async function readInstance(store: EventStore, instanceId: string): Promise<Stored<WorkflowTransition>[] | undefined> {
   const read = await workflowStreams(store).read(instanceId);
   if (read.kind === 'not-found') return undefined;
-  if (read.kind !== 'ok') throw new Error(`read ${instanceId}: ${read.description}`);
+  if (read.kind === 'expired') throw new AdapterError('expired', `workflow instance ${instanceId} was pruned: its log is gone, its key is kept`);
+  if (read.kind !== 'ok') throw new AdapterError('unavailable', `read ${instanceId}: ${read.description}`);
   return read.transitions.length === 0 ? undefined : read.transitions;
+}
+
+/** An instance's status from its log, for a child with no index row: null when it has none, `pruned` when it was. */
+async function statusOfLog(store: EventStore, instanceId: string): Promise<WorkflowChildInstance['status']> {
+  try {
+    const log = await readInstance(store, instanceId);
+    return (log && foldWorkflow(log)?.status) ?? null;
+  } catch (error) {
+    if (isAdapterError(error) && error.kind === 'expired') return 'pruned';
+    throw error;
+  }
 }
 
 const short = (value: unknown, max = 60): string => {
@@ -114,29 +131,17 @@ function describe(event: WorkflowEvent, originMs: number): string {
   }
 }
 
-/**
- * The child workflow instances of a record (`run: workflow`) in the order their tasks started, each
- * with its status in the store now (null: never started, or pruned since: a parent kept by retention
- * outlives the child it ran).
- */
+/** The child workflow instances of a record (`run: workflow`) in the order their tasks started, each with its status in the store now (null: never started). */
 async function childInstancesOf(store: EventStore, record: WorkflowRecord): Promise<WorkflowChildInstance[]> {
   const order = (at: string) => record.tasks[at]?.startedSeq ?? Number.MAX_SAFE_INTEGER;
   const children = Object.entries(record.subworkflows).sort(([a], [b]) => order(a) - order(b));
   return Promise.all(
     children.map(async ([at, child]) => {
       const row = await store.workflowIndex.get(child.instanceId);
-      const status = row?.status ?? (await childStatus(store, child.instanceId));
+      const status = row ? row.status : await statusOfLog(store, child.instanceId);
       return { at, instanceId: child.instanceId, workflow: child.workflow, status, disposition: child.disposition?.disposition ?? null };
     }),
   );
-}
-
-/** A child's status read from its log; null when it has none (never started, or pruned). */
-async function childStatus(store: EventStore, instanceId: string): Promise<WorkflowInstanceStatus | null> {
-  const read = await workflowStreams(store).read(instanceId);
-  if (read.kind === 'not-found' || read.kind === 'expired') return null;
-  if (read.kind !== 'ok') throw new AdapterError(read.kind, `read ${instanceId}: ${read.description}`);
-  return foldWorkflow(read.transitions)?.status ?? null;
 }
 
 function renderSummary(record: WorkflowRecord, childInstances: readonly WorkflowChildInstance[]): string {

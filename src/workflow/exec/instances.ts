@@ -20,7 +20,6 @@ import type {
   WorkflowInspection,
   WorkflowInstance,
   WorkflowInstanceService,
-  WorkflowInstanceStatus,
   WorkflowStage,
   WorkflowStartRequest,
 } from '../../runtime/workflow-service.js';
@@ -231,18 +230,19 @@ export class WorkflowInstances implements WorkflowInstanceService {
 
   /**
    * An instance's status now: its index row (no instance is loaded to read it), else its record;
-   * null when there is none — never started, or pruned (a parent kept by retention outlives the
-   * child it ran: the parent stays readable, its child's status is gone with its log).
+   * null when there is none (never started), `pruned` when retention expired it (a parent kept by
+   * retention outlives the child it ran: the parent stays readable).
    */
-  private async statusOf(instanceId: string): Promise<WorkflowInstanceStatus | null> {
+  private async statusOf(instanceId: string): Promise<WorkflowChildInstance['status']> {
     const index = this.options.listing?.store.workflowIndex;
     const row = index ? await index.get(instanceId) : undefined;
     if (row) return row.status;
-    const record = await this.options.executor.get(instanceId).catch((error: unknown) => {
-      if (isAdapterError(error) && error.kind === 'expired') return undefined;
+    try {
+      return (await this.options.executor.get(instanceId))?.status ?? null;
+    } catch (error) {
+      if (isAdapterError(error) && error.kind === 'expired') return 'pruned';
       throw error;
-    });
-    return record?.status ?? null;
+    }
   }
 
   private cancellationOf(record: WorkflowRecord): 'none' | 'caller' {
