@@ -677,6 +677,22 @@ const runningWorkflows: Rule = (factory) =>
     }
   });
 
+const newInstanceId = (label: string): string => 'wf' + createHash('sha256').update(`${label}:${randomUUID()}`).digest('hex');
+
+/** `convoke replay` of a whole store replays what workflowInstanceIds lists: a tombstoned (pruned) instance is not. */
+const workflowInstanceIdsRule: Rule = (factory) =>
+  withHarness(factory, {}, async (h) => {
+    const [kept, ended, pruned] = [newInstanceId('kept'), newInstanceId('ended'), newInstanceId('pruned')];
+    for (const id of [kept, ended, pruned]) expectOk(await h.store.create(id, workflowTransition(h, 'workflow-started')), `start ${id}`);
+    for (const id of [ended, pruned])
+      expectOk(await h.store.append(id, (await readOk(h.store, id)).revision, workflowTransition(h, 'workflow-completed')), `${id} ends`);
+    expectOk(await h.store.create(newOperationId('beside'), makeTransition(wideGuard(h), 'op')), 'an operation beside them');
+    expectOk(await h.store.tombstone(pruned), 'tombstone');
+    const listed: string[] = [];
+    for await (const id of h.store.workflowInstanceIds()) listed.push(id);
+    assert.deepEqual(listed.sort(), [kept, ended].sort(), 'every instance stored, running or ended, except the tombstoned one; no operation');
+  });
+
 const rules: Array<[string, Rule]> = [
   ['create-if-absent: a second create answers conflict and the stream is unchanged', createIfAbsent],
   ['append with the expected revision succeeds and advances the revision', appendAtRevision],
@@ -699,6 +715,7 @@ const rules: Array<[string, Rule]> = [
   ['readAfter answers exactly what read holds after a revision, diverged for one the log does not hold', readAfterRule],
   ['a store accepts only what it reads back: appends past its log limit are refused and the whole log reads back', readsBackWhatItAccepts],
   ['running workflow instances are listed from their start to their end, without operations, to every client', runningWorkflows],
+  ['workflowInstanceIds lists every instance stored but the tombstoned ones', workflowInstanceIdsRule],
 ];
 
 export function storeConformance(name: string, factory: StoreFactory, options: ConformanceOptions = {}): void {

@@ -5,7 +5,7 @@
  * became of each as a table (or --json), and the pruned keys answer expired; a second prune finds
  * nothing more; a period under an hour or without a unit is exit 2 before the store is opened.
  * Workflow instances: a pruned one's `inspect` is exit 6 (`expired`) in one line, its kept
- * parent's shows it pruned.
+ * parent's shows it pruned, and `replay` of the store replays the kept one only (exit 0).
  */
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
@@ -199,7 +199,7 @@ do:
   }
 }
 
-test('prune of workflow instances: a pruned one is exit 6 to inspect, in one line; its kept parent shows it pruned', async () => {
+test('prune of workflow instances: a pruned one is exit 6 to inspect, in one line; its kept parent shows it pruned; replay of the store is 0', async () => {
   const { store, parent, child } = await workflowStore();
   const pruned = convoke(['prune', '--store', store, '--keep', '1h', '--json']);
   assert.equal(pruned.code, 0, pruned.err);
@@ -222,5 +222,14 @@ test('prune of workflow instances: a pruned one is exit 6 to inspect, in one lin
   assert.deepEqual(
     shown.childInstances.map((c) => [c.instanceId, c.status]),
     [[child, 'pruned']],
+  );
+
+  const replayed = convoke(['replay', '--store', store, '--json']);
+  assert.equal(replayed.code, 0, replayed.out);
+  const report = JSON.parse(replayed.out) as { differences: number; rows: { instanceId: string; problem: string | null }[] };
+  assert.deepEqual(
+    report.rows.map((r) => [r.instanceId, r.problem]),
+    [[parent, null]],
+    'the pruned instance is not replayed, as a pruned operation is not',
   );
 });

@@ -11,7 +11,11 @@ import type { WorkflowEvent, WorkflowTransition } from '../../src/workflow/exec/
 import { replayWorkflowLog } from '../../src/workflow/exec/replay.js';
 import { workflowStreams } from '../../src/workflow/exec/streams.js';
 import { SqliteEventStore } from '../../src/adapters/store/sqlite.js';
-import { SystemClock } from '../../src/contract/clock.js';
+import { MemoryEventStore } from '../../src/adapters/store/memory.js';
+import type { EventStore } from '../../src/adapters/store/types.js';
+import { SystemClock, VirtualClock } from '../../src/contract/clock.js';
+import { replayInstances } from '../../src/cli/commands/workflow-ops.js';
+import { harness, quickDocument } from './support.js';
 import { workflowInstanceId } from '../../src/workflow/ids.js';
 import { captureIo } from '../support/cli-io.js';
 import { minimalServeConfig } from '../support/config-fixtures.js';
@@ -457,4 +461,39 @@ test('inspect, workflow inspect and replay take a workflow instance by a unique 
   } finally {
     await rm(dir, { recursive: true, force: true });
   }
+});
+
+/** The store, its workflowInstanceIds() answering `ids` instead. */
+const listing = (store: EventStore, ids: readonly string[]): EventStore =>
+  new Proxy(store, {
+    get: (target, key) => {
+      if (key === 'workflowInstanceIds')
+        return async function* () {
+          yield* ids;
+        };
+      const value: unknown = Reflect.get(target, key, target);
+      return typeof value === 'function' ? value.bind(target) : value;
+    },
+  });
+
+test('replay of a whole store skips a pruned instance, even one listed before it was pruned, and keeps the row of a live log it was not listed', async () => {
+  const clock = new VirtualClock();
+  const store = new MemoryEventStore({ clock });
+  const h = harness({ store, clock });
+  const ids: string[] = [];
+  for (const key of ['pruned', 'kept'])
+    ids.push((await h.executor.start({ principalId: 'alice', invocationKey: key, document: quickDocument, input: {} })).instanceId);
+  await clock.advance(0);
+  await h.close();
+  const [pruned, kept] = ids as [string, string];
+  assert.equal((await store.tombstone(pruned)).kind, 'ok');
+  const summary = (rows: { instanceId: string; status: string; problem: string | null }[]) => rows.map((r) => [r.instanceId, r.status, r.problem]);
+  const ok = [[kept, 'completed', null]];
+
+  assert.deepEqual(summary(await replayInstances(store, false)), ok);
+  assert.deepEqual(summary(await replayInstances(listing(store, [pruned, kept]), false)), ok, 'listed, then pruned before its read: skipped');
+  // Not listed, yet its log reads (a store whose tombstone stopped after its key record): replayed, its index row kept even by --fix-index.
+  assert.deepEqual(summary(await replayInstances(listing(store, [pruned]), true)), ok);
+  assert.equal((await store.workflowIndex.get(kept))?.status, 'completed');
+  await store.close();
 });

@@ -14,6 +14,7 @@ import { workflowStreams } from '../../src/workflow/exec/streams.js';
 import { harness, runToEnd, yaml } from './support.js';
 import { isAdapterError } from '../../src/contract/errors.js';
 import { pruneWorkflowInstances } from '../../src/workflow/exec/retention.js';
+import { replayInstances } from '../../src/cli/commands/workflow-ops.js';
 
 process.env.PATH = `${process.env.PATH ?? ''}:/usr/sbin`;
 
@@ -163,7 +164,7 @@ async function storeSubjects(url: string): Promise<string[]> {
   }
 }
 
-test('workflow instances on JetStream expire: an ended one is tombstoned, its index row goes, its key is never started again', async () => {
+test('workflow instances on JetStream expire: an ended one is tombstoned, its index row goes, its key is never started again, a replay of the store skips it', async () => {
   const server = await startJetStreamServer();
   const clock = new SystemClock();
   const store = await JetStreamEventStore.open({ servers: server.url, requestTimeoutMs: 2000 });
@@ -187,6 +188,13 @@ test('workflow instances on JetStream expire: an ended one is tombstoned, its in
     assert.deepEqual(
       listed.rows.map((row) => row.instanceId),
       [running.instanceId],
+    );
+    const ids: string[] = [];
+    for await (const id of store.workflowInstanceIds()) ids.push(id);
+    assert.deepEqual(ids, [running.instanceId], 'the pruned instance is not listed');
+    assert.deepEqual(
+      (await replayInstances(store, false)).map((row) => [row.instanceId, row.problem]),
+      [[running.instanceId, null]],
     );
     // Another client (a fresh view of the index) sees the row gone as well.
     const other = await JetStreamEventStore.open({ servers: server.url, requestTimeoutMs: 2000 });

@@ -149,16 +149,21 @@ export class EventStoreDbStore extends ReplayStampedStore {
     for (const id of new Set(marked)) if (!ended.has(id)) yield id;
   }
 
-  /** Every instance was marked running before its creation was written: the marks are the instances (one listed whose creation failed reads not-found). */
+  /**
+   * Every instance was marked running before its creation was written: the marks are the
+   * instances (one listed whose creation failed reads not-found), less the tombstoned ones.
+   */
   async *workflowInstanceIds(): AsyncIterable<string> {
     this.throwIfClosed();
     let marked: string[];
+    let tombstoned: Set<string>;
     try {
       marked = await this.indexIds(`${this.prefix}-wf-running`, 'instanceId');
+      tombstoned = new Set(await this.indexIds(`${this.prefix}-tombstones`));
     } catch (error) {
       throw unavailable(esdbFailure(error).description, error);
     }
-    yield* new Set(marked);
+    for (const id of new Set(marked)) if (!tombstoned.has(id)) yield id;
   }
 
   async workflowEnded(instanceId: string): Promise<void> {

@@ -312,16 +312,22 @@ export class JetStreamEventStore extends ReplayStampedStore {
     }
   }
 
+  /** The instance subjects less those with a tombstone key record, as operationIds() lists operations. */
   async *workflowInstanceIds(): AsyncIterable<string> {
     this.throwIfClosed();
     const wfPrefix = `${this.prefix}.wf.`;
     let subjects: string[];
+    let tombs: Set<string>;
     try {
       subjects = await subjectsOf(this.jsm, this.streamName, `${wfPrefix}>`);
+      tombs = new Set(await subjectsOf(this.jsm, `${this.streamName}_TOMBS`, `${this.prefix}.tomb.>`));
     } catch (error) {
       throw unavailable(natsFailure(error).description, error);
     }
-    for (const subject of subjects) yield subject.slice(wfPrefix.length);
+    for (const subject of subjects) {
+      const id = subject.slice(wfPrefix.length);
+      if (!tombs.has(this.tombSubject(id))) yield id;
+    }
   }
 
   async workflowEnded(instanceId: string): Promise<void> {

@@ -212,7 +212,7 @@ export class MemoryEventStore implements EventStore {
 
   async *workflowInstanceIds(): AsyncIterable<string> {
     this.assertOpen();
-    yield* [...this.streams.keys()].filter((id) => streamFamily(id) === 'wf');
+    yield* [...this.streams.entries()].filter(([id, stream]) => streamFamily(id) === 'wf' && !stream.tombstoned).map(([id]) => id);
   }
 
   /** The set is exact: nothing is left to remove. */

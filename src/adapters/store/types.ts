@@ -170,7 +170,10 @@ export interface EventStore {
   runningWorkflowIds(): AsyncIterable<string>;
   /** The instance was read and found ended (or absent): whatever mark of it is left goes. */
   workflowEnded(instanceId: string): Promise<void>;
-  /** Every workflow instance stored, running or ended, in no particular order (`convoke replay` of a whole store). */
+  /**
+   * Every workflow instance stored, running or ended, in no particular order (`convoke replay` of
+   * a whole store); not a tombstoned (pruned) one, as operationIds() lists no tombstoned operation.
+   */
   workflowInstanceIds(): AsyncIterable<string>;
   /**
    * Drops an operation's payload and keeps a minimal tombstone of its key: later reads answer

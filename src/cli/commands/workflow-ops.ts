@@ -4,9 +4,10 @@
  * replay wf…` rebuilds it from its log and checks the record against the machines' own replay
  * (workflow/exec/replay.ts), and the store's workflow instances index row against the projection
  * of the log (workflow/exec/index-row.ts); `--fix-index` writes the row again. Exit 1 on any
- * difference (a row rewritten by --fix-index is not one), 9 when the instance is unknown.
- * `convoke replay` without an id does the same for every instance (replayInstances), and reports
- * (with --fix-index removes) index rows of instances with no live log.
+ * difference (a row rewritten by --fix-index is not one), 9 when the instance is unknown, 6 when
+ * it was pruned. `convoke replay` without an id does the same for every instance but the pruned
+ * ones (replayInstances), and reports (with --fix-index removes) index rows of instances with no
+ * live log.
  */
 import { isDeepStrictEqual } from 'node:util';
 import type { EventStore } from '../../adapters/store/types.js';
@@ -223,31 +224,53 @@ async function checkWorkflowIndexRow(
   return { problem: `${differs} (rebuilt)`, repaired: true };
 }
 
+/** The row of an instance that could not be replayed. */
+const unreplayed = (instanceId: string, problem: string): InstanceReplay => ({ instanceId, transitions: 0, status: '-', problem, repaired: false });
+
 /** Rebuilds one instance from its log through the machines, then checks (with `fixIndex`, repairs) its index row. */
 export async function replayInstance(store: EventStore, instanceId: string, fixIndex = false, read?: Stored<WorkflowTransition>[]): Promise<InstanceReplay> {
   try {
     // `read`: the log, when the caller holds it already.
     const log = read ?? (await readInstance(store, instanceId));
-    if (!log) return { instanceId, transitions: 0, status: '-', problem: 'no transitions stored', repaired: false };
+    if (!log) return unreplayed(instanceId, 'no transitions stored');
     const { record, problem } = replayWorkflowLog(log);
     const index = problem === null ? await checkWorkflowIndexRow(store, instanceId, log, fixIndex) : { problem, repaired: false };
     return { instanceId, transitions: log.length, status: record?.status ?? '-', ...index };
   } catch (error) {
-    return { instanceId, transitions: 0, status: '-', problem: `replay failed: ${(error as Error).message}`, repaired: false };
+    return unreplayed(instanceId, `replay failed: ${(error as Error).message}`);
   }
 }
 
 /**
+ * An instance a whole store's replay reaches: `pruned` when its key answers `expired` (a pruned
+ * instance is not replayed, as a pruned operation is not), `absent` when it holds no transitions,
+ * else its row (a read that failed is one too).
+ */
+async function replayStored(store: EventStore, instanceId: string, fixIndex: boolean): Promise<InstanceReplay | 'pruned' | 'absent'> {
+  let log: Stored<WorkflowTransition>[] | undefined;
+  try {
+    log = await readInstance(store, instanceId);
+  } catch (error) {
+    if (isAdapterError(error) && error.kind === 'expired') return 'pruned';
+    return unreplayed(instanceId, `replay failed: ${(error as Error).message}`);
+  }
+  return log ? replayInstance(store, instanceId, fixIndex, log) : 'absent';
+}
+
+/**
  * Every workflow instance of the store replayed (its index row checked, with `fixIndex` written
- * again), then the index rows of instances with no live log (with `fixIndex` removed).
- * `progress` is told after each instance.
+ * again) but the pruned ones, then the index rows of instances with no live log (with `fixIndex`
+ * removed). `progress` is told after each instance.
  */
 export async function replayInstances(store: EventStore, fixIndex: boolean, progress?: (done: number, total: number) => void): Promise<InstanceReplay[]> {
   const ids: string[] = [];
   for await (const instanceId of store.workflowInstanceIds()) ids.push(instanceId);
   const rows: InstanceReplay[] = [];
   for (const [i, instanceId] of ids.entries()) {
-    rows.push(await replayInstance(store, instanceId, fixIndex));
+    // Listed, then pruned before its read: skipped.
+    const replayed = await replayStored(store, instanceId, fixIndex);
+    if (replayed === 'absent') rows.push(unreplayed(instanceId, 'no transitions stored'));
+    else if (replayed !== 'pruned') rows.push(replayed);
     progress?.(i + 1, ids.length);
   }
   const live = new Set(ids);
@@ -256,6 +279,13 @@ export async function replayInstances(store: EventStore, fixIndex: boolean, prog
     const page = await store.workflowIndex.list({ limit: 500, ...(after ? { after } : {}) });
     for (const row of page.rows) {
       if (live.has(row.instanceId)) continue;
+      // Not listed, yet its log reads (a tombstone that stopped after its key record, before its
+      // marker), or it could not be read: replayed or told, its row kept.
+      const replayed = await replayStored(store, row.instanceId, fixIndex);
+      if (typeof replayed === 'object') {
+        rows.push(replayed);
+        continue;
+      }
       if (fixIndex) await store.workflowIndex.put(row.instanceId, undefined);
       const problem = `a workflow index row without a live log${fixIndex ? ' (removed)' : ''}`;
       rows.push({ instanceId: row.instanceId, transitions: 0, status: row.status, problem, repaired: fixIndex });
