@@ -505,20 +505,21 @@ function withRetention(config: DeploymentConfig, deployment: RunningDeployment, 
     keepMs: retention.keepMs,
     ...(retention.everyMs === undefined ? {} : { everyMs: retention.everyMs }),
     ...(workflows?.prune ? { instances: workflows.prune.bind(workflows) } : {}),
-    onPrune: ({ operations, instances }, stopped) => {
+    onPrune: ({ operations, instances }, stopped, error) => {
       metrics.pruned.inc({ kind: 'operation' }, operations.pruned);
       if (instances) metrics.pruned.inc({ kind: 'workflow-instance' }, instances.pruned);
       const failures = [
         ...operations.failures.map((f) => `${f.operationId} ${f.kind}`),
         ...(instances?.failures ?? []).map((f) => `${f.instanceId} ${f.kind}`),
       ];
-      metrics.pruneRuns.inc({ result: failures.length > 0 ? 'failed' : 'ok' });
+      metrics.pruneRuns.inc({ result: error !== undefined ? 'error' : failures.length > 0 ? 'failed' : 'ok' });
       const kept = operations.open + operations.indeterminate + operations.recent;
       const ofInstances = instances ? `; ${instances.pruned} workflow instances pruned, ${instances.running + instances.recent + instances.needed} kept` : '';
       const failed = failures.length > 0 ? `; ${failures.length} could not be (first: ${failures[0]})` : '';
+      const broke = error === undefined ? '' : `; then it stopped (${error instanceof Error ? error.message : String(error)}): the next runs on schedule`;
       log?.(
-        `retention: ${operations.pruned} operations settled before ${new Date(operations.cutoffMs).toISOString()} pruned, ${kept} kept${ofInstances}${failed}${stopped ? '; stopped by shutdown' : ''}`,
-        failures.length > 0 ? 'warn' : 'info',
+        `retention: ${operations.pruned} operations settled before ${new Date(operations.cutoffMs).toISOString()} pruned, ${kept} kept${ofInstances}${failed}${stopped ? '; stopped by shutdown' : ''}${broke}`,
+        failures.length > 0 || error !== undefined ? 'warn' : 'info',
       );
     },
     onError: (error) => {

@@ -116,6 +116,24 @@ export async function pruneOperations(request: PruneRequest): Promise<PruneTally
   return walkPages(request, tally, list, (row) => pruneOne(request, row, tally));
 }
 
+/**
+ * A prune stopped part-way by a page its index could not list: what it had done by then (its
+ * tally), with the failure's kind (an unavailable store stays unavailable: exit 4, retried on
+ * schedule). Running it again finishes the rest.
+ */
+export class PruneStopped<T extends { examined: number } = { examined: number }> extends AdapterError {
+  constructor(
+    readonly tally: T,
+    cause: unknown,
+  ) {
+    const failure = cause instanceof AdapterError ? cause : undefined;
+    const detail = failure?.description ?? (cause instanceof Error ? cause.message : String(cause));
+    super(failure?.kind ?? 'unavailable', `the index could not be listed past ${tally.examined} rows examined (${detail}); run the prune again for the rest`, {
+      cause,
+    });
+  }
+}
+
 /** The cutoff of a prune (`nowMs` − `keepMs`), its period checked first. */
 export function cutoffOf(request: Pick<PruneRequest<unknown>, 'nowMs' | 'keepMs'>): number {
   const problem = keepMsProblem(request.keepMs);
@@ -139,7 +157,14 @@ export async function walkPages<T extends { examined: number }, R, P>(
   const limit = request.pageSize ?? prunePageSizeDefault;
   let after: P | undefined;
   do {
-    const page = await list(after, limit);
+    let page: { rows: R[]; next?: P };
+    try {
+      page = await list(after, limit);
+    } catch (error) {
+      // What was done before is not lost with the page: the tally goes with the failure.
+      if (tally.examined === 0) throw error;
+      throw new PruneStopped(tally, error);
+    }
     const underWay = new Set<Promise<void>>();
     let failed: unknown;
     for (const row of page.rows) {
@@ -257,9 +282,13 @@ export interface RetentionScheduleOptions {
   everyMs?: number;
   /** Prunes the workflow instances too, after the operations (src/workflow/exec/retention.ts, as the deployment's workflow service runs it). */
   instances?(request: Omit<PruneRequest<InstancePruneTally>, 'store'>): Promise<InstancePruneTally>;
-  /** Told each prune's tallies when it ended (it ran through, or it was stopped). */
-  onPrune?(tallies: { operations: PruneTally; instances?: InstancePruneTally }, stopped: boolean): void;
-  /** Told a prune that could not run (an index could not be listed); the next goes on schedule. */
+  /**
+   * Told each prune's tallies when it ended: it ran through, it was stopped (`stopped`), or it
+   * failed part-way (`error`: an index page could not be listed, or the workflow instances' prune
+   * failed after the operations'), with what it had done by then.
+   */
+  onPrune?(tallies: { operations: PruneTally; instances?: InstancePruneTally }, stopped: boolean, error?: unknown): void;
+  /** Told a prune that could not run at all (the first page of the index could not be listed); the next goes on schedule. */
   onError?(error: unknown): void;
 }
 
@@ -280,9 +309,22 @@ export function scheduleRetention(options: RetentionScheduleOptions): { close():
   };
   const prune = async () => {
     const request = { nowMs: options.clock.nowMs(), keepMs: options.keepMs, stopped: () => closed };
-    const operations = await pruneOperations({ store: options.store, ...request });
-    const instances = options.instances && !closed ? await options.instances(request) : undefined;
-    options.onPrune?.(instances === undefined ? { operations } : { operations, instances }, closed);
+    let operations: PruneTally | undefined;
+    let instances: InstancePruneTally | undefined;
+    let failure: unknown;
+    try {
+      operations = await pruneOperations({ store: options.store, ...request });
+      if (options.instances && !closed) instances = await options.instances(request);
+    } catch (error) {
+      // Stopped part-way: what it did is told with the failure (its tombstones counted), not lost with it.
+      if (!(error instanceof PruneStopped) && operations === undefined) throw error;
+      if (operations === undefined) operations = (error as PruneStopped<PruneTally>).tally;
+      else if (error instanceof PruneStopped) instances = (error as PruneStopped<InstancePruneTally>).tally;
+      failure = error;
+    }
+    const tallies = instances === undefined ? { operations } : { operations, instances };
+    if (failure === undefined) options.onPrune?.(tallies, closed);
+    else options.onPrune?.(tallies, closed, failure);
   };
   const run = () => {
     timer = undefined;

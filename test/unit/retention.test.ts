@@ -7,7 +7,7 @@
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { isAdapterError } from '../../src/contract/errors.js';
+import { AdapterError, isAdapterError } from '../../src/contract/errors.js';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -15,7 +15,7 @@ import { SqliteEventStore } from '../../src/adapters/store/sqlite.js';
 import { VirtualClock } from '../../src/contract/clock.js';
 import { buildDeployment, parseDeploymentConfig } from '../../src/deployment/config.js';
 import { reviewBundle } from '../../src/deployment/examples.js';
-import { keepMsProblem, pruneOperations, retentionKeepMsMin, scheduleRetention, type PruneTally } from '../../src/runtime/retention.js';
+import { keepMsProblem, pruneOperations, PruneStopped, retentionKeepMsMin, scheduleRetention, type PruneTally } from '../../src/runtime/retention.js';
 import { minimalServeConfig } from '../support/config-fixtures.js';
 import { createWorkflowHost } from '../../src/cli/workflow-host.js';
 import { harness, quickDocument } from '../workflow/support.js';
@@ -315,4 +315,67 @@ test('a candidate the index still lists but whose read answers expired (a tombst
   const again = await pruneOperations({ store, nowMs, keepMs: hour });
   assert.deepEqual([again.examined, again.pruned], [0, 0], 'nothing more to do');
   await s.close();
+});
+
+test('a prune stopped part-way keeps what it did: a page the index could not list, or the instances’ prune failing after the operations’', async () => {
+  const { s, settled, recent, open, startMs } = await fixture('memory');
+  try {
+    // One row a page; the second page cannot be listed.
+    let lists = 0;
+    const store = new Proxy(s.store, {
+      get: (target, key) => {
+        if (key === 'index')
+          return new Proxy(target.index, {
+            get: (index, name) => {
+              const value: unknown = Reflect.get(index, name, index);
+              if (name !== 'list' || typeof value !== 'function') return typeof value === 'function' ? value.bind(index) : value;
+              return async (...args: unknown[]) => {
+                if (++lists === 2) throw new AdapterError('unavailable', 'the index is away');
+                return (value as (...a: unknown[]) => unknown).apply(index, args);
+              };
+            },
+          });
+        const value: unknown = Reflect.get(target, key, target);
+        return typeof value === 'function' ? value.bind(target) : value;
+      },
+    });
+    const nowMs = startMs + 2 * hour;
+    const stoppedAt = await pruneOperations({ store, nowMs, keepMs: hour, pageSize: 1 }).then(
+      () => assert.fail('the second page failed'),
+      (error: unknown) => error,
+    );
+    assert.ok(stoppedAt instanceof PruneStopped, String(stoppedAt));
+    assert.equal(stoppedAt.kind, 'unavailable', 'the failure keeps its kind (exit 4, retried on schedule)');
+    assert.deepEqual([stoppedAt.tally.examined, (stoppedAt.tally as PruneTally).pruned], [1, 1], 'the first page was done before it stopped');
+    assert.match(stoppedAt.description ?? '', /past 1 rows examined \(the index is away\)/);
+
+    // Scheduled: the operations pruned, then the workflow instances' prune fails: the tallies are told with the failure.
+    // (The open one's deadline passes meanwhile: it settles, and goes too.)
+    const readable = async () =>
+      (await Promise.all([...settled, recent, open].map(async (id) => (await s.store.read(id)).kind))).filter((kind) => kind === 'ok').length;
+    const left = await readable();
+    assert.ok(left > 0);
+    const told: { pruned: number; error: unknown }[] = [];
+    const errors: unknown[] = [];
+    const schedule = scheduleRetention({
+      store: s.store,
+      clock: s.clock,
+      keepMs: hour,
+      everyMs: 2 * hour,
+      instances: async () => {
+        throw new AdapterError('unavailable', 'the instances are away');
+      },
+      onPrune: ({ operations }, _stopped, error) => told.push({ pruned: operations.pruned, error }),
+      onError: (error) => errors.push(error),
+    });
+    await s.clock.advance(2 * hour);
+    await schedule.close();
+    assert.equal(told.length, 1);
+    assert.equal(told[0]?.pruned, left, 'what the operations’ prune did is told');
+    assert.equal(await readable(), 0);
+    assert.match(String(told[0]?.error), /the instances are away/);
+    assert.deepEqual(errors, [], 'not told as a prune that could not run');
+  } finally {
+    await s.close();
+  }
 });

@@ -11,7 +11,7 @@
  */
 import { SystemClock } from '../../contract/clock.js';
 import { invalidInput, type AdapterErrorKind } from '../../contract/errors.js';
-import { keepMsProblem, pruneOperations, type InstancePruneTally, type PruneTally } from '../../runtime/retention.js';
+import { keepMsProblem, pruneOperations, PruneStopped, type InstancePruneTally, type PruneTally } from '../../runtime/retention.js';
 import { exitCodeOfKind, exitCodes } from '../exit-codes.js';
 import type { CliIo } from '../io.js';
 import { heading, renderTable, ShortId, widthOf } from '../table.js';
@@ -48,16 +48,28 @@ export async function pruneCommand(options: PruneOptions, io: CliIo, stop: Promi
     let stopped = false;
     void stop.then(() => (stopped = true));
     const request = { store, nowMs: new SystemClock().nowMs(), keepMs, dryRun: options.dryRun, stopped: () => stopped };
-    const operations = await pruneOperations({
-      ...request,
-      ...(shown ? { progress: (t: PruneTally) => io.stderr.write(`\r${t.examined} operations examined, ${t.pruned} ${verb}`) } : {}),
-    });
-    if (shown && operations.examined > 0) io.stderr.write('\n');
-    const { pruneWorkflowInstances } = await import('../../workflow/exec/retention.js');
-    const instances = await pruneWorkflowInstances({
-      ...request,
-      ...(shown ? { progress: (t: InstancePruneTally) => io.stderr.write(`\r${t.examined} workflow instances examined, ${t.pruned} ${verb}`) } : {}),
-    });
+    let operations: PruneTally | undefined;
+    let instances: InstancePruneTally;
+    try {
+      operations = await pruneOperations({
+        ...request,
+        ...(shown ? { progress: (t: PruneTally) => io.stderr.write(`\r${t.examined} operations examined, ${t.pruned} ${verb}`) } : {}),
+      });
+      if (shown && operations.examined > 0) io.stderr.write('\n');
+      const { pruneWorkflowInstances } = await import('../../workflow/exec/retention.js');
+      instances = await pruneWorkflowInstances({
+        ...request,
+        ...(shown ? { progress: (t: InstancePruneTally) => io.stderr.write(`\r${t.examined} workflow instances examined, ${t.pruned} ${verb}`) } : {}),
+      });
+    } catch (error) {
+      // Stopped part-way by a page the index could not list: what it did is said before the failure (exit by its kind).
+      if (error instanceof PruneStopped) {
+        const [ops, wf] = operations === undefined ? [error.tally as PruneTally, undefined] : [operations, error.tally as InstancePruneTally];
+        const ofInstances = wf === undefined ? '' : `, ${wf.pruned} workflow instances ${verb}`;
+        io.stderr.write(`${shown ? '\n' : ''}convoke prune: stopped part-way: ${ops.pruned} operations ${verb}${ofInstances}\n`);
+      }
+      throw error;
+    }
     if (shown && instances.examined > 0) io.stderr.write('\n');
     writeTallies(io, options, { operations, instances }, stopped);
     if (stopped) return interruptedExit;
