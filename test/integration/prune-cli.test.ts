@@ -20,7 +20,7 @@ import { peerIds, reviewBundle } from '../../src/deployment/examples.js';
 import { isWorkflowNamed } from '../../src/workflow/exec/document.js';
 import Database from 'better-sqlite3';
 import { repoRoot } from '../support/http-server.js';
-import { harness, quickDocument, yaml } from '../workflow/support.js';
+import { harness, quickDocument, staysDocument } from '../workflow/support.js';
 
 let dir = '';
 let path = '';
@@ -179,15 +179,7 @@ async function workflowStore(): Promise<{ store: string; parent: string; child: 
   const sqlite = new SqliteEventStore({ path: file, clock });
   const h = harness({ store: sqlite, clock, workflows: (_document, ref) => (isWorkflowNamed(quickDocument, ref) ? quickDocument : undefined) });
   try {
-    const document = yaml(`
-document: { dsl: '1.0.3', namespace: t, name: stays, version: '1.0.0' }
-do:
-  - child:
-      run:
-        workflow: { namespace: t, name: quick, version: '1.0.0' }
-  - pause:
-      wait: { minutes: 50 }
-`);
+    const document = staysDocument(50);
     const { instanceId: parent } = await h.executor.start({ principalId: 'alice', invocationKey: 'p', document, input: {} });
     await clock.advance(0);
     const child = Object.values((await h.executor.get(parent))!.subworkflows)[0]!.instanceId;

@@ -19,7 +19,7 @@ import { isWorkflowNamed } from '../../src/workflow/exec/document.js';
 import { pruneWorkflowInstances } from '../../src/workflow/exec/retention.js';
 import { WorkflowInstances } from '../../src/workflow/exec/instances.js';
 import { WorkflowInstanceNotFound } from '../../src/runtime/errors.js';
-import { harness, quickDocument, yaml } from './support.js';
+import { harness, quickDocument, staysDocument, yaml } from './support.js';
 
 const hour = 3_600_000;
 
@@ -40,15 +40,7 @@ do:
         await: false
 `);
 /** Runs a quick child to its end, then waits: a running parent of an ended child. */
-const stays = yaml(`
-document: { dsl: '1.0.3', namespace: t, name: stays, version: '1.0.0' }
-do:
-  - child:
-      run:
-        workflow: { namespace: t, name: quick, version: '1.0.0' }
-  - pause:
-      wait: { minutes: 10 }
-`);
+const stays = staysDocument(10);
 
 /** Ends 10 ms after its start. */
 const brief = yaml(`

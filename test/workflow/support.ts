@@ -105,6 +105,18 @@ do:
       set: { done: true }
 `);
 
+/** A workflow `t/stays` that runs `t/quick` (quickDocument) to its end, then waits `minutes`: a parent that outlives the child it ran. */
+export const staysDocument = (minutes: number): JsonValue =>
+  yaml(`
+document: { dsl: '1.0.3', namespace: t, name: stays, version: '1.0.0' }
+do:
+  - child:
+      run:
+        workflow: { namespace: t, name: quick, version: '1.0.0' }
+  - pause:
+      wait: { minutes: ${minutes} }
+`);
+
 /** Starts and waits for the instance to finish; asserts the replayed record equals the live one. */
 export async function runToEnd(h: Harness, document: JsonValue, input: JsonValue = {}, key = 'k1', waitMs = 20_000): Promise<WorkflowRecord> {
   const { instanceId } = await h.executor.start({ principalId: 'alice', invocationKey: key, document, input });
