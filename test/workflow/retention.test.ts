@@ -15,6 +15,7 @@ import type { EventStore } from '../../src/adapters/store/types.js';
 import { VirtualClock } from '../../src/contract/clock.js';
 import { isAdapterError } from '../../src/contract/errors.js';
 import type { JsonValue } from '../../src/contract/json.js';
+import type { Transition } from '../../src/events/types.js';
 import { isWorkflowNamed } from '../../src/workflow/exec/document.js';
 import { pruneWorkflowInstances } from '../../src/workflow/exec/retention.js';
 import { WorkflowInstances } from '../../src/workflow/exec/instances.js';
@@ -149,5 +150,61 @@ test('a parent kept by retention stays readable after the child it ran is pruned
   } finally {
     await other.close();
     await store.close();
+  }
+});
+
+test('an ended parent that still owes the record of what became of its child is kept until it is recorded', async () => {
+  const clock = new VirtualClock();
+  const memory = new MemoryEventStore({ clock });
+  // The parent's disposal record cannot be appended (its worker would try again): only that append fails.
+  let refuseDisposals = true;
+  const store = new Proxy(memory, {
+    get: (target, key) => {
+      if (key === 'append')
+        return async (id: string, revision: string, transition: Transition, after?: unknown) =>
+          refuseDisposals && transition.events.some((event) => (event.type as string) === 'subworkflow-disposed')
+            ? { kind: 'unavailable', description: 'the store is away' }
+            : target.append(id, revision, transition, after as never);
+      const value: unknown = Reflect.get(target, key, target);
+      return typeof value === 'function' ? value.bind(target) : value;
+    },
+  });
+  const documents: JsonValue[] = [slow];
+  const h = harness({ store, clock, workflows: (_digest, ref) => documents.find((document) => isWorkflowNamed(document, ref)) });
+  const startMs = clock.nowMs();
+  try {
+    // Starts a slow child without awaiting it, then faults: the child is cancelled with its parent, which records it.
+    const faults = yaml(`
+document: { dsl: '1.0.3', namespace: t, name: faults, version: '1.0.0' }
+do:
+  - start:
+      run:
+        workflow: { namespace: t, name: slow, version: '1.0.0' }
+        await: false
+  - fail:
+      raise:
+        error: { type: 'https://example.com/boom', status: 500 }
+`);
+    const { instanceId: parent } = await h.executor.start({ principalId: 'alice', invocationKey: 'p', document: faults, input: {} });
+    await clock.advance(0);
+    const record = (await h.executor.get(parent))!;
+    const child = Object.values(record.subworkflows)[0]!.instanceId;
+    assert.deepEqual([record.status, (await h.executor.get(child))?.status], ['faulted', 'cancelled']);
+    assert.equal(Object.values(record.subworkflows)[0]!.disposition, undefined, 'the disposal is owed');
+
+    const tally = await pruneWorkflowInstances({ store: memory, nowMs: startMs + 2 * hour, keepMs: hour });
+    assert.deepEqual([tally.pruned, tally.needed], [1, 1], JSON.stringify(tally));
+    assert.deepEqual([(await memory.read(child)).kind, (await memory.read(parent)).kind], ['expired', 'ok'], 'the child goes, the parent stays');
+
+    // Once its worker records it, the parent goes with the next prune.
+    refuseDisposals = false;
+    await clock.advance(60_000);
+    assert.equal(Object.values((await h.executor.get(parent))!.subworkflows)[0]!.disposition?.disposition, 'cancelled');
+    const later = await pruneWorkflowInstances({ store: memory, nowMs: clock.nowMs() + 2 * hour, keepMs: hour });
+    assert.equal(later.pruned, 1, JSON.stringify(later));
+    assert.equal((await memory.read(parent)).kind, 'expired');
+  } finally {
+    await h.close();
+    await memory.close();
   }
 });

@@ -101,7 +101,7 @@ function writeTallies(io: CliIo, options: PruneOptions, tallies: { operations: P
     ...(ops.finished + wf.finished > 0 ? [finished] : []),
     ['kept: open or running', ops.open, wf.running, 'not settled, or still running'],
     ['kept: indeterminate', ops.indeterminate, '-', 'settled indeterminate: left for an operator'],
-    ['kept: needed', '-', wf.needed, 'its parent or a child it started still runs'],
+    ['kept: needed', '-', wf.needed, 'its parent or a child it started still runs, or it still owes a child’s disposal record'],
     ['kept: recent', ops.recent, wf.recent, 'settled or ended after the cutoff'],
     ['already gone', ops.gone, wf.gone, 'not found when read: removed meanwhile'],
     ['failed', ops.failures.length, wf.failures.length, 'read, replay or tombstone failed: the next prune tries again'],

@@ -10,7 +10,7 @@ import { canonicalJson, sha256Hex } from '../../contract/canonical.js';
 import { hostname } from 'node:os';
 import type { Clock, TimerHandle } from '../../contract/clock.js';
 import type { CloudEvent, CloudEventDelivery, CloudEventIntake, CloudEventSink } from '../../contract/cloudevents.js';
-import { AdapterError, AssertionFailure, conflict, invalidInput } from '../../contract/errors.js';
+import { AdapterError, AssertionFailure, conflict, invalidInput, isAdapterError } from '../../contract/errors.js';
 import { jsonEquals, type JsonObject, type JsonValue } from '../../contract/json.js';
 import { Kernel, newStream, type Stored, type StoreFailure, type Stream } from '../../kernel/index.js';
 import type { Random } from '../../runtime/random.js';
@@ -592,6 +592,8 @@ export class WorkflowExecutor implements CloudEventIntake {
   private settle(instance: Instance): void {
     if (this.stopping.signal.aborted || owedDisposals(instance.record).length === 0) return;
     this.disposeChildren(instance).catch((error: unknown) => {
+      // Tombstoned meanwhile (retention expired it): nothing more can be recorded of it, and trying again cannot change that.
+      if (isAdapterError(error) && error.kind === 'expired') return;
       this.noteFailure(error);
       if (this.stopping.signal.aborted) return;
       this.disposeRetries.get(instance.id)?.cancel();

@@ -7,8 +7,8 @@
  * machines (replay.ts), and only that replay decides. Beside its own end, an instance is kept
  * while another still needs its log:
  *  - its parent (`run: workflow`) still runs: the parent learns of its child's end by reading it;
- *  - a child it started still runs: an ended parent still records what became of its children
- *    (subworkflow-disposed), an append the tombstone would refuse.
+ *  - a child it started still runs, or it still owes the record of what became of one (an ended
+ *    parent records subworkflow-disposed for its children, an append the tombstone would refuse).
  * An ended instance never runs again and its end instant never moves, so what the replay proved
  * still holds at the tombstone; the two checks beside it are made from the index as it is then,
  * and a parent or child that changes under them changes only towards ended.
@@ -19,6 +19,7 @@ import type { Stored } from '../../kernel/types.js';
 import { cutoffOf, logToPrune, pruneProved, walkPages, type InstancePruneTally, type PruneRequest } from '../../runtime/retention.js';
 import type { WorkflowTransition } from './events.js';
 import { replayWorkflowLog } from './replay.js';
+import { owedDisposals } from './subworkflows.js';
 
 /**
  * Tombstones every workflow instance that ended more than `keepMs` before `nowMs` and that no
@@ -59,6 +60,11 @@ async function pruneOne(request: PruneRequest<InstancePruneTally>, row: Workflow
   }
   if (record.endedAtMs >= tally.cutoffMs) {
     tally.recent++;
+    return;
+  }
+  // It still owes what became of a child it ran (subworkflow-disposed): the append its worker will make, which a tombstone would refuse.
+  if (owedDisposals(record).length > 0) {
+    tally.needed++;
     return;
   }
   if (await neededElsewhere(request.store, [record.started.parent?.instanceId, ...Object.values(record.subworkflows).map((s) => s.instanceId)])) {
