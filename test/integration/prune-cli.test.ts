@@ -125,6 +125,10 @@ test('prune: a dry run counts and changes nothing; a prune tombstones the settle
     const inspected = convoke(['inspect', id, '--store', store]);
     assert.equal(inspected.code, 6, `${id}: expired, ${inspected.err}`);
   }
+  // Named alone, a pruned operation's replay says it was pruned (6), as for a workflow instance.
+  const replayedOne = convoke(['replay', settled[0]!, '--store', store]);
+  assert.equal(replayedOne.code, 6, replayedOne.err);
+  assert.match(replayedOne.err, /was pruned: its log is gone, its key is kept/);
   const listed = JSON.parse(convoke(['list', '--store', store, '--json']).out) as { operations: { operationId: string }[] };
   assert.deepEqual(
     listed.operations.map((o) => o.operationId),

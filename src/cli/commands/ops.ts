@@ -291,8 +291,12 @@ export async function replayCommand(
   if (operationId !== undefined) parseTypedId(operationId);
   return withStore(options, async (store) => {
     const ids: string[] = [];
-    if (operationId !== undefined) ids.push(await resolveOperationId(store, operationId));
-    else for await (const id of store.operationIds()) ids.push(id);
+    if (operationId !== undefined) {
+      const id = await resolveOperationId(store, operationId);
+      // Named alone, a pruned operation is exit 6 (expired), as to inspect; a whole store's replay lists none (operationIds).
+      if ((await store.read(id)).kind === 'expired') throw new AdapterError('expired', `operation ${id} was pruned: its log is gone, its key is kept`);
+      ids.push(id);
+    } else for await (const id of store.operationIds()) ids.push(id);
     // A progress bar redraws its line with \r: only a terminal shows that as intended.
     const progressShown = !options.json && io.stderrIsTerminal === true;
     const progress = progressShown && ids.length > 50;
