@@ -129,3 +129,40 @@ test('config admissionRate: perSecond from one a minute to a million, burst a wh
   assert.throws(parse({ perSecond: 1, burst: 1.5 }), /admissionRate\/burst/);
   assert.throws(parse({ perSecond: 1 }), /burst/);
 });
+
+test('a retry of a known key is answered even where its admission record is over this coordinator’s byte budget', async () => {
+  const a = await scenario({ peers: 1, review: { completion: { mode: 'first-success' } } });
+  await a.addPeer('alfa', { review: answers('approve') });
+  const big = { document: 'x'.repeat(99_000) };
+  const first = await a.invoke('big', big);
+  assert.equal(first.created, true);
+  const shared = new Proxy(a.store, {
+    get: (target, key) => {
+      if (key === 'close') return async () => {};
+      const value: unknown = Reflect.get(target, key, target);
+      return typeof value === 'function' ? value.bind(target) : value;
+    },
+  });
+  // Another coordinator on the store whose transitions are smaller: a new admission this size is refused there, a known key answered.
+  const b = await scenario({
+    peers: 1,
+    review: { completion: { mode: 'first-success' } },
+    embedded: {
+      store: shared,
+      admissionRate: { perSecond: 1, burst: 5 },
+      budgets: { transitionBytesMax: 70_000, resultBytesMax: 4_096, recordBytesMax: 4 * 1024 * 1024 },
+    },
+  });
+  try {
+    b.clock.set(a.clock.nowMs());
+    const again = await b.invoke('big', big);
+    assert.deepEqual([again.created, again.result.operationId], [false, first.result.operationId]);
+    await assert.rejects(
+      b.invoke('bigger', big),
+      (error: unknown) => isAdapterError(error) && error.kind === 'invalid-input' && /the admission record is \d+ bytes/.test(error.message),
+    );
+  } finally {
+    await b.close();
+    await a.close();
+  }
+});
