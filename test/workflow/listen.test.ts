@@ -302,3 +302,32 @@ test('listen until expression false: an event waiting for a verdict that does no
     gate,
   );
 });
+
+test('received events meet the instance’s log budget: past it one is not taken, and the room kept for its end stays its own', () =>
+  withHarness(
+    async (h) => {
+      const id = await waiting(
+        h,
+        listenDocument(
+          'flooded',
+          `          any:\n            - with: { type: com.example.tick }\n          until:\n            one:\n              with: { type: com.example.stop }\n`,
+        ),
+        {},
+        'flood',
+      );
+      const big = 'x'.repeat(10 * 1024);
+      let taken = 0;
+      for (let i = 0; i < 40; i++) if ((await h.executor.deliver(event('com.example.tick', big), null)).matched.length > 0) taken++;
+      const held = h.executor.kernel.held().find((instance) => instance.id === id)!;
+      assert.ok(taken > 0 && taken < 40, `some taken, then none: ${taken}`);
+      assert.ok(held.logBytes <= 64 * 1024, `the log stays within its byte budget: ${held.logBytes}`);
+      assert.ok(held.known.size <= 20, `and its transitions within theirs: ${held.known.size}`);
+      const record = (await h.executor.get(id))!;
+      assert.equal(record.status, 'running');
+      assert.equal(record.listens['/do/0/wait']!.events.length, taken);
+      // Its end is still its own: a cancel is recorded in the room kept for it.
+      assert.equal((await h.executor.cancel(id, 'flooded')).status, 'cancelled');
+      await assertReplayEqual(h, id);
+    },
+    { transitionsMax: 20, logBytesMax: 64 * 1024 },
+  ));

@@ -705,13 +705,24 @@ export class WorkflowExecutor implements CloudEventIntake {
   async deliver(event: CloudEvent, principalId: string | null): Promise<CloudEventDelivery> {
     const { evaluator, clock, listenUntilWaitMs } = this.options;
     // One bound for the whole delivery, the second look included.
-    const deps = { kernel: this.kernel, evaluator, clock, waitUntilMs: untilWaitEnd(clock, listenUntilWaitMs) };
+    const deps = { kernel: this.kernel, evaluator, clock, waitUntilMs: untilWaitEnd(clock, listenUntilWaitMs), hasRoom: this.hasRoom };
     const delivered = await deliverEvent(deps, event, principalId);
     if (delivered.matched.length > 0 || !this.options.store.runningIds) return delivered;
     // An instance another worker started since this one last looked may be waiting for it: look again, once.
     if ((await this.resume()) === 0) return delivered;
     return deliverEvent(deps, event, principalId);
   }
+
+  /**
+   * Whether the instance's running log has room for `transition` (the budgets its interpreter's
+   * steps meet, journal below): a received event past them is not taken, leaving the room kept for
+   * the instance's end (its timeout, a cancel, its completion) to publishers it does not control.
+   */
+  private readonly hasRoom = (instance: Instance, transition: WorkflowTransition): boolean => {
+    const transitionsMax = Math.min(this.options.transitionsMax ?? limits.workflowTransitionsMax, limits.workflowTransitionsMax);
+    const bytesMax = Math.min(this.options.logBytesMax ?? limits.workflowLogBytesMax, limits.workflowLogBytesMax);
+    return instance.known.size < transitionsMax && instance.logBytes + bytesOf(transition) <= bytesMax;
+  };
 
   /** The record rebuilt from the stored log alone (replay): what every test compares with the live one. */
   async replay(instanceId: string): Promise<WorkflowRecord | undefined> {

@@ -6,7 +6,8 @@
  * a redelivery of an event already taken (same source and id: a publisher retrying after a lost
  * acknowledgment) is answered the same, and appends nothing. An event no waiting listen takes is
  * stored nowhere. A listen with an `until` expression takes an event only once the verdict on the
- * events before it is recorded and did not end it (`take`, below).
+ * events before it is recorded and did not end it (`take`, below). An instance whose running log is
+ * at its budget (transitions or bytes) takes no more: the room kept for its end stays its own.
  */
 import type { Clock } from '../../contract/clock.js';
 import type { CloudEvent, CloudEventDelivery } from '../../contract/cloudevents.js';
@@ -26,6 +27,8 @@ export interface IntakeDeps {
   clock: Clock;
   /** Until when (the clock's ms) this delivery may wait for `until` verdicts, in all. */
   waitUntilMs: number;
+  /** Whether the instance's running log has room for the transition (its budgets: transitions and bytes). */
+  hasRoom(instance: Instance, transition: WorkflowTransition): boolean;
 }
 
 /** The instant until which a delivery starting now may wait for `until` verdicts: `waitMs` (default and most: limits.listenUntilWaitMsMax) from now. */
@@ -71,10 +74,19 @@ async function deliverTo(deps: IntakeDeps, instance: Instance, event: CloudEvent
  */
 async function take(deps: IntakeDeps, instance: Instance, at: string, event: CloudEvent, candidates: readonly Candidate[]): Promise<boolean> {
   for (;;) {
+    // An event past the instance's log budget is not taken: publishers cannot grow a log past it, nor use up the room kept for its end.
+    let full = false;
     await deps.kernel.enqueue(instance, () =>
-      deps.kernel.commit(instance, (record, late) => (late ? undefined : decideListenEvent(record, at, event, candidates))),
+      deps.kernel.commit(instance, (record, late) => {
+        if (late) return undefined;
+        const transition = decideListenEvent(record, at, event, candidates);
+        if (transition === undefined || deps.hasRoom(instance, transition)) return transition;
+        full = true;
+        return undefined;
+      }),
     );
     if (listenTook(instance.record, at, event)) return true;
+    if (full) return false;
     if (!untilPending(instance.record, at)) return false;
     const decided = await deps.kernel.wait(instance, (record) => !untilPending(record, at), deps.waitUntilMs - deps.clock.nowMs());
     if (!decided)
