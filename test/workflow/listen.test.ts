@@ -331,3 +331,39 @@ test('received events meet the instance’s log budget: past it one is not taken
     },
     { transitionsMax: 20, logBytesMax: 64 * 1024 },
   ));
+
+test('an instance waiting for its until verdict holds only itself: the other listening instances, another principal’s too, take the event', async () => {
+  const gate = holding((query) => query.includes('length'));
+  await withHarness(
+    async (h) => {
+      // Started first, so offered first: its verdict on the first event is held.
+      const held = await waiting(h, untilHeldDocument, {}, 'held-first');
+      const { instanceId: other } = await h.executor.start({
+        principalId: 'bob',
+        invocationKey: 'other',
+        document: yaml(
+          listenDocument(
+            'other-listener',
+            `          any:\n            - with: { type: com.example.anything }\n          until:\n            one:\n              with: { type: com.example.stop }\n`,
+          ),
+        ),
+        input: {},
+      });
+      while (!(await h.executor.get(other))?.listens['/do/0/wait']) await new Promise((resolve) => setTimeout(resolve, 5));
+      assert.deepEqual(new Set((await h.executor.deliver(event('com.example.anything', { n: 1 }), null)).matched), new Set([held, other]));
+      await gate.reached;
+      const second = event('com.example.anything', { n: 2 });
+      await assert.rejects(h.executor.deliver(second, null), (error: unknown) => error instanceof AdapterError && error.kind === 'unavailable');
+      assert.equal((await h.executor.get(other))!.listens['/do/0/wait']!.events.length, 2, 'the other instance took it meanwhile');
+      assert.equal((await h.executor.get(held))!.listens['/do/0/wait']!.events.length, 1, 'the waiting one did not');
+      gate.release();
+      await completed(h, held, [{ n: 1 }]);
+      // Sent again: the other instance answers it taken already (once), the ended listen takes nothing.
+      assert.deepEqual(await h.executor.deliver(second, null), { matched: [other] });
+      assert.equal((await h.executor.get(other))!.listens['/do/0/wait']!.events.length, 2);
+      await assertReplayEqual(h, other);
+    },
+    { evaluator: gate.wrap, listenUntilWaitMs: 100 },
+    gate,
+  );
+});

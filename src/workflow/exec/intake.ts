@@ -11,7 +11,7 @@
  */
 import type { Clock } from '../../contract/clock.js';
 import type { CloudEvent, CloudEventDelivery } from '../../contract/cloudevents.js';
-import { unavailable } from '../../contract/errors.js';
+import { AdapterError } from '../../contract/errors.js';
 import { limits } from '../../contract/limits.js';
 import type { Kernel, Stream } from '../../kernel/index.js';
 import type { WorkflowTransition } from './events.js';
@@ -37,14 +37,30 @@ export const untilWaitEnd = (clock: Clock, waitMs: number | undefined): number =
 
 export async function deliverEvent(deps: IntakeDeps, event: CloudEvent, principalId: string | null): Promise<CloudEventDelivery> {
   const matched: string[] = [];
+  let pending: AdapterError | undefined;
   // The instances this executor holds (running ones are held while their interpreter waits; finished ones while cached).
   for (const instance of deps.kernel.held()) {
     if (matched.length >= limits.cloudEventMatchesMax) break;
     if (Object.keys(instance.record.listens).length === 0) continue;
     if (principalId !== null && instance.record.started.principalId !== principalId) continue;
-    if (await deliverTo(deps, instance, event)) matched.push(instance.id);
+    try {
+      if (await deliverTo(deps, instance, event)) matched.push(instance.id);
+    } catch (error) {
+      // An instance whose until verdict is still unknown holds only itself: the others are offered the event, then the
+      // delivery is answered unavailable, and the publisher's next send (taken once where it was taken) reaches it.
+      if (!(error instanceof VerdictPending)) throw error;
+      pending ??= error;
+    }
   }
+  if (pending !== undefined) throw pending;
   return { matched };
+}
+
+/** An event not taken because the verdict on the events before it is still unknown: `unavailable`, sent again later. */
+class VerdictPending extends AdapterError {
+  constructor(description: string) {
+    super('unavailable', description);
+  }
 }
 
 /** Offers the event to each open listen of the instance; true when one of them holds it. */
@@ -90,7 +106,7 @@ async function take(deps: IntakeDeps, instance: Instance, at: string, event: Clo
     if (!untilPending(instance.record, at)) return false;
     const decided = await deps.kernel.wait(instance, (record) => !untilPending(record, at), deps.waitUntilMs - deps.clock.nowMs());
     if (!decided)
-      throw unavailable(
+      throw new VerdictPending(
         `workflow instance ${instance.id}: the listen ${at} has not yet recorded whether its until expression held after the event it took last; nothing was taken, publish the event again`,
       );
   }
