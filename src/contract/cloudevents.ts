@@ -49,6 +49,9 @@ const token = '[A-Za-z0-9_-]+';
 /** A type usable as NATS subject tokens: `com.example.order.placed`. */
 export const cloudEventTypePattern = `^${token}(\\.${token})*$`;
 
+/** RFC 3339 (the CloudEvents `time` attribute): a date, `T`, a time with optional fractions, and `Z` or an offset. */
+const rfc3339 = '^\\d{4}-\\d{2}-\\d{2}[Tt]\\d{2}:\\d{2}:\\d{2}(\\.\\d+)?([Zz]|[+-]\\d{2}:\\d{2})$';
+
 const schema = {
   type: 'object',
   required: ['specversion', 'id', 'source', 'type'],
@@ -59,10 +62,13 @@ const schema = {
     source: { type: 'string', minLength: 1, maxLength: 2048 },
     type: { type: 'string', minLength: 1, maxLength: 256, pattern: cloudEventTypePattern },
     subject: { type: 'string', maxLength: 2048 },
-    time: { type: 'string', maxLength: 64 },
+    time: { type: 'string', maxLength: 64, pattern: rfc3339 },
     datacontenttype: { type: 'string', maxLength: 256 },
     dataschema: { type: 'string', maxLength: 2048 },
+    data: true,
   },
+  // Extension attributes: the CloudEvents type system's values (string, integer, boolean), never an object or an array.
+  additionalProperties: { type: ['string', 'integer', 'boolean'] },
 } as const;
 
 const validator = lazyValidator(schema);

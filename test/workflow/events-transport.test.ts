@@ -63,6 +63,16 @@ test('POST /workflow-events: authenticated, structured mode only, the caller’s
     const invalid = await post({ specversion: '1.0', source: 'x', type: 'com.example.approved' }, fixture.tokens.alice);
     assert.equal(invalid.status, 400);
     assert.match(((await invalid.json()) as { description: string }).description, /id/);
+    // Attributes are the CloudEvents type system's: a time in RFC 3339, an extension a string, an integer or a boolean.
+    for (const [attributes, says] of [
+      [{ time: 'yesterday' }, /\/time must match pattern/],
+      [{ tenant: { id: 'acme' } }, /\/tenant must be string,integer,boolean/],
+      [{ weight: 1.5 }, /\/weight must be string,integer,boolean/],
+    ] as const) {
+      const refused = await post({ ...approved('a0'), ...attributes }, fixture.tokens.alice);
+      assert.equal(refused.status, 400, JSON.stringify(attributes));
+      assert.match(((await refused.json()) as { description: string }).description, says);
+    }
     const bobs = await post(approved('a3'), fixture.tokens.bob);
     assert.equal(bobs.status, 404, 'another principal’s event reaches none of alice’s instances');
     assert.deepEqual(await bobs.json(), { status: 'no-match', matched: [] });
