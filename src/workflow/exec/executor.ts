@@ -261,6 +261,8 @@ export class WorkflowExecutor implements CloudEventIntake {
   private readonly runningBound: RunningBound;
   /** Each principal's bucket of caller starts (options.startRate). */
   private readonly startRate: AdmissionRate | undefined;
+  /** A running instance's log budget (options.transitionsMax, logBytesMax, never past the limits): its steps' and its received events'. */
+  private readonly logBudget: { transitionsMax: number; bytesMax: number };
 
   constructor(options: WorkflowExecutorOptions) {
     this.options = options;
@@ -269,6 +271,10 @@ export class WorkflowExecutor implements CloudEventIntake {
     if (options.fetch && options.egress) throw invalidInput('a workflow executor takes fetch or an egress policy, not both');
     this.egress = options.egress ? egressFetch(options.egress) : undefined;
     this.startRate = options.startRate === undefined ? undefined : new AdmissionRate(options.startRate, options.clock, workflowStartWords);
+    this.logBudget = {
+      transitionsMax: Math.min(options.transitionsMax ?? limits.workflowTransitionsMax, limits.workflowTransitionsMax),
+      bytesMax: Math.min(options.logBytesMax ?? limits.workflowLogBytesMax, limits.workflowLogBytesMax),
+    };
     const runningMost = options.runningPerPrincipal ?? limits.workflowRunningPerPrincipalDefault;
     if (!Number.isSafeInteger(runningMost) || runningMost < 1 || runningMost > limits.workflowRunningPerPrincipalMax)
       throw invalidInput(`a principal's running workflow instances are bounded by 1 to ${limits.workflowRunningPerPrincipalMax}, not ${runningMost}`);
@@ -719,8 +725,7 @@ export class WorkflowExecutor implements CloudEventIntake {
    * the instance's end (its timeout, a cancel, its completion) to publishers it does not control.
    */
   private readonly hasRoom = (instance: Instance, transition: WorkflowTransition): boolean => {
-    const transitionsMax = Math.min(this.options.transitionsMax ?? limits.workflowTransitionsMax, limits.workflowTransitionsMax);
-    const bytesMax = Math.min(this.options.logBytesMax ?? limits.workflowLogBytesMax, limits.workflowLogBytesMax);
+    const { transitionsMax, bytesMax } = this.logBudget;
     return instance.known.size < transitionsMax && instance.logBytes + bytesOf(transition) <= bytesMax;
   };
 
@@ -894,8 +899,7 @@ export class WorkflowExecutor implements CloudEventIntake {
     const kernel = this.kernel;
     const worker = this.worker;
     const clock = this.options.clock;
-    const transitionsMax = Math.min(this.options.transitionsMax ?? limits.workflowTransitionsMax, limits.workflowTransitionsMax);
-    const bytesMax = Math.min(this.options.logBytesMax ?? limits.workflowLogBytesMax, limits.workflowLogBytesMax);
+    const { transitionsMax, bytesMax } = this.logBudget;
     const fenced = (record: WorkflowRecord, proposal: Proposal, late: boolean) => {
       if (record.status === 'running') holderLease(record, worker, run.epoch);
       return decideProposal(record, proposal, late);
