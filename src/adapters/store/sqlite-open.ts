@@ -225,14 +225,16 @@ export function lookAtSqliteFile(path: string, look: SqliteFileLook): SqliteFile
     [look.kind, ...others].flatMap((kind) => Object.keys(kind.columns)),
     look.busyTimeoutMs,
   );
-  const { missingTables, missingColumns } = sqliteFileMisses(contents, look.kind);
-  if (missingTables.length === 0 && Object.keys(missingColumns).length === 0 && contents.userVersion > 0) return { found: 'ours', contents };
+  const misses = sqliteFileMisses(contents, look.kind);
+  if (fits(contents, misses)) return { found: 'ours', contents };
   if (contents.tables.length === 0 && contents.userVersion === 0) return { found: 'empty', contents };
-  const kind = others.find((other) => {
-    const misses = sqliteFileMisses(contents, other);
-    return misses.missingTables.length === 0 && Object.keys(misses.missingColumns).length === 0 && contents.userVersion > 0;
-  });
-  return { found: 'other', contents, missingTables, missingColumns, ...(kind ? { kind } : {}) };
+  const kind = others.find((other) => fits(contents, sqliteFileMisses(contents, other)));
+  return { found: 'other', contents, ...misses, ...(kind ? { kind } : {}) };
+}
+
+/** Whether a file missing `misses` of a kind is of that kind: nothing its marker names missing, and a schema version set. */
+function fits(contents: SqliteFileContents, misses: ReturnType<typeof sqliteFileMisses>): boolean {
+  return misses.missingTables.length === 0 && Object.keys(misses.missingColumns).length === 0 && contents.userVersion > 0;
 }
 
 /** The tables of `kind` a file lacks, and the columns lacking from those of its tables it has. */
