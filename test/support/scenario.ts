@@ -144,3 +144,22 @@ export const answers =
 export const silent: Handler = () => new Promise(() => {});
 
 export const types = (events: DomainEvent[]) => events.map((e) => e.type);
+
+/**
+ * `target` with some of its members answered otherwise (a test's fault or count injected); every
+ * other member is the target's own, its methods bound to it. The overrides see the real target.
+ */
+export function storeWith<T extends object>(target: T, overrides: (real: T) => Partial<Record<keyof T, unknown>>): T {
+  const replaced = overrides(target) as Record<PropertyKey, unknown>;
+  return new Proxy(target, {
+    get: (real, key) => {
+      if (Object.hasOwn(replaced, key)) return replaced[key];
+      const value: unknown = Reflect.get(real, key, real);
+      return typeof value === 'function' ? value.bind(real) : value;
+    },
+  });
+}
+
+/** The store as another process opens it: a deployment of its own whose close leaves the store open for the test's. */
+export const sharedStore = <T extends { close(): Promise<void> }>(store: T): T =>
+  storeWith(store, () => ({ close: async () => {} }) as Partial<Record<keyof T, unknown>>);

@@ -11,7 +11,7 @@ import { isAdapterError } from '../../src/contract/errors.js';
 import { parseDeploymentConfig } from '../../src/deployment/config.js';
 import { AdmissionRate, workflowStartWords, type RateWords } from '../../src/runtime/admission-rate.js';
 import { minimalServeConfig } from '../support/config-fixtures.js';
-import { answers, scenario } from '../support/scenario.js';
+import { answers, scenario, sharedStore } from '../support/scenario.js';
 
 const refused = (says: RegExp) => (error: unknown) => isAdapterError(error) && error.kind === 'unavailable' && says.test(error.message);
 
@@ -90,14 +90,7 @@ test('a coordinator with admissionRate refuses new admissions past it, answers k
   assert.deepEqual(await operationCount(s), 4);
 
   // Another coordinator on the store, its bucket one token: keys it never held are found in the store, not refused.
-  const store = s.store;
-  const shared = new Proxy(store, {
-    get: (target, key) => {
-      if (key === 'close') return async () => {};
-      const value: unknown = Reflect.get(target, key, target);
-      return typeof value === 'function' ? value.bind(target) : value;
-    },
-  });
+  const shared = sharedStore(s.store);
   const other = await scenario({
     peers: 1,
     review: { completion: { mode: 'first-success' } },
@@ -136,13 +129,7 @@ test('a retry of a known key is answered even where its admission record is over
   const big = { document: 'x'.repeat(99_000) };
   const first = await a.invoke('big', big);
   assert.equal(first.created, true);
-  const shared = new Proxy(a.store, {
-    get: (target, key) => {
-      if (key === 'close') return async () => {};
-      const value: unknown = Reflect.get(target, key, target);
-      return typeof value === 'function' ? value.bind(target) : value;
-    },
-  });
+  const shared = sharedStore(a.store);
   // Another coordinator on the store whose transitions are smaller: a new admission this size is refused there, a known key answered.
   const b = await scenario({
     peers: 1,

@@ -19,9 +19,8 @@ import { keepMsProblem, pruneOperations, PruneStopped, retentionKeepMsMin, sched
 import { minimalServeConfig } from '../support/config-fixtures.js';
 import { createWorkflowHost } from '../../src/cli/workflow-host.js';
 import { harness, quickDocument } from '../workflow/support.js';
-import type { EventStore } from '../../src/adapters/store/types.js';
 import type { Handler } from '../../src/peer/peer.js';
-import { answers, namespace, scenario, type Scenario } from '../support/scenario.js';
+import { answers, namespace, scenario, sharedStore, storeWith, type Scenario } from '../support/scenario.js';
 import { onPeerMessage } from '../../src/runtime/intake.js';
 import { encodeWire } from '../../src/events/wire.js';
 import { subjectFor } from '../../src/adapters/transport/subjects.js';
@@ -54,16 +53,6 @@ async function fixture(store: 'memory' | 'sqlite'): Promise<{ s: Scenario; settl
   return { s, settled, recent, open, startMs };
 }
 
-/** The store as another process opens it: a deployment of its own whose close leaves the store open for the test's. */
-const shared = (store: EventStore): EventStore =>
-  new Proxy(store, {
-    get: (target, key) => {
-      if (key === 'close') return async () => {};
-      const value: unknown = Reflect.get(target, key, target);
-      return typeof value === 'function' ? value.bind(target) : value;
-    },
-  });
-
 for (const kind of ['memory', 'sqlite'] as const) {
   test(`prune (${kind}): settled before the cutoff goes; open and recent stay; the key answers expired`, async () => {
     const { s, settled, recent, open, startMs } = await fixture(kind);
@@ -88,7 +77,7 @@ for (const kind of ['memory', 'sqlite'] as const) {
     assert.deepEqual(new Set(listed.rows.map((r) => r.operationId)), new Set([recent, open]));
 
     // The key is never admitted again: a new invocation under it is expired.
-    const again = await scenario({ peers: 3, embedded: { store: shared(store) } });
+    const again = await scenario({ peers: 3, embedded: { store: sharedStore(store) } });
     again.clock.set(nowMs);
     await assert.rejects(again.invoke('k1'), (error) => isAdapterError(error) && error.kind === 'expired');
 
@@ -236,19 +225,14 @@ test('a prune tombstones at most `concurrency` operations at once, and more than
   await s.settle();
   let underWay = 0;
   let most = 0;
-  const store = new Proxy(s.store, {
-    get: (target, key) => {
-      if (key === 'tombstone')
-        return async (id: string) => {
-          most = Math.max(most, ++underWay);
-          await new Promise((resolve) => setTimeout(resolve, 5));
-          underWay--;
-          return target.tombstone(id);
-        };
-      const value: unknown = Reflect.get(target, key, target);
-      return typeof value === 'function' ? value.bind(target) : value;
+  const store = storeWith(s.store, (real) => ({
+    tombstone: async (id: string) => {
+      most = Math.max(most, ++underWay);
+      await new Promise((resolve) => setTimeout(resolve, 5));
+      underWay--;
+      return real.tombstone(id);
     },
-  });
+  }));
   const tally = await pruneOperations({ store, nowMs: s.clock.nowMs() + 2 * hour, keepMs: hour, concurrency: 4 });
   assert.deepEqual([tally.pruned, most], [20, 4]);
   await s.close();
@@ -297,14 +281,10 @@ test('a candidate the index still lists but whose read answers expired (a tombst
   await s.settle();
   // As a store whose tombstone stopped after its first write: reads answer expired, the log and the index row are still there.
   const tombstoned: string[] = [];
-  const store = new Proxy(s.store, {
-    get: (target, key) => {
-      if (key === 'read') return async (id: string) => (id === half ? { kind: 'expired', description: `operation ${id} is tombstoned` } : target.read(id));
-      if (key === 'tombstone') return async (id: string) => (tombstoned.push(id), target.tombstone(id));
-      const value: unknown = Reflect.get(target, key, target);
-      return typeof value === 'function' ? value.bind(target) : value;
-    },
-  });
+  const store = storeWith(s.store, (real) => ({
+    read: async (id: string) => (id === half ? { kind: 'expired', description: `operation ${id} is tombstoned` } : real.read(id)),
+    tombstone: async (id: string) => (tombstoned.push(id), real.tombstone(id)),
+  }));
   const nowMs = s.clock.nowMs() + 2 * hour;
   const dry = await pruneOperations({ store, nowMs, keepMs: hour, dryRun: true });
   assert.deepEqual([dry.examined, dry.pruned, dry.finished, dry.gone, tombstoned.length], [2, 2, 1, 0, 0], 'a dry run counts it and tombstones nothing');
@@ -322,23 +302,14 @@ test('a prune stopped part-way keeps what it did: a page the index could not lis
   try {
     // One row a page; the second page cannot be listed.
     let lists = 0;
-    const store = new Proxy(s.store, {
-      get: (target, key) => {
-        if (key === 'index')
-          return new Proxy(target.index, {
-            get: (index, name) => {
-              const value: unknown = Reflect.get(index, name, index);
-              if (name !== 'list' || typeof value !== 'function') return typeof value === 'function' ? value.bind(index) : value;
-              return async (...args: unknown[]) => {
-                if (++lists === 2) throw new AdapterError('unavailable', 'the index is away');
-                return (value as (...a: unknown[]) => unknown).apply(index, args);
-              };
-            },
-          });
-        const value: unknown = Reflect.get(target, key, target);
-        return typeof value === 'function' ? value.bind(target) : value;
-      },
-    });
+    const store = storeWith(s.store, (real) => ({
+      index: storeWith(real.index, (index) => ({
+        list: async (...args: Parameters<typeof index.list>) => {
+          if (++lists === 2) throw new AdapterError('unavailable', 'the index is away');
+          return index.list(...args);
+        },
+      })),
+    }));
     const nowMs = startMs + 2 * hour;
     const stoppedAt = await pruneOperations({ store, nowMs, keepMs: hour, pageSize: 1 }).then(
       () => assert.fail('the second page failed'),

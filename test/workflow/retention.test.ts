@@ -15,12 +15,12 @@ import type { EventStore } from '../../src/adapters/store/types.js';
 import { VirtualClock } from '../../src/contract/clock.js';
 import { isAdapterError } from '../../src/contract/errors.js';
 import type { JsonValue } from '../../src/contract/json.js';
-import type { Transition } from '../../src/events/types.js';
 import { isWorkflowNamed } from '../../src/workflow/exec/document.js';
 import { pruneWorkflowInstances } from '../../src/workflow/exec/retention.js';
 import { WorkflowInstances } from '../../src/workflow/exec/instances.js';
 import { WorkflowInstanceNotFound } from '../../src/runtime/errors.js';
 import { harness, quickDocument, staysDocument, yaml } from './support.js';
+import { storeWith } from '../support/scenario.js';
 
 const hour = 3_600_000;
 
@@ -158,17 +158,12 @@ test('an ended parent that still owes the record of what became of its child is 
   const memory = new MemoryEventStore({ clock });
   // The parent's disposal record cannot be appended (its worker would try again): only that append fails.
   let refuseDisposals = true;
-  const store = new Proxy(memory, {
-    get: (target, key) => {
-      if (key === 'append')
-        return async (id: string, revision: string, transition: Transition, after?: unknown) =>
-          refuseDisposals && transition.events.some((event) => (event.type as string) === 'subworkflow-disposed')
-            ? { kind: 'unavailable', description: 'the store is away' }
-            : target.append(id, revision, transition, after as never);
-      const value: unknown = Reflect.get(target, key, target);
-      return typeof value === 'function' ? value.bind(target) : value;
-    },
-  });
+  const store = storeWith(memory, (real) => ({
+    append: async (...args: Parameters<typeof real.append>) =>
+      refuseDisposals && args[2].events.some((event) => (event.type as string) === 'subworkflow-disposed')
+        ? { kind: 'unavailable', description: 'the store is away' }
+        : real.append(...args),
+  }));
   const documents: JsonValue[] = [slow];
   const h = harness({ store, clock, workflows: (_digest, ref) => documents.find((document) => isWorkflowNamed(document, ref)) });
   const startMs = clock.nowMs();
