@@ -20,8 +20,9 @@
  *   it) and checked (its subject must be its type's subject in its space: a publisher allowed one
  *   subject cannot pass for another type), handed to the intake, and answered — when the message
  *   has a reply subject and comes from outside — only after the intake's append committed:
- *   `{status: "accepted", matched}`, `{status: "no-match"}` (nothing stored), or
- *   `{status: "rejected", error}`. Emitted events are never answered: their publisher is the
+ *   `{status: "accepted", count}` (how many instances took it: which ones
+ *   are theirs to know, and they may be any principal's), `{status: "no-match"}` (nothing stored),
+ *   or `{status: "rejected", error}`. Emitted events are never answered: their publisher is the
  *   coordinator, whose reply subject (a JetStream publish) awaits the stream's acknowledgment.
  */
 import type { Msg, NatsConnection, Subscription } from '@nats-io/transport-node';
@@ -220,7 +221,8 @@ async function receive(msg: Msg, space: Space, intake: CloudEventIntake): Promis
     if (problem !== undefined) throw invalidInput(`not a CloudEvent: ${problem}`);
     const typed = event as CloudEvent;
     const delivery = await intake.deliver(typed, addressee(space, msg.subject, typed.type));
-    return delivery.matched.length === 0 ? { status: 'no-match' } : { status: 'accepted', matched: delivery.matched };
+    // How many instances took it, never which: they are any principal's, and an outside publisher is none of them.
+    return delivery.matched.length === 0 ? { status: 'no-match' } : { status: 'accepted', count: delivery.matched.length };
   } catch (error) {
     return rejected(error);
   }
