@@ -7,10 +7,12 @@
  * event a workflow emits travels on `<emitPrefix>.<principal token>.<type>` instead, a space only
  * the coordinator may publish to: its subject proves whose workflow emitted it.
  */
+import { Ajv, type ValidateFunction } from 'ajv';
+import formats from 'ajv-formats';
 import { sha256Hex } from './canonical.js';
 import type { JsonObject, JsonValue } from './json.js';
 import { limits } from './limits.js';
-import { describeErrors, lazyValidator } from './validation.js';
+import { describeErrors } from './validation.js';
 
 export interface CloudEvent extends JsonObject {
   specversion: '1.0';
@@ -52,33 +54,58 @@ export const cloudEventTypePattern = `^${token}(\\.${token})*$`;
 /** RFC 3339 (the CloudEvents `time` attribute): a date, `T`, a time with optional fractions, and `Z` or an offset. */
 const rfc3339 = '^\\d{4}-\\d{2}-\\d{2}[Tt]\\d{2}:\\d{2}:\\d{2}(\\.\\d+)?([Zz]|[+-]\\d{2}:\\d{2})$';
 
+/** Base64 as RFC 4648 §4 writes it (the JSON format's `data_base64`): padded, no line breaks. */
+const base64 = '^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$';
+
 const schema = {
   type: 'object',
   required: ['specversion', 'id', 'source', 'type'],
-  propertyNames: { pattern: '^[a-z0-9]{1,20}$' },
+  // Attribute names are lowercase letters and digits; `data` and `data_base64` are the JSON format's two members for the data.
+  propertyNames: { pattern: '^(?:[a-z0-9]{1,20}|data_base64)$' },
   properties: {
     specversion: { const: '1.0' },
     id: { type: 'string', minLength: 1, maxLength: 256 },
-    source: { type: 'string', minLength: 1, maxLength: 2048 },
+    // A URI-reference (RFC 3986 §4.1): `https://shop.example/orders`, `/orders`, `urn:uuid:…`.
+    source: { type: 'string', minLength: 1, maxLength: 2048, format: 'uri-reference' },
     type: { type: 'string', minLength: 1, maxLength: 256, pattern: cloudEventTypePattern },
     subject: { type: 'string', maxLength: 2048 },
     time: { type: 'string', maxLength: 64, pattern: rfc3339 },
     datacontenttype: { type: 'string', maxLength: 256 },
-    dataschema: { type: 'string', maxLength: 2048 },
+    // An absolute URI (RFC 3986 §4.3).
+    dataschema: { type: 'string', minLength: 1, maxLength: 2048, format: 'uri' },
     data: true,
+    // Binary data in the JSON format (CloudEvents JSON format §3.1): one of `data` and `data_base64`, never both.
+    data_base64: { type: 'string', pattern: base64 },
   },
+  not: { required: ['data', 'data_base64'] },
   // Extension attributes: the CloudEvents type system's values (string, integer, boolean), never an object or an array.
   additionalProperties: { type: ['string', 'integer', 'boolean'] },
 } as const;
 
-const validator = lazyValidator(schema);
+/**
+ * The CloudEvents checker has an ajv of its own: it alone checks formats (RFC 3986 URIs, through
+ * ajv-formats), which the shared instance leaves unchecked in every other schema — a contract's
+ * own schemas among them, whose meaning must not change with this one.
+ */
+let validator: ValidateFunction | undefined;
+
+function compiled(): ValidateFunction {
+  if (validator !== undefined) return validator;
+  const checking = new Ajv({ allErrors: true, strict: false, allowUnionTypes: true });
+  formats.default(checking, ['uri', 'uri-reference']);
+  validator = checking.compile(schema);
+  return validator;
+}
 
 /** Undefined when the value is a structured CloudEvent this runtime takes; otherwise why not. */
 export function cloudEventProblem(value: JsonValue): string | undefined {
   const bytes = Buffer.byteLength(JSON.stringify(value), 'utf8');
   if (bytes > limits.cloudEventBytesMax) return `the event is ${bytes} bytes; at most ${limits.cloudEventBytesMax}`;
-  const validate = validator();
-  return validate(value) ? undefined : describeErrors(validate.errors);
+  const validate = compiled();
+  if (validate(value)) return undefined;
+  // The one `not` says only "must NOT be valid": say what it refuses.
+  const bothData = 'must carry data or data_base64, not both';
+  return describeErrors(validate.errors?.map((e) => (e.keyword === 'not' ? { ...e, message: bothData } : e)));
 }
 
 export const isCloudEvent = (value: JsonValue): value is CloudEvent => cloudEventProblem(value) === undefined;

@@ -95,6 +95,69 @@ test('POST /workflow-events: authenticated, structured mode only, the caller’s
   }
 });
 
+test('CloudEvents attributes: source a URI-reference, dataschema an absolute URI, binary data as data_base64 (read as its base64 text), never beside data', async () => {
+  const fixture = await writeHttpFixture();
+  const h = harness();
+  const built = await buildFixtureApp(fixture, new SystemClock(), { workflowEvents: h.executor });
+  try {
+    const address = await built.http.app.listen({ host: '127.0.0.1', port: 0 });
+    const post = (body: unknown) =>
+      fetch(`${address}/workflow-events`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/cloudevents+json', authorization: `Bearer ${fixture.tokens.alice}` },
+        body: JSON.stringify(body),
+      });
+    const binary = (id: string): JsonValue => {
+      const { data: _data, ...attributes } = approved(id, null, 'com.example.scanned');
+      return { ...attributes, datacontenttype: 'application/octet-stream', data_base64: Buffer.from([0, 1, 2, 250, 255]).toString('base64') };
+    };
+    const { instanceId } = await h.executor.start({
+      principalId: 'alice',
+      invocationKey: 'binary-1',
+      document: yaml(`document: { dsl: '1.0.3', namespace: test, name: scanned, version: '1.0.0' }
+do:
+  - wait:
+      listen:
+        to:
+          one: { with: { type: com.example.scanned } }
+`),
+      input: {},
+    });
+    while (!(await h.executor.get(instanceId))?.listens['/do/0/wait']) await new Promise((r) => setTimeout(r, 5));
+
+    for (const [attributes, says] of [
+      [{ source: 'not a uri' }, /\/source must match format "uri-reference"/],
+      [{ source: 'https://shop.example/a b' }, /\/source must match format "uri-reference"/],
+      [{ dataschema: 'schemas/scanned.json' }, /\/dataschema must match format "uri"/],
+      [{ data_base64: 'AAEC+v8' }, /\/data_base64 must match pattern/],
+      [{ data_base64: 'AAEC\n+v8=' }, /\/data_base64 must match pattern/],
+      [{ data: { ok: true } }, /must carry data or data_base64, not both/],
+      [{ data_Base64: 'AAEC' }, /must match pattern/],
+    ] as const) {
+      const refused = await post({ ...(binary('b0') as object), ...attributes });
+      assert.equal(refused.status, 400, JSON.stringify(attributes));
+      assert.match(((await refused.json()) as { description: string }).description, says, JSON.stringify(attributes));
+    }
+    assert.equal((await h.executor.get(instanceId))!.listens['/do/0/wait']!.events.length, 0, 'no refused event was taken');
+
+    // Relative and URN sources are URI-references; a dataschema is an absolute URI.
+    for (const source of ['/scanners/7', 'urn:uuid:6e8bc430-9c3a-11d9-9669-0800200c9a66']) {
+      const event = { ...(binary('b-probe') as object), source, dataschema: 'https://shop.example/schemas/scan', type: 'com.example.unheard' };
+      assert.equal((await post(event)).status, 404, `${source}: a valid event nothing listens for`);
+    }
+    const taken = await post(binary('b1'));
+    assert.equal(taken.status, 202);
+    const record = await h.executor.wait(instanceId, 5000);
+    assert.equal(record.status, 'completed', JSON.stringify(record.error));
+    assert.deepEqual(record.output, ['AAEC+v8=']);
+    await assertReplayEqual(h, instanceId);
+  } finally {
+    await built.close();
+    await h.close();
+    await fixture.dispose();
+  }
+});
+
 test('POST /workflow-events: its refusals name its own media type and its own size bound (cloudEventBytesMax), not the JSON routes’', async () => {
   const bodyLimitBytes = 64 * 1024;
   const fixture = await writeHttpFixture({ bodyLimitBytes });

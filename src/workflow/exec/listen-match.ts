@@ -231,9 +231,9 @@ export function decideListenEvent(record: WorkflowRecord, at: string, event: Clo
   };
 }
 
-/** An event as the listen reads it (`read`). */
+/** An event as the listen reads it (`read`): binary data (`data_base64`) is read as its base64 text, as an HTTP call's `raw` output is. */
 export function readEvent(event: JsonValue, read: ListenRecord['read']): JsonValue {
   if (read === 'envelope') return event;
-  const data = isObject(event) ? event.data : undefined;
-  return data === undefined ? null : data;
+  if (!isObject(event)) return null;
+  return event.data ?? event.data_base64 ?? null;
 }
