@@ -10,7 +10,13 @@
 import { randomInt } from 'node:crypto';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { jetstreamManager } from '@nats-io/jetstream';
-import { NatsCloudEventSink, ensureEmittedEventStream, serveCloudEvents, type EmittedStreamOptions } from '../adapters/transport/nats-cloudevents.js';
+import {
+  NatsCloudEventSink,
+  ensureEmittedEventStream,
+  serveCloudEvents,
+  type CloudEventSubscription,
+  type EmittedStreamOptions,
+} from '../adapters/transport/nats-cloudevents.js';
 import { inboxPrefixFor } from '../adapters/transport/nats-names.js';
 import type { CloudEventSink } from '../contract/cloudevents.js';
 import { invalidInput } from '../contract/errors.js';
@@ -55,6 +61,8 @@ export interface WorkflowHostParts {
   secrets?: ReadonlyMap<string, JsonValue>;
   /** Told each error that stopped driving an instance (WorkflowExecutorOptions.onFailure): serve logs them (failureNotices). */
   onFailure?: (error: unknown) => void;
+  /** Told each emitted CloudEvent the NATS intake gave up on (emittedRedelivery): its subject and why. */
+  onEmittedDropped?: (subject: string, reason: string) => void;
 }
 
 /** How often, at most, `failureNotices` writes a line while failures keep coming. */
@@ -97,6 +105,22 @@ function instanceListing(parts: WorkflowHostParts) {
   const stuckBounds = parts.listing?.stuckBounds ?? { ...workflowStuckBoundsDefault, ...parts.settings?.stuck };
   if (parts.metrics) observeStuckWorkflowInstances(parts.metrics, () => parts.store.workflowIndex, parts.clock, stuckBounds);
   return { store: parts.store, clock: parts.clock, operators: parts.listing?.operators ?? new Set<string>(), stuckBounds };
+}
+
+/** The NATS subscriptions of `workflows.events.listen`: outside events on the subject prefix, emitted ones on the emit prefix. */
+function eventIntake(
+  nc: NatsConnection,
+  executor: WorkflowExecutor,
+  events: NonNullable<WorkflowsConfig['events']>,
+  prefixes: { subjectPrefix: string; emitSubjectPrefix: string },
+  onEmittedDropped: WorkflowHostParts['onEmittedDropped'],
+): CloudEventSubscription {
+  return serveCloudEvents(nc, prefixes.subjectPrefix, executor, {
+    emitSubjectPrefix: prefixes.emitSubjectPrefix,
+    queue: events.listen?.queue ?? workflowEventsDefaults.queue,
+    answers: answersFor(prefixes.subjectPrefix, events.publishers),
+    ...(onEmittedDropped ? { onEmittedDropped } : {}),
+  });
 }
 
 export async function createWorkflowHost(parts: WorkflowHostParts): Promise<WorkflowHost> {
@@ -144,13 +168,7 @@ export async function createWorkflowHost(parts: WorkflowHostParts): Promise<Work
   // Other serve processes on the store append to instances held here too (a listen they started, a lease they took): follow them.
   await executor.watch();
   const subscription =
-    events.listen && parts.nats
-      ? serveCloudEvents(parts.nats, subjectPrefix, executor, {
-          emitSubjectPrefix,
-          queue: events.listen.queue ?? workflowEventsDefaults.queue,
-          answers: answersFor(subjectPrefix, events.publishers),
-        })
-      : undefined;
+    events.listen && parts.nats ? eventIntake(parts.nats, executor, events, { subjectPrefix, emitSubjectPrefix }, parts.onEmittedDropped) : undefined;
   const service = new WorkflowInstances({
     executor,
     bundleOf: (digest) => refs.get(digest),

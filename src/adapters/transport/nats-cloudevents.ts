@@ -130,7 +130,19 @@ export interface ServeCloudEventsOptions {
    * events only); refused ones are delivered but not answered (the default answers any).
    */
   answers?: (subject: string, reply: string) => boolean;
+  /** Told of an emitted event given up on (emittedRedelivery): its subject and why. */
+  onEmittedDropped?: (subject: string, reason: string) => void;
 }
+
+/**
+ * An emitted event is never answered, so its publisher never sends it again: one this host could
+ * not deliver for now — the in-flight bound reached, an `until` verdict still pending, the store
+ * unavailable — is kept and delivered again here, after `firstDelayMs` doubling up to `delayMaxMs`,
+ * for `windowMs` after it arrived. At most `heldMax` wait at once (for a slot or a retry); past
+ * that, or past the window, the event is dropped and `onEmittedDropped` told. An outside event is
+ * answered `unavailable` instead, and its publisher retries.
+ */
+export const emittedRedelivery = { firstDelayMs: 100, delayMaxMs: 2_000, windowMs: 60_000, heldMax: 1_024 } as const;
 
 /** Where an event received on a subject goes: every principal's instances (outside), or one principal's (emitted). */
 interface Space {
@@ -154,25 +166,43 @@ export function serveCloudEvents(
   }
   let inFlight = 0;
   const pending = new Set<Promise<void>>();
+  const backlog = new EmittedBacklog(options.onEmittedDropped, () => next());
   const answer = (space: Space, msg: Msg, reply: JsonValue) => {
     if (space.kind === 'outside' && msg.reply && (options.answers?.(msg.subject, msg.reply) ?? true))
       msg.respond(new TextEncoder().encode(JSON.stringify(reply)));
+  };
+  const run = (space: Space, msg: Msg, held?: Emitted): void => {
+    inFlight++;
+    const work = receive(msg, space, intake)
+      .then(({ reply, unavailable }) => {
+        if (space.kind === 'outside') return answer(space, msg, reply);
+        if (unavailable !== undefined) backlog.retry(held ?? { msg, space, arrivedMs: Date.now(), attempt: 0 }, unavailable);
+      })
+      .finally(() => {
+        inFlight--;
+        pending.delete(work);
+        next();
+      });
+    pending.add(work);
+  };
+  /** Emitted events waiting for a slot take the ones freed. */
+  const next = (): void => {
+    while (inFlight < limits.cloudEventsInFlightMax) {
+      const held = backlog.take();
+      if (held === undefined) return;
+      run(held.space, held.msg, held);
+    }
   };
   const subscriptions: Subscription[] = spaces.map((space) =>
     nc.subscribe(`${space.prefix}.>`, {
       ...(options.queue === undefined ? {} : { queue: options.queue }),
       callback: (error, msg) => {
         if (error) return;
-        if (inFlight >= limits.cloudEventsInFlightMax)
+        if (inFlight >= limits.cloudEventsInFlightMax) {
+          if (space.kind === 'emitted') return backlog.hold({ msg, space, arrivedMs: Date.now(), attempt: 0 }, 'too many events in flight');
           return answer(space, msg, rejected(new AdapterError('unavailable', 'too many events in flight; publish again')));
-        inFlight++;
-        const work = receive(msg, space, intake)
-          .then((reply) => answer(space, msg, reply))
-          .finally(() => {
-            inFlight--;
-            pending.delete(work);
-          });
-        pending.add(work);
+        }
+        run(space, msg);
       },
     }),
   );
@@ -180,9 +210,80 @@ export function serveCloudEvents(
     subjects: spaces.map((space) => `${space.prefix}.>`),
     close: async () => {
       for (const subscription of subscriptions) subscription.unsubscribe();
+      backlog.close();
       await Promise.allSettled([...pending]);
     },
   };
+}
+
+/**
+ * The emitted events this host keeps for another attempt (emittedRedelivery): those waiting for a
+ * slot (`take` hands them out, oldest first) and those waiting for their next attempt's instant.
+ */
+class EmittedBacklog {
+  private readonly ready: Emitted[] = [];
+  private readonly retries = new Map<Emitted, ReturnType<typeof setTimeout>>();
+  private closed = false;
+
+  constructor(
+    private readonly onDropped: ((subject: string, reason: string) => void) | undefined,
+    /** Told when an event is ready again (its retry instant came). */
+    private readonly readied: () => void,
+  ) {}
+
+  /** Keeps `held` until a slot frees, unless the intake closed or too many wait already. */
+  hold(held: Emitted, reason: string): void {
+    if (this.closed) return this.drop(held, `${reason}; the intake closed`);
+    if (this.full()) return this.drop(held, `${reason}; ${emittedRedelivery.heldMax} emitted events wait already`);
+    this.ready.push(held);
+  }
+
+  /** Keeps `held` for another attempt after its backoff, within its window from arrival. */
+  retry(held: Emitted, reason: string): void {
+    const delayMs = Math.min(emittedRedelivery.firstDelayMs * 2 ** held.attempt, emittedRedelivery.delayMaxMs);
+    if (this.closed) return this.drop(held, `${reason}; the intake closed`);
+    if (Date.now() + delayMs - held.arrivedMs > emittedRedelivery.windowMs)
+      return this.drop(held, `${reason}; not delivered within ${emittedRedelivery.windowMs} ms`);
+    if (this.full()) return this.drop(held, `${reason}; ${emittedRedelivery.heldMax} emitted events wait already`);
+    held.attempt++;
+    const timer = setTimeout(() => {
+      this.retries.delete(held);
+      this.hold(held, reason);
+      this.readied();
+    }, delayMs);
+    this.retries.set(held, timer);
+  }
+
+  take(): Emitted | undefined {
+    return this.closed ? undefined : this.ready.shift();
+  }
+
+  /** Drops every event kept (each told), and keeps none from now on. */
+  close(): void {
+    this.closed = true;
+    for (const [held, timer] of this.retries) {
+      clearTimeout(timer);
+      this.drop(held, 'the intake closed before it was delivered');
+    }
+    this.retries.clear();
+    for (const held of this.ready.splice(0)) this.drop(held, 'the intake closed before it was delivered');
+  }
+
+  private full(): boolean {
+    return this.ready.length + this.retries.size >= emittedRedelivery.heldMax;
+  }
+
+  private drop(held: Emitted, reason: string): void {
+    this.onDropped?.(held.msg.subject, reason);
+  }
+}
+
+/** An emitted event kept for another attempt (emittedRedelivery). */
+interface Emitted {
+  msg: Msg;
+  space: Space;
+  arrivedMs: number;
+  attempt: number;
 }
 
 function rejected(error: unknown): JsonValue {
@@ -209,7 +310,13 @@ function addressee(space: Space, subject: string, type: string): string | null {
   return principalId;
 }
 
-async function receive(msg: Msg, space: Space, intake: CloudEventIntake): Promise<JsonValue> {
+/** What a received event is answered, and why it could not be delivered for now (`unavailable`: another attempt may take it). */
+interface Received {
+  reply: JsonValue;
+  unavailable?: string;
+}
+
+async function receive(msg: Msg, space: Space, intake: CloudEventIntake): Promise<Received> {
   try {
     if (msg.data.length > limits.cloudEventBytesMax) throw invalidInput(`the event is ${msg.data.length} bytes; at most ${limits.cloudEventBytesMax}`);
     // The strict I-JSON parser, as POST /workflow-events: JSON.parse would keep the last of two
@@ -222,9 +329,12 @@ async function receive(msg: Msg, space: Space, intake: CloudEventIntake): Promis
     const typed = event as CloudEvent;
     const delivery = await intake.deliver(typed, addressee(space, msg.subject, typed.type));
     // How many instances took it, never which: they are any principal's, and an outside publisher is none of them.
-    return delivery.matched.length === 0 ? { status: 'no-match' } : { status: 'accepted', count: delivery.matched.length };
+    return { reply: delivery.matched.length === 0 ? { status: 'no-match' } : { status: 'accepted', count: delivery.matched.length } };
   } catch (error) {
-    return rejected(error);
+    const reply = rejected(error);
+    // Anything but an AdapterError of another kind (a refusal that stays one) may pass on another attempt.
+    if (isAdapterError(error) && error.kind !== 'unavailable') return { reply };
+    return { reply, unavailable: error instanceof Error ? error.message : String(error) };
   }
 }
 

@@ -106,6 +106,16 @@ function workflowFailureLog(logger: Pino, clock: Clock): (error: unknown) => voi
   );
 }
 
+/** An emitted CloudEvent the NATS intake gave up on (held past its window, too many held, or the intake closing): said, without a flood. */
+function emittedDroppedLog(logger: Pino, clock: Clock): (subject: string, reason: string) => void {
+  const workflows = logger.child({ component: 'workflows' });
+  const notices = failureNotices(
+    (notice) => workflows.error({ event: 'emitted-event-dropped', ...notice }, 'an emitted CloudEvent was not delivered to its listens'),
+    clock,
+  );
+  return (subject, reason) => notices(new Error(`${subject}: ${reason}`));
+}
+
 export async function serveCommand(options: ServeOptions, io: CliIo): Promise<number> {
   const { config, natsLogin } = await connectedConfig(options, await readDeploymentConfig(options.config));
   const logger = serveLogger(io, options.logLevel);
@@ -120,7 +130,8 @@ export async function serveCommand(options: ServeOptions, io: CliIo): Promise<nu
     log,
     logger: logger.child({ component: 'coordinator' }),
     // Workflow instances on the deployment's store; their contract calls go in-process.
-    workflows: (parts) => createWorkflowHost({ ...parts, secrets, onFailure: workflowFailureLog(logger, parts.clock) }),
+    workflows: (parts) =>
+      createWorkflowHost({ ...parts, secrets, onFailure: workflowFailureLog(logger, parts.clock), onEmittedDropped: emittedDroppedLog(logger, parts.clock) }),
     ...(natsLogin ? { natsLogin } : {}),
     ...(options.env ? { env: options.env } : {}),
   });
