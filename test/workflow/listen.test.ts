@@ -367,3 +367,49 @@ test('an instance waiting for its until verdict holds only itself: the other lis
     gate,
   );
 });
+
+test('an event more instances listen for than one delivery appends to: each send appends it to that many more, answered unavailable until every listen was offered it, then accepted by all; none takes it twice', () =>
+  withHarness(
+    async (h) => {
+      const document = listenDocument('many', `          one: { with: { type: com.example.broadcast } }\n`);
+      const ids: string[] = [];
+      for (let i = 0; i < 5; i++) ids.push(await waiting(h, document, {}, `many-${i}`));
+      const broadcast = event('com.example.broadcast', { n: 1 });
+      const took = async () =>
+        (await Promise.all(ids.map((id) => h.executor.get(id)))).filter((r) => r!.listens['/do/0/wait']!.events.length > 0 || r!.status === 'completed').length;
+      const partial = (error: unknown) => error instanceof AdapterError && error.kind === 'unavailable' && /publish it again for the rest/.test(error.message);
+      await assert.rejects(h.executor.deliver(broadcast, null), partial);
+      assert.equal(await took(), 2, 'the first send appends it to two');
+      await assert.rejects(h.executor.deliver(broadcast, null), partial);
+      assert.equal(await took(), 4, 'the second to two more: those that took it count as taken, not against the bound');
+      const delivered = await h.executor.deliver(broadcast, null);
+      assert.deepEqual([...delivered.matched].sort(), [...ids].sort(), 'the third reaches the last and answers every instance that holds it');
+      for (const id of ids) {
+        const record = await completed(h, id, [{ n: 1 }]);
+        assert.equal(record.listens['/do/0/wait']!.events.length, 1, 'taken once');
+      }
+      // Another principal's send reaches none of them, whatever the bound.
+      assert.deepEqual(await h.executor.deliver(event('com.example.broadcast', { n: 2 }), 'mallory'), { matched: [] });
+
+      // Past the bound, instances that hold the event already are still answered: bob's two took it from bob's own send.
+      const later: string[] = [];
+      for (const [principalId, key] of [
+        ['alice', 'later-a1'],
+        ['alice', 'later-a2'],
+        ['bob', 'later-b1'],
+        ['bob', 'later-b2'],
+      ] as const) {
+        const { instanceId } = await h.executor.start({ principalId, invocationKey: key, document: yaml(document), input: {} });
+        while (!(await h.executor.get(instanceId))?.listens['/do/0/wait']) await new Promise((r) => setTimeout(r, 5));
+        later.push(instanceId);
+      }
+      const third = event('com.example.broadcast', { n: 3 });
+      assert.deepEqual([...(await h.executor.deliver(third, 'bob')).matched].sort(), later.slice(2).sort());
+      assert.deepEqual(
+        [...(await h.executor.deliver(third, null)).matched].sort(),
+        [...later].sort(),
+        'alice’s two appended, bob’s two answered as holding it',
+      );
+    },
+    { eventMatchesMax: 2 },
+  ));

@@ -39,6 +39,7 @@ export interface HarnessOptions {
   /** Wraps the harness's jq evaluator (a test that holds an evaluation's answer). */
   evaluator?: (jq: ExpressionEvaluator) => ExpressionEvaluator;
   listenUntilWaitMs?: number;
+  eventMatchesMax?: number;
   /** The documents `run: workflow` may name beside an instance's own. */
   workflows?: WorkflowExecutorOptions['workflows'];
   secrets?: WorkflowExecutorOptions['secrets'];
@@ -72,6 +73,7 @@ export function harness(options: HarnessOptions = {}): Harness {
     worker: options.worker,
     leaseMs: options.leaseMs,
     listenUntilWaitMs: options.listenUntilWaitMs,
+    eventMatchesMax: options.eventMatchesMax,
     workflows: options.workflows,
     secrets: options.secrets,
     openApiDocumentKeepMs: options.openApiDocumentKeepMs,

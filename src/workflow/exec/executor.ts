@@ -101,6 +101,8 @@ export interface WorkflowExecutorOptions {
    * the listens took before it (intake.ts; default and most: limits.listenUntilWaitMsMax).
    */
   listenUntilWaitMs?: number;
+  /** The most instances one delivered event is appended to (default and most: limits.cloudEventMatchesMax); past it the delivery is partial (intake.ts). */
+  eventMatchesMax?: number;
   /** Secrets the deployment provides, by name: a workflow reads those it declares in use.secrets, where src/workflow/secrets.ts allows. */
   secrets?: ReadonlyMap<string, JsonValue>;
   /**
@@ -711,7 +713,8 @@ export class WorkflowExecutor implements CloudEventIntake {
   async deliver(event: CloudEvent, principalId: string | null): Promise<CloudEventDelivery> {
     const { evaluator, clock, listenUntilWaitMs } = this.options;
     // One bound for the whole delivery, the second look included.
-    const deps = { kernel: this.kernel, evaluator, clock, waitUntilMs: untilWaitEnd(clock, listenUntilWaitMs), hasRoom: this.hasRoom };
+    const matchesMax = Math.min(this.options.eventMatchesMax ?? limits.cloudEventMatchesMax, limits.cloudEventMatchesMax);
+    const deps = { kernel: this.kernel, evaluator, clock, waitUntilMs: untilWaitEnd(clock, listenUntilWaitMs), hasRoom: this.hasRoom, matchesMax };
     const delivered = await deliverEvent(deps, event, principalId);
     if (delivered.matched.length > 0 || !this.options.store.runningIds) return delivered;
     // An instance another worker started since this one last looked may be waiting for it: look again, once.

@@ -29,6 +29,8 @@ export interface IntakeDeps {
   waitUntilMs: number;
   /** Whether the instance's running log has room for the transition (its budgets: transitions and bytes). */
   hasRoom(instance: Instance, transition: WorkflowTransition): boolean;
+  /** The most instances one delivery appends the event to (limits.cloudEventMatchesMax). */
+  matchesMax: number;
 }
 
 /** The instant until which a delivery starting now may wait for `until` verdicts: `waitMs` (default and most: limits.listenUntilWaitMsMax) from now. */
@@ -37,14 +39,22 @@ export const untilWaitEnd = (clock: Clock, waitMs: number | undefined): number =
 
 export async function deliverEvent(deps: IntakeDeps, event: CloudEvent, principalId: string | null): Promise<CloudEventDelivery> {
   const matched: string[] = [];
+  let appended = 0;
   let pending: AdapterError | undefined;
   // The instances this executor holds (running ones are held while their interpreter waits; finished ones while cached).
   for (const instance of deps.kernel.held()) {
-    if (matched.length >= limits.cloudEventMatchesMax) break;
     if (Object.keys(instance.record.listens).length === 0) continue;
     if (principalId !== null && instance.record.started.principalId !== principalId) continue;
+    // Past the bound, only what holds the event already is answered; one more that may take it makes the delivery partial.
+    if (appended >= deps.matchesMax) {
+      if (heldAlready(instance, event)) matched.push(instance.id);
+      else if (mayTake(instance)) pending ??= partial(matched.length, deps.matchesMax);
+      continue;
+    }
     try {
-      if (await deliverTo(deps, instance, event)) matched.push(instance.id);
+      const took = await deliverTo(deps, instance, event);
+      if (took !== 'no') matched.push(instance.id);
+      if (took === 'appended') appended++;
     } catch (error) {
       // An instance whose until verdict is still unknown holds only itself: the others are offered the event, then the
       // delivery is answered unavailable, and the publisher's next send (taken once where it was taken) reaches it.
@@ -56,6 +66,26 @@ export async function deliverEvent(deps: IntakeDeps, event: CloudEvent, principa
   return { matched };
 }
 
+/**
+ * A delivery that reached its bound of appends with instances left that may take the event:
+ * `unavailable`, so that its publisher sends it again. The instances that took it answer it taken
+ * without an append (deliverTo), so each send appends it to up to the bound more, and the sends
+ * end once every listening instance was offered it.
+ */
+function partial(taken: number, matchesMax: number): AdapterError {
+  return new AdapterError(
+    'unavailable',
+    `the event was taken by ${taken} workflow instances; more listen for it than one delivery appends to (${matchesMax}): publish it again for the rest`,
+  );
+}
+
+/** Whether one of the instance's listens holds the event already. */
+const heldAlready = (instance: Instance, event: CloudEvent): boolean =>
+  Object.keys(instance.record.listens).some((at) => listenTook(instance.record, at, event));
+
+/** Whether the instance has a listen still open (one that might take an event: its filters are not asked here). */
+const mayTake = (instance: Instance): boolean => Object.keys(instance.record.listens).some((at) => !listenClosed(instance.record, at));
+
 /** An event not taken because the verdict on the events before it is still unknown: `unavailable`, sent again later. */
 class VerdictPending extends AdapterError {
   constructor(description: string) {
@@ -63,19 +93,23 @@ class VerdictPending extends AdapterError {
   }
 }
 
-/** Offers the event to each open listen of the instance; true when one of them holds it. */
-async function deliverTo(deps: IntakeDeps, instance: Instance, event: CloudEvent): Promise<boolean> {
-  let holds = false;
+/**
+ * Offers the event to each open listen of the instance: `appended` when this delivery's append
+ * took it, `held` when a listen held it already (a publisher's retry: nothing appended), `no`
+ * when none holds it.
+ */
+async function deliverTo(deps: IntakeDeps, instance: Instance, event: CloudEvent): Promise<'appended' | 'held' | 'no'> {
+  let holds: 'appended' | 'held' | 'no' = 'no';
   for (const at of Object.keys(instance.record.listens)) {
     if (listenTook(instance.record, at, event)) {
-      holds = true;
+      if (holds === 'no') holds = 'held';
       continue;
     }
     const listen = instance.record.listens[at];
     if (!listen || listenClosed(instance.record, at)) continue;
     // The listening instance's principal: its filters are its jq work, whoever published the event.
     const candidates = await matchFilters(deps.evaluator, instance.record.started.principalId, listen, event);
-    if (candidates.length > 0 && (await take(deps, instance, at, event, candidates))) holds = true;
+    if (candidates.length > 0 && (await take(deps, instance, at, event, candidates))) holds = 'appended';
   }
   return holds;
 }
