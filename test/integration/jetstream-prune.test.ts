@@ -10,6 +10,9 @@ import { test } from 'node:test';
 import type { JetStreamManager } from '@nats-io/jetstream';
 import { JetStreamEventStore } from '../../src/adapters/store/jetstream.js';
 import { pruneOperations } from '../../src/runtime/retention.js';
+import { replayCommand } from '../../src/cli/commands/ops.js';
+import { captureIo } from '../support/cli-io.js';
+import { harness, yaml } from '../workflow/support.js';
 import { startJetStreamServer } from '../support/jetstream-server.js';
 import { expectOk, newOperationId } from '../conformance/store.js';
 import { admission, lifecycle } from '../conformance/index.js';
@@ -83,6 +86,107 @@ test('jetstream prune: a tombstone whose purge or index row removal failed after
     const third = await pruneOperations({ store, nowMs, keepMs: hour });
     assert.deepEqual([third.examined, third.pruned], [0, 0], 'nothing more to do');
   } finally {
+    await store.close();
+    await server.dispose();
+  }
+});
+
+test('jetstream: replay --fix-index finishes a tombstone stopped before its purge (payload purged, row removed), never only dropping the row the next prune needs', async () => {
+  const server = await startJetStreamServer();
+  const store = await JetStreamEventStore.open({ servers: server.url, requestTimeoutMs: 2000, indexRowDelayMs: 0 });
+  try {
+    const { jsm, streamName } = store as unknown as { jsm: JetStreamManager; streamName: string };
+    const [halfDone, live] = [await settled(store, 'half-done'), await settled(store, 'live')];
+    const messages = async (id: string) =>
+      (await jsm.streams.info(streamName, { subjects_filter: `convoke.op.${id}` })).state.subjects?.[`convoke.op.${id}`] ?? 0;
+    const held = await messages(halfDone);
+    const purge = jsm.streams.purge.bind(jsm.streams);
+    let purgeFailures = 1;
+    jsm.streams.purge = async (stream, options) => {
+      if (JSON.stringify(options).includes(halfDone) && purgeFailures-- > 0) throw new Error('TIMEOUT (injected)');
+      return purge(stream, options);
+    };
+    // The one operation's tombstone stops after its marker: reads answer expired, the payload and the row are still there.
+    const outcome = await store.tombstone(halfDone);
+    assert.notEqual(outcome.kind, 'ok');
+    assert.equal((await store.read(halfDone)).kind, 'expired');
+    assert.equal(await messages(halfDone), held + 1);
+    assert.ok(await store.index.get(halfDone), 'its row is still listed');
+
+    const url = `jetstream:${server.url}`;
+    const check = captureIo();
+    assert.equal(await replayCommand(undefined, { store: url, json: true }, check), 1, check.err());
+    const found = (JSON.parse(check.out()) as { rows: { operationId?: string; problem: string | null }[] }).rows;
+    assert.deepEqual(
+      found.filter((row) => row.operationId === halfDone).map((row) => [row.operationId, row.problem]),
+      [[halfDone, 'an index row without a live log']],
+    );
+    const fix = captureIo();
+    await replayCommand(undefined, { store: url, json: true, fixIndex: true }, fix);
+    const fixed = (JSON.parse(fix.out()) as { rows: { operationId?: string; problem: string | null }[] }).rows;
+    assert.deepEqual(
+      fixed.filter((row) => row.operationId === halfDone).map((row) => [row.operationId, row.problem]),
+      [[halfDone, 'an index row without a live log (its tombstone finished)']],
+    );
+    assert.equal(await messages(halfDone), 1, 'the payload purged: only the marker is left');
+    assert.equal(await store.index.get(halfDone), undefined, 'the row removed after the purge');
+    assert.equal((await store.read(live)).kind, 'ok', 'the live operation untouched');
+    // (The live operation's conformance log fails replay's full schema check; only the pruned one matters here.)
+    const again = captureIo();
+    await replayCommand(undefined, { store: url, json: true }, again);
+    const rows = (JSON.parse(again.out()) as { rows: { operationId?: string }[] }).rows;
+    assert.deepEqual(
+      rows.filter((row) => row.operationId === halfDone),
+      [],
+      'nothing left of it to report',
+    );
+  } finally {
+    await store.close();
+    await server.dispose();
+  }
+});
+
+test('jetstream: replay --fix-index finishes a workflow instance’s tombstone stopped before its purge', async () => {
+  const server = await startJetStreamServer();
+  const store = await JetStreamEventStore.open({ servers: server.url, requestTimeoutMs: 2000, indexRowDelayMs: 0 });
+  const h = harness({ store });
+  try {
+    const { jsm, streamName } = store as unknown as { jsm: JetStreamManager; streamName: string };
+    const { instanceId } = await h.executor.start({
+      principalId: 'alice',
+      invocationKey: 'ended-1',
+      document: yaml(`document: { dsl: '1.0.3', namespace: test, name: ended, version: '1.0.0' }
+do:
+  - done:
+      set: { ok: true }
+`),
+      input: {},
+    });
+    assert.equal((await h.executor.wait(instanceId, 5000)).status, 'completed');
+    const messages = async () =>
+      (await jsm.streams.info(streamName, { subjects_filter: `convoke.wf.${instanceId}` })).state.subjects?.[`convoke.wf.${instanceId}`] ?? 0;
+    const held = await messages();
+    const purge = jsm.streams.purge.bind(jsm.streams);
+    let purgeFailures = 1;
+    jsm.streams.purge = async (stream, options) => {
+      if (JSON.stringify(options).includes(instanceId) && purgeFailures-- > 0) throw new Error('TIMEOUT (injected)');
+      return purge(stream, options);
+    };
+    assert.notEqual((await store.tombstone(instanceId)).kind, 'ok');
+    assert.equal(await messages(), held + 1, 'the payload is still there, the marker after it');
+    assert.ok(await store.workflowIndex.get(instanceId), 'its row is still listed');
+
+    const fix = captureIo();
+    await replayCommand(undefined, { store: `jetstream:${server.url}`, json: true, fixIndex: true }, fix);
+    const rows = (JSON.parse(fix.out()) as { rows: { instanceId?: string; problem: string | null }[] }).rows;
+    assert.deepEqual(
+      rows.filter((row) => row.instanceId === instanceId).map((row) => row.problem),
+      ['a workflow index row without a live log (its tombstone finished)'],
+    );
+    assert.equal(await messages(), 1, 'the payload purged: only the marker is left');
+    assert.equal(await store.workflowIndex.get(instanceId), undefined, 'the row removed after the purge');
+  } finally {
+    await h.close();
     await store.close();
     await server.dispose();
   }

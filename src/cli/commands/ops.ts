@@ -18,6 +18,7 @@ import { indexRowOfLog } from '../../projections/operation-index.js';
 import type { OperationIndexRow } from '../../events/operation-index.js';
 import { SystemClock } from '../../contract/clock.js';
 import { OperationNotFound } from '../../runtime/errors.js';
+import { finishedTombstone } from '../../runtime/retention.js';
 import type { CliIo } from '../io.js';
 import { storeLogin, type StoreAuth } from '../connection.js';
 import { describeEvent } from '../describe.js';
@@ -258,7 +259,13 @@ async function replayOne(store: EventStore, operationId: string, fixIndex = fals
   }
 }
 
-/** Index rows of operations with no live log (a row the log never said): each is a problem row. */
+/**
+ * Index rows of operations with no live log (a row the log never said): each is a problem row.
+ * With `fix`, the row of a pruned operation is taken as a tombstone that stopped before its last
+ * step (JetStream's are several writes, and the index row goes last): the tombstone is finished —
+ * its payload purged, then the row removed — as the next prune would have finished it had the row
+ * stayed; any other such row is written again from the log, or removed.
+ */
 async function orphanIndexRows(store: EventStore, live: ReadonlySet<string>, fix: boolean): Promise<ReplayRow[]> {
   const rows: ReplayRow[] = [];
   let after: OperationIndexRow | undefined;
@@ -266,14 +273,16 @@ async function orphanIndexRows(store: EventStore, live: ReadonlySet<string>, fix
     const page = await store.index.list({ limit: 500, ...(after ? { after: { admittedAtMs: after.admittedAtMs, operationId: after.operationId } } : {}) });
     for (const r of page.rows) {
       if (live.has(r.operationId)) continue;
-      const rebuilt = fix ? await store.index.rebuild(r.operationId) : undefined;
+      const finished = fix && (await finishedTombstone(store, r.operationId));
+      const rebuilt = fix && !finished ? await store.index.rebuild(r.operationId) : undefined;
+      const repaired = finished ? ' (its tombstone finished)' : fix && rebuilt === undefined ? ' (removed)' : '';
       rows.push({
         operationId: r.operationId,
         transitions: 0,
         phase: r.phase,
         outcome: r.outcome ?? 'open',
-        problem: `an index row without a live log${fix && rebuilt === undefined ? ' (removed)' : ''}`,
-        repaired: fix && rebuilt === undefined,
+        problem: `an index row without a live log${repaired}`,
+        repaired: repaired !== '',
       });
     }
     after = page.rows.at(-1);

@@ -9,6 +9,7 @@
  * ones (replayInstances), and reports (with --fix-index removes) index rows of instances with no
  * live log.
  */
+import { finishedTombstone } from '../../runtime/retention.js';
 import { isDeepStrictEqual } from 'node:util';
 import type { EventStore } from '../../adapters/store/types.js';
 import { AdapterError, isAdapterError } from '../../contract/errors.js';
@@ -286,8 +287,10 @@ export async function replayInstances(store: EventStore, fixIndex: boolean, prog
         rows.push(replayed);
         continue;
       }
-      if (fixIndex) await store.workflowIndex.put(row.instanceId, undefined);
-      const problem = `a workflow index row without a live log${fixIndex ? ' (removed)' : ''}`;
+      // A pruned instance's row: its tombstone stopped before its last step (the row goes last), and is finished.
+      const finished = fixIndex && replayed === 'pruned' && (await finishedTombstone(store, row.instanceId));
+      if (fixIndex && !finished) await store.workflowIndex.put(row.instanceId, undefined);
+      const problem = `a workflow index row without a live log${finished ? ' (its tombstone finished)' : fixIndex ? ' (removed)' : ''}`;
       rows.push({ instanceId: row.instanceId, transitions: 0, status: row.status, problem, repaired: fixIndex });
     }
     after = page.next;
