@@ -20,6 +20,7 @@ import {
   storeOf,
 } from './options.js';
 import { processIo, type CliIo } from './io.js';
+import { terminalText } from './terminal-text.js';
 import { packageVersion } from './version.js';
 import { addWorkflowInspectCommand, addWorkflowRunCommand } from './commands/workflow-run.js';
 import { addWorkflowFacadeCommands } from './commands/workflow-facade.js';
@@ -92,11 +93,13 @@ export async function main(argv: string[], io: CliIo = processIo): Promise<numbe
     return code;
   } catch (error) {
     if (error instanceof CommanderError) return error.exitCode === 0 ? exitCodes.ok : exitCodes.invalidInput;
+    // An error's description may be a server's or a store's words: its controls are shown escaped
+    // (in the JSON, as JSON's own escapes: the same value).
     if (isAdapterError(error)) {
-      io.stderr.write(JSON.stringify(error.toJSON()) + '\n');
+      io.stderr.write(terminalText(JSON.stringify(error.toJSON())) + '\n');
       return exitCodeOfError(error);
     }
-    io.stderr.write(`convoke: ${(error as Error).stack ?? String(error)}\n`);
+    io.stderr.write(`convoke: ${terminalText((error as Error).stack ?? String(error))}\n`);
     return exitCodes.failure;
   }
 }

@@ -1,5 +1,10 @@
-/** Plain-text tables for what a person reads (inspect, demo, bench); `--json` is for machines. */
+/**
+ * Plain-text tables for what a person reads (inspect, demo, bench); `--json` is for machines. Every
+ * cell, heading and line of text drawn here is shown through terminalText first, so the widths are
+ * those of what the terminal shows.
+ */
 import type { CliIo } from './io.js';
+import { terminalText } from './terminal-text.js';
 
 export type Cell = string | number | boolean | null | undefined | ShortId;
 
@@ -22,9 +27,11 @@ export class ShortId {
 
   /** The cell in a column `width` wide (never shorter than shortIdLengthMin and its `…`). */
   text(width: number): string {
-    if (this.id.length <= Math.min(width, this.lengthMax)) return this.id;
+    // An id read from a store is shown as any data is.
+    const id = terminalText(this.id);
+    if (id.length <= Math.min(width, this.lengthMax)) return id;
     const length = Math.max(shortIdLengthMin, Math.min(this.lengthMax, width - 1));
-    return `${this.id.slice(0, length)}…`;
+    return `${id.slice(0, length)}…`;
   }
 }
 
@@ -68,8 +75,8 @@ function drawTable(headers: string[], cells: Cell[][], widths: number[]): string
 }
 
 function cellText(cell: Exclude<Cell, ShortId>): string {
-  // A cell is one line: newlines in data would break the rows apart.
-  return cell === null || cell === undefined ? '-' : String(cell).replace(/[\r\n\t]+/g, ' ');
+  // A cell is one line: newlines in data would break the rows apart. Other controls are shown escaped.
+  return cell === null || cell === undefined ? '-' : terminalText(String(cell).replace(/[\r\n\t]+/g, ' '));
 }
 
 /** The narrowest a column gets when the table cannot fit otherwise: its header then wraps mid-word. */
@@ -220,13 +227,16 @@ export function heading(title: string, widthMax = Number.POSITIVE_INFINITY): str
  */
 export function labelled(label: string, text: string, widthMax = Number.POSITIVE_INFINITY): string {
   const indent = ' '.repeat(label.length);
-  const lines = wrap(text, Math.max(20, widthMax - label.length));
+  const lines = wrap(terminalText(text), Math.max(20, widthMax - label.length));
   return lines.map((line, i) => (i === 0 ? label : indent) + line).join('\n');
 }
 
-/** A line of prose wrapped at spaces to the width (a word longer than the width is cut across lines). */
+/**
+ * A line of prose wrapped at spaces to the width (a word longer than the width is cut across
+ * lines), its controls shown escaped (terminalText): the prose often carries data.
+ */
 export function fitText(text: string, widthMax = Number.POSITIVE_INFINITY): string {
-  return text
+  return terminalText(text)
     .split('\n')
     .map((line) => wrap(line, widthMax).join('\n'))
     .join('\n')

@@ -9,6 +9,7 @@ import { readFileBytes } from '../../deployment/files.js';
 import { parseStrictBytes } from '../../contract/ijson.js';
 import type { CliIo } from '../io.js';
 import { exitCodeOfError } from '../exit-codes.js';
+import { terminalText } from '../terminal-text.js';
 
 async function readInput(file: string | undefined, io: CliIo): Promise<Uint8Array> {
   return file === undefined ? io.readStdin() : readFileBytes(file);
@@ -22,7 +23,7 @@ export async function canonicalizeCommand(file: string | undefined, io: CliIo): 
     return 0;
   } catch (err) {
     if (!isAdapterError(err)) throw err;
-    io.stderr.write(JSON.stringify(err.toJSON()) + '\n');
+    io.stderr.write(terminalText(JSON.stringify(err.toJSON())) + '\n');
     return exitCodeOfError(err);
   }
 }

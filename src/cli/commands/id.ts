@@ -8,6 +8,7 @@ import { checkToken, isContractDigest, isOperationId, operationId, publicationId
 import { limits } from '../../contract/limits.js';
 import type { CliIo } from '../io.js';
 import { exitCodeOfError } from '../exit-codes.js';
+import { terminalText } from '../terminal-text.js';
 
 function run(io: CliIo, compute: () => string): number {
   try {
@@ -15,7 +16,7 @@ function run(io: CliIo, compute: () => string): number {
     return 0;
   } catch (err) {
     if (!isAdapterError(err)) throw err;
-    io.stderr.write(JSON.stringify(err.toJSON()) + '\n');
+    io.stderr.write(terminalText(JSON.stringify(err.toJSON())) + '\n');
     return exitCodeOfError(err);
   }
 }

@@ -30,6 +30,7 @@ import { passwordEnvDefault } from '../connection.js';
 import { readLogin, type LoginSource } from '../secrets.js';
 import { exitCodeOfKind, exitCodeOfReplyError, exitCodes } from '../exit-codes.js';
 import { heading, renderTable, widthOf } from '../table.js';
+import { terminalText } from '../terminal-text.js';
 
 /** How a command client reaches the coordinators: NATS servers, user, and how it logs in. */
 export interface NatsClientOptions {
@@ -84,7 +85,8 @@ export async function sendAndReport(
   const reply: CommandReply = sent.reply;
   if (!('result' in reply)) {
     if (report.json) io.stdout.write(JSON.stringify(reply, null, 2) + '\n');
-    io.stderr.write(`status ${reply.status}: ${JSON.stringify(reply.error)}\n`);
+    // The coordinator's error, for a person: its controls shown escaped (JSON's escapes, the same value).
+    io.stderr.write(`status ${reply.status}: ${terminalText(JSON.stringify(reply.error))}\n`);
     return exitCodeOfReplyError(reply.status, reply.error.kind);
   }
   if (report.json) io.stdout.write(JSON.stringify(reply, null, 2) + '\n');
@@ -116,7 +118,7 @@ export async function requestAsClient<R>(
     return { reply: await send(transport, principal) };
   } catch (error) {
     if (!(error instanceof AdapterError) || error.kind === 'invalid-input') throw error;
-    io.stderr.write(`${JSON.stringify({ kind: error.kind, description: `${error.description ?? error.kind}; ${unknown}` })}\n`);
+    io.stderr.write(`${terminalText(JSON.stringify({ kind: error.kind, description: `${error.description ?? error.kind}; ${unknown}` }))}\n`);
     return { exitCode: exitCodeOfKind(error.kind) };
   } finally {
     await transport.close();

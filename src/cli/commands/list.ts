@@ -9,6 +9,7 @@ import { listingBounds } from '../stuck-bounds.js';
 import { listOperations, parseListParameters, type ListedOperation } from '../../runtime/operation-list.js';
 import type { CliIo } from '../io.js';
 import { renderTable, ShortId, widthOf, type Cell } from '../table.js';
+import { terminalText } from '../terminal-text.js';
 import { withStore, type StoreOptions } from './ops.js';
 
 export interface ListOptions extends StoreOptions {
@@ -32,7 +33,7 @@ export async function listCommand(options: ListOptions, io: CliIo): Promise<numb
   // Checked before any store is opened: a typo is exit 2 whatever the store's state.
   const request = parseListParameters(givenOptions(options, ['phase', 'outcome', 'settlement', 'interaction', 'since', 'until', 'limit', 'cursor', 'stuck']));
   const bounds = (await listingBounds(options.config)).operations;
-  return withStore({ ...options, notice: (line) => io.stderr.write(`convoke list: ${line}\n`) }, async (store) => {
+  return withStore({ ...options, notice: (line) => io.stderr.write(`convoke list: ${terminalText(line)}\n`) }, async (store) => {
     const clock = new SystemClock();
     const page = await listOperations({ index: store.index, nowMs: clock.nowMs(), bounds, principalId: options.principal }, request);
     const headers = ['operation', 'admitted', 'principal', 'interaction', 'state', 'open', 'next due', 'stuck'];
@@ -54,7 +55,8 @@ export function writeListPage(
   }
   io.stdout.write(renderTable(table.headers, table.rows, widthOf(io)));
   const count = table.rows.length;
-  io.stdout.write(`\n${count} ${table.noun}${count === 1 ? '' : 's'}${page.nextCursor ? `; next page:\n--cursor ${page.nextCursor}` : ''}\n`);
+  const next = page.nextCursor ? `; next page:\n--cursor ${terminalText(page.nextCursor)}` : '';
+  io.stdout.write(`\n${count} ${table.noun}${count === 1 ? '' : 's'}${next}\n`);
 }
 
 /** The named options a command was given, as the list parameters a query string would carry. */

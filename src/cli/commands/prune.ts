@@ -15,6 +15,7 @@ import { keepMsProblem, pruneOperations, PruneStopped, type InstancePruneTally, 
 import { exitCodeOfKind, exitCodes } from '../exit-codes.js';
 import type { CliIo } from '../io.js';
 import { heading, renderTable, ShortId, widthOf } from '../table.js';
+import { terminalText } from '../terminal-text.js';
 import { withStore, type StoreOptions } from './ops.js';
 
 export interface PruneOptions extends StoreOptions {
@@ -42,7 +43,7 @@ const interruptedExit = 130;
 export async function pruneCommand(options: PruneOptions, io: CliIo, stop: Promise<void>): Promise<number> {
   // Checked before any store is opened: a typo is exit 2 whatever the store's state.
   const keepMs = periodMs(options.keep);
-  return withStore({ ...options, notice: (line) => io.stderr.write(`convoke prune: ${line}\n`) }, async (store) => {
+  return withStore({ ...options, notice: (line) => io.stderr.write(`convoke prune: ${terminalText(line)}\n`) }, async (store) => {
     const shown = !options.json && io.stderrIsTerminal === true;
     const verb = options.dryRun ? 'to prune' : 'pruned';
     let stopped = false;

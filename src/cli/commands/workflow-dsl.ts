@@ -6,6 +6,7 @@
  */
 import type { Command } from 'commander';
 import type { CliIo } from '../io.js';
+import { terminalText } from '../terminal-text.js';
 
 // Loaded when a workflow command runs (main.ts registers these commands on every start).
 const load = async () => {
@@ -40,9 +41,10 @@ export async function workflowValidateCommand(file: string, name: string | undef
     io.stdout.write(JSON.stringify({ contract: compiled.ref, workflows }, null, 2) + '\n');
     return 0;
   }
-  io.stdout.write(`contract ${compiled.ref.id}@${compiled.ref.version}\ndigest   ${compiled.digest}\n`);
+  // The bundle's names, for a person: shown escaped (the bundle may be anyone's).
+  io.stdout.write(terminalText(`contract ${compiled.ref.id}@${compiled.ref.version}\ndigest   ${compiled.digest}\n`));
   if (checked.size === 0) io.stdout.write('no pipelines or workflows\n');
-  for (const w of checked.values()) io.stdout.write(`valid    ${w.kind.padEnd(8)} ${w.name} (${w.pointer})\n`);
+  for (const w of checked.values()) io.stdout.write(terminalText(`valid    ${w.kind.padEnd(8)} ${w.name} (${w.pointer})\n`));
   return 0;
 }
 

@@ -20,6 +20,7 @@ import { exitCodeOfReplyError, exitCodes } from '../exit-codes.js';
 import { natsClientOf, natsPrincipalOptions, nonNegativeInteger, workflowCommand } from '../options.js';
 import type { NatsClientOptions } from './invoke.js';
 import { labelled, widthOf } from '../table.js';
+import { terminalText } from '../terminal-text.js';
 
 export interface WorkflowClientOptions extends NatsClientOptions {
   waitMs: number;
@@ -76,7 +77,7 @@ async function sendAndReport(
   const reply = sent.reply;
   if (options.json) io.stdout.write(JSON.stringify(reply, null, 2) + '\n');
   if (!('instance' in reply)) {
-    io.stderr.write(`status ${reply.status}: ${JSON.stringify(reply.error)}\n`);
+    io.stderr.write(`status ${reply.status}: ${terminalText(JSON.stringify(reply.error))}\n`);
     return exitCodeOfReplyError(reply.status, reply.error.kind);
   }
   if (!options.json) io.stdout.write(renderInstance(reply.instance, widthOf(io)));

@@ -11,6 +11,7 @@ import { listingBounds, stuckConfigOption } from '../stuck-bounds.js';
 import { listWorkflowInstances, parseWorkflowListParameters, type ListedInstance } from '../../runtime/workflow-list.js';
 import type { CliIo } from '../io.js';
 import { ShortId } from '../table.js';
+import { terminalText } from '../terminal-text.js';
 import { contextOptions, storeCredsOption, storeOf, workflowCommand } from '../options.js';
 import { givenOptions, instant, writeListPage } from './list.js';
 import type { StoreOptions } from './ops.js';
@@ -35,7 +36,7 @@ export async function workflowListCommand(options: WorkflowListOptions, io: CliI
   const request = parseWorkflowListParameters(givenOptions(options, ['status', 'workflow', 'since', 'until', 'limit', 'cursor', 'stuck']));
   const bounds = (await listingBounds(options.config)).workflows;
   const { withStore } = await import('./ops.js');
-  return withStore({ ...options, notice: (line) => io.stderr.write(`convoke workflow list: ${line}\n`) }, async (store) => {
+  return withStore({ ...options, notice: (line) => io.stderr.write(`convoke workflow list: ${terminalText(line)}\n`) }, async (store) => {
     const clock = new SystemClock();
     const page = await listWorkflowInstances({ index: store.workflowIndex, nowMs: clock.nowMs(), bounds, principalId: options.principal }, request);
     // `child ops` counts the contract calls the row records; child workflow instances are rows of their own (their `parent` in --json).

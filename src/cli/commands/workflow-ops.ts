@@ -27,6 +27,7 @@ import type { StoreAuth } from '../connection.js';
 import { uniqueByPrefix } from '../typed-ids.js';
 import { isWorkflowInstanceId } from '../../workflow/ids.js';
 import { fitText, renderTable, widthOf } from '../table.js';
+import { terminalText } from '../terminal-text.js';
 
 /** The store an operator names and how it logs in (ops.ts StoreOptions: from a context or --creds). */
 export interface StoreTarget {
@@ -45,7 +46,7 @@ async function foundInstance(store: EventStore, typed: string, io: CliIo): Promi
   const instanceId = isWorkflowInstanceId(typed) ? typed : await uniqueByPrefix(store.workflowInstanceIds(), typed);
   const log = instanceId === undefined ? undefined : await readInstance(store, instanceId);
   if (instanceId !== undefined && log !== undefined) return { instanceId, log };
-  io.stderr.write(`no workflow instance ${instanceId ?? `${typed}…`}\n`);
+  io.stderr.write(`no workflow instance ${terminalText(instanceId ?? `${typed}…`)}\n`);
   return undefined;
 }
 
@@ -159,7 +160,8 @@ function renderSummary(record: WorkflowRecord, childInstances: readonly Workflow
         `child ${child.at}: workflow instance ${child.instanceId} (${child.workflow}) ${child.status ?? 'not started'}${child.disposition ? `, ${child.disposition} by its parent` : ''}`,
     ),
   ];
-  return `\n${lines.filter((line) => line !== '').join('\n')}\n`;
+  // Its names, reasons and errors are the document's and the store's: shown escaped.
+  return terminalText(`\n${lines.filter((line) => line !== '').join('\n')}\n`);
 }
 
 /** `typed`: a workflow instance id or a unique prefix of one (wf + hex). */
@@ -191,7 +193,7 @@ export async function workflowInspectCommand(typed: string, options: StoreTarget
     io.stdout.write(fitText(`workflow instance ${instanceId} — ${log.length} transitions (instants relative to its start, ms)`, widthOf(io)) + '\n');
     io.stdout.write(renderTable(['rev', '+ms', 'command', 'guard', 'state', 'event', 'detail'], rows, widthOf(io)));
     if (record) io.stdout.write(renderSummary(record, childInstances));
-    if (problem !== null) io.stdout.write(`\nproblem: ${problem}\n`);
+    if (problem !== null) io.stdout.write(`\nproblem: ${terminalText(problem)}\n`);
     return problem === null ? 0 : 1;
   });
 }
@@ -310,7 +312,7 @@ export async function workflowReplayCommand(
     if (!found) return exitCodes.notFound;
     const { instanceId, log } = found;
     const replayed = await replayInstance(store, instanceId, options.fixIndex === true, log);
-    if (replayed.repaired) io.stderr.write(`workflow index row of ${instanceId} written again from its log\n`);
+    if (replayed.repaired) io.stderr.write(`workflow index row of ${terminalText(instanceId)} written again from its log\n`);
     const problem = replayed.repaired ? null : replayed.problem;
     const row = { kind: 'workflow-instance', instanceId, transitions: log.length, status: replayed.status, problem };
     if (options.json) io.stdout.write(JSON.stringify({ replayed: 1, differences: problem === null ? 0 : 1, rows: [row] }, null, 2) + '\n');

@@ -27,6 +27,7 @@ import { checkSecretFile } from '../secrets.js';
 import { limits } from '../../contract/limits.js';
 import type { EgressOptions } from '../../workflow/exec/egress.js';
 import { originPatterns } from '../../contract/origins.js';
+import { terminalText } from '../terminal-text.js';
 
 export interface WorkflowRunOptions {
   input: string;
@@ -117,12 +118,16 @@ export async function workflowRunCommand(file: string, options: WorkflowRunOptio
     }
   } catch (error) {
     if (!isAdapterError(error)) throw error;
-    io.stderr.write(JSON.stringify(error.toJSON()) + '\n');
+    io.stderr.write(terminalText(JSON.stringify(error.toJSON())) + '\n');
     return exitCodeOfError(error);
   }
 }
 
-/** Prints the instance as it stands (its output, or with --json the instance and its child instances) and answers the exit code. */
+/**
+ * Prints the instance as it stands and answers the exit code: with --json the instance and its
+ * child instances, as they are; else its output for a person, in JSON still but with its controls
+ * shown in JSON's own escapes (terminalText: the same value).
+ */
 async function report(
   instanceId: string,
   record: WorkflowRecord,
@@ -143,13 +148,13 @@ async function report(
     );
     const shown = { instanceId, status: record.status, output: record.output, error: record.error, tasks, children: record.children, childInstances };
     io.stdout.write(JSON.stringify(shown, null, 2) + '\n');
-  } else if (record.status === 'completed') io.stdout.write(JSON.stringify(record.output, null, 2) + '\n');
+  } else if (record.status === 'completed') io.stdout.write(terminalText(JSON.stringify(record.output, null, 2)) + '\n');
   if (record.status === 'running') {
     io.stderr.write(`workflow instance ${instanceId} is still running after ${options.waitMs} ms\n`);
     return exitCodes.pending;
   }
   if (record.status !== 'completed') {
-    io.stderr.write(JSON.stringify({ instanceId, status: record.status, error: record.error }) + '\n');
+    io.stderr.write(terminalText(JSON.stringify({ instanceId, status: record.status, error: record.error })) + '\n');
     return exitCodes.outcomeNotSuccess;
   }
   return exitCodes.ok;
