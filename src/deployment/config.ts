@@ -505,6 +505,8 @@ function withRetention(config: DeploymentConfig, deployment: RunningDeployment, 
     keepMs: retention.keepMs,
     ...(retention.everyMs === undefined ? {} : { everyMs: retention.everyMs }),
     ...(workflows?.prune ? { instances: workflows.prune.bind(workflows) } : {}),
+    // What this process holds of a pruned stream goes: its reads (get, a same-key start) meet the tombstone, not a cached payload.
+    onPruned: (kind, id) => (kind === 'operation' ? deployment.coordinator.forgetPruned(id) : workflows?.forget?.(id)),
     onPrune: ({ operations, instances }, stopped, error) => {
       metrics.pruned.inc({ kind: 'operation' }, operations.pruned);
       if (instances) metrics.pruned.inc({ kind: 'workflow-instance' }, instances.pruned);

@@ -131,6 +131,11 @@ export class Coordinator implements RuntimeHost {
     return true;
   }
 
+  /** A pruned operation (retention tombstoned it) is let go from memory: what reads it next meets its tombstone. */
+  forgetPruned(operationId: string): void {
+    this.kernel.forget(operationId);
+  }
+
   /** Set once the coordinator stops accepting work. */
   get closing(): boolean {
     return this.closed;

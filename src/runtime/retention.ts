@@ -89,6 +89,8 @@ export interface PruneRequest<T = PruneTally> {
   stopped?: () => boolean;
   /** Operations (or instances) read and tombstoned at once (default 8). */
   concurrency?: number;
+  /** Told each stream this prune tombstoned (never under a dry run): a process holding it in memory lets it go, and reads the tombstone next. */
+  pruned?: (id: string) => void;
 }
 
 export const pruneConcurrencyDefault = 8;
@@ -220,13 +222,14 @@ async function pruneOne(request: PruneRequest, row: OperationIndexRow, tally: Pr
 
 /** The last step of a candidate its log proved prunable: counted under a dry run, else tombstoned (gone already, or a failure told); answers which. */
 export async function pruneProved(
-  request: Pick<PruneRequest<unknown>, 'store' | 'dryRun'>,
+  request: Pick<PruneRequest<unknown>, 'store' | 'dryRun' | 'pruned'>,
   id: string,
   tally: { pruned: number; gone: number },
   failed: (failure: { kind: string; description: string }) => void,
 ): Promise<'pruned' | 'gone' | 'failed'> {
   const failure = request.dryRun === true ? undefined : await tombstoneOf(request.store, id);
   if (failure === undefined) {
+    if (request.dryRun !== true) request.pruned?.(id);
     tally.pruned++;
     return 'pruned';
   }
@@ -244,7 +247,7 @@ export async function pruneProved(
  * half-done), or unreadable (told to `failed`).
  */
 export async function logToPrune(
-  request: Pick<PruneRequest<unknown>, 'store' | 'dryRun'>,
+  request: Pick<PruneRequest<unknown>, 'store' | 'dryRun' | 'pruned'>,
   id: string,
   tally: { pruned: number; finished: number; gone: number },
   failed: (failure: { kind: string; description: string }) => void,
@@ -303,6 +306,8 @@ export interface RetentionScheduleOptions {
   onPrune?(tallies: { operations: PruneTally; instances?: InstancePruneTally }, stopped: boolean, error?: unknown): void;
   /** Told a prune that could not run at all (the first page of the index could not be listed); the next goes on schedule. */
   onError?(error: unknown): void;
+  /** Told each operation or instance a prune tombstoned (PruneRequest.pruned): the deployment's caches let it go. */
+  onPruned?(kind: 'operation' | 'workflow-instance', id: string): void;
 }
 
 /**
@@ -322,12 +327,13 @@ export function scheduleRetention(options: RetentionScheduleOptions): { close():
   };
   const prune = async () => {
     const request = { nowMs: options.clock.nowMs(), keepMs: options.keepMs, stopped: () => closed };
+    const told = (kind: 'operation' | 'workflow-instance') => (options.onPruned ? { pruned: (id: string) => options.onPruned?.(kind, id) } : {});
     let operations: PruneTally | undefined;
     let instances: InstancePruneTally | undefined;
     let failure: unknown;
     try {
-      operations = await pruneOperations({ store: options.store, ...request });
-      if (options.instances && !closed) instances = await options.instances(request);
+      operations = await pruneOperations({ store: options.store, ...request, ...told('operation') });
+      if (options.instances && !closed) instances = await options.instances({ ...request, ...told('workflow-instance') });
     } catch (error) {
       // Stopped part-way: what it did is told with the failure (its tombstones counted), not lost with it.
       if (!(error instanceof PruneStopped) && operations === undefined) throw error;

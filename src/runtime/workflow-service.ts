@@ -150,6 +150,8 @@ export interface WorkflowInstanceService {
   follow(listener: (instanceId: string) => void): Promise<{ close(): Promise<void> }>;
   /** Payload expiry of the store's ended instances (the config's `retention`, src/runtime/retention.ts). */
   prune?(request: Omit<PruneRequest<InstancePruneTally>, 'store'>): Promise<InstancePruneTally>;
+  /** Lets a pruned instance go from memory: what reads it next meets its tombstone (404, a start under its key 410). */
+  forget?(instanceId: string): void;
 }
 
 /** The serve config's `workflows` section (docs/reference.md). */

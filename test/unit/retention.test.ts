@@ -8,6 +8,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { AdapterError, isAdapterError } from '../../src/contract/errors.js';
+import { OperationNotFound, WorkflowInstanceNotFound } from '../../src/runtime/errors.js';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -181,28 +182,41 @@ test('a deployment with config retention prunes on its own, says so, counts it, 
       log: (line, level) => lines.push([line, level]),
       workflows: (parts) => createWorkflowHost({ ...parts, seed: 7 }),
     });
-    await later.advance(60_000);
-    const said = lines.filter(([line]) => line.startsWith('retention:'));
-    assert.equal(said.length, 1, JSON.stringify(lines));
-    assert.match(said[0]![0], /^retention: 2 operations settled before \S+ pruned, 0 kept; 1 workflow instances pruned, 0 kept$/);
-    assert.equal(said[0]![1], 'info');
-    for (const id of [...ids, instance]) assert.equal((await deployment.store.read(id)).kind, 'expired');
-    const metrics = await deployment.coordinator.metrics.registry.getMetricsAsJSON();
-    const value = (name: string) => metrics.find((m) => m.name === name)?.values;
-    assert.deepEqual(
-      value('convoke_pruned_total')?.map((v) => [v.labels.kind, v.value]),
-      [
-        ['operation', 2],
-        ['workflow-instance', 1],
-      ],
-    );
-    assert.deepEqual(
-      value('convoke_retention_runs_total')?.map((v) => [v.labels.result, v.value]),
-      [['ok', 1]],
-    );
-    await deployment.close();
-    await later.advance(10 * 60_000);
-    assert.equal(lines.filter(([line]) => line.startsWith('retention:')).length, 1, 'nothing after close');
+    // A failed assertion still closes the deployment (its schedule's timers would hold the process).
+    let closed = false;
+    try {
+      // Read through the deployment first: its coordinator and its workflow service now hold each in memory.
+      for (const id of ids) assert.equal((await deployment.coordinator.get('svc-a', id)).settlement.status, 'complete');
+      assert.equal((await deployment.workflows!.get('alice', instance)).status, 'completed');
+      await later.advance(60_000);
+      // Pruned, they are gone from this process too: its reads meet the tombstones, not the payloads it held.
+      for (const id of ids) await assert.rejects(deployment.coordinator.get('svc-a', id), (error: unknown) => error instanceof OperationNotFound, id);
+      await assert.rejects(deployment.workflows!.get('alice', instance), (error: unknown) => error instanceof WorkflowInstanceNotFound);
+      const said = lines.filter(([line]) => line.startsWith('retention:'));
+      assert.equal(said.length, 1, JSON.stringify(lines));
+      assert.match(said[0]![0], /^retention: 2 operations settled before \S+ pruned, 0 kept; 1 workflow instances pruned, 0 kept$/);
+      assert.equal(said[0]![1], 'info');
+      for (const id of [...ids, instance]) assert.equal((await deployment.store.read(id)).kind, 'expired');
+      const metrics = await deployment.coordinator.metrics.registry.getMetricsAsJSON();
+      const value = (name: string) => metrics.find((m) => m.name === name)?.values;
+      assert.deepEqual(
+        value('convoke_pruned_total')?.map((v) => [v.labels.kind, v.value]),
+        [
+          ['operation', 2],
+          ['workflow-instance', 1],
+        ],
+      );
+      assert.deepEqual(
+        value('convoke_retention_runs_total')?.map((v) => [v.labels.result, v.value]),
+        [['ok', 1]],
+      );
+      await deployment.close();
+      closed = true;
+      await later.advance(10 * 60_000);
+      assert.equal(lines.filter(([line]) => line.startsWith('retention:')).length, 1, 'nothing after close');
+    } finally {
+      if (!closed) await deployment.close();
+    }
   } finally {
     await rm(dir, { recursive: true, force: true });
   }

@@ -186,6 +186,10 @@ export class WorkflowInstances implements WorkflowInstanceService {
     return pruneWorkflowInstances({ store: this.listing().store, ...request });
   }
 
+  forget(instanceId: string): void {
+    this.options.executor.kernel.forget(instanceId);
+  }
+
   private listing(): NonNullable<WorkflowInstancesOptions['listing']> {
     const listing = this.options.listing;
     if (!listing) throw new AdapterError('unavailable', 'this runtime keeps no workflow instances index');
