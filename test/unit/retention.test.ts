@@ -14,6 +14,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { SqliteEventStore } from '../../src/adapters/store/sqlite.js';
 import { VirtualClock } from '../../src/contract/clock.js';
+import type { JsonObject } from '../../src/contract/json.js';
 import { buildDeployment, parseDeploymentConfig } from '../../src/deployment/config.js';
 import { reviewBundle } from '../../src/deployment/examples.js';
 import { keepMsProblem, pruneOperations, PruneStopped, retentionKeepMsMin, scheduleRetention, type PruneTally } from '../../src/runtime/retention.js';
@@ -150,24 +151,28 @@ test('a schedule prunes every everyMs, one at a time, and stops at close', async
   await s.close();
 });
 
-test('a deployment with config retention prunes on its own, says so, counts it, and stops before its store closes', async () => {
+/** Two operations settled on `clock` (first-success, principal svc-a) and a workflow instance that ended then (alice's), in the SQLite file at `path`. */
+async function settledInFile(path: string, clock: VirtualClock, review: JsonObject): Promise<{ ids: string[]; instance: string }> {
+  const seeded = await scenario({ peers: 1, review, embedded: { store: new SqliteEventStore({ path, clock }), clock } });
+  await seeded.addPeer('alfa', { review: answers('approve') });
+  const ids = [(await seeded.invoke('k1')).result.operationId, (await seeded.invoke('k2')).result.operationId];
+  await seeded.settle();
+  await seeded.close();
+  const workflows = harness({ store: new SqliteEventStore({ path, clock }), clock });
+  const instance = (await workflows.executor.start({ principalId: 'alice', invocationKey: 'w', document: quickDocument, input: {} })).instanceId;
+  await clock.advance(0);
+  assert.equal((await workflows.executor.get(instance))?.status, 'completed');
+  await workflows.close();
+  return { ids, instance };
+}
+
+test('a deployment with config retention prunes on its own, says so, counts it, lets go of what it held, and stops before its store closes', async () => {
   const dir = await mkdtemp(join(tmpdir(), 'convoke-retention-'));
   try {
-    const path = join(dir, 'ops.db');
-    // Two operations settled on a clock, in a SQLite file the deployment then opens two hours later.
+    // Settled on a clock, in a SQLite file the deployment then opens two hours later.
     const clock = new VirtualClock();
     const review = { completion: { mode: 'first-success' } };
-    const seeded = await scenario({ peers: 1, review, embedded: { store: new SqliteEventStore({ path, clock }), clock } });
-    await seeded.addPeer('alfa', { review: answers('approve') });
-    const ids = [(await seeded.invoke('k1')).result.operationId, (await seeded.invoke('k2')).result.operationId];
-    await seeded.settle();
-    await seeded.close();
-    // And a workflow instance that ended then.
-    const workflows = harness({ store: new SqliteEventStore({ path, clock }), clock });
-    const instance = (await workflows.executor.start({ principalId: 'alice', invocationKey: 'w', document: quickDocument, input: {} })).instanceId;
-    await clock.advance(0);
-    assert.equal((await workflows.executor.get(instance))?.status, 'completed');
-    await workflows.close();
+    const { ids, instance } = await settledInFile(join(dir, 'ops.db'), clock, review);
     await writeFile(join(dir, 'b.json'), JSON.stringify(reviewBundle(review)));
     const config = minimalServeConfig({
       store: 'sqlite:ops.db',
