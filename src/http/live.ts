@@ -223,8 +223,12 @@ function openStream(reply: FastifyReply, options: LiveRoutesOptions, release: ()
   const fail = (error: unknown) => end(`event: error\ndata: ${JSON.stringify({ kind: 'unavailable', description: (error as Error).message })}\n\n`);
   options.streams.add(end);
   raw.once('close', () => end());
+  // The client may have left while the first read was in flight: its close has been and gone.
+  if (raw.destroyed) end();
   const send = (event: string, data: unknown) => write(`event: ${event}\ndata: ${JSON.stringify(data)}\n\n`);
   const follow = (subscribe: Follow, refresh: () => Promise<void>, minGapMs = 0) => {
+    // An ended stream subscribes to nothing: end() has already closed whatever it followed.
+    if (ended) return;
     let running = false;
     let again = false;
     const run = () => {

@@ -3,14 +3,18 @@
  * store (contract calls in-process): start (200 when finished within the wait, 202 while running),
  * the same key and input find the same instance, a different input is 409, another principal gets
  * 404, cancel is 422 unless the bundle declares caller cancellation; each instance rebuilt from its
- * log gives the same view as the live one; the routes are in the OpenAPI document.
+ * log gives the same view as the live one; the routes are in the OpenAPI document; an event stream
+ * whose client left before it opened holds none of the principal's streams.
  */
 import assert from 'node:assert/strict';
+import { once } from 'node:events';
+import { connect, type Socket } from 'node:net';
 import { after, before, test } from 'node:test';
 import { Ajv } from 'ajv';
 import type { JsonObject } from '../../src/contract/json.js';
 import { workflowInstanceSchema, type WorkflowInstance } from '../../src/runtime/workflow-service.js';
 import { renderInstance } from '../../src/cli/commands/workflow-facade.js';
+import { eventStreamsPerPrincipalDefault } from '../../src/deployment/config.js';
 import { serveWorkflowFixture, writeWorkflowFixture, type HostedWorkflows, type WorkflowFixture } from './instances-fixture.js';
 
 let fixture: WorkflowFixture;
@@ -313,4 +317,54 @@ test('a child instance names its parent (view and index row), and the parent lis
   assert.equal(after.childInstances[0]?.status, 'cancelled', 'the child was cancelled with its parent');
   await assertReplayEqual(parentId);
   await assertReplayEqual(child.instanceId);
+});
+
+test('an event stream whose client left while its first page was read holds none of its principal’s streams: later streams are not refused', async () => {
+  const service = hosted.host.service;
+  const list = service.list.bind(service);
+  const server = hosted.server.app.server;
+  const { hostname, port } = new URL(hosted.server.url);
+  const request = `GET /workflow-instances/events HTTP/1.1\r\nhost: ${hostname}\r\nauthorization: Bearer ${fixture.tokens.bob}\r\n\r\n`;
+  try {
+    // As many as the principal may hold: each client goes away before the stream's first page is read.
+    for (let i = 0; i < eventStreamsPerPrincipalDefault; i++) {
+      let entered!: () => void;
+      let release!: () => void;
+      let returned!: () => void;
+      const reading = new Promise<void>((resolve) => (entered = resolve));
+      const gate = new Promise<void>((resolve) => (release = resolve));
+      const read = new Promise<void>((resolve) => (returned = resolve));
+      service.list = async (principalId, query) => {
+        entered();
+        await gate;
+        const page = await list(principalId, query);
+        returned();
+        return page;
+      };
+      const accepted = new Promise<Socket>((resolve) => server.once('connection', resolve));
+      const client = connect(Number(port), hostname);
+      client.on('error', () => undefined);
+      client.write(request);
+      const socket = await accepted;
+      await reading;
+      const closed = once(socket, 'close');
+      client.destroy();
+      await closed;
+      release();
+      await read;
+      await new Promise((resolve) => setImmediate(resolve));
+    }
+  } finally {
+    Reflect.deleteProperty(service, 'list');
+  }
+  const controller = new AbortController();
+  try {
+    const response = await fetch(`${hosted.server.url}/workflow-instances/events`, {
+      headers: { authorization: `Bearer ${fixture.tokens.bob}` },
+      signal: controller.signal,
+    });
+    assert.equal(response.status, 200, response.status === 200 ? '' : await response.text());
+  } finally {
+    controller.abort();
+  }
 });
