@@ -138,6 +138,7 @@ function registerRoutes(
     events: settings.events,
     streams,
     ...(options.workflows ? { workflows: options.workflows } : {}),
+    ...(options.onInternalError ? { onInternalError: options.onInternalError } : {}),
   });
   registerConsoleRoutes(app);
   if (options.workflowEvents) registerWorkflowEventRoutes(app, { intake: options.workflowEvents, authenticate });

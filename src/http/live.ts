@@ -25,6 +25,7 @@
 import { isDeepStrictEqual } from 'node:util';
 import type { FastifyInstance, FastifyReply } from 'fastify';
 import { AdapterError } from '../contract/errors.js';
+import { adapterErrorStatus, internalErrorBody } from '../runtime/errors.js';
 import type { Clock, TimerHandle } from '../contract/clock.js';
 import type { OperationInspection } from '../projections/inspection.js';
 import { parseListParameters } from '../runtime/operation-list.js';
@@ -44,6 +45,8 @@ export interface LiveRoutesOptions {
   streams: Set<() => void>;
   /** Workflow instances, when the runtime hosts them: their routes exist only then. */
   workflows?: WorkflowInstanceService;
+  /** Told about a refresh that failed with a bug; its client learns only "internal error", as a 500's does. */
+  onInternalError?: (error: unknown) => void;
 }
 
 interface Params {
@@ -220,7 +223,13 @@ function openStream(reply: FastifyReply, options: LiveRoutesOptions, release: ()
     void following?.then((f) => f.close()).catch(() => undefined);
     raw.end();
   };
-  const fail = (error: unknown) => end(`event: error\ndata: ${JSON.stringify({ kind: 'unavailable', description: (error as Error).message })}\n\n`);
+  const fail = (error: unknown) => {
+    // An operating failure says what it is; a bug's message (a path, a fragment of data) never reaches the client.
+    const known = adapterErrorStatus(error);
+    if (!known) options.onInternalError?.(error);
+    const description = known ? known.body.description : internalErrorBody.description;
+    end(`event: error\ndata: ${JSON.stringify({ kind: 'unavailable', description })}\n\n`);
+  };
   options.streams.add(end);
   raw.once('close', () => end());
   // The client may have left while the first read was in flight: its close has been and gone.

@@ -4,7 +4,8 @@
  * the same key and input find the same instance, a different input is 409, another principal gets
  * 404, cancel is 422 unless the bundle declares caller cancellation; each instance rebuilt from its
  * log gives the same view as the live one; the routes are in the OpenAPI document; an event stream
- * whose client left before it opened holds none of the principal's streams.
+ * whose client left before it opened holds none of the principal's streams, and one whose refresh
+ * failed with a bug tells its client "internal error", never the bug's message.
  */
 import assert from 'node:assert/strict';
 import { once } from 'node:events';
@@ -367,4 +368,58 @@ test('an event stream whose client left while its first page was read holds none
   } finally {
     controller.abort();
   }
+});
+
+test('an event stream whose refresh fails with a bug ends with an error event saying "internal error", never the bug’s message', async () => {
+  const service = hosted.host.service;
+  const list = service.list.bind(service);
+  const bug = new SyntaxError('Unexpected token \'}\', "{"note":"alice-private"}" is not valid JSON (/var/lib/convoke/store.db)');
+  let calls = 0;
+  service.list = async (principalId, query) => {
+    if (++calls > 1) throw bug;
+    return list(principalId, query);
+  };
+  const reported: unknown[] = [];
+  const consoleError = console.error;
+  console.error = (...args: unknown[]) => void reported.push(...args);
+  const controller = new AbortController();
+  const events: { event: string; data: string }[] = [];
+  try {
+    const response = await fetch(`${hosted.server.url}/workflow-instances/events`, {
+      headers: { authorization: `Bearer ${fixture.tokens.bob}` },
+      signal: controller.signal,
+    });
+    assert.equal(response.status, 200);
+    assert.ok(response.body);
+    let buffer = '';
+    const decoder = new TextDecoder();
+    let started = false;
+    for await (const chunk of response.body) {
+      buffer += decoder.decode(chunk as Uint8Array, { stream: true });
+      let at: number;
+      while ((at = buffer.indexOf('\n\n')) >= 0) {
+        const block = buffer.slice(0, at);
+        buffer = buffer.slice(at + 2);
+        if (!block.startsWith(':')) events.push({ event: /^event: (.*)$/m.exec(block)?.[1] ?? '', data: /^data: (.*)$/m.exec(block)?.[1] ?? '' });
+      }
+      // The first page is in: an append (any instance's) makes the stream read its page again.
+      if (!started && events.length > 0) {
+        started = true;
+        await start(fixture.tokens.bob, 'slow', 'refresh-fails', {}, 0);
+      }
+    }
+  } finally {
+    controller.abort();
+    console.error = consoleError;
+    Reflect.deleteProperty(service, 'list');
+  }
+  assert.deepEqual(
+    events.map((e) => e.event),
+    ['page', 'error'],
+  );
+  const error = JSON.parse(events[1]?.data ?? '{}') as JsonObject;
+  assert.equal(error.kind, 'unavailable');
+  assert.match(String(error.description), /^internal error/);
+  assert.doesNotMatch(events[1]?.data ?? '', /alice-private|\/var\/lib/);
+  assert.ok(reported.includes(bug), 'the bug is reported to the server’s onInternalError');
 });
