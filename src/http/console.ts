@@ -52,7 +52,8 @@ export function registerConsoleRoutes(app: FastifyInstance): void {
   };
   app.get('/console', async (_request, reply) => reply.redirect('/console/', 308));
   app.get<{ Params: { file: string } }>('/console/:file', async (request, reply) => {
-    const file = files[request.params.file];
+    // Only the listed files: a name Object.prototype holds (constructor, toString, __proto__) is not one.
+    const file = Object.hasOwn(files, request.params.file) ? files[request.params.file] : undefined;
     if (!file) {
       const missing = routeNotFound(request.method, request.url);
       return reply.code(missing.statusCode).headers(missing.headers).send(missing.body);

@@ -90,6 +90,12 @@ async function staticFiles(ctx: Context): Promise<void> {
   assert.doesNotMatch(await script.text(), /innerHTML|insertAdjacentHTML|document\.write/);
   assert.equal((await fetch(`${ctx.base}/console/../package.json`)).status, 404);
   assert.equal((await fetch(`${ctx.base}/console/secrets.json`)).status, 404);
+  // Names every object inherits are no console file either: 404 as any other, never an internal error.
+  for (const name of ['constructor', 'toString', 'hasOwnProperty', '__proto__']) {
+    const inherited = await fetch(`${ctx.base}/console/${name}`);
+    assert.equal(inherited.status, 404, name);
+    assert.deepEqual(await inherited.json(), { kind: 'invalid-input', description: `no route GET /console/${name}` });
+  }
   const redirect = await fetch(`${ctx.base}/console`, { redirect: 'manual' });
   assert.equal(redirect.status, 308);
   assert.equal(redirect.headers.get('location'), '/console/');
