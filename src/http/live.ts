@@ -196,8 +196,8 @@ type Follow = (listener: () => void) => Promise<{ close(): Promise<void> }>;
 /**
  * Takes the response over as an event stream: `send` writes an event, `follow` runs `refresh`
  * after store notices (one at a time, notices arriving meanwhile folded into one more run, at
- * most every `minGapMs`). The stream ends when the client leaves, on shutdown, or after a failed
- * refresh (an `error` event first).
+ * most every `minGapMs`; while the client has not read what was written, none until it has). The
+ * stream ends when the client leaves, on shutdown, or after a failed refresh (an `error` event first).
  */
 function openStream(reply: FastifyReply, options: LiveRoutesOptions, release: () => void) {
   const { clock } = options;
@@ -207,11 +207,15 @@ function openStream(reply: FastifyReply, options: LiveRoutesOptions, release: ()
   let ended = false;
   let heartbeat: TimerHandle | undefined;
   let following: Promise<{ close(): Promise<void> }> | undefined;
+  // A stream whose client has not read what was written (the response needs a drain) is not idle: no heartbeat is added.
+  const armHeartbeat = () => {
+    heartbeat?.cancel();
+    heartbeat = clock.at(clock.nowMs() + options.events.heartbeatMs, () => (raw.writableNeedDrain ? armHeartbeat() : write(': heartbeat\n\n')));
+  };
   const write = (text: string) => {
     if (ended) return;
     raw.write(text);
-    heartbeat?.cancel();
-    heartbeat = clock.at(clock.nowMs() + options.events.heartbeatMs, () => write(': heartbeat\n\n'));
+    armHeartbeat();
   };
   const end = (last?: string) => {
     if (ended) return;
@@ -223,13 +227,7 @@ function openStream(reply: FastifyReply, options: LiveRoutesOptions, release: ()
     void following?.then((f) => f.close()).catch(() => undefined);
     raw.end();
   };
-  const fail = (error: unknown) => {
-    // An operating failure says what it is; a bug's message (a path, a fragment of data) never reaches the client.
-    const known = adapterErrorStatus(error);
-    if (!known) options.onInternalError?.(error);
-    const description = known ? known.body.description : internalErrorBody.description;
-    end(`event: error\ndata: ${JSON.stringify({ kind: 'unavailable', description })}\n\n`);
-  };
+  const fail = (error: unknown) => end(errorEvent(error, options.onInternalError));
   options.streams.add(end);
   raw.once('close', () => end());
   // The client may have left while the first read was in flight: its close has been and gone.
@@ -240,9 +238,21 @@ function openStream(reply: FastifyReply, options: LiveRoutesOptions, release: ()
     if (ended) return;
     let running = false;
     let again = false;
+    let draining = false;
+    const drained = () => {
+      draining = false;
+      run();
+    };
     const run = () => {
       if (ended) return;
       if (running) return void (again = true);
+      // A client that has not read what was sent gets nothing more until it has: the server holds at
+      // most one event it cannot deliver, and the run on drain sends everything the client missed.
+      if (raw.writableNeedDrain) {
+        if (!draining) raw.once('drain', drained);
+        draining = true;
+        return;
+      }
       running = true;
       again = false;
       refresh()
@@ -257,4 +267,12 @@ function openStream(reply: FastifyReply, options: LiveRoutesOptions, release: ()
     following.then(run, fail);
   };
   return { send, follow };
+}
+
+/** The last event of a stream whose refresh failed: an operating failure says what it is; a bug's message (a path, a fragment of data) never reaches the client. */
+function errorEvent(error: unknown, onInternalError: ((error: unknown) => void) | undefined): string {
+  const known = adapterErrorStatus(error);
+  if (!known) onInternalError?.(error);
+  const description = known ? known.body.description : internalErrorBody.description;
+  return `event: error\ndata: ${JSON.stringify({ kind: 'unavailable', description })}\n\n`;
 }

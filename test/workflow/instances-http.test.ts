@@ -5,10 +5,12 @@
  * 404, cancel is 422 unless the bundle declares caller cancellation; each instance rebuilt from its
  * log gives the same view as the live one; the routes are in the OpenAPI document; an event stream
  * whose client left before it opened holds none of the principal's streams, and one whose refresh
- * failed with a bug tells its client "internal error", never the bug's message.
+ * failed with a bug tells its client "internal error", never the bug's message; one whose client
+ * does not read holds at most one undelivered event and sends the rest once the client reads.
  */
 import assert from 'node:assert/strict';
 import { once } from 'node:events';
+import { get, type IncomingMessage } from 'node:http';
 import { connect, type Socket } from 'node:net';
 import { after, before, test } from 'node:test';
 import { Ajv } from 'ajv';
@@ -422,4 +424,74 @@ test('an event stream whose refresh fails with a bug ends with an error event sa
   assert.match(String(error.description), /^internal error/);
   assert.doesNotMatch(events[1]?.data ?? '', /alice-private|\/var\/lib/);
   assert.ok(reported.includes(bug), 'the bug is reported to the server’s onInternalError');
+});
+
+test('an event stream whose client does not read holds at most one event it could not deliver; once the client reads, every transition arrives in order', async () => {
+  // Each of its 60 one-millisecond pauses appends, and each update carries the instance's every task (each with its 4 KB input).
+  const churn: JsonObject = {
+    document: { dsl: '1.0.3', namespace: 'lab', name: 'churn', version: '1.0.0' },
+    do: [
+      { first: { wait: { milliseconds: 500 } } },
+      { each: { for: { in: '${ [range(0; 60)] }', each: 'i' }, do: [{ pause: { wait: { milliseconds: 1 } } }] } },
+    ],
+  };
+  const own = await writeWorkflowFixture({ bundleWorkflows: { churn } });
+  const served = await serveWorkflowFixture(own);
+  const headers = { authorization: `Bearer ${own.tokens.alice}` };
+  let response: IncomingMessage | undefined;
+  try {
+    const started = await fetch(`${served.server.url}/workflow-instances`, {
+      method: 'POST',
+      headers: { ...headers, 'content-type': 'application/json' },
+      body: JSON.stringify({ bundle: { ...own.bundle }, workflow: 'churn', invocationKey: 'churn-1', input: { pad: 'x'.repeat(4000) }, waitMs: 0 }),
+    });
+    const instanceId = ((await started.json()) as WorkflowInstance).instanceId;
+    const { hostname, port } = new URL(served.server.url);
+    const accepted = new Promise<Socket>((resolve) => served.server.app.server.once('connection', resolve));
+    // A client that never reads: node:http stops reading the socket once the response's buffer is full.
+    response = await new Promise<IncomingMessage>((resolve, reject) =>
+      get({ hostname, port, path: `/workflow-instances/${instanceId}/events`, headers, agent: false }, resolve).on('error', reject),
+    );
+    assert.equal(response.statusCode, 200);
+    const socket = await accepted;
+    let status = 'running';
+    for (let tries = 0; status === 'running' && tries < 20; tries++) {
+      const read = await fetch(`${served.server.url}/workflow-instances/${instanceId}?waitMs=5000`, { headers });
+      status = ((await read.json()) as WorkflowInstance).status;
+    }
+    assert.equal(status, 'completed');
+    const transitions = ((await (await fetch(`${served.server.url}/workflow-instances/${instanceId}/transitions`, { headers })).json()) as JsonObject)
+      .timeline as JsonObject[];
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    assert.ok(socket.writableLength < 4 * 1024 * 1024, `the server holds ${socket.writableLength} bytes the client has not read`);
+
+    let buffer = '';
+    const indexes: number[] = [];
+    let last: WorkflowInstance | undefined;
+    response.setEncoding('utf8');
+    for await (const chunk of response) {
+      buffer += chunk as string;
+      let at: number;
+      while ((at = buffer.indexOf('\n\n')) >= 0) {
+        const block = buffer.slice(0, at);
+        buffer = buffer.slice(at + 2);
+        const data = /^data: (.*)$/m.exec(block)?.[1];
+        if (data === undefined) continue;
+        const inspection = JSON.parse(data) as { instance: WorkflowInstance; timeline: { index: number }[] };
+        indexes.push(...inspection.timeline.map((t) => t.index));
+        last = inspection.instance;
+      }
+      if (indexes.length >= transitions.length) break;
+    }
+    assert.deepEqual(
+      indexes,
+      transitions.map((_, i) => i),
+      'every transition, once, in order',
+    );
+    assert.equal(last?.status, 'completed');
+  } finally {
+    response?.destroy();
+    await served.close();
+    await own.dispose();
+  }
 });
