@@ -210,6 +210,15 @@ interface ServerState {
 }
 
 /** Subscribes the three command subjects (queue group) and answers each request. */
+/**
+ * The peer a command principal speaks as (transport.commandSenders), or null: its own entries only.
+ * The config is a parsed JSON object, and a principal named `constructor` or `__proto__` (both
+ * subject tokens) would otherwise read what every object inherits.
+ */
+export function commandSender(senders: Readonly<Record<string, string>> | undefined, principalId: string): string | null {
+  return senders !== undefined && Object.hasOwn(senders, principalId) ? (senders[principalId] ?? null) : null;
+}
+
 export async function startCommandServer(options: CommandServerOptions): Promise<CommandServer> {
   const state: ServerState = { options, closing: false, waits: new Set(), inFlight: new Set(), replies: commandMetrics(options.coordinator.metrics.registry) };
   const queue = options.queue ?? commandQueueDefault;
@@ -297,7 +306,7 @@ async function handleCommand(state: ServerState, verb: CommandVerb, principalId:
       // Checked before admission, so a weakening request creates no state; an undeployed
       // contract has no boundary and admission rejects it with the precise kind.
       const requested = declared === undefined ? undefined : effectiveBoundary(body.waitFor, declared);
-      const caller: Caller = { principalId, senderPeerId: state.options.senders?.[principalId] ?? null };
+      const caller: Caller = { principalId, senderPeerId: commandSender(state.options.senders, principalId) };
       const { result } = await coordinator.invoke(caller, body);
       if (requested === undefined) throw new AssertionFailure('an admitted invocation names a deployed interaction');
       return waitAndAnswer(state, principalId, result.operationId, requested, body.waitMs);

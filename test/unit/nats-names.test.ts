@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import { commandSender } from '../../src/nats-api/commands.js';
 import { test } from 'node:test';
 import fc from 'fast-check';
 import { durableLayout, durableStreamNames, durableStreamSubjects } from '../../src/adapters/transport/nats-names.js';
@@ -72,4 +73,12 @@ test("a pattern over every peer spans each known peer's stream with a filter nar
   assert.deepEqual(layout.routesFor(`${namespace}.>`), []);
   assert.equal(layout.captures(`${namespace}.review.*.claim.*`), true);
   assert.equal(layout.captures('convoke.cmd.billing.invoke'), false);
+});
+
+test('a command principal speaks as a peer only by its own commandSenders entry: inherited names read nothing', () => {
+  const senders = JSON.parse('{"svc-a":"peer-a"}') as Record<string, string>;
+  assert.equal(commandSender(senders, 'svc-a'), 'peer-a');
+  for (const principalId of ['constructor', '__proto__', 'toString', 'hasOwnProperty', 'svc-b'])
+    assert.equal(commandSender(senders, principalId), null, principalId);
+  assert.equal(commandSender(undefined, 'svc-a'), null);
 });
