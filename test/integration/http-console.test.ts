@@ -4,6 +4,7 @@
  * and nobody else; the server-sent event streams (snapshot, update on append, heartbeat, the
  * per-principal bound, refused credentials); the OpenAPI document naming the routes.
  */
+import { sseBlocks, sseEvent } from '../support/sse.js';
 import assert from 'node:assert/strict';
 import { writeFile } from 'node:fs/promises';
 import { after, before, describe, test } from 'node:test';
@@ -41,17 +42,9 @@ async function readEvents(
   try {
     if (response.status !== 200 || !response.body) return { status: response.status, events, comments };
     assert.match(response.headers.get('content-type') ?? '', /^text\/event-stream/);
-    let buffer = '';
-    const decoder = new TextDecoder();
-    for await (const chunk of response.body) {
-      buffer += decoder.decode(chunk as Uint8Array, { stream: true });
-      let at: number;
-      while ((at = buffer.indexOf('\n\n')) >= 0) {
-        const block = buffer.slice(0, at);
-        buffer = buffer.slice(at + 2);
-        if (block.startsWith(':')) comments++;
-        else events.push({ event: /^event: (.*)$/m.exec(block)?.[1] ?? 'message', data: /^data: (.*)$/m.exec(block)?.[1] ?? '' });
-      }
+    for await (const block of sseBlocks(response.body)) {
+      if (block.startsWith(':')) comments++;
+      else events.push(sseEvent(block));
       if (until(events, comments)) break;
     }
   } catch (error) {

@@ -8,6 +8,7 @@
  * failed with a bug tells its client "internal error", never the bug's message; one whose client
  * does not read holds at most one undelivered event and sends the rest once the client reads.
  */
+import { sseBlocks, sseEvent } from '../support/sse.js';
 import assert from 'node:assert/strict';
 import { once } from 'node:events';
 import { get, type IncomingMessage } from 'node:http';
@@ -393,17 +394,9 @@ test('an event stream whose refresh fails with a bug ends with an error event sa
     });
     assert.equal(response.status, 200);
     assert.ok(response.body);
-    let buffer = '';
-    const decoder = new TextDecoder();
     let started = false;
-    for await (const chunk of response.body) {
-      buffer += decoder.decode(chunk as Uint8Array, { stream: true });
-      let at: number;
-      while ((at = buffer.indexOf('\n\n')) >= 0) {
-        const block = buffer.slice(0, at);
-        buffer = buffer.slice(at + 2);
-        if (!block.startsWith(':')) events.push({ event: /^event: (.*)$/m.exec(block)?.[1] ?? '', data: /^data: (.*)$/m.exec(block)?.[1] ?? '' });
-      }
+    for await (const block of sseBlocks(response.body)) {
+      if (!block.startsWith(':')) events.push(sseEvent(block));
       // The first page is in: an append (any instance's) makes the stream read its page again.
       if (!started && events.length > 0) {
         started = true;
@@ -465,22 +458,15 @@ test('an event stream whose client does not read holds at most one event it coul
     await new Promise((resolve) => setTimeout(resolve, 300));
     assert.ok(socket.writableLength < 4 * 1024 * 1024, `the server holds ${socket.writableLength} bytes the client has not read`);
 
-    let buffer = '';
     const indexes: number[] = [];
     let last: WorkflowInstance | undefined;
     response.setEncoding('utf8');
-    for await (const chunk of response) {
-      buffer += chunk as string;
-      let at: number;
-      while ((at = buffer.indexOf('\n\n')) >= 0) {
-        const block = buffer.slice(0, at);
-        buffer = buffer.slice(at + 2);
-        const data = /^data: (.*)$/m.exec(block)?.[1];
-        if (data === undefined) continue;
-        const inspection = JSON.parse(data) as { instance: WorkflowInstance; timeline: { index: number }[] };
-        indexes.push(...inspection.timeline.map((t) => t.index));
-        last = inspection.instance;
-      }
+    for await (const block of sseBlocks(response as AsyncIterable<string>)) {
+      const data = /^data: (.*)$/m.exec(block)?.[1];
+      if (data === undefined) continue;
+      const inspection = JSON.parse(data) as { instance: WorkflowInstance; timeline: { index: number }[] };
+      indexes.push(...inspection.timeline.map((t) => t.index));
+      last = inspection.instance;
       if (indexes.length >= transitions.length) break;
     }
     assert.deepEqual(
