@@ -4,6 +4,9 @@
  * guarded append before `deliver` resolves, an event no listen takes is stored nowhere, and the
  * instance rebuilt from its log equals the live one.
  */
+import { MemoryEventStore } from '../../src/adapters/store/memory.js';
+import { SystemClock } from '../../src/contract/clock.js';
+import { storeWith } from '../support/scenario.js';
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import type { CloudEvent } from '../../src/contract/cloudevents.js';
@@ -413,3 +416,46 @@ test('an event more instances listen for than one delivery appends to: each send
     },
     { eventMatchesMax: 2 },
   ));
+
+test('a burst of events nothing takes shares the look for other workers’ new instances: the store is listed at most twice, and an instance started meanwhile is still found', async () => {
+  const clock = new SystemClock();
+  const memory = new MemoryEventStore({ clock });
+  let listings = 0;
+  const counted = storeWith(memory, (real) => ({
+    runningWorkflowIds: () => {
+      listings++;
+      return real.runningWorkflowIds();
+    },
+  }));
+  await withHarness(
+    async (h) => {
+      const unmatched = () => h.executor.deliver(event('com.example.nobody', { n: 1 }), null);
+      assert.deepEqual(await unmatched(), { matched: [] });
+      assert.equal(listings, 1, 'one delivery, one look');
+      listings = 0;
+      const burst = await Promise.all(Array.from({ length: 50 }, unmatched));
+      assert.ok(burst.every((answer) => answer.matched.length === 0));
+      assert.ok(listings <= 2, `50 deliveries at once listed the store ${listings} times`);
+
+      // Another worker (its own executor on the same store) starts an instance that listens: a delivery finds it by the look.
+      const other = harness({ store: memory, clock });
+      let closed = false;
+      try {
+        const { instanceId } = await other.executor.start({
+          principalId: 'alice',
+          invocationKey: 'elsewhere',
+          document: yaml(listenDocument('elsewhere', '          one: { with: { type: com.example.found } }\n')),
+          input: {},
+        });
+        while (!(await other.executor.get(instanceId))?.listens['/do/0/wait']) await new Promise((r) => setTimeout(r, 5));
+        await other.close();
+        closed = true;
+        const found = await h.executor.deliver(event('com.example.found', { n: 2 }), null);
+        assert.deepEqual(found.matched, [instanceId]);
+      } finally {
+        if (!closed) await other.close();
+      }
+    },
+    { store: counted, clock },
+  );
+});

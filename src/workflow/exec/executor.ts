@@ -718,8 +718,34 @@ export class WorkflowExecutor implements CloudEventIntake {
     const delivered = await deliverEvent(deps, event, principalId);
     if (delivered.matched.length > 0 || !this.options.store.runningIds) return delivered;
     // An instance another worker started since this one last looked may be waiting for it: look again, once.
-    if ((await this.resume()) === 0) return delivered;
+    if ((await this.lookAgain()) === 0) return delivered;
     return deliverEvent(deps, event, principalId);
+  }
+
+  /** The look for other workers' new instances that deliveries nothing took share (lookAgain). */
+  private looks: { running?: Promise<number>; next?: Promise<number> } = {};
+
+  /**
+   * A look at the store's running instances (resume) for a delivery nothing took. Deliveries
+   * share looks: one that arrives while a look runs waits for the next, which starts once that
+   * one ends and serves every delivery that arrived meanwhile. A look that began before this
+   * delivery's own pass may have missed what it is looking for, so it is never shared. So a burst
+   * of events that match nothing, from any caller, lists the store at most twice at a time.
+   */
+  private lookAgain(): Promise<number> {
+    const looks = this.looks;
+    if (looks.next) return looks.next;
+    const start = (): Promise<number> => {
+      looks.next = undefined;
+      const running = this.resume().finally(() => {
+        if (looks.running === running) looks.running = undefined;
+      });
+      looks.running = running;
+      return running;
+    };
+    if (!looks.running) return start();
+    looks.next = looks.running.then(start, start);
+    return looks.next;
   }
 
   /**
