@@ -10,6 +10,7 @@
  * and the names of environment variables holding NATS passwords; bundles never hold credentials
  * (spec: "neither a new principal nor a raw credential value is embedded in the bundle").
  */
+import { waitsPerPrincipalDefault } from '../runtime/wait-slots.js';
 import { dirname, isAbsolute, resolve } from 'node:path';
 import { BundleRegistry, type CompiledBundle } from '../contract/bundle.js';
 import { readBundleFile, readFileBytes, readJsonFile } from './files.js';
@@ -131,6 +132,7 @@ const httpSchema = {
     bodyLimitBytes: { type: 'integer', minimum: 1024, maximum: limits.httpBodyLimitBytesMax },
     waitMsMax: { type: 'integer', minimum: 0, maximum: limits.waitMsMax },
     drainMs: { type: 'integer', minimum: 0, maximum: limits.httpDrainMsMax },
+    waitsPerPrincipal: { type: 'integer', minimum: 1, maximum: limits.waitsPerPrincipalMax },
     headersTimeoutMs: { type: 'integer', minimum: limits.httpReceiveTimeoutMsMin, maximum: limits.httpReceiveTimeoutMsMax },
     requestTimeoutMs: { type: 'integer', minimum: limits.httpReceiveTimeoutMsMin, maximum: limits.httpReceiveTimeoutMsMax },
     events: {
@@ -710,6 +712,7 @@ async function resolveHttp(config: HttpConfig): Promise<HttpSettings> {
     port: config.port,
     bodyLimitBytes: config.bodyLimitBytes,
     waitMsMax: config.waitMsMax,
+    waitsPerPrincipal: config.waitsPerPrincipal ?? waitsPerPrincipalDefault,
     drainMs: config.drainMs ?? 0,
     headersTimeoutMs: config.headersTimeoutMs ?? headersTimeoutMsDefault,
     requestTimeoutMs: config.requestTimeoutMs ?? requestTimeoutMsDefault,

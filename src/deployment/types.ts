@@ -121,6 +121,8 @@ export interface HttpConfig {
    * so a load balancer can stop routing here first. 0 by default.
    */
   drainMs?: number;
+  /** Long-polls one principal holds at once (default 256); past it a wait answers at once. */
+  waitsPerPrincipal?: number;
   /**
    * Server-sent event streams (GET /contract-invocations/{id}/events, the console's live updates):
    * the idle heartbeat (default 15 000 ms) and how many one principal may hold open (default 8).

@@ -6,6 +6,7 @@
  * Server timeouts are explicit: the socket inactivity timeout outlasts the longest permitted wait,
  * while receiving a request (headers and body) is bounded separately against slow senders.
  */
+import { WaitSlots } from '../runtime/wait-slots.js';
 import { randomUUID } from 'node:crypto';
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import type { Socket } from 'node:net';
@@ -124,12 +125,14 @@ function registerRoutes(
 ): void {
   const { settings } = options;
   const authenticate = createAuthenticator(settings, options.clock);
+  const waits = new WaitSlots(settings.waitsPerPrincipal);
   registerInvocationRoutes(app, {
     coordinator: options.coordinator,
     bundles: options.bundles,
     authenticate,
     waitMsMax: settings.waitMsMax,
     releaseFor: release,
+    waits,
   });
   registerLiveRoutes(app, {
     coordinator: options.coordinator,
@@ -143,7 +146,7 @@ function registerRoutes(
   registerConsoleRoutes(app);
   if (options.workflowEvents) registerWorkflowEventRoutes(app, { intake: options.workflowEvents, authenticate });
   if (options.workflows)
-    registerWorkflowInstanceRoutes(app, { workflows: options.workflows, authenticate, waitMsMax: settings.waitMsMax, releaseFor: release });
+    registerWorkflowInstanceRoutes(app, { workflows: options.workflows, authenticate, waitMsMax: settings.waitMsMax, releaseFor: release, waits });
 }
 
 function connectionsCheckingIntervalMs(headersTimeoutMs: number): number {

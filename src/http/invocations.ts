@@ -7,6 +7,7 @@
  * otherwise); 200 once the decision is closed (cancelled, or decided before the cancel), as the
  * NATS `cancel` command answers.
  */
+import type { WaitSlots } from '../runtime/wait-slots.js';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { AssertionFailure } from '../contract/errors.js';
 import type { InvocationRequest, WaitFor } from '../contract/types.js';
@@ -26,6 +27,8 @@ export interface InvocationRoutesOptions {
   waitMsMax: number;
   /** Hands out a signal that aborts when the client goes away or the server shuts down. */
   releaseFor(reply: FastifyReply): { signal: AbortSignal; dispose(): void };
+  /** The waits each principal holds at once (shared with the workflow instance routes). */
+  waits: WaitSlots;
 }
 
 interface GetParams {
@@ -61,7 +64,9 @@ export function registerInvocationRoutes(app: FastifyInstance, options: Invocati
   const wait = async (reply: FastifyReply, principalId: string, operationId: string, boundary: WaitFor, waitMs: number) => {
     const release = options.releaseFor(reply);
     try {
-      return await waitReleasable(coordinator, { principalId, operationId, boundary, waitMs, release: release.signal });
+      return await options.waits.bounded(principalId, waitMs, (granted) =>
+        waitReleasable(coordinator, { principalId, operationId, boundary, waitMs: granted, release: release.signal }),
+      );
     } finally {
       release.dispose();
     }

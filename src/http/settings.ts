@@ -9,6 +9,8 @@ export interface HttpSettings {
   port: number;
   bodyLimitBytes: number;
   waitMsMax: number;
+  /** Long-polls one principal holds at once (invocations and workflow instances); past it a wait answers at once (runtime/wait-slots.ts). */
+  waitsPerPrincipal: number;
   drainMs: number;
   headersTimeoutMs: number;
   requestTimeoutMs: number;

@@ -8,6 +8,7 @@
  * (a different input is 409); another principal's instance is 404, exactly like an unknown one;
  * cancel is 422 unsupported unless the bundle declares caller cancellation for the workflow.
  */
+import type { WaitSlots } from '../runtime/wait-slots.js';
 import type { FastifyInstance, FastifyReply } from 'fastify';
 import type { WorkflowInstance, WorkflowInstanceService, WorkflowStartRequest } from '../runtime/workflow-service.js';
 import { workflowInstanceSchema, workflowStartRequestSchema } from '../runtime/workflow-service.js';
@@ -23,6 +24,8 @@ export interface WorkflowInstanceRoutesOptions {
   waitMsMax: number;
   /** Hands out a signal that aborts when the client goes away or the server shuts down. */
   releaseFor(reply: FastifyReply): { signal: AbortSignal; dispose(): void };
+  /** The waits each principal holds at once (shared with the invocation routes). */
+  waits: WaitSlots;
 }
 
 /** An instance id in a route's path (the live routes take it too). */
@@ -57,7 +60,7 @@ export function registerWorkflowInstanceRoutes(app: FastifyInstance, options: Wo
     if (current.status === 'running' && waitMs > 0) {
       const release = options.releaseFor(reply);
       try {
-        current = (await workflows.wait(principalId, instance.instanceId, waitMs, release.signal)).instance;
+        current = (await options.waits.bounded(principalId, waitMs, (granted) => workflows.wait(principalId, instance.instanceId, granted, release.signal))).instance;
       } finally {
         release.dispose();
       }

@@ -23,6 +23,7 @@
  * at the boundary, at waitMs, or at shutdown, and ending a wait never cancels work; only `cancel`
  * (where the interaction declares caller cancellation and policy allows it) does.
  */
+import { WaitSlots, waitsPerPrincipalDefault } from '../runtime/wait-slots.js';
 import { Ajv, type ValidateFunction } from 'ajv';
 import { Counter, type Registry } from 'prom-client';
 import type { BundleRegistry } from '../contract/bundle.js';
@@ -181,6 +182,8 @@ export interface CommandServerOptions {
   workflows?: WorkflowInstanceService;
   /** The longest wait a command may ask for; longer waitMs values are clamped (as HTTP's waitMsMax). */
   waitMsMax: number;
+  /** Commands with `waitMs` one principal has waiting at once (default waitsPerPrincipalDefault); past it a command answers at once. */
+  waitsPerPrincipal?: number;
   bodyLimitBytes: number;
   queue?: string;
   /** Principals that speak as a peer (sender exclusion): principal id -> peer id. */
@@ -205,11 +208,12 @@ interface ServerState {
   options: CommandServerOptions;
   closing: boolean;
   waits: Set<AbortController>;
+  /** The waits each principal holds at once (runtime/wait-slots.ts). */
+  slots: WaitSlots;
   inFlight: Set<Promise<void>>;
   replies: Counter<string>;
 }
 
-/** Subscribes the three command subjects (queue group) and answers each request. */
 /**
  * The peer a command principal speaks as (transport.commandSenders), or null: its own entries only.
  * The config is a parsed JSON object, and a principal named `constructor` or `__proto__` (both
@@ -219,8 +223,16 @@ export function commandSender(senders: Readonly<Record<string, string>> | undefi
   return senders !== undefined && Object.hasOwn(senders, principalId) ? (senders[principalId] ?? null) : null;
 }
 
+/** Subscribes the three command subjects (queue group) and answers each request. */
 export async function startCommandServer(options: CommandServerOptions): Promise<CommandServer> {
-  const state: ServerState = { options, closing: false, waits: new Set(), inFlight: new Set(), replies: commandMetrics(options.coordinator.metrics.registry) };
+  const state: ServerState = {
+    options,
+    closing: false,
+    waits: new Set(),
+    slots: new WaitSlots(options.waitsPerPrincipal ?? waitsPerPrincipalDefault),
+    inFlight: new Set(),
+    replies: commandMetrics(options.coordinator.metrics.registry),
+  };
   const queue = options.queue ?? commandQueueDefault;
   const subscriptions: Subscription[] = [];
   const verbs: (CommandVerb | WorkflowCommandVerb)[] = [...commandVerbs, ...(options.workflows ? workflowCommandVerbs : [])];
@@ -287,7 +299,7 @@ async function handleWorkflow(
   const controller = new AbortController();
   state.waits.add(controller);
   try {
-    return await handleWorkflowCommand({ workflows, waitMsMax, signal: controller.signal }, verb, principalId, data);
+    return await handleWorkflowCommand({ workflows, waitMsMax, waits: state.slots, signal: controller.signal }, verb, principalId, data);
   } finally {
     state.waits.delete(controller);
   }
@@ -347,7 +359,9 @@ async function waitAndAnswer(
   state.waits.add(controller);
   if (state.closing) controller.abort('shutdown');
   try {
-    const waited = await state.options.coordinator.wait(principalId, operationId, boundary, Math.min(waitMs ?? 0, state.options.waitMsMax), controller.signal);
+    const waited = await state.slots.bounded(principalId, Math.min(waitMs ?? 0, state.options.waitMsMax), (granted) =>
+      state.options.coordinator.wait(principalId, operationId, boundary, granted, controller.signal),
+    );
     return { status: waited.reached ? 200 : 202, result: waited.result };
   } finally {
     state.waits.delete(controller);

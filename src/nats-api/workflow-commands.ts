@@ -13,6 +13,7 @@
  * WorkflowInstance}`, for workflow-list `{"status": 200, "page": {instances, nextCursor}}`, or
  * `{"status": <HTTP status>, "error": AdapterError}`.
  */
+import type { WaitSlots } from '../runtime/wait-slots.js';
 import { Ajv, type ValidateFunction } from 'ajv';
 import { invalidInput, type AdapterErrorBody } from '../contract/errors.js';
 import { parseStrictBytes } from '../contract/ijson.js';
@@ -118,6 +119,8 @@ export interface WorkflowCommandContext {
   workflows: WorkflowInstanceService;
   /** The longest wait a command may ask for; longer waitMs values are clamped. */
   waitMsMax: number;
+  /** The waits each principal holds at once (shared with the operation commands). */
+  waits: WaitSlots;
   /** Aborts a wait in progress (shutdown): the instance is answered as it is then. */
   signal: AbortSignal;
 }
@@ -134,7 +137,7 @@ export async function handleWorkflowCommand(
     const bounded = Math.min(waitMs ?? 0, context.waitMsMax);
     const current =
       instance.status === 'running' && bounded > 0 && !context.signal.aborted
-        ? (await workflows.wait(principalId, instance.instanceId, bounded, context.signal)).instance
+        ? (await context.waits.bounded(principalId, bounded, (granted) => workflows.wait(principalId, instance.instanceId, granted, context.signal))).instance
         : instance;
     return { status: current.status === 'running' ? 202 : 200, instance: current };
   };

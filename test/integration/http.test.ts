@@ -351,6 +351,48 @@ describe('convoke serve over HTTP: slow senders, unauthenticated bodies and JWT 
   });
 });
 
+describe('convoke serve over HTTP: a principal holds at most http.waitsPerPrincipal long-polls at once', () => {
+  let fixture: HttpFixture;
+  let server: ServeProcess;
+
+  before(async () => {
+    // Peers answer after 1.5 s: a wait of 10 s on a new operation ends at its decision.
+    fixture = await writeHttpFixture({ peerDelayMs: 1500, http: { waitsPerPrincipal: 2 } });
+    server = await startServe(fixture.configPath);
+  });
+  after(async () => {
+    await server?.stop();
+    await fixture?.dispose();
+  });
+
+  test('past the bound a wait answers at once (202, the state as it is); the waits within it and another principal’s wait until the decision', async () => {
+    const { alice, bob } = fixture.tokens;
+    const own = expectResult(await call(server.url, 'POST', '/contract-invocations', { token: alice, body: requestBody(fixture, { waitMs: 0 }) }), 202);
+    const others = expectResult(await call(server.url, 'POST', '/contract-invocations', { token: bob, body: requestBody(fixture, { waitMs: 0 }) }), 202);
+    const waited = (token: string, operationId: string) => call(server.url, 'GET', `/contract-invocations/${operationId}?waitMs=10000`, { token });
+    const replies = await Promise.all([
+      waited(alice, own.operationId),
+      waited(alice, own.operationId),
+      waited(alice, own.operationId),
+      waited(bob, others.operationId),
+    ]);
+    const alices = replies.slice(0, 3).map((reply) => [reply.status, reply.body.decision === null]);
+    assert.deepEqual(
+      alices.sort(),
+      [
+        [200, false],
+        [200, false],
+        [202, true],
+      ],
+      'two of alice’s waits lasted until the decision, the third answered at once, undecided',
+    );
+    assert.equal(expectResult(replies[3]!, 200).decision?.outcome, 'success', 'bob’s wait is not alice’s to use up');
+    // The bound is on waits held at once: once they ended, alice waits again.
+    const next = expectResult(await call(server.url, 'POST', '/contract-invocations', { token: alice, body: requestBody(fixture, { waitMs: 10_000 }) }), 200);
+    assert.equal(next.decision?.outcome, 'success');
+  });
+});
+
 describe('convoke serve over HTTP (sqlite store): 410 for a tombstoned key', () => {
   let fixture: HttpFixture;
   let server: ServeProcess;

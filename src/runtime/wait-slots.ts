@@ -1,0 +1,35 @@
+/**
+ * The waits one principal holds at once at a facade: HTTP long-polls (`waitMs` on an invocation
+ * or a workflow instance) and NATS commands with `waitMs`. Each holds a socket or an in-flight
+ * command and a waiter until its boundary or `waitMs`; without a bound, one principal could hold
+ * every socket and waiter a process has, and every other principal would wait behind it. Past the
+ * bound a wait answers at once, as one asked with `waitMs` 0 (202 and the state as it is): the
+ * caller asks again. The runtime's own waits (a workflow's contract calls) never meet it.
+ */
+export class WaitSlots {
+  private readonly held = new Map<string, number>();
+
+  constructor(private readonly perPrincipal: number) {}
+
+  /** Runs `wait` with `waitMs`, or at once (waitMs 0) when the principal holds `perPrincipal` waits already. */
+  async bounded<T>(principalId: string, waitMs: number, wait: (waitMs: number) => Promise<T>): Promise<T> {
+    const holding = this.held.get(principalId) ?? 0;
+    if (waitMs <= 0 || holding >= this.perPrincipal) return wait(0);
+    this.held.set(principalId, holding + 1);
+    try {
+      return await wait(waitMs);
+    } finally {
+      const left = (this.held.get(principalId) ?? 1) - 1;
+      if (left === 0) this.held.delete(principalId);
+      else this.held.set(principalId, left);
+    }
+  }
+
+  /** How many waits the principal holds now. */
+  holding(principalId: string): number {
+    return this.held.get(principalId) ?? 0;
+  }
+}
+
+/** The waits a principal may hold at once at one facade of one process, unless the deployment says otherwise (http.waitsPerPrincipal). */
+export const waitsPerPrincipalDefault = 256;
