@@ -393,7 +393,8 @@ export function jwtPrincipalPrefix(jwt: Pick<JwtConfig, 'issuer' | 'principalPre
 
 /**
  * Each authentication source has its own principal namespace: a static principal whose id
- * starts with the JWT prefix could be spoken for by a JWT subject (and the other way round).
+ * starts with the JWT prefix could be spoken for by a JWT subject (and the other way round), and a
+ * prefix of subject-token characters alone would let a JWT subject name a NATS command principal.
  */
 function jwtNamespaceProblems(http: HttpConfig): string[] {
   if (!http.jwt) return [];
@@ -402,6 +403,11 @@ function jwtNamespaceProblems(http: HttpConfig): string[] {
   if (Buffer.byteLength(prefix, 'utf8') >= limits.principalIdBytesMax)
     problems.push(
       `http.jwt: the principal prefix ${JSON.stringify(prefix.slice(0, 40))} leaves no room for a subject within ${limits.principalIdBytesMax} bytes`,
+    );
+  // NATS command principals are subject tokens (convoke.cmd.<principal>.…): a JWT principal must never be one.
+  if (/^[A-Za-z0-9_-]*$/.test(prefix))
+    problems.push(
+      `http.jwt: the principal prefix ${JSON.stringify(prefix.slice(0, 40))} is made of subject-token characters only, so a JWT subject could name a NATS command principal; put a character such as ":" or "/" in it`,
     );
   for (const p of http.principals) {
     if (p.principalId.startsWith(prefix))

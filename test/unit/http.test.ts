@@ -376,6 +376,9 @@ describe('deployment config', () => {
     assert.equal(parse(withStatic('jwt:https://idp.test:carol', { principalPrefix: 'idp/' })).http.jwt?.principalPrefix, 'idp/');
     fails(withStatic('carol', { principalPrefix: '' }), '/http/jwt/principalPrefix');
     fails(withStatic('carol', { principalPrefix: 'p'.repeat(256) }), 'leaves no room for a subject');
+    // A JWT principal is never a subject token, so never a NATS command principal (convoke.cmd.<principal>).
+    fails(withStatic('carol', { principalPrefix: 'sso-' }), 'made of subject-token characters only');
+    assert.equal(parse(withStatic('carol', { principalPrefix: 'sso:' })).http.jwt?.principalPrefix, 'sso:');
   });
 
   test('the receive timeouts are bounded and the headers timeout is within the request timeout', () => {
