@@ -115,9 +115,10 @@ function scanJq(text: string, start: number, closing: boolean): Scan {
       const name = text.slice(i, j);
       const isField = previous === '.';
       // In an object construction, a name right after `{` or `,` is a key (`{input: 1}`, or the
-      // shorthand `{input}` for `{input: .input}`), never a call.
-      const isKey = top === '{' && (previous === '{' || previous === ',');
-      if (!isField && !isKey && !isObjectKey(text, j) && nondeterministicJq.has(name)) refused.push(name);
+      // shorthand `{input}` for `{input: .input}`), never a call; so is one a `:` follows there.
+      // Elsewhere a `:` after a name is a slice's (`.[now:]`), and the name is a call.
+      const isKey = top === '{' && (previous === '{' || previous === ',' || isObjectKey(text, j));
+      if (!isField && !isKey && nondeterministicJq.has(name)) refused.push(name);
       previous = name;
       i = j;
       continue;

@@ -43,6 +43,15 @@ test('field names, object keys, string literals and comments are not calls', () 
   assert.deepEqual(refusedInJq('nowhere | inputs_x | my_input'), []);
 });
 
+test("a name a slice's `:` follows is code, not an object key", () => {
+  // path(.[now:]) is [{start: <the clock>, end: null}]: the slice's bounds are values.
+  assert.deepEqual(refusedInJq('path(.[now:])[0].start'), ['now']);
+  assert.deepEqual(refusedInJq('path(.[env :])'), ['env']);
+  assert.deepEqual(refusedInJq('{a: .[input:]}'), ['input']);
+  assert.deepEqual(refusedInJq('"\\(.[now:])"'), ['now']);
+  assert.deepEqual(refusedInJq('. as {now: $x} | {a: 1, env: 2, input : 3} | .[1:2]'), [], 'keys, in a construction or a pattern');
+});
+
 test('string interpolations are code', () => {
   assert.deepEqual(refusedInJq('"at \\(now) by \\(.user)"'), ['now']);
   assert.deepEqual(refusedInJq('"a \\("nested \\(env.X)") b"'), ['env']);
