@@ -8,6 +8,8 @@ import assert from 'node:assert/strict';
 import { chmod, mkdtemp, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { MemoryEventStore } from '../../src/adapters/store/memory.js';
 import { loadBundle } from '../../src/contract/bundle.js';
 import { SystemClock } from '../../src/contract/clock.js';
@@ -94,6 +96,60 @@ test('a secret reaches the request and never the log: the recorded with, request
   } finally {
     await h.close();
     await server.close();
+  }
+});
+
+test("an answer echoing a secret is scrubbed before it is cut or encoded: an error's detail (its first 2048 bytes) and base64 content", async () => {
+  // A careless service that echoes the authorization after padding sized by the caller (the request's query), in an error or in binary content.
+  const server = createServer((request, response) => {
+    const url = new URL(request.url ?? '/', 'http://x');
+    const echo = `${'x'.repeat(Number(url.searchParams.get('pad') ?? 0))}${request.headers.authorization ?? ''}`;
+    response.statusCode = url.pathname === '/error' ? 400 : 200;
+    response.setHeader('content-type', url.pathname === '/error' ? 'text/plain' : 'application/octet-stream');
+    response.end(echo);
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  // "Bearer " is 7 bytes: the detail's 2048 bytes end 8 bytes into the token.
+  const pad = 2048 - 7 - 8;
+  const call = (name: string, path: string, output: string) => `
+  - ${name}:
+      call: http
+      with:
+        method: get
+        endpoint:
+          uri: ${url}${path}
+          authentication: { bearer: { use: api } }
+        query: { pad: "${pad}" }
+        output: ${output}`;
+  const doc = yaml(`
+document: { dsl: '1.0.3', namespace: t, name: secret-echo, version: '1.0.0' }
+use:
+  secrets: [ api ]
+do:${call('raw', '/raw', 'raw')}${call('binary', '/raw', 'content')}${call('error', '/error', 'content')}
+`);
+  const clock = new SystemClock();
+  const store = new MemoryEventStore({ clock });
+  const h = executorWith(store, clock, secrets);
+  try {
+    const { instanceId } = await h.executor.start({ principalId: 'alice', invocationKey: 'k', document: doc, input: {} });
+    const record = await h.executor.wait(instanceId, 10_000);
+    assert.equal(record.status, 'faulted');
+    assert.equal(record.error?.status, 400);
+    const detail = record.error?.detail ?? '';
+    assert.ok(!detail.includes(token.slice(0, 8)), `the detail holds no part of the token: …${detail.slice(-24)}`);
+    assert.ok(detail.startsWith('x'.repeat(pad)));
+    for (const at of ['/do/0/raw>http', '/do/1/binary>http']) {
+      const content = Buffer.from((record.steps[at] as { ok: string }).ok, 'base64').toString('utf8');
+      assert.ok(!content.includes(token), `${at}'s content holds no token`);
+      assert.equal(content, `${'x'.repeat(pad)}[redacted]`, at);
+    }
+    const read = await store.read(instanceId);
+    const log = JSON.stringify(read.kind === 'ok' ? read.transitions : []);
+    assert.ok(!log.includes(token.slice(0, 8)), 'the log holds no part of the token');
+  } finally {
+    await h.close();
+    await new Promise((resolve) => server.close(resolve));
   }
 });
 

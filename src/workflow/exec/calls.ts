@@ -143,6 +143,31 @@ function collectStrings(value: JsonValue, into: string[]): void {
   else if (value !== null) into.push(String(value));
 }
 
+/**
+ * `bytes` with every occurrence of a hidden string's UTF-8 replaced by `[redacted]`'s: an answer's
+ * content before anything cuts it (an error's detail) or encodes it (base64), where `scrub` could
+ * no longer find a whole occurrence.
+ */
+function scrubBytes(bytes: Buffer, hidden: readonly string[]): Buffer {
+  let out = bytes;
+  for (const secret of hidden) {
+    const needle = Buffer.from(secret, 'utf8');
+    let at = out.indexOf(needle);
+    if (at === -1) continue;
+    const parts: Buffer[] = [];
+    let from = 0;
+    for (; at !== -1; at = out.indexOf(needle, from)) {
+      parts.push(out.subarray(from, at), redactedBytes);
+      from = at + needle.length;
+    }
+    parts.push(out.subarray(from));
+    out = Buffer.concat(parts);
+  }
+  return out;
+}
+
+const redactedBytes = Buffer.from(redacted, 'utf8');
+
 /** `value` with every occurrence of a hidden string replaced by `[redacted]` (an answer that echoes a credential). */
 function scrub<T extends JsonValue>(value: T, hidden: readonly string[]): T {
   if (hidden.length === 0) return value;
@@ -232,19 +257,22 @@ async function sendHttp(
   run: TaskRun,
   recorded: JsonObject,
   secret: readonly SecretValue[],
-  use: (args: JsonObject) => Promise<JsonValue> = (args) => sendHttpAs(interpreter, run, args, run.input),
+  use: (args: JsonObject, hidden: readonly string[]) => Promise<JsonValue> = (args, hidden) => sendHttpAs(interpreter, run, args, run.input, hidden),
 ): Promise<JsonValue> {
-  if (secret.length === 0) return use(recorded);
+  if (secret.length === 0) return use(recorded, []);
   const { args, hidden } = await withSecrets(interpreter, run, recorded, secret);
   try {
-    return scrub(await use(args), hidden);
+    return scrub(await use(args, hidden), hidden);
   } catch (error) {
     if (error instanceof WorkflowRaise) throw new WorkflowRaise(scrub(error.error as unknown as JsonObject, hidden) as unknown as WorkflowError);
     throw error;
   }
 }
 
-/** The request made and its answer: a 2xx (to 3xx with `redirect`) status, the content read whole (up to `bytesMax`). */
+/**
+ * The request made and its answer: a 2xx (to 3xx with `redirect`) status, the content read whole
+ * (up to `bytesMax`), every hidden string in it already `[redacted]`.
+ */
 interface Exchange {
   request: HttpRequest;
   response: Response;
@@ -261,14 +289,19 @@ interface Exchange {
  * answer checked and taken, with its own status, headers and content. Node's fetch and undici's
  * answer the 3xx itself under 'manual' (not the browser's opaque-redirect response, status 0).
  */
-async function exchange(interpreter: Interpreter, run: TaskRun, request: HttpRequest, options: { redirect: boolean; bytesMax?: number }): Promise<Exchange> {
+async function exchange(
+  interpreter: Interpreter,
+  run: TaskRun,
+  request: HttpRequest,
+  options: { redirect: boolean; bytesMax?: number; hidden: readonly string[] },
+): Promise<Exchange> {
   const ref = run.entry.pointer;
   let response: Response;
   let bytes: Buffer;
   try {
     const signal = AbortSignal.any([run.frame.signal, AbortSignal.timeout(interpreter.deps.httpTimeoutMs)]);
     response = await interpreter.deps.fetch(request.uri, { method: request.method, headers: request.headers, body: request.body, signal, redirect: 'manual' });
-    bytes = await readContent(response, options.bytesMax, ref);
+    bytes = scrubBytes(await readContent(response, options.bytesMax, ref), options.hidden);
   } catch (error) {
     if (run.frame.signal.aborted) throw new Halted('the call was stopped');
     if (error instanceof WorkflowRaise) throw error;
@@ -312,10 +345,16 @@ async function readContent(response: Response, bytesMax: number | undefined, ref
 }
 
 /** A `call: http` request and its answer in the call's `output` form (content, response, raw). */
-async function sendHttpAs(interpreter: Interpreter, run: TaskRun, args: JsonObject, input: JsonValue | undefined): Promise<JsonValue> {
+async function sendHttpAs(
+  interpreter: Interpreter,
+  run: TaskRun,
+  args: JsonObject,
+  input: JsonValue | undefined,
+  hidden: readonly string[],
+): Promise<JsonValue> {
   const request = requestOf(args, input, run.entry.pointer);
   // The answer is recorded in the instance's log: its content is bounded like a peer's result.
-  const { response, bytes } = await exchange(interpreter, run, request, { redirect: args.redirect === true, bytesMax: limits.httpContentBytesMax });
+  const { response, bytes } = await exchange(interpreter, run, request, { redirect: args.redirect === true, bytesMax: limits.httpContentBytesMax, hidden });
   const content = decodeContent(bytes, response.headers.get('content-type') ?? '');
   const output = typeof args.output === 'string' ? args.output : 'content';
   if (output === 'raw') return bytes.toString('base64');
@@ -360,7 +399,10 @@ async function callOpenApi(interpreter: Interpreter, run: TaskRun, args: JsonObj
     `${run.at}>openapi`,
     run.frame,
     'call',
-    () => sendHttp(interpreter, run, fetching, movedSecrets(secret, ['document'], []), (full) => loadOperation(interpreter, run, full, operationId)),
+    () =>
+      sendHttp(interpreter, run, fetching, movedSecrets(secret, ['document'], []), (full, hidden) =>
+        loadOperation(interpreter, run, full, operationId, hidden),
+      ),
     true,
   );
   const operation = (used as { operation: JsonValue }).operation as unknown as ResolvedOperation;
@@ -370,7 +412,7 @@ async function callOpenApi(interpreter: Interpreter, run: TaskRun, args: JsonObj
   if (request.body !== undefined) call.body = request.body;
   if (args.output !== undefined) call.output = args.output;
   if (args.redirect !== undefined) call.redirect = args.redirect;
-  const send = (full: JsonObject) => sendHttpAs(interpreter, run, full, undefined);
+  const send = (full: JsonObject, hidden: readonly string[]) => sendHttpAs(interpreter, run, full, undefined, hidden);
   return interpreter.step(
     `${run.at}>http`,
     run.frame,
@@ -381,7 +423,7 @@ async function callOpenApi(interpreter: Interpreter, run: TaskRun, args: JsonObj
 }
 
 /** Fetches (or finds kept) the document `args` GETs, and answers what the call uses of it. */
-async function loadOperation(interpreter: Interpreter, run: TaskRun, args: JsonObject, operationId: string): Promise<JsonValue> {
+async function loadOperation(interpreter: Interpreter, run: TaskRun, args: JsonObject, operationId: string, hidden: readonly string[]): Promise<JsonValue> {
   const ref = run.entry.pointer;
   const request = requestOf(args, run.input, ref);
   // Kept per URI and credential: a document one credential may read is never answered to another.
@@ -389,7 +431,7 @@ async function loadOperation(interpreter: Interpreter, run: TaskRun, args: JsonO
   const documents = interpreter.deps.openApiDocuments;
   let kept = documents?.get(key);
   if (!kept) {
-    const { bytes } = await exchange(interpreter, run, request, { redirect: false, bytesMax: limits.openApiDocumentBytesMax });
+    const { bytes } = await exchange(interpreter, run, request, { redirect: false, bytesMax: limits.openApiDocumentBytesMax, hidden });
     kept = { document: parseOpenApi(bytes, request.uri, ref), used: { uri: request.uri, bytes: bytes.length, sha256: sha256Hex(bytes) } };
     documents?.set(key, kept);
   }
