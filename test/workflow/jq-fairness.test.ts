@@ -111,6 +111,17 @@ for (const workers of [1, 2]) {
     }));
 }
 
+test('a program that traps jq-wasm (its stack overflowed) fails alone: the next evaluation, whoever it is for, runs on a fresh worker', () =>
+  withEvaluator({ workers: 1, deadlineMs: 60_000 }, async (jq) => {
+    // Nesting 100 000 arrays deep and printing them overflows jq's stack: a WebAssembly trap, not a jq error.
+    const deep = 'reduce range(100000) as $i (null; [.]) | tojson | length';
+    await assert.rejects(jq.evaluate(deep, null, {}, 'mallory'), ExpressionFailure);
+    assert.equal(await jq.evaluate(fast, 1, {}, 'bob'), 2, "bob's evaluation after the trap");
+    assert.equal(await jq.evaluate('[.[] | . * 2] | add', [1, 2, 3], {}, 'carol'), 12);
+    await assert.rejects(jq.evaluate('error("mine")', null, {}, 'bob'), /mine/, "jq's own error is an answer, not a trap");
+    assert.equal(await jq.evaluate(fast, 2, {}, 'bob'), 3);
+  }));
+
 test("the executor queues an instance's evaluations, and its listen's filters, under the instance's principal", async () => {
   const seen: [string, string][] = [];
   const h = harness({

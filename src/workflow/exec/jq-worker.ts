@@ -3,6 +3,8 @@
  * runs apart from the runtime's event loop, so a program that never ends is stopped by
  * terminating this thread, never by waiting for it. A result larger than
  * limits.expressionResultBytesMax is answered as an error: the runtime never parses or holds it.
+ * A failure that is not jq's own (a WebAssembly trap) is answered as spending the worker: jq.ts
+ * stops it, and the next evaluation starts a fresh one.
  */
 import { parentPort } from 'node:worker_threads';
 import { loadJq } from 'jq-wasm';
@@ -33,7 +35,11 @@ if (port) {
       else port.postMessage({ id: request.id, ok });
     } catch (error) {
       const detail = (error as { stderr?: unknown }).stderr;
-      port.postMessage({ id: request.id, error: typeof detail === 'string' && detail.length > 0 ? detail : String(error) });
+      // jq's own failure (JqError: a compile or runtime error it reported) leaves jq-wasm as it
+      // was; anything else is a trap in the WebAssembly (a stack overflow, an abort on memory)
+      // after which every later call of this instance fails: the worker is spent, and says so.
+      const spent = !(error instanceof Error && error.name === 'JqError');
+      port.postMessage({ id: request.id, error: typeof detail === 'string' && detail.length > 0 ? detail : String(error), spent });
     }
   });
 }

@@ -253,13 +253,15 @@ export class JqWorkerEvaluator implements ExpressionEvaluator {
     let failed: (error: Error) => void = () => undefined;
     slot.ready = new Promise<Worker>((resolve, reject) => ((loaded = resolve), (failed = reject)));
     slot.loaded = false;
-    worker.on('message', (message: { id: number; ready?: true; ok?: string; error?: string }) => {
+    worker.on('message', (message: { id: number; ready?: true; ok?: string; error?: string; spent?: boolean }) => {
       if (slot.worker !== worker) return;
       if (message.ready) return ((slot.loaded = true), loaded(worker));
       const running = slot.running;
       if (running === undefined || running.id !== message.id) return;
-      if (message.ok !== undefined) running.job.resolve(JSON.parse(message.ok) as JsonValue);
-      else running.job.reject(new ExpressionFailure(message.error ?? 'jq failed'));
+      if (message.ok !== undefined) return running.job.resolve(JSON.parse(message.ok) as JsonValue);
+      // A trap in jq-wasm leaves it unusable: the worker is stopped before the evaluation fails, so the next one starts a fresh worker.
+      if (message.spent === true) this.stop(slot);
+      running.job.reject(new ExpressionFailure(message.error ?? 'jq failed'));
     });
     // A worker stopped at its deadline exits later: its one evaluation was already answered, and
     // what runs on its slot now belongs to its successor.
