@@ -60,7 +60,8 @@ export function registerWorkflowInstanceRoutes(app: FastifyInstance, options: Wo
     if (current.status === 'running' && waitMs > 0) {
       const release = options.releaseFor(reply);
       try {
-        current = (await options.waits.bounded(principalId, waitMs, (granted) => workflows.wait(principalId, instance.instanceId, granted, release.signal))).instance;
+        current = (await options.waits.bounded(principalId, waitMs, (granted) => workflows.wait(principalId, instance.instanceId, granted, release.signal)))
+          .instance;
       } finally {
         release.dispose();
       }
