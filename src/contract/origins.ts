@@ -139,6 +139,8 @@ const ipv6Blocks: readonly (readonly [bigint, number, string, 'low' | '6to4' | u
   [v6('::'), 128, 'unspecified', undefined],
   [v6('::1'), 128, 'loopback', undefined],
   [v6('::ffff:0:0'), 96, 'IPv4-mapped', 'low'],
+  // RFC 2765's translated form (SIIT): not routed to IPv4 by Linux, but a translator may: judged as the address it carries.
+  [v6('::ffff:0:0:0'), 96, 'IPv4-translated', 'low'],
   [v6('::'), 96, 'IPv4-compatible (deprecated)', undefined],
   [v6('64:ff9b::'), 96, 'NAT64', 'low'],
   [v6('64:ff9b:1::'), 48, 'local NAT64', undefined],

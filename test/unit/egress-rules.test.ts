@@ -37,6 +37,8 @@ test('private and special-purpose addresses, IPv4 and IPv6, and the IPv6 forms o
     '::ffff:7f00:1',
     '::ffff:a9fe:a9fe',
     '::ffff:10.0.0.1',
+    '::ffff:0:127.0.0.1',
+    '::ffff:0:a9fe:a9fe',
     '::127.0.0.1',
     '64:ff9b::a9fe:a9fe',
     '64:ff9b:1::1',
@@ -67,12 +69,14 @@ test('private and special-purpose addresses, IPv4 and IPv6, and the IPv6 forms o
     '2606:4700::1111',
     '2001:4860:4860::8888',
     '::ffff:8.8.8.8',
+    '::ffff:0:8.8.8.8',
     '64:ff9b::808:808',
     '2002:808:808::1',
   ];
   for (const address of publicOnes) assert.equal(specialAddress(address), undefined, `${address} is public`);
   assert.match(specialAddress('169.254.169.254') ?? '', /link-local/);
   assert.match(specialAddress('::ffff:127.0.0.1') ?? '', /IPv4-mapped loopback/);
+  assert.match(specialAddress('::ffff:0:127.0.0.1') ?? '', /IPv4-translated loopback/);
 });
 
 test('an allow entry is an origin written exactly as a URL writes it; a match is the same scheme, host (or a name under *.) and port', () => {
