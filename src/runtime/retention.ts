@@ -273,16 +273,14 @@ async function tombstoneOf(store: EventStore, id: string): Promise<{ kind: strin
 }
 
 /**
- * Whether the stream was pruned (its reads answer expired), its tombstone done again: what
- * `replay --fix-index` does for an index row left by a tombstone that stopped before its last step
- * (on JetStream the row's removal comes last), as the next prune would have done it from that row.
- * A tombstone done again is a no-op on a finished one, on every store.
+ * The tombstone of a pruned stream (its reads answer expired) done again: what `replay
+ * --fix-index` does for an index row left by a tombstone that stopped before its last step (on
+ * JetStream the row's removal comes last), as the next prune would have done it from that row. A
+ * tombstone done again is a no-op on a finished one, on every store.
  */
-export async function finishedTombstone(store: EventStore, id: string): Promise<boolean> {
-  if ((await store.read(id)).kind !== 'expired') return false;
+export async function finishTombstone(store: EventStore, id: string): Promise<void> {
   const failure = await tombstoneOf(store, id);
   if (failure !== undefined) throw new AdapterError('unavailable', `finishing the tombstone of ${id}: ${failure.kind}: ${failure.description}`);
-  return true;
 }
 
 /** The shortest and longest interval between a deployment's scheduled prunes, and its default. */

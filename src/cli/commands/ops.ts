@@ -18,7 +18,7 @@ import { indexRowOfLog } from '../../projections/operation-index.js';
 import type { OperationIndexRow } from '../../events/operation-index.js';
 import { SystemClock } from '../../contract/clock.js';
 import { OperationNotFound } from '../../runtime/errors.js';
-import { finishedTombstone } from '../../runtime/retention.js';
+import { finishTombstone } from '../../runtime/retention.js';
 import type { CliIo } from '../io.js';
 import { storeLogin, type StoreAuth } from '../connection.js';
 import { describeEvent } from '../describe.js';
@@ -273,7 +273,9 @@ async function orphanIndexRows(store: EventStore, live: ReadonlySet<string>, fix
     const page = await store.index.list({ limit: 500, ...(after ? { after: { admittedAtMs: after.admittedAtMs, operationId: after.operationId } } : {}) });
     for (const r of page.rows) {
       if (live.has(r.operationId)) continue;
-      const finished = fix && (await finishedTombstone(store, r.operationId));
+      // Its reads answer expired: a pruned operation (nothing else in this loop was read).
+      const finished = fix && (await store.read(r.operationId)).kind === 'expired';
+      if (finished) await finishTombstone(store, r.operationId);
       const rebuilt = fix && !finished ? await store.index.rebuild(r.operationId) : undefined;
       const repaired = finished ? ' (its tombstone finished)' : fix && rebuilt === undefined ? ' (removed)' : '';
       rows.push({

@@ -9,10 +9,10 @@
  * ones (replayInstances), and reports (with --fix-index removes) index rows of instances with no
  * live log.
  */
-import { finishedTombstone } from '../../runtime/retention.js';
 import { isDeepStrictEqual } from 'node:util';
 import type { EventStore } from '../../adapters/store/types.js';
 import { AdapterError, isAdapterError } from '../../contract/errors.js';
+import { finishTombstone } from '../../runtime/retention.js';
 import type { WorkflowIndexPosition } from '../../events/workflow-index.js';
 import type { Stored } from '../../kernel/types.js';
 import type { ValueRef, WorkflowEvent, WorkflowTransition } from '../../workflow/exec/events.js';
@@ -289,8 +289,9 @@ export async function replayInstances(store: EventStore, fixIndex: boolean, prog
         rows.push(replayed);
         continue;
       }
-      // A pruned instance's row: its tombstone stopped before its last step (the row goes last), and is finished.
-      const finished = fixIndex && replayed === 'pruned' && (await finishedTombstone(store, row.instanceId));
+      // A pruned instance's row (its read answered expired): its tombstone stopped before its last step (the row goes last), and is finished.
+      const finished = fixIndex && replayed === 'pruned';
+      if (finished) await finishTombstone(store, row.instanceId);
       if (fixIndex && !finished) await store.workflowIndex.put(row.instanceId, undefined);
       const problem = `a workflow index row without a live log${finished ? ' (its tombstone finished)' : fixIndex ? ' (removed)' : ''}`;
       rows.push({ instanceId: row.instanceId, transitions: 0, status: row.status, problem, repaired: fixIndex });
