@@ -265,6 +265,8 @@ export class WorkflowExecutor implements CloudEventIntake {
   private readonly startRate: AdmissionRate | undefined;
   /** A running instance's log budget (options.transitionsMax, logBytesMax, never past the limits): its steps' and its received events'. */
   private readonly logBudget: { transitionsMax: number; bytesMax: number };
+  /** The most instances one delivered event is appended to (options.eventMatchesMax, never past the limit). */
+  private readonly eventMatchesMax: number;
 
   constructor(options: WorkflowExecutorOptions) {
     this.options = options;
@@ -277,6 +279,7 @@ export class WorkflowExecutor implements CloudEventIntake {
       transitionsMax: Math.min(options.transitionsMax ?? limits.workflowTransitionsMax, limits.workflowTransitionsMax),
       bytesMax: Math.min(options.logBytesMax ?? limits.workflowLogBytesMax, limits.workflowLogBytesMax),
     };
+    this.eventMatchesMax = Math.min(options.eventMatchesMax ?? limits.cloudEventMatchesMax, limits.cloudEventMatchesMax);
     const runningMost = options.runningPerPrincipal ?? limits.workflowRunningPerPrincipalDefault;
     if (!Number.isSafeInteger(runningMost) || runningMost < 1 || runningMost > limits.workflowRunningPerPrincipalMax)
       throw invalidInput(`a principal's running workflow instances are bounded by 1 to ${limits.workflowRunningPerPrincipalMax}, not ${runningMost}`);
@@ -713,8 +716,14 @@ export class WorkflowExecutor implements CloudEventIntake {
   async deliver(event: CloudEvent, principalId: string | null): Promise<CloudEventDelivery> {
     const { evaluator, clock, listenUntilWaitMs } = this.options;
     // One bound for the whole delivery, the second look included.
-    const matchesMax = Math.min(this.options.eventMatchesMax ?? limits.cloudEventMatchesMax, limits.cloudEventMatchesMax);
-    const deps = { kernel: this.kernel, evaluator, clock, waitUntilMs: untilWaitEnd(clock, listenUntilWaitMs), hasRoom: this.hasRoom, matchesMax };
+    const deps = {
+      kernel: this.kernel,
+      evaluator,
+      clock,
+      waitUntilMs: untilWaitEnd(clock, listenUntilWaitMs),
+      hasRoom: this.hasRoom,
+      matchesMax: this.eventMatchesMax,
+    };
     const delivered = await deliverEvent(deps, event, principalId);
     if (delivered.matched.length > 0 || !this.options.store.runningIds) return delivered;
     // An instance another worker started since this one last looked may be waiting for it: look again, once.
@@ -723,7 +732,7 @@ export class WorkflowExecutor implements CloudEventIntake {
   }
 
   /** The look for other workers' new instances that deliveries nothing took share (lookAgain). */
-  private looks: { running?: Promise<number>; next?: Promise<number> } = {};
+  private readonly looks: { running?: Promise<number>; next?: Promise<number> } = {};
 
   /**
    * A look at the store's running instances (resume) for a delivery nothing took. Deliveries
