@@ -10,7 +10,6 @@
  * and the names of environment variables holding NATS passwords; bundles never hold credentials
  * (spec: "neither a new principal nor a raw credential value is embedded in the bundle").
  */
-import { waitsPerPrincipalDefault } from '../runtime/wait-slots.js';
 import { dirname, isAbsolute, resolve } from 'node:path';
 import { BundleRegistry, type CompiledBundle } from '../contract/bundle.js';
 import { readBundleFile, readFileBytes, readJsonFile } from './files.js';
@@ -46,6 +45,7 @@ import type { Logger } from '../runtime/operation-log.js';
 import { workflowEventsDefaults, type WorkflowHostFactory } from '../runtime/workflow-service.js';
 import type { HttpSettings } from '../http/settings.js';
 import { listingDeps } from './listing.js';
+import { waitsPerPrincipalDefault } from '../runtime/wait-slots.js';
 
 const token = tokenSchema;
 const name = { type: 'string', minLength: 1, maxLength: 256 } as const;

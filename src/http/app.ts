@@ -6,7 +6,6 @@
  * Server timeouts are explicit: the socket inactivity timeout outlasts the longest permitted wait,
  * while receiving a request (headers and body) is bounded separately against slow senders.
  */
-import { WaitSlots } from '../runtime/wait-slots.js';
 import { randomUUID } from 'node:crypto';
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import type { Socket } from 'node:net';
@@ -29,6 +28,7 @@ import type { CloudEventIntake } from '../contract/cloudevents.js';
 import { openApiDocument } from './openapi.js';
 import { compileRouteSchema, healthSchema } from './schemas.js';
 import { limits } from '../contract/limits.js';
+import { WaitSlots } from '../runtime/wait-slots.js';
 
 export interface HttpAppOptions {
   coordinator: InvocationService;

@@ -7,7 +7,6 @@
  * otherwise); 200 once the decision is closed (cancelled, or decided before the cancel), as the
  * NATS `cancel` command answers.
  */
-import type { WaitSlots } from '../runtime/wait-slots.js';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { AssertionFailure } from '../contract/errors.js';
 import type { InvocationRequest, WaitFor } from '../contract/types.js';
@@ -19,6 +18,7 @@ import { requireJsonContentType } from './body.js';
 import { cancelInvocationSchema, getInvocationSchema, listInvocationsSchema, postInvocationSchema } from './schemas.js';
 import { parseListParameters } from '../runtime/operation-list.js';
 import { contractBoundary, effectiveBoundary, waitReleasable } from './wait.js';
+import type { WaitSlots } from '../runtime/wait-slots.js';
 
 export interface InvocationRoutesOptions {
   coordinator: InvocationService;

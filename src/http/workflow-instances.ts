@@ -8,7 +8,6 @@
  * (a different input is 409); another principal's instance is 404, exactly like an unknown one;
  * cancel is 422 unsupported unless the bundle declares caller cancellation for the workflow.
  */
-import type { WaitSlots } from '../runtime/wait-slots.js';
 import type { FastifyInstance, FastifyReply } from 'fastify';
 import type { WorkflowInstance, WorkflowInstanceService, WorkflowStartRequest } from '../runtime/workflow-service.js';
 import { workflowInstanceSchema, workflowStartRequestSchema } from '../runtime/workflow-service.js';
@@ -17,6 +16,7 @@ import { requireJsonContentType } from './body.js';
 import { callerHooks } from './invocations.js';
 import { errorResponseSchemas, waitQuerySchema } from './schemas.js';
 import { parseWorkflowListParameters } from '../runtime/workflow-list.js';
+import type { WaitSlots } from '../runtime/wait-slots.js';
 
 export interface WorkflowInstanceRoutesOptions {
   workflows: WorkflowInstanceService;

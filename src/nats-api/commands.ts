@@ -23,7 +23,6 @@
  * at the boundary, at waitMs, or at shutdown, and ending a wait never cancels work; only `cancel`
  * (where the interaction declares caller cancellation and policy allows it) does.
  */
-import { WaitSlots, waitsPerPrincipalDefault } from '../runtime/wait-slots.js';
 import { Ajv, type ValidateFunction } from 'ajv';
 import { Counter, type Registry } from 'prom-client';
 import type { BundleRegistry } from '../contract/bundle.js';
@@ -42,6 +41,7 @@ import { adapterErrorStatus, internalErrorBody } from '../runtime/errors.js';
 import { contractBoundary, effectiveBoundary } from '../runtime/boundary.js';
 import type { WorkflowInstanceService } from '../runtime/workflow-service.js';
 import { commandSubject, commandSubjectPrefix, requestCommand } from './request.js';
+import { WaitSlots, waitsPerPrincipalDefault } from '../runtime/wait-slots.js';
 
 export { commandSubject, commandSubjectPrefix };
 import {

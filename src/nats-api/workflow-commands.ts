@@ -13,7 +13,6 @@
  * WorkflowInstance}`, for workflow-list `{"status": 200, "page": {instances, nextCursor}}`, or
  * `{"status": <HTTP status>, "error": AdapterError}`.
  */
-import type { WaitSlots } from '../runtime/wait-slots.js';
 import { Ajv, type ValidateFunction } from 'ajv';
 import { invalidInput, type AdapterErrorBody } from '../contract/errors.js';
 import { parseStrictBytes } from '../contract/ijson.js';
@@ -30,6 +29,7 @@ import {
   type WorkflowInstanceService,
   type WorkflowStartRequest,
 } from '../runtime/workflow-service.js';
+import type { WaitSlots } from '../runtime/wait-slots.js';
 
 export const workflowCommandVerbs = ['workflow-start', 'workflow-get', 'workflow-cancel', 'workflow-list'] as const;
 export type WorkflowCommandVerb = (typeof workflowCommandVerbs)[number];
