@@ -8,7 +8,7 @@ import { spawnSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { stringify } from 'yaml';
+import { parse as parseYaml, stringify } from 'yaml';
 import { exitCodes } from '../../src/cli/exit-codes.js';
 import { parseStrict } from '../../src/contract/ijson.js';
 import type { JsonObject } from '../../src/contract/json.js';
@@ -69,6 +69,28 @@ test('graph prints the SDK’s Mermaid flowchart of the lowered document', () =>
   assert.equal(graph.status, 0, graph.stderr);
   assert.match(graph.stdout, /^flowchart TD\n/);
   for (const node of ['/do/0/review/do/0/invoke', '/do/1/publish/do/0/transform', '/do/2/announce/do/0/send']) assert.ok(graph.stdout.includes(node), node);
+});
+
+test('lower and graph show a hostile bundle’s control and bidi characters escaped, the YAML keeping its value', () => {
+  const document = parseStrict(readFileSync(bundle, 'utf8')) as JsonObject;
+  const workflow = (document.workflows as Record<string, { do: JsonObject[] }>)['review-or-escalate']!;
+  // A task name that reorders what follows it and carries a C1 CSI; a value that clears the screen.
+  workflow.do.push({ 'a\u202eb\u009b31m': { set: { note: 'y\u001b[2J\tz', quote: 'x\u202ey' } } });
+  // eslint-disable-next-line no-control-regex -- the characters a terminal acts on are what the test looks for
+  const refused = /[\u0000-\u0009\u000b-\u001f\u007f-\u009f\u202a-\u202e\u2066-\u2069]/u;
+  withBundle(document, 'bundle.json', (file) => {
+    const json = convoke('lower', file, 'review-or-escalate', '--json');
+    assert.equal(json.status, 0, json.stderr);
+    const yaml = convoke('lower', file, 'review-or-escalate');
+    assert.equal(yaml.status, 0, yaml.stderr);
+    assert.doesNotMatch(yaml.stdout, refused);
+    assert.match(yaml.stdout, /"a\\u202eb\\u009b31m":/);
+    assert.deepEqual(parseYaml(yaml.stdout), JSON.parse(json.stdout), 'the escaped YAML is the same document');
+    const graph = convoke('graph', file, 'review-or-escalate');
+    assert.equal(graph.status, 0, graph.stderr);
+    assert.doesNotMatch(graph.stdout, refused);
+    assert.ok(graph.stdout.includes('a\\u202eb\\u009b31m'), graph.stdout);
+  });
 });
 
 test('an unknown name, an invalid bundle and an unsupported task exit with their kind and the error on stderr', () => {

@@ -28,9 +28,24 @@ const load = async () => {
     checkBundleWorkflows: bundle.checkBundleWorkflows,
     mermaidOf: mermaid.mermaidOf,
     canonicalJson: canonical.canonicalJson,
-    stringify: yaml.stringify,
+    yamlText: (document: unknown) => yamlText(yaml, document),
   };
 };
+
+/**
+ * A document as YAML a terminal shows as it is, with the same value: every string holding a
+ * character terminalText escapes (a task name or value from whoever wrote the bundle) is written
+ * double-quoted, where terminalText's `\uXXXX` is YAML's own escape of that character.
+ */
+function yamlText(yaml: typeof import('yaml'), document: unknown): string {
+  const tree = new yaml.Document(document);
+  yaml.visit(tree, {
+    Scalar(_key, node) {
+      if (typeof node.value === 'string' && terminalText(node.value) !== node.value) node.type = 'QUOTE_DOUBLE';
+    },
+  });
+  return terminalText(tree.toString({ lineWidth: 0 }));
+}
 
 export async function workflowValidateCommand(file: string, name: string | undefined, options: { json: boolean }, io: CliIo): Promise<number> {
   const { readBundleFile, checkBundleWorkflows } = await load();
@@ -49,11 +64,11 @@ export async function workflowValidateCommand(file: string, name: string | undef
 }
 
 export async function workflowLowerCommand(file: string, name: string, options: { json: boolean }, io: CliIo): Promise<number> {
-  const { readBundleFile, checkBundleWorkflows, canonicalJson, stringify } = await load();
+  const { readBundleFile, checkBundleWorkflows, canonicalJson, yamlText } = await load();
   const compiled = await readBundleFile(file);
   const document = (await checkBundleWorkflows(compiled, name)).get(name)?.document;
   if (document === undefined) return 1;
-  io.stdout.write(options.json ? canonicalJson(document) + '\n' : stringify(document, { lineWidth: 0 }));
+  io.stdout.write(options.json ? canonicalJson(document) + '\n' : yamlText(document));
   return 0;
 }
 
@@ -62,7 +77,8 @@ export async function workflowGraphCommand(file: string, name: string, io: CliIo
   const compiled = await readBundleFile(file);
   const document = (await checkBundleWorkflows(compiled, name)).get(name)?.document;
   if (document === undefined) return 1;
-  io.stdout.write((await mermaidOf(document)).trimEnd() + '\n');
+  // Task names are the bundle's: escaped, as every text the CLI shows a person (Mermaid draws the escape as written).
+  io.stdout.write(terminalText((await mermaidOf(document)).trimEnd()) + '\n');
   return 0;
 }
 
