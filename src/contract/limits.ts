@@ -138,6 +138,28 @@ export const limits = {
   workflowHttpOriginCharsMax: 300,
   /** jq worker threads of one executor (config workflows.jqWorkers; jq.ts): each holds a jq-wasm of its own (about 35 MB). */
   jqWorkersMax: 8,
+  /**
+   * The V8 heap of one jq worker (MiB, its resourceLimits; jq.ts heapMb): what holds an
+   * evaluation's input, variables and result as JavaScript values, none larger than a transition
+   * (a few MiB together); a loaded worker uses about 4 MiB. Out of it, the worker dies alone and
+   * its evaluation fails; without a bound, V8 lets a worker's heap grow as large as the main
+   * one's (a quarter of the machine's memory, up to 4 GiB), every worker at once. Node stops a
+   * worker at its limit with 16 MiB of leeway: one allocation larger than that aborts the process,
+   * so the least bound stays well above one transition (what an input or variable may be).
+   */
+  jqHeapMbMin: 16,
+  jqHeapMbDefault: 64,
+  jqHeapMbMax: 1024,
+  /**
+   * The WebAssembly memory of one jq worker's jq (MiB; jq.ts memoryMb, jq-bounded.ts): where jq
+   * parses its input and builds every value. An evaluation that needs more fails. It never shrinks:
+   * it is what a worker keeps after its largest evaluation. jq-wasm's own build stops at 256 MiB.
+   */
+  jqMemoryMbMin: 16,
+  jqMemoryMbDefault: 128,
+  jqMemoryMbMax: 256,
+  /** The bytes of jq's messages (an error's description) the jq worker keeps of one evaluation: more than a recorded error detail holds. */
+  expressionErrorBytesMax: 16 * 1024,
   /** Characters of one runtime expression (a transform's, or one `${ … }` in a workflow). */
   expressionCharsMax: 16 * 1024,
   /**

@@ -16,7 +16,7 @@ import { MemoryEventStore } from '../../src/adapters/store/memory.js';
 import { seededRandom } from '../../src/runtime/random.js';
 import type { ContractCalls } from '../../src/workflow/exec/http-contracts.js';
 import { WorkflowExecutor, type WorkflowExecutorOptions } from '../../src/workflow/exec/executor.js';
-import { JqWorkerEvaluator, type ExpressionEvaluator } from '../../src/workflow/exec/jq.js';
+import { JqWorkerEvaluator, type ExpressionEvaluator, type JqWorkerOptions } from '../../src/workflow/exec/jq.js';
 import type { WorkflowRecord } from '../../src/workflow/exec/record.js';
 import { workflowStreams } from '../../src/workflow/exec/streams.js';
 
@@ -38,6 +38,8 @@ export interface HarnessOptions {
   leaseMs?: number;
   /** Wraps the harness's jq evaluator (a test that holds an evaluation's answer). */
   evaluator?: (jq: ExpressionEvaluator) => ExpressionEvaluator;
+  /** The jq evaluator's bounds beside its 5 s deadline (small ones, to reach them quickly). */
+  jq?: JqWorkerOptions;
   listenUntilWaitMs?: number;
   eventMatchesMax?: number;
   /** The documents `run: workflow` may name beside an instance's own. */
@@ -61,7 +63,7 @@ export interface HarnessOptions {
 export function harness(options: HarnessOptions = {}): Harness {
   const clock = options.clock ?? new SystemClock();
   const store = options.store ?? new MemoryEventStore({ clock });
-  const evaluator = new JqWorkerEvaluator({ deadlineMs: 5000 });
+  const evaluator = new JqWorkerEvaluator({ deadlineMs: 5000, ...options.jq });
   const executor = new WorkflowExecutor({
     store: workflowStreams(store),
     clock,

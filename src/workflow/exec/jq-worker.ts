@@ -1,14 +1,14 @@
 /**
- * The jq worker thread (jq.ts): loads jq-wasm once and answers one evaluation per message. It
- * runs apart from the runtime's event loop, so a program that never ends is stopped by
- * terminating this thread, never by waiting for it. A result larger than
- * limits.expressionResultBytesMax is answered as an error: the runtime never parses or holds it.
- * A failure that is not jq's own (a WebAssembly trap) is answered as spending the worker: jq.ts
- * stops it, and the next evaluation starts a fresh one.
+ * The jq worker thread (jq.ts): loads jq-wasm once (bounded, jq-bounded.ts) and answers one
+ * evaluation per message. It runs apart from the runtime's event loop, so a program that never
+ * ends is stopped by terminating this thread, never by waiting for it. A first output larger than
+ * the evaluator's resultBytesMax is answered as an error: the runtime never parses or holds it.
+ * A failure that is not jq's own (a WebAssembly trap, jq out of its memory bound) is answered as
+ * spending the worker: jq.ts stops it, and the next evaluation starts a fresh one.
  */
-import { parentPort } from 'node:worker_threads';
-import { loadJq } from 'jq-wasm';
+import { parentPort, workerData } from 'node:worker_threads';
 import { limits } from '../../contract/limits.js';
+import { loadBoundedJq } from './jq-bounded.js';
 
 interface Request {
   id: number;
@@ -17,29 +17,37 @@ interface Request {
   vars: [string, string][];
 }
 
+/** What jq.ts passes in workerData. */
+export interface JqWorkerData {
+  memoryMb: number;
+  resultBytesMax: number;
+}
+
+/** The answer to one request; `limit` names the bound an evaluation ran into (jq.ts words it). */
+export type JqWorkerAnswer = { id: number } & ({ ok: string } | { error: string; spent?: boolean; limit?: 'memoryMb' | 'resultBytesMax' });
+
 const port = parentPort;
 if (port) {
-  const jq = await loadJq();
-  port.postMessage({ ready: true });
-  port.on('message', (request: Request) => {
+  const { memoryMb, resultBytesMax } = workerData as JqWorkerData;
+  const jq = await loadBoundedJq({ memoryBytesMax: memoryMb * 1024 * 1024, resultBytesMax, errorBytesMax: limits.expressionErrorBytesMax });
+  const answer = (request: Request): JqWorkerAnswer => {
     try {
       const flags = request.vars.flatMap(([name, value]) => ['--argjson', name, value]);
-      const outputs = jq.json(request.input, request.query, flags);
-      const ok = JSON.stringify(outputs.length === 0 ? null : outputs[0]);
+      const outcome = jq.run(request.input, request.query, flags);
+      if (outcome.kind === 'error') return { id: request.id, error: outcome.message };
       // Recorded once answered: a result larger than a transition carries is refused here, before the runtime parses it.
-      if (ok.length > limits.expressionResultBytesMax || Buffer.byteLength(ok) > limits.expressionResultBytesMax)
-        port.postMessage({
-          id: request.id,
-          error: `the result is larger than ${limits.expressionResultBytesMax} bytes of JSON, the most one recorded value may be`,
-        });
-      else port.postMessage({ id: request.id, ok });
+      if (outcome.kind === 'oversized') return { id: request.id, error: 'oversized', limit: 'resultBytesMax' };
+      const ok = outcome.text === undefined ? 'null' : JSON.stringify(JSON.parse(outcome.text));
+      if (ok.length > resultBytesMax || Buffer.byteLength(ok) > resultBytesMax) return { id: request.id, error: 'oversized', limit: 'resultBytesMax' };
+      return { id: request.id, ok };
     } catch (error) {
-      const detail = (error as { stderr?: unknown }).stderr;
-      // jq's own failure (JqError: a compile or runtime error it reported) leaves jq-wasm as it
-      // was; anything else is a trap in the WebAssembly (a stack overflow, an abort on memory)
-      // after which every later call of this instance fails: the worker is spent, and says so.
-      const spent = !(error instanceof Error && error.name === 'JqError');
-      port.postMessage({ id: request.id, error: typeof detail === 'string' && detail.length > 0 ? detail : String(error), spent });
+      // Anything but jq's own reported error is a trap in the WebAssembly (a stack overflow, an
+      // abort on memory) after which every later call of this instance fails: the worker is
+      // spent, and says so.
+      const message = String(error).slice(0, limits.expressionErrorBytesMax);
+      return { id: request.id, error: message, spent: true, ...(jq.memoryExhausted ? { limit: 'memoryMb' as const } : {}) };
     }
-  });
+  };
+  port.postMessage({ ready: true });
+  port.on('message', (request: Request) => port.postMessage(answer(request)));
 }

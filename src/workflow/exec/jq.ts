@@ -2,7 +2,10 @@
  * jq evaluation for runtime expressions: jq-wasm (pinned to 3.0.0-jq-1.8.2) in worker threads,
  * with a deadline per evaluation. A program that runs past its deadline (a recursive one, a huge
  * range) costs its worker: it is terminated and the next evaluation on it starts a fresh one;
- * the runtime's event loop is never blocked, and no other evaluation fails with it.
+ * the runtime's event loop is never blocked, and no other evaluation fails with it. Each
+ * evaluation is bounded in memory too (JqWorkerOptions): jq's WebAssembly memory (jq-bounded.ts),
+ * the worker's V8 heap (resourceLimits) and the size of its result; one that reaches a bound fails
+ * with ExpressionLimitExceeded naming it, and a worker it spent is replaced as after its deadline.
  *
  * Evaluations are queued per principal (the instance's) and served in rotation: when a worker is
  * free, the principal with queued work and the fewest evaluations running goes next, among those
@@ -19,6 +22,7 @@ import { Worker } from 'node:worker_threads';
 import type { JsonValue } from '../../contract/json.js';
 import { AssertionFailure, invalidInput } from '../../contract/errors.js';
 import { limits } from '../../contract/limits.js';
+import type { JqWorkerAnswer, JqWorkerData } from './jq-worker.js';
 
 export interface ExpressionEvaluator {
   /**
@@ -30,9 +34,23 @@ export interface ExpressionEvaluator {
   close(): Promise<void>;
 }
 
-/** What an evaluation that failed (compile error, runtime error, deadline) throws. */
+/** What an evaluation that failed (compile error, runtime error, a bound of the evaluator) throws. */
 export class ExpressionFailure extends Error {
-  override readonly name = 'ExpressionFailure';
+  override readonly name: string = 'ExpressionFailure';
+}
+
+/** The evaluator's bounds (JqWorkerOptions) an evaluation may run into. */
+export type JqLimit = 'deadlineMs' | 'heapMb' | 'memoryMb' | 'resultBytesMax';
+
+/** An evaluation stopped by one of the evaluator's bounds, named in `limit` and in the message. */
+export class ExpressionLimitExceeded extends ExpressionFailure {
+  override readonly name: string = 'ExpressionLimitExceeded';
+  constructor(
+    readonly limit: JqLimit,
+    message: string,
+  ) {
+    super(message);
+  }
 }
 
 /** `.a.b` on the input (group 1), `$name.a.b` on a variable (groups 2 and 3), `.` the input itself. */
@@ -77,6 +95,9 @@ export function pathValue(query: string, input: JsonValue, vars?: () => Readonly
   return value;
 }
 
+/** A program as error messages quote it: its first 120 characters. */
+const quoted = (query: string): string => JSON.stringify(query.slice(0, 120));
+
 /** One evaluation, queued or running. */
 interface Job {
   query: string;
@@ -117,10 +138,33 @@ export interface JqWorkerOptions {
   deadlineMs?: number;
   /** Worker threads, each started when an evaluation finds no other free (1..limits.jqWorkersMax); default defaultJqWorkers(). */
   workers?: number;
+  /**
+   * The V8 heap of each worker (MiB, its resourceLimits.maxOldGenerationSizeMb): what holds an
+   * evaluation's input, variables and result as JavaScript values. A worker that runs out of it
+   * dies alone; its evaluation fails. limits.jqHeapMbMin..jqHeapMbMax, default jqHeapMbDefault.
+   */
+  heapMb?: number;
+  /**
+   * The WebAssembly memory of each worker's jq (MiB): where jq parses the input and builds every
+   * value. An evaluation that needs more fails and spends its worker (jq-bounded.ts).
+   * limits.jqMemoryMbMin..jqMemoryMbMax, default jqMemoryMbDefault.
+   */
+  memoryMb?: number;
+  /** The JSON bytes of one result (1..limits.expressionResultBytesMax, the default): a larger one fails the evaluation. */
+  resultBytesMax?: number;
+}
+
+/** `value` when it is a whole number in min..max; otherwise an invalid-input error naming the option. */
+function bounded(option: string, value: number, min: number, max: number): number {
+  if (!Number.isInteger(value) || value < min || value > max) throw invalidInput(`jq ${option}: ${value} is not a whole number from ${min} to ${max}`);
+  return value;
 }
 
 export class JqWorkerEvaluator implements ExpressionEvaluator {
   private readonly deadlineMs: number;
+  private readonly heapMb: number;
+  private readonly memoryMb: number;
+  private readonly resultBytesMax: number;
   private readonly slots: Slot[];
   private readonly shares = new Map<string, Share>();
   /** The principals with queued evaluations: the rotation, front first (a Map keeps insertion order). */
@@ -132,9 +176,10 @@ export class JqWorkerEvaluator implements ExpressionEvaluator {
 
   constructor(options: JqWorkerOptions = {}) {
     this.deadlineMs = options.deadlineMs ?? 2000;
-    const workers = options.workers ?? defaultJqWorkers();
-    if (!Number.isInteger(workers) || workers < 1 || workers > limits.jqWorkersMax)
-      throw invalidInput(`jq workers: ${workers} is not a whole number from 1 to ${limits.jqWorkersMax}`);
+    const workers = bounded('workers', options.workers ?? defaultJqWorkers(), 1, limits.jqWorkersMax);
+    this.heapMb = bounded('heapMb', options.heapMb ?? limits.jqHeapMbDefault, limits.jqHeapMbMin, limits.jqHeapMbMax);
+    this.memoryMb = bounded('memoryMb', options.memoryMb ?? limits.jqMemoryMbDefault, limits.jqMemoryMbMin, limits.jqMemoryMbMax);
+    this.resultBytesMax = bounded('resultBytesMax', options.resultBytesMax ?? limits.expressionResultBytesMax, 1, limits.expressionResultBytesMax);
     this.slots = Array.from({ length: workers }, () => ({ worker: undefined, ready: undefined, loaded: false, running: undefined }));
   }
 
@@ -233,7 +278,7 @@ export class JqWorkerEvaluator implements ExpressionEvaluator {
       const timer = setTimeout(() => {
         // Only this evaluation fails: the worker is stopped, the next evaluation on this slot starts a fresh one.
         this.stop(slot);
-        reject(new ExpressionFailure(`jq evaluation of ${JSON.stringify(query.slice(0, 120))} ran past its ${this.deadlineMs} ms deadline`));
+        reject(new ExpressionLimitExceeded('deadlineMs', `jq evaluation of ${quoted(query)} ran past its ${this.deadlineMs} ms deadline`));
       }, this.deadlineMs);
       slot.running = {
         id,
@@ -247,27 +292,39 @@ export class JqWorkerEvaluator implements ExpressionEvaluator {
   private started(slot: Slot): Promise<Worker> {
     if (slot.worker && slot.ready) return slot.ready;
     // No inherited execArgv: a flag meant for the main program (--input-type, --eval) must not stop the worker.
-    const worker = new Worker(new URL('./jq-worker.js', import.meta.url), { execArgv: [] });
+    const workerData: JqWorkerData = { memoryMb: this.memoryMb, resultBytesMax: this.resultBytesMax };
+    const worker = new Worker(new URL('./jq-worker.js', import.meta.url), {
+      execArgv: [],
+      workerData,
+      // The young generation is left to V8: it is sized from the old one.
+      resourceLimits: { maxOldGenerationSizeMb: this.heapMb },
+    });
     worker.unref();
     let loaded: (worker: Worker) => void = () => undefined;
     let failed: (error: Error) => void = () => undefined;
     slot.ready = new Promise<Worker>((resolve, reject) => ((loaded = resolve), (failed = reject)));
     slot.loaded = false;
-    worker.on('message', (message: { id: number; ready?: true; ok?: string; error?: string; spent?: boolean }) => {
+    worker.on('message', (message: JqWorkerAnswer | { ready: true }) => {
       if (slot.worker !== worker) return;
-      if (message.ready) return ((slot.loaded = true), loaded(worker));
+      if ('ready' in message) return ((slot.loaded = true), loaded(worker));
       const running = slot.running;
       if (running === undefined || running.id !== message.id) return;
-      if (message.ok !== undefined) return running.job.resolve(JSON.parse(message.ok) as JsonValue);
+      if ('ok' in message) return running.job.resolve(JSON.parse(message.ok) as JsonValue);
       // A trap in jq-wasm leaves it unusable: the worker is stopped before the evaluation fails, so the next one starts a fresh worker.
       if (message.spent === true) this.stop(slot);
-      running.job.reject(new ExpressionFailure(message.error ?? 'jq failed'));
+      running.job.reject(message.limit === undefined ? new ExpressionFailure(message.error) : this.exceeded(message.limit, running.job.query));
     });
     // A worker stopped at its deadline exits later: its one evaluation was already answered, and
     // what runs on its slot now belongs to its successor.
-    worker.on('error', (error) => {
-      failed(new ExpressionFailure(`the jq worker failed: ${error.message}`));
-      if (slot.worker === worker) this.lost(slot, new ExpressionFailure(`the jq worker failed: ${error.message}`));
+    worker.on('error', (error: Error & { code?: unknown }) => {
+      // Out of its heap (resourceLimits), Node stops the worker alone: the runtime stays up.
+      const outOfHeap = error.code === 'ERR_WORKER_OUT_OF_MEMORY';
+      const failure = (): ExpressionFailure =>
+        outOfHeap && slot.running !== undefined
+          ? this.exceeded('heapMb', slot.running.job.query)
+          : new ExpressionFailure(`the jq worker failed: ${error.message}`);
+      failed(failure());
+      if (slot.worker === worker) this.lost(slot, failure());
     });
     worker.on('exit', () => {
       failed(new ExpressionFailure('the jq worker exited'));
@@ -275,6 +332,16 @@ export class JqWorkerEvaluator implements ExpressionEvaluator {
     });
     slot.worker = worker;
     return slot.ready;
+  }
+
+  /** The error of an evaluation of `query` stopped by `limit` (other than the deadline), naming it and its value. */
+  private exceeded(limit: Exclude<JqLimit, 'deadlineMs'>, query: string): ExpressionLimitExceeded {
+    const what = {
+      heapMb: `needed more than its worker's ${this.heapMb} MiB heap (heapMb)`,
+      memoryMb: `needed more than jq's ${this.memoryMb} MiB of memory (memoryMb)`,
+      resultBytesMax: `has a result larger than ${this.resultBytesMax} bytes of JSON (resultBytesMax), the most one recorded value may be`,
+    }[limit];
+    return new ExpressionLimitExceeded(limit, `jq evaluation of ${quoted(query)} ${what}`);
   }
 
   /** The slot's worker failed or exited by itself: the evaluation running on it (only) fails; the next one starts a fresh worker. */
