@@ -59,6 +59,8 @@ export interface WorkflowHostParts {
   metrics?: Registry;
   /** The secrets workflows may read (config workflowSecrets, read at start-up). */
   secrets?: ReadonlyMap<string, JsonValue>;
+  /** The only origins a request carrying a secret may go to, by the secret's name (config workflowSecrets.<name>.origins). */
+  secretOrigins?: ReadonlyMap<string, readonly string[]>;
   /** Told each error that stopped driving an instance (WorkflowExecutorOptions.onFailure): serve logs them (failureNotices). */
   onFailure?: (error: unknown) => void;
   /** Told each emitted CloudEvent the NATS intake gave up on (emittedRedelivery): its subject and why. */
@@ -150,6 +152,7 @@ export async function createWorkflowHost(parts: WorkflowHostParts): Promise<Work
     ...(parts.settings?.runningInstancesPerPrincipal === undefined ? {} : { runningPerPrincipal: parts.settings.runningInstancesPerPrincipal }),
     ...(parts.settings?.startRate === undefined ? {} : { startRate: parts.settings.startRate }),
     ...(parts.secrets ? { secrets: parts.secrets } : {}),
+    ...(parts.secretOrigins ? { secretOrigins: parts.secretOrigins } : {}),
     ...(parts.onFailure ? { onFailure: parts.onFailure } : {}),
     ...(parts.metrics ? { onStartRefused: observeRefusedWorkflowStarts(parts.metrics) } : {}),
     // run: workflow names a pipeline or workflow of the same bundle (by its namespace, its bundle name and version).

@@ -5,12 +5,17 @@
  * `{username, password}` or `{token}` object for an authentication policy's `use`); any other
  * text is the string itself, without a trailing newline. Errors name the variable or the file,
  * never what is in it.
+ *
+ * Each secret may name the only origins a request carrying it may go to (`origins`, checked when
+ * the config is read and again by the executor); one that names none may go wherever the egress
+ * policy lets calls go, and `serve` says so at start-up for each (unboundSecrets).
  */
 import { readFile } from 'node:fs/promises';
 import { invalidInput } from '../contract/errors.js';
 import type { JsonValue } from '../contract/json.js';
 import { limits } from '../contract/limits.js';
 import type { WorkflowSecretSource } from '../deployment/types.js';
+import type { WorkflowHttpConfig } from '../runtime/workflow-service.js';
 import { checkSecretFile } from './secrets.js';
 
 export async function readWorkflowSecrets(
@@ -44,4 +49,24 @@ function secretValue(text: string): JsonValue {
   } catch {
     return text;
   }
+}
+
+/** The origins each secret that names them may go to (the executor's secretOrigins). */
+export function workflowSecretOrigins(sources: Readonly<Record<string, WorkflowSecretSource>> | undefined): Map<string, readonly string[]> {
+  return new Map(Object.entries(sources ?? {}).flatMap(([name, source]) => (source.origins ? [[name, source.origins] as const] : [])));
+}
+
+/**
+ * The secrets that name no origins, each with where it may be sent (the egress policy's reach):
+ * a workflow of any deployed bundle that declares one may send it there.
+ */
+export function unboundSecrets(
+  sources: Readonly<Record<string, WorkflowSecretSource>> | undefined,
+  http: WorkflowHttpConfig | undefined,
+): { secret: string; reach: string }[] {
+  const reach =
+    http?.allow !== undefined
+      ? `any of the ${http.allow.length} origins of workflows.http.allow`
+      : `any ${http?.privateNetworks === true ? '' : 'public '}origin (workflows.http has no allow list)`;
+  return Object.entries(sources ?? {}).flatMap(([secret, source]) => (source.origins ? [] : [{ secret, reach }]));
 }

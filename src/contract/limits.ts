@@ -133,7 +133,7 @@ export const limits = {
   workflowLeaseMsMax: 600_000,
   /** Event types one event publisher may be allowed (config workflows.events.publishers): one subject permission each. */
   workflowEventTypesPerPublisherMax: 64,
-  /** Origins a deployment's workflow HTTP calls may be allowed (config workflows.http.allow), and the characters of one. */
+  /** Origins a deployment's workflow HTTP calls may be allowed (config workflows.http.allow; one secret's workflowSecrets.<name>.origins), and the characters of one. */
   workflowHttpAllowMax: 256,
   workflowHttpOriginCharsMax: 300,
   /** jq worker threads of one executor (config workflows.jqWorkers; jq.ts): each holds a jq-wasm of its own (about 35 MB). */

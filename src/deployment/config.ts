@@ -179,6 +179,19 @@ const rateSchema = {
   },
 } as const;
 
+/**
+ * The origins a request carrying one workflow secret may go to (each entry read by origins.ts:
+ * semanticProblems). Never empty: a secret that may go nowhere is a mistake, and `[]` read as
+ * "anywhere" would be a worse one.
+ */
+const secretOrigins = {
+  type: 'array',
+  minItems: 1,
+  maxItems: limits.workflowHttpAllowMax,
+  uniqueItems: true,
+  items: { type: 'string', minLength: 1, maxLength: limits.workflowHttpOriginCharsMax },
+} as const;
+
 export const deploymentConfigSchema = {
   $id: 'https://convoke.dev/schemas/deployment-config.json',
   type: 'object',
@@ -197,9 +210,14 @@ export const deploymentConfigSchema = {
             type: 'object',
             required: ['env'],
             additionalProperties: false,
-            properties: { env: { type: 'string', pattern: '^[A-Za-z_][A-Za-z0-9_]*$', maxLength: 256 } },
+            properties: { env: { type: 'string', pattern: '^[A-Za-z_][A-Za-z0-9_]*$', maxLength: 256 }, origins: secretOrigins },
           },
-          { type: 'object', required: ['file'], additionalProperties: false, properties: { file: { type: 'string', minLength: 1, maxLength: 4096 } } },
+          {
+            type: 'object',
+            required: ['file'],
+            additionalProperties: false,
+            properties: { file: { type: 'string', minLength: 1, maxLength: 4096 }, origins: secretOrigins },
+          },
         ],
       },
     },
@@ -351,7 +369,7 @@ export function parseDeploymentConfig(bytes: Uint8Array, baseDir: string): Deplo
     resolved.transport = { ...config.transport, credsFile: at(config.transport.credsFile) };
   if (config.workflowSecrets)
     resolved.workflowSecrets = Object.fromEntries(
-      Object.entries(config.workflowSecrets).map(([name, source]) => [name, 'file' in source ? { file: at(source.file) } : source]),
+      Object.entries(config.workflowSecrets).map(([name, source]) => [name, 'file' in source ? { ...source, file: at(source.file) } : source]),
     );
   return resolved;
 }
@@ -383,6 +401,11 @@ function semanticProblems(config: DeploymentConfig): string[] {
     const read = originPattern(entry);
     if ('problem' in read) problems.push(`workflows.http.allow[${index}] ${read.problem}`);
   }
+  for (const [name, source] of Object.entries(config.workflowSecrets ?? {}))
+    for (const [index, entry] of (source.origins ?? []).entries()) {
+      const read = originPattern(entry);
+      if ('problem' in read) problems.push(`workflowSecrets.${name}.origins[${index}] ${read.problem}`);
+    }
   return problems;
 }
 

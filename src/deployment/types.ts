@@ -191,8 +191,13 @@ export interface DeploymentConfig {
   workflowSecrets?: Record<string, WorkflowSecretSource>;
 }
 
-/** Where a workflow secret's value comes from: its text, parsed as JSON when it is JSON (an object for basic or bearer `use`). */
-export type WorkflowSecretSource = { env: string } | { file: string };
+/**
+ * Where a workflow secret's value comes from: its text, parsed as JSON when it is JSON (an object
+ * for basic or bearer `use`). `origins`: the only origins a request carrying it may go to
+ * (origins.ts: the egress allow list's syntax); absent, any origin the egress policy allows
+ * (`serve` warns of each such secret at start-up).
+ */
+export type WorkflowSecretSource = ({ env: string } | { file: string }) & { origins?: string[] };
 
 /** What a NATS deployment exposes beyond RunningDeployment (diagnostics, tests). */
 export interface NatsRuntime {

@@ -19,6 +19,10 @@
  * the secrets again; a replay of the log needs none. Anywhere else — `input.from` included, which
  * the DSL allows but whose result is the task's recorded input — `$secrets` is refused as
  * unsupported, as is a name not declared in `use.secrets`.
+ *
+ * Where a request that carries a secret may go is the deployment's to say, not the document's: a
+ * secret given origins (config workflowSecrets.<name>.origins) is sent to no other (calls.ts
+ * refuses the request before it is made).
  */
 import { invalidInput, unsupported } from '../contract/errors.js';
 import { jsonPointer } from '../contract/ijson.js';

@@ -476,6 +476,63 @@ do:
   );
 });
 
+test('a secret goes only to its origins: the document’s fetch and the operation’s request (to the host the document names) are refused before they are made', async () => {
+  const token = 'tok-4c1d9e70';
+  const password = 'pw-e03b6a';
+  const docs = await service((_request, res) => send(res, 200, { ...swagger('/'), host: `127.0.0.1:${new URL(operations.base).port}` }));
+  const operations = await service((request, res) => send(res, 200, { youSent: request.headers.authorization ?? null }));
+  const secrets = new Map<string, JsonValue>([
+    ['api', { token }],
+    ['docs', { username: 'reader', password }],
+  ]);
+  const document = yaml(`${head('secret-origins')}use:
+  secrets: [ api, docs ]
+do:
+  - photo:
+      call: openapi
+      with:
+        document:
+          endpoint:
+            uri: '${docs.base}/swagger.json'
+            authentication: { basic: { use: docs } }
+        operationId: getPhoto
+        parameters: { petId: p1, name: n1 }
+        authentication: { bearer: { use: api } }
+`);
+  const run = async (origins: Record<string, string[]>) => {
+    const h = harness({ secrets, secretOrigins: new Map(Object.entries(origins)) });
+    try {
+      const { instanceId } = await h.executor.start({ principalId: 'alice', invocationKey: 'k', document, input: {} });
+      const record = await h.executor.wait(instanceId, 10_000);
+      await assertReplayEqual(h, instanceId);
+      return record;
+    } finally {
+      await h.close();
+    }
+  };
+  try {
+    const unfetched = await run({ docs: ['https://docs.example.com'], api: [operations.base] });
+    assert.equal(unfetched.status, 'faulted');
+    assert.equal(unfetched.error?.status, 403);
+    assert.equal(unfetched.error?.detail, `the secret "docs" may not be sent to ${docs.base}: it is not among the secret's origins`);
+    assert.equal(docs.seen.length, 0, 'the document was not fetched');
+    // The operation's server is the document's to say: the origin checked is the one it resolves to.
+    const uncalled = await run({ docs: [docs.base], api: [docs.base] });
+    assert.equal(uncalled.status, 'faulted');
+    assert.equal(uncalled.error?.status, 403);
+    assert.equal(uncalled.error?.detail, `the secret "api" may not be sent to ${operations.base}: it is not among the secret's origins`);
+    assert.equal(docs.seen.length, 1);
+    assert.equal(operations.seen.length, 0, 'the operation was not called');
+    const called = await run({ docs: [docs.base], api: [operations.base] });
+    assert.equal(called.status, 'completed', JSON.stringify(called.error));
+    assert.equal(operations.seen[0]?.headers.authorization, `Bearer ${token}`);
+    assert.deepEqual(called.output, { youSent: '[redacted]' });
+  } finally {
+    await docs.close();
+    await operations.close();
+  }
+});
+
 test('the checks: call openapi is accepted with its document and operationId; $secrets in its parameters is refused', () => {
   const call = (args: string) => yaml(`${head('checked')}use: { secrets: [ api ] }\ndo:\n  - find:\n      call: openapi\n      with: ${args}\n`);
   assert.equal(checkDocument(call(`{ document: { endpoint: 'https://x.example/o.json' }, operationId: find }`)), 'checked');

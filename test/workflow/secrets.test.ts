@@ -1,11 +1,13 @@
 /**
  * $secrets: read only where its value goes into an outgoing request and never into the log; the
  * stored transitions never hold a secret's value (nor the authorization built from it); the
- * deployment's secrets come from the environment or an owner-only file.
+ * deployment's secrets come from the environment or an owner-only file; a request carrying a
+ * secret goes only to that secret's origins (every way a request carries one, and under `serve`),
+ * and serve warns of a secret without them.
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { chmod, mkdtemp, writeFile } from 'node:fs/promises';
+import { chmod, mkdtemp, readFile, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createServer } from 'node:http';
@@ -16,7 +18,8 @@ import { SystemClock } from '../../src/contract/clock.js';
 import { isAdapterError } from '../../src/contract/errors.js';
 import { parseStrict } from '../../src/contract/ijson.js';
 import type { JsonObject, JsonValue } from '../../src/contract/json.js';
-import { readWorkflowSecrets } from '../../src/cli/workflow-secrets.js';
+import { readWorkflowSecrets, unboundSecrets, workflowSecretOrigins } from '../../src/cli/workflow-secrets.js';
+import { parseDeploymentConfig } from '../../src/deployment/config.js';
 import { checkBundleWorkflows } from '../../src/workflow/dsl/bundle.js';
 import { WorkflowExecutor } from '../../src/workflow/exec/executor.js';
 import { checkDocument } from '../../src/workflow/exec/document.js';
@@ -25,6 +28,11 @@ import { workflowStreams } from '../../src/workflow/exec/streams.js';
 import { seededRandom } from '../../src/runtime/random.js';
 import { readFileSync } from 'node:fs';
 import { repoRoot } from '../support/assertions.js';
+import { minimalServeConfig } from '../support/config-fixtures.js';
+import { captureIo } from '../support/cli-io.js';
+import { serveCommand } from '../../src/cli/commands/serve.js';
+import type { WorkflowInstance } from '../../src/runtime/workflow-service.js';
+import { writeWorkflowFixture } from './instances-fixture.js';
 import { assertReplayEqual, headerEchoServer, yaml, refused } from './support.js';
 
 const token = 'tok-3f9a1c77e2';
@@ -37,9 +45,14 @@ const secrets = new Map<string, JsonValue>([
 /** A loopback service that echoes the headers it got (as a careless service might). */
 const echoServer = () => headerEchoServer((headers) => ({ youSent: headers.authorization ?? null, key: headers['x-api-key'] ?? null }));
 
-function executorWith(store: MemoryEventStore, clock: SystemClock, provided: ReadonlyMap<string, JsonValue>) {
+function executorWith(
+  store: MemoryEventStore,
+  clock: SystemClock,
+  provided: ReadonlyMap<string, JsonValue>,
+  secretOrigins?: ReadonlyMap<string, readonly string[]>,
+) {
   const evaluator = new JqWorkerEvaluator({ deadlineMs: 5000 });
-  const executor = new WorkflowExecutor({ store: workflowStreams(store), clock, random: seededRandom(1), evaluator, secrets: provided });
+  const executor = new WorkflowExecutor({ store: workflowStreams(store), clock, random: seededRandom(1), evaluator, secrets: provided, secretOrigins });
   return { executor, evaluator, close: async () => (await executor.close(), await evaluator.close()) };
 }
 
@@ -230,4 +243,219 @@ test('deployment secrets come from the environment or an owner-only file, bounde
   await assert.rejects(readWorkflowSecrets({ creds: { file } }, {}), /readable or writable by group or others/);
   await assert.rejects(readWorkflowSecrets({ api: { env: 'MISSING' } }, {}), /MISSING is not set/);
   await assert.rejects(readWorkflowSecrets({ api: { env: 'BIG' } }, { BIG: 'x'.repeat(16 * 1024 + 1) }), /more than 16384 bytes/);
+});
+
+/** One call to `http://127.0.0.1:{port}/x` (the port from the task input) carrying secrets the way `how` says. */
+const originDocument = (how: string) =>
+  yaml(`
+document: { dsl: '1.0.3', namespace: t, name: secret-origins, version: '1.0.0' }
+use:
+  secrets: [ api, creds, open ]
+  authentications:
+    partner:
+      bearer:
+        token: \${ $secrets.api.token }
+do:
+  - send:
+      call: http
+      with:
+        method: get
+        endpoint:
+          uri: http://127.0.0.1:{port}/x
+${how}
+`);
+
+const bearer = `Bearer ${token}`;
+const basic = `Basic ${Buffer.from(`svc:${password}`).toString('base64')}`;
+
+/** Each place a request carries a secret from: the secret it reads, the `with` lines that read it, and the header the service gets. */
+const carriers: { what: string; secret: string; how: string; header: string; value: string }[] = [
+  { what: 'a header expression', secret: 'api', how: '        headers: { x-api-key: "${ $secrets.api.token }" }', header: 'x-api-key', value: token },
+  {
+    what: 'a bearer token expression',
+    secret: 'api',
+    how: '          authentication: { bearer: { token: "${ $secrets.api.token }" } }',
+    header: 'authorization',
+    value: bearer,
+  },
+  { what: 'bearer: {use}', secret: 'api', how: '          authentication: { bearer: { use: api } }', header: 'authorization', value: bearer },
+  { what: 'basic: {use}', secret: 'creds', how: '          authentication: { basic: { use: creds } }', header: 'authorization', value: basic },
+  {
+    what: 'basic credential expressions',
+    secret: 'creds',
+    how: '          authentication: { basic: { username: "${ $secrets.creds.username }", password: "${ $secrets.creds.password }" } }',
+    header: 'authorization',
+    value: basic,
+  },
+  { what: 'a named policy', secret: 'api', how: '          authentication: { use: partner }', header: 'authorization', value: bearer },
+];
+
+test("a request carrying a secret to an origin outside the secret's origins is refused before it is made (403 naming the secret and the origin); to one of them it is made", async () => {
+  const allowed = await echoServer();
+  const other = await echoServer();
+  const port = (url: string) => Number(new URL(url).port);
+  const clock = new SystemClock();
+  const store = new MemoryEventStore({ clock });
+  const provided = new Map([...secrets, ['open', 'open-9d01']]);
+  // api and creds may go to `allowed` only; open names no origins: it may go anywhere calls may.
+  const origins = new Map([
+    ['api', ['https://api.example.com', allowed.url]],
+    ['creds', [allowed.url]],
+  ]);
+  const h = executorWith(store, clock, provided, origins);
+  const run = async (how: string, to: string, key: string) => {
+    const { instanceId } = await h.executor.start({ principalId: 'alice', invocationKey: key, document: originDocument(how), input: { port: port(to) } });
+    return h.executor.wait(instanceId, 10_000);
+  };
+  try {
+    for (const { what, secret, how, header, value } of carriers) {
+      const refusedRecord = await run(how, other.url, `${what}/other`);
+      assert.equal(refusedRecord.status, 'faulted', what);
+      assert.equal(refusedRecord.error?.type, 'https://serverlessworkflow.io/spec/1.0.0/errors/authorization', what);
+      assert.equal(refusedRecord.error?.status, 403, what);
+      assert.equal(refusedRecord.error?.instance, '/do/0/send', what);
+      assert.equal(refusedRecord.error?.detail, `the secret "${secret}" may not be sent to ${other.url}: it is not among the secret's origins`, what);
+      assert.equal(other.seen.length, 0, `${what}: the other origin got nothing`);
+      const sentRecord = await run(how, allowed.url, `${what}/allowed`);
+      assert.equal(sentRecord.status, 'completed', `${what}: ${JSON.stringify(sentRecord.error)}`);
+      assert.equal(allowed.seen.at(-1)?.[header], value, what);
+    }
+    assert.equal(allowed.seen.length, carriers.length);
+    // A secret that names no origins goes wherever calls may.
+    const open = await run('        headers: { x-open: "${ $secrets.open }" }', other.url, 'open');
+    assert.equal(open.status, 'completed', JSON.stringify(open.error));
+    assert.equal(other.seen[0]?.['x-open'], 'open-9d01');
+  } finally {
+    await h.close();
+    await allowed.close();
+    await other.close();
+  }
+});
+
+test("the executor refuses a secret's origins that are not origins, or that name a secret it is not given", async () => {
+  const make = (secretOrigins: ReadonlyMap<string, readonly string[]>) => {
+    const clock = new SystemClock();
+    return new WorkflowExecutor({
+      store: workflowStreams(new MemoryEventStore({ clock })),
+      clock,
+      random: seededRandom(1),
+      evaluator: null as never,
+      secrets,
+      secretOrigins,
+    });
+  };
+  assert.throws(
+    () => make(new Map([['api', ['https://ok.example.com', 'https://api.example.com/v1']]])),
+    (error: unknown) =>
+      isAdapterError(error) && error.kind === 'invalid-input' && /secretOrigins\.api\[1\] "https:\/\/api\.example\.com\/v1"/.test(error.message),
+  );
+  assert.throws(
+    () => make(new Map([['nope', ['https://api.example.com']]])),
+    (error: unknown) => isAdapterError(error) && error.kind === 'invalid-input' && /"nope", which is not among the secrets/.test(error.message),
+  );
+});
+
+test("the config's workflowSecrets origins are read as the egress allow list is: each bad entry refused at load with its reason, an empty list refused", () => {
+  const parse = (workflowSecrets: unknown) =>
+    parseDeploymentConfig(new TextEncoder().encode(JSON.stringify(minimalServeConfig({ workflowSecrets }))), '/etc/convoke').workflowSecrets;
+  // A file source keeps its origins when its path is resolved.
+  assert.deepEqual(
+    parse({ api: { env: 'API', origins: ['https://api.example.com', 'https://*.example.org'] }, creds: { file: 'c.json', origins: ['http://10.1.2.3:8080'] } }),
+    {
+      api: { env: 'API', origins: ['https://api.example.com', 'https://*.example.org'] },
+      creds: { file: '/etc/convoke/c.json', origins: ['http://10.1.2.3:8080'] },
+    },
+  );
+  assert.throws(
+    () =>
+      parse({ api: { env: 'API', origins: ['https://ok.example.com', 'https://api.example.com/v1'] }, creds: { file: 'c.json', origins: ['https://*.com'] } }),
+    (error: unknown) =>
+      isAdapterError(error) &&
+      error.kind === 'invalid-input' &&
+      /workflowSecrets\.api\.origins\[1\] "https:\/\/api\.example\.com\/v1": an entry is an origin/.test(error.message) &&
+      /workflowSecrets\.creds\.origins\[0\] "https:\/\/\*\.com": \*\.com is too wide/.test(error.message) &&
+      !/origins\[0\] "https:\/\/ok/.test(error.message),
+  );
+  for (const origins of [[], 'https://api.example.com', ['https://a.example.com', 'https://a.example.com'], [7]])
+    assert.throws(
+      () => parse({ api: { env: 'API', origins } }),
+      (error: unknown) => isAdapterError(error) && error.kind === 'invalid-input',
+      JSON.stringify(origins),
+    );
+});
+
+test('serve is given each secret origins names, and says which secrets name none, with where they may go', () => {
+  const sources = { api: { env: 'API', origins: ['https://api.example.com'] }, creds: { file: '/c.json' } };
+  assert.deepEqual([...workflowSecretOrigins(sources)], [['api', ['https://api.example.com']]]);
+  assert.deepEqual(unboundSecrets(sources, undefined), [{ secret: 'creds', reach: 'any public origin (workflows.http has no allow list)' }]);
+  assert.deepEqual(unboundSecrets(sources, { privateNetworks: true }), [{ secret: 'creds', reach: 'any origin (workflows.http has no allow list)' }]);
+  assert.deepEqual(unboundSecrets(sources, { allow: ['https://a.example.com', 'https://b.example.com'] }), [
+    { secret: 'creds', reach: 'any of the 2 origins of workflows.http.allow' },
+  ]);
+  assert.deepEqual(unboundSecrets({ api: sources.api }, undefined), []);
+});
+
+test('convoke serve: a secret goes only to its configured origins, and a secret that names none is warned of at start-up', async () => {
+  const allowed = await echoServer();
+  const other = await echoServer();
+  const notify = {
+    document: { dsl: '1.0.3', namespace: 'lab', name: 'notify', version: '1.0.0' },
+    use: { secrets: ['api', 'open'] },
+    do: [
+      {
+        notify: {
+          call: 'http',
+          with: { method: 'get', endpoint: '${ .url }', headers: { 'x-api-key': '${ $secrets.api }', 'x-open': '${ $secrets.open }' } },
+        },
+      },
+    ],
+  };
+  const fixture = await writeWorkflowFixture({ bundleWorkflows: { notify }, workflows: { http: { privateNetworks: true } } });
+  const config = JSON.parse(await readFile(fixture.configPath, 'utf8')) as JsonObject;
+  config.workflowSecrets = { api: { env: 'API_KEY', origins: [allowed.url] }, open: { env: 'OPEN_KEY' } };
+  await writeFile(fixture.configPath, JSON.stringify(config));
+  const io = captureIo();
+  const stop = new AbortController();
+  const serving = serveCommand({ config: fixture.configPath, env: { API_KEY: token, OPEN_KEY: 'open-5e' }, signal: stop.signal, logLevel: 'warn' }, io);
+  try {
+    let url: string | undefined;
+    for (let waited = 0; url === undefined && waited < 10_000; waited += 20) {
+      url = /listening on (\S+)/.exec(io.out())?.[1];
+      if (url === undefined) await Promise.race([serving, new Promise((resolve) => setTimeout(resolve, 20))]);
+    }
+    assert.ok(url, `serve listens: ${io.err()}`);
+    const start = async (to: string) => {
+      const response = await fetch(`${url}/workflow-instances`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${fixture.tokens.alice}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ bundle: { ...fixture.bundle }, workflow: 'notify', invocationKey: to, input: { url: `${to}/x` }, waitMs: 10_000 }),
+      });
+      assert.equal(response.status, 200);
+      return (await response.json()) as WorkflowInstance;
+    };
+    const refusedInstance = await start(other.url);
+    assert.equal(refusedInstance.status, 'faulted', JSON.stringify(refusedInstance));
+    assert.equal(refusedInstance.error?.status, 403);
+    assert.equal(refusedInstance.error?.detail, `the secret "api" may not be sent to ${other.url}: it is not among the secret's origins`);
+    assert.equal(other.seen.length, 0, 'the other origin got nothing');
+    const sent = await start(allowed.url);
+    assert.equal(sent.status, 'completed', JSON.stringify(sent.error));
+    assert.equal(allowed.seen[0]?.['x-api-key'], token);
+    const warnings = io
+      .err()
+      .split('\n')
+      .filter((line) => line.includes('workflow-secret-unbound'))
+      .map((line) => JSON.parse(line) as JsonObject);
+    assert.deepEqual(
+      warnings.map(({ secret, reach }) => ({ secret, reach })),
+      [{ secret: 'open', reach: 'any origin (workflows.http has no allow list)' }],
+    );
+    assert.ok(!io.err().includes(token) && !io.err().includes('open-5e'), 'the log holds no secret');
+  } finally {
+    stop.abort();
+    await serving.catch(() => undefined);
+    await fixture.dispose();
+    await allowed.close();
+    await other.close();
+  }
 });

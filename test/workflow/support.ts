@@ -45,6 +45,7 @@ export interface HarnessOptions {
   /** The documents `run: workflow` may name beside an instance's own. */
   workflows?: WorkflowExecutorOptions['workflows'];
   secrets?: WorkflowExecutorOptions['secrets'];
+  secretOrigins?: WorkflowExecutorOptions['secretOrigins'];
   openApiDocumentKeepMs?: number;
   /** The egress policy of HTTP calls (exclusive with fetch). */
   egress?: WorkflowExecutorOptions['egress'];
@@ -78,6 +79,7 @@ export function harness(options: HarnessOptions = {}): Harness {
     eventMatchesMax: options.eventMatchesMax,
     workflows: options.workflows,
     secrets: options.secrets,
+    secretOrigins: options.secretOrigins,
     openApiDocumentKeepMs: options.openApiDocumentKeepMs,
     egress: options.egress,
     tasksMax: options.tasksMax,

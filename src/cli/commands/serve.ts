@@ -12,6 +12,7 @@ import { pino, type Logger as Pino } from 'pino';
 import { SystemClock, type Clock } from '../../contract/clock.js';
 import { buildDeployment, readDeploymentConfig } from '../../deployment/config.js';
 import type { DeploymentConfig } from '../../deployment/types.js';
+import type { WorkflowHostFactory } from '../../runtime/workflow-service.js';
 import type { NatsLogin } from '../../adapters/transport/nats-creds.js';
 import { invalidInput } from '../../contract/errors.js';
 import { resolveConnection } from '../connection.js';
@@ -21,7 +22,7 @@ import { observeProcess } from '../../runtime/metrics.js';
 import type { CliIo } from '../io.js';
 import { buildInfo } from '../version.js';
 import { createWorkflowHost, failureNotices } from '../workflow-host.js';
-import { readWorkflowSecrets } from '../workflow-secrets.js';
+import { readWorkflowSecrets, unboundSecrets, workflowSecretOrigins } from '../workflow-secrets.js';
 
 export const logLevels = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
 export type LogLevel = (typeof logLevels)[number];
@@ -116,6 +117,32 @@ function emittedDroppedLog(logger: Pino, clock: Clock): (subject: string, reason
   return (subject, reason) => notices(new Error(`${subject}: ${reason}`));
 }
 
+/**
+ * How serve hosts its workflow instances, with the deployment's workflow secrets: read once,
+ * before anything runs (a missing or unreadable one stops the start), each with the origins it
+ * may go to. A secret that names none is said at start-up: a workflow of any deployed bundle that
+ * declares it may send it wherever the egress policy lets calls go.
+ */
+async function workflowHostOf(config: DeploymentConfig, env: NodeJS.ProcessEnv, logger: Pino): Promise<WorkflowHostFactory> {
+  const sources = config.workflowSecrets;
+  const secrets = await readWorkflowSecrets(sources, env);
+  const secretOrigins = workflowSecretOrigins(sources);
+  const workflows = logger.child({ component: 'workflows' });
+  for (const { secret, reach } of unboundSecrets(sources, config.workflows?.http))
+    workflows.warn(
+      { event: 'workflow-secret-unbound', secret, reach },
+      `workflow secret ${secret} names no origins: a workflow that declares it may send it to ${reach}; give it workflowSecrets.${secret}.origins`,
+    );
+  return (parts) =>
+    createWorkflowHost({
+      ...parts,
+      secrets,
+      secretOrigins,
+      onFailure: workflowFailureLog(logger, parts.clock),
+      onEmittedDropped: emittedDroppedLog(logger, parts.clock),
+    });
+}
+
 export async function serveCommand(options: ServeOptions, io: CliIo): Promise<number> {
   const { config, natsLogin } = await connectedConfig(options, await readDeploymentConfig(options.config));
   const logger = serveLogger(io, options.logLevel);
@@ -123,15 +150,13 @@ export async function serveCommand(options: ServeOptions, io: CliIo): Promise<nu
   const log = (line: string, level: 'info' | 'warn' | 'error' = 'warn') => notices[level](line);
   // What loading the program took before anything of the deployment ran (seconds on a loaded machine).
   notices.info({ sinceProcessStartMs: Math.round(process.uptime() * 1000) }, 'starting');
-  // Read once, before anything runs: a missing or unreadable secret stops the start.
-  const secrets = await readWorkflowSecrets(config.workflowSecrets, options.env ?? process.env);
+  const workflows = await workflowHostOf(config, options.env ?? process.env, logger);
   const deployment = await buildDeployment(config, {
     clock: new SystemClock(),
     log,
     logger: logger.child({ component: 'coordinator' }),
     // Workflow instances on the deployment's store; their contract calls go in-process.
-    workflows: (parts) =>
-      createWorkflowHost({ ...parts, secrets, onFailure: workflowFailureLog(logger, parts.clock), onEmittedDropped: emittedDroppedLog(logger, parts.clock) }),
+    workflows,
     ...(natsLogin ? { natsLogin } : {}),
     ...(options.env ? { env: options.env } : {}),
   });

@@ -25,7 +25,7 @@ import type { Interpreting as Interpreter, TaskRun } from './run.js';
 import { Halted } from './journal.js';
 import { authenticationPlaces, mentionsSecrets, redacted, secretNames, valueAt } from '../secrets.js';
 import { resolveAuthentication } from '../authentication.js';
-import { egressRefusalOf } from '../../contract/origins.js';
+import { egressRefusalOf, originMatches, originText } from '../../contract/origins.js';
 import { buildRequest, parseOpenApi, resolveOperation, type ResolvedOperation } from './openapi.js';
 
 export const contractFunction = 'invoke-contract';
@@ -110,17 +110,28 @@ function setAt(target: JsonValue, path: readonly string[], value: JsonValue): vo
 }
 
 /**
- * The call's arguments with its secret values in place (never recorded), and every string that
- * must not appear in what is recorded: the values themselves, and the authorization built from them.
+ * What a request built with secrets carries: every string that must not appear in what is
+ * recorded (the values themselves, and the authorization built from them), and the names of the
+ * secrets read (each may go only to its origins: exchange).
  */
+interface Carried {
+  hidden: readonly string[];
+  secrets: readonly string[];
+}
+
+const carriesNothing: Carried = { hidden: [], secrets: [] };
+
+/** The call's arguments with its secret values in place (never recorded), and what they carry. */
 async function withSecrets(
   interpreter: Interpreter,
   run: TaskRun,
   args: JsonObject,
   places: readonly SecretValue[],
-): Promise<{ args: JsonObject; hidden: string[] }> {
+): Promise<{ args: JsonObject; carried: Carried }> {
   const full = structuredClone(args);
   const hidden: string[] = [];
+  // Exactly the secrets the values could read: a policy's `use`, and the names an expression is given (interpreter.evaluateSecret).
+  const secrets = new Set(places.flatMap((place) => (place.use !== undefined ? [place.use] : secretNames(place.expression as string))));
   for (const place of places) {
     const value =
       place.use !== undefined
@@ -133,7 +144,7 @@ async function withSecrets(
   }
   const auth = authorization(full.endpoint ?? null, run.entry.pointer);
   if (auth) hidden.push(auth);
-  return { args: full, hidden: hidden.filter((text) => text !== '').sort((a, b) => b.length - a.length) };
+  return { args: full, carried: { hidden: hidden.filter((text) => text !== '').sort((a, b) => b.length - a.length), secrets: [...secrets] } };
 }
 
 function collectStrings(value: JsonValue, into: string[]): void {
@@ -257,12 +268,13 @@ async function sendHttp(
   run: TaskRun,
   recorded: JsonObject,
   secret: readonly SecretValue[],
-  use: (args: JsonObject, hidden: readonly string[]) => Promise<JsonValue> = (args, hidden) => sendHttpAs(interpreter, run, args, run.input, hidden),
+  use: (args: JsonObject, carried: Carried) => Promise<JsonValue> = (args, carried) => sendHttpAs(interpreter, run, args, run.input, carried),
 ): Promise<JsonValue> {
-  if (secret.length === 0) return use(recorded, []);
-  const { args, hidden } = await withSecrets(interpreter, run, recorded, secret);
+  if (secret.length === 0) return use(recorded, carriesNothing);
+  const { args, carried } = await withSecrets(interpreter, run, recorded, secret);
+  const { hidden } = carried;
   try {
-    return scrub(await use(args, hidden), hidden);
+    return scrub(await use(args, carried), hidden);
   } catch (error) {
     if (error instanceof WorkflowRaise) throw new WorkflowRaise(scrub(error.error as unknown as JsonObject, hidden) as unknown as WorkflowError);
     throw error;
@@ -293,15 +305,16 @@ async function exchange(
   interpreter: Interpreter,
   run: TaskRun,
   request: HttpRequest,
-  options: { redirect: boolean; bytesMax?: number; hidden: readonly string[] },
+  options: { redirect: boolean; bytesMax?: number; carried: Carried },
 ): Promise<Exchange> {
   const ref = run.entry.pointer;
+  checkSecretOrigins(interpreter, options.carried.secrets, request.uri, ref);
   let response: Response;
   let bytes: Buffer;
   try {
     const signal = AbortSignal.any([run.frame.signal, AbortSignal.timeout(interpreter.deps.httpTimeoutMs)]);
     response = await interpreter.deps.fetch(request.uri, { method: request.method, headers: request.headers, body: request.body, signal, redirect: 'manual' });
-    bytes = scrubBytes(await readContent(response, options.bytesMax, ref), options.hidden);
+    bytes = scrubBytes(await readContent(response, options.bytesMax, ref), options.carried.hidden);
   } catch (error) {
     if (run.frame.signal.aborted) throw new Halted('the call was stopped');
     if (error instanceof WorkflowRaise) throw error;
@@ -321,6 +334,24 @@ async function exchange(
     });
   }
   return { request, response, bytes };
+}
+
+/**
+ * Refuses a request that carries a secret to an origin outside that secret's origins (the
+ * deployment's workflowSecrets.<name>.origins), before anything is sent: the DSL's authorization
+ * error, as an egress refusal is, naming the secret and the origin. `uri` is the request's own (its
+ * template expanded, an OpenAPI operation's server resolved); no redirect is followed after it.
+ */
+function checkSecretOrigins(interpreter: Interpreter, secrets: readonly string[], uri: string, ref: string): void {
+  if (secrets.length === 0) return;
+  const url = new URL(uri);
+  const hostname = url.hostname.startsWith('[') ? url.hostname.slice(1, -1) : url.hostname;
+  for (const name of secrets) {
+    const origins = interpreter.deps.secretOrigins.get(name);
+    if (origins === undefined || originMatches(origins, url.protocol, hostname, url.port)) continue;
+    const origin = originText(url.protocol, hostname, url.port);
+    throw raise('authorization', 403, 'HTTP call refused', ref, `the secret "${name}" may not be sent to ${origin}: it is not among the secret's origins`);
+  }
 }
 
 async function readContent(response: Response, bytesMax: number | undefined, ref: string): Promise<Buffer> {
@@ -345,16 +376,10 @@ async function readContent(response: Response, bytesMax: number | undefined, ref
 }
 
 /** A `call: http` request and its answer in the call's `output` form (content, response, raw). */
-async function sendHttpAs(
-  interpreter: Interpreter,
-  run: TaskRun,
-  args: JsonObject,
-  input: JsonValue | undefined,
-  hidden: readonly string[],
-): Promise<JsonValue> {
+async function sendHttpAs(interpreter: Interpreter, run: TaskRun, args: JsonObject, input: JsonValue | undefined, carried: Carried): Promise<JsonValue> {
   const request = requestOf(args, input, run.entry.pointer);
   // The answer is recorded in the instance's log: its content is bounded like a peer's result.
-  const { response, bytes } = await exchange(interpreter, run, request, { redirect: args.redirect === true, bytesMax: limits.httpContentBytesMax, hidden });
+  const { response, bytes } = await exchange(interpreter, run, request, { redirect: args.redirect === true, bytesMax: limits.httpContentBytesMax, carried });
   const content = decodeContent(bytes, response.headers.get('content-type') ?? '');
   const output = typeof args.output === 'string' ? args.output : 'content';
   if (output === 'raw') return bytes.toString('base64');
@@ -400,8 +425,8 @@ async function callOpenApi(interpreter: Interpreter, run: TaskRun, args: JsonObj
     run.frame,
     'call',
     () =>
-      sendHttp(interpreter, run, fetching, movedSecrets(secret, ['document'], []), (full, hidden) =>
-        loadOperation(interpreter, run, full, operationId, hidden),
+      sendHttp(interpreter, run, fetching, movedSecrets(secret, ['document'], []), (full, carried) =>
+        loadOperation(interpreter, run, full, operationId, carried),
       ),
     true,
   );
@@ -412,7 +437,7 @@ async function callOpenApi(interpreter: Interpreter, run: TaskRun, args: JsonObj
   if (request.body !== undefined) call.body = request.body;
   if (args.output !== undefined) call.output = args.output;
   if (args.redirect !== undefined) call.redirect = args.redirect;
-  const send = (full: JsonObject, hidden: readonly string[]) => sendHttpAs(interpreter, run, full, undefined, hidden);
+  const send = (full: JsonObject, carried: Carried) => sendHttpAs(interpreter, run, full, undefined, carried);
   return interpreter.step(
     `${run.at}>http`,
     run.frame,
@@ -423,7 +448,7 @@ async function callOpenApi(interpreter: Interpreter, run: TaskRun, args: JsonObj
 }
 
 /** Fetches (or finds kept) the document `args` GETs, and answers what the call uses of it. */
-async function loadOperation(interpreter: Interpreter, run: TaskRun, args: JsonObject, operationId: string, hidden: readonly string[]): Promise<JsonValue> {
+async function loadOperation(interpreter: Interpreter, run: TaskRun, args: JsonObject, operationId: string, carried: Carried): Promise<JsonValue> {
   const ref = run.entry.pointer;
   const request = requestOf(args, run.input, ref);
   // Kept per URI and credential: a document one credential may read is never answered to another.
@@ -431,7 +456,7 @@ async function loadOperation(interpreter: Interpreter, run: TaskRun, args: JsonO
   const documents = interpreter.deps.openApiDocuments;
   let kept = documents?.get(key);
   if (!kept) {
-    const { bytes } = await exchange(interpreter, run, request, { redirect: false, bytesMax: limits.openApiDocumentBytesMax, hidden });
+    const { bytes } = await exchange(interpreter, run, request, { redirect: false, bytesMax: limits.openApiDocumentBytesMax, carried });
     kept = { document: parseOpenApi(bytes, request.uri, ref), used: { uri: request.uri, bytes: bytes.length, sha256: sha256Hex(bytes) } };
     documents?.set(key, kept);
   }

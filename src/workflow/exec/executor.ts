@@ -35,6 +35,7 @@ import type { SubworkflowHost } from './run.js';
 import { disposeOwed, owedDisposals } from './subworkflows.js';
 import { OpenApiDocuments } from './openapi.js';
 import { egressFetch, type EgressFetch, type EgressOptions } from './egress.js';
+import { originPatterns, type OriginPattern } from '../../contract/origins.js';
 import { limits } from '../../contract/limits.js';
 import { RunningBound, RunningBoundReached } from './running-bound.js';
 
@@ -105,6 +106,12 @@ export interface WorkflowExecutorOptions {
   eventMatchesMax?: number;
   /** Secrets the deployment provides, by name: a workflow reads those it declares in use.secrets, where src/workflow/secrets.ts allows. */
   secrets?: ReadonlyMap<string, JsonValue>;
+  /**
+   * The only origins a request carrying a secret may go to, by the secret's name (origins.ts: the
+   * egress allow list's syntax; config workflowSecrets.<name>.origins): a request to any other is
+   * refused before it is made (calls.ts). A secret not named here may go wherever the egress policy lets calls go.
+   */
+  secretOrigins?: ReadonlyMap<string, readonly string[]>;
   /**
    * The documents `run: workflow` may name beside an instance's own: those pinned by the bundle
    * with this digest (the deployment's bundles). Without it a document runs only itself.
@@ -235,6 +242,16 @@ interface LeaseRun {
 
 const noSecrets: ReadonlyMap<string, JsonValue> = new Map();
 
+/** Each secret's origins read (an invalid-input error lists every refused entry); a name the secrets do not hold is refused too. */
+function secretOriginsOf(options: WorkflowExecutorOptions): ReadonlyMap<string, readonly OriginPattern[]> {
+  const read = new Map<string, readonly OriginPattern[]>();
+  for (const [name, origins] of options.secretOrigins ?? []) {
+    if (!options.secrets?.has(name)) throw invalidInput(`secretOrigins names ${JSON.stringify(name)}, which is not among the secrets`);
+    read.set(name, originPatterns(origins, `secretOrigins.${name}`));
+  }
+  return read;
+}
+
 let workersMade = 0;
 const defaultWorker = (): string => `${hostname()}/${process.pid}/${++workersMade}`;
 
@@ -256,6 +273,8 @@ export class WorkflowExecutor implements CloudEventIntake {
   private readonly openApiDocuments: OpenApiDocuments;
   /** The policed fetch `egress` makes (its connections closed with the executor). */
   private readonly egress: EgressFetch | undefined;
+  /** options.secretOrigins, read. */
+  private readonly secretOrigins: ReadonlyMap<string, readonly OriginPattern[]>;
   /** This worker's name in leases. */
   readonly worker: string;
   readonly leaseMs: number;
@@ -273,6 +292,7 @@ export class WorkflowExecutor implements CloudEventIntake {
     this.worker = options.worker ?? defaultWorker();
     this.leaseMs = options.leaseMs ?? defaultLeaseMs;
     if (options.fetch && options.egress) throw invalidInput('a workflow executor takes fetch or an egress policy, not both');
+    this.secretOrigins = secretOriginsOf(options);
     this.egress = options.egress ? egressFetch(options.egress) : undefined;
     this.startRate = options.startRate === undefined ? undefined : new AdmissionRate(options.startRate, options.clock, workflowStartWords);
     this.logBudget = {
@@ -903,6 +923,7 @@ export class WorkflowExecutor implements CloudEventIntake {
       events: this.options.events ?? (this.options.emit ? { publish: this.options.emit } : undefined),
       tasksMax: Math.min(this.options.tasksMax ?? limits.workflowTaskExecutionsMax, limits.workflowTaskExecutionsMax),
       secrets: this.options.secrets ?? noSecrets,
+      secretOrigins: this.secretOrigins,
       subworkflows: this.subworkflows,
     });
   }

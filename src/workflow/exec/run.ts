@@ -5,6 +5,7 @@
  */
 import type { CloudEventSink } from '../../contract/cloudevents.js';
 import type { JsonValue } from '../../contract/json.js';
+import type { OriginPattern } from '../../contract/origins.js';
 import type { Random } from '../../runtime/random.js';
 import type { ContractCalls } from './http-contracts.js';
 import type { Proposal } from './decide.js';
@@ -34,6 +35,8 @@ export interface InterpreterDeps {
   tasksMax: number;
   /** The secrets the deployment provides, by name (a workflow reads those its `use.secrets` declares: src/workflow/secrets.ts). */
   secrets: ReadonlyMap<string, JsonValue>;
+  /** The only origins a request carrying a secret may go to, by the secret's name; a secret not named here may go to any the egress policy allows. */
+  secretOrigins: ReadonlyMap<string, readonly OriginPattern[]>;
   /** Runs `run: workflow` children (the executor); without it such a task raises a configuration error. */
   subworkflows: SubworkflowHost | undefined;
 }
