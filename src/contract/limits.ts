@@ -101,6 +101,15 @@ export const limits = {
    * small lease, cancel and disposal transitions (a lease fact, a reason, a line per child).
    */
   workflowLogBytesMax: 64 * 1024 * 1024,
+  /**
+   * Facts (a task's start or completion, an expression's result, a re-runnable call's answer) a
+   * workflow instance's interpreter holds for its next transition: at this many it commits them.
+   * Each carries at most one value not held elsewhere (at most expressionResultBytesMax, or
+   * httpContentBytesMax for an answer), so what one instance holds outside its log is bounded, not
+   * grown by a loop that commits nothing (a `for` of `set` tasks held every fact of every iteration
+   * until its end, past the log budgets, which count only what is committed).
+   */
+  workflowHeldFactsMax: 64,
   /** The latest errors a workflow executor keeps of those that stopped driving an instance (WorkflowExecutor.failures); each is also told to its onFailure. */
   workflowFailuresKeptMax: 256,
   /** How deep `run: workflow` may nest: a top-level instance is depth 0, its child 1, …; a deeper child is refused (a workflow running itself). */

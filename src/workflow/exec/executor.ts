@@ -26,7 +26,7 @@ import { deliverEvent, untilWaitEnd } from './intake.js';
 import { Interpreter } from './interpreter.js';
 import { raise } from './dsl-errors.js';
 import type { ExpressionEvaluator } from './jq.js';
-import { Halted, type Journal } from './journal.js';
+import { Halted, logBudgetExhausted, type Journal } from './journal.js';
 import { keyScheme } from './keys.js';
 import { decideAcquire, decidePark, decideRelease, decideRenew, holderLease, LeaseLost } from './lease.js';
 import { applyWorkflow, foldWorkflow, type WorkflowRecord } from './record.js';
@@ -976,7 +976,7 @@ export class WorkflowExecutor implements CloudEventIntake {
         throw raise(
           'runtime',
           500,
-          'Log budget exhausted',
+          logBudgetExhausted,
           '/',
           `a running workflow instance's log holds at most ${bytesMax} bytes: it holds ${instance.logBytes}, and the next transition (${proposal.command}) is ${bytes}`,
         );
@@ -999,7 +999,7 @@ export class WorkflowExecutor implements CloudEventIntake {
       propose: async (proposal) => {
         // The log's running budget: a step past it faults the instance (its fault or completion goes into the rest).
         if (!closingCommands.has(proposal.command) && instance.known.size >= transitionsMax)
-          throw raise('runtime', 500, 'Log budget exhausted', '/', `a running workflow instance appends at most ${transitionsMax} transitions`);
+          throw raise('runtime', 500, logBudgetExhausted, '/', `a running workflow instance appends at most ${transitionsMax} transitions`);
         if (opening?.open()) await open(opening, proposal);
         else await commit(proposal);
         run.lastStepMs = clock.nowMs();

@@ -22,13 +22,14 @@
  */
 import { AdapterError, AssertionFailure } from '../../contract/errors.js';
 import type { JsonObject, JsonValue } from '../../contract/json.js';
+import { limits } from '../../contract/limits.js';
 import { taskTimeoutKey, timeoutError, type Proposal } from './decide.js';
 import { entriesOf, isObject, kindOf, timeoutMsOf, type TaskEntry, type TaskKind } from './document.js';
 import { WorkflowRaise, raise } from './dsl-errors.js';
 import type { StepResult, TaskCompleted, ValueRef, WorkflowError, WorkflowEvent } from './events.js';
 import { evaluateValue, expressionResults, hasExpression, programOf, withResults } from './expressions.js';
 import { ExpressionFailure, pathValue } from './jq.js';
-import { Halted, replayed } from './journal.js';
+import { Halted, logBudgetExhausted, replayed } from './journal.js';
 import { pointerOfKey, schemeOf, taskKey } from './keys.js';
 import type { WorkflowRecord } from './record.js';
 import { documentSchemas, type DocumentSchemas } from '../schemas.js';
@@ -118,9 +119,10 @@ export class Interpreter implements Interpreting {
     if (this.held.length > 0) await this.propose({ command: 'steps', events: [] });
   }
 
-  /** Holds a fact for the next transition. */
-  hold(event: Held): void {
+  /** Holds a fact for the next transition; at limits.workflowHeldFactsMax held, commits them (the log budgets then count them). */
+  async hold(event: Held): Promise<void> {
     this.held.push(event);
+    if (this.held.length >= limits.workflowHeldFactsMax) await this.flush();
   }
 
   private async carrying(carried: Held[], proposal: Proposal): Promise<WorkflowRecord> {
@@ -128,8 +130,10 @@ export class Interpreter implements Interpreting {
     try {
       return await this.deps.journal.propose({ ...proposal, events: [...carried, ...proposal.events], late });
     } catch (error) {
-      // Together too large for one transition (or one of them refused): each as it would be alone.
-      if (!(error instanceof AdapterError) || error.kind !== 'invalid-input') throw error;
+      // Together too large for one transition (or one of them refused), or past the log's running
+      // budget together: each as it would be alone, as far as the budget goes.
+      const refused = error instanceof WorkflowRaise && error.error.title === logBudgetExhausted;
+      if (!refused && (!(error instanceof AdapterError) || error.kind !== 'invalid-input')) throw error;
       for (const event of carried) await this.deps.journal.propose({ command: event.type, events: [event] });
       return proposal.events.length === 0 ? this.record : this.deps.journal.propose(proposal);
     }
@@ -176,7 +180,7 @@ export class Interpreter implements Interpreting {
     }
     const type = kind === 'call' ? 'call-answered' : 'expression-evaluated';
     if (kind === 'expression' || rerun) {
-      this.hold({ type, v: 1, at, result });
+      await this.hold({ type, v: 1, at, result });
       return this.replayedAt(at, result);
     }
     await this.propose({ command: type, events: [{ type, v: 1, at, result }] });
@@ -385,7 +389,7 @@ export class Interpreter implements Interpreting {
       return { output: existing.output, then: typeof task.then === 'string' ? task.then : undefined, ended: false };
     }
     const from = this.originOf(rawInput);
-    this.hold(
+    await this.hold(
       from
         ? { type: 'task-started', v: 1, at, ref: entry.pointer, name: entry.name, input: rawInput, inputFrom: from }
         : { type: 'task-started', v: 1, at, ref: entry.pointer, name: entry.name, input: rawInput },
@@ -462,6 +466,8 @@ export class Interpreter implements Interpreting {
   }
 
   private async fault(at: string, error: WorkflowError): Promise<void> {
+    // A start refused with the transition carrying it (past the log's budget) was never recorded: the error goes up alone.
+    if (!this.record.tasks[at] && !this.held.some((event) => event.type === 'task-started' && event.at === at)) return;
     await this.propose({ command: 'task-faulted', events: [{ type: 'task-faulted', v: 1, at, error }] });
     this.ended(at);
   }

@@ -32,6 +32,9 @@ export class Halted extends Error {
   override readonly name = 'Halted';
 }
 
+/** The title of the runtime error (500) a proposal past the instance's running log budget is refused with (executor.ts journal). */
+export const logBudgetExhausted = 'Log budget exhausted';
+
 /** A recorded step's value, or its recorded error raised again. */
 export function replayed(result: StepResult): JsonValue {
   if ('error' in result) throw new WorkflowRaise(result.error);
