@@ -302,6 +302,32 @@ do:
   }
 });
 
+test('a for whose do is empty counts each iteration against the task budget: its while cannot run past it', async () => {
+  const h = harness({ tasksMax: 50 });
+  try {
+    const record = await runToEnd(
+      h,
+      yaml(`document: { dsl: '1.0.3', namespace: test, name: idle, version: '1.0.0' }
+do:
+  - spin:
+      for: { in: '\${ .items }' }
+      while: '\${ $index >= 0 }'
+      do: []
+`),
+      { items: range(100) },
+      'idle',
+    );
+    assert.equal(record.status, 'faulted');
+    assert.equal(record.error?.type, runtimeError);
+    assert.equal(record.error?.title, 'Task budget exhausted');
+    assert.equal(record.error?.instance, '/do/0/spin');
+    // The while was evaluated for the iterations the budget let run, not for every item.
+    assert.ok(Object.keys(record.steps).filter((at) => at.endsWith('>while')).length < 50);
+  } finally {
+    await h.close();
+  }
+});
+
 test('a loop that commits nothing holds at most workflowHeldFactsMax facts outside its log: it commits them as it goes', async () => {
   const h = harness();
   try {

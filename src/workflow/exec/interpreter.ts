@@ -369,8 +369,7 @@ export class Interpreter implements Interpreting {
     this.alive(outer);
     // The execution's key, and the frame its body runs in (keys.ts).
     const { at, frame } = taskKey(schemeOf(this.record.started), entry.pointer, outer, visit);
-    if (++this.tasksRun > this.deps.tasksMax)
-      throw raise('runtime', 500, 'Task budget exhausted', entry.pointer, `an instance runs at most ${this.deps.tasksMax} tasks`);
+    this.spend(entry.pointer);
     const task = entry.task;
     const kind = kindOf(task) as TaskKind;
     if (typeof task.if === 'string') {
@@ -402,6 +401,11 @@ export class Interpreter implements Interpreting {
       if (error instanceof WorkflowRaise) await this.fault(at, error.error);
       throw error;
     }
+  }
+
+  spend(pointer: string): void {
+    if (++this.tasksRun > this.deps.tasksMax)
+      throw raise('runtime', 500, 'Task budget exhausted', pointer, `an instance runs at most ${this.deps.tasksMax} tasks`);
   }
 
   private exports(task: JsonObject): boolean {

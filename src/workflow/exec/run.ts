@@ -120,6 +120,8 @@ export interface Interpreting {
   evaluateValue(at: string, value: JsonValue, input: JsonValue, frame: Frame, extra: Readonly<Record<string, JsonValue>>, ref: string): Promise<JsonValue>;
   evaluateArgs(at: string, value: JsonValue, input: JsonValue, frame: Frame, extra: Readonly<Record<string, JsonValue>>, ref: string): Promise<JsonValue>;
   runList(list: JsonValue | undefined, base: string, input: JsonValue, frame: Frame): Promise<{ output: JsonValue; ended: boolean }>;
+  /** Counts one task execution against the instance's budget (deps.tasksMax): a runtime error (500) at `pointer` past it. */
+  spend(pointer: string): void;
   /** Runs one execution of a task: `visit` is its revisit in its list (0: the first visit). */
   runTask(entry: TaskEntry, rawInput: JsonValue, frame: Frame, visit?: number): Promise<Outcome>;
 }

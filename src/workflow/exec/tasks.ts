@@ -103,7 +103,10 @@ async function runFor(interpreter: Interpreter, run: TaskRun): Promise<KindOutco
   const each = typeof spec.each === 'string' ? spec.each : 'item';
   const atName = typeof spec.at === 'string' ? spec.at : 'index';
   let data = run.input;
+  // An iteration that runs no task (an empty `do`) counts as one task execution: the loop and its `while` stay within the task budget.
+  const idle = !Array.isArray(task.do) || task.do.length === 0;
   for (const [index, item] of list.entries()) {
+    if (idle) interpreter.spend(run.entry.pointer);
     const frame: Frame = {
       ...iterationFrame(run.frame, index),
       iterations: [...run.frame.iterations, index],
