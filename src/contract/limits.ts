@@ -78,6 +78,15 @@ export const limits = {
   /** Secrets a deployment provides to its workflows (config workflowSecrets) and one document may declare, and the bytes of one. */
   workflowSecretsMax: 64,
   workflowSecretBytesMax: 16 * 1024,
+  /**
+   * Tasks one workflow instance may run at once: a fork's branches run side by side, a fork in a
+   * branch adding its own (a fork of 4 branches each forking 4 runs 16), everything else one at a
+   * time. A document past it is refused before it starts (invalid-input). Each may hold a call in
+   * flight — an HTTP answer read up to httpContentBytesMax, a contract operation, a child instance
+   * — so this bounds what one instance asks of the process and of its peers at one moment, where the
+   * task count (workflowTasksMax) let one fork hold thousands of requests and their answers at once.
+   */
+  workflowConcurrentTasksMax: 256,
   /** Task executions one workflow instance may make (loops through `for`, `then`, `retry`, `listen.foreach` count each); past it a runtime error (500). */
   workflowTaskExecutionsMax: 10_000,
   /**

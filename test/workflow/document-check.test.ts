@@ -6,6 +6,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { isAdapterError } from '../../src/contract/errors.js';
 import type { JsonValue } from '../../src/contract/json.js';
+import { limits } from '../../src/contract/limits.js';
 import { checkDocument } from '../../src/workflow/exec/document.js';
 
 const head = { dsl: '1.0.3', namespace: 'test', name: 'greet', version: '1.0.0' };
@@ -52,4 +53,37 @@ test("the executor's check refuses what the bundle's refuses: non-deterministic 
   // Names that only look like the builtins run: a field, an object key, text in a string.
   for (const expression of ['${ .now }', '${ {now: .a} }', '${ "now or never" }', '${ . as $now | $now }'])
     assert.equal(checkDocument({ document: head, do: [{ stamp: { set: { at: expression } } }] }), 'greet', expression);
+});
+
+test('a document whose forks run more than workflowConcurrentTasksMax tasks at once is refused before it starts, naming the bound', () => {
+  const max = limits.workflowConcurrentTasksMax;
+  const fork = (branches: JsonValue[]): JsonValue => ({ fork: { branches: branches.map((task, index) => ({ [`b${index}`]: task })) } });
+  const leaves = (n: number): JsonValue[] => Array.from({ length: n }, () => ({ set: { ok: true } }));
+  const side = Math.sqrt(max);
+  assert.ok(Number.isInteger(side), 'the bound is a square: forks of side × side reach it exactly');
+  const accepted: JsonValue[] = [
+    fork(leaves(max)),
+    // Nested forks add their branches up: side forks of side branches each.
+    fork(Array.from({ length: side }, () => fork(leaves(side)))),
+    // One fork after another runs one at a time; a for runs its body one iteration at a time.
+    { do: [{ a: fork(leaves(max)) }, { b: fork(leaves(max)) }] },
+    { for: { in: '${ .items }' }, do: [{ f: fork(leaves(max)) }] },
+  ];
+  for (const task of accepted) assert.equal(checkDocument({ document: head, do: [{ t: task }] }), 'greet');
+  const refused: [JsonValue, number][] = [
+    [fork(leaves(max + 1)), max + 1],
+    [fork([...Array.from({ length: side }, () => fork(leaves(side))), { set: {} }]), max + 1],
+    [{ try: [{ f: fork(leaves(max + 1)) }], catch: { do: [] } }, max + 1],
+    [{ for: { in: '${ .items }' }, do: [{ f: fork(Array.from({ length: side + 1 }, () => fork(leaves(side)))) }] }, max + side],
+    [{ listen: { to: { one: { with: { type: 'x.y' } } } }, foreach: { do: [{ f: fork(leaves(max + 1)) }] } }, max + 1],
+  ];
+  for (const [task, count] of refused)
+    assert.throws(
+      () => checkDocument({ document: head, do: [{ t: task }] }),
+      (e: unknown) =>
+        isAdapterError(e) &&
+        e.kind === 'invalid-input' &&
+        (e.description ?? '').includes(`run ${count} tasks at once`) &&
+        (e.description ?? '').includes(`at most ${max} at once`),
+    );
 });

@@ -130,6 +130,11 @@ function checkWhole(document: JsonObject, resolves: ResolvesWorkflow | undefined
     throw unsupported('/evaluate: only strict jq expressions are supported');
   const self = document;
   checkList(document.do, '/do', { document, resolves: resolves ?? ((ref) => isWorkflowNamed(self, ref)) });
+  const concurrent = concurrency(document.do);
+  if (concurrent > limits.workflowConcurrentTasksMax)
+    throw invalidInput(
+      `/do: its forks run ${concurrent} tasks at once (nested forks adding their branches); an instance runs at most ${limits.workflowConcurrentTasksMax} at once`,
+    );
   // A pointer is built only to name a refused expression.
   forEachExpression(document, (program, path) => checkDeterministicJq(program, () => pointerOf(path)));
   for (const field of ['input', 'output', 'export']) checkTransforms(document[field], `/${field}`);
@@ -189,6 +194,30 @@ function checkTask({ task, pointer }: TaskEntry, checking: Checking): void {
       return checkSwitch(task, pointer);
     default:
       return;
+  }
+}
+
+/** How many tasks a (checked) task list may run at once: the most any of its tasks runs, one after another. */
+function concurrency(list: JsonValue | undefined): number {
+  let most = 1;
+  for (const { task } of entriesOf(list ?? [], '')) most = Math.max(most, taskConcurrency(task));
+  return most;
+}
+
+/** A fork runs its branches side by side, each with what it runs at once; every other task runs its lists one task at a time. */
+function taskConcurrency(task: JsonObject): number {
+  switch (kindOf(task)) {
+    case 'fork':
+      return entriesOf(isObject(task.fork) ? (task.fork.branches ?? []) : [], '').reduce((sum, { task: branch }) => sum + taskConcurrency(branch), 0);
+    case 'do':
+    case 'for':
+      return concurrency(task.do);
+    case 'try':
+      return Math.max(concurrency(task.try), isObject(task.catch) ? concurrency(task.catch.do) : 1);
+    case 'listen':
+      return isObject(task.foreach) ? concurrency(task.foreach.do) : 1;
+    default:
+      return 1;
   }
 }
 
