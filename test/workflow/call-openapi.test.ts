@@ -335,6 +335,26 @@ test('a document that cannot be fetched or used faults the task with a communica
   );
 });
 
+test('a $ref with a malformed % escape is an invalid document (502), not a failure that leaves the instance running', async () => {
+  const malformed = { openapi: '3.0.3', paths: { '/a': { get: { operationId: 'op', parameters: [{ $ref: '#/paths/%E0' }] } } } };
+  await withService(
+    (_request, res) => send(res, 200, malformed),
+    async (svc, h) => {
+      const document = yaml(
+        `${head('malformed')}do:\n  - find:\n      call: openapi\n      with:\n        document: { endpoint: '${svc.base}/doc.json' }\n        operationId: op\n`,
+      );
+      const record = await runToEnd(h, document, {}, 'malformed', 5_000);
+      assert.equal(record.status, 'faulted');
+      assert.equal(record.error?.type, communication);
+      assert.equal(record.error?.status, 502);
+      assert.equal(record.error?.title, 'Invalid OpenAPI document');
+      assert.match(record.error?.detail ?? '', /\$ref #\/paths\/%E0 is not a JSON Pointer/);
+      assert.deepEqual(h.executor.failures, []);
+      assert.equal(svc.seen.length, 1, 'the document was fetched once');
+    },
+  );
+});
+
 async function until(check: () => boolean | Promise<boolean>, timeoutMs = 10_000): Promise<void> {
   const end = Date.now() + timeoutMs;
   while (!(await check())) {

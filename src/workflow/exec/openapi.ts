@@ -118,7 +118,13 @@ function deref(reading: Reading, value: JsonValue | undefined): JsonValue | unde
     const target = current.$ref;
     if (hops === 16) throw invalidDocument(reading.uri, reading.ref, `$ref ${target}: a chain of more than 16 references`);
     if (!target.startsWith('#')) throw invalidDocument(reading.uri, reading.ref, `$ref ${target}: only references inside the document (#/…) are followed`);
-    current = pointerValue(reading.document, target.slice(1));
+    try {
+      current = pointerValue(reading.document, target.slice(1));
+    } catch (error) {
+      // A `%` escape that decodes to no UTF-8 (`#/%E0`): the document's error, not the executor's.
+      if (!(error instanceof URIError)) throw error;
+      throw invalidDocument(reading.uri, reading.ref, `$ref ${target} is not a JSON Pointer (a malformed % escape)`);
+    }
     if (current === undefined) throw invalidDocument(reading.uri, reading.ref, `$ref ${target} points at nothing`);
   }
   return current;
