@@ -12,7 +12,9 @@
  * - A store notice of a revision this process did not apply reloads the record, so waiters and
  *   timers follow other processes' appends as they follow this one's. Where the store reads what
  *   was stored after a revision (StreamStore.readAfter), a reload reads only that tail and
- *   applies it to the record held; a log that no longer continues the record is read whole.
+ *   applies it to the record held; a log that no longer continues the record is read whole. A
+ *   notice of a tombstone (the instance pruned, by any process) reads `expired`: the instance
+ *   leaves the cache, and what reads it next meets the tombstone, never the pruned payload.
  * - Waiters are answered when the record reaches what they wait for.
  *
  * What an aggregate adds around this (an outbox, log budgets, batching) comes in through hooks;
@@ -293,6 +295,22 @@ export class Kernel<R, T extends GuardedTransition, S extends Stream<R> = Stream
   }
 
   /**
+   * The store answered a read of a held instance: `expired` means its log was tombstoned (pruned,
+   * by this process or another), so its payload must not be answered from memory any longer. It
+   * leaves the cache and its timers stop; what reads it next meets the tombstone. Throws the
+   * store's answer as the typed error it is.
+   */
+  private readFailed(stream: S, failure: StoreFailure | { kind: string; description: string }): never {
+    if (failure.kind === 'expired' && this.streams.get(stream.id) === stream) {
+      this.streams.delete(stream.id);
+      stream.dueTimer?.cancel();
+      stream.dueTimer = undefined;
+      stream.dueAtMs = undefined;
+    }
+    throw storeError(failure, 'reload');
+  }
+
+  /**
    * Applies to the record what its log holds after the record's revision; false when the log no
    * longer holds that revision where this process saw it (`diverged`: the whole log is read).
    */
@@ -301,7 +319,7 @@ export class Kernel<R, T extends GuardedTransition, S extends Stream<R> = Stream
     const after = this.aggregate.revision(before);
     const read = await readAfter(stream.id, after);
     if (read.kind === 'diverged') return false;
-    if (read.kind !== 'ok') throw storeError(read, 'reload');
+    if (read.kind !== 'ok') this.readFailed(stream, read);
     if (read.transitions.length === 0) return true;
     this.aggregate.checkLog?.(stream.id, read.transitions);
     // Every aggregate's fold is apply, in order: the held record is the fold up to `after`.
@@ -321,7 +339,7 @@ export class Kernel<R, T extends GuardedTransition, S extends Stream<R> = Stream
   private async rereadWhole(stream: S): Promise<void> {
     const read = await this.readLog(stream.id);
     if (read.kind === 'empty') throw new AssertionFailure(`a stored ${this.aggregate.name} folds to a record`);
-    if (read.kind !== 'ok') throw storeError(read, 'reload');
+    if (read.kind !== 'ok') this.readFailed(stream, read);
     // A log only grows: every revision this process saw stored must still be in it.
     const stored = new Set(read.log.map((s) => s.revision));
     const lost = [...stream.known].filter((revision) => !stored.has(revision));
@@ -424,6 +442,8 @@ export class Kernel<R, T extends GuardedTransition, S extends Stream<R> = Stream
     void this.enqueue(stream, async () => {
       if (!settled()) await this.reload(stream);
     }).catch((error: unknown) => {
+      // A tombstone (another process pruned it) let it go: nothing failed, and nothing is left to follow.
+      if (settled() && error instanceof AdapterError && error.kind === 'expired') return;
       this.hooks.failed?.('reload', error);
       if (settled() || this.reloadRetries.has(stream.id)) return;
       const delayMs = Math.min(reloadRetryMs * 2 ** retries, reloadRetryMaxMs);

@@ -123,12 +123,14 @@ test('openStore sqlite: a store of an older schema version opens and is brought 
   const id = await storeWithOperation(path);
   // What a build of schema 1 wrote: operations, transitions and meta, user_version 1.
   const db = new Database(path);
-  db.exec('DROP TABLE operation_index; DROP TABLE index_meta; DROP TABLE workflow_running; DROP TABLE workflow_meta; DROP TABLE workflow_index');
+  db.exec(
+    'DROP TABLE operation_index; DROP TABLE index_meta; DROP TABLE workflow_running; DROP TABLE workflow_meta; DROP TABLE workflow_index; DROP TABLE tombstones',
+  );
   db.pragma('user_version = 1');
   db.close();
   await assertHolds(path, id);
   const reread = new Database(path, { readonly: true });
-  assert.equal(reread.pragma('user_version', { simple: true }), 3);
+  assert.equal(reread.pragma('user_version', { simple: true }), 4);
   reread.close();
 });
 

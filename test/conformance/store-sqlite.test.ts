@@ -135,7 +135,7 @@ test('sqlite: a file written before the running-instances table (schema 2) lists
     assert.deepEqual(listed, [running]);
     await reopened.close();
     const check = new Database(path, { readonly: true });
-    assert.equal(check.pragma('user_version', { simple: true }), 3);
+    assert.equal(check.pragma('user_version', { simple: true }), 4);
     check.close();
   } finally {
     await rm(dir, { recursive: true, force: true });

@@ -584,6 +584,32 @@ const watchRule: Rule = (factory) =>
     assert.equal(items.at(-1), lastRevision);
   });
 
+/**
+ * A tombstone is told to watchers as an append is, whichever client wrote it: by a revision past
+ * the last append's, after which the stream reads `expired` (a process holding it lets it go).
+ */
+const watchTombstoneRule: Rule = (factory) =>
+  withHarness(factory, {}, async (h) => {
+    const second = (await h.openSecondClient?.()) ?? h.store;
+    const told: Array<{ operationId: string; revision: string }> = [];
+    const subscription = await h.store.watch((operationId, revision) => told.push({ operationId, revision }));
+    try {
+      const id = newOperationId('watch-tomb');
+      const revision = await seeded(h, id);
+      const of = () => told.filter((t) => t.operationId === id).map((t) => t.revision);
+      await waitFor(() => of().length >= 1, 10_000, 'the create told to watch');
+      expectOk(await second.tombstone(id), 'tombstone by the second client');
+      await waitFor(() => of().length >= 2, 10_000, 'the tombstone told to watch');
+      assert.equal(of()[0], revision);
+      assert.notEqual(of()[1], revision, 'the tombstone is told by a revision of its own');
+      assert.equal((await h.store.read(id)).kind, 'expired');
+      if (h.store.readAfter) assert.equal((await h.store.readAfter(id, revision)).kind, 'expired', 'the revision held before reads expired');
+    } finally {
+      await subscription.close();
+      if (second !== h.store) await second.close();
+    }
+  });
+
 const roundTrip: Rule = (factory) =>
   withHarness(factory, {}, async (h) => {
     const payload = fc.jsonValue({ maxDepth: 3 }) as fc.Arbitrary<JsonValue>;
@@ -711,6 +737,7 @@ const rules: Array<[string, Rule]> = [
   ['operationIds lists live streams only', operationIdsRule],
   ['follow sees appends from every client', followRule],
   ['watch names the revision of every append, from every client', watchRule],
+  ['watch names a tombstone too, from every client', watchTombstoneRule],
   ['read after append returns exactly what was appended, valid after read', roundTrip],
   ['readAfter answers exactly what read holds after a revision, diverged for one the log does not hold', readAfterRule],
   ['a store accepts only what it reads back: appends past its log limit are refused and the whole log reads back', readsBackWhatItAccepts],

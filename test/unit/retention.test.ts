@@ -19,6 +19,7 @@ import { buildDeployment, parseDeploymentConfig } from '../../src/deployment/con
 import { reviewBundle } from '../../src/deployment/examples.js';
 import { keepMsProblem, pruneOperations, PruneStopped, retentionKeepMsMin, scheduleRetention, type PruneTally } from '../../src/runtime/retention.js';
 import { minimalServeConfig } from '../support/config-fixtures.js';
+import { pruneWorkflowInstances } from '../../src/workflow/exec/retention.js';
 import { createWorkflowHost } from '../../src/cli/workflow-host.js';
 import { harness, quickDocument } from '../workflow/support.js';
 import type { Handler } from '../../src/peer/peer.js';
@@ -221,6 +222,61 @@ test('a deployment with config retention prunes on its own, says so, counts it, 
       assert.equal(lines.filter(([line]) => line.startsWith('retention:')).length, 1, 'nothing after close');
     } finally {
       if (!closed) await deployment.close();
+    }
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+});
+
+/** Until `check` holds (real time: a SQLite store polls for other connections' writes), at most `timeoutMs`. */
+async function eventually(check: () => Promise<boolean>, timeoutMs: number, what: string): Promise<void> {
+  const deadlineMs = Date.now() + timeoutMs;
+  while (!(await check())) {
+    if (Date.now() > deadlineMs) assert.fail(`not within ${timeoutMs} ms: ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+}
+
+test('what another process pruned (convoke prune, another serve) is let go by a serve that held it: its get and wait meet the tombstone, not the payload', async () => {
+  const dir = await mkdtemp(join(tmpdir(), 'convoke-retention-'));
+  try {
+    const clock = new VirtualClock();
+    const review = { completion: { mode: 'first-success' } };
+    const path = join(dir, 'ops.db');
+    const { ids, instance } = await settledInFile(path, clock, review);
+    await writeFile(join(dir, 'b.json'), JSON.stringify(reviewBundle(review)));
+    const config = minimalServeConfig({
+      store: 'sqlite:ops.db',
+      directory: { groups: { reviewers: ['alfa'] } },
+      attestations: [{ namespace: 'demo.v1.lab', exclusivePeerPublishers: true }],
+    });
+    const later = new VirtualClock(clock.nowMs() + 2 * hour);
+    const deployment = await buildDeployment(parseDeploymentConfig(new TextEncoder().encode(JSON.stringify(config)), dir), {
+      clock: later,
+      workflows: (parts) => createWorkflowHost({ ...parts, seed: 7 }),
+    });
+    // The pruning process: a connection of its own to the file, as `convoke prune` opens it.
+    const pruner = new SqliteEventStore({ path, clock: later });
+    try {
+      // Held in this serve's memory first: its coordinator and its workflow service answer from there.
+      for (const id of ids) assert.equal((await deployment.coordinator.get('svc-a', id)).settlement.status, 'complete');
+      assert.equal((await deployment.workflows!.get('alice', instance)).status, 'completed');
+      assert.equal((await pruneOperations({ store: pruner, nowMs: later.nowMs(), keepMs: hour })).pruned, 2);
+      assert.equal((await pruneWorkflowInstances({ store: pruner, nowMs: later.nowMs(), keepMs: hour })).pruned, 1);
+      const gone = (read: Promise<unknown>, kind: new (id: string) => Error) =>
+        read.then(
+          () => false,
+          (error: unknown) => (error instanceof kind ? true : Promise.reject(error)),
+        );
+      // Told by the store's watch, as another connection's append is (SQLite polls every 50 ms).
+      for (const id of ids) await eventually(() => gone(deployment.coordinator.get('svc-a', id), OperationNotFound), 5000, `get ${id}`);
+      await eventually(() => gone(deployment.workflows!.get('alice', instance), WorkflowInstanceNotFound), 5000, `get ${instance}`);
+      await assert.rejects(deployment.coordinator.wait('svc-a', ids[0]!, 'settled', 0), OperationNotFound);
+      await assert.rejects(deployment.workflows!.wait('alice', instance, 0), WorkflowInstanceNotFound);
+      assert.deepEqual((await deployment.coordinator.metrics.storeErrors.get()).values, [], 'a tombstone read is no store failure');
+    } finally {
+      await pruner.close();
+      await deployment.close();
     }
   } finally {
     await rm(dir, { recursive: true, force: true });

@@ -218,3 +218,35 @@ test('workflow instances on JetStream expire: an ended one is tombstoned, its in
     await server.dispose();
   }
 });
+
+test('workflow instances on JetStream: one another client pruned is let go by an executor that held it, told by the store’s watch', async () => {
+  const server = await startJetStreamServer();
+  const clock = new SystemClock();
+  const store = await JetStreamEventStore.open({ servers: server.url, requestTimeoutMs: 2000 });
+  const pruner = await JetStreamEventStore.open({ servers: server.url, requestTimeoutMs: 2000 });
+  const h = harness({ store, clock });
+  try {
+    await h.executor.watch();
+    const head = `document: { dsl: '1.0.3', namespace: test, name: pruned-elsewhere, version: '1.0.0' }\n`;
+    const record = await runToEnd(h, yaml(`${head}do:\n  - done:\n      set: { secret: 42 }\n`), {}, 'pruned-elsewhere');
+    assert.deepEqual((await h.executor.get(record.instanceId))?.output, { secret: 42 }, 'held in memory');
+    const hour = 3_600_000;
+    const tally = await pruneWorkflowInstances({ store: pruner, nowMs: Date.now() + hour + 60_000, keepMs: hour });
+    assert.deepEqual([tally.pruned, tally.failures], [1, []], JSON.stringify(tally));
+    const expired = () =>
+      h.executor.get(record.instanceId).then(
+        () => false,
+        (error: unknown) => isAdapterError(error) && error.kind === 'expired',
+      );
+    const deadlineMs = Date.now() + 5000;
+    while (!(await expired())) {
+      assert.ok(Date.now() < deadlineMs, 'the executor still answers the pruned instance from memory');
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+  } finally {
+    await h.close();
+    await pruner.close();
+    await store.close();
+    await server.dispose();
+  }
+});

@@ -199,7 +199,9 @@ export class EventStoreDbStore extends ReplayStampedStore {
         } catch (error) {
           if (!(error instanceof StreamDeletedError)) throw error;
         }
-        await this.client.appendToStream(`${this.prefix}-tombstones`, jsonEvent({ type: 'convoke.tombstoned', data: { operationId } }), {
+        // The revision the tombstone took (past the last event's): what watch tells of it.
+        const data = { operationId, revision: String(state.lastRevision + 1) };
+        await this.client.appendToStream(`${this.prefix}-tombstones`, jsonEvent({ type: 'convoke.tombstoned', data }), {
           expectedRevision: ANY,
           deadline: this.deadline,
         });
@@ -214,20 +216,37 @@ export class EventStoreDbStore extends ReplayStampedStore {
     }
   }
 
+  /** The revisions follow tells, and each tombstone (its line in `<prefix>-tombstones`) by the revision it took. */
   watch(listener: RevisionListener): Promise<{ close(): Promise<void> }> {
-    return this.follow(revisionsOnly(listener));
+    const tombstones = `${this.prefix}-tombstones`;
+    const told = revisionsOnly(listener);
+    return this.subscribe([`${this.prefix}-op-`, `${this.prefix}-wf-`, tombstones], (streamId, event) => {
+      if (streamId !== tombstones) return this.tellStored(streamId, event, told);
+      const data = event.isJson ? (event.data as { operationId?: unknown; revision?: unknown }) : {};
+      if (event.type === 'convoke.tombstoned' && typeof data.operationId === 'string' && typeof data.revision === 'string')
+        notifyAll([listener], data.operationId, data.revision);
+    });
   }
 
-  async follow(listener: AppendListener): Promise<{ close(): Promise<void> }> {
+  follow(listener: AppendListener): Promise<{ close(): Promise<void> }> {
+    return this.subscribe([`${this.prefix}-op-`, `${this.prefix}-wf-`], (streamId, event) => this.tellStored(streamId, event, listener));
+  }
+
+  /** A transition of an operation's or instance's stream, told to `listener` by the id its stream names. */
+  private tellStored(streamId: string, event: RecordedEvent, listener: AppendListener): void {
+    const prefix = [`${this.prefix}-op-`, `${this.prefix}-wf-`].find((candidate) => streamId.startsWith(candidate));
+    if (prefix === undefined) return;
+    const stored = storedOf(event);
+    if (!isStoreFailure(stored)) notifyAll([listener], streamId.slice(prefix.length), stored);
+  }
+
+  /** Each event written from now on to a stream whose name starts with one of `prefixes`, handed to `each`. */
+  private async subscribe(prefixes: string[], each: (streamId: string, event: RecordedEvent) => void): Promise<{ close(): Promise<void> }> {
     this.throwIfClosed();
-    const prefixes = [`${this.prefix}-op-`, `${this.prefix}-wf-`];
     const subscription = this.client.subscribeToAll({ fromPosition: END, filter: streamNameFilter({ prefixes }) });
     subscription.on('data', (resolved: AllStreamResolvedEvent) => {
       const event = resolved.event;
-      const prefix = event && prefixes.find((candidate) => event.streamId.startsWith(candidate));
-      if (!event || prefix === undefined) return;
-      const stored = storedOf(event as RecordedEvent);
-      if (!isStoreFailure(stored)) notifyAll([listener], event.streamId.slice(prefix.length), stored);
+      if (event) each(event.streamId, event as RecordedEvent);
     });
     subscription.on('error', () => undefined); // A dropped subscription ends the follow; tail re-follows.
     // Resolve only once the server confirmed the subscription: an append made after follow()

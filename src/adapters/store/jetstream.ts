@@ -50,7 +50,7 @@ import type { StoredTransition, Transition } from '../../events/types.js';
 import { AdapterError, AssertionFailure, invalidInput, unavailable, unsupported } from '../../contract/errors.js';
 import { namespacePattern } from '../../contract/ids.js';
 import { limits as contractLimits } from '../../contract/limits.js';
-import { decodeStored, isStoreFailure, notifyAll, parseRevision, revisionsOnly } from './codec.js';
+import { decodeStored, isStoreFailure, notifyAll, parseRevision } from './codec.js';
 import { resolveStoreLimits } from './limits.js';
 import { StampFeed } from './stamp-feed.js';
 import { JetStreamOperationIndex, ensureIndexStream } from './jetstream-index.js';
@@ -383,20 +383,27 @@ export class JetStreamEventStore extends ReplayStampedStore {
 
   /**
    * From the stamp feed, which already sees every stored message's subject and sequence (the
-   * revision): no second consumer, no message bodies. Without a feed, from follow.
+   * revision): no second consumer, no message bodies. Without a feed, from a consumer of the
+   * stream's headers. Either way a tombstone's marker is told as the revision it took.
    */
   async watch(listener: RevisionListener): Promise<{ close(): Promise<void> }> {
     this.throwIfClosed();
-    if (!this.stamps) return this.follow(revisionsOnly(listener));
     const prefixes = [`${this.prefix}.op.`, `${this.prefix}.wf.`];
-    const stop = this.stamps.watch((subject, seq) => {
+    const tell = (subject: string, seq: number) => {
       const prefix = prefixes.find((candidate) => subject.startsWith(candidate));
       if (prefix !== undefined) listener(subject.slice(prefix.length), String(seq));
-    });
+    };
+    if (!this.stamps) return this.consumeFromEnd({ headers_only: true }, (msg) => tell(msg.subject, msg.seq));
+    const stop = this.stamps.watch(tell);
     return { close: async () => stop() };
   }
 
-  async follow(listener: AppendListener): Promise<{ close(): Promise<void> }> {
+  follow(listener: AppendListener): Promise<{ close(): Promise<void> }> {
+    return this.consumeFromEnd({ filter_subjects: `${this.prefix}.op.>` }, (msg) => this.deliver(msg, listener));
+  }
+
+  /** Each message stored from now on, in order, handed to `each` (an ordered consumer with `options`). */
+  private async consumeFromEnd(options: { filter_subjects?: string; headers_only?: boolean }, each: (msg: JsMsg) => void): Promise<{ close(): Promise<void> }> {
     this.throwIfClosed();
     let messages: Awaited<ReturnType<Awaited<ReturnType<JetStreamClient['consumers']['get']>>['consume']>>;
     try {
@@ -404,7 +411,7 @@ export class JetStreamEventStore extends ReplayStampedStore {
       // consumer is created — possibly after an append the caller made once follow resolved).
       const info = await this.jsm.streams.info(this.streamName);
       const consumer = await this.js.consumers.get(this.streamName, {
-        filter_subjects: `${this.prefix}.op.>`,
+        ...options,
         deliver_policy: DeliverPolicy.StartSequence,
         opt_start_seq: info.state.last_seq + 1,
       });
@@ -413,7 +420,7 @@ export class JetStreamEventStore extends ReplayStampedStore {
       throw unavailable(natsFailure(error).description, error);
     }
     const pump = (async () => {
-      for await (const msg of messages) this.deliver(msg, listener);
+      for await (const msg of messages) each(msg);
     })().catch(() => undefined);
     return this.followed(async () => {
       await messages.close();

@@ -222,12 +222,15 @@ export class MemoryEventStore implements EventStore {
     if (this.closed) return closedFailure;
     const stream = this.streams.get(operationId);
     if (!stream) return { kind: 'not-found', description: `operation ${operationId} does not exist` };
+    // The tombstone takes the revision after the last append, told to the watchers as an append is.
+    const revision = stream.tombstoned ? undefined : String(stream.transitions.length + 1);
     stream.tombstoned = true;
     stream.transitions = [];
     this.setRow(operationId, undefined);
     this.workflowRows.remove(operationId);
     this.indexStates.forget(operationId);
-    return { kind: 'ok', revision: '0', committedAtMs: this.clock.nowMs() };
+    if (revision !== undefined) notifyAll(this.watchers, operationId, revision);
+    return { kind: 'ok', revision: revision ?? '0', committedAtMs: this.clock.nowMs() };
   }
 
   async follow(listener: AppendListener): Promise<{ close(): Promise<void> }> {

@@ -58,8 +58,10 @@ export interface SqliteStoreOptions {
  * 2: the operations index (operation_index, index_meta). A file of schema 1 gets the tables and is indexed once at open.
  * 3: the running workflow instances (workflow_running, workflow_meta). A file of schema 2 or less gets the tables, filled
  * once at open from its instances' logs.
+ * 4: the tombstones' positions (tombstones), which watchers poll beside the transitions. A file of schema 3 or less gets
+ * the table empty: the tombstones written before it are told to no watcher (none was watching them then).
  */
-const schemaVersion = 3;
+const schemaVersion = 4;
 
 // Every schema since 1 has operations, transitions and meta (with its three columns) and sets
 // user_version: that tells a store file apart (sqliteStoreFile in sqlite-open.ts). A new schema keeps them.
@@ -91,7 +93,12 @@ CREATE TABLE IF NOT EXISTS workflow_meta (
   built INTEGER NOT NULL
 );
 INSERT OR IGNORE INTO workflow_meta (id, built) VALUES (1, 0);
-${workflowIndexSchema}`;
+${workflowIndexSchema}
+CREATE TABLE IF NOT EXISTS tombstones (
+  position INTEGER PRIMARY KEY,
+  operation_id TEXT NOT NULL,
+  revision INTEGER NOT NULL
+);`;
 
 interface OperationRow {
   tombstoned: number;
@@ -142,10 +149,15 @@ function prepareStatements(db: Database.Database) {
     transitionsAfter: db.prepare<[number, number], TransitionRow>(
       'SELECT rowid, operation_id, revision, committed_at_ms, body FROM transitions WHERE rowid > ? ORDER BY rowid LIMIT ?',
     ),
-    revisionsAfter: db.prepare<[number, number], Pick<TransitionRow, 'rowid' | 'operation_id' | 'revision'>>(
-      'SELECT rowid, operation_id, revision FROM transitions WHERE rowid > ? ORDER BY rowid LIMIT ?',
+    // A tombstone takes its position from the same counter as the transitions' rowids: one cursor follows both, in order.
+    revisionsAfter: db.prepare<[{ cursor: number; limit: number }], Pick<TransitionRow, 'rowid' | 'operation_id' | 'revision'>>(
+      `SELECT rowid, operation_id, revision FROM transitions WHERE rowid > @cursor
+       UNION ALL SELECT position AS rowid, operation_id, revision FROM tombstones WHERE position > @cursor
+       ORDER BY rowid LIMIT @limit`,
     ),
-    tombstone: db.prepare('UPDATE operations SET tombstoned = 1 WHERE id = ?'),
+    tombstone: db.prepare('UPDATE operations SET tombstoned = 1, last_revision = ? WHERE id = ?'),
+    insertTombstone: db.prepare('INSERT INTO tombstones (position, operation_id, revision) VALUES (?, ?, ?)'),
+    updateLastRowid: db.prepare('UPDATE meta SET last_rowid = ? WHERE id = 1'),
     deleteTransitions: db.prepare('DELETE FROM transitions WHERE operation_id = ?'),
     runningWorkflowsAfter: db.prepare<[string, number], { id: string }>('SELECT id FROM workflow_running WHERE id > ? ORDER BY id LIMIT ?'),
     addRunningWorkflow: db.prepare('INSERT OR IGNORE INTO workflow_running (id) VALUES (?)'),
@@ -219,11 +231,11 @@ export class SqliteEventStore implements EventStore {
       const operation = this.statements.operation.get(operationId);
       if (!operation) return { kind: 'not-found', description: `operation ${operationId} does not exist` };
       // The operations row stays (tombstoned = 1): the key is never recreated; the payload goes.
-      this.statements.tombstone.run(operationId);
+      const revision = operation.tombstoned ? operation.last_revision : this.markTombstoned(operationId, operation.last_revision + 1);
       this.statements.deleteTransitions.run(operationId);
       this.index.remove(operationId);
       this.workflowIndex.write(operationId, undefined);
-      return { kind: 'ok', revision: String(operation.last_revision), committedAtMs: this.clock.nowMs() };
+      return { kind: 'ok', revision: String(revision), committedAtMs: this.clock.nowMs() };
     });
   }
 
@@ -322,7 +334,7 @@ export class SqliteEventStore implements EventStore {
     return this.poll((cursor) => this.deliverAfter(cursor, listener));
   }
 
-  /** Like follow, without reading or decoding the transitions' bodies. */
+  /** Like follow, without reading or decoding the transitions' bodies; tombstones too (markTombstoned). */
   watch(listener: RevisionListener): Promise<{ close(): Promise<void> }> {
     return this.poll((cursor) => this.revisionsAfter(cursor, listener));
   }
@@ -375,12 +387,12 @@ export class SqliteEventStore implements EventStore {
     return cursor;
   }
 
-  /** Tells one watcher the revisions appended after `cursor`; returns the new cursor. */
+  /** Tells one watcher the revisions appended, and those tombstones took, after `cursor`; returns the new cursor. */
   private revisionsAfter(cursor: number, listener: RevisionListener): number {
     if (this.closed) return cursor;
     let rows: Pick<TransitionRow, 'rowid' | 'operation_id' | 'revision'>[];
     try {
-      rows = this.statements.revisionsAfter.all(cursor, contractLimits.sqliteFollowBatchMax);
+      rows = this.statements.revisionsAfter.all({ cursor, limit: contractLimits.sqliteFollowBatchMax });
     } catch {
       return cursor; // Busy or I/O: try again on the next tick; nothing is skipped.
     }
@@ -443,6 +455,19 @@ export class SqliteEventStore implements EventStore {
     else this.statements.insertOperation.run(operationId, revision);
     this.statements.updateMeta.run(nowMs, rowid, meta.operations_count + (operation ? 0 : 1));
     return { kind: 'ok', revision: String(revision), committedAtMs: nowMs };
+  }
+
+  /**
+   * The tombstone takes the stream's next revision and a position after every rowid so far, where
+   * the watchers of every connection find it (revisionsAfter), as they find an append.
+   */
+  private markTombstoned(operationId: string, revision: number): number {
+    const meta = this.statements.meta.get();
+    if (!meta) throw new AssertionFailure('sqlite store meta row is missing');
+    this.statements.tombstone.run(revision, operationId);
+    this.statements.insertTombstone.run(meta.last_rowid + 1, operationId, revision);
+    this.statements.updateLastRowid.run(meta.last_rowid + 1);
+    return revision;
   }
 
   /** Keeps workflow_running in the write's transaction: an instance is listed exactly while it runs. */

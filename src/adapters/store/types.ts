@@ -83,7 +83,7 @@ export interface AppendListener {
   (operationId: string, stored: StoredTransition): void;
 }
 
-/** That an operation's stream reached `revision` (an append by any client of the store). */
+/** That an operation's stream reached `revision` (an append, or its tombstone, by any client of the store). */
 export interface RevisionListener {
   (operationId: string, revision: string): void;
 }
@@ -186,6 +186,8 @@ export interface EventStore {
    * Live notice of the revision each append reached, through any client of this store, without
    * the transition: coordinators sharing a store learn from it that a record they hold moved.
    * Cheaper than follow where the store can say less (JetStream: the stamp feed it already runs).
+   * A tombstone is told too, by the revision it took (past the stream's last append; a read or
+   * readAfter answers `expired` from then on): a process holding the stream lets go of its payload.
    */
   watch(listener: RevisionListener): Promise<{ close(): Promise<void> }>;
   close(): Promise<void>;
