@@ -77,7 +77,7 @@ export interface InstancePruneTally {
 export interface PruneRequest<T = PruneTally> {
   store: EventStore;
   nowMs: number;
-  /** The replay/recovery period: operations settled at least this long before `nowMs` are pruned. */
+  /** The replay/recovery period: operations settled at least this long before `nowMs` (and before the store's clock: storeCutoffOf) are pruned. */
   keepMs: number;
   /** Count what would be pruned, change nothing. */
   dryRun?: boolean;
@@ -112,7 +112,7 @@ export function keepMsProblem(keepMs: number): string | undefined {
  * listed throws (`unavailable`).
  */
 export async function pruneOperations(request: PruneRequest): Promise<PruneTally> {
-  const cutoffMs = cutoffOf(request);
+  const cutoffMs = await storeCutoffOf(request);
   const tally: PruneTally = { cutoffMs, examined: 0, pruned: 0, finished: 0, open: 0, indeterminate: 0, recent: 0, gone: 0, failures: [] };
   const list = (after: IndexPosition | undefined, limit: number) => request.store.index.list({ untilMs: cutoffMs, limit, ...(after ? { after } : {}) });
   return walkPages(request, tally, list, (row) => pruneOne(request, row, tally));
@@ -134,6 +134,18 @@ export class PruneStopped<T extends { examined: number } = { examined: number }>
       cause,
     });
   }
+}
+
+/**
+ * The cutoff of a prune on its store: `keepMs` before the earlier of `nowMs` and the store's own
+ * clock, where the store stamps with one (EventStore.nowMs: a JetStream server's). committedAtMs
+ * is that clock's, so a pruning process whose clock runs ahead of it never takes a record younger
+ * than `keepMs` by it; a clock behind only keeps more.
+ */
+export async function storeCutoffOf(request: Pick<PruneRequest<unknown>, 'store' | 'nowMs' | 'keepMs'>): Promise<number> {
+  const cutoffMs = cutoffOf(request);
+  if (request.store.nowMs === undefined) return cutoffMs;
+  return Math.min(cutoffMs, (await request.store.nowMs()) - request.keepMs);
 }
 
 /** The cutoff of a prune (`nowMs` − `keepMs`), its period checked first. */

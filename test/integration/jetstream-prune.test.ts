@@ -14,6 +14,7 @@ import { replayCommand } from '../../src/cli/commands/ops.js';
 import { captureIo } from '../support/cli-io.js';
 import { harness, yaml } from '../workflow/support.js';
 import { startJetStreamServer } from '../support/jetstream-server.js';
+import { storeClockAhead } from '../support/store-clock.js';
 import { expectOk, newOperationId } from '../conformance/store.js';
 import { admission, lifecycle } from '../conformance/index.js';
 
@@ -62,18 +63,20 @@ test('jetstream prune: a tombstone whose purge or index row removal failed after
     };
 
     const nowMs = Date.now() + 2 * hour;
-    const first = await pruneOperations({ store, nowMs, keepMs: hour });
+    // Measured on the server's clock, as if two hours on.
+    const aged = storeClockAhead(store, 2 * hour);
+    const first = await pruneOperations({ store: aged, nowMs, keepMs: hour });
     assert.deepEqual([first.examined, first.pruned, first.failures.length], [2, 0, 2], JSON.stringify(first));
     for (const id of [purgeFails, removeFails]) assert.equal((await store.read(id)).kind, 'expired', 'the marker is stored: reads answer expired');
     assert.equal(await messages(purgeFails), held + 1, 'the payload is still there, the marker after it');
     assert.equal(await messages(removeFails), 1, 'purged down to the marker');
     assert.deepEqual(await listed(), [purgeFails, removeFails].sort(), 'both still listed');
 
-    const dry = await pruneOperations({ store, nowMs, keepMs: hour, dryRun: true });
+    const dry = await pruneOperations({ store: aged, nowMs, keepMs: hour, dryRun: true });
     assert.deepEqual([dry.examined, dry.pruned, dry.finished, dry.gone], [2, 2, 2, 0], 'a dry run counts what the prune would finish');
     assert.equal(await messages(purgeFails), held + 1, 'and changes nothing');
 
-    const second = await pruneOperations({ store, nowMs, keepMs: hour });
+    const second = await pruneOperations({ store: aged, nowMs, keepMs: hour });
     assert.deepEqual([second.examined, second.pruned, second.finished, second.gone, second.failures], [2, 2, 2, 0, []], JSON.stringify(second));
     for (const id of [purgeFails, removeFails]) {
       assert.equal(await messages(id), 1, 'only the marker is left');
@@ -83,8 +86,29 @@ test('jetstream prune: a tombstone whose purge or index row removal failed after
       assert.equal(again.kind, 'expired', `never recreated: ${JSON.stringify(again)}`);
     }
     assert.deepEqual(await listed(), []);
-    const third = await pruneOperations({ store, nowMs, keepMs: hour });
+    const third = await pruneOperations({ store: aged, nowMs, keepMs: hour });
     assert.deepEqual([third.examined, third.pruned], [0, 0], 'nothing more to do');
+  } finally {
+    await store.close();
+    await server.dispose();
+  }
+});
+
+test('jetstream prune: the cutoff is measured on the server’s clock; a pruning process whose clock runs ahead prunes nothing younger than the period by it', async () => {
+  const server = await startJetStreamServer();
+  const store = await JetStreamEventStore.open({ servers: server.url, requestTimeoutMs: 2000, indexRowDelayMs: 0 });
+  try {
+    const id = await settled(store, 'fresh');
+    const serverMs = await store.nowMs();
+    assert.ok(Math.abs(serverMs - Date.now()) < 60_000, `the server's clock reads about now: ${serverMs}`);
+    // Settled a moment ago by the server's clock; the pruning process's clock is two hours ahead.
+    const skewed = await pruneOperations({ store, nowMs: Date.now() + 2 * hour, keepMs: hour });
+    assert.deepEqual([skewed.examined, skewed.pruned], [0, 0], JSON.stringify(skewed));
+    assert.ok(skewed.cutoffMs <= serverMs - hour, `the cutoff ${skewed.cutoffMs} is an hour before the server's clock ${serverMs}`);
+    assert.equal((await store.read(id)).kind, 'ok', 'the payload is kept');
+    // Once the server's clock is past the period, it goes.
+    const later = await pruneOperations({ store: storeClockAhead(store, 2 * hour), nowMs: Date.now() + 2 * hour, keepMs: hour });
+    assert.deepEqual([later.examined, later.pruned], [1, 1], JSON.stringify(later));
   } finally {
     await store.close();
     await server.dispose();

@@ -13,6 +13,7 @@ import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { SqliteEventStore } from '../../src/adapters/store/sqlite.js';
+import type { EventStore } from '../../src/adapters/store/types.js';
 import { VirtualClock } from '../../src/contract/clock.js';
 import type { JsonObject } from '../../src/contract/json.js';
 import { buildDeployment, parseDeploymentConfig } from '../../src/deployment/config.js';
@@ -279,6 +280,34 @@ test('what another process pruned (convoke prune, another serve) is let go by a 
       await deployment.close();
     }
   } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+});
+
+test('a prune measures its cutoff on the store’s clock where it stamps with one: a pruning process two hours ahead of it prunes nothing younger than the period', async () => {
+  const dir = await mkdtemp(join(tmpdir(), 'convoke-retention-'));
+  const path = join(dir, 'ops.db');
+  const storeClock = new VirtualClock();
+  const { ids, instance } = await settledInFile(path, storeClock, { completion: { mode: 'first-success' } });
+  const file = new SqliteEventStore({ path, clock: storeClock });
+  // As a server-stamped store is (JetStream): committedAtMs and nowMs() read the store's clock, not the pruning process's.
+  const store = storeWith<EventStore>(file, () => ({ nowMs: async () => storeClock.nowMs() }));
+  try {
+    const skewedMs = storeClock.nowMs() + 2 * hour;
+    const operations = await pruneOperations({ store, nowMs: skewedMs, keepMs: hour });
+    const instances = await pruneWorkflowInstances({ store, nowMs: skewedMs, keepMs: hour });
+    assert.deepEqual([operations.pruned, instances.pruned], [0, 0], JSON.stringify({ operations, instances }));
+    assert.equal(operations.cutoffMs, storeClock.nowMs() - hour);
+    for (const id of [...ids, instance]) assert.equal((await store.read(id)).kind, 'ok', id);
+    await storeClock.advance(hour + 1);
+    const later = [await pruneOperations({ store, nowMs: skewedMs, keepMs: hour }), await pruneWorkflowInstances({ store, nowMs: skewedMs, keepMs: hour })];
+    assert.deepEqual(
+      later.map((tally) => tally.pruned),
+      [2, 1],
+      'past the period by the store’s clock',
+    );
+  } finally {
+    await file.close();
     await rm(dir, { recursive: true, force: true });
   }
 });

@@ -9,6 +9,7 @@ import { test } from 'node:test';
 import { JetStreamEventStore } from '../../src/adapters/store/jetstream.js';
 import { SystemClock } from '../../src/contract/clock.js';
 import { startJetStreamServer } from '../support/jetstream-server.js';
+import { storeClockAhead } from '../support/store-clock.js';
 import { workflowIndexRowOfLog } from '../../src/workflow/exec/index-row.js';
 import { workflowStreams } from '../../src/workflow/exec/streams.js';
 import { harness, runToEnd, yaml } from './support.js';
@@ -180,7 +181,7 @@ test('workflow instances on JetStream expire: an ended one is tombstoned, its in
       input: {},
     });
     const hour = 3_600_000;
-    const tally = await pruneWorkflowInstances({ store, nowMs: Date.now() + hour + 60_000, keepMs: hour });
+    const tally = await pruneWorkflowInstances({ store: storeClockAhead(store, hour + 60_000), nowMs: Date.now() + hour + 60_000, keepMs: hour });
     assert.deepEqual([tally.pruned, tally.running, tally.failures], [1, 1, []], JSON.stringify(tally));
     assert.equal((await store.read(record.instanceId)).kind, 'expired');
     assert.equal(await store.workflowIndex.get(record.instanceId), undefined, 'the row goes');
@@ -231,7 +232,7 @@ test('workflow instances on JetStream: one another client pruned is let go by an
     const record = await runToEnd(h, yaml(`${head}do:\n  - done:\n      set: { secret: 42 }\n`), {}, 'pruned-elsewhere');
     assert.deepEqual((await h.executor.get(record.instanceId))?.output, { secret: 42 }, 'held in memory');
     const hour = 3_600_000;
-    const tally = await pruneWorkflowInstances({ store: pruner, nowMs: Date.now() + hour + 60_000, keepMs: hour });
+    const tally = await pruneWorkflowInstances({ store: storeClockAhead(pruner, hour + 60_000), nowMs: Date.now() + hour + 60_000, keepMs: hour });
     assert.deepEqual([tally.pruned, tally.failures], [1, []], JSON.stringify(tally));
     const expired = () =>
       h.executor.get(record.instanceId).then(

@@ -361,6 +361,22 @@ export class JetStreamEventStore extends ReplayStampedStore {
     }
   }
 
+  /**
+   * The server's clock: the instant its stream info was made (nats-server 2.10 and later), else
+   * the stamp of the stream's last message, which the server's clock has passed (2.9 says no more
+   * without a write). Never earlier than that stamp.
+   */
+  async nowMs(): Promise<number> {
+    this.throwIfClosed();
+    try {
+      const info = await this.jsm.streams.info(this.streamName);
+      const readings = [info.state.last_ts, info.ts].map((iso) => (iso === undefined ? Number.NaN : Date.parse(iso)));
+      return Math.max(Number.MIN_SAFE_INTEGER, ...readings.filter(Number.isFinite));
+    } catch (error) {
+      throw unavailable(`jetstream server time: ${natsFailure(error).description}`, error);
+    }
+  }
+
   async tombstone(operationId: string): Promise<AppendOutcome | StoreFailure> {
     if (this.closed) return closedFailure;
     const subject = this.opSubject(operationId);

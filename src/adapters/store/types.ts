@@ -180,6 +180,14 @@ export interface EventStore {
    * `expired` and a create under the same id answers `expired`, never recreating it.
    */
   tombstone(operationId: string): Promise<AppendOutcome | StoreFailure>;
+  /**
+   * Where a server stamps committedAtMs with its own clock (guard 'on-fold'), an instant that clock
+   * has reached: its reading where the server gives one, else the latest stamp it gave (a lower
+   * bound). What is measured against committedAtMs (a prune's cutoff) is measured on it, not on a
+   * client's clock that may run ahead. Absent where the store stamps with the writer's clock
+   * (memory, SQLite: one host's): that clock is the caller's own. Failures throw `unavailable`.
+   */
+  nowMs?(): Promise<number>;
   /** Live notification of appends made through any client of this store (for `convoke tail`). */
   follow(listener: AppendListener): Promise<{ close(): Promise<void> }>;
   /**

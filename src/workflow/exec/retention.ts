@@ -16,7 +16,7 @@
 import type { EventStore } from '../../adapters/store/types.js';
 import type { WorkflowIndexPosition, WorkflowIndexRow } from '../../events/workflow-index.js';
 import type { Stored } from '../../kernel/types.js';
-import { cutoffOf, logToPrune, pruneProved, walkPages, type InstancePruneTally, type PruneRequest } from '../../runtime/retention.js';
+import { logToPrune, storeCutoffOf, pruneProved, walkPages, type InstancePruneTally, type PruneRequest } from '../../runtime/retention.js';
 import type { WorkflowTransition } from './events.js';
 import { replayWorkflowLog } from './replay.js';
 import { owedDisposals } from './subworkflows.js';
@@ -27,7 +27,7 @@ import { owedDisposals } from './subworkflows.js';
  * and tombstone failures are counted, not thrown; an index that cannot be listed throws.
  */
 export async function pruneWorkflowInstances(request: PruneRequest<InstancePruneTally>): Promise<InstancePruneTally> {
-  const cutoffMs = cutoffOf(request);
+  const cutoffMs = await storeCutoffOf(request);
   const tally: InstancePruneTally = { cutoffMs, examined: 0, pruned: 0, finished: 0, running: 0, recent: 0, needed: 0, gone: 0, failures: [] };
   const list = (after: WorkflowIndexPosition | undefined, limit: number) =>
     request.store.workflowIndex.list({ untilMs: cutoffMs, limit, ...(after ? { after } : {}) });
