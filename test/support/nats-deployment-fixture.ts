@@ -589,7 +589,15 @@ export function reviewerSpec(peerId: string, delayMs = 1_500): PeerSpec['interac
   };
 }
 
+/**
+ * The forged-result test publishes its forgeries while the slow reviewer's answer is pending, a
+ * connection and several round trips after the invocation: its reviewers wait longer, so that a
+ * loaded machine still lands the forgeries before the decision.
+ */
+const forgeDelayMs = 6_000;
+
 export function reviewerPeers(peerIds: string[], effectSink: PeerSpec['effectSink'] = 'memory'): Record<string, PeerSpec> {
   const interactions = ['first', 'quorum', 'fraction', 'allok', 'allterm', 'forge'];
-  return Object.fromEntries(peerIds.map((p) => [p, { effectSink, interactions: Object.fromEntries(interactions.map((i) => [i, reviewerSpec(p)])) }]));
+  const spec = (p: string, i: string) => reviewerSpec(p, i === 'forge' ? forgeDelayMs : undefined);
+  return Object.fromEntries(peerIds.map((p) => [p, { effectSink, interactions: Object.fromEntries(interactions.map((i) => [i, spec(p, i)])) }]));
 }
