@@ -19,11 +19,13 @@ describe('NATS durable: a stream recreated across a coordinator restart', { time
   let client: CommandClient;
 
   before(async () => {
-    // No peer runs: every operation stays open until its deadline (15 s) unless something closes it.
+    // No peer runs: every operation stays open until its deadline unless something closes it. The
+    // deadline is two minutes, past the test's own time on a loaded machine (at 15 s the kept
+    // operation had closed at it, failed, on a machine four times slower than usual).
     f = await NatsDeploymentFixture.start({
       mode: 'durable',
       store: 'sqlite',
-      bundle: e2eBundle(),
+      bundle: e2eBundle({ timeoutMs: 120_000 }),
       groups: { reviewers: ['alfa'] },
       peers: {},
       commandClients: ['billing'],
