@@ -3,7 +3,7 @@
  * each start refused before anything was recorded — `reason` `running-bound` (the principal
  * holds as many running instances as workflows.runningInstancesPerPrincipal allows;
  * docs/workflows-executor.md "Running instances per principal") or `start-rate` (the principal's
- * workflows.startRate bucket is empty; callers only) — by who asked: `caller` (HTTP,
+ * workflows.startRate bucket is empty) — by who asked: `caller` (HTTP,
  * NATS, `convoke workflow run`) or `workflow` (a `run: workflow` task, whose parent's task
  * faults). Callers see 503s; this tells an operator how many, and whether children are among them.
  */

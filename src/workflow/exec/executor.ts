@@ -457,13 +457,14 @@ export class WorkflowExecutor implements CloudEventIntake {
    */
   private async admitStart(request: StartRequest, instanceId: string): Promise<'found' | { release(): void; createdNothing(): void }> {
     const stored = async () => (await this.load(instanceId)) !== undefined;
-    const rate = request.parent === undefined ? this.startRate : undefined;
+    // A run: workflow child takes its root principal's token as a caller's start does: a tree's starts are bounded in rate.
+    const rate = this.startRate;
     if (rate !== undefined) {
       try {
         rate.take(request.principalId);
       } catch (refusal) {
         if (await stored()) return 'found';
-        this.onStartRefused('caller', 'start-rate');
+        this.onStartRefused(request.parent === undefined ? 'caller' : 'workflow', 'start-rate');
         throw refusal;
       }
     }

@@ -20,6 +20,8 @@
  *   parent's principal (its root's); a start refused by it is a runtime error (503, "Workflow
  *   instances bound reached") at the task, recorded as the call's answer, never retried as a
  *   store failure is (which would leave the task waiting for as long as the principal stays at it).
+ *   So is its start rate (workflows.startRate): a child takes a token of its root's principal as a
+ *   caller's start does, and a start past it is a runtime error (503, "Workflow start rate reached").
  * - Abandoned children: when the task awaiting a child stops waiting without its answer — its own
  *   timeout or an enclosing task's fired, or it was in a competing fork's losing branch — the
  *   child is no longer awaited, and its parent (which owns it) cancels it, then records what
@@ -53,6 +55,7 @@ import type { SubworkflowDisposed, SubworkflowDisposition, WorkflowCancelledBefo
 import { Halted } from './journal.js';
 import { ranInside, schemeOf } from './keys.js';
 import { RunningBoundReached } from './running-bound.js';
+import { RateLimited } from '../../runtime/admission-rate.js';
 import type { SubworkflowRecord, WorkflowRecord } from './record.js';
 import type { ChildStart, Interpreting as Interpreter, SubworkflowHost, TaskRun } from './run.js';
 
@@ -132,6 +135,8 @@ async function startAndWait(
     // Refused by the principal's bound of running instances (running-bound.ts): a runtime error at the task, recorded
     // as the call's answer (catchable: a retry with a backoff waits for one of the principal's instances to end).
     if (error instanceof RunningBoundReached) throw raise('runtime', 503, 'Workflow instances bound reached', ref, error.description ?? error.message);
+    // Past the principal's start rate (workflows.startRate): the same, a retry with a backoff waits for a token.
+    if (error instanceof RateLimited) throw raise('runtime', 503, 'Workflow start rate reached', ref, error.message);
     throw error;
   });
   if (instanceId !== expectedId) throw raise('runtime', 500, 'Child workflow mismatch', ref, `started ${instanceId}, expected ${expectedId}`);
