@@ -83,23 +83,104 @@
     if (!response.ok) throw new HttpError(response.status, await response.json().catch(() => null));
     const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
     let buffer = '';
-    for (;;) {
-      const { value, done } = await reader.read();
-      if (done) return;
-      buffer += value;
-      let at;
-      while ((at = buffer.indexOf('\n\n')) >= 0) {
-        const block = buffer.slice(0, at);
-        buffer = buffer.slice(at + 2);
-        let name = 'message';
-        const data = [];
-        for (const line of block.split('\n')) {
-          if (line.startsWith('event: ')) name = line.slice(7);
-          else if (line.startsWith('data: ')) data.push(line.slice(6));
+    try {
+      for (;;) {
+        const { value, done } = await reader.read();
+        if (done) return;
+        buffer += value;
+        let at;
+        while ((at = buffer.indexOf('\n\n')) >= 0) {
+          const block = buffer.slice(0, at);
+          buffer = buffer.slice(at + 2);
+          let name = 'message';
+          const data = [];
+          for (const line of block.split('\n')) {
+            if (line.startsWith('event: ')) name = line.slice(7);
+            else if (line.startsWith('data: ')) data.push(line.slice(6));
+          }
+          if (data.length > 0) onEvent(name, JSON.parse(data.join('\n')));
         }
-        if (data.length > 0) onEvent(name, JSON.parse(data.join('\n')));
       }
+    } finally {
+      // A handler that gave up on the stream (an update out of step) closes it: the server lets its stream go.
+      reader.cancel().catch(() => {});
     }
+  }
+
+  // ── live inspections: a snapshot, then updates of what changed ─────────
+  // An update holds only what changed since the event before it (docs/reference.md "The web
+  // console"): a field present replaces the one held; a keyed list's entries replace the entry with
+  // the same key or are added; timeline entries are appended. Updates are numbered from 1 after each
+  // snapshot: one out of step means something was missed, and the stream is opened again.
+  class OutOfStep extends Error {}
+
+  function upsert(held, changed, keyOf) {
+    const next = held.slice();
+    const where = new Map(next.map((entry, i) => [keyOf(entry), i]));
+    for (const entry of changed || []) {
+      const at = where.get(keyOf(entry));
+      if (at === undefined) {
+        where.set(keyOf(entry), next.length);
+        next.push(entry);
+      } else next[at] = entry;
+    }
+    return next;
+  }
+
+  function applyFields(held, changed, lists) {
+    const next = Object.assign({}, held);
+    for (const [field, value] of Object.entries(changed || {})) next[field] = lists[field] ? upsert(held[field] || [], value, lists[field]) : value;
+    return next;
+  }
+
+  /** Keeps what a live inspection stream sent: `apply(state, update)` folds one update in; returns the timeline entries new with each event. */
+  function following(apply) {
+    let state = null;
+    let nextSeq = 1;
+    return {
+      take(name, data) {
+        if (name === 'snapshot') {
+          state = data;
+          nextSeq = 1;
+          return data.timeline;
+        }
+        if (!state || data.seq !== nextSeq || (data.timeline[0] && data.timeline[0].index !== state.timeline.length))
+          throw new OutOfStep('an update was missed');
+        state = apply(state, data);
+        nextSeq += 1;
+        return data.timeline;
+      },
+      get state() {
+        return state;
+      },
+    };
+  }
+
+  const byAt = (entry) => entry.at;
+  const byBranch = (entry) => entry.branchId;
+
+  function applyOperationUpdate(held, update) {
+    const next = applyFields(held, { branches: update.branches }, { branches: byBranch });
+    if (update.result) next.result = applyFields(held.result, update.result, { branches: byBranch });
+    for (const field of ['transitionsApplied', 'transitionsVoid']) if (field in update) next[field] = update[field];
+    next.timeline = held.timeline.concat(update.timeline);
+    return next;
+  }
+
+  function applyInstanceUpdate(held, update) {
+    const next = applyFields(
+      held,
+      { tasks: update.tasks, timers: update.timers, children: update.children },
+      { tasks: byAt, timers: (t) => t.key, children: byAt },
+    );
+    if ('lease' in update) next.lease = update.lease;
+    if (update.instance) next.instance = applyFields(held.instance, update.instance, { stages: byAt, childInstances: byAt });
+    next.timeline = held.timeline.concat(update.timeline);
+    const started = new Map(next.tasks.map((t) => [t.at, t.startedSeq]));
+    const order = (entry) => (started.has(entry.at) ? started.get(entry.at) : Number.MAX_SAFE_INTEGER);
+    next.tasks.sort((a, b) => a.startedSeq - b.startedSeq);
+    for (const list of [next.children, next.instance.stages, next.instance.childInstances || []]) list.sort((a, b) => order(a) - order(b));
+    return next;
   }
 
   /** Keeps a stream open: reconnects after it ends or fails, until stopped or refused. */
@@ -413,13 +494,16 @@
     const body = timeline.querySelector('tbody');
     main.replaceChildren(el('p', {}, el('a', { href: './' }, '← Operations')), top);
     say(`Loading ${short(operationId)}…`);
-    const render = (name, inspection) => {
+    const held = following(applyOperationUpdate);
+    const render = (name, data) => {
       if (name !== 'snapshot' && name !== 'update') return;
+      const fresh = held.take(name, data);
+      const inspection = held.state;
       if (name === 'snapshot') body.replaceChildren();
       if (!timeline.isConnected) main.append(timeline);
       top.replaceChildren(summarySection(inspection), branchesSection(inspection));
       const origin = inspection.result.admittedAtMs;
-      for (const t of inspection.timeline) body.append(timelineRow(t, origin));
+      for (const t of fresh) body.append(timelineRow(t, origin));
       say(`Operation ${short(operationId)}: live, ${body.children.length} transitions, updated ${new Date().toLocaleTimeString()}`);
     };
     stopLive = live(`/contract-invocations/${encodeURIComponent(operationId)}/events`, render, `Operation ${short(operationId)}`);
@@ -643,8 +727,11 @@
     const body = timeline.querySelector('tbody');
     main.replaceChildren(el('p', {}, el('a', { href: './?view=workflows' }, '← Workflow instances')), top);
     say(`Loading ${short(instanceId)}…`);
-    const render = (name, inspection) => {
+    const held = following(applyInstanceUpdate);
+    const render = (name, data) => {
       if (name !== 'snapshot' && name !== 'update') return;
+      const fresh = held.take(name, data);
+      const inspection = held.state;
       if (name === 'snapshot') body.replaceChildren();
       if (!timeline.isConnected) main.append(timeline);
       top.replaceChildren(
@@ -655,7 +742,7 @@
         childInstancesSection(inspection),
       );
       const origin = inspection.instance.startedAtMs;
-      for (const t of inspection.timeline) body.append(instanceTimelineRow(t, origin));
+      for (const t of fresh) body.append(instanceTimelineRow(t, origin));
       say(`Workflow instance ${short(instanceId)}: live, ${body.children.length} transitions, updated ${new Date().toLocaleTimeString()}`);
     };
     stopLive = live(`/workflow-instances/${encodeURIComponent(instanceId)}/events`, render, `Workflow instance ${short(instanceId)}`);

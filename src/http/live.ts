@@ -6,8 +6,9 @@
  *   for anyone else, like GET).
  * - GET /contract-invocations/{id}/events: the same as server-sent events. A `snapshot` first,
  *   then an `update` after each append to the operation's stream (the store's watch, so appends of
- *   any coordinator sharing the store), carrying the result, the branches and the timeline entries
- *   not sent yet.
+ *   any coordinator sharing the store), carrying only what changed since the last event: the
+ *   result's changed fields, the changed branches and the timeline entries not sent yet, read
+ *   from the transitions stored since (projections/delta.ts).
  * - GET /contract-invocations/events?<list filters>: the list page those filters select (as GET
  *   /contract-invocations answers it, visibility included) as a `page` event, first and then
  *   again whenever an append changes it. Another principal's appends cause a query, never an
@@ -16,7 +17,8 @@
  * - The same for workflow instances, where the runtime hosts them: GET
  *   /workflow-instances/{id}/transitions (the record and every stored transition, for the
  *   instance's principal or an operator), /workflow-instances/{id}/events (`snapshot`, then an
- *   `update` after each append with the timeline entries not sent yet) and
+ *   `update` after each append with what changed: the new and changed task executions, timers and
+ *   children, the instance's changed fields, the timeline entries not sent yet) and
  *   /workflow-instances/events?<list filters> (`page` events, as GET /workflow-instances answers).
  *
  * Idle streams get a comment line (the heartbeat). A principal holds a bounded number of streams
@@ -27,10 +29,10 @@ import type { FastifyInstance, FastifyReply } from 'fastify';
 import { AdapterError } from '../contract/errors.js';
 import { adapterErrorStatus, internalErrorBody } from '../runtime/errors.js';
 import type { Clock, TimerHandle } from '../contract/clock.js';
-import type { OperationInspection } from '../projections/inspection.js';
 import { parseListParameters } from '../runtime/operation-list.js';
 import type { InvocationService } from '../runtime/service.js';
-import type { WorkflowInspection, WorkflowInstanceService } from '../runtime/workflow-service.js';
+import type { WorkflowInstanceService } from '../runtime/workflow-service.js';
+import type { LiveInspection } from '../runtime/live-inspection.js';
 import { parseWorkflowListParameters } from '../runtime/workflow-list.js';
 import { instanceParamsSchema } from './workflow-instances.js';
 import type { Authenticate } from './auth.js';
@@ -74,22 +76,9 @@ export function registerLiveRoutes(app: FastifyInstance, options: LiveRoutesOpti
     const { principalId } = await options.authenticate(request.headers.authorization);
     const { operationId } = request.params;
     // Visibility before anything is held: someone else's operation is 404, as for GET.
-    const first = await coordinator.inspect(principalId, operationId);
-    let sent = 0;
+    const live = await coordinator.inspectLive(principalId, operationId);
     const stream = openStream(reply, options, held.take(principalId));
-    const send = (event: 'snapshot' | 'update', inspection: OperationInspection) => {
-      const fresh = inspection.timeline.slice(sent);
-      sent = inspection.timeline.length;
-      stream.send(event, { ...inspection, timeline: fresh });
-    };
-    send('snapshot', first);
-    stream.follow(
-      (listener) => coordinator.followOperation(operationId, listener),
-      async () => {
-        const inspection = await coordinator.inspect(principalId, operationId);
-        if (inspection.timeline.length > sent) send('update', inspection);
-      },
-    );
+    followInspection(stream, live, (listener) => coordinator.followOperation(operationId, listener));
   });
 
   app.get<{ Querystring: Record<string, string> }>('/contract-invocations/events', async (request, reply) => {
@@ -133,22 +122,9 @@ function registerWorkflowLiveRoutes(
     const { principalId } = await options.authenticate(request.headers.authorization);
     const { instanceId } = request.params;
     // Visibility before anything is held: someone else's instance is 404, as for GET.
-    const first = await workflows.inspect(principalId, instanceId);
-    let sent = 0;
+    const live = await workflows.inspectLive(principalId, instanceId);
     const stream = openStream(reply, options, held.take(principalId));
-    const send = (event: 'snapshot' | 'update', inspection: WorkflowInspection) => {
-      const fresh = inspection.timeline.slice(sent);
-      sent = inspection.timeline.length;
-      stream.send(event, { ...inspection, timeline: fresh });
-    };
-    send('snapshot', first);
-    stream.follow(
-      (listener) => workflows.follow((id) => id === instanceId && listener()),
-      async () => {
-        const inspection = await workflows.inspect(principalId, instanceId);
-        if (inspection.timeline.length > sent) send('update', inspection);
-      },
-    );
+    followInspection(stream, live, (listener) => workflows.follow((id) => id === instanceId && listener()));
   });
 
   app.get<{ Querystring: Record<string, string> }>('/workflow-instances/events', async (request, reply) => {
@@ -167,6 +143,28 @@ function registerWorkflowLiveRoutes(
       },
       listRefreshMs,
     );
+  });
+}
+
+/**
+ * A `snapshot`, then after each append an `update` with what changed since the last event sent:
+ * numbered from 1 after each snapshot, so a client knows it missed none. A refresh run after the
+ * client read what it had not (the drain) reads everything stored since the last event sent, so
+ * its update covers all it missed. A log that no longer continues what was sent (a store that
+ * lost writes) is sent as a new snapshot, which replaces everything the client holds.
+ */
+function followInspection<S, U extends object>(stream: ReturnType<typeof openStream>, live: LiveInspection<S, U>, subscribe: Follow): void {
+  let seq = 0;
+  stream.send('snapshot', live.first);
+  stream.follow(subscribe, async () => {
+    const next = await live.next();
+    if (next === undefined) return;
+    if (next.kind === 'snapshot') {
+      seq = 0;
+      return stream.send('snapshot', next.inspection);
+    }
+    seq += 1;
+    stream.send('update', { seq, ...next.update });
   });
 }
 

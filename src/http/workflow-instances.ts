@@ -201,7 +201,13 @@ function workflowConsolePaths(errorResponses: (statuses: (400 | 401 | 404 | 500 
       get: {
         operationId: 'followWorkflowInstance',
         description:
-          "Server-sent events: `snapshot` (the instance as /transitions answers it), then `update` after each append to the instance's stream by any worker (its timeline holding only the transitions not sent yet). " +
+          "Server-sent events: `snapshot` (the instance as /transitions answers it), then `update` after each append to the instance's stream by any worker, holding only what changed since the event before it: " +
+          '`seq` (1 for the first update after a snapshot, one more for each after it: a gap means an update was missed; open the stream again), `revision` (of the last transition it covers), ' +
+          '`instance` with only its fields that changed (absent when none did; its `stages` and `childInstances` only their new and changed entries), `lease` when it changed, ' +
+          '`tasks`, `timers` and `children` (their new and changed entries), and `timeline` (the transitions stored since, in order); `principalId`, `input` and `deadlineMs` never change. ' +
+          'To apply one: a field present replaces the one held; an entry of `tasks`, `children`, `instance.stages` or `instance.childInstances` replaces the one with the same `at`, of `timers` the one with the same `key`, else it is added at the end; timeline entries are appended; ' +
+          'then `tasks` are ordered by `startedSeq`, and `children`, `instance.stages` and `instance.childInstances` by the `startedSeq` of the task with their `at` (stable; after every task when there is none). ' +
+          'A client that has not read what was sent gets nothing more until it has; the update then covers everything it missed. A `snapshot` may come again (the store lost writes): it replaces everything held, and updates after it are numbered from 1. ' +
           'A comment line keeps an idle stream alive (http.events.heartbeatMs). Visibility as for /transitions. A principal holds at most http.events.streamsPerPrincipal streams: beyond it, 503 unavailable.',
         parameters: [instanceIdParameter],
         responses: { '200': eventStream('the event stream; it ends on shutdown, or after an `error` event'), ...errorResponses([400, 401, 404, 500, 503]) },

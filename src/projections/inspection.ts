@@ -8,7 +8,8 @@
 import type { CompiledInteraction } from '../contract/bundle.js';
 import { appliesOnFold } from '../events/guard.js';
 import type { DomainEvent, StoredTransition, TimeGuard } from '../events/types.js';
-import { branchList, fold, type OperationRecord } from './record.js';
+import { changedEntries, changedFields } from './delta.js';
+import { applyStored, branchList, type OperationRecord } from './record.js';
 import { invocationResult, type BranchView, type InvocationResult } from './views.js';
 
 export interface InspectedBranch extends BranchView {
@@ -49,15 +50,50 @@ export function appliedFlags(transitions: readonly StoredTransition[]): boolean[
   });
 }
 
-/** The inspection of a log, or undefined when no admission was ever applied. */
-export function inspectLog(
+/**
+ * What changed in an operation's inspection since the last one sent on a live stream (GET
+ * /contract-invocations/{id}/events `update`): `principalId` never changes; `result` holds only its
+ * fields that changed (absent when none did), its `branches` only the changed ones; `branches` the
+ * changed inspected branches (by branchId; the manifest fixes which there are and their order);
+ * `transitionsApplied` and `transitionsVoid` when they changed; `timeline` the transitions stored
+ * since, in order.
+ */
+export interface OperationInspectionUpdate {
+  /** The revision of the last transition it covers. */
+  revision: string;
+  result?: Partial<InvocationResult>;
+  branches: InspectedBranch[];
+  transitionsApplied?: number;
+  transitionsVoid?: number;
+  timeline: TimelineEntry[];
+}
+
+/** The record after `transitions` (the log's from position `from` on), and their timeline entries. */
+export function foldTimeline(
+  record: OperationRecord | undefined,
   transitions: readonly StoredTransition[],
-  interactionOf: (record: OperationRecord) => CompiledInteraction | undefined,
-): OperationInspection | undefined {
-  const record = fold(transitions);
-  if (!record) return undefined;
-  const applied = appliedFlags(transitions);
-  const result = invocationResult(record, interactionOf(record));
+  from: number,
+): { record: OperationRecord | undefined; timeline: TimelineEntry[] } {
+  const timeline: TimelineEntry[] = [];
+  for (const [offset, t] of transitions.entries()) {
+    const applied = appliesOnFold(t, record?.lastAppliedAtMs ?? Number.MIN_SAFE_INTEGER);
+    record = applyStored(record, t);
+    timeline.push({
+      index: from + offset,
+      revision: t.revision,
+      committedAtMs: t.committedAtMs,
+      timeGuard: t.transition.timeGuard,
+      applied,
+      command: t.transition.causation.command,
+      events: t.transition.events,
+    });
+  }
+  return { record, timeline };
+}
+
+/** The inspection of a record, with these timeline entries. */
+export function inspectionOf(record: OperationRecord, interaction: CompiledInteraction | undefined, timeline: TimelineEntry[]): OperationInspection {
+  const result = invocationResult(record, interaction);
   const byId = new Map(branchList(record).map((b) => [b.branchId, b]));
   return {
     principalId: record.principalId,
@@ -74,14 +110,17 @@ export function inspectLog(
     }),
     transitionsApplied: record.transitionsApplied,
     transitionsVoid: record.transitionsVoid,
-    timeline: transitions.map((t, index) => ({
-      index,
-      revision: t.revision,
-      committedAtMs: t.committedAtMs,
-      timeGuard: t.transition.timeGuard,
-      applied: applied[index] === true,
-      command: t.transition.causation.command,
-      events: t.transition.events,
-    })),
+    timeline,
   };
+}
+
+/** The update from the inspection `sent` (its timeline aside) to `next`, whose timeline holds only the transitions stored since. */
+export function inspectionChanges(sent: OperationInspection, next: OperationInspection, revision: string): OperationInspectionUpdate {
+  const byBranch = (branch: BranchView) => branch.branchId;
+  const update: OperationInspectionUpdate = { revision, branches: changedEntries(sent.branches, next.branches, byBranch), timeline: next.timeline };
+  const result = changedFields(sent.result, next.result, { branches: byBranch });
+  if (Object.keys(result).length > 0) update.result = result;
+  if (sent.transitionsApplied !== next.transitionsApplied) update.transitionsApplied = next.transitionsApplied;
+  if (sent.transitionsVoid !== next.transitionsVoid) update.transitionsVoid = next.transitionsVoid;
+  return update;
 }

@@ -27,7 +27,9 @@ import type { EventStore } from '../adapters/store/types.js';
 import { isCancelling, isClaimed, isRetrying, isSettled } from '../machines/index.js';
 import { branchList, type OperationRecord } from '../projections/record.js';
 import { invocationResult, reached, type InvocationResult } from '../projections/views.js';
-import { inspectLog, type OperationInspection } from '../projections/inspection.js';
+import type { OperationInspection, OperationInspectionUpdate } from '../projections/inspection.js';
+import type { LiveInspection } from './live-inspection.js';
+import { liveOperationInspection } from './operation-inspection.js';
 import type { AuthorizationDecision, Policy } from '../adapters/policy/types.js';
 import { inboundPattern } from '../adapters/transport/subjects.js';
 import type { Subscription } from '../adapters/transport/types.js';
@@ -491,14 +493,19 @@ export class Coordinator implements RuntimeHost {
    * store notice sees that append), for the original principal or an operator principal.
    */
   async inspect(principalId: string, operationId: string): Promise<OperationInspection> {
-    const read = await this.deps.store.read(operationId);
-    if (read.kind === 'unavailable') throw new AdapterError('unavailable', read.description);
-    if (read.kind !== 'ok') throw new OperationNotFound(operationId);
-    const interactionOf = (record: OperationRecord) => this.deps.bundles.get(record.contract.digest)?.interactions.get(record.interaction);
-    const inspection = inspectLog(read.transitions, interactionOf);
+    return (await this.inspectLive(principalId, operationId)).first;
+  }
+
+  inspectLive(principalId: string, operationId: string): Promise<LiveInspection<OperationInspection, OperationInspectionUpdate>> {
     const operator = this.deps.operators?.has(principalId) === true;
-    if (!inspection || (inspection.principalId !== principalId && !operator)) throw new OperationNotFound(operationId);
-    return inspection;
+    return liveOperationInspection(
+      {
+        store: this.deps.store,
+        interactionOf: (record) => this.deps.bundles.get(record.contract.digest)?.interactions.get(record.interaction),
+        visible: (record) => operator || record.principalId === principalId,
+      },
+      operationId,
+    );
   }
 
   followOperation(operationId: string, listener: () => void): Promise<{ close(): Promise<void> }> {

@@ -6,7 +6,8 @@
 import type { Registry } from 'prom-client';
 import type { InvocationRequest, WaitFor } from '../contract/types.js';
 import type { InvocationResult } from '../projections/views.js';
-import type { OperationInspection } from '../projections/inspection.js';
+import type { OperationInspection, OperationInspectionUpdate } from '../projections/inspection.js';
+import type { LiveInspection } from './live-inspection.js';
 import type { Caller } from './host.js';
 import type { ListPage, ListRequest } from './operation-list.js';
 
@@ -34,6 +35,11 @@ export interface InvocationService {
    * operator principal; anything else is not found.
    */
   inspect(principalId: string, operationId: string): Promise<OperationInspection>;
+  /**
+   * The inspection, visible as for inspect, and then what changed since the last answer, read from
+   * the transitions stored after the last one it saw (what GET /contract-invocations/{id}/events sends).
+   */
+  inspectLive(principalId: string, operationId: string): Promise<LiveInspection<OperationInspection, OperationInspectionUpdate>>;
   /** Calls `listener` after each append to the operation's stream (any coordinator's); no visibility check. */
   followOperation(operationId: string, listener: () => void): Promise<{ close(): Promise<void> }>;
   /** Calls `listener` after each append to any operation's stream; the listener must check what its caller may see. */

@@ -19,6 +19,7 @@ import { contractRefSchema } from '../contract/schemas.js';
 import { limits } from '../contract/limits.js';
 import type { ContractRef } from '../contract/types.js';
 import type { DecisionView, SettlementView } from '../projections/views.js';
+import type { LiveInspection } from './live-inspection.js';
 import type { InvocationService } from './service.js';
 import type { WorkflowListPage, WorkflowListRequest } from './workflow-list.js';
 import type { WorkflowStuckBounds } from '../events/workflow-index.js';
@@ -126,8 +127,38 @@ export interface WorkflowInspection {
   timers: { key: string; purpose: string; dueAtMs: number; state: string }[];
   /** Every child operation bound, in the order its call started. */
   children: { at: string; operationId: string; invocationKey: string; attempt: number; disposition: string | null }[];
-  /** Every stored transition (a page of them when sent as an update). */
-  timeline: { index: number; revision: string; committedAtMs: number; command: string; applied: boolean; events: JsonValue[] }[];
+  /** Every stored transition. */
+  timeline: WorkflowTimelineEntry[];
+}
+
+/** One stored transition of an instance's stream. */
+export interface WorkflowTimelineEntry {
+  /** Position in the log, from 0. */
+  index: number;
+  revision: string;
+  committedAtMs: number;
+  command: string;
+  applied: boolean;
+  events: JsonValue[];
+}
+
+/**
+ * What changed in an instance's inspection since the last one sent on a live stream (GET
+ * /workflow-instances/{id}/events `update`): `principalId`, `input` and `deadlineMs` never change;
+ * `instance` holds only its fields that changed (absent when none did), its `stages` and
+ * `childInstances` only their new and changed entries; `lease` is there when it changed; `tasks`,
+ * `timers` and `children` hold the new and changed entries (by `at`, `key`, `at`); `timeline` the
+ * transitions stored since, in order.
+ */
+export interface WorkflowInspectionUpdate {
+  /** The revision of the last transition it covers. */
+  revision: string;
+  instance?: Partial<WorkflowInstance>;
+  lease?: WorkflowInspection['lease'];
+  tasks: WorkflowInspection['tasks'];
+  timers: WorkflowInspection['timers'];
+  children: WorkflowInspection['children'];
+  timeline: WorkflowTimelineEntry[];
 }
 
 export interface WorkflowInstanceService {
@@ -146,6 +177,11 @@ export interface WorkflowInstanceService {
   list(principalId: string, request: WorkflowListRequest): Promise<WorkflowListPage>;
   /** The instance's record and log, for its principal or an operator (anyone else: not found). */
   inspect(principalId: string, instanceId: string): Promise<WorkflowInspection>;
+  /**
+   * The inspection, visible as for inspect, and then what changed since the last answer, read from
+   * the transitions stored after the last one it saw (what GET /workflow-instances/{id}/events sends).
+   */
+  inspectLive(principalId: string, instanceId: string): Promise<LiveInspection<WorkflowInspection, WorkflowInspectionUpdate>>;
   /** Notice of each append to any instance's stream, by any client of the store. */
   follow(listener: (instanceId: string) => void): Promise<{ close(): Promise<void> }>;
   /** Payload expiry of the store's ended instances (the config's `retention`, src/runtime/retention.ts). */

@@ -3,7 +3,8 @@
  * playwright-core) against a deployment hosting workflow instances, over a loopback socket: the
  * instances list shows the caller's own instances and takes a new one without a reload (server-sent
  * events); its filters narrow it; the instance page shows status, input and output, the task tree,
- * the timers, the child operations linking to their operation pages, and the event stream; a
+ * the timers, the child operations linking to their operation pages, and the event stream; a page
+ * opened on a running instance applies each update and shows at its end what /transitions does; a
  * parent's page links its child instances and a child's its parent; another principal's instance
  * shows nothing.
  */
@@ -11,7 +12,7 @@ import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import type { Page } from 'playwright-core';
 import type { JsonObject } from '../../src/contract/json.js';
-import type { WorkflowInstance } from '../../src/runtime/workflow-service.js';
+import type { WorkflowInspection, WorkflowInstance } from '../../src/runtime/workflow-service.js';
 import { launchBrowser, type BrowserSession } from '../support/browser.js';
 import { serveWorkflowFixture, writeWorkflowFixture, type HostedWorkflows, type WorkflowFixture } from './instances-fixture.js';
 
@@ -19,8 +20,20 @@ let fixture: WorkflowFixture;
 let hosted: HostedWorkflows;
 let browser: BrowserSession & { close(): Promise<void> };
 
+/** Waits long enough for a page to open on it running, calls the review contract, then takes 20 short steps. */
+const stepping: JsonObject = {
+  document: { dsl: '1.0.3', namespace: 'lab', name: 'stepping', version: '1.0.0' },
+  do: [
+    { first: { wait: { milliseconds: 2500 } } },
+    {
+      ask: { call: 'invoke-contract', with: { contract: { id: 'lab.review', version: '1.0.0' }, interaction: 'review', input: '${ {document: .document} }' } },
+    },
+    { each: { for: { in: '${ [range(0; 20)] }', each: 'i' }, do: [{ pause: { wait: { milliseconds: 20 } } }] } },
+  ],
+};
+
 before(async () => {
-  fixture = await writeWorkflowFixture();
+  fixture = await writeWorkflowFixture({ bundleWorkflows: { stepping } });
   hosted = await serveWorkflowFixture(fixture);
   browser = await launchBrowser();
 });
@@ -98,6 +111,58 @@ test(
     await page.waitForSelector('#h-summary');
     assert.match((await page.textContent('#h-summary')) ?? '', new RegExp(operationId));
     await page.close();
+  },
+);
+
+test(
+  'an instance page opened while it runs applies each update to what it shows: at its end the page shows what /transitions answers',
+  { timeout: 60_000 },
+  async () => {
+    const instance = await start(fixture.tokens.alice, 'console-stepping', { document: 'RFC 45' }, 0, 'stepping');
+    const page = await browser.page();
+    // One stream, followed to the end: a page that failed to apply an update would open another (and start from a snapshot).
+    const streams: string[] = [];
+    page.on('request', (request) => void (request.url().endsWith(`/workflow-instances/${instance.instanceId}/events`) && streams.push(request.url())));
+    try {
+      await signIn(page, fixture.tokens.alice, `/console/?instance=${instance.instanceId}`);
+      await page.waitForSelector('#instance-status');
+      assert.equal((await page.textContent('#instance-status'))?.trim(), 'running', 'the page opened before the instance ran its steps');
+      await page.locator('#instance-status', { hasText: 'completed' }).waitFor({ timeout: 30_000 });
+      const read = await fetch(`${hosted.server.url}/workflow-instances/${instance.instanceId}/transitions`, {
+        headers: { authorization: `Bearer ${fixture.tokens.alice}` },
+      });
+      const fresh = (await read.json()) as WorkflowInspection;
+      // The page takes the updates after the end as they come: wait until it shows every transition stored.
+      for (let tries = 0; tries < 100 && (await page.locator('#timeline tbody tr').count()) < fresh.timeline.length; tries++)
+        await new Promise((resolve) => setTimeout(resolve, 50));
+      const indexes = await page.locator('#timeline tbody tr').evaluateAll((rows) => rows.map((r) => Number(r.getAttribute('data-index'))));
+      assert.deepEqual(
+        indexes,
+        fresh.timeline.map((t) => t.index),
+        'every transition once, in order',
+      );
+      const tasks = await page.locator('#tasks tbody tr').evaluateAll((rows) => rows.map((r) => [r.getAttribute('data-at'), r.children[2]?.textContent]));
+      assert.deepEqual(
+        tasks,
+        fresh.tasks.map((t) => [t.at, t.state]),
+        'every task execution, in the order it started, with its state now',
+      );
+      const timers = await page.locator('#timers tbody tr').evaluateAll((rows) => rows.map((r) => [r.children[0]?.textContent, r.children[3]?.textContent]));
+      assert.deepEqual(
+        timers,
+        fresh.timers.map((t) => [t.key, t.state]),
+      );
+      const children = await page.locator('#children a').evaluateAll((as) => as.map((a) => a.getAttribute('title')));
+      assert.deepEqual(
+        children,
+        fresh.children.map((c) => c.operationId),
+      );
+      assert.deepEqual(JSON.parse((await page.textContent('#instance-output')) ?? 'null'), fresh.instance.output);
+      assert.doesNotMatch((await page.textContent('#status')) ?? '', /unavailable|interrupted/, 'no update was missed');
+      assert.equal(streams.length, 1, 'the page read one stream from its snapshot to the end');
+    } finally {
+      await page.close();
+    }
   },
 );
 

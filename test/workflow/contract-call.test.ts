@@ -27,6 +27,7 @@ function withInvoke(embedded: Embedded, invoke: InvocationService['invoke']): In
     cancel: (...args) => coordinator.cancel(...args),
     list: (...args) => coordinator.list(...args),
     inspect: (...args) => coordinator.inspect(...args),
+    inspectLive: (...args) => coordinator.inspectLive(...args),
     followOperation: (...args) => coordinator.followOperation(...args),
     followOperations: (...args) => coordinator.followOperations(...args),
   };

@@ -5,8 +5,10 @@
  * 404, cancel is 422 unless the bundle declares caller cancellation; each instance rebuilt from its
  * log gives the same view as the live one; the routes are in the OpenAPI document; an event stream
  * whose client left before it opened holds none of the principal's streams, and one whose refresh
- * failed with a bug tells its client "internal error", never the bug's message; one whose client
- * does not read holds at most one undelivered event and sends the rest once the client reads.
+ * failed with a bug tells its client "internal error", never the bug's message; one following an
+ * instance of many steps sends updates whose size does not grow with the steps before them, and
+ * what a client rebuilds from them is /transitions; one whose client does not read holds at most
+ * one undelivered event and sends the rest once the client reads.
  */
 import { sseBlocks, sseEvent } from '../support/sse.js';
 import assert from 'node:assert/strict';
@@ -16,7 +18,8 @@ import { connect, type Socket } from 'node:net';
 import { after, before, test } from 'node:test';
 import { Ajv } from 'ajv';
 import type { JsonObject } from '../../src/contract/json.js';
-import { workflowInstanceSchema, type WorkflowInstance } from '../../src/runtime/workflow-service.js';
+import { workflowInstanceSchema, type WorkflowInspection, type WorkflowInspectionUpdate, type WorkflowInstance } from '../../src/runtime/workflow-service.js';
+import { followWorkflow, type Followed } from '../support/inspection-updates.js';
 import { renderInstance } from '../../src/cli/commands/workflow-facade.js';
 import { eventStreamsPerPrincipalDefault } from '../../src/deployment/config.js';
 import { serveWorkflowFixture, writeWorkflowFixture, type HostedWorkflows, type WorkflowFixture } from './instances-fixture.js';
@@ -419,65 +422,188 @@ test('an event stream whose refresh fails with a bug ends with an error event sa
   assert.ok(reported.includes(bug), 'the bug is reported to the server’s onInternalError');
 });
 
-test('an event stream whose client does not read holds at most one event it could not deliver; once the client reads, every transition arrives in order', async () => {
-  // Each of its 60 one-millisecond pauses appends, and each update carries the instance's every task (each with its 4 KB input).
-  const churn: JsonObject = {
-    document: { dsl: '1.0.3', namespace: 'lab', name: 'churn', version: '1.0.0' },
+/** A workflow of `steps` waits of `pauseMs` each, after a first wait of `firstMs` (time to open a stream). */
+function pausing(name: string, steps: number, pauseMs: number, firstMs: number): JsonObject {
+  return {
+    document: { dsl: '1.0.3', namespace: 'lab', name, version: '1.0.0' },
     do: [
-      { first: { wait: { milliseconds: 500 } } },
-      { each: { for: { in: '${ [range(0; 60)] }', each: 'i' }, do: [{ pause: { wait: { milliseconds: 1 } } }] } },
+      { first: { wait: { milliseconds: firstMs } } },
+      { each: { for: { in: `\${ [range(0; ${steps})] }`, each: 'i' }, do: [{ pause: { wait: { milliseconds: pauseMs } } }] } },
     ],
   };
-  const own = await writeWorkflowFixture({ bundleWorkflows: { churn } });
-  const served = await serveWorkflowFixture(own);
-  const headers = { authorization: `Bearer ${own.tokens.alice}` };
-  let response: IncomingMessage | undefined;
-  try {
-    const started = await fetch(`${served.server.url}/workflow-instances`, {
-      method: 'POST',
-      headers: { ...headers, 'content-type': 'application/json' },
-      body: JSON.stringify({ bundle: { ...own.bundle }, workflow: 'churn', invocationKey: 'churn-1', input: { pad: 'x'.repeat(4000) }, waitMs: 0 }),
-    });
-    const instanceId = ((await started.json()) as WorkflowInstance).instanceId;
-    const { hostname, port } = new URL(served.server.url);
-    const accepted = new Promise<Socket>((resolve) => served.server.app.server.once('connection', resolve));
-    // A client that never reads: node:http stops reading the socket once the response's buffer is full.
-    response = await new Promise<IncomingMessage>((resolve, reject) =>
-      get({ hostname, port, path: `/workflow-instances/${instanceId}/events`, headers, agent: false }, resolve).on('error', reject),
-    );
-    assert.equal(response.statusCode, 200);
-    const socket = await accepted;
-    let status = 'running';
-    for (let tries = 0; status === 'running' && tries < 20; tries++) {
-      const read = await fetch(`${served.server.url}/workflow-instances/${instanceId}?waitMs=5000`, { headers });
-      status = ((await read.json()) as WorkflowInstance).status;
-    }
-    assert.equal(status, 'completed');
-    const transitions = ((await (await fetch(`${served.server.url}/workflow-instances/${instanceId}/transitions`, { headers })).json()) as JsonObject)
-      .timeline as JsonObject[];
-    await new Promise((resolve) => setTimeout(resolve, 300));
-    assert.ok(socket.writableLength < 4 * 1024 * 1024, `the server holds ${socket.writableLength} bytes the client has not read`);
+}
 
-    const indexes: number[] = [];
-    let last: WorkflowInstance | undefined;
-    response.setEncoding('utf8');
-    for await (const block of sseBlocks(response as AsyncIterable<string>)) {
-      const data = /^data: (.*)$/m.exec(block)?.[1];
-      if (data === undefined) continue;
-      const inspection = JSON.parse(data) as { instance: WorkflowInstance; timeline: { index: number }[] };
-      indexes.push(...inspection.timeline.map((t) => t.index));
-      last = inspection.instance;
-      if (indexes.length >= transitions.length) break;
+/** Starts an instance of `workflow` with a `padBytes` input (every task execution carries it as its input); its id. */
+async function startPadded(served: HostedWorkflows, own: WorkflowFixture, workflow: string, padBytes = 4000): Promise<string> {
+  const started = await fetch(`${served.server.url}/workflow-instances`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${own.tokens.alice}`, 'content-type': 'application/json' },
+    body: JSON.stringify({ bundle: { ...own.bundle }, workflow, invocationKey: `${workflow}-1`, input: { pad: 'x'.repeat(padBytes) }, waitMs: 0 }),
+  });
+  return ((await started.json()) as WorkflowInstance).instanceId;
+}
+
+async function transitionsOf(served: HostedWorkflows, own: WorkflowFixture, instanceId: string): Promise<WorkflowInspection> {
+  const read = await fetch(`${served.server.url}/workflow-instances/${instanceId}/transitions`, { headers: { authorization: `Bearer ${own.tokens.alice}` } });
+  return (await read.json()) as WorkflowInspection;
+}
+
+test(
+  'an instance of many steps followed live: each update carries what its transitions changed, never the steps before; snapshot and updates rebuild /transitions',
+  { timeout: 60_000 },
+  async () => {
+    const steps = 60;
+    const own = await writeWorkflowFixture({ bundleWorkflows: { stepping: pausing('stepping', steps, 15, 300) } });
+    const served = await serveWorkflowFixture(own);
+    const controller = new AbortController();
+    try {
+      const instanceId = await startPadded(served, own, 'stepping');
+      const response = await fetch(`${served.server.url}/workflow-instances/${instanceId}/events`, {
+        headers: { authorization: `Bearer ${own.tokens.alice}` },
+        signal: controller.signal,
+      });
+      assert.equal(response.status, 200);
+      assert.ok(response.body);
+      let followed: Followed<WorkflowInspection> | undefined;
+      let fresh: WorkflowInspection | undefined;
+      // Per update: its bytes, its transitions, how many loop steps had started before it, and whether it ended the instance.
+      const updates: { bytes: number; transitions: number; before: number; ended: boolean }[] = [];
+      for await (const block of sseBlocks(response.body)) {
+        if (block.startsWith(':')) continue;
+        const { event, data } = sseEvent(block);
+        const before = followed?.state.tasks.filter((t) => t.name === 'pause').length ?? 0;
+        followed = followWorkflow(followed, event, JSON.parse(data) as JsonObject);
+        const transitions = (JSON.parse(data) as { timeline: unknown[] }).timeline.length;
+        if (event === 'update') updates.push({ bytes: Buffer.byteLength(data), transitions, before, ended: followed.state.instance.status !== 'running' });
+        if (followed.state.instance.status !== 'completed') continue;
+        // Ended: once what was followed holds every transition stored, it must be what a fresh read answers.
+        fresh = await transitionsOf(served, own, instanceId);
+        if (fresh.timeline.length === followed.state.timeline.length) break;
+      }
+      assert.ok(followed && fresh);
+      assert.deepEqual(followed.state, fresh, 'the snapshot with every update applied is the instance as /transitions answers it');
+      assert.equal(followed.state.tasks.filter((t) => t.name === 'pause').length, steps);
+      // The bytes per transition of an update late in the run are those of one early in it: no update carries the steps before it
+      // (the last one, which ends the instance, carries its output and the ends of the loop as well).
+      const perTransition = (u: { bytes: number; transitions: number }) => u.bytes / Math.max(1, u.transitions);
+      const early = updates.filter((u) => u.before >= 1 && u.before <= 5);
+      const late = updates.filter((u) => u.before >= steps - 5 && !u.ended);
+      assert.ok(early.length > 0 && late.length > 0, JSON.stringify(updates));
+      const earlyMax = Math.max(...early.map(perTransition));
+      const lateMax = Math.max(...late.map(perTransition));
+      assert.ok(lateMax <= earlyMax + 1024, `an update after step ${steps - 5} carries ${lateMax} bytes per transition, after step 5 ${earlyMax}`);
+      const total = updates.reduce((sum, u) => sum + u.bytes, 0);
+      assert.ok(total <= followed.state.timeline.length * 2 * earlyMax, `${total} bytes of updates for ${followed.state.timeline.length} transitions`);
+    } finally {
+      controller.abort();
+      await served.close();
+      await own.dispose();
+    }
+  },
+);
+
+test(
+  'a stream whose log no longer continues what it sent sends a new snapshot, and numbers the updates after it from 1 again',
+  { timeout: 60_000 },
+  async () => {
+    const service = hosted.host.service;
+    const started = await start(fixture.tokens.alice, 'review-then-publish', 'diverged-1', { document: 'RFC 50' }, 10_000);
+    const instanceId = started.body.instanceId as string;
+    const first = await service.inspect('alice', instanceId);
+    const update = (revision: string): WorkflowInspectionUpdate => ({ revision, tasks: [], timers: [], children: [], timeline: [] });
+    const answers = [
+      { kind: 'update' as const, update: update('r1') },
+      { kind: 'snapshot' as const, inspection: { ...first, timeline: first.timeline.slice(0, 1) } },
+      { kind: 'update' as const, update: update('r2') },
+    ];
+    service.inspectLive = async () => ({ first, next: async () => answers.shift() });
+    // Appends noticed: one run each, every 20 ms.
+    service.follow = async (listener) => {
+      const timer = setInterval(() => listener(instanceId), 20);
+      return { close: async () => clearInterval(timer) };
+    };
+    const controller = new AbortController();
+    const events: { event: string; data: JsonObject }[] = [];
+    try {
+      const response = await fetch(`${hosted.server.url}/workflow-instances/${instanceId}/events`, {
+        headers: { authorization: `Bearer ${fixture.tokens.alice}` },
+        signal: controller.signal,
+      });
+      assert.ok(response.body);
+      for await (const block of sseBlocks(response.body)) {
+        if (block.startsWith(':')) continue;
+        const { event, data } = sseEvent(block);
+        events.push({ event, data: JSON.parse(data) as JsonObject });
+        if (events.length === 4) break;
+      }
+    } finally {
+      controller.abort();
+      Reflect.deleteProperty(service, 'inspectLive');
+      Reflect.deleteProperty(service, 'follow');
     }
     assert.deepEqual(
-      indexes,
-      transitions.map((_, i) => i),
-      'every transition, once, in order',
+      events.map((e) => [e.event, e.data.seq, e.data.revision]),
+      [
+        ['snapshot', undefined, undefined],
+        ['update', 1, 'r1'],
+        ['snapshot', undefined, undefined],
+        ['update', 1, 'r2'],
+      ],
     );
-    assert.equal(last?.status, 'completed');
-  } finally {
-    response?.destroy();
-    await served.close();
-    await own.dispose();
-  }
-});
+    assert.equal((events[2]?.data.timeline as JsonObject[]).length, 1, 'the new snapshot is the whole inspection as read again');
+  },
+);
+
+test(
+  'an event stream whose client does not read holds at most one event it could not deliver; once the client reads, every transition arrives once, in order, and the updates rebuild /transitions',
+  { timeout: 60_000 },
+  async () => {
+    // Each of its 60 one-millisecond pauses appends; each task execution carries the 50 KB input, so an update is some 150 KB
+    // and the connection's buffers fill long before the end.
+    const own = await writeWorkflowFixture({ bundleWorkflows: { churn: pausing('churn', 60, 1, 500) } });
+    const served = await serveWorkflowFixture(own);
+    const headers = { authorization: `Bearer ${own.tokens.alice}` };
+    let response: IncomingMessage | undefined;
+    try {
+      const instanceId = await startPadded(served, own, 'churn', 50_000);
+      const { hostname, port } = new URL(served.server.url);
+      const accepted = new Promise<Socket>((resolve) => served.server.app.server.once('connection', resolve));
+      // A client that never reads: node:http stops reading the socket once the response's buffer is full.
+      response = await new Promise<IncomingMessage>((resolve, reject) =>
+        get({ hostname, port, path: `/workflow-instances/${instanceId}/events`, headers, agent: false }, resolve).on('error', reject),
+      );
+      assert.equal(response.statusCode, 200);
+      const socket = await accepted;
+      let status = 'running';
+      for (let tries = 0; status === 'running' && tries < 20; tries++) {
+        const read = await fetch(`${served.server.url}/workflow-instances/${instanceId}?waitMs=5000`, { headers });
+        status = ((await read.json()) as WorkflowInstance).status;
+      }
+      assert.equal(status, 'completed');
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      const fresh = await transitionsOf(served, own, instanceId);
+      assert.ok(socket.writableLength < 4 * 1024 * 1024, `the server holds ${socket.writableLength} bytes the client has not read`);
+
+      const indexes: number[] = [];
+      let followed: Followed<WorkflowInspection> | undefined;
+      response.setEncoding('utf8');
+      for await (const block of sseBlocks(response as AsyncIterable<string>)) {
+        if (block.startsWith(':')) continue;
+        const { event, data } = sseEvent(block);
+        followed = followWorkflow(followed, event, JSON.parse(data) as JsonObject);
+        indexes.push(...(JSON.parse(data) as { timeline: { index: number }[] }).timeline.map((t) => t.index));
+        if (indexes.length >= fresh.timeline.length) break;
+      }
+      assert.deepEqual(
+        indexes,
+        fresh.timeline.map((_, i) => i),
+        'every transition, once, in order',
+      );
+      assert.deepEqual(followed?.state, fresh, 'the snapshot with every update applied is the instance as /transitions answers it');
+    } finally {
+      response?.destroy();
+      await served.close();
+      await own.dispose();
+    }
+  },
+);

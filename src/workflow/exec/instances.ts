@@ -18,6 +18,7 @@ import type { InvocationService } from '../../runtime/service.js';
 import type {
   WorkflowChildInstance,
   WorkflowInspection,
+  WorkflowInspectionUpdate,
   WorkflowInstance,
   WorkflowInstanceService,
   WorkflowStage,
@@ -25,12 +26,12 @@ import type {
 } from '../../runtime/workflow-service.js';
 import type { EventStore } from '../../adapters/store/types.js';
 import type { Clock } from '../../contract/clock.js';
-import { appliesOnFold } from '../../events/guard.js';
 import { workflowStuckBoundsDefault, type WorkflowStuckBounds } from '../../events/workflow-index.js';
 import { listWorkflowInstances, type WorkflowListPage, type WorkflowListRequest } from '../../runtime/workflow-list.js';
 import { isWorkflowInstanceId } from '../ids.js';
 import { checkInvocationKey } from '../../contract/ids.js';
-import { applyWorkflow } from './record.js';
+import { liveInspection } from './inspection.js';
+import type { LiveInspection } from '../../runtime/live-inspection.js';
 import { workflowStreams } from './streams.js';
 import { pruneWorkflowInstances } from './retention.js';
 import type { InstancePruneTally, PruneRequest } from '../../runtime/retention.js';
@@ -122,60 +123,20 @@ export class WorkflowInstances implements WorkflowInstanceService {
 
   /** The record and the whole log as stored: every transition, applied or void (guard-on-fold stores). */
   async inspect(principalId: string, instanceId: string): Promise<WorkflowInspection> {
+    return (await this.inspectLive(principalId, instanceId)).first;
+  }
+
+  async inspectLive(principalId: string, instanceId: string): Promise<LiveInspection<WorkflowInspection, WorkflowInspectionUpdate>> {
     const listing = this.listing();
     if (!isWorkflowInstanceId(instanceId)) throw new WorkflowInstanceNotFound(instanceId);
-    const read = await workflowStreams(listing.store).read(instanceId);
-    if (read.kind === 'unavailable') throw new AdapterError('unavailable', read.description);
-    if (read.kind !== 'ok') throw new WorkflowInstanceNotFound(instanceId);
-    let record: WorkflowRecord | undefined;
-    const timeline: WorkflowInspection['timeline'] = [];
-    for (const [index, stored] of read.transitions.entries()) {
-      const applied = appliesOnFold(stored, record?.lastAppliedAtMs ?? Number.MIN_SAFE_INTEGER);
-      record = applyWorkflow(record, stored);
-      const { transition } = stored;
-      timeline.push({
-        index,
-        revision: stored.revision,
-        committedAtMs: stored.committedAtMs,
-        command: transition.causation.command,
-        applied,
-        events: transition.events as unknown as JsonValue[],
-      });
-    }
-    if (!record || (record.started.principalId !== principalId && !listing.operators.has(principalId))) throw new WorkflowInstanceNotFound(instanceId);
-    const done = record;
-    const order = (at: string) => done.tasks[at]?.startedSeq ?? Number.MAX_SAFE_INTEGER;
-    return {
-      instance: await this.view(done),
-      principalId: done.started.principalId,
-      input: done.started.input,
-      deadlineMs: done.started.deadlineMs,
-      lease: done.lease && { ...done.lease },
-      tasks: Object.entries(done.tasks)
-        .map(([at, task]) => ({
-          at,
-          name: task.name,
-          state: task.state === 'idle' ? 'running' : task.state,
-          startedAtMs: task.startedAtMs,
-          startedSeq: task.startedSeq,
-          endedSeq: task.endedSeq,
-          input: task.input,
-          output: task.output,
-          error: task.error,
-        }))
-        .sort((a, b) => a.startedSeq - b.startedSeq),
-      timers: Object.entries(done.timers).map(([key, timer]) => ({ key, purpose: timer.purpose, dueAtMs: timer.dueAtMs, state: timer.state })),
-      children: Object.entries(done.children)
-        .sort(([a], [b]) => order(a) - order(b))
-        .map(([at, child]) => ({
-          at,
-          operationId: child.operationId,
-          invocationKey: child.invocationKey,
-          attempt: child.attempt,
-          disposition: child.disposition?.disposition ?? null,
-        })),
-      timeline,
-    };
+    return liveInspection(
+      {
+        store: workflowStreams(listing.store),
+        view: (record) => this.view(record),
+        visible: (record) => record.started.principalId === principalId || listing.operators.has(principalId),
+      },
+      instanceId,
+    );
   }
 
   async follow(listener: (instanceId: string) => void): Promise<{ close(): Promise<void> }> {

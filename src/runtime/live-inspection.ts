@@ -1,0 +1,40 @@
+/**
+ * What a live event stream of one operation or instance reads (src/http/live.ts): the whole
+ * inspection once, then what each append changed, from the transitions stored after the last one
+ * read (the store's readAfter, as the kernel extends a cached record) rather than the whole log.
+ */
+import type { ReadOutcome, Stored, TailOutcome } from '../kernel/types.js';
+
+/**
+ * An inspection a live stream follows: the whole of it once, then, each time it is asked, what
+ * changed since the last answer. `undefined`: nothing was stored since; `snapshot`: the log no
+ * longer continues what was sent (a store that lost writes), so the client starts again from it.
+ */
+export interface LiveInspection<S, U> {
+  readonly first: S;
+  next(): Promise<{ kind: 'update'; update: U } | { kind: 'snapshot'; inspection: S } | undefined>;
+}
+
+/** Where a live inspection reads its stream: the whole log, and where the store can say it, only what was stored after a revision. */
+export interface LogSource<T> {
+  read(streamId: string): Promise<ReadOutcome<T>>;
+  readAfter?(streamId: string, revision: string): Promise<TailOutcome<T>>;
+}
+
+/**
+ * The transitions stored after the first `length` of the log, the last of them at `revision`, as
+ * the caller saw it; `diverged` when the log no longer continues that. Only that tail is read
+ * where the store reads tails; elsewhere the whole log, checked to hold `revision` where it was.
+ */
+export async function readTail<T>(
+  store: LogSource<T>,
+  streamId: string,
+  seen: { revision: string; length: number },
+): Promise<{ kind: 'ok'; transitions: Stored<T>[] } | Exclude<TailOutcome<T>, { kind: 'ok' }>> {
+  if (store.readAfter) return store.readAfter(streamId, seen.revision);
+  const read = await store.read(streamId);
+  if (read.kind !== 'ok') return read;
+  if (read.transitions[seen.length - 1]?.revision !== seen.revision)
+    return { kind: 'diverged', description: `stream ${streamId} no longer holds revision ${seen.revision} at position ${seen.length}` };
+  return { kind: 'ok', transitions: read.transitions.slice(seen.length) };
+}
