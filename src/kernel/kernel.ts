@@ -22,7 +22,7 @@
  */
 import { BoundedMap } from '../contract/bounded-map.js';
 import type { Clock, TimerHandle } from '../contract/clock.js';
-import { AdapterError, AssertionFailure } from '../contract/errors.js';
+import { AdapterError, AssertionFailure, expired } from '../contract/errors.js';
 import { limits } from '../contract/limits.js';
 import type { Aggregate, AppendOutcome, Decide, GuardedTransition, ReadOutcome, RecordAfter, Stored, StoreFailure, StreamStore, Waiter } from './types.js';
 
@@ -45,6 +45,8 @@ export interface Stream<R> {
    * revision means another process appended: the record is read again.
    */
   known: Set<string>;
+  /** Set once its log was tombstoned (pruned): it left the cache, and its waiters are answered `expired`. */
+  pruned?: true;
 }
 
 export function newStream<R>(id: string, record: R, revision: string): Stream<R> {
@@ -135,6 +137,22 @@ export class Kernel<R, T extends GuardedTransition, S extends Stream<R> = Stream
   /** Drops an instance from memory (the store keeps it); it is read again when next needed. */
   forget(id: string): void {
     this.streams.delete(id);
+  }
+
+  /**
+   * The instance's log was tombstoned (pruned, by this process or another): it leaves the cache,
+   * its timer stops, and each of its waiters is answered at once (wait throws `expired`), never
+   * left until its timeout to answer the pruned payload.
+   */
+  letGoPruned(id: string): void {
+    const stream = this.streams.get(id);
+    if (stream === undefined) return;
+    this.streams.delete(id);
+    stream.pruned = true;
+    stream.dueTimer?.cancel();
+    stream.dueTimer = undefined;
+    stream.dueAtMs = undefined;
+    for (const waiter of [...stream.waiters]) waiter.resolve();
   }
 
   /** Drops every instance from memory: the next access of each reads the store again. */
@@ -301,12 +319,7 @@ export class Kernel<R, T extends GuardedTransition, S extends Stream<R> = Stream
    * store's answer as the typed error it is.
    */
   private readFailed(stream: S, failure: StoreFailure | { kind: string; description: string }): never {
-    if (failure.kind === 'expired' && this.streams.get(stream.id) === stream) {
-      this.streams.delete(stream.id);
-      stream.dueTimer?.cancel();
-      stream.dueTimer = undefined;
-      stream.dueAtMs = undefined;
-    }
+    if (failure.kind === 'expired' && this.streams.get(stream.id) === stream) this.letGoPruned(stream.id);
     throw storeError(failure, 'reload');
   }
 
@@ -459,7 +472,8 @@ export class Kernel<R, T extends GuardedTransition, S extends Stream<R> = Stream
 
   /**
    * Waits until the record satisfies `until`, waitMs passes or the signal aborts. Waiting only
-   * waits: a timeout or an abort never cancels work.
+   * waits: a timeout or an abort never cancels work. Throws `expired` (AdapterError) when the
+   * instance is pruned (letGoPruned), before or while it waits.
    */
   async wait(stream: S, until: (record: R) => boolean, waitMs: number, signal?: AbortSignal): Promise<boolean> {
     if (!until(stream.record) && waitMs > 0 && !signal?.aborted) {
@@ -476,6 +490,7 @@ export class Kernel<R, T extends GuardedTransition, S extends Stream<R> = Stream
         signal?.addEventListener('abort', stop);
       });
     }
+    if (stream.pruned) throw expired(`${this.aggregate.name} ${stream.id} was pruned: its payload is gone`);
     return until(stream.record);
   }
 

@@ -129,13 +129,13 @@ export class Coordinator implements RuntimeHost {
   async expiredInStore(operationId: string): Promise<boolean> {
     if ((await this.deps.store.read(operationId)).kind !== 'expired') return false;
     // Its payload is gone: a later command on it is answered as one on any tombstoned operation (load: expired).
-    this.kernel.forget(operationId);
+    this.kernel.letGoPruned(operationId);
     return true;
   }
 
   /** A pruned operation (retention tombstoned it) is let go from memory: what reads it next meets its tombstone. */
   forgetPruned(operationId: string): void {
-    this.kernel.forget(operationId);
+    this.kernel.letGoPruned(operationId);
   }
 
   /** Set once the coordinator stops accepting work. */
@@ -484,7 +484,12 @@ export class Coordinator implements RuntimeHost {
     signal?: AbortSignal,
   ): Promise<{ result: InvocationResult; reached: boolean }> {
     const entry = await this.visible(principalId, operationId);
-    const atBoundary = await this.kernel.wait(entry, (record) => reached(record, boundary), waitMs, signal);
+    // Pruned while it waited: answered as any pruned operation is, at once.
+    const atBoundary = await this.kernel
+      .wait(entry, (record) => reached(record, boundary), waitMs, signal)
+      .catch((error: unknown) => {
+        throw isAdapterError(error) && error.kind === 'expired' ? new OperationNotFound(operationId) : error;
+      });
     return { result: this.view(entry), reached: atBoundary };
   }
 

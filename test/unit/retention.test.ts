@@ -454,3 +454,28 @@ test('a prune stopped part-way keeps what it did: a page the index could not lis
     await s.close();
   }
 });
+
+test('a caller waiting on an operation that another process prunes is answered at once that it is gone, not left until its wait ends', async () => {
+  // A SQLite store, watched as a serve watches it (the poll runs on real time).
+  const { s, open } = await fixture('sqlite');
+  let realTimer: NodeJS.Timeout | undefined;
+  try {
+    // Waits far past anything the virtual clock reaches: only the tombstone can answer it.
+    const waiting = s.coordinator.wait('svc-a', open, 'settled', hour);
+    let answered = false;
+    void waiting.then(
+      () => (answered = true),
+      () => (answered = true),
+    );
+    await s.settle();
+    assert.equal(answered, false, 'still waiting before the tombstone');
+    // Another process's tombstone, told to this coordinator by the store's watch.
+    assert.equal((await s.store.tombstone(open)).kind, 'ok');
+    const realTimeout = new Promise<never>((_, reject) => (realTimer = setTimeout(() => reject(new Error('the waiter was not answered within 3 s')), 3000)));
+    await assert.rejects(Promise.race([waiting, realTimeout]), OperationNotFound);
+    await assert.rejects(s.get(open), OperationNotFound);
+  } finally {
+    clearTimeout(realTimer);
+    await s.close();
+  }
+});

@@ -94,7 +94,12 @@ export class WorkflowInstances implements WorkflowInstanceService {
     const executor = this.options.executor;
     const held = await executor.load(instanceId);
     if (!held) throw new WorkflowInstanceNotFound(instanceId);
-    const finished = await executor.kernel.wait(held, (record) => record.status !== 'running', signal?.aborted ? 0 : waitMs, signal);
+    // Pruned while it waited: answered as any pruned instance is, at once.
+    const finished = await executor.kernel
+      .wait(held, (record) => record.status !== 'running', signal?.aborted ? 0 : waitMs, signal)
+      .catch((error: unknown) => {
+        throw isAdapterError(error) && error.kind === 'expired' ? new WorkflowInstanceNotFound(instanceId) : error;
+      });
     return { instance: await this.view(held.record), finished };
   }
 
@@ -148,7 +153,7 @@ export class WorkflowInstances implements WorkflowInstanceService {
   }
 
   forget(instanceId: string): void {
-    this.options.executor.kernel.forget(instanceId);
+    this.options.executor.kernel.letGoPruned(instanceId);
   }
 
   private listing(): NonNullable<WorkflowInstancesOptions['listing']> {
