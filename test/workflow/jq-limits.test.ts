@@ -74,6 +74,17 @@ test('a result larger than resultBytesMax is refused; only the first output is b
     await assert.rejects(jq.evaluate('1, error("late")', null, {}, 'alice'), /late/);
   }));
 
+test("resultBytesMax bounds the result as it is recorded, not jq's longer text of it", () =>
+  withEvaluator({ workers: 1, deadlineMs: 30_000, resultBytesMax: 100 }, async (jq) => {
+    const oversized = exceeded('resultBytesMax', /larger than 100 bytes of JSON \(resultBytesMax\)/);
+    // 98 DEL characters: 100 bytes recorded, 590 as jq prints them (each as \u007f).
+    assert.equal(await jq.evaluate('[range(98) | 127] | implode', null, {}, 'alice'), '\x7f'.repeat(98));
+    await assert.rejects(jq.evaluate('[range(99) | 127] | implode', null, {}, 'mallory'), oversized);
+    // A number jq prints as its literal (150 bytes) is recorded as its value (1 byte).
+    assert.equal(await jq.evaluate(`1.${'0'.repeat(148)}`, null, {}, 'alice'), 1);
+    assert.deepEqual(await jq.evaluate('.', { text: '\x7f'.repeat(90) }, {}, 'alice'), { text: '\x7f'.repeat(90) });
+  }));
+
 test("a jq error's description is kept to expressionErrorBytesMax, however long the message jq prints", () =>
   withEvaluator({ workers: 1, deadlineMs: 30_000 }, async (jq) => {
     const failure = await jq.evaluate('error("x" * 1000000)', null, {}, 'mallory').then(

@@ -9,8 +9,9 @@
  *   fifth past what is needed, so it may hold up to 1.2 × the bound, never more than 256 MiB.
  * - jq-wasm's output buffers, which take every byte jq prints (each output, each `debug` or
  *   `stderr` message) in a growing byte array, at tens of MB a second until the deadline. Here
- *   jq's writes to stdout and stderr are taken instead: the first output is kept up to
- *   `resultBytesMax` (jq's later outputs are dropped as they are printed: only the first is
+ *   jq's writes to stdout and stderr are taken instead: jq's text of the first output is kept up
+ *   to jqTextBytesPerResultByte × `resultBytesMax` (the worker measures its recorded form against
+ *   resultBytesMax; jq's later outputs are dropped as they are printed: only the first is
  *   answered), the first `errorBytesMax` bytes of its messages, and nothing else.
  *
  * Both are imports of the WebAssembly module (the C library's write and heap-growth calls), found
@@ -24,7 +25,12 @@ import { loadJq } from 'jq-wasm';
 export interface JqBounds {
   /** The most jq's WebAssembly memory may need. */
   memoryBytesMax: number;
-  /** The most bytes of the first output kept (its JSON text): past it the output is oversized. */
+  /**
+   * The most bytes of the first output's JSON as it is recorded (JSON.stringify of its value).
+   * jq's own text of it may be longer (it prints DEL as `\u007f`, six bytes for one, and keeps a
+   * number's literal as written): jqTextBytesPerResultByte times as much of it is kept, and the
+   * worker measures the recorded form.
+   */
   resultBytesMax: number;
   /** The most bytes of jq's messages kept (an error's description). */
   errorBytesMax: number;
@@ -36,7 +42,7 @@ export type JqOutcome =
   | { kind: 'output'; text: string | undefined }
   /** jq reported an error (compile or runtime): the evaluation fails, jq-wasm is as it was. */
   | { kind: 'error'; message: string }
-  /** The first output's JSON text is longer than resultBytesMax. */
+  /** jq's text of the first output is longer than resultBytesMax × jqTextBytesPerResultByte. */
   | { kind: 'oversized' };
 
 export interface BoundedJq {
@@ -48,6 +54,12 @@ export interface BoundedJq {
   run(input: string, query: string, flags: string[]): JqOutcome;
   readonly memoryExhausted: boolean;
 }
+
+/**
+ * How much longer jq's text of a value may be than its JSON.stringify: a string of DEL characters,
+ * one byte each recorded and printed by jq as the six of `\u007f`.
+ */
+export const jqTextBytesPerResultByte = 6;
 
 /** Bytes written to one stream: kept up to `bytesMax`, up to the first newline when `line`. */
 class Capture {
@@ -119,7 +131,8 @@ const wasmModule = (): Promise<object> =>
 export async function loadBoundedJq(bounds: JqBounds): Promise<BoundedJq> {
   const module = await wasmModule();
   let memory: WasmMemory | undefined;
-  let stdout = new Capture(bounds.resultBytesMax, true);
+  const stdoutBytesMax = bounds.resultBytesMax * jqTextBytesPerResultByte;
+  let stdout = new Capture(stdoutBytesMax, true);
   let stderr = new Capture(bounds.errorBytesMax, false);
   let exhausted = false;
   let instantiationFailed: (error: unknown) => void = () => undefined;
@@ -161,7 +174,7 @@ export async function loadBoundedJq(bounds: JqBounds): Promise<BoundedJq> {
       return exhausted;
     },
     run(input, query, flags) {
-      stdout = new Capture(bounds.resultBytesMax, true);
+      stdout = new Capture(stdoutBytesMax, true);
       stderr = new Capture(bounds.errorBytesMax, false);
       exhausted = false;
       // jq-wasm's own buffers get nothing (its stdout and stderr are empty): its exit code tells how jq ended.
