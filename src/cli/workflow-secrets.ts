@@ -1,7 +1,8 @@
 /**
  * The secrets a deployment gives its workflows (config `workflowSecrets`), read once at start-up:
  * each from an environment variable or an owner-only file (checked as every secret file is), at
- * most limits.workflowSecretBytesMax bytes. A value that is JSON is that JSON value (a
+ * most limits.workflowSecretBytesMax bytes, each credential in it at least
+ * limits.workflowSecretBytesMin (secretValueProblem). A value that is JSON is that JSON value (a
  * `{username, password}` or `{token}` object for an authentication policy's `use`); any other
  * text is the string itself, without a trailing newline. Errors name the variable or the file,
  * never what is in it.
@@ -16,6 +17,7 @@ import type { JsonValue } from '../contract/json.js';
 import { limits } from '../contract/limits.js';
 import type { WorkflowSecretSource } from '../deployment/types.js';
 import type { WorkflowHttpConfig } from '../runtime/workflow-service.js';
+import { secretValueProblem } from '../workflow/secrets.js';
 import { checkSecretFile } from './secrets.js';
 
 export async function readWorkflowSecrets(
@@ -36,7 +38,11 @@ export async function readWorkflowSecrets(
       text = (await readFile(source.file, 'utf8')).replace(/\r?\n$/, '');
       if (text === '') throw invalidInput(`workflow secret ${name}: file ${source.file} is empty`);
     }
-    secrets.set(name, secretValue(text));
+    const value = secretValue(text);
+    const problem = secretValueProblem(value);
+    if (problem !== undefined)
+      throw invalidInput(`workflow secret ${name} (${'env' in source ? `environment variable ${source.env}` : `file ${source.file}`}): ${problem}`);
+    secrets.set(name, value);
   }
   return secrets;
 }

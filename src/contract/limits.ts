@@ -79,6 +79,12 @@ export const limits = {
   workflowSecretsMax: 64,
   workflowSecretBytesMax: 16 * 1024,
   /**
+   * The fewest bytes of each credential in a secret (the value, a password, a token): every
+   * occurrence of one in a recorded answer is replaced, and a shorter one would be found in data
+   * that never held it (corrupting it, and telling the value by what changed).
+   */
+  workflowSecretBytesMin: 8,
+  /**
    * Tasks one workflow instance may run at once: a fork's branches run side by side, a fork in a
    * branch adding its own (a fork of 4 branches each forking 4 runs 16), everything else one at a
    * time. A document past it is refused before it starts (invalid-input). Each may hold a call in
@@ -358,6 +364,10 @@ assert(limits.memoryModeAttemptsMax >= 1 && limits.memoryModeAttemptsMax <= limi
 assert(limits.groupCommitBatchBytesMax * 2 <= limits.transitionBytesMax, 'a group-committed batch leaves half a transition for its events');
 assert(limits.resultBatchMsMax < limits.admissionBudgetMs, 'a result batching window is short beside any deadline');
 assert(limits.listenUntilWaitMsMax < limits.admissionBudgetMs, 'an event waits for until verdicts within the admission budget');
+assert(
+  limits.workflowSecretBytesMin >= 8 && limits.workflowSecretBytesMin < limits.workflowSecretBytesMax,
+  'a secret is long enough to scrub and fits its bound',
+);
 assert(limits.inputBytesMax < limits.transitionBytesMax, 'an input must fit in its admission transition');
 assert(limits.resultBytesMax < limits.transitionBytesMax, 'a result must fit in its transition');
 assert(

@@ -27,9 +27,31 @@
 import { invalidInput, unsupported } from '../contract/errors.js';
 import { jsonPointer } from '../contract/ijson.js';
 import { isObject, type JsonObject, type JsonValue } from '../contract/json.js';
+import { limits } from '../contract/limits.js';
 
 /** What a recorded value shows in place of a secret's. */
 export const redacted = '[redacted]';
+
+/**
+ * Why a secret's value cannot be kept out of recorded answers, or undefined when it can. Every
+ * string the value holds (a number's or a boolean's text too) is replaced wherever a recorded answer
+ * holds it, so each must be at least limits.workflowSecretBytesMin bytes: a shorter one ("a",
+ * "1") would be found in data that never held it, corrupting it, and which answers changed would
+ * tell the value. An object's `username` is no credential and need not be: one shorter than the
+ * minimum is sent but not scrubbed (calls.ts). The problem names the member, never its value.
+ */
+export function secretValueProblem(value: JsonValue): string | undefined {
+  const stack: { value: JsonValue; path: (string | number)[] }[] = [{ value, path: [] }];
+  for (let entry = stack.pop(); entry !== undefined; entry = stack.pop()) {
+    const { value: item, path } = entry;
+    if (Array.isArray(item)) item.forEach((inner, index) => stack.push({ value: inner, path: [...path, index] }));
+    else if (isObject(item)) {
+      for (const [key, inner] of Object.entries(item)) if (!(path.length === 0 && key === 'username')) stack.push({ value: inner, path: [...path, key] });
+    } else if (item !== null && Buffer.byteLength(String(item), 'utf8') < limits.workflowSecretBytesMin)
+      return `${path.length === 0 ? 'its value' : `its ${path.length === 1 ? String(path[0]) : jsonPointer(path)}`} is shorter than ${limits.workflowSecretBytesMin} bytes (every occurrence of a secret in a recorded answer is replaced: a shorter one would be found in data that never held it, corrupting the data and telling the value by what changed)`;
+  }
+  return undefined;
+}
 
 const mention = /\$secrets\b/;
 const named = /\$secrets\.([A-Za-z_][A-Za-z0-9_]*)/g;

@@ -229,20 +229,105 @@ test('in a bundle, $secrets outside a request is refused naming its pointer in t
 test('deployment secrets come from the environment or an owner-only file, bounded; JSON text is its value', async () => {
   const dir = await mkdtemp(join(tmpdir(), 'convoke-secrets-'));
   const file = join(dir, 'creds.json');
-  await writeFile(file, '{"username":"svc","password":"p"}\n');
+  await writeFile(file, '{"username":"svc","password":"pw-4e01aa"}\n');
   await chmod(file, 0o600);
   const read = await readWorkflowSecrets({ api: { env: 'API_TOKEN' }, creds: { file } }, { API_TOKEN: 'plain-text' });
   assert.deepEqual(
     [...read],
     [
       ['api', 'plain-text'],
-      ['creds', { username: 'svc', password: 'p' }],
+      ['creds', { username: 'svc', password: 'pw-4e01aa' }],
     ],
   );
   await chmod(file, 0o644);
   await assert.rejects(readWorkflowSecrets({ creds: { file } }, {}), /readable or writable by group or others/);
   await assert.rejects(readWorkflowSecrets({ api: { env: 'MISSING' } }, {}), /MISSING is not set/);
   await assert.rejects(readWorkflowSecrets({ api: { env: 'BIG' } }, { BIG: 'x'.repeat(16 * 1024 + 1) }), /more than 16384 bytes/);
+});
+
+test('a secret shorter than 8 bytes is refused where secrets are loaded, naming the secret and the member, never the value', async () => {
+  const dir = await mkdtemp(join(tmpdir(), 'convoke-secrets-'));
+  const file = join(dir, 'creds.json');
+  await writeFile(file, '{"username":"svc","password":"p-7"}\n');
+  await chmod(file, 0o600);
+  const refusedLoad = async (sources: Parameters<typeof readWorkflowSecrets>[0], env: NodeJS.ProcessEnv, says: RegExp) => {
+    const error = await readWorkflowSecrets(sources, env).then(
+      () => assert.fail('accepted'),
+      (caught: unknown) => caught,
+    );
+    assert.ok(isAdapterError(error) && error.kind === 'invalid-input', String(error));
+    assert.match(error.message, says);
+    return error.message;
+  };
+  const plain = await refusedLoad(
+    { api: { env: 'API_TOKEN' } },
+    { API_TOKEN: 'a' },
+    /workflow secret api \(environment variable API_TOKEN\): its value is shorter than 8 bytes/,
+  );
+  assert.ok(!plain.includes("'a'") && !plain.includes('"a"'));
+  await refusedLoad({ creds: { file } }, {}, /workflow secret creds \(file .*creds\.json\): its password is shorter than 8 bytes/);
+  await refusedLoad({ api: { env: 'T' } }, { T: '{"token":"abc"}' }, /its token is shorter than 8 bytes/);
+  await refusedLoad({ api: { env: 'T' } }, { T: '{"keys":["long-enough-1","k2"]}' }, /its \/keys\/1 is shorter than 8 bytes/);
+  await refusedLoad({ api: { env: 'T' } }, { T: '{"token":"long-enough","pin":1234}' }, /its pin is shorter than 8 bytes/);
+  // Seven bytes of UTF-8 are too few however few characters; eight are enough, and a username need not be.
+  await refusedLoad({ api: { env: 'T' } }, { T: 'ab-\u00e9-c' }, /shorter than 8 bytes/);
+  const read = await readWorkflowSecrets({ api: { env: 'T' }, creds: { env: 'C' } }, { T: 'abc-\u00e9-c', C: '{"username":"a","password":"pw-8bytes"}' });
+  assert.deepEqual(read.get('creds'), { username: 'a', password: 'pw-8bytes' });
+  // The executor refuses the same, given its secrets directly.
+  assert.throws(
+    () =>
+      new WorkflowExecutor({
+        store: workflowStreams(new MemoryEventStore({ clock: new SystemClock() })),
+        secrets: new Map([['api', { token: 'abc' }]]),
+      } as never),
+    (error: unknown) => isAdapterError(error) && error.kind === 'invalid-input' && /secrets\.api: its token is shorter than 8 bytes/.test(error.message),
+  );
+});
+
+test("a username shorter than 8 bytes is sent but not scrubbed (an answer's data holding it is kept); a value built from a secret shorter than 8 bytes is refused before any request", async () => {
+  const server = await headerEchoServer(() => ({ service: 'svc-billing', owner: 'svc' }));
+  const clock = new SystemClock();
+  const h = executorWith(new MemoryEventStore({ clock }), clock, secrets);
+  const call = (name: string, how: string) => `
+  - ${name}:
+      call: http
+      with:
+        method: get
+        endpoint:
+          uri: ${server.url}/${name}
+${how}`;
+  const doc = (how: string) =>
+    yaml(`
+document: { dsl: '1.0.3', namespace: t, name: short-secret, version: '1.0.0' }
+use:
+  secrets: [ api, creds ]
+do:${how}
+`);
+  try {
+    const basic = await h.executor.start({
+      principalId: 'alice',
+      invocationKey: 'basic',
+      document: doc(call('basic', '          authentication: { basic: { use: creds } }')),
+      input: {},
+    });
+    const answered = await h.executor.wait(basic.instanceId, 10_000);
+    assert.equal(answered.status, 'completed', JSON.stringify(answered.error));
+    assert.deepEqual(answered.output, { service: 'svc-billing', owner: 'svc' });
+    const sliced = await h.executor.start({
+      principalId: 'alice',
+      invocationKey: 'sliced',
+      document: doc(call('sliced', '        headers: { x-part: "${ $secrets.api.token[0:1] }" }')),
+      input: {},
+    });
+    const record = await h.executor.wait(sliced.instanceId, 10_000);
+    assert.equal(record.status, 'faulted');
+    assert.equal(record.error?.status, 403);
+    assert.match(record.error?.detail ?? '', /built from a secret is shorter than 8 bytes/);
+    assert.equal(server.seen.length, 1, 'the sliced value was never sent');
+  } finally {
+    await h.close();
+    await server.close();
+  }
 });
 
 /** One call to `http://127.0.0.1:{port}/x` (the port from the task input) carrying secrets the way `how` says. */
@@ -416,7 +501,7 @@ test('convoke serve: a secret goes only to its configured origins, and a secret 
   await writeFile(fixture.configPath, JSON.stringify(config));
   const io = captureIo();
   const stop = new AbortController();
-  const serving = serveCommand({ config: fixture.configPath, env: { API_KEY: token, OPEN_KEY: 'open-5e' }, signal: stop.signal, logLevel: 'warn' }, io);
+  const serving = serveCommand({ config: fixture.configPath, env: { API_KEY: token, OPEN_KEY: 'open-5e0c1d' }, signal: stop.signal, logLevel: 'warn' }, io);
   try {
     let url: string | undefined;
     for (let waited = 0; url === undefined && waited < 10_000; waited += 20) {

@@ -111,8 +111,9 @@ function setAt(target: JsonValue, path: readonly string[], value: JsonValue): vo
 
 /**
  * What a request built with secrets carries: every string that must not appear in what is
- * recorded (the values themselves, and the authorization built from them), and the names of the
- * secrets read (each may go only to its origins: exchange).
+ * recorded (the values themselves, and the authorization built from them; each at least
+ * limits.workflowSecretBytesMin bytes, a shorter username being no credential), and the names of
+ * the secrets read (each may go only to its origins: exchange).
  */
 interface Carried {
   hidden: readonly string[];
@@ -130,6 +131,7 @@ async function withSecrets(
 ): Promise<{ args: JsonObject; carried: Carried }> {
   const full = structuredClone(args);
   const hidden: string[] = [];
+  const built: string[] = [];
   // Exactly the secrets the values could read: a policy's `use`, and the names an expression is given (interpreter.evaluateSecret).
   const secrets = new Set(places.flatMap((place) => (place.use !== undefined ? [place.use] : secretNames(place.expression as string))));
   for (const place of places) {
@@ -138,13 +140,34 @@ async function withSecrets(
         ? interpreter.secret(place.use, run.entry.pointer)
         : await interpreter.evaluateSecret(place.expression as string, run.input, run.frame, { input: run.input }, run.entry.pointer);
     setAt(full, place.path, value);
-    collectStrings(value, hidden);
-    // The secrets themselves too: an answer may echo a part of what was built from them.
-    for (const name of place.expression === undefined ? [] : secretNames(place.expression)) collectStrings(interpreter.secret(name, run.entry.pointer), hidden);
+    if (place.use === undefined) collectStrings(value, built);
   }
+  // The secrets themselves too: an answer may echo a part of what was built from them.
+  for (const name of secrets) collectStrings(interpreter.secret(name, run.entry.pointer), hidden);
+  checkBuiltValues(built, hidden, run.entry.pointer);
   const auth = authorization(full.endpoint ?? null, run.entry.pointer);
   if (auth) hidden.push(auth);
-  return { args: full, carried: { hidden: hidden.filter((text) => text !== '').sort((a, b) => b.length - a.length), secrets: [...secrets] } };
+  const scrubbed = new Set([...hidden, ...built].filter((text) => Buffer.byteLength(text, 'utf8') >= limits.workflowSecretBytesMin));
+  return { args: full, carried: { hidden: [...scrubbed].sort((a, b) => b.length - a.length), secrets: [...secrets] } };
+}
+
+/**
+ * Refuses a request carrying a value an expression built from secrets that is shorter than
+ * limits.workflowSecretBytesMin (a slice of a token, a flag computed from it) and is not itself one
+ * of the secrets' strings (a short `username`, sent as it is and not scrubbed): scrubbed, every
+ * occurrence of it in the answer would be replaced and which changed would tell it; not scrubbed,
+ * a service that echoes it would put it in the log.
+ */
+function checkBuiltValues(built: readonly string[], read: readonly string[], ref: string): void {
+  const short = built.find((text) => text !== '' && Buffer.byteLength(text, 'utf8') < limits.workflowSecretBytesMin && !read.includes(text));
+  if (short !== undefined)
+    throw raise(
+      'authorization',
+      403,
+      'Secret value too short',
+      ref,
+      `a header or credential built from a secret is shorter than ${limits.workflowSecretBytesMin} bytes: it could not be kept out of the recorded answer`,
+    );
 }
 
 function collectStrings(value: JsonValue, into: string[]): void {

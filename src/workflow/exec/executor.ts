@@ -25,6 +25,7 @@ import { workflowTransitionProblem, type WorkflowCancelledBeforeStart, type Work
 import { deliverEvent, untilWaitEnd } from './intake.js';
 import { Interpreter } from './interpreter.js';
 import { raise } from './dsl-errors.js';
+import { secretValueProblem } from '../secrets.js';
 import type { ExpressionEvaluator } from './jq.js';
 import { Halted, logBudgetExhausted, type Journal } from './journal.js';
 import { keyScheme } from './keys.js';
@@ -104,7 +105,11 @@ export interface WorkflowExecutorOptions {
   listenUntilWaitMs?: number;
   /** The most instances one delivered event is appended to (default and most: limits.cloudEventMatchesMax); past it the delivery is partial (intake.ts). */
   eventMatchesMax?: number;
-  /** Secrets the deployment provides, by name: a workflow reads those it declares in use.secrets, where src/workflow/secrets.ts allows. */
+  /**
+   * Secrets the deployment provides, by name: a workflow reads those it declares in use.secrets,
+   * where src/workflow/secrets.ts allows. Each credential in one is at least
+   * limits.workflowSecretBytesMin bytes (secretValueProblem), or the executor is refused.
+   */
   secrets?: ReadonlyMap<string, JsonValue>;
   /**
    * The only origins a request carrying a secret may go to, by the secret's name (origins.ts: the
@@ -242,8 +247,15 @@ interface LeaseRun {
 
 const noSecrets: ReadonlyMap<string, JsonValue> = new Map();
 
-/** Each secret's origins read (an invalid-input error lists every refused entry); a name the secrets do not hold is refused too. */
+/**
+ * Each secret's origins read (an invalid-input error lists every refused entry); a name the
+ * secrets do not hold is refused too, and so is a secret too short to scrub (secretValueProblem).
+ */
 function secretOriginsOf(options: WorkflowExecutorOptions): ReadonlyMap<string, readonly OriginPattern[]> {
+  for (const [name, value] of options.secrets ?? []) {
+    const problem = secretValueProblem(value);
+    if (problem !== undefined) throw invalidInput(`secrets.${name}: ${problem}`);
+  }
   const read = new Map<string, readonly OriginPattern[]>();
   for (const [name, origins] of options.secretOrigins ?? []) {
     if (!options.secrets?.has(name)) throw invalidInput(`secretOrigins names ${JSON.stringify(name)}, which is not among the secrets`);
