@@ -8,9 +8,10 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { chmod, mkdtemp, readFile, writeFile } from 'node:fs/promises';
+import { randomBytes } from 'node:crypto';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { createServer } from 'node:http';
+import { createServer, type IncomingMessage, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { MemoryEventStore } from '../../src/adapters/store/memory.js';
 import { loadBundle } from '../../src/contract/bundle.js';
@@ -21,6 +22,7 @@ import type { JsonObject, JsonValue } from '../../src/contract/json.js';
 import { readWorkflowSecrets, unboundSecrets, workflowSecretOrigins } from '../../src/cli/workflow-secrets.js';
 import { parseDeploymentConfig } from '../../src/deployment/config.js';
 import { checkBundleWorkflows } from '../../src/workflow/dsl/bundle.js';
+import { scrubEchoes } from '../../src/workflow/exec/echoes.js';
 import { WorkflowExecutor } from '../../src/workflow/exec/executor.js';
 import { checkDocument } from '../../src/workflow/exec/document.js';
 import { JqWorkerEvaluator } from '../../src/workflow/exec/jq.js';
@@ -162,7 +164,143 @@ do:${call('raw', '/raw', 'raw')}${call('binary', '/raw', 'content')}${call('erro
     assert.ok(!log.includes(token.slice(0, 8)), 'the log holds no part of the token');
   } finally {
     await h.close();
+    server.closeAllConnections();
     await new Promise((resolve) => server.close(resolve));
+  }
+});
+
+/** Each form a careless service may echo a value in (echoes.ts): percent, form, JSON as PHP and Python write it, hex, base64 and base64url at each alignment. */
+function echoForms(value: string): Record<string, string> {
+  const bytes = Buffer.from(value, 'utf8');
+  const asciiJson = JSON.stringify(value)
+    .slice(1, -1)
+    .replace(/\//g, '\\/')
+    .replace(/[^\x20-\x7e]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
+  return {
+    percent: encodeURIComponent(value),
+    percentLower: encodeURIComponent(value).replace(/%[0-9A-F]{2}/g, (e) => e.toLowerCase()),
+    everyBytePercent: [...bytes].map((b) => `%${b.toString(16).padStart(2, '0')}`).join(''),
+    form: new URLSearchParams({ v: value }).toString().slice(2),
+    jsonEscaped: JSON.stringify(value).slice(1, -1),
+    jsonAscii: asciiJson,
+    jsonUpper: asciiJson.replace(/\\u([0-9a-f]{4})/g, (_m, hex: string) => `\\u${hex.toUpperCase()}`),
+    hex: bytes.toString('hex'),
+    hexUpper: bytes.toString('hex').toUpperCase(),
+    base64: bytes.toString('base64'),
+    base64url: bytes.toString('base64url'),
+    base64Shift1: Buffer.concat([Buffer.from('x'), bytes]).toString('base64'),
+    base64Shift2: Buffer.concat([Buffer.from('xy'), bytes]).toString('base64'),
+    base64urlShift1: Buffer.concat([Buffer.from('x'), bytes]).toString('base64url'),
+    base64urlShift2: Buffer.concat([Buffer.from('xy'), bytes]).toString('base64url'),
+  };
+}
+
+/** Every string `value` holds (an answer's, an error's detail), each also decoded from base64 (raw content), one a line. */
+function logStrings(value: unknown): string {
+  const strings: string[] = [];
+  const walk = (item: unknown): void => {
+    if (typeof item === 'string') strings.push(item, Buffer.from(item, 'base64').toString('latin1'));
+    else if (Array.isArray(item)) item.forEach(walk);
+    else if (item !== null && typeof item === 'object') Object.values(item).forEach(walk);
+  };
+  walk(value);
+  return strings.join('\n');
+}
+
+/**
+ * A loopback service that echoes what it got in every form of echoForms: the authorization, its
+ * credential, that decoded, the password in it and the x-api-key header; under /json as a JSON body
+ * written as PHP writes one, else as text lines (an error's under /…/error).
+ */
+async function formsEchoServer(): Promise<{ server: Server; url: string }> {
+  const echoed = (request: IncomingMessage): Record<string, string> => {
+    const authorization = request.headers.authorization ?? '';
+    const credential = authorization.slice(authorization.indexOf(' ') + 1);
+    const decoded = authorization.startsWith('Basic ') ? Buffer.from(credential, 'base64').toString('utf8') : credential;
+    const values = { authorization, credential, decoded, password: decoded.slice(decoded.indexOf(':') + 1), key: String(request.headers['x-api-key'] ?? '') };
+    return Object.fromEntries(
+      Object.entries(values).flatMap(([name, value]) => Object.entries(echoForms(value)).map(([form, text]) => [`${name}.${form}`, text])),
+    );
+  };
+  const server = createServer((request, response) => {
+    const path = new URL(request.url ?? '/', 'http://x').pathname;
+    // A JSON body written as PHP writes one: "/" and non-ASCII escaped.
+    const json = JSON.stringify({ ...echoed(request), kept: 'svc ok €' })
+      .replace(/\//g, '\\/')
+      .replace(/[^\x20-\x7e]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
+    response.statusCode = path.endsWith('/error') ? 400 : 200;
+    response.setHeader('content-type', path.startsWith('/json') ? 'application/json' : 'text/plain');
+    response.end(path.startsWith('/json') ? json : Object.values(echoed(request)).join('\n'));
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return { server, url: `http://127.0.0.1:${(server.address() as AddressInfo).port}` };
+}
+
+test('an answer echoing a secret in another form (percent, JSON escapes, hex, base64/base64url at any alignment) has each form scrubbed, in content, raw content and an error', async () => {
+  // Values with what JSON escapes (", \\, /, non-ASCII), what percent-encoding escapes, and bytes whose base64 has + and / at every alignment.
+  const awkward = new Map<string, JsonValue>([
+    ['api', { token: 'tok/"q\\+3f9a?>~1c77e2' }],
+    ['creds', { username: 'svc', password: 'pw-\u00e9\u20ac-81d0b4 x' }],
+  ]);
+  const { server, url } = await formsEchoServer();
+  const call = (name: string, path: string, auth: string, output: string) => `
+      - ${name}:
+          call: http
+          with:
+            method: get
+            endpoint:
+              uri: ${url}${path}
+              authentication: ${auth}
+            headers:
+              x-api-key: \${ $secrets.api.token }
+            output: ${output}`;
+  const doc = yaml(`
+document: { dsl: '1.0.3', namespace: t, name: secret-forms, version: '1.0.0' }
+use:
+  secrets: [ api, creds ]
+do:
+  - all:
+      do:${call('bearerJson', '/json', '{ bearer: { use: api } }', 'response')}${call('basicJson', '/json', '{ basic: { use: creds } }', 'content')}${call('basicText', '/text', '{ basic: { use: creds } }', 'raw')}
+  - failing:
+      try:${call('basicError', '/text/error', '{ basic: { use: creds } }', 'content')}
+      catch:
+        as: failure
+        do:
+          - keep: { set: { failure: "\${ $failure }" } }
+`);
+  const clock = new SystemClock();
+  const store = new MemoryEventStore({ clock });
+  const h = executorWith(store, clock, awkward);
+  try {
+    const { instanceId } = await h.executor.start({ principalId: 'alice', invocationKey: 'k', document: doc, input: {} });
+    const record = await h.executor.wait(instanceId, 10_000);
+    assert.equal(record.status, 'completed', JSON.stringify(record.error));
+    const read = await store.read(instanceId);
+    assert.equal(read.kind, 'ok');
+    const log = logStrings(read.kind === 'ok' ? read.transitions : []);
+    const { token } = awkward.get('api') as { token: string };
+    const { password } = awkward.get('creds') as { password: string };
+    const basicCredential = Buffer.from(`svc:${password}`, 'utf8').toString('base64');
+    for (const [what, value] of Object.entries({ token, password, basicCredential }))
+      for (const [form, text] of Object.entries({ raw: value, ...echoForms(value) }))
+        assert.ok(!log.includes(text), `the log holds no ${what} as ${form}: ${text}`);
+    assert.ok(log.includes('svc ok €'), 'what does not hold a secret is kept');
+    const bearer = record.steps['/do/0/all/do/0/bearerJson>http'] as { ok: { content: Record<string, string> } };
+    assert.equal(bearer.ok.content['key.base64Shift1'], 'e[redacted]==', "the character that is the prefix's alone is kept, and the padding");
+    assert.equal(record.output && (record.output as JsonObject).failure !== undefined, true);
+  } finally {
+    await h.close();
+    server.closeAllConnections();
+    await new Promise((resolve) => server.close(resolve));
+  }
+});
+
+test('a secret as long as the bound (16 KiB) is scrubbed in every form as well, whole', () => {
+  const secret = `${randomBytes(12285).toString('base64')}é"x`;
+  assert.equal(Buffer.byteLength(secret), 16 * 1024);
+  for (const [form, text] of Object.entries({ raw: secret, ...echoForms(secret) })) {
+    const out = scrubEchoes(Buffer.from(`<${text}>`, 'utf8'), [secret]).toString('latin1');
+    assert.match(out, /^<.{0,3}(\[redacted\])+.{0,3}>$/, `${form} is replaced whole: ${out.slice(0, 80)}`);
   }
 });
 

@@ -26,6 +26,7 @@ import { Halted } from './journal.js';
 import { authenticationPlaces, mentionsSecrets, redacted, secretNames, valueAt } from '../secrets.js';
 import { resolveAuthentication } from '../authentication.js';
 import { egressRefusalOf, originMatches, originText } from '../../contract/origins.js';
+import { scrubEchoes, scrubEchoesText } from './echoes.js';
 import { buildRequest, parseOpenApi, resolveOperation, type ResolvedOperation } from './openapi.js';
 
 export const contractFunction = 'invoke-contract';
@@ -146,7 +147,8 @@ async function withSecrets(
   for (const name of secrets) collectStrings(interpreter.secret(name, run.entry.pointer), hidden);
   checkBuiltValues(built, hidden, run.entry.pointer);
   const auth = authorization(full.endpoint ?? null, run.entry.pointer);
-  if (auth) hidden.push(auth);
+  // The credential without its scheme too: a service may echo it alone, or decoded (a Basic one's `username:password`, whose password is hidden).
+  if (auth) hidden.push(auth, auth.slice(auth.indexOf(' ') + 1));
   const scrubbed = new Set([...hidden, ...built].filter((text) => Buffer.byteLength(text, 'utf8') >= limits.workflowSecretBytesMin));
   return { args: full, carried: { hidden: [...scrubbed].sort((a, b) => b.length - a.length), secrets: [...secrets] } };
 }
@@ -178,34 +180,12 @@ function collectStrings(value: JsonValue, into: string[]): void {
 }
 
 /**
- * `bytes` with every occurrence of a hidden string's UTF-8 replaced by `[redacted]`'s: an answer's
- * content before anything cuts it (an error's detail) or encodes it (base64), where `scrub` could
- * no longer find a whole occurrence.
+ * `value` with every form of a hidden string (echoes.ts) replaced by `[redacted]`: an answer that
+ * echoes a credential, once decoded (a JSON string's escapes undone) and in what the request shows.
  */
-function scrubBytes(bytes: Buffer, hidden: readonly string[]): Buffer {
-  let out = bytes;
-  for (const secret of hidden) {
-    const needle = Buffer.from(secret, 'utf8');
-    let at = out.indexOf(needle);
-    if (at === -1) continue;
-    const parts: Buffer[] = [];
-    let from = 0;
-    for (; at !== -1; at = out.indexOf(needle, from)) {
-      parts.push(out.subarray(from, at), redactedBytes);
-      from = at + needle.length;
-    }
-    parts.push(out.subarray(from));
-    out = Buffer.concat(parts);
-  }
-  return out;
-}
-
-const redactedBytes = Buffer.from(redacted, 'utf8');
-
-/** `value` with every occurrence of a hidden string replaced by `[redacted]` (an answer that echoes a credential). */
 function scrub<T extends JsonValue>(value: T, hidden: readonly string[]): T {
   if (hidden.length === 0) return value;
-  const clean = (text: string) => hidden.reduce((out, secret) => out.split(secret).join(redacted), text);
+  const clean = (text: string) => scrubEchoesText(text, hidden);
   const walk = (item: JsonValue): JsonValue => {
     if (typeof item === 'string') return clean(item);
     if (Array.isArray(item)) return item.map(walk);
@@ -306,7 +286,7 @@ async function sendHttp(
 
 /**
  * The request made and its answer: a 2xx (to 3xx with `redirect`) status, the content read whole
- * (up to `bytesMax`), every hidden string in it already `[redacted]`.
+ * (up to `bytesMax`), every form of a hidden string in it (echoes.ts) already `[redacted]`.
  */
 interface Exchange {
   request: HttpRequest;
@@ -337,7 +317,7 @@ async function exchange(
   try {
     const signal = AbortSignal.any([run.frame.signal, AbortSignal.timeout(interpreter.deps.httpTimeoutMs)]);
     response = await interpreter.deps.fetch(request.uri, { method: request.method, headers: request.headers, body: request.body, signal, redirect: 'manual' });
-    bytes = scrubBytes(await readContent(response, options.bytesMax, ref), options.carried.hidden);
+    bytes = scrubEchoes(await readContent(response, options.bytesMax, ref), options.carried.hidden);
   } catch (error) {
     if (run.frame.signal.aborted) throw new Halted('the call was stopped');
     if (error instanceof WorkflowRaise) throw error;
