@@ -42,8 +42,7 @@ export function originPattern(text: string): OriginPattern | { problem: string }
   const written = `${url.protocol}//${star ? `*.${url.host.slice(2)}` : url.host}`;
   if (written !== text)
     return refused(`write it as ${written} (lower case, the port only when it is not the scheme's default, an IP address in its usual form)`);
-  const bracketed = url.hostname.startsWith('[');
-  const host = bracketed ? url.hostname.slice(1, -1) : url.hostname;
+  const host = urlHost(url);
   if (host.endsWith('.')) return refused('a host without a trailing dot');
   if (star) {
     // (A domain after *. that reads as an address is no valid host: the URL parser refused it above.)
@@ -72,6 +71,11 @@ export function originMatches(patterns: readonly OriginPattern[], protocol: stri
   return patterns.some(
     (pattern) => pattern.protocol === protocol && pattern.port === actualPort && (pattern.wildcard ? host.endsWith(`.${pattern.host}`) : host === pattern.host),
   );
+}
+
+/** A URL's host as originMatches and originText take it: an IPv6 address without its brackets. */
+export function urlHost(url: URL): string {
+  return url.hostname.startsWith('[') ? url.hostname.slice(1, -1) : url.hostname;
 }
 
 /** The origin as a URL writes it (IPv6 bracketed, the port when given). */

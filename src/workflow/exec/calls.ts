@@ -25,7 +25,7 @@ import type { Interpreting as Interpreter, TaskRun } from './run.js';
 import { Halted } from './journal.js';
 import { authenticationPlaces, mentionsSecrets, redacted, secretNames, valueAt } from '../secrets.js';
 import { resolveAuthentication } from '../authentication.js';
-import { egressRefusalOf, originMatches, originText } from '../../contract/origins.js';
+import { egressRefusalOf, originMatches, originText, urlHost } from '../../contract/origins.js';
 import { scrubEchoes, scrubEchoesText } from './echoes.js';
 import { buildRequest, parseOpenApi, resolveOperation, type ResolvedOperation } from './openapi.js';
 
@@ -348,7 +348,7 @@ async function exchange(
 function checkSecretOrigins(interpreter: Interpreter, secrets: readonly string[], uri: string, ref: string): void {
   if (secrets.length === 0) return;
   const url = new URL(uri);
-  const hostname = url.hostname.startsWith('[') ? url.hostname.slice(1, -1) : url.hostname;
+  const hostname = urlHost(url);
   for (const name of secrets) {
     const origins = interpreter.deps.secretOrigins.get(name);
     if (origins === undefined || originMatches(origins, url.protocol, hostname, url.port)) continue;

@@ -247,15 +247,16 @@ interface LeaseRun {
 
 const noSecrets: ReadonlyMap<string, JsonValue> = new Map();
 
-/**
- * Each secret's origins read (an invalid-input error lists every refused entry); a name the
- * secrets do not hold is refused too, and so is a secret too short to scrub (secretValueProblem).
- */
-function secretOriginsOf(options: WorkflowExecutorOptions): ReadonlyMap<string, readonly OriginPattern[]> {
-  for (const [name, value] of options.secrets ?? []) {
+/** Refuses a secret too short to scrub from what is recorded (secretValueProblem). */
+function checkSecrets(secrets: ReadonlyMap<string, JsonValue> | undefined): void {
+  for (const [name, value] of secrets ?? []) {
     const problem = secretValueProblem(value);
     if (problem !== undefined) throw invalidInput(`secrets.${name}: ${problem}`);
   }
+}
+
+/** Each secret's origins read (an invalid-input error lists every refused entry); a name the secrets do not hold is refused too. */
+function secretOriginsOf(options: WorkflowExecutorOptions): ReadonlyMap<string, readonly OriginPattern[]> {
   const read = new Map<string, readonly OriginPattern[]>();
   for (const [name, origins] of options.secretOrigins ?? []) {
     if (!options.secrets?.has(name)) throw invalidInput(`secretOrigins names ${JSON.stringify(name)}, which is not among the secrets`);
@@ -304,6 +305,7 @@ export class WorkflowExecutor implements CloudEventIntake {
     this.worker = options.worker ?? defaultWorker();
     this.leaseMs = options.leaseMs ?? defaultLeaseMs;
     if (options.fetch && options.egress) throw invalidInput('a workflow executor takes fetch or an egress policy, not both');
+    checkSecrets(options.secrets);
     this.secretOrigins = secretOriginsOf(options);
     this.egress = options.egress ? egressFetch(options.egress) : undefined;
     this.startRate = options.startRate === undefined ? undefined : new AdmissionRate(options.startRate, options.clock, workflowStartWords);
