@@ -3,6 +3,7 @@
  * inspection once, then what each append changed, from the transitions stored after the last one
  * read (the store's readAfter, as the kernel extends a cached record) rather than the whole log.
  */
+import { AdapterError } from '../contract/errors.js';
 import type { ReadOutcome, Stored, TailOutcome } from '../kernel/types.js';
 
 /**
@@ -37,4 +38,26 @@ export async function readTail<T>(
   if (read.transitions[seen.length - 1]?.revision !== seen.revision)
     return { kind: 'diverged', description: `stream ${streamId} no longer holds revision ${seen.revision} at position ${seen.length}` };
   return { kind: 'ok', transitions: read.transitions.slice(seen.length) };
+}
+
+/** The whole log, for a live inspection's snapshot: an unavailable store throws `unavailable`, any other failure (unknown, pruned) `notFound`. */
+export async function readWholeLog<T>(store: LogSource<T>, streamId: string, notFound: () => Error): Promise<Stored<T>[]> {
+  return transitionsOf(await store.read(streamId), notFound);
+}
+
+/** The transitions stored after `seen` (readTail), `diverged` when the log no longer continues it; failures as readWholeLog. */
+export async function readNewer<T>(
+  store: LogSource<T>,
+  streamId: string,
+  seen: { revision: string; length: number },
+  notFound: () => Error,
+): Promise<Stored<T>[] | 'diverged'> {
+  const read = await readTail(store, streamId, seen);
+  return read.kind === 'diverged' ? 'diverged' : transitionsOf(read, notFound);
+}
+
+function transitionsOf<T>(read: Exclude<ReadOutcome<T>, { kind: 'ok' }> | { kind: 'ok'; transitions: Stored<T>[] }, notFound: () => Error): Stored<T>[] {
+  if (read.kind === 'unavailable') throw new AdapterError('unavailable', read.description);
+  if (read.kind !== 'ok') throw notFound();
+  return read.transitions;
 }

@@ -6,9 +6,9 @@
  * only what differs from what was sent goes out.
  */
 import type { CompiledInteraction } from '../contract/bundle.js';
-import { AdapterError, AssertionFailure } from '../contract/errors.js';
+import { AssertionFailure } from '../contract/errors.js';
 import type { StoredTransition } from '../events/types.js';
-import { readTail, type LiveInspection, type LogSource } from './live-inspection.js';
+import { readNewer, readWholeLog, type LiveInspection, type LogSource } from './live-inspection.js';
 import { foldTimeline, inspectionChanges, inspectionOf, type OperationInspection, type OperationInspectionUpdate } from '../projections/inspection.js';
 import type { OperationRecord } from '../projections/record.js';
 import { OperationNotFound } from './errors.js';
@@ -35,29 +35,27 @@ export async function liveOperationInspection(
   return {
     first: sent.inspection,
     next: async () => {
-      const read = await readTail(source.store, operationId, { revision: sent.record.revision, length: sent.length });
-      if (read.kind === 'diverged') {
+      const tail = await readNewer(source.store, operationId, { revision: sent.record.revision, length: sent.length }, notFound(operationId));
+      if (tail === 'diverged') {
         sent = await inspectWhole(source, operationId);
         return { kind: 'snapshot', inspection: sent.inspection };
       }
-      if (read.kind === 'unavailable') throw new AdapterError('unavailable', read.description);
-      if (read.kind !== 'ok') throw new OperationNotFound(operationId);
-      if (read.transitions.length === 0) return undefined;
-      const { record, timeline } = foldTimeline(sent.record, read.transitions, sent.length);
+      if (tail.length === 0) return undefined;
+      const { record, timeline } = foldTimeline(sent.record, tail, sent.length);
       if (!record) throw new AssertionFailure('an operation record folds to a record after more of its log');
       const inspection = inspectionOf(record, source.interactionOf(record), timeline);
       const update = inspectionChanges(sent.inspection, inspection, record.revision);
-      sent = { inspection, record, length: sent.length + read.transitions.length };
+      sent = { inspection, record, length: sent.length + tail.length };
       return { kind: 'update', update };
     },
   };
 }
 
 async function inspectWhole(source: OperationInspectionSource, operationId: string): Promise<Sent> {
-  const read = await source.store.read(operationId);
-  if (read.kind === 'unavailable') throw new AdapterError('unavailable', read.description);
-  if (read.kind !== 'ok') throw new OperationNotFound(operationId);
-  const { record, timeline } = foldTimeline(undefined, read.transitions, 0);
+  const log = await readWholeLog(source.store, operationId, notFound(operationId));
+  const { record, timeline } = foldTimeline(undefined, log, 0);
   if (!record || !source.visible(record)) throw new OperationNotFound(operationId);
-  return { inspection: inspectionOf(record, source.interactionOf(record), timeline), record, length: read.transitions.length };
+  return { inspection: inspectionOf(record, source.interactionOf(record), timeline), record, length: log.length };
 }
+
+const notFound = (operationId: string) => () => new OperationNotFound(operationId);

@@ -8,12 +8,12 @@
  * costs what was appended, not the whole log. The instance view is built again (its stages'
  * decisions and settlements are read now, as GET reads them) and only its changed fields are sent.
  */
-import { AdapterError, AssertionFailure } from '../../contract/errors.js';
+import { AssertionFailure } from '../../contract/errors.js';
 import type { JsonValue } from '../../contract/json.js';
 import { appliesOnFold } from '../../events/guard.js';
 import type { Stored } from '../../kernel/types.js';
 import { changedFields, replacedKeys } from '../../projections/delta.js';
-import { readTail, type LiveInspection, type LogSource } from '../../runtime/live-inspection.js';
+import { readNewer, readWholeLog, type LiveInspection, type LogSource } from '../../runtime/live-inspection.js';
 import { WorkflowInstanceNotFound } from '../../runtime/errors.js';
 import type { WorkflowInspection, WorkflowInspectionUpdate, WorkflowInstance, WorkflowTimelineEntry } from '../../runtime/workflow-service.js';
 import type { WorkflowTransition } from './events.js';
@@ -43,7 +43,7 @@ export async function liveInspection(source: InspectionSource, instanceId: strin
   return {
     first: inspection,
     next: async () => {
-      const tail = await tailOf(source, instanceId, sent);
+      const tail = await readNewer(source.store, instanceId, { revision: sent.record.revision, length: sent.length }, notFound(instanceId));
       if (tail === 'diverged') {
         ({ sent, inspection } = await inspectWhole(source, instanceId));
         return { kind: 'snapshot', inspection };
@@ -60,10 +60,8 @@ export async function liveInspection(source: InspectionSource, instanceId: strin
 }
 
 async function inspectWhole(source: InspectionSource, instanceId: string): Promise<{ sent: Sent; inspection: WorkflowInspection }> {
-  const read = await source.store.read(instanceId);
-  if (read.kind === 'unavailable') throw new AdapterError('unavailable', read.description);
-  if (read.kind !== 'ok') throw new WorkflowInstanceNotFound(instanceId);
-  const { record, timeline } = foldTimeline(undefined, read.transitions, 0);
+  const log = await readWholeLog(source.store, instanceId, notFound(instanceId));
+  const { record, timeline } = foldTimeline(undefined, log, 0);
   if (!record || !source.visible(record)) throw new WorkflowInstanceNotFound(instanceId);
   const instance = await source.view(record);
   const inspection: WorkflowInspection = {
@@ -77,17 +75,10 @@ async function inspectWhole(source: InspectionSource, instanceId: string): Promi
     children: childViews(record, Object.keys(record.children)),
     timeline,
   };
-  return { sent: { record, length: read.transitions.length, instance }, inspection };
+  return { sent: { record, length: log.length, instance }, inspection };
 }
 
-/** The transitions stored after what was sent; `diverged` when the log no longer continues it. */
-async function tailOf(source: InspectionSource, instanceId: string, sent: Sent): Promise<Stored<WorkflowTransition>[] | 'diverged'> {
-  const read = await readTail(source.store, instanceId, { revision: sent.record.revision, length: sent.length });
-  if (read.kind === 'diverged') return 'diverged';
-  if (read.kind === 'unavailable') throw new AdapterError('unavailable', read.description);
-  if (read.kind !== 'ok') throw new WorkflowInstanceNotFound(instanceId);
-  return read.transitions;
-}
+const notFound = (instanceId: string) => () => new WorkflowInstanceNotFound(instanceId);
 
 /** The record after `log` (the transitions from position `from` on), and their timeline entries. */
 function foldTimeline(
