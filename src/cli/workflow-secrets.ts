@@ -64,7 +64,9 @@ export function workflowSecretOrigins(sources: Readonly<Record<string, WorkflowS
 
 /**
  * The secrets that name no origins, each with where it may be sent (the egress policy's reach):
- * a workflow of any deployed bundle that declares one may send it there.
+ * a workflow of any deployed bundle that declares one may send it there. A deployment's config
+ * refuses such a secret unless workflows.http has an allow list (config.ts): under serve, the
+ * reach is always that list's origins.
  */
 export function unboundSecrets(
   sources: Readonly<Record<string, WorkflowSecretSource>> | undefined,

@@ -401,11 +401,30 @@ function semanticProblems(config: DeploymentConfig): string[] {
     const read = originPattern(entry);
     if ('problem' in read) problems.push(`workflows.http.allow[${index}] ${read.problem}`);
   }
-  for (const [name, source] of Object.entries(config.workflowSecrets ?? {}))
+  problems.push(...secretOriginProblems(config));
+  return problems;
+}
+
+/**
+ * Each secret's origins, read; and every secret confined somewhere: by its own origins or by the
+ * egress allow list. A secret confined by neither could be sent to any (public) origin a workflow
+ * names — one whose endpoint a caller's input chooses included — so it stops the load, naming
+ * what to add. One confined by the allow list alone is warned of at start-up (serve).
+ */
+function secretOriginProblems(config: DeploymentConfig): string[] {
+  const problems: string[] = [];
+  const http = config.workflows?.http;
+  for (const [name, source] of Object.entries(config.workflowSecrets ?? {})) {
+    if (source.origins === undefined && http?.allow === undefined)
+      problems.push(
+        `workflowSecrets.${name} names no origins and workflows.http has no allow list: a workflow that declares it could send it to ` +
+          `any ${http?.privateNetworks === true ? '' : 'public '}origin; give it "origins" (the only origins a request carrying it may go to)`,
+      );
     for (const [index, entry] of (source.origins ?? []).entries()) {
       const read = originPattern(entry);
       if ('problem' in read) problems.push(`workflowSecrets.${name}.origins[${index}] ${read.problem}`);
     }
+  }
   return problems;
 }
 

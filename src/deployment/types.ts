@@ -194,8 +194,9 @@ export interface DeploymentConfig {
 /**
  * Where a workflow secret's value comes from: its text, parsed as JSON when it is JSON (an object
  * for basic or bearer `use`). `origins`: the only origins a request carrying it may go to
- * (origins.ts: the egress allow list's syntax); absent, any origin the egress policy allows
- * (`serve` warns of each such secret at start-up).
+ * (origins.ts: the egress allow list's syntax); absent, any origin of workflows.http.allow —
+ * which must then exist (a config with a secret confined by neither is refused at load), and
+ * `serve` warns of each such secret at start-up.
  */
 export type WorkflowSecretSource = ({ env: string } | { file: string }) & { origins?: string[] };
 

@@ -607,6 +607,28 @@ test("the config's workflowSecrets origins are read as the egress allow list is:
     );
 });
 
+test('a secret confined neither by its origins nor by an egress allow list stops the config at load, naming it and what to add', () => {
+  const parse = (config: Record<string, unknown>) =>
+    parseDeploymentConfig(new TextEncoder().encode(JSON.stringify(minimalServeConfig(config))), '/etc/convoke').workflowSecrets;
+  const secrets = { api: { env: 'API', origins: ['https://api.example.com'] }, open: { env: 'OPEN' }, creds: { file: 'c.json' } };
+  for (const http of [undefined, { privateNetworks: true }])
+    assert.throws(
+      () => parse({ workflowSecrets: secrets, ...(http ? { workflows: { http } } : {}) }),
+      (error: unknown) =>
+        isAdapterError(error) &&
+        error.kind === 'invalid-input' &&
+        error.message.includes(
+          `workflowSecrets.open names no origins and workflows.http has no allow list: a workflow that declares it could send it to any ${http ? '' : 'public '}origin; give it "origins"`,
+        ) &&
+        error.message.includes('workflowSecrets.creds names no origins') &&
+        !error.message.includes('workflowSecrets.api'),
+      JSON.stringify(http),
+    );
+  // Confined by the allow list (serve warns of them), or each by its own origins: loaded.
+  assert.deepEqual(Object.keys(parse({ workflowSecrets: secrets, workflows: { http: { allow: ['https://a.example.com'] } } }) ?? {}), ['api', 'open', 'creds']);
+  assert.deepEqual(Object.keys(parse({ workflowSecrets: { api: secrets.api } }) ?? {}), ['api']);
+});
+
 test('serve is given each secret origins names, and says which secrets name none, with where they may go', () => {
   const sources = { api: { env: 'API', origins: ['https://api.example.com'] }, creds: { file: '/c.json' } };
   assert.deepEqual([...workflowSecretOrigins(sources)], [['api', ['https://api.example.com']]]);
@@ -618,7 +640,7 @@ test('serve is given each secret origins names, and says which secrets name none
   assert.deepEqual(unboundSecrets({ api: sources.api }, undefined), []);
 });
 
-test('convoke serve: a secret goes only to its configured origins, and a secret that names none is warned of at start-up', async () => {
+test('convoke serve: a secret goes only to its configured origins, and a secret that names none (confined by the allow list alone) is warned of at start-up', async () => {
   const allowed = await echoServer();
   const other = await echoServer();
   const notify = {
@@ -633,7 +655,7 @@ test('convoke serve: a secret goes only to its configured origins, and a secret 
       },
     ],
   };
-  const fixture = await writeWorkflowFixture({ bundleWorkflows: { notify }, workflows: { http: { privateNetworks: true } } });
+  const fixture = await writeWorkflowFixture({ bundleWorkflows: { notify }, workflows: { http: { privateNetworks: true, allow: [allowed.url, other.url] } } });
   const config = JSON.parse(await readFile(fixture.configPath, 'utf8')) as JsonObject;
   config.workflowSecrets = { api: { env: 'API_KEY', origins: [allowed.url] }, open: { env: 'OPEN_KEY' } };
   await writeFile(fixture.configPath, JSON.stringify(config));
@@ -671,7 +693,7 @@ test('convoke serve: a secret goes only to its configured origins, and a secret 
       .map((line) => JSON.parse(line) as JsonObject);
     assert.deepEqual(
       warnings.map(({ secret, reach }) => ({ secret, reach })),
-      [{ secret: 'open', reach: 'any origin (workflows.http has no allow list)' }],
+      [{ secret: 'open', reach: 'any of the 2 origins of workflows.http.allow' }],
     );
     assert.ok(!io.err().includes(token) && !io.err().includes('open-5e'), 'the log holds no secret');
   } finally {

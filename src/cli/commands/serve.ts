@@ -120,8 +120,9 @@ function emittedDroppedLog(logger: Pino, clock: Clock): (subject: string, reason
 /**
  * How serve hosts its workflow instances, with the deployment's workflow secrets: read once,
  * before anything runs (a missing or unreadable one stops the start), each with the origins it
- * may go to. A secret that names none is said at start-up: a workflow of any deployed bundle that
- * declares it may send it wherever the egress policy lets calls go.
+ * may go to. A secret that names none (confined by the egress allow list alone: the config
+ * refuses it otherwise) is said at start-up: a workflow of any deployed bundle that declares it
+ * may send it to any origin of that list.
  */
 async function workflowHostOf(config: DeploymentConfig, env: NodeJS.ProcessEnv, logger: Pino): Promise<WorkflowHostFactory> {
   const sources = config.workflowSecrets;
