@@ -40,9 +40,19 @@ export async function readTail<T>(
   return { kind: 'ok', transitions: read.transitions.slice(seen.length) };
 }
 
+/**
+ * How a live inspection takes what it read: `notFound` is its answer for a missing or pruned
+ * stream; `checkLog` is the aggregate's check of a log read back (its schema), which throws
+ * `unavailable` for a transition that fails it, as the kernel does, so corruption is never folded.
+ */
+export interface LogReading<T> {
+  notFound(): Error;
+  checkLog(log: readonly Stored<T>[], streamId: string): void;
+}
+
 /** The whole log, for a live inspection's snapshot: an unavailable store throws `unavailable`, any other failure (unknown, pruned) `notFound`. */
-export async function readWholeLog<T>(store: LogSource<T>, streamId: string, notFound: () => Error): Promise<Stored<T>[]> {
-  return transitionsOf(await store.read(streamId), notFound);
+export async function readWholeLog<T>(store: LogSource<T>, streamId: string, reading: LogReading<T>): Promise<Stored<T>[]> {
+  return checked(transitionsOf(await store.read(streamId), reading), streamId, reading);
 }
 
 /** The transitions stored after `seen` (readTail), `diverged` when the log no longer continues it; failures as readWholeLog. */
@@ -50,14 +60,19 @@ export async function readNewer<T>(
   store: LogSource<T>,
   streamId: string,
   seen: { revision: string; length: number },
-  notFound: () => Error,
+  reading: LogReading<T>,
 ): Promise<Stored<T>[] | 'diverged'> {
   const read = await readTail(store, streamId, seen);
-  return read.kind === 'diverged' ? 'diverged' : transitionsOf(read, notFound);
+  return read.kind === 'diverged' ? 'diverged' : checked(transitionsOf(read, reading), streamId, reading);
 }
 
-function transitionsOf<T>(read: Exclude<ReadOutcome<T>, { kind: 'ok' }> | { kind: 'ok'; transitions: Stored<T>[] }, notFound: () => Error): Stored<T>[] {
+function transitionsOf<T>(read: Exclude<ReadOutcome<T>, { kind: 'ok' }> | { kind: 'ok'; transitions: Stored<T>[] }, reading: LogReading<T>): Stored<T>[] {
   if (read.kind === 'unavailable') throw new AdapterError('unavailable', read.description);
-  if (read.kind !== 'ok') throw notFound();
+  if (read.kind !== 'ok') throw reading.notFound();
   return read.transitions;
+}
+
+function checked<T>(log: Stored<T>[], streamId: string, reading: LogReading<T>): Stored<T>[] {
+  reading.checkLog(log, streamId);
+  return log;
 }

@@ -8,7 +8,8 @@
 import type { CompiledInteraction } from '../contract/bundle.js';
 import { AssertionFailure } from '../contract/errors.js';
 import type { StoredTransition } from '../events/types.js';
-import { readNewer, readWholeLog, type LiveInspection, type LogSource } from './live-inspection.js';
+import { readNewer, readWholeLog, type LiveInspection, type LogReading, type LogSource } from './live-inspection.js';
+import { checkedLog } from './operation-aggregate.js';
 import { foldTimeline, inspectionChanges, inspectionOf, type OperationInspection, type OperationInspectionUpdate } from '../projections/inspection.js';
 import type { OperationRecord } from '../projections/record.js';
 import { OperationNotFound } from './errors.js';
@@ -35,7 +36,7 @@ export async function liveOperationInspection(
   return {
     first: sent.inspection,
     next: async () => {
-      const tail = await readNewer(source.store, operationId, { revision: sent.record.revision, length: sent.length }, notFound(operationId));
+      const tail = await readNewer(source.store, operationId, { revision: sent.record.revision, length: sent.length }, reading(operationId));
       if (tail === 'diverged') {
         sent = await inspectWhole(source, operationId);
         return { kind: 'snapshot', inspection: sent.inspection };
@@ -52,10 +53,14 @@ export async function liveOperationInspection(
 }
 
 async function inspectWhole(source: OperationInspectionSource, operationId: string): Promise<Sent> {
-  const log = await readWholeLog(source.store, operationId, notFound(operationId));
+  const log = await readWholeLog(source.store, operationId, reading(operationId));
   const { record, timeline } = foldTimeline(undefined, log, 0);
   if (!record || !source.visible(record)) throw new OperationNotFound(operationId);
   return { inspection: inspectionOf(record, source.interactionOf(record), timeline), record, length: log.length };
 }
 
-const notFound = (operationId: string) => () => new OperationNotFound(operationId);
+/** A log that fails the operation schema is refused (unavailable), as the kernel refuses it: never folded, never shown. */
+const reading = (operationId: string): LogReading<StoredTransition['transition']> => ({
+  notFound: () => new OperationNotFound(operationId),
+  checkLog: (log, id) => checkedLog(log as readonly StoredTransition[], id),
+});

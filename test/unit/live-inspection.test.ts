@@ -2,13 +2,24 @@
  * What a live inspection stream builds its updates from: the tail of a log after what was sent
  * (readTail), through the store's readAfter or, without it, from the whole log checked to continue
  * what was sent; and the changes between two projections (projections/delta.ts): changed fields
- * whole, keyed lists as their new and changed entries, map entries a fold replaced.
+ * whole, keyed lists as their new and changed entries, map entries a fold replaced; an operation's
+ * and a workflow instance's inspection refuse a log that fails its schema (unavailable), as get does.
  */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import type { ReadOutcome, Stored, TailOutcome } from '../../src/kernel/types.js';
 import { changedEntries, changedFields, replacedKeys } from '../../src/projections/delta.js';
 import { readTail, type LogSource } from '../../src/runtime/live-inspection.js';
+import { MemoryEventStore } from '../../src/adapters/store/memory.js';
+import { VirtualClock } from '../../src/contract/clock.js';
+import { AdapterError } from '../../src/contract/errors.js';
+import type { JsonObject } from '../../src/contract/json.js';
+import { createEmbedded } from '../../src/deployment/embedded.js';
+import { reviewBundle } from '../../src/deployment/examples.js';
+import type { Transition } from '../../src/events/types.js';
+import { WorkflowInstances } from '../../src/workflow/exec/instances.js';
+import { scenario } from '../support/scenario.js';
+import { harness, quickDocument } from '../workflow/support.js';
 
 const stored = (revision: string, transition: string): Stored<string> => ({ revision, committedAtMs: 0, transition });
 
@@ -97,4 +108,81 @@ test('replacedKeys: the entries a fold added or replaced, by reference; an own k
   const after = { a: kept, b: { n: 1 }, c: { n: 2 }, constructor: { n: 3 } };
   assert.deepEqual(replacedKeys(before, after), ['b', 'c', 'constructor']);
   assert.deepEqual(replacedKeys(after, after), []);
+});
+
+/** A copy of `log` in a store of its own, the transitions `tamper` names rewritten as a store that lost its integrity would hold them. */
+async function copied(
+  log: readonly Stored<Transition>[],
+  id: string,
+  tamper: (event: JsonObject, index: number) => void,
+  clock: VirtualClock,
+): Promise<MemoryEventStore> {
+  const store = new MemoryEventStore({ clock });
+  for (const [index, { transition }] of log.entries()) {
+    const body = structuredClone(transition);
+    for (const event of body.events) tamper(event as unknown as JsonObject, index);
+    const written = index === 0 ? await store.create(id, body) : await store.append(id, String(index), body);
+    assert.equal(written.kind, 'ok');
+  }
+  return store;
+}
+
+const failsItsSchema = (revision: number) => (e: unknown) =>
+  e instanceof AdapterError && e.kind === 'unavailable' && new RegExp(`revision ${revision} fails its schema`).test(e.description ?? '');
+
+test("an operation's inspection refuses a log that fails its schema, as get does: unavailable, never folded or shown, at the snapshot and in an update", async () => {
+  const s = await scenario({ peers: 3 });
+  const { result } = await s.invoke('corrupt');
+  await s.settle();
+  const read = await s.store.read(result.operationId);
+  assert.ok(read.kind === 'ok' && read.transitions.length >= 2);
+  const reader = async (store: MemoryEventStore) =>
+    createEmbedded({ clock: s.clock, bundle: reviewBundle(), groups: { reviewers: ['alfa', 'bravo', 'charlie'] }, store });
+  // A field the schema refuses (shown as if it were the operation's), and a missing one (the fold itself throws).
+  for (const tamper of [(e: JsonObject) => void (e.trustMe = true), (e: JsonObject) => void delete e.manifest]) {
+    const embedded = await reader(await copied(read.transitions, result.operationId, (e, i) => i === 0 && tamper(e), s.clock));
+    try {
+      await assert.rejects(embedded.coordinator.get('svc-a', result.operationId), failsItsSchema(1));
+      await assert.rejects(embedded.coordinator.inspect('svc-a', result.operationId), failsItsSchema(1));
+    } finally {
+      await embedded.close();
+    }
+  }
+  // A stream opened on the valid log, which is then appended a transition that fails its schema.
+  const store = await copied(read.transitions.slice(0, 1), result.operationId, () => undefined, s.clock);
+  const embedded = await reader(store);
+  try {
+    const live = await embedded.coordinator.inspectLive('svc-a', result.operationId);
+    const bad = structuredClone(read.transitions[1]!.transition);
+    (bad.events[0] as unknown as JsonObject).trustMe = true;
+    assert.equal((await store.append(result.operationId, '1', bad)).kind, 'ok');
+    await assert.rejects(live.next(), failsItsSchema(2));
+  } finally {
+    await embedded.close();
+  }
+});
+
+test("a workflow instance's inspection refuses a log that fails its schema: unavailable, never folded or shown", async () => {
+  const clock = new VirtualClock();
+  const h = harness({ clock });
+  const { instanceId } = await h.executor.start({ principalId: 'alice', invocationKey: 'corrupt', document: quickDocument, input: {} });
+  await clock.advance(0);
+  const read = await h.store.read(instanceId);
+  await h.close();
+  assert.ok(read.kind === 'ok' && read.transitions.length >= 1);
+  for (const tamper of [(e: JsonObject) => void (e.trustMe = true), (e: JsonObject) => void delete e.document]) {
+    const store = await copied(read.transitions, instanceId, (e, i) => i === 0 && e.type === 'workflow-started' && tamper(e), clock);
+    const other = harness({ store, clock });
+    const instances = new WorkflowInstances({
+      executor: other.executor,
+      bundleOf: () => undefined,
+      definition: () => undefined,
+      listing: { store, clock, operators: new Set() },
+    });
+    try {
+      await assert.rejects(instances.inspect('alice', instanceId), failsItsSchema(1));
+    } finally {
+      await other.close();
+    }
+  }
 });

@@ -13,9 +13,10 @@ import type { JsonValue } from '../../contract/json.js';
 import { appliesOnFold } from '../../events/guard.js';
 import type { Stored } from '../../kernel/types.js';
 import { changedFields, replacedKeys } from '../../projections/delta.js';
-import { readNewer, readWholeLog, type LiveInspection, type LogSource } from '../../runtime/live-inspection.js';
+import { readNewer, readWholeLog, type LiveInspection, type LogReading, type LogSource } from '../../runtime/live-inspection.js';
 import { WorkflowInstanceNotFound } from '../../runtime/errors.js';
 import type { WorkflowInspection, WorkflowInspectionUpdate, WorkflowInstance, WorkflowTimelineEntry } from '../../runtime/workflow-service.js';
+import { checkedWorkflowLog } from './aggregate.js';
 import type { WorkflowTransition } from './events.js';
 import { applyWorkflow, type WorkflowRecord } from './record.js';
 
@@ -43,7 +44,7 @@ export async function liveInspection(source: InspectionSource, instanceId: strin
   return {
     first: inspection,
     next: async () => {
-      const tail = await readNewer(source.store, instanceId, { revision: sent.record.revision, length: sent.length }, notFound(instanceId));
+      const tail = await readNewer(source.store, instanceId, { revision: sent.record.revision, length: sent.length }, reading(instanceId));
       if (tail === 'diverged') {
         ({ sent, inspection } = await inspectWhole(source, instanceId));
         return { kind: 'snapshot', inspection };
@@ -60,7 +61,7 @@ export async function liveInspection(source: InspectionSource, instanceId: strin
 }
 
 async function inspectWhole(source: InspectionSource, instanceId: string): Promise<{ sent: Sent; inspection: WorkflowInspection }> {
-  const log = await readWholeLog(source.store, instanceId, notFound(instanceId));
+  const log = await readWholeLog(source.store, instanceId, reading(instanceId));
   const { record, timeline } = foldTimeline(undefined, log, 0);
   if (!record || !source.visible(record)) throw new WorkflowInstanceNotFound(instanceId);
   const instance = await source.view(record);
@@ -78,7 +79,11 @@ async function inspectWhole(source: InspectionSource, instanceId: string): Promi
   return { sent: { record, length: log.length, instance }, inspection };
 }
 
-const notFound = (instanceId: string) => () => new WorkflowInstanceNotFound(instanceId);
+/** A log that fails the workflow schema is refused (unavailable), as the kernel refuses it: never folded, never shown. */
+const reading = (instanceId: string): LogReading<WorkflowTransition> => ({
+  notFound: () => new WorkflowInstanceNotFound(instanceId),
+  checkLog: checkedWorkflowLog,
+});
 
 /** The record after `log` (the transitions from position `from` on), and their timeline entries. */
 function foldTimeline(
