@@ -1,8 +1,9 @@
 // The convoke web console: plain DOM, no framework, no build step. Everything shown comes from the
 // HTTP API with the bearer token typed in (kept in sessionStorage for this tab only). Every value
 // from the API is written as text (textContent, text nodes): a peer's result holding markup shows
-// as that markup's text and never runs. Live updates are server-sent events read through fetch,
-// so the token rides in the Authorization header as for every other request.
+// as that markup's text and never runs. Control and bidi characters in that text are shown as
+// their \uXXXX escapes (shown()), as the CLI shows them. Live updates are server-sent events read
+// through fetch, so the token rides in the Authorization header as for every other request.
 'use strict';
 
 (() => {
@@ -12,6 +13,15 @@
   let stopLive = () => {};
 
   // ── DOM helpers: text only ──────────────────────────────────────────────
+  // Characters that would hide or reorder what the page shows rather than be shown (the CLI's
+  // terminalText set): every C0 control but the newline, DEL, the C1 controls, the bidi marks
+  // (U+061C, U+200E, U+200F), embeddings, overrides and isolates (U+202A–U+202E, U+2066–U+2069),
+  // and lone surrogates. A peer's result, a caller's invocation key or a workflow's task name
+  // holding U+202E would otherwise show its text reversed, and the rest of its line with it.
+  const hidden = /[\u0000-\u0009\u000b-\u001f\u007f-\u009f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069\ud800-\udfff]/gu;
+  /** `text` with each such character written as its escape `\uXXXX` (JSON's own: a JSON text stays the same value). */
+  const shown = (text) => String(text).replace(hidden, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
+
   function el(tag, attrs, ...children) {
     const node = document.createElement(tag);
     for (const [name, value] of Object.entries(attrs || {})) {
@@ -21,12 +31,12 @@
     }
     for (const child of children.flat()) {
       if (child === undefined || child === null) continue;
-      node.append(child instanceof Node ? child : document.createTextNode(String(child)));
+      node.append(child instanceof Node ? child : document.createTextNode(shown(child)));
     }
     return node;
   }
   const say = (text, isError) => {
-    status.textContent = text;
+    status.textContent = shown(text);
     status.className = isError ? 'error' : '';
   };
   const clear = () => main.replaceChildren();

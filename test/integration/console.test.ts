@@ -3,7 +3,8 @@
  * a real `convoke serve` child process over a socket: the operation page renders a decided
  * operation and its timeline; a decision arrives on an open page without a reload (server-sent
  * events); a refused token shows nothing of any operation; a peer's result holding markup is shown
- * as text and never runs; the list filters.
+ * as text and never runs, and control and bidi characters in what a caller or a peer sent are
+ * shown escaped; the list filters.
  */
 import assert from 'node:assert/strict';
 import { writeFile } from 'node:fs/promises';
@@ -15,6 +16,11 @@ import { requestBody, sha256Hex, writeHttpFixture, type HttpFixture } from '../s
 import { startServe, type ServeProcess } from '../support/http-server.js';
 
 const hostileNote = '<script>window.__pwned = 1</script><img src=x onerror="window.__pwned = 2">';
+/** bravo's note: a right-to-left override (what follows reads reversed), a first-strong isolate, a zero-width mark and a bell. */
+const disguisedNote = 'approved \u202eevorppa ton\u2066 \u200fok\u0007';
+/** The characters that reorder or hide what a page shows, as the CLI's terminalText names them. */
+// eslint-disable-next-line no-control-regex -- the characters a page must not show raw are what the pattern names
+const disguising = /[\u0000-\u0009\u000b-\u001f\u007f-\u009f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069\ud800-\udfff]/u;
 const operatorToken = 'operator-token-for-the-console-test';
 
 async function invoke(
@@ -68,6 +74,26 @@ async function decidedPage(ctx: Context): Promise<void> {
   assert.equal(await page.evaluate('window.__pwned'), undefined);
   assert.equal(await page.locator('main script, main img').count(), 0);
   assert.deepEqual(dialogs, []);
+  await page.close();
+}
+
+async function disguised(ctx: Context): Promise<void> {
+  // A caller's invocation key and a peer's note, each holding characters that would reverse or hide what is read.
+  const invocationKey = `invoice-\u202egpj.exe-${Date.now()}`;
+  const { status, result } = await invoke(ctx.base, ctx.fixture.tokens.alice, requestBody(ctx.fixture, { invocationKey, waitMs: 8000 }));
+  assert.equal(status, 200);
+  const page = await ctx.browser.page();
+  await signIn(page, ctx.base, ctx.fixture.tokens.alice, `/console/?operation=${result.operationId}`);
+  await page.waitForSelector('#timeline tbody tr');
+  const facts = await page.locator('#h-summary + dl dd').allTextContents();
+  assert.ok(facts.includes(invocationKey.replace('\u202e', '\\u202e')), facts.join(' | '));
+  const branches = (await page.textContent('#branches')) ?? '';
+  assert.ok(branches.includes('approved \\u202eevorppa ton\\u2066 \\u200fok\\u0007'), branches);
+  // Nowhere on the page (the summary, the branches, every event folded in the timeline, the status line) is one of them raw.
+  for (const where of ['main', '#status']) {
+    const text = await page.locator(where).evaluate((node) => node.textContent ?? '');
+    assert.doesNotMatch(text, disguising, `${where} shows ${JSON.stringify(text.match(disguising)?.[0])} raw`);
+  }
   await page.close();
 }
 
@@ -179,6 +205,7 @@ describe('the web console in headless Chromium', { timeout: 120_000 }, () => {
     };
     const alfa = config.transport.examplePeers.alfa!;
     config.transport.examplePeers.alfa = { ...alfa, review: { verdict: 'approve', note: hostileNote } };
+    config.transport.examplePeers.bravo = { ...config.transport.examplePeers.bravo!, review: { verdict: 'approve', note: disguisedNote } };
     config.http.principals.push({ principalId: 'ops', tokenSha256: sha256Hex(operatorToken) });
     config.operators = ['ops'];
     await writeFile(fixture.configPath, JSON.stringify(config));
@@ -193,6 +220,7 @@ describe('the web console in headless Chromium', { timeout: 120_000 }, () => {
   });
 
   test('the operation page renders a decided operation, its branches and its timeline; hostile result text is inert', () => decidedPage(ctx));
+  test("control and bidi characters in a caller's key and a peer's result are shown as \\uXXXX escapes, never raw", () => disguised(ctx));
   test('a decision arrives on an open page without a reload', () => liveDecision(ctx));
   test('a refused token shows nothing of any operation', () => refused(ctx));
   test("the list shows the caller its own operations, filters them, and the operator sees every principal's", () => listFilters(ctx));
