@@ -56,7 +56,7 @@ const subjectTokens = '^[A-Za-z0-9_-]+(\\.[A-Za-z0-9_-]+)*$';
 /** Receiving a request's headers, and the whole request, from a slow client. */
 export const headersTimeoutMsDefault = 10_000;
 export const requestTimeoutMsDefault = 30_000;
-/** An idle event stream sends a comment this often, within any proxy's idle timeout and the socket's (waitMsMax + 15 s). */
+/** An idle event stream sends a comment this often, within any proxy's idle timeout (the socket's is set to outlast it by 15 s). */
 export const eventHeartbeatMsDefault = 15_000;
 export const eventStreamsPerPrincipalDefault = 8;
 

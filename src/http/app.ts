@@ -3,8 +3,9 @@
  *
  * One error handler turns everything into an AdapterError body (errors.ts); the body parser is
  * the strict I-JSON one (body.ts); route schemas are compiled without coercion (schemas.ts).
- * Server timeouts are explicit: the socket inactivity timeout outlasts the longest permitted wait,
- * while receiving a request (headers and body) is bounded separately against slow senders.
+ * Server timeouts are explicit: the socket inactivity timeout outlasts the longest permitted wait
+ * and an idle event stream's heartbeat, while receiving a request (headers and body) is bounded
+ * separately against slow senders.
  */
 import { randomUUID } from 'node:crypto';
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
@@ -55,7 +56,7 @@ export interface HttpApp {
 }
 
 export const keepAliveTimeoutMs = 5_000;
-/** Socket inactivity allowed beyond the longest wait (a waiting request sends nothing). */
+/** Socket inactivity allowed beyond the longest wait (a waiting request sends nothing) and beyond an idle event stream's heartbeat. */
 const connectionIdleMarginMs = 15_000;
 
 export function createHttpApp(options: HttpAppOptions): HttpApp {
@@ -71,7 +72,8 @@ export function createHttpApp(options: HttpAppOptions): HttpApp {
   const app = Fastify({
     ...(options.logger ? { loggerInstance: options.logger, logController: new RequestLog(), genReqId: () => randomUUID() } : { logger: false }),
     bodyLimit: settings.bodyLimitBytes,
-    connectionTimeout: settings.waitMsMax + connectionIdleMarginMs,
+    // An event stream writes nothing between heartbeats: a timeout within heartbeatMs would cut every idle stream.
+    connectionTimeout: Math.max(settings.waitMsMax, settings.events.heartbeatMs) + connectionIdleMarginMs,
     requestTimeout: settings.requestTimeoutMs,
     keepAliveTimeout: keepAliveTimeoutMs,
     // Fastify's own 503 body is not an AdapterError; the onRequest hook below answers instead.

@@ -2,7 +2,8 @@
  * The console's HTTP routes over a real socket against `convoke serve`: the static files and their
  * content security policy; GET /contract-invocations/{id}/transitions for the invoker, an operator
  * and nobody else; the server-sent event streams (snapshot, then updates of what changed that
- * rebuild the fresh read, heartbeat, the per-principal bound, refused credentials); the OpenAPI document naming the routes.
+ * rebuild the fresh read, heartbeat, the per-principal bound, refused credentials; an idle stream
+ * outlives the socket's inactivity timeout whatever the heartbeat); the OpenAPI document naming the routes.
  */
 import { sseBlocks, sseEvent } from '../support/sse.js';
 import assert from 'node:assert/strict';
@@ -185,6 +186,29 @@ async function eventsBounded(ctx: Context): Promise<void> {
   assert.equal(again.status, 200);
 }
 
+/**
+ * The socket's inactivity timeout is 15 s past the longest wait; with no wait allowed and a heartbeat
+ * every 16 s, an idle stream must still be there for its heartbeat (the timeout outlasts it too).
+ */
+async function heartbeatOutlastsIdleTimeout(): Promise<void> {
+  const fixture = await writeHttpFixture({ waitMsMax: 0, http: { events: { heartbeatMs: 16_000 } } });
+  const server = await startServe(fixture.configPath);
+  try {
+    const { body } = await post(server.url, '/contract-invocations', fixture.tokens.alice, requestBody(fixture, { waitMs: 0 }));
+    const url = `${server.url}/contract-invocations/${body.operationId}/events`;
+    const startedMs = Date.now();
+    const seen = await readEvents(url, fixture.tokens.alice, (_events, comments) => comments >= 1, 30_000).catch((error: unknown) =>
+      assert.fail(`the idle stream was cut after ${Date.now() - startedMs} ms, before its first heartbeat: ${String(error)}`),
+    );
+    assert.equal(seen.status, 200);
+    assert.equal(seen.events[0]?.event, 'snapshot');
+    assert.equal(seen.comments, 1, 'the heartbeat arrived on the idle stream');
+  } finally {
+    await server.stop();
+    await fixture.dispose();
+  }
+}
+
 async function openApi(ctx: Context): Promise<void> {
   const document = (await (await fetch(`${ctx.base}/openapi.json`)).json()) as {
     paths: Record<string, unknown>;
@@ -220,3 +244,7 @@ describe('the console routes of convoke serve', { timeout: 60_000 }, () => {
   test('events: refused credentials and other principals get no stream; a principal holds a bounded number', () => eventsBounded(ctx));
   test('the OpenAPI document names the console routes', () => openApi(ctx));
 });
+
+test('events: an idle stream is kept until its heartbeat, also where the heartbeat is longer than the longest wait', { timeout: 60_000 }, () =>
+  heartbeatOutlastsIdleTimeout(),
+);
