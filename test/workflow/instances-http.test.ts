@@ -167,6 +167,23 @@ test('a running instance is 202 with its current task; GET ?waitMs= waits; cance
   await assertReplayEqual(id);
 });
 
+test('a start under the key of a pruned instance is 410 expired, naming the instance, as the OpenAPI document says it may be', async () => {
+  const started = await start(fixture.tokens.alice, 'slow', 'pruned-1', {}, 0);
+  const id = started.body.instanceId as string;
+  assert.equal((await call('POST', `/workflow-instances/${id}/cancel`, fixture.tokens.alice)).status, 200);
+  // Retention tombstones the ended instance; the process holding it lets it go (as a prune's `pruned` hook does).
+  assert.equal((await hosted.deployment.store.tombstone(id)).kind, 'ok');
+  hosted.host.service.forget?.(id);
+  const again = await start(fixture.tokens.alice, 'slow', 'pruned-1', {}, 0);
+  assert.equal(again.status, 410, JSON.stringify(again.body));
+  assert.equal(again.body.kind, 'expired');
+  assert.equal(again.body.description, `workflow instance ${id} was pruned: its invocation key "pruned-1" starts no instance again`);
+  assert.equal((await call('GET', `/workflow-instances/${id}`, fixture.tokens.alice)).status, 404);
+  const document = await call('GET', '/openapi.json', undefined);
+  const responses = (((document.body.paths as JsonObject)['/workflow-instances'] as JsonObject).post as JsonObject).responses as JsonObject;
+  assert.ok(responses['410'], `startWorkflow documents ${Object.keys(responses).join(', ')}`);
+});
+
 test('cancelling an instance cancels its open contract call where the interaction declares caller cancellation', async () => {
   const started = await start(fixture.tokens.alice, 'held', 'held-1', { document: 'RFC 5' }, 0);
   assert.equal(started.status, 202, JSON.stringify(started.body));

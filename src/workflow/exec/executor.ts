@@ -448,8 +448,12 @@ export class WorkflowExecutor implements CloudEventIntake {
     };
     const problem = workflowTransitionProblem(transition);
     if (problem !== undefined) throw invalidInput(`the workflow cannot start: ${problem}`);
-    const admission = await this.admitStart(request, instanceId);
-    if (admission === 'found') return this.found(instanceId, request);
+    // Its key's instance pruned (tombstoned): the key starts nothing again, which the caller is told in the instance's own terms.
+    const pruned = (error: unknown) => {
+      throw isAdapterError(error) && error.kind === 'expired' ? prunedKey(instanceId, request.invocationKey) : error;
+    };
+    const admission = await this.admitStart(request, instanceId).catch(pruned);
+    if (admission === 'found') return this.found(instanceId, request).catch(pruned);
     let created: { kind: 'ok' } | StoreFailure;
     try {
       created = await this.create(instanceId, transition);
@@ -458,8 +462,9 @@ export class WorkflowExecutor implements CloudEventIntake {
     }
     if (created.kind === 'ok') return { instanceId, created: true };
     admission.createdNothing();
+    if (created.kind === 'expired') throw prunedKey(instanceId, request.invocationKey);
     if (created.kind !== 'conflict') throw new AdapterError(created.kind === 'not-found' ? 'unavailable' : created.kind, `start: ${created.description}`);
-    return this.found(instanceId, request);
+    return this.found(instanceId, request).catch(pruned);
   }
 
   /**
@@ -1121,4 +1126,12 @@ const withStart = (proposal: Proposal, { started, startedAtMs }: WorkflowRecord)
 function joined(start: WorkflowTransition, first: WorkflowTransition): WorkflowTransition | undefined {
   if (workflowTransitionProblem(first) !== undefined) return undefined;
   return { ...start, events: [...start.events, ...first.events] };
+}
+
+/** A start under the key of a pruned instance: expired (410), as an operation's tombstoned key is. */
+function prunedKey(instanceId: string, invocationKey: string): AdapterError {
+  return new AdapterError(
+    'expired',
+    `workflow instance ${instanceId} was pruned: its invocation key ${JSON.stringify(invocationKey)} starts no instance again`,
+  );
 }
