@@ -116,6 +116,24 @@ const servicePaths = {
 };
 
 export function openApiDocument(): object {
+  return withoutSchemaIds(document()) as object;
+}
+
+/**
+ * The document with no schema `$id` inside it. Components are named by their place in the
+ * document; the contract schemas' own `$id`s would identify a subschema embedded in two components
+ * (the AdapterError of InvocationResult.outputError, held again by OperationInspection.result) by
+ * one URI twice, which JSON Schema 2020-12 forbids (§8.2.1): a validator loading the components
+ * refuses them.
+ */
+function withoutSchemaIds(value: unknown): unknown {
+  if (Array.isArray(value)) return value.map(withoutSchemaIds);
+  if (typeof value !== 'object' || value === null) return value;
+  // Only the keyword: a string `$id` (a property named `$id` would hold a schema object).
+  return Object.fromEntries(Object.entries(value).flatMap(([key, v]) => (key === '$id' && typeof v === 'string' ? [] : [[key, withoutSchemaIds(v)]])));
+}
+
+function document(): object {
   const workflows = workflowInstanceOpenApi(errorResponses);
   return {
     openapi: '3.1.0',

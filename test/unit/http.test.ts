@@ -7,6 +7,7 @@ import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { SignJWT, exportJWK, generateKeyPair } from 'jose';
+import { Ajv2020 } from 'ajv/dist/2020.js';
 import { loadBundle } from '../../src/contract/bundle.js';
 import { operationId as deriveOperationId } from '../../src/contract/ids.js';
 import { isAdapterError } from '../../src/contract/errors.js';
@@ -228,6 +229,30 @@ describe('HTTP facade (inject)', () => {
     assert.match(metrics.body, /convoke_http_responses_total\{method="POST",route="\/contract-invocations",status="400"\} \d+/);
     errorBody(await built.http.app.inject({ url: '/nowhere' }), 404);
     errorBody(await built.http.app.inject({ method: 'DELETE', url: '/contract-invocations' }), 404);
+  });
+
+  test('/openapi.json loads into a JSON Schema 2020-12 validator: every response schema compiles against its components', async () => {
+    const doc = JSON.parse((await built.http.app.inject({ url: '/openapi.json' })).body) as {
+      components: object;
+      paths: Record<string, Record<string, { responses: Record<string, { content?: Record<string, { schema: object }> }> }>>;
+    };
+    // OpenAPI 3.1 schemas are JSON Schema 2020-12; a client validates answers with the document's components as one resource.
+    const ajv = new Ajv2020({ strict: false, allowUnionTypes: true });
+    ajv.addSchema({ $id: 'https://client.example/openapi.json', components: doc.components });
+    const anchored = (schema: object) => JSON.parse(JSON.stringify(schema).replaceAll('"#/components/', '"https://client.example/openapi.json#/components/'));
+    let compiled = 0;
+    for (const [path, operations] of Object.entries(doc.paths))
+      for (const [method, operation] of Object.entries(operations))
+        for (const [status, response] of Object.entries(operation.responses)) {
+          const schema = response.content?.['application/json']?.schema;
+          if (schema === undefined) continue;
+          assert.doesNotThrow(() => ajv.compile(anchored(schema)), `${method.toUpperCase()} ${path} ${status}`);
+          compiled++;
+        }
+    assert.ok(compiled > 50, `${compiled} response schemas`);
+    const validate = ajv.getSchema('https://client.example/openapi.json#/components/schemas/InvocationResult');
+    const answered = JSON.parse((await post(requestBody(fixture, { waitMs: 5000 }))).body);
+    assert.ok(validate?.(answered), JSON.stringify(validate?.errors));
   });
 
   test('same key, same input: the same operation, 200 once reached', async () => {
