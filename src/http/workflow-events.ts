@@ -65,9 +65,9 @@ export const workflowEventPaths = {
 export function registerWorkflowEventRoutes(app: FastifyInstance, options: WorkflowEventRoutesOptions): void {
   void app.register(async (scope) => {
     const callers = new WeakMap<FastifyRequest, Caller>();
-    scope.addContentTypeParser(cloudEventsMediaType, { parseAs: 'buffer', bodyLimit: limits.cloudEventBytesMax }, (request, body, done) => {
+    scope.addContentTypeParser(cloudEventsMediaType, { parseAs: 'buffer', bodyLimit: limits.cloudEventBytesMax }, (_request, body, done) => {
+      // The route's preParsing hook refused every other media type (a charset other than UTF-8 included).
       try {
-        if (!mediaTypeOf(request)) throw new UnsupportedMediaType(cloudEventsMediaType);
         done(null, parseStrictBytes(body as Buffer, 'CloudEvent'));
       } catch (error) {
         done(error as Error, undefined);
@@ -80,7 +80,9 @@ export function registerWorkflowEventRoutes(app: FastifyInstance, options: Workf
         bodyLimit: limits.cloudEventBytesMax,
         // Authentication runs before the body is read, as on every route.
         onRequest: async (request) => void callers.set(request, await options.authenticate(request.headers.authorization)),
-        preValidation: async (request) => {
+        // Before a parser is chosen: a media type no parser takes (batch mode, binary mode, text) would otherwise be
+        // Fastify's refusal, which the app answers with the JSON routes' media type; nor is any other type's body read.
+        preParsing: async (request) => {
           if (!mediaTypeOf(request)) throw new UnsupportedMediaType(cloudEventsMediaType);
         },
       },

@@ -174,7 +174,14 @@ test('POST /workflow-events: its refusals name its own media type and its own si
       return { status: response.status, body: (await response.json()) as { kind: string; description: string } };
     };
     const event = JSON.stringify(approved('m1'));
-    for (const contentType of ['application/json', 'application/cloudevents+json; charset=latin1']) {
+    // Batch and binary mode included: whatever the media type, and whether or not another route takes it.
+    for (const contentType of [
+      'application/json',
+      'application/cloudevents+json; charset=latin1',
+      'application/cloudevents-batch+json',
+      'text/plain',
+      'application/octet-stream',
+    ]) {
       const refused = await post(event, contentType);
       assert.equal(refused.status, 415, contentType);
       assert.equal(refused.body.description, 'content-type must be application/cloudevents+json', contentType);
