@@ -40,6 +40,9 @@ const postWorkflowEventSchema = {
   response: { ...errorResponseSchemas, 202: deliverySchema, 404: deliverySchema },
 } as const;
 
+/** Every refusal's body, as on every route (errors.ts). */
+const adapterErrorBody = { 'application/json': { schema: { $ref: '#/components/schemas/AdapterError' } } };
+
 /** The route in the OpenAPI document (openapi.ts); served where the app was given a workflow executor. */
 export const workflowEventPaths = {
   '/workflow-events': {
@@ -52,11 +55,15 @@ export const workflowEventPaths = {
       responses: {
         '202': { description: 'taken by the listed instances', content: { 'application/json': { schema: deliverySchema } } },
         '404': { description: 'no waiting listen took it; nothing was stored', content: { 'application/json': { schema: deliverySchema } } },
-        '400': { description: 'not a CloudEvent this runtime takes' },
-        '401': { description: 'not authenticated' },
-        '413': { description: 'larger than limits.cloudEventBytesMax' },
-        '415': { description: 'content-type must be application/cloudevents+json' },
-        '503': { description: 'unavailable; send it again' },
+        '400': { description: 'not a CloudEvent this runtime takes', content: adapterErrorBody },
+        '401': { description: 'not authenticated', content: adapterErrorBody },
+        '413': { description: 'larger than limits.cloudEventBytesMax', content: adapterErrorBody },
+        '415': { description: 'content-type must be application/cloudevents+json', content: adapterErrorBody },
+        '500': {
+          description: 'internal error; whether an instance took it is unknown: send it again (an instance that took it answers it taken)',
+          content: adapterErrorBody,
+        },
+        '503': { description: 'unavailable; send it again', content: adapterErrorBody },
       },
     },
   },

@@ -255,6 +255,25 @@ describe('HTTP facade (inject)', () => {
     assert.ok(validate?.(answered), JSON.stringify(validate?.errors));
   });
 
+  test('/openapi.json: every authenticated operation documents 401, 500 and 503, and every error answer as an AdapterError body', async () => {
+    type Operation = { security?: unknown[]; responses: Record<string, { content?: Record<string, { schema: { $ref?: string } }> }> };
+    const doc = JSON.parse((await built.http.app.inject({ url: '/openapi.json' })).body) as { paths: Record<string, Record<string, Operation>> };
+    const problems: string[] = [];
+    for (const [path, operations] of Object.entries(doc.paths))
+      for (const [method, operation] of Object.entries(operations)) {
+        const where = `${method.toUpperCase()} ${path}`;
+        const authenticated = !(Array.isArray(operation.security) && operation.security.length === 0);
+        for (const status of authenticated ? ['401', '500', '503'] : []) if (!operation.responses[status]) problems.push(`${where}: no ${status}`);
+        for (const [status, response] of Object.entries(operation.responses)) {
+          // POST /workflow-events answers an event nothing took with its delivery, 404 no-match.
+          if (Number(status) < 400 || (path === '/workflow-events' && status === '404')) continue;
+          if (response.content?.['application/json']?.schema.$ref !== '#/components/schemas/AdapterError')
+            problems.push(`${where}: ${status} without an AdapterError body`);
+        }
+      }
+    assert.deepEqual(problems, []);
+  });
+
   test('same key, same input: the same operation, 200 once reached', async () => {
     const body = requestBody(fixture, { waitMs: 5000 });
     const a = resultBody(await post(body), 200);
