@@ -4,7 +4,7 @@
  * JSON Schema 2020-12, so the contract schemas go in unchanged.
  */
 import { limits } from '../contract/limits.js';
-import { errorSchema, errorStatuses, healthSchema, inspectionSchema, listPageSchema, requestBodySchema, resultSchema } from './schemas.js';
+import { errorSchema, errorStatuses, healthSchema, inspectionSchema, listPageSchema, requestBodySchema, resultSchema, waitMsParameter } from './schemas.js';
 import { listLimitDefault } from '../runtime/operation-list.js';
 import { workflowInstanceOpenApi } from './workflow-instances.js';
 import { workflowEventPaths } from './workflow-events.js';
@@ -174,7 +174,7 @@ function document(): object {
           parameters: [
             { name: 'operationId', in: 'path', required: true, schema: { type: 'string', pattern: '^op[0-9a-f]{64}$' } },
             { name: 'waitFor', in: 'query', required: false, schema: { enum: ['decision', 'settled'] } },
-            { name: 'waitMs', in: 'query', required: false, schema: { type: 'integer', minimum: 0, maximum: limits.waitMsMax } },
+            waitMsParameter,
           ],
           responses: { ...progress, ...errorResponses([400, 401, 404, 500, 503]) },
         },

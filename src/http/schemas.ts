@@ -23,7 +23,10 @@ export const requestBodySchema = withoutId(invocationRequestSchema);
 export const resultSchema = withoutId(invocationResultSchema);
 export const errorSchema = withoutId(adapterErrorSchema);
 
-/** The wait parameters of GET; query strings are text, so waitMs is a digit string parsed by the handler. */
+/** The longest waitMs a GET takes (nine digits); a longer wait than the deployment's http.waitMsMax is clamped to it. */
+export const waitMsAcceptedMax = 999_999_999;
+
+/** The wait parameters of GET; query strings are text, so waitMs is a digit string (at most waitMsAcceptedMax) parsed by the handler. */
 export const waitQuerySchema = {
   type: 'object',
   additionalProperties: false,
@@ -31,6 +34,15 @@ export const waitQuerySchema = {
     waitFor: { enum: ['decision', 'settled'] },
     waitMs: { type: 'string', pattern: '^(0|[1-9][0-9]{0,8})$' },
   },
+} as const;
+
+/** waitMs as the OpenAPI document states it: what the routes take, and what they do with a wait past the deployment's bound. */
+export const waitMsParameter = {
+  name: 'waitMs',
+  in: 'query',
+  required: false,
+  description: "how long to wait, in ms; a longer wait than the deployment's http.waitMsMax is clamped to it",
+  schema: { type: 'integer', minimum: 0, maximum: waitMsAcceptedMax },
 } as const;
 
 export const operationParamsSchema = {

@@ -14,7 +14,7 @@ import { workflowInstanceSchema, workflowStartRequestSchema } from '../runtime/w
 import type { Authenticate } from './auth.js';
 import { requireJsonContentType } from './body.js';
 import { callerHooks } from './invocations.js';
-import { errorResponseSchemas, waitQuerySchema } from './schemas.js';
+import { errorResponseSchemas, waitMsParameter, waitQuerySchema } from './schemas.js';
 import { parseWorkflowListParameters } from '../runtime/workflow-list.js';
 import type { WaitSlots } from '../runtime/wait-slots.js';
 
@@ -163,7 +163,7 @@ export function workflowInstanceOpenApi(errorResponses: (statuses: (400 | 401 | 
           description:
             'The instance, for the principal that started it only (anyone else gets 404, as for an unknown id); waits up to waitMs for it to end. ' +
             'A child instance (run: workflow) names its parent; a parent lists its childInstances with their status now.',
-          parameters: [instanceIdParameter, { name: 'waitMs', in: 'query', required: false, schema: { type: 'integer', minimum: 0 } }],
+          parameters: [instanceIdParameter, waitMsParameter],
           responses: { ...instanceProgress, ...errorResponses([400, 401, 404, 500, 503]) },
         },
       },

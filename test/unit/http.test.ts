@@ -274,6 +274,27 @@ describe('HTTP facade (inject)', () => {
     assert.deepEqual(problems, []);
   });
 
+  test('/openapi.json states the waitMs the routes take: up to its maximum (clamped to the deployment bound), one more is 400', async () => {
+    type Parameter = { name: string; in: string; schema: { maximum?: number } };
+    const doc = JSON.parse((await built.http.app.inject({ url: '/openapi.json' })).body) as {
+      paths: Record<string, Record<string, { parameters?: Parameter[] }>>;
+    };
+    const stated = Object.entries(doc.paths).flatMap(([path, operations]) =>
+      Object.entries(operations).flatMap(([method, operation]) =>
+        (operation.parameters ?? []).filter((p) => p.name === 'waitMs').map((p) => ({ where: `${method} ${path}`, maximum: p.schema.maximum })),
+      ),
+    );
+    assert.ok(
+      stated.some(({ where }) => where === 'get /contract-invocations/{operationId}'),
+      JSON.stringify(stated),
+    );
+    for (const { where, maximum } of stated) assert.equal(maximum, 999_999_999, where);
+    const decided = resultBody(await post(requestBody(fixture, { waitMs: 5000 })), 200);
+    // Decided already: the longest wait stated answers at once.
+    assert.equal(resultBody(await get(`/contract-invocations/${decided.operationId}?waitMs=999999999`), 200).operationId, decided.operationId);
+    assert.equal(errorBody(await get(`/contract-invocations/${decided.operationId}?waitMs=1000000000`), 400).kind, 'invalid-input');
+  });
+
   test('same key, same input: the same operation, 200 once reached', async () => {
     const body = requestBody(fixture, { waitMs: 5000 });
     const a = resultBody(await post(body), 200);
