@@ -18,7 +18,7 @@ import type { HttpSettings } from './settings.js';
 import type { InvocationService } from '../runtime/service.js';
 import type { WorkflowInstanceService } from '../runtime/workflow-service.js';
 import { createAuthenticator } from './auth.js';
-import { installStrictJsonBodies } from './body.js';
+import { checkRequestHeaders, installStrictJsonBodies } from './body.js';
 import { errorReply, routeNotFound, type ErrorReply } from './errors.js';
 import { registerInvocationRoutes } from './invocations.js';
 import { registerLiveRoutes } from './live.js';
@@ -100,6 +100,7 @@ export function createHttpApp(options: HttpAppOptions): HttpApp {
     target.header('connection', 'close');
     throw unavailable('the server is shutting down; retry against another instance or later');
   });
+  app.addHook('onRequest', async (request) => checkRequestHeaders(request.raw.rawHeaders));
   app.addHook('onResponse', async (request, target) => {
     const route = routeOf(request);
     metrics.responses.inc({ method: request.method, route, status: String(target.statusCode) });

@@ -6,6 +6,7 @@
  */
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { parseStrictBytes } from '../contract/ijson.js';
+import { invalidInput } from '../contract/errors.js';
 import { UnsupportedMediaType } from './errors.js';
 
 export function installStrictJsonBodies(app: FastifyInstance, bodyLimitBytes: number): void {
@@ -25,6 +26,32 @@ function checkCharset(request: FastifyRequest): void {
   const header = request.headers['content-type'] ?? '';
   const charset = /;\s*charset\s*=\s*"?([^";\s]*)"?/i.exec(header)?.[1]?.toLowerCase();
   if (charset !== undefined && charset !== 'utf-8' && charset !== 'utf8') throw new UnsupportedMediaType();
+}
+
+/**
+ * Headers a request may not leave open to two readings, checked before authentication and before
+ * any body is read. Two authorization headers: Node keeps the first, a proxy in front may check
+ * the last, so the caller one part authenticated would not be the one another acted for — 400.
+ * A content-encoding other than identity: bodies are read as sent, never decompressed, so a
+ * compressed body would be taken for JSON text it is not, or an uncompressed one labelled
+ * compressed read otherwise than its sender meant — 415.
+ */
+export function checkRequestHeaders(rawHeaders: readonly string[]): void {
+  let authorizations = 0;
+  for (let at = 0; at + 1 < rawHeaders.length; at += 2) {
+    const name = (rawHeaders[at] as string).toLowerCase();
+    if (name === 'authorization') authorizations++;
+    else if (name === 'content-encoding') {
+      const coding = (rawHeaders[at + 1] as string).trim().toLowerCase();
+      if (coding !== 'identity')
+        throw new UnsupportedMediaType(
+          undefined,
+          `content-encoding must be identity (bodies are read as sent, never decompressed), not ${JSON.stringify(coding.slice(0, 64))}`,
+        );
+    }
+  }
+  if (authorizations > 1)
+    throw invalidInput(`a request carries one authorization header, not ${authorizations}: which one names the caller would depend on who reads it`);
 }
 
 /**

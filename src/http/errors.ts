@@ -18,11 +18,11 @@ export class AuthenticationRequired extends Error {
   }
 }
 
-/** The body is not of the route's media type (application/json unless named), or declares a charset other than UTF-8. */
+/** The body is not of the route's media type (application/json unless named), declares a charset other than UTF-8, or is encoded. */
 export class UnsupportedMediaType extends Error {
   override readonly name = 'UnsupportedMediaType';
-  constructor(mediaType = 'application/json') {
-    super(`content-type must be ${mediaType}`);
+  constructor(mediaType = 'application/json', description = `content-type must be ${mediaType}`) {
+    super(description);
   }
 }
 

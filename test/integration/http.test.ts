@@ -208,6 +208,54 @@ describe('convoke serve over HTTP (memory store, in-process peers)', () => {
     expectError(await call(base, 'POST', '/contract-invocations', { token: alice, body: undeployed }), 422, 'unsupported');
   });
 
+  test('two authorization headers are 400 and a content-encoding other than identity is 415, before authentication and before the body', async () => {
+    /** One request written as raw bytes (a client library would merge or refuse repeated headers); its status and body. */
+    const raw = (headerLines: string[], body = '') =>
+      new Promise<{ status: number; body: string }>((resolve, reject) => {
+        const { hostname, port } = new URL(base);
+        const socket = connect(Number(port), hostname);
+        let answer = '';
+        socket.on('data', (chunk) => (answer += chunk.toString('latin1')));
+        socket.on('error', reject);
+        socket.on('close', () => resolve({ status: Number(/^HTTP\/1\.1 (\d{3})/.exec(answer)?.[1]), body: answer.slice(answer.indexOf('\r\n\r\n') + 4) }));
+        const length = Buffer.byteLength(body);
+        socket.end(
+          [
+            `POST /contract-invocations HTTP/1.1`,
+            `host: ${hostname}`,
+            'connection: close',
+            'content-type: application/json',
+            `content-length: ${length}`,
+            ...headerLines,
+          ].join('\r\n') + `\r\n\r\n${body}`,
+        );
+      });
+    const before = await call(base, 'GET', '/contract-invocations?limit=200', { token: alice });
+    const valid = JSON.stringify(requestBody(fixture, { waitMs: 0 }));
+    // Each credential is valid alone: which one the request spoke for would depend on the reader.
+    const twice = await raw([`authorization: Bearer ${alice}`, `authorization: Bearer ${bob}`], valid);
+    assert.equal(twice.status, 400, twice.body);
+    assert.deepEqual(JSON.parse(twice.body), {
+      kind: 'invalid-input',
+      description: 'a request carries one authorization header, not 2: which one names the caller would depend on who reads it',
+    });
+    for (const coding of ['gzip', 'deflate, identity', 'br']) {
+      const encoded = await raw([`authorization: Bearer ${alice}`, `content-encoding: ${coding}`], valid);
+      assert.equal(encoded.status, 415, encoded.body);
+      assert.match(JSON.parse(encoded.body).description as string, /^content-encoding must be identity \(bodies are read as sent, never decompressed\), not "/);
+    }
+    // Unauthenticated and encoded: refused for its encoding before anything is read.
+    assert.equal((await raw(['content-encoding: gzip'], valid)).status, 415);
+    const identity = await raw([`authorization: Bearer ${alice}`, 'content-encoding: Identity'], valid);
+    assert.equal(identity.status, 202, identity.body);
+    const after = await call(base, 'GET', '/contract-invocations?limit=200', { token: alice });
+    assert.equal(
+      (after.body as { operations: unknown[] }).operations.length,
+      (before.body as { operations: unknown[] }).operations.length + 1,
+      'only the identity-encoded request created an operation',
+    );
+  });
+
   test('strengthening decision → settled waits for settlement; weakening settled → decision is 400', async () => {
     const decided = expectResult(
       await call(base, 'POST', '/contract-invocations', { token: alice, body: requestBody(fixture, { interaction: 'careful', waitMs: 5000 }) }),
