@@ -51,7 +51,11 @@ const token = '[A-Za-z0-9_-]+';
 /** A type usable as NATS subject tokens: `com.example.order.placed`. */
 export const cloudEventTypePattern = `^${token}(\\.${token})*$`;
 
-/** RFC 3339 (the CloudEvents `time` attribute): a date, `T`, a time with optional fractions, and `Z` or an offset. */
+/**
+ * RFC 3339 (the CloudEvents `time` attribute): a date, `T`, a time with optional fractions, and
+ * `Z` or an offset — its form; ajv-formats' `date-time` checks that it names an instant (a month
+ * of the year, a day of that month, an hour of the day…).
+ */
 const rfc3339 = '^\\d{4}-\\d{2}-\\d{2}[Tt]\\d{2}:\\d{2}:\\d{2}(\\.\\d+)?([Zz]|[+-]\\d{2}:\\d{2})$';
 
 /** Base64 as RFC 4648 §4 writes it (the JSON format's `data_base64`): padded, no line breaks. */
@@ -69,7 +73,7 @@ const schema = {
     source: { type: 'string', minLength: 1, maxLength: 2048, format: 'uri-reference' },
     type: { type: 'string', minLength: 1, maxLength: 256, pattern: cloudEventTypePattern },
     subject: { type: 'string', maxLength: 2048 },
-    time: { type: 'string', maxLength: 64, pattern: rfc3339 },
+    time: { type: 'string', maxLength: 64, pattern: rfc3339, format: 'date-time' },
     datacontenttype: { type: 'string', maxLength: 256 },
     // An absolute URI (RFC 3986 §4.3).
     dataschema: { type: 'string', minLength: 1, maxLength: 2048, format: 'uri' },
@@ -83,8 +87,8 @@ const schema = {
 } as const;
 
 /**
- * The CloudEvents checker has an ajv of its own: it alone checks formats (RFC 3986 URIs, through
- * ajv-formats), which the shared instance leaves unchecked in every other schema — a contract's
+ * The CloudEvents checker has an ajv of its own: it alone checks formats (RFC 3986 URIs and RFC
+ * 3339 instants, through ajv-formats), which the shared instance leaves unchecked in every other schema — a contract's
  * own schemas among them, whose meaning must not change with this one.
  */
 let validator: ValidateFunction | undefined;
@@ -92,7 +96,7 @@ let validator: ValidateFunction | undefined;
 function compiled(): ValidateFunction {
   if (validator !== undefined) return validator;
   const checking = new Ajv({ allErrors: true, strict: false, allowUnionTypes: true });
-  formats.default(checking, ['uri', 'uri-reference']);
+  formats.default(checking, ['uri', 'uri-reference', 'date-time']);
   validator = checking.compile(schema);
   return validator;
 }

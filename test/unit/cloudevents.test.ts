@@ -1,0 +1,27 @@
+/**
+ * A CloudEvent's `time` names an instant (RFC 3339): its form and its calendar — a month of the
+ * year, a day of that month, an hour, minute and second of the day, an offset within a day.
+ */
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { cloudEventProblem } from '../../src/contract/cloudevents.js';
+
+const event = (time: string) => ({ specversion: '1.0', id: 'e1', source: 'https://convoke.dev/test', type: 'com.example.placed', time, data: {} });
+
+test("a CloudEvent's time is taken when it names an instant, refused when its form does but its calendar does not", () => {
+  for (const time of ['2026-12-06T08:00:00Z', '2026-12-06t08:00:00.123456z', '2024-02-29T23:59:59+01:00', '2026-12-31T23:59:60Z'])
+    assert.equal(cloudEventProblem(event(time)), undefined, time);
+  for (const time of [
+    '2026-13-45T99:99:99Z',
+    '2026-02-29T00:00:00Z',
+    '2026-04-31T12:00:00Z',
+    '2026-12-06T24:00:00Z',
+    '2026-12-06T08:60:00Z',
+    '2026-12-06T08:00:00+24:00',
+  ]) {
+    const problem = cloudEventProblem(event(time));
+    assert.ok(problem?.includes('/time'), `${time}: ${problem}`);
+  }
+  // The form alone is still RFC 3339's: a space for the T, or no offset, is refused.
+  for (const time of ['2026-12-06 08:00:00Z', '2026-12-06T08:00:00']) assert.ok(cloudEventProblem(event(time))?.includes('/time'), time);
+});
