@@ -107,11 +107,15 @@ const servicePaths = {
     get: {
       operationId: 'metrics',
       security: [],
-      responses: { '200': { description: 'Prometheus text exposition', content: { 'text/plain': { schema: { type: 'string' } } } } },
+      responses: { '200': { description: 'Prometheus text exposition', content: { 'text/plain': { schema: { type: 'string' } } } }, ...errorResponses([503]) },
     },
   },
   '/openapi.json': {
-    get: { operationId: 'openapi', security: [], responses: { '200': { description: 'this document', content: json({ type: 'object' }) } } },
+    get: {
+      operationId: 'openapi',
+      security: [],
+      responses: { '200': { description: 'this document', content: json({ type: 'object' }) }, ...errorResponses([503]) },
+    },
   },
 };
 
