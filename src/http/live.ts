@@ -124,7 +124,7 @@ function registerWorkflowLiveRoutes(
     // Visibility before anything is held: someone else's instance is 404, as for GET.
     const live = await workflows.inspectLive(principalId, instanceId);
     const stream = openStream(reply, options, held.take(principalId));
-    followInspection(stream, live, (listener) => workflows.follow((id) => id === instanceId && listener()));
+    followInspection(stream, live, (listener) => workflows.followInstance(instanceId, listener));
   });
 
   app.get<{ Querystring: Record<string, string> }>('/workflow-instances/events', async (request, reply) => {
@@ -134,7 +134,7 @@ function registerWorkflowLiveRoutes(
     const stream = openStream(reply, options, held.take(principalId));
     stream.send('page', last);
     stream.follow(
-      (listener) => workflows.follow(() => listener()),
+      (listener) => workflows.followInstances(listener),
       async () => {
         const page = await workflows.list(principalId, query);
         if (isDeepStrictEqual(page, last)) return;

@@ -12,6 +12,7 @@
 import { decisionAt, refusalError, type CheckedDecision } from '../contract/authorization.js';
 import { AdapterError, AssertionFailure, isAdapterError } from '../contract/errors.js';
 import { limits } from '../contract/limits.js';
+import { isOperationId } from '../contract/ids.js';
 import type { InvocationRequest, RuntimeContext, WaitFor } from '../contract/types.js';
 import type { DomainEvent, StoredTransition, Transition } from '../events/types.js';
 import {
@@ -42,7 +43,7 @@ import { OperationLog, silentLogger, type RejectionContext } from './operation-l
 import { dispatchCancels, dispatchRequests } from './outbox.js';
 import { onPeerMessage } from './intake.js';
 import { operationAggregate } from './operation-aggregate.js';
-import { OperationFeed } from './operation-feed.js';
+import { StreamFeed } from './stream-feed.js';
 import { observeStuckOperations } from './stuck-metrics.js';
 import { listOperations, type ListPage, type ListRequest } from './operation-list.js';
 import { stuckBoundsDefault } from '../events/operation-index.js';
@@ -73,7 +74,8 @@ export class Coordinator implements RuntimeHost {
   /** Serialized sizes of transitions on their way to the store, measured once by the log-budget check. */
   private readonly sizes = new WeakMap<Transition, number>();
   /** Readers following one operation's stream (the console's live updates). */
-  private readonly feed = new OperationFeed(() => this.deps.store);
+  /** Operation streams only: a workflow instance's appends move no operation a reader follows. */
+  private readonly feed = new StreamFeed((listener) => this.deps.store.watch((id) => isOperationId(id) && listener(id)));
   private closed = false;
 
   constructor(

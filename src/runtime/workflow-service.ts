@@ -182,8 +182,10 @@ export interface WorkflowInstanceService {
    * the transitions stored after the last one it saw (what GET /workflow-instances/{id}/events sends).
    */
   inspectLive(principalId: string, instanceId: string): Promise<LiveInspection<WorkflowInspection, WorkflowInspectionUpdate>>;
-  /** Notice of each append to any instance's stream, by any client of the store. */
-  follow(listener: (instanceId: string) => void): Promise<{ close(): Promise<void> }>;
+  /** Notice of each append to the instance's stream, by any client of the store (one store watch for every follower: stream-feed.ts). */
+  followInstance(instanceId: string, listener: () => void): Promise<{ close(): Promise<void> }>;
+  /** Notice of each append to any instance's stream, by any client of the store (the same one watch). */
+  followInstances(listener: () => void): Promise<{ close(): Promise<void> }>;
   /** Payload expiry of the store's ended instances (the config's `retention`, src/runtime/retention.ts). */
   prune?(request: Omit<PruneRequest<InstancePruneTally>, 'store'>): Promise<InstancePruneTally>;
   /** Lets a pruned instance go from memory: what reads it next meets its tombstone (404, a start under its key 410). */

@@ -23,6 +23,7 @@ import { followWorkflow, type Followed } from '../support/inspection-updates.js'
 import { renderInstance } from '../../src/cli/commands/workflow-facade.js';
 import { eventStreamsPerPrincipalDefault } from '../../src/deployment/config.js';
 import { serveWorkflowFixture, writeWorkflowFixture, type HostedWorkflows, type WorkflowFixture } from './instances-fixture.js';
+import { workflowInstanceId } from '../../src/workflow/ids.js';
 
 let fixture: WorkflowFixture;
 let hosted: HostedWorkflows;
@@ -535,8 +536,8 @@ test(
     ];
     service.inspectLive = async () => ({ first, next: async () => answers.shift() });
     // Appends noticed: one run each, every 20 ms.
-    service.follow = async (listener) => {
-      const timer = setInterval(() => listener(instanceId), 20);
+    service.followInstance = async (_instanceId, listener) => {
+      const timer = setInterval(() => listener(), 20);
       return { close: async () => clearInterval(timer) };
     };
     const controller = new AbortController();
@@ -556,7 +557,7 @@ test(
     } finally {
       controller.abort();
       Reflect.deleteProperty(service, 'inspectLive');
-      Reflect.deleteProperty(service, 'follow');
+      Reflect.deleteProperty(service, 'followInstance');
     }
     assert.deepEqual(
       events.map((e) => [e.event, e.data.seq, e.data.revision]),
@@ -624,3 +625,36 @@ test(
     }
   },
 );
+
+test('every follower of workflow instances shares one store watch, opened with the first and closed with the last', async () => {
+  const store = hosted.deployment.store;
+  const watch = store.watch.bind(store);
+  let opened = 0;
+  let closed = 0;
+  store.watch = async (listener) => {
+    opened++;
+    const watching = await watch(listener);
+    return { close: async () => (closed++, await watching.close()) };
+  };
+  const service = hosted.host.service;
+  const key = 'shared-watch-1';
+  const instanceId = workflowInstanceId('alice', fixture.bundle.digest, 'review-then-publish', key);
+  const notices = { instance: 0, other: 0, all: 0 };
+  try {
+    const followers = [
+      await service.followInstance(instanceId, () => notices.instance++),
+      await service.followInstance(workflowInstanceId('alice', fixture.bundle.digest, 'review-then-publish', 'never-started'), () => notices.other++),
+      await service.followInstances(() => notices.all++),
+    ];
+    assert.equal((await start(fixture.tokens.alice, 'review-then-publish', key, { document: 'RFC 51' }, 10_000)).body.status, 'completed');
+    // The instance's appends reach its followers and the followers of all; none reaches another instance's.
+    for (let waited = 0; notices.instance < 2 && waited < 2_000; waited += 20) await new Promise((resolve) => setTimeout(resolve, 20));
+    assert.ok(notices.instance >= 2 && notices.all >= notices.instance, JSON.stringify(notices));
+    assert.equal(notices.other, 0);
+    assert.deepEqual({ opened, closed }, { opened: 1, closed: 0 });
+    for (const follower of followers) await follower.close();
+    assert.deepEqual({ opened, closed }, { opened: 1, closed: 1 });
+  } finally {
+    store.watch = watch;
+  }
+});

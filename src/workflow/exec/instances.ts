@@ -39,6 +39,7 @@ import { isObject } from './document.js';
 import type { WorkflowExecutor } from './executor.js';
 import { currentTask } from './index-row.js';
 import type { WorkflowRecord } from './record.js';
+import { StreamFeed } from '../../runtime/stream-feed.js';
 
 export interface WorkflowDefinition {
   /** The document an instance runs (standalone Serverless Workflow 1.0.3). */
@@ -144,8 +145,15 @@ export class WorkflowInstances implements WorkflowInstanceService {
     );
   }
 
-  async follow(listener: (instanceId: string) => void): Promise<{ close(): Promise<void> }> {
-    return workflowStreams(this.listing().store).watch((instanceId) => listener(instanceId));
+  /** Every follower's notices from one watch of the store's workflow streams, opened with the first and closed with the last. */
+  private readonly feed = new StreamFeed((listener) => workflowStreams(this.listing().store).watch((instanceId) => listener(instanceId)));
+
+  followInstance(instanceId: string, listener: () => void): Promise<{ close(): Promise<void> }> {
+    return this.feed.follow(instanceId, listener);
+  }
+
+  followInstances(listener: () => void): Promise<{ close(): Promise<void> }> {
+    return this.feed.followAll(listener);
   }
 
   async prune(request: Omit<PruneRequest<InstancePruneTally>, 'store'>): Promise<InstancePruneTally> {
