@@ -127,6 +127,12 @@ export const limits = {
   workflowHeldFactsMax: 64,
   /** The latest errors a workflow executor keeps of those that stopped driving an instance (WorkflowExecutor.failures); each is also told to its onFailure. */
   workflowFailuresKeptMax: 256,
+  /**
+   * Drives of one instance in a row whose run failed the runtime's own check (an AssertionFailure:
+   * a decided transition its schema or machine refuses) before the instance is faulted with a
+   * runtime error (decideDefectFault): deciding the same step again decides the same transition.
+   */
+  workflowDefectiveDrivesMax: 3,
   /** How deep `run: workflow` may nest: a top-level instance is depth 0, its child 1, …; a deeper child is refused (a workflow running itself). */
   workflowDepthMax: 8,
   /**

@@ -10,7 +10,10 @@ import { MemoryEventStore } from '../../src/adapters/store/memory.js';
 import { VirtualClock } from '../../src/contract/clock.js';
 import { limits } from '../../src/contract/limits.js';
 import { failureNotices } from '../../src/cli/workflow-host.js';
-import { harness } from './support.js';
+import { AssertionFailure } from '../../src/contract/errors.js';
+import { workflowAggregate } from '../../src/workflow/exec/aggregate.js';
+import type { WorkflowTransition } from '../../src/workflow/exec/events.js';
+import { assertReplayEqual, harness, runToEnd, yaml } from './support.js';
 
 test('a store that stays unavailable: every failure is told, the latest workflowFailuresKeptMax are kept', async () => {
   const clock = new VirtualClock();
@@ -66,4 +69,79 @@ test('failure notices: the first at once, then at most one per interval, each co
   assert.deepEqual(written.at(-1), { failures: 6, error: 'a refused append' });
   notice(new Error('right after'));
   assert.equal(written.length, 2);
+});
+
+test("an instance whose next step fails the runtime's own check at every drive is faulted with a runtime error after workflowDefectiveDrivesMax drives, not retried for ever", async () => {
+  // A defect stands in for any: the check refuses the transition that starts the task `broken`.
+  const check = workflowAggregate.check;
+  assert.ok(check);
+  const starting = (transition: WorkflowTransition, name: string) => transition.events.some((event) => event.type === 'task-started' && event.name === name);
+  let refusals = 0;
+  workflowAggregate.check = (record, transition, atMs) => {
+    if (starting(transition, 'broken')) {
+      refusals++;
+      throw new AssertionFailure('decided an invalid workflow transition (steps): /events/1/name stands in for a defect');
+    }
+    return check(record, transition, atMs);
+  };
+  const failures: unknown[] = [];
+  const h = harness({ onFailure: (error) => failures.push(error) });
+  try {
+    const document = yaml(`
+document: { dsl: '1.0.3', namespace: t, name: defective, version: '1.0.0' }
+do:
+  - pause: { wait: { milliseconds: 5 } }
+  - broken: { set: { b: 2 } }
+`);
+    const { instanceId } = await h.executor.start({ principalId: 'alice', invocationKey: 'k1', document, input: {} });
+    const record = await h.executor.wait(instanceId, 20_000);
+    assert.equal(record.status, 'faulted');
+    assert.deepEqual(record.error, {
+      type: 'https://serverlessworkflow.io/spec/1.0.0/errors/runtime',
+      status: 500,
+      title: 'Internal error',
+      detail: "the runtime could not record this instance's next step (it failed an internal check, a defect the runtime's log names) and stopped it",
+      instance: '/',
+    });
+    // Each drive decided the same refused transition; the operator's log has each, the instance's error none of them.
+    assert.equal(refusals, limits.workflowDefectiveDrivesMax);
+    assert.equal(failures.filter((error) => error instanceof AssertionFailure).length, limits.workflowDefectiveDrivesMax);
+    // The refused step was never recorded: its task never started.
+    assert.equal(record.tasks['/do/1/broken'], undefined);
+    await assertReplayEqual(h, instanceId);
+  } finally {
+    workflowAggregate.check = check;
+    await h.close();
+  }
+});
+
+test('a failed internal check that a later drive gets past is retried: the instance runs on', async () => {
+  const check = workflowAggregate.check;
+  assert.ok(check);
+  let refusals = 0;
+  workflowAggregate.check = (record, transition, atMs) => {
+    const broken = transition.events.some((event) => event.type === 'task-started' && event.name === 'flaky');
+    if (broken && refusals < limits.workflowDefectiveDrivesMax - 1) {
+      refusals++;
+      throw new AssertionFailure('a check that fails twice, then passes');
+    }
+    return check(record, transition, atMs);
+  };
+  const h = harness();
+  try {
+    const record = await runToEnd(
+      h,
+      yaml(`
+document: { dsl: '1.0.3', namespace: t, name: flaky, version: '1.0.0' }
+do:
+  - pause: { wait: { milliseconds: 5 } }
+  - flaky: { set: { b: 2 } }
+`),
+    );
+    assert.equal(record.status, 'completed');
+    assert.equal(refusals, limits.workflowDefectiveDrivesMax - 1);
+  } finally {
+    workflowAggregate.check = check;
+    await h.close();
+  }
 });

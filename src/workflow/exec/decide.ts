@@ -193,6 +193,29 @@ export function decideDisposals(record: WorkflowRecord, disposed: readonly Subwo
   };
 }
 
+/**
+ * The end of an instance this runtime cannot drive: its next step failed the runtime's own check
+ * (a defect) at limits.workflowDefectiveDrivesMax drives in a row, each deciding the same
+ * transition again. Faulted with a runtime error (500) rather than retried for ever; what failed is
+ * in the executor's failures (its log), not in the instance's error, which its principal reads.
+ * Unfenced and unguarded, as a cancel: whoever holds the lease could only decide the same again.
+ */
+export function decideDefectFault(record: WorkflowRecord): WorkflowTransition | undefined {
+  if (record.status !== 'running') return undefined;
+  const error: WorkflowError = {
+    type: errorTypes.runtime,
+    status: 500,
+    title: 'Internal error',
+    detail: "the runtime could not record this instance's next step (it failed an internal check, a defect the runtime's log names) and stopped it",
+    instance: '/',
+  };
+  return {
+    events: [{ type: 'workflow-faulted', v: 1, error }],
+    timeGuard: { notBeforeMs: Number.MIN_SAFE_INTEGER, notAfterMs: openEndedMs },
+    causation: { command: 'defect-fault' },
+  };
+}
+
 export function decideCancel(record: WorkflowRecord, reason: string): WorkflowTransition | undefined {
   if (record.status !== 'running') return undefined;
   return {

@@ -19,7 +19,7 @@ import type { Transition } from '../../events/types.js';
 import type { ContractCalls } from './http-contracts.js';
 import { workflowInstanceId } from '../ids.js';
 import { workflowAggregate } from './aggregate.js';
-import { decideCancel, decideDisposals, decideDue, decideProposal, type Proposal } from './decide.js';
+import { decideCancel, decideDefectFault, decideDisposals, decideDue, decideProposal, type Proposal } from './decide.js';
 import { checkDocument, isObject, isWorkflowNamed, timeoutMsOf, type SubworkflowRef } from './document.js';
 import { workflowTransitionProblem, type WorkflowCancelledBeforeStart, type WorkflowEvent, type WorkflowParent, type WorkflowTransition } from './events.js';
 import { deliverEvent, untilWaitEnd } from './intake.js';
@@ -675,6 +675,7 @@ export class WorkflowExecutor implements CloudEventIntake {
    * running, or abandoned one) cancels them and records them.
    */
   private ended(instance: Instance): void {
+    this.defectiveDrives.delete(instance.id);
     if (this.stopping.signal.aborted) return;
     const parent = instance.record.started.parent;
     if (parent !== undefined) this.parentOf(parent.instanceId, true);
@@ -827,11 +828,10 @@ export class WorkflowExecutor implements CloudEventIntake {
     this.retries.get(instance.id)?.cancel();
     this.retries.delete(instance.id);
     const run = (led ? this.supervise(instance, led.run, led.controller, led.interpreting) : this.lead(instance))
-      .catch((error: unknown) => {
-        // The store refused (unavailable, too many writers): the instance is still running; try again shortly.
-        this.noteFailure(error);
-        return this.options.clock.nowMs() + redriveDelayMs;
-      })
+      .then(
+        (againAtMs) => (this.defectiveDrives.delete(instance.id), againAtMs),
+        (error: unknown) => this.driveFailed(instance, error),
+      )
       .then((againAtMs) => {
         this.running.delete(instance.id);
         if (againAtMs === undefined || this.stopping.signal.aborted || instance.record.status !== 'running') return;
@@ -841,6 +841,34 @@ export class WorkflowExecutor implements CloudEventIntake {
         );
       });
     this.running.set(instance.id, run);
+  }
+
+  /** Drives in a row, per instance, that failed the runtime's own check (driveFailed). */
+  private readonly defectiveDrives = new Map<string, number>();
+
+  /**
+   * After a drive that failed: the store refused (unavailable, too many writers), and the instance,
+   * still running, is driven again shortly. A failed internal check (AssertionFailure: a decided
+   * transition its schema or machine refuses) decides the same again at every drive: at
+   * limits.workflowDefectiveDrivesMax in a row the instance is faulted (decideDefectFault) instead of
+   * retried for ever. Each failure is told to onFailure.
+   */
+  private async driveFailed(instance: Instance, error: unknown): Promise<number | undefined> {
+    this.noteFailure(error);
+    const againAtMs = () => (instance.record.status === 'running' ? this.options.clock.nowMs() + redriveDelayMs : undefined);
+    const drives = error instanceof AssertionFailure ? (this.defectiveDrives.get(instance.id) ?? 0) + 1 : 0;
+    if (drives < limits.workflowDefectiveDrivesMax) {
+      if (drives === 0) this.defectiveDrives.delete(instance.id);
+      else this.defectiveDrives.set(instance.id, drives);
+      return againAtMs();
+    }
+    this.defectiveDrives.delete(instance.id);
+    try {
+      await this.kernel.enqueue(instance, () => this.kernel.commit(instance, decideDefectFault));
+    } catch (again) {
+      this.noteFailure(again);
+    }
+    return againAtMs();
   }
 
   /** Takes the lease and runs the interpreter under it; answers when to try again (undefined: nothing left to do). */
