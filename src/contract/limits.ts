@@ -125,6 +125,14 @@ export const limits = {
    * until its end, past the log budgets, which count only what is committed).
    */
   workflowHeldFactsMax: 64,
+  /**
+   * A recorded workflow error (events.ts): the characters of its type, title and instance, and of
+   * its detail. Whatever raises one — a document's `raise` with values from the input, a service's
+   * reason phrase, a child's error with its context — is cut to these (the type refused instead:
+   * filters match it), so every error a task raises can be recorded and end the task.
+   */
+  workflowErrorTextCharsMax: 4096,
+  workflowErrorDetailCharsMax: 16_000,
   /** The latest errors a workflow executor keeps of those that stopped driving an instance (WorkflowExecutor.failures); each is also told to its onFailure. */
   workflowFailuresKeptMax: 256,
   /**

@@ -3,6 +3,7 @@
  * the error a task raises, and error filters (`catch.errors.with`).
  */
 import type { JsonValue } from '../../contract/json.js';
+import { limits } from '../../contract/limits.js';
 import type { WorkflowError } from './events.js';
 
 const base = 'https://serverlessworkflow.io/spec/1.0.0/errors/';
@@ -18,16 +19,44 @@ export const errorTypes = {
   runtime: `${base}runtime`,
 } as const;
 
-/** A DSL error raised by a task: it unwinds to the nearest matching `catch`, or faults the instance. */
+/**
+ * A DSL error raised by a task: it unwinds to the nearest matching `catch`, or faults the instance.
+ * Its title, instance and detail are cut to what a recorded error holds (limits.workflowErrorTextCharsMax,
+ * workflowErrorDetailCharsMax): a task's fault must always be recordable, or the instance could
+ * never end — its every drive would decide the same invalid transition.
+ */
 export class WorkflowRaise extends Error {
   override readonly name = 'WorkflowRaise';
-  constructor(readonly error: WorkflowError) {
-    super(`${error.title ?? error.type} (${error.status})${error.detail ? `: ${error.detail}` : ''}`);
+  readonly error: WorkflowError;
+  constructor(error: WorkflowError) {
+    const bounded = recordableError(error);
+    super(`${bounded.title ?? bounded.type} (${bounded.status})${bounded.detail ? `: ${bounded.detail}` : ''}`);
+    this.error = bounded;
   }
 }
 
+function recordableError(error: WorkflowError): WorkflowError {
+  const { title, detail, instance } = error;
+  const textMax = limits.workflowErrorTextCharsMax;
+  if ((title?.length ?? 0) <= textMax && (instance?.length ?? 0) <= textMax && (detail?.length ?? 0) <= limits.workflowErrorDetailCharsMax) return error;
+  return {
+    ...error,
+    ...(title === undefined ? {} : { title: cut(title, textMax) }),
+    ...(instance === undefined ? {} : { instance: cut(instance, textMax) }),
+    ...(detail === undefined ? {} : { detail: cut(detail, limits.workflowErrorDetailCharsMax) }),
+  };
+}
+
+/** The first `max` UTF-16 units of `text` (so at most `max` characters), never half of a surrogate pair. */
+function cut(text: string, max: number): string {
+  if (text.length <= max) return text;
+  const kept = text.slice(0, max);
+  const last = kept.charCodeAt(kept.length - 1);
+  return last >= 0xd800 && last <= 0xdbff ? kept.slice(0, -1) : kept;
+}
+
 export function raise(kind: keyof typeof errorTypes, status: number, title: string, instance: string, detail?: string): WorkflowRaise {
-  return new WorkflowRaise({ type: errorTypes[kind], status, title, instance, ...(detail === undefined ? {} : { detail: detail.slice(0, 16000) }) });
+  return new WorkflowRaise({ type: errorTypes[kind], status, title, instance, ...(detail === undefined ? {} : { detail }) });
 }
 
 /**
@@ -56,7 +85,11 @@ export function errorValue(error: WorkflowError): JsonValue {
   return { ...error };
 }
 
-/** A raised error value from a `raise` definition, checked for its required fields. */
+/**
+ * A raised error value from a `raise` definition, checked for its required fields: its type no
+ * longer than a recorded one, its status an HTTP status (100–999), as a recorded error's is — the
+ * DSL's schema allows any integer, and the value may come from the input.
+ */
 export function errorFrom(value: JsonValue, instance: string): WorkflowError {
   if (typeof value !== 'object' || value === null || Array.isArray(value))
     throw raise('validation', 400, 'Invalid error definition', instance, 'raise.error must be an object');
@@ -64,5 +97,9 @@ export function errorFrom(value: JsonValue, instance: string): WorkflowError {
   if (typeof type !== 'string' || typeof status !== 'number' || !Number.isInteger(status)) {
     throw raise('validation', 400, 'Invalid error definition', instance, 'raise.error needs a string type and an integer status');
   }
+  if (status < 100 || status > 999)
+    throw raise('validation', 400, 'Invalid error definition', instance, `raise.error.status is ${status}: an error's status is from 100 to 999`);
+  if (type.length > limits.workflowErrorTextCharsMax)
+    throw raise('validation', 400, 'Invalid error definition', instance, `raise.error.type is longer than ${limits.workflowErrorTextCharsMax} characters`);
   return { type, status, ...(typeof title === 'string' ? { title } : {}), ...(typeof detail === 'string' ? { detail } : {}), instance };
 }

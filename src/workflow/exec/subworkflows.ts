@@ -167,7 +167,7 @@ async function startAndWait(
 function childError(child: WorkflowRecord, ref: string): WorkflowRaise['error'] {
   const error = child.error ?? { type: 'https://serverlessworkflow.io/spec/1.0.0/errors/runtime', status: 500 };
   const where = `workflow ${child.started.workflowName} (instance ${child.instanceId}) faulted at ${error.instance ?? '/'}`;
-  return { ...error, detail: `${where}${error.detail ? `: ${error.detail}` : ''}`.slice(0, 16000), instance: ref };
+  return { ...error, detail: `${where}${error.detail ? `: ${error.detail}` : ''}`, instance: ref };
 }
 
 /** A task execution that stopped waiting: its task's pointer, its key, and its endedSeq once its end is recorded. */

@@ -1,0 +1,79 @@
+/**
+ * Whatever a document or a caller's input puts into what a task records fits the log's event
+ * schemas (events.ts), so the task ends and the instance with it: a value the schema cannot hold
+ * would make every drive of the instance decide the same invalid transition (an assertion), and
+ * the instance would run for ever, retried once a second.
+ */
+import assert from 'node:assert/strict';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { test } from 'node:test';
+import { limits } from '../../src/contract/limits.js';
+import { harness, runToEnd, yaml } from './support.js';
+
+const validation = 'https://serverlessworkflow.io/spec/1.0.0/errors/validation';
+const head = `document: { dsl: '1.0.3', namespace: test, name: rec, version: '1.0.0' }\n`;
+
+test('a raised error is recorded whatever its values: a status outside 100–999 or an overlong type is a validation error, a long title or detail is cut', async () => {
+  const h = harness();
+  try {
+    for (const [key, status] of [
+      ['low', 42],
+      ['high', 1000],
+    ] as const) {
+      const record = await runToEnd(
+        h,
+        yaml(`${head}do:\n  - boom:\n      raise: { error: { type: 'https://example.com/boom', status: ${status} } }\n`),
+        {},
+        key,
+      );
+      assert.equal(record.status, 'faulted', key);
+      assert.equal(record.error?.type, validation, key);
+      assert.equal(record.error?.title, 'Invalid error definition', key);
+      assert.match(record.error?.detail ?? '', new RegExp(`status is ${status}`), key);
+    }
+    // Values from the input: the caller chooses their length.
+    const fromInput = yaml(
+      `${head}do:\n  - boom:\n      raise: { error: { type: '\${ .type }', status: 500, title: '\${ .text }', detail: '\${ .text }' } }\n`,
+    );
+    const long = `${'x'.repeat(limits.workflowErrorDetailCharsMax + 4000)}`;
+    const cut = await runToEnd(h, fromInput, { type: 'https://example.com/boom', text: long }, 'long');
+    assert.equal(cut.status, 'faulted');
+    assert.equal(cut.error?.type, 'https://example.com/boom', 'the raised error itself, its texts cut');
+    assert.equal(cut.error?.title, long.slice(0, limits.workflowErrorTextCharsMax));
+    assert.equal(cut.error?.detail, long.slice(0, limits.workflowErrorDetailCharsMax));
+    // A cut never leaves half of a surrogate pair.
+    const pairs = await runToEnd(h, fromInput, { type: 'https://example.com/boom', text: '😀'.repeat(limits.workflowErrorDetailCharsMax) }, 'pairs');
+    assert.equal(pairs.error?.detail, '😀'.repeat(limits.workflowErrorDetailCharsMax / 2));
+    assert.equal(pairs.error?.title, '😀'.repeat(limits.workflowErrorTextCharsMax / 2));
+    const type = await runToEnd(h, fromInput, { type: `https://example.com/${long}`, text: 'boom' }, 'type');
+    assert.equal(type.status, 'faulted');
+    assert.equal(type.error?.type, validation);
+    assert.match(type.error?.detail ?? '', /type is longer than 4096 characters/);
+    assert.deepEqual(h.executor.failures, [], 'every fault was recorded');
+  } finally {
+    await h.close();
+  }
+});
+
+test("a service's long reason phrase is cut in the communication error's title, which is recorded", async () => {
+  const phrase = 'No'.repeat(4000);
+  const server = createServer((_request, response) => {
+    response.statusCode = 502;
+    response.statusMessage = phrase;
+    response.end('down');
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as AddressInfo;
+  const h = harness();
+  try {
+    const record = await runToEnd(h, yaml(`${head}do:\n  - ask:\n      call: http\n      with: { method: get, endpoint: 'http://127.0.0.1:${port}/' }\n`));
+    assert.equal(record.status, 'faulted');
+    assert.equal(record.error?.status, 502);
+    assert.equal(record.error?.title, `HTTP 502 ${phrase}`.slice(0, limits.workflowErrorTextCharsMax));
+    assert.deepEqual(h.executor.failures, [], 'the fault was recorded');
+  } finally {
+    await h.close();
+    await new Promise((resolve) => server.close(resolve));
+  }
+});
