@@ -72,6 +72,16 @@ export const limits = {
   pipelineTransformsMax: 64,
   /** Tasks one workflow document may declare, nested ones and reusable functions included. */
   workflowTasksMax: 4096,
+  /**
+   * The characters of a workflow's name and of a task's name (each task execution records its
+   * name), and of a task's JSON Pointer. Each execution's key (`at`, recorded in at most 2048
+   * characters) is the pointer with a marker per enclosing loop iteration, fork branch, revisit
+   * and retry attempt, and a step's phase: a document, at most jsonDepthMax deep, nests at most
+   * about 21 tasks, whose markers take at most about 25 characters each, so half of the key's
+   * room is kept for them.
+   */
+  workflowNameCharsMax: 256,
+  workflowTaskPointerCharsMax: 1024,
   /** Data schemas (`input`/`output`/`export.schema`) one workflow document may declare, and the serialized size of one. */
   workflowSchemasMax: 256,
   workflowSchemaBytesMax: 64 * 1024,

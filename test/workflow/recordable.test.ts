@@ -8,6 +8,7 @@ import assert from 'node:assert/strict';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { test } from 'node:test';
+import type { JsonValue } from '../../src/contract/json.js';
 import { limits } from '../../src/contract/limits.js';
 import { harness, runToEnd, yaml } from './support.js';
 
@@ -75,5 +76,68 @@ test("a service's long reason phrase is cut in the communication error's title, 
   } finally {
     await h.close();
     await new Promise((resolve) => server.close(resolve));
+  }
+});
+
+test("a task's name, a task's pointer and a workflow's name past what an execution records are refused before anything is recorded; at the bounds the instance runs", async () => {
+  const h = harness();
+  const max = limits.workflowNameCharsMax;
+  const start = (document: JsonValue, key: string) => h.executor.start({ principalId: 'alice', invocationKey: key, document, input: {} });
+  const nested = (names: string[], inner: JsonValue): JsonValue => names.reduceRight<JsonValue>((task, name) => ({ do: [{ [name]: task }] }), inner);
+  try {
+    const named = (name: string): JsonValue => yaml(`${head}do:\n  - ${name}:\n      set: { x: 1 }\n`);
+    await assert.rejects(start(named('n'.repeat(max + 1)), 'name'), { kind: 'invalid-input', message: /\/do\/0: a task's name is at most 256 characters/ });
+    // Nine tasks under names of 250 characters: a pointer of 2 300, its keys past what the log records.
+    const deep = {
+      document: { dsl: '1.0.3', namespace: 'test', name: 'deep', version: '1.0.0' },
+      do: [
+        {
+          top: nested(
+            Array.from({ length: 9 }, (_, i) => `${'n'.repeat(249)}${i}`),
+            { set: {} },
+          ),
+        },
+      ],
+    };
+    await assert.rejects(start(deep, 'deep'), { kind: 'invalid-input', message: /a task's JSON Pointer is at most 1024 characters/ });
+    const child = { document: { dsl: '1.0.3', namespace: 'test', name: 'c'.repeat(max + 1), version: '1.0.0' }, do: [{ x: { set: {} } }] };
+    await assert.rejects(start(child, 'child'), { kind: 'invalid-input', message: /\/document\/name: longer than 256 characters/ });
+    for await (const id of h.store.workflowInstanceIds()) assert.fail(`${id} was recorded`);
+    // At the bounds, with a marker for each loop, branch, attempt and revisit: recorded, and run to its end.
+    const names = Array.from({ length: 3 }, (_, i) => `${'m'.repeat(max - 1)}${i}`);
+    // A fourth name takes the deepest task's pointer to the bound exactly.
+    const deepest = `/do/0/top${names.map((name) => `/do/0/${name}`).join('')}/do/0/again/try/0/fan/fork/branches/1/b`;
+    names.push('f'.repeat(limits.workflowTaskPointerCharsMax - deepest.length - '/do/0/'.length));
+    const inner: JsonValue = {
+      for: { in: '${ [1, 2] }' },
+      do: [
+        {
+          again: {
+            try: [
+              {
+                fan: {
+                  fork: {
+                    branches: [
+                      { a: { set: { a: 1 } } },
+                      { b: { raise: { error: { type: 'https://example.com/once', status: 500 } }, if: '${ $index == 0 }' } },
+                    ],
+                  },
+                },
+              },
+            ],
+            catch: { retry: { delay: { milliseconds: 1 }, limit: { attempt: { count: 1 } } } },
+          },
+        },
+      ],
+    };
+    const document = { document: { dsl: '1.0.3', namespace: 'test', name: 'n'.repeat(max), version: '1.0.0' }, do: [{ top: nested(names, inner) }] };
+    const record = await runToEnd(h, document, {}, 'bounds');
+    assert.equal(record.status, 'completed', JSON.stringify(record.error));
+    assert.equal(Math.max(...Object.values(record.tasks).map((task) => task.ref.length)), limits.workflowTaskPointerCharsMax);
+    const longest = Object.keys(record.tasks).reduce((a, b) => (b.length > a.length ? b : a));
+    assert.ok(longest.length > limits.workflowTaskPointerCharsMax, `the longest key, ${longest.length} characters, has markers: ${longest.slice(-60)}`);
+    assert.deepEqual(h.executor.failures, []);
+  } finally {
+    await h.close();
   }
 });

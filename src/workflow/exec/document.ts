@@ -109,6 +109,8 @@ function checkWhole(document: JsonObject, resolves: ResolvesWorkflow | undefined
   const head = document.document;
   if (!isObject(head) || typeof head.name !== 'string' || typeof head.dsl !== 'string') throw invalidInput('the workflow needs document.dsl and document.name');
   if (head.dsl !== workflowDslVersion) throw unsupported(`document.dsl is ${JSON.stringify(head.dsl)}; this executor runs DSL ${workflowDslVersion}`);
+  // Recorded as the instance's name, and as a child's where another document runs this one.
+  if (head.name.length > limits.workflowNameCharsMax) throw invalidInput(`/document/name: longer than ${limits.workflowNameCharsMax} characters`);
   const use = isObject(document.use) ? document.use : {};
   for (const refused of ['catalogs', 'extensions', 'functions']) {
     if (use[refused] !== undefined) throw unsupported(`/use/${refused}: ${refused} are not supported by this executor`);
@@ -158,7 +160,20 @@ interface Checking {
 }
 
 function checkList(list: JsonValue | undefined, base: string, checking: Checking): void {
-  for (const entry of entriesOf(list, base)) checkTask(entry, checking);
+  for (const entry of entriesOf(list, base)) {
+    checkRecordable(entry);
+    checkTask(entry, checking);
+  }
+}
+
+/** A task's name and pointer fit what each of its executions records (limits.workflowNameCharsMax, workflowTaskPointerCharsMax). */
+function checkRecordable({ name, pointer }: TaskEntry): void {
+  if (name.length > limits.workflowNameCharsMax)
+    throw invalidInput(`${pointer.slice(0, pointer.lastIndexOf('/'))}: a task's name is at most ${limits.workflowNameCharsMax} characters`);
+  if (pointer.length > limits.workflowTaskPointerCharsMax)
+    throw invalidInput(
+      `${pointer.slice(0, limits.workflowTaskPointerCharsMax)}…: a task's JSON Pointer is at most ${limits.workflowTaskPointerCharsMax} characters (its tasks nest too deep under names too long)`,
+    );
 }
 
 function checkTask({ task, pointer }: TaskEntry, checking: Checking): void {
