@@ -141,3 +141,24 @@ test("a task's name, a task's pointer and a workflow's name past what an executi
     await h.close();
   }
 });
+
+test("a task's timeout ending past what a timer records faults the task with a validation error", async () => {
+  const h = harness();
+  try {
+    // Just under 2^53 ms: a duration, but not once added to the task's start.
+    const document = yaml(`${head}do:
+  - nap:
+      timeout: { after: { milliseconds: ${Number.MAX_SAFE_INTEGER - 1} } }
+      wait: { milliseconds: 1 }
+`);
+    const record = await runToEnd(h, document, {}, 'timeout', 10_000);
+    assert.equal(record.status, 'faulted');
+    assert.equal(record.error?.type, validation);
+    assert.equal(record.error?.title, 'Invalid timeout');
+    assert.equal(record.error?.instance, '/do/0/nap');
+    assert.equal(record.tasks['/do/0/nap']?.state, 'faulted');
+    assert.deepEqual(h.executor.failures, []);
+  } finally {
+    await h.close();
+  }
+});

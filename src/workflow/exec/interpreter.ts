@@ -507,10 +507,11 @@ export class Interpreter implements Interpreting {
     const started = this.record.tasks[at];
     if (!started) return work(frame);
     const key = taskTimeoutKey(at);
-    await this.propose({
-      command: 'timer-set',
-      events: [{ type: 'timer-set', v: 1, at: key, dueAtMs: started.startedAtMs + afterMs, purpose: 'task-timeout' }],
-    });
+    const dueAtMs = started.startedAtMs + afterMs;
+    // A timeout past what a timer records is the DSL's error (as a wait's is), not an invalid transition.
+    if (!Number.isSafeInteger(dueAtMs))
+      throw raise('validation', 400, 'Invalid timeout', pointer, "the task's timeout ends past the latest instant a timer records");
+    await this.propose({ command: 'timer-set', events: [{ type: 'timer-set', v: 1, at: key, dueAtMs, purpose: 'task-timeout' }] });
     const controller = new AbortController();
     const stop = () => controller.abort();
     frame.signal.addEventListener('abort', stop);
