@@ -87,3 +87,46 @@ test('a document whose forks run more than workflowConcurrentTasksMax tasks at o
         (e.description ?? '').includes(`at most ${max} at once`),
     );
 });
+
+test('every duration the interpreter reads as written is checked before anything runs: a timeout, a retry policy, a constant wait', () => {
+  const check = (document: Record<string, JsonValue>) => () => checkDocument({ document: head, ...document });
+  const task = (definition: Record<string, JsonValue>) => ({ do: [{ t: { wait: 'PT1S', ...definition } }] });
+  const tried = (retry: JsonValue) => ({ do: [{ t: { try: [{ x: { set: {} } }], catch: { retry } } }] });
+  const accepted: Record<string, JsonValue>[] = [
+    task({ timeout: { after: 'PT0.5S' } }),
+    task({ timeout: { after: { days: 1, milliseconds: 1.5 } } }),
+    { use: { timeouts: { short: { after: 'P2DT3H' } } }, ...task({ timeout: 'short' }) },
+    task({ wait: '${ .d }' }),
+    task({ wait: 'PT0S' }),
+    tried({ delay: 'PT1S', backoff: { exponential: {} }, limit: { duration: 'PT1M', attempt: { count: 3 } }, jitter: { from: 'PT0S', to: 'PT1S' } }),
+    { use: { retries: { again: { delay: { seconds: 1 } } } }, ...tried('again') },
+    { timeout: { after: 'PT1H' }, do: [{ t: { set: {} } }] },
+  ];
+  for (const document of accepted) assert.equal(check(document)(), 'greet', JSON.stringify(document));
+  const refused: [Record<string, JsonValue>, 'invalid-input' | 'unsupported', string][] = [
+    // Durations the DSL allows and this executor does not read: before, the timeout was none.
+    [task({ timeout: { after: 'P1Y' } }), 'unsupported', '/do/0/t/timeout/after'],
+    [task({ timeout: { after: 'P1M' } }), 'unsupported', '/do/0/t/timeout/after'],
+    [task({ wait: 'P2W' }), 'unsupported', '/do/0/t/wait'],
+    // Not durations, or none a timer records: before, no timeout, no delay, no limit.
+    [task({ timeout: { after: '${ .t }' } }), 'invalid-input', '/do/0/t/timeout/after'],
+    [task({ timeout: { after: { milliseconds: -1 } } }), 'invalid-input', '/do/0/t/timeout/after'],
+    [task({ timeout: { after: 'P999999999999D' } }), 'invalid-input', '/do/0/t/timeout/after'],
+    [task({ timeout: 'missing' }), 'invalid-input', '/do/0/t/timeout'],
+    [task({ wait: { minutes: 'ten' } }), 'invalid-input', '/do/0/t/wait'],
+    [tried({ delay: 'soon' }), 'invalid-input', '/do/0/t/catch/retry/delay'],
+    [tried({ delay: 'PT1S', limit: { duration: 'P1W' } }), 'unsupported', '/do/0/t/catch/retry/limit/duration'],
+    [tried({ jitter: { from: 'PT0S', to: 'P1Y' } }), 'unsupported', '/do/0/t/catch/retry/jitter/to'],
+    [tried('missing'), 'invalid-input', '/do/0/t/catch/retry'],
+    [{ use: { retries: { again: { delay: 'P1W' } } }, ...tried('again') }, 'unsupported', '/use/retries/again/delay'],
+    [{ use: { timeouts: { long: { after: 'P1Y' } } }, ...task({}) }, 'unsupported', '/use/timeouts/long/after'],
+    [{ timeout: { after: 'P1Y' }, do: [{ t: { set: {} } }] }, 'unsupported', '/timeout/after'],
+  ];
+  for (const [document, kind, pointer] of refused)
+    assert.throws(check(document), (e: unknown) => {
+      assert.ok(isAdapterError(e), String(e));
+      assert.equal(e.kind, kind, e.message);
+      assert.ok(e.description?.startsWith(`${pointer}:`), `names ${pointer}: ${e.message}`);
+      return true;
+    });
+});

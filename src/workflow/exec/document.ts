@@ -130,6 +130,9 @@ function checkWhole(document: JsonObject, resolves: ResolvesWorkflow | undefined
   const evaluate = isObject(document.evaluate) ? document.evaluate : {};
   if ((evaluate.language ?? 'jq') !== 'jq' || (evaluate.mode ?? 'strict') !== 'strict')
     throw unsupported('/evaluate: only strict jq expressions are supported');
+  checkDeclaredTimings(use);
+  if (typeof document.timeout === 'string') mustBeDeclared(document, 'timeouts', document.timeout, '/timeout');
+  else if (document.timeout !== undefined) checkTimeout(document.timeout, '/timeout');
   const self = document;
   checkList(document.do, '/do', { document, resolves: resolves ?? ((ref) => isWorkflowNamed(self, ref)) });
   const concurrent = concurrency(document.do);
@@ -181,6 +184,7 @@ function checkTask({ task, pointer }: TaskEntry, checking: Checking): void {
   if (kind === undefined) throw invalidInput(`${pointer}: not a task (none of call, do, fork, for, raise, set, switch, try, wait, emit, listen, run)`);
   for (const field of expressionFields) if (typeof task[field] === 'string') checkDeterministicJq(programOf(task[field]), `${pointer}/${field}`);
   for (const field of ['input', 'output', 'export']) checkTransforms(task[field], `${pointer}/${field}`);
+  checkTimings(task, pointer, checking.document);
   switch (kind) {
     case 'emit':
       if (!isObject(task.emit) || !isObject(task.emit.event) || !isObject(task.emit.event.with)) throw invalidInput(`${pointer}/emit/event/with is required`);
@@ -210,6 +214,69 @@ function checkTask({ task, pointer }: TaskEntry, checking: Checking): void {
     default:
       return;
   }
+}
+
+/**
+ * Every duration the interpreter reads as it is written: a task's timeout and its retry policy
+ * (inline, or named in use.timeouts / use.retries, which must then hold it), a constant wait. The
+ * interpreter reads no expression there (but a wait's) and takes a duration it cannot read as none
+ * — no timeout, no delay, no retry limit — so one is refused here, before anything runs.
+ */
+function checkTimings(task: JsonObject, pointer: string, document: JsonObject): void {
+  if (task.timeout !== undefined) {
+    if (typeof task.timeout === 'string') mustBeDeclared(document, 'timeouts', task.timeout, `${pointer}/timeout`);
+    else checkTimeout(task.timeout, `${pointer}/timeout`);
+  }
+  // A wait may be an expression (its result is read when it runs); any other wait is its duration.
+  const wait = task.wait;
+  if (wait !== undefined && !(typeof wait === 'string' && wait.startsWith('${'))) checkDuration(wait, `${pointer}/wait`);
+  const retry = isObject(task.catch) ? task.catch.retry : undefined;
+  if (typeof retry === 'string') mustBeDeclared(document, 'retries', retry, `${pointer}/catch/retry`);
+  else if (retry !== undefined) checkRetry(retry, `${pointer}/catch/retry`);
+}
+
+/** The timeouts and retry policies use declares, each checked where it is declared. */
+function checkDeclaredTimings(use: JsonObject): void {
+  for (const [kind, check] of [
+    ['timeouts', checkTimeout],
+    ['retries', checkRetry],
+  ] as const) {
+    const declared = use[kind];
+    if (declared === undefined) continue;
+    if (!isObject(declared)) throw invalidInput(`/use/${kind} must map names to ${kind}`);
+    for (const [name, value] of Object.entries(declared)) check(value, `/use/${kind}/${escapePointer(name)}`);
+  }
+}
+
+function mustBeDeclared(document: JsonObject, kind: 'timeouts' | 'retries', name: string, pointer: string): void {
+  if (resolveNamed(document, kind, name) === undefined) throw invalidInput(`${pointer}: "${name}" names no entry of use.${kind}`);
+}
+
+function checkTimeout(timeout: JsonValue, pointer: string): void {
+  if (!isObject(timeout)) throw invalidInput(`${pointer}: a timeout is {after: duration}`);
+  checkDuration(timeout.after, `${pointer}/after`);
+}
+
+function checkRetry(policy: JsonValue, pointer: string): void {
+  if (!isObject(policy)) throw invalidInput(`${pointer}: a retry policy is an object`);
+  if (policy.delay !== undefined) checkDuration(policy.delay, `${pointer}/delay`);
+  if (isObject(policy.limit) && policy.limit.duration !== undefined) checkDuration(policy.limit.duration, `${pointer}/limit/duration`);
+  const jitter = policy.jitter;
+  if (jitter !== undefined && !isObject(jitter)) throw invalidInput(`${pointer}/jitter: a jitter is {from, to}`);
+  for (const end of ['from', 'to']) if (isObject(jitter) && jitter[end] !== undefined) checkDuration(jitter[end], `${pointer}/jitter/${end}`);
+}
+
+/** The DSL's ISO 8601 durations with years, months or weeks: lengths that depend on the calendar (or, for weeks, not read here). */
+const calendarDuration =
+  /^P(?!$)(\d+(?:\.\d+)?Y)?(\d+(?:\.\d+)?M)?(\d+(?:\.\d+)?W)?(\d+(?:\.\d+)?D)?(T(?=\d)(\d+(?:\.\d+)?H)?(\d+(?:\.\d+)?M)?(\d+(?:\.\d+)?S)?)?$/;
+
+function checkDuration(value: JsonValue | undefined, pointer: string): void {
+  if (durationMs(value) !== undefined) return;
+  if (typeof value === 'string' && calendarDuration.test(value) && /[YW]|^P[^T]*M/.test(value))
+    throw unsupported(`${pointer}: ${JSON.stringify(value)}: years, months and weeks are not supported (a duration is days, hours, minutes and seconds)`);
+  throw invalidInput(
+    `${pointer}: not a duration (ISO 8601 PnDTnHnMnS, or {days, hours, minutes, seconds, milliseconds} of non-negative numbers) of at most 2^53 − 1 ms`,
+  );
 }
 
 /** How many tasks a (checked) task list may run at once: the most any of its tasks runs, one after another. */
