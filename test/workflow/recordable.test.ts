@@ -162,3 +162,39 @@ test("a task's timeout ending past what a timer records faults the task with a v
     await h.close();
   }
 });
+
+test("a contract call's invocation key from the input that no operation takes is a validation error at the task, caught like any", async () => {
+  const h = harness();
+  try {
+    const document = yaml(`${head}do:
+  - guarded:
+      try:
+        - call:
+            call: invoke-contract
+            with:
+              contract: { id: shop, version: '1.0.0', digest: 'sha256:${'0'.repeat(64)}' }
+              interaction: order
+              input: {}
+              invocationKey: '\${ .key }'
+      catch:
+        errors: { with: { type: '${validation}' } }
+        as: problem
+        do:
+          - report:
+              set: '\${ { caught: $problem.detail } }'
+`);
+    for (const [name, key] of [
+      ['empty', ''],
+      ['long', 'k'.repeat(limits.invocationKeyBytesMax + 1)],
+      ['multibyte', 'é'.repeat(limits.invocationKeyBytesMax / 2 + 1)],
+    ] as const) {
+      const record = await runToEnd(h, document, { key }, name);
+      assert.equal(record.status, 'completed', `${name}: ${JSON.stringify(record.error)}`);
+      assert.match(JSON.stringify(record.output), /invocationKey must be 1 to 256 bytes of UTF-8/, name);
+      assert.deepEqual(record.children, {}, `${name}: nothing was bound`);
+    }
+    assert.deepEqual(h.executor.failures, []);
+  } finally {
+    await h.close();
+  }
+});

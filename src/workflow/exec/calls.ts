@@ -497,6 +497,16 @@ function contractArgs(args: JsonObject, ref: string): ContractArgs {
       ref,
       'with needs contract {id, version, digest}, interaction, input, and optionally waitFor (decision|settled) and invocationKey',
     );
+  const key = args.invocationKey;
+  // A key given in the document (or read from the input) is recorded with the binding before the call: it must be one an operation takes.
+  if (typeof key === 'string' && (key === '' || Buffer.byteLength(key, 'utf8') > limits.invocationKeyBytesMax))
+    throw raise(
+      'validation',
+      400,
+      'Invalid contract call',
+      ref,
+      `with.invocationKey must be 1 to ${limits.invocationKeyBytesMax} bytes of UTF-8 (it is ${Buffer.byteLength(key, 'utf8')} bytes)`,
+    );
   return {
     contract: { id: contract.id as string, version: contract.version as string, digest: contract.digest as string },
     interaction: args.interaction as string,
