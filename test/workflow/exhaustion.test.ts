@@ -56,6 +56,29 @@ do:
   }
 });
 
+test('an exponential backoff without a delay retries for as long as its policy lets it, past 2^1024', async () => {
+  const h = harness();
+  try {
+    const document = yaml(`document: { dsl: '1.0.3', namespace: test, name: spin, version: '1.0.0' }
+do:
+  - spin:
+      try:
+        - boom:
+            raise: { error: { type: 'https://example.com/boom', status: 500 } }
+      catch:
+        retry: { backoff: { exponential: {} } }
+`);
+    const record = await runToEnd(h, document, {}, 'spin', 60_000);
+    assert.equal(record.status, 'faulted', 'the error is never swallowed: no retry runs out');
+    assert.match(record.error?.title ?? '', /^(Task|Log) budget exhausted$/);
+    const retries = Object.values(record.timers).filter((timer) => timer.purpose === 'retry').length;
+    assert.ok(retries > 1100, `${retries} retries`);
+    assert.deepEqual(h.executor.failures, []);
+  } finally {
+    await h.close();
+  }
+});
+
 /** A store of `kind`, and `reopen`: the same store as another process opens it once this one is closed (SQLite: the same file). */
 function openStore(kind: 'memory' | 'sqlite', clock: Clock): { store: EventStore; reopen(): Promise<EventStore>; dispose(): Promise<void> } {
   if (kind === 'memory') {

@@ -302,7 +302,8 @@ async function retryDelay(
   const fromMs = durationMs(jitter?.from) ?? 0;
   const toMs = durationMs(jitter?.to) ?? fromMs;
   const jitterMs = jitter ? fromMs + Math.floor(interpreter.deps.random.next() * Math.max(0, toMs - fromMs)) : 0;
-  const dueAtMs = nowMs + baseMs * factor + jitterMs;
+  // No delay grows no backoff: past 2^1024 the factor is Infinity, and 0 × Infinity is NaN (no retry at all).
+  const dueAtMs = nowMs + (baseMs === 0 ? 0 : baseMs * factor) + jitterMs;
   // A backoff grown past what a timer records leaves no retry.
   if (!Number.isSafeInteger(dueAtMs) || (durationLimit !== undefined && dueAtMs > startedAtMs + durationLimit)) return undefined;
   return dueAtMs;
