@@ -137,6 +137,7 @@ export class Kernel<R, T extends GuardedTransition, S extends Stream<R> = Stream
   /** Drops an instance from memory (the store keeps it); it is read again when next needed. */
   forget(id: string): void {
     this.streams.delete(id);
+    this.finished.delete(id);
   }
 
   /**
@@ -148,6 +149,7 @@ export class Kernel<R, T extends GuardedTransition, S extends Stream<R> = Stream
     const stream = this.streams.get(id);
     if (stream === undefined) return;
     this.streams.delete(id);
+    this.finished.delete(id);
     stream.pruned = true;
     stream.dueTimer?.cancel();
     stream.dueTimer = undefined;
@@ -182,6 +184,10 @@ export class Kernel<R, T extends GuardedTransition, S extends Stream<R> = Stream
     for (const stored of log) stream.known.add(stored.revision);
     this.hooks.reread?.(stream, log);
     this.streams.set(stream.id, stream);
+    // One that finished before it was read (another process's, or from before a restart) is held
+    // under the same bound as one that finished here: otherwise every finished instance a reader
+    // or a peer's message names would stay in memory for good.
+    if (this.aggregate.finished(stream.record)) this.noteFinished(stream.id);
     this.hooks.loaded?.(stream, log);
     this.armDue(stream);
     this.hooks.moved?.(stream, true);
