@@ -61,9 +61,11 @@ export interface Peer {
  * Why a request or cancel was refused unrun (acknowledged: redelivery cannot make it valid):
  * `malformed` (does not parse or fails its schema), `wrong-subject` (the subject it arrived on is
  * not this peer's own `<ns>.<interaction>.<operationId>.<kind>.<peer>` for the operation, branch
- * peer and interaction its payload names).
+ * peer and interaction its payload names), `cancelled` (a request for an attempt whose cancel
+ * this peer already received: delivered again after its run stopped or failed, or after its
+ * cancel on the other consumer).
  */
-export type RefusalReason = 'malformed' | 'wrong-subject';
+export type RefusalReason = 'malformed' | 'wrong-subject' | 'cancelled';
 
 interface Running {
   attempt: number;
@@ -82,11 +84,13 @@ interface BranchMemory {
   result: JsonValue | undefined;
   /** The answer given to a cancel of this attempt: a cancel delivered again gets the same answer. */
   cancelled?: CancelOutcome;
+  /** The coordinator cancelled this attempt: from then on it is never started (again) here. */
+  cancelSeen?: true;
 }
 
 class PeerRuntime implements Peer {
   readonly sink: EffectSink;
-  readonly stats = { received: 0, handled: 0, replayed: 0, failed: 0, renewed: 0, cancels: 0, refused: { malformed: 0, 'wrong-subject': 0 } };
+  readonly stats = { received: 0, handled: 0, replayed: 0, failed: 0, renewed: 0, cancels: 0, refused: { malformed: 0, 'wrong-subject': 0, cancelled: 0 } };
   private readonly clock: Clock;
   /**
    * By operation/branch: the newest fence seen, and the result of that attempt, returned again on
@@ -145,6 +149,13 @@ class PeerRuntime implements Peer {
     // This very attempt still runs (its process stalled past ack_wait, so the broker sent it again):
     // the running handler answers and acknowledges it; a second run would repeat its work.
     if (same && known.result === undefined && this.running.get(branchKey)?.attempt === request.attempt) return;
+    // Its cancel came first (the two come on separate consumers), or it is delivered again after
+    // its run stopped or failed: work the coordinator cancelled, and may have been told `stopped`
+    // about, is not started. A result it already has is still answered below.
+    if (same && known.result === undefined && known.cancelSeen === true) {
+      this.stats.refused.cancelled++;
+      return inbound.ack();
+    }
     const memory = same ? known : { fence: request.fence, attempt: request.attempt, result: undefined };
     this.branches.set(branchKey, memory); // also makes it the newest: eviction goes by recency
     let result = memory.result;
@@ -239,8 +250,13 @@ class PeerRuntime implements Peer {
     const known = this.branches.get(branchKey);
     if (known !== undefined && cancel.fence < known.fence) return inbound.ack();
     const current = known !== undefined && known.fence === cancel.fence && known.attempt === cancel.attempt ? known : undefined;
-    const outcome = current?.cancelled ?? (await this.cancelOutcome(branchKey, known, cancel));
-    if (current) current.cancelled = outcome;
+    // Remembered before anything is awaited: a request for this attempt handled meanwhile, or
+    // delivered later, must find it cancelled. An attempt not seen yet is remembered from its cancel.
+    const memory = current ?? { fence: cancel.fence, attempt: cancel.attempt, result: undefined };
+    memory.cancelSeen = true;
+    if (current === undefined) this.branches.set(branchKey, memory);
+    const outcome = memory.cancelled ?? (await this.cancelOutcome(branchKey, known, cancel));
+    memory.cancelled = outcome;
     const receipt = await this.publishCancelResult(interaction, cancel, outcome);
     // Acknowledged only once the answer is stored (or sent, on best-effort transports): otherwise
     // the cancel comes again and gets the same answer, as a request gets its stored result.

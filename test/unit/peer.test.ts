@@ -163,6 +163,7 @@ test('a cancel answers already-completed for the attempt that finished, unknown 
   await h.request(1, 1);
   await h.cancel(1, 1);
   await h.cancel(2, 2);
+  // The request of the attempt cancelled before it came (it travels on another consumer) is not run.
   await h.request(2, 2);
   await h.cancel(1, 1);
   assert.deepEqual(
@@ -172,8 +173,14 @@ test('a cancel answers already-completed for the attempt that finished, unknown 
       [2, 2, 'unknown'],
     ],
   );
+  assert.deepEqual(h.runs, [{ attempt: 1, fence: 1 }], 'attempt 2 was cancelled before its request came: never run');
+  assert.deepEqual(
+    h.results.map((r) => r.attempt),
+    [1],
+  );
+  assert.equal(h.peer.stats.refused.cancelled, 1);
   await h.cancel(2, 2);
-  assert.deepEqual(h.cancelResults.at(-1) && [h.cancelResults.at(-1)!.attempt, h.cancelResults.at(-1)!.outcome], [2, 'already-completed']);
+  assert.deepEqual(h.cancelResults.at(-1) && [h.cancelResults.at(-1)!.attempt, h.cancelResults.at(-1)!.outcome], [2, 'unknown'], 'the same answer again');
   await h.peer.close();
 });
 
@@ -257,7 +264,7 @@ test('a request or cancel whose subject is not its own (operation, namespace, in
   await flushMicrotasks();
   assert.deepEqual(runs, [], 'no handler ran');
   assert.deepEqual(published, [], 'nothing was answered');
-  assert.deepEqual(peer.stats.refused, { malformed: 0, 'wrong-subject': 5 });
+  assert.deepEqual(peer.stats.refused, { malformed: 0, 'wrong-subject': 5, cancelled: 0 });
   // Its own subject, the same payload runs.
   assert.deepEqual(await deliver('request', subjectFor(namespace, 'review', operationId, 'request', 'alfa'), request), ['ack']);
   assert.deepEqual(runs, [operationId]);

@@ -1,0 +1,133 @@
+/**
+ * The peer SDK and the cancels it answers, on a real nats-server with the deployment's real
+ * permissions and durable consumers: once a peer has received the cancel of an attempt, a
+ * delivery of that attempt's request does not start its handler (again). Requests and cancels
+ * travel on two consumers, and a request comes again after a handler failed (nak) or after an ack
+ * that was lost: without this, work the coordinator cancelled — and may have been told `stopped`
+ * about — would run after the cancel, its business effect included.
+ */
+import assert from 'node:assert/strict';
+import { randomBytes } from 'node:crypto';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import { loadBundle } from '../../src/contract/bundle.js';
+import type { JsonObject } from '../../src/contract/json.js';
+import { connectNats, type NatsConnection } from '../../src/adapters/transport/nats.js';
+import { inboxPrefixFor } from '../../src/adapters/transport/nats-names.js';
+import { SystemClock } from '../../src/contract/clock.js';
+import { buildDeployment, parseDeploymentConfig } from '../../src/deployment/config.js';
+import type { RunningDeployment } from '../../src/deployment/types.js';
+import { natsPrincipalPlan, passwordVariableOf } from '../../src/deployment/nats/permissions.js';
+import { createNatsPeer } from '../../src/peer/nats-peer.js';
+import type { Handler, Peer } from '../../src/peer/peer.js';
+import { startNatsServer, type NatsServer, type NatsUser } from '../support/nats-server.js';
+import { approve, e2eBundle, e2eNamespace, eventually } from '../support/nats-deployment-fixture.js';
+
+const reviewers = ['alfa', 'bravo', 'charlie'];
+/** The e2e bundle's `manual` interaction names these peers: the coordinator provisions their streams too. */
+const manualPeers = ['delta', 'echo', 'foxtrot'];
+const caller = { principalId: 'billing', senderPeerId: null };
+
+/** The coordinator's deployment: durable NATS as the coordinator user, a memory store. */
+function deploymentConfig(servers: string): JsonObject {
+  return {
+    store: 'memory:',
+    transport: {
+      kind: 'nats',
+      servers,
+      user: 'coordinator',
+      passwordEnv: passwordVariableOf('coordinator'),
+      mode: 'durable',
+      manageStreams: true,
+      durable: { duplicateWindowMs: 20_000 },
+    },
+    bundles: ['bundle.json'],
+    directory: { groups: { reviewers } },
+    policy: { rules: [{ effect: 'allow' }] },
+    attestations: [{ namespace: e2eNamespace, exclusivePeerPublishers: true }],
+    deployment: { account: 'test', system: 'convoke', domain: 'peer-cancel' },
+    http: { host: '127.0.0.1', port: 0, bodyLimitBytes: 65536, waitMsMax: 10_000, principals: [{ principalId: 'web', tokenSha256: 'a'.repeat(64) }] },
+    resultBatchMs: 0,
+  };
+}
+
+/** The deployment's principal plan as nats-server users: the coordinator and one peer user each. */
+function natsUsers(passwords: ReadonlyMap<string, string>): NatsUser[] {
+  const plan = natsPrincipalPlan({
+    namespaces: [e2eNamespace],
+    coordinator: { user: 'coordinator', coordinatorId: 'coordinator', manageStreams: true },
+    peers: Object.fromEntries([...reviewers, ...manualPeers].map((p) => [p, [e2eNamespace]])),
+    commandClients: [],
+  });
+  return plan.map((p) => ({ user: p.user, password: passwords.get(p.user)!, ...p.permissions }));
+}
+
+describe('the peer SDK does not start an attempt it received the cancel of (real nats-server, durable)', { timeout: 60_000 }, () => {
+  let server: NatsServer;
+  let dir: string;
+  const users = ['coordinator', ...reviewers, ...manualPeers];
+  const passwords = new Map(users.map((u) => [u, randomBytes(8).toString('hex')]));
+  const env = Object.fromEntries([...passwords].map(([u, p]) => [passwordVariableOf(u), p]));
+  const open: { close(): Promise<unknown> }[] = [];
+
+  before(async () => {
+    dir = await mkdtemp(join(tmpdir(), 'convoke-peer-cancel-'));
+    await writeFile(join(dir, 'bundle.json'), JSON.stringify(e2eBundle()));
+    server = await startNatsServer({ users: natsUsers(passwords), jetstream: true });
+  });
+  after(async () => {
+    for (const c of open.reverse()) await c.close().catch(() => undefined);
+    await server?.dispose();
+    await rm(dir, { recursive: true, force: true });
+  });
+
+  async function deploy(): Promise<RunningDeployment> {
+    const config = parseDeploymentConfig(new TextEncoder().encode(JSON.stringify(deploymentConfig(server.url))), dir);
+    const deployment = await buildDeployment(config, { clock: new SystemClock(), env, log: () => {} });
+    open.push(deployment);
+    return deployment;
+  }
+
+  async function peer(peerId: string, first: Handler): Promise<Peer> {
+    const login = { user: peerId, pass: passwords.get(peerId)!, inboxPrefix: inboxPrefixFor('peer', peerId) };
+    const nc: NatsConnection = await connectNats({ servers: server.url, ...login });
+    open.push(nc);
+    const created = await createNatsPeer({ nc, namespace: e2eNamespace, peerId, durable: true, provisionWaitMs: 10_000, handlers: { first } });
+    open.push(created);
+    return created;
+  }
+
+  it('a request handed back after its handler failed is refused unrun once its cancel came, and counted (refused.cancelled)', async () => {
+    const deployment = await deploy();
+    let charlieFailed!: () => void;
+    const failed = new Promise<void>((resolve) => (charlieFailed = resolve));
+    // charlie's first run fails (its request is handed back for redelivery 1 s later); every run
+    // notes whether charlie had already received a cancel when it started.
+    const runs: { cancelsSeen: number }[] = [];
+    const charlie: Peer = await peer('charlie', () => {
+      runs.push({ cancelsSeen: charlie.stats.cancels });
+      if (runs.length === 1) {
+        charlieFailed();
+        throw new Error('a transient failure');
+      }
+      return approve;
+    });
+    // alfa approves once charlie has failed: first-success closes and charlie's attempt is cancelled
+    // while its request waits to be delivered again.
+    await peer('alfa', async () => (await failed, approve));
+    const { result } = await deployment.coordinator.invoke(caller, {
+      contract: loadBundle(e2eBundle()).ref,
+      interaction: 'first',
+      invocationKey: 'cancel-after-failure',
+      input: { document: 'd' },
+    });
+    const decided = await deployment.coordinator.wait('billing', result.operationId, 'decision', 10_000);
+    assert.equal(decided.result.decision?.outcome, 'success');
+    await eventually(() => runs.length > 1 || charlie.stats.refused.cancelled > 0, "the redelivery of charlie's request");
+    assert.equal(charlie.stats.cancels, 1, 'charlie received the cancel of its attempt');
+    assert.deepEqual(runs, [{ cancelsSeen: 0 }], 'the handler ran once, before the cancel; never after it');
+    assert.equal(charlie.stats.refused.cancelled, 1);
+  });
+});
