@@ -54,6 +54,7 @@ export interface Peer {
     cancels: number;
     refused: Record<RefusalReason, number>;
   };
+  /** Stops receiving and aborts running handlers' signals; what they stop on is handed back for redelivery, not acknowledged. */
   close(): Promise<void>;
 }
 
@@ -70,9 +71,12 @@ export type RefusalReason = 'malformed' | 'wrong-subject' | 'cancelled';
 interface Running {
   attempt: number;
   fence: number;
-  /** Created on first use: most handlers never look at their signal, and AbortController is not free. */
+  /** The coordinator's cancel: created on first use (most handlers never look at their signal, and AbortController is not free). */
   abort: () => AbortController;
+  /** Whether a cancel aborted it (close() aborts it too, but that is no cancel). */
   aborted: () => boolean;
+  /** The peer closes: the signal aborts, and what stops is handed back, not acknowledged. */
+  interrupt: () => AbortController;
   done: Promise<'completed' | 'stopped'>;
 }
 
@@ -126,7 +130,9 @@ class PeerRuntime implements Peer {
 
   async close(): Promise<void> {
     for (const s of this.subscriptions) await s.close();
-    for (const r of this.running.values()) r.abort().abort();
+    // No cancel came: work stopped by a closing peer is handed back (nak) for this peer's next
+    // session, never acknowledged as if it had been answered.
+    for (const r of this.running.values()) r.interrupt().abort();
   }
 
   private async onRequest(interaction: string, inbound: InboundMessage): Promise<void> {
@@ -187,6 +193,7 @@ class PeerRuntime implements Peer {
       fence: request.fence,
       abort: () => ((cancelled = true), abort()),
       aborted: () => cancelled,
+      interrupt: abort,
       done: new Promise((r) => (settle = r)),
     };
     this.running.set(branchKey, running);

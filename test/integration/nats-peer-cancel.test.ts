@@ -1,17 +1,18 @@
 /**
- * The peer SDK and the cancels it answers, on a real nats-server with the deployment's real
- * permissions and durable consumers: once a peer has received the cancel of an attempt, a
- * delivery of that attempt's request does not start its handler (again). Requests and cancels
- * travel on two consumers, and a request comes again after a handler failed (nak) or after an ack
- * that was lost: without this, work the coordinator cancelled — and may have been told `stopped`
- * about — would run after the cancel, its business effect included.
+ * The peer SDK around a stop, on a real nats-server with the deployment's real permissions and
+ * durable consumers. Once a peer has received the cancel of an attempt, a delivery of that
+ * attempt's request does not start its handler (again): requests and cancels travel on two
+ * consumers, and a request comes again after a handler failed (nak) or after an ack that was
+ * lost; without this, work the coordinator cancelled — and may have been told `stopped` about —
+ * would run after the cancel, its business effect included. And a handler stopped by the peer's
+ * own close() (no cancel came) hands its request back: acknowledging it would lose the work.
  */
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { after, before, describe, it } from 'node:test';
+import { after, afterEach, before, describe, it } from 'node:test';
 import { loadBundle } from '../../src/contract/bundle.js';
 import type { JsonObject } from '../../src/contract/json.js';
 import { connectNats, type NatsConnection } from '../../src/adapters/transport/nats.js';
@@ -64,7 +65,73 @@ function natsUsers(passwords: ReadonlyMap<string, string>): NatsUser[] {
   return plan.map((p) => ({ user: p.user, password: passwords.get(p.user)!, ...p.permissions }));
 }
 
-describe('the peer SDK does not start an attempt it received the cancel of (real nats-server, durable)', { timeout: 60_000 }, () => {
+interface Harness {
+  deploy(): Promise<RunningDeployment>;
+  /** A durable session of peer `peerId` serving the `first` interaction with `first`. */
+  peer(peerId: string, first: Handler): Promise<Peer>;
+}
+
+/** charlie's handler fails once; the decision closes and its attempt is cancelled before the request comes again. */
+async function cancelAfterFailure(h: Harness): Promise<void> {
+  const deployment = await h.deploy();
+  let charlieFailed!: () => void;
+  const failed = new Promise<void>((resolve) => (charlieFailed = resolve));
+  // charlie's first run fails (its request is handed back for redelivery 1 s later); every run
+  // notes whether charlie had already received a cancel when it started.
+  const runs: { cancelsSeen: number }[] = [];
+  const charlie: Peer = await h.peer('charlie', () => {
+    runs.push({ cancelsSeen: charlie.stats.cancels });
+    if (runs.length === 1) {
+      charlieFailed();
+      throw new Error('a transient failure');
+    }
+    return approve;
+  });
+  // alfa approves once charlie has failed: first-success closes and charlie's attempt is cancelled
+  // while its request waits to be delivered again.
+  await h.peer('alfa', async () => (await failed, approve));
+  const { result } = await deployment.coordinator.invoke(caller, {
+    contract: loadBundle(e2eBundle()).ref,
+    interaction: 'first',
+    invocationKey: 'cancel-after-failure',
+    input: { document: 'd' },
+  });
+  const decided = await deployment.coordinator.wait('billing', result.operationId, 'decision', 10_000);
+  assert.equal(decided.result.decision?.outcome, 'success');
+  await eventually(() => runs.length > 1 || charlie.stats.refused.cancelled > 0, "the redelivery of charlie's request");
+  assert.equal(charlie.stats.cancels, 1, 'charlie received the cancel of its attempt');
+  assert.deepEqual(runs, [{ cancelsSeen: 0 }], 'the handler ran once, before the cancel; never after it');
+  assert.equal(charlie.stats.refused.cancelled, 1);
+}
+
+/** A cooperative handler stopped by its session's close(), then a new session of the same peer. */
+async function stoppedByClose(h: Harness): Promise<void> {
+  const deployment = await h.deploy();
+  let started!: () => void;
+  const running = new Promise<void>((resolve) => (started = resolve));
+  // A cooperative handler: it stops when its signal aborts, as on a cancel.
+  const first = await h.peer('alfa', (_input, { signal }) => {
+    started();
+    return new Promise((_resolve, reject) => signal.addEventListener('abort', () => reject(new Error('stopping'))));
+  });
+  const { result } = await deployment.coordinator.invoke(caller, {
+    contract: loadBundle(e2eBundle()).ref,
+    interaction: 'first',
+    invocationKey: 'stopped-by-close',
+    input: { document: 'd' },
+  });
+  await running;
+  await first.close(); // a rolling restart: this session stops; no cancel was sent
+  await h.peer('alfa', () => approve);
+  const decided = await deployment.coordinator.wait('billing', result.operationId, 'decision', 8_000);
+  assert.equal(decided.reached, true, 'the request came back to the next session, which answered it');
+  assert.deepEqual(
+    decided.result.branches.filter((b) => b.peerId === 'alfa').map((b) => [b.status, b.result]),
+    [['success', approve]],
+  );
+}
+
+describe('the peer SDK: what it starts and acknowledges around a stop (real nats-server, durable)', { timeout: 60_000 }, () => {
   let server: NatsServer;
   let dir: string;
   const users = ['coordinator', ...reviewers, ...manualPeers];
@@ -77,8 +144,12 @@ describe('the peer SDK does not start an attempt it received the cancel of (real
     await writeFile(join(dir, 'bundle.json'), JSON.stringify(e2eBundle()));
     server = await startNatsServer({ users: natsUsers(passwords), jetstream: true });
   });
-  after(async () => {
+  // Each test's peer sessions and deployment go with it: a session left open would share the next test's consumers.
+  afterEach(async () => {
     for (const c of open.reverse()) await c.close().catch(() => undefined);
+    open.length = 0;
+  });
+  after(async () => {
     await server?.dispose();
     await rm(dir, { recursive: true, force: true });
   });
@@ -90,6 +161,8 @@ describe('the peer SDK does not start an attempt it received the cancel of (real
     return deployment;
   }
 
+  const harness: Harness = { deploy: () => deploy(), peer: (peerId, first) => peer(peerId, first) };
+
   async function peer(peerId: string, first: Handler): Promise<Peer> {
     const login = { user: peerId, pass: passwords.get(peerId)!, inboxPrefix: inboxPrefixFor('peer', peerId) };
     const nc: NatsConnection = await connectNats({ servers: server.url, ...login });
@@ -99,35 +172,7 @@ describe('the peer SDK does not start an attempt it received the cancel of (real
     return created;
   }
 
-  it('a request handed back after its handler failed is refused unrun once its cancel came, and counted (refused.cancelled)', async () => {
-    const deployment = await deploy();
-    let charlieFailed!: () => void;
-    const failed = new Promise<void>((resolve) => (charlieFailed = resolve));
-    // charlie's first run fails (its request is handed back for redelivery 1 s later); every run
-    // notes whether charlie had already received a cancel when it started.
-    const runs: { cancelsSeen: number }[] = [];
-    const charlie: Peer = await peer('charlie', () => {
-      runs.push({ cancelsSeen: charlie.stats.cancels });
-      if (runs.length === 1) {
-        charlieFailed();
-        throw new Error('a transient failure');
-      }
-      return approve;
-    });
-    // alfa approves once charlie has failed: first-success closes and charlie's attempt is cancelled
-    // while its request waits to be delivered again.
-    await peer('alfa', async () => (await failed, approve));
-    const { result } = await deployment.coordinator.invoke(caller, {
-      contract: loadBundle(e2eBundle()).ref,
-      interaction: 'first',
-      invocationKey: 'cancel-after-failure',
-      input: { document: 'd' },
-    });
-    const decided = await deployment.coordinator.wait('billing', result.operationId, 'decision', 10_000);
-    assert.equal(decided.result.decision?.outcome, 'success');
-    await eventually(() => runs.length > 1 || charlie.stats.refused.cancelled > 0, "the redelivery of charlie's request");
-    assert.equal(charlie.stats.cancels, 1, 'charlie received the cancel of its attempt');
-    assert.deepEqual(runs, [{ cancelsSeen: 0 }], 'the handler ran once, before the cancel; never after it');
-    assert.equal(charlie.stats.refused.cancelled, 1);
-  });
+  it('a request handed back after its handler failed is refused unrun once its cancel came, and counted (refused.cancelled)', () =>
+    cancelAfterFailure(harness));
+  it('a handler stopped by close() (no cancel) hands its request back: the next session of the peer answers it', () => stoppedByClose(harness));
 });
