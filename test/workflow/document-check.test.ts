@@ -8,6 +8,7 @@ import { isAdapterError } from '../../src/contract/errors.js';
 import type { JsonValue } from '../../src/contract/json.js';
 import { limits } from '../../src/contract/limits.js';
 import { checkDocument } from '../../src/workflow/exec/document.js';
+import { refused, yaml } from './support.js';
 
 const head = { dsl: '1.0.3', namespace: 'test', name: 'greet', version: '1.0.0' };
 
@@ -129,4 +130,54 @@ test('every duration the interpreter reads as written is checked before anything
       assert.ok(e.description?.startsWith(`${pointer}:`), `names ${pointer}: ${e.message}`);
       return true;
     });
+});
+
+test("a flow directive or a raised error's name that names nothing is refused before anything runs, as the bundle's check refuses it", () => {
+  const document = (tasks: string, use = '') =>
+    yaml(`
+document: { dsl: '1.0.3', namespace: t, name: flow, version: '1.0.0' }
+${use}
+do:
+${tasks}
+`);
+  refused(
+    () => checkDocument(document(`  - a: { set: { x: 1 }, then: b }\n  - c: { set: { y: 2 } }`)),
+    'invalid-input',
+    '/do/0/a/then',
+    /"b" names no task of its own list/,
+  );
+  // A case's target is a task of the list that holds the switch, never one nested elsewhere.
+  refused(
+    () =>
+      checkDocument(
+        document(`  - pick:
+      switch:
+        - big: { when: '\${ .n > 1 }', then: inner }
+        - other: { then: end }
+  - outer:
+      do:
+        - inner: { set: { z: 3 } }`),
+      ),
+    'invalid-input',
+    '/do/0/pick/switch/0/big/then',
+  );
+  refused(
+    () => checkDocument(document(`  - fail: { raise: { error: missing } }`, `use: { errors: { known: { type: 'https://e.example/x', status: 400 } } }`)),
+    'invalid-input',
+    '/do/0/fail/raise/error',
+    /"missing" names no entry of use.errors/,
+  );
+  // What they may name: a task of the same list (itself included), continue, exit, end; a declared error.
+  checkDocument(
+    document(
+      `  - a: { set: { x: 1 }, then: c }
+  - b: { set: { y: 2 }, then: exit }
+  - c:
+      switch:
+        - again: { when: '\${ .x < 1 }', then: c }
+        - done: { then: end }
+  - d: { raise: { error: known } }`,
+      `use: { errors: { known: { type: 'https://e.example/x', status: 400 } } }`,
+    ),
+  );
 });

@@ -163,10 +163,33 @@ interface Checking {
 }
 
 function checkList(list: JsonValue | undefined, base: string, checking: Checking): void {
-  for (const entry of entriesOf(list, base)) {
+  const entries = entriesOf(list, base);
+  const siblings = new Set(entries.map((entry) => entry.name));
+  for (const entry of entries) {
     checkRecordable(entry);
     checkTask(entry, checking);
+    checkFlowDirectives(entry, siblings);
   }
+}
+
+const flowKeywords = new Set(['continue', 'exit', 'end']);
+
+/**
+ * A task's `then`, and each of its switch cases' `then`: continue, exit, end, or a task of the
+ * same list (the DSL allows no jump to another depth). Refused before anything runs: otherwise the
+ * instance would fault only on reaching it, after the tasks before it had acted.
+ */
+function checkFlowDirectives({ task, pointer }: TaskEntry, siblings: ReadonlySet<string>): void {
+  const check = (then: JsonValue | undefined, at: string) => {
+    if (then === undefined || (typeof then === 'string' && (flowKeywords.has(then) || siblings.has(then)))) return;
+    throw invalidInput(`${at}: the flow directive ${JSON.stringify(then)} names no task of its own list (nor continue, exit or end)`);
+  };
+  check(task.then, `${pointer}/then`);
+  if (!Array.isArray(task.switch)) return;
+  task.switch.forEach((item, index) => {
+    for (const [name, branch] of Object.entries(isObject(item) ? item : {}))
+      if (isObject(branch)) check(branch.then, `${pointer}/switch/${index}/${escapePointer(name)}/then`);
+  });
 }
 
 /** A task's name and pointer fit what each of its executions records (limits.workflowNameCharsMax, workflowTaskPointerCharsMax). */
@@ -211,6 +234,11 @@ function checkTask({ task, pointer }: TaskEntry, checking: Checking): void {
       return;
     case 'switch':
       return checkSwitch(task, pointer);
+    case 'raise':
+      // A named error must be declared (use.errors): otherwise it would fault only when raised.
+      if (isObject(task.raise) && typeof task.raise.error === 'string' && resolveNamed(checking.document, 'errors', task.raise.error) === undefined)
+        throw invalidInput(`${pointer}/raise/error: "${task.raise.error}" names no entry of use.errors`);
+      return;
     default:
       return;
   }
