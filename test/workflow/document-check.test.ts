@@ -181,3 +181,28 @@ ${tasks}
     ),
   );
 });
+
+test("a retry policy's limit.attempt.duration, which the executor does not run, is refused unsupported rather than ignored", () => {
+  const retrying = (retry: string, use = '') =>
+    yaml(`
+document: { dsl: '1.0.3', namespace: t, name: retrying, version: '1.0.0' }
+${use}
+do:
+  - attempt:
+      try:
+        - fail: { raise: { error: { type: 'https://e.example/x', status: 503 } } }
+      catch:
+        retry: ${retry}
+`);
+  refused(
+    () => checkDocument(retrying(`{ limit: { attempt: { count: 3, duration: PT1S } } }`)),
+    'unsupported',
+    '/do/0/attempt/catch/retry/limit/attempt/duration',
+  );
+  refused(
+    () => checkDocument(retrying('again', `use: { retries: { again: { limit: { attempt: { duration: { seconds: 1 } } } } } }`)),
+    'unsupported',
+    '/use/retries/again/limit/attempt/duration',
+  );
+  checkDocument(retrying(`{ limit: { attempt: { count: 3 }, duration: PT1S } }`));
+});

@@ -289,6 +289,11 @@ function checkRetry(policy: JsonValue, pointer: string): void {
   if (!isObject(policy)) throw invalidInput(`${pointer}: a retry policy is an object`);
   if (policy.delay !== undefined) checkDuration(policy.delay, `${pointer}/delay`);
   if (isObject(policy.limit) && policy.limit.duration !== undefined) checkDuration(policy.limit.duration, `${pointer}/limit/duration`);
+  // The DSL says only "the duration limit, if any, for all retry attempts": not run, so refused rather than ignored.
+  if (isObject(policy.limit) && isObject(policy.limit.attempt) && policy.limit.attempt.duration !== undefined)
+    throw unsupported(
+      `${pointer}/limit/attempt/duration: not supported by this executor (limit.duration bounds the retries, limit.attempt.count their number)`,
+    );
   const jitter = policy.jitter;
   if (jitter !== undefined && !isObject(jitter)) throw invalidInput(`${pointer}/jitter: a jitter is {from, to}`);
   for (const end of ['from', 'to']) if (isObject(jitter) && jitter[end] !== undefined) checkDuration(jitter[end], `${pointer}/jitter/${end}`);
