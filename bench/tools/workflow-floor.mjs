@@ -9,33 +9,20 @@
 // per append, which costs more than building them would). Samples interleaved as the bench takes
 // them (which side goes first alternates); prints each side's p50 and the p50 ratio, to set
 // against the bench's own ratio (target ≤ 1.3). Run from a built checkout.
-import { parse as parseYaml } from 'yaml';
+import { embeddedReview, threeStages } from './embedded-review.mjs';
 
 const [root, secondsArg, rebuiltArg] = process.argv.slice(2);
 const seconds = Number(secondsArg);
 if (!(seconds > 0) || (rebuiltArg !== undefined && rebuiltArg !== 'rebuilt')) throw new Error('usage: workflow-floor.mjs <checkout root> <seconds> [rebuilt]');
 const mod = (p) => import(`${root}/dist/src/${p}`);
-const { MemoryEventStore } = await mod('adapters/store/memory.js');
 const { digestOf } = await mod('contract/canonical.js');
-const { SystemClock } = await mod('contract/clock.js');
-const { createEmbedded } = await mod('deployment/embedded.js');
-const { peerIds, reviewBundle } = await mod('deployment/examples.js');
 const { seededRandom } = await mod('runtime/random.js');
 const { WorkflowExecutor } = await mod('workflow/exec/executor.js');
 const { JqWorkerEvaluator } = await mod('workflow/exec/jq.js');
 const { workflowStreams } = await mod('workflow/exec/streams.js');
 const { workflowInstanceId } = await mod('workflow/ids.js');
 
-const clock = new SystemClock();
-const store = new MemoryEventStore({ clock });
-const peers = peerIds(3);
-const embedded = await createEmbedded({
-  clock,
-  store,
-  bundle: reviewBundle({ completion: { mode: 'quorum', count: 2 }, timeoutMs: 30_000 }),
-  groups: { reviewers: peers },
-});
-for (const peerId of peers) await embedded.addPeer(peerId, { review: () => ({ verdict: 'approve' }) });
+const { clock, store, embedded } = await embeddedReview(root);
 const ref = embedded.bundle.ref;
 const caller = { principalId: 'bench', senderPeerId: null };
 
@@ -43,18 +30,7 @@ const caller = { principalId: 'bench', senderPeerId: null };
 async function recordedTransitions() {
   const evaluator = new JqWorkerEvaluator({ deadlineMs: 5000 });
   const executor = new WorkflowExecutor({ store: workflowStreams(store), clock, random: seededRandom(1), evaluator, invocations: embedded.coordinator });
-  const stage = (name, document) => `  - ${name}:
-      call: invoke-contract
-      with:
-        contract: { id: ${ref.id}, version: '${ref.version}', digest: '${ref.digest}' }
-        interaction: review
-        input: { document: '${document}' }`;
-  const document = parseYaml(`document: { dsl: '1.0.3', namespace: bench, name: three-stages, version: '1.0.0' }
-do:
-${stage('review', '${ .doc }')}
-${stage('publish', '${ .operationId }')}
-${stage('notify', '${ .operationId }')}
-`);
+  const document = threeStages(ref);
   const { instanceId } = await executor.start({
     principalId: 'bench',
     bundleDigest: digestOf(document),

@@ -21,7 +21,7 @@
 // the warm-up, off before shutdown). Prints the time, the CPU per run (every thread) and, for
 // `pipeline`, the appends, events and jq worker evaluations per instance.
 import { execFileSync } from 'node:child_process';
-import { parse as parseYaml } from 'yaml';
+import { embeddedReview, threeStages } from './embedded-review.mjs';
 
 const [root, mode, warmArg, countArg, batchArg] = process.argv.slice(2);
 if (!['pipeline', 'client', 'executor', 'both', 'interleaved', 'timeline'].includes(mode))
@@ -29,27 +29,14 @@ if (!['pipeline', 'client', 'executor', 'both', 'interleaved', 'timeline'].inclu
 const batch = batchArg === undefined ? 1 : Number(batchArg);
 if (!Number.isSafeInteger(batch) || batch < 1 || (batch > 1 && mode !== 'both')) throw new Error('batch: a positive integer, for `both` only');
 const mod = (p) => import(`${root}/dist/src/${p}`);
-const { MemoryEventStore } = await mod('adapters/store/memory.js');
 const { digestOf } = await mod('contract/canonical.js');
 const { operationId } = await mod('contract/ids.js');
-const { SystemClock } = await mod('contract/clock.js');
-const { createEmbedded } = await mod('deployment/embedded.js');
-const { peerIds, reviewBundle } = await mod('deployment/examples.js');
 const { seededRandom } = await mod('runtime/random.js');
 const { WorkflowExecutor } = await mod('workflow/exec/executor.js');
 const { JqWorkerEvaluator } = await mod('workflow/exec/jq.js');
 const { workflowStreams } = await mod('workflow/exec/streams.js');
 
-const clock = new SystemClock();
-const store = new MemoryEventStore({ clock });
-const peers = peerIds(3);
-const embedded = await createEmbedded({
-  clock,
-  store,
-  bundle: reviewBundle({ completion: { mode: 'quorum', count: 2 }, timeoutMs: 30_000 }),
-  groups: { reviewers: peers },
-});
-for (const peerId of peers) await embedded.addPeer(peerId, { review: () => ({ verdict: 'approve' }) });
+const { clock, store, embedded } = await embeddedReview(root);
 // Counts what reaches the jq worker (a path answered in-process never does).
 const jq = new JqWorkerEvaluator({ deadlineMs: 5000 });
 let jqCalls = 0;
@@ -98,18 +85,7 @@ const stub = {
 const invocations = mode === 'executor' || mode === 'both' || mode === 'interleaved' ? stub : mode === 'timeline' ? markedCoordinator : embedded.coordinator;
 const executor = new WorkflowExecutor({ store: workflowStreams(store), clock, random: seededRandom(1), evaluator, invocations });
 const ref = embedded.bundle.ref;
-const stage = (name, document) => `  - ${name}:
-      call: invoke-contract
-      with:
-        contract: { id: ${ref.id}, version: '${ref.version}', digest: '${ref.digest}' }
-        interaction: review
-        input: { document: '${document}' }`;
-const document = parseYaml(`document: { dsl: '1.0.3', namespace: bench, name: three-stages, version: '1.0.0' }
-do:
-${stage('review', '${ .doc }')}
-${stage('publish', '${ .operationId }')}
-${stage('notify', '${ .operationId }')}
-`);
+const document = threeStages(ref);
 const bundleDigest = digestOf(document);
 const caller = { principalId: 'bench', senderPeerId: null };
 const ids = [];
