@@ -149,7 +149,8 @@ export const defaultSeconds = 20;
 /** The p50 ratio aimed at: the pipeline at most 30 % slower than the client's three calls. */
 export const target = 1.3;
 
-export async function workflowBench(options: { json: boolean; seconds?: number }): Promise<void> {
+/** The bench's embedded deployment: a memory store, quorum 2 of 3 of in-process peers that approve at once (bench/tools use it too). */
+export async function embeddedReview(): Promise<{ clock: SystemClock; store: MemoryEventStore; embedded: Embedded }> {
   const clock = new SystemClock();
   const store = new MemoryEventStore({ clock });
   const peers = peerIds(3);
@@ -160,6 +161,11 @@ export async function workflowBench(options: { json: boolean; seconds?: number }
     groups: { reviewers: peers },
   });
   for (const peerId of peers) await embedded.addPeer(peerId, { review: () => ({ verdict: 'approve' }) });
+  return { clock, store, embedded };
+}
+
+export async function workflowBench(options: { json: boolean; seconds?: number }): Promise<void> {
+  const { clock, store, embedded } = await embeddedReview();
   const evaluator = new JqWorkerEvaluator({ deadlineMs: 5000 });
   const executor = new WorkflowExecutor({ store: workflowStreams(store), clock, random: seededRandom(1), evaluator, invocations: embedded.coordinator });
   const document = pipeline(embedded.bundle.ref);

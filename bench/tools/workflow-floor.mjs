@@ -30,7 +30,7 @@ const caller = { principalId: 'bench', senderPeerId: null };
 async function recordedTransitions() {
   const evaluator = new JqWorkerEvaluator({ deadlineMs: 5000 });
   const executor = new WorkflowExecutor({ store: workflowStreams(store), clock, random: seededRandom(1), evaluator, invocations: embedded.coordinator });
-  const document = threeStages(ref);
+  const document = await threeStages(root, ref);
   const { instanceId } = await executor.start({
     principalId: 'bench',
     bundleDigest: digestOf(document),

@@ -85,7 +85,7 @@ const stub = {
 const invocations = mode === 'executor' || mode === 'both' || mode === 'interleaved' ? stub : mode === 'timeline' ? markedCoordinator : embedded.coordinator;
 const executor = new WorkflowExecutor({ store: workflowStreams(store), clock, random: seededRandom(1), evaluator, invocations });
 const ref = embedded.bundle.ref;
-const document = threeStages(ref);
+const document = await threeStages(root, ref);
 const bundleDigest = digestOf(document);
 const caller = { principalId: 'bench', senderPeerId: null };
 const ids = [];
