@@ -421,7 +421,8 @@ export class Kernel<R, T extends GuardedTransition, S extends Stream<R> = Stream
       if (decide) await this.commit(stream, decide);
       this.armDue(stream);
     }).catch(() => {
-      // The store refused (unavailable, or its clock not yet at the due instant): try again shortly.
+      // The store refused (unavailable, or its clock not yet at the due instant), or what the command
+      // needed could not be had (a policy that could not answer): try again shortly.
       stream.dueTimer = this.clock.at(this.clock.nowMs() + dueRetryMs, () => this.onDue(stream));
     });
   }

@@ -184,17 +184,32 @@ export class Coordinator implements RuntimeHost {
     }
   }
 
-  /** A due instant as a command: held results first, then the candidates' authorization, then the pure decision. */
+  /**
+   * A due instant as a command: held results first, then the candidates' authorization, then the
+   * pure decision. A reassignment the policy could not answer for waits (decide.ts reassignment);
+   * when nothing else fell due the command fails, so the kernel asks again after its due retry
+   * delay rather than at once — the branch's retry instant has passed and would fire again at once.
+   */
   private async dueCommand(entry: OpEntry): Promise<Decider> {
     await this.batches.releaseHeld(entry);
-    const authorizations = await this.candidateAuthorizations(entry.record);
-    return (current) => decideDue(current, this.deps.clock.nowMs(), authorizations);
+    const { authorizations, unavailable } = await this.candidateAuthorizations(entry.record);
+    return (current) => {
+      const transition = decideDue(current, this.deps.clock.nowMs(), authorizations);
+      if (transition === undefined && unavailable !== undefined) throw unavailable;
+      return transition;
+    };
   }
 
-  /** Authorization for every candidate a due retry could select, asked before the pure decision. */
-  private async candidateAuthorizations(record: OperationRecord): Promise<CandidateAuthorization> {
+  /**
+   * Authorization for every candidate a due retry could select, asked before the pure decision,
+   * in selection order up to the first allow. A policy that cannot answer for a candidate is
+   * `unavailable` for it, and the later ones are not asked: whether that candidate is authorized
+   * is unknown, so selection can neither pass it over nor fail the branch on it.
+   */
+  private async candidateAuthorizations(record: OperationRecord): Promise<{ authorizations: CandidateAuthorization; unavailable?: AdapterError }> {
     const nowMs = this.deps.clock.nowMs();
-    const answers = new Map<string, { allowed: boolean; expiresAtMs: number }>();
+    const answers = new Map<string, { allowed: boolean; expiresAtMs: number } | 'unavailable'>();
+    let unavailable: AdapterError | undefined;
     const context = this.context({ principalId: record.principalId, senderPeerId: record.senderPeerId }, nowMs, record.deadlineMs);
     for (const branch of branchList(record)) {
       if (!isRetrying(branch.state) || branch.retryAtMs === null || branch.retryAtMs > nowMs) continue;
@@ -208,12 +223,21 @@ export class Coordinator implements RuntimeHost {
           branchId: branch.branchId,
           attempt: branch.attempt + 1,
         };
-        const decision = await this.authorize(input).catch(() => ({ allowed: false, expiresAtMs: Number.MIN_SAFE_INTEGER }));
-        answers.set(`${branch.branchId}\u0000${peerId}`, { allowed: decision.allowed, expiresAtMs: decision.expiresAtMs });
+        const key = `${branch.branchId}\u0000${peerId}`;
+        let decision: CheckedDecision;
+        try {
+          decision = await this.authorize(input);
+        } catch (error) {
+          answers.set(key, 'unavailable');
+          unavailable = new AdapterError('unavailable', `the policy could not answer for the reassignment of branch ${branch.branchId}`, { cause: error });
+          break;
+        }
+        answers.set(key, { allowed: decision.allowed, expiresAtMs: decision.expiresAtMs });
         if (decision.allowed) break;
       }
     }
-    return (branchId, peerId) => answers.get(`${branchId}\u0000${peerId}`);
+    const authorizations: CandidateAuthorization = (branchId, peerId) => answers.get(`${branchId}\u0000${peerId}`);
+    return unavailable === undefined ? { authorizations } : { authorizations, unavailable };
   }
 
   /** The inbound path for one kind of peer message of an interaction, registered once before it is needed. */

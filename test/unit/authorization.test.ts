@@ -414,3 +414,66 @@ test('a policy rule names only actions a policy decides: the five protected acti
     (error: unknown) => error instanceof AdapterError && error.kind === 'invalid-input' && /\/policy\/rules\/0\/actions\/0/.test(error.message),
   );
 });
+
+// ── a policy that cannot answer is neither an allow nor a denial ───────────
+
+const reassigning = {
+  delivery: 'one-eligible',
+  completion: { mode: 'first-success' },
+  leaseMs: 1000,
+  renewIntervalMs: 400,
+  retryBackoffMs: 100,
+  attempts: 3,
+  timeoutMs: 10_000,
+};
+
+/** The policy throws for reassignment decisions (deliver, attempt 2) while `down.now` holds; the calls made meanwhile are counted. */
+function downForReassignment(s: Scenario): { now: boolean; calls: number } {
+  const down = { now: true, calls: 0 };
+  const policy = s.policy;
+  const real = policy.authorize.bind(policy);
+  policy.authorize = async (input) => {
+    if (down.now && input.action === 'deliver' && input.attempt === 2) {
+      down.calls++;
+      throw new Error('policy service unreachable');
+    }
+    return real(input);
+  };
+  return down;
+}
+
+test('a policy that cannot answer at reassignment fails nothing: the branch waits, then goes to the first candidate in selection order', async () => {
+  const s = await scenario({ store: 'sqlite', peers: 3, review: reassigning });
+  const { result } = await s.invoke('k');
+  await s.settle();
+  const down = downForReassignment(s);
+  await s.clock.advance(1100); // alfa's lease ends at 1000; the retry is due at 1100, and the policy is down
+  await s.clock.advance(1000);
+  const waiting = await s.events(result.operationId);
+  assert.equal(of(waiting, 'branch-failed').length, 0, 'an outage is not "no eligible peer"');
+  assert.equal(of(waiting, 'branch-reassigned').length, 0, 'nor a reason to pass over bravo');
+  assert.equal((await s.get(result.operationId)).decision, null);
+  assert.ok(down.calls >= 2 && down.calls <= 20, `asked again, after a delay each time (${down.calls} calls in 1 s)`);
+  down.now = false;
+  await s.clock.advance(200);
+  const events = await s.events(result.operationId);
+  assert.deepEqual(
+    of(events, 'branch-reassigned').map((e) => [e.peerId, e.attempt]),
+    [['bravo', 2]],
+  );
+  assert.equal(of(events, 'branch-failed').length, 0);
+  await s.assertReplayEquals(result.operationId);
+});
+
+test('a policy that cannot answer at reassignment does not hold back the deadline: the operation times out as declared', async () => {
+  const s = await scenario({ store: 'sqlite', peers: 3, review: { ...reassigning, onTimeout: 'failed' } });
+  const { result } = await s.invoke('k');
+  await s.settle();
+  downForReassignment(s);
+  await s.clock.advance(10_000);
+  await s.settle();
+  const decision = (await s.get(result.operationId)).decision;
+  assert.deepEqual([decision?.outcome, decision?.reason], ['failed', 'timeout']);
+  assert.equal(of(await s.events(result.operationId), 'branch-failed').length, 0);
+  await s.assertReplayEquals(result.operationId);
+});
