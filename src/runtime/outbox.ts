@@ -108,7 +108,12 @@ async function publishRequest(host: RuntimeHost, record: OperationRecord, branch
   return receipt;
 }
 
-/** Cooperative cancellation: persisted in the closing transition, reauthorized, published with its attempt and fence. */
+/**
+ * Cooperative cancellation: persisted in the closing transition, reauthorized, published with its
+ * attempt and fence. A cancel the policy refuses is recorded as rejected (its branch's settlement
+ * ends unknown); one the policy could not answer for waits for the reconcile, within the cancel
+ * timeout, like an uncertain publication.
+ */
 export async function dispatchCancels(host: RuntimeHost, entry: OpEntry): Promise<void> {
   const record = entry.record;
   const waiting = branchList(record).filter(
@@ -132,8 +137,8 @@ export async function dispatchCancels(host: RuntimeHost, entry: OpEntry): Promis
     host.failed('transport', 'cancel-result-path', error, record);
     return; // replies could not be received: the cancel timeout makes settlement indeterminate
   }
-  const receipts = await Promise.all(
-    pending.map(async (branch): Promise<Receipt> => {
+  const answers = await Promise.all(
+    pending.map(async (branch): Promise<Receipt | undefined> => {
       const cancel = branch.cancel;
       if (cancel === null) throw new AssertionFailure('a branch waiting for its cancel reply has a cancel on record');
       const base = { branchId: branch.branchId, attempt: cancel.attempt, fence: cancel.fence };
@@ -148,7 +153,9 @@ export async function dispatchCancels(host: RuntimeHost, entry: OpEntry): Promis
           attempt: cancel.attempt,
         })
         .catch(() => undefined);
-      if (!auth?.allowed) return { ...base, receipt: 'rejected', detail: auth?.reason ?? 'authorization unavailable for cancel' };
+      // A policy that could not answer is no refusal: nothing is sent now, and it is asked again at the reconcile.
+      if (auth === undefined) return undefined;
+      if (!auth.allowed) return { ...base, receipt: 'rejected', detail: auth.reason };
       const message: CancelRequest = {
         kind: 'cancel',
         operationId: record.operationId,
@@ -166,8 +173,9 @@ export async function dispatchCancels(host: RuntimeHost, entry: OpEntry): Promis
       return outcome.detail === undefined ? { ...base, receipt: outcome.receipt } : { ...base, receipt: outcome.receipt, detail: outcome.detail };
     }),
   );
+  const receipts = answers.filter((r) => r !== undefined);
   await host.commitDecided(entry, (current) => decideCancelDispatched(current, receipts));
-  if (receipts.some((r) => r.receipt === 'unknown')) scheduleReconcile(host, entry, dispatchCancels);
+  if (receipts.length < answers.length || receipts.some((r) => r.receipt === 'unknown')) scheduleReconcile(host, entry, dispatchCancels);
 }
 
 function scheduleReconcile(host: RuntimeHost, entry: OpEntry, again: (host: RuntimeHost, entry: OpEntry) => Promise<void>): void {

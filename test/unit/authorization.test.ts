@@ -477,3 +477,37 @@ test('a policy that cannot answer at reassignment does not hold back the deadlin
   assert.equal(of(await s.events(result.operationId), 'branch-failed').length, 0);
   await s.assertReplayEquals(result.operationId);
 });
+
+test('a policy that cannot answer for a cancel request refuses nothing: the cancel is sent once it answers, and a stopped reply settles the operation', async () => {
+  const s = await scenario({ peers: 2, review: { ...cancelling, cancelTimeoutMs: 5000 } });
+  await s.addPeer('alfa', { review: answers('approve') });
+  const policy = s.policy;
+  const real = policy.authorize.bind(policy);
+  let down = true;
+  policy.authorize = async (input) => {
+    if (down && input.action === 'cancel') throw new Error('policy service unreachable');
+    return real(input);
+  };
+  const { result } = await s.invoke('k');
+  await s.settle();
+  const op = result.operationId;
+  assert.equal((await s.get(op)).decision?.outcome, 'success');
+  assert.deepEqual(of(await s.events(op), 'cancel-dispatched'), [], 'not recorded as rejected while the policy is down');
+  down = false;
+  await s.clock.advance(1000); // the reconcile, within the cancel timeout
+  assert.deepEqual(
+    of(await s.events(op), 'cancel-dispatched').map((e) => [e.branchId, e.receipt]),
+    [['bravo', 'sent']],
+  );
+  await publishAs(s, 'bravo', op, 'cancel-result', {
+    kind: 'cancel-result',
+    operationId: op,
+    branchId: 'bravo',
+    peerId: 'bravo',
+    attempt: 1,
+    fence: 1,
+    outcome: 'stopped',
+  });
+  assert.equal((await s.get(op)).settlement.status, 'complete');
+  await s.assertReplayEquals(op);
+});
