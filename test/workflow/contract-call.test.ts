@@ -187,3 +187,40 @@ test('a failed decision raises a typed error; a DSL retry is a new logical invoc
     await embedded.close();
   }
 });
+
+test('a success decision whose aggregate output fails its schema raises a typed error: the projection failure stops the pipeline', async () => {
+  const clock = new SystemClock();
+  const store = new MemoryEventStore({ clock });
+  const peers = peerIds(3);
+  const embedded = await createEmbedded({
+    clock,
+    store,
+    bundle: reviewBundle({
+      completion: { mode: 'quorum', count: 2 },
+      timeoutMs: 4000,
+      aggregate: { kind: 'tally', pointer: '/verdict' },
+      output: { type: 'object', required: ['impossible'] },
+    }),
+    groups: { reviewers: peers },
+  });
+  for (const peerId of peers) await embedded.addPeer(peerId, { review: async () => ({ verdict: 'approve' }) });
+  const h = harness({ store, clock, invocations: embedded.coordinator });
+  try {
+    const digest = embedded.bundle.ref.digest;
+    const record = await runToEnd(h, yaml(pipeline(digest)), { doc: 'RFC 9' }, 'order-5');
+    assert.equal(record.status, 'faulted', JSON.stringify(record.output));
+    assert.equal(record.error?.type, 'https://convoke.dev/errors/workflow/output');
+    assert.equal(record.error?.instance, '/do/0/review');
+    assert.match(record.error?.detail ?? '', /decided success.*invalid-input.*output schema/);
+    assert.equal(
+      Object.values(record.tasks).find((t) => t.name === 'publish'),
+      undefined,
+      'the pipeline stopped',
+    );
+    const operation = await embedded.coordinator.get('alice', record.children['/do/0/review']!.operationId);
+    assert.equal(operation.decision?.outcome, 'success', 'the votes stand: the decision is not erased');
+  } finally {
+    await h.close();
+    await embedded.close();
+  }
+});

@@ -470,6 +470,7 @@ async function loadOperation(interpreter: Interpreter, run: TaskRun, args: JsonO
 
 const decisionErrorType = 'https://convoke.dev/errors/workflow/decision';
 const settlementErrorType = 'https://convoke.dev/errors/workflow/settlement';
+const outputErrorType = 'https://convoke.dev/errors/workflow/output';
 
 interface ContractArgs {
   contract: ContractRef;
@@ -569,7 +570,11 @@ async function invokeAndWait(interpreter: Interpreter, run: TaskRun, args: Contr
   }
 }
 
-/** Success only when the decision is success and the requested boundary holds. */
+/**
+ * Success only when the decision is success, the requested boundary holds and the decision's
+ * typed output could be projected: a projection failure (outputError) is reported apart from the
+ * decision, which it does not change, and stops what depends on the output.
+ */
 function answerOf(result: InvocationResult, waitFor: WaitFor, ref: string): JsonValue {
   const decision = result.decision;
   const view = {
@@ -593,6 +598,15 @@ function answerOf(result: InvocationResult, waitFor: WaitFor, ref: string): Json
       status: 422,
       title: `Contract settlement ${result.settlement.status}`,
       detail: `operation ${result.operationId} settled ${result.settlement.status}`,
+      instance: ref,
+    });
+  }
+  if (result.outputError !== null) {
+    throw new WorkflowRaise({
+      type: outputErrorType,
+      status: 422,
+      title: `Contract output ${result.outputError.kind}`,
+      detail: `operation ${result.operationId} decided success, and its output could not be projected (${result.outputError.kind}: ${result.outputError.description ?? 'no description'})`,
       instance: ref,
     });
   }
