@@ -153,6 +153,20 @@ function manifestOf(
   };
 }
 
+/**
+ * A gathered manifest's branch ids are checked here, whatever source answered it (the static one
+ * checks its own at load; another may not): each a token (it names the branch in every message and
+ * in the record), each once (two branches under one id would share one entry of the record).
+ */
+function checkGatheredBranchIds(gathered: NonNullable<AdmissionFacts['gathered']>): void {
+  const seen = new Set<string>();
+  for (const { branchId } of gathered.branches) {
+    checkToken(branchId, 'gathered manifest branch id');
+    if (seen.has(branchId)) throw invalidInput(`gathered manifest (revision ${gathered.revision}) names branch ${branchId} twice`);
+    seen.add(branchId);
+  }
+}
+
 function candidatePeers(facts: AdmissionFacts): string[] {
   const spec = facts.interaction.spec;
   const listed =
@@ -225,6 +239,7 @@ function expandBranches(facts: AdmissionFacts, allowed: Set<string>): ManifestBr
       return (spec.branches ?? []).filter((b) => allowed.has(b.peerId)).map((b) => ({ branchId: b.branchId, peerId: b.peerId }));
     case 'gather':
       if (!facts.gathered) throw unsupported('delivery "gather" needs a manifest source, which this deployment does not configure');
+      checkGatheredBranchIds(facts.gathered);
       return facts.gathered.branches.filter((b) => allowed.has(b.peerId)).map((b) => ({ branchId: b.branchId, peerId: b.peerId }));
     default: {
       const unreachable: never = spec.delivery;

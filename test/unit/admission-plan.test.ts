@@ -207,6 +207,22 @@ test('explicit and gather manifests need every listed peer authorized, and keep 
   assert.throws(() => planAdmission(facts({ delivery: 'gather', completion: { mode: 'first-success' } })), refused('unsupported', /needs a manifest source/));
 });
 
+test("a gathered manifest's branch ids are checked at admission, whatever source answered it: each a token, each once", () => {
+  const gather = (branches: { branchId: string; peerId: string }[]) =>
+    planAdmission(facts({ delivery: 'gather', completion: { mode: 'first-success' } }, { gathered: { branches, revision: 'm2' } }));
+  assert.throws(
+    () =>
+      gather([
+        { branchId: 'g1', peerId: 'alfa' },
+        { branchId: 'g1', peerId: 'charlie' },
+      ]),
+    refused('invalid-input', /gathered manifest \(revision m2\) names branch g1 twice$/),
+  );
+  for (const branchId of ['a.b', 'a>', '', 'x'.repeat(65), 'é'])
+    assert.throws(() => gather([{ branchId, peerId: 'alfa' }]), refused('invalid-input', /gathered manifest branch id must match/), JSON.stringify(branchId));
+  assert.equal((gather([{ branchId: 'g_1-x', peerId: 'alfa' }]).events[0] as OperationAdmitted).manifest.branches[0]?.branchId, 'g_1-x');
+});
+
 test('distinct-peers units count peers, not branches, and the threshold is checked against them', () => {
   const branches = [
     { branchId: 'a1', peerId: 'alfa' },
