@@ -1,7 +1,8 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { connect, headers } from '@nats-io/transport-node';
-import { jetstream, jetstreamManager } from '@nats-io/jetstream';
+import { connect, headers, nanos } from '@nats-io/transport-node';
+import { DiscardPolicy, RetentionPolicy, StorageType, jetstream, jetstreamManager, type StreamConfig } from '@nats-io/jetstream';
+import { AdapterError } from '../../src/contract/errors.js';
 import { randomBytes } from 'node:crypto';
 import { JetStreamEventStore } from '../../src/adapters/store/jetstream.js';
 import { connectNats } from '../../src/adapters/transport/nats.js';
@@ -323,6 +324,53 @@ test("jetstream: readAfter of a sequence that is another subject's answers diver
     await reader.close();
     await nc.close();
     await writer.close();
+    await server.dispose();
+  }
+});
+
+test('jetstream: a stream found with limits that evict (an age, a per-subject count, discard-old caps, rollups) is refused at open, never read back shorter', async () => {
+  const server = await startJetStreamServer();
+  const nc = await connect({ servers: server.url });
+  const jsm = await jetstreamManager(nc);
+  const history = { storage: StorageType.File, retention: RetentionPolicy.Limits, discard: DiscardPolicy.New };
+  const cases: Array<[string, Partial<StreamConfig>]> = [
+    ['CONVOKE_OPS', { ...history, subjects: ['convoke.op.>', 'convoke.wf.>'], max_age: nanos(60_000) }],
+    ['CONVOKE_OPS', { ...history, subjects: ['convoke.op.>', 'convoke.wf.>'], max_msgs_per_subject: 2 }],
+    ['CONVOKE_OPS', { ...history, subjects: ['convoke.op.>', 'convoke.wf.>'], allow_rollup_hdrs: true }],
+    ['CONVOKE_OPS_TOMBS', { ...history, subjects: ['convoke.tomb.>'], max_age: nanos(60_000) }],
+    ['CONVOKE_OPS_OPEN', { ...history, discard: DiscardPolicy.Old, subjects: ['convoke.open.>', 'convoke.openset'], max_msgs_per_subject: 1, max_msgs: 100 }],
+  ];
+  try {
+    for (const [name, config] of cases) {
+      await jsm.streams.add({ name, ...config });
+      await assert.rejects(
+        JetStreamEventStore.open({ connection: nc, requestTimeoutMs }),
+        (error: unknown) => error instanceof AdapterError && error.kind === 'unsupported' && error.message.includes(name) && /evict/.test(error.message),
+        `${name} ${JSON.stringify(config)}`,
+      );
+      await jsm.streams.delete(name);
+    }
+    // The same stream without those limits (as an operator may make it) opens, and keeps what it stores.
+    await jsm.streams.delete('CONVOKE_OPS');
+    await jsm.streams.add({ name: 'CONVOKE_OPS', ...history, subjects: ['convoke.op.>', 'convoke.wf.>'] });
+    const store = await JetStreamEventStore.open({ connection: nc, requestTimeoutMs });
+    try {
+      const guard = { notBeforeMs: 0, notAfterMs: Number.MAX_SAFE_INTEGER };
+      const id = newOperationId('kept');
+      let outcome = await store.create(id, makeTransition(guard, 'create'));
+      for (const tag of ['a', 'b', 'c']) {
+        expectOk(outcome, tag);
+        outcome = await store.append(id, outcome.revision, makeTransition(guard, tag));
+      }
+      assert.deepEqual(
+        (await readOk(store, id)).transitions.map((s) => s.transition.causation.messageId),
+        ['create', 'a', 'b', 'c'],
+      );
+    } finally {
+      await store.close();
+    }
+  } finally {
+    await nc.close();
     await server.dispose();
   }
 });

@@ -38,9 +38,10 @@
 import { DiscardPolicy, JetStreamApiError, RetentionPolicy, StorageType, type JetStreamManager } from '@nats-io/jetstream';
 import { errors } from '@nats-io/transport-node';
 import { BoundedMap } from '../../contract/bounded-map.js';
-import { unavailable } from '../../contract/errors.js';
+import { unavailable, unsupported } from '../../contract/errors.js';
 import { isOperationId } from '../../contract/ids.js';
 import { streamFamily } from './workflow-running.js';
+import { evictingLimits } from './jetstream-stream-limits.js';
 
 export interface JetStreamOpenSetHost {
   /** A JetStream publish awaiting its PubAck (the store's PubAck mux): the stored sequence. */
@@ -64,6 +65,8 @@ export async function ensureOpenSetStream(jsm: JetStreamManager, streamName: str
     const info = await jsm.streams.info(name);
     if (info.config.max_msgs_per_subject !== 1 || !subjects.every((s) => info.config.subjects.includes(s)))
       throw unavailable(`stream ${name} exists without max_msgs_per_subject 1 and subjects ${subjects.join(', ')}`);
+    const evicting = evictingLimits(info.config, 1);
+    if (evicting !== undefined) throw unsupported(`stream ${name} ${evicting}: it would drop marks of operations that may be open`);
     return false;
   } catch (error) {
     if (!(error instanceof JetStreamApiError && error.code === 10059)) throw error;

@@ -55,6 +55,7 @@ import { resolveStoreLimits } from './limits.js';
 import { StampFeed } from './stamp-feed.js';
 import { JetStreamOperationIndex, ensureIndexStream } from './jetstream-index.js';
 import { inBatches } from './in-batches.js';
+import { evictingLimits } from './jetstream-stream-limits.js';
 import { JetStreamOpenSet, ensureOpenSetStream } from './jetstream-open-set.js';
 import { ensureSnapshotStream } from './jetstream-index-snapshot.js';
 import { pageRowsDefault } from './jetstream-index-pages.js';
@@ -797,6 +798,8 @@ async function ensureStream(jsm: JetStreamManager, name: string, subject: string
     const c = info.config;
     const ok = c.storage === StorageType.File && c.retention === RetentionPolicy.Limits && c.discard === DiscardPolicy.New && c.subjects.includes(subject);
     if (!ok) throw unsupported(`stream ${name} exists without file storage, limits retention, discard-new and subject ${subject}`);
+    const evicting = evictingLimits(c);
+    if (evicting !== undefined) throw unsupported(`stream ${name} ${evicting}: it would drop stored messages the store reads back`);
     if (extra !== undefined && !c.subjects.includes(extra)) await jsm.streams.update(name, { subjects: [...c.subjects, extra] }).catch(() => undefined);
     return c.allow_direct === true;
   } catch (error) {
