@@ -374,3 +374,40 @@ test('jetstream: a stream found with limits that evict (an age, a per-subject co
     await server.dispose();
   }
 });
+
+test('jetstream: a message with the tombstone header published on a subject by another client is no tombstone: the log answers unavailable, never expired', async () => {
+  const server = await startJetStreamServer();
+  const store = await JetStreamEventStore.open({ servers: server.url, requestTimeoutMs });
+  const nc = await connect({ servers: server.url });
+  try {
+    const guard = { notBeforeMs: 0, notAfterMs: Number.MAX_SAFE_INTEGER };
+    const forge = async (subject: string) => {
+      const h = headers();
+      h.set('Convoke-Tombstone', '1');
+      return (await jetstream(nc).publish(subject, '', { headers: h })).seq;
+    };
+    const live = newOperationId('forged-live');
+    const created = await store.create(live, makeTransition(guard, 'create'));
+    expectOk(created, 'create');
+    await forge(`convoke.op.${live}`);
+    const never = newOperationId('forged-never');
+    await forge(`convoke.op.${never}`);
+    const answers = {
+      read: await store.read(live),
+      readAfter: await store.readAfter(live, created.revision),
+      append: await store.append(live, created.revision, makeTransition(guard, 'after')),
+      'create over it': await store.create(live, makeTransition(guard, 'again')),
+      'create of a key never created': await store.create(never, makeTransition(guard, 'first')),
+      'read of a key never created': await store.read(never),
+    };
+    for (const [what, answer] of Object.entries(answers)) assert.equal(answer.kind, 'unavailable', `${what}: ${JSON.stringify(answer)}`);
+    // The store's own tombstone is still one: after it, the key reads expired.
+    expectOk(await store.tombstone(live), 'tombstone');
+    assert.equal((await store.read(live)).kind, 'expired');
+    assert.equal((await store.create(live, makeTransition(guard, 'again'))).kind, 'expired');
+  } finally {
+    await nc.close();
+    await store.close();
+    await server.dispose();
+  }
+});

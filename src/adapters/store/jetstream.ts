@@ -27,7 +27,8 @@
  * only the marker. From the first create on, an operation subject is never empty (its messages
  * stay until the purge, and the purge keeps the marker), so the create CAS itself refuses
  * recreation — no check-then-act window, and no tombstone lookup before a create. A refused
- * create is then classified (expired when the marker or key record is found).
+ * create is then classified (expired when the marker is found). A marker counts only beside its
+ * key record: one published on the subject by anything else makes the log `unavailable`.
  */
 import { hash } from 'node:crypto';
 import { connect, errors, headers as natsHeaders, nanos, type NatsConnection } from '@nats-io/transport-node';
@@ -533,6 +534,25 @@ export class JetStreamEventStore extends ReplayStampedStore {
   }
 
   protected async logState(operationId: string): Promise<LogState> {
+    return this.vouchedTombstone(operationId, await this.readLog(operationId));
+  }
+
+  protected async logTail(operationId: string, after: number): Promise<TailState> {
+    return this.vouchedTombstone(operationId, await this.readTail(operationId, after));
+  }
+
+  /**
+   * A tombstone marker is this store's only when the key record a tombstone writes before it is
+   * there. A message with the marker's header and no record was published on the subject by
+   * something else: answered `expired`, it would retire a live operation for every reader (and
+   * recovery), so the log is `unavailable`, as for any message the store did not write.
+   */
+  private async vouchedTombstone<T extends LogState | TailState>(operationId: string, state: T): Promise<T | StoreFailure> {
+    if (state.kind !== 'tombstoned' || (await this.hasTombRecord(operationId))) return state;
+    return { kind: 'unavailable', description: `operation ${operationId} holds a tombstone marker without its key record: a message this store did not write` };
+  }
+
+  private async readLog(operationId: string): Promise<LogState> {
     const last = await this.jsm.streams.getMessage(this.streamName, { last_by_subj: this.opSubject(operationId) });
     // An empty subject was never created: a tombstone keeps its marker (see the header).
     if (!last) return { kind: 'missing' };
@@ -547,7 +567,7 @@ export class JetStreamEventStore extends ReplayStampedStore {
    * the scan from the next sequence on. A log whose last message is before `after` came back
    * shorter; one whose message at `after` is gone or another subject's does not continue it.
    */
-  protected async logTail(operationId: string, after: number): Promise<TailState> {
+  private async readTail(operationId: string, after: number): Promise<TailState> {
     const subject = this.opSubject(operationId);
     const last = await this.jsm.streams.getMessage(this.streamName, { last_by_subj: subject });
     if (!last) return { kind: 'missing' };
