@@ -15,6 +15,9 @@ import { admission, indexConformance, lifecycle } from './index.js';
 import { indexRowOfLog } from '../../src/projections/operation-index.js';
 import { listStatement, stuckCountQuery } from '../../src/adapters/store/sqlite-index.js';
 import { stuckBoundsDefault, stuckReasons, type IndexQuery } from '../../src/events/operation-index.js';
+import { indexRowOf } from '../../src/adapters/store/index-row.js';
+import { listOperations } from '../../src/runtime/operation-list.js';
+import type { WorkflowIndexQuery, WorkflowIndexRow } from '../../src/events/workflow-index.js';
 
 const sqliteFactory: StoreFactory = async (options = {}) => {
   const dir = await mkdtemp(join(tmpdir(), 'convoke-sqlite-'));
@@ -191,6 +194,98 @@ test('sqlite: each stuck count is a range of one covering index, never a read of
     }
   } finally {
     db.close();
+    await store.close();
+    await rm(dir, { recursive: true, force: true });
+  }
+});
+
+function instanceRow(instanceId: string, startedAtMs: number): WorkflowIndexRow {
+  return {
+    instanceId,
+    principalId: 'alice',
+    workflowName: 'edited',
+    bundleDigest: `sha256:${'0'.repeat(64)}`,
+    invocationKey: instanceId.slice(2, 12),
+    status: 'running',
+    startedAtMs,
+    endedAtMs: null,
+    deadlineMs: null,
+    currentTask: null,
+    nextDueMs: null,
+    lease: null,
+    lastError: null,
+    childOperationIds: [],
+    childOperations: 0,
+    parent: null,
+    revision: '1',
+  };
+}
+
+test('sqlite: index rows edited by hand into no row are left out of pages and gets, the pages still move past them, and a rebuild writes them again', async () => {
+  const dir = await mkdtemp(join(tmpdir(), 'convoke-sqlite-'));
+  const path = join(dir, 'store.db');
+  const clock = new VirtualClock();
+  const store = new SqliteEventStore({ path, clock });
+  try {
+    const guard = { notBeforeMs: 0, notAfterMs: Number.MAX_SAFE_INTEGER };
+    const ids: string[] = [];
+    for (let i = 0; i < 6; i++) {
+      const id = newOperationId(`edited-${i}`);
+      expectOk(await store.create(id, admission(id, guard)), `create ${i}`);
+      ids.push(id);
+      clock.set(clock.nowMs() + 1);
+    }
+    const edits = [
+      "admitted_at_ms = 'yesterday'",
+      "phase = 'bogus'",
+      "open_branches = 'two', last_rejection_reason = 7, last_rejection_at_ms = 1",
+      "revision = '01'",
+    ];
+    const edited = ids.slice(0, edits.length);
+    const db = new Database(path);
+    for (const [k, edit] of edits.entries()) db.prepare(`UPDATE operation_index SET ${edit} WHERE operation_id = ?`).run(edited[k]);
+    db.close();
+    const kept = ids.slice(edits.length);
+    for (const id of edited) assert.equal(await store.index.get(id), undefined, `the edited row of ${id} is no row`);
+    for (const limit of [1, 2, 50]) {
+      const listed: string[] = [];
+      let cursor: string | null = null;
+      for (let pages = 0; pages <= ids.length; pages++) {
+        const page = await listOperations(
+          { index: store.index, nowMs: clock.nowMs(), bounds: stuckBoundsDefault, principalId: undefined },
+          { limit, ...(cursor === null ? {} : { cursor }) },
+        );
+        for (const row of page.operations) {
+          const { stuck: _stuck, ...stored } = row;
+          assert.deepEqual(indexRowOf(stored), stored, 'every listed row is a whole row');
+          listed.push(row.operationId);
+        }
+        cursor = page.nextCursor;
+        if (cursor === null) break;
+      }
+      assert.deepEqual(listed.sort(), [...kept].sort(), `pages of ${limit} list every row but the edited ones`);
+    }
+    for (const id of edited) assert.equal((await store.index.rebuild(id))?.operationId, id, 'a rebuild writes the row from the log');
+    assert.equal((await store.index.list({ limit: 50 })).rows.length, ids.length);
+    // The workflow instances index the same way: its rows are JSON beside the columns a page walks.
+    const instances = Array.from({ length: 4 }, (_, i) => `wf${createHash('sha256').update(`edited-${i}`).digest('hex')}`);
+    for (const [i, instanceId] of instances.entries()) await store.workflowIndex.put(instanceId, instanceRow(instanceId, 1_000 + i));
+    const wdb = new Database(path);
+    wdb.prepare("UPDATE workflow_index SET row = '{}' WHERE instance_id = ?").run(instances[1]);
+    wdb.prepare("UPDATE workflow_index SET started_at_ms = 'later' WHERE instance_id = ?").run(instances[3]);
+    wdb.close();
+    for (const limit of [1, 2, 50]) {
+      const listed: string[] = [];
+      let after: WorkflowIndexQuery['after'];
+      for (let pages = 0; pages <= instances.length; pages++) {
+        const page = await store.workflowIndex.list({ limit, ...(after ? { after } : {}) });
+        listed.push(...page.rows.map((row) => row.instanceId));
+        after = page.next;
+        if (!after) break;
+      }
+      assert.deepEqual(listed.sort(), [instances[0], instances[2]].sort(), `instance pages of ${limit} list every row but the edited ones`);
+    }
+  } finally {
     await store.close();
     await rm(dir, { recursive: true, force: true });
   }

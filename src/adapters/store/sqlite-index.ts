@@ -26,6 +26,8 @@ import type { IndexStates } from './index-states.js';
 import { operationSets } from '../../machines/index.js';
 import { limits as contractLimits } from '../../contract/limits.js';
 import type { OperationIndexStore } from './types.js';
+import { indexRowFieldsOf } from './index-row.js';
+import { isOperationId } from '../../contract/ids.js';
 
 /**
  * The rows that can be stuck at some instant: undecided (past its deadline, a lease ended — a
@@ -157,6 +159,11 @@ function fromData(data: IndexRowData): OperationIndexRow {
   };
 }
 
+/** The row stored, or undefined when the columns do not hold a whole one (indexRowFieldsOf: every field with its type and values). */
+function rowOf(data: IndexRowData): OperationIndexRow | undefined {
+  return indexRowFieldsOf(fromData(data) as unknown as Record<string, unknown>);
+}
+
 /** The SQL condition of one stuck reason, with the instant it compares against. */
 function stuckCondition(reason: StuckReason, nowMs: number, bounds: StuckBounds): { sql: string; params: (string | number)[] } {
   switch (reason) {
@@ -209,16 +216,19 @@ export class PageConditions {
     this.params.push(value);
   }
 
-  /** `instantColumn` in [sinceMs, untilMs), and (instant, id) before the cursor. */
+  /**
+   * `instantColumn` in [sinceMs, untilMs), and (instant, id) before the cursor. Without an upper
+   * bound, the last instant a row can hold is one: SQLite orders text after every number, so a
+   * row whose instant was edited into text would come first in every page, with no position a
+   * cursor can name.
+   */
   window(instantColumn: string, idColumn: string, query: { sinceMs?: number; untilMs?: number }, after: readonly [number, string] | undefined): void {
     if (query.sinceMs !== undefined) {
       this.parts.push(`${instantColumn} >= ?`);
       this.params.push(query.sinceMs);
     }
-    if (query.untilMs !== undefined) {
-      this.parts.push(`${instantColumn} < ?`);
-      this.params.push(query.untilMs);
-    }
+    this.parts.push(`${instantColumn} ${query.untilMs === undefined ? '<=' : '<'} ?`);
+    this.params.push(query.untilMs ?? Number.MAX_SAFE_INTEGER);
     if (after !== undefined) {
       this.parts.push(`(${instantColumn}, ${idColumn}) < (?, ?)`);
       this.params.push(...after);
@@ -324,17 +334,23 @@ export class SqliteOperationIndex implements OperationIndexStore {
     this.host.states.forget(operationId);
   }
 
+  /**
+   * Rows that are not whole rows (a file edited by hand, or by another program) are left out, as
+   * every store leaves out a row it cannot trust (index-row.ts); the page still moves past them:
+   * its position is the last one it walked that is a position.
+   */
   async list(query: IndexQuery): Promise<IndexPage> {
     const { sql, params } = listStatement(query);
-    const rows = this.read(() => this.statement(sql).all(...params)).map(fromData);
-    const page = rows.slice(0, query.limit);
-    const last = page.at(-1);
-    return rows.length > query.limit && last ? { rows: page, next: { admittedAtMs: last.admittedAtMs, operationId: last.operationId } } : { rows: page };
+    const walked = this.read(() => this.statement(sql).all(...params));
+    const page = walked.slice(0, query.limit);
+    const rows = page.flatMap((data) => rowOf(data) ?? []);
+    const last = page.findLast((data) => Number.isSafeInteger(data.admitted_at_ms) && isOperationId(String(data.operation_id)));
+    return walked.length > query.limit && last ? { rows, next: { admittedAtMs: last.admitted_at_ms, operationId: last.operation_id } } : { rows };
   }
 
   async get(operationId: string): Promise<OperationIndexRow | undefined> {
     const data = this.read(() => this.one.get(operationId));
-    return data && fromData(data);
+    return data && rowOf(data);
   }
 
   async rebuild(operationId: string): Promise<OperationIndexRow | undefined> {

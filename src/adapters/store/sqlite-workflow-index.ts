@@ -22,7 +22,7 @@ import {
 } from '../../events/workflow-index.js';
 import type { WorkflowIndexStore } from './types.js';
 import { PageConditions } from './sqlite-index.js';
-import { parseWorkflowIndexRow } from './workflow-rows.js';
+import { isWorkflowStream, parseWorkflowIndexRow } from './workflow-rows.js';
 
 const running = "status = 'running'";
 
@@ -66,6 +66,13 @@ function stuckCondition(reason: WorkflowStuckReason, nowMs: number, bounds: Work
   }
 }
 
+/** A listed row: the stored row and its position in the list. */
+interface ListedRow {
+  row: string;
+  started_at_ms: number;
+  instance_id: string;
+}
+
 /** The statement one page runs: `limit + 1` rows from the position on, in list order. */
 export function workflowListStatement(query: WorkflowIndexQuery): { sql: string; params: (string | number)[] } {
   const c = new PageConditions();
@@ -83,7 +90,7 @@ export function workflowListStatement(query: WorkflowIndexQuery): { sql: string;
     );
     indexed = query.principalId === undefined ? 'INDEXED BY workflow_index_running' : 'INDEXED BY workflow_index_principal_running';
   }
-  const sql = `SELECT row FROM workflow_index ${indexed} ${c.where()} ORDER BY started_at_ms DESC, instance_id DESC LIMIT ?`;
+  const sql = `SELECT row, started_at_ms, instance_id FROM workflow_index ${indexed} ${c.where()} ORDER BY started_at_ms DESC, instance_id DESC LIMIT ?`;
   return { sql, params: [...c.params, query.limit + 1] };
 }
 
@@ -92,7 +99,7 @@ export class SqliteWorkflowIndex implements WorkflowIndexStore {
   private readonly remover: Database.Statement;
   private readonly one: Database.Statement<[string], { row: string }>;
   private readonly running: Database.Statement<[string, number], { n: number }>;
-  private readonly prepared = new Map<string, Database.Statement<(string | number)[], { row: string }>>();
+  private readonly prepared = new Map<string, Database.Statement<(string | number)[], ListedRow>>();
 
   constructor(
     private readonly db: Database.Database,
@@ -129,12 +136,14 @@ export class SqliteWorkflowIndex implements WorkflowIndexStore {
     });
   }
 
+  /** A row that is not one (workflow-rows.ts) is left out; the page still moves past it, to the last position it walked. */
   async list(query: WorkflowIndexQuery): Promise<WorkflowIndexPage> {
     const { sql, params } = workflowListStatement(query);
-    const rows = this.read(() => this.statement(sql).all(...params)).flatMap((data) => parseWorkflowIndexRow(data.row) ?? []);
-    const page = rows.slice(0, query.limit);
-    const last = page.at(-1);
-    return rows.length > query.limit && last ? { rows: page, next: { startedAtMs: last.startedAtMs, instanceId: last.instanceId } } : { rows: page };
+    const walked = this.read(() => this.statement(sql).all(...params));
+    const page = walked.slice(0, query.limit);
+    const rows = page.flatMap((data) => parseWorkflowIndexRow(data.row) ?? []);
+    const last = page.findLast((data) => Number.isSafeInteger(data.started_at_ms) && isWorkflowStream(String(data.instance_id)));
+    return walked.length > query.limit && last ? { rows, next: { startedAtMs: last.started_at_ms, instanceId: last.instance_id } } : { rows };
   }
 
   async get(instanceId: string): Promise<WorkflowIndexRow | undefined> {
@@ -150,10 +159,10 @@ export class SqliteWorkflowIndex implements WorkflowIndexStore {
     this.read(() => this.write(instanceId, row?.instanceId === instanceId ? row : undefined));
   }
 
-  private statement(sql: string): Database.Statement<(string | number)[], { row: string }> {
+  private statement(sql: string): Database.Statement<(string | number)[], ListedRow> {
     let statement = this.prepared.get(sql);
     if (!statement) {
-      statement = this.db.prepare<(string | number)[], { row: string }>(sql);
+      statement = this.db.prepare<(string | number)[], ListedRow>(sql);
       this.prepared.set(sql, statement);
     }
     return statement;
