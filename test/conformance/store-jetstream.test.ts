@@ -411,3 +411,27 @@ test('jetstream: a message with the tombstone header published on a subject by a
     await server.dispose();
   }
 });
+
+test('jetstream: a subject under the log prefixes that names no operation or instance, published by another client, is listed as none', async () => {
+  const server = await startJetStreamServer();
+  const store = await JetStreamEventStore.open({ servers: server.url, requestTimeoutMs });
+  const nc = await connect({ servers: server.url });
+  try {
+    const guard = { notBeforeMs: 0, notAfterMs: Number.MAX_SAFE_INTEGER };
+    const live = newOperationId('listed-live');
+    expectOk(await store.create(live, makeTransition(guard, 'create')), 'create');
+    const js = jetstream(nc);
+    for (const subject of [`convoke.op.${live}.extra`, 'convoke.op.not-an-operation', `convoke.wf.wf${'0'.repeat(64)}.x`, 'convoke.wf.nothing'])
+      await js.publish(subject, '{}');
+    const operations: string[] = [];
+    for await (const id of store.operationIds()) operations.push(id);
+    assert.deepEqual(operations, [live]);
+    const instances: string[] = [];
+    for await (const id of store.workflowInstanceIds()) instances.push(id);
+    assert.deepEqual(instances, []);
+  } finally {
+    await nc.close();
+    await store.close();
+    await server.dispose();
+  }
+});

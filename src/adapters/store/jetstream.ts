@@ -49,7 +49,8 @@ import {
 } from '@nats-io/jetstream';
 import type { StoredTransition, Transition } from '../../events/types.js';
 import { AdapterError, AssertionFailure, invalidInput, unavailable, unsupported } from '../../contract/errors.js';
-import { namespacePattern } from '../../contract/ids.js';
+import { isOperationId, namespacePattern } from '../../contract/ids.js';
+import { isWorkflowStream } from './workflow-rows.js';
 import { limits as contractLimits } from '../../contract/limits.js';
 import { decodeStored, isStoreFailure, notifyAll, parseRevision } from './codec.js';
 import { resolveStoreLimits } from './limits.js';
@@ -328,7 +329,8 @@ export class JetStreamEventStore extends ReplayStampedStore {
     }
     for (const subject of subjects) {
       const id = subject.slice(wfPrefix.length);
-      if (!tombs.has(this.tombSubject(id))) yield id;
+      // A subject under the prefix that names no instance (published by something else) is none.
+      if (isWorkflowStream(id) && !tombs.has(this.tombSubject(id))) yield id;
     }
   }
 
@@ -359,7 +361,8 @@ export class JetStreamEventStore extends ReplayStampedStore {
     const tombPrefix = `${this.prefix}.tomb.`;
     for (const subject of ops) {
       const id = subject.slice(opPrefix.length);
-      if (!tombs.has(tombPrefix + id)) yield id;
+      // A subject under the prefix that names no operation (`<id>.extra`, published by something else) is none, as in the other stores.
+      if (isOperationId(id) && !tombs.has(tombPrefix + id)) yield id;
     }
   }
 
