@@ -459,3 +459,76 @@ test('a burst of events nothing takes shares the look for other workers’ new i
     { store: counted, clock },
   );
 });
+
+test('a publisher’s retry of an event taken by one listen is not taken again by a listen the instance started after it (a loop’s next iteration)', () =>
+  withHarness(async (h) => {
+    const document = `${head('loop-listen')}do:
+  - each:
+      for: { in: '\${ [1, 2] }', each: n }
+      do:
+        - wait:
+            listen:
+              to:
+                one: { with: { type: com.example.paid } }
+`;
+    const { instanceId: id } = await h.executor.start({ principalId: 'alice', invocationKey: 'loop-listen', document: yaml(document), input: {} });
+    const listening = async (count: number) => {
+      while (Object.keys((await h.executor.get(id))!.listens).length < count) await new Promise((r) => setTimeout(r, 5));
+    };
+    await listening(1);
+    const paid = event('com.example.paid', { amount: 5 });
+    assert.deepEqual(await h.executor.deliver(paid, null), { matched: [id] });
+    await listening(2);
+    // The answer was lost: the publisher sends the same event again while the second iteration waits.
+    assert.deepEqual(await h.executor.deliver(paid, null), { matched: [id] }, 'answered as taken');
+    const second = (await h.executor.get(id))!.listens['/do/0/each/do/0/wait[1]']!;
+    assert.deepEqual(second.events, [], 'the second listen did not take the first event again');
+    const next = event('com.example.paid', { amount: 7 });
+    assert.deepEqual(await h.executor.deliver(next, null), { matched: [id] });
+    const record = await completed(h, id);
+    const taken = Object.values(record.listens).map((listen) => listen.events.map((e) => (e.event as { id: string }).id));
+    assert.deepEqual(taken, [[paid.id], [next.id]], 'each event taken once');
+  }));
+
+test('an event one listen took while another, already waiting, could not take it yet: the publisher’s retry reaches the other', async () => {
+  const gate = holding((query) => query.includes('length'));
+  await withHarness(
+    async (h) => {
+      const document = `${head('fork-listens')}do:
+  - both:
+      fork:
+        branches:
+          - plain:
+              listen:
+                to:
+                  any: []
+                  until:
+                    one: { with: { type: com.example.stop } }
+          - counted:
+              listen:
+                to:
+                  any: [ { with: { type: com.example.anything } } ]
+                  until: ( . | length ) >= 2
+`;
+      const { instanceId: id } = await h.executor.start({ principalId: 'alice', invocationKey: 'fork-listens', document: yaml(document), input: {} });
+      while (Object.keys((await h.executor.get(id))!.listens).length < 2) await new Promise((r) => setTimeout(r, 5));
+      const [plain, counted] = Object.keys((await h.executor.get(id))!.listens).sort();
+      assert.deepEqual(await h.executor.deliver(event('com.example.anything', { n: 1 }), null), { matched: [id] });
+      const first = (await h.executor.get(id))!.listens;
+      assert.deepEqual([first[plain!]!.events.length, first[counted!]!.events.length], [1, 1], 'both listens took the first event, in one delivery');
+      await gate.reached; // The counted listen's verdict on its first event is held.
+      const second = event('com.example.anything', { n: 2 });
+      await assert.rejects(h.executor.deliver(second, null), (error: unknown) => error instanceof AdapterError && error.kind === 'unavailable');
+      gate.release();
+      while ((await h.executor.get(id))!.steps[`${counted}>until[0]`] === undefined) await new Promise((r) => setTimeout(r, 5));
+      assert.deepEqual(await h.executor.deliver(second, null), { matched: [id] }, 'sent again');
+      assert.deepEqual(await h.executor.deliver(event('com.example.stop', {}), null), { matched: [id] });
+      const record = await completed(h, id);
+      const ids = (at: string) => record.listens[at]!.events.map((taken) => (taken.event as { id: string }).id);
+      assert.equal(ids(plain!).filter((taken) => taken === second.id).length, 1, 'the plain listen took it once');
+      assert.deepEqual(ids(counted!).at(-1), second.id, 'the counted listen, waiting when it first arrived, took it on the retry');
+    },
+    { evaluator: gate.wrap, listenUntilWaitMs: 100 },
+    gate,
+  );
+});

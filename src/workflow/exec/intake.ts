@@ -16,7 +16,7 @@ import { limits } from '../../contract/limits.js';
 import type { Kernel, Stream } from '../../kernel/index.js';
 import type { WorkflowTransition } from './events.js';
 import type { ExpressionEvaluator } from './jq.js';
-import { decideListenEvent, listenClosed, listenTook, matchFilters, untilPending, type Candidate } from './listen-match.js';
+import { decideListenEvent, listenClosed, listenTook, matchFilters, takenBeforeListening, untilPending, type Candidate } from './listen-match.js';
 import type { WorkflowRecord } from './record.js';
 
 type Instance = Stream<WorkflowRecord>;
@@ -106,7 +106,8 @@ async function deliverTo(deps: IntakeDeps, instance: Instance, event: CloudEvent
       continue;
     }
     const listen = instance.record.listens[at];
-    if (!listen || listenClosed(instance.record, at)) continue;
+    // An event another listen took before this one started is a retry here, not news (listen-match.ts).
+    if (!listen || listenClosed(instance.record, at) || takenBeforeListening(instance.record, at, event)) continue;
     // The listening instance's principal: its filters are its jq work, whoever published the event.
     const candidates = await matchFilters(deps.evaluator, instance.record.started.principalId, listen, event);
     if (candidates.length > 0 && (await take(deps, instance, at, event, candidates))) holds = 'appended';

@@ -204,13 +204,25 @@ export function listenTook(record: WorkflowRecord, at: string, event: CloudEvent
 }
 
 /**
+ * Whether another listen of the instance took the event before this one started: the event
+ * arrived before this listen waited, and a publisher's retry of it (after a lost answer) is the
+ * same event, not a new one for this listen. One taken since this listen started was offered to
+ * it too (a retry may still take it here: this listen's take may have been the part left undone).
+ */
+export function takenBeforeListening(record: WorkflowRecord, at: string, event: CloudEvent): boolean {
+  const since = record.listens[at]?.since ?? 0;
+  return Object.values(record.listens).some((listen) => listen.events.some((taken) => taken.position < since && sameEvent(taken.event, event)));
+}
+
+/**
  * The transition taking an event, or undefined: the listen is closed, its `until` expression's
  * verdict on the last event it took is not recorded yet (the intake waits for it and decides
- * again), the event was taken already, or no candidate fits — an `all` filter already satisfied
+ * again), the event was taken already (by this listen, or by another before this one started),
+ * or no candidate fits — an `all` filter already satisfied
  * is passed over, a correlation value that differs from its expectation refuses the filter.
  */
 export function decideListenEvent(record: WorkflowRecord, at: string, event: CloudEvent, candidates: readonly Candidate[]): WorkflowTransition | undefined {
-  if (listenClosed(record, at) || untilPending(record, at) || listenTook(record, at, event)) return undefined;
+  if (listenClosed(record, at) || untilPending(record, at) || listenTook(record, at, event) || takenBeforeListening(record, at, event)) return undefined;
   const listen = record.listens[at] as ListenRecord;
   const strategyOf = (group: ListenGroup) => (group === 'to' ? listen.to : untilOf(listen.to));
   const expected = { ...listen.expected, ...declaredExpectations(listen.to) };

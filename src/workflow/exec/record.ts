@@ -80,8 +80,14 @@ export interface SubworkflowRecord {
 export interface ListenRecord {
   to: JsonValue;
   read: 'data' | 'envelope' | 'raw';
-  /** The events taken, in log order. */
-  events: { event: JsonValue; group: 'to' | 'until'; filter: number; correlation: Readonly<Record<string, JsonValue>> }[];
+  /** The events taken, in log order; `position` counts the events every listen of the instance took before it. */
+  events: { event: JsonValue; group: 'to' | 'until'; filter: number; correlation: Readonly<Record<string, JsonValue>>; position: number }[];
+  /**
+   * How many events the instance's listens had taken when this one started: one taken before
+   * (`position` below it) arrived before this listen waited, and a publisher's retry of it is not
+   * taken again here (listen-match.ts).
+   */
+  since: number;
   /** Each correlation's first value taken (a declared `expect`, in `to`, takes precedence: listen-match.ts). */
   expected: Readonly<Record<string, JsonValue>>;
 }
@@ -369,13 +375,20 @@ function applyListen(draft: Draft, event: ListenStarted | ListenEventReceived): 
   const record = draft.record;
   if (event.type === 'listen-started') {
     once(record.listens, event.at, 'listen');
-    return put(draft, 'listens', event.at, { to: event.to, read: event.read, events: [], expected: {} });
+    return put(draft, 'listens', event.at, { to: event.to, read: event.read, events: [], expected: {}, since: eventsTaken(record) });
   }
   const listen = record.listens[event.at];
   if (!listen || task(record, event.at).state !== 'running') throw new AssertionFailure(`listen ${event.at} took an event while not waiting`);
-  const taken = { event: event.event, group: event.group, filter: event.filter, correlation: event.correlation };
+  const taken = { event: event.event, group: event.group, filter: event.filter, correlation: event.correlation, position: eventsTaken(record) };
   const next: ListenRecord = { ...listen, events: [...listen.events, taken], expected: { ...event.correlation, ...listen.expected } };
   put(draft, 'listens', event.at, next);
+}
+
+/** How many events the instance's listens took, in all. */
+function eventsTaken(record: Mutable<WorkflowRecord>): number {
+  let count = 0;
+  for (const listen of Object.values(record.listens)) count += listen.events.length;
+  return count;
 }
 
 /** The lease machine asserts the step; the epochs assert the fence (a takeover is the next epoch, a renewal or release the holder's). */
