@@ -4,7 +4,7 @@
  * like every route. The event reaches only the caller's own instances. It is answered after the
  * appends that took it committed: 202 `{status: "accepted", matched: [instance ids]}`; 404
  * `{status: "no-match", matched: []}` when no waiting listen took it (nothing was stored). Sending
- * an event again (same source and id) after a lost answer is answered as taken and appends
+ * an event again (same type, source and id) after a lost answer is answered as taken and appends
  * nothing.
  *
  * The content-type parser lives in this route's own scope: no other route accepts the media type.
@@ -50,7 +50,7 @@ export const workflowEventPaths = {
       operationId: 'deliverWorkflowEvent',
       description:
         "A CloudEvent (structured mode) for the caller's own workflow instances waiting in a `listen` task. Answered once every append that took it has committed; " +
-        'an event no waiting listen takes is not stored (404 no-match). Sending the same event (source and id) again is answered as taken and appends nothing.',
+        'an event no waiting listen takes is not stored (404 no-match). Sending the same event (type, source and id) again is answered as taken and appends nothing.',
       requestBody: { required: true, content: { [cloudEventsMediaType]: { schema: { type: 'object', required: ['specversion', 'id', 'source', 'type'] } } } },
       responses: {
         '202': { description: 'taken by the listed instances', content: { 'application/json': { schema: deliverySchema } } },

@@ -532,3 +532,28 @@ test('an event one listen took while another, already waiting, could not take it
     gate,
   );
 });
+
+test('an event of another type under the same source and id is another event: one publisher cannot have another’s answered as taken and left out of the log', () =>
+  withHarness(async (h) => {
+    const document = listenDocument(
+      'forged-id',
+      `          all:
+            - with: { type: com.example.ping }
+            - with: { type: com.example.bank.paid }
+`,
+    );
+    const id = await waiting(h, document, {}, 'forged-id');
+    // The publisher allowed `ping` claims the source and id the bank's next event will carry.
+    const forged = event('com.example.ping', {}, { source: 'https://bank.example', id: 'payment-1' });
+    const paid = event('com.example.bank.paid', { amount: 5 }, { source: 'https://bank.example', id: 'payment-1' });
+    assert.deepEqual(await h.executor.deliver(forged, null), { matched: [id] });
+    assert.deepEqual(await h.executor.deliver(paid, null), { matched: [id] });
+    const record = await completed(h, id, [{}, { amount: 5 }]);
+    assert.deepEqual(
+      record.listens['/do/0/wait']!.events.map((taken) => (taken.event as { type: string }).type),
+      ['com.example.ping', 'com.example.bank.paid'],
+      'the bank’s event, answered as taken, is in the log',
+    );
+    assert.deepEqual(await h.executor.deliver(paid, null), { matched: [id] }, 'its retry is answered as taken');
+    assert.equal((await h.executor.get(id))!.listens['/do/0/wait']!.events.length, 2, 'and appends nothing');
+  }));

@@ -3,7 +3,7 @@
  * for each, the event is matched (jq, here, where it arrives) and taken through the kernel's
  * guarded append (listen-match.ts decides, on the record at its revision). The delivery answers
  * the instances whose log holds the event once this returns — the caller acknowledges only then;
- * a redelivery of an event already taken (same source and id: a publisher retrying after a lost
+ * a redelivery of an event already taken (same type, source and id: a publisher retrying after a lost
  * acknowledgment) is answered the same, and appends nothing. An event no waiting listen takes is
  * stored nowhere. A listen with an `until` expression takes an event only once the verdict on the
  * events before it is recorded and did not end it (`take`, below). An instance whose running log is

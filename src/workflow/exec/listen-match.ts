@@ -196,9 +196,15 @@ export async function matchFilters(evaluator: ExpressionEvaluator, principal: st
   return candidates;
 }
 
-const sameEvent = (a: JsonValue, b: CloudEvent): boolean => isObject(a) && a.id === b.id && a.source === b.source;
+/**
+ * Whether two events are the same one: CloudEvents' identity (`source` and `id`) within a type.
+ * Those two are the sender's claims; the type is what the broker let it send (its subject), so a
+ * publisher claiming another's source and id under its own type sends another event, and cannot
+ * have the other's answered as taken while the log holds only its own.
+ */
+const sameEvent = (a: JsonValue, b: CloudEvent): boolean => isObject(a) && a.id === b.id && a.source === b.source && a.type === b.type;
 
-/** Whether the listen already took this event (source + id): delivering it again appends nothing. */
+/** Whether the listen already took this event (type, source and id): delivering it again appends nothing. */
 export function listenTook(record: WorkflowRecord, at: string, event: CloudEvent): boolean {
   return record.listens[at]?.events.some((taken) => sameEvent(taken.event, event)) ?? false;
 }
