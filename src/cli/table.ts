@@ -223,11 +223,15 @@ export function heading(title: string, widthMax = Number.POSITIVE_INFINITY): str
 
 /**
  * `label` then `text`, wrapped at spaces to the width with every further line indented to the
- * text's column (the label's length), so a labelled line of any length reads within the width.
+ * text's column (the label's length), so a labelled line of any length reads within the width. A
+ * newline in the text (data may hold one) starts a line under the text's column too.
  */
 export function labelled(label: string, text: string, widthMax = Number.POSITIVE_INFINITY): string {
   const indent = ' '.repeat(label.length);
-  const lines = wrap(terminalText(text), Math.max(20, widthMax - label.length));
+  const width = Math.max(20, widthMax - label.length);
+  const lines = terminalText(text)
+    .split('\n')
+    .flatMap((line) => wrap(line, width));
   return lines.map((line, i) => (i === 0 ? label : indent) + line).join('\n');
 }
 

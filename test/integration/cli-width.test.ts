@@ -12,12 +12,13 @@ import { fileURLToPath } from 'node:url';
 import { demoCommand } from '../../src/cli/commands/demo.js';
 import { tableWidthMin, type CliIo } from '../../src/cli/io.js';
 import { main } from '../../src/cli/main.js';
-import { renderTable, ShortId } from '../../src/cli/table.js';
+import { labelled, renderTable, ShortId } from '../../src/cli/table.js';
 
 const repoRoot = fileURLToPath(new URL('../../../', import.meta.url));
 let dir: string;
 let store: string;
 let operationId: string;
+let instanceId: string;
 
 async function run(columns: number | undefined, ...args: string[]): Promise<{ code: number; out: string }> {
   let out = '';
@@ -33,7 +34,9 @@ before(async () => {
   const io: CliIo = { stdout: { write: (s: string) => (text += s) }, stderr: { write: () => true }, readStdin: async () => new Uint8Array() };
   assert.equal(await demoCommand({ scenario: 'cancel-siblings', store, peers: 8, quorum: 1, json: true, seed: 2, approveRate: 1 }, io), 0);
   operationId = /"operationId":\s*"(op[0-9a-f]{64})"/.exec(text)![1]!;
+  text = '';
   assert.equal(await demoCommand({ scenario: 'pipeline', store, peers: 3, quorum: 1, json: true, seed: 2, approveRate: 1 }, io), 0);
+  instanceId = (JSON.parse(text) as { instance: { instanceId: string } }).instance.instanceId;
   const contexts = join(dir, 'contexts.json');
   assert.equal(
     (await run(undefined, 'context', 'add', 'a-context-with-a-long-name', '--store', store, '--description', 'x '.repeat(40), '--contexts', contexts)).code,
@@ -49,6 +52,9 @@ test('every human-readable output and help fits 60 columns', async () => {
   const contexts = join(dir, 'contexts.json');
   const commands = [
     ['inspect', operationId, '--store', store],
+    // An instance's summary under its transitions: its output and its child operations' ids.
+    ['inspect', instanceId, '--store', store],
+    ['workflow', 'inspect', instanceId, '--store', store],
     ['get', operationId, '--store', store],
     ['list', '--store', store],
     ['replay', '--store', store],
@@ -157,4 +163,15 @@ test('at tableWidthMin a column empty on every row is left out, with a note nami
   assert.match(text, /\(next due, stuck: empty on every row, left out\)/);
   // Wide enough, nothing is left out.
   assert.match(renderTable(headers, [row], 120).split('\n')[0]!, /next due +stuck$/);
+});
+
+test("a labelled line's text starts each of its own lines (a newline in data) under the text's column, never at the margin", () => {
+  assert.equal(labelled('error ', 'bad\nthing', 80), 'error bad\n      thing');
+  assert.equal(
+    labelled('child ', `/do/0/a\n${'b '.repeat(40)}`, 60)
+      .split('\n')
+      .slice(1)
+      .filter((line) => !line.startsWith('      ')).length,
+    0,
+  );
 });

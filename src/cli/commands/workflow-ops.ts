@@ -26,7 +26,7 @@ import type { CliIo } from '../io.js';
 import type { StoreAuth } from '../connection.js';
 import { uniqueByPrefix } from '../typed-ids.js';
 import { isWorkflowInstanceId } from '../../workflow/ids.js';
-import { fitText, renderTable, widthOf } from '../table.js';
+import { fitText, labelled, renderTable, widthOf } from '../table.js';
 import { terminalText } from '../terminal-text.js';
 
 /** The store an operator names and how it logs in (ops.ts StoreOptions: from a context or --creds). */
@@ -147,21 +147,23 @@ async function childInstancesOf(store: EventStore, record: WorkflowRecord): Prom
   );
 }
 
-function renderSummary(record: WorkflowRecord, childInstances: readonly WorkflowChildInstance[]): string {
+/** The record's status, output or error, lease and relations, each a labelled line wrapped to `widthMax` under its label. */
+function renderSummary(record: WorkflowRecord, childInstances: readonly WorkflowChildInstance[], widthMax: number): string {
   const parent = record.started.parent;
-  const lines = [
-    `status ${record.status}${record.endedAtMs !== null ? ` after ${record.endedAtMs - record.startedAtMs} ms` : ''}`,
-    record.status === 'completed' ? `output ${short(record.output, 200)}` : record.error ? `error ${short(record.error, 200)}` : '',
-    record.lease ? `lease ${record.lease.worker} epoch ${record.lease.epoch}` : `lease free (last epoch ${record.leaseEpoch})`,
-    parent ? `parent ${parent.instanceId} at ${parent.at}` : '',
-    ...Object.entries(record.children).map(([at, child]) => `child ${at}: operation ${child.operationId}`),
-    ...childInstances.map(
-      (child) =>
-        `child ${child.at}: workflow instance ${child.instanceId} (${child.workflow}) ${child.status ?? 'not started'}${child.disposition ? `, ${child.disposition} by its parent` : ''}`,
-    ),
+  const lines: [string, string][] = [
+    ['status', `${record.status}${record.endedAtMs !== null ? ` after ${record.endedAtMs - record.startedAtMs} ms` : ''}`],
+    ...(record.status === 'completed' ? [['output', short(record.output, 200)] as [string, string]] : []),
+    ...(record.status !== 'completed' && record.error ? [['error', short(record.error, 200)] as [string, string]] : []),
+    ['lease', record.lease ? `${record.lease.worker} epoch ${record.lease.epoch}` : `free (last epoch ${record.leaseEpoch})`],
+    ...(parent ? [['parent', `${parent.instanceId} at ${parent.at}`] as [string, string]] : []),
+    ...Object.entries(record.children).map(([at, child]): [string, string] => ['child', `${at}: operation ${child.operationId}`]),
+    ...childInstances.map((child): [string, string] => [
+      'child',
+      `${child.at}: workflow instance ${child.instanceId} (${child.workflow}) ${child.status ?? 'not started'}${child.disposition ? `, ${child.disposition} by its parent` : ''}`,
+    ]),
   ];
-  // Its names, reasons and errors are the document's and the store's: shown escaped.
-  return terminalText(`\n${lines.filter((line) => line !== '').join('\n')}\n`);
+  // Its names, reasons and errors are the document's and the store's: labelled shows them escaped.
+  return `\n${lines.map(([label, text]) => labelled(`${label} `, text, widthMax)).join('\n')}\n`;
 }
 
 /** `typed`: a workflow instance id or a unique prefix of one (wf + hex). */
@@ -192,8 +194,8 @@ export async function workflowInspectCommand(typed: string, options: StoreTarget
     );
     io.stdout.write(fitText(`workflow instance ${instanceId} — ${log.length} transitions (instants relative to its start, ms)`, widthOf(io)) + '\n');
     io.stdout.write(renderTable(['rev', '+ms', 'command', 'guard', 'state', 'event', 'detail'], rows, widthOf(io)));
-    if (record) io.stdout.write(renderSummary(record, childInstances));
-    if (problem !== null) io.stdout.write(`\nproblem: ${terminalText(problem)}\n`);
+    if (record) io.stdout.write(renderSummary(record, childInstances, widthOf(io)));
+    if (problem !== null) io.stdout.write(`\n${labelled('problem: ', problem, widthOf(io))}\n`);
     return problem === null ? 0 : 1;
   });
 }
