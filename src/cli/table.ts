@@ -196,14 +196,18 @@ function wrapWords(text: string, width: number): string[] {
   return lines;
 }
 
-/** Breaks prose into lines of at most `width` characters, at spaces where it can. */
+/**
+ * Breaks prose into lines of at most `width` characters, at spaces: a word is cut only when it is
+ * longer than a line (an id after a short label moves to the next line whole, not cut at the width).
+ */
 function wrap(cell: string, width: number): string[] {
   if (cell.length <= width) return [cell];
   const lines: string[] = [];
   let rest = cell;
   while (rest.length > width) {
     const space = rest.lastIndexOf(' ', width);
-    const cut = space > width / 2 ? space : width;
+    const word = rest.slice(space + 1).split(' ')[0] ?? '';
+    const cut = space > 0 && word.length <= width ? space : width;
     lines.push(rest.slice(0, cut).trimEnd());
     rest = rest.slice(cut).trimStart();
   }
