@@ -1,10 +1,12 @@
 /**
  * Plain-text tables for what a person reads (inspect, demo, bench); `--json` is for machines. Every
- * cell, heading and line of text drawn here is shown through terminalText first, so the widths are
+ * cell, heading and line of text drawn here is shown through terminalText first, and measured and
+ * cut in terminal columns (text-width.ts: 漢 and 🙂 take two, an accent none), so the widths are
  * those of what the terminal shows.
  */
 import type { CliIo } from './io.js';
 import { terminalText } from './terminal-text.js';
+import { chunksOf, columnsOf, glyphsOf, padColumns, type Glyph } from './text-width.js';
 
 export type Cell = string | number | boolean | null | undefined | ShortId;
 
@@ -29,9 +31,9 @@ export class ShortId {
   text(width: number): string {
     // An id read from a store is shown as any data is.
     const id = terminalText(this.id);
-    if (id.length <= Math.min(width, this.lengthMax)) return id;
+    if (columnsOf(id) <= Math.min(width, this.lengthMax)) return id;
     const length = Math.max(shortIdLengthMin, Math.min(this.lengthMax, width - 1));
-    return `${id.slice(0, length)}…`;
+    return `${chunksOf(id, length)[0] ?? ''}…`;
   }
 }
 
@@ -59,7 +61,7 @@ export function renderTable(headers: string[], rows: Cell[][], widthMax = Number
 function drawTable(headers: string[], cells: Cell[][], widths: number[]): string {
   const line = (texts: string[]) =>
     texts
-      .map((c, i) => c.padEnd(widths[i] ?? 0))
+      .map((c, i) => padColumns(c, widths[i] ?? 0))
       .join(gap)
       .trimEnd();
   const lines: string[] = [];
@@ -137,7 +139,7 @@ const isEmpty = (cell: Cell) => !(cell instanceof ShortId) && ['', '-'].includes
 /** A column's natural width and its floor at each narrowing step (renderTable). */
 function columnOf(header: string, cells: Cell[]): Column {
   const texts = cells.map((cell) => (cell instanceof ShortId ? cell.text(Number.POSITIVE_INFINITY) : cellText(cell)));
-  const longest = (parts: string[]) => Math.max(0, ...parts.map((part) => part.length));
+  const longest = (parts: string[]) => Math.max(0, ...parts.map(columnsOf));
   // The longest piece a cell breaks into cleanly: a word, an instant's date or time, an id's shortest prefix.
   const pieces = cells.flatMap((cell, k) => {
     if (cell instanceof ShortId) return [cell.text(0)];
@@ -147,7 +149,7 @@ function columnOf(header: string, cells: Cell[]): Column {
   const piece = longest(pieces);
   const headerWord = longest(header.split(' '));
   const token = cells.some((cell) => cell instanceof ShortId) || texts.some((text) => instantParts(text) !== undefined);
-  const natural = Math.max(header.length, ...texts.map((text) => text.length));
+  const natural = longest([header, ...texts]);
   const clean = Math.max(headerWord, piece);
   const whole = Math.max(columnWidthMin, piece);
   const hyphenated = longest(pieces.flatMap((p) => p.split(hyphenBreak)));
@@ -178,18 +180,27 @@ function narrow(columns: Column[], widthMax: number): void {
 /** Where a word may break besides spaces: after a hyphen between letters (`review-` `then-publish`). */
 const hyphenBreak = /(?<=[A-Za-z]-)(?=[A-Za-z])/;
 
-/** Breaks a cell into lines of at most `width`: at spaces, else after a hyphen in a word, else (a piece longer than the width) within it. */
+/** Breaks a cell into lines of at most `width` columns: at spaces, else after a hyphen in a word, else (a piece wider than the width) within it, between graphemes. */
 function wrapWords(text: string, width: number): string[] {
-  if (text.length <= width) return [text];
+  if (columnsOf(text) <= width) return [text];
   const lines: string[] = [];
   let line = '';
+  let used = 0;
   for (const word of text.split(' ').filter((w) => w !== '')) {
     word.split(hyphenBreak).forEach((part, j) => {
-      const joined = line === '' ? part : j === 0 ? `${line} ${part}` : line + part;
-      if (joined.length <= width) return void (line = joined);
+      const columns = columnsOf(part);
+      const space = line !== '' && j === 0 ? 1 : 0;
+      if ((line === '' ? columns : used + space + columns) <= width) {
+        line += (space === 1 ? ' ' : '') + part;
+        used += space + columns;
+        return;
+      }
       if (line !== '') lines.push(line);
-      line = part;
-      for (; line.length > width; line = line.slice(width)) lines.push(line.slice(0, width));
+      // A piece wider than a line is cut; its last cut begins the next line.
+      const pieces = columns > width ? chunksOf(part, width) : [part];
+      lines.push(...pieces.slice(0, -1));
+      line = pieces.at(-1) ?? '';
+      used = columnsOf(line);
     });
   }
   if (line !== '' || lines.length === 0) lines.push(line);
@@ -197,22 +208,41 @@ function wrapWords(text: string, width: number): string[] {
 }
 
 /**
- * Breaks prose into lines of at most `width` characters, at spaces: a word is cut only when it is
- * longer than a line (an id after a short label moves to the next line whole, not cut at the width).
+ * Breaks prose into lines of at most `width` columns, at spaces: a word is cut (between graphemes)
+ * only when it is wider than a line (an id after a short label moves to the next line whole, not
+ * cut at the width). The text is segmented once, so a long one wraps in one pass.
  */
 function wrap(cell: string, width: number): string[] {
-  if (cell.length <= width) return [cell];
+  if (columnsOf(cell) <= width) return [cell];
+  const glyphs = glyphsOf(cell);
+  const text = (from: number, to: number) => glyphs.slice(from, to).reduce((line, g) => line + g.text, '');
   const lines: string[] = [];
-  let rest = cell;
-  while (rest.length > width) {
-    const space = rest.lastIndexOf(' ', width);
-    const word = rest.slice(space + 1).split(' ')[0] ?? '';
-    const cut = space > 0 && word.length <= width ? space : width;
-    lines.push(rest.slice(0, cut).trimEnd());
-    rest = rest.slice(cut).trimStart();
+  let start = 0;
+  while (start < glyphs.length) {
+    let end = start;
+    for (let used = 0; end < glyphs.length && (end === start || used + (glyphs[end]?.columns ?? 0) <= width); end++) used += glyphs[end]?.columns ?? 0;
+    if (end === glyphs.length) {
+      lines.push(text(start, end));
+      break;
+    }
+    const cut = lineEnd(glyphs, start, end, width);
+    lines.push(text(start, cut).trimEnd());
+    for (start = cut; glyphs[start]?.text === ' '; start++);
   }
-  if (rest.length > 0) lines.push(rest);
   return lines;
+}
+
+/**
+ * Where a line of `glyphs` from `start` ends, `end` being the first glyph past the width: at the
+ * space there or the line's last space, when the word after it fits a line of its own; else at `end`.
+ */
+function lineEnd(glyphs: readonly Glyph[], start: number, end: number, width: number): number {
+  let space = end;
+  while (space > start && glyphs[space]?.text !== ' ') space--;
+  if (space === start) return end;
+  let word = 0;
+  for (let k = space + 1; k < glyphs.length && glyphs[k]?.text !== ' ' && word <= width; k++) word += glyphs[k]?.columns ?? 0;
+  return word <= width ? space : end;
 }
 
 /** The width a command's tables get: the process's (processIo: the terminal's, $COLUMNS or the default); unbounded for an io that names none. */
@@ -240,7 +270,7 @@ export function labelled(label: string, text: string, widthMax = Number.POSITIVE
 }
 
 /**
- * A line of prose wrapped at spaces to the width (a word longer than the width is cut across
+ * A line of prose wrapped at spaces to the width (a word wider than the width is cut across
  * lines), its controls shown escaped (terminalText): the prose often carries data.
  */
 export function fitText(text: string, widthMax = Number.POSITIVE_INFINITY): string {
