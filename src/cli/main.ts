@@ -60,7 +60,8 @@ export function buildProgram(io: CliIo, setExit: (code: number) => void): Comman
     // Help wraps at the width tables get (the terminal's, $COLUMNS, else 120; 80 for an io with none).
     .configureOutput({
       writeOut: (s) => io.stdout.write(s),
-      writeErr: (s) => io.stderr.write(s),
+      // Commander's usage errors quote the argument given, which may be data pasted from anywhere: shown escaped.
+      writeErr: (s) => io.stderr.write(terminalText(s)),
       getOutHelpWidth: () => io.columns ?? 80,
       getErrHelpWidth: () => io.columns ?? 80,
     });

@@ -172,3 +172,17 @@ test("main's error lines show an error's controls escaped: the AdapterError's JS
   assert.ok(err.split('\n').length > 2, 'the stack keeps its lines');
   assert.deepEqual(refusedIn(err), [], err);
 });
+
+test('a usage error quoting what was given (an unknown option, an option value that is no integer) shows its controls escaped', async () => {
+  for (const args of [
+    ['get', 'op1234', '--wait-ms', `1${hostile}`],
+    ['list', '--store', store, `--x${hostile}`],
+    ['inspect', `-${hostile}`, '--store', store],
+  ]) {
+    const { code, err } = await convoke(undefined, ...args);
+    assert.equal(code, exitCodes.invalidInput, err);
+    assert.match(err, /^error: /, err);
+    assert.ok(err.includes(escaped), err);
+    assert.deepEqual(refusedIn(err), [], err);
+  }
+});
