@@ -60,6 +60,7 @@ test('every human-readable output and help fits 60 columns', async () => {
     ['replay', '--store', store],
     ['demo', '--scenario', 'cancel-siblings', '--peers', '8', '--quorum', '1'],
     ['bundle', 'check', join(repoRoot, 'examples', 'review.bundle.json')],
+    ['workflow', 'validate', join(repoRoot, 'examples', 'review-publish.bundle.yaml')],
     ['context', 'ls', '--contexts', contexts],
     ['context', 'show', '--contexts', contexts],
     ['--help'],

@@ -6,6 +6,7 @@
  */
 import type { Command } from 'commander';
 import type { CliIo } from '../io.js';
+import { labelled, widthOf } from '../table.js';
 import { terminalText } from '../terminal-text.js';
 
 // Loaded when a workflow command runs (main.ts registers these commands on every start).
@@ -56,10 +57,11 @@ export async function workflowValidateCommand(file: string, name: string | undef
     io.stdout.write(JSON.stringify({ contract: compiled.ref, workflows }, null, 2) + '\n');
     return 0;
   }
-  // The bundle's names, for a person: shown escaped (the bundle may be anyone's).
-  io.stdout.write(terminalText(`contract ${compiled.ref.id}@${compiled.ref.version}\ndigest   ${compiled.digest}\n`));
+  // The bundle's names, for a person: labelled shows them escaped (the bundle may be anyone's), each line wrapped under its label.
+  const width = widthOf(io);
+  io.stdout.write(`${labelled('contract ', `${compiled.ref.id}@${compiled.ref.version}`, width)}\n${labelled('digest   ', compiled.digest, width)}\n`);
   if (checked.size === 0) io.stdout.write('no pipelines or workflows\n');
-  for (const w of checked.values()) io.stdout.write(terminalText(`valid    ${w.kind.padEnd(8)} ${w.name} (${w.pointer})\n`));
+  for (const w of checked.values()) io.stdout.write(`${labelled('valid    ', `${w.kind.padEnd(8)} ${w.name} (${w.pointer})`, width)}\n`);
   return 0;
 }
 
