@@ -18,10 +18,10 @@ import type { Stored } from '../../kernel/types.js';
 import type { ValueRef, WorkflowEvent, WorkflowTransition } from '../../workflow/exec/events.js';
 import { foldWorkflow, type WorkflowRecord } from '../../workflow/exec/record.js';
 import type { WorkflowChildInstance } from '../../runtime/workflow-service.js';
+import { OperationNotFound } from '../../runtime/errors.js';
 import { replayWorkflowLog } from '../../workflow/exec/replay.js';
 import { workflowIndexRowOfLog } from '../../workflow/exec/index-row.js';
 import { workflowStreams } from '../../workflow/exec/streams.js';
-import { exitCodes } from '../exit-codes.js';
 import type { CliIo } from '../io.js';
 import type { StoreAuth } from '../connection.js';
 import { uniqueByPrefix } from '../typed-ids.js';
@@ -42,12 +42,12 @@ export type WithStore = <T>(target: StoreTarget, run: (store: EventStore) => Pro
  * The instance a full id or a unique prefix of one names (typed-ids.ts) and its log; undefined,
  * once "no workflow instance" is said on stderr, when none does or its log holds nothing.
  */
-async function foundInstance(store: EventStore, typed: string, io: CliIo): Promise<{ instanceId: string; log: Stored<WorkflowTransition>[] } | undefined> {
+/** The instance `typed` names and its log; none is OperationNotFound (exit 9, its `{kind, description}` on stderr as every error). */
+async function foundInstance(store: EventStore, typed: string): Promise<{ instanceId: string; log: Stored<WorkflowTransition>[] }> {
   const instanceId = isWorkflowInstanceId(typed) ? typed : await uniqueByPrefix(store.workflowInstanceIds(), typed);
   const log = instanceId === undefined ? undefined : await readInstance(store, instanceId);
   if (instanceId !== undefined && log !== undefined) return { instanceId, log };
-  io.stderr.write(`no workflow instance ${terminalText(instanceId ?? `${typed}…`)}\n`);
-  return undefined;
+  throw new OperationNotFound(instanceId ?? typed, `no workflow instance ${instanceId ?? `${typed}…`} in this store`);
 }
 
 /**
@@ -169,9 +169,7 @@ function renderSummary(record: WorkflowRecord, childInstances: readonly Workflow
 /** `typed`: a workflow instance id or a unique prefix of one (wf + hex). */
 export async function workflowInspectCommand(typed: string, options: StoreTarget & { json: boolean }, io: CliIo, withStore: WithStore): Promise<number> {
   return withStore(options, async (store) => {
-    const found = await foundInstance(store, typed, io);
-    if (!found) return exitCodes.notFound;
-    const { instanceId, log } = found;
+    const { instanceId, log } = await foundInstance(store, typed);
     const { record, applied, problem } = replayWorkflowLog(log);
     const childInstances = record ? await childInstancesOf(store, record) : [];
     if (options.json) {
@@ -311,9 +309,7 @@ export async function workflowReplayCommand(
   withStore: WithStore,
 ): Promise<number> {
   return withStore(options, async (store) => {
-    const found = await foundInstance(store, typed, io);
-    if (!found) return exitCodes.notFound;
-    const { instanceId, log } = found;
+    const { instanceId, log } = await foundInstance(store, typed);
     const replayed = await replayInstance(store, instanceId, options.fixIndex === true, log);
     if (replayed.repaired) io.stderr.write(`workflow index row of ${terminalText(instanceId)} written again from its log\n`);
     const problem = replayed.repaired ? null : replayed.problem;
