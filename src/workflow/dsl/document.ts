@@ -16,7 +16,7 @@ import { compileApplicationSchema, describeErrors } from '../../contract/validat
 import { documentSchemas } from '../schemas.js';
 import { checkAuthenticationPolicy, checkCallAuthentication } from '../authentication.js';
 import { authenticationPlaces, checkSecretUses, valueAt } from '../secrets.js';
-import { namesWorkflow, refusedCallTypes, type WorkflowRef } from '../refs.js';
+import { checkFlowDirective, namesWorkflow, refusedCallTypes, type WorkflowRef } from '../refs.js';
 import { workflowDslVersion } from '../version.js';
 import { checkContractCallWith, contractFunctionDefinition, contractFunctionName } from './contract-function.js';
 import { checkDeterministicJq, checkDeterministicText, isRuntimeExpression } from '../jq-determinism.js';
@@ -31,8 +31,6 @@ export interface EnclosingContract {
 /** Task types the executor runs (the first wave); `run` is the one the DSL has beyond these. */
 export const supportedTaskTypes = ['call', 'do', 'fork', 'emit', 'for', 'listen', 'raise', 'set', 'switch', 'try', 'wait'] as const;
 const taskTypes = [...supportedTaskTypes, 'run'] as const;
-const flowKeywords = new Set(['continue', 'exit', 'end']);
-
 /** What the walk learned about a document. */
 export interface DocumentFacts {
   /** Whether some task calls the contract function. */
@@ -321,16 +319,6 @@ function checkSwitch(task: JsonObject, where: string): void {
       checkBareExpression(branch.when, at(where, 'switch', index, name, 'when'));
     }
   });
-}
-
-/**
- * `then`: continue, exit, end, or a task of the same list (the DSL forbids jumps to another depth).
- * Switch cases are checked with the list that holds the switch (checkReferences).
- */
-function checkFlowDirective(value: JsonValue | undefined, siblings: ReadonlySet<string>, where: string): void {
-  if (value === undefined || (typeof value === 'string' && flowKeywords.has(value))) return;
-  if (typeof value === 'string' && siblings.has(value)) return;
-  throw invalidInput(`${where}: the flow directive ${JSON.stringify(value)} names no task of its own list (nor continue, exit or end)`);
 }
 
 /** An expression field that may be bare jq (`if: .age < 18`) or `${ … }`. */

@@ -10,7 +10,7 @@ import { limits } from '../../contract/limits.js';
 import { documentSchemas } from '../schemas.js';
 import { checkAuthenticationPolicy, checkCallAuthentication } from '../authentication.js';
 import { authenticationPlaces, checkSecretUses, valueAt } from '../secrets.js';
-import { namesWorkflow, refusedCallTypes, type WorkflowRef } from '../refs.js';
+import { checkFlowDirective, namesWorkflow, refusedCallTypes, type WorkflowRef } from '../refs.js';
 import { workflowDslVersion } from '../version.js';
 import { durationMs } from './duration.js';
 import { checkDeterministicJq } from '../jq-determinism.js';
@@ -172,23 +172,17 @@ function checkList(list: JsonValue | undefined, base: string, checking: Checking
   }
 }
 
-const flowKeywords = new Set(['continue', 'exit', 'end']);
-
 /**
- * A task's `then`, and each of its switch cases' `then`: continue, exit, end, or a task of the
- * same list (the DSL allows no jump to another depth). Refused before anything runs: otherwise the
- * instance would fault only on reaching it, after the tasks before it had acted.
+ * A task's `then`, and each of its switch cases' `then` (refs.ts checkFlowDirective, as the
+ * bundle's check): refused before anything runs, or the instance would fault only on reaching it,
+ * after the tasks before it had acted.
  */
 function checkFlowDirectives({ task, pointer }: TaskEntry, siblings: ReadonlySet<string>): void {
-  const check = (then: JsonValue | undefined, at: string) => {
-    if (then === undefined || (typeof then === 'string' && (flowKeywords.has(then) || siblings.has(then)))) return;
-    throw invalidInput(`${at}: the flow directive ${JSON.stringify(then)} names no task of its own list (nor continue, exit or end)`);
-  };
-  check(task.then, `${pointer}/then`);
+  checkFlowDirective(task.then, siblings, `${pointer}/then`);
   if (!Array.isArray(task.switch)) return;
   task.switch.forEach((item, index) => {
     for (const [name, branch] of Object.entries(isObject(item) ? item : {}))
-      if (isObject(branch)) check(branch.then, `${pointer}/switch/${index}/${escapePointer(name)}/then`);
+      if (isObject(branch)) checkFlowDirective(branch.then, siblings, `${pointer}/switch/${index}/${escapePointer(name)}/then`);
   });
 }
 
