@@ -6,8 +6,11 @@
  * accent and its letter. Here text is measured and cut by grapheme (a character with the marks,
  * joiners and selectors that go with it), each as wide as a terminal draws it (East Asian Wide and
  * Fullwidth characters and emoji two columns, combining and default-ignorable characters none), as
- * wcwidth and the string-width package count.
+ * wcwidth and the string-width package count. Which characters are East Asian Wide or Fullwidth
+ * comes from get-east-asian-width (Unicode's EastAsianWidth.txt, kept current by its maintainers);
+ * Ambiguous characters count one column, as Unicode advises where the context is unknown.
  */
+import { eastAsianWidth } from 'get-east-asian-width';
 
 /**
  * A grapheme: a flag (two regional indicators), or a character with the combining marks, skin
@@ -27,37 +30,11 @@ const zeroWidth = /^[\p{Mn}\p{Me}\p{Default_Ignorable_Code_Point}\u1160-\u11ff]+
 /** A grapheme drawn as a two-column emoji: one shown as emoji by default, one asked to be (U+FE0F), or a flag (two regional indicators). */
 const emoji = /\p{Emoji_Presentation}|\p{Extended_Pictographic}\ufe0f|\p{Regional_Indicator}{2}/u;
 
-/** The East Asian Wide and Fullwidth blocks (Unicode's EastAsianWidth.txt, W and F), as [first, last] code points. */
-const wideRanges: readonly (readonly [number, number])[] = [
-  [0x1100, 0x115f], // Hangul Jamo initial consonants
-  [0x2329, 0x232a], // angle brackets
-  [0x2e80, 0x303e], // CJK radicals, Kangxi radicals, ideographic description, CJK symbols and punctuation
-  [0x3041, 0x3247], // Hiragana, Katakana, Bopomofo, Hangul compatibility Jamo, Kanbun, CJK strokes, enclosed CJK
-  [0x3250, 0x4dbf], // enclosed CJK, CJK compatibility, CJK extension A
-  [0x4e00, 0xa4cf], // CJK unified ideographs, Yi
-  [0xa960, 0xa97f], // Hangul Jamo extended A
-  [0xac00, 0xd7a3], // Hangul syllables
-  [0xf900, 0xfaff], // CJK compatibility ideographs
-  [0xfe10, 0xfe19], // vertical forms
-  [0xfe30, 0xfe6f], // CJK compatibility forms, small form variants
-  [0xff00, 0xff60], // fullwidth forms
-  [0xffe0, 0xffe6], // fullwidth signs
-  [0x16fe0, 0x16fe4], // ideographic symbols
-  [0x17000, 0x18cff], // Tangut
-  [0x1b000, 0x1b2ff], // Kana supplement and extensions, Nushu
-  [0x1f200, 0x1f2ff], // enclosed ideographic supplement
-  [0x20000, 0x3fffd], // CJK extensions B and on, the supplementary and tertiary ideographic planes
-];
-
-function isWide(codePoint: number): boolean {
-  return wideRanges.some(([first, last]) => codePoint >= first && codePoint <= last);
-}
-
 /** The columns one grapheme takes: 0, 1 or 2. */
 function graphemeColumns(grapheme: string): number {
   if (narrowOnly.test(grapheme)) return grapheme.length;
   if (zeroWidth.test(grapheme)) return 0;
-  if (emoji.test(grapheme) || isWide(grapheme.codePointAt(0) ?? 0)) return 2;
+  if (emoji.test(grapheme) || eastAsianWidth(grapheme.codePointAt(0) ?? 0) === 2) return 2;
   return 1;
 }
 

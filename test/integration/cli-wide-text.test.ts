@@ -133,6 +133,10 @@ test('columnsOf counts what a terminal draws; chunksOf never cuts within a graph
   assert.equal(columnsOf('👨‍👩‍👧'), 2);
   assert.equal(columnsOf('🇯🇵'), 2);
   assert.equal(columnsOf('\u200b'), 0);
+  // East Asian Wide beyond the common CJK blocks (Tai Xuan Jing symbols, Kana Extended-B, the Tangut
+  // supplement); halfwidth katakana and an Ambiguous character (±) stay one column.
+  assert.equal(columnsOf('\u{1d300}\u{1aff0}\u{18d00}'), 6);
+  assert.equal(columnsOf('\uff71±'), 2);
   assert.deepEqual(chunksOf('漢字漢', 3), ['漢', '字', '漢']);
   assert.deepEqual(chunksOf('a🙂b', 2), ['a', '🙂', 'b']);
   assert.deepEqual(chunksOf('e\u0301e\u0301', 1), ['e\u0301', 'e\u0301']);
