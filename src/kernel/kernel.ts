@@ -409,12 +409,22 @@ export class Kernel<R, T extends GuardedTransition, S extends Stream<R> = Stream
   armDue(stream: S): void {
     const dueMs = this.aggregate.nextDueMs(stream.record);
     if (dueMs === stream.dueAtMs) return;
+    this.armAt(stream, dueMs);
+  }
+
+  /**
+   * The instance's one timer, at `atMs` (none when undefined): whatever was armed before is
+   * cancelled, and `dueAtMs` is always the instant of the timer `dueTimer` holds.
+   */
+  private armAt(stream: S, atMs: number | undefined): void {
     stream.dueTimer?.cancel();
-    stream.dueAtMs = dueMs;
-    stream.dueTimer = dueMs === undefined ? undefined : this.clock.at(dueMs, () => this.onDue(stream));
+    stream.dueAtMs = atMs;
+    stream.dueTimer = atMs === undefined ? undefined : this.clock.at(atMs, () => this.onDue(stream));
   }
 
   private onDue(stream: S): void {
+    // The timer that fired is armed no longer: a commit while the due work runs arms afresh.
+    stream.dueTimer = undefined;
     stream.dueAtMs = undefined;
     void this.enqueue(stream, async () => {
       const decide = await this.hooks.due(stream);
@@ -422,8 +432,11 @@ export class Kernel<R, T extends GuardedTransition, S extends Stream<R> = Stream
       this.armDue(stream);
     }).catch(() => {
       // The store refused (unavailable, or its clock not yet at the due instant), or what the command
-      // needed could not be had (a policy that could not answer): try again shortly.
-      stream.dueTimer = this.clock.at(this.clock.nowMs() + dueRetryMs, () => this.onDue(stream));
+      // needed could not be had (a policy that could not answer): try again shortly. The retry
+      // replaces a timer a commit armed while the work ran, so one timer is armed, never two; none
+      // once the instance was pruned or the kernel closed, or when its record asks for none.
+      if (this.closed || stream.pruned || this.aggregate.nextDueMs(stream.record) === undefined) return;
+      this.armAt(stream, this.clock.nowMs() + dueRetryMs);
     });
   }
 

@@ -14,12 +14,12 @@ import { join } from 'node:path';
 import { MemoryEventStore } from '../../src/adapters/store/memory.js';
 import { SqliteEventStore } from '../../src/adapters/store/sqlite.js';
 import type { EventStore } from '../../src/adapters/store/types.js';
-import { VirtualClock } from '../../src/contract/clock.js';
+import { flushMicrotasks, VirtualClock } from '../../src/contract/clock.js';
 import { AssertionFailure } from '../../src/contract/errors.js';
-import { openEndedMs } from '../../src/events/guard.js';
+import { guardBetween, openEndedMs } from '../../src/events/guard.js';
 import { Kernel, type KernelHooks, type Stream } from '../../src/kernel/index.js';
 import type { Aggregate, AppendOutcome, RecordAfter, StreamStore } from '../../src/kernel/index.js';
-import { newStream, reloadRetryMs } from '../../src/kernel/kernel.js';
+import { dueRetryMs, newStream, reloadRetryMs } from '../../src/kernel/kernel.js';
 import {
   approvalAggregate,
   approvalStore,
@@ -488,3 +488,49 @@ for (const backend of ['memory', 'sqlite'] as const) {
     }
   });
 }
+
+test('kernel: a due command that failed is tried again by the one timer the instance holds, though a commit armed another while it ran', async () => {
+  const clock = new VirtualClock();
+  const store = new MemoryEventStore({ clock });
+  let dues = 0;
+  let release = () => {};
+  const gate = new Promise<void>((resolve) => (release = resolve));
+  const kernel = approvalKernel(clock, approvalStore(store), {
+    // The first due command waits (a policy slow to answer), then fails; the next lapses the request.
+    due: async () => {
+      dues++;
+      if (dues === 1) {
+        await gate;
+        throw new Error('the policy could not answer');
+      }
+      return (record) => transitionOf(decideApproval({ kind: 'expire', nowMs: clock.nowMs() }, record));
+    },
+  });
+  try {
+    const stream = await created(kernel, clock, 'due-retry', 3, 1000);
+    await clock.advance(1000);
+    assert.equal(dues, 1, 'the due instant turned into a command, which waits');
+    // Meanwhile another command commits: the record moved, and its due instant (now) is armed again.
+    await kernel.commit(stream, () => ({
+      events: [{ type: 'approved', v: 1, by: 'a' }],
+      timeGuard: guardBetween(0, openEndedMs),
+      causation: { command: 'approve' },
+    }));
+    release();
+    await flushMicrotasks();
+    assert.equal(clock.pendingTimers(), 1, 'the retry replaced the timer armed meanwhile: one timer for the instance');
+    assert.equal(stream.dueAtMs, clock.nowMs() + dueRetryMs, 'dueAtMs is the instant of the timer armed');
+    await clock.advance(dueRetryMs - 1);
+    assert.equal(dues, 1, 'nothing fires before the retry');
+    await clock.advance(1);
+    assert.equal(dues, 2, 'the retry, once');
+    assert.equal(stream.record.state, 'lapsed');
+    await clock.advance(60_000);
+    assert.equal(dues, 2, 'no second timer fires the due command again');
+    assert.equal(clock.pendingTimers(), 0);
+    assert.equal(stream.dueAtMs, undefined);
+  } finally {
+    await kernel.close();
+    await store.close();
+  }
+});
