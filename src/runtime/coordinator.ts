@@ -35,7 +35,7 @@ import type { AuthorizationDecision, Policy } from '../adapters/policy/types.js'
 import { inboundPattern } from '../adapters/transport/subjects.js';
 import type { Subscription } from '../adapters/transport/types.js';
 import { Admission } from './admit.js';
-import { OperationNotFound } from './errors.js';
+import { OperationNotFound, unreadableAnswer } from './errors.js';
 import { GroupCommit } from './group-commit.js';
 import { newEntry, resultBatchMsDefault, type Caller, type CoordinatorDeps, type Decider, type OpEntry, type RuntimeHost, type SubmitOptions } from './host.js';
 import { Metrics, observeOpenOperations } from './metrics.js';
@@ -493,8 +493,9 @@ export class Coordinator implements RuntimeHost {
   }
 
   private async visible(principalId: string, operationId: string): Promise<OpEntry> {
-    const entry = await this.load(operationId).catch((error: unknown) => {
-      if (isAdapterError(error) && error.kind === 'unavailable') throw error;
+    const entry = await this.load(operationId).catch(async (error: unknown) => {
+      // An unreadable log is unavailable to its owner only; to anyone else it is not found (unreadableAnswer).
+      if (isAdapterError(error) && error.kind === 'unavailable') throw await this.unreadable(error, operationId, (owner) => owner === principalId);
       return undefined;
     });
     if (!entry || entry.record.principalId !== principalId) throw new OperationNotFound(operationId);
@@ -529,13 +530,26 @@ export class Coordinator implements RuntimeHost {
 
   inspectLive(principalId: string, operationId: string): Promise<LiveInspection<OperationInspection, OperationInspectionUpdate>> {
     const operator = this.deps.operators?.has(principalId) === true;
+    const visible = (owner: string) => operator || owner === principalId;
     return liveOperationInspection(
       {
         store: this.deps.store,
         interactionOf: (record) => this.deps.bundles.get(record.contract.digest)?.interactions.get(record.interaction),
-        visible: (record) => operator || record.principalId === principalId,
+        visible: (record) => visible(record.principalId),
       },
       operationId,
+    ).catch(async (error: unknown) => {
+      throw await this.unreadable(error, operationId, visible);
+    });
+  }
+
+  /** A read of the operation that failed, as `visible`'s principal is answered it (runtime/errors.ts unreadableAnswer). */
+  private unreadable(error: unknown, operationId: string, visible: (owner: string) => boolean): Promise<unknown> {
+    return unreadableAnswer(
+      error,
+      () => this.deps.store.index.get(operationId),
+      visible,
+      () => new OperationNotFound(operationId),
     );
   }
 

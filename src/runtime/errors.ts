@@ -38,3 +38,29 @@ export const internalErrorBody: AdapterErrorBody = {
   kind: 'unavailable',
   description: 'internal error; the invocation outcome is unknown, retry with the same invocationKey or look the operation up',
 };
+
+/**
+ * What a read that failed `unavailable` is answered to a principal. A log the store could not read
+ * (the store down, or a stored transition that fails its schema) does not say who may see it, so
+ * its owner is taken from what the store wrote beside it: the index row (`row`), which holds the
+ * principal. Only a principal the row shows may see it (`visible`) is answered `unavailable`; any
+ * other, and anyone when the index holds no row, is answered not found, exactly as for an id that
+ * names nothing — an unreadable log tells no other principal that its id exists. An index that
+ * cannot answer either is the store failing for every id alike: `unavailable`, which tells nothing
+ * of this one. Any other error is answered as it is.
+ */
+export async function unreadableAnswer(
+  error: unknown,
+  row: () => Promise<{ principalId: string } | undefined>,
+  visible: (principalId: string) => boolean,
+  notFound: () => OperationNotFound,
+): Promise<unknown> {
+  if (!isAdapterError(error) || error.kind !== 'unavailable') return error;
+  let owner: { principalId: string } | undefined;
+  try {
+    owner = await row();
+  } catch {
+    return error;
+  }
+  return owner !== undefined && visible(owner.principalId) ? error : notFound();
+}

@@ -3,7 +3,8 @@
  * (readTail), through the store's readAfter or, without it, from the whole log checked to continue
  * what was sent; and the changes between two projections (projections/delta.ts): changed fields
  * whole, keyed lists as their new and changed entries, map entries a fold replaced; an operation's
- * and a workflow instance's inspection refuse a log that fails its schema (unavailable), as get does.
+ * and a workflow instance's inspection refuse a log that fails its schema (unavailable), as get does
+ * — to the principal the store's index row names only: to any other it is not found.
  */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
@@ -16,8 +17,10 @@ import { AdapterError } from '../../src/contract/errors.js';
 import type { JsonObject } from '../../src/contract/json.js';
 import { createEmbedded } from '../../src/deployment/embedded.js';
 import { reviewBundle } from '../../src/deployment/examples.js';
+import type { OperationIndexRow } from '../../src/events/operation-index.js';
 import type { Transition } from '../../src/events/types.js';
 import { WorkflowInstances } from '../../src/workflow/exec/instances.js';
+import { isNotFound } from '../../src/runtime/errors.js';
 import { scenario } from '../support/scenario.js';
 import { harness, quickDocument } from '../workflow/support.js';
 
@@ -127,6 +130,16 @@ async function copied(
   return store;
 }
 
+/**
+ * `store` answering for `id` the index row its own store wrote when the log was whole: a log
+ * corrupted after it was written (the row is the owner's proof, which a corrupt log cannot give).
+ */
+function keepingRow(store: MemoryEventStore, id: string, row: OperationIndexRow | undefined): MemoryEventStore {
+  const get = store.index.get.bind(store.index);
+  store.index.get = async (asked) => (asked === id ? row : get(asked));
+  return store;
+}
+
 const failsItsSchema = (revision: number) => (e: unknown) =>
   e instanceof AdapterError && e.kind === 'unavailable' && new RegExp(`revision ${revision} fails its schema`).test(e.description ?? '');
 
@@ -136,8 +149,14 @@ test("an operation's inspection refuses a log that fails its schema, as get does
   await s.settle();
   const read = await s.store.read(result.operationId);
   assert.ok(read.kind === 'ok' && read.transitions.length >= 2);
+  const row = await s.store.index.get(result.operationId);
   const reader = async (store: MemoryEventStore) =>
-    createEmbedded({ clock: s.clock, bundle: reviewBundle(), groups: { reviewers: ['alfa', 'bravo', 'charlie'] }, store });
+    createEmbedded({
+      clock: s.clock,
+      bundle: reviewBundle(),
+      groups: { reviewers: ['alfa', 'bravo', 'charlie'] },
+      store: keepingRow(store, result.operationId, row),
+    });
   // A field the schema refuses (shown as if it were the operation's), and a missing one (the fold itself throws).
   for (const tamper of [(e: JsonObject) => void (e.trustMe = true), (e: JsonObject) => void delete e.manifest]) {
     const embedded = await reader(await copied(read.transitions, result.operationId, (e, i) => i === 0 && tamper(e), s.clock));
@@ -168,10 +187,13 @@ test("a workflow instance's inspection refuses a log that fails its schema: unav
   const { instanceId } = await h.executor.start({ principalId: 'alice', invocationKey: 'corrupt', document: quickDocument, input: {} });
   await clock.advance(0);
   const read = await h.store.read(instanceId);
+  // The row the store wrote when the log was whole: its owner's proof.
+  const row = await h.store.workflowIndex.get(instanceId);
   await h.close();
   assert.ok(read.kind === 'ok' && read.transitions.length >= 1);
   for (const tamper of [(e: JsonObject) => void (e.trustMe = true), (e: JsonObject) => void delete e.document]) {
     const store = await copied(read.transitions, instanceId, (e, i) => i === 0 && e.type === 'workflow-started' && tamper(e), clock);
+    await store.workflowIndex.put(instanceId, row);
     const other = harness({ store, clock });
     const instances = new WorkflowInstances({
       executor: other.executor,
@@ -184,5 +206,69 @@ test("a workflow instance's inspection refuses a log that fails its schema: unav
     } finally {
       await other.close();
     }
+  }
+});
+
+const notFound = (e: unknown) => isNotFound(e);
+
+test("an operation's unreadable log is unavailable to its owner only: to another principal it is not found, as an id that names nothing is", async () => {
+  const s = await scenario({ peers: 3 });
+  const { result } = await s.invoke('unreadable');
+  await s.settle();
+  const id = result.operationId;
+  const read = await s.store.read(id);
+  assert.ok(read.kind === 'ok' && read.transitions.length >= 2);
+  const last = read.transitions.length - 1;
+  const store = await copied(read.transitions, id, (e, i) => i === last && void (e.trustMe = true), s.clock);
+  assert.equal((await store.index.get(id))?.principalId, 'svc-a', 'the row the store wrote beside the log names its owner');
+  const embedded = await createEmbedded({ clock: s.clock, bundle: reviewBundle(), groups: { reviewers: ['alfa', 'bravo', 'charlie'] }, store });
+  try {
+    const c = embedded.coordinator;
+    await assert.rejects(c.get('svc-a', id), failsItsSchema(last + 1));
+    await assert.rejects(c.inspect('svc-a', id), failsItsSchema(last + 1));
+    await assert.rejects(c.get('svc-b', id), notFound);
+    await assert.rejects(c.wait('svc-b', id, 'decision', 0), notFound);
+    await assert.rejects(c.cancel('svc-b', id), notFound);
+    await assert.rejects(c.inspect('svc-b', id), notFound);
+    await assert.rejects(c.get('svc-b', `op${'ab'.repeat(32)}`), notFound);
+    // The store failing for every id (its index cannot answer either) is unavailable to anyone: it tells nothing of this id.
+    store.index.get = async () => {
+      throw new AdapterError('unavailable', 'the store is not answering');
+    };
+    await assert.rejects(c.get('svc-b', id), failsItsSchema(last + 1));
+  } finally {
+    await embedded.close();
+  }
+});
+
+test("a workflow instance's unreadable log is unavailable to its owner only: to another principal it is not found", async () => {
+  const clock = new VirtualClock();
+  const h = harness({ clock });
+  const { instanceId } = await h.executor.start({ principalId: 'alice', invocationKey: 'unreadable', document: quickDocument, input: {} });
+  await clock.advance(0);
+  const read = await h.store.read(instanceId);
+  const row = await h.store.workflowIndex.get(instanceId);
+  await h.close();
+  assert.ok(read.kind === 'ok' && read.transitions.length >= 1);
+  assert.equal(row?.principalId, 'alice');
+  const store = await copied(read.transitions, instanceId, (e, i) => i === 0 && e.type === 'workflow-started' && void (e.trustMe = true), clock);
+  await store.workflowIndex.put(instanceId, row);
+  const other = harness({ store, clock });
+  const instances = new WorkflowInstances({
+    executor: other.executor,
+    bundleOf: () => undefined,
+    definition: () => undefined,
+    listing: { store, clock, operators: new Set() },
+  });
+  try {
+    await assert.rejects(instances.get('alice', instanceId), failsItsSchema(1));
+    await assert.rejects(instances.inspect('alice', instanceId), failsItsSchema(1));
+    await assert.rejects(instances.get('bob', instanceId), notFound);
+    await assert.rejects(instances.inspect('bob', instanceId), notFound);
+    await assert.rejects(instances.cancel('bob', instanceId), notFound);
+    await store.workflowIndex.put(instanceId, undefined);
+    await assert.rejects(instances.get('alice', instanceId), notFound, 'no row: nothing written says whose it is');
+  } finally {
+    await other.close();
   }
 });

@@ -13,7 +13,7 @@ import { AdapterError, isAdapterError, unsupported } from '../../contract/errors
 import type { JsonValue } from '../../contract/json.js';
 import type { ContractRef } from '../../contract/types.js';
 import type { DecisionView, SettlementView } from '../../projections/views.js';
-import { WorkflowInstanceNotFound } from '../../runtime/errors.js';
+import { unreadableAnswer, WorkflowInstanceNotFound } from '../../runtime/errors.js';
 import type { InvocationService } from '../../runtime/service.js';
 import type {
   WorkflowChildInstance,
@@ -135,13 +135,28 @@ export class WorkflowInstances implements WorkflowInstanceService {
   async inspectLive(principalId: string, instanceId: string): Promise<LiveInspection<WorkflowInspection, WorkflowInspectionUpdate>> {
     const listing = this.listing();
     if (!isWorkflowInstanceId(instanceId)) throw new WorkflowInstanceNotFound(instanceId);
+    const visible = (owner: string) => owner === principalId || listing.operators.has(principalId);
     return liveInspection(
       {
         store: workflowStreams(listing.store),
         view: (record) => this.view(record),
-        visible: (record) => record.started.principalId === principalId || listing.operators.has(principalId),
+        visible: (record) => visible(record.started.principalId),
       },
       instanceId,
+    ).catch(async (error: unknown) => {
+      throw await this.unreadable(error, instanceId, visible);
+    });
+  }
+
+  /** A read of the instance that failed, as `visible`'s principal is answered it (runtime/errors.ts unreadableAnswer). */
+  private unreadable(error: unknown, instanceId: string, visible: (owner: string) => boolean): Promise<unknown> {
+    // Without the index (no listing) nothing written says whose it is: not found.
+    const index = this.options.listing?.store.workflowIndex;
+    return unreadableAnswer(
+      error,
+      async () => index?.get(instanceId),
+      visible,
+      () => new WorkflowInstanceNotFound(instanceId),
     );
   }
 
@@ -233,10 +248,11 @@ export class WorkflowInstances implements WorkflowInstanceService {
    */
   private async visible(principalId: string, instanceId: string): Promise<WorkflowRecord> {
     if (!isWorkflowInstanceId(instanceId)) throw new WorkflowInstanceNotFound(instanceId);
-    const record = await this.options.executor.get(instanceId).catch((error: unknown) => {
+    const record = await this.options.executor.get(instanceId).catch(async (error: unknown) => {
       // A pruned instance (tombstoned, src/workflow/exec/retention.ts) is gone, as a pruned operation is: not found, to anyone.
       if (isAdapterError(error) && error.kind === 'expired') return undefined;
-      throw error;
+      // An unreadable log is unavailable to its owner only; to anyone else it is not found (unreadableAnswer).
+      throw await this.unreadable(error, instanceId, (owner) => owner === principalId);
     });
     if (!record || record.started.principalId !== principalId) throw new WorkflowInstanceNotFound(instanceId);
     return record;
