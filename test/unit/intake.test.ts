@@ -139,6 +139,37 @@ test('a result for another operation than its subject names is rejected as wrong
   assert.deepEqual([(await transitionsOf(s, op)).length, (await transitionsOf(s, other)).length], before);
 });
 
+test('what the subject and the payload alone can refuse is refused before the store is read: another namespace or interaction, another kind, a payload that does not parse, another operation', async () => {
+  const { s, op } = await opened();
+  // Not held in memory: any load of it would read the store.
+  s.coordinator.kernel.forget(op);
+  const store = s.coordinator.deps.store;
+  const read = store.read.bind(store);
+  let reads = 0;
+  store.read = async (id) => (reads++, read(id));
+  try {
+    const cases: [string, object | Uint8Array, string?][] = [
+      ['malformed', result(op, 'alfa'), subjectFor('other.ns', 'review', op, 'result', 'alfa')],
+      ['malformed', result(op, 'alfa'), subjectFor(namespace, 'sealed', op, 'result', 'alfa')],
+      ['malformed', result(op, 'alfa'), subjectFor(namespace, 'review', op, 'claim', 'alfa')],
+      ['malformed', new TextEncoder().encode('{"kind":"result",')],
+      ['malformed', { ...result(op, 'alfa'), extra: true }],
+      ['wrong-operation', result(`op${'cd'.repeat(32)}`, 'alfa')],
+    ];
+    for (const [reason, body, subject] of cases) {
+      const before = await counted(s, reason);
+      assert.deepEqual(await deliver(s, 'result', op, 'alfa', body, subject), ['ack']);
+      assert.equal(await counted(s, reason), before + 1, reason);
+    }
+    assert.equal(reads, 0, 'no store read for any of them');
+    // Whether a well-formed message's subject is the operation's own needs the operation: one read.
+    assert.deepEqual(await deliver(s, 'result', op, 'alfa', result(op, 'alfa')), ['ack']);
+    assert.equal(reads, 1);
+  } finally {
+    store.read = read;
+  }
+});
+
 test('a message for an operation the store does not hold is unknown-operation: counted and acknowledged', async () => {
   const { s } = await opened();
   const unknown = `op${'ab'.repeat(32)}`;
