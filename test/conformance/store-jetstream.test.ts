@@ -3,7 +3,7 @@ import { test } from 'node:test';
 import { connect, headers, nanos } from '@nats-io/transport-node';
 import { DiscardPolicy, RetentionPolicy, StorageType, jetstream, jetstreamManager, type StreamConfig } from '@nats-io/jetstream';
 import { AdapterError } from '../../src/contract/errors.js';
-import { randomBytes } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import { JetStreamEventStore } from '../../src/adapters/store/jetstream.js';
 import { connectNats } from '../../src/adapters/transport/nats.js';
 import { jetstreamStorePermissions } from '../../src/deployment/nats/permissions.js';
@@ -429,6 +429,50 @@ test('jetstream: a subject under the log prefixes that names no operation or ins
     const instances: string[] = [];
     for await (const id of store.workflowInstanceIds()) instances.push(id);
     assert.deepEqual(instances, []);
+  } finally {
+    await nc.close();
+    await store.close();
+    await server.dispose();
+  }
+});
+
+test('jetstream: a message published first under the message id of a write the store is about to make never makes that write answer stored', async () => {
+  const server = await startJetStreamServer();
+  const store = await JetStreamEventStore.open({ servers: server.url, requestTimeoutMs });
+  const nc = await connect({ servers: server.url });
+  try {
+    const js = jetstream(nc);
+    const guard = { notBeforeMs: 0, notAfterMs: Number.MAX_SAFE_INTEGER };
+    // The store's Nats-Msg-Id of a write: SHA-256 over the operation, the expected sequence and the body.
+    const msgIdOf = (operationId: string, expectedSeq: number, transition: Transition) =>
+      createHash('sha256').update(`${operationId}\u0000${expectedSeq}\u0000`).update(JSON.stringify(transition)).digest('hex');
+    const squat = (subject: string, msgID: string) => js.publish(subject, JSON.stringify(makeTransition(guard, 'squatter')), { msgID });
+
+    // On the operation's own subject: the log holds the squatter's message where the create would have been.
+    const own = newOperationId('squat-own');
+    const ownCreate = makeTransition(guard, 'create');
+    const squatted = await squat(`convoke.op.${own}`, msgIdOf(own, 0, ownCreate));
+    const created = await store.create(own, ownCreate);
+    assert.equal(created.kind, 'unavailable', JSON.stringify(created));
+    assert.match('description' in created ? created.description : '', new RegExp(`message ${squatted.seq} .*this store did not write`));
+
+    // On another subject of the stream: the create was deduplicated away, nothing of it is stored.
+    const other = newOperationId('squat-other');
+    const otherCreate = makeTransition(guard, 'create');
+    await squat(`convoke.op.${newOperationId('elsewhere')}`, msgIdOf(other, 0, otherCreate));
+    const refused = await store.create(other, otherCreate);
+    assert.equal(refused.kind, 'unavailable', JSON.stringify(refused));
+    assert.match('description' in refused ? refused.description : '', /this store did not write/);
+    assert.equal((await store.read(other)).kind, 'not-found');
+
+    // An append: squatted at the revision it expects.
+    const live = newOperationId('squat-append');
+    const first = await store.create(live, makeTransition(guard, 'create'));
+    expectOk(first, 'create');
+    const next = makeTransition(guard, 'next');
+    await squat(`convoke.op.${live}`, msgIdOf(live, Number(first.revision), next));
+    const appended = await store.append(live, first.revision, next);
+    assert.equal(appended.kind, 'unavailable', JSON.stringify(appended));
   } finally {
     await nc.close();
     await store.close();

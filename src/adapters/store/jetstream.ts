@@ -491,16 +491,35 @@ export class JetStreamEventStore extends ReplayStampedStore {
         expect: { lastSubjectSequence: expectedSeq },
         timeout: this.requestTimeoutMs,
       });
-      // ack.duplicate: this exact write (same expected sequence, same bytes) was stored before;
-      // answering from the stored message makes the retry of an uncertain append idempotent —
-      // while that message is still there. A tombstone since purged it: the retry is refused
-      // like any write the subject no longer takes (the log, read, says tombstoned: expired).
-      if (ack.duplicate && (await this.readBack(ack.seq)) === null) return { kind: 'rejected' };
+      if (ack.duplicate) return await this.duplicateOutcome(operationId, ack.seq, body);
       return { kind: 'stored', revision: ack.seq };
     } catch (error) {
       if (!isWrongSequence(error)) throw error;
       return { kind: 'rejected' };
     }
+  }
+
+  /**
+   * A PubAck saying `duplicate`: the stream already holds a message under this write's Nats-Msg-Id,
+   * at `seq`, and stored nothing now. When that message is this exact write (this subject, these
+   * bytes, no marker) stored before, answering from it makes the retry of an uncertain append
+   * idempotent — while it is still there: a tombstone since purged it, and the retry is refused like
+   * any write the subject no longer takes (the log, read, says tombstoned: expired). Any other
+   * message was published under the id by something else (anyone who may publish into the stream
+   * can compute it): this write was dropped for it and is not stored. Never `stored` (the log does
+   * not hold this transition), nor `rejected` (classified as a conflict, it would invite a write
+   * after a message this store did not write): unavailable, until the duplicate window has passed.
+   */
+  private async duplicateOutcome(operationId: string, seq: number, body: Uint8Array): Promise<WriteOutcome> {
+    const held = await this.readBack(seq);
+    if (held === null) return { kind: 'rejected' };
+    const subject = this.opSubject(operationId);
+    if (held.subject === subject && !isMarker(held) && Buffer.from(held.data).equals(body)) return { kind: 'stored', revision: seq };
+    const where = held.subject === subject ? `on ${subject}` : 'on another subject';
+    return {
+      kind: 'unavailable',
+      description: `the write to ${subject} was deduplicated to message ${seq} ${where}, which this store did not write: nothing of it was stored`,
+    };
   }
 
   protected async stampAt(operationId: string, seq: number): Promise<number | StoreFailure> {
