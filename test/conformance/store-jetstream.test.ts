@@ -328,7 +328,7 @@ test("jetstream: readAfter of a sequence that is another subject's answers diver
   }
 });
 
-test('jetstream: a stream found with limits that evict (an age, a per-subject count, discard-old caps, rollups) is refused at open, never read back shorter', async () => {
+test('jetstream: a stream found with limits that evict (an age, a per-subject count, a byte cap, discard-old caps, rollups) is refused at open, never read back shorter', async () => {
   const server = await startJetStreamServer();
   const nc = await connect({ servers: server.url });
   const jsm = await jetstreamManager(nc);
@@ -337,6 +337,9 @@ test('jetstream: a stream found with limits that evict (an age, a per-subject co
     ['CONVOKE_OPS', { ...history, subjects: ['convoke.op.>', 'convoke.wf.>'], max_age: nanos(60_000) }],
     ['CONVOKE_OPS', { ...history, subjects: ['convoke.op.>', 'convoke.wf.>'], max_msgs_per_subject: 2 }],
     ['CONVOKE_OPS', { ...history, subjects: ['convoke.op.>', 'convoke.wf.>'], allow_rollup_hdrs: true }],
+    // A byte cap evicts on nats-server 2.9 even under discard-new: every write at the cap drops the oldest message.
+    ['CONVOKE_OPS', { ...history, subjects: ['convoke.op.>', 'convoke.wf.>'], max_bytes: 1_000_000 }],
+    ['CONVOKE_OPS_TOMBS', { ...history, subjects: ['convoke.tomb.>'], max_bytes: 1_000_000 }],
     ['CONVOKE_OPS_TOMBS', { ...history, subjects: ['convoke.tomb.>'], max_age: nanos(60_000) }],
     ['CONVOKE_OPS_OPEN', { ...history, discard: DiscardPolicy.Old, subjects: ['convoke.open.>', 'convoke.openset'], max_msgs_per_subject: 1, max_msgs: 100 }],
   ];

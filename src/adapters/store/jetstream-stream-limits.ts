@@ -9,7 +9,9 @@ import { DiscardPolicy, type StreamConfig } from '@nats-io/jetstream';
 /**
  * Why a stream's own limits would remove messages no one asked to remove, or undefined when they
  * never do: an age limit, a per-subject count (which evicts the oldest even under discard-new),
- * a count or byte cap under discard-old, or rollup headers (one publish purges a subject). A
+ * a byte cap (nats-server 2.9 evicts at it even under discard-new: its limit check counts the
+ * payload, its store the whole record, so each write that lands at the cap drops the oldest
+ * message), a count cap under discard-old, or rollup headers (one publish purges a subject). A
  * stream made by an operator or an earlier tool may carry any of them; the store then refuses
  * to open instead of reading evicted logs back shorter and recreating aged-out keys.
  * `perSubjectKept`: the per-subject count the stream is meant to have (1 for a last-per-subject stream).
@@ -19,8 +21,8 @@ export function evictingLimits(c: Partial<StreamConfig>, perSubjectKept?: number
   if ((c.max_age ?? 0) > 0) problems.push(`max_age ${Math.round((c.max_age ?? 0) / 1e6)} ms`);
   const perSubject = c.max_msgs_per_subject ?? -1;
   if (perSubject > 0 && perSubject !== perSubjectKept) problems.push(`max_msgs_per_subject ${perSubject}`);
-  if (c.discard !== DiscardPolicy.New && ((c.max_msgs ?? -1) > 0 || (c.max_bytes ?? -1) > 0))
-    problems.push(`discard-old with max_msgs ${c.max_msgs ?? -1} and max_bytes ${c.max_bytes ?? -1}`);
+  if ((c.max_bytes ?? -1) > 0) problems.push(`max_bytes ${c.max_bytes ?? -1}, which nats-server 2.9 enforces by evicting even under discard-new`);
+  if (c.discard !== DiscardPolicy.New && (c.max_msgs ?? -1) > 0) problems.push(`discard-old with max_msgs ${c.max_msgs ?? -1}`);
   if (c.allow_rollup_hdrs === true) problems.push('rollup headers allowed');
   return problems.length === 0 ? undefined : `has limits that evict (${problems.join(', ')})`;
 }

@@ -1,7 +1,8 @@
 /**
  * The JetStream event store (docs/design.md §2, §8): stream CONVOKE_OPS, one subject per operation
  * (`convoke.op.<operationId>`), one message per Transition, file storage, limits retention,
- * discard-new (capacity pressure refuses writes instead of evicting accepted history). Workflow
+ * discard-new, no age or byte cap (capacity pressure refuses writes instead of evicting accepted
+ * history; nats-server 2.9 evicts at a byte cap even under discard-new). Workflow
  * instances (`wf…` ids) live in the same stream on `convoke.wf.<instanceId>`, under the same CAS
  * and guard-on-fold rules; operationIds() and follow() see operations only, watch() both.
  *
@@ -82,8 +83,6 @@ export interface JetStreamStoreOptions {
   limits?: Partial<StoreLimits>;
   /** How long a PubAck or JetStream API reply is awaited before answering `unavailable`. */
   requestTimeoutMs?: number;
-  /** The stream's byte budget (discard-new: when full, writes answer `unavailable`). -1 = none. */
-  streamBytesMax?: number;
   /**
    * How long an append waits for its stamp from the stamp feed before reading the message back
    * (default 250 ms); 0 turns the feed off (every append reads back).
@@ -236,9 +235,8 @@ export class JetStreamEventStore extends ReplayStampedStore {
       const limits = { ...configured, transitionBytesMax: Math.min(configured.transitionBytesMax, payloadMax) };
       const streamName = options.streamName ?? 'CONVOKE_OPS';
       const prefix = options.subjectPrefix ?? 'convoke';
-      const bytesMax = options.streamBytesMax ?? -1;
-      const directGet = await ensureStream(jsm, streamName, `${prefix}.op.>`, limits.transitionBytesMax + headerBytesAllowance, bytesMax, `${prefix}.wf.>`);
-      await ensureStream(jsm, `${streamName}_TOMBS`, `${prefix}.tomb.>`, 4096, -1);
+      const directGet = await ensureStream(jsm, streamName, `${prefix}.op.>`, limits.transitionBytesMax + headerBytesAllowance, `${prefix}.wf.>`);
+      await ensureStream(jsm, `${streamName}_TOMBS`, `${prefix}.tomb.>`, 4096);
       await ensureIndexStream(jsm, streamName, prefix);
       const openSetCreated = await ensureOpenSetStream(jsm, streamName, prefix);
       const tailMin = options.indexSnapshotTailMin ?? defaultSnapshotTailMin;
@@ -834,7 +832,7 @@ async function connectOnce(options: JetStreamStoreOptions, requestTimeoutMs: num
  * client may update streams; otherwise that stream takes no workflow instances (their appends
  * answer `unavailable`).
  */
-async function ensureStream(jsm: JetStreamManager, name: string, subject: string, messageBytesMax: number, bytesMax: number, extra?: string): Promise<boolean> {
+async function ensureStream(jsm: JetStreamManager, name: string, subject: string, messageBytesMax: number, extra?: string): Promise<boolean> {
   try {
     const info = await jsm.streams.info(name);
     const c = info.config;
@@ -855,7 +853,8 @@ async function ensureStream(jsm: JetStreamManager, name: string, subject: string
       retention: RetentionPolicy.Limits,
       discard: DiscardPolicy.New,
       max_msg_size: messageBytesMax,
-      max_bytes: bytesMax,
+      // No byte cap: nats-server 2.9 evicts at one even under discard-new (jetstream-stream-limits.ts).
+      max_bytes: -1,
       allow_direct: true,
     });
     return true;
