@@ -353,8 +353,11 @@ export const limits = {
   indexStatesKeptMax: 1024,
   /** Replay-stamped stores: fold points remembered per store client, so the single-writer path needs no read (on-fold.ts). */
   foldPointsKeptMax: 10_000,
-  /** JetStream store: how old a reading of the operation count may be before a create asks the server again. */
-  jetstreamCapacityReadingAgeMsMax: 1_000,
+  /**
+   * JetStream store: how old a reading of the operations stream (its operation count and its
+   * configuration) may be before a write asks the server again.
+   */
+  jetstreamStreamReadingAgeMsMax: 1_000,
   /** EventStoreDB store: events per readStream call when reading an operation's log. */
   eventStoreDbReadPageMax: 1024,
   /**

@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
+import { setTimeout as delay } from 'node:timers/promises';
 import { connect, headers, nanos } from '@nats-io/transport-node';
 import { DiscardPolicy, RetentionPolicy, StorageType, jetstream, jetstreamManager, type StreamConfig } from '@nats-io/jetstream';
 import { AdapterError } from '../../src/contract/errors.js';
@@ -201,12 +202,13 @@ test('jetstream: a retried append (same revision, same bytes) dedupes to the sto
   }
 });
 
-/** Counts the JetStream API requests a connection publishes (a request publishes once; so does a pull). */
-function countApiRequests(nc: { publish: (...args: never[]) => unknown }): { count: number } {
+/** Counts the JetStream API requests a connection publishes (a request publishes once; so does a pull), but those whose subject starts with `except`. */
+function countApiRequests(nc: { publish: (...args: never[]) => unknown }, except?: string): { count: number } {
   const counter = { count: 0 };
   const publish = nc.publish.bind(nc) as (...args: unknown[]) => unknown;
   (nc as { publish: unknown }).publish = (...args: unknown[]) => {
-    if (String(args[0]).startsWith('$JS.API.')) counter.count++;
+    const subject = String(args[0]);
+    if (subject.startsWith('$JS.API.') && (except === undefined || !subject.startsWith(except))) counter.count++;
     return publish(...args);
   };
   return counter;
@@ -310,7 +312,8 @@ test("jetstream: readAfter of a sequence that is another subject's answers diver
     expectOk(tail as never, 'tail');
     assert.equal(tail.kind === 'ok' ? tail.transitions.length : 0, 3);
     // The requests made before the append's publish (the index row after it may read the log: no record was given).
-    const counter = countApiRequests(nc as never);
+    // The stream's info, which a write reads at most once a second to check its configuration, is no log read.
+    const counter = countApiRequests(nc as never, '$JS.API.STREAM.INFO.');
     let beforePublish: number | undefined;
     const publish = nc.publish.bind(nc);
     nc.publish = (subject, ...rest) => {
@@ -476,6 +479,58 @@ test('jetstream: a message published first under the message id of a write the s
     await squat(`convoke.op.${live}`, msgIdOf(live, Number(first.revision), next));
     const appended = await store.append(live, first.revision, next);
     assert.equal(appended.kind, 'unavailable', JSON.stringify(appended));
+  } finally {
+    await nc.close();
+    await store.close();
+    await server.dispose();
+  }
+});
+
+test('jetstream: an operations stream given limits that evict after the store opened refuses further writes as unavailable, naming the limit, until they are taken back', async () => {
+  const server = await startJetStreamServer();
+  const store = await JetStreamEventStore.open({ servers: server.url, requestTimeoutMs });
+  const nc = await connect({ servers: server.url });
+  try {
+    const jsm = await jetstreamManager(nc);
+    const guard = { notBeforeMs: 0, notAfterMs: Number.MAX_SAFE_INTEGER };
+    const id = newOperationId('edited');
+    const created = await store.create(id, makeTransition(guard, 'create'));
+    expectOk(created, 'create');
+    // A reading of the stream is at most a second old: past it, the next write reads the stream again.
+    const readingAgeMs = 1_100;
+    const edits: Array<[Partial<StreamConfig>, RegExp]> = [
+      [{ max_age: nanos(3_600_000) }, /max_age 3600000 ms/],
+      [{ max_msgs_per_subject: 10 }, /max_msgs_per_subject 10/],
+    ];
+    let revision = created.revision;
+    const kept = [revision];
+    for (const [edit, named] of edits) {
+      const { config } = await jsm.streams.info('CONVOKE_OPS');
+      await jsm.streams.update('CONVOKE_OPS', { ...config, ...edit });
+      await delay(readingAgeMs);
+      const answers = {
+        append: await store.append(id, revision, makeTransition(guard, 'after the edit')),
+        create: await store.create(newOperationId('edited-new'), makeTransition(guard, 'create')),
+        tombstone: await store.tombstone(id),
+      };
+      for (const [what, answer] of Object.entries(answers)) {
+        assert.equal(answer.kind, 'unavailable', `${what}: ${JSON.stringify(answer)}`);
+        assert.match('description' in answer ? answer.description : '', named, what);
+        assert.match('description' in answer ? answer.description : '', /CONVOKE_OPS/, what);
+      }
+      assert.deepEqual(
+        (await readOk(store, id)).transitions.map((s) => s.revision),
+        kept,
+        'nothing was written, and the log still reads',
+      );
+      // Taken back: writes go on.
+      await jsm.streams.update('CONVOKE_OPS', config);
+      await delay(readingAgeMs);
+      const appended = await store.append(id, revision, makeTransition(guard, 'after the fix'));
+      expectOk(appended, 'append once the limit is gone');
+      revision = appended.revision;
+      kept.push(revision);
+    }
   } finally {
     await nc.close();
     await store.close();

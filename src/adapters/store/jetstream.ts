@@ -47,6 +47,7 @@ import {
   type JsMsg,
   type MsgRequest,
   type StoredMsg,
+  type StreamConfig,
 } from '@nats-io/jetstream';
 import type { StoredTransition, Transition } from '../../events/types.js';
 import { AdapterError, AssertionFailure, invalidInput, unavailable, unsupported } from '../../contract/errors.js';
@@ -163,8 +164,18 @@ const isMarker = (msg: StoredMsg) => msg.header?.get(tombstoneHeader) === '1';
 
 export class JetStreamEventStore extends ReplayStampedStore {
   readonly name = 'jetstream';
-  /** The last operation count read from the server, and creates this client made since. */
-  private capacitySeen = { count: 0, createsSince: 0, atMs: Number.NEGATIVE_INFINITY };
+  /**
+   * The last reading of the operations stream: its operation count (and creates this client made
+   * since), and what in its configuration breaks the store's promises (undefined: nothing).
+   */
+  private streamSeen: { count: number; createsSince: number; atMs: number; problem: string | undefined } = {
+    count: 0,
+    createsSince: 0,
+    atMs: Number.NEGATIVE_INFINITY,
+    problem: undefined,
+  };
+  /** The stream reading under way, shared by the writes that wait for it. */
+  private streamReading: Promise<void> | undefined;
   /** How appends learned their server stamps: from the stamp feed, or by reading the message back. */
   readonly stampSources = { fed: 0, readBack: 0 };
   /** The connection's PubAck mux, shared with any transport on the same connection. */
@@ -384,6 +395,8 @@ export class JetStreamEventStore extends ReplayStampedStore {
     if (this.closed) return closedFailure;
     const subject = this.opSubject(operationId);
     try {
+      const refused = await this.streamFailure();
+      if (refused) return refused;
       const last = await this.jsm.streams.getMessage(this.streamName, { last_by_subj: subject });
       if (!last) return (await this.hasTombRecord(operationId)) ? { kind: 'ok', revision: '0', committedAtMs: 0 } : notFoundOf(operationId);
       // Key record first: from here on a create answers expired even if we stop half-way.
@@ -481,6 +494,8 @@ export class JetStreamEventStore extends ReplayStampedStore {
 
   /** The CAS publish: the expected revision *is* the stream sequence of the subject's last message. */
   protected async writeAt(operationId: string, expectedSeq: number, text: string): Promise<WriteOutcome> {
+    const refused = await this.streamFailure();
+    if (refused) return refused;
     // Encoded once: hashed for the publication identity and published as these bytes.
     const body = Buffer.from(text, 'utf8');
     try {
@@ -713,6 +728,42 @@ export class JetStreamEventStore extends ReplayStampedStore {
     throw unavailable(`operation ${operationId} kept moving; tombstone not completed`);
   }
 
+  /** Reads the operations stream's info (one request at a time): its operation count and configuration. */
+  private async readStream(): Promise<void> {
+    this.streamReading ??= (async () => {
+      try {
+        const info = await this.jsm.streams.info(this.streamName);
+        const problem = historyStreamProblem(info.config, `${this.prefix}.op.>`);
+        this.streamSeen = { count: info.state.num_subjects ?? 0, createsSince: 0, atMs: performance.now(), problem };
+      } finally {
+        this.streamReading = undefined;
+      }
+    })();
+    await this.streamReading;
+  }
+
+  private streamFresh(): boolean {
+    return performance.now() - this.streamSeen.atMs < contractLimits.jetstreamStreamReadingAgeMsMax;
+  }
+
+  /**
+   * Why no write may go in now: the operations stream's configuration was changed since open (an
+   * operator's `nats stream edit`) to one that evicts stored messages or breaks the store's other
+   * promises — what open refuses as unsupported. Read again once the last reading is over a
+   * second old, so within about a second of the change every write answers unavailable, naming
+   * what changed, instead of appending history the stream will drop; writes go on once the
+   * configuration is restored.
+   */
+  private async streamFailure(): Promise<StoreFailure | undefined> {
+    if (!this.streamFresh()) await this.readStream();
+    const { problem } = this.streamSeen;
+    if (problem === undefined) return undefined;
+    return {
+      kind: 'unavailable',
+      description: `stream ${this.streamName} now ${problem} (its configuration changed since the store opened); writes are refused until it is restored`,
+    };
+  }
+
   /**
    * Live and tombstoned operations both count (one subject each): exhaustion refuses admissions.
    * The count comes from the server (stream info) whenever the store is within 10% of its limit
@@ -721,15 +772,10 @@ export class JetStreamEventStore extends ReplayStampedStore {
    * check-then-act across clients (racing creators can overshoot by their number) — documented.
    */
   private async capacityFailure(): Promise<StoreFailure | undefined> {
-    const seen = this.capacitySeen;
-    const estimate = seen.count + seen.createsSince;
-    const fresh = performance.now() - seen.atMs < contractLimits.jetstreamCapacityReadingAgeMsMax;
-    if (!(fresh && estimate < this.limits.operationsMax * 0.9)) {
-      const info = await this.jsm.streams.info(this.streamName);
-      this.capacitySeen = { count: info.state.num_subjects ?? 0, createsSince: 0, atMs: performance.now() };
-    }
-    if (this.capacitySeen.count + this.capacitySeen.createsSince < this.limits.operationsMax) {
-      this.capacitySeen.createsSince++;
+    const seen = this.streamSeen;
+    if (!(this.streamFresh() && seen.count + seen.createsSince < this.limits.operationsMax * 0.9)) await this.readStream();
+    if (this.streamSeen.count + this.streamSeen.createsSince < this.limits.operationsMax) {
+      this.streamSeen.createsSince++;
       return undefined;
     }
     return {
@@ -836,10 +882,8 @@ async function ensureStream(jsm: JetStreamManager, name: string, subject: string
   try {
     const info = await jsm.streams.info(name);
     const c = info.config;
-    const ok = c.storage === StorageType.File && c.retention === RetentionPolicy.Limits && c.discard === DiscardPolicy.New && c.subjects.includes(subject);
-    if (!ok) throw unsupported(`stream ${name} exists without file storage, limits retention, discard-new and subject ${subject}`);
-    const evicting = evictingLimits(c);
-    if (evicting !== undefined) throw unsupported(`stream ${name} ${evicting}: it would drop stored messages the store reads back`);
+    const problem = historyStreamProblem(c, subject);
+    if (problem !== undefined) throw unsupported(`stream ${name} ${problem}`);
     if (extra !== undefined && !c.subjects.includes(extra)) await jsm.streams.update(name, { subjects: [...c.subjects, extra] }).catch(() => undefined);
     return c.allow_direct === true;
   } catch (error) {
@@ -863,6 +907,17 @@ async function ensureStream(jsm: JetStreamManager, name: string, subject: string
     if (!(error instanceof JetStreamApiError && error.code === 10058)) throw error;
     return false;
   }
+}
+
+/**
+ * What in a history stream's configuration breaks the promises the store makes of it (file
+ * storage, limits retention, discard-new, capturing `subject`, no limit that evicts), or undefined.
+ */
+function historyStreamProblem(c: StreamConfig, subject: string): string | undefined {
+  const ok = c.storage === StorageType.File && c.retention === RetentionPolicy.Limits && c.discard === DiscardPolicy.New && c.subjects.includes(subject);
+  if (!ok) return `exists without file storage, limits retention, discard-new and subject ${subject}`;
+  const evicting = evictingLimits(c);
+  return evicting === undefined ? undefined : `${evicting}: it would drop stored messages the store reads back`;
 }
 
 async function subjectsOf(jsm: JetStreamManager, stream: string, filter: string): Promise<string[]> {
