@@ -29,6 +29,7 @@ import { WorkflowRaise, raise } from './dsl-errors.js';
 import type { StepResult, TaskCompleted, ValueRef, WorkflowError, WorkflowEvent } from './events.js';
 import { evaluateValue, expressionResults, hasExpression, programOf, withResults } from './expressions.js';
 import { ExpressionFailure, pathValue } from './jq.js';
+import { listenWaitEnded } from './listen-match.js';
 import { Halted, logBudgetExhausted, replayed } from './journal.js';
 import { pointerOfKey, schemeOf, taskKey } from './keys.js';
 import type { WorkflowRecord } from './record.js';
@@ -449,7 +450,9 @@ export class Interpreter implements Interpreting {
 
   /**
    * Records the completion: without a timeout it is held for the next transition; under one it
-   * commits before the timeout, and a completion too late becomes the timeout's fault.
+   * commits before the timeout, and a completion too late becomes the timeout's fault — except a
+   * listen's whose wait the events it took ended before the timeout (listenWaitEnded): those events
+   * were answered to their publishers as taken, and the timeout no longer faults it.
    */
   private async complete(entry: TaskEntry, at: string, output: JsonValue): Promise<void> {
     const timer = this.record.timers[taskTimeoutKey(at)];
@@ -457,6 +460,10 @@ export class Interpreter implements Interpreting {
     const completed: TaskCompleted = from ? { type: 'task-completed', v: 1, at, output, outputFrom: from } : { type: 'task-completed', v: 1, at, output };
     this.noteOrigin(output, { task: at });
     if (!timer) return this.hold(completed);
+    if (listenWaitEnded(this.record, at)) {
+      await this.propose({ command: 'task-completed', events: [completed] });
+      return this.ended(at);
+    }
     const late: Proposal | undefined = timer && {
       command: 'task-timed-out',
       events: [

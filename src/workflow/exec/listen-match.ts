@@ -22,12 +22,12 @@
 import { openEndedMs } from '../../events/guard.js';
 import { jsonEquals, type JsonObject, type JsonValue } from '../../contract/json.js';
 import type { CloudEvent } from '../../contract/cloudevents.js';
-import { taskTimeoutKey } from './decide.js';
+import { valueAt } from '../../contract/bundle.js';
 import { isObject } from './document.js';
 import { isExpression, programOf } from './expressions.js';
 import type { ExpressionEvaluator } from './jq.js';
 import type { WorkflowTransition } from './events.js';
-import type { ListenRecord, WorkflowRecord } from './record.js';
+import { taskTimeoutKey, type ListenRecord, type WorkflowRecord } from './record.js';
 
 export type ListenGroup = 'to' | 'until';
 
@@ -113,6 +113,27 @@ export function listenClosed(record: WorkflowRecord, at: string): boolean {
   return listen.events.some((_e, index) => {
     const step = record.steps[untilKey(at, index)];
     return step !== undefined && (!('ok' in step) || truthy(step.ok));
+  });
+}
+
+/**
+ * Whether the task at `at` is a listen (without `foreach`) whose wait is over: the events it took
+ * satisfy its strategy, or its `until` expression held on them. Each was taken before the task's
+ * timeout (decideListenEvent's guard) and answered to its publisher as taken, so the timeout no
+ * longer faults the task: its completion, however late it commits, carries the events (decideDue,
+ * and the interpreter's completion). With `foreach`, the iterations that follow an event are the
+ * task's work, which its timeout bounds still.
+ */
+export function listenWaitEnded(record: WorkflowRecord, at: string): boolean {
+  const listen = record.listens[at];
+  const task = record.tasks[at];
+  if (!listen || !task) return false;
+  const definition = valueAt(record.started.document, task.ref);
+  if (!isObject(definition) || !isObject(definition.listen) || definition.foreach !== undefined) return false;
+  if (listenSatisfied(listen, listen.events.length)) return true;
+  return listen.events.some((_e, index) => {
+    const step = record.steps[untilKey(at, index)];
+    return step !== undefined && 'ok' in step && truthy(step.ok);
   });
 }
 

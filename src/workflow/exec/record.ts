@@ -146,6 +146,9 @@ export interface WorkflowRecord {
 /** The workflow timeout's timer: armed by the start itself, at startedAtMs + timeoutMs. */
 export const workflowTimeoutKey = '@workflow-timeout';
 
+/** A task execution's timeout timer. */
+export const taskTimeoutKey = (at: string): string => `${at}@timeout`;
+
 /** The record's maps, by name. */
 type MapName = 'tasks' | 'steps' | 'children' | 'subworkflows' | 'timers' | 'winners' | 'listens' | 'calls';
 type Mutable<T extends WorkflowRecord> = Omit<T, MapName> & { [M in MapName]: Record<string, T[M][string]> };
