@@ -136,6 +136,15 @@ export const limits = {
    */
   workflowHeldFactsMax: 64,
   /**
+   * JSON bytes of a task's output made by the task itself (recorded nowhere before: a fork's list of
+   * its branches' outputs, a listen's events) that its completion may hold for the next transition;
+   * a larger one is committed at once, alone, so that a store refusing it as past its transition
+   * size faults that task (at its pointer), and not whichever later transition would have carried it.
+   * Half the overhead a transition keeps beside one value (transitionOverheadBytesMax): an output
+   * held is small beside whatever carries it.
+   */
+  workflowHeldOutputBytesMax: 32 * 1024,
+  /**
    * A recorded workflow error (events.ts): the characters of its type, title and instance, and of
    * its detail. Whatever raises one — a document's `raise` with values from the input, a service's
    * reason phrase, a child's error with its context — is cut to these (the type refused instead:

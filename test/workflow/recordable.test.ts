@@ -10,6 +10,8 @@ import type { AddressInfo } from 'node:net';
 import { test } from 'node:test';
 import type { JsonValue } from '../../src/contract/json.js';
 import { limits } from '../../src/contract/limits.js';
+import { MemoryEventStore } from '../../src/adapters/store/memory.js';
+import { SystemClock } from '../../src/contract/clock.js';
 import { harness, runToEnd, yaml } from './support.js';
 
 const validation = 'https://serverlessworkflow.io/spec/1.0.0/errors/validation';
@@ -194,6 +196,72 @@ test("a contract call's invocation key from the input that no operation takes is
       assert.deepEqual(record.children, {}, `${name}: nothing was bound`);
     }
     assert.deepEqual(h.executor.failures, []);
+  } finally {
+    await h.close();
+  }
+});
+
+test("a fork whose combined output is past what one transition records faults at the fork's own pointer, recorded faulted there", async () => {
+  const clock = new SystemClock();
+  // Each branch's value fits a transition; the two together (the fork's output) do not.
+  const store = new MemoryEventStore({ clock, limits: { transitionBytesMax: 64 * 1024 } });
+  const h = harness({ store, clock });
+  try {
+    const record = await runToEnd(
+      h,
+      yaml(`${head}do:
+  - prepare:
+      set: { n: 1 }
+  - review:
+      fork:
+        branches:
+          - left:
+              set: { text: '\${ "l" * 40000 }' }
+          - right:
+              set: { text: '\${ "r" * 40000 }' }
+  - after:
+      set: { done: true }
+`),
+    );
+    assert.equal(record.status, 'faulted');
+    assert.equal(record.error?.instance, '/do/1/review', JSON.stringify(record.error));
+    assert.equal(record.error?.status, 500);
+    assert.match(record.error?.detail ?? '', /the output of task review/);
+    const fork = Object.values(record.tasks).find((task) => task.ref === '/do/1/review');
+    assert.equal(fork?.state, 'faulted', 'the fork task is recorded faulted, with the error');
+    assert.deepEqual(fork?.error, record.error);
+    assert.equal(
+      Object.values(record.tasks).find((task) => task.ref === '/do/2/after'),
+      undefined,
+      'nothing after it ran',
+    );
+    // The fork's own error: a try around it catches it, and what follows runs.
+    const caught = await runToEnd(
+      h,
+      yaml(`${head}do:
+  - guarded:
+      try:
+        - review:
+            fork:
+              branches:
+                - left:
+                    set: { text: '\${ "l" * 40000 }' }
+                - right:
+                    set: { text: '\${ "r" * 40000 }' }
+      catch:
+        errors: { with: { type: 'https://serverlessworkflow.io/spec/1.0.0/errors/runtime' } }
+        as: problem
+        do:
+          - report:
+              set: '\${ { caught: $problem.instance } }'
+  - after:
+      set: '\${ . + { done: true } }'
+`),
+      {},
+      'caught',
+    );
+    assert.equal(caught.status, 'completed', JSON.stringify(caught.error));
+    assert.deepEqual(caught.output, { caught: '/do/0/guarded/try/0/review', done: true });
   } finally {
     await h.close();
   }

@@ -459,20 +459,34 @@ export class Interpreter implements Interpreting {
     const from = this.originOf(output);
     const completed: TaskCompleted = from ? { type: 'task-completed', v: 1, at, output, outputFrom: from } : { type: 'task-completed', v: 1, at, output };
     this.noteOrigin(output, { task: at });
-    if (!timer) return this.hold(completed);
-    if (listenWaitEnded(this.record, at)) {
-      await this.propose({ command: 'task-completed', events: [completed] });
-      return this.ended(at);
+    // An output first recorded here, and large: committed now, alone (what is held goes first), so that a store refusing it faults this task.
+    const bytes = from === undefined ? Buffer.byteLength(JSON.stringify(output)) : 0;
+    const alone = bytes > limits.workflowHeldOutputBytesMax;
+    if (!timer && !alone) return this.hold(completed);
+    if (alone) await this.flush();
+    const late: Proposal | undefined =
+      timer && !listenWaitEnded(this.record, at)
+        ? {
+            command: 'task-timed-out',
+            events: [
+              { type: 'timer-fired', v: 1, at: taskTimeoutKey(at) },
+              { type: 'task-faulted', v: 1, at, error: timeoutError(entry.pointer, `task ${entry.name}`) },
+            ],
+            notBeforeMs: timer.dueAtMs,
+          }
+        : undefined;
+    try {
+      await this.propose({ command: 'task-completed', events: [completed], ...(late ? { notAfterMs: timer?.dueAtMs, late } : {}) });
+    } catch (error) {
+      if (!alone || !(error instanceof AdapterError) || error.kind !== 'invalid-input') throw error;
+      throw raise(
+        'runtime',
+        500,
+        'Output too large',
+        entry.pointer,
+        `the output of task ${entry.name} is ${bytes} bytes of JSON, more than the log records in one transition (${error.message})`,
+      );
     }
-    const late: Proposal | undefined = timer && {
-      command: 'task-timed-out',
-      events: [
-        { type: 'timer-fired', v: 1, at: taskTimeoutKey(at) },
-        { type: 'task-faulted', v: 1, at, error: timeoutError(entry.pointer, `task ${entry.name}`) },
-      ],
-      notBeforeMs: timer.dueAtMs,
-    };
-    await this.propose({ command: 'task-completed', events: [completed], notAfterMs: timer?.dueAtMs, late });
     this.ended(at);
   }
 
