@@ -17,6 +17,8 @@ import { limits } from '../../src/contract/limits.js';
 import type { JsonValue } from '../../src/contract/json.js';
 import { buildFixtureApp, writeHttpFixture } from '../support/http-fixtures.js';
 import { startNatsServer } from '../support/nats-server.js';
+import type { Transition } from '../../src/events/types.js';
+import { storeWith } from '../support/scenario.js';
 import { assertReplayEqual, harness, yaml, type Harness } from './support.js';
 
 process.env.PATH = `${process.env.PATH ?? ''}:/usr/sbin`;
@@ -224,6 +226,58 @@ test('NATS <prefix>.>: request/reply answered after the append; wrong subject, g
     assert.equal(record.status, 'completed', JSON.stringify(record.error));
     await assertReplayEqual(h, id);
   } finally {
+    await subscription.close();
+    await h.close();
+    await nc.close();
+    await server.dispose();
+  }
+});
+
+test('NATS <prefix>.>: the answer waits for the append; an event published without a reply subject is taken, and answered to no one', async () => {
+  const server = await startNatsServer();
+  const nc = await connect({ servers: server.url });
+  const clock = new SystemClock();
+  const memory = new MemoryEventStore({ clock });
+  // The append that takes an event waits here until released.
+  let release!: () => void;
+  const released = new Promise<void>((resolve) => (release = resolve));
+  let reach!: () => void;
+  const reached = new Promise<void>((resolve) => (reach = resolve));
+  let holding = true;
+  const store = storeWith(memory, (real) => ({
+    append: async (id: string, expected: string, transition: Transition, after?: Parameters<MemoryEventStore['append']>[3]) => {
+      if (holding && transition.events.some((event) => (event as { type: string }).type === 'listen-event-received')) {
+        reach();
+        await released;
+      }
+      return real.append(id, expected, transition, after);
+    },
+  }));
+  const h = harness({ store, clock });
+  const subscription = serveCloudEvents(nc, 'test.events', h.executor);
+  const subject = 'test.events.com.example.approved';
+  try {
+    const id = await waiting(h, 'nats-order');
+    const answer = nc.request(subject, JSON.stringify(approved('o1')), { timeout: 5000 });
+    await reached;
+    const early = await Promise.race([answer.then(() => 'answered'), new Promise((resolve) => setTimeout(() => resolve('waiting'), 300))]);
+    assert.equal(early, 'waiting', 'no answer while the append is held');
+    assert.equal((await h.executor.get(id))!.listens['/do/0/wait']!.events.length, 0);
+    holding = false;
+    release();
+    assert.deepEqual((await answer).json(), { status: 'accepted', count: 1 });
+    assert.equal((await h.executor.get(id))!.listens['/do/0/wait']!.events.length, 1);
+
+    // Fire and forget: delivered as any event, its outcome told to no one (a publisher that needs to know asks with a request).
+    const quiet = await waiting(h, 'nats-quiet');
+    nc.publish(subject, JSON.stringify(approved('o2')));
+    const record = await h.executor.wait(quiet, 5000);
+    assert.equal(record.status, 'completed', JSON.stringify(record.error));
+    assert.equal(record.listens['/do/0/wait']!.events.length, 1);
+    await assertReplayEqual(h, quiet);
+  } finally {
+    holding = false;
+    release();
     await subscription.close();
     await h.close();
     await nc.close();

@@ -24,6 +24,10 @@
  *   are theirs to know, and they may be any principal's), `{status: "no-match"}` (nothing stored),
  *   or `{status: "rejected", error}`. Emitted events are never answered: their publisher is the
  *   coordinator, whose reply subject (a JetStream publish) awaits the stream's acknowledgment.
+ * - Between receipt and append an event is only in this host's memory (core NATS): a crash there
+ *   loses it. A publisher that asked (a request) sees no answer and sends it again, taken once; one
+ *   that published without a reply subject is told nothing, and its event is then lost, as it is
+ *   when the intake would have answered it unavailable or rejected (docs/workflows-executor.md).
  */
 import type { Msg, NatsConnection, Subscription } from '@nats-io/transport-node';
 import { headers as natsHeaders } from '@nats-io/transport-node';
