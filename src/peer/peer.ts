@@ -50,11 +50,19 @@ export interface Peer {
     handled: number;
     replayed: number;
     failed: number;
+    /** Requests whose handler stopped on close() (no cancel came): handed back (nak) for the next session, not failed. */
+    handedBack: number;
     renewed: number;
     cancels: number;
     refused: Record<RefusalReason, number>;
   };
-  /** Stops receiving and aborts running handlers' signals; what they stop on is handed back for redelivery, not acknowledged. */
+  /**
+   * Stops receiving and aborts running handlers' signals; what they stop on is handed back for
+   * redelivery, not acknowledged. On a durable transport it resolves once every delivery in hand
+   * is settled (its result published and acknowledged, or handed back) or after `stopWaitMs` (on
+   * the peer's clock), whichever comes first: the connection may be closed then without losing a
+   * hand-back to the broker.
+   */
   close(): Promise<void>;
 }
 
@@ -77,6 +85,8 @@ interface Running {
   aborted: () => boolean;
   /** The peer closes: the signal aborts, and what stops is handed back, not acknowledged. */
   interrupt: () => AbortController;
+  /** Whether close() interrupted it. */
+  interrupted: () => boolean;
   done: Promise<'completed' | 'stopped'>;
 }
 
@@ -94,7 +104,16 @@ interface BranchMemory {
 
 class PeerRuntime implements Peer {
   readonly sink: EffectSink;
-  readonly stats = { received: 0, handled: 0, replayed: 0, failed: 0, renewed: 0, cancels: 0, refused: { malformed: 0, 'wrong-subject': 0, cancelled: 0 } };
+  readonly stats = {
+    received: 0,
+    handled: 0,
+    replayed: 0,
+    failed: 0,
+    handedBack: 0,
+    renewed: 0,
+    cancels: 0,
+    refused: { malformed: 0, 'wrong-subject': 0, cancelled: 0 },
+  };
   private readonly clock: Clock;
   /**
    * By operation/branch: the newest fence seen, and the result of that attempt, returned again on
@@ -105,6 +124,8 @@ class PeerRuntime implements Peer {
   /** What runs now, by operation/branch. */
   private readonly running = new Map<string, Running>();
   private readonly subscriptions: Subscription[] = [];
+  /** Requests and cancels in hand, until acknowledged or handed back: close() waits for them. */
+  private readonly deliveries = new Set<Promise<void>>();
 
   constructor(private readonly options: PeerOptions) {
     this.sink = options.sink ?? new MemoryEffectSink();
@@ -120,10 +141,18 @@ class PeerRuntime implements Peer {
     for (const interaction of Object.keys(this.options.handlers)) {
       const durable = (suffix: string) => (this.options.durable ? { durable: `peer-${peerId}-${interaction}-${suffix}` } : {});
       this.subscriptions.push(
-        await transport.subscribe(subjectFor(namespace, interaction, '*', 'cancel', peerId), (m) => this.onCancel(interaction, m), durable('cancel')),
+        await transport.subscribe(
+          subjectFor(namespace, interaction, '*', 'cancel', peerId),
+          (m) => this.track(this.onCancel(interaction, m)),
+          durable('cancel'),
+        ),
       );
       this.subscriptions.push(
-        await transport.subscribe(subjectFor(namespace, interaction, '*', 'request', peerId), (m) => this.onRequest(interaction, m), durable('request')),
+        await transport.subscribe(
+          subjectFor(namespace, interaction, '*', 'request', peerId),
+          (m) => this.track(this.onRequest(interaction, m)),
+          durable('request'),
+        ),
       );
     }
   }
@@ -133,6 +162,27 @@ class PeerRuntime implements Peer {
     // No cancel came: work stopped by a closing peer is handed back (nak) for this peer's next
     // session, never acknowledged as if it had been answered.
     for (const r of this.running.values()) r.interrupt().abort();
+    // The hand-backs are sent only once the handlers have stopped. Returning before that, the
+    // caller's next step (closing the connection) would lose them, and the broker would redeliver
+    // only after ack_wait. Bounded: a handler that ignores its signal does not hold the close.
+    // A best-effort transport redelivers nothing (its ack and nak do nothing): nothing to wait for.
+    if (!this.options.transport.capabilities.durable || this.deliveries.size === 0) return;
+    const stopWaitMs = this.options.stopWaitMs ?? 2000;
+    let timer: TimerHandle | undefined;
+    const timeout = new Promise<void>((resolve) => (timer = this.clock.at(this.clock.nowMs() + stopWaitMs, resolve)));
+    await Promise.race([Promise.all(this.deliveries), timeout]);
+    timer?.cancel();
+  }
+
+  /** Keeps a delivery in hand in `deliveries` until it is settled. */
+  private track(handling: Promise<void>): Promise<void> {
+    const settled = handling.then(
+      () => undefined,
+      () => undefined,
+    );
+    this.deliveries.add(settled);
+    void settled.then(() => this.deliveries.delete(settled));
+    return handling;
   }
 
   private async onRequest(interaction: string, inbound: InboundMessage): Promise<void> {
@@ -170,6 +220,8 @@ class PeerRuntime implements Peer {
       const outcome = await this.run(interaction, request, branchKey, memory);
       if (outcome === undefined) return inbound.nak(1000);
       if (outcome === 'stopped') return inbound.ack();
+      // Stopped by close(): handed back at once, for this peer's next session.
+      if (outcome === 'handed-back') return inbound.nak();
       result = outcome.result;
     }
     const receipt = await this.publishResult(interaction, request, result);
@@ -183,9 +235,10 @@ class PeerRuntime implements Peer {
     request: RequestMessage,
     branchKey: string,
     memory: BranchMemory,
-  ): Promise<{ result: JsonValue } | 'stopped' | undefined> {
+  ): Promise<{ result: JsonValue } | 'stopped' | 'handed-back' | undefined> {
     let controller: AbortController | undefined;
     let cancelled = false;
+    let interrupted = false;
     const abort = () => (controller ??= new AbortController());
     let settle!: (how: 'completed' | 'stopped') => void;
     const running: Running = {
@@ -193,7 +246,8 @@ class PeerRuntime implements Peer {
       fence: request.fence,
       abort: () => ((cancelled = true), abort()),
       aborted: () => cancelled,
-      interrupt: abort,
+      interrupt: () => ((interrupted = true), abort()),
+      interrupted: () => interrupted,
       done: new Promise((r) => (settle = r)),
     };
     this.running.set(branchKey, running);
@@ -209,6 +263,11 @@ class PeerRuntime implements Peer {
       if (running.aborted()) {
         settle('stopped');
         return 'stopped';
+      }
+      if (running.interrupted()) {
+        this.stats.handedBack++;
+        settle('stopped');
+        return 'handed-back';
       }
       this.stats.failed++;
       settle('completed');

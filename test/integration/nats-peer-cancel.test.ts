@@ -31,8 +31,8 @@ const reviewers = ['alfa', 'bravo', 'charlie'];
 const manualPeers = ['delta', 'echo', 'foxtrot'];
 const caller = { principalId: 'billing', senderPeerId: null };
 
-/** The coordinator's deployment: durable NATS as the coordinator user, a memory store. */
-function deploymentConfig(servers: string): JsonObject {
+/** The coordinator's deployment: durable NATS as the coordinator user, a memory store; ack_wait `ackWaitMs` (default 5 s). */
+function deploymentConfig(servers: string, ackWaitMs?: number): JsonObject {
   return {
     store: 'memory:',
     transport: {
@@ -42,7 +42,7 @@ function deploymentConfig(servers: string): JsonObject {
       passwordEnv: passwordVariableOf('coordinator'),
       mode: 'durable',
       manageStreams: true,
-      durable: { duplicateWindowMs: 20_000 },
+      durable: { duplicateWindowMs: 20_000, ...(ackWaitMs === undefined ? {} : { ackWaitMs }) },
     },
     bundles: ['bundle.json'],
     directory: { groups: { reviewers } },
@@ -66,9 +66,11 @@ function natsUsers(passwords: ReadonlyMap<string, string>): NatsUser[] {
 }
 
 interface Harness {
-  deploy(): Promise<RunningDeployment>;
+  deploy(ackWaitMs?: number): Promise<RunningDeployment>;
   /** A durable session of peer `peerId` serving the `first` interaction with `first`. */
   peer(peerId: string, first: Handler): Promise<Peer>;
+  /** The same, with the connection it runs on. */
+  session(peerId: string, first: Handler): Promise<{ peer: Peer; nc: NatsConnection }>;
 }
 
 /** charlie's handler fails once; the decision closes and its attempt is cancelled before the request comes again. */
@@ -131,6 +133,40 @@ async function stoppedByClose(h: Harness): Promise<void> {
   );
 }
 
+/**
+ * A handler that takes a moment to stop on close(), whose session closes its connection right
+ * after: close() must have handed the request back by then, or the broker redelivers it only
+ * after ack_wait (30 s here, past the lease), and the close is not counted as a failure.
+ */
+async function handedBackBeforeConnectionCloses(h: Harness): Promise<void> {
+  const deployment = await h.deploy(30_000);
+  let started!: () => void;
+  const running = new Promise<void>((resolve) => (started = resolve));
+  const first = await h.session('alfa', (_input, { signal }) => {
+    started();
+    // Cooperative, but its clean-up takes 200 ms.
+    return new Promise((_resolve, reject) => signal.addEventListener('abort', () => setTimeout(() => reject(new Error('stopping')), 200)));
+  });
+  const { result } = await deployment.coordinator.invoke(caller, {
+    contract: loadBundle(e2eBundle()).ref,
+    interaction: 'first',
+    invocationKey: 'handed-back-before-close',
+    input: { document: 'd' },
+  });
+  await running;
+  await first.peer.close();
+  await first.nc.close(); // a process that stops: its connection goes right after the peer
+  assert.equal(first.peer.stats.handedBack, 1, 'the stopped request is counted as handed back');
+  assert.equal(first.peer.stats.failed, 0, 'not as failed');
+  await h.peer('alfa', () => approve);
+  const decided = await deployment.coordinator.wait('billing', result.operationId, 'decision', 6_000);
+  assert.equal(decided.reached, true, 'the request came back to the next session at once, not after ack_wait');
+  assert.deepEqual(
+    decided.result.branches.filter((b) => b.peerId === 'alfa').map((b) => [b.status, b.result]),
+    [['success', approve]],
+  );
+}
+
 describe('the peer SDK: what it starts and acknowledges around a stop (real nats-server, durable)', { timeout: 60_000 }, () => {
   let server: NatsServer;
   let dir: string;
@@ -154,25 +190,31 @@ describe('the peer SDK: what it starts and acknowledges around a stop (real nats
     await rm(dir, { recursive: true, force: true });
   });
 
-  async function deploy(): Promise<RunningDeployment> {
-    const config = parseDeploymentConfig(new TextEncoder().encode(JSON.stringify(deploymentConfig(server.url))), dir);
+  async function deploy(ackWaitMs?: number): Promise<RunningDeployment> {
+    const config = parseDeploymentConfig(new TextEncoder().encode(JSON.stringify(deploymentConfig(server.url, ackWaitMs))), dir);
     const deployment = await buildDeployment(config, { clock: new SystemClock(), env, log: () => {} });
     open.push(deployment);
     return deployment;
   }
 
-  const harness: Harness = { deploy: () => deploy(), peer: (peerId, first) => peer(peerId, first) };
+  const harness: Harness = {
+    deploy: (ackWaitMs) => deploy(ackWaitMs),
+    peer: async (peerId, first) => (await session(peerId, first)).peer,
+    session: (peerId, first) => session(peerId, first),
+  };
 
-  async function peer(peerId: string, first: Handler): Promise<Peer> {
+  async function session(peerId: string, first: Handler): Promise<{ peer: Peer; nc: NatsConnection }> {
     const login = { user: peerId, pass: passwords.get(peerId)!, inboxPrefix: inboxPrefixFor('peer', peerId) };
     const nc: NatsConnection = await connectNats({ servers: server.url, ...login });
     open.push(nc);
     const created = await createNatsPeer({ nc, namespace: e2eNamespace, peerId, durable: true, provisionWaitMs: 10_000, handlers: { first } });
     open.push(created);
-    return created;
+    return { peer: created, nc };
   }
 
   it('a request handed back after its handler failed is refused unrun once its cancel came, and counted (refused.cancelled)', () =>
     cancelAfterFailure(harness));
   it('a handler stopped by close() (no cancel) hands its request back: the next session of the peer answers it', () => stoppedByClose(harness));
+  it('close() resolves once its hand-backs are sent (the connection may close right after) and counts them as handed back, not failed', () =>
+    handedBackBeforeConnectionCloses(harness));
 });

@@ -13,7 +13,7 @@ import type { JsonValue } from '../../src/contract/json.js';
 import { encodeWire, type CancelRequest, type CancelResult, type RequestMessage, type ResultMessage } from '../../src/events/wire.js';
 import type { InboundMessage, Transport } from '../../src/adapters/transport/types.js';
 import { createPeer, type Peer } from '../../src/peer/peer.js';
-import { flushMicrotasks } from '../../src/contract/clock.js';
+import { flushMicrotasks, VirtualClock } from '../../src/contract/clock.js';
 import { peerBusPermissions } from '../../src/deployment/embedded.js';
 
 const namespace = 'demo.v1.lab';
@@ -269,4 +269,51 @@ test('a request or cancel whose subject is not its own (operation, namespace, in
   assert.deepEqual(await deliver('request', subjectFor(namespace, 'review', operationId, 'request', 'alfa'), request), ['ack']);
   assert.deepEqual(runs, [operationId]);
   await peer.close();
+});
+
+test('close() waits for the requests it stops to be handed back (nak), counts them handed back, not failed, and waits at most stopWaitMs', async () => {
+  const handlers = new Map<string, (m: InboundMessage) => void | Promise<void>>();
+  const transport: Transport = {
+    capabilities: { durable: true, resultFencing: true },
+    identity: 'alfa',
+    publish: async () => ({ receipt: 'stored' }),
+    subscribe: async (pattern, handler) => (handlers.set(pattern, handler), { close: async () => {} }),
+    close: async () => {},
+  };
+  const clock = new VirtualClock();
+  // Operation a's handler stops on its signal, but only once its clean-up (1 s) is done;
+  // operation b's ignores its signal and never returns.
+  const other = `op${'c'.repeat(64)}`;
+  const peer = await createPeer({
+    transport,
+    namespace,
+    peerId: 'alfa',
+    renew: false,
+    clock,
+    stopWaitMs: 5000,
+    handlers: {
+      review: (_input, { request, signal }) =>
+        request.operationId === operationId
+          ? new Promise((_resolve, reject) => signal.addEventListener('abort', () => clock.at(clock.nowMs() + 1000, () => reject(new Error('stopped')))))
+          : new Promise(() => {}),
+    },
+  });
+  const stopping = deliverTo(handlers, 'request', subjectFor(namespace, 'review', operationId, 'request', 'alfa'), reviewRequest());
+  const stuck = deliverTo(handlers, 'request', subjectFor(namespace, 'review', other, 'request', 'alfa'), { ...reviewRequest(), operationId: other });
+  await flushMicrotasks();
+  let closed = false;
+  const closing = peer.close().then(() => (closed = true));
+  await clock.advance(999);
+  assert.equal(closed, false, 'close() waits while a stopping handler winds down');
+  await clock.advance(1);
+  assert.deepEqual(await stopping, ['nak'], 'the stopped request is handed back');
+  assert.equal(closed, false, 'and still waits for the handler that ignores its signal');
+  await clock.advance(3999);
+  assert.equal(closed, false);
+  await clock.advance(1);
+  await closing;
+  assert.equal(closed, true, 'but no longer than stopWaitMs');
+  assert.equal(peer.stats.handedBack, 1);
+  assert.equal(peer.stats.failed, 0, 'a request stopped by close() is no failure');
+  void stuck;
 });
