@@ -46,6 +46,18 @@ export class AuthorizationExpired extends AdapterError {
   }
 }
 
+/**
+ * The policy could not answer (spec: "An unavailable ... decision fails closed"): a failure of the
+ * policy, not of the store and not a denial. The kind is the policy's own when it gave one
+ * (normally unavailable), so a caller is answered as before; the class tells the failure's
+ * source to those that count failures by layer.
+ */
+export class PolicyFailure extends AdapterError {
+  constructor(kind: AdapterError['kind'], description: string | undefined, options?: { cause?: unknown }) {
+    super(kind, description, options);
+  }
+}
+
 /** The AdapterError a refused decision answers a caller with: expired or denied, with its reason. */
 export function refusalError(decision: CheckedDecision & { allowed: false }): AdapterError {
   return decision.refusal === 'expired' ? new AuthorizationExpired(decision.reason) : new AdapterError(decision.refusal, decision.reason);

@@ -9,7 +9,7 @@
  * notices, waiters), group commit (group-commit.ts), the outbox (outbox.ts) and peer intake
  * (intake.ts). The kernel and admission are reachable for tests and operators as fields.
  */
-import { decisionAt, refusalError, type CheckedDecision } from '../contract/authorization.js';
+import { decisionAt, PolicyFailure, refusalError, type CheckedDecision } from '../contract/authorization.js';
 import { AdapterError, AssertionFailure, isAdapterError } from '../contract/errors.js';
 import { limits } from '../contract/limits.js';
 import { isOperationId } from '../contract/ids.js';
@@ -122,9 +122,9 @@ export class Coordinator implements RuntimeHost {
     this.log.rejected(reason, context);
   }
 
-  /** A store or transport failure at a stage: counted and logged. */
-  failed(layer: 'store' | 'transport', stage: string, error?: unknown, record?: OperationRecord): void {
-    (layer === 'store' ? this.metrics.storeErrors : this.metrics.transportErrors).inc({ stage });
+  /** A store or transport failure at a stage: counted and logged. A policy failure is counted where it is asked (authorize) and only logged here. */
+  failed(layer: 'store' | 'transport' | 'policy', stage: string, error?: unknown, record?: OperationRecord): void {
+    if (layer !== 'policy') (layer === 'store' ? this.metrics.storeErrors : this.metrics.transportErrors).inc({ stage });
     this.log.failed(layer, stage, error, record);
   }
 
@@ -160,8 +160,10 @@ export class Coordinator implements RuntimeHost {
     try {
       decision = await this.deps.policy.authorize(input);
     } catch (error) {
-      if (isAdapterError(error)) throw error;
-      throw new AdapterError('unavailable', `authorization unavailable: ${(error as Error).message}`, { cause: error });
+      // Counted here, at every protected boundary alike, as what it is: never as a store error.
+      this.metrics.policyErrors.inc({ action: input.action });
+      if (isAdapterError(error)) throw new PolicyFailure(error.kind, error.description, { cause: error });
+      throw new PolicyFailure('unavailable', `authorization unavailable: ${(error as Error).message}`, { cause: error });
     }
     return decisionAt(decision, this.deps.clock.nowMs());
   }

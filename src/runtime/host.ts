@@ -162,7 +162,7 @@ export interface RuntimeHost {
   /** A peer message refused: counted by reason (convoke_result_rejections_total) and logged. */
   rejected(reason: string, context?: RejectionContext): void;
   /** A store or transport failure at a stage: counted and logged. */
-  failed(layer: 'store' | 'transport', stage: string, error?: unknown, record?: OperationRecord): void;
+  failed(layer: 'store' | 'transport' | 'policy', stage: string, error?: unknown, record?: OperationRecord): void;
   /** The byte and transition budgets in force (the hard maxima, lowered by deps.budgets). */
   readonly budgets: Budgets;
   /** Runs work after everything already queued for this operation. */

@@ -9,7 +9,7 @@
  * Durable messages are acknowledged only after that append (or a duplicate proving prior
  * acceptance).
  */
-import { AuthorizationExpired, refusalError } from '../contract/authorization.js';
+import { AuthorizationExpired, PolicyFailure, refusalError } from '../contract/authorization.js';
 import { isAdapterError } from '../contract/errors.js';
 import { parseStrictBytes } from '../contract/ijson.js';
 import { limits } from '../contract/limits.js';
@@ -97,8 +97,9 @@ export async function onPeerMessage(host: RuntimeHost, namespace: string, intera
     // when the load meets the tombstone; a message about it will not change by waiting.
     if (isAdapterError(error) && error.kind === 'expired' && (await host.expiredInStore(parsed.operationId).catch(() => false)))
       return drop(host, inbound, 'unknown-operation', known);
-    // The store could not answer: leave the message for redelivery rather than guess.
-    host.failed('store', `admit-${kind}`, error, entry.record);
+    // The policy could not answer (counted as a policy error where it was asked), or the store
+    // could not: leave the message for redelivery rather than guess.
+    host.failed(error instanceof PolicyFailure ? 'policy' : 'store', `admit-${kind}`, error, entry.record);
     return inbound.nak(250);
   }
   // Nothing was taken on an authorization that expired before the commit: the message is decided

@@ -41,6 +41,12 @@ export class Metrics {
     labelNames: ['stage'],
     registers: [this.registry],
   });
+  readonly policyErrors = new Counter({
+    name: 'convoke_policy_errors_total',
+    help: 'Policy failures (it could not answer; the protected transition failed closed and is asked again), by action',
+    labelNames: ['action'],
+    registers: [this.registry],
+  });
   readonly transportErrors = new Counter({
     name: 'convoke_transport_errors_total',
     help: 'Transport failures, by stage',

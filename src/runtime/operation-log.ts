@@ -113,7 +113,7 @@ export class OperationLog {
   }
 
   /** A store or transport failure at a stage (counted in convoke_store_errors_total / convoke_transport_errors_total). */
-  failed(layer: 'store' | 'transport', stage: string, error?: unknown, record?: OperationRecord): void {
+  failed(layer: 'store' | 'transport' | 'policy', stage: string, error?: unknown, record?: OperationRecord): void {
     const message = error instanceof Error ? error.message : error === undefined ? undefined : String(error);
     this.logger.error(
       { event: `${layer}-error`, stage, ...(record ? operationFields(record) : {}), ...(message === undefined ? {} : { error: message }) },

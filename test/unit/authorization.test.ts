@@ -511,3 +511,24 @@ test('a policy that cannot answer for a cancel request refuses nothing: the canc
   assert.equal((await s.get(op)).settlement.status, 'complete');
   await s.assertReplayEquals(op);
 });
+
+test('a policy that cannot answer at result admission is counted as a policy error, not as a store error, and the result waits for redelivery', async () => {
+  const s = await scenario({ peers: 2, review: { completion: { mode: 'first-success' } } });
+  const { result } = await s.invoke('k');
+  await s.settle();
+  const policy = s.policy;
+  const real = policy.authorize.bind(policy);
+  let down = true;
+  policy.authorize = async (input) => {
+    if (down && input.action === 'admit-result') throw new Error('policy service unreachable');
+    return real(input);
+  };
+  const message = { kind: 'result', operationId: result.operationId, branchId: 'alfa', peerId: 'alfa', attempt: 1, fence: 1, result: { verdict: 'approve' } };
+  assert.deepEqual(await deliver(s, 'result', result.operationId, 'alfa', message), ['nak'], 'handed back, not admitted and not dropped');
+  assert.equal(await storeErrors(s), 0, 'no store error was counted: the store did not fail');
+  const policyErrors = (await s.coordinator.metrics.policyErrors.get()).values.map((v) => [v.labels.action, v.value]);
+  assert.deepEqual(policyErrors, [['admit-result', 1]]);
+  down = false;
+  assert.deepEqual(await deliver(s, 'result', result.operationId, 'alfa', message), ['ack'], 'admitted once the policy answers');
+  assert.equal((await s.get(result.operationId)).decision?.outcome, 'success');
+});
