@@ -16,7 +16,15 @@ function refused(code: number): boolean {
     (code >= 0x7f && code <= 0x9f) ||
     (code >= 0x202a && code <= 0x202e) ||
     (code >= 0x2066 && code <= 0x2069) ||
-    [0x200e, 0x200f, 0x061c].includes(code)
+    [0x200e, 0x200f, 0x061c].includes(code) ||
+    // Invisible: the zero width space, the word joiner and invisible operators, the deprecated format controls, the zero width no-break space (BOM)
+    code === 0x200b ||
+    (code >= 0x2060 && code <= 0x2064) ||
+    (code >= 0x206a && code <= 0x206f) ||
+    code === 0xfeff ||
+    // The line and paragraph separators
+    code === 0x2028 ||
+    code === 0x2029
   );
 }
 
@@ -54,6 +62,22 @@ test('bidi embeddings, overrides, isolates and marks are shown as their escapes'
   }
 });
 
+test('invisible format characters and the line and paragraph separators are shown as their escapes; the joiners scripts and emoji need are kept', () => {
+  for (const code of [0x200b, ...range(0x2060, 0x2064), ...range(0x206a, 0x206f), 0xfeff, 0x2028, 0x2029]) {
+    assert.equal(terminalText(`a${String.fromCharCode(code)}b`), `a${escape(code)}b`, escape(code));
+  }
+  // Two ids that look alike on a terminal are told apart.
+  assert.notEqual(terminalText('alfa'), terminalText('al\u200bfa'));
+  // ZWNJ and ZWJ (Persian, Indic scripts, emoji sequences) and variation selectors are kept.
+  for (const text of ['می\u200cخواهم', '👩\u200d👩\u200d👧', '❤\ufe0f']) assert.equal(terminalText(text), text, JSON.stringify(text));
+});
+
+test('a table cell holding a zero width space or a line or paragraph separator shows it escaped, on one line', () => {
+  const text = renderTable(['peer', 'reason'], [['al\u200bfa', 'approved\u2028rejected\u2029x']]);
+  assert.deepEqual(refusedIn(text), []);
+  assert.match(text, /^al\\u200bfa {2}approved\\u2028rejected\\u2029x$/m);
+});
+
 test('a lone surrogate is shown as its escape; a pair is kept', () => {
   assert.equal(terminalText('a\ud800b'), 'a\\ud800b');
   assert.equal(terminalText('a\udc00'), 'a\\udc00');
@@ -75,7 +99,10 @@ test('escaping is idempotent: an escaped text is escaped again to itself (so a l
 
 test('property: the output holds no refused character nor lone surrogate, and is idempotent', () => {
   // Any UTF-16 code units (lone surrogates included), with the refused characters likely.
-  const unit = fc.oneof(fc.integer({ min: 0, max: 0xffff }), fc.constantFrom(0x1b, 0x07, 0x0a, 0x0d, 0x7f, 0x85, 0x9b, 0x202e, 0x2066, 0xd800, 0xdc00));
+  const unit = fc.oneof(
+    fc.integer({ min: 0, max: 0xffff }),
+    fc.constantFrom(0x1b, 0x07, 0x0a, 0x0d, 0x7f, 0x85, 0x9b, 0x202e, 0x2066, 0x200b, 0x2028, 0x2029, 0xfeff, 0xd800, 0xdc00),
+  );
   const text = fc.oneof(
     fc.array(unit, { maxLength: 40 }).map((codes) => String.fromCharCode(...codes)),
     fc.string({ unit: 'binary', maxLength: 40 }),
