@@ -37,6 +37,19 @@ export class ShortId {
   }
 }
 
+export interface TableOptions {
+  /**
+   * The last column is prose (an event's detail): where the table would leave it narrower than
+   * proseWidthMin, it is written under each row instead, indented by proseIndent and wrapped at
+   * the table's width, and its header under the headers.
+   */
+  proseLast?: boolean;
+}
+
+/** The narrowest a prose last column (TableOptions.proseLast) is drawn as a column; narrower, it goes under its row. */
+export const proseWidthMin = 20;
+const proseIndent = '    ';
+
 /**
  * A table no wider than `widthMax`. When the natural width is more, columns narrow in steps, each
  * taking the widest column first and going on only if the table still does not fit: columns of
@@ -44,21 +57,66 @@ export class ShortId {
  * its `T`) and ids to shortIdLengthMin; words broken after their hyphens; then headers broken
  * mid-word; then words; last ids and instants, to columnWidthMin. So nothing is cut off, an id or
  * instant breaks only when nothing else can give, and no line outgrows the terminal. Only more
- * columns than the width can hold at columnWidthMin leave the table wider.
+ * columns than the width can hold at columnWidthMin leave the table wider. A prose last column
+ * (options.proseLast) that would be left narrower than proseWidthMin goes under each row instead.
  */
-export function renderTable(headers: string[], rows: Cell[][], widthMax = Number.POSITIVE_INFINITY): string {
+export function renderTable(headers: string[], rows: Cell[][], widthMax = Number.POSITIVE_INFINITY, options: TableOptions = {}): string {
   const cells = rows.map((row) => headers.map((_, i) => row[i]));
+  const plan = planTable(headers, cells, widthMax);
+  const last = headers.length - 1;
+  if (options.proseLast !== true || last < 1 || plan.kept[last] !== true) return drawTable(plan.headers, plan.cells, plan.widths) + plan.note;
+  const natural = naturalWidth(
+    headers[last] ?? '',
+    cells.map((row) => row[last]),
+  );
+  if ((plan.widths.at(-1) ?? 0) >= Math.min(proseWidthMin, natural)) return drawTable(plan.headers, plan.cells, plan.widths) + plan.note;
+  // Too narrow a column for prose: the other columns are fitted without it, and it goes under each row.
+  const rest = planTable(
+    headers.slice(0, last),
+    cells.map((row) => row.slice(0, last)),
+    widthMax,
+  );
+  const under = (cell: Cell) => (shownText(cell) === '' ? [] : proseLines(cell, widthMax));
+  return drawTable(rest.headers, rest.cells, rest.widths, { header: under(headers[last]), rows: cells.map((row) => under(row[last])) }) + rest.note;
+}
+
+/** The columns a table keeps, their widths, and the note naming the columns left out (empty on every row). */
+function planTable(
+  headers: string[],
+  cells: Cell[][],
+  widthMax: number,
+): { headers: string[]; cells: Cell[][]; widths: number[]; kept: boolean[]; note: string } {
   const fitted = fitWidths(headers, cells, widthMax);
   // A column empty on every row says nothing a note cannot: left out when words would break otherwise.
   const empty = headers.map((_, i) => cells.length > 0 && cells.every((row) => isEmpty(row[i])));
-  if (fitted.steps <= wordsWholeSteps || !empty.includes(true)) return drawTable(headers, cells, fitted.widths);
+  if (fitted.steps <= wordsWholeSteps || !empty.includes(true)) return { headers, cells, widths: fitted.widths, kept: headers.map(() => true), note: '' };
   const keep = <T>(row: T[]) => row.filter((_, i) => !empty[i]);
   const note = `(${headers.filter((_, i) => empty[i]).join(', ')}: empty on every row, left out)`;
   const kept = cells.map(keep);
-  return drawTable(keep(headers), kept, fitWidths(keep(headers), kept, widthMax).widths) + fitText(note, widthMax);
+  return {
+    headers: keep(headers),
+    cells: kept,
+    widths: fitWidths(keep(headers), kept, widthMax).widths,
+    kept: empty.map((e) => !e),
+    note: fitText(note, widthMax),
+  };
 }
 
-function drawTable(headers: string[], cells: Cell[][], widths: number[]): string {
+/** A cell's text as a table shows it, unwrapped. */
+const shownText = (cell: Cell) => (cell instanceof ShortId ? cell.text(Number.POSITIVE_INFINITY) : cellText(cell));
+
+/** The width a column's header and cells take unwrapped. */
+function naturalWidth(header: string, cells: Cell[]): number {
+  return Math.max(columnsOf(header), ...cells.map((cell) => columnsOf(shownText(cell))));
+}
+
+/** A prose cell under its row: indented, wrapped at spaces to the width. */
+function proseLines(cell: Cell, widthMax: number): string[] {
+  return wrap(shownText(cell), Math.max(columnWidthMin, widthMax - proseIndent.length)).map((line) => proseIndent + line);
+}
+
+/** `under`: lines written under the header and under each row (a prose column moved there). */
+function drawTable(headers: string[], cells: Cell[][], widths: number[], under?: { header: string[]; rows: string[][] }): string {
   const line = (texts: string[]) =>
     texts
       .map((c, i) => padColumns(c, widths[i] ?? 0))
@@ -71,8 +129,12 @@ function drawTable(headers: string[], cells: Cell[][], widths: number[]): string
     for (let k = 0; k < height; k++) lines.push(line(wrapped.map((w) => w[k] ?? '')));
   };
   push(headers);
+  lines.push(...(under?.header ?? []));
   lines.push(line(widths.map((w) => '-'.repeat(w))));
-  for (const row of cells) push(row);
+  cells.forEach((row, k) => {
+    push(row);
+    lines.push(...(under?.rows[k] ?? []));
+  });
   return lines.join('\n') + '\n';
 }
 

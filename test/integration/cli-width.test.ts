@@ -12,7 +12,7 @@ import { fileURLToPath } from 'node:url';
 import { demoCommand } from '../../src/cli/commands/demo.js';
 import { tableWidthMin, type CliIo } from '../../src/cli/io.js';
 import { main } from '../../src/cli/main.js';
-import { labelled, renderTable, ShortId } from '../../src/cli/table.js';
+import { labelled, proseWidthMin, renderTable, ShortId } from '../../src/cli/table.js';
 
 const repoRoot = fileURLToPath(new URL('../../../', import.meta.url));
 let dir: string;
@@ -175,4 +175,57 @@ test("a labelled line's text starts each of its own lines (a newline in data) un
       .filter((line) => !line.startsWith('      ')).length,
     0,
   );
+});
+
+test("inspect and workflow inspect at tableWidthMin write an event's detail under its row, across the width, rather than in a column a few characters wide", async () => {
+  const inspected = (await run(tableWidthMin, 'inspect', operationId, '--store', store)).out;
+  // The admission's detail reads as one line under its row, not cut into pieces of a narrow column.
+  assert.match(inspected, /^ {4}8 branches, threshold 1\/8, timeout \d+ ms$/m, inspected);
+  assert.match(inspected, /^rev +committed at +\+ms +guard +state +event\n {4}detail\n-{3} /m, inspected);
+  for (const args of [
+    ['inspect', operationId, '--store', store],
+    ['workflow', 'inspect', instanceId, '--store', store],
+  ]) {
+    const { out } = await run(tableWidthMin, ...args);
+    const lines = out.split('\n');
+    const table = lines.slice(lines.findIndex((line) => line.startsWith('rev ')));
+    const rule = table.find((line) => /^-+( +-+)+$/.test(line)) ?? '';
+    // Every column of the rule is one the table drew; none is the detail squeezed to a sliver.
+    assert.ok(
+      rule.split(/ +/).every((dashes) => dashes.length >= 3),
+      `${args.join(' ')}: ${rule}`,
+    );
+    assert.equal(table[1], '    detail', `${args.join(' ')}:\n${out}`);
+  }
+  // At 80 columns the detail keeps its column, as wide as proseWidthMin at least.
+  const wide = (await run(80, 'inspect', operationId, '--store', store)).out;
+  const header = wide.split('\n').find((line) => line.startsWith('rev')) ?? '';
+  assert.match(header, /event +detail$/, wide);
+  const ruleAt80 = wide.split('\n').find((line) => /^-+( +-+)+$/.test(line)) ?? '';
+  assert.ok((ruleAt80.split(' ').at(-1) ?? '').length >= proseWidthMin, ruleAt80);
+});
+
+test('a prose last column narrower than proseWidthMin goes under its row; wide enough, or not prose, it stays a column', () => {
+  const headers = ['rev', 'committed at', 'event', 'detail'];
+  const rows = [
+    [1, '2026-12-05T19:44:52.123Z', 'operation-admitted', '3 branches, threshold 2/3, timeout 30000 ms'],
+    ['', '', 'dispatch-recorded', ''],
+  ];
+  const under = renderTable(headers, rows, 50, { proseLast: true });
+  assert.equal(
+    under,
+    [
+      'rev  committed at              event',
+      '    detail',
+      '---  ------------------------  ------------------',
+      '1    2026-12-05T19:44:52.123Z  operation-admitted',
+      '    3 branches, threshold 2/3, timeout 30000 ms',
+      '                               dispatch-recorded',
+      '',
+    ].join('\n'),
+  );
+  // Without the option the same table squeezes the detail into its column.
+  assert.match(renderTable(headers, rows, 50).split('\n')[0]!, /detail/);
+  // Wide enough, the detail is a column.
+  assert.match(renderTable(headers, rows, 120, { proseLast: true }).split('\n')[0]!, /event +detail$/);
 });

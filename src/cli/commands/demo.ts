@@ -175,6 +175,6 @@ function renderDemo(result: InvocationResult, transitions: StoredTransition[], o
   const rows = transitions.flatMap((t) =>
     t.transition.events.map((e, i) => [i === 0 ? t.revision : '', i === 0 ? `+${t.committedAtMs - t0} ms` : '', e.type, describeEvent(e, t0)]),
   );
-  out += renderTable(['rev', 'committed', 'event', 'detail'], rows, widthMax);
+  out += renderTable(['rev', 'committed', 'event', 'detail'], rows, widthMax, { proseLast: true });
   return out;
 }

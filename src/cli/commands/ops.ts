@@ -126,7 +126,7 @@ export async function inspectCommand(typedId: string, options: StoreOptions & { 
       ),
     );
     io.stdout.write(fitText(`operation ${operationId} — ${transitions.length} transitions (guard relative to admission, ms)`, widthOf(io)));
-    io.stdout.write(renderTable(['rev', 'committed at', '+ms', 'guard', 'state', 'event', 'detail'], rows, widthOf(io)));
+    io.stdout.write(renderTable(['rev', 'committed at', '+ms', 'guard', 'state', 'event', 'detail'], rows, widthOf(io), { proseLast: true }));
     if (record) io.stdout.write(renderRecord(record, widthOf(io)));
     return 0;
   });

@@ -191,7 +191,7 @@ export async function workflowInspectCommand(typed: string, options: StoreTarget
       ]),
     );
     io.stdout.write(fitText(`workflow instance ${instanceId} — ${log.length} transitions (instants relative to its start, ms)`, widthOf(io)) + '\n');
-    io.stdout.write(renderTable(['rev', '+ms', 'command', 'guard', 'state', 'event', 'detail'], rows, widthOf(io)));
+    io.stdout.write(renderTable(['rev', '+ms', 'command', 'guard', 'state', 'event', 'detail'], rows, widthOf(io), { proseLast: true }));
     if (record) io.stdout.write(renderSummary(record, childInstances, widthOf(io)));
     if (problem !== null) io.stdout.write(`\n${labelled('problem: ', problem, widthOf(io))}\n`);
     return problem === null ? 0 : 1;
