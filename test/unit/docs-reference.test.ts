@@ -1,0 +1,273 @@
+/**
+ * docs/reference.md and docs/cli.md held to the code they describe, read from the code itself:
+ * the commands and options the CLI registers (buildProgram), the exit code table (exit-codes.ts),
+ * the routes, parameters and statuses of /openapi.json, the NATS command verbs, the keys the serve
+ * config's schema accepts and the defaults of a bundle's interaction. A command, option, route,
+ * verb or key added without its documentation, or documentation left behind by one removed,
+ * fails here, naming it.
+ */
+import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { after, before, describe, test } from 'node:test';
+import type { Command } from 'commander';
+import { buildProgram } from '../../src/cli/main.js';
+import { exitCodeOfKind, exitCodes } from '../../src/cli/exit-codes.js';
+import { adapterErrorKinds } from '../../src/contract/errors.js';
+import { interactionDefaults } from '../../src/contract/schemas.js';
+import { deploymentConfigSchema } from '../../src/deployment/config.js';
+import { natsTransportSchema } from '../../src/deployment/nats/settings.js';
+import { commandVerbs } from '../../src/nats-api/commands.js';
+import { workflowCommandVerbs } from '../../src/nats-api/workflow-commands.js';
+import { repoRoot } from '../support/assertions.js';
+import { captureIo } from '../support/cli-io.js';
+import { buildFixtureApp, writeHttpFixture, type HttpFixture } from '../support/http-fixtures.js';
+
+const docs = (name: string) => readFileSync(join(repoRoot(), 'docs', name), 'utf8');
+const reference = docs('reference.md');
+const cliDoc = docs('cli.md');
+
+/** The text of `markdown` from the heading line starting with `heading` to the next heading of that level or above. */
+function section(markdown: string, heading: string): string {
+  const start = markdown.split('\n').findIndex((line) => line.startsWith(heading));
+  assert.ok(start >= 0, `a section "${heading}"`);
+  const level = /^#+/.exec(heading)![0].length;
+  const lines = markdown.split('\n').slice(start);
+  const end = lines.findIndex((line, i) => i > 0 && /^#+ /.test(line) && /^#+/.exec(line)![0].length <= level);
+  return lines.slice(0, end < 0 ? undefined : end).join('\n');
+}
+
+/** The cells of a Markdown table row (`\|` inside a cell is a literal bar). */
+const cells = (row: string) =>
+  row
+    .replaceAll('\\|', '\u0000')
+    .split('|')
+    .slice(1, -1)
+    .map((cell) => cell.trim().replaceAll('\u0000', '|'));
+
+/** The code spans of `text`. */
+const spans = (text: string) => [...text.matchAll(/`([^`]+)`/g)].map((m) => m[1]!);
+
+/** The long options a span of usage names (`--store URL`, `[--json]`), without --help. */
+const flagsIn = (text: string) => [...text.matchAll(/(?<![\w-])--[a-z][a-z-]*/g)].map((m) => m[0]);
+
+const mentions = (text: string, flag: string) => new RegExp(`(?<![\\w-])${flag}(?![\\w-])`).test(text);
+
+// ── the command line ────────────────────────────────────────────────────────
+
+/** Every command that runs (no subcommands), by its words: `workflow list`. */
+function leafCommands(): Map<string, Command> {
+  const program = buildProgram(captureIo({ columns: 200 }), () => {});
+  const leaves = new Map<string, Command>();
+  const walk = (command: Command, path: string[]) => {
+    for (const sub of command.commands) {
+      const words = [...path, sub.name()];
+      if (sub.commands.length > 0) walk(sub, words);
+      else leaves.set(words.join(' '), sub);
+    }
+  };
+  walk(program, []);
+  leaves.delete('help');
+  return leaves;
+}
+
+/**
+ * The usage rows documenting commands: reference.md's command table, and cli.md's table of the
+ * context commands (each subcommand with its options). A row's first cell may hold several usages.
+ */
+const usageRows = [
+  ...section(reference, '## Commands')
+    .split('\n')
+    .filter((line) => line.startsWith('| `convoke ')),
+  ...section(cliDoc, '## Contexts')
+    .split('\n')
+    .filter((line) => line.startsWith('| `convoke context ')),
+];
+
+/** The usage spans of the rows that name `name` (`convoke workflow get ID …` or, beside another, `workflow get ID …`), with their rows. */
+function usagesOf(name: string): { usage: string; row: string }[] {
+  const found: { usage: string; row: string }[] = [];
+  for (const row of usageRows) {
+    const [usage = ''] = cells(row);
+    for (const span of spans(usage)) {
+      const words = span.replace(/^convoke /, '');
+      if (words === name || words.startsWith(`${name} `)) found.push({ usage: span, row });
+    }
+  }
+  return found;
+}
+
+/** Options every command that connects takes, documented once in prose rather than in each row. */
+const connectionOptions = ['--context', '--contexts', '--creds'];
+
+describe('docs/reference.md: the commands', () => {
+  const leaves = leafCommands();
+
+  test('the options every connecting command takes are documented where the rows point', () => {
+    assert.ok(mentions(section(reference, '## Commands'), '--context'), 'reference.md: --context NAME');
+    assert.ok(mentions(section(reference, '## Commands'), '--creds'), 'reference.md: --creds FILE');
+    assert.ok(cliDoc.includes('`--contexts FILE` on any command'), 'cli.md: --contexts FILE');
+  });
+
+  test('every command has a row, and the row names every option it takes', () => {
+    const problems: string[] = [];
+    for (const [name, command] of leaves) {
+      const usages = usagesOf(name);
+      if (usages.length === 0) {
+        problems.push(`${name}: no row`);
+        continue;
+      }
+      const text = usages.map(({ row }) => row).join('\n');
+      for (const option of command.options) {
+        const flag = option.long!;
+        if (!connectionOptions.includes(flag) && !mentions(text, flag)) problems.push(`${name}: ${flag} is not documented`);
+      }
+      for (const argument of command.registeredArguments)
+        if (argument.required && !usages.some(({ usage }) => usage.replace(/^convoke /, '').split(' ').length > name.split(' ').length))
+          problems.push(`${name}: its argument <${argument.name()}> is not shown`);
+    }
+    assert.deepEqual(problems, []);
+  });
+
+  test('every option a row shows is one its command takes', () => {
+    const problems: string[] = [];
+    for (const row of usageRows)
+      for (const usage of spans(cells(row)[0] ?? '')) {
+        const words = usage.replace(/^convoke /, '').split(' ');
+        const name = [2, 1].map((n) => words.slice(0, n).join(' ')).find((candidate) => leaves.has(candidate));
+        if (name === undefined) {
+          // A group named alone (`context ls|show|rm|select`, `workflow …`) shows no options.
+          if (flagsIn(usage).length > 0) problems.push(`\`${usage}\`: no such command`);
+          continue;
+        }
+        const takes = new Set(leaves.get(name)!.options.map((o) => o.long));
+        for (const flag of flagsIn(usage)) if (!takes.has(flag)) problems.push(`${name}: ${flag} is documented but not an option`);
+      }
+    assert.deepEqual(problems, []);
+  });
+});
+
+test('docs/reference.md and docs/cli.md: the exit code tables are exit-codes.ts', () => {
+  for (const [doc, text] of [
+    ['reference.md', section(reference, '### Exit codes')],
+    ['cli.md', section(cliDoc, '## Exit codes')],
+  ] as const) {
+    const rows = text
+      .split('\n')
+      .filter((line) => /^\| \d+ /.test(line))
+      .map(cells);
+    assert.deepEqual(
+      rows.map(([code]) => Number(code)),
+      Object.values(exitCodes).sort((a, b) => a - b),
+      `${doc}: one row per code`,
+    );
+    const byCode = new Map(rows.map(([code, meaning]) => [Number(code), meaning ?? '']));
+    for (const kind of adapterErrorKinds) assert.ok(byCode.get(exitCodeOfKind(kind))?.includes(`\`${kind}\``), `${doc}: ${exitCodeOfKind(kind)} is ${kind}`);
+  }
+});
+
+// ── HTTP ────────────────────────────────────────────────────────────────────
+
+describe('docs/reference.md: the HTTP routes of /openapi.json', () => {
+  type Operation = { parameters?: { name: string; in: string }[]; responses: Record<string, unknown> };
+  let fixture: HttpFixture;
+  let paths: Record<string, Record<string, Operation>>;
+  const documented = section(reference, '## HTTP') + section(reference, '## The web console');
+  /** `/contract-invocations/{operationId}/events` → `/contract-invocations/{}/events`: the docs name parameters `{id}` too. */
+  const shape = (path: string) => path.replace(/\{[^}]*\}/g, '{}');
+  /** The routes reference.md names, as `METHOD /path` spans, with the query each shows. */
+  const named = () =>
+    spans(documented)
+      .map((span) => /^(GET|POST|PUT|PATCH|DELETE) (\/[^?\s]*)(\?.*)?$/.exec(span))
+      .filter((m) => m !== null)
+      .map((m) => ({ route: `${m[1]} ${shape(m[2]!)}`, query: m[3] ?? '' }));
+
+  before(async () => {
+    fixture = await writeHttpFixture();
+    const built = await buildFixtureApp(fixture);
+    paths = JSON.parse((await built.http.app.inject({ url: '/openapi.json' })).body).paths;
+    await built.close();
+  });
+  after(() => fixture.dispose());
+
+  test('every route is named, with the query parameters it takes, and every route named is one', () => {
+    const problems: string[] = [];
+    const documentedRoutes = named();
+    const served = new Set<string>();
+    for (const [path, operations] of Object.entries(paths))
+      for (const [method, operation] of Object.entries(operations)) {
+        const route = `${method.toUpperCase()} ${shape(path)}`;
+        served.add(route);
+        const queries = documentedRoutes.filter((d) => d.route === route).map((d) => d.query);
+        if (queries.length === 0) {
+          problems.push(`${route} is not documented`);
+          continue;
+        }
+        for (const parameter of operation.parameters ?? [])
+          if (parameter.in === 'query' && !queries.some((q) => q.includes(`${parameter.name}=`) || q === '?<list parameters>'))
+            problems.push(`${route}: query parameter ${parameter.name} is not documented`);
+      }
+    for (const { route } of documentedRoutes) if (!served.has(route)) problems.push(`${route} is documented but not served`);
+    assert.deepEqual(problems, []);
+  });
+
+  test('every status a route answers is documented', () => {
+    const statuses = new Set(Object.values(paths).flatMap((operations) => Object.values(operations).flatMap((o) => Object.keys(o.responses))));
+    const missing = [...statuses].filter((status) => !new RegExp(`(?<![\\d.])${status}(?![\\d ]\\d)`).test(documented));
+    assert.deepEqual(missing, []);
+  });
+});
+
+// ── NATS ────────────────────────────────────────────────────────────────────
+
+test('docs/reference.md: every NATS command verb, with its body', () => {
+  const nats = section(reference, '## NATS subjects');
+  const missing = [...commandVerbs, ...workflowCommandVerbs].filter((verb) => !nats.includes(`\`.${verb}\``));
+  assert.deepEqual(missing, []);
+});
+
+// ── configuration and the bundle ────────────────────────────────────────────
+
+/** Every property path of a JSON Schema: `http.events.heartbeatMs`, `policy.rules[].effect`, `transport.examplePeers.*.delayMs`. */
+function propertyPaths(schema: unknown, path = ''): string[] {
+  if (schema === null || typeof schema !== 'object') return [];
+  if (Array.isArray(schema)) return schema.flatMap((s) => propertyPaths(s, path));
+  const s = schema as Record<string, unknown>;
+  const found: string[] = [];
+  for (const [key, value] of Object.entries((s.properties ?? {}) as Record<string, unknown>)) {
+    const at = path === '' ? key : `${path}.${key}`;
+    found.push(at, ...propertyPaths(value, at));
+  }
+  found.push(...propertyPaths(s.items, `${path}[]`), ...propertyPaths(s.additionalProperties, `${path}.*`));
+  for (const key of ['then', 'else', 'allOf', 'anyOf', 'oneOf']) found.push(...propertyPaths(s[key], path));
+  return found;
+}
+
+test('docs/reference.md: every key of the serve config is documented under Configuration', () => {
+  const configuration = section(reference, '## Configuration');
+  const keys = [...propertyPaths(deploymentConfigSchema), ...propertyPaths(natsTransportSchema, 'transport')];
+  assert.ok(keys.includes('http.events.heartbeatMs') && keys.includes('transport.durable.maxMsgs'), keys.join(' '));
+  const missing = keys.filter((key) => !new RegExp(`(?<![\\w])${key.split('.').at(-1)!.replace('[]', '')}(?![\\w])`).test(configuration));
+  assert.deepEqual(missing, []);
+});
+
+test("docs/reference.md: the bundle table's defaults are the interaction's", () => {
+  const rows = section(reference, '## The contract bundle')
+    .split('\n')
+    .filter((line) => line.startsWith('| `'))
+    .map(cells);
+  const problems: string[] = [];
+  for (const [field, value] of Object.entries(interactionDefaults)) {
+    const row = rows.find(([names]) => spans(names ?? '').includes(field));
+    if (!row) {
+      problems.push(`${field}: no row`);
+      continue;
+    }
+    const fields = spans(row[0]!);
+    const defaults = spans(row.at(-1)!);
+    // `leaseMs`, `renewIntervalMs` | `30000`, `10000`: one default per field, in order.
+    const stated = defaults.length === fields.length ? defaults[fields.indexOf(field)] : defaults[0];
+    if (stated !== String(value)) problems.push(`${field}: documented ${JSON.stringify(stated)}, default ${JSON.stringify(value)}`);
+  }
+  assert.deepEqual(problems, []);
+});
