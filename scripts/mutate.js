@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 // npm run mutate [-- [--only <substring>] [stryker options, e.g. --incremental]]
-// StrykerJS over the decision, admission, fold and intake code (stryker.config.json,
+// StrykerJS over the decision, admission, fold and intake code and the listen task's matching rules (stryker.config.json,
 // docs/mutation.md). Each file of the config's `mutate` list is its own Stryker run with its own
 // incremental file and JSON report (reports/mutation/<file>.json), so a finished file keeps its
 // result when a later one is interrupted; then the score per file and overall, from those
@@ -27,16 +27,28 @@ const firstTests = {
   intake: ['intake', 'fence-zero', 'results', 'authorization', 'lifecycle'],
   record: ['record', 'record-fold', 'results', 'lifecycle', 'settlement', 'recovery'],
   decide: ['decide', 'intake', 'results', 'lifecycle', 'settlement', 'authorization'],
+  'listen-match': ['listen-match-rules', 'listen', 'examples'],
 };
 
-/** The config for one file's run: stryker.config.json with that file's test order (written under reports/). */
+/** Whether a mutated file is workflow code: it runs the workflow test files, and every other file the rest. */
+const isWorkflow = (file) => file.startsWith('src/workflow/');
+const testsOf = (file) => config.tap.testFiles.filter((f) => f.startsWith('dist/test/workflow/') === isWorkflow(file));
+
+/**
+ * The watchdog's limit per test file (scripts/mutation-watchdog.cjs): the workflow test files run
+ * real executors (listen.test takes 12 s unmutated on a loaded machine), so theirs is longer.
+ */
+const fileLimitMs = (file) => process.env.CONVOKE_MUTATION_FILE_MS ?? (isWorkflow(file) ? '45000' : '20000');
+
+/** The config for one file's run: stryker.config.json with that file's test files, in its order (written under reports/). */
 function configFor(file) {
   const name = basename(file, '.ts');
-  const path = (test) => config.tap.testFiles.find((f) => basename(f) === `${test}.test.js`);
+  const tests = testsOf(file);
+  const path = (test) => tests.find((f) => basename(f) === `${test}.test.js`);
   const first = (firstTests[name] ?? []).map(path).filter((f) => f !== undefined);
   const ordered = {
     ...config,
-    tap: { ...config.tap, testFiles: [...first, ...config.tap.testFiles.filter((f) => !first.includes(f))] },
+    tap: { ...config.tap, testFiles: [...first, ...tests.filter((f) => !first.includes(f))] },
     // Each file's report is its own: runs of two files at once do not overwrite each other's.
     jsonReporter: { fileName: join('reports', 'mutation', `${name}.json`) },
   };
@@ -100,7 +112,7 @@ function main(args) {
         incrementalFile,
         ...strykerArgs,
       ],
-      { cwd: root, stdio: 'inherit' },
+      { cwd: root, stdio: 'inherit', env: { ...process.env, CONVOKE_MUTATION_FILE_MS: fileLimitMs(file) } },
     );
     if (run.status !== 0) {
       console.error(`stryker failed on ${file} (exit ${run.status ?? run.signal})`);

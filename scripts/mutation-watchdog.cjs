@@ -2,7 +2,7 @@
 // never in npm test. A mutant can make a test wait forever (a promise that never settles while a
 // store's poll timer keeps the process alive); Node 20 has no per-test timeout for a file run
 // directly. After CONVOKE_MUTATION_FILE_MS (20 s; an unmutated file takes under 8 s on a loaded
-// machine) this reports a failed test in TAP and exits, so the mutant counts as detected without
+// machine; scripts/mutate.js gives the workflow test files 45 s) this reports a failed test in TAP and exits, so the mutant counts as detected without
 // waiting for Stryker's much longer run timeout. The timer is unref'd: it never keeps a finished file alive.
 'use strict';
 const limitMs = Number(process.env.CONVOKE_MUTATION_FILE_MS ?? 20_000);
