@@ -397,3 +397,25 @@ test('readEvent: envelope is the event, data and raw its data, else its base64 t
   assert.equal(readEvent(null, 'raw'), null);
   assert.equal(readEvent('text', 'envelope'), 'text');
 });
+
+test('decideListenEvent: a filter’s own expect is its expectation, even where an earlier filter declares another for the same name; a filter without one takes the name’s', () => {
+  const correlate = (expect?: string): JsonObject => ({ k: expect === undefined ? { from: '.data.k' } : { from: '.data.k', expect } });
+  const to: JsonObject = {
+    any: [
+      { with: { type: 'a' }, correlate: correlate('1') },
+      { with: { type: 'b' }, correlate: correlate('2') },
+      { with: { type: 'c' }, correlate: correlate() },
+    ],
+    until: { one: { with: { type: 'stop' }, correlate: correlate('3') } },
+  };
+  const fits = (group: 'to' | 'until', index: number, k: string) =>
+    decideListenEvent(recordOf(listenOf(to)), at, cloudEvent('e1'), [candidate(group, index, { k })]) !== undefined;
+  assert.equal(fits('to', 1, '2'), true, 'the second filter’s own expect');
+  assert.equal(fits('to', 1, '1'), false);
+  assert.equal(fits('to', 0, '1'), true);
+  assert.equal(fits('to', 0, '2'), false);
+  assert.equal(fits('until', 0, '3'), true, 'until’s filter 0 is not to’s');
+  assert.equal(fits('until', 0, '1'), false);
+  assert.equal(fits('to', 2, '1'), true, 'without its own expect: the first filter declaring the name');
+  assert.equal(fits('to', 2, '2'), false);
+});

@@ -7,8 +7,9 @@
  *   string is a regular expression the whole attribute must match (jq's `test`, so it runs under
  *   the evaluator's deadline), any other value must be equal.
  * - Correlation: `correlate.<name>.from` extracts a value from the event (`.` is the event); it
- *   must equal the expectation — `expect` (evaluated against the task's input when the listen
- *   started, and recorded with it), or else the first value the listen took under that name.
+ *   must equal the expectation — the filter's own `expect` (evaluated against the task's input
+ *   when the listen started, and recorded with it), or else the name's: the `expect` of the first
+ *   filter declaring that name, or else the first value the listen took under that name.
  * - The jq work happens where the event arrives (`matchFilters`), queued under the listening
  *   instance's principal (jq.ts shares the workers between principals); the decision to take it is pure
  *   (`decideListenEvent`) and is made on the record at its revision under the kernel's guarded
@@ -252,12 +253,18 @@ export function decideListenEvent(record: WorkflowRecord, at: string, event: Clo
   if (listenClosed(record, at) || untilPending(record, at) || listenTook(record, at, event) || takenBeforeListening(record, at, event)) return undefined;
   const listen = record.listens[at] as ListenRecord;
   const strategyOf = (group: ListenGroup) => (group === 'to' ? listen.to : untilOf(listen.to));
+  const declared = expectsOf(listen.to);
   const expected = { ...listen.expected, ...declaredExpectations(listen.to) };
   const fits = (candidate: Candidate): boolean => {
     const strategy = strategyOf(candidate.group);
     const all = isObject(strategy) && Array.isArray(strategy.all);
     if (all && listen.events.some((e) => e.group === candidate.group && e.filter === candidate.filter)) return false;
-    return Object.entries(candidate.correlation).every(([name, value]) => !Object.hasOwn(expected, name) || jsonEquals(expected[name], value));
+    return Object.entries(candidate.correlation).every(([name, value]) => {
+      // The filter's own `expect`, else the name's: another filter's `expect`, else the first value taken.
+      const own = `${candidate.group}/${candidate.filter}/${name}`;
+      if (Object.hasOwn(declared, own)) return jsonEquals(declared[own], value);
+      return !Object.hasOwn(expected, name) || jsonEquals(expected[name], value);
+    });
   };
   const chosen = candidates.find(fits);
   if (!chosen) return undefined;
