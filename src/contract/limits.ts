@@ -367,6 +367,12 @@ export const limits = {
    * configuration) may be before a write asks the server again.
    */
   jetstreamStreamReadingAgeMsMax: 1_000,
+  /**
+   * JetStream store, an operations stream with a message cap (max_msgs under discard-new): the
+   * share of the cap (1 / this) kept for the appends of operations already open, never given to
+   * new ones (jetstream-stream-limits.ts `messageReserve`).
+   */
+  jetstreamMessageReserveDivisor: 10,
   /** EventStoreDB store: events per readStream call when reading an operation's log. */
   eventStoreDbReadPageMax: 1024,
   /**

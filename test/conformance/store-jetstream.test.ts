@@ -537,3 +537,104 @@ test('jetstream: an operations stream given limits that evict after the store op
     await server.dispose();
   }
 });
+
+test('jetstream: an operations stream with a message cap refuses new operations while a reserve remains, so the open ones still take their appends; a cap too small for the reserve is refused at open', async () => {
+  const server = await startJetStreamServer();
+  const nc = await connect({ servers: server.url });
+  const jsm = await jetstreamManager(nc);
+  const js = jetstream(nc);
+  const history = { storage: StorageType.File, retention: RetentionPolicy.Limits, discard: DiscardPolicy.New, subjects: ['convoke.op.>', 'convoke.wf.>'] };
+  try {
+    await jsm.streams.add({ name: 'CONVOKE_OPS', ...history, max_msgs: 100 });
+    await assert.rejects(
+      JetStreamEventStore.open({ connection: nc, requestTimeoutMs }),
+      (error: unknown) => error instanceof AdapterError && error.kind === 'unsupported' && /CONVOKE_OPS has max_msgs 100/.test(error.message),
+    );
+    await jsm.streams.delete('CONVOKE_OPS');
+    // The reserve is the larger of a tenth of the cap and one operation's closing appends at the largest fan-out (1 033).
+    const maxMsgs = 2_100;
+    const reserve = 1_033;
+    await jsm.streams.add({ name: 'CONVOKE_OPS', ...history, max_msgs: maxMsgs });
+    const store = await JetStreamEventStore.open({ connection: nc, requestTimeoutMs });
+    try {
+      const guard = { notBeforeMs: 0, notAfterMs: Number.MAX_SAFE_INTEGER };
+      const open: Array<{ id: string; revision: string }> = [];
+      const first = newOperationId('capped');
+      const created = await store.create(first, makeTransition(guard, 'create'));
+      expectOk(created, 'create');
+      open.push({ id: first, revision: created.revision });
+      // Other messages fill the stream to a few short of where creates stop.
+      const filler = maxMsgs - reserve - 5;
+      for (let i = 0; i < filler; i += 100) {
+        await Promise.all(Array.from({ length: Math.min(100, filler - i) }, () => js.publish('convoke.op.filler', 'x')));
+      }
+      let refused: { kind: string; description?: string } | undefined;
+      for (let i = 0; i < 10 && refused === undefined; i++) {
+        const id = newOperationId('capped');
+        const outcome = await store.create(id, makeTransition(guard, 'create'));
+        if (outcome.kind === 'ok') open.push({ id, revision: outcome.revision });
+        else refused = outcome;
+      }
+      assert.equal(refused?.kind, 'unavailable', JSON.stringify(refused));
+      assert.match(refused?.description ?? '', /CONVOKE_OPS holds \d+ messages of its max_msgs 2100; the last 1033 are kept/);
+      const held = (await jsm.streams.info('CONVOKE_OPS')).state.messages;
+      assert.ok(held <= maxMsgs - reserve, `creates stopped at the reserve (${held} messages)`);
+      // The open operations still take their appends, far into the reserve.
+      for (let round = 0; round < 25; round++) {
+        for (const operation of open) {
+          const appended = await store.append(operation.id, operation.revision, makeTransition(guard, `close ${round}`));
+          expectOk(appended, `append ${round} to ${operation.id}`);
+          operation.revision = appended.revision;
+        }
+      }
+      const again = await store.create(newOperationId('capped'), makeTransition(guard, 'create'));
+      assert.equal(again.kind, 'unavailable', 'still no new operation');
+      assert.ok((await jsm.streams.info('CONVOKE_OPS')).state.messages > maxMsgs - reserve + 25, 'the appends went into the reserve');
+    } finally {
+      await store.close();
+    }
+  } finally {
+    await nc.close();
+    await server.dispose();
+  }
+});
+
+test('jetstream: a tombstone or open-set stream given limits that evict after the store opened refuses the writes that need it, naming the stream, until they are taken back', async () => {
+  const server = await startJetStreamServer();
+  const store = await JetStreamEventStore.open({ servers: server.url, requestTimeoutMs });
+  const nc = await connect({ servers: server.url });
+  try {
+    const jsm = await jetstreamManager(nc);
+    const guard = { notBeforeMs: 0, notAfterMs: Number.MAX_SAFE_INTEGER };
+    const id = newOperationId('edited');
+    const created = await store.create(id, makeTransition(guard, 'create'));
+    expectOk(created, 'create');
+    let revision = created.revision;
+    const readingAgeMs = 1_100;
+    const edits: Array<[string, RegExp, 'tombstone' | 'create']> = [
+      ['CONVOKE_OPS_TOMBS', /stream CONVOKE_OPS_TOMBS now has limits that evict \(max_age 3600000 ms\).*tombstones are refused/, 'tombstone'],
+      ['CONVOKE_OPS_OPEN', /stream CONVOKE_OPS_OPEN now has limits that evict \(max_age 3600000 ms\).*new operations are refused/, 'create'],
+    ];
+    for (const [stream, named, refusedWrite] of edits) {
+      const { config } = await jsm.streams.info(stream);
+      await jsm.streams.update(stream, { ...config, max_age: nanos(3_600_000) });
+      await delay(readingAgeMs);
+      const refused =
+        refusedWrite === 'tombstone' ? await store.tombstone(id) : await store.create(newOperationId('edited-new'), makeTransition(guard, 'create'));
+      assert.equal(refused.kind, 'unavailable', `${stream}: ${JSON.stringify(refused)}`);
+      assert.match('description' in refused ? refused.description : '', named);
+      // Appends need neither stream: they go on.
+      const appended = await store.append(id, revision, makeTransition(guard, `beside ${stream}`));
+      expectOk(appended, `append beside ${stream}`);
+      revision = appended.revision;
+      await jsm.streams.update(stream, config);
+    }
+    await delay(readingAgeMs);
+    expectOk(await store.create(newOperationId('edited-new'), makeTransition(guard, 'create')), 'create once restored');
+    expectOk(await store.tombstone(id), 'tombstone once restored');
+  } finally {
+    await nc.close();
+    await store.close();
+    await server.dispose();
+  }
+});

@@ -35,7 +35,7 @@
  * before it gets a marker for each of its instances (ended ones included: the executor reads
  * each and has the ended ones' markers removed), then the record.
  */
-import { DiscardPolicy, JetStreamApiError, RetentionPolicy, StorageType, type JetStreamManager } from '@nats-io/jetstream';
+import { DiscardPolicy, JetStreamApiError, RetentionPolicy, StorageType, type JetStreamManager, type StreamConfig } from '@nats-io/jetstream';
 import { errors } from '@nats-io/transport-node';
 import { BoundedMap } from '../../contract/bounded-map.js';
 import { unavailable, unsupported } from '../../contract/errors.js';
@@ -85,6 +85,19 @@ export async function ensureOpenSetStream(jsm: JetStreamManager, streamName: str
     if (!(error instanceof JetStreamApiError && error.code === 10058)) throw error;
     return false;
   }
+}
+
+/**
+ * What in the open set's stream configuration breaks what the store needs of it (one message per
+ * subject, its subjects, no limit that evicts a mark), or undefined: what open refuses, read again
+ * with the operations stream while the store runs (jetstream.ts `readStream`).
+ */
+export function openSetStreamProblem(c: StreamConfig, prefix: string): string | undefined {
+  const subjects = openSetSubjects(prefix);
+  if (c.max_msgs_per_subject !== 1 || !subjects.every((s) => c.subjects.includes(s)))
+    return `has no max_msgs_per_subject 1 and subjects ${subjects.join(', ')}`;
+  const evicting = evictingLimits(c, 1);
+  return evicting === undefined ? undefined : `${evicting}: it would drop marks of operations that may be open`;
 }
 
 export function openSetStreamName(streamName: string): string {

@@ -5,6 +5,7 @@
  * evicted (a full stream refuses writes instead: discard-new).
  */
 import { DiscardPolicy, type StreamConfig } from '@nats-io/jetstream';
+import { limits } from '../../contract/limits.js';
 
 /**
  * Why a stream's own limits would remove messages no one asked to remove, or undefined when they
@@ -25,4 +26,32 @@ export function evictingLimits(c: Partial<StreamConfig>, perSubjectKept?: number
   if (c.discard !== DiscardPolicy.New && (c.max_msgs ?? -1) > 0) problems.push(`discard-old with max_msgs ${c.max_msgs ?? -1}`);
   if (c.allow_rollup_hdrs === true) problems.push('rollup headers allowed');
   return problems.length === 0 ? undefined : `has limits that evict (${problems.join(', ')})`;
+}
+
+/**
+ * One operation's closing appends at the largest fan-out (its decision, timeouts and settlement,
+ * and each branch's cancel dispatch, reply and late result: runtime/log-budget.ts) and its
+ * tombstone marker: the fewest messages a message cap keeps for the operations already open.
+ */
+export const messageReserveMin = limits.closingTransitionsBase + limits.closingTransitionsPerBranch * limits.branchesMax + 1;
+
+/**
+ * The messages an operations stream capped at `maxMsgs` (max_msgs under discard-new) keeps for
+ * the appends of operations already open: a tenth of the cap (limits.jetstreamMessageReserveDivisor),
+ * at least messageReserveMin. Creates are refused once the stream holds `maxMsgs` less this, so
+ * the decisions, settlements, cancellation results and tombstone markers of the open operations
+ * still go in; only a stream filled to the cap itself refuses them.
+ */
+export function messageReserve(maxMsgs: number): number {
+  return Math.max(messageReserveMin, Math.ceil(maxMsgs / limits.jetstreamMessageReserveDivisor));
+}
+
+/**
+ * Why an operations stream's message cap leaves no room for new operations beside its reserve,
+ * or undefined (no cap, or room): a cap under twice messageReserveMin.
+ */
+export function messageCapProblem(c: Partial<StreamConfig>): string | undefined {
+  const maxMsgs = c.max_msgs ?? -1;
+  if (maxMsgs <= 0 || maxMsgs >= 2 * messageReserveMin) return undefined;
+  return `has max_msgs ${maxMsgs}, under ${2 * messageReserveMin}: it leaves no room beside the ${messageReserveMin} messages kept for the appends of open operations`;
 }

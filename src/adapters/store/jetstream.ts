@@ -59,8 +59,8 @@ import { resolveStoreLimits } from './limits.js';
 import { StampFeed } from './stamp-feed.js';
 import { JetStreamOperationIndex, ensureIndexStream } from './jetstream-index.js';
 import { inBatches } from './in-batches.js';
-import { evictingLimits } from './jetstream-stream-limits.js';
-import { JetStreamOpenSet, ensureOpenSetStream } from './jetstream-open-set.js';
+import { evictingLimits, messageCapProblem, messageReserve } from './jetstream-stream-limits.js';
+import { JetStreamOpenSet, ensureOpenSetStream, openSetStreamName, openSetStreamProblem } from './jetstream-open-set.js';
 import { ensureSnapshotStream } from './jetstream-index-snapshot.js';
 import { pageRowsDefault } from './jetstream-index-pages.js';
 import { PubAckMux } from '../transport/nats-pubacks.js';
@@ -165,14 +165,18 @@ const isMarker = (msg: StoredMsg) => msg.header?.get(tombstoneHeader) === '1';
 export class JetStreamEventStore extends ReplayStampedStore {
   readonly name = 'jetstream';
   /**
-   * The last reading of the operations stream: its operation count (and creates this client made
-   * since), and what in its configuration breaks the store's promises (undefined: nothing).
+   * The last reading of the store's streams: the operations stream's operation and message counts
+   * (and the creates this client made since), its message cap (0: none), and what in
+   * the configuration of the operations, tombstone and open-set streams breaks the store's
+   * promises (undefined: nothing).
    */
-  private streamSeen: { count: number; createsSince: number; atMs: number; problem: string | undefined } = {
+  private streamSeen: StreamReading = {
     count: 0,
     createsSince: 0,
+    messages: 0,
+    maxMsgs: 0,
     atMs: Number.NEGATIVE_INFINITY,
-    problem: undefined,
+    problems: { ops: undefined, tombs: undefined, openSet: undefined },
   };
   /** The stream reading under way, shared by the writes that wait for it. */
   private streamReading: Promise<void> | undefined;
@@ -246,7 +250,7 @@ export class JetStreamEventStore extends ReplayStampedStore {
       const limits = { ...configured, transitionBytesMax: Math.min(configured.transitionBytesMax, payloadMax) };
       const streamName = options.streamName ?? 'CONVOKE_OPS';
       const prefix = options.subjectPrefix ?? 'convoke';
-      const directGet = await ensureStream(jsm, streamName, `${prefix}.op.>`, limits.transitionBytesMax + headerBytesAllowance, `${prefix}.wf.>`);
+      const directGet = await ensureStream(jsm, streamName, `${prefix}.op.>`, limits.transitionBytesMax + headerBytesAllowance, `${prefix}.wf.>`, true);
       await ensureStream(jsm, `${streamName}_TOMBS`, `${prefix}.tomb.>`, 4096);
       await ensureIndexStream(jsm, streamName, prefix);
       const openSetCreated = await ensureOpenSetStream(jsm, streamName, prefix);
@@ -395,7 +399,7 @@ export class JetStreamEventStore extends ReplayStampedStore {
     if (this.closed) return closedFailure;
     const subject = this.opSubject(operationId);
     try {
-      const refused = await this.streamFailure();
+      const refused = (await this.streamFailure('ops')) ?? this.streamProblem('tombs', 'tombstones');
       if (refused) return refused;
       const last = await this.jsm.streams.getMessage(this.streamName, { last_by_subj: subject });
       if (!last) return (await this.hasTombRecord(operationId)) ? { kind: 'ok', revision: '0', committedAtMs: 0 } : notFoundOf(operationId);
@@ -494,7 +498,7 @@ export class JetStreamEventStore extends ReplayStampedStore {
 
   /** The CAS publish: the expected revision *is* the stream sequence of the subject's last message. */
   protected async writeAt(operationId: string, expectedSeq: number, text: string): Promise<WriteOutcome> {
-    const refused = await this.streamFailure();
+    const refused = await this.streamFailure('ops');
     if (refused) return refused;
     // Encoded once: hashed for the publication identity and published as these bytes.
     const body = Buffer.from(text, 'utf8');
@@ -728,13 +732,31 @@ export class JetStreamEventStore extends ReplayStampedStore {
     throw unavailable(`operation ${operationId} kept moving; tombstone not completed`);
   }
 
-  /** Reads the operations stream's info (one request at a time): its operation count and configuration. */
+  /**
+   * Reads the store's streams (one reading at a time, its three requests in parallel): the
+   * operations stream's counts, message cap and configuration, and the configuration of the
+   * tombstone and open-set streams, whose limits an operator may change after open as well.
+   */
   private async readStream(): Promise<void> {
     this.streamReading ??= (async () => {
       try {
-        const info = await this.jsm.streams.info(this.streamName);
-        const problem = historyStreamProblem(info.config, `${this.prefix}.op.>`);
-        this.streamSeen = { count: info.state.num_subjects ?? 0, createsSince: 0, atMs: performance.now(), problem };
+        const [ops, tombs, openSet] = await Promise.all([
+          this.jsm.streams.info(this.streamName),
+          this.jsm.streams.info(`${this.streamName}_TOMBS`),
+          this.jsm.streams.info(openSetStreamName(this.streamName)),
+        ]);
+        this.streamSeen = {
+          count: ops.state.num_subjects ?? 0,
+          createsSince: 0,
+          messages: ops.state.messages,
+          maxMsgs: (ops.config.max_msgs ?? -1) > 0 ? ops.config.max_msgs : 0,
+          atMs: performance.now(),
+          problems: {
+            ops: historyStreamProblem(ops.config, `${this.prefix}.op.>`),
+            tombs: historyStreamProblem(tombs.config, `${this.prefix}.tomb.>`),
+            openSet: openSetStreamProblem(openSet.config, this.prefix),
+          },
+        };
       } finally {
         this.streamReading = undefined;
       }
@@ -747,41 +769,67 @@ export class JetStreamEventStore extends ReplayStampedStore {
   }
 
   /**
-   * Why no write may go in now: the operations stream's configuration was changed since open (an
-   * operator's `nats stream edit`) to one that evicts stored messages or breaks the store's other
-   * promises — what open refuses as unsupported. Read again once the last reading is over a
-   * second old, so within about a second of the change every write answers unavailable, naming
-   * what changed, instead of appending history the stream will drop; writes go on once the
-   * configuration is restored.
+   * Why no write may go in now: a stream's configuration was changed since open (an operator's
+   * `nats stream edit`) to one that evicts stored messages or breaks the store's other promises —
+   * what open refuses as unsupported. The operations stream's (`ops`) refuses every write; the
+   * reading is taken again once the last one is over a second old, so within about a second of
+   * the change writes answer unavailable, naming what changed, instead of appending history the
+   * stream will drop; writes go on once the configuration is restored.
    */
-  private async streamFailure(): Promise<StoreFailure | undefined> {
+  private async streamFailure(which: keyof StreamReading['problems']): Promise<StoreFailure | undefined> {
     if (!this.streamFresh()) await this.readStream();
-    const { problem } = this.streamSeen;
+    return this.streamProblem(which, 'writes');
+  }
+
+  /**
+   * The refusal of `refused` (what writes the stream takes or needs) while the last reading found
+   * stream `which` broken: the tombstone stream refuses tombstones (its key records would vanish
+   * and every reader would take the markers for forged ones), the open set's stream new
+   * operations (their marks would vanish, and recovery with them).
+   */
+  private streamProblem(which: keyof StreamReading['problems'], refused: string): StoreFailure | undefined {
+    const problem = this.streamSeen.problems[which];
     if (problem === undefined) return undefined;
+    const stream = { ops: this.streamName, tombs: `${this.streamName}_TOMBS`, openSet: openSetStreamName(this.streamName) }[which];
     return {
       kind: 'unavailable',
-      description: `stream ${this.streamName} now ${problem} (its configuration changed since the store opened); writes are refused until it is restored`,
+      description: `stream ${stream} now ${problem} (its configuration changed since the store opened); ${refused} are refused until it is restored`,
     };
   }
 
   /**
    * Live and tombstoned operations both count (one subject each): exhaustion refuses admissions.
-   * The count comes from the server (stream info) whenever the store is within 10% of its limit
-   * or the last reading is over a second old; far from the limit, this client's own creates are
+   * So does an operations stream with a message cap (max_msgs under discard-new) once it holds
+   * the cap less its reserve (jetstream-stream-limits.ts `messageReserve`): the reserve is kept for
+   * the appends of the operations already open — their decisions, settlements, cancellation
+   * results and tombstone markers — which a full stream would refuse, stranding them undecided.
+   * The counts come from the server (stream info) whenever the stream has a message cap (another
+   * client's appends may fill it within any second), the store is within 10% of its operation
+   * limit, or the last reading is over a second old; otherwise this client's own creates are
    * added to a fresh reading instead, saving a round trip per admission. Either way the check is
-   * check-then-act across clients (racing creators can overshoot by their number) — documented.
+   * check-then-act across clients (racing writers can overshoot by their number) — documented.
    */
   private async capacityFailure(): Promise<StoreFailure | undefined> {
+    const last = this.streamSeen;
+    if (!(this.streamFresh() && last.maxMsgs === 0 && last.count + last.createsSince < 0.9 * this.limits.operationsMax)) await this.readStream();
+    const refused = this.streamProblem('openSet', 'new operations');
+    if (refused) return refused;
     const seen = this.streamSeen;
-    if (!(this.streamFresh() && seen.count + seen.createsSince < this.limits.operationsMax * 0.9)) await this.readStream();
-    if (this.streamSeen.count + this.streamSeen.createsSince < this.limits.operationsMax) {
-      this.streamSeen.createsSince++;
-      return undefined;
+    if (seen.count + seen.createsSince >= this.limits.operationsMax) {
+      return {
+        kind: 'unavailable',
+        description: `store capacity of ${this.limits.operationsMax} operations reached; new admissions are refused, key history is kept`,
+      };
     }
-    return {
-      kind: 'unavailable',
-      description: `store capacity of ${this.limits.operationsMax} operations reached; new admissions are refused, key history is kept`,
-    };
+    const reserve = messageReserve(seen.maxMsgs);
+    if (seen.maxMsgs > 0 && seen.messages >= seen.maxMsgs - reserve) {
+      return {
+        kind: 'unavailable',
+        description: `stream ${this.streamName} holds ${seen.messages} messages of its max_msgs ${seen.maxMsgs}; the last ${reserve} are kept for the appends of operations already open, so new admissions are refused until operations are pruned or the cap is raised`,
+      };
+    }
+    seen.createsSince++;
+    return undefined;
   }
 
   private deliver(msg: JsMsg, listener: AppendListener): void {
@@ -792,6 +840,17 @@ export class JetStreamEventStore extends ReplayStampedStore {
     const stored = decodeMessage(msg.seq, committedAtMs, msg.data);
     if (!isStoreFailure(stored)) notifyAll([listener], operationId, stored);
   }
+}
+
+/** A reading of the store's streams (JetStreamEventStore `readStream`). */
+interface StreamReading {
+  count: number;
+  createsSince: number;
+  messages: number;
+  /** The operations stream's max_msgs; 0 when it has none. */
+  maxMsgs: number;
+  atMs: number;
+  problems: { ops: string | undefined; tombs: string | undefined; openSet: string | undefined };
 }
 
 /** Adds one scanned message to `transitions`; answers the scan's end when it is a marker or cannot be decoded. */
@@ -873,16 +932,24 @@ async function connectOnce(options: JetStreamStoreOptions, requestTimeoutMs: num
 
 /**
  * Creates the stream, or checks an existing one keeps the durability promises this adapter
- * makes. Answers whether the stream allows direct gets. `extra` is a further subject the stream
+ * makes (the operations stream's: `operations`, whose message cap must leave room beside its
+ * reserve, jetstream-stream-limits.ts `messageReserve`). Answers whether the stream allows direct gets. `extra` is a further subject the stream
  * carries (workflow instances, `<prefix>.wf.>`): added to a stream created before it, where the
  * client may update streams; otherwise that stream takes no workflow instances (their appends
  * answer `unavailable`).
  */
-async function ensureStream(jsm: JetStreamManager, name: string, subject: string, messageBytesMax: number, extra?: string): Promise<boolean> {
+async function ensureStream(
+  jsm: JetStreamManager,
+  name: string,
+  subject: string,
+  messageBytesMax: number,
+  extra?: string,
+  operations = false,
+): Promise<boolean> {
   try {
     const info = await jsm.streams.info(name);
     const c = info.config;
-    const problem = historyStreamProblem(c, subject);
+    const problem = historyStreamProblem(c, subject) ?? (operations ? messageCapProblem(c) : undefined);
     if (problem !== undefined) throw unsupported(`stream ${name} ${problem}`);
     if (extra !== undefined && !c.subjects.includes(extra)) await jsm.streams.update(name, { subjects: [...c.subjects, extra] }).catch(() => undefined);
     return c.allow_direct === true;
