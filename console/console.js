@@ -1,9 +1,10 @@
 // The convoke web console: plain DOM, no framework, no build step. Everything shown comes from the
 // HTTP API with the bearer token typed in (kept in sessionStorage for this tab only). Every value
 // from the API is written as text (textContent, text nodes): a peer's result holding markup shows
-// as that markup's text and never runs. Control and bidi characters in that text are shown as
-// their \uXXXX escapes (shown()), as the CLI shows them. Live updates are server-sent events read
-// through fetch, so the token rides in the Authorization header as for every other request.
+// as that markup's text and never runs. Control, bidi and invisible characters and the line and
+// paragraph separators in that text are shown as their \uXXXX escapes (shown()), as the CLI shows
+// them. Live updates are server-sent events read through fetch, so the token rides in the
+// Authorization header as for every other request.
 'use strict';
 
 (() => {
@@ -13,12 +14,17 @@
   let stopLive = () => {};
 
   // ── DOM helpers: text only ──────────────────────────────────────────────
-  // Characters that would hide or reorder what the page shows rather than be shown (the CLI's
-  // terminalText set): every C0 control but the newline, DEL, the C1 controls, the bidi marks
-  // (U+061C, U+200E, U+200F), embeddings, overrides and isolates (U+202A–U+202E, U+2066–U+2069),
-  // and lone surrogates. A peer's result, a caller's invocation key or a workflow's task name
-  // holding U+202E would otherwise show its text reversed, and the rest of its line with it.
-  const hidden = /[\u0000-\u0009\u000b-\u001f\u007f-\u009f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069\ud800-\udfff]/gu;
+  // Characters that would hide or reorder what the page shows rather than be shown: the CLI's
+  // terminalText set (src/cli/terminal-text.ts), kept the same by test/unit/console-shown.test.ts.
+  // Every C0 control but the newline, DEL, the C1 controls, the bidi marks (U+061C, U+200E,
+  // U+200F), embeddings, overrides and isolates (U+202A–U+202E, U+2066–U+2069), the invisible
+  // characters that join or part nothing a script or an emoji needs (the zero width space U+200B,
+  // U+2060–U+2064, the deprecated format controls U+206A–U+206F, the byte order mark U+FEFF), the
+  // line and paragraph separators (U+2028, U+2029), and lone surrogates. A peer's result, a
+  // caller's invocation key or a workflow's task name holding U+202E would otherwise show its text
+  // reversed, and the rest of its line with it; one holding U+200B would look like another without
+  // it, and one holding U+2028 would break its line where nothing shows why.
+  const hidden = /[\u0000-\u0009\u000b-\u001f\u007f-\u009f\u061c\u200b\u200e\u200f\u2028\u2029\u202a-\u202e\u2060-\u2064\u2066-\u206f\ufeff\ud800-\udfff]/gu;
   /** `text` with each such character written as its escape `\uXXXX` (JSON's own: a JSON text stays the same value). */
   const shown = (text) => String(text).replace(hidden, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
 

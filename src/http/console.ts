@@ -4,8 +4,9 @@
  * no operation data: everything it shows comes from the authenticated API with the bearer token
  * the user types, so an unauthenticated visitor gets an empty shell. The content security policy
  * lets the page run only its own script and talk only to this origin, so a peer's hostile result
- * text can never become markup or script (console.js writes text nodes only, too, with control and
- * bidi characters escaped so that none reorders or hides what is shown).
+ * text can never become markup or script (console.js writes text nodes only, too, with the
+ * characters the CLI escapes, control, bidi and invisible ones and the line separators, escaped so
+ * that none reorders, hides or breaks what is shown).
  */
 import { existsSync, readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';

@@ -3,24 +3,26 @@
  * a real `convoke serve` child process over a socket: the operation page renders a decided
  * operation and its timeline; a decision arrives on an open page without a reload (server-sent
  * events); a refused token shows nothing of any operation; a peer's result holding markup is shown
- * as text and never runs, and control and bidi characters in what a caller or a peer sent are
- * shown escaped; the list filters.
+ * as text and never runs, and control, bidi and invisible characters and line separators in what
+ * a caller or a peer sent are shown escaped; the list filters.
  */
 import assert from 'node:assert/strict';
 import { writeFile } from 'node:fs/promises';
 import { after, before, describe, test } from 'node:test';
 import type { Page } from 'playwright-core';
+import { terminalText } from '../../src/cli/terminal-text.js';
 import type { JsonObject } from '../../src/contract/json.js';
 import { launchBrowser, type BrowserSession } from '../support/browser.js';
 import { requestBody, sha256Hex, writeHttpFixture, type HttpFixture } from '../support/http-fixtures.js';
 import { startServe, type ServeProcess } from '../support/http-server.js';
 
 const hostileNote = '<script>window.__pwned = 1</script><img src=x onerror="window.__pwned = 2">';
-/** bravo's note: a right-to-left override (what follows reads reversed), a first-strong isolate, a zero-width mark and a bell. */
-const disguisedNote = 'approved \u202eevorppa ton\u2066 \u200fok\u0007';
-/** The characters that reorder or hide what a page shows, as the CLI's terminalText names them. */
-// eslint-disable-next-line no-control-regex -- the characters a page must not show raw are what the pattern names
-const disguising = /[\u0000-\u0009\u000b-\u001f\u007f-\u009f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069\ud800-\udfff]/u;
+/**
+ * bravo's note: a right-to-left override (what follows reads reversed), a first-strong isolate, a
+ * zero-width mark, a bell, a zero width space (ok and o\u200bk look alike) and a line separator
+ * (a line break where no newline is).
+ */
+const disguisedNote = 'approved \u202eevorppa ton\u2066 \u200fok\u0007 o\u200bk\u2028done';
 const operatorToken = 'operator-token-for-the-console-test';
 
 async function invoke(
@@ -88,11 +90,13 @@ async function disguised(ctx: Context): Promise<void> {
   const facts = await page.locator('#h-summary + dl dd').allTextContents();
   assert.ok(facts.includes(invocationKey.replace('\u202e', '\\u202e')), facts.join(' | '));
   const branches = (await page.textContent('#branches')) ?? '';
-  assert.ok(branches.includes('approved \\u202eevorppa ton\\u2066 \\u200fok\\u0007'), branches);
-  // Nowhere on the page (the summary, the branches, every event folded in the timeline, the status line) is one of them raw.
+  assert.ok(branches.includes('approved \\u202eevorppa ton\\u2066 \\u200fok\\u0007 o\\u200bk\\u2028done'), branches);
+  // Nowhere on the page (the summary, the branches, every event folded in the timeline, the status
+  // line) is one of them raw, nor any other character the CLI would escape (its terminalText).
   for (const where of ['main', '#status']) {
     const text = await page.locator(where).evaluate((node) => node.textContent ?? '');
-    assert.doesNotMatch(text, disguising, `${where} shows ${JSON.stringify(text.match(disguising)?.[0])} raw`);
+    const raw = [...text].filter((c) => terminalText(c) !== c);
+    assert.deepEqual(raw, [], `${where} shows ${JSON.stringify(raw)} raw`);
   }
   await page.close();
 }
@@ -220,7 +224,8 @@ describe('the web console in headless Chromium', { timeout: 120_000 }, () => {
   });
 
   test('the operation page renders a decided operation, its branches and its timeline; hostile result text is inert', () => decidedPage(ctx));
-  test("control and bidi characters in a caller's key and a peer's result are shown as \\uXXXX escapes, never raw", () => disguised(ctx));
+  test("control, bidi and invisible characters and line separators in a caller's key and a peer's result are shown as \\uXXXX escapes, never raw", () =>
+    disguised(ctx));
   test('a decision arrives on an open page without a reload', () => liveDecision(ctx));
   test('a refused token shows nothing of any operation', () => refused(ctx));
   test("the list shows the caller its own operations, filters them, and the operator sees every principal's", () => listFilters(ctx));
