@@ -93,7 +93,6 @@ const cancelInvocation = {
       description: 'the decision is closed (cancelled now, or decided before); settlement may still be in progress',
       content: json(ref('InvocationResult')),
     },
-    '202': { description: 'accepted but not yet decided', content: json(ref('InvocationResult')) },
     ...errorResponses([400, 401, 403, 404, 409, 410, 422, 500, 503]),
   },
 };

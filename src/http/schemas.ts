@@ -126,7 +126,7 @@ export const getInvocationSchema = {
 /** No body: the operation in the path is the whole request. */
 export const cancelInvocationSchema = {
   params: operationParamsSchema,
-  response: { 200: resultSchema, 202: resultSchema, ...errorResponses },
+  response: { 200: resultSchema, ...errorResponses },
 };
 
 export const healthSchema = {

@@ -4,7 +4,8 @@
  * /workflow-instances/{instanceId}/cancel: thin handlers over the workflow instance service
  * (runtime/workflow-service.ts), authenticated as /contract-invocations is. 200 when the instance
  * has ended within the wait (completed, faulted or cancelled: read `status`), 202 while it is still
- * running; the same WorkflowInstance either way. The same key and input find the same instance
+ * running; the same WorkflowInstance either way. Cancel answers 200 with the instance as it ended
+ * (cancelled now, or as it ended before). The same key and input find the same instance
  * (a different input is 409); another principal's instance is 404, exactly like an unknown one;
  * cancel is 422 unsupported unless the bundle declares caller cancellation for the workflow.
  */
@@ -44,7 +45,7 @@ const getSchema = {
   querystring: { ...waitQuerySchema, properties: { waitMs: waitQuerySchema.properties.waitMs } },
   response: progress,
 };
-const cancelSchema = { params: instanceParamsSchema, response: progress };
+const cancelSchema = { params: instanceParamsSchema, response: { 200: workflowInstanceSchema, ...errorResponseSchemas } };
 
 interface InstanceParams {
   instanceId: string;
@@ -92,9 +93,12 @@ export function registerWorkflowInstanceRoutes(app: FastifyInstance, options: Wo
     },
   );
 
-  app.post<{ Params: InstanceParams }>('/workflow-instances/:instanceId/cancel', { schema: cancelSchema, onRequest: authenticate }, async (request, reply) =>
-    answer(reply, await workflows.cancel(callerOf(request).principalId, request.params.instanceId)),
-  );
+  // Ended when cancel returns (it asserts so): cancelled now, or as it ended before.
+  app.post<{ Params: InstanceParams }>('/workflow-instances/:instanceId/cancel', { schema: cancelSchema, onRequest: authenticate }, async (request, reply) => {
+    const instance = await workflows.cancel(callerOf(request).principalId, request.params.instanceId);
+    reply.code(200);
+    return instance;
+  });
 }
 
 function answer(reply: FastifyReply, instance: WorkflowInstance): WorkflowInstance {

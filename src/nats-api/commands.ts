@@ -333,8 +333,8 @@ async function handleCommand(state: ServerState, verb: CommandVerb, principalId:
     }
     case 'cancel': {
       const body = checkBody<CancelCommand>(verb, data, bodyLimitBytes);
-      const result = await coordinator.cancel(principalId, body.operationId);
-      return { status: result.decision === null ? 202 : 200, result };
+      // The decision is closed when cancel returns (it asserts so): cancelled now, or decided before.
+      return { status: 200, result: await coordinator.cancel(principalId, body.operationId) };
     }
     case 'list': {
       // Visibility is the coordinator's: its own operations, or every one for an operator principal.

@@ -152,8 +152,8 @@ export async function handleWorkflowCommand(
     }
     case 'workflow-cancel': {
       const body = checkBody<{ instanceId: string }>(verb, data);
-      const instance = await workflows.cancel(principalId, body.instanceId);
-      return { status: instance.status === 'running' ? 202 : 200, instance };
+      // Ended when cancel returns (it asserts so): cancelled now, or as it ended before.
+      return { status: 200, instance: await workflows.cancel(principalId, body.instanceId) };
     }
     case 'workflow-list': {
       // Visibility is the service's: its own instances, or every one for an operator principal.

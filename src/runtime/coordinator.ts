@@ -448,6 +448,11 @@ export class Coordinator implements RuntimeHost {
         return decideCancelOperation(current, nowMs, decision.expiresAtMs);
       });
     });
+    // The commit either appended the closure, found the decision already closed (the decider
+    // answers nothing), or threw (refused, expired, unavailable, a log budget): a conflict is
+    // decided again on the reloaded record and a guard-on-fold store answers a void append as
+    // expired. So the decision is closed here, and the cancel answers it (HTTP 200, never 202).
+    if (entry.record.decision === null) throw new AssertionFailure(`operation ${entry.id}: a cancellation that returned left the decision open`);
     return this.view(entry);
   }
 

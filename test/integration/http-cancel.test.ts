@@ -73,13 +73,16 @@ test("cancel of another principal's operation is 404, of an unknown one 404, wit
   assert.equal((current.json() as { decision: unknown }).decision, null);
 });
 
-test('the OpenAPI document describes the cancel route with its 200, 202 and 422 answers', async () => {
+test('the OpenAPI document describes the cancel route with its 200 and 422 answers, and no 202: a cancel that returns has closed the decision', async () => {
   const document = (await built.http.app.inject({ method: 'GET', url: '/openapi.json' })).json() as {
     paths: Record<string, { post?: { responses: Record<string, unknown> } }>;
   };
   const route = document.paths['/contract-invocations/{operationId}/cancel']?.post;
   assert.ok(route, 'the cancel route is documented');
-  for (const status of ['200', '202', '401', '404', '422']) assert.ok(route.responses[status], `documents ${status}`);
+  for (const status of ['200', '401', '404', '422']) assert.ok(route.responses[status], `documents ${status}`);
+  assert.equal(route.responses['202'], undefined);
+  const workflowCancel = document.paths['/workflow-instances/{instanceId}/cancel']?.post;
+  if (workflowCancel) assert.equal(workflowCancel.responses['202'], undefined);
 });
 
 test('cancel over a real socket', async () => {

@@ -206,6 +206,36 @@ async function oneKilled(stores: Stores) {
   }
 }
 
+/**
+ * A cancel needs no lease: worker B cancels an instance worker A holds mid-call (its lease far from
+ * ended) and the instance has ended when the cancel returns, so the cancel routes answer 200 with
+ * it, never 202 "still running".
+ */
+async function cancelWhileHeld(stores: Stores) {
+  const clock = new SystemClock();
+  const http = await stub();
+  http.hold('POST /held/first');
+  const a = harness({ store: stores.a, clock, worker: 'worker-a', leaseMs: liveLeaseMs });
+  const b = harness({ store: stores.b, clock, worker: 'worker-b', leaseMs: liveLeaseMs });
+  try {
+    await a.executor.watch();
+    const { instanceId } = await a.executor.start({ principalId: 'alice', invocationKey: 'held', document: document(http.base), input: { key: 'held' } });
+    await b.executor.load(instanceId);
+    while (!http.seen.has('POST /held/first')) await new Promise((r) => setTimeout(r, 10));
+    const held = (await b.executor.get(instanceId))!;
+    assert.equal(held.lease?.worker, 'worker-a');
+    assert.ok(held.lease.untilMs > clock.nowMs() + liveLeaseMs / 2, "worker-a's lease has not ended");
+    const cancelled = await b.executor.cancel(instanceId, 'cancelled by the caller that started it');
+    assert.equal(cancelled.status, 'cancelled');
+    assert.equal((await a.executor.wait(instanceId, 5_000)).status, 'cancelled', 'the holder sees it cancelled');
+    await assertReplayEqual(b, instanceId);
+  } finally {
+    await a.close();
+    await b.close();
+    await http.close();
+  }
+}
+
 /** The end of worker-a's last lease, and the transition in which worker-b took the lease over. */
 function leaseHistory(stored: { committedAtMs: number; transition: WorkflowTransition }[]) {
   let endA = Number.NaN;
@@ -231,5 +261,7 @@ async function withStores(open: () => Promise<Stores>, run: (stores: Stores) => 
 test('two workers on one SQLite file: each task runs once, each HTTP call is made once', () => withStores(() => sqliteStores(new SystemClock()), bothLive));
 test('two workers on one SQLite file: the holder killed mid-call, the other takes over after its lease and finishes', () =>
   withStores(() => sqliteStores(new SystemClock()), oneKilled));
+test("a cancel on another worker ends an instance the holder's unexpired lease holds (SQLite)", () =>
+  withStores(() => sqliteStores(new SystemClock()), cancelWhileHeld));
 test('two workers on JetStream: each task runs once, each HTTP call is made once', () => withStores(jetStreamStores, bothLive));
 test('two workers on JetStream: the holder killed mid-call, the other takes over after its lease and finishes', () => withStores(jetStreamStores, oneKilled));

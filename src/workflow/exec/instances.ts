@@ -9,7 +9,7 @@
  * Which document a name runs is the wiring's: `definition` resolves a bundle's workflow (the
  * lowered pipeline, or the standalone workflow) — the workflow language lives outside this layer.
  */
-import { AdapterError, isAdapterError, unsupported } from '../../contract/errors.js';
+import { AdapterError, AssertionFailure, isAdapterError, unsupported } from '../../contract/errors.js';
 import type { JsonValue } from '../../contract/json.js';
 import type { ContractRef } from '../../contract/types.js';
 import type { DecisionView, SettlementView } from '../../projections/views.js';
@@ -110,6 +110,11 @@ export class WorkflowInstances implements WorkflowInstanceService {
       throw unsupported(`workflow "${record.started.workflowName}" does not declare caller cancellation (the bundle's workflowCancellation)`);
     if (record.status !== 'running') return this.view(record);
     const cancelled = await this.options.executor.cancel(instanceId, cancelReason);
+    // The cancel's commit ends a running instance whatever holds its lease (decideCancel checks no
+    // lease and its guard is open), re-decides on a conflict (an instance another worker ended is
+    // answered as it ended) and throws otherwise; children are disposed of after the end, not
+    // before it. So it has ended here, and the cancel answers it (HTTP 200, never 202).
+    if (cancelled.status === 'running') throw new AssertionFailure(`workflow instance ${instanceId}: a cancellation that returned left it running`);
     await this.cancelOpenStages(principalId, cancelled);
     return this.view(cancelled);
   }
