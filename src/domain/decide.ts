@@ -206,13 +206,14 @@ export { nextDueMs } from '../projections/operation-index.js';
 /**
  * Authorization answers for reassignment candidates, gathered by the runtime before deciding: an
  * allow is valid until its expiresAtMs; `unavailable` when the policy could not answer for that
- * candidate (an unknown, which is neither an allow nor a denial).
+ * candidate, `expired` when its answer was an allow whose validity had already ended when it
+ * arrived (each an unknown, which is neither an allow nor a denial).
  */
 export type CandidateAuthorization = (
   branchId: string,
   peerId: string,
   attempt: number,
-) => { allowed: boolean; expiresAtMs: number } | 'unavailable' | undefined;
+) => { allowed: boolean; expiresAtMs: number } | 'unavailable' | 'expired' | undefined;
 
 export function decideDue(record: OperationRecord, nowMs: number, authorizeCandidate: CandidateAuthorization): Transition | undefined {
   if (record.decision === null && nowMs >= record.deadlineMs) return decideDeadline(record, nowMs);
@@ -329,11 +330,12 @@ function decideLeasesAndRetries(record: OperationRecord, nowMs: number, authoriz
 
 /**
  * The branch's next assignment, and until when the allow it relies on is valid; undefined when
- * the allow of the peer selection chose has expired by `nowMs` (asked too long ago, or the commit
- * was late), or when the policy could not answer for a candidate before any allow: the
- * reassignment waits for the next due instant and a fresh answer, and is neither made on the
- * stale allow nor passed on to a later candidate in the selection order. A policy outage is not
- * a denial: it never makes a branch fail as having no eligible peer.
+ * the allow of the peer selection chose has expired by `nowMs` (asked too long ago, arrived
+ * already expired, or the commit was late), or when the policy could not answer for a candidate
+ * before any allow: the reassignment waits for the next due instant and a fresh answer, and is
+ * neither made on the stale allow nor passed on to a later candidate in the selection order.
+ * Neither a policy outage nor an expiry is a denial: neither makes a branch fail as having no
+ * eligible peer.
  */
 function reassignment(
   record: OperationRecord,
@@ -345,7 +347,7 @@ function reassignment(
   let chosen: { peerId: string; expiresAtMs: number } | undefined;
   for (const peerId of selectionCandidates(record, branch)) {
     const answer = authorizeCandidate(branch.branchId, peerId, attempt);
-    if (answer === 'unavailable') return undefined;
+    if (answer === 'unavailable' || answer === 'expired') return undefined;
     if (answer?.allowed === true) {
       chosen = { peerId, expiresAtMs: answer.expiresAtMs };
       break;

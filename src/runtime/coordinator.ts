@@ -188,9 +188,10 @@ export class Coordinator implements RuntimeHost {
 
   /**
    * A due instant as a command: held results first, then the candidates' authorization, then the
-   * pure decision. A reassignment the policy could not answer for waits (decide.ts reassignment);
-   * when nothing else fell due the command fails, so the kernel asks again after its due retry
-   * delay rather than at once — the branch's retry instant has passed and would fire again at once.
+   * pure decision. A reassignment the policy could not answer for, or answered with an allow
+   * already expired, waits (decide.ts reassignment); when nothing else fell due the command fails,
+   * so the kernel asks again after its due retry delay rather than at once — the branch's retry
+   * instant has passed and would fire again at once.
    */
   private async dueCommand(entry: OpEntry): Promise<Decider> {
     await this.batches.releaseHeld(entry);
@@ -205,12 +206,14 @@ export class Coordinator implements RuntimeHost {
   /**
    * Authorization for every candidate a due retry could select, asked before the pure decision,
    * in selection order up to the first allow. A policy that cannot answer for a candidate is
-   * `unavailable` for it, and the later ones are not asked: whether that candidate is authorized
-   * is unknown, so selection can neither pass it over nor fail the branch on it.
+   * `unavailable` for it, and one whose allow had expired when it arrived is `expired` for it; in
+   * either case the later ones are not asked: whether that candidate is authorized now is
+   * unknown, so selection can neither pass it over nor fail the branch on it. Only a denial
+   * passes a candidate over.
    */
   private async candidateAuthorizations(record: OperationRecord): Promise<{ authorizations: CandidateAuthorization; unavailable?: AdapterError }> {
     const nowMs = this.deps.clock.nowMs();
-    const answers = new Map<string, { allowed: boolean; expiresAtMs: number } | 'unavailable'>();
+    const answers = new Map<string, { allowed: boolean; expiresAtMs: number } | 'unavailable' | 'expired'>();
     let unavailable: AdapterError | undefined;
     const context = this.context({ principalId: record.principalId, senderPeerId: record.senderPeerId }, nowMs, record.deadlineMs);
     for (const branch of branchList(record)) {
@@ -232,6 +235,11 @@ export class Coordinator implements RuntimeHost {
         } catch (error) {
           answers.set(key, 'unavailable');
           unavailable = new AdapterError('unavailable', `the policy could not answer for the reassignment of branch ${branch.branchId}`, { cause: error });
+          break;
+        }
+        if (decision.refusal === 'expired') {
+          answers.set(key, 'expired');
+          unavailable = refusalError(decision);
           break;
         }
         answers.set(key, { allowed: decision.allowed, expiresAtMs: decision.expiresAtMs });

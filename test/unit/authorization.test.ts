@@ -179,30 +179,54 @@ test('an expired authorization fails closed for a caller cancellation: it is ref
   assert.equal((await s.get(result.operationId)).decision, null);
 });
 
-test('an expired authorization fails closed at reassignment: that candidate is not selected', async () => {
-  const s = await scenario({
-    store: 'sqlite',
-    peers: 3,
-    review: {
-      delivery: 'one-eligible',
-      completion: { mode: 'first-success' },
-      leaseMs: 1000,
-      renewIntervalMs: 400,
-      retryBackoffMs: 100,
-      attempts: 3,
-      timeoutMs: 10_000,
-    },
-  });
-  const { calls } = expireWhen(s, (input) => input.action === 'deliver' && input.attempt === 2 && input.peerId === 'bravo');
+const reassigning = {
+  delivery: 'one-eligible',
+  completion: { mode: 'first-success' },
+  leaseMs: 1000,
+  renewIntervalMs: 400,
+  retryBackoffMs: 100,
+  attempts: 3,
+  timeoutMs: 10_000,
+};
+
+test('an expired authorization fails closed at reassignment: the candidate is neither selected nor passed over; the reassignment waits and asks it again', async () => {
+  const s = await scenario({ store: 'sqlite', peers: 3, review: reassigning });
+  // bravo's first two answers for the retry arrive already expired; the third is a valid allow.
+  let asked = 0;
+  const { calls } = expireWhen(s, (input) => input.action === 'deliver' && input.attempt === 2 && input.peerId === 'bravo' && asked++ < 2);
   const { result } = await s.invoke('k');
   await s.settle();
   await s.clock.advance(1100); // alfa's lease expires; the retry is due after the backoff
-  assert.ok(calls.length >= 1);
-  const events = await s.events(result.operationId);
+  assert.equal(calls.length, 1);
+  let events = await s.events(result.operationId);
+  assert.equal(of(events, 'branch-reassigned').length, 0, 'nothing is assigned on an expired allow, and charlie is not asked instead');
+  await s.clock.advance(1000);
+  await s.settle();
+  assert.equal(calls.length, 2, 'bravo is asked again');
+  events = await s.events(result.operationId);
   assert.deepEqual(
     of(events, 'branch-reassigned').map((e) => [e.peerId, e.attempt]),
-    [['charlie', 2]],
+    [['bravo', 2]],
+    'still the first peer in selection order, on its fresh allow',
   );
+  assert.equal(of(events, 'branch-failed').length, 0);
+  await s.assertReplayEquals(result.operationId);
+});
+
+test('an allow that keeps arriving expired at reassignment never fails the branch as having no eligible peer: the deadline closes the operation as declared', async () => {
+  const s = await scenario({ store: 'sqlite', peers: 2, review: { ...reassigning, timeoutMs: 3000 } });
+  const { calls } = expireWhen(s, (input) => input.action === 'deliver' && input.attempt === 2 && input.peerId === 'bravo');
+  const { result } = await s.invoke('k');
+  await s.settle();
+  await s.clock.advance(1100);
+  await s.clock.advance(2000);
+  await s.settle();
+  assert.ok(calls.length >= 2, `asked again while waiting: ${calls.length}`);
+  const events = await s.events(result.operationId);
+  assert.equal(of(events, 'branch-failed').length, 0, 'an expiry is not a denial');
+  assert.equal(of(events, 'branch-reassigned').length, 0);
+  const view = await s.get(result.operationId);
+  assert.equal(view.decision?.reason, 'timeout');
   await s.assertReplayEquals(result.operationId);
 });
 
@@ -416,16 +440,6 @@ test('a policy rule names only actions a policy decides: the five protected acti
 });
 
 // ── a policy that cannot answer is neither an allow nor a denial ───────────
-
-const reassigning = {
-  delivery: 'one-eligible',
-  completion: { mode: 'first-success' },
-  leaseMs: 1000,
-  renewIntervalMs: 400,
-  retryBackoffMs: 100,
-  attempts: 3,
-  timeoutMs: 10_000,
-};
 
 /** The policy throws for reassignment decisions (deliver, attempt 2) while `down.now` holds; the calls made meanwhile are counted. */
 function downForReassignment(s: Scenario): { now: boolean; calls: number } {
