@@ -342,8 +342,12 @@ export class Coordinator implements RuntimeHost {
 
   // ── operation cache ──────────────────────────────────────────────────────
 
-  /** The cached entry, or one rebuilt from the store (another coordinator's operation, or after a restart). */
-  async load(operationId: string): Promise<OpEntry | undefined> {
+  /**
+   * The cached entry, or one rebuilt from the store (another coordinator's operation, or after a
+   * restart). A rebuilt entry is held — its timers armed, its outbox reconciled — only when `keep`
+   * accepts its record; otherwise it is answered without being held (see RuntimeHost.load).
+   */
+  async load(operationId: string, keep?: (record: OperationRecord) => boolean): Promise<OpEntry | undefined> {
     const cached = this.kernel.cached(operationId);
     if (cached) return cached;
     const read = await this.kernel.readLog(operationId);
@@ -354,9 +358,11 @@ export class Coordinator implements RuntimeHost {
     const record = read.record;
     const interaction = this.deps.bundles.get(record.contract.digest)?.interactions.get(record.interaction);
     if (!interaction) throw new AdapterError('unsupported', `operation ${operationId} uses contract ${record.contract.digest}, which is not deployed here`);
+    const entry = newEntry(record, interaction);
+    if (keep !== undefined && !keep(record)) return entry;
     // A record loaded from the store (a restart, or another coordinator's operation) resumes its
     // timers from the recorded instants and replays its pending outbox with the same identities.
-    return this.kernel.adopt(newEntry(record, interaction), read.log);
+    return this.kernel.adopt(entry, read.log);
   }
 
   /**

@@ -174,7 +174,14 @@ export interface RuntimeHost {
    * as one transition. Resolves once its outcome is stored (or nothing needed storing).
    */
   submit(entry: OpEntry, prepare: () => Promise<Decider>, weightBytes: number, options?: SubmitOptions): Promise<void>;
-  load(operationId: string): Promise<OpEntry | undefined>;
+  /**
+   * The operation held in memory, or read from the store and then held (its timers armed, its
+   * outbox reconciled). With `keep`, a record read from the store that `keep` refuses is answered
+   * without being held: nothing of it is armed or published, and only its record may be read —
+   * for a caller about to refuse what named it (a peer message on another subject than the
+   * operation's own), so that refusing leaves no trace.
+   */
+  load(operationId: string, keep?: (record: OperationRecord) => boolean): Promise<OpEntry | undefined>;
   /**
    * Whether the operation's stream is tombstoned in the store (retention expired its payload): a
    * command on an operation held in memory that meets it drops the operation from memory.

@@ -60,7 +60,10 @@ export async function onPeerMessage(host: RuntimeHost, namespace: string, intera
   if (message.operationId !== parsed.operationId) return drop(host, inbound, 'wrong-operation', about);
   let entry: OpEntry | undefined;
   try {
-    entry = await host.load(parsed.operationId);
+    // Held only when the message arrived on the operation's own subject: one that will be dropped
+    // as wrong-subject must not make this process take over an operation it names (arm its
+    // timers, reconcile its outbox) — a peer that knows operation ids could otherwise make it.
+    entry = await host.load(parsed.operationId, (record) => onOwnSubject(record, parsed, inbound.subject));
   } catch (error) {
     // A tombstoned operation, or one whose contract is not deployed here, will not change by
     // waiting. Anything else (the store unavailable, a read that failed) is uncertainty: the

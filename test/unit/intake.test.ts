@@ -170,6 +170,35 @@ test('what the subject and the payload alone can refuse is refused before the st
   }
 });
 
+test('a well-formed message naming an operation on another subject than its own leaves no trace but its count: the operation is not taken into memory, its timers are not armed, nothing is published for it', async () => {
+  const { s: first, op } = await opened();
+  // A coordinator that holds nothing in memory, sharing the store and clock, and also subscribed
+  // to another namespace's result subjects: a peer publishing there names an operation of demo.v1.lab.
+  const s = await restarted(first);
+  const timersBefore = s.clock.pendingTimers();
+  const publishedBefore = s.bus.stats.published;
+  const answered: string[] = [];
+  const other = 'other.v1.lab';
+  await onPeerMessage(s.coordinator, other, 'review', 'result', {
+    subject: subjectFor(other, 'review', op, 'result', 'alfa'),
+    data: encodeWire(result(op, 'alfa') as WireMessage),
+    headers: {},
+    redelivered: false,
+    ack: async () => void answered.push('ack'),
+    nak: async () => void answered.push('nak'),
+  });
+  await s.settle();
+  assert.deepEqual(answered, ['ack']);
+  assert.equal(await counted(s, 'wrong-subject'), 1);
+  assert.equal(s.coordinator.kernel.cached(op), undefined, 'the operation is not held');
+  assert.deepEqual(s.coordinator.kernel.held(), []);
+  assert.equal(s.clock.pendingTimers(), timersBefore, 'no timer of it is armed');
+  assert.equal(s.bus.stats.published, publishedBefore, 'nothing of it is reconciled or published');
+  // The same message on the operation's own subject loads it, as before.
+  assert.deepEqual(await deliver(s, 'result', op, 'alfa', result(op, 'alfa')), ['ack']);
+  assert.notEqual(s.coordinator.kernel.cached(op), undefined);
+});
+
 test('a message for an operation the store does not hold is unknown-operation: counted and acknowledged', async () => {
   const { s } = await opened();
   const unknown = `op${'ab'.repeat(32)}`;
