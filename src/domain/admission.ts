@@ -209,12 +209,20 @@ function observedPresence(facts: AdmissionFacts): PresenceObservation | undefine
   return { revision: presence.revision, online: of(presence.online), offline: of(presence.offline) };
 }
 
-/** Denied, expired or missing decisions fail closed: such a peer is not admitted. */
+/**
+ * Denied or missing decisions fail closed: such a peer is not admitted. An expired allow fails
+ * closed too, but it is not a denial and says nothing of whether the peer is authorized now: it
+ * refuses the admission as expired (nothing is created; asked again, the admission is decided on
+ * fresh answers), as an unavailable answer does, rather than freezing a manifest without the peer.
+ */
 function authorizedPeers(facts: AdmissionFacts, candidates: string[]): Set<string> {
   const allowed = new Set<string>();
   for (const peer of candidates) {
     const answer = facts.authorizations.find((a) => a.peerId === peer);
-    if (answer !== undefined && decisionAt(answer, facts.requestStartMs).allowed) allowed.add(peer);
+    if (answer === undefined) continue;
+    const checked = decisionAt(answer, facts.requestStartMs);
+    if (checked.refusal === 'expired') throw new AdapterError('expired', `the authorization of candidate ${peer}: ${checked.reason}`);
+    if (checked.allowed) allowed.add(peer);
   }
   const delivery = facts.interaction.spec.delivery;
   if ((delivery === 'explicit' || delivery === 'gather') && allowed.size !== candidates.length) {

@@ -252,6 +252,9 @@ export class Admission {
     peerId: string,
   ): Promise<PeerAuthorization> {
     const d = await this.host.authorize({ context, action: 'deliver', contract: bundle.ref, interaction: interaction.id, peerId, branchId: null, attempt: 1 });
+    // An allow that arrived already expired is no answer either way (admission.ts authorizedPeers):
+    // the admission is refused as expired, never planned as if the peer were denied.
+    if (d.refusal === 'expired') throw refusalError(d);
     const answer: PeerAuthorization = { peerId, allowed: d.allowed, revision: d.revision, expiresAtMs: d.expiresAtMs };
     if (d.reason !== undefined) answer.reason = d.reason;
     return answer;

@@ -150,12 +150,11 @@ test("only eligible peers' authorizations are frozen: one-eligible keeps every e
   );
 });
 
-test('a denied, expired or missing candidate authorization leaves that peer out of an independent audience', () => {
+test('a denied or missing candidate authorization leaves that peer out of an independent audience', () => {
   const f = facts({ completion: { mode: 'first-success' } }, { audience: { peers: ['alfa', 'bravo', 'charlie', 'delta'], revision: 'd1' } });
   f.authorizations = [
     { peerId: 'alfa', allowed: true, revision: 'p1', expiresAtMs: startMs + 1 },
     { peerId: 'bravo', allowed: false, revision: 'p1', expiresAtMs: startMs + 60_000 },
-    { peerId: 'charlie', allowed: true, revision: 'p1', expiresAtMs: startMs },
   ];
   const event = admitted(f);
   assert.deepEqual(event.manifest.peers, ['alfa']);
@@ -163,6 +162,16 @@ test('a denied, expired or missing candidate authorization leaves that peer out 
     event.authorizations.map((a) => a.peerId),
     ['alfa'],
   );
+});
+
+test('an expired candidate allow is not a denial: it refuses the admission as expired rather than leaving the peer out', () => {
+  const f = facts({ completion: { mode: 'first-success' } }, { audience: { peers: ['alfa', 'bravo', 'charlie'], revision: 'd1' } });
+  f.authorizations = [
+    { peerId: 'alfa', allowed: true, revision: 'p1', expiresAtMs: startMs + 1 },
+    { peerId: 'bravo', allowed: false, revision: 'p1', expiresAtMs: startMs + 60_000 },
+    { peerId: 'charlie', allowed: true, revision: 'p1', expiresAtMs: startMs },
+  ];
+  assert.throws(() => planAdmission(f), refused('expired', /candidate charlie/));
 });
 
 test('sender exclude removes only the invoking peer; a duplicated audience entry is one candidate', () => {

@@ -69,13 +69,20 @@ test('an expired invoke authorization fails closed: admission is refused as expi
   assert.equal(s.bus.stats.published, 0);
 });
 
-test('an expired candidate authorization fails closed: that peer is not admitted', async () => {
+test('an expired candidate authorization fails closed without being taken for a denial: admission is refused as expired and nothing is created; asked again, charlie is admitted', async () => {
   const s = await scenario();
-  expireWhen(s, (input) => input.action === 'deliver' && input.peerId === 'charlie');
+  let expiring = true;
+  const { calls } = expireWhen(s, (input) => expiring && input.action === 'deliver' && input.peerId === 'charlie');
+  await assert.rejects(s.invoke('k'), rejects('expired'));
+  assert.equal(calls.length, 1);
+  const ids = [];
+  for await (const id of s.store.operationIds()) ids.push(id);
+  assert.deepEqual(ids, [], 'no manifest is frozen without charlie');
+  expiring = false;
   const { result } = await s.invoke('k');
   assert.deepEqual(
     result.branches.map((b) => b.peerId),
-    ['alfa', 'bravo', 'delta', 'echo'],
+    ['alfa', 'bravo', 'charlie', 'delta', 'echo'],
   );
   await s.assertReplayEquals(result.operationId);
 });
