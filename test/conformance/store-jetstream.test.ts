@@ -59,6 +59,26 @@ storeConformance('jetstream, stamps read back', jetstreamFactory(0), { timeoutMs
 indexConformance('jetstream', jetstreamFactory(), { timeoutMs: 60_000 });
 workflowConformance('jetstream', jetstreamFactory(), { timeoutMs: 60_000 });
 
+/** A store and a client connection on a server of their own, closed (client, store, server) once `body` ends. */
+async function withStoreAndClient(
+  body: (fixture: {
+    server: Awaited<ReturnType<typeof startJetStreamServer>>;
+    store: JetStreamEventStore;
+    nc: Awaited<ReturnType<typeof connect>>;
+  }) => Promise<void>,
+): Promise<void> {
+  const server = await startJetStreamServer();
+  const store = await JetStreamEventStore.open({ servers: server.url, requestTimeoutMs });
+  const nc = await connect({ servers: server.url });
+  try {
+    await body({ server, store, nc });
+  } finally {
+    await nc.close();
+    await store.close();
+    await server.dispose();
+  }
+}
+
 test('jetstream: appends learn their server stamps from the stamp feed, equal to what a read returns', async () => {
   const server = await startJetStreamServer();
   // A generous wait: this test is about where the stamps come from, not how fast.
@@ -141,11 +161,8 @@ test('jetstream: under the least-privilege store permissions the stamp feed keep
   }
 });
 
-test('jetstream: committedAtMs is the server-assigned timestamp, never a client-supplied one', async () => {
-  const server = await startJetStreamServer();
-  const store = await JetStreamEventStore.open({ servers: server.url, requestTimeoutMs });
-  const nc = await connect({ servers: server.url });
-  try {
+test('jetstream: committedAtMs is the server-assigned timestamp, never a client-supplied one', () =>
+  withStoreAndClient(async ({ store, nc }) => {
     const id = newOperationId('server-time');
     const claimedMs = 1_000; // 1970: a claim no server clock would make.
     const guard = { notBeforeMs: 0, notAfterMs: Number.MAX_SAFE_INTEGER };
@@ -174,12 +191,7 @@ test('jetstream: committedAtMs is the server-assigned timestamp, never a client-
     assert.notEqual(raw.committedAtMs, claimedMs);
     assert.ok(raw.committedAtMs >= rawBeforeMs - 1 && raw.committedAtMs <= rawAfterMs + 1, `${rawBeforeMs} <= ${raw.committedAtMs} <= ${rawAfterMs}`);
     assert.equal(read.transitions[0]?.committedAtMs, created.committedAtMs, 'read returns the stamp the append answered');
-  } finally {
-    await nc.close();
-    await store.close();
-    await server.dispose();
-  }
-});
+  }));
 
 test('jetstream: a retried append (same revision, same bytes) dedupes to the stored message and answers the same', async () => {
   const server = await startJetStreamServer();
@@ -381,11 +393,8 @@ test('jetstream: a stream found with limits that evict (an age, a per-subject co
   }
 });
 
-test('jetstream: a message with the tombstone header published on a subject by another client is no tombstone: the log answers unavailable, never expired', async () => {
-  const server = await startJetStreamServer();
-  const store = await JetStreamEventStore.open({ servers: server.url, requestTimeoutMs });
-  const nc = await connect({ servers: server.url });
-  try {
+test('jetstream: a message with the tombstone header published on a subject by another client is no tombstone: the log answers unavailable, never expired', () =>
+  withStoreAndClient(async ({ store, nc }) => {
     const guard = { notBeforeMs: 0, notAfterMs: Number.MAX_SAFE_INTEGER };
     const forge = async (subject: string) => {
       const h = headers();
@@ -411,18 +420,10 @@ test('jetstream: a message with the tombstone header published on a subject by a
     expectOk(await store.tombstone(live), 'tombstone');
     assert.equal((await store.read(live)).kind, 'expired');
     assert.equal((await store.create(live, makeTransition(guard, 'again'))).kind, 'expired');
-  } finally {
-    await nc.close();
-    await store.close();
-    await server.dispose();
-  }
-});
+  }));
 
-test('jetstream: a subject under the log prefixes that names no operation or instance, published by another client, is listed as none', async () => {
-  const server = await startJetStreamServer();
-  const store = await JetStreamEventStore.open({ servers: server.url, requestTimeoutMs });
-  const nc = await connect({ servers: server.url });
-  try {
+test('jetstream: a subject under the log prefixes that names no operation or instance, published by another client, is listed as none', () =>
+  withStoreAndClient(async ({ store, nc }) => {
     const guard = { notBeforeMs: 0, notAfterMs: Number.MAX_SAFE_INTEGER };
     const live = newOperationId('listed-live');
     expectOk(await store.create(live, makeTransition(guard, 'create')), 'create');
@@ -435,18 +436,10 @@ test('jetstream: a subject under the log prefixes that names no operation or ins
     const instances: string[] = [];
     for await (const id of store.workflowInstanceIds()) instances.push(id);
     assert.deepEqual(instances, []);
-  } finally {
-    await nc.close();
-    await store.close();
-    await server.dispose();
-  }
-});
+  }));
 
-test('jetstream: a message published first under the message id of a write the store is about to make never makes that write answer stored', async () => {
-  const server = await startJetStreamServer();
-  const store = await JetStreamEventStore.open({ servers: server.url, requestTimeoutMs });
-  const nc = await connect({ servers: server.url });
-  try {
+test('jetstream: a message published first under the message id of a write the store is about to make never makes that write answer stored', () =>
+  withStoreAndClient(async ({ store, nc }) => {
     const js = jetstream(nc);
     const guard = { notBeforeMs: 0, notAfterMs: Number.MAX_SAFE_INTEGER };
     // The store's Nats-Msg-Id of a write: SHA-256 over the operation, the expected sequence and the body.
@@ -479,18 +472,10 @@ test('jetstream: a message published first under the message id of a write the s
     await squat(`convoke.op.${live}`, msgIdOf(live, Number(first.revision), next));
     const appended = await store.append(live, first.revision, next);
     assert.equal(appended.kind, 'unavailable', JSON.stringify(appended));
-  } finally {
-    await nc.close();
-    await store.close();
-    await server.dispose();
-  }
-});
+  }));
 
-test('jetstream: an operations stream given limits that evict after the store opened refuses further writes as unavailable, naming the limit, until they are taken back', async () => {
-  const server = await startJetStreamServer();
-  const store = await JetStreamEventStore.open({ servers: server.url, requestTimeoutMs });
-  const nc = await connect({ servers: server.url });
-  try {
+test('jetstream: an operations stream given limits that evict after the store opened refuses further writes as unavailable, naming the limit, until they are taken back', () =>
+  withStoreAndClient(async ({ store, nc }) => {
     const jsm = await jetstreamManager(nc);
     const guard = { notBeforeMs: 0, notAfterMs: Number.MAX_SAFE_INTEGER };
     const id = newOperationId('edited');
@@ -531,12 +516,7 @@ test('jetstream: an operations stream given limits that evict after the store op
       revision = appended.revision;
       kept.push(revision);
     }
-  } finally {
-    await nc.close();
-    await store.close();
-    await server.dispose();
-  }
-});
+  }));
 
 test('jetstream: an operations stream with a message cap refuses new operations while a reserve remains, so the open ones still take their appends; a cap too small for the reserve is refused at open', async () => {
   const server = await startJetStreamServer();
@@ -599,11 +579,8 @@ test('jetstream: an operations stream with a message cap refuses new operations 
   }
 });
 
-test('jetstream: a tombstone or open-set stream given limits that evict after the store opened refuses the writes that need it, naming the stream, until they are taken back', async () => {
-  const server = await startJetStreamServer();
-  const store = await JetStreamEventStore.open({ servers: server.url, requestTimeoutMs });
-  const nc = await connect({ servers: server.url });
-  try {
+test('jetstream: a tombstone or open-set stream given limits that evict after the store opened refuses the writes that need it, naming the stream, until they are taken back', () =>
+  withStoreAndClient(async ({ store, nc }) => {
     const jsm = await jetstreamManager(nc);
     const guard = { notBeforeMs: 0, notAfterMs: Number.MAX_SAFE_INTEGER };
     const id = newOperationId('edited');
@@ -632,9 +609,4 @@ test('jetstream: a tombstone or open-set stream given limits that evict after th
     await delay(readingAgeMs);
     expectOk(await store.create(newOperationId('edited-new'), makeTransition(guard, 'create')), 'create once restored');
     expectOk(await store.tombstone(id), 'tombstone once restored');
-  } finally {
-    await nc.close();
-    await store.close();
-    await server.dispose();
-  }
-});
+  }));
