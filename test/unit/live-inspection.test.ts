@@ -181,16 +181,24 @@ test("an operation's inspection refuses a log that fails its schema, as get does
   }
 });
 
-test("a workflow instance's inspection refuses a log that fails its schema: unavailable, never folded or shown", async () => {
+/**
+ * A workflow instance alice started under `invocationKey`, its log as read once it ran, and the index
+ * row the store wrote while the log was whole (its owner's proof); the executor is closed.
+ */
+async function startedByAlice(invocationKey: string) {
   const clock = new VirtualClock();
   const h = harness({ clock });
-  const { instanceId } = await h.executor.start({ principalId: 'alice', invocationKey: 'corrupt', document: quickDocument, input: {} });
+  const { instanceId } = await h.executor.start({ principalId: 'alice', invocationKey, document: quickDocument, input: {} });
   await clock.advance(0);
   const read = await h.store.read(instanceId);
-  // The row the store wrote when the log was whole: its owner's proof.
   const row = await h.store.workflowIndex.get(instanceId);
   await h.close();
-  assert.ok(read.kind === 'ok' && read.transitions.length >= 1);
+  if (read.kind !== 'ok' || read.transitions.length < 1) throw new Error(`the started instance reads ${read.kind}`);
+  return { clock, instanceId, read, row };
+}
+
+test("a workflow instance's inspection refuses a log that fails its schema: unavailable, never folded or shown", async () => {
+  const { clock, instanceId, read, row } = await startedByAlice('corrupt');
   for (const tamper of [(e: JsonObject) => void (e.trustMe = true), (e: JsonObject) => void delete e.document]) {
     const store = await copied(read.transitions, instanceId, (e, i) => i === 0 && e.type === 'workflow-started' && tamper(e), clock);
     await store.workflowIndex.put(instanceId, row);
@@ -242,14 +250,7 @@ test("an operation's unreadable log is unavailable to its owner only: to another
 });
 
 test("a workflow instance's unreadable log is unavailable to its owner only: to another principal it is not found", async () => {
-  const clock = new VirtualClock();
-  const h = harness({ clock });
-  const { instanceId } = await h.executor.start({ principalId: 'alice', invocationKey: 'unreadable', document: quickDocument, input: {} });
-  await clock.advance(0);
-  const read = await h.store.read(instanceId);
-  const row = await h.store.workflowIndex.get(instanceId);
-  await h.close();
-  assert.ok(read.kind === 'ok' && read.transitions.length >= 1);
+  const { clock, instanceId, read, row } = await startedByAlice('unreadable');
   assert.equal(row?.principalId, 'alice');
   const store = await copied(read.transitions, instanceId, (e, i) => i === 0 && e.type === 'workflow-started' && void (e.trustMe = true), clock);
   await store.workflowIndex.put(instanceId, row);
