@@ -65,10 +65,11 @@ export function renderTable(headers: string[], rows: Cell[][], widthMax = Number
   const plan = planTable(headers, cells, widthMax);
   const last = headers.length - 1;
   if (options.proseLast !== true || last < 1 || plan.kept[last] !== true) return drawTable(plan.headers, plan.cells, plan.widths) + plan.note;
-  const natural = naturalWidth(
+  // The prose column's natural width: its width before any narrowing (columnOf).
+  const natural = columnOf(
     headers[last] ?? '',
     cells.map((row) => row[last]),
-  );
+  ).width;
   if ((plan.widths.at(-1) ?? 0) >= Math.min(proseWidthMin, natural)) return drawTable(plan.headers, plan.cells, plan.widths) + plan.note;
   // Too narrow a column for prose: the other columns are fitted without it, and it goes under each row.
   const rest = planTable(
@@ -104,11 +105,6 @@ function planTable(
 
 /** A cell's text as a table shows it, unwrapped. */
 const shownText = (cell: Cell) => (cell instanceof ShortId ? cell.text(Number.POSITIVE_INFINITY) : cellText(cell));
-
-/** The width a column's header and cells take unwrapped. */
-function naturalWidth(header: string, cells: Cell[]): number {
-  return Math.max(columnsOf(header), ...cells.map((cell) => columnsOf(shownText(cell))));
-}
 
 /** A prose cell under its row: indented, wrapped at spaces to the width. */
 function proseLines(cell: Cell, widthMax: number): string[] {
@@ -200,7 +196,7 @@ const isEmpty = (cell: Cell) => !(cell instanceof ShortId) && ['', '-'].includes
 
 /** A column's natural width and its floor at each narrowing step (renderTable). */
 function columnOf(header: string, cells: Cell[]): Column {
-  const texts = cells.map((cell) => (cell instanceof ShortId ? cell.text(Number.POSITIVE_INFINITY) : cellText(cell)));
+  const texts = cells.map(shownText);
   const longest = (parts: string[]) => Math.max(0, ...parts.map(columnsOf));
   // The longest piece a cell breaks into cleanly: a word, an instant's date or time, an id's shortest prefix.
   const pieces = cells.flatMap((cell, k) => {
