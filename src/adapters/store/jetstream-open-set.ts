@@ -63,10 +63,10 @@ export async function ensureOpenSetStream(jsm: JetStreamManager, streamName: str
   const subjects = openSetSubjects(prefix);
   try {
     const info = await jsm.streams.info(name);
-    if (info.config.max_msgs_per_subject !== 1 || !subjects.every((s) => info.config.subjects.includes(s)))
-      throw unavailable(`stream ${name} exists without max_msgs_per_subject 1 and subjects ${subjects.join(', ')}`);
-    const evicting = evictingLimits(info.config, 1);
-    if (evicting !== undefined) throw unsupported(`stream ${name} ${evicting}: it would drop marks of operations that may be open`);
+    const shape = shapeProblem(info.config, subjects);
+    if (shape !== undefined) throw unavailable(`stream ${name} ${shape}`);
+    const evicting = evictingProblem(info.config);
+    if (evicting !== undefined) throw unsupported(`stream ${name} ${evicting}`);
     return false;
   } catch (error) {
     if (!(error instanceof JetStreamApiError && error.code === 10059)) throw error;
@@ -93,9 +93,17 @@ export async function ensureOpenSetStream(jsm: JetStreamManager, streamName: str
  * with the operations stream while the store runs (jetstream.ts `readStream`).
  */
 export function openSetStreamProblem(c: StreamConfig, prefix: string): string | undefined {
-  const subjects = openSetSubjects(prefix);
-  if (c.max_msgs_per_subject !== 1 || !subjects.every((s) => c.subjects.includes(s)))
-    return `has no max_msgs_per_subject 1 and subjects ${subjects.join(', ')}`;
+  return shapeProblem(c, openSetSubjects(prefix)) ?? evictingProblem(c);
+}
+
+/** A stream that is not one message per subject of `subjects`. */
+function shapeProblem(c: StreamConfig, subjects: readonly string[]): string | undefined {
+  if (c.max_msgs_per_subject === 1 && subjects.every((s) => c.subjects.includes(s))) return undefined;
+  return `has no max_msgs_per_subject 1 and subjects ${subjects.join(', ')}`;
+}
+
+/** A limit that would evict a mark (jetstream-stream-limits.ts evictingLimits). */
+function evictingProblem(c: StreamConfig): string | undefined {
   const evicting = evictingLimits(c, 1);
   return evicting === undefined ? undefined : `${evicting}: it would drop marks of operations that may be open`;
 }
