@@ -195,10 +195,10 @@ export class Coordinator implements RuntimeHost {
    */
   private async dueCommand(entry: OpEntry): Promise<Decider> {
     await this.batches.releaseHeld(entry);
-    const { authorizations, unavailable } = await this.candidateAuthorizations(entry.record);
+    const { authorizations, unanswered } = await this.candidateAuthorizations(entry.record);
     return (current) => {
       const transition = decideDue(current, this.deps.clock.nowMs(), authorizations);
-      if (transition === undefined && unavailable !== undefined) throw unavailable;
+      if (transition === undefined && unanswered !== undefined) throw unanswered;
       return transition;
     };
   }
@@ -211,10 +211,11 @@ export class Coordinator implements RuntimeHost {
    * unknown, so selection can neither pass it over nor fail the branch on it. Only a denial
    * passes a candidate over.
    */
-  private async candidateAuthorizations(record: OperationRecord): Promise<{ authorizations: CandidateAuthorization; unavailable?: AdapterError }> {
+  private async candidateAuthorizations(record: OperationRecord): Promise<{ authorizations: CandidateAuthorization; unanswered?: AdapterError }> {
     const nowMs = this.deps.clock.nowMs();
     const answers = new Map<string, { allowed: boolean; expiresAtMs: number } | 'unavailable' | 'expired'>();
-    let unavailable: AdapterError | undefined;
+    // Why a candidate has no answer to decide on (the policy could not answer, or its allow arrived expired).
+    let unanswered: AdapterError | undefined;
     const context = this.context({ principalId: record.principalId, senderPeerId: record.senderPeerId }, nowMs, record.deadlineMs);
     for (const branch of branchList(record)) {
       if (!isRetrying(branch.state) || branch.retryAtMs === null || branch.retryAtMs > nowMs) continue;
@@ -234,12 +235,12 @@ export class Coordinator implements RuntimeHost {
           decision = await this.authorize(input);
         } catch (error) {
           answers.set(key, 'unavailable');
-          unavailable = new AdapterError('unavailable', `the policy could not answer for the reassignment of branch ${branch.branchId}`, { cause: error });
+          unanswered = new AdapterError('unavailable', `the policy could not answer for the reassignment of branch ${branch.branchId}`, { cause: error });
           break;
         }
         if (decision.refusal === 'expired') {
           answers.set(key, 'expired');
-          unavailable = refusalError(decision);
+          unanswered = refusalError(decision);
           break;
         }
         answers.set(key, { allowed: decision.allowed, expiresAtMs: decision.expiresAtMs });
@@ -247,7 +248,7 @@ export class Coordinator implements RuntimeHost {
       }
     }
     const authorizations: CandidateAuthorization = (branchId, peerId) => answers.get(`${branchId}\u0000${peerId}`);
-    return unavailable === undefined ? { authorizations } : { authorizations, unavailable };
+    return unanswered === undefined ? { authorizations } : { authorizations, unanswered };
   }
 
   /** The inbound path for one kind of peer message of an interaction, registered once before it is needed. */
