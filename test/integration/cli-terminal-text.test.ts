@@ -9,14 +9,11 @@ import assert from 'node:assert/strict';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { SqliteEventStore } from '../../src/adapters/store/sqlite.js';
-import { SystemClock } from '../../src/contract/clock.js';
-import { createEmbedded } from '../../src/deployment/embedded.js';
-import { peerIds, reviewBundle } from '../../src/deployment/examples.js';
 import { exitCodes } from '../../src/cli/exit-codes.js';
 import { main } from '../../src/cli/main.js';
 import type { CliIo } from '../../src/cli/io.js';
 import { captureIo } from '../support/cli-io.js';
+import { settledNotedReview } from '../support/noted-review.js';
 
 /** Sets the window title, clears the screen, draws a hyperlink, then reverses what follows. */
 const hostile = '\u001b]0;pwned\u0007\u001b[2J\u001b]8;;https://evil.example\u001b\\click\u001b]8;;\u001b\\\u009b31m\u202eevil\u2066';
@@ -46,24 +43,7 @@ before(async () => {
   process.env.XDG_CONFIG_HOME = join(dir, 'config');
   store = `sqlite:${join(dir, 'ops.db')}`;
   // An operation whose peers answer a result carrying the hostile text.
-  const clock = new SystemClock();
-  const embedded = await createEmbedded({
-    clock,
-    bundle: reviewBundle({ completion: { mode: 'quorum', count: 2 } }),
-    groups: { reviewers: peerIds(2) },
-    store: new SqliteEventStore({ path: join(dir, 'ops.db'), clock }),
-  });
-  try {
-    for (const peer of peerIds(2)) await embedded.addPeer(peer, { review: () => ({ verdict: 'approve', note: hostile }) });
-    const { result } = await embedded.coordinator.invoke(
-      { principalId: 'svc-a', senderPeerId: null },
-      { contract: embedded.bundle.ref, interaction: 'review', invocationKey: 'k-1', input: { document: 'doc' } },
-    );
-    await embedded.coordinator.wait('svc-a', result.operationId, 'settled', 10_000);
-    operationId = result.operationId;
-  } finally {
-    await embedded.close();
-  }
+  operationId = await settledNotedReview(join(dir, 'ops.db'), 'svc-a', hostile);
   // A workflow instance whose task is named with it and that raises an error titled with it.
   const document = {
     document: { dsl: '1.0.3', namespace: 'test', name: 'hostile', version: '1.0.0' },

@@ -9,14 +9,11 @@ import assert from 'node:assert/strict';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { SqliteEventStore } from '../../src/adapters/store/sqlite.js';
-import { SystemClock } from '../../src/contract/clock.js';
-import { createEmbedded } from '../../src/deployment/embedded.js';
-import { peerIds, reviewBundle } from '../../src/deployment/examples.js';
 import { main } from '../../src/cli/main.js';
 import { fitText, renderTable } from '../../src/cli/table.js';
 import { chunksOf, columnsOf } from '../../src/cli/text-width.js';
 import { captureIo } from '../support/cli-io.js';
+import { settledNotedReview } from '../support/noted-review.js';
 
 const principal = '漢字漢字漢字漢字漢字漢字漢字プリンシパル';
 const note = `${'漢字'.repeat(30)} ${'🙂'.repeat(30)} ${'e\u0301'.repeat(40)}`;
@@ -47,24 +44,7 @@ before(async () => {
   dir = await mkdtemp(join(tmpdir(), 'convoke-wide-text-'));
   process.env.XDG_CONFIG_HOME = join(dir, 'config');
   store = `sqlite:${join(dir, 'ops.db')}`;
-  const clock = new SystemClock();
-  const embedded = await createEmbedded({
-    clock,
-    bundle: reviewBundle({ completion: { mode: 'quorum', count: 2 } }),
-    groups: { reviewers: peerIds(2) },
-    store: new SqliteEventStore({ path: join(dir, 'ops.db'), clock }),
-  });
-  try {
-    for (const peer of peerIds(2)) await embedded.addPeer(peer, { review: () => ({ verdict: 'approve', note }) });
-    const { result } = await embedded.coordinator.invoke(
-      { principalId: principal, senderPeerId: null },
-      { contract: embedded.bundle.ref, interaction: 'review', invocationKey: 'k-1', input: { document: 'doc' } },
-    );
-    await embedded.coordinator.wait(principal, result.operationId, 'settled', 10_000);
-    operationId = result.operationId;
-  } finally {
-    await embedded.close();
-  }
+  operationId = await settledNotedReview(join(dir, 'ops.db'), principal, note);
 });
 
 after(async () => {
