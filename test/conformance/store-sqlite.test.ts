@@ -18,6 +18,7 @@ import { stuckBoundsDefault, stuckReasons, type IndexQuery } from '../../src/eve
 import { indexRowOf } from '../../src/adapters/store/index-row.js';
 import { listOperations } from '../../src/runtime/operation-list.js';
 import type { WorkflowIndexQuery, WorkflowIndexRow } from '../../src/events/workflow-index.js';
+import { workflowRowOf } from '../support/workflow-row.js';
 
 const sqliteFactory: StoreFactory = async (options = {}) => {
   const dir = await mkdtemp(join(tmpdir(), 'convoke-sqlite-'));
@@ -200,25 +201,7 @@ test('sqlite: each stuck count is a range of one covering index, never a read of
 });
 
 function instanceRow(instanceId: string, startedAtMs: number): WorkflowIndexRow {
-  return {
-    instanceId,
-    principalId: 'alice',
-    workflowName: 'edited',
-    bundleDigest: `sha256:${'0'.repeat(64)}`,
-    invocationKey: instanceId.slice(2, 12),
-    status: 'running',
-    startedAtMs,
-    endedAtMs: null,
-    deadlineMs: null,
-    currentTask: null,
-    nextDueMs: null,
-    lease: null,
-    lastError: null,
-    childOperationIds: [],
-    childOperations: 0,
-    parent: null,
-    revision: '1',
-  };
+  return workflowRowOf(0, { instanceId, workflowName: 'edited', invocationKey: instanceId.slice(2, 12), startedAtMs });
 }
 
 test('sqlite: index rows edited by hand into no row are left out of pages and gets, the pages still move past them, and a rebuild writes them again', async () => {

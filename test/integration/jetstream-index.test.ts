@@ -18,6 +18,7 @@ import { stuckBoundsDefault, type IndexQuery, type OperationIndexRow } from '../
 import { workflowStuckBoundsDefault, type WorkflowIndexQuery, type WorkflowIndexRow } from '../../src/events/workflow-index.js';
 import { startJetStreamServer } from '../support/jetstream-server.js';
 import { viewOfEveryRow, writeV2Snapshot, type V2Snapshot } from '../support/v2-index-snapshot.js';
+import { workflowRowOf } from '../support/workflow-row.js';
 import { encodeBody } from '../../src/adapters/store/jetstream-index-snapshot.js';
 import { connectNats } from '../../src/adapters/transport/nats.js';
 import { jetstreamStorePermissions } from '../../src/deployment/nats/permissions.js';
@@ -91,25 +92,15 @@ async function allPages(store: JetStreamEventStore, query: Omit<IndexQuery, 'aft
 
 /** Workflow instance n's row: principals svc-0..2, every fourth one named `rare`. */
 function workflowInstance(n: number, status: WorkflowIndexRow['status'], startedAtMs: number): WorkflowIndexRow {
-  return {
-    instanceId: `wf${n.toString(16).padStart(64, '0')}`,
+  return workflowRowOf(n, {
     principalId: `svc-${n % 3}`,
     workflowName: n % 4 === 0 ? 'rare' : 'common',
-    bundleDigest: 'sha256:' + '0'.repeat(64),
-    invocationKey: `k${n}`,
     status,
     startedAtMs,
     endedAtMs: status === 'running' ? null : startedAtMs + 10,
     deadlineMs: startedAtMs + 60_000,
-    currentTask: null,
-    nextDueMs: null,
-    lease: null,
-    lastError: null,
-    childOperationIds: [],
-    childOperations: 0,
-    parent: null,
     revision: '3',
-  };
+  });
 }
 
 async function allWorkflowPages(store: JetStreamEventStore, query: Omit<WorkflowIndexQuery, 'after'>): Promise<WorkflowIndexRow[]> {

@@ -19,28 +19,10 @@ import { namingProblems } from '../../src/runtime/metrics.js';
 import { countStuckWorkflowInstances, observeStuckWorkflowInstances, workflowStuckGaugeName } from '../../src/runtime/workflow-stuck-metrics.js';
 import { serveWorkflowFixture, writeWorkflowFixture } from './instances-fixture.js';
 import { minimalServeConfig } from '../support/config-fixtures.js';
+import { workflowRowOf } from '../support/workflow-row.js';
 
 function runningRow(i: number, fields: Partial<WorkflowIndexRow>): WorkflowIndexRow {
-  return {
-    instanceId: `wf${i.toString(16).padStart(64, '0')}`,
-    principalId: 'alice',
-    workflowName: 'slow',
-    bundleDigest: 'sha256:' + '0'.repeat(64),
-    invocationKey: `k${i}`,
-    status: 'running',
-    startedAtMs: 1_000 + i,
-    endedAtMs: null,
-    deadlineMs: null,
-    currentTask: null,
-    nextDueMs: null,
-    lease: null,
-    lastError: null,
-    childOperationIds: [],
-    childOperations: 0,
-    parent: null,
-    revision: '1',
-    ...fields,
-  };
+  return workflowRowOf(i, { workflowName: 'slow', startedAtMs: 1_000 + i, ...fields });
 }
 
 const gaugeLine = (text: string, reason: string) => new RegExp(`^${workflowStuckGaugeName}\\{reason="${reason}"\\} (\\d+)$`, 'm').exec(text)?.[1];
