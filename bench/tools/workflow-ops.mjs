@@ -47,6 +47,7 @@ const decided = (principalId, request) => ({
   decision: { outcome: 'success', reason: 'threshold', closedAtMs: clock.nowMs(), successVotes: 2, failedUnits: 0, units: 3, threshold: 2 },
   settlement: { status: 'complete', siblings: [{ branchId: 'charlie', disposition: 'detached' }] },
   output: { counts: { approve: 2 }, total: 2 },
+  outputError: null,
 });
 /** `timeline`: the stretches of each run, named by the marks that bound them ([name, µs] pairs, in order). */
 const marks = [];
