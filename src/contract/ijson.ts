@@ -64,6 +64,52 @@ export function jsonPointer(segments: readonly (string | number)[]): string {
   return pointer;
 }
 
+/**
+ * `value` as a JSON log holds it, so that a value kept live and the same value read back from its
+ * log are one: `value` itself when every number in it is written as it is, a copy with each -0 as 0
+ * otherwise (JSON.stringify writes -0 as 0; JSON.parse reads `-0` as -0, and so does the `yaml`
+ * package). Throws invalidInput naming, by its JSON Pointer, the first number JSON cannot write at
+ * all: Infinity or NaN, which JSON.stringify writes as null (JSON.parse reads `1e400` as Infinity).
+ */
+export function asLogged(value: JsonValue, what = 'value'): JsonValue {
+  let negativeZero = false;
+  const stack: JsonValue[] = [value];
+  while (stack.length > 0) {
+    const item = stack.pop() as JsonValue;
+    if (typeof item === 'number') {
+      if (!Number.isFinite(item)) {
+        const first = firstNonFinite(value) ?? { number: item, path: [] };
+        throw invalidInput(`${what}: the number ${String(first.number)} at ${describePointer(jsonPointer(first.path))} has no JSON form`);
+      }
+      if (item === 0 && 1 / item < 0) negativeZero = true;
+    } else if (Array.isArray(item)) {
+      for (const member of item) stack.push(member);
+    } else if (typeof item === 'object' && item !== null) {
+      for (const member of Object.values(item)) stack.push(member);
+    }
+  }
+  return negativeZero ? (JSON.parse(JSON.stringify(value)) as JsonValue) : value;
+}
+
+/** The first number (in document order) JSON has no form for, and where it is. */
+function firstNonFinite(value: JsonValue): { number: number; path: (string | number)[] } | undefined {
+  const stack: { value: JsonValue; path: (string | number)[] }[] = [{ value, path: [] }];
+  for (let entry = stack.pop(); entry !== undefined; entry = stack.pop()) {
+    const item = entry.value;
+    if (typeof item === 'number' && !Number.isFinite(item)) return { number: item, path: entry.path };
+    const members: [string | number, JsonValue][] = Array.isArray(item)
+      ? item.map((member, index) => [index, member])
+      : typeof item === 'object' && item !== null
+        ? Object.entries(item)
+        : [];
+    for (let i = members.length - 1; i >= 0; i--) {
+      const [key, member] = members[i] as [string | number, JsonValue];
+      stack.push({ value: member, path: [...entry.path, key] });
+    }
+  }
+  return undefined;
+}
+
 /** A pointer for an error description: `root` for the empty pointer, cut short when huge. */
 export function describePointer(pointer: string): string {
   if (pointer === '') return 'root';

@@ -3,7 +3,8 @@ import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import { test } from 'node:test';
 import fc from 'fast-check';
-import { hasLoneSurrogate, isAmbiguousInteger, parseStrict, parseStrictBytes } from '../../src/contract/ijson.js';
+import { isAdapterError } from '../../src/contract/errors.js';
+import { asLogged, hasLoneSurrogate, isAmbiguousInteger, parseStrict, parseStrictBytes } from '../../src/contract/ijson.js';
 import type { JsonValue } from '../../src/contract/json.js';
 import { limits } from '../../src/contract/limits.js';
 import { assertInvalid } from '../support/assertions.js';
@@ -333,4 +334,18 @@ test('a string value does not keep the text it was parsed from alive', () => {
   assert.equal(kept.length, count);
   assert.ok(perId < 4096, `each kept id costs ${perId.toFixed(0)} bytes of heap`);
   assert.equal(kept[7], `op${String(7).padStart(64, '0')}`);
+});
+
+test('asLogged: a value as a JSON log holds it — itself, a copy with each -0 as 0, or invalid-input naming the first number JSON cannot write', () => {
+  const clean = { a: [1, 0, 'x'], b: { c: null } };
+  assert.equal(asLogged(clean), clean, 'nothing to change: the same object, no copy');
+  const zeroed = asLogged({ a: [-0, 2], b: { c: -0 } }) as { a: number[]; b: { c: number } };
+  assert.ok(Object.is(zeroed.a[0], 0) && Object.is(zeroed.b.c, 0));
+  assert.deepEqual(zeroed, JSON.parse(JSON.stringify({ a: [-0, 2], b: { c: -0 } })));
+  assert.throws(
+    () => asLogged({ a: [1, { 'x/y': Number.NaN }], b: Number.POSITIVE_INFINITY }, 'the answer'),
+    (error: unknown) =>
+      isAdapterError(error) && error.kind === 'invalid-input' && /the answer: the number NaN at \/a\/1\/x~1y has no JSON form/.test(error.message),
+  );
+  assert.throws(() => asLogged(Number.NEGATIVE_INFINITY), /the number -Infinity at root/);
 });

@@ -8,7 +8,7 @@
 import { parseDocument } from 'yaml';
 import { checkCanonicalizable } from '../../contract/canonical.js';
 import { invalidInput } from '../../contract/errors.js';
-import { parseStrict, parseStrictBytes } from '../../contract/ijson.js';
+import { asLogged, parseStrict, parseStrictBytes } from '../../contract/ijson.js';
 import type { JsonValue } from '../../contract/json.js';
 import { limits } from '../../contract/limits.js';
 
@@ -35,7 +35,8 @@ export function parseDocumentText(text: string, what: string, fileName?: string)
     throw invalidInput(`${what}: ${(error as Error).message}`, error);
   }
   checkCanonicalizable(value, what);
-  return value as JsonValue;
+  // YAML's `-0` is -0, which a log or a digest writes as 0: the document holds what they hold.
+  return asLogged(value as JsonValue, what);
 }
 
 /** The same from a file's bytes: JSON through the strict byte parser, YAML only from valid UTF-8. */

@@ -20,12 +20,13 @@
  *
  * Task kinds are in tasks.ts; calls in calls.ts.
  */
-import { AdapterError, AssertionFailure } from '../../contract/errors.js';
+import { AdapterError, AssertionFailure, isAdapterError } from '../../contract/errors.js';
+import { asLogged } from '../../contract/ijson.js';
 import type { JsonObject, JsonValue } from '../../contract/json.js';
 import { limits } from '../../contract/limits.js';
 import { taskTimeoutKey, timeoutError, type Proposal } from './decide.js';
 import { entriesOf, isObject, kindOf, timeoutMsOf, type TaskEntry, type TaskKind } from './document.js';
-import { WorkflowRaise, raise } from './dsl-errors.js';
+import { WorkflowRaise, errorTypes, raise } from './dsl-errors.js';
 import type { StepResult, TaskCompleted, ValueRef, WorkflowError, WorkflowEvent } from './events.js';
 import { evaluateValue, expressionResults, hasExpression, programOf, withResults } from './expressions.js';
 import { ExpressionFailure, pathValue } from './jq.js';
@@ -173,7 +174,7 @@ export class Interpreter implements Interpreting {
       if (kind === 'call' && this.record.calls[at]?.epoch !== epoch)
         await this.propose({ command: 'call-started', events: [{ type: 'call-started', v: 1, at, epoch }] });
       try {
-        result = { ok: await compute() };
+        result = { ok: this.logged(at, kind, await compute()) };
       } catch (error) {
         if (!(error instanceof WorkflowRaise)) throw error;
         result = { error: error.error };
@@ -188,6 +189,28 @@ export class Interpreter implements Interpreting {
     const stored = this.record.steps[at];
     if (!stored) throw new Halted(`step ${at} was not recorded`);
     return this.replayedAt(at, stored);
+  }
+
+  /**
+   * A computed step value as the log will hold it (asLogged), so the live run and every replay or
+   * resumption of it see one value: a -0 is kept as the 0 the log reads back, and a number JSON
+   * cannot write (a service answering `1e400`, read as Infinity) is the step's error, recorded as
+   * its answer, where a `try` can catch it.
+   */
+  private logged(at: string, kind: 'expression' | 'call', value: JsonValue): JsonValue {
+    try {
+      return asLogged(value, kind === 'call' ? `the answer of ${at}` : `the result of ${at}`);
+    } catch (error) {
+      if (!isAdapterError(error) || error.kind !== 'invalid-input') throw error;
+      const instance = stepPointer(at, this.record);
+      throw new WorkflowRaise({
+        type: kind === 'call' ? errorTypes.communication : errorTypes.expression,
+        status: kind === 'call' ? 502 : 400,
+        title: 'Value not recordable',
+        detail: error.description ?? error.message,
+        ...(instance === undefined ? {} : { instance }),
+      });
+    }
   }
 
   /** A step's value (its error raised again), noted as recorded by that step. */
@@ -588,9 +611,14 @@ function faultOf(error: unknown): WorkflowError | undefined {
  * names, read with the document (keys.ts pointerOfKey: a task name may hold `~`, `(`, `[`, `{`,
  * `/`, even `>`); none when the key names no task of the document.
  */
-export function uncertainCall(at: string, record: WorkflowRecord): WorkflowError {
+/** The document pointer of the task whose step `at` is. */
+function stepPointer(at: string, record: WorkflowRecord): string | undefined {
   const execution = at.slice(0, Math.max(0, at.lastIndexOf('>'))) || at;
-  const instance = record.tasks[execution]?.ref ?? pointerOfKey(schemeOf(record.started), record.started.document, at);
+  return record.tasks[execution]?.ref ?? pointerOfKey(schemeOf(record.started), record.started.document, at);
+}
+
+export function uncertainCall(at: string, record: WorkflowRecord): WorkflowError {
+  const instance = stepPointer(at, record);
   return {
     type: 'https://serverlessworkflow.io/spec/1.0.0/errors/communication',
     status: 503,

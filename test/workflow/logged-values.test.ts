@@ -1,0 +1,102 @@
+/**
+ * What a step computed is what its log records, so the live instance, its replay and a worker
+ * that resumes it see one value. JSON.parse reads an HTTP answer's `1e400` as Infinity and `-0`
+ * as -0, and the `yaml` package reads `-0` as -0; JSON.stringify writes them as null and 0. An
+ * answer holding a number JSON cannot write is the call's communication error (502), recorded
+ * as its answer and catchable; a -0 is taken as the 0 the log holds.
+ */
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import type { JsonObject } from '../../src/contract/json.js';
+import { parseDocumentText } from '../../src/workflow/dsl/text.js';
+import { harness, runToEnd, yaml } from './support.js';
+
+/** Answers every request with `body` as application/json. */
+async function answering(body: string): Promise<{ url: string; close(): Promise<void> }> {
+  const server = createServer((_request, response) => {
+    response.setHeader('content-type', 'application/json');
+    response.end(body);
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as AddressInfo;
+  return { url: `http://127.0.0.1:${port}`, close: () => new Promise((resolve) => server.close(() => resolve())) };
+}
+
+const fetching = (name: string, url: string, caught = false) =>
+  yaml(`document: { dsl: '1.0.3', namespace: test, name: ${name}, version: '1.0.0' }
+do:
+  - fetch:
+${
+  caught
+    ? `      try:
+        - get:
+            call: http
+            with: { method: get, endpoint: '${url}/' }
+      catch:
+        errors: { with: { type: https://serverlessworkflow.io/spec/1.0.0/errors/communication } }
+        as: failure
+        do:
+          - note:
+              set: { caught: '\${ $failure.status }' }`
+    : `      call: http
+      with: { method: get, endpoint: '${url}/' }`
+}
+`);
+
+test('an HTTP answer holding a number JSON cannot write (1e400) faults its call with a communication error naming where, recorded as the answer', async () => {
+  const service = await answering('{"ok": 1, "n": [2, 1e400], "m": -1e400}');
+  const h = harness();
+  try {
+    const faulted = await runToEnd(h, fetching('unwritable', service.url), {}, 'unwritable');
+    assert.equal(faulted.status, 'faulted');
+    assert.equal(faulted.error?.type, 'https://serverlessworkflow.io/spec/1.0.0/errors/communication');
+    assert.equal(faulted.error?.status, 502);
+    assert.equal(faulted.error?.instance, '/do/0/fetch');
+    assert.match(faulted.error?.detail ?? '', /the number Infinity at \/n\/1 has no JSON form/);
+    const answer = Object.values(faulted.steps).find((step) => 'error' in step);
+    assert.ok(answer && 'error' in answer && answer.error.status === 502, 'the fault is the recorded answer of the call');
+
+    const caught = await runToEnd(h, fetching('caught', service.url, true), {}, 'caught');
+    assert.equal(caught.status, 'completed', JSON.stringify(caught.error));
+    assert.deepEqual(caught.output, { caught: 502 });
+  } finally {
+    await h.close();
+    await service.close();
+  }
+});
+
+test('an HTTP answer holding -0 is taken as the 0 its log records', async () => {
+  const service = await answering('{"n": -0, "m": [-0.0, 1], "k": -0e5}');
+  const h = harness();
+  try {
+    const done = await runToEnd(h, fetching('negative-zero', service.url), {}, 'negative-zero');
+    assert.equal(done.status, 'completed', JSON.stringify(done.error));
+    const output = done.output as JsonObject;
+    assert.ok(Object.is(output.n, 0) && Object.is((output.m as number[])[0], 0) && Object.is(output.k, 0), JSON.stringify(output));
+  } finally {
+    await h.close();
+    await service.close();
+  }
+});
+
+test('a YAML document says -0 as the 0 its digest and its log hold', async () => {
+  const document = parseDocumentText(
+    `document: { dsl: '1.0.3', namespace: test, name: zero, version: '1.0.0' }
+do:
+  - keep:
+      set: { n: -0, m: [-0.0] }
+`,
+    'workflow',
+  );
+  const h = harness();
+  try {
+    const done = await runToEnd(h, document, {}, 'zero');
+    assert.equal(done.status, 'completed', JSON.stringify(done.error));
+    const output = done.output as JsonObject;
+    assert.ok(Object.is(output.n, 0) && Object.is((output.m as number[])[0], 0), JSON.stringify(output));
+  } finally {
+    await h.close();
+  }
+});
