@@ -23,9 +23,25 @@ export function installStrictJsonBodies(app: FastifyInstance, bodyLimitBytes: nu
 
 /** JSON is UTF-8 (RFC 8259 §8.1); a body declared in another charset would be decoded wrongly. */
 function checkCharset(request: FastifyRequest): void {
-  const header = request.headers['content-type'] ?? '';
-  const charset = /;\s*charset\s*=\s*"?([^";\s]*)"?/i.exec(header)?.[1]?.toLowerCase();
-  if (charset !== undefined && charset !== 'utf-8' && charset !== 'utf8') throw new UnsupportedMediaType();
+  const charsets = charsetsOf(request.headers['content-type'] ?? '');
+  if (charsets.length > 1) throw new UnsupportedMediaType(undefined, `content-type names one charset, not ${charsets.length}`);
+  if (!declaresUtf8(charsets)) throw new UnsupportedMediaType();
+}
+
+/**
+ * The charset parameters of a content-type, lower-cased, in the order written. A charset named
+ * twice is refused whatever the values (RFC 6838 §4.3: a parameter is given once): a proxy in
+ * front, or the sender's library, may take the last where a route takes the first, and read the
+ * body as another text than the one parsed here.
+ */
+export function charsetsOf(contentType: string): string[] {
+  return [...contentType.matchAll(/;\s*charset\s*=\s*"?([^";\s]*)"?/gi)].map((match) => (match[1] ?? '').toLowerCase());
+}
+
+/** Whether a body with these charset parameters (charsetsOf) is UTF-8: none, or exactly one naming it. */
+export function declaresUtf8(charsets: readonly string[]): boolean {
+  if (charsets.length === 0) return true;
+  return charsets.length === 1 && (charsets[0] === 'utf-8' || charsets[0] === 'utf8');
 }
 
 /**

@@ -17,6 +17,7 @@ import type { JsonValue } from '../contract/json.js';
 import { limits } from '../contract/limits.js';
 import type { Caller } from '../runtime/service.js';
 import type { Authenticate } from './auth.js';
+import { charsetsOf, declaresUtf8 } from './body.js';
 import { UnsupportedMediaType } from './errors.js';
 import { errorResponseSchemas } from './schemas.js';
 
@@ -108,11 +109,6 @@ export function registerWorkflowEventRoutes(app: FastifyInstance, options: Workf
 /** Structured mode only; JSON is UTF-8. */
 function mediaTypeOf(request: FastifyRequest): boolean {
   const header = request.headers['content-type'] ?? '';
-  const [type, ...parameters] = header.split(';').map((part) => part.trim().toLowerCase());
-  if (type !== cloudEventsMediaType) return false;
-  const charset = parameters
-    .find((p) => p.startsWith('charset='))
-    ?.slice('charset='.length)
-    .replace(/"/g, '');
-  return charset === undefined || charset === 'utf-8' || charset === 'utf8';
+  const type = header.split(';', 1)[0]?.trim().toLowerCase();
+  return type === cloudEventsMediaType && declaresUtf8(charsetsOf(header));
 }

@@ -111,6 +111,19 @@ describe('HTTP facade (inject)', () => {
     resultBody(await post(payload, { 'content-type': 'application/json; charset=UTF-8' }), 202);
   });
 
+  test('a content type naming its charset twice is 415 whichever comes first, and creates nothing: one reader would decode the body as UTF-8, another as the other', async () => {
+    const before = (await storedOperationIds(built.deployment)).length;
+    for (const type of [
+      'application/json; charset=utf-8; charset=latin1',
+      'application/json; charset=latin1; charset=utf-8',
+      'application/json;charset=utf-8;CHARSET="utf-16"',
+      'application/json; charset=utf-8; charset=utf-8',
+    ]) {
+      assert.match(errorBody(await post(JSON.stringify(requestBody(fixture)), { 'content-type': type }), 415).description ?? '', /one charset/, type);
+    }
+    assert.equal((await storedOperationIds(built.deployment)).length, before);
+  });
+
   test('a body over the limit is 413', async () => {
     const big = requestBody(fixture, { input: { document: 'x'.repeat(5000) } });
     assert.equal(errorBody(await post(big), 413).description, 'body exceeds 4096 bytes');

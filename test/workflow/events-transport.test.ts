@@ -180,6 +180,10 @@ test('POST /workflow-events: its refusals name its own media type and its own si
     for (const contentType of [
       'application/json',
       'application/cloudevents+json; charset=latin1',
+      // A charset named twice: another reader may take the one this route would not.
+      'application/cloudevents+json; charset=utf-8; charset=latin1',
+      'application/cloudevents+json; charset=utf-8; charset=utf-8',
+      'application/cloudevents+json; charset = latin1',
       'application/cloudevents-batch+json',
       'text/plain',
       'application/octet-stream',
