@@ -124,6 +124,20 @@ test('store commands: 0, and 2 for a missing store file or a bad id, 4 for an un
   await expectCode(exitCodes.unavailable, ['prune', '--store', unreachable, '--keep', '30d']);
 });
 
+test('a store command that finds no operation is 9 whether a full id or a prefix names it, its error naming the store, not a principal', async () => {
+  const store = `sqlite:${db}`;
+  const full = `op${'0'.repeat(64)}`;
+  const prefix = `op${'0'.repeat(10)}`;
+  for (const command of ['get', 'inspect', 'replay']) {
+    const named = await run(command, full, '--store', store);
+    assert.equal(named.code, exitCodes.notFound, `convoke ${command} ${full}: ${named.err}`);
+    assert.deepEqual(JSON.parse(named.err), { kind: 'invalid-input', description: `no operation ${full} in this store` });
+    const typed = await run(command, prefix, '--store', store);
+    assert.equal(typed.code, exitCodes.notFound, `convoke ${command} ${prefix}: ${typed.err}`);
+    assert.deepEqual(JSON.parse(typed.err), { kind: 'invalid-input', description: `no operation ${prefix}… in this store` });
+  }
+});
+
 test('a store file that is not a convoke store is 2, like a missing one, and is left as it was; a locked one is 4', async () => {
   const text = join(dir, 'notes.txt');
   const empty = join(dir, 'empty.db');

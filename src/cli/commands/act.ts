@@ -22,8 +22,7 @@ import { invocationResult, reached } from '../../projections/views.js';
 import { commandTimeoutMs } from '../../nats-api/commands.js';
 import type { CliIo } from '../io.js';
 import { renderResult, resultExitCode, sendAndReport, type NatsClientOptions } from './invoke.js';
-import { parseTypedId, readLog, resolveOperationId, withStore, type StoreOptions } from './ops.js';
-import { OperationNotFound } from '../../runtime/errors.js';
+import { notInStore, parseTypedId, readLog, resolveOperationId, withStore, type StoreOptions } from './ops.js';
 import { widthOf } from '../table.js';
 
 export interface GetOptions extends Partial<NatsClientOptions>, Partial<StoreOptions> {
@@ -96,7 +95,7 @@ async function getFromStore(typedId: string, target: StoreOptions, options: GetO
   return withStore(target, async (store) => {
     const operationId = await resolveOperationId(store, typedId);
     const record = fold(await readLog(store, operationId));
-    if (!record) throw new OperationNotFound(operationId);
+    if (!record) throw notInStore(operationId);
     const result = invocationResult(record, undefined);
     // Read from the log, nothing waited: decided is "reached" for the exit code, open is pending.
     const status = reached(record, 'decision') ? 200 : 202;

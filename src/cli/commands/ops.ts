@@ -63,8 +63,16 @@ export async function resolveOperationId(store: EventStore, text: string): Promi
   const typed = parseTypedId(text);
   if (typed.kind === 'full') return typed.operationId;
   const match = await uniqueByPrefix(store.operationIds(), typed.prefix);
-  if (match === undefined) throw new OperationNotFound(typed.prefix);
+  if (match === undefined) throw notInStore(typed.prefix, 'prefix');
   return match;
+}
+
+/**
+ * No operation in the store a command reads (exit 9, as the coordinator's 404), said in the
+ * store's terms: an operator reading a store sees every principal's, so none is hidden from it.
+ */
+export function notInStore(typed: string, as: 'id' | 'prefix' = 'id'): OperationNotFound {
+  return new OperationNotFound(typed, `no operation ${typed}${as === 'prefix' ? '…' : ''} in this store`);
 }
 
 /** Checks what was typed before any store is opened: a full id, or a prefix long enough to mean one. */
@@ -83,14 +91,14 @@ export async function readLog(store: EventStore, operationId: string): Promise<S
   const read = await store.read(operationId);
   if (read.kind === 'ok') return read.transitions;
   if (read.kind === 'unavailable') throw new AdapterError('unavailable', read.description);
-  if (read.kind === 'not-found') throw new OperationNotFound(operationId);
+  if (read.kind === 'not-found') throw notInStore(operationId);
   throw new AdapterError('expired', read.description);
 }
 
 /** The log of an operation that exists: an id with no transitions is not found. */
 async function readExistingLog(store: EventStore, operationId: string): Promise<StoredTransition[]> {
   const transitions = await readLog(store, operationId);
-  if (transitions.length === 0) throw new OperationNotFound(operationId);
+  if (transitions.length === 0) throw notInStore(operationId);
   return transitions;
 }
 
@@ -304,8 +312,11 @@ export async function replayCommand(
     const ids: string[] = [];
     if (operationId !== undefined) {
       const id = await resolveOperationId(store, operationId);
-      // Named alone, a pruned operation is exit 6 (expired), as to inspect; a whole store's replay lists none (operationIds).
-      if ((await store.read(id)).kind === 'expired') throw new AdapterError('expired', `operation ${id} was pruned: its log is gone, its key is kept`);
+      // Named alone, a pruned operation is exit 6 (expired) and an id with no log exit 9 (not found), as to inspect,
+      // never a log replayed with a difference; a whole store's replay lists neither (operationIds).
+      const read = await store.read(id);
+      if (read.kind === 'expired') throw new AdapterError('expired', `operation ${id} was pruned: its log is gone, its key is kept`);
+      if (read.kind === 'not-found' || (read.kind === 'ok' && read.transitions.length === 0)) throw notInStore(id);
       ids.push(id);
     } else for await (const id of store.operationIds()) ids.push(id);
     // A progress bar redraws its line with \r: only a terminal shows that as intended.
