@@ -239,6 +239,18 @@ test("an operation's unreadable log is unavailable to its owner only: to another
     await assert.rejects(c.cancel('svc-b', id), notFound);
     await assert.rejects(c.inspect('svc-b', id), notFound);
     await assert.rejects(c.get('svc-b', `op${'ab'.repeat(32)}`), notFound);
+    // With no row, nothing written says whose it is: the id alone is not found, to its owner too. Its owner's
+    // invocation sent again names it by derivation (principal, contract, key), which proves it the owner's: unavailable.
+    const get = store.index.get.bind(store.index);
+    store.index.get = async (asked) => (asked === id ? undefined : get(asked));
+    await assert.rejects(c.get('svc-a', id), notFound);
+    await assert.rejects(
+      c.invoke(
+        { principalId: 'svc-a', senderPeerId: null },
+        { contract: embedded.bundle.ref, interaction: 'review', invocationKey: 'unreadable', input: { document: 'hello' } },
+      ),
+      failsItsSchema(last + 1),
+    );
     // The store failing for every id (its index cannot answer either) is unavailable to anyone: it tells nothing of this id.
     store.index.get = async () => {
       throw new AdapterError('unavailable', 'the store is not answering');
@@ -269,6 +281,8 @@ test("a workflow instance's unreadable log is unavailable to its owner only: to 
     await assert.rejects(instances.cancel('bob', instanceId), notFound);
     await store.workflowIndex.put(instanceId, undefined);
     await assert.rejects(instances.get('alice', instanceId), notFound, 'no row: nothing written says whose it is');
+    // The same start again derives the id from alice, which proves it hers: unavailable.
+    await assert.rejects(other.executor.start({ principalId: 'alice', invocationKey: 'unreadable', document: quickDocument, input: {} }), failsItsSchema(1));
   } finally {
     await other.close();
   }
