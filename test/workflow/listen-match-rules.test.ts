@@ -18,7 +18,10 @@ import {
   expectsOf,
   filtersOf,
   listenClosed,
+  listenOutlivesTimeout,
   listenSatisfied,
+  listenTimedOut,
+  listenWaitEnded,
   listenTook,
   matchFilters,
   readEvent,
@@ -161,6 +164,37 @@ test('listenClosed: no listen, an instance or a task no longer running, a satisf
   );
   assert.equal(listenClosed(steps({ '/do/0/wait>until[2]': { ok: true } }), at), false, 'only the verdicts on events taken count');
   assert.equal(listenClosed(steps({ '/do/1/wait>until[0]': { ok: true } }), at), false, 'another listen’s verdict is not this one’s');
+});
+
+test('listenTimedOut, listenWaitEnded, listenOutlivesTimeout: a fired timeout closes the listen; it faults the task unless the events taken ended the wait, or a foreach listen took events to iterate', () => {
+  const anyUntil = { any: [filter('a')], until: '${ false }' };
+  const timer = (state: 'armed' | 'fired') => ({ timers: { [`${at}@timeout`]: { state, dueAtMs: 10, purpose: 'task-timeout' } } });
+  const task = (definition: JsonObject) => ({
+    tasks: { [at]: { state: 'running', ref: '/do/0/wait' } },
+    started: { deadlineMs: null, document: { do: [{ wait: definition }] } },
+  });
+  const listening = { listen: { to: anyUntil } };
+  const iterating = { listen: { to: anyUntil }, foreach: { do: [] } };
+  const record = (listen: ListenRecord | undefined, more: object) => recordOf(listen, more as Partial<WorkflowRecord>);
+  const one = listenOf(anyUntil, [taken('to', 0)]);
+
+  assert.equal(listenTimedOut(record(one, timer('fired')), at), true);
+  assert.equal(listenTimedOut(record(one, timer('armed')), at), false);
+  assert.equal(listenTimedOut(record(one, {}), at), false);
+  assert.equal(listenClosed(record(one, timer('fired')), at), true, 'a fired timeout closes a listen still running');
+  assert.equal(listenClosed(record(one, timer('armed')), at), false);
+
+  assert.equal(listenWaitEnded(record(listenOf({ one: filter('a') }, [taken('to', 0)]), task(iterating)), at), true, 'with foreach too');
+  assert.equal(listenWaitEnded(record(one, { ...task(iterating), steps: { [untilKey(at, 0)]: { ok: true } } }), at), true);
+  assert.equal(listenWaitEnded(record(one, { ...task(iterating), steps: { [untilKey(at, 0)]: { ok: false } } }), at), false);
+  assert.equal(listenWaitEnded(record(one, task(iterating)), at), false);
+  assert.equal(listenWaitEnded(record(undefined, task(iterating)), at), false);
+
+  assert.equal(listenOutlivesTimeout(record(one, task(iterating)), at), true, 'a foreach listen iterates what it took');
+  assert.equal(listenOutlivesTimeout(record(listenOf(anyUntil), task(iterating)), at), false, 'one that took nothing faults');
+  assert.equal(listenOutlivesTimeout(record(one, task(listening)), at), false, 'without foreach an open wait faults');
+  assert.equal(listenOutlivesTimeout(record(listenOf({ one: filter('a') }, [taken('to', 0)]), task(listening)), at), true);
+  assert.equal(listenOutlivesTimeout(record(undefined, task(iterating)), at), false);
 });
 
 test('untilPending: an open listen with an until expression waits for the verdict on the last event it took, and on nothing else', () => {

@@ -195,3 +195,108 @@ test('an event taken just before the timeout while the timer fires first: the du
     }),
   );
 });
+
+/** `wait` listens `to` (a YAML flow value) under a 1 s timeout, each event it takes iterated by `first` (held by the test) and `second`. */
+const foreachDocument = (name: string, to: string) =>
+  yaml(`document: { dsl: '1.0.3', namespace: test, name: ${name}, version: '1.0.0' }
+do:
+  - wait:
+      listen:
+        to: ${to}
+      foreach:
+        do:
+          - first:
+              set: { n: '\${ .n + 100 }' }
+          - second:
+              set: { n: '\${ .n }', second: true }
+      timeout: { after: { milliseconds: ${timeoutMs} } }
+  - after:
+      set: { took: '\${ . }' }
+`);
+
+/** An evaluator whose answers to programs including `.n + 100` wait at the gate while `holding()`. */
+const holdingIterations =
+  (iterating: ReturnType<typeof gate>, holding: () => boolean) =>
+  (jq: ExpressionEvaluator): ExpressionEvaluator => ({
+    evaluate: async (query, input, vars, principal) => {
+      const answer = await jq.evaluate(query, input, vars, principal);
+      if (holding() && query.includes('.n + 100')) await iterating.pass();
+      return answer;
+    },
+    close: () => jq.close(),
+  });
+
+test('foreach: an event taken just before the timeout that ends the wait is iterated, and the listen completes with it however late', async () => {
+  const iterating = gate();
+  let holding = true;
+  await withClock(
+    async (h, { clock }) => {
+      const { id, dueAtMs } = await listening(h, foreachDocument('race-foreach-ended', '{ one: { with: { type: com.example.ready } } }'), 'foreach-ended');
+      clock.set(dueAtMs - 1);
+      assert.deepEqual(await h.executor.deliver(event('com.example.ready', { n: 1 }), null), { matched: [id] }, 'taken before the timeout: accepted');
+      await iterating.reached; // Its iteration runs.
+      await clock.advance(1); // The timeout's instant: the timer is due while the iteration runs.
+      holding = false;
+      iterating.release();
+      const record = await ended(h, id);
+      assert.equal(record.status, 'completed', `an accepted event was answered, then the instance faulted: ${JSON.stringify(record.error)}`);
+      assert.equal(record.timers[`${at}@timeout`]!.state, 'fired');
+      assert.deepEqual(record.tasks[at]!.output, [{ n: 101, second: true }]);
+      assert.deepEqual(record.output, { took: [{ n: 101, second: true }] });
+    },
+    () => ({ evaluator: holdingIterations(iterating, () => holding) }),
+  );
+});
+
+test('foreach: the timeout ends an open wait, and the task faults with it only once the events taken before it are iterated', async () => {
+  const iterating = gate();
+  let holding = true;
+  await withClock(
+    async (h, { clock }) => {
+      const { id, dueAtMs } = await listening(h, foreachDocument('race-foreach-open', "{ any: [], until: '${ false }' }"), 'foreach-open');
+      clock.set(dueAtMs - 1);
+      assert.deepEqual(await h.executor.deliver(event('com.example.one', { n: 1 }), null), { matched: [id] }, 'taken before the timeout: accepted');
+      await iterating.reached; // Its iteration runs.
+      await clock.advance(1); // The timeout fires while the iteration runs.
+      assert.deepEqual(await h.executor.deliver(event('com.example.two', { n: 2 }), null), { matched: [] }, 'nothing is taken at the timeout');
+      holding = false;
+      iterating.release();
+      const record = await ended(h, id);
+      assert.equal(record.status, 'faulted');
+      assert.equal(record.error?.status, 408);
+      assert.equal(record.error?.instance, at);
+      assert.equal(record.listens[at]!.events.length, 1);
+      const second = record.tasks[`${at}/foreach/do/1/second[0]`];
+      assert.equal(second?.state, 'completed', 'the accepted event was iterated to its end');
+      assert.deepEqual(second.output, { n: 101, second: true });
+      assert.ok(second.endedSeq! < record.tasks[at]!.endedSeq!, 'before the listen faulted');
+    },
+    () => ({ evaluator: holdingIterations(iterating, () => holding) }),
+  );
+});
+
+test('foreach: a wait the timeout ends with no event taken faults at the timeout, as without foreach', () =>
+  withClock(async (h, { clock }) => {
+    const { id, dueAtMs } = await listening(h, foreachDocument('race-foreach-none', "{ any: [], until: '${ false }' }"), 'foreach-none');
+    clock.set(dueAtMs);
+    await clock.advance(0);
+    const record = await ended(h, id);
+    assert.equal(record.status, 'faulted');
+    assert.equal(record.error?.status, 408);
+    assert.equal(record.error?.instance, at);
+  }));
+
+test('foreach: an open wait whose taken events were iterated before the timeout faults at the timeout, and takes nothing after it', () =>
+  withClock(async (h, { clock }) => {
+    const { id, dueAtMs } = await listening(h, foreachDocument('race-foreach-iterated', "{ any: [], until: '${ false }' }"), 'foreach-iterated');
+    assert.deepEqual(await h.executor.deliver(event('com.example.one', { n: 1 }), null), { matched: [id] });
+    while ((await h.executor.get(id))!.steps[`${at}>until[0]`] === undefined) await new Promise((resolve) => setTimeout(resolve, 5));
+    clock.set(dueAtMs);
+    await clock.advance(0);
+    const record = await ended(h, id);
+    assert.equal(record.status, 'faulted');
+    assert.equal(record.error?.status, 408);
+    assert.equal(record.error?.instance, at);
+    assert.equal(record.tasks[`${at}/foreach/do/1/second[0]`]?.state, 'completed');
+    assert.deepEqual(await h.executor.deliver(event('com.example.two', { n: 2 }), null), { matched: [] });
+  }));

@@ -16,7 +16,7 @@ import { openEndedMs } from '../../events/guard.js';
 import { errorTypes } from './dsl-errors.js';
 import type { JsonValue } from '../../contract/json.js';
 import type { SubworkflowDisposed, ValueRef, WorkflowError, WorkflowEvent, WorkflowTransition } from './events.js';
-import { listenWaitEnded } from './listen-match.js';
+import { listenOutlivesTimeout } from './listen-match.js';
 import { isTaskEnded } from './machines.js';
 import type { WorkflowRecord } from './record.js';
 
@@ -154,8 +154,10 @@ export function timeoutError(instance: string, what: string): WorkflowError {
 /**
  * The due command: every armed timer whose instant has come fires; a task still running when its
  * timeout fires faults with a timeout error — unless it is a listen whose wait the events it took
- * before the timeout ended (listenWaitEnded: an event taken, and answered so, is the wait's end,
- * however late the task's completion commits); the workflow's own timeout faults the instance.
+ * before the timeout ended (an event taken, and answered so, is the wait's end, however late the
+ * task's completion commits), or one that iterates events it took before the timeout (its
+ * interpreter faults it once they are iterated): listenOutlivesTimeout. The workflow's own timeout
+ * faults the instance.
  */
 export function decideDue(record: WorkflowRecord, nowMs: number): WorkflowTransition | undefined {
   if (record.status !== 'running') return undefined;
@@ -170,7 +172,7 @@ export function decideDue(record: WorkflowRecord, nowMs: number): WorkflowTransi
     if (timer.purpose === 'task-timeout') {
       const taskAt = at.slice(0, -'@timeout'.length);
       const task = record.tasks[taskAt];
-      if (task?.state === 'running' && !listenWaitEnded(record, taskAt))
+      if (task?.state === 'running' && !listenOutlivesTimeout(record, taskAt))
         events.push({ type: 'task-faulted', v: 1, at: taskAt, error: timeoutError(task.ref, `task ${task.name}`) });
     }
   }

@@ -104,38 +104,57 @@ const truthy = (value: JsonValue): boolean => value !== false && value !== null;
 export const untilKey = (at: string, index: number): string => `${at}>until[${index}]`;
 
 /**
- * Whether the listen takes no more events: its task ended, its strategy is satisfied, or an
- * `until` expression held (or failed: the task faults on it).
+ * Whether the listen takes no more events: its task ended, its timeout fired (a `foreach` listen
+ * runs on past it through the events it took before), its strategy is satisfied, or an `until`
+ * expression held (or failed: the task faults on it).
  */
 export function listenClosed(record: WorkflowRecord, at: string): boolean {
   const listen = record.listens[at];
   if (!listen || record.status !== 'running' || record.tasks[at]?.state !== 'running') return true;
-  if (listenSatisfied(listen, listen.events.length)) return true;
+  if (listenTimedOut(record, at) || listenSatisfied(listen, listen.events.length)) return true;
   return listen.events.some((_e, index) => {
     const step = record.steps[untilKey(at, index)];
     return step !== undefined && (!('ok' in step) || truthy(step.ok));
   });
 }
 
+/** Whether the timeout of the listen's task has fired. */
+export const listenTimedOut = (record: WorkflowRecord, at: string): boolean => record.timers[taskTimeoutKey(at)]?.state === 'fired';
+
+/** Whether the task at `at` is a listen with `foreach`. */
+function iterates(record: WorkflowRecord, at: string): boolean {
+  const task = record.tasks[at];
+  const definition = task && valueAt(record.started.document, task.ref);
+  return isObject(definition) && isObject(definition.listen) && definition.foreach !== undefined;
+}
+
 /**
- * Whether the task at `at` is a listen (without `foreach`) whose wait is over: the events it took
- * satisfy its strategy, or its `until` expression held on them. Each was taken before the task's
- * timeout (decideListenEvent's guard) and answered to its publisher as taken, so the timeout no
- * longer faults the task: its completion, however late it commits, carries the events (decideDue,
- * and the interpreter's completion). With `foreach`, the iterations that follow an event are the
- * task's work, which its timeout bounds still.
+ * Whether the task at `at` is a listen whose wait is over: the events it took satisfy its
+ * strategy, or its `until` expression held on them. Each was taken before the task's timeout
+ * (decideListenEvent's guard) and answered to its publisher as taken, so the timeout no longer
+ * faults the task: its completion, however late it commits, carries the events — with `foreach`,
+ * after their iterations (decideDue, and the interpreter's completion).
  */
 export function listenWaitEnded(record: WorkflowRecord, at: string): boolean {
   const listen = record.listens[at];
-  const task = record.tasks[at];
-  if (!listen || !task) return false;
-  const definition = valueAt(record.started.document, task.ref);
-  if (!isObject(definition) || !isObject(definition.listen) || definition.foreach !== undefined) return false;
+  if (!listen || !record.tasks[at]) return false;
   if (listenSatisfied(listen, listen.events.length)) return true;
   return listen.events.some((_e, index) => {
     const step = record.steps[untilKey(at, index)];
     return step !== undefined && 'ok' in step && truthy(step.ok);
   });
+}
+
+/**
+ * Whether the task at `at` is a listen its timeout does not fault when it fires: its wait is over
+ * (listenWaitEnded), or it iterates (`foreach`) events it took before the timeout. Each of those
+ * was answered to its publisher as taken, and a taken event is iterated: the timeout ends the
+ * wait, and the interpreter faults the task with it once the events taken before it are iterated
+ * (listen.ts). A `foreach` listen that took nothing faults at the timeout like any listen.
+ */
+export function listenOutlivesTimeout(record: WorkflowRecord, at: string): boolean {
+  if (listenWaitEnded(record, at)) return true;
+  return (record.listens[at]?.events.length ?? 0) > 0 && iterates(record, at);
 }
 
 /**

@@ -4,16 +4,19 @@
  * delivered events are appended (intake.ts, under the kernel's guarded append) until the strategy
  * is satisfied — or an `until` expression, evaluated after each event and recorded, holds. Its
  * output is the events of `to` it took, in log order, read as `read` says (`data` by default,
- * `envelope`, `raw`). The task's `timeout` ends the wait like any task's. Replay reads every event
- * and every `until` result from the log.
+ * `envelope`, `raw`). The task's `timeout` ends the wait like any task's; with `foreach`, the
+ * events taken before it are iterated first (each was answered to its publisher as taken), then the
+ * task faults with it, unless they ended the wait. Replay reads every event and every `until`
+ * result from the log.
  */
 import type { JsonObject, JsonValue } from '../../contract/json.js';
 import { isObject } from './document.js';
-import { raise } from './dsl-errors.js';
+import { timeoutError } from './decide.js';
+import { WorkflowRaise, raise } from './dsl-errors.js';
 import { hasExpression } from './expressions.js';
 import { Halted } from './journal.js';
 import { iterationFrame } from './keys.js';
-import { expectsOf, listenSatisfied, readEvent, untilKey, withExpects } from './listen-match.js';
+import { expectsOf, listenSatisfied, listenTimedOut, readEvent, untilKey, withExpects } from './listen-match.js';
 import type { ListenRecord, WorkflowRecord } from './record.js';
 import type { Interpreting as Interpreter, TaskRun } from './run.js';
 
@@ -37,9 +40,16 @@ export async function runListen(interpreter: Interpreter, run: TaskRun): Promise
   for (let count = 1; ; count++) {
     // What the listen evaluated so far (its `until` results) is in the log before it waits.
     await interpreter.flush();
-    const record = await interpreter.deps.journal.until((r) => taken(r, at) >= count || r.tasks[at]?.state !== 'running', run.frame.signal);
+    const record = await interpreter.deps.journal.until(
+      (r) => taken(r, at) >= count || r.tasks[at]?.state !== 'running' || listenTimedOut(r, at),
+      run.frame.signal,
+    );
     interpreter.alive(run.frame);
-    if (taken(record, at) < count) throw new Halted(`listen ${at} ended while waiting`);
+    if (taken(record, at) < count) {
+      // Its timeout fired with the wait open and every event taken before it iterated (decideDue left it running for them).
+      if (record.tasks[at]?.state === 'running') throw new WorkflowRaise(timeoutError(run.entry.pointer, `task ${run.entry.name}`));
+      throw new Halted(`listen ${at} ended while waiting`);
+    }
     const listen = record.listens[at] as ListenRecord;
     const took = listen.events[count - 1];
     if (foreach && took?.group === 'to') outputs.push(await iterate(interpreter, run, foreach, readEvent(took.event, listen.read), outputs.length));
