@@ -12,7 +12,7 @@ import type { JsonValue } from '../../src/contract/json.js';
 import { limits } from '../../src/contract/limits.js';
 import { MemoryEventStore } from '../../src/adapters/store/memory.js';
 import { SystemClock } from '../../src/contract/clock.js';
-import { harness, runToEnd, yaml } from './support.js';
+import { harness, headerEchoServer, runToEnd, yaml } from './support.js';
 
 const validation = 'https://serverlessworkflow.io/spec/1.0.0/errors/validation';
 const head = `document: { dsl: '1.0.3', namespace: test, name: rec, version: '1.0.0' }\n`;
@@ -263,6 +263,74 @@ test("a fork whose combined output is past what one transition records faults at
     assert.equal(caught.status, 'completed', JSON.stringify(caught.error));
     assert.deepEqual(caught.output, { caught: '/do/0/guarded/try/0/review', done: true });
   } finally {
+    await h.close();
+  }
+});
+
+test('a value a task made that is past what one transition records faults that task at its pointer, not the instance at /: an expression’s result, a call’s answer, in a fork branch beside another', async () => {
+  const clock = new SystemClock();
+  const store = new MemoryEventStore({ clock, limits: { transitionBytesMax: 64 * 1024 } });
+  const h = harness({ store, clock });
+  // An idempotent GET: its answer is held for the next transition like an expression's result.
+  const server = await headerEchoServer(() => ({ text: 'h'.repeat(70_000) }));
+  const runtime = 'https://serverlessworkflow.io/spec/1.0.0/errors/runtime';
+  try {
+    const cases: [string, string, string][] = [
+      ['expression', `  - make:\n      set: { text: '\${ "a" * 70000 }' }\n`, '/do/0/make'],
+      ['call', `  - fetch:\n      call: http\n      with: { method: get, endpoint: '${server.url}/big' }\n`, '/do/0/fetch'],
+      [
+        'branch',
+        `  - both:
+      fork:
+        branches:
+          - small:
+              set: { text: '\${ "s" * 10 }' }
+          - large:
+              set: { text: '\${ "l" * 70000 }' }
+`,
+        '/do/0/both/fork/branches/1/large',
+      ],
+    ];
+    for (const [key, task, pointer] of cases) {
+      const record = await runToEnd(h, yaml(`${head}do:\n${task}  - after:\n      set: { done: true }\n`), {}, key);
+      assert.equal(record.status, 'faulted', key);
+      assert.equal(record.error?.instance, pointer, `${key}: ${JSON.stringify(record.error)}`);
+      assert.equal(record.error?.type, runtime);
+      assert.equal(record.error?.status, 500);
+      assert.match(record.error?.detail ?? '', /bytes of JSON, more than the log records in one transition/);
+      const made = Object.values(record.tasks).find((t) => t.ref === pointer);
+      assert.equal(made?.state, 'faulted', `${key}: the task that made the value is recorded faulted, with the error`);
+      assert.deepEqual(made?.error, record.error);
+      assert.equal(
+        Object.values(record.tasks).find((t) => t.ref === '/do/1/after'),
+        undefined,
+        `${key}: nothing after it ran`,
+      );
+    }
+    // The task's own error: a try around it catches it, and what follows runs.
+    const caught = await runToEnd(
+      h,
+      yaml(`${head}do:
+  - guarded:
+      try:
+        - make:
+            set: { text: '\${ "a" * 70000 }' }
+      catch:
+        errors: { with: { type: '${runtime}' } }
+        as: problem
+        do:
+          - report:
+              set: '\${ { caught: $problem.instance } }'
+  - after:
+      set: '\${ . + { done: true } }'
+`),
+      {},
+      'caught',
+    );
+    assert.equal(caught.status, 'completed', JSON.stringify(caught.error));
+    assert.deepEqual(caught.output, { caught: '/do/0/guarded/try/0/make', done: true });
+  } finally {
+    await server.close();
     await h.close();
   }
 });

@@ -121,10 +121,44 @@ export class Interpreter implements Interpreting {
     if (this.held.length > 0) await this.propose({ command: 'steps', events: [] });
   }
 
-  /** Holds a fact for the next transition; at limits.workflowHeldFactsMax held, commits them (the log budgets then count them). */
+  /**
+   * Holds a fact for the next transition; at limits.workflowHeldFactsMax held, commits them (the log
+   * budgets then count them). A task's start or a step carrying a large value first recorded here
+   * is committed now, alone (recordAlone): a store refusing it faults the task that made it.
+   */
   async hold(event: Held): Promise<void> {
+    const bytes = madeBytes(event);
+    if (bytes > limits.workflowHeldOutputBytesMax) {
+      const made = event.type === 'task-started' ? { pointer: event.ref, what: `the input of task ${event.name}` } : this.stepMadeBy(event.at);
+      await this.recordAlone({ command: event.type, events: [event] }, bytes, made.pointer, 'Value too large', made.what);
+      return;
+    }
     this.held.push(event);
     if (this.held.length >= limits.workflowHeldFactsMax) await this.flush();
+  }
+
+  /** The task whose step `at` is (its pointer), and what the step's value is called in an error. */
+  private stepMadeBy(at: string): { pointer: string; what: string } {
+    return { pointer: taskPointerOf(at, this.record) ?? '/', what: `the value of step ${at}` };
+  }
+
+  /**
+   * Commits a fact whose value was first recorded here and is large (over
+   * limits.workflowHeldOutputBytesMax): what is held first, then the fact alone — not with what
+   * another branch holds meanwhile — so that a store refusing it as past its transition size faults
+   * the task that made the value, at its pointer (a runtime error, 500, catchable around it), and
+   * not whichever later transition would have carried it, at `/`, with the task left running.
+   */
+  private async recordAlone(proposal: Proposal, bytes: number, pointer: string, title: string, what: string): Promise<void> {
+    await this.flush();
+    let record: WorkflowRecord;
+    try {
+      record = await this.deps.journal.propose(proposal);
+    } catch (error) {
+      if (!(error instanceof AdapterError) || error.kind !== 'invalid-input') throw error;
+      throw raise('runtime', 500, title, pointer, `${what} is ${bytes} bytes of JSON, more than the log records in one transition (${error.message})`);
+    }
+    if (record.status !== 'running') throw new Halted(`workflow instance ${record.instanceId} is ${record.status}`);
   }
 
   private async carrying(carried: Held[], proposal: Proposal): Promise<WorkflowRecord> {
@@ -181,11 +215,16 @@ export class Interpreter implements Interpreting {
       }
     }
     const type = kind === 'call' ? 'call-answered' : 'expression-evaluated';
+    const answered: Held = { type, v: 1, at, result };
     if (kind === 'expression' || rerun) {
-      await this.hold({ type, v: 1, at, result });
+      await this.hold(answered);
       return this.replayedAt(at, result);
     }
-    await this.propose({ command: type, events: [{ type, v: 1, at, result }] });
+    const bytes = madeBytes(answered);
+    if (bytes > limits.workflowHeldOutputBytesMax) {
+      const made = this.stepMadeBy(at);
+      await this.recordAlone({ command: type, events: [answered] }, bytes, made.pointer, 'Value too large', made.what);
+    } else await this.propose({ command: type, events: [answered] });
     const stored = this.record.steps[at];
     if (!stored) throw new Halted(`step ${at} was not recorded`);
     return this.replayedAt(at, stored);
@@ -202,7 +241,7 @@ export class Interpreter implements Interpreting {
       return asLogged(value, kind === 'call' ? `the answer of ${at}` : `the result of ${at}`);
     } catch (error) {
       if (!isAdapterError(error) || error.kind !== 'invalid-input') throw error;
-      const instance = stepPointer(at, this.record);
+      const instance = taskPointerOf(at, this.record);
       throw new WorkflowRaise({
         type: kind === 'call' ? errorTypes.communication : errorTypes.expression,
         status: kind === 'call' ? 502 : 400,
@@ -482,11 +521,10 @@ export class Interpreter implements Interpreting {
     const from = this.originOf(output);
     const completed: TaskCompleted = from ? { type: 'task-completed', v: 1, at, output, outputFrom: from } : { type: 'task-completed', v: 1, at, output };
     this.noteOrigin(output, { task: at });
-    // An output first recorded here, and large: committed now, alone (what is held goes first), so that a store refusing it faults this task.
-    const bytes = from === undefined ? Buffer.byteLength(JSON.stringify(output)) : 0;
+    // An output first recorded here, and large: committed now, alone (recordAlone), so that a store refusing it faults this task.
+    const bytes = from === undefined ? jsonBytes(output) : 0;
     const alone = bytes > limits.workflowHeldOutputBytesMax;
     if (!timer && !alone) return this.hold(completed);
-    if (alone) await this.flush();
     const late: Proposal | undefined =
       timer && !listenWaitEnded(this.record, at)
         ? {
@@ -498,18 +536,9 @@ export class Interpreter implements Interpreting {
             notBeforeMs: timer.dueAtMs,
           }
         : undefined;
-    try {
-      await this.propose({ command: 'task-completed', events: [completed], ...(late ? { notAfterMs: timer?.dueAtMs, late } : {}) });
-    } catch (error) {
-      if (!alone || !(error instanceof AdapterError) || error.kind !== 'invalid-input') throw error;
-      throw raise(
-        'runtime',
-        500,
-        'Output too large',
-        entry.pointer,
-        `the output of task ${entry.name} is ${bytes} bytes of JSON, more than the log records in one transition (${error.message})`,
-      );
-    }
+    const proposal: Proposal = { command: 'task-completed', events: [completed], ...(late ? { notAfterMs: timer?.dueAtMs, late } : {}) };
+    if (alone) await this.recordAlone(proposal, bytes, entry.pointer, 'Output too large', `the output of task ${entry.name}`);
+    else await this.propose(proposal);
     this.ended(at);
   }
 
@@ -611,14 +640,8 @@ function faultOf(error: unknown): WorkflowError | undefined {
  * names, read with the document (keys.ts pointerOfKey: a task name may hold `~`, `(`, `[`, `{`,
  * `/`, even `>`); none when the key names no task of the document.
  */
-/** The document pointer of the task whose step `at` is. */
-function stepPointer(at: string, record: WorkflowRecord): string | undefined {
-  const execution = at.slice(0, Math.max(0, at.lastIndexOf('>'))) || at;
-  return record.tasks[execution]?.ref ?? pointerOfKey(schemeOf(record.started), record.started.document, at);
-}
-
 export function uncertainCall(at: string, record: WorkflowRecord): WorkflowError {
-  const instance = stepPointer(at, record);
+  const instance = taskPointerOf(at, record);
   return {
     type: 'https://serverlessworkflow.io/spec/1.0.0/errors/communication',
     status: 503,
@@ -626,6 +649,30 @@ export function uncertainCall(at: string, record: WorkflowRecord): WorkflowError
     detail: `the call ${at} was started by a worker that stopped before its answer was recorded; it is not idempotent (no Idempotency-Key, method not idempotent), so it is not made again`,
     ...(instance === undefined ? {} : { instance }),
   };
+}
+
+/** The pointer of the task whose step `at` is (see uncertainCall); undefined when the key names no task of the document. */
+function taskPointerOf(at: string, record: WorkflowRecord): string | undefined {
+  const execution = at.slice(0, Math.max(0, at.lastIndexOf('>'))) || at;
+  return record.tasks[execution]?.ref ?? pointerOfKey(schemeOf(record.started), record.started.document, at);
+}
+
+const jsonBytes = (value: JsonValue): number => Buffer.byteLength(JSON.stringify(value));
+
+/**
+ * The JSON bytes of the value a held fact records first: a task's input given as a value (not
+ * named by where it was recorded), a step's result; 0 for a completion (complete measures its own).
+ */
+function madeBytes(event: Held): number {
+  switch (event.type) {
+    case 'task-started':
+      return event.inputFrom === undefined && event.input !== undefined ? jsonBytes(event.input) : 0;
+    case 'expression-evaluated':
+    case 'call-answered':
+      return jsonBytes(event.result as JsonValue);
+    default:
+      return 0;
+  }
 }
 
 export function dateTime(ms: number): JsonValue {
