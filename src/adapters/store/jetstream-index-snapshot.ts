@@ -93,13 +93,18 @@ interface Head {
 
 const describe = (error: unknown) => (error instanceof Error ? error.message : String(error));
 
+/** The stream of the index view's snapshots beside operations stream `streamName`. */
+export function snapshotStreamName(streamName: string): string {
+  return `${streamName}_INDEX_SNAP`;
+}
+
 /**
  * Creates the snapshot stream unless it exists. Undefined when it is there; else why it cannot be
  * had (no permission to read or create it — the generated permissions of a deployment from before
  * snapshots — or a server that refuses): the store then runs without snapshots.
  */
 export async function ensureSnapshotStream(jsm: JetStreamManager, streamName: string, prefix: string): Promise<string | undefined> {
-  const name = `${streamName}_INDEX_SNAP`;
+  const name = snapshotStreamName(streamName);
   try {
     await jsm.streams.info(name);
     return undefined;

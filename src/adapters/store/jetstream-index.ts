@@ -62,7 +62,7 @@ import { operationPages } from './index-view.js';
 import { instancePages } from './workflow-index-view.js';
 import { pageOfPages } from './index-pages.js';
 import { PageGone, readDirectory, readPage, type DirectoryPage } from './jetstream-index-pages.js';
-import type { SnapshotHost } from './jetstream-index-snapshot.js';
+import { snapshotStreamName, type SnapshotHost } from './jetstream-index-snapshot.js';
 
 const wrongSequenceCodes = new Set([10071, 10164]);
 /**
@@ -100,14 +100,20 @@ export interface JetStreamIndexHost {
   snapshots?: { tailMin: number; pageRows: number; onFailure?: (doing: 'reading' | 'writing', error: unknown) => void };
 }
 
+/** The index stream beside operations stream `streamName`. */
+export function indexStreamName(streamName: string): string {
+  return `${streamName}_INDEX`;
+}
+
 /**
  * Creates the index stream, or checks an existing one is a last-per-subject stream of the index
  * subjects. A stream made before the subjects narrowed to `<prefix>.idx.*` (it took
  * `<prefix>.idx.>`) is narrowed where the client may update streams; either way only row
  * subjects are read from it.
  */
+
 export async function ensureIndexStream(jsm: JetStreamManager, streamName: string, prefix: string): Promise<void> {
-  const name = `${streamName}_INDEX`;
+  const name = indexStreamName(streamName);
   const subject = `${prefix}.idx.*`;
   const earlier = `${prefix}.idx.>`;
   try {
@@ -154,7 +160,7 @@ export class JetStreamOperationIndex implements OperationIndexStore {
   constructor(private readonly host: JetStreamIndexHost) {}
 
   private get stream(): string {
-    return `${this.host.streamName}_INDEX`;
+    return indexStreamName(this.host.streamName);
   }
 
   /** Row subjects are `<prefix>.idx.<operationId>`. */
@@ -395,7 +401,7 @@ export class JetStreamOperationIndex implements OperationIndexStore {
     return {
       js: this.host.js,
       jsm: this.host.jsm,
-      stream: `${this.host.streamName}_INDEX_SNAP`,
+      stream: snapshotStreamName(this.host.streamName),
       subjectPrefix: `${this.host.prefix}.isnap.`,
       requestTimeoutMs: this.host.requestTimeoutMs,
       tailMin: snapshots.tailMin,

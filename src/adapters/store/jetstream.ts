@@ -61,7 +61,7 @@ import { JetStreamOperationIndex, ensureIndexStream } from './jetstream-index.js
 import { inBatches } from './in-batches.js';
 import { evictingLimits, messageCapProblem, messageReserve } from './jetstream-stream-limits.js';
 import { JetStreamOpenSet, ensureOpenSetStream, openSetStreamName, openSetStreamProblem } from './jetstream-open-set.js';
-import { ensureSnapshotStream } from './jetstream-index-snapshot.js';
+import { ensureSnapshotStream, snapshotStreamName } from './jetstream-index-snapshot.js';
 import { pageRowsDefault } from './jetstream-index-pages.js';
 import { PubAckMux } from '../transport/nats-pubacks.js';
 import { ReplayStampedStore, closedFailure, notFoundOf, streamFamily, type LogState, type TailState, type WriteOutcome } from './replay-stamped.js';
@@ -77,7 +77,7 @@ export interface JetStreamStoreOptions {
   pass?: string;
   /** A NATS credentials file's contents (user JWT and nkey seed), in place of user and password. */
   creds?: Uint8Array;
-  /** Default CONVOKE_OPS; the tombstone records live in `<streamName>_TOMBS`. */
+  /** Default CONVOKE_OPS; the tombstone records live in `<streamName>_TOMBS` (tombStreamName). */
   streamName?: string;
   /** Default 'convoke': subjects `<prefix>.op.<id>` and `<prefix>.tomb.<id>`. */
   subjectPrefix?: string;
@@ -161,6 +161,11 @@ function publicationId(operationId: string, expectedSeq: number, body: Uint8Arra
 }
 
 const isMarker = (msg: StoredMsg) => msg.header?.get(tombstoneHeader) === '1';
+
+/** The stream of the tombstone key records kept beside operations stream `streamName` (`<prefix>.tomb.<operationId>`). */
+export function tombStreamName(streamName: string): string {
+  return `${streamName}_TOMBS`;
+}
 
 export class JetStreamEventStore extends ReplayStampedStore {
   readonly name = 'jetstream';
@@ -251,11 +256,11 @@ export class JetStreamEventStore extends ReplayStampedStore {
       const streamName = options.streamName ?? 'CONVOKE_OPS';
       const prefix = options.subjectPrefix ?? 'convoke';
       const directGet = await ensureStream(jsm, streamName, `${prefix}.op.>`, limits.transitionBytesMax + headerBytesAllowance, `${prefix}.wf.>`, true);
-      await ensureStream(jsm, `${streamName}_TOMBS`, `${prefix}.tomb.>`, 4096);
+      await ensureStream(jsm, tombStreamName(streamName), `${prefix}.tomb.>`, 4096);
       await ensureIndexStream(jsm, streamName, prefix);
       const openSetCreated = await ensureOpenSetStream(jsm, streamName, prefix);
       const tailMin = options.indexSnapshotTailMin ?? defaultSnapshotTailMin;
-      const snapshotReport = new SnapshotReport(`${streamName}_INDEX_SNAP`, options.onNotice);
+      const snapshotReport = new SnapshotReport(snapshotStreamName(streamName), options.onNotice);
       const unusable = tailMin > 0 ? await ensureSnapshotStream(jsm, streamName, prefix) : undefined;
       if (unusable !== undefined) snapshotReport.off(unusable);
       const pageRows = options.indexSnapshotPageRows ?? pageRowsDefault;
@@ -336,7 +341,7 @@ export class JetStreamEventStore extends ReplayStampedStore {
     let tombs: Set<string>;
     try {
       subjects = await subjectsOf(this.jsm, this.streamName, `${wfPrefix}>`);
-      tombs = new Set(await subjectsOf(this.jsm, `${this.streamName}_TOMBS`, `${this.prefix}.tomb.>`));
+      tombs = new Set(await subjectsOf(this.jsm, tombStreamName(this.streamName), `${this.prefix}.tomb.>`));
     } catch (error) {
       throw unavailable(natsFailure(error).description, error);
     }
@@ -366,7 +371,7 @@ export class JetStreamEventStore extends ReplayStampedStore {
     let tombs: Set<string>;
     try {
       ops = await subjectsOf(this.jsm, this.streamName, `${this.prefix}.op.>`);
-      tombs = new Set(await subjectsOf(this.jsm, `${this.streamName}_TOMBS`, `${this.prefix}.tomb.>`));
+      tombs = new Set(await subjectsOf(this.jsm, tombStreamName(this.streamName), `${this.prefix}.tomb.>`));
     } catch (error) {
       throw unavailable(natsFailure(error).description, error);
     }
@@ -695,7 +700,7 @@ export class JetStreamEventStore extends ReplayStampedStore {
   }
 
   private async hasTombRecord(operationId: string): Promise<boolean> {
-    const record = await this.jsm.streams.getMessage(`${this.streamName}_TOMBS`, { last_by_subj: this.tombSubject(operationId) });
+    const record = await this.jsm.streams.getMessage(tombStreamName(this.streamName), { last_by_subj: this.tombSubject(operationId) });
     return record !== null;
   }
 
@@ -742,7 +747,7 @@ export class JetStreamEventStore extends ReplayStampedStore {
       try {
         const [ops, tombs, openSet] = await Promise.all([
           this.jsm.streams.info(this.streamName),
-          this.jsm.streams.info(`${this.streamName}_TOMBS`),
+          this.jsm.streams.info(tombStreamName(this.streamName)),
           this.jsm.streams.info(openSetStreamName(this.streamName)),
         ]);
         this.streamSeen = {
@@ -790,7 +795,7 @@ export class JetStreamEventStore extends ReplayStampedStore {
   private streamProblem(which: keyof StreamReading['problems'], refused: string): StoreFailure | undefined {
     const problem = this.streamSeen.problems[which];
     if (problem === undefined) return undefined;
-    const stream = { ops: this.streamName, tombs: `${this.streamName}_TOMBS`, openSet: openSetStreamName(this.streamName) }[which];
+    const stream = { ops: this.streamName, tombs: tombStreamName(this.streamName), openSet: openSetStreamName(this.streamName) }[which];
     return {
       kind: 'unavailable',
       description: `stream ${stream} now ${problem} (its configuration changed since the store opened); ${refused} are refused until it is restored`,

@@ -5,6 +5,10 @@
 import type { CompiledBundle } from '../../contract/bundle.js';
 import { invalidInput } from '../../contract/errors.js';
 import { inboxPrefixFor } from '../../adapters/transport/nats-names.js';
+import { tombStreamName } from '../../adapters/store/jetstream.js';
+import { indexStreamName } from '../../adapters/store/jetstream-index.js';
+import { snapshotStreamName } from '../../adapters/store/jetstream-index-snapshot.js';
+import { openSetStreamName } from '../../adapters/store/jetstream-open-set.js';
 import {
   commandClientPermissions,
   coordinatorPermissions,
@@ -20,7 +24,7 @@ import type { DeploymentConfig } from '../types.js';
 import { checkNatsTransport, peersByNamespace, safeUrl } from './settings.js';
 
 export interface JetStreamStoreNames {
-  /** Default CONVOKE_OPS (the store's tombstones live in `<stream>_TOMBS`). */
+  /** Default CONVOKE_OPS (the store's tombstones live in the stream tombStreamName names). */
   stream?: string;
   /** Default convoke. */
   prefix?: string;
@@ -47,8 +51,8 @@ export function jetstreamStorePermissions(names: JetStreamStoreNames = {}, optio
   // The operations stream, its tombstones, its operations index (jetstream-index.ts), the index view's snapshots
   // (jetstream-index-snapshot.ts) and its open set (jetstream-open-set.ts).
   // A marker of the open set is deleted by its sequence (STREAM.MSG.DELETE; a filtered purge costs the server more).
-  publish.push(`$JS.API.STREAM.MSG.DELETE.${stream}_OPEN`);
-  for (const s of [stream, `${stream}_TOMBS`, `${stream}_INDEX`, `${stream}_INDEX_SNAP`, `${stream}_OPEN`]) {
+  publish.push(`$JS.API.STREAM.MSG.DELETE.${openSetStreamName(stream)}`);
+  for (const s of [stream, tombStreamName(stream), indexStreamName(stream), snapshotStreamName(stream), openSetStreamName(stream)]) {
     publish.push(
       `$JS.API.STREAM.INFO.${s}`,
       `$JS.API.STREAM.MSG.GET.${s}`,
