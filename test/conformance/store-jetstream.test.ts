@@ -610,3 +610,23 @@ test('jetstream: a tombstone or open-set stream given limits that evict after th
     expectOk(await store.create(newOperationId('edited-new'), makeTransition(guard, 'create')), 'create once restored');
     expectOk(await store.tombstone(id), 'tombstone once restored');
   }));
+
+test('jetstream: a create refused while the open-set stream has limits that evict names what it refused: a workflow instance, or an operation', () =>
+  withStoreAndClient(async ({ store, nc }) => {
+    const jsm = await jetstreamManager(nc);
+    const guard = { notBeforeMs: 0, notAfterMs: Number.MAX_SAFE_INTEGER };
+    const { config } = await jsm.streams.info('CONVOKE_OPS_OPEN');
+    await jsm.streams.update('CONVOKE_OPS_OPEN', { ...config, max_age: nanos(3_600_000) });
+    await delay(1_100);
+    const instance = `wf${randomBytes(32).toString('hex')}`;
+    const refusedInstance = await store.create(instance, makeTransition(guard, 'start'));
+    assert.equal(refusedInstance.kind, 'unavailable', JSON.stringify(refusedInstance));
+    const instanceText = 'description' in refusedInstance ? refusedInstance.description : '';
+    assert.match(instanceText, /stream CONVOKE_OPS_OPEN now has limits that evict .*; new workflow instances are refused until it is restored/);
+    assert.doesNotMatch(instanceText, /operations are refused/);
+    const refusedOperation = await store.create(newOperationId('refused'), makeTransition(guard, 'create'));
+    assert.match('description' in refusedOperation ? refusedOperation.description : '', /; new operations are refused until it is restored/);
+    await jsm.streams.update('CONVOKE_OPS_OPEN', config);
+    await delay(1_100);
+    expectOk(await store.create(instance, makeTransition(guard, 'start')), 'the instance once restored');
+  }));

@@ -105,7 +105,7 @@ function shapeProblem(c: StreamConfig, subjects: readonly string[]): string | un
 /** A limit that would evict a mark (jetstream-stream-limits.ts evictingLimits). */
 function evictingProblem(c: StreamConfig): string | undefined {
   const evicting = evictingLimits(c, 1);
-  return evicting === undefined ? undefined : `${evicting}: it would drop marks of operations that may be open`;
+  return evicting === undefined ? undefined : `${evicting}: it would drop marks of operations and workflow instances that may be open`;
 }
 
 export function openSetStreamName(streamName: string): string {

@@ -495,7 +495,7 @@ export class JetStreamEventStore extends ReplayStampedStore {
 
   /** No tombstone lookup: a tombstoned subject keeps its marker, so the create CAS refuses it (see the header). */
   protected async beforeCreate(operationId: string): Promise<StoreFailure | undefined> {
-    const full = await this.capacityFailure();
+    const full = await this.capacityFailure(streamFamily(operationId) === 'wf' ? 'new workflow instances' : 'new operations');
     if (full) return full;
     if (streamFamily(operationId) === 'op') await this.openSet.add(operationId);
     return undefined;
@@ -813,12 +813,13 @@ export class JetStreamEventStore extends ReplayStampedStore {
    * limit, or the last reading is over a second old; otherwise this client's own creates are
    * added to a fresh reading instead, saving a round trip per admission. Either way the check is
    * check-then-act across clients (racing writers can overshoot by their number) — documented.
+   * `refused` names what the create would have made, in the refusal.
    */
-  private async capacityFailure(): Promise<StoreFailure | undefined> {
+  private async capacityFailure(refused: 'new operations' | 'new workflow instances'): Promise<StoreFailure | undefined> {
     const last = this.streamSeen;
     if (!(this.streamFresh() && last.maxMsgs === 0 && last.count + last.createsSince < 0.9 * this.limits.operationsMax)) await this.readStream();
-    const refused = this.streamProblem('openSet', 'new operations');
-    if (refused) return refused;
+    const unmarked = this.streamProblem('openSet', refused);
+    if (unmarked) return unmarked;
     const seen = this.streamSeen;
     if (seen.count + seen.createsSince >= this.limits.operationsMax) {
       return {
@@ -830,7 +831,7 @@ export class JetStreamEventStore extends ReplayStampedStore {
     if (seen.maxMsgs > 0 && seen.messages >= seen.maxMsgs - reserve) {
       return {
         kind: 'unavailable',
-        description: `stream ${this.streamName} holds ${seen.messages} messages of its max_msgs ${seen.maxMsgs}; the last ${reserve} are kept for the appends of operations already open, so new admissions are refused until operations are pruned or the cap is raised`,
+        description: `stream ${this.streamName} holds ${seen.messages} messages of its max_msgs ${seen.maxMsgs}; the last ${reserve} are kept for the appends of operations already open, so ${refused} are refused until operations are pruned or the cap is raised`,
       };
     }
     seen.createsSince++;
