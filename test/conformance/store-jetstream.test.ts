@@ -630,3 +630,47 @@ test('jetstream: a create refused while the open-set stream has limits that evic
     await delay(1_100);
     expectOk(await store.create(instance, makeTransition(guard, 'start')), 'the instance once restored');
   }));
+
+test('jetstream: creates made at once against an operations stream with a message cap stop at its reserve: each counts against the room the last reading left', async () => {
+  const server = await startJetStreamServer();
+  const nc = await connect({ servers: server.url });
+  const jsm = await jetstreamManager(nc);
+  const js = jetstream(nc);
+  try {
+    const maxMsgs = 2_100;
+    const reserve = 1_033;
+    await jsm.streams.add({
+      name: 'CONVOKE_OPS',
+      storage: StorageType.File,
+      retention: RetentionPolicy.Limits,
+      discard: DiscardPolicy.New,
+      subjects: ['convoke.op.>', 'convoke.wf.>'],
+      max_msgs: maxMsgs,
+    });
+    // Room for five more messages before creates must stop.
+    const room = 5;
+    const filler = maxMsgs - reserve - room;
+    for (let i = 0; i < filler; i += 100) await Promise.all(Array.from({ length: Math.min(100, filler - i) }, () => js.publish('convoke.op.filler', 'x')));
+    const store = await JetStreamEventStore.open({ connection: nc, requestTimeoutMs });
+    try {
+      const guard = { notBeforeMs: 0, notAfterMs: Number.MAX_SAFE_INTEGER };
+      const outcomes = await Promise.all(Array.from({ length: 40 }, (_, i) => store.create(newOperationId(`at-once-${i}`), makeTransition(guard, 'create'))));
+      const created = outcomes.filter((outcome) => outcome.kind === 'ok').length;
+      for (const outcome of outcomes.filter((o) => o.kind !== 'ok')) {
+        assert.equal(outcome.kind, 'unavailable', JSON.stringify(outcome));
+        assert.match('description' in outcome ? outcome.description : '', /max_msgs 2100; the last 1033 are kept/);
+      }
+      const held = (await jsm.streams.info('CONVOKE_OPS')).state.messages;
+      assert.ok(
+        held <= maxMsgs - reserve,
+        `${created} of 40 creates went in: the stream holds ${held} messages, past the ${maxMsgs - reserve} creates stop at`,
+      );
+      assert.ok(created > 0, 'the room left was used');
+    } finally {
+      await store.close();
+    }
+  } finally {
+    await nc.close();
+    await server.dispose();
+  }
+});

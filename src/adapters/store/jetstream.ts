@@ -171,13 +171,13 @@ export class JetStreamEventStore extends ReplayStampedStore {
   readonly name = 'jetstream';
   /**
    * The last reading of the store's streams: the operations stream's operation and message counts
-   * (and the creates this client made since), its message cap (0: none), and what in
-   * the configuration of the operations, tombstone and open-set streams breaks the store's
-   * promises (undefined: nothing).
+   * (and how many of this client's creates had ended when it was asked for), its message cap (0:
+   * none), and what in the configuration of the operations, tombstone and open-set streams breaks
+   * the store's promises (undefined: nothing).
    */
   private streamSeen: StreamReading = {
     count: 0,
-    createsSince: 0,
+    createsEnded: 0,
     messages: 0,
     maxMsgs: 0,
     atMs: Number.NEGATIVE_INFINITY,
@@ -185,6 +185,12 @@ export class JetStreamEventStore extends ReplayStampedStore {
   };
   /** The stream reading under way, shared by the writes that wait for it. */
   private streamReading: Promise<void> | undefined;
+  /**
+   * This client's creates let through the capacity check, and how many of those have ended
+   * (stored, refused or failed): those that had not ended when a reading was asked for may be
+   * missing from its counts (capacityFailure).
+   */
+  private readonly creates = { admitted: 0, ended: 0 };
   /** How appends learned their server stamps: from the stamp feed, or by reading the message back. */
   readonly stampSources = { fed: 0, readBack: 0 };
   /** The connection's PubAck mux, shared with any transport on the same connection. */
@@ -497,7 +503,13 @@ export class JetStreamEventStore extends ReplayStampedStore {
   protected async beforeCreate(operationId: string): Promise<StoreFailure | undefined> {
     const full = await this.capacityFailure(streamFamily(operationId) === 'wf' ? 'new workflow instances' : 'new operations');
     if (full) return full;
-    if (streamFamily(operationId) === 'op') await this.openSet.add(operationId);
+    try {
+      if (streamFamily(operationId) === 'op') await this.openSet.add(operationId);
+    } catch (error) {
+      // Refused after all: nothing of it is written.
+      this.createEnded();
+      throw error;
+    }
     return undefined;
   }
 
@@ -744,6 +756,8 @@ export class JetStreamEventStore extends ReplayStampedStore {
    */
   private async readStream(): Promise<void> {
     this.streamReading ??= (async () => {
+      // Every create that ended before the request is in the counts it answers.
+      const createsEnded = this.creates.ended;
       try {
         const [ops, tombs, openSet] = await Promise.all([
           this.jsm.streams.info(this.streamName),
@@ -752,7 +766,7 @@ export class JetStreamEventStore extends ReplayStampedStore {
         ]);
         this.streamSeen = {
           count: ops.state.num_subjects ?? 0,
-          createsSince: 0,
+          createsEnded,
           messages: ops.state.messages,
           maxMsgs: (ops.config.max_msgs ?? -1) > 0 ? ops.config.max_msgs : 0,
           atMs: performance.now(),
@@ -810,32 +824,44 @@ export class JetStreamEventStore extends ReplayStampedStore {
    * results and tombstone markers — which a full stream would refuse, stranding them undecided.
    * The counts come from the server (stream info) whenever the stream has a message cap (another
    * client's appends may fill it within any second), the store is within 10% of its operation
-   * limit, or the last reading is over a second old; otherwise this client's own creates are
-   * added to a fresh reading instead, saving a round trip per admission. Either way the check is
-   * check-then-act across clients (racing writers can overshoot by their number) — documented.
+   * limit, or the last reading is over a second old; otherwise a fresh reading is used, saving a
+   * round trip per admission. Either way each create this client let through that may be missing
+   * from the reading (not ended when it was asked for, or admitted since) counts against the room
+   * it left, so creates made at once cannot pass the cap or the reserve together; across clients
+   * the check is check-then-act (racing writers can overshoot by their number) — documented.
    * `refused` names what the create would have made, in the refusal.
    */
   private async capacityFailure(refused: 'new operations' | 'new workflow instances'): Promise<StoreFailure | undefined> {
     const last = this.streamSeen;
-    if (!(this.streamFresh() && last.maxMsgs === 0 && last.count + last.createsSince < 0.9 * this.limits.operationsMax)) await this.readStream();
+    if (!(this.streamFresh() && last.maxMsgs === 0 && last.count + this.createsUncounted() < 0.9 * this.limits.operationsMax)) await this.readStream();
     const unmarked = this.streamProblem('openSet', refused);
     if (unmarked) return unmarked;
     const seen = this.streamSeen;
-    if (seen.count + seen.createsSince >= this.limits.operationsMax) {
+    const uncounted = this.createsUncounted();
+    if (seen.count + uncounted >= this.limits.operationsMax) {
       return {
         kind: 'unavailable',
         description: `store capacity of ${this.limits.operationsMax} operations reached; new admissions are refused, key history is kept`,
       };
     }
     const reserve = messageReserve(seen.maxMsgs);
-    if (seen.maxMsgs > 0 && seen.messages >= seen.maxMsgs - reserve) {
+    if (seen.maxMsgs > 0 && seen.messages + uncounted >= seen.maxMsgs - reserve) {
       return {
         kind: 'unavailable',
         description: `stream ${this.streamName} holds ${seen.messages} messages of its max_msgs ${seen.maxMsgs}; the last ${reserve} are kept for the appends of operations already open, so ${refused} are refused until operations are pruned or the cap is raised`,
       };
     }
-    seen.createsSince++;
+    this.creates.admitted++;
     return undefined;
+  }
+
+  /** This client's admitted creates the last reading may not count: those not ended when it was asked for. */
+  private createsUncounted(): number {
+    return this.creates.admitted - this.streamSeen.createsEnded;
+  }
+
+  protected override createEnded(): void {
+    this.creates.ended++;
   }
 
   private deliver(msg: JsMsg, listener: AppendListener): void {
@@ -851,7 +877,8 @@ export class JetStreamEventStore extends ReplayStampedStore {
 /** A reading of the store's streams (JetStreamEventStore `readStream`). */
 interface StreamReading {
   count: number;
-  createsSince: number;
+  /** This client's creates that had ended when the reading was asked for. */
+  createsEnded: number;
   messages: number;
   /** The operations stream's max_msgs; 0 when it has none. */
   maxMsgs: number;

@@ -199,6 +199,8 @@ export abstract class ReplayStampedStore implements EventStore {
   protected abstract stampAt(streamId: string, revision: number): Promise<number | StoreFailure>;
   /** What a create checks before writing (capacity; tombstones, where the CAS alone does not refuse them). */
   protected abstract beforeCreate(streamId: string): Promise<StoreFailure | undefined>;
+  /** After a create that beforeCreate let through has ended, however it ended (a capacity count may let it go). */
+  protected createEnded(_streamId: string): void {}
   /** The backend's revision string as a number, or undefined when it can never match. */
   protected abstract parseRevision(revision: string): number | undefined;
   /** A thrown client error as a store failure (an assertion is rethrown). */
@@ -226,11 +228,15 @@ export abstract class ReplayStampedStore implements EventStore {
     try {
       const refused = await this.beforeCreate(operationId);
       if (refused) return refused;
-      // Marked before it is written: a stored creation is listed even if its writer dies now.
-      if (streamFamily(operationId) === 'wf') await this.markWorkflowRunning(operationId);
-      // An empty stream has nothing applied: the point before a create needs no read.
-      const empty: FoldPoint = { revision: this.emptyRevision, lastAppliedAtMs: noAppliedYetMs, anyApplied: false, count: 0 };
-      return await this.writeFrom(operationId, empty, { transition, body, mode: 'create', attempt: 0, after });
+      try {
+        // Marked before it is written: a stored creation is listed even if its writer dies now.
+        if (streamFamily(operationId) === 'wf') await this.markWorkflowRunning(operationId);
+        // An empty stream has nothing applied: the point before a create needs no read.
+        const empty: FoldPoint = { revision: this.emptyRevision, lastAppliedAtMs: noAppliedYetMs, anyApplied: false, count: 0 };
+        return await this.writeFrom(operationId, empty, { transition, body, mode: 'create', attempt: 0, after });
+      } finally {
+        this.createEnded(operationId);
+      }
     } catch (error) {
       return this.failure(error);
     }
