@@ -101,11 +101,11 @@ test('jetstream: recovery lists the open operations from the open set: what it r
 });
 
 test('jetstream: once the open set is complete, an admission whose index row was never written is still listed, and its row is written from its log', async () => {
-  await withServer(async (server, store, nc) => {
+  await withServer(async (server, store) => {
     assert.deepEqual(await listed(store), []);
-    // The row's publish fails as if its writer had died after the append: the index stream is gone.
-    await (await jetstreamManager(nc)).streams.delete('CONVOKE_OPS_INDEX');
-    const orphan = await admit(store, 'orphan');
+    // The row is not written, as if its writer had died after the append: it waits in the writer's memory.
+    const writer = await JetStreamEventStore.open({ servers: server.url, requestTimeoutMs, indexRowDelayMs: 600_000 });
+    const orphan = await admit(writer, 'orphan');
     const second = await JetStreamEventStore.open({ servers: server.url, requestTimeoutMs });
     try {
       assert.equal(await second.index.get(orphan), undefined, 'no row was written');
@@ -115,6 +115,7 @@ test('jetstream: once the open set is complete, an admission whose index row was
       assert.equal((await second.index.get(orphan))?.phase, 'admitted', 'the listing wrote the missing row from the log');
     } finally {
       await second.close();
+      await writer.close();
     }
   });
 });

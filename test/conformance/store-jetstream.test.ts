@@ -266,16 +266,13 @@ test('jetstream: reading a long log is batched, not one request per message', as
 
 test('jetstream: an admission whose index row was never written (the writer died between the two publishes) is still found by openOperationIds', async () => {
   const server = await startJetStreamServer();
-  const first = await JetStreamEventStore.open({ servers: server.url, requestTimeoutMs });
-  const nc = await connect({ servers: server.url });
+  // The row is not written, as if its writer had died after the append: it waits in the writer's memory.
+  const first = await JetStreamEventStore.open({ servers: server.url, requestTimeoutMs, indexRowDelayMs: 600_000 });
   let second: JetStreamEventStore | undefined;
   try {
     const guard = { notBeforeMs: 0, notAfterMs: Number.MAX_SAFE_INTEGER };
-    // The row's publish fails as if its writer had died after the append: the index stream is gone.
-    await (await jetstreamManager(nc)).streams.delete('CONVOKE_OPS_INDEX');
     const orphan = newOperationId('orphan');
     expectOk(await first.create(orphan, admission(orphan, guard)), 'create without its row');
-    await first.close();
     second = await JetStreamEventStore.open({ servers: server.url, requestTimeoutMs });
     assert.equal(await second.index.get(orphan), undefined, 'no row was written');
     const settled = newOperationId('settled');
@@ -290,7 +287,7 @@ test('jetstream: an admission whose index row was never written (the writer died
     assert.deepEqual(listed, [orphan], 'the admission without a row, not the settled operation');
   } finally {
     await second?.close();
-    await nc.close();
+    await first.close();
     await server.dispose();
   }
 });
@@ -357,9 +354,13 @@ test('jetstream: a stream found with limits that evict (an age, a per-subject co
     ['CONVOKE_OPS_TOMBS', { ...history, subjects: ['convoke.tomb.>'], max_bytes: 1_000_000 }],
     ['CONVOKE_OPS_TOMBS', { ...history, subjects: ['convoke.tomb.>'], max_age: nanos(60_000) }],
     ['CONVOKE_OPS_OPEN', { ...history, discard: DiscardPolicy.Old, subjects: ['convoke.open.>', 'convoke.openset'], max_msgs_per_subject: 1, max_msgs: 100 }],
+    ['CONVOKE_OPS_INDEX', { ...history, discard: DiscardPolicy.Old, subjects: ['convoke.idx.*'], max_msgs_per_subject: 1, max_age: nanos(60_000) }],
+    ['CONVOKE_OPS_INDEX', { ...history, discard: DiscardPolicy.Old, subjects: ['convoke.idx.*'], max_msgs_per_subject: 1, max_msgs: 100 }],
   ];
   try {
     for (const [name, config] of cases) {
+      // An earlier case's open may have made this stream, as the store makes it.
+      await jsm.streams.delete(name).catch(() => undefined);
       await jsm.streams.add({ name, ...config });
       await assert.rejects(
         JetStreamEventStore.open({ connection: nc, requestTimeoutMs }),
@@ -674,3 +675,41 @@ test('jetstream: creates made at once against an operations stream with a messag
     await server.dispose();
   }
 });
+
+test('jetstream: an index stream given limits that evict, or subjects its rows no longer land in, after the store opened refuses new operations, naming the stream, until it is restored', () =>
+  withStoreAndClient(async ({ store, nc }) => {
+    const jsm = await jetstreamManager(nc);
+    const guard = { notBeforeMs: 0, notAfterMs: Number.MAX_SAFE_INTEGER };
+    const id = newOperationId('indexed');
+    const created = await store.create(id, makeTransition(guard, 'create'));
+    expectOk(created, 'create');
+    let revision = created.revision;
+    const readingAgeMs = 1_100;
+    const { config } = await jsm.streams.info('CONVOKE_OPS_INDEX');
+    const edits: Array<[Partial<StreamConfig>, RegExp]> = [
+      [{ max_age: nanos(3_600_000) }, /stream CONVOKE_OPS_INDEX now has limits that evict \(max_age 3600000 ms\).*; new operations are refused/],
+      [{ max_msgs: 10_000 }, /stream CONVOKE_OPS_INDEX now has limits that evict \(discard-old with max_msgs 10000\)/],
+      [{ subjects: ['convoke.idx.elsewhere.*'] }, /stream CONVOKE_OPS_INDEX now has no max_msgs_per_subject 1 and subject convoke\.idx\.\*/],
+    ];
+    for (const [edit, named] of edits) {
+      await jsm.streams.update('CONVOKE_OPS_INDEX', { ...config, ...edit });
+      await delay(readingAgeMs);
+      const refused = await store.create(newOperationId('indexed-new'), makeTransition(guard, 'create'));
+      assert.equal(refused.kind, 'unavailable', `${JSON.stringify(edit)}: ${JSON.stringify(refused)}`);
+      assert.match('description' in refused ? refused.description : '', named);
+      // The open operations' appends go on: their history is whole, and a lost row is rebuilt from it.
+      const appended = await store.append(id, revision, makeTransition(guard, `beside ${JSON.stringify(edit)}`));
+      expectOk(appended, `append beside ${JSON.stringify(edit)}`);
+      revision = appended.revision;
+      await jsm.streams.update('CONVOKE_OPS_INDEX', config);
+    }
+    // Deleted, it takes no rows at all: the same refusal, appends going on.
+    await jsm.streams.delete('CONVOKE_OPS_INDEX');
+    await delay(readingAgeMs);
+    const refused = await store.create(newOperationId('indexed-new'), makeTransition(guard, 'create'));
+    assert.match('description' in refused ? refused.description : '', /stream CONVOKE_OPS_INDEX now is missing.*; new operations are refused/);
+    expectOk(await store.append(id, revision, makeTransition(guard, 'beside no index')), 'append beside no index stream');
+    await jsm.streams.add(config);
+    await delay(readingAgeMs);
+    expectOk(await store.create(newOperationId('indexed-new'), makeTransition(guard, 'create')), 'create once restored');
+  }));

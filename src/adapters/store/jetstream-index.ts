@@ -38,11 +38,13 @@ import {
   StorageType,
   type JetStreamClient,
   type JetStreamManager,
+  type StreamConfig,
 } from '@nats-io/jetstream';
 import { headers as natsHeaders, nanos } from '@nats-io/transport-node';
 import { BoundedMap } from '../../contract/bounded-map.js';
 import { inBatches } from './in-batches.js';
-import { AdapterError, unavailable } from '../../contract/errors.js';
+import { AdapterError, unavailable, unsupported } from '../../contract/errors.js';
+import { evictingLimits } from './jetstream-stream-limits.js';
 import { limits as contractLimits } from '../../contract/limits.js';
 import { type IndexPage, type IndexQuery, type OperationIndexRow, type StuckBounds, type StuckCounts } from '../../events/operation-index.js';
 import type { StoredTransition } from '../../events/types.js';
@@ -107,11 +109,10 @@ export function indexStreamName(streamName: string): string {
 
 /**
  * Creates the index stream, or checks an existing one is a last-per-subject stream of the index
- * subjects. A stream made before the subjects narrowed to `<prefix>.idx.*` (it took
- * `<prefix>.idx.>`) is narrowed where the client may update streams; either way only row
- * subjects are read from it.
+ * subjects with no limit that evicts a row. A stream made before the subjects narrowed to
+ * `<prefix>.idx.*` (it took `<prefix>.idx.>`) is narrowed where the client may update streams;
+ * either way only row subjects are read from it.
  */
-
 export async function ensureIndexStream(jsm: JetStreamManager, streamName: string, prefix: string): Promise<void> {
   const name = indexStreamName(streamName);
   const subject = `${prefix}.idx.*`;
@@ -119,8 +120,10 @@ export async function ensureIndexStream(jsm: JetStreamManager, streamName: strin
   try {
     const info = await jsm.streams.info(name);
     const subjects = info.config.subjects;
-    if (info.config.max_msgs_per_subject !== 1 || !(subjects.includes(subject) || subjects.includes(earlier)))
-      throw unavailable(`stream ${name} exists without max_msgs_per_subject 1 and subject ${subject}`);
+    const shape = indexShapeProblem(info.config, prefix);
+    if (shape !== undefined) throw unavailable(`stream ${name} ${shape}`);
+    const evicting = indexEvictingProblem(info.config);
+    if (evicting !== undefined) throw unsupported(`stream ${name} ${evicting}`);
     if (subjects.includes(earlier)) await jsm.streams.update(name, { subjects: subjects.map((s) => (s === earlier ? subject : s)) }).catch(() => undefined);
     return;
   } catch (error) {
@@ -139,6 +142,28 @@ export async function ensureIndexStream(jsm: JetStreamManager, streamName: strin
   } catch (error) {
     if (!(error instanceof JetStreamApiError && error.code === 10058)) throw error;
   }
+}
+
+/**
+ * What in the index stream's configuration breaks what the store needs of it (one row per subject
+ * of the row subjects, no limit that evicts a row), or undefined: what open refuses, read again
+ * with the operations stream while the store runs (jetstream.ts `readStream`).
+ */
+export function indexStreamProblem(c: StreamConfig, prefix: string): string | undefined {
+  return indexShapeProblem(c, prefix) ?? indexEvictingProblem(c);
+}
+
+/** A stream that is not one message per subject of the row subjects (or the wider ones of an earlier build). */
+function indexShapeProblem(c: StreamConfig, prefix: string): string | undefined {
+  const subject = `${prefix}.idx.*`;
+  if (c.max_msgs_per_subject === 1 && (c.subjects.includes(subject) || c.subjects.includes(`${prefix}.idx.>`))) return undefined;
+  return `has no max_msgs_per_subject 1 and subject ${subject}`;
+}
+
+/** A limit that would evict a row (jetstream-stream-limits.ts evictingLimits). */
+function indexEvictingProblem(c: StreamConfig): string | undefined {
+  const evicting = evictingLimits(c, 1);
+  return evicting === undefined ? undefined : `${evicting}: it would drop rows of the operations index`;
 }
 
 export class JetStreamOperationIndex implements OperationIndexStore {

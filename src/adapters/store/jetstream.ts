@@ -57,7 +57,7 @@ import { limits as contractLimits } from '../../contract/limits.js';
 import { decodeStored, isStoreFailure, notifyAll, parseRevision } from './codec.js';
 import { resolveStoreLimits } from './limits.js';
 import { StampFeed } from './stamp-feed.js';
-import { JetStreamOperationIndex, ensureIndexStream } from './jetstream-index.js';
+import { JetStreamOperationIndex, ensureIndexStream, indexStreamName, indexStreamProblem } from './jetstream-index.js';
 import { inBatches } from './in-batches.js';
 import { evictingLimits, messageCapProblem, messageReserve } from './jetstream-stream-limits.js';
 import { JetStreamOpenSet, ensureOpenSetStream, openSetStreamName, openSetStreamProblem } from './jetstream-open-set.js';
@@ -172,8 +172,8 @@ export class JetStreamEventStore extends ReplayStampedStore {
   /**
    * The last reading of the store's streams: the operations stream's operation and message counts
    * (and how many of this client's creates had ended when it was asked for), its message cap (0:
-   * none), and what in the configuration of the operations, tombstone and open-set streams breaks
-   * the store's promises (undefined: nothing).
+   * none), and what in the configuration of the operations, tombstone, open-set and index streams
+   * breaks the store's promises (undefined: nothing).
    */
   private streamSeen: StreamReading = {
     count: 0,
@@ -181,7 +181,7 @@ export class JetStreamEventStore extends ReplayStampedStore {
     messages: 0,
     maxMsgs: 0,
     atMs: Number.NEGATIVE_INFINITY,
-    problems: { ops: undefined, tombs: undefined, openSet: undefined },
+    problems: { ops: undefined, tombs: undefined, openSet: undefined, index: undefined },
   };
   /** The stream reading under way, shared by the writes that wait for it. */
   private streamReading: Promise<void> | undefined;
@@ -750,19 +750,26 @@ export class JetStreamEventStore extends ReplayStampedStore {
   }
 
   /**
-   * Reads the store's streams (one reading at a time, its three requests in parallel): the
+   * Reads the store's streams (one reading at a time, its four requests in parallel): the
    * operations stream's counts, message cap and configuration, and the configuration of the
-   * tombstone and open-set streams, whose limits an operator may change after open as well.
+   * tombstone, open-set and index streams, whose limits an operator may change after open as well.
+   * (The snapshot stream is not read: a snapshot is a checksummed copy of the index, and one whose
+   * pages are gone is not used; a list reads every row instead.)
    */
   private async readStream(): Promise<void> {
     this.streamReading ??= (async () => {
       // Every create that ended before the request is in the counts it answers.
       const createsEnded = this.creates.ended;
       try {
-        const [ops, tombs, openSet] = await Promise.all([
+        const [ops, tombs, openSet, index] = await Promise.all([
           this.jsm.streams.info(this.streamName),
           this.jsm.streams.info(tombStreamName(this.streamName)),
           this.jsm.streams.info(openSetStreamName(this.streamName)),
+          // Gone, the index takes no rows; the other streams' absence fails every write that reads them.
+          this.jsm.streams.info(indexStreamName(this.streamName)).catch((error: unknown) => {
+            if (error instanceof JetStreamApiError && error.code === 10059) return undefined;
+            throw error;
+          }),
         ]);
         this.streamSeen = {
           count: ops.state.num_subjects ?? 0,
@@ -774,6 +781,7 @@ export class JetStreamEventStore extends ReplayStampedStore {
             ops: historyStreamProblem(ops.config, `${this.prefix}.op.>`),
             tombs: historyStreamProblem(tombs.config, `${this.prefix}.tomb.>`),
             openSet: openSetStreamProblem(openSet.config, this.prefix),
+            index: index === undefined ? 'is missing: it takes no rows' : indexStreamProblem(index.config, this.prefix),
           },
         };
       } finally {
@@ -804,12 +812,19 @@ export class JetStreamEventStore extends ReplayStampedStore {
    * The refusal of `refused` (what writes the stream takes or needs) while the last reading found
    * stream `which` broken: the tombstone stream refuses tombstones (its key records would vanish
    * and every reader would take the markers for forged ones), the open set's stream new
-   * operations (their marks would vanish, and recovery with them).
+   * operations and workflow instances (their marks would vanish, and recovery with them), the
+   * index stream the same (their rows would vanish from lists and stuck counts; appends go on,
+   * since the log they follow is whole and a lost row is rebuilt from it).
    */
   private streamProblem(which: keyof StreamReading['problems'], refused: string): StoreFailure | undefined {
     const problem = this.streamSeen.problems[which];
     if (problem === undefined) return undefined;
-    const stream = { ops: this.streamName, tombs: tombStreamName(this.streamName), openSet: openSetStreamName(this.streamName) }[which];
+    const stream = {
+      ops: this.streamName,
+      tombs: tombStreamName(this.streamName),
+      openSet: openSetStreamName(this.streamName),
+      index: indexStreamName(this.streamName),
+    }[which];
     return {
       kind: 'unavailable',
       description: `stream ${stream} now ${problem} (its configuration changed since the store opened); ${refused} are refused until it is restored`,
@@ -834,8 +849,8 @@ export class JetStreamEventStore extends ReplayStampedStore {
   private async capacityFailure(refused: 'new operations' | 'new workflow instances'): Promise<StoreFailure | undefined> {
     const last = this.streamSeen;
     if (!(this.streamFresh() && last.maxMsgs === 0 && last.count + this.createsUncounted() < 0.9 * this.limits.operationsMax)) await this.readStream();
-    const unmarked = this.streamProblem('openSet', refused);
-    if (unmarked) return unmarked;
+    const unlisted = this.streamProblem('openSet', refused) ?? this.streamProblem('index', refused);
+    if (unlisted) return unlisted;
     const seen = this.streamSeen;
     const uncounted = this.createsUncounted();
     if (seen.count + uncounted >= this.limits.operationsMax) {
@@ -883,7 +898,7 @@ interface StreamReading {
   /** The operations stream's max_msgs; 0 when it has none. */
   maxMsgs: number;
   atMs: number;
-  problems: { ops: string | undefined; tombs: string | undefined; openSet: string | undefined };
+  problems: { ops: string | undefined; tombs: string | undefined; openSet: string | undefined; index: string | undefined };
 }
 
 /** Adds one scanned message to `transitions`; answers the scan's end when it is a marker or cannot be decoded. */
