@@ -39,10 +39,10 @@ export interface StoreTarget {
 export type WithStore = <T>(target: StoreTarget, run: (store: EventStore) => Promise<T>) => Promise<T>;
 
 /**
- * The instance a full id or a unique prefix of one names (typed-ids.ts) and its log; undefined,
- * once "no workflow instance" is said on stderr, when none does or its log holds nothing.
+ * The instance a full id or a unique prefix of one names (typed-ids.ts) and its log; none, or a
+ * log that holds nothing, is OperationNotFound (exit 9, its `{kind, description}` on stderr as
+ * every error).
  */
-/** The instance `typed` names and its log; none is OperationNotFound (exit 9, its `{kind, description}` on stderr as every error). */
 async function foundInstance(store: EventStore, typed: string): Promise<{ instanceId: string; log: Stored<WorkflowTransition>[] }> {
   const instanceId = isWorkflowInstanceId(typed) ? typed : await uniqueByPrefix(store.workflowInstanceIds(), typed);
   const log = instanceId === undefined ? undefined : await readInstance(store, instanceId);
