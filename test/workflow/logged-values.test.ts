@@ -3,7 +3,10 @@
  * that resumes it see one value. JSON.parse reads an HTTP answer's `1e400` as Infinity and `-0`
  * as -0, and the `yaml` package reads `-0` as -0; JSON.stringify writes them as null and 0. An
  * answer holding a number JSON cannot write is the call's communication error (502), recorded
- * as its answer and catchable; a -0 is taken as the 0 the log holds.
+ * as its answer and catchable; a -0 is taken as the 0 the log holds. A member named `__proto__`
+ * (an own member to the strict parser, the yaml package and JSON.parse) stays an own member of a
+ * value built from the document's expressions, where an assignment would have made it the value's
+ * prototype instead.
  */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
@@ -96,6 +99,37 @@ do:
     assert.equal(done.status, 'completed', JSON.stringify(done.error));
     const output = done.output as JsonObject;
     assert.ok(Object.is(output.n, 0) && Object.is((output.m as number[])[0], 0), JSON.stringify(output));
+  } finally {
+    await h.close();
+  }
+});
+
+test('a member named __proto__ whose value is computed, or that sits beside one, is an own member of the value, as the log holds it', async () => {
+  const document = parseDocumentText(
+    `document: { dsl: '1.0.3', namespace: test, name: proto, version: '1.0.0' }
+do:
+  - computed:
+      set:
+        __proto__: '\${ {x: 1} }'
+        y: 2
+  - beside:
+      set:
+        kept: '\${ . }'
+        other: { __proto__: { x: 2 }, z: '\${ 3 }' }
+  - read:
+      set:
+        x: '\${ .kept.x }'
+        keys: '\${ .kept | keys }'
+        computed: '\${ .kept.__proto__ }'
+        beside: '\${ .other.__proto__ }'
+`,
+    'workflow',
+  );
+  const h = harness();
+  try {
+    const done = await runToEnd(h, document, {}, 'proto');
+    assert.equal(done.status, 'completed', JSON.stringify(done.error));
+    assert.deepEqual(done.output, { x: null, keys: ['__proto__', 'y'], computed: { x: 1 }, beside: { x: 2 } });
   } finally {
     await h.close();
   }

@@ -7,7 +7,7 @@
  * their results could not be replayed from the log as the same values.
  */
 import { AssertionFailure } from '../../contract/errors.js';
-import type { JsonValue } from '../../contract/json.js';
+import { setMember, type JsonValue } from '../../contract/json.js';
 
 const enclosed = /^\s*\$\{([\s\S]*)\}\s*$/;
 
@@ -151,7 +151,8 @@ function fillResults(plan: Plan, value: JsonValue, results: readonly JsonValue[]
   for (const [key, inner] of plan.members) {
     const filled = fillResults(inner, members[key] as JsonValue, results, next);
     if (filled === undefined) return undefined;
-    out[key] = filled;
+    // A member named __proto__ (the strict parser and the yaml package make it an own member) stays one.
+    setMember(out, key, filled);
   }
   return out;
 }
