@@ -107,6 +107,30 @@ test('listen one with correlation: only the matching, correlated event is taken,
     await assertReplayEqual(h, id);
   }));
 
+test("listen correlation named __proto__: its declared expectation and the value taken are recorded and held to as any name's", () =>
+  withHarness(async (h) => {
+    const document = listenDocument(
+      'proto',
+      `          all:
+            - with: { type: com.example.a }
+              correlate:
+                __proto__: { from: '\${ .data.key }', expect: { k: 1 } }
+            - with: { type: com.example.b }
+              correlate:
+                __proto__: { from: '\${ .data.key }' }
+`,
+    );
+    const id = await waiting(h, document, {}, 'listen-proto');
+    assert.deepEqual(await h.executor.deliver(event('com.example.b', { key: { k: 2 } }), null), { matched: [] }, 'another value than the one declared');
+    assert.deepEqual(await h.executor.deliver(event('com.example.a', { key: { k: 1 } }), null), { matched: [id] });
+    const taken = (await h.executor.get(id))!.listens['/do/0/wait']!;
+    assert.ok(Object.hasOwn(taken.events[0]!.correlation, '__proto__'), 'the correlation holds the value taken');
+    await assertReplayEqual(h, id);
+    assert.deepEqual(await h.executor.deliver(event('com.example.b', { key: { k: 2 } }), null), { matched: [] }, 'another value than the one taken');
+    assert.deepEqual(await h.executor.deliver(event('com.example.b', { key: { k: 1 } }), null), { matched: [id] });
+    await completed(h, id, [{ key: { k: 1 } }, { key: { k: 1 } }]);
+  }));
+
 test('listen all: each filter once, in any order; output in log order; read envelope', () =>
   withHarness(async (h) => {
     const document = listenDocument(

@@ -21,7 +21,7 @@
  *   log never holds an event after the one that ended the listen.
  */
 import { openEndedMs } from '../../events/guard.js';
-import { jsonEquals, type JsonObject, type JsonValue } from '../../contract/json.js';
+import { jsonEquals, setMember, type JsonObject, type JsonValue } from '../../contract/json.js';
 import type { CloudEvent } from '../../contract/cloudevents.js';
 import { valueAt } from '../../contract/bundle.js';
 import { isObject } from './document.js';
@@ -77,7 +77,7 @@ export function declaredExpectations(to: JsonValue): Record<string, JsonValue> {
   const out: Record<string, JsonValue> = {};
   for (const [key, value] of Object.entries(expectsOf(to))) {
     const name = key.split('/').slice(2).join('/');
-    if (!Object.hasOwn(out, name)) out[name] = value;
+    if (!Object.hasOwn(out, name)) setMember(out, name, value);
   }
   return out;
 }
@@ -208,7 +208,8 @@ async function matchFilter(
     const correlate = isObject(filter.correlate) ? filter.correlate : {};
     for (const [name, spec] of Object.entries(correlate)) {
       if (!isObject(spec) || typeof spec.from !== 'string') return undefined;
-      correlation[name] = await evaluator.evaluate(programOf(spec.from), event, { event }, principal);
+      // An own member whatever the name (`__proto__` too): the log records it, and the expectations read it.
+      setMember(correlation, name, await evaluator.evaluate(programOf(spec.from), event, { event }, principal));
     }
     return correlation;
   } catch {
