@@ -12,7 +12,10 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { digestOf } from '../../src/contract/canonical.js';
+import { isAdapterError } from '../../src/contract/errors.js';
 import type { JsonObject } from '../../src/contract/json.js';
+import { workflowInstanceId } from '../../src/workflow/ids.js';
 import { parseDocumentText } from '../../src/workflow/dsl/text.js';
 import { harness, runToEnd, yaml } from './support.js';
 
@@ -130,6 +133,33 @@ do:
     const done = await runToEnd(h, document, {}, 'proto');
     assert.equal(done.status, 'completed', JSON.stringify(done.error));
     assert.deepEqual(done.output, { x: null, keys: ['__proto__', 'y'], computed: { x: 1 }, beside: { x: 2 } });
+  } finally {
+    await h.close();
+  }
+});
+
+test('a start handed in-process a value no parser makes: -0 is started as 0, an undefined member or Infinity is invalid-input and starts nothing', async () => {
+  const h = harness();
+  const document = yaml(`document: { dsl: '1.0.3', namespace: test, name: echo, version: '1.0.0' }
+do:
+  - keep:
+      set: '\${ . }'
+`);
+  try {
+    const done = await runToEnd(h, document, { n: -0, m: [-0] }, 'zero-input');
+    assert.equal(done.status, 'completed', JSON.stringify(done.error));
+    assert.ok(Object.is(done.started.input && (done.started.input as JsonObject).n, 0), 'the recorded input holds 0');
+    assert.ok(Object.is((done.output as JsonObject).n, 0) && Object.is(((done.output as JsonObject).m as number[])[0], 0), JSON.stringify(done.output));
+    for (const [key, input] of [
+      ['undefined-member', { a: undefined } as unknown as JsonObject],
+      ['infinite', { a: Number.POSITIVE_INFINITY }],
+    ] as const) {
+      await assert.rejects(
+        h.executor.start({ principalId: 'alice', invocationKey: key, document, input }),
+        (error: unknown) => isAdapterError(error) && error.kind === 'invalid-input' && /the workflow input/.test(error.message),
+      );
+      assert.deepEqual(await h.executor.get(workflowInstanceId('alice', digestOf(document), 'echo', key)), undefined, 'nothing started');
+    }
   } finally {
     await h.close();
   }

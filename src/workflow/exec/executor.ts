@@ -6,7 +6,8 @@
  * resumes any running instance it loads — on restart, or on another worker sharing the store.
  */
 import { AdmissionRate, workflowStartWords, type AdmissionRateConfig } from '../../runtime/admission-rate.js';
-import { canonicalJson, sha256Hex } from '../../contract/canonical.js';
+import { canonicalJson, checkCanonicalizable, sha256Hex } from '../../contract/canonical.js';
+import { asLogged } from '../../contract/ijson.js';
 import { hostname } from 'node:os';
 import type { Clock, TimerHandle } from '../../contract/clock.js';
 import type { CloudEvent, CloudEventDelivery, CloudEventIntake, CloudEventSink } from '../../contract/cloudevents.js';
@@ -418,6 +419,10 @@ export class WorkflowExecutor implements CloudEventIntake {
     if (request.parent !== undefined && request.parent.depth > limits.workflowDepthMax)
       throw invalidInput(`a child workflow at depth ${request.parent.depth}: at most ${limits.workflowDepthMax} are nested`);
     const instanceId = workflowInstanceId(request.principalId, bundleDigest, workflowName, request.invocationKey);
+    // The input as its log will hold it: what the instance runs on is what every replay reads (a caller
+    // in-process may hand a value no parser would make: an undefined member, Infinity, -0).
+    checkCanonicalizable(request.input, 'the workflow input');
+    const input = asLogged(request.input, 'the workflow input');
     const declared = isObject(request.document) ? request.document.timeout : undefined;
     const timeout = timeoutMsOf(request.document, declared);
     if (declared !== undefined && timeout === undefined) throw invalidInput('/timeout: not a timeout ({after: duration} or a name in use.timeouts)');
@@ -433,7 +438,7 @@ export class WorkflowExecutor implements CloudEventIntake {
         workflowName,
         bundleDigest,
         document: request.document,
-        input: request.input,
+        input,
         timeoutMs: timeout ?? null,
         ...(request.parent ? { parent: request.parent } : {}),
         keys: keyScheme,
