@@ -1,6 +1,7 @@
 #!/usr/bin/env node
 // npm run mutate [-- [--only <substring>] [stryker options, e.g. --incremental]]
-// StrykerJS over the decision, admission, fold and intake code and the listen task's matching rules (stryker.config.json,
+// StrykerJS over the decision, admission, fold and intake code, the listen task's matching rules
+// and the workflow executor's worker lease and task execution keys (stryker.config.json,
 // docs/mutation.md). Each file of the config's `mutate` list is its own Stryker run with its own
 // incremental file and JSON report (reports/mutation/<file>.json), so a finished file keeps its
 // result when a later one is interrupted; then the score per file and overall, from those
@@ -28,6 +29,8 @@ const firstTests = {
   record: ['record', 'record-fold', 'results', 'lifecycle', 'settlement', 'recovery'],
   decide: ['decide', 'intake', 'results', 'lifecycle', 'settlement', 'authorization'],
   'listen-match': ['listen-match-rules', 'listen', 'examples'],
+  lease: ['lease-rules', 'parked-lease', 'executor', 'workers'],
+  keys: ['key-rules', 'task-keys-property', 'task-keys', 'executor'],
 };
 
 /** Whether a mutated file is workflow code: it runs the workflow test files, and every other file the rest. */
