@@ -713,3 +713,89 @@ test('jetstream: an index stream given limits that evict, or subjects its rows n
     await delay(readingAgeMs);
     expectOk(await store.create(newOperationId('indexed-new'), makeTransition(guard, 'create')), 'create once restored');
   }));
+
+/** Deletes stream `name` and makes it anew, empty, with its configuration: answers its creation instants, before and after. */
+async function recreateStream(jsm: Awaited<ReturnType<typeof jetstreamManager>>, name: string): Promise<{ before: string; after: string }> {
+  const { config, created: before } = await jsm.streams.info(name);
+  await jsm.streams.delete(name);
+  const { created: after } = await jsm.streams.add(config);
+  return { before, after };
+}
+
+test('jetstream: an operations stream deleted and made anew under a running store refuses every write, naming the stream and both its creations: no key is created again, no open operation starts a new log', () =>
+  withStoreAndClient(async ({ store, nc }) => {
+    const jsm = await jetstreamManager(nc);
+    const guard = { notBeforeMs: 0, notAfterMs: Number.MAX_SAFE_INTEGER };
+    const open = newOperationId('open');
+    const created = await store.create(open, makeTransition(guard, 'create'));
+    expectOk(created, 'create');
+    const tombstoned = newOperationId('tombstoned');
+    expectOk(await store.create(tombstoned, makeTransition(guard, 'create')), 'create');
+    expectOk(await store.tombstone(tombstoned), 'tombstone');
+    const { before, after } = await recreateStream(jsm, 'CONVOKE_OPS');
+    await delay(1_100);
+    const answers = {
+      append: await store.append(open, created.revision, makeTransition(guard, 'after the recreation')),
+      'create of the open key': await store.create(open, makeTransition(guard, 'create')),
+      'create of the tombstoned key': await store.create(tombstoned, makeTransition(guard, 'create')),
+      'create of a new key': await store.create(newOperationId('new'), makeTransition(guard, 'create')),
+      tombstone: await store.tombstone(open),
+    };
+    for (const [what, answer] of Object.entries(answers)) {
+      assert.equal(answer.kind, 'unavailable', `${what}: ${JSON.stringify(answer)}`);
+      const text = 'description' in answer ? answer.description : '';
+      assert.ok(text.includes(`stream CONVOKE_OPS was recreated at ${after} (the store opened on one created at ${before})`), `${what}: ${text}`);
+      assert.match(text, /writes are refused/, what);
+    }
+    assert.equal((await jsm.streams.info('CONVOKE_OPS')).state.messages, 0, 'nothing was written into the new stream');
+  }));
+
+test('jetstream: a store does not open on an operations stream younger than its key history unless that stream is accepted by its creation instant; accepted, no key used before is created again', async () => {
+  const server = await startJetStreamServer();
+  const nc = await connect({ servers: server.url });
+  const jsm = await jetstreamManager(nc);
+  const guard = { notBeforeMs: 0, notAfterMs: Number.MAX_SAFE_INTEGER };
+  try {
+    const first = await JetStreamEventStore.open({ connection: nc, requestTimeoutMs, indexRowDelayMs: 0 });
+    const open = newOperationId('open');
+    const tombstoned = newOperationId('tombstoned');
+    try {
+      // Admissions, so the index holds the open one's row.
+      expectOk(await first.create(open, admission(open, guard)), 'create');
+      expectOk(await first.create(tombstoned, admission(tombstoned, guard)), 'create');
+      expectOk(await first.tombstone(tombstoned), 'tombstone');
+    } finally {
+      await first.close();
+    }
+    const { after } = await recreateStream(jsm, 'CONVOKE_OPS');
+    const refusedAt = (accepted?: string) =>
+      assert.rejects(
+        JetStreamEventStore.open({ connection: nc, requestTimeoutMs, ...(accepted === undefined ? {} : { acceptRecreated: accepted }) }),
+        (error: unknown) =>
+          error instanceof AdapterError &&
+          error.kind === 'unavailable' &&
+          error.message.includes(`stream CONVOKE_OPS was created at ${after}, after`) &&
+          /CONVOKE_OPS_TOMBS/.test(error.message) &&
+          error.message.includes(`acceptRecreated ${after}`),
+        `accepted ${String(accepted)}`,
+      );
+    await refusedAt();
+    // Accepting another instant accepts nothing: a stream recreated again is refused again.
+    await refusedAt('2020-01-01T00:00:00Z');
+    const accepted = await JetStreamEventStore.open({ connection: nc, requestTimeoutMs, acceptRecreated: after });
+    try {
+      const again = await accepted.create(tombstoned, makeTransition(guard, 'create'));
+      assert.equal(again.kind, 'expired', `the tombstoned key: ${JSON.stringify(again)}`);
+      const lost = await accepted.create(open, makeTransition(guard, 'create'));
+      assert.equal(lost.kind, 'unavailable', `the key whose log was lost: ${JSON.stringify(lost)}`);
+      assert.match('description' in lost ? lost.description : '', /held a log in CONVOKE_OPS before it was recreated/);
+      assert.equal((await jsm.streams.info('CONVOKE_OPS')).state.messages, 0, 'neither key was created again');
+      expectOk(await accepted.create(newOperationId('new'), makeTransition(guard, 'create')), 'a new key');
+    } finally {
+      await accepted.close();
+    }
+  } finally {
+    await nc.close();
+    await server.dispose();
+  }
+});

@@ -30,6 +30,14 @@
  * recreation — no check-then-act window, and no tombstone lookup before a create. A refused
  * create is then classified (expired when the marker is found). A marker counts only beside its
  * key record: one published on the subject by anything else makes the log `unavailable`.
+ *
+ * Stream identity: the markers refuse recreation only in the operations stream the keys were used
+ * in. The store remembers when the operations and tombstone streams it opened on were created
+ * (stream info `created`) and refuses writes once a reading finds one created at another instant
+ * (deleted and made anew). At open, an operations stream created after a key record or index row
+ * was stored (keyHistoryOlder) was made anew since: refused, unless an operator accepts it by its
+ * creation instant (`acceptRecreated`), and then each create looks up the key's tombstone record
+ * and index row before writing.
  */
 import { hash } from 'node:crypto';
 import { connect, errors, headers as natsHeaders, nanos, type NatsConnection } from '@nats-io/transport-node';
@@ -118,6 +126,14 @@ export interface JetStreamStoreOptions {
    * written. Silent without it (`indexSnapshotProblem` holds the same line).
    */
   onNotice?: (line: string) => void;
+  /**
+   * The creation instant (stream info `created`, as open's refusal names it) of an operations
+   * stream younger than its key history that an operator accepts: one deleted and made anew, its
+   * logs and tombstone markers gone (see `keyHistoryOlder`). The store opens on that stream only,
+   * and its creates then refuse every key the tombstone and index streams know. A stream made anew
+   * again has another instant and is refused again.
+   */
+  acceptRecreated?: string;
 }
 
 const defaultIndexRowDelayMs = 1000;
@@ -211,6 +227,10 @@ export class JetStreamEventStore extends ReplayStampedStore {
     private readonly requestTimeoutMs: number,
     /** Whether the stream answers direct gets (allow_direct): the cheaper read-back path. */
     private readonly directGet: boolean,
+    /** The creation instants of the operations and tombstone streams the store opened on: what each reading compares. */
+    private readonly opened: { ops: string; tombs: string },
+    /** Whether the operations stream is a recreated one an operator accepted: creates then look up the key's history first. */
+    private readonly keyHistoryLookup: boolean,
     private readonly stamps: StampFeed | undefined,
     private readonly stampWaitMs: number,
     snapshots: { tailMin: number; pageRows: number; onFailure: (doing: 'reading' | 'writing', error: unknown) => void } | undefined,
@@ -261,9 +281,12 @@ export class JetStreamEventStore extends ReplayStampedStore {
       const limits = { ...configured, transitionBytesMax: Math.min(configured.transitionBytesMax, payloadMax) };
       const streamName = options.streamName ?? 'CONVOKE_OPS';
       const prefix = options.subjectPrefix ?? 'convoke';
-      const directGet = await ensureStream(jsm, streamName, `${prefix}.op.>`, limits.transitionBytesMax + headerBytesAllowance, `${prefix}.wf.>`, true);
-      await ensureStream(jsm, tombStreamName(streamName), `${prefix}.tomb.>`, 4096);
+      const ops = await ensureStream(jsm, streamName, `${prefix}.op.>`, limits.transitionBytesMax + headerBytesAllowance, `${prefix}.wf.>`, true);
+      const tombs = await ensureStream(jsm, tombStreamName(streamName), `${prefix}.tomb.>`, 4096);
       await ensureIndexStream(jsm, streamName, prefix);
+      const older = await keyHistoryOlder(jsm, streamName, prefix, ops.created);
+      const recreatedAccepted = older !== undefined && options.acceptRecreated === ops.created;
+      if (older !== undefined && !recreatedAccepted) throw unavailable(recreatedRefusal(streamName, ops.created, older));
       const openSetCreated = await ensureOpenSetStream(jsm, streamName, prefix);
       const tailMin = options.indexSnapshotTailMin ?? defaultSnapshotTailMin;
       const snapshotReport = new SnapshotReport(snapshotStreamName(streamName), options.onNotice);
@@ -286,7 +309,9 @@ export class JetStreamEventStore extends ReplayStampedStore {
         prefix,
         limits,
         requestTimeoutMs,
-        directGet,
+        ops.directGet,
+        { ops: ops.created, tombs: tombs.created },
+        recreatedAccepted,
         stamps,
         stampWaitMs,
         snapshots,
@@ -499,8 +524,14 @@ export class JetStreamEventStore extends ReplayStampedStore {
     return natsFailure(error);
   }
 
-  /** No tombstone lookup: a tombstoned subject keeps its marker, so the create CAS refuses it (see the header). */
+  /**
+   * No tombstone lookup: a tombstoned subject keeps its marker, so the create CAS refuses it (see
+   * the header) — except on an operations stream made anew that an operator accepted, which holds
+   * no marker of the keys used before it (keyUsedBefore).
+   */
   protected async beforeCreate(operationId: string): Promise<StoreFailure | undefined> {
+    const used = this.keyHistoryLookup ? await this.keyUsedBefore(operationId) : undefined;
+    if (used) return used;
     const full = await this.capacityFailure(streamFamily(operationId) === 'wf' ? 'new workflow instances' : 'new operations');
     if (full) return full;
     try {
@@ -511,6 +542,27 @@ export class JetStreamEventStore extends ReplayStampedStore {
       throw error;
     }
     return undefined;
+  }
+
+  /**
+   * On an accepted recreated operations stream, why a create of this key must not be written: its
+   * tombstone key record (expired, as the marker would have answered), or an index row (or the
+   * row's removal) while its subject is empty: it held a log in the stream before it was made
+   * anew, lost with it. A subject holding messages is left to the create CAS (a conflict).
+   */
+  private async keyUsedBefore(operationId: string): Promise<StoreFailure | undefined> {
+    const [last, tombstoned, row] = await Promise.all([
+      this.jsm.streams.getMessage(this.streamName, { last_by_subj: this.opSubject(operationId) }),
+      this.hasTombRecord(operationId),
+      this.jsm.streams.getMessage(indexStreamName(this.streamName), { last_by_subj: `${this.prefix}.idx.${operationId}` }),
+    ]);
+    if (last) return undefined;
+    if (tombstoned) return { kind: 'expired', description: `operation ${operationId} is tombstoned; its key is never recreated` };
+    if (!row) return undefined;
+    return {
+      kind: 'unavailable',
+      description: `operation ${operationId} held a log in ${this.streamName} before it was recreated; that log is lost, and its key is not used again`,
+    };
   }
 
   /** The CAS publish: the expected revision *is* the stream sequence of the subject's last message. */
@@ -778,10 +830,11 @@ export class JetStreamEventStore extends ReplayStampedStore {
           maxMsgs: (ops.config.max_msgs ?? -1) > 0 ? ops.config.max_msgs : 0,
           atMs: performance.now(),
           problems: {
-            ops: historyStreamProblem(ops.config, `${this.prefix}.op.>`),
-            tombs: historyStreamProblem(tombs.config, `${this.prefix}.tomb.>`),
-            openSet: openSetStreamProblem(openSet.config, this.prefix),
-            index: index === undefined ? 'is missing: it takes no rows' : indexStreamProblem(index.config, this.prefix),
+            ops: recreated(ops.created, this.opened.ops, recreatedOpsConsequence) ?? changed(historyStreamProblem(ops.config, `${this.prefix}.op.>`)),
+            tombs:
+              recreated(tombs.created, this.opened.tombs, recreatedTombsConsequence) ?? changed(historyStreamProblem(tombs.config, `${this.prefix}.tomb.>`)),
+            openSet: changed(openSetStreamProblem(openSet.config, this.prefix)),
+            index: changed(index === undefined ? 'is missing: it takes no rows' : indexStreamProblem(index.config, this.prefix)),
           },
         };
       } finally {
@@ -798,10 +851,13 @@ export class JetStreamEventStore extends ReplayStampedStore {
   /**
    * Why no write may go in now: a stream's configuration was changed since open (an operator's
    * `nats stream edit`) to one that evicts stored messages or breaks the store's other promises —
-   * what open refuses as unsupported. The operations stream's (`ops`) refuses every write; the
-   * reading is taken again once the last one is over a second old, so within about a second of
-   * the change writes answer unavailable, naming what changed, instead of appending history the
-   * stream will drop; writes go on once the configuration is restored.
+   * what open refuses as unsupported — or the stream was deleted and made anew (its creation
+   * instant is not the one the store opened on). The operations stream's (`ops`) refuses every
+   * write; the reading is taken again once the last one is over a second old, so within about a
+   * second of the change writes answer unavailable, naming what changed, instead of appending
+   * history the stream will drop or writing a log again into a stream that lost it; writes go on
+   * once the configuration is restored, or the stream restored from a backup (which keeps its
+   * creation instant).
    */
   private async streamFailure(which: keyof StreamReading['problems']): Promise<StoreFailure | undefined> {
     if (!this.streamFresh()) await this.readStream();
@@ -825,10 +881,7 @@ export class JetStreamEventStore extends ReplayStampedStore {
       openSet: openSetStreamName(this.streamName),
       index: indexStreamName(this.streamName),
     }[which];
-    return {
-      kind: 'unavailable',
-      description: `stream ${stream} now ${problem} (its configuration changed since the store opened); ${refused} are refused until it is restored`,
-    };
+    return { kind: 'unavailable', description: `stream ${stream} ${problem.change}; ${refused} are refused until ${problem.remedy}` };
   }
 
   /**
@@ -898,7 +951,72 @@ interface StreamReading {
   /** The operations stream's max_msgs; 0 when it has none. */
   maxMsgs: number;
   atMs: number;
-  problems: { ops: string | undefined; tombs: string | undefined; openSet: string | undefined; index: string | undefined };
+  problems: { ops: StreamProblem | undefined; tombs: StreamProblem | undefined; openSet: StreamProblem | undefined; index: StreamProblem | undefined };
+}
+
+/** What a reading found changed in one of the store's streams since open, and what ends the refusals it causes. */
+interface StreamProblem {
+  change: string;
+  remedy: string;
+}
+
+/** A configuration that breaks the store's promises (`problem`, as open words it), or undefined. */
+function changed(problem: string | undefined): StreamProblem | undefined {
+  return problem === undefined ? undefined : { change: `now ${problem} (its configuration changed since the store opened)`, remedy: 'it is restored' };
+}
+
+/**
+ * A stream whose creation instant is no longer the one the store opened on: deleted and made anew,
+ * holding nothing of what it held (`consequence`: what is gone with it, for whom), or undefined.
+ */
+function recreated(created: string, opened: string, consequence: StreamProblem): StreamProblem | undefined {
+  if (created === opened) return undefined;
+  return { change: `was recreated at ${created} (the store opened on one created at ${opened}): ${consequence.change}`, remedy: consequence.remedy };
+}
+
+const recreatedOpsConsequence: StreamProblem = {
+  change: 'the logs and tombstone markers it held are gone, so an open operation would start a new log and a key used before could be created again',
+  remedy:
+    'it is restored from a backup (which keeps its creation instant) or the store is opened again, which refuses such a stream unless an operator accepts it',
+};
+
+const recreatedTombsConsequence: StreamProblem = {
+  change: 'the key records it held are gone, and the tombstone markers they vouch for read as forged',
+  remedy: 'it is restored from a backup (which keeps its creation instant)',
+};
+
+/**
+ * The key records and index rows stored before the operations stream was created (`opsCreated`,
+ * the server's clock, as the records' stamps): a store writes a row or a key record only for an
+ * operation its operations stream already holds, so one stored earlier proves that stream was
+ * deleted and made anew since, the logs and tombstone markers it held gone — and with the markers,
+ * what refuses a create of a key used before. The oldest record of each stream is read (one
+ * request each) and named with its stamp; undefined when neither is older. Streams deleted with it
+ * or emptied prove nothing: nothing is left that knows the keys.
+ */
+async function keyHistoryOlder(jsm: JetStreamManager, streamName: string, prefix: string, opsCreated: string): Promise<string | undefined> {
+  const opsMs = Date.parse(opsCreated);
+  const older: string[] = [];
+  const histories: Array<[string, string]> = [
+    [tombStreamName(streamName), `${prefix}.tomb.>`],
+    [indexStreamName(streamName), `${prefix}.idx.*`],
+  ];
+  for (const [name, filter] of histories) {
+    // The v3 typings list only seq/last_by_subj here; the server also takes next_by_subj.
+    const first = await jsm.streams.getMessage(name, { seq: 1, next_by_subj: filter } as unknown as MsgRequest);
+    if (first && stampMs(first.timestamp) < opsMs) older.push(`${name} stored ${first.subject} (at ${first.timestamp})`);
+  }
+  return older.length === 0 ? undefined : older.join(' and ');
+}
+
+/** Open's refusal of an operations stream younger than its key history (`older`, keyHistoryOlder). */
+function recreatedRefusal(streamName: string, opsCreated: string, older: string): string {
+  return (
+    `stream ${streamName} was created at ${opsCreated}, after ${older}, which hold the key history of operations it no longer holds: ` +
+    `it was deleted and made anew, and the logs and tombstone markers it held are gone. Restore it from a backup (nats stream restore keeps its creation instant), ` +
+    `or, to go on without them, open the store with acceptRecreated ${opsCreated} (a jetstream: store URL's acceptRecreated=${opsCreated}): ` +
+    'its creates then refuse every key the tombstone and index streams know'
+  );
 }
 
 /** Adds one scanned message to `transitions`; answers the scan's end when it is a marker or cannot be decoded. */
@@ -981,7 +1099,8 @@ async function connectOnce(options: JetStreamStoreOptions, requestTimeoutMs: num
 /**
  * Creates the stream, or checks an existing one keeps the durability promises this adapter
  * makes (the operations stream's: `operations`, whose message cap must leave room beside its
- * reserve, jetstream-stream-limits.ts `messageReserve`). Answers whether the stream allows direct gets. `extra` is a further subject the stream
+ * reserve, jetstream-stream-limits.ts `messageReserve`). Answers whether the stream allows direct gets and
+ * when it was created (stream info `created`: what tells it from one made anew). `extra` is a further subject the stream
  * carries (workflow instances, `<prefix>.wf.>`): added to a stream created before it, where the
  * client may update streams; otherwise that stream takes no workflow instances (their appends
  * answer `unavailable`).
@@ -993,19 +1112,19 @@ async function ensureStream(
   messageBytesMax: number,
   extra?: string,
   operations = false,
-): Promise<boolean> {
+): Promise<{ directGet: boolean; created: string }> {
   try {
     const info = await jsm.streams.info(name);
     const c = info.config;
     const problem = historyStreamProblem(c, subject) ?? (operations ? messageCapProblem(c) : undefined);
     if (problem !== undefined) throw unsupported(`stream ${name} ${problem}`);
     if (extra !== undefined && !c.subjects.includes(extra)) await jsm.streams.update(name, { subjects: [...c.subjects, extra] }).catch(() => undefined);
-    return c.allow_direct === true;
+    return { directGet: c.allow_direct === true, created: info.created };
   } catch (error) {
     if (!(error instanceof JetStreamApiError && error.code === 10059)) throw error;
   }
   try {
-    await jsm.streams.add({
+    const info = await jsm.streams.add({
       name,
       subjects: extra === undefined ? [subject] : [subject, extra],
       storage: StorageType.File,
@@ -1016,11 +1135,11 @@ async function ensureStream(
       max_bytes: -1,
       allow_direct: true,
     });
-    return true;
+    return { directGet: true, created: info.created };
   } catch (error) {
     // Another client created it between our info and add: fine if it is ours (checked next open).
     if (!(error instanceof JetStreamApiError && error.code === 10058)) throw error;
-    return false;
+    return { directGet: false, created: (await jsm.streams.info(name)).created };
   }
 }
 

@@ -3,7 +3,7 @@
  *
  *   memory:                                      process-local, not durable
  *   sqlite:PATH  (sqlite:///abs/path also)       the embedded durable default
- *   jetstream:nats://host:port[?user=&pass=&stream=&prefix=]
+ *   jetstream:nats://host:port[?user=&pass=&stream=&prefix=&acceptRecreated=]
  *   esdb://host:2113?tls=false  |  eventstoredb://…   (EventStoreDB connection string)
  *
  * Anything else is invalid-input. A backend that cannot be reached at open is unavailable. A
@@ -178,6 +178,7 @@ async function openJetStream(rest: string, deps: OpenStoreDeps): Promise<EventSt
       ...login,
       streamName: query.get('stream') ?? undefined,
       subjectPrefix: query.get('prefix') ?? undefined,
+      acceptRecreated: query.get('acceptRecreated') ?? undefined,
       limits: deps.limits,
       ...(deps.startup ? { startup: deps.startup } : {}),
       ...(deps.notice ? { onNotice: deps.notice } : {}),

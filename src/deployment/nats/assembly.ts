@@ -365,6 +365,7 @@ async function openDeploymentStore(
     connection: nc,
     streamName: parsed.searchParams.get('stream') ?? undefined,
     subjectPrefix: parsed.searchParams.get('prefix') ?? undefined,
+    acceptRecreated: parsed.searchParams.get('acceptRecreated') ?? undefined,
     startup,
     onNotice: (line) => log(line),
   });
