@@ -707,7 +707,10 @@ test('jetstream: an index stream given limits that evict, or subjects its rows n
     await jsm.streams.delete('CONVOKE_OPS_INDEX');
     await delay(readingAgeMs);
     const refused = await store.create(newOperationId('indexed-new'), makeTransition(guard, 'create'));
-    assert.match('description' in refused ? refused.description : '', /stream CONVOKE_OPS_INDEX now is missing.*; new operations are refused/);
+    assert.match(
+      'description' in refused ? refused.description : '',
+      /stream CONVOKE_OPS_INDEX is missing \(deleted since the store opened\): it takes no rows; new operations are refused until it is made again/,
+    );
     expectOk(await store.append(id, revision, makeTransition(guard, 'beside no index')), 'append beside no index stream');
     await jsm.streams.add(config);
     await delay(readingAgeMs);
@@ -799,3 +802,70 @@ test('jetstream: a store does not open on an operations stream younger than its 
     await server.dispose();
   }
 });
+
+test('jetstream: an open-set, tombstone or operations stream deleted under a running store refuses the writes that need it, naming the stream and what to do; appends go on while the operations stream is there', () =>
+  withStoreAndClient(async ({ store, nc }) => {
+    const jsm = await jetstreamManager(nc);
+    const guard = { notBeforeMs: 0, notAfterMs: Number.MAX_SAFE_INTEGER };
+    const id = newOperationId('deleted');
+    const created = await store.create(id, makeTransition(guard, 'create'));
+    expectOk(created, 'create');
+    let revision = created.revision;
+    const readingAgeMs = 1_100;
+    const descriptionOf = (answer: { kind: string; description?: string }) => answer.description ?? '';
+    const appendGoesOn = async (beside: string) => {
+      const appended = await store.append(id, revision, makeTransition(guard, beside));
+      expectOk(appended, `append ${beside}`);
+      revision = appended.revision;
+    };
+
+    // The open set's marks: creates are refused, appends go on; made anew, it is restored.
+    const { config: openSet } = await jsm.streams.info('CONVOKE_OPS_OPEN');
+    await jsm.streams.delete('CONVOKE_OPS_OPEN');
+    await delay(readingAgeMs);
+    const unmarked = await store.create(newOperationId('unmarked'), makeTransition(guard, 'create'));
+    assert.equal(unmarked.kind, 'unavailable', JSON.stringify(unmarked));
+    assert.match(
+      descriptionOf(unmarked),
+      /^stream CONVOKE_OPS_OPEN is missing \(deleted since the store opened\).*; new operations are refused until it is made again/,
+    );
+    await appendGoesOn('beside no open set');
+    await jsm.streams.add(openSet);
+    await delay(readingAgeMs);
+    expectOk(await store.create(newOperationId('marked'), makeTransition(guard, 'create')), 'create once the open set is made again');
+
+    // The tombstone key records: tombstones are refused, appends go on; made anew, its records are still gone.
+    const { config: tombs } = await jsm.streams.info('CONVOKE_OPS_TOMBS');
+    await jsm.streams.delete('CONVOKE_OPS_TOMBS');
+    await delay(readingAgeMs);
+    const untombed = await store.tombstone(id);
+    assert.equal(untombed.kind, 'unavailable', JSON.stringify(untombed));
+    assert.match(
+      descriptionOf(untombed),
+      /^stream CONVOKE_OPS_TOMBS is missing \(deleted since the store opened\).*; tombstones are refused until it is restored from a backup/,
+    );
+    await appendGoesOn('beside no tombstone stream');
+    const { created: remade } = await jsm.streams.add(tombs);
+    await delay(readingAgeMs);
+    const stillUntombed = await store.tombstone(id);
+    assert.ok(
+      descriptionOf(stillUntombed as { kind: string }).startsWith(`stream CONVOKE_OPS_TOMBS was recreated at ${remade}`),
+      JSON.stringify(stillUntombed),
+    );
+
+    // The logs themselves: nothing can be written.
+    await jsm.streams.delete('CONVOKE_OPS');
+    await delay(readingAgeMs);
+    const answers = {
+      append: await store.append(id, revision, makeTransition(guard, 'beside no operations stream')),
+      create: await store.create(newOperationId('nowhere'), makeTransition(guard, 'create')),
+    };
+    for (const [what, answer] of Object.entries(answers)) {
+      assert.equal(answer.kind, 'unavailable', `${what}: ${JSON.stringify(answer)}`);
+      assert.match(
+        descriptionOf(answer),
+        /^stream CONVOKE_OPS is missing \(deleted since the store opened\).*; writes are refused until it is restored from a backup/,
+        what,
+      );
+    }
+  }));

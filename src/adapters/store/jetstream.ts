@@ -813,28 +813,30 @@ export class JetStreamEventStore extends ReplayStampedStore {
       // Every create that ended before the request is in the counts it answers.
       const createsEnded = this.creates.ended;
       try {
-        const [ops, tombs, openSet, index] = await Promise.all([
-          this.jsm.streams.info(this.streamName),
-          this.jsm.streams.info(tombStreamName(this.streamName)),
-          this.jsm.streams.info(openSetStreamName(this.streamName)),
-          // Gone, the index takes no rows; the other streams' absence fails every write that reads them.
-          this.jsm.streams.info(indexStreamName(this.streamName)).catch((error: unknown) => {
-            if (error instanceof JetStreamApiError && error.code === 10059) return undefined;
-            throw error;
-          }),
-        ]);
+        // A stream deleted since open answers undefined: a problem of its own (missingOps and the others).
+        const [ops, tombs, openSet, index] = await Promise.all(
+          [this.streamName, tombStreamName(this.streamName), openSetStreamName(this.streamName), indexStreamName(this.streamName)].map((name) =>
+            this.jsm.streams.info(name).catch(undefinedWhenMissing),
+          ),
+        );
         this.streamSeen = {
-          count: ops.state.num_subjects ?? 0,
+          count: ops?.state.num_subjects ?? 0,
           createsEnded,
-          messages: ops.state.messages,
-          maxMsgs: (ops.config.max_msgs ?? -1) > 0 ? ops.config.max_msgs : 0,
+          messages: ops?.state.messages ?? 0,
+          maxMsgs: (ops?.config.max_msgs ?? -1) > 0 ? (ops?.config.max_msgs ?? 0) : 0,
           atMs: performance.now(),
           problems: {
-            ops: recreated(ops.created, this.opened.ops, recreatedOpsConsequence) ?? changed(historyStreamProblem(ops.config, `${this.prefix}.op.>`)),
+            ops:
+              ops === undefined
+                ? missingOps
+                : (recreated(ops.created, this.opened.ops, recreatedOpsConsequence) ?? changed(historyStreamProblem(ops.config, `${this.prefix}.op.>`))),
             tombs:
-              recreated(tombs.created, this.opened.tombs, recreatedTombsConsequence) ?? changed(historyStreamProblem(tombs.config, `${this.prefix}.tomb.>`)),
-            openSet: changed(openSetStreamProblem(openSet.config, this.prefix)),
-            index: changed(index === undefined ? 'is missing: it takes no rows' : indexStreamProblem(index.config, this.prefix)),
+              tombs === undefined
+                ? missingTombs
+                : (recreated(tombs.created, this.opened.tombs, recreatedTombsConsequence) ??
+                  changed(historyStreamProblem(tombs.config, `${this.prefix}.tomb.>`))),
+            openSet: openSet === undefined ? missingOpenSet : changed(openSetStreamProblem(openSet.config, this.prefix)),
+            index: index === undefined ? missingIndex : changed(indexStreamProblem(index.config, this.prefix)),
           },
         };
       } finally {
@@ -902,7 +904,8 @@ export class JetStreamEventStore extends ReplayStampedStore {
   private async capacityFailure(refused: 'new operations' | 'new workflow instances'): Promise<StoreFailure | undefined> {
     const last = this.streamSeen;
     if (!(this.streamFresh() && last.maxMsgs === 0 && last.count + this.createsUncounted() < 0.9 * this.limits.operationsMax)) await this.readStream();
-    const unlisted = this.streamProblem('openSet', refused) ?? this.streamProblem('index', refused);
+    // Refused before the open set is marked: the write itself would be.
+    const unlisted = this.streamProblem('ops', 'writes') ?? this.streamProblem('openSet', refused) ?? this.streamProblem('index', refused);
     if (unlisted) return unlisted;
     const seen = this.streamSeen;
     const uncounted = this.createsUncounted();
@@ -973,6 +976,42 @@ function recreated(created: string, opened: string, consequence: StreamProblem):
   if (created === opened) return undefined;
   return { change: `was recreated at ${created} (the store opened on one created at ${opened}): ${consequence.change}`, remedy: consequence.remedy };
 }
+
+/** A stream info's refusal for a stream that does not exist (JetStream 10059) as undefined; any other is thrown. */
+function undefinedWhenMissing(error: unknown): undefined {
+  if (error instanceof JetStreamApiError && error.code === 10059) return undefined;
+  throw error;
+}
+
+const deletedSinceOpen = 'is missing (deleted since the store opened)';
+
+/** Without the operations stream nothing can be written: an open operation's log is gone with it. */
+const missingOps: StreamProblem = {
+  change: `${deletedSinceOpen}: the logs and tombstone markers it held are gone with it`,
+  remedy: 'it is restored from a backup (a stream made anew holds none of them, and the store refuses it)',
+};
+
+/** Without the tombstone stream no key record can be written: tombstones wait; appends and creates need none. */
+const missingTombs: StreamProblem = {
+  change: `${deletedSinceOpen}: the key records it held are gone with it, and the tombstone markers they vouch for read as forged`,
+  remedy: 'it is restored from a backup',
+};
+
+/**
+ * Without the open set no create can be marked: creates wait; appends go on. A set made anew is
+ * restored: it holds no completeness record, so the next start lists the open operations from
+ * the history and marks them (jetstream-open-set.ts).
+ */
+const missingOpenSet: StreamProblem = {
+  change: `${deletedSinceOpen}: it takes no marks of operations and workflow instances that may be open`,
+  remedy: 'it is made again (a store opening makes it; its next start lists the open operations from the history)',
+};
+
+/** Without the index no row can be written: creates wait; appends go on, a lost row being rebuilt from its log. */
+const missingIndex: StreamProblem = {
+  change: `${deletedSinceOpen}: it takes no rows`,
+  remedy: 'it is made again (a store opening makes it; convoke replay --fix-index rebuilds the rows it held)',
+};
 
 const recreatedOpsConsequence: StreamProblem = {
   change: 'the logs and tombstone markers it held are gone, so an open operation would start a new log and a key used before could be created again',
