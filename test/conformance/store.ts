@@ -425,7 +425,13 @@ const capacity: Rule = (factory) =>
     await seeded(h, b);
     const refused = await h.store.create(c, makeTransition(wideGuard(h), 'c'));
     assert.equal(refused.kind, 'unavailable', JSON.stringify(refused));
+    assert.match('description' in refused ? refused.description : '', /capacity of 2 operations reached; new operations are refused/);
     assert.equal((await h.store.read(c)).kind, 'not-found');
+    // A workflow instance's start is refused as well, and said to be one.
+    const instance = `wf${createHash('sha256').update(c).digest('hex')}`;
+    const start = await h.store.create(instance, makeTransition(wideGuard(h), 'start'));
+    assert.equal(start.kind, 'unavailable', JSON.stringify(start));
+    assert.match('description' in start ? start.description : '', /capacity of 2 operations reached; new workflow instances are refused/);
     expectOk(await h.store.tombstone(a), 'tombstone a');
     const stillRefused = await h.store.create(c, makeTransition(wideGuard(h), 'c'));
     assert.equal(stillRefused.kind, 'unavailable', `tombstones count against capacity: ${JSON.stringify(stillRefused)}`);

@@ -46,7 +46,7 @@ import type { StoredTransition } from '../../events/types.js';
 import { AssertionFailure, unavailable } from '../../contract/errors.js';
 import { limits as contractLimits } from '../../contract/limits.js';
 import { decodeStored, isStoreFailure, notifyAll, revisionsOnly } from './codec.js';
-import { resolveStoreLimits } from './limits.js';
+import { capacityReached, resolveStoreLimits } from './limits.js';
 import { EventStoreDbOperationIndex } from './eventstoredb-index.js';
 import { ReplayStampedStore, closedFailure, expiredOf, notFoundOf, streamFamily, type LogState, type TailState, type WriteOutcome } from './replay-stamped.js';
 import type { AppendListener, AppendOutcome, RevisionListener, StoreFailure, StoreLimits } from './types.js';
@@ -296,7 +296,7 @@ export class EventStoreDbStore extends ReplayStampedStore {
 
   /** A deleted stream refuses every later write, but a create checks the key record first (the admission count is the capacity). */
   protected async beforeCreate(operationId: string): Promise<StoreFailure | undefined> {
-    const [tombstoned, full] = await Promise.all([this.exists(this.tombStream(operationId)), this.capacityFailure()]);
+    const [tombstoned, full] = await Promise.all([this.exists(this.tombStream(operationId)), this.capacityFailure(operationId)]);
     if (tombstoned) return { kind: 'expired', description: `operation ${operationId} is tombstoned; its key is never recreated` };
     return full;
   }
@@ -438,7 +438,7 @@ export class EventStoreDbStore extends ReplayStampedStore {
       .catch(() => undefined);
   }
 
-  private async capacityFailure(): Promise<StoreFailure | undefined> {
+  private async capacityFailure(operationId: string): Promise<StoreFailure | undefined> {
     const read = this.client.readStream(`${this.prefix}-admissions`, { direction: BACKWARDS, fromRevision: END, maxCount: 1, deadline: this.deadline });
     let count = 0;
     try {
@@ -446,11 +446,7 @@ export class EventStoreDbStore extends ReplayStampedStore {
     } catch (error) {
       if (!(error instanceof StreamNotFoundError)) throw error;
     }
-    if (count < this.limits.operationsMax) return undefined;
-    return {
-      kind: 'unavailable',
-      description: `store capacity of ${this.limits.operationsMax} operations reached; new admissions are refused, key history is kept`,
-    };
+    return count < this.limits.operationsMax ? undefined : capacityReached(this.limits.operationsMax, operationId);
   }
 
   private async indexIds(stream: string, field: 'operationId' | 'instanceId' = 'operationId'): Promise<string[]> {

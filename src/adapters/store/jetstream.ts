@@ -63,7 +63,7 @@ import { isOperationId, namespacePattern } from '../../contract/ids.js';
 import { isWorkflowStream } from './workflow-rows.js';
 import { limits as contractLimits } from '../../contract/limits.js';
 import { decodeStored, isStoreFailure, notifyAll, parseRevision } from './codec.js';
-import { resolveStoreLimits } from './limits.js';
+import { capacityReached, refusedCreates, resolveStoreLimits } from './limits.js';
 import { StampFeed } from './stamp-feed.js';
 import { JetStreamOperationIndex, ensureIndexStream, indexStreamName, indexStreamProblem } from './jetstream-index.js';
 import { inBatches } from './in-batches.js';
@@ -532,7 +532,7 @@ export class JetStreamEventStore extends ReplayStampedStore {
   protected async beforeCreate(operationId: string): Promise<StoreFailure | undefined> {
     const used = this.keyHistoryLookup ? await this.keyUsedBefore(operationId) : undefined;
     if (used) return used;
-    const full = await this.capacityFailure(streamFamily(operationId) === 'wf' ? 'new workflow instances' : 'new operations');
+    const full = await this.capacityFailure(operationId);
     if (full) return full;
     try {
       if (streamFamily(operationId) === 'op') await this.openSet.add(operationId);
@@ -899,9 +899,10 @@ export class JetStreamEventStore extends ReplayStampedStore {
    * from the reading (not ended when it was asked for, or admitted since) counts against the room
    * it left, so creates made at once cannot pass the cap or the reserve together; across clients
    * the check is check-then-act (racing writers can overshoot by their number) — documented.
-   * `refused` names what the create would have made, in the refusal.
+   * Each refusal names what the create of `operationId` would have made (refusedCreates).
    */
-  private async capacityFailure(refused: 'new operations' | 'new workflow instances'): Promise<StoreFailure | undefined> {
+  private async capacityFailure(operationId: string): Promise<StoreFailure | undefined> {
+    const refused = refusedCreates(operationId);
     const last = this.streamSeen;
     if (!(this.streamFresh() && last.maxMsgs === 0 && last.count + this.createsUncounted() < 0.9 * this.limits.operationsMax)) await this.readStream();
     // Refused before the open set is marked: the write itself would be.
@@ -909,12 +910,7 @@ export class JetStreamEventStore extends ReplayStampedStore {
     if (unlisted) return unlisted;
     const seen = this.streamSeen;
     const uncounted = this.createsUncounted();
-    if (seen.count + uncounted >= this.limits.operationsMax) {
-      return {
-        kind: 'unavailable',
-        description: `store capacity of ${this.limits.operationsMax} operations reached; new admissions are refused, key history is kept`,
-      };
-    }
+    if (seen.count + uncounted >= this.limits.operationsMax) return capacityReached(this.limits.operationsMax, operationId);
     const reserve = messageReserve(seen.maxMsgs);
     if (seen.maxMsgs > 0 && seen.messages + uncounted >= seen.maxMsgs - reserve) {
       return {

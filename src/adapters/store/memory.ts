@@ -24,7 +24,7 @@ import type {
   TailOutcome,
   WorkflowIndexStore,
 } from './types.js';
-import { resolveStoreLimits } from './limits.js';
+import { capacityReached, resolveStoreLimits } from './limits.js';
 import { unavailable } from '../../contract/errors.js';
 import type { OperationIndexRow } from '../../events/operation-index.js';
 import { IndexStates } from './index-states.js';
@@ -152,12 +152,7 @@ export class MemoryEventStore implements EventStore {
         ? { kind: 'expired', description: `operation ${operationId} is tombstoned; its key is never recreated` }
         : { kind: 'conflict', description: `operation ${operationId} already exists` };
     }
-    if (this.streams.size >= this.limits.operationsMax) {
-      return {
-        kind: 'unavailable',
-        description: `store capacity of ${this.limits.operationsMax} operations reached; new admissions are refused, key history is kept`,
-      };
-    }
+    if (this.streams.size >= this.limits.operationsMax) return capacityReached(this.limits.operationsMax, operationId);
     return this.write(operationId, undefined, transition, undefined, after);
   }
 

@@ -30,7 +30,7 @@ import {
   parseRevision,
   sizeFailure,
 } from './codec.js';
-import { resolveStoreLimits } from './limits.js';
+import { capacityReached, resolveStoreLimits } from './limits.js';
 import type { AppendListener, AppendOutcome, EventStore, IndexAfter, ReadOutcome, RevisionListener, StoreFailure, StoreLimits, TailOutcome } from './types.js';
 import { openSqliteDatabase } from './sqlite-open.js';
 import { limits as contractLimits } from '../../contract/limits.js';
@@ -504,12 +504,7 @@ export class SqliteEventStore implements EventStore {
     if (expectedRevision === undefined) {
       if (operation?.tombstoned) return { kind: 'expired', description: `operation ${operationId} is tombstoned; its key is never recreated` };
       if (operation) return { kind: 'conflict', description: `operation ${operationId} already exists` };
-      if (meta.operations_count >= this.limits.operationsMax) {
-        return {
-          kind: 'unavailable',
-          description: `store capacity of ${this.limits.operationsMax} operations reached; new admissions are refused, key history is kept`,
-        };
-      }
+      if (meta.operations_count >= this.limits.operationsMax) return capacityReached(this.limits.operationsMax, operationId);
       return undefined;
     }
     if (!operation) return { kind: 'not-found', description: `operation ${operationId} does not exist` };
