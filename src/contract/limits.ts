@@ -141,7 +141,9 @@ export const limits = {
    * a larger one is committed at once, alone, so that a store refusing it as past its transition
    * size faults that task (at its pointer), and not whichever later transition would have carried it.
    * Half the overhead a transition keeps beside one value (transitionOverheadBytesMax): an output
-   * held is small beside whatever carries it.
+   * held is small beside whatever carries it. A store taking less in a transition (its
+   * limits.transitionBytesMax: JetStream's follows the server's max_payload) lowers it: a value is
+   * held only when the transition recording its fact alone fits the store (interpreter.ts goesAlone).
    */
   workflowHeldOutputBytesMax: 32 * 1024,
   /**

@@ -10,7 +10,7 @@ import { connectNats } from '../../src/adapters/transport/nats.js';
 import { jetstreamStorePermissions } from '../../src/deployment/nats/permissions.js';
 import { startJetStreamServer } from '../support/jetstream-server.js';
 import type { Transition } from '../../src/events/types.js';
-import { expectOk, makeTransition, newOperationId, readOk, storeConformance, type StoreFactory } from './store.js';
+import { expectOk, makeTransition, newOperationId, readOk, storeConformance, transitionOfBytes, type StoreFactory } from './store.js';
 import { workflowConformance } from './workflow.js';
 import { admission, indexConformance, lifecycle } from './index.js';
 
@@ -78,6 +78,33 @@ async function withStoreAndClient(
     await server.dispose();
   }
 }
+
+test("jetstream: the transition size the store reports follows the server's max_payload, less its headers' allowance, and is the one it enforces, for every client", async () => {
+  const server = await startJetStreamServer({ maxPayload: 20 * 1024 });
+  const stores: JetStreamEventStore[] = [];
+  try {
+    for (let k = 0; k < 2; k++) stores.push(await JetStreamEventStore.open({ servers: server.url, requestTimeoutMs }));
+    const [store, other] = stores as [JetStreamEventStore, JetStreamEventStore];
+    const reported = store.limits.transitionBytesMax;
+    assert.equal(reported, 20 * 1024 - 512, 'below the configured 1 MiB: what a message of the server may carry');
+    assert.equal(other.limits.transitionBytesMax, reported);
+    const guard = { notBeforeMs: 0, notAfterMs: Number.MAX_SAFE_INTEGER };
+    const id = newOperationId('payload');
+    const over = await store.create(id, transitionOfBytes(guard, 'over', reported + 1));
+    assert.equal(over.kind, 'invalid-input', JSON.stringify(over));
+    assert.match(over.kind === 'invalid-input' ? over.description : '', new RegExp(`the limit is ${reported}`));
+    const created = await store.create(id, transitionOfBytes(guard, 'exact', reported));
+    expectOk(created, 'a transition of exactly the reported size, with the store headers, fits a message');
+    expectOk(await other.append(id, created.revision, transitionOfBytes(guard, 'again', reported)), 'through the other client');
+    assert.deepEqual(
+      (await readOk(other, id)).transitions.map((t) => t.transition.causation.messageId),
+      ['exact', 'again'],
+    );
+  } finally {
+    for (const store of stores) await store.close();
+    await server.dispose();
+  }
+});
 
 test('jetstream: appends learn their server stamps from the stamp feed, equal to what a read returns', async () => {
   const server = await startJetStreamServer();

@@ -418,6 +418,47 @@ const sizeBudget: Rule = (factory) =>
     expectOk(fits, 'a transition under the budget');
   });
 
+/** `tag`'s transition padded to exactly `bytes` bytes of stored JSON (its body: codec.ts encodeTransition). */
+export function transitionOfBytes(guard: TimeGuard, tag: string, bytes: number): Transition {
+  const bare = makeTransition(guard, tag, '');
+  const padding = bytes - Buffer.byteLength(JSON.stringify(bare));
+  assert.ok(padding >= 0, `a transition of ${bytes} bytes can be made`);
+  const padded = makeTransition(bare.timeGuard, tag, 'x'.repeat(padding));
+  assert.equal(Buffer.byteLength(JSON.stringify(padded)), bytes);
+  return padded;
+}
+
+/**
+ * What a store reports it takes (limits.transitionBytesMax, which the workflow interpreter reads to
+ * decide what one transition carries) is what it enforces: a transition of exactly that size is
+ * stored, one byte more is refused invalid-input naming the limit; never more than configured.
+ */
+const reportsSizeLimit: Rule = async (factory) => {
+  await withHarness(factory, {}, async (h) => {
+    const reported = h.store.limits.transitionBytesMax;
+    assert.ok(Number.isSafeInteger(reported) && reported > 0 && reported <= limits.transitionBytesMax, `reported ${reported}`);
+  });
+  await withHarness(factory, { limits: { transitionBytesMax: 6000 } }, async (h) => {
+    assert.equal(h.store.limits.transitionBytesMax, 6000, 'the configured limit, where the backend takes as much');
+    const id = newOperationId('exact');
+    const over = await h.store.create(id, transitionOfBytes(wideGuard(h), 'over', 6001));
+    assert.equal(over.kind, 'invalid-input', JSON.stringify(over));
+    assert.match(over.kind === 'invalid-input' ? over.description : '', /the limit is 6000/);
+    expectOk(await h.store.create(id, transitionOfBytes(wideGuard(h), 'exact', 6000)), 'a transition of exactly the reported size');
+    const read = await readOk(h.store, id);
+    assert.equal(read.transitions[0]?.transition.causation.messageId, 'exact');
+    expectOk(await h.store.append(id, read.revision, transitionOfBytes(wideGuard(h), 'again', 6000)), 'an append of exactly the reported size');
+    const second = await h.openSecondClient?.();
+    if (second) {
+      try {
+        assert.equal(second.limits.transitionBytesMax, 6000, 'another client of the store reports the same');
+      } finally {
+        await second.close();
+      }
+    }
+  });
+};
+
 const capacity: Rule = (factory) =>
   withHarness(factory, { limits: { operationsMax: 2 } }, async (h) => {
     const [a, b, c] = [newOperationId('cap-a'), newOperationId('cap-b'), newOperationId('cap-c')];
@@ -737,6 +778,7 @@ const rules: Array<[string, Rule]> = [
   ['unavailable is distinguished from conflict, expired and not-found', unavailableDistinct],
   ['an unknown operation is not-found', notFound],
   ['the transition-size budget rejects before any write', sizeBudget],
+  ['the transition size a store reports is the one it enforces, at most the configured one', reportsSizeLimit],
   ['operationsMax capacity refuses new creates with unavailable; key history stays readable', capacity],
   ['tombstone: reads answer expired and the key is never recreated', tombstoneRule],
   ['tombstone twice: the second answers ok and the key stays expired', tombstoneTwiceRule],

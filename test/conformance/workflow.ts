@@ -18,7 +18,7 @@ import { workflowIndexRowOfLog } from '../../src/workflow/exec/index-row.js';
 import { foldWorkflow, type WorkflowRecord } from '../../src/workflow/exec/record.js';
 import { workflowStreams } from '../../src/workflow/exec/streams.js';
 import { assertReplayEqual, harness, yaml, type Harness } from '../workflow/support.js';
-import type { StoreFactory, StoreHarness } from './store.js';
+import type { StoreFactory, StoreFactoryOptions, StoreHarness } from './store.js';
 
 const header = (name: string) => `document: { dsl: '1.0.3', namespace: conformance, name: ${name}, version: '1.0.0' }\n`;
 const run = (name: string) => `run:\n        workflow: { namespace: conformance, name: ${name}, version: '1.0.0' }`;
@@ -149,11 +149,38 @@ const rules: Record<string, Rule> = {
     },
 };
 
+/** Rules run on a store opened with other limits than its defaults. */
+const limitedRules: Record<string, { options: StoreFactoryOptions; body: Rule }> = {
+  'a value the store cannot take in one transition, though under the held bound, faults the task that made it at its pointer; the instance ends, rebuilt from its log as it ran':
+    {
+      options: { limits: { transitionBytesMax: 20 * 1024 } },
+      body: async (h, w) => {
+        assert.equal(h.store.limits.transitionBytesMax, 20 * 1024);
+        assert.equal(workflowStreams(h.store).transitionBytesMax, 20 * 1024, 'the workflow streams report the store’s limit');
+        // Each branch's value fits a transition; the fork's output (about 24 KB, under the 32 KiB an output may be held at) does not.
+        const fork = yaml(
+          `${header('fork')}do:\n  - review:\n      fork:\n        branches:\n` +
+            `          - left:\n              set: { text: '\${ "l" * 12000 }' }\n` +
+            `          - right:\n              set: { text: '\${ "r" * 12000 }' }\n  - after:\n      set: { done: true }\n`,
+        );
+        const { instanceId } = await w.executor.start({ principalId: 'alice', invocationKey: 'conformance-limit', document: fork, input: {} });
+        const record = await finished(w, instanceId);
+        assert.equal(record.status, 'faulted');
+        assert.equal(record.error?.instance, '/do/0/review', JSON.stringify(record.error));
+        assert.equal(Object.values(record.tasks).find((task) => task.ref === '/do/0/review')?.state, 'faulted', 'the fork is recorded faulted');
+        assert.deepEqual(w.executor.failures, [], 'every transition the instance proposed was stored or refused with its task');
+        await assertReplayEqual(w, instanceId);
+        await assertRowIsProjection(h.store, instanceId);
+      },
+    },
+};
+
 export function workflowConformance(name: string, factory: StoreFactory, options: { skip?: string; timeoutMs?: number } = {}): void {
   describe(`workflow instance streams conformance: ${name}`, () => {
-    for (const [rule, body] of Object.entries(rules)) {
+    const all = [...Object.entries(rules).map(([rule, body]) => [rule, { options: {}, body }] as const), ...Object.entries(limitedRules)];
+    for (const [rule, { options: opened, body }] of all) {
       it(rule, { skip: options.skip ?? false, timeout: options.timeoutMs ?? 60_000 }, async () => {
-        const h = await factory();
+        const h = await factory(opened);
         const w = harness({ store: h.store, clock: storeClock(h), workflows: (_digest, ref) => documents.find((document) => isWorkflowNamed(document, ref)) });
         try {
           await body(h, w);

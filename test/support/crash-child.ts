@@ -55,6 +55,7 @@ function slowDispatchStore(inner: EventStore, delayMs: number): EventStore {
   return {
     name: inner.name,
     capabilities: inner.capabilities,
+    limits: inner.limits,
     index: inner.index,
     workflowIndex: inner.workflowIndex,
     create: (operationId, transition) => inner.create(operationId, transition),

@@ -19,6 +19,7 @@ import type {
   StoreLimits,
 } from '../../src/adapters/store/types.js';
 import type { IndexPage, OperationIndexRow, StuckCounts } from '../../src/events/operation-index.js';
+import { resolveStoreLimits } from '../../src/adapters/store/limits.js';
 import type { ChildReply, ChildRequest } from './sqlite-child.js';
 
 /** Runs the child from source under tsx, or compiled under dist/, whichever this file is. */
@@ -56,6 +57,8 @@ export class ForkedSqliteClient implements EventStore {
   private constructor(
     private readonly child: ChildProcess,
     private readonly clock: Clock,
+    /** The child's store resolves the same limits from the same overrides. */
+    readonly limits: Readonly<StoreLimits>,
   ) {
     child.on('message', (raw) => {
       const reply = raw as ChildReply;
@@ -85,7 +88,7 @@ export class ForkedSqliteClient implements EventStore {
       });
       child.once('exit', (code) => reject(new Error(`sqlite child exited with ${code}`)));
     });
-    return new ForkedSqliteClient(child, clock);
+    return new ForkedSqliteClient(child, clock, resolveStoreLimits(limits));
   }
 
   create(operationId: string, transition: Transition): Promise<AppendOutcome> {

@@ -27,6 +27,8 @@ export interface NatsServerOptions {
   storeDir?: string;
   /** Reuse a port (restart tests). */
   port?: number;
+  /** The largest message the server takes (max_payload; default 1 MiB). */
+  maxPayload?: number;
   readyTimeoutMs?: number;
   /** Serve the monitoring endpoints (/varz, /connz, …) on a random loopback port (benches read them). */
   monitoring?: boolean;
@@ -70,7 +72,7 @@ function supportsSyncInterval(): boolean {
 const syncIntervalSupported = supportsSyncInterval();
 
 function renderConfig(options: NatsServerOptions, storeDir: string, portsDir: string): string {
-  const lines = ['host: 127.0.0.1', `port: ${options.port ?? -1}`, `ports_file_dir: ${quote(portsDir)}`, 'max_payload: 1048576'];
+  const lines = ['host: 127.0.0.1', `port: ${options.port ?? -1}`, `ports_file_dir: ${quote(portsDir)}`, `max_payload: ${options.maxPayload ?? 1048576}`];
   if (options.monitoring) lines.push('http: "127.0.0.1:-1"');
   if (options.jetstream ?? true) {
     const sync = syncIntervalSupported ? ', sync_interval: always' : '';

@@ -251,3 +251,48 @@ test('workflow instances on JetStream: one another client pruned is let go by an
     await server.dispose();
   }
 });
+
+test('workflow instances on JetStream under a small max_payload: a value under the held bound the store cannot take faults the task that made it, at its pointer, caught around it', async () => {
+  // The store's transition size follows the server's max_payload (20 KiB): a fork's output of about 24 KB is past it.
+  const server = await startJetStreamServer({ maxPayload: 20 * 1024 });
+  const clock = new SystemClock();
+  const store = await JetStreamEventStore.open({ servers: server.url, requestTimeoutMs: 2000 });
+  const h = harness({ store, clock });
+  const head = `document: { dsl: '1.0.3', namespace: test, name: js-small, version: '1.0.0' }\n`;
+  const fork = `fork:
+        branches:
+          - left:
+              set: { text: '\${ "l" * 12000 }' }
+          - right:
+              set: { text: '\${ "r" * 12000 }' }`;
+  try {
+    const record = await runToEnd(h, yaml(`${head}do:\n  - review:\n      ${fork}\n  - after:\n      set: { done: true }\n`), {}, 'js-small-1');
+    assert.equal(record.status, 'faulted');
+    assert.equal(record.error?.instance, '/do/0/review', JSON.stringify(record.error));
+    assert.match(record.error?.detail ?? '', /the output of task review is \d+ bytes of JSON/);
+    assert.equal(Object.values(record.tasks).find((task) => task.ref === '/do/0/review')?.state, 'faulted');
+    const caught = await runToEnd(
+      h,
+      yaml(`${head}do:
+  - guarded:
+      try:
+        - review:
+            ${fork.replace(/\n/g, '\n      ')}
+      catch:
+        errors: { with: { type: 'https://serverlessworkflow.io/spec/1.0.0/errors/runtime' } }
+        do:
+          - fallback:
+              set: { fallback: true }
+`),
+      {},
+      'js-small-2',
+    );
+    assert.equal(caught.status, 'completed', JSON.stringify(caught.error));
+    assert.deepEqual(caught.output, { fallback: true });
+    assert.deepEqual(h.executor.failures, []);
+  } finally {
+    await h.close();
+    await store.close();
+    await server.dispose();
+  }
+});

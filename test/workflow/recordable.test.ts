@@ -334,3 +334,72 @@ test('a value a task made that is past what one transition records faults that t
     await h.close();
   }
 });
+
+test('a value under workflowHeldOutputBytesMax but past what the store records in one transition faults the task that made it, not the instance at /', async () => {
+  const clock = new SystemClock();
+  // A store recording at most 20 KiB a transition (JetStream under a small max_payload): a 24 KB value is under the 32 KiB held bound.
+  const store = new MemoryEventStore({ clock, limits: { transitionBytesMax: 20 * 1024 } });
+  const h = harness({ store, clock });
+  const runtime = 'https://serverlessworkflow.io/spec/1.0.0/errors/runtime';
+  try {
+    const cases: [string, string, string, RegExp][] = [
+      [
+        'fork',
+        `  - review:
+      fork:
+        branches:
+          - left:
+              set: { text: '\${ "l" * 12000 }' }
+          - right:
+              set: { text: '\${ "r" * 12000 }' }
+`,
+        '/do/0/review',
+        /the output of task review is \d+ bytes of JSON/,
+      ],
+      ['expression', `  - make:\n      set: { text: '\${ "a" * 24000 }' }\n`, '/do/0/make', /the value of step .* is \d+ bytes of JSON/],
+    ];
+    for (const [key, task, pointer, says] of cases) {
+      const record = await runToEnd(h, yaml(`${head}do:\n${task}  - after:\n      set: { done: true }\n`), {}, key);
+      assert.equal(record.status, 'faulted', key);
+      assert.equal(record.error?.instance, pointer, `${key}: ${JSON.stringify(record.error)}`);
+      assert.equal(record.error?.type, runtime);
+      assert.match(record.error?.detail ?? '', says, key);
+      const made = Object.values(record.tasks).find((t) => t.ref === pointer);
+      assert.equal(made?.state, 'faulted', `${key}: the task that made the value is recorded faulted, with the error`);
+      assert.deepEqual(made?.error, record.error);
+    }
+    // Its own error: a try around it catches it, and what follows runs.
+    const caught = await runToEnd(
+      h,
+      yaml(`${head}do:
+  - guarded:
+      try:
+        - review:
+            fork:
+              branches:
+                - left:
+                    set: { text: '\${ "l" * 12000 }' }
+                - right:
+                    set: { text: '\${ "r" * 12000 }' }
+      catch:
+        errors: { with: { type: '${runtime}' } }
+        as: problem
+        do:
+          - report:
+              set: '\${ { caught: $problem.instance } }'
+  - after:
+      set: '\${ . + { done: true } }'
+`),
+      {},
+      'caught',
+    );
+    assert.equal(caught.status, 'completed', JSON.stringify(caught.error));
+    assert.deepEqual(caught.output, { caught: '/do/0/guarded/try/0/review', done: true });
+    // A value that fits beside the rest is held as before, and the instance completes.
+    const fits = await runToEnd(h, yaml(`${head}do:\n  - make:\n      set: { text: '\${ "a" * 8000 }' }\n`), {}, 'fits');
+    assert.equal(fits.status, 'completed', JSON.stringify(fits.error));
+    assert.deepEqual(h.executor.failures, []);
+  } finally {
+    await h.close();
+  }
+});

@@ -78,7 +78,7 @@ export class MemoryEventStore implements EventStore {
   /** Told only the revision: no transition is decoded for them. */
   private readonly watchers = new Set<RevisionListener>();
   private readonly clock: Clock;
-  private readonly limits: StoreLimits;
+  readonly limits: Readonly<StoreLimits>;
   private lastCommittedAtMs = Number.MIN_SAFE_INTEGER;
   private closed = false;
   /** The operations index: one row per live operation, written with each append. */

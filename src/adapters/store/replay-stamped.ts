@@ -179,7 +179,7 @@ export abstract class ReplayStampedStore implements EventStore {
    * expects (JetStream: subject sequence 0; EventStoreDB: no stream, -1 here).
    */
   protected constructor(
-    protected readonly limits: StoreLimits,
+    readonly limits: Readonly<StoreLimits>,
     private readonly emptyRevision: number,
   ) {}
 

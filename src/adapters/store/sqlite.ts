@@ -187,7 +187,7 @@ export class SqliteEventStore implements EventStore {
   private readonly db: Database.Database;
   private readonly statements: Statements;
   private readonly clock: Clock;
-  private readonly limits: StoreLimits;
+  readonly limits: Readonly<StoreLimits>;
   private readonly followIntervalMs: number;
   private readonly followers = new Set<() => void>();
   private readonly writeTransaction: Database.Transaction<(request: WriteRequest) => AppendOutcome>;

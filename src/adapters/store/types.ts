@@ -141,6 +141,13 @@ export interface WorkflowIndexStore {
 export interface EventStore {
   readonly name: string;
   readonly capabilities: StoreCapabilities;
+  /**
+   * What this store takes, as it enforces it: a create or append past limits.transitionBytesMax is
+   * refused (invalid-input), and no larger one is ever stored. The configured limits, or lower
+   * where the backend takes less (JetStream: the server's max_payload). A wrapper answers its inner
+   * store's. Whoever decides what goes into one transition (the workflow interpreter) reads it here.
+   */
+  readonly limits: Readonly<StoreLimits>;
   readonly index: OperationIndexStore;
   readonly workflowIndex: WorkflowIndexStore;
   /**

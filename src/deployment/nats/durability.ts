@@ -34,6 +34,10 @@ export class AdmissionGatedStore implements EventStore {
     return this.inner.capabilities;
   }
 
+  get limits() {
+    return this.inner.limits;
+  }
+
   get index() {
     return this.inner.index;
   }

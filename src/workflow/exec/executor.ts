@@ -975,6 +975,7 @@ export class WorkflowExecutor implements CloudEventIntake {
       contractWaitChunkMs: 5000,
       events: this.options.events ?? (this.options.emit ? { publish: this.options.emit } : undefined),
       tasksMax: Math.min(this.options.tasksMax ?? limits.workflowTaskExecutionsMax, limits.workflowTaskExecutionsMax),
+      transitionBytesMax: this.options.store.transitionBytesMax,
       secrets: this.options.secrets ?? noSecrets,
       secretOrigins: this.secretOrigins,
       subworkflows: this.subworkflows,

@@ -123,18 +123,32 @@ export class Interpreter implements Interpreting {
 
   /**
    * Holds a fact for the next transition; at limits.workflowHeldFactsMax held, commits them (the log
-   * budgets then count them). A task's start or a step carrying a large value first recorded here
-   * is committed now, alone (recordAlone): a store refusing it faults the task that made it.
+   * budgets then count them). A task's start or a step carrying a value first recorded here that is
+   * large, or that the store could not take in a transition by itself (goesAlone), is committed
+   * now, alone (recordAlone): a store refusing it faults the task that made it.
    */
   async hold(event: Held): Promise<void> {
     const bytes = madeBytes(event);
-    if (bytes > limits.workflowHeldOutputBytesMax) {
+    if (this.goesAlone(event, bytes)) {
       const made = event.type === 'task-started' ? { pointer: event.ref, what: `the input of task ${event.name}` } : this.stepMadeBy(event.at);
       await this.recordAlone({ command: event.type, events: [event] }, bytes, made.pointer, 'Value too large', made.what);
       return;
     }
     this.held.push(event);
     if (this.held.length >= limits.workflowHeldFactsMax) await this.flush();
+  }
+
+  /**
+   * Whether a fact carrying a value first recorded here (`bytes` of JSON; 0: none) is committed at
+   * once, alone (recordAlone), instead of held: a value over limits.workflowHeldOutputBytesMax, or a
+   * fact whose transition by itself would be past the store's limit (deps.transitionBytesMax, which
+   * may be far below it: JetStream under a small max_payload). A fact held always commits — with
+   * the rest, or alone when the rest is too large with it (carrying) — so a value the store cannot
+   * take is refused with the task that made it, never with whichever transition would carry it.
+   */
+  private goesAlone(event: Held, bytes: number): boolean {
+    if (bytes === 0) return false;
+    return bytes > limits.workflowHeldOutputBytesMax || aloneBytes(event, bytes) > this.deps.transitionBytesMax;
   }
 
   /** The task whose step `at` is (its pointer), and what the step's value is called in an error. */
@@ -221,7 +235,7 @@ export class Interpreter implements Interpreting {
       return this.replayedAt(at, result);
     }
     const bytes = madeBytes(answered);
-    if (bytes > limits.workflowHeldOutputBytesMax) {
+    if (this.goesAlone(answered, bytes)) {
       const made = this.stepMadeBy(at);
       await this.recordAlone({ command: type, events: [answered] }, bytes, made.pointer, 'Value too large', made.what);
     } else await this.propose({ command: type, events: [answered] });
@@ -521,9 +535,9 @@ export class Interpreter implements Interpreting {
     const from = this.originOf(output);
     const completed: TaskCompleted = from ? { type: 'task-completed', v: 1, at, output, outputFrom: from } : { type: 'task-completed', v: 1, at, output };
     this.noteOrigin(output, { task: at });
-    // An output first recorded here, and large: committed now, alone (recordAlone), so that a store refusing it faults this task.
+    // An output first recorded here, and large (goesAlone): committed now, alone (recordAlone), so that a store refusing it faults this task.
     const bytes = from === undefined ? jsonBytes(output) : 0;
-    const alone = bytes > limits.workflowHeldOutputBytesMax;
+    const alone = this.goesAlone(completed, bytes);
     if (!timer && !alone) return this.hold(completed);
     const late: Proposal | undefined =
       timer && !listenWaitEnded(this.record, at)
@@ -673,6 +687,23 @@ function madeBytes(event: Held): number {
     default:
       return 0;
   }
+}
+
+/** Where each held fact carries the value it records first. */
+const valueField = { 'task-started': 'input', 'task-completed': 'output', 'expression-evaluated': 'result', 'call-answered': 'result' } as const;
+
+/** The widest time guard a transition records (its bounds take the most digits). */
+const widestGuard = { notBeforeMs: Number.MIN_SAFE_INTEGER, notAfterMs: Number.MAX_SAFE_INTEGER };
+
+/**
+ * The bytes of the transition recording `event` alone, whose value is `valueBytes` of JSON: the
+ * event's other fields (its key, a task's pointer and name) and the transition's own (the widest
+ * time guard, the event's type as its command) measured around a null, the value's bytes added.
+ */
+function aloneBytes(event: Held, valueBytes: number): number {
+  const bare = { ...event, [valueField[event.type]]: null };
+  const transition = { events: [bare], timeGuard: widestGuard, causation: { command: event.type } };
+  return Buffer.byteLength(JSON.stringify(transition)) - 'null'.length + valueBytes;
 }
 
 export function dateTime(ms: number): JsonValue {

@@ -33,6 +33,8 @@ export interface InterpreterDeps {
   events: CloudEventSink | undefined;
   /** Task executions one instance may make (a flow directive can loop). */
   tasksMax: number;
+  /** The most bytes one transition may take in the store (WorkflowStore.transitionBytesMax): what a held fact must fit alone. */
+  transitionBytesMax: number;
   /** The secrets the deployment provides, by name (a workflow reads those its `use.secrets` declares: src/workflow/secrets.ts). */
   secrets: ReadonlyMap<string, JsonValue>;
   /** The only origins a request carrying a secret may go to, by the secret's name; a secret not named here may go to any the egress policy allows. */

@@ -51,6 +51,11 @@ export interface WorkflowStore extends StreamStore<WorkflowTransition, WorkflowR
    * the store writes — what a start's bound counts (running-bound.ts).
    */
   runningOf(principalId: string, atMost: number): Promise<number>;
+  /**
+   * The most bytes one transition may take in the store (EventStore.limits): a larger one is
+   * refused. The interpreter holds a fact for a later transition only when it would fit one alone.
+   */
+  readonly transitionBytesMax: number;
 }
 
 export function workflowStreams(store: EventStore): WorkflowStore & { readonly name: string; readonly durable: boolean } {
@@ -61,6 +66,7 @@ export function workflowStreams(store: EventStore): WorkflowStore & { readonly n
     },
     ended: (instanceId) => store.workflowEnded(checked(instanceId)),
     runningOf: (principalId, atMost) => store.workflowIndex.countRunning(principalId, atMost),
+    transitionBytesMax: store.limits.transitionBytesMax,
     name: store.name,
     durable: store.capabilities.durable,
     create: (id, transition, after) => store.create(checked(id), stored(transition), rowAfter(after)),
