@@ -3,7 +3,8 @@
  * mode (`content-type: application/cloudevents+json`, the event is the JSON body), authenticated
  * like every route. The event reaches only the caller's own instances. It is answered after the
  * appends that took it committed: 202 `{status: "accepted", matched: [instance ids]}`; 404
- * `{status: "no-match", matched: []}` when no waiting listen took it (nothing was stored). Sending
+ * `{status: "no-match", matched: []}` when no waiting listen took it (nothing was stored); 413 when
+ * it is larger than the store records in one transition with it (nothing was stored). Sending
  * an event again (same type, source and id) after a lost answer is answered as taken and appends
  * nothing.
  *
@@ -58,7 +59,11 @@ export const workflowEventPaths = {
         '404': { description: 'no waiting listen took it; nothing was stored', content: { 'application/json': { schema: deliverySchema } } },
         '400': { description: 'not a CloudEvent this runtime takes', content: adapterErrorBody },
         '401': { description: 'not authenticated', content: adapterErrorBody },
-        '413': { description: 'larger than limits.cloudEventBytesMax', content: adapterErrorBody },
+        '413': {
+          description:
+            'larger than limits.cloudEventBytesMax, or than the store records in one transition with what a listen records beside it; nothing was taken',
+          content: adapterErrorBody,
+        },
         '415': { description: 'content-type must be application/cloudevents+json', content: adapterErrorBody },
         '500': {
           description: 'internal error; whether an instance took it is unknown: send it again (an instance that took it answers it taken)',

@@ -18,17 +18,29 @@ export class WorkflowInstanceNotFound extends OperationNotFound {
   }
 }
 
+/**
+ * What a request carries is larger than the runtime can record (a CloudEvent past what the store
+ * takes in one transition with what records it): invalid-input, answered 413 as a body past its
+ * route's bound is, its description naming the limit.
+ */
+export class ContentTooLarge extends AdapterError {
+  constructor(description: string) {
+    super('invalid-input', description);
+  }
+}
+
 export function isNotFound(error: unknown): error is OperationNotFound {
   return error instanceof OperationNotFound;
 }
 
 /**
  * The status of an operating failure, shared by every facade (HTTP and NATS commands): a missing or
- * hidden operation is 404, any other AdapterError takes its kind's status. Undefined for anything
+ * hidden operation is 404, content too large to record 413, any other AdapterError takes its kind's status. Undefined for anything
  * that is not an AdapterError — a bug, answered with `internalErrorBody`.
  */
 export function adapterErrorStatus(error: unknown): { status: number; body: AdapterErrorBody } | undefined {
   if (isNotFound(error)) return { status: 404, body: error.toJSON() };
+  if (error instanceof ContentTooLarge) return { status: 413, body: error.toJSON() };
   if (isAdapterError(error)) return { status: httpStatusOf(error.kind), body: error.toJSON() };
   return undefined;
 }

@@ -409,3 +409,132 @@ test('NATS <emitPrefix>.>: an emitted event reaches the principal its subject na
     await server.dispose();
   }
 });
+
+/** The store's transition size in the tests below: events are taken up to cloudEventBytesMax (256 KiB). */
+const storeLimit = 64 * 1024;
+
+/** An event of exactly `bytes` bytes of JSON, padded in an extension attribute (its data, what a listen outputs, stays small). */
+function sized(id: string, bytes: number): CloudEvent {
+  const bare = { ...approved(id), pad: '' };
+  return { ...bare, pad: 'x'.repeat(bytes - Buffer.byteLength(JSON.stringify(bare))) };
+}
+
+interface SmallStoreIntake {
+  h: Harness;
+  post(event: CloudEvent): Promise<{ status: number; body: { kind?: string; description?: string; status?: string; matched?: string[] } }>;
+  ask(event: CloudEvent): Promise<{ status: string; count?: number; error?: { kind: string; message: string } }>;
+  taken(id: string, at?: string): Promise<number>;
+  close(): Promise<void>;
+}
+
+/** An executor on a store recording at most storeLimit bytes a transition, taking events over HTTP (as alice) and NATS. */
+async function smallStoreIntake(): Promise<SmallStoreIntake> {
+  const fixture = await writeHttpFixture();
+  const clock = new SystemClock();
+  const h = harness({ store: new MemoryEventStore({ clock, limits: { transitionBytesMax: storeLimit } }), clock });
+  const built = await buildFixtureApp(fixture, clock, { workflowEvents: h.executor });
+  const server = await startNatsServer();
+  const nc = await connect({ servers: server.url });
+  const subscription = serveCloudEvents(nc, 'test.events', h.executor);
+  const address = await built.http.app.listen({ host: '127.0.0.1', port: 0 });
+  return {
+    h,
+    post: async (event) => {
+      const response = await fetch(`${address}/workflow-events`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/cloudevents+json', authorization: `Bearer ${fixture.tokens.alice}` },
+        body: JSON.stringify(event),
+      });
+      return { status: response.status, body: (await response.json()) as { kind?: string; description?: string; status?: string; matched?: string[] } };
+    },
+    ask: async (event) => (await nc.request('test.events.com.example.approved', JSON.stringify(event), { timeout: 5000 })).json(),
+    taken: async (id, at = '/do/0/wait') => (await h.executor.get(id))!.listens[at]!.events.length,
+    close: async () => {
+      await subscription.close();
+      await nc.close();
+      await server.dispose();
+      await built.close();
+      await h.close();
+      await fixture.dispose();
+    },
+  };
+}
+
+test('an event the store cannot record in one transition is refused before anything is taken, 413 invalid-input over HTTP and rejected over NATS, naming the limit', async () => {
+  const intake = await smallStoreIntake();
+  const { h, post, ask, taken } = intake;
+  try {
+    const first = await waiting(h, 'large-1');
+    const second = await waiting(h, 'large-2');
+    // Larger than a transition; then within one, but not with what a listen records beside it (its key, the guard: about 230 bytes).
+    for (const [what, bytes] of [
+      ['past the limit', 100_000],
+      ['within it, not with the listen’s record', storeLimit - 100],
+    ] as const) {
+      const refused = await post(sized(`http-${bytes}`, bytes));
+      assert.equal(refused.status, 413, `${what}: ${JSON.stringify(refused.body)}`);
+      assert.equal(refused.body.kind, 'invalid-input');
+      assert.match(refused.body.description ?? '', new RegExp(`the event is ${bytes} bytes of JSON; .* at most ${storeLimit} bytes`), what);
+      const rejected = await ask(sized(`nats-${bytes}`, bytes));
+      assert.equal(rejected.status, 'rejected', `${what}: ${JSON.stringify(rejected)}`);
+      assert.equal(rejected.error?.kind, 'invalid-input');
+      assert.match(rejected.error?.message ?? '', new RegExp(`at most ${storeLimit} bytes`), what);
+      for (const id of [first, second]) assert.equal(await taken(id), 0, `${what}: nothing was taken`);
+    }
+    // An event that fits is taken by both, answered after the appends.
+    assert.deepEqual(await ask(approved('small')), { status: 'accepted', count: 2 });
+    for (const id of [first, second]) {
+      const record = await h.executor.wait(id, 5000);
+      assert.equal(record.status, 'completed', JSON.stringify(record.error));
+      await assertReplayEqual(h, id);
+    }
+    assert.deepEqual(h.executor.failures, []);
+  } finally {
+    await intake.close();
+  }
+});
+
+test('an event some listens cannot record beside what they record with it (a longer key) is taken by the others, answered as theirs; those did not take it', async () => {
+  const intake = await smallStoreIntake();
+  const { h, post, ask, taken } = intake;
+  try {
+    const first = await waiting(h, 'partly-1');
+    const second = await waiting(h, 'partly-2');
+    // A listen whose key is 246 characters longer records more beside the event: one that fits the short key's transition only is taken there alone.
+    const name = 'w'.repeat(250);
+    const { instanceId: long } = await h.executor.start({
+      principalId: 'alice',
+      invocationKey: 'partly-long',
+      document: yaml(`document: { dsl: '1.0.3', namespace: test, name: wait-long, version: '1.0.0' }
+do:
+  - ${name}:
+      listen:
+        to:
+          one: { with: { type: com.example.approved } }
+`),
+      input: {},
+    });
+    while (!(await h.executor.get(long))?.listens[`/do/0/${name}`]) await new Promise((r) => setTimeout(r, 5));
+    const partly = await post(sized('partly', storeLimit - 350));
+    assert.equal(partly.status, 202, JSON.stringify(partly.body));
+    assert.deepEqual(partly.body.matched?.sort(), [first, second].sort());
+    assert.equal(await taken(long, `/do/0/${name}`), 0, 'the long key’s listen could not record it, and did not take it');
+    for (const id of [first, second]) {
+      const record = await h.executor.wait(id, 5000);
+      assert.equal(record.status, 'completed', JSON.stringify(record.error));
+      await assertReplayEqual(h, id);
+    }
+    // Sent again: answered as taken by those that hold it, nothing appended, the long key's listen still without it.
+    const again = await post(sized('partly', storeLimit - 350));
+    assert.deepEqual(again.body.matched?.sort(), [first, second].sort());
+    assert.equal(await taken(long, `/do/0/${name}`), 0);
+    // An event that fits is taken as ever.
+    assert.deepEqual(await ask(approved('small')), { status: 'accepted', count: 1 });
+    const record = await h.executor.wait(long, 5000);
+    assert.equal(record.status, 'completed', JSON.stringify(record.error));
+    await assertReplayEqual(h, long);
+    assert.deepEqual(h.executor.failures, []);
+  } finally {
+    await intake.close();
+  }
+});

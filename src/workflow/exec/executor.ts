@@ -767,7 +767,8 @@ export class WorkflowExecutor implements CloudEventIntake {
       evaluator,
       clock,
       waitUntilMs: untilWaitEnd(clock, listenUntilWaitMs),
-      hasRoom: this.hasRoom,
+      refusal: this.refusal,
+      transitionBytesMax: this.options.store.transitionBytesMax,
       matchesMax: this.eventMatchesMax,
     };
     const delivered = await deliverEvent(deps, event, principalId);
@@ -804,13 +805,17 @@ export class WorkflowExecutor implements CloudEventIntake {
   }
 
   /**
-   * Whether the instance's running log has room for `transition` (the budgets its interpreter's
-   * steps meet, journal below): a received event past them is not taken, leaving the room kept for
-   * the instance's end (its timeout, a cancel, its completion) to publishers it does not control.
+   * Why the instance does not take `transition` (intake.ts), if it does not: `full`, no room in its
+   * running log (the budgets its interpreter's steps meet, journal below) — a received event past
+   * them is not taken, leaving the room kept for the instance's end (its timeout, a cancel, its
+   * completion) to publishers it does not control; `oversized`, past what the store takes in one
+   * transition (measured as the store measures it), so the store would refuse it.
    */
-  private readonly hasRoom = (instance: Instance, transition: WorkflowTransition): boolean => {
+  private readonly refusal = (instance: Instance, transition: WorkflowTransition): 'full' | 'oversized' | undefined => {
     const { transitionsMax, bytesMax } = this.logBudget;
-    return instance.known.size < transitionsMax && instance.logBytes + bytesOf(transition) <= bytesMax;
+    const bytes = bytesOf(transition);
+    if (bytes > this.options.store.transitionBytesMax) return 'oversized';
+    return instance.known.size < transitionsMax && instance.logBytes + bytes <= bytesMax ? undefined : 'full';
   };
 
   /** The record rebuilt from the stored log alone (replay): what every test compares with the live one. */

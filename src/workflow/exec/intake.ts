@@ -8,12 +8,17 @@
  * stored nowhere. A listen with an `until` expression takes an event only once the verdict on the
  * events before it is recorded and did not end it (`take`, below). An instance whose running log is
  * at its budget (transitions or bytes) takes no more: the room kept for its end stays its own.
+ * An event the store cannot record — larger than it takes in one transition, or so large that the
+ * transition taking it would be — is refused (ContentTooLarge: invalid-input, 413 over HTTP),
+ * naming the limit, before anything is appended; one that only some instance's transition is too
+ * large for is answered taken by the instances whose log holds it, and refused when none does.
  */
 import type { Clock } from '../../contract/clock.js';
 import type { CloudEvent, CloudEventDelivery } from '../../contract/cloudevents.js';
 import { AdapterError } from '../../contract/errors.js';
 import { limits } from '../../contract/limits.js';
 import type { Kernel, Stream } from '../../kernel/index.js';
+import { ContentTooLarge } from '../../runtime/errors.js';
 import type { WorkflowTransition } from './events.js';
 import type { ExpressionEvaluator } from './jq.js';
 import { decideListenEvent, listenClosed, listenTook, matchFilters, takenBeforeListening, untilPending, type Candidate } from './listen-match.js';
@@ -27,8 +32,13 @@ export interface IntakeDeps {
   clock: Clock;
   /** Until when (the clock's ms) this delivery may wait for `until` verdicts, in all. */
   waitUntilMs: number;
-  /** Whether the instance's running log has room for the transition (its budgets: transitions and bytes). */
-  hasRoom(instance: Instance, transition: WorkflowTransition): boolean;
+  /**
+   * Why the instance does not take the transition, or undefined when it does: `full`, its running
+   * log at a budget (transitions or bytes); `oversized`, past what the store takes in one transition.
+   */
+  refusal(instance: Instance, transition: WorkflowTransition): 'full' | 'oversized' | undefined;
+  /** The most bytes the store takes in one transition (WorkflowStore.transitionBytesMax). */
+  transitionBytesMax: number;
   /** The most instances one delivery appends the event to (limits.cloudEventMatchesMax). */
   matchesMax: number;
 }
@@ -38,9 +48,13 @@ export const untilWaitEnd = (clock: Clock, waitMs: number | undefined): number =
   clock.nowMs() + Math.max(0, Math.min(waitMs ?? limits.listenUntilWaitMsMax, limits.listenUntilWaitMsMax));
 
 export async function deliverEvent(deps: IntakeDeps, event: CloudEvent, principalId: string | null): Promise<CloudEventDelivery> {
+  // A transition taking the event holds all of it: one larger than the store takes is refused before it is offered to any listen.
+  const eventBytes = Buffer.byteLength(JSON.stringify(event));
+  if (eventBytes > deps.transitionBytesMax) throw tooLarge(eventBytes, deps.transitionBytesMax);
   const matched: string[] = [];
   let appended = 0;
   let pending: AdapterError | undefined;
+  let oversized: ContentTooLarge | undefined;
   // The instances this executor holds (running ones are held while their interpreter waits; finished ones while cached).
   for (const instance of deps.kernel.held()) {
     if (Object.keys(instance.record.listens).length === 0) continue;
@@ -53,7 +67,8 @@ export async function deliverEvent(deps: IntakeDeps, event: CloudEvent, principa
     }
     try {
       const took = await deliverTo(deps, instance, event);
-      if (took !== 'no') matched.push(instance.id);
+      if (took === 'oversized') oversized ??= tooLarge(eventBytes, deps.transitionBytesMax);
+      else if (took !== 'no') matched.push(instance.id);
       if (took === 'appended') appended++;
     } catch (error) {
       // An instance whose until verdict is still unknown holds only itself: the others are offered the event, then the
@@ -63,7 +78,16 @@ export async function deliverEvent(deps: IntakeDeps, event: CloudEvent, principa
     }
   }
   if (pending !== undefined) throw pending;
+  // Too large to record for the instances that would take it, and taken by none: refused, never answered as unmatched.
+  if (oversized !== undefined && matched.length === 0) throw oversized;
   return { matched };
+}
+
+/** The refusal of an event the store cannot record where a listen would take it, naming the store's limit. */
+function tooLarge(eventBytes: number, transitionBytesMax: number): ContentTooLarge {
+  return new ContentTooLarge(
+    `the event is ${eventBytes} bytes of JSON; a listen records it, with what it records beside it, in one transition of the store, which takes at most ${transitionBytesMax} bytes`,
+  );
 }
 
 /**
@@ -96,10 +120,11 @@ class VerdictPending extends AdapterError {
 /**
  * Offers the event to each open listen of the instance: `appended` when this delivery's append
  * took it, `held` when a listen held it already (a publisher's retry: nothing appended), `no`
- * when none holds it.
+ * when none holds it, `oversized` when none holds it and a listen that would have taken it could
+ * not record it (past the store's transition size).
  */
-async function deliverTo(deps: IntakeDeps, instance: Instance, event: CloudEvent): Promise<'appended' | 'held' | 'no'> {
-  let holds: 'appended' | 'held' | 'no' = 'no';
+async function deliverTo(deps: IntakeDeps, instance: Instance, event: CloudEvent): Promise<'appended' | 'held' | 'no' | 'oversized'> {
+  let holds: 'appended' | 'held' | 'no' | 'oversized' = 'no';
   for (const at of Object.keys(instance.record.listens)) {
     if (listenTook(instance.record, at, event)) {
       if (holds === 'no') holds = 'held';
@@ -110,35 +135,46 @@ async function deliverTo(deps: IntakeDeps, instance: Instance, event: CloudEvent
     if (!listen || listenClosed(instance.record, at) || takenBeforeListening(instance.record, at, event)) continue;
     // The listening instance's principal: its filters are its jq work, whoever published the event.
     const candidates = await matchFilters(deps.evaluator, instance.record.started.principalId, listen, event);
-    if (candidates.length > 0 && (await take(deps, instance, at, event, candidates))) holds = 'appended';
+    if (candidates.length === 0) continue;
+    const took = await take(deps, instance, at, event, candidates);
+    if (took === 'taken') holds = 'appended';
+    else if (took === 'oversized' && (holds === 'no' || holds === 'oversized')) holds = 'oversized';
   }
   return holds;
 }
 
 /**
- * Takes the event for the listen at `at` through the kernel's guarded append; true when its log
- * holds it. While the listen's `until` expression has no recorded verdict on the last event it
- * took, the decision takes nothing: the intake waits for the verdict (until `deps.waitUntilMs`) and
- * decides again — a verdict that ended the listen leaves the event untaken, answered as for any
+ * Takes the event for the listen at `at` through the kernel's guarded append: `taken` when its log
+ * holds it, `oversized` when the transition taking it is past what the store takes (nothing is
+ * appended), `not` otherwise. While the listen's `until` expression has no recorded verdict on the
+ * last event it took, the decision takes nothing: the intake waits for the verdict (until
+ * `deps.waitUntilMs`) and decides again — a verdict that ended the listen leaves the event untaken, answered as for any
  * closed listen. A verdict still missing then (its interpreter busy, or on a worker
  * that died) is `unavailable`: nothing was taken, and the publisher sends the event again.
  */
-async function take(deps: IntakeDeps, instance: Instance, at: string, event: CloudEvent, candidates: readonly Candidate[]): Promise<boolean> {
+async function take(
+  deps: IntakeDeps,
+  instance: Instance,
+  at: string,
+  event: CloudEvent,
+  candidates: readonly Candidate[],
+): Promise<'taken' | 'oversized' | 'not'> {
   for (;;) {
     // An event past the instance's log budget is not taken: publishers cannot grow a log past it, nor use up the room kept for its end.
-    let full = false;
+    let refused: 'full' | 'oversized' | undefined;
     await deps.kernel.enqueue(instance, () =>
       deps.kernel.commit(instance, (record, late) => {
+        refused = undefined;
         if (late) return undefined;
         const transition = decideListenEvent(record, at, event, candidates);
-        if (transition === undefined || deps.hasRoom(instance, transition)) return transition;
-        full = true;
-        return undefined;
+        if (transition === undefined) return undefined;
+        refused = deps.refusal(instance, transition);
+        return refused === undefined ? transition : undefined;
       }),
     );
-    if (listenTook(instance.record, at, event)) return true;
-    if (full) return false;
-    if (!untilPending(instance.record, at)) return false;
+    if (listenTook(instance.record, at, event)) return 'taken';
+    if (refused !== undefined) return refused === 'oversized' ? 'oversized' : 'not';
+    if (!untilPending(instance.record, at)) return 'not';
     const decided = await deps.kernel.wait(instance, (record) => !untilPending(record, at), deps.waitUntilMs - deps.clock.nowMs());
     if (!decided)
       throw new VerdictPending(
