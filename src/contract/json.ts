@@ -33,6 +33,9 @@ export function deepFrozen(value: JsonValue): JsonValue {
   return Object.freeze(copy);
 }
 
+/** The own member `key` of `object`, if any: never one its prototype has (`constructor`, `toString`). */
+export const ownMember = <T>(object: Readonly<Record<string, T>>, key: string): T | undefined => (Object.hasOwn(object, key) ? object[key] : undefined);
+
 /**
  * Sets an own data property. A plain assignment to `__proto__` would set the prototype instead
  * (or do nothing, for a primitive) and lose the member; JSON.parse makes it an own property.

@@ -18,7 +18,7 @@
  */
 import { parseDocument } from 'yaml';
 import { BoundedMap } from '../../contract/bounded-map.js';
-import { isObject, type JsonObject, type JsonValue } from '../../contract/json.js';
+import { isObject, ownMember, type JsonObject, type JsonValue } from '../../contract/json.js';
 import { limits } from '../../contract/limits.js';
 import { raise, type WorkflowRaise } from './dsl-errors.js';
 
@@ -223,7 +223,7 @@ function swaggerParameters(reading: Reading, item: JsonObject, operation: JsonOb
     }
     if (place !== 'path' && place !== 'query' && place !== 'header' && place !== 'formData')
       throw invalidDocument(reading.uri, reading.ref, `parameter ${name}: unknown location ${JSON.stringify(place)}`);
-    const format = swaggerFormats[typeof declared.collectionFormat === 'string' ? declared.collectionFormat : 'csv'] ?? swaggerFormats.csv;
+    const format = ownMember(swaggerFormats, typeof declared.collectionFormat === 'string' ? declared.collectionFormat : 'csv') ?? swaggerFormats.csv;
     const style = place === 'path' || place === 'header' ? 'simple' : (format?.style ?? 'form');
     parameters.push({ name, in: place, required, style, explode: format?.explode ?? false });
   }
@@ -282,7 +282,7 @@ function serverBase(reading: Reading, candidates: (JsonValue | undefined)[]): st
   if (!isObject(server) || typeof server.url !== 'string') throw invalidDocument(reading.uri, reading.ref, 'a server without a url');
   const variables = isObject(server.variables) ? server.variables : {};
   const url = server.url.replace(/\{([^}]+)\}/g, (_match, name: string) => {
-    const variable = variables[name];
+    const variable = ownMember(variables, name);
     if (!isObject(variable) || typeof variable.default !== 'string')
       throw invalidDocument(reading.uri, reading.ref, `server variable {${name}} has no default`);
     return variable.default;
@@ -339,7 +339,7 @@ function queryPairs(parameter: OperationParameter, value: JsonValue): string[] {
     if (Array.isArray(value)) return value.map((item) => `${name}=${encode(scalarText(item))}`);
     if (isObject(value)) return pieces(value, true, encode);
   }
-  return [`${name}=${pieces(value, false, encode).join(delimiters[parameter.style] ?? ',')}`];
+  return [`${name}=${pieces(value, false, encode).join(ownMember(delimiters, parameter.style) ?? ',')}`];
 }
 
 /** A body in its media type: JSON, form-encoded (an object), or a string as it is. */
@@ -372,7 +372,7 @@ export function buildRequest(operation: ResolvedOperation, parameters: JsonObjec
     raise('validation', 400, 'Missing OpenAPI parameter', ref, `operation ${operation.operationId} needs ${what}, which parameters does not give`);
   const byName = new Map(operation.parameters.filter((p) => p.in === 'path').map((p) => [p.name, p]));
   const uri = operation.uri.replace(/\{([^}]+)\}/g, (_match, name: string) => {
-    const value = parameters[name];
+    const value = ownMember(parameters, name);
     if (!given(value)) throw missing(`the path parameter ${name}`);
     used.add(name);
     return pathText(byName.get(name) ?? { name, in: 'path', required: true, style: 'simple', explode: false }, value);
@@ -383,10 +383,10 @@ export function buildRequest(operation: ResolvedOperation, parameters: JsonObjec
   const form: JsonObject = {};
   for (const parameter of operation.parameters) {
     if (parameter.in === 'path') {
-      if (given(parameters[parameter.name])) used.add(parameter.name); // declared, not in the path template: nothing to send
+      if (given(ownMember(parameters, parameter.name))) used.add(parameter.name); // declared, not in the path template: nothing to send
       continue;
     }
-    const value = parameters[parameter.name];
+    const value = ownMember(parameters, parameter.name);
     if (!given(value)) {
       if (parameter.required) throw missing(`the ${parameter.in} parameter ${parameter.name}`);
       continue;
@@ -425,7 +425,7 @@ function bodyValue(operation: ResolvedOperation, parameters: JsonObject, used: S
   if (!body) return undefined;
   let value: JsonValue | undefined;
   if (body.name !== undefined) {
-    value = parameters[body.name];
+    value = ownMember(parameters, body.name);
     if (given(value)) used.add(body.name);
   } else if (operation.parameters.some((p) => p.in === 'formData')) {
     value = Object.keys(form).length > 0 ? form : undefined;
