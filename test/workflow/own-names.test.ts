@@ -99,3 +99,23 @@ test('an OpenAPI parameter named as an Object.prototype member that the call doe
     assert.ok(!sent?.includes('valueof') && !sent?.includes('cookie'), `no header for the parameters not given: ${sent?.join(', ')}`);
   });
 });
+
+test('a call: http URI template variable named as an Object.prototype member is read from the task input’s own members only', async () => {
+  await withService({}, async (base, seen, h) => {
+    const document = yaml(`${head('template')}do:
+  - get:
+      call: http
+      with: { method: get, endpoint: '${base}/things/{constructor}/{toString}' }
+`);
+    const unresolved = await runToEnd(h, document, {}, 'unresolved');
+    assert.equal(unresolved.status, 'faulted');
+    assert.equal(unresolved.error?.type, validation);
+    assert.match(unresolved.error?.detail ?? '', /\{constructor\} has no value in the task input/);
+    const given = await runToEnd(h, document, { constructor: 'c1', toString: 't 2' }, 'given');
+    assert.equal(given.status, 'completed', JSON.stringify(given.error));
+    assert.deepEqual(
+      seen.map((request) => request.url),
+      ['/things/c1/t%202'],
+    );
+  });
+});

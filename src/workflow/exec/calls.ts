@@ -13,7 +13,7 @@
 import { AdapterError } from '../../contract/errors.js';
 import { sha256Hex } from '../../contract/canonical.js';
 import { operationId } from '../../contract/ids.js';
-import type { JsonObject, JsonValue } from '../../contract/json.js';
+import { ownMember, type JsonObject, type JsonValue } from '../../contract/json.js';
 import { limits } from '../../contract/limits.js';
 import type { ContractRef, WaitFor } from '../../contract/types.js';
 import type { InvocationResult } from '../../projections/views.js';
@@ -209,7 +209,7 @@ export function httpRerunnable(args: JsonObject): boolean {
 /** RFC 6570 simple string expansion from the task input's top-level members. */
 function expandUri(template: string, input: JsonValue, ref: string): string {
   return template.replace(/\{([A-Za-z0-9_.-]+)\}/g, (_match, name: string) => {
-    const value = isObject(input) ? input[name] : undefined;
+    const value = isObject(input) ? ownMember(input, name) : undefined;
     if (value === undefined || value === null)
       throw raise('validation', 400, 'Unresolved URI template variable', ref, `{${name}} has no value in the task input`);
     return encodeURIComponent(typeof value === 'string' ? value : JSON.stringify(value));
