@@ -13,7 +13,7 @@
 import { AdapterError } from '../../contract/errors.js';
 import { sha256Hex } from '../../contract/canonical.js';
 import { operationId } from '../../contract/ids.js';
-import { ownMember, type JsonObject, type JsonValue } from '../../contract/json.js';
+import { ownMember, setMember, type JsonObject, type JsonValue } from '../../contract/json.js';
 import { limits } from '../../contract/limits.js';
 import type { ContractRef, WaitFor } from '../../contract/types.js';
 import type { InvocationResult } from '../../projections/views.js';
@@ -104,10 +104,11 @@ function redactAt(value: JsonValue, places: readonly SecretValue[]): JsonValue {
   return copy;
 }
 
+/** Sets `value` at `path` as an own member (a header may be named `__proto__`), where the members before it are. */
 function setAt(target: JsonValue, path: readonly string[], value: JsonValue): void {
   let holder = target;
-  for (const key of path.slice(0, -1)) holder = isObject(holder) ? (holder[key] ?? null) : null;
-  if (isObject(holder)) holder[path[path.length - 1] as string] = value;
+  for (const key of path.slice(0, -1)) holder = isObject(holder) ? (ownMember(holder, key) ?? null) : null;
+  if (isObject(holder)) setMember(holder, path[path.length - 1] as string, value);
 }
 
 /**
@@ -248,7 +249,12 @@ function requestOf(args: JsonObject, input: JsonValue | undefined, ref: string):
     for (const [name, value] of Object.entries(args.query)) url.searchParams.append(name, typeof value === 'string' ? value : JSON.stringify(value));
   const headers: Record<string, string> = {};
   if (isObject(args.headers))
-    for (const [name, value] of Object.entries(args.headers)) headers[name] = typeof value === 'string' ? value : JSON.stringify(value);
+    for (const [name, value] of Object.entries(args.headers)) {
+      // The fetch builds its request's headers by assignment: one named __proto__ would not be sent.
+      if (name.toLowerCase() === '__proto__')
+        throw raise('validation', 400, 'Invalid HTTP call', ref, `the header ${name} cannot be sent: the HTTP client drops a header of that name`);
+      headers[name] = typeof value === 'string' ? value : JSON.stringify(value);
+    }
   const auth = authorization(endpoint ?? null, ref);
   if (auth) headers.authorization = auth;
   let body: string | undefined;
@@ -388,7 +394,7 @@ async function sendHttpAs(interpreter: Interpreter, run: TaskRun, args: JsonObje
   if (output === 'raw') return bytes.toString('base64');
   if (output === 'response') {
     const headers: Record<string, string> = {};
-    response.headers.forEach((value, name) => (headers[name] = value));
+    response.headers.forEach((value, name) => setMember(headers, name, value));
     return { request: { method: request.method.toLowerCase(), uri: request.uri, headers: request.headers }, statusCode: response.status, headers, content };
   }
   return content;

@@ -18,7 +18,7 @@
  */
 import { parseDocument } from 'yaml';
 import { BoundedMap } from '../../contract/bounded-map.js';
-import { isObject, ownMember, type JsonObject, type JsonValue } from '../../contract/json.js';
+import { isObject, ownMember, setMember, type JsonObject, type JsonValue } from '../../contract/json.js';
 import { limits } from '../../contract/limits.js';
 import { raise, type WorkflowRaise } from './dsl-errors.js';
 
@@ -393,9 +393,9 @@ export function buildRequest(operation: ResolvedOperation, parameters: JsonObjec
     }
     used.add(parameter.name);
     if (parameter.in === 'query') query.push(...queryPairs(parameter, value));
-    else if (parameter.in === 'header') headers[parameter.name] = pieces(value, parameter.explode, (text) => text).join(',');
+    else if (parameter.in === 'header') setMember(headers, parameter.name, pieces(value, parameter.explode, (text) => text).join(','));
     else if (parameter.in === 'cookie') cookies.push(`${parameter.name}=${pieces(value, false, encode).join(',')}`);
-    else form[parameter.name] = value;
+    else setMember(form, parameter.name, value);
   }
   if (cookies.length > 0) headers.cookie = cookies.join('; ');
   if (operation.accept && !Object.keys(headers).some((name) => name.toLowerCase() === 'accept')) headers.accept = operation.accept;
