@@ -249,6 +249,9 @@ test('matchFilters: every attribute a filter names must be on the event; a strin
   assert.equal(await one({ type: 'com.example.order', subject: 'orders/8' }), false, 'every attribute named must match');
   assert.equal(await one({ missing: 'x' }), false);
   assert.equal(await one({ missing: '${ true }' }), false, 'an attribute the event lacks matches nothing, not even a predicate that always holds');
+  for (const name of ['constructor', 'toString', '__proto__'])
+    assert.equal(await one(JSON.parse(`{"${name}": "\${ true }"}`) as JsonObject), false, `an attribute named ${name} is one the event lacks`);
+  assert.equal(await match({ one: { with: { constructor: '${ . == "c" }' } } }, cloudEvent('e3', { constructor: 'c' })).then((c) => c.length), 1);
   assert.equal(await one({ type: 'com\\.example\\..*' }), true);
   assert.equal(await one({ type: 'example' }), false, 'a regular expression matches the whole attribute');
   assert.equal(await one({ type: 'com.example.order|x' }), true);

@@ -21,7 +21,7 @@
  *   log never holds an event after the one that ended the listen.
  */
 import { openEndedMs } from '../../events/guard.js';
-import { jsonEquals, setMember, type JsonObject, type JsonValue } from '../../contract/json.js';
+import { jsonEquals, ownMember, setMember, type JsonObject, type JsonValue } from '../../contract/json.js';
 import type { CloudEvent } from '../../contract/cloudevents.js';
 import { valueAt } from '../../contract/bundle.js';
 import { isObject } from './document.js';
@@ -203,7 +203,7 @@ async function matchFilter(
   const attributes = isObject(filter.with) ? filter.with : {};
   try {
     for (const [name, expected] of Object.entries(attributes))
-      if (!(await attributeMatches(evaluator, principal, expected, event[name], event))) return undefined;
+      if (!(await attributeMatches(evaluator, principal, expected, ownMember(event, name), event))) return undefined;
     const correlation: Record<string, JsonValue> = {};
     const correlate = isObject(filter.correlate) ? filter.correlate : {};
     for (const [name, spec] of Object.entries(correlate)) {
