@@ -222,3 +222,26 @@ do:
     { secrets: new Map([['api', { token }]]) },
   );
 });
+
+test('a secret named __proto__ is read by an expression as any other secret', async () => {
+  const token = 'tok-71b2e0c4d9';
+  await withService(
+    {},
+    async (base, seen, h) => {
+      const document = yaml(`${head('secret-named')}use: { secrets: [__proto__] }
+do:
+  - get:
+      call: http
+      with:
+        method: get
+        endpoint: '${base}/things'
+        headers: { x-key: '\${ $secrets.__proto__.token }' }
+`);
+      const record = await runToEnd(h, document, {}, 'secret-named');
+      assert.equal(record.status, 'completed', JSON.stringify(record.error));
+      const sent = seen[0]?.rawHeaders ?? [];
+      assert.equal(sent[sent.findIndex((name) => name.toLowerCase() === 'x-key') + 1], token);
+    },
+    { secrets: new Map([['__proto__', { token }]]) },
+  );
+});

@@ -22,7 +22,7 @@
  */
 import { AdapterError, AssertionFailure, isAdapterError } from '../../contract/errors.js';
 import { asLogged } from '../../contract/ijson.js';
-import type { JsonObject, JsonValue } from '../../contract/json.js';
+import { setMember, type JsonObject, type JsonValue } from '../../contract/json.js';
 import { limits } from '../../contract/limits.js';
 import { taskTimeoutKey, timeoutError, type Proposal } from './decide.js';
 import { entriesOf, isObject, kindOf, timeoutMsOf, type TaskEntry, type TaskKind } from './document.js';
@@ -341,7 +341,7 @@ export class Interpreter implements Interpreting {
 
   evaluateSecret(expression: string, input: JsonValue, frame: Frame, extra: Readonly<Record<string, JsonValue>>, ref: string): Promise<JsonValue> {
     const secrets: Record<string, JsonValue> = {};
-    for (const name of secretNames(expression)) secrets[name] = this.secret(name, ref);
+    for (const name of secretNames(expression)) setMember(secrets, name, this.secret(name, ref));
     return this.jq(programOf(expression), input, () => this.vars(frame, { ...extra, secrets }), ref).catch((error: unknown) => {
       if (!(error instanceof WorkflowRaise)) throw error;
       throw raise(
