@@ -119,6 +119,9 @@ test('every duration the interpreter reads as written is checked before anything
     [tried({ delay: 'PT1S', limit: { duration: 'P1W' } }), 'unsupported', '/do/0/t/catch/retry/limit/duration'],
     [tried({ jitter: { from: 'PT0S', to: 'P1Y' } }), 'unsupported', '/do/0/t/catch/retry/jitter/to'],
     [tried('missing'), 'invalid-input', '/do/0/t/catch/retry'],
+    // A name Object.prototype has is declared only by use itself.
+    [{ use: { timeouts: { short: { after: 'PT1S' } } }, ...task({ timeout: 'constructor' }) }, 'invalid-input', '/do/0/t/timeout'],
+    [{ use: { retries: { again: { delay: { seconds: 1 } } } }, ...tried('toString') }, 'invalid-input', '/do/0/t/catch/retry'],
     [{ use: { retries: { again: { delay: 'P1W' } } }, ...tried('again') }, 'unsupported', '/use/retries/again/delay'],
     [{ use: { timeouts: { long: { after: 'P1Y' } } }, ...task({}) }, 'unsupported', '/use/timeouts/long/after'],
     [{ timeout: { after: 'P1Y' }, do: [{ t: { set: {} } }] }, 'unsupported', '/timeout/after'],
@@ -167,6 +170,13 @@ ${tasks}
     '/do/0/fail/raise/error',
     /"missing" names no entry of use.errors/,
   );
+  refused(
+    () => checkDocument(document(`  - fail: { raise: { error: constructor } }`, `use: { errors: { known: { type: 'https://e.example/x', status: 400 } } }`)),
+    'invalid-input',
+    '/do/0/fail/raise/error',
+    /"constructor" names no entry of use.errors/,
+  );
+  refused(() => checkDocument(document(`  - a: { set: { x: 1 }, then: constructor }`)), 'invalid-input', '/do/0/a/then', /"constructor" names no task/);
   // What they may name: a task of the same list (itself included), continue, exit, end; a declared error.
   checkDocument(
     document(

@@ -5,7 +5,7 @@
  * naming the task and its JSON Pointer — an instance never starts to fail half-way for it.
  */
 import { AdapterError, invalidInput, unsupported } from '../../contract/errors.js';
-import { isObject, type JsonObject, type JsonValue } from '../../contract/json.js';
+import { isObject, ownMember, type JsonObject, type JsonValue } from '../../contract/json.js';
 import { limits } from '../../contract/limits.js';
 import { documentSchemas } from '../schemas.js';
 import { checkAuthenticationPolicy, checkCallAuthentication } from '../authentication.js';
@@ -34,7 +34,7 @@ export { isObject };
 export function resolveNamed(document: JsonValue, kind: 'errors' | 'retries' | 'timeouts', value: JsonValue | undefined): JsonValue | undefined {
   if (typeof value !== 'string') return value;
   const components = isObject(document) && isObject(document.use) ? document.use[kind] : undefined;
-  return isObject(components) ? components[value] : undefined;
+  return isObject(components) ? ownMember(components, value) : undefined;
 }
 
 /** A timeout definition (`{after}` or the name of one in use.timeouts) in milliseconds; undefined when none or not a timeout. */
