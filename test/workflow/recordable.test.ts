@@ -15,7 +15,33 @@ import { SystemClock } from '../../src/contract/clock.js';
 import { harness, headerEchoServer, runToEnd, yaml } from './support.js';
 
 const validation = 'https://serverlessworkflow.io/spec/1.0.0/errors/validation';
+const runtime = 'https://serverlessworkflow.io/spec/1.0.0/errors/runtime';
 const head = `document: { dsl: '1.0.3', namespace: test, name: rec, version: '1.0.0' }\n`;
+
+/**
+ * A fork of two branches, each setting a text of `chars` characters, inside a try that catches a
+ * runtime error (its output: where the error was raised), then one more task.
+ */
+const guardedFork = (chars: number): JsonValue =>
+  yaml(`${head}do:
+  - guarded:
+      try:
+        - review:
+            fork:
+              branches:
+                - left:
+                    set: { text: '\${ "l" * ${chars} }' }
+                - right:
+                    set: { text: '\${ "r" * ${chars} }' }
+      catch:
+        errors: { with: { type: '${runtime}' } }
+        as: problem
+        do:
+          - report:
+              set: '\${ { caught: $problem.instance } }'
+  - after:
+      set: '\${ . + { done: true } }'
+`);
 
 test('a raised error is recorded whatever its values: a status outside 100–999 or an overlong type is a validation error, a long title or detail is cut', async () => {
   const h = harness();
@@ -236,30 +262,7 @@ test("a fork whose combined output is past what one transition records faults at
       'nothing after it ran',
     );
     // The fork's own error: a try around it catches it, and what follows runs.
-    const caught = await runToEnd(
-      h,
-      yaml(`${head}do:
-  - guarded:
-      try:
-        - review:
-            fork:
-              branches:
-                - left:
-                    set: { text: '\${ "l" * 40000 }' }
-                - right:
-                    set: { text: '\${ "r" * 40000 }' }
-      catch:
-        errors: { with: { type: 'https://serverlessworkflow.io/spec/1.0.0/errors/runtime' } }
-        as: problem
-        do:
-          - report:
-              set: '\${ { caught: $problem.instance } }'
-  - after:
-      set: '\${ . + { done: true } }'
-`),
-      {},
-      'caught',
-    );
+    const caught = await runToEnd(h, guardedFork(40000), {}, 'caught');
     assert.equal(caught.status, 'completed', JSON.stringify(caught.error));
     assert.deepEqual(caught.output, { caught: '/do/0/guarded/try/0/review', done: true });
   } finally {
@@ -273,7 +276,6 @@ test('a value a task made that is past what one transition records faults that t
   const h = harness({ store, clock });
   // An idempotent GET: its answer is held for the next transition like an expression's result.
   const server = await headerEchoServer(() => ({ text: 'h'.repeat(70_000) }));
-  const runtime = 'https://serverlessworkflow.io/spec/1.0.0/errors/runtime';
   try {
     const cases: [string, string, string][] = [
       ['expression', `  - make:\n      set: { text: '\${ "a" * 70000 }' }\n`, '/do/0/make'],
@@ -340,7 +342,6 @@ test('a value under workflowHeldOutputBytesMax but past what the store records i
   // A store recording at most 20 KiB a transition (JetStream under a small max_payload): a 24 KB value is under the 32 KiB held bound.
   const store = new MemoryEventStore({ clock, limits: { transitionBytesMax: 20 * 1024 } });
   const h = harness({ store, clock });
-  const runtime = 'https://serverlessworkflow.io/spec/1.0.0/errors/runtime';
   try {
     const cases: [string, string, string, RegExp][] = [
       [
@@ -369,30 +370,7 @@ test('a value under workflowHeldOutputBytesMax but past what the store records i
       assert.deepEqual(made?.error, record.error);
     }
     // Its own error: a try around it catches it, and what follows runs.
-    const caught = await runToEnd(
-      h,
-      yaml(`${head}do:
-  - guarded:
-      try:
-        - review:
-            fork:
-              branches:
-                - left:
-                    set: { text: '\${ "l" * 12000 }' }
-                - right:
-                    set: { text: '\${ "r" * 12000 }' }
-      catch:
-        errors: { with: { type: '${runtime}' } }
-        as: problem
-        do:
-          - report:
-              set: '\${ { caught: $problem.instance } }'
-  - after:
-      set: '\${ . + { done: true } }'
-`),
-      {},
-      'caught',
-    );
+    const caught = await runToEnd(h, guardedFork(12000), {}, 'caught');
     assert.equal(caught.status, 'completed', JSON.stringify(caught.error));
     assert.deepEqual(caught.output, { caught: '/do/0/guarded/try/0/review', done: true });
     // A value that fits beside the rest is held as before, and the instance completes.
