@@ -128,14 +128,18 @@ export class Interpreter implements Interpreting {
    * now, alone (recordAlone): a store refusing it faults the task that made it.
    */
   async hold(event: Held): Promise<void> {
-    const bytes = madeBytes(event);
-    if (this.goesAlone(event, bytes)) {
-      const made = event.type === 'task-started' ? { pointer: event.ref, what: `the input of task ${event.name}` } : this.stepMadeBy(event.at);
-      await this.recordAlone({ command: event.type, events: [event] }, bytes, made.pointer, 'Value too large', made.what);
-      return;
-    }
+    if (await this.recordedAlone(event)) return;
     this.held.push(event);
     if (this.held.length >= limits.workflowHeldFactsMax) await this.flush();
+  }
+
+  /** Whether the fact went alone (goesAlone), committed now by recordAlone; false when it may go with others. */
+  private async recordedAlone(event: Held): Promise<boolean> {
+    const bytes = madeBytes(event);
+    if (!this.goesAlone(event, bytes)) return false;
+    const made = event.type === 'task-started' ? { pointer: event.ref, what: `the input of task ${event.name}` } : this.stepMadeBy(event.at);
+    await this.recordAlone({ command: event.type, events: [event] }, bytes, made.pointer, 'Value too large', made.what);
+    return true;
   }
 
   /**
@@ -234,11 +238,7 @@ export class Interpreter implements Interpreting {
       await this.hold(answered);
       return this.replayedAt(at, result);
     }
-    const bytes = madeBytes(answered);
-    if (this.goesAlone(answered, bytes)) {
-      const made = this.stepMadeBy(at);
-      await this.recordAlone({ command: type, events: [answered] }, bytes, made.pointer, 'Value too large', made.what);
-    } else await this.propose({ command: type, events: [answered] });
+    if (!(await this.recordedAlone(answered))) await this.propose({ command: type, events: [answered] });
     const stored = this.record.steps[at];
     if (!stored) throw new Halted(`step ${at} was not recorded`);
     return this.replayedAt(at, stored);
