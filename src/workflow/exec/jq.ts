@@ -2,10 +2,18 @@
  * jq evaluation for runtime expressions: jq-wasm (pinned to 3.0.0-jq-1.8.2) in worker threads,
  * with a deadline per evaluation. A program that runs past its deadline (a recursive one, a huge
  * range) costs its worker: it is terminated and the next evaluation on it starts a fresh one;
- * the runtime's event loop is never blocked, and no other evaluation fails with it. Each
- * evaluation is bounded in memory too (JqWorkerOptions): jq's WebAssembly memory (jq-bounded.ts),
- * the worker's V8 heap (resourceLimits) and the size of its result; one that reaches a bound fails
- * with ExpressionLimitExceeded naming it, and a worker it spent is replaced as after its deadline.
+ * the runtime's event loop is never blocked, and no other evaluation fails with it.
+ *
+ * The deadline is CPU time: what the worker thread spent on the evaluation (read from /proc,
+ * thread-cpu.ts), not the wall time since it was sent. Every result, a failure too, is recorded
+ * in the instance's log, so an evaluation must not fail only because a loaded machine did not
+ * schedule its worker. A worker is still stopped after jqWallCapFactor × the deadline of wall time
+ * (stuck, or starved of CPU), and where /proc cannot be read (not Linux) the deadline is wall time.
+ *
+ * Each evaluation is bounded in memory too (JqWorkerOptions): jq's WebAssembly memory
+ * (jq-bounded.ts), the worker's V8 heap (resourceLimits) and the size of its result; one that
+ * reaches a bound fails with ExpressionLimitExceeded naming it, and a worker it spent is replaced
+ * as after its deadline.
  *
  * Evaluations are queued per principal (the instance's) and served in rotation: when a worker is
  * free, the principal with queued work and the fewest evaluations running goes next, among those
@@ -22,7 +30,8 @@ import { Worker } from 'node:worker_threads';
 import type { JsonValue } from '../../contract/json.js';
 import { AssertionFailure, invalidInput } from '../../contract/errors.js';
 import { limits } from '../../contract/limits.js';
-import type { JqWorkerAnswer, JqWorkerData } from './jq-worker.js';
+import type { JqWorkerAnswer, JqWorkerData, JqWorkerReady } from './jq-worker.js';
+import { threadCpuMs } from './thread-cpu.js';
 
 export interface ExpressionEvaluator {
   /**
@@ -114,6 +123,8 @@ interface Slot {
   /** Resolves when the worker has loaded jq (the deadline counts evaluation, not start-up). */
   ready: Promise<Worker> | undefined;
   loaded: boolean;
+  /** The worker's thread id, for its CPU time (thread-cpu.ts); undefined until it has loaded, or where /proc does not give it. */
+  thread: number | undefined;
   /** The evaluation on the worker (id 0 while the worker starts: nothing was sent yet). */
   running: { id: number; job: Job } | undefined;
 }
@@ -133,8 +144,49 @@ interface Share {
  */
 export const defaultJqWorkers = (): number => Math.max(1, Math.min(4, availableParallelism() - 1));
 
+/**
+ * The wall time one evaluation may take, as a multiple of its CPU-time deadline: a worker the
+ * system gives less than a tenth of a core for that long, or one stuck without using CPU, is
+ * stopped as at its deadline.
+ */
+export const jqWallCapFactor = 10;
+
+/** The least wait (ms) before the worker's CPU time is read again: one clock tick at 100 per second, its step. */
+const cpuRecheckMs = 10;
+
+/** How an evaluation's deadline timer ends it; see deadlineCheck. */
+type Overrun = 'cpu' | 'wall-cap' | 'wall';
+
+/**
+ * What the deadline's timer does when it fires, `wallMs` after the evaluation was sent: look again
+ * after `waitMs`, or stop the worker. `cpuMs` is the CPU time the worker has spent on it since,
+ * undefined where it cannot be read (then the deadline is wall time: the first timer, at the
+ * deadline, stops it). Otherwise the evaluation runs until its CPU time reaches the deadline or
+ * its wall time the cap; the next look is when the first of them could be reached, since a thread
+ * spends at most as much CPU time as passes.
+ */
+export function deadlineCheck(deadlineMs: number, cpuMs: number | undefined, wallMs: number): { waitMs: number } | { stop: Overrun } {
+  if (cpuMs === undefined) return { stop: 'wall' };
+  if (cpuMs >= deadlineMs) return { stop: 'cpu' };
+  const capMs = jqWallCapFactor * deadlineMs;
+  if (wallMs >= capMs) return { stop: 'wall-cap' };
+  return { waitMs: Math.max(cpuRecheckMs, Math.min(deadlineMs - cpuMs, capMs - wallMs)) };
+}
+
+/**
+ * Tests only: the key of an option holding an Int32Array over a SharedArrayBuffer. Each worker
+ * waits (Atomics.wait, using no CPU) before each evaluation while the array's element 0 is 1,
+ * standing in for a worker thread the system does not schedule. A symbol, so no configuration
+ * (a file, a flag, JSON) can set it.
+ */
+export const stallForTests: unique symbol = Symbol('jq stallForTests');
+
 export interface JqWorkerOptions {
-  /** How long one evaluation may run (ms), start-up not counted. Default 2000. */
+  /**
+   * The CPU time (ms) one evaluation may use on its worker thread, start-up not counted; default
+   * 2000. Wall time is capped at jqWallCapFactor times as much. Where the thread's CPU time cannot
+   * be read (/proc, Linux only), it is the wall time one evaluation may take.
+   */
   deadlineMs?: number;
   /** Worker threads, each started when an evaluation finds no other free (1..limits.jqWorkersMax); default defaultJqWorkers(). */
   workers?: number;
@@ -152,6 +204,7 @@ export interface JqWorkerOptions {
   memoryMb?: number;
   /** The JSON bytes of one result (1..limits.expressionResultBytesMax, the default): a larger one fails the evaluation. */
   resultBytesMax?: number;
+  [stallForTests]?: Int32Array;
 }
 
 /** `value` when it is a whole number in min..max; otherwise an invalid-input error naming the option. */
@@ -165,6 +218,7 @@ export class JqWorkerEvaluator implements ExpressionEvaluator {
   private readonly heapMb: number;
   private readonly memoryMb: number;
   private readonly resultBytesMax: number;
+  private readonly stall: Int32Array | undefined;
   private readonly slots: Slot[];
   private readonly shares = new Map<string, Share>();
   /** The principals with queued evaluations: the rotation, front first (a Map keeps insertion order). */
@@ -180,7 +234,8 @@ export class JqWorkerEvaluator implements ExpressionEvaluator {
     this.heapMb = bounded('heapMb', options.heapMb ?? limits.jqHeapMbDefault, limits.jqHeapMbMin, limits.jqHeapMbMax);
     this.memoryMb = bounded('memoryMb', options.memoryMb ?? limits.jqMemoryMbDefault, limits.jqMemoryMbMin, limits.jqMemoryMbMax);
     this.resultBytesMax = bounded('resultBytesMax', options.resultBytesMax ?? limits.expressionResultBytesMax, 1, limits.expressionResultBytesMax);
-    this.slots = Array.from({ length: workers }, () => ({ worker: undefined, ready: undefined, loaded: false, running: undefined }));
+    this.stall = options[stallForTests];
+    this.slots = Array.from({ length: workers }, () => ({ worker: undefined, ready: undefined, loaded: false, thread: undefined, running: undefined }));
   }
 
   evaluate(query: string, input: JsonValue, vars: Readonly<Record<string, JsonValue>>, principal: string): Promise<JsonValue> {
@@ -275,11 +330,23 @@ export class JqWorkerEvaluator implements ExpressionEvaluator {
     const id = this.nextId++;
     const { query, input, vars } = job;
     return new Promise<JsonValue>((resolve, reject) => {
-      const timer = setTimeout(() => {
+      const sentMs = performance.now();
+      // The worker runs one evaluation at a time: what its thread spends from here to the answer is this one's.
+      const thread = slot.thread;
+      const cpuAtStartMs = thread === undefined ? undefined : threadCpuMs(thread);
+      const spentMs = (): number | undefined => {
+        if (thread === undefined || cpuAtStartMs === undefined) return undefined;
+        const nowMs = threadCpuMs(thread);
+        return nowMs === undefined ? undefined : nowMs - cpuAtStartMs;
+      };
+      const look = (): void => {
+        const check = deadlineCheck(this.deadlineMs, spentMs(), performance.now() - sentMs);
+        if ('waitMs' in check) return void (timer = setTimeout(look, check.waitMs));
         // Only this evaluation fails: the worker is stopped, the next evaluation on this slot starts a fresh one.
         this.stop(slot);
-        reject(new ExpressionLimitExceeded('deadlineMs', `jq evaluation of ${quoted(query)} ran past its ${this.deadlineMs} ms deadline`));
-      }, this.deadlineMs);
+        reject(new ExpressionLimitExceeded('deadlineMs', `jq evaluation of ${quoted(query)} ${this.overran(check.stop)}`));
+      };
+      let timer = setTimeout(look, this.deadlineMs);
       slot.running = {
         id,
         job: { ...job, resolve: (value) => (clearTimeout(timer), resolve(value)), reject: (error) => (clearTimeout(timer), reject(error)) },
@@ -289,10 +356,22 @@ export class JqWorkerEvaluator implements ExpressionEvaluator {
     });
   }
 
+  /** How an evaluation stopped at its deadline overran it, as its error says. */
+  private overran(how: Overrun): string {
+    const deadline = `${this.deadlineMs} ms CPU-time deadline`;
+    if (how === 'cpu') return `ran past its ${deadline} (deadlineMs)`;
+    if (how === 'wall-cap') return `was not answered within ${jqWallCapFactor * this.deadlineMs} ms of wall time (${jqWallCapFactor} × its ${deadline})`;
+    return `ran past its ${this.deadlineMs} ms deadline (deadlineMs), in wall time: its worker's CPU time cannot be read here`;
+  }
+
   private started(slot: Slot): Promise<Worker> {
     if (slot.worker && slot.ready) return slot.ready;
     // No inherited execArgv: a flag meant for the main program (--input-type, --eval) must not stop the worker.
-    const workerData: JqWorkerData = { memoryMb: this.memoryMb, resultBytesMax: this.resultBytesMax };
+    const workerData: JqWorkerData = {
+      memoryMb: this.memoryMb,
+      resultBytesMax: this.resultBytesMax,
+      ...(this.stall === undefined ? {} : { stall: this.stall }),
+    };
     const worker = new Worker(new URL('./jq-worker.js', import.meta.url), {
       execArgv: [],
       workerData,
@@ -304,9 +383,9 @@ export class JqWorkerEvaluator implements ExpressionEvaluator {
     let failed: (error: Error) => void = () => undefined;
     slot.ready = new Promise<Worker>((resolve, reject) => ((loaded = resolve), (failed = reject)));
     slot.loaded = false;
-    worker.on('message', (message: JqWorkerAnswer | { ready: true }) => {
+    worker.on('message', (message: JqWorkerAnswer | JqWorkerReady) => {
       if (slot.worker !== worker) return;
-      if ('ready' in message) return ((slot.loaded = true), loaded(worker));
+      if ('ready' in message) return ((slot.loaded = true), (slot.thread = message.thread), loaded(worker));
       const running = slot.running;
       if (running === undefined || running.id !== message.id) return;
       if ('ok' in message) return running.job.resolve(JSON.parse(message.ok) as JsonValue);
@@ -356,6 +435,7 @@ export class JqWorkerEvaluator implements ExpressionEvaluator {
     slot.worker = undefined;
     slot.ready = undefined;
     slot.loaded = false;
+    slot.thread = undefined;
     void worker?.terminate();
   }
 
