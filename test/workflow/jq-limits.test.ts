@@ -8,7 +8,14 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { limits } from '../../src/contract/limits.js';
-import { ExpressionFailure, ExpressionLimitExceeded, JqWorkerEvaluator, type JqLimit, type JqWorkerOptions } from '../../src/workflow/exec/jq.js';
+import {
+  ExpressionFailure,
+  ExpressionLimitExceeded,
+  JqWorkerEvaluator,
+  jqWallCapFactor,
+  type JqLimit,
+  type JqWorkerOptions,
+} from '../../src/workflow/exec/jq.js';
 import { harness, runToEnd, yaml } from './support.js';
 
 /** Runs `fn` on a fresh evaluator, closed after whatever `fn` does. */
@@ -117,6 +124,12 @@ test('the bounds are checked when the evaluator is made', () => {
     { memoryMb: limits.jqMemoryMbMax + 1 },
     { resultBytesMax: 0 },
     { resultBytesMax: limits.expressionResultBytesMax + 1 },
+    // A deadline timers cannot keep: none, negative, fractional, or past what setTimeout takes as its wall cap (it fires at once past 2^31 - 1 ms).
+    { deadlineMs: 0 },
+    { deadlineMs: -1 },
+    { deadlineMs: 2.5 },
+    { deadlineMs: Number.NaN },
+    { deadlineMs: Math.ceil((2 ** 31 - 1) / jqWallCapFactor) + 1 },
   ];
   for (const options of bad) {
     const [name] = Object.keys(options);

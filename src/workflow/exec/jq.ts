@@ -185,7 +185,8 @@ export interface JqWorkerOptions {
   /**
    * The CPU time (ms) one evaluation may use on its worker thread, start-up not counted; default
    * 2000. Wall time is capped at jqWallCapFactor times as much. Where the thread's CPU time cannot
-   * be read (/proc, Linux only), it is the wall time one evaluation may take.
+   * be read (/proc, Linux only), it is the wall time one evaluation may take. A whole number from 1
+   * to what a timer keeps as the wall cap ((2^31 - 1) / jqWallCapFactor, about 2.5 days).
    */
   deadlineMs?: number;
   /** Worker threads, each started when an evaluation finds no other free (1..limits.jqWorkersMax); default defaultJqWorkers(). */
@@ -229,7 +230,8 @@ export class JqWorkerEvaluator implements ExpressionEvaluator {
   private idle: (() => void)[] = [];
 
   constructor(options: JqWorkerOptions = {}) {
-    this.deadlineMs = options.deadlineMs ?? 2000;
+    // A whole number of ms a timer can keep as the wall cap too (setTimeout fires at once past 2^31 - 1 ms).
+    this.deadlineMs = bounded('deadlineMs', options.deadlineMs ?? 2000, 1, Math.floor((2 ** 31 - 1) / jqWallCapFactor));
     const workers = bounded('workers', options.workers ?? defaultJqWorkers(), 1, limits.jqWorkersMax);
     this.heapMb = bounded('heapMb', options.heapMb ?? limits.jqHeapMbDefault, limits.jqHeapMbMin, limits.jqHeapMbMax);
     this.memoryMb = bounded('memoryMb', options.memoryMb ?? limits.jqMemoryMbDefault, limits.jqMemoryMbMin, limits.jqMemoryMbMax);
