@@ -47,3 +47,41 @@ export function setMember<T>(object: Record<string, T>, key: string, value: T): 
     object[key] = value;
   }
 }
+
+/** The most UTF-8 bytes JSON.stringify writes for one UTF-16 unit of a string: `\uXXXX`. */
+const unitBytesMax = 6;
+/** The most characters JSON.stringify writes for a finite number (`-1.2345678901234567e-308`). */
+const numberBytesMax = 24;
+
+/**
+ * An upper bound of the UTF-8 bytes of JSON.stringify(value), found without serializing it, or a
+ * number above `stopAbove` as soon as the bound passes it. Far cheaper than serializing a small
+ * value, and what lets a caller that only needs "certainly at most N bytes" skip the serialization:
+ * each string counts six bytes per UTF-16 unit (the longest escape), each number 24, each member its
+ * key, quotes, colon and comma. `skip` leaves out one member of a top-level object (counted as
+ * `null`).
+ */
+export function jsonBytesBound(value: JsonValue, stopAbove: number, skip?: string): number {
+  let bytes = 0;
+  const stack: JsonValue[] = [value];
+  while (stack.length > 0) {
+    const item = stack.pop() as JsonValue;
+    if (typeof item === 'string') bytes += 2 + unitBytesMax * item.length;
+    else if (typeof item === 'number') bytes += numberBytesMax;
+    else if (item === null || typeof item !== 'object') bytes += 5;
+    else if (Array.isArray(item)) {
+      bytes += 2 + item.length;
+      for (const member of item) stack.push(member);
+    } else {
+      bytes += 2;
+      for (const key in item) {
+        if (!Object.hasOwn(item, key)) continue;
+        bytes += 4 + unitBytesMax * key.length;
+        if (item === value && key === skip) bytes += 4;
+        else stack.push(item[key] as JsonValue);
+      }
+    }
+    if (bytes > stopAbove) return bytes;
+  }
+  return bytes;
+}

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import fc from 'fast-check';
-import { deepFrozen, jsonEquals, type JsonValue } from '../../src/contract/json.js';
+import { deepFrozen, jsonBytesBound, jsonEquals, type JsonValue } from '../../src/contract/json.js';
 
 function everyObjectFrozen(value: JsonValue): boolean {
   if (value === null || typeof value !== 'object') return true;
@@ -34,4 +34,53 @@ test('deepFrozen answers an equal value, frozen at every depth, that later chang
     'use strict';
     nested.notes[0]!.by = 'mallory';
   }, TypeError);
+});
+
+/** Strings of every kind of UTF-16 unit: controls and quotes (escaped), DEL, non-ASCII, astral pairs, lone surrogates. */
+const anyText = fc.oneof(
+  fc.string({ unit: 'binary' }),
+  fc.string({ unit: fc.constantFrom('"', '\\', '\u0000', '\u001f', '\u007f', 'é', '\ud800', '\udfff', '\ud83d\ude00') }),
+);
+const anyJson = fc.letrec((tie) => ({
+  value: fc.oneof(
+    { depthSize: 'small' },
+    anyText,
+    fc.double({ noNaN: true, noDefaultInfinity: true }),
+    fc.integer(),
+    fc.boolean(),
+    fc.constant(null),
+    fc.array(tie('value'), { maxLength: 6 }),
+    fc.dictionary(anyText, tie('value'), { maxKeys: 6 }),
+  ),
+})).value as fc.Arbitrary<JsonValue>;
+
+test('jsonBytesBound is never below the bytes JSON.stringify writes, and passes stopAbove only when they might', () => {
+  fc.assert(
+    fc.property(anyJson, fc.nat({ max: 400 }), (value, stopAbove) => {
+      const exact = Buffer.byteLength(JSON.stringify(value));
+      const bound = jsonBytesBound(value, Number.MAX_SAFE_INTEGER);
+      assert.ok(bound >= exact, `bound ${bound} below ${exact} for ${JSON.stringify(value)}`);
+      const stopped = jsonBytesBound(value, stopAbove);
+      // Stopped early or not, the answer says the same about stopAbove as the whole bound does.
+      assert.equal(stopped > stopAbove, bound > stopAbove);
+    }),
+    { numRuns: 2000 },
+  );
+});
+
+test('jsonBytesBound counts a skipped top-level member as null', () => {
+  fc.assert(
+    fc.property(fc.dictionary(anyText, anyJson, { minKeys: 1, maxKeys: 5 }), (object) => {
+      const [key] = Object.keys(object) as [string];
+      const exact = Buffer.byteLength(JSON.stringify({ ...object, [key]: null }));
+      assert.ok(jsonBytesBound(object, Number.MAX_SAFE_INTEGER, key) >= exact);
+    }),
+  );
+});
+
+test('jsonBytesBound of the longest escapes and numbers', () => {
+  // Each DEL is one byte of UTF-8 that JSON.stringify keeps; a control is the six of \u001f.
+  assert.ok(jsonBytesBound('\u001f'.repeat(100), Infinity) >= Buffer.byteLength(JSON.stringify('\u001f'.repeat(100))));
+  for (const n of [-1.2345678901234567e-308, -Number.MAX_VALUE, -Number.MIN_VALUE, -9007199254740991])
+    assert.ok(jsonBytesBound(n, Infinity) >= JSON.stringify(n).length, String(n));
 });

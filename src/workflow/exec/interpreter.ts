@@ -22,7 +22,7 @@
  */
 import { AdapterError, AssertionFailure, isAdapterError } from '../../contract/errors.js';
 import { asLogged } from '../../contract/ijson.js';
-import { setMember, type JsonObject, type JsonValue } from '../../contract/json.js';
+import { jsonBytesBound, setMember, type JsonObject, type JsonValue } from '../../contract/json.js';
 import { limits } from '../../contract/limits.js';
 import { taskTimeoutKey, timeoutError, type Proposal } from './decide.js';
 import { entriesOf, isObject, kindOf, timeoutMsOf, type TaskEntry, type TaskKind } from './document.js';
@@ -135,6 +135,7 @@ export class Interpreter implements Interpreting {
 
   /** Whether the fact went alone (goesAlone), committed now by recordAlone; false when it may go with others. */
   private async recordedAlone(event: Held): Promise<boolean> {
+    if (this.heldSurely(event)) return false;
     const bytes = madeBytes(event);
     if (!this.goesAlone(event, bytes)) return false;
     const made = event.type === 'task-started' ? { pointer: event.ref, what: `the input of task ${event.name}` } : this.stepMadeBy(event.at);
@@ -153,6 +154,22 @@ export class Interpreter implements Interpreting {
   private goesAlone(event: Held, bytes: number): boolean {
     if (bytes === 0) return false;
     return bytes > limits.workflowHeldOutputBytesMax || aloneBytes(event, bytes) > this.deps.transitionBytesMax;
+  }
+
+  /**
+   * Whether the fact is certainly held (goesAlone false) by bounds alone, without serializing its
+   * value: a value within limits.workflowHeldOutputBytesMax by jsonBytesBound, and the fact's
+   * transition alone within the store's limit by the bound of the whole fact and the widest
+   * envelope. Most facts are small: only one near a limit is measured exactly (madeBytes).
+   */
+  private heldSurely(event: Held): boolean {
+    const field = valueField[event.type];
+    const value = madeValue(event);
+    if (value === undefined) return true;
+    const valueBound = jsonBytesBound(value, limits.workflowHeldOutputBytesMax);
+    if (valueBound > limits.workflowHeldOutputBytesMax) return false;
+    const room = this.deps.transitionBytesMax - valueBound - envelopeBytesMax(event.type);
+    return room >= 0 && jsonBytesBound(event as unknown as JsonValue, room, field) <= room;
   }
 
   /** The task whose step `at` is (its pointer), and what the step's value is called in an error. */
@@ -678,14 +695,20 @@ const jsonBytes = (value: JsonValue): number => Buffer.byteLength(JSON.stringify
  * named by where it was recorded), a step's result; 0 for a completion (complete measures its own).
  */
 function madeBytes(event: Held): number {
+  const value = madeValue(event);
+  return value === undefined ? 0 : jsonBytes(value);
+}
+
+/** The value a held fact records first (see madeBytes), undefined when it records none. */
+function madeValue(event: Held): JsonValue | undefined {
   switch (event.type) {
     case 'task-started':
-      return event.inputFrom === undefined && event.input !== undefined ? jsonBytes(event.input) : 0;
+      return event.inputFrom === undefined ? event.input : undefined;
     case 'expression-evaluated':
     case 'call-answered':
-      return jsonBytes(event.result as JsonValue);
+      return event.result as JsonValue;
     default:
-      return 0;
+      return undefined;
   }
 }
 
@@ -700,6 +723,22 @@ const widestGuard = { notBeforeMs: Number.MIN_SAFE_INTEGER, notAfterMs: Number.M
  * event's other fields (its key, a task's pointer and name) and the transition's own (the widest
  * time guard, the event's type as its command) measured around a null, the value's bytes added.
  */
+/**
+ * An upper bound of the bytes a transition adds around the one event it records (`{"events":[…],
+ * "timeGuard":…,"causation":{"command":…}}` with the widest guard): what heldSurely adds to the
+ * event's own bound.
+ */
+const envelopeBytesMax = (command: Held['type']): number => envelopes[command];
+
+const envelopeOf = (command: Held['type']): number =>
+  Buffer.byteLength(JSON.stringify({ events: [null], timeGuard: widestGuard, causation: { command } })) - 'null'.length;
+const envelopes: Readonly<Record<Held['type'], number>> = {
+  'task-started': envelopeOf('task-started'),
+  'task-completed': envelopeOf('task-completed'),
+  'expression-evaluated': envelopeOf('expression-evaluated'),
+  'call-answered': envelopeOf('call-answered'),
+};
+
 function aloneBytes(event: Held, valueBytes: number): number {
   const bare = { ...event, [valueField[event.type]]: null };
   const transition = { events: [bare], timeGuard: widestGuard, causation: { command: event.type } };
