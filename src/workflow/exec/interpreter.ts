@@ -45,7 +45,7 @@ export type { Frame, InterpreterDeps, Outcome, TaskRun } from './run.js';
 const leafKinds: ReadonlySet<TaskKind> = new Set(['set', 'raise', 'call', 'wait', 'emit', 'listen', 'run']);
 
 /** The facts the interpreter may hold until the next transition that must commit (see above). */
-type Held = Extract<WorkflowEvent, { type: 'task-started' | 'task-completed' | 'expression-evaluated' | 'call-answered' }>;
+export type Held = Extract<WorkflowEvent, { type: 'task-started' | 'task-completed' | 'expression-evaluated' | 'call-answered' }>;
 
 export class Interpreter implements Interpreting {
   private context: JsonValue = {};
@@ -135,8 +135,9 @@ export class Interpreter implements Interpreting {
 
   /** Whether the fact went alone (goesAlone), committed now by recordAlone; false when it may go with others. */
   private async recordedAlone(event: Held): Promise<boolean> {
-    if (this.heldSurely(event)) return false;
-    const bytes = madeBytes(event);
+    const value = madeValue(event);
+    if (value === undefined || surelySmall(event, value, this.deps.transitionBytesMax)) return false;
+    const bytes = jsonBytes(value);
     if (!this.goesAlone(event, bytes)) return false;
     const made = event.type === 'task-started' ? { pointer: event.ref, what: `the input of task ${event.name}` } : this.stepMadeBy(event.at);
     await this.recordAlone({ command: event.type, events: [event] }, bytes, made.pointer, 'Value too large', made.what);
@@ -154,22 +155,6 @@ export class Interpreter implements Interpreting {
   private goesAlone(event: Held, bytes: number): boolean {
     if (bytes === 0) return false;
     return bytes > limits.workflowHeldOutputBytesMax || aloneBytes(event, bytes) > this.deps.transitionBytesMax;
-  }
-
-  /**
-   * Whether the fact is certainly held (goesAlone false) by bounds alone, without serializing its
-   * value: a value within limits.workflowHeldOutputBytesMax by jsonBytesBound, and the fact's
-   * transition alone within the store's limit by the bound of the whole fact and the widest
-   * envelope. Most facts are small: only one near a limit is measured exactly (madeBytes).
-   */
-  private heldSurely(event: Held): boolean {
-    const field = valueField[event.type];
-    const value = madeValue(event);
-    if (value === undefined) return true;
-    const valueBound = jsonBytesBound(value, limits.workflowHeldOutputBytesMax);
-    if (valueBound > limits.workflowHeldOutputBytesMax) return false;
-    const room = this.deps.transitionBytesMax - valueBound - envelopeBytesMax(event.type);
-    return room >= 0 && jsonBytesBound(event as unknown as JsonValue, room, field) <= room;
   }
 
   /** The task whose step `at` is (its pointer), and what the step's value is called in an error. */
@@ -553,7 +538,7 @@ export class Interpreter implements Interpreting {
     const completed: TaskCompleted = from ? { type: 'task-completed', v: 1, at, output, outputFrom: from } : { type: 'task-completed', v: 1, at, output };
     this.noteOrigin(output, { task: at });
     // An output first recorded here, and large (goesAlone): committed now, alone (recordAlone), so that a store refusing it faults this task.
-    const bytes = from === undefined ? jsonBytes(output) : 0;
+    const bytes = from === undefined && !surelySmall(completed, output, this.deps.transitionBytesMax) ? jsonBytes(output) : 0;
     const alone = this.goesAlone(completed, bytes);
     if (!timer && !alone) return this.hold(completed);
     const late: Proposal | undefined =
@@ -691,15 +676,9 @@ function taskPointerOf(at: string, record: WorkflowRecord): string | undefined {
 const jsonBytes = (value: JsonValue): number => Buffer.byteLength(JSON.stringify(value));
 
 /**
- * The JSON bytes of the value a held fact records first: a task's input given as a value (not
- * named by where it was recorded), a step's result; 0 for a completion (complete measures its own).
+ * The value a held fact records first: a task's input given as a value (not named by where it was
+ * recorded), a step's result; undefined for a completion (complete measures its own).
  */
-function madeBytes(event: Held): number {
-  const value = madeValue(event);
-  return value === undefined ? 0 : jsonBytes(value);
-}
-
-/** The value a held fact records first (see madeBytes), undefined when it records none. */
 function madeValue(event: Held): JsonValue | undefined {
   switch (event.type) {
     case 'task-started':
@@ -724,6 +703,20 @@ const widestGuard = { notBeforeMs: Number.MIN_SAFE_INTEGER, notAfterMs: Number.M
  * time guard, the event's type as its command) measured around a null, the value's bytes added.
  */
 /**
+ * Whether a fact carrying `value`, first recorded here, certainly does not go alone
+ * (Interpreter.goesAlone false), by bounds alone, without serializing it: the value within
+ * limits.workflowHeldOutputBytesMax by jsonBytesBound, and the fact's transition alone within the
+ * store's `transitionBytesMax` by the bound of the whole fact and the widest envelope. Most values
+ * are small: only one near a limit is measured exactly (jsonBytes, aloneBytes).
+ */
+export function surelySmall(event: Held, value: JsonValue, transitionBytesMax: number): boolean {
+  const valueBound = jsonBytesBound(value, limits.workflowHeldOutputBytesMax);
+  if (valueBound > limits.workflowHeldOutputBytesMax) return false;
+  const room = transitionBytesMax - valueBound - envelopeBytesMax(event.type);
+  return room >= 0 && jsonBytesBound(event as unknown as JsonValue, room, valueField[event.type]) <= room;
+}
+
+/**
  * An upper bound of the bytes a transition adds around the one event it records (`{"events":[…],
  * "timeGuard":…,"causation":{"command":…}}` with the widest guard): what heldSurely adds to the
  * event's own bound.
@@ -739,7 +732,7 @@ const envelopes: Readonly<Record<Held['type'], number>> = {
   'call-answered': envelopeOf('call-answered'),
 };
 
-function aloneBytes(event: Held, valueBytes: number): number {
+export function aloneBytes(event: Held, valueBytes: number): number {
   const bare = { ...event, [valueField[event.type]]: null };
   const transition = { events: [bare], timeGuard: widestGuard, causation: { command: event.type } };
   return Buffer.byteLength(JSON.stringify(transition)) - 'null'.length + valueBytes;
