@@ -163,7 +163,7 @@ export interface RuntimeHost {
   rejected(reason: string, context?: RejectionContext): void;
   /** A store or transport failure at a stage: counted and logged. */
   failed(layer: 'store' | 'transport' | 'policy', stage: string, error?: unknown, record?: OperationRecord): void;
-  /** The byte and transition budgets in force (the hard maxima, lowered by deps.budgets). */
+  /** The byte and transition budgets in force (the hard maxima, lowered by deps.budgets, the transition budget by the store's limit). */
   readonly budgets: Budgets;
   /** Runs work after everything already queued for this operation. */
   enqueue<T>(entry: OpEntry, work: () => Promise<T>): Promise<T>;

@@ -78,13 +78,44 @@ function hardBudgets(): Budgets {
   };
 }
 
-/** The hard budgets lowered by `overrides`; invalid overrides are invalid-input. */
-export function resolveBudgets(overrides: BudgetOverrides = {}): Budgets {
+/**
+ * The hard budgets lowered by `overrides`, and the transition budget lowered further to what the
+ * store takes in one transition (`storeTransitionBytesMax`, its limits.transitionBytesMax:
+ * JetStream's follows the server's max_payload). Invalid overrides are invalid-input.
+ *
+ * The store's limit lowers transitionBytesMax as a configured one would, and the same rules hold
+ * of it: in particular a result of resultBytesMax with its transition overhead must fit, so every
+ * result intake lets through is one the store takes. When the store takes less, the coordinator
+ * refuses to start (invalid-input naming both numbers) rather than lower the result budget on its
+ * own: the result budget is what every peer of every contract is promised, a server setting
+ * changed underneath must not shrink it unannounced, and an operator who lowers it in `limits`
+ * does so knowingly. Without either, intake let a result through that the store then refused:
+ * acknowledged, recorded nowhere, its branch left waiting and a decision it would close left
+ * open until the deadline.
+ */
+export function resolveBudgets(overrides: BudgetOverrides = {}, storeTransitionBytesMax = limits.transitionBytesMax): Budgets {
   const problems = budgetProblems(overrides);
   if (problems.length > 0) throw new AdapterError('invalid-input', problems.join('; '));
   const budgets = { ...hardBudgets(), ...overrides };
   assert(budgets.transitionsPerOperationMax <= limits.transitionsStoredMax, 'every store reads back the transition budget');
-  return budgets;
+  if (storeTransitionBytesMax >= budgets.transitionBytesMax) return budgets;
+  const problem = storeLimitProblem(budgets.resultBytesMax, storeTransitionBytesMax);
+  if (problem !== undefined) throw new AdapterError('invalid-input', problem);
+  return { ...budgets, transitionBytesMax: storeTransitionBytesMax };
+}
+
+/** Why a store taking transitions of at most `storeBytesMax` cannot hold a result of `resultBytesMax` with its overhead, or undefined. */
+function storeLimitProblem(resultBytesMax: number, storeBytesMax: number): string | undefined {
+  const overhead = limits.transitionOverheadBytesMax;
+  if (resultBytesMax + overhead <= storeBytesMax) return undefined;
+  const taken = `the store takes transitions of at most ${storeBytesMax} bytes (its limits.transitionBytesMax; JetStream's follows the server's max_payload)`;
+  const needed = `limits.resultBytesMax (${resultBytesMax}) plus ${overhead} bytes of transition overhead needs ${resultBytesMax + overhead}`;
+  const fits = storeBytesMax - overhead;
+  const remedy =
+    fits >= budgetBytesMin.resultBytesMax
+      ? `lower limits.resultBytesMax to at most ${fits}, or let the store take larger transitions`
+      : `no result budget fits (the least is ${budgetBytesMin.resultBytesMax}): let the store take transitions of at least ${budgetBytesMin.resultBytesMax + overhead} bytes`;
+  return `${taken}; ${needed}: ${remedy}`;
 }
 
 /** What an operation's log holds, as the coordinator last applied or read it. */

@@ -15,6 +15,7 @@ import { encodeWire, type WireMessage } from '../../src/events/wire.js';
 import { subjectFor } from '../../src/adapters/transport/subjects.js';
 import { VirtualClock, flushMicrotasks } from '../../src/contract/clock.js';
 import { limits } from '../../src/contract/limits.js';
+import { isAdapterError } from '../../src/contract/errors.js';
 import { MemoryEventStore } from '../../src/adapters/store/memory.js';
 import type { EventStore } from '../../src/adapters/store/types.js';
 import type { AuthorizationInput } from '../../src/adapters/policy/types.js';
@@ -384,18 +385,15 @@ test('a claim the log has no room for is refused as claim-log-budget and acknowl
   assert.equal(of(await s.events(op), 'claim-ended').length, 0);
 });
 
-test('a result whose transition the store refuses as too large (its own size limit) is counted as oversized and acknowledged, not a store error', async () => {
+test('a result in budget is never refused by the store for its size: over a store taking less than a result of the budget needs, the coordinator refuses to start', async () => {
+  // Before, intake let such a result through and the store refused it: acknowledged, counted as
+  // oversized, recorded nowhere, its branch left waiting (test/unit/store-transition-limit.test.ts).
   const clock = new VirtualClock();
   const store = new MemoryEventStore({ clock, limits: { transitionBytesMax: 16 * 1024 } });
-  const { s, op } = await opened({ embedded: { clock, store } });
-  const padded = { verdict: 'approve', note: 'y'.repeat(20_000) };
-  assert.deepEqual(await deliver(s, 'result', op, 'alfa', result(op, 'alfa', { result: padded })), ['ack']);
-  assert.equal(await counted(s, 'oversized'), 1);
-  assert.equal(await storeErrorsAt(s, 'admit-result'), 0);
-  assert.equal(of(await s.events(op), 'result-accepted').length, 0);
-  // A result the store can take is admitted as usual.
-  assert.deepEqual(await deliver(s, 'result', op, 'bravo', result(op, 'bravo')), ['ack']);
-  assert.equal(of(await s.events(op), 'result-accepted').length, 1);
+  await assert.rejects(
+    opened({ embedded: { clock, store } }),
+    (error: unknown) => isAdapterError(error) && error.kind === 'invalid-input' && error.message.includes('16384 bytes'),
+  );
 });
 
 test('a claim whose transition the store refuses as invalid (its log full at the store) is counted as claim-oversized and acknowledged', async () => {
