@@ -81,7 +81,8 @@ function hardBudgets(): Budgets {
 /**
  * The hard budgets lowered by `overrides`, and the transition budget lowered further to what the
  * store takes in one transition (`storeTransitionBytesMax`, its limits.transitionBytesMax:
- * JetStream's follows the server's max_payload). Invalid overrides are invalid-input.
+ * JetStream's follows the server's max_payload and its operations stream's max_msg_size). Invalid
+ * overrides are invalid-input.
  *
  * The store's limit lowers transitionBytesMax as a configured one would, and the same rules hold
  * of it: in particular a result of resultBytesMax with its transition overhead must fit, so every
@@ -108,7 +109,7 @@ export function resolveBudgets(overrides: BudgetOverrides = {}, storeTransitionB
 function storeLimitProblem(resultBytesMax: number, storeBytesMax: number): string | undefined {
   const overhead = limits.transitionOverheadBytesMax;
   if (resultBytesMax + overhead <= storeBytesMax) return undefined;
-  const taken = `the store takes transitions of at most ${storeBytesMax} bytes (its limits.transitionBytesMax; JetStream's follows the server's max_payload)`;
+  const taken = `the store takes transitions of at most ${storeBytesMax} bytes (its limits.transitionBytesMax; JetStream's follows the server's max_payload and its operations stream's max_msg_size)`;
   const needed = `limits.resultBytesMax (${resultBytesMax}) plus ${overhead} bytes of transition overhead needs ${resultBytesMax + overhead}`;
   const fits = storeBytesMax - overhead;
   const remedy =

@@ -106,6 +106,47 @@ test("jetstream: the transition size the store reports follows the server's max_
   }
 });
 
+test("jetstream: an operations stream found with a smaller max_msg_size than the server's max_payload (an operator's, or an earlier client's made under a lower limit) is what the store reports and enforces", async () => {
+  const server = await startJetStreamServer();
+  const nc = await connect({ servers: server.url });
+  const jsm = await jetstreamManager(nc);
+  const history = { storage: StorageType.File, retention: RetentionPolicy.Limits, discard: DiscardPolicy.New, subjects: ['convoke.op.>', 'convoke.wf.>'] };
+  const guard = { notBeforeMs: 0, notAfterMs: Number.MAX_SAFE_INTEGER };
+  try {
+    const streamBytesMax = 32 * 1024;
+    await jsm.streams.add({ name: 'CONVOKE_OPS', ...history, max_msg_size: streamBytesMax });
+    const store = await JetStreamEventStore.open({ connection: nc, requestTimeoutMs });
+    try {
+      // Inside what the server carries (1 MiB), past what the stream takes.
+      const over = await store.create(newOperationId('stream-size'), transitionOfBytes(guard, 'over', 40 * 1024));
+      assert.equal(over.kind, 'invalid-input', JSON.stringify(over));
+      const reported = store.limits.transitionBytesMax;
+      assert.equal(reported, streamBytesMax - 512, "the stream's message size less the store's headers' allowance");
+      const id = newOperationId('stream-size');
+      const refused = await store.create(id, transitionOfBytes(guard, 'over', reported + 1));
+      assert.match(refused.kind === 'invalid-input' ? refused.description : JSON.stringify(refused), new RegExp(`the limit is ${reported}`));
+      expectOk(await store.create(id, transitionOfBytes(guard, 'exact', reported)), 'a transition of exactly the reported size fits the stream');
+    } finally {
+      await store.close();
+    }
+    // The store's own stream, made by a client configured with a lower limit: a client configured with the default reports the stream's.
+    for await (const name of jsm.streams.names()) await jsm.streams.delete(name);
+    const first = await JetStreamEventStore.open({ connection: nc, requestTimeoutMs, limits: { transitionBytesMax: 6000 } });
+    await first.close();
+    const second = await JetStreamEventStore.open({ connection: nc, requestTimeoutMs });
+    try {
+      assert.equal(second.limits.transitionBytesMax, 6000);
+      const refused = await second.create(newOperationId('stream-size'), transitionOfBytes(guard, 'over', 6001));
+      assert.equal(refused.kind, 'invalid-input', JSON.stringify(refused));
+    } finally {
+      await second.close();
+    }
+  } finally {
+    await nc.close();
+    await server.dispose();
+  }
+});
+
 test('jetstream: appends learn their server stamps from the stamp feed, equal to what a read returns', async () => {
   const server = await startJetStreamServer();
   // A generous wait: this test is about where the stamps come from, not how fast.

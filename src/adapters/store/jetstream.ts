@@ -278,10 +278,15 @@ export class JetStreamEventStore extends ReplayStampedStore {
       const configured = resolveStoreLimits(options.limits);
       // A message (body plus our headers) must fit the server's max_payload; never claim more.
       const payloadMax = (nc.info?.max_payload ?? contractLimits.transitionBytesMax) - headerBytesAllowance;
-      const limits = { ...configured, transitionBytesMax: Math.min(configured.transitionBytesMax, payloadMax) };
       const streamName = options.streamName ?? 'CONVOKE_OPS';
       const prefix = options.subjectPrefix ?? 'convoke';
-      const ops = await ensureStream(jsm, streamName, `${prefix}.op.>`, limits.transitionBytesMax + headerBytesAllowance, `${prefix}.wf.>`, true);
+      const made = Math.min(configured.transitionBytesMax, payloadMax) + headerBytesAllowance;
+      const ops = await ensureStream(jsm, streamName, `${prefix}.op.>`, made, `${prefix}.wf.>`, true);
+      const limits = { ...configured, transitionBytesMax: Math.min(configured.transitionBytesMax, payloadMax, ops.messageBytesMax - headerBytesAllowance) };
+      if (limits.transitionBytesMax <= 0)
+        throw unsupported(
+          `stream ${streamName} has max_msg_size ${ops.messageBytesMax}: no transition fits beside the store's ${headerBytesAllowance} bytes of headers`,
+        );
       const tombs = await ensureStream(jsm, tombStreamName(streamName), `${prefix}.tomb.>`, 4096);
       await ensureIndexStream(jsm, streamName, prefix);
       const older = await keyHistoryOlder(jsm, streamName, prefix, ops.created);
@@ -1134,8 +1139,11 @@ async function connectOnce(options: JetStreamStoreOptions, requestTimeoutMs: num
 /**
  * Creates the stream, or checks an existing one keeps the durability promises this adapter
  * makes (the operations stream's: `operations`, whose message cap must leave room beside its
- * reserve, jetstream-stream-limits.ts `messageReserve`). Answers whether the stream allows direct gets and
- * when it was created (stream info `created`: what tells it from one made anew). `extra` is a further subject the stream
+ * reserve, jetstream-stream-limits.ts `messageReserve`). Answers whether the stream allows direct gets,
+ * when it was created (stream info `created`: what tells it from one made anew) and the largest
+ * message it takes: its own max_msg_size, which an existing stream (an operator's, or one made
+ * under a lower limit) may have below `messageBytesMax` and the server's max_payload; the store
+ * reports no larger transitions than that. `extra` is a further subject the stream
  * carries (workflow instances, `<prefix>.wf.>`): added to a stream created before it, where the
  * client may update streams; otherwise that stream takes no workflow instances (their appends
  * answer `unavailable`).
@@ -1147,14 +1155,14 @@ async function ensureStream(
   messageBytesMax: number,
   extra?: string,
   operations = false,
-): Promise<{ directGet: boolean; created: string }> {
+): Promise<{ directGet: boolean; created: string; messageBytesMax: number }> {
   try {
     const info = await jsm.streams.info(name);
     const c = info.config;
     const problem = historyStreamProblem(c, subject) ?? (operations ? messageCapProblem(c) : undefined);
     if (problem !== undefined) throw unsupported(`stream ${name} ${problem}`);
     if (extra !== undefined && !c.subjects.includes(extra)) await jsm.streams.update(name, { subjects: [...c.subjects, extra] }).catch(() => undefined);
-    return { directGet: c.allow_direct === true, created: info.created };
+    return { directGet: c.allow_direct === true, created: info.created, messageBytesMax: streamMessageBytesMax(c, messageBytesMax) };
   } catch (error) {
     if (!(error instanceof JetStreamApiError && error.code === 10059)) throw error;
   }
@@ -1170,12 +1178,19 @@ async function ensureStream(
       max_bytes: -1,
       allow_direct: true,
     });
-    return { directGet: true, created: info.created };
+    return { directGet: true, created: info.created, messageBytesMax: streamMessageBytesMax(info.config, messageBytesMax) };
   } catch (error) {
     // Another client created it between our info and add: fine if it is ours (checked next open).
     if (!(error instanceof JetStreamApiError && error.code === 10058)) throw error;
-    return { directGet: false, created: (await jsm.streams.info(name)).created };
+    const info = await jsm.streams.info(name);
+    return { directGet: false, created: info.created, messageBytesMax: streamMessageBytesMax(info.config, messageBytesMax) };
   }
+}
+
+/** The largest message a stream takes: its max_msg_size, or `otherwise` (what the server carries) when it sets none (-1 or 0). */
+function streamMessageBytesMax(c: Partial<StreamConfig>, otherwise: number): number {
+  const set = c.max_msg_size ?? -1;
+  return set > 0 ? Math.min(set, otherwise) : otherwise;
 }
 
 /**

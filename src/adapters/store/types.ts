@@ -144,8 +144,10 @@ export interface EventStore {
   /**
    * What this store takes, as it enforces it: a create or append past limits.transitionBytesMax is
    * refused (invalid-input), and no larger one is ever stored. The configured limits, or lower
-   * where the backend takes less (JetStream: the server's max_payload). A wrapper answers its inner
-   * store's. Whoever decides what goes into one transition (the workflow interpreter) reads it here.
+   * where the backend takes less (JetStream: the server's max_payload, or the operations stream's
+   * own max_msg_size when it was made smaller). A wrapper answers its inner store's. Whoever
+   * decides what goes into one transition (the workflow interpreter, the coordinator's transition
+   * budget) reads it here.
    */
   readonly limits: Readonly<StoreLimits>;
   readonly index: OperationIndexStore;
