@@ -63,7 +63,7 @@ export interface WorkflowHostParts {
   secretOrigins?: ReadonlyMap<string, readonly string[]>;
   /** Told each error that stopped driving an instance (WorkflowExecutorOptions.onFailure): serve logs them (failureNotices). */
   onFailure?: (error: unknown) => void;
-  /** Told each emitted CloudEvent the NATS intake gave up on (emittedRedelivery): its subject and why. */
+  /** Told each emitted CloudEvent the NATS intake gave up on (emittedRedelivery) or refused for good: its subject and why. */
   onEmittedDropped?: (subject: string, reason: string) => void;
 }
 

@@ -34,7 +34,19 @@ export interface EmitOrigin {
  * execution publishes the same event again after a crash: a duplicate consumers can drop.
  */
 export interface CloudEventSink {
+  /**
+   * Publishes the event. A refusal that stays one (the event past a limit of the broker, known
+   * only once it answered) is `invalid-input`; `unavailable` is an outage, the same publish may
+   * pass later.
+   */
   publish(event: CloudEvent, origin: EmitOrigin): Promise<void>;
+  /**
+   * Why this event can never be published here, when the sink knows beforehand (larger than the
+   * broker takes in one message), or undefined. Asked before the event is recorded as emitted, so
+   * the log never holds, as emitted, an event the sink could not send: the emit task faults
+   * instead, where a `try` can catch it.
+   */
+  refusal?(event: CloudEvent, origin: EmitOrigin): string | undefined;
 }
 
 /** What became of a received event: the instances whose waiting listen took it (its append committed), or none. */

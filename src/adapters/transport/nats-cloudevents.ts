@@ -94,13 +94,18 @@ export class NatsCloudEventSink implements CloudEventSink {
     this.js = options.jetstream ? jetstream(nc) : undefined;
   }
 
+  /** Past the server's max_payload (the message: the event's JSON and its headers), as the connection's server announced it. */
+  refusal(event: CloudEvent, origin: EmitOrigin): string | undefined {
+    return this.pastMaxPayload(this.message(event, origin));
+  }
+
   async publish(event: CloudEvent, origin: EmitOrigin): Promise<void> {
     const problem = cloudEventProblem(event);
     if (problem !== undefined) throw invalidInput(`not a publishable CloudEvent: ${problem}`);
-    const subject = emittedEventSubject(this.options.emitSubjectPrefix, origin.principalId, event.type);
-    const data = new TextEncoder().encode(JSON.stringify(event));
-    const headers = natsHeaders();
-    headers.set('content-type', cloudEventsContentType);
+    const message = this.message(event, origin);
+    const { subject, data, headers } = message;
+    const tooLarge = this.pastMaxPayload(message);
+    if (tooLarge !== undefined) throw invalidInput(`publishing ${subject}: ${tooLarge}`);
     try {
       if (this.js) await this.js.publish(subject, data, { msgID: emittedMessageId(origin), headers });
       else {
@@ -110,9 +115,41 @@ export class NatsCloudEventSink implements CloudEventSink {
     } catch (error) {
       const failure = classifyNatsError(error);
       if (failure.kind === 'permission') throw new AdapterError('denied', `publishing ${subject}: ${failure.detail}`, { cause: error });
+      // Refusals that stay ones: the stream answered it stores no message this large; or the client, now on a server announcing a smaller max_payload, sent nothing.
+      if (failure.kind === 'api' && failure.code === streamMessageTooLarge)
+        throw invalidInput(`publishing ${subject}: the stream capturing it takes no message this large (its max_msg_size): ${failure.detail}`, error);
+      const past = failure.kind === 'not-sent' ? this.pastMaxPayload(message) : undefined;
+      if (past !== undefined) throw invalidInput(`publishing ${subject}: ${past}`, error);
       throw new AdapterError('unavailable', `publishing ${subject}: ${failure.detail}`, { cause: error });
     }
   }
+
+  /** The NATS message an emitted event is: its subject, its JSON, its headers (with JetStream, the message id the client adds). */
+  private message(event: CloudEvent, origin: EmitOrigin): EmittedMessage {
+    const subject = emittedEventSubject(this.options.emitSubjectPrefix, origin.principalId, event.type);
+    const data = new TextEncoder().encode(JSON.stringify(event));
+    const headers = natsHeaders();
+    headers.set('content-type', cloudEventsContentType);
+    if (this.js) headers.set('Nats-Msg-Id', emittedMessageId(origin));
+    return { subject, data, headers };
+  }
+
+  /** Why the server never takes the message (larger than its max_payload, which counts the headers too), or undefined; undefined too before the server said its limit. */
+  private pastMaxPayload({ data, headers }: EmittedMessage): string | undefined {
+    const maxPayload = this.nc.info?.max_payload;
+    const bytes = data.length + (headers as unknown as { encode(): Uint8Array }).encode().length;
+    if (maxPayload === undefined || bytes <= maxPayload) return undefined;
+    return `the event is ${bytes} bytes as a NATS message (its JSON and headers); the NATS server takes at most ${maxPayload} (max_payload)`;
+  }
+}
+
+/** JetStream's answer to a message past its stream's max_msg_size ("message size exceeds maximum allowed"). */
+const streamMessageTooLarge = 10054;
+
+interface EmittedMessage {
+  subject: string;
+  data: Uint8Array;
+  headers: ReturnType<typeof natsHeaders>;
 }
 
 export interface CloudEventSubscription {
@@ -134,7 +171,7 @@ export interface ServeCloudEventsOptions {
    * events only); refused ones are delivered but not answered (the default answers any).
    */
   answers?: (subject: string, reply: string) => boolean;
-  /** Told of an emitted event given up on (emittedRedelivery): its subject and why. */
+  /** Told of an emitted event given up on (emittedRedelivery), or refused by the intake for good: its subject and why. */
   onEmittedDropped?: (subject: string, reason: string) => void;
 }
 
@@ -143,7 +180,8 @@ export interface ServeCloudEventsOptions {
  * not deliver for now — the in-flight bound reached, an `until` verdict still pending, the store
  * unavailable — is kept and delivered again here, after `firstDelayMs` doubling up to `delayMaxMs`,
  * for `windowMs` after it arrived. At most `heldMax` wait at once (for a slot or a retry); past
- * that, or past the window, the event is dropped and `onEmittedDropped` told. An outside event is
+ * that, or past the window, the event is dropped and `onEmittedDropped` told; so is one the intake
+ * refuses for good (invalid-input, denied…), which no attempt would deliver. An outside event is
  * answered `unavailable` instead, and its publisher retries.
  */
 export const emittedRedelivery = { firstDelayMs: 100, delayMaxMs: 2_000, windowMs: 60_000, heldMax: 1_024 } as const;
@@ -178,9 +216,11 @@ export function serveCloudEvents(
   const run = (space: Space, msg: Msg, held?: Emitted): void => {
     inFlight++;
     const work = receive(msg, space, intake)
-      .then(({ reply, unavailable }) => {
+      .then(({ reply, unavailable, refused }) => {
         if (space.kind === 'outside') return answer(space, msg, reply);
         if (unavailable !== undefined) backlog.retry(held ?? { msg, space, arrivedMs: Date.now(), attempt: 0 }, unavailable);
+        // Nobody is answered, and another attempt is refused again: told, or the event would be lost unseen.
+        else if (refused !== undefined) options.onEmittedDropped?.(msg.subject, refused);
       })
       .finally(() => {
         inFlight--;
@@ -314,10 +354,15 @@ function addressee(space: Space, subject: string, type: string): string | null {
   return principalId;
 }
 
-/** What a received event is answered, and why it could not be delivered for now (`unavailable`: another attempt may take it). */
+/**
+ * What a received event is answered, and why it could not be delivered for now (`unavailable`:
+ * another attempt may take it) or for good (`refused`: the intake's refusal, which another attempt
+ * meets again — an event past what a listen records, one on another type's subject).
+ */
 interface Received {
   reply: JsonValue;
   unavailable?: string;
+  refused?: string;
 }
 
 async function receive(msg: Msg, space: Space, intake: CloudEventIntake): Promise<Received> {
@@ -337,7 +382,7 @@ async function receive(msg: Msg, space: Space, intake: CloudEventIntake): Promis
   } catch (error) {
     const reply = rejected(error);
     // Anything but an AdapterError of another kind (a refusal that stays one) may pass on another attempt.
-    if (isAdapterError(error) && error.kind !== 'unavailable') return { reply };
+    if (isAdapterError(error) && error.kind !== 'unavailable') return { reply, refused: `refused (${error.kind}): ${error.description ?? error.message}` };
     return { reply, unavailable: error instanceof Error ? error.message : String(error) };
   }
 }

@@ -107,7 +107,7 @@ function workflowFailureLog(logger: Pino, clock: Clock): (error: unknown) => voi
   );
 }
 
-/** An emitted CloudEvent the NATS intake gave up on (held past its window, too many held, or the intake closing): said, without a flood. */
+/** An emitted CloudEvent the NATS intake gave up on (held past its window, too many held, or the intake closing) or refused for good: said, without a flood. */
 function emittedDroppedLog(logger: Pino, clock: Clock): (subject: string, reason: string) => void {
   const workflows = logger.child({ component: 'workflows' });
   const notices = failureNotices(

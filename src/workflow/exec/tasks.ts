@@ -316,7 +316,10 @@ async function retryDelay(
  * loop iteration, retry attempt, branch), so a worker that dies between the two publishes the
  * same event — the same id — again on recovery, and consumers drop the duplicate. Its time is the
  * instant it was recorded. The sink is told whose instance and which execution emitted it (the
- * subject it goes on, the JetStream message id). The task's output is the event.
+ * subject it goes on, the JetStream message id). The task's output is the event. An event the
+ * sink says beforehand it can never publish (`CloudEventSink.refusal`: past the NATS server's
+ * max_payload) faults the task at `>emitted`, a validation error (400): the log never records as
+ * emitted an event that cannot go out.
  */
 async function runEmit(interpreter: Interpreter, run: TaskRun): Promise<JsonValue> {
   const ref = run.entry.pointer;
@@ -326,6 +329,8 @@ async function runEmit(interpreter: Interpreter, run: TaskRun): Promise<JsonValu
   const values = await interpreter.evaluateValue(`${run.at}>emit`, attributes, run.input, run.frame, { input: run.input }, ref);
   if (!isObject(values) || typeof values.source !== 'string' || typeof values.type !== 'string')
     throw raise('validation', 400, 'Invalid event', ref, 'an emitted event needs a string source and type');
+  const sink = interpreter.deps.events;
+  const origin = { principalId: interpreter.record.started.principalId, instanceId: interpreter.record.instanceId, at: run.at };
   const event = await interpreter.step(`${run.at}>emitted`, run.frame, 'call', async () => {
     const digest = sha256Hex(`${interpreter.record.instanceId}\u0000${run.at}`);
     const id = `${digest.slice(0, 8)}-${digest.slice(8, 12)}-${digest.slice(12, 16)}-${digest.slice(16, 20)}-${digest.slice(20, 32)}`;
@@ -338,15 +343,23 @@ async function runEmit(interpreter: Interpreter, run: TaskRun): Promise<JsonValu
     };
     const problem = cloudEventProblem(built);
     if (problem !== undefined) throw raise('validation', 400, 'Invalid event', ref, problem);
+    const refusal = sink?.refusal?.(built as CloudEvent, origin);
+    if (refusal !== undefined) throw raise('validation', 400, 'Invalid event', ref, refusal);
     return built;
   });
-  const sink = interpreter.deps.events;
-  const origin = { principalId: interpreter.record.started.principalId, instanceId: interpreter.record.instanceId, at: run.at };
   if (sink) await interpreter.step(`${run.at}>published`, run.frame, 'call', () => publish(sink, event as CloudEvent, origin, ref));
   return event;
 }
 
-/** The sink's refusals as DSL errors; an unavailable sink is thrown as it is (the instance is driven again, the same event published again). */
+/**
+ * The sink's refusals as DSL errors: `denied` an authorization error (403), `invalid-input` — an
+ * event the broker will never take, such as one past a JetStream stream's max_msg_size, which
+ * only its answer tells — a validation error (400), recorded as the publication's answer. Driving
+ * the instance again would publish the same event again and be refused again, for ever, with
+ * nothing in the log to say why the task never ends; faulted, the task says it at its pointer and
+ * a `try` decides. An unavailable sink is thrown as it is (the instance is driven again, the same
+ * event published again).
+ */
 async function publish(sink: CloudEventSink, event: CloudEvent, origin: EmitOrigin, ref: string): Promise<JsonValue> {
   try {
     await sink.publish(event, origin);
