@@ -24,14 +24,13 @@ import {
   listenWaitEnded,
   listenTook,
   matchFilters,
-  readEvent,
   takenBeforeListening,
   untilKey,
   untilPending,
   withExpects,
   type Candidate,
 } from '../../src/workflow/exec/listen-match.js';
-import type { ListenRecord, WorkflowRecord } from '../../src/workflow/exec/record.js';
+import { readEvent, type ListenRecord, type WorkflowRecord } from '../../src/workflow/exec/record.js';
 
 const at = '/do/0/wait';
 

@@ -81,7 +81,13 @@ const short = (value: unknown, max = 60): string => {
 
 /** A value written once and named by a later event (events.ts ValueRef). */
 const referenceText = (ref: ValueRef): string =>
-  'input' in ref ? "the workflow's input" : 'step' in ref ? `the result of ${ref.step}` : `the output of ${ref.task}`;
+  'input' in ref
+    ? "the workflow's input"
+    : 'step' in ref
+      ? `the result of ${ref.step}`
+      : 'listen' in ref
+        ? `the events taken by ${ref.listen}`
+        : `the output of ${ref.task}`;
 
 function describe(event: WorkflowEvent, originMs: number): string {
   switch (event.type) {

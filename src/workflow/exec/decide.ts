@@ -14,11 +14,11 @@
  */
 import { openEndedMs } from '../../events/guard.js';
 import { errorTypes } from './dsl-errors.js';
-import type { JsonValue } from '../../contract/json.js';
+import { jsonEquals, type JsonValue } from '../../contract/json.js';
 import type { SubworkflowDisposed, ValueRef, WorkflowError, WorkflowEvent, WorkflowTransition } from './events.js';
 import { listenOutlivesTimeout } from './listen-match.js';
 import { isTaskEnded } from './machines.js';
-import type { WorkflowRecord } from './record.js';
+import { listenOutput, type WorkflowRecord } from './record.js';
 
 export interface Proposal {
   command: string;
@@ -104,21 +104,21 @@ function writtenValue(record: WorkflowRecord, events: readonly WorkflowEvent[], 
     case 'task-started': {
       const { at, ref, name, input, inputFrom } = event;
       if (inputFrom === undefined || input === undefined) return event;
-      return referredValue(record, events, index, inputFrom) === input
+      return refersTo(record, events, index, inputFrom, input)
         ? { type: 'task-started', v: 1, at, ref, name, inputFrom }
         : { type: 'task-started', v: 1, at, ref, name, input };
     }
     case 'task-completed': {
       const { at, output, outputFrom } = event;
       if (outputFrom === undefined || output === undefined) return event;
-      return referredValue(record, events, index, outputFrom) === output
+      return refersTo(record, events, index, outputFrom, output)
         ? { type: 'task-completed', v: 1, at, outputFrom }
         : { type: 'task-completed', v: 1, at, output };
     }
     case 'workflow-completed': {
       const { output, outputFrom } = event;
       if (outputFrom === undefined || output === undefined) return event;
-      return referredValue(record, events, index, outputFrom) === output
+      return refersTo(record, events, index, outputFrom, output)
         ? { type: 'workflow-completed', v: 1, outputFrom }
         : { type: 'workflow-completed', v: 1, output };
     }
@@ -127,9 +127,26 @@ function writtenValue(record: WorkflowRecord, events: readonly WorkflowEvent[], 
   }
 }
 
+/**
+ * Whether `ref` names `value` once the events before `index` are applied to the record: that very
+ * object — or, for a listen's events (`{listen}`), a list the fold builds anew from them, equal to
+ * it (its items are the record's own objects, so the comparison is by identity item by item).
+ */
+function refersTo(record: WorkflowRecord, events: readonly WorkflowEvent[], index: number, ref: ValueRef, value: JsonValue): boolean {
+  if (!('listen' in ref)) return referredValue(record, events, index, ref) === value;
+  // An event taken in this very transition would be folded before the reference: the record does not hold it yet.
+  if (events.slice(0, index).some((event) => event.type === 'listen-event-received' && event.at === ref.listen)) return false;
+  const listen = record.listens[ref.listen];
+  return listen !== undefined && jsonEquals(listenOutput(listen), value);
+}
+
 /** The value `ref` names once the events before `index` are applied to the record; undefined when it names none. */
 function referredValue(record: WorkflowRecord, events: readonly WorkflowEvent[], index: number, ref: ValueRef): JsonValue | undefined {
   if ('input' in ref) return record.started.input;
+  if ('listen' in ref) {
+    const listen = record.listens[ref.listen];
+    return listen === undefined ? undefined : listenOutput(listen);
+  }
   for (let at = index - 1; at >= 0; at--) {
     const event = events[at] as WorkflowEvent;
     if ('step' in ref && (event.type === 'expression-evaluated' || event.type === 'call-answered') && event.at === ref.step)

@@ -25,14 +25,18 @@ export type StepResult = { ok: JsonValue } | { error: WorkflowError };
 
 /**
  * A value recorded earlier in the same log, named instead of written again: the value a step
- * recorded (`{step}`: its `ok` result), the output of a completed task (`{task}`), or the
- * workflow's input (`{input: true}`: workflow-started's). A stage's answer is written once (its
+ * recorded (`{step}`: its `ok` result), the output of a completed task (`{task}`), the
+ * workflow's input (`{input: true}`: workflow-started's), or what a listen took (`{listen}`: the
+ * events of its `to`, in log order, as its `read` reads them — record.ts listenOutput — each
+ * recorded by its own listen-event-received). The last lets a listen complete with events that
+ * each fit a transition but together would not: written again in one task-completed, they could
+ * not be, and the senders were answered that the instance took them. A stage's answer is written once (its
  * call-answered) and its task's output, the next task's input and the workflow's output refer to
  * it; the first task's input is the workflow's. The fold puts the referenced value in the record,
  * so the record (live or replayed) is the one the values written in full would give. Logs written
  * before refs carry the values themselves, and still fold.
  */
-export type ValueRef = { step: string } | { task: string } | { input: true };
+export type ValueRef = { step: string } | { task: string } | { listen: string } | { input: true };
 
 export type TimerPurpose = 'wait' | 'retry' | 'task-timeout' | 'workflow-timeout';
 
@@ -365,13 +369,13 @@ function event(type: string, properties: Record<string, object>) {
   };
 }
 
-/** A ValueRef: `{step}`, `{task}` or `{input: true}`, one of the three. */
+/** A ValueRef: `{step}`, `{task}`, `{listen}` or `{input: true}`, one of the four. */
 const valueRef = {
   type: 'object',
   minProperties: 1,
   maxProperties: 1,
   additionalProperties: false,
-  properties: { step: at, task: at, input: { const: true } },
+  properties: { step: at, task: at, listen: at, input: { const: true } },
 } as const;
 
 /** An event whose value `field` is written in full or referred to (`<field>From`): exactly one of the two. */

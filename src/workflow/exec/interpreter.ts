@@ -275,7 +275,7 @@ export class Interpreter implements Interpreting {
   }
 
   /** Notes where an object value was recorded first (a later place does not replace it). */
-  private noteOrigin(value: JsonValue, from: ValueRef): void {
+  noteOrigin(value: JsonValue, from: ValueRef): void {
     if (typeof value === 'object' && value !== null && !this.origins.has(value)) this.origins.set(value, from);
   }
 

@@ -296,10 +296,3 @@ export function decideListenEvent(record: WorkflowRecord, at: string, event: Clo
     causation: { command: 'listen-event' },
   };
 }
-
-/** An event as the listen reads it (`read`): binary data (`data_base64`) is read as its base64 text, as an HTTP call's `raw` output is. */
-export function readEvent(event: JsonValue, read: ListenRecord['read']): JsonValue {
-  if (read === 'envelope') return event;
-  if (!isObject(event)) return null;
-  return event.data ?? event.data_base64 ?? null;
-}

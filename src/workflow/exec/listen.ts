@@ -16,8 +16,8 @@ import { WorkflowRaise, raise } from './dsl-errors.js';
 import { hasExpression } from './expressions.js';
 import { Halted } from './journal.js';
 import { iterationFrame } from './keys.js';
-import { expectsOf, listenSatisfied, listenTimedOut, readEvent, untilKey, withExpects } from './listen-match.js';
-import type { ListenRecord, WorkflowRecord } from './record.js';
+import { expectsOf, listenSatisfied, listenTimedOut, untilKey, withExpects } from './listen-match.js';
+import { listenOutput, readEvent, type ListenRecord, type WorkflowRecord } from './record.js';
 import type { Interpreting as Interpreter, TaskRun } from './run.js';
 
 const reads = new Set(['data', 'envelope', 'raw']);
@@ -53,8 +53,22 @@ export async function runListen(interpreter: Interpreter, run: TaskRun): Promise
     const listen = record.listens[at] as ListenRecord;
     const took = listen.events[count - 1];
     if (foreach && took?.group === 'to') outputs.push(await iterate(interpreter, run, foreach, readEvent(took.event, listen.read), outputs.length));
-    if (await ends(interpreter, run, listen, count)) return foreach ? outputs : outputOf(interpreter.record.listens[at] as ListenRecord, count);
+    if (await ends(interpreter, run, listen, count)) return foreach ? outputs : outputOf(interpreter, at, count);
   }
+}
+
+/**
+ * The events of `to` the listen took, as read: its output. Each is in the log already (its own
+ * listen-event-received, within one transition); together they may be more than one transition
+ * holds, so the output is noted as the listen's (`{listen}`), and its completion names them
+ * instead of writing them again: the senders were answered that the instance took their events,
+ * and it uses them. The listen took nothing after the event that ended it (listen-match.ts).
+ */
+function outputOf(interpreter: Interpreter, at: string, count: number): JsonValue[] {
+  const listen = interpreter.record.listens[at] as ListenRecord;
+  const output = listenOutput(listen, count);
+  if (count === listen.events.length) interpreter.noteOrigin(output, { listen: at });
+  return output;
 }
 
 /**
@@ -87,14 +101,7 @@ const taken = (record: WorkflowRecord, at: string): number => record.listens[at]
 async function ends(interpreter: Interpreter, run: TaskRun, listen: ListenRecord, count: number): Promise<boolean> {
   const until = isObject(listen.to) ? listen.to.until : undefined;
   if (typeof until !== 'string' || !isObject(listen.to) || !Array.isArray(listen.to.any)) return listenSatisfied(listen, count);
-  const consumed = outputOf(listen, count);
+  const consumed = listenOutput(listen, count);
   const value = await interpreter.evaluate(untilKey(run.at, count - 1), until, consumed, run.frame, { input: run.input }, run.entry.pointer);
   return value !== false && value !== null;
-}
-
-function outputOf(listen: ListenRecord, count: number): JsonValue[] {
-  return listen.events
-    .slice(0, count)
-    .filter((taken) => taken.group === 'to')
-    .map((taken) => readEvent(taken.event, listen.read));
 }

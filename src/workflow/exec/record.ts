@@ -7,7 +7,7 @@
  * misses its guard changes nothing, as for operations (events/guard.ts appliesOnFold).
  */
 import { AssertionFailure } from '../../contract/errors.js';
-import type { JsonValue } from '../../contract/json.js';
+import { isObject, type JsonValue } from '../../contract/json.js';
 import { appliesOnFold } from '../../events/guard.js';
 import type { Stored } from '../../kernel/types.js';
 import type {
@@ -236,6 +236,11 @@ function endTask(draft: Draft, at: string, change: Pick<Partial<TaskRecord>, 'ou
  */
 function referred(record: Mutable<WorkflowRecord>, ref: ValueRef): JsonValue {
   if ('input' in ref) return record.started.input;
+  if ('listen' in ref) {
+    const listen = record.listens[ref.listen];
+    if (listen === undefined) throw new AssertionFailure(`workflow ${record.instanceId}: no listen ${ref.listen}`);
+    return listenOutput(listen);
+  }
   if ('step' in ref) {
     const result = record.steps[ref.step];
     if (result === undefined || !('ok' in result)) throw new AssertionFailure(`workflow ${record.instanceId}: no value recorded by step ${ref.step}`);
@@ -244,6 +249,25 @@ function referred(record: Mutable<WorkflowRecord>, ref: ValueRef): JsonValue {
   const found = record.tasks[ref.task];
   if (found?.state !== 'completed') throw new AssertionFailure(`workflow ${record.instanceId}: no output of a completed task ${ref.task}`);
   return found.output;
+}
+
+/** An event as the listen reads it (`read`): binary data (`data_base64`) is read as its base64 text, as an HTTP call's `raw` output is. */
+export function readEvent(event: JsonValue, read: ListenRecord['read']): JsonValue {
+  if (read === 'envelope') return event;
+  if (!isObject(event)) return null;
+  return event.data ?? event.data_base64 ?? null;
+}
+
+/**
+ * What a listen took for `to` among its first `count` events (all of them by default), in log
+ * order, as it reads them: the output of a listen without `foreach`, which its completion names
+ * (`{listen}`, events.ts ValueRef) rather than writes again.
+ */
+export function listenOutput(listen: ListenRecord, count = listen.events.length): JsonValue[] {
+  return listen.events
+    .slice(0, count)
+    .filter((taken) => taken.group === 'to')
+    .map((taken) => readEvent(taken.event, listen.read));
 }
 
 /** The value an event carries in full (`value`) or by reference (`from`). */

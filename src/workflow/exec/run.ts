@@ -15,7 +15,7 @@ import type { Journal } from './journal.js';
 import type { KeyScope } from './keys.js';
 import type { OpenApiDocuments } from './openapi.js';
 import type { WorkflowRecord } from './record.js';
-import type { WorkflowCancelledBeforeStart, WorkflowParent } from './events.js';
+import type { ValueRef, WorkflowCancelledBeforeStart, WorkflowParent } from './events.js';
 
 export interface InterpreterDeps {
   journal: Journal;
@@ -124,6 +124,12 @@ export interface Interpreting {
   runList(list: JsonValue | undefined, base: string, input: JsonValue, frame: Frame): Promise<{ output: JsonValue; ended: boolean }>;
   /** Counts one task execution against the instance's budget (deps.tasksMax): a runtime error (500) at `pointer` past it. */
   spend(pointer: string): void;
+  /**
+   * Notes where a value the task returns is recorded already (events.ts ValueRef), unless an
+   * earlier place was noted: its completion, and what reads it next, name that place instead of
+   * writing the value again.
+   */
+  noteOrigin(value: JsonValue, from: ValueRef): void;
   /** Runs one execution of a task: `visit` is its revisit in its list (0: the first visit). */
   runTask(entry: TaskEntry, rawInput: JsonValue, frame: Frame, visit?: number): Promise<Outcome>;
 }
