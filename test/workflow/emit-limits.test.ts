@@ -96,6 +96,8 @@ test("an emitted event past the emit stream's max_msg_size faults its emit task 
     assert.equal(record.error?.status, 400);
     assert.equal(record.error?.instance, '/do/0/big');
     assert.match(String(record.error?.detail), /10054|max_msg_size|exceeds/);
+    // The detail is the sink's description, not the error's kind-prefixed message.
+    assert.doesNotMatch(String(record.error?.detail), /^invalid-input: /);
     const published = record.steps['/do/0/big>published'];
     assert.ok(published && 'error' in published, 'the refusal is what the publication recorded');
     assert.equal((await jsm.streams.info('WF_EVENTS')).state.messages, 0);

@@ -128,6 +128,9 @@ test('definite refusals map to distinct DSL errors: a wrong credential is author
     const unset = await runToEnd(missing, document(fixture.bundle.digest), { doc: 'x' }, 'remote-5');
     assert.deepEqual([unset.error?.type, unset.error?.status], ['https://serverlessworkflow.io/spec/1.0.0/errors/authorization', 403]);
     assert.match(unset.error?.detail ?? '', /CONVOKE_WF_TOKEN is not set/);
+    // The title names the kind; the detail is the refusal's own description, not prefixed with the kind again.
+    assert.equal(unset.error?.title, 'Contract call denied');
+    assert.doesNotMatch(unset.error?.detail ?? '', /^denied: /);
     const undeployed = await runToEnd(right, document(`sha256:${'2'.repeat(64)}`), { doc: 'x' }, 'remote-6');
     assert.deepEqual([undeployed.error?.type, undeployed.error?.status], ['https://serverlessworkflow.io/spec/1.0.0/errors/configuration', 422]);
   } finally {

@@ -58,7 +58,7 @@ test('past a principal’s start rate a new instance is refused and counted, a r
     const faulted = await h.executor.wait(starved.instanceId, 5000);
     assert.equal(faulted.status, 'faulted');
     assert.deepEqual([faulted.error?.status, faulted.error?.title, faulted.error?.instance], [503, 'Workflow start rate reached', '/do/0/child']);
-    assert.match(faulted.error?.detail ?? '', /principal "alice" starts at most one workflow instance a second/);
+    assert.match(faulted.error?.detail ?? '', /^principal "alice" starts at most one workflow instance a second/);
     assert.deepEqual(refusals, ['caller start-rate', 'caller start-rate', 'workflow start-rate']);
     // Two tokens: the parent takes one, its child the other; a caller's start after them finds none.
     await clock.advance(2000);

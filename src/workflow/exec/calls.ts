@@ -632,5 +632,5 @@ function adapterFault(error: AdapterError, ref: string): WorkflowError {
     unsupported: [`${base}configuration`, 422],
   };
   const [type, status] = table[error.kind];
-  return { type, status, title: `Contract call ${error.kind}`, detail: error.message.slice(0, 4000), instance: ref };
+  return { type, status, title: `Contract call ${error.kind}`, detail: (error.description ?? error.message).slice(0, 4000), instance: ref };
 }

@@ -136,7 +136,7 @@ async function startAndWait(
     // as the call's answer (catchable: a retry with a backoff waits for one of the principal's instances to end).
     if (error instanceof RunningBoundReached) throw raise('runtime', 503, 'Workflow instances bound reached', ref, error.description ?? error.message);
     // Past the principal's start rate (workflows.startRate): the same, a retry with a backoff waits for a token.
-    if (error instanceof RateLimited) throw raise('runtime', 503, 'Workflow start rate reached', ref, error.message);
+    if (error instanceof RateLimited) throw raise('runtime', 503, 'Workflow start rate reached', ref, error.description ?? error.message);
     throw error;
   });
   if (instanceId !== expectedId) throw raise('runtime', 500, 'Child workflow mismatch', ref, `started ${instanceId}, expected ${expectedId}`);

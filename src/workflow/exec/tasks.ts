@@ -365,8 +365,10 @@ async function publish(sink: CloudEventSink, event: CloudEvent, origin: EmitOrig
     await sink.publish(event, origin);
     return { id: event.id };
   } catch (error) {
-    if (error instanceof AdapterError && error.kind === 'denied') throw raise('authorization', 403, 'Event publication denied', ref, error.message);
-    if (error instanceof AdapterError && error.kind === 'invalid-input') throw raise('validation', 400, 'Invalid event', ref, error.message);
+    if (error instanceof AdapterError && error.kind === 'denied')
+      throw raise('authorization', 403, 'Event publication denied', ref, error.description ?? error.message);
+    if (error instanceof AdapterError && error.kind === 'invalid-input')
+      throw raise('validation', 400, 'Invalid event', ref, error.description ?? error.message);
     throw error;
   }
 }
