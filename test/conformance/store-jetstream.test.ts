@@ -543,7 +543,7 @@ test('jetstream: a message published first under the message id of a write the s
     assert.equal(appended.kind, 'unavailable', JSON.stringify(appended));
   }));
 
-test('jetstream: an operations stream given limits that evict after the store opened refuses further writes as unavailable, naming the limit, until they are taken back', () =>
+test('jetstream: an operations stream given limits that evict, or a smaller max_msg_size, after the store opened refuses further writes as unavailable, naming the limit, until they are taken back', () =>
   withStoreAndClient(async ({ store, nc }) => {
     const jsm = await jetstreamManager(nc);
     const guard = { notBeforeMs: 0, notAfterMs: Number.MAX_SAFE_INTEGER };
@@ -555,6 +555,9 @@ test('jetstream: an operations stream given limits that evict after the store op
     const edits: Array<[Partial<StreamConfig>, RegExp]> = [
       [{ max_age: nanos(3_600_000) }, /max_age 3600000 ms/],
       [{ max_msgs_per_subject: 10 }, /max_msgs_per_subject 10/],
+      // Not evicting, but below what the store told its users at open a transition may be (limits.transitionBytesMax):
+      // a coordinator budgeted for it would see its larger transitions refused.
+      [{ max_msg_size: 4096 }, /max_msg_size 4096/],
     ];
     let revision = created.revision;
     const kept = [revision];

@@ -834,7 +834,8 @@ export class JetStreamEventStore extends ReplayStampedStore {
             ops:
               ops === undefined
                 ? missingOps
-                : (recreated(ops.created, this.opened.ops, recreatedOpsConsequence) ?? changed(historyStreamProblem(ops.config, `${this.prefix}.op.>`))),
+                : (recreated(ops.created, this.opened.ops, recreatedOpsConsequence) ??
+                  changed(historyStreamProblem(ops.config, `${this.prefix}.op.>`) ?? messagesShrunk(ops.config, this.limits.transitionBytesMax))),
             tombs:
               tombs === undefined
                 ? missingTombs
@@ -1185,6 +1186,21 @@ async function ensureStream(
     const info = await jsm.streams.info(name);
     return { directGet: false, created: info.created, messageBytesMax: streamMessageBytesMax(info.config, messageBytesMax) };
   }
+}
+
+/**
+ * A max_msg_size set below what a transition of the size the store reported at open
+ * (`transitionBytesMax`, its limits) takes with its headers, or undefined. Nothing is evicted, but
+ * every user was told (and a coordinator budgeted for) transitions up to that size: the larger
+ * ones would be refused one by one, as a result, a decision or a settlement arrives. The stream is
+ * refused as changed instead, until it is restored.
+ */
+function messagesShrunk(c: StreamConfig, transitionBytesMax: number): string | undefined {
+  const set = c.max_msg_size ?? -1;
+  const needed = transitionBytesMax + headerBytesAllowance;
+  return set > 0 && set < needed
+    ? `has max_msg_size ${set}, below the ${needed} bytes a transition of the store's transitionBytesMax (${transitionBytesMax}, told at open) takes with its headers`
+    : undefined;
 }
 
 /** The largest message a stream takes: its max_msg_size, or `otherwise` (what the server carries) when it sets none (-1 or 0). */
