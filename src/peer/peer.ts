@@ -16,6 +16,7 @@ import { SystemClock, type Clock, type TimerHandle } from '../contract/clock.js'
 import { BoundedMap } from '../contract/bounded-map.js';
 import { MemoryEffectSink, type EffectSink } from './effect-sink.js';
 import { limits } from '../contract/limits.js';
+import type { AdapterError } from '../contract/errors.js';
 
 export interface HandlerContext {
   request: RequestMessage;
@@ -40,6 +41,13 @@ export interface PeerOptions {
   renew?: boolean;
   /** How long a cancelled handler may take to stop before the answer is already-completed or unknown. */
   stopWaitMs?: number;
+  /**
+   * Told of a result the transport refuses for good: `invalid-input`, larger than the broker
+   * carries (NATS: the server's max_payload, named with the result's size). No later attempt
+   * would deliver it, so its request is acknowledged rather than taken again, and the coordinator
+   * sees the attempt's lease run out. Keep results small (a reference to where large data is).
+   */
+  onUndeliverable?: (request: RequestMessage, error: AdapterError) => void;
 }
 
 export interface Peer {
@@ -55,6 +63,8 @@ export interface Peer {
     renewed: number;
     cancels: number;
     refused: Record<RefusalReason, number>;
+    /** Results the transport refused for good (onUndeliverable): their requests acknowledged unanswered. */
+    undeliverable: number;
   };
   /**
    * Stops receiving and aborts running handlers' signals; what they stop on is handed back for
@@ -113,6 +123,7 @@ class PeerRuntime implements Peer {
     renewed: 0,
     cancels: 0,
     refused: { malformed: 0, 'wrong-subject': 0, cancelled: 0 },
+    undeliverable: 0,
   };
   private readonly clock: Clock;
   /**
@@ -224,10 +235,18 @@ class PeerRuntime implements Peer {
       if (outcome === 'handed-back') return inbound.nak();
       result = outcome.result;
     }
-    const receipt = await this.publishResult(interaction, request, result);
+    const published = await this.publishResult(interaction, request, result);
+    if (published.refusal !== undefined) return this.undeliverable(inbound, request, published.refusal);
     // The request is acknowledged only once the result is stored (or sent, on best-effort transports).
-    if (delivered(receipt)) await inbound.ack();
+    if (delivered(published.receipt)) await inbound.ack();
     else await inbound.nak(500);
+  }
+
+  /** A result no attempt delivers (too large for the broker): taking the request again would only meet the same refusal. */
+  private async undeliverable(inbound: InboundMessage, request: RequestMessage, refusal: AdapterError): Promise<void> {
+    this.stats.undeliverable++;
+    await inbound.ack();
+    this.options.onUndeliverable?.(request, refusal);
   }
 
   private async run(
@@ -355,7 +374,9 @@ class PeerRuntime implements Peer {
       result,
     };
     const subject = subjectFor(this.options.namespace, interaction, request.operationId, 'result', this.peerId);
-    return receiptOf(this.options.transport.publish(subject, encodeWire(message), { msgId: `${request.publicationId}.result` }));
+    return this.options.transport
+      .publish(subject, encodeWire(message), { msgId: `${request.publicationId}.result` })
+      .catch((): PublishReceipt => ({ receipt: 'unknown' }));
   }
 
   private async publishCancelResult(interaction: string, cancel: CancelRequest, outcome: CancelOutcome) {

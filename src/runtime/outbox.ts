@@ -11,6 +11,7 @@ import { isCancelling, isClaimed } from '../machines/index.js';
 import { branchList, type BranchRecord, type OperationRecord } from '../projections/record.js';
 import { encodeWire, headers, type CancelRequest, type RequestMessage } from '../events/wire.js';
 import { subjectFor } from '../adapters/transport/subjects.js';
+import type { PublishReceipt } from '../adapters/transport/types.js';
 import type { OpEntry, RuntimeHost } from './host.js';
 
 /** Republishing an uncertain publication waits this long (a transport retry, not an application retry). */
@@ -102,7 +103,10 @@ async function publishRequest(host: RuntimeHost, record: OperationRecord, branch
   const subject = subjectFor(record.subjectNamespace, record.interaction, record.operationId, 'request', branch.peerId);
   const outcome = await host.deps.transport
     .publish(subject, encodeWire(message), { msgId: branch.outbox.publicationId, headers: wireHeaders(branch) })
-    .catch((error: unknown) => ({ receipt: 'unknown' as const, detail: (error as Error).message }));
+    .catch((error: unknown): PublishReceipt => ({ receipt: 'unknown', detail: (error as Error).message }));
+  // Rejected, as any refused publication (its attempt ends, retried within the budget); a request
+  // the broker never carries (larger than its max_payload) is said in the log too, with its size.
+  if (outcome.refusal !== undefined) host.failed('transport', 'dispatch', outcome.refusal, record);
   const receipt: Receipt = { branchId: branch.branchId, attempt: branch.attempt, fence: branch.fence, receipt: outcome.receipt };
   if (outcome.detail !== undefined) receipt.detail = outcome.detail;
   return receipt;

@@ -4,7 +4,7 @@
  * whole cause chain is read, never the message text.
  */
 import { JetStreamApiError } from '@nats-io/jetstream';
-import { errors } from '@nats-io/transport-node';
+import { errors, type MsgHdrs, type NatsConnection } from '@nats-io/transport-node';
 import { AdapterError } from '../../contract/errors.js';
 
 export type NatsFailure =
@@ -14,8 +14,10 @@ export type NatsFailure =
   | { kind: 'no-responders'; detail: string }
   /** A JetStream API error response: the server answered that it did not do it. */
   | { kind: 'api'; code: number; detail: string }
-  /** Refused before anything was sent (closed/draining connection, bad subject, payload too big). */
+  /** Refused before anything was sent (closed/draining connection, bad subject or argument). */
   | { kind: 'not-sent'; detail: string }
+  /** Larger than the server's max_payload: refused before anything was sent, and on every later attempt too. */
+  | { kind: 'too-large'; detail: string }
   /** Anything else, timeouts and disconnects included: nothing is proven either way. */
   | { kind: 'uncertain'; detail: string };
 
@@ -50,6 +52,7 @@ export function classifyNatsError(error: unknown, thrownBeforeSend = false): Nat
     if (e instanceof JetStreamApiError) return { kind: 'api', code: e.code, detail: `${e.code} ${e.message}` };
   }
   const outer = chain[0];
+  if (chain.some((e) => e instanceof PayloadTooLarge)) return { kind: 'too-large', detail };
   // Subject, argument and header validation happens in the client before anything is written.
   if (outer instanceof errors.InvalidSubjectError || outer instanceof errors.InvalidArgumentError) return { kind: 'not-sent', detail };
   if (outer instanceof AdapterError && outer.kind === 'invalid-input') return { kind: 'not-sent', detail };
@@ -66,6 +69,8 @@ export function toAdapterError(error: unknown, doing: string): AdapterError {
   switch (failure.kind) {
     case 'permission':
       return new AdapterError('denied', description, { cause: error });
+    case 'too-large':
+      return new AdapterError('invalid-input', description, { cause: error });
     case 'no-responders':
     case 'not-sent':
     case 'uncertain':
@@ -76,4 +81,42 @@ export function toAdapterError(error: unknown, doing: string): AdapterError {
       return unreachable;
     }
   }
+}
+
+/**
+ * A message the NATS server never takes: larger than the max_payload it announced (payload and
+ * headers together). Permanent for this message, so `invalid-input` — never `unavailable`, which
+ * would have a caller send it again for ever. A message not sent because the connection is closed
+ * is no such refusal.
+ */
+export class PayloadTooLarge extends AdapterError {
+  constructor(
+    readonly bytes: number,
+    readonly maxPayload: number,
+    options?: { cause?: unknown },
+  ) {
+    super('invalid-input', `the message is ${bytes} bytes (payload and headers); the NATS server takes at most ${maxPayload} (max_payload)`, options);
+  }
+}
+
+/** The bytes a message counts against the server's max_payload: its payload and its encoded headers. */
+export function messageBytes(data: Uint8Array, headers?: MsgHdrs): number {
+  return data.length + (headers === undefined ? 0 : (headers as unknown as { encode(): Uint8Array }).encode().length);
+}
+
+/** The refusal for a message of `bytes` past the connection's announced max_payload; undefined when it fits, or before the server said its limit. */
+export function pastMaxPayload(nc: NatsConnection, bytes: number, cause?: unknown): PayloadTooLarge | undefined {
+  const maxPayload = nc.info?.max_payload;
+  if (maxPayload === undefined || bytes <= maxPayload) return undefined;
+  return new PayloadTooLarge(bytes, maxPayload, cause === undefined ? undefined : { cause });
+}
+
+/**
+ * What a publish or request that failed on `bytes` of message threw, told apart: nats.js refuses a
+ * message past max_payload with a generic InvalidArgumentError, so one is a PayloadTooLarge when the
+ * message is past the limit the server announced (which may have shrunk since the caller checked).
+ */
+export function sendFailure(nc: NatsConnection, error: unknown, bytes: number): unknown {
+  if (!causeChain(error).some((e) => e instanceof errors.InvalidArgumentError)) return error;
+  return pastMaxPayload(nc, bytes, error) ?? error;
 }

@@ -14,6 +14,8 @@
  * - a 503 status with no body → NoRespondersError (no stream captured the subject);
  * - the server's publish permission violation for this subject → PermissionViolationError,
  *   matched to the oldest waiting publish on that subject, as nats.js matches its requests;
+ * - a message past the server's max_payload → PayloadTooLarge (invalid-input), before anything is
+ *   written (nats.js names no size: the mux does);
  * - no answer within the timeout, the connection closing while waiting, or the PubAck
  *   subscription being lost → TimeoutError / ClosedConnectionError / ProtocolError: nothing
  *   proven either way.
@@ -21,6 +23,7 @@
 import { JetStreamApiError, type PubAck } from '@nats-io/jetstream';
 import { createInbox, errors, MsgHdrsImpl, type Msg, type MsgHdrs, type NatsConnection, type Subscription } from '@nats-io/transport-node';
 import { setHeader } from './nats-codec.js';
+import { messageBytes, sendFailure } from './nats-errors.js';
 
 export interface PubAckPublishOptions {
   msgID?: string;
@@ -41,6 +44,7 @@ interface Waiting {
 const sweepMs = 50;
 
 const decoder = new TextDecoder();
+const encoder = new TextEncoder();
 
 const byConnection = new WeakMap<NatsConnection, PubAckMux>();
 
@@ -68,8 +72,8 @@ export class PubAckMux {
 
   publish(subject: string, data: Uint8Array | string, options: PubAckPublishOptions): Promise<PubAck> {
     let token: string;
+    const h = options.headers ?? new MsgHdrsImpl();
     try {
-      const h = options.headers ?? new MsgHdrsImpl();
       if (options.msgID !== undefined) setHeader(h, 'Nats-Msg-Id', options.msgID);
       if (options.expect?.streamName !== undefined) setHeader(h, 'Nats-Expected-Stream', options.expect.streamName);
       if (options.expect?.lastSubjectSequence !== undefined) setHeader(h, 'Nats-Expected-Last-Subject-Sequence', String(options.expect.lastSubjectSequence));
@@ -77,8 +81,9 @@ export class PubAckMux {
       token = reply.slice(this.inbox.length);
       this.nc.publish(subject, data, { reply, headers: h });
     } catch (error) {
-      // Thrown before anything was written: a header with CR/LF, closed or draining connection, bad subject, payload too big.
-      return Promise.reject(error as Error);
+      // Thrown before anything was written: a header with CR/LF, closed or draining connection, bad subject, payload too big (PayloadTooLarge).
+      const bytes = messageBytes(typeof data === 'string' ? encoder.encode(data) : data, h);
+      return Promise.reject(sendFailure(this.nc, error, bytes) as Error);
     }
     return new Promise<PubAck>((resolve, reject) => {
       this.waiting.set(token, { subject, deadlineMs: Date.now() + options.timeout, resolve, reject });

@@ -12,7 +12,7 @@
  *   timeout, a lost connection or no stream listening (a restart) is never proof of non-delivery.
  */
 import { jetstream, jetstreamManager, type JetStreamClient, type JetStreamManager, type PubAck } from '@nats-io/jetstream';
-import { connect, errors, type Msg, type NatsConnection } from '@nats-io/transport-node';
+import { connect, errors, type Msg, type MsgHdrs, type NatsConnection } from '@nats-io/transport-node';
 import { AdapterError } from '../../contract/errors.js';
 import { limits } from '../../contract/limits.js';
 import type { DeliveryReceipt } from '../../events/types.js';
@@ -20,7 +20,7 @@ import { headers as wireHeaders } from '../../events/wire.js';
 import { fromNatsHeaders, toNatsHeaders } from './nats-codec.js';
 import { PubAckMux, type PubAckPublishOptions } from './nats-pubacks.js';
 import { ensureConsumer, subscribeDurable, type JetStreamContext } from './nats-consumers.js';
-import { classifyNatsError, toAdapterError, type NatsFailure } from './nats-errors.js';
+import { classifyNatsError, messageBytes, pastMaxPayload, sendFailure, toAdapterError, type NatsFailure } from './nats-errors.js';
 import { loginOptions } from './nats-creds.js';
 import { jetStreamNotAnswering, retryWhileStarting, serverNotListening, type StartupWait } from './nats-startup.js';
 import {
@@ -150,16 +150,20 @@ function receiptFromAck(ack: PubAck, expectedStream: string): PublishReceipt {
  * gone is the durability check's finding (which closes the affected operations), so the
  * publication stays pending reconciliation and is sent again under the same identity.
  */
-function receiptFromFailure(failure: NatsFailure): PublishReceipt {
+function receiptFromFailure(failure: NatsFailure, error: unknown): PublishReceipt {
   const receiptByKind: Record<NatsFailure['kind'], DeliveryReceipt> = {
     permission: 'rejected',
     'no-responders': 'unknown',
     api: 'rejected',
     'not-sent': 'rejected',
+    'too-large': 'rejected',
     uncertain: 'unknown',
   };
   const detail = failure.kind === 'no-responders' ? `no stream answered for the subject (${failure.detail})` : failure.detail;
-  return { receipt: receiptByKind[failure.kind], detail };
+  const receipt: PublishReceipt = { receipt: receiptByKind[failure.kind], detail };
+  // A message past max_payload is never carried: the publisher is told so in a typed refusal, not a string.
+  if (failure.kind === 'too-large') receipt.refusal = toAdapterError(error, 'publishing');
+  return receipt;
 }
 
 /**
@@ -167,8 +171,8 @@ function receiptFromFailure(failure: NatsFailure): PublishReceipt {
  * publisher's PubAck inbox, not an application request, and answering it would forge a storage
  * acknowledgment.
  */
-function inboundFromMsg(msg: Msg, replyable: boolean): InboundMessage {
-  return new CoreInbound(msg, replyable && msg.reply !== undefined && msg.reply !== '' ? msg.reply : undefined);
+function inboundFromMsg(nc: NatsConnection, msg: Msg, replyable: boolean): InboundMessage {
+  return new CoreInbound(nc, msg, replyable && msg.reply !== undefined && msg.reply !== '' ? msg.reply : undefined);
 }
 
 /**
@@ -184,6 +188,7 @@ class CoreInbound implements InboundMessage {
   private decodedHeaders: Record<string, string> | undefined;
 
   constructor(
+    nc: NatsConnection,
     private readonly msg: Msg,
     replyTo: string | undefined,
   ) {
@@ -192,7 +197,14 @@ class CoreInbound implements InboundMessage {
     if (replyTo !== undefined) {
       this.replyTo = replyTo;
       this.respond = async (data: Uint8Array) => {
-        if (!msg.respond(data)) throw new AdapterError('unavailable', `could not reply to ${msg.subject}`);
+        let replied: boolean;
+        try {
+          replied = msg.respond(data);
+        } catch (error) {
+          // A reply past max_payload is refused for good (invalid-input); a closed connection is unavailable.
+          throw toAdapterError(sendFailure(nc, error, data.length), `replying to ${msg.subject}`);
+        }
+        if (!replied) throw new AdapterError('unavailable', `could not reply to ${msg.subject}`);
       };
     }
   }
@@ -293,10 +305,13 @@ export class NatsTransport implements Transport {
 
   async request(subject: string, data: Uint8Array, timeoutMs: number): Promise<Uint8Array> {
     if (this.closed) throw new AdapterError('unavailable', 'transport is closed');
+    // Checked before sending: nats.js would refuse it with a generic argument error, naming no size.
+    const tooLarge = pastMaxPayload(this.nc, data.length);
+    if (tooLarge !== undefined) throw toAdapterError(tooLarge, `request on ${subject}`);
     try {
       return (await this.nc.request(subject, data, { timeout: timeoutMs })).data;
     } catch (error) {
-      throw toAdapterError(error, `request on ${subject}`);
+      throw toAdapterError(sendFailure(this.nc, error, data.length), `request on ${subject}`);
     }
   }
 
@@ -371,13 +386,15 @@ export class NatsTransport implements Transport {
 
   private publishCore(subject: string, data: Uint8Array, options: PublishOptions): PublishReceipt {
     // No deduplication without a stream; the id still travels for diagnostics and reconciliation.
-    const headers = options.msgId === undefined ? options.headers : { ...options.headers, [wireHeaders.msgId]: options.msgId };
+    let headers: MsgHdrs | undefined;
     try {
-      this.nc.publish(subject, data, { headers: toNatsHeaders(headers) });
+      headers = toNatsHeaders(options.msgId === undefined ? options.headers : { ...options.headers, [wireHeaders.msgId]: options.msgId });
+      this.nc.publish(subject, data, { headers });
       return { receipt: 'sent' };
     } catch (error) {
       // nc.publish throws only before writing (closed, draining, bad subject, payload too big).
-      return receiptFromFailure(classifyNatsError(error, true));
+      const failure = sendFailure(this.nc, error, messageBytes(data, headers));
+      return receiptFromFailure(classifyNatsError(failure, true), failure);
     }
   }
 
@@ -391,7 +408,7 @@ export class NatsTransport implements Transport {
     try {
       return receiptFromAck(await this.pubAcks.publish(subject, data, publishOptions), stream);
     } catch (error) {
-      return receiptFromFailure(classifyNatsError(error));
+      return receiptFromFailure(classifyNatsError(error), error);
     }
   }
 
@@ -408,7 +425,10 @@ export class NatsTransport implements Transport {
         .catch(() => {});
     try {
       const replyable = (subject: string) => this.layout?.streamFor(subject) === undefined;
-      const sub = this.nc.subscribe(pattern, { queue, callback: (error, msg) => (error ? undefined : deliver(inboundFromMsg(msg, replyable(msg.subject)))) });
+      const sub = this.nc.subscribe(pattern, {
+        queue,
+        callback: (error, msg) => (error ? undefined : deliver(inboundFromMsg(this.nc, msg, replyable(msg.subject)))),
+      });
       await this.nc.flush();
       if (sub.isClosed()) throw (await sub.closed) ?? new AdapterError('unavailable', `subscription to ${pattern} closed`);
       return { close: () => sub.drain().catch(() => {}) };

@@ -4,6 +4,7 @@
  *
  * Implementations: memory (in-process), nats (core NATS and JetStream).
  */
+import type { AdapterError } from '../../contract/errors.js';
 import type { DeliveryReceipt } from '../../events/types.js';
 
 export interface InboundMessage {
@@ -39,6 +40,11 @@ export interface PublishOptions {
 export interface PublishReceipt {
   receipt: DeliveryReceipt;
   detail?: string;
+  /**
+   * With `rejected`: the message itself is refused, and every later attempt would be too
+   * (invalid-input: larger than the broker carries). Absent when the refusal may not last.
+   */
+  refusal?: AdapterError;
 }
 
 /** A message that reached the broker's delivery limit (spec: exhaustion is observed, not a new branch). */

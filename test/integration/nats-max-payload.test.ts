@@ -1,0 +1,230 @@
+/**
+ * A message larger than the NATS server's max_payload is never sent, now or on any later attempt:
+ * nats.js refuses it before writing. The transport says so as a permanent refusal (invalid-input,
+ * naming the message's size and the server's max_payload), never as `unavailable` (an outage worth
+ * another try), and every caller acts on it: a request or a reply fails for good, a publication is
+ * `rejected` with the refusal, a peer whose result can never be carried is told (onUndeliverable)
+ * instead of taking its request again for ever, and a request the coordinator cannot dispatch is
+ * recorded as rejected with its reason logged. A message not sent because the connection is gone
+ * stays `unavailable`. Real nats-server with a small max_payload.
+ */
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import { jetstreamManager } from '@nats-io/jetstream';
+import { connect, type NatsConnection } from '@nats-io/transport-node';
+import { MemoryEventStore } from '../../src/adapters/store/memory.js';
+import { StaticDirectory } from '../../src/adapters/directory/static.js';
+import { StaticPolicy } from '../../src/adapters/policy/static.js';
+import { SubjectNamespaceVerifier } from '../../src/adapters/verification/subject.js';
+import { NatsTransport } from '../../src/adapters/transport/nats.js';
+import { peerConsumerName } from '../../src/adapters/transport/nats-names.js';
+import { subjectFor } from '../../src/adapters/transport/subjects.js';
+import type { InboundMessage } from '../../src/adapters/transport/types.js';
+import { BundleRegistry, loadBundle } from '../../src/contract/bundle.js';
+import { SystemClock } from '../../src/contract/clock.js';
+import { AdapterError } from '../../src/contract/errors.js';
+import { reviewBundle } from '../../src/deployment/examples.js';
+import { encodeWire, type RequestMessage } from '../../src/events/wire.js';
+import { createNatsPeer } from '../../src/peer/nats-peer.js';
+import { Coordinator } from '../../src/runtime/coordinator.js';
+import type { Logger } from '../../src/runtime/operation-log.js';
+import { eventually } from '../support/nats-deployment-fixture.js';
+import { startNatsServer, type NatsServer } from '../support/nats-server.js';
+
+process.env.PATH = `${process.env.PATH ?? ''}:/usr/sbin`;
+
+const maxPayload = 4096;
+const big = new Uint8Array(6000).fill(0x61);
+const tooLarge = /is 6\d{3} bytes.*at most 4096 \(max_payload\)/;
+
+function assertTooLarge(error: unknown): true {
+  assert.ok(error instanceof AdapterError, String(error));
+  assert.equal(error.kind, 'invalid-input', error.message);
+  assert.match(error.message, tooLarge);
+  return true;
+}
+
+describe('NATS transport: a message past max_payload', { timeout: 60_000 }, () => {
+  let server: NatsServer;
+  let nc: NatsConnection;
+  let transport: NatsTransport;
+  before(async () => {
+    server = await startNatsServer({ maxPayload, jetstream: false });
+    nc = await connect({ servers: server.url });
+    transport = new NatsTransport(nc, { identity: 'test' });
+  });
+  after(async () => {
+    await transport?.close();
+    await nc?.close();
+    await server?.dispose();
+  });
+
+  it('a request past max_payload is invalid-input naming both sizes, not unavailable', async () => {
+    const sub = nc.subscribe('test.echo', { callback: (_e, msg) => void msg.respond(new Uint8Array(0)) });
+    await assert.rejects(transport.request('test.echo', big, 2000), assertTooLarge);
+    sub.unsubscribe();
+  });
+
+  it('a core publish past max_payload is rejected with a typed invalid-input refusal', async () => {
+    const receipt = await transport.publish('test.core', big);
+    assert.equal(receipt.receipt, 'rejected');
+    assert.match(receipt.detail ?? '', tooLarge);
+    assertTooLarge(receipt.refusal);
+  });
+
+  it('a reply past max_payload is refused as invalid-input', async () => {
+    let replying: Promise<unknown> | undefined;
+    const sub = await transport.subscribe('test.reply', (message: InboundMessage) => {
+      replying = message.respond?.(big).then(
+        () => 'replied',
+        (error: unknown) => error,
+      );
+    });
+    await nc.request('test.reply', new Uint8Array(1), { timeout: 300 }).catch(() => undefined);
+    await eventually(() => replying !== undefined, 'the handler replied');
+    assertTooLarge(await replying);
+    await sub.close();
+  });
+
+  it('a request on a connection that is gone stays unavailable', async () => {
+    const gone = await connect({ servers: server.url });
+    const other = new NatsTransport(gone, { identity: 'gone' });
+    await gone.close();
+    await assert.rejects(other.request('test.echo', new Uint8Array(1), 500), (error: unknown) => {
+      assert.ok(error instanceof AdapterError);
+      assert.equal(error.kind, 'unavailable', error.message);
+      return true;
+    });
+  });
+});
+
+describe('peer SDK: a result past max_payload (durable)', { timeout: 60_000 }, () => {
+  const namespace = 'oversize.v1.lab';
+  let server: NatsServer;
+  let nc: NatsConnection;
+  before(async () => {
+    server = await startNatsServer({ maxPayload, jetstream: true });
+    nc = await connect({ servers: server.url });
+  });
+  after(async () => {
+    await nc?.close();
+    await server?.dispose();
+  });
+
+  it('the peer is told its result never fits (invalid-input) and acknowledges the request instead of taking it again for ever', async () => {
+    const transport = new NatsTransport(nc, {
+      identity: 'alfa',
+      durable: { namespace, peers: ['alfa'], ackWaitMs: 2000, duplicateWindowMs: 20_000, maxDeliver: 100 },
+    });
+    await transport.ensureStreams();
+    await transport.provisionPeerConsumers('alfa');
+    const undeliverable: { operationId: string; error: AdapterError }[] = [];
+    let runs = 0;
+    const peer = await createNatsPeer({
+      nc,
+      namespace,
+      peerId: 'alfa',
+      durable: true,
+      renew: false,
+      handlers: { review: () => (runs++, { verdict: 'approve', note: 'x'.repeat(6000) }) },
+      onUndeliverable: (request, error) => undeliverable.push({ operationId: request.operationId, error }),
+    });
+    const operationId = `op${'1'.repeat(64)}`;
+    const request: RequestMessage = {
+      kind: 'request',
+      operationId,
+      contract: { id: 'lab.review', version: '1.0.0', digest: `sha256:${'2'.repeat(64)}` },
+      interaction: 'review',
+      branchId: 'alfa',
+      peerId: 'alfa',
+      attempt: 1,
+      fence: 1,
+      deadlineMs: Date.now() + 60_000,
+      leaseUntilMs: Date.now() + 60_000,
+      renewIntervalMs: 1000,
+      publicationId: '3'.repeat(64),
+      input: { document: 'hello' },
+    };
+    const sent = await transport.publish(subjectFor(namespace, 'review', operationId, 'request', 'alfa'), encodeWire(request), {
+      msgId: request.publicationId,
+    });
+    assert.equal(sent.receipt, 'stored', sent.detail);
+    try {
+      await eventually(() => undeliverable.length > 0, 'the peer told its result is undeliverable');
+      assert.equal(undeliverable[0]?.operationId, operationId);
+      assertTooLarge(undeliverable[0]?.error);
+      // Acknowledged: not delivered again (a nak would bring it back every 500 ms).
+      await new Promise((r) => setTimeout(r, 1500));
+      const jsm = await jetstreamManager(nc);
+      const streams = await jsm.streams.list().next();
+      const requests = streams.find((s) => s.config.subjects?.some((subject) => subject.includes('.request.')))?.config.name;
+      assert.ok(requests, JSON.stringify(streams.map((s) => s.config.subjects)));
+      const consumer = await jsm.consumers.info(requests, peerConsumerName('alfa', 'request'));
+      assert.deepEqual([consumer.num_ack_pending, consumer.num_redelivered], [0, 0], JSON.stringify(consumer));
+      assert.equal(runs, 1);
+      assert.deepEqual([peer.stats.undeliverable, peer.stats.replayed], [1, 0]);
+    } finally {
+      await peer.close();
+    }
+  });
+});
+
+describe('outbox: a request past max_payload', { timeout: 60_000 }, () => {
+  let server: NatsServer;
+  before(async () => {
+    server = await startNatsServer({ maxPayload, jetstream: false });
+  });
+  after(() => server?.dispose());
+
+  it('is recorded as a rejected dispatch (its branch fails, the decision closes) and its reason is logged, not retried for ever', async () => {
+    const clock = new SystemClock();
+    const bundle = loadBundle(reviewBundle({ completion: { mode: 'all-terminal' } }));
+    const bundles = new BundleRegistry();
+    bundles.add(bundle);
+    const namespace = bundle.bundle.subjectNamespace;
+    const nc = await connect({ servers: server.url });
+    const transport = new NatsTransport(nc, { identity: 'coordinator' });
+    const lines: { level: string; fields: Record<string, unknown> }[] = [];
+    const logger: Logger = {
+      debug: (fields) => void lines.push({ level: 'debug', fields: fields as Record<string, unknown> }),
+      info: (fields) => void lines.push({ level: 'info', fields: fields as Record<string, unknown> }),
+      warn: (fields) => void lines.push({ level: 'warn', fields: fields as Record<string, unknown> }),
+      error: (fields) => void lines.push({ level: 'error', fields: fields as Record<string, unknown> }),
+    };
+    const coordinator = new Coordinator({
+      store: new MemoryEventStore({ clock }),
+      transport,
+      directory: new StaticDirectory({ groups: { reviewers: ['alfa', 'bravo'] } }),
+      policy: new StaticPolicy({ rules: [{ effect: 'allow' }], ttlMs: 60_000 }, clock),
+      verifier: new SubjectNamespaceVerifier([{ namespace, exclusivePeerPublishers: true }]),
+      clock,
+      bundles,
+      deployment: { account: 'local', system: 'convoke', domain: 'oversize' },
+      effectFencing: () => false,
+      resultBatchMs: 0,
+      logger,
+    });
+    try {
+      const caller = { principalId: 'svc-a', senderPeerId: null };
+      const { result } = await coordinator.invoke(caller, {
+        contract: bundle.ref,
+        interaction: 'review',
+        invocationKey: 'big-1',
+        input: { document: 'x'.repeat(6000) },
+      });
+      await eventually(async () => (await coordinator.get('svc-a', result.operationId)).decision !== null, 'the decision closed', 15_000);
+      const view = await coordinator.get('svc-a', result.operationId);
+      assert.deepEqual(
+        view.branches.map((b) => b.status),
+        ['failure', 'failure'],
+      );
+      const logged = lines.filter((l) => typeof l.fields.error === 'string' && tooLarge.test(l.fields.error));
+      assert.ok(logged.length > 0, JSON.stringify(lines.map((l) => l.fields)));
+      assert.equal(logged[0]?.fields.operationId, result.operationId);
+    } finally {
+      await coordinator.close();
+      await transport.close();
+      await nc.close();
+    }
+  });
+});
