@@ -84,8 +84,8 @@ export class Coordinator implements RuntimeHost {
   ) {
     this.metrics = deps.metrics ?? new Metrics();
     this.log = new OperationLog(deps.logger ?? silentLogger, () => deps.clock.nowMs());
-    // Never a transition budget past what the store takes (log-budget.ts resolveBudgets).
-    this.budgets = resolveBudgets(deps.budgets, deps.store.limits.transitionBytesMax);
+    // Never a transition or count budget past what the store takes (log-budget.ts resolveBudgets).
+    this.budgets = resolveBudgets(deps.budgets, deps.store.limits);
     this.kernel = new Kernel<OperationRecord, Transition, OpEntry>({
       aggregate: operationAggregate,
       // Read through deps on every call: a deployment's store is the one deps names now.

@@ -2,7 +2,8 @@
  * An operation's log budgets, checked in the commit pipeline before every append, and the
  * deployment's (lower) byte budgets. docs/design.md §10: a store accepts only what it can read back in
  * full — and the coordinator never asks it to: every store reads back at least
- * transitionsPerOperationMax transitions (limits.transitionsStoredMax, asserted at load).
+ * transitionsPerOperationMax transitions (limits.transitionsStoredMax, asserted at load), and a
+ * store configured to hold fewer lowers the budget to its count (resolveBudgets).
  *
  * Transitions are of three kinds:
  * - a *settlement fact* after the decision (cancel dispatched, cancel reply or withdrawal, cancel
@@ -25,6 +26,7 @@ import { limits } from '../contract/limits.js';
 import type { Transition } from '../events/types.js';
 import type { OperationRecord } from '../projections/record.js';
 import { measureTransition } from '../adapters/store/codec.js';
+import type { StoreLimits } from '../adapters/store/types.js';
 
 /** The byte budgets a deployment may lower (never raise) in its config, and the transition budget. */
 export interface Budgets {
@@ -37,7 +39,7 @@ export interface Budgets {
   transitionsPerOperationMax: number;
 }
 
-/** What a deployment's `limits` may set; the transition count is the hard budget. */
+/** What a deployment's `limits` may set; the transition count is the hard budget, lowered only to the store's (resolveBudgets). */
 export type BudgetOverrides = Partial<Pick<Budgets, 'resultBytesMax' | 'transitionBytesMax' | 'recordBytesMax'>>;
 
 /** Smallest byte budgets a deployment may configure: room for an admission and its closing. */
@@ -78,31 +80,65 @@ function hardBudgets(): Budgets {
   };
 }
 
+/** What the store takes (EventStore.limits): the largest transition, and the most transitions one operation's log holds. */
+export type StoreTakes = Pick<StoreLimits, 'transitionBytesMax' | 'transitionsMax'>;
+
+/** What every store takes unless configured lower: the hard maxima. */
+const storeTakesDefault: StoreTakes = { transitionBytesMax: limits.transitionBytesMax, transitionsMax: limits.transitionsStoredMax };
+
 /**
- * The hard budgets lowered by `overrides`, and the transition budget lowered further to what the
- * store takes in one transition (`storeTransitionBytesMax`, its limits.transitionBytesMax:
- * JetStream's follows the server's max_payload and its operations stream's max_msg_size). Invalid
- * overrides are invalid-input.
- *
- * The store's limit lowers transitionBytesMax as a configured one would, and the same rules hold
- * of it: in particular a result of resultBytesMax with its transition overhead must fit, so every
- * result intake lets through is one the store takes. When the store takes less, the coordinator
- * refuses to start (invalid-input naming both numbers) rather than lower the result budget on its
- * own: the result budget is what every peer of every contract is promised, a server setting
- * changed underneath must not shrink it unannounced, and an operator who lowers it in `limits`
- * does so knowingly. Without either, intake let a result through that the store then refused:
- * acknowledged, recorded nowhere, its branch left waiting and a decision it would close left
- * open until the deadline.
+ * The fewest transitions a store must hold per operation for the coordinator to start over it:
+ * an admission and the closing reserve of an operation of limits.branchesMax branches. The
+ * branch count is an operation's (its audience, resolved at admission), so the start checks the
+ * most any admission may have: then every operation's admission fits its ordinary room and its
+ * decision and settlement fit their reserve, whatever its audience.
  */
-export function resolveBudgets(overrides: BudgetOverrides = {}, storeTransitionBytesMax = limits.transitionBytesMax): Budgets {
+export const budgetTransitionsMin = 1 + limits.closingTransitionsPerBranch * limits.branchesMax + limits.closingTransitionsBase;
+
+/**
+ * The hard budgets lowered by `overrides`, and lowered further to what the store takes (`store`,
+ * its limits): the transition budget to its limits.transitionBytesMax (JetStream's follows the
+ * server's max_payload and its operations stream's max_msg_size), the transition count to its
+ * limits.transitionsMax. Invalid overrides are invalid-input.
+ *
+ * The store's byte limit lowers transitionBytesMax as a configured one would, and the same rules
+ * hold of it: in particular a result of resultBytesMax with its transition overhead must fit, so
+ * every result intake lets through is one the store takes. When the store takes less, the
+ * coordinator refuses to start (invalid-input naming both numbers) rather than lower the result
+ * budget on its own: the result budget is what every peer of every contract is promised, a server
+ * setting changed underneath must not shrink it unannounced, and an operator who lowers it in
+ * `limits` does so knowingly. Without either, intake let a result through that the store then
+ * refused: acknowledged, recorded nowhere, its branch left waiting and a decision it would close
+ * left open until the deadline.
+ *
+ * The store's count lowers transitionsPerOperationMax, and the closing reserve is kept inside the
+ * lowered budget (logLimits): ordinary transitions stop short of the store's count by it, so the
+ * decision, the cancellation facts and the settlement always have room at the store. A store
+ * holding fewer than budgetTransitionsMin makes the coordinator refuse to start (invalid-input
+ * naming both numbers). Without this, ordinary traffic filled a log to the store's count while
+ * the coordinator still saw room: the store then refused the results that would decide, the
+ * deadline's transition and the settlement, and the operation stayed undecided for ever.
+ */
+export function resolveBudgets(overrides: BudgetOverrides = {}, store: StoreTakes = storeTakesDefault): Budgets {
   const problems = budgetProblems(overrides);
   if (problems.length > 0) throw new AdapterError('invalid-input', problems.join('; '));
   const budgets = { ...hardBudgets(), ...overrides };
   assert(budgets.transitionsPerOperationMax <= limits.transitionsStoredMax, 'every store reads back the transition budget');
-  if (storeTransitionBytesMax >= budgets.transitionBytesMax) return budgets;
-  const problem = storeLimitProblem(budgets.resultBytesMax, storeTransitionBytesMax);
+  const countProblem = storeCountProblem(store.transitionsMax);
+  if (countProblem !== undefined) throw new AdapterError('invalid-input', countProblem);
+  const transitionsPerOperationMax = Math.min(budgets.transitionsPerOperationMax, store.transitionsMax);
+  if (store.transitionBytesMax >= budgets.transitionBytesMax) return { ...budgets, transitionsPerOperationMax };
+  const problem = storeLimitProblem(budgets.resultBytesMax, store.transitionBytesMax);
   if (problem !== undefined) throw new AdapterError('invalid-input', problem);
-  return { ...budgets, transitionBytesMax: storeTransitionBytesMax };
+  return { ...budgets, transitionBytesMax: store.transitionBytesMax, transitionsPerOperationMax };
+}
+
+/** Why a store holding at most `storeTransitionsMax` transitions per operation is too small for any operation to close in, or undefined. */
+function storeCountProblem(storeTransitionsMax: number): string | undefined {
+  if (storeTransitionsMax >= budgetTransitionsMin) return undefined;
+  const taken = `the store holds at most ${storeTransitionsMax} transitions per operation (its limits.transitionsMax)`;
+  const reserve = `${limits.closingTransitionsPerBranch} per branch for limits.branchesMax (${limits.branchesMax}) branches plus ${limits.closingTransitionsBase}`;
+  return `${taken}; an admission and the closing reserve of the largest operation (${reserve}) need ${budgetTransitionsMin}: let the store hold at least ${budgetTransitionsMin}`;
 }
 
 /** Why a store taking transitions of at most `storeBytesMax` cannot hold a result of `resultBytesMax` with its overhead, or undefined. */

@@ -396,14 +396,15 @@ test('a result in budget is never refused by the store for its size: over a stor
   );
 });
 
-test('a claim whose transition the store refuses as invalid (its log full at the store) is counted as claim-oversized and acknowledged', async () => {
+test('a claim in budget is never refused by the store for its log full: over a store holding fewer transitions than an admission and its closing reserve, the coordinator refuses to start', async () => {
+  // Before, the coordinator started over such a store and its claims, results and closing transitions
+  // were refused by the store once the log held its count (test/unit/store-transition-count.test.ts).
   const clock = new VirtualClock();
   const store = new MemoryEventStore({ clock, limits: { transitionsMax: 2 } });
-  const { s, op } = await opened({ embedded: { clock, store } });
-  assert.equal((await transitionsOf(s, op)).length, 2, 'admission and its dispatch fill the store');
-  assert.deepEqual(await deliver(s, 'claim', op, 'alfa', claim(op, 'alfa', 'release')), ['ack']);
-  assert.equal(await counted(s, 'claim-oversized'), 1);
-  assert.equal(await counted(s, 'oversized'), 0);
+  await assert.rejects(
+    opened({ embedded: { clock, store } }),
+    (error: unknown) => isAdapterError(error) && error.kind === 'invalid-input' && error.message.includes('at most 2 transitions'),
+  );
 });
 
 // ── deciding: rejection reasons of each kind, settled records ─────────────
