@@ -597,6 +597,21 @@ export function decideOversizedResult(record: OperationRecord, command: PeerComm
   return { kind: 'reject', reason: 'oversized', detail, transition: rejectionTransition(record, command, 'oversized', detail) };
 }
 
+/**
+ * A result whose transition the store refused as invalid (a JetStream server's max_payload lowered
+ * under a running store, an EventStoreDB append size below the store's limit): rejected with the
+ * store's description and recorded like any rejection (within rejectionsRecordedMax), so the
+ * operation's record says what became of it; nothing of it is stored.
+ */
+export function decideStoreRefusedResult(
+  record: OperationRecord,
+  command: PeerCommand<Identity>,
+  storeDescription: string,
+): Extract<ResultDecision, { kind: 'reject' }> {
+  const detail = `its transition cannot be stored: ${storeDescription}`;
+  return { kind: 'reject', reason: 'store-refused', detail, transition: rejectionTransition(record, command, 'store-refused', detail) };
+}
+
 export type ClaimDecision =
   | { kind: 'renewed' | 'released' | 'revoked'; transition: Transition }
   | { kind: 'unchanged' }

@@ -35,6 +35,9 @@ export const rejectionReasons = [
   'cancel-timeout',
   // The result is over the deployment's result byte budget: nothing of it is stored.
   'oversized',
+  // The store refused the transition that would have taken the result (its detail is the store's
+  // description), for a reason no budget of the coordinator's foresaw: nothing of it is stored.
+  'store-refused',
 ] as const;
 
 const attemptFence = { branchId: token, attempt: positive, fence: positive } as const;

@@ -5,6 +5,7 @@
  * so a quorum's early votes ride with the vote that closes it.
  */
 import type { Clock } from '../contract/clock.js';
+import { AssertionFailure } from '../contract/errors.js';
 import { limits } from '../contract/limits.js';
 import type { Transition } from '../events/types.js';
 import { decideTogether, resultGuardEndMs } from '../domain/decide.js';
@@ -165,12 +166,12 @@ export class GroupCommit {
     const probe = rest || !mayHold ? undefined : this.probe(entry, ready);
     if (probe === 'held') return;
     try {
-      await this.commitTogether(
+      const errors = await this.commitTogether(
         entry,
         ready.map((r) => r.decide),
         probe,
       );
-      for (const r of ready) r.arrival.done();
+      ready.forEach((r, i) => r.arrival.done(errors[i]));
     } catch (error) {
       for (const r of ready) r.arrival.done(error ?? new Error('commit failed'));
     }
@@ -179,11 +180,12 @@ export class GroupCommit {
   /**
    * One transition for several commands (decideTogether), with the kernel's CAS retry. When the
    * store answers that the shared guard did not hold or the transition is too large, each command
-   * is committed on its own instead, with its own guard and late handling.
+   * is committed on its own instead, with its own guard and late handling (commitEach). Answers
+   * each command's own failure, by position (none when the batch was committed).
    */
-  private async commitTogether(entry: OpEntry, deciders: Decider[], probe?: Probe): Promise<void> {
+  private async commitTogether(entry: OpEntry, deciders: Decider[], probe?: Probe): Promise<unknown[]> {
     const [only] = deciders;
-    if (deciders.length === 1 && only !== undefined && probe === undefined) return this.kernel.commit(entry, only);
+    if (deciders.length === 1 && only !== undefined && probe === undefined) return this.kernel.commit(entry, only).then(() => []);
     for (let tries = 0; tries < limits.conflictRetriesMax; tries++) {
       // A probe of this very record at this very instant is what deciding again would answer.
       const transition =
@@ -194,10 +196,10 @@ export class GroupCommit {
               deciders.map((decide) => (record) => decide(record, false)),
               this.clock.nowMs(),
             );
-      if (transition === undefined) return;
+      if (transition === undefined) return [];
       if (transition === 'disjoint') break;
       const outcome = await this.kernel.append(entry, transition);
-      if (outcome.kind === 'ok') return;
+      if (outcome.kind === 'ok') return [];
       if (outcome.kind === 'conflict') continue;
       if (outcome.kind === 'expired') {
         // Guard-on-fold stores still stored a void transition: the revision moved.
@@ -207,6 +209,26 @@ export class GroupCommit {
       if (outcome.kind === 'invalid-input') break;
       throw storeError(outcome, transition.causation.command);
     }
-    for (const decide of deciders) await this.kernel.commit(entry, decide);
+    return this.commitEach(entry, deciders);
+  }
+
+  /**
+   * Each command on its own, each answered for itself: one the store refuses (or the log has no
+   * room for) costs the commands after it nothing. Before, the first failure ended the loop and
+   * every command of the batch was answered with it: results the store would have taken were
+   * acknowledged as refused and recorded nowhere.
+   */
+  private async commitEach(entry: OpEntry, deciders: Decider[]): Promise<unknown[]> {
+    const errors: unknown[] = [];
+    for (const decide of deciders) {
+      try {
+        await this.kernel.commit(entry, decide);
+        errors.push(undefined);
+      } catch (error) {
+        if (error instanceof AssertionFailure) throw error;
+        errors.push(error ?? new Error('commit failed'));
+      }
+    }
+    return errors;
   }
 }

@@ -10,13 +10,22 @@
  * acceptance).
  */
 import { AuthorizationExpired, PolicyFailure, refusalError } from '../contract/authorization.js';
-import { isAdapterError } from '../contract/errors.js';
+import { AssertionFailure, isAdapterError } from '../contract/errors.js';
 import { parseStrictBytes } from '../contract/ijson.js';
 import { limits } from '../contract/limits.js';
 import type { Transition } from '../events/types.js';
 import { checkCancelResult, checkClaimMessage, checkResultMessage } from '../events/wire-schemas.js';
 import type { CancelResult, ClaimMessage, ResultMessage } from '../events/wire.js';
-import { decideCancelResult, decideClaim, decideOversizedResult, decideResult, openEndedMs, type PeerCommand, type ResultCommand } from '../domain/decide.js';
+import {
+  decideCancelResult,
+  decideClaim,
+  decideOversizedResult,
+  decideResult,
+  decideStoreRefusedResult,
+  openEndedMs,
+  type PeerCommand,
+  type ResultCommand,
+} from '../domain/decide.js';
 import { isSettled } from '../machines/index.js';
 import { findBranch, type OperationRecord } from '../projections/record.js';
 import { parseSubject, subjectFor, type ParsedSubject } from '../adapters/transport/subjects.js';
@@ -91,10 +100,11 @@ export async function onPeerMessage(host: RuntimeHost, namespace: string, intera
       batchable: kind === 'result' && !oversized,
     });
   } catch (error) {
-    // A command the log has no room for, or a transition over its byte budget, is refused the
-    // same way on every redelivery: counted and acknowledged, never redelivered forever.
+    // A command the log has no room for is refused the same way on every redelivery: counted and
+    // acknowledged, never redelivered forever.
     if (error instanceof LogBudgetExhausted) return drop(host, inbound, kind === 'result' ? 'log-budget' : `${kind}-log-budget`, known);
-    if (isAdapterError(error) && error.kind === 'invalid-input') return drop(host, inbound, kind === 'result' ? 'oversized' : `${kind}-oversized`, known);
+    // A transition the store refused as invalid: answered as refused, never as uncertain.
+    if (isAdapterError(error) && error.kind === 'invalid-input') return refusedByStore(host, entry, inbound, parsed, message, known, error.message);
     if (error instanceof AuthorizationExpired) return handBack(host, inbound, known);
     // Tombstoned since this process loaded it (retention expired a settled operation it still held): gone, as
     // when the load meets the tombstone; a message about it will not change by waiting.
@@ -309,6 +319,51 @@ function lateInstant(record: OperationRecord, kind: Kind, branchId: string, auth
     if (branch) limitsMs.push(branch.leaseUntilMs);
   } else limitsMs.push(kind === 'cancel-result' ? record.decision.cancelDeadlineMs : record.decision.graceEndMs);
   return Math.min(...limitsMs);
+}
+
+/**
+ * A message whose transition the store refused as invalid (or that is over the transition budget
+ * the store's limit sets): the budgets make this rare — a JetStream server's max_payload lowered
+ * under a running store, an EventStoreDB append size below the store's limit — but it must not
+ * pass unseen. It is counted and logged as `store-refused` (`<kind>-store-refused` for claims and
+ * cancel results) with the store's description, and a result's refusal is recorded as a
+ * `result-rejected` of that reason (within rejectionsRecordedMax), as an oversized result's is:
+ * the operation's record says what became of it. Then it is acknowledged: the store would refuse
+ * it again. When the rejection cannot be recorded because the store is uncertain, the message is
+ * handed back for redelivery; when the store or the log budget refuses the rejection too, it stays
+ * counted and logged only. Before, any such refusal was counted as `oversized` and recorded
+ * nowhere: the peer's result disappeared and its branch waited for the deadline.
+ */
+async function refusedByStore(
+  host: RuntimeHost,
+  entry: OpEntry,
+  inbound: InboundMessage,
+  parsed: ParsedSubject,
+  message: Message,
+  about: RejectionContext & { kind: Kind },
+  description: string,
+): Promise<void> {
+  host.rejected(about.kind === 'result' ? 'store-refused' : `${about.kind}-store-refused`, { ...about, detail: description });
+  if (about.kind !== 'result') return inbound.ack();
+  const command = {
+    subject: inbound.subject,
+    subjectPeerId: parsed.peerId,
+    publisherProblem: undefined,
+    authorizationProblem: undefined,
+    authorizedUntilMs: openEndedMs,
+    message,
+    nowMs: host.deps.clock.nowMs(),
+  };
+  try {
+    await host.submit(entry, () => Promise.resolve((current) => decideStoreRefusedResult(current, command, description).transition), rejectionWeightBytes);
+  } catch (error) {
+    if (error instanceof AssertionFailure) throw error;
+    if (!(error instanceof LogBudgetExhausted) && !(isAdapterError(error) && error.kind === 'invalid-input')) {
+      host.failed('store', 'record-store-refused', error, entry.record);
+      return inbound.nak(250);
+    }
+  }
+  return inbound.ack();
 }
 
 function drop(host: RuntimeHost, inbound: InboundMessage, reason: string, about: RejectionContext): Promise<void> {

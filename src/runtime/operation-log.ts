@@ -29,6 +29,8 @@ export interface RejectionContext {
   /** The peer its subject names: who claims to have sent it. */
   peerId?: string;
   record?: OperationRecord;
+  /** What refused it, where the reason alone does not say (the store's description of a refusal). */
+  detail?: string;
 }
 
 /** The fields every line about one operation carries. */
@@ -106,6 +108,7 @@ export class OperationLog {
       ...(context.kind === undefined ? {} : { messageKind: context.kind }),
       ...(context.peerId === undefined ? {} : { peer: context.peerId }),
       ...about,
+      ...(context.detail === undefined ? {} : { detail: context.detail }),
       ...(suppressed > 0 ? { suppressedBefore: suppressed } : {}),
     };
     if (routineRejections.has(reason)) this.logger.info(fields, 'peer message rejected');

@@ -407,6 +407,87 @@ test('a claim in budget is never refused by the store for its log full: over a s
   );
 });
 
+/**
+ * The store refusing, as a JetStream server whose max_payload was lowered under a running store
+ * does, every transition that takes a result (or ends a claim) of `peer`: a refusal no budget of
+ * the coordinator's could foresee.
+ */
+function refusing(store: EventStore, peer: string): EventStore {
+  const refused = (t: Transition) => t.events.some((e) => (e.type === 'result-accepted' || e.type === 'claim-ended') && e.branchId === peer);
+  return storeWith(store, {
+    append: (operationId, revision, transition, after) =>
+      refused(transition)
+        ? Promise.resolve({ kind: 'invalid-input', description: 'jetstream: message size exceeds maximum allowed' })
+        : store.append(operationId, revision, transition, after),
+  });
+}
+
+test("a result whose transition the store refuses for a reason of its own is a recorded rejection (store-refused, with the store's description), counted and logged as such, and acknowledged", async () => {
+  const { logger, lines } = capturingLogger();
+  const { s, op } = await opened({ embedded: { logger } });
+  s.coordinator.deps.store = refusing(s.coordinator.deps.store, 'alfa');
+  assert.deepEqual(await deliver(s, 'result', op, 'alfa', result(op, 'alfa')), ['ack']);
+  assert.equal(await counted(s, 'store-refused'), 1);
+  assert.equal(await counted(s, 'oversized'), 0, 'it is not over the result budget');
+  const [rejected] = of(await s.events(op), 'result-rejected');
+  assert.deepEqual([rejected?.reason, rejected?.branchId, rejected?.peerId, rejected?.attempt], ['store-refused', 'alfa', 'alfa', 1]);
+  assert.match(rejected?.detail ?? '', /message size exceeds maximum allowed/);
+  assert.equal((await s.coordinator.record(op))?.lastRejection?.reason, 'store-refused');
+  const line = lines.find((l) => l.event === 'message-rejected' && l.reason === 'store-refused');
+  assert.equal(line?.peer, 'alfa');
+  assert.match(String(line?.detail), /message size exceeds maximum allowed/);
+  await s.assertReplayEquals(op);
+});
+
+test('a refused result whose rejection the store cannot record now is handed back for redelivery, counted as a store error: uncertainty is never taken for a refusal', async () => {
+  const { s, op } = await opened();
+  const store = s.coordinator.deps.store;
+  const refusingResults = refusing(store, 'alfa');
+  s.coordinator.deps.store = storeWith(refusingResults, {
+    append: (operationId, revision, transition, after) =>
+      transition.events.some((e) => e.type === 'result-rejected')
+        ? Promise.resolve({ kind: 'unavailable', description: 'disk gone' })
+        : refusingResults.append(operationId, revision, transition, after),
+  });
+  assert.deepEqual(await deliver(s, 'result', op, 'alfa', result(op, 'alfa')), ['nak']);
+  assert.equal(await storeErrorsAt(s, 'record-store-refused'), 1);
+  assert.equal(of(await s.events(op), 'result-rejected').length, 0);
+  // The redelivery, once the store answers, is recorded as refused.
+  s.coordinator.deps.store = refusingResults;
+  assert.deepEqual(await deliver(s, 'result', op, 'alfa', result(op, 'alfa')), ['ack']);
+  assert.deepEqual(
+    of(await s.events(op), 'result-rejected').map((e) => e.reason),
+    ['store-refused'],
+  );
+});
+
+test('results committed together whose transition the store refuses are each answered for themselves: one refused result costs the others nothing', async () => {
+  const { s, op } = await opened();
+  s.coordinator.deps.store = refusing(s.coordinator.deps.store, 'alfa');
+  const answered = await Promise.all(['alfa', 'bravo', 'charlie'].map((peer) => deliver(s, 'result', op, peer, result(op, peer))));
+  assert.deepEqual(answered, [['ack'], ['ack'], ['ack']]);
+  const events = await s.events(op);
+  assert.deepEqual(
+    of(events, 'result-accepted').map((e) => e.branchId),
+    ['bravo', 'charlie'],
+  );
+  assert.deepEqual(
+    of(events, 'result-rejected').map((e) => [e.reason, e.branchId]),
+    [['store-refused', 'alfa']],
+  );
+  assert.equal(await counted(s, 'store-refused'), 1);
+  await s.assertReplayEquals(op);
+});
+
+test('a claim whose transition the store refuses for a reason of its own is counted and logged as claim-store-refused and acknowledged', async () => {
+  const { s, op } = await opened({ review: { completion: { mode: 'quorum', count: 2 } } });
+  s.coordinator.deps.store = refusing(s.coordinator.deps.store, 'alfa');
+  assert.deepEqual(await deliver(s, 'claim', op, 'alfa', claim(op, 'alfa', 'release')), ['ack']);
+  assert.equal(await counted(s, 'claim-store-refused'), 1);
+  assert.equal(await counted(s, 'claim-oversized'), 0);
+  assert.equal(of(await s.events(op), 'claim-ended').length, 0);
+});
+
 // ── deciding: rejection reasons of each kind, settled records ─────────────
 
 test('claim and cancel-result rejections are counted with their kind: claim-<reason>, cancel-<reason>', async () => {
