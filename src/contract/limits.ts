@@ -109,7 +109,9 @@ export const limits = {
    * Transitions one workflow instance may append while it runs: past it each further step is
    * refused as a runtime error (500, "Log budget exhausted") and the instance faults. The rest of
    * what a store reads back (transitionsStoredMax) is kept for what comes after: the fault or
-   * completion, lease renewals and releases, a cancellation, its children's dispositions.
+   * completion, lease renewals and releases, a cancellation, its children's dispositions. A store
+   * holding fewer transitions of a log (its limits.transitionsMax) than twice this lowers it to
+   * half of them (executor.ts runningTransitionsMax).
    */
   workflowTransitionsMax: 4096,
   /**

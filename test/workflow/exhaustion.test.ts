@@ -56,6 +56,40 @@ do:
   }
 });
 
+test('a store holding fewer transitions than the running budget lowers it: the instance faults on its budget, its fault within what the store holds, never refused', async () => {
+  const clock = new SystemClock();
+  // The executor's own budget is the default (limits.workflowTransitionsMax); the store holds only 60.
+  const store = new MemoryEventStore({ clock, limits: { transitionsMax: 60 } });
+  const h = harness({ clock, store });
+  try {
+    const record = await runToEnd(
+      h,
+      yaml(`document: { dsl: '1.0.3', namespace: test, name: spin, version: '1.0.0' }
+do:
+  - spin:
+      try:
+        - boom:
+            raise: { error: { type: 'https://example.com/boom', status: 500 } }
+      catch:
+        retry: { delay: { milliseconds: 0 } }
+`),
+      {},
+      'spin-small-store',
+      20_000,
+    );
+    assert.equal(record.status, 'faulted');
+    assert.equal(record.error?.title, 'Log budget exhausted');
+    // Half of what the store holds runs; the rest is kept for the end and what follows it.
+    assert.match(record.error?.detail ?? '', /at most 30 transitions/);
+    const read = await store.read(record.instanceId);
+    assert.ok(read.kind === 'ok' && read.transitions.length <= 60);
+    assert.deepEqual(h.executor.failures, [], 'no append was refused');
+    await assertReplayEqual(h, record.instanceId);
+  } finally {
+    await h.close();
+  }
+});
+
 test('an exponential backoff without a delay retries for as long as its policy lets it, past 2^1024', async () => {
   const h = harness();
   try {

@@ -311,7 +311,7 @@ export class WorkflowExecutor implements CloudEventIntake {
     this.egress = options.egress ? egressFetch(options.egress) : undefined;
     this.startRate = options.startRate === undefined ? undefined : new AdmissionRate(options.startRate, options.clock, workflowStartWords);
     this.logBudget = {
-      transitionsMax: Math.min(options.transitionsMax ?? limits.workflowTransitionsMax, limits.workflowTransitionsMax),
+      transitionsMax: runningTransitionsMax(options.transitionsMax, options.store.transitionsMax),
       bytesMax: Math.min(options.logBytesMax ?? limits.workflowLogBytesMax, limits.workflowLogBytesMax),
     };
     this.eventMatchesMax = Math.min(options.eventMatchesMax ?? limits.cloudEventMatchesMax, limits.cloudEventMatchesMax);
@@ -1117,6 +1117,23 @@ function tell<T>(listener: ((value: T) => void) | undefined, value: T): void {
   } catch {
     // Told, nothing more.
   }
+}
+
+/**
+ * The transitions an instance may append while it runs: the executor's option (never past
+ * limits.workflowTransitionsMax), and never past half of what the store holds of one log
+ * (`storeTransitionsMax`, EventStore.limits). The other half is kept for what comes after the
+ * budget: the fault or completion, lease renewals and releases, a cancellation, and a disposition
+ * per child bound while it ran (at most one per running transition) — as the default budget keeps
+ * the rest of limits.transitionsStoredMax. Without it a store holding fewer than the budget
+ * refused the instance's fault with its other appends, and the instance stayed running, driven
+ * again every second, for ever.
+ */
+function runningTransitionsMax(configured: number | undefined, storeTransitionsMax: number): number {
+  const most = Math.min(configured ?? limits.workflowTransitionsMax, limits.workflowTransitionsMax, Math.floor(storeTransitionsMax / 2));
+  if (most < 1)
+    throw invalidInput(`the store holds ${storeTransitionsMax} transitions of a log: a workflow instance needs at least 2 (one to run, one to end)`);
+  return most;
 }
 
 /** The interpreter's proposals that end an instance: accepted past its running log budget (executor.ts journal). */

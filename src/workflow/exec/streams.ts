@@ -56,6 +56,12 @@ export interface WorkflowStore extends StreamStore<WorkflowTransition, WorkflowR
    * refused. The interpreter holds a fact for a later transition only when it would fit one alone.
    */
   readonly transitionBytesMax: number;
+  /**
+   * The most transitions one instance's log may hold in the store (EventStore.limits): the
+   * executor runs an instance on at most half of them, keeping the rest for its end and what
+   * follows it (executor.ts runningTransitionsMax).
+   */
+  readonly transitionsMax: number;
 }
 
 export function workflowStreams(store: EventStore): WorkflowStore & { readonly name: string; readonly durable: boolean } {
@@ -67,6 +73,7 @@ export function workflowStreams(store: EventStore): WorkflowStore & { readonly n
     ended: (instanceId) => store.workflowEnded(checked(instanceId)),
     runningOf: (principalId, atMost) => store.workflowIndex.countRunning(principalId, atMost),
     transitionBytesMax: store.limits.transitionBytesMax,
+    transitionsMax: store.limits.transitionsMax,
     name: store.name,
     durable: store.capabilities.durable,
     create: (id, transition, after) => store.create(checked(id), stored(transition), rowAfter(after)),
