@@ -78,7 +78,7 @@ export interface KernelHooks<R, T, S extends Stream<R>> {
   extended?(stream: S, tail: readonly Stored<T>[], after: string): void;
   /** The record moved (a commit, a reload, a load): effects follow here. `loaded` on a first load. */
   moved?(stream: S, loaded: boolean): void;
-  /** Work that failed where nobody awaits it (a reload after a notice), counted by stage. */
+  /** Work that failed where nobody awaits it (a reload after a notice, a due command), counted by stage. */
   failed?(stage: string, error: unknown): void;
   /**
    * A reread log no longer holds revisions this process saw stored (`lost`): the store lost
@@ -430,12 +430,15 @@ export class Kernel<R, T extends GuardedTransition, S extends Stream<R> = Stream
       const decide = await this.hooks.due(stream);
       if (decide) await this.commit(stream, decide);
       this.armDue(stream);
-    }).catch(() => {
+    }).catch((error: unknown) => {
       // The store refused (unavailable, or its clock not yet at the due instant), or what the command
-      // needed could not be had (a policy that could not answer): try again shortly. The retry
+      // needed could not be had (a policy that could not answer): told (`failed`: counted and logged),
+      // and tried again shortly. The retry
       // replaces a timer a commit armed while the work ran, so one timer is armed, never two; none
       // once the instance was pruned or the kernel closed, or when its record asks for none.
-      if (this.closed || stream.pruned || this.aggregate.nextDueMs(stream.record) === undefined) return;
+      if (this.closed || stream.pruned) return;
+      this.hooks.failed?.('due', error);
+      if (this.aggregate.nextDueMs(stream.record) === undefined) return;
       this.armAt(stream, this.clock.nowMs() + dueRetryMs);
     });
   }

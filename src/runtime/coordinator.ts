@@ -105,7 +105,7 @@ export class Coordinator implements RuntimeHost {
         // Queued first: nothing of the operation (its due timers, its outbox) runs before it.
         loaded: (entry, log) => this.checkContinuity(entry, log[0]?.transition.events[0]),
         moved: (entry, loaded) => this.afterCommit(entry, loaded),
-        failed: (stage) => this.failed('store', stage),
+        failed: (stage, error) => this.failed('store', stage, error),
         lostWrites: (entry, lost) => this.closeLostWrites(entry, lost),
       },
     });

@@ -495,7 +495,9 @@ test('kernel: a due command that failed is tried again by the one timer the inst
   let dues = 0;
   let release = () => {};
   const gate = new Promise<void>((resolve) => (release = resolve));
+  const failures: Array<[string, unknown]> = [];
   const kernel = approvalKernel(clock, approvalStore(store), {
+    failed: (stage, error) => void failures.push([stage, error]),
     // The first due command waits (a policy slow to answer), then fails; the next lapses the request.
     due: async () => {
       dues++;
@@ -519,6 +521,11 @@ test('kernel: a due command that failed is tried again by the one timer the inst
     release();
     await flushMicrotasks();
     assert.equal(clock.pendingTimers(), 1, 'the retry replaced the timer armed meanwhile: one timer for the instance');
+    // The failure is told (counted and logged by the kernel's user), not only retried.
+    assert.deepEqual(
+      failures.map(([stage, error]) => [stage, String(error)]),
+      [['due', 'Error: the policy could not answer']],
+    );
     assert.equal(stream.dueAtMs, clock.nowMs() + dueRetryMs, 'dueAtMs is the instant of the timer armed');
     await clock.advance(dueRetryMs - 1);
     assert.equal(dues, 1, 'nothing fires before the retry');

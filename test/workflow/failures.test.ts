@@ -7,7 +7,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { MemoryEventStore } from '../../src/adapters/store/memory.js';
-import { VirtualClock } from '../../src/contract/clock.js';
+import { SystemClock, VirtualClock } from '../../src/contract/clock.js';
 import { limits } from '../../src/contract/limits.js';
 import { failureNotices } from '../../src/cli/workflow-host.js';
 import { AssertionFailure } from '../../src/contract/errors.js';
@@ -142,6 +142,43 @@ do:
     assert.equal(refusals, limits.workflowDefectiveDrivesMax - 1);
   } finally {
     workflowAggregate.check = check;
+    await h.close();
+  }
+});
+
+test("a timer's due commit the store refuses is kept and told as a failure, and tried again until the wait ends", async () => {
+  const store = new MemoryEventStore({ clock: new SystemClock() });
+  const append = store.append.bind(store);
+  let refused = 0;
+  // The first append recording the timer's firing meets an unavailable store.
+  store.append = async (id, expected, transition, after) => {
+    // The store's events are operations' by type; a workflow's travel the same way.
+    if (refused === 0 && transition.events.some((event) => (event.type as string) === 'timer-fired')) {
+      refused++;
+      return { kind: 'unavailable', description: 'the store is restarting' };
+    }
+    return append(id, expected, transition, after);
+  };
+  const told: unknown[] = [];
+  const h = harness({ store, onFailure: (error) => void told.push(error) });
+  try {
+    const record = await runToEnd(
+      h,
+      yaml(`
+document: { dsl: '1.0.3', namespace: t, name: timer-refused, version: '1.0.0' }
+do:
+  - pause: { wait: { milliseconds: 20 } }
+  - after: { set: { done: true } }
+`),
+    );
+    assert.equal(record.status, 'completed');
+    assert.equal(refused, 1, 'the firing met the refusal once');
+    assert.ok(
+      told.some((error) => /the store is restarting/.test(String(error))),
+      `the refusal was told: ${told.map(String).join('; ')}`,
+    );
+    await assertReplayEqual(h, record.instanceId);
+  } finally {
     await h.close();
   }
 });

@@ -331,6 +331,8 @@ export class WorkflowExecutor implements CloudEventIntake {
       finishedCacheMax: options.finishedCacheMax ?? 1000,
       hooks: {
         due: async () => (record) => decideDue(record, options.clock.nowMs()),
+        // A due command (a timer) or a reload after another worker's notice that failed: kept and told, as a drive's failure is; the kernel tries it again.
+        failed: (_stage, error) => this.noteFailure(error),
         // The log's bytes (the running byte budget): measured ahead of each append, counted at its commit, recounted at each read.
         beforeAppend: (instance, transition) => {
           if (instance.appending?.transition !== transition) measure(instance, transition);
