@@ -104,7 +104,8 @@ export async function onPeerMessage(host: RuntimeHost, namespace: string, intera
     // acknowledged, never redelivered forever.
     if (error instanceof LogBudgetExhausted) return drop(host, inbound, kind === 'result' ? 'log-budget' : `${kind}-log-budget`, known);
     // A transition the store refused as invalid: answered as refused, never as uncertain.
-    if (isAdapterError(error) && error.kind === 'invalid-input') return refusedByStore(host, entry, inbound, parsed, message, known, error.message);
+    if (isAdapterError(error) && error.kind === 'invalid-input')
+      return refusedByStore(host, entry, inbound, parsed, message, known, error.description ?? error.message);
     if (error instanceof AuthorizationExpired) return handBack(host, inbound, known);
     // Tombstoned since this process loaded it (retention expired a settled operation it still held): gone, as
     // when the load meets the tombstone; a message about it will not change by waiting.

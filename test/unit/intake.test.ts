@@ -432,6 +432,11 @@ test("a result whose transition the store refuses for a reason of its own is a r
   const [rejected] = of(await s.events(op), 'result-rejected');
   assert.deepEqual([rejected?.reason, rejected?.branchId, rejected?.peerId, rejected?.attempt], ['store-refused', 'alfa', 'alfa', 1]);
   assert.match(rejected?.detail ?? '', /message size exceeds maximum allowed/);
+  assert.match(
+    rejected?.detail ?? '',
+    /^its transition cannot be stored: (?!invalid-input: )/,
+    "the store's description, not its error's kind-prefixed message",
+  );
   assert.equal((await s.coordinator.record(op))?.lastRejection?.reason, 'store-refused');
   const line = lines.find((l) => l.event === 'message-rejected' && l.reason === 'store-refused');
   assert.equal(line?.peer, 'alfa');
