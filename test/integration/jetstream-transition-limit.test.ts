@@ -9,33 +9,20 @@
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { scenario, namespace, type Scenario } from '../support/scenario.js';
+import { deliverToIntake, scenario, type Scenario } from '../support/scenario.js';
 import type { DomainEvent } from '../../src/events/types.js';
-import { encodeWire, type WireMessage } from '../../src/events/wire.js';
-import { subjectFor } from '../../src/adapters/transport/subjects.js';
 import { SystemClock } from '../../src/contract/clock.js';
 import { isAdapterError } from '../../src/contract/errors.js';
 import { limits } from '../../src/contract/limits.js';
 import { JetStreamEventStore } from '../../src/adapters/store/jetstream.js';
-import { onPeerMessage } from '../../src/runtime/intake.js';
 import { sharedStore } from '../support/scenario.js';
 import { startJetStreamServer } from '../support/jetstream-server.js';
 
 const review = { completion: { mode: 'first-success' }, timeoutMs: 60_000, leaseMs: 60_000, renewIntervalMs: 10_000 };
 
-async function deliver(s: Scenario, op: string, peer: string, result: object): Promise<string[]> {
-  const answered: string[] = [];
-  const body = { kind: 'result', operationId: op, branchId: peer, peerId: peer, attempt: 1, fence: 1, result };
-  await onPeerMessage(s.coordinator, namespace, 'review', 'result', {
-    subject: subjectFor(namespace, 'review', op, 'result', peer),
-    data: encodeWire(body as WireMessage),
-    headers: {},
-    redelivered: false,
-    ack: async () => void answered.push('ack'),
-    nak: async () => void answered.push('nak'),
-  });
-  return answered;
-}
+/** One result straight to intake, as the coordinator's subscription hands it over; answers its acknowledgements. */
+const deliver = (s: Scenario, op: string, peer: string, result: object): Promise<string[]> =>
+  deliverToIntake(s, 'result', op, peer, { kind: 'result', operationId: op, branchId: peer, peerId: peer, attempt: 1, fence: 1, result });
 
 test('jetstream under a small max_payload: the coordinator budgets no larger a transition than the store takes, and a result it cannot hold is a recorded rejection, never a silent drop', async () => {
   const server = await startJetStreamServer({ maxPayload: 128 * 1024 });

@@ -12,7 +12,9 @@ import { peerIds, reviewBundle } from '../../src/deployment/examples.js';
 import { fold } from '../../src/projections/record.js';
 import type { Handler } from '../../src/peer/peer.js';
 import { subjectFor } from '../../src/adapters/transport/subjects.js';
-import type { PublishReceipt } from '../../src/adapters/transport/types.js';
+import type { InboundMessage, PublishReceipt } from '../../src/adapters/transport/types.js';
+import { encodeWire, type WireMessage } from '../../src/events/wire.js';
+import { onPeerMessage } from '../../src/runtime/intake.js';
 import type { DomainEvent } from '../../src/events/types.js';
 import type { InvocationResult } from '../../src/projections/views.js';
 
@@ -163,3 +165,31 @@ export function storeWith<T extends object>(target: T, overrides: (real: T) => P
 /** The store as another process opens it: a deployment of its own whose close leaves the store open for the test's. */
 export const sharedStore = <T extends { close(): Promise<void> }>(store: T): T =>
   storeWith(store, () => ({ close: async () => {} }) as Partial<Record<keyof T, unknown>>);
+
+/** What a peer sends the coordinator on an operation's subjects. */
+export type PeerMessageKind = 'result' | 'claim' | 'cancel-result';
+
+/**
+ * One peer message straight to the coordinator's intake, as its subscription hands it over (on
+ * the operation's subject for `kind` and `peer`, or `subject`); answers its acknowledgements.
+ */
+export async function deliverToIntake(
+  s: Scenario,
+  kind: PeerMessageKind,
+  op: string,
+  peer: string,
+  body: object | Uint8Array,
+  subject?: string,
+): Promise<string[]> {
+  const answered: string[] = [];
+  const inbound: InboundMessage = {
+    subject: subject ?? subjectFor(namespace, 'review', op, kind, peer),
+    data: body instanceof Uint8Array ? body : encodeWire(body as WireMessage),
+    headers: {},
+    redelivered: false,
+    ack: async () => void answered.push('ack'),
+    nak: async () => void answered.push('nak'),
+  };
+  await onPeerMessage(s.coordinator, namespace, 'review', kind, inbound);
+  return answered;
+}

@@ -8,7 +8,7 @@
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { scenario, namespace, type Scenario, type ScenarioOptions } from '../support/scenario.js';
+import { deliverToIntake, scenario, namespace, type Scenario, type ScenarioOptions } from '../support/scenario.js';
 import type { DomainEvent, Transition } from '../../src/events/types.js';
 import type { JsonObject } from '../../src/contract/json.js';
 import { encodeWire, type WireMessage } from '../../src/events/wire.js';
@@ -19,11 +19,8 @@ import { isAdapterError } from '../../src/contract/errors.js';
 import { MemoryEventStore } from '../../src/adapters/store/memory.js';
 import type { EventStore } from '../../src/adapters/store/types.js';
 import type { AuthorizationInput } from '../../src/adapters/policy/types.js';
-import type { InboundMessage } from '../../src/adapters/transport/types.js';
 import type { Logger } from '../../src/runtime/operation-log.js';
 import { onPeerMessage } from '../../src/runtime/intake.js';
-
-type Kind = 'result' | 'claim' | 'cancel-result';
 
 const of = <T extends DomainEvent['type']>(events: DomainEvent[], type: T) => events.filter((e): e is Extract<DomainEvent, { type: T }> => e.type === type);
 const counted = async (s: Scenario, reason: string) =>
@@ -63,19 +60,7 @@ const claim = (op: string, peer: string, action: 'renew' | 'release', extra: obj
  * own subject unless `subject` is given. Answers how it was acknowledged (`ack`, `nak`), once
  * intake is done with it.
  */
-async function deliver(s: Scenario, kind: Kind, op: string, peer: string, body: object | Uint8Array, subject?: string): Promise<string[]> {
-  const answered: string[] = [];
-  const inbound: InboundMessage = {
-    subject: subject ?? subjectFor(namespace, 'review', op, kind, peer),
-    data: body instanceof Uint8Array ? body : encodeWire(body as WireMessage),
-    headers: {},
-    redelivered: false,
-    ack: async () => void answered.push('ack'),
-    nak: async () => void answered.push('nak'),
-  };
-  await onPeerMessage(s.coordinator, namespace, 'review', kind, inbound);
-  return answered;
-}
+const deliver = deliverToIntake;
 
 /** A logger that keeps every line's fields. */
 function capturingLogger(): { logger: Logger; lines: Record<string, unknown>[] } {

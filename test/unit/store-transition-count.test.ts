@@ -12,35 +12,21 @@ import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { scenario, namespace, type Scenario } from '../support/scenario.js';
+import { deliverToIntake, scenario, type Scenario } from '../support/scenario.js';
 import type { Transition } from '../../src/events/types.js';
-import { encodeWire, type WireMessage } from '../../src/events/wire.js';
-import { subjectFor } from '../../src/adapters/transport/subjects.js';
 import { VirtualClock } from '../../src/contract/clock.js';
 import { isAdapterError } from '../../src/contract/errors.js';
 import { limits } from '../../src/contract/limits.js';
 import { MemoryEventStore } from '../../src/adapters/store/memory.js';
 import { SqliteEventStore } from '../../src/adapters/store/sqlite.js';
 import type { EventStore } from '../../src/adapters/store/types.js';
-import { onPeerMessage } from '../../src/runtime/intake.js';
 
 /** The fewest transitions a store must hold: an admission and the closing reserve of an operation of limits.branchesMax branches. */
 const leastTransitions = 1 + limits.closingTransitionsPerBranch * limits.branchesMax + limits.closingTransitionsBase;
 
 /** One result straight to intake, as the coordinator's subscription hands it over; answers its acknowledgements. */
-async function deliver(s: Scenario, op: string, peer: string, result: object): Promise<string[]> {
-  const answered: string[] = [];
-  const body = { kind: 'result', operationId: op, branchId: peer, peerId: peer, attempt: 1, fence: 1, result };
-  await onPeerMessage(s.coordinator, namespace, 'review', 'result', {
-    subject: subjectFor(namespace, 'review', op, 'result', peer),
-    data: encodeWire(body as WireMessage),
-    headers: {},
-    redelivered: false,
-    ack: async () => void answered.push('ack'),
-    nak: async () => void answered.push('nak'),
-  });
-  return answered;
-}
+const deliver = (s: Scenario, op: string, peer: string, result: object): Promise<string[]> =>
+  deliverToIntake(s, 'result', op, peer, { kind: 'result', operationId: op, branchId: peer, peerId: peer, attempt: 1, fence: 1, result });
 
 /**
  * Appends, as another writer would, receipts of an attempt the branch does not have (the fold

@@ -8,15 +8,12 @@
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { scenario, namespace, type Scenario } from '../support/scenario.js';
+import { deliverToIntake, scenario, type Scenario } from '../support/scenario.js';
 import type { DomainEvent } from '../../src/events/types.js';
-import { encodeWire, type WireMessage } from '../../src/events/wire.js';
-import { subjectFor } from '../../src/adapters/transport/subjects.js';
 import { VirtualClock } from '../../src/contract/clock.js';
 import { isAdapterError } from '../../src/contract/errors.js';
 import { limits } from '../../src/contract/limits.js';
 import { MemoryEventStore } from '../../src/adapters/store/memory.js';
-import { onPeerMessage } from '../../src/runtime/intake.js';
 
 const of = <T extends DomainEvent['type']>(events: DomainEvent[], type: T) => events.filter((e): e is Extract<DomainEvent, { type: T }> => e.type === type);
 
@@ -29,18 +26,7 @@ function resultOfBytes(op: string, peer: string, bytes: number): object {
 }
 
 /** One result straight to intake, as the coordinator's subscription hands it over; answers its acknowledgements. */
-async function deliver(s: Scenario, op: string, peer: string, body: object): Promise<string[]> {
-  const answered: string[] = [];
-  await onPeerMessage(s.coordinator, namespace, 'review', 'result', {
-    subject: subjectFor(namespace, 'review', op, 'result', peer),
-    data: encodeWire(body as WireMessage),
-    headers: {},
-    redelivered: false,
-    ack: async () => void answered.push('ack'),
-    nak: async () => void answered.push('nak'),
-  });
-  return answered;
-}
+const deliver = (s: Scenario, op: string, peer: string, body: object): Promise<string[]> => deliverToIntake(s, 'result', op, peer, body);
 
 test('a coordinator over a store whose transitions cannot hold a result of the result budget and its overhead refuses to start, naming both numbers', async () => {
   const clock = new VirtualClock();

@@ -24,15 +24,14 @@ import { assertReplayEqual, harness, runToEnd, yaml, type Harness } from './supp
 
 const runtimeError = 'https://serverlessworkflow.io/spec/1.0.0/errors/runtime';
 
-test('a retry loop with no delay and no count faults on its log budget, its fault recorded within what the store accepts', async () => {
+/** A retry loop with no delay and no count, run on a store holding 60 transitions of a log (and `transitionsMax` to the executor, when given). */
+async function spin(key: string, transitionsMax?: number): Promise<{ h: Harness; store: MemoryEventStore; record: WorkflowRecord }> {
   const clock = new SystemClock();
-  // The store accepts 60 transitions; the instance may append 24 while it runs.
   const store = new MemoryEventStore({ clock, limits: { transitionsMax: 60 } });
-  const h = harness({ clock, store, transitionsMax: 24 });
-  try {
-    const record = await runToEnd(
-      h,
-      yaml(`document: { dsl: '1.0.3', namespace: test, name: spin, version: '1.0.0' }
+  const h = harness({ clock, store, transitionsMax });
+  const record = await runToEnd(
+    h,
+    yaml(`document: { dsl: '1.0.3', namespace: test, name: spin, version: '1.0.0' }
 do:
   - spin:
       try:
@@ -41,10 +40,20 @@ do:
       catch:
         retry: { delay: { milliseconds: 0 } }
 `),
-      {},
-      'spin',
-      20_000,
-    );
+    {},
+    key,
+    20_000,
+  ).catch(async (error: unknown) => {
+    await h.close();
+    throw error;
+  });
+  return { h, store, record };
+}
+
+test('a retry loop with no delay and no count faults on its log budget, its fault recorded within what the store accepts', async () => {
+  // The store accepts 60 transitions; the instance may append 24 while it runs.
+  const { h, store, record } = await spin('spin', 24);
+  try {
     assert.equal(record.status, 'faulted');
     assert.equal(record.error?.type, runtimeError);
     assert.equal(record.error?.title, 'Log budget exhausted');
@@ -57,26 +66,9 @@ do:
 });
 
 test('a store holding fewer transitions than the running budget lowers it: the instance faults on its budget, its fault within what the store holds, never refused', async () => {
-  const clock = new SystemClock();
   // The executor's own budget is the default (limits.workflowTransitionsMax); the store holds only 60.
-  const store = new MemoryEventStore({ clock, limits: { transitionsMax: 60 } });
-  const h = harness({ clock, store });
+  const { h, store, record } = await spin('spin-small-store');
   try {
-    const record = await runToEnd(
-      h,
-      yaml(`document: { dsl: '1.0.3', namespace: test, name: spin, version: '1.0.0' }
-do:
-  - spin:
-      try:
-        - boom:
-            raise: { error: { type: 'https://example.com/boom', status: 500 } }
-      catch:
-        retry: { delay: { milliseconds: 0 } }
-`),
-      {},
-      'spin-small-store',
-      20_000,
-    );
     assert.equal(record.status, 'faulted');
     assert.equal(record.error?.title, 'Log budget exhausted');
     // Half of what the store holds runs; the rest is kept for the end and what follows it.
