@@ -7,7 +7,7 @@
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { scenario, answers, namespace, type Scenario } from '../support/scenario.js';
+import { deliverToIntake, scenario, answers, namespace, type Scenario } from '../support/scenario.js';
 import type { DomainEvent } from '../../src/events/types.js';
 import { encodeWire, type ClaimMessage } from '../../src/events/wire.js';
 import { subjectFor } from '../../src/adapters/transport/subjects.js';
@@ -17,9 +17,7 @@ import { AdapterError } from '../../src/contract/errors.js';
 import { decisionAt } from '../../src/contract/authorization.js';
 import type { AuthorizationInput } from '../../src/adapters/policy/types.js';
 import type { EventStore } from '../../src/adapters/store/types.js';
-import type { InboundMessage } from '../../src/adapters/transport/types.js';
 import type { Transition } from '../../src/events/types.js';
-import { onPeerMessage } from '../../src/runtime/intake.js';
 import { parseDeploymentConfig } from '../../src/deployment/config.js';
 import { minimalServeConfig } from '../support/config-fixtures.js';
 
@@ -240,19 +238,7 @@ test('an allow that keeps arriving expired at reassignment never fails the branc
 // ── authorization validity must cover the guarded transition ────────────────
 
 /** A raw delivery of a peer message straight to intake, recording how it is answered (ack or nak). */
-async function deliver(s: Scenario, kind: 'result' | 'claim' | 'cancel-result', op: string, peer: string, body: object): Promise<string[]> {
-  const answered: string[] = [];
-  const inbound: InboundMessage = {
-    subject: subjectFor(namespace, 'review', op, kind, peer),
-    data: encodeWire(body as ClaimMessage),
-    headers: {},
-    redelivered: false,
-    ack: async () => void answered.push('ack'),
-    nak: async () => void answered.push('nak'),
-  };
-  await onPeerMessage(s.coordinator, namespace, 'review', kind, inbound);
-  return answered;
-}
+const deliver = deliverToIntake;
 
 /**
  * The store reaches its serialization point for the first transition `matches` accepts only at
