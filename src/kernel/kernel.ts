@@ -47,6 +47,8 @@ export interface Stream<R> {
   known: Set<string>;
   /** Set once its log was tombstoned (pruned): it left the cache, and its waiters are answered `expired`. */
   pruned?: true;
+  /** Due commands that failed in a row (reset when one succeeds): the 1st, 2nd, 4th, 8th… are told (onDue). */
+  dueFailures?: number;
 }
 
 export function newStream<R>(id: string, record: R, revision: string): Stream<R> {
@@ -429,15 +431,20 @@ export class Kernel<R, T extends GuardedTransition, S extends Stream<R> = Stream
     void this.enqueue(stream, async () => {
       const decide = await this.hooks.due(stream);
       if (decide) await this.commit(stream, decide);
+      stream.dueFailures = undefined;
       this.armDue(stream);
     }).catch((error: unknown) => {
       // The store refused (unavailable, or its clock not yet at the due instant), or what the command
       // needed could not be had (a policy that could not answer): told (`failed`: counted and logged),
-      // and tried again shortly. The retry
+      // and tried again shortly. Only the 1st, 2nd, 4th, 8th… failure in a row is told: a store down
+      // for a minute under thousands of instances past their deadlines, each retried every
+      // dueRetryMs, must not log ten lines a second for each. The retry
       // replaces a timer a commit armed while the work ran, so one timer is armed, never two; none
       // once the instance was pruned or the kernel closed, or when its record asks for none.
       if (this.closed || stream.pruned) return;
-      this.hooks.failed?.('due', error);
+      const failures = (stream.dueFailures ?? 0) + 1;
+      stream.dueFailures = failures;
+      if ((failures & (failures - 1)) === 0) this.hooks.failed?.('due', error);
       if (this.aggregate.nextDueMs(stream.record) === undefined) return;
       this.armAt(stream, this.clock.nowMs() + dueRetryMs);
     });

@@ -541,3 +541,34 @@ test('kernel: a due command that failed is tried again by the one timer the inst
     await store.close();
   }
 });
+
+test('kernel: due commands failing in a row are told at the 1st, 2nd, 4th, 8th… failure, and a success starts the count again', async () => {
+  const clock = new VirtualClock();
+  const store = new MemoryEventStore({ clock });
+  const told: number[] = [];
+  let dues = 0;
+  let failing = 9;
+  const kernel = approvalKernel(clock, approvalStore(store), {
+    failed: (stage) => void (stage === 'due' && told.push(dues)),
+    due: async () => {
+      dues++;
+      if (failing > 0) {
+        failing--;
+        throw new Error('the store is restarting');
+      }
+      return (record) => transitionOf(decideApproval({ kind: 'expire', nowMs: clock.nowMs() }, record));
+    },
+  });
+  try {
+    const stream = await created(kernel, clock, 'due-told', 3, 1000);
+    await clock.advance(1000);
+    for (let i = 0; i < 12; i++) await clock.advance(dueRetryMs);
+    assert.equal(stream.record.state, 'lapsed', 'the tenth try lapsed it');
+    assert.equal(dues, 10);
+    assert.deepEqual(told, [1, 2, 4, 8], 'nine failures in a row, four told');
+    assert.equal(stream.dueFailures, undefined, 'the success reset the count');
+  } finally {
+    await kernel.close();
+    await store.close();
+  }
+});
