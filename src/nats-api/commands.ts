@@ -35,6 +35,7 @@ import type { InvocationRequest, WaitFor } from '../contract/types.js';
 import { describeErrors } from '../contract/validation.js';
 import type { InvocationResult } from '../projections/views.js';
 import type { InboundMessage, Subscription, Transport } from '../adapters/transport/types.js';
+import { PayloadTooLarge } from '../adapters/transport/nats-errors.js';
 import type { Caller, InvocationService } from '../runtime/service.js';
 import { parseListParameters, type ListPage } from '../runtime/operation-list.js';
 import { adapterErrorStatus, internalErrorBody } from '../runtime/errors.js';
@@ -196,6 +197,8 @@ export interface CommandServerOptions {
   replyInbox?: (principalId: string) => string;
   /** Told about 500s (bugs); the caller only learns "internal error". */
   onInternalError?: (error: unknown) => void;
+  /** Told about a reply that could not be sent (the connection lost): its caller learns nothing but its timeout. */
+  onReplyFailure?: (error: unknown, verb: string) => void;
 }
 
 export interface CommandServer {
@@ -279,9 +282,43 @@ async function answer(state: ServerState, verb: CommandVerb | WorkflowCommandVer
     reply = commandErrorReply(error);
     if (reply.status === 500) state.options.onInternalError?.(error);
   }
-  state.replies.inc({ verb, status: String(reply.status) });
   // No reply subject: the sender asked for no answer (a fire-and-forget invoke still admits).
-  await message.respond?.(encoder.encode(JSON.stringify(reply))).catch(() => undefined);
+  const sent = message.respond === undefined ? reply : await sendReply(state, verb, message.respond, reply);
+  state.replies.inc({ verb, status: String(sent.status) });
+}
+
+/**
+ * Sends the reply and answers what was sent. A reply the transport refuses for good as larger than
+ * it carries (NATS: past the server's max_payload) is replaced by a small invalid-input error naming
+ * both sizes: without it the caller would wait out its timeout and take the coordinator for gone,
+ * and asking again would meet the same refusal. Any other failure (the connection lost) leaves the
+ * caller to its timeout, as an unanswered request does, and is reported to onReplyFailure.
+ */
+async function sendReply(state: ServerState, verb: string, respond: (data: Uint8Array) => Promise<void>, reply: AnyReply): Promise<AnyReply> {
+  try {
+    await respond(encoder.encode(JSON.stringify(reply)));
+    return reply;
+  } catch (error) {
+    if (!(error instanceof PayloadTooLarge)) {
+      state.options.onReplyFailure?.(error, verb);
+      return reply;
+    }
+    const refusal = commandErrorReply(replyTooLarge(verb, error));
+    await respond(encoder.encode(JSON.stringify(refusal))).catch((again: unknown) => state.options.onReplyFailure?.(again, verb));
+    return refusal;
+  }
+}
+
+/**
+ * The answer to a command whose reply is too large to carry. The command itself was carried out
+ * (an invoke admitted, a cancel recorded): only its reply is refused, so the description says so
+ * and how to ask for less.
+ */
+function replyTooLarge(verb: string, refused: PayloadTooLarge): AdapterError {
+  return invalidInput(
+    `the ${verb} reply is ${refused.bytes} bytes; the NATS server takes at most ${refused.maxPayload} (max_payload). ` +
+      'The command was carried out; only its reply cannot be carried: ask for less (a smaller list limit) or read it over HTTP',
+  );
 }
 
 /** One workflow command: the same gates as the others (shutdown, principal token, body size), then workflow-commands.ts. */

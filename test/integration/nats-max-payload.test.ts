@@ -27,6 +27,7 @@ import { reviewBundle } from '../../src/deployment/examples.js';
 import { encodeWire, type RequestMessage } from '../../src/events/wire.js';
 import { createNatsPeer } from '../../src/peer/nats-peer.js';
 import { Coordinator } from '../../src/runtime/coordinator.js';
+import { sendCommand, sendListCommand, startCommandServer } from '../../src/nats-api/commands.js';
 import type { Logger } from '../../src/runtime/operation-log.js';
 import { eventually } from '../support/nats-deployment-fixture.js';
 import { startNatsServer, type NatsServer } from '../support/nats-server.js';
@@ -42,6 +43,32 @@ function assertTooLarge(error: unknown): true {
   assert.equal(error.kind, 'invalid-input', error.message);
   assert.match(error.message, tooLarge);
   return true;
+}
+
+/** A coordinator for the review example on `transport` (memory store), its peers never answering. */
+function reviewCoordinator(
+  transport: NatsTransport,
+  logger?: Logger,
+): { coordinator: Coordinator; bundle: ReturnType<typeof loadBundle>; bundles: BundleRegistry } {
+  const clock = new SystemClock();
+  const bundle = loadBundle(reviewBundle({ completion: { mode: 'all-terminal' } }));
+  const bundles = new BundleRegistry();
+  bundles.add(bundle);
+  const namespace = bundle.bundle.subjectNamespace;
+  const coordinator = new Coordinator({
+    store: new MemoryEventStore({ clock }),
+    transport,
+    directory: new StaticDirectory({ groups: { reviewers: ['alfa', 'bravo'] } }),
+    policy: new StaticPolicy({ rules: [{ effect: 'allow' }], ttlMs: 60_000 }, clock),
+    verifier: new SubjectNamespaceVerifier([{ namespace, exclusivePeerPublishers: true }]),
+    clock,
+    bundles,
+    deployment: { account: 'local', system: 'convoke', domain: 'oversize' },
+    effectFencing: () => false,
+    resultBatchMs: 0,
+    ...(logger ? { logger } : {}),
+  });
+  return { coordinator, bundle, bundles };
 }
 
 describe('NATS transport: a message past max_payload', { timeout: 60_000 }, () => {
@@ -177,11 +204,6 @@ describe('outbox: a request past max_payload', { timeout: 60_000 }, () => {
   after(() => server?.dispose());
 
   it('is recorded as a rejected dispatch (its branch fails, the decision closes) and its reason is logged, not retried for ever', async () => {
-    const clock = new SystemClock();
-    const bundle = loadBundle(reviewBundle({ completion: { mode: 'all-terminal' } }));
-    const bundles = new BundleRegistry();
-    bundles.add(bundle);
-    const namespace = bundle.bundle.subjectNamespace;
     const nc = await connect({ servers: server.url });
     const transport = new NatsTransport(nc, { identity: 'coordinator' });
     const lines: { level: string; fields: Record<string, unknown> }[] = [];
@@ -191,19 +213,7 @@ describe('outbox: a request past max_payload', { timeout: 60_000 }, () => {
       warn: (fields) => void lines.push({ level: 'warn', fields: fields as Record<string, unknown> }),
       error: (fields) => void lines.push({ level: 'error', fields: fields as Record<string, unknown> }),
     };
-    const coordinator = new Coordinator({
-      store: new MemoryEventStore({ clock }),
-      transport,
-      directory: new StaticDirectory({ groups: { reviewers: ['alfa', 'bravo'] } }),
-      policy: new StaticPolicy({ rules: [{ effect: 'allow' }], ttlMs: 60_000 }, clock),
-      verifier: new SubjectNamespaceVerifier([{ namespace, exclusivePeerPublishers: true }]),
-      clock,
-      bundles,
-      deployment: { account: 'local', system: 'convoke', domain: 'oversize' },
-      effectFencing: () => false,
-      resultBatchMs: 0,
-      logger,
-    });
+    const { coordinator, bundle } = reviewCoordinator(transport, logger);
     try {
       const caller = { principalId: 'svc-a', senderPeerId: null };
       const { result } = await coordinator.invoke(caller, {
@@ -225,6 +235,85 @@ describe('outbox: a request past max_payload', { timeout: 60_000 }, () => {
       await coordinator.close();
       await transport.close();
       await nc.close();
+    }
+  });
+});
+
+/** A command server on its own connection, a coordinator behind it and a client on another connection. */
+async function commandsOn(server: NatsServer) {
+  const nc = await connect({ servers: server.url });
+  const transport = new NatsTransport(nc, { identity: 'coordinator' });
+  const clientNc = await connect({ servers: server.url });
+  const client = new NatsTransport(clientNc, { identity: 'client' });
+  const { coordinator, bundle, bundles } = reviewCoordinator(transport);
+  const replyFailures: { error: unknown; verb: string }[] = [];
+  const commands = await startCommandServer({
+    transport,
+    coordinator,
+    bundles,
+    waitMsMax: 5000,
+    bodyLimitBytes: 2048,
+    onReplyFailure: (error, verb) => replyFailures.push({ error, verb }),
+  });
+  const invoke = async (invocationKey: string) =>
+    (
+      await coordinator.invoke(
+        { principalId: 'svc-a', senderPeerId: null },
+        { contract: bundle.ref, interaction: 'review', invocationKey, input: { document: invocationKey } },
+      )
+    ).result;
+  const close = async () => {
+    await commands.close();
+    await coordinator.close();
+    await client.close();
+    await transport.close();
+    await clientNc.close();
+    await nc.close();
+  };
+  return { nc, client, invoke, replyFailures, close };
+}
+
+describe('command server: a reply past max_payload', { timeout: 60_000 }, () => {
+  let server: NatsServer;
+  before(async () => {
+    server = await startNatsServer({ maxPayload, jetstream: false });
+  });
+  after(() => server?.dispose());
+
+  it('answers at once with a small invalid-input error naming the reply size and max_payload, not a timeout', async () => {
+    const { client, invoke, replyFailures, close } = await commandsOn(server);
+    try {
+      for (let i = 0; i < 40; i++) await invoke(`page-${i}`);
+      const started = Date.now();
+      const reply = await sendListCommand(client, 'svc-a', { limit: 40 }, 10_000);
+      const tookMs = Date.now() - started;
+      assert.ok('error' in reply, JSON.stringify(reply).slice(0, 200));
+      assert.equal(reply.status, 400);
+      assert.equal(reply.error.kind, 'invalid-input');
+      assert.match(reply.error.description ?? '', /list reply is \d{4,} bytes.*at most 4096 \(max_payload\)/);
+      assert.ok(tookMs < 5000, `answered after ${tookMs} ms`);
+      // A page that fits is still answered in full.
+      const small = await sendListCommand(client, 'svc-a', { limit: 2 }, 10_000);
+      assert.ok('page' in small, JSON.stringify(small));
+      assert.deepEqual(replyFailures, []);
+    } finally {
+      await close();
+    }
+  });
+
+  it('a reply that cannot be sent for another reason (the connection gone) is reported and left to the caller timeout', async () => {
+    const { nc, client, invoke, replyFailures, close } = await commandsOn(server);
+    try {
+      const { operationId } = await invoke('gone-1');
+      const waiting = sendCommand(client, 'svc-a', 'get', { operationId, waitFor: 'settled', waitMs: 1000 }, 2500);
+      await new Promise((r) => setTimeout(r, 300));
+      await nc.close();
+      await assert.rejects(waiting, (error: unknown) => error instanceof AdapterError && error.kind === 'unavailable');
+      await eventually(() => replyFailures.length > 0, 'the failed reply was reported');
+      assert.equal(replyFailures[0]?.verb, 'get');
+      assert.ok(replyFailures[0]?.error instanceof AdapterError && replyFailures[0].error.kind === 'unavailable', String(replyFailures[0]?.error));
+    } finally {
+      await close();
     }
   });
 });

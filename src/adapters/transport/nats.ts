@@ -197,6 +197,8 @@ class CoreInbound implements InboundMessage {
     if (replyTo !== undefined) {
       this.replyTo = replyTo;
       this.respond = async (data: Uint8Array) => {
+        // nats.js writes a reply through the protocol, not the connection: on a closed one it is dropped without a word.
+        if (nc.isClosed()) throw new AdapterError('unavailable', `could not reply to ${msg.subject}: the connection is closed`);
         let replied: boolean;
         try {
           replied = msg.respond(data);

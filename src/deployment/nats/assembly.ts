@@ -164,6 +164,7 @@ async function assembleNats(
     senders: settings.commandSenders,
     replyInbox: (principalId) => inboxPrefixFor('cmd', principalId),
     onInternalError: (error) => log(`command: internal error: ${(error as Error)?.stack ?? String(error)}`, 'error'),
+    onReplyFailure: (error, verb) => log(`command: could not reply to a ${verb} command: ${error instanceof Error ? error.message : String(error)}`, 'warn'),
   });
   closers.push(() => commands.close());
   phases.done('command server');
