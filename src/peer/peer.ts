@@ -43,7 +43,8 @@ export interface PeerOptions {
   stopWaitMs?: number;
   /**
    * Told of a result the transport refuses for good: `invalid-input`, larger than the broker
-   * carries (NATS: the server's max_payload, named with the result's size). No later attempt
+   * carries (NATS: the server's max_payload, named with the result's size) or malformed (a subject
+   * or header the NATS client refuses, named). No later attempt
    * would deliver it, so its request is acknowledged rather than taken again, and the coordinator
    * sees the attempt's lease run out. Keep results small (a reference to where large data is).
    */

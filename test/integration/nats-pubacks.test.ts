@@ -75,7 +75,7 @@ describe('PubAckMux (JetStream publishes over one PubAck subscription)', { timeo
   it('a header value with CR/LF is refused before anything is sent', async () => {
     await assert.rejects(
       PubAckMux.of(nc).publish('mux.d.1', bytes('x'), { msgID: 'id\r\nNats-Expected-Stream: OTHER', timeout: 5000 }),
-      (e: unknown) => classifyNatsError(e).kind === 'not-sent',
+      (e: unknown) => classifyNatsError(e).kind === 'invalid',
     );
     const stored = await PubAckMux.of(nc).publish('mux.d.1', bytes('x'), { expect: { lastSubjectSequence: 0 }, timeout: 5000 });
     assert.equal(stored.duplicate, false, 'nothing was stored under mux.d.1 before');

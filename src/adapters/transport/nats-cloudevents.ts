@@ -115,11 +115,10 @@ export class NatsCloudEventSink implements CloudEventSink {
     } catch (error) {
       const failure = classifyNatsError(error);
       if (failure.kind === 'permission') throw new AdapterError('denied', `publishing ${subject}: ${failure.detail}`, { cause: error });
-      // Refusals that stay ones: the stream answered it stores no message this large; or the client, now on a server announcing a smaller max_payload, sent nothing.
+      // Refusals that stay ones: the stream answered it stores no message this large; or the client refused it (malformed, or past a max_payload the server announced smaller since), sending nothing.
       if (failure.kind === 'api' && failure.code === streamMessageTooLarge)
         throw invalidInput(`publishing ${subject}: the stream capturing it takes no message this large (its max_msg_size): ${failure.detail}`, error);
-      const past = failure.kind === 'not-sent' ? this.pastMaxPayload(message) : undefined;
-      if (past !== undefined) throw invalidInput(`publishing ${subject}: ${past}`, error);
+      if (failure.kind === 'invalid') throw invalidInput(`publishing ${subject}: ${this.pastMaxPayload(message) ?? failure.detail}`, error);
       throw new AdapterError('unavailable', `publishing ${subject}: ${failure.detail}`, { cause: error });
     }
   }

@@ -4,6 +4,8 @@
  * whole cause chain is read, never the message text.
  */
 import { JetStreamApiError } from '@nats-io/jetstream';
+// The public entry point does not export InvalidNameError; the package exports its internals for this.
+import { jserrors } from '@nats-io/jetstream/internal';
 import { errors, type MsgHdrs, type NatsConnection } from '@nats-io/transport-node';
 import { AdapterError } from '../../contract/errors.js';
 
@@ -14,8 +16,13 @@ export type NatsFailure =
   | { kind: 'no-responders'; detail: string }
   /** A JetStream API error response: the server answered that it did not do it. */
   | { kind: 'api'; code: number; detail: string }
-  /** Refused before anything was sent (closed/draining connection, bad subject or argument). */
+  /** Refused before anything was sent because the connection is closed or draining: another connection may send it. */
   | { kind: 'not-sent'; detail: string }
+  /**
+   * Refused by the client as malformed before anything was sent (a subject with whitespace, a header
+   * with CR or LF, an argument out of range, a JetStream name with a dot), and on every later attempt too.
+   */
+  | { kind: 'invalid'; detail: string }
   /** Larger than the server's max_payload: refused before anything was sent, and on every later attempt too. */
   | { kind: 'too-large'; detail: string }
   /** Anything else, timeouts and disconnects included: nothing is proven either way. */
@@ -53,12 +60,22 @@ export function classifyNatsError(error: unknown, thrownBeforeSend = false): Nat
   }
   const outer = chain[0];
   if (chain.some((e) => e instanceof PayloadTooLarge)) return { kind: 'too-large', detail };
-  // Subject, argument and header validation happens in the client before anything is written.
-  if (outer instanceof errors.InvalidSubjectError || outer instanceof errors.InvalidArgumentError) return { kind: 'not-sent', detail };
-  if (outer instanceof AdapterError && outer.kind === 'invalid-input') return { kind: 'not-sent', detail };
+  // Subject, argument, header and name validation happens in the client before anything is written.
+  if (chain.some(refusedAsMalformed)) return { kind: 'invalid', detail };
+  if (outer instanceof AdapterError && outer.kind === 'invalid-input') return { kind: 'invalid', detail };
   const closing = outer instanceof errors.ClosedConnectionError || outer instanceof errors.DrainingConnectionError;
   if (closing && thrownBeforeSend) return { kind: 'not-sent', detail };
   return { kind: 'uncertain', detail };
+}
+
+/**
+ * The client's own validation failures, each as permanent as the call that met it. nats.js has no
+ * other permanent client-side refusal: ClosedConnectionError and DrainingConnectionError pass with
+ * the connection, InvalidOperationError (a closed subscription, an iterator misused) is a state of
+ * this process, and a header the server does not support is not refused by nats.js v3 at all.
+ */
+function refusedAsMalformed(error: unknown): boolean {
+  return error instanceof errors.InvalidSubjectError || error instanceof errors.InvalidArgumentError || error instanceof jserrors.InvalidNameError;
 }
 
 /** For calls that must succeed (API calls, requests): the AdapterError kind callers branch on. */
@@ -71,6 +88,8 @@ export function toAdapterError(error: unknown, doing: string): AdapterError {
       return new AdapterError('denied', description, { cause: error });
     case 'too-large':
       return new AdapterError('invalid-input', description, { cause: error });
+    case 'invalid':
+      return new AdapterError('invalid-input', `${doing}: the NATS client refuses it before sending: ${failure.detail}`, { cause: error });
     case 'no-responders':
     case 'not-sent':
     case 'uncertain':

@@ -156,13 +156,14 @@ function receiptFromFailure(failure: NatsFailure, error: unknown): PublishReceip
     'no-responders': 'unknown',
     api: 'rejected',
     'not-sent': 'rejected',
+    invalid: 'rejected',
     'too-large': 'rejected',
     uncertain: 'unknown',
   };
   const detail = failure.kind === 'no-responders' ? `no stream answered for the subject (${failure.detail})` : failure.detail;
   const receipt: PublishReceipt = { receipt: receiptByKind[failure.kind], detail };
-  // A message past max_payload is never carried: the publisher is told so in a typed refusal, not a string.
-  if (failure.kind === 'too-large') receipt.refusal = toAdapterError(error, 'publishing');
+  // A message past max_payload or malformed is never carried: the publisher is told so in a typed refusal, not a string.
+  if (failure.kind === 'too-large' || failure.kind === 'invalid') receipt.refusal = toAdapterError(error, 'publishing');
   return receipt;
 }
 
@@ -394,7 +395,7 @@ export class NatsTransport implements Transport {
       this.nc.publish(subject, data, { headers });
       return { receipt: 'sent' };
     } catch (error) {
-      // nc.publish throws only before writing (closed, draining, bad subject, payload too big).
+      // nc.publish throws only before writing (closed, draining, bad subject or header, payload too big).
       const failure = sendFailure(this.nc, error, messageBytes(data, headers));
       return receiptFromFailure(classifyNatsError(failure, true), failure);
     }

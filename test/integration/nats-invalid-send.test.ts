@@ -1,0 +1,84 @@
+/**
+ * What the NATS client refuses before sending because the message or call itself is malformed — a
+ * subject with whitespace, a header value with CR or LF, a negative timeout, a JetStream name with
+ * a dot — is refused on every later attempt too: the transport says so as `invalid-input` naming
+ * what is wrong (a publication `rejected` with a typed refusal), never `unavailable`, which would
+ * have its caller send it again for ever. A message not sent because the connection is closed stays
+ * `unavailable` (a publication `rejected` without a refusal). Real nats-server.
+ */
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import { jetstreamManager } from '@nats-io/jetstream';
+import { connect, type NatsConnection } from '@nats-io/transport-node';
+import { NatsTransport } from '../../src/adapters/transport/nats.js';
+import { toAdapterError } from '../../src/adapters/transport/nats-errors.js';
+import { AdapterError } from '../../src/contract/errors.js';
+import { startNatsServer, type NatsServer } from '../support/nats-server.js';
+
+process.env.PATH = `${process.env.PATH ?? ''}:/usr/sbin`;
+
+function assertInvalid(error: unknown, names: RegExp): true {
+  assert.ok(error instanceof AdapterError, String(error));
+  assert.equal(error.kind, 'invalid-input', error.message);
+  assert.match(error.message, names);
+  return true;
+}
+
+describe('NATS transport: what the client refuses as malformed', { timeout: 60_000 }, () => {
+  let server: NatsServer;
+  let nc: NatsConnection;
+  let transport: NatsTransport;
+  before(async () => {
+    server = await startNatsServer({ jetstream: true });
+    nc = await connect({ servers: server.url });
+    transport = new NatsTransport(nc, { identity: 'test' });
+  });
+  after(async () => {
+    await transport?.close();
+    await nc?.close();
+    await server?.dispose();
+  });
+
+  it('a request on a subject with whitespace is invalid-input naming the subject, not unavailable', async () => {
+    await assert.rejects(transport.request('test. bad', new Uint8Array(1), 1000), (error: unknown) => assertInvalid(error, /illegal subject: 'test\. bad'/));
+  });
+
+  it('a request with a timeout the client refuses is invalid-input naming it', async () => {
+    await assert.rejects(transport.request('test.echo', new Uint8Array(1), -1), (error: unknown) => assertInvalid(error, /'timeout' must be greater than 0/));
+  });
+
+  it('a core publish on a subject with whitespace is rejected with a typed invalid-input refusal', async () => {
+    const receipt = await transport.publish('test. bad', new Uint8Array(1));
+    assert.equal(receipt.receipt, 'rejected');
+    assertInvalid(receipt.refusal, /illegal subject/);
+  });
+
+  it('a core publish with a header value holding CR or LF is rejected with a typed invalid-input refusal', async () => {
+    const receipt = await transport.publish('test.core', new Uint8Array(1), { headers: { 'x-note': 'a\r\nb' } });
+    assert.equal(receipt.receipt, 'rejected');
+    assertInvalid(receipt.refusal, /header x-note contains CR or LF/);
+  });
+
+  it('a JetStream API call on a name the client refuses is invalid-input', async () => {
+    const jsm = await jetstreamManager(nc);
+    const failed = await jsm.streams.info('a.b').then(
+      () => undefined,
+      (error: unknown) => toAdapterError(error, 'reading stream a.b'),
+    );
+    assertInvalid(failed, /reading stream a\.b: .*stream name/i);
+  });
+
+  it('on a connection that is gone: a publish is rejected without a refusal, a request unavailable', async () => {
+    const gone = await connect({ servers: server.url });
+    const other = new NatsTransport(gone, { identity: 'gone' });
+    await gone.close();
+    const receipt = await other.publish('test.core', new Uint8Array(1));
+    assert.equal(receipt.receipt, 'rejected');
+    assert.equal(receipt.refusal, undefined);
+    await assert.rejects(other.request('test.echo', new Uint8Array(1), 500), (error: unknown) => {
+      assert.ok(error instanceof AdapterError);
+      assert.equal(error.kind, 'unavailable', error.message);
+      return true;
+    });
+  });
+});
