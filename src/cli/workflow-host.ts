@@ -16,6 +16,7 @@ import {
   serveCloudEvents,
   type CloudEventSubscription,
   type EmittedStreamOptions,
+  type ServeCloudEventsOptions,
 } from '../adapters/transport/nats-cloudevents.js';
 import { inboxPrefixFor } from '../adapters/transport/nats-names.js';
 import type { CloudEventSink } from '../contract/cloudevents.js';
@@ -31,6 +32,7 @@ import { workflowEventsDefaults, type WorkflowHosting, type WorkflowHttpConfig, 
 import { workflowStuckBoundsDefault, type WorkflowStuckBounds } from '../events/workflow-index.js';
 import { observeStuckWorkflowInstances } from '../runtime/workflow-stuck-metrics.js';
 import { observeRefusedWorkflowStarts } from '../runtime/workflow-start-metrics.js';
+import { observeDroppedEmittedEvents } from '../runtime/workflow-emitted-metrics.js';
 import type { Registry } from 'prom-client';
 import { runnableWorkflows } from './runnable.js';
 import { isWorkflowNamed } from '../workflow/exec/document.js';
@@ -63,8 +65,8 @@ export interface WorkflowHostParts {
   secretOrigins?: ReadonlyMap<string, readonly string[]>;
   /** Told each error that stopped driving an instance (WorkflowExecutorOptions.onFailure): serve logs them (failureNotices). */
   onFailure?: (error: unknown) => void;
-  /** Told each emitted CloudEvent the NATS intake gave up on (emittedRedelivery) or refused for good: its subject and why. */
-  onEmittedDropped?: (subject: string, reason: string) => void;
+  /** Told each emitted CloudEvent the NATS intake gave up on (emittedRedelivery) or refused for good: its subject, the reason, what happened. */
+  onEmittedDropped?: ServeCloudEventsOptions['onEmittedDropped'];
 }
 
 /** How often, at most, `failureNotices` writes a line while failures keep coming. */
@@ -107,6 +109,16 @@ function instanceListing(parts: WorkflowHostParts) {
   const stuckBounds = parts.listing?.stuckBounds ?? { ...workflowStuckBoundsDefault, ...parts.settings?.stuck };
   if (parts.metrics) observeStuckWorkflowInstances(parts.metrics, () => parts.store.workflowIndex, parts.clock, stuckBounds);
   return { store: parts.store, clock: parts.clock, operators: parts.listing?.operators ?? new Set<string>(), stuckBounds };
+}
+
+/** What is told of a dropped emitted event: the dropped events counter (with metrics) and parts.onEmittedDropped. */
+function emittedDropped(parts: WorkflowHostParts): WorkflowHostParts['onEmittedDropped'] {
+  if (!parts.metrics) return parts.onEmittedDropped;
+  const count = observeDroppedEmittedEvents(parts.metrics);
+  return (subject, reason, detail) => {
+    count(reason);
+    parts.onEmittedDropped?.(subject, reason, detail);
+  };
 }
 
 /** The NATS subscriptions of `workflows.events.listen`: outside events on the subject prefix, emitted ones on the emit prefix. */
@@ -171,7 +183,7 @@ export async function createWorkflowHost(parts: WorkflowHostParts): Promise<Work
   // Other serve processes on the store append to instances held here too (a listen they started, a lease they took): follow them.
   await executor.watch();
   const subscription =
-    events.listen && parts.nats ? eventIntake(parts.nats, executor, events, { subjectPrefix, emitSubjectPrefix }, parts.onEmittedDropped) : undefined;
+    events.listen && parts.nats ? eventIntake(parts.nats, executor, events, { subjectPrefix, emitSubjectPrefix }, emittedDropped(parts)) : undefined;
   const service = new WorkflowInstances({
     executor,
     bundleOf: (digest) => refs.get(digest),

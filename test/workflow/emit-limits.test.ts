@@ -119,17 +119,18 @@ test('an emitted event the intake refuses for good is told dropped, with the ref
       throw new AdapterError('invalid-input', 'the event is 300000 bytes of JSON; a listen records it in one transition of at most 262144 bytes');
     },
   };
-  const drops: Array<[string, string]> = [];
+  const drops: Array<[string, string, string]> = [];
   const subscription = serveCloudEvents(nc, 'test.events', intake, {
     emitSubjectPrefix: 'test.emitted',
-    onEmittedDropped: (subject, reason) => drops.push([subject, reason]),
+    onEmittedDropped: (subject, reason, detail) => drops.push([subject, reason, detail]),
   });
   try {
     const subject = emittedEventSubject('test.emitted', 'alice', 'com.example.big');
     nc.publish(subject, JSON.stringify({ specversion: '1.0', id: 'e-1', source: 'https://convoke.dev/test', type: 'com.example.big' }));
     await eventually(() => drops.length === 1, 'told dropped', 5_000);
     assert.equal(drops[0]?.[0], subject);
-    assert.match(drops[0]?.[1] ?? '', /refused \(invalid-input\).*262144 bytes/);
+    assert.equal(drops[0]?.[1], 'refused');
+    assert.match(drops[0]?.[2] ?? '', /refused \(invalid-input\).*262144 bytes/);
     await new Promise((resolve) => setTimeout(resolve, 300));
     assert.deepEqual(offered, ['e-1'], 'a refusal that stays one is not offered again');
     assert.equal(drops.length, 1);

@@ -52,7 +52,7 @@ test('an emitted event the intake could not take for now is delivered again by t
     const drops: string[] = [];
     const subscription = serveCloudEvents(nc, 'test.events', intake, {
       emitSubjectPrefix: 'test.emitted',
-      onEmittedDropped: (_s, reason) => drops.push(reason),
+      onEmittedDropped: (_s, reason, detail) => drops.push(`${reason}: ${detail}`),
     });
     try {
       const started = Date.now();
@@ -98,7 +98,7 @@ test('an emitted event past the in-flight bound waits for a slot; a refusal that
     const drops: string[] = [];
     const subscription = serveCloudEvents(nc, 'test.events', intake, {
       emitSubjectPrefix: 'test.emitted',
-      onEmittedDropped: (_s, reason) => drops.push(reason),
+      onEmittedDropped: (_s, reason, detail) => drops.push(`${reason}: ${detail}`),
     });
     try {
       const subject = emittedEventSubject('test.emitted', 'alice', type);
@@ -122,7 +122,7 @@ test('an emitted event past the in-flight bound waits for a slot; a refusal that
     });
     const closing = serveCloudEvents(nc, 'test.events', refusing, {
       emitSubjectPrefix: 'test.emitted',
-      onEmittedDropped: (_s, reason) => dropsAtClose.push(reason),
+      onEmittedDropped: (_s, reason, detail) => dropsAtClose.push(`${reason}: ${detail}`),
     });
     const subject = emittedEventSubject('test.emitted', 'alice', type);
     nc.publish(subject, JSON.stringify(event('bad-1')));
@@ -133,7 +133,7 @@ test('an emitted event past the in-flight bound waits for a slot; a refusal that
     await closing.close();
     assert.deepEqual(refusing.offered.slice(0, 2), ['bad-1', 'busy-1'], 'the refused event was not offered again');
     assert.equal(dropsAtClose.length, 2, JSON.stringify(dropsAtClose));
-    assert.match(dropsAtClose[0] ?? '', /^refused \(invalid-input\): no such listen$/, 'the refusal is told at once');
-    assert.match(dropsAtClose[1] ?? '', /busy; the intake closed|the intake closed before it was delivered/);
+    assert.match(dropsAtClose[0] ?? '', /^refused: refused \(invalid-input\): no such listen$/, 'the refusal is told at once');
+    assert.match(dropsAtClose[1] ?? '', /^intake-closed: (busy; the intake closed|the intake closed before it was delivered)$/);
   });
 });

@@ -106,3 +106,36 @@ test('listen: an event publisher wakes a waiting instance; others are refused by
   // The output as the log gives it (the event may name where it was recorded rather than carry it).
   assert.deepEqual(foldWorkflow(log as unknown as Stored<WorkflowTransition>[])?.output, [{ orderId: 'o-7' }]);
 });
+
+test('an emitted event the intake refuses for good is counted, by reason, in convoke_workflow_emitted_events_dropped_total, and logged', async () => {
+  const serve = f.serve;
+  assert.ok(serve);
+  const dropped = async () => {
+    const text = await (await fetch(`${serve.url}/metrics`)).text();
+    const counts = new Map<string, number>();
+    for (const [, reason, value] of text.matchAll(/^convoke_workflow_emitted_events_dropped_total\{reason="([^"]+)"\} (\d+)$/gm))
+      counts.set(reason!, Number(value));
+    return counts;
+  };
+  // Every reason shows from the first scrape, at 0.
+  assert.deepEqual([...(await dropped())].sort(), [
+    ['backlog-full', 0],
+    ['intake-closed', 0],
+    ['refused', 0],
+    ['window', 0],
+  ]);
+  const admin = await f.adminConnection();
+  // Not a CloudEvent (no id): refused for good, and nobody is answered for an emitted event.
+  admin.publish(
+    'convoke.emitted.billing.com.example.order.placed',
+    JSON.stringify({ specversion: '1.0', source: 'https://shop.example', type: 'com.example.order.placed' }),
+  );
+  await admin.flush();
+  await eventually(async () => (await dropped()).get('refused') === 1, 'the refusal counted', 20_000);
+  assert.deepEqual([(await dropped()).get('window'), (await dropped()).get('backlog-full'), (await dropped()).get('intake-closed')], [0, 0, 0]);
+  await eventually(() => /"event":"emitted-event-dropped"/.test(serve.stderr()), 'the drop logged', 10_000);
+  assert.match(
+    serve.stderr(),
+    /"event":"emitted-event-dropped"[^\n]*convoke\.emitted\.billing\.com\.example\.order\.placed \(refused\): refused \(invalid-input\): not a CloudEvent/,
+  );
+});

@@ -170,9 +170,17 @@ export interface ServeCloudEventsOptions {
    * events only); refused ones are delivered but not answered (the default answers any).
    */
   answers?: (subject: string, reply: string) => boolean;
-  /** Told of an emitted event given up on (emittedRedelivery), or refused by the intake for good: its subject and why. */
-  onEmittedDropped?: (subject: string, reason: string) => void;
+  /** Told of an emitted event given up on (emittedRedelivery), or refused by the intake for good: its subject, the reason, and what happened. */
+  onEmittedDropped?: (subject: string, reason: EmittedDropReason, detail: string) => void;
 }
+
+/**
+ * Why an emitted event was dropped, a closed set (a metric's label): `refused` by the intake for
+ * good (invalid-input, denied…: no attempt would deliver it), not delivered within its `window`,
+ * `backlog-full` (emittedRedelivery.heldMax wait already), or `intake-closed` while it waited.
+ */
+export const emittedDropReasons = ['refused', 'window', 'backlog-full', 'intake-closed'] as const;
+export type EmittedDropReason = (typeof emittedDropReasons)[number];
 
 /**
  * An emitted event is never answered, so its publisher never sends it again: one this host could
@@ -219,7 +227,7 @@ export function serveCloudEvents(
         if (space.kind === 'outside') return answer(space, msg, reply);
         if (unavailable !== undefined) backlog.retry(held ?? { msg, space, arrivedMs: Date.now(), attempt: 0 }, unavailable);
         // Nobody is answered, and another attempt is refused again: told, or the event would be lost unseen.
-        else if (refused !== undefined) options.onEmittedDropped?.(msg.subject, refused);
+        else if (refused !== undefined) options.onEmittedDropped?.(msg.subject, 'refused', refused);
       })
       .finally(() => {
         inFlight--;
@@ -269,25 +277,25 @@ class EmittedBacklog {
   private closed = false;
 
   constructor(
-    private readonly onDropped: ((subject: string, reason: string) => void) | undefined,
+    private readonly onDropped: ServeCloudEventsOptions['onEmittedDropped'],
     /** Told when an event is ready again (its retry instant came). */
     private readonly readied: () => void,
   ) {}
 
   /** Keeps `held` until a slot frees, unless the intake closed or too many wait already. */
   hold(held: Emitted, reason: string): void {
-    if (this.closed) return this.drop(held, `${reason}; the intake closed`);
-    if (this.full()) return this.drop(held, `${reason}; ${emittedRedelivery.heldMax} emitted events wait already`);
+    if (this.closed) return this.drop(held, 'intake-closed', `${reason}; the intake closed`);
+    if (this.full()) return this.drop(held, 'backlog-full', `${reason}; ${emittedRedelivery.heldMax} emitted events wait already`);
     this.ready.push(held);
   }
 
   /** Keeps `held` for another attempt after its backoff, within its window from arrival. */
   retry(held: Emitted, reason: string): void {
     const delayMs = Math.min(emittedRedelivery.firstDelayMs * 2 ** held.attempt, emittedRedelivery.delayMaxMs);
-    if (this.closed) return this.drop(held, `${reason}; the intake closed`);
+    if (this.closed) return this.drop(held, 'intake-closed', `${reason}; the intake closed`);
     if (Date.now() + delayMs - held.arrivedMs > emittedRedelivery.windowMs)
-      return this.drop(held, `${reason}; not delivered within ${emittedRedelivery.windowMs} ms`);
-    if (this.full()) return this.drop(held, `${reason}; ${emittedRedelivery.heldMax} emitted events wait already`);
+      return this.drop(held, 'window', `${reason}; not delivered within ${emittedRedelivery.windowMs} ms`);
+    if (this.full()) return this.drop(held, 'backlog-full', `${reason}; ${emittedRedelivery.heldMax} emitted events wait already`);
     held.attempt++;
     const timer = setTimeout(() => {
       this.retries.delete(held);
@@ -306,18 +314,18 @@ class EmittedBacklog {
     this.closed = true;
     for (const [held, timer] of this.retries) {
       clearTimeout(timer);
-      this.drop(held, 'the intake closed before it was delivered');
+      this.drop(held, 'intake-closed', 'the intake closed before it was delivered');
     }
     this.retries.clear();
-    for (const held of this.ready.splice(0)) this.drop(held, 'the intake closed before it was delivered');
+    for (const held of this.ready.splice(0)) this.drop(held, 'intake-closed', 'the intake closed before it was delivered');
   }
 
   private full(): boolean {
     return this.ready.length + this.retries.size >= emittedRedelivery.heldMax;
   }
 
-  private drop(held: Emitted, reason: string): void {
-    this.onDropped?.(held.msg.subject, reason);
+  private drop(held: Emitted, reason: EmittedDropReason, detail: string): void {
+    this.onDropped?.(held.msg.subject, reason, detail);
   }
 }
 

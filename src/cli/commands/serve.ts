@@ -21,7 +21,7 @@ import { startHttpServer } from '../../http/server.js';
 import { observeProcess } from '../../runtime/metrics.js';
 import type { CliIo } from '../io.js';
 import { buildInfo } from '../version.js';
-import { createWorkflowHost, failureNotices } from '../workflow-host.js';
+import { createWorkflowHost, failureNotices, type WorkflowHostParts } from '../workflow-host.js';
 import { readWorkflowSecrets, unboundSecrets, workflowSecretOrigins } from '../workflow-secrets.js';
 
 export const logLevels = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
@@ -108,13 +108,13 @@ function workflowFailureLog(logger: Pino, clock: Clock): (error: unknown) => voi
 }
 
 /** An emitted CloudEvent the NATS intake gave up on (held past its window, too many held, or the intake closing) or refused for good: said, without a flood. */
-function emittedDroppedLog(logger: Pino, clock: Clock): (subject: string, reason: string) => void {
+function emittedDroppedLog(logger: Pino, clock: Clock): NonNullable<WorkflowHostParts['onEmittedDropped']> {
   const workflows = logger.child({ component: 'workflows' });
   const notices = failureNotices(
     (notice) => workflows.error({ event: 'emitted-event-dropped', ...notice }, 'an emitted CloudEvent was not delivered to its listens'),
     clock,
   );
-  return (subject, reason) => notices(new Error(`${subject}: ${reason}`));
+  return (subject, reason, detail) => notices(new Error(`${subject} (${reason}): ${detail}`));
 }
 
 /**
