@@ -59,7 +59,7 @@ import { parseStrictBytes } from '../../contract/ijson.js';
 import type { JsonValue } from '../../contract/json.js';
 import { limits } from '../../contract/limits.js';
 import { msToNanos } from './nats-codec.js';
-import { classifyNatsError, toAdapterError } from './nats-errors.js';
+import { classifyNatsError, messageBytes, toAdapterError } from './nats-errors.js';
 
 export const cloudEventsContentType = 'application/cloudevents+json';
 
@@ -136,7 +136,7 @@ export class NatsCloudEventSink implements CloudEventSink {
   /** Why the server never takes the message (larger than its max_payload, which counts the headers too), or undefined; undefined too before the server said its limit. */
   private pastMaxPayload({ data, headers }: EmittedMessage): string | undefined {
     const maxPayload = this.nc.info?.max_payload;
-    const bytes = data.length + (headers as unknown as { encode(): Uint8Array }).encode().length;
+    const bytes = messageBytes(data, headers);
     if (maxPayload === undefined || bytes <= maxPayload) return undefined;
     return `the event is ${bytes} bytes as a NATS message (its JSON and headers); the NATS server takes at most ${maxPayload} (max_payload)`;
   }
