@@ -124,7 +124,7 @@ export class Interpreter implements Interpreting {
   /**
    * Holds a fact for the next transition; at limits.workflowHeldFactsMax held, commits them (the log
    * budgets then count them). A task's start or a step carrying a value first recorded here that is
-   * large, or that the store could not take in a transition by itself (goesAlone), is committed
+   * large, or that the store could not take in a transition by itself (aloneValueBytes), is committed
    * now, alone (recordAlone): a store refusing it faults the task that made it.
    */
   async hold(event: Held): Promise<void> {
@@ -133,28 +133,29 @@ export class Interpreter implements Interpreting {
     if (this.held.length >= limits.workflowHeldFactsMax) await this.flush();
   }
 
-  /** Whether the fact went alone (goesAlone), committed now by recordAlone; false when it may go with others. */
+  /** Whether the fact went alone (aloneValueBytes), committed now by recordAlone; false when it may go with others. */
   private async recordedAlone(event: Held): Promise<boolean> {
-    const value = madeValue(event);
-    if (value === undefined || surelySmall(event, value, this.deps.transitionBytesMax)) return false;
-    const bytes = jsonBytes(value);
-    if (!this.goesAlone(event, bytes)) return false;
+    const bytes = this.aloneValueBytes(event, madeValue(event));
+    if (bytes === 0) return false;
     const made = event.type === 'task-started' ? { pointer: event.ref, what: `the input of task ${event.name}` } : this.stepMadeBy(event.at);
     await this.recordAlone({ command: event.type, events: [event] }, bytes, made.pointer, 'Value too large', made.what);
     return true;
   }
 
   /**
-   * Whether a fact carrying a value first recorded here (`bytes` of JSON; 0: none) is committed at
-   * once, alone (recordAlone), instead of held: a value over limits.workflowHeldOutputBytesMax, or a
-   * fact whose transition by itself would be past the store's limit (deps.transitionBytesMax, which
-   * may be far below it: JetStream under a small max_payload). A fact held always commits — with
-   * the rest, or alone when the rest is too large with it (carrying) — so a value the store cannot
-   * take is refused with the task that made it, never with whichever transition would carry it.
+   * The JSON bytes of `value`, first recorded here by the fact, when the fact is committed at once,
+   * alone (recordAlone), instead of held; 0 when it may be held (no value, or one surelySmall
+   * clears without serializing it). A fact goes alone when its value is over
+   * limits.workflowHeldOutputBytesMax, or its transition by itself would be past the store's limit
+   * (deps.transitionBytesMax, which may be far below it: JetStream under a small max_payload). A
+   * fact held always commits — with the rest, or alone when the rest is too large with it
+   * (carrying) — so a value the store cannot take is refused with the task that made it, never
+   * with whichever transition would carry it.
    */
-  private goesAlone(event: Held, bytes: number): boolean {
-    if (bytes === 0) return false;
-    return bytes > limits.workflowHeldOutputBytesMax || aloneBytes(event, bytes) > this.deps.transitionBytesMax;
+  private aloneValueBytes(event: Held, value: JsonValue | undefined): number {
+    if (value === undefined || surelySmall(event, value, this.deps.transitionBytesMax)) return 0;
+    const bytes = jsonBytes(value);
+    return bytes > limits.workflowHeldOutputBytesMax || aloneBytes(event, bytes) > this.deps.transitionBytesMax ? bytes : 0;
   }
 
   /** The task whose step `at` is (its pointer), and what the step's value is called in an error. */
@@ -537,9 +538,9 @@ export class Interpreter implements Interpreting {
     const from = this.originOf(output);
     const completed: TaskCompleted = from ? { type: 'task-completed', v: 1, at, output, outputFrom: from } : { type: 'task-completed', v: 1, at, output };
     this.noteOrigin(output, { task: at });
-    // An output first recorded here, and large (goesAlone): committed now, alone (recordAlone), so that a store refusing it faults this task.
-    const bytes = from === undefined && !surelySmall(completed, output, this.deps.transitionBytesMax) ? jsonBytes(output) : 0;
-    const alone = this.goesAlone(completed, bytes);
+    // An output first recorded here that goes alone (aloneValueBytes): committed now, alone (recordAlone), so that a store refusing it faults this task.
+    const bytes = this.aloneValueBytes(completed, from === undefined ? output : undefined);
+    const alone = bytes > 0;
     if (!timer && !alone) return this.hold(completed);
     const late: Proposal | undefined =
       timer && !listenWaitEnded(this.record, at)
@@ -698,13 +699,8 @@ const valueField = { 'task-started': 'input', 'task-completed': 'output', 'expre
 const widestGuard = { notBeforeMs: Number.MIN_SAFE_INTEGER, notAfterMs: Number.MAX_SAFE_INTEGER };
 
 /**
- * The bytes of the transition recording `event` alone, whose value is `valueBytes` of JSON: the
- * event's other fields (its key, a task's pointer and name) and the transition's own (the widest
- * time guard, the event's type as its command) measured around a null, the value's bytes added.
- */
-/**
  * Whether a fact carrying `value`, first recorded here, certainly does not go alone
- * (Interpreter.goesAlone false), by bounds alone, without serializing it: the value within
+ * (Interpreter.aloneValueBytes 0), by bounds alone, without serializing it: the value within
  * limits.workflowHeldOutputBytesMax by jsonBytesBound, and the fact's transition alone within the
  * store's `transitionBytesMax` by the bound of the whole fact and the widest envelope. Most values
  * are small: only one near a limit is measured exactly (jsonBytes, aloneBytes).
@@ -712,30 +708,29 @@ const widestGuard = { notBeforeMs: Number.MIN_SAFE_INTEGER, notAfterMs: Number.M
 export function surelySmall(event: Held, value: JsonValue, transitionBytesMax: number): boolean {
   const valueBound = jsonBytesBound(value, limits.workflowHeldOutputBytesMax);
   if (valueBound > limits.workflowHeldOutputBytesMax) return false;
-  const room = transitionBytesMax - valueBound - envelopeBytesMax(event.type);
+  const room = transitionBytesMax - valueBound - envelopes[event.type];
   return room >= 0 && jsonBytesBound(event as unknown as JsonValue, room, valueField[event.type]) <= room;
 }
 
-/**
- * An upper bound of the bytes a transition adds around the one event it records (`{"events":[…],
- * "timeGuard":…,"causation":{"command":…}}` with the widest guard): what heldSurely adds to the
- * event's own bound.
- */
-const envelopeBytesMax = (command: Held['type']): number => envelopes[command];
+/** The JSON bytes of the transition recording `event` (or null) alone, with the widest time guard and the fact's type as its command. */
+const aloneJsonBytes = (event: object | null, command: Held['type']): number =>
+  Buffer.byteLength(JSON.stringify({ events: [event], timeGuard: widestGuard, causation: { command } }));
 
-const envelopeOf = (command: Held['type']): number =>
-  Buffer.byteLength(JSON.stringify({ events: [null], timeGuard: widestGuard, causation: { command } })) - 'null'.length;
+/** The bytes a transition recording one fact alone adds around the fact: what surelySmall adds to the fact's own bound. */
 const envelopes: Readonly<Record<Held['type'], number>> = {
-  'task-started': envelopeOf('task-started'),
-  'task-completed': envelopeOf('task-completed'),
-  'expression-evaluated': envelopeOf('expression-evaluated'),
-  'call-answered': envelopeOf('call-answered'),
+  'task-started': aloneJsonBytes(null, 'task-started') - 'null'.length,
+  'task-completed': aloneJsonBytes(null, 'task-completed') - 'null'.length,
+  'expression-evaluated': aloneJsonBytes(null, 'expression-evaluated') - 'null'.length,
+  'call-answered': aloneJsonBytes(null, 'call-answered') - 'null'.length,
 };
 
+/**
+ * The bytes of the transition recording `event` alone, whose value is `valueBytes` of JSON: the
+ * event's other fields (its key, a task's pointer and name) and the transition's own (the widest
+ * time guard, the event's type as its command) measured around a null, the value's bytes added.
+ */
 export function aloneBytes(event: Held, valueBytes: number): number {
-  const bare = { ...event, [valueField[event.type]]: null };
-  const transition = { events: [bare], timeGuard: widestGuard, causation: { command: event.type } };
-  return Buffer.byteLength(JSON.stringify(transition)) - 'null'.length + valueBytes;
+  return aloneJsonBytes({ ...event, [valueField[event.type]]: null }, event.type) - 'null'.length + valueBytes;
 }
 
 export function dateTime(ms: number): JsonValue {
