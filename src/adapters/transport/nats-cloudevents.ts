@@ -59,7 +59,7 @@ import { parseStrictBytes } from '../../contract/ijson.js';
 import type { JsonValue } from '../../contract/json.js';
 import { limits } from '../../contract/limits.js';
 import { msToNanos } from './nats-codec.js';
-import { classifyNatsError, messageBytes, toAdapterError } from './nats-errors.js';
+import { classifyNatsError, messageBytes, pastMaxPayload, toAdapterError } from './nats-errors.js';
 
 export const cloudEventsContentType = 'application/cloudevents+json';
 
@@ -96,7 +96,7 @@ export class NatsCloudEventSink implements CloudEventSink {
 
   /** Past the server's max_payload (the message: the event's JSON and its headers), as the connection's server announced it. */
   refusal(event: CloudEvent, origin: EmitOrigin): string | undefined {
-    return this.pastMaxPayload(this.message(event, origin));
+    return this.payloadRefusal(this.message(event, origin));
   }
 
   async publish(event: CloudEvent, origin: EmitOrigin): Promise<void> {
@@ -104,7 +104,7 @@ export class NatsCloudEventSink implements CloudEventSink {
     if (problem !== undefined) throw invalidInput(`not a publishable CloudEvent: ${problem}`);
     const message = this.message(event, origin);
     const { subject, data, headers } = message;
-    const tooLarge = this.pastMaxPayload(message);
+    const tooLarge = this.payloadRefusal(message);
     if (tooLarge !== undefined) throw invalidInput(`publishing ${subject}: ${tooLarge}`);
     try {
       if (this.js) await this.js.publish(subject, data, { msgID: emittedMessageId(origin), headers });
@@ -118,7 +118,7 @@ export class NatsCloudEventSink implements CloudEventSink {
       // Refusals that stay ones: the stream answered it stores no message this large; or the client refused it (malformed, or past a max_payload the server announced smaller since), sending nothing.
       if (failure.kind === 'api' && failure.code === streamMessageTooLarge)
         throw invalidInput(`publishing ${subject}: the stream capturing it takes no message this large (its max_msg_size): ${failure.detail}`, error);
-      if (failure.kind === 'invalid') throw invalidInput(`publishing ${subject}: ${this.pastMaxPayload(message) ?? failure.detail}`, error);
+      if (failure.kind === 'invalid') throw invalidInput(`publishing ${subject}: ${this.payloadRefusal(message) ?? failure.detail}`, error);
       throw new AdapterError('unavailable', `publishing ${subject}: ${failure.detail}`, { cause: error });
     }
   }
@@ -134,11 +134,9 @@ export class NatsCloudEventSink implements CloudEventSink {
   }
 
   /** Why the server never takes the message (larger than its max_payload, which counts the headers too), or undefined; undefined too before the server said its limit. */
-  private pastMaxPayload({ data, headers }: EmittedMessage): string | undefined {
-    const maxPayload = this.nc.info?.max_payload;
-    const bytes = messageBytes(data, headers);
-    if (maxPayload === undefined || bytes <= maxPayload) return undefined;
-    return `the event is ${bytes} bytes as a NATS message (its JSON and headers); the NATS server takes at most ${maxPayload} (max_payload)`;
+  private payloadRefusal({ data, headers }: EmittedMessage): string | undefined {
+    const past = pastMaxPayload(this.nc, messageBytes(data, headers));
+    return past && `the event is ${past.bytes} bytes as a NATS message (its JSON and headers); the NATS server takes at most ${past.maxPayload} (max_payload)`;
   }
 }
 

@@ -3,8 +3,9 @@
  * evaluation per message, one at a time: each is answered synchronously, in the message's
  * handler, and jq.ts sends the next only once it has the answer, so the thread's CPU time from
  * an evaluation's sending to its answer is that evaluation's (its deadline). It runs apart from
- * the runtime's event loop, so a program that never ends is stopped by terminating this thread, never by waiting for it. A first output larger than
- * the evaluator's resultBytesMax is answered as an error: the runtime never parses or holds it.
+ * the runtime's event loop, so a program that never ends is stopped by terminating this thread,
+ * never by waiting for it. A first output larger than the evaluator's resultBytesMax is answered
+ * as an error: the runtime never parses or holds it.
  * A failure that is not jq's own (a WebAssembly trap, jq out of its memory bound) is answered as
  * spending the worker: jq.ts stops it, and the next evaluation starts a fresh one.
  */
