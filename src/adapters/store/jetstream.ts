@@ -1196,10 +1196,10 @@ async function ensureStream(
  * refused as changed instead, until it is restored.
  */
 function messagesShrunk(c: StreamConfig, transitionBytesMax: number): string | undefined {
-  const set = c.max_msg_size ?? -1;
   const needed = transitionBytesMax + headerBytesAllowance;
-  return set > 0 && set < needed
-    ? `has max_msg_size ${set}, below the ${needed} bytes a transition of the store's transitionBytesMax (${transitionBytesMax}, told at open) takes with its headers`
+  const takes = streamMessageBytesMax(c, Number.POSITIVE_INFINITY);
+  return takes < needed
+    ? `has max_msg_size ${takes}, below the ${needed} bytes a transition of the store's transitionBytesMax (${transitionBytesMax}, told at open) takes with its headers`
     : undefined;
 }
 
