@@ -44,9 +44,9 @@ export interface PeerOptions {
   /**
    * Told of a result the transport refuses for good: `invalid-input`, larger than the broker
    * carries (NATS: the server's max_payload, named with the result's size) or malformed (a subject
-   * or header the NATS client refuses, named). No later attempt
-   * would deliver it, so its request is acknowledged rather than taken again, and the coordinator
-   * sees the attempt's lease run out. Keep results small (a reference to where large data is).
+   * or header the NATS client refuses, named). No later attempt would deliver it, so its request is
+   * acknowledged rather than taken again, and the coordinator sees the attempt's lease run out.
+   * Keep results small (a reference to where large data is).
    */
   onUndeliverable?: (request: RequestMessage, error: AdapterError) => void;
 }
@@ -375,9 +375,7 @@ class PeerRuntime implements Peer {
       result,
     };
     const subject = subjectFor(this.options.namespace, interaction, request.operationId, 'result', this.peerId);
-    return this.options.transport
-      .publish(subject, encodeWire(message), { msgId: `${request.publicationId}.result` })
-      .catch((): PublishReceipt => ({ receipt: 'unknown' }));
+    return receiptOrUnknown(this.options.transport.publish(subject, encodeWire(message), { msgId: `${request.publicationId}.result` }));
   }
 
   private async publishCancelResult(interaction: string, cancel: CancelRequest, outcome: CancelOutcome) {
@@ -417,8 +415,11 @@ class PeerRuntime implements Peer {
 }
 
 /** A publication's receipt; a publish that threw proved nothing, so it is unknown. */
+/** The publish's receipt; `unknown` when the publish threw (nothing says whether it reached the broker). */
+const receiptOrUnknown = (publishing: Promise<PublishReceipt>): Promise<PublishReceipt> => publishing.catch((): PublishReceipt => ({ receipt: 'unknown' }));
+
 async function receiptOf(publishing: Promise<PublishReceipt>): Promise<DeliveryReceipt> {
-  return (await publishing.catch((): PublishReceipt => ({ receipt: 'unknown' }))).receipt;
+  return (await receiptOrUnknown(publishing)).receipt;
 }
 
 /** Whether an answer reached the broker's keeping (or was sent, on best-effort transports): the message that asked for it may then be acknowledged. */
