@@ -10,7 +10,8 @@
 import { randomUUID } from 'node:crypto';
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import type { Socket } from 'node:net';
-import { Counter, Histogram, type Registry } from 'prom-client';
+import { Histogram, type Registry } from 'prom-client';
+import { registryCounter } from '../runtime/metrics.js';
 import type { BundleRegistry } from '../contract/bundle.js';
 import { unavailable } from '../contract/errors.js';
 import type { Clock } from '../contract/clock.js';
@@ -204,8 +205,7 @@ const requestBucketsSeconds = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.2
 
 /** Registered once per registry (a second app on the same coordinator shares the counters). */
 function httpMetrics(registry: Registry) {
-  const counter = (name: string, help: string, labelNames: string[]) =>
-    (registry.getSingleMetric(name) as Counter<string> | undefined) ?? new Counter({ name, help, labelNames, registers: [registry] });
+  const counter = (name: string, help: string, labelNames: string[]) => registryCounter(registry, name, help, labelNames);
   const durationName = 'convoke_http_request_duration_seconds';
   return {
     responses: counter('convoke_http_responses_total', 'HTTP responses, by method, route template and status', ['method', 'route', 'status']),

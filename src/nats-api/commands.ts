@@ -24,7 +24,8 @@
  * (where the interaction declares caller cancellation and policy allows it) does.
  */
 import { Ajv, type ValidateFunction } from 'ajv';
-import { Counter, type Registry } from 'prom-client';
+import type { Counter, Registry } from 'prom-client';
+import { registryCounter } from '../runtime/metrics.js';
 import type { BundleRegistry } from '../contract/bundle.js';
 import { AdapterError, AssertionFailure, invalidInput, unavailable, type AdapterErrorBody } from '../contract/errors.js';
 import { parseStrictBytes } from '../contract/ijson.js';
@@ -406,11 +407,7 @@ async function waitAndAnswer(
 }
 
 function commandMetrics(registry: Registry): Counter<string> {
-  const name = 'convoke_nats_command_replies_total';
-  return (
-    (registry.getSingleMetric(name) as Counter<string> | undefined) ??
-    new Counter({ name, help: 'Replies to NATS commands, by verb and status', labelNames: ['verb', 'status'], registers: [registry] })
-  );
+  return registryCounter(registry, 'convoke_nats_command_replies_total', 'Replies to NATS commands, by verb and status', ['verb', 'status']);
 }
 
 // ── the client side ─────────────────────────────────────────────────────────

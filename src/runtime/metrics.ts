@@ -80,6 +80,14 @@ export interface OpenOperation {
 }
 
 /**
+ * The counter `name` of `registry`, registered there the first time it is asked for: a second
+ * user of the same registry (another app, a second host on one coordinator) shares it.
+ */
+export function registryCounter<L extends string>(registry: Registry, name: string, help: string, labelNames: readonly L[]): Counter<L> {
+  return (registry.getSingleMetric(name) as Counter<L> | undefined) ?? new Counter({ name, help, labelNames, registers: [registry] });
+}
+
+/**
  * `convoke_operations_open{stage}`: the unsettled operations this coordinator holds in memory,
  * read at scrape time — `deciding` (no decision yet) and `settling` (decided, settlement pending).
  * Every open operation of a coordinator's store is held by some coordinator once recovered, so

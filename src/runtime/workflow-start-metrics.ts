@@ -7,7 +7,8 @@
  * NATS, `convoke workflow run`) or `workflow` (a `run: workflow` task, whose parent's task
  * faults). Callers see 503s; this tells an operator how many, and whether children are among them.
  */
-import { Counter, type Registry } from 'prom-client';
+import type { Registry } from 'prom-client';
+import { registryCounter } from './metrics.js';
 
 export const workflowStartsRefusedName = 'convoke_workflow_starts_refused_total';
 
@@ -18,14 +19,12 @@ export type WorkflowStartRefusal = 'running-bound' | 'start-rate';
 
 /** Registers the counter (once per registry) and answers what counts a refusal; both starters show from the first scrape, at 0. */
 export function observeRefusedWorkflowStarts(registry: Registry): (starter: WorkflowStarter, reason: WorkflowStartRefusal) => void {
-  const counter =
-    (registry.getSingleMetric(workflowStartsRefusedName) as Counter<'reason' | 'starter'> | undefined) ??
-    new Counter({
-      name: workflowStartsRefusedName,
-      help: 'Workflow starts refused before anything was recorded, by reason (running-bound, start-rate) and starter (caller, workflow)',
-      labelNames: ['reason', 'starter'],
-      registers: [registry],
-    });
+  const counter = registryCounter(
+    registry,
+    workflowStartsRefusedName,
+    'Workflow starts refused before anything was recorded, by reason (running-bound, start-rate) and starter (caller, workflow)',
+    ['reason', 'starter'],
+  );
   for (const starter of ['caller', 'workflow'] as const) counter.inc({ reason: 'running-bound', starter }, 0);
   counter.inc({ reason: 'start-rate', starter: 'caller' }, 0);
   return (starter, reason) => counter.inc({ reason, starter });
