@@ -130,7 +130,8 @@ function writtenValue(record: WorkflowRecord, events: readonly WorkflowEvent[], 
 /**
  * Whether `ref` names `value` once the events before `index` are applied to the record: that very
  * object — or, for a listen's events (`{listen}`), a list the fold builds anew from them, equal to
- * it (its items are the record's own objects, so the comparison is by identity item by item).
+ * it as JSON (a list built anew is never the same object; its items are the record's own only
+ * while the record was not read again, so they are compared as values).
  */
 function refersTo(record: WorkflowRecord, events: readonly WorkflowEvent[], index: number, ref: ValueRef, value: JsonValue): boolean {
   if (!('listen' in ref)) return referredValue(record, events, index, ref) === value;
