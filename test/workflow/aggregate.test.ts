@@ -34,22 +34,10 @@ import {
 } from '../../src/workflow/exec/machines.js';
 import { applyWorkflow, foldWorkflow, nextWorkflowDueMs, type WorkflowRecord } from '../../src/workflow/exec/record.js';
 import { workflowAggregate } from '../../src/workflow/exec/aggregate.js';
-import { workflowInstanceId } from '../../src/workflow/ids.js';
+import { bareStarted } from './support.js';
 
 const open = { notBeforeMs: Number.MIN_SAFE_INTEGER, notAfterMs: Number.MAX_SAFE_INTEGER };
-const id = workflowInstanceId('alice', `sha256:${'0'.repeat(64)}`, 'w', 'k');
-const started: WorkflowEvent = {
-  type: 'workflow-started',
-  v: 1,
-  instanceId: id,
-  principalId: 'alice',
-  invocationKey: 'k',
-  workflowName: 'w',
-  bundleDigest: `sha256:${'0'.repeat(64)}`,
-  document: { do: [] },
-  input: {},
-  deadlineMs: 10_000,
-};
+const started = bareStarted({ deadlineMs: 10_000 });
 const stored = (revision: number, events: WorkflowEvent[], committedAtMs = 1000 + revision, timeGuard = open): Stored<WorkflowTransition> => ({
   revision: String(revision),
   committedAtMs,

@@ -15,7 +15,7 @@ import { MemoryEventStore } from '../../src/adapters/store/memory.js';
 import type { EventStore } from '../../src/adapters/store/types.js';
 import { SystemClock, VirtualClock } from '../../src/contract/clock.js';
 import { replayInstances } from '../../src/cli/commands/workflow-ops.js';
-import { harness, quickDocument } from './support.js';
+import { bareStarted, harness, quickDocument } from './support.js';
 import { workflowInstanceId } from '../../src/workflow/ids.js';
 import { captureIo } from '../support/cli-io.js';
 import { minimalServeConfig } from '../support/config-fixtures.js';
@@ -129,25 +129,13 @@ test('inspect shows the task key scheme a start records: keys 2, and for a start
 });
 
 test('replay reports a log the machines refuse, a transition that fails its schema, and void transitions', () => {
-  const id = workflowInstanceId('alice', `sha256:${'0'.repeat(64)}`, 'w', 'k');
   const open = { notBeforeMs: Number.MIN_SAFE_INTEGER, notAfterMs: Number.MAX_SAFE_INTEGER };
   const stored = (revision: number, events: WorkflowEvent[], timeGuard = open): Stored<WorkflowTransition> => ({
     revision: String(revision),
     committedAtMs: 1000 + revision,
     transition: { events, timeGuard, causation: { command: 'test' } },
   });
-  const started: WorkflowEvent = {
-    type: 'workflow-started',
-    v: 1,
-    instanceId: id,
-    principalId: 'alice',
-    invocationKey: 'k',
-    workflowName: 'w',
-    bundleDigest: `sha256:${'0'.repeat(64)}`,
-    document: { do: [] },
-    input: {},
-    timeoutMs: 500,
-  };
+  const started = bareStarted({ timeoutMs: 500 });
   const good = replayWorkflowLog([stored(1, [started]), stored(2, [{ type: 'task-started', v: 1, at: '/do/0/a', ref: '/do/0/a', name: 'a', input: {} }])]);
   assert.equal(good.problem, null);
   assert.equal(good.record?.started.deadlineMs, 1001 + 500);

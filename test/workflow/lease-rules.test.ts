@@ -13,24 +13,11 @@ import type { WorkflowEvent, WorkflowTransition } from '../../src/workflow/exec/
 import { Halted } from '../../src/workflow/exec/journal.js';
 import { decideAcquire, decidePark, decideRelease, decideRenew, heldElsewhere, holderLease, LeaseLost } from '../../src/workflow/exec/lease.js';
 import { applyWorkflow, foldWorkflow, type WorkflowRecord } from '../../src/workflow/exec/record.js';
-import { workflowInstanceId } from '../../src/workflow/ids.js';
+import { bareStarted } from './support.js';
 
 const leaseMs = 10_000;
 const unbounded = { notBeforeMs: Number.MIN_SAFE_INTEGER, notAfterMs: Number.MAX_SAFE_INTEGER };
-const instanceId = workflowInstanceId('alice', `sha256:${'0'.repeat(64)}`, 'w', 'k');
-
-const started: WorkflowEvent = {
-  type: 'workflow-started',
-  v: 1,
-  instanceId,
-  principalId: 'alice',
-  invocationKey: 'k',
-  workflowName: 'w',
-  bundleDigest: `sha256:${'0'.repeat(64)}`,
-  document: { do: [] },
-  input: {},
-  deadlineMs: null,
-};
+const started = bareStarted({ deadlineMs: null });
 const acquired = (worker: string, epoch: number, untilMs: number): WorkflowEvent => ({ type: 'lease-acquired', v: 1, worker, epoch, untilMs });
 const renewed = (epoch: number, untilMs: number): WorkflowEvent => ({ type: 'lease-renewed', v: 1, epoch, untilMs });
 const released = (epoch: number): WorkflowEvent => ({ type: 'lease-released', v: 1, epoch });

@@ -19,6 +19,8 @@ import { WorkflowExecutor, type WorkflowExecutorOptions } from '../../src/workfl
 import { JqWorkerEvaluator, type ExpressionEvaluator, type JqWorkerOptions } from '../../src/workflow/exec/jq.js';
 import type { WorkflowRecord } from '../../src/workflow/exec/record.js';
 import { workflowStreams } from '../../src/workflow/exec/streams.js';
+import type { WorkflowEvent } from '../../src/workflow/exec/events.js';
+import { workflowInstanceId } from '../../src/workflow/ids.js';
 
 export interface Harness {
   executor: WorkflowExecutor;
@@ -176,4 +178,23 @@ export function refused(run: () => unknown, kind: AdapterErrorKind, pointer: str
     return error.description ?? '';
   }
   assert.fail('accepted');
+}
+
+/** The instance of the bare start below: alice's, of workflow `w` under key `k` in a bundle of digest zero. */
+const bareInstanceId = workflowInstanceId('alice', `sha256:${'0'.repeat(64)}`, 'w', 'k');
+
+/** A workflow-started event of bareInstanceId (an empty document, an empty input) with `extra` fields: its deadline or timeout, as the test needs. */
+export function bareStarted(extra: Readonly<Record<string, JsonValue>>): WorkflowEvent {
+  return {
+    type: 'workflow-started',
+    v: 1,
+    instanceId: bareInstanceId,
+    principalId: 'alice',
+    invocationKey: 'k',
+    workflowName: 'w',
+    bundleDigest: `sha256:${'0'.repeat(64)}`,
+    document: { do: [] },
+    input: {},
+    ...extra,
+  } as WorkflowEvent;
 }
