@@ -7,13 +7,13 @@
  * `unavailable` (a publication `rejected` without a refusal). Real nats-server.
  */
 import assert from 'node:assert/strict';
-import { after, before, describe, it } from 'node:test';
+import { describe, it } from 'node:test';
 import { jetstreamManager } from '@nats-io/jetstream';
-import { connect, type NatsConnection } from '@nats-io/transport-node';
+import { connect } from '@nats-io/transport-node';
 import { NatsTransport } from '../../src/adapters/transport/nats.js';
 import { toAdapterError } from '../../src/adapters/transport/nats-errors.js';
 import { AdapterError } from '../../src/contract/errors.js';
-import { startNatsServer, type NatsServer } from '../support/nats-server.js';
+import { natsTransportForSuite } from '../support/nats-server.js';
 
 process.env.PATH = `${process.env.PATH ?? ''}:/usr/sbin`;
 
@@ -25,42 +25,34 @@ function assertInvalid(error: unknown, names: RegExp): true {
 }
 
 describe('NATS transport: what the client refuses as malformed', { timeout: 60_000 }, () => {
-  let server: NatsServer;
-  let nc: NatsConnection;
-  let transport: NatsTransport;
-  before(async () => {
-    server = await startNatsServer({ jetstream: true });
-    nc = await connect({ servers: server.url });
-    transport = new NatsTransport(nc, { identity: 'test' });
-  });
-  after(async () => {
-    await transport?.close();
-    await nc?.close();
-    await server?.dispose();
-  });
+  const nats = natsTransportForSuite({ jetstream: true });
 
   it('a request on a subject with whitespace is invalid-input naming the subject, not unavailable', async () => {
-    await assert.rejects(transport.request('test. bad', new Uint8Array(1), 1000), (error: unknown) => assertInvalid(error, /illegal subject: 'test\. bad'/));
+    await assert.rejects(nats.transport.request('test. bad', new Uint8Array(1), 1000), (error: unknown) =>
+      assertInvalid(error, /illegal subject: 'test\. bad'/),
+    );
   });
 
   it('a request with a timeout the client refuses is invalid-input naming it', async () => {
-    await assert.rejects(transport.request('test.echo', new Uint8Array(1), -1), (error: unknown) => assertInvalid(error, /'timeout' must be greater than 0/));
+    await assert.rejects(nats.transport.request('test.echo', new Uint8Array(1), -1), (error: unknown) =>
+      assertInvalid(error, /'timeout' must be greater than 0/),
+    );
   });
 
   it('a core publish on a subject with whitespace is rejected with a typed invalid-input refusal', async () => {
-    const receipt = await transport.publish('test. bad', new Uint8Array(1));
+    const receipt = await nats.transport.publish('test. bad', new Uint8Array(1));
     assert.equal(receipt.receipt, 'rejected');
     assertInvalid(receipt.refusal, /illegal subject/);
   });
 
   it('a core publish with a header value holding CR or LF is rejected with a typed invalid-input refusal', async () => {
-    const receipt = await transport.publish('test.core', new Uint8Array(1), { headers: { 'x-note': 'a\r\nb' } });
+    const receipt = await nats.transport.publish('test.core', new Uint8Array(1), { headers: { 'x-note': 'a\r\nb' } });
     assert.equal(receipt.receipt, 'rejected');
     assertInvalid(receipt.refusal, /header x-note contains CR or LF/);
   });
 
   it('a JetStream API call on a name the client refuses is invalid-input', async () => {
-    const jsm = await jetstreamManager(nc);
+    const jsm = await jetstreamManager(nats.nc);
     const failed = await jsm.streams.info('a.b').then(
       () => undefined,
       (error: unknown) => toAdapterError(error, 'reading stream a.b'),
@@ -69,7 +61,7 @@ describe('NATS transport: what the client refuses as malformed', { timeout: 60_0
   });
 
   it('on a connection that is gone: a publish is rejected without a refusal, a request unavailable', async () => {
-    const gone = await connect({ servers: server.url });
+    const gone = await connect({ servers: nats.server.url });
     const other = new NatsTransport(gone, { identity: 'gone' });
     await gone.close();
     const receipt = await other.publish('test.core', new Uint8Array(1));

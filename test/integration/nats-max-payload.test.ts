@@ -30,7 +30,7 @@ import { Coordinator } from '../../src/runtime/coordinator.js';
 import { sendCommand, sendListCommand, startCommandServer } from '../../src/nats-api/commands.js';
 import type { Logger } from '../../src/runtime/operation-log.js';
 import { eventually } from '../support/nats-deployment-fixture.js';
-import { startNatsServer, type NatsServer } from '../support/nats-server.js';
+import { natsTransportForSuite, startNatsServer, type NatsServer } from '../support/nats-server.js';
 
 process.env.PATH = `${process.env.PATH ?? ''}:/usr/sbin`;
 
@@ -72,28 +72,16 @@ function reviewCoordinator(
 }
 
 describe('NATS transport: a message past max_payload', { timeout: 60_000 }, () => {
-  let server: NatsServer;
-  let nc: NatsConnection;
-  let transport: NatsTransport;
-  before(async () => {
-    server = await startNatsServer({ maxPayload, jetstream: false });
-    nc = await connect({ servers: server.url });
-    transport = new NatsTransport(nc, { identity: 'test' });
-  });
-  after(async () => {
-    await transport?.close();
-    await nc?.close();
-    await server?.dispose();
-  });
+  const nats = natsTransportForSuite({ maxPayload, jetstream: false });
 
   it('a request past max_payload is invalid-input naming both sizes, not unavailable', async () => {
-    const sub = nc.subscribe('test.echo', { callback: (_e, msg) => void msg.respond(new Uint8Array(0)) });
-    await assert.rejects(transport.request('test.echo', big, 2000), assertTooLarge);
+    const sub = nats.nc.subscribe('test.echo', { callback: (_e, msg) => void msg.respond(new Uint8Array(0)) });
+    await assert.rejects(nats.transport.request('test.echo', big, 2000), assertTooLarge);
     sub.unsubscribe();
   });
 
   it('a core publish past max_payload is rejected with a typed invalid-input refusal', async () => {
-    const receipt = await transport.publish('test.core', big);
+    const receipt = await nats.transport.publish('test.core', big);
     assert.equal(receipt.receipt, 'rejected');
     assert.match(receipt.detail ?? '', tooLarge);
     assertTooLarge(receipt.refusal);
@@ -101,20 +89,20 @@ describe('NATS transport: a message past max_payload', { timeout: 60_000 }, () =
 
   it('a reply past max_payload is refused as invalid-input', async () => {
     let replying: Promise<unknown> | undefined;
-    const sub = await transport.subscribe('test.reply', (message: InboundMessage) => {
+    const sub = await nats.transport.subscribe('test.reply', (message: InboundMessage) => {
       replying = message.respond?.(big).then(
         () => 'replied',
         (error: unknown) => error,
       );
     });
-    await nc.request('test.reply', new Uint8Array(1), { timeout: 300 }).catch(() => undefined);
+    await nats.nc.request('test.reply', new Uint8Array(1), { timeout: 300 }).catch(() => undefined);
     await eventually(() => replying !== undefined, 'the handler replied');
     assertTooLarge(await replying);
     await sub.close();
   });
 
   it('a request on a connection that is gone stays unavailable', async () => {
-    const gone = await connect({ servers: server.url });
+    const gone = await connect({ servers: nats.server.url });
     const other = new NatsTransport(gone, { identity: 'gone' });
     await gone.close();
     await assert.rejects(other.request('test.echo', new Uint8Array(1), 500), (error: unknown) => {

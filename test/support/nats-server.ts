@@ -6,7 +6,9 @@
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { connect, type ConnectionOptions } from '@nats-io/transport-node';
+import { connect, type ConnectionOptions, type NatsConnection } from '@nats-io/transport-node';
+import { after, before } from 'node:test';
+import { NatsTransport } from '../../src/adapters/transport/nats.js';
 import { mkdtemp, readFile, readdir, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -206,6 +208,46 @@ export async function startNatsServer(options: NatsServerOptions = {}): Promise<
       await stop();
       await rm(workDir, { recursive: true, force: true });
       if (options.storeDir === undefined) await rm(storeDir, { recursive: true, force: true });
+    },
+  };
+}
+
+/** A suite's nats-server, a connection to it and a NatsTransport on that connection (natsTransportForSuite). */
+export interface NatsTransportSuite {
+  readonly server: NatsServer;
+  readonly nc: NatsConnection;
+  readonly transport: NatsTransport;
+}
+
+/**
+ * Inside a `describe`: a nats-server of the suite's own (`options`), a connection and a transport,
+ * made before its tests and closed after them. Read the fields inside the tests, once made.
+ */
+export function natsTransportForSuite(options: NatsServerOptions): NatsTransportSuite {
+  const made: { server?: NatsServer; nc?: NatsConnection; transport?: NatsTransport } = {};
+  before(async () => {
+    made.server = await startNatsServer(options);
+    made.nc = await connect({ servers: made.server.url });
+    made.transport = new NatsTransport(made.nc, { identity: 'test' });
+  });
+  after(async () => {
+    await made.transport?.close();
+    await made.nc?.close();
+    await made.server?.dispose();
+  });
+  const held = <T>(value: T | undefined, what: string): T => {
+    if (value === undefined) throw new Error(`the suite's ${what} is made before its tests run`);
+    return value;
+  };
+  return {
+    get server() {
+      return held(made.server, 'nats-server');
+    },
+    get nc() {
+      return held(made.nc, 'connection');
+    },
+    get transport() {
+      return held(made.transport, 'transport');
     },
   };
 }
