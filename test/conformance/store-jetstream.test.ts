@@ -6,6 +6,7 @@ import { DiscardPolicy, RetentionPolicy, StorageType, jetstream, jetstreamManage
 import { AdapterError } from '../../src/contract/errors.js';
 import { createHash, randomBytes } from 'node:crypto';
 import { JetStreamEventStore } from '../../src/adapters/store/jetstream.js';
+import { addedMeanwhile } from '../../src/adapters/store/jetstream-stream-limits.js';
 import { connectNats } from '../../src/adapters/transport/nats.js';
 import { jetstreamStorePermissions } from '../../src/deployment/nats/permissions.js';
 import { startJetStreamServer } from '../support/jetstream-server.js';
@@ -940,3 +941,35 @@ test('jetstream: an open-set, tombstone or operations stream deleted under a run
       );
     }
   }));
+
+test('jetstream: stores opened at once on a fresh server all open, whichever of their stream adds the server answers as a subject overlap', async () => {
+  const server = await startJetStreamServer();
+  const nc = await connect({ servers: server.url });
+  try {
+    const jsm = await jetstreamManager(nc);
+    // The rule the race relies on: an overlap with the stream of that very name is another client's add that won.
+    await jsm.streams.add({ name: 'RACED', subjects: ['raced.>'] });
+    const overlap = await jsm.streams.add({ name: 'OTHER', subjects: ['raced.>'] }).then(
+      () => undefined,
+      (error: unknown) => error,
+    );
+    assert.equal((overlap as { code?: number } | undefined)?.code, 10065, String(overlap));
+    assert.equal(await addedMeanwhile(jsm, 'RACED', overlap), true, 'the named stream is there: another client made it');
+    assert.equal(await addedMeanwhile(jsm, 'OTHER', overlap), false, 'another stream holds the subjects: the error stands');
+    assert.equal(await addedMeanwhile(jsm, 'RACED', new Error('not the server')), false);
+    // Several processes opening one store at once (convoke serve beside convoke serve).
+    for (let round = 0; round < 3; round++) {
+      const prefix = `race${round}`;
+      const opened = await Promise.allSettled(
+        Array.from({ length: 4 }, () => JetStreamEventStore.open({ connection: nc, streamName: `RACE_${round}`, subjectPrefix: prefix })),
+      );
+      for (const outcome of opened) {
+        assert.equal(outcome.status, 'fulfilled', outcome.status === 'rejected' ? String(outcome.reason) : '');
+        if (outcome.status === 'fulfilled') await outcome.value.close();
+      }
+    }
+  } finally {
+    await nc.close();
+    await server.dispose();
+  }
+});

@@ -26,6 +26,7 @@ import { DiscardPolicy, JetStreamApiError, RetentionPolicy, StorageType, type Je
 import type { OperationIndexRow } from '../../events/operation-index.js';
 import type { WorkflowIndexRow } from '../../events/workflow-index.js';
 import { indexRowFieldsOf } from './index-row.js';
+import { addedMeanwhile } from './jetstream-stream-limits.js';
 import { workflowIndexRowOf } from './workflow-rows.js';
 
 const gunzip = promisify(gunzipCb);
@@ -123,7 +124,7 @@ export async function ensureSnapshotStream(jsm: JetStreamManager, streamName: st
     });
     return undefined;
   } catch (error) {
-    return error instanceof JetStreamApiError && error.code === 10058 ? undefined : `stream ${name} is missing and cannot be created (${describe(error)})`;
+    return (await addedMeanwhile(jsm, name, error)) ? undefined : `stream ${name} is missing and cannot be created (${describe(error)})`;
   }
 }
 

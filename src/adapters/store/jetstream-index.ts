@@ -44,7 +44,7 @@ import { headers as natsHeaders, nanos } from '@nats-io/transport-node';
 import { BoundedMap } from '../../contract/bounded-map.js';
 import { inBatches } from './in-batches.js';
 import { AdapterError, unavailable, unsupported } from '../../contract/errors.js';
-import { evictingLimits } from './jetstream-stream-limits.js';
+import { addedMeanwhile, evictingLimits } from './jetstream-stream-limits.js';
 import { limits as contractLimits } from '../../contract/limits.js';
 import { type IndexPage, type IndexQuery, type OperationIndexRow, type StuckBounds, type StuckCounts } from '../../events/operation-index.js';
 import type { StoredTransition } from '../../events/types.js';
@@ -140,7 +140,7 @@ export async function ensureIndexStream(jsm: JetStreamManager, streamName: strin
       allow_direct: true,
     });
   } catch (error) {
-    if (!(error instanceof JetStreamApiError && error.code === 10058)) throw error;
+    if (!(await addedMeanwhile(jsm, name, error))) throw error;
   }
 }
 

@@ -41,7 +41,7 @@ import { BoundedMap } from '../../contract/bounded-map.js';
 import { unavailable, unsupported } from '../../contract/errors.js';
 import { isOperationId } from '../../contract/ids.js';
 import { streamFamily } from './workflow-running.js';
-import { evictingLimits } from './jetstream-stream-limits.js';
+import { addedMeanwhile, evictingLimits } from './jetstream-stream-limits.js';
 
 export interface JetStreamOpenSetHost {
   /** A JetStream publish awaiting its PubAck (the store's PubAck mux): the stored sequence. */
@@ -82,7 +82,7 @@ export async function ensureOpenSetStream(jsm: JetStreamManager, streamName: str
     });
     return true;
   } catch (error) {
-    if (!(error instanceof JetStreamApiError && error.code === 10058)) throw error;
+    if (!(await addedMeanwhile(jsm, name, error))) throw error;
     return false;
   }
 }

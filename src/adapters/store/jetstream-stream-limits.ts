@@ -4,7 +4,7 @@
  * itself: logs, tombstone key records and open-set marks are history or unconsumed work, never
  * evicted (a full stream refuses writes instead: discard-new).
  */
-import { DiscardPolicy, type StreamConfig } from '@nats-io/jetstream';
+import { DiscardPolicy, JetStreamApiError, type JetStreamManager, type StreamConfig } from '@nats-io/jetstream';
 import { limits } from '../../contract/limits.js';
 
 /**
@@ -54,4 +54,25 @@ export function messageCapProblem(c: Partial<StreamConfig>): string | undefined 
   const maxMsgs = c.max_msgs ?? -1;
   if (maxMsgs <= 0 || maxMsgs >= 2 * messageReserveMin) return undefined;
   return `has max_msgs ${maxMsgs}, under ${2 * messageReserveMin}: it leaves no room beside the ${messageReserveMin} messages kept for the appends of open operations`;
+}
+
+/** The server's answers to a stream add another client's add of the same stream beat: the name taken with another config, or its subjects taken. */
+const streamNameInUse = 10058;
+const subjectsOverlap = 10065;
+
+/**
+ * Whether a stream add that failed with `error` lost a race with another client adding stream
+ * `name` at the same moment (several processes opening one store at once), so that the stream is
+ * there now: the name in use, or — as nats-server answers one of two concurrent adds of the same
+ * stream — its subjects overlapping a stream that is, on reading it, the one named. Any other
+ * overlap (another stream holding those subjects) is no race: the add's error stands.
+ */
+export async function addedMeanwhile(jsm: JetStreamManager, name: string, error: unknown): Promise<boolean> {
+  if (!(error instanceof JetStreamApiError)) return false;
+  if (error.code === streamNameInUse) return true;
+  if (error.code !== subjectsOverlap) return false;
+  return jsm.streams.info(name).then(
+    () => true,
+    () => false,
+  );
 }

@@ -67,7 +67,7 @@ import { capacityReached, refusedCreates, resolveStoreLimits } from './limits.js
 import { StampFeed } from './stamp-feed.js';
 import { JetStreamOperationIndex, ensureIndexStream, indexStreamName, indexStreamProblem } from './jetstream-index.js';
 import { inBatches } from './in-batches.js';
-import { evictingLimits, messageCapProblem, messageReserve } from './jetstream-stream-limits.js';
+import { addedMeanwhile, evictingLimits, messageCapProblem, messageReserve } from './jetstream-stream-limits.js';
 import { JetStreamOpenSet, ensureOpenSetStream, openSetStreamName, openSetStreamProblem } from './jetstream-open-set.js';
 import { ensureSnapshotStream, snapshotStreamName } from './jetstream-index-snapshot.js';
 import { pageRowsDefault } from './jetstream-index-pages.js';
@@ -1182,7 +1182,7 @@ async function ensureStream(
     return { directGet: true, created: info.created, messageBytesMax: streamMessageBytesMax(info.config, messageBytesMax) };
   } catch (error) {
     // Another client created it between our info and add: fine if it is ours (checked next open).
-    if (!(error instanceof JetStreamApiError && error.code === 10058)) throw error;
+    if (!(await addedMeanwhile(jsm, name, error))) throw error;
     const info = await jsm.streams.info(name);
     return { directGet: false, created: info.created, messageBytesMax: streamMessageBytesMax(info.config, messageBytesMax) };
   }
