@@ -50,14 +50,18 @@ export function setMember<T>(object: Record<string, T>, key: string, value: T): 
 
 /** The most UTF-8 bytes JSON.stringify writes for one UTF-16 unit of a string: `\uXXXX`. */
 const unitBytesMax = 6;
-/** The most characters JSON.stringify writes for a finite number (`-1.2345678901234567e-308`). */
-const numberBytesMax = 24;
+/**
+ * The most characters JSON.stringify writes for a finite number: 25, for a negative one of 17
+ * significant digits just above 1e-6, the smallest written without an exponent
+ * (`-0.0000012345678901234567`); an exponent form takes at most 24 (`-1.2345678901234567e-308`).
+ */
+const numberBytesMax = 25;
 
 /**
  * An upper bound of the UTF-8 bytes of JSON.stringify(value), found without serializing it, or a
  * number above `stopAbove` as soon as the bound passes it. Far cheaper than serializing a small
  * value, and what lets a caller that only needs "certainly at most N bytes" skip the serialization:
- * each string counts six bytes per UTF-16 unit (the longest escape), each number 24, each member its
+ * each string counts six bytes per UTF-16 unit (the longest escape), each number 25, each member its
  * key, quotes, colon and comma. `skip` leaves out one member of a top-level object (counted as
  * `null`).
  */

@@ -81,6 +81,6 @@ test('jsonBytesBound counts a skipped top-level member as null', () => {
 test('jsonBytesBound of the longest escapes and numbers', () => {
   // Each DEL is one byte of UTF-8 that JSON.stringify keeps; a control is the six of \u001f.
   assert.ok(jsonBytesBound('\u001f'.repeat(100), Infinity) >= Buffer.byteLength(JSON.stringify('\u001f'.repeat(100))));
-  for (const n of [-1.2345678901234567e-308, -Number.MAX_VALUE, -Number.MIN_VALUE, -9007199254740991])
+  for (const n of [-1.2345678901234567e-308, -0.0000010331418833746061, -0.0000012345678901234567, -Number.MAX_VALUE, -Number.MIN_VALUE, -9007199254740991])
     assert.ok(jsonBytesBound(n, Infinity) >= JSON.stringify(n).length, String(n));
 });
