@@ -287,6 +287,38 @@ export function listStatement(query: IndexQuery): { sql: string; params: (string
   return { sql, params: [...where.params, query.limit + 1] };
 }
 
+/**
+ * List statements by their SQL text, both indexes' (operations and workflow instances): a query
+ * shape is prepared once, on first use.
+ */
+export class PreparedStatements<Row> {
+  private readonly bySql = new Map<string, Database.Statement<(string | number)[], Row>>();
+
+  constructor(private readonly db: Database.Database) {}
+
+  of(sql: string): Database.Statement<(string | number)[], Row> {
+    let statement = this.bySql.get(sql);
+    if (!statement) {
+      statement = this.db.prepare<(string | number)[], Row>(sql);
+      this.bySql.set(sql, statement);
+    }
+    return statement;
+  }
+}
+
+/**
+ * An index read, both indexes': refused once the store is closed, and any SQLite error thrown by
+ * `work` is `unavailable`, named by `what` ("sqlite index").
+ */
+export function readIndex<T>(closed: boolean, what: string, work: () => T): T {
+  if (closed) throw unavailable('store is closed');
+  try {
+    return work();
+  } catch (error) {
+    throw unavailable(`${what}: ${error instanceof Error ? error.message : String(error)}`, error);
+  }
+}
+
 export interface SqliteIndexHost {
   closed(): boolean;
   /** The operation's log, read inside the current transaction. */
@@ -298,8 +330,7 @@ export class SqliteOperationIndex implements OperationIndexStore {
   private readonly upsert: Database.Statement;
   private readonly remover: Database.Statement;
   private readonly one: Database.Statement<[string], IndexRowData>;
-  /** List statements by their SQL text: a query shape is prepared once. */
-  private readonly prepared = new Map<string, Database.Statement<(string | number)[], IndexRowData>>();
+  private readonly prepared: PreparedStatements<IndexRowData>;
   private readonly rebuildTransaction: Database.Transaction<(operationId: string) => OperationIndexRow | undefined>;
 
   constructor(
@@ -313,6 +344,7 @@ export class SqliteOperationIndex implements OperationIndexStore {
         .join(', ')})`,
     );
     this.remover = db.prepare('DELETE FROM operation_index WHERE operation_id = ?');
+    this.prepared = new PreparedStatements(db);
     this.one = db.prepare<[string], IndexRowData>(`SELECT ${columns} FROM operation_index WHERE operation_id = ?`);
     this.rebuildTransaction = db.transaction((operationId: string) => {
       const live = db.prepare<[string], { tombstoned: number }>('SELECT tombstoned FROM operations WHERE id = ?').get(operationId);
@@ -341,7 +373,7 @@ export class SqliteOperationIndex implements OperationIndexStore {
    */
   async list(query: IndexQuery): Promise<IndexPage> {
     const { sql, params } = listStatement(query);
-    const walked = this.read(() => this.statement(sql).all(...params));
+    const walked = this.read(() => this.prepared.of(sql).all(...params));
     const page = walked.slice(0, query.limit);
     const rows = page.flatMap((data) => rowOf(data) ?? []);
     const last = page.findLast((data) => Number.isSafeInteger(data.admitted_at_ms) && isOperationId(String(data.operation_id)));
@@ -386,22 +418,8 @@ export class SqliteOperationIndex implements OperationIndexStore {
     }
   }
 
-  private statement(sql: string): Database.Statement<(string | number)[], IndexRowData> {
-    let statement = this.prepared.get(sql);
-    if (!statement) {
-      statement = this.db.prepare<(string | number)[], IndexRowData>(sql);
-      this.prepared.set(sql, statement);
-    }
-    return statement;
-  }
-
   private read<T>(work: () => T): T {
-    if (this.host.closed()) throw unavailable('store is closed');
-    try {
-      return work();
-    } catch (error) {
-      throw unavailable(`sqlite index: ${error instanceof Error ? error.message : String(error)}`, error);
-    }
+    return readIndex(this.host.closed(), 'sqlite index', work);
   }
 
   /** A file from before the index (or one never indexed): every live operation's row, once, in one transaction. */

@@ -11,7 +11,6 @@
  * through the same check as every other store's (workflow-rows.ts).
  */
 import type Database from 'better-sqlite3';
-import { unavailable } from '../../contract/errors.js';
 import {
   workflowStuckReasons,
   type WorkflowIndexPage,
@@ -21,7 +20,7 @@ import {
   type WorkflowStuckReason,
 } from '../../events/workflow-index.js';
 import type { WorkflowIndexStore } from './types.js';
-import { PageConditions } from './sqlite-index.js';
+import { PageConditions, PreparedStatements, readIndex } from './sqlite-index.js';
 import { isWorkflowStream, parseWorkflowIndexRow } from './workflow-rows.js';
 
 const running = "status = 'running'";
@@ -99,10 +98,10 @@ export class SqliteWorkflowIndex implements WorkflowIndexStore {
   private readonly remover: Database.Statement;
   private readonly one: Database.Statement<[string], { row: string }>;
   private readonly running: Database.Statement<[string, number], { n: number }>;
-  private readonly prepared = new Map<string, Database.Statement<(string | number)[], ListedRow>>();
+  private readonly prepared: PreparedStatements<ListedRow>;
 
   constructor(
-    private readonly db: Database.Database,
+    db: Database.Database,
     private readonly closed: () => boolean,
   ) {
     this.upsert = db.prepare(
@@ -110,6 +109,7 @@ export class SqliteWorkflowIndex implements WorkflowIndexStore {
         'VALUES (@instance_id, @principal_id, @workflow_name, @status, @started_at_ms, @deadline_ms, @next_due_ms, @lease_until_ms, @row)',
     );
     this.remover = db.prepare('DELETE FROM workflow_index WHERE instance_id = ?');
+    this.prepared = new PreparedStatements(db);
     this.one = db.prepare<[string], { row: string }>('SELECT row FROM workflow_index WHERE instance_id = ?');
     // The principal's running partial index, walked no further than the bound: no row is read.
     this.running = db.prepare<[string, number], { n: number }>(
@@ -139,7 +139,7 @@ export class SqliteWorkflowIndex implements WorkflowIndexStore {
   /** A row that is not one (workflow-rows.ts) is left out; the page still moves past it, to the last position it walked. */
   async list(query: WorkflowIndexQuery): Promise<WorkflowIndexPage> {
     const { sql, params } = workflowListStatement(query);
-    const walked = this.read(() => this.statement(sql).all(...params));
+    const walked = this.read(() => this.prepared.of(sql).all(...params));
     const page = walked.slice(0, query.limit);
     const rows = page.flatMap((data) => parseWorkflowIndexRow(data.row) ?? []);
     const last = page.findLast((data) => Number.isSafeInteger(data.started_at_ms) && isWorkflowStream(String(data.instance_id)));
@@ -159,21 +159,7 @@ export class SqliteWorkflowIndex implements WorkflowIndexStore {
     this.read(() => this.write(instanceId, row?.instanceId === instanceId ? row : undefined));
   }
 
-  private statement(sql: string): Database.Statement<(string | number)[], ListedRow> {
-    let statement = this.prepared.get(sql);
-    if (!statement) {
-      statement = this.db.prepare<(string | number)[], ListedRow>(sql);
-      this.prepared.set(sql, statement);
-    }
-    return statement;
-  }
-
   private read<T>(work: () => T): T {
-    if (this.closed()) throw unavailable('store is closed');
-    try {
-      return work();
-    } catch (error) {
-      throw unavailable(`sqlite workflow index: ${error instanceof Error ? error.message : String(error)}`, error);
-    }
+    return readIndex(this.closed(), 'sqlite workflow index', work);
   }
 }
