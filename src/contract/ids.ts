@@ -40,6 +40,13 @@ export function checkInvocationKey(key: string): void {
   }
 }
 
+/**
+ * The same rule as a JSON Schema fragment, for every request that carries a key (an invocation, a
+ * workflow start, a workflow's contract call). JSON Schema's maxLength counts characters, not
+ * bytes, so the byte bound itself is checked where the key is used (checkInvocationKey).
+ */
+export const invocationKeySchema = { type: 'string', minLength: 1, maxLength: limits.invocationKeyBytesMax } as const;
+
 /** `op` + lowercase hex SHA-256 of lengthPrefixed([principalId, contractDigest, invocationKey]): 66 chars. */
 export function operationId(principalId: string, contractDigest: string, invocationKey: string): string {
   return 'op' + sha256Hex(lengthPrefixed([principalId, contractDigest, invocationKey]));

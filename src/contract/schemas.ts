@@ -6,7 +6,7 @@
  */
 import { adapterErrorKinds } from './errors.js';
 import { limits } from './limits.js';
-import { namespaceSchema, tokenSchema } from './ids.js';
+import { invocationKeySchema, namespaceSchema, tokenSchema } from './ids.js';
 import { completionSchema } from './completion.js';
 import type { Interaction, InteractionDefaulted } from './types.js';
 
@@ -225,7 +225,7 @@ export const invocationRequestSchema = {
   properties: {
     contract: contractRefSchema,
     interaction: token,
-    invocationKey: { type: 'string', minLength: 1, maxLength: limits.invocationKeyBytesMax },
+    invocationKey: invocationKeySchema,
     input: {},
     waitFor: { enum: ['decision', 'settled'] },
     waitMs: { type: 'integer', minimum: 0, maximum: limits.waitMsMax },

@@ -16,6 +16,7 @@ import type { BundleRegistry } from '../contract/bundle.js';
 import type { Clock } from '../contract/clock.js';
 import type { JsonValue } from '../contract/json.js';
 import { contractRefSchema } from '../contract/schemas.js';
+import { invocationKeySchema } from '../contract/ids.js';
 import { limits } from '../contract/limits.js';
 import type { ContractRef } from '../contract/types.js';
 import type { DecisionView, SettlementView } from '../projections/views.js';
@@ -296,7 +297,7 @@ export const workflowStartRequestSchema = {
   properties: {
     bundle: contractRefSchema,
     workflow: workflowName,
-    invocationKey: { type: 'string', minLength: 1, maxLength: limits.invocationKeyBytesMax },
+    invocationKey: invocationKeySchema,
     input: {},
     waitMs: { type: 'integer', minimum: 0, maximum: limits.waitMsMax },
   },

@@ -23,7 +23,7 @@ import { invalidInput } from '../../contract/errors.js';
 import type { JsonObject, JsonValue } from '../../contract/json.js';
 import { contractRefSchema } from '../../contract/schemas.js';
 import { limits } from '../../contract/limits.js';
-import { tokenSchema } from '../../contract/ids.js';
+import { invocationKeySchema, tokenSchema } from '../../contract/ids.js';
 import { compileChecker } from '../../contract/validation.js';
 import type { WaitFor } from '../../contract/types.js';
 
@@ -116,7 +116,7 @@ export const contractCallWithSchema = {
     interaction: tokenSchema,
     input: {},
     waitFor: { anyOf: [{ enum: ['decision', 'settled'] }, runtimeExpression] },
-    invocationKey: { type: 'string', minLength: 1, maxLength: limits.invocationKeyBytesMax },
+    invocationKey: invocationKeySchema,
   },
 } as const;
 
