@@ -179,6 +179,9 @@ const rateSchema = {
   },
 } as const;
 
+/** How long past its instant open work waits before it counts as stuck (stuck, workflows.stuck). */
+const stuckGraceMs = { type: 'integer', minimum: 0, maximum: limits.timeoutMsMax } as const;
+
 /**
  * The origins a request carrying one workflow secret may go to (each entry read by origins.ts:
  * semanticProblems). Never empty: a secret that may go nowhere is a mistake, and `[]` read as
@@ -273,9 +276,9 @@ export const deploymentConfigSchema = {
           type: 'object',
           additionalProperties: false,
           properties: {
-            timeoutGraceMs: { type: 'integer', minimum: 0, maximum: limits.timeoutMsMax },
-            timerGraceMs: { type: 'integer', minimum: 0, maximum: limits.timeoutMsMax },
-            leaseGraceMs: { type: 'integer', minimum: 0, maximum: limits.timeoutMsMax },
+            timeoutGraceMs: stuckGraceMs,
+            timerGraceMs: stuckGraceMs,
+            leaseGraceMs: stuckGraceMs,
           },
         },
         /** The egress policy of workflow HTTP calls (each allow entry read by origins.ts: semanticProblems). */
@@ -339,9 +342,9 @@ export const deploymentConfigSchema = {
       type: 'object',
       additionalProperties: false,
       properties: {
-        deadlineGraceMs: { type: 'integer', minimum: 0, maximum: limits.timeoutMsMax },
-        leaseGraceMs: { type: 'integer', minimum: 0, maximum: limits.timeoutMsMax },
-        outboxPendingMs: { type: 'integer', minimum: 0, maximum: limits.timeoutMsMax },
+        deadlineGraceMs: stuckGraceMs,
+        leaseGraceMs: stuckGraceMs,
+        outboxPendingMs: stuckGraceMs,
       },
     },
   },
