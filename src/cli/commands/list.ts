@@ -12,21 +12,25 @@ import { renderTable, ShortId, widthOf, type Cell } from '../table.js';
 import { terminalText } from '../terminal-text.js';
 import { withStore, type StoreOptions } from './ops.js';
 
-export interface ListOptions extends StoreOptions {
+/** What both list commands (operations, workflow instances) take beside their own filters. */
+export interface ListPageOptions extends StoreOptions {
   principal?: string;
-  phase?: string;
-  outcome?: string;
-  settlement?: string;
-  interaction?: string;
   since?: string;
   until?: string;
   limit?: string;
   cursor?: string;
   /** true (any reason) or a reason. */
   stuck?: boolean | string;
-  /** The deployment config whose stuck bounds apply (stuck-bounds.ts); the defaults without one. */
+  /** The deployment config whose stuck bounds apply (stuck-bounds.ts: stuck, or workflows.stuck); the defaults without one. */
   config?: string;
   json: boolean;
+}
+
+export interface ListOptions extends ListPageOptions {
+  phase?: string;
+  outcome?: string;
+  settlement?: string;
+  interaction?: string;
 }
 
 export async function listCommand(options: ListOptions, io: CliIo): Promise<number> {

@@ -13,22 +13,11 @@ import type { CliIo } from '../io.js';
 import { ShortId } from '../table.js';
 import { terminalText } from '../terminal-text.js';
 import { contextOptions, storeCredsOption, storeOf, workflowCommand } from '../options.js';
-import { givenOptions, instant, writeListPage } from './list.js';
-import type { StoreOptions } from './ops.js';
+import { givenOptions, instant, writeListPage, type ListPageOptions } from './list.js';
 
-export interface WorkflowListOptions extends StoreOptions {
-  principal?: string;
+export interface WorkflowListOptions extends ListPageOptions {
   status?: string;
   workflow?: string;
-  since?: string;
-  until?: string;
-  limit?: string;
-  cursor?: string;
-  /** true (any reason) or a reason. */
-  stuck?: boolean | string;
-  /** The deployment config whose workflows.stuck bounds apply (stuck-bounds.ts); the defaults without one. */
-  config?: string;
-  json: boolean;
 }
 
 export async function workflowListCommand(options: WorkflowListOptions, io: CliIo): Promise<number> {
