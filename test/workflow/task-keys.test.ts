@@ -136,6 +136,45 @@ async function until(what: string, check: () => Promise<boolean>): Promise<void>
   assert.fail(`timed out waiting for ${what}`);
 }
 
+/**
+ * A log an earlier executor started (startUnder), run by two workers in turn: the first runs it
+ * until the step `stopAt` is recorded and stops; the log then replays as running, with the start
+ * saying what it said of its scheme; the second resumes it to the end, finding every answer the
+ * first recorded (two requests in all), and the finished log replays equal. Answers the record for
+ * the test's own checks of its keys.
+ */
+async function resumedOldLog(scheme: 1 | 2, document: JsonValue, input: JsonValue, key: string, stopAt: string): Promise<WorkflowRecord> {
+  const clock = new SystemClock();
+  const store = new MemoryEventStore({ clock });
+  const counting = countingFetch();
+  const instanceId = await startUnder(scheme, store, document, input, key);
+  const a = harness({ store, clock, fetch: counting.fetcher });
+  try {
+    await a.executor.resume();
+    // The worker stops where it waits, the step before the wait answered (under its old key).
+    await until('the second ping answered', async () => (await a.executor.get(instanceId))?.steps[stopAt] !== undefined);
+  } finally {
+    await a.close();
+  }
+  const stopped = await a.executor.replay(instanceId);
+  assert.ok(stopped);
+  if (scheme === 1) assert.equal(stopped.started.keys, undefined, 'the log says nothing of its scheme');
+  else assert.equal(stopped.started.keys, scheme);
+  assert.equal(stopped.status, 'running');
+
+  const b = harness({ store, clock, fetch: counting.fetcher });
+  try {
+    await b.executor.resume();
+    const record = await b.executor.wait(instanceId, 10_000);
+    assert.equal(record.status, 'completed', JSON.stringify(record.error));
+    assert.equal(counting.calls.length, 2, 'the resumed worker found the second answer recorded: no request made again');
+    await assertReplayEqual(b, instanceId);
+    return record;
+  } finally {
+    await b.close();
+  }
+}
+
 test('new instances record key scheme 3 in their start; the start event schema accepts it, 2 and none, and no other value', async () => {
   const h = harness();
   try {
@@ -197,35 +236,10 @@ const oldKeys = [
 ];
 
 test('a log written before key schemes (scheme 1): it folds, replays equal, and a worker resuming it finds its facts under the old keys', async () => {
-  const clock = new SystemClock();
-  const store = new MemoryEventStore({ clock });
-  const counting = countingFetch();
-  const instanceId = await startUnder(1, store, waitsInRevisit, { calls: [] }, 'old-log');
-  const a = harness({ store, clock, fetch: counting.fetcher });
-  try {
-    await a.executor.resume();
-    // The worker stops in outer's second execution, waiting, its ping answered (under its scheme 1 key).
-    await until('the second ping answered', async () => (await a.executor.get(instanceId))?.steps['/do/0/outer/do/0/ping~1>http'] !== undefined);
-  } finally {
-    await a.close();
-  }
-  const stopped = await a.executor.replay(instanceId);
-  assert.ok(stopped);
-  assert.equal(stopped.started.keys, undefined, 'the log says nothing of its scheme');
-  assert.equal(stopped.status, 'running');
-
-  const b = harness({ store, clock, fetch: counting.fetcher });
-  try {
-    await b.executor.resume();
-    const record = await b.executor.wait(instanceId, 10_000);
-    assert.equal(record.status, 'completed', JSON.stringify(record.error));
-    assert.equal(counting.calls.length, 2, 'the resumed worker found the second answer recorded: no request made again');
-    assert.deepEqual(record.output, { calls: [1, 2] });
-    assert.deepEqual(Object.keys(record.tasks).sort(), oldKeys, 'every execution under its scheme 1 key');
-    await assertReplayEqual(b, instanceId);
-  } finally {
-    await b.close();
-  }
+  // The first worker stops in outer's second execution, waiting, its ping answered (under its scheme 1 key).
+  const record = await resumedOldLog(1, waitsInRevisit, { calls: [] }, 'old-log', '/do/0/outer/do/0/ping~1>http');
+  assert.deepEqual(record.output, { calls: [1, 2] });
+  assert.deepEqual(Object.keys(record.tasks).sort(), oldKeys, 'every execution under its scheme 1 key');
 });
 
 test('the same document started now (scheme 3, as under scheme 2): the revisit marker on the segment of the task revisited', async () => {
@@ -368,44 +382,19 @@ const retriesThenWaits = yaml(`${head('scheme-2-log')}do:
 `);
 
 test('a log written under scheme 2: it folds, replays equal, and a worker resuming it finds its facts under the scheme 2 keys', async () => {
-  const clock = new SystemClock();
-  const store = new MemoryEventStore({ clock });
-  const counting = countingFetch();
-  const instanceId = await startUnder(2, store, retriesThenWaits, {}, 'scheme-2-log');
-  const a = harness({ store, clock, fetch: counting.fetcher });
-  try {
-    await a.executor.resume();
-    // The worker stops in the try's second attempt, waiting, its ping answered (under its scheme 2 key).
-    await until('the second ping answered', async () => (await a.executor.get(instanceId))?.steps['/do/0/attempt/try/0/ping(2)>http'] !== undefined);
-  } finally {
-    await a.close();
-  }
-  const stopped = await a.executor.replay(instanceId);
-  assert.ok(stopped);
-  assert.equal(stopped.started.keys, 2);
-  assert.equal(stopped.status, 'running');
-
-  const b = harness({ store, clock, fetch: counting.fetcher });
-  try {
-    await b.executor.resume();
-    const record = await b.executor.wait(instanceId, 10_000);
-    assert.equal(record.status, 'completed', JSON.stringify(record.error));
-    assert.equal(counting.calls.length, 2, 'the resumed worker found the second answer recorded: no request made again');
-    assert.deepEqual(record.output, { n: 2 });
-    assert.deepEqual(Object.keys(record.tasks).sort(), [
-      '/do/0/attempt',
-      '/do/0/attempt/try/0/ping',
-      '/do/0/attempt/try/0/ping(2)',
-      '/do/0/attempt/try/1/check',
-      '/do/0/attempt/try/1/check(2)',
-      '/do/0/attempt/try/2/fail',
-      '/do/0/attempt/try/3/pause(2)',
-    ]);
-    assert.deepEqual(Object.keys(record.timers).sort(), ['/do/0/attempt(1)>retry', '/do/0/attempt/try/3/pause(2)>wait']);
-    await assertReplayEqual(b, instanceId);
-  } finally {
-    await b.close();
-  }
+  // The first worker stops in the try's second attempt, waiting, its ping answered (under its scheme 2 key).
+  const record = await resumedOldLog(2, retriesThenWaits, {}, 'scheme-2-log', '/do/0/attempt/try/0/ping(2)>http');
+  assert.deepEqual(record.output, { n: 2 });
+  assert.deepEqual(Object.keys(record.tasks).sort(), [
+    '/do/0/attempt',
+    '/do/0/attempt/try/0/ping',
+    '/do/0/attempt/try/0/ping(2)',
+    '/do/0/attempt/try/1/check',
+    '/do/0/attempt/try/1/check(2)',
+    '/do/0/attempt/try/2/fail',
+    '/do/0/attempt/try/3/pause(2)',
+  ]);
+  assert.deepEqual(Object.keys(record.timers).sort(), ['/do/0/attempt(1)>retry', '/do/0/attempt/try/3/pause(2)>wait']);
 });
 
 test('which executions ran inside which: scheme 2 tells the revisits of an enclosing task apart, scheme 1 could not', () => {
