@@ -80,6 +80,39 @@ async function withStoreAndClient(
   }
 }
 
+/** A reading of a stream is at most a second old: past it, the next write reads the stream again. */
+const readingAgeMs = 1_100;
+
+/**
+ * One operation created on `store`, for the tests that edit a stream under a running store:
+ * `appendGoesOn` appends to it and checks the append went in, keeping `revision` the log's last.
+ */
+async function openOperation(
+  store: JetStreamEventStore,
+  name: string,
+): Promise<{ id: string; revision: string; appendGoesOn: (what: string) => Promise<void> }> {
+  const guard = { notBeforeMs: 0, notAfterMs: Number.MAX_SAFE_INTEGER };
+  const id = newOperationId(name);
+  const created = await store.create(id, makeTransition(guard, 'create'));
+  expectOk(created, 'create');
+  const operation = {
+    id,
+    revision: created.revision,
+    appendGoesOn: async (what: string) => {
+      const appended = await store.append(id, operation.revision, makeTransition(guard, what));
+      expectOk(appended, `append ${what}`);
+      operation.revision = appended.revision;
+    },
+  };
+  return operation;
+}
+
+/** `answer` is the refusal of a write: unavailable, its description matching `named`. */
+function assertRefused(answer: { kind: string; description?: string }, named: RegExp, what: string): void {
+  assert.equal(answer.kind, 'unavailable', `${what}: ${JSON.stringify(answer)}`);
+  assert.match(answer.description ?? '', named, what);
+}
+
 test("jetstream: the transition size the store reports follows the server's max_payload, less its headers' allowance, and is the one it enforces, for every client", async () => {
   const server = await startJetStreamServer({ maxPayload: 20 * 1024 });
   const stores: JetStreamEventStore[] = [];
@@ -548,11 +581,8 @@ test('jetstream: an operations stream given limits that evict, or a smaller max_
   withStoreAndClient(async ({ store, nc }) => {
     const jsm = await jetstreamManager(nc);
     const guard = { notBeforeMs: 0, notAfterMs: Number.MAX_SAFE_INTEGER };
-    const id = newOperationId('edited');
-    const created = await store.create(id, makeTransition(guard, 'create'));
-    expectOk(created, 'create');
-    // A reading of the stream is at most a second old: past it, the next write reads the stream again.
-    const readingAgeMs = 1_100;
+    const operation = await openOperation(store, 'edited');
+    const id = operation.id;
     const edits: Array<[Partial<StreamConfig>, RegExp]> = [
       [{ max_age: nanos(3_600_000) }, /max_age 3600000 ms/],
       [{ max_msgs_per_subject: 10 }, /max_msgs_per_subject 10/],
@@ -560,21 +590,19 @@ test('jetstream: an operations stream given limits that evict, or a smaller max_
       // a coordinator budgeted for it would see its larger transitions refused.
       [{ max_msg_size: 4096 }, /max_msg_size 4096/],
     ];
-    let revision = created.revision;
-    const kept = [revision];
+    const kept = [operation.revision];
     for (const [edit, named] of edits) {
       const { config } = await jsm.streams.info('CONVOKE_OPS');
       await jsm.streams.update('CONVOKE_OPS', { ...config, ...edit });
       await delay(readingAgeMs);
       const answers = {
-        append: await store.append(id, revision, makeTransition(guard, 'after the edit')),
+        append: await store.append(id, operation.revision, makeTransition(guard, 'after the edit')),
         create: await store.create(newOperationId('edited-new'), makeTransition(guard, 'create')),
         tombstone: await store.tombstone(id),
       };
       for (const [what, answer] of Object.entries(answers)) {
-        assert.equal(answer.kind, 'unavailable', `${what}: ${JSON.stringify(answer)}`);
-        assert.match('description' in answer ? answer.description : '', named, what);
-        assert.match('description' in answer ? answer.description : '', /CONVOKE_OPS/, what);
+        assertRefused(answer, named, what);
+        assertRefused(answer, /CONVOKE_OPS/, what);
       }
       assert.deepEqual(
         (await readOk(store, id)).transitions.map((s) => s.revision),
@@ -584,10 +612,8 @@ test('jetstream: an operations stream given limits that evict, or a smaller max_
       // Taken back: writes go on.
       await jsm.streams.update('CONVOKE_OPS', config);
       await delay(readingAgeMs);
-      const appended = await store.append(id, revision, makeTransition(guard, 'after the fix'));
-      expectOk(appended, 'append once the limit is gone');
-      revision = appended.revision;
-      kept.push(revision);
+      await operation.appendGoesOn('once the limit is gone');
+      kept.push(operation.revision);
     }
   }));
 
@@ -656,11 +682,8 @@ test('jetstream: a tombstone or open-set stream given limits that evict after th
   withStoreAndClient(async ({ store, nc }) => {
     const jsm = await jetstreamManager(nc);
     const guard = { notBeforeMs: 0, notAfterMs: Number.MAX_SAFE_INTEGER };
-    const id = newOperationId('edited');
-    const created = await store.create(id, makeTransition(guard, 'create'));
-    expectOk(created, 'create');
-    let revision = created.revision;
-    const readingAgeMs = 1_100;
+    const operation = await openOperation(store, 'edited');
+    const id = operation.id;
     const edits: Array<[string, RegExp, 'tombstone' | 'create']> = [
       ['CONVOKE_OPS_TOMBS', /stream CONVOKE_OPS_TOMBS now has limits that evict \(max_age 3600000 ms\).*tombstones are refused/, 'tombstone'],
       ['CONVOKE_OPS_OPEN', /stream CONVOKE_OPS_OPEN now has limits that evict \(max_age 3600000 ms\).*new operations are refused/, 'create'],
@@ -671,12 +694,9 @@ test('jetstream: a tombstone or open-set stream given limits that evict after th
       await delay(readingAgeMs);
       const refused =
         refusedWrite === 'tombstone' ? await store.tombstone(id) : await store.create(newOperationId('edited-new'), makeTransition(guard, 'create'));
-      assert.equal(refused.kind, 'unavailable', `${stream}: ${JSON.stringify(refused)}`);
-      assert.match('description' in refused ? refused.description : '', named);
+      assertRefused(refused, named, stream);
       // Appends need neither stream: they go on.
-      const appended = await store.append(id, revision, makeTransition(guard, `beside ${stream}`));
-      expectOk(appended, `append beside ${stream}`);
-      revision = appended.revision;
+      await operation.appendGoesOn(`beside ${stream}`);
       await jsm.streams.update(stream, config);
     }
     await delay(readingAgeMs);
@@ -690,7 +710,7 @@ test('jetstream: a create refused while the open-set stream has limits that evic
     const guard = { notBeforeMs: 0, notAfterMs: Number.MAX_SAFE_INTEGER };
     const { config } = await jsm.streams.info('CONVOKE_OPS_OPEN');
     await jsm.streams.update('CONVOKE_OPS_OPEN', { ...config, max_age: nanos(3_600_000) });
-    await delay(1_100);
+    await delay(readingAgeMs);
     const instance = `wf${randomBytes(32).toString('hex')}`;
     const refusedInstance = await store.create(instance, makeTransition(guard, 'start'));
     assert.equal(refusedInstance.kind, 'unavailable', JSON.stringify(refusedInstance));
@@ -700,7 +720,7 @@ test('jetstream: a create refused while the open-set stream has limits that evic
     const refusedOperation = await store.create(newOperationId('refused'), makeTransition(guard, 'create'));
     assert.match('description' in refusedOperation ? refusedOperation.description : '', /; new operations are refused until it is restored/);
     await jsm.streams.update('CONVOKE_OPS_OPEN', config);
-    await delay(1_100);
+    await delay(readingAgeMs);
     expectOk(await store.create(instance, makeTransition(guard, 'start')), 'the instance once restored');
   }));
 
@@ -752,11 +772,7 @@ test('jetstream: an index stream given limits that evict, or subjects its rows n
   withStoreAndClient(async ({ store, nc }) => {
     const jsm = await jetstreamManager(nc);
     const guard = { notBeforeMs: 0, notAfterMs: Number.MAX_SAFE_INTEGER };
-    const id = newOperationId('indexed');
-    const created = await store.create(id, makeTransition(guard, 'create'));
-    expectOk(created, 'create');
-    let revision = created.revision;
-    const readingAgeMs = 1_100;
+    const operation = await openOperation(store, 'indexed');
     const { config } = await jsm.streams.info('CONVOKE_OPS_INDEX');
     const edits: Array<[Partial<StreamConfig>, RegExp]> = [
       [{ max_age: nanos(3_600_000) }, /stream CONVOKE_OPS_INDEX now has limits that evict \(max_age 3600000 ms\).*; new operations are refused/],
@@ -767,12 +783,9 @@ test('jetstream: an index stream given limits that evict, or subjects its rows n
       await jsm.streams.update('CONVOKE_OPS_INDEX', { ...config, ...edit });
       await delay(readingAgeMs);
       const refused = await store.create(newOperationId('indexed-new'), makeTransition(guard, 'create'));
-      assert.equal(refused.kind, 'unavailable', `${JSON.stringify(edit)}: ${JSON.stringify(refused)}`);
-      assert.match('description' in refused ? refused.description : '', named);
+      assertRefused(refused, named, JSON.stringify(edit));
       // The open operations' appends go on: their history is whole, and a lost row is rebuilt from it.
-      const appended = await store.append(id, revision, makeTransition(guard, `beside ${JSON.stringify(edit)}`));
-      expectOk(appended, `append beside ${JSON.stringify(edit)}`);
-      revision = appended.revision;
+      await operation.appendGoesOn(`beside ${JSON.stringify(edit)}`);
       await jsm.streams.update('CONVOKE_OPS_INDEX', config);
     }
     // Deleted, it takes no rows at all: the same refusal, appends going on.
@@ -783,7 +796,7 @@ test('jetstream: an index stream given limits that evict, or subjects its rows n
       'description' in refused ? refused.description : '',
       /stream CONVOKE_OPS_INDEX is missing \(deleted since the store opened\): it takes no rows; new operations are refused until it is made again/,
     );
-    expectOk(await store.append(id, revision, makeTransition(guard, 'beside no index')), 'append beside no index stream');
+    await operation.appendGoesOn('beside no index stream');
     await jsm.streams.add(config);
     await delay(readingAgeMs);
     expectOk(await store.create(newOperationId('indexed-new'), makeTransition(guard, 'create')), 'create once restored');
@@ -808,7 +821,7 @@ test('jetstream: an operations stream deleted and made anew under a running stor
     expectOk(await store.create(tombstoned, makeTransition(guard, 'create')), 'create');
     expectOk(await store.tombstone(tombstoned), 'tombstone');
     const { before, after } = await recreateStream(jsm, 'CONVOKE_OPS');
-    await delay(1_100);
+    await delay(readingAgeMs);
     const answers = {
       append: await store.append(open, created.revision, makeTransition(guard, 'after the recreation')),
       'create of the open key': await store.create(open, makeTransition(guard, 'create')),
@@ -879,29 +892,20 @@ test('jetstream: an open-set, tombstone or operations stream deleted under a run
   withStoreAndClient(async ({ store, nc }) => {
     const jsm = await jetstreamManager(nc);
     const guard = { notBeforeMs: 0, notAfterMs: Number.MAX_SAFE_INTEGER };
-    const id = newOperationId('deleted');
-    const created = await store.create(id, makeTransition(guard, 'create'));
-    expectOk(created, 'create');
-    let revision = created.revision;
-    const readingAgeMs = 1_100;
+    const operation = await openOperation(store, 'deleted');
+    const id = operation.id;
     const descriptionOf = (answer: { kind: string; description?: string }) => answer.description ?? '';
-    const appendGoesOn = async (beside: string) => {
-      const appended = await store.append(id, revision, makeTransition(guard, beside));
-      expectOk(appended, `append ${beside}`);
-      revision = appended.revision;
-    };
 
     // The open set's marks: creates are refused, appends go on; made anew, it is restored.
     const { config: openSet } = await jsm.streams.info('CONVOKE_OPS_OPEN');
     await jsm.streams.delete('CONVOKE_OPS_OPEN');
     await delay(readingAgeMs);
-    const unmarked = await store.create(newOperationId('unmarked'), makeTransition(guard, 'create'));
-    assert.equal(unmarked.kind, 'unavailable', JSON.stringify(unmarked));
-    assert.match(
-      descriptionOf(unmarked),
+    assertRefused(
+      await store.create(newOperationId('unmarked'), makeTransition(guard, 'create')),
       /^stream CONVOKE_OPS_OPEN is missing \(deleted since the store opened\).*; new operations are refused until it is made again/,
+      'create',
     );
-    await appendGoesOn('beside no open set');
+    await operation.appendGoesOn('beside no open set');
     await jsm.streams.add(openSet);
     await delay(readingAgeMs);
     expectOk(await store.create(newOperationId('marked'), makeTransition(guard, 'create')), 'create once the open set is made again');
@@ -910,13 +914,12 @@ test('jetstream: an open-set, tombstone or operations stream deleted under a run
     const { config: tombs } = await jsm.streams.info('CONVOKE_OPS_TOMBS');
     await jsm.streams.delete('CONVOKE_OPS_TOMBS');
     await delay(readingAgeMs);
-    const untombed = await store.tombstone(id);
-    assert.equal(untombed.kind, 'unavailable', JSON.stringify(untombed));
-    assert.match(
-      descriptionOf(untombed),
+    assertRefused(
+      await store.tombstone(id),
       /^stream CONVOKE_OPS_TOMBS is missing \(deleted since the store opened\).*; tombstones are refused until it is restored from a backup/,
+      'tombstone',
     );
-    await appendGoesOn('beside no tombstone stream');
+    await operation.appendGoesOn('beside no tombstone stream');
     const { created: remade } = await jsm.streams.add(tombs);
     await delay(readingAgeMs);
     const stillUntombed = await store.tombstone(id);
@@ -929,17 +932,11 @@ test('jetstream: an open-set, tombstone or operations stream deleted under a run
     await jsm.streams.delete('CONVOKE_OPS');
     await delay(readingAgeMs);
     const answers = {
-      append: await store.append(id, revision, makeTransition(guard, 'beside no operations stream')),
+      append: await store.append(id, operation.revision, makeTransition(guard, 'beside no operations stream')),
       create: await store.create(newOperationId('nowhere'), makeTransition(guard, 'create')),
     };
-    for (const [what, answer] of Object.entries(answers)) {
-      assert.equal(answer.kind, 'unavailable', `${what}: ${JSON.stringify(answer)}`);
-      assert.match(
-        descriptionOf(answer),
-        /^stream CONVOKE_OPS is missing \(deleted since the store opened\).*; writes are refused until it is restored from a backup/,
-        what,
-      );
-    }
+    for (const [what, answer] of Object.entries(answers))
+      assertRefused(answer, /^stream CONVOKE_OPS is missing \(deleted since the store opened\).*; writes are refused until it is restored from a backup/, what);
   }));
 
 test('jetstream: stores opened at once on a fresh server all open, whichever of their stream adds the server answers as a subject overlap', async () => {
