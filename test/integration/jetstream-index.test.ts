@@ -268,25 +268,24 @@ test('jetstream index: a page waits for every row stored before it, even while i
   }
 });
 
-test('jetstream index: a view answers only once it has applied the last row stored, however late its deliveries come', async () => {
+/**
+ * A feed of its own on an index stream made as a store makes it, on a server of its own, with the
+ * client's JetStream handles to write and purge rows: all closed (feed, client, server) once
+ * `body` ends.
+ */
+async function withIndexFeed(
+  feedTimeoutMs: number,
+  body: (fixture: { feed: JetStreamIndexFeed; js: ReturnType<typeof jetstream>; jsm: Awaited<ReturnType<typeof jetstreamManager>> }) => Promise<void>,
+): Promise<void> {
   const server = await startJetStreamServer();
   const nc = await connect({ servers: server.url });
   try {
     const jsm = await jetstreamManager(nc);
     const js = jetstream(nc);
     await jsm.streams.add({ name: 'CONVOKE_OPS_INDEX', subjects: ['convoke.idx.*'], max_msgs_per_subject: 1, allow_direct: true });
-    const feed = await JetStreamIndexFeed.start({ js, jsm, stream: 'CONVOKE_OPS_INDEX', subjectPrefix: 'convoke.idx.', requestTimeoutMs });
+    const feed = await JetStreamIndexFeed.start({ js, jsm, stream: 'CONVOKE_OPS_INDEX', subjectPrefix: 'convoke.idx.', requestTimeoutMs: feedTimeoutMs });
     try {
-      await feed.current();
-      // Deliveries held back 300 ms, as a consumer far behind (or on a slow link) would see them.
-      const deliver = feed.deliver.bind(feed);
-      feed.deliver = (msg) => void setTimeout(() => deliver(msg), 300);
-      const id = newOperationId('late');
-      await js.publish(`convoke.idx.${id}`, JSON.stringify(rowFor(id, Date.now())));
-      const startedMs = Date.now();
-      await feed.current();
-      assert.ok(Date.now() - startedMs >= 250, 'current() waited for the delivery');
-      assert.equal(feed.view.get(id)?.operationId, id, 'the row stored before the call is in the view');
+      await body({ feed, js, jsm });
     } finally {
       await feed.close();
     }
@@ -294,47 +293,48 @@ test('jetstream index: a view answers only once it has applied the last row stor
     await nc.close();
     await server.dispose();
   }
-});
+}
 
-test('jetstream index: a view waiting for a row that was purged before its delivery goes on; one whose rows stop coming is unavailable', async () => {
-  const server = await startJetStreamServer();
-  const nc = await connect({ servers: server.url });
-  try {
-    const jsm = await jetstreamManager(nc);
-    const js = jetstream(nc);
-    await jsm.streams.add({ name: 'CONVOKE_OPS_INDEX', subjects: ['convoke.idx.*'], max_msgs_per_subject: 1, allow_direct: true });
-    // Long enough for any request on a loaded machine; "asked, not waited out" is still told from it.
-    const shortTimeoutMs = 5_000;
-    const feed = await JetStreamIndexFeed.start({ js, jsm, stream: 'CONVOKE_OPS_INDEX', subjectPrefix: 'convoke.idx.', requestTimeoutMs: shortTimeoutMs });
-    try {
-      const [kept, purged, held] = [newOperationId('kept'), newOperationId('purged'), newOperationId('held')];
-      const deliver = feed.deliver.bind(feed);
-      // The purged row never reaches the view, as when an earlier build purges it before delivery.
-      feed.deliver = (msg) => {
-        if (msg.subject.endsWith(purged) || msg.subject.endsWith(held)) return;
-        deliver(msg);
-      };
-      await js.publish(`convoke.idx.${kept}`, JSON.stringify(rowFor(kept, Date.now())));
-      await js.publish(`convoke.idx.${purged}`, JSON.stringify(rowFor(purged, Date.now())));
-      await jsm.streams.purge('CONVOKE_OPS_INDEX', { filter: `convoke.idx.${purged}` });
-      const startedMs = Date.now();
-      await feed.current();
-      assert.ok(Date.now() - startedMs < shortTimeoutMs, 'the stream was asked for its last stored row, not waited out');
-      assert.deepEqual(
-        feed.view.page({ limit: 10 }).rows.map((r) => r.operationId),
-        [kept],
-      );
-      // A row that exists but never arrives: the wait ends, unavailable, after the timeout.
-      await js.publish(`convoke.idx.${held}`, JSON.stringify(rowFor(held, Date.now())));
-      await assert.rejects(feed.current(), (error: Error) => error.name === 'AdapterError' && /no row delivered/.test(error.message));
-    } finally {
-      await feed.close();
-    }
-  } finally {
-    await nc.close();
-    await server.dispose();
-  }
-});
+test('jetstream index: a view answers only once it has applied the last row stored, however late its deliveries come', () =>
+  withIndexFeed(requestTimeoutMs, async ({ feed, js }) => {
+    await feed.current();
+    // Deliveries held back 300 ms, as a consumer far behind (or on a slow link) would see them.
+    const deliver = feed.deliver.bind(feed);
+    feed.deliver = (msg) => void setTimeout(() => deliver(msg), 300);
+    const id = newOperationId('late');
+    await js.publish(`convoke.idx.${id}`, JSON.stringify(rowFor(id, Date.now())));
+    const startedMs = Date.now();
+    await feed.current();
+    assert.ok(Date.now() - startedMs >= 250, 'current() waited for the delivery');
+    assert.equal(feed.view.get(id)?.operationId, id, 'the row stored before the call is in the view');
+  }));
+
+// Long enough for any request on a loaded machine; "asked, not waited out" is still told from it.
+const shortTimeoutMs = 5_000;
+
+test('jetstream index: a view waiting for a row that was purged before its delivery goes on; one whose rows stop coming is unavailable', () =>
+  withIndexFeed(shortTimeoutMs, async ({ feed, js, jsm }) => {
+    const [kept, purged, held] = [newOperationId('kept'), newOperationId('purged'), newOperationId('held')];
+    const deliver = feed.deliver.bind(feed);
+    // The purged row never reaches the view, as when an earlier build purges it before delivery.
+    feed.deliver = (msg) => {
+      if (msg.subject.endsWith(purged) || msg.subject.endsWith(held)) return;
+      deliver(msg);
+    };
+    await js.publish(`convoke.idx.${kept}`, JSON.stringify(rowFor(kept, Date.now())));
+    await js.publish(`convoke.idx.${purged}`, JSON.stringify(rowFor(purged, Date.now())));
+    await jsm.streams.purge('CONVOKE_OPS_INDEX', { filter: `convoke.idx.${purged}` });
+    const startedMs = Date.now();
+    await feed.current();
+    assert.ok(Date.now() - startedMs < shortTimeoutMs, 'the stream was asked for its last stored row, not waited out');
+    assert.deepEqual(
+      feed.view.page({ limit: 10 }).rows.map((r) => r.operationId),
+      [kept],
+    );
+    // A row that exists but never arrives: the wait ends, unavailable, after the timeout.
+    await js.publish(`convoke.idx.${held}`, JSON.stringify(rowFor(held, Date.now())));
+    await assert.rejects(feed.current(), (error: Error) => error.name === 'AdapterError' && /no row delivered/.test(error.message));
+  }));
 
 test('jetstream index: paging is stable while another client admits and appends during it', async () => {
   const server = await startJetStreamServer();
