@@ -161,10 +161,15 @@ export interface LogSize {
   bytes: number;
 }
 
-/** A command the operation's log has no room for: the typed answer of the budget rule. */
+/**
+ * A command the operation's log has no room for: the typed answer of the budget rule. It is
+ * invalid-input, as a store's refusal of an append past what it reads back is (codec.logFullFailure):
+ * a full log stays full, so the same command sent again meets the same refusal. Answered
+ * `unavailable` (503), it told a caller to retry what could never succeed.
+ */
 export class LogBudgetExhausted extends AdapterError {
   constructor(description: string) {
-    super('unavailable', description);
+    super('invalid-input', description);
   }
 }
 

@@ -1,14 +1,18 @@
 /**
  * POST /contract-invocations/{operationId}/cancel: the invoker cancels an operation whose
  * interaction declares caller cancellation (decision failed/cancelled); 422 unsupported where it
- * does not; 404 for another principal's operation; 401 without a credential; the route is in the
- * OpenAPI document. Through `inject` and once over a real socket.
+ * does not; 404 for another principal's operation; 401 without a credential; 400 invalid-input
+ * when the operation's log has no room for the closing; the route is in the OpenAPI document.
+ * Through `inject` and once over a real socket.
  */
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { request } from 'undici';
 import { describeErrors } from '../../src/contract/validation.js';
 import { checkErrorShape, checkResultShape } from '../../src/http/schemas.js';
+import { limits } from '../../src/contract/limits.js';
+import type { Transition } from '../../src/events/types.js';
+import { transitionBytes } from '../../src/runtime/log-budget.js';
 import { buildFixtureApp, requestBody, writeHttpFixture, type HttpFixture } from '../support/http-fixtures.js';
 
 let fixture: HttpFixture;
@@ -83,6 +87,61 @@ test('the OpenAPI document describes the cancel route with its 200 and 422 answe
   assert.equal(route.responses['202'], undefined);
   const workflowCancel = document.paths['/workflow-instances/{instanceId}/cancel']?.post;
   if (workflowCancel) assert.equal(workflowCancel.responses['202'], undefined);
+});
+
+/**
+ * Appends rejections of about 4 KB straight to the store, as an earlier writer under larger
+ * budgets would have, until the operation's log has no room left for a closing transition.
+ */
+async function fillPastClosingRoom(operationId: string, branches: number): Promise<void> {
+  const store = built.deployment.store;
+  const read = await store.read(operationId);
+  assert.ok(read.kind === 'ok');
+  let revision = read.revision;
+  let bytes = read.transitions.reduce((sum, stored) => sum + transitionBytes(stored.transition), 0);
+  for (let k = 0; bytes <= limits.recordBytesMax - branches * limits.closingBytesPerBranch; k++) {
+    const transition: Transition = {
+      events: [
+        {
+          type: 'result-rejected',
+          v: 1,
+          reason: 'malformed',
+          subject: `demo.v1.lab.stoppable.${operationId}.result.alfa`,
+          branchId: null,
+          peerId: null,
+          attempt: null,
+          fence: null,
+          detail: `filler ${k} `.padEnd(4000, '.'),
+        },
+      ],
+      timeGuard: { notBeforeMs: 0, notAfterMs: Number.MAX_SAFE_INTEGER },
+      causation: { command: 'admit-result' },
+    };
+    const outcome = await store.append(operationId, revision, transition);
+    assert.ok(outcome.kind === 'ok', JSON.stringify(outcome));
+    revision = outcome.revision;
+    bytes += transitionBytes(transition);
+  }
+}
+
+test("a cancel its operation's log has no room for is 400 invalid-input naming the budget, not a 503 to retry: every retry meets the same full log", async () => {
+  const operationId = await invoke('stoppable');
+  // alfa's and bravo's results first (zulu never answers): arriving later, one would close the operation for its budget.
+  for (;;) {
+    const current = await built.http.app.inject({ method: 'GET', url: `/contract-invocations/${operationId}`, headers: auth(fixture.tokens.alice) });
+    const view = current.json() as { branches: { status: string }[] };
+    if (view.branches.filter((b) => b.status !== 'pending').length === 2) break;
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+  await fillPastClosingRoom(operationId, 3);
+  const response = await cancel(operationId, fixture.tokens.alice);
+  assert.equal(response.statusCode, 400, response.body);
+  const body = response.json() as { kind: string; description: string };
+  assert.ok(checkErrorShape(body));
+  assert.equal(body.kind, 'invalid-input');
+  assert.match(body.description, /its log holds \d+ transitions and \d+ bytes; a closes-decision transition of \d+ bytes would pass its budget/);
+  // Asked again, the same answer: nothing about it changes by waiting.
+  assert.equal((await cancel(operationId, fixture.tokens.alice)).statusCode, 400);
 });
 
 test('cancel over a real socket', async () => {
