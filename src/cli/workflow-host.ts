@@ -128,9 +128,11 @@ function eventIntake(
   events: NonNullable<WorkflowsConfig['events']>,
   prefixes: { subjectPrefix: string; emitSubjectPrefix: string },
   onEmittedDropped: WorkflowHostParts['onEmittedDropped'],
+  clock: Clock,
 ): CloudEventSubscription {
   return serveCloudEvents(nc, prefixes.subjectPrefix, executor, {
     emitSubjectPrefix: prefixes.emitSubjectPrefix,
+    clock,
     queue: events.listen?.queue ?? workflowEventsDefaults.queue,
     answers: answersFor(prefixes.subjectPrefix, events.publishers),
     ...(onEmittedDropped ? { onEmittedDropped } : {}),
@@ -183,7 +185,9 @@ export async function createWorkflowHost(parts: WorkflowHostParts): Promise<Work
   // Other serve processes on the store append to instances held here too (a listen they started, a lease they took): follow them.
   await executor.watch();
   const subscription =
-    events.listen && parts.nats ? eventIntake(parts.nats, executor, events, { subjectPrefix, emitSubjectPrefix }, emittedDropped(parts)) : undefined;
+    events.listen && parts.nats
+      ? eventIntake(parts.nats, executor, events, { subjectPrefix, emitSubjectPrefix }, emittedDropped(parts), parts.clock)
+      : undefined;
   const service = new WorkflowInstances({
     executor,
     bundleOf: (digest) => refs.get(digest),

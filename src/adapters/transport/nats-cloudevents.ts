@@ -56,6 +56,7 @@ import {
 import { AdapterError, conflict, invalidInput, isAdapterError, unavailable } from '../../contract/errors.js';
 import { subjectSpacesOverlap } from '../../contract/ids.js';
 import { parseStrictBytes } from '../../contract/ijson.js';
+import { SystemClock, type Clock, type TimerHandle } from '../../contract/clock.js';
 import type { JsonValue } from '../../contract/json.js';
 import { limits } from '../../contract/limits.js';
 import { msToNanos } from './nats-codec.js';
@@ -170,6 +171,8 @@ export interface ServeCloudEventsOptions {
   answers?: (subject: string, reply: string) => boolean;
   /** Told of an emitted event given up on (emittedRedelivery), or refused by the intake for good: its subject, the reason, and what happened. */
   onEmittedDropped?: (subject: string, reason: EmittedDropReason, detail: string) => void;
+  /** The clock of an emitted event's backoff and window (emittedRedelivery): the host's; the system clock when absent. */
+  clock?: Clock;
 }
 
 /**
@@ -184,10 +187,11 @@ export type EmittedDropReason = (typeof emittedDropReasons)[number];
  * An emitted event is never answered, so its publisher never sends it again: one this host could
  * not deliver for now — the in-flight bound reached, an `until` verdict still pending, the store
  * unavailable — is kept and delivered again here, after `firstDelayMs` doubling up to `delayMaxMs`,
- * for `windowMs` after it arrived. At most `heldMax` wait at once (for a slot or a retry); past
- * that, or past the window, the event is dropped and `onEmittedDropped` told; so is one the intake
- * refuses for good (invalid-input, denied…), which no attempt would deliver. An outside event is
- * answered `unavailable` instead, and its publisher retries.
+ * for `windowMs` after it arrived, both on the host's clock (ServeCloudEventsOptions.clock). At
+ * most `heldMax` wait at once (for a slot or a retry); past that, or past the window, the event is
+ * dropped and `onEmittedDropped` told; so is one the intake refuses for good (invalid-input,
+ * denied…), which no attempt would deliver. An outside event is answered `unavailable` instead,
+ * and its publisher retries.
  */
 export const emittedRedelivery = { firstDelayMs: 100, delayMaxMs: 2_000, windowMs: 60_000, heldMax: 1_024 } as const;
 
@@ -213,7 +217,8 @@ export function serveCloudEvents(
   }
   let inFlight = 0;
   const pending = new Set<Promise<void>>();
-  const backlog = new EmittedBacklog(options.onEmittedDropped, () => next());
+  const clock = options.clock ?? new SystemClock();
+  const backlog = new EmittedBacklog(clock, options.onEmittedDropped, () => next());
   const answer = (space: Space, msg: Msg, reply: JsonValue) => {
     if (space.kind === 'outside' && msg.reply && (options.answers?.(msg.subject, msg.reply) ?? true))
       msg.respond(new TextEncoder().encode(JSON.stringify(reply)));
@@ -223,7 +228,7 @@ export function serveCloudEvents(
     const work = receive(msg, space, intake)
       .then(({ reply, unavailable, refused }) => {
         if (space.kind === 'outside') return answer(space, msg, reply);
-        if (unavailable !== undefined) backlog.retry(held ?? { msg, space, arrivedMs: Date.now(), attempt: 0 }, unavailable);
+        if (unavailable !== undefined) backlog.retry(held ?? { msg, space, arrivedMs: clock.nowMs(), attempt: 0 }, unavailable);
         // Nobody is answered, and another attempt is refused again: told, or the event would be lost unseen.
         else if (refused !== undefined) options.onEmittedDropped?.(msg.subject, 'refused', refused);
       })
@@ -248,7 +253,7 @@ export function serveCloudEvents(
       callback: (error, msg) => {
         if (error) return;
         if (inFlight >= limits.cloudEventsInFlightMax) {
-          if (space.kind === 'emitted') return backlog.hold({ msg, space, arrivedMs: Date.now(), attempt: 0 }, 'too many events in flight');
+          if (space.kind === 'emitted') return backlog.hold({ msg, space, arrivedMs: clock.nowMs(), attempt: 0 }, 'too many events in flight');
           return answer(space, msg, rejected(new AdapterError('unavailable', 'too many events in flight; publish again')));
         }
         run(space, msg);
@@ -271,10 +276,11 @@ export function serveCloudEvents(
  */
 class EmittedBacklog {
   private readonly ready: Emitted[] = [];
-  private readonly retries = new Map<Emitted, ReturnType<typeof setTimeout>>();
+  private readonly retries = new Map<Emitted, TimerHandle>();
   private closed = false;
 
   constructor(
+    private readonly clock: Clock,
     private readonly onDropped: ServeCloudEventsOptions['onEmittedDropped'],
     /** Told when an event is ready again (its retry instant came). */
     private readonly readied: () => void,
@@ -291,15 +297,16 @@ class EmittedBacklog {
   retry(held: Emitted, reason: string): void {
     const delayMs = Math.min(emittedRedelivery.firstDelayMs * 2 ** held.attempt, emittedRedelivery.delayMaxMs);
     if (this.closed) return this.drop(held, 'intake-closed', `${reason}; the intake closed`);
-    if (Date.now() + delayMs - held.arrivedMs > emittedRedelivery.windowMs)
+    const atMs = this.clock.nowMs() + delayMs;
+    if (atMs - held.arrivedMs > emittedRedelivery.windowMs)
       return this.drop(held, 'window', `${reason}; not delivered within ${emittedRedelivery.windowMs} ms`);
     if (this.full()) return this.drop(held, 'backlog-full', `${reason}; ${emittedRedelivery.heldMax} emitted events wait already`);
     held.attempt++;
-    const timer = setTimeout(() => {
+    const timer = this.clock.at(atMs, () => {
       this.retries.delete(held);
       this.hold(held, reason);
       this.readied();
-    }, delayMs);
+    });
     this.retries.set(held, timer);
   }
 
@@ -311,7 +318,7 @@ class EmittedBacklog {
   close(): void {
     this.closed = true;
     for (const [held, timer] of this.retries) {
-      clearTimeout(timer);
+      timer.cancel();
       this.drop(held, 'intake-closed', 'the intake closed before it was delivered');
     }
     this.retries.clear();
