@@ -8,9 +8,11 @@
  * (jq-limits.test.ts, jq-fairness.test.ts).
  */
 import assert from 'node:assert/strict';
+import { readdirSync, readlinkSync } from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { test } from 'node:test';
 import { deadlineCheck, ExpressionLimitExceeded, JqWorkerEvaluator, jqWallCapFactor, stallForTests } from '../../src/workflow/exec/jq.js';
+import { ownThreadId, threadCpu } from '../../src/workflow/exec/thread-cpu.js';
 
 /** A gate the evaluator's workers wait on before each evaluation while it is held. */
 function gate() {
@@ -82,4 +84,52 @@ test("the deadline's timer stops an evaluation at its CPU time or the wall cap, 
   assert.deepEqual(deadlineCheck(1000, 0, capMs), { stop: 'wall-cap' });
   // Where the worker's CPU time cannot be read (not Linux), the deadline is wall time: the first timer stops it.
   assert.deepEqual(deadlineCheck(1000, undefined, 1000), { stop: 'wall' });
+});
+
+/** The descriptors this process holds open on a thread's stat file (/proc/self/fd). */
+function statDescriptors(): number {
+  let open = 0;
+  for (const fd of readdirSync('/proc/self/fd')) {
+    try {
+      if (/\/task\/\d+\/stat$/.test(readlinkSync(`/proc/self/fd/${fd}`))) open++;
+    } catch {
+      // Closed while listed (the listing's own descriptor).
+    }
+  }
+  return open;
+}
+
+test("a thread's CPU time is read through one descriptor: it grows as the thread works, and answers nothing once closed", (t) => {
+  const tid = ownThreadId();
+  const cpu = tid === undefined ? undefined : threadCpu(tid);
+  if (cpu === undefined) return t.skip('no /proc here: the deadline is wall time');
+  const before = statDescriptors();
+  const startMs = cpu.readMs();
+  assert.ok(startMs !== undefined);
+  // Work until it reads 50 ms more (a loaded machine gives this thread less than the wall time): at most 10 s.
+  const process0 = process.cpuUsage();
+  const untilMs = performance.now() + 10_000;
+  let spentMs = 0;
+  while (spentMs < 50 && performance.now() < untilMs) spentMs = cpu.readMs()! - startMs;
+  const processMs = (({ user, system }) => (user + system) / 1000)(process.cpuUsage(process0));
+  assert.ok(spentMs >= 50, `read ${spentMs} ms of CPU time`);
+  // Each is rounded to the tick (10 ms) its clock counts in.
+  assert.ok(spentMs <= processMs + 20, `the thread's ${spentMs} ms are within the process's ${processMs} ms`);
+  cpu.close();
+  assert.equal(cpu.readMs(), undefined);
+  assert.equal(statDescriptors(), before - 1, 'its descriptor closed');
+});
+
+test('the evaluator holds one descriptor per worker while it runs: a worker stopped at its deadline closes its own, and close closes the last', async (t) => {
+  if (ownThreadId() === undefined) return t.skip('no /proc here: the deadline is wall time');
+  const before = statDescriptors();
+  await withHeldWorker(200, async (jq, stall) => {
+    assert.equal(statDescriptors(), before + 1, 'one for the worker');
+    stall.hold();
+    await assert.rejects(jq.evaluate('. + 1', 1, {}, 'mallory'), (error: unknown) => error instanceof ExpressionLimitExceeded);
+    stall.release();
+    assert.equal(await jq.evaluate('. + 1', 2, {}, 'alice'), 3);
+    assert.equal(statDescriptors(), before + 1, "the stopped worker's closed, its successor's open");
+  });
+  assert.equal(statDescriptors(), before, 'none once the evaluator closed');
 });

@@ -31,7 +31,7 @@ import type { JsonValue } from '../../contract/json.js';
 import { AssertionFailure, invalidInput } from '../../contract/errors.js';
 import { limits } from '../../contract/limits.js';
 import type { JqWorkerAnswer, JqWorkerData, JqWorkerReady } from './jq-worker.js';
-import { threadCpuMs } from './thread-cpu.js';
+import { threadCpu, type ThreadCpu } from './thread-cpu.js';
 
 export interface ExpressionEvaluator {
   /**
@@ -123,8 +123,8 @@ interface Slot {
   /** Resolves when the worker has loaded jq (the deadline counts evaluation, not start-up). */
   ready: Promise<Worker> | undefined;
   loaded: boolean;
-  /** The worker's thread id, for its CPU time (thread-cpu.ts); undefined until it has loaded, or where /proc does not give it. */
-  thread: number | undefined;
+  /** The worker thread's CPU time (thread-cpu.ts), its stat file open until the worker stops; undefined until it has loaded, or where /proc does not give it. */
+  cpu: ThreadCpu | undefined;
   /** The evaluation on the worker (id 0 while the worker starts: nothing was sent yet). */
   running: { id: number; job: Job } | undefined;
 }
@@ -237,7 +237,7 @@ export class JqWorkerEvaluator implements ExpressionEvaluator {
     this.memoryMb = bounded('memoryMb', options.memoryMb ?? limits.jqMemoryMbDefault, limits.jqMemoryMbMin, limits.jqMemoryMbMax);
     this.resultBytesMax = bounded('resultBytesMax', options.resultBytesMax ?? limits.expressionResultBytesMax, 1, limits.expressionResultBytesMax);
     this.stall = options[stallForTests];
-    this.slots = Array.from({ length: workers }, () => ({ worker: undefined, ready: undefined, loaded: false, thread: undefined, running: undefined }));
+    this.slots = Array.from({ length: workers }, () => ({ worker: undefined, ready: undefined, loaded: false, cpu: undefined, running: undefined }));
   }
 
   evaluate(query: string, input: JsonValue, vars: Readonly<Record<string, JsonValue>>, principal: string): Promise<JsonValue> {
@@ -334,11 +334,11 @@ export class JqWorkerEvaluator implements ExpressionEvaluator {
     return new Promise<JsonValue>((resolve, reject) => {
       const sentMs = performance.now();
       // The worker runs one evaluation at a time: what its thread spends from here to the answer is this one's.
-      const thread = slot.thread;
-      const cpuAtStartMs = thread === undefined ? undefined : threadCpuMs(thread);
+      const cpu = slot.cpu;
+      const cpuAtStartMs = cpu?.readMs();
       const spentMs = (): number | undefined => {
-        if (thread === undefined || cpuAtStartMs === undefined) return undefined;
-        const nowMs = threadCpuMs(thread);
+        if (cpu === undefined || cpuAtStartMs === undefined) return undefined;
+        const nowMs = cpu.readMs();
         return nowMs === undefined ? undefined : nowMs - cpuAtStartMs;
       };
       const look = (): void => {
@@ -387,7 +387,12 @@ export class JqWorkerEvaluator implements ExpressionEvaluator {
     slot.loaded = false;
     worker.on('message', (message: JqWorkerAnswer | JqWorkerReady) => {
       if (slot.worker !== worker) return;
-      if ('ready' in message) return ((slot.loaded = true), (slot.thread = message.thread), loaded(worker));
+      if ('ready' in message) {
+        slot.loaded = true;
+        slot.cpu?.close();
+        slot.cpu = message.thread === undefined ? undefined : threadCpu(message.thread);
+        return loaded(worker);
+      }
       const running = slot.running;
       if (running === undefined || running.id !== message.id) return;
       if ('ok' in message) return running.job.resolve(JSON.parse(message.ok) as JsonValue);
@@ -437,7 +442,8 @@ export class JqWorkerEvaluator implements ExpressionEvaluator {
     slot.worker = undefined;
     slot.ready = undefined;
     slot.loaded = false;
-    slot.thread = undefined;
+    slot.cpu?.close();
+    slot.cpu = undefined;
     void worker?.terminate();
   }
 

@@ -6,7 +6,7 @@
  * be read (another OS, a sandbox without it), each function answers undefined and the evaluator
  * falls back to wall time.
  */
-import { readFileSync, readlinkSync } from 'node:fs';
+import { closeSync, openSync, readFileSync, readSync, readlinkSync } from 'node:fs';
 import { endianness } from 'node:os';
 
 /**
@@ -60,20 +60,70 @@ const clockTicksPerSecond = (): number | undefined => (clockTicks ??= { perSecon
 
 /**
  * The CPU time (ms, user and system; in steps of one clock tick, 10 ms at 100 per second) that
- * thread `tid` of this process has used since it started; undefined where it cannot be read
- * (no /proc, no such thread: one that ended).
+ * one thread of this process has used since it started, read through one descriptor of its stat
+ * file kept open from `threadCpu` to `close`. The evaluator reads it on its event loop at the
+ * start of every evaluation: opening, reading and closing the file each time (readFileSync: five
+ * system calls and a new buffer) cost about four times one read of the open descriptor
+ * (docs/performance.md, "The jq deadline's CPU reading"). A stat file of /proc is generated
+ * again by each read at offset 0.
  */
-export function threadCpuMs(tid: number): number | undefined {
+export interface ThreadCpu {
+  /** The CPU time used so far; undefined where it cannot be read (the thread ended, or the reader was closed). */
+  readMs(): number | undefined;
+  /** Closes the descriptor; later readings answer undefined. */
+  close(): void;
+}
+
+/** A proc(5) stat line is a few hundred bytes; one that fills this buffer is not taken as whole. */
+const statBytesMax = 4096;
+
+/**
+ * A reader of thread `tid`'s CPU time (ThreadCpu); undefined where it cannot be read (no /proc,
+ * no such thread: one that ended).
+ */
+export function threadCpu(tid: number): ThreadCpu | undefined {
   const perSecond = clockTicksPerSecond();
   if (perSecond === undefined) return undefined;
+  let fd: number | undefined;
   try {
-    const stat = readFileSync(`/proc/self/task/${tid}/stat`, 'latin1');
-    // The fields after the command name, which is in parentheses and may hold spaces and parentheses
-    // itself: the state (field 3 of proc(5)) first, so utime (14) and stime (15) are the 12th and 13th.
-    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    const ticks = Number(fields[11]) + Number(fields[12]);
-    return Number.isSafeInteger(ticks) ? (ticks * 1000) / perSecond : undefined;
+    fd = openSync(`/proc/self/task/${tid}/stat`, 'r');
   } catch {
     return undefined;
   }
+  const buffer = Buffer.alloc(statBytesMax);
+  const reader: ThreadCpu = {
+    readMs: () => {
+      // Closed, its number may be another file's by now: never read it again.
+      if (fd === undefined) return undefined;
+      try {
+        const length = readSync(fd, buffer, 0, statBytesMax, 0);
+        return length < statBytesMax ? cpuMsOfStat(buffer.toString('latin1', 0, length), perSecond) : undefined;
+      } catch {
+        // The thread ended: its stat file answers ESRCH.
+        return undefined;
+      }
+    },
+    close: () => {
+      if (fd === undefined) return;
+      const open = fd;
+      fd = undefined;
+      try {
+        closeSync(open);
+      } catch {
+        // Nothing to do about a descriptor that will not close: it is not read again.
+      }
+    },
+  };
+  // A thread that ended between the open and now answers nothing.
+  if (reader.readMs() === undefined) return void reader.close();
+  return reader;
+}
+
+/** utime plus stime of a stat line, in ms; undefined when they are not numbers. */
+function cpuMsOfStat(stat: string, perSecond: number): number | undefined {
+  // The fields after the command name, which is in parentheses and may hold spaces and parentheses
+  // itself: the state (field 3 of proc(5)) first, so utime (14) and stime (15) are the 12th and 13th.
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  const ticks = Number(fields[11]) + Number(fields[12]);
+  return Number.isSafeInteger(ticks) ? (ticks * 1000) / perSecond : undefined;
 }
