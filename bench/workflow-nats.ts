@@ -71,6 +71,7 @@ async function pipelineRun(client: CommandClient, bundle: ContractRef, key: stri
   const body = { bundle, workflow: pipelineName, invocationKey: key, input: { doc: `doc-${key}` }, waitMs };
   const reply = await sendWorkflowCommand(client.transport, client.principal, 'workflow-start', body, commandTimeoutMs(waitMs));
   if (!('instance' in reply)) throw new Error(`pipeline ${key}: status ${reply.status} ${JSON.stringify(reply.error)}`);
+  if ('omitted' in reply) throw new Error(`pipeline ${key}: the reply left out ${reply.omitted.members.join(', ')}`);
   const { instance } = reply;
   if (reply.status !== 200 || instance.status !== 'completed')
     throw new Error(`pipeline ${key}: ${reply.status} ${instance.status} ${JSON.stringify(instance.error)}`);

@@ -13,9 +13,10 @@
  * `>`) can speak as every principal; such users are outside this proof and must not exist.
  *
  * Replies: `{"status": 200|202, "result": InvocationResult}` or
- * `{"status": <HTTP status>, "error": AdapterError}`. Statuses are HTTP's, mapped in the same
- * place (httpStatusOf, plus 404 for a missing or hidden operation), so a client of both
- * transports branches on one table. 200/202 describe invocation progress, never business success.
+ * `{"status": <HTTP status>, "error": AdapterError}`; a result too large for the server's
+ * max_payload is answered without its large members, named in `omitted` (omitted.ts). Statuses
+ * are HTTP's, mapped in the same place (httpStatusOf, plus 404 for a missing or hidden
+ * operation), so a client of both transports branches on one table. 200/202 describe invocation progress, never business success.
  *
  * Bodies are strictly parsed (duplicate keys, unsafe integers and lone surrogates are 400) and
  * validated without coercion. Waiting follows POST/GET: the caller's waitFor may strengthen the
@@ -44,6 +45,16 @@ import { contractBoundary, effectiveBoundary } from '../runtime/boundary.js';
 import type { WorkflowInstanceService } from '../runtime/workflow-service.js';
 import { commandSubject, commandSubjectPrefix, requestCommand } from './request.js';
 import { WaitSlots, waitsPerPrincipalDefault } from '../runtime/wait-slots.js';
+import {
+  instanceReadPath,
+  invocationResultReductions,
+  operationReadPath,
+  reducedInvocationResultSchema,
+  replyOmissionSchema,
+  workflowInstanceReductions,
+  type ReducedInvocationResult,
+  type ReplyOmission,
+} from './omitted.js';
 
 export { commandSubject, commandSubjectPrefix };
 import {
@@ -63,7 +74,11 @@ export const commandQueueDefault = 'convoke-coordinators';
 
 const encoder = new TextEncoder();
 
-export type CommandReply = { status: 200 | 202; result: InvocationResult } | { status: number; error: AdapterErrorBody };
+export type CommandReply =
+  | { status: 200 | 202; result: InvocationResult }
+  /** A reply past the server's max_payload, without the members `omitted` names (omitted.ts). */
+  | { status: 200 | 202; result: ReducedInvocationResult; omitted: ReplyOmission }
+  | { status: number; error: AdapterErrorBody };
 /** The `list` command's reply: a page of the operations index (as GET /contract-invocations answers). */
 export type ListReply = { status: 200; page: ListPage } | { status: number; error: AdapterErrorBody };
 type AnyReply = CommandReply | ListReply | WorkflowReply | WorkflowListReply;
@@ -121,6 +136,12 @@ export const commandReplySchema = {
       required: ['status', 'error'],
       additionalProperties: false,
       properties: { status: { type: 'integer', minimum: 400, maximum: 599 }, error: withoutId(adapterErrorSchema) },
+    },
+    {
+      type: 'object',
+      required: ['status', 'result', 'omitted'],
+      additionalProperties: false,
+      properties: { status: { enum: [200, 202] }, result: reducedInvocationResultSchema, omitted: replyOmissionSchema },
     },
   ],
 } as const;
@@ -290,10 +311,11 @@ async function answer(state: ServerState, verb: CommandVerb | WorkflowCommandVer
 
 /**
  * Sends the reply and answers what was sent. A reply the transport refuses for good as larger than
- * it carries (NATS: past the server's max_payload) is replaced by a small invalid-input error naming
- * both sizes: without it the caller would wait out its timeout and take the coordinator for gone,
- * and asking again would meet the same refusal. Any other failure (the connection lost) leaves the
- * caller to its timeout, as an unanswered request does, and is reported to onReplyFailure.
+ * it carries (NATS: past the server's max_payload) is answered at once, never left to the caller's
+ * timeout (it would take the coordinator for gone, and asking again would meet the same refusal):
+ * a result or an instance as a smaller reply (smallerReplies), an error with its description cut,
+ * a list page with a refusal asking for a smaller page. Any other failure (the connection lost)
+ * leaves the caller to its timeout, as an unanswered request does, and is reported to onReplyFailure.
  */
 async function sendReply(state: ServerState, verb: string, respond: (data: Uint8Array) => Promise<void>, reply: AnyReply): Promise<AnyReply> {
   try {
@@ -304,22 +326,76 @@ async function sendReply(state: ServerState, verb: string, respond: (data: Uint8
       state.options.onReplyFailure?.(error, verb);
       return reply;
     }
-    const refusal = commandErrorReply(replyTooLarge(verb, error));
+    let smallest = error.bytes;
+    for (const smaller of smallerReplies(reply, error)) {
+      const data = encoder.encode(JSON.stringify(smaller));
+      smallest = data.byteLength;
+      if (data.byteLength > error.maxPayload) continue;
+      try {
+        await respond(data);
+        return smaller;
+      } catch (again) {
+        // The server's max_payload may have shrunk meanwhile (another server after a reconnect): try smaller.
+        if (again instanceof PayloadTooLarge) continue;
+        state.options.onReplyFailure?.(again, verb);
+        return smaller;
+      }
+    }
+    const refusal = replyTooLarge(verb, reply, error, smallest);
     await respond(encoder.encode(JSON.stringify(refusal))).catch((again: unknown) => state.options.onReplyFailure?.(again, verb));
     return refusal;
   }
 }
 
 /**
- * The answer to a command whose reply is too large to carry. The command itself was carried out
- * (an invoke admitted, a cancel recorded): only its reply is refused, so the description says so
- * and how to ask for less.
+ * The reply without its large members, larger first (omitted.ts): its status and the small members
+ * kept, `omitted` naming what was left out. An error reply keeps its status and kind, its
+ * description cut, then dropped. A list page has none: fewer rows would be another page.
  */
-function replyTooLarge(verb: string, refused: PayloadTooLarge): AdapterError {
-  return invalidInput(
-    `the ${verb} reply is ${refused.bytes} bytes; the NATS server takes at most ${refused.maxPayload} (max_payload). ` +
-      'The command was carried out; only its reply cannot be carried: ask for less (a smaller list limit) or read it over HTTP',
-  );
+function smallerReplies(reply: AnyReply, refused: PayloadTooLarge): AnyReply[] {
+  const omission = (members: string[], read: string): ReplyOmission => ({ members, replyBytes: refused.bytes, maxPayload: refused.maxPayload, read });
+  if ('result' in reply && !('omitted' in reply)) {
+    const read = operationReadPath(reply.result.operationId);
+    return invocationResultReductions(reply.result).map(({ members, value }) => ({ status: reply.status, result: value, omitted: omission(members, read) }));
+  }
+  if ('instance' in reply && !('omitted' in reply)) {
+    const read = instanceReadPath(reply.instance.instanceId);
+    return workflowInstanceReductions(reply.instance).map(({ members, value }) => ({
+      status: reply.status,
+      instance: value,
+      omitted: omission(members, read),
+    }));
+  }
+  if ('error' in reply && reply.error.description !== undefined) {
+    const cut = `${reply.error.description.slice(0, errorDescriptionCut)}… (cut: the reply was ${refused.bytes} bytes; the NATS server takes at most ${refused.maxPayload} (max_payload))`;
+    return [
+      { status: reply.status, error: { ...reply.error, description: cut } },
+      { status: reply.status, error: { kind: reply.error.kind } },
+    ];
+  }
+  return [];
+}
+
+/** An error description cut to fit is cut here (in UTF-16 units; far below any max_payload a deployment runs). */
+const errorDescriptionCut = 512;
+
+/**
+ * The answer to a command whose reply cannot be carried even reduced. A list page: 400, asking for
+ * a smaller page (nothing was changed by asking). A result or an instance: the command was carried
+ * out, so never 400, which says it was refused; 500 `unavailable` as for any reply the coordinator
+ * cannot give (the outcome is unknown to the caller), naming the operation or instance to read over HTTP.
+ */
+function replyTooLarge(verb: string, reply: AnyReply, refused: PayloadTooLarge, smallest: number): { status: number; error: AdapterErrorBody } {
+  const sizes = `the ${verb} reply is ${refused.bytes} bytes; the NATS server takes at most ${refused.maxPayload} (max_payload)`;
+  const read = 'result' in reply ? operationReadPath(reply.result.operationId) : 'instance' in reply ? instanceReadPath(reply.instance.instanceId) : undefined;
+  if (read === undefined) return commandErrorReply(invalidInput(`${sizes}: ask for less (a smaller list limit) or read it over HTTP`));
+  return {
+    status: 500,
+    error: {
+      kind: 'unavailable',
+      description: `${sizes}, and ${smallest} bytes even with only its small members. The command was carried out; only its reply cannot be carried: read it over HTTP (${read})`,
+    },
+  };
 }
 
 /** One workflow command: the same gates as the others (shutdown, principal token, body size), then workflow-commands.ts. */

@@ -11,7 +11,8 @@
  * object (`{status?, workflow?, since?, until?, limit?, cursor?, stuck?}`: the caller's own
  * instances, every principal's for an operator). Replies: `{"status": 200|202, "instance":
  * WorkflowInstance}`, for workflow-list `{"status": 200, "page": {instances, nextCursor}}`, or
- * `{"status": <HTTP status>, "error": AdapterError}`.
+ * `{"status": <HTTP status>, "error": AdapterError}`; an instance too large for the server's
+ * max_payload is answered without its large members, named in `omitted` (omitted.ts).
  */
 import { Ajv, type ValidateFunction } from 'ajv';
 import { invalidInput, type AdapterErrorBody } from '../contract/errors.js';
@@ -30,11 +31,16 @@ import {
   type WorkflowStartRequest,
 } from '../runtime/workflow-service.js';
 import type { WaitSlots } from '../runtime/wait-slots.js';
+import { reducedWorkflowInstanceSchema, replyOmissionSchema, type ReducedWorkflowInstance, type ReplyOmission } from './omitted.js';
 
 export const workflowCommandVerbs = ['workflow-start', 'workflow-get', 'workflow-cancel', 'workflow-list'] as const;
 export type WorkflowCommandVerb = (typeof workflowCommandVerbs)[number];
 
-export type WorkflowReply = { status: 200 | 202; instance: WorkflowInstance } | { status: number; error: AdapterErrorBody };
+export type WorkflowReply =
+  | { status: 200 | 202; instance: WorkflowInstance }
+  /** A reply past the server's max_payload, without the members `omitted` names (omitted.ts). */
+  | { status: 200 | 202; instance: ReducedWorkflowInstance; omitted: ReplyOmission }
+  | { status: number; error: AdapterErrorBody };
 /** The `workflow-list` command's reply: a page of the workflow instances index (as GET /workflow-instances answers). */
 export type WorkflowListReply = { status: 200; page: WorkflowListPage } | { status: number; error: AdapterErrorBody };
 
@@ -74,6 +80,12 @@ export const workflowReplySchema = {
       required: ['status', 'error'],
       additionalProperties: false,
       properties: { status: { type: 'integer', minimum: 400, maximum: 599 }, error: errorShape },
+    },
+    {
+      type: 'object',
+      required: ['status', 'instance', 'omitted'],
+      additionalProperties: false,
+      properties: { status: { enum: [200, 202] }, instance: reducedWorkflowInstanceSchema, omitted: replyOmissionSchema },
     },
   ],
 } as const;

@@ -42,6 +42,14 @@ async function run(...args: string[]): Promise<{ code: number; err: string }> {
   return { code: await main(['node', 'convoke', ...args], io), err };
 }
 
+/** Runs a command and keeps what it writes to both streams. */
+async function runShown(...args: string[]): Promise<{ code: number; out: string; err: string }> {
+  let out = '';
+  let err = '';
+  const io: CliIo = { stdout: { write: (s: string) => (out += s) }, stderr: { write: (s: string) => (err += s) }, readStdin: async () => new Uint8Array() };
+  return { code: await main(['node', 'convoke', ...args], io), out, err };
+}
+
 async function expectCode(expected: number, args: string[]): Promise<void> {
   const { code, err } = await run(...args);
   assert.equal(code, expected, `convoke ${args.join(' ')} → ${code}: ${err}`);
@@ -276,6 +284,70 @@ test('invoke, get, cancel and workflow start and get: each AdapterError kind the
     }
     answer = { status: 404, error: { kind: 'invalid-input', description: 'no operation' } };
     await expectCode(exitCodes.notFound, args);
+  }
+});
+
+test('invoke, get, cancel and workflow start and get: a reply that left members out (past max_payload) is shown with what was left out and exits by its status', async () => {
+  const operationId = `op${'7'.repeat(64)}`;
+  const instanceId = `wf${'8'.repeat(64)}`;
+  const omitted = (read: string, members: string[]) => ({ members, replyBytes: 9000, maxPayload: 4096, read });
+  const result = {
+    operationId,
+    contract: { id: 'lab.review', version: '1.0.0', digest: `sha256:${'9'.repeat(64)}` },
+    interaction: 'review',
+    invocationKey: 'k',
+    phase: 'settled',
+    admittedAtMs: 1,
+    deadlineMs: 5001,
+    decision: { outcome: 'success', reason: 'threshold', closedAtMs: 20, successVotes: 2, failedUnits: 0, units: 3, threshold: 2 },
+    settlement: { status: 'complete', siblings: [] },
+    branches: [{ branchId: 'alfa', peerId: 'alfa', status: 'success', attempt: 1, fence: 1 }],
+    outputError: null,
+  };
+  const instance = {
+    instanceId,
+    bundle: result.contract,
+    workflow: 'review-then-publish',
+    invocationKey: 'k',
+    status: 'completed',
+    currentTask: null,
+    stages: [],
+    error: null,
+    cancellation: 'none',
+    startedAtMs: 1,
+    endedAtMs: 2,
+    parent: null,
+    childInstances: [],
+  };
+  const [invoke, get, cancel, start, getInstance] = overNats('--json');
+  for (const args of [invoke!, get!, cancel!]) {
+    for (const [status, code] of [
+      [200, exitCodes.ok],
+      [202, exitCodes.pending],
+    ] as const) {
+      answer = { status, result, omitted: omitted(`GET /contract-invocations/${operationId}`, ['output', 'branches[].result']) };
+      await expectCode(code, args);
+    }
+    // For a person: the table says what is not shown and where to read it.
+    answer = { status: 200, result, omitted: omitted(`GET /contract-invocations/${operationId}`, ['output', 'branches[].result']) };
+    const shown = await runShown(...args.filter((a) => a !== '--json'));
+    assert.equal(shown.code, exitCodes.ok, shown.err);
+    assert.match(
+      shown.out,
+      /left out +output, branches\[\]\.result: the reply is 9000 bytes, past the NATS server's max_payload \(4096\); read it in full with GET \/contract-invocations\/op7{64}/,
+    );
+    assert.match(shown.out, /success \(threshold\)/);
+  }
+  for (const args of [start!, getInstance!]) {
+    answer = { status: 200, instance, omitted: omitted(`GET /workflow-instances/${instanceId}`, ['output']) };
+    await expectCode(exitCodes.ok, args);
+    const shown = await runShown(...args.filter((a) => a !== '--json'));
+    assert.equal(shown.code, exitCodes.ok, shown.err);
+    assert.match(
+      shown.out,
+      /left out +output: the reply is 9000 bytes, past the NATS server's max_payload \(4096\); read it in full with GET \/workflow-instances\/wf8{64}/,
+    );
+    assert.doesNotMatch(shown.out, /\noutput /);
   }
 });
 

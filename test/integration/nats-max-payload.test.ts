@@ -28,6 +28,8 @@ import { encodeWire, type RequestMessage } from '../../src/events/wire.js';
 import { createNatsPeer } from '../../src/peer/nats-peer.js';
 import { Coordinator } from '../../src/runtime/coordinator.js';
 import { sendCommand, sendListCommand, startCommandServer } from '../../src/nats-api/commands.js';
+import { sendWorkflowCommand } from '../../src/nats-api/workflow-commands.js';
+import type { WorkflowInstance, WorkflowInstanceService } from '../../src/runtime/workflow-service.js';
 import type { Logger } from '../../src/runtime/operation-log.js';
 import { eventually } from '../support/nats-deployment-fixture.js';
 import { natsTransportForSuite, startNatsServer, type NatsServer } from '../support/nats-server.js';
@@ -258,7 +260,7 @@ async function commandsOn(server: NatsServer) {
     await clientNc.close();
     await nc.close();
   };
-  return { nc, client, invoke, replyFailures, close };
+  return { nc, client, invoke, replyFailures, close, bundle, coordinator };
 }
 
 describe('command server: a reply past max_payload', { timeout: 60_000 }, () => {
@@ -302,6 +304,137 @@ describe('command server: a reply past max_payload', { timeout: 60_000 }, () => 
       assert.ok(replyFailures[0]?.error instanceof AdapterError && replyFailures[0].error.kind === 'unavailable', String(replyFailures[0]?.error));
     } finally {
       await close();
+    }
+  });
+});
+
+describe('command server: an invoke reply past max_payload', { timeout: 60_000 }, () => {
+  let server: NatsServer;
+  before(async () => {
+    server = await startNatsServer({ maxPayload, jetstream: false });
+  });
+  after(() => server?.dispose());
+
+  it('an invoke whose reply is too large is answered with its status and the small members, naming what was left out, not 400', async () => {
+    const { nc, client, replyFailures, close, bundle, coordinator } = await commandsOn(server);
+    // Each result fits a message; the two together in one reply do not.
+    const note = 'n'.repeat(2500);
+    const peers = await Promise.all(
+      ['alfa', 'bravo'].map((peerId) =>
+        createNatsPeer({ nc, namespace: bundle.bundle.subjectNamespace, peerId, renew: false, handlers: { review: () => ({ verdict: 'approve', note }) } }),
+      ),
+    );
+    try {
+      const body = { contract: bundle.ref, interaction: 'review', invocationKey: 'large-reply-1', input: { document: 'd' }, waitFor: 'decision', waitMs: 5000 };
+      const reply = (await sendCommand(client, 'svc-a', 'invoke', body, 15_000)) as unknown as Record<string, unknown>;
+      assert.equal(reply.status, 200, JSON.stringify(reply).slice(0, 400));
+      const result = reply.result as Record<string, unknown>;
+      assert.match(String(result.operationId), /^op[0-9a-f]{64}$/);
+      assert.equal(result.invocationKey, 'large-reply-1');
+      assert.equal((result.decision as { outcome: string }).outcome, 'success');
+      assert.equal(typeof (result.settlement as { status: string }).status, 'string');
+      const branches = result.branches as Record<string, unknown>[];
+      assert.deepEqual(
+        branches.map((b) => [b.branchId, b.status, 'result' in b]),
+        [
+          ['alfa', 'success', false],
+          ['bravo', 'success', false],
+        ],
+      );
+      const omitted = reply.omitted as { members: string[]; replyBytes: number; maxPayload: number; read: string };
+      assert.deepEqual(omitted.members, ['output', 'branches[].result']);
+      assert.equal(omitted.maxPayload, maxPayload);
+      assert.ok(omitted.replyBytes > maxPayload, String(omitted.replyBytes));
+      assert.equal(omitted.read, `GET /contract-invocations/${String(result.operationId)}`);
+      assert.ok(!('output' in result));
+      // What was left out is there to read in full.
+      const full = await coordinator.get('svc-a', String(result.operationId));
+      assert.deepEqual(
+        full.branches.map((b) => b.result),
+        [
+          { verdict: 'approve', note },
+          { verdict: 'approve', note },
+        ],
+      );
+      assert.deepEqual(replyFailures, []);
+    } finally {
+      await Promise.all(peers.map((p) => p.close()));
+      await close();
+    }
+  });
+});
+
+/** A workflow instance as a stand-in service answers it: ended, with `output`, under `workflow`. */
+function endedInstance(instanceId: string, workflow: string, output: unknown): WorkflowInstance {
+  return {
+    instanceId,
+    bundle: { id: 'lab.review', version: '1.0.0', digest: `sha256:${'4'.repeat(64)}` },
+    workflow,
+    invocationKey: 'k',
+    status: 'completed',
+    currentTask: null,
+    stages: [],
+    output: output as WorkflowInstance['output'],
+    error: null,
+    cancellation: 'none',
+    startedAtMs: 1,
+    endedAtMs: 2,
+    parent: null,
+    childInstances: [],
+  };
+}
+
+describe('command server: a workflow reply past max_payload', { timeout: 60_000 }, () => {
+  let server: NatsServer;
+  before(async () => {
+    server = await startNatsServer({ maxPayload, jetstream: false });
+  });
+  after(() => server?.dispose());
+
+  it('a started instance whose output is too large is answered with its status and id, the output named as left out; one that cannot be carried even so is not 400', async () => {
+    const nc = await connect({ servers: server.url });
+    const transport = new NatsTransport(nc, { identity: 'coordinator' });
+    const clientNc = await connect({ servers: server.url });
+    const client = new NatsTransport(clientNc, { identity: 'client' });
+    const { coordinator, bundles } = reviewCoordinator(transport);
+    const large = `wf${'5'.repeat(64)}`;
+    const unreducible = `wf${'6'.repeat(64)}`;
+    // The instance service stands in: what is under test is how its answers are carried.
+    const workflows = {
+      start: async () => ({ instance: endedInstance(large, 'big-output', { text: 'o'.repeat(6000) }), created: true }),
+      get: async (_principalId: string, instanceId: string) => endedInstance(instanceId, 'w'.repeat(5000), null),
+    } as unknown as WorkflowInstanceService;
+    const commands = await startCommandServer({ transport, coordinator, bundles, workflows, waitMsMax: 5000, bodyLimitBytes: 2048 });
+    try {
+      const start = {
+        bundle: { id: 'lab.review', version: '1.0.0', digest: `sha256:${'4'.repeat(64)}` },
+        workflow: 'big-output',
+        invocationKey: 'k',
+        input: {},
+      };
+      const started = (await sendWorkflowCommand(client, 'svc-a', 'workflow-start', start, 10_000)) as unknown as Record<string, unknown>;
+      assert.equal(started.status, 200, JSON.stringify(started).slice(0, 400));
+      const instance = started.instance as Record<string, unknown>;
+      assert.deepEqual([instance.instanceId, instance.status, 'output' in instance], [large, 'completed', false]);
+      const omitted = started.omitted as { members: string[]; replyBytes: number; maxPayload: number; read: string };
+      assert.deepEqual(omitted.members, ['output']);
+      assert.equal(omitted.maxPayload, maxPayload);
+      assert.ok(omitted.replyBytes > maxPayload, String(omitted.replyBytes));
+      assert.equal(omitted.read, `GET /workflow-instances/${large}`);
+
+      // Its small members alone are past max_payload too: an error then, but not one saying the command was refused.
+      const got = (await sendWorkflowCommand(client, 'svc-a', 'workflow-get', { instanceId: unreducible }, 10_000)) as unknown as Record<string, unknown>;
+      assert.equal(got.status, 500, JSON.stringify(got).slice(0, 400));
+      const error = got.error as { kind: string; description: string };
+      assert.equal(error.kind, 'unavailable');
+      assert.match(error.description, new RegExp(`workflow-get reply is \\d+ bytes.*at most 4096 \\(max_payload\\).*GET /workflow-instances/${unreducible}`));
+    } finally {
+      await commands.close();
+      await coordinator.close();
+      await client.close();
+      await transport.close();
+      await clientNc.close();
+      await nc.close();
     }
   });
 });

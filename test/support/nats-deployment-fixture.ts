@@ -471,6 +471,7 @@ export const eventTypes = (log: readonly StoredTransition[]): string[] =>
 /** The InvocationResult of a 200/202 reply; throws with the error otherwise. */
 export function resultOf(reply: CommandReply): InvocationResult {
   if (!('result' in reply)) throw new Error(`expected a result, got status ${reply.status}: ${JSON.stringify(reply.error)}`);
+  if ('omitted' in reply) throw new Error(`expected the whole result, got one without ${reply.omitted.members.join(', ')}`);
   return reply.result;
 }
 

@@ -72,6 +72,7 @@ const start = (who: string, workflow: string, invocationKey: string, input: Json
   send(who, 'workflow-start', { bundle: { ...f.contract }, workflow, invocationKey, input, waitMs }, waitMs);
 const instanceOf = (reply: WorkflowReply): WorkflowInstance => {
   if (!('instance' in reply)) throw new Error(`expected an instance, got ${reply.status}: ${JSON.stringify(reply.error)}`);
+  if ('omitted' in reply) throw new Error(`expected the whole instance, got one without ${reply.omitted.members.join(', ')}`);
   return reply.instance;
 };
 

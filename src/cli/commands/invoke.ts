@@ -25,6 +25,7 @@ import { NatsTransport } from '../../adapters/transport/nats.js';
 import type { Transport } from '../../adapters/transport/types.js';
 import type { InvocationResult } from '../../projections/views.js';
 import { commandTimeoutMs, sendCommand, type CommandReply, type CommandVerb } from '../../nats-api/commands.js';
+import type { ReducedInvocationResult, ReplyOmission } from '../../nats-api/omitted.js';
 import type { CliIo } from '../io.js';
 import { passwordEnvDefault } from '../connection.js';
 import { readLogin, type LoginSource } from '../secrets.js';
@@ -89,8 +90,9 @@ export async function sendAndReport(
     io.stderr.write(`status ${reply.status}: ${terminalText(JSON.stringify(reply.error))}\n`);
     return exitCodeOfReplyError(reply.status, reply.error.kind);
   }
+  // A result past the server's max_payload comes without its large members, named in `omitted`: shown as left out, never as empty.
   if (report.json) io.stdout.write(JSON.stringify(reply, null, 2) + '\n');
-  else io.stdout.write(renderResult(reply.status, reply.result, widthOf(io)));
+  else io.stdout.write(renderResult(reply.status, reply.result, widthOf(io), 'omitted' in reply ? reply.omitted : undefined));
   return resultExitCode(reply.status, reply.result, report.failOnOutcome);
 }
 
@@ -126,7 +128,7 @@ export async function requestAsClient<R>(
 }
 
 /** 202 is pending whatever the flag; a decided result fails only under --fail-on-outcome. */
-export function resultExitCode(status: 200 | 202, result: InvocationResult, failOnOutcome: boolean): number {
+export function resultExitCode(status: 200 | 202, result: Pick<InvocationResult, 'decision'>, failOnOutcome: boolean): number {
   if (status === 202) return exitCodes.pending;
   if (failOnOutcome && result.decision !== null && result.decision.outcome !== 'success') return exitCodes.outcomeNotSuccess;
   return exitCodes.ok;
@@ -155,8 +157,24 @@ async function buildRequest(options: InvokeOptions): Promise<InvocationRequest> 
 
 const cell = (value: unknown) => (value === undefined || value === null ? '-' : typeof value === 'string' ? value : JSON.stringify(value));
 
-/** The InvocationResult for a person: the operation, its decision and settlement, then one row per branch. */
-export function renderResult(status: number, result: InvocationResult, widthMax = Number.POSITIVE_INFINITY): string {
+/**
+ * What a reply left out (past the server's max_payload) for a person: the members, both sizes, where
+ * to read the whole.
+ */
+export function describeOmission(omitted: ReplyOmission): string {
+  return `${omitted.members.join(', ')}: the reply is ${omitted.replyBytes} bytes, past the NATS server's max_payload (${omitted.maxPayload}); read it in full with ${omitted.read}`;
+}
+
+/**
+ * The InvocationResult for a person: the operation, its decision and settlement, then one row per
+ * branch; what a reduced reply left out (`omitted`) is said so, not shown as empty.
+ */
+export function renderResult(
+  status: number,
+  result: InvocationResult | ReducedInvocationResult,
+  widthMax = Number.POSITIVE_INFINITY,
+  omitted?: ReplyOmission,
+): string {
   const d = result.decision;
   const overview = renderTable(
     ['field', 'value'],
@@ -175,16 +193,19 @@ export function renderResult(status: number, result: InvocationResult, widthMax 
       ],
       [
         'settlement',
-        `${result.settlement.status}${result.settlement.siblings.length ? ` — ${result.settlement.siblings.map((s) => `${s.branchId}: ${s.disposition}${s.outcome ? `/${s.outcome}` : ''}`).join(', ')}` : ''}`,
+        `${result.settlement.status}${result.settlement.siblings?.length ? ` — ${result.settlement.siblings.map((s) => `${s.branchId}: ${s.disposition}${s.outcome ? `/${s.outcome}` : ''}`).join(', ')}` : ''}`,
       ],
-      ['output', cell(result.output)],
+      ...('output' in result ? [['output', cell(result.output)]] : []),
       ...(result.outputError ? [['output error', cell(result.outputError)]] : []),
+      ...(omitted ? [['left out', describeOmission(omitted)]] : []),
     ],
     widthMax,
   );
+  if (result.branches === undefined) return overview;
+  const resultsLeftOut = omitted?.members.includes('branches[].result') === true;
   const branches = renderTable(
     ['branch', 'peer', 'status', 'attempt', 'fence', 'result'],
-    result.branches.map((b) => [b.branchId, b.peerId, b.status, b.attempt, b.fence, cell(b.result)]),
+    result.branches.map((b) => [b.branchId, b.peerId, b.status, b.attempt, b.fence, resultsLeftOut ? '(left out)' : cell(b.result)]),
     widthMax,
   );
   return `${overview}${heading('branches')}${branches}`;

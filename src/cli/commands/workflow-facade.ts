@@ -19,6 +19,7 @@ import type { CliIo } from '../io.js';
 import { exitCodeOfReplyError, exitCodes } from '../exit-codes.js';
 import { natsClientOf, natsPrincipalOptions, nonNegativeInteger, workflowCommand } from '../options.js';
 import type { NatsClientOptions } from './invoke.js';
+import type { ReducedWorkflowInstance } from '../../nats-api/omitted.js';
 import { labelled, widthOf } from '../table.js';
 import { terminalText } from '../terminal-text.js';
 
@@ -65,7 +66,7 @@ async function sendAndReport(
   body: object,
   unknown: string,
 ): Promise<number> {
-  const [{ requestAsClient }, { sendWorkflowCommand }, { commandTimeoutMs }] = await Promise.all([
+  const [{ requestAsClient, describeOmission }, { sendWorkflowCommand }, { commandTimeoutMs }] = await Promise.all([
     import('./invoke.js'),
     import('../../nats-api/workflow-commands.js'),
     import('../../nats-api/commands.js'),
@@ -80,22 +81,24 @@ async function sendAndReport(
     io.stderr.write(`status ${reply.status}: ${terminalText(JSON.stringify(reply.error))}\n`);
     return exitCodeOfReplyError(reply.status, reply.error.kind);
   }
-  if (!options.json) io.stdout.write(renderInstance(reply.instance, widthOf(io)));
+  // An instance past the server's max_payload comes without its large members, named in `omitted`: shown as left out.
+  if (!options.json) io.stdout.write(renderInstance(reply.instance, widthOf(io), 'omitted' in reply ? describeOmission(reply.omitted) : undefined));
   if (reply.instance.status === 'running') return exitCodes.pending;
   return reply.instance.status === 'completed' ? exitCodes.ok : exitCodes.outcomeNotSuccess;
 }
 
 /**
  * The instance as a few labelled lines: identity, status, each stage's operation and decision,
- * the output or error; each wrapped to `widthMax` under its label.
+ * the output or error, and what a reduced reply left out (`leftOut`, its `omitted` described); each
+ * wrapped to `widthMax` under its label.
  */
-export function renderInstance(instance: WorkflowInstance, widthMax = Number.POSITIVE_INFINITY): string {
+export function renderInstance(instance: WorkflowInstance | ReducedWorkflowInstance, widthMax = Number.POSITIVE_INFINITY, leftOut?: string): string {
   const lines: [string, string][] = [
     ['instance', instance.instanceId],
     ['workflow', `${instance.workflow} (${instance.bundle.id}@${instance.bundle.version})`],
     ['status', `${instance.status}${instance.currentTask ? ` (running ${instance.currentTask.name} at ${instance.currentTask.at})` : ''}`],
   ];
-  for (const stage of instance.stages) {
+  for (const stage of instance.stages ?? []) {
     const d = stage.decision;
     const decision = d ? `${d.outcome} (${d.reason}: ${d.successVotes} of ${d.threshold} needed, ${d.units} asked)` : 'undecided';
     lines.push(['stage', `${stage.stage}: ${stage.operationId} decision ${decision}, settlement ${stage.settlement?.status ?? 'unknown'}`]);
@@ -107,8 +110,9 @@ export function renderInstance(instance: WorkflowInstance, widthMax = Number.POS
       'child',
       `${child.at}: ${child.instanceId} (${child.workflow}) ${child.status ?? 'not started'}${child.disposition ? `, ${child.disposition} by its parent` : ''}`,
     ]);
-  if (instance.status === 'completed') lines.push(['output', JSON.stringify(instance.output)]);
+  if (instance.status === 'completed' && 'output' in instance) lines.push(['output', JSON.stringify(instance.output)]);
   if (instance.error) lines.push(['error', JSON.stringify(instance.error)]);
+  if (leftOut !== undefined) lines.push(['left out', leftOut]);
   return lines.map(([label, text]) => labelled(label.padEnd(11), text, widthMax)).join('\n') + '\n';
 }
 
