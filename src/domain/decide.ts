@@ -123,6 +123,11 @@ export interface Receipt {
   fence: number;
   receipt: DeliveryReceipt;
   detail?: string;
+  /**
+   * A rejection the transport makes of the message itself (larger than it ever carries, or
+   * malformed), not of this moment: every attempt sends the same input and would meet it again.
+   */
+  refusedForGood?: true;
 }
 
 export function decideDispatchRecorded(record: OperationRecord, receipts: readonly Receipt[], nowMs: number): Transition | undefined {
@@ -130,6 +135,19 @@ export function decideDispatchRecorded(record: OperationRecord, receipts: readon
   for (const r of receipts) {
     const branch = findBranch(record, r.branchId);
     if (!branch || branch.attempt !== r.attempt || !hasClaim(branch)) continue; // superseded meanwhile
+    if (r.receipt === 'rejected' && r.refusedForGood === true) {
+      // No attempt can be sent: the branch fails now, its receipt recorded with why (the machine reads a rejected receipt as exhausted).
+      events.push({
+        type: 'dispatch-recorded',
+        v: 1,
+        branchId: r.branchId,
+        attempt: r.attempt,
+        fence: r.fence,
+        receipt: 'rejected',
+        detail: (r.detail ?? 'refused').slice(0, 1024),
+      });
+      continue;
+    }
     if (r.receipt === 'exhausted' || r.receipt === 'rejected') {
       // Native exhaustion is an observed failure of this attempt: retryable within the budget, never a new branch.
       events.push({
@@ -148,7 +166,7 @@ export function decideDispatchRecorded(record: OperationRecord, receipts: readon
     events.push(event);
   }
   if (events.length === 0) return undefined;
-  const failures = events.some((e) => e.type === 'claim-ended');
+  const failures = events.some((e) => e.type === 'claim-ended' || (e.type === 'dispatch-recorded' && e.receipt === 'rejected'));
   return { events: failures ? withConsequences(record, events, nowMs) : events, timeGuard: recordingGuard(record), causation: { command: 'record-dispatch' } };
 }
 

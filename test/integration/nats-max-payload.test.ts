@@ -4,15 +4,22 @@
  * naming the message's size and the server's max_payload), never as `unavailable` (an outage worth
  * another try), and every caller acts on it: a request or a reply fails for good, a publication is
  * `rejected` with the refusal, a peer whose result can never be carried is told (onUndeliverable)
- * instead of taking its request again for ever, and a request the coordinator cannot dispatch is
- * recorded as rejected with its reason logged. A message not sent because the connection is gone
- * stays `unavailable`. Real nats-server with a small max_payload.
+ * instead of taking its request again for ever, a request the coordinator cannot dispatch is
+ * recorded as rejected with its reason logged and its branch failed at once (never another attempt,
+ * which would meet the same refusal), and a command reply keeps its status, leaving out its large
+ * members and saying so. A message not sent because the connection is gone stays `unavailable`.
+ * Real nats-server with a small max_payload.
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { jetstreamManager } from '@nats-io/jetstream';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { MemoryEventStore } from '../../src/adapters/store/memory.js';
+import { SqliteEventStore } from '../../src/adapters/store/sqlite.js';
+import type { EventStore } from '../../src/adapters/store/types.js';
 import { StaticDirectory } from '../../src/adapters/directory/static.js';
 import { StaticPolicy } from '../../src/adapters/policy/static.js';
 import { SubjectNamespaceVerifier } from '../../src/adapters/verification/subject.js';
@@ -23,6 +30,7 @@ import type { InboundMessage } from '../../src/adapters/transport/types.js';
 import { BundleRegistry, loadBundle } from '../../src/contract/bundle.js';
 import { SystemClock } from '../../src/contract/clock.js';
 import { AdapterError } from '../../src/contract/errors.js';
+import type { JsonObject } from '../../src/contract/json.js';
 import { reviewBundle } from '../../src/deployment/examples.js';
 import { encodeWire, type RequestMessage } from '../../src/events/wire.js';
 import { createNatsPeer } from '../../src/peer/nats-peer.js';
@@ -50,15 +58,16 @@ function assertTooLarge(error: unknown): true {
 /** A coordinator for the review example on `transport` (memory store), its peers never answering. */
 function reviewCoordinator(
   transport: NatsTransport,
-  logger?: Logger,
+  options: { logger?: Logger; store?: EventStore; review?: JsonObject } = {},
 ): { coordinator: Coordinator; bundle: ReturnType<typeof loadBundle>; bundles: BundleRegistry } {
+  const { logger, store, review } = options;
   const clock = new SystemClock();
-  const bundle = loadBundle(reviewBundle({ completion: { mode: 'all-terminal' } }));
+  const bundle = loadBundle(reviewBundle({ completion: { mode: 'all-terminal' }, ...review }));
   const bundles = new BundleRegistry();
   bundles.add(bundle);
   const namespace = bundle.bundle.subjectNamespace;
   const coordinator = new Coordinator({
-    store: new MemoryEventStore({ clock }),
+    store: store ?? new MemoryEventStore({ clock }),
     transport,
     directory: new StaticDirectory({ groups: { reviewers: ['alfa', 'bravo'] } }),
     policy: new StaticPolicy({ rules: [{ effect: 'allow' }], ttlMs: 60_000 }, clock),
@@ -203,7 +212,7 @@ describe('outbox: a request past max_payload', { timeout: 60_000 }, () => {
       warn: (fields) => void lines.push({ level: 'warn', fields: fields as Record<string, unknown> }),
       error: (fields) => void lines.push({ level: 'error', fields: fields as Record<string, unknown> }),
     };
-    const { coordinator, bundle } = reviewCoordinator(transport, logger);
+    const { coordinator, bundle } = reviewCoordinator(transport, { logger });
     try {
       const caller = { principalId: 'svc-a', senderPeerId: null };
       const { result } = await coordinator.invoke(caller, {
@@ -225,6 +234,66 @@ describe('outbox: a request past max_payload', { timeout: 60_000 }, () => {
       await coordinator.close();
       await transport.close();
       await nc.close();
+    }
+  });
+});
+
+describe('outbox: a request past max_payload where attempts are retried (JetStream, SQLite)', { timeout: 60_000 }, () => {
+  let server: NatsServer;
+  let dir: string;
+  before(async () => {
+    server = await startNatsServer({ maxPayload, jetstream: true });
+    dir = await mkdtemp(join(tmpdir(), 'convoke-oversize-'));
+  });
+  after(async () => {
+    await server?.dispose();
+    await rm(dir, { recursive: true, force: true });
+  });
+
+  it('fails its branch at once, recorded with the refusal, and is never sent again: another attempt would meet the same refusal', async () => {
+    const nc = await connect({ servers: server.url });
+    const transport = new NatsTransport(nc, {
+      identity: 'coordinator',
+      durable: { namespace: 'demo.v1.lab', peers: ['alfa', 'bravo'], ackWaitMs: 2000, duplicateWindowMs: 20_000, maxDeliver: 100 },
+    });
+    await transport.ensureStreams();
+    const store = new SqliteEventStore({ path: join(dir, 'ops.db'), clock: new SystemClock() });
+    const { coordinator, bundle } = reviewCoordinator(transport, { store, review: { attempts: 4, retryBackoffMs: 200 } });
+    try {
+      const caller = { principalId: 'svc-a', senderPeerId: null };
+      const input = { document: 'x'.repeat(6000) };
+      const { result } = await coordinator.invoke(caller, { contract: bundle.ref, interaction: 'review', invocationKey: 'big-durable', input });
+      // Retried, each branch would take its next attempt 200 ms after the last and fail only at its fourth.
+      await eventually(async () => (await coordinator.get('svc-a', result.operationId)).decision !== null, 'the decision closed', 15_000);
+      await new Promise((r) => setTimeout(r, 1500));
+      const inspection = await coordinator.inspect('svc-a', result.operationId);
+      assert.deepEqual(
+        inspection.result.branches.map((b) => [b.branchId, b.status, b.attempt]),
+        [
+          ['alfa', 'failure', 1],
+          ['bravo', 'failure', 1],
+        ],
+      );
+      const events = inspection.timeline.flatMap((entry) => entry.events);
+      const refused = events.filter((e) => e.type === 'dispatch-recorded');
+      assert.deepEqual(
+        refused.map((e) => [e.branchId, e.receipt]),
+        [
+          ['alfa', 'rejected'],
+          ['bravo', 'rejected'],
+        ],
+        JSON.stringify(events),
+      );
+      for (const e of refused) assert.match(e.type === 'dispatch-recorded' ? (e.detail ?? '') : '', tooLarge);
+      assert.deepEqual(
+        events.filter((e) => e.type === 'claim-ended'),
+        [],
+      );
+    } finally {
+      await coordinator.close();
+      await transport.close();
+      await nc.close();
+      await store.close();
     }
   });
 });

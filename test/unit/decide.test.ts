@@ -219,6 +219,21 @@ test('a rejected or exhausted delivery ends the attempt as delivery-exhausted (a
   assert.equal(decideDispatchRecorded(answered, [{ branchId: 'alfa', attempt: 1, fence: 1, receipt: 'exhausted' }], at), undefined);
 });
 
+test('a delivery the transport refused for good (past max_payload, malformed) fails its branch at once, recorded with why; within the budget, not retried', async () => {
+  const { record } = await admitted({ completion: { mode: 'all-successful' } });
+  const at = record.admittedAtMs + 10;
+  const durable: OperationRecord = { ...record, manifest: { ...record.manifest, attemptsMax: 3 } };
+  const detail = 'the message is 9000 bytes (payload and headers); the NATS server takes at most 4096 (max_payload)';
+  const refused = decideDispatchRecorded(durable, [{ branchId: 'alfa', attempt: 1, fence: 1, receipt: 'rejected', detail, refusedForGood: true }], at);
+  assert.deepEqual(types(refused), ['dispatch-recorded', 'decision-closed', 'settlement-completed']);
+  assert.deepEqual(refused?.events[0], { type: 'dispatch-recorded', v: 1, branchId: 'alfa', attempt: 1, fence: 1, receipt: 'rejected', detail });
+  const failed = applyEvents(durable, refused?.events ?? [], at);
+  assert.deepEqual([failed.branches.alfa?.state, failed.branches.alfa?.retryAtMs], ['failure', null]);
+  // The same rejection not known to last (the connection closing) stays a retry within the budget.
+  const passing = decideDispatchRecorded(durable, [{ branchId: 'alfa', attempt: 1, fence: 1, receipt: 'rejected', detail: 'connection is closed' }], at);
+  assert.deepEqual(types(passing), ['claim-ended']);
+});
+
 test('revocation terminates only still-open branches of an undecided operation, with the policy revision and a bounded reason', async () => {
   const { record } = await admitted({ completion: { mode: 'all-terminal' } });
   const at = record.admittedAtMs + 10;
