@@ -1,6 +1,7 @@
 /**
  * What the NATS client refuses before sending because the message or call itself is malformed — a
- * subject with whitespace, a header value with CR or LF, a negative timeout, a JetStream name with
+ * subject with whitespace, a header value with CR or LF, a header name holding a colon, whitespace
+ * or a control, a negative timeout, a JetStream name with
  * a dot — is refused on every later attempt too: the transport says so as `invalid-input` naming
  * what is wrong (a publication `rejected` with a typed refusal), never `unavailable`, which would
  * have its caller send it again for ever. A message not sent because the connection is closed stays
@@ -72,5 +73,38 @@ describe('NATS transport: what the client refuses as malformed', { timeout: 60_0
       assert.equal(error.kind, 'unavailable', error.message);
       return true;
     });
+  });
+});
+
+describe('NATS transport: a header name nats.js would refuse', { timeout: 60_000 }, () => {
+  const nats = natsTransportForSuite({ jetstream: true });
+
+  it('a publish with a header name holding a colon, whitespace or a line break is rejected with a typed invalid-input refusal, nothing sent', async () => {
+    const seen: string[] = [];
+    const sub = nats.nc.subscribe('test.names', { callback: (_error, msg) => void seen.push(msg.subject) });
+    await nats.nc.flush();
+    for (const name of ['Nats-Expected-Stream: OTHER', 'x note', 'x\r\nNats-Msg-Id', '']) {
+      const receipt = await nats.transport.publish('test.names', new Uint8Array(1), { headers: { [name]: 'v' } });
+      assert.equal(receipt.receipt, 'rejected', JSON.stringify(name));
+      assertInvalid(receipt.refusal, /header name .* is not a header name/);
+    }
+    await nats.nc.flush();
+    assert.deepEqual(seen, []);
+    sub.unsubscribe();
+  });
+
+  it('a durable publish with a header name holding a colon is rejected with the same typed refusal, nothing stored', async () => {
+    const namespace = 'names.v1.lab';
+    const durable = new NatsTransport(nats.nc, {
+      identity: 'durable',
+      durable: { namespace, peers: ['alfa'], ackWaitMs: 2000, duplicateWindowMs: 20_000, maxDeliver: 10 },
+    });
+    await durable.ensureStreams();
+    const subject = `${namespace}.review.op${'1'.repeat(64)}.request.alfa`;
+    const receipt = await durable.publish(subject, new Uint8Array(1), { msgId: 'p-1', headers: { 'Nats-Expected-Stream: OTHER': 'v' } });
+    assert.equal(receipt.receipt, 'rejected');
+    assertInvalid(receipt.refusal, /header name .* is not a header name/);
+    const stored = await durable.publish(subject, new Uint8Array(1), { msgId: 'p-1' });
+    assert.equal(stored.receipt, 'stored', 'the refused publish stored nothing under its id');
   });
 });

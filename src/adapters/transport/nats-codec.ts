@@ -21,7 +21,9 @@ export function nanosToMs(nanos: number): number {
 /**
  * Header maps are built and read through MsgHdrsImpl's public `headers` map: nats.js's `set` and
  * `get` allocate and scan the key list on every call, which showed on every publish and delivery.
- * Values are checked for CR/LF here, as `set` would.
+ * Names and values are checked here, as `set` would: a name is printable ASCII without ':' (and,
+ * beyond nats.js, not empty), a value holds no CR or LF. Either unchecked would be written into the
+ * message's header block as it is: a name `Nats-Expected-Stream: OTHER` becomes that header.
  */
 export function toNatsHeaders(record: Record<string, string> | undefined): MsgHdrs | undefined {
   if (record === undefined) return undefined;
@@ -33,8 +35,13 @@ export function toNatsHeaders(record: Record<string, string> | undefined): MsgHd
   return h;
 }
 
+/** A header name nats.js takes (canonicalMIMEHeaderKey): '!' to '~' without ':'; one or more. */
+const headerName = /^[!-9;-~]+$/;
+
 /** Sets one header (replacing any value under that exact key). */
 export function setHeader(h: MsgHdrs, key: string, value: string): void {
+  if (!headerName.test(key))
+    throw new AdapterError('invalid-input', `header name ${JSON.stringify(key)} is not a header name: one or more printable ASCII characters other than ':'`);
   if (!(h instanceof MsgHdrsImpl)) return h.set(key, value);
   if (value.includes('\r') || value.includes('\n')) throw new AdapterError('invalid-input', `header ${key} contains CR or LF`);
   h.headers.set(key, [value.trim()]);

@@ -20,7 +20,8 @@ export type NatsFailure =
   | { kind: 'not-sent'; detail: string }
   /**
    * Refused by the client as malformed before anything was sent (a subject with whitespace, a header
-   * with CR or LF, an argument out of range, a JetStream name with a dot), and on every later attempt too.
+   * value with CR or LF or a malformed header name (nats-codec.ts), an argument out of range, a
+   * JetStream name with a dot), and on every later attempt too.
    */
   | { kind: 'invalid'; detail: string }
   /** Larger than the server's max_payload: refused before anything was sent, and on every later attempt too. */

@@ -404,10 +404,15 @@ export class NatsTransport implements Transport {
   private async publishDurable(subject: string, data: Uint8Array, options: PublishOptions, stream: string): Promise<PublishReceipt> {
     const publishOptions: PubAckPublishOptions = { expect: { streamName: stream }, timeout: this.publishAckTimeoutMs };
     if (options.msgId !== undefined) publishOptions.msgID = options.msgId;
-    const headers = toNatsHeaders(options.headers);
-    if (headers !== undefined) publishOptions.headers = headers;
     // Only a check before sending proves nothing was sent; a close during the wait proves nothing.
     if (this.nc.isClosed() || this.nc.isDraining()) return { receipt: 'rejected', detail: 'connection is closed' };
+    try {
+      // A header refused here (a name or value nats.js would refuse) is the same lasting refusal as one refused in the client.
+      const headers = toNatsHeaders(options.headers);
+      if (headers !== undefined) publishOptions.headers = headers;
+    } catch (error) {
+      return receiptFromFailure(classifyNatsError(error, true), error);
+    }
     try {
       return receiptFromAck(await this.pubAcks.publish(subject, data, publishOptions), stream);
     } catch (error) {
