@@ -105,14 +105,15 @@ async function publishRequest(host: RuntimeHost, record: OperationRecord, branch
     .publish(subject, encodeWire(message), { msgId: branch.outbox.publicationId, headers: wireHeaders(branch) })
     .catch((error: unknown): PublishReceipt => ({ receipt: 'unknown', detail: (error as Error).message }));
   // Rejected, as any refused publication (its attempt ends, retried within the budget). A request
-  // the broker never carries (larger than its max_payload, or malformed) is refused for good: every
-  // attempt sends the same input, so its branch fails at once, the refusal recorded and logged.
+  // the broker never carries or stores (larger than its max_payload or its stream's max_msg_size,
+  // or malformed) is refused for good: every attempt sends the same input, so its branch fails at
+  // once, the refusal's description recorded (it says which limit) and logged.
   const receipt: Receipt = { branchId: branch.branchId, attempt: branch.attempt, fence: branch.fence, receipt: outcome.receipt };
   if (outcome.detail !== undefined) receipt.detail = outcome.detail;
   if (outcome.refusal !== undefined) {
     host.failed('transport', 'dispatch', outcome.refusal, record);
     receipt.refusedForGood = true;
-    receipt.detail ??= outcome.refusal.message;
+    receipt.detail = outcome.refusal.message;
   }
   return receipt;
 }

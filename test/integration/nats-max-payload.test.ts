@@ -8,6 +8,7 @@
  * recorded as rejected with its reason logged and its branch failed at once (never another attempt,
  * which would meet the same refusal), and a command reply keeps its status, leaving out its large
  * members and saying so. A message not sent because the connection is gone stays `unavailable`.
+ * A request its peer stream refuses as past its max_msg_size is refused for good the same way.
  * Real nats-server with a small max_payload.
  */
 import assert from 'node:assert/strict';
@@ -80,6 +81,32 @@ function reviewCoordinator(
     ...(logger ? { logger } : {}),
   });
   return { coordinator, bundle, bundles };
+}
+
+/** Both branches failed at attempt 1, each recorded as a rejected dispatch whose detail matches `refusal`, none retried. */
+function assertRefusedAtOnce(inspection: Awaited<ReturnType<Coordinator['inspect']>>, refusal: RegExp): void {
+  assert.deepEqual(
+    inspection.result.branches.map((b) => [b.branchId, b.status, b.attempt]),
+    [
+      ['alfa', 'failure', 1],
+      ['bravo', 'failure', 1],
+    ],
+  );
+  const events = inspection.timeline.flatMap((entry) => entry.events);
+  const refused = events.filter((e) => e.type === 'dispatch-recorded');
+  assert.deepEqual(
+    refused.map((e) => [e.branchId, e.receipt]),
+    [
+      ['alfa', 'rejected'],
+      ['bravo', 'rejected'],
+    ],
+    JSON.stringify(events),
+  );
+  for (const e of refused) assert.match(e.type === 'dispatch-recorded' ? (e.detail ?? '') : '', refusal);
+  assert.deepEqual(
+    events.filter((e) => e.type === 'claim-ended'),
+    [],
+  );
 }
 
 describe('NATS transport: a message past max_payload', { timeout: 60_000 }, () => {
@@ -266,29 +293,69 @@ describe('outbox: a request past max_payload where attempts are retried (JetStre
       // Retried, each branch would take its next attempt 200 ms after the last and fail only at its fourth.
       await eventually(async () => (await coordinator.get('svc-a', result.operationId)).decision !== null, 'the decision closed', 15_000);
       await new Promise((r) => setTimeout(r, 1500));
-      const inspection = await coordinator.inspect('svc-a', result.operationId);
-      assert.deepEqual(
-        inspection.result.branches.map((b) => [b.branchId, b.status, b.attempt]),
-        [
-          ['alfa', 'failure', 1],
-          ['bravo', 'failure', 1],
-        ],
-      );
-      const events = inspection.timeline.flatMap((entry) => entry.events);
-      const refused = events.filter((e) => e.type === 'dispatch-recorded');
-      assert.deepEqual(
-        refused.map((e) => [e.branchId, e.receipt]),
-        [
-          ['alfa', 'rejected'],
-          ['bravo', 'rejected'],
-        ],
-        JSON.stringify(events),
-      );
-      for (const e of refused) assert.match(e.type === 'dispatch-recorded' ? (e.detail ?? '') : '', tooLarge);
-      assert.deepEqual(
-        events.filter((e) => e.type === 'claim-ended'),
-        [],
-      );
+      assertRefusedAtOnce(await coordinator.inspect('svc-a', result.operationId), tooLarge);
+    } finally {
+      await coordinator.close();
+      await transport.close();
+      await nc.close();
+      await store.close();
+    }
+  });
+});
+
+describe("outbox: a request past its peer stream's max_msg_size (JetStream, SQLite)", { timeout: 60_000 }, () => {
+  // Below max_payload (4096), above the peer streams' max_msg_size: the client sends it, the stream refuses it.
+  const maxMsgBytes = 2000;
+  const pastStream = /3\d{3} bytes.*stream \S+ takes at most its max_msg_size.*10054 message size exceeds maximum allowed/;
+  let server: NatsServer;
+  let dir: string;
+  before(async () => {
+    server = await startNatsServer({ maxPayload, jetstream: true });
+    dir = await mkdtemp(join(tmpdir(), 'convoke-oversize-stream-'));
+  });
+  after(async () => {
+    await server?.dispose();
+    await rm(dir, { recursive: true, force: true });
+  });
+
+  it('the stream answers 10054 and the publish is rejected with a typed invalid-input refusal naming the limit', async () => {
+    const nc = await connect({ servers: server.url });
+    const transport = new NatsTransport(nc, {
+      identity: 'coordinator',
+      durable: { namespace: 'stream.v1.lab', peers: ['alfa'], ackWaitMs: 2000, duplicateWindowMs: 20_000, maxDeliver: 100, maxMsgBytes },
+    });
+    try {
+      await transport.ensureStreams();
+      const subject = subjectFor('stream.v1.lab', 'review', `op${'7'.repeat(64)}`, 'request', 'alfa');
+      const receipt = await transport.publish(subject, new Uint8Array(3000).fill(0x61), { msgId: '8'.repeat(64) });
+      assert.equal(receipt.receipt, 'rejected', receipt.detail);
+      // What nats-server answers: JetStream error code 10054, "message size exceeds maximum allowed".
+      assert.match(receipt.detail ?? '', /^10054 message size exceeds maximum allowed/);
+      assert.ok(receipt.refusal instanceof AdapterError, JSON.stringify(receipt));
+      assert.equal(receipt.refusal.kind, 'invalid-input');
+      assert.match(receipt.refusal.message, pastStream);
+    } finally {
+      await transport.close();
+      await nc.close();
+    }
+  });
+
+  it('fails its branch at attempt 1 with the refusal recorded, not retried to the end of its attempt budget', async () => {
+    const nc = await connect({ servers: server.url });
+    const transport = new NatsTransport(nc, {
+      identity: 'coordinator',
+      durable: { namespace: 'demo.v1.lab', peers: ['alfa', 'bravo'], ackWaitMs: 2000, duplicateWindowMs: 20_000, maxDeliver: 100, maxMsgBytes },
+    });
+    await transport.ensureStreams();
+    const store = new SqliteEventStore({ path: join(dir, 'ops.db'), clock: new SystemClock() });
+    const { coordinator, bundle } = reviewCoordinator(transport, { store, review: { attempts: 4, retryBackoffMs: 200 } });
+    try {
+      const caller = { principalId: 'svc-a', senderPeerId: null };
+      const input = { document: 'x'.repeat(3000) };
+      const { result } = await coordinator.invoke(caller, { contract: bundle.ref, interaction: 'review', invocationKey: 'big-stream', input });
+      await eventually(async () => (await coordinator.get('svc-a', result.operationId)).decision !== null, 'the decision closed', 15_000);
+      await new Promise((r) => setTimeout(r, 1500));
+      assertRefusedAtOnce(await coordinator.inspect('svc-a', result.operationId), pastStream);
     } finally {
       await coordinator.close();
       await transport.close();

@@ -60,7 +60,7 @@ import { SystemClock, type Clock, type TimerHandle } from '../../contract/clock.
 import type { JsonValue } from '../../contract/json.js';
 import { limits } from '../../contract/limits.js';
 import { msToNanos } from './nats-codec.js';
-import { classifyNatsError, messageBytes, pastMaxPayload, toAdapterError } from './nats-errors.js';
+import { classifyNatsError, messageBytes, pastMaxPayload, streamMessageTooLarge, toAdapterError } from './nats-errors.js';
 
 export const cloudEventsContentType = 'application/cloudevents+json';
 
@@ -140,9 +140,6 @@ export class NatsCloudEventSink implements CloudEventSink {
     return past && `the event is ${past.bytes} bytes as a NATS message (its JSON and headers); the NATS server takes at most ${past.maxPayload} (max_payload)`;
   }
 }
-
-/** JetStream's answer to a message past its stream's max_msg_size ("message size exceeds maximum allowed"). */
-const streamMessageTooLarge = 10054;
 
 interface EmittedMessage {
   subject: string;

@@ -29,6 +29,12 @@ export type NatsFailure =
   /** Anything else, timeouts and disconnects included: nothing is proven either way. */
   | { kind: 'uncertain'; detail: string };
 
+/**
+ * JetStream's answer to a message past its stream's max_msg_size ("message size exceeds maximum
+ * allowed"): the stream stores no message this large, now or on any later attempt.
+ */
+export const streamMessageTooLarge = 10054;
+
 /** The error and its causes, outermost first (bounded: cause chains can be cyclic in theory). */
 export function causeChain(error: unknown): unknown[] {
   const chain: unknown[] = [];

@@ -20,7 +20,7 @@ import { headers as wireHeaders } from '../../events/wire.js';
 import { fromNatsHeaders, toNatsHeaders } from './nats-codec.js';
 import { PubAckMux, type PubAckPublishOptions } from './nats-pubacks.js';
 import { ensureConsumer, subscribeDurable, type JetStreamContext } from './nats-consumers.js';
-import { classifyNatsError, messageBytes, pastMaxPayload, sendFailure, toAdapterError, type NatsFailure } from './nats-errors.js';
+import { classifyNatsError, messageBytes, pastMaxPayload, sendFailure, streamMessageTooLarge, toAdapterError, type NatsFailure } from './nats-errors.js';
 import { loginOptions } from './nats-creds.js';
 import { jetStreamNotAnswering, retryWhileStarting, serverNotListening, type StartupWait } from './nats-startup.js';
 import {
@@ -150,7 +150,7 @@ function receiptFromAck(ack: PubAck, expectedStream: string): PublishReceipt {
  * gone is the durability check's finding (which closes the affected operations), so the
  * publication stays pending reconciliation and is sent again under the same identity.
  */
-function receiptFromFailure(failure: NatsFailure, error: unknown): PublishReceipt {
+function receiptFromFailure(failure: NatsFailure, error: unknown, stored?: { stream: string; bytes: number }): PublishReceipt {
   const receiptByKind: Record<NatsFailure['kind'], DeliveryReceipt> = {
     permission: 'rejected',
     'no-responders': 'unknown',
@@ -164,6 +164,11 @@ function receiptFromFailure(failure: NatsFailure, error: unknown): PublishReceip
   const receipt: PublishReceipt = { receipt: receiptByKind[failure.kind], detail };
   // A message past max_payload or malformed is never carried: the publisher is told so in a typed refusal, not a string.
   if (failure.kind === 'too-large' || failure.kind === 'invalid') receipt.refusal = toAdapterError(error, 'publishing');
+  // So is one its stream answers it stores no message this large: the same message meets the same max_msg_size on every attempt.
+  if (failure.kind === 'api' && failure.code === streamMessageTooLarge && stored !== undefined) {
+    const limit = `the message is ${stored.bytes} bytes (payload and headers); the stream ${stored.stream} takes at most its max_msg_size`;
+    receipt.refusal = new AdapterError('invalid-input', `publishing: ${limit}: ${failure.detail}`, { cause: error });
+  }
   return receipt;
 }
 
@@ -416,7 +421,7 @@ export class NatsTransport implements Transport {
     try {
       return receiptFromAck(await this.pubAcks.publish(subject, data, publishOptions), stream);
     } catch (error) {
-      return receiptFromFailure(classifyNatsError(error), error);
+      return receiptFromFailure(classifyNatsError(error), error, { stream, bytes: messageBytes(data, publishOptions.headers) });
     }
   }
 

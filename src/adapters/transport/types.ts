@@ -42,8 +42,8 @@ export interface PublishReceipt {
   detail?: string;
   /**
    * With `rejected`: the message itself is refused, and every later attempt would be too
-   * (invalid-input: larger than the broker carries, or malformed — a subject or header the client
-   * refuses). Absent when the refusal may not last.
+   * (invalid-input: larger than the broker carries or than the stream capturing it stores, or
+   * malformed — a subject or header the client refuses). Absent when the refusal may not last.
    */
   refusal?: AdapterError;
 }
