@@ -237,6 +237,8 @@ interface ServerState {
   slots: WaitSlots;
   inFlight: Set<Promise<void>>;
   replies: Counter<string>;
+  /** Replies past max_payload sent reduced, or not carried at all (sendReply), counted apart by how. */
+  reduced: Counter<string>;
 }
 
 /**
@@ -256,7 +258,7 @@ export async function startCommandServer(options: CommandServerOptions): Promise
     waits: new Set(),
     slots: new WaitSlots(options.waitsPerPrincipal ?? waitsPerPrincipalDefault),
     inFlight: new Set(),
-    replies: commandMetrics(options.coordinator.metrics.registry),
+    ...commandMetrics(options.coordinator.metrics.registry),
   };
   const queue = options.queue ?? commandQueueDefault;
   const subscriptions: Subscription[] = [];
@@ -316,6 +318,8 @@ async function answer(state: ServerState, verb: CommandVerb | WorkflowCommandVer
  * a result or an instance as a smaller reply (smallerReplies), an error with its description cut,
  * a list page with a refusal asking for a smaller page. Any other failure (the connection lost)
  * leaves the caller to its timeout, as an unanswered request does, and is reported to onReplyFailure.
+ * A reply past max_payload is counted apart too (`reduced`, by how it was sent), so operators see
+ * how often replies are cut: answer() counts each only under the status it was sent with.
  */
 async function sendReply(state: ServerState, verb: string, respond: (data: Uint8Array) => Promise<void>, reply: AnyReply): Promise<AnyReply> {
   try {
@@ -333,14 +337,15 @@ async function sendReply(state: ServerState, verb: string, respond: (data: Uint8
       if (data.byteLength > error.maxPayload) continue;
       try {
         await respond(data);
-        return smaller;
       } catch (again) {
         // The server's max_payload may have shrunk meanwhile (another server after a reconnect): try smaller.
         if (again instanceof PayloadTooLarge) continue;
         state.options.onReplyFailure?.(again, verb);
-        return smaller;
       }
+      state.reduced.inc({ verb, form: 'error' in smaller ? 'cut' : 'omitted' });
+      return smaller;
     }
+    state.reduced.inc({ verb, form: 'unsent' });
     const refusal = replyTooLarge(verb, reply, error, smallest);
     await respond(encoder.encode(JSON.stringify(refusal))).catch((again: unknown) => state.options.onReplyFailure?.(again, verb));
     return refusal;
@@ -482,8 +487,16 @@ async function waitAndAnswer(
   }
 }
 
-function commandMetrics(registry: Registry): Counter<string> {
-  return registryCounter(registry, 'convoke_nats_command_replies_total', 'Replies to NATS commands, by verb and status', ['verb', 'status']);
+function commandMetrics(registry: Registry): Pick<ServerState, 'replies' | 'reduced'> {
+  return {
+    replies: registryCounter(registry, 'convoke_nats_command_replies_total', 'Replies to NATS commands, by verb and status', ['verb', 'status']),
+    reduced: registryCounter(
+      registry,
+      'convoke_nats_command_replies_reduced_total',
+      'Replies to NATS commands past max_payload, by verb and how they were sent: omitted (large members left out), cut (an error description cut), unsent (an error instead)',
+      ['verb', 'form'],
+    ),
+  };
 }
 
 // ── the client side ─────────────────────────────────────────────────────────

@@ -365,6 +365,12 @@ describe("outbox: a request past its peer stream's max_msg_size (JetStream, SQLi
   });
 });
 
+/** convoke_nats_command_replies_reduced_total as `verb form` → count. */
+async function reducedReplies(coordinator: Coordinator): Promise<Record<string, number>> {
+  const values = (await coordinator.metrics.registry.getSingleMetric('convoke_nats_command_replies_reduced_total')?.get())?.values ?? [];
+  return Object.fromEntries(values.map((v) => [`${String(v.labels.verb)} ${String(v.labels.form)}`, v.value]));
+}
+
 /** A command server on its own connection, a coordinator behind it and a client on another connection. */
 async function commandsOn(server: NatsServer) {
   const nc = await connect({ servers: server.url });
@@ -407,7 +413,7 @@ describe('command server: a reply past max_payload', { timeout: 60_000 }, () => 
   after(() => server?.dispose());
 
   it('answers at once with a small invalid-input error naming the reply size and max_payload, not a timeout', async () => {
-    const { client, invoke, replyFailures, close } = await commandsOn(server);
+    const { client, invoke, replyFailures, close, coordinator } = await commandsOn(server);
     try {
       for (let i = 0; i < 40; i++) await invoke(`page-${i}`);
       const started = Date.now();
@@ -422,6 +428,8 @@ describe('command server: a reply past max_payload', { timeout: 60_000 }, () => 
       const small = await sendListCommand(client, 'svc-a', { limit: 2 }, 10_000);
       assert.ok('page' in small, JSON.stringify(small));
       assert.deepEqual(replyFailures, []);
+      // Counted apart from the plain 400s: the page was not carried, an error said so instead.
+      assert.deepEqual(await reducedReplies(coordinator), { 'list unsent': 1 });
     } finally {
       await close();
     }
@@ -483,6 +491,8 @@ describe('command server: an invoke reply past max_payload', { timeout: 60_000 }
       assert.ok(omitted.replyBytes > maxPayload, String(omitted.replyBytes));
       assert.equal(omitted.read, `GET /contract-invocations/${String(result.operationId)}`);
       assert.ok(!('output' in result));
+      // Counted apart from the plain 200s.
+      assert.deepEqual(await reducedReplies(coordinator), { 'invoke omitted': 1 });
       // What was left out is there to read in full.
       const full = await coordinator.get('svc-a', String(result.operationId));
       assert.deepEqual(
@@ -564,6 +574,7 @@ describe('command server: a workflow reply past max_payload', { timeout: 60_000 
       const error = got.error as { kind: string; description: string };
       assert.equal(error.kind, 'unavailable');
       assert.match(error.description, new RegExp(`workflow-get reply is \\d+ bytes.*at most 4096 \\(max_payload\\).*GET /workflow-instances/${unreducible}`));
+      assert.deepEqual(await reducedReplies(coordinator), { 'workflow-start omitted': 1, 'workflow-get unsent': 1 });
     } finally {
       await commands.close();
       await coordinator.close();
