@@ -585,3 +585,47 @@ describe('command server: a workflow reply past max_payload', { timeout: 60_000 
     }
   });
 });
+
+describe('command server: an error reply past max_payload', { timeout: 60_000 }, () => {
+  let server: NatsServer;
+  before(async () => {
+    server = await startNatsServer({ maxPayload, jetstream: false });
+  });
+  after(() => server?.dispose());
+
+  it('keeps its status and kind, its description cut and saying so', async () => {
+    const nc = await connect({ servers: server.url });
+    const transport = new NatsTransport(nc, { identity: 'coordinator' });
+    const clientNc = await connect({ servers: server.url });
+    const client = new NatsTransport(clientNc, { identity: 'client' });
+    const { coordinator, bundles } = reviewCoordinator(transport);
+    // The instance service stands in: its refusal's description alone is past max_payload.
+    const description = 'c'.repeat(6000);
+    const workflows = {
+      get: async () => {
+        throw new AdapterError('conflict', description);
+      },
+    } as unknown as WorkflowInstanceService;
+    const commands = await startCommandServer({ transport, coordinator, bundles, workflows, waitMsMax: 5000, bodyLimitBytes: 2048 });
+    try {
+      const got = (await sendWorkflowCommand(client, 'svc-a', 'workflow-get', { instanceId: `wf${'7'.repeat(64)}` }, 10_000)) as unknown as Record<
+        string,
+        unknown
+      >;
+      assert.equal(got.status, 409, JSON.stringify(got).slice(0, 400));
+      const error = got.error as { kind: string; description: string };
+      assert.equal(error.kind, 'conflict');
+      assert.ok(error.description.startsWith(description.slice(0, 512)), error.description.slice(0, 100));
+      assert.match(error.description, /… \(cut: the reply was 6\d{3} bytes; the NATS server takes at most 4096 \(max_payload\)\)$/);
+      assert.ok(error.description.length < 1000, String(error.description.length));
+      assert.deepEqual(await reducedReplies(coordinator), { 'workflow-get cut': 1 });
+    } finally {
+      await commands.close();
+      await coordinator.close();
+      await client.close();
+      await transport.close();
+      await clientNc.close();
+      await nc.close();
+    }
+  });
+});
