@@ -393,6 +393,8 @@ const errorDescriptionCut = 512;
 function replyTooLarge(verb: string, reply: AnyReply, refused: PayloadTooLarge, smallest: number): { status: number; error: AdapterErrorBody } {
   const sizes = `the ${verb} reply is ${refused.bytes} bytes; the NATS server takes at most ${refused.maxPayload} (max_payload)`;
   const read = 'result' in reply ? operationReadPath(reply.result.operationId) : 'instance' in reply ? instanceReadPath(reply.instance.instanceId) : undefined;
+  // An error reply that does not fit even as its kind alone keeps its status: the command was answered, not refused for its size.
+  if ('error' in reply) return { status: reply.status, error: { kind: reply.error.kind, description: sizes } };
   if (read === undefined) return commandErrorReply(invalidInput(`${sizes}: ask for less (a smaller list limit) or read it over HTTP`));
   return {
     status: 500,

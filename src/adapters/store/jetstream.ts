@@ -75,6 +75,7 @@ import { PubAckMux } from '../transport/nats-pubacks.js';
 import { ReplayStampedStore, closedFailure, notFoundOf, streamFamily, type LogState, type TailState, type WriteOutcome } from './replay-stamped.js';
 import type { AppendListener, AppendOutcome, RecordAfter, RevisionListener, StoreFailure, StoreLimits } from './types.js';
 import { loginOptions } from '../transport/nats-creds.js';
+import { streamMessageTooLarge } from '../transport/nats-errors.js';
 import { deniedByNats, jetStreamNotAnswering, retryWhileStarting, serverNotListening, startupWait, type StartupWait } from '../transport/nats-startup.js';
 
 export interface JetStreamStoreOptions {
@@ -147,7 +148,6 @@ const defaultStampWaitMs = 250;
 const decoder = new TextDecoder('utf-8', { fatal: true });
 
 const wrongSequenceCodes = new Set([10071, 10164]);
-const messageTooLargeCode = 10054;
 
 export function isWrongSequence(error: unknown): boolean {
   return error instanceof JetStreamApiError && wrongSequenceCodes.has(error.code);
@@ -156,7 +156,7 @@ export function isWrongSequence(error: unknown): boolean {
 /** Everything but a CAS rejection is `unavailable`: a timeout may or may not have stored the message. */
 export function natsFailure(error: unknown): StoreFailure {
   if (error instanceof AssertionFailure) throw error;
-  if (error instanceof JetStreamApiError && error.code === messageTooLargeCode) {
+  if (error instanceof JetStreamApiError && error.code === streamMessageTooLarge) {
     return { kind: 'invalid-input', description: `jetstream: ${error.message}` };
   }
   const detail = error instanceof Error ? `${error.name}: ${error.message}` : String(error);
