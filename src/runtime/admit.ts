@@ -119,7 +119,7 @@ export class Admission {
   private admissionBytes(transition: Transition): number {
     const bytes = transitionBytes(transition);
     const branches = transition.events[0]?.type === 'operation-admitted' ? transition.events[0].manifest.branches.length : 0;
-    const roomBytes = logLimits(branches, 'ordinary', this.host.budgets).bytes;
+    const roomBytes = logLimits(branches, this.host.budgets).bytes;
     const bytesMax = Math.min(this.host.budgets.transitionBytesMax, roomBytes);
     if (bytes > bytesMax) throw new AdapterError('invalid-input', `the admission record is ${bytes} bytes; the limit for ${branches} branches is ${bytesMax}`);
     return bytes;

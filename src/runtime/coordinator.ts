@@ -285,8 +285,8 @@ export class Coordinator implements RuntimeHost {
   /**
    * The log budgets (log-budget.ts), checked before each append: a transition over
    * transitionBytesMax answers invalid-input without a write (a batch then splits; a single
-   * command is refused). One the log has no room for throws LogBudgetExhausted, after closing an
-   * undecided operation.
+   * command is refused). An ordinary one the log has no room for throws LogBudgetExhausted, after
+   * closing an undecided operation; a closing one goes to the store, whose limits alone refuse it.
    */
   private checkLogRoom(entry: OpEntry, transition: Transition): { kind: 'invalid-input'; description: string } | undefined | Promise<never> {
     const bytes = transitionBytes(transition);
@@ -297,8 +297,8 @@ export class Coordinator implements RuntimeHost {
     return undefined;
   }
 
-  private async refuseForLogBudget(entry: OpEntry, room: { kind: string; description: string }): Promise<never> {
-    if (room.kind === 'ordinary' && entry.record.decision === null) await this.closeForLogBudget(entry);
+  private async refuseForLogBudget(entry: OpEntry, room: { description: string }): Promise<never> {
+    if (entry.record.decision === null) await this.closeForLogBudget(entry);
     throw new LogBudgetExhausted(room.description);
   }
 

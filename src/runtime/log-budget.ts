@@ -5,21 +5,28 @@
  * transitionsPerOperationMax transitions (limits.transitionsStoredMax, asserted at load), and a
  * store configured to hold fewer lowers the budget to its count (resolveBudgets).
  *
- * Transitions are of three kinds:
- * - a *settlement fact* after the decision (cancel dispatched, cancel reply or withdrawal, cancel
- *   timeout, settlement): accepted up to transitionsPerOperationMax and recordBytesMax;
- * - a transition that *closes the decision*: accepted up to the budget minus the closing reserve
- *   per branch, so the settlement facts of every branch still fit;
- * - every other one is *ordinary* (results, claims, receipts, rejections, lease and retry facts,
- *   late results): accepted up to the budget minus the whole closing reserve
- *   (closingTransitionsPerBranch per branch plus closingTransitionsBase; in bytes,
- *   closingBytesPerBranch per branch plus one transition of transitionBytesMax).
+ * Transitions are of two sorts:
+ * - *ordinary* ones (results, claims, receipts, rejections, lease and retry facts, late results)
+ *   are accepted up to the budget minus the closing reserve (closingTransitionsPerBranch per
+ *   branch plus closingTransitionsBase; in bytes, closingBytesPerBranch per branch plus one
+ *   transition of transitionBytesMax);
+ * - *closing* ones — a transition that closes the decision, and a settlement fact after it
+ *   (cancel dispatched, cancel reply or withdrawal, cancel timeout, settlement) — are what the
+ *   reserve is kept for, and the budget never refuses them: each is checked only against what the
+ *   store takes and reads back (transitionBytesMax for the one transition here; the store's own
+ *   transitionsMax for the log, which it refuses past itself, invalid-input, nothing written).
+ *   Ordinary traffic under this budget leaves them their reserve; a log that another writer under
+ *   larger budgets (or an earlier version) filled past this process's room still closes. Refused by
+ *   the budget, the deadline's timeout, a cancel and the log-budget closing itself met the same
+ *   refusal for ever and the operation stayed open; closing transitions are few (one decision, a
+ *   handful of facts per branch), so letting them through costs the log little.
  *
  * The defined outcome at the ordinary limit: an undecided operation closes as indeterminate, reason
  * `log-budget-exhausted` (decideLogBudgetExhausted), and the command that did not fit is answered
  * with LogBudgetExhausted (a result is then a counted rejection, acknowledged, never redelivered).
  * A decided operation refuses the ordinary transition the same way. The log always stays readable
- * and the operation can always close.
+ * and the operation can always close: only the store's hard limits can refuse a closing, and
+ * ordinary transitions stop short of them by the reserve.
  */
 import { AdapterError, assert } from '../contract/errors.js';
 import { limits } from '../contract/limits.js';
@@ -182,30 +189,19 @@ export function transitionKind(record: OperationRecord, transition: Transition):
   return transition.events.every((e) => settlementFacts.has(e.type)) ? 'settlement' : 'ordinary';
 }
 
-/** The most transitions and bytes the log of an operation with `branches` branches may hold after a transition of `kind`. */
-export function logLimits(branches: number, kind: TransitionKind, budgets: Budgets): LogSize {
-  const branchTransitions = limits.closingTransitionsPerBranch * branches;
-  const branchBytes = limits.closingBytesPerBranch * branches;
-  switch (kind) {
-    case 'settlement':
-      return { transitions: budgets.transitionsPerOperationMax, bytes: budgets.recordBytesMax };
-    case 'closes-decision':
-      return { transitions: budgets.transitionsPerOperationMax - branchTransitions, bytes: budgets.recordBytesMax - branchBytes };
-    case 'ordinary':
-      return {
-        transitions: budgets.transitionsPerOperationMax - branchTransitions - limits.closingTransitionsBase,
-        bytes: budgets.recordBytesMax - branchBytes - budgets.transitionBytesMax,
-      };
-    default: {
-      const unknown: never = kind;
-      throw new Error(`unknown transition kind ${String(unknown)}`);
-    }
-  }
+/** The most transitions and bytes the log of an operation with `branches` branches may hold after an ordinary transition: the budget less the closing reserve. */
+export function logLimits(branches: number, budgets: Budgets): LogSize {
+  return {
+    transitions: budgets.transitionsPerOperationMax - limits.closingTransitionsPerBranch * branches - limits.closingTransitionsBase,
+    bytes: budgets.recordBytesMax - limits.closingBytesPerBranch * branches - budgets.transitionBytesMax,
+  };
 }
 
 /**
  * Why the log has no room for `transition` (of `bytes` serialized bytes), or undefined when it
- * has. `oversized` is a single transition over transitionBytesMax (a batch of commands splits).
+ * has. `oversized` is a single transition over transitionBytesMax (a batch of commands splits);
+ * `ordinary` an ordinary transition past the ordinary room. A closing transition is never refused
+ * for the log's size here (the header): the store alone refuses past what it reads back.
  */
 export function logRoomProblem(
   record: OperationRecord,
@@ -213,14 +209,14 @@ export function logRoomProblem(
   transition: Transition,
   bytes: number,
   budgets: Budgets,
-): { kind: 'oversized' | TransitionKind; description: string } | undefined {
+): { kind: 'oversized' | 'ordinary'; description: string } | undefined {
   if (bytes > budgets.transitionBytesMax) return { kind: 'oversized', description: `transition is ${bytes} bytes; the limit is ${budgets.transitionBytesMax}` };
-  const kind = transitionKind(record, transition);
-  const max = logLimits(Object.keys(record.branches).length, kind, budgets);
+  if (transitionKind(record, transition) !== 'ordinary') return undefined;
+  const max = logLimits(Object.keys(record.branches).length, budgets);
   if (log.transitions + 1 <= max.transitions && log.bytes + bytes <= max.bytes) return undefined;
   return {
-    kind,
-    description: `operation ${record.operationId}: its log holds ${log.transitions} transitions and ${log.bytes} bytes; a ${kind} transition of ${bytes} bytes would pass its budget of ${max.transitions} transitions and ${max.bytes} bytes`,
+    kind: 'ordinary',
+    description: `operation ${record.operationId}: its log holds ${log.transitions} transitions and ${log.bytes} bytes; an ordinary transition of ${bytes} bytes would pass its budget of ${max.transitions} transitions and ${max.bytes} bytes`,
   };
 }
 

@@ -6,12 +6,13 @@
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { scenario, namespace, types, type Scenario } from '../support/scenario.js';
+import { scenario, namespace, sharedStore, types, type Scenario } from '../support/scenario.js';
+import { MemoryEventStore } from '../../src/adapters/store/memory.js';
 import type { DomainEvent, Transition } from '../../src/events/types.js';
 import { encodeWire, type ClaimMessage } from '../../src/events/wire.js';
 import { subjectFor } from '../../src/adapters/transport/subjects.js';
 import { peerBusPermissions } from '../../src/deployment/embedded.js';
-import { flushMicrotasks } from '../../src/contract/clock.js';
+import { VirtualClock, flushMicrotasks } from '../../src/contract/clock.js';
 import { limits } from '../../src/contract/limits.js';
 import { isAdapterError } from '../../src/contract/errors.js';
 import { resolveBudgets } from '../../src/runtime/log-budget.js';
@@ -162,6 +163,59 @@ test('a record at its byte budget refuses further growth: the operation closes a
   assert.ok(bytes <= budgets.recordBytesMax, `the record holds ${bytes} bytes, within ${budgets.recordBytesMax}`);
   assert.equal(of(await second.events(op), 'result-accepted').length, 0);
   await second.assertReplayEquals(op);
+});
+
+/** Leases as long as the timeout: no branch fails before the deadline, whose transition closes the decision. */
+const unclaimed = { ...allSuccessful, leaseMs: allSuccessful.timeoutMs, renewIntervalMs: 30_000 };
+
+/**
+ * An operation admitted by a writer under the hard budgets, which stopped before its deadline,
+ * and whose log that writer (or an earlier version) filled past the whole byte budget of the
+ * process that loads it now: not even a settlement fact fits that budget.
+ */
+async function overfilled(): Promise<{ clock: VirtualClock; second: Scenario; op: string }> {
+  const clock = new VirtualClock();
+  const store = new MemoryEventStore({ clock });
+  const budgets = {
+    resultBytesMax: 8192,
+    transitionBytesMax: limits.transitionOverheadBytesMax + 8192,
+    recordBytesMax: 4 * (limits.transitionOverheadBytesMax + 8192),
+  };
+  const first = await scenario({ peers: 3, review: unclaimed, embedded: { clock, store: sharedStore(store) } });
+  const { result } = await first.invoke('overfilled');
+  await first.settle();
+  const op = result.operationId;
+  await first.close();
+  await fill(first, op, Math.ceil(budgets.recordBytesMax / 4000) + 1, 4000);
+  const second = await scenario({ peers: 3, review: unclaimed, embedded: { clock, store: sharedStore(store), budgets } });
+  await second.coordinator.recover();
+  await second.coordinator.inboundPath(namespace, 'review', 'result');
+  return { clock, second, op };
+}
+
+test("an operation whose log another writer under larger budgets filled past this process's closing room still closes at its deadline and settles: the budget never refuses a closing transition", async () => {
+  const { clock, second, op } = await overfilled();
+  await clock.advance(unclaimed.timeoutMs + 1000);
+  await second.settle();
+  const view = await second.get(op);
+  assert.ok(view.decision !== null, 'the operation is decided');
+  assert.deepEqual([view.decision.outcome, view.decision.reason], ['partial', 'timeout']);
+  assert.equal(types(await second.events(op)).at(-1), 'settlement-completed', 'and settled');
+  await second.assertReplayEquals(op);
+  await second.close();
+});
+
+test("a result on a log filled past this process's closing room is refused and the operation closes as indeterminate for its budget, not left open", async () => {
+  const { second, op } = await overfilled();
+  await second.send('alfa', { operationId: op, branchId: 'alfa', peerId: 'alfa', result: { verdict: 'approve' } });
+  await second.settle();
+  const view = await second.get(op);
+  assert.deepEqual([view.decision?.outcome, view.decision?.reason], ['indeterminate', 'log-budget-exhausted']);
+  const events = await second.events(op);
+  assert.equal(of(events, 'result-accepted').length, 0, 'the result that did not fit is not stored');
+  assert.equal(types(events).at(-1), 'settlement-completed');
+  await second.assertReplayEquals(op);
+  await second.close();
 });
 
 test('a result over the result budget (1 MB) is a recorded rejection with its reason, and nothing of it is stored', async () => {

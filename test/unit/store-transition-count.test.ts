@@ -113,3 +113,26 @@ test('a coordinator over a store that cannot hold an admission and the closing r
   assert.equal(s.coordinator.budgets.transitionsPerOperationMax, leastTransitions);
   await s.close();
 });
+
+test("a log at the store's count is closed by nothing: the store refuses the deadline's transition and nothing is written, however often it is tried", async () => {
+  const clock = new VirtualClock();
+  const store = new MemoryEventStore({ clock, limits: { transitionsMax: leastTransitions } });
+  const s = await scenario({ peers: 3, review: { leaseMs: 5000, timeoutMs: 5000 }, embedded: { clock, store } });
+  try {
+    const { result: invoked } = await s.invoke('k');
+    await s.settle();
+    const op = invoked.operationId;
+    // Another writer filled the log to what the store holds: the budget lets closings through, the store does not.
+    await fillTo(store, op, leastTransitions);
+    await s.coordinator.record(op);
+    await clock.advance(10_000);
+    await s.settle();
+    const read = await store.read(op);
+    assert.ok(read.kind === 'ok' && read.transitions.length === leastTransitions, 'nothing past the store count');
+    assert.equal((await s.coordinator.record(op))?.decision, null, 'the store refused the closing');
+    const refused = (await s.coordinator.metrics.storeErrors.get()).values.reduce((sum, v) => sum + v.value, 0);
+    assert.ok(refused > 0, 'told as a store failure');
+  } finally {
+    await s.close();
+  }
+});
