@@ -1,5 +1,5 @@
 /** The aggregate kernel: one commit pipeline for any event-sourced aggregate (kernel.ts). */
-export { Kernel, newStream, storeError, dueRetryMs, type KernelHooks, type KernelOptions, type LoadedLog, type Stream } from './kernel.js';
+export { Kernel, newStream, storeError, dueRetryMs, dueRetryMaxMs, type KernelHooks, type KernelOptions, type LoadedLog, type Stream } from './kernel.js';
 export type {
   Aggregate,
   AppendOutcome,

@@ -26,8 +26,17 @@ import { AdapterError, AssertionFailure, expired } from '../contract/errors.js';
 import { limits } from '../contract/limits.js';
 import type { Aggregate, AppendOutcome, Decide, GuardedTransition, ReadOutcome, RecordAfter, Stored, StoreFailure, StreamStore, Waiter } from './types.js';
 
-/** When a due command could not be committed, it is tried again after this long. */
+/**
+ * When a due command could not be committed, it is tried again after this long, doubling after
+ * each failure in a row up to dueRetryMaxMs; a success starts again from dueRetryMs.
+ */
 export const dueRetryMs = 100;
+export const dueRetryMaxMs = 60_000;
+
+/** The wait before the retry after `failures` due commands failed in a row: dueRetryMs, doubled per failure past the first, at most dueRetryMaxMs. */
+function dueRetryDelayMs(failures: number): number {
+  return Math.min(dueRetryMaxMs, dueRetryMs * 2 ** Math.min(failures - 1, 30));
+}
 /** How long after a notice's reload failed (the store unavailable) it is tried again, doubling after each failure up to reloadRetryMaxMs. */
 export const reloadRetryMs = 1000;
 export const reloadRetryMaxMs = 30_000;
@@ -436,17 +445,25 @@ export class Kernel<R, T extends GuardedTransition, S extends Stream<R> = Stream
     }).catch((error: unknown) => {
       // The store refused (unavailable, or its clock not yet at the due instant), or what the command
       // needed could not be had (a policy that could not answer): told (`failed`: counted and logged),
-      // and tried again shortly. Only the 1st, 2nd, 4th, 8th… failure in a row is told: a store down
-      // for a minute under thousands of instances past their deadlines, each retried every
-      // dueRetryMs, must not log ten lines a second for each. The retry
-      // replaces a timer a commit armed while the work ran, so one timer is armed, never two; none
-      // once the instance was pruned or the kernel closed, or when its record asks for none.
+      // and tried again, backing off. The first retry comes after dueRetryMs, so a store blip
+      // recovers at once; each failure in a row doubles the wait up to dueRetryMaxMs, but never past
+      // the record's next due instant after now (nextDueAfterMs: a deadline behind a retry that a
+      // policy outage holds up still falls due on time). A refusal that will not pass
+      // (invalid-input: a log with no room left) was tried every dueRetryMs for ever, a store round
+      // trip ten times a second for each such instance. Only the 1st, 2nd, 4th, 8th… failure in a
+      // row is told: a store down for a minute under thousands of instances past their deadlines
+      // must not log a line per retry for each. The retry replaces a timer a commit armed while the
+      // work ran, so one timer is armed, never two; none once the instance was pruned or the kernel
+      // closed, or when its record asks for none.
       if (this.closed || stream.pruned) return;
       const failures = (stream.dueFailures ?? 0) + 1;
       stream.dueFailures = failures;
       if ((failures & (failures - 1)) === 0) this.hooks.failed?.('due', error);
       if (this.aggregate.nextDueMs(stream.record) === undefined) return;
-      this.armAt(stream, this.clock.nowMs() + dueRetryMs);
+      const nowMs = this.clock.nowMs();
+      const retryAtMs = nowMs + dueRetryDelayMs(failures);
+      const laterMs = this.aggregate.nextDueAfterMs?.(stream.record, nowMs);
+      this.armAt(stream, laterMs !== undefined && laterMs < retryAtMs ? laterMs : retryAtMs);
     });
   }
 

@@ -74,6 +74,13 @@ export interface Aggregate<R, T extends GuardedTransition> {
   revision(record: R): string;
   /** The next instant at which a due command may have something to do; undefined when none. */
   nextDueMs(record: R): number | undefined;
+  /**
+   * The first of those instants later than `afterMs`; undefined when none. A due command that
+   * failed is tried again backing off (kernel.ts onDue), but never later than this: an instant
+   * behind the one that keeps failing (a deadline behind a retry a policy outage holds up) is
+   * kept. Without it the backoff alone decides when the next due command runs.
+   */
+  nextDueAfterMs?(record: R, afterMs: number): number | undefined;
   /** The command a transition was decided for, to name it in errors. */
   commandOf(transition: T): string;
   /** Whether nothing more will happen to it (a finished instance may leave the cache). */

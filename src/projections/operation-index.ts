@@ -35,6 +35,22 @@ export function nextDueMs(record: OperationRecord): number | undefined {
   return undefined;
 }
 
+/** The first of nextDueMs's instants later than `afterMs` (the deadline, lease ends, retry instants, the cancel deadline); undefined when none. */
+export function nextDueAfterMs(record: OperationRecord, afterMs: number): number | undefined {
+  const later = (due: number | undefined, atMs: number | null): number | undefined =>
+    atMs !== null && atMs > afterMs && (due === undefined || atMs < due) ? atMs : due;
+  if (record.decision === null) {
+    let due = later(undefined, record.deadlineMs);
+    for (const b of branchList(record)) {
+      if (isClaimed(b.state)) due = later(due, b.leaseUntilMs);
+      if (isRetrying(b.state)) due = later(due, b.retryAtMs);
+    }
+    return due;
+  }
+  for (const b of branchList(record)) if (isCancelling(b.state)) return later(undefined, record.decision.cancelDeadlineMs);
+  return undefined;
+}
+
 /**
  * The next due instant indexRow computed last, for the commit pipeline's timer (takeNextDueMs):
  * a store derives the row of the record it just wrote and the kernel then arms that record's

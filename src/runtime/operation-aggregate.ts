@@ -9,7 +9,7 @@ import type { StoredTransition, Transition } from '../events/types.js';
 import type { Aggregate } from '../kernel/types.js';
 import { isSettled } from '../machines/index.js';
 import { applyStored, fold, type OperationRecord } from '../projections/record.js';
-import { takeNextDueMs } from '../projections/operation-index.js';
+import { nextDueAfterMs, takeNextDueMs } from '../projections/operation-index.js';
 import { assertLegal } from '../domain/legal.js';
 
 export const operationAggregate: Aggregate<OperationRecord, Transition> = {
@@ -19,6 +19,7 @@ export const operationAggregate: Aggregate<OperationRecord, Transition> = {
   revision: (record) => record.revision,
   // The store's index row of the record just committed computed it already (operation-index.ts).
   nextDueMs: takeNextDueMs,
+  nextDueAfterMs,
   finished: (record) => isSettled(record.phase),
   commandOf: (transition) => transition.causation.command,
   check: (record, transition) => {

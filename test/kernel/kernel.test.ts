@@ -15,11 +15,11 @@ import { MemoryEventStore } from '../../src/adapters/store/memory.js';
 import { SqliteEventStore } from '../../src/adapters/store/sqlite.js';
 import type { EventStore } from '../../src/adapters/store/types.js';
 import { flushMicrotasks, VirtualClock } from '../../src/contract/clock.js';
-import { AssertionFailure } from '../../src/contract/errors.js';
+import { AdapterError, AssertionFailure } from '../../src/contract/errors.js';
 import { guardBetween, openEndedMs } from '../../src/events/guard.js';
 import { Kernel, type KernelHooks, type Stream } from '../../src/kernel/index.js';
 import type { Aggregate, AppendOutcome, RecordAfter, StreamStore } from '../../src/kernel/index.js';
-import { dueRetryMs, newStream, reloadRetryMs } from '../../src/kernel/kernel.js';
+import { dueRetryMaxMs, dueRetryMs, newStream, reloadRetryMs } from '../../src/kernel/kernel.js';
 import {
   approvalAggregate,
   approvalStore,
@@ -562,11 +562,51 @@ test('kernel: due commands failing in a row are told at the 1st, 2nd, 4th, 8thâ€
   try {
     const stream = await created(kernel, clock, 'due-told', 3, 1000);
     await clock.advance(1000);
-    for (let i = 0; i < 12; i++) await clock.advance(dueRetryMs);
+    // Nine retries backing off from dueRetryMs: 100 ms, 200 ms, â€¦ 25.6 s, 51.1 s in all.
+    for (let i = 0; i < 12 && stream.record.state !== 'lapsed'; i++) await clock.advance(dueRetryMaxMs);
     assert.equal(stream.record.state, 'lapsed', 'the tenth try lapsed it');
     assert.equal(dues, 10);
     assert.deepEqual(told, [1, 2, 4, 8], 'nine failures in a row, four told');
     assert.equal(stream.dueFailures, undefined, 'the success reset the count');
+  } finally {
+    await kernel.close();
+    await store.close();
+  }
+});
+
+test('kernel: a due command that keeps failing is tried again backing off, doubling from dueRetryMs to dueRetryMaxMs, and counts afresh after a success', async () => {
+  const clock = new VirtualClock();
+  const store = new MemoryEventStore({ clock });
+  const tries: number[] = [];
+  let refusing = true;
+  const kernel = approvalKernel(clock, approvalStore(store), {
+    due: async () => {
+      tries.push(clock.nowMs());
+      if (refusing) throw new AdapterError('invalid-input', 'the log has no room for it');
+      return (record) => transitionOf(decideApproval({ kind: 'expire', nowMs: clock.nowMs() }, record));
+    },
+  });
+  try {
+    const stream = await created(kernel, clock, 'due-backoff', 3, 1000);
+    await clock.advance(1000);
+    const start = clock.nowMs();
+    assert.equal(tries.length, 1);
+    // An hour of a refusal that will not pass: the first retry as prompt as ever, then fewer and fewer.
+    for (let t = 0; t < 3_600_000; t += 10_000) await clock.advance(10_000);
+    const gaps = tries.slice(1).map((at, i) => at - (tries[i] ?? 0));
+    assert.deepEqual(gaps.slice(0, 4), [dueRetryMs, 2 * dueRetryMs, 4 * dueRetryMs, 8 * dueRetryMs], 'doubling from dueRetryMs');
+    assert.ok(
+      gaps.every((gap) => gap <= dueRetryMaxMs),
+      `never longer apart than ${dueRetryMaxMs} ms: ${gaps.join(', ')}`,
+    );
+    assert.equal(gaps.at(-1), dueRetryMaxMs, 'up to the cap');
+    assert.ok(tries.length < 100, `${tries.length} tries in an hour, not one every ${dueRetryMs} ms (36 000)`);
+    // The refusal passes: the next retry succeeds and the count starts again.
+    refusing = false;
+    await clock.advance(dueRetryMaxMs);
+    assert.equal(stream.record.state, 'lapsed');
+    assert.equal(stream.dueFailures, undefined);
+    assert.ok(clock.nowMs() - start > 3_600_000);
   } finally {
     await kernel.close();
     await store.close();

@@ -462,7 +462,8 @@ test('a policy that cannot answer at reassignment fails nothing: the branch wait
   assert.equal((await s.get(result.operationId)).decision, null);
   assert.ok(down.calls >= 2 && down.calls <= 20, `asked again, after a delay each time (${down.calls} calls in 1 s)`);
   down.now = false;
-  await s.clock.advance(200);
+  // The retries back off (100, 200, 400 ms after each failure…): the next one, 800 ms after the last at 1800, finds the policy back.
+  await s.clock.advance(600);
   const events = await s.events(result.operationId);
   assert.deepEqual(
     of(events, 'branch-reassigned').map((e) => [e.peerId, e.attempt]),

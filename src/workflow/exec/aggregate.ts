@@ -8,7 +8,7 @@ import { appliesOnFold } from '../../events/guard.js';
 import type { Aggregate, Stored } from '../../kernel/types.js';
 import type { WorkflowTransition } from './events.js';
 import { workflowTransitionProblem } from './events.js';
-import { applyWorkflow, foldWorkflow, isWorkflowFinished, nextWorkflowDueMs, type WorkflowRecord } from './record.js';
+import { applyWorkflow, foldWorkflow, isWorkflowFinished, nextWorkflowDueAfterMs, nextWorkflowDueMs, type WorkflowRecord } from './record.js';
 
 export const workflowAggregate: Aggregate<WorkflowRecord, WorkflowTransition> = {
   name: 'workflow instance',
@@ -16,6 +16,7 @@ export const workflowAggregate: Aggregate<WorkflowRecord, WorkflowTransition> = 
   fold: (log) => foldWorkflow(log),
   revision: (record) => record.revision,
   nextDueMs: nextWorkflowDueMs,
+  nextDueAfterMs: nextWorkflowDueAfterMs,
   finished: isWorkflowFinished,
   commandOf: (transition) => transition.causation.command,
   check: (record, transition, atMs) => {

@@ -554,4 +554,14 @@ export function nextWorkflowDueMs(record: WorkflowRecord): number | undefined {
   return due;
 }
 
+/** The first armed timer's instant later than `afterMs`; undefined when none. */
+export function nextWorkflowDueAfterMs(record: WorkflowRecord, afterMs: number): number | undefined {
+  if (record.status !== 'running') return undefined;
+  let due: number | undefined;
+  for (const timer of Object.values(record.timers)) {
+    if (timer.state === 'armed' && timer.dueAtMs > afterMs && (due === undefined || timer.dueAtMs < due)) due = timer.dueAtMs;
+  }
+  return due;
+}
+
 export const isWorkflowFinished = (record: WorkflowRecord): boolean => record.status !== 'running';
