@@ -8,10 +8,12 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { MemoryEventStore } from '../../src/adapters/store/memory.js';
 import { SystemClock } from '../../src/contract/clock.js';
+import { AdapterError } from '../../src/contract/errors.js';
 import type { JsonObject } from '../../src/contract/json.js';
 import { createEmbedded, type Embedded } from '../../src/deployment/embedded.js';
 import { peerIds, reviewBundle } from '../../src/deployment/examples.js';
 import type { WorkflowEvent } from '../../src/workflow/exec/events.js';
+import { storeWith } from '../support/scenario.js';
 import { harness, runToEnd, yaml } from './support.js';
 
 /** One contract, two interactions: `review` declares caller cancellation, `hold` does not. Peers answer only when cancelled (or after holdMs). */
@@ -127,6 +129,40 @@ do:
     assert.equal(child?.disposition?.disposition, 'already-closed', child?.disposition?.detail);
     const operation = await embedded.coordinator.get('alice', child.operationId);
     assert.equal(operation.decision?.reason, 'threshold');
+  } finally {
+    await h.close();
+    await embedded.close();
+  }
+});
+
+test('compete: a losing child whose cancel is refused for good (invalid-input) is recorded detached with the refusal, and the fork completes; a cancel that is unavailable is asked again', async () => {
+  const clock = new SystemClock();
+  const store = new MemoryEventStore({ clock });
+  const embedded = await deployment(clock, store, 3000);
+  // The child's log is full at the store: its cancel is refused, and will be every time it is sent.
+  const refusal = 'operation op-x holds 8192 transitions, the most this store accepts and reads back (8192)';
+  const cancels = new Map<string, number>();
+  let unavailableFirst = true;
+  const invocations = storeWith(embedded.coordinator, () => ({
+    cancel: async (_principalId: string, operationId: string) => {
+      cancels.set(operationId, (cancels.get(operationId) ?? 0) + 1);
+      if (unavailableFirst) {
+        unavailableFirst = false;
+        throw new AdapterError('unavailable', 'the store did not answer');
+      }
+      throw new AdapterError('invalid-input', refusal);
+    },
+  }));
+  const h = harness({ store, clock, invocations });
+  try {
+    const record = await runToEnd(h, yaml(race(embedded.bundle.ref.digest)), {}, 'race-3');
+    assert.equal(record.status, 'completed', JSON.stringify(record.error));
+    const cancellable = record.children['/do/0/race/fork/branches/1/cancellable{1}'];
+    assert.equal(cancellable?.disposition?.disposition, 'detached', cancellable?.disposition?.detail);
+    assert.match(cancellable.disposition.detail, /^the cancel was refused: invalid-input: .*8192 transitions/);
+    assert.equal(cancels.get(cancellable.operationId), 2, 'the unavailable cancel asked again once, the refused one not again');
+    const child = await embedded.coordinator.get('alice', cancellable.operationId);
+    assert.equal(child.decision?.reason === 'cancelled', false, 'nothing cancelled it: it runs on to its own decision');
   } finally {
     await h.close();
     await embedded.close();

@@ -26,7 +26,11 @@ export function openChildrenOf(record: WorkflowRecord, branches: readonly Execut
   );
 }
 
-/** One child's disposition, asked of the runtime (the only I/O); an unavailable runtime is thrown (the instance is driven again). */
+/**
+ * One child's disposition, asked of the runtime (the only I/O); an unavailable runtime is thrown
+ * (the instance is driven again). A cancel the runtime refuses — not declared, denied, or invalid
+ * for good — leaves the child detached, the refusal recorded as the detail.
+ */
 export async function dispose(service: ContractCalls | undefined, principalId: string, fork: string, at: string, child: ChildRecord): Promise<ChildDisposed> {
   const event = (disposition: ChildDisposition, detail: string): ChildDisposed => ({
     type: 'child-disposed',
@@ -47,6 +51,11 @@ export async function dispose(service: ContractCalls | undefined, principalId: s
   } catch (error) {
     if (isNotFound(error)) return event('not-admitted', 'the runtime holds no operation under the bound key');
     if (error instanceof AdapterError && (error.kind === 'unsupported' || error.kind === 'denied')) return event('detached', error.message);
+    // A cancel refused as invalid (the child's log full at its store) meets the same refusal every
+    // time it is sent: the child runs on to its own decision, detached, the refusal its detail.
+    // Thrown, it faulted the instance (an invalid-input ends a run), the winner's output lost for a
+    // loser's child. Anything else (unavailable, expired) may pass: thrown, and asked again.
+    if (error instanceof AdapterError && error.kind === 'invalid-input') return event('detached', `the cancel was refused: ${error.message}`);
     throw error;
   }
 }
