@@ -286,12 +286,15 @@ export class Coordinator implements RuntimeHost {
    * The log budgets (log-budget.ts), checked before each append: a transition over
    * transitionBytesMax answers invalid-input without a write (a batch then splits; a single
    * command is refused). An ordinary one the log has no room for throws LogBudgetExhausted, after
-   * closing an undecided operation; a closing one goes to the store, whose limits alone refuse it.
+   * closing an undecided operation, unless several commands share it: the batch then splits the
+   * same way, each command checked on its own (group-commit.ts isTogether). A closing one goes to
+   * the store, whose limits alone refuse it.
    */
   private checkLogRoom(entry: OpEntry, transition: Transition): { kind: 'invalid-input'; description: string } | undefined | Promise<never> {
     const bytes = transitionBytes(transition);
     const room = logRoomProblem(entry.record, entry.log, transition, bytes, this.budgets);
-    if (room?.kind === 'oversized') return { kind: 'invalid-input', description: room.description };
+    if (room?.kind === 'oversized' || (room !== undefined && this.batches.isTogether(transition)))
+      return { kind: 'invalid-input', description: room.description };
     if (room !== undefined) return this.refuseForLogBudget(entry, room);
     this.sizes.set(transition, bytes);
     return undefined;

@@ -22,6 +22,9 @@ interface Probe {
 }
 
 export class GroupCommit {
+  /** Transitions appended for more than one command: one the log has no room for is split (isTogether), not refused whole. */
+  private readonly together = new WeakSet<Transition>();
+
   constructor(
     private readonly kernel: Kernel<OperationRecord, Transition, OpEntry>,
     private readonly clock: Clock,
@@ -178,10 +181,23 @@ export class GroupCommit {
   }
 
   /**
+   * Whether `transition` was decided for several commands together: the log-budget check answers
+   * one the log has no room for as a refusal to split (invalid-input, nothing written, nothing
+   * closed), so each command is then checked on its own (commitEach). The earlier results of a
+   * batch may fit where all of them together do not; refused whole, every one of them was
+   * answered with the budget's refusal and the operation closed for its budget before any was
+   * taken.
+   */
+  isTogether(transition: Transition): boolean {
+    return this.together.has(transition);
+  }
+
+  /**
    * One transition for several commands (decideTogether), with the kernel's CAS retry. When the
-   * store answers that the shared guard did not hold or the transition is too large, each command
-   * is committed on its own instead, with its own guard and late handling (commitEach). Answers
-   * each command's own failure, by position (none when the batch was committed).
+   * store answers that the shared guard did not hold or the transition is too large, or the log
+   * has no room for it (isTogether), each command is committed on its own instead, with its own
+   * guard and late handling (commitEach). Answers each command's own failure, by position (none
+   * when the batch was committed).
    */
   private async commitTogether(entry: OpEntry, deciders: Decider[], probe?: Probe): Promise<unknown[]> {
     const [only] = deciders;
@@ -198,6 +214,7 @@ export class GroupCommit {
             );
       if (transition === undefined) return [];
       if (transition === 'disjoint') break;
+      if (deciders.length > 1) this.together.add(transition);
       const outcome = await this.kernel.append(entry, transition);
       if (outcome.kind === 'ok') return [];
       if (outcome.kind === 'conflict') continue;

@@ -359,6 +359,48 @@ test('a result the log has no room for is refused as log-budget: counted and ack
   assert.equal((await s.get(op)).decision?.reason, 'log-budget-exhausted');
 });
 
+test("results committed together that the log's room takes only in part are each answered for themselves: the one that fits is accepted, the one after it refused", async () => {
+  const { s: first, op } = await opened({ embedded: { budgets: tightLog } });
+  // Room for one result's transition (about 430 bytes) and not for two together (about 740).
+  await fillTo(first, op, ordinaryBytes, 2000);
+  const read = await first.store.read(op);
+  assert.ok(read.kind === 'ok');
+  const used = read.transitions.reduce((n, t) => n + Buffer.byteLength(JSON.stringify(t.transition)), 0);
+  const last: Transition = {
+    events: [
+      {
+        type: 'result-rejected',
+        v: 1,
+        reason: 'malformed',
+        subject: `${namespace}.review.${op}.result.alfa`,
+        branchId: null,
+        peerId: null,
+        attempt: null,
+        fence: null,
+        detail: '',
+      },
+    ],
+    timeGuard: { notBeforeMs: 0, notAfterMs: Number.MAX_SAFE_INTEGER },
+    causation: { command: 'admit-result' },
+  };
+  const lastEvent = last.events[0];
+  assert.ok(lastEvent?.type === 'result-rejected');
+  lastEvent.detail = 'x'.repeat(ordinaryBytes - 600 - used - Buffer.byteLength(JSON.stringify(last)));
+  assert.equal((await first.store.append(op, read.revision, last)).kind, 'ok');
+  const s = await restarted(first, { embedded: { budgets: tightLog } });
+  const answered = await Promise.all(['alfa', 'bravo'].map((peer) => deliver(s, 'result', op, peer, result(op, peer))));
+  assert.deepEqual(answered, [['ack'], ['ack']]);
+  const events = await s.events(op);
+  assert.deepEqual(
+    of(events, 'result-accepted').map((e) => e.branchId),
+    ['alfa'],
+    'the first result fits on its own and is taken',
+  );
+  assert.equal(await counted(s, 'log-budget'), 1, 'only the result after it is refused');
+  assert.equal((await s.get(op)).decision?.reason, 'log-budget-exhausted');
+  await s.assertReplayEquals(op);
+});
+
 test('a claim the log has no room for is refused as claim-log-budget and acknowledged', async () => {
   // Two of three: releasing one claim leaves the rule open, so the release is an ordinary transition.
   const options = { review: { completion: { mode: 'quorum', count: 2 } }, embedded: { budgets: tightLog } };
