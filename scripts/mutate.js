@@ -14,7 +14,21 @@ import { fileURLToPath } from 'node:url';
 const root = dirname(dirname(fileURLToPath(import.meta.url)));
 const config = JSON.parse(readFileSync(join(root, 'stryker.config.json'), 'utf8'));
 const reportDir = join(root, 'reports', 'mutation');
-const reportOf = (file) => join(reportDir, `${basename(file, '.ts')}.json`);
+
+/** Whether a mutated file is workflow code: it runs the workflow test files, and every other file the rest. */
+const isWorkflow = (file) => file.startsWith('src/workflow/');
+
+/**
+ * A file's name for its report, incremental file and the tables below: its base name, or
+ * `workflow-<base name>` for a workflow file whose base name another mutated file has
+ * (src/workflow/exec/decide.ts beside src/domain/decide.ts), so neither run overwrites the other's.
+ */
+const nameOf = (file) => {
+  const name = basename(file, '.ts');
+  const shared = config.mutate.filter((f) => basename(f, '.ts') === name).length > 1;
+  return shared && isWorkflow(file) ? `workflow-${name}` : name;
+};
+const reportOf = (file) => join(reportDir, `${nameOf(file)}.json`);
 
 /**
  * The test files that kill most mutants of each file, run first: Stryker runs a mutant's covering
@@ -31,11 +45,26 @@ const firstTests = {
   'listen-match': ['listen-match-rules', 'listen', 'examples'],
   lease: ['lease-rules', 'parked-lease', 'executor', 'workers'],
   keys: ['key-rules', 'task-keys-property', 'task-keys', 'executor'],
+  'workflow-decide': ['aggregate', 'steps', 'listen-limits', 'recordable'],
 };
 
-/** Whether a mutated file is workflow code: it runs the workflow test files, and every other file the rest. */
-const isWorkflow = (file) => file.startsWith('src/workflow/');
-const testsOf = (file) => config.tap.testFiles.filter((f) => f.startsWith('dist/test/workflow/') === isWorkflow(file));
+/**
+ * The test files a file's run is limited to, where every executor test reaches the file: the
+ * executor decides each step with src/workflow/exec/decide.ts, so without a limit a surviving
+ * mutant would run every workflow test file of the list, about a minute on the loaded machine.
+ * These test files run for no other file, so they lengthen no other file's run.
+ */
+const onlyTests = {
+  'workflow-decide': ['aggregate', 'steps', 'listen-limits', 'recordable'],
+};
+const limitedTests = new Set(Object.values(onlyTests).flat());
+
+const testsOf = (file) => {
+  const tests = config.tap.testFiles.filter((f) => f.startsWith('dist/test/workflow/') === isWorkflow(file));
+  const only = onlyTests[nameOf(file)];
+  const test = (f) => basename(f, '.test.js');
+  return only === undefined ? tests.filter((f) => !limitedTests.has(test(f))) : tests.filter((f) => only.includes(test(f)));
+};
 
 /**
  * The watchdog's limit per test file (scripts/mutation-watchdog.cjs): the workflow test files run
@@ -45,7 +74,7 @@ const fileLimitMs = (file) => process.env.CONVOKE_MUTATION_FILE_MS ?? (isWorkflo
 
 /** The config for one file's run: stryker.config.json with that file's test files, in its order (written under reports/). */
 function configFor(file) {
-  const name = basename(file, '.ts');
+  const name = nameOf(file);
   const tests = testsOf(file);
   const path = (test) => tests.find((f) => basename(f) === `${test}.test.js`);
   const first = (firstTests[name] ?? []).map(path).filter((f) => f !== undefined);
@@ -102,7 +131,7 @@ function main(args) {
   const startMs = Date.now();
   for (const file of files) {
     const fileStartMs = Date.now();
-    const incrementalFile = join('reports', 'incremental', `${basename(file, '.ts')}.json`);
+    const incrementalFile = join('reports', 'incremental', `${nameOf(file)}.json`);
     const run = spawnSync(
       process.execPath,
       [
