@@ -45,7 +45,7 @@ const firstTests = {
   'listen-match': ['listen-match-rules', 'listen', 'examples'],
   lease: ['lease-rules', 'parked-lease', 'executor', 'workers'],
   keys: ['key-rules', 'task-keys-property', 'task-keys', 'executor'],
-  'workflow-decide': ['aggregate', 'steps', 'listen-limits', 'recordable'],
+  'workflow-decide': ['decide-rules', 'aggregate', 'steps', 'listen-limits', 'recordable'],
 };
 
 /**
@@ -55,7 +55,7 @@ const firstTests = {
  * These test files run for no other file, so they lengthen no other file's run.
  */
 const onlyTests = {
-  'workflow-decide': ['aggregate', 'steps', 'listen-limits', 'recordable'],
+  'workflow-decide': ['decide-rules', 'aggregate', 'steps', 'listen-limits', 'recordable'],
 };
 const limitedTests = new Set(Object.values(onlyTests).flat());
 

@@ -1,0 +1,160 @@
+/**
+ * The workflow deciders' rules (src/workflow/exec/decide.ts) on records folded from logs built
+ * here, without an executor: given an instance's log and a proposal (or the due instant, the
+ * disposals found, a cancel), the transition decided (its events as written, its time guard, its
+ * causation) or nothing. A decided transition is also folded onto its record where what it writes
+ * matters, so the fold takes it and the record holds the values the executor meant. aggregate.test
+ * and steps.test run the same rules through the fold and an executor; this file pins each of them
+ * alone, and runs first in the mutation run.
+ */
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import type { JsonValue } from '../../src/contract/json.js';
+import type { Stored } from '../../src/kernel/types.js';
+import { decideProposal, type Proposal } from '../../src/workflow/exec/decide.js';
+import type { WorkflowEvent, WorkflowTransition } from '../../src/workflow/exec/events.js';
+import { applyWorkflow, foldWorkflow, type WorkflowRecord } from '../../src/workflow/exec/record.js';
+import { bareStarted } from './support.js';
+
+const open = { notBeforeMs: Number.MIN_SAFE_INTEGER, notAfterMs: Number.MAX_SAFE_INTEGER };
+const started = bareStarted({ deadlineMs: null });
+
+const stored = (revision: number, events: WorkflowEvent[], committedAtMs = 1000): Stored<WorkflowTransition> => ({
+  revision: String(revision),
+  committedAtMs,
+  transition: { events, timeGuard: open, causation: { command: 'test' } },
+});
+
+/** The record of a log: `first` (the start), then each event as a transition of its own. */
+function given(first: WorkflowEvent, ...events: WorkflowEvent[]): WorkflowRecord {
+  const record = foldWorkflow([first, ...events].map((event, index) => stored(index + 1, [event])));
+  assert.ok(record);
+  return record;
+}
+
+/** The record with a decided transition folded onto it. */
+function folded(record: WorkflowRecord, transition: WorkflowTransition | undefined): WorkflowRecord {
+  assert.ok(transition, 'a transition was decided');
+  const next = applyWorkflow(record, stored(Number(record.revision) + 1, transition.events));
+  assert.ok(next);
+  return next;
+}
+
+const proposal = (events: WorkflowEvent[], extra: Partial<Proposal> = {}): Proposal => ({ command: 'c', events, ...extra });
+/** The events decideProposal writes for `events` on `record` (undefined: nothing decided). */
+const written = (record: WorkflowRecord, ...events: WorkflowEvent[]) => decideProposal(record, proposal(events), false)?.events;
+
+const taskStarted = (at: string, input: JsonValue = {}): WorkflowEvent => ({ type: 'task-started', v: 1, at, ref: at, name: 'a', input });
+const taskCompleted = (at: string, output: JsonValue): WorkflowEvent => ({ type: 'task-completed', v: 1, at, output });
+const completed: WorkflowEvent = { type: 'workflow-completed', v: 1, output: null };
+
+/** One event of each type the record can reflect (decide.ts `reflected`). */
+const childBound: WorkflowEvent = {
+  type: 'child-bound',
+  v: 1,
+  at: '/do/1/c',
+  ref: '/do/1/c',
+  operationId: 'op-1',
+  invocationKey: 'k1',
+  iterations: [],
+  attempt: 1,
+};
+const subworkflowBound: WorkflowEvent = {
+  type: 'subworkflow-bound',
+  v: 1,
+  at: '/do/2/s',
+  ref: '/do/2/s',
+  instanceId: 'child-1',
+  invocationKey: 'k2',
+  workflow: 'sub',
+  iterations: [],
+  attempt: 1,
+};
+const childDisposed: WorkflowEvent = {
+  type: 'child-disposed',
+  v: 1,
+  at: '/do/1/c',
+  fork: '/do/3/f',
+  operationId: 'op-1',
+  disposition: 'detached',
+  detail: 'd',
+};
+const subworkflowDisposed: WorkflowEvent = {
+  type: 'subworkflow-disposed',
+  v: 1,
+  at: '/do/2/s',
+  instanceId: 'child-1',
+  by: '/do/2/s',
+  disposition: 'cancelled',
+  detail: 'd',
+};
+const waitSet = (at: string): WorkflowEvent => ({ type: 'timer-set', v: 1, at, dueAtMs: 5000, purpose: 'wait' });
+const timerFired = (at: string): WorkflowEvent => ({ type: 'timer-fired', v: 1, at });
+const stepped = (type: 'expression-evaluated' | 'call-answered', at: string): WorkflowEvent => ({ type, v: 1, at, result: { ok: 1 } });
+const forkWon = (at: string): WorkflowEvent => ({ type: 'fork-won', v: 1, at, branch: 0 });
+const listenStarted = (at: string): WorkflowEvent => ({ type: 'listen-started', v: 1, at, to: { one: {} }, read: 'data' });
+const callStarted = (at: string, epoch: number): WorkflowEvent => ({ type: 'call-started', v: 1, at, epoch });
+/** A log holding one event of each type the record can reflect. */
+const reflecting = given(
+  started,
+  taskStarted('/do/0/a'),
+  taskStarted('/do/0/b'),
+  taskCompleted('/do/0/b', 1),
+  stepped('expression-evaluated', 'e1'),
+  stepped('call-answered', 'c1'),
+  childBound,
+  subworkflowBound,
+  waitSet('t1'),
+  waitSet('t2'),
+  timerFired('t2'),
+  forkWon('f1'),
+  taskStarted('/do/4/l'),
+  listenStarted('/do/4/l'),
+  callStarted('c9', 1),
+);
+
+test('each event the record already reflects is dropped from a proposal, each it does not is kept: event type by event type', () => {
+  const record = reflecting;
+  const kept = (event: WorkflowEvent, why: string) => assert.deepEqual(written(record, event), [event], `${event.type} kept: ${why}`);
+  const dropped = (event: WorkflowEvent, why: string) => assert.equal(written(record, event), undefined, `${event.type} dropped: ${why}`);
+  dropped(taskStarted('/do/0/a'), 'the task started');
+  kept(taskStarted('/do/0/z'), 'no such task');
+  dropped(taskCompleted('/do/0/b', 1), 'the task ended');
+  kept(taskCompleted('/do/0/a', 1), 'the task runs');
+  kept(taskCompleted('/do/0/z', 1), 'no such task');
+  dropped({ type: 'task-faulted', v: 1, at: '/do/0/b', error: { type: 't', status: 500 } }, 'the task ended');
+  kept({ type: 'task-faulted', v: 1, at: '/do/0/a', error: { type: 't', status: 500 } }, 'the task runs');
+  dropped({ type: 'task-cancelled', v: 1, at: '/do/0/b', reason: 'r' }, 'the task ended');
+  kept({ type: 'task-cancelled', v: 1, at: '/do/0/a', reason: 'r' }, 'the task runs');
+  dropped(stepped('expression-evaluated', 'e1'), 'the step recorded');
+  kept(stepped('expression-evaluated', 'e2'), 'no such step');
+  dropped(stepped('call-answered', 'c1'), 'the answer recorded');
+  kept(stepped('call-answered', 'c2'), 'no such answer');
+  dropped(childBound, 'the child bound');
+  kept({ ...childBound, at: '/do/1/d' } as WorkflowEvent, 'no child there');
+  dropped(subworkflowBound, 'the child instance bound');
+  kept({ ...subworkflowBound, at: '/do/2/t' } as WorkflowEvent, 'no child instance there');
+  kept(childDisposed, 'the child bound, not disposed');
+  kept(subworkflowDisposed, 'the child instance bound, not disposed');
+  dropped(waitSet('t1'), 'the timer set');
+  kept(waitSet('t3'), 'no such timer');
+  kept(timerFired('t1'), 'the timer armed');
+  dropped(timerFired('t2'), 'the timer fired');
+  dropped(forkWon('f1'), 'the fork won');
+  kept(forkWon('f2'), 'no winner there');
+  dropped(listenStarted('/do/4/l'), 'the listen started');
+  kept(listenStarted('/do/0/a'), 'no listen there');
+  dropped(callStarted('c9', 1), 'the call started under that epoch');
+  kept(callStarted('c9', 2), 'the call started under another epoch');
+  kept(callStarted('c8', 1), 'no such call');
+  kept(completed, 'an instance end is never reflected by a running record');
+  // Disposed: the disposal is reflected.
+  const disposed = folded(record, decideProposal(record, proposal([childDisposed, subworkflowDisposed]), false));
+  assert.equal(written(disposed, childDisposed), undefined, 'child-disposed dropped: the child disposed');
+  assert.equal(written(disposed, subworkflowDisposed), undefined, 'subworkflow-disposed dropped: the child instance disposed');
+  // Only the reflected events of a proposal are dropped, in their order.
+  assert.deepEqual(written(record, taskStarted('/do/0/a'), stepped('expression-evaluated', 'e2'), stepped('expression-evaluated', 'e1'), waitSet('t3')), [
+    stepped('expression-evaluated', 'e2'),
+    waitSet('t3'),
+  ]);
+});
