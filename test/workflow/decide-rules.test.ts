@@ -48,6 +48,17 @@ const taskStarted = (at: string, input: JsonValue = {}): WorkflowEvent => ({ typ
 const taskCompleted = (at: string, output: JsonValue): WorkflowEvent => ({ type: 'task-completed', v: 1, at, output });
 const completed: WorkflowEvent = { type: 'workflow-completed', v: 1, output: null };
 
+test('a proposal to an instance that is not running decides nothing; a retry as late decides its late alternative, or nothing without one', () => {
+  const ended = given(started, completed);
+  assert.equal(decideProposal(ended, proposal([{ type: 'expression-evaluated', v: 1, at: 'e', result: { ok: 1 } }]), false), undefined);
+  const record = given(started, taskStarted('/do/0/a'));
+  const fault: WorkflowEvent = { type: 'task-faulted', v: 1, at: '/do/0/a', error: { type: 't', status: 408 } };
+  const completion = proposal([taskCompleted('/do/0/a', 1)], { notAfterMs: 500, late: proposal([fault], { command: 'late' }) });
+  assert.deepEqual(decideProposal(record, completion, true), { events: [fault], timeGuard: open, causation: { command: 'late' } });
+  assert.equal(decideProposal(record, proposal([taskCompleted('/do/0/a', 1)]), true), undefined, 'no late alternative');
+  assert.equal(decideProposal(ended, completion, true), undefined, 'a finished instance takes no late alternative either');
+});
+
 /** One event of each type the record can reflect (decide.ts `reflected`). */
 const childBound: WorkflowEvent = {
   type: 'child-bound',
