@@ -169,3 +169,19 @@ test('each event the record already reflects is dropped from a proposal, each it
     waitSet('t3'),
   ]);
 });
+
+test("a proposal's time guard: no earlier than its notBeforeMs, before the earlier of its notAfterMs and the deadline; a window the deadline closes decides nothing", () => {
+  const step: WorkflowEvent = { type: 'expression-evaluated', v: 1, at: 'e', result: { ok: 1 } };
+  const guard = (record: WorkflowRecord, extra: Partial<Proposal>) => decideProposal(record, proposal([step], extra), false)?.timeGuard;
+  const unbounded = given(started);
+  assert.deepEqual(guard(unbounded, {}), open, 'no deadline, no bounds');
+  assert.deepEqual(guard(unbounded, { notBeforeMs: 300, notAfterMs: 700 }), { notBeforeMs: 300, notAfterMs: 700 });
+  const bounded = given(bareStarted({ deadlineMs: 10_000 }));
+  assert.deepEqual(guard(bounded, {}), { notBeforeMs: Number.MIN_SAFE_INTEGER, notAfterMs: 10_000 }, 'the deadline');
+  assert.deepEqual(guard(bounded, { notAfterMs: 500 }), { notBeforeMs: Number.MIN_SAFE_INTEGER, notAfterMs: 500 }, 'a bound before the deadline');
+  assert.deepEqual(guard(bounded, { notAfterMs: 20_000 }), { notBeforeMs: Number.MIN_SAFE_INTEGER, notAfterMs: 10_000 }, 'a bound past the deadline');
+  assert.deepEqual(guard(bounded, { notBeforeMs: 9_999 }), { notBeforeMs: 9_999, notAfterMs: 10_000 }, 'the last instant before the deadline');
+  assert.equal(guard(bounded, { notBeforeMs: 10_000 }), undefined, 'a window that opens at the deadline is closed');
+  assert.equal(guard(unbounded, { notBeforeMs: 500, notAfterMs: 500 }), undefined, 'a window that closes as it opens');
+  assert.deepEqual(decideProposal(bounded, proposal([step]), false)?.causation, { command: 'c' }, "the proposal's command");
+});
