@@ -12,7 +12,7 @@ import { test } from 'node:test';
 import type { JsonValue } from '../../src/contract/json.js';
 import type { Stored } from '../../src/kernel/types.js';
 import { decideProposal, type Proposal } from '../../src/workflow/exec/decide.js';
-import type { WorkflowEvent, WorkflowTransition } from '../../src/workflow/exec/events.js';
+import type { ValueRef, WorkflowEvent, WorkflowTransition } from '../../src/workflow/exec/events.js';
 import { applyWorkflow, foldWorkflow, type WorkflowRecord } from '../../src/workflow/exec/record.js';
 import { bareStarted } from './support.js';
 
@@ -184,4 +184,85 @@ test("a proposal's time guard: no earlier than its notBeforeMs, before the earli
   assert.equal(guard(bounded, { notBeforeMs: 10_000 }), undefined, 'a window that opens at the deadline is closed');
   assert.equal(guard(unbounded, { notBeforeMs: 500, notAfterMs: 500 }), undefined, 'a window that closes as it opens');
   assert.deepEqual(decideProposal(bounded, proposal([step]), false)?.causation, { command: 'c' }, "the proposal's command");
+});
+
+/** The workflow's completion, its output and where that output was recorded. */
+const end = (value: JsonValue, from: ValueRef): WorkflowEvent => ({ type: 'workflow-completed', v: 1, output: value, outputFrom: from });
+
+test("a task's output names an earlier task's completion where it holds that very value, in the record or earlier in the transition; a task that did not complete holds no such value", () => {
+  const output = { n: 1 };
+  const record = given(started, taskStarted('/do/0/a'), taskCompleted('/do/0/a', output), taskStarted('/do/1/b'), taskStarted('/do/2/x'));
+  const held = record.tasks['/do/0/a']?.output as JsonValue;
+  assert.deepEqual(
+    written(record, end(held, { task: '/do/0/a' })),
+    [{ type: 'workflow-completed', v: 1, outputFrom: { task: '/do/0/a' } }],
+    'the record holds it',
+  );
+  assert.deepEqual(written(record, end({ n: 1 }, { task: '/do/0/a' })), [{ type: 'workflow-completed', v: 1, output: { n: 1 } }], 'an equal value');
+  assert.deepEqual(written(record, end(held, { task: '/do/1/b' })), [{ type: 'workflow-completed', v: 1, output: held }], 'a running task');
+  const faulted = folded(record, decideProposal(record, proposal([{ type: 'task-faulted', v: 1, at: '/do/1/b', error: { type: 't', status: 500 } }]), false));
+  assert.deepEqual(written(faulted, end(null, { task: '/do/1/b' })), [{ type: 'workflow-completed', v: 1, output: null }], 'a faulted task holds no output');
+  // Earlier in the same transition: a completion in full, and one that names a step of that transition.
+  const fresh = { m: 2 };
+  assert.deepEqual(written(record, taskCompleted('/do/1/b', fresh), end(fresh, { task: '/do/1/b' })), [
+    taskCompleted('/do/1/b', fresh),
+    { type: 'workflow-completed', v: 1, outputFrom: { task: '/do/1/b' } },
+  ]);
+  const step: WorkflowEvent = { type: 'call-answered', v: 1, at: '/do/1/b>invoke', result: { ok: fresh } };
+  const named: WorkflowEvent = { type: 'task-completed', v: 1, at: '/do/1/b', output: fresh, outputFrom: { step: '/do/1/b>invoke' } };
+  assert.deepEqual(written(record, step, named, end(fresh, { task: '/do/1/b' })), [
+    step,
+    { type: 'task-completed', v: 1, at: '/do/1/b', outputFrom: { step: '/do/1/b>invoke' } },
+    { type: 'workflow-completed', v: 1, outputFrom: { task: '/do/1/b' } },
+  ]);
+  // A completion of that transition written in full (the value it named was another): the later reference is to what it wrote.
+  const copy = { m: 2 };
+  const namedCopy: WorkflowEvent = { type: 'task-completed', v: 1, at: '/do/1/b', output: copy, outputFrom: { step: '/do/1/b>invoke' } };
+  assert.deepEqual(written(record, step, namedCopy, end(copy, { task: '/do/1/b' })), [
+    step,
+    { type: 'task-completed', v: 1, at: '/do/1/b', output: copy },
+    { type: 'workflow-completed', v: 1, outputFrom: { task: '/do/1/b' } },
+  ]);
+  // The latest completion of that task before the reference is the one named, not a later one.
+  const other = { m: 3 };
+  assert.deepEqual(written(record, taskCompleted('/do/1/b', fresh), end(fresh, { task: '/do/1/b' }), taskCompleted('/do/2/x', other))?.at(1), {
+    type: 'workflow-completed',
+    v: 1,
+    outputFrom: { task: '/do/1/b' },
+  });
+  assert.deepEqual(
+    written(record, taskCompleted('/do/2/x', other), end(fresh, { task: '/do/1/b' }))?.at(1),
+    { type: 'workflow-completed', v: 1, output: fresh },
+    'another task',
+  );
+  assert.deepEqual(written(record, end(null, { task: '/do/1/b' })), [{ type: 'workflow-completed', v: 1, output: null }], 'a running task (its output null)');
+  assert.deepEqual(written(record, end(null, { task: '/do/9/none' })), [{ type: 'workflow-completed', v: 1, output: null }], 'no such task');
+  // Each transition written is one the fold takes, and the record holds the value meant.
+  for (const events of [
+    [taskCompleted('/do/1/b', fresh), end(fresh, { task: '/do/1/b' })],
+    [step, named, end(fresh, { task: '/do/1/b' })],
+  ]) {
+    assert.deepEqual(folded(record, decideProposal(record, proposal(events), false)).output, fresh);
+  }
+});
+
+test("a step's result is named where the record, or an earlier step of the transition, holds that very value; a step's error holds none; a reference proposed alone is written as it is", () => {
+  // A step the record holds, named after another step of the transition: the one named is the one compared.
+  const answered = given(started, taskStarted('/do/0/a'), { type: 'call-answered', v: 1, at: 'r', result: { ok: { m: 2 } } });
+  const held2 = (answered.steps.r as { ok: JsonValue }).ok;
+  const later: WorkflowEvent = { type: 'expression-evaluated', v: 1, at: 'q', result: { ok: 7 } };
+  assert.deepEqual(written(answered, later, end(held2, { step: 'r' })), [later, { type: 'workflow-completed', v: 1, outputFrom: { step: 'r' } }]);
+  // An event proposed with its reference alone is written as it is (there is no value to compare).
+  const alone: WorkflowEvent[] = [
+    { type: 'task-started', v: 1, at: '/do/5/c', ref: '/do/5/c', name: 'c', inputFrom: { step: 'r' } },
+    { type: 'task-completed', v: 1, at: '/do/5/c', outputFrom: { step: 'r' } },
+    { type: 'workflow-completed', v: 1, outputFrom: { step: 'r' } },
+  ];
+  assert.deepEqual(written(answered, ...alone), alone);
+  // A step that recorded an error holds no value: in the record, and earlier in the transition.
+  const failed = given(started, taskStarted('/do/0/a'), { type: 'call-answered', v: 1, at: 's', result: { error: { type: 't', status: 500 } } });
+  const endStep = (value: JsonValue, at: string) => end(value, { step: at });
+  assert.deepEqual(written(failed, endStep(null, 's')), [{ type: 'workflow-completed', v: 1, output: null }]);
+  const erred: WorkflowEvent = { type: 'expression-evaluated', v: 1, at: 'e', result: { error: { type: 't', status: 500 } } };
+  assert.deepEqual(written(failed, erred, endStep(null, 'e')), [erred, { type: 'workflow-completed', v: 1, output: null }]);
 });
