@@ -266,3 +266,49 @@ test("a step's result is named where the record, or an earlier step of the trans
   const erred: WorkflowEvent = { type: 'expression-evaluated', v: 1, at: 'e', result: { error: { type: 't', status: 500 } } };
   assert.deepEqual(written(failed, erred, endStep(null, 'e')), [erred, { type: 'workflow-completed', v: 1, output: null }]);
 });
+
+test("a listen's completion names its events where the record holds them and they equal its output; an event it takes in the same transition, a listen never started or another output is written in full", () => {
+  const cloudEvent = (id: string, data: JsonValue): JsonValue => ({ specversion: '1.0', id, source: 's', type: 't', data });
+  const took = (at: string, id: string, data: JsonValue): WorkflowEvent => ({
+    type: 'listen-event-received',
+    v: 1,
+    at,
+    event: cloudEvent(id, data),
+    group: 'to',
+    filter: 0,
+    correlation: {},
+  });
+  const record = given(
+    started,
+    taskStarted('/do/0/w'),
+    { type: 'listen-started', v: 1, at: '/do/0/w', to: { one: {} }, read: 'data' },
+    took('/do/0/w', 'e1', { x: 1 }),
+    taskStarted('/do/1/v'),
+    { type: 'listen-started', v: 1, at: '/do/1/v', to: { one: {} }, read: 'data' },
+  );
+  const done = (at: string, output: JsonValue, listen = at): WorkflowEvent => ({ type: 'task-completed', v: 1, at, output, outputFrom: { listen } });
+  const named = (at: string, listen = at): WorkflowEvent => ({ type: 'task-completed', v: 1, at, outputFrom: { listen } });
+  assert.deepEqual(written(record, done('/do/0/w', [{ x: 1 }])), [named('/do/0/w')], 'equal as JSON: a list built anew is never the same object');
+  assert.deepEqual(written(record, done('/do/0/w', [{ x: 2 }])), [taskCompleted('/do/0/w', [{ x: 2 }])], 'another output');
+  assert.deepEqual(written(record, done('/do/0/w', [{ x: 1 }], '/do/9/none')), [taskCompleted('/do/0/w', [{ x: 1 }])], 'no listen there');
+  const second = took('/do/0/w', 'e2', { x: 2 });
+  assert.deepEqual(
+    written(record, second, done('/do/0/w', [{ x: 1 }, { x: 2 }])),
+    [second, taskCompleted('/do/0/w', [{ x: 1 }, { x: 2 }])],
+    'an event taken in the transition',
+  );
+  // The record holds [{x: 1}] before the transition; its event is folded before the reference, which would then name [{x: 1}, {x: 2}].
+  assert.deepEqual(
+    written(record, second, done('/do/0/w', [{ x: 1 }])),
+    [second, taskCompleted('/do/0/w', [{ x: 1 }])],
+    'equal to what the record held before',
+  );
+  const elsewhere = took('/do/1/v', 'e3', { y: 1 });
+  assert.deepEqual(written(record, elsewhere, done('/do/0/w', [{ x: 1 }])), [elsewhere, named('/do/0/w')], "another listen's event");
+  assert.deepEqual(written(record, done('/do/0/w', [{ x: 1 }]), took('/do/0/w', 'e5', { x: 3 }))?.at(0), named('/do/0/w'), 'an event after the reference');
+  // What is written folds to the output meant.
+  for (const events of [[done('/do/0/w', [{ x: 1 }])], [second, done('/do/0/w', [{ x: 1 }, { x: 2 }])], [second, done('/do/0/w', [{ x: 1 }])]]) {
+    const output = (events.at(-1) as { output: JsonValue }).output;
+    assert.deepEqual(folded(record, decideProposal(record, proposal(events), false)).tasks['/do/0/w']?.output, output);
+  }
+});
