@@ -223,6 +223,8 @@ function countExtended(instance: Instance, tail: readonly Stored<WorkflowTransit
 
 /** How long after an interpreter stopped on a store failure it runs the instance again. */
 const redriveDelayMs = 1000;
+/** The longest wait between two tries of an ended instance's disposals (settle), which double from redriveDelayMs. */
+export const disposeRetryMaxMs = 60_000;
 /** How long after an interpreter halted (its lease lost, a step refused) it tries the lease again. */
 const haltedRedriveMs = 100;
 /** A lease held elsewhere is tried again this long after its end (the store's clock may lag a little). */
@@ -279,7 +281,9 @@ export class WorkflowExecutor implements CloudEventIntake {
   private readonly retries = new Map<string, TimerHandle>();
   /** Ended instances recording their children's dispositions (disposeChildren), one at a time each; and their retries. */
   private readonly disposing = new Map<string, Promise<void>>();
-  private readonly disposeRetries = new Map<string, TimerHandle>();
+  private readonly disposeRetries = new Map<string, { timer: TimerHandle | undefined; failures: number }>();
+  /** Ended instances whose disposals settle is waiting on (one handler per try). */
+  private readonly settling = new Set<string>();
   /** Documents this executor accepted, per bundle digest, with their workflow names (checkedName). */
   private readonly checkedDocuments = new WeakMap<object, Map<string, string>>();
   private rescan: TimerHandle | undefined;
@@ -646,21 +650,41 @@ export class WorkflowExecutor implements CloudEventIntake {
     return work;
   }
 
-  /** disposeChildren in the background: a failure (the store unavailable) is tried again after redriveDelayMs. */
+  /**
+   * disposeChildren in the background. A failure is tried again after redriveDelayMs, the wait
+   * doubling with each failure in a row up to disposeRetryMaxMs: a store down for a moment is
+   * caught up at once, while a refusal that lasts (a child's log its store takes no more of) costs
+   * a try a minute, not one a second for ever. Only the 1st, 2nd, 4th, 8th… failure in a row is
+   * told. A success forgets the count.
+   */
   private settle(instance: Instance): void {
     if (this.stopping.signal.aborted || owedDisposals(instance.record).length === 0) return;
-    this.disposeChildren(instance).catch((error: unknown) => {
-      // Tombstoned meanwhile (retention expired it): nothing more can be recorded of it, and trying again cannot change that.
-      if (isAdapterError(error) && error.kind === 'expired') return;
-      this.noteFailure(error);
-      if (this.stopping.signal.aborted) return;
-      this.disposeRetries.get(instance.id)?.cancel();
-      const again = this.options.clock.at(this.options.clock.nowMs() + redriveDelayMs, () => {
+    // One handler per try: an instance told ended twice (its own end, a child's) counts a failed try once.
+    if (this.settling.has(instance.id)) return;
+    this.settling.add(instance.id);
+    const failed = this.disposeRetries.get(instance.id)?.failures ?? 0;
+    this.disposeChildren(instance).then(
+      () => {
+        this.settling.delete(instance.id);
+        this.disposeRetries.get(instance.id)?.timer?.cancel();
         this.disposeRetries.delete(instance.id);
-        this.settle(instance);
-      });
-      this.disposeRetries.set(instance.id, again);
-    });
+      },
+      (error: unknown) => {
+        this.settling.delete(instance.id);
+        // Tombstoned meanwhile (retention expired it): nothing more can be recorded of it, and trying again cannot change that.
+        if (isAdapterError(error) && error.kind === 'expired') return void this.disposeRetries.delete(instance.id);
+        const failures = failed + 1;
+        if ((failures & (failures - 1)) === 0) this.noteFailure(error);
+        if (this.stopping.signal.aborted) return;
+        this.disposeRetries.get(instance.id)?.timer?.cancel();
+        const waitMs = Math.min(disposeRetryMaxMs, redriveDelayMs * 2 ** Math.min(failures - 1, 30));
+        const timer = this.options.clock.at(this.options.clock.nowMs() + waitMs, () => {
+          this.disposeRetries.set(instance.id, { timer: undefined, failures });
+          this.settle(instance);
+        });
+        this.disposeRetries.set(instance.id, { timer, failures });
+      },
+    );
   }
 
   /**
@@ -1082,7 +1106,7 @@ export class WorkflowExecutor implements CloudEventIntake {
     this.stopping.abort();
     for (const controller of this.supervised) controller.abort();
     this.rescan?.cancel();
-    for (const retry of [...this.retries.values(), ...this.disposeRetries.values()]) retry.cancel();
+    for (const retry of [...this.retries.values(), ...[...this.disposeRetries.values()].map((owed) => owed.timer)]) retry?.cancel();
     this.retries.clear();
     this.disposeRetries.clear();
     await Promise.allSettled([...this.running.values(), ...this.disposing.values()]);
