@@ -11,7 +11,8 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import type { JsonValue } from '../../src/contract/json.js';
 import type { Stored } from '../../src/kernel/types.js';
-import { decideProposal, type Proposal } from '../../src/workflow/exec/decide.js';
+import { decideDue, decideProposal, timeoutError, type Proposal } from '../../src/workflow/exec/decide.js';
+import { errorTypes } from '../../src/workflow/exec/dsl-errors.js';
 import type { ValueRef, WorkflowEvent, WorkflowTransition } from '../../src/workflow/exec/events.js';
 import { applyWorkflow, foldWorkflow, type WorkflowRecord } from '../../src/workflow/exec/record.js';
 import { bareStarted } from './support.js';
@@ -311,4 +312,60 @@ test("a listen's completion names its events where the record holds them and the
     const output = (events.at(-1) as { output: JsonValue }).output;
     assert.deepEqual(folded(record, decideProposal(record, proposal(events), false)).tasks['/do/0/w']?.output, output);
   }
+});
+
+test('due: every armed timer whose instant has come fires, no earlier than the latest of them; a running task faults at its timeout, the instance at its own', () => {
+  const timerSet = (at: string, dueAtMs: number, purpose: 'wait' | 'task-timeout'): WorkflowEvent => ({ type: 'timer-set', v: 1, at, dueAtMs, purpose });
+  const fired = (at: string): WorkflowEvent => ({ type: 'timer-fired', v: 1, at });
+  // The workflow's timeout (5 s from the start's commit at 1000) is armed by the start itself.
+  const record = given(
+    bareStarted({ timeoutMs: 5000 }),
+    taskStarted('/do/0/a'),
+    timerSet('/do/0/a@timeout', 3000, 'task-timeout'),
+    timerSet('w1', 2000, 'wait'),
+    timerSet('w0', 1500, 'wait'),
+    fired('w0'),
+    taskStarted('/do/1/b'),
+    taskCompleted('/do/1/b', 1),
+    timerSet('/do/1/b@timeout', 2500, 'task-timeout'),
+    timerSet('/do/7/z@timeout', 2500, 'task-timeout'),
+  );
+  const due = (nowMs: number) => decideDue(record, nowMs);
+  const taskTimedOut: WorkflowEvent = { type: 'task-faulted', v: 1, at: '/do/0/a', error: timeoutError('/do/0/a', 'task a') };
+  assert.deepEqual(taskTimedOut.error, { type: errorTypes.timeout, status: 408, title: 'Timeout', detail: 'task a timed out', instance: '/do/0/a' });
+  assert.equal(due(1999), undefined, 'nothing due yet; a fired timer does not fire again');
+  assert.deepEqual(due(2000), {
+    events: [fired('w1')],
+    timeGuard: { notBeforeMs: 2000, notAfterMs: Number.MAX_SAFE_INTEGER },
+    causation: { command: 'timers-due' },
+  });
+  assert.deepEqual(
+    due(2999)?.events,
+    [fired('w1'), fired('/do/1/b@timeout'), fired('/do/7/z@timeout')],
+    'an ended task, or one not recorded, does not fault at its timeout',
+  );
+  assert.deepEqual(due(2999)?.timeGuard.notBeforeMs, 2500, 'the latest instant among those fired');
+  assert.deepEqual(due(3000)?.events, [fired('/do/0/a@timeout'), taskTimedOut, fired('w1'), fired('/do/1/b@timeout'), fired('/do/7/z@timeout')]);
+  assert.deepEqual(due(3000)?.timeGuard.notBeforeMs, 3000);
+  assert.deepEqual(due(6000), {
+    events: [
+      fired('@workflow-timeout'),
+      fired('/do/0/a@timeout'),
+      taskTimedOut,
+      fired('w1'),
+      fired('/do/1/b@timeout'),
+      fired('/do/7/z@timeout'),
+      { type: 'workflow-faulted', v: 1, error: timeoutError('/', 'workflow w') },
+    ],
+    timeGuard: { notBeforeMs: 6000, notAfterMs: Number.MAX_SAFE_INTEGER },
+    causation: { command: 'timers-due' },
+  });
+  // Folded: the task and the instance faulted, every timer fired.
+  const after = folded(record, due(6000));
+  assert.equal(after.status, 'faulted');
+  assert.equal(after.tasks['/do/0/a']?.state, 'faulted');
+  assert.equal(decideDue(after, 9000), undefined, 'an ended instance has nothing due');
+  // A task faulted before its timeout fires: the timer fires, nothing else.
+  const faulted = folded(record, decideProposal(record, proposal([{ type: 'task-faulted', v: 1, at: '/do/0/a', error: { type: 't', status: 500 } }]), false));
+  assert.deepEqual(decideDue(faulted, 3000)?.events, [fired('/do/0/a@timeout'), fired('w1'), fired('/do/1/b@timeout'), fired('/do/7/z@timeout')]);
 });
