@@ -11,9 +11,9 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import type { JsonValue } from '../../src/contract/json.js';
 import type { Stored } from '../../src/kernel/types.js';
-import { decideDue, decideProposal, timeoutError, type Proposal } from '../../src/workflow/exec/decide.js';
+import { decideCancel, decideDisposals, decideDue, decideProposal, timeoutError, type Proposal } from '../../src/workflow/exec/decide.js';
 import { errorTypes } from '../../src/workflow/exec/dsl-errors.js';
-import type { ValueRef, WorkflowEvent, WorkflowTransition } from '../../src/workflow/exec/events.js';
+import type { SubworkflowDisposed, ValueRef, WorkflowEvent, WorkflowTransition } from '../../src/workflow/exec/events.js';
 import { applyWorkflow, foldWorkflow, type WorkflowRecord } from '../../src/workflow/exec/record.js';
 import { bareStarted } from './support.js';
 
@@ -368,4 +368,41 @@ test('due: every armed timer whose instant has come fires, no earlier than the l
   // A task faulted before its timeout fires: the timer fires, nothing else.
   const faulted = folded(record, decideProposal(record, proposal([{ type: 'task-faulted', v: 1, at: '/do/0/a', error: { type: 't', status: 500 } }]), false));
   assert.deepEqual(decideDue(faulted, 3000)?.events, [fired('/do/0/a@timeout'), fired('w1'), fired('/do/1/b@timeout'), fired('/do/7/z@timeout')]);
+});
+
+test("disposals: each child instance's disposition the record does not hold, for the instance bound there, running or ended; unguarded, subworkflows-disposed", () => {
+  const bound = (at: string, instanceId: string): WorkflowEvent => ({
+    type: 'subworkflow-bound',
+    v: 1,
+    at,
+    ref: at,
+    instanceId,
+    invocationKey: `k-${instanceId}`,
+    workflow: 'sub',
+    iterations: [],
+    attempt: 1,
+  });
+  const disposal = (at: string, instanceId: string): SubworkflowDisposed => ({
+    type: 'subworkflow-disposed',
+    v: 1,
+    at,
+    instanceId,
+    by: '/',
+    disposition: 'cancelled',
+    detail: 'the parent ended',
+  });
+  const running = given(started, bound('/do/0/s', 'child-1'), bound('/do/1/t', 'child-2'));
+  const ended = folded(running, decideCancel(running, 'stop'));
+  for (const record of [running, ended]) {
+    assert.deepEqual(decideDisposals(record, [disposal('/do/0/s', 'child-1'), disposal('/do/1/t', 'child-9'), disposal('/do/2/u', 'child-3')]), {
+      events: [disposal('/do/0/s', 'child-1')],
+      timeGuard: { notBeforeMs: Number.MIN_SAFE_INTEGER, notAfterMs: Number.MAX_SAFE_INTEGER },
+      causation: { command: 'subworkflows-disposed' },
+    });
+    assert.equal(decideDisposals(record, []), undefined);
+    assert.equal(decideDisposals(record, [disposal('/do/1/t', 'child-9')]), undefined, 'another instance than the one bound there');
+    const disposed = folded(record, decideDisposals(record, [disposal('/do/0/s', 'child-1')]));
+    assert.equal(decideDisposals(disposed, [disposal('/do/0/s', 'child-1')]), undefined, 'disposed once');
+    assert.deepEqual(decideDisposals(disposed, [disposal('/do/0/s', 'child-1'), disposal('/do/1/t', 'child-2')])?.events, [disposal('/do/1/t', 'child-2')]);
+  }
 });
