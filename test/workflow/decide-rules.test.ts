@@ -11,7 +11,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import type { JsonValue } from '../../src/contract/json.js';
 import type { Stored } from '../../src/kernel/types.js';
-import { decideCancel, decideDisposals, decideDue, decideProposal, timeoutError, type Proposal } from '../../src/workflow/exec/decide.js';
+import { decideCancel, decideDefectFault, decideDisposals, decideDue, decideProposal, timeoutError, type Proposal } from '../../src/workflow/exec/decide.js';
 import { errorTypes } from '../../src/workflow/exec/dsl-errors.js';
 import type { SubworkflowDisposed, ValueRef, WorkflowEvent, WorkflowTransition } from '../../src/workflow/exec/events.js';
 import { applyWorkflow, foldWorkflow, type WorkflowRecord } from '../../src/workflow/exec/record.js';
@@ -404,5 +404,35 @@ test("disposals: each child instance's disposition the record does not hold, for
     const disposed = folded(record, decideDisposals(record, [disposal('/do/0/s', 'child-1')]));
     assert.equal(decideDisposals(disposed, [disposal('/do/0/s', 'child-1')]), undefined, 'disposed once');
     assert.deepEqual(decideDisposals(disposed, [disposal('/do/0/s', 'child-1'), disposal('/do/1/t', 'child-2')])?.events, [disposal('/do/1/t', 'child-2')]);
+  }
+});
+
+test('a defect fault and a cancel end a running instance, unguarded, with their own error and command; an ended instance takes neither', () => {
+  const record = given(bareStarted({ deadlineMs: 10_000 }), taskStarted('/do/0/a'));
+  const unguarded = { notBeforeMs: Number.MIN_SAFE_INTEGER, notAfterMs: Number.MAX_SAFE_INTEGER };
+  const fault = decideDefectFault(record);
+  assert.deepEqual(fault?.timeGuard, unguarded, 'unguarded: past the deadline too');
+  assert.deepEqual(fault?.causation, { command: 'defect-fault' });
+  assert.equal(fault?.events.length, 1);
+  const event = fault?.events[0];
+  assert.ok(event?.type === 'workflow-faulted');
+  assert.deepEqual(event.error, {
+    type: errorTypes.runtime,
+    status: 500,
+    title: 'Internal error',
+    detail: "the runtime could not record this instance's next step (it failed an internal check, a defect the runtime's log names) and stopped it",
+    instance: '/',
+  });
+  assert.equal(folded(record, fault).status, 'faulted');
+  assert.deepEqual(decideCancel(record, 'stop'), {
+    events: [{ type: 'workflow-cancelled', v: 1, reason: 'stop' }],
+    timeGuard: unguarded,
+    causation: { command: 'cancel' },
+  });
+  const cancelled = folded(record, decideCancel(record, 'stop'));
+  assert.equal(cancelled.status, 'cancelled');
+  for (const ended of [cancelled, folded(record, fault)]) {
+    assert.equal(decideDefectFault(ended), undefined);
+    assert.equal(decideCancel(ended, 'again'), undefined);
   }
 });
