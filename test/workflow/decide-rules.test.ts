@@ -365,6 +365,7 @@ test('due: every armed timer whose instant has come fires, no earlier than the l
   assert.equal(after.status, 'faulted');
   assert.equal(after.tasks['/do/0/a']?.state, 'faulted');
   assert.equal(decideDue(after, 9000), undefined, 'an ended instance has nothing due');
+  assert.equal(decideDue(folded(record, decideCancel(record, 'stop')), 6000), undefined, 'a cancelled instance fires none of its armed timers');
   // A task faulted before its timeout fires: the timer fires, nothing else.
   const faulted = folded(record, decideProposal(record, proposal([{ type: 'task-faulted', v: 1, at: '/do/0/a', error: { type: 't', status: 500 } }]), false));
   assert.deepEqual(decideDue(faulted, 3000)?.events, [fired('/do/0/a@timeout'), fired('w1'), fired('/do/1/b@timeout'), fired('/do/7/z@timeout')]);
