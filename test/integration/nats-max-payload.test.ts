@@ -108,6 +108,40 @@ function assertRefusedAtOnce(inspection: Awaited<ReturnType<Coordinator['inspect
     [],
   );
 }
+/**
+ * Invokes `review` (4 attempts, 200 ms apart) on a durable transport over a SQLite store with an
+ * input of `inputBytes`, and asserts both branches failed at once with `refusal` recorded: retried,
+ * each would take its next attempt 200 ms after the last and fail only at its fourth.
+ */
+async function assertInvokedRefusedAtOnce(
+  server: NatsServer,
+  path: string,
+  call: { inputBytes: number; key: string; maxMsgBytes?: number },
+  refusal: RegExp,
+): Promise<void> {
+  const nc = await connect({ servers: server.url });
+  const durable = { namespace: 'demo.v1.lab', peers: ['alfa', 'bravo'], ackWaitMs: 2000, duplicateWindowMs: 20_000, maxDeliver: 100 };
+  const transport = new NatsTransport(nc, {
+    identity: 'coordinator',
+    durable: call.maxMsgBytes === undefined ? durable : { ...durable, maxMsgBytes: call.maxMsgBytes },
+  });
+  await transport.ensureStreams();
+  const store = new SqliteEventStore({ path, clock: new SystemClock() });
+  const { coordinator, bundle } = reviewCoordinator(transport, { store, review: { attempts: 4, retryBackoffMs: 200 } });
+  try {
+    const caller = { principalId: 'svc-a', senderPeerId: null };
+    const input = { document: 'x'.repeat(call.inputBytes) };
+    const { result } = await coordinator.invoke(caller, { contract: bundle.ref, interaction: 'review', invocationKey: call.key, input });
+    await eventually(async () => (await coordinator.get('svc-a', result.operationId)).decision !== null, 'the decision closed', 15_000);
+    await new Promise((r) => setTimeout(r, 1500));
+    assertRefusedAtOnce(await coordinator.inspect('svc-a', result.operationId), refusal);
+  } finally {
+    await coordinator.close();
+    await transport.close();
+    await nc.close();
+    await store.close();
+  }
+}
 
 describe('NATS transport: a message past max_payload', { timeout: 60_000 }, () => {
   const nats = natsTransportForSuite({ maxPayload, jetstream: false });
@@ -278,28 +312,7 @@ describe('outbox: a request past max_payload where attempts are retried (JetStre
   });
 
   it('fails its branch at once, recorded with the refusal, and is never sent again: another attempt would meet the same refusal', async () => {
-    const nc = await connect({ servers: server.url });
-    const transport = new NatsTransport(nc, {
-      identity: 'coordinator',
-      durable: { namespace: 'demo.v1.lab', peers: ['alfa', 'bravo'], ackWaitMs: 2000, duplicateWindowMs: 20_000, maxDeliver: 100 },
-    });
-    await transport.ensureStreams();
-    const store = new SqliteEventStore({ path: join(dir, 'ops.db'), clock: new SystemClock() });
-    const { coordinator, bundle } = reviewCoordinator(transport, { store, review: { attempts: 4, retryBackoffMs: 200 } });
-    try {
-      const caller = { principalId: 'svc-a', senderPeerId: null };
-      const input = { document: 'x'.repeat(6000) };
-      const { result } = await coordinator.invoke(caller, { contract: bundle.ref, interaction: 'review', invocationKey: 'big-durable', input });
-      // Retried, each branch would take its next attempt 200 ms after the last and fail only at its fourth.
-      await eventually(async () => (await coordinator.get('svc-a', result.operationId)).decision !== null, 'the decision closed', 15_000);
-      await new Promise((r) => setTimeout(r, 1500));
-      assertRefusedAtOnce(await coordinator.inspect('svc-a', result.operationId), tooLarge);
-    } finally {
-      await coordinator.close();
-      await transport.close();
-      await nc.close();
-      await store.close();
-    }
+    await assertInvokedRefusedAtOnce(server, join(dir, 'ops.db'), { inputBytes: 6000, key: 'big-durable' }, tooLarge);
   });
 });
 
@@ -341,27 +354,7 @@ describe("outbox: a request past its peer stream's max_msg_size (JetStream, SQLi
   });
 
   it('fails its branch at attempt 1 with the refusal recorded, not retried to the end of its attempt budget', async () => {
-    const nc = await connect({ servers: server.url });
-    const transport = new NatsTransport(nc, {
-      identity: 'coordinator',
-      durable: { namespace: 'demo.v1.lab', peers: ['alfa', 'bravo'], ackWaitMs: 2000, duplicateWindowMs: 20_000, maxDeliver: 100, maxMsgBytes },
-    });
-    await transport.ensureStreams();
-    const store = new SqliteEventStore({ path: join(dir, 'ops.db'), clock: new SystemClock() });
-    const { coordinator, bundle } = reviewCoordinator(transport, { store, review: { attempts: 4, retryBackoffMs: 200 } });
-    try {
-      const caller = { principalId: 'svc-a', senderPeerId: null };
-      const input = { document: 'x'.repeat(3000) };
-      const { result } = await coordinator.invoke(caller, { contract: bundle.ref, interaction: 'review', invocationKey: 'big-stream', input });
-      await eventually(async () => (await coordinator.get('svc-a', result.operationId)).decision !== null, 'the decision closed', 15_000);
-      await new Promise((r) => setTimeout(r, 1500));
-      assertRefusedAtOnce(await coordinator.inspect('svc-a', result.operationId), pastStream);
-    } finally {
-      await coordinator.close();
-      await transport.close();
-      await nc.close();
-      await store.close();
-    }
+    await assertInvokedRefusedAtOnce(server, join(dir, 'ops.db'), { inputBytes: 3000, key: 'big-stream', maxMsgBytes }, pastStream);
   });
 });
 

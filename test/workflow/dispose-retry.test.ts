@@ -11,27 +11,8 @@ import { VirtualClock } from '../../src/contract/clock.js';
 import type { JsonValue } from '../../src/contract/json.js';
 import { isWorkflowNamed } from '../../src/workflow/exec/document.js';
 import { disposeRetryMaxMs } from '../../src/workflow/exec/executor.js';
-import { harness, yaml } from './support.js';
+import { faultsDocument, harness, slowDocument } from './support.js';
 import { storeWith } from '../support/scenario.js';
-
-const slow = yaml(`
-document: { dsl: '1.0.3', namespace: t, name: slow, version: '1.0.0' }
-do:
-  - pause:
-      wait: { minutes: 10 }
-`);
-/** Starts a slow child without awaiting it, then faults: the child is cancelled with its parent, which records it. */
-const faults = yaml(`
-document: { dsl: '1.0.3', namespace: t, name: faults, version: '1.0.0' }
-do:
-  - start:
-      run:
-        workflow: { namespace: t, name: slow, version: '1.0.0' }
-        await: false
-  - fail:
-      raise:
-        error: { type: 'https://example.com/boom', status: 500 }
-`);
 
 test('a disposal the store keeps refusing is tried again less and less often, then recorded within a minute of the store taking it', async () => {
   const clock = new VirtualClock();
@@ -45,11 +26,11 @@ test('a disposal the store keeps refusing is tried again less and less often, th
       return refuse ? { kind: 'invalid-input', description: 'the log takes no more' } : real.append(...args);
     },
   }));
-  const documents: JsonValue[] = [slow];
+  const documents: JsonValue[] = [slowDocument];
   const h = harness({ store, clock, workflows: (_digest, ref) => documents.find((document) => isWorkflowNamed(document, ref)) });
   try {
     const told = h.executor.failures.length;
-    const { instanceId: parent } = await h.executor.start({ principalId: 'alice', invocationKey: 'p', document: faults, input: {} });
+    const { instanceId: parent } = await h.executor.start({ principalId: 'alice', invocationKey: 'p', document: faultsDocument, input: {} });
     await clock.advance(0);
     assert.equal((await h.executor.get(parent))?.status, 'faulted');
     const hour = 3_600_000;

@@ -19,18 +19,13 @@ import { isWorkflowNamed } from '../../src/workflow/exec/document.js';
 import { pruneWorkflowInstances } from '../../src/workflow/exec/retention.js';
 import { WorkflowInstances } from '../../src/workflow/exec/instances.js';
 import { WorkflowInstanceNotFound } from '../../src/runtime/errors.js';
-import { harness, quickDocument, staysDocument, yaml } from './support.js';
+import { faultsDocument, harness, quickDocument, slowDocument, staysDocument, yaml } from './support.js';
 import { storeWith } from '../support/scenario.js';
 
 const hour = 3_600_000;
 
 const quick = quickDocument;
-const slow = yaml(`
-document: { dsl: '1.0.3', namespace: t, name: slow, version: '1.0.0' }
-do:
-  - pause:
-      wait: { minutes: 10 }
-`);
+const slow = slowDocument;
 /** Starts a slow child and ends at once, the child still running. */
 const leaves = yaml(`
 document: { dsl: '1.0.3', namespace: t, name: leaves, version: '1.0.0' }
@@ -169,17 +164,7 @@ test('an ended parent that still owes the record of what became of its child is 
   const startMs = clock.nowMs();
   try {
     // Starts a slow child without awaiting it, then faults: the child is cancelled with its parent, which records it.
-    const faults = yaml(`
-document: { dsl: '1.0.3', namespace: t, name: faults, version: '1.0.0' }
-do:
-  - start:
-      run:
-        workflow: { namespace: t, name: slow, version: '1.0.0' }
-        await: false
-  - fail:
-      raise:
-        error: { type: 'https://example.com/boom', status: 500 }
-`);
+    const faults = faultsDocument;
     const { instanceId: parent } = await h.executor.start({ principalId: 'alice', invocationKey: 'p', document: faults, input: {} });
     await clock.advance(0);
     const record = (await h.executor.get(parent))!;

@@ -125,6 +125,27 @@ do:
       wait: { minutes: ${minutes} }
 `);
 
+/** A workflow `t/slow` that waits ten minutes: a child still running when its parent ends. */
+export const slowDocument: JsonValue = yaml(`
+document: { dsl: '1.0.3', namespace: t, name: slow, version: '1.0.0' }
+do:
+  - pause:
+      wait: { minutes: 10 }
+`);
+
+/** A workflow `t/faults` that starts `t/slow` (slowDocument) without awaiting it, then faults: it owes the record of what became of its child. */
+export const faultsDocument: JsonValue = yaml(`
+document: { dsl: '1.0.3', namespace: t, name: faults, version: '1.0.0' }
+do:
+  - start:
+      run:
+        workflow: { namespace: t, name: slow, version: '1.0.0' }
+        await: false
+  - fail:
+      raise:
+        error: { type: 'https://example.com/boom', status: 500 }
+`);
+
 /** Starts and waits for the instance to finish; asserts the replayed record equals the live one. */
 export async function runToEnd(h: Harness, document: JsonValue, input: JsonValue = {}, key = 'k1', waitMs = 20_000): Promise<WorkflowRecord> {
   const { instanceId } = await h.executor.start({ principalId: 'alice', invocationKey: key, document, input });
