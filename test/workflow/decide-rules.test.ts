@@ -236,6 +236,11 @@ test("a task's output names an earlier task's completion where it holds that ver
     { type: 'workflow-completed', v: 1, output: fresh },
     'another task',
   );
+  assert.deepEqual(
+    written(record, taskCompleted('/do/2/x', other), end(other, { task: '/do/1/b' }))?.at(1),
+    { type: 'workflow-completed', v: 1, output: other },
+    "another task's completion holds that very value: the task named does not",
+  );
   assert.deepEqual(written(record, end(null, { task: '/do/1/b' })), [{ type: 'workflow-completed', v: 1, output: null }], 'a running task (its output null)');
   assert.deepEqual(written(record, end(null, { task: '/do/9/none' })), [{ type: 'workflow-completed', v: 1, output: null }], 'no such task');
   // Each transition written is one the fold takes, and the record holds the value meant.
