@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 // npm run mutate [-- [--only <substring>] [stryker options, e.g. --incremental]]
 // StrykerJS over the decision, admission, fold and intake code, the listen task's matching rules
-// and the workflow executor's worker lease and task execution keys (stryker.config.json,
+// and the workflow executor's worker lease, task execution keys and decider (stryker.config.json,
 // docs/mutation.md). Each file of the config's `mutate` list is its own Stryker run with its own
 // incremental file and JSON report (reports/mutation/<file>.json), so a finished file keeps its
 // result when a later one is interrupted; then the score per file and overall, from those
