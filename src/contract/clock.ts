@@ -2,6 +2,15 @@
  * The injected clock. Runtime code never calls Date.now(): it asks a Clock, so tests and
  * fault simulations advance time explicitly and replay is deterministic.
  */
+/**
+ * A retry's wait that doubles: `firstMs` after the first failure (`doublings` 0), twice that after
+ * the next, and so on, never more than `maxMs`. The kernel's due and reload retries, an ended
+ * workflow's disposals and the emitted-event redelivery all back off by it.
+ */
+export function doublingDelayMs(firstMs: number, maxMs: number, doublings: number): number {
+  return Math.min(maxMs, firstMs * 2 ** Math.min(doublings, 30));
+}
+
 export interface TimerHandle {
   cancel(): void;
 }

@@ -21,7 +21,7 @@
  * the kernel never looks inside a record or an event.
  */
 import { BoundedMap } from '../contract/bounded-map.js';
-import type { Clock, TimerHandle } from '../contract/clock.js';
+import { doublingDelayMs, type Clock, type TimerHandle } from '../contract/clock.js';
 import { AdapterError, AssertionFailure, expired } from '../contract/errors.js';
 import { limits } from '../contract/limits.js';
 import type { Aggregate, AppendOutcome, Decide, GuardedTransition, ReadOutcome, RecordAfter, Stored, StoreFailure, StreamStore, Waiter } from './types.js';
@@ -32,11 +32,6 @@ import type { Aggregate, AppendOutcome, Decide, GuardedTransition, ReadOutcome, 
  */
 export const dueRetryMs = 100;
 export const dueRetryMaxMs = 60_000;
-
-/** The wait before the retry after `failures` due commands failed in a row: dueRetryMs, doubled per failure past the first, at most dueRetryMaxMs. */
-function dueRetryDelayMs(failures: number): number {
-  return Math.min(dueRetryMaxMs, dueRetryMs * 2 ** Math.min(failures - 1, 30));
-}
 /** How long after a notice's reload failed (the store unavailable) it is tried again, doubling after each failure up to reloadRetryMaxMs. */
 export const reloadRetryMs = 1000;
 export const reloadRetryMaxMs = 30_000;
@@ -461,7 +456,7 @@ export class Kernel<R, T extends GuardedTransition, S extends Stream<R> = Stream
       if ((failures & (failures - 1)) === 0) this.hooks.failed?.('due', error);
       if (this.aggregate.nextDueMs(stream.record) === undefined) return;
       const nowMs = this.clock.nowMs();
-      const retryAtMs = nowMs + dueRetryDelayMs(failures);
+      const retryAtMs = nowMs + doublingDelayMs(dueRetryMs, dueRetryMaxMs, failures - 1);
       const laterMs = this.aggregate.nextDueAfterMs?.(stream.record, nowMs);
       this.armAt(stream, laterMs !== undefined && laterMs < retryAtMs ? laterMs : retryAtMs);
     });
@@ -506,7 +501,7 @@ export class Kernel<R, T extends GuardedTransition, S extends Stream<R> = Stream
       if (settled() && error instanceof AdapterError && error.kind === 'expired') return;
       this.hooks.failed?.('reload', error);
       if (settled() || this.reloadRetries.has(stream.id)) return;
-      const delayMs = Math.min(reloadRetryMs * 2 ** retries, reloadRetryMaxMs);
+      const delayMs = doublingDelayMs(reloadRetryMs, reloadRetryMaxMs, retries);
       const retry = this.clock.at(this.clock.nowMs() + delayMs, () => {
         this.reloadRetries.delete(stream.id);
         this.follow(stream, revision, retries + 1);

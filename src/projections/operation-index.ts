@@ -23,16 +23,7 @@ export function indexRowOfLog(transitions: readonly StoredTransition[]): Operati
  * deadline. Undefined when nothing is due.
  */
 export function nextDueMs(record: OperationRecord): number | undefined {
-  if (record.decision === null) {
-    let due = record.deadlineMs;
-    for (const b of branchList(record)) {
-      if (isClaimed(b.state) && b.leaseUntilMs < due) due = b.leaseUntilMs;
-      if (isRetrying(b.state) && b.retryAtMs !== null && b.retryAtMs < due) due = b.retryAtMs;
-    }
-    return due;
-  }
-  for (const b of branchList(record)) if (isCancelling(b.state)) return record.decision.cancelDeadlineMs;
-  return undefined;
+  return nextDueAfterMs(record, Number.NEGATIVE_INFINITY);
 }
 
 /** The first of nextDueMs's instants later than `afterMs` (the deadline, lease ends, retry instants, the cancel deadline); undefined when none. */

@@ -56,7 +56,7 @@ import {
 import { AdapterError, conflict, invalidInput, isAdapterError, unavailable } from '../../contract/errors.js';
 import { subjectSpacesOverlap } from '../../contract/ids.js';
 import { parseStrictBytes } from '../../contract/ijson.js';
-import { SystemClock, type Clock, type TimerHandle } from '../../contract/clock.js';
+import { doublingDelayMs, SystemClock, type Clock, type TimerHandle } from '../../contract/clock.js';
 import type { JsonValue } from '../../contract/json.js';
 import { limits } from '../../contract/limits.js';
 import { msToNanos } from './nats-codec.js';
@@ -292,7 +292,7 @@ class EmittedBacklog {
 
   /** Keeps `held` for another attempt after its backoff, within its window from arrival. */
   retry(held: Emitted, reason: string): void {
-    const delayMs = Math.min(emittedRedelivery.firstDelayMs * 2 ** held.attempt, emittedRedelivery.delayMaxMs);
+    const delayMs = doublingDelayMs(emittedRedelivery.firstDelayMs, emittedRedelivery.delayMaxMs, held.attempt);
     if (this.closed) return this.drop(held, 'intake-closed', `${reason}; the intake closed`);
     const atMs = this.clock.nowMs() + delayMs;
     if (atMs - held.arrivedMs > emittedRedelivery.windowMs)

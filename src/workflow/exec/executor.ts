@@ -9,7 +9,7 @@ import { AdmissionRate, workflowStartWords, type AdmissionRateConfig } from '../
 import { canonicalJson, checkCanonicalizable, sha256Hex } from '../../contract/canonical.js';
 import { asLogged } from '../../contract/ijson.js';
 import { hostname } from 'node:os';
-import type { Clock, TimerHandle } from '../../contract/clock.js';
+import { doublingDelayMs, type Clock, type TimerHandle } from '../../contract/clock.js';
 import type { CloudEvent, CloudEventDelivery, CloudEventIntake, CloudEventSink } from '../../contract/cloudevents.js';
 import { AdapterError, AssertionFailure, conflict, invalidInput, isAdapterError } from '../../contract/errors.js';
 import { jsonEquals, type JsonObject, type JsonValue } from '../../contract/json.js';
@@ -677,7 +677,7 @@ export class WorkflowExecutor implements CloudEventIntake {
         if ((failures & (failures - 1)) === 0) this.noteFailure(error);
         if (this.stopping.signal.aborted) return;
         this.disposeRetries.get(instance.id)?.timer?.cancel();
-        const waitMs = Math.min(disposeRetryMaxMs, redriveDelayMs * 2 ** Math.min(failures - 1, 30));
+        const waitMs = doublingDelayMs(redriveDelayMs, disposeRetryMaxMs, failures - 1);
         const timer = this.options.clock.at(this.options.clock.nowMs() + waitMs, () => {
           this.disposeRetries.set(instance.id, { timer: undefined, failures });
           this.settle(instance);

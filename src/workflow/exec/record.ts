@@ -548,10 +548,7 @@ export function foldWorkflow(log: readonly Stored<WorkflowTransition>[]): Workfl
 
 /** The earliest armed timer: the instant the kernel's due timer is set for. */
 export function nextWorkflowDueMs(record: WorkflowRecord): number | undefined {
-  if (record.status !== 'running') return undefined;
-  let due: number | undefined;
-  for (const timer of Object.values(record.timers)) if (timer.state === 'armed' && (due === undefined || timer.dueAtMs < due)) due = timer.dueAtMs;
-  return due;
+  return nextWorkflowDueAfterMs(record, Number.NEGATIVE_INFINITY);
 }
 
 /** The first armed timer's instant later than `afterMs`; undefined when none. */
