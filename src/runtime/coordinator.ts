@@ -47,7 +47,17 @@ import { StreamFeed } from './stream-feed.js';
 import { observeStuckOperations } from './stuck-metrics.js';
 import { listOperations, type ListPage, type ListRequest } from './operation-list.js';
 import { stuckBoundsDefault } from '../events/operation-index.js';
-import { LogBudgetExhausted, logRoomProblem, logSizeOf, resolveBudgets, transitionBytes, type Budgets } from './log-budget.js';
+import {
+  LogBudgetExhausted,
+  logRoomProblem,
+  logSizeOf,
+  pastOrdinaryRoom,
+  resolveBudgets,
+  transitionBytes,
+  transitionKind,
+  type Budgets,
+  type TransitionKind,
+} from './log-budget.js';
 
 export type { Caller, CoordinatorDeps, Deployment } from './host.js';
 export { storeError } from '../kernel/kernel.js';
@@ -73,6 +83,8 @@ export class Coordinator implements RuntimeHost {
   private readonly paths = new Map<string, Promise<Subscription>>();
   /** Serialized sizes of transitions on their way to the store, measured once by the log-budget check. */
   private readonly sizes = new WeakMap<Transition, number>();
+  /** Closing transitions on their way to the store past this process's ordinary room, by kind: counted once appended. */
+  private readonly closingsPastRoom = new WeakMap<Transition, Exclude<TransitionKind, 'ordinary'>>();
   /** Readers following one operation's stream (the console's live updates). */
   /** Operation streams only: a workflow instance's appends move no operation a reader follows. */
   private readonly feed = new StreamFeed((listener) => this.deps.store.watch((id) => isOperationId(id) && listener(id)));
@@ -297,6 +309,8 @@ export class Coordinator implements RuntimeHost {
       return { kind: 'invalid-input', description: room.description };
     if (room !== undefined) return this.refuseForLogBudget(entry, room);
     this.sizes.set(transition, bytes);
+    const kind = transitionKind(entry.record, transition);
+    if (kind !== 'ordinary' && pastOrdinaryRoom(entry.record, entry.log, bytes, this.budgets) !== undefined) this.closingsPastRoom.set(transition, kind);
     return undefined;
   }
 
@@ -324,6 +338,8 @@ export class Coordinator implements RuntimeHost {
     const bytes = this.sizes.get(stored.transition) ?? transitionBytes(stored.transition);
     entry.log = { transitions: entry.log.transitions + 1, bytes: entry.log.bytes + bytes };
     this.metrics.appends.inc();
+    const pastRoom = this.closingsPastRoom.get(stored.transition);
+    if (pastRoom !== undefined) this.metrics.closingsPastBudget.inc({ kind: pastRoom });
     for (const event of stored.transition.events) if (event.type === 'branch-reassigned') entry.unsent.add(event.publicationId);
     const after = entry.record;
     if (before.decision === null && after.decision !== null) {

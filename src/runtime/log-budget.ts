@@ -212,12 +212,22 @@ export function logRoomProblem(
 ): { kind: 'oversized' | 'ordinary'; description: string } | undefined {
   if (bytes > budgets.transitionBytesMax) return { kind: 'oversized', description: `transition is ${bytes} bytes; the limit is ${budgets.transitionBytesMax}` };
   if (transitionKind(record, transition) !== 'ordinary') return undefined;
-  const max = logLimits(Object.keys(record.branches).length, budgets);
-  if (log.transitions + 1 <= max.transitions && log.bytes + bytes <= max.bytes) return undefined;
+  const max = pastOrdinaryRoom(record, log, bytes, budgets);
+  if (max === undefined) return undefined;
   return {
     kind: 'ordinary',
     description: `operation ${record.operationId}: its log holds ${log.transitions} transitions and ${log.bytes} bytes; an ordinary transition of ${bytes} bytes would pass its budget of ${max.transitions} transitions and ${max.bytes} bytes`,
   };
+}
+
+/**
+ * The ordinary room (logLimits) when a transition of `bytes` bytes appended to `log` would pass
+ * it, undefined while it fits: an ordinary transition past it is refused (logRoomProblem), a
+ * closing one is let through and counted (the coordinator's closingsPastBudget).
+ */
+export function pastOrdinaryRoom(record: OperationRecord, log: LogSize, bytes: number, budgets: Budgets): LogSize | undefined {
+  const max = logLimits(Object.keys(record.branches).length, budgets);
+  return log.transitions + 1 <= max.transitions && log.bytes + bytes <= max.bytes ? undefined : max;
 }
 
 /** What a log read back from a store holds. */

@@ -17,6 +17,12 @@ export class Metrics {
     help: 'Transitions appended to operation streams (admissions included); per decision it shows how well commands share appends',
     registers: [this.registry],
   });
+  readonly closingsPastBudget = new Counter({
+    name: 'convoke_closings_past_budget_total',
+    help: "Closing transitions (the decision's, settlement facts) appended to logs already past this process's ordinary log budget (filled by a writer under larger budgets), by kind; the budget never refuses them",
+    labelNames: ['kind'],
+    registers: [this.registry],
+  });
   readonly decisions = new Counter({
     name: 'convoke_decisions_total',
     help: 'Decisions closed, by outcome',

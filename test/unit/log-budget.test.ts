@@ -157,6 +157,11 @@ test('a record at its byte budget refuses further growth: the operation closes a
   const view = await second.get(op);
   assert.equal(view.decision?.reason, 'log-budget-exhausted', JSON.stringify(view.decision));
   assert.equal(view.decision?.outcome, 'indeterminate');
+  // Its closing fitted the reserve kept for it: nothing was let through past the budget.
+  assert.deepEqual(
+    (await second.coordinator.metrics.closingsPastBudget.get()).values.filter((v) => v.value > 0),
+    [],
+  );
   const read = await second.store.read(op);
   assert.ok(read.kind === 'ok');
   const bytes = read.transitions.reduce((sum, t) => sum + Buffer.byteLength(JSON.stringify(t.transition)), 0);
@@ -201,6 +206,14 @@ test("an operation whose log another writer under larger budgets filled past thi
   assert.ok(view.decision !== null, 'the operation is decided');
   assert.deepEqual([view.decision.outcome, view.decision.reason], ['partial', 'timeout']);
   assert.equal(types(await second.events(op)).at(-1), 'settlement-completed', 'and settled');
+  // Each closing this process let through past its own room is counted, by kind: the decision's, then each settlement fact after it.
+  const read = await second.store.read(op);
+  assert.ok(read.kind === 'ok');
+  const closing = read.transitions.findIndex((t) => t.transition.events.some((e) => e.type === 'decision-closed'));
+  const past = (await second.coordinator.metrics.closingsPastBudget.get()).values;
+  const count = (kind: string) => past.find((v) => v.labels.kind === kind)?.value ?? 0;
+  assert.equal(count('closes-decision'), 1, 'the deadline transition that closed the decision');
+  assert.equal(count('settlement'), read.transitions.length - closing - 1, 'and each settlement fact appended after it');
   await second.assertReplayEquals(op);
   await second.close();
 });
