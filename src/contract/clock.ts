@@ -4,8 +4,9 @@
  */
 /**
  * A retry's wait that doubles: `firstMs` after the first failure (`doublings` 0), twice that after
- * the next, and so on, never more than `maxMs`. The kernel's due and reload retries, an ended
- * workflow's disposals and the emitted-event redelivery all back off by it.
+ * the next, and so on, never more than `maxMs`. The kernel's due and reload retries, a running
+ * workflow's drives the store refused, an ended workflow's disposals and the emitted-event
+ * redelivery all back off by it.
  */
 export function doublingDelayMs(firstMs: number, maxMs: number, doublings: number): number {
   return Math.min(maxMs, firstMs * 2 ** Math.min(doublings, 30));

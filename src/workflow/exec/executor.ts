@@ -223,7 +223,10 @@ function countExtended(instance: Instance, tail: readonly Stored<WorkflowTransit
 
 /** How long after an interpreter stopped on a store failure it runs the instance again. */
 const redriveDelayMs = 1000;
-/** The longest wait between two tries of an ended instance's disposals (settle), which double from redriveDelayMs. */
+/**
+ * The longest wait between two tries of an ended instance's disposals (settle), and between two
+ * drives of a running instance the store refused (driveFailed): both double from redriveDelayMs.
+ */
 export const disposeRetryMaxMs = 60_000;
 /** How long after an interpreter halted (its lease lost, a step refused) it tries the lease again. */
 const haltedRedriveMs = 100;
@@ -707,6 +710,7 @@ export class WorkflowExecutor implements CloudEventIntake {
    */
   private ended(instance: Instance): void {
     this.defectiveDrives.delete(instance.id);
+    this.refusedDrives.delete(instance.id);
     if (this.stopping.signal.aborted) return;
     const parent = instance.record.started.parent;
     if (parent !== undefined) this.parentOf(parent.instanceId, true);
@@ -865,7 +869,7 @@ export class WorkflowExecutor implements CloudEventIntake {
     this.retries.delete(instance.id);
     const run = (led ? this.supervise(instance, led.run, led.controller, led.interpreting) : this.lead(instance))
       .then(
-        (againAtMs) => (this.defectiveDrives.delete(instance.id), againAtMs),
+        (againAtMs) => (this.defectiveDrives.delete(instance.id), this.refusedDrives.delete(instance.id), againAtMs),
         (error: unknown) => this.driveFailed(instance, error),
       )
       .then((againAtMs) => {
@@ -881,18 +885,28 @@ export class WorkflowExecutor implements CloudEventIntake {
 
   /** Drives in a row, per instance, that failed the runtime's own check (driveFailed). */
   private readonly defectiveDrives = new Map<string, number>();
+  /** Drives in a row, per instance, that the store refused (driveFailed). */
+  private readonly refusedDrives = new Map<string, number>();
 
   /**
    * After a drive that failed: the store refused (unavailable, too many writers), and the instance,
-   * still running, is driven again shortly. A failed internal check (AssertionFailure: a decided
-   * transition its schema or machine refuses) decides the same again at every drive: at
-   * limits.workflowDefectiveDrivesMax in a row the instance is faulted (decideDefectFault) instead of
-   * retried for ever. Each failure is told to onFailure.
+   * still running, is driven again after redriveDelayMs, the wait doubling with each such drive in
+   * a row up to disposeRetryMaxMs: a store down for a moment is caught up at once, one that stays
+   * down costs a drive a minute, not one a second for ever. A drive that gets through, or fails
+   * otherwise, forgets the count. A failed internal check (AssertionFailure: a decided transition
+   * its schema or machine refuses) decides the same again at every drive: it is driven again after
+   * redriveDelayMs, and at limits.workflowDefectiveDrivesMax in a row the instance is faulted
+   * (decideDefectFault) instead of retried for ever. Each failure is told to onFailure.
    */
   private async driveFailed(instance: Instance, error: unknown): Promise<number | undefined> {
     this.noteFailure(error);
-    const againAtMs = () => (instance.record.status === 'running' ? this.options.clock.nowMs() + redriveDelayMs : undefined);
-    const drives = error instanceof AssertionFailure ? (this.defectiveDrives.get(instance.id) ?? 0) + 1 : 0;
+    const defective = error instanceof AssertionFailure;
+    const refused = defective ? 0 : (this.refusedDrives.get(instance.id) ?? 0) + 1;
+    if (refused === 0) this.refusedDrives.delete(instance.id);
+    else this.refusedDrives.set(instance.id, refused);
+    const waitMs = refused === 0 ? redriveDelayMs : doublingDelayMs(redriveDelayMs, disposeRetryMaxMs, refused - 1);
+    const againAtMs = () => (instance.record.status === 'running' ? this.options.clock.nowMs() + waitMs : undefined);
+    const drives = defective ? (this.defectiveDrives.get(instance.id) ?? 0) + 1 : 0;
     if (drives < limits.workflowDefectiveDrivesMax) {
       if (drives === 0) this.defectiveDrives.delete(instance.id);
       else this.defectiveDrives.set(instance.id, drives);
@@ -1014,8 +1028,8 @@ export class WorkflowExecutor implements CloudEventIntake {
   }
 
   /**
-   * Errors that stopped an interpreter without finishing its instance (it is driven again after
-   * redriveDelayMs): the latest limits.workflowFailuresKeptMax, so a store that stays unavailable
+   * Errors that stopped an interpreter without finishing its instance (it is driven again,
+   * driveFailed): the latest limits.workflowFailuresKeptMax, so a store that stays unavailable
    * for days does not grow them without end.
    */
   readonly failures: unknown[] = [];
