@@ -5,8 +5,8 @@
 /**
  * A retry's wait that doubles: `firstMs` after the first failure (`doublings` 0), twice that after
  * the next, and so on, never more than `maxMs`. The kernel's due and reload retries, a running
- * workflow's drives the store refused, an ended workflow's disposals and the emitted-event
- * redelivery all back off by it.
+ * workflow's drives the store refused, an ended workflow's disposals, the emitted-event
+ * redelivery, a workflow's contract calls over HTTP and the NATS start-up wait all back off by it.
  */
 export function doublingDelayMs(firstMs: number, maxMs: number, doublings: number): number {
   return Math.min(maxMs, firstMs * 2 ** Math.min(doublings, 30));

@@ -12,6 +12,7 @@
  * rejects the request with, as a PermissionViolationError) fails as denied, naming the subject.
  */
 import { errors } from '@nats-io/transport-node';
+import { doublingDelayMs } from '../../contract/clock.js';
 import { AdapterError } from '../../contract/errors.js';
 import { limits } from '../../contract/limits.js';
 import { causeChain } from './nats-errors.js';
@@ -78,8 +79,7 @@ const describe = (error: unknown) =>
  * the bound.
  */
 export async function retryWhileStarting<T>(what: string, attempt: () => Promise<T>, retryable: (error: unknown) => boolean, wait: StartupWait): Promise<T> {
-  let backoffMs: number = limits.natsStartupBackoffMsMin;
-  for (;;) {
+  for (let failures = 0; ; failures++) {
     try {
       return await attempt();
     } catch (error) {
@@ -93,10 +93,9 @@ export async function retryWhileStarting<T>(what: string, attempt: () => Promise
           cause: error,
         });
       }
-      const sleepMs = Math.min(backoffMs, leftMs);
+      const sleepMs = Math.min(doublingDelayMs(limits.natsStartupBackoffMsMin, limits.natsStartupBackoffMsMax, failures), leftMs);
       wait.onWaiting?.(what, describe(error), sleepMs);
       await new Promise((resolve) => setTimeout(resolve, sleepMs));
-      backoffMs = Math.min(backoffMs * 2, limits.natsStartupBackoffMsMax);
     }
   }
 }

@@ -16,7 +16,7 @@
  */
 import { readFile } from 'node:fs/promises';
 import { Ajv } from 'ajv';
-import type { Clock } from '../../contract/clock.js';
+import { doublingDelayMs, type Clock } from '../../contract/clock.js';
 import { AdapterError, adapterErrorKinds, invalidInput, unavailable, type AdapterErrorKind } from '../../contract/errors.js';
 import { invocationResultSchema } from '../../contract/schemas.js';
 import type { InvocationRequest, WaitFor } from '../../contract/types.js';
@@ -102,8 +102,8 @@ export class HttpContracts implements ContractCalls {
   private async withRetries(signal: AbortSignal | undefined, attempt: (signal: AbortSignal) => Promise<InvocationResult>): Promise<InvocationResult> {
     const clock = this.options.clock;
     const until = clock.nowMs() + (this.options.retryBudgetMs ?? 30_000);
-    let delay = retryDelayMs.first;
-    for (;;) {
+    for (let failures = 0; ; failures++) {
+      const delay = doublingDelayMs(retryDelayMs.first, retryDelayMs.max, failures);
       const controller = new AbortController();
       const stop = () => controller.abort(signal?.reason);
       signal?.addEventListener('abort', stop, { once: true });
@@ -117,7 +117,6 @@ export class HttpContracts implements ContractCalls {
         signal?.removeEventListener('abort', stop);
       }
       await new Promise<void>((resolve) => clock.at(clock.nowMs() + delay, resolve));
-      delay = Math.min(delay * 2, retryDelayMs.max);
     }
   }
 
