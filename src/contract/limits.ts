@@ -164,6 +164,14 @@ export const limits = {
    * runtime error (decideDefectFault): deciding the same step again decides the same transition.
    */
   workflowDefectiveDrivesMax: 3,
+  /**
+   * How long past a competing fork's losing child operation's deadline a cancel the runtime still
+   * refuses `expired` is asked again before the child is recorded detached (losers.ts). Past its
+   * deadline a cancel can only be refused so: the child closes by its own timeout, which its kernel
+   * retries at most a minute apart (dueRetryMaxMs) while its store refuses it; one its store
+   * refuses for good (its log at the store's count) would leave the fork asking for ever.
+   */
+  workflowLoserCancelExpiredAfterMs: 60_000,
   /** How deep `run: workflow` may nest: a top-level instance is depth 0, its child 1, …; a deeper child is refused (a workflow running itself). */
   workflowDepthMax: 8,
   /**

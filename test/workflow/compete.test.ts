@@ -7,14 +7,18 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { MemoryEventStore } from '../../src/adapters/store/memory.js';
-import { SystemClock } from '../../src/contract/clock.js';
+import { SystemClock, VirtualClock } from '../../src/contract/clock.js';
 import { AdapterError } from '../../src/contract/errors.js';
+import { operationId } from '../../src/contract/ids.js';
 import type { JsonObject } from '../../src/contract/json.js';
+import { limits } from '../../src/contract/limits.js';
+import type { InvocationResult } from '../../src/projections/views.js';
+import type { ContractCalls } from '../../src/workflow/exec/http-contracts.js';
 import { createEmbedded, type Embedded } from '../../src/deployment/embedded.js';
 import { peerIds, reviewBundle } from '../../src/deployment/examples.js';
 import type { WorkflowEvent } from '../../src/workflow/exec/events.js';
 import { storeWith } from '../support/scenario.js';
-import { harness, runToEnd, yaml } from './support.js';
+import { assertReplayEqual, harness, runToEnd, yaml } from './support.js';
 
 /** One contract, two interactions: `review` declares caller cancellation, `hold` does not. Peers answer only when cancelled (or after holdMs). */
 async function deployment(clock: SystemClock, store: MemoryEventStore, holdMs: number): Promise<Embedded> {
@@ -166,5 +170,97 @@ test('compete: a losing child whose cancel is refused for good (invalid-input) i
   } finally {
     await h.close();
     await embedded.close();
+  }
+});
+
+/**
+ * A contract runtime whose every operation stays open (the store refuses its timeout: its log at
+ * the store's count) and whose every cancel is refused `expired` (decided at or after the
+ * operation's deadline, the time guard refuses it). Each operation's deadline is `timeoutMs` after
+ * its admission, on `clock`.
+ */
+function neverClosing(clock: VirtualClock, timeoutMs: number) {
+  const admitted = new Map<string, number>();
+  const cancels = new Map<string, number>();
+  const open = (id: string): InvocationResult => {
+    const admittedAtMs = admitted.get(id) ?? clock.nowMs();
+    return {
+      operationId: id,
+      contract: { id: 'lab.review', version: '1.0.0', digest: 'sha256:' + 'ab'.repeat(32) },
+      interaction: 'review',
+      invocationKey: 'k',
+      phase: 'active',
+      admittedAtMs,
+      deadlineMs: admittedAtMs + timeoutMs,
+      decision: null,
+      settlement: { status: 'pending', siblings: [] },
+      branches: [],
+      output: null,
+      outputError: null,
+    };
+  };
+  const service: ContractCalls = {
+    invoke: async (caller, request) => {
+      const id = operationId(caller.principalId, request.contract.digest, request.invocationKey);
+      if (!admitted.has(id)) admitted.set(id, clock.nowMs());
+      return { result: open(id), created: true };
+    },
+    wait: (_principalId, id, _boundary, waitMs, signal) =>
+      new Promise((resolve) => {
+        const answer = () => resolve({ result: open(id), reached: false });
+        const timer = clock.at(clock.nowMs() + waitMs, answer);
+        signal?.addEventListener('abort', () => (timer.cancel(), answer()), { once: true });
+      }),
+    get: async (_principalId, id) => open(id),
+    cancel: async (_principalId, id) => {
+      cancels.set(id, (cancels.get(id) ?? 0) + 1);
+      throw new AdapterError('expired', `operation ${id}: the cancellation was decided outside its time guard`);
+    },
+  };
+  return { service, cancels, deadlineOf: (id: string) => open(id).deadlineMs };
+}
+
+test('compete: a losing child whose cancel is refused expired past its own deadline (its timeout never recorded) is recorded detached once the deadline is a margin behind, not asked again for ever', async () => {
+  const clock = new VirtualClock();
+  const store = new MemoryEventStore({ clock });
+  const timeoutMs = 30_000;
+  const runtime = neverClosing(clock, timeoutMs);
+  const h = harness({ store, clock, invocations: runtime.service });
+  const digest = 'sha256:' + 'ab'.repeat(32);
+  const document = `document: { dsl: '1.0.3', namespace: test, name: expired-loser, version: '1.0.0' }
+do:
+  - race:
+      fork:
+        compete: true
+        branches:
+          - quick:
+              do:
+                - pause: { wait: { seconds: 1 } }
+                - answer: { set: { winner: quick } }
+          - cancellable:
+              call: invoke-contract
+              with:
+                contract: { id: lab.review, version: '1.0.0', digest: '${digest}' }
+                interaction: review
+                input: { document: a }
+`;
+  try {
+    const { instanceId } = await h.executor.start({ principalId: 'alice', invocationKey: 'race-4', document: yaml(document), input: {} });
+    const hour = 3_600_000;
+    for (let elapsed = 0; elapsed < hour && (await h.executor.get(instanceId))?.status === 'running'; elapsed += 1000) await clock.advance(1000);
+    const record = (await h.executor.get(instanceId))!;
+    const child = record.children['/do/0/race/fork/branches/1/cancellable{1}'];
+    assert.ok(child, 'the losing branch bound its child operation');
+    const asked = runtime.cancels.get(child.operationId) ?? 0;
+    assert.equal(record.status, 'completed', `still ${record.status} after an hour, its loser's cancel asked ${asked} times`);
+    assert.deepEqual(record.output, { winner: 'quick' });
+    assert.equal(child.disposition?.disposition, 'detached', child.disposition?.detail);
+    assert.match(child.disposition.detail, /^the cancel was refused expired \d+ ms past the operation's deadline: expired: /);
+    // Asked again while the deadline was not a margin behind (an expired authorization passes), then no more.
+    assert.ok(asked > 1 && asked <= 10, `the cancel asked ${asked} times`);
+    assert.ok((record.endedAtMs ?? 0) >= runtime.deadlineOf(child.operationId) + limits.workflowLoserCancelExpiredAfterMs, 'not before the margin');
+    await assertReplayEqual(h, instanceId);
+  } finally {
+    await h.close();
   }
 });

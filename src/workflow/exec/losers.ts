@@ -12,6 +12,7 @@
  * same.
  */
 import { AdapterError } from '../../contract/errors.js';
+import { limits } from '../../contract/limits.js';
 import { isNotFound } from '../../runtime/errors.js';
 import type { ContractCalls } from './http-contracts.js';
 import { ranInside, schemeOf, type Execution } from './keys.js';
@@ -29,9 +30,17 @@ export function openChildrenOf(record: WorkflowRecord, branches: readonly Execut
 /**
  * One child's disposition, asked of the runtime (the only I/O); an unavailable runtime is thrown
  * (the instance is driven again). A cancel the runtime refuses — not declared, denied, or invalid
- * for good — leaves the child detached, the refusal recorded as the detail.
+ * for good — leaves the child detached, the refusal recorded as the detail; so does one refused
+ * `expired` once `nowMs` is limits.workflowLoserCancelExpiredAfterMs past the child's deadline.
  */
-export async function dispose(service: ContractCalls | undefined, principalId: string, fork: string, at: string, child: ChildRecord): Promise<ChildDisposed> {
+export async function dispose(
+  service: ContractCalls | undefined,
+  principalId: string,
+  fork: string,
+  at: string,
+  child: ChildRecord,
+  nowMs: () => number,
+): Promise<ChildDisposed> {
   const event = (disposition: ChildDisposition, detail: string): ChildDisposed => ({
     type: 'child-disposed',
     v: 1,
@@ -42,8 +51,10 @@ export async function dispose(service: ContractCalls | undefined, principalId: s
     detail: detail.slice(0, 4000),
   });
   if (!service) return event('not-admitted', 'no contract runtime: the call was never made');
+  let deadlineMs: number | undefined;
   try {
     const current = await service.get(principalId, child.operationId);
+    deadlineMs = current.deadlineMs;
     if (current.decision !== null && current.decision.reason !== 'cancelled')
       return event('already-closed', `decided ${current.decision.outcome} (${current.decision.reason}) before the fork was won`);
     const cancelled = await service.cancel(principalId, child.operationId);
@@ -56,6 +67,17 @@ export async function dispose(service: ContractCalls | undefined, principalId: s
     // Thrown, it faulted the instance (an invalid-input ends a run), the winner's output lost for a
     // loser's child. Anything else (unavailable, expired) may pass: thrown, and asked again.
     if (error instanceof AdapterError && error.kind === 'invalid-input') return event('detached', `the cancel was refused: ${error.message}`);
+    // A cancel refused as expired before the child's deadline passes (its authorization ended
+    // meanwhile): asked again, authorized again. Past the deadline a cancel is always refused so
+    // (its time guard ends there): the child closes by its own timeout, and the next ask finds it
+    // closed — unless its store refuses that too (its log at the store's count), for good. So once
+    // the deadline is a margin behind, covering a store down for a while and the two clocks' skew,
+    // the child is detached: nothing waits for it, and it runs on to whatever decision it reaches.
+    if (error instanceof AdapterError && error.kind === 'expired' && deadlineMs !== undefined) {
+      const pastMs = nowMs() - deadlineMs;
+      if (pastMs >= limits.workflowLoserCancelExpiredAfterMs)
+        return event('detached', `the cancel was refused expired ${pastMs} ms past the operation's deadline: ${error.message}`);
+    }
     throw error;
   }
 }

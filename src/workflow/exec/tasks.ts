@@ -207,7 +207,7 @@ async function releaseLosers(
   const principalId = interpreter.record.started.principalId;
   const disposed: WorkflowEvent[] = [];
   for (const [at, child] of openChildrenOf(interpreter.record, losing))
-    disposed.push(await dispose(interpreter.deps.invocations, principalId, run.at, at, child));
+    disposed.push(await dispose(interpreter.deps.invocations, principalId, run.at, at, child, () => interpreter.deps.journal.nowMs()));
   // The child workflow instances the losers awaited: cancelled by this parent, which owns them.
   const released = await releaseSubworkflows(
     interpreter,
