@@ -139,6 +139,35 @@ do:
   }
 });
 
+test('compete: a losing child decided by its own rule between the look and the cancel is recorded already-closed with that decision, not cancelled', async () => {
+  const clock = new SystemClock();
+  const store = new MemoryEventStore({ clock });
+  // The peers answer 2 s after their request: the fork is won at 0.6 s, while the child is open.
+  const embedded = await deployment(clock, store, 2000);
+  // The child's quorum closes its decision after the runtime was asked for it and before the cancel
+  // is recorded: the cancel then finds it decided and answers that decision (coordinator.cancel).
+  const invocations = storeWith(embedded.coordinator, (real) => ({
+    cancel: async (principalId: string, operationId: string) => {
+      await real.wait(principalId, operationId, 'decision', 10_000);
+      return real.cancel(principalId, operationId);
+    },
+  }));
+  const h = harness({ store, clock, invocations });
+  try {
+    const record = await runToEnd(h, yaml(race(embedded.bundle.ref.digest)), {}, 'race-5');
+    assert.equal(record.status, 'completed', JSON.stringify(record.error));
+    const cancellable = record.children['/do/0/race/fork/branches/1/cancellable{1}'];
+    const operation = await embedded.coordinator.get('alice', cancellable!.operationId);
+    assert.equal(operation.decision?.reason, 'threshold', 'the child was decided by its quorum, not by the cancel');
+    assert.equal(cancellable?.disposition?.disposition, 'already-closed', cancellable?.disposition?.detail);
+    assert.match(cancellable.disposition.detail, /success \(threshold\)/);
+    await assertReplayEqual(h, record.instanceId);
+  } finally {
+    await h.close();
+    await embedded.close();
+  }
+});
+
 test('compete: a losing child whose cancel is refused for good (invalid-input) is recorded detached with the refusal, and the fork completes; a cancel that is unavailable is asked again', async () => {
   const clock = new SystemClock();
   const store = new MemoryEventStore({ clock });

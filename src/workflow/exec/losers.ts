@@ -58,6 +58,10 @@ export async function dispose(
     if (current.decision !== null && current.decision.reason !== 'cancelled')
       return event('already-closed', `decided ${current.decision.outcome} (${current.decision.reason}) before the fork was won`);
     const cancelled = await service.cancel(principalId, child.operationId);
+    // A cancel that finds the decision closed answers that decision: closed by the child's own
+    // rule or timeout since it was looked at, it was not cancelled (and its output stands).
+    if (cancelled.decision !== null && cancelled.decision.reason !== 'cancelled')
+      return event('already-closed', `decided ${cancelled.decision.outcome} (${cancelled.decision.reason}) before its cancel was recorded`);
     return event('cancelled', `cancelled by the caller; decision ${cancelled.decision?.outcome ?? 'pending'} (${cancelled.decision?.reason ?? 'none'})`);
   } catch (error) {
     if (isNotFound(error)) return event('not-admitted', 'the runtime holds no operation under the bound key');
