@@ -26,7 +26,7 @@ export function describeEvent(event: DomainEvent, originMs = 0): string {
     case 'branch-revoked':
       return `${event.branchId} attempt ${event.attempt}: revoked (policy ${event.policyRevision})`;
     case 'cancel-dispatched':
-      return `${event.branchId} attempt ${event.attempt} fence ${event.fence}: ${event.receipt}`;
+      return `${event.branchId} attempt ${event.attempt} fence ${event.fence}: ${event.receipt}${event.transient === true ? ' (may pass: published again)' : ''}`;
     case 'cancel-result-accepted':
       return `${event.branchId} attempt ${event.attempt}: ${event.outcome}`;
     case 'cancel-withdrawn':

@@ -28,7 +28,6 @@ const isOpen = (b: BranchRecord) => isOpenBranch(b.state);
 /** A peer frozen into the operation at admission: an initial assignee or an eligible candidate. */
 const isParty = (record: OperationRecord, peerId: string) => record.manifest.peers.includes(peerId) || record.manifest.eligible.includes(peerId);
 const hasClaim = (b: BranchRecord) => isClaimed(b.state);
-const isCancellingBranch = (b: BranchRecord | undefined) => b !== undefined && isCancelling(b.state);
 
 // ── commands decided together ──────────────────────────────────────────────
 
@@ -126,6 +125,8 @@ export interface Receipt {
   /**
    * A rejection the transport makes of the message itself (larger than it ever carries, or
    * malformed), not of this moment: every attempt sends the same input and would meet it again.
+   * For a cancel, the policy's denial of it too (it is not asked again). Without it, a rejection
+   * may pass: a request's attempt ends, a cancel is published again.
    */
   refusedForGood?: true;
 }
@@ -728,14 +729,37 @@ export function decideCancelWithdrawn(record: OperationRecord, branchIds: readon
   return { events: withConsequences(record, events, nowMs), timeGuard: recordingGuard(record), causation: { command: 'withdraw-cancel' } };
 }
 
+/**
+ * A cancel not known to have been carried: its publication was uncertain (`unknown`) or rejected
+ * for a reason that may pass. It is published again, same attempt, fence and message id, while
+ * its branch waits for the reply.
+ */
+export function cancelUncarried(cancel: BranchRecord['cancel']): boolean {
+  return cancel !== null && (cancel.receipt === 'unknown' || (cancel.receipt === 'rejected' && cancel.transient === true));
+}
+
+/** A cancel's publication receipt that leaves it not known to have been carried (cancelUncarried once recorded). */
+export function receiptUncarried(r: Receipt): boolean {
+  return r.receipt === 'unknown' || (r.receipt === 'rejected' && r.refusedForGood !== true);
+}
+
+/**
+ * Cancel receipts. A rejection not refused for good is recorded `transient` (it is published
+ * again). Once a cancel is recorded as not known to have been carried, a further receipt that
+ * says no more (unknown, or rejected for a reason that may pass) is not recorded: a cancel
+ * published again and again costs its log one transition until it is carried or refused for good.
+ */
 export function decideCancelDispatched(record: OperationRecord, receipts: readonly Receipt[]): Transition | undefined {
-  const events: DomainEvent[] = receipts
-    .filter((r) => isCancellingBranch(findBranch(record, r.branchId)))
-    .map((r) => {
-      const event: DomainEvent = { type: 'cancel-dispatched', v: 1, branchId: r.branchId, attempt: r.attempt, fence: r.fence, receipt: r.receipt };
-      if (r.detail !== undefined) event.detail = r.detail.slice(0, 1024);
-      return event;
-    });
+  const events: DomainEvent[] = [];
+  for (const r of receipts) {
+    const branch = findBranch(record, r.branchId);
+    if (branch === undefined || !isCancelling(branch.state) || branch.cancel === null) continue;
+    if (cancelUncarried(branch.cancel) && receiptUncarried(r)) continue;
+    const event: DomainEvent = { type: 'cancel-dispatched', v: 1, branchId: r.branchId, attempt: r.attempt, fence: r.fence, receipt: r.receipt };
+    if (r.detail !== undefined) event.detail = r.detail.slice(0, 1024);
+    if (r.receipt === 'rejected' && receiptUncarried(r)) event.transient = true;
+    events.push(event);
+  }
   return events.length === 0 ? undefined : { events, timeGuard: recordingGuard(record), causation: { command: 'record-cancel-dispatch' } };
 }
 

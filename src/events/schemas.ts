@@ -201,7 +201,7 @@ export const eventSchemas = [
   event('branch-reassigned', { ...attemptFence, peerId: token, publicationId: hex64 }),
   event('branch-failed', { ...attemptFence, reason: { const: 'no-eligible-peer' } }),
   event('branch-revoked', { ...attemptFence, policyRevision: text, reason: text }),
-  event('cancel-dispatched', { ...attemptFence, receipt, detail: text }, ['branchId', 'attempt', 'fence', 'receipt']),
+  event('cancel-dispatched', { ...attemptFence, receipt, detail: text, transient: { const: true } }, ['branchId', 'attempt', 'fence', 'receipt']),
   event('cancel-result-accepted', { ...attemptFence, outcome: { enum: ['stopped', 'already-completed', 'unknown'] } }),
   event('cancel-withdrawn', { ...attemptFence, reason: { const: 'request-never-sent' } }),
   event('cancel-timed-out', { branchIds: { type: 'array', minItems: 1, items: token } }),

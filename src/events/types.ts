@@ -191,6 +191,13 @@ export interface CancelDispatched extends AttemptRef {
   v: 1;
   receipt: DeliveryReceipt;
   detail?: string;
+  /**
+   * With `rejected`: the transport refused the publication for a reason that may pass (a closed
+   * connection, say), so the cancel is published again while its timeout lasts. Absent, a
+   * rejected cancel is refused for good: by the policy, or by the transport as a message it never
+   * carries.
+   */
+  transient?: true;
 }
 
 export interface CancelResultAccepted extends AttemptRef {

@@ -59,7 +59,8 @@ export interface BranchRecord {
   /** Peers whose assignment of this branch ended in a terminal outcome (one-eligible selection skips them). */
   excluded: string[];
   disposition: BranchDisposition['disposition'] | null;
-  cancel: { receipt: DeliveryReceipt | 'pending'; attempt: number; fence: number } | null;
+  /** `transient`: its last receipt is a rejection that may pass (cancel-dispatched), so it is published again. */
+  cancel: { receipt: DeliveryReceipt | 'pending'; attempt: number; fence: number; transient?: true } | null;
   /** A peer's cancel reply, or `withdrawn` when the coordinator knew the request was never sent. */
   cancelOutcome: CancelOutcome | 'withdrawn' | null;
 }
@@ -285,9 +286,11 @@ function evolveDraft(draft: RecordDraft, event: DomainEvent, atMs: number, steps
     case 'branch-revoked':
       draft.setBranch(event.branchId, { state: steps.branch(draft.branch(event.branchId).state, branchMove(moves)), retryAtMs: null });
       return;
-    case 'cancel-dispatched':
-      draft.setBranch(event.branchId, { cancel: { receipt: event.receipt, attempt: event.attempt, fence: event.fence } });
+    case 'cancel-dispatched': {
+      const cancel = { receipt: event.receipt, attempt: event.attempt, fence: event.fence };
+      draft.setBranch(event.branchId, { cancel: event.transient === true ? { ...cancel, transient: true } : cancel });
       return;
+    }
     case 'cancel-result-accepted':
     case 'cancel-withdrawn': {
       const state = steps.branch(draft.branch(event.branchId).state, branchMove(moves));

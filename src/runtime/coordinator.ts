@@ -16,6 +16,7 @@ import { isOperationId } from '../contract/ids.js';
 import type { InvocationRequest, RuntimeContext, WaitFor } from '../contract/types.js';
 import type { DomainEvent, StoredTransition, Transition } from '../events/types.js';
 import {
+  cancelUncarried,
   decideCancelOperation,
   decideDue,
   decideDurabilityLost,
@@ -26,7 +27,7 @@ import {
 import { Kernel, storeError, type Stored } from '../kernel/index.js';
 import type { EventStore } from '../adapters/store/types.js';
 import { isCancelling, isClaimed, isRetrying, isSettled } from '../machines/index.js';
-import { branchList, type OperationRecord } from '../projections/record.js';
+import { branchList, type BranchRecord, type OperationRecord } from '../projections/record.js';
 import { invocationResult, reached, type InvocationResult } from '../projections/views.js';
 import type { OperationInspection, OperationInspectionUpdate } from '../projections/inspection.js';
 import type { LiveInspection } from './live-inspection.js';
@@ -186,7 +187,7 @@ export class Coordinator implements RuntimeHost {
   /**
    * What follows a commit (the kernel has re-armed the due timer): pending requests and cancels
    * published. When recovering, uncertain (`unknown`) publications are reconciled too, with the
-   * same identities.
+   * same identities, and so are cancels the transport rejected for a reason that may pass.
    */
   private afterCommit(entry: OpEntry, recovering: boolean): void {
     const branches = branchList(entry.record);
@@ -194,7 +195,8 @@ export class Coordinator implements RuntimeHost {
     if (entry.record.decision === null && branches.some((b) => due(b.outbox.receipt) && isClaimed(b.state))) {
       void this.kernel.enqueue(entry, () => dispatchRequests(this, entry)).catch((error: unknown) => this.failed('transport', 'dispatch', error, entry.record));
     }
-    if (branches.some((b) => isCancelling(b.state) && due(b.cancel?.receipt))) {
+    const cancelDue = (cancel: BranchRecord['cancel']) => cancel?.receipt === 'pending' || (recovering && cancelUncarried(cancel));
+    if (branches.some((b) => isCancelling(b.state) && cancelDue(b.cancel))) {
       void this.kernel.enqueue(entry, () => dispatchCancels(this, entry)).catch((error: unknown) => this.failed('transport', 'cancel', error, entry.record));
     }
   }

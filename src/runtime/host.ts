@@ -12,7 +12,7 @@ import type { EventStore } from '../adapters/store/types.js';
 import type { StreamContinuity, Subscription, Transport } from '../adapters/transport/types.js';
 import type { PublisherVerifier } from '../adapters/verification/subject.js';
 import type { ManifestSource } from '../adapters/manifest/types.js';
-import type { Clock } from '../contract/clock.js';
+import type { Clock, TimerHandle } from '../contract/clock.js';
 import type { Stream } from '../kernel/kernel.js';
 import type { Metrics } from './metrics.js';
 import type { Logger, OperationLog, RejectionContext } from './operation-log.js';
@@ -102,6 +102,10 @@ export interface OpEntry extends Stream<OperationRecord> {
   drainQueued: boolean;
   /** What the operation's log holds: the budgets (log-budget.ts) are checked against it before each append. */
   log: LogSize;
+  /** Cancels published again in a row without all being carried: how long the next wait is (outbox.ts). */
+  cancelRounds: number;
+  /** The armed republication of cancels not known to have been carried, if any: never more than one. */
+  cancelReconcile: TimerHandle | undefined;
 }
 
 export function newEntry(record: OperationRecord, interaction: CompiledInteraction): OpEntry {
@@ -120,6 +124,8 @@ export function newEntry(record: OperationRecord, interaction: CompiledInteracti
     arrivals: [],
     drainQueued: false,
     log: { transitions: 0, bytes: 0 },
+    cancelRounds: 0,
+    cancelReconcile: undefined,
   };
 }
 

@@ -4,9 +4,18 @@
  * each under its stable publication identity; receipts are recorded afterwards. A receipt of
  * `unknown` stays pending reconciliation: it is republished later with the same identity.
  */
+import { doublingDelayMs, type TimerHandle } from '../contract/clock.js';
 import { AssertionFailure } from '../contract/errors.js';
 import { publicationId } from '../contract/ids.js';
-import { decideCancelDispatched, decideCancelWithdrawn, decideDispatchRecorded, decideRevocations, type Receipt } from '../domain/decide.js';
+import {
+  cancelUncarried,
+  receiptUncarried,
+  decideCancelDispatched,
+  decideCancelWithdrawn,
+  decideDispatchRecorded,
+  decideRevocations,
+  type Receipt,
+} from '../domain/decide.js';
 import { isCancelling, isClaimed } from '../machines/index.js';
 import { branchList, type BranchRecord, type OperationRecord } from '../projections/record.js';
 import { encodeWire, headers, type CancelRequest, type RequestMessage } from '../events/wire.js';
@@ -16,6 +25,8 @@ import type { OpEntry, RuntimeHost } from './host.js';
 
 /** Republishing an uncertain publication waits this long (a transport retry, not an application retry). */
 export const reconcileAfterMs = 1000;
+/** Cancels not known to have been carried are republished after reconcileAfterMs, doubling in a row up to this, while their timeout lasts. */
+export const cancelReconcileMaxMs = 30_000;
 /** Storage receipts wait at most this long for a transition to ride with. */
 export const receiptLingerMs = 50;
 
@@ -121,14 +132,18 @@ async function publishRequest(host: RuntimeHost, record: OperationRecord, branch
 /**
  * Cooperative cancellation: persisted in the closing transition, reauthorized, published with its
  * attempt and fence. A cancel the policy refuses is recorded as rejected (its branch's settlement
- * ends unknown); one the policy could not answer for waits for the reconcile, within the cancel
- * timeout, like an uncertain publication.
+ * ends unknown). One not known to have been carried — the policy could not answer for it, its
+ * publication was uncertain (`unknown`), or the transport rejected it for a reason that may pass
+ * (a closed connection) — is published again at the reconcile, same attempt, fence and message id
+ * (the peer dedupes), after reconcileAfterMs and twice as long each round in a row up to
+ * cancelReconcileMaxMs, and never once its cancel has ended (a reply, or the cancel timeout).
  */
 export async function dispatchCancels(host: RuntimeHost, entry: OpEntry): Promise<void> {
   const record = entry.record;
-  const waiting = branchList(record).filter(
-    (b) => isCancelling(b.state) && b.cancel !== null && (b.cancel.receipt === 'pending' || b.cancel.receipt === 'unknown'),
-  );
+  const nowMs = host.deps.clock.nowMs();
+  // Past the cancel timeout nothing is sent: the due timer records that the replies are missing.
+  if (record.decision === null || nowMs >= record.decision.cancelDeadlineMs) return;
+  const waiting = branchList(record).filter((b) => isCancelling(b.state) && b.cancel !== null && (b.cancel.receipt === 'pending' || cancelUncarried(b.cancel)));
   // A request this process never handed to the transport cannot be running: withdraw, do not send.
   const neverSent = waiting.filter((b) => b.outbox.attempt === b.cancel?.attempt && entry.unsent.has(b.outbox.publicationId));
   if (neverSent.length > 0)
@@ -140,7 +155,7 @@ export async function dispatchCancels(host: RuntimeHost, entry: OpEntry): Promis
       ),
     );
   const pending = waiting.filter((b) => !neverSent.includes(b));
-  if (pending.length === 0) return;
+  if (pending.length === 0) return void (entry.cancelRounds = 0);
   try {
     await host.inboundPath(record.subjectNamespace, record.interaction, 'cancel-result');
   } catch (error) {
@@ -165,7 +180,7 @@ export async function dispatchCancels(host: RuntimeHost, entry: OpEntry): Promis
         .catch(() => undefined);
       // A policy that could not answer is no refusal: nothing is sent now, and it is asked again at the reconcile.
       if (auth === undefined) return undefined;
-      if (!auth.allowed) return { ...base, receipt: 'rejected', detail: auth.reason };
+      if (!auth.allowed) return { ...base, receipt: 'rejected', detail: auth.reason, refusedForGood: true };
       const message: CancelRequest = {
         kind: 'cancel',
         operationId: record.operationId,
@@ -185,11 +200,23 @@ export async function dispatchCancels(host: RuntimeHost, entry: OpEntry): Promis
   );
   const receipts = answers.filter((r) => r !== undefined);
   await host.commitDecided(entry, (current) => decideCancelDispatched(current, receipts));
-  if (receipts.length < answers.length || receipts.some((r) => r.receipt === 'unknown')) scheduleReconcile(host, entry, dispatchCancels);
+  if (receipts.length === answers.length && !receipts.some(receiptUncarried)) return void (entry.cancelRounds = 0);
+  if (entry.cancelReconcile !== undefined) return; // already armed: one republication at a time
+  const delayMs = doublingDelayMs(reconcileAfterMs, cancelReconcileMaxMs, entry.cancelRounds);
+  if (host.deps.clock.nowMs() + delayMs >= record.decision.cancelDeadlineMs) return;
+  entry.cancelRounds += 1;
+  entry.cancelReconcile = scheduleReconcile(host, entry, dispatchCancels, delayMs, () => (entry.cancelReconcile = undefined));
 }
 
-function scheduleReconcile(host: RuntimeHost, entry: OpEntry, again: (host: RuntimeHost, entry: OpEntry) => Promise<void>): void {
-  host.deps.clock.at(host.deps.clock.nowMs() + reconcileAfterMs, () => {
+function scheduleReconcile(
+  host: RuntimeHost,
+  entry: OpEntry,
+  again: (host: RuntimeHost, entry: OpEntry) => Promise<void>,
+  delayMs = reconcileAfterMs,
+  fired = () => {},
+): TimerHandle {
+  return host.deps.clock.at(host.deps.clock.nowMs() + delayMs, () => {
+    fired();
     void host.enqueue(entry, () => again(host, entry)).catch((error: unknown) => host.failed('transport', 'reconcile', error, entry.record));
   });
 }

@@ -92,6 +92,39 @@ test('settled operations are not kept in memory by recovery; they are read from 
   assert.equal((await second.coordinator.get('p', result.operationId)).phase, 'settled');
 });
 
+test('recovery publishes again the cancels the transport rejected for a reason that may pass, with their attempt and fence', async () => {
+  const clock = new VirtualClock();
+  const store = new MemoryEventStore({ clock });
+  const review = { completion: { mode: 'first-success' }, siblings: 'cancel', cancelTimeoutMs: 10_000 };
+  const first = await incarnation(clock, store, review);
+  const transport = first.coordinator.deps.transport;
+  const publish = transport.publish.bind(transport);
+  // The first incarnation's connection closes as the decision does: its cancels are rejected, then it dies.
+  transport.publish = async (subject, data, options) =>
+    subject.includes('.cancel.') ? { receipt: 'rejected', detail: 'connection is closed' } : publish(subject, data, options);
+  await first.addPeer('alfa', { review: () => ({ verdict: 'approve' }) });
+  const { result } = await first.coordinator.invoke(
+    { principalId: 'p', senderPeerId: null },
+    { contract: first.bundle.ref, interaction: 'review', invocationKey: 'k', input: { document: 'd' } },
+  );
+  await clock.advance(1);
+  await first.coordinator.close();
+  const second = await incarnation(clock, store, review);
+  const cancels: [string, number, number][] = [];
+  const spy = second.bus.connect('spy');
+  await spy.subscribe('demo.v1.lab.review.*.cancel.*', (m) => {
+    const cancel = JSON.parse(new TextDecoder().decode(m.data)) as { branchId: string; attempt: number; fence: number };
+    cancels.push([cancel.branchId, cancel.attempt, cancel.fence]);
+  });
+  await second.coordinator.recover();
+  await clock.advance(1);
+  assert.deepEqual(cancels.sort(), [
+    ['bravo', 1, 1],
+    ['charlie', 1, 1],
+  ]);
+  assert.equal((await second.coordinator.get('p', result.operationId)).settlement.status, 'pending');
+});
+
 /** A memory store whose reads take a while and report how many ran at once (a store's round trips). */
 class SlowReads extends MemoryEventStore {
   inFlight = 0;

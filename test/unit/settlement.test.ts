@@ -11,6 +11,7 @@ import { encodeWire, type CancelOutcome, type CancelRequest } from '../../src/ev
 import { subjectFor } from '../../src/adapters/transport/subjects.js';
 import { peerBusPermissions } from '../../src/deployment/embedded.js';
 import { flushMicrotasks } from '../../src/contract/clock.js';
+import type { PublishReceipt } from '../../src/adapters/transport/types.js';
 import type { Handler } from '../../src/peer/peer.js';
 import { fold } from '../../src/projections/record.js';
 import { invocationResult } from '../../src/projections/views.js';
@@ -118,6 +119,82 @@ test('the cancel command is reauthorized: a denied cancel is not sent and settle
   await s.clock.advance(1000);
   const view = await s.get(result.operationId);
   assert.deepEqual([view.decision?.outcome, view.settlement.status], ['success', 'indeterminate']);
+});
+
+/** Cancels the coordinator publishes, at their instants after the decision, each answered by `answer` (the real publish when it returns undefined). */
+function cancelPublications(s: Scenario, answer: (n: number) => PublishReceipt | Error | undefined) {
+  const transport = s.coordinator.deps.transport;
+  const publish = transport.publish.bind(transport);
+  const sent: { atMs: number; msgId: string | undefined; message: CancelRequest }[] = [];
+  transport.publish = async (subject, data, options) => {
+    if (!subject.includes('.cancel.')) return publish(subject, data, options);
+    sent.push({ atMs: s.clock.nowMs(), msgId: options?.msgId, message: JSON.parse(new TextDecoder().decode(data)) as CancelRequest });
+    const answered = answer(sent.length);
+    if (answered instanceof Error) throw answered;
+    return answered ?? publish(subject, data, options);
+  };
+  return sent;
+}
+
+test('a cancel the transport rejects for a reason that may pass is published again, same attempt, fence and message id, until it is carried', async () => {
+  const s = await scenario({ peers: 2, review: { ...cancelling, cancelTimeoutMs: 10_000 } });
+  const sent = cancelPublications(s, (n) => (n === 1 ? { receipt: 'rejected', detail: 'connection is closed' } : undefined));
+  await s.addPeer('alfa', { review: answers('approve') });
+  await s.addPeer('bravo', { review: worker().handler });
+  const { result } = await s.invoke('k');
+  await s.settle();
+  const op = result.operationId;
+  assert.equal((await s.get(op)).settlement.status, 'pending');
+  await s.clock.advance(1000);
+  const view = await s.get(op);
+  assert.deepEqual([view.settlement.status, view.settlement.siblings[0]?.outcome], ['complete', 'stopped']);
+  assert.equal(sent.length, 2);
+  assert.equal(sent[0]!.msgId, sent[1]!.msgId);
+  assert.deepEqual(sent[0]!.message, sent[1]!.message);
+  assert.deepEqual(
+    of(await s.events(op), 'cancel-dispatched').map((e) => [e.attempt, e.fence, e.receipt, e.detail ?? null, e.transient ?? null]),
+    [
+      [1, 1, 'rejected', 'connection is closed', true],
+      [1, 1, 'sent', null, null],
+    ],
+  );
+  // Its cancel has ended: nothing is sent again.
+  await s.clock.advance(20_000);
+  assert.equal(sent.length, 2);
+  await s.assertReplayEquals(op);
+});
+
+test('a cancel not known to have been carried is published again less and less often, never at or after the cancel timeout', async () => {
+  const s = await scenario({ peers: 2, review: { ...cancelling, cancelTimeoutMs: 10_000 } });
+  const sent = cancelPublications(s, (n) => (n % 2 === 1 ? new Error('connection is closed') : { receipt: 'rejected', detail: 'connection is closed' }));
+  await s.addPeer('alfa', { review: answers('approve') });
+  const { result } = await s.invoke('k');
+  await s.settle();
+  const op = result.operationId;
+  const closedAtMs = (await s.get(op)).decision!.closedAtMs;
+  await s.clock.advance(30_000);
+  assert.deepEqual(
+    sent.map((p) => p.atMs - closedAtMs),
+    [0, 1000, 3000, 7000],
+  );
+  assert.equal(new Set(sent.map((p) => p.msgId)).size, 1);
+  assert.deepEqual(
+    sent.map((p) => [p.message.attempt, p.message.fence]),
+    [
+      [1, 1],
+      [1, 1],
+      [1, 1],
+      [1, 1],
+    ],
+  );
+  const view = await s.get(op);
+  assert.deepEqual([view.settlement.status, view.settlement.siblings[0]?.outcome], ['indeterminate', 'unknown']);
+  // Recorded once: the publications after it say no more than that it is not known to have been carried.
+  assert.deepEqual(
+    of(await s.events(op), 'cancel-dispatched').map((e) => [e.receipt, e.detail]),
+    [['unknown', 'connection is closed']],
+  );
+  await s.assertReplayEquals(op);
 });
 
 test('peers reject stale fences: a cancel for an older fence gets no reply', async () => {
