@@ -131,12 +131,15 @@ async function publishRequest(host: RuntimeHost, record: OperationRecord, branch
 
 /**
  * Cooperative cancellation: persisted in the closing transition, reauthorized, published with its
- * attempt and fence. A cancel the policy refuses is recorded as rejected (its branch's settlement
- * ends unknown). One not known to have been carried — the policy could not answer for it, its
- * publication was uncertain (`unknown`), or the transport rejected it for a reason that may pass
- * (a closed connection) — is published again at the reconcile, same attempt, fence and message id
- * (the peer dedupes), after reconcileAfterMs and twice as long each round in a row up to
- * cancelReconcileMaxMs, and never once its cancel has ended (a reply, or the cancel timeout).
+ * attempt and fence. A cancel the policy refuses, or the transport refuses for good (a message it
+ * never carries: PublishReceipt.refusal, reported as a transport failure), is recorded as rejected
+ * at once and never sent again: its branch waits out the cancel timeout for a late result only,
+ * and its settlement then ends unknown. One not known to have been carried — the policy could not
+ * answer for it, its publication was uncertain (`unknown`), or the transport rejected it for a
+ * reason that may pass (a closed connection) — is published again at the reconcile, same attempt,
+ * fence and message id (the peer dedupes), after reconcileAfterMs and twice as long each round
+ * in a row up to cancelReconcileMaxMs, and never once its cancel has ended (a reply, or the
+ * cancel timeout).
  */
 export async function dispatchCancels(host: RuntimeHost, entry: OpEntry): Promise<void> {
   const record = entry.record;
@@ -162,42 +165,7 @@ export async function dispatchCancels(host: RuntimeHost, entry: OpEntry): Promis
     host.failed('transport', 'cancel-result-path', error, record);
     return; // replies could not be received: the cancel timeout makes settlement indeterminate
   }
-  const answers = await Promise.all(
-    pending.map(async (branch): Promise<Receipt | undefined> => {
-      const cancel = branch.cancel;
-      if (cancel === null) throw new AssertionFailure('a branch waiting for its cancel reply has a cancel on record');
-      const base = { branchId: branch.branchId, attempt: cancel.attempt, fence: cancel.fence };
-      const auth = await host
-        .authorize({
-          context: contextOf(host, record),
-          action: 'cancel',
-          contract: record.contract,
-          interaction: record.interaction,
-          peerId: branch.peerId,
-          branchId: branch.branchId,
-          attempt: cancel.attempt,
-        })
-        .catch(() => undefined);
-      // A policy that could not answer is no refusal: nothing is sent now, and it is asked again at the reconcile.
-      if (auth === undefined) return undefined;
-      if (!auth.allowed) return { ...base, receipt: 'rejected', detail: auth.reason, refusedForGood: true };
-      const message: CancelRequest = {
-        kind: 'cancel',
-        operationId: record.operationId,
-        branchId: branch.branchId,
-        peerId: branch.peerId,
-        attempt: cancel.attempt,
-        fence: cancel.fence,
-        reason: 'decision-closed',
-      };
-      const subject = subjectFor(record.subjectNamespace, record.interaction, record.operationId, 'cancel', branch.peerId);
-      const msgId = `${publicationId(record.contract.digest, record.operationId, branch.branchId, cancel.attempt)}.cancel`;
-      const outcome = await host.deps.transport
-        .publish(subject, encodeWire(message), { msgId, headers: wireHeaders(branch) })
-        .catch((e: unknown) => ({ receipt: 'unknown' as const, detail: (e as Error).message }));
-      return outcome.detail === undefined ? { ...base, receipt: outcome.receipt } : { ...base, receipt: outcome.receipt, detail: outcome.detail };
-    }),
-  );
+  const answers = await Promise.all(pending.map((branch) => sendCancel(host, record, branch)));
   const receipts = answers.filter((r) => r !== undefined);
   await host.commitDecided(entry, (current) => decideCancelDispatched(current, receipts));
   if (receipts.length === answers.length && !receipts.some(receiptUncarried)) return void (entry.cancelRounds = 0);
@@ -206,6 +174,48 @@ export async function dispatchCancels(host: RuntimeHost, entry: OpEntry): Promis
   if (host.deps.clock.nowMs() + delayMs >= record.decision.cancelDeadlineMs) return;
   entry.cancelRounds += 1;
   entry.cancelReconcile = scheduleReconcile(host, entry, dispatchCancels, delayMs, () => (entry.cancelReconcile = undefined));
+}
+
+/** Reauthorizes and publishes one branch's cancel: its receipt, or undefined when the policy could not answer. */
+async function sendCancel(host: RuntimeHost, record: OperationRecord, branch: BranchRecord): Promise<Receipt | undefined> {
+  const cancel = branch.cancel;
+  if (cancel === null) throw new AssertionFailure('a branch waiting for its cancel reply has a cancel on record');
+  const base = { branchId: branch.branchId, attempt: cancel.attempt, fence: cancel.fence };
+  const auth = await host
+    .authorize({
+      context: contextOf(host, record),
+      action: 'cancel',
+      contract: record.contract,
+      interaction: record.interaction,
+      peerId: branch.peerId,
+      branchId: branch.branchId,
+      attempt: cancel.attempt,
+    })
+    .catch(() => undefined);
+  // A policy that could not answer is no refusal: nothing is sent now, and it is asked again at the reconcile.
+  if (auth === undefined) return undefined;
+  if (!auth.allowed) return { ...base, receipt: 'rejected', detail: auth.reason, refusedForGood: true };
+  const message: CancelRequest = {
+    kind: 'cancel',
+    operationId: record.operationId,
+    branchId: branch.branchId,
+    peerId: branch.peerId,
+    attempt: cancel.attempt,
+    fence: cancel.fence,
+    reason: 'decision-closed',
+  };
+  const subject = subjectFor(record.subjectNamespace, record.interaction, record.operationId, 'cancel', branch.peerId);
+  const msgId = `${publicationId(record.contract.digest, record.operationId, branch.branchId, cancel.attempt)}.cancel`;
+  const outcome = await host.deps.transport
+    .publish(subject, encodeWire(message), { msgId, headers: wireHeaders(branch) })
+    .catch((e: unknown): PublishReceipt => ({ receipt: 'unknown', detail: (e as Error).message }));
+  // A cancel the transport refuses for good (the request path's refusal) never arrives, however
+  // often it is sent: reported, and recorded rejected at once with the refusal's description.
+  if (outcome.refusal !== undefined) {
+    host.failed('transport', 'cancel', outcome.refusal, record);
+    return { ...base, receipt: 'rejected', detail: outcome.refusal.message, refusedForGood: true };
+  }
+  return outcome.detail === undefined ? { ...base, receipt: outcome.receipt } : { ...base, receipt: outcome.receipt, detail: outcome.detail };
 }
 
 function scheduleReconcile(

@@ -12,6 +12,7 @@ import { subjectFor } from '../../src/adapters/transport/subjects.js';
 import { peerBusPermissions } from '../../src/deployment/embedded.js';
 import { flushMicrotasks } from '../../src/contract/clock.js';
 import type { PublishReceipt } from '../../src/adapters/transport/types.js';
+import { AdapterError } from '../../src/contract/errors.js';
 import type { Handler } from '../../src/peer/peer.js';
 import { fold } from '../../src/projections/record.js';
 import { invocationResult } from '../../src/projections/views.js';
@@ -194,6 +195,29 @@ test('a cancel not known to have been carried is published again less and less o
     of(await s.events(op), 'cancel-dispatched').map((e) => [e.receipt, e.detail]),
     [['unknown', 'connection is closed']],
   );
+  await s.assertReplayEquals(op);
+});
+
+test("a cancel the transport refuses for good is reported and recorded rejected at once, with the refusal: it is not published again and its settlement ends as a denied cancel's", async () => {
+  const s = await scenario({ peers: 2, review: { ...cancelling, cancelTimeoutMs: 10_000 } });
+  const refusal = new AdapterError('invalid-input', 'publishing: the message is larger than the max_payload of the server (1024 bytes)');
+  const sent = cancelPublications(s, () => ({ receipt: 'rejected', detail: 'MAX_PAYLOAD_EXCEEDED', refusal }));
+  await s.addPeer('alfa', { review: answers('approve') });
+  const { result } = await s.invoke('k');
+  await s.settle();
+  const op = result.operationId;
+  assert.deepEqual(
+    of(await s.events(op), 'cancel-dispatched').map((e) => [e.receipt, e.detail, e.transient ?? null]),
+    [['rejected', refusal.message, null]],
+  );
+  const transportErrors = (await s.coordinator.metrics.transportErrors.get()).values.map((v) => [v.labels.stage, v.value]);
+  assert.deepEqual(transportErrors, [['cancel', 1]]);
+  await s.clock.advance(9999);
+  assert.equal(sent.length, 1, 'never published again');
+  assert.equal((await s.get(op)).settlement.status, 'pending', 'a late result may still settle it until the cancel timeout');
+  await s.clock.advance(1);
+  const view = await s.get(op);
+  assert.deepEqual([view.settlement.status, view.settlement.siblings[0]?.outcome], ['indeterminate', 'unknown']);
   await s.assertReplayEquals(op);
 });
 
