@@ -39,7 +39,11 @@ async function deployment(clock: SystemClock, store: MemoryEventStore, holdMs: n
   return embedded;
 }
 
-const race = (digest: string) => `document: { dsl: '1.0.3', namespace: test, name: race, version: '1.0.0' }
+/**
+ * A fork won by a branch that waits `pauseMs`, against a call of the caller-cancellable `review`
+ * and, unless `holdBranch` is false, one of `hold` (no caller cancellation).
+ */
+const race = (digest: string, { pauseMs = 600, holdBranch = true } = {}) => `document: { dsl: '1.0.3', namespace: test, name: race, version: '1.0.0' }
 do:
   - race:
       fork:
@@ -47,7 +51,7 @@ do:
         branches:
           - quick:
               do:
-                - pause: { wait: { milliseconds: 600 } }
+                - pause: { wait: { milliseconds: ${pauseMs} } }
                 - answer: { set: { winner: quick } }
           - cancellable:
               call: invoke-contract
@@ -55,13 +59,17 @@ do:
                 contract: { id: lab.review, version: '1.0.0', digest: '${digest}' }
                 interaction: review
                 input: { document: a }
-          - uncancellable:
+${
+  holdBranch
+    ? `          - uncancellable:
               call: invoke-contract
               with:
                 contract: { id: lab.review, version: '1.0.0', digest: '${digest}' }
                 interaction: hold
                 input: { document: b }
-`;
+`
+    : ''
+}`;
 
 test('compete: a losing child operation is cancelled where its interaction declares caller cancellation, detached where not, and recorded', async () => {
   const clock = new SystemClock();
@@ -256,25 +264,13 @@ test('compete: a losing child whose cancel is refused expired past its own deadl
   const runtime = neverClosing(clock, timeoutMs);
   const h = harness({ store, clock, invocations: runtime.service });
   const digest = 'sha256:' + 'ab'.repeat(32);
-  const document = `document: { dsl: '1.0.3', namespace: test, name: expired-loser, version: '1.0.0' }
-do:
-  - race:
-      fork:
-        compete: true
-        branches:
-          - quick:
-              do:
-                - pause: { wait: { seconds: 1 } }
-                - answer: { set: { winner: quick } }
-          - cancellable:
-              call: invoke-contract
-              with:
-                contract: { id: lab.review, version: '1.0.0', digest: '${digest}' }
-                interaction: review
-                input: { document: a }
-`;
   try {
-    const { instanceId } = await h.executor.start({ principalId: 'alice', invocationKey: 'race-4', document: yaml(document), input: {} });
+    const { instanceId } = await h.executor.start({
+      principalId: 'alice',
+      invocationKey: 'race-4',
+      document: yaml(race(digest, { pauseMs: 1000, holdBranch: false })),
+      input: {},
+    });
     const hour = 3_600_000;
     for (let elapsed = 0; elapsed < hour && (await h.executor.get(instanceId))?.status === 'running'; elapsed += 1000) await clock.advance(1000);
     const record = (await h.executor.get(instanceId))!;
