@@ -176,7 +176,7 @@ export function workflowInstanceOpenApi(errorResponses: (statuses: (400 | 401 | 
           operationId: 'cancelWorkflowInstance',
           description:
             "The principal that started a running instance cancels it, where the bundle's workflowCancellation declares `caller` for the workflow (otherwise 422 unsupported). " +
-            'Its open contract calls are cancelled where their interaction declares caller cancellation, and left to finish otherwise. An instance that has already ended is answered as it is.',
+            'Its open contract calls are cancelled where their interaction declares caller cancellation, and left to finish otherwise. An instance that has already ended, or that ends by itself while the cancel is under way, is answered as it is, its open contract calls left to finish.',
           parameters: [instanceIdParameter],
           responses: { '200': { description: 'the instance as it ended', content: json(instanceRef) }, ...errorResponses([400, 401, 404, 422, 500, 503]) },
         },

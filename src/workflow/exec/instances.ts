@@ -115,7 +115,9 @@ export class WorkflowInstances implements WorkflowInstanceService {
     // answered as it ended) and throws otherwise; children are disposed of after the end, not
     // before it. So it has ended here, and the cancel answers it (HTTP 200, never 202).
     if (cancelled.status === 'running') throw new AssertionFailure(`workflow instance ${instanceId}: a cancellation that returned left it running`);
-    await this.cancelOpenStages(principalId, cancelled);
+    // Ended by itself (completed, faulted: its timeout) since it was looked at, the cancel answers it
+    // as it ended, and its open calls run on, as they do when the cancel comes after that end.
+    if (cancelled.status === 'cancelled') await this.cancelOpenStages(principalId, cancelled);
     return this.view(cancelled);
   }
 
