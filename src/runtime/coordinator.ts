@@ -556,12 +556,14 @@ export class Coordinator implements RuntimeHost {
   ): Promise<{ result: InvocationResult; reached: boolean }> {
     const entry = await this.visible(principalId, operationId);
     // Pruned while it waited: answered as any pruned operation is, at once.
-    const atBoundary = await this.kernel
+    await this.kernel
       .wait(entry, (record) => reached(record, boundary), waitMs, signal)
       .catch((error: unknown) => {
         throw isAdapterError(error) && error.kind === 'expired' ? new OperationNotFound(operationId) : error;
       });
-    return { result: this.view(entry), reached: atBoundary };
+    // Both from the record as it is now: a commit since the kernel's wait answered (a decision as
+    // the wait ran out) is in the body, and so reached (a boundary, once reached, stays reached).
+    return { result: this.view(entry), reached: reached(entry.record, boundary) };
   }
 
   /**

@@ -415,6 +415,24 @@ test('waitFor decision permits progress at decision; waitFor settled additionall
   assert.deepEqual([settled.reached, settled.result.settlement.status], [true, 'indeterminate']);
 });
 
+test('a wait answers reached from the state it answers: a decision committed as its wait ends is reached, not a 202 with a decided body', async () => {
+  const s = await scenario({ peers: 2, review: cancelling });
+  const { result } = await s.invoke('k');
+  await s.settle();
+  // The decision commits after the kernel's wait has answered (not reached) and before the coordinator answers.
+  const kernel = s.coordinator.kernel;
+  const original = kernel.wait.bind(kernel);
+  kernel.wait = async (...args: Parameters<typeof original>) => {
+    const at = await original(...args);
+    await s.send('alfa', { operationId: result.operationId, branchId: 'alfa', peerId: 'alfa', result: { verdict: 'approve' } });
+    await s.settle();
+    return at;
+  };
+  const answer = await s.coordinator.wait('svc-a', result.operationId, 'decision', 0);
+  assert.notEqual(answer.result.decision, null, 'the decision committed while the wait ended');
+  assert.equal(answer.reached, true, 'and the answer says its boundary is reached');
+});
+
 test('grace expiry never reopens a decision or invents successful cancellation', async () => {
   const s = await scenario({ peers: 2, review: cancelling });
   await s.addPeer('alfa', { review: answers('approve') });
