@@ -4,6 +4,8 @@
  * cancel it; the instance faults by itself in between, and the cancel answers it as it ended. The
  * race is made certain by an executor whose cancel waits for that end before it is asked (storeWith
  * over the real executor, on a real store and a real coordinator).
+ *
+ * A wait that races the instance's end: the facade's answer says finished from the record its body shows.
  */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
@@ -72,5 +74,33 @@ do:
   } finally {
     await h.close();
     await embedded.close();
+  }
+});
+
+test('a wait answers finished from the state it answers: an instance that ends as its wait runs out is finished, not a 202 with a completed body', async () => {
+  const h = harness();
+  const document = yaml(`document: { dsl: '1.0.3', namespace: test, name: short-pause, version: '1.0.0' }
+do:
+  - pause: { wait: { milliseconds: 50 } }
+  - done: { set: { done: true } }
+`);
+  try {
+    const { instanceId } = await h.executor.start({ principalId: 'alice', invocationKey: 'wait-1', document, input: {} });
+    // The instance ends after the kernel's wait has answered the facade (not ended) and before the facade answers.
+    const executor = storeWith(h.executor, (real) => ({
+      kernel: storeWith(real.kernel, (kernel) => ({
+        wait: async (...args: Parameters<typeof kernel.wait>) => {
+          const at = await kernel.wait(...args);
+          await kernel.wait(args[0], (record) => record.status !== 'running', 5000);
+          return at;
+        },
+      })),
+    }));
+    const instances = new WorkflowInstances({ executor, bundleOf: () => undefined, definition: () => ({ document, cancellation: 'none' }) });
+    const answer = await instances.wait('alice', instanceId, 0);
+    assert.equal(answer.instance.status, 'completed', 'the instance ended while the wait ran out');
+    assert.equal(answer.finished, true, 'and the answer says it finished');
+  } finally {
+    await h.close();
   }
 });

@@ -96,12 +96,15 @@ export class WorkflowInstances implements WorkflowInstanceService {
     const held = await executor.load(instanceId);
     if (!held) throw new WorkflowInstanceNotFound(instanceId);
     // Pruned while it waited: answered as any pruned instance is, at once.
-    const finished = await executor.kernel
+    await executor.kernel
       .wait(held, (record) => record.status !== 'running', signal?.aborted ? 0 : waitMs, signal)
       .catch((error: unknown) => {
         throw isAdapterError(error) && error.kind === 'expired' ? new WorkflowInstanceNotFound(instanceId) : error;
       });
-    return { instance: await this.view(held.record), finished };
+    // Both from the record as it is now: an end committed since the kernel's wait answered is in
+    // the body, and so finished (an ended instance never runs again).
+    const record = held.record;
+    return { instance: await this.view(record), finished: record.status !== 'running' };
   }
 
   async cancel(principalId: string, instanceId: string): Promise<WorkflowInstance> {
