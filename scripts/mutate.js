@@ -1,11 +1,11 @@
 #!/usr/bin/env node
 // npm run mutate [-- [--only <substring>] [stryker options, e.g. --incremental]]
 // StrykerJS over the decision, admission, fold and intake code, the listen task's matching rules
-// and the workflow executor's worker lease, task execution keys and decider (stryker.config.json,
-// docs/mutation.md). Each file of the config's `mutate` list is its own Stryker run with its own
-// incremental file and JSON report (reports/mutation/<file>.json), so a finished file keeps its
-// result when a later one is interrupted; then the score per file and overall, from those
-// reports, with the wall time. Not part of npm test (it takes tens of minutes).
+// and the workflow executor's worker lease, task execution keys, decider and instance fold
+// (stryker.config.json, docs/mutation.md). Each file of the config's `mutate` list is its own
+// Stryker run with its own incremental file and JSON report (reports/mutation/<file>.json), so a
+// finished file keeps its result when a later one is interrupted; then the score per file and
+// overall, from those reports, with the wall time. Not part of npm test (it takes tens of minutes).
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { spawnSync } from 'node:child_process';
 import { basename, dirname, join } from 'node:path';
@@ -46,18 +46,25 @@ const firstTests = {
   lease: ['lease-rules', 'parked-lease', 'executor', 'workers'],
   keys: ['key-rules', 'task-keys-property', 'task-keys', 'executor'],
   'workflow-decide': ['decide-rules', 'aggregate', 'steps', 'listen-limits', 'recordable'],
+  'workflow-record': ['aggregate', 'decide-rules', 'lease-rules', 'listen-match-rules', 'steps', 'listen-limits', 'retention'],
 };
 
 /**
  * The test files a file's run is limited to, where every executor test reaches the file: the
- * executor decides each step with src/workflow/exec/decide.ts, so without a limit a surviving
- * mutant would run every workflow test file of the list, about a minute on the loaded machine.
- * These test files run for no other file, so they lengthen no other file's run.
+ * executor decides each step with src/workflow/exec/decide.ts and applies each transition it
+ * commits with src/workflow/exec/record.ts, so without a limit a surviving mutant would run every
+ * workflow test file of the list, about a minute on the loaded machine.
  */
 const onlyTests = {
   'workflow-decide': ['decide-rules', 'aggregate', 'steps', 'listen-limits', 'recordable'],
+  'workflow-record': ['aggregate', 'decide-rules', 'lease-rules', 'listen-match-rules', 'steps', 'listen-limits', 'retention'],
 };
-const limitedTests = new Set(Object.values(onlyTests).flat());
+/**
+ * The test files of the list that run only for the files whose `onlyTests` names them, so they
+ * lengthen no other file's run. `lease-rules` and `listen-match-rules` are not among them: they
+ * run for lease.ts and listen-match.ts as well.
+ */
+const limitedTests = new Set(['decide-rules', 'aggregate', 'steps', 'listen-limits', 'recordable', 'retention']);
 
 const testsOf = (file) => {
   const tests = config.tap.testFiles.filter((f) => f.startsWith('dist/test/workflow/') === isWorkflow(file));
