@@ -46,7 +46,7 @@ const firstTests = {
   lease: ['lease-rules', 'parked-lease', 'executor', 'workers'],
   keys: ['key-rules', 'task-keys-property', 'task-keys', 'executor'],
   'workflow-decide': ['decide-rules', 'aggregate', 'steps', 'listen-limits', 'recordable'],
-  'workflow-record': ['aggregate', 'decide-rules', 'lease-rules', 'listen-match-rules', 'steps', 'listen-limits', 'retention'],
+  'workflow-record': ['record-rules', 'aggregate', 'decide-rules', 'lease-rules', 'listen-match-rules', 'steps', 'listen-limits', 'retention'],
 };
 
 /**
@@ -57,14 +57,14 @@ const firstTests = {
  */
 const onlyTests = {
   'workflow-decide': ['decide-rules', 'aggregate', 'steps', 'listen-limits', 'recordable'],
-  'workflow-record': ['aggregate', 'decide-rules', 'lease-rules', 'listen-match-rules', 'steps', 'listen-limits', 'retention'],
+  'workflow-record': ['record-rules', 'aggregate', 'decide-rules', 'lease-rules', 'listen-match-rules', 'steps', 'listen-limits', 'retention'],
 };
 /**
  * The test files of the list that run only for the files whose `onlyTests` names them, so they
  * lengthen no other file's run. `lease-rules` and `listen-match-rules` are not among them: they
  * run for lease.ts and listen-match.ts as well.
  */
-const limitedTests = new Set(['decide-rules', 'aggregate', 'steps', 'listen-limits', 'recordable', 'retention']);
+const limitedTests = new Set(['decide-rules', 'aggregate', 'steps', 'listen-limits', 'recordable', 'retention', 'record-rules']);
 
 const testsOf = (file) => {
   const tests = config.tap.testFiles.filter((f) => f.startsWith('dist/test/workflow/') === isWorkflow(file));
