@@ -10,6 +10,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { AssertionFailure } from '../../src/contract/errors.js';
+import type { JsonValue } from '../../src/contract/json.js';
 import type { Stored } from '../../src/kernel/types.js';
 import type { TimeGuard } from '../../src/events/types.js';
 import type { WorkflowEvent, WorkflowTransition } from '../../src/workflow/exec/events.js';
@@ -196,4 +197,112 @@ test('applying a transition sets its revision and commit instant, and leaves the
   assert.deepEqual(Object.keys(after.steps), ['e', 'c1']);
   assert.deepEqual(Object.keys(after.calls), ['c1', 'c2']);
   assert.deepEqual(Object.keys(after.listens), ['/do/0/a', '/do/3/b']);
+});
+
+const taskStarted = (at: string, input: JsonValue = {}): WorkflowEvent => ({ type: 'task-started', v: 1, at, ref: `${at}#ref`, name: 'a', input });
+const taskCompleted = (at: string, output: JsonValue): WorkflowEvent => ({ type: 'task-completed', v: 1, at, output });
+const fault = { type: 'https://serverlessworkflow.io/spec/1.0.0/errors/runtime', status: 500 };
+
+test("a task's record: started with its input at the commit instant, ended completed with its output, faulted with its error, or cancelled; starts and ends counted in log order", () => {
+  const record = fold([started], [taskStarted('/do/0/a', { n: 1 })], [taskStarted('/do/1/b')], [taskStarted('/do/2/c')], [taskStarted('/do/3/d')]);
+  const running = (at: string, input: JsonValue, startedAtMs: number, startedSeq: number) => ({
+    ref: `${at}#ref`,
+    name: 'a',
+    state: 'running',
+    input,
+    output: null,
+    error: null,
+    startedAtMs,
+    startedSeq,
+    endedSeq: null,
+  });
+  assert.deepEqual(record.tasks['/do/0/a'], running('/do/0/a', { n: 1 }, 1002, 0));
+  assert.deepEqual(record.tasks['/do/3/d'], running('/do/3/d', {}, 1005, 3));
+  assert.equal(record.seq, 4);
+  const ended = apply(
+    record,
+    taskCompleted('/do/0/a', { done: true }),
+    { type: 'task-faulted', v: 1, at: '/do/1/b', error: fault },
+    { type: 'task-cancelled', v: 1, at: '/do/2/c', reason: 'r' },
+  );
+  assert.deepEqual(ended.tasks['/do/0/a'], { ...running('/do/0/a', { n: 1 }, 1002, 0), state: 'completed', output: { done: true }, endedSeq: 4 });
+  assert.deepEqual(ended.tasks['/do/1/b'], { ...running('/do/1/b', {}, 1003, 1), state: 'faulted', error: fault, endedSeq: 5 });
+  assert.deepEqual(ended.tasks['/do/2/c'], { ...running('/do/2/c', {}, 1004, 2), state: 'cancelled', endedSeq: 6 });
+  assert.deepEqual(ended.tasks['/do/3/d'], running('/do/3/d', {}, 1005, 3), 'a task no event names is left as it was');
+  assert.equal(ended.seq, 7);
+  assert.deepEqual(apply(ended, taskStarted('/do/4/e')).tasks['/do/4/e'], running('/do/4/e', {}, 1007, 7), 'the next start counts on');
+  // The machine refuses a task started twice, ended twice or ended unstarted.
+  refused(record, [taskStarted('/do/0/a')], 'a running task started again');
+  refused(ended, [taskStarted('/do/0/a')], 'an ended task started again');
+  refused(ended, [taskCompleted('/do/0/a', 2)], 'a completed task completed again');
+  refused(ended, [{ type: 'task-cancelled', v: 1, at: '/do/1/b', reason: 'r' }], 'a faulted task cancelled');
+  refused(record, [taskCompleted('/do/9/none', 1)], 'no such task completed');
+  refused(record, [{ type: 'task-faulted', v: 1, at: '/do/9/none', error: fault }], 'no such task faulted');
+  refused(record, [{ type: 'task-cancelled', v: 1, at: '/do/9/none', reason: 'r' }], 'no such task cancelled');
+});
+
+test("a value named by reference is the one recorded there: the workflow's input, a step's ok result, a completed task's output, a listen's events; a reference to nothing recorded is refused", () => {
+  const input = { doc: 'RFC 9' };
+  const record = fold(
+    [bareStarted({ deadlineMs: null, input })],
+    [taskStarted('/do/0/a'), taskCompleted('/do/0/a', { out: 1 }), taskStarted('/do/1/b'), taskStarted('/do/2/l')],
+    [{ type: 'expression-evaluated', v: 1, at: 'e', result: { ok: { set: 2 } } }],
+    [{ type: 'call-answered', v: 1, at: 'c', result: { error: fault } }],
+    [{ type: 'listen-started', v: 1, at: '/do/2/l', to: { one: {} }, read: 'data' }],
+    [{ type: 'listen-event-received', v: 1, at: '/do/2/l', event: { data: { n: 7 } }, group: 'to', filter: 0, correlation: {} }],
+  );
+  const inputOf = (inputFrom: object) =>
+    apply(record, { type: 'task-started', v: 1, at: '/do/5/x', ref: 'x', name: 'x', inputFrom } as WorkflowEvent).tasks['/do/5/x']?.input;
+  assert.deepEqual(inputOf({ input: true }), input);
+  assert.deepEqual(inputOf({ step: 'e' }), { set: 2 });
+  assert.deepEqual(inputOf({ task: '/do/0/a' }), { out: 1 });
+  assert.deepEqual(inputOf({ listen: '/do/2/l' }), [{ n: 7 }]);
+  const outputOf = (outputFrom: object) => apply(record, { type: 'task-completed', v: 1, at: '/do/1/b', outputFrom } as WorkflowEvent).tasks['/do/1/b']?.output;
+  assert.deepEqual(outputOf({ step: 'e' }), { set: 2 });
+  assert.deepEqual(outputOf({ input: true }), input);
+  const endOf = (outputFrom: object) => apply(record, { type: 'workflow-completed', v: 1, outputFrom } as WorkflowEvent).output;
+  assert.deepEqual(endOf({ task: '/do/0/a' }), { out: 1 });
+  assert.deepEqual(endOf({ listen: '/do/2/l' }), [{ n: 7 }]);
+  assert.deepEqual(
+    apply(record, { type: 'task-started', v: 1, at: '/do/5/x', ref: 'x', name: 'x', input: null }).tasks['/do/5/x']?.input,
+    null,
+    'a value in full, null',
+  );
+  const start = (inputFrom: object): WorkflowEvent => ({ type: 'task-started', v: 1, at: '/do/5/x', ref: 'x', name: 'x', inputFrom }) as WorkflowEvent;
+  refused(record, [start({ step: 'none' })], 'no step recorded there');
+  refused(record, [start({ step: 'c' })], 'a step that recorded an error, not a value');
+  refused(record, [start({ task: '/do/1/b' })], 'a task still running');
+  refused(record, [start({ task: '/do/9/none' })], 'no such task');
+  refused(record, [start({ listen: '/do/1/b' })], 'no listen there');
+});
+
+test('a step (an evaluated expression, an answered call) is recorded once, by its key, with its result', () => {
+  const record = fold(
+    [started],
+    [{ type: 'expression-evaluated', v: 1, at: 'e', result: { ok: 1 } }],
+    [{ type: 'call-answered', v: 1, at: 'c', result: { error: fault } }],
+  );
+  assert.deepEqual(record.steps, { e: { ok: 1 }, c: { error: fault } });
+  refused(record, [{ type: 'expression-evaluated', v: 1, at: 'e', result: { ok: 2 } }], 'an expression recorded twice');
+  refused(record, [{ type: 'call-answered', v: 1, at: 'c', result: { ok: 2 } }], 'a call answered twice');
+  refused(record, [{ type: 'call-answered', v: 1, at: 'e', result: { ok: 2 } }], 'one key, two kinds of step');
+});
+
+test("a timer: set armed with its instant and purpose, fired keeping them; set once, fired once and only when set; a fork's winner recorded once", () => {
+  const record = fold(
+    [started],
+    [{ type: 'timer-set', v: 1, at: 't1', dueAtMs: 5000, purpose: 'wait' }],
+    [{ type: 'timer-set', v: 1, at: 't2', dueAtMs: 4000, purpose: 'retry' }],
+  );
+  assert.deepEqual(record.timers, { t1: { dueAtMs: 5000, purpose: 'wait', state: 'armed' }, t2: { dueAtMs: 4000, purpose: 'retry', state: 'armed' } });
+  const fired = apply(record, { type: 'timer-fired', v: 1, at: 't1' });
+  assert.deepEqual(fired.timers, { t1: { dueAtMs: 5000, purpose: 'wait', state: 'fired' }, t2: { dueAtMs: 4000, purpose: 'retry', state: 'armed' } });
+  refused(record, [{ type: 'timer-fired', v: 1, at: 't9' }], 'a timer fired unset');
+  refused(fired, [{ type: 'timer-fired', v: 1, at: 't1' }], 'a timer fired twice');
+  refused(record, [{ type: 'timer-set', v: 1, at: 't1', dueAtMs: 6000, purpose: 'wait' }], 'an armed timer set again');
+  refused(fired, [{ type: 'timer-set', v: 1, at: 't1', dueAtMs: 6000, purpose: 'wait' }], 'a fired timer set again');
+  const won = apply(record, { type: 'fork-won', v: 1, at: 'f', branch: 2 });
+  assert.deepEqual(won.winners, { f: 2 });
+  refused(won, [{ type: 'fork-won', v: 1, at: 'f', branch: 2 }], 'a fork won twice');
+  assert.deepEqual(apply(won, { type: 'fork-won', v: 1, at: 'g', branch: 0 }).winners, { f: 2, g: 0 });
 });
