@@ -14,7 +14,19 @@ import type { JsonValue } from '../../src/contract/json.js';
 import type { Stored } from '../../src/kernel/types.js';
 import type { TimeGuard } from '../../src/events/types.js';
 import type { WorkflowEvent, WorkflowTransition } from '../../src/workflow/exec/events.js';
-import { applyWorkflow, foldWorkflow, type WorkflowRecord } from '../../src/workflow/exec/record.js';
+import {
+  applyWorkflow,
+  foldWorkflow,
+  isWorkflowFinished,
+  listenOutput,
+  nextWorkflowDueAfterMs,
+  nextWorkflowDueMs,
+  readEvent,
+  taskTimeoutKey,
+  workflowTimeoutKey,
+  type ListenRecord,
+  type WorkflowRecord,
+} from '../../src/workflow/exec/record.js';
 import { bareStarted } from './support.js';
 
 const open: TimeGuard = { notBeforeMs: Number.MIN_SAFE_INTEGER, notAfterMs: Number.MAX_SAFE_INTEGER };
@@ -305,4 +317,199 @@ test("a timer: set armed with its instant and purpose, fired keeping them; set o
   assert.deepEqual(won.winners, { f: 2 });
   refused(won, [{ type: 'fork-won', v: 1, at: 'f', branch: 2 }], 'a fork won twice');
   assert.deepEqual(apply(won, { type: 'fork-won', v: 1, at: 'g', branch: 0 }).winners, { f: 2, g: 0 });
+});
+
+const childBound: WorkflowEvent = {
+  type: 'child-bound',
+  v: 1,
+  at: '/do/1/c',
+  ref: '/do/1/c#ref',
+  operationId: 'op-1',
+  invocationKey: 'k1',
+  iterations: [2],
+  attempt: 3,
+};
+const childDisposed: WorkflowEvent = {
+  type: 'child-disposed',
+  v: 1,
+  at: '/do/1/c',
+  fork: '/do/9/f',
+  operationId: 'op-1',
+  disposition: 'detached',
+  detail: 'lost the race',
+};
+const subworkflowBound: WorkflowEvent = {
+  type: 'subworkflow-bound',
+  v: 1,
+  at: '/do/2/s',
+  ref: '/do/2/s#ref',
+  instanceId: 'child-1',
+  invocationKey: 'k2',
+  workflow: 'sub',
+  iterations: [1],
+  attempt: 2,
+};
+const subworkflowDisposed: WorkflowEvent = {
+  type: 'subworkflow-disposed',
+  v: 1,
+  at: '/do/2/s',
+  instanceId: 'child-1',
+  by: '/do/2/s@timeout',
+  disposition: 'cancelled',
+  detail: 'timed out',
+};
+
+test("a child operation is bound once with what the event names, and disposed once, only the one bound there, with the fork's disposition", () => {
+  const record = fold([started], [childBound]);
+  const bound = { ref: '/do/1/c#ref', iterations: [2], operationId: 'op-1', invocationKey: 'k1', attempt: 3 };
+  assert.deepEqual(record.children, { '/do/1/c': bound }, 'no disposition while bound');
+  refused(record, [childBound], 'bound twice');
+  const disposed = apply(record, childDisposed);
+  assert.deepEqual(disposed.children, { '/do/1/c': { ...bound, disposition: { fork: '/do/9/f', disposition: 'detached', detail: 'lost the race' } } });
+  refused(disposed, [childDisposed], 'disposed twice');
+  refused(record, [{ ...childDisposed, operationId: 'op-2' } as WorkflowEvent], 'another operation than the one bound there');
+  refused(record, [{ ...childDisposed, at: '/do/1/d' } as WorkflowEvent], 'nothing bound there');
+});
+
+test('a child workflow instance is bound once, and disposed once, only the one bound there, with who released it; an ended instance still takes its disposal and nothing else', () => {
+  const record = fold([started], [subworkflowBound]);
+  const bound = { ref: '/do/2/s#ref', iterations: [1], instanceId: 'child-1', invocationKey: 'k2', workflow: 'sub', attempt: 2 };
+  assert.deepEqual(record.subworkflows, { '/do/2/s': bound }, 'no disposition while bound');
+  refused(record, [subworkflowBound], 'bound twice');
+  const disposition = { by: '/do/2/s@timeout', disposition: 'cancelled', detail: 'timed out' };
+  assert.deepEqual(apply(record, subworkflowDisposed).subworkflows, { '/do/2/s': { ...bound, disposition } });
+  refused(apply(record, subworkflowDisposed), [subworkflowDisposed], 'disposed twice');
+  refused(record, [{ ...subworkflowDisposed, instanceId: 'child-2' } as WorkflowEvent], 'another instance than the one bound there');
+  refused(record, [{ ...subworkflowDisposed, at: '/do/2/t' } as WorkflowEvent], 'nothing bound there');
+  // The parent ended first: the disposal is still recorded, the instance stays as it ended.
+  const ended = apply(record, { type: 'workflow-completed', v: 1, output: 1 });
+  const late = apply(ended, subworkflowDisposed);
+  assert.deepEqual(late, { ...ended, revision: late.revision, lastAppliedAtMs: late.lastAppliedAtMs, subworkflows: { '/do/2/s': { ...bound, disposition } } });
+  refused(ended, [subworkflowDisposed, { type: 'expression-evaluated', v: 1, at: 'e', result: { ok: 1 } }], 'a step beside it');
+  refused(apply(record, childBound, { type: 'workflow-faulted', v: 1, error: fault }), [childDisposed], "a contract child's disposal is a step");
+  refused(ended, [{ type: 'workflow-completed', v: 1, output: 2 }], 'a second end');
+});
+
+const listenStarted = (at: string, read: ListenRecord['read'] = 'data'): WorkflowEvent => ({ type: 'listen-started', v: 1, at, to: { any: [] }, read });
+const received = (at: string, event: JsonValue, correlation: Record<string, JsonValue> = {}, group: 'to' | 'until' = 'to', filter = 0): WorkflowEvent => ({
+  type: 'listen-event-received',
+  v: 1,
+  at,
+  event,
+  group,
+  filter,
+  correlation,
+});
+
+test("a listen: started with what it waits for and how it reads, nothing taken; each event taken in log order, counted among every listen's; each correlation's first value kept", () => {
+  const record = fold([started], [taskStarted('/do/0/a'), listenStarted('/do/0/a', 'envelope')]);
+  assert.deepEqual(record.listens, { '/do/0/a': { to: { any: [] }, read: 'envelope', events: [], expected: {}, since: 0 } });
+  refused(record, [listenStarted('/do/0/a')], 'a listen started twice');
+  const one = apply(record, received('/do/0/a', { id: 1 }, { order: 'o1' }), received('/do/0/a', { id: 2 }, { order: 'o2', line: 4 }, 'until', 1));
+  assert.deepEqual(one.listens['/do/0/a'], {
+    to: { any: [] },
+    read: 'envelope',
+    events: [
+      { event: { id: 1 }, group: 'to', filter: 0, correlation: { order: 'o1' }, position: 0 },
+      { event: { id: 2 }, group: 'until', filter: 1, correlation: { order: 'o2', line: 4 }, position: 1 },
+    ],
+    expected: { order: 'o1', line: 4 },
+    since: 0,
+  });
+  // A second listen starts after the two taken; what it takes counts on from there.
+  const two = apply(one, taskStarted('/do/1/b'), listenStarted('/do/1/b'), received('/do/1/b', { id: 3 }));
+  assert.deepEqual(two.listens['/do/1/b'], {
+    to: { any: [] },
+    read: 'data',
+    events: [{ event: { id: 3 }, group: 'to', filter: 0, correlation: {}, position: 2 }],
+    expected: {},
+    since: 2,
+  });
+  assert.deepEqual(apply(two, received('/do/0/a', { id: 4 })).listens['/do/0/a']?.events.at(-1)?.position, 3, 'positions count every listen');
+  assert.deepEqual(apply(two, taskStarted('/do/2/c'), listenStarted('/do/2/c')).listens['/do/2/c']?.since, 3);
+  refused(record, [received('/do/1/b', { id: 1 })], 'no listen there, no task');
+  refused(apply(record, taskStarted('/do/1/b')), [received('/do/1/b', { id: 1 })], 'a running task that does not listen');
+  refused(apply(record, taskCompleted('/do/0/a', null)), [received('/do/0/a', { id: 1 })], 'its task ended');
+});
+
+test("a listen's output: the events of its `to` among its first ones, in log order, as it reads them (data, or data_base64 as text, or the envelope)", () => {
+  const events: JsonValue[] = [{ data: { n: 1 } }, { data_base64: 'AAE=' }, { data: { n: 3 } }, { id: 'no data' }, 'not an object'];
+  const listen = (read: ListenRecord['read'], groups: ('to' | 'until')[]): ListenRecord => ({
+    to: {},
+    read,
+    events: events.map((event, position) => ({ event, group: groups[position] ?? 'to', filter: 0, correlation: {}, position })),
+    expected: {},
+    since: 0,
+  });
+  assert.deepEqual(listenOutput(listen('data', [])), [{ n: 1 }, 'AAE=', { n: 3 }, null, null]);
+  assert.deepEqual(listenOutput(listen('raw', [])), [{ n: 1 }, 'AAE=', { n: 3 }, null, null]);
+  assert.deepEqual(listenOutput(listen('envelope', [])), events);
+  assert.deepEqual(listenOutput(listen('data', ['to', 'until', 'to'])), [{ n: 1 }, { n: 3 }, null, null], 'until events are not output');
+  assert.deepEqual(listenOutput(listen('data', []), 2), [{ n: 1 }, 'AAE='], 'the first two');
+  assert.deepEqual(listenOutput(listen('data', ['until']), 2), ['AAE=']);
+  assert.deepEqual(readEvent({ data: 0, data_base64: 'AA==' }, 'data'), 0, 'data, even falsy, before data_base64');
+  assert.deepEqual(readEvent({ data: null, data_base64: 'AA==' }, 'data'), 'AA==');
+  assert.deepEqual(readEvent({ data: 'x' }, 'envelope'), { data: 'x' });
+  assert.deepEqual(readEvent(null, 'raw'), null);
+  assert.deepEqual(readEvent([1], 'data'), null, 'an array has no data');
+});
+
+test('the lease: acquired at the next epoch, renewed and released only at the current one; a release frees it, the epoch stays', () => {
+  const record = fold([started]);
+  const acquired = (epoch: number, worker = 'w1', untilMs = 5000): WorkflowEvent => ({ type: 'lease-acquired', v: 1, worker, epoch, untilMs });
+  const held = apply(record, acquired(1));
+  assert.deepEqual([held.lease, held.leaseEpoch], [{ worker: 'w1', epoch: 1, untilMs: 5000 }, 1]);
+  refused(record, [acquired(2)], 'an epoch skipped');
+  refused(record, [acquired(0)], 'epoch 0');
+  refused(held, [acquired(1, 'w2')], 'an epoch taken twice');
+  const renewed = apply(held, { type: 'lease-renewed', v: 1, epoch: 1, untilMs: 8000 });
+  assert.deepEqual([renewed.lease, renewed.leaseEpoch], [{ worker: 'w1', epoch: 1, untilMs: 8000 }, 1]);
+  const taken = apply(renewed, acquired(2, 'w2', 9000));
+  assert.deepEqual([taken.lease, taken.leaseEpoch], [{ worker: 'w2', epoch: 2, untilMs: 9000 }, 2], 'a takeover');
+  refused(taken, [{ type: 'lease-renewed', v: 1, epoch: 1, untilMs: 9500 }], 'a renewal of an earlier epoch');
+  refused(taken, [{ type: 'lease-released', v: 1, epoch: 1 }], 'a release of an earlier epoch');
+  const released = apply(taken, { type: 'lease-released', v: 1, epoch: 2 });
+  assert.deepEqual([released.lease, released.leaseEpoch], [null, 2]);
+  refused(released, [{ type: 'lease-renewed', v: 1, epoch: 2, untilMs: 9500 }], 'a renewal of a free lease');
+  refused(released, [{ type: 'lease-released', v: 1, epoch: 2 }], 'a release of a free lease');
+  refused(record, [{ type: 'lease-released', v: 1, epoch: 0 }], 'a release before any lease');
+  assert.deepEqual(apply(released, acquired(3, 'w3')).lease, { worker: 'w3', epoch: 3, untilMs: 5000 });
+});
+
+test('an external call started: how many times, under the epoch of its latest start', () => {
+  const record = fold([started], [{ type: 'call-started', v: 1, at: 'c', epoch: 1 }]);
+  assert.deepEqual(record.calls, { c: { epoch: 1, starts: 1 } });
+  const again = apply(record, { type: 'call-started', v: 1, at: 'c', epoch: 3 }, { type: 'call-started', v: 1, at: 'd', epoch: 3 });
+  assert.deepEqual(again.calls, { c: { epoch: 3, starts: 2 }, d: { epoch: 3, starts: 1 } });
+});
+
+test("the instance's end: completed with its output, faulted with its error, or cancelled, at the commit instant; ended once", () => {
+  const record = fold([started], [taskStarted('/do/0/a')]);
+  const completed = apply(record, { type: 'workflow-completed', v: 1, output: { total: 3 } });
+  const changed = (ended: WorkflowRecord) => ({ revision: ended.revision, lastAppliedAtMs: ended.lastAppliedAtMs });
+  assert.deepEqual(completed, { ...record, ...changed(completed), status: 'completed', output: { total: 3 }, endedAtMs: 1003 });
+  const faulted = apply(record, { type: 'workflow-faulted', v: 1, error: fault });
+  assert.deepEqual(faulted, { ...record, ...changed(faulted), status: 'faulted', error: fault, endedAtMs: 1003 });
+  const cancelled = apply(record, { type: 'workflow-cancelled', v: 1, reason: 'r' });
+  assert.deepEqual(cancelled, { ...record, ...changed(cancelled), status: 'cancelled', endedAtMs: 1003 });
+  for (const ended of [completed, faulted, cancelled]) {
+    assert.equal(isWorkflowFinished(ended), true);
+    refused(ended, [{ type: 'workflow-cancelled', v: 1, reason: 'again' }], `${ended.status}, then cancelled`);
+    refused(ended, [taskCompleted('/do/0/a', 1)], `${ended.status}, then a task's end`);
+  }
+  assert.equal(isWorkflowFinished(record), false);
+});
+
+test('the due instant: the earliest armed timer of a running instance later than the instant asked after; fired timers and ended instances have none', () => {
+  assert.equal(workflowTimeoutKey, '@workflow-timeout');
+  assert.equal(taskTimeoutKey('/do/0/a'), '/do/0/a@timeout');
+  const set = (at: string, dueAtMs: number): WorkflowEvent => ({ type: 'timer-set', v: 1, at, dueAtMs, purpose: 'wait' });
+  const record = fold([started], [set('t1', 5000), set('t2', 3000), set('t3', 4000)], [{ type: 'timer-fired', v: 1, at: 't2' }]);
+  assert.equal(nextWorkflowDueMs(record), 4000, 't2 fired');
+  assert.equal(nextWorkflowDueAfterMs(record, 3999), 4000);
+  assert.equal(nextWorkflowDueAfterMs(record, 4000), 5000, 'strictly later');
+  assert.equal(nextWorkflowDueAfterMs(record, 5000), undefined);
+  assert.equal(nextWorkflowDueMs(fold([started], [set('t1', 5000), set('t3', 4000), set('t4', 4500)])), 4000, 'the earliest, not the last set');
+  assert.equal(nextWorkflowDueMs(fold([started])), undefined, 'no timer');
+  assert.equal(nextWorkflowDueMs(apply(record, { type: 'workflow-cancelled', v: 1, reason: 'r' })), undefined, 'ended: its timers are never due');
 });
