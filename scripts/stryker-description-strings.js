@@ -15,6 +15,8 @@ const describingFrom = new Map([
   ['LogBudgetExhausted', 0],
   // The label its parse errors name the input by.
   ['parseStrictBytes', 1],
+  // The workflow fold's `once(map, key, what)`: what its "recorded twice" assertion names.
+  ['once', 2],
 ]);
 /** Object properties and variables that hold a description. */
 const describingNames = new Set(['detail', 'description']);
