@@ -39,7 +39,7 @@ export const longFunctions = {
 export const nonNullAssertions = {};
 
 export default tseslint.config(
-  { ignores: ['dist/**', 'node_modules/**', 'examples/**', '**/*.js', '**/*.cjs', '**/*.mjs'] },
+  { ignores: ['dist/**', 'node_modules/**', 'examples/**', '.stryker-tmp/**', 'reports/**', '**/*.js', '**/*.cjs', '**/*.mjs'] },
   js.configs.recommended,
   ...tseslint.configs.recommended,
   {
