@@ -93,7 +93,8 @@ export interface OpEntry extends Stream<OperationRecord> {
   interaction: CompiledInteraction;
   /**
    * Publication ids this process committed to its outbox and has not yet handed to the transport.
-   * Process-local knowledge: empty after a restart, when "never sent" cannot be known.
+   * Process-local knowledge: empty after a restart, when "never sent" cannot be known, and proof
+   * of nothing where other processes share the store and the broker (outbox.ts soleSender).
    */
   unsent: Set<string>;
   /** Commands submitted while the queue was busy, committed together by one drain. */

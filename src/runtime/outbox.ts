@@ -147,8 +147,9 @@ export async function dispatchCancels(host: RuntimeHost, entry: OpEntry): Promis
   // Past the cancel timeout nothing is sent: the due timer records that the replies are missing.
   if (record.decision === null || nowMs >= record.decision.cancelDeadlineMs) return;
   const waiting = branchList(record).filter((b) => isCancelling(b.state) && b.cancel !== null && (b.cancel.receipt === 'pending' || cancelUncarried(b.cancel)));
-  // A request this process never handed to the transport cannot be running: withdraw, do not send.
-  const neverSent = waiting.filter((b) => b.outbox.attempt === b.cancel?.attempt && entry.unsent.has(b.outbox.publicationId));
+  // A request this process never handed to the transport cannot be running, where no other process
+  // could have sent it: withdraw, do not send (soleSender).
+  const neverSent = soleSender(host) ? waiting.filter((b) => b.outbox.attempt === b.cancel?.attempt && entry.unsent.has(b.outbox.publicationId)) : [];
   if (neverSent.length > 0)
     await host.commitDecided(entry, (current) =>
       decideCancelWithdrawn(
@@ -174,6 +175,18 @@ export async function dispatchCancels(host: RuntimeHost, entry: OpEntry): Promis
   if (host.deps.clock.nowMs() + delayMs >= record.decision.cancelDeadlineMs) return;
   entry.cancelRounds += 1;
   entry.cancelReconcile = scheduleReconcile(host, entry, dispatchCancels, delayMs, () => (entry.cancelReconcile = undefined));
+}
+
+/**
+ * Whether this process's not having sent a request proves it was never sent. It does where no
+ * other process holds the store (not durable: the log dies with this process) or reaches these
+ * peers (an in-process bus). On a durable store over a broker others share, every coordinator that
+ * loads or follows the operation publishes its pending requests (afterCommit), unrecorded until
+ * their receipts are: one may have been sent by another, so its cancel is sent, and a peer that
+ * never had it answers unknown.
+ */
+function soleSender(host: RuntimeHost): boolean {
+  return !host.deps.store.capabilities.durable || host.deps.transport.capabilities.inProcess === true;
 }
 
 /** Reauthorizes and publishes one branch's cancel: its receipt, or undefined when the policy could not answer. */

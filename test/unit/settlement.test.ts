@@ -4,7 +4,7 @@
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { scenario, answers, namespace, type Scenario } from '../support/scenario.js';
+import { scenario, answers, namespace, storeWith, type Scenario } from '../support/scenario.js';
 import type { DomainEvent } from '../../src/events/types.js';
 import type { JsonObject } from '../../src/contract/json.js';
 import { encodeWire, type CancelOutcome, type CancelRequest } from '../../src/events/wire.js';
@@ -539,6 +539,38 @@ test('a request the decision overtook before it was sent is withdrawn, not cance
   assert.deepEqual(requests, [], 'attempt 2 was never published');
   assert.deepEqual(cancels, [], 'so no cancel is sent for it');
   assert.deepEqual(view.settlement, { status: 'complete', siblings: [{ branchId: 'alfa', disposition: 'cancel-requested', outcome: 'withdrawn' }] });
+  await s.assertReplayEquals(result.operationId);
+});
+
+test('on a durable store and a transport other processes share, a request this process has not sent is cancelled, never withdrawn: another coordinator holding the operation may have sent it', async () => {
+  const s = await scenario({ store: 'sqlite', peers: 2, review: { ...cancelling, attempts: 2, retryBackoffMs: 100 } });
+  // The bus as a broker every coordinator on the store reaches (NATS): each one that loads or follows
+  // the operation publishes its pending requests, so this process not having sent one proves nothing.
+  const transport = s.coordinator.deps.transport;
+  s.coordinator.deps.transport = storeWith(transport, (real) => ({ capabilities: { ...real.capabilities, durable: true, inProcess: false } }));
+  const { result } = await s.invoke('k');
+  await s.settle();
+  await s.send('alfa', { operationId: result.operationId, branchId: 'alfa', peerId: 'alfa', result: { verdict: 'retry' } });
+  const store = s.store;
+  const append = store.append.bind(store);
+  store.append = async (id, rev, t) => {
+    // While alfa's reassignment commits, bravo's success arrives and queues ahead of this process's dispatch.
+    if (t.events.some((e) => e.type === 'branch-reassigned'))
+      await s.send('bravo', { operationId: result.operationId, branchId: 'bravo', peerId: 'bravo', result: { verdict: 'approve' } });
+    return append(id, rev, t);
+  };
+  const cancels: string[] = [];
+  const spy = s.bus.connect('spy');
+  await spy.subscribe(`${namespace}.review.*.cancel.*`, (m) => void cancels.push(m.subject));
+  await s.clock.advance(100);
+  await s.settle();
+  const view = await s.get(result.operationId);
+  assert.equal(view.decision?.outcome, 'success');
+  const events = await s.events(result.operationId);
+  assert.deepEqual(of(events, 'cancel-withdrawn'), [], 'nothing says the request was never sent');
+  assert.deepEqual(cancels, [`${namespace}.review.${result.operationId}.cancel.alfa`], 'its cancel is sent');
+  assert.equal(of(events, 'cancel-dispatched')[0]?.attempt, 2, 'for attempt 2');
+  assert.equal(view.settlement.status, 'pending', 'and settlement waits for its reply');
   await s.assertReplayEquals(result.operationId);
 });
 
