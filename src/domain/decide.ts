@@ -131,11 +131,20 @@ export interface Receipt {
   refusedForGood?: true;
 }
 
+/**
+ * Request receipts. One the transport refused for good fails its branch; any other rejection, or
+ * exhaustion, ends its attempt (a retry within the budget). An uncertain (`unknown`) one is
+ * recorded once per attempt: the request is published again under the same identity, and a
+ * repeat that is still uncertain says nothing new, so it is not recorded — a broker down for long
+ * costs the log one transition, not one per republication. A receipt that says more (stored,
+ * already-stored, rejected, exhausted) is recorded.
+ */
 export function decideDispatchRecorded(record: OperationRecord, receipts: readonly Receipt[], nowMs: number): Transition | undefined {
   const events: DomainEvent[] = [];
   for (const r of receipts) {
     const branch = findBranch(record, r.branchId);
     if (!branch || branch.attempt !== r.attempt || !hasClaim(branch)) continue; // superseded meanwhile
+    if (r.receipt === 'unknown' && branch.outbox.attempt === r.attempt && branch.outbox.receipt === 'unknown') continue;
     if (r.receipt === 'rejected' && r.refusedForGood === true) {
       // No attempt can be sent: the branch fails now, its receipt recorded with why (the machine reads a rejected receipt as exhausted).
       events.push({

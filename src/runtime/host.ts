@@ -103,6 +103,10 @@ export interface OpEntry extends Stream<OperationRecord> {
   drainQueued: boolean;
   /** What the operation's log holds: the budgets (log-budget.ts) are checked against it before each append. */
   log: LogSize;
+  /** Requests published again in a row without all being stored: how long the next wait is (outbox.ts). */
+  requestRounds: number;
+  /** The armed republication of requests not known to have been stored, if any: never more than one. */
+  requestReconcile: TimerHandle | undefined;
   /** Cancels published again in a row without all being carried: how long the next wait is (outbox.ts). */
   cancelRounds: number;
   /** The armed republication of cancels not known to have been carried, if any: never more than one. */
@@ -125,6 +129,8 @@ export function newEntry(record: OperationRecord, interaction: CompiledInteracti
     arrivals: [],
     drainQueued: false,
     log: { transitions: 0, bytes: 0 },
+    requestRounds: 0,
+    requestReconcile: undefined,
     cancelRounds: 0,
     cancelReconcile: undefined,
   };

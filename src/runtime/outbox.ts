@@ -2,7 +2,8 @@
  * The outbox: requests and cancel requests persisted in the record are published only after the
  * inbound path their answers come back on is registered, each reauthorized just before sending,
  * each under its stable publication identity; receipts are recorded afterwards. A receipt of
- * `unknown` stays pending reconciliation: it is republished later with the same identity.
+ * `unknown` stays pending reconciliation: it is republished later with the same identity, less
+ * and less often (armRequestReconcile), and recorded once per attempt until a receipt says more.
  */
 import { doublingDelayMs, type TimerHandle } from '../contract/clock.js';
 import { AssertionFailure } from '../contract/errors.js';
@@ -25,6 +26,8 @@ import type { OpEntry, RuntimeHost } from './host.js';
 
 /** Republishing an uncertain publication waits this long (a transport retry, not an application retry). */
 export const reconcileAfterMs = 1000;
+/** Requests not known to have been stored are republished after reconcileAfterMs, doubling in a row up to this, before the deadline. */
+export const requestReconcileMaxMs = 30_000;
 /** Cancels not known to have been carried are republished after reconcileAfterMs, doubling in a row up to this, while their timeout lasts. */
 export const cancelReconcileMaxMs = 30_000;
 /** Storage receipts wait at most this long for a transition to ride with. */
@@ -87,12 +90,27 @@ export async function dispatchRequests(host: RuntimeHost, entry: OpEntry): Promi
     void host.submit(entry, decide, JSON.stringify(receipts).length, { lingerMs: receiptLingerMs }).catch((error: unknown) => {
       // Not recorded: publish again later under the same identities (already-stored) and record then.
       host.failed('store', 'record-dispatch', error, entry.record);
-      scheduleReconcile(host, entry, dispatchRequests);
+      armRequestReconcile(host, entry);
     });
   } else if (receipts.length > 0) {
     await host.commitDecided(entry, (current) => decideDispatchRecorded(current, receipts, host.deps.clock.nowMs()));
   }
-  if (receipts.some((r) => r.receipt === 'unknown') || receipts.length + revoked.length < pending.length) scheduleReconcile(host, entry, dispatchRequests);
+  if (receipts.some((r) => r.receipt === 'unknown') || receipts.length + revoked.length < pending.length) armRequestReconcile(host, entry);
+  else entry.requestRounds = 0;
+}
+
+/**
+ * Arms the republication of requests not known to have been stored (an uncertain receipt, a
+ * policy that could not answer, receipts the store could not record): after reconcileAfterMs,
+ * twice as long each round in a row up to requestReconcileMaxMs; one armed at a time per
+ * operation, and none that would fire at or after the deadline, where no request can help.
+ */
+function armRequestReconcile(host: RuntimeHost, entry: OpEntry): void {
+  if (entry.requestReconcile !== undefined) return;
+  const delayMs = doublingDelayMs(reconcileAfterMs, requestReconcileMaxMs, entry.requestRounds);
+  if (host.deps.clock.nowMs() + delayMs >= entry.record.deadlineMs) return;
+  entry.requestRounds += 1;
+  entry.requestReconcile = scheduleReconcile(host, entry, dispatchRequests, delayMs, () => (entry.requestReconcile = undefined));
 }
 
 async function publishRequest(host: RuntimeHost, record: OperationRecord, branch: BranchRecord): Promise<Receipt> {
@@ -235,8 +253,8 @@ function scheduleReconcile(
   host: RuntimeHost,
   entry: OpEntry,
   again: (host: RuntimeHost, entry: OpEntry) => Promise<void>,
-  delayMs = reconcileAfterMs,
-  fired = () => {},
+  delayMs: number,
+  fired: () => void,
 ): TimerHandle {
   return host.deps.clock.at(host.deps.clock.nowMs() + delayMs, () => {
     fired();

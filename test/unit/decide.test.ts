@@ -219,6 +219,33 @@ test('a rejected or exhausted delivery ends the attempt as delivery-exhausted (a
   assert.equal(decideDispatchRecorded(answered, [{ branchId: 'alfa', attempt: 1, fence: 1, receipt: 'exhausted' }], at), undefined);
 });
 
+test('an uncertain delivery is recorded unknown once per attempt: a repeat of it is not recorded, a receipt that says more is', async () => {
+  const { record } = await admitted({ completion: { mode: 'all-successful' } });
+  const at = record.admittedAtMs + 10;
+  const durable: OperationRecord = { ...record, manifest: { ...record.manifest, attemptsMax: 3 } };
+  const unknown = { branchId: 'alfa', attempt: 1, fence: 1, receipt: 'unknown' as const, detail: 'ack timed out' };
+  const first = decideDispatchRecorded(durable, [unknown], at);
+  assert.deepEqual(first?.events, [{ type: 'dispatch-recorded', v: 1, branchId: 'alfa', attempt: 1, fence: 1, receipt: 'unknown', detail: 'ack timed out' }]);
+  const uncertain = applyEvents(durable, first?.events ?? [], at);
+  assert.equal(uncertain.branches.alfa?.outbox.receipt, 'unknown');
+  // Published again and still uncertain: nothing new to record.
+  assert.equal(decideDispatchRecorded(uncertain, [{ ...unknown, detail: 'no responders' }], at + 1000), undefined);
+  // Beside another branch's first receipt, only that one is recorded.
+  assert.deepEqual(
+    decideDispatchRecorded(uncertain, [unknown, { branchId: 'bravo', attempt: 1, fence: 1, receipt: 'unknown' }], at + 1000)?.events.map((e) => [
+      e.type,
+      'branchId' in e ? e.branchId : null,
+    ]),
+    [['dispatch-recorded', 'bravo']],
+  );
+  // Stored at last, or rejected (the attempt ends): recorded.
+  for (const receipt of ['stored', 'already-stored'] as const) {
+    assert.deepEqual(types(decideDispatchRecorded(uncertain, [{ ...unknown, receipt }], at + 1000)), ['dispatch-recorded']);
+  }
+  assert.deepEqual(types(decideDispatchRecorded(uncertain, [{ ...unknown, receipt: 'rejected' }], at + 1000)), ['claim-ended']);
+  assert.deepEqual(types(decideDispatchRecorded(uncertain, [{ ...unknown, receipt: 'exhausted' }], at + 1000)), ['claim-ended']);
+});
+
 test('a delivery the transport refused for good (past max_payload, malformed) fails its branch at once, recorded with why; within the budget, not retried', async () => {
   const { record } = await admitted({ completion: { mode: 'all-successful' } });
   const at = record.admittedAtMs + 10;

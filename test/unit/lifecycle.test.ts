@@ -241,6 +241,106 @@ test('a transport retry after an uncertain send is not an application retry: sam
   assert.equal((await s.get(result.operationId)).branches[0]?.attempt, 1);
 });
 
+/**
+ * Requests the coordinator publishes, at their instants, each answered `unknown` (an ack that
+ * timed out) while `uncertain` says so, and otherwise by the real publish, its `sent` told as
+ * `stored` (a stream's acknowledgement).
+ */
+function uncertainRequests(s: Scenario, uncertain: (atMs: number) => boolean) {
+  const transport = s.coordinator.deps.transport;
+  const publish = transport.publish.bind(transport);
+  const sent: { atMs: number; msgId: string | undefined; attempt: number }[] = [];
+  transport.publish = async (subject, data, options) => {
+    if (!subject.includes('.request.')) return publish(subject, data, options);
+    const { attempt } = JSON.parse(new TextDecoder().decode(data)) as { attempt: number };
+    sent.push({ atMs: s.clock.nowMs(), msgId: options?.msgId, attempt });
+    if (uncertain(s.clock.nowMs())) return { receipt: 'unknown', detail: 'ack timed out' };
+    const receipt = await publish(subject, data, options);
+    return receipt.receipt === 'sent' ? { receipt: 'stored' } : receipt;
+  };
+  return sent;
+}
+
+test('an uncertain request is published again less and less often, same attempt and publication ID, recorded unknown once until it is stored', async () => {
+  const s = await scenario({ peers: 1, review: { completion: { mode: 'first-success' }, timeoutMs: 600_000, leaseMs: 600_000 } });
+  const startMs = s.clock.nowMs();
+  const sent = uncertainRequests(s, (atMs) => atMs < startMs + 100_000);
+  await s.addPeer('alfa', { review: answers('approve') });
+  const { result } = await s.invoke('k');
+  await s.settle();
+  const op = result.operationId;
+  await s.clock.advance(100_000);
+  assert.deepEqual(
+    sent.map((p) => p.atMs - startMs),
+    [0, 1000, 3000, 7000, 15_000, 31_000, 61_000, 91_000],
+  );
+  // Recorded once: the publications after it say no more than that it is not known to have been stored.
+  assert.deepEqual(
+    of(await s.events(op), 'dispatch-recorded').map((e) => [e.attempt, e.receipt]),
+    [[1, 'unknown']],
+  );
+  assert.equal((await s.get(op)).decision, null);
+  // The broker is back: the next publication is stored, recorded, and the peer's result decides.
+  await s.clock.advance(30_000);
+  assert.equal(sent.length, 9);
+  assert.equal(sent[8]!.atMs - startMs, 121_000);
+  assert.equal(new Set(sent.map((p) => p.msgId)).size, 1);
+  assert.deepEqual(new Set(sent.map((p) => p.attempt)), new Set([1]));
+  assert.deepEqual(
+    of(await s.events(op), 'dispatch-recorded').map((e) => [e.attempt, e.receipt]),
+    [
+      [1, 'unknown'],
+      [1, 'stored'],
+    ],
+  );
+  const view = await s.get(op);
+  assert.deepEqual([view.decision?.outcome, view.branches[0]?.attempt, view.branches[0]?.status], ['success', 1, 'success']);
+  await s.clock.advance(120_000);
+  assert.equal(sent.length, 9, 'stored: never published again');
+  await s.assertReplayEquals(op);
+});
+
+test('an uncertain request is never published again at or after the deadline', async () => {
+  const s = await scenario({ peers: 1, review: { completion: { mode: 'first-success' }, timeoutMs: 20_000, leaseMs: 20_000, onTimeout: 'failed' } });
+  const startMs = s.clock.nowMs();
+  const sent = uncertainRequests(s, () => true);
+  const { result } = await s.invoke('k');
+  await s.settle();
+  const op = result.operationId;
+  await s.clock.advance(60_000);
+  // 15 s + 16 s would be past the deadline (20 s): nothing is sent after 15 s.
+  assert.deepEqual(
+    sent.map((p) => p.atMs - startMs),
+    [0, 1000, 3000, 7000, 15_000],
+  );
+  const view = await s.get(op);
+  assert.deepEqual([view.decision?.reason, view.decision?.closedAtMs], ['timeout', view.deadlineMs]);
+  assert.deepEqual(
+    of(await s.events(op), 'dispatch-recorded').map((e) => [e.attempt, e.receipt]),
+    [[1, 'unknown']],
+  );
+  await s.assertReplayEquals(op);
+});
+
+test('a broker down for longer than an operation has ordinary log room for does not close it: its request is recorded unknown once, and decides once stored', async () => {
+  // Ninety minutes: a transition a second would be past the ordinary log budget (4096 transitions).
+  const outageMs = 90 * 60_000;
+  const s = await scenario({ peers: 1, review: { completion: { mode: 'first-success' }, timeoutMs: 2 * outageMs, leaseMs: 2 * outageMs } });
+  const startMs = s.clock.nowMs();
+  const sent = uncertainRequests(s, (atMs) => atMs < startMs + outageMs);
+  await s.addPeer('alfa', { review: answers('approve') });
+  const { result } = await s.invoke('k');
+  await s.settle();
+  const op = result.operationId;
+  for (let i = 0; i < 100; i++) await s.clock.advance(outageMs / 90);
+  const view = await s.get(op);
+  assert.deepEqual([view.decision?.outcome, view.decision?.reason], ['success', 'threshold']);
+  assert.ok(sent.length < 200, `published ${sent.length} times: at most every 30 s`);
+  const read = await s.store.read(op);
+  assert.ok(read.kind === 'ok' && read.transitions.length < 10, 'a handful of transitions');
+  await s.assertReplayEquals(op);
+});
+
 test('a committed retryable failure allows a logical retry within the budget', async () => {
   const s = await scenario({ store: 'sqlite', peers: 1, review: { attempts: 2, retryBackoffMs: 100, completion: { mode: 'first-success' } } });
   const { result } = await s.invoke('k');

@@ -92,6 +92,55 @@ test('settled operations are not kept in memory by recovery; they are read from 
   assert.equal((await second.coordinator.get('p', result.operationId)).phase, 'settled');
 });
 
+test('recovery publishes again the requests recorded unknown, with their publication identities, backing off while still uncertain', async () => {
+  const clock = new VirtualClock();
+  const store = new MemoryEventStore({ clock });
+  const review = { completion: { mode: 'first-success' }, timeoutMs: 600_000, leaseMs: 600_000 };
+  const first = await incarnation(clock, store, review);
+  // The first incarnation's broker never acknowledges: every request is recorded unknown, then it dies.
+  first.coordinator.deps.transport.publish = async () => ({ receipt: 'unknown', detail: 'ack timed out' });
+  const { result } = await first.coordinator.invoke(
+    { principalId: 'p', senderPeerId: null },
+    { contract: first.bundle.ref, interaction: 'review', invocationKey: 'k', input: { document: 'd' } },
+  );
+  await clock.advance(1);
+  await first.coordinator.close();
+  const read = await store.read(result.operationId);
+  const recorded = read.kind === 'ok' ? fold(read.transitions)! : undefined;
+  assert.deepEqual(
+    Object.values(recorded!.branches).map((b) => b.outbox.receipt),
+    ['unknown', 'unknown', 'unknown'],
+  );
+  const second = await incarnation(clock, store, review);
+  const transport = second.coordinator.deps.transport;
+  const publish = transport.publish.bind(transport);
+  const startMs = clock.nowMs();
+  const sent: [number, string][] = [];
+  // Still uncertain for ten seconds after the restart, then carried.
+  transport.publish = async (subject, data, options) => {
+    if (!subject.includes('.request.')) return publish(subject, data, options);
+    sent.push([clock.nowMs() - startMs, options?.msgId ?? '']);
+    return clock.nowMs() < startMs + 10_000 ? { receipt: 'unknown', detail: 'ack timed out' } : publish(subject, data, options);
+  };
+  for (const p of peerIds(3)) await second.addPeer(p, { review: () => ({ verdict: 'approve' }) });
+  await second.coordinator.recover();
+  await clock.advance(20_000);
+  const ids = Object.values(recorded!.branches).map((b) => b.outbox.publicationId);
+  assert.deepEqual(
+    sent.map(([atMs]) => atMs),
+    [0, 1000, 3000, 7000, 15_000].flatMap((atMs) => [atMs, atMs, atMs]),
+  );
+  assert.deepEqual(
+    sent.map(([, id]) => id),
+    [...ids, ...ids, ...ids, ...ids, ...ids],
+  );
+  assert.equal((await second.coordinator.get('p', result.operationId)).decision?.outcome, 'success');
+  const after = await store.read(result.operationId);
+  const unknowns =
+    after.kind === 'ok' ? after.transitions.flatMap((t) => t.transition.events).filter((e) => e.type === 'dispatch-recorded' && e.receipt === 'unknown') : [];
+  assert.equal(unknowns.length, 3, 'one unknown per branch, recorded by the first incarnation');
+});
+
 test('recovery publishes again the cancels the transport rejected for a reason that may pass, with their attempt and fence', async () => {
   const clock = new VirtualClock();
   const store = new MemoryEventStore({ clock });
