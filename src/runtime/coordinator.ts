@@ -41,7 +41,7 @@ import { GroupCommit } from './group-commit.js';
 import { newEntry, resultBatchMsDefault, type Caller, type CoordinatorDeps, type Decider, type OpEntry, type RuntimeHost, type SubmitOptions } from './host.js';
 import { Metrics, observeOpenOperations } from './metrics.js';
 import { OperationLog, silentLogger, type RejectionContext } from './operation-log.js';
-import { dispatchCancels, dispatchRequests } from './outbox.js';
+import { disarmReconciles, dispatchCancels, dispatchRequests } from './outbox.js';
 import { onPeerMessage } from './intake.js';
 import { operationAggregate } from './operation-aggregate.js';
 import { StreamFeed } from './stream-feed.js';
@@ -190,6 +190,7 @@ export class Coordinator implements RuntimeHost {
    * same identities, and so are cancels the transport rejected for a reason that may pass.
    */
   private afterCommit(entry: OpEntry, recovering: boolean): void {
+    disarmReconciles(entry);
     const branches = branchList(entry.record);
     const due = (receipt: string | undefined) => receipt === 'pending' || (recovering && receipt === 'unknown');
     if (entry.record.decision === null && branches.some((b) => due(b.outbox.receipt) && isClaimed(b.state))) {
@@ -633,9 +634,11 @@ export class Coordinator implements RuntimeHost {
     return this.kernel.onCommitted(listener);
   }
 
-  /** Stops accepting work, lets queued appends finish, and closes the result paths. */
+  /** Stops accepting work and publishing again (armed republications cancelled), lets queued appends finish, and closes the result paths. */
   async close(): Promise<void> {
     this.closed = true;
+    // Nothing is published again: an armed republication would run on a closed coordinator.
+    for (const entry of this.kernel.held()) disarmReconciles(entry, true);
     await this.feed.close();
     await this.kernel.close();
     const paths = await Promise.allSettled([...this.paths.values()]);

@@ -170,6 +170,8 @@ export interface Arrival {
 
 export interface RuntimeHost {
   readonly deps: CoordinatorDeps;
+  /** Set once the coordinator stops accepting work: nothing is published again after it. */
+  readonly closing: boolean;
   readonly metrics: Metrics;
   readonly log: OperationLog;
   /** A peer message refused: counted by reason (convoke_result_rejections_total) and logged. */

@@ -17,7 +17,7 @@ import {
   decideRevocations,
   type Receipt,
 } from '../domain/decide.js';
-import { isCancelling, isClaimed } from '../machines/index.js';
+import { isCancelling, isClaimed, isSettled } from '../machines/index.js';
 import { branchList, type BranchRecord, type OperationRecord } from '../projections/record.js';
 import { encodeWire, headers, type CancelRequest, type RequestMessage } from '../events/wire.js';
 import { subjectFor } from '../adapters/transport/subjects.js';
@@ -249,17 +249,36 @@ async function sendCancel(host: RuntimeHost, record: OperationRecord, branch: Br
   return outcome.detail === undefined ? { ...base, receipt: outcome.receipt } : { ...base, receipt: outcome.receipt, detail: outcome.detail };
 }
 
+/** A republication, armed on the entry (one per kind): none once the coordinator closes, and one armed then never runs. */
 function scheduleReconcile(
   host: RuntimeHost,
   entry: OpEntry,
   again: (host: RuntimeHost, entry: OpEntry) => Promise<void>,
   delayMs: number,
   fired: () => void,
-): TimerHandle {
+): TimerHandle | undefined {
+  if (host.closing) return undefined;
   return host.deps.clock.at(host.deps.clock.nowMs() + delayMs, () => {
     fired();
+    if (host.closing) return;
     void host.enqueue(entry, () => again(host, entry)).catch((error: unknown) => host.failed('transport', 'reconcile', error, entry.record));
   });
+}
+
+/**
+ * Cancels the republications the operation no longer needs: its requests' once it is decided (no
+ * request is sent then), its cancels' once it is settled (every cancel has ended) — so a settled
+ * operation the cache lets go holds no timer — and, with `all` (its coordinator closes), both.
+ */
+export function disarmReconciles(entry: OpEntry, all = false): void {
+  if (entry.requestReconcile !== undefined && (all || entry.record.decision !== null)) {
+    entry.requestReconcile.cancel();
+    entry.requestReconcile = undefined;
+  }
+  if (entry.cancelReconcile !== undefined && (all || isSettled(entry.record.phase))) {
+    entry.cancelReconcile.cancel();
+    entry.cancelReconcile = undefined;
+  }
 }
 
 function wireHeaders(branch: BranchRecord): Record<string, string> {

@@ -322,6 +322,58 @@ test('an uncertain request is never published again at or after the deadline', a
   await s.assertReplayEquals(op);
 });
 
+/** Unhandled rejections while `during` runs. */
+async function unhandledDuring(during: () => Promise<void>): Promise<unknown[]> {
+  const seen: unknown[] = [];
+  const listener = (reason: unknown) => void seen.push(reason);
+  process.on('unhandledRejection', listener);
+  try {
+    await during();
+    await flushMicrotasks();
+  } finally {
+    process.off('unhandledRejection', listener);
+  }
+  return seen;
+}
+
+test('a coordinator that closes publishes nothing again: the republication armed for an uncertain request is cancelled', async () => {
+  const s = await scenario({ peers: 1, review: { completion: { mode: 'first-success' }, timeoutMs: 600_000, leaseMs: 600_000 } });
+  const sent = uncertainRequests(s, () => true);
+  await s.invoke('k');
+  await s.settle();
+  assert.equal(sent.length, 1);
+  const errorsBefore = JSON.stringify([await s.coordinator.metrics.transportErrors.get(), await s.coordinator.metrics.storeErrors.get()]);
+  const timersBefore = s.clock.pendingTimers();
+  await s.coordinator.close();
+  assert.equal(s.clock.pendingTimers(), timersBefore - 2, 'its due timer and its republication are cancelled');
+  const unhandled = await unhandledDuring(() => s.clock.advance(120_000));
+  assert.equal(sent.length, 1, 'nothing published after close');
+  assert.deepEqual(unhandled, []);
+  assert.equal(JSON.stringify([await s.coordinator.metrics.transportErrors.get(), await s.coordinator.metrics.storeErrors.get()]), errorsBefore);
+});
+
+test('an operation that decides while its uncertain request waits to be published again keeps no republication armed', async () => {
+  const s = await scenario({ peers: 2, review: { completion: { mode: 'first-success' }, timeoutMs: 600_000, leaseMs: 600_000 } });
+  const transport = s.coordinator.deps.transport;
+  const publish = transport.publish.bind(transport);
+  const sent: string[] = [];
+  transport.publish = async (subject, data, options) => {
+    if (subject.includes('.request.alfa')) return (sent.push(subject), { receipt: 'unknown', detail: 'ack timed out' });
+    return publish(subject, data, options);
+  };
+  const timersBefore = s.clock.pendingTimers();
+  const { result } = await s.invoke('k');
+  await s.settle();
+  const op = result.operationId;
+  await s.send('bravo', { operationId: op, branchId: 'bravo', peerId: 'bravo', result: { verdict: 'approve' } });
+  const view = await s.get(op);
+  assert.deepEqual([view.decision?.outcome, view.phase], ['success', 'settled']);
+  assert.equal(s.clock.pendingTimers(), timersBefore, 'nothing of the operation is left armed');
+  await s.clock.advance(60_000);
+  assert.equal(sent.length, 1);
+  await s.assertReplayEquals(op);
+});
+
 test('a broker down for longer than an operation has ordinary log room for does not close it: its request is recorded unknown once, and decides once stored', async () => {
   // Ninety minutes: a transition a second would be past the ordinary log budget (4096 transitions).
   const outageMs = 90 * 60_000;

@@ -198,6 +198,41 @@ test('a cancel not known to have been carried is published again less and less o
   await s.assertReplayEquals(op);
 });
 
+test('a coordinator that closes publishes no cancel again: the republication armed for an uncertain cancel is cancelled', async () => {
+  const s = await scenario({ peers: 2, review: { ...cancelling, cancelTimeoutMs: 60_000 } });
+  const sent = cancelPublications(s, () => new Error('connection is closed'));
+  await s.addPeer('alfa', { review: answers('approve') });
+  await s.invoke('k');
+  await s.settle();
+  assert.equal(sent.length, 1);
+  await s.coordinator.close();
+  await s.clock.advance(60_000);
+  assert.equal(sent.length, 1, 'nothing published after close');
+  assert.deepEqual(
+    (await s.coordinator.metrics.transportErrors.get()).values.map((v) => v.labels.stage),
+    [],
+  );
+});
+
+test('an operation that settles while its uncertain cancel waits to be published again keeps no republication armed', async () => {
+  const s = await scenario({ peers: 2, review: { ...cancelling, cancelTimeoutMs: 60_000 } });
+  const sent = cancelPublications(s, () => ({ receipt: 'unknown', detail: 'ack timed out' }));
+  const timersBefore = s.clock.pendingTimers();
+  const { result } = await s.invoke('k');
+  await s.settle();
+  const op = result.operationId;
+  await s.send('alfa', { operationId: op, branchId: 'alfa', peerId: 'alfa', result: { verdict: 'approve' } });
+  assert.equal(sent.length, 1);
+  // The peer got the first publication after all, and answers it.
+  await cancelReply(s, 'bravo', op, 'bravo', 1, 1, 'stopped');
+  const view = await s.get(op);
+  assert.deepEqual([view.phase, view.settlement.status], ['settled', 'complete']);
+  assert.equal(s.clock.pendingTimers(), timersBefore, 'nothing of the operation is left armed');
+  await s.clock.advance(60_000);
+  assert.equal(sent.length, 1);
+  await s.assertReplayEquals(op);
+});
+
 test("a cancel the transport refuses for good is reported and recorded rejected at once, with the refusal: it is not published again and its settlement ends as a denied cancel's", async () => {
   const s = await scenario({ peers: 2, review: { ...cancelling, cancelTimeoutMs: 10_000 } });
   const refusal = new AdapterError('invalid-input', 'publishing: the message is larger than the max_payload of the server (1024 bytes)');
