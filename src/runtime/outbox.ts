@@ -47,8 +47,10 @@ export async function dispatchRequests(host: RuntimeHost, entry: OpEntry): Promi
     await host.inboundPath(record.subjectNamespace, record.interaction, 'result');
     await host.inboundPath(record.subjectNamespace, record.interaction, 'claim');
   } catch (error) {
+    // Nothing is sent without its result path: tried again at the reconcile, backing off, until
+    // the deadline closes the operation.
     host.failed('transport', 'result-path', error, record);
-    return; // nothing is sent; the deadline (or a later reconcile) closes the operation
+    return armRequestReconcile(host, entry);
   }
   const revoked: { branchId: string; policyRevision: string; reason: string }[] = [];
   const sendable: BranchRecord[] = [];
@@ -181,16 +183,28 @@ export async function dispatchCancels(host: RuntimeHost, entry: OpEntry): Promis
   try {
     await host.inboundPath(record.subjectNamespace, record.interaction, 'cancel-result');
   } catch (error) {
+    // No cancel is sent without its reply path: tried again at the reconcile, backing off; the
+    // cancel timeout makes settlement indeterminate if it never can be.
     host.failed('transport', 'cancel-result-path', error, record);
-    return; // replies could not be received: the cancel timeout makes settlement indeterminate
+    return armCancelReconcile(host, entry);
   }
   const answers = await Promise.all(pending.map((branch) => sendCancel(host, record, branch)));
   const receipts = answers.filter((r) => r !== undefined);
   await host.commitDecided(entry, (current) => decideCancelDispatched(current, receipts));
   if (receipts.length === answers.length && !receipts.some(receiptUncarried)) return void (entry.cancelRounds = 0);
-  if (entry.cancelReconcile !== undefined) return; // already armed: one republication at a time
+  armCancelReconcile(host, entry);
+}
+
+/**
+ * Arms the republication of cancels not known to have been carried: after reconcileAfterMs, twice
+ * as long each round in a row up to cancelReconcileMaxMs; one armed at a time per operation, and
+ * none that would fire at or after the cancel timeout.
+ */
+function armCancelReconcile(host: RuntimeHost, entry: OpEntry): void {
+  const decision = entry.record.decision;
+  if (entry.cancelReconcile !== undefined || decision === null) return;
   const delayMs = doublingDelayMs(reconcileAfterMs, cancelReconcileMaxMs, entry.cancelRounds);
-  if (host.deps.clock.nowMs() + delayMs >= record.decision.cancelDeadlineMs) return;
+  if (host.deps.clock.nowMs() + delayMs >= decision.cancelDeadlineMs) return;
   entry.cancelRounds += 1;
   entry.cancelReconcile = scheduleReconcile(host, entry, dispatchCancels, delayMs, () => (entry.cancelReconcile = undefined));
 }

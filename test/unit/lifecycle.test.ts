@@ -4,7 +4,7 @@
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { scenario, answers, silent, types, namespace, type Scenario } from '../support/scenario.js';
+import { scenario, answers, silent, storeWith, types, namespace, type Scenario } from '../support/scenario.js';
 import type { DomainEvent } from '../../src/events/types.js';
 import type { JsonObject } from '../../src/contract/json.js';
 import { encodeWire, type ClaimMessage } from '../../src/events/wire.js';
@@ -391,6 +391,28 @@ test('a broker down for longer than an operation has ordinary log room for does 
   const read = await s.store.read(op);
   assert.ok(read.kind === 'ok' && read.transitions.length < 10, 'a handful of transitions');
   await s.assertReplayEquals(op);
+});
+
+test('requests held back because their result path could not be made are dispatched again when it can: the reconcile is armed, not left to the deadline', async () => {
+  const s = await scenario({ peers: 1, review: { completion: { mode: 'first-success' }, timeoutMs: 600_000, leaseMs: 600_000 } });
+  // The broker refuses the coordinator's first result subscription (a moment's outage), then takes it.
+  const transport = s.coordinator.deps.transport;
+  let refusals = 1;
+  s.coordinator.deps.transport = storeWith(transport, (real) => ({
+    subscribe: (pattern: string, handler: Parameters<typeof real.subscribe>[1]) =>
+      pattern.endsWith('.result.*') && refusals-- > 0
+        ? Promise.reject(new AdapterError('unavailable', 'connection is closed'))
+        : real.subscribe(pattern, handler),
+  }));
+  await s.addPeer('alfa', { review: answers('approve') });
+  const { result } = await s.invoke('k');
+  await s.settle();
+  assert.equal((await s.get(result.operationId)).branches[0]?.status, 'pending', 'nothing was sent without its result path');
+  await s.clock.advance(1000);
+  await s.settle();
+  const view = await s.get(result.operationId);
+  assert.equal(view.decision?.outcome, 'success', 'sent once the path was made, and decided');
+  await s.assertReplayEquals(result.operationId);
 });
 
 test('a committed retryable failure allows a logical retry within the budget', async () => {

@@ -609,6 +609,35 @@ test('on a durable store and a transport other processes share, a request this p
   await s.assertReplayEquals(result.operationId);
 });
 
+test('cancels held back because their reply path could not be made are sent when it can, within the cancel timeout', async () => {
+  const s = await scenario({ peers: 2, review: { ...cancelling, cancelTimeoutMs: 5000 } });
+  // The broker refuses the coordinator's first cancel-result subscription (a moment's outage), then takes it.
+  const transport = s.coordinator.deps.transport;
+  let refusals = 1;
+  s.coordinator.deps.transport = storeWith(transport, (real) => ({
+    subscribe: (pattern: string, handler: Parameters<typeof real.subscribe>[1]) =>
+      pattern.endsWith('.cancel-result.*') && refusals-- > 0
+        ? Promise.reject(new AdapterError('unavailable', 'connection is closed'))
+        : real.subscribe(pattern, handler),
+  }));
+  const bravo = worker();
+  await s.addPeer('alfa', { review: answers('approve') });
+  await s.addPeer('bravo', { review: bravo.handler });
+  const cancels: string[] = [];
+  const spy = s.bus.connect('spy');
+  await spy.subscribe(`${namespace}.review.*.cancel.*`, (m) => void cancels.push(m.subject));
+  const { result } = await s.invoke('k');
+  await s.settle();
+  assert.equal((await s.get(result.operationId)).decision?.outcome, 'success');
+  assert.deepEqual(cancels, [], 'no cancel without its reply path');
+  await s.clock.advance(1000);
+  await s.settle();
+  assert.deepEqual(cancels, [`${namespace}.review.${result.operationId}.cancel.bravo`], 'sent once the path was made');
+  const view = await s.get(result.operationId);
+  assert.deepEqual(view.settlement, { status: 'complete', siblings: [{ branchId: 'bravo', disposition: 'cancel-requested', outcome: 'stopped' }] });
+  await s.assertReplayEquals(result.operationId);
+});
+
 test('a broken durability guarantee closes open operations as indeterminate (durability-lost) and leaves decided ones alone', async () => {
   const s = await scenario({ peers: 3 });
   const open = (await s.invoke('open')).result.operationId;
