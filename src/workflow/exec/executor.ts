@@ -281,6 +281,7 @@ export class WorkflowExecutor implements CloudEventIntake {
   /** The controllers of the interpreter runs under way (supervise): close aborts each. */
   private readonly supervised = new Set<AbortController>();
   private readonly options: WorkflowExecutorOptions;
+  /** Each running instance's armed redrive (drive): removed when it fires and when the instance ends. */
   private readonly retries = new Map<string, TimerHandle>();
   /** Ended instances recording their children's dispositions (disposeChildren), one at a time each; and their retries. */
   private readonly disposing = new Map<string, Promise<void>>();
@@ -709,6 +710,9 @@ export class WorkflowExecutor implements CloudEventIntake {
    * running, or abandoned one) cancels them and records them.
    */
   private ended(instance: Instance): void {
+    // What drove it is let go: an armed redrive would find it ended and do nothing, and its entry stayed for good.
+    this.retries.get(instance.id)?.cancel();
+    this.retries.delete(instance.id);
     this.defectiveDrives.delete(instance.id);
     this.refusedDrives.delete(instance.id);
     if (this.stopping.signal.aborted) return;
@@ -877,7 +881,10 @@ export class WorkflowExecutor implements CloudEventIntake {
         if (againAtMs === undefined || this.stopping.signal.aborted || instance.record.status !== 'running') return;
         this.retries.set(
           instance.id,
-          this.options.clock.at(againAtMs, () => this.drive(instance)),
+          this.options.clock.at(againAtMs, () => {
+            this.retries.delete(instance.id);
+            this.drive(instance);
+          }),
         );
       });
     this.running.set(instance.id, run);
