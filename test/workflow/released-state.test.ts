@@ -7,8 +7,10 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { MemoryEventStore } from '../../src/adapters/store/memory.js';
 import { VirtualClock } from '../../src/contract/clock.js';
+import type { JsonValue } from '../../src/contract/json.js';
+import { isWorkflowNamed } from '../../src/workflow/exec/document.js';
 import type { WorkflowExecutor } from '../../src/workflow/exec/executor.js';
-import { harness, yaml } from './support.js';
+import { faultsDocument, harness, slowDocument, yaml } from './support.js';
 import { storeWith } from '../support/scenario.js';
 
 /** The executor's per-instance state, reached past `private` (what this test is about). */
@@ -54,6 +56,43 @@ test('an instance ended while its redrive was armed (the store refused its drive
     assert.equal(state.refusedDrives.size, 0);
     assert.equal(state.defectiveDrives.size, 0);
     assert.equal(state.running.size, 0);
+  } finally {
+    await h.close();
+    await memory.close();
+  }
+});
+
+test('a parent whose disposals were recorded while their retry was armed keeps no retry once it fires', async () => {
+  const clock = new VirtualClock();
+  const memory = new MemoryEventStore({ clock });
+  let refuse = true;
+  const store = storeWith(memory, (real) => ({
+    append: async (...args: Parameters<typeof real.append>) =>
+      refuse && args[2].events.some((event) => (event.type as string) === 'subworkflow-disposed')
+        ? { kind: 'invalid-input', description: 'the log takes no more' }
+        : real.append(...args),
+  }));
+  const documents: JsonValue[] = [slowDocument];
+  const h = harness({ store, clock, workflows: (_digest, ref) => documents.find((document) => isWorkflowNamed(document, ref)) });
+  try {
+    const parents = 10;
+    const ids: string[] = [];
+    for (let i = 0; i < parents; i++)
+      ids.push((await h.executor.start({ principalId: 'alice', invocationKey: `p${i}`, document: faultsDocument, input: {} })).instanceId);
+    await clock.advance(0);
+    for (const id of ids) assert.equal((await h.executor.get(id))?.status, 'faulted');
+    assert.equal(held(h.executor).disposeRetries.size, parents, 'each parent has its disposal retry armed');
+    // The store takes the disposals again, and a cancel of each parent records them (as another worker might).
+    refuse = false;
+    for (const id of ids) {
+      const record = await h.executor.cancel(id, 'over');
+      assert.equal(Object.values(record.subworkflows)[0]?.disposition?.disposition, 'cancelled');
+    }
+    await clock.advance(120_000);
+    const state = held(h.executor);
+    assert.equal(state.disposeRetries.size, 0, 'no disposal retry is kept for a parent that owes nothing');
+    assert.equal(state.settling.size, 0);
+    assert.equal(state.disposing.size, 0);
   } finally {
     await h.close();
     await memory.close();

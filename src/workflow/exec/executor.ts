@@ -285,6 +285,7 @@ export class WorkflowExecutor implements CloudEventIntake {
   private readonly retries = new Map<string, TimerHandle>();
   /** Ended instances recording their children's dispositions (disposeChildren), one at a time each; and their retries. */
   private readonly disposing = new Map<string, Promise<void>>();
+  /** Removed once the instance owes nothing (settle), or its log was tombstoned. */
   private readonly disposeRetries = new Map<string, { timer: TimerHandle | undefined; failures: number }>();
   /** Ended instances whose disposals settle is waiting on (one handler per try). */
   private readonly settling = new Set<string>();
@@ -662,7 +663,13 @@ export class WorkflowExecutor implements CloudEventIntake {
    * told. A success forgets the count.
    */
   private settle(instance: Instance): void {
-    if (this.stopping.signal.aborted || owedDisposals(instance.record).length === 0) return;
+    if (this.stopping.signal.aborted) return;
+    if (owedDisposals(instance.record).length === 0) {
+      // Recorded meanwhile (a cancel, another worker): a retry armed or fired since is let go, not kept for good.
+      this.disposeRetries.get(instance.id)?.timer?.cancel();
+      this.disposeRetries.delete(instance.id);
+      return;
+    }
     // One handler per try: an instance told ended twice (its own end, a child's) counts a failed try once.
     if (this.settling.has(instance.id)) return;
     this.settling.add(instance.id);
