@@ -225,6 +225,8 @@ export class Kernel<R, T extends GuardedTransition, S extends Stream<R> = Stream
     if (record === undefined) throw new AdapterError('expired', `creation of ${this.aggregate.name} ${id} committed outside its time guard`);
     const stream = make(record, stored);
     this.streams.set(id, stream);
+    // One created finished (a workflow child cancelled before its start) is held under the bound too: nothing else would let it go.
+    if (this.aggregate.finished(record)) this.noteFinished(id);
     for (const listener of this.committedListeners) listener(record, stored);
     this.armDue(stream);
     this.hooks.moved?.(stream, false);

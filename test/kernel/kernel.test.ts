@@ -612,3 +612,24 @@ test('kernel: a due command that keeps failing is tried again backing off, doubl
     await store.close();
   }
 });
+
+test('kernel: an instance created finished is held under the finished bound, as one that finishes later is', async () => {
+  const r = await rig('memory');
+  try {
+    const kernel = r.kernel();
+    const nowMs = r.clock.nowMs();
+    // Born granted (a workflow child cancelled before its start is born ended the same way).
+    for (let i = 0; i < 40; i++) {
+      const requested = requestApproval(`born-${i}`, 1, nowMs, 60_000);
+      const born: ApprovalTransition = { ...requested, events: [...requested.events, { type: 'approved', v: 1, by: 'a' }, { type: 'granted', v: 1 }] };
+      const outcome = await kernel.create(approvalStream(`born-${i}`), born, make);
+      assert.equal(outcome.kind, 'ok');
+      assert.equal((outcome as { stream: Stream<ApprovalRecord> }).stream.record.state, 'granted');
+    }
+    assert.equal(kernel.held().length, 16, 'the 16 (finishedCacheMax) finished last are held, not every one ever created');
+    assert.equal(kernel.cached(approvalStream('born-0')), undefined);
+    assert.notEqual(kernel.cached(approvalStream('born-39')), undefined);
+  } finally {
+    await r.close();
+  }
+});
