@@ -53,6 +53,8 @@ export interface Stream<R> {
   pruned?: true;
   /** Due commands that failed in a row (reset when one succeeds): the 1st, 2nd, 4th, 8th… are told (onDue). */
   dueFailures?: number;
+  /** Finished, and passed over for eviction while waiters held it (noteFinished): it leaves the cache with its last waiter. */
+  evictWhenIdle?: true;
 }
 
 export function newStream<R>(id: string, record: R, revision: string): Stream<R> {
@@ -403,7 +405,10 @@ export class Kernel<R, T extends GuardedTransition, S extends Stream<R> = Stream
     const evicted = this.finished.set(id, true);
     if (evicted === undefined) return;
     const stream = this.streams.get(evicted);
-    if (stream && stream.waiters.size === 0) this.streams.delete(evicted);
+    if (stream === undefined) return;
+    // One a waiter holds leaves with its last waiter (wait): no longer among the finished, it was held for good.
+    if (stream.waiters.size === 0) this.streams.delete(evicted);
+    else stream.evictWhenIdle = true;
   }
 
   onCommitted(listener: (record: R, stored: Stored<T>) => void): () => void {
@@ -526,6 +531,7 @@ export class Kernel<R, T extends GuardedTransition, S extends Stream<R> = Stream
           timer.cancel();
           stream.waiters.delete(waiter);
           signal?.removeEventListener('abort', stop);
+          if (stream.evictWhenIdle === true && stream.waiters.size === 0 && this.streams.get(stream.id) === stream) this.streams.delete(stream.id);
           resolve();
         };
         const waiter: Waiter<R> = { until, resolve: stop };

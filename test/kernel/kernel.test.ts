@@ -633,3 +633,27 @@ test('kernel: an instance created finished is held under the finished bound, as 
     await r.close();
   }
 });
+
+test('kernel: a finished instance passed over for eviction while a waiter held it leaves the cache when its last waiter does', async () => {
+  const r = await rig('memory');
+  try {
+    const kernel = r.kernel();
+    const finish = async (requestId: string) => {
+      const stream = await created(kernel, r.clock, requestId, 1, 600_000);
+      await approve(kernel, stream, r.clock, 'a');
+      assert.equal(stream.record.state, 'granted');
+      return stream;
+    };
+    const first = await finish('held');
+    // A waiter for what the finished record will never show (a listen's verdict on an instance that ended meanwhile).
+    const waited = kernel.wait(first, () => false, 5000);
+    for (let i = 0; i < 40; i++) await finish(`later-${i}`);
+    assert.equal(kernel.cached(approvalStream('held')), first, 'held while its waiter waits');
+    await r.clock.advance(5000);
+    assert.equal(await waited, false);
+    assert.equal(kernel.cached(approvalStream('held')), undefined, 'let go once its waiter left');
+    assert.equal(kernel.held().length, 16);
+  } finally {
+    await r.close();
+  }
+});
