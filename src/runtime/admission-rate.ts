@@ -11,7 +11,7 @@
  * operation is answered whatever the bucket holds (admit.ts finds it on the refusal).
  *
  * Each coordinator keeps its own buckets: with N coordinators behind a balancer a principal may
- * admit up to N times the rate. Buckets are kept for the `principalsMax` principals seen last; a
+ * admit up to N times the rate. Buckets are kept for the `admissionRatePrincipalsMax` principals seen last; a
  * principal forgotten starts again with a full bucket.
  */
 import type { Clock } from '../contract/clock.js';
@@ -38,6 +38,9 @@ export class RateLimited extends AdapterError {
   }
 }
 
+/** The principals whose buckets one AdmissionRate keeps (the ones seen last): one forgotten starts again with a full bucket. */
+export const admissionRatePrincipalsMax = 100_000;
+
 interface Bucket {
   tokens: number;
   atMs: number;
@@ -51,7 +54,7 @@ export class AdmissionRate {
     private readonly config: AdmissionRateConfig,
     private readonly clock: Clock,
     private readonly counted: RateWords = operationWords,
-    principalsMax = 100_000,
+    principalsMax = admissionRatePrincipalsMax,
   ) {
     this.buckets = new BoundedMap(principalsMax);
   }

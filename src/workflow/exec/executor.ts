@@ -94,6 +94,7 @@ export interface WorkflowExecutorOptions {
   onStartRefused?: (starter: 'caller' | 'workflow', reason: 'running-bound' | 'start-rate') => void;
   /** New instances a caller may start per principal (config workflows.startRate); unbounded without it. */
   startRate?: AdmissionRateConfig;
+  /** Ended instances kept in memory for fast reads (default finishedCacheMaxDefault); older ones are read again on demand. */
   finishedCacheMax?: number;
   /** This worker's name in the instances' leases; unique among the workers sharing the store (default: host/pid/n). */
   worker?: string;
@@ -233,6 +234,8 @@ const haltedRedriveMs = 100;
 /** A lease held elsewhere is tried again this long after its end (the store's clock may lag a little). */
 const takeoverSlackMs = 5;
 export const defaultLeaseMs = 10_000;
+/** Ended instances an executor keeps in memory unless its options say otherwise (the kernel's finished bound). */
+export const finishedCacheMaxDefault = 1000;
 /** Instances read at once by `resume`. */
 const resumeReadsMax = 16;
 /** The log format a new instance records (events.ts WorkflowStarted.format): a call's `with` by its expressions' results. */
@@ -337,7 +340,7 @@ export class WorkflowExecutor implements CloudEventIntake {
       aggregate: workflowAggregate,
       store: () => options.store,
       clock: options.clock,
-      finishedCacheMax: options.finishedCacheMax ?? 1000,
+      finishedCacheMax: options.finishedCacheMax ?? finishedCacheMaxDefault,
       hooks: {
         due: async () => (record) => decideDue(record, options.clock.nowMs()),
         // A due command (a timer) or a reload after another worker's notice that failed: kept and told, as a drive's failure is; the kernel tries it again.
