@@ -549,64 +549,64 @@ test('caller cancellation is refused when the policy denies the cancel action', 
   await assert.rejects(s.coordinator.cancel('svc-a', result.operationId), (e) => e instanceof Error && /denied/.test(e.message));
 });
 
-test('a request the decision overtook before it was sent is withdrawn, not cancelled: settlement stays complete', async () => {
-  const s = await scenario({ store: 'sqlite', peers: 2, review: { ...cancelling, attempts: 2, retryBackoffMs: 100 } });
+/**
+ * alfa asks for a retry; while its reassignment (attempt 2) commits, bravo's success arrives and
+ * queues ahead of the new dispatch, so the decision overtakes attempt 2 before this process sends
+ * it. `shared`: the transport reports a broker other processes share (NATS), not the in-process bus.
+ * Answers the operation and the cancel and request subjects published after the reassignment.
+ */
+async function overtakenRetry(s: Scenario, shared: boolean): Promise<{ op: string; cancels: string[]; requests: string[] }> {
+  if (shared)
+    s.coordinator.deps.transport = storeWith(s.coordinator.deps.transport, (real) => ({
+      capabilities: { ...real.capabilities, durable: true, inProcess: false },
+    }));
   const { result } = await s.invoke('k');
   await s.settle();
-  await s.send('alfa', { operationId: result.operationId, branchId: 'alfa', peerId: 'alfa', result: { verdict: 'retry' } });
+  const op = result.operationId;
+  await s.send('alfa', { operationId: op, branchId: 'alfa', peerId: 'alfa', result: { verdict: 'retry' } });
   const store = s.store;
   const append = store.append.bind(store);
   store.append = async (id, rev, t) => {
-    // While alfa's reassignment commits, bravo's success arrives and queues ahead of the new dispatch.
     if (t.events.some((e) => e.type === 'branch-reassigned'))
-      await s.send('bravo', { operationId: result.operationId, branchId: 'bravo', peerId: 'bravo', result: { verdict: 'approve' } });
+      await s.send('bravo', { operationId: op, branchId: 'bravo', peerId: 'bravo', result: { verdict: 'approve' } });
     return append(id, rev, t);
   };
   const cancels: string[] = [];
+  const requests: string[] = [];
   const spy = s.bus.connect('spy');
   await spy.subscribe(`${namespace}.review.*.cancel.*`, (m) => void cancels.push(m.subject));
-  const requests: string[] = [];
   await spy.subscribe(`${namespace}.review.*.request.alfa`, (m) => void requests.push(m.subject));
   await s.clock.advance(100);
   await s.settle();
-  const view = await s.get(result.operationId);
+  return { op, cancels, requests };
+}
+
+const retrying = { ...cancelling, attempts: 2, retryBackoffMs: 100 };
+
+test('a request the decision overtook before it was sent is withdrawn, not cancelled: settlement stays complete', async () => {
+  const s = await scenario({ store: 'sqlite', peers: 2, review: retrying });
+  const { op, cancels, requests } = await overtakenRetry(s, false);
+  const view = await s.get(op);
   assert.equal(view.decision?.outcome, 'success');
   assert.deepEqual(requests, [], 'attempt 2 was never published');
   assert.deepEqual(cancels, [], 'so no cancel is sent for it');
   assert.deepEqual(view.settlement, { status: 'complete', siblings: [{ branchId: 'alfa', disposition: 'cancel-requested', outcome: 'withdrawn' }] });
-  await s.assertReplayEquals(result.operationId);
+  await s.assertReplayEquals(op);
 });
 
 test('on a durable store and a transport other processes share, a request this process has not sent is cancelled, never withdrawn: another coordinator holding the operation may have sent it', async () => {
-  const s = await scenario({ store: 'sqlite', peers: 2, review: { ...cancelling, attempts: 2, retryBackoffMs: 100 } });
-  // The bus as a broker every coordinator on the store reaches (NATS): each one that loads or follows
-  // the operation publishes its pending requests, so this process not having sent one proves nothing.
-  const transport = s.coordinator.deps.transport;
-  s.coordinator.deps.transport = storeWith(transport, (real) => ({ capabilities: { ...real.capabilities, durable: true, inProcess: false } }));
-  const { result } = await s.invoke('k');
-  await s.settle();
-  await s.send('alfa', { operationId: result.operationId, branchId: 'alfa', peerId: 'alfa', result: { verdict: 'retry' } });
-  const store = s.store;
-  const append = store.append.bind(store);
-  store.append = async (id, rev, t) => {
-    // While alfa's reassignment commits, bravo's success arrives and queues ahead of this process's dispatch.
-    if (t.events.some((e) => e.type === 'branch-reassigned'))
-      await s.send('bravo', { operationId: result.operationId, branchId: 'bravo', peerId: 'bravo', result: { verdict: 'approve' } });
-    return append(id, rev, t);
-  };
-  const cancels: string[] = [];
-  const spy = s.bus.connect('spy');
-  await spy.subscribe(`${namespace}.review.*.cancel.*`, (m) => void cancels.push(m.subject));
-  await s.clock.advance(100);
-  await s.settle();
-  const view = await s.get(result.operationId);
+  // Every coordinator that loads or follows the operation publishes its pending requests, so this process not having sent one proves nothing.
+  const s = await scenario({ store: 'sqlite', peers: 2, review: retrying });
+  const { op, cancels, requests } = await overtakenRetry(s, true);
+  const view = await s.get(op);
   assert.equal(view.decision?.outcome, 'success');
-  const events = await s.events(result.operationId);
+  assert.deepEqual(requests, [], 'attempt 2 was not published by this process');
+  const events = await s.events(op);
   assert.deepEqual(of(events, 'cancel-withdrawn'), [], 'nothing says the request was never sent');
-  assert.deepEqual(cancels, [`${namespace}.review.${result.operationId}.cancel.alfa`], 'its cancel is sent');
+  assert.deepEqual(cancels, [`${namespace}.review.${op}.cancel.alfa`], 'its cancel is sent');
   assert.equal(of(events, 'cancel-dispatched')[0]?.attempt, 2, 'for attempt 2');
   assert.equal(view.settlement.status, 'pending', 'and settlement waits for its reply');
-  await s.assertReplayEquals(result.operationId);
+  await s.assertReplayEquals(op);
 });
 
 test('cancels held back because their reply path could not be made are sent when it can, within the cancel timeout', async () => {
