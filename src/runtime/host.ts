@@ -103,14 +103,16 @@ export interface OpEntry extends Stream<OperationRecord> {
   drainQueued: boolean;
   /** What the operation's log holds: the budgets (log-budget.ts) are checked against it before each append. */
   log: LogSize;
-  /** Requests published again in a row without all being stored: how long the next wait is (outbox.ts). */
-  requestRounds: number;
-  /** The armed republication of requests not known to have been stored, if any: never more than one. */
-  requestReconcile: TimerHandle | undefined;
-  /** Cancels published again in a row without all being carried: how long the next wait is (outbox.ts). */
-  cancelRounds: number;
-  /** The armed republication of cancels not known to have been carried, if any: never more than one. */
-  cancelReconcile: TimerHandle | undefined;
+  /** The republication of requests not known to have been stored, and of cancels not known to have been carried (outbox.ts). */
+  reconcile: { requests: Reconcile; cancels: Reconcile };
+}
+
+/** One kind of republication of an operation (outbox.ts): rounds in a row that left something to send again, and the armed timer. */
+export interface Reconcile {
+  /** How long the next wait is: it doubles with each round in a row. */
+  rounds: number;
+  /** The armed republication, if any: never more than one. */
+  timer: TimerHandle | undefined;
 }
 
 export function newEntry(record: OperationRecord, interaction: CompiledInteraction): OpEntry {
@@ -129,10 +131,7 @@ export function newEntry(record: OperationRecord, interaction: CompiledInteracti
     arrivals: [],
     drainQueued: false,
     log: { transitions: 0, bytes: 0 },
-    requestRounds: 0,
-    requestReconcile: undefined,
-    cancelRounds: 0,
-    cancelReconcile: undefined,
+    reconcile: { requests: { rounds: 0, timer: undefined }, cancels: { rounds: 0, timer: undefined } },
   };
 }
 

@@ -3,9 +3,9 @@
  * inbound path their answers come back on is registered, each reauthorized just before sending,
  * each under its stable publication identity; receipts are recorded afterwards. A receipt of
  * `unknown` stays pending reconciliation: it is republished later with the same identity, less
- * and less often (armRequestReconcile), and recorded once per attempt until a receipt says more.
+ * and less often (armReconcile), and recorded once per attempt until a receipt says more.
  */
-import { doublingDelayMs, type TimerHandle } from '../contract/clock.js';
+import { doublingDelayMs } from '../contract/clock.js';
 import { AssertionFailure } from '../contract/errors.js';
 import { publicationId } from '../contract/ids.js';
 import {
@@ -22,14 +22,16 @@ import { branchList, type BranchRecord, type OperationRecord } from '../projecti
 import { encodeWire, headers, type CancelRequest, type RequestMessage } from '../events/wire.js';
 import { subjectFor } from '../adapters/transport/subjects.js';
 import type { PublishReceipt } from '../adapters/transport/types.js';
-import type { OpEntry, RuntimeHost } from './host.js';
+import type { OpEntry, Reconcile, RuntimeHost } from './host.js';
 
 /** Republishing an uncertain publication waits this long (a transport retry, not an application retry). */
 export const reconcileAfterMs = 1000;
-/** Requests not known to have been stored are republished after reconcileAfterMs, doubling in a row up to this, before the deadline. */
-export const requestReconcileMaxMs = 30_000;
-/** Cancels not known to have been carried are republished after reconcileAfterMs, doubling in a row up to this, while their timeout lasts. */
-export const cancelReconcileMaxMs = 30_000;
+/**
+ * Requests not known to have been stored (before the deadline) and cancels not known to have been
+ * carried (while their timeout lasts) are republished after reconcileAfterMs, doubling in a row up
+ * to this.
+ */
+export const reconcileMaxMs = 30_000;
 /** Storage receipts wait at most this long for a transition to ride with. */
 export const receiptLingerMs = 50;
 
@@ -50,7 +52,7 @@ export async function dispatchRequests(host: RuntimeHost, entry: OpEntry): Promi
     // Nothing is sent without its result path: tried again at the reconcile, backing off, until
     // the deadline closes the operation.
     host.failed('transport', 'result-path', error, record);
-    return armRequestReconcile(host, entry);
+    return armReconcile(host, entry, 'requests');
   }
   const revoked: { branchId: string; policyRevision: string; reason: string }[] = [];
   const sendable: BranchRecord[] = [];
@@ -92,27 +94,13 @@ export async function dispatchRequests(host: RuntimeHost, entry: OpEntry): Promi
     void host.submit(entry, decide, JSON.stringify(receipts).length, { lingerMs: receiptLingerMs }).catch((error: unknown) => {
       // Not recorded: publish again later under the same identities (already-stored) and record then.
       host.failed('store', 'record-dispatch', error, entry.record);
-      armRequestReconcile(host, entry);
+      armReconcile(host, entry, 'requests');
     });
   } else if (receipts.length > 0) {
     await host.commitDecided(entry, (current) => decideDispatchRecorded(current, receipts, host.deps.clock.nowMs()));
   }
-  if (receipts.some((r) => r.receipt === 'unknown') || receipts.length + revoked.length < pending.length) armRequestReconcile(host, entry);
-  else entry.requestRounds = 0;
-}
-
-/**
- * Arms the republication of requests not known to have been stored (an uncertain receipt, a
- * policy that could not answer, receipts the store could not record): after reconcileAfterMs,
- * twice as long each round in a row up to requestReconcileMaxMs; one armed at a time per
- * operation, and none that would fire at or after the deadline, where no request can help.
- */
-function armRequestReconcile(host: RuntimeHost, entry: OpEntry): void {
-  if (entry.requestReconcile !== undefined) return;
-  const delayMs = doublingDelayMs(reconcileAfterMs, requestReconcileMaxMs, entry.requestRounds);
-  if (host.deps.clock.nowMs() + delayMs >= entry.record.deadlineMs) return;
-  entry.requestRounds += 1;
-  entry.requestReconcile = scheduleReconcile(host, entry, dispatchRequests, delayMs, () => (entry.requestReconcile = undefined));
+  if (receipts.some((r) => r.receipt === 'unknown') || receipts.length + revoked.length < pending.length) armReconcile(host, entry, 'requests');
+  else entry.reconcile.requests.rounds = 0;
 }
 
 async function publishRequest(host: RuntimeHost, record: OperationRecord, branch: BranchRecord): Promise<Receipt> {
@@ -158,7 +146,7 @@ async function publishRequest(host: RuntimeHost, record: OperationRecord, branch
  * answer for it, its publication was uncertain (`unknown`), or the transport rejected it for a
  * reason that may pass (a closed connection) — is published again at the reconcile, same attempt,
  * fence and message id (the peer dedupes), after reconcileAfterMs and twice as long each round
- * in a row up to cancelReconcileMaxMs, and never once its cancel has ended (a reply, or the
+ * in a row up to reconcileMaxMs, and never once its cancel has ended (a reply, or the
  * cancel timeout).
  */
 export async function dispatchCancels(host: RuntimeHost, entry: OpEntry): Promise<void> {
@@ -179,34 +167,43 @@ export async function dispatchCancels(host: RuntimeHost, entry: OpEntry): Promis
       ),
     );
   const pending = waiting.filter((b) => !neverSent.includes(b));
-  if (pending.length === 0) return void (entry.cancelRounds = 0);
+  if (pending.length === 0) return void (entry.reconcile.cancels.rounds = 0);
   try {
     await host.inboundPath(record.subjectNamespace, record.interaction, 'cancel-result');
   } catch (error) {
     // No cancel is sent without its reply path: tried again at the reconcile, backing off; the
     // cancel timeout makes settlement indeterminate if it never can be.
     host.failed('transport', 'cancel-result-path', error, record);
-    return armCancelReconcile(host, entry);
+    return armReconcile(host, entry, 'cancels');
   }
   const answers = await Promise.all(pending.map((branch) => sendCancel(host, record, branch)));
   const receipts = answers.filter((r) => r !== undefined);
   await host.commitDecided(entry, (current) => decideCancelDispatched(current, receipts));
-  if (receipts.length === answers.length && !receipts.some(receiptUncarried)) return void (entry.cancelRounds = 0);
-  armCancelReconcile(host, entry);
+  if (receipts.length === answers.length && !receipts.some(receiptUncarried)) return void (entry.reconcile.cancels.rounds = 0);
+  armReconcile(host, entry, 'cancels');
 }
 
 /**
- * Arms the republication of cancels not known to have been carried: after reconcileAfterMs, twice
- * as long each round in a row up to cancelReconcileMaxMs; one armed at a time per operation, and
- * none that would fire at or after the cancel timeout.
+ * Arms the republication of an operation's requests not known to have been stored (an uncertain
+ * receipt, a policy that could not answer, receipts the store could not record, a result path not
+ * made) or of its cancels not known to have been carried: after reconcileAfterMs, twice as long
+ * each round in a row up to reconcileMaxMs; one of each kind armed at a time, none once the
+ * coordinator closes, and none that would fire at or after the instant past which sending cannot
+ * help (the deadline for requests, the cancel timeout for cancels).
  */
-function armCancelReconcile(host: RuntimeHost, entry: OpEntry): void {
-  const decision = entry.record.decision;
-  if (entry.cancelReconcile !== undefined || decision === null) return;
-  const delayMs = doublingDelayMs(reconcileAfterMs, cancelReconcileMaxMs, entry.cancelRounds);
-  if (host.deps.clock.nowMs() + delayMs >= decision.cancelDeadlineMs) return;
-  entry.cancelRounds += 1;
-  entry.cancelReconcile = scheduleReconcile(host, entry, dispatchCancels, delayMs, () => (entry.cancelReconcile = undefined));
+function armReconcile(host: RuntimeHost, entry: OpEntry, kind: keyof OpEntry['reconcile']): void {
+  const slot = entry.reconcile[kind];
+  const untilMs = kind === 'requests' ? entry.record.deadlineMs : entry.record.decision?.cancelDeadlineMs;
+  if (slot.timer !== undefined || untilMs === undefined || host.closing) return;
+  const delayMs = doublingDelayMs(reconcileAfterMs, reconcileMaxMs, slot.rounds);
+  if (host.deps.clock.nowMs() + delayMs >= untilMs) return;
+  slot.rounds += 1;
+  const again = kind === 'requests' ? dispatchRequests : dispatchCancels;
+  slot.timer = host.deps.clock.at(host.deps.clock.nowMs() + delayMs, () => {
+    slot.timer = undefined;
+    if (host.closing) return;
+    void host.enqueue(entry, () => again(host, entry)).catch((error: unknown) => host.failed('transport', 'reconcile', error, entry.record));
+  });
 }
 
 /**
@@ -263,36 +260,20 @@ async function sendCancel(host: RuntimeHost, record: OperationRecord, branch: Br
   return outcome.detail === undefined ? { ...base, receipt: outcome.receipt } : { ...base, receipt: outcome.receipt, detail: outcome.detail };
 }
 
-/** A republication, armed on the entry (one per kind): none once the coordinator closes, and one armed then never runs. */
-function scheduleReconcile(
-  host: RuntimeHost,
-  entry: OpEntry,
-  again: (host: RuntimeHost, entry: OpEntry) => Promise<void>,
-  delayMs: number,
-  fired: () => void,
-): TimerHandle | undefined {
-  if (host.closing) return undefined;
-  return host.deps.clock.at(host.deps.clock.nowMs() + delayMs, () => {
-    fired();
-    if (host.closing) return;
-    void host.enqueue(entry, () => again(host, entry)).catch((error: unknown) => host.failed('transport', 'reconcile', error, entry.record));
-  });
-}
-
 /**
  * Cancels the republications the operation no longer needs: its requests' once it is decided (no
  * request is sent then), its cancels' once it is settled (every cancel has ended) — so a settled
  * operation the cache lets go holds no timer — and, with `all` (its coordinator closes), both.
  */
 export function disarmReconciles(entry: OpEntry, all = false): void {
-  if (entry.requestReconcile !== undefined && (all || entry.record.decision !== null)) {
-    entry.requestReconcile.cancel();
-    entry.requestReconcile = undefined;
-  }
-  if (entry.cancelReconcile !== undefined && (all || isSettled(entry.record.phase))) {
-    entry.cancelReconcile.cancel();
-    entry.cancelReconcile = undefined;
-  }
+  const { requests, cancels } = entry.reconcile;
+  if (all || entry.record.decision !== null) disarm(requests);
+  if (all || isSettled(entry.record.phase)) disarm(cancels);
+}
+
+function disarm(slot: Reconcile): void {
+  slot.timer?.cancel();
+  slot.timer = undefined;
 }
 
 function wireHeaders(branch: BranchRecord): Record<string, string> {
