@@ -222,6 +222,17 @@ function countExtended(instance: Instance, tail: readonly Stored<WorkflowTransit
   instance.counted = { transitions: transitions + tail.length, revision: tail.at(-1)?.revision ?? revision };
 }
 
+/** Counts failures in a row per instance: one more when `failed`, the count forgotten otherwise; answers it. */
+function inARow(counts: Map<string, number>, instanceId: string, failed: boolean): number {
+  if (!failed) {
+    counts.delete(instanceId);
+    return 0;
+  }
+  const count = (counts.get(instanceId) ?? 0) + 1;
+  counts.set(instanceId, count);
+  return count;
+}
+
 /** How long after an interpreter stopped on a store failure it runs the instance again. */
 const redriveDelayMs = 1000;
 /**
@@ -918,17 +929,10 @@ export class WorkflowExecutor implements CloudEventIntake {
   private async driveFailed(instance: Instance, error: unknown): Promise<number | undefined> {
     this.noteFailure(error);
     const defective = error instanceof AssertionFailure;
-    const refused = defective ? 0 : (this.refusedDrives.get(instance.id) ?? 0) + 1;
-    if (refused === 0) this.refusedDrives.delete(instance.id);
-    else this.refusedDrives.set(instance.id, refused);
+    const refused = inARow(this.refusedDrives, instance.id, !defective);
     const waitMs = refused === 0 ? redriveDelayMs : doublingDelayMs(redriveDelayMs, disposeRetryMaxMs, refused - 1);
     const againAtMs = () => (instance.record.status === 'running' ? this.options.clock.nowMs() + waitMs : undefined);
-    const drives = defective ? (this.defectiveDrives.get(instance.id) ?? 0) + 1 : 0;
-    if (drives < limits.workflowDefectiveDrivesMax) {
-      if (drives === 0) this.defectiveDrives.delete(instance.id);
-      else this.defectiveDrives.set(instance.id, drives);
-      return againAtMs();
-    }
+    if (inARow(this.defectiveDrives, instance.id, defective) < limits.workflowDefectiveDrivesMax) return againAtMs();
     this.defectiveDrives.delete(instance.id);
     try {
       await this.kernel.enqueue(instance, () => this.kernel.commit(instance, decideDefectFault));
