@@ -12,6 +12,15 @@ export function doublingDelayMs(firstMs: number, maxMs: number, doublings: numbe
   return Math.min(maxMs, firstMs * 2 ** Math.min(doublings, 30));
 }
 
+/**
+ * Whether the `inARow`th failure in a row is told (logged, counted): the 1st, 2nd, 4th, 8th…, so a
+ * retry that keeps failing for an hour tells a dozen lines, not one per try. The kernel's due
+ * retries and an ended workflow's disposals tell so.
+ */
+export function toldInARow(inARow: number): boolean {
+  return (inARow & (inARow - 1)) === 0;
+}
+
 export interface TimerHandle {
   cancel(): void;
 }

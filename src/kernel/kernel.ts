@@ -21,7 +21,7 @@
  * the kernel never looks inside a record or an event.
  */
 import { BoundedMap } from '../contract/bounded-map.js';
-import { doublingDelayMs, type Clock, type TimerHandle } from '../contract/clock.js';
+import { doublingDelayMs, toldInARow, type Clock, type TimerHandle } from '../contract/clock.js';
 import { AdapterError, AssertionFailure, expired } from '../contract/errors.js';
 import { limits } from '../contract/limits.js';
 import type { Aggregate, AppendOutcome, Decide, GuardedTransition, ReadOutcome, RecordAfter, Stored, StoreFailure, StreamStore, Waiter } from './types.js';
@@ -460,7 +460,7 @@ export class Kernel<R, T extends GuardedTransition, S extends Stream<R> = Stream
       if (this.closed || stream.pruned) return;
       const failures = (stream.dueFailures ?? 0) + 1;
       stream.dueFailures = failures;
-      if ((failures & (failures - 1)) === 0) this.hooks.failed?.('due', error);
+      if (toldInARow(failures)) this.hooks.failed?.('due', error);
       if (this.aggregate.nextDueMs(stream.record) === undefined) return;
       const nowMs = this.clock.nowMs();
       const retryAtMs = nowMs + doublingDelayMs(dueRetryMs, dueRetryMaxMs, failures - 1);

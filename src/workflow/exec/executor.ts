@@ -9,7 +9,7 @@ import { AdmissionRate, workflowStartWords, type AdmissionRateConfig } from '../
 import { canonicalJson, checkCanonicalizable, sha256Hex } from '../../contract/canonical.js';
 import { asLogged } from '../../contract/ijson.js';
 import { hostname } from 'node:os';
-import { doublingDelayMs, type Clock, type TimerHandle } from '../../contract/clock.js';
+import { doublingDelayMs, toldInARow, type Clock, type TimerHandle } from '../../contract/clock.js';
 import type { CloudEvent, CloudEventDelivery, CloudEventIntake, CloudEventSink } from '../../contract/cloudevents.js';
 import { AdapterError, AssertionFailure, conflict, invalidInput, isAdapterError } from '../../contract/errors.js';
 import { jsonEquals, type JsonObject, type JsonValue } from '../../contract/json.js';
@@ -699,7 +699,7 @@ export class WorkflowExecutor implements CloudEventIntake {
         // Tombstoned meanwhile (retention expired it): nothing more can be recorded of it, and trying again cannot change that.
         if (isAdapterError(error) && error.kind === 'expired') return void this.disposeRetries.delete(instance.id);
         const failures = failed + 1;
-        if ((failures & (failures - 1)) === 0) this.noteFailure(error);
+        if (toldInARow(failures)) this.noteFailure(error);
         if (this.stopping.signal.aborted) return;
         this.disposeRetries.get(instance.id)?.timer?.cancel();
         const waitMs = doublingDelayMs(redriveDelayMs, disposeRetryMaxMs, failures - 1);
