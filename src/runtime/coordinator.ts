@@ -48,17 +48,7 @@ import { StreamFeed } from './stream-feed.js';
 import { observeStuckOperations } from './stuck-metrics.js';
 import { listOperations, type ListPage, type ListRequest } from './operation-list.js';
 import { stuckBoundsDefault } from '../events/operation-index.js';
-import {
-  LogBudgetExhausted,
-  logRoomProblem,
-  logSizeOf,
-  pastOrdinaryRoom,
-  resolveBudgets,
-  transitionBytes,
-  transitionKind,
-  type Budgets,
-  type TransitionKind,
-} from './log-budget.js';
+import { LogBudgetExhausted, logRoom, logSizeOf, resolveBudgets, transitionBytes, type Budgets, type TransitionKind } from './log-budget.js';
 
 export type { Caller, CoordinatorDeps, Deployment } from './host.js';
 export { storeError } from '../kernel/kernel.js';
@@ -307,13 +297,12 @@ export class Coordinator implements RuntimeHost {
    */
   private checkLogRoom(entry: OpEntry, transition: Transition): { kind: 'invalid-input'; description: string } | undefined | Promise<never> {
     const bytes = transitionBytes(transition);
-    const room = logRoomProblem(entry.record, entry.log, transition, bytes, this.budgets);
-    if (room?.kind === 'oversized' || (room !== undefined && this.batches.isTogether(transition)))
+    const room = logRoom(entry.record, entry.log, transition, bytes, this.budgets);
+    if (room.kind === 'oversized' || (room.kind === 'ordinary' && this.batches.isTogether(transition)))
       return { kind: 'invalid-input', description: room.description };
-    if (room !== undefined) return this.refuseForLogBudget(entry, room);
+    if (room.kind === 'ordinary') return this.refuseForLogBudget(entry, room);
     this.sizes.set(transition, bytes);
-    const kind = transitionKind(entry.record, transition);
-    if (kind !== 'ordinary' && pastOrdinaryRoom(entry.record, entry.log, bytes, this.budgets) !== undefined) this.closingsPastRoom.set(transition, kind);
+    if (room.kind === 'closing-past-room') this.closingsPastRoom.set(transition, room.closing);
     return undefined;
   }
 

@@ -198,37 +198,27 @@ export function logLimits(branches: number, budgets: Budgets): LogSize {
 }
 
 /**
- * Why the log has no room for `transition` (of `bytes` serialized bytes), or undefined when it
- * has. `oversized` is a single transition over transitionBytesMax (a batch of commands splits);
- * `ordinary` an ordinary transition past the ordinary room. A closing transition is never refused
- * for the log's size here (the header): the store alone refuses past what it reads back.
+ * What the log's room says of `transition` (of `bytes` serialized bytes). Refused: `oversized`, a
+ * single transition over transitionBytesMax (a batch of commands splits), and `ordinary`, an
+ * ordinary transition past the ordinary room (logLimits). A closing transition is never refused
+ * for the log's size here (the header): the store alone refuses past what it reads back; one past
+ * the ordinary room is `closing-past-room` (let through, and counted by the coordinator's
+ * closingsPastBudget). Anything else `fits`.
  */
-export function logRoomProblem(
-  record: OperationRecord,
-  log: LogSize,
-  transition: Transition,
-  bytes: number,
-  budgets: Budgets,
-): { kind: 'oversized' | 'ordinary'; description: string } | undefined {
+export function logRoom(record: OperationRecord, log: LogSize, transition: Transition, bytes: number, budgets: Budgets): LogRoom {
   if (bytes > budgets.transitionBytesMax) return { kind: 'oversized', description: `transition is ${bytes} bytes; the limit is ${budgets.transitionBytesMax}` };
-  if (transitionKind(record, transition) !== 'ordinary') return undefined;
-  const max = pastOrdinaryRoom(record, log, bytes, budgets);
-  if (max === undefined) return undefined;
+  const kind = transitionKind(record, transition);
+  const max = logLimits(Object.keys(record.branches).length, budgets);
+  if (log.transitions + 1 <= max.transitions && log.bytes + bytes <= max.bytes) return { kind: 'fits' };
+  if (kind !== 'ordinary') return { kind: 'closing-past-room', closing: kind };
   return {
     kind: 'ordinary',
     description: `operation ${record.operationId}: its log holds ${log.transitions} transitions and ${log.bytes} bytes; an ordinary transition of ${bytes} bytes would pass its budget of ${max.transitions} transitions and ${max.bytes} bytes`,
   };
 }
 
-/**
- * The ordinary room (logLimits) when a transition of `bytes` bytes appended to `log` would pass
- * it, undefined while it fits: an ordinary transition past it is refused (logRoomProblem), a
- * closing one is let through and counted (the coordinator's closingsPastBudget).
- */
-export function pastOrdinaryRoom(record: OperationRecord, log: LogSize, bytes: number, budgets: Budgets): LogSize | undefined {
-  const max = logLimits(Object.keys(record.branches).length, budgets);
-  return log.transitions + 1 <= max.transitions && log.bytes + bytes <= max.bytes ? undefined : max;
-}
+export type LogRoom =
+  { kind: 'fits' } | { kind: 'closing-past-room'; closing: Exclude<TransitionKind, 'ordinary'> } | { kind: 'oversized' | 'ordinary'; description: string };
 
 /** What a log read back from a store holds. */
 export function logSizeOf(transitions: readonly { transition: Transition }[]): LogSize {
