@@ -5,8 +5,8 @@
  * appends that took it committed: 202 `{status: "accepted", matched: [instance ids]}`; 404
  * `{status: "no-match", matched: []}` when no waiting listen took it (nothing was stored); 413 when
  * it is larger than the store records in one transition with it (nothing was stored). Sending
- * an event again (same type, source and id) after a lost answer is answered as taken and appends
- * nothing.
+ * an event again (same type, source, id and content) after a lost answer is answered as taken and
+ * appends nothing; another event under the identity of one taken is 409 conflict (nothing stored).
  *
  * The content-type parser lives in this route's own scope: no other route accepts the media type.
  */
@@ -52,13 +52,18 @@ export const workflowEventPaths = {
       operationId: 'deliverWorkflowEvent',
       description:
         "A CloudEvent (structured mode) for the caller's own workflow instances waiting in a `listen` task. Answered once every append that took it has committed; " +
-        'an event no waiting listen takes is not stored (404 no-match). Sending the same event (type, source and id) again is answered as taken and appends nothing.',
+        'an event no waiting listen takes is not stored (404 no-match). Sending the same event (type, source, id and content) again is answered as taken and appends nothing; ' +
+        'another event under the identity (type, source and id) of one taken is 409 conflict, taken by none of the instances that hold the other.',
       requestBody: { required: true, content: { [cloudEventsMediaType]: { schema: { type: 'object', required: ['specversion', 'id', 'source', 'type'] } } } },
       responses: {
         '202': { description: 'taken by the listed instances', content: { 'application/json': { schema: deliverySchema } } },
         '404': { description: 'no waiting listen took it; nothing was stored', content: { 'application/json': { schema: deliverySchema } } },
         '400': { description: 'not a CloudEvent this runtime takes', content: adapterErrorBody },
         '401': { description: 'not authenticated', content: adapterErrorBody },
+        '409': {
+          description: 'another event under its type, source and id (other content) was taken, and no instance took this one; nothing was stored',
+          content: adapterErrorBody,
+        },
         '413': {
           description:
             'larger than limits.cloudEventBytesMax, or than the store records in one transition with what a listen records beside it; nothing was taken',

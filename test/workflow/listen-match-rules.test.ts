@@ -23,6 +23,7 @@ import {
   listenTimedOut,
   listenWaitEnded,
   listenTook,
+  identityTakenOtherwise,
   matchFilters,
   takenBeforeListening,
   untilKey,
@@ -212,11 +213,20 @@ test('untilPending: an open listen with an until expression waits for the verdic
   assert.equal(untilPending(withSteps(listenOf({ any: [filter('a')] }, []), {}), at), false);
 });
 
-test('listenTook, takenBeforeListening: the same event is the same type, source and id; an event another listen took before this one started is a retry', () => {
+test('listenTook, takenBeforeListening, identityTakenOtherwise: the same event is the same type, source, id and content; another content under the identity conflicts; an event another listen took before this one started is a retry', () => {
   const e = cloudEvent('e1', { data: 1 });
   const record = recordOf(listenOf({ any: [] }, [taken('to', 0, e, 3)], { since: 3 }));
   assert.equal(listenTook(record, at, e), true);
-  assert.equal(listenTook(record, at, { ...e, data: 2 }), true, 'the data does not make it another event');
+  assert.equal(listenTook(record, at, { ...e, data: 2 }), false, 'other data under the identity is another event');
+  assert.equal(identityTakenOtherwise(record, { ...e, data: 2 }), true, '…which conflicts with the one taken');
+  assert.equal(identityTakenOtherwise(record, { ...e, time: '2024-01-01T00:00:00Z' }), true, 'an attribute too');
+  assert.equal(
+    identityTakenOtherwise(record, { data: 1, type: e.type, id: e.id, specversion: '1.0', source: e.source }),
+    false,
+    'the order of members is not content',
+  );
+  assert.equal(identityTakenOtherwise(record, e), false);
+  assert.equal(identityTakenOtherwise(record, { ...e, id: 'e2', data: 2 }), false);
   assert.equal(listenTook(record, at, { ...e, id: 'e2' }), false);
   assert.equal(listenTook(record, at, { ...e, source: 'other' }), false);
   assert.equal(listenTook(record, at, { ...e, type: 'com.example.other' }), false);

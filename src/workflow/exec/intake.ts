@@ -3,8 +3,10 @@
  * for each, the event is matched (jq, here, where it arrives) and taken through the kernel's
  * guarded append (listen-match.ts decides, on the record at its revision). The delivery answers
  * the instances whose log holds the event once this returns — the caller acknowledges only then;
- * a redelivery of an event already taken (same type, source and id: a publisher retrying after a lost
- * acknowledgment) is answered the same, and appends nothing. An event no waiting listen takes is
+ * a redelivery of an event already taken (same type, source, id and content: a publisher retrying after a lost
+ * acknowledgment) is answered the same, and appends nothing; another event under the identity (type,
+ * source and id) of one an instance took is taken by none of those, and refused (`conflict`) when
+ * no instance takes it — never answered as taken while the log holds the other. An event no waiting listen takes is
  * stored nowhere. A listen with an `until` expression takes an event only once the verdict on the
  * events before it is recorded and did not end it (`take`, below). An instance whose running log is
  * at its budget (transitions or bytes) takes no more: the room kept for its end stays its own.
@@ -21,7 +23,16 @@ import type { Kernel, Stream } from '../../kernel/index.js';
 import { ContentTooLarge } from '../../runtime/errors.js';
 import type { WorkflowTransition } from './events.js';
 import type { ExpressionEvaluator } from './jq.js';
-import { decideListenEvent, listenClosed, listenTook, matchFilters, takenBeforeListening, untilPending, type Candidate } from './listen-match.js';
+import {
+  decideListenEvent,
+  identityTakenOtherwise,
+  listenClosed,
+  listenTook,
+  matchFilters,
+  takenBeforeListening,
+  untilPending,
+  type Candidate,
+} from './listen-match.js';
 import type { WorkflowRecord } from './record.js';
 
 type Instance = Stream<WorkflowRecord>;
@@ -55,6 +66,7 @@ export async function deliverEvent(deps: IntakeDeps, event: CloudEvent, principa
   let appended = 0;
   let pending: AdapterError | undefined;
   let oversized: ContentTooLarge | undefined;
+  let conflicting = 0;
   // The instances this executor holds (running ones are held while their interpreter waits; finished ones while cached).
   for (const instance of deps.kernel.held()) {
     if (Object.keys(instance.record.listens).length === 0) continue;
@@ -68,6 +80,7 @@ export async function deliverEvent(deps: IntakeDeps, event: CloudEvent, principa
     try {
       const took = await deliverTo(deps, instance, event);
       if (took === 'oversized') oversized ??= tooLarge(eventBytes, deps.transitionBytesMax);
+      else if (took === 'conflict') conflicting++;
       else if (took !== 'no') matched.push(instance.id);
       if (took === 'appended') appended++;
     } catch (error) {
@@ -78,6 +91,8 @@ export async function deliverEvent(deps: IntakeDeps, event: CloudEvent, principa
     }
   }
   if (pending !== undefined) throw pending;
+  // Another event under its identity taken, and this one taken by none: refused, never answered as taken nor as unmatched.
+  if (conflicting > 0 && matched.length === 0) throw identityConflict(event, conflicting);
   // Too large to record for the instances that would take it, and taken by none: refused, never answered as unmatched.
   if (oversized !== undefined && matched.length === 0) throw oversized;
   return { matched };
@@ -103,6 +118,18 @@ function partial(taken: number, matchesMax: number): AdapterError {
   );
 }
 
+/**
+ * The refusal of an event whose identity names another event the instances took. It names no
+ * instance: an outside publisher's event reaches every principal's, and it is none of theirs.
+ */
+function identityConflict(event: CloudEvent, instances: number): AdapterError {
+  return new AdapterError(
+    'conflict',
+    `another event with type ${event.type}, source ${event.source} and id ${event.id}, with other content, was taken by ${instances} workflow instance${instances === 1 ? '' : 's'}: ` +
+      'this one was taken by none (one identity names one event); an event with other content needs an id of its own',
+  );
+}
+
 /** Whether one of the instance's listens holds the event already. */
 const heldAlready = (instance: Instance, event: CloudEvent): boolean =>
   Object.keys(instance.record.listens).some((at) => listenTook(instance.record, at, event));
@@ -121,9 +148,12 @@ class VerdictPending extends AdapterError {
  * Offers the event to each open listen of the instance: `appended` when this delivery's append
  * took it, `held` when a listen held it already (a publisher's retry: nothing appended), `no`
  * when none holds it, `oversized` when none holds it and a listen that would have taken it could
- * not record it (past the store's transition size).
+ * not record it (past the store's transition size), `conflict` when the instance took another
+ * event under its identity (before this delivery, or while it matched: nothing appended).
  */
-async function deliverTo(deps: IntakeDeps, instance: Instance, event: CloudEvent): Promise<'appended' | 'held' | 'no' | 'oversized'> {
+async function deliverTo(deps: IntakeDeps, instance: Instance, event: CloudEvent): Promise<'appended' | 'held' | 'no' | 'oversized' | 'conflict'> {
+  // A log from before one identity named one event may hold two under it: a send again of either is still answered as taken.
+  if (identityTakenOtherwise(instance.record, event) && !heldAlready(instance, event)) return 'conflict';
   let holds: 'appended' | 'held' | 'no' | 'oversized' = 'no';
   for (const at of Object.keys(instance.record.listens)) {
     if (listenTook(instance.record, at, event)) {
@@ -137,6 +167,7 @@ async function deliverTo(deps: IntakeDeps, instance: Instance, event: CloudEvent
     const candidates = await matchFilters(deps.evaluator, instance.record.started.principalId, listen, event);
     if (candidates.length === 0) continue;
     const took = await take(deps, instance, at, event, candidates);
+    if (took === 'conflict') return holds === 'no' ? 'conflict' : holds;
     if (took === 'taken') holds = 'appended';
     else if (took === 'oversized' && (holds === 'no' || holds === 'oversized')) holds = 'oversized';
   }
@@ -146,6 +177,7 @@ async function deliverTo(deps: IntakeDeps, instance: Instance, event: CloudEvent
 /**
  * Takes the event for the listen at `at` through the kernel's guarded append: `taken` when its log
  * holds it, `oversized` when the transition taking it is past what the store takes (nothing is
+ * appended), `conflict` when another event under its identity was taken first (nothing is
  * appended), `not` otherwise. While the listen's `until` expression has no recorded verdict on the
  * last event it took, the decision takes nothing: the intake waits for the verdict (until
  * `deps.waitUntilMs`) and decides again — a verdict that ended the listen leaves the event untaken, answered as for any
@@ -158,7 +190,7 @@ async function take(
   at: string,
   event: CloudEvent,
   candidates: readonly Candidate[],
-): Promise<'taken' | 'oversized' | 'not'> {
+): Promise<'taken' | 'oversized' | 'conflict' | 'not'> {
   for (;;) {
     // An event past the instance's log budget is not taken: publishers cannot grow a log past it, nor use up the room kept for its end.
     let refused: 'full' | 'oversized' | undefined;
@@ -173,6 +205,7 @@ async function take(
       }),
     );
     if (listenTook(instance.record, at, event)) return 'taken';
+    if (identityTakenOtherwise(instance.record, event)) return 'conflict';
     if (refused !== undefined) return refused === 'oversized' ? 'oversized' : 'not';
     if (!untilPending(instance.record, at)) return 'not';
     const decided = await deps.kernel.wait(instance, (record) => !untilPending(record, at), deps.waitUntilMs - deps.clock.nowMs());

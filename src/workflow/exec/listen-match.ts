@@ -239,16 +239,34 @@ export async function matchFilters(evaluator: ExpressionEvaluator, principal: st
 }
 
 /**
- * Whether two events are the same one: CloudEvents' identity (`source` and `id`) within a type.
- * Those two are the sender's claims; the type is what the broker let it send (its subject), so a
- * publisher claiming another's source and id under its own type sends another event, and cannot
- * have the other's answered as taken while the log holds only its own.
+ * Whether two events claim one identity: CloudEvents' (`source` and `id`) within a type. Those two
+ * are the sender's claims; the type is what the broker let it send (its subject), so a publisher
+ * claiming another's source and id under its own type sends another event, and cannot have the
+ * other's answered as taken while the log holds only its own.
  */
-const sameEvent = (a: JsonValue, b: CloudEvent): boolean => isObject(a) && a.id === b.id && a.source === b.source && a.type === b.type;
+const sameIdentity = (a: JsonValue, b: CloudEvent): boolean => isObject(a) && a.id === b.id && a.source === b.source && a.type === b.type;
 
-/** Whether the listen already took this event (type, source and id): delivering it again appends nothing. */
+/**
+ * Whether two events are the same one: the same identity and the same content. A send again after
+ * a lost answer is the same event; another event under that identity (a sender allowed the type
+ * claiming the identity of one another sender will send) is not, and is never answered as taken
+ * while the log holds the other (identityTakenOtherwise).
+ */
+const sameEvent = (a: JsonValue, b: CloudEvent): boolean => sameIdentity(a, b) && jsonEquals(a, b);
+
+/** Whether the listen already took this event (type, source, id and content): delivering it again appends nothing. */
 export function listenTook(record: WorkflowRecord, at: string, event: CloudEvent): boolean {
   return record.listens[at]?.events.some((taken) => sameEvent(taken.event, event)) ?? false;
+}
+
+/**
+ * Whether a listen of the instance took another event under this event's identity (type, source
+ * and id, other content): this one is then a conflicting claim to an identity the instance holds.
+ * It is not taken (the log never holds two events under one identity), nor answered as taken
+ * (its sender would be told the instance has an event it does not): it is refused, `conflict`.
+ */
+export function identityTakenOtherwise(record: WorkflowRecord, event: CloudEvent): boolean {
+  return Object.values(record.listens).some((listen) => listen.events.some((taken) => sameIdentity(taken.event, event) && !jsonEquals(taken.event, event)));
 }
 
 /**
@@ -266,11 +284,18 @@ export function takenBeforeListening(record: WorkflowRecord, at: string, event: 
  * The transition taking an event, or undefined: the listen is closed, its `until` expression's
  * verdict on the last event it took is not recorded yet (the intake waits for it and decides
  * again), the event was taken already (by this listen, or by another before this one started),
- * or no candidate fits — an `all` filter already satisfied
+ * another event was taken under its identity (identityTakenOtherwise), or no candidate fits — an `all` filter already satisfied
  * is passed over, a correlation value that differs from its expectation refuses the filter.
  */
 export function decideListenEvent(record: WorkflowRecord, at: string, event: CloudEvent, candidates: readonly Candidate[]): WorkflowTransition | undefined {
-  if (listenClosed(record, at) || untilPending(record, at) || listenTook(record, at, event) || takenBeforeListening(record, at, event)) return undefined;
+  if (
+    listenClosed(record, at) ||
+    untilPending(record, at) ||
+    listenTook(record, at, event) ||
+    takenBeforeListening(record, at, event) ||
+    identityTakenOtherwise(record, event)
+  )
+    return undefined;
   const listen = record.listens[at] as ListenRecord;
   const strategyOf = (group: ListenGroup) => (group === 'to' ? listen.to : untilOf(listen.to));
   const declared = expectsOf(listen.to);

@@ -1,0 +1,84 @@
+/**
+ * An event's identity (type, source and id) names one event in an instance: a send again of the
+ * event it took is answered as taken, and a different event under the same identity is not — it
+ * is refused as a conflict, never answered as taken while the log holds another event. Over real
+ * parts: POST /workflow-events on a socket, and a NATS request on a real nats-server.
+ */
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { connect } from '@nats-io/transport-node';
+import { serveCloudEvents } from '../../src/adapters/transport/nats-cloudevents.js';
+import type { CloudEvent } from '../../src/contract/cloudevents.js';
+import { SystemClock } from '../../src/contract/clock.js';
+import type { JsonValue } from '../../src/contract/json.js';
+import { buildFixtureApp, writeHttpFixture } from '../support/http-fixtures.js';
+import { startNatsServer } from '../support/nats-server.js';
+import { assertReplayEqual, harness, yaml } from './support.js';
+
+process.env.PATH = `${process.env.PATH ?? ''}:/usr/sbin`;
+
+const paid = (data: JsonValue): CloudEvent => ({ specversion: '1.0', id: 'pay-1', source: 'https://bank.example/payments', type: 'com.example.paid', data });
+
+const document = yaml(`document: { dsl: '1.0.3', namespace: test, name: wait-paid, version: '1.0.0' }
+do:
+  - wait:
+      listen:
+        to:
+          all:
+            - with: { type: com.example.paid }
+            - with: { type: com.example.shipped }
+`);
+
+test('an event under the identity of one an instance took, with other content, is refused as a conflict (HTTP 409, NATS rejected), never answered as taken', async () => {
+  const fixture = await writeHttpFixture();
+  const server = await startNatsServer();
+  const nc = await connect({ servers: server.url });
+  const h = harness();
+  const built = await buildFixtureApp(fixture, new SystemClock(), { workflowEvents: h.executor });
+  const subscription = serveCloudEvents(nc, 'test.events', h.executor);
+  try {
+    const address = await built.http.app.listen({ host: '127.0.0.1', port: 0 });
+    const post = (event: CloudEvent) =>
+      fetch(`${address}/workflow-events`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/cloudevents+json', authorization: `Bearer ${fixture.tokens.alice}` },
+        body: JSON.stringify(event),
+      });
+    const publish = async (event: CloudEvent) =>
+      (await nc.request(`test.events.${event.type}`, JSON.stringify(event), { timeout: 5000 })).json<{
+        status: string;
+        count?: number;
+        error?: { kind: string };
+      }>();
+    const { instanceId } = await h.executor.start({ principalId: 'alice', invocationKey: 'paid-1', document, input: {} });
+    while (!(await h.executor.get(instanceId))?.listens['/do/0/wait']) await new Promise((r) => setTimeout(r, 5));
+
+    // The instance's principal posts its own event first, under the identity the bank's will carry.
+    const squat = await post(paid({ amount: 0 }));
+    assert.equal(squat.status, 202);
+    // The bank's event: another event under that identity. Answering it taken would tell the bank the instance has it.
+    const real = await publish(paid({ amount: 100 }));
+    assert.equal(real.status, 'rejected', `the bank's event is not answered as taken: ${JSON.stringify(real)}`);
+    assert.equal(real.error?.kind, 'conflict');
+    const again = await post(paid({ amount: 100 }));
+    assert.equal(again.status, 409, 'over HTTP too');
+    assert.match(((await again.json()) as { description: string }).description, /pay-1/);
+    // A send again of the event taken is still answered as taken, over either transport, and appends nothing.
+    assert.deepEqual(await publish(paid({ amount: 0 })), { status: 'accepted', count: 1 });
+    assert.equal((await post(paid({ amount: 0 }))).status, 202);
+    const listen = (await h.executor.get(instanceId))!.listens['/do/0/wait']!;
+    assert.deepEqual(
+      listen.events.map((taken) => (taken.event as { data?: JsonValue }).data),
+      [{ amount: 0 }],
+      'the log holds the first event alone',
+    );
+    await assertReplayEqual(h, instanceId);
+  } finally {
+    await subscription.close();
+    await built.close();
+    await h.close();
+    await nc.close();
+    await server.dispose();
+    await fixture.dispose();
+  }
+});
