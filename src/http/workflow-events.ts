@@ -6,7 +6,9 @@
  * `{status: "no-match", matched: []}` when no waiting listen took it (nothing was stored); 413 when
  * it is larger than the store records in one transition with it (nothing was stored). Sending
  * an event again (same type, source, id and content) after a lost answer is answered as taken and
- * appends nothing; another event under the identity of one taken is 409 conflict (nothing stored).
+ * appends nothing — by the instances this host holds: one that took it and has ended since may be
+ * let go (restart, cache), and the send again is then 404; another event under the identity of one
+ * taken is 409 conflict (nothing stored).
  *
  * The content-type parser lives in this route's own scope: no other route accepts the media type.
  */
@@ -57,7 +59,11 @@ export const workflowEventPaths = {
       requestBody: { required: true, content: { [cloudEventsMediaType]: { schema: { type: 'object', required: ['specversion', 'id', 'source', 'type'] } } } },
       responses: {
         '202': { description: 'taken by the listed instances', content: { 'application/json': { schema: deliverySchema } } },
-        '404': { description: 'no waiting listen took it; nothing was stored', content: { 'application/json': { schema: deliverySchema } } },
+        '404': {
+          description:
+            'no waiting listen took it; nothing was stored by this send (a send again of an event an instance took is answered so once that instance has ended and this host no longer holds it)',
+          content: { 'application/json': { schema: deliverySchema } },
+        },
         '400': { description: 'not a CloudEvent this runtime takes', content: adapterErrorBody },
         '401': { description: 'not authenticated', content: adapterErrorBody },
         '409': {

@@ -82,3 +82,44 @@ test('an event under the identity of one an instance took, with other content, i
     await fixture.dispose();
   }
 });
+
+test('a send again after the instance that took the event ended, on a host that no longer holds it (a restart), finds no waiting listen: 404 no-match, as docs/workflows-executor.md says', async () => {
+  const fixture = await writeHttpFixture();
+  const first = harness();
+  const once = yaml(`document: { dsl: '1.0.3', namespace: test, name: wait-once, version: '1.0.0' }
+do:
+  - wait:
+      listen:
+        to:
+          one: { with: { type: com.example.paid } }
+`);
+  const { instanceId } = await first.executor.start({ principalId: 'alice', invocationKey: 'once-1', document: once, input: {} });
+  while (!(await first.executor.get(instanceId))?.listens['/do/0/wait']) await new Promise((r) => setTimeout(r, 5));
+  assert.deepEqual((await first.executor.deliver(paid({ amount: 1 }), 'alice')).matched, [instanceId]);
+  assert.equal((await first.executor.wait(instanceId, 5000)).status, 'completed');
+  await first.close();
+  // Another process on the same store (a restart): it holds the running instances, not the ended ones.
+  const second = harness({ store: first.store });
+  await second.executor.resume();
+  const built = await buildFixtureApp(fixture, new SystemClock(), { workflowEvents: second.executor });
+  try {
+    const address = await built.http.app.listen({ host: '127.0.0.1', port: 0 });
+    const again = await fetch(`${address}/workflow-events`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/cloudevents+json', authorization: `Bearer ${fixture.tokens.alice}` },
+      body: JSON.stringify(paid({ amount: 1 })),
+    });
+    assert.equal(again.status, 404);
+    assert.deepEqual(await again.json(), { status: 'no-match', matched: [] });
+    const listen = (await second.executor.get(instanceId))!.listens['/do/0/wait']!;
+    assert.equal(
+      listen.events.length,
+      1,
+      'the log holds the event the first send took: no-match says no waiting listen takes it now, not that no instance ever did',
+    );
+  } finally {
+    await built.close();
+    await second.close();
+    await fixture.dispose();
+  }
+});

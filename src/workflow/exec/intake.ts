@@ -4,7 +4,8 @@
  * guarded append (listen-match.ts decides, on the record at its revision). The delivery answers
  * the instances whose log holds the event once this returns — the caller acknowledges only then;
  * a redelivery of an event already taken (same type, source, id and content: a publisher retrying after a lost
- * acknowledgment) is answered the same, and appends nothing; another event under the identity (type,
+ * acknowledgment) is answered the same by the instances this executor holds (one that ended since
+ * and was let go — a restart, the finished cache — is not looked for), and appends nothing; another event under the identity (type,
  * source and id) of one an instance took is taken by none of those, and refused (`conflict`) when
  * no instance takes it — never answered as taken while the log holds the other. An event no waiting listen takes is
  * stored nowhere. A listen with an `until` expression takes an event only once the verdict on the
