@@ -1,20 +1,21 @@
 /**
- * Delivering a received CloudEvent to the waiting listens of the instances this executor holds:
- * for each, the event is matched (jq, here, where it arrives) and taken through the kernel's
- * guarded append (listen-match.ts decides, on the record at its revision). The delivery answers
- * the instances whose log holds the event once this returns — the caller acknowledges only then;
- * a redelivery of an event already taken (same type, source, id and content: a publisher retrying after a lost
- * acknowledgment) is answered the same by the instances this executor holds (one that ended since
- * and was let go — a restart, the finished cache — is not looked for), and appends nothing; another event under the identity (type,
- * source and id) of one an instance took is taken by none of those, and refused (`conflict`) when
- * no instance takes it — never answered as taken while the log holds the other. An event no waiting listen takes is
- * stored nowhere. A listen with an `until` expression takes an event only once the verdict on the
- * events before it is recorded and did not end it (`take`, below). An instance whose running log is
- * at its budget (transitions or bytes) takes no more: the room kept for its end stays its own.
- * An event the store cannot record — larger than it takes in one transition, or so large that the
- * transition taking it would be — is refused (ContentTooLarge: invalid-input, 413 over HTTP),
- * naming the limit, before anything is appended; one that only some instance's transition is too
- * large for is answered taken by the instances whose log holds it, and refused when none does.
+ * Delivering a received CloudEvent to the waiting listens of the instances this executor holds: for
+ * each, the event is matched (jq, here, where it arrives) and taken through the kernel's guarded
+ * append (listen-match.ts decides, on the record at its revision). The delivery answers the
+ * instances whose log holds the event once this returns — the caller acknowledges only then; a
+ * redelivery of an event already taken (same type, source, id and content: a publisher retrying
+ * after a lost acknowledgment) is answered the same by the instances this executor holds (one that
+ * ended since and was let go — a restart, the finished cache — is not looked for), and appends
+ * nothing; another event under the identity (type, source and id) of one an instance took is taken
+ * by none of those, and refused (`conflict`) when no instance takes it — never answered as taken
+ * while the log holds the other. An event no waiting listen takes is stored nowhere. A listen with
+ * an `until` expression takes an event only once the verdict on the events before it is recorded
+ * and did not end it (`take`, below). An instance whose running log is at its budget (transitions
+ * or bytes) takes no more: the room kept for its end stays its own. An event the store cannot
+ * record — larger than it takes in one transition, or so large that the transition taking it would
+ * be — is refused (ContentTooLarge: invalid-input, 413 over HTTP), naming the limit, before
+ * anything is appended; one that only some instance's transition is too large for is answered taken
+ * by the instances whose log holds it, and refused when none does.
  */
 import type { Clock } from '../../contract/clock.js';
 import type { CloudEvent, CloudEventDelivery } from '../../contract/cloudevents.js';
