@@ -83,6 +83,49 @@ test('convoke inspect, workflow inspect and replay read a workflow instance from
   }
 });
 
+test('workflow inspect shows why a cancelled instance was cancelled (its record keeps the reason), and nothing of the kind for another', async () => {
+  const dir = await mkdtemp(join(tmpdir(), 'convoke-wf-reason-'));
+  try {
+    const path = join(dir, 'wf.db');
+    const store = new SqliteEventStore({ path, clock: new SystemClock() });
+    const digest = `sha256:${'0'.repeat(64)}`;
+    const open = { notBeforeMs: Number.MIN_SAFE_INTEGER, notAfterMs: Number.MAX_SAFE_INTEGER };
+    const ids: string[] = [];
+    for (const key of ['cancelled', 'running']) {
+      const id = workflowInstanceId('alice', digest, 'w', key);
+      const started: WorkflowEvent = {
+        type: 'workflow-started',
+        v: 1,
+        instanceId: id,
+        principalId: 'alice',
+        invocationKey: key,
+        workflowName: 'w',
+        bundleDigest: digest,
+        document: { do: [] },
+        input: {},
+        timeoutMs: null,
+      };
+      const events: WorkflowEvent[] =
+        key === 'cancelled' ? [started, { type: 'workflow-cancelled', v: 1, reason: 'cancelled by the caller that started it' }] : [started];
+      assert.equal((await workflowStreams(store).create(id, { events, timeGuard: open, causation: { command: 'start' } })).kind, 'ok');
+      ids.push(id);
+    }
+    await store.close();
+    const [cancelled, running] = ids as [string, string];
+    const text = captureIo();
+    assert.equal(await main(['node', 'convoke', 'workflow', 'inspect', cancelled, '--store', `sqlite:${path}`], text), 0, text.err());
+    assert.match(text.out(), /^reason +cancelled by the caller that started it$/m, text.out());
+    const json = captureIo();
+    assert.equal(await main(['node', 'convoke', 'workflow', 'inspect', cancelled, '--store', `sqlite:${path}`, '--json'], json), 0, json.err());
+    assert.equal(JSON.parse(json.out()).record.cancelReason, 'cancelled by the caller that started it');
+    const other = captureIo();
+    assert.equal(await main(['node', 'convoke', 'workflow', 'inspect', running, '--store', `sqlite:${path}`], other), 0, other.err());
+    assert.doesNotMatch(other.out(), /^reason /m, other.out());
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+});
+
 test('inspect shows the task key scheme a start records: keys 2, and for a start written before schemes were recorded keys 1 (not recorded)', async () => {
   const dir = await mkdtemp(join(tmpdir(), 'convoke-wf-keys-'));
   try {

@@ -87,6 +87,7 @@ const fresh: WorkflowRecord = {
   seq: 0,
   output: null,
   error: null,
+  cancelReason: null,
   endedAtMs: null,
 };
 
@@ -132,12 +133,13 @@ test('a stream begins with its start or with workflow-cancelled-before-start, an
   refused(record, [{ type: 'workflow-cancelled-before-start', v: 1, ...identity, parent, reason: 'r' }], 'a cancel before the start, after it');
 });
 
-test('a stream that begins with workflow-cancelled-before-start is cancelled from its first event: no document, no input, ended at that instant, and it takes nothing after', () => {
+test('a stream that begins with workflow-cancelled-before-start is cancelled from its first event, with its reason: no document, no input, ended at that instant, and it takes nothing after', () => {
   const cancelled: WorkflowEvent = { type: 'workflow-cancelled-before-start', v: 1, ...identity, parent, reason: 'parent cancelled' };
   assert.deepEqual(fold([cancelled]), {
     ...fresh,
     status: 'cancelled',
     started: { ...identity, document: null, input: null, deadlineMs: null, parent, cancelledBeforeStart: true },
+    cancelReason: 'parent cancelled',
     endedAtMs: 1001,
   });
   const task: WorkflowEvent = { type: 'task-started', v: 1, at: '/do/0/a', ref: '/do/0/a', name: 'a', input: {} };
@@ -388,6 +390,16 @@ test('a child workflow instance is bound once, and disposed once, only the one b
   refused(ended, [subworkflowDisposed, { type: 'expression-evaluated', v: 1, at: 'e', result: { ok: 1 } }], 'a step beside it');
   refused(apply(record, childBound, { type: 'workflow-faulted', v: 1, error: fault }), [childDisposed], "a contract child's disposal is a step");
   refused(ended, [{ type: 'workflow-completed', v: 1, output: 2 }], 'a second end');
+  // Cancelled first: the disposal keeps why it was cancelled.
+  const cancelled = apply(record, { type: 'workflow-cancelled', v: 1, reason: 'by its caller' });
+  const after = apply(cancelled, subworkflowDisposed);
+  assert.equal(after.cancelReason, 'by its caller');
+  assert.deepEqual(after, {
+    ...cancelled,
+    revision: after.revision,
+    lastAppliedAtMs: after.lastAppliedAtMs,
+    subworkflows: { '/do/2/s': { ...bound, disposition } },
+  });
 });
 
 const listenStarted = (at: string, read: ListenRecord['read'] = 'data'): WorkflowEvent => ({ type: 'listen-started', v: 1, at, to: { any: [] }, read });
@@ -483,7 +495,7 @@ test('an external call started: how many times, under the epoch of its latest st
   assert.deepEqual(again.calls, { c: { epoch: 3, starts: 2 }, d: { epoch: 3, starts: 1 } });
 });
 
-test("the instance's end: completed with its output, faulted with its error, or cancelled, at the commit instant; ended once", () => {
+test("the instance's end: completed with its output, faulted with its error, or cancelled with its reason, at the commit instant; ended once", () => {
   const record = fold([started], [taskStarted('/do/0/a')]);
   const completed = apply(record, { type: 'workflow-completed', v: 1, output: { total: 3 } });
   const changed = (ended: WorkflowRecord) => ({ revision: ended.revision, lastAppliedAtMs: ended.lastAppliedAtMs });
@@ -491,7 +503,7 @@ test("the instance's end: completed with its output, faulted with its error, or 
   const faulted = apply(record, { type: 'workflow-faulted', v: 1, error: fault });
   assert.deepEqual(faulted, { ...record, ...changed(faulted), status: 'faulted', error: fault, endedAtMs: 1003 });
   const cancelled = apply(record, { type: 'workflow-cancelled', v: 1, reason: 'r' });
-  assert.deepEqual(cancelled, { ...record, ...changed(cancelled), status: 'cancelled', endedAtMs: 1003 });
+  assert.deepEqual(cancelled, { ...record, ...changed(cancelled), status: 'cancelled', cancelReason: 'r', endedAtMs: 1003 });
   for (const ended of [completed, faulted, cancelled]) {
     assert.equal(isWorkflowFinished(ended), true);
     refused(ended, [{ type: 'workflow-cancelled', v: 1, reason: 'again' }], `${ended.status}, then cancelled`);

@@ -160,6 +160,7 @@ function renderSummary(record: WorkflowRecord, childInstances: readonly Workflow
     ['status', `${record.status}${record.endedAtMs !== null ? ` after ${record.endedAtMs - record.startedAtMs} ms` : ''}`],
     ...(record.status === 'completed' ? [['output', short(record.output, 200)] as [string, string]] : []),
     ...(record.status !== 'completed' && record.error ? [['error', short(record.error, 200)] as [string, string]] : []),
+    ...(record.cancelReason !== null ? [['reason', record.cancelReason] as [string, string]] : []),
     ['lease', record.lease ? `${record.lease.worker} epoch ${record.lease.epoch}` : `free (last epoch ${record.leaseEpoch})`],
     ...(parent ? [['parent', `${parent.instanceId} at ${parent.at}`] as [string, string]] : []),
     ...Object.entries(record.children).map(([at, child]): [string, string] => ['child', `${at}: operation ${child.operationId}`]),

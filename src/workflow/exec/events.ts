@@ -162,7 +162,8 @@ export interface SubworkflowBound {
 /**
  * What became of an awaited child instance once the task awaiting it stopped waiting — its own
  * timeout or an enclosing task's fired, or it was in a competing fork's losing branch: cancelled
- * by its parent (which owns it), already closed (it had ended on its own), or never started (the
+ * by its parent (which owns it), already closed (it had completed, faulted, or been cancelled by
+ * someone else such as its caller, before its parent's cancel reached it), or never started (the
  * start did not happen before the task was abandoned). `at` is the `run: workflow` task
  * execution; `by` the execution whose end released it (the timed-out task, or the fork).
  *

@@ -140,6 +140,12 @@ export interface WorkflowRecord {
   seq: number;
   output: JsonValue | null;
   error: WorkflowError | null;
+  /**
+   * Why it was cancelled: the reason its `workflow-cancelled` (or `workflow-cancelled-before-start`)
+   * carries, written by whoever cancelled it (its caller, its parent); null unless cancelled. Its
+   * parent reads it to tell its own cancel from an earlier one (subworkflows.ts disposeSubworkflow).
+   */
+  cancelReason: string | null;
   endedAtMs: number | null;
 }
 
@@ -192,6 +198,7 @@ function copyOfRecord(record: WorkflowRecord): Mutable<WorkflowRecord> {
     seq: record.seq,
     output: record.output,
     error: record.error,
+    cancelReason: record.cancelReason,
     endedAtMs: record.endedAtMs,
   };
 }
@@ -355,7 +362,7 @@ function applyEvent(draft: Draft, event: WorkflowEvent, atMs: number): void {
   }
 }
 
-/** The instance's end: completed with its output, faulted with its error, or cancelled. */
+/** The instance's end: completed with its output, faulted with its error, or cancelled with its reason. */
 function endInstance(record: Mutable<WorkflowRecord>, event: WorkflowCompleted | WorkflowFaulted | WorkflowCancelled, atMs: number): void {
   if (event.type === 'workflow-completed') {
     record.status = stepInstance(record.status, 'COMPLETE');
@@ -363,7 +370,10 @@ function endInstance(record: Mutable<WorkflowRecord>, event: WorkflowCompleted |
   } else if (event.type === 'workflow-faulted') {
     record.status = stepInstance(record.status, 'FAULT');
     record.error = event.error;
-  } else record.status = stepInstance(record.status, 'CANCEL');
+  } else {
+    record.status = stepInstance(record.status, 'CANCEL');
+    record.cancelReason = event.reason;
+  }
   record.endedAtMs = atMs;
 }
 
@@ -459,7 +469,7 @@ function created(stored: Stored<WorkflowTransition>): WorkflowRecord {
     typeof first.timeoutMs === 'number' && deadlineMs !== null
       ? { [workflowTimeoutKey]: { dueAtMs: deadlineMs, purpose: 'workflow-timeout', state: stepTimer('idle', 'SET') } }
       : {};
-  return newRecord(stored, stepInstance('unstarted', 'START'), started, timers, null, rest);
+  return newRecord(stored, stepInstance('unstarted', 'START'), started, timers, { cancelReason: null, endedAtMs: null }, rest);
 }
 
 /**
@@ -483,7 +493,7 @@ function cancelledBeforeStart(stored: Stored<WorkflowTransition>, first: Workflo
     parent: first.parent,
     cancelledBeforeStart: true,
   };
-  return newRecord(stored, status, started, {}, stored.committedAtMs, rest);
+  return newRecord(stored, status, started, {}, { cancelReason: first.reason, endedAtMs: stored.committedAtMs }, rest);
 }
 
 /** A stream's first record: nothing run yet but what the rest of its first transition applies. */
@@ -492,7 +502,7 @@ function newRecord(
   status: WorkflowRecord['status'],
   started: WorkflowRecord['started'],
   timers: Record<string, TimerRecord>,
-  endedAtMs: number | null,
+  end: Pick<WorkflowRecord, 'cancelReason' | 'endedAtMs'>,
   rest: readonly WorkflowEvent[],
 ): WorkflowRecord {
   const record: Mutable<WorkflowRecord> = {
@@ -515,7 +525,8 @@ function newRecord(
     seq: 0,
     output: null,
     error: null,
-    endedAtMs,
+    cancelReason: end.cancelReason,
+    endedAtMs: end.endedAtMs,
   };
   // A new record: its own draft, its maps its own.
   const draft: Draft = { record, copied: new Set(['tasks', 'steps', 'children', 'subworkflows', 'timers', 'winners', 'listens', 'calls']) };

@@ -142,7 +142,7 @@ async function startAndWait(
   if (instanceId !== expectedId) throw raise('runtime', 500, 'Child workflow mismatch', ref, `started ${instanceId}, expected ${expectedId}`);
   // Cancelled while the child was being started: the cancellation found no child to cancel, so cancel it here.
   if (interpreter.record.status !== 'running') {
-    await host.cancel(instanceId, `its parent ${interpreter.record.instanceId} is ${interpreter.record.status}`);
+    await host.cancel(instanceId, parentReason(interpreter.record.instanceId, `is ${interpreter.record.status}`));
     throw new Halted(`workflow instance is ${interpreter.record.status}`);
   }
   if (!awaited) return { instanceId };
@@ -206,13 +206,28 @@ export function openSubworkflowsOf(record: WorkflowRecord, within: readonly Rele
 }
 
 /**
+ * The reason a parent gives when it cancels its child (the child's `workflow-cancelled` and
+ * `workflow-cancelled-before-start` carry it): it names the parent first, and only the parent
+ * writes it (a caller's cancel gives its own fixed reason, instances.ts), so the child's record
+ * tells a cancel by its parent from any other (cancelledByParent).
+ */
+const parentReason = (parentId: string, why: string): string => `its parent ${parentId} ${why}`;
+
+/** Whether a cancel's reason is one this parent gave (parentReason). */
+const cancelledByParent = (reason: string | null, parentId: string): boolean => reason?.startsWith(parentReason(parentId, '')) === true;
+
+/**
  * Cancels one abandoned child (the only I/O) and answers its disposition as the child's log now
- * says: cancelled (by this release, or before it), already closed (it completed or faulted
- * first), or not started. A child with no instance under its id yet — its start not stored, maybe
- * in flight on this worker or another — is created cancelled before its start
- * (workflow-cancelled-before-start, under the create-if-absent the start uses), so `not-started`
- * is recorded only once no start of that id can succeed; a start stored first is cancelled as it
- * is. An unavailable store is thrown: the parent is driven again and releases it then.
+ * says, and nothing the log does not: cancelled by its parent (by this release: the child's cancel
+ * reason is the one it sent; or by the parent earlier — another release of it, or its cancel of a
+ * child whose start it met after its own end — the reason that one gave), already closed (it had
+ * completed, faulted, or been cancelled by someone else, such as its caller, before its parent's
+ * cancel reached it: the reason its log holds), or not started. A child with no instance under its
+ * id yet — its start not stored, maybe in flight on this worker or another — is created cancelled
+ * before its start (workflow-cancelled-before-start, under the create-if-absent the start uses),
+ * so `not-started` is recorded only once no start of that id can succeed; a start stored first is
+ * cancelled as it is. An unavailable store is thrown: the parent is driven again and releases it
+ * then.
  */
 export async function disposeSubworkflow(
   host: SubworkflowHost,
@@ -232,13 +247,19 @@ export async function disposeSubworkflow(
     disposition,
     detail: detail.slice(0, 4000),
   });
-  const reason = `its parent ${parentId} no longer awaits it: ${what} ended`;
+  const reason = parentReason(parentId, `no longer awaits it: ${what} ended`);
   const after = await host.cancel(child.instanceId, reason, unstartedChild(parent, at, child, reason));
   if (after === undefined) throw new AdapterError('unavailable', `child workflow instance ${child.instanceId} was neither found nor created`);
   if (after.started.cancelledBeforeStart === true)
     return event('not-started', `${what} ended before the child instance was started; it was cancelled before its start`);
-  if (after.status === 'cancelled') return event('cancelled', `cancelled by its parent when ${what} ended`);
   if (after.status === 'running') throw new AdapterError('unavailable', `child workflow instance ${child.instanceId} is still running after its cancel`);
+  if (after.status === 'cancelled') {
+    const why = after.cancelReason ?? 'no reason recorded';
+    if (after.cancelReason === reason) return event('cancelled', `cancelled by its parent when ${what} ended`);
+    if (cancelledByParent(after.cancelReason, parentId))
+      return event('cancelled', `cancelled by its parent earlier, before its cancel when ${what} ended: ${why}`);
+    return event('already-closed', `it had been cancelled before its parent's cancel when ${what} ended: ${why}`);
+  }
   return event('already-closed', `it had ${after.status} before ${what} ended`);
 }
 
