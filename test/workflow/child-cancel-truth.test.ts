@@ -9,6 +9,11 @@
  * The order is driven, not hoped for: the store refuses the parent's record of its child's end
  * (the call's answer) until the parent has been cancelled, so the parent still owes the child a
  * disposition when it ends, and the child's cancel by its caller is already in the child's log.
+ *
+ * Nor does it say a child ended before the end that released it (X) when it ended after: a child
+ * whose completion the store holds until its parent has been cancelled completes after its parent
+ * ended and before its parent's cancel reaches it ("before its parent's cancel", not "before X
+ * ended"). A host answering each kind of child pins every disposition's detail.
  */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
@@ -198,9 +203,74 @@ test('the disposition says who cancelled the child as its log says: this cancel,
   }
 
   const completed = await dispose({ type: 'workflow-completed', v: 1, output: 1 });
-  assert.equal(completed.event.disposition, 'already-closed');
-  assert.deepEqual(
-    { ...completed.event, detail: undefined },
-    { type: 'subworkflow-disposed', v: 1, at: '/do/0/delegate', instanceId: childId, by: '/', disposition: 'already-closed', detail: undefined },
-  );
+  assert.deepEqual(completed.event, {
+    type: 'subworkflow-disposed',
+    v: 1,
+    at: '/do/0/delegate',
+    instanceId: childId,
+    by: '/',
+    disposition: 'already-closed',
+    detail: "it had completed before its parent's cancel when the instance (cancelled) ended",
+  });
+  const faulted = await dispose({ type: 'workflow-faulted', v: 1, error: { type: 'https://example.com/boom', status: 500 } });
+  assert.equal(faulted.event.disposition, 'already-closed');
+  assert.equal(faulted.event.detail, "it had faulted before its parent's cancel when the instance (cancelled) ended");
+});
+
+const briefChild = yaml(`
+document: { dsl: '1.0.3', namespace: t, name: child, version: '1.0.0' }
+do:
+  - pause:
+      wait: { milliseconds: 100 }
+  - done:
+      set: { done: true }
+`);
+
+test('a child that completed after its parent ended, before its parent’s cancel reached it, is not recorded as completed before its parent ended', async () => {
+  const clock = new SystemClock();
+  const memory = new MemoryEventStore({ clock });
+  let childId = '';
+  let held: (() => void) | undefined;
+  const store = storeWith(memory, (real) => ({
+    append: async (...args: Parameters<typeof real.append>) => {
+      const events = (args[2] as unknown as WorkflowTransition).events;
+      // The child's completion, held until the parent has ended.
+      if (args[0] === childId && events.some((event) => event.type === 'workflow-completed')) await new Promise<void>((resolve) => (held = resolve));
+      return real.append(...args);
+    },
+  }));
+  const documents: JsonValue[] = [briefChild];
+  const h = harness({ store, clock, workflows: (_digest, ref) => documents.find((document) => isWorkflowNamed(document, ref)) });
+  try {
+    const { instanceId: parentId } = await h.executor.start({ principalId: 'alice', invocationKey: 'p', document: parent, input: {} });
+    childId = await until('the child bound', async () => Object.values((await h.executor.get(parentId))?.subworkflows ?? {})[0]?.instanceId);
+    await until('the child’s completion held', async () => held);
+
+    // The parent ends (cancelled) while the child's completion is on its way; its cancel of the child waits behind that completion.
+    const cancelling = h.executor.cancel(parentId, 'the parent is cancelled');
+    const parentEnded = await until('the parent cancelled', async () => {
+      const read = await memory.read(parentId);
+      return read.kind === 'ok' &&
+        read.transitions.some((stored) => (stored.transition as unknown as WorkflowTransition).events.some((e) => e.type === 'workflow-cancelled'))
+        ? read.transitions.at(-1)?.committedAtMs
+        : undefined;
+    });
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    held?.();
+    const ended = await cancelling;
+
+    const childRecord = (await h.executor.get(childId)) as WorkflowRecord;
+    assert.equal(childRecord.status, 'completed');
+    assert.ok((childRecord.endedAtMs ?? 0) > parentEnded, 'the child completed after its parent was cancelled');
+    const disposition = Object.values(ended.subworkflows)[0]?.disposition;
+    assert.ok(disposition);
+    assert.equal(disposition.disposition, 'already-closed');
+    assert.doesNotMatch(disposition.detail, /before the instance \(cancelled\) ended/, `it completed after the parent ended: ${disposition.detail}`);
+    assert.equal(disposition.detail, "it had completed before its parent's cancel when the instance (cancelled) ended");
+    await assertReplayEqual(h, parentId);
+  } finally {
+    held?.();
+    await h.close();
+    await memory.close();
+  }
 });

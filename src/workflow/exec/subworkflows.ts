@@ -228,6 +228,10 @@ const cancelledByParent = (reason: string | null, parentId: string): boolean => 
  * so `not-started` is recorded only once no start of that id can succeed; a start stored first is
  * cancelled as it is. An unavailable store is thrown: the parent is driven again and releases it
  * then.
+ *
+ * "before its parent's cancel", never "before X ended": the cancel comes after the end that
+ * decided it (the timeout's fault, the fork's win, the parent's own end), and a child that ended
+ * in between — on its own or by its caller — ended after X did.
  */
 export async function disposeSubworkflow(
   host: SubworkflowHost,
@@ -260,7 +264,7 @@ export async function disposeSubworkflow(
       return event('cancelled', `cancelled by its parent earlier, before its cancel when ${what} ended: ${why}`);
     return event('already-closed', `it had been cancelled before its parent's cancel when ${what} ended: ${why}`);
   }
-  return event('already-closed', `it had ${after.status} before ${what} ended`);
+  return event('already-closed', `it had ${after.status} before its parent's cancel when ${what} ended`);
 }
 
 /** The first event of the bound child's stream when its parent cancels it before its start was stored. */
