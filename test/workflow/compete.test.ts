@@ -176,6 +176,42 @@ test('compete: a losing child decided by its own rule between the look and the c
   }
 });
 
+test('compete: a losing child decided by its own rule after the win, before the release looked, is not recorded as decided before the win', async () => {
+  const clock = new SystemClock();
+  const store = new MemoryEventStore({ clock });
+  // The peers answer 2 s after their request: the fork is won at 0.6 s, while the child is open.
+  const embedded = await deployment(clock, store, 2000);
+  // The release's look at the child answers once its quorum has closed the decision: after the win.
+  let looked = false;
+  const invocations = storeWith(embedded.coordinator, (real) => ({
+    get: async (principalId: string, operationId: string) => {
+      looked = true;
+      await real.wait(principalId, operationId, 'decision', 10_000);
+      return real.get(principalId, operationId);
+    },
+  }));
+  const h = harness({ store, clock, invocations });
+  try {
+    const record = await runToEnd(h, yaml(race(embedded.bundle.ref.digest, { holdBranch: false })), {}, 'race-6');
+    assert.equal(record.status, 'completed', JSON.stringify(record.error));
+    assert.ok(looked);
+    const cancellable = record.children['/do/0/race/fork/branches/1/cancellable{1}'];
+    const operation = await embedded.coordinator.get('alice', cancellable!.operationId);
+    assert.equal(operation.decision?.reason, 'threshold');
+    const log = await store.read(record.instanceId);
+    const won =
+      log.kind === 'ok' ? log.transitions.find((t) => (t.transition.events as unknown as WorkflowEvent[]).some((e) => e.type === 'fork-won')) : undefined;
+    assert.ok(won && operation.decision && operation.decision.closedAtMs > won.committedAtMs, 'the child was decided after the fork was won');
+    assert.equal(cancellable?.disposition?.disposition, 'already-closed', cancellable?.disposition?.detail);
+    assert.doesNotMatch(cancellable.disposition.detail, /before the fork was won/, cancellable.disposition.detail);
+    assert.equal(cancellable.disposition.detail, "decided success (threshold) before the fork's release came to it");
+    await assertReplayEqual(h, record.instanceId);
+  } finally {
+    await h.close();
+    await embedded.close();
+  }
+});
+
 test('compete: a losing child whose cancel is refused for good (invalid-input) is recorded detached with the refusal, and the fork completes; a cancel that is unavailable is asked again', async () => {
   const clock = new SystemClock();
   const store = new MemoryEventStore({ clock });

@@ -248,8 +248,9 @@ export interface ForkWon {
 /**
  * What became of a losing fork branch's child operation once the fork's winner committed:
  * cancelled through the coordinator's caller-cancellation path (the interaction declares it),
- * detached (it does not, or policy refuses the cancel), already closed (decided before the win),
- * or never admitted (the call never reached the runtime). `at` is the child's task execution.
+ * detached (it does not, or policy refuses the cancel), already closed (decided when the release
+ * came to it: before the win, or after it and before the release's look or cancel), or never
+ * admitted (the call never reached the runtime). `at` is the child's task execution.
  */
 export type ChildDisposition = 'cancelled' | 'detached' | 'already-closed' | 'not-admitted';
 export interface ChildDisposed {

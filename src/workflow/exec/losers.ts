@@ -55,8 +55,9 @@ export async function dispose(
   try {
     const current = await service.get(principalId, child.operationId);
     deadlineMs = current.deadlineMs;
+    // Decided when the release looks, which is after the win: before the win, or between the two (the look cannot tell).
     if (current.decision !== null && current.decision.reason !== 'cancelled')
-      return event('already-closed', `decided ${current.decision.outcome} (${current.decision.reason}) before the fork was won`);
+      return event('already-closed', `decided ${current.decision.outcome} (${current.decision.reason}) before the fork's release came to it`);
     const cancelled = await service.cancel(principalId, child.operationId);
     // A cancel that finds the decision closed answers that decision: closed by the child's own
     // rule or timeout since it was looked at, it was not cancelled (and its output stands).
