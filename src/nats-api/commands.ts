@@ -489,7 +489,8 @@ async function waitAndAnswer(
   }
 }
 
-function commandMetrics(registry: Registry): Pick<ServerState, 'replies' | 'reduced'> {
+/** The command API's counters on `registry` (once per registry); exported so the documentation test can list them. */
+export function commandMetrics(registry: Registry): { replies: Counter<string>; reduced: Counter<string> } {
   return {
     replies: registryCounter(registry, 'convoke_nats_command_replies_total', 'Replies to NATS commands, by verb and status', ['verb', 'status']),
     reduced: registryCounter(

@@ -1,13 +1,14 @@
 /**
- * docs/reference.md and docs/cli.md held to the code they describe, read from the code itself:
- * the commands and options the CLI registers (buildProgram), the exit code table (exit-codes.ts),
- * the routes, parameters and statuses of /openapi.json, the NATS command verbs, the keys the serve
- * config's schema accepts and the defaults of a bundle's interaction. A command, option, route,
- * verb or key added without its documentation, or documentation left behind by one removed,
+ * docs/reference.md, docs/cli.md and docs/operations.md held to the code they describe, read from
+ * the code itself: the commands and options the CLI registers (buildProgram), the exit code table
+ * (exit-codes.ts), the routes, parameters and statuses of /openapi.json, the NATS command verbs,
+ * the keys the serve config's schema accepts and the defaults of a bundle's interaction, and the
+ * metrics a serving deployment registers (name, type, labels). A command, option, route, verb,
+ * key or metric added without its documentation, or documentation left behind by one removed,
  * fails here, naming it.
  */
 import assert from 'node:assert/strict';
-import { readFileSync } from 'node:fs';
+import { readFileSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import type { Command } from 'commander';
@@ -17,8 +18,14 @@ import { adapterErrorKinds } from '../../src/contract/errors.js';
 import { interactionDefaults } from '../../src/contract/schemas.js';
 import { deploymentConfigSchema } from '../../src/deployment/config.js';
 import { natsTransportSchema } from '../../src/deployment/nats/settings.js';
-import { commandVerbs } from '../../src/nats-api/commands.js';
+import { commandMetrics, commandVerbs } from '../../src/nats-api/commands.js';
 import { workflowCommandVerbs } from '../../src/nats-api/workflow-commands.js';
+import { SystemClock } from '../../src/contract/clock.js';
+import { workflowStuckBoundsDefault } from '../../src/events/workflow-index.js';
+import { observeProcess, observeStampSources } from '../../src/runtime/metrics.js';
+import { observeDroppedEmittedEvents } from '../../src/runtime/workflow-emitted-metrics.js';
+import { observeRefusedWorkflowStarts } from '../../src/runtime/workflow-start-metrics.js';
+import { observeStuckWorkflowInstances } from '../../src/runtime/workflow-stuck-metrics.js';
 import { repoRoot } from '../support/assertions.js';
 import { captureIo } from '../support/cli-io.js';
 import { buildFixtureApp, writeHttpFixture, type HttpFixture } from '../support/http-fixtures.js';
@@ -270,4 +277,110 @@ test("docs/reference.md: the bundle table's defaults are the interaction's", () 
     if (stated !== String(value)) problems.push(`${field}: documented ${JSON.stringify(stated)}, default ${JSON.stringify(value)}`);
   }
   assert.deepEqual(problems, []);
+});
+
+// ── metrics and logs (docs/operations.md) ──────────────────────────────────
+
+const operationsDoc = docs('operations.md');
+
+/** The text of every TypeScript file under src/. */
+const sources = () =>
+  (readdirSync(join(repoRoot(), 'src'), { recursive: true }) as string[])
+    .filter((file) => file.endsWith('.ts'))
+    .map((file) => readFileSync(join(repoRoot(), 'src', file), 'utf8'));
+
+/** `\`status\` (\`complete\`, \`indeterminate\`)` → status: [complete, indeterminate]; a label without a list maps to null. */
+function documentedLabels(cell: string): Map<string, string[] | null> {
+  const labels = new Map<string, string[] | null>();
+  for (const m of cell.matchAll(/`([a-z_]+)`(?: \(([^)]*)\))?/g)) labels.set(m[1]!, m[2] === undefined ? null : spans(m[2]).filter((v) => !v.includes('…')));
+  return labels;
+}
+
+/** The documented rows: name → type, labels. */
+const metricRows = new Map(
+  section(operationsDoc, '## Metrics')
+    .split('### ')[0]!
+    .split('\n')
+    .filter((line) => line.startsWith('| `convoke_'))
+    .map(cells)
+    .map(([name, type, labels]) => [spans(name!)[0]!, { type: type!, labels: documentedLabels(labels!) }]),
+);
+/** Every metric name the code writes: a `'convoke_…'` string anywhere in src. */
+const metricNames = new Set(sources().flatMap((text) => [...text.matchAll(/['"`](convoke_[a-z0-9_]+)['"`]/g)].map((m) => m[1]!)));
+
+/**
+ * What a serving deployment registers, held to the rows: type, label names, and the label values
+ * the code sets before anything happens (each must be among those a row lists).
+ */
+async function metricProblems(): Promise<string[]> {
+  const fixture = await writeHttpFixture();
+  const built = await buildFixtureApp(fixture);
+  try {
+    const { coordinator, store } = built.deployment;
+    const registry = coordinator.metrics.registry;
+    // What serve and a deployment hosting workflows register beside the coordinator's own (and the HTTP app's).
+    observeProcess(coordinator.metrics, { version: '0.0.0', nodeVersion: process.versions.node, commit: 'unknown' });
+    observeStampSources(coordinator.metrics, { stampSources: { fed: 0, readBack: 0 } });
+    commandMetrics(registry);
+    observeStuckWorkflowInstances(registry, () => store.workflowIndex, new SystemClock(), workflowStuckBoundsDefault);
+    observeDroppedEmittedEvents(registry);
+    observeRefusedWorkflowStarts(registry);
+    const registered = registry.getMetricsAsArray().filter((metric) => metric.name.startsWith('convoke_'));
+    assert.deepEqual(
+      [...metricNames].filter((name) => !registered.some((metric) => metric.name === name)),
+      [],
+      'a metric this test does not register: call what registers it above',
+    );
+    const problems: string[] = [];
+    for (const metric of registered) {
+      const row = metricRows.get(metric.name);
+      if (row === undefined) continue; // reported by the test above
+      const { type, labelNames = [] } = metric as unknown as { type: string; labelNames?: string[] };
+      if (row.type !== type) problems.push(`${metric.name}: documented a ${row.type}, is a ${type}`);
+      if ([...row.labels.keys()].sort().join() !== [...labelNames].sort().join())
+        problems.push(`${metric.name}: documented labels ${[...row.labels.keys()].join(', ') || 'none'}, has ${labelNames.join(', ') || 'none'}`);
+    }
+    for (const metric of await registry.getMetricsAsJSON())
+      for (const { labels } of metric.name.startsWith('convoke_') ? metric.values : [])
+        for (const [label, value] of Object.entries(labels)) {
+          const values = metricRows.get(metric.name)?.labels.get(label);
+          if (values && !values.includes(String(value))) problems.push(`${metric.name}{${label}="${value}"}: not among the documented ${values.join(', ')}`);
+        }
+    return problems;
+  } finally {
+    await built.close();
+    await fixture.dispose();
+  }
+}
+
+describe('docs/operations.md: the metrics table is the metrics the code registers', () => {
+  test('every metric name in src has a row, and every row is a metric in src', () => {
+    assert.ok(metricNames.has('convoke_admissions_total') && metricNames.has('convoke_nats_command_replies_total'), [...metricNames].join(' '));
+    assert.deepEqual([...metricNames].filter((name) => !metricRows.has(name)).sort(), [], 'registered but not documented');
+    assert.deepEqual([...metricRows.keys()].filter((name) => !metricNames.has(name)).sort(), [], 'documented but not registered');
+  });
+
+  test("each metric's type, label names and the label values the code sets at start are the documented ones", async () => {
+    assert.deepEqual(await metricProblems(), []);
+  });
+
+  test('every convoke_ name the documents mention is a metric, or one the renames table lists as gone', () => {
+    const renamed = section(operationsDoc, '### Renamed metrics')
+      .split('\n')
+      .filter((line) => line.startsWith('| `'))
+      .map((line) => /`([a-z_]+)/.exec(cells(line)[0]!)![1]!);
+    const documents = [
+      'README.md',
+      ...readdirSync(join(repoRoot(), 'docs'))
+        .filter((f) => f.endsWith('.md'))
+        .map((f) => `docs/${f}`),
+    ];
+    const problems = documents.flatMap((doc) =>
+      [...readFileSync(join(repoRoot(), doc), 'utf8').matchAll(/\bconvoke_[a-z0-9_]+/g)]
+        .map((m) => m[0])
+        .filter((name) => !metricNames.has(name) && !renamed.includes(name))
+        .map((name) => `${doc}: ${name}`),
+    );
+    assert.deepEqual([...new Set(problems)], []);
+  });
 });
