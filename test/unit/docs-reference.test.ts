@@ -384,3 +384,20 @@ describe('docs/operations.md: the metrics table is the metrics the code register
     assert.deepEqual([...new Set(problems)], []);
   });
 });
+
+test('docs/operations.md: the Logs table names every event the code logs, and only those', () => {
+  const documented = section(operationsDoc, '## Logs')
+    .split('\n')
+    .filter((line) => line.startsWith('| `'))
+    .slice(1) // the header, `event`
+    .flatMap((line) => spans(cells(line)[0]!));
+  const texts = sources();
+  const logged = new Set(texts.flatMap((text) => [...text.matchAll(/\bevent: '([a-z-]+)'/g)].map((m) => m[1]!)));
+  // The operation log's failures: `${layer}-error`, one event per layer its signature allows.
+  const layers = texts.flatMap((text) => [...text.matchAll(/failed\(layer: ((?:'[a-z]+'(?: \| )?)+),/g)].flatMap((m) => spans(m[1]!.replaceAll("'", '`'))));
+  assert.ok(layers.includes('store'), 'the layers of OperationLog.failed');
+  for (const layer of layers) logged.add(`${layer}-error`);
+  assert.ok(logged.has('http-request') && logged.has('deployment'), [...logged].join(' '));
+  assert.deepEqual([...logged].filter((event) => !documented.includes(event)).sort(), [], 'logged but not documented');
+  assert.deepEqual(documented.filter((event) => !logged.has(event)).sort(), [], 'documented but never logged');
+});
