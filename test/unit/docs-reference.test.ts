@@ -401,3 +401,21 @@ test('docs/operations.md: the Logs table names every event the code logs, and on
   assert.deepEqual([...logged].filter((event) => !documented.includes(event)).sort(), [], 'logged but not documented');
   assert.deepEqual(documented.filter((event) => !logged.has(event)).sort(), [], 'documented but never logged');
 });
+
+test('docs/reference.md: the Environment table names every variable the code reads by name, and only those', () => {
+  const documented = section(reference, '### Environment')
+    .split('\n')
+    .filter((line) => line.startsWith('| `'))
+    .flatMap((line) => spans(cells(line)[0]!))
+    .filter((name) => /^[A-Z][A-Z0-9_]*$/.test(name));
+  // `env.NAME`, `env['NAME']` (process.env or the env a function is handed), and the NATS password's default variable.
+  const read = new Set(
+    sources().flatMap((text) => [
+      ...[...text.matchAll(/\benv(?:\.|\[['"])([A-Z][A-Z0-9_]*)\b/g)].map((m) => m[1]!),
+      ...[...text.matchAll(/\bpasswordEnvDefault = '([A-Z][A-Z0-9_]*)'/g)].map((m) => m[1]!),
+    ]),
+  );
+  assert.ok(read.has('CONVOKE_CONTEXTS') && read.has('CONVOKE_NATS_PASSWORD'), [...read].join(' '));
+  assert.deepEqual([...read].filter((name) => !documented.includes(name)).sort(), [], 'read but not documented');
+  assert.deepEqual(documented.filter((name) => !read.has(name)).sort(), [], 'documented but never read');
+});
