@@ -20,7 +20,7 @@ import { deepFrozen, type JsonObject, type JsonValue } from '../contract/json.js
 import { limits } from '../contract/limits.js';
 import { describeErrors, compileChecker } from '../contract/validation.js';
 import { StaticDirectory } from '../adapters/directory/static.js';
-import { StaticPolicy } from '../adapters/policy/static.js';
+import { StaticPolicy, policyTtlMsDefault } from '../adapters/policy/static.js';
 import { jetstreamStorePrefix, openStore } from '../adapters/store/open.js';
 import type { EventStore } from '../adapters/store/types.js';
 import type { NatsLogin } from '../adapters/transport/nats-creds.js';
@@ -612,7 +612,7 @@ async function assemble(config: DeploymentConfig, parts: Parts): Promise<Running
     store,
     transport: connection,
     directory: new StaticDirectory({ groups: config.directory.groups }),
-    policy: new StaticPolicy({ rules: config.policy.rules, ttlMs: config.policy.ttlMs ?? 60_000 }, clock),
+    policy: new StaticPolicy({ rules: config.policy.rules, ttlMs: config.policy.ttlMs ?? policyTtlMsDefault }, clock),
     verifier: new SubjectNamespaceVerifier(config.attestations),
     effectFencing: attestedEffectFencing(config.attestations),
     clock,

@@ -17,8 +17,9 @@ import { exitCodeOfKind, exitCodes } from '../../src/cli/exit-codes.js';
 import { adapterErrorKinds } from '../../src/contract/errors.js';
 import { interactionDefaults } from '../../src/contract/schemas.js';
 import { deploymentConfigSchema } from '../../src/deployment/config.js';
-import { natsTransportSchema } from '../../src/deployment/nats/settings.js';
-import { commandMetrics, commandVerbs } from '../../src/nats-api/commands.js';
+import { peerConfigSchema } from '../../src/cli/commands/peer.js';
+import { durabilityCheckIntervalMsDefault, natsDurableDefaults, natsTransportSchema } from '../../src/deployment/nats/settings.js';
+import { commandMetrics, commandQueueDefault, commandVerbs } from '../../src/nats-api/commands.js';
 import { workflowCommandVerbs } from '../../src/nats-api/workflow-commands.js';
 import { SystemClock } from '../../src/contract/clock.js';
 import { workflowStuckBoundsDefault } from '../../src/events/workflow-index.js';
@@ -26,6 +27,9 @@ import { observeProcess, observeStampSources } from '../../src/runtime/metrics.j
 import { observeDroppedEmittedEvents } from '../../src/runtime/workflow-emitted-metrics.js';
 import { observeRefusedWorkflowStarts } from '../../src/runtime/workflow-start-metrics.js';
 import { observeStuckWorkflowInstances } from '../../src/runtime/workflow-stuck-metrics.js';
+import { limits } from '../../src/contract/limits.js';
+import { policyTtlMsDefault } from '../../src/adapters/policy/static.js';
+import { workflowEventsDefaults } from '../../src/runtime/workflow-service.js';
 import { repoRoot } from '../support/assertions.js';
 import { captureIo } from '../support/cli-io.js';
 import { buildFixtureApp, writeHttpFixture, type HttpFixture } from '../support/http-fixtures.js';
@@ -418,4 +422,94 @@ test('docs/reference.md: the Environment table names every variable the code rea
   assert.ok(read.has('CONVOKE_CONTEXTS') && read.has('CONVOKE_NATS_PASSWORD'), [...read].join(' '));
   assert.deepEqual([...read].filter((name) => !documented.includes(name)).sort(), [], 'read but not documented');
   assert.deepEqual(documented.filter((name) => !read.has(name)).sort(), [], 'documented but never read');
+});
+
+/**
+ * The keys a span of the Configuration section names: its first cells (`durable.maxMsgs`), and
+ * in a span that writes an object or a list of them (`{"perSecond", "burst"}`, `{host, port (0 = free), …}`) each
+ * name that opens it or follows a comma. Capitalized names (`PEER`, `NAME`) are placeholders.
+ */
+function configKeysIn(markdown: string): string[] {
+  const keys: string[] = [];
+  for (const line of markdown.split('\n').filter((l) => l.startsWith('| `'))) {
+    const [first = '', ...rest] = cells(line);
+    for (const span of spans(first).map((s) => s.replace(/\.<[^>]*>/g, ''))) if (/^[a-z][A-Za-z.]*$/.test(span)) keys.push(...span.split('.'));
+    for (const span of spans(rest.join(' ')).filter((s) => /^\[?\{/.test(s)))
+      for (const m of span.matchAll(/(?:\{|,)\s*"?([a-z][A-Za-z0-9]*)"?\??\s*(?=[:,}"?(]|\s\()/g)) keys.push(m[1]!);
+  }
+  return keys;
+}
+
+test('docs/reference.md: every key the Configuration section names is one the serve config takes', () => {
+  const known = new Set(
+    [...propertyPaths(deploymentConfigSchema), ...propertyPaths(natsTransportSchema, 'transport')].flatMap((path) => path.split(/[.[\]*]+/)),
+  );
+  const named = configKeysIn(section(reference, '## Configuration'));
+  assert.ok(
+    ['heartbeatMs', 'perSecond', 'exclusivePeerPublishers', 'tokenSha256', 'timerGraceMs'].every((key) => named.includes(key)),
+    named.join(' '),
+  );
+  assert.deepEqual([...new Set(named.filter((key) => !known.has(key)))], []);
+});
+
+test("docs/reference.md: the example peer's config table is the peer config's schema", () => {
+  const table = section(reference, '## The example peer');
+  const documented = new Set(configKeysIn(table));
+  const keys = propertyPaths(peerConfigSchema).filter((path) => !path.includes('.') || path.startsWith('nats.') || path.startsWith('faults.'));
+  const names = keys.map((path) => path.split('.').at(-1)!);
+  assert.deepEqual(
+    names.filter((name) => !documented.has(name) && !table.includes(`"${name}"`)),
+    [],
+    'taken but not documented',
+  );
+  const known = new Set(propertyPaths(peerConfigSchema).flatMap((path) => path.split(/[.[\]*]+/)));
+  assert.deepEqual(
+    [...documented].filter((key) => !known.has(key)),
+    [],
+    'documented but not taken',
+  );
+});
+
+test("docs/reference.md: the defaults the serve config's tables state are the code's", () => {
+  const configuration = section(reference, '## Configuration');
+  /** The default cell of the first row whose first cell names `field` (its code spans), in the table after the line starting `table`. */
+  const stated = (field: string, table = '') => {
+    const row = configuration
+      .slice(configuration.indexOf(`\n${table}`))
+      .split('\n')
+      .filter((line) => line.startsWith('| `'))
+      .map(cells)
+      .find(([names]) => spans(names ?? '').includes(field));
+    return row === undefined ? [`no row for ${field}`] : spans(row.at(-1)!);
+  };
+  const events = '`workflows.events` (';
+  const expected: [string, string, string?][] = [
+    ['durable.maxMsgs', String(limits.durableStreamMsgsDefault)],
+    ['durable.maxDeliver', String(natsDurableDefaults.maxDeliver)],
+    ['durable.ackWaitMs', String(natsDurableDefaults.ackWaitMs)],
+    ['durabilityCheckIntervalMs', String(durabilityCheckIntervalMsDefault)],
+    ['commandQueue', commandQueueDefault],
+    ['manageStreams', 'false'],
+    ['subjectPrefix', workflowEventsDefaults.subjectPrefix, events],
+    ['emitSubjectPrefix', workflowEventsDefaults.emitSubjectPrefix, events],
+    ['stream', workflowEventsDefaults.stream, events],
+    ['listen', workflowEventsDefaults.queue, events],
+    ['emit', 'none', events],
+    ['http', 'false', events],
+    ['privateNetworks', 'false', '`workflows.http` ('],
+  ];
+  assert.deepEqual(
+    expected
+      .filter(([field, value, table]) => !stated(field, table).includes(value))
+      .map(([field, value, table]) => `${field}: ${stated(field, table).join(', ')}, the code ${value}`),
+    [],
+  );
+  assert.ok(configuration.includes(`${limits.durableMsgBytesDefault / 1024} KiB`), 'durable.maxMsgBytes');
+  /** 60000 → `60 000`, as the prose writes numbers. */
+  const written = (n: number) => String(n).replace(/\B(?=(\d{3})+$)/g, ' ');
+  const policy = configuration.split('\n').find((line) => line.startsWith('| `policy`')) ?? '';
+  assert.ok(
+    policy.includes(`\`ttlMs\` (1 to ${written(limits.leaseMsMax)}, default ${written(policyTtlMsDefault)}`),
+    `policy.ttlMs: 1 to ${written(limits.leaseMsMax)}, default ${written(policyTtlMsDefault)}`,
+  );
 });

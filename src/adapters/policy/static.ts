@@ -25,6 +25,9 @@ export interface StaticPolicyConfig {
 
 const matches = (list: string[] | undefined, value: string | null) => list === undefined || list.includes('*') || (value !== null && list.includes(value));
 
+/** How long a decision is valid when the config names no `policy.ttlMs`. */
+export const policyTtlMsDefault = 60_000;
+
 export class StaticPolicy implements Policy {
   private rules: PolicyRule[];
   private readonly ttlMs: number;
@@ -36,7 +39,7 @@ export class StaticPolicy implements Policy {
     private readonly clock: Clock,
   ) {
     this.rules = [...config.rules];
-    this.ttlMs = config.ttlMs ?? 60_000;
+    this.ttlMs = config.ttlMs ?? policyTtlMsDefault;
     this.baseRevision = config.revision ?? 'static';
   }
 

@@ -29,7 +29,7 @@ import type { BundleRegistry, CompiledBundle } from '../../contract/bundle.js';
 import { invalidInput, unavailable } from '../../contract/errors.js';
 import { StaticDirectory } from '../../adapters/directory/static.js';
 import { NatsConsumerPresence } from '../../adapters/directory/nats-presence.js';
-import { StaticPolicy } from '../../adapters/policy/static.js';
+import { StaticPolicy, policyTtlMsDefault } from '../../adapters/policy/static.js';
 import { JetStreamEventStore } from '../../adapters/store/jetstream.js';
 import { openStore } from '../../adapters/store/open.js';
 import type { EventStore } from '../../adapters/store/types.js';
@@ -206,7 +206,7 @@ function natsCoordinator(
     directory: new StaticDirectory({ groups: config.directory.groups }),
     // Durable mode observes presence from the peers' request consumers; core NATS has none to read.
     ...(durable ? { presence: new NatsConsumerPresence(manager, { peers, clock }), continuity: streamContinuity(byNamespace) } : {}),
-    policy: new StaticPolicy({ rules: config.policy.rules, ttlMs: config.policy.ttlMs ?? 60_000 }, clock),
+    policy: new StaticPolicy({ rules: config.policy.rules, ttlMs: config.policy.ttlMs ?? policyTtlMsDefault }, clock),
     verifier: new SubjectNamespaceVerifier(config.attestations),
     effectFencing: attestedEffectFencing(config.attestations),
     clock,
