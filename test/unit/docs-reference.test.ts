@@ -513,3 +513,38 @@ test("docs/reference.md: the defaults the serve config's tables state are the co
     `policy.ttlMs: 1 to ${written(limits.leaseMsMax)}, default ${written(policyTtlMsDefault)}`,
   );
 });
+
+test("docs/reference.md: the Defaults table is every option's default, and names only options that have it", () => {
+  const rows = section(reference, '### Defaults')
+    .split('\n')
+    .filter((line) => line.startsWith('| `'))
+    .map(cells)
+    .map(([option, value]) => ({ option: spans(option!)[0]!, value: spans(value!)[0] }));
+  const problems: string[] = [];
+  const defaults = new Map<string, string>();
+  for (const [name, command] of leafCommands())
+    for (const option of command.options) {
+      const value: unknown = option.defaultValue;
+      if (value === undefined || value === false || (Array.isArray(value) && value.length === 0)) continue;
+      defaults.set(`${name} ${option.long!}`, typeof value === 'string' ? value : JSON.stringify(value));
+    }
+  for (const [option, value] of defaults) {
+    const row = rows.find((r) => r.option === option);
+    if (row === undefined) problems.push(`${option}: default ${value} has no row`);
+    else if (row.value !== value) problems.push(`${option}: documented ${row.value}, default ${value}`);
+  }
+  for (const { option } of rows) if (!defaults.has(option)) problems.push(`${option}: documented, but no option has a default by that name`);
+  assert.deepEqual(problems, []);
+});
+
+test("README.md: the Reference section's command table names every command", () => {
+  const table = section(readFileSync(join(repoRoot(), 'README.md'), 'utf8'), '## Reference')
+    .split('\n')
+    .filter((line) => line.startsWith('| `convoke '))
+    .map((line) => cells(line)[0]!)
+    .join(' ');
+  const missing = [...leafCommands().keys()]
+    .map((name) => name.split(' ')[0]!)
+    .filter((word, i, all) => all.indexOf(word) === i && !new RegExp(`(\`convoke |, \`)${word}\\b`).test(table));
+  assert.deepEqual(missing, []);
+});
