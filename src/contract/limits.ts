@@ -274,6 +274,8 @@ export const limits = {
   httpDrainMsMax: 60_000,
   /** HTTP: server-sent event streams (the console's live updates) one principal may hold open at once, at most (http.events.streamsPerPrincipal). */
   httpEventStreamsPerPrincipalMax: 256,
+  /** HTTP: the most CloudEvent deliveries (POST /workflow-events) a deployment may let one principal have in flight at once (http.eventDeliveriesPerPrincipal). */
+  httpEventDeliveriesPerPrincipalMax: 4_096,
   /** The most a deployment may let one principal hold waits at once at a facade (http.waitsPerPrincipal). */
   waitsPerPrincipalMax: 100_000,
   /** HTTP: bounds of the comment line sent on an idle event stream (http.events.heartbeatMs). */

@@ -59,6 +59,8 @@ export const requestTimeoutMsDefault = 30_000;
 /** An idle event stream sends a comment this often, within any proxy's idle timeout (the socket's is set to outlast it by 15 s). */
 export const eventHeartbeatMsDefault = 15_000;
 export const eventStreamsPerPrincipalDefault = 8;
+/** CloudEvent deliveries (POST /workflow-events) one principal may have in flight at once, unless the deployment says otherwise (http.eventDeliveriesPerPrincipal). */
+export const eventDeliveriesPerPrincipalDefault = 64;
 
 const examplePeerSchema = {
   type: 'object',
@@ -133,6 +135,7 @@ const httpSchema = {
     waitMsMax: { type: 'integer', minimum: 0, maximum: limits.waitMsMax },
     drainMs: { type: 'integer', minimum: 0, maximum: limits.httpDrainMsMax },
     waitsPerPrincipal: { type: 'integer', minimum: 1, maximum: limits.waitsPerPrincipalMax },
+    eventDeliveriesPerPrincipal: { type: 'integer', minimum: 1, maximum: limits.httpEventDeliveriesPerPrincipalMax },
     headersTimeoutMs: { type: 'integer', minimum: limits.httpReceiveTimeoutMsMin, maximum: limits.httpReceiveTimeoutMsMax },
     requestTimeoutMs: { type: 'integer', minimum: limits.httpReceiveTimeoutMsMin, maximum: limits.httpReceiveTimeoutMsMax },
     events: {
@@ -764,6 +767,7 @@ async function resolveHttp(config: HttpConfig): Promise<HttpSettings> {
     bodyLimitBytes: config.bodyLimitBytes,
     waitMsMax: config.waitMsMax,
     waitsPerPrincipal: config.waitsPerPrincipal ?? waitsPerPrincipalDefault,
+    eventDeliveriesPerPrincipal: config.eventDeliveriesPerPrincipal ?? eventDeliveriesPerPrincipalDefault,
     drainMs: config.drainMs ?? 0,
     headersTimeoutMs: config.headersTimeoutMs ?? headersTimeoutMsDefault,
     requestTimeoutMs: config.requestTimeoutMs ?? requestTimeoutMsDefault,

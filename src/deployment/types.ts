@@ -123,6 +123,8 @@ export interface HttpConfig {
   drainMs?: number;
   /** Long-polls one principal holds at once (default 256); past it a wait answers at once. */
   waitsPerPrincipal?: number;
+  /** CloudEvent deliveries (POST /workflow-events) one principal has in flight at once (default 64); past it a delivery is refused, 503. */
+  eventDeliveriesPerPrincipal?: number;
   /**
    * Server-sent event streams (GET /contract-invocations/{id}/events, the console's live updates):
    * the idle heartbeat (default 15 000 ms) and how many one principal may hold open (default 8).

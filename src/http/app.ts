@@ -148,7 +148,8 @@ function registerRoutes(
     ...(options.onInternalError ? { onInternalError: options.onInternalError } : {}),
   });
   registerConsoleRoutes(app);
-  if (options.workflowEvents) registerWorkflowEventRoutes(app, { intake: options.workflowEvents, authenticate });
+  if (options.workflowEvents)
+    registerWorkflowEventRoutes(app, { intake: options.workflowEvents, authenticate, deliveriesPerPrincipal: settings.eventDeliveriesPerPrincipal });
   if (options.workflows)
     registerWorkflowInstanceRoutes(app, { workflows: options.workflows, authenticate, waitMsMax: settings.waitMsMax, releaseFor: release, waits });
 }

@@ -11,6 +11,8 @@ export interface HttpSettings {
   waitMsMax: number;
   /** Long-polls one principal holds at once (invocations and workflow instances); past it a wait answers at once (runtime/wait-slots.ts). */
   waitsPerPrincipal: number;
+  /** CloudEvent deliveries (POST /workflow-events) one principal has in flight at once; past it a delivery is refused, 503 (workflow-events.ts). */
+  eventDeliveriesPerPrincipal: number;
   drainMs: number;
   headersTimeoutMs: number;
   requestTimeoutMs: number;

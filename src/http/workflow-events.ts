@@ -10,11 +10,20 @@
  * let go (restart, cache), and the send again is then 404; another event under the identity of one
  * taken is 409 conflict (nothing stored).
  *
+ * Each delivery is matched against the caller's waiting listens (jq, in the evaluator every
+ * principal shares) and may append: one principal sending thousands at once would take the
+ * executor from every other. A principal has at most `deliveriesPerPrincipal`
+ * (http.eventDeliveriesPerPrincipal) in flight at this host at once, counted from when one is
+ * handed to the intake until the intake is done with it — answered, refused or failed, whether its
+ * client still waits or went away (the delivery carries on without it, and holds its slot until
+ * it ends). One past it is refused at once, 503 unavailable, before the intake sees it: nothing of
+ * it is stored, and its client sends it again once one of the others is answered.
+ *
  * The content-type parser lives in this route's own scope: no other route accepts the media type.
  */
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { cloudEventProblem, type CloudEvent, type CloudEventIntake } from '../contract/cloudevents.js';
-import { AssertionFailure, invalidInput } from '../contract/errors.js';
+import { AdapterError, AssertionFailure, invalidInput } from '../contract/errors.js';
 import { parseStrictBytes } from '../contract/ijson.js';
 import type { JsonValue } from '../contract/json.js';
 import { limits } from '../contract/limits.js';
@@ -29,6 +38,8 @@ export const cloudEventsMediaType = 'application/cloudevents+json';
 export interface WorkflowEventRoutesOptions {
   intake: CloudEventIntake;
   authenticate: Authenticate;
+  /** Deliveries one principal has in flight at once (http.eventDeliveriesPerPrincipal); past it one is refused, 503 unavailable. */
+  deliveriesPerPrincipal: number;
 }
 
 const deliverySchema = {
@@ -80,13 +91,18 @@ export const workflowEventPaths = {
           description: 'internal error; whether an instance took it is unknown: send it again (an instance that took it answers it taken)',
           content: adapterErrorBody,
         },
-        '503': { description: 'unavailable; send it again', content: adapterErrorBody },
+        '503': {
+          description:
+            'unavailable; send it again. Among the causes: the caller already has http.eventDeliveriesPerPrincipal deliveries in flight (default 64), and this one was refused before any instance was offered it (nothing was stored); send it again once one of those is answered',
+          content: adapterErrorBody,
+        },
       },
     },
   },
 };
 
 export function registerWorkflowEventRoutes(app: FastifyInstance, options: WorkflowEventRoutesOptions): void {
+  const inFlight = deliverySlots(options.deliveriesPerPrincipal);
   void app.register(async (scope) => {
     const callers = new WeakMap<FastifyRequest, Caller>();
     scope.addContentTypeParser(cloudEventsMediaType, { parseAs: 'buffer', bodyLimit: limits.cloudEventBytesMax }, (_request, body, done) => {
@@ -115,11 +131,40 @@ export function registerWorkflowEventRoutes(app: FastifyInstance, options: Workf
         if (!caller) throw new AssertionFailure('the onRequest hook authenticated this request');
         const problem = cloudEventProblem(request.body as JsonValue);
         if (problem !== undefined) throw invalidInput(`not a CloudEvent this runtime takes: ${problem}`);
-        const { matched } = await options.intake.deliver(request.body as CloudEvent, caller.principalId);
+        const { matched } = await inFlight.bounded(caller.principalId, () => options.intake.deliver(request.body as CloudEvent, caller.principalId));
         return reply.code(matched.length > 0 ? 202 : 404).send({ status: matched.length > 0 ? 'accepted' : 'no-match', matched });
       },
     );
   });
+}
+
+/**
+ * The deliveries each principal has in flight. A slot is held until the intake is done with the
+ * delivery (a client that goes away does not end it: its slot would otherwise be free while the
+ * executor still works for it), and given back however it ends.
+ */
+function deliverySlots(perPrincipal: number) {
+  const held = new Map<string, number>();
+  return {
+    async bounded<T>(principalId: string, deliver: () => Promise<T>): Promise<T> {
+      const holding = held.get(principalId) ?? 0;
+      if (holding >= perPrincipal)
+        throw new AdapterError(
+          'unavailable',
+          `principal ${JSON.stringify(principalId)} already has ${holding} events in flight at this host, the most one principal may have at once ` +
+            `(http.eventDeliveriesPerPrincipal ${perPrincipal}); they are still being delivered. This one was offered to no instance and nothing of it was stored: ` +
+            'send it again once one of them is answered',
+        );
+      held.set(principalId, holding + 1);
+      try {
+        return await deliver();
+      } finally {
+        const left = (held.get(principalId) ?? 1) - 1;
+        if (left > 0) held.set(principalId, left);
+        else held.delete(principalId);
+      }
+    },
+  };
 }
 
 /** Structured mode only; JSON is UTF-8. */

@@ -459,6 +459,15 @@ describe('deployment config', () => {
     assert.equal(parse(withStatic('carol', { principalPrefix: 'sso:' })).http.jwt?.principalPrefix, 'sso:');
   });
 
+  test('http.eventDeliveriesPerPrincipal is an integer from 1 to limits.httpEventDeliveriesPerPrincipalMax', () => {
+    const http = (extra: object) => ({ ...base(), http: { ...base().http, ...extra } });
+    assert.equal(parse(http({ eventDeliveriesPerPrincipal: 1 })).http.eventDeliveriesPerPrincipal, 1);
+    assert.equal(parse(http({ eventDeliveriesPerPrincipal: 4096 })).http.eventDeliveriesPerPrincipal, 4096);
+    fails(http({ eventDeliveriesPerPrincipal: 0 }), '/http/eventDeliveriesPerPrincipal');
+    fails(http({ eventDeliveriesPerPrincipal: 4097 }), '/http/eventDeliveriesPerPrincipal');
+    fails(http({ eventDeliveriesPerPrincipal: 2.5 }), '/http/eventDeliveriesPerPrincipal');
+  });
+
   test('the receive timeouts are bounded and the headers timeout is within the request timeout', () => {
     const http = (extra: object) => ({ ...base(), http: { ...base().http, ...extra } });
     assert.equal(parse(http({ headersTimeoutMs: 1000, requestTimeoutMs: 2000 })).http.headersTimeoutMs, 1000);
