@@ -267,6 +267,11 @@ export const limits = {
   listLimitMax: 500,
   /** CloudEvents delivered at once by the NATS event intake; past it an event is answered unavailable (the publisher retries). */
   cloudEventsInFlightMax: 256,
+  /**
+   * Emitted CloudEvents of one principal (its subject, `<emitPrefix>.<P>.<type>`, names it) the NATS
+   * event intake delivers at once; past it one waits for a slot of that principal's (emittedRedelivery).
+   */
+  cloudEventsInFlightPerPrincipalMax: 64,
   // ── bounds of the adapters, facades and wiring (each read where its name says) ──
   /** HTTP: the largest request body a deployment may allow (http.bodyLimitBytes). */
   httpBodyLimitBytesMax: 16 * 1024 * 1024,

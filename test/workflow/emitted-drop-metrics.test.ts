@@ -52,11 +52,13 @@ test('the NATS intake tells each dropped emitted event with its closed reason: p
     onEmittedDropped: (_subject, reason, detail) => drops.push([reason, detail]),
   });
   try {
-    const subject = emittedEventSubject('test.emitted', 'alice', 'com.example.tick');
+    // Enough principals to fill the in-flight bound (each has at most cloudEventsInFlightPerPrincipalMax in flight), in turn.
+    const principals = Math.ceil(limits.cloudEventsInFlightMax / limits.cloudEventsInFlightPerPrincipalMax);
+    const subject = (i: number) => emittedEventSubject('test.emitted', `p${i % principals}`, 'com.example.tick');
     // The in-flight bound, then the backlog's bound, then one more: that one is dropped.
     const total = limits.cloudEventsInFlightMax + emittedRedelivery.heldMax + 1;
     for (let i = 0; i < total; i++)
-      nc.publish(subject, JSON.stringify({ specversion: '1.0', id: `e-${i}`, source: 'https://shop.example', type: 'com.example.tick' }));
+      nc.publish(subject(i), JSON.stringify({ specversion: '1.0', id: `e-${i}`, source: 'https://shop.example', type: 'com.example.tick' }));
     await nc.flush();
     await eventually(() => drops.length === 1, 'one dropped past the backlog bound', 10_000);
     assert.equal(drops[0]?.[0], 'backlog-full');

@@ -101,8 +101,10 @@ test('an emitted event past the in-flight bound waits for a slot; a refusal that
       onEmittedDropped: (_s, reason, detail) => drops.push(`${reason}: ${detail}`),
     });
     try {
-      const subject = emittedEventSubject('test.emitted', 'alice', type);
-      for (let i = 0; i <= limits.cloudEventsInFlightMax; i++) nc.publish(subject, JSON.stringify(event(`e-${i}`)));
+      // Enough principals to fill the in-flight bound (each has at most cloudEventsInFlightPerPrincipalMax in flight), in turn.
+      const principals = Math.ceil(limits.cloudEventsInFlightMax / limits.cloudEventsInFlightPerPrincipalMax);
+      for (let i = 0; i <= limits.cloudEventsInFlightMax; i++)
+        nc.publish(emittedEventSubject('test.emitted', `p${i % principals}`, type), JSON.stringify(event(`e-${i}`)));
       await nc.flush();
       await eventually(() => intake.offered.length === limits.cloudEventsInFlightMax, 'the bound taken', 10_000);
       await new Promise((resolve) => setTimeout(resolve, 200));

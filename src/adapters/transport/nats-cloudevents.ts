@@ -24,6 +24,13 @@
  *   are theirs to know, and they may be any principal's), `{status: "no-match"}` (nothing stored),
  *   or `{status: "rejected", error}`. Emitted events are never answered: their publisher is the
  *   coordinator, whose reply subject (a JetStream publish) awaits the stream's acknowledgment.
+ * - At most limits.cloudEventsInFlightMax events are delivered at once, and at most
+ *   limits.cloudEventsInFlightPerPrincipalMax of one principal's emitted ones (the subject names
+ *   the principal, and only the coordinator publishes there): past either an emitted event waits
+ *   for a slot (emittedRedelivery), an outside one is answered unavailable. An outside event's
+ *   subject proves only that its publisher was allowed its type — NATS does not say who sent a
+ *   message, several publishers may be allowed one type, and a reply subject is the sender's to
+ *   choose — so outside events share the global bound alone.
  * - Between receipt and append an event is only in this host's memory (core NATS): a crash there
  *   loses it. A publisher that asked (a request) sees no answer and sends it again, taken once; one
  *   that published without a reply subject is told nothing, and its event is then lost, as it is
@@ -212,7 +219,7 @@ export function serveCloudEvents(
     checkSpaces(subjectPrefix, options.emitSubjectPrefix);
     spaces.push({ kind: 'emitted', prefix: options.emitSubjectPrefix });
   }
-  let inFlight = 0;
+  const inFlight = new InFlight();
   const pending = new Set<Promise<void>>();
   const clock = options.clock ?? new SystemClock();
   const backlog = new EmittedBacklog(clock, options.onEmittedDropped, () => next());
@@ -221,7 +228,7 @@ export function serveCloudEvents(
       msg.respond(new TextEncoder().encode(JSON.stringify(reply)));
   };
   const run = (space: Space, msg: Msg, held?: Emitted): void => {
-    inFlight++;
+    const giveBack = inFlight.take(space, msg.subject);
     const work = receive(msg, space, intake)
       .then(({ reply, unavailable, refused }) => {
         if (space.kind === 'outside') return answer(space, msg, reply);
@@ -230,16 +237,16 @@ export function serveCloudEvents(
         else if (refused !== undefined) options.onEmittedDropped?.(msg.subject, 'refused', refused);
       })
       .finally(() => {
-        inFlight--;
+        giveBack();
         pending.delete(work);
         next();
       });
     pending.add(work);
   };
-  /** Emitted events waiting for a slot take the ones freed. */
+  /** Emitted events waiting for a slot take the ones freed, oldest first among the principals below their bound. */
   const next = (): void => {
-    while (inFlight < limits.cloudEventsInFlightMax) {
-      const held = backlog.take();
+    while (inFlight.count < limits.cloudEventsInFlightMax) {
+      const held = backlog.take((waiting) => inFlight.busy(waiting.space, waiting.msg.subject) === undefined);
       if (held === undefined) return;
       run(held.space, held.msg, held);
     }
@@ -249,11 +256,10 @@ export function serveCloudEvents(
       ...(options.queue === undefined ? {} : { queue: options.queue }),
       callback: (error, msg) => {
         if (error) return;
-        if (inFlight >= limits.cloudEventsInFlightMax) {
-          if (space.kind === 'emitted') return backlog.hold({ msg, space, arrivedMs: clock.nowMs(), attempt: 0 }, 'too many events in flight');
-          return answer(space, msg, rejected(new AdapterError('unavailable', 'too many events in flight; publish again')));
-        }
-        run(space, msg);
+        const busy = inFlight.busy(space, msg.subject);
+        if (busy === undefined) return run(space, msg);
+        if (space.kind === 'emitted') return backlog.hold({ msg, space, arrivedMs: clock.nowMs(), attempt: 0 }, busy);
+        return answer(space, msg, rejected(new AdapterError('unavailable', `${busy}; publish again`)));
       },
     }),
   );
@@ -307,8 +313,11 @@ class EmittedBacklog {
     this.retries.set(held, timer);
   }
 
-  take(): Emitted | undefined {
-    return this.closed ? undefined : this.ready.shift();
+  /** The oldest event waiting for a slot that `may` run, taken out of the backlog. */
+  take(may: (held: Emitted) => boolean): Emitted | undefined {
+    if (this.closed) return undefined;
+    const at = this.ready.findIndex(may);
+    return at < 0 ? undefined : this.ready.splice(at, 1)[0];
   }
 
   /** Drops every event kept (each told), and keeps none from now on. */
@@ -337,6 +346,44 @@ interface Emitted {
   space: Space;
   arrivedMs: number;
   attempt: number;
+}
+
+/**
+ * The events in flight (limits.cloudEventsInFlightMax), and the emitted ones by the principal their
+ * subject names (limits.cloudEventsInFlightPerPrincipalMax): the token after the emitted prefix,
+ * one per principal (principalSubjectToken; a subject that names none is refused on delivery,
+ * addressee). An outside event names no principal: it meets the first bound alone.
+ */
+class InFlight {
+  count = 0;
+  private readonly principals = new Map<string, number>();
+
+  /** Why an event on the subject waits (or is answered unavailable) rather than being delivered now; undefined when it may be. */
+  busy(space: Space, subject: string): string | undefined {
+    if (this.count >= limits.cloudEventsInFlightMax) return 'too many events in flight';
+    const key = principalKey(space, subject);
+    if (key !== undefined && (this.principals.get(key) ?? 0) >= limits.cloudEventsInFlightPerPrincipalMax)
+      return `its principal has ${limits.cloudEventsInFlightPerPrincipalMax} emitted events in flight`;
+    return undefined;
+  }
+
+  /** Counts one more in flight (for its principal too, when emitted); the function returned gives it back. */
+  take(space: Space, subject: string): () => void {
+    const key = principalKey(space, subject);
+    this.count++;
+    if (key !== undefined) this.principals.set(key, (this.principals.get(key) ?? 0) + 1);
+    return () => {
+      this.count--;
+      if (key === undefined) return;
+      const left = (this.principals.get(key) ?? 1) - 1;
+      if (left > 0) this.principals.set(key, left);
+      else this.principals.delete(key);
+    };
+  }
+}
+
+function principalKey(space: Space, subject: string): string | undefined {
+  return space.kind === 'emitted' ? (subject.slice(space.prefix.length + 1).split('.', 1)[0] ?? '') : undefined;
 }
 
 function rejected(error: unknown): JsonValue {
