@@ -193,6 +193,24 @@ async function liveList(ctx: Context): Promise<void> {
   await page.close();
 }
 
+async function tokenNeverInAddress(ctx: Context): Promise<void> {
+  // The sign-in form submitted before (or without) console.js: the browser's own submission.
+  const page = await ctx.browser.page();
+  const requested: string[] = [];
+  page.on('request', (request) => void requested.push(request.url()));
+  await page.route('**/console/console.js', (route) => route.abort());
+  await page.goto(`${ctx.base}/console/`);
+  await page.fill('#token', ctx.fixture.tokens.alice);
+  await Promise.all([page.waitForEvent('load'), page.press('#token', 'Enter')]);
+  assert.ok(!page.url().includes(ctx.fixture.tokens.alice), `the token is in the address: ${page.url()}`);
+  assert.deepEqual(
+    requested.filter((url) => url.includes(ctx.fixture.tokens.alice)),
+    [],
+    'no request carried the token in its URL',
+  );
+  await page.close();
+}
+
 describe('the web console in headless Chromium', { timeout: 120_000 }, () => {
   let fixture: HttpFixture;
   let server: ServeProcess;
@@ -228,6 +246,7 @@ describe('the web console in headless Chromium', { timeout: 120_000 }, () => {
     disguised(ctx));
   test('a decision arrives on an open page without a reload', () => liveDecision(ctx));
   test('a refused token shows nothing of any operation', () => refused(ctx));
+  test('the token never goes into an address, also when the form is submitted without the script', () => tokenNeverInAddress(ctx));
   test("the list shows the caller its own operations, filters them, and the operator sees every principal's", () => listFilters(ctx));
   test('a new operation appears in an open list without a reload', () => liveList(ctx));
 });
