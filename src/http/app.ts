@@ -128,7 +128,7 @@ function registerRoutes(
   streams: Set<() => void>,
 ): void {
   const { settings } = options;
-  const authenticate = createAuthenticator(settings, options.clock);
+  const { authenticate, session } = createAuthenticator(settings, options.clock);
   const waits = new WaitSlots(settings.waitsPerPrincipal);
   registerInvocationRoutes(app, {
     coordinator: options.coordinator,
@@ -141,6 +141,7 @@ function registerRoutes(
   registerLiveRoutes(app, {
     coordinator: options.coordinator,
     authenticate,
+    session,
     clock: options.clock,
     events: settings.events,
     streams,

@@ -21,6 +21,12 @@ import { AuthenticationRequired } from './errors.js';
 
 export type Authenticate = (authorization: string | undefined) => Promise<Caller>;
 
+/**
+ * A caller and how long its credential holds: a JWT's `exp` (ms), `null` for a static token (it
+ * holds until the config changes). A response that outlasts its request (an event stream) ends then.
+ */
+export type AuthenticateSession = (authorization: string | undefined) => Promise<{ caller: Caller; untilMs: number | null }>;
+
 /** RFC 6750 b64token, bounded: anything else is not a credential we could hold. */
 const bearerPattern = /^Bearer +([A-Za-z0-9\-._~+/]+=*) *$/i;
 
@@ -28,7 +34,16 @@ export function sha256(text: string): Buffer {
   return createHash('sha256').update(text, 'utf8').digest();
 }
 
-export function createAuthenticator(settings: Pick<HttpSettings, 'principals' | 'jwt'>, clock: Clock): Authenticate {
+/** The two views of one authenticator: the caller, and the caller with its credential's end. */
+export function createAuthenticator(
+  settings: Pick<HttpSettings, 'principals' | 'jwt'>,
+  clock: Clock,
+): { authenticate: Authenticate; session: AuthenticateSession } {
+  const session = sessionAuthenticator(settings, clock);
+  return { authenticate: async (authorization) => (await session(authorization)).caller, session };
+}
+
+function sessionAuthenticator(settings: Pick<HttpSettings, 'principals' | 'jwt'>, clock: Clock): AuthenticateSession {
   const principals = settings.principals;
   const jwt = settings.jwt ? jwtVerifier(settings.jwt, clock) : undefined;
   return async (authorization) => {
@@ -41,7 +56,7 @@ export function createAuthenticator(settings: Pick<HttpSettings, 'principals' | 
       // Every hash is compared, whatever matched before.
       if (timingSafeEqual(digest, principal.tokenSha256) && match === undefined) match = principal;
     }
-    if (match) return { principalId: match.principalId, senderPeerId: match.senderPeerId };
+    if (match) return { caller: { principalId: match.principalId, senderPeerId: match.senderPeerId }, untilMs: null };
     if (jwt && isCompactJws(token)) return jwt(token);
     throw new AuthenticationRequired('invalid');
   };
@@ -52,7 +67,7 @@ function isCompactJws(token: string): boolean {
   return parts.length === 3 && parts.every((p) => p.length > 0);
 }
 
-function jwtVerifier(config: NonNullable<HttpSettings['jwt']>, clock: Clock): (token: string) => Promise<Caller> {
+function jwtVerifier(config: NonNullable<HttpSettings['jwt']>, clock: Clock): (token: string) => Promise<{ caller: Caller; untilMs: number }> {
   const keys = createLocalJWKSet(config.jwks as unknown as JSONWebKeySet);
   return async (token) => {
     const options: JWTVerifyOptions = {
@@ -63,14 +78,16 @@ function jwtVerifier(config: NonNullable<HttpSettings['jwt']>, clock: Clock): (t
     };
     if (config.algorithms) options.algorithms = config.algorithms;
     let sub: unknown;
+    let exp: unknown;
     try {
-      sub = (await jwtVerify(token, keys, options)).payload.sub;
+      ({ sub, exp } = (await jwtVerify(token, keys, options)).payload);
     } catch {
       // Expired, wrong issuer/audience, unknown key, bad signature: all the same 401, no detail to probe with.
       throw new AuthenticationRequired('invalid');
     }
-    if (typeof sub !== 'string') throw new AuthenticationRequired('invalid');
-    return { principalId: jwtPrincipalId(config.principalPrefix, sub), senderPeerId: null };
+    // jose has checked exp (a required claim) is a number in the future.
+    if (typeof sub !== 'string' || typeof exp !== 'number') throw new AuthenticationRequired('invalid');
+    return { caller: { principalId: jwtPrincipalId(config.principalPrefix, sub), senderPeerId: null }, untilMs: exp * 1000 };
   };
 }
 

@@ -22,7 +22,8 @@
  *   /workflow-instances/events?<list filters> (`page` events, as GET /workflow-instances answers).
  *
  * Idle streams get a comment line (the heartbeat). A principal holds a bounded number of streams
- * (503 unavailable beyond it); shutdown ends every stream.
+ * (503 unavailable beyond it); shutdown ends every stream, and so does the expiry of the credential
+ * a stream was opened with (a JWT's exp), after an `error` event of kind `denied`.
  */
 import { isDeepStrictEqual } from 'node:util';
 import type { FastifyInstance, FastifyReply } from 'fastify';
@@ -35,12 +36,14 @@ import type { WorkflowInstanceService } from '../runtime/workflow-service.js';
 import type { LiveInspection } from '../runtime/live-inspection.js';
 import { parseWorkflowListParameters } from '../runtime/workflow-list.js';
 import { instanceParamsSchema } from './workflow-instances.js';
-import type { Authenticate } from './auth.js';
+import type { Authenticate, AuthenticateSession } from './auth.js';
 import { errorResponseSchemas, inspectionSchema, operationParamsSchema } from './schemas.js';
 
 export interface LiveRoutesOptions {
   coordinator: InvocationService;
   authenticate: Authenticate;
+  /** The streams' authentication: a stream ends when its credential does (a JWT's exp). */
+  session: AuthenticateSession;
   clock: Clock;
   events: { heartbeatMs: number; streamsPerPrincipal: number };
   /** Open streams, ended by the app on shutdown. */
@@ -73,19 +76,21 @@ export function registerLiveRoutes(app: FastifyInstance, options: LiveRoutesOpti
   );
 
   app.get<{ Params: Params }>('/contract-invocations/:operationId/events', { schema: { params: operationParamsSchema } }, async (request, reply) => {
-    const { principalId } = await options.authenticate(request.headers.authorization);
+    const { caller, untilMs } = await options.session(request.headers.authorization);
+    const { principalId } = caller;
     const { operationId } = request.params;
     // Visibility before anything is held: someone else's operation is 404, as for GET.
     const live = await coordinator.inspectLive(principalId, operationId);
-    const stream = openStream(reply, options, held.take(principalId));
+    const stream = openStream(reply, options, held.take(principalId), untilMs);
     followInspection(stream, live, (listener) => coordinator.followOperation(operationId, listener));
   });
 
   app.get<{ Querystring: Record<string, string> }>('/contract-invocations/events', async (request, reply) => {
-    const { principalId } = await options.authenticate(request.headers.authorization);
+    const { caller, untilMs } = await options.session(request.headers.authorization);
+    const { principalId } = caller;
     const query = parseListParameters(request.query);
     let last = await coordinator.list(principalId, query);
-    const stream = openStream(reply, options, held.take(principalId));
+    const stream = openStream(reply, options, held.take(principalId), untilMs);
     stream.send('page', last);
     stream.follow(
       (listener) => coordinator.followOperations(listener),
@@ -119,19 +124,21 @@ function registerWorkflowLiveRoutes(
   });
 
   app.get<{ Params: InstanceParams }>('/workflow-instances/:instanceId/events', { schema: { params: instanceParamsSchema } }, async (request, reply) => {
-    const { principalId } = await options.authenticate(request.headers.authorization);
+    const { caller, untilMs } = await options.session(request.headers.authorization);
+    const { principalId } = caller;
     const { instanceId } = request.params;
     // Visibility before anything is held: someone else's instance is 404, as for GET.
     const live = await workflows.inspectLive(principalId, instanceId);
-    const stream = openStream(reply, options, held.take(principalId));
+    const stream = openStream(reply, options, held.take(principalId), untilMs);
     followInspection(stream, live, (listener) => workflows.followInstance(instanceId, listener));
   });
 
   app.get<{ Querystring: Record<string, string> }>('/workflow-instances/events', async (request, reply) => {
-    const { principalId } = await options.authenticate(request.headers.authorization);
+    const { caller, untilMs } = await options.session(request.headers.authorization);
+    const { principalId } = caller;
     const query = parseWorkflowListParameters(request.query);
     let last = await workflows.list(principalId, query);
-    const stream = openStream(reply, options, held.take(principalId));
+    const stream = openStream(reply, options, held.take(principalId), untilMs);
     stream.send('page', last);
     stream.follow(
       (listener) => workflows.followInstances(listener),
@@ -153,7 +160,7 @@ function registerWorkflowLiveRoutes(
  * its update covers all it missed. A log that no longer continues what was sent (a store that
  * lost writes) is sent as a new snapshot, which replaces everything the client holds.
  */
-function followInspection<S, U extends object>(stream: ReturnType<typeof openStream>, live: LiveInspection<S, U>, subscribe: Follow): void {
+function followInspection<S, U extends object>(stream: Stream, live: LiveInspection<S, U>, subscribe: Follow): void {
   let seq = 0;
   stream.send('snapshot', live.first);
   stream.follow(subscribe, async () => {
@@ -190,6 +197,7 @@ function heldStreams(perPrincipal: number) {
 }
 
 type Follow = (listener: () => void) => Promise<{ close(): Promise<void> }>;
+type Stream = ReturnType<typeof eventStream>;
 
 /**
  * Takes the response over as an event stream: `send` writes an event, `follow` runs `refresh`
@@ -197,7 +205,7 @@ type Follow = (listener: () => void) => Promise<{ close(): Promise<void> }>;
  * most every `minGapMs`; while the client has not read what was written, none until it has). The
  * stream ends when the client leaves, on shutdown, or after a failed refresh (an `error` event first).
  */
-function openStream(reply: FastifyReply, options: LiveRoutesOptions, release: () => void) {
+function eventStream(reply: FastifyReply, options: LiveRoutesOptions, release: () => void) {
   const { clock } = options;
   reply.hijack();
   const raw = reply.raw;
@@ -264,8 +272,29 @@ function openStream(reply: FastifyReply, options: LiveRoutesOptions, release: ()
     // An append between the first read and the watch starting is caught by one run now.
     following.then(run, fail);
   };
-  return { send, follow };
+  return { send, follow, end };
 }
+
+/**
+ * An event stream (eventStream) that never outlives the credential it was opened with: at
+ * `untilMs` (a JWT's exp) it ends with an `error` event of kind `denied`, and a client that opens
+ * it again authenticates again.
+ */
+function openStream(reply: FastifyReply, options: LiveRoutesOptions, release: () => void, untilMs: number | null) {
+  let expiry: TimerHandle | undefined;
+  let ended = false;
+  const stream = eventStream(reply, options, () => {
+    ended = true;
+    expiry?.cancel();
+    release();
+  });
+  // A stream that ended at once (its client had left) arms nothing.
+  if (untilMs !== null && !ended) expiry = options.clock.at(untilMs, () => stream.end(expiredEvent));
+  return stream;
+}
+
+/** The last event of a stream whose credential has expired (a JWT past its exp). */
+const expiredEvent = `event: error\ndata: ${JSON.stringify({ kind: 'denied', description: 'the credential this stream was opened with has expired; authenticate again' })}\n\n`;
 
 /** The last event of a stream whose refresh failed: an operating failure says what it is; a bug's message (a path, a fragment of data) never reaches the client. */
 function errorEvent(error: unknown, onInternalError: ((error: unknown) => void) | undefined): string {

@@ -19,6 +19,7 @@ import { createEmbedded } from '../../src/deployment/embedded.js';
 import { SystemClock } from '../../src/contract/clock.js';
 import { buildFixtureApp, fixtureBundle, requestBody, storedOperationIds, writeHttpFixture, type HttpFixture } from '../support/http-fixtures.js';
 import { minimalServeConfig } from '../support/config-fixtures.js';
+import { sseBlocks, sseEvent } from '../support/sse.js';
 import type { NatsTransportConfig } from '../../src/deployment/types.js';
 
 type Built = Awaited<ReturnType<typeof buildFixtureApp>>;
@@ -325,39 +326,47 @@ describe('HTTP facade (inject)', () => {
   });
 });
 
+type Sign = (claims: { sub?: string; aud?: string; exp?: number }) => Promise<string>;
+
+/** A deployment accepting JWTs of https://issuer.test for audience convoke, and a signer of them. */
+async function jwtApp(): Promise<{ fixture: HttpFixture; built: Built; sign: Sign }> {
+  const { publicKey, privateKey } = await generateKeyPair('ES256');
+  const jwk = { ...(await exportJWK(publicKey)), kid: 'k1', alg: 'ES256', use: 'sig' };
+  const fixture = await writeHttpFixture({ http: { jwt: { issuer: 'https://issuer.test', audience: 'convoke', jwksFile: 'jwks.json' } } });
+  await writeFile(join(fixture.dir, 'jwks.json'), JSON.stringify({ keys: [jwk] }));
+  const built = await buildFixtureApp(fixture);
+  const sign: Sign = async ({ sub = 'carol', aud = 'convoke', exp }) =>
+    new SignJWT({})
+      .setProtectedHeader({ alg: 'ES256', kid: 'k1' })
+      .setSubject(sub)
+      .setIssuer('https://issuer.test')
+      .setAudience(aud)
+      .setIssuedAt()
+      .setExpirationTime(exp ?? Math.floor(Date.now() / 1000) + 300)
+      .sign(privateKey);
+  return { fixture, built, sign };
+}
+
+const postAs = (built: Built, token: string, body: object) =>
+  built.http.app.inject({
+    method: 'POST',
+    url: '/contract-invocations',
+    headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+    payload: JSON.stringify(body),
+  });
+
 describe('HTTP facade with JWT principals (inject)', () => {
   let fixture: HttpFixture;
   let built: Built;
-  let sign: (claims: { sub?: string; aud?: string; exp?: number }) => Promise<string>;
+  let sign: Sign;
 
-  before(async () => {
-    const { publicKey, privateKey } = await generateKeyPair('ES256');
-    const jwk = { ...(await exportJWK(publicKey)), kid: 'k1', alg: 'ES256', use: 'sig' };
-    fixture = await writeHttpFixture({ http: { jwt: { issuer: 'https://issuer.test', audience: 'convoke', jwksFile: 'jwks.json' } } });
-    await writeFile(join(fixture.dir, 'jwks.json'), JSON.stringify({ keys: [jwk] }));
-    built = await buildFixtureApp(fixture);
-    sign = async ({ sub = 'carol', aud = 'convoke', exp }) =>
-      new SignJWT({})
-        .setProtectedHeader({ alg: 'ES256', kid: 'k1' })
-        .setSubject(sub)
-        .setIssuer('https://issuer.test')
-        .setAudience(aud)
-        .setIssuedAt()
-        .setExpirationTime(exp ?? Math.floor(Date.now() / 1000) + 300)
-        .sign(privateKey);
-  });
+  before(async () => ({ fixture, built, sign } = await jwtApp()));
   after(async () => {
     await built.close();
     await fixture.dispose();
   });
 
-  const post = (token: string, body: object) =>
-    built.http.app.inject({
-      method: 'POST',
-      url: '/contract-invocations',
-      headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
-      payload: JSON.stringify(body),
-    });
+  const post = (token: string, body: object) => postAs(built, token, body);
 
   test('a valid JWT authenticates jwt:<issuer>:<sub>, the JWT principal namespace; its operations are its own', async () => {
     const body = requestBody(fixture, { waitMs: 0 });
@@ -392,6 +401,47 @@ describe('HTTP facade with JWT principals (inject)', () => {
     const good = await sign({});
     const tampered = good.slice(0, -4) + (good.endsWith('AAAA') ? 'BBBB' : 'AAAA');
     for (const token of [expired, wrongAudience, tampered]) errorBody(await post(token, requestBody(fixture)), 401);
+  });
+});
+
+describe('event streams with JWT principals (a socket)', () => {
+  let fixture: HttpFixture;
+  let built: Built;
+  let sign: Sign;
+
+  before(async () => ({ fixture, built, sign } = await jwtApp()));
+  after(async () => {
+    await built.close();
+    await fixture.dispose();
+  });
+
+  test('event streams opened with a JWT end when it expires, with a denied error event: none outlives its credential', async () => {
+    const address = await built.http.app.listen({ host: '127.0.0.1', port: 0 });
+    const expSeconds = Math.floor(Date.now() / 1000) + 3;
+    const token = await sign({ exp: expSeconds });
+    const { operationId } = resultBody(await postAs(built, token, requestBody(fixture, { waitMs: 0 })), 202);
+    const follow = async (path: string) => {
+      const controller = new AbortController();
+      const timer = setTimeout(() => controller.abort(), expSeconds * 1000 - Date.now() + 4000);
+      const blocks: string[] = [];
+      try {
+        const response = await fetch(`${address}${path}`, { headers: { authorization: `Bearer ${token}` }, signal: controller.signal });
+        assert.equal(response.status, 200);
+        for await (const block of sseBlocks(response.body!)) blocks.push(block);
+      } catch (error) {
+        if (!controller.signal.aborted) throw error;
+        assert.fail(`${path} was still open 4 s after its JWT expired: ${JSON.stringify(blocks)}`);
+      } finally {
+        clearTimeout(timer);
+      }
+      assert.ok(Date.now() >= expSeconds * 1000, `${path} ended before the expiry`);
+      const last = sseEvent(blocks.at(-1)!);
+      assert.equal(last.event, 'error');
+      assert.equal((JSON.parse(last.data) as { kind: string }).kind, 'denied');
+    };
+    await Promise.all([follow('/contract-invocations/events'), follow(`/contract-invocations/${operationId}/events`)]);
+    // Opened again with the same token: refused.
+    errorBody(await built.http.app.inject({ url: '/contract-invocations/events', headers: { authorization: `Bearer ${token}` } }), 401);
   });
 });
 
