@@ -21,6 +21,7 @@ import type { WorkflowInstanceService } from '../runtime/workflow-service.js';
 import { createAuthenticator } from './auth.js';
 import { checkRequestHeaders, installStrictJsonBodies } from './body.js';
 import { errorReply, routeNotFound, type ErrorReply } from './errors.js';
+import { protectiveHeaders } from './headers.js';
 import { registerInvocationRoutes } from './invocations.js';
 import { registerLiveRoutes } from './live.js';
 import { registerConsoleRoutes } from './console.js';
@@ -63,7 +64,12 @@ const connectionIdleMarginMs = 15_000;
 export function createHttpApp(options: HttpAppOptions): HttpApp {
   const { settings } = options;
   const onInternalError = options.onInternalError ?? (() => {});
-  const reply = (target: FastifyReply, r: ErrorReply) => target.code(r.statusCode).headers(r.headers).send(r.body);
+  // An error answered before any hook (a framework error: a URL that does not decode) carries the protective headers too.
+  const reply = (target: FastifyReply, r: ErrorReply) =>
+    target
+      .code(r.statusCode)
+      .headers({ ...protectiveHeaders, ...r.headers })
+      .send(r.body);
   // A route may bound its body otherwise (POST /workflow-events: limits.cloudEventBytesMax); a 413 names the route's bound.
   const mapError = (error: unknown, target: FastifyReply) => {
     const r = errorReply(error, target.request?.routeOptions.bodyLimit ?? settings.bodyLimitBytes);
@@ -102,6 +108,11 @@ export function createHttpApp(options: HttpAppOptions): HttpApp {
     throw unavailable('the server is shutting down; retry against another instance or later');
   });
   app.addHook('onRequest', async (request) => checkRequestHeaders(request.raw.rawHeaders));
+  // Every answer, errors included; a route that set its own (the console's policy) keeps it.
+  app.addHook('onSend', async (_request, target, payload) => {
+    for (const [name, value] of Object.entries(protectiveHeaders)) if (!target.hasHeader(name)) target.header(name, value);
+    return payload;
+  });
   app.addHook('onResponse', async (request, target) => {
     const route = routeOf(request);
     metrics.responses.inc({ method: request.method, route, status: String(target.statusCode) });
@@ -262,7 +273,9 @@ function writeClientError(error: Error & { code?: string }, socket: Socket): voi
   const body = JSON.stringify({ kind: 'invalid-input', description });
   if (socket.writable) {
     socket.write(
-      `HTTP/1.1 ${status} ${text}\r\nContent-Length: ${Buffer.byteLength(body)}\r\nContent-Type: application/json\r\nConnection: close\r\n\r\n${body}`,
+      `HTTP/1.1 ${status} ${text}\r\nContent-Length: ${Buffer.byteLength(body)}\r\nContent-Type: application/json\r\n${Object.entries(protectiveHeaders)
+        .map(([name, value]) => `${name}: ${value}\r\n`)
+        .join('')}Connection: close\r\n\r\n${body}`,
     );
   }
   socket.destroy(error);

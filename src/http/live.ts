@@ -37,6 +37,7 @@ import type { LiveInspection } from '../runtime/live-inspection.js';
 import { parseWorkflowListParameters } from '../runtime/workflow-list.js';
 import { instanceParamsSchema } from './workflow-instances.js';
 import type { Authenticate, AuthenticateSession } from './auth.js';
+import { protectiveHeaders } from './headers.js';
 import { errorResponseSchemas, inspectionSchema, operationParamsSchema } from './schemas.js';
 
 export interface LiveRoutesOptions {
@@ -199,6 +200,15 @@ function heldStreams(perPrincipal: number) {
 type Follow = (listener: () => void) => Promise<{ close(): Promise<void> }>;
 type Stream = ReturnType<typeof eventStream>;
 
+/** A stream is taken over from the framework (its hooks never see it): it carries every response's protective headers itself. */
+const streamHeaders = {
+  ...protectiveHeaders,
+  'content-type': 'text/event-stream; charset=utf-8',
+  'cache-control': 'no-store',
+  'x-accel-buffering': 'no',
+  connection: 'keep-alive',
+};
+
 /**
  * Takes the response over as an event stream: `send` writes an event, `follow` runs `refresh`
  * after store notices (one at a time, notices arriving meanwhile folded into one more run, at
@@ -209,7 +219,7 @@ function eventStream(reply: FastifyReply, options: LiveRoutesOptions, release: (
   const { clock } = options;
   reply.hijack();
   const raw = reply.raw;
-  raw.writeHead(200, { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-store', 'x-accel-buffering': 'no', connection: 'keep-alive' });
+  raw.writeHead(200, streamHeaders);
   let ended = false;
   let heartbeat: TimerHandle | undefined;
   let following: Promise<{ close(): Promise<void> }> | undefined;

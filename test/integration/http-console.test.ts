@@ -3,11 +3,13 @@
  * content security policy; GET /contract-invocations/{id}/transitions for the invoker, an operator
  * and nobody else; the server-sent event streams (snapshot, then updates of what changed that
  * rebuild the fresh read, heartbeat, the per-principal bound, refused credentials; an idle stream
- * outlives the socket's inactivity timeout whatever the heartbeat); the OpenAPI document naming the routes.
+ * outlives the socket's inactivity timeout whatever the heartbeat); the protective headers on every
+ * API response (nosniff, no framing, no Referer, a policy that loads nothing); the OpenAPI document naming the routes.
  */
 import { sseBlocks, sseEvent } from '../support/sse.js';
 import assert from 'node:assert/strict';
 import { writeFile } from 'node:fs/promises';
+import { connect } from 'node:net';
 import { after, before, describe, test } from 'node:test';
 import type { JsonObject } from '../../src/contract/json.js';
 import { checkInspectionShape } from '../../src/http/schemas.js';
@@ -209,6 +211,78 @@ async function heartbeatOutlastsIdleTimeout(): Promise<void> {
   }
 }
 
+/** What every response of the API carries, whatever it holds: no sniffing, no framing, nothing loaded from it, no Referer. */
+function assertProtected(where: string, headers: Headers | Map<string, string>): void {
+  assert.equal(headers.get('x-content-type-options'), 'nosniff', `${where}: x-content-type-options`);
+  assert.equal(headers.get('x-frame-options'), 'DENY', `${where}: x-frame-options`);
+  assert.equal(headers.get('referrer-policy'), 'no-referrer', `${where}: referrer-policy`);
+  const policy = headers.get('content-security-policy') ?? '';
+  assert.match(policy, /default-src 'none'/, `${where}: content-security-policy`);
+  assert.match(policy, /frame-ancestors 'none'/, `${where}: content-security-policy`);
+}
+
+/** A request written as raw bytes (malformed HTTP the server answers itself); its status line and headers. */
+async function rawResponse(base: string, request: string): Promise<{ status: string; headers: Map<string, string> }> {
+  const { hostname, port } = new URL(base);
+  const text = await new Promise<string>((resolve, reject) => {
+    let received = '';
+    const socket = connect(Number(port), hostname, () => socket.write(request));
+    socket.setEncoding('utf8');
+    socket.on('data', (chunk: string) => (received += chunk));
+    socket.on('close', () => resolve(received));
+    socket.on('error', reject);
+  });
+  const [status = '', ...lines] = text.split('\r\n\r\n')[0]!.split('\r\n');
+  return { status, headers: new Map(lines.map((line) => [line.slice(0, line.indexOf(':')).toLowerCase(), line.slice(line.indexOf(':') + 1).trim()])) };
+}
+
+async function apiHeaders(ctx: Context): Promise<void> {
+  const alice = { authorization: `Bearer ${ctx.fixture.tokens.alice}` };
+  const { body } = await post(ctx.base, '/contract-invocations', ctx.fixture.tokens.alice, requestBody(ctx.fixture, { waitMs: 8000 }));
+  const answers: [string, Response][] = [
+    ['200 a result', await fetch(`${ctx.base}/contract-invocations/${body.operationId}`, { headers: alice })],
+    ['200 a list', await fetch(`${ctx.base}/contract-invocations?limit=1`, { headers: alice })],
+    ['200 transitions', await fetch(`${ctx.base}/contract-invocations/${body.operationId}/transitions`, { headers: alice })],
+    ['401', await fetch(`${ctx.base}/contract-invocations`)],
+    ['404 reflecting the id', await fetch(`${ctx.base}/contract-invocations/%3Csvg%20onload=alert(1)%3E`, { headers: alice })],
+    ['404 reflecting the route', await fetch(`${ctx.base}/%3Cscript%3Ealert(1)%3C/script%3E`)],
+    ['400 bad encoding (a framework error)', await fetch(`${ctx.base}/contract-invocations/%E0%A4%A`, { headers: alice })],
+    [
+      '415 markup as a body',
+      await fetch(`${ctx.base}/contract-invocations`, {
+        method: 'POST',
+        headers: { ...alice, 'content-type': 'text/html' },
+        body: '<script>alert(1)</script>',
+      }),
+    ],
+    ['200 health', await fetch(`${ctx.base}/healthz`)],
+    ['200 openapi', await fetch(`${ctx.base}/openapi.json`)],
+    ['200 metrics', await fetch(`${ctx.base}/metrics`)],
+    ['308 to the console', await fetch(`${ctx.base}/console`, { redirect: 'manual' })],
+  ];
+  for (const [where, response] of answers) {
+    assertProtected(where, response.headers);
+    await response.arrayBuffer();
+  }
+  // Every error is JSON, never markup, whatever the request held.
+  for (const [where, response] of answers.filter(([, r]) => r.status >= 400))
+    assert.match(response.headers.get('content-type') ?? '', /^application\/json/, where);
+  // An event stream, taken over from the framework.
+  const controller = new AbortController();
+  const stream = await fetch(`${ctx.base}/contract-invocations/events`, { headers: alice, signal: controller.signal });
+  assert.equal(stream.status, 200);
+  assertProtected('an event stream', stream.headers);
+  controller.abort();
+  // Malformed HTTP, answered before any route.
+  const malformed = await rawResponse(ctx.base, 'GET /healthz HTTP/1.1\r\nHost: x\r\nno colon here\r\n\r\n');
+  assert.match(malformed.status, /^HTTP\/1.1 400/);
+  assertProtected('malformed HTTP', malformed.headers);
+  // The console keeps its own, stricter policy.
+  const page = await fetch(`${ctx.base}/console/`);
+  assert.match(page.headers.get('content-security-policy') ?? '', /script-src 'self'/);
+  assertProtected('the console page', page.headers);
+}
+
 async function openApi(ctx: Context): Promise<void> {
   const document = (await (await fetch(`${ctx.base}/openapi.json`)).json()) as {
     paths: Record<string, unknown>;
@@ -242,6 +316,8 @@ describe('the console routes of convoke serve', { timeout: 60_000 }, () => {
   test('transitions: the invoker and an operator see the log; another principal and a bad token do not', () => transitionsVisibility(ctx));
   test('events: a snapshot, then an update when the operation is appended to, and heartbeats while idle', () => eventsLive(ctx));
   test('events: refused credentials and other principals get no stream; a principal holds a bounded number', () => eventsBounded(ctx));
+  test('every API response, errors and event streams included, is served nosniff, unframeable, with no Referer and nothing loaded from it', () =>
+    apiHeaders(ctx));
   test('the OpenAPI document names the console routes', () => openApi(ctx));
 });
 
