@@ -6,7 +6,8 @@
  * the timers, the child operations linking to their operation pages, and the event stream; a page
  * opened on a running instance applies each update and shows at its end what /transitions does; a
  * parent's page links its child instances and a child's its parent; another principal's instance
- * shows nothing.
+ * shows nothing; a caller's markup in a key, an input, an output, an error and a task's name is
+ * shown as text and never runs.
  */
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
@@ -32,8 +33,21 @@ const stepping: JsonObject = {
   ],
 };
 
+/** Markup and a javascript: URL as a caller would send them; `window.__pwned` is set by any of them that runs. */
+const hostile = '<img src=x onerror="window.__pwned=1">"><svg onload="window.__pwned=2"></svg><script>window.__pwned=3</script>javascript:window.__pwned=4';
+/** A task named with markup; its output is the instance's input, the caller's text, as the instance's output. */
+const echoing: JsonObject = {
+  document: { dsl: '1.0.3', namespace: 'lab', name: 'echoing', version: '1.0.0' },
+  do: [{ '<svg onload="window.__pwned=5">': { set: '${ . }' } }],
+};
+/** Faults with the caller's text as its error's title and detail. */
+const faulting: JsonObject = {
+  document: { dsl: '1.0.3', namespace: 'lab', name: 'faulting', version: '1.0.0' },
+  do: [{ fail: { raise: { error: { type: 'https://convoke.test/hostile', status: 400, title: '${ .text }', detail: '${ .text }' } } } }],
+};
+
 before(async () => {
-  fixture = await writeWorkflowFixture({ bundleWorkflows: { stepping } });
+  fixture = await writeWorkflowFixture({ bundleWorkflows: { stepping, echoing, faulting } });
   hosted = await serveWorkflowFixture(fixture);
   browser = await launchBrowser();
 });
@@ -202,3 +216,52 @@ test("another principal's instance page shows nothing of it", { timeout: 60_000 
   assert.doesNotMatch((await page.content()) ?? '', /RFC 44/);
   await page.close();
 });
+
+test(
+  "a caller's markup and javascript: text in an instance's key, input, output, error and a task's name is shown as text: no element made of it, nothing run, every link the console's own",
+  { timeout: 60_000 },
+  async () => {
+    const echoed = await start(fixture.tokens.alice, `${hostile}-echo`, { text: hostile }, 10_000, 'echoing');
+    assert.equal(echoed.status, 'completed');
+    const faulted = await start(fixture.tokens.alice, `${hostile}-fault`, { text: hostile }, 10_000, 'faulting');
+    assert.equal(faulted.status, 'faulted');
+    const page = await browser.page();
+    const dialogs: string[] = [];
+    page.on('dialog', (d) => void dialogs.push(d.message()));
+    const inert = async (where: string) => {
+      assert.equal(await page.evaluate('window.__pwned'), undefined, `${where}: something ran`);
+      assert.equal(await page.locator('main img, main svg, main script, main iframe, main object').count(), 0, `${where}: an element made of text`);
+      const hrefs = await page.locator('a[href]').evaluateAll((as) => as.map((a) => a.getAttribute('href') ?? ''));
+      assert.ok(
+        hrefs.every((href) => href.startsWith('./') || href === '#main'),
+        `${where}: ${JSON.stringify(hrefs)}`,
+      );
+      assert.deepEqual(dialogs, [], where);
+    };
+    try {
+      await signIn(page, fixture.tokens.alice, '/console/?view=workflows');
+      await page.waitForSelector(`#instances a[title="${faulted.instanceId}"]`);
+      // The list's last error shows the fault's title, as text.
+      assert.ok(((await page.textContent('#instances')) ?? '').includes(hostile), 'the title is on the list as text');
+      await inert('the instances list');
+
+      await page.click(`#instances a[title="${echoed.instanceId}"]`);
+      await page.waitForSelector('#timeline tbody tr');
+      const facts = (await page.textContent('#h-instance + dl')) ?? '';
+      assert.ok(facts.includes(`${hostile}-echo`), `the key as text: ${facts}`);
+      assert.deepEqual(JSON.parse((await page.textContent('#instance-input')) ?? 'null'), { text: hostile });
+      assert.deepEqual(JSON.parse((await page.textContent('#instance-output')) ?? 'null'), { text: hostile });
+      assert.ok(((await page.textContent('#tasks')) ?? '').includes('<svg onload="window.__pwned=5">'), 'the task name as text');
+      assert.ok(((await page.textContent('#timeline')) ?? '').includes('<svg onload'), 'the events as text');
+      await inert("the echoing instance's page");
+
+      await page.goto(`${hosted.server.url}/console/?instance=${faulted.instanceId}`);
+      await page.waitForSelector('#instance-error');
+      const error = JSON.parse((await page.textContent('#instance-error')) ?? 'null') as { title: string; detail: string };
+      assert.deepEqual([error.title, error.detail], [hostile, hostile]);
+      await inert("the faulted instance's page");
+    } finally {
+      await page.close();
+    }
+  },
+);
