@@ -51,7 +51,9 @@ interface Context {
 }
 
 async function decidedPage(ctx: Context): Promise<void> {
-  const { status, result } = await invoke(ctx.base, ctx.fixture.tokens.alice, requestBody(ctx.fixture, { waitMs: 8000 }));
+  // The caller's key holds markup and a javascript: URL too.
+  const invocationKey = `"><svg onload="window.__pwned = 3">javascript:window.__pwned=4-${Date.now()}`;
+  const { status, result } = await invoke(ctx.base, ctx.fixture.tokens.alice, requestBody(ctx.fixture, { invocationKey, waitMs: 8000 }));
   assert.equal(status, 200);
   assert.equal(result.decision?.outcome, 'success');
   const page = await ctx.browser.page();
@@ -74,7 +76,13 @@ async function decidedPage(ctx: Context): Promise<void> {
   // The markup in alfa's note is on the page as text; nothing of it ran or became an element.
   assert.match((await page.textContent('#branches')) ?? '', /<script>window.__pwned = 1<\/script>/);
   assert.equal(await page.evaluate('window.__pwned'), undefined);
-  assert.equal(await page.locator('main script, main img').count(), 0);
+  assert.ok((await page.locator('#h-summary + dl dd').allTextContents()).includes(invocationKey), 'the key as text');
+  assert.equal(await page.locator('main script, main img, main svg').count(), 0);
+  const hrefs = await page.locator('a[href]').evaluateAll((as) => as.map((a) => a.getAttribute('href') ?? ''));
+  assert.ok(
+    hrefs.every((href) => href.startsWith('./') || href === '#main'),
+    JSON.stringify(hrefs),
+  );
   assert.deepEqual(dialogs, []);
   await page.close();
 }
