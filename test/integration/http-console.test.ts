@@ -13,7 +13,7 @@ import { connect } from 'node:net';
 import { after, before, describe, test } from 'node:test';
 import type { JsonObject } from '../../src/contract/json.js';
 import { checkInspectionShape } from '../../src/http/schemas.js';
-import { requestBody, sha256Hex, writeHttpFixture, type HttpFixture } from '../support/http-fixtures.js';
+import { buildFixtureApp, requestBody, sha256Hex, writeHttpFixture, type HttpFixture } from '../support/http-fixtures.js';
 import { startServe, type ServeProcess } from '../support/http-server.js';
 import { followOperation, type Followed } from '../support/inspection-updates.js';
 import type { OperationInspection } from '../../src/projections/inspection.js';
@@ -323,4 +323,46 @@ describe('the console routes of convoke serve', { timeout: 60_000 }, () => {
 
 test('events: an idle stream is kept until its heartbeat, also where the heartbeat is longer than the longest wait', { timeout: 60_000 }, () =>
   heartbeatOutlastsIdleTimeout(),
+);
+
+test(
+  "another principal's appends send a list stream nothing; shutdown ends every open event stream, and a stream asked for meanwhile is refused",
+  { timeout: 60_000 },
+  async () => {
+    const fixture = await writeHttpFixture({ http: { events: { heartbeatMs: 60_000 } } });
+    const built = await buildFixtureApp(fixture);
+    try {
+      const base = await built.http.app.listen({ host: '127.0.0.1', port: 0 });
+      const open = (path: string, token = fixture.tokens.alice) =>
+        fetch(`${base}${path}`, { headers: { authorization: `Bearer ${token}` } }).then(async (response) => {
+          assert.equal(response.status, 200);
+          const blocks: string[] = [];
+          for await (const block of sseBlocks(response.body!)) blocks.push(block);
+          return blocks;
+        });
+      const bobs = open('/contract-invocations/events', fixture.tokens.bob);
+      const { body } = await post(base, '/contract-invocations', fixture.tokens.alice, requestBody(fixture, { interaction: 'stoppable', waitMs: 0 }));
+      const streams = [open('/contract-invocations/events'), open(`/contract-invocations/${body.operationId}/events`), bobs];
+      // Past the list streams' refresh gap (250 ms), after alice's admission and her branches' appends.
+      await new Promise<void>((resolve) => setTimeout(resolve, 800));
+      built.http.beginShutdown();
+      const refused = await fetch(`${base}/contract-invocations/events`, { headers: { authorization: `Bearer ${fixture.tokens.alice}` } });
+      assert.equal(refused.status, 503);
+      let timer: NodeJS.Timeout | undefined;
+      const late = new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error('a stream was still open 5 s after shutdown began')), 5_000)));
+      const ended = await Promise.race([Promise.all(streams), late]).finally(() => clearTimeout(timer));
+      assert.deepEqual(
+        ended.map((blocks) => sseEvent(blocks[0]!).event),
+        ['page', 'snapshot', 'page'],
+      );
+      // bob's list: his one (empty) page, nothing of alice's operation, no second event.
+      assert.deepEqual(ended[2], ['event: page\ndata: {"operations":[],"nextCursor":null}']);
+      assert.ok(ended[0]!.join('').includes(body.operationId));
+    } finally {
+      // A stream the shutdown left open would keep close() waiting: drop it, the test has failed already.
+      built.http.app.server.closeAllConnections();
+      await built.close();
+      await fixture.dispose();
+    }
+  },
 );
