@@ -33,6 +33,17 @@ function countingFetch(): { fetcher: typeof fetch; calls: string[] } {
   return { fetcher, calls };
 }
 
+/** Runs `document` to its end in a harness of its own whose fetch counts its requests (countingFetch). */
+async function runCounting(document: JsonValue, input: JsonValue, key: string): Promise<{ record: WorkflowRecord; calls: string[] }> {
+  const counting = countingFetch();
+  const h = harness({ fetch: counting.fetcher });
+  try {
+    return { record: await runToEnd(h, document, input, key), calls: counting.calls };
+  } finally {
+    await h.close();
+  }
+}
+
 /**
  * `outer` runs twice (a switch at the top sends the flow back to it); inside each of its
  * executions `ping` runs twice (a switch inside sends the flow back to it). Four executions of
@@ -65,19 +76,13 @@ export const revisitedTwiceDeep = yaml(`${head('revisits')}do:
 `);
 
 test('a task revisited inside each execution of a revisited task: every execution runs, its call made (no key shared with another execution)', async () => {
-  const counting = countingFetch();
-  const h = harness({ fetch: counting.fetcher });
-  try {
-    const record = await runToEnd(h, revisitedTwiceDeep, { calls: [], inner: 0 }, 'revisits');
-    assert.equal(record.status, 'completed', JSON.stringify(record.error));
-    assert.equal(counting.calls.length, 4, 'ping made its request in each of its four executions');
-    assert.deepEqual(record.output, { calls: [1, 2, 3, 4], inner: 0 });
-    const named = (name: string) => Object.values(record.tasks).filter((task) => task.name === name).length;
-    assert.equal(named('outer'), 2, 'outer ran twice');
-    assert.equal(named('ping'), 4, 'four executions of ping recorded, under four keys');
-  } finally {
-    await h.close();
-  }
+  const { record, calls } = await runCounting(revisitedTwiceDeep, { calls: [], inner: 0 }, 'revisits');
+  assert.equal(record.status, 'completed', JSON.stringify(record.error));
+  assert.equal(calls.length, 4, 'ping made its request in each of its four executions');
+  assert.deepEqual(record.output, { calls: [1, 2, 3, 4], inner: 0 });
+  const named = (name: string) => Object.values(record.tasks).filter((task) => task.name === name).length;
+  assert.equal(named('outer'), 2, 'outer ran twice');
+  assert.equal(named('ping'), 4, 'four executions of ping recorded, under four keys');
 });
 
 /**
@@ -243,24 +248,18 @@ test('a log written before key schemes (scheme 1): it folds, replays equal, and 
 });
 
 test('the same document started now (scheme 3, as under scheme 2): the revisit marker on the segment of the task revisited', async () => {
-  const counting = countingFetch();
-  const h = harness({ fetch: counting.fetcher });
-  try {
-    const record = await runToEnd(h, waitsInRevisit, { calls: [] }, 'new-log');
-    assert.equal(counting.calls.length, 2);
-    assert.deepEqual(Object.keys(record.tasks).sort(), [
-      '/do/0/outer',
-      '/do/0/outer/do/0/ping',
-      '/do/0/outer/do/1/pause',
-      '/do/0/outer~1',
-      '/do/0/outer~1/do/0/ping',
-      '/do/0/outer~1/do/1/pause',
-      '/do/1/outerAgain',
-      '/do/1/outerAgain~1',
-    ]);
-  } finally {
-    await h.close();
-  }
+  const { record, calls } = await runCounting(waitsInRevisit, { calls: [] }, 'new-log');
+  assert.equal(calls.length, 2);
+  assert.deepEqual(Object.keys(record.tasks).sort(), [
+    '/do/0/outer',
+    '/do/0/outer/do/0/ping',
+    '/do/0/outer/do/1/pause',
+    '/do/0/outer~1',
+    '/do/0/outer~1/do/0/ping',
+    '/do/0/outer~1/do/1/pause',
+    '/do/1/outerAgain',
+    '/do/1/outerAgain~1',
+  ]);
 });
 
 /** Documents that revisit nothing: loops, listen-free forks, retries, nested lists, switches, timeouts. */
@@ -533,22 +532,16 @@ const catchWhenPerAttempt = yaml(`${head('catch-when')}do:
 `);
 
 test("a try's catch.when is evaluated for each attempt's error under its own key (scheme 3): the second attempt's 500 is not caught", async () => {
-  const counting = countingFetch();
-  const h = harness({ fetch: counting.fetcher });
-  try {
-    const record = await runToEnd(h, catchWhenPerAttempt, {}, 'catch-when');
-    assert.equal(record.status, 'faulted');
-    assert.equal(record.error?.status, 500);
-    assert.equal(counting.calls.length, 2);
-    assert.deepEqual(
-      Object.keys(record.steps)
-        .filter((key) => key.includes('catch.when'))
-        .sort(),
-      ['/do/0/attempt(1)>catch.when', '/do/0/attempt(2)>catch.when'],
-    );
-  } finally {
-    await h.close();
-  }
+  const { record, calls } = await runCounting(catchWhenPerAttempt, {}, 'catch-when');
+  assert.equal(record.status, 'faulted');
+  assert.equal(record.error?.status, 500);
+  assert.equal(calls.length, 2);
+  assert.deepEqual(
+    Object.keys(record.steps)
+      .filter((key) => key.includes('catch.when'))
+      .sort(),
+    ['/do/0/attempt(1)>catch.when', '/do/0/attempt(2)>catch.when'],
+  );
 });
 
 /** Task names holding every character a key uses: `~` (revisits, and `~0`/`~1` in a pointer), `(`, `[`, `{`, `/` and `>`. */
