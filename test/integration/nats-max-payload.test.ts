@@ -83,6 +83,21 @@ function reviewCoordinator(
   return { coordinator, bundle, bundles };
 }
 
+/** Inside a `describe`: a nats-server with the small max_payload and no JetStream, started before its tests and disposed after them. */
+function smallPayloadServerForSuite(): { readonly server: NatsServer } {
+  const made: { server?: NatsServer } = {};
+  before(async () => {
+    made.server = await startNatsServer({ maxPayload, jetstream: false });
+  });
+  after(() => made.server?.dispose());
+  return {
+    get server() {
+      assert.ok(made.server, "the suite's nats-server is started before its tests run");
+      return made.server;
+    },
+  };
+}
+
 /** Both branches failed at attempt 1, each recorded as a rejected dispatch whose detail matches `refusal`, none retried. */
 function assertRefusedAtOnce(inspection: Awaited<ReturnType<Coordinator['inspect']>>, refusal: RegExp): void {
   assert.deepEqual(
@@ -257,14 +272,10 @@ describe('peer SDK: a result past max_payload (durable)', { timeout: 60_000 }, (
 });
 
 describe('outbox: a request past max_payload', { timeout: 60_000 }, () => {
-  let server: NatsServer;
-  before(async () => {
-    server = await startNatsServer({ maxPayload, jetstream: false });
-  });
-  after(() => server?.dispose());
+  const nats = smallPayloadServerForSuite();
 
   it('is recorded as a rejected dispatch (its branch fails, the decision closes) and its reason is logged, not retried for ever', async () => {
-    const nc = await connect({ servers: server.url });
+    const nc = await connect({ servers: nats.server.url });
     const transport = new NatsTransport(nc, { identity: 'coordinator' });
     const lines: { level: string; fields: Record<string, unknown> }[] = [];
     const logger: Logger = {
@@ -364,8 +375,11 @@ async function reducedReplies(coordinator: Coordinator): Promise<Record<string, 
   return Object.fromEntries(values.map((v) => [`${String(v.labels.verb)} ${String(v.labels.form)}`, v.value]));
 }
 
-/** A command server on its own connection, a coordinator behind it and a client on another connection. */
-async function commandsOn(server: NatsServer) {
+/**
+ * A command server on its own connection, a coordinator behind it and a client on another
+ * connection; `workflows`, where given, stands in for the workflow instance service.
+ */
+async function commandsOn(server: NatsServer, workflows?: WorkflowInstanceService) {
   const nc = await connect({ servers: server.url });
   const transport = new NatsTransport(nc, { identity: 'coordinator' });
   const clientNc = await connect({ servers: server.url });
@@ -376,6 +390,7 @@ async function commandsOn(server: NatsServer) {
     transport,
     coordinator,
     bundles,
+    ...(workflows ? { workflows } : {}),
     waitMsMax: 5000,
     bodyLimitBytes: 2048,
     onReplyFailure: (error, verb) => replyFailures.push({ error, verb }),
@@ -399,14 +414,10 @@ async function commandsOn(server: NatsServer) {
 }
 
 describe('command server: a reply past max_payload', { timeout: 60_000 }, () => {
-  let server: NatsServer;
-  before(async () => {
-    server = await startNatsServer({ maxPayload, jetstream: false });
-  });
-  after(() => server?.dispose());
+  const nats = smallPayloadServerForSuite();
 
   it('answers at once with a small invalid-input error naming the reply size and max_payload, not a timeout', async () => {
-    const { client, invoke, replyFailures, close, coordinator } = await commandsOn(server);
+    const { client, invoke, replyFailures, close, coordinator } = await commandsOn(nats.server);
     try {
       for (let i = 0; i < 40; i++) await invoke(`page-${i}`);
       const started = Date.now();
@@ -429,7 +440,7 @@ describe('command server: a reply past max_payload', { timeout: 60_000 }, () => 
   });
 
   it('a reply that cannot be sent for another reason (the connection gone) is reported and left to the caller timeout', async () => {
-    const { nc, client, invoke, replyFailures, close } = await commandsOn(server);
+    const { nc, client, invoke, replyFailures, close } = await commandsOn(nats.server);
     try {
       const { operationId } = await invoke('gone-1');
       const waiting = sendCommand(client, 'svc-a', 'get', { operationId, waitFor: 'settled', waitMs: 1000 }, 2500);
@@ -446,14 +457,10 @@ describe('command server: a reply past max_payload', { timeout: 60_000 }, () => 
 });
 
 describe('command server: an invoke reply past max_payload', { timeout: 60_000 }, () => {
-  let server: NatsServer;
-  before(async () => {
-    server = await startNatsServer({ maxPayload, jetstream: false });
-  });
-  after(() => server?.dispose());
+  const nats = smallPayloadServerForSuite();
 
   it('an invoke whose reply is too large is answered with its status and the small members, naming what was left out, not 400', async () => {
-    const { nc, client, replyFailures, close, bundle, coordinator } = await commandsOn(server);
+    const { nc, client, replyFailures, close, bundle, coordinator } = await commandsOn(nats.server);
     // Each result fits a message; the two together in one reply do not.
     const note = 'n'.repeat(2500);
     const peers = await Promise.all(
@@ -524,18 +531,9 @@ function endedInstance(instanceId: string, workflow: string, output: unknown): W
 }
 
 describe('command server: a workflow reply past max_payload', { timeout: 60_000 }, () => {
-  let server: NatsServer;
-  before(async () => {
-    server = await startNatsServer({ maxPayload, jetstream: false });
-  });
-  after(() => server?.dispose());
+  const nats = smallPayloadServerForSuite();
 
   it('a started instance whose output is too large is answered with its status and id, the output named as left out; one that cannot be carried even so is not 400', async () => {
-    const nc = await connect({ servers: server.url });
-    const transport = new NatsTransport(nc, { identity: 'coordinator' });
-    const clientNc = await connect({ servers: server.url });
-    const client = new NatsTransport(clientNc, { identity: 'client' });
-    const { coordinator, bundles } = reviewCoordinator(transport);
     const large = `wf${'5'.repeat(64)}`;
     const unreducible = `wf${'6'.repeat(64)}`;
     // The instance service stands in: what is under test is how its answers are carried.
@@ -543,7 +541,7 @@ describe('command server: a workflow reply past max_payload', { timeout: 60_000 
       start: async () => ({ instance: endedInstance(large, 'big-output', { text: 'o'.repeat(6000) }), created: true }),
       get: async (_principalId: string, instanceId: string) => endedInstance(instanceId, 'w'.repeat(5000), null),
     } as unknown as WorkflowInstanceService;
-    const commands = await startCommandServer({ transport, coordinator, bundles, workflows, waitMsMax: 5000, bodyLimitBytes: 2048 });
+    const { client, close, coordinator } = await commandsOn(nats.server, workflows);
     try {
       const start = {
         bundle: { id: 'lab.review', version: '1.0.0', digest: `sha256:${'4'.repeat(64)}` },
@@ -569,29 +567,15 @@ describe('command server: a workflow reply past max_payload', { timeout: 60_000 
       assert.match(error.description, new RegExp(`workflow-get reply is \\d+ bytes.*at most 4096 \\(max_payload\\).*GET /workflow-instances/${unreducible}`));
       assert.deepEqual(await reducedReplies(coordinator), { 'workflow-start omitted': 1, 'workflow-get unsent': 1 });
     } finally {
-      await commands.close();
-      await coordinator.close();
-      await client.close();
-      await transport.close();
-      await clientNc.close();
-      await nc.close();
+      await close();
     }
   });
 });
 
 describe('command server: an error reply past max_payload', { timeout: 60_000 }, () => {
-  let server: NatsServer;
-  before(async () => {
-    server = await startNatsServer({ maxPayload, jetstream: false });
-  });
-  after(() => server?.dispose());
+  const nats = smallPayloadServerForSuite();
 
   it('keeps its status and kind, its description cut and saying so', async () => {
-    const nc = await connect({ servers: server.url });
-    const transport = new NatsTransport(nc, { identity: 'coordinator' });
-    const clientNc = await connect({ servers: server.url });
-    const client = new NatsTransport(clientNc, { identity: 'client' });
-    const { coordinator, bundles } = reviewCoordinator(transport);
     // The instance service stands in: its refusal's description alone is past max_payload.
     const description = 'c'.repeat(6000);
     const workflows = {
@@ -599,7 +583,7 @@ describe('command server: an error reply past max_payload', { timeout: 60_000 },
         throw new AdapterError('conflict', description);
       },
     } as unknown as WorkflowInstanceService;
-    const commands = await startCommandServer({ transport, coordinator, bundles, workflows, waitMsMax: 5000, bodyLimitBytes: 2048 });
+    const { client, close, coordinator } = await commandsOn(nats.server, workflows);
     try {
       const got = (await sendWorkflowCommand(client, 'svc-a', 'workflow-get', { instanceId: `wf${'7'.repeat(64)}` }, 10_000)) as unknown as Record<
         string,
@@ -613,12 +597,7 @@ describe('command server: an error reply past max_payload', { timeout: 60_000 },
       assert.ok(error.description.length < 1000, String(error.description.length));
       assert.deepEqual(await reducedReplies(coordinator), { 'workflow-get cut': 1 });
     } finally {
-      await commands.close();
-      await coordinator.close();
-      await client.close();
-      await transport.close();
-      await clientNc.close();
-      await nc.close();
+      await close();
     }
   });
 });
