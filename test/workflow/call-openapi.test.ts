@@ -190,6 +190,17 @@ const swagger = (basePath: string): JsonObject => ({
   },
 });
 
+/** A document whose one task `photo` calls getPhoto (petId p1, name n1) from the Swagger document at `swaggerUrl`. */
+const photoDocument = (name: string, swaggerUrl: string) =>
+  yaml(`${head(name)}do:
+  - photo:
+      call: openapi
+      with:
+        document: { endpoint: '${swaggerUrl}' }
+        operationId: getPhoto
+        parameters: { petId: p1, name: n1 }
+`);
+
 test('a Swagger 2.0 document: path parameters percent-encoded into the path, arrays as csv, the body parameter as JSON; host and scheme from the document’s URI', async () => {
   await withService(
     (request, res) => {
@@ -374,14 +385,7 @@ test('a worker stopped during the operation’s request: the next one resumes fr
     send(res, 200, { photo: request.url });
   });
   const clock = new SystemClock();
-  const document = yaml(`${head('resumed')}do:
-  - photo:
-      call: openapi
-      with:
-        document: { endpoint: '${svc.base}/swagger.json' }
-        operationId: getPhoto
-        parameters: { petId: p1, name: n1 }
-`);
+  const document = photoDocument('resumed', `${svc.base}/swagger.json`);
   const storeA = new SqliteEventStore({ path, clock });
   const a = harness({ store: storeA, clock, worker: 'worker-a', leaseMs: 600 });
   const { instanceId } = await a.executor.start({ principalId: 'alice', invocationKey: 'resume', document, input: {} });
@@ -418,14 +422,7 @@ test('a worker stopped during the operation’s request: the next one resumes fr
 
 test('an executor keeps a fetched document for later calls (per URI, for openApiDocumentKeepMs); with 0 each call fetches its own', async () => {
   const svc = await service((request, res) => (request.url === '/swagger.json' ? send(res, 200, swagger('/')) : send(res, 200, { ok: true })));
-  const document = yaml(`${head('kept')}do:
-  - photo:
-      call: openapi
-      with:
-        document: { endpoint: '${svc.base}/swagger.json' }
-        operationId: getPhoto
-        parameters: { petId: p1, name: n1 }
-`);
+  const document = photoDocument('kept', `${svc.base}/swagger.json`);
   const keeping = harness();
   const fetching = harness({ openApiDocumentKeepMs: 0 });
   try {
@@ -473,15 +470,13 @@ do:
             token: \${ $secrets.api.token }
         output: response
 `);
-      const { instanceId } = await h.executor.start({ principalId: 'alice', invocationKey: 'k', document, input: {} });
-      const record = await h.executor.wait(instanceId, 10_000);
+      const record = await runToEnd(h, document, {}, 'k');
       assert.equal(record.status, 'completed', JSON.stringify(record.error));
-      await assertReplayEqual(h, instanceId);
       assert.equal(svc.to('/pets/')[0]?.headers.authorization, `Bearer ${token}`);
       const output = record.output as JsonObject;
       assert.deepEqual(output.content, { youSent: '[redacted]' });
       assert.equal(((output.request as JsonObject).headers as JsonObject).authorization, '[redacted]');
-      const read = await store.read(instanceId);
+      const read = await store.read(record.instanceId);
       assert.equal(read.kind, 'ok');
       const log = JSON.stringify(read.kind === 'ok' ? read.transitions : []);
       for (const value of [token, password]) assert.ok(!log.includes(value), `the log holds no ${value}`);
@@ -522,10 +517,7 @@ do:
   const run = async (origins: Record<string, string[]>) => {
     const h = harness({ secrets, secretOrigins: new Map(Object.entries(origins)) });
     try {
-      const { instanceId } = await h.executor.start({ principalId: 'alice', invocationKey: 'k', document, input: {} });
-      const record = await h.executor.wait(instanceId, 10_000);
-      await assertReplayEqual(h, instanceId);
-      return record;
+      return await runToEnd(h, document, {}, 'k');
     } finally {
       await h.close();
     }
