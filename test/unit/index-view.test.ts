@@ -71,6 +71,18 @@ const queryArb: fc.Arbitrary<Omit<IndexQuery, 'after'>> = fc
   )
   .chain((filters) => fc.integer({ min: 1, max: 4 }).map((limit) => ({ ...filters, limit }) as Omit<IndexQuery, 'after'>));
 
+/** Every page of `query` the view answers, following the cursor: each must be the reference's page over `rows` at that cursor. */
+function assertViewPages(view: IndexView, rows: ReadonlyMap<string, OperationIndexRow>, query: Omit<IndexQuery, 'after'>): void {
+  let after: IndexQuery['after'];
+  for (let page = 0; page < 30; page++) {
+    const q: IndexQuery = { ...query, ...(after ? { after } : {}) };
+    const got = view.page(q);
+    assert.deepEqual(got, pageOf(rows.values(), q), `page ${page} of ${JSON.stringify(q)}`);
+    if (!got.next) break;
+    after = got.next;
+  }
+}
+
 test('every page and every stuck count of the view equals the reference over all rows, through any updates (fast-check)', () => {
   fc.assert(
     fc.property(fc.array(changeArb, { minLength: 1, maxLength: 80 }), fc.array(queryArb, { minLength: 1, maxLength: 6 }), (changes, queries) => {
@@ -87,15 +99,7 @@ test('every page and every stuck count of the view equals the reference over all
       }
       assert.equal(view.size, rows.size);
       for (const query of queries) {
-        // Every page, following the cursor: each must be the reference's page at that cursor.
-        let after: IndexQuery['after'];
-        for (let page = 0; page < 30; page++) {
-          const q: IndexQuery = { ...query, ...(after ? { after } : {}) };
-          const got = view.page(q);
-          assert.deepEqual(got, pageOf(rows.values(), q), `page ${page} of ${JSON.stringify(q)}`);
-          if (!got.next) break;
-          after = got.next;
-        }
+        assertViewPages(view, rows, query);
         if (query.stuck) assert.deepEqual(view.countStuck(query.stuck.nowMs, bounds), countStuck(rows.values(), query.stuck.nowMs, bounds));
       }
     }),
@@ -124,14 +128,7 @@ test('a view loaded at once (a snapshot), then updated, answers every page and s
       for (const v of [view, again]) {
         assert.equal(v.size, rows.size);
         for (const query of queries) {
-          let after: IndexQuery['after'];
-          for (let page = 0; page < 30; page++) {
-            const q: IndexQuery = { ...query, ...(after ? { after } : {}) };
-            const got = v.page(q);
-            assert.deepEqual(got, pageOf(rows.values(), q), `page ${page} of ${JSON.stringify(q)}`);
-            if (!got.next) break;
-            after = got.next;
-          }
+          assertViewPages(v, rows, query);
           if (query.stuck) assert.deepEqual(v.countStuck(query.stuck.nowMs, bounds), countStuck(rows.values(), query.stuck.nowMs, bounds));
         }
       }
@@ -164,16 +161,7 @@ test('updates that keep an operation in its place (its admission instant) answer
           view.apply(row);
           rows.set(row.operationId, row);
         }
-        for (const query of queries) {
-          let after: IndexQuery['after'];
-          for (let page = 0; page < 30; page++) {
-            const q: IndexQuery = { ...query, ...(after ? { after } : {}) };
-            const got = view.page(q);
-            assert.deepEqual(got, pageOf(rows.values(), q), `page ${page} of ${JSON.stringify(q)}`);
-            if (!got.next) break;
-            after = got.next;
-          }
-        }
+        for (const query of queries) assertViewPages(view, rows, query);
         for (const nowMs of [990, 1_010, 1_030, 1_060]) assert.deepEqual(view.countStuck(nowMs, bounds), countStuck(rows.values(), nowMs, bounds));
       },
     ),
