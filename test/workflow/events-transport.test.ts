@@ -19,6 +19,7 @@ import { buildFixtureApp, writeHttpFixture } from '../support/http-fixtures.js';
 import { startNatsServer } from '../support/nats-server.js';
 import type { Transition } from '../../src/events/types.js';
 import { storeWith } from '../support/scenario.js';
+import type { WorkflowRecord } from '../../src/workflow/exec/record.js';
 import { assertReplayEqual, harness, yaml, type Harness } from './support.js';
 
 process.env.PATH = `${process.env.PATH ?? ''}:/usr/sbin`;
@@ -40,10 +41,23 @@ do:
           one: { with: { type: ${type}, data: '\${ .ok == true }' } }
 `);
 
+/** Waits until the instance's listen at `at` is waiting for its event. */
+async function untilListening(h: Harness, instanceId: string, at = '/do/0/wait'): Promise<void> {
+  while (!(await h.executor.get(instanceId))?.listens[at]) await new Promise((r) => setTimeout(r, 5));
+}
+
 async function waiting(h: Harness, key: string, type = 'com.example.approved', principalId = 'alice'): Promise<string> {
   const { instanceId } = await h.executor.start({ principalId, invocationKey: key, document: waitFor(type), input: {} });
-  while (!(await h.executor.get(instanceId))?.listens['/do/0/wait']) await new Promise((r) => setTimeout(r, 5));
+  await untilListening(h, instanceId);
   return instanceId;
+}
+
+/** The instance's end, once reached: completed, and its replay equal to its live record. */
+async function completed(h: Harness, instanceId: string): Promise<WorkflowRecord> {
+  const record = await h.executor.wait(instanceId, 5000);
+  assert.equal(record.status, 'completed', JSON.stringify(record.error));
+  await assertReplayEqual(h, instanceId);
+  return record;
 }
 
 test('POST /workflow-events: authenticated, structured mode only, the caller’s own instances, 202 after the append, 404 when nothing took it', async () => {
@@ -86,10 +100,8 @@ test('POST /workflow-events: authenticated, structured mode only, the caller’s
     assert.equal(taken.status, 202);
     assert.deepEqual(await taken.json(), { status: 'accepted', matched: [id] });
     assert.equal((await h.executor.get(id))!.listens['/do/0/wait']!.events.length, 1, 'appended before the answer');
-    const record = await h.executor.wait(id, 5000);
-    assert.equal(record.status, 'completed', JSON.stringify(record.error));
+    const record = await completed(h, id);
     assert.deepEqual(record.output, [{ ok: true }]);
-    await assertReplayEqual(h, id);
   } finally {
     await built.close();
     await h.close();
@@ -125,7 +137,7 @@ do:
 `),
       input: {},
     });
-    while (!(await h.executor.get(instanceId))?.listens['/do/0/wait']) await new Promise((r) => setTimeout(r, 5));
+    await untilListening(h, instanceId);
 
     for (const [attributes, says] of [
       [{ source: 'not a uri' }, /\/source must match format "uri-reference"/],
@@ -149,10 +161,8 @@ do:
     }
     const taken = await post(binary('b1'));
     assert.equal(taken.status, 202);
-    const record = await h.executor.wait(instanceId, 5000);
-    assert.equal(record.status, 'completed', JSON.stringify(record.error));
+    const record = await completed(h, instanceId);
     assert.deepEqual(record.output, ['AAEC+v8=']);
-    await assertReplayEqual(h, instanceId);
   } finally {
     await built.close();
     await h.close();
@@ -226,9 +236,7 @@ test('NATS <prefix>.>: request/reply answered after the append; wrong subject, g
     const accepted = await ask('test.events.com.example.approved', approved('n3'));
     assert.deepEqual(accepted, { status: 'accepted', count: 1 });
     assert.equal((await h.executor.get(id))!.listens['/do/0/wait']!.events.length, 1, 'appended before the reply');
-    const record = await h.executor.wait(id, 5000);
-    assert.equal(record.status, 'completed', JSON.stringify(record.error));
-    await assertReplayEqual(h, id);
+    await completed(h, id);
   } finally {
     await subscription.close();
     await h.close();
@@ -275,10 +283,8 @@ test('NATS <prefix>.>: the answer waits for the append; an event published witho
     // Fire and forget: delivered as any event, its outcome told to no one (a publisher that needs to know asks with a request).
     const quiet = await waiting(h, 'nats-quiet');
     nc.publish(subject, JSON.stringify(approved('o2')));
-    const record = await h.executor.wait(quiet, 5000);
-    assert.equal(record.status, 'completed', JSON.stringify(record.error));
+    const record = await completed(h, quiet);
     assert.equal(record.listens['/do/0/wait']!.events.length, 1);
-    await assertReplayEqual(h, quiet);
   } finally {
     holding = false;
     release();
@@ -320,9 +326,7 @@ test('NATS <prefix>.>: an event that is not I-JSON is rejected invalid-input and
     }
     assert.equal((await h.executor.get(id))!.listens['/do/0/wait']!.events.length, 0, 'no refused event was taken');
     assert.deepEqual(await ask(event('s8', '{"ok":true}')), { status: 'accepted', count: 1 });
-    const record = await h.executor.wait(id, 5000);
-    assert.equal(record.status, 'completed', JSON.stringify(record.error));
-    await assertReplayEqual(h, id);
+    await completed(h, id);
   } finally {
     await subscription.close();
     await h.close();
@@ -348,10 +352,8 @@ do:
       emit: { event: { with: { source: https://convoke.dev/test, type: com.example.ping, data: { ok: true } } } }
 `);
     await h.executor.start({ principalId: 'alice', invocationKey: 'ping-emitter', document: emitter, input: {} });
-    const record = await h.executor.wait(listener, 5000);
-    assert.equal(record.status, 'completed', JSON.stringify(record.error));
+    const record = await completed(h, listener);
     assert.deepEqual(record.output, [{ ok: true }]);
-    await assertReplayEqual(h, listener);
     // Every delivery under way has ended once the subscription is closed.
     await subscription.close();
     const bob = await h.executor.get(other);
@@ -484,9 +486,7 @@ test('an event the store cannot record in one transition is refused before anyth
     // An event that fits is taken by both, answered after the appends.
     assert.deepEqual(await ask(approved('small')), { status: 'accepted', count: 2 });
     for (const id of [first, second]) {
-      const record = await h.executor.wait(id, 5000);
-      assert.equal(record.status, 'completed', JSON.stringify(record.error));
-      await assertReplayEqual(h, id);
+      await completed(h, id);
     }
     assert.deepEqual(h.executor.failures, []);
   } finally {
@@ -514,15 +514,13 @@ do:
 `),
       input: {},
     });
-    while (!(await h.executor.get(long))?.listens[`/do/0/${name}`]) await new Promise((r) => setTimeout(r, 5));
+    await untilListening(h, long, `/do/0/${name}`);
     const partly = await post(sized('partly', storeLimit - 350));
     assert.equal(partly.status, 202, JSON.stringify(partly.body));
     assert.deepEqual(partly.body.matched?.sort(), [first, second].sort());
     assert.equal(await taken(long, `/do/0/${name}`), 0, 'the long key’s listen could not record it, and did not take it');
     for (const id of [first, second]) {
-      const record = await h.executor.wait(id, 5000);
-      assert.equal(record.status, 'completed', JSON.stringify(record.error));
-      await assertReplayEqual(h, id);
+      await completed(h, id);
     }
     // Sent again: answered as taken by those that hold it, nothing appended, the long key's listen still without it.
     const again = await post(sized('partly', storeLimit - 350));
@@ -530,9 +528,7 @@ do:
     assert.equal(await taken(long, `/do/0/${name}`), 0);
     // An event that fits is taken as ever.
     assert.deepEqual(await ask(approved('small')), { status: 'accepted', count: 1 });
-    const record = await h.executor.wait(long, 5000);
-    assert.equal(record.status, 'completed', JSON.stringify(record.error));
-    await assertReplayEqual(h, long);
+    await completed(h, long);
     assert.deepEqual(h.executor.failures, []);
   } finally {
     await intake.close();
