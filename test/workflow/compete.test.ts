@@ -18,10 +18,16 @@ import { createEmbedded, type Embedded } from '../../src/deployment/embedded.js'
 import { peerIds, reviewBundle } from '../../src/deployment/examples.js';
 import type { WorkflowEvent } from '../../src/workflow/exec/events.js';
 import { storeWith } from '../support/scenario.js';
-import { assertReplayEqual, harness, runToEnd, yaml } from './support.js';
+import type { WorkflowRecord } from '../../src/workflow/exec/record.js';
+import { assertReplayEqual, harness, runToEnd, yaml, type Harness } from './support.js';
 
-/** One contract, two interactions: `review` declares caller cancellation, `hold` does not. Peers answer only when cancelled (or after holdMs). */
-async function deployment(clock: SystemClock, store: MemoryEventStore, holdMs: number): Promise<Embedded> {
+/**
+ * On a memory store of its own: one contract, two interactions: `review` declares caller
+ * cancellation, `hold` does not. Peers answer only when cancelled (or after holdMs).
+ */
+async function deployment(holdMs: number): Promise<{ clock: SystemClock; store: MemoryEventStore; embedded: Embedded }> {
+  const clock = new SystemClock();
+  const store = new MemoryEventStore({ clock });
   const bundle = reviewBundle({ completion: { mode: 'quorum', count: 2 }, timeoutMs: 8000, cancellation: 'caller' });
   const interactions = bundle.interactions as JsonObject;
   interactions.hold = { ...(interactions.review as JsonObject), cancellation: 'none' };
@@ -36,7 +42,7 @@ async function deployment(clock: SystemClock, store: MemoryEventStore, holdMs: n
       });
     });
   for (const peerId of peers) await embedded.addPeer(peerId, { review: slow, hold: slow });
-  return embedded;
+  return { clock, store, embedded };
 }
 
 /**
@@ -71,18 +77,25 @@ ${
     : ''
 }`;
 
+/** The losing call of the caller-cancellable `review` in `race`. */
+const cancellableAt = '/do/0/race/fork/branches/1/cancellable{1}';
+
+/** Runs `race` on `h` to its end, which must be completed. */
+async function runRace(h: Harness, digest: string, key: string, options?: { holdBranch?: boolean }): Promise<WorkflowRecord> {
+  const record = await runToEnd(h, yaml(race(digest, options)), {}, key);
+  assert.equal(record.status, 'completed', JSON.stringify(record.error));
+  return record;
+}
+
 test('compete: a losing child operation is cancelled where its interaction declares caller cancellation, detached where not, and recorded', async () => {
-  const clock = new SystemClock();
-  const store = new MemoryEventStore({ clock });
-  const embedded = await deployment(clock, store, 3000);
+  const { clock, store, embedded } = await deployment(3000);
   const h = harness({ store, clock, invocations: embedded.coordinator });
   try {
-    const record = await runToEnd(h, yaml(race(embedded.bundle.ref.digest)), {}, 'race-1');
-    assert.equal(record.status, 'completed', JSON.stringify(record.error));
+    const record = await runRace(h, embedded.bundle.ref.digest, 'race-1');
     assert.deepEqual(record.output, { winner: 'quick' });
     assert.equal(record.winners['/do/0/race'], 0);
 
-    const cancellable = record.children['/do/0/race/fork/branches/1/cancellable{1}'];
+    const cancellable = record.children[cancellableAt];
     const uncancellable = record.children['/do/0/race/fork/branches/2/uncancellable{2}'];
     assert.ok(cancellable && uncancellable, 'both losing branches bound their child operation');
     assert.equal(cancellable.disposition?.disposition, 'cancelled', cancellable.disposition?.detail);
@@ -109,9 +122,7 @@ test('compete: a losing child operation is cancelled where its interaction decla
 });
 
 test('compete: a losing child already decided before the win is recorded already-closed, and nothing is cancelled', async () => {
-  const clock = new SystemClock();
-  const store = new MemoryEventStore({ clock });
-  const embedded = await deployment(clock, store, 50);
+  const { clock, store, embedded } = await deployment(50);
   const h = harness({ store, clock, invocations: embedded.coordinator });
   const digest = embedded.bundle.ref.digest;
   const document = `document: { dsl: '1.0.3', namespace: test, name: decided-loser, version: '1.0.0' }
@@ -148,10 +159,8 @@ do:
 });
 
 test('compete: a losing child decided by its own rule between the look and the cancel is recorded already-closed with that decision, not cancelled', async () => {
-  const clock = new SystemClock();
-  const store = new MemoryEventStore({ clock });
   // The peers answer 2 s after their request: the fork is won at 0.6 s, while the child is open.
-  const embedded = await deployment(clock, store, 2000);
+  const { clock, store, embedded } = await deployment(2000);
   // The child's quorum closes its decision after the runtime was asked for it and before the cancel
   // is recorded: the cancel then finds it decided and answers that decision (coordinator.cancel).
   const invocations = storeWith(embedded.coordinator, (real) => ({
@@ -162,9 +171,8 @@ test('compete: a losing child decided by its own rule between the look and the c
   }));
   const h = harness({ store, clock, invocations });
   try {
-    const record = await runToEnd(h, yaml(race(embedded.bundle.ref.digest)), {}, 'race-5');
-    assert.equal(record.status, 'completed', JSON.stringify(record.error));
-    const cancellable = record.children['/do/0/race/fork/branches/1/cancellable{1}'];
+    const record = await runRace(h, embedded.bundle.ref.digest, 'race-5');
+    const cancellable = record.children[cancellableAt];
     const operation = await embedded.coordinator.get('alice', cancellable!.operationId);
     assert.equal(operation.decision?.reason, 'threshold', 'the child was decided by its quorum, not by the cancel');
     assert.equal(cancellable?.disposition?.disposition, 'already-closed', cancellable?.disposition?.detail);
@@ -177,10 +185,8 @@ test('compete: a losing child decided by its own rule between the look and the c
 });
 
 test('compete: a losing child decided by its own rule after the win, before the release looked, is not recorded as decided before the win', async () => {
-  const clock = new SystemClock();
-  const store = new MemoryEventStore({ clock });
   // The peers answer 2 s after their request: the fork is won at 0.6 s, while the child is open.
-  const embedded = await deployment(clock, store, 2000);
+  const { clock, store, embedded } = await deployment(2000);
   // The release's look at the child answers once its quorum has closed the decision: after the win.
   let looked = false;
   const invocations = storeWith(embedded.coordinator, (real) => ({
@@ -192,10 +198,9 @@ test('compete: a losing child decided by its own rule after the win, before the 
   }));
   const h = harness({ store, clock, invocations });
   try {
-    const record = await runToEnd(h, yaml(race(embedded.bundle.ref.digest, { holdBranch: false })), {}, 'race-6');
-    assert.equal(record.status, 'completed', JSON.stringify(record.error));
+    const record = await runRace(h, embedded.bundle.ref.digest, 'race-6', { holdBranch: false });
     assert.ok(looked);
-    const cancellable = record.children['/do/0/race/fork/branches/1/cancellable{1}'];
+    const cancellable = record.children[cancellableAt];
     const operation = await embedded.coordinator.get('alice', cancellable!.operationId);
     assert.equal(operation.decision?.reason, 'threshold');
     const log = await store.read(record.instanceId);
@@ -213,9 +218,7 @@ test('compete: a losing child decided by its own rule after the win, before the 
 });
 
 test('compete: a losing child whose cancel is refused for good (invalid-input) is recorded detached with the refusal, and the fork completes; a cancel that is unavailable is asked again', async () => {
-  const clock = new SystemClock();
-  const store = new MemoryEventStore({ clock });
-  const embedded = await deployment(clock, store, 3000);
+  const { clock, store, embedded } = await deployment(3000);
   // The child's log is full at the store: its cancel is refused, and will be every time it is sent.
   const refusal = 'operation op-x holds 8192 transitions, the most this store accepts and reads back (8192)';
   const cancels = new Map<string, number>();
@@ -232,9 +235,8 @@ test('compete: a losing child whose cancel is refused for good (invalid-input) i
   }));
   const h = harness({ store, clock, invocations });
   try {
-    const record = await runToEnd(h, yaml(race(embedded.bundle.ref.digest)), {}, 'race-3');
-    assert.equal(record.status, 'completed', JSON.stringify(record.error));
-    const cancellable = record.children['/do/0/race/fork/branches/1/cancellable{1}'];
+    const record = await runRace(h, embedded.bundle.ref.digest, 'race-3');
+    const cancellable = record.children[cancellableAt];
     assert.equal(cancellable?.disposition?.disposition, 'detached', cancellable?.disposition?.detail);
     assert.match(cancellable.disposition.detail, /^the cancel was refused: invalid-input: .*8192 transitions/);
     assert.equal(cancels.get(cancellable.operationId), 2, 'the unavailable cancel asked again once, the refused one not again');
@@ -310,7 +312,7 @@ test('compete: a losing child whose cancel is refused expired past its own deadl
     const hour = 3_600_000;
     for (let elapsed = 0; elapsed < hour && (await h.executor.get(instanceId))?.status === 'running'; elapsed += 1000) await clock.advance(1000);
     const record = (await h.executor.get(instanceId))!;
-    const child = record.children['/do/0/race/fork/branches/1/cancellable{1}'];
+    const child = record.children[cancellableAt];
     assert.ok(child, 'the losing branch bound its child operation');
     const asked = runtime.cancels.get(child.operationId) ?? 0;
     assert.equal(record.status, 'completed', `still ${record.status} after an hour, its loser's cancel asked ${asked} times`);
