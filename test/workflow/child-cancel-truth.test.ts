@@ -20,7 +20,6 @@ import { test } from 'node:test';
 import { MemoryEventStore } from '../../src/adapters/store/memory.js';
 import { SystemClock } from '../../src/contract/clock.js';
 import type { JsonValue } from '../../src/contract/json.js';
-import { isWorkflowNamed } from '../../src/workflow/exec/document.js';
 import type { WorkflowEvent, WorkflowTransition } from '../../src/workflow/exec/events.js';
 import { WorkflowInstances } from '../../src/workflow/exec/instances.js';
 import { foldWorkflow, type WorkflowRecord } from '../../src/workflow/exec/record.js';
@@ -29,15 +28,9 @@ import { disposeSubworkflow, owedDisposals } from '../../src/workflow/exec/subwo
 import type { Stored } from '../../src/kernel/types.js';
 import { workflowInstanceId } from '../../src/workflow/ids.js';
 import { storeWith } from '../support/scenario.js';
-import { assertReplayEqual, harness, yaml } from './support.js';
+import { assertReplayEqual, delegatingParent, harness, workflowsAmong, yaml } from './support.js';
 
-const parent = yaml(`
-document: { dsl: '1.0.3', namespace: t, name: parent, version: '1.0.0' }
-do:
-  - delegate:
-      run:
-        workflow: { namespace: t, name: child, version: '1.0.0' }
-`);
+const parent = delegatingParent('parent', 'child');
 const child = yaml(`
 document: { dsl: '1.0.3', namespace: t, name: child, version: '1.0.0' }
 do:
@@ -71,8 +64,7 @@ test('a child its caller cancelled before its parent released it is recorded alr
       return real.append(...args);
     },
   }));
-  const documents: JsonValue[] = [child];
-  const h = harness({ store, clock, workflows: (_digest, ref) => documents.find((document) => isWorkflowNamed(document, ref)) });
+  const h = harness({ store, clock, workflows: workflowsAmong([child]) });
   const instances = new WorkflowInstances({
     executor: h.executor,
     bundleOf: () => undefined,
@@ -239,8 +231,7 @@ test('a child that completed after its parent ended, before its parent’s cance
       return real.append(...args);
     },
   }));
-  const documents: JsonValue[] = [briefChild];
-  const h = harness({ store, clock, workflows: (_digest, ref) => documents.find((document) => isWorkflowNamed(document, ref)) });
+  const h = harness({ store, clock, workflows: workflowsAmong([briefChild]) });
   try {
     const { instanceId: parentId } = await h.executor.start({ principalId: 'alice', invocationKey: 'p', document: parent, input: {} });
     childId = await until('the child bound', async () => Object.values((await h.executor.get(parentId))?.subworkflows ?? {})[0]?.instanceId);

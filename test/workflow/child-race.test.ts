@@ -24,22 +24,14 @@ import { JetStreamEventStore } from '../../src/adapters/store/jetstream.js';
 import { SqliteEventStore } from '../../src/adapters/store/sqlite.js';
 import type { EventStore } from '../../src/adapters/store/types.js';
 import { SystemClock } from '../../src/contract/clock.js';
-import type { JsonValue } from '../../src/contract/json.js';
-import { isWorkflowNamed } from '../../src/workflow/exec/document.js';
 import type { WorkflowEvent } from '../../src/workflow/exec/events.js';
 import { replayWorkflowLog } from '../../src/workflow/exec/replay.js';
 import type { WorkflowTransition } from '../../src/workflow/exec/events.js';
 import type { Stored } from '../../src/kernel/types.js';
 import { startJetStreamServer } from '../support/jetstream-server.js';
-import { assertReplayEqual, harness, yaml, type Harness } from './support.js';
+import { assertReplayEqual, delegatingParent, harness, workflowsAmong, yaml, type Harness } from './support.js';
 
-const parent = yaml(`
-document: { dsl: '1.0.3', namespace: t, name: parent, version: '1.0.0' }
-do:
-  - delegate:
-      run:
-        workflow: { namespace: t, name: child, version: '1.0.0' }
-`);
+const parent = delegatingParent('parent', 'child');
 const child = yaml(`
 document: { dsl: '1.0.3', namespace: t, name: child, version: '1.0.0' }
 do:
@@ -47,21 +39,14 @@ do:
       set: { ran: true }
 `);
 /** A parent whose child waits long enough to be cancelled while it runs. */
-const slowParent = yaml(`
-document: { dsl: '1.0.3', namespace: t, name: slow-parent, version: '1.0.0' }
-do:
-  - delegate:
-      run:
-        workflow: { namespace: t, name: slow-child, version: '1.0.0' }
-`);
+const slowParent = delegatingParent('slow-parent', 'slow-child');
 const slowChild = yaml(`
 document: { dsl: '1.0.3', namespace: t, name: slow-child, version: '1.0.0' }
 do:
   - pause:
       wait: { seconds: 30 }
 `);
-const workflows = (_digest: string, ref: Parameters<typeof isWorkflowNamed>[1]): JsonValue | undefined =>
-  [child, slowChild].find((document) => isWorkflowNamed(document, ref));
+const workflows = workflowsAmong([child, slowChild]);
 
 /** A creation held until released: when it arrived (its stream id), and when the store answered it. */
 interface Gate {

@@ -8,10 +8,8 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { MemoryEventStore } from '../../src/adapters/store/memory.js';
 import { VirtualClock } from '../../src/contract/clock.js';
-import type { JsonValue } from '../../src/contract/json.js';
-import { isWorkflowNamed } from '../../src/workflow/exec/document.js';
 import { disposeRetryMaxMs } from '../../src/workflow/exec/executor.js';
-import { faultsDocument, harness, slowDocument } from './support.js';
+import { faultsDocument, harness, slowDocument, workflowsAmong } from './support.js';
 import { storeWith } from '../support/scenario.js';
 
 test('a disposal the store keeps refusing is tried again less and less often, then recorded within a minute of the store taking it', async () => {
@@ -26,8 +24,7 @@ test('a disposal the store keeps refusing is tried again less and less often, th
       return refuse ? { kind: 'invalid-input', description: 'the log takes no more' } : real.append(...args);
     },
   }));
-  const documents: JsonValue[] = [slowDocument];
-  const h = harness({ store, clock, workflows: (_digest, ref) => documents.find((document) => isWorkflowNamed(document, ref)) });
+  const h = harness({ store, clock, workflows: workflowsAmong([slowDocument]) });
   try {
     const told = h.executor.failures.length;
     const { instanceId: parent } = await h.executor.start({ principalId: 'alice', invocationKey: 'p', document: faultsDocument, input: {} });

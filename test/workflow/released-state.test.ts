@@ -7,10 +7,8 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { MemoryEventStore } from '../../src/adapters/store/memory.js';
 import { VirtualClock } from '../../src/contract/clock.js';
-import type { JsonValue } from '../../src/contract/json.js';
-import { isWorkflowNamed } from '../../src/workflow/exec/document.js';
 import type { WorkflowExecutor } from '../../src/workflow/exec/executor.js';
-import { faultsDocument, harness, slowDocument, yaml } from './support.js';
+import { faultsDocument, harness, slowDocument, workflowsAmong, yaml } from './support.js';
 import { storeWith } from '../support/scenario.js';
 
 /** The executor's per-instance state, reached past `private` (what this test is about). */
@@ -72,8 +70,7 @@ test('a parent whose disposals were recorded while their retry was armed keeps n
         ? { kind: 'invalid-input', description: 'the log takes no more' }
         : real.append(...args),
   }));
-  const documents: JsonValue[] = [slowDocument];
-  const h = harness({ store, clock, workflows: (_digest, ref) => documents.find((document) => isWorkflowNamed(document, ref)) });
+  const h = harness({ store, clock, workflows: workflowsAmong([slowDocument]) });
   try {
     const parents = 10;
     const ids: string[] = [];

@@ -15,11 +15,10 @@ import type { EventStore } from '../../src/adapters/store/types.js';
 import { VirtualClock } from '../../src/contract/clock.js';
 import { isAdapterError } from '../../src/contract/errors.js';
 import type { JsonValue } from '../../src/contract/json.js';
-import { isWorkflowNamed } from '../../src/workflow/exec/document.js';
 import { pruneWorkflowInstances } from '../../src/workflow/exec/retention.js';
 import { WorkflowInstances } from '../../src/workflow/exec/instances.js';
 import { WorkflowInstanceNotFound } from '../../src/runtime/errors.js';
-import { faultsDocument, harness, quickDocument, slowDocument, staysDocument, yaml } from './support.js';
+import { faultsDocument, harness, quickDocument, slowDocument, staysDocument, workflowsAmong, yaml } from './support.js';
 import { storeWith } from '../support/scenario.js';
 
 const hour = 3_600_000;
@@ -51,8 +50,7 @@ for (const kind of ['memory', 'sqlite'] as const) {
     const dir = await mkdtemp(join(tmpdir(), 'convoke-wf-retention-'));
     const clock = new VirtualClock();
     const store: EventStore = kind === 'memory' ? new MemoryEventStore({ clock }) : new SqliteEventStore({ path: join(dir, 'wf.db'), clock });
-    const documents: JsonValue[] = [quick, slow];
-    const h = harness({ store, clock, workflows: (_digest, ref) => documents.find((document) => isWorkflowNamed(document, ref)) });
+    const h = harness({ store, clock, workflows: workflowsAmong([quick, slow]) });
     const startMs = clock.nowMs();
     const start = async (document: JsonValue, key: string) => {
       const { instanceId } = await h.executor.start({ principalId: 'alice', invocationKey: key, document, input: {} });
@@ -112,8 +110,7 @@ for (const kind of ['memory', 'sqlite'] as const) {
 test('a parent kept by retention stays readable after the child it ran is pruned: the child shows as pruned', async () => {
   const clock = new VirtualClock();
   const store = new MemoryEventStore({ clock });
-  const documents: JsonValue[] = [quick];
-  const h = harness({ store, clock, workflows: (_digest, ref) => documents.find((document) => isWorkflowNamed(document, ref)) });
+  const h = harness({ store, clock, workflows: workflowsAmong([quick]) });
   const startMs = clock.nowMs();
   const { instanceId: parent } = await h.executor.start({ principalId: 'alice', invocationKey: 'p', document: stays, input: {} });
   await clock.advance(0);
@@ -127,7 +124,7 @@ test('a parent kept by retention stays readable after the child it ran is pruned
   assert.deepEqual([(await store.read(child)).kind, (await store.read(parent)).kind], ['expired', 'ok']);
 
   // Read by a process that never held either (its cache cannot answer for the pruned child).
-  const other = harness({ store, clock, workflows: (_digest, ref) => documents.find((document) => isWorkflowNamed(document, ref)) });
+  const other = harness({ store, clock, workflows: workflowsAmong([quick]) });
   try {
     const instances = new WorkflowInstances({
       executor: other.executor,
@@ -159,8 +156,7 @@ test('an ended parent that still owes the record of what became of its child is 
         ? { kind: 'unavailable', description: 'the store is away' }
         : real.append(...args),
   }));
-  const documents: JsonValue[] = [slow];
-  const h = harness({ store, clock, workflows: (_digest, ref) => documents.find((document) => isWorkflowNamed(document, ref)) });
+  const h = harness({ store, clock, workflows: workflowsAmong([slow]) });
   const startMs = clock.nowMs();
   try {
     // Starts a slow child without awaiting it, then faults: the child is cancelled with its parent, which records it.

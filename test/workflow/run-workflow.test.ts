@@ -4,21 +4,13 @@
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import type { JsonValue } from '../../src/contract/json.js';
-import { isWorkflowNamed } from '../../src/workflow/exec/document.js';
 import type { WorkflowTransition } from '../../src/workflow/exec/events.js';
 import type { Stored } from '../../src/kernel/types.js';
 import { foldWorkflow, type WorkflowRecord } from '../../src/workflow/exec/record.js';
 import { openSubworkflowsOf } from '../../src/workflow/exec/subworkflows.js';
-import { assertReplayEqual, harness, runToEnd, yaml } from './support.js';
+import { assertReplayEqual, delegatingParent, harness, runToEnd, workflowsAmong, yaml } from './support.js';
 
-const parent = yaml(`
-document: { dsl: '1.0.3', namespace: t, name: parent, version: '1.0.0' }
-do:
-  - delegate:
-      run:
-        workflow: { namespace: t, name: child, version: '1.0.0' }
-`);
+const parent = delegatingParent('parent', 'child');
 const child = yaml(`
 document: { dsl: '1.0.3', namespace: t, name: child, version: '1.0.0' }
 do:
@@ -29,8 +21,7 @@ do:
 `);
 
 test('a parent waiting only for its child parks its lease; the child’s end drives it to completion', async () => {
-  const documents: JsonValue[] = [child];
-  const h = harness({ leaseMs: 300, workflows: (_digest, ref) => documents.find((document) => isWorkflowNamed(document, ref)) });
+  const h = harness({ leaseMs: 300, workflows: workflowsAmong([child]) });
   try {
     const record = await runToEnd(h, parent, {}, 'park', 20_000);
     assert.equal(record.status, 'completed', JSON.stringify(record.error));

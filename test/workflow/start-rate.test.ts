@@ -9,9 +9,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { VirtualClock } from '../../src/contract/clock.js';
 import { isAdapterError } from '../../src/contract/errors.js';
-import type { JsonValue } from '../../src/contract/json.js';
-import { isWorkflowNamed } from '../../src/workflow/exec/document.js';
-import { harness, quickDocument, yaml } from './support.js';
+import { harness, quickDocument, workflowsAmong, yaml } from './support.js';
 
 const quick = quickDocument;
 const parent = yaml(`
@@ -25,12 +23,11 @@ do:
 test('past a principal’s start rate a new instance is refused and counted, a run: workflow child’s too; known keys and other principals are not', async () => {
   const clock = new VirtualClock();
   const refusals: string[] = [];
-  const documents: JsonValue[] = [quick];
   const h = harness({
     clock,
     startRate: { perSecond: 1, burst: 2 },
     onStartRefused: (starter, reason) => refusals.push(`${starter} ${reason}`),
-    workflows: (_digest, ref) => documents.find((document) => isWorkflowNamed(document, ref)),
+    workflows: workflowsAmong([quick]),
   });
   const start = (key: string, principalId = 'alice', document = quick) => h.executor.start({ principalId, invocationKey: key, document, input: {} });
   try {

@@ -14,6 +14,7 @@ import type { JsonValue } from '../../src/contract/json.js';
 import type { EventStore } from '../../src/adapters/store/types.js';
 import { MemoryEventStore } from '../../src/adapters/store/memory.js';
 import { seededRandom } from '../../src/runtime/random.js';
+import { isWorkflowNamed } from '../../src/workflow/exec/document.js';
 import type { ContractCalls } from '../../src/workflow/exec/http-contracts.js';
 import { WorkflowExecutor, type WorkflowExecutorOptions } from '../../src/workflow/exec/executor.js';
 import { JqWorkerEvaluator, type ExpressionEvaluator, type JqWorkerOptions } from '../../src/workflow/exec/jq.js';
@@ -145,6 +146,21 @@ do:
       raise:
         error: { type: 'https://example.com/boom', status: 500 }
 `);
+
+/** A workflow `t/<name>` whose one task, `delegate`, runs the workflow `t/<child>` 1.0.0 and awaits its end. */
+export const delegatingParent = (name: string, child: string): JsonValue =>
+  yaml(`
+document: { dsl: '1.0.3', namespace: t, name: ${name}, version: '1.0.0' }
+do:
+  - delegate:
+      run:
+        workflow: { namespace: t, name: ${child}, version: '1.0.0' }
+`);
+
+/** A harness's `workflows`: the one of `documents` a `run: workflow` names. */
+export function workflowsAmong(documents: readonly JsonValue[]): NonNullable<HarnessOptions['workflows']> {
+  return (_digest, ref) => documents.find((document) => isWorkflowNamed(document, ref));
+}
 
 /** Starts and waits for the instance to finish; asserts the replayed record equals the live one. */
 export async function runToEnd(h: Harness, document: JsonValue, input: JsonValue = {}, key = 'k1', waitMs = 20_000): Promise<WorkflowRecord> {
