@@ -15,7 +15,7 @@ import { subjectFor } from '../../src/adapters/transport/subjects.js';
 import type { InboundMessage, PublishReceipt } from '../../src/adapters/transport/types.js';
 import { encodeWire, type WireMessage } from '../../src/events/wire.js';
 import { onPeerMessage } from '../../src/runtime/intake.js';
-import type { DomainEvent } from '../../src/events/types.js';
+import type { DomainEvent, Transition } from '../../src/events/types.js';
 import type { InvocationResult } from '../../src/projections/views.js';
 
 export const namespace = 'demo.v1.lab';
@@ -146,6 +146,31 @@ export const answers =
 export const silent: Handler = () => new Promise(() => {});
 
 export const types = (events: DomainEvent[]) => events.map((e) => e.type);
+
+/**
+ * An ordinary transition of `op` as an earlier writer could have appended it straight to the
+ * store, to fill its log: one `result-rejected` (malformed, on alfa's review result subject)
+ * carrying `detail`.
+ */
+export function fillerTransition(op: string, detail: string): Transition {
+  return {
+    events: [
+      {
+        type: 'result-rejected',
+        v: 1,
+        reason: 'malformed',
+        subject: `${namespace}.review.${op}.result.alfa`,
+        branchId: null,
+        peerId: null,
+        attempt: null,
+        fence: null,
+        detail,
+      },
+    ],
+    timeGuard: { notBeforeMs: 0, notAfterMs: Number.MAX_SAFE_INTEGER },
+    causation: { command: 'admit-result' },
+  };
+}
 
 /**
  * `target` with some of its members answered otherwise (a test's fault or count injected); every

@@ -8,7 +8,7 @@
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { deliverToIntake, scenario, namespace, type Scenario, type ScenarioOptions } from '../support/scenario.js';
+import { deliverToIntake, fillerTransition, scenario, namespace, type Scenario, type ScenarioOptions } from '../support/scenario.js';
 import type { DomainEvent, Transition } from '../../src/events/types.js';
 import type { JsonObject } from '../../src/contract/json.js';
 import { encodeWire, type WireMessage } from '../../src/events/wire.js';
@@ -313,27 +313,10 @@ async function fillTo(s: Scenario, op: string, ordinaryBytes: number, roomBytes:
   assert.ok(read.kind === 'ok');
   let revision = read.revision;
   let used = read.transitions.reduce((n, t) => n + Buffer.byteLength(JSON.stringify(t.transition)), 0);
-  const filler = (detail: string): Transition => ({
-    events: [
-      {
-        type: 'result-rejected',
-        v: 1,
-        reason: 'malformed',
-        subject: `${namespace}.review.${op}.result.alfa`,
-        branchId: null,
-        peerId: null,
-        attempt: null,
-        fence: null,
-        detail,
-      },
-    ],
-    timeGuard: { notBeforeMs: 0, notAfterMs: Number.MAX_SAFE_INTEGER },
-    causation: { command: 'admit-result' },
-  });
   for (let k = 0; used < ordinaryBytes - roomBytes; k++) {
-    const emptyBytes = Buffer.byteLength(JSON.stringify(filler('')));
+    const emptyBytes = Buffer.byteLength(JSON.stringify(fillerTransition(op, '')));
     const detail = `filler ${k} `.padEnd(Math.min(1000, ordinaryBytes - roomBytes - used - emptyBytes), '.');
-    const transition = filler(detail);
+    const transition = fillerTransition(op, detail);
     const outcome = await s.store.append(op, revision, transition);
     assert.equal(outcome.kind, 'ok', JSON.stringify(outcome));
     if (outcome.kind === 'ok') revision = outcome.revision;
@@ -366,23 +349,7 @@ test("results committed together that the log's room takes only in part are each
   const read = await first.store.read(op);
   assert.ok(read.kind === 'ok');
   const used = read.transitions.reduce((n, t) => n + Buffer.byteLength(JSON.stringify(t.transition)), 0);
-  const last: Transition = {
-    events: [
-      {
-        type: 'result-rejected',
-        v: 1,
-        reason: 'malformed',
-        subject: `${namespace}.review.${op}.result.alfa`,
-        branchId: null,
-        peerId: null,
-        attempt: null,
-        fence: null,
-        detail: '',
-      },
-    ],
-    timeGuard: { notBeforeMs: 0, notAfterMs: Number.MAX_SAFE_INTEGER },
-    causation: { command: 'admit-result' },
-  };
+  const last = fillerTransition(op, '');
   const lastEvent = last.events[0];
   assert.ok(lastEvent?.type === 'result-rejected');
   lastEvent.detail = 'x'.repeat(ordinaryBytes - 600 - used - Buffer.byteLength(JSON.stringify(last)));

@@ -6,9 +6,9 @@
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { scenario, namespace, sharedStore, types, type Scenario } from '../support/scenario.js';
+import { fillerTransition, scenario, namespace, sharedStore, types, type Scenario } from '../support/scenario.js';
 import { MemoryEventStore } from '../../src/adapters/store/memory.js';
-import type { DomainEvent, Transition } from '../../src/events/types.js';
+import type { DomainEvent } from '../../src/events/types.js';
 import { encodeWire, type ClaimMessage } from '../../src/events/wire.js';
 import { subjectFor } from '../../src/adapters/transport/subjects.js';
 import { peerBusPermissions } from '../../src/deployment/embedded.js';
@@ -72,23 +72,7 @@ async function fill(s: Scenario, op: string, count: number, detailChars = 16): P
   if (read.kind !== 'ok') return;
   let revision = read.revision;
   for (let k = 0; k < count; k++) {
-    const transition: Transition = {
-      events: [
-        {
-          type: 'result-rejected',
-          v: 1,
-          reason: 'malformed',
-          subject: `${namespace}.review.${op}.result.alfa`,
-          branchId: null,
-          peerId: null,
-          attempt: null,
-          fence: null,
-          detail: `filler ${k} `.padEnd(detailChars, '.'),
-        },
-      ],
-      timeGuard: { notBeforeMs: 0, notAfterMs: Number.MAX_SAFE_INTEGER },
-      causation: { command: 'admit-result' },
-    };
+    const transition = fillerTransition(op, `filler ${k} `.padEnd(detailChars, '.'));
     const outcome = await s.store.append(op, revision, transition);
     assert.equal(outcome.kind, 'ok', JSON.stringify(outcome));
     if (outcome.kind === 'ok') revision = outcome.revision;
