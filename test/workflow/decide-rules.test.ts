@@ -15,6 +15,7 @@ import { decideCancel, decideDefectFault, decideDisposals, decideDue, decideProp
 import { errorTypes } from '../../src/workflow/exec/dsl-errors.js';
 import type { SubworkflowDisposed, ValueRef, WorkflowEvent, WorkflowTransition } from '../../src/workflow/exec/events.js';
 import { applyWorkflow, foldWorkflow, type WorkflowRecord } from '../../src/workflow/exec/record.js';
+import { childBound, childDisposed, subworkflowBound, subworkflowDisposed } from './child-events.js';
 import { bareStarted } from './support.js';
 
 const open = { notBeforeMs: Number.MIN_SAFE_INTEGER, notAfterMs: Number.MAX_SAFE_INTEGER };
@@ -61,45 +62,6 @@ test('a proposal to an instance that is not running decides nothing; a retry as 
 });
 
 /** One event of each type the record can reflect (decide.ts `reflected`). */
-const childBound: WorkflowEvent = {
-  type: 'child-bound',
-  v: 1,
-  at: '/do/1/c',
-  ref: '/do/1/c',
-  operationId: 'op-1',
-  invocationKey: 'k1',
-  iterations: [],
-  attempt: 1,
-};
-const subworkflowBound: WorkflowEvent = {
-  type: 'subworkflow-bound',
-  v: 1,
-  at: '/do/2/s',
-  ref: '/do/2/s',
-  instanceId: 'child-1',
-  invocationKey: 'k2',
-  workflow: 'sub',
-  iterations: [],
-  attempt: 1,
-};
-const childDisposed: WorkflowEvent = {
-  type: 'child-disposed',
-  v: 1,
-  at: '/do/1/c',
-  fork: '/do/3/f',
-  operationId: 'op-1',
-  disposition: 'detached',
-  detail: 'd',
-};
-const subworkflowDisposed: WorkflowEvent = {
-  type: 'subworkflow-disposed',
-  v: 1,
-  at: '/do/2/s',
-  instanceId: 'child-1',
-  by: '/do/2/s',
-  disposition: 'cancelled',
-  detail: 'd',
-};
 const waitSet = (at: string): WorkflowEvent => ({ type: 'timer-set', v: 1, at, dueAtMs: 5000, purpose: 'wait' });
 const timerFired = (at: string): WorkflowEvent => ({ type: 'timer-fired', v: 1, at });
 const stepped = (type: 'expression-evaluated' | 'call-answered', at: string): WorkflowEvent => ({ type, v: 1, at, result: { ok: 1 } });

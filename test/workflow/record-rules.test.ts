@@ -27,6 +27,7 @@ import {
   type ListenRecord,
   type WorkflowRecord,
 } from '../../src/workflow/exec/record.js';
+import { childBound, childDisposed, subworkflowBound, subworkflowDisposed } from './child-events.js';
 import { bareStarted } from './support.js';
 
 const open: TimeGuard = { notBeforeMs: Number.MIN_SAFE_INTEGER, notAfterMs: Number.MAX_SAFE_INTEGER };
@@ -320,46 +321,6 @@ test("a timer: set armed with its instant and purpose, fired keeping them; set o
   refused(won, [{ type: 'fork-won', v: 1, at: 'f', branch: 2 }], 'a fork won twice');
   assert.deepEqual(apply(won, { type: 'fork-won', v: 1, at: 'g', branch: 0 }).winners, { f: 2, g: 0 });
 });
-
-const childBound: WorkflowEvent = {
-  type: 'child-bound',
-  v: 1,
-  at: '/do/1/c',
-  ref: '/do/1/c#ref',
-  operationId: 'op-1',
-  invocationKey: 'k1',
-  iterations: [2],
-  attempt: 3,
-};
-const childDisposed: WorkflowEvent = {
-  type: 'child-disposed',
-  v: 1,
-  at: '/do/1/c',
-  fork: '/do/9/f',
-  operationId: 'op-1',
-  disposition: 'detached',
-  detail: 'lost the race',
-};
-const subworkflowBound: WorkflowEvent = {
-  type: 'subworkflow-bound',
-  v: 1,
-  at: '/do/2/s',
-  ref: '/do/2/s#ref',
-  instanceId: 'child-1',
-  invocationKey: 'k2',
-  workflow: 'sub',
-  iterations: [1],
-  attempt: 2,
-};
-const subworkflowDisposed: WorkflowEvent = {
-  type: 'subworkflow-disposed',
-  v: 1,
-  at: '/do/2/s',
-  instanceId: 'child-1',
-  by: '/do/2/s@timeout',
-  disposition: 'cancelled',
-  detail: 'timed out',
-};
 
 test("a child operation is bound once with what the event names, and disposed once, only the one bound there, with the fork's disposition", () => {
   const record = fold([started], [childBound]);
