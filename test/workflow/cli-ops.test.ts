@@ -105,8 +105,24 @@ test('workflow inspect shows why a cancelled instance was cancelled (its record 
         input: {},
         timeoutMs: null,
       };
+      // The cancelled one had a child instance, found closed when its parent's cancel released it.
+      const child = workflowInstanceId('alice', digest, 'sub', 'child');
+      const released: WorkflowEvent[] = [
+        {
+          type: 'subworkflow-bound',
+          v: 1,
+          at: '/do/0/s',
+          ref: '/do/0/s',
+          instanceId: child,
+          invocationKey: 'child',
+          workflow: 'sub',
+          iterations: [],
+          attempt: 1,
+        },
+        { type: 'subworkflow-disposed', v: 1, at: '/do/0/s', instanceId: child, by: '/', disposition: 'already-closed', detail: 'it had completed' },
+      ];
       const events: WorkflowEvent[] =
-        key === 'cancelled' ? [started, { type: 'workflow-cancelled', v: 1, reason: 'cancelled by the caller that started it' }] : [started];
+        key === 'cancelled' ? [started, ...released, { type: 'workflow-cancelled', v: 1, reason: 'cancelled by the caller that started it' }] : [started];
       assert.equal((await workflowStreams(store).create(id, { events, timeGuard: open, causation: { command: 'start' } })).kind, 'ok');
       ids.push(id);
     }
@@ -115,6 +131,8 @@ test('workflow inspect shows why a cancelled instance was cancelled (its record 
     const text = captureIo();
     assert.equal(await main(['node', 'convoke', 'workflow', 'inspect', cancelled, '--store', `sqlite:${path}`], text), 0, text.err());
     assert.match(text.out(), /^reason +cancelled by the caller that started it$/m, text.out());
+    // What its parent's release found is said as that, not as something the parent did to it.
+    assert.match(text.out(), /^child +\/do\/0\/s: workflow instance wf[0-9a-f]{64} \(sub\) not started, released by its parent: already-closed$/m, text.out());
     const json = captureIo();
     assert.equal(await main(['node', 'convoke', 'workflow', 'inspect', cancelled, '--store', `sqlite:${path}`, '--json'], json), 0, json.err());
     assert.equal(JSON.parse(json.out()).record.cancelReason, 'cancelled by the caller that started it');

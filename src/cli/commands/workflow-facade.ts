@@ -108,7 +108,7 @@ export function renderInstance(instance: WorkflowInstance | ReducedWorkflowInsta
   for (const child of instance.childInstances ?? [])
     lines.push([
       'child',
-      `${child.at}: ${child.instanceId} (${child.workflow}) ${child.status ?? 'not started'}${child.disposition ? `, ${child.disposition} by its parent` : ''}`,
+      `${child.at}: ${child.instanceId} (${child.workflow}) ${child.status ?? 'not started'}${child.disposition ? `, released by its parent: ${child.disposition}` : ''}`,
     ]);
   if (instance.status === 'completed' && 'output' in instance) lines.push(['output', JSON.stringify(instance.output)]);
   if (instance.error) lines.push(['error', JSON.stringify(instance.error)]);

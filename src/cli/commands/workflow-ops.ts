@@ -166,7 +166,7 @@ function renderSummary(record: WorkflowRecord, childInstances: readonly Workflow
     ...Object.entries(record.children).map(([at, child]): [string, string] => ['child', `${at}: operation ${child.operationId}`]),
     ...childInstances.map((child): [string, string] => [
       'child',
-      `${child.at}: workflow instance ${child.instanceId} (${child.workflow}) ${child.status ?? 'not started'}${child.disposition ? `, ${child.disposition} by its parent` : ''}`,
+      `${child.at}: workflow instance ${child.instanceId} (${child.workflow}) ${child.status ?? 'not started'}${child.disposition ? `, released by its parent: ${child.disposition}` : ''}`,
     ]),
   ];
   // Its names, reasons and errors are the document's and the store's: labelled shows them escaped.
