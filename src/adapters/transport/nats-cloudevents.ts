@@ -182,7 +182,8 @@ export interface ServeCloudEventsOptions {
 /**
  * Why an emitted event was dropped, a closed set (a metric's label): `refused` by the intake for
  * good (invalid-input, denied…: no attempt would deliver it), not delivered within its `window`,
- * `backlog-full` (emittedRedelivery.heldMax wait already), or `intake-closed` while it waited.
+ * `backlog-full` (emittedRedelivery.heldMax wait already, and its principal holds the most of
+ * them), or `intake-closed` while it waited.
  */
 export const emittedDropReasons = ['refused', 'window', 'backlog-full', 'intake-closed'] as const;
 export type EmittedDropReason = (typeof emittedDropReasons)[number];
@@ -192,8 +193,11 @@ export type EmittedDropReason = (typeof emittedDropReasons)[number];
  * not deliver for now — the in-flight bound reached, an `until` verdict still pending, the store
  * unavailable — is kept and delivered again here, after `firstDelayMs` doubling up to `delayMaxMs`,
  * for `windowMs` after it arrived, both on the host's clock (ServeCloudEventsOptions.clock). At
- * most `heldMax` wait at once (for a slot or a retry); past that, or past the window, the event is
- * dropped and `onEmittedDropped` told; so is one the intake refuses for good (invalid-input,
+ * most `heldMax` wait at once (for a slot or a retry), every principal's together; past that one is
+ * dropped (`backlog-full`) — the arriving one when its principal holds as many waiting as any other,
+ * or else the last to arrive of the principal holding the most (EmittedBacklog.room), so one
+ * principal's flood costs its own events, never another's — and past the window it is dropped too,
+ * `onEmittedDropped` told each time; so is one the intake refuses for good (invalid-input,
  * denied…), which no attempt would deliver. An outside event is answered `unavailable` instead,
  * and its publisher retries.
  */
@@ -276,10 +280,15 @@ export function serveCloudEvents(
 /**
  * The emitted events this host keeps for another attempt (emittedRedelivery): those waiting for a
  * slot (`take` hands them out, oldest first) and those waiting for their next attempt's instant.
+ * It is shared by every principal, up to heldMax in all; when it is full, the event given up on is
+ * one of the principal holding the most in it (`room`), so a principal whose workflows emit faster
+ * than their events are delivered loses its own, never another's.
  */
 class EmittedBacklog {
   private readonly ready: Emitted[] = [];
   private readonly retries = new Map<Emitted, TimerHandle>();
+  /** Each principal's events in the backlog (ready or waiting for their retry), in the order they entered it. */
+  private readonly principals = new Map<string, Set<Emitted>>();
   private closed = false;
 
   constructor(
@@ -289,11 +298,12 @@ class EmittedBacklog {
     private readonly readied: () => void,
   ) {}
 
-  /** Keeps `held` until a slot frees, unless the intake closed or too many wait already. */
+  /** Keeps `held` until a slot frees, unless the intake closed or the backlog is full and its principal holds the most. */
   hold(held: Emitted, reason: string): void {
     if (this.closed) return this.drop(held, 'intake-closed', `${reason}; the intake closed`);
-    if (this.full()) return this.drop(held, 'backlog-full', `${reason}; ${emittedRedelivery.heldMax} emitted events wait already`);
+    if (!this.room(held, reason)) return;
     this.ready.push(held);
+    this.keep(held);
   }
 
   /** Keeps `held` for another attempt after its backoff, within its window from arrival. */
@@ -303,21 +313,27 @@ class EmittedBacklog {
     const atMs = this.clock.nowMs() + delayMs;
     if (atMs - held.arrivedMs > emittedRedelivery.windowMs)
       return this.drop(held, 'window', `${reason}; not delivered within ${emittedRedelivery.windowMs} ms`);
-    if (this.full()) return this.drop(held, 'backlog-full', `${reason}; ${emittedRedelivery.heldMax} emitted events wait already`);
+    if (!this.room(held, reason)) return;
     held.attempt++;
     const timer = this.clock.at(atMs, () => {
+      // Still in the backlog (counted for its principal), now waiting for a slot; close cancels the timer.
+      if (this.closed) return;
       this.retries.delete(held);
-      this.hold(held, reason);
+      this.ready.push(held);
       this.readied();
     });
     this.retries.set(held, timer);
+    this.keep(held);
   }
 
   /** The oldest event waiting for a slot that `may` run, taken out of the backlog. */
   take(may: (held: Emitted) => boolean): Emitted | undefined {
     if (this.closed) return undefined;
     const at = this.ready.findIndex(may);
-    return at < 0 ? undefined : this.ready.splice(at, 1)[0];
+    if (at < 0) return undefined;
+    const [held] = this.ready.splice(at, 1);
+    if (held !== undefined) this.release(held);
+    return held;
   }
 
   /** Drops every event kept (each told), and keeps none from now on. */
@@ -329,15 +345,66 @@ class EmittedBacklog {
     }
     this.retries.clear();
     for (const held of this.ready.splice(0)) this.drop(held, 'intake-closed', 'the intake closed before it was delivered');
+    this.principals.clear();
   }
 
-  private full(): boolean {
-    return this.ready.length + this.retries.size >= emittedRedelivery.heldMax;
+  /**
+   * Whether `held` may enter the backlog. Below heldMax it may. At heldMax one event is given up
+   * on (`backlog-full`): `held` itself when its principal holds as many as any other, or else the
+   * last to arrive of the principal holding the most, which makes room for `held`. A principal
+   * thus loses an event to this bound only while it holds at least as many as every other: never
+   * while it holds fewer than an equal share (heldMax divided among the principals holding any).
+   */
+  private room(held: Emitted, reason: string): boolean {
+    if (this.ready.length + this.retries.size < emittedRedelivery.heldMax) return true;
+    const own = this.principals.get(owner(held))?.size ?? 0;
+    let most: Set<Emitted> | undefined;
+    for (const [principal, kept] of this.principals) if (principal !== owner(held) && kept.size > (most?.size ?? own)) most = kept;
+    const full = `${emittedRedelivery.heldMax} emitted events wait already`;
+    const evicted = most && lastArrived(most);
+    if (most === undefined || evicted === undefined) {
+      this.drop(held, 'backlog-full', `${reason}; ${full}, ${own} of them its principal's, as many as any other principal's`);
+      return false;
+    }
+    const index = this.ready.indexOf(evicted);
+    if (index >= 0) this.ready.splice(index, 1);
+    this.retries.get(evicted)?.cancel();
+    this.retries.delete(evicted);
+    const count = most.size;
+    this.release(evicted);
+    this.drop(evicted, 'backlog-full', `${full}, ${count} of them its principal's, which holds the most: dropped for another principal's`);
+    return true;
+  }
+
+  private keep(held: Emitted): void {
+    const principal = owner(held);
+    const kept = this.principals.get(principal);
+    if (kept) kept.add(held);
+    else this.principals.set(principal, new Set([held]));
+  }
+
+  private release(held: Emitted): void {
+    const principal = owner(held);
+    const kept = this.principals.get(principal);
+    kept?.delete(held);
+    if (kept?.size === 0) this.principals.delete(principal);
   }
 
   private drop(held: Emitted, reason: EmittedDropReason, detail: string): void {
     this.onDropped?.(held.msg.subject, reason, detail);
   }
+}
+
+/** The principal an emitted event's subject names (the key of its in-flight bound). */
+function owner(held: Emitted): string {
+  return principalKey(held.space, held.msg.subject) ?? '';
+}
+
+/** The event of a principal's in the backlog that arrived last (of those arriving at once, the last to enter it). */
+function lastArrived(kept: Set<Emitted>): Emitted | undefined {
+  let last: Emitted | undefined;
+  for (const held of kept) if (last === undefined || held.arrivedMs >= last.arrivedMs) last = held;
+  return last;
 }
 
 /** An emitted event kept for another attempt (emittedRedelivery). */
