@@ -16,7 +16,7 @@
 // Samples interleaved as the bench takes them (which side goes first alternates); prints each
 // side's p50 and the p50 ratio, to set against the bench's own (target ≤ 1.3) and against
 // workflow-floor.mjs (the recorded transitions appended as they are). Run from a built checkout.
-import { embeddedReview, threeStages } from './embedded-review.mjs';
+import { embeddedReview, interleavedP50s, threeStages } from './embedded-review.mjs';
 
 const [root, secondsArg, mode] = process.argv.slice(2);
 const seconds = Number(secondsArg);
@@ -130,32 +130,8 @@ async function built(key) {
   if (level >= 2 && record.status !== 'completed') throw new Error(`${id}: ${record.status}`);
 }
 
-const samples = { client: [], built: [] };
-const timed = async (side, run) => {
-  const start = performance.now();
-  await run();
-  samples[side].push(performance.now() - start);
-};
-for (let i = 0; i < 300; i++) {
-  await client(`warm-c${i}`);
-  await built(`warm-b${i}`);
-}
-const endMs = Date.now() + seconds * 1000;
-for (let i = 0; Date.now() < endMs; i++) {
-  const pair = [() => timed('client', () => client(`c${i}`)), () => timed('built', () => built(`b${i}`))];
-  if (i % 2 === 1) pair.reverse();
-  for (const run of pair) await run();
-}
-const p50 = (values) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)];
-const [c, b] = [p50(samples.client), p50(samples.built)];
-console.log(
-  JSON.stringify({
-    mode,
-    samples: samples.client.length,
-    clientP50Ms: Number(c.toFixed(3)),
-    builtP50Ms: Number(b.toFixed(3)),
-    p50Ratio: Number((b / c).toFixed(3)),
-  }),
-);
+const { samples, p50Ms } = await interleavedP50s(client, built, seconds);
+const [c, b] = p50Ms;
+console.log(JSON.stringify({ mode, samples, clientP50Ms: Number(c.toFixed(3)), builtP50Ms: Number(b.toFixed(3)), p50Ratio: Number((b / c).toFixed(3)) }));
 await embedded.close();
 process.exit(0);

@@ -9,7 +9,7 @@
 // per append, which costs more than building them would). Samples interleaved as the bench takes
 // them (which side goes first alternates); prints each side's p50 and the p50 ratio, to set
 // against the bench's own ratio (target ≤ 1.3). Run from a built checkout.
-import { embeddedReview, threeStages } from './embedded-review.mjs';
+import { embeddedReview, interleavedP50s, threeStages } from './embedded-review.mjs';
 
 const [root, secondsArg, rebuiltArg] = process.argv.slice(2);
 const seconds = Number(secondsArg);
@@ -68,26 +68,8 @@ const floor = async (key) => {
   }
 };
 
-const samples = { client: [], floor: [] };
-const timed = async (side, run) => {
-  const start = performance.now();
-  await run();
-  samples[side].push(performance.now() - start);
-};
-for (let i = 0; i < 300; i++) {
-  await client(`warm-c${i}`);
-  await floor(`warm-f${i}`);
-}
-const endMs = Date.now() + seconds * 1000;
-for (let i = 0; Date.now() < endMs; i++) {
-  const pair = [() => timed('client', () => client(`c${i}`)), () => timed('floor', () => floor(`f${i}`))];
-  if (i % 2 === 1) pair.reverse();
-  for (const run of pair) await run();
-}
-const p50 = (values) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)];
-const [c, f] = [p50(samples.client), p50(samples.floor)];
-console.log(
-  JSON.stringify({ rebuilt: rebuiltArg === 'rebuilt', samples: samples.client.length, clientP50Ms: c, floorP50Ms: f, p50Ratio: Number((f / c).toFixed(3)) }),
-);
+const { samples, p50Ms } = await interleavedP50s(client, floor, seconds);
+const [c, f] = p50Ms;
+console.log(JSON.stringify({ rebuilt: rebuiltArg === 'rebuilt', samples, clientP50Ms: c, floorP50Ms: f, p50Ratio: Number((f / c).toFixed(3)) }));
 await embedded.close();
 process.exit(0);
