@@ -227,6 +227,8 @@ test('listenTook, takenBeforeListening, identityTakenOtherwise: the same event i
   );
   assert.equal(identityTakenOtherwise(record, e), false);
   assert.equal(identityTakenOtherwise(record, { ...e, id: 'e2', data: 2 }), false);
+  assert.equal(identityTakenOtherwise(record, { ...e, source: 'https://other.example', data: 2 }), false, 'another source is another identity');
+  assert.equal(identityTakenOtherwise(record, { ...e, type: 'com.example.other', data: 2 }), false, 'another type too');
   assert.equal(listenTook(record, at, { ...e, id: 'e2' }), false);
   assert.equal(listenTook(record, at, { ...e, source: 'other' }), false);
   assert.equal(listenTook(record, at, { ...e, type: 'com.example.other' }), false);
@@ -243,6 +245,8 @@ test('listenTook, takenBeforeListening, identityTakenOtherwise: the same event i
   assert.equal(takenBeforeListening(two(1, 1), at, e), false, 'taken since this listen started: offered to it too');
   assert.equal(takenBeforeListening(two(0, 1), at, { ...e, id: 'e9' }), false);
   assert.equal(takenBeforeListening(two(0, 1), '/do/9/none', e), false, 'a listen not recorded started at 0');
+  // The identity is the instance's, whichever of its listens took the event: another listen that took none does not clear it.
+  assert.equal(identityTakenOtherwise(two(0, 1), { ...e, data: 2 }), true, 'taken by another listen of the instance');
 });
 
 const evaluator = new JqWorkerEvaluator({ workers: 1, deadlineMs: 5000 });
