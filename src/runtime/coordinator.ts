@@ -184,7 +184,9 @@ export class Coordinator implements RuntimeHost {
     const branches = branchList(entry.record);
     const due = (receipt: string | undefined) => receipt === 'pending' || (recovering && receipt === 'unknown');
     if (entry.record.decision === null && branches.some((b) => due(b.outbox.receipt) && isClaimed(b.state))) {
-      void this.kernel.enqueue(entry, () => dispatchRequests(this, entry)).catch((error: unknown) => this.failed('transport', 'dispatch', error, entry.record));
+      void this.kernel
+        .enqueue(entry, () => dispatchRequests(this, entry, recovering))
+        .catch((error: unknown) => this.failed('transport', 'dispatch', error, entry.record));
     }
     const cancelDue = (cancel: BranchRecord['cancel']) => cancel?.receipt === 'pending' || (recovering && cancelUncarried(cancel));
     if (branches.some((b) => isCancelling(b.state) && cancelDue(b.cancel))) {

@@ -39,10 +39,16 @@ function contextOf(host: RuntimeHost, record: OperationRecord) {
   return host.context({ principalId: record.principalId, senderPeerId: record.senderPeerId }, host.deps.clock.nowMs(), record.deadlineMs);
 }
 
-export async function dispatchRequests(host: RuntimeHost, entry: OpEntry): Promise<void> {
+/**
+ * Publishes the operation's requests not known to have been stored. `uncertain` false (a commit
+ * that made new requests pending) leaves those recorded `unknown` to their own republication
+ * (armReconcile), so a new request never takes them along ahead of their backoff; the reconcile
+ * and a recovery pass true.
+ */
+export async function dispatchRequests(host: RuntimeHost, entry: OpEntry, uncertain = true): Promise<void> {
   const record = entry.record;
   if (record.decision !== null) return;
-  const pending = branchList(record).filter((b) => isClaimed(b.state) && (b.outbox.receipt === 'pending' || b.outbox.receipt === 'unknown'));
+  const pending = branchList(record).filter((b) => isClaimed(b.state) && (b.outbox.receipt === 'pending' || (uncertain && b.outbox.receipt === 'unknown')));
   if (pending.length === 0) return;
   try {
     // Results and claims come back on paths that must exist before any request goes out.
@@ -100,7 +106,8 @@ export async function dispatchRequests(host: RuntimeHost, entry: OpEntry): Promi
     await host.commitDecided(entry, (current) => decideDispatchRecorded(current, receipts, host.deps.clock.nowMs()));
   }
   if (receipts.some((r) => r.receipt === 'unknown') || receipts.length + revoked.length < pending.length) armReconcile(host, entry, 'requests');
-  else entry.reconcile.requests.rounds = 0;
+  // Requests left to their own republication keep its schedule: its rounds go on counting.
+  else if (uncertain || !branchList(entry.record).some((b) => isClaimed(b.state) && b.outbox.receipt === 'unknown')) entry.reconcile.requests.rounds = 0;
 }
 
 async function publishRequest(host: RuntimeHost, record: OperationRecord, branch: BranchRecord): Promise<Receipt> {

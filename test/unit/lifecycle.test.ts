@@ -639,3 +639,48 @@ test('an expired claim retries after the backoff from its lease end, even when t
   assert.equal(ended.retryAtMs, record!.admittedAtMs + 1000 + 100, 'the retry instant comes from the lease end');
   assert.equal(record!.branches['alfa']!.attempt, 2, 'the retry still fits before the deadline');
 });
+
+test('a new request does not take an uncertain one along ahead of its backoff: the uncertain request keeps its own schedule', async () => {
+  const s = await scenario({
+    store: 'sqlite',
+    peers: 2,
+    review: { attempts: 2, retryBackoffMs: 100, timeoutMs: 600_000, leaseMs: 600_000, completion: { mode: 'all-successful' } },
+  });
+  const startMs = s.clock.nowMs();
+  const transport = s.coordinator.deps.transport;
+  const publish = transport.publish.bind(transport);
+  const sent: { peer: string; atMs: number; attempt: number }[] = [];
+  transport.publish = async (subject, data, options) => {
+    if (!subject.includes('.request.')) return publish(subject, data, options);
+    const { attempt, peerId } = JSON.parse(new TextDecoder().decode(data)) as { attempt: number; peerId: string };
+    sent.push({ peer: peerId, atMs: s.clock.nowMs() - startMs, attempt });
+    // alfa's broker acknowledgements time out for the first 10 s; bravo's are stored.
+    if (peerId === 'alfa' && s.clock.nowMs() < startMs + 10_000) return { receipt: 'unknown', detail: 'ack timed out' };
+    const receipt = await publish(subject, data, options);
+    return receipt.receipt === 'sent' ? { receipt: 'stored' } : receipt;
+  };
+  const { result } = await s.invoke('k');
+  await s.settle();
+  const op = result.operationId;
+  // bravo fails retryably: its branch's attempt 2 is a new request, published after the retry backoff.
+  await s.send('bravo', { operationId: op, branchId: 'bravo', peerId: 'bravo', result: { verdict: 'retry' } });
+  await s.clock.advance(100);
+  await s.clock.advance(3_000);
+  assert.deepEqual(
+    sent.filter((p) => p.peer === 'bravo').map((p) => [p.atMs, p.attempt]),
+    [
+      [0, 1],
+      [100, 2],
+    ],
+  );
+  // alfa's uncertain request goes out at 0, then after 1 s and 2 s more: not again at 100 ms with bravo's.
+  assert.deepEqual(
+    sent.filter((p) => p.peer === 'alfa').map((p) => [p.atMs, p.attempt]),
+    [
+      [0, 1],
+      [1000, 1],
+      [3000, 1],
+    ],
+  );
+  await s.assertReplayEquals(op);
+});
