@@ -10,6 +10,7 @@ import { test } from 'node:test';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { serveCloudEvents, emittedRedelivery } from '../../src/adapters/transport/nats-cloudevents.js';
 import { emittedEventSubject, type CloudEvent, type CloudEventDelivery, type CloudEventIntake } from '../../src/contract/cloudevents.js';
+import { VirtualClock } from '../../src/contract/clock.js';
 import { AdapterError } from '../../src/contract/errors.js';
 import { limits } from '../../src/contract/limits.js';
 import { startNatsServer, type NatsServer } from '../support/nats-server.js';
@@ -137,5 +138,40 @@ test('an emitted event past the in-flight bound waits for a slot; a refusal that
     assert.equal(dropsAtClose.length, 2, JSON.stringify(dropsAtClose));
     assert.match(dropsAtClose[0] ?? '', /^refused: refused \(invalid-input\): no such listen$/, 'the refusal is told at once');
     assert.match(dropsAtClose[1] ?? '', /^intake-closed: (busy; the intake closed|the intake closed before it was delivered)$/);
+  });
+});
+
+test('an emitted event’s window runs from its arrival: a first attempt that took long before it was answered unavailable does not lengthen it', async () => {
+  await withNats(async (nc) => {
+    const clock = new VirtualClock();
+    let answerFirst: (() => void) | undefined;
+    const intake = stubIntake(async (call) => {
+      // The first attempt is answered unavailable only after most of the window has passed (a slow store).
+      if (call === 1) await new Promise<void>((resolve) => (answerFirst = resolve));
+      throw new AdapterError('unavailable', `busy (${call})`);
+    });
+    const drops: { atMs: number; reason: string }[] = [];
+    const subscription = serveCloudEvents(nc, 'test.events', intake, {
+      emitSubjectPrefix: 'test.emitted',
+      clock,
+      onEmittedDropped: (_s, reason) => drops.push({ atMs: clock.nowMs(), reason }),
+    });
+    try {
+      const arrivedMs = clock.nowMs();
+      nc.publish(emittedEventSubject('test.emitted', 'alice', type), JSON.stringify(event('slow-1')));
+      await eventually(() => answerFirst !== undefined, 'offered once', 10_000);
+      await clock.advance(emittedRedelivery.windowMs - 5_000);
+      answerFirst?.();
+      // Attempts go on after their backoff until the next would come past the window from its arrival.
+      for (let moved = 0; moved < 30_000 && drops.length === 0; moved += emittedRedelivery.firstDelayMs) {
+        await clock.advance(emittedRedelivery.firstDelayMs);
+        await new Promise((resolve) => setImmediate(resolve));
+      }
+      assert.equal(drops.length, 1, `dropped once (offered ${intake.offered.length} times)`);
+      assert.equal(drops[0]?.reason, 'window');
+      assert.ok(drops[0]!.atMs - arrivedMs <= emittedRedelivery.windowMs, `dropped ${drops[0]!.atMs - arrivedMs} ms after its arrival, past its window`);
+    } finally {
+      await subscription.close();
+    }
   });
 });

@@ -233,10 +233,12 @@ export function serveCloudEvents(
   };
   const run = (space: Space, msg: Msg, held?: Emitted): void => {
     const giveBack = inFlight.take(space, msg.subject);
+    // Its window runs from its arrival, however long this attempt takes to be answered.
+    const arrivedMs = held?.arrivedMs ?? clock.nowMs();
     const work = receive(msg, space, intake)
       .then(({ reply, unavailable, refused }) => {
         if (space.kind === 'outside') return answer(space, msg, reply);
-        if (unavailable !== undefined) backlog.retry(held ?? { msg, space, arrivedMs: clock.nowMs(), attempt: 0 }, unavailable);
+        if (unavailable !== undefined) backlog.retry(held ?? { msg, space, arrivedMs, attempt: 0 }, unavailable);
         // Nobody is answered, and another attempt is refused again: told, or the event would be lost unseen.
         else if (refused !== undefined) options.onEmittedDropped?.(msg.subject, 'refused', refused);
       })
