@@ -34,6 +34,7 @@ import { parseListParameters } from '../runtime/operation-list.js';
 import type { InvocationService } from '../runtime/service.js';
 import type { WorkflowInstanceService } from '../runtime/workflow-service.js';
 import type { LiveInspection } from '../runtime/live-inspection.js';
+import { PrincipalSlots } from '../runtime/wait-slots.js';
 import { parseWorkflowListParameters } from '../runtime/workflow-list.js';
 import { instanceParamsSchema } from './workflow-instances.js';
 import type { Authenticate, AuthenticateSession } from './auth.js';
@@ -178,21 +179,16 @@ function followInspection<S, U extends object>(stream: Stream, live: LiveInspect
 
 /** Counts the streams each principal holds; `take` refuses one past the bound. */
 function heldStreams(perPrincipal: number) {
-  const open = new Map<string, number>();
+  const slots = new PrincipalSlots(perPrincipal);
   return {
     take(principalId: string): () => void {
-      const count = open.get(principalId) ?? 0;
-      if (count >= perPrincipal)
-        throw new AdapterError('unavailable', `this principal already holds ${count} event streams (at most ${perPrincipal}); close one and retry`);
-      open.set(principalId, count + 1);
-      let released = false;
-      return () => {
-        if (released) return;
-        released = true;
-        const left = (open.get(principalId) ?? 1) - 1;
-        if (left > 0) open.set(principalId, left);
-        else open.delete(principalId);
-      };
+      const release = slots.take(principalId);
+      if (release === undefined)
+        throw new AdapterError(
+          'unavailable',
+          `this principal already holds ${slots.holding(principalId)} event streams (at most ${perPrincipal}); close one and retry`,
+        );
+      return release;
     },
   };
 }

@@ -28,6 +28,7 @@ import { parseStrictBytes } from '../contract/ijson.js';
 import type { JsonValue } from '../contract/json.js';
 import { limits } from '../contract/limits.js';
 import type { Caller } from '../runtime/service.js';
+import { PrincipalSlots } from '../runtime/wait-slots.js';
 import type { Authenticate } from './auth.js';
 import { charsetsOf, declaresUtf8 } from './body.js';
 import { UnsupportedMediaType } from './errors.js';
@@ -144,24 +145,21 @@ export function registerWorkflowEventRoutes(app: FastifyInstance, options: Workf
  * executor still works for it), and given back however it ends.
  */
 function deliverySlots(perPrincipal: number) {
-  const held = new Map<string, number>();
+  const slots = new PrincipalSlots(perPrincipal);
   return {
     async bounded<T>(principalId: string, deliver: () => Promise<T>): Promise<T> {
-      const holding = held.get(principalId) ?? 0;
-      if (holding >= perPrincipal)
+      const release = slots.take(principalId);
+      if (release === undefined)
         throw new AdapterError(
           'unavailable',
-          `principal ${JSON.stringify(principalId)} already has ${holding} events in flight at this host, the most one principal may have at once ` +
+          `principal ${JSON.stringify(principalId)} already has ${slots.holding(principalId)} events in flight at this host, the most one principal may have at once ` +
             `(http.eventDeliveriesPerPrincipal ${perPrincipal}); they are still being delivered. This one was offered to no instance and nothing of it was stored: ` +
             'send it again once one of them is answered',
         );
-      held.set(principalId, holding + 1);
       try {
         return await deliver();
       } finally {
-        const left = (held.get(principalId) ?? 1) - 1;
-        if (left > 0) held.set(principalId, left);
-        else held.delete(principalId);
+        release();
       }
     },
   };

@@ -7,25 +7,53 @@
  * caller asks again. The runtime's own waits (a workflow's contract calls) never meet it.
  */
 export class WaitSlots {
-  private readonly held = new Map<string, number>();
+  private readonly slots: PrincipalSlots;
 
-  constructor(private readonly perPrincipal: number) {}
+  constructor(perPrincipal: number) {
+    this.slots = new PrincipalSlots(perPrincipal);
+  }
 
   /** Runs `wait` with `waitMs`, or at once (waitMs 0) when the principal holds `perPrincipal` waits already. */
   async bounded<T>(principalId: string, waitMs: number, wait: (waitMs: number) => Promise<T>): Promise<T> {
-    const holding = this.held.get(principalId) ?? 0;
-    if (waitMs <= 0 || holding >= this.perPrincipal) return wait(0);
-    this.held.set(principalId, holding + 1);
+    const release = waitMs > 0 ? this.slots.take(principalId) : undefined;
+    if (release === undefined) return wait(0);
     try {
       return await wait(waitMs);
     } finally {
-      const left = (this.held.get(principalId) ?? 1) - 1;
-      if (left === 0) this.held.delete(principalId);
-      else this.held.set(principalId, left);
+      release();
     }
   }
 
   /** How many waits the principal holds now. */
+  holding(principalId: string): number {
+    return this.slots.holding(principalId);
+  }
+}
+
+/**
+ * What each principal holds of something bounded per principal at a facade (waits, event streams,
+ * event deliveries): `take` answers the release of one more slot, or undefined when the principal
+ * holds `perPrincipal` already; a release given back twice counts once.
+ */
+export class PrincipalSlots {
+  private readonly held = new Map<string, number>();
+
+  constructor(readonly perPrincipal: number) {}
+
+  take(principalId: string): (() => void) | undefined {
+    const holding = this.holding(principalId);
+    if (holding >= this.perPrincipal) return undefined;
+    this.held.set(principalId, holding + 1);
+    let released = false;
+    return () => {
+      if (released) return;
+      released = true;
+      const left = this.holding(principalId) - 1;
+      if (left > 0) this.held.set(principalId, left);
+      else this.held.delete(principalId);
+    };
+  }
+
   holding(principalId: string): number {
     return this.held.get(principalId) ?? 0;
   }
