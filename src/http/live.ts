@@ -34,7 +34,7 @@ import { parseListParameters } from '../runtime/operation-list.js';
 import type { InvocationService } from '../runtime/service.js';
 import type { WorkflowInstanceService } from '../runtime/workflow-service.js';
 import type { LiveInspection } from '../runtime/live-inspection.js';
-import { PrincipalSlots } from '../runtime/wait-slots.js';
+import { PrincipalSlots } from '../contract/principal-slots.js';
 import { parseWorkflowListParameters } from '../runtime/workflow-list.js';
 import { instanceParamsSchema } from './workflow-instances.js';
 import type { Authenticate, AuthenticateSession } from './auth.js';

@@ -28,7 +28,7 @@ import { parseStrictBytes } from '../contract/ijson.js';
 import type { JsonValue } from '../contract/json.js';
 import { limits } from '../contract/limits.js';
 import type { Caller } from '../runtime/service.js';
-import { PrincipalSlots } from '../runtime/wait-slots.js';
+import { PrincipalSlots } from '../contract/principal-slots.js';
 import type { Authenticate } from './auth.js';
 import { charsetsOf, declaresUtf8 } from './body.js';
 import { UnsupportedMediaType } from './errors.js';

@@ -1,3 +1,5 @@
+import { PrincipalSlots } from '../contract/principal-slots.js';
+
 /**
  * The waits one principal holds at once at a facade: HTTP long-polls (`waitMs` on an invocation
  * or a workflow instance) and NATS commands with `waitMs`. Each holds a socket or an in-flight
@@ -27,35 +29,6 @@ export class WaitSlots {
   /** How many waits the principal holds now. */
   holding(principalId: string): number {
     return this.slots.holding(principalId);
-  }
-}
-
-/**
- * What each principal holds of something bounded per principal at a facade (waits, event streams,
- * event deliveries): `take` answers the release of one more slot, or undefined when the principal
- * holds `perPrincipal` already; a release given back twice counts once.
- */
-export class PrincipalSlots {
-  private readonly held = new Map<string, number>();
-
-  constructor(readonly perPrincipal: number) {}
-
-  take(principalId: string): (() => void) | undefined {
-    const holding = this.holding(principalId);
-    if (holding >= this.perPrincipal) return undefined;
-    this.held.set(principalId, holding + 1);
-    let released = false;
-    return () => {
-      if (released) return;
-      released = true;
-      const left = this.holding(principalId) - 1;
-      if (left > 0) this.held.set(principalId, left);
-      else this.held.delete(principalId);
-    };
-  }
-
-  holding(principalId: string): number {
-    return this.held.get(principalId) ?? 0;
   }
 }
 

@@ -60,7 +60,8 @@ import {
   type CloudEventSink,
   type EmitOrigin,
 } from '../../contract/cloudevents.js';
-import { AdapterError, conflict, invalidInput, isAdapterError, unavailable } from '../../contract/errors.js';
+import { AdapterError, AssertionFailure, conflict, invalidInput, isAdapterError, unavailable } from '../../contract/errors.js';
+import { PrincipalSlots } from '../../contract/principal-slots.js';
 import { subjectSpacesOverlap } from '../../contract/ids.js';
 import { parseStrictBytes } from '../../contract/ijson.js';
 import { doublingDelayMs, SystemClock, type Clock, type TimerHandle } from '../../contract/clock.js';
@@ -425,28 +426,26 @@ interface Emitted {
  */
 class InFlight {
   count = 0;
-  private readonly principals = new Map<string, number>();
+  private readonly principals = new PrincipalSlots(limits.cloudEventsInFlightPerPrincipalMax);
 
   /** Why an event on the subject waits (or is answered unavailable) rather than being delivered now; undefined when it may be. */
   busy(space: Space, subject: string): string | undefined {
     if (this.count >= limits.cloudEventsInFlightMax) return 'too many events in flight';
     const key = principalKey(space, subject);
-    if (key !== undefined && (this.principals.get(key) ?? 0) >= limits.cloudEventsInFlightPerPrincipalMax)
-      return `its principal has ${limits.cloudEventsInFlightPerPrincipalMax} emitted events in flight`;
+    if (key !== undefined && this.principals.holding(key) >= this.principals.perPrincipal)
+      return `its principal has ${this.principals.perPrincipal} emitted events in flight`;
     return undefined;
   }
 
-  /** Counts one more in flight (for its principal too, when emitted); the function returned gives it back. */
+  /** Counts one more in flight (for its principal too, when emitted; `busy` said it may run); the function returned gives it back. */
   take(space: Space, subject: string): () => void {
     const key = principalKey(space, subject);
+    const release = key === undefined ? undefined : this.principals.take(key);
+    if (key !== undefined && release === undefined) throw new AssertionFailure(`an emitted event of principal ${key} was run past its bound`);
     this.count++;
-    if (key !== undefined) this.principals.set(key, (this.principals.get(key) ?? 0) + 1);
     return () => {
       this.count--;
-      if (key === undefined) return;
-      const left = (this.principals.get(key) ?? 1) - 1;
-      if (left > 0) this.principals.set(key, left);
-      else this.principals.delete(key);
+      release?.();
     };
   }
 }
