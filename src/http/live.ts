@@ -91,19 +91,9 @@ export function registerLiveRoutes(app: FastifyInstance, options: LiveRoutesOpti
     const { caller, untilMs } = await options.session(request.headers.authorization);
     const { principalId } = caller;
     const query = parseListParameters(request.query);
-    let last = await coordinator.list(principalId, query);
-    const stream = openStream(reply, options, held.take(principalId), untilMs);
-    stream.send('page', last);
-    stream.follow(
-      (listener) => coordinator.followOperations(listener),
-      async () => {
-        const page = await coordinator.list(principalId, query);
-        if (isDeepStrictEqual(page, last)) return;
-        last = page;
-        stream.send('page', page);
-      },
-      listRefreshMs,
-    );
+    const load = () => coordinator.list(principalId, query);
+    const first = await load();
+    followPages(openStream(reply, options, held.take(principalId), untilMs), first, load, (listener) => coordinator.followOperations(listener));
   });
 
   if (options.workflows) registerWorkflowLiveRoutes(app, options, options.workflows, held);
@@ -139,20 +129,26 @@ function registerWorkflowLiveRoutes(
     const { caller, untilMs } = await options.session(request.headers.authorization);
     const { principalId } = caller;
     const query = parseWorkflowListParameters(request.query);
-    let last = await workflows.list(principalId, query);
-    const stream = openStream(reply, options, held.take(principalId), untilMs);
-    stream.send('page', last);
-    stream.follow(
-      (listener) => workflows.followInstances(listener),
-      async () => {
-        const page = await workflows.list(principalId, query);
-        if (isDeepStrictEqual(page, last)) return;
-        last = page;
-        stream.send('page', page);
-      },
-      listRefreshMs,
-    );
+    const load = () => workflows.list(principalId, query);
+    const first = await load();
+    followPages(openStream(reply, options, held.take(principalId), untilMs), first, load, (listener) => workflows.followInstances(listener));
   });
+}
+
+/** A list page, then the page again whenever it differs after an append (read again at most every listRefreshMs). */
+function followPages<P>(stream: Stream, first: P, load: () => Promise<P>, subscribe: Follow): void {
+  let last = first;
+  stream.send('page', last);
+  stream.follow(
+    subscribe,
+    async () => {
+      const page = await load();
+      if (isDeepStrictEqual(page, last)) return;
+      last = page;
+      stream.send('page', page);
+    },
+    listRefreshMs,
+  );
 }
 
 /**
