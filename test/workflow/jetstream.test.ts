@@ -113,10 +113,17 @@ test("workflow instances on JetStream: a running instance's rows after its start
         document: yaml(`${head}do:\n  - short:\n      wait: { milliseconds: 1 }\n  - long:\n      wait: { seconds: 60 }\n`),
         input: {},
       });
-      while ((await a.executor.get(instanceId))?.tasks['/do/1/long'] === undefined) await new Promise((r) => setTimeout(r, 10));
-      const parked = await workflowStreams(storeB).read(instanceId);
-      assert.ok(parked.kind === 'ok' && parked.transitions.length >= 2);
-      const current = workflowIndexRowOfLog(parked.kind === 'ok' ? parked.transitions : []);
+      // Parked means the long wait's timer is committed: the task's start and its timer are two appends,
+      // and a row read between them would be overtaken by the second.
+      const longDue = Date.now() + 30_000;
+      let current: ReturnType<typeof workflowIndexRowOfLog>;
+      for (;;) {
+        const parked = await workflowStreams(storeB).read(instanceId);
+        assert.equal(parked.kind, 'ok');
+        current = workflowIndexRowOfLog(parked.kind === 'ok' ? parked.transitions : []);
+        if ((current?.nextDueMs ?? 0) > longDue) break;
+        await new Promise((r) => setTimeout(r, 10));
+      }
       const elsewhere = await storeB.workflowIndex.get(instanceId);
       assert.equal(elsewhere?.status, 'running');
       assert.ok(Number(elsewhere.revision) < Number(current?.revision), 'another client reads the start row, behind the log');
