@@ -144,7 +144,8 @@ function registerRoutes(
   registerInvocationRoutes(app, {
     coordinator: options.coordinator,
     bundles: options.bundles,
-    authenticate,
+    session,
+    clock: options.clock,
     waitMsMax: settings.waitMsMax,
     releaseFor: release,
     waits,
@@ -163,7 +164,14 @@ function registerRoutes(
   if (options.workflowEvents)
     registerWorkflowEventRoutes(app, { intake: options.workflowEvents, authenticate, deliveriesPerPrincipal: settings.eventDeliveriesPerPrincipal });
   if (options.workflows)
-    registerWorkflowInstanceRoutes(app, { workflows: options.workflows, authenticate, waitMsMax: settings.waitMsMax, releaseFor: release, waits });
+    registerWorkflowInstanceRoutes(app, {
+      workflows: options.workflows,
+      session,
+      clock: options.clock,
+      waitMsMax: settings.waitMsMax,
+      releaseFor: release,
+      waits,
+    });
 }
 
 function connectionsCheckingIntervalMs(headersTimeoutMs: number): number {

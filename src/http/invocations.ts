@@ -13,7 +13,8 @@ import type { InvocationRequest, WaitFor } from '../contract/types.js';
 import type { BundleRegistry } from '../contract/bundle.js';
 import type { Caller, InvocationService } from '../runtime/service.js';
 import type { InvocationResult } from '../projections/views.js';
-import type { Authenticate } from './auth.js';
+import type { AuthenticateSession } from './auth.js';
+import type { Clock } from '../contract/clock.js';
 import { requireJsonContentType } from './body.js';
 import { cancelInvocationSchema, getInvocationSchema, listInvocationsSchema, postInvocationSchema } from './schemas.js';
 import { parseListParameters } from '../runtime/operation-list.js';
@@ -23,7 +24,9 @@ import type { WaitSlots } from '../runtime/wait-slots.js';
 export interface InvocationRoutesOptions {
   coordinator: InvocationService;
   bundles: BundleRegistry;
-  authenticate: Authenticate;
+  /** The caller and its credential's end (a JWT's exp): a wait never outlasts the credential it was asked with. */
+  session: AuthenticateSession;
+  clock: Clock;
   waitMsMax: number;
   /** Hands out a signal that aborts when the client goes away or the server shuts down. */
   releaseFor(reply: FastifyReply): { signal: AbortSignal; dispose(): void };
@@ -40,26 +43,35 @@ interface GetQuery {
   waitMs?: string;
 }
 
-/** The onRequest hook that authenticates a request, and the caller it found. */
-export function callerHooks(options: Pick<InvocationRoutesOptions, 'authenticate'>) {
-  const callers = new WeakMap<FastifyRequest, Caller>();
+/**
+ * The onRequest hook that authenticates a request, the caller it found, and the wait a request may
+ * hold: what it asked, at most waitMsMax, and never past its credential's end (a JWT's exp), so an
+ * answer never carries what happened after the credential it was asked with expired.
+ */
+export function callerHooks(options: { session: AuthenticateSession; clock: Clock; waitMsMax: number }) {
+  const sessions = new WeakMap<FastifyRequest, { caller: Caller; untilMs: number | null }>();
   // Authentication runs before the body is read: an anonymous client cannot make us parse anything.
   const authenticate = async (request: FastifyRequest) => {
-    callers.set(request, await options.authenticate(request.headers.authorization));
+    sessions.set(request, await options.session(request.headers.authorization));
   };
-  const callerOf = (request: FastifyRequest): Caller => {
-    const caller = callers.get(request);
-    if (!caller) throw new AssertionFailure('the onRequest hook authenticated this request');
-    return caller;
+  const sessionOf = (request: FastifyRequest) => {
+    const session = sessions.get(request);
+    if (!session) throw new AssertionFailure('the onRequest hook authenticated this request');
+    return session;
   };
-  return { authenticate, callerOf };
+  const callerOf = (request: FastifyRequest): Caller => sessionOf(request).caller;
+  const waitMsOf = (request: FastifyRequest, asked: number | undefined): number => {
+    const { untilMs } = sessionOf(request);
+    const granted = Math.min(asked ?? 0, options.waitMsMax);
+    return untilMs === null ? granted : Math.max(0, Math.min(granted, untilMs - options.clock.nowMs()));
+  };
+  return { authenticate, callerOf, waitMsOf };
 }
 
 export function registerInvocationRoutes(app: FastifyInstance, options: InvocationRoutesOptions): void {
   const { coordinator, bundles } = options;
   const hooks = callerHooks(options);
-  const { authenticate, callerOf } = hooks;
-  const clampWaitMs = (waitMs: number | undefined) => Math.min(waitMs ?? 0, options.waitMsMax);
+  const { authenticate, callerOf, waitMsOf } = hooks;
 
   const wait = async (reply: FastifyReply, principalId: string, operationId: string, boundary: WaitFor, waitMs: number) => {
     const release = options.releaseFor(reply);
@@ -84,7 +96,7 @@ export function registerInvocationRoutes(app: FastifyInstance, options: Invocati
       const requested = declared === undefined ? undefined : effectiveBoundary(body.waitFor, declared);
       const { result } = await coordinator.invoke(caller, body);
       if (requested === undefined) throw new AssertionFailure('an admitted invocation names a deployed interaction');
-      const waited = await wait(reply, caller.principalId, result.operationId, requested, clampWaitMs(body.waitMs));
+      const waited = await wait(reply, caller.principalId, result.operationId, requested, waitMsOf(request, body.waitMs));
       return answer(reply, waited);
     },
   );
@@ -101,7 +113,7 @@ export function registerInvocationRoutes(app: FastifyInstance, options: Invocati
       if (declared === undefined) throw new AssertionFailure('a visible operation names a deployed interaction');
       const boundary = effectiveBoundary(request.query.waitFor, declared);
       const waitMs = request.query.waitMs === undefined ? 0 : Number(request.query.waitMs);
-      const waited = await wait(reply, caller.principalId, operationId, boundary, clampWaitMs(waitMs));
+      const waited = await wait(reply, caller.principalId, operationId, boundary, waitMsOf(request, waitMs));
       return answer(reply, waited);
     },
   );

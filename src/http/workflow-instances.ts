@@ -12,7 +12,8 @@
 import type { FastifyInstance, FastifyReply } from 'fastify';
 import type { WorkflowInstance, WorkflowInstanceService, WorkflowStartRequest } from '../runtime/workflow-service.js';
 import { workflowInstanceSchema, workflowStartRequestSchema } from '../runtime/workflow-service.js';
-import type { Authenticate } from './auth.js';
+import type { AuthenticateSession } from './auth.js';
+import type { Clock } from '../contract/clock.js';
 import { requireJsonContentType } from './body.js';
 import { callerHooks } from './invocations.js';
 import { errorResponseSchemas, waitMsParameter, waitQuerySchema } from './schemas.js';
@@ -21,7 +22,9 @@ import type { WaitSlots } from '../runtime/wait-slots.js';
 
 export interface WorkflowInstanceRoutesOptions {
   workflows: WorkflowInstanceService;
-  authenticate: Authenticate;
+  /** The caller and its credential's end (a JWT's exp): a wait never outlasts the credential it was asked with. */
+  session: AuthenticateSession;
+  clock: Clock;
   waitMsMax: number;
   /** Hands out a signal that aborts when the client goes away or the server shuts down. */
   releaseFor(reply: FastifyReply): { signal: AbortSignal; dispose(): void };
@@ -53,8 +56,7 @@ interface InstanceParams {
 
 export function registerWorkflowInstanceRoutes(app: FastifyInstance, options: WorkflowInstanceRoutesOptions): void {
   const { workflows } = options;
-  const { authenticate, callerOf } = callerHooks(options);
-  const clampWaitMs = (waitMs: number | undefined) => Math.min(waitMs ?? 0, options.waitMsMax);
+  const { authenticate, callerOf, waitMsOf } = callerHooks(options);
 
   const waitAndAnswer = async (reply: FastifyReply, principalId: string, instance: WorkflowInstance, waitMs: number): Promise<WorkflowInstance> => {
     let current = instance;
@@ -74,7 +76,7 @@ export function registerWorkflowInstanceRoutes(app: FastifyInstance, options: Wo
     const principalId = callerOf(request).principalId;
     const { waitMs, ...body } = request.body as WorkflowStartRequest;
     const { instance } = await workflows.start(principalId, body);
-    return waitAndAnswer(reply, principalId, instance, clampWaitMs(waitMs));
+    return waitAndAnswer(reply, principalId, instance, waitMsOf(request, waitMs));
   });
 
   // The caller's own instances (every principal's for an operator), from the workflow instances index.
@@ -89,7 +91,7 @@ export function registerWorkflowInstanceRoutes(app: FastifyInstance, options: Wo
       const principalId = callerOf(request).principalId;
       const instance = await workflows.get(principalId, request.params.instanceId);
       const waitMs = request.query.waitMs === undefined ? 0 : Number(request.query.waitMs);
-      return waitAndAnswer(reply, principalId, instance, clampWaitMs(waitMs));
+      return waitAndAnswer(reply, principalId, instance, waitMsOf(request, waitMs));
     },
   );
 

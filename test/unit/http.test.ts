@@ -443,6 +443,28 @@ describe('event streams with JWT principals (a socket)', () => {
     // Opened again with the same token: refused.
     errorBody(await built.http.app.inject({ url: '/contract-invocations/events', headers: { authorization: `Bearer ${token}` } }), 401);
   });
+
+  test("a long poll asked with a JWT answers by the JWT's exp, not at its waitMs: no answer carries what happened after its credential expired", async () => {
+    const expSeconds = Math.floor(Date.now() / 1000) + 2;
+    const token = await sign({ exp: expSeconds });
+    const headers = { authorization: `Bearer ${token}`, 'content-type': 'application/json' };
+    // `stoppable` does not decide before its timeout (zulu never answers): each wait below would last its whole waitMs (10 s here).
+    const stoppable = (waitMs: number) => requestBody(fixture, { interaction: 'stoppable', waitMs });
+    const posted = built.http.app.inject({ method: 'POST', url: '/contract-invocations', headers, payload: JSON.stringify(stoppable(10_000)) });
+    const { operationId } = resultBody(await postAs(built, token, stoppable(0)), 202);
+    const got = built.http.app.inject({ url: `/contract-invocations/${operationId}?waitMs=10000`, headers: { authorization: headers.authorization } });
+    const [post, get] = await Promise.all([posted, got]);
+    const answeredMs = Date.now();
+    resultBody(post, 202);
+    resultBody(get, 202);
+    assert.ok(answeredMs >= expSeconds * 1000 - 50, `answered ${expSeconds * 1000 - answeredMs} ms before the exp`);
+    assert.ok(answeredMs < expSeconds * 1000 + 3000, `answered ${answeredMs - expSeconds * 1000} ms after the exp`);
+    // Asked after the exp: refused, not waited.
+    errorBody(
+      await built.http.app.inject({ url: `/contract-invocations/${operationId}?waitMs=10000`, headers: { authorization: headers.authorization } }),
+      401,
+    );
+  });
 });
 
 describe('deployment config', () => {
