@@ -283,6 +283,10 @@ export const limits = {
   httpEventDeliveriesPerPrincipalMax: 4_096,
   /** The most a deployment may let one principal hold waits at once at a facade (http.waitsPerPrincipal). */
   waitsPerPrincipalMax: 100_000,
+  /** HTTP: the most a deployment may let all principals hold of each at once (http.waitsMax, http.events.streamsMax, http.eventDeliveriesMax). */
+  httpWaitsMax: 1_000_000,
+  httpEventStreamsMax: 65_536,
+  httpEventDeliveriesMax: 65_536,
   /** HTTP: bounds of the comment line sent on an idle event stream (http.events.heartbeatMs). */
   httpEventHeartbeatMsMin: 100,
   httpEventHeartbeatMsMax: 60_000,
@@ -440,6 +444,12 @@ assert(
   "an HTTP call's content, even as base64 (output: raw), fits its transition",
 );
 assert(limits.transitionBytesMax <= limits.recordBytesMax, 'a transition fits in a record');
+assert(
+  limits.httpWaitsMax >= limits.waitsPerPrincipalMax &&
+    limits.httpEventStreamsMax >= limits.httpEventStreamsPerPrincipalMax &&
+    limits.httpEventDeliveriesMax >= limits.httpEventDeliveriesPerPrincipalMax,
+  'every per-principal HTTP bound a deployment may set fits the most it may set for all principals together',
+);
 assert(
   limits.workflowRunningPerPrincipalDefault >= 1 && limits.workflowRunningPerPrincipalDefault <= limits.workflowRunningPerPrincipalMax,
   "a principal's default bound of running workflow instances is within its most",

@@ -45,7 +45,7 @@ import type { Logger } from '../runtime/operation-log.js';
 import { workflowEventsDefaults, type WorkflowHostFactory } from '../runtime/workflow-service.js';
 import type { HttpSettings } from '../http/settings.js';
 import { listingDeps } from './listing.js';
-import { waitsPerPrincipalDefault } from '../runtime/wait-slots.js';
+import { waitsMaxDefault, waitsPerPrincipalDefault } from '../runtime/wait-slots.js';
 
 const token = tokenSchema;
 const name = { type: 'string', minLength: 1, maxLength: 256 } as const;
@@ -59,8 +59,12 @@ export const requestTimeoutMsDefault = 30_000;
 /** An idle event stream sends a comment this often, within any proxy's idle timeout (the socket's is set to outlast it by 15 s). */
 export const eventHeartbeatMsDefault = 15_000;
 export const eventStreamsPerPrincipalDefault = 8;
+/** Event streams all principals may hold open at once, unless the deployment says otherwise (http.events.streamsMax). */
+export const eventStreamsMaxDefault = 1_024;
 /** CloudEvent deliveries (POST /workflow-events) one principal may have in flight at once, unless the deployment says otherwise (http.eventDeliveriesPerPrincipal). */
 export const eventDeliveriesPerPrincipalDefault = 64;
+/** CloudEvent deliveries all principals may have in flight at once, unless the deployment says otherwise (http.eventDeliveriesMax). */
+export const eventDeliveriesMaxDefault = 1_024;
 
 const examplePeerSchema = {
   type: 'object',
@@ -135,7 +139,9 @@ const httpSchema = {
     waitMsMax: { type: 'integer', minimum: 0, maximum: limits.waitMsMax },
     drainMs: { type: 'integer', minimum: 0, maximum: limits.httpDrainMsMax },
     waitsPerPrincipal: { type: 'integer', minimum: 1, maximum: limits.waitsPerPrincipalMax },
+    waitsMax: { type: 'integer', minimum: 1, maximum: limits.httpWaitsMax },
     eventDeliveriesPerPrincipal: { type: 'integer', minimum: 1, maximum: limits.httpEventDeliveriesPerPrincipalMax },
+    eventDeliveriesMax: { type: 'integer', minimum: 1, maximum: limits.httpEventDeliveriesMax },
     headersTimeoutMs: { type: 'integer', minimum: limits.httpReceiveTimeoutMsMin, maximum: limits.httpReceiveTimeoutMsMax },
     requestTimeoutMs: { type: 'integer', minimum: limits.httpReceiveTimeoutMsMin, maximum: limits.httpReceiveTimeoutMsMax },
     events: {
@@ -144,6 +150,7 @@ const httpSchema = {
       properties: {
         heartbeatMs: { type: 'integer', minimum: limits.httpEventHeartbeatMsMin, maximum: limits.httpEventHeartbeatMsMax },
         streamsPerPrincipal: { type: 'integer', minimum: 1, maximum: limits.httpEventStreamsPerPrincipalMax },
+        streamsMax: { type: 'integer', minimum: 1, maximum: limits.httpEventStreamsMax },
       },
     },
     principals: {
@@ -397,6 +404,7 @@ function semanticProblems(config: DeploymentConfig): string[] {
   const requestTimeoutMs = config.http.requestTimeoutMs ?? requestTimeoutMsDefault;
   if (headersTimeoutMs > requestTimeoutMs)
     problems.push(`http: headersTimeoutMs (${headersTimeoutMs}) exceeds requestTimeoutMs (${requestTimeoutMs}): the headers are part of the request`);
+  problems.push(...totalBoundProblems(config.http));
   if (config.store === 'sqlite:') problems.push('store "sqlite:" needs a path');
   if (config.limits) problems.push(...budgetProblems(config.limits));
   const events = config.workflows?.events;
@@ -738,6 +746,31 @@ function eventSubjectProblems(bundles: CompiledBundle[], config: DeploymentConfi
   return problems;
 }
 
+/** A bound of one principal's above the bound of all principals' could never be reached: the operator raises the total or lowers the bound. */
+function totalBoundProblems(http: HttpConfig): string[] {
+  const pairs: [string, number, string, number][] = [
+    ['waitsPerPrincipal', http.waitsPerPrincipal ?? waitsPerPrincipalDefault, 'waitsMax', http.waitsMax ?? waitsMaxDefault],
+    [
+      'events.streamsPerPrincipal',
+      http.events?.streamsPerPrincipal ?? eventStreamsPerPrincipalDefault,
+      'events.streamsMax',
+      http.events?.streamsMax ?? eventStreamsMaxDefault,
+    ],
+    [
+      'eventDeliveriesPerPrincipal',
+      http.eventDeliveriesPerPrincipal ?? eventDeliveriesPerPrincipalDefault,
+      'eventDeliveriesMax',
+      http.eventDeliveriesMax ?? eventDeliveriesMaxDefault,
+    ],
+  ];
+  return pairs
+    .filter(([, perPrincipal, , total]) => perPrincipal > total)
+    .map(
+      ([perName, perPrincipal, totalName, total]) =>
+        `http: ${perName} (${perPrincipal}) exceeds http.${totalName} (${total}), the most all principals hold together: raise http.${totalName} or lower ${perName}`,
+    );
+}
+
 /** Each example result must name a deployed interaction and match its result schema in every bundle that has it. */
 function examplePeerProblems(bundles: CompiledBundle[], examplePeers: Record<string, ExamplePeerConfig>): string[] {
   const problems: string[] = [];
@@ -767,13 +800,16 @@ async function resolveHttp(config: HttpConfig): Promise<HttpSettings> {
     bodyLimitBytes: config.bodyLimitBytes,
     waitMsMax: config.waitMsMax,
     waitsPerPrincipal: config.waitsPerPrincipal ?? waitsPerPrincipalDefault,
+    waitsMax: config.waitsMax ?? waitsMaxDefault,
     eventDeliveriesPerPrincipal: config.eventDeliveriesPerPrincipal ?? eventDeliveriesPerPrincipalDefault,
+    eventDeliveriesMax: config.eventDeliveriesMax ?? eventDeliveriesMaxDefault,
     drainMs: config.drainMs ?? 0,
     headersTimeoutMs: config.headersTimeoutMs ?? headersTimeoutMsDefault,
     requestTimeoutMs: config.requestTimeoutMs ?? requestTimeoutMsDefault,
     events: {
       heartbeatMs: config.events?.heartbeatMs ?? eventHeartbeatMsDefault,
       streamsPerPrincipal: config.events?.streamsPerPrincipal ?? eventStreamsPerPrincipalDefault,
+      streamsMax: config.events?.streamsMax ?? eventStreamsMaxDefault,
     },
     principals: config.principals.map((p) => ({
       principalId: p.principalId,

@@ -123,13 +123,18 @@ export interface HttpConfig {
   drainMs?: number;
   /** Long-polls one principal holds at once (default 256); past it a wait answers at once. */
   waitsPerPrincipal?: number;
+  /** Long-polls all principals hold at once (default 10 000); past it a wait answers at once. */
+  waitsMax?: number;
   /** CloudEvent deliveries (POST /workflow-events) one principal has in flight at once (default 64); past it a delivery is refused, 503. */
   eventDeliveriesPerPrincipal?: number;
+  /** CloudEvent deliveries all principals have in flight at once (default 1 024); past it a delivery is refused, 503. */
+  eventDeliveriesMax?: number;
   /**
    * Server-sent event streams (GET /contract-invocations/{id}/events, the console's live updates):
-   * the idle heartbeat (default 15 000 ms) and how many one principal may hold open (default 8).
+   * the idle heartbeat (default 15 000 ms), how many one principal may hold open (default 8) and
+   * how many all principals may (default 1 024).
    */
-  events?: { heartbeatMs?: number; streamsPerPrincipal?: number };
+  events?: { heartbeatMs?: number; streamsPerPrincipal?: number; streamsMax?: number };
   /** How long a client may take to send a request's headers (default 10 000). */
   headersTimeoutMs?: number;
   /** How long a client may take to send a whole request, headers and body (default 30 000). */

@@ -140,7 +140,7 @@ function registerRoutes(
 ): void {
   const { settings } = options;
   const { authenticate, session } = createAuthenticator(settings, options.clock);
-  const waits = new WaitSlots(settings.waitsPerPrincipal);
+  const waits = new WaitSlots(settings.waitsPerPrincipal, settings.waitsMax);
   registerInvocationRoutes(app, {
     coordinator: options.coordinator,
     bundles: options.bundles,
@@ -162,7 +162,12 @@ function registerRoutes(
   });
   registerConsoleRoutes(app);
   if (options.workflowEvents)
-    registerWorkflowEventRoutes(app, { intake: options.workflowEvents, authenticate, deliveriesPerPrincipal: settings.eventDeliveriesPerPrincipal });
+    registerWorkflowEventRoutes(app, {
+      intake: options.workflowEvents,
+      authenticate,
+      deliveriesPerPrincipal: settings.eventDeliveriesPerPrincipal,
+      deliveriesMax: settings.eventDeliveriesMax,
+    });
   if (options.workflows)
     registerWorkflowInstanceRoutes(app, {
       workflows: options.workflows,

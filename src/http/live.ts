@@ -21,9 +21,10 @@
  *   children, the instance's changed fields, the timeline entries not sent yet) and
  *   /workflow-instances/events?<list filters> (`page` events, as GET /workflow-instances answers).
  *
- * Idle streams get a comment line (the heartbeat). A principal holds a bounded number of streams
- * (503 unavailable beyond it); shutdown ends every stream, and so does the expiry of the credential
- * a stream was opened with (a JWT's exp), after an `error` event of kind `denied`.
+ * Idle streams get a comment line (the heartbeat). A principal holds a bounded number of streams,
+ * and all principals together another (503 unavailable beyond either); shutdown ends every
+ * stream, and so does the expiry of the credential a stream was opened with (a JWT's exp), after
+ * an `error` event of kind `denied`.
  */
 import { isDeepStrictEqual } from 'node:util';
 import type { FastifyInstance, FastifyReply } from 'fastify';
@@ -47,7 +48,7 @@ export interface LiveRoutesOptions {
   /** The streams' authentication: a stream ends when its credential does (a JWT's exp). */
   session: AuthenticateSession;
   clock: Clock;
-  events: { heartbeatMs: number; streamsPerPrincipal: number };
+  events: { heartbeatMs: number; streamsPerPrincipal: number; streamsMax: number };
   /** Open streams, ended by the app on shutdown. */
   streams: Set<() => void>;
   /** Workflow instances, when the runtime hosts them: their routes exist only then. */
@@ -65,7 +66,7 @@ const listRefreshMs = 250;
 
 export function registerLiveRoutes(app: FastifyInstance, options: LiveRoutesOptions): void {
   const { coordinator } = options;
-  const held = heldStreams(options.events.streamsPerPrincipal);
+  const held = heldStreams(options.events.streamsPerPrincipal, options.events.streamsMax);
 
   app.get<{ Params: Params }>(
     '/contract-invocations/:operationId/transitions',
@@ -173,18 +174,20 @@ function followInspection<S, U extends object>(stream: Stream, live: LiveInspect
   });
 }
 
-/** Counts the streams each principal holds; `take` refuses one past the bound. */
-function heldStreams(perPrincipal: number) {
-  const slots = new PrincipalSlots(perPrincipal);
+/** Counts the streams each principal holds, and all of them; `take` refuses one past either bound. */
+function heldStreams(perPrincipal: number, total: number) {
+  const slots = new PrincipalSlots(perPrincipal, total);
   return {
     take(principalId: string): () => void {
       const release = slots.take(principalId);
-      if (release === undefined)
-        throw new AdapterError(
-          'unavailable',
-          `this principal already holds ${slots.holding(principalId)} event streams (at most ${perPrincipal}); close one and retry`,
-        );
-      return release;
+      if (release !== undefined) return release;
+      const holding = slots.holding(principalId);
+      if (holding >= perPrincipal)
+        throw new AdapterError('unavailable', `this principal already holds ${holding} event streams (at most ${perPrincipal}); close one and retry`);
+      throw new AdapterError(
+        'unavailable',
+        `this server already holds ${slots.holdingTotal()} event streams of all principals, the most it holds at once (http.events.streamsMax ${total}); retry later`,
+      );
     },
   };
 }

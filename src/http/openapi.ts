@@ -221,7 +221,7 @@ function consolePaths(): Record<string, object> {
           '`result` with only its fields that changed (absent when none did; its `branches` only the changed ones), `branches` (the changed inspected branches), `transitionsApplied` and `transitionsVoid` when they changed, and `timeline` (the transitions stored since, in order). ' +
           'To apply one: a field present replaces the one held; each entry of `branches` (and of `result.branches`) replaces the branch with the same branchId; timeline entries are appended. ' +
           'A client that has not read what was sent gets nothing more until it has; the update then covers everything it missed. A `snapshot` may come again (the store lost writes): it replaces everything held, and updates after it are numbered from 1. ' +
-          'A comment line keeps an idle stream alive (http.events.heartbeatMs). Visibility as for /transitions. A principal holds at most http.events.streamsPerPrincipal streams: beyond it, 503 unavailable.',
+          'A comment line keeps an idle stream alive (http.events.heartbeatMs). Visibility as for /transitions. A principal holds at most http.events.streamsPerPrincipal streams, all principals together at most http.events.streamsMax: beyond either, 503 unavailable.',
         parameters: [operationIdParameter],
         responses: { '200': eventStream('the event stream; it ends on shutdown, or after an `error` event'), ...errorResponses([400, 401, 404, 500, 503]) },
       },

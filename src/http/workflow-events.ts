@@ -17,7 +17,9 @@
  * handed to the intake until the intake is done with it — answered, refused or failed, whether its
  * client still waits or went away (the delivery carries on without it, and holds its slot until
  * it ends). One past it is refused at once, 503 unavailable, before the intake sees it: nothing of
- * it is stored, and its client sends it again once one of the others is answered.
+ * it is stored, and its client sends it again once one of the others is answered. Where principals
+ * are many (every `sub` a JWT issuer signs is one), all of them together have at most
+ * `deliveriesMax` (http.eventDeliveriesMax) in flight, and one past it is refused the same way.
  *
  * The content-type parser lives in this route's own scope: no other route accepts the media type.
  */
@@ -41,6 +43,8 @@ export interface WorkflowEventRoutesOptions {
   authenticate: Authenticate;
   /** Deliveries one principal has in flight at once (http.eventDeliveriesPerPrincipal); past it one is refused, 503 unavailable. */
   deliveriesPerPrincipal: number;
+  /** Deliveries all principals have in flight at once (http.eventDeliveriesMax); past it one is refused, 503 unavailable. */
+  deliveriesMax: number;
 }
 
 const deliverySchema = {
@@ -94,7 +98,7 @@ export const workflowEventPaths = {
         },
         '503': {
           description:
-            'unavailable; send it again. Among the causes: the caller already has http.eventDeliveriesPerPrincipal deliveries in flight (default 64), and this one was refused before any instance was offered it (nothing was stored); send it again once one of those is answered',
+            'unavailable; send it again. Among the causes: the caller already has http.eventDeliveriesPerPrincipal deliveries in flight (default 64), or all callers together http.eventDeliveriesMax (default 1 024), and this one was refused before any instance was offered it (nothing was stored); send it again once one of those is answered',
           content: adapterErrorBody,
         },
       },
@@ -103,7 +107,7 @@ export const workflowEventPaths = {
 };
 
 export function registerWorkflowEventRoutes(app: FastifyInstance, options: WorkflowEventRoutesOptions): void {
-  const inFlight = deliverySlots(options.deliveriesPerPrincipal);
+  const inFlight = deliverySlots(options.deliveriesPerPrincipal, options.deliveriesMax);
   void app.register(async (scope) => {
     const callers = new WeakMap<FastifyRequest, Caller>();
     scope.addContentTypeParser(cloudEventsMediaType, { parseAs: 'buffer', bodyLimit: limits.cloudEventBytesMax }, (_request, body, done) => {
@@ -140,22 +144,28 @@ export function registerWorkflowEventRoutes(app: FastifyInstance, options: Workf
 }
 
 /**
- * The deliveries each principal has in flight. A slot is held until the intake is done with the
+ * The deliveries each principal has in flight, and all of them. A slot is held until the intake is done with the
  * delivery (a client that goes away does not end it: its slot would otherwise be free while the
  * executor still works for it), and given back however it ends.
  */
-function deliverySlots(perPrincipal: number) {
-  const slots = new PrincipalSlots(perPrincipal);
+function deliverySlots(perPrincipal: number, total: number) {
+  const slots = new PrincipalSlots(perPrincipal, total);
+  const refusal = (principalId: string) => {
+    const holding = slots.holding(principalId);
+    const held =
+      holding >= perPrincipal
+        ? `principal ${JSON.stringify(principalId)} already has ${holding} events in flight at this host, the most one principal may have at once ` +
+          `(http.eventDeliveriesPerPrincipal ${perPrincipal})`
+        : `all principals together already have ${slots.holdingTotal()} events in flight at this host, the most it takes at once (http.eventDeliveriesMax ${total})`;
+    return new AdapterError(
+      'unavailable',
+      `${held}; they are still being delivered. This one was offered to no instance and nothing of it was stored: send it again once one of them is answered`,
+    );
+  };
   return {
     async bounded<T>(principalId: string, deliver: () => Promise<T>): Promise<T> {
       const release = slots.take(principalId);
-      if (release === undefined)
-        throw new AdapterError(
-          'unavailable',
-          `principal ${JSON.stringify(principalId)} already has ${slots.holding(principalId)} events in flight at this host, the most one principal may have at once ` +
-            `(http.eventDeliveriesPerPrincipal ${perPrincipal}); they are still being delivered. This one was offered to no instance and nothing of it was stored: ` +
-            'send it again once one of them is answered',
-        );
+      if (release === undefined) throw refusal(principalId);
       try {
         return await deliver();
       } finally {

@@ -214,7 +214,7 @@ function workflowConsolePaths(errorResponses: (statuses: (400 | 401 | 404 | 500 
           'To apply one: a field present replaces the one held; an entry of `tasks`, `children`, `instance.stages` or `instance.childInstances` replaces the one with the same `at`, of `timers` the one with the same `key`, else it is added at the end; timeline entries are appended; ' +
           'then `tasks` are ordered by `startedSeq`, and `children`, `instance.stages` and `instance.childInstances` by the `startedSeq` of the task with their `at` (stable; after every task when there is none). ' +
           'A client that has not read what was sent gets nothing more until it has; the update then covers everything it missed. A `snapshot` may come again (the store lost writes): it replaces everything held, and updates after it are numbered from 1. ' +
-          'A comment line keeps an idle stream alive (http.events.heartbeatMs). Visibility as for /transitions. A principal holds at most http.events.streamsPerPrincipal streams: beyond it, 503 unavailable.',
+          'A comment line keeps an idle stream alive (http.events.heartbeatMs). Visibility as for /transitions. A principal holds at most http.events.streamsPerPrincipal streams, all principals together at most http.events.streamsMax: beyond either, 503 unavailable.',
         parameters: [instanceIdParameter],
         responses: { '200': eventStream('the event stream; it ends on shutdown, or after an `error` event'), ...errorResponses([400, 401, 404, 500, 503]) },
       },

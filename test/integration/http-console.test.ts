@@ -326,6 +326,46 @@ test('events: an idle stream is kept until its heartbeat, also where the heartbe
 );
 
 test(
+  'events: all principals together hold at most http.events.streamsMax streams; past it a stream is refused (503) though its principal is within its own bound',
+  { timeout: 60_000 },
+  async () => {
+    const fixture = await writeHttpFixture({ http: { events: { heartbeatMs: 60_000, streamsPerPrincipal: 2, streamsMax: 3 } } });
+    const built = await buildFixtureApp(fixture);
+    const held: AbortController[] = [];
+    try {
+      const base = await built.http.app.listen({ host: '127.0.0.1', port: 0 });
+      const url = `${base}/contract-invocations/events`;
+      const open = (token: string) => {
+        const controller = new AbortController();
+        held.push(controller);
+        return fetch(url, { headers: { authorization: `Bearer ${token}` }, signal: controller.signal });
+      };
+      const { alice, bob } = fixture.tokens;
+      for (const token of [alice, alice, bob]) assert.equal((await open(token)).status, 200);
+      const past = await open(bob);
+      assert.equal(past.status, 503, 'bob holds one of his two, but all principals hold three of three');
+      const refusal = (await past.json()) as { kind: string; description: string };
+      assert.equal(refusal.kind, 'unavailable');
+      assert.match(refusal.description, /3 event streams .*http\.events\.streamsMax/);
+      // One closed gives one back, to whoever asks: bob's stream is taken once alice's first has gone.
+      held[0]!.abort();
+      let again = await open(bob);
+      for (let tries = 0; again.status === 503 && tries < 50; tries++) {
+        await again.body?.cancel();
+        await new Promise((done) => setTimeout(done, 100));
+        again = await open(bob);
+      }
+      assert.equal(again.status, 200);
+    } finally {
+      for (const controller of held) controller.abort();
+      built.http.app.server.closeAllConnections();
+      await built.close();
+      await fixture.dispose();
+    }
+  },
+);
+
+test(
   "another principal's appends send a list stream nothing; shutdown ends every open event stream, and a stream asked for meanwhile is refused",
   { timeout: 60_000 },
   async () => {

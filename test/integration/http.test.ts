@@ -441,6 +441,54 @@ describe('convoke serve over HTTP: a principal holds at most http.waitsPerPrinci
   });
 });
 
+describe('convoke serve over HTTP: all principals together hold at most http.waitsMax long-polls at once', () => {
+  let fixture: HttpFixture;
+  let server: ServeProcess;
+
+  before(async () => {
+    // Peers answer after 1.5 s: a wait of 10 s on a new operation ends at its decision.
+    fixture = await writeHttpFixture({ peerDelayMs: 1500, http: { waitsPerPrincipal: 2, waitsMax: 3 } });
+    server = await startServe(fixture.configPath);
+  });
+  after(async () => {
+    await server?.stop();
+    await fixture?.dispose();
+  });
+
+  test('two principals, each within its own bound: past the total one wait answers at once (202, the state as it is), the others until the decision', async () => {
+    const { alice, bob } = fixture.tokens;
+    const own = expectResult(await call(server.url, 'POST', '/contract-invocations', { token: alice, body: requestBody(fixture, { waitMs: 0 }) }), 202);
+    const others = expectResult(await call(server.url, 'POST', '/contract-invocations', { token: bob, body: requestBody(fixture, { waitMs: 0 }) }), 202);
+    const waited = (token: string, operationId: string) => call(server.url, 'GET', `/contract-invocations/${operationId}?waitMs=10000`, { token });
+    const replies = await Promise.all([
+      waited(alice, own.operationId),
+      waited(alice, own.operationId),
+      waited(bob, others.operationId),
+      waited(bob, others.operationId),
+    ]);
+    assert.deepEqual(
+      replies.map((reply) => [reply.status, reply.body.decision === null]).sort(),
+      [
+        [200, false],
+        [200, false],
+        [200, false],
+        [202, true],
+      ],
+      'three waits lasted until the decision, the fourth (its principal holding one of its two) answered at once, undecided',
+    );
+    // The total is of waits held at once: once they ended, both wait again.
+    const next = await Promise.all(
+      [alice, bob].map(async (token) =>
+        expectResult(await call(server.url, 'POST', '/contract-invocations', { token, body: requestBody(fixture, { waitMs: 10_000 }) }), 200),
+      ),
+    );
+    assert.deepEqual(
+      next.map((result) => result.decision?.outcome),
+      ['success', 'success'],
+    );
+  });
+});
+
 describe('convoke serve over HTTP (sqlite store): 410 for a tombstoned key', () => {
   let fixture: HttpFixture;
   let server: ServeProcess;

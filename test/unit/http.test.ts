@@ -14,7 +14,9 @@ import { isAdapterError } from '../../src/contract/errors.js';
 import { checkErrorShape, checkResultShape } from '../../src/http/schemas.js';
 import { describeErrors } from '../../src/contract/validation.js';
 import { effectiveBoundary } from '../../src/http/wait.js';
-import { buildDeployment, parseDeploymentConfig } from '../../src/deployment/config.js';
+import { buildDeployment, eventDeliveriesMaxDefault, eventStreamsMaxDefault, parseDeploymentConfig } from '../../src/deployment/config.js';
+import { limits } from '../../src/contract/limits.js';
+import { waitsMaxDefault } from '../../src/runtime/wait-slots.js';
 import { createEmbedded } from '../../src/deployment/embedded.js';
 import { SystemClock } from '../../src/contract/clock.js';
 import { buildFixtureApp, fixtureBundle, requestBody, storedOperationIds, writeHttpFixture, type HttpFixture } from '../support/http-fixtures.js';
@@ -534,10 +536,38 @@ describe('deployment config', () => {
   test('http.eventDeliveriesPerPrincipal is an integer from 1 to limits.httpEventDeliveriesPerPrincipalMax', () => {
     const http = (extra: object) => ({ ...base(), http: { ...base().http, ...extra } });
     assert.equal(parse(http({ eventDeliveriesPerPrincipal: 1 })).http.eventDeliveriesPerPrincipal, 1);
-    assert.equal(parse(http({ eventDeliveriesPerPrincipal: 4096 })).http.eventDeliveriesPerPrincipal, 4096);
+    assert.equal(parse(http({ eventDeliveriesPerPrincipal: 4096, eventDeliveriesMax: 4096 })).http.eventDeliveriesPerPrincipal, 4096);
     fails(http({ eventDeliveriesPerPrincipal: 0 }), '/http/eventDeliveriesPerPrincipal');
     fails(http({ eventDeliveriesPerPrincipal: 4097 }), '/http/eventDeliveriesPerPrincipal');
     fails(http({ eventDeliveriesPerPrincipal: 2.5 }), '/http/eventDeliveriesPerPrincipal');
+  });
+
+  test('the totals of all principals (http.waitsMax, http.events.streamsMax, http.eventDeliveriesMax) are integers from 1 to their limits, each at least its per-principal bound', () => {
+    const http = (extra: object) => ({ ...base(), http: { ...base().http, ...extra } });
+    const events = (extra: object) => http({ events: extra });
+    assert.equal(parse(http({ waitsMax: 1, waitsPerPrincipal: 1 })).http.waitsMax, 1);
+    assert.equal(parse(http({ waitsMax: limits.httpWaitsMax })).http.waitsMax, limits.httpWaitsMax);
+    fails(http({ waitsMax: 0 }), '/http/waitsMax');
+    fails(http({ waitsMax: limits.httpWaitsMax + 1 }), '/http/waitsMax');
+    fails(http({ waitsMax: 2.5 }), '/http/waitsMax');
+    assert.equal(parse(events({ streamsMax: 1, streamsPerPrincipal: 1 })).http.events?.streamsMax, 1);
+    assert.equal(parse(events({ streamsMax: limits.httpEventStreamsMax })).http.events?.streamsMax, limits.httpEventStreamsMax);
+    fails(events({ streamsMax: 0 }), '/http/events/streamsMax');
+    fails(events({ streamsMax: limits.httpEventStreamsMax + 1 }), '/http/events/streamsMax');
+    assert.equal(parse(http({ eventDeliveriesMax: 1, eventDeliveriesPerPrincipal: 1 })).http.eventDeliveriesMax, 1);
+    assert.equal(parse(http({ eventDeliveriesMax: limits.httpEventDeliveriesMax })).http.eventDeliveriesMax, limits.httpEventDeliveriesMax);
+    fails(http({ eventDeliveriesMax: 0 }), '/http/eventDeliveriesMax');
+    fails(http({ eventDeliveriesMax: limits.httpEventDeliveriesMax + 1 }), '/http/eventDeliveriesMax');
+    // A per-principal bound above the total could never be reached: the operator hears of it, defaults included.
+    fails(http({ waitsPerPrincipal: 3, waitsMax: 2 }), 'waitsPerPrincipal (3) exceeds http.waitsMax (2)');
+    fails(events({ streamsPerPrincipal: 3, streamsMax: 2 }), 'streamsPerPrincipal (3) exceeds http.events.streamsMax (2)');
+    fails(http({ eventDeliveriesPerPrincipal: 3, eventDeliveriesMax: 2 }), 'eventDeliveriesPerPrincipal (3) exceeds http.eventDeliveriesMax (2)');
+    fails(http({ waitsPerPrincipal: waitsMaxDefault + 1 }), `waitsPerPrincipal (${waitsMaxDefault + 1}) exceeds http.waitsMax (${waitsMaxDefault})`);
+    fails(
+      http({ eventDeliveriesPerPrincipal: eventDeliveriesMaxDefault + 1 }),
+      `eventDeliveriesPerPrincipal (${eventDeliveriesMaxDefault + 1}) exceeds http.eventDeliveriesMax (${eventDeliveriesMaxDefault})`,
+    );
+    assert.ok(limits.httpEventStreamsPerPrincipalMax <= eventStreamsMaxDefault, 'every per-principal stream bound fits the default total');
   });
 
   test('the receive timeouts are bounded and the headers timeout is within the request timeout', () => {

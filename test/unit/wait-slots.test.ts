@@ -35,3 +35,27 @@ test('a principal past its bound waits 0; another principal is not held by it; a
   );
   assert.equal(slots.holding('alice'), 0, 'a wait that threw gave its slot back');
 });
+
+test('past the total of waits all principals hold at once, a wait runs at once whoever asks; one ended frees one', async () => {
+  const slots = new WaitSlots(2, 3);
+  const asked: [string, number][] = [];
+  const gates: (() => void)[] = [];
+  const held = (principalId: string) =>
+    slots.bounded(principalId, 5000, (granted) => {
+      asked.push([principalId, granted]);
+      return granted === 0 ? Promise.resolve('now') : new Promise<string>((resolve) => gates.push(() => resolve('waited')));
+    });
+  const waiting = [held('alice'), held('alice'), held('bob')];
+  assert.equal(await held('bob'), 'now', 'bob holds 1 of his 2, but the process holds 3 of 3');
+  assert.equal(await held('carol'), 'now');
+  assert.deepEqual(asked.slice(3), [
+    ['bob', 0],
+    ['carol', 0],
+  ]);
+  gates.shift()!();
+  assert.equal(await waiting[0], 'waited');
+  const carols = held('carol');
+  assert.deepEqual(asked.at(-1), ['carol', 5000], 'the wait given back is carol’s to take');
+  for (const open of gates.splice(0)) open();
+  assert.deepEqual(await Promise.all([...waiting.slice(1), carols]), ['waited', 'waited', 'waited']);
+});

@@ -39,7 +39,7 @@ const paid = (id: string, hold: boolean): CloudEvent => ({
 });
 const shipped = (id: string): CloudEvent => ({ specversion: '1.0', id, source: 'https://shop.example', type: 'com.example.shipped', data: { order: 'o-1' } });
 
-/** An evaluator that holds alice's evaluations of events marked `hold` until released: deliveries kept in flight. */
+/** An evaluator that holds the evaluations of events marked `hold` until released: deliveries kept in flight. */
 function gate() {
   let open!: () => void;
   const opened = new Promise<void>((resolve) => (open = resolve));
@@ -47,7 +47,7 @@ function gate() {
   const wrap = (inner: ExpressionEvaluator): ExpressionEvaluator => ({
     evaluate: async (query, input, vars, principal) => {
       const data = (input as { data?: { hold?: JsonValue } } | null)?.data;
-      if (principal === 'alice' && data?.hold === true) {
+      if (data?.hold === true) {
         state.waiting++;
         await opened;
         state.returned++;
@@ -204,6 +204,29 @@ test('http.eventDeliveriesPerPrincipal sets the bound', async () => {
     assert.match(((await over.json()) as { description: string }).description, /2 .*in flight/);
     s.held.state.open();
     await Promise.all(inFlight);
+  } finally {
+    await s.close();
+  }
+});
+
+test('past http.eventDeliveriesMax deliveries in flight of all principals, one more is refused at once (503, nothing stored), though its principal is within its own bound; one answered frees one', async () => {
+  const s = await setUp({ eventDeliveriesPerPrincipal: 2, eventDeliveriesMax: 3 });
+  try {
+    await s.waiting('alice', 'a-1');
+    const bobs = await s.waiting('bob', 'b-1');
+    const inFlight = [s.post('alice', paid('held-a0', true)), s.post('alice', paid('held-a1', true)), s.post('bob', paid('held-b0', true))];
+    await until(() => s.held.state.waiting === 3, 'three deliveries are in flight');
+    const over = await s.post('bob', shipped('ship-bob'));
+    assert.equal(over.status, 503, 'bob has one of his two in flight, but all principals have three of three');
+    const body = (await over.json()) as { kind: string; description: string };
+    assert.equal(body.kind, 'unavailable');
+    assert.match(body.description, /3 events in flight .*http\.eventDeliveriesMax 3/);
+    assert.deepEqual(await takenTypes(s.h, bobs), [], 'the refused event is stored nowhere');
+    s.held.state.open();
+    await Promise.all(inFlight);
+    const again = await deliverUntilTaken(() => s.post('bob', shipped('ship-bob')));
+    assert.equal(again.status, 202);
+    assert.deepEqual(await again.json(), { status: 'accepted', matched: [bobs] });
   } finally {
     await s.close();
   }
