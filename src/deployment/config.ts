@@ -746,30 +746,27 @@ function eventSubjectProblems(bundles: CompiledBundle[], config: DeploymentConfi
   return problems;
 }
 
-/** A bound of one principal's above the bound of all principals' could never be reached: the operator raises the total or lowers the bound. */
+/**
+ * A total set below its per-principal bound could never let one principal reach its own: the
+ * operator raises the total or lowers the bound. A total left out is at least the per-principal
+ * bound (totalOf), so a config that sets only the per-principal bound loads as it did.
+ */
 function totalBoundProblems(http: HttpConfig): string[] {
-  const pairs: [string, number, string, number][] = [
-    ['waitsPerPrincipal', http.waitsPerPrincipal ?? waitsPerPrincipalDefault, 'waitsMax', http.waitsMax ?? waitsMaxDefault],
-    [
-      'events.streamsPerPrincipal',
-      http.events?.streamsPerPrincipal ?? eventStreamsPerPrincipalDefault,
-      'events.streamsMax',
-      http.events?.streamsMax ?? eventStreamsMaxDefault,
-    ],
-    [
-      'eventDeliveriesPerPrincipal',
-      http.eventDeliveriesPerPrincipal ?? eventDeliveriesPerPrincipalDefault,
-      'eventDeliveriesMax',
-      http.eventDeliveriesMax ?? eventDeliveriesMaxDefault,
-    ],
+  const pairs: [string, number, string, number | undefined][] = [
+    ['waitsPerPrincipal', http.waitsPerPrincipal ?? waitsPerPrincipalDefault, 'waitsMax', http.waitsMax],
+    ['events.streamsPerPrincipal', http.events?.streamsPerPrincipal ?? eventStreamsPerPrincipalDefault, 'events.streamsMax', http.events?.streamsMax],
+    ['eventDeliveriesPerPrincipal', http.eventDeliveriesPerPrincipal ?? eventDeliveriesPerPrincipalDefault, 'eventDeliveriesMax', http.eventDeliveriesMax],
   ];
   return pairs
-    .filter(([, perPrincipal, , total]) => perPrincipal > total)
+    .filter(([, perPrincipal, , total]) => total !== undefined && perPrincipal > total)
     .map(
       ([perName, perPrincipal, totalName, total]) =>
         `http: ${perName} (${perPrincipal}) exceeds http.${totalName} (${total}), the most all principals hold together: raise http.${totalName} or lower ${perName}`,
     );
 }
+
+/** A total as set, else its default, raised to the per-principal bound where that is larger. */
+export const totalOf = (total: number | undefined, totalDefault: number, perPrincipal: number): number => total ?? Math.max(totalDefault, perPrincipal);
 
 /** Each example result must name a deployed interaction and match its result schema in every bundle that has it. */
 function examplePeerProblems(bundles: CompiledBundle[], examplePeers: Record<string, ExamplePeerConfig>): string[] {
@@ -800,16 +797,16 @@ async function resolveHttp(config: HttpConfig): Promise<HttpSettings> {
     bodyLimitBytes: config.bodyLimitBytes,
     waitMsMax: config.waitMsMax,
     waitsPerPrincipal: config.waitsPerPrincipal ?? waitsPerPrincipalDefault,
-    waitsMax: config.waitsMax ?? waitsMaxDefault,
+    waitsMax: totalOf(config.waitsMax, waitsMaxDefault, config.waitsPerPrincipal ?? waitsPerPrincipalDefault),
     eventDeliveriesPerPrincipal: config.eventDeliveriesPerPrincipal ?? eventDeliveriesPerPrincipalDefault,
-    eventDeliveriesMax: config.eventDeliveriesMax ?? eventDeliveriesMaxDefault,
+    eventDeliveriesMax: totalOf(config.eventDeliveriesMax, eventDeliveriesMaxDefault, config.eventDeliveriesPerPrincipal ?? eventDeliveriesPerPrincipalDefault),
     drainMs: config.drainMs ?? 0,
     headersTimeoutMs: config.headersTimeoutMs ?? headersTimeoutMsDefault,
     requestTimeoutMs: config.requestTimeoutMs ?? requestTimeoutMsDefault,
     events: {
       heartbeatMs: config.events?.heartbeatMs ?? eventHeartbeatMsDefault,
       streamsPerPrincipal: config.events?.streamsPerPrincipal ?? eventStreamsPerPrincipalDefault,
-      streamsMax: config.events?.streamsMax ?? eventStreamsMaxDefault,
+      streamsMax: totalOf(config.events?.streamsMax, eventStreamsMaxDefault, config.events?.streamsPerPrincipal ?? eventStreamsPerPrincipalDefault),
     },
     principals: config.principals.map((p) => ({
       principalId: p.principalId,

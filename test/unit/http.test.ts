@@ -14,7 +14,7 @@ import { isAdapterError } from '../../src/contract/errors.js';
 import { checkErrorShape, checkResultShape } from '../../src/http/schemas.js';
 import { describeErrors } from '../../src/contract/validation.js';
 import { effectiveBoundary } from '../../src/http/wait.js';
-import { buildDeployment, eventDeliveriesMaxDefault, eventStreamsMaxDefault, parseDeploymentConfig } from '../../src/deployment/config.js';
+import { buildDeployment, eventDeliveriesMaxDefault, eventStreamsMaxDefault, parseDeploymentConfig, totalOf } from '../../src/deployment/config.js';
 import { limits } from '../../src/contract/limits.js';
 import { waitsMaxDefault } from '../../src/runtime/wait-slots.js';
 import { createEmbedded } from '../../src/deployment/embedded.js';
@@ -536,13 +536,13 @@ describe('deployment config', () => {
   test('http.eventDeliveriesPerPrincipal is an integer from 1 to limits.httpEventDeliveriesPerPrincipalMax', () => {
     const http = (extra: object) => ({ ...base(), http: { ...base().http, ...extra } });
     assert.equal(parse(http({ eventDeliveriesPerPrincipal: 1 })).http.eventDeliveriesPerPrincipal, 1);
-    assert.equal(parse(http({ eventDeliveriesPerPrincipal: 4096, eventDeliveriesMax: 4096 })).http.eventDeliveriesPerPrincipal, 4096);
+    assert.equal(parse(http({ eventDeliveriesPerPrincipal: 4096 })).http.eventDeliveriesPerPrincipal, 4096);
     fails(http({ eventDeliveriesPerPrincipal: 0 }), '/http/eventDeliveriesPerPrincipal');
     fails(http({ eventDeliveriesPerPrincipal: 4097 }), '/http/eventDeliveriesPerPrincipal');
     fails(http({ eventDeliveriesPerPrincipal: 2.5 }), '/http/eventDeliveriesPerPrincipal');
   });
 
-  test('the totals of all principals (http.waitsMax, http.events.streamsMax, http.eventDeliveriesMax) are integers from 1 to their limits, each at least its per-principal bound', () => {
+  test('the totals of all principals (http.waitsMax, http.events.streamsMax, http.eventDeliveriesMax) are integers from 1 to their limits, each at least its per-principal bound, left out at least that bound', () => {
     const http = (extra: object) => ({ ...base(), http: { ...base().http, ...extra } });
     const events = (extra: object) => http({ events: extra });
     assert.equal(parse(http({ waitsMax: 1, waitsPerPrincipal: 1 })).http.waitsMax, 1);
@@ -558,15 +558,16 @@ describe('deployment config', () => {
     assert.equal(parse(http({ eventDeliveriesMax: limits.httpEventDeliveriesMax })).http.eventDeliveriesMax, limits.httpEventDeliveriesMax);
     fails(http({ eventDeliveriesMax: 0 }), '/http/eventDeliveriesMax');
     fails(http({ eventDeliveriesMax: limits.httpEventDeliveriesMax + 1 }), '/http/eventDeliveriesMax');
-    // A per-principal bound above the total could never be reached: the operator hears of it, defaults included.
+    // A total set below its per-principal bound could never be reached: the operator hears of it.
     fails(http({ waitsPerPrincipal: 3, waitsMax: 2 }), 'waitsPerPrincipal (3) exceeds http.waitsMax (2)');
     fails(events({ streamsPerPrincipal: 3, streamsMax: 2 }), 'streamsPerPrincipal (3) exceeds http.events.streamsMax (2)');
     fails(http({ eventDeliveriesPerPrincipal: 3, eventDeliveriesMax: 2 }), 'eventDeliveriesPerPrincipal (3) exceeds http.eventDeliveriesMax (2)');
-    fails(http({ waitsPerPrincipal: waitsMaxDefault + 1 }), `waitsPerPrincipal (${waitsMaxDefault + 1}) exceeds http.waitsMax (${waitsMaxDefault})`);
-    fails(
-      http({ eventDeliveriesPerPrincipal: eventDeliveriesMaxDefault + 1 }),
-      `eventDeliveriesPerPrincipal (${eventDeliveriesMaxDefault + 1}) exceeds http.eventDeliveriesMax (${eventDeliveriesMaxDefault})`,
-    );
+    // A total left out is its default, raised to the per-principal bound: a config that sets only that bound loads as it did.
+    assert.equal(parse(http({ waitsPerPrincipal: waitsMaxDefault + 1 })).http.waitsPerPrincipal, waitsMaxDefault + 1);
+    assert.equal(parse(http({ eventDeliveriesPerPrincipal: eventDeliveriesMaxDefault + 1 })).http.eventDeliveriesPerPrincipal, eventDeliveriesMaxDefault + 1);
+    assert.equal(totalOf(undefined, waitsMaxDefault, waitsMaxDefault + 1), waitsMaxDefault + 1);
+    assert.equal(totalOf(undefined, waitsMaxDefault, 3), waitsMaxDefault);
+    assert.equal(totalOf(5, waitsMaxDefault, 3), 5);
     assert.ok(limits.httpEventStreamsPerPrincipalMax <= eventStreamsMaxDefault, 'every per-principal stream bound fits the default total');
   });
 
