@@ -6,16 +6,10 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import fc from 'fast-check';
+import { completionArb, referenceThreshold, type Completion } from '../support/completion-reference.js';
 import { scenario } from '../support/scenario.js';
 import { peerIds } from '../../src/deployment/examples.js';
 import type { JsonObject } from '../../src/contract/json.js';
-
-type Completion =
-  | { mode: 'first-success' }
-  | { mode: 'quorum'; count: number }
-  | { mode: 'quorum'; fraction: { num: number; den: number } }
-  | { mode: 'all-successful' }
-  | { mode: 'all-terminal' };
 
 interface Step {
   waitMs: number;
@@ -27,22 +21,12 @@ interface Step {
 
 const timeoutMs = 5000;
 
-function threshold(c: Completion, units: number): number {
-  if (c.mode === 'first-success') return 1;
-  if (c.mode !== 'quorum') return units;
-  if ('count' in c) return c.count;
-  // The smallest vote count whose share reaches the fraction, by counting: no division to round.
-  let need = 0;
-  while (need * c.fraction.den < units * c.fraction.num) need++;
-  return need;
-}
-
 /** The reference model: plain loops over the same inputs, no machines, no store. */
 function reference(peers: number, completion: Completion, onTimeout: 'partial' | 'failed', steps: Step[]) {
   const verdicts = new Map<number, 'approve' | 'reject'>();
   let now = 0;
   let decision: { outcome: string; votes: number } | undefined;
-  const need = threshold(completion, peers);
+  const need = referenceThreshold(completion, peers);
   const evaluate = () => {
     const successes = [...verdicts.values()].filter((v) => v === 'approve').length;
     const open = peers - verdicts.size;
@@ -62,22 +46,10 @@ function reference(peers: number, completion: Completion, onTimeout: 'partial' |
   return decision ?? { outcome: onTimeout, votes: [...verdicts.values()].filter((v) => v === 'approve').length };
 }
 
-const completionArb = (peers: number): fc.Arbitrary<Completion> =>
-  fc.oneof(
-    fc.constant({ mode: 'first-success' as const }),
-    fc.integer({ min: 1, max: peers }).map((count) => ({ mode: 'quorum' as const, count })),
-    fc
-      .tuple(fc.integer({ min: 1, max: 7 }), fc.integer({ min: 1, max: 7 }))
-      .filter(([n, d]) => n <= d)
-      .map(([num, den]) => ({ mode: 'quorum' as const, fraction: { num, den } })),
-    fc.constant({ mode: 'all-successful' as const }),
-    fc.constant({ mode: 'all-terminal' as const }),
-  );
-
 const caseArb = fc.integer({ min: 1, max: 6 }).chain((peers) =>
   fc.record({
     peers: fc.constant(peers),
-    completion: completionArb(peers),
+    completion: completionArb(peers, 7),
     onTimeout: fc.constantFrom('partial' as const, 'failed' as const),
     steps: fc.array(
       fc.record({

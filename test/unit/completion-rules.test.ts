@@ -7,17 +7,11 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import fc from 'fast-check';
+import { completionArb, referenceThreshold, type Completion } from '../support/completion-reference.js';
 import { scenario } from '../support/scenario.js';
 import { couldClose, evaluateCompletion, tally, timeoutClosure } from '../../src/projections/decision.js';
 import type { OperationRecord } from '../../src/projections/record.js';
 import type { JsonObject } from '../../src/contract/json.js';
-
-type Completion =
-  | { mode: 'first-success' }
-  | { mode: 'quorum'; count: number }
-  | { mode: 'quorum'; fraction: { num: number; den: number } }
-  | { mode: 'all-successful' }
-  | { mode: 'all-terminal' };
 
 /**
  * What the reference needs of a record, per unit: `success` has a vote; `open` has no vote and can
@@ -32,18 +26,9 @@ interface Units {
   total: number;
 }
 
-function need(completion: Completion, units: number): number {
-  if (completion.mode === 'first-success') return 1;
-  if (completion.mode !== 'quorum') return units;
-  if ('count' in completion) return completion.count;
-  let votes = 0;
-  while (votes * completion.fraction.den < units * completion.fraction.num) votes++;
-  return votes;
-}
-
 function closes(completion: Completion, u: Units): 'success' | 'failed' | undefined {
   if (completion.mode === 'all-terminal') return u.open + u.voted === 0 ? 'success' : undefined;
-  const threshold = need(completion, u.total);
+  const threshold = referenceThreshold(completion, u.total);
   if (u.success >= threshold) return 'success';
   if (u.success + u.open < threshold) return 'failed';
   return undefined;
@@ -103,21 +88,9 @@ async function recordAfter(completion: Completion, answers: Answer[], byPeer: bo
   return { record, units };
 }
 
-const completionArb = (peers: number): fc.Arbitrary<Completion> =>
-  fc.oneof(
-    fc.constant({ mode: 'first-success' as const }),
-    fc.integer({ min: 1, max: peers }).map((count) => ({ mode: 'quorum' as const, count })),
-    fc
-      .tuple(fc.integer({ min: 1, max: 5 }), fc.integer({ min: 1, max: 5 }))
-      .filter(([n, d]) => n <= d)
-      .map(([num, den]) => ({ mode: 'quorum' as const, fraction: { num, den } })),
-    fc.constant({ mode: 'all-successful' as const }),
-    fc.constant({ mode: 'all-terminal' as const }),
-  );
-
 const caseArb = fc.integer({ min: 1, max: 5 }).chain((peers) =>
   fc.record({
-    completion: completionArb(peers),
+    completion: completionArb(peers, 5),
     answers: fc.array(fc.constantFrom<Answer>('approve', 'reject', null), { minLength: peers, maxLength: peers }),
     byPeer: fc.boolean(),
   }),
@@ -148,7 +121,7 @@ test('the tally, the closure and couldClose agree with a plain reference for eve
         },
         {
           units: units.total,
-          threshold: need(completion, units.total),
+          threshold: referenceThreshold(completion, units.total),
           successVotes: units.success,
           failedUnits: units.failed,
           openUnits: units.open,
