@@ -14,7 +14,7 @@ import { indexRowOfLog } from '../../src/projections/operation-index.js';
 import { applyStored, type OperationRecord } from '../../src/projections/record.js';
 import { pruneOperations } from '../../src/runtime/retention.js';
 import { storeClockAhead } from '../support/store-clock.js';
-import { expectOk, newOperationId, readOk, type StoreFactory, type StoreHarness } from './store.js';
+import { acceptedResult, expectOk, newOperationId, readOk, type StoreFactory, type StoreHarness } from './store.js';
 
 // ---------------------------------------------------------------------------------------------
 // Fixtures: a real operation log (admission, dispatch, result, decision, settlement), by hand.
@@ -86,21 +86,7 @@ export function lifecycle(guard: TimeGuard): Transition[] {
     transition(guard, 'reject', [
       { type: 'result-rejected', v: 1, reason: 'stale-fence', subject: 's', branchId: 'b1', peerId: 'alfa', attempt: 1, fence: 0, detail: 'old' },
     ]),
-    transition(guard, 'result', [
-      {
-        type: 'result-accepted',
-        v: 1,
-        branchId: 'b1',
-        peerId: 'alfa',
-        attempt: 1,
-        fence: 1,
-        status: 'success',
-        retryable: false,
-        retryAtMs: null,
-        result: { verdict: 'approve' },
-        subject: 's',
-      },
-    ]),
+    transition(guard, 'result', [acceptedResult('b1')]),
     transition(guard, 'close', [
       {
         type: 'decision-closed',

@@ -51,24 +51,29 @@ export function newOperationId(label = ''): string {
   return 'op' + createHash('sha256').update(`${label}:${randomUUID()}`).digest('hex');
 }
 
+/** alfa's result on `branchId`'s first attempt, accepted as a success: `result` on `subject`. */
+export function acceptedResult(branchId: string, result: JsonValue = { verdict: 'approve' }, subject = 's'): DomainEvent {
+  return {
+    type: 'result-accepted',
+    v: 1,
+    branchId,
+    peerId: 'alfa',
+    attempt: 1,
+    fence: 1,
+    status: 'success',
+    retryable: false,
+    retryAtMs: null,
+    result,
+    subject,
+    // Cast: the store treats events as opaque; the fixture must not break when event types evolve.
+  } as DomainEvent;
+}
+
 export function makeTransition(timeGuard: TimeGuard, tag: string, result: JsonValue = null): Transition {
   return {
     events: [
       { type: 'dispatch-recorded', v: 1, branchId: 'b1', attempt: 1, fence: 1, receipt: 'stored', detail: tag },
-      {
-        type: 'result-accepted',
-        v: 1,
-        branchId: 'b1',
-        peerId: 'alfa',
-        attempt: 1,
-        fence: 1,
-        status: 'success',
-        retryable: false,
-        retryAtMs: null,
-        result,
-        subject: 'demo.v1.lab.review.x.result.alfa',
-        // Cast: the store treats events as opaque; the fixture must not break when event types evolve.
-      } as DomainEvent,
+      acceptedResult('b1', result, 'demo.v1.lab.review.x.result.alfa'),
     ],
     timeGuard,
     causation: { command: `test:${tag}`, messageId: tag },

@@ -8,6 +8,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { scenario, namespace, type Scenario } from '../support/scenario.js';
+import { acceptedResult } from '../conformance/store.js';
 import type { JsonObject } from '../../src/contract/json.js';
 import type { CompiledInteraction } from '../../src/contract/bundle.js';
 import { limits } from '../../src/contract/limits.js';
@@ -197,25 +198,7 @@ test('a rejected or exhausted delivery ends the attempt as delivery-exhausted (a
   // Another attempt's receipt, an unknown branch's, or one for a branch that already answered: nothing.
   assert.equal(decideDispatchRecorded(record, [{ branchId: 'alfa', attempt: 2, fence: 2, receipt: 'exhausted' }], at), undefined);
   assert.equal(decideDispatchRecorded(record, [{ branchId: 'zulu', attempt: 1, fence: 1, receipt: 'stored' }], at), undefined);
-  const answered = applyEvents(
-    record,
-    [
-      {
-        type: 'result-accepted',
-        v: 1,
-        branchId: 'alfa',
-        peerId: 'alfa',
-        attempt: 1,
-        fence: 1,
-        status: 'success',
-        retryable: false,
-        retryAtMs: null,
-        result: { verdict: 'approve' },
-        subject: 's',
-      },
-    ],
-    at,
-  );
+  const answered = applyEvents(record, [acceptedResult('alfa')], at);
   assert.equal(decideDispatchRecorded(answered, [{ branchId: 'alfa', attempt: 1, fence: 1, receipt: 'exhausted' }], at), undefined);
 });
 
@@ -312,25 +295,7 @@ test('an expired claim ends at its lease end and a retry starts at its retry ins
 test('a closed decision is final: the deadline and lost durability change nothing, and lost durability detaches only the open branches', async () => {
   const { record } = await admitted({ completion: { mode: 'all-terminal' } });
   const at = record.admittedAtMs + 10;
-  const withResult = applyEvents(
-    record,
-    [
-      {
-        type: 'result-accepted',
-        v: 1,
-        branchId: 'alfa',
-        peerId: 'alfa',
-        attempt: 1,
-        fence: 1,
-        status: 'success',
-        retryable: false,
-        retryAtMs: null,
-        result: { verdict: 'approve' },
-        subject: 's',
-      },
-    ],
-    at,
-  );
+  const withResult = applyEvents(record, [acceptedResult('alfa')], at);
   const lost = decideDurabilityLost(withResult)!;
   const closed = lost.events[0];
   assert.ok(closed?.type === 'decision-closed');
