@@ -13,6 +13,7 @@ import type { CloudEvent } from '../../src/contract/cloudevents.js';
 import type { JsonValue } from '../../src/contract/json.js';
 import type { Transition } from '../../src/events/types.js';
 import type { ExpressionEvaluator } from '../../src/workflow/exec/jq.js';
+import type { WorkflowRecord } from '../../src/workflow/exec/record.js';
 import { storeWith } from '../support/scenario.js';
 import { assertReplayEqual, harness, yaml, type Harness, type HarnessOptions } from './support.js';
 
@@ -51,6 +52,18 @@ function gate() {
   };
 }
 
+/** An evaluator whose answers to programs including `marker` wait at `held` while `holding()`. */
+const holdingAt =
+  (held: ReturnType<typeof gate>, marker: string, holding: () => boolean) =>
+  (jq: ExpressionEvaluator): ExpressionEvaluator => ({
+    evaluate: async (query, input, vars, principal) => {
+      const answer = await jq.evaluate(query, input, vars, principal);
+      if (holding() && query.includes(marker)) await held.pass();
+      return answer;
+    },
+    close: () => jq.close(),
+  });
+
 type Setup = { clock: VirtualClock; memory: MemoryEventStore };
 
 async function withClock(fn: (h: Harness, setup: Setup) => Promise<void>, options: (setup: Setup) => HarnessOptions = () => ({})): Promise<void> {
@@ -84,6 +97,13 @@ async function ended(h: Harness, id: string) {
   return record;
 }
 
+/** The instance faulted with its listen's timeout, at the listen. */
+function assertTimedOut(record: WorkflowRecord): void {
+  assert.equal(record.status, 'faulted');
+  assert.equal(record.error?.status, 408, JSON.stringify(record.error));
+  assert.equal(record.error?.instance, at);
+}
+
 test('an event at the timeout’s instant is not taken: answered no-match, nothing stored, the task faults with the timeout', () =>
   withClock(async (h, { clock }) => {
     const { id, dueAtMs } = await listening(h, document('race-same-instant'), 'same-instant');
@@ -93,9 +113,7 @@ test('an event at the timeout’s instant is not taken: answered no-match, nothi
     assert.equal((await h.executor.get(id))!.listens[at]!.events.length, 0, 'nothing stored');
     await clock.advance(0);
     const record = await ended(h, id);
-    assert.equal(record.status, 'faulted');
-    assert.equal(record.error?.status, 408);
-    assert.equal(record.error?.instance, '/do/0/wait');
+    assertTimedOut(record);
     assert.deepEqual(await h.executor.deliver(ready, null), { matched: [] }, 'sent again, still taken by none');
   }));
 
@@ -115,20 +133,10 @@ test('the timeout committed between the event’s receipt and its append: the ev
       matching.release();
       assert.deepEqual(await delivery, { matched: [] }, 'the event is answered as one no instance takes');
       const record = await ended(h, id);
-      assert.equal(record.status, 'faulted');
-      assert.equal(record.error?.status, 408);
+      assertTimedOut(record);
       assert.equal(record.listens[at]!.events.length, 0, 'nothing stored');
     },
-    () => ({
-      evaluator: (jq: ExpressionEvaluator): ExpressionEvaluator => ({
-        evaluate: async (query, input, vars, principal) => {
-          const answer = await jq.evaluate(query, input, vars, principal);
-          if (holding && query.includes('com.example.ready')) await matching.pass();
-          return answer;
-        },
-        close: () => jq.close(),
-      }),
-    }),
+    () => ({ evaluator: holdingAt(matching, 'com.example.ready', () => holding) }),
   );
 });
 
@@ -183,16 +191,7 @@ test('an event taken just before the timeout while the timer fires first: the du
       assert.equal(record.status, 'completed', JSON.stringify(record.error));
       assert.deepEqual(record.output, { took: [{ n: 2 }] });
     },
-    () => ({
-      evaluator: (jq: ExpressionEvaluator): ExpressionEvaluator => ({
-        evaluate: async (query, input, vars, principal) => {
-          const answer = await jq.evaluate(query, input, vars, principal);
-          if (holding && query.includes('map(')) await completing.pass();
-          return answer;
-        },
-        close: () => jq.close(),
-      }),
-    }),
+    () => ({ evaluator: holdingAt(completing, 'map(', () => holding) }),
   );
 });
 
@@ -214,66 +213,63 @@ do:
       set: { took: '\${ . }' }
 `);
 
-/** An evaluator whose answers to programs including `.n + 100` wait at the gate while `holding()`. */
-const holdingIterations =
-  (iterating: ReturnType<typeof gate>, holding: () => boolean) =>
-  (jq: ExpressionEvaluator): ExpressionEvaluator => ({
-    evaluate: async (query, input, vars, principal) => {
-      const answer = await jq.evaluate(query, input, vars, principal);
-      if (holding() && query.includes('.n + 100')) await iterating.pass();
-      return answer;
-    },
-    close: () => jq.close(),
-  });
-
-test('foreach: an event taken just before the timeout that ends the wait is iterated, and the listen completes with it however late', async () => {
+/**
+ * Runs `fn` once an instance of foreachDocument(`name`, `to`) has taken an event of `type` (n = 1)
+ * just before its timeout and the clock has reached the timeout's instant while that event's
+ * iteration is held at `first`; `release` lets the iteration go on (done after `fn` in any case).
+ */
+async function iterationHeldAtTimeout(
+  name: string,
+  to: string,
+  type: string,
+  fn: (h: Harness, id: string, release: () => void) => Promise<void>,
+): Promise<void> {
   const iterating = gate();
   let holding = true;
+  const release = () => {
+    holding = false;
+    iterating.release();
+  };
   await withClock(
     async (h, { clock }) => {
-      const { id, dueAtMs } = await listening(h, foreachDocument('race-foreach-ended', '{ one: { with: { type: com.example.ready } } }'), 'foreach-ended');
+      const { id, dueAtMs } = await listening(h, foreachDocument(name, to), name);
       clock.set(dueAtMs - 1);
-      assert.deepEqual(await h.executor.deliver(event('com.example.ready', { n: 1 }), null), { matched: [id] }, 'taken before the timeout: accepted');
+      assert.deepEqual(await h.executor.deliver(event(type, { n: 1 }), null), { matched: [id] }, 'taken before the timeout: accepted');
       await iterating.reached; // Its iteration runs.
       await clock.advance(1); // The timeout's instant: the timer is due while the iteration runs.
-      holding = false;
-      iterating.release();
-      const record = await ended(h, id);
-      assert.equal(record.status, 'completed', `an accepted event was answered, then the instance faulted: ${JSON.stringify(record.error)}`);
-      assert.equal(record.timers[`${at}@timeout`]!.state, 'fired');
-      assert.deepEqual(record.tasks[at]!.output, [{ n: 101, second: true }]);
-      assert.deepEqual(record.output, { took: [{ n: 101, second: true }] });
+      try {
+        await fn(h, id, release);
+      } finally {
+        release();
+      }
     },
-    () => ({ evaluator: holdingIterations(iterating, () => holding) }),
+    () => ({ evaluator: holdingAt(iterating, '.n + 100', () => holding) }),
   );
-});
+}
 
-test('foreach: the timeout ends an open wait, and the task faults with it only once the events taken before it are iterated', async () => {
-  const iterating = gate();
-  let holding = true;
-  await withClock(
-    async (h, { clock }) => {
-      const { id, dueAtMs } = await listening(h, foreachDocument('race-foreach-open', "{ any: [], until: '${ false }' }"), 'foreach-open');
-      clock.set(dueAtMs - 1);
-      assert.deepEqual(await h.executor.deliver(event('com.example.one', { n: 1 }), null), { matched: [id] }, 'taken before the timeout: accepted');
-      await iterating.reached; // Its iteration runs.
-      await clock.advance(1); // The timeout fires while the iteration runs.
-      assert.deepEqual(await h.executor.deliver(event('com.example.two', { n: 2 }), null), { matched: [] }, 'nothing is taken at the timeout');
-      holding = false;
-      iterating.release();
-      const record = await ended(h, id);
-      assert.equal(record.status, 'faulted');
-      assert.equal(record.error?.status, 408);
-      assert.equal(record.error?.instance, at);
-      assert.equal(record.listens[at]!.events.length, 1);
-      const second = record.tasks[`${at}/foreach/do/1/second[0]`];
-      assert.equal(second?.state, 'completed', 'the accepted event was iterated to its end');
-      assert.deepEqual(second.output, { n: 101, second: true });
-      assert.ok(second.endedSeq! < record.tasks[at]!.endedSeq!, 'before the listen faulted');
-    },
-    () => ({ evaluator: holdingIterations(iterating, () => holding) }),
-  );
-});
+test('foreach: an event taken just before the timeout that ends the wait is iterated, and the listen completes with it however late', () =>
+  iterationHeldAtTimeout('race-foreach-ended', '{ one: { with: { type: com.example.ready } } }', 'com.example.ready', async (h, id, release) => {
+    release();
+    const record = await ended(h, id);
+    assert.equal(record.status, 'completed', `an accepted event was answered, then the instance faulted: ${JSON.stringify(record.error)}`);
+    assert.equal(record.timers[`${at}@timeout`]!.state, 'fired');
+    assert.deepEqual(record.tasks[at]!.output, [{ n: 101, second: true }]);
+    assert.deepEqual(record.output, { took: [{ n: 101, second: true }] });
+  }));
+
+test('foreach: the timeout ends an open wait, and the task faults with it only once the events taken before it are iterated', () =>
+  iterationHeldAtTimeout('race-foreach-open', "{ any: [], until: '${ false }' }", 'com.example.one', async (h, id, release) => {
+    // The timeout fires while the iteration runs.
+    assert.deepEqual(await h.executor.deliver(event('com.example.two', { n: 2 }), null), { matched: [] }, 'nothing is taken at the timeout');
+    release();
+    const record = await ended(h, id);
+    assertTimedOut(record);
+    assert.equal(record.listens[at]!.events.length, 1);
+    const second = record.tasks[`${at}/foreach/do/1/second[0]`];
+    assert.equal(second?.state, 'completed', 'the accepted event was iterated to its end');
+    assert.deepEqual(second.output, { n: 101, second: true });
+    assert.ok(second.endedSeq! < record.tasks[at]!.endedSeq!, 'before the listen faulted');
+  }));
 
 test('foreach: a wait the timeout ends with no event taken faults at the timeout, as without foreach', () =>
   withClock(async (h, { clock }) => {
@@ -281,9 +277,7 @@ test('foreach: a wait the timeout ends with no event taken faults at the timeout
     clock.set(dueAtMs);
     await clock.advance(0);
     const record = await ended(h, id);
-    assert.equal(record.status, 'faulted');
-    assert.equal(record.error?.status, 408);
-    assert.equal(record.error?.instance, at);
+    assertTimedOut(record);
   }));
 
 test('foreach: an open wait whose taken events were iterated before the timeout faults at the timeout, and takes nothing after it', () =>
@@ -294,9 +288,7 @@ test('foreach: an open wait whose taken events were iterated before the timeout 
     clock.set(dueAtMs);
     await clock.advance(0);
     const record = await ended(h, id);
-    assert.equal(record.status, 'faulted');
-    assert.equal(record.error?.status, 408);
-    assert.equal(record.error?.instance, at);
+    assertTimedOut(record);
     assert.equal(record.tasks[`${at}/foreach/do/1/second[0]`]?.state, 'completed');
     assert.deepEqual(await h.executor.deliver(event('com.example.two', { n: 2 }), null), { matched: [] });
   }));
