@@ -12,28 +12,35 @@ import type { JsonValue } from '../../src/contract/json.js';
 import { limits } from '../../src/contract/limits.js';
 import { MemoryEventStore } from '../../src/adapters/store/memory.js';
 import { SystemClock } from '../../src/contract/clock.js';
+import type { WorkflowRecord } from '../../src/workflow/exec/record.js';
 import { harness, headerEchoServer, runToEnd, yaml } from './support.js';
 
 const validation = 'https://serverlessworkflow.io/spec/1.0.0/errors/validation';
 const runtime = 'https://serverlessworkflow.io/spec/1.0.0/errors/runtime';
 const head = `document: { dsl: '1.0.3', namespace: test, name: rec, version: '1.0.0' }\n`;
 
+/** `text` (YAML) with `spaces` more spaces before each of its lines. */
+const indented = (text: string, spaces: number): string => text.replace(/^(?=.)/gm, ' '.repeat(spaces));
+
+/** The task `review`, a list item of YAML: a fork of two branches, each setting a text of `chars` characters. */
+const review = (chars: number): string => `- review:
+    fork:
+      branches:
+        - left:
+            set: { text: '\${ "l" * ${chars} }' }
+        - right:
+            set: { text: '\${ "r" * ${chars} }' }
+`;
+
 /**
- * A fork of two branches, each setting a text of `chars` characters, inside a try that catches a
- * runtime error (its output: where the error was raised), then one more task.
+ * `task` (a list item of YAML) inside a try that catches a runtime error (its output: where the
+ * error was raised), then one more task.
  */
-const guardedFork = (chars: number): JsonValue =>
+const guarded = (task: string): JsonValue =>
   yaml(`${head}do:
   - guarded:
       try:
-        - review:
-            fork:
-              branches:
-                - left:
-                    set: { text: '\${ "l" * ${chars} }' }
-                - right:
-                    set: { text: '\${ "r" * ${chars} }' }
-      catch:
+${indented(task, 8)}      catch:
         errors: { with: { type: '${runtime}' } }
         as: problem
         do:
@@ -42,6 +49,25 @@ const guardedFork = (chars: number): JsonValue =>
   - after:
       set: '\${ . + { done: true } }'
 `);
+
+/**
+ * Case `key`: the instance faulted with a runtime error at `pointer` whose detail `says` so, the
+ * task there recorded faulted with that error, and the task at `after` never ran.
+ */
+function assertFaultedAt(record: WorkflowRecord, key: string, pointer: string, says: RegExp, after: string): void {
+  assert.equal(record.status, 'faulted', key);
+  assert.equal(record.error?.instance, pointer, `${key}: ${JSON.stringify(record.error)}`);
+  assert.equal(record.error?.type, runtime, key);
+  assert.match(record.error?.detail ?? '', says, key);
+  const made = Object.values(record.tasks).find((t) => t.ref === pointer);
+  assert.equal(made?.state, 'faulted', `${key}: the task that made the value is recorded faulted, with the error`);
+  assert.deepEqual(made?.error, record.error, key);
+  assert.equal(
+    Object.values(record.tasks).find((t) => t.ref === after),
+    undefined,
+    `${key}: nothing after it ran`,
+  );
+}
 
 test('a raised error is recorded whatever its values: a status outside 100–999 or an overlong type is a validation error, a long title or detail is cut', async () => {
   const h = harness();
@@ -235,34 +261,12 @@ test("a fork whose combined output is past what one transition records faults at
   try {
     const record = await runToEnd(
       h,
-      yaml(`${head}do:
-  - prepare:
-      set: { n: 1 }
-  - review:
-      fork:
-        branches:
-          - left:
-              set: { text: '\${ "l" * 40000 }' }
-          - right:
-              set: { text: '\${ "r" * 40000 }' }
-  - after:
-      set: { done: true }
-`),
+      yaml(`${head}do:\n  - prepare:\n      set: { n: 1 }\n${indented(review(40000), 2)}  - after:\n      set: { done: true }\n`),
     );
-    assert.equal(record.status, 'faulted');
-    assert.equal(record.error?.instance, '/do/1/review', JSON.stringify(record.error));
+    assertFaultedAt(record, 'fork', '/do/1/review', /the output of task review/, '/do/2/after');
     assert.equal(record.error?.status, 500);
-    assert.match(record.error?.detail ?? '', /the output of task review/);
-    const fork = Object.values(record.tasks).find((task) => task.ref === '/do/1/review');
-    assert.equal(fork?.state, 'faulted', 'the fork task is recorded faulted, with the error');
-    assert.deepEqual(fork?.error, record.error);
-    assert.equal(
-      Object.values(record.tasks).find((task) => task.ref === '/do/2/after'),
-      undefined,
-      'nothing after it ran',
-    );
     // The fork's own error: a try around it catches it, and what follows runs.
-    const caught = await runToEnd(h, guardedFork(40000), {}, 'caught');
+    const caught = await runToEnd(h, guarded(review(40000)), {}, 'caught');
     assert.equal(caught.status, 'completed', JSON.stringify(caught.error));
     assert.deepEqual(caught.output, { caught: '/do/0/guarded/try/0/review', done: true });
   } finally {
@@ -295,40 +299,11 @@ test('a value a task made that is past what one transition records faults that t
     ];
     for (const [key, task, pointer] of cases) {
       const record = await runToEnd(h, yaml(`${head}do:\n${task}  - after:\n      set: { done: true }\n`), {}, key);
-      assert.equal(record.status, 'faulted', key);
-      assert.equal(record.error?.instance, pointer, `${key}: ${JSON.stringify(record.error)}`);
-      assert.equal(record.error?.type, runtime);
-      assert.equal(record.error?.status, 500);
-      assert.match(record.error?.detail ?? '', /bytes of JSON, more than the log records in one transition/);
-      const made = Object.values(record.tasks).find((t) => t.ref === pointer);
-      assert.equal(made?.state, 'faulted', `${key}: the task that made the value is recorded faulted, with the error`);
-      assert.deepEqual(made?.error, record.error);
-      assert.equal(
-        Object.values(record.tasks).find((t) => t.ref === '/do/1/after'),
-        undefined,
-        `${key}: nothing after it ran`,
-      );
+      assertFaultedAt(record, key, pointer, /bytes of JSON, more than the log records in one transition/, '/do/1/after');
+      assert.equal(record.error?.status, 500, key);
     }
     // The task's own error: a try around it catches it, and what follows runs.
-    const caught = await runToEnd(
-      h,
-      yaml(`${head}do:
-  - guarded:
-      try:
-        - make:
-            set: { text: '\${ "a" * 70000 }' }
-      catch:
-        errors: { with: { type: '${runtime}' } }
-        as: problem
-        do:
-          - report:
-              set: '\${ { caught: $problem.instance } }'
-  - after:
-      set: '\${ . + { done: true } }'
-`),
-      {},
-      'caught',
-    );
+    const caught = await runToEnd(h, guarded(`- make:\n    set: { text: '\${ "a" * 70000 }' }\n`), {}, 'caught');
     assert.equal(caught.status, 'completed', JSON.stringify(caught.error));
     assert.deepEqual(caught.output, { caught: '/do/0/guarded/try/0/make', done: true });
   } finally {
@@ -344,33 +319,15 @@ test('a value under workflowHeldOutputBytesMax but past what the store records i
   const h = harness({ store, clock });
   try {
     const cases: [string, string, string, RegExp][] = [
-      [
-        'fork',
-        `  - review:
-      fork:
-        branches:
-          - left:
-              set: { text: '\${ "l" * 12000 }' }
-          - right:
-              set: { text: '\${ "r" * 12000 }' }
-`,
-        '/do/0/review',
-        /the output of task review is \d+ bytes of JSON/,
-      ],
+      ['fork', indented(review(12000), 2), '/do/0/review', /the output of task review is \d+ bytes of JSON/],
       ['expression', `  - make:\n      set: { text: '\${ "a" * 24000 }' }\n`, '/do/0/make', /the value of step .* is \d+ bytes of JSON/],
     ];
     for (const [key, task, pointer, says] of cases) {
       const record = await runToEnd(h, yaml(`${head}do:\n${task}  - after:\n      set: { done: true }\n`), {}, key);
-      assert.equal(record.status, 'faulted', key);
-      assert.equal(record.error?.instance, pointer, `${key}: ${JSON.stringify(record.error)}`);
-      assert.equal(record.error?.type, runtime);
-      assert.match(record.error?.detail ?? '', says, key);
-      const made = Object.values(record.tasks).find((t) => t.ref === pointer);
-      assert.equal(made?.state, 'faulted', `${key}: the task that made the value is recorded faulted, with the error`);
-      assert.deepEqual(made?.error, record.error);
+      assertFaultedAt(record, key, pointer, says, '/do/1/after');
     }
     // Its own error: a try around it catches it, and what follows runs.
-    const caught = await runToEnd(h, guardedFork(12000), {}, 'caught');
+    const caught = await runToEnd(h, guarded(review(12000)), {}, 'caught');
     assert.equal(caught.status, 'completed', JSON.stringify(caught.error));
     assert.deepEqual(caught.output, { caught: '/do/0/guarded/try/0/review', done: true });
     // A value that fits beside the rest is held as before, and the instance completes.
