@@ -23,27 +23,32 @@ import type { WorkflowRecord } from '../../src/workflow/exec/record.js';
 import { assertReplayEqual, harness, runToEnd, yaml, type Harness } from './support.js';
 
 const runtimeError = 'https://serverlessworkflow.io/spec/1.0.0/errors/runtime';
+const head = (name: string) => `document: { dsl: '1.0.3', namespace: test, name: ${name}, version: '1.0.0' }\n`;
+
+/** A task `spin` whose one task raises an error (500), in a try whose catch retries it by `retry` (a YAML flow value), never counting. */
+const spinning = (retry: string) =>
+  yaml(`${head('spin')}do:
+  - spin:
+      try:
+        - boom:
+            raise: { error: { type: 'https://example.com/boom', status: 500 } }
+      catch:
+        retry: ${retry}
+`);
+
+/** The instance faulted on its task budget, with the runtime error saying so. */
+function assertTaskBudgetFault(record: WorkflowRecord, what: string): void {
+  assert.equal(record.status, 'faulted', what);
+  assert.equal(record.error?.type, runtimeError, what);
+  assert.equal(record.error?.title, 'Task budget exhausted', what);
+}
 
 /** A retry loop with no delay and no count, run on a store holding 60 transitions of a log (and `transitionsMax` to the executor, when given). */
 async function spin(key: string, transitionsMax?: number): Promise<{ h: Harness; store: MemoryEventStore; record: WorkflowRecord }> {
   const clock = new SystemClock();
   const store = new MemoryEventStore({ clock, limits: { transitionsMax: 60 } });
   const h = harness({ clock, store, transitionsMax });
-  const record = await runToEnd(
-    h,
-    yaml(`document: { dsl: '1.0.3', namespace: test, name: spin, version: '1.0.0' }
-do:
-  - spin:
-      try:
-        - boom:
-            raise: { error: { type: 'https://example.com/boom', status: 500 } }
-      catch:
-        retry: { delay: { milliseconds: 0 } }
-`),
-    {},
-    key,
-    20_000,
-  ).catch(async (error: unknown) => {
+  const record = await runToEnd(h, spinning('{ delay: { milliseconds: 0 } }'), {}, key, 20_000).catch(async (error: unknown) => {
     await h.close();
     throw error;
   });
@@ -85,15 +90,7 @@ test('a store holding fewer transitions than the running budget lowers it: the i
 test('an exponential backoff without a delay retries for as long as its policy lets it, past 2^1024', async () => {
   const h = harness();
   try {
-    const document = yaml(`document: { dsl: '1.0.3', namespace: test, name: spin, version: '1.0.0' }
-do:
-  - spin:
-      try:
-        - boom:
-            raise: { error: { type: 'https://example.com/boom', status: 500 } }
-      catch:
-        retry: { backoff: { exponential: {} } }
-`);
+    const document = spinning('{ backoff: { exponential: {} } }');
     const record = await runToEnd(h, document, {}, 'spin', 60_000);
     assert.equal(record.status, 'faulted', 'the error is never swallowed: no retry runs out');
     assert.match(record.error?.title ?? '', /^(Task|Log) budget exhausted$/);
@@ -159,8 +156,7 @@ const copyLoop = (name: string, items: string) => `  - ${name}:
 
 /** Two copy loops with a listen for `com.example.go` between them, after `before` (tasks of the same list). */
 const pausedCopies = (name: string, before = '') =>
-  yaml(`document: { dsl: '1.0.3', namespace: test, name: ${name}, version: '1.0.0' }
-do:
+  yaml(`${head(name)}do:
 ${before}${copyLoop('first', '$workflow.input.first')}  - pause:
       listen:
         to:
@@ -211,7 +207,7 @@ for (const kind of ['memory', 'sqlite'] as const) {
     const opened = openStore(kind, clock);
     const h = harness({ clock, store: opened.store, logBytesMax });
     try {
-      const document = yaml(`document: { dsl: '1.0.3', namespace: test, name: copy, version: '1.0.0' }\ndo:\n${copyLoop('each', '.items')}`);
+      const document = yaml(`${head('copy')}do:\n${copyLoop('each', '.items')}`);
       // Unbounded, the loop writes 100 copies: several times the budget.
       assert.ok(100 * blobBytes > 4 * logBytesMax);
       const record = await runToEnd(h, document, { items: range(100), blob }, 'copy');
@@ -317,8 +313,7 @@ test('a then loop and a for over the input end on the task budget, as a runtime 
   try {
     const looping = await runToEnd(
       h,
-      yaml(`document: { dsl: '1.0.3', namespace: test, name: loop, version: '1.0.0' }
-do:
+      yaml(`${head('loop')}do:
   - again:
       set: { n: 1 }
   - back:
@@ -328,13 +323,10 @@ do:
       {},
       'loop',
     );
-    assert.equal(looping.status, 'faulted');
-    assert.equal(looping.error?.type, runtimeError);
-    assert.equal(looping.error?.title, 'Task budget exhausted');
+    assertTaskBudgetFault(looping, 'the then loop');
     const iterating = await runToEnd(
       h,
-      yaml(`document: { dsl: '1.0.3', namespace: test, name: each, version: '1.0.0' }
-do:
+      yaml(`${head('each')}do:
   - each:
       for: { in: '\${ .items }' }
       do:
@@ -344,8 +336,7 @@ do:
       { items: Array.from({ length: 100 }, (_, index) => index) },
       'each',
     );
-    assert.equal(iterating.status, 'faulted');
-    assert.equal(iterating.error?.title, 'Task budget exhausted');
+    assertTaskBudgetFault(iterating, 'the for');
   } finally {
     await h.close();
   }
@@ -356,8 +347,7 @@ test('a for whose do is empty counts each iteration against the task budget: its
   try {
     const record = await runToEnd(
       h,
-      yaml(`document: { dsl: '1.0.3', namespace: test, name: idle, version: '1.0.0' }
-do:
+      yaml(`${head('idle')}do:
   - spin:
       for: { in: '\${ .items }' }
       while: '\${ $index >= 0 }'
@@ -366,9 +356,7 @@ do:
       { items: range(100) },
       'idle',
     );
-    assert.equal(record.status, 'faulted');
-    assert.equal(record.error?.type, runtimeError);
-    assert.equal(record.error?.title, 'Task budget exhausted');
+    assertTaskBudgetFault(record, 'the empty for');
     assert.equal(record.error?.instance, '/do/0/spin');
     // The while was evaluated for the iterations the budget let run, not for every item.
     assert.ok(Object.keys(record.steps).filter((at) => at.endsWith('>while')).length < 50);
@@ -385,8 +373,7 @@ test('a loop that commits nothing holds at most workflowHeldFactsMax facts outsi
     assert.ok(3 * iterations > 4 * limits.workflowHeldFactsMax);
     const record = await runToEnd(
       h,
-      yaml(`document: { dsl: '1.0.3', namespace: test, name: held, version: '1.0.0' }
-do:
+      yaml(`${head('held')}do:
   - each:
       for: { in: '\${ .items }' }
       do:
@@ -415,8 +402,7 @@ test('a jq result larger than a transition carries is an expression error, refus
     assert.ok(JSON.stringify(Array.from({ length: n }, (_, index) => index)).length > limits.expressionResultBytesMax);
     const record = await runToEnd(
       h,
-      yaml(`document: { dsl: '1.0.3', namespace: test, name: big, version: '1.0.0' }
-do:
+      yaml(`${head('big')}do:
   - grow:
       set: '\${ [range(.n)] }'
 `),
@@ -430,8 +416,7 @@ do:
     // Within the bound, a large result is taken as before.
     const small = await runToEnd(
       h,
-      yaml(`document: { dsl: '1.0.3', namespace: test, name: ok, version: '1.0.0' }
-do:
+      yaml(`${head('ok')}do:
   - grow:
       set: '\${ [range(.n)] | length }'
 `),
@@ -448,8 +433,7 @@ do:
 test('a wait whose duration from the input ends past what a timer records faults with a validation error', async () => {
   const h = harness();
   try {
-    const document = yaml(`document: { dsl: '1.0.3', namespace: test, name: nap, version: '1.0.0' }
-do:
+    const document = yaml(`${head('nap')}do:
   - nap:
       wait: '\${ .d }'
 `);
