@@ -40,8 +40,24 @@ async function listed(store: JetStreamEventStore): Promise<string[]> {
   return ids.sort();
 }
 
-test('jetstream: an admission whose open-set marker the broker lost is still listed for recovery', { timeout: 120_000 }, async () => {
-  const storeDir = await mkdtemp(join(tmpdir(), 'convoke-lost-marker-'));
+/** A store and the broker under it, once the broker has lost an acknowledged marker (lostMarker). */
+interface LostMarker {
+  store: JetStreamEventStore;
+  servers: string;
+  /** Admitted before the snapshot: its marker survives. */
+  kept: string;
+  /** Admitted after it: its admission survives, its marker is lost. */
+  lost: string;
+}
+
+/**
+ * Runs `fn` once the broker (in a store directory `prefix`-named) has lost the open-set marker of
+ * one admission: `kept` is admitted, the open set is copied while the server is stopped, `lost` is
+ * admitted, and the copy is put back while it is stopped again. The store that admitted both is
+ * reachable again when `fn` runs; everything is closed and removed after it.
+ */
+async function lostMarker(prefix: string, fn: (at: LostMarker) => Promise<void>): Promise<void> {
+  const storeDir = await mkdtemp(join(tmpdir(), prefix));
   let server = await startNatsServer({ jetstream: true, storeDir });
   const port = server.port;
   const store = await JetStreamEventStore.open({ servers: server.url, requestTimeoutMs: 2000 });
@@ -52,51 +68,43 @@ test('jetstream: an admission whose open-set marker the broker lost is still lis
     await server.stop();
     snapshot = await snapshotStreamPart(storeDir, 'CONVOKE_OPS_OPEN', 'msgs');
     server = await startNatsServer({ jetstream: true, storeDir, port });
+    // This store remembers the sequence lost's marker was stored at; the broker then loses it.
     const lost = await admit(store, 'lost-marker');
     // The broker loses lost's marker; its admission (in the operations stream) survives.
     await server.stop();
     await restoreStreamPart(storeDir, 'CONVOKE_OPS_OPEN', snapshot);
     server = await startNatsServer({ jetstream: true, storeDir, port });
     await eventually(async () => (await store.read(lost)).kind === 'ok', 'the store reachable again', 30_000);
-    // The next admission's marker is stored at a sequence the store saw before: the loss shows.
-    const later = await admit(store, 'later');
-    const restarted = await JetStreamEventStore.open({ servers: server.url, requestTimeoutMs: 2000 });
-    try {
-      assert.deepEqual(await listed(restarted), [kept, later, lost].sort());
-      assert.deepEqual(await listed(restarted), [kept, later, lost].sort(), 'and from the markers the history listing wrote');
-    } finally {
-      await restarted.close();
-    }
+    await fn({ store, servers: server.url, kept, lost });
   } finally {
     await store.close();
     await snapshot?.dispose();
     await server.dispose();
     await rm(storeDir, { recursive: true, force: true });
   }
-});
+}
+
+test('jetstream: an admission whose open-set marker the broker lost is still listed for recovery', { timeout: 120_000 }, () =>
+  lostMarker('convoke-lost-marker-', async ({ store, servers, kept, lost }) => {
+    // The next admission's marker is stored at a sequence the store saw before: the loss shows.
+    const later = await admit(store, 'later');
+    const restarted = await JetStreamEventStore.open({ servers, requestTimeoutMs: 2000 });
+    try {
+      assert.deepEqual(await listed(restarted), [kept, later, lost].sort());
+      assert.deepEqual(await listed(restarted), [kept, later, lost].sort(), 'and from the markers the history listing wrote');
+    } finally {
+      await restarted.close();
+    }
+  }),
+);
 
 test(
   'jetstream: after the broker lost a marker, its sequence given to another marker is not deleted by the store that remembers it',
   { timeout: 120_000 },
-  async () => {
-    const storeDir = await mkdtemp(join(tmpdir(), 'convoke-reused-seq-'));
-    let server = await startNatsServer({ jetstream: true, storeDir });
-    const port = server.port;
-    const store = await JetStreamEventStore.open({ servers: server.url, requestTimeoutMs: 2000 });
-    let snapshot: StoreSnapshot | undefined;
-    try {
-      const kept = await admit(store, 'kept');
-      await server.stop();
-      snapshot = await snapshotStreamPart(storeDir, 'CONVOKE_OPS_OPEN', 'msgs');
-      server = await startNatsServer({ jetstream: true, storeDir, port });
-      // This store remembers the sequence lost's marker was stored at; the broker then loses it.
-      const lost = await admit(store, 'lost-marker');
-      await server.stop();
-      await restoreStreamPart(storeDir, 'CONVOKE_OPS_OPEN', snapshot);
-      server = await startNatsServer({ jetstream: true, storeDir, port });
-      await eventually(async () => (await store.read(lost)).kind === 'ok', 'the store reachable again', 30_000);
+  () =>
+    lostMarker('convoke-reused-seq-', async ({ store, servers, kept, lost }) => {
       // Another store's marker is stored at the sequence lost's marker had.
-      const other = await JetStreamEventStore.open({ servers: server.url, requestTimeoutMs: 2000 });
+      const other = await JetStreamEventStore.open({ servers, requestTimeoutMs: 2000 });
       try {
         const reused = await admit(other, 'reused-seq');
         // lost is tombstoned by the store that remembers its marker's sequence, before it marks anything again.
@@ -105,11 +113,5 @@ test(
       } finally {
         await other.close();
       }
-    } finally {
-      await store.close();
-      await snapshot?.dispose();
-      await server.dispose();
-      await rm(storeDir, { recursive: true, force: true });
-    }
-  },
+    }),
 );
