@@ -399,6 +399,20 @@ describe('convoke serve over HTTP: slow senders, unauthenticated bodies and JWT 
   });
 });
 
+/**
+ * Invokes once as alice and once as bob without waiting (202, undecided), then holds, all at once,
+ * a 10 s wait on its own principal's operation for each of `waiters`: the replies, in that order.
+ */
+async function waitsAtOnce(server: ServeProcess, fixture: HttpFixture, waiters: readonly ('alice' | 'bob')[]): Promise<Reply[]> {
+  const { tokens } = fixture;
+  const undecided = async (token: string) =>
+    expectResult(await call(server.url, 'POST', '/contract-invocations', { token, body: requestBody(fixture, { waitMs: 0 }) }), 202).operationId;
+  const operationIds = { alice: await undecided(tokens.alice), bob: await undecided(tokens.bob) };
+  return Promise.all(
+    waiters.map((principal) => call(server.url, 'GET', `/contract-invocations/${operationIds[principal]}?waitMs=10000`, { token: tokens[principal] })),
+  );
+}
+
 describe('convoke serve over HTTP: a principal holds at most http.waitsPerPrincipal long-polls at once', () => {
   let fixture: HttpFixture;
   let server: ServeProcess;
@@ -414,16 +428,8 @@ describe('convoke serve over HTTP: a principal holds at most http.waitsPerPrinci
   });
 
   test('past the bound a wait answers at once (202, the state as it is); the waits within it and another principal’s wait until the decision', async () => {
-    const { alice, bob } = fixture.tokens;
-    const own = expectResult(await call(server.url, 'POST', '/contract-invocations', { token: alice, body: requestBody(fixture, { waitMs: 0 }) }), 202);
-    const others = expectResult(await call(server.url, 'POST', '/contract-invocations', { token: bob, body: requestBody(fixture, { waitMs: 0 }) }), 202);
-    const waited = (token: string, operationId: string) => call(server.url, 'GET', `/contract-invocations/${operationId}?waitMs=10000`, { token });
-    const replies = await Promise.all([
-      waited(alice, own.operationId),
-      waited(alice, own.operationId),
-      waited(alice, own.operationId),
-      waited(bob, others.operationId),
-    ]);
+    const { alice } = fixture.tokens;
+    const replies = await waitsAtOnce(server, fixture, ['alice', 'alice', 'alice', 'bob']);
     const alices = replies.slice(0, 3).map((reply) => [reply.status, reply.body.decision === null]);
     assert.deepEqual(
       alices.sort(),
@@ -457,15 +463,7 @@ describe('convoke serve over HTTP: all principals together hold at most http.wai
 
   test('two principals, each within its own bound: past the total one wait answers at once (202, the state as it is), the others until the decision', async () => {
     const { alice, bob } = fixture.tokens;
-    const own = expectResult(await call(server.url, 'POST', '/contract-invocations', { token: alice, body: requestBody(fixture, { waitMs: 0 }) }), 202);
-    const others = expectResult(await call(server.url, 'POST', '/contract-invocations', { token: bob, body: requestBody(fixture, { waitMs: 0 }) }), 202);
-    const waited = (token: string, operationId: string) => call(server.url, 'GET', `/contract-invocations/${operationId}?waitMs=10000`, { token });
-    const replies = await Promise.all([
-      waited(alice, own.operationId),
-      waited(alice, own.operationId),
-      waited(bob, others.operationId),
-      waited(bob, others.operationId),
-    ]);
+    const replies = await waitsAtOnce(server, fixture, ['alice', 'alice', 'bob', 'bob']);
     assert.deepEqual(
       replies.map((reply) => [reply.status, reply.body.decision === null]).sort(),
       [
