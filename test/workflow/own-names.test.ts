@@ -196,20 +196,24 @@ test('an OpenAPI form field named __proto__ is sent in the form body', async () 
   });
 });
 
-test('a header named __proto__ that reads a secret is refused as any such header; the secret is never in the log', async () => {
-  const token = 'tok-5e0c9d21a7';
-  await withService(
-    {},
-    async (base, seen, h) => {
-      const document = yaml(`${head('secret')}use: { secrets: [api] }
+/** A document `name` whose one task GETs `${base}/things` with the header `header` reading the token of the secret `secret`. */
+const secretInHeader = (name: string, base: string, secret: string, header: string) =>
+  yaml(`${head(name)}use: { secrets: [${secret}] }
 do:
   - get:
       call: http
       with:
         method: get
         endpoint: '${base}/things'
-        headers: { __proto__: '\${ $secrets.api.token }' }
+        headers: { ${header}: '\${ $secrets.${secret}.token }' }
 `);
+
+test('a header named __proto__ that reads a secret is refused as any such header; the secret is never in the log', async () => {
+  const token = 'tok-5e0c9d21a7';
+  await withService(
+    {},
+    async (base, seen, h) => {
+      const document = secretInHeader('secret', base, 'api', '__proto__');
       const { instanceId } = await h.executor.start({ principalId: 'alice', invocationKey: 'secret', document, input: {} });
       const record = await h.executor.wait(instanceId, 10_000);
       assert.equal(record.status, 'faulted');
@@ -228,15 +232,7 @@ test('a secret named __proto__ is read by an expression as any other secret', as
   await withService(
     {},
     async (base, seen, h) => {
-      const document = yaml(`${head('secret-named')}use: { secrets: [__proto__] }
-do:
-  - get:
-      call: http
-      with:
-        method: get
-        endpoint: '${base}/things'
-        headers: { x-key: '\${ $secrets.__proto__.token }' }
-`);
+      const document = secretInHeader('secret-named', base, '__proto__', 'x-key');
       const record = await runToEnd(h, document, {}, 'secret-named');
       assert.equal(record.status, 'completed', JSON.stringify(record.error));
       const sent = seen[0]?.rawHeaders ?? [];
