@@ -281,8 +281,10 @@ export function listenOutput(listen: ListenRecord, count = listen.events.length)
 const valueOf = (record: Mutable<WorkflowRecord>, value: JsonValue | undefined, from: ValueRef | undefined): JsonValue =>
   from === undefined ? (value as JsonValue) : referred(record, from);
 
-function once<V>(map: Readonly<Record<string, V>>, key: string, what: string): void {
-  if (Object.hasOwn(map, key)) throw new AssertionFailure(`${what} ${key} recorded twice`);
+/** Sets `map[key]` in the draft, as put does, for an entry recorded once: a second record of the key is an assertion naming `what`. */
+function putOnce<M extends MapName>(draft: Draft, map: M, key: string, value: WorkflowRecord[M][string], what: string): void {
+  if (Object.hasOwn(draft.record[map], key)) throw new AssertionFailure(`${what} ${key} recorded twice`);
+  put(draft, map, key, value);
 }
 
 /** A stream's first event anywhere else (created applies it): the instance machine refuses it, as an assertion. */
@@ -324,8 +326,7 @@ function applyEvent(draft: Draft, event: WorkflowEvent, atMs: number): void {
       return endTask(draft, event.at, {}, 'CANCEL');
     case 'expression-evaluated':
     case 'call-answered':
-      once(record.steps, event.at, 'step');
-      return put(draft, 'steps', event.at, event.result);
+      return putOnce(draft, 'steps', event.at, event.result, 'step');
     case 'child-bound':
     case 'child-disposed':
       return applyChild(draft, event);
@@ -342,8 +343,7 @@ function applyEvent(draft: Draft, event: WorkflowEvent, atMs: number): void {
       return put(draft, 'timers', event.at, { ...timer, state: stepTimer(timer.state, 'FIRE') });
     }
     case 'fork-won':
-      once(record.winners, event.at, 'fork winner');
-      return put(draft, 'winners', event.at, event.branch);
+      return putOnce(draft, 'winners', event.at, event.branch, 'fork winner');
     case 'listen-started':
     case 'listen-event-received':
       return applyListen(draft, event);
@@ -381,9 +381,8 @@ function endInstance(record: Mutable<WorkflowRecord>, event: WorkflowCompleted |
 function applyChild(draft: Draft, event: ChildBound | ChildDisposed): void {
   const record = draft.record;
   if (event.type === 'child-bound') {
-    once(record.children, event.at, 'child operation');
     const { ref, iterations, operationId, invocationKey, attempt } = event;
-    return put(draft, 'children', event.at, { ref, iterations, operationId, invocationKey, attempt });
+    return putOnce(draft, 'children', event.at, { ref, iterations, operationId, invocationKey, attempt }, 'child operation');
   }
   const child = record.children[event.at];
   if (!child || child.operationId !== event.operationId)
@@ -397,9 +396,8 @@ function applyChild(draft: Draft, event: ChildBound | ChildDisposed): void {
 function applySubworkflow(draft: Draft, event: SubworkflowBound | SubworkflowDisposed): void {
   const record = draft.record;
   if (event.type === 'subworkflow-bound') {
-    once(record.subworkflows, event.at, 'child workflow instance');
     const { ref, iterations, instanceId, invocationKey, workflow, attempt } = event;
-    return put(draft, 'subworkflows', event.at, { ref, iterations, instanceId, invocationKey, workflow, attempt });
+    return putOnce(draft, 'subworkflows', event.at, { ref, iterations, instanceId, invocationKey, workflow, attempt }, 'child workflow instance');
   }
   const child = record.subworkflows[event.at];
   if (!child || child.instanceId !== event.instanceId)
@@ -411,8 +409,7 @@ function applySubworkflow(draft: Draft, event: SubworkflowBound | SubworkflowDis
 function applyListen(draft: Draft, event: ListenStarted | ListenEventReceived): void {
   const record = draft.record;
   if (event.type === 'listen-started') {
-    once(record.listens, event.at, 'listen');
-    return put(draft, 'listens', event.at, { to: event.to, read: event.read, events: [], expected: {}, since: eventsTaken(record) });
+    return putOnce(draft, 'listens', event.at, { to: event.to, read: event.read, events: [], expected: {}, since: eventsTaken(record) }, 'listen');
   }
   const listen = record.listens[event.at];
   if (!listen || task(record, event.at).state !== 'running') throw new AssertionFailure(`listen ${event.at} took an event while not waiting`);
