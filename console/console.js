@@ -227,6 +227,35 @@
     };
   }
 
+  /**
+   * A live inspection's page (one operation, one workflow instance): `sections(inspection)` drawn
+   * anew with each event of the stream at `path`, and below them the timeline section, to which
+   * each event appends its new transitions (timelineRow, relative to `origin(inspection)`, with
+   * their time guards when `guarded`).
+   */
+  function inspectionPage({ pageId, noun, id, back, path, apply, sections, origin, timeline: { title, caption }, guarded }) {
+    const label = `${noun} ${short(id)}`;
+    const top = el('div', { id: pageId });
+    const head = ['#', 'revision', 'committed (+ms)', ...(guarded ? ['guard (+ms)'] : []), 'state', 'command', 'events'];
+    const timeline = tableSection('timeline', title, head, [], { caption });
+    const body = timeline.querySelector('tbody');
+    main.replaceChildren(el('p', {}, back), top);
+    say(`Loading ${short(id)}…`);
+    const held = following(apply);
+    const render = (name, data) => {
+      if (name !== 'snapshot' && name !== 'update') return;
+      const fresh = held.take(name, data);
+      const inspection = held.state;
+      if (name === 'snapshot') body.replaceChildren();
+      if (!timeline.isConnected) main.append(timeline);
+      top.replaceChildren(...sections(inspection));
+      const from = origin(inspection);
+      for (const t of fresh) body.append(timelineRow(t, from, guarded));
+      say(`${label}: live, ${body.children.length} transitions, updated ${new Date().toLocaleTimeString()}`);
+    };
+    stopLive = live(path, render, label);
+  }
+
   // ── the operations list ─────────────────────────────────────────────────
   const filterFields = [
     ['phase', ['', 'admitted', 'active', 'closed', 'settled']],
@@ -358,6 +387,39 @@
     );
   }
 
+  /**
+   * A titled section holding one scrolling table, named `${label} table` (label: the title unless
+   * given): `summary` (optional) between the title and the table, `caption` (optional) on the
+   * table, the `numeric` columns' headers marked as numbers.
+   */
+  function tableSection(id, title, head, rows, { label = title, caption, summary, numeric = [] } = {}) {
+    return el(
+      'section',
+      { 'aria-labelledby': `h-${id}` },
+      el('h2', { id: `h-${id}` }, title),
+      summary,
+      el(
+        'div',
+        { class: 'scroll', tabindex: 0, role: 'region', 'aria-label': `${label} table` },
+        el(
+          'table',
+          { id },
+          caption ? el('caption', {}, caption) : null,
+          el(
+            'thead',
+            {},
+            el(
+              'tr',
+              {},
+              head.map((h) => el('th', { scope: 'col', class: numeric.includes(h) ? 'num' : undefined }, h)),
+            ),
+          ),
+          el('tbody', {}, rows),
+        ),
+      ),
+    );
+  }
+
   function summarySection(inspection) {
     const r = inspection.result;
     const d = r.decision;
@@ -420,34 +482,15 @@
       ),
     );
     const head = ['branch', 'peer', 'status', 'attempt', 'fence', 'lease until (+ms)', 'disposition', 'cancel', 'result'];
-    return el(
-      'section',
-      { 'aria-labelledby': 'h-branches' },
-      el('h2', { id: 'h-branches' }, `Branches (${inspection.branches.length})`),
-      el(
+    return tableSection('branches', `Branches (${inspection.branches.length})`, head, rows, {
+      label: 'Branches',
+      summary: el(
         'p',
         { class: 'summary' },
         [...counts].map(([s, n]) => el('span', { class: `st-${s}` }, `${n} ${s}`)),
       ),
-      el(
-        'div',
-        { class: 'scroll', tabindex: 0, role: 'region', 'aria-label': 'Branches table' },
-        el(
-          'table',
-          { id: 'branches' },
-          el(
-            'thead',
-            {},
-            el(
-              'tr',
-              {},
-              head.map((h) => el('th', { scope: 'col', class: ['attempt', 'fence', 'lease until (+ms)'].includes(h) ? 'num' : undefined }, h)),
-            ),
-          ),
-          el('tbody', {}, rows),
-        ),
-      ),
-    );
+      numeric: ['attempt', 'fence', 'lease until (+ms)'],
+    });
   }
 
   /** An event: its type and scalar facts on one line; the whole event, as JSON text, folded below. */
@@ -461,7 +504,8 @@
     return el('details', {}, el('summary', {}, el('strong', {}, type), line ? ` ${line}` : ''), el('pre', {}, JSON.stringify(rest, null, 2)));
   }
 
-  function timelineRow(t, origin) {
+  /** One stored transition of a timeline, its instants relative to `origin`; its time guard only where the page shows one (an operation's). */
+  function timelineRow(t, origin, guarded) {
     const g = t.timeGuard;
     return el(
       'tr',
@@ -469,60 +513,26 @@
       el('td', { class: 'num' }, t.index),
       el('td', { class: 'mono' }, t.revision),
       el('td', { class: 'mono' }, `${iso(t.committedAtMs)} (${rel(t.committedAtMs, origin)})`),
-      el('td', { class: 'mono' }, `[${rel(g.notBeforeMs, origin)}, ${rel(g.notAfterMs, origin)})`),
+      guarded ? el('td', { class: 'mono' }, `[${rel(g.notBeforeMs, origin)}, ${rel(g.notAfterMs, origin)})`) : null,
       el('td', { class: t.applied ? 'applied' : 'void' }, t.applied ? 'applied' : 'void'),
       el('td', {}, t.command),
       el('td', { class: 'events' }, t.events.map(eventCell)),
     );
   }
 
-  function timelineSection() {
-    const head = ['#', 'revision', 'committed (+ms)', 'guard (+ms)', 'state', 'command', 'events'];
-    return el(
-      'section',
-      { 'aria-labelledby': 'h-timeline' },
-      el('h2', { id: 'h-timeline' }, 'Timeline'),
-      el(
-        'div',
-        { class: 'scroll', tabindex: 0, role: 'region', 'aria-label': 'Timeline table' },
-        el(
-          'table',
-          { id: 'timeline' },
-          el('caption', {}, "Every stored transition of the operation's stream; times relative to admission"),
-          el(
-            'thead',
-            {},
-            el(
-              'tr',
-              {},
-              head.map((h) => el('th', { scope: 'col' }, h)),
-            ),
-          ),
-          el('tbody', {}),
-        ),
-      ),
-    );
-  }
-
   function operationPage(operationId) {
-    const top = el('div', { id: 'operation' });
-    const timeline = timelineSection();
-    const body = timeline.querySelector('tbody');
-    main.replaceChildren(el('p', {}, el('a', { href: './' }, '← Operations')), top);
-    say(`Loading ${short(operationId)}…`);
-    const held = following(applyOperationUpdate);
-    const render = (name, data) => {
-      if (name !== 'snapshot' && name !== 'update') return;
-      const fresh = held.take(name, data);
-      const inspection = held.state;
-      if (name === 'snapshot') body.replaceChildren();
-      if (!timeline.isConnected) main.append(timeline);
-      top.replaceChildren(summarySection(inspection), branchesSection(inspection));
-      const origin = inspection.result.admittedAtMs;
-      for (const t of fresh) body.append(timelineRow(t, origin));
-      say(`Operation ${short(operationId)}: live, ${body.children.length} transitions, updated ${new Date().toLocaleTimeString()}`);
-    };
-    stopLive = live(`/contract-invocations/${encodeURIComponent(operationId)}/events`, render, `Operation ${short(operationId)}`);
+    inspectionPage({
+      pageId: 'operation',
+      noun: 'Operation',
+      id: operationId,
+      back: el('a', { href: './' }, '← Operations'),
+      path: `/contract-invocations/${encodeURIComponent(operationId)}/events`,
+      apply: applyOperationUpdate,
+      sections: (inspection) => [summarySection(inspection), branchesSection(inspection)],
+      origin: (inspection) => inspection.result.admittedAtMs,
+      timeline: { title: 'Timeline', caption: "Every stored transition of the operation's stream; times relative to admission" },
+      guarded: true,
+    });
   }
 
   // ── workflow instances ──────────────────────────────────────────────────
@@ -580,33 +590,6 @@
       say(`Workflow instances: live, updated ${new Date().toLocaleTimeString()}`);
     };
     stopLive = live(`/workflow-instances/events?${query}`, (name, data) => name === 'page' && render(data), 'Workflow instances');
-  }
-
-  function tableSection(id, title, head, rows, caption) {
-    return el(
-      'section',
-      { 'aria-labelledby': `h-${id}` },
-      el('h2', { id: `h-${id}` }, title),
-      el(
-        'div',
-        { class: 'scroll', tabindex: 0, role: 'region', 'aria-label': `${title} table` },
-        el(
-          'table',
-          { id },
-          caption ? el('caption', {}, caption) : null,
-          el(
-            'thead',
-            {},
-            el(
-              'tr',
-              {},
-              head.map((h) => el('th', { scope: 'col' }, h)),
-            ),
-          ),
-          el('tbody', {}, rows),
-        ),
-      ),
-    );
   }
 
   function instanceSummary(inspection) {
@@ -718,50 +701,25 @@
     return tableSection('child-instances', `Child workflow instances (${children.length})`, ['task', 'instance', 'workflow', 'status', 'disposition'], rows);
   }
 
-  function instanceTimelineRow(t, origin) {
-    return el(
-      'tr',
-      { 'data-index': t.index },
-      el('td', { class: 'num' }, t.index),
-      el('td', { class: 'mono' }, t.revision),
-      el('td', { class: 'mono' }, `${iso(t.committedAtMs)} (${rel(t.committedAtMs, origin)})`),
-      el('td', { class: t.applied ? 'applied' : 'void' }, t.applied ? 'applied' : 'void'),
-      el('td', {}, t.command),
-      el('td', { class: 'events' }, t.events.map(eventCell)),
-    );
-  }
-
   function instancePage(instanceId) {
-    const top = el('div', { id: 'instance' });
-    const timeline = tableSection(
-      'timeline',
-      'Event stream',
-      ['#', 'revision', 'committed (+ms)', 'state', 'command', 'events'],
-      [],
-      "Every stored transition of the instance's stream; times relative to its start",
-    );
-    const body = timeline.querySelector('tbody');
-    main.replaceChildren(el('p', {}, el('a', { href: './?view=workflows' }, '← Workflow instances')), top);
-    say(`Loading ${short(instanceId)}…`);
-    const held = following(applyInstanceUpdate);
-    const render = (name, data) => {
-      if (name !== 'snapshot' && name !== 'update') return;
-      const fresh = held.take(name, data);
-      const inspection = held.state;
-      if (name === 'snapshot') body.replaceChildren();
-      if (!timeline.isConnected) main.append(timeline);
-      top.replaceChildren(
+    inspectionPage({
+      pageId: 'instance',
+      noun: 'Workflow instance',
+      id: instanceId,
+      back: el('a', { href: './?view=workflows' }, '← Workflow instances'),
+      path: `/workflow-instances/${encodeURIComponent(instanceId)}/events`,
+      apply: applyInstanceUpdate,
+      sections: (inspection) => [
         instanceSummary(inspection),
         tasksSection(inspection),
         timersSection(inspection),
         childrenSection(inspection),
         childInstancesSection(inspection),
-      );
-      const origin = inspection.instance.startedAtMs;
-      for (const t of fresh) body.append(instanceTimelineRow(t, origin));
-      say(`Workflow instance ${short(instanceId)}: live, ${body.children.length} transitions, updated ${new Date().toLocaleTimeString()}`);
-    };
-    stopLive = live(`/workflow-instances/${encodeURIComponent(instanceId)}/events`, render, `Workflow instance ${short(instanceId)}`);
+      ],
+      origin: (inspection) => inspection.instance.startedAtMs,
+      timeline: { title: 'Event stream', caption: "Every stored transition of the instance's stream; times relative to its start" },
+      guarded: false,
+    });
   }
 
   // ── routing ─────────────────────────────────────────────────────────────
