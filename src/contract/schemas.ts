@@ -249,6 +249,15 @@ export const adapterErrorSchema = {
 
 const nullable = <const S extends object>(schema: S) => ({ anyOf: [{ type: 'null' }, schema] }) as const;
 
+/**
+ * A decision's outcome and the reason it closed (events/types.ts DecisionOutcome, DecisionReason):
+ * the decision-closed event records them and the InvocationResult's decision answers them.
+ */
+export const decisionOutcomeSchema = { enum: ['success', 'partial', 'failed', 'indeterminate'] } as const;
+export const decisionReasonSchema = {
+  enum: ['threshold', 'impossible', 'complete', 'timeout', 'cancelled', 'durability-lost', 'log-budget-exhausted'],
+} as const;
+
 export const invocationResultSchema = {
   $id: 'https://convoke.dev/schemas/invocation-result.json',
   type: 'object',
@@ -280,8 +289,8 @@ export const invocationResultSchema = {
       required: ['outcome', 'reason', 'closedAtMs', 'successVotes', 'failedUnits', 'units', 'threshold'],
       additionalProperties: false,
       properties: {
-        outcome: { enum: ['success', 'partial', 'failed', 'indeterminate'] },
-        reason: { enum: ['threshold', 'impossible', 'complete', 'timeout', 'cancelled', 'durability-lost', 'log-budget-exhausted'] },
+        outcome: decisionOutcomeSchema,
+        reason: decisionReasonSchema,
         closedAtMs: { type: 'integer' },
         successVotes: { type: 'integer', minimum: 0 },
         failedUnits: { type: 'integer', minimum: 0 },

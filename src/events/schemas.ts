@@ -6,7 +6,7 @@
 import type { JSONSchema } from 'json-schema-to-ts';
 import { describeErrors, lazyValidator } from '../contract/validation.js';
 import { tokenSchema } from '../contract/ids.js';
-import { completionSchema } from '../contract/schemas.js';
+import { completionSchema, decisionOutcomeSchema, decisionReasonSchema } from '../contract/schemas.js';
 
 const token = tokenSchema;
 const positive = { type: 'integer', minimum: 1, maximum: Number.MAX_SAFE_INTEGER } as const;
@@ -206,8 +206,8 @@ export const eventSchemas = [
   event('cancel-withdrawn', { ...attemptFence, reason: { const: 'request-never-sent' } }),
   event('cancel-timed-out', { branchIds: { type: 'array', minItems: 1, items: token } }),
   event('decision-closed', {
-    outcome: { enum: ['success', 'partial', 'failed', 'indeterminate'] },
-    reason: { enum: ['threshold', 'impossible', 'complete', 'timeout', 'cancelled', 'durability-lost', 'log-budget-exhausted'] },
+    outcome: decisionOutcomeSchema,
+    reason: decisionReasonSchema,
     successVotes: { type: 'integer', minimum: 0 },
     failedUnits: { type: 'integer', minimum: 0 },
     siblings: {
