@@ -18,6 +18,7 @@ import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { after, before } from 'node:test';
 import { loadBundle } from '../../src/contract/bundle.js';
 import type { JsonObject, JsonValue } from '../../src/contract/json.js';
 import type { ContractRef } from '../../src/contract/types.js';
@@ -36,7 +37,7 @@ import type { InvocationResult } from '../../src/projections/views.js';
 import type { PeerConfig, PeerInteractionConfig } from '../../src/cli/commands/peer.js';
 import { startServe, repoRoot, type ServeProcess } from './http-server.js';
 import type { WorkflowEventsConfig } from '../../src/runtime/workflow-service.js';
-import { startNatsServer, type NatsServer, type NatsUser } from './nats-server.js';
+import { madeForSuite, startNatsServer, type NatsServer, type NatsUser } from './nats-server.js';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const runningFromSource = import.meta.url.endsWith('.ts');
@@ -462,6 +463,53 @@ export class CommandClient {
     if (!('instance' in reply)) throw new Error(`workflow-start of ${workflow}: ${JSON.stringify(reply)}`);
     return reply.instance.instanceId;
   }
+}
+
+/** A suite's deployment (deploymentForSuite): its fixture, started, and the command client its tests share. */
+export interface DeploymentSuite {
+  readonly fixture: NatsDeploymentFixture;
+  readonly client: CommandClient;
+}
+
+export interface DeploymentSuiteStart {
+  /** Starts what the suite's tests need on the started fixture (serve, peers, clients of its own): serve alone when absent. */
+  startUp?: (f: NatsDeploymentFixture) => Promise<unknown>;
+  /** The command principal whose client (`client`) the tests share, connected once startUp is done. */
+  client?: string;
+  /** Runs after the tests on a deployment that started (checks of what its processes wrote, processes of the suite's own to stop first); the fixture is disposed of even when it throws. */
+  beforeDispose?: (f: NatsDeploymentFixture) => unknown;
+}
+
+/**
+ * Inside a `describe` (or at a test file's top level): a deployment of the suite's own (`options`),
+ * started before its tests and disposed of after them, with all it runs, even when start-up failed
+ * half-way. Read the fields inside the tests, once made.
+ */
+export function deploymentForSuite(options: NatsFixtureOptions, start: DeploymentSuiteStart = {}): DeploymentSuite {
+  const made: { fixture?: NatsDeploymentFixture; client?: CommandClient } = {};
+  before(async () => {
+    const f = (made.fixture = await NatsDeploymentFixture.start(options));
+    await (start.startUp ? start.startUp(f) : f.startServe());
+    if (start.client !== undefined) made.client = await f.client(start.client);
+  });
+  after(async () => {
+    const f = made.fixture;
+    if (f === undefined) return;
+    try {
+      await start.beforeDispose?.(f);
+    } finally {
+      await f.dispose();
+    }
+  });
+  return {
+    get fixture() {
+      return madeForSuite(made.fixture, 'deployment');
+    },
+    get client() {
+      if (start.client === undefined) throw new Error('the suite names no command principal for its client');
+      return madeForSuite(made.client, `${start.client} client`);
+    },
+  };
 }
 
 /** The types of a log's events, in order. */

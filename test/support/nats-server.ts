@@ -212,6 +212,12 @@ export async function startNatsServer(options: NatsServerOptions = {}): Promise<
   };
 }
 
+/** A value a suite's `before` makes, read by its tests: only once made (natsTransportForSuite, deploymentForSuite). */
+export function madeForSuite<T>(value: T | undefined, what: string): T {
+  if (value === undefined) throw new Error(`the suite's ${what} is made before its tests run`);
+  return value;
+}
+
 /** A suite's nats-server, a connection to it and a NatsTransport on that connection (natsTransportForSuite). */
 export interface NatsTransportSuite {
   readonly server: NatsServer;
@@ -235,19 +241,15 @@ export function natsTransportForSuite(options: NatsServerOptions): NatsTransport
     await made.nc?.close();
     await made.server?.dispose();
   });
-  const held = <T>(value: T | undefined, what: string): T => {
-    if (value === undefined) throw new Error(`the suite's ${what} is made before its tests run`);
-    return value;
-  };
   return {
     get server() {
-      return held(made.server, 'nats-server');
+      return madeForSuite(made.server, 'nats-server');
     },
     get nc() {
-      return held(made.nc, 'connection');
+      return madeForSuite(made.nc, 'connection');
     },
     get transport() {
-      return held(made.transport, 'transport');
+      return madeForSuite(made.transport, 'transport');
     },
   };
 }
