@@ -13,7 +13,6 @@ import tseslint from 'typescript-eslint';
 export const longFunctions = {
   'test/conformance/transport.ts': 2, // coreRules 77, durableRules 267
   'test/faults/nats-chaos.test.ts': 1,
-  'test/faults/nats-coordinators.test.ts': 1,
   'test/faults/nats-faults.test.ts': 1,
   'test/faults/nats-lost-writes.test.ts': 1,
   'test/integration/cli-nats.test.ts': 1,

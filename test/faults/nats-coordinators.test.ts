@@ -10,11 +10,11 @@
  *     retried under their keys, and every operation decides, as its log says.
  */
 import assert from 'node:assert/strict';
-import { after, before, describe, it } from 'node:test';
+import { describe, it } from 'node:test';
 import type { JsonObject } from '../../src/contract/json.js';
 import { fold } from '../../src/projections/record.js';
 import type { ServeProcess } from '../support/http-server.js';
-import { NatsDeploymentFixture, approve, e2eBundle, resultOf, type CommandClient, type PeerSpec } from '../support/nats-deployment-fixture.js';
+import { approve, deploymentForSuite, e2eBundle, resultOf, type CommandClient, type PeerSpec } from '../support/nats-deployment-fixture.js';
 
 const reviewers = ['alfa', 'bravo', 'charlie', 'delta', 'echo'];
 const interactions = ['allok', 'first', 'quorum'] as const;
@@ -81,40 +81,33 @@ async function load(
 }
 
 describe('two coordinators on one deployment', { timeout: 120_000 }, () => {
-  let f: NatsDeploymentFixture;
   let second: ServeProcess;
-  let client: CommandClient;
-
-  before(async () => {
-    // Default durable settings: results a killed coordinator had taken but not acknowledged come
-    // back after the default ack_wait, well inside the leases.
-    f = await NatsDeploymentFixture.start({
-      mode: 'durable',
-      store: 'jetstream',
-      bundle: bundle(),
-      groups: { reviewers },
-      peers: peers(),
-      commandClients: ['billing'],
-    });
-    await f.startServe();
-    second = await f.startAnotherServe();
-    await f.startPeers();
-    client = await f.client('billing');
-  });
-  after(() => f?.dispose());
+  // Default durable settings: results a killed coordinator had taken but not acknowledged come
+  // back after the default ack_wait, well inside the leases.
+  const deployment = deploymentForSuite(
+    { mode: 'durable', store: 'jetstream', bundle: bundle(), groups: { reviewers }, peers: peers(), commandClients: ['billing'] },
+    {
+      client: 'billing',
+      startUp: async (f) => {
+        await f.startServe();
+        second = await f.startAnotherServe();
+        await f.startPeers();
+      },
+    },
+  );
 
   it('every invoke that waits for the decision gets it, whichever coordinator took the command and whichever decided', async () => {
-    const before = [await commandsAnswered(f.serve!), await commandsAnswered(second)];
+    const before = [await commandsAnswered(deployment.fixture.serve!), await commandsAnswered(second)];
     const pending: string[] = [];
     let replies = 0;
-    await load(client, 'both', invocations, (key, outcome) => {
+    await load(deployment.client, 'both', invocations, (key, outcome) => {
       replies++;
       if (outcome instanceof Error) pending.push(`${key}: ${outcome.message}`);
       else if (outcome.status !== 200 || !outcome.decided) pending.push(`${key}: ${outcome.status} after ${outcome.elapsedMs} ms`);
     });
     assert.equal(replies, invocations, 'every invocation answered');
     assert.deepEqual(pending, [], 'no invoke left waiting out its waitMs');
-    const answered = [(await commandsAnswered(f.serve!)) - before[0]!, (await commandsAnswered(second)) - before[1]!];
+    const answered = [(await commandsAnswered(deployment.fixture.serve!)) - before[0]!, (await commandsAnswered(second)) - before[1]!];
     assert.ok(
       answered.every((n) => n > 0),
       `both coordinators served commands: ${answered.join(' / ')}`,
@@ -126,7 +119,7 @@ describe('two coordinators on one deployment', { timeout: 120_000 }, () => {
     // Killed once a quarter of the invocations were answered: under load whatever the machine's speed.
     let answered = 0;
     let killed = false;
-    const keys = await load(client, 'kill', invocations, (key, outcome) => {
+    const keys = await load(deployment.client, 'kill', invocations, (key, outcome) => {
       if (outcome instanceof Error || outcome.status !== 200) failed.add(key);
       if (++answered === invocations / 4) {
         second.child.kill('SIGKILL');
@@ -138,7 +131,7 @@ describe('two coordinators on one deployment', { timeout: 120_000 }, () => {
     for (const [key, interaction] of keys) {
       let reply;
       for (let tries = 0; tries < 20; tries++) {
-        reply = await client.invoke(interaction, { document: key }, { key, waitMs: 10_000 }).catch(() => undefined);
+        reply = await deployment.client.invoke(interaction, { document: key }, { key, waitMs: 10_000 }).catch(() => undefined);
         if (reply?.status === 200) break;
       }
       assert.equal(reply?.status, 200, `${key} (${failed.has(key) ? 'lost with the killed coordinator' : 'answered'}) decides: ${JSON.stringify(reply)}`);
@@ -146,9 +139,9 @@ describe('two coordinators on one deployment', { timeout: 120_000 }, () => {
       assert.equal(
         result.decision?.outcome,
         'success',
-        `${key}: ${JSON.stringify(result.decision)} ${JSON.stringify(result.branches.map((b) => [b.branchId, b.status, b.attempt, b.result]))} ${JSON.stringify((await f.log(result.operationId)).flatMap((t) => t.transition.events.map((e) => e.type + ':' + JSON.stringify(e).slice(0, 300))))}`,
+        `${key}: ${JSON.stringify(result.decision)} ${JSON.stringify(result.branches.map((b) => [b.branchId, b.status, b.attempt, b.result]))} ${JSON.stringify((await deployment.fixture.log(result.operationId)).flatMap((t) => t.transition.events.map((e) => e.type + ':' + JSON.stringify(e).slice(0, 300))))}`,
       );
-      const record = fold(await f.log(result.operationId));
+      const record = fold(await deployment.fixture.log(result.operationId));
       assert.deepEqual(record?.decision?.closedAtMs, result.decision?.closedAtMs, `${key}: the reply is the log's decision`);
     }
   });

@@ -13,15 +13,15 @@
  *   resume, and the durability gate's closing and reopening are logged.
  */
 import assert from 'node:assert/strict';
-import { after, before, describe, it } from 'node:test';
+import { describe, it } from 'node:test';
 import { encodeWire, type ResultMessage } from '../../src/events/wire.js';
 import type { JsonObject } from '../../src/contract/json.js';
 import type { DomainEvent } from '../../src/events/types.js';
 import { subjectFor } from '../../src/adapters/transport/subjects.js';
 import { SqliteEffectSink } from '../../src/peer/sqlite-effect-sink.js';
 import {
-  NatsDeploymentFixture,
   approve,
+  deploymentForSuite,
   e2eBundle,
   e2eNamespace,
   eventually,
@@ -56,11 +56,8 @@ function faultPeers(): Record<string, PeerSpec> {
 }
 
 describe('NATS faults (durable mode, jetstream store)', { timeout: 55_000 }, () => {
-  let f: NatsDeploymentFixture;
-  let client: CommandClient;
-
-  before(async () => {
-    f = await NatsDeploymentFixture.start({
+  const deployment = deploymentForSuite(
+    {
       mode: 'durable',
       store: 'jetstream',
       bundle: faultBundle(),
@@ -69,24 +66,27 @@ describe('NATS faults (durable mode, jetstream store)', { timeout: 55_000 }, () 
       commandClients: ['billing'],
       durable: { ackWaitMs: 2_500, maxDeliver: 50 },
       durabilityCheckIntervalMs: 500,
-    });
-    const crashing = await f.writePeerConfig('golf', { faults: { crashAfterEffect: true } }, '-crash');
-    await Promise.all([f.startServe(), ...reviewers.map((p) => f.startPeer(p)), f.startPeer('golf', crashing)]);
-    client = await f.client('billing');
-  });
-  after(() => f?.dispose());
+    },
+    {
+      client: 'billing',
+      startUp: async (f) => {
+        const crashing = await f.writePeerConfig('golf', { faults: { crashAfterEffect: true } }, '-crash');
+        await Promise.all([f.startServe(), ...reviewers.map((p) => f.startPeer(p)), f.startPeer('golf', crashing)]);
+      },
+    },
+  );
 
   it('a peer killed after its effect and before its ack: redelivery to the restarted peer applies no second effect', async () => {
-    const golf = f.peers.get('golf')!;
-    const pending = resultOf(await client.invoke('effect', { document: 'pay once' }, { waitMs: 0 }));
+    const golf = deployment.fixture.peers.get('golf')!;
+    const pending = resultOf(await deployment.client.invoke('effect', { document: 'pay once' }, { waitMs: 0 }));
     const death = await golf.exited;
     assert.equal(death.signal, 'SIGKILL', golf.output());
-    const sink = new SqliteEffectSink({ path: f.effectsPath });
+    const sink = new SqliteEffectSink({ path: deployment.fixture.effectsPath });
     try {
       assert.equal(sink.applied().filter((e) => e.operationId === pending.operationId).length, 1, 'the effect committed before the crash');
       // Not acknowledged: the request is still owed to golf. A restarted golf gets it again after ack_wait.
-      await f.startPeer('golf');
-      const decided = resultOf(await client.get(pending.operationId, { waitMs: 20_000 }));
+      await deployment.fixture.startPeer('golf');
+      const decided = resultOf(await deployment.client.get(pending.operationId, { waitMs: 20_000 }));
       assert.equal(decided.decision?.outcome, 'success', JSON.stringify(decided));
       assert.deepEqual(decided.branches[0]?.result, { verdict: 'approve' });
       const effects = sink.applied().filter((e) => e.operationId === pending.operationId);
@@ -97,9 +97,9 @@ describe('NATS faults (durable mode, jetstream store)', { timeout: 55_000 }, () 
   });
 
   it("duplicated and reordered results from the peers' own users: one vote each; a conflicting copy is recorded, not counted", async () => {
-    const op = resultOf(await client.invoke('manual', { document: 'd' }, { waitMs: 0 })).operationId;
+    const op = resultOf(await deployment.client.invoke('manual', { document: 'd' }, { waitMs: 0 })).operationId;
     const verdicts: Record<string, object> = { hotel: approve, india: reject, juliett: approve };
-    const transports = Object.fromEntries(await Promise.all(manualPeers.map(async (p) => [p, await f.peerTransport(p)] as const)));
+    const transports = Object.fromEntries(await Promise.all(manualPeers.map(async (p) => [p, await deployment.fixture.peerTransport(p)] as const)));
     const message = (peerId: string, result: object): ResultMessage => ({
       kind: 'result',
       operationId: op,
@@ -121,38 +121,38 @@ describe('NATS faults (durable mode, jetstream store)', { timeout: 55_000 }, () 
       );
       assert.equal(receipt.receipt, 'stored', receipt.detail);
     }
-    const decided = resultOf(await client.get(op, { waitMs: 15_000 }));
+    const decided = resultOf(await deployment.client.get(op, { waitMs: 15_000 }));
     assert.equal(decided.decision?.outcome, 'success');
     assert.equal(decided.decision?.reason, 'complete');
     assert.deepEqual([decided.decision?.successVotes, decided.decision?.failedUnits, decided.decision?.units], [2, 1, 3]);
     await transports.hotel!.publish(subjectFor(e2eNamespace, 'manual', op, 'result', 'hotel'), encodeWire(message('hotel', reject)), {
       msgId: `${op}-hotel-conflict`,
     });
-    const events = async () => (await f.log(op)).flatMap((t) => t.transition.events) as DomainEvent[];
+    const events = async () => (await deployment.fixture.log(op)).flatMap((t) => t.transition.events) as DomainEvent[];
     await eventually(async () => (await events()).some((e) => e.type === 'protocol-conflict-recorded'), 'the conflicting copy recorded as a protocol conflict');
     const accepted = (await events()).filter((e) => e.type === 'result-accepted').map((e) => (e as { branchId: string }).branchId);
     assert.deepEqual(accepted.sort(), [...manualPeers].sort(), 'one accepted result per branch');
-    const after = resultOf(await client.get(op, { waitMs: 0 }));
+    const after = resultOf(await deployment.client.get(op, { waitMs: 0 }));
     assert.deepEqual(after.decision, decided.decision, 'the decision never changes');
     assert.deepEqual(after.branches.find((b) => b.branchId === 'hotel')?.result, approve);
   });
 
   it('nats-server restarted mid-run (same port, same store): nothing is lost and every operation decides', async () => {
     const operations = [];
-    for (let i = 0; i < 8; i++) operations.push(resultOf(await client.invoke('allok', { document: `restart ${i}` }, { waitMs: 0 })).operationId);
+    for (let i = 0; i < 8; i++) operations.push(resultOf(await deployment.client.invoke('allok', { document: `restart ${i}` }, { waitMs: 0 })).operationId);
     // The reviewers are working (800 ms each) when the server goes away. While it is away, the
     // HTTP facade (still up) refuses new admissions as unavailable (the durability gate, or the
     // jetstream store on the same server, whichever answers first).
     let refused: { status: number; body: JsonObject } | undefined;
-    await f.restartServer(async () => {
+    await deployment.fixture.restartServer(async () => {
       await eventually(
-        async () => (refused = await f.httpInvoke('allok', { document: 'during outage' }, 'during-outage')).status === 503,
+        async () => (refused = await deployment.fixture.httpInvoke('allok', { document: 'during outage' }, 'during-outage')).status === 503,
         'an admission refused while nats-server is down',
         8_000,
       );
     });
     assert.equal(refused?.body.kind, 'unavailable');
-    const decided = await Promise.all(operations.map((op) => getWithRetry(client, op)));
+    const decided = await Promise.all(operations.map((op) => getWithRetry(deployment.client, op)));
     for (const r of decided) {
       assert.equal(r.decision?.outcome, 'success', JSON.stringify(r.decision));
       assert.deepEqual([r.decision?.successVotes, r.decision?.units], [5, 5]);
@@ -160,14 +160,15 @@ describe('NATS faults (durable mode, jetstream store)', { timeout: 55_000 }, () 
     // Admissions work again once durability is proven on the restarted server.
     await eventually(
       async () =>
-        (await client.invoke('allok', { document: 'after restart' }, { key: 'after-restart', waitMs: 3_000 }).catch(() => ({ status: 0 }))).status === 200,
+        (await deployment.client.invoke('allok', { document: 'after restart' }, { key: 'after-restart', waitMs: 3_000 }).catch(() => ({ status: 0 })))
+          .status === 200,
       'a new admission after the restart',
       20_000,
     );
-    assert.match(f.serve!.stderr(), /durability NOT proven/);
-    assert.match(f.serve!.stderr(), /durability proven again/);
+    assert.match(deployment.fixture.serve!.stderr(), /durability NOT proven/);
+    assert.match(deployment.fixture.serve!.stderr(), /durability proven again/);
     // The refused admission left nothing behind: the same key is a new operation now.
-    assert.equal((await f.httpInvoke('allok', { document: 'during outage' }, 'during-outage')).status, 200);
+    assert.equal((await deployment.fixture.httpInvoke('allok', { document: 'during outage' }, 'during-outage')).status, 200);
   });
 });
 
