@@ -6,14 +6,14 @@
  * another principal's operation as 9, and `get --store` as an operator; the same through a CLI
  * context that names the servers, user, password variable and store.
  */
-import { after, before, describe, it } from 'node:test';
+import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { JsonObject } from '../../src/contract/json.js';
 import { exitCodes } from '../../src/cli/exit-codes.js';
 import { passwordVariableOf } from '../../src/deployment/nats/permissions.js';
-import { NatsDeploymentFixture, e2eBundle, reviewerPeers, reviewerSpec, spawnCli } from '../support/nats-deployment-fixture.js';
+import { deploymentForSuite, e2eBundle, reviewerPeers, reviewerSpec, spawnCli, type NatsFixtureOptions } from '../support/nats-deployment-fixture.js';
 
 const reviewers = ['alfa', 'bravo', 'charlie'];
 
@@ -23,29 +23,26 @@ interface Reply {
   error?: { kind: string };
 }
 
+/** The e2e bundle and reviewers, with a `stoppable` interaction the callers may cancel. */
+function stoppableDeployment(): NatsFixtureOptions {
+  const bundle = e2eBundle();
+  const interactions = bundle.interactions as JsonObject;
+  // 45 s to its deadline: a loaded machine takes seconds per CLI process, and a stoppable operation
+  // must still be open when cancel arrives (its peers answer only after 60 s).
+  interactions.stoppable = { ...(interactions.allok as JsonObject), cancellation: 'caller', timeoutMs: 45_000 };
+  const peers = reviewerPeers(reviewers);
+  // "slow" answers after 60 s: long past the test, so a stoppable operation stays open until cancelled.
+  for (const peerId of reviewers) peers[peerId]!.interactions.stoppable = reviewerSpec(peerId, 60_000);
+  return { mode: 'core', store: 'sqlite', bundle, groups: { reviewers }, peers, commandClients: ['billing', 'mallory'] };
+}
+
 describe('convoke invoke, get and cancel over NATS', { timeout: 180_000 }, () => {
-  let f: NatsDeploymentFixture;
+  const deployment = deploymentForSuite(stoppableDeployment(), { startUp: (f) => Promise.all([f.startServe(), f.startPeers()]) });
 
-  before(async () => {
-    const bundle = e2eBundle();
-    const interactions = bundle.interactions as JsonObject;
-    // 45 s to its deadline: a loaded machine takes seconds per CLI process, and a stoppable operation
-    // must still be open when cancel arrives (its peers answer only after 60 s).
-    interactions.stoppable = { ...(interactions.allok as JsonObject), cancellation: 'caller', timeoutMs: 45_000 };
-    const peers = reviewerPeers(reviewers);
-    // "slow" answers after 60 s: long past the test, so a stoppable operation stays open until cancelled.
-    for (const peerId of reviewers) peers[peerId]!.interactions.stoppable = reviewerSpec(peerId, 60_000);
-    f = await NatsDeploymentFixture.start({ mode: 'core', store: 'sqlite', bundle, groups: { reviewers }, peers, commandClients: ['billing', 'mallory'] });
-    await Promise.all([f.startServe(), f.startPeers()]);
-  });
-  after(async () => {
-    await f?.dispose();
-  });
-
-  const store = () => `sqlite:${join(f.dir, 'ops.db')}`;
-  const as = (user: string) => ['--nats', f.url, '--user', user, '--password-env', passwordVariableOf(user)];
+  const store = () => `sqlite:${join(deployment.fixture.dir, 'ops.db')}`;
+  const as = (user: string) => ['--nats', deployment.fixture.url, '--user', user, '--password-env', passwordVariableOf(user)];
   const cli = async (args: string[]) => {
-    const child = spawnCli(args, f.env());
+    const child = spawnCli(args, deployment.fixture.env());
     const { code } = await child.exited;
     return { code, output: child.output() };
   };
@@ -54,7 +51,7 @@ describe('convoke invoke, get and cancel over NATS', { timeout: 180_000 }, () =>
       'invoke',
       ...as('billing'),
       '--contract',
-      join(f.dir, 'bundle.json'),
+      join(deployment.fixture.dir, 'bundle.json'),
       '--interaction',
       interaction,
       '--key',
@@ -113,13 +110,13 @@ describe('convoke invoke, get and cancel over NATS', { timeout: 180_000 }, () =>
   });
 
   it('a context carries servers, user, password variable and store: invoke, get by short id and cancel name only the context', async () => {
-    const contexts = join(f.dir, 'contexts.json');
-    const billing = { nats: f.url, user: 'billing', passwordEnv: passwordVariableOf('billing'), store: store() };
+    const contexts = join(deployment.fixture.dir, 'contexts.json');
+    const billing = { nats: deployment.fixture.url, user: 'billing', passwordEnv: passwordVariableOf('billing'), store: store() };
     await writeFile(contexts, JSON.stringify({ selected: 'billing', contexts: { billing, nowhere: { ...billing, nats: 'nats://127.0.0.1:1' } } }), {
       mode: 0o600,
     });
     const input = JSON.stringify({ document: 'd', slow: reviewers });
-    const bundle = join(f.dir, 'bundle.json');
+    const bundle = join(deployment.fixture.dir, 'bundle.json');
     const started = await cli([
       'invoke',
       '--contexts',

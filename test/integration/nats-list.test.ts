@@ -4,15 +4,14 @@
  * operator principal lists all, the cursor pages, and invalid parameters answer 400 invalid-input
  * naming each problem — the same answers as GET /contract-invocations.
  */
-import { test, before, after } from 'node:test';
+import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { sendListCommand, type ListReply } from '../../src/nats-api/commands.js';
 import type { ListPage } from '../../src/runtime/operation-list.js';
-import { NatsDeploymentFixture, e2eBundle, resultOf, type CommandClient } from '../support/nats-deployment-fixture.js';
+import { deploymentForSuite, e2eBundle, resultOf, type CommandClient } from '../support/nats-deployment-fixture.js';
 
 process.env.PATH = `${process.env.PATH ?? ''}:/usr/sbin`;
 
-let f: NatsDeploymentFixture;
 const clients: Record<string, CommandClient> = {};
 const admitted: { billing: string[]; shipping: string[] } = { billing: [], shipping: [] };
 
@@ -22,8 +21,8 @@ const pageOf = (reply: ListReply): ListPage => {
 };
 const list = (who: string, parameters: Record<string, string | number | boolean> = {}) => sendListCommand(clients[who]!.transport, who, parameters, 10_000);
 
-before(async () => {
-  f = await NatsDeploymentFixture.start({
+deploymentForSuite(
+  {
     mode: 'core',
     store: 'sqlite',
     bundle: e2eBundle(),
@@ -31,20 +30,20 @@ before(async () => {
     peers: {},
     commandClients: ['billing', 'shipping', 'ops'],
     operators: ['ops'],
-  });
-  await f.startServe();
-  for (const who of ['billing', 'shipping', 'ops']) clients[who] = await f.client(who);
-  for (const [who, count] of [
-    ['billing', 3],
-    ['shipping', 2],
-  ] as const) {
-    for (let i = 0; i < count; i++) admitted[who].push(resultOf(await clients[who]!.invoke('allok', { document: `d${i}` }, { waitMs: 0 })).operationId);
-  }
-});
-
-after(async () => {
-  await f?.dispose();
-});
+  },
+  {
+    startUp: async (f) => {
+      await f.startServe();
+      for (const who of ['billing', 'shipping', 'ops']) clients[who] = await f.client(who);
+      for (const [who, count] of [
+        ['billing', 3],
+        ['shipping', 2],
+      ] as const) {
+        for (let i = 0; i < count; i++) admitted[who].push(resultOf(await clients[who]!.invoke('allok', { document: `d${i}` }, { waitMs: 0 })).operationId);
+      }
+    },
+  },
+);
 
 test('list over NATS: each principal its own operations, the operator all of them, paged by cursor', async () => {
   const billing = pageOf(await list('billing'));

@@ -6,7 +6,7 @@
  * whose `limits` lower the budgets: a result over the lowered budget is refused the same way.
  */
 import assert from 'node:assert/strict';
-import { after, before, describe, it } from 'node:test';
+import { describe, it } from 'node:test';
 import { jetstreamManager } from '@nats-io/jetstream';
 import { publicationId } from '../../src/contract/ids.js';
 import { limits } from '../../src/contract/limits.js';
@@ -14,7 +14,8 @@ import { encodeWire, type ResultMessage } from '../../src/events/wire.js';
 import type { ResultRejected } from '../../src/events/types.js';
 import { coordinatorConsumerName } from '../../src/adapters/transport/nats-names.js';
 import { subjectFor } from '../../src/adapters/transport/subjects.js';
-import { NatsDeploymentFixture, approve, e2eBundle, e2eNamespace, eventually, resultOf, type NatsFixtureOptions } from '../support/nats-deployment-fixture.js';
+import type { NatsDeploymentFixture } from '../support/nats-deployment-fixture.js';
+import { approve, deploymentForSuite, e2eBundle, e2eNamespace, eventually, resultOf, type NatsFixtureOptions } from '../support/nats-deployment-fixture.js';
 
 const base: NatsFixtureOptions = {
   mode: 'durable',
@@ -65,28 +66,18 @@ async function oversizedResultIsRejectedAndReleased(f: NatsDeploymentFixture, re
 }
 
 describe('NATS durable: a result over the result budget', { timeout: 90_000 }, () => {
-  let f: NatsDeploymentFixture;
-  before(async () => {
-    f = await NatsDeploymentFixture.start(base);
-    await f.startServe();
-  });
-  after(() => f?.dispose());
+  const deployment = deploymentForSuite(base);
 
   it('a result over the result budget is recorded as rejected (oversized) and acknowledged, never redelivered, and the stream releases it', async () => {
-    await oversizedResultIsRejectedAndReleased(f, limits.resultBytesMax + 1024, limits.resultBytesMax);
+    await oversizedResultIsRejectedAndReleased(deployment.fixture, limits.resultBytesMax + 1024, limits.resultBytesMax);
   });
 });
 
 describe('NATS durable: a result over a lowered budget', { timeout: 90_000 }, () => {
   const lowered = { resultBytesMax: 8 * 1024, transitionBytesMax: 8 * 1024 + limits.transitionOverheadBytesMax };
-  let f: NatsDeploymentFixture;
-  before(async () => {
-    f = await NatsDeploymentFixture.start({ ...base, limits: lowered });
-    await f.startServe();
-  });
-  after(() => f?.dispose());
+  const deployment = deploymentForSuite({ ...base, limits: lowered });
 
   it("a result over a deployment's lowered result and transition budgets is recorded as rejected and acknowledged, never redelivered, and the stream releases it", async () => {
-    await oversizedResultIsRejectedAndReleased(f, 20 * 1024, lowered.resultBytesMax);
+    await oversizedResultIsRejectedAndReleased(deployment.fixture, 20 * 1024, lowered.resultBytesMax);
   });
 });

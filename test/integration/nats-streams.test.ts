@@ -11,12 +11,12 @@
  *   answered.
  */
 import assert from 'node:assert/strict';
-import { after, before, describe, it } from 'node:test';
+import { describe, it } from 'node:test';
 import { jetstreamManager } from '@nats-io/jetstream';
 import { publicationId } from '../../src/contract/ids.js';
 import { encodeWire, type ResultMessage } from '../../src/events/wire.js';
 import { subjectFor } from '../../src/adapters/transport/subjects.js';
-import { NatsDeploymentFixture, approve, e2eBundle, e2eNamespace, eventually, resultOf, type CommandClient } from '../support/nats-deployment-fixture.js';
+import { approve, deploymentForSuite, e2eBundle, e2eNamespace, eventually, resultOf } from '../support/nats-deployment-fixture.js';
 
 /** `manual` goes to delta, echo and foxtrot, whom the tests drive by hand with their own users. */
 const manualPeers = ['delta', 'echo', 'foxtrot'];
@@ -24,11 +24,8 @@ const streamCapMsgs = 200;
 const operationsInARow = 2_000;
 
 describe('NATS durable streams: deduplication, retention and continuity on a deployment', { timeout: 170_000 }, () => {
-  let f: NatsDeploymentFixture;
-  let client: CommandClient;
-
-  before(async () => {
-    f = await NatsDeploymentFixture.start({
+  const deployment = deploymentForSuite(
+    {
       mode: 'durable',
       store: 'sqlite',
       bundle: e2eBundle(),
@@ -37,11 +34,9 @@ describe('NATS durable streams: deduplication, retention and continuity on a dep
       commandClients: ['billing'],
       durable: { maxMsgs: streamCapMsgs },
       durabilityCheckIntervalMs: 300,
-    });
-    await Promise.all([f.startServe(), f.startPeer('alfa')]);
-    client = await f.client('billing');
-  });
-  after(() => f?.dispose());
+    },
+    { client: 'billing', startUp: (f) => Promise.all([f.startServe(), f.startPeer('alfa')]) },
+  );
 
   const resultMessage = (op: string, peerId: string): ResultMessage => ({
     kind: 'result',
@@ -54,17 +49,17 @@ describe('NATS durable streams: deduplication, retention and continuity on a dep
   });
 
   it("a peer user squatting another peer's result message id cannot make that result disappear", async () => {
-    const op = resultOf(await client.invoke('manual', { document: 'd' }, { waitMs: 0 })).operationId;
-    const peers = Object.fromEntries(await Promise.all(manualPeers.map(async (p) => [p, await f.peerTransport(p)] as const)));
+    const op = resultOf(await deployment.client.invoke('manual', { document: 'd' }, { waitMs: 0 })).operationId;
+    const peers = Object.fromEntries(await Promise.all(manualPeers.map(async (p) => [p, await deployment.fixture.peerTransport(p)] as const)));
     // The id a peer gives its result is computable by anyone who knows the operation.
-    const echoResultId = `${publicationId(f.contract.digest, op, 'echo', 1)}.result`;
+    const echoResultId = `${publicationId(deployment.fixture.contract.digest, op, 'echo', 1)}.result`;
     const publish = (peerId: string, msgId: string) =>
       peers[peerId]!.publish(subjectFor(e2eNamespace, 'manual', op, 'result', peerId), encodeWire(resultMessage(op, peerId)), { msgId });
     assert.equal((await publish('delta', echoResultId)).receipt, 'stored', "delta publishes first, on its own subject, under echo's id");
     const echo = await publish('echo', echoResultId);
     assert.equal(echo.receipt, 'stored', echo.detail);
-    assert.equal((await publish('foxtrot', `${publicationId(f.contract.digest, op, 'foxtrot', 1)}.result`)).receipt, 'stored');
-    const decided = resultOf(await client.get(op, { waitMs: 10_000 }));
+    assert.equal((await publish('foxtrot', `${publicationId(deployment.fixture.contract.digest, op, 'foxtrot', 1)}.result`)).receipt, 'stored');
+    const decided = resultOf(await deployment.client.get(op, { waitMs: 10_000 }));
     assert.deepEqual(
       [decided.decision?.outcome, decided.decision?.reason, decided.decision?.successVotes],
       ['success', 'complete', 3],
@@ -78,19 +73,25 @@ describe('NATS durable streams: deduplication, retention and continuity on a dep
 
   it(`a durable deployment with a cap of ${streamCapMsgs} messages per stream decides ${operationsInARow} operations in a row`, async () => {
     for (let i = 0; i < operationsInARow; i++) {
-      const reply = resultOf(await client.invoke('allok', { document: `d${i}` }, { key: `row-${i}`, waitMs: 10_000 }));
+      const reply = resultOf(await deployment.client.invoke('allok', { document: `d${i}` }, { key: `row-${i}`, waitMs: 10_000 }));
       assert.equal(reply.decision?.outcome, 'success', `operation ${i}: ${JSON.stringify(reply)}`);
     }
     // Nothing piles up: what was consumed was released.
-    const jsm = await jetstreamManager(await f.adminConnection());
-    await eventually(async () => (await jsm.streams.info(f.streams('alfa').requests)).state.messages <= 1, "alfa's request stream back to its anchor");
-    await eventually(async () => (await jsm.streams.info(f.streams('alfa').results)).state.messages <= 1, "alfa's result stream back to its anchor");
+    const jsm = await jetstreamManager(await deployment.fixture.adminConnection());
+    await eventually(
+      async () => (await jsm.streams.info(deployment.fixture.streams('alfa').requests)).state.messages <= 1,
+      "alfa's request stream back to its anchor",
+    );
+    await eventually(
+      async () => (await jsm.streams.info(deployment.fixture.streams('alfa').results)).state.messages <= 1,
+      "alfa's result stream back to its anchor",
+    );
   });
 
   it('a stream that lost stored messages makes the operations in flight indeterminate with a reason, never failed', async () => {
-    const op = resultOf(await client.invoke('manual', { document: 'lost' }, { waitMs: 0 })).operationId;
-    const jsm = await jetstreamManager(await f.adminConnection());
-    const stream = f.streams('delta').requests;
+    const op = resultOf(await deployment.client.invoke('manual', { document: 'lost' }, { waitMs: 0 })).operationId;
+    const jsm = await jetstreamManager(await deployment.fixture.adminConnection());
+    const stream = deployment.fixture.streams('delta').requests;
     const requestSubject = subjectFor(e2eNamespace, 'manual', op, 'request', 'delta');
     await eventually(
       async () => (await jsm.streams.getMessage(stream, { last_by_subj: requestSubject }).catch(() => null)) !== null,
@@ -98,14 +99,14 @@ describe('NATS durable streams: deduplication, retention and continuity on a dep
     );
     // An administrator purges delta's requests: the request delta never received is gone.
     await jsm.streams.purge(stream);
-    await eventually(async () => resultOf(await client.get(op, { waitMs: 0 })).decision !== null, 'the operation closed', 5_000);
-    const closed = resultOf(await client.get(op, { waitMs: 0 }));
+    await eventually(async () => resultOf(await deployment.client.get(op, { waitMs: 0 })).decision !== null, 'the operation closed', 5_000);
+    const closed = resultOf(await deployment.client.get(op, { waitMs: 0 }));
     assert.deepEqual(
       [closed.decision?.outcome, closed.decision?.reason, closed.settlement.status],
       ['indeterminate', 'durability-lost', 'indeterminate'],
       JSON.stringify(closed),
     );
-    const refused = await client.invoke('manual', { document: 'after' }, { waitMs: 0 });
+    const refused = await deployment.client.invoke('manual', { document: 'after' }, { waitMs: 0 });
     assert.ok(!('result' in refused) && refused.status === 503, `admissions are refused while continuity is not proven: ${JSON.stringify(refused)}`);
   });
 });

@@ -10,10 +10,10 @@
  */
 import assert from 'node:assert/strict';
 import type { ChildProcess } from 'node:child_process';
-import { after, before, describe, it } from 'node:test';
+import { describe, it } from 'node:test';
 import { jetstreamManager } from '@nats-io/jetstream';
 import { limits } from '../../src/contract/limits.js';
-import { NatsDeploymentFixture, e2eBundle, eventually } from '../support/nats-deployment-fixture.js';
+import { deploymentForSuite, e2eBundle, eventually, type NatsDeploymentFixture } from '../support/nats-deployment-fixture.js';
 import { startNatsServer, type NatsServer } from '../support/nats-server.js';
 
 /** Resolves once the child's standard error matches `pattern` (serve logged that it is waiting). */
@@ -66,65 +66,58 @@ function startServe(f: NatsDeploymentFixture, pattern: RegExp) {
 }
 
 describe('convoke serve waits out a NATS server that is still starting', { timeout: 180_000 }, () => {
-  let f: NatsDeploymentFixture;
   const plain: NatsServer[] = [];
-
-  before(async () => {
-    f = await NatsDeploymentFixture.start({
-      mode: 'durable',
-      store: 'jetstream',
-      bundle: e2eBundle(),
-      groups: { reviewers: ['alfa', 'bravo'] },
-      peers: {},
-      commandClients: [],
-    });
-  });
-
-  after(async () => {
-    for (const child of children) if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
-    for (const server of plain) await server.dispose();
-    await f?.dispose();
-  });
+  const deployment = deploymentForSuite(
+    { mode: 'durable', store: 'jetstream', bundle: e2eBundle(), groups: { reviewers: ['alfa', 'bravo'] }, peers: {}, commandClients: [] },
+    {
+      // Each test starts serve itself.
+      startUp: async () => {},
+      beforeDispose: async () => {
+        for (const child of children) if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+        for (const server of plain) await server.dispose();
+      },
+    },
+  );
 
   /** Stops the fixture's server and, when asked, starts one without JetStream on its port. */
   async function withoutJetStream(listening: boolean): Promise<{ port: number; server?: NatsServer }> {
-    const port = f.server.port;
-    await f.server.stop();
+    const port = deployment.fixture.server.port;
+    await deployment.fixture.server.stop();
     if (!listening) return { port };
-    const server = await startNatsServer({ users: f.users(), jetstream: false, port });
+    const server = await startNatsServer({ users: deployment.fixture.users(), jetstream: false, port });
     plain.push(server);
     return { port, server };
   }
 
   it('a server that does not listen yet: serve connects once it does', async () => {
     const { port } = await withoutJetStream(false);
-    const { serving, waiting } = startServe(f, /start-up: connecting to nats:\/\/127\.0\.0\.1:\d+ not ready \(.*connection refused/);
+    const { serving, waiting } = startServe(deployment.fixture, /start-up: connecting to nats:\/\/127\.0\.0\.1:\d+ not ready \(.*connection refused/);
     await waiting;
-    await f.startServer(port);
+    await deployment.fixture.startServer(port);
     const serve = await serving;
     assert.equal(await serve.stop(), 0);
   });
 
   it('a server whose JetStream does not answer yet: serve creates its streams once it does', async () => {
     const { port, server } = await withoutJetStream(true);
-    const { serving, waiting } = startServe(f, /start-up: JetStream \(e2e\.v1\.lab\) not ready \(.*jetstream is not enabled/);
+    const { serving, waiting } = startServe(deployment.fixture, /start-up: JetStream \(e2e\.v1\.lab\) not ready \(.*jetstream is not enabled/);
     await waiting;
     await server!.stop();
-    await f.startServer(port);
+    await deployment.fixture.startServer(port);
     const serve = await serving;
     assert.equal(await serve.stop(), 0);
   });
 
   it('serve starts the index view at start-up, before any list or scrape asks for it', async () => {
-    const serve = await f.startServe({ onSpawn: (child) => children.push(child) });
+    const serve = await deployment.fixture.startServe({ onSpawn: (child) => children.push(child) });
     // The view is an ordered consumer on the index stream; nothing else reads it while serve idles.
-    await eventually(async () => (await indexConsumers(f)) > 0, 'a consumer on the index stream');
+    await eventually(async () => (await indexConsumers(deployment.fixture)) > 0, 'a consumer on the index stream');
     assert.equal(await serve.stop(), 0);
   });
 
   it('a JetStream that never answers: serve exits unavailable (4) at the end of the wait', async () => {
     const { server } = await withoutJetStream(true);
-    await assert.rejects(f.startServe({ onSpawn: (child) => children.push(child) }), (error: Error) => {
+    await assert.rejects(deployment.fixture.startServe({ onSpawn: (child) => children.push(child) }), (error: Error) => {
       assert.match(error.message, /exited \(4\) before listening/);
       const waited = /jetstream is not enabled.*still so after waiting (\d+) ms at start-up/.exec(error.message);
       assert.ok(waited, error.message);
