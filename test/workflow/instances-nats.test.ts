@@ -8,7 +8,7 @@
  * running instances is answered 503 unavailable.
  */
 import assert from 'node:assert/strict';
-import { after, before, test } from 'node:test';
+import { test } from 'node:test';
 import type { JsonObject } from '../../src/contract/json.js';
 import type { Stored } from '../../src/kernel/types.js';
 import { sendWorkflowCommand, sendWorkflowList, type WorkflowCommandVerb, type WorkflowReply } from '../../src/nats-api/workflow-commands.js';
@@ -19,11 +19,10 @@ import { join } from 'node:path';
 import { writeFile } from 'node:fs/promises';
 import { exitCodes } from '../../src/cli/exit-codes.js';
 import { passwordVariableOf } from '../../src/deployment/nats/permissions.js';
-import { NatsDeploymentFixture, e2eBundle, spawnCli, type CommandClient } from '../support/nats-deployment-fixture.js';
+import { deploymentForSuite, e2eBundle, spawnCli, type CommandClient } from '../support/nats-deployment-fixture.js';
 
 process.env.PATH = `${process.env.PATH ?? ''}:/usr/sbin`;
 
-let f: NatsDeploymentFixture;
 const clients: Record<string, CommandClient> = {};
 
 function bundle(): JsonObject {
@@ -47,8 +46,8 @@ function bundle(): JsonObject {
   return b;
 }
 
-before(async () => {
-  f = await NatsDeploymentFixture.start({
+const deployment = deploymentForSuite(
+  {
     mode: 'core',
     store: 'sqlite',
     bundle: bundle(),
@@ -57,19 +56,19 @@ before(async () => {
     commandClients: ['billing', 'shipping'],
     // Each principal's bound of running instances: billing never holds more than two at once here.
     workflows: { runningInstancesPerPrincipal: 3 },
-  });
-  await Promise.all([f.startServe(), f.startPeer('alfa')]);
-  for (const who of ['billing', 'shipping']) clients[who] = await f.client(who);
-});
-
-after(async () => {
-  await f?.dispose();
-});
+  },
+  {
+    startUp: async (f) => {
+      await Promise.all([f.startServe(), f.startPeer('alfa')]);
+      for (const who of ['billing', 'shipping']) clients[who] = await f.client(who);
+    },
+  },
+);
 
 const send = (who: string, verb: Exclude<WorkflowCommandVerb, 'workflow-list'>, body: JsonObject, waitMs = 0) =>
   sendWorkflowCommand(clients[who]!.transport, who, verb, body, waitMs + 10_000);
 const start = (who: string, workflow: string, invocationKey: string, input: JsonObject, waitMs = 0) =>
-  send(who, 'workflow-start', { bundle: { ...f.contract }, workflow, invocationKey, input, waitMs }, waitMs);
+  send(who, 'workflow-start', { bundle: { ...deployment.fixture.contract }, workflow, invocationKey, input, waitMs }, waitMs);
 const instanceOf = (reply: WorkflowReply): WorkflowInstance => {
   if (!('instance' in reply)) throw new Error(`expected an instance, got ${reply.status}: ${JSON.stringify(reply.error)}`);
   if ('omitted' in reply) throw new Error(`expected the whole instance, got one without ${reply.omitted.members.join(', ')}`);
@@ -91,7 +90,7 @@ test('workflow-start runs a workflow that calls a contract; the same key finds i
   assert.equal(different.status, 409);
   assert.equal('error' in different && different.error.kind, 'conflict');
 
-  const replayed = foldWorkflow((await f.log(instance.instanceId)) as unknown as Stored<WorkflowTransition>[]);
+  const replayed = foldWorkflow((await deployment.fixture.log(instance.instanceId)) as unknown as Stored<WorkflowTransition>[]);
   assert.ok(replayed);
   assert.deepEqual(
     [replayed.status, replayed.output, replayed.error, Object.values(replayed.children).map((c) => c.operationId)],
@@ -152,18 +151,18 @@ test('workflow-cancel: 422 unsupported without caller cancellation; where declar
   const cancelled = await send('billing', 'workflow-cancel', { instanceId: id });
   assert.equal(cancelled.status, 200);
   assert.equal(instanceOf(cancelled).status, 'cancelled');
-  const replayed = foldWorkflow((await f.log(id)) as unknown as Stored<WorkflowTransition>[]);
+  const replayed = foldWorkflow((await deployment.fixture.log(id)) as unknown as Stored<WorkflowTransition>[]);
   assert.equal(replayed?.status, 'cancelled');
 });
 
 test('convoke workflow start and get over the command API: exit 0 when completed, 10 while running, 9 for another principal', async () => {
-  const as = (user: string) => ['--nats', f.url, '--user', user, '--password-env', passwordVariableOf(user)];
+  const as = (user: string) => ['--nats', deployment.fixture.url, '--user', user, '--password-env', passwordVariableOf(user)];
   const cli = async (args: string[]) => {
-    const child = spawnCli(args, f.env());
+    const child = spawnCli(args, deployment.fixture.env());
     const { code } = await child.exited;
     return { code, output: child.output() };
   };
-  const bundleFile = join(f.dir, 'bundle.json');
+  const bundleFile = join(deployment.fixture.dir, 'bundle.json');
   const started = await cli([
     'workflow',
     'start',
@@ -186,29 +185,36 @@ test('convoke workflow start and get over the command API: exit 0 when completed
   const got = await cli(['workflow', 'get', id, ...as('billing')]);
   assert.equal(got.code, exitCodes.ok, got.output);
   assert.match(got.output, new RegExp(`instance +${id}`));
-  assert.match(got.output, /stage +review: op[0-9a-f]{64} decision success/);
+  assert.match(got.output, /stage +review: op[0-9a-deployment.fixture]{64} decision success/);
   const hidden = await cli(['workflow', 'get', id, ...as('shipping')]);
   assert.equal(hidden.code, exitCodes.notFound, hidden.output);
-  const ref = `${f.contract.id}@${f.contract.version}@${f.contract.digest}`;
+  const ref = `${deployment.fixture.contract.id}@${deployment.fixture.contract.version}@${deployment.fixture.contract.digest}`;
   const running = await cli(['workflow', 'start', ref, ...as('billing'), '--workflow', 'slow', '--key', 'cli-2']);
   assert.equal(running.code, exitCodes.pending, running.output);
   assert.match(running.output, /status +running/);
   // The start answers at once; the worker takes its lease before the first task starts, so the
   // current task shows on a later read (a bounded wait: the 60 s pause never completes in it).
-  const later = await cli(['workflow', 'get', running.output.match(/instance +(wf[0-9a-f]{64})/)?.[1] ?? 'missing', ...as('billing'), '--wait-ms', '1000']);
+  const later = await cli([
+    'workflow',
+    'get',
+    running.output.match(/instance +(wf[0-9a-deployment.fixture]{64})/)?.[1] ?? 'missing',
+    ...as('billing'),
+    '--wait-ms',
+    '1000',
+  ]);
   assert.equal(later.code, exitCodes.pending, later.output);
   assert.match(later.output, /status +running \(running pause at \/do\/0\/pause\)/);
 });
 
 test('convoke workflow start and get through a context: its servers, user and password variable, a flag winning over it', async () => {
   const cli = async (args: string[]) => {
-    const child = spawnCli(args, { ...f.env(), CONVOKE_CONTEXTS: join(f.dir, 'contexts.json') });
+    const child = spawnCli(args, { ...deployment.fixture.env(), CONVOKE_CONTEXTS: join(deployment.fixture.dir, 'contexts.json') });
     const { code } = await child.exited;
     return { code, output: child.output() };
   };
-  const billing = { nats: f.url, user: 'billing', passwordEnv: passwordVariableOf('billing') };
+  const billing = { nats: deployment.fixture.url, user: 'billing', passwordEnv: passwordVariableOf('billing') };
   await writeFile(
-    join(f.dir, 'contexts.json'),
+    join(deployment.fixture.dir, 'contexts.json'),
     JSON.stringify({ selected: 'billing', contexts: { billing, nowhere: { ...billing, nats: 'nats://127.0.0.1:1' } } }),
     {
       mode: 0o600,
@@ -217,7 +223,7 @@ test('convoke workflow start and get through a context: its servers, user and pa
   const started = await cli([
     'workflow',
     'start',
-    join(f.dir, 'bundle.json'),
+    join(deployment.fixture.dir, 'bundle.json'),
     '--workflow',
     'checked',
     '--key',
@@ -235,7 +241,7 @@ test('convoke workflow start and get through a context: its servers, user and pa
   assert.match(got.output, /status +completed/);
   const nowhere = await cli(['workflow', 'get', id, '--context', 'nowhere']);
   assert.equal(nowhere.code, exitCodes.unavailable, nowhere.output);
-  const flagged = await cli(['workflow', 'get', id, '--context', 'nowhere', '--nats', f.url]);
+  const flagged = await cli(['workflow', 'get', id, '--context', 'nowhere', '--nats', deployment.fixture.url]);
   assert.equal(flagged.code, exitCodes.ok, flagged.output);
   const other = await cli(['workflow', 'get', id, '--user', 'shipping', '--password-env', passwordVariableOf('shipping')]);
   assert.equal(other.code, exitCodes.notFound, other.output);

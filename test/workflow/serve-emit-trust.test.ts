@@ -14,7 +14,7 @@
  *   sending a message with that id as `Nats-Msg-Id` — the event still lands in the stream.
  */
 import assert from 'node:assert/strict';
-import { after, before, test } from 'node:test';
+import { test } from 'node:test';
 import { jetstreamManager } from '@nats-io/jetstream';
 import { errors, headers as natsHeaders } from '@nats-io/transport-node';
 import { inboxPrefixFor } from '../../src/adapters/transport/nats-names.js';
@@ -23,7 +23,7 @@ import { emittedMessageId, type CloudEvent } from '../../src/contract/cloudevent
 import { subjectSpacesOverlap } from '../../src/contract/ids.js';
 import type { JsonObject } from '../../src/contract/json.js';
 import { workflowInstanceId } from '../../src/workflow/ids.js';
-import { NatsDeploymentFixture, e2eBundle, eventTypes, eventually, type CommandClient } from '../support/nats-deployment-fixture.js';
+import { deploymentForSuite, e2eBundle, eventTypes, eventually, type CommandClient } from '../support/nats-deployment-fixture.js';
 
 process.env.PATH = `${process.env.PATH ?? ''}:/usr/sbin`;
 
@@ -52,11 +52,10 @@ function bundle(): JsonObject {
   return b;
 }
 
-let f: NatsDeploymentFixture;
 const clients = new Map<string, CommandClient>();
 
-before(async () => {
-  f = await NatsDeploymentFixture.start({
+const deployment = deploymentForSuite(
+  {
     mode: 'core',
     store: 'sqlite',
     bundle: bundle(),
@@ -64,17 +63,17 @@ before(async () => {
     peers: {},
     commandClients: ['billing', 'sales'],
     workflows: { events: { subjectPrefix: prefix, emitSubjectPrefix: emitPrefix, emit: 'jetstream', stream, listen: {}, publishers: { shop: [placed] } } },
-  });
-  await f.startServe();
-  for (const principal of ['billing', 'sales']) clients.set(principal, await f.client(principal));
-});
-
-after(async () => {
-  await f?.dispose();
-});
+  },
+  {
+    startUp: async (f) => {
+      await f.startServe();
+      for (const principal of ['billing', 'sales']) clients.set(principal, await f.client(principal));
+    },
+  },
+);
 
 const start = (principal: string, workflow: string, key: string, input: JsonObject) => clients.get(principal)!.startedInstance(workflow, key, input);
-const finished = async (id: string) => eventTypes(await f.log(id)).includes('workflow-completed');
+const finished = async (id: string) => eventTypes(await deployment.fixture.log(id)).includes('workflow-completed');
 const event = (id: string, data: JsonObject) =>
   new TextEncoder().encode(JSON.stringify({ specversion: '1.0', id, source: 'https://pay.example', type: placed, data }));
 const isPermissionViolation = (error: unknown) => error instanceof Error && error.cause instanceof errors.PermissionViolationError;
@@ -84,22 +83,23 @@ test('an emitted event wakes its own principal’s listens only; an event publis
   // so an emitted event delivered to every principal would reach sales' listen before billing's.
   const theirs = await start('sales', 'await', 'a-sales', {});
   const own = await start('billing', 'await', 'a-billing', {});
-  for (const id of [theirs, own]) await eventually(async () => eventTypes(await f.log(id)).includes('listen-started'), 'the listen waits', 20_000);
+  for (const id of [theirs, own])
+    await eventually(async () => eventTypes(await deployment.fixture.log(id)).includes('listen-started'), 'the listen waits', 20_000);
 
   await start('billing', 'announce', 'a-announce', { orderId: 'o-1' });
   await eventually(() => finished(own), 'billing’s listen is woken by billing’s emitted event', 20_000);
-  assert.ok(!eventTypes(await f.log(theirs)).includes('listen-event-received'), 'sales’ listen took nothing from billing’s workflow');
+  assert.ok(!eventTypes(await deployment.fixture.log(theirs)).includes('listen-event-received'), 'sales’ listen took nothing from billing’s workflow');
 
   // Sales' listen was waiting all along: an event publisher's event of the type reaches it.
-  const shop = await f.userConnection('shop', inboxPrefixFor('evt', 'shop'));
+  const shop = await deployment.fixture.userConnection('shop', inboxPrefixFor('evt', 'shop'));
   const answer = await shop.request(`${prefix}.${placed}`, event('pub-1', { orderId: 'o-2' }), { timeout: 10_000 });
   assert.deepEqual(JSON.parse(new TextDecoder().decode(answer.data)), { status: 'accepted', count: 1 });
   await eventually(() => finished(theirs), 'sales’ listen is woken by the publisher’s event', 20_000);
 });
 
 test('only the coordinator publishes into the emitted space: a publisher allowed the type and a command client are refused by the broker', async () => {
-  const shop = await f.userConnection('shop', inboxPrefixFor('evt', 'shop'));
-  const billing = await f.userConnection('billing', inboxPrefixFor('cmd', 'billing'));
+  const shop = await deployment.fixture.userConnection('shop', inboxPrefixFor('evt', 'shop'));
+  const billing = await deployment.fixture.userConnection('billing', inboxPrefixFor('cmd', 'billing'));
   for (const [who, nc] of [
     ['shop', shop],
     ['billing', billing],
@@ -108,7 +108,7 @@ test('only the coordinator publishes into the emitted space: a publisher allowed
   }
   // The generated users: the coordinator publishes emitted events, and nothing on the publishers'
   // space; no other user may publish anything the emitted space holds.
-  for (const user of f.plan) {
+  for (const user of deployment.fixture.plan) {
     const into = user.permissions.publish.filter((subject) => subjectSpacesOverlap(subject.replace(/\.>$/, ''), emitPrefix));
     if (user.role === 'coordinator') {
       assert.deepEqual(into, [`${emitPrefix}.>`]);
@@ -122,7 +122,7 @@ test('only the coordinator publishes into the emitted space: a publisher allowed
 });
 
 test('nobody takes the message id of another principal’s emitted event first: it still lands in the stream', async () => {
-  const nc = await f.adminConnection();
+  const nc = await deployment.fixture.adminConnection();
   const jsm = await jetstreamManager(nc);
   const info = await jsm.streams.info(stream);
   assert.deepEqual(info.config.subjects, [`${emitPrefix}.>`], 'the stream captures the emitted space only');
@@ -131,13 +131,13 @@ test('nobody takes the message id of another principal’s emitted event first: 
   const billingBefore = await onSubject(`${emitPrefix}.billing.${placed}`);
 
   // The instance sales is about to start, its emitted event's id and its JetStream message id: all computable.
-  const victim = workflowInstanceId('sales', f.contract.digest, 'announce', 'c-victim');
+  const victim = workflowInstanceId('sales', deployment.fixture.contract.digest, 'announce', 'c-victim');
   const digest = sha256Hex(`${victim}\u0000/do/0/placed`);
   const victimEventId = `${digest.slice(0, 8)}-${digest.slice(8, 12)}-${digest.slice(12, 16)}-${digest.slice(16, 20)}-${digest.slice(20, 32)}`;
   const victimMessageId = emittedMessageId({ instanceId: victim, at: '/do/0/placed' });
 
   // A publisher sends messages under those ids where it may publish...
-  const shop = await f.userConnection('shop', inboxPrefixFor('evt', 'shop'));
+  const shop = await deployment.fixture.userConnection('shop', inboxPrefixFor('evt', 'shop'));
   for (const msgID of [victimEventId, victimMessageId]) {
     const h = natsHeaders();
     h.set('Nats-Msg-Id', msgID);

@@ -7,14 +7,14 @@
  * the broker, and the refused event wakes nothing.
  */
 import assert from 'node:assert/strict';
-import { after, before, test } from 'node:test';
+import { test } from 'node:test';
 import { errors } from '@nats-io/transport-node';
 import { inboxPrefixFor } from '../../src/adapters/transport/nats-names.js';
 import type { JsonObject } from '../../src/contract/json.js';
 import type { Stored } from '../../src/kernel/types.js';
 import type { WorkflowTransition } from '../../src/workflow/exec/events.js';
 import { foldWorkflow } from '../../src/workflow/exec/record.js';
-import { NatsDeploymentFixture, e2eBundle, eventTypes, eventually, type CommandClient } from '../support/nats-deployment-fixture.js';
+import { deploymentForSuite, e2eBundle, eventTypes, eventually } from '../support/nats-deployment-fixture.js';
 
 process.env.PATH = `${process.env.PATH ?? ''}:/usr/sbin`;
 
@@ -42,11 +42,8 @@ function bundle(): JsonObject {
   return b;
 }
 
-let f: NatsDeploymentFixture;
-let billing: CommandClient;
-
-before(async () => {
-  f = await NatsDeploymentFixture.start({
+const deployment = deploymentForSuite(
+  {
     mode: 'core',
     store: 'sqlite',
     bundle: bundle(),
@@ -54,22 +51,17 @@ before(async () => {
     peers: {},
     commandClients: ['billing'],
     workflows: { events: { subjectPrefix: prefix, emit: 'nats', listen: {}, publishers: { shop: [paid] } } },
-  });
-  await f.startServe();
-  billing = await f.client('billing');
-});
+  },
+  { client: 'billing' },
+);
 
-after(async () => {
-  await f?.dispose();
-});
-
-const start = (workflow: string, key: string, input: JsonObject) => billing.startedInstance(workflow, key, input);
+const start = (workflow: string, key: string, input: JsonObject) => deployment.client.startedInstance(workflow, key, input);
 const paidEvent = (orderId: string, id: string) =>
   new TextEncoder().encode(JSON.stringify({ specversion: '1.0', id, source: 'https://pay.example', type: paid, data: { orderId } }));
 const isPermissionViolation = (error: unknown) => error instanceof Error && error.cause instanceof errors.PermissionViolationError;
 
 test('emit: a workflow in serve publishes its event on <emitPrefix>.<principal>.<type> once it is recorded', async () => {
-  const admin = await f.adminConnection();
+  const admin = await deployment.fixture.adminConnection();
   const seen: JsonObject[] = [];
   const sub = admin.subscribe('convoke.emitted.>', {
     callback: (_e, msg) => void seen.push({ subject: msg.subject, ...(JSON.parse(new TextDecoder().decode(msg.data)) as JsonObject) }),
@@ -84,31 +76,31 @@ test('emit: a workflow in serve publishes its event on <emitPrefix>.<principal>.
     'the default emitted space, under the principal whose workflow emitted it',
   );
   assert.deepEqual(seen[0]?.data, { orderId: 'o-1' });
-  await eventually(async () => eventTypes(await f.log(id)).includes('workflow-completed'), 'the emit task completed', 20_000);
+  await eventually(async () => eventTypes(await deployment.fixture.log(id)).includes('workflow-completed'), 'the emit task completed', 20_000);
 });
 
 test('listen: an event publisher wakes a waiting instance; others are refused by the broker', async () => {
   const id = await start('await', 'listen-1', { orderId: 'o-7' });
-  await eventually(async () => eventTypes(await f.log(id)).includes('listen-started'), 'the listen waits', 20_000);
+  await eventually(async () => eventTypes(await deployment.fixture.log(id)).includes('listen-started'), 'the listen waits', 20_000);
 
   // A command client has no publish permission on event subjects.
-  const intruder = await f.userConnection('billing', inboxPrefixFor('cmd', 'billing'));
+  const intruder = await deployment.fixture.userConnection('billing', inboxPrefixFor('cmd', 'billing'));
   await assert.rejects(intruder.request(`${prefix}.${paid}`, paidEvent('o-7', 'forged-1'), { timeout: 3_000 }), isPermissionViolation);
   // The publisher may send only its own types.
-  const shop = await f.userConnection('shop', inboxPrefixFor('evt', 'shop'));
+  const shop = await deployment.fixture.userConnection('shop', inboxPrefixFor('evt', 'shop'));
   await assert.rejects(shop.request(`${prefix}.com.example.order.refunded`, paidEvent('o-7', 'forged-2'), { timeout: 3_000 }), isPermissionViolation);
-  assert.ok(!eventTypes(await f.log(id)).includes('listen-event-received'), 'nothing refused reached the listen');
+  assert.ok(!eventTypes(await deployment.fixture.log(id)).includes('listen-event-received'), 'nothing refused reached the listen');
 
   const answer = await shop.request(`${prefix}.${paid}`, paidEvent('o-7', 'pay-1'), { timeout: 10_000 });
   assert.deepEqual(JSON.parse(new TextDecoder().decode(answer.data)), { status: 'accepted', count: 1 });
-  await eventually(async () => eventTypes(await f.log(id)).includes('workflow-completed'), 'the woken instance completed', 20_000);
-  const log = await f.log(id);
+  await eventually(async () => eventTypes(await deployment.fixture.log(id)).includes('workflow-completed'), 'the woken instance completed', 20_000);
+  const log = await deployment.fixture.log(id);
   // The output as the log gives it (the event may name where it was recorded rather than carry it).
   assert.deepEqual(foldWorkflow(log as unknown as Stored<WorkflowTransition>[])?.output, [{ orderId: 'o-7' }]);
 });
 
 test('an emitted event the intake refuses for good is counted, by reason, in convoke_workflow_emitted_events_dropped_total, and logged', async () => {
-  const serve = f.serve;
+  const serve = deployment.fixture.serve;
   assert.ok(serve);
   const dropped = async () => {
     const text = await (await fetch(`${serve.url}/metrics`)).text();
@@ -124,7 +116,7 @@ test('an emitted event the intake refuses for good is counted, by reason, in con
     ['refused', 0],
     ['window', 0],
   ]);
-  const admin = await f.adminConnection();
+  const admin = await deployment.fixture.adminConnection();
   // Not a CloudEvent (no id): refused for good, and nobody is answered for an emitted event.
   admin.publish(
     'convoke.emitted.billing.com.example.order.placed',
