@@ -8,9 +8,14 @@
  */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { connect } from '@nats-io/transport-node';
+import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { MemoryEventStore } from '../../src/adapters/store/memory.js';
-import { NatsCloudEventSink, serveCloudEvents } from '../../src/adapters/transport/nats-cloudevents.js';
+import {
+  NatsCloudEventSink,
+  serveCloudEvents,
+  type CloudEventSubscription,
+  type ServeCloudEventsOptions,
+} from '../../src/adapters/transport/nats-cloudevents.js';
 import { principalSubjectToken, type CloudEvent } from '../../src/contract/cloudevents.js';
 import { SystemClock } from '../../src/contract/clock.js';
 import { limits } from '../../src/contract/limits.js';
@@ -20,7 +25,7 @@ import { startNatsServer } from '../support/nats-server.js';
 import type { Transition } from '../../src/events/types.js';
 import { storeWith } from '../support/scenario.js';
 import type { WorkflowRecord } from '../../src/workflow/exec/record.js';
-import { assertReplayEqual, harness, yaml, type Harness } from './support.js';
+import { assertReplayEqual, harness, yaml, type Harness, type HarnessOptions } from './support.js';
 
 process.env.PATH = `${process.env.PATH ?? ''}:/usr/sbin`;
 
@@ -58,6 +63,39 @@ async function completed(h: Harness, instanceId: string): Promise<WorkflowRecord
   assert.equal(record.status, 'completed', JSON.stringify(record.error));
   await assertReplayEqual(h, instanceId);
   return record;
+}
+
+interface NatsIntake {
+  nc: NatsConnection;
+  h: Harness;
+  /** The intake's current subscription on `test.events.>`: closed at the end, whichever it is. */
+  subscription: CloudEventSubscription;
+  /** Subscribes the intake again, as at first (after the test closed its subscription). */
+  resubscribe(): void;
+}
+
+interface NatsIntakeOptions {
+  /** The harness's options, given the connection (an emit sink publishes on it); the defaults when absent. */
+  harness?: (nc: NatsConnection) => HarnessOptions;
+  /** The intake's options (serveCloudEvents). */
+  intake?: ServeCloudEventsOptions;
+}
+
+/** A nats-server, a connection to it, a harness and its event intake on `test.events.>`, for `body`; all closed after it. */
+async function withNatsIntake(options: NatsIntakeOptions, body: (intake: NatsIntake) => Promise<void>): Promise<void> {
+  const server = await startNatsServer();
+  const nc = await connect({ servers: server.url });
+  const h = harness(options.harness?.(nc));
+  const subscribe = () => serveCloudEvents(nc, 'test.events', h.executor, options.intake);
+  const intake: NatsIntake = { nc, h, subscription: subscribe(), resubscribe: () => void (intake.subscription = subscribe()) };
+  try {
+    await body(intake);
+  } finally {
+    await intake.subscription.close();
+    await h.close();
+    await nc.close();
+    await server.dispose();
+  }
 }
 
 test('POST /workflow-events: authenticated, structured mode only, the caller’s own instances, 202 after the append, 404 when nothing took it', async () => {
@@ -216,17 +254,13 @@ test('POST /workflow-events: its refusals name its own media type and its own si
 });
 
 test('NATS <prefix>.>: request/reply answered after the append; wrong subject, garbage and unmatched events answered as such', async () => {
-  const server = await startNatsServer();
-  const nc = await connect({ servers: server.url });
-  const h = harness();
-  const subscription = serveCloudEvents(nc, 'test.events', h.executor);
-  const ask = async (subject: string, body: unknown) =>
-    (await nc.request(subject, typeof body === 'string' ? body : JSON.stringify(body), { timeout: 5000 })).json<{
-      status: string;
-      count?: number;
-      error?: { kind: string };
-    }>();
-  try {
+  await withNatsIntake({}, async ({ nc, h }) => {
+    const ask = async (subject: string, body: unknown) =>
+      (await nc.request(subject, typeof body === 'string' ? body : JSON.stringify(body), { timeout: 5000 })).json<{
+        status: string;
+        count?: number;
+        error?: { kind: string };
+      }>();
     const id = await waiting(h, 'nats-1');
     assert.deepEqual(await ask('test.events.com.example.approved', approved('n1', { ok: false })), { status: 'no-match' });
     const wrong = await ask('test.events.com.example.other', approved('n2'));
@@ -237,17 +271,10 @@ test('NATS <prefix>.>: request/reply answered after the append; wrong subject, g
     assert.deepEqual(accepted, { status: 'accepted', count: 1 });
     assert.equal((await h.executor.get(id))!.listens['/do/0/wait']!.events.length, 1, 'appended before the reply');
     await completed(h, id);
-  } finally {
-    await subscription.close();
-    await h.close();
-    await nc.close();
-    await server.dispose();
-  }
+  });
 });
 
 test('NATS <prefix>.>: the answer waits for the append; an event published without a reply subject is taken, and answered to no one', async () => {
-  const server = await startNatsServer();
-  const nc = await connect({ servers: server.url });
   const clock = new SystemClock();
   const memory = new MemoryEventStore({ clock });
   // The append that takes an event waits here until released.
@@ -265,47 +292,39 @@ test('NATS <prefix>.>: the answer waits for the append; an event published witho
       return real.append(id, expected, transition, after);
     },
   }));
-  const h = harness({ store, clock });
-  const subscription = serveCloudEvents(nc, 'test.events', h.executor);
   const subject = 'test.events.com.example.approved';
-  try {
-    const id = await waiting(h, 'nats-order');
-    const answer = nc.request(subject, JSON.stringify(approved('o1')), { timeout: 5000 });
-    await reached;
-    const early = await Promise.race([answer.then(() => 'answered'), new Promise((resolve) => setTimeout(() => resolve('waiting'), 300))]);
-    assert.equal(early, 'waiting', 'no answer while the append is held');
-    assert.equal((await h.executor.get(id))!.listens['/do/0/wait']!.events.length, 0);
-    holding = false;
-    release();
-    assert.deepEqual((await answer).json(), { status: 'accepted', count: 1 });
-    assert.equal((await h.executor.get(id))!.listens['/do/0/wait']!.events.length, 1);
+  await withNatsIntake({ harness: () => ({ store, clock }) }, async ({ nc, h }) => {
+    try {
+      const id = await waiting(h, 'nats-order');
+      const answer = nc.request(subject, JSON.stringify(approved('o1')), { timeout: 5000 });
+      await reached;
+      const early = await Promise.race([answer.then(() => 'answered'), new Promise((resolve) => setTimeout(() => resolve('waiting'), 300))]);
+      assert.equal(early, 'waiting', 'no answer while the append is held');
+      assert.equal((await h.executor.get(id))!.listens['/do/0/wait']!.events.length, 0);
+      holding = false;
+      release();
+      assert.deepEqual((await answer).json(), { status: 'accepted', count: 1 });
+      assert.equal((await h.executor.get(id))!.listens['/do/0/wait']!.events.length, 1);
 
-    // Fire and forget: delivered as any event, its outcome told to no one (a publisher that needs to know asks with a request).
-    const quiet = await waiting(h, 'nats-quiet');
-    nc.publish(subject, JSON.stringify(approved('o2')));
-    const record = await completed(h, quiet);
-    assert.equal(record.listens['/do/0/wait']!.events.length, 1);
-  } finally {
-    holding = false;
-    release();
-    await subscription.close();
-    await h.close();
-    await nc.close();
-    await server.dispose();
-  }
+      // Fire and forget: delivered as any event, its outcome told to no one (a publisher that needs to know asks with a request).
+      const quiet = await waiting(h, 'nats-quiet');
+      nc.publish(subject, JSON.stringify(approved('o2')));
+      const record = await completed(h, quiet);
+      assert.equal(record.listens['/do/0/wait']!.events.length, 1);
+    } finally {
+      holding = false;
+      release();
+    }
+  });
 });
 
 test('NATS <prefix>.>: an event that is not I-JSON is rejected invalid-input and taken nowhere, as POST /workflow-events refuses it', async () => {
-  const server = await startNatsServer();
-  const nc = await connect({ servers: server.url });
-  const h = harness();
-  const subscription = serveCloudEvents(nc, 'test.events', h.executor);
   const subject = 'test.events.com.example.approved';
   const event = (id: string, data: string) =>
     `{"specversion":"1.0","id":"${id}","source":"https://convoke.dev/test","type":"com.example.approved","data":${data}}`;
-  const ask = async (body: string) =>
-    (await nc.request(subject, body, { timeout: 5000 })).json<{ status: string; matched?: string[]; error?: { kind: string; message: string } }>();
-  try {
+  await withNatsIntake({}, async ({ nc, h }) => {
+    const ask = async (body: string) =>
+      (await nc.request(subject, body, { timeout: 5000 })).json<{ status: string; matched?: string[]; error?: { kind: string; message: string } }>();
     const id = await waiting(h, 'nats-strict');
     const hostile: [string, string][] = [
       // The last of two keys would win in one reader, the first in another: the stored event would not be the one sent.
@@ -327,21 +346,13 @@ test('NATS <prefix>.>: an event that is not I-JSON is rejected invalid-input and
     assert.equal((await h.executor.get(id))!.listens['/do/0/wait']!.events.length, 0, 'no refused event was taken');
     assert.deepEqual(await ask(event('s8', '{"ok":true}')), { status: 'accepted', count: 1 });
     await completed(h, id);
-  } finally {
-    await subscription.close();
-    await h.close();
-    await nc.close();
-    await server.dispose();
-  }
+  });
 });
 
 test('one workflow’s emit reaches another’s listen through NATS: its own principal’s only', async () => {
-  const server = await startNatsServer();
-  const nc = await connect({ servers: server.url });
   const store = new MemoryEventStore({ clock: new SystemClock() });
-  const h = harness({ store, events: new NatsCloudEventSink(nc, { emitSubjectPrefix: 'test.emitted' }) });
-  const subscription = serveCloudEvents(nc, 'test.events', h.executor, { emitSubjectPrefix: 'test.emitted' });
-  try {
+  const emitted = { emitSubjectPrefix: 'test.emitted' };
+  await withNatsIntake({ harness: (nc) => ({ store, events: new NatsCloudEventSink(nc, emitted) }), intake: emitted }, async ({ h, subscription }) => {
     // Bob's listen first: the intake offers an event to the instances in the order it holds them,
     // so a delivery that reached Bob would have appended to his log before Alice's.
     const other = await waiting(h, 'ping-other', 'com.example.ping', 'bob');
@@ -359,22 +370,14 @@ do:
     const bob = await h.executor.get(other);
     assert.equal(bob?.status, 'running');
     assert.equal(bob?.listens['/do/0/wait']?.events.length, 0, 'another principal’s listen took nothing an emitted event carried');
-  } finally {
-    await subscription.close();
-    await h.close();
-    await nc.close();
-    await server.dispose();
-  }
+  });
 });
 
 test('NATS <emitPrefix>.>: an emitted event reaches the principal its subject names, on its own type’s subject only; it is never answered', async () => {
-  const server = await startNatsServer();
-  const nc = await connect({ servers: server.url });
-  const h = harness();
-  let subscription = serveCloudEvents(nc, 'test.events', h.executor, { emitSubjectPrefix: 'test.emitted' });
   // A principal id that is not a subject token travels encoded (principalSubjectToken).
   const web = 'jwt:https://idp.example/:u.1';
-  try {
+  await withNatsIntake({ intake: { emitSubjectPrefix: 'test.emitted' } }, async (intake) => {
+    const { nc, h } = intake;
     assert.throws(() => serveCloudEvents(nc, 'test.events', h.executor, { emitSubjectPrefix: 'test.events.x' }), /overlap/);
     const bob = await waiting(h, 'emitted-bob', 'com.example.approved', 'bob');
     const jwt = await waiting(h, 'emitted-jwt', 'com.example.approved', web);
@@ -387,10 +390,10 @@ test('NATS <emitPrefix>.>: an emitted event reaches the principal its subject na
     const answer = await nc.request('test.emitted.carol.com.example.approved', JSON.stringify(approved('x6')), { timeout: 500 }).catch((e: unknown) => e);
     assert.ok(answer instanceof Error, 'an emitted event is not answered');
     await nc.flush();
-    await subscription.close();
+    await intake.subscription.close();
     for (const id of [bob, jwt]) assert.equal((await h.executor.get(id))!.listens['/do/0/wait']!.events.length, 0, id);
 
-    subscription = serveCloudEvents(nc, 'test.events', h.executor, { emitSubjectPrefix: 'test.emitted' });
+    intake.resubscribe();
     send('test.emitted.bob.com.example.approved', approved('y1'));
     send(`test.emitted.${principalSubjectToken(web)}.com.example.approved`, approved('y2'));
     for (const [id, event] of [
@@ -404,12 +407,7 @@ test('NATS <emitPrefix>.>: an emitted event reaches the principal its subject na
         [event],
       );
     }
-  } finally {
-    await subscription.close();
-    await h.close();
-    await nc.close();
-    await server.dispose();
-  }
+  });
 });
 
 /** The store's transition size in the tests below: events are taken up to cloudEventBytesMax (256 KiB). */
@@ -426,46 +424,39 @@ interface SmallStoreIntake {
   post(event: CloudEvent): Promise<{ status: number; body: { kind?: string; description?: string; status?: string; matched?: string[] } }>;
   ask(event: CloudEvent): Promise<{ status: string; count?: number; error?: { kind: string; message: string } }>;
   taken(id: string, at?: string): Promise<number>;
-  close(): Promise<void>;
 }
 
-/** An executor on a store recording at most storeLimit bytes a transition, taking events over HTTP (as alice) and NATS. */
-async function smallStoreIntake(): Promise<SmallStoreIntake> {
-  const fixture = await writeHttpFixture();
+/** An executor on a store recording at most storeLimit bytes a transition, taking events over HTTP (as alice) and NATS, for `body`. */
+async function withSmallStoreIntake(body: (intake: SmallStoreIntake) => Promise<void>): Promise<void> {
   const clock = new SystemClock();
-  const h = harness({ store: new MemoryEventStore({ clock, limits: { transitionBytesMax: storeLimit } }), clock });
-  const built = await buildFixtureApp(fixture, clock, { workflowEvents: h.executor });
-  const server = await startNatsServer();
-  const nc = await connect({ servers: server.url });
-  const subscription = serveCloudEvents(nc, 'test.events', h.executor);
-  const address = await built.http.app.listen({ host: '127.0.0.1', port: 0 });
-  return {
-    h,
-    post: async (event) => {
-      const response = await fetch(`${address}/workflow-events`, {
-        method: 'POST',
-        headers: { 'content-type': 'application/cloudevents+json', authorization: `Bearer ${fixture.tokens.alice}` },
-        body: JSON.stringify(event),
+  const store = new MemoryEventStore({ clock, limits: { transitionBytesMax: storeLimit } });
+  await withNatsIntake({ harness: () => ({ store, clock }) }, async ({ nc, h }) => {
+    const fixture = await writeHttpFixture();
+    const built = await buildFixtureApp(fixture, clock, { workflowEvents: h.executor });
+    try {
+      const address = await built.http.app.listen({ host: '127.0.0.1', port: 0 });
+      await body({
+        h,
+        post: async (event) => {
+          const response = await fetch(`${address}/workflow-events`, {
+            method: 'POST',
+            headers: { 'content-type': 'application/cloudevents+json', authorization: `Bearer ${fixture.tokens.alice}` },
+            body: JSON.stringify(event),
+          });
+          return { status: response.status, body: (await response.json()) as { kind?: string; description?: string; status?: string; matched?: string[] } };
+        },
+        ask: async (event) => (await nc.request('test.events.com.example.approved', JSON.stringify(event), { timeout: 5000 })).json(),
+        taken: async (id, at = '/do/0/wait') => (await h.executor.get(id))!.listens[at]!.events.length,
       });
-      return { status: response.status, body: (await response.json()) as { kind?: string; description?: string; status?: string; matched?: string[] } };
-    },
-    ask: async (event) => (await nc.request('test.events.com.example.approved', JSON.stringify(event), { timeout: 5000 })).json(),
-    taken: async (id, at = '/do/0/wait') => (await h.executor.get(id))!.listens[at]!.events.length,
-    close: async () => {
-      await subscription.close();
-      await nc.close();
-      await server.dispose();
+    } finally {
       await built.close();
-      await h.close();
       await fixture.dispose();
-    },
-  };
+    }
+  });
 }
 
 test('an event the store cannot record in one transition is refused before anything is taken, 413 invalid-input over HTTP and rejected over NATS, naming the limit', async () => {
-  const intake = await smallStoreIntake();
-  const { h, post, ask, taken } = intake;
-  try {
+  await withSmallStoreIntake(async ({ h, post, ask, taken }) => {
     const first = await waiting(h, 'large-1');
     const second = await waiting(h, 'large-2');
     // Larger than a transition; then within one, but not with what a listen records beside it (its key, the guard: about 230 bytes).
@@ -489,15 +480,11 @@ test('an event the store cannot record in one transition is refused before anyth
       await completed(h, id);
     }
     assert.deepEqual(h.executor.failures, []);
-  } finally {
-    await intake.close();
-  }
+  });
 });
 
 test('an event some listens cannot record beside what they record with it (a longer key) is taken by the others, answered as theirs; those did not take it', async () => {
-  const intake = await smallStoreIntake();
-  const { h, post, ask, taken } = intake;
-  try {
+  await withSmallStoreIntake(async ({ h, post, ask, taken }) => {
     const first = await waiting(h, 'partly-1');
     const second = await waiting(h, 'partly-2');
     // A listen whose key is 246 characters longer records more beside the event: one that fits the short key's transition only is taken there alone.
@@ -530,7 +517,5 @@ do:
     assert.deepEqual(await ask(approved('small')), { status: 'accepted', count: 1 });
     await completed(h, long);
     assert.deepEqual(h.executor.failures, []);
-  } finally {
-    await intake.close();
-  }
+  });
 });
