@@ -15,14 +15,15 @@ import { subjectFor } from '../../src/adapters/transport/subjects.js';
 import { deploymentForSuite, e2eBundle, e2eNamespace, eventually, resultOf } from '../support/nats-deployment-fixture.js';
 
 describe('NATS durable: a stream recreated across a coordinator restart', { timeout: 120_000 }, () => {
-  // No peer runs: every operation stays open until its deadline unless something closes it. The
-  // deadline is two minutes, past the test's own time on a loaded machine (at 15 s the kept
-  // operation had closed at it, failed, on a machine four times slower than usual).
+  // No peer runs: every operation stays open until its deadline or its branches' leases end,
+  // unless something closes it. Both are two minutes, past the test's own time on a loaded machine
+  // (at 15 s the kept operation had closed at its deadline, and at a 10 s lease at the lease's
+  // end, failed/impossible, on machines four times slower than usual).
   const deployment = deploymentForSuite(
     {
       mode: 'durable',
       store: 'sqlite',
-      bundle: e2eBundle({ timeoutMs: 120_000 }),
+      bundle: e2eBundle({ timeoutMs: 120_000, leaseMs: 120_000 }),
       groups: { reviewers: ['alfa'] },
       peers: {},
       commandClients: ['billing'],
