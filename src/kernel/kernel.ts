@@ -202,14 +202,19 @@ export class Kernel<R, T extends GuardedTransition, S extends Stream<R> = Stream
     return stream;
   }
 
-  /** The cached instance, or one read from the store and made by `make`; undefined when there is none. */
-  async load(id: string, make: (record: R) => S): Promise<S | undefined> {
+  /**
+   * The cached instance, or one read from the store and made by `make`; undefined when there is
+   * none. One read from the store is held (adopted: cached, its timers armed) unless `keep` refuses
+   * its record; then it is answered without being held.
+   */
+  async load(id: string, make: (record: R) => S, keep?: (record: R) => boolean): Promise<S | undefined> {
     const cached = this.streams.get(id);
     if (cached) return cached;
     const read = await this.readLog(id);
     if (read.kind === 'not-found' || read.kind === 'empty') return undefined;
     if (read.kind !== 'ok') throw storeError(read, 'read');
-    return this.adopt(make(read.record), read.log);
+    const made = make(read.record);
+    return keep !== undefined && !keep(read.record) ? made : this.adopt(made, read.log);
   }
 
   // ── creating and committing ──────────────────────────────────────────────

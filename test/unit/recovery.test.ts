@@ -231,3 +231,31 @@ test('recovery reads every operation when the index cannot list the open ones', 
   const second = await incarnation(clock, store, { completion: { mode: 'first-success' } });
   assert.deepEqual(await second.coordinator.recover(), { scanned: 2, resumed: 1, failed: 0 });
 });
+
+test("another principal's read of an operation this coordinator does not hold is 404 and holds nothing: a stranger neither fills the cache nor resumes the operation here", async () => {
+  const clock = new VirtualClock();
+  const store = new MemoryEventStore({ clock });
+  const first = await incarnation(clock, store, { completion: { mode: 'quorum', count: 2 } });
+  const { result } = await first.coordinator.invoke(
+    { principalId: 'p', senderPeerId: null },
+    { contract: first.bundle.ref, interaction: 'review', invocationKey: 'k', input: { document: 'd' } },
+  );
+  await clock.advance(10);
+  await first.coordinator.close();
+  // Another coordinator on the same store, which has not recovered: it holds nothing yet.
+  const second = await incarnation(clock, store, { completion: { mode: 'quorum', count: 2 } });
+  assert.deepEqual(second.coordinator.kernel.held(), []);
+  for (const read of [() => second.coordinator.get('q', result.operationId), () => second.coordinator.wait('q', result.operationId, 'decision', 0)])
+    await assert.rejects(read(), (e) => e instanceof AdapterError && (e as { notFound?: boolean }).notFound === true);
+  assert.deepEqual(
+    second.coordinator.kernel.held().map((entry) => entry.id),
+    [],
+    "the other principal's reads held nothing",
+  );
+  // Its own principal's read holds it, as before: its timers resume here.
+  assert.equal((await second.coordinator.get('p', result.operationId)).operationId, result.operationId);
+  assert.deepEqual(
+    second.coordinator.kernel.held().map((entry) => entry.id),
+    [result.operationId],
+  );
+});

@@ -619,15 +619,18 @@ export class WorkflowExecutor implements CloudEventIntake {
     return outcome;
   }
 
-  /** The instance held or read from the store (a running one is resumed); undefined when unknown. */
-  load(instanceId: string): Promise<Instance | undefined> {
+  /**
+   * The instance held or read from the store (a running one is resumed, unless `keep` refuses its
+   * record: then it is answered without being held); undefined when unknown.
+   */
+  load(instanceId: string, keep?: (record: WorkflowRecord) => boolean): Promise<Instance | undefined> {
     // Its log's bytes are counted as the kernel holds it (the reread hook).
-    return this.kernel.load(instanceId, (record) => newInstance(instanceId, record, record.revision));
+    return this.kernel.load(instanceId, (record) => newInstance(instanceId, record, record.revision), keep);
   }
 
-  /** The current record, or undefined. */
-  async get(instanceId: string): Promise<WorkflowRecord | undefined> {
-    return (await this.load(instanceId))?.record;
+  /** The current record, or undefined; `keep` as for load. */
+  async get(instanceId: string, keep?: (record: WorkflowRecord) => boolean): Promise<WorkflowRecord | undefined> {
+    return (await this.load(instanceId, keep))?.record;
   }
 
   /** Waits until the instance has finished (or waitMs passes); answers its record. */

@@ -1,0 +1,43 @@
+/**
+ * A workflow instance read by another principal is 404 (WorkflowInstances.visible), and a worker
+ * that did not hold it holds nothing after that read: a stranger neither fills the worker's cache
+ * nor resumes the instance there. Its own principal's read holds and resumes it, as before.
+ */
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { MemoryEventStore } from '../../src/adapters/store/memory.js';
+import { SystemClock } from '../../src/contract/clock.js';
+import { isAdapterError } from '../../src/contract/errors.js';
+import { WorkflowInstances } from '../../src/workflow/exec/instances.js';
+import { harness, yaml } from './support.js';
+
+test("another principal's read of an instance this worker does not hold is 404 and holds nothing; its own principal's read resumes it", async () => {
+  const clock = new SystemClock();
+  const store = new MemoryEventStore({ clock });
+  const a = harness({ store, clock, worker: 'a' });
+  const b = harness({ store, clock, worker: 'b' });
+  try {
+    const document = yaml(`document: { dsl: '1.0.3', namespace: test, name: strangers, version: '1.0.0' }\ndo:\n  - pause:\n      wait: { minutes: 10 }\n`);
+    const { instanceId } = await a.executor.start({ principalId: 'alice', invocationKey: 'k', document, input: {} });
+    const ref = { id: 'test.bundle', version: '1.0.0', digest: 'sha256:' + '0'.repeat(64) };
+    const instances = new WorkflowInstances({ executor: b.executor, bundleOf: () => ref, definition: () => undefined });
+    assert.deepEqual(b.executor.kernel.held(), []);
+    const notFound = (error: unknown) =>
+      isAdapterError(error) && /workflow instance/.test(error.message) && (error as { notFound?: boolean }).notFound === true;
+    await assert.rejects(instances.get('mallory', instanceId), notFound);
+    await assert.rejects(instances.wait('mallory', instanceId, 0), notFound);
+    assert.deepEqual(
+      b.executor.kernel.held().map((held) => held.id),
+      [],
+      "the other principal's reads held nothing",
+    );
+    assert.equal((await instances.get('alice', instanceId)).instanceId, instanceId);
+    assert.deepEqual(
+      b.executor.kernel.held().map((held) => held.id),
+      [instanceId],
+    );
+  } finally {
+    await a.close();
+    await b.close();
+  }
+});
