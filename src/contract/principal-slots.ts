@@ -16,9 +16,8 @@ export class PrincipalSlots {
   ) {}
 
   take(principalId: string): (() => void) | undefined {
-    const holding = this.holding(principalId);
-    if (holding >= this.perPrincipal || this.heldTotal >= this.total) return undefined;
-    this.held.set(principalId, holding + 1);
+    if (this.full(principalId) !== undefined) return undefined;
+    this.held.set(principalId, this.holding(principalId) + 1);
     this.heldTotal += 1;
     let released = false;
     return () => {
@@ -29,6 +28,12 @@ export class PrincipalSlots {
       if (left > 0) this.held.set(principalId, left);
       else this.held.delete(principalId);
     };
+  }
+
+  /** The bound one more slot of the principal's would pass now (its own first), or undefined when `take` would grant it. */
+  full(principalId: string): 'principal' | 'total' | undefined {
+    if (this.holding(principalId) >= this.perPrincipal) return 'principal';
+    return this.heldTotal >= this.total ? 'total' : undefined;
   }
 
   holding(principalId: string): number {

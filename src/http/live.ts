@@ -181,9 +181,11 @@ function heldStreams(perPrincipal: number, total: number) {
     take(principalId: string): () => void {
       const release = slots.take(principalId);
       if (release !== undefined) return release;
-      const holding = slots.holding(principalId);
-      if (holding >= perPrincipal)
-        throw new AdapterError('unavailable', `this principal already holds ${holding} event streams (at most ${perPrincipal}); close one and retry`);
+      if (slots.full(principalId) === 'principal')
+        throw new AdapterError(
+          'unavailable',
+          `this principal already holds ${slots.holding(principalId)} event streams (at most ${perPrincipal}); close one and retry`,
+        );
       throw new AdapterError(
         'unavailable',
         `this server already holds ${slots.holdingTotal()} event streams of all principals, the most it holds at once (http.events.streamsMax ${total}); retry later`,

@@ -151,10 +151,9 @@ export function registerWorkflowEventRoutes(app: FastifyInstance, options: Workf
 function deliverySlots(perPrincipal: number, total: number) {
   const slots = new PrincipalSlots(perPrincipal, total);
   const refusal = (principalId: string) => {
-    const holding = slots.holding(principalId);
     const held =
-      holding >= perPrincipal
-        ? `principal ${JSON.stringify(principalId)} already has ${holding} events in flight at this host, the most one principal may have at once ` +
+      slots.full(principalId) === 'principal'
+        ? `principal ${JSON.stringify(principalId)} already has ${slots.holding(principalId)} events in flight at this host, the most one principal may have at once ` +
           `(http.eventDeliveriesPerPrincipal ${perPrincipal})`
         : `all principals together already have ${slots.holdingTotal()} events in flight at this host, the most it takes at once (http.eventDeliveriesMax ${total})`;
     return new AdapterError(

@@ -8,6 +8,7 @@ test('past its own bound a principal is refused; another principal is not; a slo
   const alices = [slots.take('alice'), slots.take('alice')];
   assert.ok(alices.every((release) => release !== undefined));
   assert.equal(slots.take('alice'), undefined, 'the third of alice is refused');
+  assert.deepEqual([slots.full('alice'), slots.full('bob')], ['principal', undefined], 'by her own bound');
   const bobs = slots.take('bob');
   assert.ok(bobs, 'bob is not held by alice’s bound');
   alices[0]!();
@@ -26,6 +27,7 @@ test('with a total of N, the N+1th slot is refused whoever holds the N, each pri
   assert.equal(slots.take('alice'), undefined, 'alice holds 2 of her 3, but all principals hold the total');
   assert.equal(slots.take('bob'), undefined, 'so does bob');
   assert.equal(slots.take('carol'), undefined, 'and a principal holding none');
+  assert.deepEqual([slots.full('alice'), slots.full('carol')], ['total', 'total'], 'refused by the total, not by their own bounds');
   assert.deepEqual([slots.holding('alice'), slots.holding('bob'), slots.holding('carol'), slots.holdingTotal()], [2, 2, 0, 4]);
 
   bobs[0]!();
@@ -44,4 +46,5 @@ test('a total below the per-principal bound bounds one principal too', () => {
   assert.ok(slots.take('alice'));
   assert.ok(slots.take('alice'));
   assert.equal(slots.take('alice'), undefined);
+  assert.equal(slots.full('alice'), 'total');
 });

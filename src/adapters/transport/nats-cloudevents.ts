@@ -432,8 +432,7 @@ class InFlight {
   busy(space: Space, subject: string): string | undefined {
     if (this.count >= limits.cloudEventsInFlightMax) return 'too many events in flight';
     const key = principalKey(space, subject);
-    if (key !== undefined && this.principals.holding(key) >= this.principals.perPrincipal)
-      return `its principal has ${this.principals.perPrincipal} emitted events in flight`;
+    if (key !== undefined && this.principals.full(key) !== undefined) return `its principal has ${this.principals.perPrincipal} emitted events in flight`;
     return undefined;
   }
 
