@@ -746,16 +746,26 @@ function eventSubjectProblems(bundles: CompiledBundle[], config: DeploymentConfi
   return problems;
 }
 
+/** The HTTP facade's bounds per principal as set, else their defaults (the totals' checks and resolveHttp read the same). */
+function perPrincipalBounds(http: HttpConfig): { waits: number; streams: number; deliveries: number } {
+  return {
+    waits: http.waitsPerPrincipal ?? waitsPerPrincipalDefault,
+    streams: http.events?.streamsPerPrincipal ?? eventStreamsPerPrincipalDefault,
+    deliveries: http.eventDeliveriesPerPrincipal ?? eventDeliveriesPerPrincipalDefault,
+  };
+}
+
 /**
  * A total set below its per-principal bound could never let one principal reach its own: the
  * operator raises the total or lowers the bound. A total left out is at least the per-principal
  * bound (totalOf), so a config that sets only the per-principal bound loads as it did.
  */
 function totalBoundProblems(http: HttpConfig): string[] {
+  const bound = perPrincipalBounds(http);
   const pairs: [string, number, string, number | undefined][] = [
-    ['waitsPerPrincipal', http.waitsPerPrincipal ?? waitsPerPrincipalDefault, 'waitsMax', http.waitsMax],
-    ['events.streamsPerPrincipal', http.events?.streamsPerPrincipal ?? eventStreamsPerPrincipalDefault, 'events.streamsMax', http.events?.streamsMax],
-    ['eventDeliveriesPerPrincipal', http.eventDeliveriesPerPrincipal ?? eventDeliveriesPerPrincipalDefault, 'eventDeliveriesMax', http.eventDeliveriesMax],
+    ['waitsPerPrincipal', bound.waits, 'waitsMax', http.waitsMax],
+    ['events.streamsPerPrincipal', bound.streams, 'events.streamsMax', http.events?.streamsMax],
+    ['eventDeliveriesPerPrincipal', bound.deliveries, 'eventDeliveriesMax', http.eventDeliveriesMax],
   ];
   return pairs
     .filter(([, perPrincipal, , total]) => total !== undefined && perPrincipal > total)
@@ -791,22 +801,23 @@ function exampleResults(entry: ExamplePeerConfig): [string, JsonValue][] {
 }
 
 async function resolveHttp(config: HttpConfig): Promise<HttpSettings> {
+  const bound = perPrincipalBounds(config);
   const settings: HttpSettings = {
     host: config.host,
     port: config.port,
     bodyLimitBytes: config.bodyLimitBytes,
     waitMsMax: config.waitMsMax,
-    waitsPerPrincipal: config.waitsPerPrincipal ?? waitsPerPrincipalDefault,
-    waitsMax: totalOf(config.waitsMax, waitsMaxDefault, config.waitsPerPrincipal ?? waitsPerPrincipalDefault),
-    eventDeliveriesPerPrincipal: config.eventDeliveriesPerPrincipal ?? eventDeliveriesPerPrincipalDefault,
-    eventDeliveriesMax: totalOf(config.eventDeliveriesMax, eventDeliveriesMaxDefault, config.eventDeliveriesPerPrincipal ?? eventDeliveriesPerPrincipalDefault),
+    waitsPerPrincipal: bound.waits,
+    waitsMax: totalOf(config.waitsMax, waitsMaxDefault, bound.waits),
+    eventDeliveriesPerPrincipal: bound.deliveries,
+    eventDeliveriesMax: totalOf(config.eventDeliveriesMax, eventDeliveriesMaxDefault, bound.deliveries),
     drainMs: config.drainMs ?? 0,
     headersTimeoutMs: config.headersTimeoutMs ?? headersTimeoutMsDefault,
     requestTimeoutMs: config.requestTimeoutMs ?? requestTimeoutMsDefault,
     events: {
       heartbeatMs: config.events?.heartbeatMs ?? eventHeartbeatMsDefault,
-      streamsPerPrincipal: config.events?.streamsPerPrincipal ?? eventStreamsPerPrincipalDefault,
-      streamsMax: totalOf(config.events?.streamsMax, eventStreamsMaxDefault, config.events?.streamsPerPrincipal ?? eventStreamsPerPrincipalDefault),
+      streamsPerPrincipal: bound.streams,
+      streamsMax: totalOf(config.events?.streamsMax, eventStreamsMaxDefault, bound.streams),
     },
     principals: config.principals.map((p) => ({
       principalId: p.principalId,
