@@ -529,14 +529,15 @@ export class Coordinator implements RuntimeHost {
   }
 
   private async visible(principalId: string, operationId: string): Promise<OpEntry> {
+    const own = (record: OperationRecord) => record.principalId === principalId;
     // Another principal's operation read from the store is answered 404 without being held: a
     // stranger's reads neither fill this process's cache nor resume the operation's timers here.
-    const entry = await this.load(operationId, (record) => record.principalId === principalId).catch(async (error: unknown) => {
+    const entry = await this.load(operationId, own).catch(async (error: unknown) => {
       // An unreadable log is unavailable to its owner only; to anyone else it is not found (unreadableAnswer).
       if (isAdapterError(error) && error.kind === 'unavailable') throw await this.unreadable(error, operationId, (owner) => owner === principalId);
       return undefined;
     });
-    if (!entry || entry.record.principalId !== principalId) throw new OperationNotFound(operationId);
+    if (!entry || !own(entry.record)) throw new OperationNotFound(operationId);
     return entry;
   }
 

@@ -258,17 +258,16 @@ export class WorkflowInstances implements WorkflowInstanceService {
    */
   private async visible(principalId: string, instanceId: string): Promise<WorkflowRecord> {
     if (!isWorkflowInstanceId(instanceId)) throw new WorkflowInstanceNotFound(instanceId);
+    const own = (record: WorkflowRecord) => record.started.principalId === principalId;
     // Another principal's instance read from the store is answered 404 without being held: a
     // stranger's reads neither fill this worker's cache nor resume the instance here.
-    const record = await this.options.executor
-      .get(instanceId, (read) => read.started.principalId === principalId)
-      .catch(async (error: unknown) => {
-        // A pruned instance (tombstoned, src/workflow/exec/retention.ts) is gone, as a pruned operation is: not found, to anyone.
-        if (isAdapterError(error) && error.kind === 'expired') return undefined;
-        // An unreadable log is unavailable to its owner only; to anyone else it is not found (unreadableAnswer).
-        throw await this.unreadable(error, instanceId, (owner) => owner === principalId);
-      });
-    if (!record || record.started.principalId !== principalId) throw new WorkflowInstanceNotFound(instanceId);
+    const record = await this.options.executor.get(instanceId, own).catch(async (error: unknown) => {
+      // A pruned instance (tombstoned, src/workflow/exec/retention.ts) is gone, as a pruned operation is: not found, to anyone.
+      if (isAdapterError(error) && error.kind === 'expired') return undefined;
+      // An unreadable log is unavailable to its owner only; to anyone else it is not found (unreadableAnswer).
+      throw await this.unreadable(error, instanceId, (owner) => owner === principalId);
+    });
+    if (!record || !own(record)) throw new WorkflowInstanceNotFound(instanceId);
     return record;
   }
 
