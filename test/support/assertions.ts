@@ -32,3 +32,22 @@ export function assertInvalid(run: () => unknown, ...fragments: string[]): strin
   }
   return description;
 }
+
+/**
+ * Every page of `query` that `page` answers, following its cursor (at most 30): each must equal
+ * `reference`'s page at that cursor. The operations and workflow instances index views share it.
+ */
+export function assertEveryPage<Q extends { after?: unknown }, P extends { next?: Q['after'] | null }>(
+  page: (query: Q) => P,
+  reference: (query: Q) => P,
+  query: Omit<Q, 'after'>,
+): void {
+  let after: Q['after'] | undefined;
+  for (let index = 0; index < 30; index++) {
+    const q = { ...query, ...(after ? { after } : {}) } as Q;
+    const got = page(q);
+    assert.deepEqual(got, reference(q), `page ${index} of ${JSON.stringify(q)}`);
+    if (!got.next) break;
+    after = got.next;
+  }
+}

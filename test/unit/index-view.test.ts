@@ -8,6 +8,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import fc from 'fast-check';
+import { assertEveryPage } from '../support/assertions.js';
 import { IndexView, operationPages, operationShape } from '../../src/adapters/store/index-view.js';
 import { pageOfPages, paginate, summarize, type PagesWalked } from '../../src/adapters/store/index-pages.js';
 import type { RowShape } from '../../src/adapters/store/row-view.js';
@@ -73,14 +74,11 @@ const queryArb: fc.Arbitrary<Omit<IndexQuery, 'after'>> = fc
 
 /** Every page of `query` the view answers, following the cursor: each must be the reference's page over `rows` at that cursor. */
 function assertViewPages(view: IndexView, rows: ReadonlyMap<string, OperationIndexRow>, query: Omit<IndexQuery, 'after'>): void {
-  let after: IndexQuery['after'];
-  for (let page = 0; page < 30; page++) {
-    const q: IndexQuery = { ...query, ...(after ? { after } : {}) };
-    const got = view.page(q);
-    assert.deepEqual(got, pageOf(rows.values(), q), `page ${page} of ${JSON.stringify(q)}`);
-    if (!got.next) break;
-    after = got.next;
-  }
+  assertEveryPage<IndexQuery, ReturnType<IndexView['page']>>(
+    (q) => view.page(q),
+    (q) => pageOf(rows.values(), q),
+    query,
+  );
 }
 
 test('every page and every stuck count of the view equals the reference over all rows, through any updates (fast-check)', () => {

@@ -10,6 +10,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import fc from 'fast-check';
+import { assertEveryPage } from '../support/assertions.js';
 import { WorkflowIndexView, instancePages, instanceShape } from '../../src/adapters/store/workflow-index-view.js';
 import { pageOfPages, paginate, summarize } from '../../src/adapters/store/index-pages.js';
 import type { RowShape } from '../../src/adapters/store/row-view.js';
@@ -80,17 +81,12 @@ const queryArb: fc.Arbitrary<Omit<WorkflowIndexQuery, 'after'>> = fc
 function assertPages(view: WorkflowIndexView, rows: Map<string, WorkflowIndexRow>, queries: readonly Omit<WorkflowIndexQuery, 'after'>[]): void {
   assert.equal(view.size, rows.size);
   for (const [id, row] of rows) assert.deepEqual(view.get(id), row);
-  for (const query of queries) {
-    // Every page, following the cursor: each must be the reference's page at that cursor.
-    let after: WorkflowIndexQuery['after'];
-    for (let page = 0; page < 30; page++) {
-      const q: WorkflowIndexQuery = { ...query, ...(after ? { after } : {}) };
-      const got = view.page(q);
-      assert.deepEqual(got, workflowPageOf(rows.values(), q), `page ${page} of ${JSON.stringify(q)}`);
-      if (!got.next) break;
-      after = got.next;
-    }
-  }
+  for (const query of queries)
+    assertEveryPage<WorkflowIndexQuery, ReturnType<WorkflowIndexView['page']>>(
+      (q) => view.page(q),
+      (q) => workflowPageOf(rows.values(), q),
+      query,
+    );
 }
 
 test('every page of the workflow view equals the reference over all rows, through any updates and removals (fast-check)', () => {
