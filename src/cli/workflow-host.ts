@@ -135,6 +135,7 @@ function eventIntake(
     clock,
     queue: events.listen?.queue ?? workflowEventsDefaults.queue,
     answers: answersFor(prefixes.subjectPrefix, events.publishers),
+    ...(events.publishers ? { publishersOf: publishersOf(prefixes.subjectPrefix, events.publishers) } : {}),
     ...(onEmittedDropped ? { onEmittedDropped } : {}),
   });
 }
@@ -239,10 +240,29 @@ async function eventSink(nc: NatsConnection, emit: 'nats' | 'jetstream', options
  * allows that event's type (the broker proved the sender may publish it), or, without
  * publishers configured, any event publisher's inbox (all the coordinator's user may answer into).
  */
-function answersFor(subjectPrefix: string, publishers: Record<string, string[]> | undefined): (subject: string, reply: string) => boolean {
-  if (!publishers) return (_subject, reply) => reply.startsWith('_INBOX.evt.');
+/** The publishers the config allows on each outside subject, `<subjectPrefix>.<type>`. */
+function publishersBySubject(subjectPrefix: string, publishers: Record<string, string[]>): Map<string, string[]> {
   const bySubject = new Map<string, string[]>();
   for (const [principal, types] of Object.entries(publishers))
     for (const type of types) bySubject.set(`${subjectPrefix}.${type}`, [...(bySubject.get(`${subjectPrefix}.${type}`) ?? []), principal]);
+  return bySubject;
+}
+
+function answersFor(subjectPrefix: string, publishers: Record<string, string[]> | undefined): (subject: string, reply: string) => boolean {
+  if (!publishers) return (_subject, reply) => reply.startsWith('_INBOX.evt.');
+  const bySubject = publishersBySubject(subjectPrefix, publishers);
   return (subject, reply) => (bySubject.get(subject) ?? []).some((principal) => reply.startsWith(`${inboxPrefixFor('evt', principal)}.`));
+}
+
+/**
+ * The key of the publishers that may have sent an outside event on a subject (its in-flight
+ * bound's, serveCloudEvents): the sorted set of those the config allows that type, so that one
+ * publisher alone on its types holds slots of its own. A subject no configured publisher may use
+ * (a user the operator made beside the generated ones) is keyed `[]`: all of those share one.
+ */
+export function publishersOf(subjectPrefix: string, publishers: Record<string, string[]>): (subject: string) => string {
+  const keys = new Map(
+    [...publishersBySubject(subjectPrefix, publishers)].map(([subject, principals]) => [subject, JSON.stringify([...new Set(principals)].sort())]),
+  );
+  return (subject) => keys.get(subject) ?? '[]';
 }

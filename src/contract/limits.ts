@@ -272,6 +272,12 @@ export const limits = {
    * event intake delivers at once; past it one waits for a slot of that principal's (emittedRedelivery).
    */
   cloudEventsInFlightPerPrincipalMax: 64,
+  /**
+   * Outside CloudEvents the NATS event intake delivers at once of the types one set of publishers
+   * may publish (workflows.events.publishers); past it one is answered unavailable. A publisher
+   * flooding its own types leaves the rest of cloudEventsInFlightMax to the others.
+   */
+  cloudEventsInFlightPerPublishersMax: 64,
   // ── bounds of the adapters, facades and wiring (each read where its name says) ──
   /** HTTP: the largest request body a deployment may allow (http.bodyLimitBytes). */
   httpBodyLimitBytesMax: 16 * 1024 * 1024,

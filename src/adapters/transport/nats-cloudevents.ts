@@ -28,9 +28,12 @@
  *   limits.cloudEventsInFlightPerPrincipalMax of one principal's emitted ones (the subject names
  *   the principal, and only the coordinator publishes there): past either an emitted event waits
  *   for a slot (emittedRedelivery), an outside one is answered unavailable. An outside event's
- *   subject proves only that its publisher was allowed its type — NATS does not say who sent a
- *   message, several publishers may be allowed one type, and a reply subject is the sender's to
- *   choose — so outside events share the global bound alone.
+ *   subject proves only that its publisher was one of those allowed its type — NATS does not say
+ *   who sent a message, and a reply subject is the sender's to choose — so, given who may publish
+ *   each type (ServeCloudEventsOptions.publishersOf), the outside events of the types one set of
+ *   publishers may publish share limits.cloudEventsInFlightPerPublishersMax slots of their own: a
+ *   publisher alone on its types floods only its own slots; publishers allowed one type share that
+ *   type's. Without it, outside events meet the global bound alone.
  * - Between receipt and append an event is only in this host's memory (core NATS): a crash there
  *   loses it. A publisher that asked (a request) sees no answer and sends it again, taken once; one
  *   that published without a reply subject is told nothing, and its event is then lost, as it is
@@ -174,6 +177,13 @@ export interface ServeCloudEventsOptions {
    * events only); refused ones are delivered but not answered (the default answers any).
    */
   answers?: (subject: string, reply: string) => boolean;
+  /**
+   * Who may publish an outside event on this subject, as a key naming that set of publishers (the
+   * broker's permissions decide it: `workflows.events.publishers`). Outside events whose subjects
+   * give one key share limits.cloudEventsInFlightPerPublishersMax slots; absent, outside events
+   * meet the global bound alone.
+   */
+  publishersOf?: (subject: string) => string;
   /** Told of an emitted event given up on (emittedRedelivery), or refused by the intake for good: its subject, the reason, and what happened. */
   onEmittedDropped?: (subject: string, reason: EmittedDropReason, detail: string) => void;
   /** The clock of an emitted event's backoff and window (emittedRedelivery): the host's; the system clock when absent. */
@@ -224,7 +234,7 @@ export function serveCloudEvents(
     checkSpaces(subjectPrefix, options.emitSubjectPrefix);
     spaces.push({ kind: 'emitted', prefix: options.emitSubjectPrefix });
   }
-  const inFlight = new InFlight();
+  const inFlight = new InFlight(options.publishersOf);
   const pending = new Set<Promise<void>>();
   const clock = options.clock ?? new SystemClock();
   const backlog = new EmittedBacklog(clock, options.onEmittedDropped, () => next());
@@ -419,33 +429,45 @@ interface Emitted {
 }
 
 /**
- * The events in flight (limits.cloudEventsInFlightMax), and the emitted ones by the principal their
+ * The events in flight (limits.cloudEventsInFlightMax); the emitted ones by the principal their
  * subject names (limits.cloudEventsInFlightPerPrincipalMax): the token after the emitted prefix,
  * one per principal (principalSubjectToken; a subject that names none is refused on delivery,
- * addressee). An outside event names no principal: it meets the first bound alone.
+ * addressee); and, given publishersOf, the outside ones by the publishers that may have sent them
+ * (limits.cloudEventsInFlightPerPublishersMax).
  */
 class InFlight {
   count = 0;
   private readonly principals = new PrincipalSlots(limits.cloudEventsInFlightPerPrincipalMax);
+  private readonly publishers = new PrincipalSlots(limits.cloudEventsInFlightPerPublishersMax);
+
+  constructor(private readonly publishersOf: ((subject: string) => string) | undefined) {}
 
   /** Why an event on the subject waits (or is answered unavailable) rather than being delivered now; undefined when it may be. */
   busy(space: Space, subject: string): string | undefined {
     if (this.count >= limits.cloudEventsInFlightMax) return 'too many events in flight';
-    const key = principalKey(space, subject);
-    if (key !== undefined && this.principals.full(key) !== undefined) return `its principal has ${this.principals.perPrincipal} emitted events in flight`;
-    return undefined;
+    const { slots, key } = this.slotsOf(space, subject);
+    if (key === undefined || slots.full(key) === undefined) return undefined;
+    return space.kind === 'emitted'
+      ? `its principal has ${slots.perPrincipal} emitted events in flight`
+      : `the publishers allowed its type have ${slots.perPrincipal} events in flight`;
   }
 
-  /** Counts one more in flight (for its principal too, when emitted; `busy` said it may run); the function returned gives it back. */
+  /** Counts one more in flight (for its principal or its publishers too; `busy` said it may run); the function returned gives it back. */
   take(space: Space, subject: string): () => void {
-    const key = principalKey(space, subject);
-    const release = key === undefined ? undefined : this.principals.take(key);
-    if (key !== undefined && release === undefined) throw new AssertionFailure(`an emitted event of principal ${key} was run past its bound`);
+    const { slots, key } = this.slotsOf(space, subject);
+    const release = key === undefined ? undefined : slots.take(key);
+    if (key !== undefined && release === undefined) throw new AssertionFailure(`an event on ${subject} was run past the in-flight bound of ${key}`);
     this.count++;
     return () => {
       this.count--;
       release?.();
     };
+  }
+
+  /** The slots an event on the subject takes beside the global count, and its key in them (none: the global bound alone). */
+  private slotsOf(space: Space, subject: string): { slots: PrincipalSlots; key: string | undefined } {
+    if (space.kind === 'emitted') return { slots: this.principals, key: principalKey(space, subject) };
+    return { slots: this.publishers, key: this.publishersOf?.(subject) };
   }
 }
 
