@@ -2,8 +2,7 @@
  * The connection options commands share, and how a command resolves them against the context in
  * effect (connection.ts): so that every command that connects takes the same flags, the same way.
  */
-import type { Command } from 'commander';
-import { invalidInput } from '../contract/errors.js';
+import { InvalidArgumentError, type Command } from 'commander';
 import { requireNats, requireStore, resolveConnection, type ConnectionFlags, type ContextUser, type StoreAuth } from './connection.js';
 
 /** The `workflow` command: found when another module made it, else made here (its subcommands are added by several modules). */
@@ -11,9 +10,12 @@ export function workflowCommand(program: Command): Command {
   return program.commands.find((command) => command.name() === 'workflow') ?? program.command('workflow').description('Serverless Workflow 1.0.3 documents');
 }
 
-/** A non-negative integer option's parser (--wait-ms, --seed). */
+/**
+ * A non-negative integer option's parser (--wait-ms, --seed). Its refusal is commander's, which
+ * names the option and the value given (exit 2, as any usage error).
+ */
 export function nonNegativeInteger(value: string): number {
-  if (!/^[0-9]+$/.test(value)) throw invalidInput(`expected a non-negative integer, got ${JSON.stringify(value)}`);
+  if (!/^[0-9]+$/.test(value)) throw new InvalidArgumentError('expected a non-negative integer');
   return Number(value);
 }
 

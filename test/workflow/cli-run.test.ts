@@ -201,3 +201,22 @@ test('convoke workflow run --store: the help names every store it opens, and it 
     await rm(dir, { recursive: true, force: true });
   }
 });
+
+test('convoke workflow run, start and get: a number option that is not one is exit 2 naming the option and its value', async () => {
+  const file = join(tmpdir(), 'never-read.yaml');
+  const cases = [
+    ['workflow', 'run', file, '--wait-ms', 'soon'],
+    ['workflow', 'run', file, '--seed', '1.5'],
+    ['workflow', 'run', file, '--running-bound', '-1'],
+    ['workflow', 'start', file, '--workflow', 'w', '--key', 'k', '--wait-ms', '10s'],
+    ['workflow', 'get', `wf${'0'.repeat(64)}`, '--wait-ms', 'ten'],
+  ];
+  for (const args of cases) {
+    const io = captureIo();
+    assert.equal(await main(['node', 'convoke', ...args], io), exitCodes.invalidInput, io.err());
+    const [option, value] = args.slice(-2) as [string, string];
+    assert.ok(io.err().includes(option) && io.err().includes(value), `convoke ${args.join(' ')}: ${io.err()}`);
+    assert.equal(io.err().trim().split('\n').length, 1, io.err());
+    assert.equal(io.out(), '');
+  }
+});
