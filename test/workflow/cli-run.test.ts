@@ -220,3 +220,32 @@ test('convoke workflow run, start and get: a number option that is not one is ex
     assert.equal(io.out(), '');
   }
 });
+
+test('convoke workflow run refuses a document.dsl other than 1.0.3 as unsupported (7) naming what it read, a YAML number (dsl: 1.0) too; a missing one or name is 2 naming it', async () => {
+  const dir = await mkdtemp(join(tmpdir(), 'convoke-wf-cli-dsl-'));
+  try {
+    const run = async (header: string) => {
+      const file = join(dir, 'wf.yaml');
+      await writeFile(file, `document: ${header}\ndo:\n  - add:\n      set: { n: 1 }\n`);
+      const io = captureIo();
+      return { code: await main(['node', 'convoke', 'workflow', 'run', file], io), err: io.err() };
+    };
+    for (const [dsl, shown] of [
+      ["'1.0.0'", '"1.0.0"'],
+      ['1.0', '1'],
+      ['0.8', '0.8'],
+    ] as const) {
+      const refused = await run(`{ dsl: ${dsl}, namespace: test, name: cli, version: '1.0.0' }`);
+      assert.equal(refused.code, exitCodes.unsupported, refused.err);
+      assert.ok(JSON.parse(refused.err).description.includes(`document.dsl is ${shown}`), refused.err);
+    }
+    const noDsl = await run(`{ namespace: test, name: cli, version: '1.0.0' }`);
+    assert.equal(noDsl.code, exitCodes.invalidInput, noDsl.err);
+    assert.match(noDsl.err, /needs document\.dsl/);
+    const noName = await run(`{ dsl: '1.0.3', namespace: test, version: '1.0.0' }`);
+    assert.equal(noName.code, exitCodes.invalidInput, noName.err);
+    assert.match(noName.err, /needs document\.name/);
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+});

@@ -107,8 +107,10 @@ export function checkDocument(document: JsonValue, resolves?: ResolvesWorkflow):
 
 function checkWhole(document: JsonObject, resolves: ResolvesWorkflow | undefined): string {
   const head = document.document;
-  if (!isObject(head) || typeof head.name !== 'string' || typeof head.dsl !== 'string') throw invalidInput('the workflow needs document.dsl and document.name');
+  if (!isObject(head) || head.dsl === undefined) throw invalidInput('the workflow needs document.dsl and document.name');
+  // Any other version is refused as what it is, a number too (YAML reads `dsl: 1.0` as 1), as a bundle's is.
   if (head.dsl !== workflowDslVersion) throw unsupported(`document.dsl is ${JSON.stringify(head.dsl)}; this executor runs DSL ${workflowDslVersion}`);
+  if (typeof head.name !== 'string') throw invalidInput('the workflow needs document.name');
   // Recorded as the instance's name, and as a child's where another document runs this one.
   if (head.name.length > limits.workflowNameCharsMax) throw invalidInput(`/document/name: longer than ${limits.workflowNameCharsMax} characters`);
   const use = isObject(document.use) ? document.use : {};
