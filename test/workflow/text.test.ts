@@ -26,6 +26,12 @@ test('YAML 1.2 core: versions stay strings, no timestamps, the same JSON as its 
   assert.deepEqual(parseDocumentText('{"a": [1, "x"]}', 'w'), { a: [1, 'x'] });
 });
 
+test('a YAML error names the line and column it is at, for a bundle and a workflow file alike', () => {
+  refused(() => parseDocumentText('a: 1\nb: 2\na: 3\n', 'w'), /^w: not valid YAML at line 3, column 1: /);
+  refused(() => parseDocumentText('document: {dsl: 1.0.3, name: y\ndo:\n  - a: {set: {x: 1}}\n', 'w'), /^w: not valid YAML at line \d+, column \d+: /);
+  refused(() => parseDocumentBytes(Buffer.from('do:\n  - a:\n      set: [1, 2\n'), 'f.yaml', 'f.yaml'), /^f\.yaml: not valid YAML at line \d+, column \d+: /);
+});
+
 test('hostile YAML is invalid-input: duplicate keys, bad syntax, alias floods, non-JSON numbers, invalid UTF-8', () => {
   refused(() => parseDocumentText('a: 1\na: 2\n', 'w'), /^w: not valid YAML/);
   refused(() => parseDocumentText('a: [1, 2\n', 'w'), /^w: not valid YAML/);

@@ -5,7 +5,7 @@
  * bounded; the result must then be plain I-JSON (no infinities, no integers beyond 2^53), so a
  * YAML document and its JSON twin have the same canonical form and digest.
  */
-import { parseDocument } from 'yaml';
+import { LineCounter, parseDocument } from 'yaml';
 import { checkCanonicalizable } from '../../contract/canonical.js';
 import { invalidInput } from '../../contract/errors.js';
 import { asLogged, parseStrict, parseStrictBytes } from '../../contract/ijson.js';
@@ -25,9 +25,14 @@ export function formatOf(text: string, fileName?: string): TextFormat {
 export function parseDocumentText(text: string, what: string, fileName?: string): JsonValue {
   if (Buffer.byteLength(text, 'utf8') > limits.bundleBytesMax) throw invalidInput(`${what}: larger than ${limits.bundleBytesMax} bytes`);
   if (formatOf(text, fileName) === 'json') return parseStrict(text, what);
-  const document = parseDocument(text, { schema: 'core', uniqueKeys: true, merge: false, strict: true, prettyErrors: false });
+  const lines = new LineCounter();
+  const document = parseDocument(text, { schema: 'core', uniqueKeys: true, merge: false, strict: true, prettyErrors: false, lineCounter: lines });
   const problem = document.errors[0] ?? document.warnings[0];
-  if (problem) throw invalidInput(`${what}: not valid YAML: ${problem.message.split('\n')[0] ?? problem.code}`);
+  if (problem) {
+    // Where it is, as an editor counts: the message alone does not say (no excerpt of the text is quoted).
+    const { line, col } = lines.linePos(problem.pos[0]);
+    throw invalidInput(`${what}: not valid YAML at line ${line}, column ${col}: ${problem.message.split('\n')[0] ?? problem.code}`);
+  }
   let value: unknown;
   try {
     value = document.toJS({ maxAliasCount: limits.yamlAliasesMax });
