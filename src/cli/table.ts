@@ -37,6 +37,9 @@ export class ShortId {
   }
 }
 
+/** An id shown whole when its column has room, else shortened as any ShortId (replay's rows, one id per row to act on). */
+export const wholeId = (id: string) => new ShortId(id, Number.POSITIVE_INFINITY);
+
 export interface TableOptions {
   /**
    * The last column is prose (an event's detail): where the table would leave it narrower than

@@ -136,6 +136,35 @@ test('list and workflow list at 80 columns and at tableWidthMin break no id or i
   }
 });
 
+test('replay at 80 columns and at tableWidthMin: ids shorten, whole at ease, and no header word or id breaks', async () => {
+  const tables = [
+    {
+      args: ['replay', '--store', store],
+      headers: [
+        ['operation', 'transitions', 'phase', 'outcome', 'result'],
+        ['workflow instance', 'transitions', 'status', 'result'],
+      ],
+    },
+    { args: ['replay', instanceId, '--store', store], headers: [['workflow instance', 'transitions', 'status', 'result']] },
+  ];
+  for (const columns of [80, tableWidthMin]) {
+    for (const { args, headers } of tables) {
+      const { code, out } = await run(columns, ...args);
+      assert.equal(code, 0);
+      assert.match(out, /^wf[0-9a-f]{7,}…? /m, out);
+      for (const line of out.split('\n')) assert.ok(line.length <= columns, `${args.join(' ')} at ${columns}: ${line}`);
+      assert.deepEqual(brokenTokens(out), [], `${args.join(' ')} at ${columns}:\n${out}`);
+      // Each table's header lines (a replay of the store draws one per kind, a blank line between).
+      const drawn = out.split('\n\n').filter((table) => /^-+( +-+)*$/m.test(table));
+      assert.equal(drawn.length, headers.length, out);
+      drawn.forEach((table, i) => assert.deepEqual(brokenHeaderWords(table, headers[i]!), [], `${args.join(' ')} at ${columns}:\n${out}`));
+    }
+  }
+  // Wide enough, every id is whole: the one to give inspect or replay as it is.
+  const { out } = await run(120, 'replay', '--store', store);
+  assert.ok(out.includes(instanceId) && out.includes(operationId), out);
+});
+
 test('rows of instants, ids and reasons at 80 columns: ids shorten and instants break at their T before anything else breaks', () => {
   const headers = ['operation', 'admitted', 'principal', 'interaction', 'state', 'open', 'next due', 'stuck'];
   const id = `op${'0123456789abcdef'.repeat(4)}`;

@@ -22,7 +22,7 @@ import { finishTombstone } from '../../runtime/retention.js';
 import type { CliIo } from '../io.js';
 import { storeLogin, type StoreAuth } from '../connection.js';
 import { describeEvent } from '../describe.js';
-import { fitText, heading, renderTable, widthOf, type Cell } from '../table.js';
+import { fitText, heading, renderTable, wholeId, widthOf, type Cell } from '../table.js';
 import { isIdPrefix, prefixHexMin, typedInstanceId, typedText, uniqueByPrefix } from '../typed-ids.js';
 import type { InstanceReplay } from './workflow-ops.js';
 
@@ -200,9 +200,10 @@ type ReplayReport = ({ kind: 'operation' } & ReplayRow) | ({ kind: 'workflow-ins
 function renderReplayTables(rows: readonly ReplayReport[], widthMax: number): string {
   const operations: Cell[][] = [];
   const instances: Cell[][] = [];
+  // Ids whole where the width allows (what inspect and replay are given next), else shortened to a prefix they take.
   for (const r of rows) {
-    if (r.kind === 'operation') operations.push([r.operationId, r.transitions, r.phase, r.outcome, r.problem ?? 'ok']);
-    else instances.push([r.instanceId, r.transitions, r.status, r.problem ?? 'ok']);
+    if (r.kind === 'operation') operations.push([wholeId(r.operationId), r.transitions, r.phase, r.outcome, r.problem ?? 'ok']);
+    else instances.push([wholeId(r.instanceId), r.transitions, r.status, r.problem ?? 'ok']);
   }
   const tables: string[] = [];
   if (operations.length > 0) tables.push(renderTable(['operation', 'transitions', 'phase', 'outcome', 'result'], operations, widthMax));

@@ -26,7 +26,7 @@ import type { CliIo } from '../io.js';
 import type { StoreAuth } from '../connection.js';
 import { uniqueByPrefix } from '../typed-ids.js';
 import { isWorkflowInstanceId } from '../../workflow/ids.js';
-import { fitText, labelled, renderTable, widthOf } from '../table.js';
+import { fitText, labelled, renderTable, wholeId, widthOf } from '../table.js';
 import { terminalText } from '../terminal-text.js';
 
 /** The store an operator names and how it logs in (ops.ts StoreOptions: from a context or --creds). */
@@ -324,7 +324,7 @@ export async function workflowReplayCommand(
     if (options.json) io.stdout.write(JSON.stringify({ replayed: 1, differences: problem === null ? 0 : 1, rows: [row] }, null, 2) + '\n');
     else {
       io.stdout.write(
-        renderTable(['workflow instance', 'transitions', 'status', 'result'], [[instanceId, log.length, row.status, problem ?? 'ok']], widthOf(io)),
+        renderTable(['workflow instance', 'transitions', 'status', 'result'], [[wholeId(instanceId), log.length, row.status, problem ?? 'ok']], widthOf(io)),
       );
       io.stdout.write(`\nreplayed 1 workflow instance: ${problem === null ? '1 ok' : '1 with differences'}\n`);
     }
