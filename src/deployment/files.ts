@@ -34,9 +34,36 @@ export async function readBundleFile(file: string): Promise<CompiledBundle> {
   const bytes = await readFileBytes(file, what);
   const json = !/\.ya?ml$/i.test(file) && /^\s*\{/.test(Buffer.from(bytes.subarray(0, 64)).toString('latin1'));
   const document = json ? parseStrictBytes(bytes, what) : (await import('../workflow/dsl/text.js')).parseDocumentBytes(bytes, what, file);
+  // The other file a workflow user holds: said in one line, not as every bundle field it lacks.
+  if (looksLikeWorkflowDocument(document))
+    throw invalidInput(
+      `${file} is a Serverless Workflow document, not a contract bundle: \`convoke workflow run ${file}\` runs it alone, and a bundle pins it under \`workflows:\``,
+    );
   const compiled = loadBundle(document);
   if (compiled.bundle.pipelines !== undefined || compiled.bundle.workflows !== undefined) {
     await (await import('../workflow/dsl/bundle.js')).checkBundleWorkflows(compiled);
   }
   return compiled;
+}
+
+const isObject = (value: JsonValue | undefined): value is { [key: string]: JsonValue } => typeof value === 'object' && value !== null && !Array.isArray(value);
+
+/**
+ * Whether a file's value is shaped as a standalone workflow document (a `document` header and its
+ * `do`), not as a contract bundle: read where a bundle is expected, it is named for what it is
+ * rather than refused for every bundle field it lacks.
+ */
+function looksLikeWorkflowDocument(value: JsonValue): boolean {
+  return isObject(value) && isObject(value.document) && value.do !== undefined && value.interactions === undefined;
+}
+
+/**
+ * Refuses a file shaped as a contract bundle (interactions, no workflow header) where a workflow
+ * document is expected (`workflow run FILE`), saying what it is and what takes it.
+ */
+export function refuseBundle(value: JsonValue, file: string): void {
+  if (isObject(value) && value.interactions !== undefined && value.document === undefined)
+    throw invalidInput(
+      `${file} is a contract bundle, not a workflow document: \`convoke workflow lower ${file} NAME\` prints one of its pipelines or workflows as a document, and \`convoke serve\` runs them`,
+    );
 }

@@ -3,6 +3,7 @@ import assert from 'node:assert/strict';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { test } from 'node:test';
 import { main } from '../../src/cli/main.js';
 import { exitCodes } from '../../src/cli/exit-codes.js';
@@ -248,4 +249,15 @@ test('convoke workflow run refuses a document.dsl other than 1.0.3 as unsupporte
   } finally {
     await rm(dir, { recursive: true, force: true });
   }
+});
+
+test('convoke workflow run given a bundle instead of a workflow document says so in one line, and names workflow lower', async () => {
+  const bundle = join(fileURLToPath(new URL('../../../', import.meta.url)), 'examples', 'review-publish.bundle.yaml');
+  const io = captureIo();
+  assert.equal(await main(['node', 'convoke', 'workflow', 'run', bundle], io), exitCodes.invalidInput, io.err());
+  assert.equal(io.err().trim().split('\n').length, 1, io.err());
+  const { description } = JSON.parse(io.err()) as { description: string };
+  assert.match(description, /review-publish\.bundle\.yaml is a contract bundle, not a workflow document/);
+  assert.match(description, /convoke workflow lower/);
+  assert.equal(io.out(), '');
 });

@@ -121,3 +121,21 @@ test('bundle check reads the same bundle, its pipelines and workflows checked, a
   assert.equal(refused.status, exitCodes.invalidInput);
   assert.match((JSON.parse(refused.stderr) as { description: string }).description, /^\/pipelines\/review-then-publish\/stages\/1\/waitFor: /);
 });
+
+test('validate, lower and graph given a workflow document instead of a bundle say so in one line, and name workflow run', () => {
+  const document = join(root, 'examples', 'release-note.workflow.yaml');
+  for (const args of [
+    ['validate', document],
+    ['lower', document, 'release-note'],
+    ['graph', document, 'release-note'],
+  ]) {
+    const refused = convoke(...args);
+    assert.equal(refused.status, exitCodes.invalidInput, refused.stderr);
+    assert.equal(refused.stderr.trim().split('\n').length, 1, refused.stderr);
+    const { description } = JSON.parse(refused.stderr) as { description: string };
+    assert.match(description, /release-note\.workflow\.yaml is a Serverless Workflow document, not a contract bundle/);
+    assert.match(description, /convoke workflow run/);
+    assert.doesNotMatch(description, /must have required property/);
+    assert.equal(refused.stdout, '');
+  }
+});

@@ -58,7 +58,7 @@ export interface WorkflowRunOptions {
 export async function workflowRunCommand(file: string, options: WorkflowRunOptions, io: CliIo): Promise<number> {
   const [
     { randomInt },
-    { readFileBytes },
+    { readFileBytes, refuseBundle },
     { parseStrictBytes },
     { parseDocumentBytes },
     { openStore },
@@ -87,6 +87,7 @@ export async function workflowRunCommand(file: string, options: WorkflowRunOptio
   try {
     const egress = egressOf(options);
     const document = parseDocumentBytes(await readFileBytes(file), file, file);
+    refuseBundle(document, file);
     const pinned = await pinnedDocuments(options.with, document, { readFileBytes, parseDocumentBytes, checkDocument, isWorkflowNamed });
     const input = parseStrictBytes(Buffer.from(options.input, 'utf8'), '--input');
     const clock = new SystemClock();
