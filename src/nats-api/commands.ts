@@ -214,13 +214,16 @@ export interface CommandServerOptions {
   /**
    * The inbox prefix a principal's replies must go to. A command whose reply subject lies outside
    * its principal's inbox is neither run nor answered (counted as status "misaddressed"): answering
-   * it would deliver one principal's reply into another's inbox.
+   * it would deliver one principal's reply into another's inbox. A principal token it throws for
+   * (no convoke id: it has no inbox) is misaddressed whatever the reply subject.
    */
   replyInbox?: (principalId: string) => string;
   /** Told about 500s (bugs); the caller only learns "internal error". */
   onInternalError?: (error: unknown) => void;
   /** Told about a reply that could not be sent (the connection lost): its caller learns nothing but its timeout. */
   onReplyFailure?: (error: unknown, verb: string) => void;
+  /** Told about a command neither run nor answered (counted as status "misaddressed"): its verb, its principal token, why. */
+  onMisaddressed?: (verb: string, principal: string, reason: string) => void;
 }
 
 export interface CommandServer {
@@ -292,9 +295,10 @@ function track(state: ServerState, work: Promise<void>): Promise<void> {
 
 async function answer(state: ServerState, verb: CommandVerb | WorkflowCommandVerb, message: InboundMessage): Promise<void> {
   const principalId = message.subject.split('.')[2] ?? '';
-  const inbox = state.options.replyInbox;
-  if (message.replyTo !== undefined && inbox !== undefined && !message.replyTo.startsWith(`${inbox(principalId)}.`)) {
+  const misaddressed = misaddressedReply(state.options.replyInbox, principalId, message.replyTo);
+  if (misaddressed !== undefined) {
     state.replies.inc({ verb, status: 'misaddressed' });
+    state.options.onMisaddressed?.(verb, principalId, misaddressed);
     return;
   }
   let reply: AnyReply;
@@ -309,6 +313,30 @@ async function answer(state: ServerState, verb: CommandVerb | WorkflowCommandVer
   // No reply subject: the sender asked for no answer (a fire-and-forget invoke still admits).
   const sent = message.respond === undefined ? reply : await sendReply(state, verb, message.respond, reply);
   state.replies.inc({ verb, status: String(sent.status) });
+}
+
+/**
+ * Why a command's reply subject is not proven to lie in its principal's inbox, or undefined when it
+ * is (or when there is no reply subject, or no inbox rule). A principal token the rule has no inbox
+ * for (one that is no convoke id, `bad@x`: only a broker user written by hand can send it) proves
+ * nothing about any reply subject, so its command is refused unanswered like any other misaddressed
+ * one; where the rule does give it an inbox and the reply lies there, the command goes on and is
+ * answered 400 for its principal.
+ */
+function misaddressedReply(inbox: ((principalId: string) => string) | undefined, principalId: string, replyTo: string | undefined): string | undefined {
+  if (replyTo === undefined || inbox === undefined) return undefined;
+  let prefix: string;
+  try {
+    prefix = inbox(principalId);
+  } catch {
+    return `command principal ${quoted(principalId)} is not a token-safe id: it has no inbox`;
+  }
+  return replyTo.startsWith(`${prefix}.`) ? undefined : `its reply subject ${quoted(replyTo)} is outside the principal's inbox ${prefix}.>`;
+}
+
+/** A subject token or subject for a log line: quoted, and cut where long. */
+function quoted(text: string): string {
+  return JSON.stringify(text.length > limits.describedCharsMax ? `${text.slice(0, limits.describedCharsMax)}…` : text);
 }
 
 /**

@@ -53,6 +53,7 @@ import { releaseExhausted, watchRequestExhaustion } from './exhaustion.js';
 import { Coordinator } from '../../runtime/coordinator.js';
 import { attestedEffectFencing } from '../../runtime/capabilities.js';
 import { observeStampSources } from '../../runtime/metrics.js';
+import { pacedLog } from '../paced-log.js';
 
 export interface NatsParts {
   clock: Clock;
@@ -153,6 +154,7 @@ async function assembleNats(
   }
   watchConnection(nc, log, durable ? monitor : undefined);
   const workflows = await hostWorkflows(config, parts, { coordinator, store, nc, closers });
+  const refusals = pacedLog(() => clock.nowMs(), log);
   const commands = await startCommandServer({
     transport,
     coordinator,
@@ -165,6 +167,7 @@ async function assembleNats(
     replyInbox: (principalId) => inboxPrefixFor('cmd', principalId),
     onInternalError: (error) => log(`command: internal error: ${(error as Error)?.stack ?? String(error)}`, 'error'),
     onReplyFailure: (error, verb) => log(`command: could not reply to a ${verb} command: ${error instanceof Error ? error.message : String(error)}`, 'warn'),
+    onMisaddressed: (verb, _principal, reason) => refusals(`command: ${verb} neither run nor answered: ${reason}`, 'warn'),
   });
   closers.push(() => commands.close());
   phases.done('command server');

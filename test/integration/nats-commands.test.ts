@@ -1,0 +1,228 @@
+/**
+ * The NATS command server's gates, on a real nats-server (core NATS, memory store, no peers
+ * answering): a command whose principal token is no convoke id is refused without ever being
+ * answered into an inbox the deployment's rule does not prove is its own, and is counted and told.
+ */
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import { connect, type NatsConnection } from '@nats-io/transport-node';
+import { MemoryEventStore } from '../../src/adapters/store/memory.js';
+import { StaticDirectory } from '../../src/adapters/directory/static.js';
+import { StaticPolicy } from '../../src/adapters/policy/static.js';
+import { SubjectNamespaceVerifier } from '../../src/adapters/verification/subject.js';
+import { NatsTransport } from '../../src/adapters/transport/nats.js';
+import { inboxPrefixFor } from '../../src/adapters/transport/nats-names.js';
+import { BundleRegistry, loadBundle } from '../../src/contract/bundle.js';
+import { SystemClock } from '../../src/contract/clock.js';
+import { reviewBundle } from '../../src/deployment/examples.js';
+import { Coordinator } from '../../src/runtime/coordinator.js';
+import { startCommandServer, type CommandServerOptions } from '../../src/nats-api/commands.js';
+import { sendWorkflowCommand } from '../../src/nats-api/workflow-commands.js';
+import type { WorkflowInstance, WorkflowInstanceService } from '../../src/runtime/workflow-service.js';
+import { eventually } from '../support/nats-deployment-fixture.js';
+import { startNatsServer, type NatsServer } from '../support/nats-server.js';
+
+process.env.PATH = `${process.env.PATH ?? ''}:/usr/sbin`;
+
+const encoder = new TextEncoder();
+const bundleRef = { id: 'lab.review', version: '1.0.0', digest: `sha256:${'4'.repeat(64)}` };
+
+/** A running workflow instance, as the stand-in instance service answers it. */
+function runningInstance(instanceId: string): WorkflowInstance {
+  return {
+    instanceId,
+    bundle: bundleRef,
+    workflow: 'held',
+    invocationKey: 'k',
+    status: 'running',
+    currentTask: null,
+    stages: [],
+    output: null,
+    error: null,
+    cancellation: 'none',
+    startedAtMs: 1,
+    endedAtMs: null,
+    parent: null,
+    childInstances: [],
+  };
+}
+
+/**
+ * An instance service whose instances never end: a wait lasts its granted waitMs or until its
+ * signal aborts, and each wait is recorded with the waitMs it was granted.
+ */
+function heldInstances(): { workflows: WorkflowInstanceService; granted: { principalId: string; waitMs: number }[] } {
+  const granted: { principalId: string; waitMs: number }[] = [];
+  const workflows = {
+    get: async (_principalId: string, instanceId: string) => runningInstance(instanceId),
+    wait: async (principalId: string, instanceId: string, waitMs: number, signal?: AbortSignal) => {
+      granted.push({ principalId, waitMs });
+      await new Promise<void>((resolve) => {
+        const timer = setTimeout(resolve, waitMs);
+        signal?.addEventListener('abort', () => (clearTimeout(timer), resolve()), { once: true });
+      });
+      return { instance: runningInstance(instanceId), finished: false };
+    },
+  } as unknown as WorkflowInstanceService;
+  return { workflows, granted };
+}
+
+interface Commands {
+  /** A connection with no command inbox (its replies go where the test says). */
+  nc: NatsConnection;
+  /** A command client of `principalId`, connected with its inbox prefix. */
+  client(principalId: string): Promise<NatsTransport>;
+  coordinator: Coordinator;
+  /** The review contract the coordinator runs. */
+  contract: ReturnType<typeof loadBundle>['ref'];
+  /** An open operation of `principalId` (its peers never answer, so it stays undecided for the test). */
+  open(principalId: string, invocationKey: string): Promise<string>;
+  close(): Promise<void>;
+  closeServer(): Promise<void>;
+  told: { verb: string; principal: string; reason: string }[];
+  internal: unknown[];
+}
+
+/** A command server on its own connection, a coordinator behind it (review example, peers never answering) and a client on another connection. */
+async function commandsOn(server: NatsServer, options: Partial<CommandServerOptions> = {}): Promise<Commands> {
+  const serverNc = await connect({ servers: server.url });
+  const transport = new NatsTransport(serverNc, { identity: 'coordinator' });
+  const nc = await connect({ servers: server.url });
+  const clients: { nc: NatsConnection; transport: NatsTransport }[] = [];
+  const client = async (principalId: string) => {
+    const clientNc = await connect({ servers: server.url, inboxPrefix: inboxPrefixFor('cmd', principalId) });
+    const transport = new NatsTransport(clientNc, { identity: principalId });
+    clients.push({ nc: clientNc, transport });
+    return transport;
+  };
+  const clock = new SystemClock();
+  const bundle = loadBundle(reviewBundle({ completion: { mode: 'all-terminal' }, timeoutMs: 60_000, leaseMs: 60_000 }));
+  const bundles = new BundleRegistry();
+  bundles.add(bundle);
+  const coordinator = new Coordinator({
+    store: new MemoryEventStore({ clock }),
+    transport,
+    directory: new StaticDirectory({ groups: { reviewers: ['alfa', 'bravo'] } }),
+    policy: new StaticPolicy({ rules: [{ effect: 'allow' }], ttlMs: 60_000 }, clock),
+    verifier: new SubjectNamespaceVerifier([{ namespace: bundle.bundle.subjectNamespace, exclusivePeerPublishers: true }]),
+    clock,
+    bundles,
+    deployment: { account: 'local', system: 'convoke', domain: 'commands' },
+    effectFencing: () => false,
+    resultBatchMs: 0,
+  });
+  const told: Commands['told'] = [];
+  const internal: unknown[] = [];
+  const commands = await startCommandServer({
+    transport,
+    coordinator,
+    bundles,
+    waitMsMax: 10_000,
+    bodyLimitBytes: 4096,
+    replyInbox: (principalId) => inboxPrefixFor('cmd', principalId),
+    onMisaddressed: (verb, principal, reason) => told.push({ verb, principal, reason }),
+    onInternalError: (error) => internal.push(error),
+    ...options,
+  });
+  let serverClosed = false;
+  const closeServer = async () => {
+    serverClosed = true;
+    await commands.close();
+  };
+  const open = async (principalId: string, invocationKey: string) =>
+    (await coordinator.invoke({ principalId, senderPeerId: null }, { contract: bundle.ref, interaction: 'review', invocationKey, input: { document: 'd' } }))
+      .result.operationId;
+  const close = async () => {
+    if (!serverClosed) await commands.close();
+    await coordinator.close();
+    for (const opened of clients) await opened.transport.close().then(() => opened.nc.close());
+    await transport.close();
+    await nc.close();
+    await serverNc.close();
+  };
+  return { nc, client, coordinator, contract: bundle.ref, open, close, closeServer, told, internal };
+}
+
+/** convoke_nats_command_replies_total as `verb status` → count. */
+async function replies(coordinator: Coordinator): Promise<Record<string, number>> {
+  const values = (await coordinator.metrics.registry.getSingleMetric('convoke_nats_command_replies_total')?.get())?.values ?? [];
+  return Object.fromEntries(values.map((v) => [`${String(v.labels.verb)} ${String(v.labels.status)}`, v.value]));
+}
+
+/** Publishes `body` on `subject` with `reply` as its reply subject and collects what arrives there. */
+async function publishWithReply(nc: NatsConnection, subject: string, reply: string, body: unknown): Promise<string[]> {
+  const delivered: string[] = [];
+  nc.subscribe(reply, { callback: (_error, msg) => void delivered.push(msg.string()) });
+  await nc.flush();
+  nc.publish(subject, encoder.encode(JSON.stringify(body)), { reply });
+  await nc.flush();
+  return delivered;
+}
+
+/** Inside a `describe`: a core nats-server, started before its tests and disposed after them. */
+function serverForSuite(): { readonly server: NatsServer } {
+  const made: { server?: NatsServer } = {};
+  before(async () => {
+    made.server = await startNatsServer({ jetstream: false });
+  });
+  after(() => made.server?.dispose());
+  return {
+    get server() {
+      assert.ok(made.server, "the suite's nats-server is started before its tests run");
+      return made.server;
+    },
+  };
+}
+
+const instanceId = `wf${'5'.repeat(64)}`;
+
+describe('command server: a principal token that is no convoke id', { timeout: 60_000 }, () => {
+  const nats = serverForSuite();
+
+  it('is counted misaddressed and told, and nothing is answered, where the inbox rule cannot place its reply', async () => {
+    const { workflows } = heldInstances();
+    const commands = await commandsOn(nats.server, { workflows });
+    try {
+      // A hand-written broker user `bad@x` with its inbox `_INBOX.cmd.bad@x.>`: the rule (inboxPrefixFor) has no inbox for it.
+      const own = await publishWithReply(commands.nc, 'convoke.cmd.bad@x.workflow-get', '_INBOX.cmd.bad@x.r1', { instanceId });
+      const others = await publishWithReply(commands.nc, 'convoke.cmd.bad@x.get', `${inboxPrefixFor('cmd', 'svc-a')}.r2`, { operationId: 'x' });
+      await eventually(async () => Object.keys(await replies(commands.coordinator)).length === 2, 'both commands counted');
+      await new Promise((r) => setTimeout(r, 200));
+      assert.deepEqual(await replies(commands.coordinator), { 'workflow-get misaddressed': 1, 'get misaddressed': 1 });
+      assert.deepEqual([own, others], [[], []]);
+      assert.deepEqual(
+        commands.told.map(({ verb, principal }) => [verb, principal]),
+        [
+          ['workflow-get', 'bad@x'],
+          ['get', 'bad@x'],
+        ],
+      );
+      for (const { reason } of commands.told) assert.match(reason, /not a token-safe id/);
+      // The server still answers everyone else.
+      const reply = await sendWorkflowCommand(await commands.client('svc-a'), 'svc-a', 'workflow-get', { instanceId }, 5000);
+      assert.equal(reply.status, 202, JSON.stringify(reply));
+    } finally {
+      await commands.close();
+    }
+  });
+
+  it('is answered 400 invalid-input where the inbox rule places the reply in its own inbox', async () => {
+    const { workflows } = heldInstances();
+    // A rule that has an inbox for any token (as a deployment's own rule may): the reply is proven the sender's.
+    const commands = await commandsOn(nats.server, { workflows, replyInbox: (principalId) => `_INBOX.cmd.${principalId}` });
+    try {
+      const own = await publishWithReply(commands.nc, 'convoke.cmd.bad@x.workflow-get', '_INBOX.cmd.bad@x.r1', { instanceId });
+      const others = await publishWithReply(commands.nc, 'convoke.cmd.bad@x.get', '_INBOX.cmd.svc-a.r2', { operationId: 'x' });
+      await eventually(() => own.length === 1, 'the 400 arrived');
+      const reply = JSON.parse(own[0] ?? '') as { status: number; error: { kind: string; description: string } };
+      assert.equal(reply.status, 400);
+      assert.equal(reply.error.kind, 'invalid-input');
+      assert.match(reply.error.description, /command principal "bad@x" is not a token-safe id/);
+      await eventually(async () => (await replies(commands.coordinator))['get misaddressed'] === 1, 'the other counted misaddressed');
+      assert.deepEqual(others, []);
+      assert.deepEqual(await replies(commands.coordinator), { 'workflow-get 400': 1, 'get misaddressed': 1 });
+    } finally {
+      await commands.close();
+    }
+  });
+});
