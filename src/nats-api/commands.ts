@@ -188,12 +188,30 @@ class CommandBodyTooLarge extends AdapterError {
 /**
  * The mapping every facade shares (adapterErrorStatus: 404 for a missing or hidden operation, else
  * the kind's status; 500 for a bug), plus the one case of this transport: an oversized body, 413.
+ * A bug's 500 says what is unknown in the words of the command's own subject matter (internalErrors).
  */
-export function commandErrorReply(error: unknown): { status: number; error: AdapterErrorBody } {
+export function commandErrorReply(verb: CommandVerb | WorkflowCommandVerb, error: unknown): { status: number; error: AdapterErrorBody } {
   if (error instanceof CommandBodyTooLarge) return { status: 413, error: error.toJSON() };
   const known = adapterErrorStatus(error);
-  return known ? { status: known.status, error: known.body } : { status: 500, error: internalErrorBody };
+  return known ? { status: known.status, error: known.body } : { status: 500, error: { kind: 'unavailable', description: internalErrors[verb] } };
 }
+
+/**
+ * What a bug's 500 tells the caller of each command: no internals, only what is now unknown and how
+ * to find out. An operation command speaks of the invocation (as HTTP's internal error does), a
+ * workflow instance command of the workflow instance.
+ */
+const internalErrors: Record<CommandVerb | WorkflowCommandVerb, string> = {
+  invoke: internalErrorBody.description ?? 'internal error',
+  get: 'internal error; the operation could not be read: ask again, or look the operation up over HTTP',
+  cancel: 'internal error; whether the operation was cancelled is unknown: cancel it again or look the operation up',
+  list: 'internal error; the operations could not be listed: ask again',
+  'workflow-start':
+    'internal error; whether the workflow instance started is unknown: start it again with the same invocationKey (it finds the same instance) or look the workflow instance up',
+  'workflow-get': 'internal error; the workflow instance could not be read: ask again, or look the workflow instance up over HTTP',
+  'workflow-cancel': 'internal error; whether the workflow instance was cancelled is unknown: cancel it again or look the workflow instance up',
+  'workflow-list': 'internal error; the workflow instances could not be listed: ask again',
+};
 
 // ── the server ──────────────────────────────────────────────────────────────
 
@@ -307,7 +325,7 @@ async function answer(state: ServerState, verb: CommandVerb | WorkflowCommandVer
       ? await handleWorkflow(state, verb, principalId, message.data)
       : await handleCommand(state, verb, principalId, message.data);
   } catch (error) {
-    reply = commandErrorReply(error);
+    reply = commandErrorReply(verb, error);
     if (reply.status === 500) state.options.onInternalError?.(error);
   }
   // No reply subject: the sender asked for no answer (a fire-and-forget invoke still admits).
@@ -349,7 +367,12 @@ function quoted(text: string): string {
  * A reply past max_payload is counted apart too (`reduced`, by how it was sent), so operators see
  * how often replies are cut: answer() counts each only under the status it was sent with.
  */
-async function sendReply(state: ServerState, verb: string, respond: (data: Uint8Array) => Promise<void>, reply: AnyReply): Promise<AnyReply> {
+async function sendReply(
+  state: ServerState,
+  verb: CommandVerb | WorkflowCommandVerb,
+  respond: (data: Uint8Array) => Promise<void>,
+  reply: AnyReply,
+): Promise<AnyReply> {
   try {
     await respond(encoder.encode(JSON.stringify(reply)));
     return reply;
@@ -418,12 +441,17 @@ const errorDescriptionCut = 512;
  * out, so never 400, which says it was refused; 500 `unavailable` as for any reply the coordinator
  * cannot give (the outcome is unknown to the caller), naming the operation or instance to read over HTTP.
  */
-function replyTooLarge(verb: string, reply: AnyReply, refused: PayloadTooLarge, smallest: number): { status: number; error: AdapterErrorBody } {
+function replyTooLarge(
+  verb: CommandVerb | WorkflowCommandVerb,
+  reply: AnyReply,
+  refused: PayloadTooLarge,
+  smallest: number,
+): { status: number; error: AdapterErrorBody } {
   const sizes = `the ${verb} reply is ${refused.bytes} bytes; the NATS server takes at most ${refused.maxPayload} (max_payload)`;
   const read = 'result' in reply ? operationReadPath(reply.result.operationId) : 'instance' in reply ? instanceReadPath(reply.instance.instanceId) : undefined;
   // An error reply that does not fit even as its kind alone keeps its status: the command was answered, not refused for its size.
   if ('error' in reply) return { status: reply.status, error: { kind: reply.error.kind, description: sizes } };
-  if (read === undefined) return commandErrorReply(invalidInput(`${sizes}: ask for less (a smaller list limit) or read it over HTTP`));
+  if (read === undefined) return commandErrorReply(verb, invalidInput(`${sizes}: ask for less (a smaller list limit) or read it over HTTP`));
   return {
     status: 500,
     error: {

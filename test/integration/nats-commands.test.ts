@@ -1,7 +1,8 @@
 /**
  * The NATS command server's gates, on a real nats-server (core NATS, memory store, no peers
  * answering): a command whose principal token is no convoke id is refused without ever being
- * answered into an inbox the deployment's rule does not prove is its own, and is counted and told.
+ * answered into an inbox the deployment's rule does not prove is its own, and is counted and told;
+ * a bug is answered 500 in the words of the command's own subject matter.
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
@@ -16,8 +17,8 @@ import { BundleRegistry, loadBundle } from '../../src/contract/bundle.js';
 import { SystemClock } from '../../src/contract/clock.js';
 import { reviewBundle } from '../../src/deployment/examples.js';
 import { Coordinator } from '../../src/runtime/coordinator.js';
-import { startCommandServer, type CommandServerOptions } from '../../src/nats-api/commands.js';
-import { sendWorkflowCommand } from '../../src/nats-api/workflow-commands.js';
+import { sendCommand, sendListCommand, startCommandServer, type CommandServerOptions } from '../../src/nats-api/commands.js';
+import { sendWorkflowCommand, sendWorkflowList } from '../../src/nats-api/workflow-commands.js';
 import type { WorkflowInstance, WorkflowInstanceService } from '../../src/runtime/workflow-service.js';
 import { eventually } from '../support/nats-deployment-fixture.js';
 import { startNatsServer, type NatsServer } from '../support/nats-server.js';
@@ -221,6 +222,51 @@ describe('command server: a principal token that is no convoke id', { timeout: 6
       await eventually(async () => (await replies(commands.coordinator))['get misaddressed'] === 1, 'the other counted misaddressed');
       assert.deepEqual(others, []);
       assert.deepEqual(await replies(commands.coordinator), { 'workflow-get 400': 1, 'get misaddressed': 1 });
+    } finally {
+      await commands.close();
+    }
+  });
+});
+
+describe('command server: a bug', { timeout: 60_000 }, () => {
+  const nats = serverForSuite();
+
+  it('is answered 500 naming what the command was about: a workflow instance, or an operation', async () => {
+    const bug = new TypeError('a bug');
+    const workflows = {
+      start: async () => Promise.reject(bug),
+      get: async () => Promise.reject(bug),
+      cancel: async () => Promise.reject(bug),
+      list: async () => Promise.reject(bug),
+    } as unknown as WorkflowInstanceService;
+    const commands = await commandsOn(nats.server, { workflows });
+    const client = await commands.client('svc-a');
+    // The coordinator's reads fail with the same bug.
+    commands.coordinator.get = async () => Promise.reject(bug);
+    commands.coordinator.list = async () => Promise.reject(bug);
+    try {
+      const start = { bundle: bundleRef, workflow: 'held', invocationKey: 'k', input: {} };
+      const workflowReplies = [
+        await sendWorkflowCommand(client, 'svc-a', 'workflow-start', start, 5000),
+        await sendWorkflowCommand(client, 'svc-a', 'workflow-get', { instanceId }, 5000),
+        await sendWorkflowCommand(client, 'svc-a', 'workflow-cancel', { instanceId }, 5000),
+        await sendWorkflowList(client, 'svc-a', {}, 5000),
+      ];
+      for (const reply of workflowReplies) {
+        assert.ok('error' in reply, JSON.stringify(reply));
+        assert.equal(reply.status, 500);
+        assert.equal(reply.error.kind, 'unavailable');
+        assert.match(reply.error.description ?? '', /^internal error; .*workflow instance/);
+        assert.doesNotMatch(reply.error.description ?? '', /\binvocation\b|operation|a bug/);
+      }
+      const operationReplies = [await sendCommand(client, 'svc-a', 'get', { operationId: 'x' }, 5000), await sendListCommand(client, 'svc-a', {}, 5000)];
+      for (const reply of operationReplies) {
+        assert.ok('error' in reply, JSON.stringify(reply));
+        assert.equal(reply.status, 500);
+        assert.match(reply.error.description ?? '', /^internal error; .*operation/);
+        assert.doesNotMatch(reply.error.description ?? '', /workflow|a bug/);
+      }
+      assert.equal(commands.internal.length, 6);
     } finally {
       await commands.close();
     }
