@@ -2,7 +2,9 @@
  * The NATS command server's gates, on a real nats-server (core NATS, memory store, no peers
  * answering): a command whose principal token is no convoke id is refused without ever being
  * answered into an inbox the deployment's rule does not prove is its own, and is counted and told;
- * a bug is answered 500 in the words of the command's own subject matter.
+ * a bug is answered 500 in the words of the command's own subject matter; a principal holds at
+ * most its bound of waits (operation and workflow instance commands share one bound) while another
+ * principal still waits in full; closing the server answers every held wait at once.
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
@@ -76,6 +78,8 @@ interface Commands {
   coordinator: Coordinator;
   /** The review contract the coordinator runs. */
   contract: ReturnType<typeof loadBundle>['ref'];
+  /** Each wait the coordinator was asked for, with the waitMs it was granted (as the stand-in instance service records its own). */
+  granted: { principalId: string; waitMs: number }[];
   /** An open operation of `principalId` (its peers never answer, so it stays undecided for the test). */
   open(principalId: string, invocationKey: string): Promise<string>;
   close(): Promise<void>;
@@ -112,6 +116,12 @@ async function commandsOn(server: NatsServer, options: Partial<CommandServerOpti
     effectFencing: () => false,
     resultBatchMs: 0,
   });
+  const granted: Commands['granted'] = [];
+  const wait = coordinator.wait.bind(coordinator);
+  coordinator.wait = async (principalId, operationId, boundary, waitMs, signal) => {
+    granted.push({ principalId, waitMs });
+    return wait(principalId, operationId, boundary, waitMs, signal);
+  };
   const told: Commands['told'] = [];
   const internal: unknown[] = [];
   const commands = await startCommandServer({
@@ -141,7 +151,7 @@ async function commandsOn(server: NatsServer, options: Partial<CommandServerOpti
     await nc.close();
     await serverNc.close();
   };
-  return { nc, client, coordinator, contract: bundle.ref, open, close, closeServer, told, internal };
+  return { nc, client, coordinator, contract: bundle.ref, granted, open, close, closeServer, told, internal };
 }
 
 /** convoke_nats_command_replies_total as `verb status` → count. */
@@ -267,6 +277,105 @@ describe('command server: a bug', { timeout: 60_000 }, () => {
         assert.doesNotMatch(reply.error.description ?? '', /workflow|a bug/);
       }
       assert.equal(commands.internal.length, 6);
+    } finally {
+      await commands.close();
+    }
+  });
+});
+
+/** A `get` on `operationId` and a `workflow-get`, both with `waitMs`, sent together by `principalId`: their statuses and how long both took. */
+async function bothWaits(client: NatsTransport, principalId: string, operationId: string, waitMs: number): Promise<{ statuses: number[]; tookMs: number }> {
+  const started = Date.now();
+  const replies = await Promise.all([
+    sendCommand(client, principalId, 'get', { operationId, waitFor: 'decision', waitMs }, 10_000),
+    sendWorkflowCommand(client, principalId, 'workflow-get', { instanceId, waitMs }, 10_000),
+  ]);
+  return { statuses: replies.map((reply) => reply.status), tookMs: Date.now() - started };
+}
+
+describe('command server: a principal holds at most its bound of waits', { timeout: 60_000 }, () => {
+  const nats = serverForSuite();
+
+  it('past the bound, operation and workflow instance commands are answered at once (202, granted 0) while another principal waits in full', async () => {
+    const instances = heldInstances();
+    const commands = await commandsOn(nats.server, { workflows: instances.workflows, waitsPerPrincipal: 2 });
+    // The waitMs each wait was granted, the operation's beside the instance's.
+    const grantedAt = (index: number) => [commands.granted.at(index), instances.granted.at(index)];
+    const [a, b] = [await commands.client('svc-a'), await commands.client('svc-b')];
+    try {
+      const [a1, a2, b1] = await Promise.all([commands.open('svc-a', 'a1'), commands.open('svc-a', 'a2'), commands.open('svc-b', 'b1')]);
+      // svc-a holds its two waits: one on an operation, one on a workflow instance (one bound for both).
+      const held = [
+        sendCommand(a, 'svc-a', 'get', { operationId: a1, waitFor: 'decision', waitMs: 4000 }, 10_000),
+        sendWorkflowCommand(a, 'svc-a', 'workflow-get', { instanceId, waitMs: 4000 }, 10_000),
+      ];
+      await eventually(() => commands.granted.length === 1 && instances.granted.length === 1, 'both waits held');
+      const svcA = (waitMs: number) => ({ principalId: 'svc-a', waitMs });
+      assert.deepEqual(grantedAt(0), [svcA(4000), svcA(4000)]);
+
+      // Past its bound: answered at once with the state as it is, granted no wait.
+      const past = await bothWaits(a, 'svc-a', a2, 4000);
+      assert.deepEqual(past.statuses, [202, 202]);
+      assert.ok(past.tookMs < 1500, `answered after ${past.tookMs} ms`);
+      assert.deepEqual(grantedAt(1), [svcA(0), svcA(0)]);
+
+      // Another principal, meanwhile, gets its whole wait, on an operation and on an instance.
+      const other = await bothWaits(b, 'svc-b', b1, 1200);
+      assert.deepEqual(other.statuses, [202, 202]);
+      assert.ok(other.tookMs >= 1100, `answered after ${other.tookMs} ms, before its wait`);
+      assert.deepEqual(grantedAt(2), [
+        { principalId: 'svc-b', waitMs: 1200 },
+        { principalId: 'svc-b', waitMs: 1200 },
+      ]);
+
+      // Its held waits answered, svc-a waits in full again.
+      assert.deepEqual(
+        (await Promise.all(held)).map((reply) => reply.status),
+        [202, 202],
+      );
+      assert.deepEqual((await bothWaits(a, 'svc-a', a2, 300)).statuses, [202, 202]);
+      assert.deepEqual(grantedAt(3), [svcA(300), svcA(300)]);
+    } finally {
+      await commands.close();
+    }
+  });
+});
+
+describe('command server: close', { timeout: 60_000 }, () => {
+  const nats = serverForSuite();
+
+  it('answers every held wait at once, 202 with the state as it is', async () => {
+    const { workflows, granted } = heldInstances();
+    const commands = await commandsOn(nats.server, { workflows });
+    const [a, b] = [await commands.client('svc-a'), await commands.client('svc-b')];
+    try {
+      const operationId = await commands.open('svc-a', 'held-1');
+      const waits = [
+        sendCommand(a, 'svc-a', 'get', { operationId, waitFor: 'decision', waitMs: 8000 }, 15_000),
+        sendCommand(
+          b,
+          'svc-b',
+          'invoke',
+          { contract: commands.contract, interaction: 'review', invocationKey: 'held-2', input: { document: 'd' }, waitMs: 8000 },
+          15_000,
+        ),
+        sendWorkflowCommand(a, 'svc-a', 'workflow-get', { instanceId, waitMs: 8000 }, 15_000),
+      ];
+      await eventually(() => commands.granted.length === 2 && granted.length === 1, 'every wait held');
+      const started = Date.now();
+      await commands.closeServer();
+      const answered = await Promise.all(waits);
+      const tookMs = Date.now() - started;
+      assert.ok(tookMs < 2000, `answered ${tookMs} ms after close`);
+      assert.deepEqual(
+        answered.map((reply) => reply.status),
+        [202, 202, 202],
+        JSON.stringify(answered),
+      );
+      const [get, invoke, instance] = answered;
+      assert.ok(get && 'result' in get && get.result.operationId === operationId && get.result.decision === null, JSON.stringify(get));
+      assert.ok(invoke && 'result' in invoke && invoke.result.invocationKey === 'held-2' && invoke.result.decision === null, JSON.stringify(invoke));
+      assert.ok(instance && 'instance' in instance && instance.instance.status === 'running', JSON.stringify(instance));
     } finally {
       await commands.close();
     }
