@@ -7,7 +7,7 @@
  * The runtime knows only this `Logger` shape (pino's `(fields, message)` call, which a pino
  * logger satisfies); the process that runs a coordinator hands it one (cli/commands/serve.ts).
  */
-import { limits } from '../contract/limits.js';
+import { LinePacer } from '../contract/line-pacer.js';
 import type { OperationRecord } from '../projections/record.js';
 
 export interface Logger {
@@ -46,9 +46,7 @@ export function operationFields(record: OperationRecord): Record<string, string>
 const routineRejections = new Set(['closed', 'authorization-expired', 'claim-authorization-expired', 'cancel-result-authorization-expired']);
 
 export class OperationLog {
-  private windowStartMs = Number.NEGATIVE_INFINITY;
-  private windowLines = 0;
-  private suppressed = 0;
+  private readonly pacer: LinePacer;
 
   /**
    * `nowMs` (the coordinator's injected clock) paces the rejection lines: at most
@@ -58,8 +56,10 @@ export class OperationLog {
    */
   constructor(
     private readonly logger: Logger,
-    private readonly nowMs: () => number,
-  ) {}
+    nowMs: () => number,
+  ) {
+    this.pacer = new LinePacer(nowMs);
+  }
 
   admitted(record: OperationRecord): void {
     this.logger.info(
@@ -89,18 +89,8 @@ export class OperationLog {
    * for a fresh authorization are routine: info. Anything else points at a peer or an attacker: warn.
    */
   rejected(reason: string, context: RejectionContext): void {
-    const nowMs = this.nowMs();
-    if (nowMs - this.windowStartMs >= 1000) {
-      this.windowStartMs = nowMs;
-      this.windowLines = 0;
-    }
-    if (this.windowLines >= limits.rejectionLogLinesPerSecondMax) {
-      this.suppressed++;
-      return;
-    }
-    this.windowLines++;
-    const suppressed = this.suppressed;
-    this.suppressed = 0;
+    const suppressed = this.pacer.take();
+    if (suppressed === undefined) return;
     const about = context.record ? operationFields(context.record) : context.operationId === undefined ? {} : { operationId: context.operationId };
     const fields = {
       event: 'message-rejected',
