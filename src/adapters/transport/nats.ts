@@ -120,6 +120,12 @@ export interface NatsTransportOptions {
   publishAckTimeoutMs?: number;
   /** The clock the durability check times consumer starvation with (nats-consumer-health.ts); Date.now by default. */
   nowMs?: () => number;
+  /**
+   * Told when a core (non-durable) subscription's handler throws: the message is not delivered
+   * again (a durable one is handed back for redelivery instead), so this is where it is seen. A
+   * handler is expected to answer every failure itself; this reports the ones it did not.
+   */
+  onHandlerError?: (subject: string, error: unknown) => void;
 }
 
 function validateDurableConfig(config: DurableConfig): void {
@@ -243,6 +249,7 @@ export class NatsTransport implements Transport {
   private readonly owned = new Map<string, OwnedConsumer>();
   private readonly health: ConsumerHealthState | undefined;
   private readonly nowMs: () => number;
+  private readonly onHandlerError: ((subject: string, error: unknown) => void) | undefined;
   /**
    * When the owned consumers are read next (checkDurability): at the first check, at once after a
    * reconnect (a broker restart is when a consumer can be left ahead or starved), and otherwise
@@ -268,6 +275,7 @@ export class NatsTransport implements Transport {
     this.js = jetstream(nc, { timeout: this.publishAckTimeoutMs });
     this.pubAcks = PubAckMux.of(nc);
     this.nowMs = options.nowMs ?? Date.now;
+    this.onHandlerError = options.onHandlerError;
     this.health =
       options.durable === undefined
         ? undefined
@@ -435,7 +443,13 @@ export class NatsTransport implements Transport {
     const deliver = (message: InboundMessage) =>
       void Promise.resolve()
         .then(() => handler(message))
-        .catch(() => {});
+        .catch((error: unknown) => {
+          try {
+            this.onHandlerError?.(message.subject, error);
+          } catch {
+            // The report itself failed: nothing is left to tell it to.
+          }
+        });
     try {
       const replyable = (subject: string) => this.layout?.streamFor(subject) === undefined;
       const sub = this.nc.subscribe(pattern, {

@@ -128,7 +128,7 @@ async function assembleNats(
   phases.done('connect');
   const durable = settings.mode === 'durable';
   const peers = peersByNamespace(parts.compiled, config.directory.groups);
-  const { transport, byNamespace } = coordinatorTransport(nc, settings, durable ? peers : new Map(), log);
+  const { transport, byNamespace } = coordinatorTransport(nc, settings, durable ? peers : new Map(), log, clock);
   closers.push(() => transport.close());
   if (durable) await prepareDurable(settings, { byNamespace, peers, transport, startup }, phases);
 
@@ -249,7 +249,7 @@ async function resumeCoordinator(coordinator: Coordinator, compiled: CompiledBun
  * One connection: core NATS for commands, and per durable namespace a JetStream transport whose
  * result, claim and cancel-result subscriptions go to the coordinator's durable consumers.
  */
-function coordinatorTransport(nc: NatsConnection, settings: ResolvedNatsTransport, durablePeers: Map<string, string[]>, log: DeploymentLog) {
+function coordinatorTransport(nc: NatsConnection, settings: ResolvedNatsTransport, durablePeers: Map<string, string[]>, log: DeploymentLog, clock: Clock) {
   const byNamespace = new Map(
     [...durablePeers].map(([ns, peers]) => [ns, new NatsTransport(nc, { identity: settings.user, durable: durableConfigFor(ns, settings.durable, peers) })]),
   );
@@ -265,7 +265,14 @@ function coordinatorTransport(nc: NatsConnection, settings: ResolvedNatsTranspor
   const muxed = new Map<string, Transport>(
     [...byNamespace].map(([ns, t]) => [ns, new ConsumerMuxTransport(t, coordinatorRoute(ns, settings.coordinatorId), { onExhausted })]),
   );
-  return { transport: new NatsDeploymentTransport(new NatsTransport(nc, { identity: settings.user }), muxed), byNamespace };
+  // A core handler's failure is its message lost: logged (paced, since a sender may cause it at will).
+  const failures = pacedLog(() => clock.nowMs(), log);
+  const onHandlerError = (subject: string, error: unknown) =>
+    failures(
+      `a handler of ${subject} failed; the message is not delivered again: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}`,
+      'error',
+    );
+  return { transport: new NatsDeploymentTransport(new NatsTransport(nc, { identity: settings.user, onHandlerError }), muxed), byNamespace };
 }
 
 /** Stream continuity across restarts (StreamContinuity), from each namespace's durable transport. */
