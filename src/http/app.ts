@@ -20,7 +20,7 @@ import type { InvocationService } from '../runtime/service.js';
 import type { WorkflowInstanceService } from '../runtime/workflow-service.js';
 import { createAuthenticator } from './auth.js';
 import { checkRequestHeaders, installStrictJsonBodies } from './body.js';
-import { errorReply, routeNotFound, type ErrorReply } from './errors.js';
+import { errorReply, internalErrorOfRoute, routeNotFound, type ErrorReply } from './errors.js';
 import { protectiveHeaders } from './headers.js';
 import { registerInvocationRoutes } from './invocations.js';
 import { registerLiveRoutes } from './live.js';
@@ -72,7 +72,8 @@ export function createHttpApp(options: HttpAppOptions): HttpApp {
       .send(r.body);
   // A route may bound its body otherwise (POST /workflow-events: limits.cloudEventBytesMax); a 413 names the route's bound.
   const mapError = (error: unknown, target: FastifyReply) => {
-    const r = errorReply(error, target.request?.routeOptions.bodyLimit ?? settings.bodyLimitBytes);
+    const route = target.request?.routeOptions;
+    const r = errorReply(error, route?.bodyLimit ?? settings.bodyLimitBytes, internalErrorOfRoute(target.request?.method, route?.url));
     if (r.statusCode === 500) onInternalError(error);
     return reply(target, r);
   };

@@ -7,7 +7,7 @@
  */
 import { describeErrors } from '../contract/validation.js';
 import type { AdapterErrorBody } from '../contract/errors.js';
-import { adapterErrorStatus, internalErrorBody } from '../runtime/errors.js';
+import { adapterErrorStatus, internalError, type InternalErrorSubject } from '../runtime/errors.js';
 import { RateLimited } from '../runtime/admission-rate.js';
 
 /** No credential, a malformed one, or one that matches no principal: one answer for all. */
@@ -44,8 +44,34 @@ interface FrameworkError {
   validationContext?: string;
 }
 
-/** Maps anything a route can throw to a status and an AdapterError body; `bodyLimitBytes` is the route's bound. */
-export function errorReply(error: unknown, bodyLimitBytes: number): ErrorReply {
+/**
+ * What a bug's 500 on each route says is unknown (internalErrors), keyed by method and route; a
+ * route not named here changes nothing, and its 500 says only to ask again.
+ */
+const routeSubjects: Readonly<Record<string, InternalErrorSubject>> = {
+  'POST /contract-invocations': 'invoke',
+  'GET /contract-invocations': 'list',
+  'GET /contract-invocations/:operationId': 'get',
+  'GET /contract-invocations/:operationId/transitions': 'get',
+  'POST /contract-invocations/:operationId/cancel': 'cancel',
+  'POST /workflow-instances': 'workflow-start',
+  'GET /workflow-instances': 'workflow-list',
+  'GET /workflow-instances/:instanceId': 'workflow-get',
+  'GET /workflow-instances/:instanceId/transitions': 'workflow-get',
+  'POST /workflow-instances/:instanceId/cancel': 'workflow-cancel',
+  'POST /workflow-events': 'workflow-event',
+};
+
+/** The subject of a route's 500 (its method and route pattern, as Fastify names the route). */
+export function internalErrorOfRoute(method: string | undefined, route: string | undefined): InternalErrorSubject {
+  return (method !== undefined && route !== undefined ? routeSubjects[`${method} ${route}`] : undefined) ?? 'other';
+}
+
+/**
+ * Maps anything a route can throw to a status and an AdapterError body; `bodyLimitBytes` is the
+ * route's bound, `subject` what its 500 says is unknown (internalErrorOfRoute).
+ */
+export function errorReply(error: unknown, bodyLimitBytes: number, subject: InternalErrorSubject = 'other'): ErrorReply {
   if (error instanceof AuthenticationRequired) {
     const challenge = error.reason === 'invalid' ? 'Bearer realm="convoke", error="invalid_token"' : 'Bearer realm="convoke"';
     // Authentication runs before the body is read, so an unread body may still be arriving: the
@@ -80,7 +106,7 @@ export function errorReply(error: unknown, bodyLimitBytes: number): ErrorReply {
   if (typeof status === 'number' && status >= 400 && status < 500) {
     return { statusCode: 400, body: { kind: 'invalid-input', description: boundedMessage(framework.message) }, headers: {} };
   }
-  return { statusCode: 500, body: internalErrorBody, headers: {} };
+  return { statusCode: 500, body: internalError(subject), headers: {} };
 }
 
 function unsupportedMediaType(description = 'content-type must be application/json'): ErrorReply {

@@ -40,7 +40,7 @@ import type { InboundMessage, Subscription, Transport } from '../adapters/transp
 import { PayloadTooLarge } from '../adapters/transport/nats-errors.js';
 import type { Caller, InvocationService } from '../runtime/service.js';
 import { parseListParameters, type ListPage } from '../runtime/operation-list.js';
-import { adapterErrorStatus, internalErrorBody } from '../runtime/errors.js';
+import { adapterErrorStatus, internalError } from '../runtime/errors.js';
 import { contractBoundary, effectiveBoundary } from '../runtime/boundary.js';
 import type { WorkflowInstanceService } from '../runtime/workflow-service.js';
 import { commandSubject, commandSubjectPrefix, requestCommand } from './request.js';
@@ -193,25 +193,8 @@ class CommandBodyTooLarge extends AdapterError {
 export function commandErrorReply(verb: CommandVerb | WorkflowCommandVerb, error: unknown): { status: number; error: AdapterErrorBody } {
   if (error instanceof CommandBodyTooLarge) return { status: 413, error: error.toJSON() };
   const known = adapterErrorStatus(error);
-  return known ? { status: known.status, error: known.body } : { status: 500, error: { kind: 'unavailable', description: internalErrors[verb] } };
+  return known ? { status: known.status, error: known.body } : { status: 500, error: internalError(verb) };
 }
-
-/**
- * What a bug's 500 tells the caller of each command: no internals, only what is now unknown and how
- * to find out. An operation command speaks of the invocation (as HTTP's internal error does), a
- * workflow instance command of the workflow instance.
- */
-const internalErrors: Record<CommandVerb | WorkflowCommandVerb, string> = {
-  invoke: internalErrorBody.description ?? 'internal error',
-  get: 'internal error; the operation could not be read: ask again, or look the operation up over HTTP',
-  cancel: 'internal error; whether the operation was cancelled is unknown: cancel it again or look the operation up',
-  list: 'internal error; the operations could not be listed: ask again',
-  'workflow-start':
-    'internal error; whether the workflow instance started is unknown: start it again with the same invocationKey (it finds the same instance) or look the workflow instance up',
-  'workflow-get': 'internal error; the workflow instance could not be read: ask again, or look the workflow instance up over HTTP',
-  'workflow-cancel': 'internal error; whether the workflow instance was cancelled is unknown: cancel it again or look the workflow instance up',
-  'workflow-list': 'internal error; the workflow instances could not be listed: ask again',
-};
 
 // ── the server ──────────────────────────────────────────────────────────────
 

@@ -52,6 +52,29 @@ export const internalErrorBody: AdapterErrorBody = {
 };
 
 /**
+ * What a bug's 500 tells the caller of each request, in the words of what it asked (the NATS
+ * command's verb; the HTTP route's, internalErrorOfRoute): no internals, only what is now unknown
+ * and how to find out. `other`: a request that changes nothing.
+ */
+export const internalErrors = {
+  invoke: internalErrorBody.description ?? 'internal error',
+  get: 'internal error; the operation could not be read: ask again, or look the operation up over HTTP',
+  cancel: 'internal error; whether the operation was cancelled is unknown: cancel it again or look the operation up',
+  list: 'internal error; the operations could not be listed: ask again',
+  'workflow-start':
+    'internal error; whether the workflow instance started is unknown: start it again with the same invocationKey (it finds the same instance) or look the workflow instance up',
+  'workflow-get': 'internal error; the workflow instance could not be read: ask again, or look the workflow instance up over HTTP',
+  'workflow-cancel': 'internal error; whether the workflow instance was cancelled is unknown: cancel it again or look the workflow instance up',
+  'workflow-list': 'internal error; the workflow instances could not be listed: ask again',
+  'workflow-event': 'internal error; whether an instance took the event is unknown: send it again (an instance that took it answers it as taken)',
+  other: 'internal error; ask again',
+} as const;
+
+export type InternalErrorSubject = keyof typeof internalErrors;
+
+export const internalError = (subject: InternalErrorSubject): AdapterErrorBody => ({ kind: 'unavailable', description: internalErrors[subject] });
+
+/**
  * What a read that failed `unavailable` is answered to a principal. A log the store could not read
  * (the store down, or a stored transition that fails its schema) does not say who may see it, so
  * its owner is taken from what the store wrote beside it: the index row (`row`), which holds the

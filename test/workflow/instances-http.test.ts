@@ -440,6 +440,35 @@ test('an event stream whose refresh fails with a bug ends with an error event sa
   assert.ok(reported.includes(bug), 'the bug is reported to the server’s onInternalError');
 });
 
+test("a bug's 500 on each workflow route says what is unknown about the workflow instance, never the invocation's words nor the bug's message", async () => {
+  const service = hosted.host.service;
+  const bug = new TypeError('cannot read properties of undefined (reading "alice-private")');
+  const methods = ['start', 'get', 'cancel', 'list'] as const;
+  for (const method of methods) Object.defineProperty(service, method, { value: async () => Promise.reject(bug), configurable: true, writable: true });
+  const consoleError = console.error;
+  console.error = () => {};
+  try {
+    const instanceId = workflowInstanceId('bob', fixture.bundle.digest, 'slow', 'bug-routes');
+    const answers = {
+      start: await start(fixture.tokens.bob, 'slow', 'bug-routes', {}),
+      get: await call('GET', `/workflow-instances/${instanceId}`, fixture.tokens.bob),
+      cancel: await call('POST', `/workflow-instances/${instanceId}/cancel`, fixture.tokens.bob, {}),
+      list: await call('GET', '/workflow-instances', fixture.tokens.bob),
+    };
+    for (const [route, answer] of Object.entries(answers)) {
+      assert.equal(answer.status, 500, `${route}: ${JSON.stringify(answer.body)}`);
+      assert.equal(answer.body.kind, 'unavailable');
+      assert.match(String(answer.body.description), /^internal error; .*workflow instance/, route);
+      assert.doesNotMatch(String(answer.body.description), /invocation outcome|alice-private/, route);
+    }
+    assert.match(String(answers.start.body.description), /start it again with the same invocationKey/);
+    assert.match(String(answers.cancel.body.description), /cancelled is unknown/);
+  } finally {
+    console.error = consoleError;
+    for (const method of methods) Reflect.deleteProperty(service, method);
+  }
+});
+
 /** A workflow of `steps` waits of `pauseMs` each, after a first wait of `firstMs` (time to open a stream). */
 function pausing(name: string, steps: number, pauseMs: number, firstMs: number): JsonObject {
   return {
