@@ -36,7 +36,7 @@ import type { AuthorizationDecision, Policy } from '../adapters/policy/types.js'
 import { inboundPattern } from '../adapters/transport/subjects.js';
 import type { Subscription } from '../adapters/transport/types.js';
 import { Admission } from './admit.js';
-import { OperationNotFound, unreadableAnswer } from './errors.js';
+import { OperationNotFound, strangerAnsweredFirst, unreadableAnswer } from './errors.js';
 import { GroupCommit } from './group-commit.js';
 import { newEntry, resultBatchMsDefault, type Caller, type CoordinatorDeps, type Decider, type OpEntry, type RuntimeHost, type SubmitOptions } from './host.js';
 import { Metrics, observeOpenOperations } from './metrics.js';
@@ -532,11 +532,14 @@ export class Coordinator implements RuntimeHost {
     const own = (record: OperationRecord) => record.principalId === principalId;
     // Another principal's operation read from the store is answered 404 without being held: a
     // stranger's reads neither fill this process's cache nor resume the operation's timers here.
-    const entry = await this.load(operationId, own).catch(async (error: unknown) => {
+    const loading = this.load(operationId, own).catch(async (error: unknown) => {
       // An unreadable log is unavailable to its owner only; to anyone else it is not found (unreadableAnswer).
       if (isAdapterError(error) && error.kind === 'unavailable') throw await this.unreadable(error, operationId, (owner) => owner === principalId);
       return undefined;
     });
+    // One held here answers at once; otherwise a stranger's read is answered by the index row, not after the log (strangerAnsweredFirst).
+    const row = this.kernel.cached(operationId) ? undefined : () => this.deps.store.index.get(operationId);
+    const entry = await strangerAnsweredFirst(loading, row, principalId, () => new OperationNotFound(operationId));
     if (!entry || !own(entry.record)) throw new OperationNotFound(operationId);
     return entry;
   }

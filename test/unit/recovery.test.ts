@@ -8,6 +8,7 @@ import { VirtualClock } from '../../src/contract/clock.js';
 import { createEmbedded } from '../../src/deployment/embedded.js';
 import { peerIds, reviewBundle } from '../../src/deployment/examples.js';
 import { MemoryEventStore } from '../../src/adapters/store/memory.js';
+import { answerWithin, HeldReadsStore } from '../support/held-reads.js';
 import type { JsonObject } from '../../src/contract/json.js';
 import { fold } from '../../src/projections/record.js';
 import { AdapterError } from '../../src/contract/errors.js';
@@ -258,4 +259,35 @@ test("another principal's read of an operation this coordinator does not hold is
     second.coordinator.kernel.held().map((entry) => entry.id),
     [result.operationId],
   );
+});
+
+test("a stranger's read of an operation not held here is answered 404 by its index row, without waiting for its log; its owner's waits for the log", async () => {
+  const clock = new VirtualClock();
+  const store = new HeldReadsStore({ clock });
+  const first = await incarnation(clock, store, { completion: { mode: 'quorum', count: 2 } });
+  const { result } = await first.coordinator.invoke(
+    { principalId: 'p', senderPeerId: null },
+    { contract: first.bundle.ref, interaction: 'review', invocationKey: 'k', input: { document: 'd' } },
+  );
+  await clock.advance(10);
+  await first.coordinator.close();
+  const second = await incarnation(clock, store, { completion: { mode: 'quorum', count: 2 } });
+  store.hold(result.operationId);
+  try {
+    // The log's read never ends while held: only the row can have answered.
+    assert.equal(await answerWithin(second.coordinator.get('q', result.operationId), 5_000), 'not found');
+    assert.equal(store.readsHeld, 1, 'the log read was begun, as for any id');
+    let ownerAnswered = false;
+    const owner = second.coordinator.get('p', result.operationId).then((r) => {
+      ownerAnswered = true;
+      return r;
+    });
+    await new Promise((resolve) => setImmediate(resolve));
+    assert.equal(ownerAnswered, false, "the owner's read waits for the log");
+    store.release();
+    assert.equal((await owner).operationId, result.operationId);
+  } finally {
+    store.release();
+    await second.close();
+  }
 });

@@ -6,6 +6,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { MemoryEventStore } from '../../src/adapters/store/memory.js';
+import { answerWithin, HeldReadsStore } from '../support/held-reads.js';
 import { SystemClock } from '../../src/contract/clock.js';
 import { isAdapterError } from '../../src/contract/errors.js';
 import { WorkflowInstances } from '../../src/workflow/exec/instances.js';
@@ -37,6 +38,31 @@ test("another principal's read of an instance this worker does not hold is 404 a
       [instanceId],
     );
   } finally {
+    await a.close();
+    await b.close();
+  }
+});
+
+test("a stranger's read of an instance not held here is answered 404 by its index row, without waiting for its log", async () => {
+  const clock = new SystemClock();
+  const store = new HeldReadsStore({ clock });
+  const a = harness({ store, clock, worker: 'a' });
+  const b = harness({ store, clock, worker: 'b' });
+  try {
+    const document = yaml(`document: { dsl: '1.0.3', namespace: test, name: strangers, version: '1.0.0' }\ndo:\n  - pause:\n      wait: { minutes: 10 }\n`);
+    const { instanceId } = await a.executor.start({ principalId: 'alice', invocationKey: 'k', document, input: {} });
+    const ref = { id: 'test.bundle', version: '1.0.0', digest: 'sha256:' + '0'.repeat(64) };
+    const listing = { store, clock, operators: new Set<string>() };
+    const instances = new WorkflowInstances({ executor: b.executor, bundleOf: () => ref, definition: () => undefined, listing });
+    store.hold(instanceId);
+    assert.equal(await answerWithin(instances.get('mallory', instanceId), 5_000), 'not found');
+    assert.equal(await answerWithin(instances.wait('mallory', instanceId, 0), 5_000), 'not found');
+    assert.ok(store.readsHeld >= 1, 'the log reads were begun');
+    const owner = instances.get('alice', instanceId);
+    store.release();
+    assert.equal((await owner).instanceId, instanceId);
+  } finally {
+    store.release();
     await a.close();
     await b.close();
   }

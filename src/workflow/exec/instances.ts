@@ -13,7 +13,7 @@ import { AdapterError, AssertionFailure, isAdapterError, unsupported } from '../
 import type { JsonValue } from '../../contract/json.js';
 import type { ContractRef } from '../../contract/types.js';
 import type { DecisionView, SettlementView } from '../../projections/views.js';
-import { unreadableAnswer, WorkflowInstanceNotFound } from '../../runtime/errors.js';
+import { strangerAnsweredFirst, unreadableAnswer, WorkflowInstanceNotFound } from '../../runtime/errors.js';
 import type { InvocationService } from '../../runtime/service.js';
 import type {
   WorkflowChildInstance,
@@ -261,12 +261,16 @@ export class WorkflowInstances implements WorkflowInstanceService {
     const own = (record: WorkflowRecord) => record.started.principalId === principalId;
     // Another principal's instance read from the store is answered 404 without being held: a
     // stranger's reads neither fill this worker's cache nor resume the instance here.
-    const record = await this.options.executor.get(instanceId, own).catch(async (error: unknown) => {
+    const loading = this.options.executor.get(instanceId, own).catch(async (error: unknown) => {
       // A pruned instance (tombstoned, src/workflow/exec/retention.ts) is gone, as a pruned operation is: not found, to anyone.
       if (isAdapterError(error) && error.kind === 'expired') return undefined;
       // An unreadable log is unavailable to its owner only; to anyone else it is not found (unreadableAnswer).
       throw await this.unreadable(error, instanceId, (owner) => owner === principalId);
     });
+    // One held here answers at once; otherwise a stranger's read is answered by the index row, not after the log (strangerAnsweredFirst).
+    const index = this.options.listing?.store.workflowIndex;
+    const row = index === undefined || this.options.executor.holds(instanceId) ? undefined : () => index.get(instanceId);
+    const record = await strangerAnsweredFirst(loading, row, principalId, () => new WorkflowInstanceNotFound(instanceId));
     if (!record || !own(record)) throw new WorkflowInstanceNotFound(instanceId);
     return record;
   }
