@@ -1,5 +1,6 @@
 /** `convoke workflow run`: output and exit codes, on memory and on a SQLite store it resumes from. */
 import assert from 'node:assert/strict';
+import { existsSync } from 'node:fs';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -137,6 +138,38 @@ test('convoke workflow run --with refuses, before anything runs, a reference to 
     const refused = captureIo();
     assert.equal(await main(['node', 'convoke', 'workflow', 'run', order, '--with', double, '--with', broken], refused), exitCodes.unsupported);
     assert.match(refused.err(), /--with .*broken\.yaml: \/do\/0\/nowhere\/run\/workflow/);
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+});
+
+test("convoke workflow run refuses a document the DSL 1.0.3 schema refuses (2) as a bundle's check does, naming the file and the JSON Pointer, before the store is opened; a --with document too", async () => {
+  const dir = await mkdtemp(join(tmpdir(), 'convoke-wf-cli-schema-'));
+  try {
+    const db = join(dir, 'wf.db');
+    const run = async (args: string[]) => {
+      const io = captureIo();
+      const code = await main(['node', 'convoke', 'workflow', 'run', ...args, '--store', `sqlite:${db}`], io);
+      return { code, error: io.err() === '' ? undefined : (JSON.parse(io.err()) as { kind: string; description: string }), out: io.out() };
+    };
+    // No namespace and no version: the executor's own check reads neither, the schema requires both.
+    const nameless = join(dir, 'nons.yaml');
+    await writeFile(nameless, `document: { dsl: '1.0.3', name: nons }\ndo:\n  - a:\n      set: { x: 1 }\n`);
+    const refused = await run([nameless]);
+    assert.equal(refused.code, exitCodes.invalidInput, JSON.stringify(refused));
+    assert.equal(refused.error?.kind, 'invalid-input');
+    assert.equal(refused.error?.description, `${nameless}: not a valid Serverless Workflow 1.0.3 document: /document must have required property 'namespace'`);
+    assert.equal(refused.out, '');
+    assert.equal(existsSync(db), false, 'nothing was stored: the store was never opened');
+
+    // A --with document the schema refuses (a task's metadata must be an object) is named by its flag.
+    const { order, double } = await shopDocuments(dir);
+    const odd = join(dir, 'odd.yaml');
+    await writeFile(odd, `document: { dsl: '1.0.3', namespace: shop, name: odd, version: '1.0.0' }\ndo:\n  - a:\n      set: { x: 1 }\n      metadata: 5\n`);
+    const pinned = await run([order, '--with', double, '--with', odd, '--input', '{"quantity":3}']);
+    assert.equal(pinned.code, exitCodes.invalidInput, JSON.stringify(pinned));
+    assert.equal(pinned.error?.description, `--with ${odd}: not a valid Serverless Workflow 1.0.3 document: /do/0/a/metadata must be object`);
+    assert.equal(existsSync(db), false, 'nothing was stored: the store was never opened');
   } finally {
     await rm(dir, { recursive: true, force: true });
   }

@@ -14,7 +14,7 @@
  */
 import type { Command } from 'commander';
 import { AdapterError, isAdapterError, invalidInput } from '../../contract/errors.js';
-import type { JsonValue } from '../../contract/json.js';
+import type { JsonObject, JsonValue } from '../../contract/json.js';
 import type { SubworkflowRef } from '../../workflow/exec/document.js';
 import type { WorkflowExecutor } from '../../workflow/exec/executor.js';
 import type { WorkflowRecord } from '../../workflow/exec/record.js';
@@ -68,6 +68,7 @@ export async function workflowRunCommand(file: string, options: WorkflowRunOptio
     { JqWorkerEvaluator },
     { workflowStreams },
     { checkDocument, isWorkflowNamed },
+    { validateDslDocument },
     { canonicalJson, sha256Hex },
   ] = await Promise.all([
     import('node:crypto'),
@@ -82,13 +83,20 @@ export async function workflowRunCommand(file: string, options: WorkflowRunOptio
     import('../../workflow/exec/jq.js'),
     import('../../workflow/exec/streams.js'),
     import('../../workflow/exec/document.js'),
+    import('../../workflow/dsl/dsl-schema.js'),
     import('../../contract/canonical.js'),
   ]);
   try {
     const egress = egressOf(options);
     const document = parseDocumentBytes(await readFileBytes(file), file, file);
     refuseBundle(document, file);
-    const pinned = await pinnedDocuments(options.with, document, { readFileBytes, parseDocumentBytes, checkDocument, isWorkflowNamed });
+    const pinned = await pinnedDocuments(file, options.with, document, {
+      readFileBytes,
+      parseDocumentBytes,
+      checkDocument,
+      isWorkflowNamed,
+      validateDslDocument,
+    });
     const input = parseStrictBytes(Buffer.from(options.input, 'utf8'), '--input');
     const clock = new SystemClock();
     const invocations = await contractCalls(options, clock);
@@ -162,11 +170,14 @@ async function report(
 }
 
 /**
- * The `--with` documents, each read like FILE and checked as the executor would check it beside
- * the others (its own `run: workflow` references resolved among them); two naming the same
- * workflow (namespace, name and version) are refused, as is one naming the run's own.
+ * The `--with` documents, each read like FILE. FILE and each of them are checked as the executor
+ * would check them beside the others (their `run: workflow` references resolved among them), then
+ * against the DSL 1.0.3 schema as a bundle's workflows are (dsl-schema.ts), before the store is
+ * opened: nothing is stored for a document a bundle could not pin. Two naming the same workflow
+ * (namespace, name and version) are refused, as is one naming the run's own.
  */
 async function pinnedDocuments(
+  file: string,
   files: readonly string[],
   own: JsonValue,
   parts: {
@@ -174,6 +185,7 @@ async function pinnedDocuments(
     parseDocumentBytes: (bytes: Uint8Array, source: string, name: string) => JsonValue;
     checkDocument: (document: JsonValue, resolves?: (ref: SubworkflowRef) => boolean) => string;
     isWorkflowNamed: (document: JsonValue, ref: SubworkflowRef) => boolean;
+    validateDslDocument: (document: JsonObject, where: string) => Promise<void>;
   },
 ): Promise<JsonValue[]> {
   const documents: JsonValue[] = [];
@@ -187,13 +199,15 @@ async function pinnedDocuments(
     const earlier = seen.get(key);
     if (earlier !== undefined) throw invalidInput(`--with ${path}: ${header.join('/')} is also ${earlier}; each workflow is given once`);
     seen.set(key, index === 0 ? 'the workflow run' : `--with ${path}`);
-    if (index === 0) continue;
     try {
       parts.checkDocument(document, (ref) => all.some((other) => parts.isWorkflowNamed(other, ref)));
     } catch (error) {
-      if (!isAdapterError(error)) throw error;
+      // FILE's refusals name its pointers alone, as the executor's do.
+      if (!isAdapterError(error) || index === 0) throw error;
       throw new AdapterError(error.kind, `--with ${path}: ${error.description ?? error.kind}`);
     }
+    // Checked, so an object: the schema's refusal names the file and the pointer, as a bundle's names the workflow.
+    await parts.validateDslDocument(document as JsonObject, index === 0 ? file : `--with ${path}`);
   }
   return documents;
 }

@@ -47,9 +47,12 @@ export async function validateDslDocument(document: JsonObject, where: string): 
   }
 }
 
-/** Each error as "pointer message", the `oneOf`/`anyOf` noise of the task union dropped when something else is left, bounded. */
+/**
+ * Each error as "pointer message", once (each branch of the task union that a task fails repeats
+ * it), the `oneOf`/`anyOf` noise of that union dropped when something else is left, bounded.
+ */
 export function summarize(errors: readonly ErrorObject[]): string {
-  const lines = errors.map((e) => `${e.instancePath === '' ? 'the document' : e.instancePath} ${e.message ?? 'is invalid'}`);
+  const lines = [...new Set(errors.map((e) => `${e.instancePath === '' ? 'the document' : e.instancePath} ${e.message ?? 'is invalid'}`))];
   const useful = lines.filter((l) => !/must have required property|must match exactly one schema in oneOf|must match a schema in anyOf/.test(l));
   const kept = useful.length > 0 ? useful : lines;
   const shown = kept.slice(0, schemaErrorLinesMax);
