@@ -34,12 +34,12 @@ import { observeStuckWorkflowInstances } from '../runtime/workflow-stuck-metrics
 import { observeRefusedWorkflowStarts } from '../runtime/workflow-start-metrics.js';
 import { observeDroppedEmittedEvents } from '../runtime/workflow-emitted-metrics.js';
 import type { Registry } from 'prom-client';
-import { runnableWorkflows } from './runnable.js';
+import { checkedRunnableWorkflows } from './runnable.js';
 import { isWorkflowNamed } from '../workflow/exec/document.js';
 import { WorkflowExecutor } from '../workflow/exec/executor.js';
 import type { EgressOptions } from '../workflow/exec/egress.js';
 import { WorkflowInstances, type WorkflowDefinition } from '../workflow/exec/instances.js';
-import { JqWorkerEvaluator } from '../workflow/exec/jq.js';
+import { JqWorkerEvaluator, type ExpressionEvaluator } from '../workflow/exec/jq.js';
 import { workflowStreams } from '../workflow/exec/streams.js';
 
 export interface WorkflowHostParts {
@@ -151,8 +151,11 @@ export async function createWorkflowHost(parts: WorkflowHostParts): Promise<Work
     emit === 'none' || !parts.nats
       ? undefined
       : await eventSink(parts.nats, emit, { subjectPrefix, emitSubjectPrefix, stream: events.stream ?? workflowEventsDefaults.stream });
-  const { definitions, refs } = definitionsOf(parts.bundles.all());
   const evaluator = new JqWorkerEvaluator({ deadlineMs: 2000, ...(parts.settings?.jqWorkers === undefined ? {} : { workers: parts.settings.jqWorkers }) });
+  const { definitions, refs } = await definitionsOf(parts.bundles.all(), evaluator).catch(async (error: unknown) => {
+    await evaluator.close();
+    throw error;
+  });
   const executor = new WorkflowExecutor({
     store: workflowStreams(parts.store),
     clock: parts.clock,
@@ -213,17 +216,25 @@ function egressOf(http: WorkflowHttpConfig | undefined): EgressOptions {
   return { privateNetworks: http?.privateNetworks ?? false, ...(http?.allow ? { allow: http.allow } : {}) };
 }
 
-/** Each deployed bundle's pipelines and workflows as instances run them, by digest and name; and each bundle's ref. */
-function definitionsOf(bundles: Iterable<CompiledBundle>): {
+/**
+ * Each deployed bundle's pipelines and workflows as instances run them, by digest and name; and
+ * each bundle's ref. Every expression is compiled once here, by the host's evaluator: a deployment
+ * holds no workflow that would fault on jq that does not compile.
+ */
+async function definitionsOf(
+  bundles: Iterable<CompiledBundle>,
+  evaluator: ExpressionEvaluator,
+): Promise<{
   definitions: Map<string, Map<string, WorkflowDefinition>>;
   refs: Map<string, ContractRef>;
-} {
+}> {
   const definitions = new Map<string, Map<string, WorkflowDefinition>>();
   const refs = new Map<string, ContractRef>();
   for (const compiled of bundles) {
     refs.set(compiled.digest, compiled.ref);
     const byName = new Map<string, WorkflowDefinition>();
-    for (const [name, workflow] of runnableWorkflows(compiled)) byName.set(name, { document: workflow.executable, cancellation: workflow.cancellation });
+    for (const [name, workflow] of await checkedRunnableWorkflows(compiled, evaluator))
+      byName.set(name, { document: workflow.executable, cancellation: workflow.cancellation });
     definitions.set(compiled.digest, byName);
   }
   return { definitions, refs };

@@ -175,6 +175,51 @@ test("convoke workflow run refuses a document the DSL 1.0.3 schema refuses (2) a
   }
 });
 
+test("convoke workflow run refuses an expression jq does not compile (2) naming its pointer and jq's message, before the store is opened; a runtime error is not one", async () => {
+  const dir = await mkdtemp(join(tmpdir(), 'convoke-wf-cli-jq-'));
+  try {
+    const db = join(dir, 'wf.db');
+    const run = async (name: string, body: string, more: string[] = []) => {
+      const file = join(dir, name);
+      await writeFile(file, `${head}do:\n${body}`);
+      const io = captureIo();
+      const code = await main(['node', 'convoke', 'workflow', 'run', file, ...more, '--store', `sqlite:${db}`], io);
+      return { code, error: io.err() === '' ? undefined : (JSON.parse(io.err()) as { kind: string; description: string; status?: string }), out: io.out() };
+    };
+    // Found before anything runs: the instance would otherwise fault (11) when it reaches the task.
+    const syntax = await run('syntax.yaml', `  - a:\n      set: { x: '\${ .a | }' }\n`);
+    assert.equal(syntax.code, exitCodes.invalidInput, JSON.stringify(syntax));
+    assert.equal(syntax.error?.kind, 'invalid-input');
+    assert.equal(syntax.error?.description, '/do/0/a/set/x: not a valid jq expression: syntax error: unexpected end of the expression');
+    assert.equal(existsSync(db), false, 'nothing was stored: the store was never opened');
+    // A field the DSL reads as bare jq, a function and a variable jq does not know, each at its own line and column.
+    const bare = await run('bare.yaml', `  - a:\n      set: { x: 1 }\n  - b:\n      if: '.x == 1 and'\n      set: { y: 2 }\n`);
+    assert.equal(bare.error?.description, '/do/1/b/if: not a valid jq expression: syntax error: unexpected end of the expression', JSON.stringify(bare));
+    const undefinedFunction = await run('function.yaml', `  - a:\n      set: { x: '\${ .a | frobnicate(1) }' }\n`);
+    assert.equal(undefinedFunction.error?.description, '/do/0/a/set/x: not a valid jq expression: frobnicate/1 is not defined at line 1, column 7');
+    const undefinedVariable = await run('variable.yaml', `  - a:\n      output: { as: '\${ $outptu }' }\n      set: { x: 1 }\n`);
+    assert.equal(undefinedVariable.error?.description, '/do/0/a/output/as: not a valid jq expression: $outptu is not defined at line 1, column 2');
+    assert.equal(existsSync(db), false, 'nothing was stored: the store was never opened');
+
+    // Every variable the executor binds compiles: its own, a for's and a catch's names (the defaults and chosen ones).
+    const bound = await run(
+      'bound.yaml',
+      `  - each:\n      for: { each: pet, at: n, in: '\${ [1, 2] }' }\n      do:\n        - add:\n            set: { v: '\${ [$pet, $n, $input, $context, $workflow.id != null, $runtime] | length }' }\n` +
+        `  - guarded:\n      try:\n        - fail:\n            raise: { error: { type: https://example.com/e, status: 400 } }\n` +
+        `      catch: { as: oops, when: '\${ $oops.status == 400 }', do: [ { note: { set: { status: '\${ $oops.status }' } } } ] }\n`,
+    );
+    assert.equal(bound.code, exitCodes.ok, JSON.stringify(bound));
+    assert.deepEqual(JSON.parse(bound.out), { status: 400 });
+
+    // A runtime error is the instance's fault, as before: jq compiled it.
+    const runtime = await run('runtime.yaml', `  - a:\n      set: { x: '\${ error("boom") }' }\n`, ['--key', 'runtime']);
+    assert.equal(runtime.code, exitCodes.outcomeNotSuccess, JSON.stringify(runtime));
+    assert.equal(runtime.error?.status, 'faulted');
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+});
+
 test("convoke workflow run --running-bound: past the principal's running instances on the store nothing starts (4, naming the flag); an instance that exists is still answered", async () => {
   const dir = await mkdtemp(join(tmpdir(), 'convoke-wf-cli-bound-'));
   try {

@@ -111,6 +111,44 @@ test('an unknown name, an invalid bundle and an unsupported task exit with their
   assert.equal(refused.stdout, '');
 });
 
+test('validate, bundle check and lower refuse an expression jq does not compile, naming it in the bundle (2); a runtime error is not one', () => {
+  const document = parseStrict(readFileSync(bundle, 'utf8')) as JsonObject;
+  const workflow = (document.workflows as Record<string, { do: JsonObject[] }>)['review-or-escalate']!;
+  workflow.do.push({ odd: { set: { x: '${ .a | }', y: '${ error("only when it runs") }' } } });
+  withBundle(document, 'bundle.json', (file) => {
+    for (const args of [
+      ['workflow', 'validate', file],
+      ['bundle', 'check', file],
+      ['workflow', 'lower', file, 'review-or-escalate'],
+    ]) {
+      const refused = cli(args);
+      assert.equal(refused.status, exitCodes.invalidInput, `${args.join(' ')}: ${refused.stderr}`);
+      const error = JSON.parse(refused.stderr) as { kind: string; description: string };
+      assert.equal(error.kind, 'invalid-input');
+      assert.equal(
+        error.description,
+        '/workflows/review-or-escalate/do/4/odd/set/x: not a valid jq expression: syntax error: unexpected end of the expression',
+      );
+      assert.equal(refused.stdout, '');
+    }
+  });
+  workflow.do.pop();
+  workflow.do.push({ odd: { set: { y: '${ error("only when it runs") }' } } });
+  withBundle(document, 'bundle.json', (file) => assert.equal(convoke('validate', file).status, 0));
+  // A pipeline's transform is jq too, refused where its lowered document has it.
+  const pipelines = parseStrict(readFileSync(bundle, 'utf8')) as JsonObject;
+  const pipeline = (pipelines.pipelines as Record<string, { transforms: Record<string, JsonObject> }>)['review-then-publish']!;
+  pipeline.transforms.approvals!.expression = '{approvals: (.counts.approve // 0) | frobnicate}';
+  withBundle(pipelines, 'bundle.json', (file) => {
+    const refused = convoke('validate', file);
+    assert.equal(refused.status, exitCodes.invalidInput, refused.stderr);
+    assert.match(
+      (JSON.parse(refused.stderr) as { description: string }).description,
+      /^\/pipelines\/review-then-publish \(lowered\) \/do\/\d+\/[^:]+: not a valid jq expression: frobnicate\/0 is not defined at line 1, column \d+$/,
+    );
+  });
+});
+
 test('bundle check reads the same bundle, its pipelines and workflows checked, and names them', () => {
   const checked = cli(['bundle', 'check', bundle]);
   assert.equal(checked.status, 0, checked.stderr);

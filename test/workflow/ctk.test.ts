@@ -14,7 +14,8 @@ import { join } from 'node:path';
 import { after, before, test } from 'node:test';
 import { AstBuilder, GherkinClassicTokenMatcher, Parser, compile } from '@cucumber/gherkin';
 import { IdGenerator, type Pickle } from '@cucumber/messages';
-import type { JsonValue } from '../../src/contract/json.js';
+import { isObject, type JsonValue } from '../../src/contract/json.js';
+import { checkExpressionsCompile } from '../../src/workflow/exec/jq-compile.js';
 import type { WorkflowRecord } from '../../src/workflow/exec/record.js';
 import { repoRoot } from '../support/assertions.js';
 import { startStub, type Stub } from './ctk/stub.js';
@@ -72,6 +73,8 @@ const steps: Step[] = [
     /^the workflow is executed$/,
     async (w) => {
       try {
+        // Every expression compiled first, as `convoke workflow run` and a bundle's readers do: no scenario's jq is refused by it.
+        if (isObject(w.document)) await checkExpressionsCompile(w.document, h.evaluator);
         w.record = await runToEnd(h, w.document ?? null, w.input, `ctk-${++scenarioKey}`);
       } catch (error) {
         w.refusal = error as Error;

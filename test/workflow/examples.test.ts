@@ -1,12 +1,12 @@
 /**
  * The official Serverless Workflow 1.0.3 examples (test/workflow/examples, Apache-2.0, copied from
  * the DSL release): every one either passes convoke's checks (the language's and the executor's)
- * and the SDK's validation, or is
+ * and the SDK's validation (its every jq expression compiling), or is
  * refused with `unsupported` naming the task (or the top-level feature) and its JSON Pointer. The
  * lists below are the categories; a file that changes category, or a new file in neither list,
  * fails the test.
  */
-import { test } from 'node:test';
+import { after, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -14,6 +14,8 @@ import { isAdapterError } from '../../src/contract/errors.js';
 import type { JsonObject } from '../../src/contract/json.js';
 import { checkWorkflowDocument } from '../../src/workflow/dsl/document.js';
 import { checkDocument } from '../../src/workflow/exec/document.js';
+import { JqWorkerEvaluator } from '../../src/workflow/exec/jq.js';
+import { checkExpressionsCompile } from '../../src/workflow/exec/jq-compile.js';
 import { validateDslDocument } from '../../src/workflow/dsl/dsl-schema.js';
 import { parseDocumentText } from '../../src/workflow/dsl/text.js';
 import { repoRoot } from '../support/assertions.js';
@@ -98,12 +100,16 @@ const refused: Record<string, { pointer: string; says: string }> = {
   'set.yaml': { pointer: '/schedule', says: 'schedules are not supported' },
 };
 
+const evaluator = new JqWorkerEvaluator({ deadlineMs: 2000, workers: 1 });
+after(() => evaluator.close());
+
 async function check(file: string): Promise<void> {
   const document = parseDocumentText(readFileSync(join(examples, file), 'utf8'), file) as JsonObject;
   checkWorkflowDocument(document);
   await validateDslDocument(document, '');
-  // What the executor itself refuses before an instance starts.
+  // What the executor itself refuses before an instance starts, then every expression compiled (as workflow run and a bundle's readers do).
   checkDocument(document);
+  await checkExpressionsCompile(document, evaluator);
 }
 
 test('every official example is listed in exactly one category', () => {

@@ -7,7 +7,8 @@ import { fitText, renderTable, widthOf } from '../table.js';
 export async function bundleCheckCommand(file: string, options: { json: boolean }, io: CliIo): Promise<number> {
   const compiled = await readBundleFile(file);
   // Its workflows as the executor would run them (loaded only for a bundle that has any).
-  if (compiled.bundle.pipelines !== undefined || compiled.bundle.workflows !== undefined) (await import('../runnable.js')).runnableWorkflows(compiled);
+  if (compiled.bundle.pipelines !== undefined || compiled.bundle.workflows !== undefined)
+    await (await import('../runnable.js')).checkedRunnableWorkflows(compiled);
   if (options.json) {
     io.stdout.write(
       JSON.stringify({ contract: compiled.ref, interactions: Object.fromEntries([...compiled.interactions].map(([id, i]) => [id, i.spec])) }, null, 2) + '\n',

@@ -20,10 +20,10 @@ const load = async () => {
     import('yaml'),
   ]);
   return {
-    // The bundle as the language checks it, and its workflows as the executor would run them.
+    // The bundle as the language checks it, and its workflows as the executor would run them, their jq compiled.
     readBundleFile: async (file: string) => {
       const compiled = await files.readBundleFile(file);
-      runnable.runnableWorkflows(compiled);
+      await runnable.checkedRunnableWorkflows(compiled);
       return compiled;
     },
     checkBundleWorkflows: bundle.checkBundleWorkflows,

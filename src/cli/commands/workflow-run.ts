@@ -66,6 +66,7 @@ export async function workflowRunCommand(file: string, options: WorkflowRunOptio
     { seededRandom },
     { WorkflowExecutor },
     { JqWorkerEvaluator },
+    { checkExpressionsCompile },
     { workflowStreams },
     { checkDocument, isWorkflowNamed },
     { validateDslDocument },
@@ -81,6 +82,7 @@ export async function workflowRunCommand(file: string, options: WorkflowRunOptio
     import('../../runtime/random.js'),
     import('../../workflow/exec/executor.js'),
     import('../../workflow/exec/jq.js'),
+    import('../../workflow/exec/jq-compile.js'),
     import('../../workflow/exec/streams.js'),
     import('../../workflow/exec/document.js'),
     import('../../workflow/dsl/dsl-schema.js'),
@@ -88,47 +90,54 @@ export async function workflowRunCommand(file: string, options: WorkflowRunOptio
   ]);
   try {
     const egress = egressOf(options);
-    const document = parseDocumentBytes(await readFileBytes(file), file, file);
-    refuseBundle(document, file);
-    const pinned = await pinnedDocuments(file, options.with, document, {
-      readFileBytes,
-      parseDocumentBytes,
-      checkDocument,
-      isWorkflowNamed,
-      validateDslDocument,
-    });
-    const input = parseStrictBytes(Buffer.from(options.input, 'utf8'), '--input');
-    const clock = new SystemClock();
-    const invocations = await contractCalls(options, clock);
-    const credentials = await storeLogin(options.store, options.storeAuth);
-    const store = await openStore(options.store, { clock, ...(credentials ? { credentials } : {}) });
+    // Its worker starts at the first evaluation: it compiles the documents' jq, then evaluates the instance's.
     const evaluator = new JqWorkerEvaluator({ deadlineMs: 2000 });
-    const executor = new WorkflowExecutor({
-      store: workflowStreams(store),
-      clock,
-      random: seededRandom(options.seed ?? randomInt(2 ** 31)),
-      evaluator,
-      ...(invocations ? { invocations } : {}),
-      ...(egress ? { egress } : {}),
-      ...(pinned.length > 0 ? { workflows: (_digest, ref) => pinned.find((other) => isWorkflowNamed(other, ref)) } : {}),
-      ...(options.runningBound === undefined ? {} : { runningPerPrincipal: options.runningBound }),
-      runningBoundSetting: '--running-bound',
-    });
-    // Documents run together are one bundle: their digest names the instance (FILE alone: its own digest, the executor's default).
-    const bundleDigest = pinned.length > 0 ? `sha256:${sha256Hex(canonicalJson([document, ...pinned]))}` : undefined;
     try {
+      const compiles = (checked: JsonObject, prefix: string) => checkExpressionsCompile(checked, evaluator, prefix);
+      const checks = { readFileBytes, parseDocumentBytes, refuseBundle, checkDocument, isWorkflowNamed, validateDslDocument, compiles };
+      const { document, pinned } = await checkedDocuments(file, options.with, checks);
+      const input = parseStrictBytes(Buffer.from(options.input, 'utf8'), '--input');
+      const clock = new SystemClock();
+      const invocations = await contractCalls(options, clock);
+      const credentials = await storeLogin(options.store, options.storeAuth);
+      const store = await openStore(options.store, { clock, ...(credentials ? { credentials } : {}) });
+      const executor = new WorkflowExecutor({
+        store: workflowStreams(store),
+        clock,
+        random: seededRandom(options.seed ?? randomInt(2 ** 31)),
+        evaluator,
+        ...(invocations ? { invocations } : {}),
+        ...(egress ? { egress } : {}),
+        ...(pinned.length > 0 ? { workflows: (_digest, ref) => pinned.find((other) => isWorkflowNamed(other, ref)) } : {}),
+        ...(options.runningBound === undefined ? {} : { runningPerPrincipal: options.runningBound }),
+        runningBoundSetting: '--running-bound',
+      });
+      // Documents run together are one bundle: their digest names the instance (FILE alone: its own digest, the executor's default).
+      const bundleDigest = pinned.length > 0 ? `sha256:${sha256Hex(canonicalJson([document, ...pinned]))}` : undefined;
       const start = { principalId: options.principal, invocationKey: options.key, document, input, ...(bundleDigest ? { bundleDigest } : {}) };
-      const { instanceId } = await executor.start(start);
-      return await report(instanceId, await executor.wait(instanceId, options.waitMs), executor, options, io);
+      return await runToReport(executor, start, options, io).finally(() => store.close());
     } finally {
-      await executor.close();
       await evaluator.close();
-      await store.close();
     }
   } catch (error) {
     if (!isAdapterError(error)) throw error;
     io.stderr.write(terminalText(JSON.stringify(error.toJSON())) + '\n');
     return exitCodeOfError(error);
+  }
+}
+
+/** Starts (or finds) the instance and reports it once it ends or --wait-ms passes; the executor is closed either way. */
+async function runToReport(
+  executor: WorkflowExecutor,
+  start: Parameters<WorkflowExecutor['start']>[0],
+  options: WorkflowRunOptions,
+  io: CliIo,
+): Promise<number> {
+  try {
+    const { instanceId } = await executor.start(start);
+    return await report(instanceId, await executor.wait(instanceId, options.waitMs), executor, options, io);
+  } finally {
+    await executor.close();
   }
 }
 
@@ -170,24 +179,29 @@ async function report(
 }
 
 /**
- * The `--with` documents, each read like FILE. FILE and each of them are checked as the executor
+ * FILE and the `--with` documents, each read like FILE. FILE and each of them are checked as the executor
  * would check them beside the others (their `run: workflow` references resolved among them), then
- * against the DSL 1.0.3 schema as a bundle's workflows are (dsl-schema.ts), before the store is
- * opened: nothing is stored for a document a bundle could not pin. Two naming the same workflow
- * (namespace, name and version) are refused, as is one naming the run's own.
+ * against the DSL 1.0.3 schema as a bundle's workflows are (dsl-schema.ts), then every jq
+ * expression compiled (jq-compile.ts), before the store is opened: nothing is stored for a
+ * document a bundle could not pin. Two naming the same workflow (namespace, name and version) are
+ * refused, as is one naming the run's own.
  */
-async function pinnedDocuments(
+async function checkedDocuments(
   file: string,
   files: readonly string[],
-  own: JsonValue,
   parts: {
     readFileBytes: (path: string) => Promise<Uint8Array>;
     parseDocumentBytes: (bytes: Uint8Array, source: string, name: string) => JsonValue;
+    refuseBundle: (document: JsonValue, file: string) => void;
     checkDocument: (document: JsonValue, resolves?: (ref: SubworkflowRef) => boolean) => string;
     isWorkflowNamed: (document: JsonValue, ref: SubworkflowRef) => boolean;
     validateDslDocument: (document: JsonObject, where: string) => Promise<void>;
+    /** Throws invalid-input naming `prefix` and the pointer of an expression jq does not compile. */
+    compiles: (document: JsonObject, prefix: string) => Promise<void>;
   },
-): Promise<JsonValue[]> {
+): Promise<{ document: JsonValue; pinned: JsonValue[] }> {
+  const own = parts.parseDocumentBytes(await parts.readFileBytes(file), file, file);
+  parts.refuseBundle(own, file);
   const documents: JsonValue[] = [];
   for (const path of files) documents.push(parts.parseDocumentBytes(await parts.readFileBytes(path), path, path));
   const all = [own, ...documents];
@@ -208,8 +222,9 @@ async function pinnedDocuments(
     }
     // Checked, so an object: the schema's refusal names the file and the pointer, as a bundle's names the workflow.
     await parts.validateDslDocument(document as JsonObject, index === 0 ? file : `--with ${path}`);
+    await parts.compiles(document as JsonObject, index === 0 ? '' : `--with ${path}: `);
   }
-  return documents;
+  return { document: own, pinned: documents };
 }
 
 /** A document's namespace, name and version, as a `run: workflow` reference names it. */
