@@ -7,7 +7,8 @@ import assert from 'node:assert/strict';
 import fc from 'fast-check';
 import { isAdapterError } from '../../src/contract/errors.js';
 import { JqWorkerEvaluator, pathValue } from '../../src/workflow/exec/jq.js';
-import type { JsonValue } from '../../src/contract/json.js';
+import type { JsonObject, JsonValue } from '../../src/contract/json.js';
+import { checkDocument } from '../../src/workflow/exec/document.js';
 import { evaluateValue, expressionResults, withResults } from '../../src/workflow/exec/expressions.js';
 import { checkDeterministicJq, checkDeterministicText, embeddedExpressions, nondeterministicJq, refusedInJq } from '../../src/workflow/jq-determinism.js';
 
@@ -191,4 +192,24 @@ test("property: a value's expression results put back into it give what evaluati
     }),
     { numRuns: 500 },
   );
+});
+
+test("a catch's and a retry policy's when and exceptWhen, bare jq or ${ }, are refused at the check when not deterministic, wherever the policy is written", () => {
+  const tryTask = (katch: JsonValue): JsonValue => ({
+    document: { dsl: '1.0.3', namespace: 'test', name: 'whens', version: '1.0.0' },
+    do: [{ guarded: { try: [{ fail: { raise: { error: { type: 'https://example.com/x', status: 500 } } } }], catch: katch } }],
+  });
+  const refused = (document: JsonValue, pointer: string) =>
+    assert.throws(
+      () => checkDocument(document),
+      (e: unknown) => isAdapterError(e) && e.kind === 'unsupported' && (e.description ?? '').startsWith(`${pointer}: the expression uses "now"`),
+      pointer,
+    );
+  refused(tryTask({ when: 'now > 0' }), '/do/0/guarded/catch/when');
+  refused(tryTask({ exceptWhen: '${ now > 0 }' }), '/do/0/guarded/catch/exceptWhen');
+  refused(tryTask({ retry: { when: 'now > 0', limit: { attempt: { count: 2 } } } }), '/do/0/guarded/catch/retry/when');
+  refused(tryTask({ retry: { exceptWhen: 'now > 0', limit: { attempt: { count: 2 } } } }), '/do/0/guarded/catch/retry/exceptWhen');
+  const declared = { ...(tryTask({ retry: 'again' }) as JsonObject), use: { retries: { again: { when: 'now > 0', limit: { attempt: { count: 2 } } } } } };
+  refused(declared, '/use/retries/again/when');
+  assert.doesNotThrow(() => checkDocument(tryTask({ when: '.status == 500', retry: { exceptWhen: '${ .status == 400 }', limit: { attempt: { count: 2 } } } })));
 });

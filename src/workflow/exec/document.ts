@@ -226,6 +226,7 @@ function checkTask({ task, pointer }: TaskEntry, checking: Checking): void {
       return checkList(task.fork.branches ?? [], `${pointer}/fork/branches`, checking);
     case 'try':
       checkList(task.try, `${pointer}/try`, checking);
+      if (isObject(task.catch)) checkWhens(task.catch, `${pointer}/catch`);
       if (isObject(task.catch) && task.catch.do !== undefined) checkList(task.catch.do, `${pointer}/catch/do`, checking);
       return;
     case 'switch':
@@ -281,8 +282,17 @@ function checkTimeout(timeout: JsonValue, pointer: string): void {
   checkDuration(timeout.after, `${pointer}/after`);
 }
 
+/** A catch's or a retry policy's `when` and `exceptWhen`: jq, with or without its `${ }`, deterministic as every expression. */
+function checkWhens(holder: JsonObject, pointer: string): void {
+  for (const field of ['when', 'exceptWhen']) {
+    const expression = holder[field];
+    if (typeof expression === 'string') checkDeterministicJq(programOf(expression), `${pointer}/${field}`);
+  }
+}
+
 function checkRetry(policy: JsonValue, pointer: string): void {
   if (!isObject(policy)) throw invalidInput(`${pointer}: a retry policy is an object`);
+  checkWhens(policy, pointer);
   if (policy.delay !== undefined) checkDuration(policy.delay, `${pointer}/delay`);
   if (isObject(policy.limit) && policy.limit.duration !== undefined) checkDuration(policy.limit.duration, `${pointer}/limit/duration`);
   // The DSL says only "the duration limit, if any, for all retry attempts": not run, so refused rather than ignored.
