@@ -233,9 +233,11 @@ test('recovery reads every operation when the index cannot list the open ones', 
   assert.deepEqual(await second.coordinator.recover(), { scanned: 2, resumed: 1, failed: 0 });
 });
 
-test("another principal's read of an operation this coordinator does not hold is 404 and holds nothing: a stranger neither fills the cache nor resumes the operation here", async () => {
-  const clock = new VirtualClock();
-  const store = new MemoryEventStore({ clock });
+/**
+ * Principal p's operation, opened by a coordinator that then closed, and another coordinator on the
+ * same store that has not recovered: it holds nothing yet.
+ */
+async function openedElsewhere(clock: VirtualClock, store: MemoryEventStore) {
   const first = await incarnation(clock, store, { completion: { mode: 'quorum', count: 2 } });
   const { result } = await first.coordinator.invoke(
     { principalId: 'p', senderPeerId: null },
@@ -243,8 +245,12 @@ test("another principal's read of an operation this coordinator does not hold is
   );
   await clock.advance(10);
   await first.coordinator.close();
-  // Another coordinator on the same store, which has not recovered: it holds nothing yet.
-  const second = await incarnation(clock, store, { completion: { mode: 'quorum', count: 2 } });
+  return { result, second: await incarnation(clock, store, { completion: { mode: 'quorum', count: 2 } }) };
+}
+
+test("another principal's read of an operation this coordinator does not hold is 404 and holds nothing: a stranger neither fills the cache nor resumes the operation here", async () => {
+  const clock = new VirtualClock();
+  const { result, second } = await openedElsewhere(clock, new MemoryEventStore({ clock }));
   assert.deepEqual(second.coordinator.kernel.held(), []);
   for (const read of [() => second.coordinator.get('q', result.operationId), () => second.coordinator.wait('q', result.operationId, 'decision', 0)])
     await assert.rejects(read(), (e) => e instanceof AdapterError && (e as { notFound?: boolean }).notFound === true);
@@ -264,14 +270,7 @@ test("another principal's read of an operation this coordinator does not hold is
 test("a stranger's read of an operation not held here is answered 404 by its index row, without waiting for its log; its owner's waits for the log", async () => {
   const clock = new VirtualClock();
   const store = new HeldReadsStore({ clock });
-  const first = await incarnation(clock, store, { completion: { mode: 'quorum', count: 2 } });
-  const { result } = await first.coordinator.invoke(
-    { principalId: 'p', senderPeerId: null },
-    { contract: first.bundle.ref, interaction: 'review', invocationKey: 'k', input: { document: 'd' } },
-  );
-  await clock.advance(10);
-  await first.coordinator.close();
-  const second = await incarnation(clock, store, { completion: { mode: 'quorum', count: 2 } });
+  const { result, second } = await openedElsewhere(clock, store);
   store.hold(result.operationId);
   try {
     // The log's read never ends while held: only the row can have answered.

@@ -1,7 +1,8 @@
 /**
  * A workflow instance read by another principal is 404 (WorkflowInstances.visible), and a worker
  * that did not hold it holds nothing after that read: a stranger neither fills the worker's cache
- * nor resumes the instance there. Its own principal's read holds and resumes it, as before.
+ * nor resumes the instance there. Its own principal's read holds and resumes it, as before. With
+ * the index row at hand, the stranger's 404 does not wait for the log.
  */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
@@ -10,18 +11,31 @@ import { answerWithin, HeldReadsStore } from '../support/held-reads.js';
 import { SystemClock } from '../../src/contract/clock.js';
 import { isAdapterError } from '../../src/contract/errors.js';
 import { WorkflowInstances } from '../../src/workflow/exec/instances.js';
-import { harness, yaml } from './support.js';
+import { harness, yaml, type Harness } from './support.js';
+
+/**
+ * Alice's instance, started by worker a and parked in a long wait, read through worker b (which
+ * does not hold it), with the index row (`listing`) or without.
+ */
+async function startedElsewhere(
+  store: MemoryEventStore,
+  clock: SystemClock,
+  listed: boolean,
+): Promise<{ instanceId: string; instances: WorkflowInstances; a: Harness; b: Harness }> {
+  const a = harness({ store, clock, worker: 'a' });
+  const b = harness({ store, clock, worker: 'b' });
+  const document = yaml(`document: { dsl: '1.0.3', namespace: test, name: strangers, version: '1.0.0' }\ndo:\n  - pause:\n      wait: { minutes: 10 }\n`);
+  const { instanceId } = await a.executor.start({ principalId: 'alice', invocationKey: 'k', document, input: {} });
+  const ref = { id: 'test.bundle', version: '1.0.0', digest: 'sha256:' + '0'.repeat(64) };
+  const listing = listed ? { listing: { store, clock, operators: new Set<string>() } } : {};
+  const instances = new WorkflowInstances({ executor: b.executor, bundleOf: () => ref, definition: () => undefined, ...listing });
+  return { instanceId, instances, a, b };
+}
 
 test("another principal's read of an instance this worker does not hold is 404 and holds nothing; its own principal's read resumes it", async () => {
   const clock = new SystemClock();
-  const store = new MemoryEventStore({ clock });
-  const a = harness({ store, clock, worker: 'a' });
-  const b = harness({ store, clock, worker: 'b' });
+  const { instanceId, instances, a, b } = await startedElsewhere(new MemoryEventStore({ clock }), clock, false);
   try {
-    const document = yaml(`document: { dsl: '1.0.3', namespace: test, name: strangers, version: '1.0.0' }\ndo:\n  - pause:\n      wait: { minutes: 10 }\n`);
-    const { instanceId } = await a.executor.start({ principalId: 'alice', invocationKey: 'k', document, input: {} });
-    const ref = { id: 'test.bundle', version: '1.0.0', digest: 'sha256:' + '0'.repeat(64) };
-    const instances = new WorkflowInstances({ executor: b.executor, bundleOf: () => ref, definition: () => undefined });
     assert.deepEqual(b.executor.kernel.held(), []);
     const notFound = (error: unknown) =>
       isAdapterError(error) && /workflow instance/.test(error.message) && (error as { notFound?: boolean }).notFound === true;
@@ -46,14 +60,8 @@ test("another principal's read of an instance this worker does not hold is 404 a
 test("a stranger's read of an instance not held here is answered 404 by its index row, without waiting for its log", async () => {
   const clock = new SystemClock();
   const store = new HeldReadsStore({ clock });
-  const a = harness({ store, clock, worker: 'a' });
-  const b = harness({ store, clock, worker: 'b' });
+  const { instanceId, instances, a, b } = await startedElsewhere(store, clock, true);
   try {
-    const document = yaml(`document: { dsl: '1.0.3', namespace: test, name: strangers, version: '1.0.0' }\ndo:\n  - pause:\n      wait: { minutes: 10 }\n`);
-    const { instanceId } = await a.executor.start({ principalId: 'alice', invocationKey: 'k', document, input: {} });
-    const ref = { id: 'test.bundle', version: '1.0.0', digest: 'sha256:' + '0'.repeat(64) };
-    const listing = { store, clock, operators: new Set<string>() };
-    const instances = new WorkflowInstances({ executor: b.executor, bundleOf: () => ref, definition: () => undefined, listing });
     store.hold(instanceId);
     assert.equal(await answerWithin(instances.get('mallory', instanceId), 5_000), 'not found');
     assert.equal(await answerWithin(instances.wait('mallory', instanceId, 0), 5_000), 'not found');
