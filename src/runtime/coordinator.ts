@@ -539,7 +539,12 @@ export class Coordinator implements RuntimeHost {
     });
     // One held here answers at once; otherwise a stranger's read is answered by the index row, not after the log (strangerAnsweredFirst).
     const row = this.kernel.cached(operationId) ? undefined : () => this.deps.store.index.get(operationId);
-    const entry = await strangerAnsweredFirst(loading, row, principalId, () => new OperationNotFound(operationId));
+    const entry = await strangerAnsweredFirst(
+      loading,
+      row,
+      (owner) => owner === principalId,
+      () => new OperationNotFound(operationId),
+    );
     if (!entry || !own(entry.record)) throw new OperationNotFound(operationId);
     return entry;
   }
@@ -575,7 +580,7 @@ export class Coordinator implements RuntimeHost {
   inspectLive(principalId: string, operationId: string): Promise<LiveInspection<OperationInspection, OperationInspectionUpdate>> {
     const operator = this.deps.operators?.has(principalId) === true;
     const visible = (owner: string) => operator || owner === principalId;
-    return liveOperationInspection(
+    const inspecting = liveOperationInspection(
       {
         store: this.deps.store,
         interactionOf: (record) => this.deps.bundles.get(record.contract.digest)?.interactions.get(record.interaction),
@@ -585,6 +590,13 @@ export class Coordinator implements RuntimeHost {
     ).catch(async (error: unknown) => {
       throw await this.unreadable(error, operationId, visible);
     });
+    // The whole log is read here: a stranger is answered by the index row, not after it (strangerAnsweredFirst).
+    return strangerAnsweredFirst(
+      inspecting,
+      () => this.deps.store.index.get(operationId),
+      visible,
+      () => new OperationNotFound(operationId),
+    );
   }
 
   /** A read of the operation that failed, as `visible`'s principal is answered it (runtime/errors.ts unreadableAnswer). */

@@ -103,7 +103,8 @@ export async function unreadableAnswer(
 /**
  * A principal's read of an aggregate it may not own, answered without waiting for its log: the
  * log's read (`load`, started by the caller) and the index row's (`row`, which names the owner)
- * run together, and when the row names another principal the read is answered not found at once.
+ * run together, and when the row names an owner the reader may not see (`visible`: the owner
+ * itself, or an operator where the read allows one) the read is answered not found at once.
  * So a stranger's 404 takes the time of a row lookup whether the id names another principal's
  * aggregate (however long its log) or nothing at all, and tells no timing of a log it may not see.
  * Without a row (none written, none readable, or `row` undefined: the aggregate is in memory here)
@@ -112,7 +113,7 @@ export async function unreadableAnswer(
 export async function strangerAnsweredFirst<T>(
   load: Promise<T>,
   row: (() => Promise<{ principalId: string } | undefined>) | undefined,
-  principalId: string,
+  visible: (owner: string) => boolean,
   notFound: () => Error,
 ): Promise<T> {
   // Observed from the start: a load that fails while the row is read is not an unhandled rejection.
@@ -121,7 +122,7 @@ export async function strangerAnsweredFirst<T>(
     (error: unknown) => ({ ok: false as const, error }),
   );
   const owner = row === undefined ? undefined : await row().catch(() => undefined);
-  if (owner !== undefined && owner.principalId !== principalId) throw notFound();
+  if (owner !== undefined && !visible(owner.principalId)) throw notFound();
   const loaded = await settled;
   if (!loaded.ok) throw loaded.error;
   return loaded.value;

@@ -275,7 +275,8 @@ test("a stranger's read of an operation not held here is answered 404 by its ind
   try {
     // The log's read never ends while held: only the row can have answered.
     assert.equal(await answerWithin(second.coordinator.get('q', result.operationId), 5_000), 'not found');
-    assert.equal(store.readsHeld, 1, 'the log read was begun, as for any id');
+    assert.equal(await answerWithin(second.coordinator.inspect('q', result.operationId), 5_000), 'not found', 'the inspection, which reads the whole log, too');
+    assert.equal(store.readsHeld, 2, 'the log reads were begun, as for any id');
     let ownerAnswered = false;
     const owner = second.coordinator.get('p', result.operationId).then((r) => {
       ownerAnswered = true;
@@ -283,8 +284,10 @@ test("a stranger's read of an operation not held here is answered 404 by its ind
     });
     await new Promise((resolve) => setImmediate(resolve));
     assert.equal(ownerAnswered, false, "the owner's read waits for the log");
+    const ownerInspects = second.coordinator.inspect('p', result.operationId);
     store.release();
     assert.equal((await owner).operationId, result.operationId);
+    assert.equal((await ownerInspects).result.operationId, result.operationId);
   } finally {
     store.release();
     await second.close();

@@ -27,7 +27,7 @@ async function startedElsewhere(
   const document = yaml(`document: { dsl: '1.0.3', namespace: test, name: strangers, version: '1.0.0' }\ndo:\n  - pause:\n      wait: { minutes: 10 }\n`);
   const { instanceId } = await a.executor.start({ principalId: 'alice', invocationKey: 'k', document, input: {} });
   const ref = { id: 'test.bundle', version: '1.0.0', digest: 'sha256:' + '0'.repeat(64) };
-  const listing = listed ? { listing: { store, clock, operators: new Set<string>() } } : {};
+  const listing = listed ? { listing: { store, clock, operators: new Set(['ops']) } } : {};
   const instances = new WorkflowInstances({ executor: b.executor, bundleOf: () => ref, definition: () => undefined, ...listing });
   return { instanceId, instances, a, b };
 }
@@ -65,10 +65,13 @@ test("a stranger's read of an instance not held here is answered 404 by its inde
     store.hold(instanceId);
     assert.equal(await answerWithin(instances.get('mallory', instanceId), 5_000), 'not found');
     assert.equal(await answerWithin(instances.wait('mallory', instanceId, 0), 5_000), 'not found');
+    assert.equal(await answerWithin(instances.inspect('mallory', instanceId), 5_000), 'not found', 'the inspection, which reads the whole log, too');
     assert.ok(store.readsHeld >= 1, 'the log reads were begun');
     const owner = instances.get('alice', instanceId);
+    const operatorInspects = instances.inspect('ops', instanceId);
     store.release();
     assert.equal((await owner).instanceId, instanceId);
+    assert.equal((await operatorInspects).instance.instanceId, instanceId, 'an operator may inspect any instance');
   } finally {
     store.release();
     await a.close();

@@ -146,7 +146,7 @@ export class WorkflowInstances implements WorkflowInstanceService {
     const listing = this.listing();
     if (!isWorkflowInstanceId(instanceId)) throw new WorkflowInstanceNotFound(instanceId);
     const visible = (owner: string) => owner === principalId || listing.operators.has(principalId);
-    return liveInspection(
+    const inspecting = liveInspection(
       {
         store: workflowStreams(listing.store),
         view: (record) => this.view(record),
@@ -156,6 +156,13 @@ export class WorkflowInstances implements WorkflowInstanceService {
     ).catch(async (error: unknown) => {
       throw await this.unreadable(error, instanceId, visible);
     });
+    // The whole log is read here: a stranger is answered by the index row, not after it (strangerAnsweredFirst).
+    return strangerAnsweredFirst(
+      inspecting,
+      () => listing.store.workflowIndex.get(instanceId),
+      visible,
+      () => new WorkflowInstanceNotFound(instanceId),
+    );
   }
 
   /** A read of the instance that failed, as `visible`'s principal is answered it (runtime/errors.ts unreadableAnswer). */
@@ -270,7 +277,12 @@ export class WorkflowInstances implements WorkflowInstanceService {
     // One held here answers at once; otherwise a stranger's read is answered by the index row, not after the log (strangerAnsweredFirst).
     const index = this.options.listing?.store.workflowIndex;
     const row = index === undefined || this.options.executor.holds(instanceId) ? undefined : () => index.get(instanceId);
-    const record = await strangerAnsweredFirst(loading, row, principalId, () => new WorkflowInstanceNotFound(instanceId));
+    const record = await strangerAnsweredFirst(
+      loading,
+      row,
+      (owner) => owner === principalId,
+      () => new WorkflowInstanceNotFound(instanceId),
+    );
     if (!record || !own(record)) throw new WorkflowInstanceNotFound(instanceId);
     return record;
   }
