@@ -134,8 +134,7 @@ function eventIntake(
     emitSubjectPrefix: prefixes.emitSubjectPrefix,
     clock,
     queue: events.listen?.queue ?? workflowEventsDefaults.queue,
-    answers: answersFor(prefixes.subjectPrefix, events.publishers),
-    ...(events.publishers ? { publishersOf: publishersOf(prefixes.subjectPrefix, events.publishers) } : {}),
+    ...publisherRules(prefixes.subjectPrefix, events.publishers),
     ...(onEmittedDropped ? { onEmittedDropped } : {}),
   });
 }
@@ -259,10 +258,18 @@ function publishersBySubject(subjectPrefix: string, publishers: Record<string, s
   return bySubject;
 }
 
-function answersFor(subjectPrefix: string, publishers: Record<string, string[]> | undefined): (subject: string, reply: string) => boolean {
-  if (!publishers) return (_subject, reply) => reply.startsWith('_INBOX.evt.');
+/**
+ * What the config's publishers decide for outside events: where an answer may go (a publisher the
+ * config allows the event's type; without publishers, only an `_INBOX.evt.` inbox) and, with
+ * publishers, whose in-flight slots an event takes (publishersOf). One map of subjects serves both.
+ */
+function publisherRules(subjectPrefix: string, publishers: Record<string, string[]> | undefined): Pick<ServeCloudEventsOptions, 'answers' | 'publishersOf'> {
+  if (!publishers) return { answers: (_subject, reply) => reply.startsWith('_INBOX.evt.') };
   const bySubject = publishersBySubject(subjectPrefix, publishers);
-  return (subject, reply) => (bySubject.get(subject) ?? []).some((principal) => reply.startsWith(`${inboxPrefixFor('evt', principal)}.`));
+  return {
+    answers: (subject, reply) => (bySubject.get(subject) ?? []).some((principal) => reply.startsWith(`${inboxPrefixFor('evt', principal)}.`)),
+    publishersOf: publishersKeys(bySubject),
+  };
 }
 
 /**
@@ -272,8 +279,10 @@ function answersFor(subjectPrefix: string, publishers: Record<string, string[]> 
  * (a user the operator made beside the generated ones) is keyed `[]`: all of those share one.
  */
 export function publishersOf(subjectPrefix: string, publishers: Record<string, string[]>): (subject: string) => string {
-  const keys = new Map(
-    [...publishersBySubject(subjectPrefix, publishers)].map(([subject, principals]) => [subject, JSON.stringify([...new Set(principals)].sort())]),
-  );
+  return publishersKeys(publishersBySubject(subjectPrefix, publishers));
+}
+
+function publishersKeys(bySubject: ReadonlyMap<string, string[]>): (subject: string) => string {
+  const keys = new Map([...bySubject].map(([subject, principals]) => [subject, JSON.stringify([...new Set(principals)].sort())]));
   return (subject) => keys.get(subject) ?? '[]';
 }

@@ -71,7 +71,7 @@ export function internalErrorOfRoute(method: string | undefined, route: string |
  * Maps anything a route can throw to a status and an AdapterError body; `bodyLimitBytes` is the
  * route's bound, `subject` what its 500 says is unknown (internalErrorOfRoute).
  */
-export function errorReply(error: unknown, bodyLimitBytes: number, subject: InternalErrorSubject = 'other'): ErrorReply {
+export function errorReply(error: unknown, bodyLimitBytes: number, subject: InternalErrorSubject): ErrorReply {
   if (error instanceof AuthenticationRequired) {
     const challenge = error.reason === 'invalid' ? 'Bearer realm="convoke", error="invalid_token"' : 'Bearer realm="convoke"';
     // Authentication runs before the body is read, so an unread body may still be arriving: the

@@ -619,15 +619,15 @@ export class WorkflowExecutor implements CloudEventIntake {
     return outcome;
   }
 
-  /**
-   * The instance held or read from the store (a running one is resumed, unless `keep` refuses its
-   * record: then it is answered without being held); undefined when unknown.
-   */
   /** Whether this executor holds the instance in memory (a read of it needs no log). */
   holds(instanceId: string): boolean {
     return this.kernel.cached(instanceId) !== undefined;
   }
 
+  /**
+   * The instance held or read from the store (a running one is resumed, unless `keep` refuses its
+   * record: then it is answered without being held); undefined when unknown.
+   */
   load(instanceId: string, keep?: (record: WorkflowRecord) => boolean): Promise<Instance | undefined> {
     // Its log's bytes are counted as the kernel holds it (the reread hook).
     return this.kernel.load(instanceId, (record) => newInstance(instanceId, record, record.revision), keep);
