@@ -302,11 +302,13 @@ async function answer(state: ServerState, verb: CommandVerb | WorkflowCommandVer
     state.options.onMisaddressed?.(verb, principalId, misaddressed);
     return;
   }
+  // With no reply subject nothing could receive what a wait would answer: the command waits for nothing.
+  const waitMsMax = message.respond === undefined ? 0 : state.options.waitMsMax;
   let reply: AnyReply;
   try {
     reply = isWorkflowCommandVerb(verb)
-      ? await handleWorkflow(state, verb, principalId, message.data)
-      : await handleCommand(state, verb, principalId, message.data);
+      ? await handleWorkflow(state, verb, principalId, message.data, waitMsMax)
+      : await handleCommand(state, verb, principalId, message.data, waitMsMax);
   } catch (error) {
     reply = commandErrorReply(verb, error);
     if (reply.status === 500) state.options.onInternalError?.(error);
@@ -450,10 +452,11 @@ async function handleWorkflow(
   verb: WorkflowCommandVerb,
   principalId: string,
   data: Uint8Array,
+  waitMsMax: number,
 ): Promise<WorkflowReply | WorkflowListReply> {
   if (state.closing) throw unavailable('the coordinator is shutting down; retry against another instance or later');
   if (!tokenPattern.test(principalId)) throw invalidInput(`command principal ${JSON.stringify(principalId)} is not a token-safe id`);
-  const { workflows, bodyLimitBytes, waitMsMax } = state.options;
+  const { workflows, bodyLimitBytes } = state.options;
   if (!workflows) throw new AssertionFailure('workflow commands are subscribed only with workflow instances');
   if (data.byteLength > bodyLimitBytes) throw new CommandBodyTooLarge(bodyLimitBytes);
   const controller = new AbortController();
@@ -465,8 +468,8 @@ async function handleWorkflow(
   }
 }
 
-/** One command, from body bytes to reply; throws what commandErrorReply maps. */
-async function handleCommand(state: ServerState, verb: CommandVerb, principalId: string, data: Uint8Array): Promise<AnyReply> {
+/** One command, from body bytes to reply (waiting at most waitMsMax); throws what commandErrorReply maps. */
+async function handleCommand(state: ServerState, verb: CommandVerb, principalId: string, data: Uint8Array, waitMsMax: number): Promise<AnyReply> {
   if (state.closing) throw unavailable('the coordinator is shutting down; retry against another instance or later');
   // The subject permission proves the token; a token convoke cannot use as a principal id is refused.
   if (!tokenPattern.test(principalId)) throw invalidInput(`command principal ${JSON.stringify(principalId)} is not a token-safe id`);
@@ -481,7 +484,7 @@ async function handleCommand(state: ServerState, verb: CommandVerb, principalId:
       const caller: Caller = { principalId, senderPeerId: commandSender(state.options.senders, principalId) };
       const { result } = await coordinator.invoke(caller, body);
       if (requested === undefined) throw new AssertionFailure('an admitted invocation names a deployed interaction');
-      return waitAndAnswer(state, principalId, result.operationId, requested, body.waitMs);
+      return waitAndAnswer(state, principalId, result.operationId, requested, Math.min(body.waitMs ?? 0, waitMsMax));
     }
     case 'get': {
       const body = checkBody<GetCommand>(verb, data, bodyLimitBytes);
@@ -489,7 +492,7 @@ async function handleCommand(state: ServerState, verb: CommandVerb, principalId:
       const current = await coordinator.get(principalId, body.operationId);
       const declared = contractBoundary(bundles, current.contract.digest, current.interaction);
       if (declared === undefined) throw new AssertionFailure('a visible operation names a deployed interaction');
-      return waitAndAnswer(state, principalId, body.operationId, effectiveBoundary(body.waitFor, declared), body.waitMs);
+      return waitAndAnswer(state, principalId, body.operationId, effectiveBoundary(body.waitFor, declared), Math.min(body.waitMs ?? 0, waitMsMax));
     }
     case 'cancel': {
       const body = checkBody<CancelCommand>(verb, data, bodyLimitBytes);
@@ -508,18 +511,12 @@ async function handleCommand(state: ServerState, verb: CommandVerb, principalId:
   }
 }
 
-async function waitAndAnswer(
-  state: ServerState,
-  principalId: string,
-  operationId: string,
-  boundary: WaitFor,
-  waitMs: number | undefined,
-): Promise<CommandReply> {
+async function waitAndAnswer(state: ServerState, principalId: string, operationId: string, boundary: WaitFor, waitMs: number): Promise<CommandReply> {
   const controller = new AbortController();
   state.waits.add(controller);
   if (state.closing) controller.abort('shutdown');
   try {
-    const waited = await state.slots.bounded(principalId, Math.min(waitMs ?? 0, state.options.waitMsMax), (granted) =>
+    const waited = await state.slots.bounded(principalId, waitMs, (granted) =>
       state.options.coordinator.wait(principalId, operationId, boundary, granted, controller.signal),
     );
     return { status: waited.reached ? 200 : 202, result: waited.result };

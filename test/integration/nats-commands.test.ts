@@ -4,7 +4,8 @@
  * answered into an inbox the deployment's rule does not prove is its own, and is counted and told;
  * a bug is answered 500 in the words of the command's own subject matter; a principal holds at
  * most its bound of waits (operation and workflow instance commands share one bound) while another
- * principal still waits in full; closing the server answers every held wait at once.
+ * principal still waits in full, and a command sent with no reply subject holds none; closing the
+ * server answers every held wait at once.
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
@@ -335,6 +336,52 @@ describe('command server: a principal holds at most its bound of waits', { timeo
       );
       assert.deepEqual((await bothWaits(a, 'svc-a', a2, 300)).statuses, [202, 202]);
       assert.deepEqual(grantedAt(3), [svcA(300), svcA(300)]);
+    } finally {
+      await commands.close();
+    }
+  });
+});
+
+describe('command server: a command sent with no reply subject', { timeout: 60_000 }, () => {
+  const nats = serverForSuite();
+
+  it('holds no wait, whatever its waitMs: nothing could receive what the wait would answer', async () => {
+    const instances = heldInstances();
+    const commands = await commandsOn(nats.server, { workflows: instances.workflows, waitsPerPrincipal: 2 });
+    const a = await commands.client('svc-a');
+    try {
+      const a1 = await commands.open('svc-a', 'a1');
+      // Four commands that ask to wait 8 s each, published with no reply subject: twice svc-a's bound of waits.
+      for (let i = 0; i < 2; i++) {
+        commands.nc.publish('convoke.cmd.svc-a.get', encoder.encode(JSON.stringify({ operationId: a1, waitFor: 'decision', waitMs: 8000 })));
+        commands.nc.publish('convoke.cmd.svc-a.workflow-get', encoder.encode(JSON.stringify({ instanceId, waitMs: 8000 })));
+      }
+      await commands.nc.flush();
+      // Each is carried out and counted at once, its state as it is, none waiting out its 8 s.
+      await eventually(
+        async () => {
+          const counted = await replies(commands.coordinator);
+          return counted['get 202'] === 2 && counted['workflow-get 202'] === 2;
+        },
+        'the four commands counted as answered 202',
+        4000,
+      );
+      assert.deepEqual(commands.granted, [
+        { principalId: 'svc-a', waitMs: 0 },
+        { principalId: 'svc-a', waitMs: 0 },
+      ]);
+      assert.deepEqual(instances.granted, []);
+      // svc-a's bound is untouched: a command it asks an answer of waits in full.
+      const waited = await bothWaits(a, 'svc-a', a1, 600);
+      assert.deepEqual(waited.statuses, [202, 202]);
+      assert.ok(waited.tookMs >= 550, `answered after ${waited.tookMs} ms, before its wait`);
+      assert.deepEqual(
+        [commands.granted.at(-1), instances.granted.at(-1)],
+        [
+          { principalId: 'svc-a', waitMs: 600 },
+          { principalId: 'svc-a', waitMs: 600 },
+        ],
+      );
     } finally {
       await commands.close();
     }
