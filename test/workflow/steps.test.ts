@@ -199,6 +199,61 @@ do:
   }
 });
 
+test('$task is bound in the task definition (set, switch, for): the task itself, its start as committed, a nested task its own; output.as sees its raw output', async () => {
+  const h = harness();
+  try {
+    const record = await runToEnd(
+      h,
+      yaml(`document: { dsl: '1.0.3', namespace: test, name: task-argument, version: '1.0.0' }
+do:
+  - first:
+      set: { a: 1 }
+  - named:
+      set:
+        name: \${ $task.name }
+        reference: \${ $task.reference }
+        input: \${ $task.input }
+        startedAt: \${ $task.startedAt.epoch.milliseconds }
+        kind: \${ $task.definition | keys }
+  - choose:
+      switch:
+        - mine:
+            when: \${ $task.name == "choose" }
+            then: loop
+        - other:
+            then: end
+  - loop:
+      for: { each: item, in: '\${ [$task.name] }' }
+      do:
+        - inner:
+            set: { seen: '\${ [$task.name, $item] }' }
+  - shaped:
+      set: { s: 1 }
+      output:
+        as: '\${ { raw: $task.output, name: $task.name } }'
+`),
+      {},
+      'task-argument',
+    );
+    assert.equal(record.status, 'completed', JSON.stringify(record.error));
+    const startedAtMs = record.tasks['/do/1/named']?.startedAtMs;
+    assert.equal(typeof startedAtMs, 'number');
+    assert.deepEqual(record.tasks['/do/1/named']?.output, {
+      name: 'named',
+      reference: '/do/1/named',
+      input: { a: 1 },
+      startedAt: startedAtMs,
+      kind: ['set'],
+    } as JsonValue);
+    // The switch chose by its own name; the loop iterated over its own; its nested task saw itself.
+    assert.deepEqual(record.tasks['/do/3/loop']?.output, { seen: ['inner', 'loop'] } as JsonValue);
+    // output.as sees the task's raw output as $task.output.
+    assert.deepEqual(record.output, { raw: { s: 1 }, name: 'shaped' } as JsonValue);
+  } finally {
+    await h.close();
+  }
+});
+
 /** The system clock, a few milliseconds later at each reading: no two instants the executor or the store read are equal. */
 class TickingClock extends SystemClock {
   private offsetMs = 0;
@@ -233,10 +288,11 @@ do:
       assert.equal(record.status, 'completed', JSON.stringify(record.error));
       assert.deepEqual(record.output, { at: record.startedAtMs }, name);
       const log = await logOf(store, record.instanceId);
+      // $ARGS can name $task too, whose startedAt is the task's start as committed: that start commits with the workflow's.
       assert.deepEqual(
         log[0]?.transition.events.map(described),
-        ['workflow-started', 'lease-acquired'],
-        `${name}: the start committed alone, before the expression read it`,
+        name === 'named' ? ['workflow-started', 'lease-acquired', 'task-started /do/0/first'] : ['workflow-started', 'lease-acquired'],
+        `${name}: the start committed before the expression read it`,
       );
     }
   } finally {

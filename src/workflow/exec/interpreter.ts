@@ -284,9 +284,15 @@ export class Interpreter implements Interpreting {
     return typeof value === 'object' && value !== null ? this.origins.get(value) : undefined;
   }
 
-  /** The variables every expression sees ($context, $workflow, $runtime, $task, the frame's). */
+  /**
+   * The variables every expression sees: $context, $workflow, $runtime, $task (the frame's task, in
+   * its definition; `extra` gives it where the task's transforms and `if` are evaluated), the
+   * frame's own and `extra`.
+   */
   vars(frame: Frame, extra: Readonly<Record<string, JsonValue>>): Record<string, JsonValue> {
-    return { context: this.context, ...this.constants(), ...frame.vars, ...extra };
+    const task = frame.task;
+    if (task === undefined || 'task' in extra) return { context: this.context, ...this.constants(), ...frame.vars, ...extra };
+    return { context: this.context, ...this.constants(), task: this.taskDescriptor(task.entry, task.at, task.rawInput), ...frame.vars, ...extra };
   }
 
   /**
@@ -492,13 +498,15 @@ export class Interpreter implements Interpreting {
     return isObject(task.export) && typeof task.export.as === 'string';
   }
 
-  private taskDescriptor(entry: TaskEntry, at: string, rawInput: JsonValue): JsonValue {
+  /** `$task` (the DSL's task descriptor); its raw output once there is one (output.as, export.as). */
+  private taskDescriptor(entry: TaskEntry, at: string, rawInput: JsonValue, rawOutput?: JsonValue): JsonValue {
     const started = this.record.tasks[at];
     return {
       name: entry.name,
       reference: entry.pointer,
       definition: entry.task,
       input: rawInput,
+      ...(rawOutput === undefined ? {} : { output: rawOutput }),
       ...(started ? { startedAt: dateTime(started.startedAtMs) } : {}),
     };
   }
@@ -512,15 +520,16 @@ export class Interpreter implements Interpreting {
     // The raw input is validated before it is transformed (DSL data flow: validate, then input.from).
     this.validate(`${entry.pointer}/input/schema`, rawInput, entry.pointer, `the input of task ${entry.name}`);
     const transforms = from !== undefined || as !== undefined || exported !== undefined;
-    // $task.startedAt is the instant the store committed the task's start: commit it first.
-    if (transforms) await this.flush();
+    // $task.startedAt is the instant the store committed the task's start: commit it first where an expression may read it.
+    if (transforms || readsTaskArgument(task)) await this.flush();
     const taskVar: Record<string, JsonValue> = transforms ? { task: this.taskDescriptor(entry, at, rawInput) } : {};
     const input = from !== undefined ? await this.evaluate(`${at}>input.from`, from, rawInput, frame, taskVar, entry.pointer) : rawInput;
-    const result = await runKind(this, { entry, at, input, frame });
-    const output = as !== undefined ? await this.evaluate(`${at}>output.as`, as, result.output, frame, { ...taskVar, input }, entry.pointer) : result.output;
+    const result = await runKind(this, { entry, at, input, frame: { ...frame, task: { entry, at, rawInput } } });
+    const outputVar: Record<string, JsonValue> = transforms ? { task: this.taskDescriptor(entry, at, rawInput, result.output) } : {};
+    const output = as !== undefined ? await this.evaluate(`${at}>output.as`, as, result.output, frame, { ...outputVar, input }, entry.pointer) : result.output;
     this.validate(`${entry.pointer}/output/schema`, output, entry.pointer, `the output of task ${entry.name}`);
     if (exported !== undefined) {
-      const context = await this.evaluate(`${at}>export.as`, exported, output, frame, { ...taskVar, input, output }, entry.pointer);
+      const context = await this.evaluate(`${at}>export.as`, exported, output, frame, { ...outputVar, input, output }, entry.pointer);
       this.validate(`${entry.pointer}/export/schema`, context, entry.pointer, `the context exported by task ${entry.name}`);
       this.context = context;
     }
@@ -632,6 +641,27 @@ export class Interpreter implements Interpreting {
 
 /** Whether a jq program can read $workflow: by its name, or through $ARGS (every variable is bound as a named argument). */
 const readsWorkflow = (program: string): boolean => program.includes('$workflow') || program.includes('$ARGS');
+
+/** Whether any string of a task's definition (its nested tasks' too) could name $task, by its name or through $ARGS; kept per definition. */
+const readsTask = new WeakMap<object, boolean>();
+
+function readsTaskArgument(definition: JsonObject): boolean {
+  let reads = readsTask.get(definition);
+  if (reads === undefined) {
+    reads = anyString(definition, (text) => text.includes('$task') || text.includes('$ARGS'));
+    readsTask.set(definition, reads);
+  }
+  return reads;
+}
+
+function anyString(value: JsonValue, test: (text: string) => boolean): boolean {
+  if (typeof value === 'string') return test(value);
+  if (Array.isArray(value)) return value.some((item) => anyString(item, test));
+  if (typeof value === 'object' && value !== null) {
+    for (const key in value) if (Object.hasOwn(value, key) && anyString(value[key] as JsonValue, test)) return true;
+  }
+  return false;
+}
 
 /** Why a task's timeout watch stops once the task's work is over (an abort reason made once: none is built per task). */
 const taskEnded = new Halted('the task ended');

@@ -78,6 +78,18 @@ export interface Frame {
   iterations: readonly number[];
   vars: Readonly<Record<string, JsonValue>>;
   signal: AbortSignal;
+  /**
+   * The task execution whose definition the frame's expressions belong to: `$task` there (the DSL's
+   * runtime arguments). Tasks nested in its body run in frames of their own definitions.
+   */
+  task?: FrameTask;
+}
+
+/** A task execution as `$task` describes it: its entry, its key and its raw input. */
+export interface FrameTask {
+  entry: TaskEntry;
+  at: string;
+  rawInput: JsonValue;
 }
 
 export interface Outcome {
