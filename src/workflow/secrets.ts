@@ -18,7 +18,9 @@
  * and `authorization` as `[redacted]`. A worker that makes the call again (after a crash) reads
  * the secrets again; a replay of the log needs none. Anywhere else — `input.from` included, which
  * the DSL allows but whose result is the task's recorded input — `$secrets` is refused as
- * unsupported, as is a name not declared in `use.secrets`.
+ * unsupported, as is a name not declared in `use.secrets`. So is `$authorization` (the DSL's
+ * resolved credential of a call's authentication), anywhere: it is not bound, since any expression
+ * reading it would record the credential.
  *
  * Where a request that carries a secret may go is the deployment's to say, not the document's: a
  * secret given origins (config workflowSecrets.<name>.origins) is sent to no other (calls.ts
@@ -54,6 +56,7 @@ export function secretValueProblem(value: JsonValue): string | undefined {
 }
 
 const mention = /\$secrets\b/;
+const authorization = /\$authorization\b/;
 const named = /\$secrets\.([A-Za-z_][A-Za-z0-9_]*)/g;
 const wholeExpression = /^\s*\$\{[\s\S]*\}\s*$/;
 
@@ -99,8 +102,8 @@ export function isSecretPlace(path: readonly (string | number)[], call: JsonValu
 }
 
 /**
- * Refuses a document that reads `$secrets` anywhere but where it may (above), or names a secret
- * `use.secrets` does not declare. `skip` leaves a subtree out (the contract function's
+ * Refuses a document that reads `$secrets` anywhere but where it may (above), names a secret
+ * `use.secrets` does not declare, or names `$authorization`. `skip` leaves a subtree out (the contract function's
  * declaration, written for other engines). Pointers are `base` + the document's.
  */
 export function checkSecretUses(document: JsonObject, base = '', skip: (path: readonly (string | number)[]) => boolean = () => false): void {
@@ -113,6 +116,10 @@ export function checkSecretUses(document: JsonObject, base = '', skip: (path: re
     const { value, path, within } = entry;
     if (skip(path)) continue;
     if (typeof value === 'string') {
+      if (authorization.test(value))
+        throw unsupported(
+          `${base + jsonPointer(path)}: $authorization is not bound: it holds a call's resolved credential, every expression's result is recorded in the instance's log, and a credential must never be`,
+        );
       if (mentionsSecrets(value)) checkUse(value, path, within, declared, base);
     } else if (Array.isArray(value)) {
       value.forEach((item, index) => stack.push({ value: item, path: [...path, index], within }));

@@ -351,6 +351,32 @@ ${task}
   checkDocument(base('      call: http\n      with: { method: get, endpoint: "https://x.example", headers: { a: "${ $secrets.api.token }" } }'));
 });
 
+test('$authorization (the resolved credential) is refused as unsupported wherever it is read, naming the pointer and why', () => {
+  const base = (task: string) =>
+    yaml(`
+document: { dsl: '1.0.3', namespace: t, name: a, version: '1.0.0' }
+use: { secrets: [ api ] }
+do:
+  - t:
+${task}
+`);
+  const bearer = 'endpoint: { uri: "https://x.example", authentication: { bearer: { token: "${ $secrets.api.token }" } } }';
+  const cases: [string, string][] = [
+    [`      call: http\n      with: { method: get, ${bearer}, headers: { a: "\${ $authorization.parameter }" } }`, '/do/0/t/with/headers/a'],
+    [`      call: http\n      with: { method: get, ${bearer} }\n      output: { as: "\${ $authorization }" }`, '/do/0/t/output/as'],
+    ['      set: { s: "${ $authorization.scheme }" }', '/do/0/t/set/s'],
+  ];
+  for (const [task, pointer] of cases) {
+    refused(() => checkDocument(base(task)), 'unsupported', pointer);
+    assert.throws(
+      () => checkDocument(base(task)),
+      (error) => isAdapterError(error) && /\$authorization is not bound.*recorded in the instance's log/.test(error.description ?? ''),
+    );
+  }
+  // A document that names no $authorization is accepted with the same credential.
+  checkDocument(base(`      call: http\n      with: { method: get, ${bearer} }`));
+});
+
 test('in a bundle, $secrets outside a request is refused naming its pointer in the bundle', async () => {
   const bundle = parseStrict(readFileSync(join(repoRoot(), 'test', 'workflow', 'fixtures', 'review-publish.bundle.json'), 'utf8')) as JsonObject;
   const workflow = (bundle.workflows as JsonObject)['review-or-escalate'] as JsonObject & { do: JsonObject[] };
