@@ -5,47 +5,22 @@
  * file, the fixture bundle's and the pipeline demo's), the fixture bundle's standalone workflows,
  * and documents that break the schema in one way each — a required property, an unknown property,
  * a pattern, a format (which only ajv-formats catches) and the DSL version. Refusals are
- * invalid-input naming the document and the offending pointer. And `convoke workflow graph`'s
- * converter (@serverlessworkflow/sdk 1.0.1) draws every official example.
+ * invalid-input naming the document and the offending pointer.
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { readdirSync, readFileSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { loadBundle } from '../../src/contract/bundle.js';
 import { isAdapterError } from '../../src/contract/errors.js';
 import { parseStrict } from '../../src/contract/ijson.js';
 import type { JsonObject } from '../../src/contract/json.js';
-import { pipelineBundle } from '../../src/cli/commands/demo-pipeline.js';
-import { checkBundleWorkflows, workflowDocuments } from '../../src/workflow/dsl/bundle.js';
+import { checkBundleWorkflows } from '../../src/workflow/dsl/bundle.js';
 import { validateDslDocument } from '../../src/workflow/dsl/dsl-schema.js';
-import { mermaidOf } from '../../src/workflow/dsl/mermaid.js';
-import { parseDocumentText } from '../../src/workflow/dsl/text.js';
 import { repoRoot } from '../support/assertions.js';
+import { bundleDocuments, exampleDocuments } from './documents.js';
 
-const examples = join(repoRoot(), 'test', 'workflow', 'examples');
 const fixtures = join(repoRoot(), 'test', 'workflow', 'fixtures');
-
-const exampleDocuments = (): [string, JsonObject][] =>
-  readdirSync(examples)
-    .filter((f) => f.endsWith('.yaml'))
-    .sort()
-    .map((f) => [f, parseDocumentText(readFileSync(join(examples, f), 'utf8'), f) as JsonObject]);
-
-/** Every pipeline and workflow of the fixture bundle and of the pipeline demo (quorum 1–3), made standalone. */
-function bundleDocuments(): [string, JsonObject][] {
-  const out: [string, JsonObject][] = [
-    ['review-then-publish.lowered.json', parseStrict(readFileSync(join(fixtures, 'review-then-publish.lowered.json'), 'utf8')) as JsonObject],
-  ];
-  const bundles: [string, JsonObject][] = [
-    ['review-publish.bundle.json', parseStrict(readFileSync(join(fixtures, 'review-publish.bundle.json'), 'utf8')) as JsonObject],
-  ];
-  for (const quorum of [1, 2, 3]) bundles.push([`demo pipeline, quorum ${quorum}`, pipelineBundle(quorum)]);
-  for (const [label, bundle] of bundles) {
-    for (const w of workflowDocuments(loadBundle(bundle)).values()) out.push([`${label} ${w.pointer}`, w.document]);
-  }
-  return out;
-}
 
 type Sdk = typeof import('@serverlessworkflow/sdk-1.0.3');
 let sdk: Promise<Sdk> | undefined;
@@ -147,14 +122,4 @@ test('a bundle workflow breaking the schema is refused when the bundle is checke
     );
     return true;
   });
-});
-
-test('the graph converter (SDK 1.0.1) draws every official example and the lowered pipeline', async () => {
-  const documents = [...exampleDocuments(), ...bundleDocuments().slice(0, 1)];
-  for (const [label, document] of documents) {
-    const chart = await mermaidOf(document);
-    assert.match(chart, /^flowchart TD\n/, label);
-    const tasks = (document.do as JsonObject[]).map((t) => Object.keys(t)[0]!);
-    for (const task of tasks) assert.ok(chart.includes(`["${task}"]`), `${label}: the chart names task ${task}`);
-  }
 });
