@@ -30,20 +30,31 @@ export async function readJsonFile(file: string, what?: string): Promise<JsonVal
  * workflow language (and the YAML parser) is loaded only for a bundle that needs it.
  */
 export async function readBundleFile(file: string): Promise<CompiledBundle> {
+  const read = await readBundleOrDocument(file);
+  // The other file a workflow user holds: said in one line, not as every bundle field it lacks.
+  if (read.kind === 'document')
+    throw invalidInput(
+      `${file} is a Serverless Workflow document, not a contract bundle: \`convoke workflow run ${file}\` runs it alone, and a bundle pins it under \`workflows:\``,
+    );
+  return read.compiled;
+}
+
+/**
+ * A contract bundle file, read as readBundleFile reads it; or, when the file is a standalone
+ * Serverless Workflow document (`document.dsl` and a task list, no bundle fields), that document
+ * as parsed, not yet checked.
+ */
+export async function readBundleOrDocument(file: string): Promise<{ kind: 'bundle'; compiled: CompiledBundle } | { kind: 'document'; document: JsonValue }> {
   const what = `bundle ${file}`;
   const bytes = await readFileBytes(file, what);
   const json = !/\.ya?ml$/i.test(file) && /^\s*\{/.test(Buffer.from(bytes.subarray(0, 64)).toString('latin1'));
   const document = json ? parseStrictBytes(bytes, what) : (await import('../workflow/dsl/text.js')).parseDocumentBytes(bytes, what, file);
-  // The other file a workflow user holds: said in one line, not as every bundle field it lacks.
-  if (looksLikeWorkflowDocument(document))
-    throw invalidInput(
-      `${file} is a Serverless Workflow document, not a contract bundle: \`convoke workflow run ${file}\` runs it alone, and a bundle pins it under \`workflows:\``,
-    );
+  if (looksLikeWorkflowDocument(document)) return { kind: 'document', document };
   const compiled = loadBundle(document);
   if (compiled.bundle.pipelines !== undefined || compiled.bundle.workflows !== undefined) {
     await (await import('../workflow/dsl/bundle.js')).checkBundleWorkflows(compiled);
   }
-  return compiled;
+  return { kind: 'bundle', compiled };
 }
 
 const isObject = (value: JsonValue | undefined): value is { [key: string]: JsonValue } => typeof value === 'object' && value !== null && !Array.isArray(value);

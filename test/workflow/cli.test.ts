@@ -1,6 +1,7 @@
 /**
  * `convoke workflow validate|lower|graph` over the built binary (bin/convoke.js), as a user runs
- * them: output, exit codes, and the AdapterError as JSON on stderr.
+ * them, on bundles and (validate, graph) on standalone workflow documents: output, exit codes, and
+ * the AdapterError as JSON on stderr.
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -48,6 +49,54 @@ test('validate lists every pipeline and workflow as valid; --json names them', (
     parsed.workflows.map((w) => [w.name, w.kind]),
     [['review-or-escalate', 'workflow']],
   );
+});
+
+test('validate and graph take a standalone workflow document, checked as workflow run checks it; its --with documents too', () => {
+  const child = { document: { dsl: '1.0.3', namespace: 'test', name: 'child', version: '1.0.0' }, do: [{ one: { set: { one: 1 } } }] };
+  const parent = {
+    document: { dsl: '1.0.3', namespace: 'test', name: 'parent', version: '1.0.0' },
+    do: [{ first: { set: { a: '${ .a }' } } }, { nested: { run: { workflow: { namespace: 'test', name: 'child', version: '1.0.0' } } } }],
+  };
+  withBundle(child as unknown as JsonObject, 'child.yaml', (childFile) =>
+    withBundle(parent as unknown as JsonObject, 'parent.yaml', (file) => {
+      const text = convoke('validate', file, '--with', childFile);
+      assert.equal(text.status, 0, text.stderr);
+      // Lines wrap at the terminal's width under their label.
+      assert.equal(text.stdout.replace(/\n {9}/g, ' '), `document test/parent@1.0.0\nvalid    workflow parent (${file}, with ${childFile})\n`);
+      const json = convoke('validate', file, 'parent', '--with', childFile, '--json');
+      assert.equal(json.status, 0, json.stderr);
+      assert.deepEqual(JSON.parse(json.stdout), { document: { namespace: 'test', name: 'parent', version: '1.0.0' }, file, with: [childFile], valid: true });
+      const graph = convoke('graph', file, '--with', childFile);
+      assert.equal(graph.status, 0, graph.stderr);
+      assert.match(graph.stdout, /^flowchart TD\n/);
+      for (const task of ['first', 'nested']) assert.match(graph.stdout, new RegExp(`^ {4}n\\d+\\["${task}"\\]$`, 'm'), task);
+      // Without the child it names, the document is refused, as workflow run refuses it.
+      const alone = convoke('validate', file);
+      assert.equal(alone.status, exitCodes.unsupported, alone.stdout);
+      assert.match(alone.stderr, /\/do\/1\/nested/);
+      // A NAME is the document's own.
+      const other = convoke('graph', file, 'other', '--with', childFile);
+      assert.equal(other.status, exitCodes.invalidInput);
+      assert.match(other.stderr, /is the workflow document \\"parent\\", not \\"other\\"/);
+    }),
+  );
+  // What run refuses before anything runs: a function whose result is not a function of the data, and jq that does not compile.
+  for (const [value, kind, says] of [
+    ['${ now }', 'unsupported', /\/do\/0\/a\/set\/x: the expression uses \\"now\\"/],
+    ['${ .a | frobnicate }', 'invalid-input', /\/do\/0\/a\/set\/x: not a valid jq expression/],
+  ] as const) {
+    const bad = { document: { dsl: '1.0.3', namespace: 'test', name: 'bad', version: '1.0.0' }, do: [{ a: { set: { x: value } } }] };
+    const refused = withBundle(bad as unknown as JsonObject, 'bad.json', (file) => convoke('validate', file));
+    assert.notEqual(refused.status, 0);
+    const error = JSON.parse(refused.stderr) as { kind: string; description: string };
+    assert.equal(error.kind, kind);
+    assert.match(refused.stderr, says);
+  }
+  // A bundle takes no --with, and graph needs its NAME.
+  assert.match(convoke('validate', bundle, '--with', bundle).stderr, /--with pins documents beside a standalone workflow document/);
+  const unnamed = convoke('graph', bundle);
+  assert.equal(unnamed.status, exitCodes.invalidInput);
+  assert.match(unnamed.stderr, /is a bundle: name the pipeline or workflow to draw/);
 });
 
 test('lower prints YAML by default and the golden canonical JSON with --json, the same from a YAML bundle', () => {
@@ -162,13 +211,9 @@ test('bundle check reads the same bundle, its pipelines and workflows checked, a
   assert.match((JSON.parse(refused.stderr) as { description: string }).description, /^\/pipelines\/review-then-publish\/stages\/1\/waitFor: /);
 });
 
-test('validate, lower and graph given a workflow document instead of a bundle say so in one line, and name workflow run', () => {
+test('lower given a workflow document instead of a bundle says so in one line, and names workflow run', () => {
   const document = join(root, 'examples', 'release-note.workflow.yaml');
-  for (const args of [
-    ['validate', document],
-    ['lower', document, 'release-note'],
-    ['graph', document, 'release-note'],
-  ]) {
+  for (const args of [['lower', document, 'release-note']]) {
     const refused = convoke(...args);
     assert.equal(refused.status, exitCodes.invalidInput, refused.stderr);
     assert.equal(refused.stderr.trim().split('\n').length, 1, refused.stderr);

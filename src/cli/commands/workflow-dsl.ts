@@ -2,29 +2,48 @@
  * `convoke workflow validate BUNDLE [NAME]`, `convoke workflow lower BUNDLE NAME [--json]` and
  * `convoke workflow graph BUNDLE NAME`: a bundle's pipelines and workflows checked, lowered to
  * standalone Serverless Workflow 1.0.3 documents (YAML, or RFC 8785 canonical JSON) and drawn as
- * Mermaid flowcharts by the Serverless Workflow SDK's converter. Nothing runs and nothing is contacted.
+ * Mermaid flowcharts of the Serverless Workflow SDK's graph. `validate` and `graph` also take a
+ * standalone workflow document (with `--with` the documents its `run: workflow` tasks name), checked
+ * as `workflow run` checks it. Nothing runs and nothing is contacted.
  */
 import type { Command } from 'commander';
+import type { CompiledBundle } from '../../contract/bundle.js';
+import { invalidInput } from '../../contract/errors.js';
+import type { JsonObject } from '../../contract/json.js';
 import type { CliIo } from '../io.js';
 import { labelled, widthOf } from '../table.js';
 import { terminalText } from '../terminal-text.js';
 
 // Loaded when a workflow command runs (main.ts registers these commands on every start).
 const load = async () => {
-  const [files, runnable, bundle, mermaid, canonical, yaml] = await Promise.all([
+  const [files, runnable, bundle, mermaid, canonical, yaml, run] = await Promise.all([
     import('../../deployment/files.js'),
     import('../runnable.js'),
     import('../../workflow/dsl/bundle.js'),
     import('../../workflow/dsl/mermaid.js'),
     import('../../contract/canonical.js'),
     import('yaml'),
+    import('./workflow-run.js'),
   ]);
+  // The bundle as the language checks it, and its workflows as the executor would run them, their jq compiled.
+  const checkedBundle = async (compiled: CompiledBundle) => {
+    await runnable.checkedRunnableWorkflows(compiled);
+    return compiled;
+  };
   return {
-    // The bundle as the language checks it, and its workflows as the executor would run them, their jq compiled.
-    readBundleFile: async (file: string) => {
-      const compiled = await files.readBundleFile(file);
-      await runnable.checkedRunnableWorkflows(compiled);
-      return compiled;
+    readBundleFile: async (file: string) => checkedBundle(await files.readBundleFile(file)),
+    /** A bundle, checked; or a standalone document with its --with documents, checked as `workflow run` checks them. */
+    readBundleOrDocument: async (
+      file: string,
+      withFiles: readonly string[],
+    ): Promise<{ kind: 'bundle'; compiled: CompiledBundle } | { kind: 'document'; document: JsonObject }> => {
+      const read = await files.readBundleOrDocument(file);
+      if (read.kind === 'bundle') {
+        if (withFiles.length > 0)
+          throw invalidInput(`--with pins documents beside a standalone workflow document; ${file} is a bundle, which pins its own under workflows:`);
+        return { kind: 'bundle', compiled: await checkedBundle(read.compiled) };
+      }
+      return { kind: 'document', document: (await run.checkWorkflowFiles(file, withFiles)).document };
     },
     checkBundleWorkflows: bundle.checkBundleWorkflows,
     mermaidOf: mermaid.mermaidOf,
@@ -48,9 +67,39 @@ function yamlText(yaml: typeof import('yaml'), document: unknown): string {
   return terminalText(tree.toString({ lineWidth: 0 }));
 }
 
-export async function workflowValidateCommand(file: string, name: string | undefined, options: { json: boolean }, io: CliIo): Promise<number> {
-  const { readBundleFile, checkBundleWorkflows } = await load();
-  const compiled = await readBundleFile(file);
+/** A standalone document's header: its namespace, name and version (checked: each a string). */
+function headerOf(document: JsonObject): { namespace: string; name: string; version: string } {
+  const head = document.document as JsonObject;
+  return { namespace: head.namespace as string, name: head.name as string, version: head.version as string };
+}
+
+/** A NAME given for a standalone document must be its own name. */
+function checkDocumentName(file: string, document: JsonObject, name: string | undefined): void {
+  const own = headerOf(document).name;
+  if (name !== undefined && name !== own) throw invalidInput(`${file} is the workflow document ${JSON.stringify(own)}, not ${JSON.stringify(name)}`);
+}
+
+export async function workflowValidateCommand(
+  file: string,
+  name: string | undefined,
+  options: { json: boolean; with?: readonly string[] },
+  io: CliIo,
+): Promise<number> {
+  const { readBundleOrDocument, checkBundleWorkflows } = await load();
+  const read = await readBundleOrDocument(file, options.with ?? []);
+  if (read.kind === 'document') {
+    checkDocumentName(file, read.document, name);
+    const header = headerOf(read.document);
+    if (options.json) {
+      io.stdout.write(JSON.stringify({ document: header, file, with: options.with ?? [], valid: true }, null, 2) + '\n');
+      return 0;
+    }
+    const width = widthOf(io);
+    io.stdout.write(`${labelled('document ', `${header.namespace}/${header.name}@${header.version}`, width)}\n`);
+    io.stdout.write(`${labelled('valid    ', `workflow ${header.name} (${file}${(options.with ?? []).map((w) => `, with ${w}`).join('')})`, width)}\n`);
+    return 0;
+  }
+  const compiled = read.compiled;
   const checked = await checkBundleWorkflows(compiled, name);
   if (options.json) {
     const workflows = [...checked.values()].map((w) => ({ name: w.name, kind: w.kind, pointer: w.pointer, valid: true }));
@@ -74,10 +123,17 @@ export async function workflowLowerCommand(file: string, name: string, options: 
   return 0;
 }
 
-export async function workflowGraphCommand(file: string, name: string, io: CliIo): Promise<number> {
-  const { readBundleFile, checkBundleWorkflows, mermaidOf } = await load();
-  const compiled = await readBundleFile(file);
-  const document = (await checkBundleWorkflows(compiled, name)).get(name)?.document;
+export async function workflowGraphCommand(file: string, name: string | undefined, options: { with?: readonly string[] }, io: CliIo): Promise<number> {
+  const { readBundleOrDocument, checkBundleWorkflows, mermaidOf } = await load();
+  const read = await readBundleOrDocument(file, options.with ?? []);
+  let document: JsonObject | undefined;
+  if (read.kind === 'document') {
+    checkDocumentName(file, read.document, name);
+    document = read.document;
+  } else {
+    if (name === undefined) throw invalidInput(`${file} is a bundle: name the pipeline or workflow to draw`);
+    document = (await checkBundleWorkflows(read.compiled, name)).get(name)?.document;
+  }
   if (document === undefined) return 1;
   // Task names are the bundle's: escaped, as every text the CLI shows a person (Mermaid draws the escape as written).
   io.stdout.write(terminalText((await mermaidOf(document)).trimEnd()) + '\n');
@@ -95,15 +151,17 @@ function workflowCommand(program: Command): Command {
 /** Registers validate, lower and graph under `convoke workflow`. */
 export function addWorkflowDslCommands(program: Command, io: CliIo, setExit: (code: number) => void): void {
   const workflow = workflowCommand(program);
+  const withOption = ['--with <file>', 'a standalone document: a workflow its run: workflow tasks name (repeatable)', collect, [] as string[]] as const;
   workflow
     .command('validate')
-    .argument('<bundle>', 'bundle file (JSON or YAML)')
+    .argument('<file>', 'bundle file, or a standalone workflow document (JSON or YAML)')
     .argument('[name]', 'one pipeline or workflow (all when absent)')
+    .option(...withOption)
     .option('--json', 'machine-readable output', false)
     .description(
-      "check the bundle's pipelines and workflows (supported tasks, resolved calls, compatible stage schemas, deterministic expressions) and validate each standalone document against the Serverless Workflow DSL 1.0.3 JSON Schema",
+      "check the bundle's pipelines and workflows, or a workflow document (supported tasks, resolved calls, compatible stage schemas, deterministic expressions, jq that compiles), and validate each standalone document against the Serverless Workflow DSL 1.0.3 JSON Schema",
     )
-    .action(async (file: string, name: string | undefined, o) => setExit(await workflowValidateCommand(file, name, { json: o.json }, io)));
+    .action(async (file: string, name: string | undefined, o) => setExit(await workflowValidateCommand(file, name, { json: o.json, with: o.with }, io)));
   workflow
     .command('lower')
     .argument('<bundle>', 'bundle file (JSON or YAML)')
@@ -113,8 +171,14 @@ export function addWorkflowDslCommands(program: Command, io: CliIo, setExit: (co
     .action(async (file: string, name: string, o) => setExit(await workflowLowerCommand(file, name, { json: o.json }, io)));
   workflow
     .command('graph')
-    .argument('<bundle>', 'bundle file (JSON or YAML)')
-    .argument('<name>', 'pipeline or workflow name')
-    .description("print a pipeline's or workflow's document as a Mermaid flowchart (the Serverless Workflow SDK's converter)")
-    .action(async (file: string, name: string) => setExit(await workflowGraphCommand(file, name, io)));
+    .argument('<file>', 'bundle file, or a standalone workflow document (JSON or YAML)')
+    .argument('[name]', "pipeline or workflow name (a bundle's; a document's own name, if given)")
+    .option(...withOption)
+    .description("print a pipeline's or workflow's document as a Mermaid flowchart (of the Serverless Workflow SDK's graph)")
+    .action(async (file: string, name: string | undefined, o) => setExit(await workflowGraphCommand(file, name, { with: o.with }, io)));
+}
+
+/** A repeatable option's values, in order. */
+function collect(value: string, previous: string[]): string[] {
+  return [...previous, value];
 }

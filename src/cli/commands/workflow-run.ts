@@ -18,6 +18,7 @@ import type { JsonObject, JsonValue } from '../../contract/json.js';
 import type { SubworkflowRef } from '../../workflow/exec/document.js';
 import type { WorkflowExecutor } from '../../workflow/exec/executor.js';
 import type { WorkflowRecord } from '../../workflow/exec/record.js';
+import type { ExpressionEvaluator } from '../../workflow/exec/jq.js';
 import type { CliIo } from '../io.js';
 import { exitCodeOfError, exitCodes } from '../exit-codes.js';
 import { prefixHexMin, typedInstanceId } from '../typed-ids.js';
@@ -58,34 +59,25 @@ export interface WorkflowRunOptions {
 export async function workflowRunCommand(file: string, options: WorkflowRunOptions, io: CliIo): Promise<number> {
   const [
     { randomInt },
-    { readFileBytes, refuseBundle },
     { parseStrictBytes },
-    { parseDocumentBytes },
     { openStore },
     { SystemClock },
     { seededRandom },
     { WorkflowExecutor },
     { JqWorkerEvaluator },
-    { checkExpressionsCompile },
     { workflowStreams },
-    { checkDocument, isWorkflowNamed },
-    { validateDslDocument },
+    { isWorkflowNamed },
     { canonicalJson, sha256Hex },
   ] = await Promise.all([
     import('node:crypto'),
-    import('../../deployment/files.js'),
     import('../../contract/ijson.js'),
-    // One reader of workflow text for bundles and files: YAML 1.2 core or strict JSON, then I-JSON.
-    import('../../workflow/dsl/text.js'),
     import('../../adapters/store/open.js'),
     import('../../contract/clock.js'),
     import('../../runtime/random.js'),
     import('../../workflow/exec/executor.js'),
     import('../../workflow/exec/jq.js'),
-    import('../../workflow/exec/jq-compile.js'),
     import('../../workflow/exec/streams.js'),
     import('../../workflow/exec/document.js'),
-    import('../../workflow/dsl/dsl-schema.js'),
     import('../../contract/canonical.js'),
   ]);
   try {
@@ -93,9 +85,7 @@ export async function workflowRunCommand(file: string, options: WorkflowRunOptio
     // Its worker starts at the first evaluation: it compiles the documents' jq, then evaluates the instance's.
     const evaluator = new JqWorkerEvaluator({ deadlineMs: 2000 });
     try {
-      const compiles = (checked: JsonObject, prefix: string) => checkExpressionsCompile(checked, evaluator, prefix);
-      const checks = { readFileBytes, parseDocumentBytes, refuseBundle, checkDocument, isWorkflowNamed, validateDslDocument, compiles };
-      const { document, pinned } = await checkedDocuments(file, options.with, checks);
+      const { document, pinned } = await checkedDocuments(file, options.with, await documentChecks(evaluator));
       const input = parseStrictBytes(Buffer.from(options.input, 'utf8'), '--input');
       const clock = new SystemClock();
       const invocations = await contractCalls(options, clock);
@@ -186,20 +176,50 @@ async function report(
  * document a bundle could not pin. Two naming the same workflow (namespace, name and version) are
  * refused, as is one naming the run's own.
  */
-async function checkedDocuments(
-  file: string,
-  files: readonly string[],
-  parts: {
-    readFileBytes: (path: string) => Promise<Uint8Array>;
-    parseDocumentBytes: (bytes: Uint8Array, source: string, name: string) => JsonValue;
-    refuseBundle: (document: JsonValue, file: string) => void;
-    checkDocument: (document: JsonValue, resolves?: (ref: SubworkflowRef) => boolean) => string;
-    isWorkflowNamed: (document: JsonValue, ref: SubworkflowRef) => boolean;
-    validateDslDocument: (document: JsonObject, where: string) => Promise<void>;
-    /** Throws invalid-input naming `prefix` and the pointer of an expression jq does not compile. */
-    compiles: (document: JsonObject, prefix: string) => Promise<void>;
-  },
-): Promise<{ document: JsonValue; pinned: JsonValue[] }> {
+interface DocumentChecks {
+  readFileBytes: (path: string) => Promise<Uint8Array>;
+  parseDocumentBytes: (bytes: Uint8Array, source: string, name: string) => JsonValue;
+  refuseBundle: (document: JsonValue, file: string) => void;
+  checkDocument: (document: JsonValue, resolves?: (ref: SubworkflowRef) => boolean) => string;
+  isWorkflowNamed: (document: JsonValue, ref: SubworkflowRef) => boolean;
+  validateDslDocument: (document: JsonObject, where: string) => Promise<void>;
+  /** Throws invalid-input naming `prefix` and the pointer of an expression jq does not compile. */
+  compiles: (document: JsonObject, prefix: string) => Promise<void>;
+}
+
+/** The checks of a workflow file and its --with documents, loaded when a command needs them; jq compiled by `evaluator`. */
+async function documentChecks(evaluator: ExpressionEvaluator): Promise<DocumentChecks> {
+  const [{ readFileBytes, refuseBundle }, { parseDocumentBytes }, { checkExpressionsCompile }, { checkDocument, isWorkflowNamed }, { validateDslDocument }] =
+    await Promise.all([
+      import('../../deployment/files.js'),
+      // One reader of workflow text for bundles and files: YAML 1.2 core or strict JSON, then I-JSON.
+      import('../../workflow/dsl/text.js'),
+      import('../../workflow/exec/jq-compile.js'),
+      import('../../workflow/exec/document.js'),
+      import('../../workflow/dsl/dsl-schema.js'),
+    ]);
+  const compiles = (checked: JsonObject, prefix: string) => checkExpressionsCompile(checked, evaluator, prefix);
+  return { readFileBytes, parseDocumentBytes, refuseBundle, checkDocument, isWorkflowNamed, validateDslDocument, compiles };
+}
+
+/**
+ * A standalone workflow file and its `--with` documents checked as `workflow run` checks them
+ * before anything runs (supported tasks, resolved calls and `run: workflow` references, the DSL
+ * 1.0.3 schema, deterministic expressions, jq that compiles): `workflow validate` and `graph` on a
+ * document. Throws the first refusal.
+ */
+export async function checkWorkflowFiles(file: string, files: readonly string[]): Promise<{ document: JsonObject; pinned: JsonValue[] }> {
+  const { JqWorkerEvaluator } = await import('../../workflow/exec/jq.js');
+  const evaluator = new JqWorkerEvaluator({ deadlineMs: 2000 });
+  try {
+    const { document, pinned } = await checkedDocuments(file, files, await documentChecks(evaluator));
+    return { document: document as JsonObject, pinned };
+  } finally {
+    await evaluator.close();
+  }
+}
+
+async function checkedDocuments(file: string, files: readonly string[], parts: DocumentChecks): Promise<{ document: JsonValue; pinned: JsonValue[] }> {
   const own = parts.parseDocumentBytes(await parts.readFileBytes(file), file, file);
   parts.refuseBundle(own, file);
   const documents: JsonValue[] = [];
