@@ -29,7 +29,7 @@
 import { isDeepStrictEqual } from 'node:util';
 import type { FastifyInstance, FastifyReply } from 'fastify';
 import { AdapterError } from '../contract/errors.js';
-import { adapterErrorStatus, internalErrorBody } from '../runtime/errors.js';
+import { adapterErrorStatus, internalErrors } from '../runtime/errors.js';
 import type { Clock, TimerHandle } from '../contract/clock.js';
 import { parseListParameters } from '../runtime/operation-list.js';
 import type { InvocationService } from '../runtime/service.js';
@@ -307,6 +307,6 @@ const expiredEvent = `event: error\ndata: ${JSON.stringify({ kind: 'denied', des
 function errorEvent(error: unknown, onInternalError: ((error: unknown) => void) | undefined): string {
   const known = adapterErrorStatus(error);
   if (!known) onInternalError?.(error);
-  const description = known ? known.body.description : internalErrorBody.description;
+  const description = known ? known.body.description : internalErrors.stream;
   return `event: error\ndata: ${JSON.stringify({ kind: 'unavailable', description })}\n\n`;
 }

@@ -36,7 +36,7 @@ export function isNotFound(error: unknown): error is OperationNotFound {
 /**
  * The status of an operating failure, shared by every facade (HTTP and NATS commands): a missing or
  * hidden operation is 404, content too large to record 413, any other AdapterError takes its kind's status. Undefined for anything
- * that is not an AdapterError — a bug, answered with `internalErrorBody`.
+ * that is not an AdapterError — a bug, answered with `internalError` in the words of the request.
  */
 export function adapterErrorStatus(error: unknown): { status: number; body: AdapterErrorBody } | undefined {
   if (isNotFound(error)) return { status: 404, body: error.toJSON() };
@@ -45,19 +45,14 @@ export function adapterErrorStatus(error: unknown): { status: number; body: Adap
   return undefined;
 }
 
-/** A bug, not an operating failure: no internals leak; the outcome is uncertain, so clients look it up by key. */
-export const internalErrorBody: AdapterErrorBody = {
-  kind: 'unavailable',
-  description: 'internal error; the invocation outcome is unknown, retry with the same invocationKey or look the operation up',
-};
-
 /**
  * What a bug's 500 tells the caller of each request, in the words of what it asked (the NATS
  * command's verb; the HTTP route's, internalErrorOfRoute): no internals, only what is now unknown
- * and how to find out. `other`: a request that changes nothing.
+ * and how to find out. `stream`: the last event of a live event stream that a bug ended. `other`:
+ * a request that changes nothing.
  */
 export const internalErrors = {
-  invoke: internalErrorBody.description ?? 'internal error',
+  invoke: 'internal error; the invocation outcome is unknown, retry with the same invocationKey or look the operation up',
   get: 'internal error; the operation could not be read: ask again, or look the operation up over HTTP',
   cancel: 'internal error; whether the operation was cancelled is unknown: cancel it again or look the operation up',
   list: 'internal error; the operations could not be listed: ask again',
@@ -67,6 +62,7 @@ export const internalErrors = {
   'workflow-cancel': 'internal error; whether the workflow instance was cancelled is unknown: cancel it again or look the workflow instance up',
   'workflow-list': 'internal error; the workflow instances could not be listed: ask again',
   'workflow-event': 'internal error; whether an instance took the event is unknown: send it again (an instance that took it answers it as taken)',
+  stream: 'internal error; this event stream stopped: open it again (it starts from what is stored)',
   other: 'internal error; ask again',
 } as const;
 

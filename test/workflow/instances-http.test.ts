@@ -394,7 +394,7 @@ test('an event stream whose client left while its first page was read holds none
   }
 });
 
-test('an event stream whose refresh fails with a bug ends with an error event saying "internal error", never the bug’s message', async () => {
+test('an event stream whose refresh fails with a bug ends with an error event saying "internal error" in the words of a stream, never the bug’s message', async () => {
   const service = hosted.host.service;
   const list = service.list.bind(service);
   const bug = new SyntaxError('Unexpected token \'}\', "{"note":"alice-private"}" is not valid JSON (/var/lib/convoke/store.db)');
@@ -435,8 +435,9 @@ test('an event stream whose refresh fails with a bug ends with an error event sa
   );
   const error = JSON.parse(events[1]?.data ?? '{}') as JsonObject;
   assert.equal(error.kind, 'unavailable');
-  assert.match(String(error.description), /^internal error/);
-  assert.doesNotMatch(events[1]?.data ?? '', /alice-private|\/var\/lib/);
+  // In the words of a stream, not of an invocation.
+  assert.match(String(error.description), /^internal error; this event stream stopped: open it again/);
+  assert.doesNotMatch(events[1]?.data ?? '', /alice-private|\/var\/lib|invocation outcome/);
   assert.ok(reported.includes(bug), 'the bug is reported to the server’s onInternalError');
 });
 
