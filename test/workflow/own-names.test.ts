@@ -118,15 +118,14 @@ test('a call: http URI template variable named as an Object.prototype member is 
       call: http
       with: { method: get, endpoint: '${base}/things/{constructor}/{toString}' }
 `);
+    // No own member: no value, which the DSL expands to the empty string (not the prototype's function as its text).
     const unresolved = await runToEnd(h, document, {}, 'unresolved');
-    assert.equal(unresolved.status, 'faulted');
-    assert.equal(unresolved.error?.type, validation);
-    assert.match(unresolved.error?.detail ?? '', /\{constructor\} has no value in the task input/);
+    assert.equal(unresolved.status, 'completed', JSON.stringify(unresolved.error));
     const given = await runToEnd(h, document, { constructor: 'c1', toString: 't 2' }, 'given');
     assert.equal(given.status, 'completed', JSON.stringify(given.error));
     assert.deepEqual(
       seen.map((request) => request.url),
-      ['/things/c1/t%202'],
+      ['/things//', '/things/c1/t%202'],
     );
   });
 });

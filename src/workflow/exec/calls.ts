@@ -207,13 +207,25 @@ export function httpRerunnable(args: JsonObject): boolean {
   return isObject(args.headers) && Object.keys(args.headers).some((name) => name.toLowerCase() === 'idempotency-key');
 }
 
-/** RFC 6570 simple string expansion from the task input's top-level members. */
+/**
+ * RFC 6570 simple string expansion from the task input's top-level members (DSL "URI Template"):
+ * a variable with no value (absent or null) expands to the empty string, one that is an object or
+ * an array is the DSL's expression error (400), a scalar is percent-encoded outside RFC 3986's
+ * unreserved characters (encodeURIComponent leaves `!'()*` as they are; simple expansion does not).
+ */
 function expandUri(template: string, input: JsonValue, ref: string): string {
   return template.replace(/\{([A-Za-z0-9_.-]+)\}/g, (_match, name: string) => {
     const value = isObject(input) ? ownMember(input, name) : undefined;
-    if (value === undefined || value === null)
-      throw raise('validation', 400, 'Unresolved URI template variable', ref, `{${name}} has no value in the task input`);
-    return encodeURIComponent(typeof value === 'string' ? value : JSON.stringify(value));
+    if (value === undefined || value === null) return '';
+    if (typeof value === 'object')
+      throw raise(
+        'expression',
+        400,
+        'Invalid URI template variable',
+        ref,
+        `{${name}} is ${Array.isArray(value) ? 'an array' : 'an object'}: a URI template variable must be a string, a number, a boolean or null`,
+      );
+    return encodeURIComponent(String(value)).replace(/[!'()*]/g, (char) => `%${char.charCodeAt(0).toString(16).toUpperCase()}`);
   });
 }
 
