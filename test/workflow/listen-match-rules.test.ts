@@ -25,6 +25,8 @@ import {
   listenTook,
   identityTakenOtherwise,
   matchFilters,
+  filterArgumentsKey,
+  filterVariables,
   takenBeforeListening,
   untilKey,
   untilPending,
@@ -252,7 +254,27 @@ test('listenTook, takenBeforeListening, identityTakenOtherwise: the same event i
 const evaluator = new JqWorkerEvaluator({ workers: 1, deadlineMs: 5000 });
 after(() => evaluator.close());
 
-const match = (to: JsonValue, event: CloudEvent) => matchFilters(evaluator, 'alice', listenOf(to), event);
+const match = (to: JsonValue, event: CloudEvent, args?: JsonObject) =>
+  matchFilters(evaluator, 'alice', recordOf(listenOf(to), args ? { steps: { [filterArgumentsKey(at)]: { ok: args } } } : {}), at, event);
+
+test('filterVariables: the bound variables the filters of `to` and of an `until` strategy name, every one for $ARGS; never $event or $secrets', () => {
+  const bound = ['context', 'workflow', 'runtime', 'task', 'input', 'item', 'event', 'secrets'];
+  const to = {
+    any: [{ with: { type: 'a', data: '${ .id == $input.id and $event.type == "a" }' }, correlate: { k: { from: '.data.k + $item' } } }],
+    until: { one: { with: { type: 'b', subject: '${ . == $context.subject and $secrets.x == 1 }' } } },
+  };
+  assert.deepEqual(filterVariables(to, bound), ['context', 'input', 'item']);
+  assert.deepEqual(filterVariables({ one: { with: { type: 'a' } } }, bound), []);
+  assert.deepEqual(filterVariables({ one: { with: { data: '${ $ARGS.named.input }' } } }, bound), ['context', 'workflow', 'runtime', 'task', 'input', 'item']);
+});
+
+test('matchFilters: the runtime arguments recorded when the listen started are bound for its predicates and correlations, beside $event', async () => {
+  const e = cloudEvent('e1', { data: { order: 7 } });
+  const to = { one: { with: { data: '${ .order == $input.order and $event.id == "e1" }' }, correlate: { k: { from: '.data.order + $input.offset' } } } };
+  assert.deepEqual(await match(to, e, { input: { order: 7, offset: 1 } }), [{ group: 'to', filter: 0, correlation: { k: 8 } }]);
+  assert.deepEqual(await match(to, e, { input: { order: 8, offset: 1 } }), []);
+  assert.deepEqual(await match(to, e), [], 'none recorded (a log written before they were): $input is not bound, and the filter matches nothing');
+});
 
 test('matchFilters: every attribute a filter names must be on the event; a string is an anchored regular expression or the same text, an expression a predicate, anything else equal', async () => {
   const e = cloudEvent('e1', { subject: 'orders/7', priority: 3, urgent: true, data: { order: 7, region: 'eu' } });

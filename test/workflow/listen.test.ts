@@ -581,3 +581,65 @@ test('an event of another type under the same source and id is another event: on
     assert.deepEqual(await h.executor.deliver(paid, null), { matched: [id] }, 'its retry is answered as taken');
     assert.equal((await h.executor.get(id))!.listens['/do/0/wait']!.events.length, 2, 'and appends nothing');
   }));
+
+test("an event filter's expressions see the task's runtime arguments ($input, $context, $workflow, $task), as every task-definition expression does", () =>
+  withHarness(async (h) => {
+    const document = `${head('arguments')}do:
+  - init:
+      set: { region: eu }
+      export: { as: '\${ {region: .region} }' }
+  - wait:
+      input: { from: '\${ $workflow.input.order }' }
+      listen:
+        to:
+          one:
+            with:
+              type: com.example.order.paid
+              data: '\${ .orderId == $input.id and .region == $context.region and .tag == $workflow.input.tag and .by == $task.name }'
+            correlate:
+              amount: { from: '\${ .data.amount * $input.rate }', expect: 10 }
+`;
+    const id = await waiting(h, document, { order: { id: 'o-1', rate: 2 }, tag: 't' }, 'arguments', '/do/1/wait');
+    const paid = (data: JsonValue) => event('com.example.order.paid', data);
+    const revision = (await h.executor.get(id))!.revision;
+    assert.deepEqual(await h.executor.deliver(paid({ orderId: 'o-2', region: 'eu', tag: 't', by: 'wait', amount: 5 }), null), { matched: [] }, 'another order');
+    assert.deepEqual(
+      await h.executor.deliver(paid({ orderId: 'o-1', region: 'us', tag: 't', by: 'wait', amount: 5 }), null),
+      { matched: [] },
+      'another region',
+    );
+    assert.deepEqual(
+      await h.executor.deliver(paid({ orderId: 'o-1', region: 'eu', tag: 't', by: 'wait', amount: 4 }), null),
+      { matched: [] },
+      'another amount',
+    );
+    assert.equal((await h.executor.get(id))!.revision, revision, 'nothing was stored for unmatched events');
+    const matching = { orderId: 'o-1', region: 'eu', tag: 't', by: 'wait', amount: 5 };
+    assert.deepEqual(await h.executor.deliver(paid(matching), null), { matched: [id] });
+    await completed(h, id, [matching]);
+  }));
+
+test("an event filter in a loop sees the loop's variables: each iteration's listen takes the event of its own item", () =>
+  withHarness(async (h) => {
+    const document = `${head('loop')}do:
+  - each:
+      for: { in: '\${ .orders }', each: order, at: n }
+      do:
+        - wait:
+            listen:
+              to:
+                one:
+                  with: { type: com.example.order.paid, data: '\${ .orderId == $order and .n == $n }' }
+`;
+    const { instanceId: id } = await h.executor.start({ principalId: 'alice', invocationKey: 'loop', document: yaml(document), input: { orders: ['a', 'b'] } });
+    for (const [n, order] of ['a', 'b'].entries()) {
+      while (Object.keys((await h.executor.get(id))!.listens).length <= n) await new Promise((r) => setTimeout(r, 5));
+      assert.deepEqual(
+        await h.executor.deliver(event('com.example.order.paid', { orderId: order === 'a' ? 'b' : 'a', n }), null),
+        { matched: [] },
+        'another item',
+      );
+      assert.deepEqual(await h.executor.deliver(event('com.example.order.paid', { orderId: order, n }), null), { matched: [id] }, `item ${order}`);
+    }
+    await completed(h, id);
+  }));

@@ -166,7 +166,7 @@ async function deliverTo(deps: IntakeDeps, instance: Instance, event: CloudEvent
     // An event another listen took before this one started is a retry here, not news (listen-match.ts).
     if (!listen || listenClosed(instance.record, at) || takenBeforeListening(instance.record, at, event)) continue;
     // The listening instance's principal: its filters are its jq work, whoever published the event.
-    const candidates = await matchFilters(deps.evaluator, instance.record.started.principalId, listen, event);
+    const candidates = await matchFilters(deps.evaluator, instance.record.started.principalId, instance.record, at, event);
     if (candidates.length === 0) continue;
     const took = await take(deps, instance, at, event, candidates);
     if (took === 'conflict') return holds === 'no' ? 'conflict' : holds;

@@ -72,6 +72,31 @@ export function withExpects(to: JsonValue, values: Readonly<Record<string, JsonV
   return copy;
 }
 
+/** The step that records, when the listen starts, the runtime arguments its filters' expressions read (listen.ts). */
+export const filterArgumentsKey = (at: string): string => `${at}>listen.arguments`;
+
+/**
+ * The variables among `bound` that the filters of the strategy (and of its `until` strategy) name:
+ * every one when they read `$ARGS`. Never `$event` (bound where the event is matched) nor
+ * `$secrets` (never recorded).
+ */
+export function filterVariables(to: JsonValue, bound: readonly string[]): string[] {
+  const named = new Set<string>();
+  const texts: JsonValue[] = [...filtersOf(to), ...filtersOf(untilOf(to))];
+  for (let text = texts.pop(); text !== undefined; text = texts.pop()) {
+    if (typeof text === 'string') for (const [, name] of text.matchAll(/\$([A-Za-z_][A-Za-z0-9_]*)/g)) named.add(name as string);
+    else if (Array.isArray(text)) texts.push(...text);
+    else if (isObject(text)) texts.push(...Object.values(text));
+  }
+  return bound.filter((name) => name !== 'event' && name !== 'secrets' && (named.has(name) || named.has('ARGS')));
+}
+
+/** The runtime arguments the listen's filters read, as recorded when it started (none in a log written before they were). */
+function filterArguments(record: WorkflowRecord, at: string): Readonly<Record<string, JsonValue>> {
+  const step = record.steps[filterArgumentsKey(at)];
+  return step !== undefined && 'ok' in step && isObject(step.ok) ? step.ok : {};
+}
+
 /** Declared expectations by correlation name (the first filter declaring a name wins). */
 export function declaredExpectations(to: JsonValue): Record<string, JsonValue> {
   const out: Record<string, JsonValue> = {};
@@ -181,10 +206,10 @@ async function attributeMatches(
   principal: string,
   expected: JsonValue,
   actual: JsonValue | undefined,
-  event: CloudEvent,
+  vars: Readonly<Record<string, JsonValue>>,
 ): Promise<boolean> {
   if (actual === undefined) return false;
-  if (isExpression(expected)) return truthy(await evaluator.evaluate(programOf(expected), actual, { event }, principal));
+  if (isExpression(expected)) return truthy(await evaluator.evaluate(programOf(expected), actual, vars, principal));
   if (typeof expected === 'string') {
     if (actual === expected) return true;
     if (typeof actual !== 'string') return false;
@@ -199,17 +224,19 @@ async function matchFilter(
   principal: string,
   filter: JsonObject,
   event: CloudEvent,
+  args: Readonly<Record<string, JsonValue>>,
 ): Promise<Record<string, JsonValue> | undefined> {
   const attributes = isObject(filter.with) ? filter.with : {};
+  const vars = { ...args, event };
   try {
     for (const [name, expected] of Object.entries(attributes))
-      if (!(await attributeMatches(evaluator, principal, expected, ownMember(event, name), event))) return undefined;
+      if (!(await attributeMatches(evaluator, principal, expected, ownMember(event, name), vars))) return undefined;
     const correlation: Record<string, JsonValue> = {};
     const correlate = isObject(filter.correlate) ? filter.correlate : {};
     for (const [name, spec] of Object.entries(correlate)) {
       if (!isObject(spec) || typeof spec.from !== 'string') return undefined;
       // An own member whatever the name (`__proto__` too): the log records it, and the expectations read it.
-      setMember(correlation, name, await evaluator.evaluate(programOf(spec.from), event, { event }, principal));
+      setMember(correlation, name, await evaluator.evaluate(programOf(spec.from), event, vars, principal));
     }
     return correlation;
   } catch {
@@ -218,8 +245,20 @@ async function matchFilter(
   }
 }
 
-/** Every filter of the waiting listen the event matches (until's first), with what each extracted. */
-export async function matchFilters(evaluator: ExpressionEvaluator, principal: string, listen: ListenRecord, event: CloudEvent): Promise<Candidate[]> {
+/**
+ * Every filter of the listen waiting at `at` the event matches (until's first), with what each
+ * extracted. The filters' expressions see `$event` and the runtime arguments they read, as they
+ * were when the listen started (filterArgumentsKey).
+ */
+export async function matchFilters(
+  evaluator: ExpressionEvaluator,
+  principal: string,
+  record: WorkflowRecord,
+  at: string,
+  event: CloudEvent,
+): Promise<Candidate[]> {
+  const listen = record.listens[at] as ListenRecord;
+  const args = filterArguments(record, at);
   const candidates: Candidate[] = [];
   const until = untilOf(listen.to);
   const groups: [ListenGroup, JsonValue | undefined][] = [
@@ -231,7 +270,7 @@ export async function matchFilters(evaluator: ExpressionEvaluator, principal: st
     // `any: []` listens to every event.
     if (isObject(strategy) && Array.isArray(strategy.any) && filters.length === 0) candidates.push({ group, filter: 0, correlation: {} });
     for (const [index, filter] of filters.entries()) {
-      const correlation = await matchFilter(evaluator, principal, filter, event);
+      const correlation = await matchFilter(evaluator, principal, filter, event, args);
       if (correlation) candidates.push({ group, filter: index, correlation });
     }
   }

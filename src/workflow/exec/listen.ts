@@ -16,7 +16,7 @@ import { WorkflowRaise, raise } from './dsl-errors.js';
 import { hasExpression } from './expressions.js';
 import { Halted } from './journal.js';
 import { iterationFrame } from './keys.js';
-import { expectsOf, listenSatisfied, listenTimedOut, untilKey, withExpects } from './listen-match.js';
+import { expectsOf, filterArgumentsKey, filterVariables, listenSatisfied, listenTimedOut, untilKey, withExpects } from './listen-match.js';
 import { listenOutput, readEvent, type ListenRecord, type WorkflowRecord } from './record.js';
 import type { Interpreting as Interpreter, TaskRun } from './run.js';
 
@@ -33,6 +33,13 @@ export async function runListen(interpreter: Interpreter, run: TaskRun): Promise
       ? await interpreter.evaluateValue(`${at}>listen.expect`, expects, run.input, run.frame, { input: run.input }, run.entry.pointer)
       : expects;
     const to = withExpects(spec.to ?? null, isObject(values) ? values : {});
+    // The filters are matched where an event arrives: the runtime arguments they read are recorded with the start, as they are now.
+    const vars = interpreter.vars(run.frame, { input: run.input });
+    const names = filterVariables(to, Object.keys(vars));
+    if (names.length > 0)
+      await interpreter.step(filterArgumentsKey(at), run.frame, 'expression', () =>
+        Promise.resolve(Object.fromEntries(names.map((name) => [name, vars[name] as JsonValue]))),
+      );
     await interpreter.propose({ command: 'listen-started', events: [{ type: 'listen-started', v: 1, at, to, read: read as ListenRecord['read'] }] });
   }
   const foreach = isObject(run.entry.task.foreach) ? run.entry.task.foreach : undefined;
