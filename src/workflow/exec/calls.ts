@@ -250,6 +250,7 @@ function requestOf(args: JsonObject, input: JsonValue | undefined, ref: string):
   const template = typeof endpoint === 'string' ? endpoint : isObject(endpoint) && typeof endpoint.uri === 'string' ? endpoint.uri : undefined;
   if (template === undefined || typeof args.method !== 'string')
     throw raise('validation', 400, 'Invalid HTTP call', ref, 'with.method and with.endpoint are required');
+  const method = methodOf(args.method, args.body, ref);
   const uri = input === undefined ? template : expandUri(template, input, ref);
   let url: URL;
   try {
@@ -257,6 +258,8 @@ function requestOf(args: JsonObject, input: JsonValue | undefined, ref: string):
   } catch {
     throw raise('validation', 400, 'Invalid HTTP call', ref, `the endpoint ${JSON.stringify(uri)} is not an absolute URI`);
   }
+  if (url.protocol !== 'http:' && url.protocol !== 'https:')
+    throw raise('validation', 400, 'Invalid HTTP call', ref, `the endpoint ${JSON.stringify(uri)} is not an http or https URI`);
   if (isObject(args.query))
     for (const [name, value] of Object.entries(args.query)) url.searchParams.append(name, typeof value === 'string' ? value : JSON.stringify(value));
   const headers: Record<string, string> = {};
@@ -275,7 +278,25 @@ function requestOf(args: JsonObject, input: JsonValue | undefined, ref: string):
     if (typeof args.body !== 'string' && !Object.keys(headers).some((name) => name.toLowerCase() === 'content-type'))
       headers['content-type'] = 'application/json';
   }
-  return { method: args.method.toUpperCase(), uri: url.toString(), headers, body };
+  return { method, uri: url.toString(), headers, body };
+}
+
+/** The methods fetch refuses to send (the Fetch standard's forbidden methods). */
+const forbiddenMethods: ReadonlySet<string> = new Set(['CONNECT', 'TRACE', 'TRACK']);
+
+/**
+ * The request's method, upper-cased, or the DSL's validation error (400) for one that cannot be
+ * sent as written: not an HTTP token (RFC 9110 §9.1), forbidden by fetch, or a GET or HEAD with a
+ * body. Refused here, before the request, it is the document's error and not a communication one,
+ * which a `try` would retry.
+ */
+function methodOf(given: string, body: JsonValue | undefined, ref: string): string {
+  const method = given.toUpperCase();
+  if (!/^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/.test(given)) throw raise('validation', 400, 'Invalid HTTP call', ref, `${JSON.stringify(given)} is not an HTTP method`);
+  if (forbiddenMethods.has(method)) throw raise('validation', 400, 'Invalid HTTP call', ref, `the HTTP client does not send a ${method} request`);
+  if ((method === 'GET' || method === 'HEAD') && body !== undefined && body !== null)
+    throw raise('validation', 400, 'Invalid HTTP call', ref, `a ${method} request cannot have a body`);
+  return method;
 }
 
 /**
