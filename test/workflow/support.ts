@@ -50,6 +50,8 @@ export interface HarnessOptions {
   secrets?: WorkflowExecutorOptions['secrets'];
   secretOrigins?: WorkflowExecutorOptions['secretOrigins'];
   openApiDocumentKeepMs?: number;
+  /** How long one HTTP request may take (the executor's default: 30 s). */
+  httpTimeoutMs?: number;
   /** The egress policy of HTTP calls (exclusive with fetch). */
   egress?: WorkflowExecutorOptions['egress'];
   /** An instance's task executions, running transitions and running log bytes (below the limits, to reach them quickly). */
@@ -84,6 +86,7 @@ export function harness(options: HarnessOptions = {}): Harness {
     secrets: options.secrets,
     secretOrigins: options.secretOrigins,
     openApiDocumentKeepMs: options.openApiDocumentKeepMs,
+    httpTimeoutMs: options.httpTimeoutMs,
     egress: options.egress,
     tasksMax: options.tasksMax,
     transitionsMax: options.transitionsMax,

@@ -334,7 +334,8 @@ interface Exchange {
 }
 
 /**
- * Makes one request: a failure to reach the service is a communication error (503), an answer
+ * Makes one request: a failure to reach the service is a communication error (503), no answer
+ * (content included) within deps.httpTimeoutMs a timeout error (408), an answer
  * outside 200–299 (200–399 with `redirect`) a communication error with its status, content over
  * `bytesMax` a communication error (502) read no further.
  *
@@ -353,13 +354,17 @@ async function exchange(
   checkSecretOrigins(interpreter, options.carried.secrets, request.uri, ref);
   let response: Response;
   let bytes: Buffer;
+  const timeout = AbortSignal.timeout(interpreter.deps.httpTimeoutMs);
   try {
-    const signal = AbortSignal.any([run.frame.signal, AbortSignal.timeout(interpreter.deps.httpTimeoutMs)]);
+    const signal = AbortSignal.any([run.frame.signal, timeout]);
     response = await interpreter.deps.fetch(request.uri, { method: request.method, headers: request.headers, body: request.body, signal, redirect: 'manual' });
     bytes = scrubEchoes(await readContent(response, options.bytesMax, ref), options.carried.hidden);
   } catch (error) {
     if (run.frame.signal.aborted) throw new Halted('the call was stopped');
     if (error instanceof WorkflowRaise) throw error;
+    // Reached, and not answered in time: the DSL's timeout error ("interactions with external services"), not a communication one.
+    if (timeout.aborted)
+      throw raise('timeout', 408, 'HTTP request timed out', ref, `${request.uri} did not answer within ${interpreter.deps.httpTimeoutMs} ms`);
     // Refused by the egress policy (egress.ts): not a failure to reach the service, and never one to try again.
     const refused = egressRefusalOf(error);
     if (refused) throw raise('authorization', 403, 'HTTP call refused', ref, refused.message);
