@@ -619,6 +619,30 @@ test("an event filter's expressions see the task's runtime arguments ($input, $c
     await completed(h, id, [matching]);
   }));
 
+test("an event filter of the first task reading $workflow.startedAt sees the start's commit instant, though the start waits for the first commit", () => {
+  // Each reading a few milliseconds later: an instant read before the start committed is another.
+  const clock = new (class extends SystemClock {
+    private offsetMs = 0;
+    override nowMs(): number {
+      this.offsetMs += 3;
+      return super.nowMs() + this.offsetMs;
+    }
+  })();
+  return withHarness(
+    async (h) => {
+      const document = listenDocument(
+        'started-at',
+        `          one:\n            with: { type: com.example.stamp, data: '\${ .at == $workflow.startedAt.epoch.milliseconds }' }\n`,
+      );
+      const id = await waiting(h, document, {}, 'started-at');
+      const startedAtMs = (await h.executor.get(id))!.startedAtMs;
+      assert.deepEqual(await h.executor.deliver(event('com.example.stamp', { at: startedAtMs }), null), { matched: [id] });
+      await completed(h, id);
+    },
+    { clock, store: new MemoryEventStore({ clock }) },
+  );
+});
+
 test("an event filter in a loop sees the loop's variables: each iteration's listen takes the event of its own item", () =>
   withHarness(async (h) => {
     const document = `${head('loop')}do:

@@ -34,8 +34,13 @@ export async function runListen(interpreter: Interpreter, run: TaskRun): Promise
       : expects;
     const to = withExpects(spec.to ?? null, isObject(values) ? values : {});
     // The filters are matched where an event arrives: the runtime arguments they read are recorded with the start, as they are now.
-    const vars = interpreter.vars(run.frame, { input: run.input });
+    let vars = interpreter.vars(run.frame, { input: run.input });
     const names = filterVariables(to, Object.keys(vars));
+    // $workflow.startedAt is the start's commit instant: the arguments are read once the start has committed.
+    if (names.includes('workflow') && interpreter.deps.journal.pending()) {
+      await interpreter.deps.journal.settle();
+      vars = interpreter.vars(run.frame, { input: run.input });
+    }
     if (names.length > 0)
       await interpreter.step(filterArgumentsKey(at), run.frame, 'expression', () =>
         Promise.resolve(Object.fromEntries(names.map((name) => [name, vars[name] as JsonValue]))),
