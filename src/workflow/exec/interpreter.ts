@@ -75,15 +75,11 @@ export class Interpreter implements Interpreting {
       this.noteOrigin(raw, { input: true });
       // The raw input is validated before anything runs: an invalid one faults the instance before its first task.
       this.validate('/input/schema', raw, '/', 'the workflow input');
-      const input =
-        isObject(document.input) && typeof document.input.from === 'string'
-          ? await this.evaluate('/input/from', document.input.from, raw, frame, {}, '/')
-          : raw;
+      const inputFrom = transformOf(document.input, 'from');
+      const input = inputFrom !== undefined ? await this.transform('/input/from', inputFrom, raw, frame, {}, '/') : raw;
       const { output } = await this.runList(document.do, '/do', input, frame);
-      const final =
-        isObject(document.output) && typeof document.output.as === 'string'
-          ? await this.evaluate('/output/as', document.output.as, output, frame, {}, '/')
-          : output;
+      const outputAs = transformOf(document.output, 'as');
+      const final = outputAs !== undefined ? await this.transform('/output/as', outputAs, output, frame, {}, '/') : output;
       this.validate('/output/schema', final, '/', 'the workflow output');
       // The end: a record that is no longer running afterwards is what this proposal asked for (nothing to unwind).
       const from = this.originOf(final);
@@ -334,6 +330,22 @@ export class Interpreter implements Interpreting {
     return args;
   }
 
+  /**
+   * A transform's result (input.from, output.as, export.as), recorded under `at`: the DSL writes one
+   * as a `string`, an expression (with or without `${ }`), or an `object`, whose enclosed
+   * expressions are evaluated (dsl-reference Input, Output, Export).
+   */
+  private transform(
+    at: string,
+    transform: JsonValue,
+    input: JsonValue,
+    frame: Frame,
+    extra: Readonly<Record<string, JsonValue>>,
+    ref: string,
+  ): Promise<JsonValue> {
+    return typeof transform === 'string' ? this.evaluate(at, transform, input, frame, extra, ref) : this.evaluateValue(at, transform, input, frame, extra, ref);
+  }
+
   /** An expression field's value (with or without `${ }`), recorded under `at`. */
   evaluate(at: string, expression: string, input: JsonValue, frame: Frame, extra: Readonly<Record<string, JsonValue>>, ref: string): Promise<JsonValue> {
     return this.step(at, frame, 'expression', () => this.jq(programOf(expression), input, () => this.vars(frame, extra), ref));
@@ -495,7 +507,7 @@ export class Interpreter implements Interpreting {
   }
 
   private exports(task: JsonObject): boolean {
-    return isObject(task.export) && typeof task.export.as === 'string';
+    return transformOf(task.export, 'as') !== undefined;
   }
 
   /** `$task` (the DSL's task descriptor); its raw output once there is one (output.as, export.as). */
@@ -514,22 +526,22 @@ export class Interpreter implements Interpreting {
   /** input.from, the kind's work, output.as, export.as (the DSL's data flow). */
   private async body(entry: TaskEntry, at: string, rawInput: JsonValue, frame: Frame): Promise<Outcome> {
     const task = entry.task;
-    const from = isObject(task.input) && typeof task.input.from === 'string' ? task.input.from : undefined;
-    const as = isObject(task.output) && typeof task.output.as === 'string' ? task.output.as : undefined;
-    const exported = isObject(task.export) && typeof task.export.as === 'string' ? task.export.as : undefined;
+    const from = transformOf(task.input, 'from');
+    const as = transformOf(task.output, 'as');
+    const exported = transformOf(task.export, 'as');
     // The raw input is validated before it is transformed (DSL data flow: validate, then input.from).
     this.validate(`${entry.pointer}/input/schema`, rawInput, entry.pointer, `the input of task ${entry.name}`);
     const transforms = from !== undefined || as !== undefined || exported !== undefined;
     // $task.startedAt is the instant the store committed the task's start: commit it first where an expression may read it.
     if (transforms || readsTaskArgument(task)) await this.flush();
     const taskVar: Record<string, JsonValue> = transforms ? { task: this.taskDescriptor(entry, at, rawInput) } : {};
-    const input = from !== undefined ? await this.evaluate(`${at}>input.from`, from, rawInput, frame, taskVar, entry.pointer) : rawInput;
+    const input = from !== undefined ? await this.transform(`${at}>input.from`, from, rawInput, frame, taskVar, entry.pointer) : rawInput;
     const result = await runKind(this, { entry, at, input, frame: { ...frame, task: { entry, at, rawInput } } });
     const outputVar: Record<string, JsonValue> = transforms ? { task: this.taskDescriptor(entry, at, rawInput, result.output) } : {};
-    const output = as !== undefined ? await this.evaluate(`${at}>output.as`, as, result.output, frame, { ...outputVar, input }, entry.pointer) : result.output;
+    const output = as !== undefined ? await this.transform(`${at}>output.as`, as, result.output, frame, { ...outputVar, input }, entry.pointer) : result.output;
     this.validate(`${entry.pointer}/output/schema`, output, entry.pointer, `the output of task ${entry.name}`);
     if (exported !== undefined) {
-      const context = await this.evaluate(`${at}>export.as`, exported, output, frame, { ...outputVar, input, output }, entry.pointer);
+      const context = await this.transform(`${at}>export.as`, exported, output, frame, { ...outputVar, input, output }, entry.pointer);
       this.validate(`${entry.pointer}/export/schema`, context, entry.pointer, `the context exported by task ${entry.name}`);
       this.context = context;
     }
@@ -637,6 +649,12 @@ export class Interpreter implements Interpreting {
       frame.signal.removeEventListener('abort', stop);
     }
   }
+}
+
+/** A transform (`input.from`, `output.as`, `export.as`) as the DSL writes one, a string or an object; undefined when there is none. */
+function transformOf(holder: JsonValue | undefined, key: 'from' | 'as'): JsonValue | undefined {
+  const transform = isObject(holder) ? holder[key] : undefined;
+  return typeof transform === 'string' || isObject(transform) ? transform : undefined;
 }
 
 /** Whether a jq program can read $workflow: by its name, or through $ARGS (every variable is bound as a named argument). */

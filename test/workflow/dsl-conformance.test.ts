@@ -1,0 +1,52 @@
+/**
+ * The DSL's data flow and core tasks as its text says them (dsl.md "Data Flow", dsl-reference.md
+ * Input, Output, Export, Switch, Catch and the error filter): each test runs a small document to
+ * its end and checks what the text says it outputs. Every finished instance is checked against
+ * its replay (runToEnd).
+ */
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { harness, runToEnd, yaml } from './support.js';
+
+const head = (name: string) => `document: { dsl: '1.0.3', namespace: test, name: ${name}, version: '1.0.0' }\n`;
+
+test('input.from, output.as and export.as written as objects (dsl-reference Input, Output, Export: string or object) are evaluated, the workflow’s and a task’s', async () => {
+  const h = harness();
+  try {
+    const record = await runToEnd(
+      h,
+      yaml(`${head('object-transforms')}
+input:
+  from:
+    order: \${ .order }
+    fixed: 1
+output:
+  as:
+    result: \${ . }
+    context: \${ $context }
+do:
+  - pick:
+      input:
+        from:
+          pet: \${ .order.pet }
+          raw: \${ $task.input.fixed }
+      set:
+        id: \${ .pet.id }
+        raw: \${ .raw }
+      output:
+        as:
+          petId: \${ .id }
+          seen: \${ $input.raw }
+      export:
+        as:
+          last: \${ .petId }
+          out: \${ $output.seen }
+`),
+      { order: { pet: { id: 'p7' } }, dropped: true },
+    );
+    assert.equal(record.status, 'completed', JSON.stringify(record.error));
+    assert.deepEqual(record.output, { result: { petId: 'p7', seen: 1 }, context: { last: 'p7', out: 1 } });
+  } finally {
+    await h.close();
+  }
+});
