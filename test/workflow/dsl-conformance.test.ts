@@ -50,3 +50,33 @@ do:
     await h.close();
   }
 });
+
+test('switch: the case without `when` is matched only when no other case matches (dsl-reference Switch Case), wherever it is listed; otherwise the first matching case', async () => {
+  const h = harness();
+  try {
+    const document = yaml(`${head('switch-default')}
+do:
+  - route:
+      switch:
+        - fallback:
+            then: other
+        - small:
+            when: .n < 10
+            then: low
+        - smaller:
+            when: .n < 5
+            then: end
+  - other:
+      set: { went: other }
+      then: end
+  - low:
+      set: { went: low }
+`);
+    const low = await runToEnd(h, document, { n: 3 }, 'low');
+    assert.deepEqual(low.output, { went: 'low' }, 'the first case whose when matches, not the default listed before it');
+    const other = await runToEnd(h, document, { n: 30 }, 'other');
+    assert.deepEqual(other.output, { went: 'other' }, 'no case matches: the default');
+  } finally {
+    await h.close();
+  }
+});

@@ -46,18 +46,28 @@ export async function runKind(interpreter: Interpreter, run: TaskRun): Promise<K
   throw raise('configuration', 400, 'Unsupported task', run.entry.pointer, 'this task kind is not supported');
 }
 
+/**
+ * The first case whose `when` holds, in the order listed; else the case without `when`, wherever
+ * it is listed: the DSL's default case "will be matched by default if no other case match"
+ * (dsl-reference Switch Case). No case matched: the task's own `then`.
+ */
 async function runSwitch(interpreter: Interpreter, run: TaskRun): Promise<KindOutcome> {
   const cases = run.entry.task.switch as JsonValue[];
+  let fallback: JsonObject | undefined;
   for (const [index, item] of cases.entries()) {
     const [name] = Object.keys(item as JsonObject);
     const branch = (item as JsonObject)[name as string] as JsonObject;
-    const matched =
-      typeof branch.when !== 'string' ||
-      truthy(await interpreter.evaluate(`${run.at}>switch/${index}`, branch.when, run.input, run.frame, { input: run.input }, run.entry.pointer));
-    if (matched) return { output: run.input, then: typeof branch.then === 'string' ? branch.then : undefined, ended: false };
+    if (typeof branch.when !== 'string') {
+      fallback ??= branch;
+      continue;
+    }
+    if (truthy(await interpreter.evaluate(`${run.at}>switch/${index}`, branch.when, run.input, run.frame, { input: run.input }, run.entry.pointer)))
+      return { output: run.input, then: thenOf(branch), ended: false };
   }
-  return { output: run.input, ended: false };
+  return { output: run.input, then: fallback && thenOf(fallback), ended: false };
 }
+
+const thenOf = (branch: JsonObject): string | undefined => (typeof branch.then === 'string' ? branch.then : undefined);
 
 async function runRaise(interpreter: Interpreter, run: TaskRun): Promise<never> {
   const spec = run.entry.task.raise as JsonObject;
