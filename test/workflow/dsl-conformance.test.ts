@@ -80,3 +80,34 @@ do:
     await h.close();
   }
 });
+
+test("catch.errors.with filters on `details`, the error filter's name for the error's `detail` (the DSL's errorFilter): equal catches, different does not", async () => {
+  const h = harness();
+  try {
+    const document = (details: string) =>
+      yaml(`${head('catch-details')}
+do:
+  - guard:
+      try:
+        - fail:
+            raise:
+              error: { type: https://example.com/errors/quota, status: 429, detail: over quota }
+      catch:
+        errors:
+          with:
+            status: 429
+            details: ${details}
+        do:
+          - handled:
+              set: { caught: '\${ $error.detail }' }
+`);
+    const caught = await runToEnd(h, document('over quota'), {}, 'caught');
+    assert.equal(caught.status, 'completed', JSON.stringify(caught.error));
+    assert.deepEqual(caught.output, { caught: 'over quota' });
+    const passed = await runToEnd(h, document('under quota'), {}, 'passed');
+    assert.equal(passed.status, 'faulted');
+    assert.equal(passed.error?.detail, 'over quota');
+  } finally {
+    await h.close();
+  }
+});

@@ -68,11 +68,14 @@ function canonicalType(type: string): string {
   return match ? `${base}${match[1]}` : type;
 }
 
-/** Whether an error matches a filter's `with` (every given property equal). */
+/**
+ * Whether an error matches a filter's `with` (every given property equal). The DSL's error filter
+ * names the error's `detail` `details` (schema errorFilter: type, status, instance, title, details).
+ */
 export function errorMatches(error: WorkflowError, filter: Readonly<Record<string, JsonValue>> | undefined): boolean {
   if (!filter) return true;
   for (const [key, expected] of Object.entries(filter)) {
-    const actual = (error as unknown as Record<string, unknown>)[key];
+    const actual = (error as unknown as Record<string, unknown>)[key === 'details' ? 'detail' : key];
     if (key === 'type') {
       if (typeof expected !== 'string' || typeof actual !== 'string' || canonicalType(expected) !== canonicalType(actual)) return false;
     } else if (actual !== expected) return false;
