@@ -6,6 +6,7 @@
  */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
+import type { AdapterError } from '../../src/contract/errors.js';
 import { harness, runToEnd, yaml } from './support.js';
 
 const head = (name: string) => `document: { dsl: '1.0.3', namespace: test, name: ${name}, version: '1.0.0' }\n`;
@@ -107,6 +108,31 @@ do:
     const passed = await runToEnd(h, document('under quota'), {}, 'passed');
     assert.equal(passed.status, 'faulted');
     assert.equal(passed.error?.detail, 'over quota');
+  } finally {
+    await h.close();
+  }
+});
+
+test('switch: a second case without `when` is refused before anything runs, naming its pointer (dsl-reference Switch Case: "there can be only one default case")', async () => {
+  const h = harness();
+  try {
+    const document = yaml(`${head('two-defaults')}
+do:
+  - route:
+      switch:
+        - first:
+            then: end
+        - small:
+            when: .n < 10
+            then: end
+        - second:
+            then: continue
+`);
+    await assert.rejects(h.executor.start({ principalId: 'alice', invocationKey: 'two', document, input: { n: 1 } }), (error: AdapterError) => {
+      assert.equal(error.kind, 'invalid-input');
+      assert.match(error.message, /\/do\/0\/route\/switch\/2\/second: a second case without when/);
+      return true;
+    });
   } finally {
     await h.close();
   }

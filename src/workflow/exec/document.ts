@@ -383,13 +383,17 @@ function checkStrategy(strategy: JsonObject, pointer: string): void {
   });
 }
 
+/** Named cases, at most one without `when`: "there can be only one default case, all others MUST set a condition" (dsl-reference Switch Case). */
 function checkSwitch(task: JsonObject, pointer: string): void {
   if (!Array.isArray(task.switch)) throw invalidInput(`${pointer}/switch must be a list of cases`);
+  let defaults = 0;
   task.switch.forEach((item, index) => {
     const [name] = isObject(item) ? Object.keys(item) : [];
     const branch = name !== undefined && isObject(item) ? item[name] : undefined;
     if (!isObject(branch)) throw invalidInput(`${pointer}/switch/${index} must be one named case`);
-    if (typeof branch.when === 'string') checkDeterministicJq(programOf(branch.when), `${pointer}/switch/${index}/${name}/when`);
+    if (typeof branch.when === 'string') checkDeterministicJq(programOf(branch.when), `${pointer}/switch/${index}/${escapePointer(name as string)}/when`);
+    else if (++defaults > 1)
+      throw invalidInput(`${pointer}/switch/${index}/${escapePointer(name as string)}: a second case without when (a switch has at most one default case)`);
   });
 }
 
