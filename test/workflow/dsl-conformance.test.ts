@@ -137,3 +137,29 @@ do:
     await h.close();
   }
 });
+
+test('a duration written as a runtime expression (dsl-reference Duration) outside a wait is refused as unsupported, naming its pointer, not as "not a duration"; a wait evaluates one', async () => {
+  const h = harness();
+  try {
+    const refused = async (body: string, pointer: string) => {
+      const document = yaml(`${head('expression-durations')}${body}`);
+      await assert.rejects(h.executor.start({ principalId: 'alice', invocationKey: pointer, document, input: { t: 'PT1S' } }), (error: AdapterError) => {
+        assert.equal(error.kind, 'unsupported', error.message);
+        assert.ok(error.message.includes(`${pointer}: a duration written as a runtime expression`), error.message);
+        return true;
+      });
+    };
+    const wait = 'do:\n  - pause:\n      wait: PT0.01S\n';
+    await refused(`${wait}      timeout:\n        after: '\${ .t }'\n`, '/do/0/pause/timeout/after');
+    await refused(`timeout:\n  after: '\${ .t }'\n${wait}`, '/timeout/after');
+    await refused(`use:\n  timeouts:\n    short:\n      after: '\${ .t }'\n${wait}`, '/use/timeouts/short/after');
+    await refused(
+      `do:\n  - guard:\n      try:\n        - pause: { wait: PT0.01S }\n      catch:\n        retry:\n          delay: '\${ .t }'\n`,
+      '/do/0/guard/catch/retry/delay',
+    );
+    const waited = await runToEnd(h, yaml(`${head('expression-wait')}do:\n  - pause:\n      wait: '\${ .t }'\n`), { t: 'PT0.01S' }, 'waited');
+    assert.equal(waited.status, 'completed', JSON.stringify(waited.error));
+  } finally {
+    await h.close();
+  }
+});

@@ -311,6 +311,11 @@ const calendarDuration =
 
 function checkDuration(value: JsonValue | undefined, pointer: string): void {
   if (durationMs(value) !== undefined) return;
+  // The DSL's duration may be "a runtime expression that is evaluated to an ISO 8601 string": valid, but read here only in a wait.
+  if (isExpression(value))
+    throw unsupported(
+      `${pointer}: a duration written as a runtime expression is evaluated only in a wait (a timeout's and a retry policy's durations are read as written)`,
+    );
   if (typeof value === 'string' && calendarDuration.test(value) && /[YW]|^P[^T]*M/.test(value))
     throw unsupported(`${pointer}: ${JSON.stringify(value)}: years, months and weeks are not supported (a duration is days, hours, minutes and seconds)`);
   throw invalidInput(
