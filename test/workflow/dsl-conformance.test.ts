@@ -163,3 +163,22 @@ test('a duration written as a runtime expression (dsl-reference Duration) outsid
     await h.close();
   }
 });
+
+test('a wait is an expression exactly when its string is one, as everywhere else (wholly in `${ }`, spaces around it allowed): one with a space before is evaluated, one never closed is refused before anything runs', async () => {
+  const h = harness();
+  try {
+    const spaced = await runToEnd(h, yaml(`${head('spaced-wait')}do:\n  - pause:\n      wait: ' \${ .d } '\n`), { d: 'PT0.01S' }, 'spaced');
+    assert.equal(spaced.status, 'completed', JSON.stringify(spaced.error));
+    const unclosed = yaml(`${head('unclosed-wait')}do:\n  - pause:\n      wait: '\${ .d'\n`);
+    await assert.rejects(
+      h.executor.start({ principalId: 'alice', invocationKey: 'unclosed', document: unclosed, input: { d: 'PT0.01S' } }),
+      (error: AdapterError) => {
+        assert.equal(error.kind, 'invalid-input', error.message);
+        assert.ok(error.message.includes('/do/0/pause/wait: not a duration'), error.message);
+        return true;
+      },
+    );
+  } finally {
+    await h.close();
+  }
+});

@@ -254,7 +254,7 @@ function checkTimings(task: JsonObject, pointer: string, document: JsonObject): 
   }
   // A wait may be an expression (its result is read when it runs); any other wait is its duration.
   const wait = task.wait;
-  if (wait !== undefined && !(typeof wait === 'string' && wait.startsWith('${'))) checkDuration(wait, `${pointer}/wait`);
+  if (wait !== undefined && !isExpression(wait)) checkDuration(wait, `${pointer}/wait`);
   const retry = isObject(task.catch) ? task.catch.retry : undefined;
   if (typeof retry === 'string') mustBeDeclared(document, 'retries', retry, `${pointer}/catch/retry`);
   else if (retry !== undefined) checkRetry(retry, `${pointer}/catch/retry`);

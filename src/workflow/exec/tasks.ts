@@ -7,7 +7,7 @@ import { sha256Hex } from '../../contract/canonical.js';
 import { cloudEventProblem, type CloudEvent, type CloudEventSink, type EmitOrigin } from '../../contract/cloudevents.js';
 import { AdapterError } from '../../contract/errors.js';
 import type { JsonObject, JsonValue } from '../../contract/json.js';
-import { isObject, resolveNamed, type TaskEntry } from './document.js';
+import { isExpression, isObject, resolveNamed, type TaskEntry } from './document.js';
 import { durationMs } from './duration.js';
 import { WorkflowRaise, errorFrom, errorMatches, errorValue, raise } from './dsl-errors.js';
 import type { WorkflowError, WorkflowEvent } from './events.js';
@@ -81,9 +81,7 @@ async function runRaise(interpreter: Interpreter, run: TaskRun): Promise<never> 
 async function runWait(interpreter: Interpreter, run: TaskRun): Promise<KindOutcome> {
   const wait = run.entry.task.wait as JsonValue;
   const ms = durationMs(
-    typeof wait === 'string' && wait.startsWith('${')
-      ? await interpreter.evaluate(`${run.at}>wait`, wait, run.input, run.frame, { input: run.input }, run.entry.pointer)
-      : wait,
+    isExpression(wait) ? await interpreter.evaluate(`${run.at}>wait`, wait, run.input, run.frame, { input: run.input }, run.entry.pointer) : wait,
   );
   if (ms === undefined) throw raise('validation', 400, 'Invalid duration', run.entry.pointer, 'wait must be a duration');
   // The wait counts from the committed start.
