@@ -298,6 +298,14 @@ test('due: every armed timer whose instant has come fires, no earlier than the l
     timerSet('/do/7/z@timeout', 2500, 'task-timeout'),
   );
   const due = (nowMs: number) => decideDue(record, nowMs);
+  // The instance's own timeout cancels a task still running that no timeout of its own faults now.
+  const waiting = given(bareStarted({ timeoutMs: 5000 }), taskStarted('/do/2/c'));
+  assert.deepEqual(decideDue(waiting, 6000)?.events, [
+    fired('@workflow-timeout'),
+    { type: 'task-cancelled', v: 1, at: '/do/2/c', reason: 'the workflow timed out' },
+    { type: 'workflow-faulted', v: 1, error: timeoutError('/', 'workflow w') },
+  ]);
+  assert.equal(folded(waiting, decideDue(waiting, 6000)).tasks['/do/2/c']?.state, 'cancelled');
   const taskTimedOut: WorkflowEvent = { type: 'task-faulted', v: 1, at: '/do/0/a', error: timeoutError('/do/0/a', 'task a') };
   assert.deepEqual(taskTimedOut.error, { type: errorTypes.timeout, status: 408, title: 'Timeout', detail: 'task a timed out', instance: '/do/0/a' });
   assert.equal(due(1999), undefined, 'nothing due yet; a fired timer does not fire again');
@@ -375,14 +383,24 @@ test("disposals: each child instance's disposition the record does not hold, for
   }
 });
 
-test('a defect fault and a cancel end a running instance, unguarded, with their own error and command; an ended instance takes neither', () => {
-  const record = given(bareStarted({ deadlineMs: 10_000 }), taskStarted('/do/0/a'));
+test('a defect fault and a cancel end a running instance, unguarded, with their own error and command, its running tasks cancelled with it; an ended instance takes neither', () => {
+  const record = given(
+    bareStarted({ deadlineMs: 10_000 }),
+    taskStarted('/do/0/a'),
+    taskStarted('/do/0/a/do/0/b'),
+    taskStarted('/do/1/c'),
+    taskCompleted('/do/1/c', 1),
+  );
   const unguarded = { notBeforeMs: Number.MIN_SAFE_INTEGER, notAfterMs: Number.MAX_SAFE_INTEGER };
+  const cancelledTasks = (reason: string): WorkflowEvent[] => [
+    { type: 'task-cancelled', v: 1, at: '/do/0/a/do/0/b', reason },
+    { type: 'task-cancelled', v: 1, at: '/do/0/a', reason },
+  ];
   const fault = decideDefectFault(record);
   assert.deepEqual(fault?.timeGuard, unguarded, 'unguarded: past the deadline too');
   assert.deepEqual(fault?.causation, { command: 'defect-fault' });
-  assert.equal(fault?.events.length, 1);
-  const event = fault?.events[0];
+  assert.deepEqual(fault?.events.slice(0, -1), cancelledTasks('the runtime stopped the instance'), 'the running tasks, the last started first');
+  const event = fault?.events.at(-1);
   assert.ok(event?.type === 'workflow-faulted');
   assert.deepEqual(event.error, {
     type: errorTypes.runtime,
@@ -393,12 +411,22 @@ test('a defect fault and a cancel end a running instance, unguarded, with their 
   });
   assert.equal(folded(record, fault).status, 'faulted');
   assert.deepEqual(decideCancel(record, 'stop'), {
-    events: [{ type: 'workflow-cancelled', v: 1, reason: 'stop' }],
+    events: [...cancelledTasks('the instance was cancelled'), { type: 'workflow-cancelled', v: 1, reason: 'stop' }],
     timeGuard: unguarded,
     causation: { command: 'cancel' },
   });
   const cancelled = folded(record, decideCancel(record, 'stop'));
   assert.equal(cancelled.status, 'cancelled');
+  // An ended instance holds no task still running; the one that had completed stays completed.
+  for (const ended of [cancelled, folded(record, fault)])
+    assert.deepEqual(
+      Object.entries(ended.tasks).map(([at, task]) => [at, task.state]),
+      [
+        ['/do/0/a', 'cancelled'],
+        ['/do/0/a/do/0/b', 'cancelled'],
+        ['/do/1/c', 'completed'],
+      ],
+    );
   for (const ended of [cancelled, folded(record, fault)]) {
     assert.equal(decideDefectFault(ended), undefined);
     assert.equal(decideCancel(ended, 'again'), undefined);

@@ -15,7 +15,7 @@
 import { openEndedMs } from '../../events/guard.js';
 import { errorTypes } from './dsl-errors.js';
 import { jsonEquals, type JsonValue } from '../../contract/json.js';
-import type { SubworkflowDisposed, ValueRef, WorkflowError, WorkflowEvent, WorkflowTransition } from './events.js';
+import type { SubworkflowDisposed, TaskCancelled, ValueRef, WorkflowError, WorkflowEvent, WorkflowTransition } from './events.js';
 import { listenOutlivesTimeout } from './listen-match.js';
 import { isTaskEnded } from './machines.js';
 import { listenOutput, type WorkflowRecord } from './record.js';
@@ -195,8 +195,24 @@ export function decideDue(record: WorkflowRecord, nowMs: number): WorkflowTransi
     }
   }
   if (events.length === 0) return undefined;
-  if (workflowTimedOut) events.push({ type: 'workflow-faulted', v: 1, error: timeoutError('/', `workflow ${record.started.workflowName}`) });
+  if (workflowTimedOut) {
+    // A task this transition faults (its own timeout, due too) is not cancelled with the instance.
+    const faulted = new Set(events.flatMap((event) => (event.type === 'task-faulted' ? [event.at] : [])));
+    const open = cancelledWithInstance(record, 'the workflow timed out').filter((event) => !faulted.has(event.at));
+    events.push(...open, { type: 'workflow-faulted', v: 1, error: timeoutError('/', `workflow ${record.started.workflowName}`) });
+  }
   return { events, timeGuard: { notBeforeMs, notAfterMs: openEndedMs }, causation: { command: 'timers-due' } };
+}
+
+/**
+ * The task executions still running when the instance ends from outside them (its timeout, a
+ * cancel, a defect): each recorded cancelled with the end, in the transition that ends it, the
+ * last started first, so that an ended instance holds no task still running.
+ */
+export function cancelledWithInstance(record: WorkflowRecord, reason: string): TaskCancelled[] {
+  const open: TaskCancelled[] = [];
+  for (const [at, task] of Object.entries(record.tasks)) if (task.state === 'running') open.push({ type: 'task-cancelled', v: 1, at, reason });
+  return open.reverse();
 }
 
 /**
@@ -233,7 +249,7 @@ export function decideDefectFault(record: WorkflowRecord): WorkflowTransition | 
     instance: '/',
   };
   return {
-    events: [{ type: 'workflow-faulted', v: 1, error }],
+    events: [...cancelledWithInstance(record, 'the runtime stopped the instance'), { type: 'workflow-faulted', v: 1, error }],
     timeGuard: { notBeforeMs: Number.MIN_SAFE_INTEGER, notAfterMs: openEndedMs },
     causation: { command: 'defect-fault' },
   };
@@ -242,7 +258,7 @@ export function decideDefectFault(record: WorkflowRecord): WorkflowTransition | 
 export function decideCancel(record: WorkflowRecord, reason: string): WorkflowTransition | undefined {
   if (record.status !== 'running') return undefined;
   return {
-    events: [{ type: 'workflow-cancelled', v: 1, reason }],
+    events: [...cancelledWithInstance(record, 'the instance was cancelled'), { type: 'workflow-cancelled', v: 1, reason }],
     timeGuard: { notBeforeMs: Number.MIN_SAFE_INTEGER, notAfterMs: openEndedMs },
     causation: { command: 'cancel' },
   };

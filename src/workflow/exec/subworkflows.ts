@@ -306,7 +306,8 @@ export function owedDisposals(record: WorkflowRecord): OwedChild[] {
   if (record.status === 'running' || Object.keys(record.subworkflows).length === 0) return [];
   const document = record.started.document;
   const scheme = schemeOf(record.started);
-  const ended = Object.entries(record.tasks).filter(([, task]) => task.state === 'faulted' || task.state === 'cancelled');
+  const withEnd = cancelledWithEnd(record);
+  const ended = Object.entries(record.tasks).filter(([execution, task]) => task.state === 'faulted' || (task.state === 'cancelled' && !withEnd.has(execution)));
   const owed: OwedChild[] = [];
   for (const [at, child] of Object.entries(record.subworkflows)) {
     if (child.disposition !== undefined) continue;
@@ -325,6 +326,18 @@ export function owedDisposals(record: WorkflowRecord): OwedChild[] {
     owed.push({ at, child, by });
   }
   return owed;
+}
+
+/**
+ * The task executions cancelled with the instance's end (decide.ts cancelledWithInstance): the
+ * last task events of its log, each a cancel. The end released what they awaited, not they.
+ */
+function cancelledWithEnd(record: WorkflowRecord): Set<string> {
+  const endedAt = new Map<number, [string, string]>();
+  for (const [execution, task] of Object.entries(record.tasks)) if (task.endedSeq !== null) endedAt.set(task.endedSeq, [execution, task.state]);
+  const withEnd = new Set<string>();
+  for (let seq = record.seq - 1; endedAt.get(seq)?.[1] === 'cancelled'; seq--) withEnd.add((endedAt.get(seq) as [string, string])[0]);
+  return withEnd;
 }
 
 /**
