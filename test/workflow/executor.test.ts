@@ -301,6 +301,48 @@ test('fork: all branches output an array in declaration order; compete outputs t
   }
 });
 
+test('compete: the tasks running inside a losing branch are recorded cancelled with it; what had completed there stays completed', async () => {
+  const h = harness();
+  try {
+    const race = await runToEnd(
+      h,
+      yaml(`${head('fork-compete-nested')}do:
+  - race:
+      fork:
+        compete: true
+        branches:
+          - slow:
+              do:
+                - first: { set: { a: 1 } }
+                - deeper:
+                    do:
+                      - long: { wait: { seconds: 20 } }
+          - fast:
+              do:
+                - soon: { wait: { milliseconds: 100 } }
+                - done: { set: { v: fast } }
+`),
+      {},
+      'f3',
+    );
+    assert.equal(race.status, 'completed', JSON.stringify(race.error));
+    assert.deepEqual(race.output, { v: 'fast' });
+    const states = Object.fromEntries(Object.values(race.tasks).map((task) => [task.name, task.state]));
+    assert.deepEqual(states, {
+      race: 'completed',
+      slow: 'cancelled',
+      first: 'completed',
+      deeper: 'cancelled',
+      long: 'cancelled',
+      fast: 'completed',
+      soon: 'completed',
+      done: 'completed',
+    });
+  } finally {
+    await h.close();
+  }
+});
+
 test('a jq program past its deadline is an expression error (400); the runtime keeps answering', async () => {
   const h = harness();
   const evaluator = new JqWorkerEvaluator({ deadlineMs: 2000 });

@@ -12,7 +12,7 @@ import { durationMs } from './duration.js';
 import { WorkflowRaise, errorFrom, errorMatches, errorValue, raise } from './dsl-errors.js';
 import type { WorkflowError, WorkflowEvent } from './events.js';
 import { runListen } from './listen.js';
-import { attemptFrame, attemptStepKey, branchFrame, iterationFrame, schemeOf, taskKey } from './keys.js';
+import { attemptFrame, attemptStepKey, branchFrame, iterationFrame, ranInside, schemeOf, taskKey } from './keys.js';
 import { dispose, openChildrenOf } from './losers.js';
 import { Halted } from './journal.js';
 import { runCall } from './calls.js';
@@ -209,8 +209,11 @@ async function releaseLosers(
   const losing = branches.flatMap((branch, index) =>
     index === winner ? [] : [{ pointer: branch.pointer, at: taskKey(scheme, branch.pointer, frameOf(index, run.frame.signal), 0).at }],
   );
-  const cancelled = losing.flatMap(({ at }) =>
-    interpreter.record.tasks[at]?.state === 'running' ? [{ type: 'task-cancelled' as const, v: 1 as const, at, reason: `branch ${winner} won the fork` }] : [],
+  // Each loser's execution and every task still running inside it, in the order they started (the branch's first).
+  const cancelled = Object.entries(interpreter.record.tasks).flatMap(([at, task]) =>
+    task.state === 'running' && losing.some((branch) => ranInside(scheme, branch, task.ref, at))
+      ? [{ type: 'task-cancelled' as const, v: 1 as const, at, reason: `branch ${winner} won the fork` }]
+      : [],
   );
   const principalId = interpreter.record.started.principalId;
   const disposed: WorkflowEvent[] = [];
