@@ -101,8 +101,15 @@ async function iterate(interpreter: Interpreter, run: TaskRun, foreach: JsonObje
     },
   };
   const { output } = await interpreter.runList(foreach.do ?? [], `${ref}/foreach/do`, item, frame);
-  const as = isObject(foreach.output) && typeof foreach.output.as === 'string' ? foreach.output.as : undefined;
-  const shaped = as === undefined ? output : await interpreter.evaluate(`${run.at}[${index}]>foreach.output.as`, as, output, frame, { input: run.input }, ref);
+  // A string (an expression, with or without its `${ }`) or an object whose enclosed expressions are filled in, as every output.as.
+  const as = isObject(foreach.output) ? foreach.output.as : undefined;
+  const key = `${run.at}[${index}]>foreach.output.as`;
+  const shaped =
+    typeof as === 'string'
+      ? await interpreter.evaluate(key, as, output, frame, { input: run.input }, ref)
+      : isObject(as)
+        ? await interpreter.evaluateValue(key, as, output, frame, { input: run.input }, ref)
+        : output;
   interpreter.validate(`${ref}/foreach/output/schema`, shaped, ref, `the output of iteration ${index} of task ${run.entry.name}`);
   return shaped;
 }

@@ -258,3 +258,45 @@ Feature: Listen Task
     [ 10, 20 ]
     """
     And scale should complete
+
+  Scenario: Listen With Foreach Shapes Each Iteration With An Object Output
+    Given a workflow with definition:
+    """yaml
+    document:
+      dsl: '1.0.3'
+      namespace: convoke
+      name: listen-foreach-object
+      version: '1.0.0'
+    do:
+      - readings:
+          listen:
+            to:
+              one:
+                with:
+                  type: com.example.reading
+          foreach:
+            item: reading
+            at: i
+            do:
+              - scale:
+                  set:
+                    value: ${ $reading.n * 10 }
+            output:
+              as:
+                scaled: ${ .value }
+                index: ${ $i }
+    """
+    When the workflow is started
+    And the event is delivered:
+    """yaml
+    specversion: '1.0'
+    id: r1
+    source: https://sensors.example
+    type: com.example.reading
+    data: { n: 3 }
+    """
+    Then the delivery should be accepted
+    And the workflow should complete with output:
+    """yaml
+    [ { scaled: 30, index: 0 } ]
+    """
