@@ -6,11 +6,9 @@
  * errors (the DSL's own example retries 503) must not send it again and again.
  */
 import assert from 'node:assert/strict';
-import { createServer } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { test } from 'node:test';
 import type { JsonValue } from '../../src/contract/json.js';
-import { harness, runToEnd, yaml } from './support.js';
+import { runToEnd, withPathService, yaml } from './support.js';
 
 const validation = 'https://serverlessworkflow.io/spec/1.0.0/errors/validation';
 
@@ -27,17 +25,8 @@ do:
         retry: { limit: { attempt: { count: 2 } } }
 `);
 
-test('a request that cannot be made as written is a validation error (400) at the call, never sent, and not retried as a communication error', async () => {
-  const paths: string[] = [];
-  const server = createServer((request, response) => {
-    paths.push(request.url ?? '');
-    response.setHeader('content-type', 'application/json');
-    response.end('{}');
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-  const h = harness();
-  try {
+test('a request that cannot be made as written is a validation error (400) at the call, never sent, and not retried as a communication error', () =>
+  withPathService(async (base, paths, h) => {
     const cases: [string, string, RegExp][] = [
       ['get-body', `{ method: get, endpoint: '${base}/a', body: { a: 1 } }`, /GET request cannot have a body/],
       ['head-body', `{ method: head, endpoint: '${base}/a', body: text }`, /HEAD request cannot have a body/],
@@ -58,8 +47,4 @@ test('a request that cannot be made as written is a validation error (400) at th
     const sent = await runToEnd(h, calling(`{ method: post, endpoint: '${base}/b', body: { a: 1 } }`), {}, 'post');
     assert.equal(sent.status, 'completed', JSON.stringify(sent.error));
     assert.deepEqual(paths, ['/b'], 'only the request that could be made was sent');
-  } finally {
-    await h.close();
-    await new Promise<void>((resolve) => (server.closeAllConnections(), server.close(() => resolve())));
-  }
-});
+  }));

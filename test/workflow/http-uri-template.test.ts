@@ -6,31 +6,11 @@
  * character outside the unreserved set percent-encoded).
  */
 import assert from 'node:assert/strict';
-import { createServer } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { test } from 'node:test';
 import type { JsonValue } from '../../src/contract/json.js';
-import { harness, runToEnd, yaml, type Harness } from './support.js';
+import { runToEnd, withPathService, yaml } from './support.js';
 
 const expression = 'https://serverlessworkflow.io/spec/1.0.0/errors/expression';
-
-/** A loopback service answering `{}` to every request, whose paths (as sent) are kept. */
-async function withService(fn: (base: string, paths: string[], h: Harness) => Promise<void>): Promise<void> {
-  const paths: string[] = [];
-  const server = createServer((request, response) => {
-    paths.push(request.url ?? '');
-    response.setHeader('content-type', 'application/json');
-    response.end('{}');
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const h = harness();
-  try {
-    await fn(`http://127.0.0.1:${(server.address() as AddressInfo).port}`, paths, h);
-  } finally {
-    await h.close();
-    await new Promise<void>((resolve) => (server.closeAllConnections(), server.close(() => resolve())));
-  }
-}
 
 const getting = (endpoint: string): JsonValue =>
   yaml(`document: { dsl: '1.0.3', namespace: test, name: template, version: '1.0.0' }
@@ -41,7 +21,7 @@ do:
 `);
 
 test('a URI template variable with no value in the task input, absent or null, expands to the empty string', () =>
-  withService(async (base, paths, h) => {
+  withPathService(async (base, paths, h) => {
     const document = getting(`${base}/pets/{petId}/owner?tag={tag}`);
     const absent = await runToEnd(h, document, {}, 'absent');
     assert.equal(absent.status, 'completed', JSON.stringify(absent.error));
@@ -51,7 +31,7 @@ test('a URI template variable with no value in the task input, absent or null, e
   }));
 
 test('a URI template variable that is an object or an array is an expression error (400) at the task, and nothing is sent', () =>
-  withService(async (base, paths, h) => {
+  withPathService(async (base, paths, h) => {
     const document = getting(`${base}/pets/{petId}`);
     const values: [string, JsonValue][] = [
       ['object', { id: 1 }],
@@ -69,7 +49,7 @@ test('a URI template variable that is an object or an array is an expression err
   }));
 
 test('a URI template variable that is a string, a number or a boolean is percent-encoded outside the unreserved characters', () =>
-  withService(async (base, paths, h) => {
+  withPathService(async (base, paths, h) => {
     const document = getting(`${base}/things/{a}/{b}/{c}`);
     const record = await runToEnd(h, document, { a: "it's (a/b)*!~.-_", b: 1.5, c: true }, 'scalars');
     assert.equal(record.status, 'completed', JSON.stringify(record.error));

@@ -203,6 +203,24 @@ export async function headerEchoServer(
   return { url: `http://127.0.0.1:${port}`, seen, close: () => new Promise((resolve) => server.close(() => resolve())) };
 }
 
+/** Runs `fn` with a loopback service answering `{}` to every request (the paths, as sent, kept in `paths`) and a harness; both closed after. */
+export async function withPathService(fn: (base: string, paths: string[], h: Harness) => Promise<void>): Promise<void> {
+  const paths: string[] = [];
+  const server = createServer((request, response) => {
+    paths.push(request.url ?? '');
+    response.setHeader('content-type', 'application/json');
+    response.end('{}');
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const h = harness();
+  try {
+    await fn(`http://127.0.0.1:${(server.address() as AddressInfo).port}`, paths, h);
+  } finally {
+    await h.close();
+    await new Promise<void>((resolve) => (server.closeAllConnections(), server.close(() => resolve())));
+  }
+}
+
 /**
  * Asserts that `run` throws an AdapterError of `kind` whose description names `pointer` first
  * (and matches `says`, when given); answers the description.
