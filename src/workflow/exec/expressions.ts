@@ -43,6 +43,13 @@ export function forEachExpression(value: unknown, visit: (program: string, path:
   }
 }
 
+/** Every string a value holds (its members' and items', not its keys), in document order. */
+export function* stringsOf(value: JsonValue): Generator<string> {
+  if (typeof value === 'string') yield value;
+  else if (Array.isArray(value)) for (const item of value) yield* stringsOf(item);
+  else if (typeof value === 'object' && value !== null) for (const key in value) if (Object.hasOwn(value, key)) yield* stringsOf(value[key] as JsonValue);
+}
+
 /** The JSON Pointer (RFC 6901) of a path. */
 export const pointerOf = (path: readonly string[]): string => path.map((token) => `/${escapePointer(token)}`).join('');
 

@@ -25,10 +25,10 @@ import { asLogged } from '../../contract/ijson.js';
 import { jsonBytesBound, setMember, type JsonObject, type JsonValue } from '../../contract/json.js';
 import { limits } from '../../contract/limits.js';
 import { taskTimeoutKey, timeoutError, type Proposal } from './decide.js';
-import { entriesOf, isObject, kindOf, timeoutMsOf, type TaskEntry, type TaskKind } from './document.js';
+import { entriesOf, isObject, kindOf, timeoutMsOf, transformOf, type TaskEntry, type TaskKind } from './document.js';
 import { WorkflowRaise, errorTypes, raise } from './dsl-errors.js';
 import type { StepResult, TaskCompleted, ValueRef, WorkflowError, WorkflowEvent } from './events.js';
-import { evaluateValue, expressionResults, hasExpression, programOf, withResults } from './expressions.js';
+import { evaluateValue, expressionResults, hasExpression, programOf, stringsOf, withResults } from './expressions.js';
 import { ExpressionFailure, pathValue } from './jq.js';
 import { listenWaitEnded } from './listen-match.js';
 import { Halted, logBudgetExhausted, replayed } from './journal.js';
@@ -286,9 +286,8 @@ export class Interpreter implements Interpreting {
    * frame's own and `extra`.
    */
   vars(frame: Frame, extra: Readonly<Record<string, JsonValue>>): Record<string, JsonValue> {
-    const task = frame.task;
-    if (task === undefined || 'task' in extra) return { context: this.context, ...this.constants(), ...frame.vars, ...extra };
-    return { context: this.context, ...this.constants(), task: this.taskDescriptor(task.entry, task.at, task.rawInput), ...frame.vars, ...extra };
+    const task = frame.task === undefined || 'task' in extra ? undefined : this.taskDescriptor(frame.task.entry, frame.task.at, frame.task.rawInput);
+    return { context: this.context, ...this.constants(), ...(task === undefined ? {} : { task }), ...frame.vars, ...extra };
   }
 
   /**
@@ -335,14 +334,7 @@ export class Interpreter implements Interpreting {
    * as a `string`, an expression (with or without `${ }`), or an `object`, whose enclosed
    * expressions are evaluated (dsl-reference Input, Output, Export).
    */
-  private transform(
-    at: string,
-    transform: JsonValue,
-    input: JsonValue,
-    frame: Frame,
-    extra: Readonly<Record<string, JsonValue>>,
-    ref: string,
-  ): Promise<JsonValue> {
+  transform(at: string, transform: JsonValue, input: JsonValue, frame: Frame, extra: Readonly<Record<string, JsonValue>>, ref: string): Promise<JsonValue> {
     return typeof transform === 'string' ? this.evaluate(at, transform, input, frame, extra, ref) : this.evaluateValue(at, transform, input, frame, extra, ref);
   }
 
@@ -537,7 +529,8 @@ export class Interpreter implements Interpreting {
     const taskVar: Record<string, JsonValue> = transforms ? { task: this.taskDescriptor(entry, at, rawInput) } : {};
     const input = from !== undefined ? await this.transform(`${at}>input.from`, from, rawInput, frame, taskVar, entry.pointer) : rawInput;
     const result = await runKind(this, { entry, at, input, frame: { ...frame, task: { entry, at, rawInput } } });
-    const outputVar: Record<string, JsonValue> = transforms ? { task: this.taskDescriptor(entry, at, rawInput, result.output) } : {};
+    const outputVar: Record<string, JsonValue> =
+      as !== undefined || exported !== undefined ? { task: this.taskDescriptor(entry, at, rawInput, result.output) } : {};
     const output = as !== undefined ? await this.transform(`${at}>output.as`, as, result.output, frame, { ...outputVar, input }, entry.pointer) : result.output;
     this.validate(`${entry.pointer}/output/schema`, output, entry.pointer, `the output of task ${entry.name}`);
     if (exported !== undefined) {
@@ -651,12 +644,6 @@ export class Interpreter implements Interpreting {
   }
 }
 
-/** A transform (`input.from`, `output.as`, `export.as`) as the DSL writes one, a string or an object; undefined when there is none. */
-function transformOf(holder: JsonValue | undefined, key: 'from' | 'as'): JsonValue | undefined {
-  const transform = isObject(holder) ? holder[key] : undefined;
-  return typeof transform === 'string' || isObject(transform) ? transform : undefined;
-}
-
 /** Whether a jq program can read $workflow: by its name, or through $ARGS (every variable is bound as a named argument). */
 const readsWorkflow = (program: string): boolean => program.includes('$workflow') || program.includes('$ARGS');
 
@@ -666,19 +653,15 @@ const readsTask = new WeakMap<object, boolean>();
 function readsTaskArgument(definition: JsonObject): boolean {
   let reads = readsTask.get(definition);
   if (reads === undefined) {
-    reads = anyString(definition, (text) => text.includes('$task') || text.includes('$ARGS'));
+    reads = false;
+    for (const text of stringsOf(definition))
+      if (text.includes('$task') || text.includes('$ARGS')) {
+        reads = true;
+        break;
+      }
     readsTask.set(definition, reads);
   }
   return reads;
-}
-
-function anyString(value: JsonValue, test: (text: string) => boolean): boolean {
-  if (typeof value === 'string') return test(value);
-  if (Array.isArray(value)) return value.some((item) => anyString(item, test));
-  if (typeof value === 'object' && value !== null) {
-    for (const key in value) if (Object.hasOwn(value, key) && anyString(value[key] as JsonValue, test)) return true;
-  }
-  return false;
 }
 
 /** Why a task's timeout watch stops once the task's work is over (an abort reason made once: none is built per task). */

@@ -25,7 +25,7 @@ import { jsonEquals, ownMember, setMember, type JsonObject, type JsonValue } fro
 import type { CloudEvent } from '../../contract/cloudevents.js';
 import { valueAt } from '../../contract/bundle.js';
 import { isObject } from './document.js';
-import { isExpression, programOf } from './expressions.js';
+import { isExpression, programOf, stringsOf } from './expressions.js';
 import type { ExpressionEvaluator } from './jq.js';
 import type { WorkflowTransition } from './events.js';
 import { taskTimeoutKey, type ListenRecord, type WorkflowRecord } from './record.js';
@@ -82,12 +82,8 @@ export const filterArgumentsKey = (at: string): string => `${at}>listen.argument
  */
 export function filterVariables(to: JsonValue, bound: readonly string[]): string[] {
   const named = new Set<string>();
-  const texts: JsonValue[] = [...filtersOf(to), ...filtersOf(untilOf(to))];
-  for (let text = texts.pop(); text !== undefined; text = texts.pop()) {
-    if (typeof text === 'string') for (const [, name] of text.matchAll(/\$([A-Za-z_][A-Za-z0-9_]*)/g)) named.add(name as string);
-    else if (Array.isArray(text)) texts.push(...text);
-    else if (isObject(text)) texts.push(...Object.values(text));
-  }
+  for (const text of stringsOf([...filtersOf(to), ...filtersOf(untilOf(to))]))
+    for (const [, name] of text.matchAll(/\$([A-Za-z_][A-Za-z0-9_]*)/g)) named.add(name as string);
   return bound.filter((name) => name !== 'event' && name !== 'secrets' && (named.has(name) || named.has('ARGS')));
 }
 

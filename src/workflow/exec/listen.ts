@@ -10,7 +10,7 @@
  * result from the log.
  */
 import type { JsonObject, JsonValue } from '../../contract/json.js';
-import { isObject } from './document.js';
+import { isObject, transformOf } from './document.js';
 import { timeoutError } from './decide.js';
 import { WorkflowRaise, raise } from './dsl-errors.js';
 import { hasExpression } from './expressions.js';
@@ -102,14 +102,8 @@ async function iterate(interpreter: Interpreter, run: TaskRun, foreach: JsonObje
   };
   const { output } = await interpreter.runList(foreach.do ?? [], `${ref}/foreach/do`, item, frame);
   // A string (an expression, with or without its `${ }`) or an object whose enclosed expressions are filled in, as every output.as.
-  const as = isObject(foreach.output) ? foreach.output.as : undefined;
-  const key = `${run.at}[${index}]>foreach.output.as`;
-  const shaped =
-    typeof as === 'string'
-      ? await interpreter.evaluate(key, as, output, frame, { input: run.input }, ref)
-      : isObject(as)
-        ? await interpreter.evaluateValue(key, as, output, frame, { input: run.input }, ref)
-        : output;
+  const as = transformOf(foreach.output, 'as');
+  const shaped = as === undefined ? output : await interpreter.transform(`${run.at}[${index}]>foreach.output.as`, as, output, frame, { input: run.input }, ref);
   interpreter.validate(`${ref}/foreach/output/schema`, shaped, ref, `the output of iteration ${index} of task ${run.entry.name}`);
   return shaped;
 }

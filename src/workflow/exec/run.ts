@@ -118,6 +118,8 @@ export interface Interpreting {
    * hold a secret's value).
    */
   evaluateSecret(expression: string, input: JsonValue, frame: Frame, extra: Readonly<Record<string, JsonValue>>, ref: string): Promise<JsonValue>;
+  /** A transform's result (a string expression, or an object whose `${ }` strings are filled in), recorded under `at`. */
+  transform(at: string, transform: JsonValue, input: JsonValue, frame: Frame, extra: Readonly<Record<string, JsonValue>>, ref: string): Promise<JsonValue>;
   /** The variables an expression of the frame's task sees ($context, $workflow, $runtime, $task, the frame's own) and `extra`. */
   vars(frame: Frame, extra: Readonly<Record<string, JsonValue>>): Record<string, JsonValue>;
   /** Validates a value against the document's data schema at `pointer`, if any (a validation error, 400, at `instance`). */
