@@ -333,11 +333,14 @@ export function owedDisposals(record: WorkflowRecord): OwedChild[] {
  * last task events of its log, each a cancel. The end released what they awaited, not they.
  */
 function cancelledWithEnd(record: WorkflowRecord): Set<string> {
-  const endedAt = new Map<number, [string, string]>();
-  for (const [execution, task] of Object.entries(record.tasks)) if (task.endedSeq !== null) endedAt.set(task.endedSeq, [execution, task.state]);
+  const endedAt = new Map<number, string>();
+  for (const [execution, task] of Object.entries(record.tasks)) if (task.endedSeq !== null) endedAt.set(task.endedSeq, execution);
   const withEnd = new Set<string>();
-  for (let seq = record.seq - 1; endedAt.get(seq)?.[1] === 'cancelled'; seq--) withEnd.add((endedAt.get(seq) as [string, string])[0]);
-  return withEnd;
+  for (let seq = record.seq - 1; ; seq--) {
+    const execution = endedAt.get(seq);
+    if (execution === undefined || record.tasks[execution]?.state !== 'cancelled') return withEnd;
+    withEnd.add(execution);
+  }
 }
 
 /**
