@@ -7,7 +7,15 @@ import { requireNats, requireStore, resolveConnection, type ConnectionFlags, typ
 
 /** The `workflow` command: found when another module made it, else made here (its subcommands are added by several modules). */
 export function workflowCommand(program: Command): Command {
-  return program.commands.find((command) => command.name() === 'workflow') ?? program.command('workflow').description('Serverless Workflow 1.0.3 documents');
+  return (
+    program.commands.find((command) => command.name() === 'workflow') ??
+    program.command('workflow').description('workflows: pipelines and Serverless Workflow 1.0.3 documents pinned in a bundle')
+  );
+}
+
+/** A repeatable option's parser (--with, --http-allow): its values in the order given. */
+export function repeatable(value: string, previous: string[]): string[] {
+  return [...previous, value];
 }
 
 /**

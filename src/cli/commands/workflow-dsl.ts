@@ -11,19 +11,21 @@ import type { CompiledBundle } from '../../contract/bundle.js';
 import { invalidInput } from '../../contract/errors.js';
 import type { JsonObject } from '../../contract/json.js';
 import type { CliIo } from '../io.js';
+// Loaded at start anyway: main.ts registers `workflow run` from it.
+import { checkWorkflowFiles, headerOf } from './workflow-run.js';
+import { repeatable, workflowCommand } from '../options.js';
 import { labelled, widthOf } from '../table.js';
 import { terminalText } from '../terminal-text.js';
 
 // Loaded when a workflow command runs (main.ts registers these commands on every start).
 const load = async () => {
-  const [files, runnable, bundle, mermaid, canonical, yaml, run] = await Promise.all([
+  const [files, runnable, bundle, mermaid, canonical, yaml] = await Promise.all([
     import('../../deployment/files.js'),
     import('../runnable.js'),
     import('../../workflow/dsl/bundle.js'),
     import('../../workflow/dsl/mermaid.js'),
     import('../../contract/canonical.js'),
     import('yaml'),
-    import('./workflow-run.js'),
   ]);
   // The bundle as the language checks it, and its workflows as the executor would run them, their jq compiled.
   const checkedBundle = async (compiled: CompiledBundle) => {
@@ -43,7 +45,7 @@ const load = async () => {
           throw invalidInput(`--with pins documents beside a standalone workflow document; ${file} is a bundle, which pins its own under workflows:`);
         return { kind: 'bundle', compiled: await checkedBundle(read.compiled) };
       }
-      return { kind: 'document', document: (await run.checkWorkflowFiles(file, withFiles)).document };
+      return { kind: 'document', document: (await checkWorkflowFiles(file, withFiles)).document };
     },
     checkBundleWorkflows: bundle.checkBundleWorkflows,
     mermaidOf: mermaid.mermaidOf,
@@ -67,15 +69,9 @@ function yamlText(yaml: typeof import('yaml'), document: unknown): string {
   return terminalText(tree.toString({ lineWidth: 0 }));
 }
 
-/** A standalone document's header: its namespace, name and version (checked: each a string). */
-function headerOf(document: JsonObject): { namespace: string; name: string; version: string } {
-  const head = document.document as JsonObject;
-  return { namespace: head.namespace as string, name: head.name as string, version: head.version as string };
-}
-
 /** A NAME given for a standalone document must be its own name. */
 function checkDocumentName(file: string, document: JsonObject, name: string | undefined): void {
-  const own = headerOf(document).name;
+  const [, own] = headerOf(document);
   if (name !== undefined && name !== own) throw invalidInput(`${file} is the workflow document ${JSON.stringify(own)}, not ${JSON.stringify(name)}`);
 }
 
@@ -89,14 +85,14 @@ export async function workflowValidateCommand(
   const read = await readBundleOrDocument(file, options.with ?? []);
   if (read.kind === 'document') {
     checkDocumentName(file, read.document, name);
-    const header = headerOf(read.document);
+    const [namespace, own, version] = headerOf(read.document);
     if (options.json) {
-      io.stdout.write(JSON.stringify({ document: header, file, with: options.with ?? [], valid: true }, null, 2) + '\n');
+      io.stdout.write(JSON.stringify({ document: { namespace, name: own, version }, file, with: options.with ?? [], valid: true }, null, 2) + '\n');
       return 0;
     }
     const width = widthOf(io);
-    io.stdout.write(`${labelled('document ', `${header.namespace}/${header.name}@${header.version}`, width)}\n`);
-    io.stdout.write(`${labelled('valid    ', `workflow ${header.name} (${file}${(options.with ?? []).map((w) => `, with ${w}`).join('')})`, width)}\n`);
+    io.stdout.write(`${labelled('document ', `${namespace}/${own}@${version}`, width)}\n`);
+    io.stdout.write(`${labelled('valid    ', `workflow ${own} (${file}${(options.with ?? []).map((w) => `, with ${w}`).join('')})`, width)}\n`);
     return 0;
   }
   const compiled = read.compiled;
@@ -140,18 +136,10 @@ export async function workflowGraphCommand(file: string, name: string | undefine
   return 0;
 }
 
-/** The `workflow` command, shared with the executor's commands (whichever registers first creates it). */
-function workflowCommand(program: Command): Command {
-  return (
-    program.commands.find((c) => c.name() === 'workflow') ??
-    program.command('workflow').description('workflows: pipelines and Serverless Workflow 1.0.3 documents pinned in a bundle')
-  );
-}
-
 /** Registers validate, lower and graph under `convoke workflow`. */
 export function addWorkflowDslCommands(program: Command, io: CliIo, setExit: (code: number) => void): void {
   const workflow = workflowCommand(program);
-  const withOption = ['--with <file>', 'a standalone document: a workflow its run: workflow tasks name (repeatable)', collect, [] as string[]] as const;
+  const withOption = ['--with <file>', 'a standalone document: a workflow its run: workflow tasks name (repeatable)', repeatable, [] as string[]] as const;
   workflow
     .command('validate')
     .argument('<file>', 'bundle file, or a standalone workflow document (JSON or YAML)')
@@ -176,9 +164,4 @@ export function addWorkflowDslCommands(program: Command, io: CliIo, setExit: (co
     .option(...withOption)
     .description("print a pipeline's or workflow's document as a Mermaid flowchart (of the Serverless Workflow SDK's graph)")
     .action(async (file: string, name: string | undefined, o) => setExit(await workflowGraphCommand(file, name, { with: o.with }, io)));
-}
-
-/** A repeatable option's values, in order. */
-function collect(value: string, previous: string[]): string[] {
-  return [...previous, value];
 }

@@ -23,7 +23,16 @@ import type { CliIo } from '../io.js';
 import { exitCodeOfError, exitCodes } from '../exit-codes.js';
 import { prefixHexMin, typedInstanceId } from '../typed-ids.js';
 import { storeLogin, type StoreAuth } from '../connection.js';
-import { contextOptions, nonNegativeInteger, startConnectionOf, startContextOptions, storeCredsOption, storeOf, workflowCommand } from '../options.js';
+import {
+  contextOptions,
+  nonNegativeInteger,
+  repeatable,
+  startConnectionOf,
+  startContextOptions,
+  storeCredsOption,
+  storeOf,
+  workflowCommand,
+} from '../options.js';
 import { checkSecretFile } from '../secrets.js';
 import { limits } from '../../contract/limits.js';
 import type { EgressOptions } from '../../workflow/exec/egress.js';
@@ -248,7 +257,7 @@ async function checkedDocuments(file: string, files: readonly string[], parts: D
 }
 
 /** A document's namespace, name and version, as a `run: workflow` reference names it. */
-function headerOf(document: JsonValue): [string, string, string] {
+export function headerOf(document: JsonValue): [string, string, string] {
   const head = typeof document === 'object' && document !== null && !Array.isArray(document) ? document.document : undefined;
   const field = (name: string) =>
     typeof head === 'object' && head !== null && !Array.isArray(head) && typeof head[name] === 'string' ? (head[name] as string) : '?';
@@ -297,7 +306,7 @@ export function addWorkflowRunCommand(program: Command, io: CliIo, setExit: (cod
     .option(
       '--with <file>',
       'a workflow document its run: workflow tasks may name (by document namespace, name and version); repeat for more',
-      (value: string, previous: string[]) => [...previous, value],
+      repeatable,
       [] as string[],
     )
     .option('--input <json>', 'the workflow input (strictly parsed JSON)', '{}')
@@ -324,7 +333,7 @@ export function addWorkflowRunCommand(program: Command, io: CliIo, setExit: (cod
     .option(
       '--http-allow <origin>',
       'an origin HTTP calls may reach (https://api.example.com, https://*.example.com, http://10.1.2.3:8080); repeat for more; given, no other origin and no private address (see --http-private)',
-      (value: string, previous: string[]) => [...previous, value],
+      repeatable,
       [] as string[],
     )
     .option('--http-private', 'with --http-allow: the listed origins may be private or special-purpose addresses (loopback, RFC 1918, link-local, …)', false)
