@@ -19,6 +19,7 @@ import { MemoryEventStore } from '../../src/adapters/store/memory.js';
 import { SqliteEventStore } from '../../src/adapters/store/sqlite.js';
 import type { EventStore } from '../../src/adapters/store/types.js';
 import { durationMs } from '../../src/workflow/exec/duration.js';
+import type { WorkflowEvent } from '../../src/workflow/exec/events.js';
 import type { WorkflowRecord } from '../../src/workflow/exec/record.js';
 import { assertReplayEqual, harness, runToEnd, yaml, type Harness } from './support.js';
 
@@ -65,6 +66,18 @@ test('a retry loop with no delay and no count faults on its log budget, its faul
     const read = await store.read(record.instanceId);
     assert.ok(read.kind === 'ok' && read.transitions.length <= 24 + 4, `the log holds ${read.kind === 'ok' ? read.transitions.length : read.kind} transitions`);
     assert.deepEqual(h.executor.failures, [], 'no append was refused');
+    // The log refused the retrying task's own end: it is cancelled with the fault, not left running in an ended instance.
+    assert.deepEqual(
+      Object.entries(record.tasks).flatMap(([at, task]) => (task.state === 'running' ? [at] : [])),
+      [],
+      'no task is running in the faulted instance',
+    );
+    const last = read.kind === 'ok' ? (read.transitions.at(-1)?.transition.events as readonly WorkflowEvent[] | undefined) : undefined;
+    assert.deepEqual(
+      last?.map((event) => (event.type === 'task-cancelled' ? `${event.type} ${event.at} (${event.reason})` : event.type)),
+      ['task-cancelled /do/0/spin (the instance faulted)', 'workflow-faulted'],
+    );
+    await assertReplayEqual(h, record.instanceId);
   } finally {
     await h.close();
   }

@@ -24,10 +24,10 @@ import { AdapterError, AssertionFailure, isAdapterError } from '../../contract/e
 import { asLogged } from '../../contract/ijson.js';
 import { jsonBytesBound, setMember, type JsonObject, type JsonValue } from '../../contract/json.js';
 import { limits } from '../../contract/limits.js';
-import { taskTimeoutKey, timeoutError, type Proposal } from './decide.js';
+import { cancelledWithInstance, taskTimeoutKey, timeoutError, type Proposal } from './decide.js';
 import { entriesOf, isObject, kindOf, timeoutMsOf, transformOf, type TaskEntry, type TaskKind } from './document.js';
 import { WorkflowRaise, errorTypes, raise } from './dsl-errors.js';
-import type { StepResult, TaskCompleted, ValueRef, WorkflowError, WorkflowEvent } from './events.js';
+import type { StepResult, TaskCancelled, TaskCompleted, ValueRef, WorkflowError, WorkflowEvent } from './events.js';
 import { evaluateValue, expressionResults, hasExpression, programOf, stringsOf, withResults } from './expressions.js';
 import { ExpressionFailure, pathValue } from './jq.js';
 import { listenWaitEnded } from './listen-match.js';
@@ -90,10 +90,29 @@ export class Interpreter implements Interpreting {
     } catch (error) {
       const fault = faultOf(error);
       if (fault === undefined) throw error;
-      await this.commit({ command: 'fault', events: [{ type: 'workflow-faulted', v: 1, error: fault }] }).catch((again: unknown) => {
+      const events: WorkflowEvent[] = [...this.stillRunning('the instance faulted'), { type: 'workflow-faulted', v: 1, error: fault }];
+      await this.commit({ command: 'fault', events }).catch((again: unknown) => {
         if (!(again instanceof Halted)) throw again;
       });
     }
+  }
+
+  /**
+   * The task executions still running when the instance faults: none after an error that unwound
+   * through its tasks (each recorded its fault), but a log that refused those ends (its running
+   * budget spent) leaves them running. Each is cancelled with the fault, as an instance's other ends
+   * cancel theirs (decide.ts cancelledWithInstance): the held starts (the latest) first, then the
+   * record's, none whose end is held. A task another commit ends meanwhile (its timeout) is dropped
+   * as already reflected when the fault is decided.
+   */
+  private stillRunning(reason: string): TaskCancelled[] {
+    const ended = new Set<string>();
+    for (const event of this.held) if (event.type === 'task-completed') ended.add(event.at);
+    const open: TaskCancelled[] = [];
+    for (const event of this.held) if (event.type === 'task-started' && !ended.has(event.at)) open.push({ type: 'task-cancelled', v: 1, at: event.at, reason });
+    open.reverse();
+    for (const event of cancelledWithInstance(this.record, reason)) if (!ended.has(event.at)) open.push(event);
+    return open;
   }
 
   // ── recording ──────────────────────────────────────────────────────────
