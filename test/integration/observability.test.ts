@@ -1,6 +1,6 @@
 /**
  * A real `convoke serve` child process over a real socket: its /metrics exposition passes
- * `promtool check metrics` (Debian's prometheus package, installed by scripts/ensure-promtool.sh
+ * `promtool check metrics` (Debian's prometheus package, installed by scripts/ensure-test-tools.sh
  * in `npm test`'s pretest), and its standard error is JSON lines that carry the request and
  * operation fields and no credential, input or query string.
  */
@@ -109,7 +109,7 @@ describe('convoke serve: metrics by convention, JSON logs without secrets', () =
   });
 
   test('promtool check metrics passes on the exposition of the running server', () => {
-    assert.ok(promtool, "promtool is installed (scripts/ensure-promtool.sh installs Debian's prometheus package)");
+    assert.ok(promtool, "promtool is installed (scripts/ensure-test-tools.sh installs Debian's prometheus package)");
     const checked = spawnSync(promtool, ['check', 'metrics'], { input: run.metricsText, encoding: 'utf8' });
     assert.equal(checked.status, 0, `promtool check metrics:\n${checked.stdout}${checked.stderr}`);
     assert.equal(`${checked.stdout}${checked.stderr}`.trim(), '', 'no lint finding');

@@ -1,6 +1,6 @@
 /**
  * A real headless Chromium for the browser tests: Debian's /usr/bin/chromium (installed by
- * scripts/ensure-chromium.sh from `pretest`), driven by playwright-core, which never downloads a
+ * scripts/ensure-test-tools.sh from `pretest`), driven by playwright-core, which never downloads a
  * browser of its own. Every launch gets a fresh user-data-dir and the flags that keep Chromium off
  * the network it would otherwise probe (updates, sync, QUIC, background fetches); `withBrowser`
  * always closes it and removes the directory, whatever the test did.
@@ -31,7 +31,7 @@ export interface BrowserSession {
 
 /** Launches Chromium with a fresh profile; the caller must close it (withBrowser does). */
 export async function launchBrowser(options: { viewport?: { width: number; height: number } } = {}): Promise<BrowserSession & { close(): Promise<void> }> {
-  if (!existsSync(chromiumPath)) throw new Error(`${chromiumPath} is missing: run scripts/ensure-chromium.sh (npm test's pretest does)`);
+  if (!existsSync(chromiumPath)) throw new Error(`${chromiumPath} is missing: run scripts/ensure-test-tools.sh (npm test's pretest does)`);
   const userDataDir = mkdtempSync(join(tmpdir(), 'convoke-chromium-'));
   let context: BrowserContext;
   try {
