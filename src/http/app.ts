@@ -121,7 +121,7 @@ export function createHttpApp(options: HttpAppOptions): HttpApp {
   });
 
   registerRoutes(app, options, (target) => releaseFor(target, state, metrics), state.streams);
-  registerOperatorRoutes(app, options.coordinator.metrics.registry);
+  registerOperatorRoutes(app, options);
   return {
     app,
     beginShutdown: () => {
@@ -212,8 +212,10 @@ function releaseFor(target: FastifyReply, state: { closing: boolean; waits: Set<
   };
 }
 
-function registerOperatorRoutes(app: FastifyInstance, registry: Registry): void {
-  const document = openApiDocument();
+/** Health, metrics and the OpenAPI document, which names the optional routes only where `options` registers them. */
+function registerOperatorRoutes(app: FastifyInstance, options: HttpAppOptions): void {
+  const registry = options.coordinator.metrics.registry;
+  const document = openApiDocument({ workflows: options.workflows !== undefined, workflowEvents: options.workflowEvents !== undefined });
   app.get('/healthz', { schema: { response: { 200: healthSchema } } }, async () => ({ status: 'ok' as const }));
   app.get('/openapi.json', async () => document);
   app.get('/metrics', async (_request, target) => {

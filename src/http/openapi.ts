@@ -118,8 +118,19 @@ const servicePaths = {
   },
 };
 
-export function openApiDocument(): object {
-  return withoutSchemaIds(document()) as object;
+/**
+ * Which optional routes the app registers (createHttpApp's options): the workflow instance routes
+ * with a workflow instance service, POST /workflow-events with an event intake
+ * (`workflows.events.http`). The document names only the routes the app serves, so a client
+ * generated from it never calls one that answers "no route".
+ */
+export interface ServedRoutes {
+  workflows: boolean;
+  workflowEvents: boolean;
+}
+
+export function openApiDocument(served: ServedRoutes): object {
+  return withoutSchemaIds(document(served)) as object;
 }
 
 /**
@@ -136,8 +147,8 @@ function withoutSchemaIds(value: unknown): unknown {
   return Object.fromEntries(Object.entries(value).flatMap(([key, v]) => (key === '$id' && typeof v === 'string' ? [] : [[key, withoutSchemaIds(v)]])));
 }
 
-function document(): object {
-  const workflows = workflowInstanceOpenApi(errorResponses);
+function document(served: ServedRoutes): object {
+  const workflows = served.workflows ? workflowInstanceOpenApi(errorResponses) : { schemas: {}, paths: {} };
   return {
     openapi: '3.1.0',
     info: {
@@ -188,7 +199,7 @@ function document(): object {
       ...consolePaths(),
       ...workflows.paths,
       ...servicePaths,
-      ...workflowEventPaths,
+      ...(served.workflowEvents ? workflowEventPaths : {}),
     },
   };
 }

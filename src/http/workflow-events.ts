@@ -63,7 +63,7 @@ const postWorkflowEventSchema = {
 /** Every refusal's body, as on every route (errors.ts). */
 const adapterErrorBody = { 'application/json': { schema: { $ref: '#/components/schemas/AdapterError' } } };
 
-/** The route in the OpenAPI document (openapi.ts); served where the app was given a workflow executor. */
+/** The route in the OpenAPI document (openapi.ts), named there only where the app serves it: given an event intake. */
 export const workflowEventPaths = {
   '/workflow-events': {
     post: {

@@ -23,6 +23,7 @@ import { buildFixtureApp, fixtureBundle, requestBody, storedOperationIds, writeH
 import { minimalServeConfig } from '../support/config-fixtures.js';
 import { sseBlocks, sseEvent } from '../support/sse.js';
 import type { NatsTransportConfig } from '../../src/deployment/types.js';
+import type { CloudEventIntake } from '../../src/contract/cloudevents.js';
 
 type Built = Awaited<ReturnType<typeof buildFixtureApp>>;
 
@@ -214,7 +215,7 @@ describe('HTTP facade (inject)', () => {
     );
   });
 
-  test('operator routes: healthz, openapi.json from the same schemas, metrics; unknown route 404', async () => {
+  test('operator routes: healthz, openapi.json from the same schemas (the routes of an app without workflow instances), metrics; unknown route 404', async () => {
     assert.deepEqual(JSON.parse((await built.http.app.inject({ url: '/healthz' })).body), { status: 'ok' });
     const doc = JSON.parse((await built.http.app.inject({ url: '/openapi.json' })).body);
     assert.equal(doc.openapi, '3.1.0');
@@ -228,13 +229,6 @@ describe('HTTP facade (inject)', () => {
       '/healthz',
       '/metrics',
       '/openapi.json',
-      '/workflow-events',
-      '/workflow-instances',
-      '/workflow-instances/events',
-      '/workflow-instances/{instanceId}',
-      '/workflow-instances/{instanceId}/cancel',
-      '/workflow-instances/{instanceId}/events',
-      '/workflow-instances/{instanceId}/transitions',
     ]);
     assert.deepEqual(doc.components.schemas.InvocationRequest.required, ['contract', 'interaction', 'invocationKey', 'input']);
     for (const status of ['200', '202', '400', '401', '403', '409', '410', '413', '415', '422', '503'])
@@ -245,6 +239,35 @@ describe('HTTP facade (inject)', () => {
     assert.match(metrics.body, /convoke_http_responses_total\{method="POST",route="\/contract-invocations",status="400"\} \d+/);
     errorBody(await built.http.app.inject({ url: '/nowhere' }), 404);
     errorBody(await built.http.app.inject({ method: 'DELETE', url: '/contract-invocations' }), 404);
+  });
+
+  test('/openapi.json names only the routes the app serves: none of the workflow instances without them, POST /workflow-events only with an event intake', async () => {
+    /** Every `METHOD /path` the document names that the app answers "no route" (its parameters filled with ids of the right form). */
+    const unserved = async (app: Built['http']['app']) => {
+      const doc = JSON.parse((await app.inject({ url: '/openapi.json' })).body) as { paths: Record<string, Record<string, unknown>> };
+      const missing: string[] = [];
+      for (const [path, operations] of Object.entries(doc.paths))
+        for (const method of Object.keys(operations)) {
+          const url = path.replace('{operationId}', `op${'0'.repeat(64)}`).replace('{instanceId}', `wf${'0'.repeat(64)}`);
+          const answer = await app.inject({ method: method.toUpperCase() as 'GET' | 'POST', url });
+          if (answer.statusCode === 404 && /^no route /.test((JSON.parse(answer.body) as { description: string }).description))
+            missing.push(`${method.toUpperCase()} ${path}`);
+        }
+      return { names: Object.keys(doc.paths), missing };
+    };
+    // This app was given no workflow instances and no event intake (createHttpApp's options).
+    const plain = await unserved(built.http.app);
+    assert.deepEqual(plain.missing, []);
+    assert.ok(plain.names.includes('/contract-invocations'));
+    const intake: CloudEventIntake = { deliver: () => Promise.reject(new Error('not delivered in this test')) };
+    const withEvents = await buildFixtureApp(fixture, new SystemClock(), { workflowEvents: intake });
+    try {
+      const served = await unserved(withEvents.http.app);
+      assert.deepEqual(served.missing, []);
+      assert.ok(served.names.includes('/workflow-events'), 'an app with an event intake names POST /workflow-events');
+    } finally {
+      await withEvents.close();
+    }
   });
 
   test('/openapi.json loads into a JSON Schema 2020-12 validator: every response schema compiles against its components', async () => {
