@@ -144,9 +144,9 @@ function addLocalCommands(program: Command, io: CliIo, setExit: (code: number) =
     .command('bundle')
     .description('contract bundles')
     .command('check')
-    .argument('<file>', 'bundle JSON file')
+    .argument('<file>', 'bundle file (JSON or YAML)')
     .option('--json', 'machine-readable output', false)
-    .description('validate a bundle (every error at once) and print its digest and interactions')
+    .description('validate a bundle (every error at once) and print its digest, subjects and interactions')
     .action(async (file: string, o) => setExit(await (await commands.bundle()).bundleCheckCommand(file, { json: o.json }, io)));
 
   const id = program.command('id').description('compute convoke identities');

@@ -5,6 +5,8 @@ import { join } from 'node:path';
 import { after, test } from 'node:test';
 import { canonicalizeCommand } from '../../src/cli/commands/canonicalize.js';
 import { idOperationCommand, idPublicationCommand } from '../../src/cli/commands/id.js';
+import { bundleCheckCommand } from '../../src/cli/commands/bundle.js';
+import { buildProgram } from '../../src/cli/main.js';
 import type { CliIo } from '../../src/cli/io.js';
 import { repoRoot } from '../support/assertions.js';
 
@@ -134,4 +136,19 @@ test('id publication: bad arguments (attempt outside 1..16, bad operation, non-t
     assert.equal(io.out, '');
     assert.equal(errorBody(io).kind, 'invalid-input');
   }
+});
+
+test('bundle check --help says what the command reads and prints: a JSON or YAML bundle; its digest, subjects and interactions', async () => {
+  const io = memoryIo();
+  assert.equal(await bundleCheckCommand(join(repoRoot(), 'examples', 'review-publish.bundle.yaml'), { json: false }, io), 0, io.err);
+  const check = buildProgram(memoryIo(), () => {})
+    .commands.find((command) => command.name() === 'bundle')
+    ?.commands.find((command) => command.name() === 'check');
+  assert.ok(check, 'convoke bundle check is registered');
+  for (const heading of ['digest', 'subjects']) {
+    assert.match(io.out, new RegExp(`^${heading} `, 'm'), `the output has a ${heading} line`);
+    assert.match(check.description(), new RegExp(`\\b${heading}\\b`), `--help names the ${heading} it prints`);
+  }
+  assert.match(check.description(), /\binteractions\b/);
+  assert.match(check.registeredArguments[0]?.description ?? '', /YAML/, 'the file argument says a YAML bundle is read too');
 });

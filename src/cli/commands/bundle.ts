@@ -1,4 +1,4 @@
-/** `convoke bundle check FILE`: validate a contract bundle and print its digest and interactions. */
+/** `convoke bundle check FILE`: validate a contract bundle and print its digest, subjects and interactions. */
 import { readBundleFile } from '../../deployment/files.js';
 import { describeCompletion } from '../../contract/completion.js';
 import type { CliIo } from '../io.js';
