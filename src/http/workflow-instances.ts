@@ -18,6 +18,8 @@ import { requireJsonContentType } from './body.js';
 import { callerHooks } from './invocations.js';
 import { errorResponseSchemas, waitMsParameter, waitQuerySchema } from './schemas.js';
 import { parseWorkflowListParameters } from '../runtime/workflow-list.js';
+import { listLimitDefault } from '../runtime/list-parameters.js';
+import { limits } from '../contract/limits.js';
 import type { WaitSlots } from '../runtime/wait-slots.js';
 
 export interface WorkflowInstanceRoutesOptions {
@@ -130,7 +132,7 @@ const listParameters = [
   { name: 'workflow', in: 'query', required: false, schema: { type: 'string', maxLength: 128 } },
   { name: 'since', in: 'query', required: false, schema: { type: 'string' }, description: 'started at or after: ms since the epoch or RFC 3339' },
   { name: 'until', in: 'query', required: false, schema: { type: 'string' }, description: 'started before: ms since the epoch or RFC 3339' },
-  { name: 'limit', in: 'query', required: false, schema: { type: 'integer', minimum: 1, maximum: 500 } },
+  { name: 'limit', in: 'query', required: false, schema: { type: 'integer', minimum: 1, maximum: limits.listLimitMax, default: listLimitDefault } },
   { name: 'cursor', in: 'query', required: false, schema: { type: 'string' } },
   { name: 'stuck', in: 'query', required: false, schema: { type: 'string', enum: ['true', 'false', 'past-timeout', 'timer-overdue', 'lease-expired'] } },
 ];

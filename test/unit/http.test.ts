@@ -24,6 +24,7 @@ import { minimalServeConfig } from '../support/config-fixtures.js';
 import { sseBlocks, sseEvent } from '../support/sse.js';
 import type { NatsTransportConfig } from '../../src/deployment/types.js';
 import type { CloudEventIntake } from '../../src/contract/cloudevents.js';
+import { openApiDocument } from '../../src/http/openapi.js';
 
 type Built = Awaited<ReturnType<typeof buildFixtureApp>>;
 
@@ -268,6 +269,18 @@ describe('HTTP facade (inject)', () => {
     } finally {
       await withEvents.close();
     }
+  });
+
+  test('/openapi.json states one limit for every list: operations and workflow instances, pages and their event streams (1 to the maximum, 50 when absent)', () => {
+    type Parameter = { name: string; schema: { minimum?: number; maximum?: number; default?: number } };
+    const doc = openApiDocument({ workflows: true, workflowEvents: false }) as { paths: Record<string, { get?: { parameters?: Parameter[] } }> };
+    const lists = ['/contract-invocations', '/contract-invocations/events', '/workflow-instances', '/workflow-instances/events'];
+    for (const path of lists)
+      assert.deepEqual(
+        doc.paths[path]?.get?.parameters?.find((p) => p.name === 'limit')?.schema,
+        { type: 'integer', minimum: 1, maximum: limits.listLimitMax, default: 50 },
+        path,
+      );
   });
 
   test('/openapi.json loads into a JSON Schema 2020-12 validator: every response schema compiles against its components', async () => {
