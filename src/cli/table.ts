@@ -323,11 +323,24 @@ export function heading(title: string, widthMax = Number.POSITIVE_INFINITY): str
  */
 export function labelled(label: string, text: string, widthMax = Number.POSITIVE_INFINITY): string {
   const indent = ' '.repeat(label.length);
-  const width = Math.max(20, widthMax - label.length);
+  const width = labelledWidth(label, widthMax);
   const lines = terminalText(text)
     .split('\n')
     .flatMap((line) => wrap(line, width));
   return lines.map((line, i) => (i === 0 ? label : indent) + line).join('\n');
+}
+
+/** The columns a labelled line's text wraps at: the width less the label, never below 20. */
+const labelledWidth = (label: string, widthMax: number) => Math.max(20, widthMax - label.length);
+
+/**
+ * An id in a labelled line's text: whole when a line of the text's column holds it, else its
+ * prefix and `…` (as wholeId in a table), which get, inspect and replay resolve. labelled then
+ * moves it whole onto a line of its own when the words before it leave no room, where an id wider
+ * than the column would be cut across two lines, neither of which a person can copy.
+ */
+export function labelledId(label: string, id: string, widthMax = Number.POSITIVE_INFINITY): string {
+  return wholeId(id).text(labelledWidth(label, widthMax));
 }
 
 /**

@@ -258,3 +258,43 @@ test('a prose last column narrower than proseWidthMin goes under its row; wide e
   // Wide enough, the detail is a column.
   assert.match(renderTable(headers, rows, 120, { proseLast: true }).split('\n')[0]!, /event +detail$/);
 });
+
+/** The ids (op/wf + hex) in a text that are neither whole nor a prefix of at least 7 hex digits and `…`: an id cut across lines. */
+function brokenIds(text: string): string[] {
+  return text
+    .split(/[\s(),:;]+/)
+    .filter((token) => /^(op|wf)[0-9a-f]+…?$/.test(token))
+    .filter((token) => !/^(op|wf)([0-9a-f]{64}|[0-9a-f]{7,}…)$/.test(token));
+}
+
+test('inspect and workflow inspect at 60, 80 and 120 columns: the id on a line of its own, whole where it fits, else a prefix; the count on the next; no id cut', async () => {
+  const targets = [
+    { args: ['inspect', operationId, '--store', store], label: 'operation', id: operationId, count: /^\d+ transitions \(guard relative to admission, ms\)$/ },
+    {
+      args: ['inspect', instanceId, '--store', store],
+      label: 'workflow instance',
+      id: instanceId,
+      count: /^\d+ transitions \(instants relative to its start, ms\)$/,
+    },
+    {
+      args: ['workflow', 'inspect', instanceId, '--store', store],
+      label: 'workflow instance',
+      id: instanceId,
+      count: /^\d+ transitions \(instants relative to its start, ms\)$/,
+    },
+  ];
+  for (const columns of [tableWidthMin, 80, 120]) {
+    for (const { args, label, id, count } of targets) {
+      const { code, out } = await run(columns, ...args);
+      assert.equal(code, 0);
+      const [first = '', second = ''] = out.split('\n');
+      const shown = first.slice(label.length + 1);
+      assert.ok(first.startsWith(`${label} `) && first.length <= columns, `${args.join(' ')} at ${columns}: ${first}`);
+      // Whole when the line holds it; else a prefix (what inspect and replay resolve), never cut onto the next line.
+      assert.ok(label.length + 1 + id.length <= columns ? shown === id : shown.endsWith('…') && id.startsWith(shown.slice(0, -1)), `at ${columns}: ${first}`);
+      assert.match(second, count, `${args.join(' ')} at ${columns}:\n${out}`);
+      assert.deepEqual(brokenIds(out), [], `${args.join(' ')} at ${columns}:\n${out}`);
+      for (const line of out.split('\n')) assert.ok(line.length <= columns, `${args.join(' ')} at ${columns}: ${line}`);
+    }
+  }
+});

@@ -26,7 +26,7 @@ import type { CliIo } from '../io.js';
 import type { StoreAuth } from '../connection.js';
 import { uniqueByPrefix } from '../typed-ids.js';
 import { isWorkflowInstanceId } from '../../workflow/ids.js';
-import { fitText, labelled, renderTable, wholeId, widthOf } from '../table.js';
+import { fitText, labelled, labelledId, renderTable, wholeId, widthOf } from '../table.js';
 import { terminalText } from '../terminal-text.js';
 
 /** The store an operator names and how it logs in (ops.ts StoreOptions: from a context or --creds). */
@@ -162,11 +162,15 @@ function renderSummary(record: WorkflowRecord, childInstances: readonly Workflow
     ...(record.status !== 'completed' && record.error ? [['error', short(record.error, 200)] as [string, string]] : []),
     ...(record.cancelReason !== null ? [['reason', record.cancelReason] as [string, string]] : []),
     ['lease', record.lease ? `${record.lease.worker} epoch ${record.lease.epoch}` : `free (last epoch ${record.leaseEpoch})`],
-    ...(parent ? [['parent', `${parent.instanceId} at ${parent.at}`] as [string, string]] : []),
-    ...Object.entries(record.children).map(([at, child]): [string, string] => ['child', `${at}: operation ${child.operationId}`]),
+    // Ids whole where a line holds them, else a prefix inspect resolves: never cut across two lines.
+    ...(parent ? [['parent', `${labelledId('parent ', parent.instanceId, widthMax)} at ${parent.at}`] as [string, string]] : []),
+    ...Object.entries(record.children).map(([at, child]): [string, string] => [
+      'child',
+      `${at}: operation ${labelledId('child ', child.operationId, widthMax)}`,
+    ]),
     ...childInstances.map((child): [string, string] => [
       'child',
-      `${child.at}: workflow instance ${child.instanceId} (${child.workflow}) ${child.status ?? 'not started'}${child.disposition ? `, released by its parent: ${child.disposition}` : ''}`,
+      `${child.at}: workflow instance ${labelledId('child ', child.instanceId, widthMax)} (${child.workflow}) ${child.status ?? 'not started'}${child.disposition ? `, released by its parent: ${child.disposition}` : ''}`,
     ]),
   ];
   // Its names, reasons and errors are the document's and the store's: labelled shows them escaped.
@@ -197,7 +201,9 @@ export async function workflowInspectCommand(typed: string, options: StoreTarget
         describe(e, originMs),
       ]),
     );
-    io.stdout.write(fitText(`workflow instance ${instanceId} — ${log.length} transitions (instants relative to its start, ms)`, widthOf(io)) + '\n');
+    // As inspect's operation: the id on a line of its own, whole where the line holds it, the count under it.
+    io.stdout.write(`${labelled('workflow instance ', labelledId('workflow instance ', instanceId, widthOf(io)), widthOf(io))}\n`);
+    io.stdout.write(fitText(`${log.length} transitions (instants relative to its start, ms)`, widthOf(io)) + '\n');
     io.stdout.write(renderTable(['rev', '+ms', 'command', 'guard', 'state', 'event', 'detail'], rows, widthOf(io), { proseLast: true }));
     if (record) io.stdout.write(renderSummary(record, childInstances, widthOf(io)));
     if (problem !== null) io.stdout.write(`\n${labelled('problem: ', problem, widthOf(io))}\n`);
