@@ -298,3 +298,15 @@ test('inspect and workflow inspect at 60, 80 and 120 columns: the id on a line o
     }
   }
 });
+
+test('get from a store at 60, 80 and 120 columns: the operation row holds the id whole where it fits, else a prefix, never cut across lines', async () => {
+  for (const columns of [tableWidthMin, 80, 120]) {
+    const { code, out } = await run(columns, 'get', operationId, '--store', store);
+    assert.equal(code, 0);
+    const row = /^operation +(\S+)$/m.exec(out)?.[1] ?? '';
+    assert.ok(row === operationId || (row.endsWith('…') && operationId.startsWith(row.slice(0, -1))), `at ${columns}:\n${out}`);
+    if (columns >= 80) assert.equal(row, operationId);
+    assert.deepEqual(brokenIds(out), [], `at ${columns}:\n${out}`);
+    for (const line of out.split('\n')) assert.ok(line.length <= columns, `at ${columns}: ${line}`);
+  }
+});

@@ -30,7 +30,7 @@ import type { CliIo } from '../io.js';
 import { passwordEnvDefault } from '../connection.js';
 import { readLogin, type LoginSource } from '../secrets.js';
 import { exitCodeOfKind, exitCodeOfReplyError, exitCodes } from '../exit-codes.js';
-import { heading, renderTable, widthOf } from '../table.js';
+import { heading, renderTable, wholeId, widthOf } from '../table.js';
 import { terminalText } from '../terminal-text.js';
 
 /** How a command client reaches the coordinators: NATS servers, user, and how it logs in. */
@@ -180,7 +180,8 @@ export function renderResult(
     ['field', 'value'],
     [
       ['status', `${status} ${status === 200 ? '(boundary reached)' : '(pending: get it later with the same principal)'}`],
-      ['operation', result.operationId],
+      // Whole where the column holds it, else a prefix get and inspect resolve: never cut across two lines.
+      ['operation', wholeId(result.operationId)],
       ['contract', `${result.contract.id}@${result.contract.version}`],
       ['interaction', result.interaction],
       ['key', result.invocationKey],
