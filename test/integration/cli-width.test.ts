@@ -310,3 +310,16 @@ test('get from a store at 60, 80 and 120 columns: the operation row holds the id
     for (const line of out.split('\n')) assert.ok(line.length <= columns, `at ${columns}: ${line}`);
   }
 });
+
+test('prune at 60 and 80 columns: every line fits, and at 60 what each row means reads under it rather than in a sliver of a column', async () => {
+  for (const columns of [tableWidthMin, 80]) {
+    const { code, out } = await run(columns, 'prune', '--store', store, '--keep', '1h', '--dry-run');
+    assert.equal(code, 0);
+    for (const line of out.split('\n')) assert.ok(line.length <= columns, `at ${columns}: ${line}`);
+    assert.match(out, /workflow\s+instances\s+begun\s+before\s+the\s+cutoff\s+examined/, out);
+  }
+  const narrow = (await run(tableWidthMin, 'prune', '--store', store, '--keep', '1h', '--dry-run')).out;
+  assert.match(narrow, /^ {4}settled \(complete\) or ended before the cutoff: the log$/m, narrow);
+  // At 80 the explanation keeps its column.
+  assert.match((await run(80, 'prune', '--store', store, '--keep', '1h', '--dry-run')).out, /^ +operations +instances +what$/m);
+});

@@ -14,7 +14,7 @@ import { invalidInput, type AdapterErrorKind } from '../../contract/errors.js';
 import { keepMsProblem, pruneOperations, PruneStopped, type InstancePruneTally, type PruneTally } from '../../runtime/retention.js';
 import { exitCodeOfKind, exitCodes } from '../exit-codes.js';
 import type { CliIo } from '../io.js';
-import { heading, renderTable, ShortId, widthOf } from '../table.js';
+import { fitText, heading, renderTable, ShortId, widthOf } from '../table.js';
 import { terminalText } from '../terminal-text.js';
 import { withStore, type StoreOptions } from './ops.js';
 
@@ -107,7 +107,8 @@ function writeTallies(io: CliIo, options: PruneOptions, tallies: { operations: P
     ['already gone', ops.gone, wf.gone, 'not found when read: removed meanwhile'],
     ['failed', ops.failures.length, wf.failures.length, 'read, replay or tombstone failed: the next prune tries again'],
   ];
-  io.stdout.write(renderTable(['', 'operations', 'instances', 'what'], rows, width));
+  // What a row means is prose: where its column would be a sliver (60 columns), it reads under its row.
+  io.stdout.write(renderTable(['', 'operations', 'instances', 'what'], rows, width, { proseLast: true }));
   const failures = [...ops.failures.map((f) => ({ id: f.operationId, ...f })), ...wf.failures.map((f) => ({ id: f.instanceId, ...f }))];
   if (failures.length > 0) {
     io.stdout.write('\n');
@@ -121,5 +122,5 @@ function writeTallies(io: CliIo, options: PruneOptions, tallies: { operations: P
     if (failures.length > 20) io.stdout.write(`… and ${failures.length - 20} more (--json lists them all)\n`);
   }
   const examined = `${ops.examined} operations and ${wf.examined} workflow instances begun before the cutoff examined`;
-  io.stdout.write(`\n${examined}${interrupted ? '; interrupted: the rest were not' : ''}\n`);
+  io.stdout.write(`\n${fitText(`${examined}${interrupted ? '; interrupted: the rest were not' : ''}`, width)}`);
 }
