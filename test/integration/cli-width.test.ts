@@ -323,3 +323,17 @@ test('prune at 60 and 80 columns: every line fits, and at 60 what each row means
   // At 80 the explanation keeps its column.
   assert.match((await run(80, 'prune', '--store', store, '--keep', '1h', '--dry-run')).out, /^ +operations +instances +what$/m);
 });
+
+test('demo (an operation, a pipeline) at 60, 80 and 120 columns: no id is cut across lines, the operation whole where it fits', async () => {
+  for (const columns of [tableWidthMin, 80, 120]) {
+    for (const scenario of ['default', 'pipeline']) {
+      const { code, out } = await run(columns, 'demo', '--scenario', scenario);
+      assert.equal(code, 0);
+      for (const line of out.split('\n')) assert.ok(line.length <= columns, `${scenario} at ${columns}: ${line}`);
+      assert.deepEqual(brokenIds(out), [], `${scenario} at ${columns}:\n${out}`);
+      if (scenario === 'default' && columns >= 80) assert.match(out, /^operation op[0-9a-f]{64}$/m, out);
+      // The log's heading reads as one line, its instance named on the instance line above it.
+      if (scenario === 'pipeline') assert.match(out, /^the instance's log: \d+ transitions$/m, `at ${columns}:\n${out}`);
+    }
+  }
+});

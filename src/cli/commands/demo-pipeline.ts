@@ -146,7 +146,8 @@ function renderPipelineDemo(
     widthMax,
   );
   out += '\n' + renderInstance(instance, widthMax);
-  out += '\n' + fitText(`the workflow's log (stream of ${instance.instanceId}): ${log.length} transitions`, widthMax);
+  // The instance is named on its line above: repeated here, its id wrapped the heading mid-phrase at 80 columns.
+  out += '\n' + fitText(`the instance's log: ${log.length} transitions`, widthMax);
   const startedAt = log[0]?.committedAtMs ?? 0;
   log.forEach((stored, index) => {
     const events = stored.transition.events.map((event) => describe(event as { type: string; at?: string })).join(', ');

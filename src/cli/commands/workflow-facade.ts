@@ -20,7 +20,7 @@ import { exitCodeOfReplyError, exitCodes } from '../exit-codes.js';
 import { natsClientOf, natsPrincipalOptions, nonNegativeInteger, workflowCommand } from '../options.js';
 import type { NatsClientOptions } from './invoke.js';
 import type { ReducedWorkflowInstance } from '../../nats-api/omitted.js';
-import { labelled, widthOf } from '../table.js';
+import { labelled, labelledId, widthOf } from '../table.js';
 import { terminalText } from '../terminal-text.js';
 
 export interface WorkflowClientOptions extends NatsClientOptions {
@@ -93,22 +93,24 @@ async function sendAndReport(
  * wrapped to `widthMax` under its label.
  */
 export function renderInstance(instance: WorkflowInstance | ReducedWorkflowInstance, widthMax = Number.POSITIVE_INFINITY, leftOut?: string): string {
+  // Ids whole where a line holds them, else a prefix inspect resolves: never cut across two lines.
+  const id = (text: string) => labelledId(' '.repeat(11), text, widthMax);
   const lines: [string, string][] = [
-    ['instance', instance.instanceId],
+    ['instance', id(instance.instanceId)],
     ['workflow', `${instance.workflow} (${instance.bundle.id}@${instance.bundle.version})`],
     ['status', `${instance.status}${instance.currentTask ? ` (running ${instance.currentTask.name} at ${instance.currentTask.at})` : ''}`],
   ];
   for (const stage of instance.stages ?? []) {
     const d = stage.decision;
     const decision = d ? `${d.outcome} (${d.reason}: ${d.successVotes} of ${d.threshold} needed, ${d.units} asked)` : 'undecided';
-    lines.push(['stage', `${stage.stage}: ${stage.operationId} decision ${decision}, settlement ${stage.settlement?.status ?? 'unknown'}`]);
+    lines.push(['stage', `${stage.stage}: ${id(stage.operationId)} decision ${decision}, settlement ${stage.settlement?.status ?? 'unknown'}`]);
   }
   // Older servers' answers lack the links.
-  if (instance.parent) lines.push(['parent', `${instance.parent.instanceId} at ${instance.parent.at}`]);
+  if (instance.parent) lines.push(['parent', `${id(instance.parent.instanceId)} at ${instance.parent.at}`]);
   for (const child of instance.childInstances ?? [])
     lines.push([
       'child',
-      `${child.at}: ${child.instanceId} (${child.workflow}) ${child.status ?? 'not started'}${child.disposition ? `, released by its parent: ${child.disposition}` : ''}`,
+      `${child.at}: ${id(child.instanceId)} (${child.workflow}) ${child.status ?? 'not started'}${child.disposition ? `, released by its parent: ${child.disposition}` : ''}`,
     ]);
   if (instance.status === 'completed' && 'output' in instance) lines.push(['output', JSON.stringify(instance.output)]);
   if (instance.error) lines.push(['error', JSON.stringify(instance.error)]);
