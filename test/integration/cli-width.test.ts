@@ -337,3 +337,13 @@ test('demo (an operation, a pipeline) at 60, 80 and 120 columns: no id is cut ac
     }
   }
 });
+
+test("bundle check at 60 and 80 columns: the digest and subjects wrap under their value's column, never back to the margin", async () => {
+  for (const columns of [tableWidthMin, 80]) {
+    const { code, out } = await run(columns, 'bundle', 'check', join(repoRoot, 'examples', 'review.bundle.json'));
+    assert.equal(code, 0);
+    const head = out.split('\n\n')[0]!.split('\n');
+    assert.ok(head.length > 3, `wraps at ${columns}:\n${out}`);
+    for (const line of head) assert.match(line, /^(contract |digest {3}|subjects | {9})\S/, `at ${columns}:\n${out}`);
+  }
+});

@@ -2,7 +2,7 @@
 import { readBundleFile } from '../../deployment/files.js';
 import { describeCompletion } from '../../contract/completion.js';
 import type { CliIo } from '../io.js';
-import { fitText, renderTable, widthOf } from '../table.js';
+import { fitText, labelled, renderTable, widthOf } from '../table.js';
 
 export async function bundleCheckCommand(file: string, options: { json: boolean }, io: CliIo): Promise<number> {
   const compiled = await readBundleFile(file);
@@ -15,12 +15,15 @@ export async function bundleCheckCommand(file: string, options: { json: boolean 
     );
     return 0;
   }
-  io.stdout.write(
-    fitText(
-      `contract ${compiled.ref.id}@${compiled.ref.version}\ndigest   ${compiled.digest}\nsubjects ${compiled.bundle.subjectNamespace}.<interaction>.<operation>.{request,result,claim,cancel,cancel-result}.<peer>\n`,
-      widthOf(io),
-    ),
-  );
+  // Each wrapped under its value's column (labelled), as workflow validate prints a bundle's: wrapped
+  // as prose, the digest and subjects went on at the margin, under the labels.
+  const subjects = `${compiled.bundle.subjectNamespace}.<interaction>.<operation>.{request,result,claim,cancel,cancel-result}.<peer>`;
+  const head: [string, string][] = [
+    ['contract ', `${compiled.ref.id}@${compiled.ref.version}`],
+    ['digest   ', compiled.digest],
+    ['subjects ', subjects],
+  ];
+  io.stdout.write(`${head.map(([label, text]) => labelled(label, text, widthOf(io))).join('\n')}\n\n`);
   const rows = [...compiled.interactions.values()].map((i) => {
     const s = i.spec;
     const audience = 'group' in s.audience ? `group ${s.audience.group}` : `peers ${s.audience.peers.join(',')}`;
