@@ -17,7 +17,7 @@ const errorMeaning: Record<(typeof errorStatuses)[number], string> = {
   409: 'conflict (the invocationKey is bound to a different interaction or input) or protocol-conflict',
   410: 'expired (the invocation key is tombstoned or admission ran out of its budget)',
   413: 'the body exceeds the configured limit',
-  415: 'the body is not application/json (UTF-8)',
+  415: 'the body is not application/json (UTF-8), or the request names a content-encoding other than identity',
   422: 'unsupported (the contract digest is not deployed here, a capability is missing, or, for cancel, the interaction does not declare caller cancellation)',
   500: 'internal error; the outcome is unknown: retry with the same invocationKey or GET the operation',
   503: "unavailable (store or policy unavailable, the server shutting down, or a new invocation past the principal's admission rate, with Retry-After in seconds); retry idempotently",
@@ -130,7 +130,33 @@ export interface ServedRoutes {
 }
 
 export function openApiDocument(served: ServedRoutes): object {
-  return withoutSchemaIds(document(served)) as object;
+  return withoutSchemaIds(withRequestRefusals(document(served))) as object;
+}
+
+type Operations = Record<string, { responses: Record<string, object> }>;
+
+/**
+ * What a route answers before its own handler runs, added to each operation that does not
+ * document it itself. Every route, whatever it reads: two authorization headers are 400 and a
+ * content-encoding other than identity is 415 (app.ts's onRequest hook, body.ts's
+ * checkRequestHeaders). Every POST reads a body sent with it — a cancel, which needs none, too — so
+ * one larger than the route's bound is 413 and one not JSON is 415.
+ */
+function withRequestRefusals(built: object): object {
+  const { paths, ...rest } = built as { paths: Record<string, Operations> };
+  const headerRefusal = { description: 'invalid-input: the request carries two authorization headers', content: json(ref('AdapterError')) };
+  const withRefusals = Object.fromEntries(
+    Object.entries(paths).map(([path, operations]) => [
+      path,
+      Object.fromEntries(
+        Object.entries(operations).map(([method, operation]) => {
+          const added = { '400': headerRefusal, ...errorResponses(method === 'post' ? [413, 415] : [415]) };
+          return [method, { ...operation, responses: { ...added, ...operation.responses } }];
+        }),
+      ),
+    ]),
+  );
+  return { ...rest, paths: withRefusals };
 }
 
 /**

@@ -91,7 +91,7 @@ export const workflowEventPaths = {
             'larger than limits.cloudEventBytesMax, or than the store records in one transition with what a listen records beside it; nothing was taken',
           content: adapterErrorBody,
         },
-        '415': { description: 'content-type must be application/cloudevents+json', content: adapterErrorBody },
+        '415': { description: 'content-type must be application/cloudevents+json (UTF-8), and content-encoding identity', content: adapterErrorBody },
         '500': {
           description: 'internal error; whether an instance took it is unknown: send it again (an instance that took it answers it taken)',
           content: adapterErrorBody,

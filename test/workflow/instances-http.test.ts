@@ -3,7 +3,8 @@
  * store (contract calls in-process): start (200 when finished within the wait, 202 while running),
  * the same key and input find the same instance, a different input is 409, another principal gets
  * 404, cancel is 422 unless the bundle declares caller cancellation; each instance rebuilt from its
- * log gives the same view as the live one; the routes are in the OpenAPI document; an event stream
+ * log gives the same view as the live one; the routes are in the OpenAPI document, and every route's
+ * refusals of its headers or body are statuses its operation there documents; an event stream
  * whose client left before it opened holds none of the principal's streams, and one whose refresh
  * failed with a bug tells its client "internal error", never the bug's message; one following an
  * instance of many steps sends updates whose size does not grow with the steps before them, and
@@ -13,7 +14,7 @@
 import { sseBlocks, sseEvent } from '../support/sse.js';
 import assert from 'node:assert/strict';
 import { once } from 'node:events';
-import { get, type IncomingMessage } from 'node:http';
+import { get, request, type IncomingMessage } from 'node:http';
 import { connect, type Socket } from 'node:net';
 import { after, before, test } from 'node:test';
 import { Ajv } from 'ajv';
@@ -246,6 +247,61 @@ test('the OpenAPI document lists the workflow instance routes, the console’s i
   ];
   for (const path of routes) assert.ok(paths[path], path);
   assert.ok(((document.body.components as JsonObject).schemas as JsonObject).WorkflowInstance);
+});
+
+/** One request over the socket with headers as written (a header may be named twice), and its host; its status and body. */
+function rawRequest(method: string, path: string, headers: string[], body = ''): Promise<{ status: number; body: string }> {
+  const { hostname, port } = new URL(hosted.server.url);
+  return new Promise((resolve, reject) => {
+    const sent = request(
+      { host: hostname, port, method, path, headers: ['host', `${hostname}:${port}`, ...headers, 'content-length', String(Buffer.byteLength(body))] },
+      (answer) => {
+        let text = '';
+        answer.setEncoding('utf8');
+        answer.on('data', (chunk: string) => (text += chunk));
+        answer.on('end', () => resolve({ status: answer.statusCode ?? 0, body: text }));
+      },
+    );
+    sent.on('error', reject);
+    sent.end(body);
+  });
+}
+
+test('every route answers a refusal of its headers or of its body with a status its OpenAPI operation documents', async () => {
+  const document = (await call('GET', '/openapi.json', undefined)).body as { paths: Record<string, Record<string, { responses: JsonObject }>> };
+  const id = (await start(fixture.tokens.alice, 'slow', 'documented-refusals', {}, 0)).body.instanceId as string;
+  const bearer = ['authorization', `Bearer ${fixture.tokens.alice}`];
+  // What every route refuses before it reads anything (two readings of the caller, a body it would not read as sent),
+  // and what a route that reads a JSON body refuses of the body: a cancel's too, which needs none but reads one sent.
+  const refusals: { what: string; headers: string[]; body?: string; applies(method: string, path: string): boolean }[] = [
+    { what: 'two authorization headers', headers: ['authorization', 'Bearer one', 'authorization', 'Bearer two'], applies: () => true },
+    { what: 'a content-encoding other than identity', headers: [...bearer, 'content-encoding', 'gzip'], applies: () => true },
+    {
+      what: 'a body that is not JSON',
+      headers: [...bearer, 'content-type', 'text/plain'],
+      body: 'cancel',
+      applies: (method, path) => method === 'post' && path !== '/workflow-events',
+    },
+    {
+      what: 'a body over http.bodyLimitBytes',
+      headers: [...bearer, 'content-type', 'application/json'],
+      body: JSON.stringify({ pad: 'x'.repeat(64 * 1024) }),
+      applies: (method, path) => method === 'post' && path !== '/workflow-events',
+    },
+  ];
+  const problems: string[] = [];
+  for (const [template, operations] of Object.entries(document.paths)) {
+    const path = template.replace('{instanceId}', id).replace('{operationId}', `op${'0'.repeat(64)}`);
+    for (const [method, operation] of Object.entries(operations)) {
+      for (const refusal of refusals.filter((r) => r.applies(method, template))) {
+        const answer = await rawRequest(method.toUpperCase(), path, refusal.headers, refusal.body);
+        assert.ok(answer.status >= 400 && answer.status < 500, `${method} ${template}, ${refusal.what}: ${answer.status} ${answer.body}`);
+        if (!operation.responses[String(answer.status)])
+          problems.push(`${method} ${template} answers ${refusal.what} ${answer.status}; it documents ${Object.keys(operation.responses).join(', ')}`);
+      }
+    }
+  }
+  assert.deepEqual(problems, []);
 });
 
 test('GET /workflow-instances lists the caller its own instances and an operator every one; filters, cursor, stuck; /transitions shows the record and log to its principal or an operator', async () => {
