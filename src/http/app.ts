@@ -61,6 +61,16 @@ export const keepAliveTimeoutMs = 5_000;
 /** Socket inactivity allowed beyond the longest wait (a waiting request sends nothing) and beyond an idle event stream's heartbeat. */
 const connectionIdleMarginMs = 15_000;
 
+/** The server options no setting changes. */
+const fixedServerOptions = {
+  // Fastify's own 503 body is not an AdapterError; the onRequest hook answers instead.
+  return503OnClosing: false,
+  forceCloseConnections: 'idle',
+  // Node would answer an HTTP/1.1 request without a host header itself, with an empty 400 that is no AdapterError
+  // and carries none of the protective headers; checkRequestHeaders refuses it instead, as it refuses two.
+  http: { requireHostHeader: false },
+} as const;
+
 export function createHttpApp(options: HttpAppOptions): HttpApp {
   const { settings } = options;
   const onInternalError = options.onInternalError ?? (() => {});
@@ -84,9 +94,7 @@ export function createHttpApp(options: HttpAppOptions): HttpApp {
     connectionTimeout: Math.max(settings.waitMsMax, settings.events.heartbeatMs) + connectionIdleMarginMs,
     requestTimeout: settings.requestTimeoutMs,
     keepAliveTimeout: keepAliveTimeoutMs,
-    // Fastify's own 503 body is not an AdapterError; the onRequest hook below answers instead.
-    return503OnClosing: false,
-    forceCloseConnections: 'idle',
+    ...fixedServerOptions,
     frameworkErrors: (error, _request, target) => {
       void mapError(error, target);
     },
@@ -108,7 +116,7 @@ export function createHttpApp(options: HttpAppOptions): HttpApp {
     target.header('connection', 'close');
     throw unavailable('the server is shutting down; retry against another instance or later');
   });
-  app.addHook('onRequest', async (request) => checkRequestHeaders(request.raw.rawHeaders));
+  app.addHook('onRequest', async (request) => checkRequestHeaders(request.raw.rawHeaders, request.raw.httpVersion));
   // Every answer, errors included; a route that set its own (the console's policy) keeps it.
   app.addHook('onSend', async (_request, target, payload) => {
     for (const [name, value] of Object.entries(protectiveHeaders)) if (!target.hasHeader(name)) target.header(name, value);

@@ -137,14 +137,18 @@ type Operations = Record<string, { responses: Record<string, object> }>;
 
 /**
  * What a route answers before its own handler runs, added to each operation that does not
- * document it itself. Every route, whatever it reads: two authorization headers are 400 and a
+ * document it itself. Every route, whatever it reads: two authorization headers, two host headers
+ * or an HTTP/1.1 request without one are 400, and a
  * content-encoding other than identity is 415 (app.ts's onRequest hook, body.ts's
  * checkRequestHeaders). Every POST reads a body sent with it — a cancel, which needs none, too — so
  * one larger than the route's bound is 413 and one not JSON is 415.
  */
 function withRequestRefusals(built: object): object {
   const { paths, ...rest } = built as { paths: Record<string, Operations> };
-  const headerRefusal = { description: 'invalid-input: the request carries two authorization headers', content: json(ref('AdapterError')) };
+  const headerRefusal = {
+    description: 'invalid-input: the request carries two authorization headers, or two host headers (none, in HTTP/1.1)',
+    content: json(ref('AdapterError')),
+  };
   const withRefusals = Object.fromEntries(
     Object.entries(paths).map(([path, operations]) => [
       path,

@@ -4,7 +4,8 @@
  * the same key and input find the same instance, a different input is 409, another principal gets
  * 404, cancel is 422 unless the bundle declares caller cancellation; each instance rebuilt from its
  * log gives the same view as the live one; the routes are in the OpenAPI document, and every route's
- * refusals of its headers or body are statuses its operation there documents; an event stream
+ * refusals of its headers or body are statuses its operation there documents (an HTTP/1.1 request
+ * without a host header, or with two, among them: a 400 AdapterError, nothing started); an event stream
  * whose client left before it opened holds none of the principal's streams, and one whose refresh
  * failed with a bug tells its client "internal error", never the bug's message; one following an
  * instance of many steps sends updates whose size does not grow with the steps before them, and
@@ -266,6 +267,47 @@ function rawRequest(method: string, path: string, headers: string[], body = ''):
     sent.end(body);
   });
 }
+
+test('an HTTP/1.1 start without a host header, or with two, is 400 with an AdapterError body and the protective headers; nothing is started', async () => {
+  const { hostname, port } = new URL(hosted.server.url);
+  const body = JSON.stringify({ bundle: { ...fixture.bundle }, workflow: 'slow', invocationKey: 'hostless', input: {}, waitMs: 0 });
+  /** One request written as raw bytes (a client library adds the host header, and refuses two); its status, headers and body. */
+  const raw = (version: string, hostLines: string[]) =>
+    new Promise<{ status: number; head: string; body: string }>((resolve, reject) => {
+      const socket = connect(Number(port), hostname);
+      let answer = '';
+      socket.on('data', (chunk) => (answer += chunk.toString('utf8')));
+      socket.on('error', reject);
+      socket.on('close', () => {
+        const split = answer.indexOf('\r\n\r\n');
+        resolve({ status: Number(/^HTTP\/1\.1 (\d{3})/.exec(answer)?.[1]), head: answer.slice(0, split).toLowerCase(), body: answer.slice(split + 4) });
+      });
+      const lines = [
+        `POST /workflow-instances HTTP/${version}`,
+        ...hostLines,
+        `authorization: Bearer ${fixture.tokens.alice}`,
+        'connection: close',
+        'content-type: application/json',
+        `content-length: ${Buffer.byteLength(body)}`,
+      ];
+      socket.end(`${lines.join('\r\n')}\r\n\r\n${body}`);
+    });
+  // RFC 9112 §3.2: a server answers 400 to an HTTP/1.1 request without a host header, and to any with two.
+  for (const [hostLines, description] of [
+    [[], 'an HTTP/1.1 request carries a host header (RFC 9112 §3.2)'],
+    [[`host: ${hostname}`, 'host: elsewhere.example'], 'a request carries one host header, not 2 (RFC 9112 §3.2)'],
+  ] as const) {
+    const answer = await raw('1.1', [...hostLines]);
+    assert.equal(answer.status, 400, `${answer.head}\n${answer.body}`);
+    assert.deepEqual(JSON.parse(answer.body), { kind: 'invalid-input', description });
+    assert.match(answer.head, /\r\nx-content-type-options: nosniff\r\n/);
+  }
+  const instanceId = workflowInstanceId('alice', fixture.bundle.digest, 'slow', 'hostless');
+  assert.equal((await call('GET', `/workflow-instances/${instanceId}`, fixture.tokens.alice)).status, 404, 'nothing was started');
+  // HTTP/1.0 has no host header to require.
+  const older = await raw('1.0', []);
+  assert.equal(older.status, 202, older.body);
+});
 
 test('every route answers a refusal of its headers or of its body with a status its OpenAPI operation documents', async () => {
   const document = (await call('GET', '/openapi.json', undefined)).body as { paths: Record<string, Record<string, { responses: JsonObject }>> };
