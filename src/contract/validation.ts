@@ -4,13 +4,25 @@ import { invalidInput } from './errors.js';
 
 export const ajv = new Ajv({ allErrors: true, strict: false, allowUnionTypes: true, discriminator: true });
 
-/** Every ajv error, each as `<pointer> <message>`, joined: a bad document learns all its faults at once. */
+/** A refused property name as a description quotes it: its first 64 characters (a name may be as long as a body). */
+const shownName = (name: string): string => JSON.stringify(name.length > 64 ? `${name.slice(0, 64)}…` : name);
+
+/**
+ * Every ajv error, each as `<pointer> <message>`, joined: a bad document learns all its faults at
+ * once. A property's name that fails `propertyNames` is not in the pointer (it points at the
+ * object), so the name is said: `(root) property name "Amount" must match pattern …`; ajv's
+ * summary beside it ("property name must be valid") is left out when the name's own failure says more.
+ */
 export function describeErrors(errors: ErrorObject[] | null | undefined): string {
   if (!errors || errors.length === 0) return 'invalid';
+  const namedFailures = new Set(errors.flatMap((e) => (e.propertyName === undefined ? [] : [`${e.instancePath}\u0000${e.propertyName}`])));
   return errors
+    .filter((e) => e.keyword !== 'propertyNames' || !namedFailures.has(`${e.instancePath}\u0000${(e.params as { propertyName: string }).propertyName}`))
     .map((e) => {
       const where = e.instancePath === '' ? '(root)' : e.instancePath;
       const extra = e.keyword === 'additionalProperties' ? ` "${(e.params as { additionalProperty: string }).additionalProperty}"` : '';
+      if (e.keyword === 'propertyNames') return `${where} property name ${shownName((e.params as { propertyName: string }).propertyName)} must be valid`;
+      if (e.propertyName !== undefined) return `${where} property name ${shownName(e.propertyName)} ${e.message ?? e.keyword}`;
       return `${where} ${e.message ?? e.keyword}${extra}`;
     })
     .join('; ');

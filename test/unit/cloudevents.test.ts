@@ -1,6 +1,7 @@
 /**
  * A CloudEvent's `time` names an instant (RFC 3339): its form and its calendar — a month of the
- * year, a day of that month, an hour, minute and second of the day, an offset within a day.
+ * year, a day of that month, an hour, minute and second of the day, an offset within a day. An
+ * attribute whose name the JSON format does not allow is refused by its name.
  */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
@@ -24,4 +25,13 @@ test("a CloudEvent's time is taken when it names an instant, refused when its fo
   }
   // The form alone is still RFC 3339's: a space for the T, or no offset, is refused.
   for (const time of ['2026-12-06 08:00:00Z', '2026-12-06T08:00:00']) assert.ok(cloudEventProblem(event(time))?.includes('/time'), time);
+});
+
+test('an attribute whose name the JSON format does not allow is refused by its name', () => {
+  for (const name of ['Amount', 'a_b', 'averyveryverylongattributename']) {
+    const problem = cloudEventProblem({ ...event('2026-12-06T08:00:00Z'), [name]: 'x' });
+    assert.equal(problem, `(root) property name ${JSON.stringify(name)} must match pattern "^(?:[a-z0-9]{1,20}|data_base64)$"`, name);
+  }
+  const two = cloudEventProblem({ ...event('2026-12-06T08:00:00Z'), Amount: 'x', 'a.b': 'y' });
+  assert.match(two ?? '', /property name "Amount" must match .*; \(root\) property name "a\.b" must match/);
 });
