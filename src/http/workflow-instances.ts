@@ -16,7 +16,7 @@ import type { AuthenticateSession } from './auth.js';
 import type { Clock } from '../contract/clock.js';
 import { requireJsonContentType } from './body.js';
 import { callerHooks } from './invocations.js';
-import { errorResponseSchemas, waitMsParameter, waitQuerySchema } from './schemas.js';
+import { errorResponseSchemas, listQuerySchema, waitMsParameter, waitQuerySchema } from './schemas.js';
 import { parseWorkflowListParameters } from '../runtime/workflow-list.js';
 import { listLimitDefault } from '../runtime/list-parameters.js';
 import { limits } from '../contract/limits.js';
@@ -82,8 +82,10 @@ export function registerWorkflowInstanceRoutes(app: FastifyInstance, options: Wo
   });
 
   // The caller's own instances (every principal's for an operator), from the workflow instances index.
-  app.get<{ Querystring: Record<string, string> }>('/workflow-instances', { onRequest: authenticate }, async (request) =>
-    workflows.list(callerOf(request).principalId, parseWorkflowListParameters(request.query)),
+  app.get<{ Querystring: Record<string, string> }>(
+    '/workflow-instances',
+    { schema: { querystring: listQuerySchema }, onRequest: authenticate },
+    async (request) => workflows.list(callerOf(request).principalId, parseWorkflowListParameters(request.query)),
   );
 
   app.get<{ Params: InstanceParams; Querystring: { waitMs?: string } }>(

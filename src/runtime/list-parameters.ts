@@ -31,7 +31,12 @@ export function commonListParameters<Reason extends string>(
   validCursor: (cursor: string) => boolean,
   problems: string[],
 ): CommonListRequest<Reason> {
-  for (const name of Object.keys(raw)) if (!known.includes(name)) problems.push(`unknown parameter "${name}" (known: ${known.join(', ')})`);
+  const unknown = Object.keys(raw).filter((name) => !known.includes(name));
+  if (unknown.length > 0) {
+    const named = unknown.slice(0, unknownNamedMax).map(quoted).join(', ');
+    const more = unknown.length > unknownNamedMax ? ` and ${unknown.length - unknownNamedMax} more` : '';
+    problems.push(`unknown parameter${unknown.length > 1 ? 's' : ''} ${named}${more} (known: ${known.join(', ')})`);
+  }
   const request: CommonListRequest<Reason> = { limit: listLimitDefault };
   const sinceMs = instantOf('since', raw.since, problems);
   const untilMs = instantOf('until', raw.until, problems);
@@ -40,7 +45,7 @@ export function commonListParameters<Reason extends string>(
   if (sinceMs !== undefined && untilMs !== undefined && sinceMs >= untilMs) problems.push('since must be before until');
   const limit = integerOf(raw.limit);
   if (raw.limit !== undefined && (limit === undefined || limit < 1 || limit > limits.listLimitMax))
-    problems.push(`limit must be an integer from 1 to ${limits.listLimitMax} (got ${JSON.stringify(raw.limit)})`);
+    problems.push(`limit must be an integer from 1 to ${limits.listLimitMax} (got ${quoted(raw.limit)})`);
   else if (limit !== undefined) request.limit = limit;
   if (raw.cursor !== undefined) {
     if (typeof raw.cursor === 'string' && validCursor(raw.cursor)) request.cursor = raw.cursor;
@@ -49,6 +54,25 @@ export function commonListParameters<Reason extends string>(
   const stuck = stuckOf(raw.stuck, stuckReasons, problems);
   if (stuck !== undefined) request.stuck = stuck;
   return request;
+}
+
+/** The unknown parameters a refusal names (the rest are counted): a caller decides how many it sends. */
+const unknownNamedMax = 5;
+/** The characters of a given value a refusal quotes: a caller decides how long it is. */
+const quotedCharactersMax = 60;
+
+/**
+ * A value a caller gave, as a refusal quotes it: its JSON, cut to its first quotedCharactersMax
+ * characters (and `…`, then its length) when longer, so that what a refusal echoes back is bounded
+ * whatever the caller sent (a query string, a NATS command's body, the CLI's options).
+ */
+export function quoted(value: unknown): string {
+  if (typeof value === 'string')
+    return value.length <= quotedCharactersMax
+      ? JSON.stringify(value)
+      : `${JSON.stringify(value.slice(0, quotedCharactersMax)).slice(0, -1)}…" (${value.length} characters)`;
+  const json = JSON.stringify(value) ?? String(value);
+  return json.length <= quotedCharactersMax ? json : `${json.slice(0, quotedCharactersMax)}… (${json.length} characters of JSON)`;
 }
 
 export function integerOf(value: unknown): number | undefined {
@@ -67,7 +91,7 @@ export function instantOf(name: string, value: unknown, problems: string[]): num
   if (value === undefined) return undefined;
   const ms = integerOf(value) ?? (typeof value === 'string' && rfc3339.test(value) ? Date.parse(value) : undefined);
   if (ms === undefined || !Number.isSafeInteger(ms)) {
-    problems.push(`${name} must be milliseconds since the epoch or an RFC 3339 timestamp such as 2026-01-31T12:00:00Z (got ${JSON.stringify(value)})`);
+    problems.push(`${name} must be milliseconds since the epoch or an RFC 3339 timestamp such as 2026-01-31T12:00:00Z (got ${quoted(value)})`);
     return undefined;
   }
   return ms;
@@ -77,7 +101,7 @@ function stuckOf<Reason extends string>(value: unknown, reasons: readonly Reason
   if (value === undefined || value === false || value === 'false') return undefined;
   if (value === true || value === 'true') return true;
   if (typeof value === 'string' && (reasons as readonly string[]).includes(value)) return value as Reason;
-  problems.push(`stuck must be true, false or a reason (${reasons.join(', ')}) (got ${JSON.stringify(value)})`);
+  problems.push(`stuck must be true, false or a reason (${reasons.join(', ')}) (got ${quoted(value)})`);
   return undefined;
 }
 

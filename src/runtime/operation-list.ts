@@ -17,7 +17,7 @@ import {
 } from '../events/operation-index.js';
 import type { DecisionOutcome, OperationPhase, SettlementStatus } from '../events/types.js';
 import type { OperationIndexStore } from '../adapters/store/types.js';
-import { commonListParameters, cursorCodec, type CommonListRequest } from './list-parameters.js';
+import { commonListParameters, cursorCodec, quoted, type CommonListRequest } from './list-parameters.js';
 
 export { instantOf, integerOf, listLimitDefault } from './list-parameters.js';
 
@@ -54,7 +54,7 @@ export function parseListParameters(raw: Readonly<Record<string, unknown>>): Lis
     const value = raw[name];
     if (value === undefined) return undefined;
     if (typeof value === 'string' && (allowed as readonly string[]).includes(value)) return value as T;
-    problems.push(`${name} must be one of ${allowed.join(', ')} (got ${JSON.stringify(value)})`);
+    problems.push(`${name} must be one of ${allowed.join(', ')} (got ${quoted(value)})`);
     return undefined;
   };
   const assign = <K extends keyof ListRequest>(key: K, value: ListRequest[K] | undefined) => {

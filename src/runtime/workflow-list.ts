@@ -18,7 +18,7 @@ import {
   type WorkflowStuckReason,
 } from '../events/workflow-index.js';
 import type { WorkflowIndexStore } from '../adapters/store/types.js';
-import { commonListParameters, cursorCodec, type CommonListRequest } from './list-parameters.js';
+import { commonListParameters, cursorCodec, quoted, type CommonListRequest } from './list-parameters.js';
 
 /** What a caller asks for, already checked; visibility is decided by the caller's principal. */
 export interface WorkflowListRequest extends Omit<WorkflowIndexQuery, 'principalId' | 'stuck' | 'after'>, CommonListRequest<WorkflowStuckReason> {}
@@ -50,7 +50,7 @@ export function parseWorkflowListParameters(raw: Readonly<Record<string, unknown
   );
   if (raw.status !== undefined) {
     if (typeof raw.status === 'string' && (workflowStatuses as readonly string[]).includes(raw.status)) request.status = raw.status as WorkflowStatus;
-    else problems.push(`status must be one of ${workflowStatuses.join(', ')} (got ${JSON.stringify(raw.status)})`);
+    else problems.push(`status must be one of ${workflowStatuses.join(', ')} (got ${quoted(raw.status)})`);
   }
   if (raw.workflow !== undefined) {
     if (isWorkflowName(raw.workflow)) request.workflowName = raw.workflow;

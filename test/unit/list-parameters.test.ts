@@ -55,3 +55,25 @@ test('list parameters: the shared ones are checked alike for both lists, every p
   assert.equal(parseListParameters({ stuck: 'lease-expired' }).stuck, 'lease-expired');
   invalid(() => parseWorkflowListParameters({ stuck: 'outbox-pending' }), /stuck must be/);
 });
+
+test('list parameters: a refusal quotes what it was given only in part, however much a caller sends, and names every problem still', () => {
+  const long = 'x'.repeat(8000);
+  const many = Object.fromEntries(Array.from({ length: 200 }, (_, i) => [`${long.slice(0, 300)}${i}`, '1']));
+  for (const parse of [parseListParameters, parseWorkflowListParameters]) {
+    for (const raw of [{ limit: long }, { since: long, until: long, stuck: long }, { [long]: '1' }, many]) {
+      assert.throws(
+        () => parse(raw),
+        (error: unknown) => error instanceof AdapterError && error.kind === 'invalid-input' && error.message.length < 2048,
+        `${Object.keys(raw).length} parameters, ${JSON.stringify(raw).length} characters`,
+      );
+    }
+    invalid(() => parse({ limit: long }), /^invalid-input: list parameters: limit must be an integer from 1 to \d+ \(got "x{60}…" \(8000 characters\)\)$/);
+    invalid(() => parse(many), /unknown parameters "x{60}…" \(301 characters\), "x{60}…" \(301 characters\), .* and 195 more \(known: /);
+    invalid(
+      () => parse({ since: long, limit: '0', colour: 'red' }),
+      /unknown parameter "colour".*since must be.*limit must be an integer from 1 to \d+ \(got "0"\)/,
+    );
+  }
+  invalid(() => parseWorkflowListParameters({ status: long }), /status must be one of .* \(got "x{60}…" \(8000 characters\)\)$/);
+  invalid(() => parseListParameters({ phase: long }), /phase must be one of .* \(got "x{60}…" \(8000 characters\)\)$/);
+});

@@ -379,6 +379,10 @@ test('GET /workflow-instances lists the caller its own instances and an operator
   assert.equal(bad.status, 400);
   assert.match(String(bad.body.description), /status must be one of/);
   assert.match(String(bad.body.description), /unknown parameter "color"/);
+  // What a refusal echoes is bounded, whatever a caller sends: each value to 256 characters, as the operations list's.
+  const long = await call('GET', `/workflow-instances?limit=${'9'.repeat(4000)}&${'q'.repeat(4000)}=1`, fixture.tokens.alice);
+  assert.equal(long.status, 400);
+  assert.ok(String(long.body.description).length < 1024, `a ${String(long.body.description).length}-character description`);
   assert.equal((await call('GET', '/workflow-instances', undefined)).status, 401);
 
   assert.equal((await call('GET', `/workflow-instances/${mineId}/transitions`, fixture.tokens.bob)).status, 404, "another principal's instance is not found");
