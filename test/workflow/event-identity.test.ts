@@ -1,8 +1,11 @@
 /**
- * An event's identity (type, source and id) names one event in an instance: a send again of the
- * event it took is answered as taken, and a different event under the same identity is not — it
- * is refused as a conflict, never answered as taken while the log holds another event. Over real
- * parts: POST /workflow-events on a socket, and a NATS request on a real nats-server.
+ * An event's identity (type, source and id) names one event of its senders in an instance: a send
+ * again of the event it took is answered as taken, and a different event under the same identity
+ * from the same senders is not — it is refused as a conflict, never answered as taken while the
+ * log holds another event. The senders are part of the identity, as the type is: the instance's
+ * principal (POST /workflow-events) claiming the identity an event publisher's event will carry
+ * does not keep that event out. Over real parts: POST /workflow-events on a socket, and a NATS
+ * request on a real nats-server.
  */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
@@ -24,12 +27,13 @@ do:
   - wait:
       listen:
         to:
-          all:
+          any:
             - with: { type: com.example.paid }
-            - with: { type: com.example.shipped }
+          until:
+            one: { with: { type: com.example.shipped } }
 `);
 
-test('an event under the identity of one an instance took, with other content, is refused as a conflict (HTTP 409, NATS rejected), never answered as taken', async () => {
+test('an event under the identity of one an instance took from the same senders, with other content, is refused as a conflict (HTTP 409, NATS rejected), never answered as taken; another sender’s is another event', async () => {
   const fixture = await writeHttpFixture();
   const server = await startNatsServer();
   const nc = await connect({ servers: server.url });
@@ -56,21 +60,28 @@ test('an event under the identity of one an instance took, with other content, i
     // The instance's principal posts its own event first, under the identity the bank's will carry.
     const squat = await post(paid({ amount: 0 }));
     assert.equal(squat.status, 202);
-    // The bank's event: another event under that identity. Answering it taken would tell the bank the instance has it.
-    const real = await publish(paid({ amount: 100 }));
-    assert.equal(real.status, 'rejected', `the bank's event is not answered as taken: ${JSON.stringify(real)}`);
-    assert.equal(real.error?.kind, 'conflict');
-    const again = await post(paid({ amount: 100 }));
+    // The bank's event, from an event publisher: another sender's, so another event. The principal's claim does not keep it out.
+    assert.deepEqual(await publish(paid({ amount: 100 })), { status: 'accepted', count: 1 });
+    // Another event under the identity from the same senders as one taken: a conflicting claim. Answering it taken would tell its sender the instance has it.
+    const forged = await publish(paid({ amount: 1 }));
+    assert.equal(forged.status, 'rejected', `another publisher's event is not answered as taken: ${JSON.stringify(forged)}`);
+    assert.equal(forged.error?.kind, 'conflict');
+    const again = await post(paid({ amount: 2 }));
     assert.equal(again.status, 409, 'over HTTP too');
     assert.match(((await again.json()) as { description: string }).description, /pay-1/);
-    // A send again of the event taken is still answered as taken, over either transport, and appends nothing.
-    assert.deepEqual(await publish(paid({ amount: 0 })), { status: 'accepted', count: 1 });
-    assert.equal((await post(paid({ amount: 0 }))).status, 202);
+    // A send again of an event taken is still answered as taken, over either transport, and appends nothing.
+    for (const amount of [0, 100]) {
+      assert.deepEqual(await publish(paid({ amount })), { status: 'accepted', count: 1 });
+      assert.equal((await post(paid({ amount }))).status, 202);
+    }
     const listen = (await h.executor.get(instanceId))!.listens['/do/0/wait']!;
     assert.deepEqual(
-      listen.events.map((taken) => (taken.event as { data?: JsonValue }).data),
-      [{ amount: 0 }],
-      'the log holds the first event alone',
+      listen.events.map((taken) => [(taken.event as { data?: JsonValue }).data, taken.from]),
+      [
+        [{ amount: 0 }, 'principal'],
+        [{ amount: 100 }, 'outside'],
+      ],
+      'the log holds one event of each sender',
     );
     await assertReplayEqual(h, instanceId);
   } finally {

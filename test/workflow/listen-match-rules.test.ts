@@ -220,17 +220,17 @@ test('listenTook, takenBeforeListening, identityTakenOtherwise: the same event i
   const record = recordOf(listenOf({ any: [] }, [taken('to', 0, e, 3)], { since: 3 }));
   assert.equal(listenTook(record, at, e), true);
   assert.equal(listenTook(record, at, { ...e, data: 2 }), false, 'other data under the identity is another event');
-  assert.equal(identityTakenOtherwise(record, { ...e, data: 2 }), true, '…which conflicts with the one taken');
-  assert.equal(identityTakenOtherwise(record, { ...e, time: '2024-01-01T00:00:00Z' }), true, 'an attribute too');
+  assert.equal(identityTakenOtherwise(record, { ...e, data: 2 }, 'outside'), true, '…which conflicts with the one taken');
+  assert.equal(identityTakenOtherwise(record, { ...e, time: '2024-01-01T00:00:00Z' }, 'outside'), true, 'an attribute too');
   assert.equal(
-    identityTakenOtherwise(record, { data: 1, type: e.type, id: e.id, specversion: '1.0', source: e.source }),
+    identityTakenOtherwise(record, { data: 1, type: e.type, id: e.id, specversion: '1.0', source: e.source }, 'outside'),
     false,
     'the order of members is not content',
   );
-  assert.equal(identityTakenOtherwise(record, e), false);
-  assert.equal(identityTakenOtherwise(record, { ...e, id: 'e2', data: 2 }), false);
-  assert.equal(identityTakenOtherwise(record, { ...e, source: 'https://other.example', data: 2 }), false, 'another source is another identity');
-  assert.equal(identityTakenOtherwise(record, { ...e, type: 'com.example.other', data: 2 }), false, 'another type too');
+  assert.equal(identityTakenOtherwise(record, e, 'outside'), false);
+  assert.equal(identityTakenOtherwise(record, { ...e, id: 'e2', data: 2 }, 'outside'), false);
+  assert.equal(identityTakenOtherwise(record, { ...e, source: 'https://other.example', data: 2 }, 'outside'), false, 'another source is another identity');
+  assert.equal(identityTakenOtherwise(record, { ...e, type: 'com.example.other', data: 2 }, 'outside'), false, 'another type too');
   assert.equal(listenTook(record, at, { ...e, id: 'e2' }), false);
   assert.equal(listenTook(record, at, { ...e, source: 'other' }), false);
   assert.equal(listenTook(record, at, { ...e, type: 'com.example.other' }), false);
@@ -248,7 +248,16 @@ test('listenTook, takenBeforeListening, identityTakenOtherwise: the same event i
   assert.equal(takenBeforeListening(two(0, 1), at, { ...e, id: 'e9' }), false);
   assert.equal(takenBeforeListening(two(0, 1), '/do/9/none', e), false, 'a listen not recorded started at 0');
   // The identity is the instance's, whichever of its listens took the event: another listen that took none does not clear it.
-  assert.equal(identityTakenOtherwise(two(0, 1), { ...e, data: 2 }), true, 'taken by another listen of the instance');
+  assert.equal(identityTakenOtherwise(two(0, 1), { ...e, data: 2 }, 'outside'), true, 'taken by another listen of the instance');
+
+  // The identity is its senders': an event publisher's under the identity of the principal's own event is another event, and the reverse.
+  const from = (sender: 'outside' | 'principal') => recordOf(listenOf({ any: [] }, [{ ...taken('to', 0, e), from: sender }]));
+  assert.equal(identityTakenOtherwise(from('principal'), { ...e, data: 2 }, 'outside'), false, 'the principal’s event, a publisher’s claim');
+  assert.equal(identityTakenOtherwise(from('outside'), { ...e, data: 2 }, 'principal'), false, 'a publisher’s event, the principal’s claim');
+  assert.equal(identityTakenOtherwise(from('outside'), { ...e, data: 2 }, 'outside'), true, 'the same senders: a conflicting claim');
+  assert.equal(identityTakenOtherwise(from('principal'), { ...e, data: 2 }, 'principal'), true);
+  assert.equal(identityTakenOtherwise(record, { ...e, data: 2 }, 'principal'), true, 'taken before senders were recorded: either may have sent it');
+  assert.equal(listenTook(from('outside'), at, e), true, 'the same content is the same event, whoever sends it again');
 });
 
 const evaluator = new JqWorkerEvaluator({ workers: 1, deadlineMs: 5000 });
@@ -357,12 +366,12 @@ const candidate = (group: 'to' | 'until', filter: number, correlation: Record<st
 test('decideListenEvent: the first candidate that fits is taken, before the deadline and the task’s timeout, as listen-event', () => {
   const e = cloudEvent('e1');
   const record = recordOf(listenOf({ any: [filter('a'), filter('b')] }));
-  assert.deepEqual(decideListenEvent(record, at, e, [candidate('to', 1, { k: 1 }), candidate('to', 0)]), {
-    events: [{ type: 'listen-event-received', v: 1, at, event: e, group: 'to', filter: 1, correlation: { k: 1 } }],
+  assert.deepEqual(decideListenEvent(record, at, e, 'principal', [candidate('to', 1, { k: 1 }), candidate('to', 0)]), {
+    events: [{ type: 'listen-event-received', v: 1, at, event: e, group: 'to', filter: 1, correlation: { k: 1 }, from: 'principal' }],
     timeGuard: { notBeforeMs: Number.MIN_SAFE_INTEGER, notAfterMs: Number.MAX_SAFE_INTEGER },
     causation: { command: 'listen-event' },
   });
-  assert.equal(decideListenEvent(record, at, e, []), undefined);
+  assert.equal(decideListenEvent(record, at, e, 'outside', []), undefined);
 
   const guard = (deadlineMs: number | null, timeoutAtMs: number | undefined) =>
     decideListenEvent(
@@ -372,6 +381,7 @@ test('decideListenEvent: the first candidate that fits is taken, before the dead
       } as unknown as Partial<WorkflowRecord>),
       at,
       e,
+      'outside',
       [candidate('to', 0)],
     )?.timeGuard.notAfterMs;
   assert.equal(guard(5000, undefined), 5000);
@@ -384,25 +394,25 @@ test('decideListenEvent: the first candidate that fits is taken, before the dead
 test('decideListenEvent: nothing is taken by a closed listen, one waiting for its until verdict, or an event taken already', () => {
   const e = cloudEvent('e1');
   const c = [candidate('to', 0)];
-  assert.equal(decideListenEvent(recordOf(listenOf({ one: filter('a') }, [taken('to', 0)])), at, e, c), undefined, 'satisfied');
-  assert.equal(decideListenEvent(recordOf(listenOf({ one: filter('a') }), { status: 'completed' } as Partial<WorkflowRecord>), at, e, c), undefined);
+  assert.equal(decideListenEvent(recordOf(listenOf({ one: filter('a') }, [taken('to', 0)])), at, e, 'outside', c), undefined, 'satisfied');
+  assert.equal(decideListenEvent(recordOf(listenOf({ one: filter('a') }), { status: 'completed' } as Partial<WorkflowRecord>), at, e, 'outside', c), undefined);
   const anyUntil = listenOf({ any: [filter('a')], until: '${ false }' }, [taken('to', 0)]);
-  assert.equal(decideListenEvent(recordOf(anyUntil), at, e, c), undefined, 'the verdict on the last event is not recorded');
-  assert.ok(decideListenEvent(recordOf(anyUntil, { steps: { [`${at}>until[0]`]: { ok: false } } } as unknown as Partial<WorkflowRecord>), at, e, c));
-  assert.equal(decideListenEvent(recordOf(listenOf({ any: [] }, [taken('to', 0, e)])), at, e, c), undefined, 'taken by this listen');
+  assert.equal(decideListenEvent(recordOf(anyUntil), at, e, 'outside', c), undefined, 'the verdict on the last event is not recorded');
+  assert.ok(decideListenEvent(recordOf(anyUntil, { steps: { [`${at}>until[0]`]: { ok: false } } } as unknown as Partial<WorkflowRecord>), at, e, 'outside', c));
+  assert.equal(decideListenEvent(recordOf(listenOf({ any: [] }, [taken('to', 0, e)])), at, e, 'outside', c), undefined, 'taken by this listen');
   const before = {
     ...recordOf(undefined),
     listens: { '/do/0/first': listenOf({ any: [] }, [taken('to', 0, e, 0)]), [at]: listenOf({ any: [] }, [], { since: 1 }) },
   } as WorkflowRecord;
-  assert.equal(decideListenEvent(before, at, e, c), undefined, 'taken by another listen before this one started');
+  assert.equal(decideListenEvent(before, at, e, 'outside', c), undefined, 'taken by another listen before this one started');
   const since = { ...before, listens: { ...before.listens, [at]: listenOf({ any: [] }, [], { since: 0 }) } } as WorkflowRecord;
-  assert.ok(decideListenEvent(since, at, e, c), 'taken by another listen since this one started');
+  assert.ok(decideListenEvent(since, at, e, 'outside', c), 'taken by another listen since this one started');
 });
 
 test('decideListenEvent: an all filter already satisfied is passed over (per group); an any filter takes again', () => {
   const e = cloudEvent('e9');
   const chosen = (listen: ListenRecord, candidates: Candidate[]) => {
-    const events = decideListenEvent(recordOf(listen), at, e, candidates)?.events[0] as { group: string; filter: number } | undefined;
+    const events = decideListenEvent(recordOf(listen), at, e, 'outside', candidates)?.events[0] as { group: string; filter: number } | undefined;
     return events && `${events.group}/${events.filter}`;
   };
   const all = { all: [filter('a'), filter('b'), filter('c')] };
@@ -429,7 +439,7 @@ test('decideListenEvent: an all filter already satisfied is passed over (per gro
 test('decideListenEvent: a correlation value must equal the declared expect, else the first value taken under that name; names without an expectation take any value', () => {
   const e = cloudEvent('e9');
   const fits = (listen: ListenRecord, correlation: Record<string, JsonValue>) =>
-    decideListenEvent(recordOf(listen), at, e, [candidate('to', 0, correlation)]) !== undefined;
+    decideListenEvent(recordOf(listen), at, e, 'outside', [candidate('to', 0, correlation)]) !== undefined;
   const declared = { any: [{ correlate: { order: { from: '.data.order', expect: { id: 7 } } } }] };
   assert.equal(fits(listenOf(declared), { order: { id: 7 } }), true);
   assert.equal(fits(listenOf(declared), { order: { id: 8 } }), false);
@@ -450,7 +460,7 @@ test('decideListenEvent: a correlation value must equal the declared expect, els
   // A correlation named like an Object.prototype property is no expectation unless one was recorded.
   assert.equal(fits(listenOf({ any: [filter('a')] }), { toString: 'x', constructor: 1 }), true);
   // The first candidate that fits is taken: a later one that fits too is not.
-  const two = decideListenEvent(recordOf(listenOf({ any: [filter('a'), filter('b')] }, [], { expected: { k: 1 } })), at, e, [
+  const two = decideListenEvent(recordOf(listenOf({ any: [filter('a'), filter('b')] }, [], { expected: { k: 1 } })), at, e, 'outside', [
     candidate('to', 0, { k: 2 }),
     candidate('to', 1, { k: 1 }),
   ]);
@@ -481,7 +491,7 @@ test('decideListenEvent: a filter’s own expect is its expectation, even where 
     until: { one: { with: { type: 'stop' }, correlate: correlate('3') } },
   };
   const fits = (group: 'to' | 'until', index: number, k: string) =>
-    decideListenEvent(recordOf(listenOf(to)), at, cloudEvent('e1'), [candidate(group, index, { k })]) !== undefined;
+    decideListenEvent(recordOf(listenOf(to)), at, cloudEvent('e1'), 'outside', [candidate(group, index, { k })]) !== undefined;
   assert.equal(fits('to', 1, '2'), true, 'the second filter’s own expect');
   assert.equal(fits('to', 1, '1'), false);
   assert.equal(fits('to', 0, '1'), true);

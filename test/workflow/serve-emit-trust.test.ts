@@ -11,7 +11,10 @@
  *   publishes on the publishers' space;
  * - no one can take the JetStream message id of another principal's emitted event first: not a
  *   workflow emitting an event under that event's id (`emit.event.with.id`), not a publisher
- *   sending a message with that id as `Nats-Msg-Id` — the event still lands in the stream.
+ *   sending a message with that id as `Nats-Msg-Id` — the event still lands in the stream;
+ * - an event publisher cannot keep a principal's emitted event from that principal's listens by
+ *   sending first, on its own subject, an event under the identity the emitted one will carry
+ *   (its type, source and derivable id): the two came from different senders, and both are taken.
  */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
@@ -48,6 +51,11 @@ function bundle(): JsonObject {
       document: { dsl: '1.0.3', namespace: 'e2e', name: 'await', version: '1.0.0' },
       do: [{ placed: { listen: { to: { one: { with: { type: placed } } } } } }],
     },
+    // Takes every event of the type, wherever it comes from, until it holds two.
+    collect: {
+      document: { dsl: '1.0.3', namespace: 'e2e', name: 'collect', version: '1.0.0' },
+      do: [{ placed: { listen: { to: { any: [{ with: { type: placed } }], until: '${ length >= 2 }' }, read: 'envelope' } } }],
+    },
   };
   return b;
 }
@@ -76,6 +84,13 @@ const start = (principal: string, workflow: string, key: string, input: JsonObje
 const finished = async (id: string) => eventTypes(await deployment.fixture.log(id)).includes('workflow-completed');
 const event = (id: string, data: JsonObject) =>
   new TextEncoder().encode(JSON.stringify({ specversion: '1.0', id, source: 'https://pay.example', type: placed, data }));
+/** The instance `announce` started by `principal` under `key` will be, and its emitted event's id and JetStream message id: all computable. */
+function announced(principal: string, key: string): { instanceId: string; eventId: string; messageId: string } {
+  const instanceId = workflowInstanceId(principal, deployment.fixture.contract.digest, 'announce', key);
+  const digest = sha256Hex(`${instanceId}\u0000/do/0/placed`);
+  const eventId = `${digest.slice(0, 8)}-${digest.slice(8, 12)}-${digest.slice(12, 16)}-${digest.slice(16, 20)}-${digest.slice(20, 32)}`;
+  return { instanceId, eventId, messageId: emittedMessageId({ instanceId, at: '/do/0/placed' }) };
+}
 const isPermissionViolation = (error: unknown) => error instanceof Error && error.cause instanceof errors.PermissionViolationError;
 
 test('an emitted event wakes its own principal’s listens only; an event publisher’s reaches every principal’s', async () => {
@@ -131,10 +146,7 @@ test('nobody takes the message id of another principal’s emitted event first: 
   const billingBefore = await onSubject(`${emitPrefix}.billing.${placed}`);
 
   // The instance sales is about to start, its emitted event's id and its JetStream message id: all computable.
-  const victim = workflowInstanceId('sales', deployment.fixture.contract.digest, 'announce', 'c-victim');
-  const digest = sha256Hex(`${victim}\u0000/do/0/placed`);
-  const victimEventId = `${digest.slice(0, 8)}-${digest.slice(8, 12)}-${digest.slice(12, 16)}-${digest.slice(16, 20)}-${digest.slice(20, 32)}`;
-  const victimMessageId = emittedMessageId({ instanceId: victim, at: '/do/0/placed' });
+  const { instanceId: victim, eventId: victimEventId, messageId: victimMessageId } = announced('sales', 'c-victim');
 
   // A publisher sends messages under those ids where it may publish...
   const shop = await deployment.fixture.userConnection('shop', inboxPrefixFor('evt', 'shop'));
@@ -160,4 +172,32 @@ test('nobody takes the message id of another principal’s emitted event first: 
   assert.deepEqual(landed.data, { orderId: 'o-3' });
   assert.equal(stored.header.get('Nats-Msg-Id'), victimMessageId);
   assert.equal((await jsm.streams.info(stream)).state.messages, info.state.messages + 2, 'nothing the publisher sent is in the stream');
+});
+
+test('an event publisher cannot keep a principal’s emitted event from its listens by sending first under that event’s identity', async () => {
+  const collector = await start('sales', 'collect', 'd-collect', {});
+  await eventually(async () => eventTypes(await deployment.fixture.log(collector)).includes('listen-started'), 'the listen waits', 20_000);
+  // The publisher is allowed the type: its event reaches sales' listen, under the identity (type,
+  // source, id) sales' workflow's event will carry, with content of its own.
+  const { instanceId: victim, eventId } = announced('sales', 'd-victim');
+  const shop = await deployment.fixture.userConnection('shop', inboxPrefixFor('evt', 'shop'));
+  const squat = { specversion: '1.0', id: eventId, source: 'https://shop.example', type: placed, data: { squat: true } };
+  const answer = await shop.request(`${prefix}.${placed}`, new TextEncoder().encode(JSON.stringify(squat)), { timeout: 10_000 });
+  assert.deepEqual(JSON.parse(new TextDecoder().decode(answer.data)), { status: 'accepted', count: 1 });
+
+  assert.equal(await start('sales', 'announce', 'd-victim', { orderId: 'o-4' }), victim);
+  await eventually(() => finished(victim), 'sales’ workflow published', 20_000);
+  // Sales' own workflow's event is another event than the publisher's: taken too, not refused as a conflicting claim to its identity.
+  await eventually(() => finished(collector), 'sales’ listen takes its own workflow’s event beside the publisher’s', 20_000);
+  const taken = (await deployment.fixture.log(collector))
+    .flatMap((stored) => stored.transition.events)
+    .filter((event) => (event as { type: string }).type === 'listen-event-received')
+    .map((event) => (event as unknown as { event: CloudEvent }).event);
+  assert.deepEqual(
+    taken.map((event) => [event.id, event.data]),
+    [
+      [eventId, { squat: true }],
+      [eventId, { orderId: 'o-4' }],
+    ],
+  );
 });

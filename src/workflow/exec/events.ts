@@ -275,6 +275,14 @@ export interface ListenStarted {
   to: JsonValue;
   read: 'data' | 'envelope' | 'raw';
 }
+/**
+ * Who could have sent a delivered event, as its way in proves it: `outside`, an event publisher
+ * allowed its type (NATS `<subjectPrefix>.<type>`, which reaches every principal's listens);
+ * `principal`, the instance's own principal (its workflows' emitted events, `<emitSubjectPrefix>.<P>.<type>`,
+ * or its own POST /workflow-events).
+ */
+export type EventSender = 'outside' | 'principal';
+
 /** A delivered CloudEvent the waiting listen took: which filter (of `to`, or of `until`) and the correlation values it carried. */
 export interface ListenEventReceived {
   type: 'listen-event-received';
@@ -284,6 +292,8 @@ export interface ListenEventReceived {
   group: 'to' | 'until';
   filter: number;
   correlation: Record<string, JsonValue>;
+  /** Who could have sent it (its identity is that sender's: listen-match.ts); absent in logs written before it: either. */
+  from?: EventSender;
 }
 export interface WorkflowCompleted {
   type: 'workflow-completed';
@@ -369,6 +379,11 @@ function event(type: string, properties: Record<string, object>) {
     additionalProperties: false,
     properties: { type: { const: type }, v: { const: 1 }, ...properties },
   };
+}
+
+/** The event with `names` left out of its required properties (fields logs written before them lack). */
+function optional(schema: ReturnType<typeof event>, ...names: string[]) {
+  return { ...schema, required: schema.required.filter((name) => !names.includes(name)) };
 }
 
 /** A ValueRef: `{step}`, `{task}`, `{listen}` or `{input: true}`, one of the four. */
@@ -473,13 +488,17 @@ export const workflowEventSchemas = [
     detail: text,
   }),
   event('listen-started', { at, to: { type: 'object' }, read: { enum: ['data', 'envelope', 'raw'] } }),
-  event('listen-event-received', {
-    at,
-    event: { type: 'object', required: ['specversion', 'id', 'source', 'type'] },
-    group: { enum: ['to', 'until'] },
-    filter: { type: 'integer', minimum: 0 },
-    correlation: { type: 'object' },
-  }),
+  optional(
+    event('listen-event-received', {
+      at,
+      event: { type: 'object', required: ['specversion', 'id', 'source', 'type'] },
+      group: { enum: ['to', 'until'] },
+      filter: { type: 'integer', minimum: 0 },
+      correlation: { type: 'object' },
+      from: { enum: ['outside', 'principal'] },
+    }),
+    'from',
+  ),
   event('lease-acquired', { worker: { type: 'string', minLength: 1, maxLength: 256 }, epoch: { type: 'integer', minimum: 1 }, untilMs: ms }),
   event('lease-renewed', { epoch: { type: 'integer', minimum: 1 }, untilMs: ms }),
   event('lease-released', { epoch: { type: 'integer', minimum: 1 } }),

@@ -23,7 +23,7 @@ import { AdapterError } from '../../contract/errors.js';
 import { limits } from '../../contract/limits.js';
 import type { Kernel, Stream } from '../../kernel/index.js';
 import { ContentTooLarge } from '../../runtime/errors.js';
-import type { WorkflowTransition } from './events.js';
+import type { EventSender, WorkflowTransition } from './events.js';
 import type { ExpressionEvaluator } from './jq.js';
 import {
   decideListenEvent,
@@ -64,6 +64,8 @@ export async function deliverEvent(deps: IntakeDeps, event: CloudEvent, principa
   // A transition taking the event holds all of it: one larger than the store takes is refused before it is offered to any listen.
   const eventBytes = Buffer.byteLength(JSON.stringify(event));
   if (eventBytes > deps.transitionBytesMax) throw tooLarge(eventBytes, deps.transitionBytesMax);
+  // Who could have sent it: an event publisher allowed its type (every principal's instances), or the principal itself.
+  const sender: EventSender = principalId === null ? 'outside' : 'principal';
   const matched: string[] = [];
   let appended = 0;
   let pending: AdapterError | undefined;
@@ -80,7 +82,7 @@ export async function deliverEvent(deps: IntakeDeps, event: CloudEvent, principa
       continue;
     }
     try {
-      const took = await deliverTo(deps, instance, event);
+      const took = await deliverTo(deps, instance, event, sender);
       if (took === 'oversized') oversized ??= tooLarge(eventBytes, deps.transitionBytesMax);
       else if (took === 'conflict') conflicting++;
       else if (took !== 'no') matched.push(instance.id);
@@ -153,9 +155,14 @@ class VerdictPending extends AdapterError {
  * not record it (past the store's transition size), `conflict` when the instance took another
  * event under its identity (before this delivery, or while it matched: nothing appended).
  */
-async function deliverTo(deps: IntakeDeps, instance: Instance, event: CloudEvent): Promise<'appended' | 'held' | 'no' | 'oversized' | 'conflict'> {
+async function deliverTo(
+  deps: IntakeDeps,
+  instance: Instance,
+  event: CloudEvent,
+  sender: EventSender,
+): Promise<'appended' | 'held' | 'no' | 'oversized' | 'conflict'> {
   // A log from before one identity named one event may hold two under it: a send again of either is still answered as taken.
-  if (identityTakenOtherwise(instance.record, event) && !heldAlready(instance, event)) return 'conflict';
+  if (identityTakenOtherwise(instance.record, event, sender) && !heldAlready(instance, event)) return 'conflict';
   let holds: 'appended' | 'held' | 'no' | 'oversized' = 'no';
   for (const at of Object.keys(instance.record.listens)) {
     if (listenTook(instance.record, at, event)) {
@@ -168,7 +175,7 @@ async function deliverTo(deps: IntakeDeps, instance: Instance, event: CloudEvent
     // The listening instance's principal: its filters are its jq work, whoever published the event.
     const candidates = await matchFilters(deps.evaluator, instance.record.started.principalId, instance.record, at, event);
     if (candidates.length === 0) continue;
-    const took = await take(deps, instance, at, event, candidates);
+    const took = await take(deps, instance, at, event, sender, candidates);
     if (took === 'conflict') return holds === 'no' ? 'conflict' : holds;
     if (took === 'taken') holds = 'appended';
     else if (took === 'oversized' && (holds === 'no' || holds === 'oversized')) holds = 'oversized';
@@ -191,6 +198,7 @@ async function take(
   instance: Instance,
   at: string,
   event: CloudEvent,
+  sender: EventSender,
   candidates: readonly Candidate[],
 ): Promise<'taken' | 'oversized' | 'conflict' | 'not'> {
   for (;;) {
@@ -200,14 +208,14 @@ async function take(
       deps.kernel.commit(instance, (record, late) => {
         refused = undefined;
         if (late) return undefined;
-        const transition = decideListenEvent(record, at, event, candidates);
+        const transition = decideListenEvent(record, at, event, sender, candidates);
         if (transition === undefined) return undefined;
         refused = deps.refusal(instance, transition);
         return refused === undefined ? transition : undefined;
       }),
     );
     if (listenTook(instance.record, at, event)) return 'taken';
-    if (identityTakenOtherwise(instance.record, event)) return 'conflict';
+    if (identityTakenOtherwise(instance.record, event, sender)) return 'conflict';
     if (refused !== undefined) return refused === 'oversized' ? 'oversized' : 'not';
     if (!untilPending(instance.record, at)) return 'not';
     const decided = await deps.kernel.wait(instance, (record) => !untilPending(record, at), deps.waitUntilMs - deps.clock.nowMs());

@@ -27,7 +27,7 @@ import { valueAt } from '../../contract/bundle.js';
 import { isObject } from './document.js';
 import { isExpression, programOf, stringsOf } from './expressions.js';
 import type { ExpressionEvaluator } from './jq.js';
-import type { WorkflowTransition } from './events.js';
+import type { EventSender, WorkflowTransition } from './events.js';
 import { taskTimeoutKey, type ListenRecord, type WorkflowRecord } from './record.js';
 
 export type ListenGroup = 'to' | 'until';
@@ -282,6 +282,16 @@ export async function matchFilters(
 const sameIdentity = (a: JsonValue, b: CloudEvent): boolean => isObject(a) && a.id === b.id && a.source === b.source && a.type === b.type;
 
 /**
+ * Whether an event taken `from` a sender claims the identity of one arriving from `sender`: only
+ * when the same senders could have sent both. The way in is what the broker (or the HTTP
+ * facade's authentication) proves, like the type: an event publisher allowed the type claiming
+ * the source and id the instance's own workflow's event will carry (computable: tasks.ts) sends
+ * another event, and cannot have that one refused as a conflicting claim; nor the reverse. An
+ * event taken in a log written before its sender was recorded may have come from either.
+ */
+const claimsOf = (from: EventSender | undefined, sender: EventSender): boolean => from === undefined || from === sender;
+
+/**
  * Whether two events are the same one: the same identity and the same content. A send again after
  * a lost answer is the same event; another event under that identity (a sender allowed the type
  * claiming the identity of one another sender will send) is not, and is never answered as taken
@@ -296,12 +306,15 @@ export function listenTook(record: WorkflowRecord, at: string, event: CloudEvent
 
 /**
  * Whether a listen of the instance took another event under this event's identity (type, source
- * and id, other content): this one is then a conflicting claim to an identity the instance holds.
- * It is not taken (the log never holds two events under one identity), nor answered as taken
- * (its sender would be told the instance has an event it does not): it is refused, `conflict`.
+ * and id, other content) from the same senders (`sender`: claimsOf): this one is then a
+ * conflicting claim to an identity the instance holds. It is not taken (the log never holds two
+ * events under one identity of one sender), nor answered as taken (its sender would be told the
+ * instance has an event it does not): it is refused, `conflict`.
  */
-export function identityTakenOtherwise(record: WorkflowRecord, event: CloudEvent): boolean {
-  return Object.values(record.listens).some((listen) => listen.events.some((taken) => sameIdentity(taken.event, event) && !jsonEquals(taken.event, event)));
+export function identityTakenOtherwise(record: WorkflowRecord, event: CloudEvent, sender: EventSender): boolean {
+  return Object.values(record.listens).some((listen) =>
+    listen.events.some((taken) => claimsOf(taken.from, sender) && sameIdentity(taken.event, event) && !jsonEquals(taken.event, event)),
+  );
 }
 
 /**
@@ -319,16 +332,23 @@ export function takenBeforeListening(record: WorkflowRecord, at: string, event: 
  * The transition taking an event, or undefined: the listen is closed, its `until` expression's
  * verdict on the last event it took is not recorded yet (the intake waits for it and decides
  * again), the event was taken already (by this listen, or by another before this one started),
- * another event was taken under its identity (identityTakenOtherwise), or no candidate fits — an `all` filter already satisfied
- * is passed over, a correlation value that differs from its expectation refuses the filter.
+ * another event was taken under its identity from the same senders (identityTakenOtherwise), or no candidate fits — an `all` filter already satisfied
+ * is passed over, a correlation value that differs from its expectation refuses the filter. The
+ * event is recorded with who could have sent it (`from`).
  */
-export function decideListenEvent(record: WorkflowRecord, at: string, event: CloudEvent, candidates: readonly Candidate[]): WorkflowTransition | undefined {
+export function decideListenEvent(
+  record: WorkflowRecord,
+  at: string,
+  event: CloudEvent,
+  sender: EventSender,
+  candidates: readonly Candidate[],
+): WorkflowTransition | undefined {
   if (
     listenClosed(record, at) ||
     untilPending(record, at) ||
     listenTook(record, at, event) ||
     takenBeforeListening(record, at, event) ||
-    identityTakenOtherwise(record, event)
+    identityTakenOtherwise(record, event, sender)
   )
     return undefined;
   const listen = record.listens[at] as ListenRecord;
@@ -351,7 +371,7 @@ export function decideListenEvent(record: WorkflowRecord, at: string, event: Clo
   // Taken before the workflow's deadline and the task's own timeout, like any step of the task.
   const notAfterMs = Math.min(record.started.deadlineMs ?? openEndedMs, record.timers[taskTimeoutKey(at)]?.dueAtMs ?? openEndedMs);
   return {
-    events: [{ type: 'listen-event-received', v: 1, at, event, group: chosen.group, filter: chosen.filter, correlation: chosen.correlation }],
+    events: [{ type: 'listen-event-received', v: 1, at, event, group: chosen.group, filter: chosen.filter, correlation: chosen.correlation, from: sender }],
     timeGuard: { notBeforeMs: Number.MIN_SAFE_INTEGER, notAfterMs },
     causation: { command: 'listen-event' },
   };

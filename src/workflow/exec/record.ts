@@ -14,6 +14,7 @@ import type {
   ChildBound,
   ChildDisposed,
   ChildDisposition,
+  EventSender,
   ListenEventReceived,
   ListenStarted,
   LeaseAcquired,
@@ -80,8 +81,11 @@ export interface SubworkflowRecord {
 export interface ListenRecord {
   to: JsonValue;
   read: 'data' | 'envelope' | 'raw';
-  /** The events taken, in log order; `position` counts the events every listen of the instance took before it. */
-  events: { event: JsonValue; group: 'to' | 'until'; filter: number; correlation: Readonly<Record<string, JsonValue>>; position: number }[];
+  /**
+   * The events taken, in log order; `position` counts the events every listen of the instance took
+   * before it; `from`, who could have sent it (absent in logs written before it was recorded).
+   */
+  events: { event: JsonValue; group: 'to' | 'until'; filter: number; correlation: Readonly<Record<string, JsonValue>>; position: number; from?: EventSender }[];
   /**
    * How many events the instance's listens had taken when this one started: one taken before
    * (`position` below it) arrived before this listen waited, and a publisher's retry of it is not
@@ -413,7 +417,14 @@ function applyListen(draft: Draft, event: ListenStarted | ListenEventReceived): 
   }
   const listen = record.listens[event.at];
   if (!listen || task(record, event.at).state !== 'running') throw new AssertionFailure(`listen ${event.at} took an event while not waiting`);
-  const taken = { event: event.event, group: event.group, filter: event.filter, correlation: event.correlation, position: eventsTaken(record) };
+  const taken = {
+    event: event.event,
+    group: event.group,
+    filter: event.filter,
+    correlation: event.correlation,
+    position: eventsTaken(record),
+    ...(event.from === undefined ? {} : { from: event.from }),
+  };
   const next: ListenRecord = { ...listen, events: [...listen.events, taken], expected: { ...event.correlation, ...listen.expected } };
   put(draft, 'listens', event.at, next);
 }
