@@ -70,6 +70,18 @@ export const cloudEventTypePattern = `^${token}(\\.${token})*$`;
  */
 const rfc3339 = '^\\d{4}-\\d{2}-\\d{2}[Tt]\\d{2}:\\d{2}:\\d{2}(\\.\\d+)?([Zz]|[+-]\\d{2}:\\d{2})$';
 
+/**
+ * A media type (RFC 2046, its names as RFC 6838 §4.2 restricts them): `type/subtype`, then
+ * parameters. The parameters' form is not checked: nothing here reads them.
+ */
+const mediaType = '^[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]{0,126}/[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]{0,126}(?:[ \\t]*;.*)?$';
+
+/**
+ * A media type that declares JSON-formatted data (CloudEvents JSON format §3.1): its subtype is
+ * `json` or ends in `+json`, in any case, parameters aside.
+ */
+const jsonMediaType = '^[^/]+/(?:[^;]*\\+)?[Jj][Ss][Oo][Nn][ \\t]*(?:;.*)?$';
+
 /** Base64 as RFC 4648 §4 writes it (the JSON format's `data_base64`): padded, no line breaks. */
 const base64 = '^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$';
 
@@ -86,7 +98,7 @@ const schema = {
     type: { type: 'string', minLength: 1, maxLength: 256, pattern: cloudEventTypePattern },
     subject: { type: 'string', maxLength: 2048 },
     time: { type: 'string', maxLength: 64, pattern: rfc3339, format: 'date-time' },
-    datacontenttype: { type: 'string', maxLength: 256 },
+    datacontenttype: { type: 'string', maxLength: 256, pattern: mediaType },
     // An absolute URI (RFC 3986 §4.3).
     dataschema: { type: 'string', minLength: 1, maxLength: 2048, format: 'uri' },
     data: true,
@@ -94,6 +106,9 @@ const schema = {
     data_base64: { type: 'string', pattern: base64 },
   },
   not: { required: ['data', 'data_base64'] },
+  // Data whose datacontenttype is not JSON travels as a JSON string (JSON format §3.1): any other value contradicts its type.
+  if: { required: ['datacontenttype', 'data'], properties: { datacontenttype: { type: 'string', not: { pattern: jsonMediaType } } } },
+  then: { properties: { data: { type: 'string' } } },
   // Extension attributes: the CloudEvents type system's values (string, integer, boolean), never an object or an array.
   additionalProperties: { type: ['string', 'integer', 'boolean'] },
 } as const;
@@ -119,9 +134,14 @@ export function cloudEventProblem(value: JsonValue): string | undefined {
   if (bytes > limits.cloudEventBytesMax) return `the event is ${bytes} bytes; at most ${limits.cloudEventBytesMax}`;
   const validate = compiled();
   if (validate(value)) return undefined;
-  // The one `not` says only "must NOT be valid": say what it refuses.
+  // The one `not` says only "must NOT be valid", and the `if` only "must match "then" schema": say what each refuses.
   const bothData = 'must carry data or data_base64, not both';
-  return describeErrors(validate.errors?.map((e) => (e.keyword === 'not' ? { ...e, message: bothData } : e)));
+  const notJson = `datacontenttype ${String((value as JsonObject).datacontenttype).slice(0, 256)} is not JSON: its data must be a string (CloudEvents JSON format §3.1)`;
+  return describeErrors(
+    validate.errors?.map((e) =>
+      e.keyword === 'not' && e.instancePath === '' ? { ...e, message: bothData } : e.keyword === 'if' ? { ...e, message: notJson } : e,
+    ),
+  );
 }
 
 export const isCloudEvent = (value: JsonValue): value is CloudEvent => cloudEventProblem(value) === undefined;

@@ -349,6 +349,47 @@ test('NATS <prefix>.>: an event that is not I-JSON is rejected invalid-input and
   });
 });
 
+test('NATS <prefix>.>: an event whose data its datacontenttype contradicts (CloudEvents JSON format §3.1) is rejected invalid-input and taken nowhere', async () => {
+  const subject = 'test.events.com.example.approved';
+  await withNatsIntake({}, async ({ nc, h }) => {
+    const ask = async (event: JsonValue) =>
+      (await nc.request(subject, JSON.stringify(event), { timeout: 5000 })).json<{
+        status: string;
+        count?: number;
+        error?: { kind: string; message: string };
+      }>();
+    const id = await waiting(h, 'nats-content-type');
+    const typed = (id: string, datacontenttype: string, data: JsonValue): CloudEvent => ({ ...approved(id, data), datacontenttype });
+    const refused: [string, JsonValue, RegExp][] = [
+      // Data that is not JSON-formatted travels as a JSON string: an object here is not what its type says.
+      ['text/plain with an object', typed('c1', 'text/plain', { ok: true }), /datacontenttype text\/plain is not JSON: its data must be a string/],
+      ['application/xml with a boolean', typed('c2', 'application/xml; charset=utf-8', true), /datacontenttype application\/xml; charset=utf-8 is not JSON/],
+      ['not a media type', typed('c3', 'json', { ok: true }), /\/datacontenttype must match pattern/],
+      ['a media type with no subtype', typed('c4', 'application/', { ok: true }), /\/datacontenttype must match pattern/],
+    ];
+    for (const [what, event, says] of refused) {
+      const answer = await ask(event);
+      assert.equal(answer.status, 'rejected', `${what}: ${JSON.stringify(answer)}`);
+      assert.equal(answer.error?.kind, 'invalid-input', `${what}: ${JSON.stringify(answer)}`);
+      assert.match(answer.error?.message ?? '', says, what);
+    }
+    assert.equal((await h.executor.get(id))!.listens['/do/0/wait']!.events.length, 0, 'no refused event was taken');
+    // JSON media types (`*/json`, `*/*+json`, any case, with parameters) carry any JSON value; a string is text of any other type.
+    const unheard = (id: string, datacontenttype: string, data: JsonValue): JsonValue => ({ ...typed(id, datacontenttype, data), type: 'com.example.unheard' });
+    const valid: [string, JsonValue][] = [
+      ['text/plain', 'hello'],
+      ['application/vnd.example+JSON; charset=utf-8', { ok: true }],
+      ['Application/Json', [1, 2]],
+    ];
+    for (const [datacontenttype, data] of valid) {
+      const answer = (await nc.request('test.events.com.example.unheard', JSON.stringify(unheard('u', datacontenttype, data)), { timeout: 5000 })).json();
+      assert.deepEqual(answer, { status: 'no-match' }, `${datacontenttype}: a valid event nothing listens for`);
+    }
+    assert.deepEqual(await ask(typed('c5', 'application/json', { ok: true })), { status: 'accepted', count: 1 });
+    await completed(h, id);
+  });
+});
+
 test('one workflow’s emit reaches another’s listen through NATS: its own principal’s only', async () => {
   const store = new MemoryEventStore({ clock: new SystemClock() });
   const emitted = { emitSubjectPrefix: 'test.emitted' };
