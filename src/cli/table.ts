@@ -57,53 +57,97 @@ const proseIndent = '    ';
  * A table no wider than `widthMax`. When the natural width is more, columns narrow in steps, each
  * taking the widest column first and going on only if the table still does not fit: columns of
  * words to their longest word (wrapping at spaces); instants to their date (the time below it, from
- * its `T`) and ids to shortIdLengthMin; words broken after their hyphens; then headers broken
- * mid-word; then words; last ids and instants, to columnWidthMin. So nothing is cut off, an id or
- * instant breaks only when nothing else can give, and no line outgrows the terminal. Only more
- * columns than the width can hold at columnWidthMin leave the table wider. A prose last column
+ * its `T`) and ids to shortIdLengthMin; then words broken after their hyphens. A prose last column
  * (options.proseLast) that would be left narrower than proseWidthMin goes under each row instead.
+ *
+ * A table that still does not fit, that would break a header or a word mid-word (`intera` over
+ * `ction`, `succe` over `ssful`: a column narrower than a word reads as neither), is drawn as
+ * records instead (drawRecords): a block a row, each field on a line of its own, `header  value`,
+ * so every word is whole and the width holds any number of columns. A table that fits with its
+ * words whole is drawn as a table, whatever its width.
  */
 export function renderTable(headers: string[], rows: Cell[][], widthMax = Number.POSITIVE_INFINITY, options: TableOptions = {}): string {
   const cells = rows.map((row) => headers.map((_, i) => row[i]));
   const plan = planTable(headers, cells, widthMax);
   const last = headers.length - 1;
-  if (options.proseLast !== true || last < 1 || plan.kept[last] !== true) return drawTable(plan.headers, plan.cells, plan.widths) + plan.note;
+  const prose = options.proseLast === true && last >= 1 && plan.kept[last] === true;
   // The prose column's natural width: its width before any narrowing (columnOf).
-  const natural = columnOf(
-    headers[last] ?? '',
-    cells.map((row) => row[last]),
-  ).width;
-  if ((plan.widths.at(-1) ?? 0) >= Math.min(proseWidthMin, natural)) return drawTable(plan.headers, plan.cells, plan.widths) + plan.note;
-  // Too narrow a column for prose: the other columns are fitted without it, and it goes under each row.
-  const rest = planTable(
-    headers.slice(0, last),
-    cells.map((row) => row.slice(0, last)),
-    widthMax,
-  );
-  const under = (cell: Cell) => (shownText(cell) === '' ? [] : proseLines(cell, widthMax));
-  return drawTable(rest.headers, rest.cells, rest.widths, { header: under(headers[last]), rows: cells.map((row) => under(row[last])) }) + rest.note;
+  const natural = prose
+    ? columnOf(
+        headers[last] ?? '',
+        cells.map((row) => row[last]),
+      ).width
+    : 0;
+  if (plan.wordsWhole && (!prose || (plan.widths.at(-1) ?? 0) >= Math.min(proseWidthMin, natural)))
+    return drawTable(plan.headers, plan.cells, plan.widths) + plan.note;
+  if (prose) {
+    // Too narrow a column for prose, or the others would break words beside it: the other columns
+    // are fitted without it, and it goes under each row.
+    const rest = planTable(
+      headers.slice(0, last),
+      cells.map((row) => row.slice(0, last)),
+      widthMax,
+    );
+    const under = (cell: Cell) => (shownText(cell) === '' ? [] : proseLines(cell, widthMax));
+    if (rest.wordsWhole)
+      return drawTable(rest.headers, rest.cells, rest.widths, { header: under(headers[last]), rows: cells.map((row) => under(row[last])) }) + rest.note;
+  }
+  // No rows: nothing to draw as records, the headers stay a table.
+  if (cells.length === 0) return drawTable(plan.headers, plan.cells, plan.widths) + plan.note;
+  return drawRecords(plan.headers, plan.cells, widthMax) + plan.note;
 }
 
-/** The columns a table keeps, their widths, and the note naming the columns left out (empty on every row). */
+/**
+ * The columns a table keeps, their widths, the note naming the columns left out (empty on every
+ * row), and whether its headers and words are whole (fitted in wordsWholeSteps steps or fewer).
+ */
 function planTable(
   headers: string[],
   cells: Cell[][],
   widthMax: number,
-): { headers: string[]; cells: Cell[][]; widths: number[]; kept: boolean[]; note: string } {
+): { headers: string[]; cells: Cell[][]; widths: number[]; kept: boolean[]; note: string; wordsWhole: boolean } {
   const fitted = fitWidths(headers, cells, widthMax);
   // A column empty on every row says nothing a note cannot: left out when words would break otherwise.
   const empty = headers.map((_, i) => cells.length > 0 && cells.every((row) => isEmpty(row[i])));
-  if (fitted.steps <= wordsWholeSteps || !empty.includes(true)) return { headers, cells, widths: fitted.widths, kept: headers.map(() => true), note: '' };
+  if (fitted.steps <= wordsWholeSteps || !empty.includes(true))
+    return { headers, cells, widths: fitted.widths, kept: headers.map(() => true), note: '', wordsWhole: fitted.steps <= wordsWholeSteps };
   const keep = <T>(row: T[]) => row.filter((_, i) => !empty[i]);
   const note = `(${headers.filter((_, i) => empty[i]).join(', ')}: empty on every row, left out)`;
   const kept = cells.map(keep);
+  const refitted = fitWidths(keep(headers), kept, widthMax);
   return {
     headers: keep(headers),
     cells: kept,
-    widths: fitWidths(keep(headers), kept, widthMax).widths,
+    widths: refitted.widths,
     kept: empty.map((e) => !e),
     note: fitText(note, widthMax),
+    wordsWhole: refitted.steps <= wordsWholeSteps,
   };
+}
+
+/**
+ * Rows as records: a block a row, blocks a blank line apart, each field on a line of its own as its
+ * header then its value, the headers in a column as wide as the widest, the values in the column
+ * after it, wrapped at spaces within the width (labelled's rule: a word wider than the line is cut).
+ * The row's first field (its name or id) leads its block. An id is whole where the value column
+ * holds it, else its prefix and `…` (ShortId). A field empty in its row (a continuation row's
+ * revision, a blank reason) is left out of its block; `-` (none) is shown.
+ */
+function drawRecords(headers: string[], cells: Cell[][], widthMax: number): string {
+  const labels = headers.map((header) => cellText(header));
+  const labelWidth = Math.max(0, ...labels.map(columnsOf));
+  const indent = ' '.repeat(labelWidth + gap.length);
+  const width = Math.max(columnWidthMin, widthMax - indent.length);
+  const blocks = cells.map((row) =>
+    row
+      .flatMap((cell, i) => {
+        const text = cell instanceof ShortId ? cell.text(width) : cellText(cell);
+        if (text === '') return [];
+        return wrap(text, width).map((line, k) => (k === 0 ? padColumns(labels[i] ?? '', labelWidth) + gap : indent) + line);
+      })
+      .join('\n'),
+  );
+  return blocks.join('\n\n') + '\n';
 }
 
 /** A cell's text as a table shows it, unwrapped. */
@@ -142,7 +186,10 @@ function cellText(cell: Exclude<Cell, ShortId>): string {
   return cell === null || cell === undefined ? '-' : terminalText(String(cell).replace(/[\r\n\t]+/g, ' '));
 }
 
-/** The narrowest a column gets when the table cannot fit otherwise: its header then wraps mid-word. */
+/**
+ * The narrowest a column gets, at the last narrowing steps, where headers and words break mid-word:
+ * a table that needs those steps is drawn as records instead (renderTable), save one with no rows.
+ */
 export const columnWidthMin = 4;
 
 /** An RFC 3339 instant in UTC, as tables show them: its date, then its time from the `T`. */
@@ -173,8 +220,8 @@ interface Column {
 }
 
 /**
- * Column widths: natural, then narrowed a step at a time (renderTable) until the table fits, so a
- * table fits any width from tableWidthMin (io.ts) up.
+ * Column widths: natural, then narrowed a step at a time (renderTable) until the table fits, and
+ * the steps that took: more than wordsWholeSteps, and a header or a word breaks mid-word.
  */
 function fitWidths(headers: string[], cells: Cell[][], widthMax: number): { widths: number[]; steps: number } {
   const columns = headers.map((header, i) =>

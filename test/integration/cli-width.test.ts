@@ -74,13 +74,14 @@ test('every human-readable output and help fits 60 columns', async () => {
   }
 });
 
-test('a table narrower than its header words wraps its headers and keeps every character of every cell', () => {
+test('a table narrower than its header words is drawn as records and keeps every character of every cell', () => {
   const headers = ['operation', 'admitted', 'principal', 'interaction', 'state', 'open branches', 'next due', 'stuck'];
   const cells = ['op0123456789ab…', '2026-12-04T18:17:59Z', 'a-principal', 'review', 'settled success complete', 0, '2026-12-04T18:18:29Z', 'past-timeout'];
   const text = renderTable(headers, [cells], tableWidthMin);
   const lines = text.split('\n');
   for (const line of lines) assert.ok(line.length <= tableWidthMin, line);
-  // Wrapping moves characters onto continuation lines; none is dropped.
+  // A record a row, a field a line: the headers once each (one row), every cell's characters there.
+  assert.match(text, /^operation {6}op0123456789ab…$/m, text);
   const visible = (t: string) => t.replace(/[\s-]/g, '').length;
   assert.equal(visible(text), visible([...headers, ...cells.map(String)].join('')));
 });
@@ -226,12 +227,17 @@ test("inspect and workflow inspect at tableWidthMin write an event's detail unde
     );
     assert.equal(table[1], '    detail', `${args.join(' ')}:\n${out}`);
   }
-  // At 80 columns the detail keeps its column, as wide as proseWidthMin at least.
-  const wide = (await run(80, 'inspect', operationId, '--store', store)).out;
+  // At 80 columns a detail column beside the others would break a result's JSON mid-word
+  // (`"no` over `te"`): the detail is under its row there too, its words whole.
+  const at80 = (await run(80, 'inspect', operationId, '--store', store)).out;
+  assert.match(at80, /^rev +committed at +\+ms +guard +state +event\n {4}detail\n/m, at80);
+  assert.match(at80, /^ {4}alfa: success \{"verdict":"approve","note":"alfa read it in \d+ ms"\}$/m, at80);
+  // At 120 the detail keeps its column, as wide as proseWidthMin at least.
+  const wide = (await run(120, 'inspect', operationId, '--store', store)).out;
   const header = wide.split('\n').find((line) => line.startsWith('rev')) ?? '';
   assert.match(header, /event +detail$/, wide);
-  const ruleAt80 = wide.split('\n').find((line) => /^-+( +-+)+$/.test(line)) ?? '';
-  assert.ok((ruleAt80.split(' ').at(-1) ?? '').length >= proseWidthMin, ruleAt80);
+  const ruleAt120 = wide.split('\n').find((line) => /^-+( +-+)+$/.test(line)) ?? '';
+  assert.ok((ruleAt120.split(' ').at(-1) ?? '').length >= proseWidthMin, ruleAt120);
 });
 
 test('a prose last column narrower than proseWidthMin goes under its row; wide enough, or not prose, it stays a column', () => {
@@ -345,5 +351,72 @@ test("bundle check at 60 and 80 columns: the digest and subjects wrap under thei
     const head = out.split('\n\n')[0]!.split('\n');
     assert.ok(head.length > 3, `wraps at ${columns}:\n${out}`);
     for (const line of head) assert.match(line, /^(contract |digest {3}|subjects | {9})\S/, `at ${columns}:\n${out}`);
+  }
+});
+
+/**
+ * The words of a narrow output that are not words of the same output drawn unbounded: a header or a
+ * value broken mid-word (`intera` `ction`, `succe` `ssful`). A word may still break after a hyphen
+ * between letters (`all-` `successful`), so any run of a word's hyphenated pieces is whole. Words
+ * with digits (ids, instants, the milliseconds a demo takes, different on each run) and a table's
+ * rule are not compared; nor the pieces of a word wider than half the width (a JSON value, a path),
+ * which a labelled line or a record's value column (never narrower than that) cuts as it must.
+ */
+function brokenWords(narrow: string, wide: string, columns: number): string[] {
+  const whole = new Set<string>();
+  const long: string[] = [];
+  for (const word of wide.split(/\s+/)) {
+    if (word.length > columns / 2) long.push(word);
+    const pieces = word.split(/(?<=[A-Za-z]-)(?=[A-Za-z])/);
+    for (let i = 0; i < pieces.length; i++) for (let j = i + 1; j <= pieces.length; j++) whole.add(pieces.slice(i, j).join(''));
+  }
+  return narrow.split(/\s+/).filter((word) => word !== '' && !/\d|^-+$/.test(word) && !whole.has(word) && !long.some((w) => w.includes(word)));
+}
+
+test('bundle check at 80 and 60 columns: no header or word of its table is broken mid-word, and every line fits', async () => {
+  const file = join(repoRoot, 'examples', 'review.bundle.json');
+  // Its table, below the labelled head (whose digest, one long token, is cut at the width by design).
+  const table = (out: string) => out.split('\n\n').slice(1).join('\n\n');
+  const wide = (await run(undefined, 'bundle', 'check', file)).out;
+  for (const columns of [80, tableWidthMin]) {
+    const { code, out } = await run(columns, 'bundle', 'check', file);
+    assert.equal(code, 0);
+    for (const line of out.split('\n')) assert.ok(line.length <= columns, `at ${columns}: ${line}`);
+    assert.deepEqual(brokenWords(table(out), table(wide), columns), [], `at ${columns}:\n${out}`);
+    // Every header and value is still there.
+    for (const word of ['interaction', 'attempts', 'independent', 'all-successful', 'first-success', 'distinct-branches'])
+      assert.match(out, new RegExp(`\\b${word}\\b`), `at ${columns}:\n${out}`);
+  }
+});
+
+test("every command's tables at 60, 80 and 120 columns: no header or word broken mid-word, every line within the width", async () => {
+  const contexts = join(dir, 'contexts.json');
+  const commands = [
+    ['bundle', 'check', join(repoRoot, 'examples', 'review.bundle.json')],
+    ['bundle', 'check', join(repoRoot, 'examples', 'review-publish.bundle.yaml')],
+    ...['default', 'one-eligible-failover', 'lease-expiry', 'cancel-siblings', 'revocation', 'pipeline'].map((scenario) => ['demo', '--scenario', scenario]),
+    ['list', '--store', store],
+    ['workflow', 'list', '--store', store],
+    ['replay', '--store', store],
+    ['replay', instanceId, '--store', store],
+    ['inspect', operationId, '--store', store],
+    ['inspect', instanceId, '--store', store],
+    ['workflow', 'inspect', instanceId, '--store', store],
+    ['get', operationId, '--store', store],
+    ['prune', '--store', store, '--keep', '1h', '--dry-run'],
+    ['context', 'ls', '--contexts', contexts],
+    ['context', 'show', '--contexts', contexts],
+  ];
+  // A labelled head's value wider than its line (a digest, a subject pattern) is cut at the width by
+  // design, and the note naming columns left out is there only when narrow: neither is a table's word.
+  const tables = (out: string) => out.replace(/^(digest|subjects) .*\n( {9}.*\n)*/gm, '').replace(/^\(.*: empty on every row, left out\)$/gm, '');
+  for (const args of commands) {
+    const wide = (await run(undefined, ...args)).out;
+    for (const columns of [tableWidthMin, 80, 120]) {
+      const { code, out } = await run(columns, ...args);
+      assert.equal(code, 0, args.join(' '));
+      for (const line of out.split('\n')) assert.ok(line.length <= columns, `convoke ${args.join(' ')} at ${columns}: ${line}`);
+      assert.deepEqual(brokenWords(tables(out), tables(wide), columns), [], `convoke ${args.join(' ')} at ${columns}:\n${out}`);
+    }
   }
 });

@@ -144,9 +144,20 @@ test('a table of hostile cells still fits its width, with nothing dropped', () =
   const text = renderTable(headers, rows, 60);
   assert.deepEqual(refusedIn(text), []);
   for (const line of text.split('\n')) assert.ok(line.length <= 60, `${line.length}: ${line}`);
-  // Wrapping moves characters of the escaped cells onto continuation lines; none is dropped.
-  const visible = (t: string) => t.replace(/[\s-]/g, '').length;
-  assert.equal(visible(text), visible([...headers, ...rows.flat()].map(terminalText).join('')));
+  // Too long to fit as a table with its words whole, it is drawn as records: each escaped cell wraps
+  // under its value's column, so with the spaces taken out every one reads whole after its header.
+  const joined = text.replace(/\s/g, '');
+  assert.match(text, /^name {4}a$/m, text);
+  for (const row of rows)
+    assert.ok(
+      joined.includes(
+        headers
+          .map((header, i) => header + terminalText(row[i] ?? ''))
+          .join('')
+          .replace(/\s/g, ''),
+      ),
+      text,
+    );
   // An id read from a store is shown escaped too, shortened on the escaped text.
   const id = renderTable(['id'], [[new ShortId(`op\u001b[2J${'0'.repeat(60)}`)]]);
   assert.deepEqual(refusedIn(id), []);
