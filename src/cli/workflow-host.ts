@@ -67,6 +67,8 @@ export interface WorkflowHostParts {
   onFailure?: (error: unknown) => void;
   /** Told each emitted CloudEvent the NATS intake gave up on (emittedRedelivery) or refused for good: its subject, the reason, what happened. */
   onEmittedDropped?: ServeCloudEventsOptions['onEmittedDropped'];
+  /** Told when the server closes an event intake subscription after start (ServeCloudEventsOptions.onSubscriptionLost): serve logs it. */
+  onSubscriptionLost?: ServeCloudEventsOptions['onSubscriptionLost'];
 }
 
 /** How often, at most, `failureNotices` writes a line while failures keep coming. */
@@ -121,6 +123,22 @@ function emittedDropped(parts: WorkflowHostParts): WorkflowHostParts['onEmittedD
   };
 }
 
+/**
+ * The intake once the server took its subscriptions. A NATS user that may not subscribe to its
+ * subjects stops the start (denied, naming the subject): the intake would take no event, and say
+ * nothing. The intake is closed then, and what was started before it (`undo`).
+ */
+async function readyIntake(intake: CloudEventSubscription, undo: () => Promise<void>): Promise<CloudEventSubscription> {
+  try {
+    await intake.ready();
+    return intake;
+  } catch (error) {
+    await intake.close();
+    await undo();
+    throw error;
+  }
+}
+
 /** The NATS subscriptions of `workflows.events.listen`: outside events on the subject prefix, emitted ones on the emit prefix. */
 function eventIntake(
   nc: NatsConnection,
@@ -129,6 +147,7 @@ function eventIntake(
   prefixes: { subjectPrefix: string; emitSubjectPrefix: string },
   onEmittedDropped: WorkflowHostParts['onEmittedDropped'],
   clock: Clock,
+  onSubscriptionLost: WorkflowHostParts['onSubscriptionLost'],
 ): CloudEventSubscription {
   return serveCloudEvents(nc, prefixes.subjectPrefix, executor, {
     emitSubjectPrefix: prefixes.emitSubjectPrefix,
@@ -136,6 +155,7 @@ function eventIntake(
     queue: events.listen?.queue ?? workflowEventsDefaults.queue,
     ...publisherRules(prefixes.subjectPrefix, events.publishers),
     ...(onEmittedDropped ? { onEmittedDropped } : {}),
+    ...(onSubscriptionLost ? { onSubscriptionLost } : {}),
   });
 }
 
@@ -175,39 +195,51 @@ export async function createWorkflowHost(parts: WorkflowHostParts): Promise<Work
     // run: workflow names a pipeline or workflow of the same bundle (by its namespace, its bundle name and version).
     workflows: (digest, ref) => [...(definitions.get(digest)?.values() ?? [])].find((definition) => isWorkflowNamed(definition.document, ref))?.document,
   });
-  // Every instance a previous process left running is driven again now, not when next read; and
-  // instances other workers left (their lease ended unrenewed) are picked up once per lease.
-  try {
-    await executor.resume();
-  } catch (error) {
+  const stop = async () => {
     await executor.close();
     await evaluator.close();
+  };
+  // Every instance a previous process left running is driven again now, not when next read; and
+  // instances other workers left (their lease ended unrenewed) are picked up once per lease.
+  await executor.resume().catch(async (error: unknown) => {
+    await stop();
     throw error;
-  }
+  });
   executor.resumeEvery(executor.leaseMs);
   // Other serve processes on the store append to instances held here too (a listen they started, a lease they took): follow them.
   await executor.watch();
   const subscription =
     events.listen && parts.nats
-      ? eventIntake(parts.nats, executor, events, { subjectPrefix, emitSubjectPrefix }, emittedDropped(parts), parts.clock)
+      ? await readyIntake(
+          eventIntake(parts.nats, executor, events, { subjectPrefix, emitSubjectPrefix }, emittedDropped(parts), parts.clock, parts.onSubscriptionLost),
+          stop,
+        )
       : undefined;
-  const service = new WorkflowInstances({
+  return {
+    service: instanceService(parts, executor, definitions, refs),
+    executor,
+    ...(events.http ? { events: executor } : {}),
+    close: async () => {
+      await subscription?.close();
+      await stop();
+    },
+  };
+}
+
+/** The workflow instance service (HTTP and NATS commands) over the executor and the deployed definitions. */
+function instanceService(
+  parts: WorkflowHostParts,
+  executor: WorkflowExecutor,
+  definitions: ReadonlyMap<string, ReadonlyMap<string, WorkflowDefinition>>,
+  refs: ReadonlyMap<string, ContractRef>,
+): WorkflowInstances {
+  return new WorkflowInstances({
     executor,
     bundleOf: (digest) => refs.get(digest),
     definition: (digest, name) => definitions.get(digest)?.get(name),
     operations: parts.coordinator,
     listing: instanceListing(parts),
   });
-  return {
-    service,
-    executor,
-    ...(events.http ? { events: executor } : {}),
-    close: async () => {
-      await subscription?.close();
-      await executor.close();
-      await evaluator.close();
-    },
-  };
 }
 
 /** The egress policy of the config's workflows.http: any public origin, or only those in allow; private addresses only with privateNetworks. */

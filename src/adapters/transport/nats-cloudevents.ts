@@ -71,6 +71,7 @@ import { doublingDelayMs, SystemClock, type Clock, type TimerHandle } from '../.
 import type { JsonValue } from '../../contract/json.js';
 import { limits } from '../../contract/limits.js';
 import { msToNanos } from './nats-codec.js';
+import { deniedByNats } from './nats-startup.js';
 import { classifyNatsError, messageBytes, pastMaxPayload, streamMessageTooLarge, toAdapterError } from './nats-errors.js';
 
 export const cloudEventsContentType = 'application/cloudevents+json';
@@ -161,6 +162,12 @@ interface EmittedMessage {
 export interface CloudEventSubscription {
   /** The subjects subscribed: `<prefix>.>`, and `<emitPrefix>.>` when the emitted space is taken too. */
   readonly subjects: readonly string[];
+  /**
+   * Resolves once the server has taken every subscription; rejects (`denied` naming the subject
+   * and the fix, where this NATS user may not subscribe to it) when it closed one instead: an
+   * intake that subscribed to nothing would take no event and say nothing.
+   */
+  ready(): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -188,6 +195,11 @@ export interface ServeCloudEventsOptions {
   onEmittedDropped?: (subject: string, reason: EmittedDropReason, detail: string) => void;
   /** The clock of an emitted event's backoff and window (emittedRedelivery): the host's; the system clock when absent. */
   clock?: Clock;
+  /**
+   * Told when the server closes a subscription after ready (its permission withdrawn, say): no
+   * event reaches this intake on that subject any more, which nothing else would show.
+   */
+  onSubscriptionLost?: (subject: string, error: AdapterError) => void;
 }
 
 /**
@@ -272,7 +284,7 @@ export function serveCloudEvents(
     nc.subscribe(`${space.prefix}.>`, {
       ...(options.queue === undefined ? {} : { queue: options.queue }),
       callback: (error, msg) => {
-        if (error) return;
+        if (error) return options.onSubscriptionLost?.(`${space.prefix}.>`, lostSubscription(error, `${space.prefix}.>`));
         const busy = inFlight.busy(space, msg.subject);
         if (busy === undefined) return run(space, msg);
         if (space.kind === 'emitted') return backlog.hold({ msg, space, arrivedMs: clock.nowMs(), attempt: 0 }, busy);
@@ -282,12 +294,27 @@ export function serveCloudEvents(
   );
   return {
     subjects: spaces.map((space) => `${space.prefix}.>`),
+    ready: () => taken(nc, subscriptions, spaces),
     close: async () => {
       for (const subscription of subscriptions) subscription.unsubscribe();
       backlog.close();
       await Promise.allSettled([...pending]);
     },
   };
+}
+
+/** Resolves once the server has taken every subscription; rejects with the first it closed instead (CloudEventSubscription.ready). */
+async function taken(nc: NatsConnection, subscriptions: readonly Subscription[], spaces: readonly Space[]): Promise<void> {
+  await nc.flush();
+  for (const [index, subscription] of subscriptions.entries())
+    if (subscription.isClosed()) throw lostSubscription(await subscription.closed, `${spaces[index]?.prefix}.>`);
+}
+
+/** A subscription the server closed (or would not take), as an AdapterError: `denied` naming the subject where it refused this user. */
+function lostSubscription(error: unknown, subject: string): AdapterError {
+  return (
+    deniedByNats(error, `the workflow event intake on ${subject}`) ?? toAdapterError(error ?? new Error('closed'), `the workflow event intake on ${subject}`)
+  );
 }
 
 /**

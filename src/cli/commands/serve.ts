@@ -141,6 +141,11 @@ async function workflowHostOf(config: DeploymentConfig, env: NodeJS.ProcessEnv, 
       secretOrigins,
       onFailure: workflowFailureLog(logger, parts.clock),
       onEmittedDropped: emittedDroppedLog(logger, parts.clock),
+      onSubscriptionLost: (subject, error) =>
+        workflows.error(
+          { event: 'workflow-event-intake-lost', subject, kind: error.kind, description: error.description },
+          `the NATS server closed the workflow event intake's subscription to ${subject}: no event on it reaches a listen until convoke serve is restarted`,
+        ),
     });
 }
 
