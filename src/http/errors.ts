@@ -36,6 +36,19 @@ export interface ErrorReply {
 const bodyTooLarge = 'FST_ERR_CTP_BODY_TOO_LARGE';
 const mediaTypeCodes = new Set(['FST_ERR_CTP_INVALID_MEDIA_TYPE', 'FST_ERR_CTP_INVALID_TYPE']);
 
+/**
+ * What a route's schema refused, described. A query string's values are strings, and an array
+ * only where the parameter was given more than once: a string parameter refused as "must be
+ * string" was repeated, and is said so (its value is not of a wrong type).
+ */
+function validationProblem(context: string, errors: NonNullable<FrameworkError['validation']>): string {
+  const repeated = (error: (typeof errors)[number]) =>
+    context === 'querystring' && error.keyword === 'type' && (error.params as { type?: unknown }).type === 'string' && /^\/[^/]+$/.test(error.instancePath);
+  if (errors.length > 0 && errors.every(repeated))
+    return errors.map((error) => `${error.instancePath.slice(1)} is given more than once: give it once`).join('; ');
+  return describeErrors(errors);
+}
+
 interface FrameworkError {
   code?: string;
   statusCode?: number;
@@ -95,11 +108,8 @@ export function errorReply(error: unknown, bodyLimitBytes: number, subject: Inte
   }
   if (framework.code !== undefined && mediaTypeCodes.has(framework.code)) return unsupportedMediaType();
   if (Array.isArray(framework.validation)) {
-    return {
-      statusCode: 400,
-      body: { kind: 'invalid-input', description: `${framework.validationContext ?? 'request'}: ${describeErrors(framework.validation)}` },
-      headers: {},
-    };
+    const context = framework.validationContext ?? 'request';
+    return { statusCode: 400, body: { kind: 'invalid-input', description: `${context}: ${validationProblem(context, framework.validation)}` }, headers: {} };
   }
   // Other client errors Fastify detects (content-length mismatch, bad URL encoding...): the request is wrong.
   const status = framework.statusCode;

@@ -242,6 +242,14 @@ describe('HTTP facade (inject)', () => {
     errorBody(await built.http.app.inject({ method: 'DELETE', url: '/contract-invocations' }), 404);
   });
 
+  test('a query parameter given twice is refused naming it and saying so, not as a value of the wrong type', async () => {
+    const operationId = `op${'ab'.repeat(32)}`;
+    for (const path of [`/contract-invocations/${operationId}?waitMs=1&waitMs=2`, '/contract-invocations?limit=5&limit=6&phase=closed']) {
+      const body = errorBody(await get(path), 400);
+      assert.match(body.description ?? '', /^querystring: (waitMs|limit) is given more than once: give it once$/, path);
+    }
+  });
+
   test('/openapi.json names only the routes the app serves: none of the workflow instances without them, POST /workflow-events only with an event intake', async () => {
     /** Every `METHOD /path` the document names that the app answers "no route" (its parameters filled with ids of the right form). */
     const unserved = async (app: Built['http']['app']) => {
