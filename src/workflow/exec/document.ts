@@ -43,13 +43,13 @@ export function timeoutMsOf(document: JsonValue, value: JsonValue | undefined): 
   return isObject(timeout) ? durationMs(timeout.after) : undefined;
 }
 
-/** The kind of a task definition (`for` before `do`: a for task has both). */
 /** A transform (`input.from`, `output.as`, `export.as`) as the DSL writes one, a string or an object; undefined when there is none. */
 export function transformOf(holder: JsonValue | undefined, key: 'from' | 'as'): JsonValue | undefined {
   const transform = isObject(holder) ? holder[key] : undefined;
   return typeof transform === 'string' || isObject(transform) ? transform : undefined;
 }
 
+/** The kind of a task definition (`for` before `do`: a for task has both). */
 export function kindOf(task: JsonObject): TaskKind | undefined {
   const kinds: TaskKind[] = ['for', 'call', 'fork', 'raise', 'set', 'switch', 'try', 'wait', 'emit', 'listen', 'run', 'do'];
   return kinds.find((kind) => Object.hasOwn(task, kind));
