@@ -390,6 +390,11 @@ export function labelledId(label: string, id: string, widthMax = Number.POSITIVE
   return wholeId(id).text(labelledWidth(label, widthMax));
 }
 
+/** A line naming an id under its label (labelled, labelledId): the id whole where the line holds it, else its prefix. */
+export function idLine(label: string, id: string, widthMax = Number.POSITIVE_INFINITY): string {
+  return labelled(label, labelledId(label, id, widthMax), widthMax);
+}
+
 /**
  * A line of prose wrapped at spaces to the width (a word wider than the width is cut across
  * lines), its controls shown escaped (terminalText): the prose often carries data.

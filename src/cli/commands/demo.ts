@@ -13,7 +13,7 @@ import { seededRandom } from '../../runtime/random.js';
 import type { StoredTransition } from '../../events/types.js';
 import type { InvocationResult } from '../../projections/views.js';
 import type { CliIo } from '../io.js';
-import { fitText, heading, labelled, labelledId, renderTable, widthOf } from '../table.js';
+import { fitText, heading, idLine, renderTable, widthOf } from '../table.js';
 import { exitCodes } from '../exit-codes.js';
 import { describeEvent } from '../describe.js';
 import { mkdtemp, rm } from 'node:fs/promises';
@@ -152,7 +152,7 @@ function renderDemo(result: InvocationResult, transitions: StoredTransition[], o
   );
   out += fitText(scenario.description, widthMax);
   // Whole where the line holds it, else a prefix inspect resolves: never cut across two lines.
-  out += `${labelled('operation ', labelledId('operation ', result.operationId, widthMax), widthMax)}\n`;
+  out += `${idLine('operation ', result.operationId, widthMax)}\n`;
   out += heading('Decision');
   out += renderTable(
     ['outcome', 'reason', 'success votes', 'failed units', 'threshold', 'units', 'closed at'],

@@ -22,7 +22,7 @@ import { finishTombstone } from '../../runtime/retention.js';
 import type { CliIo } from '../io.js';
 import { storeLogin, type StoreAuth } from '../connection.js';
 import { describeEvent } from '../describe.js';
-import { fitText, heading, labelled, labelledId, renderTable, wholeId, widthOf, type Cell } from '../table.js';
+import { fitText, heading, idLine, renderTable, wholeId, widthOf, type Cell } from '../table.js';
 import { isIdPrefix, prefixHexMin, typedInstanceId, typedText, uniqueByPrefix } from '../typed-ids.js';
 import type { InstanceReplay } from './workflow-ops.js';
 
@@ -135,7 +135,7 @@ export async function inspectCommand(typedId: string, options: StoreOptions & { 
     );
     // The id on a line of its own, whole where the line holds it, and the count under it: the two
     // on one line outgrew 80 columns and wrapped mid-phrase, and at 60 cut the id across two lines.
-    io.stdout.write(`${labelled('operation ', labelledId('operation ', operationId, widthOf(io)), widthOf(io))}\n`);
+    io.stdout.write(`${idLine('operation ', operationId, widthOf(io))}\n`);
     io.stdout.write(fitText(`${transitions.length} transitions (guard relative to admission, ms)`, widthOf(io)));
     io.stdout.write(renderTable(['rev', 'committed at', '+ms', 'guard', 'state', 'event', 'detail'], rows, widthOf(io), { proseLast: true }));
     if (record) io.stdout.write(renderRecord(record, widthOf(io)));

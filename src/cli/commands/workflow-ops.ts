@@ -26,7 +26,7 @@ import type { CliIo } from '../io.js';
 import type { StoreAuth } from '../connection.js';
 import { uniqueByPrefix } from '../typed-ids.js';
 import { isWorkflowInstanceId } from '../../workflow/ids.js';
-import { fitText, labelled, labelledId, renderTable, wholeId, widthOf } from '../table.js';
+import { fitText, idLine, labelled, labelledId, renderTable, wholeId, widthOf } from '../table.js';
 import { terminalText } from '../terminal-text.js';
 
 /** The store an operator names and how it logs in (ops.ts StoreOptions: from a context or --creds). */
@@ -202,7 +202,7 @@ export async function workflowInspectCommand(typed: string, options: StoreTarget
       ]),
     );
     // As inspect's operation: the id on a line of its own, whole where the line holds it, the count under it.
-    io.stdout.write(`${labelled('workflow instance ', labelledId('workflow instance ', instanceId, widthOf(io)), widthOf(io))}\n`);
+    io.stdout.write(`${idLine('workflow instance ', instanceId, widthOf(io))}\n`);
     io.stdout.write(fitText(`${log.length} transitions (instants relative to its start, ms)`, widthOf(io)) + '\n');
     io.stdout.write(renderTable(['rev', '+ms', 'command', 'guard', 'state', 'event', 'detail'], rows, widthOf(io), { proseLast: true }));
     if (record) io.stdout.write(renderSummary(record, childInstances, widthOf(io)));
