@@ -4,8 +4,22 @@ import { invalidInput } from './errors.js';
 
 export const ajv = new Ajv({ allErrors: true, strict: false, allowUnionTypes: true, discriminator: true });
 
-/** A refused property name as a description quotes it: its first 64 characters (a name may be as long as a body). */
-const shownName = (name: string): string => JSON.stringify(name.length > 64 ? `${name.slice(0, 64)}…` : name);
+/** The characters of a given value a refusal quotes: a caller decides how long it is. */
+const quotedCharactersMax = 60;
+
+/**
+ * A value a caller gave, as a refusal quotes it: its JSON, cut to its first quotedCharactersMax
+ * characters (and `…`, then its length) when longer, so that what a refusal echoes back is bounded
+ * whatever the caller sent (a query string, a NATS command's body, the CLI's options, a property name a schema refused).
+ */
+export function quoted(value: unknown): string {
+  if (typeof value === 'string')
+    return value.length <= quotedCharactersMax
+      ? JSON.stringify(value)
+      : `${JSON.stringify(value.slice(0, quotedCharactersMax)).slice(0, -1)}…" (${value.length} characters)`;
+  const json = JSON.stringify(value) ?? String(value);
+  return json.length <= quotedCharactersMax ? json : `${json.slice(0, quotedCharactersMax)}… (${json.length} characters of JSON)`;
+}
 
 /**
  * Every ajv error, each as `<pointer> <message>`, joined: a bad document learns all its faults at
@@ -21,8 +35,8 @@ export function describeErrors(errors: ErrorObject[] | null | undefined): string
     .map((e) => {
       const where = e.instancePath === '' ? '(root)' : e.instancePath;
       const extra = e.keyword === 'additionalProperties' ? ` "${(e.params as { additionalProperty: string }).additionalProperty}"` : '';
-      if (e.keyword === 'propertyNames') return `${where} property name ${shownName((e.params as { propertyName: string }).propertyName)} must be valid`;
-      if (e.propertyName !== undefined) return `${where} property name ${shownName(e.propertyName)} ${e.message ?? e.keyword}`;
+      if (e.keyword === 'propertyNames') return `${where} property name ${quoted((e.params as { propertyName: string }).propertyName)} must be valid`;
+      if (e.propertyName !== undefined) return `${where} property name ${quoted(e.propertyName)} ${e.message ?? e.keyword}`;
       return `${where} ${e.message ?? e.keyword}${extra}`;
     })
     .join('; ');

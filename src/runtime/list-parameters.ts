@@ -5,6 +5,7 @@
  * of which changes) in a versioned binary form. Each list adds its own filters and its row type.
  */
 import { limits } from '../contract/limits.js';
+import { quoted } from '../contract/validation.js';
 
 export const listLimitDefault = 50;
 
@@ -58,23 +59,6 @@ export function commonListParameters<Reason extends string>(
 
 /** The unknown parameters a refusal names (the rest are counted): a caller decides how many it sends. */
 const unknownNamedMax = 5;
-/** The characters of a given value a refusal quotes: a caller decides how long it is. */
-const quotedCharactersMax = 60;
-
-/**
- * A value a caller gave, as a refusal quotes it: its JSON, cut to its first quotedCharactersMax
- * characters (and `…`, then its length) when longer, so that what a refusal echoes back is bounded
- * whatever the caller sent (a query string, a NATS command's body, the CLI's options).
- */
-export function quoted(value: unknown): string {
-  if (typeof value === 'string')
-    return value.length <= quotedCharactersMax
-      ? JSON.stringify(value)
-      : `${JSON.stringify(value.slice(0, quotedCharactersMax)).slice(0, -1)}…" (${value.length} characters)`;
-  const json = JSON.stringify(value) ?? String(value);
-  return json.length <= quotedCharactersMax ? json : `${json.slice(0, quotedCharactersMax)}… (${json.length} characters of JSON)`;
-}
-
 export function integerOf(value: unknown): number | undefined {
   if (typeof value === 'number') return Number.isSafeInteger(value) ? value : undefined;
   if (typeof value === 'string' && /^-?(0|[1-9][0-9]{0,15})$/.test(value)) {

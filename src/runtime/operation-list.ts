@@ -17,7 +17,8 @@ import {
 } from '../events/operation-index.js';
 import type { DecisionOutcome, OperationPhase, SettlementStatus } from '../events/types.js';
 import type { OperationIndexStore } from '../adapters/store/types.js';
-import { commonListParameters, cursorCodec, quoted, type CommonListRequest } from './list-parameters.js';
+import { quoted } from '../contract/validation.js';
+import { commonListParameters, cursorCodec, type CommonListRequest } from './list-parameters.js';
 
 export { instantOf, integerOf, listLimitDefault } from './list-parameters.js';
 

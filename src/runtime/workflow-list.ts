@@ -18,7 +18,8 @@ import {
   type WorkflowStuckReason,
 } from '../events/workflow-index.js';
 import type { WorkflowIndexStore } from '../adapters/store/types.js';
-import { commonListParameters, cursorCodec, quoted, type CommonListRequest } from './list-parameters.js';
+import { quoted } from '../contract/validation.js';
+import { commonListParameters, cursorCodec, type CommonListRequest } from './list-parameters.js';
 
 /** What a caller asks for, already checked; visibility is decided by the caller's principal. */
 export interface WorkflowListRequest extends Omit<WorkflowIndexQuery, 'principalId' | 'stuck' | 'after'>, CommonListRequest<WorkflowStuckReason> {}
