@@ -410,13 +410,17 @@ test("every command's tables at 60, 80 and 120 columns: no header or word broken
   // A labelled head's value wider than its line (a digest, a subject pattern) is cut at the width by
   // design, and the note naming columns left out is there only when narrow: neither is a table's word.
   const tables = (out: string) => out.replace(/^(digest|subjects) .*\n( {9}.*\n)*/gm, '').replace(/^\(.*: empty on every row, left out\)$/gm, '');
+  // These two demos run on 400 ms leases in real time: which branches expire, and so which events and
+  // results a run prints, differs from run to run on a loaded machine, so a run's words cannot be
+  // compared with another run's. Their lines are still held to the width.
+  const timed = (args: readonly string[]) => args[0] === 'demo' && (args[2] === 'lease-expiry' || args[2] === 'one-eligible-failover');
   for (const args of commands) {
     const wide = (await run(undefined, ...args)).out;
     for (const columns of [tableWidthMin, 80, 120]) {
       const { code, out } = await run(columns, ...args);
       assert.equal(code, 0, args.join(' '));
       for (const line of out.split('\n')) assert.ok(line.length <= columns, `convoke ${args.join(' ')} at ${columns}: ${line}`);
-      assert.deepEqual(brokenWords(tables(out), tables(wide), columns), [], `convoke ${args.join(' ')} at ${columns}:\n${out}`);
+      if (!timed(args)) assert.deepEqual(brokenWords(tables(out), tables(wide), columns), [], `convoke ${args.join(' ')} at ${columns}:\n${out}`);
     }
   }
 });
