@@ -128,12 +128,42 @@ function compiled(): ValidateFunction {
   return validator;
 }
 
+/**
+ * A character the CloudEvents type system's String excludes (core specification, Type System): a
+ * control character (U+0000–U+001F, U+007F–U+009F), a noncharacter, a surrogate not in a pair.
+ */
+const notInString = /[\p{Cc}\p{Cs}\p{Noncharacter_Code_Point}]/u;
+
+/** The CloudEvents type system's Integer: 32-bit signed. */
+const integerMin = -2_147_483_648;
+const integerMax = 2_147_483_647;
+
+/**
+ * Why an attribute's value (every member but the data) is outside the type system the schema's
+ * types leave open, or undefined: a string holding a character no String holds, an integer past 32
+ * bits. The data is the application's and is not held to it.
+ */
+function attributeValueProblem(event: JsonObject): string | undefined {
+  for (const [name, value] of Object.entries(event)) {
+    if (name === 'data' || name === 'data_base64') continue;
+    if (typeof value === 'string') {
+      const found = notInString.exec(value);
+      if (found === null) continue;
+      const codePoint = (found[0].codePointAt(0) ?? 0).toString(16).toUpperCase().padStart(4, '0');
+      return `/${name} holds U+${codePoint} at index ${found.index}: a CloudEvents string holds no control character, noncharacter or unpaired surrogate`;
+    }
+    if (typeof value === 'number' && (value < integerMin || value > integerMax))
+      return `/${name} is ${value}: a CloudEvents integer is from ${integerMin} to ${integerMax}`;
+  }
+  return undefined;
+}
+
 /** Undefined when the value is a structured CloudEvent this runtime takes; otherwise why not. */
 export function cloudEventProblem(value: JsonValue): string | undefined {
   const bytes = Buffer.byteLength(JSON.stringify(value), 'utf8');
   if (bytes > limits.cloudEventBytesMax) return `the event is ${bytes} bytes; at most ${limits.cloudEventBytesMax}`;
   const validate = compiled();
-  if (validate(value)) return undefined;
+  if (validate(value)) return attributeValueProblem(value as JsonObject);
   // The one `not` says only "must NOT be valid", and the `if` only "must match "then" schema": say what each refuses.
   const bothData = 'must carry data or data_base64, not both';
   const notJson = `datacontenttype ${String((value as JsonObject).datacontenttype).slice(0, 256)} is not JSON: its data must be a string (CloudEvents JSON format §3.1)`;

@@ -6,6 +6,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { cloudEventProblem } from '../../src/contract/cloudevents.js';
+import type { JsonValue } from '../../src/contract/json.js';
 
 const event = (time: string) => ({ specversion: '1.0', id: 'e1', source: 'https://convoke.dev/test', type: 'com.example.placed', time, data: {} });
 
@@ -34,4 +35,35 @@ test('an attribute whose name the JSON format does not allow is refused by its n
   }
   const two = cloudEventProblem({ ...event('2026-12-06T08:00:00Z'), Amount: 'x', 'a.b': 'y' });
   assert.match(two ?? '', /property name "Amount" must match .*; \(root\) property name "a\.b" must match/);
+});
+
+test("an attribute's value outside the CloudEvents type system is refused by the attribute's name", () => {
+  const base = event('2026-12-06T08:00:00Z');
+  // Strings: no control character (U+0000–U+001F, U+007F–U+009F), no noncharacter, no lone surrogate.
+  for (const [name, value, shown] of [
+    ['subject', 'order\n42', 'U+000A'],
+    ['id', 'e\u00001', 'U+0000'],
+    ['subject', 'caf\u0085', 'U+0085'],
+    ['traceparent', 'abc\u007f', 'U+007F'],
+    ['subject', 'a\ufffe', 'U+FFFE'],
+    ['subject', 'a\ufdd0', 'U+FDD0'],
+    ['subject', 'a\u{1fffF}', 'U+1FFFF'],
+    ['subject', 'a\ud800b', 'U+D800'],
+  ] as const) {
+    const problem = cloudEventProblem({ ...base, [name]: value });
+    assert.ok(problem?.includes(`/${name}`) && problem.includes(shown), `${name} ${JSON.stringify(value)}: ${problem}`);
+  }
+  // Integers: 32-bit signed.
+  for (const value of [2_147_483_648, -2_147_483_649, Number.MAX_SAFE_INTEGER]) {
+    const problem = cloudEventProblem({ ...base, amount: value });
+    assert.ok(problem?.includes('/amount') && problem.includes('-2147483648'), `${value}: ${problem}`);
+  }
+  // At the edges, and in data (which is the application's, not an attribute), they pass.
+  const edges: Record<string, JsonValue>[] = [
+    { amount: 2_147_483_647 },
+    { amount: -2_147_483_648 },
+    { subject: 'tab-free \u00a0 \u{1f600} \ufffd' },
+    { data: { note: 'line\nbreak \u0000' } },
+  ];
+  for (const extra of edges) assert.equal(cloudEventProblem({ ...base, ...extra }), undefined, JSON.stringify(extra));
 });

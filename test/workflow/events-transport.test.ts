@@ -366,6 +366,9 @@ test('NATS <prefix>.>: an event whose data its datacontenttype contradicts (Clou
       ['application/xml with a boolean', typed('c2', 'application/xml; charset=utf-8', true), /datacontenttype application\/xml; charset=utf-8 is not JSON/],
       ['not a media type', typed('c3', 'json', { ok: true }), /\/datacontenttype must match pattern/],
       ['a media type with no subtype', typed('c4', 'application/', { ok: true }), /\/datacontenttype must match pattern/],
+      // The attributes' own type system (CloudEvents core, Type System): strings without control characters, 32-bit integers.
+      ['a line break in subject', { ...approved('c6', { ok: true }), subject: 'order\n42' }, /\/subject holds U\+000A at index 5/],
+      ['an extension past 32 bits', { ...approved('c7', { ok: true }), amount: 4_294_967_296 }, /\/amount is 4294967296: a CloudEvents integer/],
     ];
     for (const [what, event, says] of refused) {
       const answer = await ask(event);
