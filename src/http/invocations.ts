@@ -19,6 +19,7 @@ import { requireJsonContentType } from './body.js';
 import { cancelInvocationSchema, getInvocationSchema, listInvocationsSchema, postInvocationSchema } from './schemas.js';
 import { parseListParameters } from '../runtime/operation-list.js';
 import { contractBoundary, effectiveBoundary, waitReleasable } from './wait.js';
+import { waitForHeader } from '../runtime/boundary.js';
 import type { WaitSlots } from '../runtime/wait-slots.js';
 
 export interface InvocationRoutesOptions {
@@ -90,14 +91,10 @@ export function registerInvocationRoutes(app: FastifyInstance, options: Invocati
     async (request, reply) => {
       const caller = callerOf(request);
       const body = request.body as InvocationRequest;
-      const declared = contractBoundary(bundles, body.contract.digest, body.interaction);
-      // Checked before admission so a weakening request creates no state. An undeployed contract
-      // or interaction has no declared boundary; admission below rejects it with the precise kind.
-      const requested = declared === undefined ? undefined : effectiveBoundary(body.waitFor, declared);
-      const { result } = await coordinator.invoke(caller, body);
-      if (requested === undefined) throw new AssertionFailure('an admitted invocation names a deployed interaction');
-      const waited = await wait(reply, caller.principalId, result.operationId, requested, waitMsOf(request, body.waitMs));
-      return answer(reply, waited);
+      // The coordinator refuses a weakening waitFor before admission, so it creates no state.
+      const { result, boundary } = await coordinator.invoke(caller, body);
+      const waited = await wait(reply, caller.principalId, result.operationId, boundary, waitMsOf(request, body.waitMs));
+      return answer(reply, waited, boundary);
     },
   );
 
@@ -114,7 +111,7 @@ export function registerInvocationRoutes(app: FastifyInstance, options: Invocati
       const boundary = effectiveBoundary(request.query.waitFor, declared);
       const waitMs = request.query.waitMs === undefined ? 0 : Number(request.query.waitMs);
       const waited = await wait(reply, caller.principalId, operationId, boundary, waitMsOf(request, waitMs));
-      return answer(reply, waited);
+      return answer(reply, waited, boundary);
     },
   );
 
@@ -140,7 +137,13 @@ function registerListAndCancel(app: FastifyInstance, coordinator: InvocationRout
   );
 }
 
-function answer(reply: FastifyReply, waited: { result: InvocationResult; reached: boolean }): InvocationResult {
+/**
+ * 200 at the boundary, 202 before it; `convoke-wait-for` names the boundary the status speaks of
+ * (the request's waitFor, or the interaction's), so a client that named none (the workflow
+ * executor's contract calls over HTTP) knows whether a complete settlement is part of it.
+ */
+function answer(reply: FastifyReply, waited: { result: InvocationResult; reached: boolean }, boundary: WaitFor): InvocationResult {
+  reply.header(waitForHeader, boundary);
   if (!waited.reached) reply.header('location', `/contract-invocations/${waited.result.operationId}`);
   reply.code(waited.reached ? 200 : 202);
   return waited.result;

@@ -37,14 +37,18 @@ function errorResponses(statuses: readonly (typeof errorStatuses)[number][]) {
   );
 }
 
+/** The boundary the status speaks of: the request's waitFor, or the interaction's when it names none. */
+const boundaryHeader = { 'convoke-wait-for': { description: 'the boundary this status speaks of', schema: { enum: ['decision', 'settled'] } } };
+
 const progress = {
   '200': {
     description: "the requested boundary (the stronger of waitFor and the contract's) is reached; check decision.outcome for business success",
+    headers: boundaryHeader,
     content: json(ref('InvocationResult')),
   },
   '202': {
     description: 'still pending at the end of the wait; poll GET /contract-invocations/{operationId}',
-    headers: { Location: { schema: { type: 'string' } } },
+    headers: { Location: { schema: { type: 'string' } }, ...boundaryHeader },
     content: json(ref('InvocationResult')),
   },
 };

@@ -7,6 +7,9 @@ import type { BundleRegistry } from '../contract/bundle.js';
 import { invalidInput } from '../contract/errors.js';
 import type { WaitFor } from '../contract/types.js';
 
+/** The HTTP response header naming the boundary a POST or GET /contract-invocations answer's status (200 or 202) speaks of. */
+export const waitForHeader = 'convoke-wait-for';
+
 const strength: Record<WaitFor, number> = { decision: 0, settled: 1 };
 
 export function effectiveBoundary(requested: WaitFor | undefined, contract: WaitFor): WaitFor {

@@ -36,6 +36,8 @@ import type { AuthorizationDecision, Policy } from '../adapters/policy/types.js'
 import { inboundPattern } from '../adapters/transport/subjects.js';
 import type { Subscription } from '../adapters/transport/types.js';
 import { Admission } from './admit.js';
+import { contractBoundary, effectiveBoundary } from './boundary.js';
+import type { Invoked } from './service.js';
 import { OperationNotFound, strangerAnsweredFirst, unreadableAnswer } from './errors.js';
 import { GroupCommit } from './group-commit.js';
 import { newEntry, resultBatchMsDefault, type Caller, type CoordinatorDeps, type Decider, type OpEntry, type RuntimeHost, type SubmitOptions } from './host.js';
@@ -149,9 +151,18 @@ export class Coordinator implements RuntimeHost {
     return this.closed;
   }
 
-  /** Admits (or finds) an invocation. `created` is false when the key already named this operation. */
-  invoke(caller: Caller, request: InvocationRequest): Promise<{ result: InvocationResult; created: boolean }> {
-    return this.admission.invoke(caller, request);
+  /**
+   * Admits (or finds) an invocation. `created` is false when the key already named this operation.
+   * `boundary` is the one the caller waits for: its `waitFor`, or the interaction's when it names
+   * none; one weaker than the interaction's is refused (invalid-input) before anything is admitted.
+   */
+  async invoke(caller: Caller, request: InvocationRequest): Promise<Invoked> {
+    const declared = contractBoundary(this.deps.bundles, request.contract.digest, request.interaction);
+    // An undeployed contract or interaction has no declared boundary; admission rejects it with the precise kind.
+    const requested = declared === undefined ? undefined : effectiveBoundary(request.waitFor, declared);
+    const answer = await this.admission.invoke(caller, request);
+    if (requested === undefined) throw new AssertionFailure('an admitted invocation names a deployed interaction');
+    return { ...answer, boundary: requested };
   }
 
   /**

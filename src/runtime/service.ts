@@ -13,11 +13,22 @@ import type { ListPage, ListRequest } from './operation-list.js';
 
 export type { Caller } from './host.js';
 
+/** What an invocation answers: the operation, whether this call admitted it, and the boundary the caller waits for. */
+export interface Invoked {
+  result: InvocationResult;
+  created: boolean;
+  boundary: WaitFor;
+}
+
 export interface InvocationService {
   /** The core's metrics registry; facades register their own metrics on it and serve it. */
   readonly metrics: { readonly registry: Registry };
-  /** Admits an operation (or finds the one its invocation key already names). */
-  invoke(caller: Caller, request: InvocationRequest): Promise<{ result: InvocationResult; created: boolean }>;
+  /**
+   * Admits an operation (or finds the one its invocation key already names), answering the
+   * boundary the caller waits for: its `waitFor`, or the interaction's when it names none (a
+   * `waitFor` weaker than the interaction's is refused, invalid-input, before admission).
+   */
+  invoke(caller: Caller, request: InvocationRequest): Promise<Invoked>;
   /** The operation's current result, for its principal only. */
   get(principalId: string, operationId: string): Promise<InvocationResult>;
   /** Resolves when the operation reaches the boundary, or when waitMs or the signal ends the wait. */

@@ -278,7 +278,7 @@ function neverClosing(clock: VirtualClock, timeoutMs: number) {
     invoke: async (caller, request) => {
       const id = operationId(caller.principalId, request.contract.digest, request.invocationKey);
       if (!admitted.has(id)) admitted.set(id, clock.nowMs());
-      return { result: open(id), created: true };
+      return { result: open(id), created: true, boundary: request.waitFor ?? 'decision' };
     },
     wait: (_principalId, id, _boundary, waitMs, signal) =>
       new Promise((resolve) => {

@@ -204,3 +204,39 @@ test("convoke workflow run --context: the context's endpoint, token file and pri
     delete process.env.CONVOKE_CONTEXT;
   }
 });
+
+test('a call naming no waitFor waits for the interaction’s boundary, which the facade names; a weaker one is refused before admission', async () => {
+  const calls = contracts(fixture.tokens.alice);
+  const caller = { principalId: 'alice', senderPeerId: null };
+  const request = { contract: fixture.bundle, interaction: 'publish', input: { approvals: 2 } };
+  const invoked = await calls.invoke(caller, { ...request, invocationKey: 'remote-boundary-1' });
+  assert.equal(invoked.boundary, 'settled', 'publish waits for settled: the facade says so');
+  const review = await calls.invoke(caller, {
+    contract: fixture.bundle,
+    interaction: 'review',
+    input: { document: 'RFC 13' },
+    invocationKey: 'remote-boundary-2',
+  });
+  assert.equal(review.boundary, 'decision');
+  await assert.rejects(
+    calls.invoke(caller, { ...request, invocationKey: 'remote-boundary-3', waitFor: 'decision' }),
+    (error: Error & { kind?: string }) => error.kind === 'invalid-input' && /weaken/.test(error.message),
+  );
+  const h = harness({ clock, invocations: calls });
+  try {
+    const publish = yaml(`document: { dsl: '1.0.3', namespace: test, name: remote-publish, version: '1.0.0' }
+do:
+  - publish:
+      call: invoke-contract
+      with:
+        contract: { id: lab.review, version: '1.0.0', digest: '${fixture.bundle.digest}' }
+        interaction: publish
+        input: { approvals: 2 }
+`);
+    const record = await runToEnd(h, publish, {}, 'remote-3');
+    assert.equal(record.status, 'completed', JSON.stringify(record.error));
+    assert.equal(((record.output as JsonObject).settlement as JsonObject).status, 'complete', 'the call waited for the settlement');
+  } finally {
+    await h.close();
+  }
+});

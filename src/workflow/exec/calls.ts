@@ -520,7 +520,8 @@ interface ContractArgs {
   contract: ContractRef;
   interaction: string;
   input: JsonValue;
-  waitFor: WaitFor;
+  /** Absent: the interaction's boundary (the runtime answers which it is). */
+  waitFor: WaitFor | undefined;
   invocationKey: string | undefined;
 }
 
@@ -556,7 +557,7 @@ function contractArgs(args: JsonObject, ref: string): ContractArgs {
     contract: { id: contract.id as string, version: contract.version as string, digest: contract.digest as string },
     interaction: args.interaction as string,
     input: args.input ?? null,
-    waitFor: (args.waitFor as WaitFor | undefined) ?? 'decision',
+    waitFor: args.waitFor as WaitFor | undefined,
     invocationKey: args.invocationKey as string | undefined,
   };
 }
@@ -597,17 +598,20 @@ async function invokeAndWait(interpreter: Interpreter, run: TaskRun, args: Contr
     throw raise('configuration', 400, 'No contract runtime', ref, 'this executor was started without an invocation service; contract calls cannot run');
   const principalId = interpreter.record.started.principalId;
   try {
-    let { result } = await service.invoke(
-      { principalId, senderPeerId: null },
-      { contract: args.contract, interaction: args.interaction, invocationKey, input: args.input, waitFor: args.waitFor },
-    );
+    const request = { contract: args.contract, interaction: args.interaction, invocationKey, input: args.input };
+    // The runtime answers the boundary: the call's waitFor, or its interaction's when the call names none (a weaker one it refuses).
+    const invoked = await service.invoke({ principalId, senderPeerId: null }, args.waitFor === undefined ? request : { ...request, waitFor: args.waitFor });
+    let result = invoked.result;
+    const boundary = invoked.boundary;
     if (result.operationId !== expectedId)
       throw raise('communication', 409, 'Protocol conflict', ref, `the runtime answered operation ${result.operationId}, expected ${expectedId}`);
-    while (!reached(result, args.waitFor)) {
+    if (args.waitFor === 'settled' && boundary !== 'settled')
+      throw raise('communication', 409, 'Protocol conflict', ref, `the runtime answered the boundary ${boundary}, the call asked for settled`);
+    while (!reached(result, boundary)) {
       if (run.frame.signal.aborted) throw new Halted('the call was stopped');
-      ({ result } = await service.wait(principalId, expectedId, args.waitFor, interpreter.deps.contractWaitChunkMs, run.frame.signal));
+      ({ result } = await service.wait(principalId, expectedId, boundary, interpreter.deps.contractWaitChunkMs, run.frame.signal));
     }
-    return answerOf(result, args.waitFor, ref);
+    return answerOf(result, boundary, ref);
   } catch (error) {
     if (error instanceof AdapterError) throw new WorkflowRaise(adapterFault(error, ref));
     throw error;

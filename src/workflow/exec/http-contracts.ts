@@ -21,7 +21,8 @@ import { AdapterError, adapterErrorKinds, invalidInput, unavailable, type Adapte
 import { invocationResultSchema } from '../../contract/schemas.js';
 import type { InvocationRequest, WaitFor } from '../../contract/types.js';
 import type { InvocationResult } from '../../projections/views.js';
-import type { Caller, InvocationService } from '../../runtime/service.js';
+import type { Caller, InvocationService, Invoked } from '../../runtime/service.js';
+import { waitForHeader } from '../../runtime/boundary.js';
 
 /**
  * What the interpreter needs of a contract runtime: admit (or find) an operation, wait on it, and
@@ -53,6 +54,12 @@ const retryDelayMs = { first: 100, max: 2000 };
 
 class Uncertain extends Error {}
 
+/** A 200 or 202 answer: its InvocationResult, and the boundary its status speaks of (undefined: not named). */
+interface Answer {
+  result: InvocationResult;
+  boundary: WaitFor | undefined;
+}
+
 export class HttpContracts implements ContractCalls {
   private readonly base: string;
 
@@ -68,10 +75,13 @@ export class HttpContracts implements ContractCalls {
   }
 
   /** The principal is the credential's; `caller` names who the instance expects it to be (calls.ts checks the operation id). */
-  async invoke(_caller: Caller, request: InvocationRequest): Promise<{ result: InvocationResult; created: boolean }> {
+  /** The boundary is the facade's answer (its `convoke-wait-for` header): the request's waitFor, or the interaction's when it names none. */
+  async invoke(_caller: Caller, request: InvocationRequest): Promise<Invoked> {
     const body = JSON.stringify({ ...request, waitMs: 0 });
-    const result = await this.withRetries(undefined, (signal) => this.send('POST', `${this.base}/contract-invocations`, body, 0, signal));
-    return { result, created: false };
+    const url = `${this.base}/contract-invocations`;
+    const { result, boundary } = await this.withRetries(undefined, (signal) => this.send('POST', url, body, 0, signal));
+    if (boundary === undefined) throw new AdapterError('protocol-conflict', `POST ${url}: the answer does not name its boundary (${waitForHeader})`);
+    return { result, created: false, boundary };
   }
 
   async wait(
@@ -82,24 +92,24 @@ export class HttpContracts implements ContractCalls {
     signal?: AbortSignal,
   ): Promise<{ result: InvocationResult; reached: boolean }> {
     const url = `${this.base}/contract-invocations/${encodeURIComponent(operationId)}?waitFor=${boundary}&waitMs=${Math.max(0, Math.floor(waitMs))}`;
-    const result = await this.withRetries(signal, (attempt) => this.send('GET', url, undefined, waitMs, attempt));
+    const { result } = await this.withRetries(signal, (attempt) => this.send('GET', url, undefined, waitMs, attempt));
     const reached = boundary === 'settled' ? result.settlement.status !== 'pending' : result.decision !== null;
     return { result, reached };
   }
 
   async get(_principalId: string, operationId: string): Promise<InvocationResult> {
     const url = `${this.base}/contract-invocations/${encodeURIComponent(operationId)}`;
-    return this.withRetries(undefined, (signal) => this.send('GET', url, undefined, 0, signal));
+    return (await this.withRetries(undefined, (signal) => this.send('GET', url, undefined, 0, signal))).result;
   }
 
   /** Caller cancellation; sent again while uncertain (cancelling twice answers the same decision). */
   async cancel(_principalId: string, operationId: string): Promise<InvocationResult> {
     const url = `${this.base}/contract-invocations/${encodeURIComponent(operationId)}/cancel`;
-    return this.withRetries(undefined, (signal) => this.send('POST', url, undefined, 0, signal));
+    return (await this.withRetries(undefined, (signal) => this.send('POST', url, undefined, 0, signal))).result;
   }
 
   /** Sends until a definite answer; an uncertain one is sent again after a growing delay, within the retry budget. */
-  private async withRetries(signal: AbortSignal | undefined, attempt: (signal: AbortSignal) => Promise<InvocationResult>): Promise<InvocationResult> {
+  private async withRetries(signal: AbortSignal | undefined, attempt: (signal: AbortSignal) => Promise<Answer>): Promise<Answer> {
     const clock = this.options.clock;
     const until = clock.nowMs() + (this.options.retryBudgetMs ?? 30_000);
     for (let failures = 0; ; failures++) {
@@ -120,7 +130,7 @@ export class HttpContracts implements ContractCalls {
     }
   }
 
-  private async send(method: 'GET' | 'POST', url: string, body: string | undefined, waitMs: number, signal: AbortSignal): Promise<InvocationResult> {
+  private async send(method: 'GET' | 'POST', url: string, body: string | undefined, waitMs: number, signal: AbortSignal): Promise<Answer> {
     const headers: Record<string, string> = { authorization: `Bearer ${await this.token()}` };
     if (body !== undefined) headers['content-type'] = 'application/json';
     let response: Response;
@@ -135,7 +145,8 @@ export class HttpContracts implements ContractCalls {
     const parsed = parseJson(text);
     if (response.status === 200 || response.status === 202) {
       if (!checkResult(parsed)) throw new Uncertain(`${method} ${url}: ${response.status} with a body that is not an InvocationResult`);
-      return parsed as unknown as InvocationResult;
+      const boundary = response.headers.get(waitForHeader);
+      return { result: parsed as unknown as InvocationResult, boundary: boundary === 'decision' || boundary === 'settled' ? boundary : undefined };
     }
     const refusal = adapterErrorOf(parsed);
     if (definite.has(response.status) && refusal) throw new AdapterError(refusal.kind, `${method} ${url}: ${response.status}: ${refusal.description}`);
